@@ -1,0 +1,88 @@
+// Command jobplane is the reference jobplane server and its command-line
+// client. Each subcommand wires components into one oklog/run group; main
+// itself only parses flags and wires.
+//
+// Usage:
+//
+//	jobplane standalone [flags]   a whole cluster in one process
+//
+// Run `jobplane <subcommand> -h` for the flags of each.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+func main() {
+	os.Exit(jobplaneMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// subcommand is one verb of the jobplane binary.
+type subcommand struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+var subcommands = []subcommand{
+	{"standalone", "run a whole cluster in one process", runStandalone},
+}
+
+// jobplaneMain executes the subcommand named by args[0] and returns the exit code.
+func jobplaneMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return exitOK
+	}
+	for _, sc := range subcommands {
+		if sc.name == args[0] {
+			return sc.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "jobplane: unknown subcommand %q\n\n", args[0])
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: jobplane <subcommand> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Subcommands:")
+	for _, sc := range subcommands {
+		fmt.Fprintf(w, "  %-12s %s\n", sc.name, sc.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'jobplane <subcommand> -h' for its flags.")
+}
+
+// parseFlags parses args into fs and maps the outcome to an exit code:
+// ok is false when the caller must return code at once (help or bad usage).
+func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK, false
+	case err != nil:
+		return exitUsage, false
+	case fs.NArg() > 0:
+		fmt.Fprintf(fs.Output(), "%s: unexpected arguments: %q\n", fs.Name(), fs.Args())
+		return exitUsage, false
+	}
+	return exitOK, true
+}

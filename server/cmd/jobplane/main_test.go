@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+)
+
+// The test binary doubles as the jobplane binary: with this variable set it
+// runs main with the remaining arguments, so process-level tests exercise
+// the real command without building it separately.
+const runMainEnv = "JOBPLANE_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// process is a jobplane child process.
+type process struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	done   chan error
+}
+
+// startJobplane starts `jobplane args...` as a child process and kills it,
+// if still running, when the test ends.
+func startJobplane(t *testing.T, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	p := &process{cmd: cmd, stderr: new(bytes.Buffer), done: make(chan error, 1)}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start jobplane: %v", err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("jobplane stderr:\n%s", p.stderr)
+		}
+	})
+	return p
+}
+
+// wait returns the child's exit code, failing the test if it does not exit
+// within the deadline.
+func (p *process) wait(t *testing.T, within time.Duration) int {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err // keep it for the cleanup
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode()
+		}
+		if err != nil {
+			t.Fatalf("wait: %v", err)
+		}
+		return 0
+	case <-time.After(within):
+		t.Fatalf("jobplane did not exit within %v", within)
+		return -1
+	}
+}
+
+// waitForFile polls for a non-empty file written by the child, bounded by a
+// deadline, and returns its trimmed content.
+func waitForFile(t *testing.T, p *process, name string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(name); err == nil && len(b) > 0 {
+			return strings.TrimSpace(string(b))
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("jobplane exited before listening: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatalf("no address in %s after 20s", name)
+	return ""
+}
+
+func TestStandaloneServesHealthAndStopsOnSIGTERM(t *testing.T) {
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	p := startJobplane(t, "standalone", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile)
+	url := "http://" + waitForFile(t, p, addrFile)
+
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	h2cTransport := &http.Transport{Protocols: &h2c}
+	h1Transport := &http.Transport{}
+	defer h2cTransport.CloseIdleConnections()
+	defer h1Transport.CloseIdleConnections()
+
+	for _, tc := range []struct {
+		name   string
+		client *http.Client
+		opts   []connect.ClientOption
+	}{
+		{"connect/http1.1", &http.Client{Transport: h1Transport}, nil},
+		{"connect/h2c", &http.Client{Transport: h2cTransport}, nil},
+		{"grpc/h2c", &http.Client{Transport: h2cTransport}, []connect.ClientOption{connect.WithGRPC()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			resp, err := grpchealth.NewClient(tc.client, url, tc.opts...).Check(ctx, &grpchealth.CheckRequest{})
+			if err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			if resp.Status != grpchealth.StatusServing {
+				t.Errorf("status = %v, want SERVING", resp.Status)
+			}
+		})
+	}
+
+	// An idle HTTP/2 connection holds a graceful shutdown up to a second,
+	// waiting for the client to act on GOAWAY; close ours first.
+	h1Transport.CloseIdleConnections()
+	h2cTransport.CloseIdleConnections()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 20*time.Second); code != exitOK {
+		t.Errorf("exit code after SIGTERM = %d, want %d", code, exitOK)
+	}
+	if !strings.Contains(p.stderr.String(), "shut down") {
+		t.Errorf("stderr lacks the shutdown line:\n%s", p.stderr)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"no subcommand", nil, exitUsage},
+		{"unknown subcommand", []string{"frobnicate"}, exitUsage},
+		{"unknown flag", []string{"standalone", "--no-such-flag"}, exitUsage},
+		{"stray argument", []string{"standalone", "extra"}, exitUsage},
+		{"bad log level", []string{"standalone", "--log-level", "loud"}, exitUsage},
+		{"help", []string{"help"}, exitOK},
+		{"subcommand help", []string{"standalone", "-h"}, exitOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if got := jobplaneMain(tc.args, &stdout, &stderr); got != tc.want {
+				t.Errorf("exit code = %d, want %d; stderr:\n%s", got, tc.want, stderr.String())
+			}
+		})
+	}
+}
+
+func TestListenFailureExitsNonZero(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	// A port that is not a number passes flag parsing but cannot be bound.
+	if got := jobplaneMain([]string{"standalone", "--listen", "127.0.0.1:notaport"}, &stdout, &stderr); got != exitError {
+		t.Errorf("exit code = %d, want %d; stderr:\n%s", got, exitError, stderr.String())
+	}
+}

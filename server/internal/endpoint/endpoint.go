@@ -1,0 +1,192 @@
+package endpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+)
+
+// Config configures an Endpoint.
+type Config struct {
+	// Listen is the TCP address to listen on, for example "127.0.0.1:8080".
+	// Port 0 picks a free port; Addr reports it. Required.
+	Listen string
+	// AddrFile, when set, names a file into which the bound address is
+	// written once the listener is open, so that a parent process or script
+	// can find a port picked with port 0. Default: none.
+	AddrFile string
+	// ShutdownTimeout bounds the graceful shutdown: requests still running
+	// after it (such as long-lived streams) are cut. Default: 5s.
+	ShutdownTimeout time.Duration
+	// ReadHeaderTimeout bounds how long a client may take to send request
+	// headers. Default: 10s.
+	ReadHeaderTimeout time.Duration
+}
+
+// Validate reports whether the configuration can be used.
+func (c Config) Validate() error {
+	if c.Listen == "" {
+		return errors.New("endpoint: listen address is required")
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("endpoint: listen address %q: %w", c.Listen, err)
+	}
+	if c.ShutdownTimeout < 0 || c.ReadHeaderTimeout < 0 {
+		return errors.New("endpoint: timeouts must not be negative")
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 5 * time.Second
+	}
+	if c.ReadHeaderTimeout == 0 {
+		c.ReadHeaderTimeout = 10 * time.Second
+	}
+	return c
+}
+
+// Endpoint is one listener serving the RPC services mounted on it.
+type Endpoint struct {
+	cfg      Config
+	log      *slog.Logger
+	listener net.Listener
+	mux      *http.ServeMux
+	health   *grpchealth.StaticChecker
+
+	mu       sync.Mutex
+	services []string
+	running  bool
+}
+
+// Listen opens the listener described by cfg. Nothing is served until Run.
+// It fails if the configuration is invalid or the address cannot be bound.
+func Listen(cfg Config, log *slog.Logger) (*Endpoint, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint: %w", err)
+	}
+	if cfg.AddrFile != "" {
+		if err := writeFileAtomic(cfg.AddrFile, []byte(ln.Addr().String()+"\n")); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("endpoint: write address file: %w", err)
+		}
+	}
+	return &Endpoint{
+		cfg:      cfg,
+		log:      log,
+		listener: ln,
+		mux:      http.NewServeMux(),
+		health:   grpchealth.NewStaticChecker(),
+	}, nil
+}
+
+// Addr returns the bound address, such as "127.0.0.1:41235".
+func (e *Endpoint) Addr() net.Addr { return e.listener.Addr() }
+
+// URL returns the base URL at which the endpoint is reached, such as
+// "http://127.0.0.1:41235".
+func (e *Endpoint) URL() string { return "http://" + e.listener.Addr().String() }
+
+// Mount serves handler under path for the named protobuf service (its fully
+// qualified name, as the generated `...ServiceName` constant gives it).
+// The service is reported SERVING by gRPC health and listed by reflection.
+// Mount panics if called after Run has started, since the set of services
+// is fixed from then on.
+func (e *Endpoint) Mount(service, path string, handler http.Handler) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.running {
+		panic("endpoint: Mount after Run")
+	}
+	e.mux.Handle(path, handler)
+	e.services = append(e.services, service)
+	e.health.SetStatus(service, grpchealth.StatusServing)
+}
+
+// Run serves until ctx is done, then shuts down gracefully: health turns
+// NOT_SERVING, the listener closes, and requests in flight get up to
+// Config.ShutdownTimeout to finish. It returns nil after a shutdown caused
+// by ctx, or the error that stopped serving.
+func (e *Endpoint) Run(ctx context.Context) error {
+	e.mu.Lock()
+	e.running = true
+	services := append([]string(nil), e.services...)
+	e.mu.Unlock()
+
+	reflector := grpcreflect.NewStaticReflector(append(services,
+		grpchealth.HealthV1ServiceName,
+		grpcreflect.ReflectV1ServiceName,
+		grpcreflect.ReflectV1AlphaServiceName,
+	)...)
+	e.mux.Handle(grpchealth.NewHandler(e.health))
+	e.mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	e.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           e.mux,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: e.cfg.ReadHeaderTimeout,
+		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(e.listener) }()
+	e.log.Info("serving", "addr", e.listener.Addr().String(), "services", services)
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("endpoint: serve: %w", err)
+	case <-ctx.Done():
+	}
+
+	e.health.SetStatus("", grpchealth.StatusNotServing)
+	for _, s := range services {
+		e.health.SetStatus(s, grpchealth.StatusNotServing)
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(shutdownCtx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		e.log.Warn("shutdown timed out; closing remaining connections", "timeout", e.cfg.ShutdownTimeout)
+		err = srv.Close()
+	}
+	if serveErr := <-served; !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("endpoint: serve: %w", serveErr)
+	}
+	if err != nil {
+		return fmt.Errorf("endpoint: shutdown: %w", err)
+	}
+	e.log.Info("stopped", "addr", e.listener.Addr().String())
+	return nil
+}
+
+// Close releases the listener of an endpoint whose Run was never called.
+func (e *Endpoint) Close() error { return e.listener.Close() }
+
+// writeFileAtomic writes data to a temporary file beside name and renames
+// it into place, so a reader never sees a partial address.
+func writeFileAtomic(name string, data []byte) error {
+	tmp := name + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, name)
+}
