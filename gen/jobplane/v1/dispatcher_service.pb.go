@@ -609,7 +609,7 @@ func (x *WatchJobRequest) GetJobId() string {
 // WatchJobResponse is one message of DispatcherService.WatchJob.
 type WatchJobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The job's summary at this status change.
+	// The job's summary at this status change; unset in a heartbeat.
 	Job           *JobSummary `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -33,6 +33,14 @@ const (
 //     below; a reason never appears with another code.
 //   - `ErrorInfo.metadata` carries the keys listed for each reason; a key
 //     whose value is unknown is omitted.
+//   - Transport and infrastructure failures (UNAVAILABLE because a store is
+//     unreachable, DEADLINE_EXCEEDED, INTERNAL) may carry no ErrorInfo.
+//   - Fencing tokens of one election are compared by epoch. A receiver that
+//     gets a token older than the current one it knows answers ABORTED with
+//     STALE_FENCING_TOKEN. A receiver that gets a token newer than its own
+//     leadership has been deposed: it answers UNAVAILABLE with NOT_LEADER
+//     and steps down. A receiver that only tracks the leader (a TaskExecutor)
+//     adopts a newer token as the current one.
 //   - Invalid input is answered with INVALID_ARGUMENT and a
 //     `google.rpc.BadRequest` detail with one field violation per offending
 //     field (the field path in proto names, e.g. `job_graph.vertices[2].id`),
@@ -46,7 +54,8 @@ const (
 	// grant of its election: the caller's leadership has ended or was never
 	// held. The receiver did nothing. The caller must not retry with the same
 	// token; it stops acting as leader. Metadata: `election`, and
-	// `current_epoch` when the receiver knows a newer grant.
+	// `current_session_id` and `current_epoch` when the receiver knows a
+	// newer grant.
 	ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN ErrorReason = 1
 	// Code UNAVAILABLE. The receiving process does not lead the election that
 	// owns the request (for example a standby Dispatcher, or a process that

@@ -29,7 +29,7 @@ type RevocationReason int32
 const (
 	// Unknown.
 	RevocationReason_REVOCATION_REASON_UNSPECIFIED RevocationReason = 0
-	// The leader resigned.
+	// The leader resigned or withdrew.
 	RevocationReason_REVOCATION_REASON_RESIGNED RevocationReason = 1
 	// The session expired or was closed.
 	RevocationReason_REVOCATION_REASON_SESSION_ENDED RevocationReason = 2
@@ -417,7 +417,7 @@ type CampaignRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The election. Required.
 	Election string `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
-	// The session the candidacy lives on. Required.
+	// The session the candidacy belongs to. Required.
 	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// The address to publish when granted; empty publishes none until
 	// ConfirmLeadership.
@@ -477,16 +477,9 @@ func (x *CampaignRequest) GetAddress() string {
 	return ""
 }
 
-// CampaignResponse is one event of HAStoreService.Campaign.
+// CampaignResponse is the response of HAStoreService.Campaign.
 type CampaignResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The event.
-	//
-	// Types that are valid to be assigned to Event:
-	//
-	//	*CampaignResponse_Granted
-	//	*CampaignResponse_Revoked
-	Event         isCampaignResponse_Event `protobuf_oneof:"event"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -521,48 +514,247 @@ func (*CampaignResponse) Descriptor() ([]byte, []int) {
 	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{7}
 }
 
-func (x *CampaignResponse) GetEvent() isCampaignResponse_Event {
+// WithdrawRequest is the request of HAStoreService.Withdraw.
+type WithdrawRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The election. Required.
+	Election string `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
+	// The session whose candidacy ends. Required.
+	SessionId     string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WithdrawRequest) Reset() {
+	*x = WithdrawRequest{}
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WithdrawRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WithdrawRequest) ProtoMessage() {}
+
+func (x *WithdrawRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WithdrawRequest.ProtoReflect.Descriptor instead.
+func (*WithdrawRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WithdrawRequest) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
+func (x *WithdrawRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// WithdrawResponse is the response of HAStoreService.Withdraw.
+type WithdrawResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WithdrawResponse) Reset() {
+	*x = WithdrawResponse{}
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WithdrawResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WithdrawResponse) ProtoMessage() {}
+
+func (x *WithdrawResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WithdrawResponse.ProtoReflect.Descriptor instead.
+func (*WithdrawResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{9}
+}
+
+// WatchSessionRequest is the request of HAStoreService.WatchSession.
+type WatchSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session. Required.
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSessionRequest) Reset() {
+	*x = WatchSessionRequest{}
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSessionRequest) ProtoMessage() {}
+
+func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSessionRequest.ProtoReflect.Descriptor instead.
+func (*WatchSessionRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *WatchSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// WatchSessionResponse is one event of HAStoreService.WatchSession.
+type WatchSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The event.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*WatchSessionResponse_Granted
+	//	*WatchSessionResponse_Revoked
+	//	*WatchSessionResponse_Heartbeat_
+	Event         isWatchSessionResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSessionResponse) Reset() {
+	*x = WatchSessionResponse{}
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSessionResponse) ProtoMessage() {}
+
+func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSessionResponse.ProtoReflect.Descriptor instead.
+func (*WatchSessionResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *WatchSessionResponse) GetEvent() isWatchSessionResponse_Event {
 	if x != nil {
 		return x.Event
 	}
 	return nil
 }
 
-func (x *CampaignResponse) GetGranted() *CampaignResponse_LeadershipGranted {
+func (x *WatchSessionResponse) GetGranted() *WatchSessionResponse_LeadershipGranted {
 	if x != nil {
-		if x, ok := x.Event.(*CampaignResponse_Granted); ok {
+		if x, ok := x.Event.(*WatchSessionResponse_Granted); ok {
 			return x.Granted
 		}
 	}
 	return nil
 }
 
-func (x *CampaignResponse) GetRevoked() *CampaignResponse_LeadershipRevoked {
+func (x *WatchSessionResponse) GetRevoked() *WatchSessionResponse_LeadershipRevoked {
 	if x != nil {
-		if x, ok := x.Event.(*CampaignResponse_Revoked); ok {
+		if x, ok := x.Event.(*WatchSessionResponse_Revoked); ok {
 			return x.Revoked
 		}
 	}
 	return nil
 }
 
-type isCampaignResponse_Event interface {
-	isCampaignResponse_Event()
+func (x *WatchSessionResponse) GetHeartbeat() *WatchSessionResponse_Heartbeat {
+	if x != nil {
+		if x, ok := x.Event.(*WatchSessionResponse_Heartbeat_); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
 }
 
-type CampaignResponse_Granted struct {
-	// The candidacy was granted leadership.
-	Granted *CampaignResponse_LeadershipGranted `protobuf:"bytes,1,opt,name=granted,proto3,oneof"`
+type isWatchSessionResponse_Event interface {
+	isWatchSessionResponse_Event()
 }
 
-type CampaignResponse_Revoked struct {
-	// The leadership ended; the stream ends after this event.
-	Revoked *CampaignResponse_LeadershipRevoked `protobuf:"bytes,2,opt,name=revoked,proto3,oneof"`
+type WatchSessionResponse_Granted struct {
+	// A candidacy was granted leadership.
+	Granted *WatchSessionResponse_LeadershipGranted `protobuf:"bytes,1,opt,name=granted,proto3,oneof"`
 }
 
-func (*CampaignResponse_Granted) isCampaignResponse_Event() {}
+type WatchSessionResponse_Revoked struct {
+	// A leadership ended.
+	Revoked *WatchSessionResponse_LeadershipRevoked `protobuf:"bytes,2,opt,name=revoked,proto3,oneof"`
+}
 
-func (*CampaignResponse_Revoked) isCampaignResponse_Event() {}
+type WatchSessionResponse_Heartbeat_ struct {
+	// Nothing happened for a while.
+	Heartbeat *WatchSessionResponse_Heartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
+}
+
+func (*WatchSessionResponse_Granted) isWatchSessionResponse_Event() {}
+
+func (*WatchSessionResponse_Revoked) isWatchSessionResponse_Event() {}
+
+func (*WatchSessionResponse_Heartbeat_) isWatchSessionResponse_Event() {}
 
 // ResignRequest is the request of HAStoreService.Resign.
 type ResignRequest struct {
@@ -575,7 +767,7 @@ type ResignRequest struct {
 
 func (x *ResignRequest) Reset() {
 	*x = ResignRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[8]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +779,7 @@ func (x *ResignRequest) String() string {
 func (*ResignRequest) ProtoMessage() {}
 
 func (x *ResignRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[8]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +792,7 @@ func (x *ResignRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResignRequest.ProtoReflect.Descriptor instead.
 func (*ResignRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{8}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResignRequest) GetFence() *Fence {
@@ -619,7 +811,7 @@ type ResignResponse struct {
 
 func (x *ResignResponse) Reset() {
 	*x = ResignResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[9]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +823,7 @@ func (x *ResignResponse) String() string {
 func (*ResignResponse) ProtoMessage() {}
 
 func (x *ResignResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[9]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +836,7 @@ func (x *ResignResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResignResponse.ProtoReflect.Descriptor instead.
 func (*ResignResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{9}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{13}
 }
 
 // ConfirmLeadershipRequest is the request of
@@ -661,7 +853,7 @@ type ConfirmLeadershipRequest struct {
 
 func (x *ConfirmLeadershipRequest) Reset() {
 	*x = ConfirmLeadershipRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[10]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +865,7 @@ func (x *ConfirmLeadershipRequest) String() string {
 func (*ConfirmLeadershipRequest) ProtoMessage() {}
 
 func (x *ConfirmLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[10]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +878,7 @@ func (x *ConfirmLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*ConfirmLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{10}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ConfirmLeadershipRequest) GetFence() *Fence {
@@ -713,7 +905,7 @@ type ConfirmLeadershipResponse struct {
 
 func (x *ConfirmLeadershipResponse) Reset() {
 	*x = ConfirmLeadershipResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[11]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +917,7 @@ func (x *ConfirmLeadershipResponse) String() string {
 func (*ConfirmLeadershipResponse) ProtoMessage() {}
 
 func (x *ConfirmLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[11]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +930,7 @@ func (x *ConfirmLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*ConfirmLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{11}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{15}
 }
 
 // GetLeaderRequest is the request of HAStoreService.GetLeader.
@@ -752,7 +944,7 @@ type GetLeaderRequest struct {
 
 func (x *GetLeaderRequest) Reset() {
 	*x = GetLeaderRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[12]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -764,7 +956,7 @@ func (x *GetLeaderRequest) String() string {
 func (*GetLeaderRequest) ProtoMessage() {}
 
 func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[12]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -777,7 +969,7 @@ func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{12}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetLeaderRequest) GetElection() string {
@@ -798,7 +990,7 @@ type GetLeaderResponse struct {
 
 func (x *GetLeaderResponse) Reset() {
 	*x = GetLeaderResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[13]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +1002,7 @@ func (x *GetLeaderResponse) String() string {
 func (*GetLeaderResponse) ProtoMessage() {}
 
 func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[13]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +1015,7 @@ func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{13}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetLeaderResponse) GetLeader() *LeaderInfo {
@@ -844,7 +1036,7 @@ type ObserveLeaderRequest struct {
 
 func (x *ObserveLeaderRequest) Reset() {
 	*x = ObserveLeaderRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[14]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +1048,7 @@ func (x *ObserveLeaderRequest) String() string {
 func (*ObserveLeaderRequest) ProtoMessage() {}
 
 func (x *ObserveLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[14]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +1061,7 @@ func (x *ObserveLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveLeaderRequest.ProtoReflect.Descriptor instead.
 func (*ObserveLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{14}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ObserveLeaderRequest) GetElection() string {
@@ -891,7 +1083,7 @@ type ObserveLeaderResponse struct {
 
 func (x *ObserveLeaderResponse) Reset() {
 	*x = ObserveLeaderResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[15]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +1095,7 @@ func (x *ObserveLeaderResponse) String() string {
 func (*ObserveLeaderResponse) ProtoMessage() {}
 
 func (x *ObserveLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[15]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1108,7 @@ func (x *ObserveLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveLeaderResponse.ProtoReflect.Descriptor instead.
 func (*ObserveLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{15}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ObserveLeaderResponse) GetLeader() *LeaderInfo {
@@ -934,8 +1126,9 @@ type ExecutionPlan struct {
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The job, overrides applied. Required.
 	JobGraph *JobGraph `protobuf:"bytes,2,opt,name=job_graph,json=jobGraph,proto3" json:"job_graph,omitempty"`
-	// A digest of the plan's canonical form, computed by the writer to
-	// recognize identical resubmissions; opaque to the store.
+	// A digest of the JobGraph as submitted (before overrides), computed by
+	// the writer to recognize identical resubmissions. Opaque to the store;
+	// only digests computed by the same implementation are comparable.
 	Digest []byte `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
 	// When the Dispatcher accepted the job.
 	SubmitTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=submit_time,json=submitTime,proto3" json:"submit_time,omitempty"`
@@ -945,7 +1138,7 @@ type ExecutionPlan struct {
 
 func (x *ExecutionPlan) Reset() {
 	*x = ExecutionPlan{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[16]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1150,7 @@ func (x *ExecutionPlan) String() string {
 func (*ExecutionPlan) ProtoMessage() {}
 
 func (x *ExecutionPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[16]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1163,7 @@ func (x *ExecutionPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionPlan.ProtoReflect.Descriptor instead.
 func (*ExecutionPlan) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{16}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ExecutionPlan) GetJobId() string {
@@ -1014,7 +1207,7 @@ type PutExecutionPlanRequest struct {
 
 func (x *PutExecutionPlanRequest) Reset() {
 	*x = PutExecutionPlanRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[17]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1219,7 @@ func (x *PutExecutionPlanRequest) String() string {
 func (*PutExecutionPlanRequest) ProtoMessage() {}
 
 func (x *PutExecutionPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[17]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1232,7 @@ func (x *PutExecutionPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutExecutionPlanRequest.ProtoReflect.Descriptor instead.
 func (*PutExecutionPlanRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{17}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PutExecutionPlanRequest) GetFence() *Fence {
@@ -1066,7 +1259,7 @@ type PutExecutionPlanResponse struct {
 
 func (x *PutExecutionPlanResponse) Reset() {
 	*x = PutExecutionPlanResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[18]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1271,7 @@ func (x *PutExecutionPlanResponse) String() string {
 func (*PutExecutionPlanResponse) ProtoMessage() {}
 
 func (x *PutExecutionPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[18]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1284,7 @@ func (x *PutExecutionPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutExecutionPlanResponse.ProtoReflect.Descriptor instead.
 func (*PutExecutionPlanResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{18}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{22}
 }
 
 // GetExecutionPlanRequest is the request of HAStoreService.GetExecutionPlan.
@@ -1105,7 +1298,7 @@ type GetExecutionPlanRequest struct {
 
 func (x *GetExecutionPlanRequest) Reset() {
 	*x = GetExecutionPlanRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[19]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1310,7 @@ func (x *GetExecutionPlanRequest) String() string {
 func (*GetExecutionPlanRequest) ProtoMessage() {}
 
 func (x *GetExecutionPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[19]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1323,7 @@ func (x *GetExecutionPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionPlanRequest.ProtoReflect.Descriptor instead.
 func (*GetExecutionPlanRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{19}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetExecutionPlanRequest) GetJobId() string {
@@ -1152,7 +1345,7 @@ type GetExecutionPlanResponse struct {
 
 func (x *GetExecutionPlanResponse) Reset() {
 	*x = GetExecutionPlanResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[20]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1164,7 +1357,7 @@ func (x *GetExecutionPlanResponse) String() string {
 func (*GetExecutionPlanResponse) ProtoMessage() {}
 
 func (x *GetExecutionPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[20]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1177,7 +1370,7 @@ func (x *GetExecutionPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionPlanResponse.ProtoReflect.Descriptor instead.
 func (*GetExecutionPlanResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{20}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetExecutionPlanResponse) GetPlan() *ExecutionPlan {
@@ -1201,7 +1394,7 @@ type ListExecutionPlansRequest struct {
 
 func (x *ListExecutionPlansRequest) Reset() {
 	*x = ListExecutionPlansRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[21]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1406,7 @@ func (x *ListExecutionPlansRequest) String() string {
 func (*ListExecutionPlansRequest) ProtoMessage() {}
 
 func (x *ListExecutionPlansRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[21]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1419,7 @@ func (x *ListExecutionPlansRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionPlansRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutionPlansRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{21}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListExecutionPlansRequest) GetPageSize() int32 {
@@ -1257,7 +1450,7 @@ type ListExecutionPlansResponse struct {
 
 func (x *ListExecutionPlansResponse) Reset() {
 	*x = ListExecutionPlansResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[22]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1462,7 @@ func (x *ListExecutionPlansResponse) String() string {
 func (*ListExecutionPlansResponse) ProtoMessage() {}
 
 func (x *ListExecutionPlansResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[22]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1475,7 @@ func (x *ListExecutionPlansResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionPlansResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutionPlansResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{22}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListExecutionPlansResponse) GetJobIds() []string {
@@ -1313,7 +1506,7 @@ type DeleteExecutionPlanRequest struct {
 
 func (x *DeleteExecutionPlanRequest) Reset() {
 	*x = DeleteExecutionPlanRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[23]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1518,7 @@ func (x *DeleteExecutionPlanRequest) String() string {
 func (*DeleteExecutionPlanRequest) ProtoMessage() {}
 
 func (x *DeleteExecutionPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[23]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1531,7 @@ func (x *DeleteExecutionPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteExecutionPlanRequest.ProtoReflect.Descriptor instead.
 func (*DeleteExecutionPlanRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{23}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteExecutionPlanRequest) GetFence() *Fence {
@@ -1365,7 +1558,7 @@ type DeleteExecutionPlanResponse struct {
 
 func (x *DeleteExecutionPlanResponse) Reset() {
 	*x = DeleteExecutionPlanResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[24]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1570,7 @@ func (x *DeleteExecutionPlanResponse) String() string {
 func (*DeleteExecutionPlanResponse) ProtoMessage() {}
 
 func (x *DeleteExecutionPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[24]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1583,7 @@ func (x *DeleteExecutionPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteExecutionPlanResponse.ProtoReflect.Descriptor instead.
 func (*DeleteExecutionPlanResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{24}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{28}
 }
 
 // JobResultEntry is a job result as the HA store keeps it.
@@ -1406,7 +1599,7 @@ type JobResultEntry struct {
 
 func (x *JobResultEntry) Reset() {
 	*x = JobResultEntry{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[25]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1418,7 +1611,7 @@ func (x *JobResultEntry) String() string {
 func (*JobResultEntry) ProtoMessage() {}
 
 func (x *JobResultEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[25]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +1624,7 @@ func (x *JobResultEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResultEntry.ProtoReflect.Descriptor instead.
 func (*JobResultEntry) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{25}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *JobResultEntry) GetResult() *JobResult {
@@ -1462,7 +1655,7 @@ type CreateDirtyJobResultRequest struct {
 
 func (x *CreateDirtyJobResultRequest) Reset() {
 	*x = CreateDirtyJobResultRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[26]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1667,7 @@ func (x *CreateDirtyJobResultRequest) String() string {
 func (*CreateDirtyJobResultRequest) ProtoMessage() {}
 
 func (x *CreateDirtyJobResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[26]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +1680,7 @@ func (x *CreateDirtyJobResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateDirtyJobResultRequest.ProtoReflect.Descriptor instead.
 func (*CreateDirtyJobResultRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{26}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateDirtyJobResultRequest) GetFence() *Fence {
@@ -1514,7 +1707,7 @@ type CreateDirtyJobResultResponse struct {
 
 func (x *CreateDirtyJobResultResponse) Reset() {
 	*x = CreateDirtyJobResultResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[27]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +1719,7 @@ func (x *CreateDirtyJobResultResponse) String() string {
 func (*CreateDirtyJobResultResponse) ProtoMessage() {}
 
 func (x *CreateDirtyJobResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[27]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +1732,7 @@ func (x *CreateDirtyJobResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateDirtyJobResultResponse.ProtoReflect.Descriptor instead.
 func (*CreateDirtyJobResultResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{27}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{31}
 }
 
 // MarkJobResultCleanRequest is the request of
@@ -1556,7 +1749,7 @@ type MarkJobResultCleanRequest struct {
 
 func (x *MarkJobResultCleanRequest) Reset() {
 	*x = MarkJobResultCleanRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[28]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1568,7 +1761,7 @@ func (x *MarkJobResultCleanRequest) String() string {
 func (*MarkJobResultCleanRequest) ProtoMessage() {}
 
 func (x *MarkJobResultCleanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[28]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1581,7 +1774,7 @@ func (x *MarkJobResultCleanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkJobResultCleanRequest.ProtoReflect.Descriptor instead.
 func (*MarkJobResultCleanRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{28}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MarkJobResultCleanRequest) GetFence() *Fence {
@@ -1608,7 +1801,7 @@ type MarkJobResultCleanResponse struct {
 
 func (x *MarkJobResultCleanResponse) Reset() {
 	*x = MarkJobResultCleanResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[29]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1620,7 +1813,7 @@ func (x *MarkJobResultCleanResponse) String() string {
 func (*MarkJobResultCleanResponse) ProtoMessage() {}
 
 func (x *MarkJobResultCleanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[29]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1633,7 +1826,7 @@ func (x *MarkJobResultCleanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkJobResultCleanResponse.ProtoReflect.Descriptor instead.
 func (*MarkJobResultCleanResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{29}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{33}
 }
 
 // GetJobResultEntryRequest is the request of
@@ -1648,7 +1841,7 @@ type GetJobResultEntryRequest struct {
 
 func (x *GetJobResultEntryRequest) Reset() {
 	*x = GetJobResultEntryRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[30]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1853,7 @@ func (x *GetJobResultEntryRequest) String() string {
 func (*GetJobResultEntryRequest) ProtoMessage() {}
 
 func (x *GetJobResultEntryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[30]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +1866,7 @@ func (x *GetJobResultEntryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResultEntryRequest.ProtoReflect.Descriptor instead.
 func (*GetJobResultEntryRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{30}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetJobResultEntryRequest) GetJobId() string {
@@ -1695,7 +1888,7 @@ type GetJobResultEntryResponse struct {
 
 func (x *GetJobResultEntryResponse) Reset() {
 	*x = GetJobResultEntryResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[31]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +1900,7 @@ func (x *GetJobResultEntryResponse) String() string {
 func (*GetJobResultEntryResponse) ProtoMessage() {}
 
 func (x *GetJobResultEntryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[31]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1913,7 @@ func (x *GetJobResultEntryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResultEntryResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResultEntryResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{31}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetJobResultEntryResponse) GetEntry() *JobResultEntry {
@@ -1747,7 +1940,7 @@ type ListJobResultEntriesRequest struct {
 
 func (x *ListJobResultEntriesRequest) Reset() {
 	*x = ListJobResultEntriesRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[32]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1759,7 +1952,7 @@ func (x *ListJobResultEntriesRequest) String() string {
 func (*ListJobResultEntriesRequest) ProtoMessage() {}
 
 func (x *ListJobResultEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[32]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1772,7 +1965,7 @@ func (x *ListJobResultEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobResultEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListJobResultEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{32}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListJobResultEntriesRequest) GetPageSize() int32 {
@@ -1810,7 +2003,7 @@ type ListJobResultEntriesResponse struct {
 
 func (x *ListJobResultEntriesResponse) Reset() {
 	*x = ListJobResultEntriesResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[33]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +2015,7 @@ func (x *ListJobResultEntriesResponse) String() string {
 func (*ListJobResultEntriesResponse) ProtoMessage() {}
 
 func (x *ListJobResultEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[33]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +2028,7 @@ func (x *ListJobResultEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobResultEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListJobResultEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{33}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListJobResultEntriesResponse) GetEntries() []*JobResultEntry {
@@ -1866,7 +2059,7 @@ type DeleteJobResultEntryRequest struct {
 
 func (x *DeleteJobResultEntryRequest) Reset() {
 	*x = DeleteJobResultEntryRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[34]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1878,7 +2071,7 @@ func (x *DeleteJobResultEntryRequest) String() string {
 func (*DeleteJobResultEntryRequest) ProtoMessage() {}
 
 func (x *DeleteJobResultEntryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[34]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1891,7 +2084,7 @@ func (x *DeleteJobResultEntryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResultEntryRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobResultEntryRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{34}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeleteJobResultEntryRequest) GetFence() *Fence {
@@ -1918,7 +2111,7 @@ type DeleteJobResultEntryResponse struct {
 
 func (x *DeleteJobResultEntryResponse) Reset() {
 	*x = DeleteJobResultEntryResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[35]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1930,7 +2123,7 @@ func (x *DeleteJobResultEntryResponse) String() string {
 func (*DeleteJobResultEntryResponse) ProtoMessage() {}
 
 func (x *DeleteJobResultEntryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[35]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1943,33 +2136,35 @@ func (x *DeleteJobResultEntryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResultEntryResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResultEntryResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{35}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{39}
 }
 
-// LeadershipGranted says the candidacy leads the election.
-type CampaignResponse_LeadershipGranted struct {
+// LeadershipGranted says a candidacy of the session leads its election.
+type WatchSessionResponse_LeadershipGranted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
+	// The election.
+	Election string `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
 	// The grant's token; every call made as this leader carries it.
-	Token         *FencingToken `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	Token         *FencingToken `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *CampaignResponse_LeadershipGranted) Reset() {
-	*x = CampaignResponse_LeadershipGranted{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[36]
+func (x *WatchSessionResponse_LeadershipGranted) Reset() {
+	*x = WatchSessionResponse_LeadershipGranted{}
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *CampaignResponse_LeadershipGranted) String() string {
+func (x *WatchSessionResponse_LeadershipGranted) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*CampaignResponse_LeadershipGranted) ProtoMessage() {}
+func (*WatchSessionResponse_LeadershipGranted) ProtoMessage() {}
 
-func (x *CampaignResponse_LeadershipGranted) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[36]
+func (x *WatchSessionResponse_LeadershipGranted) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,42 +2175,53 @@ func (x *CampaignResponse_LeadershipGranted) ProtoReflect() protoreflect.Message
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CampaignResponse_LeadershipGranted.ProtoReflect.Descriptor instead.
-func (*CampaignResponse_LeadershipGranted) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{7, 0}
+// Deprecated: Use WatchSessionResponse_LeadershipGranted.ProtoReflect.Descriptor instead.
+func (*WatchSessionResponse_LeadershipGranted) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{11, 0}
 }
 
-func (x *CampaignResponse_LeadershipGranted) GetToken() *FencingToken {
+func (x *WatchSessionResponse_LeadershipGranted) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
+func (x *WatchSessionResponse_LeadershipGranted) GetToken() *FencingToken {
 	if x != nil {
 		return x.Token
 	}
 	return nil
 }
 
-// LeadershipRevoked says a leadership has ended.
-type CampaignResponse_LeadershipRevoked struct {
+// LeadershipRevoked says a leadership of the session has ended.
+type WatchSessionResponse_LeadershipRevoked struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
+	// The election.
+	Election string `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
+	// The ended grant's token.
+	Token *FencingToken `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
 	// Why it ended.
-	Reason        RevocationReason `protobuf:"varint,1,opt,name=reason,proto3,enum=jobplane.v1.RevocationReason" json:"reason,omitempty"`
+	Reason        RevocationReason `protobuf:"varint,3,opt,name=reason,proto3,enum=jobplane.v1.RevocationReason" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *CampaignResponse_LeadershipRevoked) Reset() {
-	*x = CampaignResponse_LeadershipRevoked{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[37]
+func (x *WatchSessionResponse_LeadershipRevoked) Reset() {
+	*x = WatchSessionResponse_LeadershipRevoked{}
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *CampaignResponse_LeadershipRevoked) String() string {
+func (x *WatchSessionResponse_LeadershipRevoked) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*CampaignResponse_LeadershipRevoked) ProtoMessage() {}
+func (*WatchSessionResponse_LeadershipRevoked) ProtoMessage() {}
 
-func (x *CampaignResponse_LeadershipRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[37]
+func (x *WatchSessionResponse_LeadershipRevoked) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2026,16 +2232,67 @@ func (x *CampaignResponse_LeadershipRevoked) ProtoReflect() protoreflect.Message
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CampaignResponse_LeadershipRevoked.ProtoReflect.Descriptor instead.
-func (*CampaignResponse_LeadershipRevoked) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{7, 1}
+// Deprecated: Use WatchSessionResponse_LeadershipRevoked.ProtoReflect.Descriptor instead.
+func (*WatchSessionResponse_LeadershipRevoked) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{11, 1}
 }
 
-func (x *CampaignResponse_LeadershipRevoked) GetReason() RevocationReason {
+func (x *WatchSessionResponse_LeadershipRevoked) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
+func (x *WatchSessionResponse_LeadershipRevoked) GetToken() *FencingToken {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *WatchSessionResponse_LeadershipRevoked) GetReason() RevocationReason {
 	if x != nil {
 		return x.Reason
 	}
 	return RevocationReason_REVOCATION_REASON_UNSPECIFIED
+}
+
+// Heartbeat is sent on an otherwise idle stream.
+type WatchSessionResponse_Heartbeat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSessionResponse_Heartbeat) Reset() {
+	*x = WatchSessionResponse_Heartbeat{}
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSessionResponse_Heartbeat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSessionResponse_Heartbeat) ProtoMessage() {}
+
+func (x *WatchSessionResponse_Heartbeat) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSessionResponse_Heartbeat.ProtoReflect.Descriptor instead.
+func (*WatchSessionResponse_Heartbeat) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{11, 2}
 }
 
 var File_jobplane_v1_ha_store_service_proto protoreflect.FileDescriptor
@@ -2062,14 +2319,28 @@ const file_jobplane_v1_ha_store_service_proto_rawDesc = "" +
 	"\belection\x18\x01 \x01(\tR\belection\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x18\n" +
-	"\aaddress\x18\x03 \x01(\tR\aaddress\"\xc7\x02\n" +
-	"\x10CampaignResponse\x12K\n" +
-	"\agranted\x18\x01 \x01(\v2/.jobplane.v1.CampaignResponse.LeadershipGrantedH\x00R\agranted\x12K\n" +
-	"\arevoked\x18\x02 \x01(\v2/.jobplane.v1.CampaignResponse.LeadershipRevokedH\x00R\arevoked\x1aD\n" +
-	"\x11LeadershipGranted\x12/\n" +
-	"\x05token\x18\x01 \x01(\v2\x19.jobplane.v1.FencingTokenR\x05token\x1aJ\n" +
-	"\x11LeadershipRevoked\x125\n" +
-	"\x06reason\x18\x01 \x01(\x0e2\x1d.jobplane.v1.RevocationReasonR\x06reasonB\a\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\"\x12\n" +
+	"\x10CampaignResponse\"L\n" +
+	"\x0fWithdrawRequest\x12\x1a\n" +
+	"\belection\x18\x01 \x01(\tR\belection\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\"\x12\n" +
+	"\x10WithdrawResponse\"4\n" +
+	"\x13WatchSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\x97\x04\n" +
+	"\x14WatchSessionResponse\x12O\n" +
+	"\agranted\x18\x01 \x01(\v23.jobplane.v1.WatchSessionResponse.LeadershipGrantedH\x00R\agranted\x12O\n" +
+	"\arevoked\x18\x02 \x01(\v23.jobplane.v1.WatchSessionResponse.LeadershipRevokedH\x00R\arevoked\x12K\n" +
+	"\theartbeat\x18\x03 \x01(\v2+.jobplane.v1.WatchSessionResponse.HeartbeatH\x00R\theartbeat\x1a`\n" +
+	"\x11LeadershipGranted\x12\x1a\n" +
+	"\belection\x18\x01 \x01(\tR\belection\x12/\n" +
+	"\x05token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x05token\x1a\x97\x01\n" +
+	"\x11LeadershipRevoked\x12\x1a\n" +
+	"\belection\x18\x01 \x01(\tR\belection\x12/\n" +
+	"\x05token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x05token\x125\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x1d.jobplane.v1.RevocationReasonR\x06reason\x1a\v\n" +
+	"\tHeartbeatB\a\n" +
 	"\x05event\"9\n" +
 	"\rResignRequest\x12(\n" +
 	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\"\x10\n" +
@@ -2146,12 +2417,14 @@ const file_jobplane_v1_ha_store_service_proto_rawDesc = "" +
 	"\x0eJobResultState\x12 \n" +
 	"\x1cJOB_RESULT_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16JOB_RESULT_STATE_DIRTY\x10\x01\x12\x1a\n" +
-	"\x16JOB_RESULT_STATE_CLEAN\x10\x022\x86\r\n" +
+	"\x16JOB_RESULT_STATE_CLEAN\x10\x022\xae\x0e\n" +
 	"\x0eHAStoreService\x12P\n" +
 	"\vOpenSession\x12\x1f.jobplane.v1.OpenSessionRequest\x1a .jobplane.v1.OpenSessionResponse\x12O\n" +
 	"\tKeepAlive\x12\x1d.jobplane.v1.KeepAliveRequest\x1a\x1e.jobplane.v1.KeepAliveResponse\"\x03\x90\x02\x02\x12X\n" +
-	"\fCloseSession\x12 .jobplane.v1.CloseSessionRequest\x1a!.jobplane.v1.CloseSessionResponse\"\x03\x90\x02\x02\x12I\n" +
-	"\bCampaign\x12\x1c.jobplane.v1.CampaignRequest\x1a\x1d.jobplane.v1.CampaignResponse0\x01\x12F\n" +
+	"\fCloseSession\x12 .jobplane.v1.CloseSessionRequest\x1a!.jobplane.v1.CloseSessionResponse\"\x03\x90\x02\x02\x12G\n" +
+	"\bCampaign\x12\x1c.jobplane.v1.CampaignRequest\x1a\x1d.jobplane.v1.CampaignResponse\x12L\n" +
+	"\bWithdraw\x12\x1c.jobplane.v1.WithdrawRequest\x1a\x1d.jobplane.v1.WithdrawResponse\"\x03\x90\x02\x02\x12Z\n" +
+	"\fWatchSession\x12 .jobplane.v1.WatchSessionRequest\x1a!.jobplane.v1.WatchSessionResponse\"\x03\x90\x02\x010\x01\x12F\n" +
 	"\x06Resign\x12\x1a.jobplane.v1.ResignRequest\x1a\x1b.jobplane.v1.ResignResponse\"\x03\x90\x02\x02\x12g\n" +
 	"\x11ConfirmLeadership\x12%.jobplane.v1.ConfirmLeadershipRequest\x1a&.jobplane.v1.ConfirmLeadershipResponse\"\x03\x90\x02\x02\x12O\n" +
 	"\tGetLeader\x12\x1d.jobplane.v1.GetLeaderRequest\x1a\x1e.jobplane.v1.GetLeaderResponse\"\x03\x90\x02\x01\x12]\n" +
@@ -2180,122 +2453,133 @@ func file_jobplane_v1_ha_store_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobplane_v1_ha_store_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_jobplane_v1_ha_store_service_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_jobplane_v1_ha_store_service_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_jobplane_v1_ha_store_service_proto_goTypes = []any{
-	(RevocationReason)(0),                      // 0: jobplane.v1.RevocationReason
-	(JobResultState)(0),                        // 1: jobplane.v1.JobResultState
-	(*OpenSessionRequest)(nil),                 // 2: jobplane.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),                // 3: jobplane.v1.OpenSessionResponse
-	(*KeepAliveRequest)(nil),                   // 4: jobplane.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),                  // 5: jobplane.v1.KeepAliveResponse
-	(*CloseSessionRequest)(nil),                // 6: jobplane.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),               // 7: jobplane.v1.CloseSessionResponse
-	(*CampaignRequest)(nil),                    // 8: jobplane.v1.CampaignRequest
-	(*CampaignResponse)(nil),                   // 9: jobplane.v1.CampaignResponse
-	(*ResignRequest)(nil),                      // 10: jobplane.v1.ResignRequest
-	(*ResignResponse)(nil),                     // 11: jobplane.v1.ResignResponse
-	(*ConfirmLeadershipRequest)(nil),           // 12: jobplane.v1.ConfirmLeadershipRequest
-	(*ConfirmLeadershipResponse)(nil),          // 13: jobplane.v1.ConfirmLeadershipResponse
-	(*GetLeaderRequest)(nil),                   // 14: jobplane.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),                  // 15: jobplane.v1.GetLeaderResponse
-	(*ObserveLeaderRequest)(nil),               // 16: jobplane.v1.ObserveLeaderRequest
-	(*ObserveLeaderResponse)(nil),              // 17: jobplane.v1.ObserveLeaderResponse
-	(*ExecutionPlan)(nil),                      // 18: jobplane.v1.ExecutionPlan
-	(*PutExecutionPlanRequest)(nil),            // 19: jobplane.v1.PutExecutionPlanRequest
-	(*PutExecutionPlanResponse)(nil),           // 20: jobplane.v1.PutExecutionPlanResponse
-	(*GetExecutionPlanRequest)(nil),            // 21: jobplane.v1.GetExecutionPlanRequest
-	(*GetExecutionPlanResponse)(nil),           // 22: jobplane.v1.GetExecutionPlanResponse
-	(*ListExecutionPlansRequest)(nil),          // 23: jobplane.v1.ListExecutionPlansRequest
-	(*ListExecutionPlansResponse)(nil),         // 24: jobplane.v1.ListExecutionPlansResponse
-	(*DeleteExecutionPlanRequest)(nil),         // 25: jobplane.v1.DeleteExecutionPlanRequest
-	(*DeleteExecutionPlanResponse)(nil),        // 26: jobplane.v1.DeleteExecutionPlanResponse
-	(*JobResultEntry)(nil),                     // 27: jobplane.v1.JobResultEntry
-	(*CreateDirtyJobResultRequest)(nil),        // 28: jobplane.v1.CreateDirtyJobResultRequest
-	(*CreateDirtyJobResultResponse)(nil),       // 29: jobplane.v1.CreateDirtyJobResultResponse
-	(*MarkJobResultCleanRequest)(nil),          // 30: jobplane.v1.MarkJobResultCleanRequest
-	(*MarkJobResultCleanResponse)(nil),         // 31: jobplane.v1.MarkJobResultCleanResponse
-	(*GetJobResultEntryRequest)(nil),           // 32: jobplane.v1.GetJobResultEntryRequest
-	(*GetJobResultEntryResponse)(nil),          // 33: jobplane.v1.GetJobResultEntryResponse
-	(*ListJobResultEntriesRequest)(nil),        // 34: jobplane.v1.ListJobResultEntriesRequest
-	(*ListJobResultEntriesResponse)(nil),       // 35: jobplane.v1.ListJobResultEntriesResponse
-	(*DeleteJobResultEntryRequest)(nil),        // 36: jobplane.v1.DeleteJobResultEntryRequest
-	(*DeleteJobResultEntryResponse)(nil),       // 37: jobplane.v1.DeleteJobResultEntryResponse
-	(*CampaignResponse_LeadershipGranted)(nil), // 38: jobplane.v1.CampaignResponse.LeadershipGranted
-	(*CampaignResponse_LeadershipRevoked)(nil), // 39: jobplane.v1.CampaignResponse.LeadershipRevoked
-	(*durationpb.Duration)(nil),                // 40: google.protobuf.Duration
-	(*Fence)(nil),                              // 41: jobplane.v1.Fence
-	(*LeaderInfo)(nil),                         // 42: jobplane.v1.LeaderInfo
-	(*JobGraph)(nil),                           // 43: jobplane.v1.JobGraph
-	(*timestamppb.Timestamp)(nil),              // 44: google.protobuf.Timestamp
-	(*JobResult)(nil),                          // 45: jobplane.v1.JobResult
-	(*FencingToken)(nil),                       // 46: jobplane.v1.FencingToken
+	(RevocationReason)(0),                          // 0: jobplane.v1.RevocationReason
+	(JobResultState)(0),                            // 1: jobplane.v1.JobResultState
+	(*OpenSessionRequest)(nil),                     // 2: jobplane.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),                    // 3: jobplane.v1.OpenSessionResponse
+	(*KeepAliveRequest)(nil),                       // 4: jobplane.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),                      // 5: jobplane.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),                    // 6: jobplane.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),                   // 7: jobplane.v1.CloseSessionResponse
+	(*CampaignRequest)(nil),                        // 8: jobplane.v1.CampaignRequest
+	(*CampaignResponse)(nil),                       // 9: jobplane.v1.CampaignResponse
+	(*WithdrawRequest)(nil),                        // 10: jobplane.v1.WithdrawRequest
+	(*WithdrawResponse)(nil),                       // 11: jobplane.v1.WithdrawResponse
+	(*WatchSessionRequest)(nil),                    // 12: jobplane.v1.WatchSessionRequest
+	(*WatchSessionResponse)(nil),                   // 13: jobplane.v1.WatchSessionResponse
+	(*ResignRequest)(nil),                          // 14: jobplane.v1.ResignRequest
+	(*ResignResponse)(nil),                         // 15: jobplane.v1.ResignResponse
+	(*ConfirmLeadershipRequest)(nil),               // 16: jobplane.v1.ConfirmLeadershipRequest
+	(*ConfirmLeadershipResponse)(nil),              // 17: jobplane.v1.ConfirmLeadershipResponse
+	(*GetLeaderRequest)(nil),                       // 18: jobplane.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),                      // 19: jobplane.v1.GetLeaderResponse
+	(*ObserveLeaderRequest)(nil),                   // 20: jobplane.v1.ObserveLeaderRequest
+	(*ObserveLeaderResponse)(nil),                  // 21: jobplane.v1.ObserveLeaderResponse
+	(*ExecutionPlan)(nil),                          // 22: jobplane.v1.ExecutionPlan
+	(*PutExecutionPlanRequest)(nil),                // 23: jobplane.v1.PutExecutionPlanRequest
+	(*PutExecutionPlanResponse)(nil),               // 24: jobplane.v1.PutExecutionPlanResponse
+	(*GetExecutionPlanRequest)(nil),                // 25: jobplane.v1.GetExecutionPlanRequest
+	(*GetExecutionPlanResponse)(nil),               // 26: jobplane.v1.GetExecutionPlanResponse
+	(*ListExecutionPlansRequest)(nil),              // 27: jobplane.v1.ListExecutionPlansRequest
+	(*ListExecutionPlansResponse)(nil),             // 28: jobplane.v1.ListExecutionPlansResponse
+	(*DeleteExecutionPlanRequest)(nil),             // 29: jobplane.v1.DeleteExecutionPlanRequest
+	(*DeleteExecutionPlanResponse)(nil),            // 30: jobplane.v1.DeleteExecutionPlanResponse
+	(*JobResultEntry)(nil),                         // 31: jobplane.v1.JobResultEntry
+	(*CreateDirtyJobResultRequest)(nil),            // 32: jobplane.v1.CreateDirtyJobResultRequest
+	(*CreateDirtyJobResultResponse)(nil),           // 33: jobplane.v1.CreateDirtyJobResultResponse
+	(*MarkJobResultCleanRequest)(nil),              // 34: jobplane.v1.MarkJobResultCleanRequest
+	(*MarkJobResultCleanResponse)(nil),             // 35: jobplane.v1.MarkJobResultCleanResponse
+	(*GetJobResultEntryRequest)(nil),               // 36: jobplane.v1.GetJobResultEntryRequest
+	(*GetJobResultEntryResponse)(nil),              // 37: jobplane.v1.GetJobResultEntryResponse
+	(*ListJobResultEntriesRequest)(nil),            // 38: jobplane.v1.ListJobResultEntriesRequest
+	(*ListJobResultEntriesResponse)(nil),           // 39: jobplane.v1.ListJobResultEntriesResponse
+	(*DeleteJobResultEntryRequest)(nil),            // 40: jobplane.v1.DeleteJobResultEntryRequest
+	(*DeleteJobResultEntryResponse)(nil),           // 41: jobplane.v1.DeleteJobResultEntryResponse
+	(*WatchSessionResponse_LeadershipGranted)(nil), // 42: jobplane.v1.WatchSessionResponse.LeadershipGranted
+	(*WatchSessionResponse_LeadershipRevoked)(nil), // 43: jobplane.v1.WatchSessionResponse.LeadershipRevoked
+	(*WatchSessionResponse_Heartbeat)(nil),         // 44: jobplane.v1.WatchSessionResponse.Heartbeat
+	(*durationpb.Duration)(nil),                    // 45: google.protobuf.Duration
+	(*Fence)(nil),                                  // 46: jobplane.v1.Fence
+	(*LeaderInfo)(nil),                             // 47: jobplane.v1.LeaderInfo
+	(*JobGraph)(nil),                               // 48: jobplane.v1.JobGraph
+	(*timestamppb.Timestamp)(nil),                  // 49: google.protobuf.Timestamp
+	(*JobResult)(nil),                              // 50: jobplane.v1.JobResult
+	(*FencingToken)(nil),                           // 51: jobplane.v1.FencingToken
 }
 var file_jobplane_v1_ha_store_service_proto_depIdxs = []int32{
-	40, // 0: jobplane.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	40, // 1: jobplane.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	40, // 2: jobplane.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
-	38, // 3: jobplane.v1.CampaignResponse.granted:type_name -> jobplane.v1.CampaignResponse.LeadershipGranted
-	39, // 4: jobplane.v1.CampaignResponse.revoked:type_name -> jobplane.v1.CampaignResponse.LeadershipRevoked
-	41, // 5: jobplane.v1.ResignRequest.fence:type_name -> jobplane.v1.Fence
-	41, // 6: jobplane.v1.ConfirmLeadershipRequest.fence:type_name -> jobplane.v1.Fence
-	42, // 7: jobplane.v1.GetLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
-	42, // 8: jobplane.v1.ObserveLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
-	43, // 9: jobplane.v1.ExecutionPlan.job_graph:type_name -> jobplane.v1.JobGraph
-	44, // 10: jobplane.v1.ExecutionPlan.submit_time:type_name -> google.protobuf.Timestamp
-	41, // 11: jobplane.v1.PutExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
-	18, // 12: jobplane.v1.PutExecutionPlanRequest.plan:type_name -> jobplane.v1.ExecutionPlan
-	18, // 13: jobplane.v1.GetExecutionPlanResponse.plan:type_name -> jobplane.v1.ExecutionPlan
-	41, // 14: jobplane.v1.DeleteExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
-	45, // 15: jobplane.v1.JobResultEntry.result:type_name -> jobplane.v1.JobResult
-	1,  // 16: jobplane.v1.JobResultEntry.state:type_name -> jobplane.v1.JobResultState
-	41, // 17: jobplane.v1.CreateDirtyJobResultRequest.fence:type_name -> jobplane.v1.Fence
-	45, // 18: jobplane.v1.CreateDirtyJobResultRequest.result:type_name -> jobplane.v1.JobResult
-	41, // 19: jobplane.v1.MarkJobResultCleanRequest.fence:type_name -> jobplane.v1.Fence
-	27, // 20: jobplane.v1.GetJobResultEntryResponse.entry:type_name -> jobplane.v1.JobResultEntry
-	1,  // 21: jobplane.v1.ListJobResultEntriesRequest.state:type_name -> jobplane.v1.JobResultState
-	27, // 22: jobplane.v1.ListJobResultEntriesResponse.entries:type_name -> jobplane.v1.JobResultEntry
-	41, // 23: jobplane.v1.DeleteJobResultEntryRequest.fence:type_name -> jobplane.v1.Fence
-	46, // 24: jobplane.v1.CampaignResponse.LeadershipGranted.token:type_name -> jobplane.v1.FencingToken
-	0,  // 25: jobplane.v1.CampaignResponse.LeadershipRevoked.reason:type_name -> jobplane.v1.RevocationReason
-	2,  // 26: jobplane.v1.HAStoreService.OpenSession:input_type -> jobplane.v1.OpenSessionRequest
-	4,  // 27: jobplane.v1.HAStoreService.KeepAlive:input_type -> jobplane.v1.KeepAliveRequest
-	6,  // 28: jobplane.v1.HAStoreService.CloseSession:input_type -> jobplane.v1.CloseSessionRequest
-	8,  // 29: jobplane.v1.HAStoreService.Campaign:input_type -> jobplane.v1.CampaignRequest
-	10, // 30: jobplane.v1.HAStoreService.Resign:input_type -> jobplane.v1.ResignRequest
-	12, // 31: jobplane.v1.HAStoreService.ConfirmLeadership:input_type -> jobplane.v1.ConfirmLeadershipRequest
-	14, // 32: jobplane.v1.HAStoreService.GetLeader:input_type -> jobplane.v1.GetLeaderRequest
-	16, // 33: jobplane.v1.HAStoreService.ObserveLeader:input_type -> jobplane.v1.ObserveLeaderRequest
-	19, // 34: jobplane.v1.HAStoreService.PutExecutionPlan:input_type -> jobplane.v1.PutExecutionPlanRequest
-	21, // 35: jobplane.v1.HAStoreService.GetExecutionPlan:input_type -> jobplane.v1.GetExecutionPlanRequest
-	23, // 36: jobplane.v1.HAStoreService.ListExecutionPlans:input_type -> jobplane.v1.ListExecutionPlansRequest
-	25, // 37: jobplane.v1.HAStoreService.DeleteExecutionPlan:input_type -> jobplane.v1.DeleteExecutionPlanRequest
-	28, // 38: jobplane.v1.HAStoreService.CreateDirtyJobResult:input_type -> jobplane.v1.CreateDirtyJobResultRequest
-	30, // 39: jobplane.v1.HAStoreService.MarkJobResultClean:input_type -> jobplane.v1.MarkJobResultCleanRequest
-	32, // 40: jobplane.v1.HAStoreService.GetJobResultEntry:input_type -> jobplane.v1.GetJobResultEntryRequest
-	34, // 41: jobplane.v1.HAStoreService.ListJobResultEntries:input_type -> jobplane.v1.ListJobResultEntriesRequest
-	36, // 42: jobplane.v1.HAStoreService.DeleteJobResultEntry:input_type -> jobplane.v1.DeleteJobResultEntryRequest
-	3,  // 43: jobplane.v1.HAStoreService.OpenSession:output_type -> jobplane.v1.OpenSessionResponse
-	5,  // 44: jobplane.v1.HAStoreService.KeepAlive:output_type -> jobplane.v1.KeepAliveResponse
-	7,  // 45: jobplane.v1.HAStoreService.CloseSession:output_type -> jobplane.v1.CloseSessionResponse
-	9,  // 46: jobplane.v1.HAStoreService.Campaign:output_type -> jobplane.v1.CampaignResponse
-	11, // 47: jobplane.v1.HAStoreService.Resign:output_type -> jobplane.v1.ResignResponse
-	13, // 48: jobplane.v1.HAStoreService.ConfirmLeadership:output_type -> jobplane.v1.ConfirmLeadershipResponse
-	15, // 49: jobplane.v1.HAStoreService.GetLeader:output_type -> jobplane.v1.GetLeaderResponse
-	17, // 50: jobplane.v1.HAStoreService.ObserveLeader:output_type -> jobplane.v1.ObserveLeaderResponse
-	20, // 51: jobplane.v1.HAStoreService.PutExecutionPlan:output_type -> jobplane.v1.PutExecutionPlanResponse
-	22, // 52: jobplane.v1.HAStoreService.GetExecutionPlan:output_type -> jobplane.v1.GetExecutionPlanResponse
-	24, // 53: jobplane.v1.HAStoreService.ListExecutionPlans:output_type -> jobplane.v1.ListExecutionPlansResponse
-	26, // 54: jobplane.v1.HAStoreService.DeleteExecutionPlan:output_type -> jobplane.v1.DeleteExecutionPlanResponse
-	29, // 55: jobplane.v1.HAStoreService.CreateDirtyJobResult:output_type -> jobplane.v1.CreateDirtyJobResultResponse
-	31, // 56: jobplane.v1.HAStoreService.MarkJobResultClean:output_type -> jobplane.v1.MarkJobResultCleanResponse
-	33, // 57: jobplane.v1.HAStoreService.GetJobResultEntry:output_type -> jobplane.v1.GetJobResultEntryResponse
-	35, // 58: jobplane.v1.HAStoreService.ListJobResultEntries:output_type -> jobplane.v1.ListJobResultEntriesResponse
-	37, // 59: jobplane.v1.HAStoreService.DeleteJobResultEntry:output_type -> jobplane.v1.DeleteJobResultEntryResponse
-	43, // [43:60] is the sub-list for method output_type
-	26, // [26:43] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	45, // 0: jobplane.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	45, // 1: jobplane.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	45, // 2: jobplane.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	42, // 3: jobplane.v1.WatchSessionResponse.granted:type_name -> jobplane.v1.WatchSessionResponse.LeadershipGranted
+	43, // 4: jobplane.v1.WatchSessionResponse.revoked:type_name -> jobplane.v1.WatchSessionResponse.LeadershipRevoked
+	44, // 5: jobplane.v1.WatchSessionResponse.heartbeat:type_name -> jobplane.v1.WatchSessionResponse.Heartbeat
+	46, // 6: jobplane.v1.ResignRequest.fence:type_name -> jobplane.v1.Fence
+	46, // 7: jobplane.v1.ConfirmLeadershipRequest.fence:type_name -> jobplane.v1.Fence
+	47, // 8: jobplane.v1.GetLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
+	47, // 9: jobplane.v1.ObserveLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
+	48, // 10: jobplane.v1.ExecutionPlan.job_graph:type_name -> jobplane.v1.JobGraph
+	49, // 11: jobplane.v1.ExecutionPlan.submit_time:type_name -> google.protobuf.Timestamp
+	46, // 12: jobplane.v1.PutExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
+	22, // 13: jobplane.v1.PutExecutionPlanRequest.plan:type_name -> jobplane.v1.ExecutionPlan
+	22, // 14: jobplane.v1.GetExecutionPlanResponse.plan:type_name -> jobplane.v1.ExecutionPlan
+	46, // 15: jobplane.v1.DeleteExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
+	50, // 16: jobplane.v1.JobResultEntry.result:type_name -> jobplane.v1.JobResult
+	1,  // 17: jobplane.v1.JobResultEntry.state:type_name -> jobplane.v1.JobResultState
+	46, // 18: jobplane.v1.CreateDirtyJobResultRequest.fence:type_name -> jobplane.v1.Fence
+	50, // 19: jobplane.v1.CreateDirtyJobResultRequest.result:type_name -> jobplane.v1.JobResult
+	46, // 20: jobplane.v1.MarkJobResultCleanRequest.fence:type_name -> jobplane.v1.Fence
+	31, // 21: jobplane.v1.GetJobResultEntryResponse.entry:type_name -> jobplane.v1.JobResultEntry
+	1,  // 22: jobplane.v1.ListJobResultEntriesRequest.state:type_name -> jobplane.v1.JobResultState
+	31, // 23: jobplane.v1.ListJobResultEntriesResponse.entries:type_name -> jobplane.v1.JobResultEntry
+	46, // 24: jobplane.v1.DeleteJobResultEntryRequest.fence:type_name -> jobplane.v1.Fence
+	51, // 25: jobplane.v1.WatchSessionResponse.LeadershipGranted.token:type_name -> jobplane.v1.FencingToken
+	51, // 26: jobplane.v1.WatchSessionResponse.LeadershipRevoked.token:type_name -> jobplane.v1.FencingToken
+	0,  // 27: jobplane.v1.WatchSessionResponse.LeadershipRevoked.reason:type_name -> jobplane.v1.RevocationReason
+	2,  // 28: jobplane.v1.HAStoreService.OpenSession:input_type -> jobplane.v1.OpenSessionRequest
+	4,  // 29: jobplane.v1.HAStoreService.KeepAlive:input_type -> jobplane.v1.KeepAliveRequest
+	6,  // 30: jobplane.v1.HAStoreService.CloseSession:input_type -> jobplane.v1.CloseSessionRequest
+	8,  // 31: jobplane.v1.HAStoreService.Campaign:input_type -> jobplane.v1.CampaignRequest
+	10, // 32: jobplane.v1.HAStoreService.Withdraw:input_type -> jobplane.v1.WithdrawRequest
+	12, // 33: jobplane.v1.HAStoreService.WatchSession:input_type -> jobplane.v1.WatchSessionRequest
+	14, // 34: jobplane.v1.HAStoreService.Resign:input_type -> jobplane.v1.ResignRequest
+	16, // 35: jobplane.v1.HAStoreService.ConfirmLeadership:input_type -> jobplane.v1.ConfirmLeadershipRequest
+	18, // 36: jobplane.v1.HAStoreService.GetLeader:input_type -> jobplane.v1.GetLeaderRequest
+	20, // 37: jobplane.v1.HAStoreService.ObserveLeader:input_type -> jobplane.v1.ObserveLeaderRequest
+	23, // 38: jobplane.v1.HAStoreService.PutExecutionPlan:input_type -> jobplane.v1.PutExecutionPlanRequest
+	25, // 39: jobplane.v1.HAStoreService.GetExecutionPlan:input_type -> jobplane.v1.GetExecutionPlanRequest
+	27, // 40: jobplane.v1.HAStoreService.ListExecutionPlans:input_type -> jobplane.v1.ListExecutionPlansRequest
+	29, // 41: jobplane.v1.HAStoreService.DeleteExecutionPlan:input_type -> jobplane.v1.DeleteExecutionPlanRequest
+	32, // 42: jobplane.v1.HAStoreService.CreateDirtyJobResult:input_type -> jobplane.v1.CreateDirtyJobResultRequest
+	34, // 43: jobplane.v1.HAStoreService.MarkJobResultClean:input_type -> jobplane.v1.MarkJobResultCleanRequest
+	36, // 44: jobplane.v1.HAStoreService.GetJobResultEntry:input_type -> jobplane.v1.GetJobResultEntryRequest
+	38, // 45: jobplane.v1.HAStoreService.ListJobResultEntries:input_type -> jobplane.v1.ListJobResultEntriesRequest
+	40, // 46: jobplane.v1.HAStoreService.DeleteJobResultEntry:input_type -> jobplane.v1.DeleteJobResultEntryRequest
+	3,  // 47: jobplane.v1.HAStoreService.OpenSession:output_type -> jobplane.v1.OpenSessionResponse
+	5,  // 48: jobplane.v1.HAStoreService.KeepAlive:output_type -> jobplane.v1.KeepAliveResponse
+	7,  // 49: jobplane.v1.HAStoreService.CloseSession:output_type -> jobplane.v1.CloseSessionResponse
+	9,  // 50: jobplane.v1.HAStoreService.Campaign:output_type -> jobplane.v1.CampaignResponse
+	11, // 51: jobplane.v1.HAStoreService.Withdraw:output_type -> jobplane.v1.WithdrawResponse
+	13, // 52: jobplane.v1.HAStoreService.WatchSession:output_type -> jobplane.v1.WatchSessionResponse
+	15, // 53: jobplane.v1.HAStoreService.Resign:output_type -> jobplane.v1.ResignResponse
+	17, // 54: jobplane.v1.HAStoreService.ConfirmLeadership:output_type -> jobplane.v1.ConfirmLeadershipResponse
+	19, // 55: jobplane.v1.HAStoreService.GetLeader:output_type -> jobplane.v1.GetLeaderResponse
+	21, // 56: jobplane.v1.HAStoreService.ObserveLeader:output_type -> jobplane.v1.ObserveLeaderResponse
+	24, // 57: jobplane.v1.HAStoreService.PutExecutionPlan:output_type -> jobplane.v1.PutExecutionPlanResponse
+	26, // 58: jobplane.v1.HAStoreService.GetExecutionPlan:output_type -> jobplane.v1.GetExecutionPlanResponse
+	28, // 59: jobplane.v1.HAStoreService.ListExecutionPlans:output_type -> jobplane.v1.ListExecutionPlansResponse
+	30, // 60: jobplane.v1.HAStoreService.DeleteExecutionPlan:output_type -> jobplane.v1.DeleteExecutionPlanResponse
+	33, // 61: jobplane.v1.HAStoreService.CreateDirtyJobResult:output_type -> jobplane.v1.CreateDirtyJobResultResponse
+	35, // 62: jobplane.v1.HAStoreService.MarkJobResultClean:output_type -> jobplane.v1.MarkJobResultCleanResponse
+	37, // 63: jobplane.v1.HAStoreService.GetJobResultEntry:output_type -> jobplane.v1.GetJobResultEntryResponse
+	39, // 64: jobplane.v1.HAStoreService.ListJobResultEntries:output_type -> jobplane.v1.ListJobResultEntriesResponse
+	41, // 65: jobplane.v1.HAStoreService.DeleteJobResultEntry:output_type -> jobplane.v1.DeleteJobResultEntryResponse
+	47, // [47:66] is the sub-list for method output_type
+	28, // [28:47] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_ha_store_service_proto_init() }
@@ -2306,9 +2590,10 @@ func file_jobplane_v1_ha_store_service_proto_init() {
 	file_jobplane_v1_job_proto_init()
 	file_jobplane_v1_job_graph_proto_init()
 	file_jobplane_v1_leadership_proto_init()
-	file_jobplane_v1_ha_store_service_proto_msgTypes[7].OneofWrappers = []any{
-		(*CampaignResponse_Granted)(nil),
-		(*CampaignResponse_Revoked)(nil),
+	file_jobplane_v1_ha_store_service_proto_msgTypes[11].OneofWrappers = []any{
+		(*WatchSessionResponse_Granted)(nil),
+		(*WatchSessionResponse_Revoked)(nil),
+		(*WatchSessionResponse_Heartbeat_)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2316,7 +2601,7 @@ func file_jobplane_v1_ha_store_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_ha_store_service_proto_rawDesc), len(file_jobplane_v1_ha_store_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   38,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

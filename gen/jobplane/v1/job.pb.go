@@ -121,7 +121,8 @@ const (
 	JobView_JOB_VIEW_UNSPECIFIED JobView = 0
 	// The summary and per-vertex state counts, without per-subtask entries.
 	JobView_JOB_VIEW_SUMMARY JobView = 1
-	// Everything, including one entry per subtask.
+	// Everything, including one entry per subtask. For very large jobs the
+	// response can exceed a client's default message size limit.
 	JobView_JOB_VIEW_FULL JobView = 2
 )
 
@@ -315,7 +316,7 @@ type JobSummary struct {
 	// one subtask, in ExecutionState order.
 	TaskCounts []*ExecutionStateCount `protobuf:"bytes,7,rep,name=task_counts,json=taskCounts,proto3" json:"task_counts,omitempty"`
 	// How many times the job's tasks were restarted after failures, under
-	// this and earlier JobMasters.
+	// the current JobMaster (one per failover, whatever it restarted).
 	Restarts int32 `protobuf:"varint,8,opt,name=restarts,proto3" json:"restarts,omitempty"`
 	// The most recent failure (the root cause of a FAILED job); unset when
 	// nothing failed.
@@ -663,10 +664,15 @@ type JobResult struct {
 	EndTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	// The root cause for a FAILED job; unset otherwise.
 	Failure *FailureInfo `protobuf:"bytes,5,opt,name=failure,proto3" json:"failure,omitempty"`
-	// How many times the job's tasks were restarted.
+	// How many times the job's tasks were restarted under its last
+	// JobMaster.
 	Restarts int32 `protobuf:"varint,6,opt,name=restarts,proto3" json:"restarts,omitempty"`
 	// The JobGraph's name.
-	Name          string `protobuf:"bytes,7,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,7,opt,name=name,proto3" json:"name,omitempty"`
+	// The digest of the job's execution plan (ExecutionPlan.digest), so a
+	// resubmission after the plan was cleaned up can still be recognized as
+	// identical.
+	PlanDigest    []byte `protobuf:"bytes,8,opt,name=plan_digest,json=planDigest,proto3" json:"plan_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -750,6 +756,13 @@ func (x *JobResult) GetName() string {
 	return ""
 }
 
+func (x *JobResult) GetPlanDigest() []byte {
+	if x != nil {
+		return x.PlanDigest
+	}
+	return nil
+}
+
 var File_jobplane_v1_job_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_job_proto_rawDesc = "" +
@@ -794,7 +807,7 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\x0eattempt_number\x18\x02 \x01(\x05R\rattemptNumber\x121\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x1b.jobplane.v1.ExecutionStateR\x05state\x12(\n" +
 	"\x10task_executor_id\x18\x04 \x01(\tR\x0etaskExecutorId\x122\n" +
-	"\afailure\x18\x05 \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\xaa\x02\n" +
+	"\afailure\x18\x05 \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\xcb\x02\n" +
 	"\tJobResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12.\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x16.jobplane.v1.JobStatusR\x06status\x12;\n" +
@@ -803,7 +816,9 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\bend_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x122\n" +
 	"\afailure\x18\x05 \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\x12\x1a\n" +
 	"\brestarts\x18\x06 \x01(\x05R\brestarts\x12\x12\n" +
-	"\x04name\x18\a \x01(\tR\x04name*\xa5\x02\n" +
+	"\x04name\x18\a \x01(\tR\x04name\x12\x1f\n" +
+	"\vplan_digest\x18\b \x01(\fR\n" +
+	"planDigest*\xa5\x02\n" +
 	"\tJobStatus\x12\x1a\n" +
 	"\x16JOB_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17JOB_STATUS_INITIALIZING\x10\x01\x12\x16\n" +

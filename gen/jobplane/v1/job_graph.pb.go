@@ -202,11 +202,12 @@ func (SchedulingMode) EnumDescriptor() ([]byte, []int) {
 //   - every edge joins two distinct, known vertices, and the edges form no
 //     cycle;
 //   - every vertex names an invokable, and 1 <= parallelism <=
-//     max_parallelism after overrides are applied.
+//     max_parallelism after overrides are applied;
+//   - the encoded graph fits the HA store's plan limit (1 MiB by default).
 //
-// Two JobGraphs are the same plan when their canonical encodings are equal
-// after parallelism overrides are applied; the order of map entries does not
-// matter, the order of vertices and edges does.
+// Two submissions carry the same plan when their JobGraphs, as submitted
+// and before any override, are equal as protobuf messages: the order of
+// map entries does not matter, the order of vertices and edges does.
 type JobGraph struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A human-readable name for the job; need not be unique. At most 256
@@ -291,7 +292,8 @@ type JobVertex struct {
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// The name under which TaskExecutors register the code that runs each
 	// subtask, e.g. `noop`, `sleep`, or a function registered through the SDK's
-	// TaskExecutor runtime. Required.
+	// TaskExecutor runtime. Required. An invokable that no TaskExecutor
+	// offers fails the subtask when it is deployed, not the submission.
 	Invokable string `protobuf:"bytes,3,opt,name=invokable,proto3" json:"invokable,omitempty"`
 	// Configuration handed to every subtask of the vertex, verbatim.
 	Config map[string]string `protobuf:"bytes,4,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`

@@ -571,7 +571,7 @@ type DisconnectTaskExecutorRequest struct {
 	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// The TaskExecutor's id. Required.
 	TaskExecutorId string `protobuf:"bytes,3,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
-	// Why the TaskExecutor disconnects, for logs.
+	// Why the TaskExecutor is disconnected, for logs.
 	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -78,7 +78,8 @@ func (x *ResourceProfile) GetMemoryBytes() int64 {
 	return 0
 }
 
-// SlotStatus is the state of one slot of a TaskExecutor.
+// SlotStatus is the state of one slot of a TaskExecutor. A slot runs at
+// most one execution attempt at a time.
 type SlotStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The slot's index within its TaskExecutor, from 0.
@@ -203,7 +204,10 @@ type ResourceRequirement struct {
 	// The profile each slot must satisfy.
 	Profile *ResourceProfile `protobuf:"bytes,1,opt,name=profile,proto3" json:"profile,omitempty"`
 	// How many such slots the job needs in all (not in addition).
-	Slots         int32 `protobuf:"varint,2,opt,name=slots,proto3" json:"slots,omitempty"`
+	Slots int32 `protobuf:"varint,2,opt,name=slots,proto3" json:"slots,omitempty"`
+	// Only slots of TaskExecutors that registered every one of these
+	// invokables satisfy the requirement; empty means any.
+	Invokables    []string `protobuf:"bytes,3,rep,name=invokables,proto3" json:"invokables,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -252,6 +256,13 @@ func (x *ResourceRequirement) GetSlots() int32 {
 	return 0
 }
 
+func (x *ResourceRequirement) GetInvokables() []string {
+	if x != nil {
+		return x.Invokables
+	}
+	return nil
+}
+
 var File_jobplane_v1_slot_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_slot_proto_rawDesc = "" +
@@ -269,10 +280,13 @@ const file_jobplane_v1_slot_proto_rawDesc = "" +
 	"\x06job_id\x18\x04 \x01(\tR\x05jobId\";\n" +
 	"\n" +
 	"SlotReport\x12-\n" +
-	"\x05slots\x18\x01 \x03(\v2\x17.jobplane.v1.SlotStatusR\x05slots\"c\n" +
+	"\x05slots\x18\x01 \x03(\v2\x17.jobplane.v1.SlotStatusR\x05slots\"\x83\x01\n" +
 	"\x13ResourceRequirement\x126\n" +
 	"\aprofile\x18\x01 \x01(\v2\x1c.jobplane.v1.ResourceProfileR\aprofile\x12\x14\n" +
-	"\x05slots\x18\x02 \x01(\x05R\x05slotsB\xa2\x01\n" +
+	"\x05slots\x18\x02 \x01(\x05R\x05slots\x12\x1e\n" +
+	"\n" +
+	"invokables\x18\x03 \x03(\tR\n" +
+	"invokablesB\xa2\x01\n" +
 	"\x0fcom.jobplane.v1B\tSlotProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
 
 var (

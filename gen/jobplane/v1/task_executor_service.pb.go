@@ -37,9 +37,13 @@ type RequestSlotRequest struct {
 	// Required.
 	JobMasterAddress string `protobuf:"bytes,5,opt,name=job_master_address,json=jobMasterAddress,proto3" json:"job_master_address,omitempty"`
 	// The profile the job asked for.
-	Profile       *ResourceProfile `protobuf:"bytes,6,opt,name=profile,proto3" json:"profile,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Profile *ResourceProfile `protobuf:"bytes,6,opt,name=profile,proto3" json:"profile,omitempty"`
+	// The JobMaster's token, as the ResourceManager received it with
+	// RegisterJobMaster; the TaskExecutor offers the slot under it.
+	// Required.
+	JobMasterToken *FencingToken `protobuf:"bytes,7,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RequestSlotRequest) Reset() {
@@ -110,6 +114,13 @@ func (x *RequestSlotRequest) GetJobMasterAddress() string {
 func (x *RequestSlotRequest) GetProfile() *ResourceProfile {
 	if x != nil {
 		return x.Profile
+	}
+	return nil
+}
+
+func (x *RequestSlotRequest) GetJobMasterToken() *FencingToken {
+	if x != nil {
+		return x.JobMasterToken
 	}
 	return nil
 }
@@ -637,7 +648,7 @@ var File_jobplane_v1_task_executor_service_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_task_executor_service_proto_rawDesc = "" +
 	"\n" +
-	"'jobplane/v1/task_executor_service.proto\x12\vjobplane.v1\x1a\x1bjobplane/v1/execution.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x16jobplane/v1/slot.proto\"\xa6\x02\n" +
+	"'jobplane/v1/task_executor_service.proto\x12\vjobplane.v1\x1a\x1bjobplane/v1/execution.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x16jobplane/v1/slot.proto\"\xeb\x02\n" +
 	"\x12RequestSlotRequest\x12O\n" +
 	"\x16resource_manager_token\x18\x01 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\x12\x1d\n" +
 	"\n" +
@@ -645,7 +656,8 @@ const file_jobplane_v1_task_executor_service_proto_rawDesc = "" +
 	"\rallocation_id\x18\x03 \x01(\tR\fallocationId\x12\x15\n" +
 	"\x06job_id\x18\x04 \x01(\tR\x05jobId\x12,\n" +
 	"\x12job_master_address\x18\x05 \x01(\tR\x10jobMasterAddress\x126\n" +
-	"\aprofile\x18\x06 \x01(\v2\x1c.jobplane.v1.ResourceProfileR\aprofile\"\x15\n" +
+	"\aprofile\x18\x06 \x01(\v2\x1c.jobplane.v1.ResourceProfileR\aprofile\x12C\n" +
+	"\x10job_master_token\x18\a \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\"\x15\n" +
 	"\x13RequestSlotResponse\"\xb7\x03\n" +
 	"\x11SubmitTaskRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
@@ -723,30 +735,31 @@ var file_jobplane_v1_task_executor_service_proto_goTypes = []any{
 var file_jobplane_v1_task_executor_service_proto_depIdxs = []int32{
 	11, // 0: jobplane.v1.RequestSlotRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
 	12, // 1: jobplane.v1.RequestSlotRequest.profile:type_name -> jobplane.v1.ResourceProfile
-	11, // 2: jobplane.v1.SubmitTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	13, // 3: jobplane.v1.SubmitTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	10, // 4: jobplane.v1.SubmitTaskRequest.config:type_name -> jobplane.v1.SubmitTaskRequest.ConfigEntry
-	11, // 5: jobplane.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	13, // 6: jobplane.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	11, // 7: jobplane.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	11, // 8: jobplane.v1.TaskExecutorServiceHeartbeatRequest.token:type_name -> jobplane.v1.FencingToken
-	14, // 9: jobplane.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.v1.SlotReport
-	15, // 10: jobplane.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
-	0,  // 11: jobplane.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.v1.RequestSlotRequest
-	2,  // 12: jobplane.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.v1.SubmitTaskRequest
-	4,  // 13: jobplane.v1.TaskExecutorService.CancelTask:input_type -> jobplane.v1.CancelTaskRequest
-	6,  // 14: jobplane.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.v1.FreeSlotRequest
-	8,  // 15: jobplane.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.v1.TaskExecutorServiceHeartbeatRequest
-	1,  // 16: jobplane.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.v1.RequestSlotResponse
-	3,  // 17: jobplane.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.v1.SubmitTaskResponse
-	5,  // 18: jobplane.v1.TaskExecutorService.CancelTask:output_type -> jobplane.v1.CancelTaskResponse
-	7,  // 19: jobplane.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.v1.FreeSlotResponse
-	9,  // 20: jobplane.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.v1.TaskExecutorServiceHeartbeatResponse
-	16, // [16:21] is the sub-list for method output_type
-	11, // [11:16] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	11, // 2: jobplane.v1.RequestSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	11, // 3: jobplane.v1.SubmitTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	13, // 4: jobplane.v1.SubmitTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	10, // 5: jobplane.v1.SubmitTaskRequest.config:type_name -> jobplane.v1.SubmitTaskRequest.ConfigEntry
+	11, // 6: jobplane.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	13, // 7: jobplane.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	11, // 8: jobplane.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	11, // 9: jobplane.v1.TaskExecutorServiceHeartbeatRequest.token:type_name -> jobplane.v1.FencingToken
+	14, // 10: jobplane.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.v1.SlotReport
+	15, // 11: jobplane.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
+	0,  // 12: jobplane.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.v1.RequestSlotRequest
+	2,  // 13: jobplane.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.v1.SubmitTaskRequest
+	4,  // 14: jobplane.v1.TaskExecutorService.CancelTask:input_type -> jobplane.v1.CancelTaskRequest
+	6,  // 15: jobplane.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.v1.FreeSlotRequest
+	8,  // 16: jobplane.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.v1.TaskExecutorServiceHeartbeatRequest
+	1,  // 17: jobplane.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.v1.RequestSlotResponse
+	3,  // 18: jobplane.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.v1.SubmitTaskResponse
+	5,  // 19: jobplane.v1.TaskExecutorService.CancelTask:output_type -> jobplane.v1.CancelTaskResponse
+	7,  // 20: jobplane.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.v1.FreeSlotResponse
+	9,  // 21: jobplane.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.v1.TaskExecutorServiceHeartbeatResponse
+	17, // [17:22] is the sub-list for method output_type
+	12, // [12:17] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_task_executor_service_proto_init() }

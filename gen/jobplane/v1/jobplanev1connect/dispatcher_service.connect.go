@@ -85,10 +85,12 @@ type DispatcherServiceClient interface {
 	//     `job_id` or an invalid JobGraph (see JobGraph for the rules);
 	//   - ALREADY_EXISTS, reason JOB_ALREADY_EXISTS: the id is taken by a
 	//     different plan; metadata says whether that job is globally terminated;
-	//   - UNAVAILABLE, reason PERSIST_FAILED: the plan could not be persisted;
+	//   - UNAVAILABLE, reason PERSIST_FAILED: the plan is not persisted;
 	//     nothing runs, nothing is left behind, and the same submission may be
 	//     retried;
-	//   - UNAVAILABLE, reason NOT_LEADER: this Dispatcher does not lead.
+	//   - UNAVAILABLE, reason NOT_LEADER: this Dispatcher does not lead, or
+	//     lost leadership during the call (its write was refused as stale);
+	//     retry at the leader, where the same `job_id` is safe.
 	SubmitJob(context.Context, *v1.SubmitJobRequest) (*v1.SubmitJobResponse, error)
 	// GetJob returns a job's current details. Jobs are known while they run
 	// and, after they end, for as long as their job result is kept.
@@ -106,7 +108,9 @@ type DispatcherServiceClient interface {
 	// A running job moves to CANCELLING, its tasks are canceled, and it ends
 	// CANCELED. A job still INITIALIZING is canceled before any of its tasks
 	// runs. Idempotent: cancelling a job that is CANCELLING or CANCELED
-	// succeeds and changes nothing.
+	// succeeds and changes nothing. A cancellation that has not reached
+	// CANCELED when leadership changes may be lost; the client cancels again
+	// at the new leader.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// FAILED_PRECONDITION (JOB_TERMINAL) for a job that FINISHED or FAILED;
@@ -126,7 +130,9 @@ type DispatcherServiceClient interface {
 	//
 	// The first message is the job's current summary; then one message per
 	// status change, in order, none skipped. The stream ends successfully
-	// after a globally terminal status. Works over HTTP/1.1. No side effects.
+	// after a globally terminal status. A message without `job` is a
+	// heartbeat, sent when nothing changed for 10 seconds. Works over
+	// HTTP/1.1. No side effects.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
 	// for a malformed id; UNAVAILABLE (NOT_LEADER), also when this Dispatcher
@@ -322,10 +328,12 @@ type DispatcherServiceHandler interface {
 	//     `job_id` or an invalid JobGraph (see JobGraph for the rules);
 	//   - ALREADY_EXISTS, reason JOB_ALREADY_EXISTS: the id is taken by a
 	//     different plan; metadata says whether that job is globally terminated;
-	//   - UNAVAILABLE, reason PERSIST_FAILED: the plan could not be persisted;
+	//   - UNAVAILABLE, reason PERSIST_FAILED: the plan is not persisted;
 	//     nothing runs, nothing is left behind, and the same submission may be
 	//     retried;
-	//   - UNAVAILABLE, reason NOT_LEADER: this Dispatcher does not lead.
+	//   - UNAVAILABLE, reason NOT_LEADER: this Dispatcher does not lead, or
+	//     lost leadership during the call (its write was refused as stale);
+	//     retry at the leader, where the same `job_id` is safe.
 	SubmitJob(context.Context, *v1.SubmitJobRequest) (*v1.SubmitJobResponse, error)
 	// GetJob returns a job's current details. Jobs are known while they run
 	// and, after they end, for as long as their job result is kept.
@@ -343,7 +351,9 @@ type DispatcherServiceHandler interface {
 	// A running job moves to CANCELLING, its tasks are canceled, and it ends
 	// CANCELED. A job still INITIALIZING is canceled before any of its tasks
 	// runs. Idempotent: cancelling a job that is CANCELLING or CANCELED
-	// succeeds and changes nothing.
+	// succeeds and changes nothing. A cancellation that has not reached
+	// CANCELED when leadership changes may be lost; the client cancels again
+	// at the new leader.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// FAILED_PRECONDITION (JOB_TERMINAL) for a job that FINISHED or FAILED;
@@ -363,7 +373,9 @@ type DispatcherServiceHandler interface {
 	//
 	// The first message is the job's current summary; then one message per
 	// status change, in order, none skipped. The stream ends successfully
-	// after a globally terminal status. Works over HTTP/1.1. No side effects.
+	// after a globally terminal status. A message without `job` is a
+	// heartbeat, sent when nothing changed for 10 seconds. Works over
+	// HTTP/1.1. No side effects.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
 	// for a malformed id; UNAVAILABLE (NOT_LEADER), also when this Dispatcher

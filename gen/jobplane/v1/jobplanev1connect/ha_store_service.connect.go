@@ -44,6 +44,11 @@ const (
 	HAStoreServiceCloseSessionProcedure = "/jobplane.v1.HAStoreService/CloseSession"
 	// HAStoreServiceCampaignProcedure is the fully-qualified name of the HAStoreService's Campaign RPC.
 	HAStoreServiceCampaignProcedure = "/jobplane.v1.HAStoreService/Campaign"
+	// HAStoreServiceWithdrawProcedure is the fully-qualified name of the HAStoreService's Withdraw RPC.
+	HAStoreServiceWithdrawProcedure = "/jobplane.v1.HAStoreService/Withdraw"
+	// HAStoreServiceWatchSessionProcedure is the fully-qualified name of the HAStoreService's
+	// WatchSession RPC.
+	HAStoreServiceWatchSessionProcedure = "/jobplane.v1.HAStoreService/WatchSession"
 	// HAStoreServiceResignProcedure is the fully-qualified name of the HAStoreService's Resign RPC.
 	HAStoreServiceResignProcedure = "/jobplane.v1.HAStoreService/Resign"
 	// HAStoreServiceConfirmLeadershipProcedure is the fully-qualified name of the HAStoreService's
@@ -99,22 +104,36 @@ type HAStoreServiceClient interface {
 	// leaderships. Closing an unknown or expired session succeeds.
 	// Idempotent.
 	CloseSession(context.Context, *v1.CloseSessionRequest) (*v1.CloseSessionResponse, error)
-	// Campaign enters a candidacy in an election and streams its fate.
-	//
-	// The stream sends `granted` with the grant's token when the candidacy
-	// becomes leader, then `revoked` when that leadership ends (Resign,
-	// session expiry or close, or the store deleting it), and then ends. If
-	// `address` is set it is published with the grant, as ConfirmLeadership
-	// would. Cancelling the stream withdraws the candidacy and resigns a
-	// leadership it holds. Not idempotent: each call is a new candidacy.
+	// Campaign enters a candidacy of the session in an election and returns
+	// at once; the grant, when it comes, is reported on WatchSession (and is
+	// visible to GetLeader). If `address` is set it is published with the
+	// grant, as ConfirmLeadership would. A session has at most one candidacy
+	// per election. Not idempotent: a repeated call fails with
+	// CANDIDACY_EXISTS while the first candidacy lasts.
 	//
 	// Errors: NOT_FOUND (SESSION_NOT_FOUND); ALREADY_EXISTS
-	// (CANDIDACY_EXISTS) if the session already has a candidacy in the
-	// election; INVALID_ARGUMENT.
-	Campaign(context.Context, *v1.CampaignRequest) (*connect.ServerStreamForClient[v1.CampaignResponse], error)
-	// Resign ends a leadership. The next candidacy, if any, is granted.
-	// Resigning with a token that no longer leads succeeds and changes
-	// nothing. Idempotent.
+	// (CANDIDACY_EXISTS); INVALID_ARGUMENT.
+	Campaign(context.Context, *v1.CampaignRequest) (*v1.CampaignResponse, error)
+	// Withdraw ends the session's candidacy in an election: a waiting
+	// candidacy leaves the queue, a granted one resigns. Withdrawing when
+	// there is no candidacy succeeds. Idempotent.
+	//
+	// Errors: NOT_FOUND (SESSION_NOT_FOUND); INVALID_ARGUMENT.
+	Withdraw(context.Context, *v1.WithdrawRequest) (*v1.WithdrawResponse, error)
+	// WatchSession streams the fate of the session's candidacies.
+	//
+	// On every (re)connection the stream first sends `granted` for each
+	// leadership the session holds at that moment, then `granted` and
+	// `revoked` events as they happen, in order. A `heartbeat` is sent when
+	// nothing else was for 10 seconds, so idle streams survive proxies. The
+	// stream ends with NOT_FOUND (SESSION_NOT_FOUND) once the session has
+	// ended, after the `revoked` events of its leaderships. Closing or losing
+	// the stream changes nothing in the store: a client reconnects and
+	// resynchronizes from the initial `granted` events. No side effects.
+	WatchSession(context.Context, *v1.WatchSessionRequest) (*connect.ServerStreamForClient[v1.WatchSessionResponse], error)
+	// Resign ends the leadership named by a fence, whichever session holds
+	// it; the next candidacy, if any, is granted. Resigning with a token that
+	// no longer leads succeeds and changes nothing. Idempotent.
 	Resign(context.Context, *v1.ResignRequest) (*v1.ResignResponse, error)
 	// ConfirmLeadership publishes the address at which the leader serves, as
 	// seen by GetLeader and ObserveLeader. Idempotent.
@@ -126,13 +145,19 @@ type HAStoreServiceClient interface {
 	GetLeader(context.Context, *v1.GetLeaderRequest) (*v1.GetLeaderResponse, error)
 	// ObserveLeader streams an election's leader: first the current state,
 	// then every change (a new grant, a published address, the leader gone),
-	// in order, until the client cancels. No side effects.
+	// in order, until the client cancels. If the store had to discard history
+	// (a compaction while the stream was behind), the changes in between are
+	// coalesced into the current state. A message without `leader` is a
+	// heartbeat, sent when nothing changed for 10 seconds. No side effects.
 	ObserveLeader(context.Context, *v1.ObserveLeaderRequest) (*connect.ServerStreamForClient[v1.ObserveLeaderResponse], error)
 	// PutExecutionPlan stores a job's execution plan, replacing any plan
-	// stored for the job. Fenced. Idempotent.
+	// stored for the job. A job with a result entry never runs again, so its
+	// plan is refused. Fenced. Idempotent.
 	//
-	// Errors: ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a
-	// plan larger than the store's limit (1 MiB unless configured).
+	// Errors: ABORTED (STALE_FENCING_TOKEN); ALREADY_EXISTS
+	// (JOB_RESULT_EXISTS) if the job has a result entry; INVALID_ARGUMENT,
+	// also for a plan larger than the store's limit (1 MiB unless
+	// configured).
 	PutExecutionPlan(context.Context, *v1.PutExecutionPlanRequest) (*v1.PutExecutionPlanResponse, error)
 	// GetExecutionPlan returns a job's execution plan. No side effects.
 	//
@@ -210,6 +235,20 @@ func NewHAStoreServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			httpClient,
 			baseURL+HAStoreServiceCampaignProcedure,
 			connect.WithSchema(hAStoreServiceMethods.ByName("Campaign")),
+			connect.WithClientOptions(opts...),
+		),
+		withdraw: connect.NewClient[v1.WithdrawRequest, v1.WithdrawResponse](
+			httpClient,
+			baseURL+HAStoreServiceWithdrawProcedure,
+			connect.WithSchema(hAStoreServiceMethods.ByName("Withdraw")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
+		watchSession: connect.NewClient[v1.WatchSessionRequest, v1.WatchSessionResponse](
+			httpClient,
+			baseURL+HAStoreServiceWatchSessionProcedure,
+			connect.WithSchema(hAStoreServiceMethods.ByName("WatchSession")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		resign: connect.NewClient[v1.ResignRequest, v1.ResignResponse](
@@ -311,6 +350,8 @@ type hAStoreServiceClient struct {
 	keepAlive            *connect.Client[v1.KeepAliveRequest, v1.KeepAliveResponse]
 	closeSession         *connect.Client[v1.CloseSessionRequest, v1.CloseSessionResponse]
 	campaign             *connect.Client[v1.CampaignRequest, v1.CampaignResponse]
+	withdraw             *connect.Client[v1.WithdrawRequest, v1.WithdrawResponse]
+	watchSession         *connect.Client[v1.WatchSessionRequest, v1.WatchSessionResponse]
 	resign               *connect.Client[v1.ResignRequest, v1.ResignResponse]
 	confirmLeadership    *connect.Client[v1.ConfirmLeadershipRequest, v1.ConfirmLeadershipResponse]
 	getLeader            *connect.Client[v1.GetLeaderRequest, v1.GetLeaderResponse]
@@ -354,8 +395,26 @@ func (c *hAStoreServiceClient) CloseSession(ctx context.Context, req *v1.CloseSe
 }
 
 // Campaign calls jobplane.v1.HAStoreService.Campaign.
-func (c *hAStoreServiceClient) Campaign(ctx context.Context, req *v1.CampaignRequest) (*connect.ServerStreamForClient[v1.CampaignResponse], error) {
-	return c.campaign.CallServerStream(ctx, connect.NewRequest(req))
+func (c *hAStoreServiceClient) Campaign(ctx context.Context, req *v1.CampaignRequest) (*v1.CampaignResponse, error) {
+	response, err := c.campaign.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// Withdraw calls jobplane.v1.HAStoreService.Withdraw.
+func (c *hAStoreServiceClient) Withdraw(ctx context.Context, req *v1.WithdrawRequest) (*v1.WithdrawResponse, error) {
+	response, err := c.withdraw.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// WatchSession calls jobplane.v1.HAStoreService.WatchSession.
+func (c *hAStoreServiceClient) WatchSession(ctx context.Context, req *v1.WatchSessionRequest) (*connect.ServerStreamForClient[v1.WatchSessionResponse], error) {
+	return c.watchSession.CallServerStream(ctx, connect.NewRequest(req))
 }
 
 // Resign calls jobplane.v1.HAStoreService.Resign.
@@ -486,22 +545,36 @@ type HAStoreServiceHandler interface {
 	// leaderships. Closing an unknown or expired session succeeds.
 	// Idempotent.
 	CloseSession(context.Context, *v1.CloseSessionRequest) (*v1.CloseSessionResponse, error)
-	// Campaign enters a candidacy in an election and streams its fate.
-	//
-	// The stream sends `granted` with the grant's token when the candidacy
-	// becomes leader, then `revoked` when that leadership ends (Resign,
-	// session expiry or close, or the store deleting it), and then ends. If
-	// `address` is set it is published with the grant, as ConfirmLeadership
-	// would. Cancelling the stream withdraws the candidacy and resigns a
-	// leadership it holds. Not idempotent: each call is a new candidacy.
+	// Campaign enters a candidacy of the session in an election and returns
+	// at once; the grant, when it comes, is reported on WatchSession (and is
+	// visible to GetLeader). If `address` is set it is published with the
+	// grant, as ConfirmLeadership would. A session has at most one candidacy
+	// per election. Not idempotent: a repeated call fails with
+	// CANDIDACY_EXISTS while the first candidacy lasts.
 	//
 	// Errors: NOT_FOUND (SESSION_NOT_FOUND); ALREADY_EXISTS
-	// (CANDIDACY_EXISTS) if the session already has a candidacy in the
-	// election; INVALID_ARGUMENT.
-	Campaign(context.Context, *v1.CampaignRequest, *connect.ServerStream[v1.CampaignResponse]) error
-	// Resign ends a leadership. The next candidacy, if any, is granted.
-	// Resigning with a token that no longer leads succeeds and changes
-	// nothing. Idempotent.
+	// (CANDIDACY_EXISTS); INVALID_ARGUMENT.
+	Campaign(context.Context, *v1.CampaignRequest) (*v1.CampaignResponse, error)
+	// Withdraw ends the session's candidacy in an election: a waiting
+	// candidacy leaves the queue, a granted one resigns. Withdrawing when
+	// there is no candidacy succeeds. Idempotent.
+	//
+	// Errors: NOT_FOUND (SESSION_NOT_FOUND); INVALID_ARGUMENT.
+	Withdraw(context.Context, *v1.WithdrawRequest) (*v1.WithdrawResponse, error)
+	// WatchSession streams the fate of the session's candidacies.
+	//
+	// On every (re)connection the stream first sends `granted` for each
+	// leadership the session holds at that moment, then `granted` and
+	// `revoked` events as they happen, in order. A `heartbeat` is sent when
+	// nothing else was for 10 seconds, so idle streams survive proxies. The
+	// stream ends with NOT_FOUND (SESSION_NOT_FOUND) once the session has
+	// ended, after the `revoked` events of its leaderships. Closing or losing
+	// the stream changes nothing in the store: a client reconnects and
+	// resynchronizes from the initial `granted` events. No side effects.
+	WatchSession(context.Context, *v1.WatchSessionRequest, *connect.ServerStream[v1.WatchSessionResponse]) error
+	// Resign ends the leadership named by a fence, whichever session holds
+	// it; the next candidacy, if any, is granted. Resigning with a token that
+	// no longer leads succeeds and changes nothing. Idempotent.
 	Resign(context.Context, *v1.ResignRequest) (*v1.ResignResponse, error)
 	// ConfirmLeadership publishes the address at which the leader serves, as
 	// seen by GetLeader and ObserveLeader. Idempotent.
@@ -513,13 +586,19 @@ type HAStoreServiceHandler interface {
 	GetLeader(context.Context, *v1.GetLeaderRequest) (*v1.GetLeaderResponse, error)
 	// ObserveLeader streams an election's leader: first the current state,
 	// then every change (a new grant, a published address, the leader gone),
-	// in order, until the client cancels. No side effects.
+	// in order, until the client cancels. If the store had to discard history
+	// (a compaction while the stream was behind), the changes in between are
+	// coalesced into the current state. A message without `leader` is a
+	// heartbeat, sent when nothing changed for 10 seconds. No side effects.
 	ObserveLeader(context.Context, *v1.ObserveLeaderRequest, *connect.ServerStream[v1.ObserveLeaderResponse]) error
 	// PutExecutionPlan stores a job's execution plan, replacing any plan
-	// stored for the job. Fenced. Idempotent.
+	// stored for the job. A job with a result entry never runs again, so its
+	// plan is refused. Fenced. Idempotent.
 	//
-	// Errors: ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a
-	// plan larger than the store's limit (1 MiB unless configured).
+	// Errors: ABORTED (STALE_FENCING_TOKEN); ALREADY_EXISTS
+	// (JOB_RESULT_EXISTS) if the job has a result entry; INVALID_ARGUMENT,
+	// also for a plan larger than the store's limit (1 MiB unless
+	// configured).
 	PutExecutionPlan(context.Context, *v1.PutExecutionPlanRequest) (*v1.PutExecutionPlanResponse, error)
 	// GetExecutionPlan returns a job's execution plan. No side effects.
 	//
@@ -589,10 +668,24 @@ func NewHAStoreServiceHandler(svc HAStoreServiceHandler, opts ...connect.Handler
 		connect.WithIdempotency(connect.IdempotencyIdempotent),
 		connect.WithHandlerOptions(opts...),
 	)
-	hAStoreServiceCampaignHandler := connect.NewServerStreamHandlerSimple(
+	hAStoreServiceCampaignHandler := connect.NewUnaryHandlerSimple(
 		HAStoreServiceCampaignProcedure,
 		svc.Campaign,
 		connect.WithSchema(hAStoreServiceMethods.ByName("Campaign")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hAStoreServiceWithdrawHandler := connect.NewUnaryHandlerSimple(
+		HAStoreServiceWithdrawProcedure,
+		svc.Withdraw,
+		connect.WithSchema(hAStoreServiceMethods.ByName("Withdraw")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
+	hAStoreServiceWatchSessionHandler := connect.NewServerStreamHandlerSimple(
+		HAStoreServiceWatchSessionProcedure,
+		svc.WatchSession,
+		connect.WithSchema(hAStoreServiceMethods.ByName("WatchSession")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	hAStoreServiceResignHandler := connect.NewUnaryHandlerSimple(
@@ -695,6 +788,10 @@ func NewHAStoreServiceHandler(svc HAStoreServiceHandler, opts ...connect.Handler
 			hAStoreServiceCloseSessionHandler.ServeHTTP(w, r)
 		case HAStoreServiceCampaignProcedure:
 			hAStoreServiceCampaignHandler.ServeHTTP(w, r)
+		case HAStoreServiceWithdrawProcedure:
+			hAStoreServiceWithdrawHandler.ServeHTTP(w, r)
+		case HAStoreServiceWatchSessionProcedure:
+			hAStoreServiceWatchSessionHandler.ServeHTTP(w, r)
 		case HAStoreServiceResignProcedure:
 			hAStoreServiceResignHandler.ServeHTTP(w, r)
 		case HAStoreServiceConfirmLeadershipProcedure:
@@ -742,8 +839,16 @@ func (UnimplementedHAStoreServiceHandler) CloseSession(context.Context, *v1.Clos
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.HAStoreService.CloseSession is not implemented"))
 }
 
-func (UnimplementedHAStoreServiceHandler) Campaign(context.Context, *v1.CampaignRequest, *connect.ServerStream[v1.CampaignResponse]) error {
-	return connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.HAStoreService.Campaign is not implemented"))
+func (UnimplementedHAStoreServiceHandler) Campaign(context.Context, *v1.CampaignRequest) (*v1.CampaignResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.HAStoreService.Campaign is not implemented"))
+}
+
+func (UnimplementedHAStoreServiceHandler) Withdraw(context.Context, *v1.WithdrawRequest) (*v1.WithdrawResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.HAStoreService.Withdraw is not implemented"))
+}
+
+func (UnimplementedHAStoreServiceHandler) WatchSession(context.Context, *v1.WatchSessionRequest, *connect.ServerStream[v1.WatchSessionResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.HAStoreService.WatchSession is not implemented"))
 }
 
 func (UnimplementedHAStoreServiceHandler) Resign(context.Context, *v1.ResignRequest) (*v1.ResignResponse, error) {

@@ -83,8 +83,10 @@ type JobMasterServiceClient interface {
 	// (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	Heartbeat(context.Context, *v1.JobMasterServiceHeartbeatRequest) (*v1.JobMasterServiceHeartbeatResponse, error)
 	// DisconnectTaskExecutor ends a TaskExecutor's registration: its slots are
-	// released and attempts on it fail. Idempotent: disconnecting an unknown
-	// TaskExecutor succeeds.
+	// released and attempts on it fail. The TaskExecutor calls it when it
+	// stops; the ResourceManager calls it, with the token the JobMaster
+	// registered, when it loses the TaskExecutor. Idempotent: disconnecting
+	// an unknown TaskExecutor succeeds.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	DisconnectTaskExecutor(context.Context, *v1.DisconnectTaskExecutorRequest) (*v1.DisconnectTaskExecutorResponse, error)
@@ -226,8 +228,10 @@ type JobMasterServiceHandler interface {
 	// (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	Heartbeat(context.Context, *v1.JobMasterServiceHeartbeatRequest) (*v1.JobMasterServiceHeartbeatResponse, error)
 	// DisconnectTaskExecutor ends a TaskExecutor's registration: its slots are
-	// released and attempts on it fail. Idempotent: disconnecting an unknown
-	// TaskExecutor succeeds.
+	// released and attempts on it fail. The TaskExecutor calls it when it
+	// stops; the ResourceManager calls it, with the token the JobMaster
+	// registered, when it loses the TaskExecutor. Idempotent: disconnecting
+	// an unknown TaskExecutor succeeds.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	DisconnectTaskExecutor(context.Context, *v1.DisconnectTaskExecutorRequest) (*v1.DisconnectTaskExecutorResponse, error)

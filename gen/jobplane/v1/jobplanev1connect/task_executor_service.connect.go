@@ -66,28 +66,33 @@ type TaskExecutorServiceClient interface {
 	// succeeds and changes nothing. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field; ABORTED
-	// (STALE_FENCING_TOKEN) if the token is not the job's current JobMaster
-	// token; FAILED_PRECONDITION (SLOT_NOT_ALLOCATED) if the allocation is not
-	// held for the job here; FAILED_PRECONDITION (UNKNOWN_INVOKABLE) if no
-	// invokable of that name is registered.
+	// (STALE_FENCING_TOKEN) for a JobMaster token older than the job's
+	// current one; FAILED_PRECONDITION (SLOT_NOT_ALLOCATED) if the allocation
+	// is not held for the job here; FAILED_PRECONDITION (SLOT_OCCUPIED) if
+	// another attempt still runs in the slot; FAILED_PRECONDITION
+	// (UNKNOWN_INVOKABLE) if no invokable of that name is registered, which
+	// the JobMaster treats as a failure of the attempt.
 	SubmitTask(context.Context, *v1.SubmitTaskRequest) (*v1.SubmitTaskResponse, error)
 	// CancelTask cancels an execution attempt. Cancelling an attempt that is
 	// unknown or already terminal succeeds and changes nothing. Idempotent.
 	//
-	// Errors: ABORTED (STALE_FENCING_TOKEN) if the token is not the job's
-	// current JobMaster token.
+	// Errors: ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
+	// than the job's current one.
 	CancelTask(context.Context, *v1.CancelTaskRequest) (*v1.CancelTaskResponse, error)
 	// FreeSlot releases a slot allocated to a job; an attempt still running in
 	// it is canceled. Freeing a free or unknown allocation succeeds and
 	// changes nothing. Idempotent.
 	//
-	// Errors: ABORTED (STALE_FENCING_TOKEN) if the token is not the job's
-	// current JobMaster token.
+	// Errors: ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
+	// than the job's current one.
 	FreeSlot(context.Context, *v1.FreeSlotRequest) (*v1.FreeSlotResponse, error)
 	// Heartbeat asks the TaskExecutor for its state, on behalf of the
 	// ResourceManager (empty `job_id`, its token) or of a job's JobMaster.
 	// The answer carries the slot report and, for a JobMaster, the states of
-	// that job's attempts. Idempotent.
+	// that job's attempts. It is a probe for a fresh report: liveness is
+	// decided by the heartbeats the TaskExecutor sends
+	// (ResourceManagerService.Heartbeat, JobMasterService.Heartbeat), never
+	// by this call. Idempotent.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a token older than the newest
 	// this TaskExecutor has seen for the sender.
@@ -213,28 +218,33 @@ type TaskExecutorServiceHandler interface {
 	// succeeds and changes nothing. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field; ABORTED
-	// (STALE_FENCING_TOKEN) if the token is not the job's current JobMaster
-	// token; FAILED_PRECONDITION (SLOT_NOT_ALLOCATED) if the allocation is not
-	// held for the job here; FAILED_PRECONDITION (UNKNOWN_INVOKABLE) if no
-	// invokable of that name is registered.
+	// (STALE_FENCING_TOKEN) for a JobMaster token older than the job's
+	// current one; FAILED_PRECONDITION (SLOT_NOT_ALLOCATED) if the allocation
+	// is not held for the job here; FAILED_PRECONDITION (SLOT_OCCUPIED) if
+	// another attempt still runs in the slot; FAILED_PRECONDITION
+	// (UNKNOWN_INVOKABLE) if no invokable of that name is registered, which
+	// the JobMaster treats as a failure of the attempt.
 	SubmitTask(context.Context, *v1.SubmitTaskRequest) (*v1.SubmitTaskResponse, error)
 	// CancelTask cancels an execution attempt. Cancelling an attempt that is
 	// unknown or already terminal succeeds and changes nothing. Idempotent.
 	//
-	// Errors: ABORTED (STALE_FENCING_TOKEN) if the token is not the job's
-	// current JobMaster token.
+	// Errors: ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
+	// than the job's current one.
 	CancelTask(context.Context, *v1.CancelTaskRequest) (*v1.CancelTaskResponse, error)
 	// FreeSlot releases a slot allocated to a job; an attempt still running in
 	// it is canceled. Freeing a free or unknown allocation succeeds and
 	// changes nothing. Idempotent.
 	//
-	// Errors: ABORTED (STALE_FENCING_TOKEN) if the token is not the job's
-	// current JobMaster token.
+	// Errors: ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
+	// than the job's current one.
 	FreeSlot(context.Context, *v1.FreeSlotRequest) (*v1.FreeSlotResponse, error)
 	// Heartbeat asks the TaskExecutor for its state, on behalf of the
 	// ResourceManager (empty `job_id`, its token) or of a job's JobMaster.
 	// The answer carries the slot report and, for a JobMaster, the states of
-	// that job's attempts. Idempotent.
+	// that job's attempts. It is a probe for a fresh report: liveness is
+	// decided by the heartbeats the TaskExecutor sends
+	// (ResourceManagerService.Heartbeat, JobMasterService.Heartbeat), never
+	// by this call. Idempotent.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a token older than the newest
 	// this TaskExecutor has seen for the sender.
