@@ -1,0 +1,766 @@
+package hastore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"google.golang.org/protobuf/proto"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+)
+
+// DefaultPrefix is the default key prefix of the etcd backend.
+const DefaultPrefix = "/jobplane/"
+
+// DefaultMaxPlanBytes is the default limit on an encoded execution plan.
+const DefaultMaxPlanBytes = 1 << 20
+
+// EtcdConfig configures the etcd backend.
+type EtcdConfig struct {
+	// Client is the etcd client to use; the store does not close it.
+	// Required.
+	Client *clientv3.Client
+	// Prefix is prepended to every key, so several clusters can share one
+	// etcd. It must end in "/". Default: DefaultPrefix.
+	Prefix string
+	// MaxPlanBytes limits an encoded execution plan. It must stay below the
+	// etcd server's request limit (1.5 MiB by default; the embedded member
+	// raises it to fit). Default: DefaultMaxPlanBytes.
+	MaxPlanBytes int
+	// Logger receives the backend's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports whether the configuration can be used.
+func (c EtcdConfig) Validate() error {
+	if c.Client == nil {
+		return errors.New("hastore: etcd client is required")
+	}
+	if c.Prefix != "" && !strings.HasSuffix(c.Prefix, "/") {
+		return fmt.Errorf("hastore: prefix %q must end in /", c.Prefix)
+	}
+	if c.MaxPlanBytes < 0 {
+		return errors.New("hastore: plan limit must not be negative")
+	}
+	return nil
+}
+
+// Etcd is the Store on etcd. Elections use etcd's concurrency package, one
+// lease per session; fenced writes are transactions that compare the
+// writer's leader key within the write. See the package documentation for
+// the key layout.
+type Etcd struct {
+	client  *clientv3.Client
+	prefix  string
+	maxPlan int
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	leaders map[Fence]*localLeader // leaderships held through this store
+
+	closers []func() error // what Open started, closed in order by Close
+}
+
+// localLeader is the store's handle on a leadership it granted.
+type localLeader struct {
+	end       func(cause error)
+	resigning atomic.Bool
+}
+
+var _ Store = (*Etcd)(nil)
+
+// NewEtcd returns a Store on the etcd reached by cfg.Client.
+func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if cfg.MaxPlanBytes == 0 {
+		cfg.MaxPlanBytes = DefaultMaxPlanBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Etcd{
+		client:  cfg.Client,
+		prefix:  cfg.Prefix,
+		maxPlan: cfg.MaxPlanBytes,
+		log:     cfg.Logger,
+		leaders: make(map[Fence]*localLeader),
+	}, nil
+}
+
+// Close implements Store. A store made by NewEtcd leaves its client open;
+// one made by Open closes its client and embedded member. Sessions opened
+// from the store end when their client closes or their TTL passes.
+func (s *Etcd) Close() error {
+	var errs []error
+	for _, c := range s.closers {
+		errs = append(errs, c())
+	}
+	s.closers = nil
+	return errors.Join(errs...)
+}
+
+// Key layout, under the prefix.
+func (s *Etcd) electionPrefix(election string) string { return s.prefix + "elections/" + election }
+func (s *Etcd) leaderKey(election, sessionID string) string {
+	return s.electionPrefix(election) + "/" + sessionID
+}
+func (s *Etcd) planPrefix() string           { return s.prefix + "plans/" }
+func (s *Etcd) planKey(jobID string) string  { return s.planPrefix() + jobID }
+func (s *Etcd) resultPrefix() string         { return s.prefix + "results/" }
+func (s *Etcd) resultKey(jobID string) string { return s.resultPrefix() + jobID }
+
+// unavailable wraps a backend failure, leaving the caller's own context
+// errors as they are.
+func unavailable(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", ErrUnavailable, err)
+}
+
+// fenceCmps are the comparisons that make a transaction fenced by f: the
+// writer's leader key exists with the token's epoch as its create revision,
+// and no key of the election is older, so the writer is the leader.
+func (s *Etcd) fenceCmps(f Fence) []clientv3.Cmp {
+	epoch := int64(min(f.Token.Epoch, math.MaxInt64))
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(s.leaderKey(f.Election, f.Token.SessionID)), "=", epoch),
+		clientv3.Compare(clientv3.CreateRevision(s.electionPrefix(f.Election)+"/").WithPrefix(), ">", epoch-1),
+	}
+}
+
+// fenced runs ops in one transaction fenced by f.
+func (s *Etcd) fenced(ctx context.Context, f Fence, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	resp, err := s.client.Txn(ctx).If(s.fenceCmps(f)...).Then(ops...).Commit()
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if !resp.Succeeded {
+		return nil, ErrStaleToken
+	}
+	return resp, nil
+}
+
+// fencedCAS runs ops fenced by f and only if key's mod revision is still
+// modRev (0: the key is absent). conflict reports that key changed.
+func (s *Etcd) fencedCAS(ctx context.Context, f Fence, key string, modRev int64, ops ...clientv3.Op) (conflict bool, err error) {
+	inner := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", modRev)}, ops, nil)
+	resp, err := s.fenced(ctx, f, inner)
+	if err != nil {
+		return false, err
+	}
+	return !resp.Responses[0].GetResponseTxn().GetSucceeded(), nil
+}
+
+// OpenSession implements Store: a session is an etcd lease, renewed by
+// the etcd client or, with ManualKeepAlive, revoked TTL after the last
+// KeepAlive.
+func (s *Etcd) OpenSession(ctx context.Context, cfg SessionConfig) (Session, error) {
+	if err := ValidateSessionConfig(cfg); err != nil {
+		return nil, err
+	}
+	ttlSeconds := int64(math.Ceil(cfg.TTL.Seconds()))
+	grant, err := s.client.Grant(ctx, ttlSeconds)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	cs, err := concurrency.NewSession(s.client, concurrency.WithLease(grant.ID), concurrency.WithTTL(int(grant.TTL)))
+	if err != nil {
+		_, _ = s.client.Revoke(context.WithoutCancel(ctx), grant.ID)
+		return nil, unavailable(err)
+	}
+	sess := &etcdSession{
+		store:       s,
+		cs:          cs,
+		ttl:         time.Duration(grant.TTL) * time.Second,
+		candidacies: make(map[string]bool),
+	}
+	if cfg.ManualKeepAlive {
+		sess.expiry = time.AfterFunc(sess.ttl, sess.expire)
+	}
+	return sess, nil
+}
+
+type etcdSession struct {
+	store *Etcd
+	cs    *concurrency.Session
+	ttl   time.Duration
+
+	mu          sync.Mutex
+	candidacies map[string]bool // elections with a candidacy or leadership
+	expiry      *time.Timer     // ManualKeepAlive only
+}
+
+func (s *etcdSession) ID() string            { return fmt.Sprintf("%x", int64(s.cs.Lease())) }
+func (s *etcdSession) TTL() time.Duration    { return s.ttl }
+func (s *etcdSession) Done() <-chan struct{} { return s.cs.Done() }
+
+func (s *etcdSession) ended() bool {
+	select {
+	case <-s.cs.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// expire ends a manually renewed session whose TTL passed.
+func (s *etcdSession) expire() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.ttl)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		s.store.log.Warn("revoking expired session", "session", s.ID(), "err", err)
+	}
+}
+
+func (s *etcdSession) KeepAlive(ctx context.Context) (time.Duration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended() {
+		return 0, ErrSessionNotFound
+	}
+	if s.expiry != nil && !s.expiry.Reset(s.ttl) {
+		// The timer fired: the session is being revoked.
+		return 0, ErrSessionNotFound
+	}
+	return s.ttl, nil
+}
+
+func (s *etcdSession) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.expiry != nil {
+		s.expiry.Stop()
+	}
+	s.mu.Unlock()
+	// Revoke before orphaning, so that once the session reports Done its
+	// keys are gone from the store.
+	_, err := s.store.client.Revoke(ctx, s.cs.Lease())
+	s.cs.Orphan()
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return unavailable(err)
+	}
+	return nil
+}
+
+func (s *etcdSession) Campaign(ctx context.Context, election, address string) (*Leadership, error) {
+	if err := ValidateCampaign(election, address); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	switch {
+	case s.ended():
+		s.mu.Unlock()
+		return nil, ErrSessionNotFound
+	case s.candidacies[election]:
+		s.mu.Unlock()
+		return nil, ErrCandidacyExists
+	}
+	s.candidacies[election] = true
+	s.mu.Unlock()
+	release := func() {
+		s.mu.Lock()
+		delete(s.candidacies, election)
+		s.mu.Unlock()
+	}
+
+	l, err := s.campaign(ctx, election, address, release)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (s *etcdSession) campaign(ctx context.Context, election, address string, release func()) (*Leadership, error) {
+	store := s.store
+	// The campaign also stops when the session ends.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.cs.Ctx(), cancel)()
+
+	e := concurrency.NewElection(s.cs, store.electionPrefix(election))
+	if err := e.Campaign(cctx, address); err != nil {
+		switch {
+		case s.ended():
+			return nil, ErrSessionNotFound
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		}
+		return nil, unavailable(err)
+	}
+	// The session may have ended while waiting, deleting the candidacy:
+	// only a key that still exists with its create revision leads.
+	got, err := store.client.Get(ctx, e.Key())
+	if err != nil {
+		_ = e.Resign(context.WithoutCancel(ctx))
+		return nil, unavailable(err)
+	}
+	if len(got.Kvs) == 0 || got.Kvs[0].CreateRevision != e.Rev() {
+		return nil, ErrSessionNotFound
+	}
+	f := Fence{Election: election, Token: Token{SessionID: s.ID(), Epoch: uint64(e.Rev())}}
+	l, end := NewLeadership(s.cs.Ctx(), f, store)
+	var cleanup sync.Once
+	ll := &localLeader{}
+	// Ending the leadership also frees the session's candidacy at once, so
+	// that a resigned leader may campaign again right away.
+	ll.end = func(cause error) {
+		end(cause)
+		cleanup.Do(func() {
+			store.mu.Lock()
+			delete(store.leaders, f)
+			store.mu.Unlock()
+			release()
+		})
+	}
+	store.mu.Lock()
+	store.leaders[f] = ll
+	store.mu.Unlock()
+	go store.watchLeader(l, ll, e.Key(), got.Header.Revision)
+	return l, nil
+}
+
+// watchLeader ends l when its leader key is deleted, and cleans up after
+// l once it has ended, whatever ended it.
+func (s *Etcd) watchLeader(l *Leadership, ll *localLeader, key string, rev int64) {
+	defer func() { ll.end(ErrSessionEnded) }()
+	ctx := l.Context()
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		deleted, next := s.watchDelete(wctx, key, rev)
+		cancel()
+		if deleted {
+			ll.end(s.deletionCause(ctx, l, ll))
+			return
+		}
+		rev = next
+	}
+	<-l.Done()
+}
+
+// watchDelete watches key from rev+1 until it is deleted (true) or the
+// watch breaks, returning the revision to resume from after checking that
+// the key still exists.
+func (s *Etcd) watchDelete(ctx context.Context, key string, rev int64) (deleted bool, next int64) {
+	for resp := range s.client.Watch(ctx, key, clientv3.WithRev(rev+1), clientv3.WithFilterPut()) {
+		if err := resp.Err(); err != nil {
+			break
+		}
+		for _, ev := range resp.Events {
+			if ev.Type == clientv3.EventTypeDelete {
+				return true, 0
+			}
+		}
+		rev = resp.Header.Revision
+	}
+	if ctx.Err() != nil {
+		return false, rev
+	}
+	// The watch broke (compaction, lost member): look at the key itself.
+	for ctx.Err() == nil {
+		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		got, err := s.client.Get(gctx, key)
+		cancel()
+		if err == nil {
+			return len(got.Kvs) == 0, got.Header.Revision
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return false, rev
+}
+
+// deletionCause tells why a leader key disappeared.
+func (s *Etcd) deletionCause(ctx context.Context, l *Leadership, ll *localLeader) error {
+	if ll.resigning.Load() {
+		return ErrResigned
+	}
+	var lease int64
+	if _, err := fmt.Sscanf(l.Token().SessionID, "%x", &lease); err == nil {
+		ttl, err := s.client.TimeToLive(ctx, clientv3.LeaseID(lease))
+		if err == nil && ttl.TTL <= 0 {
+			return ErrSessionEnded
+		}
+	}
+	return ErrLeaderDeleted
+}
+
+// Resign implements Store.
+func (s *Etcd) Resign(ctx context.Context, f Fence) error {
+	if err := ValidateFence(f); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	ll := s.leaders[f]
+	s.mu.Unlock()
+	if ll != nil {
+		ll.resigning.Store(true)
+	}
+	key := s.leaderKey(f.Election, f.Token.SessionID)
+	epoch := int64(min(f.Token.Epoch, math.MaxInt64))
+	_, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", epoch)).
+		Then(clientv3.OpDelete(key)).
+		Commit()
+	if err != nil {
+		return unavailable(err)
+	}
+	if ll != nil {
+		ll.end(ErrResigned)
+	}
+	return nil
+}
+
+// ConfirmLeadership implements Store.
+func (s *Etcd) ConfirmLeadership(ctx context.Context, f Fence, address string) error {
+	if err := ValidateConfirm(f, address); err != nil {
+		return err
+	}
+	_, err := s.fenced(ctx, f, clientv3.OpPut(s.leaderKey(f.Election, f.Token.SessionID), address, clientv3.WithIgnoreLease()))
+	return err
+}
+
+// Leader implements Store.
+func (s *Etcd) Leader(ctx context.Context, election string) (LeaderInfo, error) {
+	if err := ValidateElection(election); err != nil {
+		return LeaderInfo{}, err
+	}
+	resp, err := s.client.Get(ctx, s.electionPrefix(election)+"/", clientv3.WithFirstCreate()...)
+	if err != nil {
+		return LeaderInfo{}, unavailable(err)
+	}
+	info := LeaderInfo{Election: election}
+	if len(resp.Kvs) > 0 {
+		kv := resp.Kvs[0]
+		info.Address = string(kv.Value)
+		info.Token = Token{SessionID: s.sessionOfKey(election, string(kv.Key)), Epoch: uint64(kv.CreateRevision)}
+	}
+	return info, nil
+}
+
+func (s *Etcd) sessionOfKey(election, key string) string {
+	return strings.TrimPrefix(key, s.electionPrefix(election)+"/")
+}
+
+// candidate is one key of an election, as ObserveLeader tracks it.
+type candidate struct {
+	createRev int64
+	value     string
+}
+
+// ObserveLeader implements Store. It tracks every candidate key of the
+// election from one consistent read and the watch events after it, so it
+// reports each change of leader in order. If the watch breaks (for example
+// after a compaction), it re-reads the election and reports the state from
+// there on.
+func (s *Etcd) ObserveLeader(ctx context.Context, election string, fn func(LeaderInfo) error) error {
+	if err := ValidateElection(election); err != nil {
+		return err
+	}
+	pfx := s.electionPrefix(election) + "/"
+	var last LeaderInfo
+	first := true
+	emit := func(cands map[string]candidate) error {
+		info := LeaderInfo{Election: election}
+		var best int64
+		for key, c := range cands {
+			if best == 0 || c.createRev < best {
+				best = c.createRev
+				info.Address = c.value
+				info.Token = Token{SessionID: strings.TrimPrefix(key, pfx), Epoch: uint64(c.createRev)}
+			}
+		}
+		if !first && info == last {
+			return nil
+		}
+		first, last = false, info
+		return fn(info)
+	}
+	for {
+		resp, err := s.client.Get(ctx, pfx, clientv3.WithPrefix())
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return unavailable(err)
+		}
+		cands := make(map[string]candidate, len(resp.Kvs))
+		for _, kv := range resp.Kvs {
+			cands[string(kv.Key)] = candidate{kv.CreateRevision, string(kv.Value)}
+		}
+		if err := emit(cands); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		for wresp := range s.client.Watch(wctx, pfx, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
+			if wresp.Err() != nil {
+				break
+			}
+			for _, ev := range wresp.Events {
+				key := string(ev.Kv.Key)
+				if ev.Type == clientv3.EventTypeDelete {
+					delete(cands, key)
+				} else {
+					cands[key] = candidate{ev.Kv.CreateRevision, string(ev.Kv.Value)}
+				}
+				if err := emit(cands); err != nil {
+					cancel()
+					return err
+				}
+			}
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// PutExecutionPlan implements Store.
+func (s *Etcd) PutExecutionPlan(ctx context.Context, f Fence, plan *jobplanev1.ExecutionPlan) error {
+	if err := ValidatePlanWrite(f, plan, proto.Size(plan), s.maxPlan); err != nil {
+		return err
+	}
+	data, err := proto.Marshal(plan)
+	if err != nil {
+		return fmt.Errorf("hastore: encode plan: %w", err)
+	}
+	// A job with a result never runs again: its plan is refused in the same
+	// transaction that would write it.
+	resultKey := s.resultKey(plan.GetJobId())
+	put := clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(resultKey), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(s.planKey(plan.GetJobId()), string(data))}, nil)
+	resp, err := s.fenced(ctx, f, put)
+	if err != nil {
+		return err
+	}
+	if !resp.Responses[0].GetResponseTxn().GetSucceeded() {
+		return ErrResultExists
+	}
+	return nil
+}
+
+// GetExecutionPlan implements Store.
+func (s *Etcd) GetExecutionPlan(ctx context.Context, jobID string) (*jobplanev1.ExecutionPlan, error) {
+	if err := ValidateJobID(jobID); err != nil {
+		return nil, err
+	}
+	resp, err := s.client.Get(ctx, s.planKey(jobID))
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, ErrPlanNotFound
+	}
+	plan := new(jobplanev1.ExecutionPlan)
+	if err := proto.Unmarshal(resp.Kvs[0].Value, plan); err != nil {
+		return nil, fmt.Errorf("hastore: decode plan of job %s: %w", jobID, err)
+	}
+	return plan, nil
+}
+
+// ListExecutionPlans implements Store.
+func (s *Etcd) ListExecutionPlans(ctx context.Context, after string, limit int) ([]string, error) {
+	if err := ValidateList(after, limit); err != nil {
+		return nil, err
+	}
+	var ids []string
+	err := s.scan(ctx, s.planPrefix(), after, true, func(key string, _ []byte) bool {
+		ids = append(ids, key)
+		return limit == 0 || len(ids) < limit
+	})
+	return ids, err
+}
+
+// scan calls fn with each key (stripped of pfx) and value under pfx after
+// the key `after`, in key order, until fn returns false.
+func (s *Etcd) scan(ctx context.Context, pfx, after string, keysOnly bool, fn func(key string, value []byte) bool) error {
+	const batch = 500
+	end := clientv3.GetPrefixRangeEnd(pfx)
+	from := pfx
+	if after != "" {
+		from = pfx + after + "\x00"
+	}
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(batch)}
+		if keysOnly {
+			opts = append(opts, clientv3.WithKeysOnly())
+		}
+		resp, err := s.client.Get(ctx, from, opts...)
+		if err != nil {
+			return unavailable(err)
+		}
+		for _, kv := range resp.Kvs {
+			if !fn(strings.TrimPrefix(string(kv.Key), pfx), kv.Value) {
+				return nil
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// DeleteExecutionPlan implements Store.
+func (s *Etcd) DeleteExecutionPlan(ctx context.Context, f Fence, jobID string) error {
+	if err := ValidateJobWrite(f, jobID); err != nil {
+		return err
+	}
+	_, err := s.fenced(ctx, f, clientv3.OpDelete(s.planKey(jobID)))
+	return err
+}
+
+// CreateDirtyJobResult implements Store.
+func (s *Etcd) CreateDirtyJobResult(ctx context.Context, f Fence, result *jobplanev1.JobResult) error {
+	if err := ValidateResultWrite(f, result); err != nil {
+		return err
+	}
+	data, err := proto.Marshal(&jobplanev1.JobResultEntry{Result: result, State: jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY})
+	if err != nil {
+		return fmt.Errorf("hastore: encode result: %w", err)
+	}
+	key := s.resultKey(result.GetJobId())
+	conflict, err := s.fencedCAS(ctx, f, key, 0, clientv3.OpPut(key, string(data)))
+	if err != nil {
+		return err
+	}
+	if conflict {
+		return ErrResultExists
+	}
+	return nil
+}
+
+// getResult reads a result entry and its mod revision; entry is nil and
+// modRev 0 when absent.
+func (s *Etcd) getResult(ctx context.Context, jobID string) (entry *jobplanev1.JobResultEntry, modRev int64, err error) {
+	resp, err := s.client.Get(ctx, s.resultKey(jobID))
+	if err != nil {
+		return nil, 0, unavailable(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, 0, nil
+	}
+	entry = new(jobplanev1.JobResultEntry)
+	if err := proto.Unmarshal(resp.Kvs[0].Value, entry); err != nil {
+		return nil, 0, fmt.Errorf("hastore: decode result of job %s: %w", jobID, err)
+	}
+	return entry, resp.Kvs[0].ModRevision, nil
+}
+
+// updateResult applies change to the job's entry in a fenced
+// compare-and-swap, retrying while the entry changes underneath. change
+// returns the ops to apply, or an error to return after the fence check.
+func (s *Etcd) updateResult(ctx context.Context, f Fence, jobID string, change func(*jobplanev1.JobResultEntry) ([]clientv3.Op, error)) error {
+	for {
+		entry, modRev, err := s.getResult(ctx, jobID)
+		if err != nil {
+			return err
+		}
+		ops, outcome := change(entry)
+		conflict, err := s.fencedCAS(ctx, f, s.resultKey(jobID), modRev, ops...)
+		if err != nil {
+			return err
+		}
+		if !conflict {
+			return outcome
+		}
+	}
+}
+
+// MarkJobResultClean implements Store.
+func (s *Etcd) MarkJobResultClean(ctx context.Context, f Fence, jobID string) error {
+	if err := ValidateJobWrite(f, jobID); err != nil {
+		return err
+	}
+	return s.updateResult(ctx, f, jobID, func(e *jobplanev1.JobResultEntry) ([]clientv3.Op, error) {
+		switch {
+		case e == nil:
+			return nil, ErrResultNotFound
+		case e.GetState() == jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN:
+			return nil, nil
+		}
+		clean := proto.CloneOf(e)
+		clean.State = jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN
+		data, err := proto.Marshal(clean)
+		if err != nil {
+			return nil, fmt.Errorf("hastore: encode result: %w", err)
+		}
+		return []clientv3.Op{clientv3.OpPut(s.resultKey(jobID), string(data))}, nil
+	})
+}
+
+// DeleteJobResultEntry implements Store.
+func (s *Etcd) DeleteJobResultEntry(ctx context.Context, f Fence, jobID string) error {
+	if err := ValidateJobWrite(f, jobID); err != nil {
+		return err
+	}
+	return s.updateResult(ctx, f, jobID, func(e *jobplanev1.JobResultEntry) ([]clientv3.Op, error) {
+		switch {
+		case e == nil:
+			return nil, nil
+		case e.GetState() != jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN:
+			return nil, ErrResultDirty
+		}
+		return []clientv3.Op{clientv3.OpDelete(s.resultKey(jobID))}, nil
+	})
+}
+
+// GetJobResultEntry implements Store.
+func (s *Etcd) GetJobResultEntry(ctx context.Context, jobID string) (*jobplanev1.JobResultEntry, error) {
+	if err := ValidateJobID(jobID); err != nil {
+		return nil, err
+	}
+	entry, _, err := s.getResult(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	if entry == nil {
+		return nil, ErrResultNotFound
+	}
+	return entry, nil
+}
+
+// ListJobResultEntries implements Store.
+func (s *Etcd) ListJobResultEntries(ctx context.Context, state jobplanev1.JobResultState, after string, limit int) ([]*jobplanev1.JobResultEntry, error) {
+	if err := ValidateList(after, limit); err != nil {
+		return nil, err
+	}
+	var (
+		entries []*jobplanev1.JobResultEntry
+		decErr  error
+	)
+	err := s.scan(ctx, s.resultPrefix(), after, false, func(key string, value []byte) bool {
+		e := new(jobplanev1.JobResultEntry)
+		if err := proto.Unmarshal(value, e); err != nil {
+			decErr = fmt.Errorf("hastore: decode result of job %s: %w", key, err)
+			return false
+		}
+		if state == jobplanev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED || e.GetState() == state {
+			entries = append(entries, e)
+		}
+		return limit == 0 || len(entries) < limit
+	})
+	if err != nil {
+		return nil, err
+	}
+	return entries, decErr
+}

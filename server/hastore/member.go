@@ -1,0 +1,273 @@
+package hastore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"sync"
+	"time"
+
+	etcdserverpb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// MemberConfig configures an embedded single etcd member.
+type MemberConfig struct {
+	// Dir is the member's data directory; created if absent. Required.
+	Dir string
+	// Name is the member's name. Default: "jobplane".
+	Name string
+	// ClientAddr is the loopback host:port of the member's client listener.
+	// Port 0 picks a free port; Member.Endpoint reports it. Default:
+	// "127.0.0.1:0".
+	ClientAddr string
+	// PeerAddr is the loopback host:port of the member's peer listener,
+	// which a single member only needs to exist. Default: "127.0.0.1:0".
+	PeerAddr string
+	// QuotaBytes is the backend's space quota: past it, etcd refuses writes
+	// until space is reclaimed. Default: 2 GiB.
+	QuotaBytes int64
+	// CompactionRetention is how much history auto-compaction keeps, as a
+	// duration (periodic mode). Default: 5m.
+	CompactionRetention time.Duration
+	// MaxRequestBytes is the largest request the member accepts; it bounds
+	// the plan size limit. Default: 2 MiB.
+	MaxRequestBytes uint
+	// MaintenanceInterval is how often the member checks its space, and
+	// compacts and defragments when history or free pages take too much of
+	// the quota. Default: 30s.
+	MaintenanceInterval time.Duration
+	// StartTimeout bounds the wait for the member to become ready. Default:
+	// 30s.
+	StartTimeout time.Duration
+	// Logger receives etcd's logs (Info as Debug). Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports whether the configuration can be used.
+func (c MemberConfig) Validate() error {
+	if c.Dir == "" {
+		return errors.New("hastore: member data directory is required")
+	}
+	for _, addr := range []string{c.ClientAddr, c.PeerAddr} {
+		if addr == "" {
+			continue
+		}
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return fmt.Errorf("hastore: member address %q: %w", addr, err)
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("hastore: member address %q: the embedded member listens on loopback only", addr)
+		}
+	}
+	if c.QuotaBytes < 0 || c.CompactionRetention < 0 || c.MaintenanceInterval < 0 || c.StartTimeout < 0 {
+		return errors.New("hastore: member sizes and durations must not be negative")
+	}
+	return nil
+}
+
+func (c MemberConfig) withDefaults() MemberConfig {
+	if c.Name == "" {
+		c.Name = "jobplane"
+	}
+	if c.ClientAddr == "" {
+		c.ClientAddr = "127.0.0.1:0"
+	}
+	if c.PeerAddr == "" {
+		c.PeerAddr = "127.0.0.1:0"
+	}
+	if c.QuotaBytes == 0 {
+		c.QuotaBytes = 2 << 30
+	}
+	if c.CompactionRetention == 0 {
+		c.CompactionRetention = 5 * time.Minute
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = 2 << 20
+	}
+	if c.MaintenanceInterval == 0 {
+		c.MaintenanceInterval = 30 * time.Second
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Member is an embedded single etcd member, listening on loopback only.
+// While it runs, a maintenance goroutine keeps its space in check; Close
+// stops both.
+type Member struct {
+	cfg  MemberConfig
+	etcd *embed.Etcd
+
+	client *clientv3.Client // the maintenance client
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// StartMember starts an embedded member on cfg.Dir and waits until it
+// serves. A member restarted on the same directory has all the data it
+// acknowledged before.
+func StartMember(ctx context.Context, cfg MemberConfig) (*Member, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	ec := embed.NewConfig()
+	ec.Name = cfg.Name
+	ec.Dir = cfg.Dir
+	// A single member needs no real elections: short ticks make it ready in
+	// tens of milliseconds.
+	ec.TickMs = 10
+	ec.ElectionMs = 100
+	clientURL := url.URL{Scheme: "http", Host: cfg.ClientAddr}
+	peerURL := url.URL{Scheme: "http", Host: cfg.PeerAddr}
+	ec.ListenClientUrls = []url.URL{clientURL}
+	ec.AdvertiseClientUrls = []url.URL{clientURL}
+	ec.ListenPeerUrls = []url.URL{peerURL}
+	ec.AdvertisePeerUrls = []url.URL{peerURL}
+	ec.InitialCluster = ec.InitialClusterFromName(cfg.Name)
+	ec.QuotaBackendBytes = cfg.QuotaBytes
+	ec.MaxRequestBytes = cfg.MaxRequestBytes
+	ec.AutoCompactionMode = "periodic"
+	ec.AutoCompactionRetention = cfg.CompactionRetention.String()
+	ec.BootstrapDefragThresholdMegabytes = 16
+	ec.Logger = "zap"
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zapToSlog(cfg.Logger))
+
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("hastore: start etcd member in %s: %w", cfg.Dir, err)
+	}
+	timer := time.NewTimer(cfg.StartTimeout)
+	defer timer.Stop()
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("hastore: etcd member: %w", err)
+	case <-timer.C:
+		e.Close()
+		return nil, fmt.Errorf("hastore: etcd member not ready after %v", cfg.StartTimeout)
+	case <-ctx.Done():
+		e.Close()
+		return nil, ctx.Err()
+	}
+	m := &Member{cfg: cfg, etcd: e}
+	m.client, err = m.NewClient()
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	mctx, cancel := context.WithCancel(context.Background())
+	m.stop = cancel
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.maintain(mctx)
+	}()
+	return m, nil
+}
+
+// Endpoint returns the member's client URL, such as
+// "http://127.0.0.1:40123".
+func (m *Member) Endpoint() string {
+	return "http://" + m.etcd.Clients[0].Addr().String()
+}
+
+// NewClient returns a new client of the member; the caller closes it.
+func (m *Member) NewClient() (*clientv3.Client, error) {
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{m.Endpoint()},
+		DialTimeout: 5 * time.Second,
+		Logger:      zapToSlog(m.cfg.Logger),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("hastore: etcd client: %w", err)
+	}
+	return c, nil
+}
+
+// Err reports a fatal error of the running member.
+func (m *Member) Err() <-chan error { return m.etcd.Err() }
+
+// Close stops maintenance and the member, waiting for both.
+func (m *Member) Close() error {
+	m.stop()
+	m.wg.Wait()
+	m.client.Close()
+	m.etcd.Close()
+	return nil
+}
+
+// maintain keeps the member's space in check until ctx ends: when the
+// database takes more than half the quota it compacts all history, and
+// when free pages take more than half the file (or the quota alarm went
+// off) it defragments and clears the alarm. Auto-compaction keeps history
+// short in normal operation; this is the backstop for bursts of churn.
+func (m *Member) maintain(ctx context.Context) {
+	ticker := time.NewTicker(m.cfg.MaintenanceInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		if err := m.maintainOnce(ctx); err != nil && ctx.Err() == nil {
+			m.cfg.Logger.Warn("etcd maintenance", "err", err)
+		}
+	}
+}
+
+func (m *Member) maintainOnce(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.MaintenanceInterval+time.Minute)
+	defer cancel()
+	ep := m.Endpoint()
+	status, err := m.client.Status(ctx, ep)
+	if err != nil {
+		return err
+	}
+	alarms, err := m.client.AlarmList(ctx)
+	if err != nil {
+		return err
+	}
+	noSpace := false
+	for _, a := range alarms.Alarms {
+		noSpace = noSpace || a.Alarm == etcdserverpb.AlarmType_NOSPACE
+	}
+	if noSpace || status.DbSizeInUse > m.cfg.QuotaBytes/2 {
+		rev := status.Header.Revision
+		if _, err := m.client.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil && !isCompacted(err) {
+			return fmt.Errorf("compact to %d: %w", rev, err)
+		}
+		m.cfg.Logger.Info("etcd history compacted", "revision", rev, "db_in_use", status.DbSizeInUse)
+	}
+	if noSpace || status.DbSize-status.DbSizeInUse > status.DbSize/2 && status.DbSize > 16<<20 {
+		if _, err := m.client.Defragment(ctx, ep); err != nil {
+			return fmt.Errorf("defragment: %w", err)
+		}
+		m.cfg.Logger.Info("etcd defragmented", "db_size_before", status.DbSize)
+	}
+	if noSpace {
+		if _, err := m.client.AlarmDisarm(ctx, &clientv3.AlarmMember{Alarm: etcdserverpb.AlarmType_NOSPACE}); err != nil {
+			return fmt.Errorf("disarm space alarm: %w", err)
+		}
+		m.cfg.Logger.Warn("etcd space alarm cleared")
+	}
+	return nil
+}
+
+// isCompacted reports that the revision was already compacted, which for
+// maintenance means there is nothing to do.
+func isCompacted(err error) bool { return errors.Is(err, rpctypes.ErrCompacted) }

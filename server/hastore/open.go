@@ -1,0 +1,97 @@
+package hastore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// OpenConfig says where the store keeps its data: in an embedded etcd
+// member on a local directory, or in an external etcd cluster.
+type OpenConfig struct {
+	// DataDir, when set, embeds a single etcd member on this directory
+	// (the default deployment). Exactly one of DataDir and Endpoints is
+	// required.
+	DataDir string
+	// Endpoints, when set, are the client URLs of an external etcd
+	// cluster.
+	Endpoints []string
+	// Member tunes the embedded member; its Dir and Logger are taken from
+	// this configuration.
+	Member MemberConfig
+	// Prefix is the key prefix (see EtcdConfig). Default: DefaultPrefix.
+	Prefix string
+	// MaxPlanBytes limits an encoded plan. Default: DefaultMaxPlanBytes.
+	MaxPlanBytes int
+	// DialTimeout bounds connecting to etcd. Default: 5s.
+	DialTimeout time.Duration
+	// Logger receives the store's and etcd's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports whether the configuration can be used.
+func (c OpenConfig) Validate() error {
+	if (c.DataDir == "") == (len(c.Endpoints) == 0) {
+		return errors.New("hastore: exactly one of a data directory and etcd endpoints is required")
+	}
+	if c.DataDir != "" && c.MaxPlanBytes > 0 && uint(c.MaxPlanBytes) > c.Member.withDefaults().MaxRequestBytes-64<<10 {
+		return fmt.Errorf("hastore: plan limit %d does not fit the member's request limit", c.MaxPlanBytes)
+	}
+	return nil
+}
+
+// Open opens the etcd store that cfg describes. The store owns what Open
+// started: its Close closes the client and stops the embedded member.
+func Open(ctx context.Context, cfg OpenConfig) (*Etcd, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = 5 * time.Second
+	}
+	var (
+		member    *Member
+		endpoints = cfg.Endpoints
+	)
+	if cfg.DataDir != "" {
+		mc := cfg.Member
+		mc.Dir, mc.Logger = cfg.DataDir, cfg.Logger
+		var err error
+		if member, err = StartMember(ctx, mc); err != nil {
+			return nil, err
+		}
+		endpoints = []string{member.Endpoint()}
+	}
+	client, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: cfg.DialTimeout,
+		Context:     context.WithoutCancel(ctx),
+		Logger:      zapToSlog(cfg.Logger),
+	})
+	if err != nil {
+		if member != nil {
+			member.Close()
+		}
+		return nil, fmt.Errorf("hastore: etcd client: %w", err)
+	}
+	store, err := NewEtcd(EtcdConfig{Client: client, Prefix: cfg.Prefix, MaxPlanBytes: cfg.MaxPlanBytes, Logger: cfg.Logger})
+	if err != nil {
+		client.Close()
+		if member != nil {
+			member.Close()
+		}
+		return nil, err
+	}
+	store.closers = append(store.closers, client.Close)
+	if member != nil {
+		store.closers = append(store.closers, member.Close)
+	}
+	return store, nil
+}

@@ -1,0 +1,151 @@
+package hastore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+)
+
+// Token identifies one leadership grant in one election: the session that
+// holds it and the grant's epoch. Epochs of one election strictly increase
+// with every grant, also across restarts of the store. The zero Token
+// means "no grant".
+type Token struct {
+	// SessionID is the holding session's id, as Session.ID returns it.
+	SessionID string
+	// Epoch orders the grants of one election; a larger epoch is newer.
+	Epoch uint64
+}
+
+// IsZero reports whether t is the zero Token.
+func (t Token) IsZero() bool { return t == Token{} }
+
+// String formats t for logs.
+func (t Token) String() string { return fmt.Sprintf("%s@%d", t.SessionID, t.Epoch) }
+
+// Fence names the leadership on whose behalf a write is made. A store
+// performs a fenced write only if Token is Election's current grant,
+// checked atomically with the write.
+type Fence struct {
+	// Election is the election's name, such as "jobmanager" or "job/<id>".
+	Election string
+	// Token is the writer's grant in Election.
+	Token Token
+}
+
+// LeaderInfo is an election's current leader as the store sees it.
+type LeaderInfo struct {
+	// Election is the election's name.
+	Election string
+	// Address is the leader's published base URL; empty until published.
+	Address string
+	// Token is the leader's grant; zero when the election has no leader.
+	Token Token
+}
+
+// SessionConfig configures a session.
+type SessionConfig struct {
+	// TTL is how long the session survives without renewal. Stores round it
+	// up to whole seconds and raise it to their minimum (one second).
+	// Required.
+	TTL time.Duration
+	// ManualKeepAlive makes the session live only as long as its owner
+	// calls Session.KeepAlive: it ends TTL after the last renewal. The
+	// HAStoreService handler uses it for remote clients, which renew over
+	// the network. Default false: the store renews the session itself until
+	// it is closed or the store becomes unreachable for longer than TTL.
+	ManualKeepAlive bool
+}
+
+// Store is the HA store: leader election with fencing tokens, and the
+// durable state a cluster must not lose (execution plans and job results).
+//
+// Every write takes a Fence and fails with ErrStaleToken, changing nothing,
+// unless the fence's token is its election's current grant. Malformed
+// input fails with a *ValidationError (errors.Is ErrInvalidArgument) and
+// writes nothing. A store that cannot reach its storage fails with
+// ErrUnavailable.
+//
+// Implementations are safe for concurrent use.
+type Store interface {
+	// OpenSession opens a session, on which campaigns run. Leaderships end
+	// when their session ends.
+	OpenSession(ctx context.Context, cfg SessionConfig) (Session, error)
+
+	// Resign ends the leadership named by f. A token that no longer leads
+	// is no error: nothing changes.
+	Resign(ctx context.Context, f Fence) error
+	// ConfirmLeadership publishes address as the leader's, for Leader and
+	// ObserveLeader. It fails with ErrStaleToken if f does not lead.
+	ConfirmLeadership(ctx context.Context, f Fence, address string) error
+	// Leader returns the election's current leader; its Token is zero when
+	// there is none.
+	Leader(ctx context.Context, election string) (LeaderInfo, error)
+	// ObserveLeader calls fn with the election's current leader and then
+	// with every change (a new grant, a published address, the leader
+	// gone), in order, one call at a time. It returns when ctx is done
+	// (with ctx's error) or fn returns an error (with that error).
+	ObserveLeader(ctx context.Context, election string, fn func(LeaderInfo) error) error
+
+	// PutExecutionPlan stores plan, replacing any plan of the same job.
+	// Plans larger than the store's limit are refused as invalid, and the
+	// plan of a job that has a result entry with ErrResultExists.
+	PutExecutionPlan(ctx context.Context, f Fence, plan *jobplanev1.ExecutionPlan) error
+	// GetExecutionPlan returns the job's plan, or ErrPlanNotFound.
+	GetExecutionPlan(ctx context.Context, jobID string) (*jobplanev1.ExecutionPlan, error)
+	// ListExecutionPlans returns up to limit ids of jobs with a plan, in id
+	// order, starting after the id `after` ("" for the first page). A
+	// limit of 0 means all.
+	ListExecutionPlans(ctx context.Context, after string, limit int) ([]string, error)
+	// DeleteExecutionPlan removes the job's plan; an absent plan is no
+	// error.
+	DeleteExecutionPlan(ctx context.Context, f Fence, jobID string) error
+
+	// CreateDirtyJobResult records result as dirty. It fails with
+	// ErrResultExists if the job has any result entry.
+	CreateDirtyJobResult(ctx context.Context, f Fence, result *jobplanev1.JobResult) error
+	// MarkJobResultClean marks the job's result clean; a clean one stays
+	// clean. It fails with ErrResultNotFound if the job has no entry.
+	MarkJobResultClean(ctx context.Context, f Fence, jobID string) error
+	// GetJobResultEntry returns the job's result entry, or
+	// ErrResultNotFound.
+	GetJobResultEntry(ctx context.Context, jobID string) (*jobplanev1.JobResultEntry, error)
+	// ListJobResultEntries returns up to limit entries in job id order,
+	// starting after the id `after`, only those in state unless state is
+	// UNSPECIFIED. A limit of 0 means all.
+	ListJobResultEntries(ctx context.Context, state jobplanev1.JobResultState, after string, limit int) ([]*jobplanev1.JobResultEntry, error)
+	// DeleteJobResultEntry removes a clean entry; an absent one is no
+	// error. It fails with ErrResultDirty for a dirty entry.
+	DeleteJobResultEntry(ctx context.Context, f Fence, jobID string) error
+
+	// Close releases the store's resources; it does not close sessions
+	// opened from it, whose leases then expire by their TTL.
+	Close() error
+}
+
+// Session is a store session (on etcd, a lease). Its candidacies and
+// leaderships end when it ends.
+type Session interface {
+	// ID identifies the session; it is the SessionID of its tokens.
+	ID() string
+	// TTL is the session's granted time to live.
+	TTL() time.Duration
+	// Done is closed when the session has ended: closed, expired, or lost.
+	Done() <-chan struct{}
+	// Campaign enters a candidacy in election and blocks until it is
+	// granted, returning the leadership, or until ctx is done, withdrawing
+	// the candidacy. A non-empty address is published with the grant. It
+	// fails with ErrCandidacyExists if the session already has a candidacy
+	// or leadership in election, and with ErrSessionNotFound if the session
+	// ended.
+	Campaign(ctx context.Context, election, address string) (*Leadership, error)
+	// KeepAlive renews a session opened with ManualKeepAlive for another
+	// TTL and returns the TTL. It fails with ErrSessionNotFound if the
+	// session ended. On other sessions it only reports the TTL.
+	KeepAlive(ctx context.Context) (time.Duration, error)
+	// Close ends the session at once, ending its leaderships. Closing an
+	// ended session is no error.
+	Close(ctx context.Context) error
+}

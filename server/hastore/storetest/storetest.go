@@ -1,0 +1,812 @@
+// Package storetest is the contract suite of hastore.Store: every backend
+// runs it, so every backend keeps the same promises (fenced writes,
+// monotonic epochs, one leader at a time, durable data).
+//
+// It starts no goroutine that outlives a test, and every wait in it is
+// bounded by a deadline.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+)
+
+// Backend is one running instance of a store backend, made fresh for each
+// test of the suite.
+type Backend struct {
+	// Open returns a new Store on this backend, as another process would
+	// open it. The suite closes it. Required.
+	Open func(t *testing.T) hastore.Store
+	// Restart stops the backend's storage and starts it again on the same
+	// data; stores opened before may fail afterwards and are reopened. Nil
+	// if the backend cannot restart; the restart tests are then skipped.
+	Restart func(t *testing.T)
+	// MaxPlanBytes is the backend's plan size limit.
+	MaxPlanBytes int
+}
+
+// Run runs the contract suite, calling newBackend for each test.
+func Run(t *testing.T, newBackend func(t *testing.T) *Backend) {
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, b *Backend)
+	}{
+		{"GrantConfirmLeader", testGrantConfirmLeader},
+		{"ResignGrantsNext", testResignGrantsNext},
+		{"SessionCloseRevokes", testSessionCloseRevokes},
+		{"LeaseExpiryRevokes", testLeaseExpiryRevokes},
+		{"StaleWriteFromPausedLeader", testStaleWriteFromPausedLeader},
+		{"StaleTokenRefusedForEveryWrite", testStaleTokenRefusedForEveryWrite},
+		{"TokenOfAnotherElectionRefused", testTokenOfAnotherElectionRefused},
+		{"EpochsIncrease", testEpochsIncrease},
+		{"EpochsIncreaseAcrossRestart", testEpochsIncreaseAcrossRestart},
+		{"DataSurvivesRestart", testDataSurvivesRestart},
+		{"ExecutionPlans", testExecutionPlans},
+		{"JobResults", testJobResults},
+		{"CandidacyExists", testCandidacyExists},
+		{"CampaignCancelWithdraws", testCampaignCancelWithdraws},
+		{"ObserveEveryChangeInOrder", testObserveEveryChangeInOrder},
+		{"NeverTwoLeaders", testNeverTwoLeaders},
+		{"BadInput", testBadInput},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.fn(t, newBackend(t))
+		})
+	}
+}
+
+// wait bounds every wait in the suite.
+const wait = 20 * time.Second
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func open(t *testing.T, b *Backend) hastore.Store {
+	t.Helper()
+	s := b.Open(t)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func session(t *testing.T, s hastore.Store, cfg hastore.SessionConfig) hastore.Session {
+	t.Helper()
+	if cfg.TTL == 0 {
+		cfg.TTL = 5 * time.Second
+	}
+	sess, err := s.OpenSession(ctxFor(t), cfg)
+	if err != nil {
+		t.Fatalf("OpenSession: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = sess.Close(ctx)
+	})
+	return sess
+}
+
+func campaign(t *testing.T, sess hastore.Session, election, address string) *hastore.Leadership {
+	t.Helper()
+	l, err := sess.Campaign(ctxFor(t), election, address)
+	if err != nil {
+		t.Fatalf("Campaign(%s): %v", election, err)
+	}
+	return l
+}
+
+// campaignAsync campaigns in the background; the result arrives on the
+// returned channel.
+func campaignAsync(ctx context.Context, sess hastore.Session, election, address string) <-chan campaignResult {
+	ch := make(chan campaignResult, 1)
+	go func() {
+		l, err := sess.Campaign(ctx, election, address)
+		ch <- campaignResult{l, err}
+	}()
+	return ch
+}
+
+type campaignResult struct {
+	l   *hastore.Leadership
+	err error
+}
+
+func awaitGrant(t *testing.T, ch <-chan campaignResult) *hastore.Leadership {
+	t.Helper()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("Campaign: %v", r.err)
+		}
+		return r.l
+	case <-time.After(wait):
+		t.Fatalf("no grant within %v", wait)
+		return nil
+	}
+}
+
+func awaitEnd(t *testing.T, l *hastore.Leadership, want error) {
+	t.Helper()
+	select {
+	case <-l.Done():
+		if cause := context.Cause(l.Context()); !errors.Is(cause, want) {
+			t.Errorf("leadership ended with %v, want %v", cause, want)
+		}
+	case <-time.After(wait):
+		t.Fatalf("leadership %v not ended within %v", l.Token(), wait)
+	}
+}
+
+func leader(t *testing.T, s hastore.Store, election string) hastore.LeaderInfo {
+	t.Helper()
+	info, err := s.Leader(ctxFor(t), election)
+	if err != nil {
+		t.Fatalf("Leader(%s): %v", election, err)
+	}
+	return info
+}
+
+func plan(jobID, name string) *jobplanev1.ExecutionPlan {
+	return &jobplanev1.ExecutionPlan{
+		JobId:      jobID,
+		JobGraph:   &jobplanev1.JobGraph{Name: name, Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}},
+		Digest:     []byte(name),
+		SubmitTime: timestamppb.New(time.Unix(1700000000, 0)),
+	}
+}
+
+func result(jobID string, status jobplanev1.JobStatus) *jobplanev1.JobResult {
+	return &jobplanev1.JobResult{JobId: jobID, Status: status, Name: "job " + jobID}
+}
+
+func wantErr(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s: err = %v, want %v", what, err, want)
+	}
+}
+
+func testGrantConfirmLeader(t *testing.T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	if info := leader(t, s, hastore.ElectionJobManager); !info.Token.IsZero() {
+		t.Fatalf("leader before any campaign = %+v, want none", info)
+	}
+	sess := session(t, s, hastore.SessionConfig{})
+	l := campaign(t, sess, hastore.ElectionJobManager, "")
+	if l.Token().SessionID != sess.ID() || l.Token().Epoch == 0 {
+		t.Errorf("token = %v, want session %s and a positive epoch", l.Token(), sess.ID())
+	}
+	if l.Election() != hastore.ElectionJobManager {
+		t.Errorf("election = %q", l.Election())
+	}
+	if info := leader(t, s, hastore.ElectionJobManager); info.Token != l.Token() || info.Address != "" {
+		t.Errorf("leader = %+v, want token %v and no address", info, l.Token())
+	}
+	if err := l.Confirm(ctx, "http://127.0.0.1:1"); err != nil {
+		t.Fatalf("Confirm: %v", err)
+	}
+	if info := leader(t, s, hastore.ElectionJobManager); info.Token != l.Token() || info.Address != "http://127.0.0.1:1" {
+		t.Errorf("leader after confirm = %+v", info)
+	}
+	// A campaign with an address publishes it with the grant.
+	job := campaign(t, sess, hastore.JobElection("j1"), "http://127.0.0.1:2")
+	if info := leader(t, s, hastore.JobElection("j1")); info.Token != job.Token() || info.Address != "http://127.0.0.1:2" {
+		t.Errorf("job leader = %+v", info)
+	}
+	// Another store on the same backend sees the same leader.
+	if info := leader(t, open(t, b), hastore.ElectionJobManager); info.Token != l.Token() {
+		t.Errorf("leader seen by a second store = %+v, want %v", info, l.Token())
+	}
+	select {
+	case <-l.Done():
+		t.Error("leadership ended while held")
+	default:
+	}
+}
+
+func testResignGrantsNext(t *testing.T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	a := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "a")
+	next := campaignAsync(ctx, session(t, open(t, b), hastore.SessionConfig{}), hastore.ElectionJobManager, "b")
+	// While a leads, the second candidate waits.
+	if info := leader(t, s, hastore.ElectionJobManager); info.Token != a.Token() {
+		t.Fatalf("leader = %+v, want a", info)
+	}
+	select {
+	case r := <-next:
+		t.Fatalf("second candidate granted while the first leads: %+v", r)
+	default:
+	}
+	if err := a.Resign(ctx); err != nil {
+		t.Fatalf("Resign: %v", err)
+	}
+	awaitEnd(t, a, hastore.ErrResigned)
+	bl := awaitGrant(t, next)
+	if bl.Token().Epoch <= a.Token().Epoch {
+		t.Errorf("epoch after resign = %d, want > %d", bl.Token().Epoch, a.Token().Epoch)
+	}
+	if info := leader(t, s, hastore.ElectionJobManager); info.Token != bl.Token() || info.Address != "b" {
+		t.Errorf("leader = %+v, want b", info)
+	}
+	// Resigning again with the old token changes nothing.
+	if err := s.Resign(ctx, a.Fence()); err != nil {
+		t.Errorf("second Resign: %v", err)
+	}
+	if info := leader(t, s, hastore.ElectionJobManager); info.Token != bl.Token() {
+		t.Errorf("leader after stale resign = %+v, want b", info)
+	}
+}
+
+func testSessionCloseRevokes(t *testing.T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	sa := session(t, s, hastore.SessionConfig{})
+	a := campaign(t, sa, hastore.ElectionJobManager, "a")
+	ja := campaign(t, sa, hastore.JobElection("j"), "a")
+	next := campaignAsync(ctx, session(t, open(t, b), hastore.SessionConfig{}), hastore.ElectionJobManager, "b")
+	if err := sa.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	awaitEnd(t, a, hastore.ErrSessionEnded)
+	awaitEnd(t, ja, hastore.ErrSessionEnded)
+	select {
+	case <-sa.Done():
+	case <-time.After(wait):
+		t.Fatal("session not done after Close")
+	}
+	bl := awaitGrant(t, next)
+	if bl.Token().Epoch <= a.Token().Epoch {
+		t.Errorf("epoch = %d, want > %d", bl.Token().Epoch, a.Token().Epoch)
+	}
+	if _, err := sa.Campaign(ctx, hastore.ElectionJobManager, ""); !errors.Is(err, hastore.ErrSessionNotFound) {
+		t.Errorf("Campaign on a closed session: err = %v, want ErrSessionNotFound", err)
+	}
+	if info := leader(t, s, hastore.JobElection("j")); !info.Token.IsZero() {
+		t.Errorf("job election still led after its session closed: %+v", info)
+	}
+}
+
+func testLeaseExpiryRevokes(t *testing.T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	sess := session(t, s, hastore.SessionConfig{TTL: time.Second, ManualKeepAlive: true})
+	if ttl, err := sess.KeepAlive(ctx); err != nil || ttl != time.Second {
+		t.Fatalf("KeepAlive = %v, %v; want 1s", ttl, err)
+	}
+	l := campaign(t, sess, hastore.ElectionJobManager, "")
+	// No more renewals: the session expires after its TTL.
+	awaitEnd(t, l, hastore.ErrSessionEnded)
+	select {
+	case <-sess.Done():
+	case <-time.After(wait):
+		t.Fatal("session not done after expiry")
+	}
+	if _, err := sess.KeepAlive(ctx); !errors.Is(err, hastore.ErrSessionNotFound) {
+		t.Errorf("KeepAlive after expiry: err = %v, want ErrSessionNotFound", err)
+	}
+	if info := leader(t, s, hastore.ElectionJobManager); !info.Token.IsZero() {
+		t.Errorf("leader after expiry = %+v, want none", info)
+	}
+}
+
+func testStaleWriteFromPausedLeader(t *testing.T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	paused := session(t, s, hastore.SessionConfig{TTL: time.Second, ManualKeepAlive: true})
+	old := campaign(t, paused, hastore.ElectionJobManager, "old")
+	if err := s.PutExecutionPlan(ctx, old.Fence(), plan("j", "old-1")); err != nil {
+		t.Fatalf("write while leading: %v", err)
+	}
+	// The old leader stops renewing, as a paused process would; a new
+	// leader takes over once the lease has expired.
+	other := open(t, b)
+	fresh := awaitGrant(t, campaignAsync(ctx, session(t, other, hastore.SessionConfig{}), hastore.ElectionJobManager, "new"))
+	if err := other.PutExecutionPlan(ctx, fresh.Fence(), plan("j", "new")); err != nil {
+		t.Fatalf("write by the new leader: %v", err)
+	}
+	// The old leader wakes up and writes with its token: every write is
+	// refused, whether or not it has noticed the loss yet.
+	wantErr(t, "PutExecutionPlan by the paused leader", s.PutExecutionPlan(ctx, old.Fence(), plan("j", "old-2")), hastore.ErrStaleToken)
+	wantErr(t, "DeleteExecutionPlan by the paused leader", s.DeleteExecutionPlan(ctx, old.Fence(), "j"), hastore.ErrStaleToken)
+	wantErr(t, "CreateDirtyJobResult by the paused leader", s.CreateDirtyJobResult(ctx, old.Fence(), result("j", jobplanev1.JobStatus_JOB_STATUS_FINISHED)), hastore.ErrStaleToken)
+	wantErr(t, "ConfirmLeadership by the paused leader", s.ConfirmLeadership(ctx, old.Fence(), "old"), hastore.ErrStaleToken)
+	got, err := other.GetExecutionPlan(ctx, "j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetJobGraph().GetName() != "new" {
+		t.Errorf("plan = %q, want the new leader's", got.GetJobGraph().GetName())
+	}
+	if _, err := other.GetJobResultEntry(ctx, "j"); !errors.Is(err, hastore.ErrResultNotFound) {
+		t.Errorf("result written by the paused leader: err = %v", err)
+	}
+	if info := leader(t, other, hastore.ElectionJobManager); info.Address != "new" {
+		t.Errorf("leader address = %q, want the new leader's", info.Address)
+	}
+	awaitEnd(t, old, hastore.ErrSessionEnded)
+}
+
+func testStaleTokenRefusedForEveryWrite(t *testing.T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	sess := session(t, s, hastore.SessionConfig{})
+	l := campaign(t, sess, hastore.ElectionJobManager, "")
+	if err := s.PutExecutionPlan(ctx, l.Fence(), plan("kept", "kept")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateDirtyJobResult(ctx, l.Fence(), result("r", jobplanev1.JobStatus_JOB_STATUS_FAILED)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stale := l.Fence()
+	wantErr(t, "PutExecutionPlan", s.PutExecutionPlan(ctx, stale, plan("new", "x")), hastore.ErrStaleToken)
+	wantErr(t, "DeleteExecutionPlan", s.DeleteExecutionPlan(ctx, stale, "kept"), hastore.ErrStaleToken)
+	wantErr(t, "CreateDirtyJobResult", s.CreateDirtyJobResult(ctx, stale, result("new", jobplanev1.JobStatus_JOB_STATUS_FINISHED)), hastore.ErrStaleToken)
+	wantErr(t, "MarkJobResultClean", s.MarkJobResultClean(ctx, stale, "r"), hastore.ErrStaleToken)
+	wantErr(t, "MarkJobResultClean of an absent result", s.MarkJobResultClean(ctx, stale, "absent"), hastore.ErrStaleToken)
+	wantErr(t, "DeleteJobResultEntry", s.DeleteJobResultEntry(ctx, stale, "r"), hastore.ErrStaleToken)
+	wantErr(t, "ConfirmLeadership", s.ConfirmLeadership(ctx, stale, "x"), hastore.ErrStaleToken)
+	// A token whose epoch is off by one, or whose session is another's, is
+	// just as stale.
+	l2 := campaign(t, sess, hastore.ElectionJobManager, "")
+	off := l2.Fence()
+	off.Token.Epoch++
+	wantErr(t, "PutExecutionPlan with a future epoch", s.PutExecutionPlan(ctx, off, plan("new", "x")), hastore.ErrStaleToken)
+	other := l2.Fence()
+	other.Token.SessionID = "0abc"
+	wantErr(t, "PutExecutionPlan with another session", s.PutExecutionPlan(ctx, other, plan("new", "x")), hastore.ErrStaleToken)
+
+	if _, err := s.GetExecutionPlan(ctx, "new"); !errors.Is(err, hastore.ErrPlanNotFound) {
+		t.Errorf("stale put wrote a plan: err = %v", err)
+	}
+	if _, err := s.GetExecutionPlan(ctx, "kept"); err != nil {
+		t.Errorf("stale delete removed a plan: %v", err)
+	}
+	if e, err := s.GetJobResultEntry(ctx, "r"); err != nil || e.GetState() != jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY {
+		t.Errorf("result after stale writes = %v, %v; want dirty", e, err)
+	}
+}
+
+func testTokenOfAnotherElectionRefused(t *testing.T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	sess := session(t, s, hastore.SessionConfig{})
+	job := campaign(t, sess, hastore.JobElection("j"), "")
+	f := job.Fence()
+	f.Election = hastore.ElectionJobManager
+	wantErr(t, "write with a job token under jobmanager", s.PutExecutionPlan(ctx, f, plan("j", "x")), hastore.ErrStaleToken)
+	if err := s.PutExecutionPlan(ctx, job.Fence(), plan("j", "x")); err != nil {
+		t.Errorf("write with the job token under its own election: %v", err)
+	}
+}
+
+func testEpochsIncrease(t *testing.T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	sessions := []hastore.Session{session(t, s, hastore.SessionConfig{}), session(t, open(t, b), hastore.SessionConfig{})}
+	var last uint64
+	for i := range 10 {
+		l := campaign(t, sessions[i%2], hastore.ElectionJobManager, "")
+		if l.Token().Epoch <= last {
+			t.Fatalf("grant %d: epoch %d, want > %d", i, l.Token().Epoch, last)
+		}
+		last = l.Token().Epoch
+		if err := l.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func testEpochsIncreaseAcrossRestart(t *testing.T, b *Backend) {
+	if b.Restart == nil {
+		t.Skip("backend cannot restart")
+	}
+	s := b.Open(t)
+	l := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "")
+	before := l.Token().Epoch
+	must(t, l.Resign(ctxFor(t)))
+	s.Close()
+	b.Restart(t)
+	s = open(t, b)
+	ctx := ctxFor(t)
+	// The old leader's lease may survive the restart until its TTL; the new
+	// grant comes after it either way.
+	next := awaitGrant(t, campaignAsync(ctx, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, ""))
+	if next.Token().Epoch <= before {
+		t.Errorf("epoch after restart = %d, want > %d", next.Token().Epoch, before)
+	}
+}
+
+func testDataSurvivesRestart(t *testing.T, b *Backend) {
+	if b.Restart == nil {
+		t.Skip("backend cannot restart")
+	}
+	s := b.Open(t)
+	ctx := ctxFor(t)
+	sess := session(t, s, hastore.SessionConfig{})
+	l := campaign(t, sess, hastore.ElectionJobManager, "")
+	p := plan("p1", "survivor")
+	must(t, s.PutExecutionPlan(ctx, l.Fence(), p))
+	must(t, s.CreateDirtyJobResult(ctx, l.Fence(), result("dirty", jobplanev1.JobStatus_JOB_STATUS_FAILED)))
+	must(t, s.CreateDirtyJobResult(ctx, l.Fence(), result("clean", jobplanev1.JobStatus_JOB_STATUS_FINISHED)))
+	must(t, s.MarkJobResultClean(ctx, l.Fence(), "clean"))
+	must(t, l.Resign(ctx))
+	s.Close()
+	b.Restart(t)
+	s = open(t, b)
+	got, err := s.GetExecutionPlan(ctx, "p1")
+	if err != nil || !proto.Equal(got, p) {
+		t.Errorf("plan after restart = %v, %v; want %v", got, err, p)
+	}
+	for id, want := range map[string]jobplanev1.JobResultState{"dirty": jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY, "clean": jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN} {
+		e, err := s.GetJobResultEntry(ctx, id)
+		if err != nil || e.GetState() != want || e.GetResult().GetJobId() != id {
+			t.Errorf("result %s after restart = %v, %v; want %v", id, e, err, want)
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testExecutionPlans(t *testing.T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	l := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "")
+	if _, err := s.GetExecutionPlan(ctx, "nope"); !errors.Is(err, hastore.ErrPlanNotFound) {
+		t.Errorf("Get of an absent plan: err = %v", err)
+	}
+	ids := []string{"a", "b", "c", "d", "e"}
+	for _, id := range ids {
+		must(t, s.PutExecutionPlan(ctx, l.Fence(), plan(id, "first")))
+	}
+	// Put replaces.
+	must(t, s.PutExecutionPlan(ctx, l.Fence(), plan("c", "second")))
+	if got, err := s.GetExecutionPlan(ctx, "c"); err != nil || got.GetJobGraph().GetName() != "second" {
+		t.Errorf("Get after replace = %v, %v", got, err)
+	}
+	all, err := s.ListExecutionPlans(ctx, "", 0)
+	if err != nil || fmt.Sprint(all) != fmt.Sprint(ids) {
+		t.Errorf("List = %v, %v; want %v", all, err, ids)
+	}
+	var paged []string
+	after := ""
+	for range len(ids) + 1 {
+		page, err := s.ListExecutionPlans(ctx, after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page...)
+		after = page[len(page)-1]
+	}
+	if fmt.Sprint(paged) != fmt.Sprint(ids) {
+		t.Errorf("paged List = %v, want %v", paged, ids)
+	}
+	must(t, s.DeleteExecutionPlan(ctx, l.Fence(), "b"))
+	must(t, s.DeleteExecutionPlan(ctx, l.Fence(), "b")) // idempotent
+	if _, err := s.GetExecutionPlan(ctx, "b"); !errors.Is(err, hastore.ErrPlanNotFound) {
+		t.Errorf("Get after delete: err = %v", err)
+	}
+	if got, _ := s.ListExecutionPlans(ctx, "", 0); len(got) != len(ids)-1 {
+		t.Errorf("List after delete = %v", got)
+	}
+}
+
+func testJobResults(t *testing.T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	f := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "").Fence()
+	wantErr(t, "MarkJobResultClean without an entry", s.MarkJobResultClean(ctx, f, "a"), hastore.ErrResultNotFound)
+	if _, err := s.GetJobResultEntry(ctx, "a"); !errors.Is(err, hastore.ErrResultNotFound) {
+		t.Errorf("Get of an absent result: err = %v", err)
+	}
+	must(t, s.CreateDirtyJobResult(ctx, f, result("a", jobplanev1.JobStatus_JOB_STATUS_FINISHED)))
+	wantErr(t, "CreateDirtyJobResult twice", s.CreateDirtyJobResult(ctx, f, result("a", jobplanev1.JobStatus_JOB_STATUS_FAILED)), hastore.ErrResultExists)
+	wantErr(t, "DeleteJobResultEntry of a dirty entry", s.DeleteJobResultEntry(ctx, f, "a"), hastore.ErrResultDirty)
+	must(t, s.MarkJobResultClean(ctx, f, "a"))
+	must(t, s.MarkJobResultClean(ctx, f, "a")) // idempotent
+	wantErr(t, "PutExecutionPlan of a job with a result", s.PutExecutionPlan(ctx, f, plan("a", "again")), hastore.ErrResultExists)
+	if _, err := s.GetExecutionPlan(ctx, "a"); !errors.Is(err, hastore.ErrPlanNotFound) {
+		t.Errorf("plan of a finished job was stored: err = %v", err)
+	}
+	wantErr(t, "CreateDirtyJobResult over a clean entry", s.CreateDirtyJobResult(ctx, f, result("a", jobplanev1.JobStatus_JOB_STATUS_FAILED)), hastore.ErrResultExists)
+	e, err := s.GetJobResultEntry(ctx, "a")
+	if err != nil || e.GetState() != jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN || e.GetResult().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("entry = %v, %v; want clean FINISHED", e, err)
+	}
+	must(t, s.CreateDirtyJobResult(ctx, f, result("b", jobplanev1.JobStatus_JOB_STATUS_CANCELED)))
+	must(t, s.CreateDirtyJobResult(ctx, f, result("c", jobplanev1.JobStatus_JOB_STATUS_FAILED)))
+	ids := func(entries []*jobplanev1.JobResultEntry) (out []string) {
+		for _, e := range entries {
+			out = append(out, e.GetResult().GetJobId())
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		state jobplanev1.JobResultState
+		after string
+		limit int
+		want  string
+	}{
+		{jobplanev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED, "", 0, "[a b c]"},
+		{jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY, "", 0, "[b c]"},
+		{jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN, "", 0, "[a]"},
+		{jobplanev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED, "a", 1, "[b]"},
+		{jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY, "b", 5, "[c]"},
+	} {
+		got, err := s.ListJobResultEntries(ctx, tc.state, tc.after, tc.limit)
+		if err != nil || fmt.Sprint(ids(got)) != tc.want {
+			t.Errorf("List(%v, %q, %d) = %v, %v; want %s", tc.state, tc.after, tc.limit, ids(got), err, tc.want)
+		}
+	}
+	must(t, s.DeleteJobResultEntry(ctx, f, "a"))
+	must(t, s.DeleteJobResultEntry(ctx, f, "a")) // idempotent
+	if _, err := s.GetJobResultEntry(ctx, "a"); !errors.Is(err, hastore.ErrResultNotFound) {
+		t.Errorf("Get after delete: err = %v", err)
+	}
+}
+
+func testCandidacyExists(t *testing.T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	sess := session(t, s, hastore.SessionConfig{})
+	l := campaign(t, sess, hastore.ElectionJobManager, "")
+	if _, err := sess.Campaign(ctx, hastore.ElectionJobManager, ""); !errors.Is(err, hastore.ErrCandidacyExists) {
+		t.Errorf("second campaign on one session: err = %v, want ErrCandidacyExists", err)
+	}
+	// Other elections on the same session are fine.
+	campaign(t, sess, hastore.JobElection("j"), "")
+	// Once the leadership ends, the session may campaign again.
+	must(t, l.Resign(ctx))
+	again := campaign(t, sess, hastore.ElectionJobManager, "")
+	if again.Token().Epoch <= l.Token().Epoch {
+		t.Errorf("epoch = %d, want > %d", again.Token().Epoch, l.Token().Epoch)
+	}
+}
+
+func testCampaignCancelWithdraws(t *testing.T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	a := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "")
+	cctx, cancel := context.WithCancel(ctx)
+	waiting := campaignAsync(cctx, session(t, open(t, b), hastore.SessionConfig{}), hastore.ElectionJobManager, "")
+	cancel()
+	select {
+	case r := <-waiting:
+		if !errors.Is(r.err, context.Canceled) {
+			t.Errorf("canceled campaign: err = %v, want context.Canceled", r.err)
+		}
+	case <-time.After(wait):
+		t.Fatal("canceled campaign did not return")
+	}
+	must(t, a.Resign(ctx))
+	if info := leader(t, s, hastore.ElectionJobManager); !info.Token.IsZero() {
+		t.Errorf("withdrawn candidate became leader: %+v", info)
+	}
+}
+
+func testObserveEveryChangeInOrder(t *testing.T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	election := hastore.JobElection("observed")
+	events := make(chan hastore.LeaderInfo, 16)
+	octx, stop := context.WithCancel(ctx)
+	observed := make(chan error, 1)
+	go func() {
+		observed <- s.ObserveLeader(octx, election, func(info hastore.LeaderInfo) error {
+			events <- info
+			return nil
+		})
+	}()
+	defer func() {
+		stop()
+		if err := <-observed; !errors.Is(err, context.Canceled) {
+			t.Errorf("ObserveLeader returned %v, want context.Canceled", err)
+		}
+	}()
+	next := func(what string) hastore.LeaderInfo {
+		t.Helper()
+		select {
+		case info := <-events:
+			return info
+		case <-time.After(wait):
+			t.Fatalf("no event for %s within %v", what, wait)
+			return hastore.LeaderInfo{}
+		}
+	}
+	if info := next("the initial state"); !info.Token.IsZero() {
+		t.Fatalf("initial = %+v, want no leader", info)
+	}
+	sa := session(t, open(t, b), hastore.SessionConfig{})
+	a := campaign(t, sa, election, "")
+	if info := next("a's grant"); info.Token != a.Token() || info.Address != "" || info.Election != election {
+		t.Fatalf("event = %+v, want a without address", info)
+	}
+	must(t, a.Confirm(ctx, "a-addr"))
+	if info := next("a's address"); info.Token != a.Token() || info.Address != "a-addr" {
+		t.Fatalf("event = %+v, want a at a-addr", info)
+	}
+	sb := session(t, open(t, b), hastore.SessionConfig{})
+	bwait := campaignAsync(ctx, sb, election, "b-addr")
+	// A waiting candidate changes nothing an observer sees; resigning a
+	// hands over to it.
+	must(t, a.Resign(ctx))
+	bl := awaitGrant(t, bwait)
+	info := next("b's grant")
+	if info.Token.IsZero() {
+		// b's candidacy had not reached the store when a resigned: the
+		// election was leaderless in between.
+		info = next("b's grant")
+	}
+	if info.Token != bl.Token() || info.Address != "b-addr" {
+		t.Fatalf("event = %+v, want b at b-addr", info)
+	}
+	must(t, sb.Close(ctx))
+	if info := next("b's end"); !info.Token.IsZero() {
+		t.Fatalf("event = %+v, want no leader", info)
+	}
+	select {
+	case info := <-events:
+		t.Errorf("unexpected extra event %+v", info)
+	default:
+	}
+}
+
+func testNeverTwoLeaders(t *testing.T, b *Backend) {
+	const (
+		campaigners = 6
+		rounds      = 5
+	)
+	ctx := ctxFor(t)
+	election := hastore.JobElection("contended")
+	var (
+		holder  atomic.Value // the token of the leader that believes it leads
+		mu      sync.Mutex
+		epochs  []uint64
+		wg      sync.WaitGroup
+		failure = make(chan error, campaigners)
+	)
+	holder.Store(hastore.Token{})
+	for i := range campaigners {
+		s := open(t, b)
+		sess := session(t, s, hastore.SessionConfig{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				l, err := sess.Campaign(ctx, election, fmt.Sprint(i))
+				if err != nil {
+					failure <- fmt.Errorf("campaigner %d round %d: %w", i, r, err)
+					return
+				}
+				if !holder.CompareAndSwap(hastore.Token{}, l.Token()) {
+					failure <- fmt.Errorf("campaigner %d granted %v while %v leads", i, l.Token(), holder.Load())
+					return
+				}
+				// The leader's fenced write succeeds while it leads.
+				if err := s.PutExecutionPlan(ctx, l.Fence(), plan(fmt.Sprintf("c%d", i), fmt.Sprint(r))); err != nil {
+					failure <- fmt.Errorf("campaigner %d write: %w", i, err)
+					return
+				}
+				mu.Lock()
+				epochs = append(epochs, l.Token().Epoch)
+				mu.Unlock()
+				holder.Store(hastore.Token{})
+				if err := l.Resign(ctx); err != nil {
+					failure <- fmt.Errorf("campaigner %d resign: %w", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(failure)
+	for err := range failure {
+		t.Error(err)
+	}
+	if len(epochs) != campaigners*rounds {
+		t.Fatalf("%d grants, want %d", len(epochs), campaigners*rounds)
+	}
+	for i := 1; i < len(epochs); i++ {
+		if epochs[i] <= epochs[i-1] {
+			t.Errorf("grant %d has epoch %d after %d: grants overlapped or went back", i, epochs[i], epochs[i-1])
+		}
+	}
+}
+
+func testBadInput(t *testing.T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	sess := session(t, s, hastore.SessionConfig{})
+	good := campaign(t, sess, hastore.ElectionJobManager, "").Fence()
+	badElection := good
+	badElection.Election = "workers"
+	noEpoch := good
+	noEpoch.Token.Epoch = 0
+	noSession := good
+	noSession.Token.SessionID = ""
+	big := plan("big", "big")
+	big.JobGraph.Vertices[0].Config = map[string]string{"blob": string(make([]byte, b.MaxPlanBytes))}
+
+	for _, tc := range []struct {
+		name  string
+		field string
+		call  func() error
+	}{
+		{"empty election", "election", func() error { _, err := sess.Campaign(ctx, "", ""); return err }},
+		{"unknown election", "election", func() error { _, err := sess.Campaign(ctx, "workers", ""); return err }},
+		{"job election without id", "election", func() error { _, err := sess.Campaign(ctx, "job/", ""); return err }},
+		{"job election with bad id", "election", func() error { _, err := sess.Campaign(ctx, "job/a b", ""); return err }},
+		{"nested election", "election", func() error { _, err := sess.Campaign(ctx, "jobmanager/x", ""); return err }},
+		{"leader of unknown election", "election", func() error { _, err := s.Leader(ctx, "nope"); return err }},
+		{"zero ttl", "ttl", func() error { _, err := s.OpenSession(ctx, hastore.SessionConfig{}); return err }},
+		{"fence with unknown election", "fence.election", func() error { return s.PutExecutionPlan(ctx, badElection, plan("x", "x")) }},
+		{"fence without epoch", "fence.token.epoch", func() error { return s.PutExecutionPlan(ctx, noEpoch, plan("x", "x")) }},
+		{"fence without session", "fence.token.session_id", func() error { return s.DeleteExecutionPlan(ctx, noSession, "x") }},
+		{"plan without job id", "plan.job_id", func() error { return s.PutExecutionPlan(ctx, good, plan("", "x")) }},
+		{"plan with bad job id", "plan.job_id", func() error { return s.PutExecutionPlan(ctx, good, plan("a/b", "x")) }},
+		{"plan without graph", "plan.job_graph", func() error { return s.PutExecutionPlan(ctx, good, &jobplanev1.ExecutionPlan{JobId: "x"}) }},
+		{"nil plan", "plan", func() error { return s.PutExecutionPlan(ctx, good, nil) }},
+		{"plan over the size limit", "plan", func() error { return s.PutExecutionPlan(ctx, good, big) }},
+		{"get with empty id", "job_id", func() error { _, err := s.GetExecutionPlan(ctx, ""); return err }},
+		{"delete with empty id", "job_id", func() error { return s.DeleteExecutionPlan(ctx, good, "") }},
+		{"result without status", "result.status", func() error { return s.CreateDirtyJobResult(ctx, good, result("x", jobplanev1.JobStatus_JOB_STATUS_RUNNING)) }},
+		{"result without job id", "result.job_id", func() error { return s.CreateDirtyJobResult(ctx, good, result("", jobplanev1.JobStatus_JOB_STATUS_FINISHED)) }},
+		{"mark clean with empty id", "job_id", func() error { return s.MarkJobResultClean(ctx, good, "") }},
+		{"confirm without address", "address", func() error { return s.ConfirmLeadership(ctx, good, "") }},
+		{"resign with malformed token", "fence.token.epoch", func() error { return s.Resign(ctx, noEpoch) }},
+		{"negative page size", "page_size", func() error { _, err := s.ListExecutionPlans(ctx, "", -1); return err }},
+	} {
+		err := tc.call()
+		var verr *hastore.ValidationError
+		switch {
+		case !errors.Is(err, hastore.ErrInvalidArgument) || !errors.As(err, &verr):
+			t.Errorf("%s: err = %v, want a ValidationError", tc.name, err)
+		case !hasField(verr, tc.field):
+			t.Errorf("%s: violations %+v lack field %q", tc.name, verr.Violations, tc.field)
+		}
+	}
+	// Nothing was written.
+	if ids, err := s.ListExecutionPlans(ctx, "", 0); err != nil || len(ids) != 0 {
+		t.Errorf("plans after bad input = %v, %v; want none", ids, err)
+	}
+	if entries, err := s.ListJobResultEntries(ctx, jobplanev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED, "", 0); err != nil || len(entries) != 0 {
+		t.Errorf("results after bad input = %v, %v; want none", entries, err)
+	}
+	if info := leader(t, s, hastore.ElectionJobManager); info.Token != good.Token || info.Address != "" {
+		t.Errorf("leader after bad input = %+v", info)
+	}
+}
+
+func hasField(e *hastore.ValidationError, field string) bool {
+	for _, v := range e.Violations {
+		if v.Field == field {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,198 @@
+package hastore
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+)
+
+// Election names the store accepts.
+const (
+	// ElectionJobManager is the election of a cluster's Dispatcher and
+	// ResourceManager.
+	ElectionJobManager = "jobmanager"
+	// electionJobPrefix starts the election of one job's JobMaster.
+	electionJobPrefix = "job/"
+	// MaxJobIDLength is the longest job id accepted.
+	MaxJobIDLength = 64
+)
+
+// JobElection returns the name of the election of jobID's JobMaster.
+func JobElection(jobID string) string { return electionJobPrefix + jobID }
+
+// JobIDOfElection returns the job id of a job election, and false for any
+// other name.
+func JobIDOfElection(election string) (string, bool) {
+	id, ok := strings.CutPrefix(election, electionJobPrefix)
+	return id, ok && ValidJobID(id)
+}
+
+// ValidJobID reports whether id is a well-formed job id: 1 to 64
+// characters from [A-Za-z0-9_-].
+func ValidJobID(id string) bool {
+	if len(id) == 0 || len(id) > MaxJobIDLength {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if !isIDChar(c) {
+			return false
+		}
+	}
+	return true
+}
+
+func isIDChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-'
+}
+
+// ValidElection reports whether name is an election the store accepts.
+func ValidElection(name string) bool {
+	if name == ElectionJobManager {
+		return true
+	}
+	_, ok := JobIDOfElection(name)
+	return ok
+}
+
+func (v *validation) election(field, name string) {
+	if !ValidElection(name) {
+		v.add(field, fmt.Sprintf("unknown election %q: want %q or %q", name, ElectionJobManager, electionJobPrefix+"<job_id>"))
+	}
+}
+
+func (v *validation) jobID(field, id string) {
+	if !ValidJobID(id) {
+		v.add(field, fmt.Sprintf("job id %q: want 1 to %d characters from [A-Za-z0-9_-]", id, MaxJobIDLength))
+	}
+}
+
+func (v *validation) sessionID(field, id string) {
+	if len(id) == 0 || len(id) > 64 || strings.IndexFunc(id, func(r rune) bool { return r > 0x7f || !isIDChar(byte(r)) }) >= 0 {
+		v.add(field, fmt.Sprintf("session id %q: want 1 to 64 characters from [A-Za-z0-9_-]", id))
+	}
+}
+
+func (v *validation) fence(field string, f Fence) {
+	v.election(field+".election", f.Election)
+	v.sessionID(field+".token.session_id", f.Token.SessionID)
+	if f.Token.Epoch == 0 {
+		v.add(field+".token.epoch", "must be positive")
+	}
+}
+
+// ValidateFence checks that f is well formed.
+func ValidateFence(f Fence) error {
+	var v validation
+	v.fence("fence", f)
+	return v.err()
+}
+
+// ValidateElection checks that name is an election the store accepts.
+func ValidateElection(name string) error {
+	var v validation
+	v.election("election", name)
+	return v.err()
+}
+
+// ValidateJobID checks that id is a well-formed job id.
+func ValidateJobID(id string) error {
+	var v validation
+	v.jobID("job_id", id)
+	return v.err()
+}
+
+// ValidateSessionConfig checks that cfg can open a session.
+func ValidateSessionConfig(cfg SessionConfig) error {
+	var v validation
+	if cfg.TTL <= 0 {
+		v.add("ttl", "must be positive")
+	} else if cfg.TTL > MaxSessionTTL {
+		v.add("ttl", fmt.Sprintf("must be at most %v", MaxSessionTTL))
+	}
+	return v.err()
+}
+
+// MaxSessionTTL is the longest session TTL accepted.
+const MaxSessionTTL = time.Hour
+
+// ValidateCampaign checks a campaign's election and address.
+func ValidateCampaign(election, address string) error {
+	var v validation
+	v.election("election", election)
+	if len(address) > maxAddressLength {
+		v.add("address", fmt.Sprintf("longer than %d bytes", maxAddressLength))
+	}
+	return v.err()
+}
+
+const maxAddressLength = 1024
+
+// ValidateConfirm checks a ConfirmLeadership's fence and address.
+func ValidateConfirm(f Fence, address string) error {
+	var v validation
+	v.fence("fence", f)
+	if address == "" {
+		v.add("address", "required")
+	} else if len(address) > maxAddressLength {
+		v.add("address", fmt.Sprintf("longer than %d bytes", maxAddressLength))
+	}
+	return v.err()
+}
+
+// ValidatePlanWrite checks a PutExecutionPlan's fence and plan, whose
+// encoding must not exceed maxBytes.
+func ValidatePlanWrite(f Fence, plan *jobplanev1.ExecutionPlan, size, maxBytes int) error {
+	var v validation
+	v.fence("fence", f)
+	if plan == nil {
+		v.add("plan", "required")
+		return v.err()
+	}
+	v.jobID("plan.job_id", plan.GetJobId())
+	if plan.GetJobGraph() == nil {
+		v.add("plan.job_graph", "required")
+	}
+	if size > maxBytes {
+		v.add("plan", fmt.Sprintf("encoded plan is %d bytes, over the limit of %d", size, maxBytes))
+	}
+	return v.err()
+}
+
+// ValidateResultWrite checks a CreateDirtyJobResult's fence and result.
+func ValidateResultWrite(f Fence, result *jobplanev1.JobResult) error {
+	var v validation
+	v.fence("fence", f)
+	if result == nil {
+		v.add("result", "required")
+		return v.err()
+	}
+	v.jobID("result.job_id", result.GetJobId())
+	switch result.GetStatus() {
+	case jobplanev1.JobStatus_JOB_STATUS_FINISHED, jobplanev1.JobStatus_JOB_STATUS_FAILED, jobplanev1.JobStatus_JOB_STATUS_CANCELED:
+	default:
+		v.add("result.status", fmt.Sprintf("%v is not globally terminal", result.GetStatus()))
+	}
+	return v.err()
+}
+
+// ValidateJobWrite checks a fenced write that names a job by id.
+func ValidateJobWrite(f Fence, jobID string) error {
+	var v validation
+	v.fence("fence", f)
+	v.jobID("job_id", jobID)
+	return v.err()
+}
+
+// ValidateList checks a listing's page arguments.
+func ValidateList(after string, limit int) error {
+	var v validation
+	if after != "" {
+		v.jobID("page_token", after)
+	}
+	if limit < 0 {
+		v.add("page_size", "must not be negative")
+	}
+	return v.err()
+}
