@@ -119,9 +119,9 @@ func (s *Etcd) electionPrefix(election string) string { return s.prefix + "elect
 func (s *Etcd) leaderKey(election, sessionID string) string {
 	return s.electionPrefix(election) + "/" + sessionID
 }
-func (s *Etcd) planPrefix() string           { return s.prefix + "plans/" }
-func (s *Etcd) planKey(jobID string) string  { return s.planPrefix() + jobID }
-func (s *Etcd) resultPrefix() string         { return s.prefix + "results/" }
+func (s *Etcd) planPrefix() string            { return s.prefix + "plans/" }
+func (s *Etcd) planKey(jobID string) string   { return s.planPrefix() + jobID }
+func (s *Etcd) resultPrefix() string          { return s.prefix + "results/" }
 func (s *Etcd) resultKey(jobID string) string { return s.resultPrefix() + jobID }
 
 // unavailable wraps a backend failure, leaving the caller's own context

@@ -774,8 +774,12 @@ func testBadInput(t *testing.T, b *Backend) {
 		{"plan over the size limit", "plan", func() error { return s.PutExecutionPlan(ctx, good, big) }},
 		{"get with empty id", "job_id", func() error { _, err := s.GetExecutionPlan(ctx, ""); return err }},
 		{"delete with empty id", "job_id", func() error { return s.DeleteExecutionPlan(ctx, good, "") }},
-		{"result without status", "result.status", func() error { return s.CreateDirtyJobResult(ctx, good, result("x", jobplanev1.JobStatus_JOB_STATUS_RUNNING)) }},
-		{"result without job id", "result.job_id", func() error { return s.CreateDirtyJobResult(ctx, good, result("", jobplanev1.JobStatus_JOB_STATUS_FINISHED)) }},
+		{"result without status", "result.status", func() error {
+			return s.CreateDirtyJobResult(ctx, good, result("x", jobplanev1.JobStatus_JOB_STATUS_RUNNING))
+		}},
+		{"result without job id", "result.job_id", func() error {
+			return s.CreateDirtyJobResult(ctx, good, result("", jobplanev1.JobStatus_JOB_STATUS_FINISHED))
+		}},
 		{"mark clean with empty id", "job_id", func() error { return s.MarkJobResultClean(ctx, good, "") }},
 		{"confirm without address", "address", func() error { return s.ConfirmLeadership(ctx, good, "") }},
 		{"resign with malformed token", "fence.token.epoch", func() error { return s.Resign(ctx, noEpoch) }},
