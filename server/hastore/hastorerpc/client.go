@@ -1,0 +1,521 @@
+package hastorerpc
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
+)
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// HTTPClient carries the calls; it must support HTTP/2 (or h2c) for
+	// the gRPC protocol, and any protocol works over HTTP/1.1. Required.
+	HTTPClient connect.HTTPClient
+	// BaseURL is the HA store's base URL, such as "http://127.0.0.1:7001".
+	// Required.
+	BaseURL string
+	// Options are passed to the generated Connect client.
+	Options []connect.ClientOption
+	// Logger receives the client's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Client is a hastore.Store served by a remote HAStoreService. Sessions
+// are renewed over the network (unless opened with ManualKeepAlive), and
+// each session follows its candidacies on one WatchSession stream that it
+// reopens when it breaks.
+type Client struct {
+	rpc jobplanev1connect.HAStoreServiceClient
+	log *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*clientSession
+}
+
+var _ hastore.Store = (*Client)(nil)
+
+// NewClient returns a Store that calls the HAStoreService at cfg.BaseURL.
+func NewClient(cfg ClientConfig) *Client {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Client{
+		rpc:      jobplanev1connect.NewHAStoreServiceClient(cfg.HTTPClient, cfg.BaseURL, cfg.Options...),
+		log:      cfg.Logger,
+		sessions: make(map[string]*clientSession),
+	}
+}
+
+// Close implements hastore.Store. Open sessions stay open until closed or
+// expired.
+func (c *Client) Close() error { return nil }
+
+// OpenSession implements hastore.Store.
+func (c *Client) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (hastore.Session, error) {
+	if err := hastore.ValidateSessionConfig(cfg); err != nil {
+		return nil, err
+	}
+	resp, err := c.rpc.OpenSession(ctx, &jobplanev1.OpenSessionRequest{Ttl: durationpb.New(cfg.TTL)})
+	if err != nil {
+		return nil, fromConnect(err)
+	}
+	sctx, cancel := context.WithCancelCause(context.Background())
+	s := &clientSession{
+		c:           c,
+		id:          resp.GetSessionId(),
+		ttl:         resp.GetTtl().AsDuration(),
+		ctx:         sctx,
+		cancel:      cancel,
+		done:        make(chan struct{}),
+		candidacies: make(map[string]*clientCandidacy),
+	}
+	c.mu.Lock()
+	c.sessions[s.id] = s
+	c.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.watch()
+	}()
+	if !cfg.ManualKeepAlive {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.renew()
+		}()
+	}
+	go func() {
+		s.wg.Wait()
+		c.mu.Lock()
+		delete(c.sessions, s.id)
+		c.mu.Unlock()
+		close(s.done)
+	}()
+	return s, nil
+}
+
+type clientSession struct {
+	c   *Client
+	id  string
+	ttl time.Duration
+
+	ctx    context.Context // ends when the session ends
+	cancel context.CancelCauseFunc
+	done   chan struct{} // closed once the session's goroutines are gone
+	wg     sync.WaitGroup
+
+	mu          sync.Mutex
+	candidacies map[string]*clientCandidacy
+}
+
+// clientCandidacy is a candidacy of the session: waiting for its grant,
+// then leading until its end.
+type clientCandidacy struct {
+	granted chan hastore.Token // receives the grant once
+	token   hastore.Token      // set once granted
+	end     func(cause error)  // ends the leadership and frees the election
+}
+
+func (s *clientSession) ID() string            { return s.id }
+func (s *clientSession) TTL() time.Duration    { return s.ttl }
+func (s *clientSession) Done() <-chan struct{} { return s.ctx.Done() }
+
+// renew keeps the session alive until it ends. If the store cannot be
+// reached for a whole TTL, the session is considered lost: the store will
+// have expired it.
+func (s *clientSession) renew() {
+	interval := max(s.ttl/3, 10*time.Millisecond)
+	lastOK := time.Now()
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-timer.C:
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, interval)
+		_, err := s.c.rpc.KeepAlive(ctx, &jobplanev1.KeepAliveRequest{SessionId: s.id})
+		cancel()
+		switch err := fromConnect(err); {
+		case err == nil:
+			lastOK = time.Now()
+		case errors.Is(err, hastore.ErrSessionNotFound):
+			s.cancel(hastore.ErrSessionEnded)
+			return
+		case time.Since(lastOK) >= s.ttl:
+			s.c.log.Warn("ha store unreachable for a whole session TTL; session lost", "session", s.id, "err", err)
+			s.cancel(hastore.ErrSessionEnded)
+			return
+		}
+		timer.Reset(interval)
+	}
+}
+
+// watch follows the session's candidacies on WatchSession, reconnecting
+// until the session ends.
+func (s *clientSession) watch() {
+	backoff := 50 * time.Millisecond
+	for s.ctx.Err() == nil {
+		err := s.watchOnce()
+		if errors.Is(fromConnect(err), hastore.ErrSessionNotFound) {
+			s.cancel(hastore.ErrSessionEnded)
+			break
+		}
+		select {
+		case <-s.ctx.Done():
+		case <-time.After(backoff):
+			backoff = min(2*backoff, time.Second)
+		}
+	}
+	// The session is over: every leadership of it has ended.
+	s.mu.Lock()
+	cands := make([]*clientCandidacy, 0, len(s.candidacies))
+	for _, c := range s.candidacies {
+		cands = append(cands, c)
+	}
+	s.mu.Unlock()
+	for _, c := range cands {
+		if c.end != nil {
+			c.end(hastore.ErrSessionEnded)
+		}
+	}
+}
+
+func (s *clientSession) watchOnce() error {
+	stream, err := s.c.rpc.WatchSession(s.ctx, &jobplanev1.WatchSessionRequest{SessionId: s.id})
+	if err != nil {
+		return err
+	}
+	defer stream.Close()
+	resynced := false
+	for stream.Receive() {
+		if !resynced {
+			// Leaderships that ended while no stream was open were never
+			// reported: check those this side still holds.
+			s.resync()
+			resynced = true
+		}
+		switch ev := stream.Msg().GetEvent().(type) {
+		case *jobplanev1.WatchSessionResponse_Granted:
+			s.granted(ev.Granted.GetElection(), tokenFromProto(ev.Granted.GetToken()))
+		case *jobplanev1.WatchSessionResponse_Revoked:
+			s.revoked(ev.Revoked.GetElection(), tokenFromProto(ev.Revoked.GetToken()), revocationCause(ev.Revoked.GetReason()))
+		}
+	}
+	return stream.Err()
+}
+
+func (s *clientSession) granted(election string, token hastore.Token) {
+	s.mu.Lock()
+	c := s.candidacies[election]
+	s.mu.Unlock()
+	if c == nil {
+		return
+	}
+	select {
+	case c.granted <- token:
+	default: // already granted (a resync repeats grants)
+	}
+}
+
+func (s *clientSession) revoked(election string, token hastore.Token, cause error) {
+	s.mu.Lock()
+	c := s.candidacies[election]
+	s.mu.Unlock()
+	if c != nil && c.end != nil && c.token == token {
+		c.end(cause)
+	}
+}
+
+func (s *clientSession) resync() {
+	s.mu.Lock()
+	var held []*clientCandidacy
+	var elections []string
+	for e, c := range s.candidacies {
+		if c.end != nil {
+			held = append(held, c)
+			elections = append(elections, e)
+		}
+	}
+	s.mu.Unlock()
+	for i, c := range held {
+		info, err := s.c.Leader(s.ctx, elections[i])
+		if err == nil && info.Token != c.token {
+			c.end(hastore.ErrLeaderDeleted)
+		}
+	}
+}
+
+func (s *clientSession) KeepAlive(ctx context.Context) (time.Duration, error) {
+	resp, err := s.c.rpc.KeepAlive(ctx, &jobplanev1.KeepAliveRequest{SessionId: s.id})
+	if err != nil {
+		return 0, fromConnect(err)
+	}
+	return resp.GetTtl().AsDuration(), nil
+}
+
+func (s *clientSession) Close(ctx context.Context) error {
+	_, err := s.c.rpc.CloseSession(ctx, &jobplanev1.CloseSessionRequest{SessionId: s.id})
+	s.cancel(hastore.ErrSessionEnded)
+	<-s.done
+	return fromConnect(err)
+}
+
+func (s *clientSession) Campaign(ctx context.Context, election, address string) (*hastore.Leadership, error) {
+	if err := hastore.ValidateCampaign(election, address); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	switch {
+	case s.ctx.Err() != nil:
+		s.mu.Unlock()
+		return nil, hastore.ErrSessionNotFound
+	case s.candidacies[election] != nil:
+		s.mu.Unlock()
+		return nil, hastore.ErrCandidacyExists
+	}
+	c := &clientCandidacy{granted: make(chan hastore.Token, 1)}
+	s.candidacies[election] = c
+	s.mu.Unlock()
+	release := func() {
+		s.mu.Lock()
+		if s.candidacies[election] == c {
+			delete(s.candidacies, election)
+		}
+		s.mu.Unlock()
+	}
+
+	_, err := s.c.rpc.Campaign(ctx, &jobplanev1.CampaignRequest{Election: election, SessionId: s.id, Address: address})
+	if err != nil {
+		release()
+		return nil, fromConnect(err)
+	}
+	var token hastore.Token
+	select {
+	case token = <-c.granted:
+	case <-s.ctx.Done():
+		release()
+		return nil, hastore.ErrSessionNotFound
+	case <-ctx.Done():
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_, werr := s.c.rpc.Withdraw(wctx, &jobplanev1.WithdrawRequest{Election: election, SessionId: s.id})
+		cancel()
+		release()
+		if werr != nil {
+			s.c.log.Warn("withdraw after a canceled campaign", "election", election, "err", werr)
+		}
+		return nil, ctx.Err()
+	}
+	l, end := hastore.NewLeadership(s.ctx, hastore.Fence{Election: election, Token: token}, s.c)
+	var once sync.Once
+	s.mu.Lock()
+	c.token = token
+	c.end = func(cause error) {
+		end(cause)
+		once.Do(release)
+	}
+	s.mu.Unlock()
+	// The session may have ended between the grant and now.
+	if s.ctx.Err() != nil {
+		c.end(hastore.ErrSessionEnded)
+	}
+	return l, nil
+}
+
+// localLeadership returns this client's candidacy that holds f, if any.
+func (c *Client) localLeadership(f hastore.Fence) *clientCandidacy {
+	c.mu.Lock()
+	s := c.sessions[f.Token.SessionID]
+	c.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cand := s.candidacies[f.Election]; cand != nil && cand.end != nil && cand.token == f.Token {
+		return cand
+	}
+	return nil
+}
+
+// Resign implements hastore.Store.
+func (c *Client) Resign(ctx context.Context, f hastore.Fence) error {
+	if err := hastore.ValidateFence(f); err != nil {
+		return err
+	}
+	if _, err := c.rpc.Resign(ctx, &jobplanev1.ResignRequest{Fence: fenceToProto(f)}); err != nil {
+		return fromConnect(err)
+	}
+	if cand := c.localLeadership(f); cand != nil {
+		cand.end(hastore.ErrResigned)
+	}
+	return nil
+}
+
+// ConfirmLeadership implements hastore.Store.
+func (c *Client) ConfirmLeadership(ctx context.Context, f hastore.Fence, address string) error {
+	_, err := c.rpc.ConfirmLeadership(ctx, &jobplanev1.ConfirmLeadershipRequest{Fence: fenceToProto(f), Address: address})
+	return fromConnect(err)
+}
+
+// Leader implements hastore.Store.
+func (c *Client) Leader(ctx context.Context, election string) (hastore.LeaderInfo, error) {
+	resp, err := c.rpc.GetLeader(ctx, &jobplanev1.GetLeaderRequest{Election: election})
+	if err != nil {
+		return hastore.LeaderInfo{}, fromConnect(err)
+	}
+	return leaderFromProto(resp.GetLeader()), nil
+}
+
+// ObserveLeader implements hastore.Store. A broken stream is reopened;
+// the state after reopening is reported only if it differs from the last
+// one reported.
+func (c *Client) ObserveLeader(ctx context.Context, election string, fn func(hastore.LeaderInfo) error) error {
+	if err := hastore.ValidateElection(election); err != nil {
+		return err
+	}
+	var (
+		last     hastore.LeaderInfo
+		reported bool
+	)
+	backoff := 50 * time.Millisecond
+	for {
+		stream, err := c.rpc.ObserveLeader(ctx, &jobplanev1.ObserveLeaderRequest{Election: election})
+		if err == nil {
+			for stream.Receive() {
+				msg := stream.Msg()
+				if msg.GetLeader() == nil {
+					continue // heartbeat
+				}
+				info := leaderFromProto(msg.GetLeader())
+				if reported && info == last {
+					continue
+				}
+				last, reported = info, true
+				if err := fn(info); err != nil {
+					stream.Close()
+					return err
+				}
+				backoff = 50 * time.Millisecond
+			}
+			err = stream.Err()
+			stream.Close()
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := fromConnect(err); errors.Is(err, hastore.ErrInvalidArgument) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+			backoff = min(2*backoff, time.Second)
+		}
+	}
+}
+
+// PutExecutionPlan implements hastore.Store.
+func (c *Client) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan) error {
+	_, err := c.rpc.PutExecutionPlan(ctx, &jobplanev1.PutExecutionPlanRequest{Fence: fenceToProto(f), Plan: plan})
+	return fromConnect(err)
+}
+
+// GetExecutionPlan implements hastore.Store.
+func (c *Client) GetExecutionPlan(ctx context.Context, jobID string) (*jobplanev1.ExecutionPlan, error) {
+	resp, err := c.rpc.GetExecutionPlan(ctx, &jobplanev1.GetExecutionPlanRequest{JobId: jobID})
+	if err != nil {
+		return nil, fromConnect(err)
+	}
+	return resp.GetPlan(), nil
+}
+
+// ListExecutionPlans implements hastore.Store.
+func (c *Client) ListExecutionPlans(ctx context.Context, after string, limit int) ([]string, error) {
+	if err := hastore.ValidateList(after, limit); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for {
+		size := defaultPageSize
+		if limit > 0 {
+			size = min(size, limit-len(ids))
+		}
+		resp, err := c.rpc.ListExecutionPlans(ctx, &jobplanev1.ListExecutionPlansRequest{PageSize: int32(size), PageToken: after})
+		if err != nil {
+			return nil, fromConnect(err)
+		}
+		ids = append(ids, resp.GetJobIds()...)
+		after = resp.GetNextPageToken()
+		if after == "" || limit > 0 && len(ids) >= limit {
+			return ids, nil
+		}
+	}
+}
+
+// DeleteExecutionPlan implements hastore.Store.
+func (c *Client) DeleteExecutionPlan(ctx context.Context, f hastore.Fence, jobID string) error {
+	_, err := c.rpc.DeleteExecutionPlan(ctx, &jobplanev1.DeleteExecutionPlanRequest{Fence: fenceToProto(f), JobId: jobID})
+	return fromConnect(err)
+}
+
+// CreateDirtyJobResult implements hastore.Store.
+func (c *Client) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, result *jobplanev1.JobResult) error {
+	_, err := c.rpc.CreateDirtyJobResult(ctx, &jobplanev1.CreateDirtyJobResultRequest{Fence: fenceToProto(f), Result: result})
+	return fromConnect(err)
+}
+
+// MarkJobResultClean implements hastore.Store.
+func (c *Client) MarkJobResultClean(ctx context.Context, f hastore.Fence, jobID string) error {
+	_, err := c.rpc.MarkJobResultClean(ctx, &jobplanev1.MarkJobResultCleanRequest{Fence: fenceToProto(f), JobId: jobID})
+	return fromConnect(err)
+}
+
+// GetJobResultEntry implements hastore.Store.
+func (c *Client) GetJobResultEntry(ctx context.Context, jobID string) (*jobplanev1.JobResultEntry, error) {
+	resp, err := c.rpc.GetJobResultEntry(ctx, &jobplanev1.GetJobResultEntryRequest{JobId: jobID})
+	if err != nil {
+		return nil, fromConnect(err)
+	}
+	return resp.GetEntry(), nil
+}
+
+// ListJobResultEntries implements hastore.Store.
+func (c *Client) ListJobResultEntries(ctx context.Context, state jobplanev1.JobResultState, after string, limit int) ([]*jobplanev1.JobResultEntry, error) {
+	if err := hastore.ValidateList(after, limit); err != nil {
+		return nil, err
+	}
+	var entries []*jobplanev1.JobResultEntry
+	for {
+		size := defaultPageSize
+		if limit > 0 {
+			size = min(size, limit-len(entries))
+		}
+		resp, err := c.rpc.ListJobResultEntries(ctx, &jobplanev1.ListJobResultEntriesRequest{PageSize: int32(size), PageToken: after, State: state})
+		if err != nil {
+			return nil, fromConnect(err)
+		}
+		entries = append(entries, resp.GetEntries()...)
+		after = resp.GetNextPageToken()
+		if after == "" || limit > 0 && len(entries) >= limit {
+			return entries, nil
+		}
+	}
+}
+
+// DeleteJobResultEntry implements hastore.Store.
+func (c *Client) DeleteJobResultEntry(ctx context.Context, f hastore.Fence, jobID string) error {
+	_, err := c.rpc.DeleteJobResultEntry(ctx, &jobplanev1.DeleteJobResultEntryRequest{Fence: fenceToProto(f), JobId: jobID})
+	return fromConnect(err)
+}

@@ -1,0 +1,60 @@
+package hastorerpc
+
+import (
+	"context"
+	"errors"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+)
+
+func tokenToProto(t hastore.Token) *jobplanev1.FencingToken {
+	if t.IsZero() {
+		return nil
+	}
+	return &jobplanev1.FencingToken{SessionId: t.SessionID, Epoch: t.Epoch}
+}
+
+func tokenFromProto(t *jobplanev1.FencingToken) hastore.Token {
+	return hastore.Token{SessionID: t.GetSessionId(), Epoch: t.GetEpoch()}
+}
+
+func fenceToProto(f hastore.Fence) *jobplanev1.Fence {
+	return &jobplanev1.Fence{Election: f.Election, Token: tokenToProto(f.Token)}
+}
+
+func fenceFromProto(f *jobplanev1.Fence) hastore.Fence {
+	return hastore.Fence{Election: f.GetElection(), Token: tokenFromProto(f.GetToken())}
+}
+
+func leaderToProto(info hastore.LeaderInfo) *jobplanev1.LeaderInfo {
+	return &jobplanev1.LeaderInfo{Election: info.Election, Address: info.Address, Token: tokenToProto(info.Token)}
+}
+
+func leaderFromProto(info *jobplanev1.LeaderInfo) hastore.LeaderInfo {
+	return hastore.LeaderInfo{Election: info.GetElection(), Address: info.GetAddress(), Token: tokenFromProto(info.GetToken())}
+}
+
+// revocationReason is the wire reason for the cause of a leadership's end.
+func revocationReason(cause error) jobplanev1.RevocationReason {
+	switch {
+	case errors.Is(cause, hastore.ErrResigned):
+		return jobplanev1.RevocationReason_REVOCATION_REASON_RESIGNED
+	case errors.Is(cause, hastore.ErrLeaderDeleted):
+		return jobplanev1.RevocationReason_REVOCATION_REASON_DELETED
+	case errors.Is(cause, hastore.ErrSessionEnded), errors.Is(cause, context.Canceled):
+		return jobplanev1.RevocationReason_REVOCATION_REASON_SESSION_ENDED
+	}
+	return jobplanev1.RevocationReason_REVOCATION_REASON_UNSPECIFIED
+}
+
+// revocationCause is the hastore cause for a wire reason.
+func revocationCause(r jobplanev1.RevocationReason) error {
+	switch r {
+	case jobplanev1.RevocationReason_REVOCATION_REASON_RESIGNED:
+		return hastore.ErrResigned
+	case jobplanev1.RevocationReason_REVOCATION_REASON_DELETED:
+		return hastore.ErrLeaderDeleted
+	}
+	return hastore.ErrSessionEnded
+}

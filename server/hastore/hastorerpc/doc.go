@@ -1,0 +1,9 @@
+// Package hastorerpc carries a hastore.Store over the network: Handler
+// serves any Store as the HAStoreService Connect service, and Client
+// implements hastore.Store over an HAStoreService client, so a server in
+// another process (or language) can use a jobplane HA store.
+//
+// It owns the translation between hastore's domain types and errors and
+// the wire (proto messages, Connect codes, ErrorInfo and BadRequest
+// details), in both directions, and nothing else.
+package hastorerpc

@@ -1,0 +1,124 @@
+package hastorerpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+)
+
+// ErrorDomain is the ErrorInfo domain of every jobplane error.
+const ErrorDomain = "jobplane.v1"
+
+// reasonString is the ErrorInfo reason for r: its name without the
+// ERROR_REASON_ prefix.
+func reasonString(r jobplanev1.ErrorReason) string {
+	return strings.TrimPrefix(r.String(), "ERROR_REASON_")
+}
+
+// domainErrors maps each hastore sentinel to its wire code and reason.
+var domainErrors = []struct {
+	err    error
+	code   connect.Code
+	reason jobplanev1.ErrorReason
+}{
+	{hastore.ErrStaleToken, connect.CodeAborted, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN},
+	{hastore.ErrSessionNotFound, connect.CodeNotFound, jobplanev1.ErrorReason_ERROR_REASON_SESSION_NOT_FOUND},
+	{hastore.ErrCandidacyExists, connect.CodeAlreadyExists, jobplanev1.ErrorReason_ERROR_REASON_CANDIDACY_EXISTS},
+	{hastore.ErrPlanNotFound, connect.CodeNotFound, jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_PLAN_NOT_FOUND},
+	{hastore.ErrResultExists, connect.CodeAlreadyExists, jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_EXISTS},
+	{hastore.ErrResultNotFound, connect.CodeNotFound, jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_NOT_FOUND},
+	{hastore.ErrResultDirty, connect.CodeFailedPrecondition, jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_DIRTY},
+}
+
+// toConnect maps a Store error to the wire. metadata goes into the
+// ErrorInfo. Errors the contract does not name become INTERNAL with a
+// generic message; their detail is logged, never sent.
+func toConnect(log *slog.Logger, err error, metadata map[string]string) error {
+	if err == nil {
+		return nil
+	}
+	var verr *hastore.ValidationError
+	if errors.As(err, &verr) {
+		br := &errdetails.BadRequest{}
+		for _, v := range verr.Violations {
+			br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: v.Field, Description: v.Description})
+		}
+		return withDetail(connect.NewError(connect.CodeInvalidArgument, err), br)
+	}
+	for _, de := range domainErrors {
+		if errors.Is(err, de.err) {
+			info := &errdetails.ErrorInfo{Reason: reasonString(de.reason), Domain: ErrorDomain, Metadata: metadata}
+			return withDetail(connect.NewError(de.code, de.err), info)
+		}
+	}
+	switch {
+	case errors.Is(err, hastore.ErrUnavailable):
+		return connect.NewError(connect.CodeUnavailable, err)
+	case errors.Is(err, context.Canceled):
+		return connect.NewError(connect.CodeCanceled, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, err)
+	}
+	log.Error("ha store call failed", "err", err)
+	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+}
+
+func withDetail(cerr *connect.Error, msg proto.Message) error {
+	if d, err := connect.NewErrorDetail(msg); err == nil {
+		cerr.AddDetail(d)
+	}
+	return cerr
+}
+
+// fromConnect maps an error from the wire back to the Store's errors, so a
+// remote store fails exactly as a local one.
+func fromConnect(err error) error {
+	if err == nil {
+		return nil
+	}
+	var cerr *connect.Error
+	if !errors.As(err, &cerr) {
+		return fmt.Errorf("%w: %v", hastore.ErrUnavailable, err)
+	}
+	for _, d := range cerr.Details() {
+		msg, derr := d.Value()
+		if derr != nil {
+			continue
+		}
+		switch m := msg.(type) {
+		case *errdetails.ErrorInfo:
+			if m.GetDomain() != ErrorDomain {
+				continue
+			}
+			for _, de := range domainErrors {
+				if m.GetReason() == reasonString(de.reason) {
+					return de.err
+				}
+			}
+		case *errdetails.BadRequest:
+			verr := &hastore.ValidationError{}
+			for _, v := range m.GetFieldViolations() {
+				verr.Violations = append(verr.Violations, hastore.FieldViolation{Field: v.GetField(), Description: v.GetDescription()})
+			}
+			return verr
+		}
+	}
+	switch cerr.Code() {
+	case connect.CodeCanceled:
+		return context.Canceled
+	case connect.CodeDeadlineExceeded:
+		return context.DeadlineExceeded
+	case connect.CodeInvalidArgument:
+		return &hastore.ValidationError{Violations: []hastore.FieldViolation{{Field: "", Description: cerr.Message()}}}
+	}
+	return fmt.Errorf("%w: %v", hastore.ErrUnavailable, err)
+}

@@ -1,0 +1,537 @@
+package hastorerpc
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
+)
+
+// HandlerConfig configures a Handler.
+type HandlerConfig struct {
+	// Store is the store to serve. Required.
+	Store hastore.Store
+	// Heartbeat is how long a stream may stay idle before the handler sends
+	// a heartbeat. Default: 10s.
+	Heartbeat time.Duration
+	// Logger receives the handler's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Handler serves a Store as HAStoreService. Sessions opened through it are
+// renewed only by the client's KeepAlive calls; their candidacies belong
+// to the session and outlive any one stream.
+type Handler struct {
+	jobplanev1connect.UnimplementedHAStoreServiceHandler
+
+	store     hastore.Store
+	heartbeat time.Duration
+	log       *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*serverSession
+}
+
+var _ jobplanev1connect.HAStoreServiceHandler = (*Handler)(nil)
+
+// NewHandler returns a Handler for cfg.Store.
+func NewHandler(cfg HandlerConfig) *Handler {
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Handler{store: cfg.Store, heartbeat: cfg.Heartbeat, log: cfg.Logger, sessions: make(map[string]*serverSession)}
+}
+
+// Path returns the URL path and HTTP handler of the service.
+func (h *Handler) Path(opts ...connect.HandlerOption) (string, http.Handler) {
+	return jobplanev1connect.NewHAStoreServiceHandler(h, opts...)
+}
+
+// serverSession is a remote client's session: the store session, the
+// candidacies campaigning on it, and the WatchSession streams following it.
+type serverSession struct {
+	sess hastore.Session
+
+	mu          sync.Mutex
+	candidacies map[string]*candidacy
+	held        map[string]hastore.Token // granted leaderships, by election
+	watchers    map[chan *jobplanev1.WatchSessionResponse]struct{}
+	ended       bool
+	wg          sync.WaitGroup // candidacy goroutines
+}
+
+type candidacy struct {
+	withdraw context.CancelFunc
+	done     chan struct{}
+	token    hastore.Token // set once granted
+}
+
+// watcherBuffer bounds the events queued for one WatchSession stream; a
+// stream that falls this far behind is cut, and its client resynchronizes.
+const watcherBuffer = 1024
+
+func (h *Handler) session(id string) (*serverSession, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.sessions[id]
+	if !ok {
+		return nil, hastore.ErrSessionNotFound
+	}
+	return s, nil
+}
+
+func (h *Handler) err(err error, metadata map[string]string) error {
+	return toConnect(h.log, err, metadata)
+}
+
+// OpenSession implements HAStoreServiceHandler.
+func (h *Handler) OpenSession(ctx context.Context, req *jobplanev1.OpenSessionRequest) (*jobplanev1.OpenSessionResponse, error) {
+	sess, err := h.store.OpenSession(ctx, hastore.SessionConfig{TTL: req.GetTtl().AsDuration(), ManualKeepAlive: true})
+	if err != nil {
+		return nil, h.err(err, nil)
+	}
+	s := &serverSession{
+		sess:        sess,
+		candidacies: make(map[string]*candidacy),
+		held:        make(map[string]hastore.Token),
+		watchers:    make(map[chan *jobplanev1.WatchSessionResponse]struct{}),
+	}
+	h.mu.Lock()
+	h.sessions[sess.ID()] = s
+	h.mu.Unlock()
+	go func() {
+		<-sess.Done()
+		h.mu.Lock()
+		delete(h.sessions, sess.ID())
+		h.mu.Unlock()
+		// The candidacies publish their revocations before the watchers
+		// learn that the session is gone.
+		s.wg.Wait()
+		s.mu.Lock()
+		s.ended = true
+		for w := range s.watchers {
+			close(w)
+			delete(s.watchers, w)
+		}
+		s.mu.Unlock()
+	}()
+	return &jobplanev1.OpenSessionResponse{SessionId: sess.ID(), Ttl: durationpb.New(sess.TTL())}, nil
+}
+
+// KeepAlive implements HAStoreServiceHandler.
+func (h *Handler) KeepAlive(ctx context.Context, req *jobplanev1.KeepAliveRequest) (*jobplanev1.KeepAliveResponse, error) {
+	md := map[string]string{"session_id": req.GetSessionId()}
+	s, err := h.session(req.GetSessionId())
+	if err != nil {
+		return nil, h.err(err, md)
+	}
+	ttl, err := s.sess.KeepAlive(ctx)
+	if err != nil {
+		return nil, h.err(err, md)
+	}
+	return &jobplanev1.KeepAliveResponse{Ttl: durationpb.New(ttl)}, nil
+}
+
+// CloseSession implements HAStoreServiceHandler.
+func (h *Handler) CloseSession(ctx context.Context, req *jobplanev1.CloseSessionRequest) (*jobplanev1.CloseSessionResponse, error) {
+	s, err := h.session(req.GetSessionId())
+	if err != nil {
+		return &jobplanev1.CloseSessionResponse{}, nil
+	}
+	if err := s.sess.Close(ctx); err != nil {
+		return nil, h.err(err, nil)
+	}
+	return &jobplanev1.CloseSessionResponse{}, nil
+}
+
+// Campaign implements HAStoreServiceHandler: the candidacy campaigns in
+// the background, on a context of its own, until withdrawn or revoked.
+func (h *Handler) Campaign(ctx context.Context, req *jobplanev1.CampaignRequest) (*jobplanev1.CampaignResponse, error) {
+	election := req.GetElection()
+	md := map[string]string{"session_id": req.GetSessionId(), "election": election}
+	if err := hastore.ValidateCampaign(election, req.GetAddress()); err != nil {
+		return nil, h.err(err, md)
+	}
+	s, err := h.session(req.GetSessionId())
+	if err != nil {
+		return nil, h.err(err, md)
+	}
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return nil, h.err(hastore.ErrSessionNotFound, md)
+	}
+	if _, ok := s.candidacies[election]; ok {
+		s.mu.Unlock()
+		return nil, h.err(hastore.ErrCandidacyExists, md)
+	}
+	cctx, withdraw := context.WithCancel(context.Background())
+	c := &candidacy{withdraw: withdraw, done: make(chan struct{})}
+	s.candidacies[election] = c
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		defer close(c.done)
+		defer withdraw()
+		h.runCandidacy(cctx, s, c, election, req.GetAddress())
+	}()
+	return &jobplanev1.CampaignResponse{}, nil
+}
+
+func (h *Handler) runCandidacy(ctx context.Context, s *serverSession, c *candidacy, election, address string) {
+	defer func() {
+		s.mu.Lock()
+		delete(s.candidacies, election)
+		s.mu.Unlock()
+	}()
+	l, err := s.sess.Campaign(ctx, election, address)
+	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, hastore.ErrSessionNotFound) {
+			h.log.Warn("campaign failed", "session", s.sess.ID(), "election", election, "err", err)
+		}
+		return
+	}
+	token := l.Token()
+	s.mu.Lock()
+	c.token = token
+	s.held[election] = token
+	s.publishLocked(&jobplanev1.WatchSessionResponse{Event: &jobplanev1.WatchSessionResponse_Granted{
+		Granted: &jobplanev1.WatchSessionResponse_LeadershipGranted{Election: election, Token: tokenToProto(token)},
+	}})
+	s.mu.Unlock()
+
+	select {
+	case <-l.Done():
+	case <-ctx.Done():
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := l.Resign(rctx); err != nil {
+			h.log.Warn("resign on withdraw", "election", election, "err", err)
+		}
+		cancel()
+		<-l.Done()
+	}
+	s.mu.Lock()
+	delete(s.held, election)
+	s.publishLocked(&jobplanev1.WatchSessionResponse{Event: &jobplanev1.WatchSessionResponse_Revoked{
+		Revoked: &jobplanev1.WatchSessionResponse_LeadershipRevoked{
+			Election: election, Token: tokenToProto(token), Reason: revocationReason(context.Cause(l.Context())),
+		},
+	}})
+	s.mu.Unlock()
+}
+
+// publishLocked queues ev for every watcher; a watcher whose queue is full
+// is cut off and resynchronizes when it reconnects.
+func (s *serverSession) publishLocked(ev *jobplanev1.WatchSessionResponse) {
+	for w := range s.watchers {
+		select {
+		case w <- ev:
+		default:
+			close(w)
+			delete(s.watchers, w)
+		}
+	}
+}
+
+// Withdraw implements HAStoreServiceHandler. It returns once the candidacy
+// has ended.
+func (h *Handler) Withdraw(ctx context.Context, req *jobplanev1.WithdrawRequest) (*jobplanev1.WithdrawResponse, error) {
+	md := map[string]string{"session_id": req.GetSessionId(), "election": req.GetElection()}
+	if err := hastore.ValidateElection(req.GetElection()); err != nil {
+		return nil, h.err(err, md)
+	}
+	s, err := h.session(req.GetSessionId())
+	if err != nil {
+		return nil, h.err(err, md)
+	}
+	s.mu.Lock()
+	c := s.candidacies[req.GetElection()]
+	s.mu.Unlock()
+	if c != nil {
+		c.withdraw()
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return nil, h.err(ctx.Err(), nil)
+		}
+	}
+	return &jobplanev1.WithdrawResponse{}, nil
+}
+
+// WatchSession implements HAStoreServiceHandler.
+func (h *Handler) WatchSession(ctx context.Context, req *jobplanev1.WatchSessionRequest, stream *connect.ServerStream[jobplanev1.WatchSessionResponse]) error {
+	md := map[string]string{"session_id": req.GetSessionId()}
+	s, err := h.session(req.GetSessionId())
+	if err != nil {
+		return h.err(err, md)
+	}
+	events := make(chan *jobplanev1.WatchSessionResponse, watcherBuffer)
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return h.err(hastore.ErrSessionNotFound, md)
+	}
+	var initial []*jobplanev1.WatchSessionResponse
+	for election, token := range s.held {
+		initial = append(initial, &jobplanev1.WatchSessionResponse{Event: &jobplanev1.WatchSessionResponse_Granted{
+			Granted: &jobplanev1.WatchSessionResponse_LeadershipGranted{Election: election, Token: tokenToProto(token)},
+		}})
+	}
+	s.watchers[events] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if _, ok := s.watchers[events]; ok {
+			delete(s.watchers, events)
+		}
+		s.mu.Unlock()
+	}()
+
+	for _, ev := range initial {
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+	}
+	// Headers go out now, so a client knows it is subscribed even before
+	// the first event.
+	if len(initial) == 0 {
+		if err := stream.Send(heartbeatEvent()); err != nil {
+			return err
+		}
+	}
+	ticker := time.NewTicker(h.heartbeat)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-events:
+			if !ok {
+				s.mu.Lock()
+				ended := s.ended
+				s.mu.Unlock()
+				if ended {
+					return h.err(hastore.ErrSessionNotFound, md)
+				}
+				return connect.NewError(connect.CodeUnavailable, errors.New("watcher fell behind; reconnect"))
+			}
+			if err := stream.Send(ev); err != nil {
+				return err
+			}
+			ticker.Reset(h.heartbeat)
+		case <-ticker.C:
+			if err := stream.Send(heartbeatEvent()); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func heartbeatEvent() *jobplanev1.WatchSessionResponse {
+	return &jobplanev1.WatchSessionResponse{Event: &jobplanev1.WatchSessionResponse_Heartbeat_{Heartbeat: &jobplanev1.WatchSessionResponse_Heartbeat{}}}
+}
+
+// Resign implements HAStoreServiceHandler. If a candidacy of this handler
+// holds the leadership, Resign returns once it has ended, so the session
+// may campaign again at once.
+func (h *Handler) Resign(ctx context.Context, req *jobplanev1.ResignRequest) (*jobplanev1.ResignResponse, error) {
+	f := fenceFromProto(req.GetFence())
+	if err := h.store.Resign(ctx, f); err != nil {
+		return nil, h.err(err, map[string]string{"election": f.Election})
+	}
+	if s, err := h.session(f.Token.SessionID); err == nil {
+		s.mu.Lock()
+		c := s.candidacies[f.Election]
+		s.mu.Unlock()
+		if c != nil && c.token == f.Token {
+			select {
+			case <-c.done:
+			case <-ctx.Done():
+			}
+		}
+	}
+	return &jobplanev1.ResignResponse{}, nil
+}
+
+// ConfirmLeadership implements HAStoreServiceHandler.
+func (h *Handler) ConfirmLeadership(ctx context.Context, req *jobplanev1.ConfirmLeadershipRequest) (*jobplanev1.ConfirmLeadershipResponse, error) {
+	f := fenceFromProto(req.GetFence())
+	if err := h.store.ConfirmLeadership(ctx, f, req.GetAddress()); err != nil {
+		return nil, h.err(err, map[string]string{"election": f.Election})
+	}
+	return &jobplanev1.ConfirmLeadershipResponse{}, nil
+}
+
+// GetLeader implements HAStoreServiceHandler.
+func (h *Handler) GetLeader(ctx context.Context, req *jobplanev1.GetLeaderRequest) (*jobplanev1.GetLeaderResponse, error) {
+	info, err := h.store.Leader(ctx, req.GetElection())
+	if err != nil {
+		return nil, h.err(err, nil)
+	}
+	return &jobplanev1.GetLeaderResponse{Leader: leaderToProto(info)}, nil
+}
+
+// ObserveLeader implements HAStoreServiceHandler.
+func (h *Handler) ObserveLeader(ctx context.Context, req *jobplanev1.ObserveLeaderRequest, stream *connect.ServerStream[jobplanev1.ObserveLeaderResponse]) error {
+	if err := hastore.ValidateElection(req.GetElection()); err != nil {
+		return h.err(err, nil)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	changes := make(chan hastore.LeaderInfo)
+	observed := make(chan error, 1)
+	go func() {
+		observed <- h.store.ObserveLeader(ctx, req.GetElection(), func(info hastore.LeaderInfo) error {
+			select {
+			case changes <- info:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	ticker := time.NewTicker(h.heartbeat)
+	defer ticker.Stop()
+	for {
+		var msg *jobplanev1.ObserveLeaderResponse
+		select {
+		case info := <-changes:
+			msg = &jobplanev1.ObserveLeaderResponse{Leader: leaderToProto(info)}
+			ticker.Reset(h.heartbeat)
+		case <-ticker.C:
+			msg = &jobplanev1.ObserveLeaderResponse{}
+		case err := <-observed:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return h.err(err, nil)
+		}
+		if err := stream.Send(msg); err != nil {
+			cancel()
+			<-observed
+			return err
+		}
+	}
+}
+
+// PutExecutionPlan implements HAStoreServiceHandler.
+func (h *Handler) PutExecutionPlan(ctx context.Context, req *jobplanev1.PutExecutionPlanRequest) (*jobplanev1.PutExecutionPlanResponse, error) {
+	f := fenceFromProto(req.GetFence())
+	if err := h.store.PutExecutionPlan(ctx, f, req.GetPlan()); err != nil {
+		return nil, h.err(err, map[string]string{"election": f.Election, "job_id": req.GetPlan().GetJobId()})
+	}
+	return &jobplanev1.PutExecutionPlanResponse{}, nil
+}
+
+// GetExecutionPlan implements HAStoreServiceHandler.
+func (h *Handler) GetExecutionPlan(ctx context.Context, req *jobplanev1.GetExecutionPlanRequest) (*jobplanev1.GetExecutionPlanResponse, error) {
+	plan, err := h.store.GetExecutionPlan(ctx, req.GetJobId())
+	if err != nil {
+		return nil, h.err(err, map[string]string{"job_id": req.GetJobId()})
+	}
+	return &jobplanev1.GetExecutionPlanResponse{Plan: plan}, nil
+}
+
+// defaultPageSize is the page size of listings that ask for none.
+const defaultPageSize = 1000
+
+func pageSize(n int32) int {
+	if n <= 0 || n > defaultPageSize {
+		return defaultPageSize
+	}
+	return int(n)
+}
+
+// ListExecutionPlans implements HAStoreServiceHandler. The page token is
+// the last job id of the previous page.
+func (h *Handler) ListExecutionPlans(ctx context.Context, req *jobplanev1.ListExecutionPlansRequest) (*jobplanev1.ListExecutionPlansResponse, error) {
+	if req.GetPageSize() < 0 {
+		return nil, h.err(hastore.ValidateList("", -1), nil)
+	}
+	size := pageSize(req.GetPageSize())
+	ids, err := h.store.ListExecutionPlans(ctx, req.GetPageToken(), size)
+	if err != nil {
+		return nil, h.err(err, nil)
+	}
+	resp := &jobplanev1.ListExecutionPlansResponse{JobIds: ids}
+	if len(ids) == size {
+		resp.NextPageToken = ids[len(ids)-1]
+	}
+	return resp, nil
+}
+
+// DeleteExecutionPlan implements HAStoreServiceHandler.
+func (h *Handler) DeleteExecutionPlan(ctx context.Context, req *jobplanev1.DeleteExecutionPlanRequest) (*jobplanev1.DeleteExecutionPlanResponse, error) {
+	f := fenceFromProto(req.GetFence())
+	if err := h.store.DeleteExecutionPlan(ctx, f, req.GetJobId()); err != nil {
+		return nil, h.err(err, map[string]string{"election": f.Election, "job_id": req.GetJobId()})
+	}
+	return &jobplanev1.DeleteExecutionPlanResponse{}, nil
+}
+
+// CreateDirtyJobResult implements HAStoreServiceHandler.
+func (h *Handler) CreateDirtyJobResult(ctx context.Context, req *jobplanev1.CreateDirtyJobResultRequest) (*jobplanev1.CreateDirtyJobResultResponse, error) {
+	f := fenceFromProto(req.GetFence())
+	if err := h.store.CreateDirtyJobResult(ctx, f, req.GetResult()); err != nil {
+		return nil, h.err(err, map[string]string{"election": f.Election, "job_id": req.GetResult().GetJobId()})
+	}
+	return &jobplanev1.CreateDirtyJobResultResponse{}, nil
+}
+
+// MarkJobResultClean implements HAStoreServiceHandler.
+func (h *Handler) MarkJobResultClean(ctx context.Context, req *jobplanev1.MarkJobResultCleanRequest) (*jobplanev1.MarkJobResultCleanResponse, error) {
+	f := fenceFromProto(req.GetFence())
+	if err := h.store.MarkJobResultClean(ctx, f, req.GetJobId()); err != nil {
+		return nil, h.err(err, map[string]string{"election": f.Election, "job_id": req.GetJobId()})
+	}
+	return &jobplanev1.MarkJobResultCleanResponse{}, nil
+}
+
+// GetJobResultEntry implements HAStoreServiceHandler.
+func (h *Handler) GetJobResultEntry(ctx context.Context, req *jobplanev1.GetJobResultEntryRequest) (*jobplanev1.GetJobResultEntryResponse, error) {
+	e, err := h.store.GetJobResultEntry(ctx, req.GetJobId())
+	if err != nil {
+		return nil, h.err(err, map[string]string{"job_id": req.GetJobId()})
+	}
+	return &jobplanev1.GetJobResultEntryResponse{Entry: e}, nil
+}
+
+// ListJobResultEntries implements HAStoreServiceHandler. The page token is
+// the last job id of the previous page.
+func (h *Handler) ListJobResultEntries(ctx context.Context, req *jobplanev1.ListJobResultEntriesRequest) (*jobplanev1.ListJobResultEntriesResponse, error) {
+	if req.GetPageSize() < 0 {
+		return nil, h.err(hastore.ValidateList("", -1), nil)
+	}
+	size := pageSize(req.GetPageSize())
+	entries, err := h.store.ListJobResultEntries(ctx, req.GetState(), req.GetPageToken(), size)
+	if err != nil {
+		return nil, h.err(err, nil)
+	}
+	resp := &jobplanev1.ListJobResultEntriesResponse{Entries: entries}
+	if len(entries) == size {
+		resp.NextPageToken = entries[len(entries)-1].GetResult().GetJobId()
+	}
+	return resp, nil
+}
+
+// DeleteJobResultEntry implements HAStoreServiceHandler.
+func (h *Handler) DeleteJobResultEntry(ctx context.Context, req *jobplanev1.DeleteJobResultEntryRequest) (*jobplanev1.DeleteJobResultEntryResponse, error) {
+	f := fenceFromProto(req.GetFence())
+	if err := h.store.DeleteJobResultEntry(ctx, f, req.GetJobId()); err != nil {
+		return nil, h.err(err, map[string]string{"election": f.Election, "job_id": req.GetJobId()})
+	}
+	return &jobplanev1.DeleteJobResultEntryResponse{}, nil
+}
