@@ -4,7 +4,8 @@
 //
 // Usage:
 //
-//	jobplane standalone [flags]   a whole cluster in one process
+//	jobplane standalone [flags]   a jobplane server in one process
+//	jobplane hastore [flags]      an HA store for servers in other processes
 //
 // Run `jobplane <subcommand> -h` for the flags of each.
 package main
@@ -36,7 +37,8 @@ type subcommand struct {
 }
 
 var subcommands = []subcommand{
-	{"standalone", "run a whole cluster in one process", runStandalone},
+	{"standalone", "run a jobplane server in one process, on an embedded HA store", runStandalone},
+	{"hastore", "serve an HA store (HAStoreService) for servers in other processes", runHAStore},
 }
 
 // jobplaneMain executes the subcommand named by args[0] and returns the exit code.

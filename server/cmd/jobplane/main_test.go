@@ -15,6 +15,10 @@ import (
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 )
 
 // The test binary doubles as the jobplane binary: with this variable set it
@@ -102,7 +106,7 @@ func waitForFile(t *testing.T, p *process, name string) string {
 
 func TestStandaloneServesHealthAndStopsOnSIGTERM(t *testing.T) {
 	addrFile := filepath.Join(t.TempDir(), "addr")
-	p := startJobplane(t, "standalone", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile)
+	p := startJobplane(t, "standalone", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--data-dir", t.TempDir())
 	url := "http://" + waitForFile(t, p, addrFile)
 
 	var h2c http.Protocols
@@ -149,6 +153,51 @@ func TestStandaloneServesHealthAndStopsOnSIGTERM(t *testing.T) {
 	}
 }
 
+func TestHAStoreServesTheStoreDurably(t *testing.T) {
+	dir := t.TempDir()
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	p := startJobplane(t, "hastore", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--data-dir", dir)
+	url := "http://" + waitForFile(t, p, addrFile)
+
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	store := hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: &http.Client{Transport: tr}, BaseURL: url})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sess, err := store.OpenSession(ctx, hastore.SessionConfig{TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("OpenSession: %v", err)
+	}
+	l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "http://127.0.0.1:1")
+	if err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	plan := &jobplanev1.ExecutionPlan{JobId: "durable", JobGraph: &jobplanev1.JobGraph{Name: "durable"}}
+	if err := store.PutExecutionPlan(ctx, l.Fence(), plan); err != nil {
+		t.Fatalf("PutExecutionPlan: %v", err)
+	}
+	if err := sess.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	tr.CloseIdleConnections()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 20*time.Second); code != exitOK {
+		t.Fatalf("exit code after SIGTERM = %d, want %d", code, exitOK)
+	}
+
+	// A new process on the same directory has the plan.
+	os.Remove(addrFile)
+	p = startJobplane(t, "hastore", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--data-dir", dir)
+	url = "http://" + waitForFile(t, p, addrFile)
+	store = hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: &http.Client{Transport: tr}, BaseURL: url})
+	got, err := store.GetExecutionPlan(ctx, "durable")
+	if err != nil || got.GetJobGraph().GetName() != "durable" {
+		t.Errorf("plan after restart = %v, %v", got, err)
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -162,6 +211,8 @@ func TestUsageErrors(t *testing.T) {
 		{"bad log level", []string{"standalone", "--log-level", "loud"}, exitUsage},
 		{"help", []string{"help"}, exitOK},
 		{"subcommand help", []string{"standalone", "-h"}, exitOK},
+		{"hastore help", []string{"hastore", "-h"}, exitOK},
+		{"hastore stray argument", []string{"hastore", "extra"}, exitUsage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -175,7 +226,7 @@ func TestUsageErrors(t *testing.T) {
 func TestListenFailureExitsNonZero(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	// A port that is not a number passes flag parsing but cannot be bound.
-	if got := jobplaneMain([]string{"standalone", "--listen", "127.0.0.1:notaport"}, &stdout, &stderr); got != exitError {
+	if got := jobplaneMain([]string{"standalone", "--listen", "127.0.0.1:notaport", "--data-dir", t.TempDir()}, &stdout, &stderr); got != exitError {
 		t.Errorf("exit code = %d, want %d; stderr:\n%s", got, exitError, stderr.String())
 	}
 }
