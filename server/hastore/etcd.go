@@ -114,6 +114,10 @@ func (s *Etcd) Close() error {
 	return errors.Join(errs...)
 }
 
+// Client returns the etcd client the store uses, for tools and
+// measurements that need raw etcd access beside the store.
+func (s *Etcd) Client() *clientv3.Client { return s.client }
+
 // Key layout, under the prefix.
 func (s *Etcd) electionPrefix(election string) string { return s.prefix + "elections/" + election }
 func (s *Etcd) leaderKey(election, sessionID string) string {
@@ -535,12 +539,12 @@ func (s *Etcd) ObserveLeader(ctx context.Context, election string, fn func(Leade
 
 // PutExecutionPlan implements Store.
 func (s *Etcd) PutExecutionPlan(ctx context.Context, f Fence, plan *jobplanev1.ExecutionPlan) error {
-	if err := ValidatePlanWrite(f, plan, proto.Size(plan), s.maxPlan); err != nil {
-		return err
-	}
 	data, err := proto.Marshal(plan)
 	if err != nil {
 		return fmt.Errorf("hastore: encode plan: %w", err)
+	}
+	if err := ValidatePlanWrite(f, plan, len(data), s.maxPlan); err != nil {
+		return err
 	}
 	// A job with a result never runs again: its plan is refused in the same
 	// transaction that would write it.

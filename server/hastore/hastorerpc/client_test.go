@@ -43,7 +43,7 @@ func startServer(t *testing.T) *server {
 	return s
 }
 
-func (s *server) start(t *testing.T) {
+func (s *server) start(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -97,7 +97,7 @@ const (
 	h2c
 )
 
-func newHTTPClient(t *testing.T, tr transport) *http.Client {
+func newHTTPClient(t testing.TB, tr transport) *http.Client {
 	rt := &http.Transport{}
 	if tr == h2c {
 		var p http.Protocols
