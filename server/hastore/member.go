@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	etcdserverpb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -110,9 +111,10 @@ type Member struct {
 	cfg  MemberConfig
 	etcd *embed.Etcd
 
-	client *clientv3.Client // the maintenance client
-	stop   context.CancelFunc
-	wg     sync.WaitGroup
+	client  *clientv3.Client // the maintenance client
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	closing *atomic.Bool // set once Close begins
 }
 
 // StartMember starts an embedded member on cfg.Dir and waits until it
@@ -143,7 +145,8 @@ func StartMember(ctx context.Context, cfg MemberConfig) (*Member, error) {
 	ec.AutoCompactionRetention = cfg.CompactionRetention.String()
 	ec.BootstrapDefragThresholdMegabytes = 16
 	ec.Logger = "zap"
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zapToSlog(cfg.Logger))
+	closing := new(atomic.Bool)
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zapToSlogClosing(cfg.Logger, closing))
 
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
@@ -163,7 +166,7 @@ func StartMember(ctx context.Context, cfg MemberConfig) (*Member, error) {
 		e.Close()
 		return nil, ctx.Err()
 	}
-	m := &Member{cfg: cfg, etcd: e}
+	m := &Member{cfg: cfg, etcd: e, closing: closing}
 	m.client, err = m.NewClient()
 	if err != nil {
 		e.Close()
@@ -203,6 +206,7 @@ func (m *Member) Err() <-chan error { return m.etcd.Err() }
 
 // Close stops maintenance and the member, waiting for both.
 func (m *Member) Close() error {
+	m.closing.Store(true)
 	m.stop()
 	m.wg.Wait()
 	m.client.Close()
