@@ -185,7 +185,9 @@ func (s *Etcd) OpenSession(ctx context.Context, cfg SessionConfig) (Session, err
 	}
 	cs, err := concurrency.NewSession(s.client, concurrency.WithLease(grant.ID), concurrency.WithTTL(int(grant.TTL)))
 	if err != nil {
-		_, _ = s.client.Revoke(context.WithoutCancel(ctx), grant.ID)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		_, _ = s.client.Revoke(rctx, grant.ID)
+		cancel()
 		return nil, unavailable(err)
 	}
 	sess := &etcdSession{
@@ -208,7 +210,12 @@ type etcdSession struct {
 	mu          sync.Mutex
 	candidacies map[string]bool // elections with a candidacy or leadership
 	expiry      *time.Timer     // ManualKeepAlive only
+	closed      bool
 }
+
+// cleanupTimeout bounds the store calls that clean up after a failure, so
+// that an unreachable etcd cannot hold them forever.
+const cleanupTimeout = 5 * time.Second
 
 func (s *etcdSession) ID() string            { return fmt.Sprintf("%x", int64(s.cs.Lease())) }
 func (s *etcdSession) TTL() time.Duration    { return s.ttl }
@@ -235,10 +242,11 @@ func (s *etcdSession) expire() {
 func (s *etcdSession) KeepAlive(ctx context.Context) (time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended() {
+	if s.closed || s.ended() {
 		return 0, ErrSessionNotFound
 	}
 	if s.expiry != nil && !s.expiry.Reset(s.ttl) {
+		s.expiry.Stop()
 		// The timer fired: the session is being revoked.
 		return 0, ErrSessionNotFound
 	}
@@ -247,6 +255,7 @@ func (s *etcdSession) KeepAlive(ctx context.Context) (time.Duration, error) {
 
 func (s *etcdSession) Close(ctx context.Context) error {
 	s.mu.Lock()
+	s.closed = true
 	if s.expiry != nil {
 		s.expiry.Stop()
 	}
@@ -298,20 +307,25 @@ func (s *etcdSession) campaign(ctx context.Context, election, address string, re
 	defer context.AfterFunc(s.cs.Ctx(), cancel)()
 
 	e := concurrency.NewElection(s.cs, store.electionPrefix(election))
+	key := store.leaderKey(election, s.ID())
 	if err := e.Campaign(cctx, address); err != nil {
 		switch {
-		case s.ended():
+		case s.ended(), errors.Is(err, rpctypes.ErrLeaseNotFound):
 			return nil, ErrSessionNotFound
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		}
+		// The candidacy's key may be left behind (a broken wait, or a
+		// transaction applied although its answer was lost); remove it, or
+		// it would lead one day with no one holding the leadership.
+		s.deleteKey(key)
 		return nil, unavailable(err)
 	}
 	// The session may have ended while waiting, deleting the candidacy:
 	// only a key that still exists with its create revision leads.
 	got, err := store.client.Get(ctx, e.Key())
 	if err != nil {
-		_ = e.Resign(context.WithoutCancel(ctx))
+		s.deleteKey(key)
 		return nil, unavailable(err)
 	}
 	if len(got.Kvs) == 0 || got.Kvs[0].CreateRevision != e.Rev() {
@@ -337,6 +351,15 @@ func (s *etcdSession) campaign(ctx context.Context, election, address string, re
 	store.mu.Unlock()
 	go store.watchLeader(l, ll, e.Key(), got.Header.Revision)
 	return l, nil
+}
+
+// deleteKey removes the session's candidacy key, within cleanupTimeout.
+func (s *etcdSession) deleteKey(key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	if _, err := s.store.client.Delete(ctx, key); err != nil {
+		s.store.log.Warn("removing a failed candidacy", "key", key, "err", err)
+	}
 }
 
 // watchLeader ends l when its leader key is deleted, and cleans up after
@@ -398,6 +421,9 @@ func (s *Etcd) deletionCause(ctx context.Context, l *Leadership, ll *localLeader
 	}
 	var lease int64
 	if _, err := fmt.Sscanf(l.Token().SessionID, "%x", &lease); err == nil {
+		// The leadership is over either way; do not hold its end for long.
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
 		ttl, err := s.client.TimeToLive(ctx, clientv3.LeaseID(lease))
 		if err == nil && ttl.TTL <= 0 {
 			return ErrSessionEnded
@@ -424,6 +450,9 @@ func (s *Etcd) Resign(ctx context.Context, f Fence) error {
 		Then(clientv3.OpDelete(key)).
 		Commit()
 	if err != nil {
+		if ll != nil {
+			ll.resigning.Store(false)
+		}
 		return unavailable(err)
 	}
 	if ll != nil {

@@ -38,8 +38,19 @@ func (c OpenConfig) Validate() error {
 	if (c.DataDir == "") == (len(c.Endpoints) == 0) {
 		return errors.New("hastore: exactly one of a data directory and etcd endpoints is required")
 	}
-	if c.DataDir != "" && c.MaxPlanBytes > 0 && uint(c.MaxPlanBytes) > c.Member.withDefaults().MaxRequestBytes-64<<10 {
-		return fmt.Errorf("hastore: plan limit %d does not fit the member's request limit", c.MaxPlanBytes)
+	if c.MaxPlanBytes < 0 {
+		return errors.New("hastore: plan limit must not be negative")
+	}
+	if c.DataDir != "" {
+		// A plan travels in one request with a few hundred bytes of keys
+		// and compares; keep a generous margin.
+		limit := int64(c.MaxPlanBytes)
+		if limit == 0 {
+			limit = DefaultMaxPlanBytes
+		}
+		if room := int64(c.Member.withDefaults().MaxRequestBytes) - 64<<10; limit > room {
+			return fmt.Errorf("hastore: plan limit %d does not fit the member's request limit of %d bytes", limit, c.Member.withDefaults().MaxRequestBytes)
+		}
 	}
 	return nil
 }

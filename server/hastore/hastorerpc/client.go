@@ -64,6 +64,7 @@ func (c *Client) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (ha
 	if err := hastore.ValidateSessionConfig(cfg); err != nil {
 		return nil, err
 	}
+	sent := time.Now()
 	resp, err := c.rpc.OpenSession(ctx, &jobplanev1.OpenSessionRequest{Ttl: durationpb.New(cfg.TTL)})
 	if err != nil {
 		return nil, fromConnect(err)
@@ -78,6 +79,10 @@ func (c *Client) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (ha
 		done:        make(chan struct{}),
 		candidacies: make(map[string]*clientCandidacy),
 	}
+	// The session ends here once the store may have expired it: TTL after
+	// the last renewal was sent, less a margin for clock rates.
+	s.expiry = time.AfterFunc(s.expiresIn(sent), func() { s.cancel(hastore.ErrSessionEnded) })
+	context.AfterFunc(sctx, func() { s.expiry.Stop() })
 	c.mu.Lock()
 	c.sessions[s.id] = s
 	c.mu.Unlock()
@@ -113,28 +118,42 @@ type clientSession struct {
 	done   chan struct{} // closed once the session's goroutines are gone
 	wg     sync.WaitGroup
 
+	expiry *time.Timer // ends the session when renewals stop
+
 	mu          sync.Mutex
 	candidacies map[string]*clientCandidacy
 }
 
 // clientCandidacy is a candidacy of the session: waiting for its grant,
-// then leading until its end.
+// then leading until its end. Its fields are guarded by the session's mu.
 type clientCandidacy struct {
 	granted chan hastore.Token // receives the grant once
 	token   hastore.Token      // set once granted
 	end     func(cause error)  // ends the leadership and frees the election
+	revoked error              // a revocation that came before end was set
+}
+
+// expiresIn is how long after a renewal sent at sent the session must be
+// considered lost.
+func (s *clientSession) expiresIn(sent time.Time) time.Duration {
+	return time.Until(sent.Add(s.ttl - s.ttl/10))
+}
+
+// renewed records a successful renewal that was sent at sent.
+func (s *clientSession) renewed(sent time.Time) {
+	if s.ctx.Err() == nil {
+		s.expiry.Reset(s.expiresIn(sent))
+	}
 }
 
 func (s *clientSession) ID() string            { return s.id }
 func (s *clientSession) TTL() time.Duration    { return s.ttl }
 func (s *clientSession) Done() <-chan struct{} { return s.ctx.Done() }
 
-// renew keeps the session alive until it ends. If the store cannot be
-// reached for a whole TTL, the session is considered lost: the store will
-// have expired it.
+// renew keeps the session alive until it ends. If renewals keep failing,
+// the expiry timer ends the session before the store would expire it.
 func (s *clientSession) renew() {
 	interval := max(s.ttl/3, 10*time.Millisecond)
-	lastOK := time.Now()
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	for {
@@ -144,18 +163,13 @@ func (s *clientSession) renew() {
 		case <-timer.C:
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, interval)
-		_, err := s.c.rpc.KeepAlive(ctx, &jobplanev1.KeepAliveRequest{SessionId: s.id})
+		_, err := s.KeepAlive(ctx)
 		cancel()
-		switch err := fromConnect(err); {
-		case err == nil:
-			lastOK = time.Now()
-		case errors.Is(err, hastore.ErrSessionNotFound):
-			s.cancel(hastore.ErrSessionEnded)
+		if errors.Is(err, hastore.ErrSessionNotFound) {
 			return
-		case time.Since(lastOK) >= s.ttl:
-			s.c.log.Warn("ha store unreachable for a whole session TTL; session lost", "session", s.id, "err", err)
-			s.cancel(hastore.ErrSessionEnded)
-			return
+		}
+		if err != nil && s.ctx.Err() == nil {
+			s.c.log.Warn("session renewal failed", "session", s.id, "err", err)
 		}
 		timer.Reset(interval)
 	}
@@ -179,15 +193,15 @@ func (s *clientSession) watch() {
 	}
 	// The session is over: every leadership of it has ended.
 	s.mu.Lock()
-	cands := make([]*clientCandidacy, 0, len(s.candidacies))
+	var ends []func(error)
 	for _, c := range s.candidacies {
-		cands = append(cands, c)
+		if c.end != nil {
+			ends = append(ends, c.end)
+		}
 	}
 	s.mu.Unlock()
-	for _, c := range cands {
-		if c.end != nil {
-			c.end(hastore.ErrSessionEnded)
-		}
+	for _, end := range ends {
+		end(hastore.ErrSessionEnded)
 	}
 }
 
@@ -217,50 +231,82 @@ func (s *clientSession) watchOnce() error {
 
 func (s *clientSession) granted(election string, token hastore.Token) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	c := s.candidacies[election]
-	s.mu.Unlock()
-	if c == nil {
-		return
+	switch {
+	case c == nil:
+		// A candidacy this side gave up on (a campaign whose outcome was
+		// lost, or a failed withdrawal) was granted: hand it back, or the
+		// election would be held by no one.
+		go s.resignOrphan(hastore.Fence{Election: election, Token: token})
+	case c.token.IsZero():
+		c.token = token
+		c.granted <- token // buffered, and sent at most once
 	}
-	select {
-	case c.granted <- token:
-	default: // already granted (a resync repeats grants)
+	// Otherwise a resync repeats a grant already known.
+}
+
+// resignOrphan resigns a leadership that no local candidacy holds.
+func (s *clientSession) resignOrphan(f hastore.Fence) {
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := s.c.rpc.Resign(ctx, &jobplanev1.ResignRequest{Fence: fenceToProto(f)}); err != nil && s.ctx.Err() == nil {
+		s.c.log.Warn("resigning an abandoned leadership", "election", f.Election, "err", err)
 	}
 }
 
 func (s *clientSession) revoked(election string, token hastore.Token, cause error) {
 	s.mu.Lock()
 	c := s.candidacies[election]
+	if c == nil || c.token != token {
+		s.mu.Unlock()
+		return
+	}
+	end := c.end
+	if end == nil {
+		// Campaign has not returned the leadership yet; it ends it at once.
+		c.revoked = cause
+	}
 	s.mu.Unlock()
-	if c != nil && c.end != nil && c.token == token {
-		c.end(cause)
+	if end != nil {
+		end(cause)
 	}
 }
 
 func (s *clientSession) resync() {
+	type held struct {
+		election string
+		token    hastore.Token
+	}
 	s.mu.Lock()
-	var held []*clientCandidacy
-	var elections []string
+	var leaderships []held
 	for e, c := range s.candidacies {
-		if c.end != nil {
-			held = append(held, c)
-			elections = append(elections, e)
+		if !c.token.IsZero() {
+			leaderships = append(leaderships, held{e, c.token})
 		}
 	}
 	s.mu.Unlock()
-	for i, c := range held {
-		info, err := s.c.Leader(s.ctx, elections[i])
-		if err == nil && info.Token != c.token {
-			c.end(hastore.ErrLeaderDeleted)
+	for _, h := range leaderships {
+		info, err := s.c.Leader(s.ctx, h.election)
+		if err == nil && info.Token != h.token {
+			s.revoked(h.election, h.token, hastore.ErrLeaderDeleted)
 		}
 	}
 }
 
 func (s *clientSession) KeepAlive(ctx context.Context) (time.Duration, error) {
-	resp, err := s.c.rpc.KeepAlive(ctx, &jobplanev1.KeepAliveRequest{SessionId: s.id})
-	if err != nil {
-		return 0, fromConnect(err)
+	if s.ctx.Err() != nil {
+		return 0, hastore.ErrSessionNotFound
 	}
+	sent := time.Now()
+	resp, err := s.c.rpc.KeepAlive(ctx, &jobplanev1.KeepAliveRequest{SessionId: s.id})
+	if err = fromConnect(err); err != nil {
+		if errors.Is(err, hastore.ErrSessionNotFound) {
+			s.cancel(hastore.ErrSessionEnded)
+		}
+		return 0, err
+	}
+	s.renewed(sent)
 	return resp.GetTtl().AsDuration(), nil
 }
 
@@ -295,10 +341,24 @@ func (s *clientSession) Campaign(ctx context.Context, election, address string) 
 		s.mu.Unlock()
 	}
 
+	withdraw := func() {
+		// Best effort: if the server kept the candidacy anyway, its grant
+		// finds no local candidacy and is handed back (see granted).
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := s.c.rpc.Withdraw(wctx, &jobplanev1.WithdrawRequest{Election: election, SessionId: s.id}); err != nil && s.ctx.Err() == nil {
+			s.c.log.Warn("withdrawing a candidacy", "election", election, "err", err)
+		}
+	}
 	_, err := s.c.rpc.Campaign(ctx, &jobplanev1.CampaignRequest{Election: election, SessionId: s.id, Address: address})
 	if err != nil {
+		err = fromConnect(err)
 		release()
-		return nil, fromConnect(err)
+		if !errors.Is(err, hastore.ErrCandidacyExists) && !errors.Is(err, hastore.ErrInvalidArgument) && !errors.Is(err, hastore.ErrSessionNotFound) {
+			// The server may have accepted the candidacy before the error.
+			withdraw()
+		}
+		return nil, err
 	}
 	var token hastore.Token
 	select {
@@ -307,33 +367,32 @@ func (s *clientSession) Campaign(ctx context.Context, election, address string) 
 		release()
 		return nil, hastore.ErrSessionNotFound
 	case <-ctx.Done():
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		_, werr := s.c.rpc.Withdraw(wctx, &jobplanev1.WithdrawRequest{Election: election, SessionId: s.id})
-		cancel()
 		release()
-		if werr != nil {
-			s.c.log.Warn("withdraw after a canceled campaign", "election", election, "err", werr)
-		}
+		withdraw()
 		return nil, ctx.Err()
 	}
 	l, end := hastore.NewLeadership(s.ctx, hastore.Fence{Election: election, Token: token}, s.c)
 	var once sync.Once
-	s.mu.Lock()
-	c.token = token
-	c.end = func(cause error) {
+	endAndRelease := func(cause error) {
 		end(cause)
 		once.Do(release)
 	}
+	s.mu.Lock()
+	c.end = endAndRelease
+	pending := c.revoked
 	s.mu.Unlock()
-	// The session may have ended between the grant and now.
-	if s.ctx.Err() != nil {
-		c.end(hastore.ErrSessionEnded)
+	switch {
+	case pending != nil:
+		endAndRelease(pending)
+	case s.ctx.Err() != nil: // the session ended between the grant and now
+		endAndRelease(hastore.ErrSessionEnded)
 	}
 	return l, nil
 }
 
-// localLeadership returns this client's candidacy that holds f, if any.
-func (c *Client) localLeadership(f hastore.Fence) *clientCandidacy {
+// localLeadership returns the end function of this client's leadership
+// named by f, if any.
+func (c *Client) localLeadership(f hastore.Fence) func(cause error) {
 	c.mu.Lock()
 	s := c.sessions[f.Token.SessionID]
 	c.mu.Unlock()
@@ -342,8 +401,8 @@ func (c *Client) localLeadership(f hastore.Fence) *clientCandidacy {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cand := s.candidacies[f.Election]; cand != nil && cand.end != nil && cand.token == f.Token {
-		return cand
+	if cand := s.candidacies[f.Election]; cand != nil && cand.token == f.Token {
+		return cand.end
 	}
 	return nil
 }
@@ -356,8 +415,8 @@ func (c *Client) Resign(ctx context.Context, f hastore.Fence) error {
 	if _, err := c.rpc.Resign(ctx, &jobplanev1.ResignRequest{Fence: fenceToProto(f)}); err != nil {
 		return fromConnect(err)
 	}
-	if cand := c.localLeadership(f); cand != nil {
-		cand.end(hastore.ErrResigned)
+	if end := c.localLeadership(f); end != nil {
+		end(hastore.ErrResigned)
 	}
 	return nil
 }

@@ -68,7 +68,8 @@ type serverSession struct {
 	candidacies map[string]*candidacy
 	held        map[string]hastore.Token // granted leaderships, by election
 	watchers    map[chan *jobplanev1.WatchSessionResponse]struct{}
-	ended       bool
+	ending      bool           // the session is over; no new candidacies
+	ended       bool           // and every candidacy has published its end
 	wg          sync.WaitGroup // candidacy goroutines
 }
 
@@ -116,6 +117,9 @@ func (h *Handler) OpenSession(ctx context.Context, req *jobplanev1.OpenSessionRe
 		h.mu.Lock()
 		delete(h.sessions, sess.ID())
 		h.mu.Unlock()
+		s.mu.Lock()
+		s.ending = true
+		s.mu.Unlock()
 		// The candidacies publish their revocations before the watchers
 		// learn that the session is gone.
 		s.wg.Wait()
@@ -169,7 +173,7 @@ func (h *Handler) Campaign(ctx context.Context, req *jobplanev1.CampaignRequest)
 		return nil, h.err(err, md)
 	}
 	s.mu.Lock()
-	if s.ended {
+	if s.ending {
 		s.mu.Unlock()
 		return nil, h.err(hastore.ErrSessionNotFound, md)
 	}
@@ -197,12 +201,25 @@ func (h *Handler) runCandidacy(ctx context.Context, s *serverSession, c *candida
 		delete(s.candidacies, election)
 		s.mu.Unlock()
 	}()
-	l, err := s.sess.Campaign(ctx, election, address)
-	if err != nil {
-		if ctx.Err() == nil && !errors.Is(err, hastore.ErrSessionNotFound) {
-			h.log.Warn("campaign failed", "session", s.sess.ID(), "election", election, "err", err)
+	// The client was told its candidacy stands: campaign until granted,
+	// withdrawn, or the session ends, riding out store outages.
+	var l *hastore.Leadership
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+		var err error
+		if l, err = s.sess.Campaign(ctx, election, address); err == nil {
+			break
 		}
-		return
+		if ctx.Err() != nil || errors.Is(err, hastore.ErrSessionNotFound) {
+			return
+		}
+		h.log.Warn("campaign failed; retrying", "session", s.sess.ID(), "election", election, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.sess.Done():
+			return
+		case <-time.After(backoff):
+		}
 	}
 	token := l.Token()
 	s.mu.Lock()
@@ -216,12 +233,21 @@ func (h *Handler) runCandidacy(ctx context.Context, s *serverSession, c *candida
 	select {
 	case <-l.Done():
 	case <-ctx.Done():
-		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := l.Resign(rctx); err != nil {
-			h.log.Warn("resign on withdraw", "election", election, "err", err)
+		// Withdrawn: resign, retrying until the store records it or the
+		// leadership ends anyway.
+		for backoff := 50 * time.Millisecond; l.Context().Err() == nil; backoff = min(2*backoff, 2*time.Second) {
+			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := l.Resign(rctx)
+			cancel()
+			if err == nil {
+				break
+			}
+			h.log.Warn("resign on withdraw; retrying", "election", election, "err", err)
+			select {
+			case <-l.Done():
+			case <-time.After(backoff):
+			}
 		}
-		cancel()
-		<-l.Done()
 	}
 	s.mu.Lock()
 	delete(s.held, election)
@@ -355,8 +381,9 @@ func (h *Handler) Resign(ctx context.Context, req *jobplanev1.ResignRequest) (*j
 	if s, err := h.session(f.Token.SessionID); err == nil {
 		s.mu.Lock()
 		c := s.candidacies[f.Election]
+		held := c != nil && c.token == f.Token
 		s.mu.Unlock()
-		if c != nil && c.token == f.Token {
+		if held {
 			select {
 			case <-c.done:
 			case <-ctx.Done():
