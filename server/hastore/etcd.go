@@ -66,7 +66,8 @@ type Etcd struct {
 	log     *slog.Logger
 
 	mu      sync.Mutex
-	leaders map[Fence]*localLeader // leaderships held through this store
+	leaders map[Fence]*localLeader    // leaderships held through this store
+	manual  map[*etcdSession]struct{} // sessions with an expiry timer
 
 	closers []func() error // what Open started, closed in order by Close
 }
@@ -99,6 +100,7 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 		maxPlan: cfg.MaxPlanBytes,
 		log:     cfg.Logger,
 		leaders: make(map[Fence]*localLeader),
+		manual:  make(map[*etcdSession]struct{}),
 	}, nil
 }
 
@@ -106,6 +108,18 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 // one made by Open closes its client and embedded member. Sessions opened
 // from the store end when their client closes or their TTL passes.
 func (s *Etcd) Close() error {
+	// Expiry timers must not fire into a closed client; the leases of
+	// these sessions expire by their TTL instead.
+	s.mu.Lock()
+	manual := s.manual
+	s.manual = make(map[*etcdSession]struct{})
+	s.mu.Unlock()
+	for sess := range manual {
+		sess.mu.Lock()
+		sess.closed = true
+		sess.expiry.Stop()
+		sess.mu.Unlock()
+	}
 	var errs []error
 	for _, c := range s.closers {
 		errs = append(errs, c())
@@ -198,6 +212,9 @@ func (s *Etcd) OpenSession(ctx context.Context, cfg SessionConfig) (Session, err
 	}
 	if cfg.ManualKeepAlive {
 		sess.expiry = time.AfterFunc(sess.ttl, sess.expire)
+		s.mu.Lock()
+		s.manual[sess] = struct{}{}
+		s.mu.Unlock()
 	}
 	return sess, nil
 }
@@ -260,6 +277,9 @@ func (s *etcdSession) Close(ctx context.Context) error {
 		s.expiry.Stop()
 	}
 	s.mu.Unlock()
+	s.store.mu.Lock()
+	delete(s.store.manual, s)
+	s.store.mu.Unlock()
 	// Revoke before orphaning, so that once the session reports Done its
 	// keys are gone from the store.
 	_, err := s.store.client.Revoke(ctx, s.cs.Lease())
