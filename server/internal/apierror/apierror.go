@@ -1,0 +1,159 @@
+// Package apierror builds the errors jobplane services send, and reads
+// them back: Connect codes with google.rpc.ErrorInfo (domain
+// "jobplane.v1", a reason from jobplane.v1.ErrorReason) or
+// google.rpc.BadRequest details, exactly as error.proto specifies. It is
+// the one place where domain failures meet wire codes for the server's
+// services.
+package apierror
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+)
+
+// Domain is the ErrorInfo domain of every jobplane error.
+const Domain = "jobplane.v1"
+
+// Reason returns the ErrorInfo reason string of r: its name without the
+// ERROR_REASON_ prefix.
+func Reason(r jobplanev1.ErrorReason) string {
+	return strings.TrimPrefix(r.String(), "ERROR_REASON_")
+}
+
+// codes is the code that accompanies each reason (see error.proto).
+var codes = map[jobplanev1.ErrorReason]connect.Code{
+	jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN:      connect.CodeAborted,
+	jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER:               connect.CodeUnavailable,
+	jobplanev1.ErrorReason_ERROR_REASON_JOB_ALREADY_EXISTS:       connect.CodeAlreadyExists,
+	jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_FOUND:            connect.CodeNotFound,
+	jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_TERMINAL:         connect.CodeFailedPrecondition,
+	jobplanev1.ErrorReason_ERROR_REASON_JOB_TERMINAL:             connect.CodeFailedPrecondition,
+	jobplanev1.ErrorReason_ERROR_REASON_PERSIST_FAILED:           connect.CodeUnavailable,
+	jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_PLAN_NOT_FOUND: connect.CodeNotFound,
+	jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_EXISTS:        connect.CodeAlreadyExists,
+	jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_NOT_FOUND:     connect.CodeNotFound,
+	jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_DIRTY:         connect.CodeFailedPrecondition,
+	jobplanev1.ErrorReason_ERROR_REASON_SESSION_NOT_FOUND:        connect.CodeNotFound,
+	jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED:           connect.CodeFailedPrecondition,
+	jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED:            connect.CodeFailedPrecondition,
+	jobplanev1.ErrorReason_ERROR_REASON_SLOT_NOT_ALLOCATED:       connect.CodeFailedPrecondition,
+	jobplanev1.ErrorReason_ERROR_REASON_UNKNOWN_INVOKABLE:        connect.CodeFailedPrecondition,
+	jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND:      connect.CodeNotFound,
+	jobplanev1.ErrorReason_ERROR_REASON_CANDIDACY_EXISTS:         connect.CodeAlreadyExists,
+}
+
+// New returns the error for reason, with its code, a message for people,
+// and metadata for programs (keys as error.proto lists them).
+func New(reason jobplanev1.ErrorReason, msg string, metadata map[string]string) *connect.Error {
+	code, ok := codes[reason]
+	if !ok {
+		code = connect.CodeInternal
+	}
+	err := connect.NewError(code, errors.New(msg))
+	attach(err, &errdetails.ErrorInfo{Reason: Reason(reason), Domain: Domain, Metadata: metadata})
+	return err
+}
+
+// Field is one offending input field.
+type Field struct {
+	// Path is the field's path in proto names.
+	Path string
+	// Description says what is wrong with it.
+	Description string
+}
+
+// BadRequest returns INVALID_ARGUMENT with one field violation per field.
+func BadRequest(fields ...Field) *connect.Error {
+	br := &errdetails.BadRequest{}
+	msgs := make([]string, 0, len(fields))
+	for _, f := range fields {
+		br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: f.Path, Description: f.Description})
+		msgs = append(msgs, f.Path+": "+f.Description)
+	}
+	err := connect.NewError(connect.CodeInvalidArgument, errors.New("invalid argument: "+strings.Join(msgs, "; ")))
+	attach(err, br)
+	return err
+}
+
+func attach(err *connect.Error, msg proto.Message) {
+	if d, derr := connect.NewErrorDetail(msg); derr == nil {
+		err.AddDetail(d)
+	}
+}
+
+// NotLeader is UNAVAILABLE with reason NOT_LEADER for election, giving the
+// leader's address when known.
+func NotLeader(election, leaderAddress string) *connect.Error {
+	md := map[string]string{"election": election}
+	if leaderAddress != "" {
+		md["leader_address"] = leaderAddress
+	}
+	return New(jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER, "not the leader of "+election, md)
+}
+
+// StaleToken is ABORTED with reason STALE_FENCING_TOKEN for election,
+// naming the current grant's epoch when known (non-zero).
+func StaleToken(election, currentSessionID string, currentEpoch uint64) *connect.Error {
+	md := map[string]string{"election": election}
+	if currentEpoch != 0 {
+		md["current_epoch"] = strconv.FormatUint(currentEpoch, 10)
+		md["current_session_id"] = currentSessionID
+	}
+	return New(jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN, "stale fencing token for "+election, md)
+}
+
+// Info returns the jobplane ErrorInfo of err, if it carries one.
+func Info(err error) (reason jobplanev1.ErrorReason, metadata map[string]string, ok bool) {
+	var cerr *connect.Error
+	if !errors.As(err, &cerr) {
+		return 0, nil, false
+	}
+	for _, d := range cerr.Details() {
+		msg, derr := d.Value()
+		if derr != nil {
+			continue
+		}
+		info, isInfo := msg.(*errdetails.ErrorInfo)
+		if !isInfo || info.GetDomain() != Domain {
+			continue
+		}
+		v, known := jobplanev1.ErrorReason_value["ERROR_REASON_"+info.GetReason()]
+		if !known {
+			continue
+		}
+		return jobplanev1.ErrorReason(v), info.GetMetadata(), true
+	}
+	return 0, nil, false
+}
+
+// Is reports whether err carries the given reason.
+func Is(err error, reason jobplanev1.ErrorReason) bool {
+	r, _, ok := Info(err)
+	return ok && r == reason
+}
+
+// Violations returns the BadRequest field violations of err, if any.
+func Violations(err error) []Field {
+	var cerr *connect.Error
+	if !errors.As(err, &cerr) {
+		return nil
+	}
+	var out []Field
+	for _, d := range cerr.Details() {
+		if msg, derr := d.Value(); derr == nil {
+			if br, ok := msg.(*errdetails.BadRequest); ok {
+				for _, v := range br.GetFieldViolations() {
+					out = append(out, Field{Path: v.GetField(), Description: v.GetDescription()})
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,9 @@
+// Package resourcemanager is the ResourceManager: it keeps the cluster's
+// TaskExecutors and their slots, and hands slots to JobMasters by the
+// requirements they declare, asking TaskExecutors to RequestSlot.
+//
+// It serves only while its process leads the election "jobmanager" (see
+// Lead); its fencing token is that grant's. It keeps no durable state: a
+// new leader relearns slots and allocations from TaskExecutor
+// registrations and slot reports, and requirements from the JobMasters.
+package resourcemanager

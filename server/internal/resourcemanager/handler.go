@@ -1,0 +1,163 @@
+package resourcemanager
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/apierror"
+)
+
+type handler struct {
+	jobplanev1connect.UnimplementedResourceManagerServiceHandler
+	rm *ResourceManager
+}
+
+// checkLocked admits a call carrying the ResourceManager token t: refused
+// as stale if older than ours, as not-leader if we do not lead or a newer
+// leader exists.
+func (rm *ResourceManager) checkLocked(t hastore.Token) error {
+	switch {
+	case rm.token.IsZero() || t.Epoch > rm.token.Epoch:
+		return apierror.NotLeader(hastore.ElectionJobManager, "")
+	case t != rm.token:
+		return apierror.StaleToken(hastore.ElectionJobManager, rm.token.SessionID, rm.token.Epoch)
+	}
+	return nil
+}
+
+// checkJobLocked admits a call carrying the JobMaster token t for jobID:
+// refused as stale if a newer JobMaster of the job registered.
+func (rm *ResourceManager) checkJobLocked(jobID string, t hastore.Token) error {
+	if rm.token.IsZero() {
+		return apierror.NotLeader(hastore.ElectionJobManager, "")
+	}
+	if j := rm.jobs[jobID]; j != nil && t.Epoch < j.token.Epoch {
+		return apierror.StaleToken(hastore.JobElection(jobID), j.token.SessionID, j.token.Epoch)
+	}
+	return nil
+}
+
+func (h *handler) RegisterTaskExecutor(_ context.Context, req *jobplanev1.ResourceManagerServiceRegisterTaskExecutorRequest) (*jobplanev1.ResourceManagerServiceRegisterTaskExecutorResponse, error) {
+	rm := h.rm
+	var fields []apierror.Field
+	if req.GetTaskExecutorId() == "" {
+		fields = append(fields, apierror.Field{Path: "task_executor_id", Description: "required"})
+	}
+	if req.GetAddress() == "" {
+		fields = append(fields, apierror.Field{Path: "address", Description: "required"})
+	}
+	if req.GetResourceManagerToken().GetEpoch() == 0 {
+		fields = append(fields, apierror.Field{Path: "resource_manager_token", Description: "required"})
+	}
+	if len(fields) > 0 {
+		return nil, apierror.BadRequest(fields...)
+	}
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	if err := rm.checkLocked(tokenOf(req.GetResourceManagerToken())); err != nil {
+		return nil, err
+	}
+	e := &executor{
+		id: req.GetTaskExecutorId(), address: req.GetAddress(), registrationID: newID(), lastSeen: time.Now(),
+		invokables: req.GetInvokables(),
+		client:     jobplanev1connect.NewTaskExecutorServiceClient(rm.cfg.HTTPClient, req.GetAddress()),
+	}
+	if old := rm.executors[e.id]; old != nil && old.address != e.address {
+		// A new process under the same id: what the old one held is gone.
+		for id, a := range rm.allocations {
+			if a.executor == e.id {
+				delete(rm.allocations, id)
+			}
+		}
+	}
+	rm.executors[e.id] = e
+	rm.applyReportLocked(e, req.GetSlotReport())
+	rm.poke()
+	rm.log.Info("TaskExecutor registered", "task_executor", e.id, "address", e.address, "slots", e.slots)
+	return &jobplanev1.ResourceManagerServiceRegisterTaskExecutorResponse{
+		RegistrationId:    e.registrationID,
+		HeartbeatInterval: durationpb.New(rm.cfg.HeartbeatInterval),
+		HeartbeatTimeout:  durationpb.New(rm.cfg.HeartbeatTimeout),
+	}, nil
+}
+
+func (h *handler) Heartbeat(_ context.Context, req *jobplanev1.ResourceManagerServiceHeartbeatRequest) (*jobplanev1.ResourceManagerServiceHeartbeatResponse, error) {
+	rm := h.rm
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	if err := rm.checkLocked(tokenOf(req.GetResourceManagerToken())); err != nil {
+		return nil, err
+	}
+	e := rm.executors[req.GetTaskExecutorId()]
+	if e == nil || e.registrationID != req.GetRegistrationId() {
+		return nil, apierror.New(jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED, "TaskExecutor is not registered",
+			map[string]string{"task_executor_id": req.GetTaskExecutorId()})
+	}
+	e.lastSeen = time.Now()
+	rm.applyReportLocked(e, req.GetSlotReport())
+	return &jobplanev1.ResourceManagerServiceHeartbeatResponse{}, nil
+}
+
+func (h *handler) RegisterJobMaster(_ context.Context, req *jobplanev1.RegisterJobMasterRequest) (*jobplanev1.RegisterJobMasterResponse, error) {
+	rm := h.rm
+	if req.GetJobId() == "" || req.GetJobMasterAddress() == "" || req.GetJobMasterToken().GetEpoch() == 0 {
+		return nil, apierror.BadRequest(apierror.Field{Path: "job_id, job_master_address, job_master_token", Description: "required"})
+	}
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	token := tokenOf(req.GetJobMasterToken())
+	if err := rm.checkJobLocked(req.GetJobId(), token); err != nil {
+		return nil, err
+	}
+	j := rm.jobs[req.GetJobId()]
+	if j == nil || j.token != token {
+		rm.jobs[req.GetJobId()] = &jobNeeds{token: token, address: req.GetJobMasterAddress()}
+	}
+	return &jobplanev1.RegisterJobMasterResponse{ResourceManagerToken: protoToken(rm.token)}, nil
+}
+
+func (h *handler) DeclareResourceRequirements(_ context.Context, req *jobplanev1.DeclareResourceRequirementsRequest) (*jobplanev1.DeclareResourceRequirementsResponse, error) {
+	rm := h.rm
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	token := tokenOf(req.GetJobMasterToken())
+	if err := rm.checkJobLocked(req.GetJobId(), token); err != nil {
+		return nil, err
+	}
+	j := rm.jobs[req.GetJobId()]
+	if j == nil || j.token != token {
+		return nil, apierror.New(jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED, "JobMaster is not registered", map[string]string{"job_id": req.GetJobId()})
+	}
+	total := 0
+	var invokables []string
+	for i, r := range req.GetRequirements() {
+		if r.GetSlots() < 0 {
+			return nil, apierror.BadRequest(apierror.Field{Path: "requirements[" + strconv.Itoa(i) + "].slots", Description: "must not be negative"})
+		}
+		total += int(r.GetSlots())
+		invokables = append(invokables, r.GetInvokables()...)
+	}
+	j.required, j.invokables = total, invokables
+	rm.poke()
+	return &jobplanev1.DeclareResourceRequirementsResponse{}, nil
+}
+
+func (h *handler) DisconnectJobMaster(_ context.Context, req *jobplanev1.DisconnectJobMasterRequest) (*jobplanev1.DisconnectJobMasterResponse, error) {
+	rm := h.rm
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	token := tokenOf(req.GetJobMasterToken())
+	if err := rm.checkJobLocked(req.GetJobId(), token); err != nil {
+		return nil, err
+	}
+	if j := rm.jobs[req.GetJobId()]; j != nil && j.token == token {
+		delete(rm.jobs, req.GetJobId())
+	}
+	return &jobplanev1.DisconnectJobMasterResponse{}, nil
+}

@@ -1,0 +1,148 @@
+package taskexecutor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Task is what an invokable gets to run one subtask.
+type Task struct {
+	// JobID is the job's id.
+	JobID string
+	// VertexID, SubtaskIndex and Attempt identify the execution attempt.
+	VertexID     string
+	SubtaskIndex int
+	Attempt      int
+	// Subtasks is the vertex's parallelism.
+	Subtasks int
+	// Config is the vertex's configuration, verbatim from the JobGraph.
+	Config map[string]string
+}
+
+// Invokable runs one subtask. It returns nil when the subtask finished,
+// and must return promptly once ctx is canceled (the attempt was canceled).
+type Invokable func(ctx context.Context, task Task) error
+
+// builtins returns the invokables every TaskExecutor offers. exec runs
+// commands only when allowExec is set; otherwise it fails with a message
+// that says so.
+func builtins(allowExec bool) map[string]Invokable {
+	return map[string]Invokable{
+		"noop":  func(context.Context, Task) error { return nil },
+		"sleep": sleepInvokable,
+		"fail":  failInvokable,
+		"exec":  execInvokable(allowExec),
+	}
+}
+
+// configDuration reads a duration from the task's config.
+func configDuration(t Task, key string, def time.Duration) (time.Duration, error) {
+	v, ok := t.Config[key]
+	if !ok || v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("config %q: %w", key, err)
+	}
+	return d, nil
+}
+
+func wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// sleepInvokable sleeps for config "duration" (default 1s), then finishes.
+func sleepInvokable(ctx context.Context, t Task) error {
+	d, err := configDuration(t, "duration", time.Second)
+	if err != nil {
+		return err
+	}
+	return wait(ctx, d)
+}
+
+// failInvokable waits config "delay" (default 0), then fails with config
+// "message", on the attempts listed in config "attempts" (comma-separated
+// attempt numbers; default: every attempt). Other attempts finish.
+func failInvokable(ctx context.Context, t Task) error {
+	d, err := configDuration(t, "delay", 0)
+	if err != nil {
+		return err
+	}
+	if err := wait(ctx, d); err != nil {
+		return err
+	}
+	if list := t.Config["attempts"]; list != "" {
+		var attempts []int
+		for _, f := range strings.Split(list, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return fmt.Errorf("config \"attempts\": %w", err)
+			}
+			attempts = append(attempts, n)
+		}
+		if !slices.Contains(attempts, t.Attempt) {
+			return nil
+		}
+	}
+	msg := t.Config["message"]
+	if msg == "" {
+		msg = "the fail task failed as configured"
+	}
+	return errors.New(msg)
+}
+
+// execInvokable runs config "argv" (a JSON array) with config "env" (a
+// JSON object added to the TaskExecutor's environment).
+func execInvokable(allowed bool) Invokable {
+	return func(ctx context.Context, t Task) error {
+		if !allowed {
+			return errors.New("exec is disabled on this TaskExecutor; start it with --allow-exec")
+		}
+		var argv []string
+		if err := json.Unmarshal([]byte(t.Config["argv"]), &argv); err != nil || len(argv) == 0 {
+			return fmt.Errorf("config \"argv\" must be a non-empty JSON array of strings")
+		}
+		env := map[string]string{}
+		if raw := t.Config["env"]; raw != "" {
+			if err := json.Unmarshal([]byte(raw), &env); err != nil {
+				return fmt.Errorf("config \"env\" must be a JSON object of strings: %w", err)
+			}
+		}
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Env = os.Environ()
+		for k, v := range env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			tail := string(out)
+			if len(tail) > 512 {
+				tail = tail[len(tail)-512:]
+			}
+			return fmt.Errorf("%s: %w: %s", argv[0], err, strings.TrimSpace(tail))
+		}
+		return nil
+	}
+}

@@ -1,0 +1,439 @@
+package taskexecutor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/apierror"
+)
+
+// Config configures a TaskExecutor.
+type Config struct {
+	// ID identifies the TaskExecutor for its lifetime. Default: random.
+	ID string
+	// Address is the base URL at which the TaskExecutor serves
+	// TaskExecutorService. Required.
+	Address string
+	// Slots is the number of slots. Default: 1.
+	Slots int
+	// Store is the HA store, where the ResourceManager's leadership is
+	// found. Required.
+	Store hastore.Store
+	// HTTPClient carries calls to the ResourceManager and JobMasters.
+	// Required.
+	HTTPClient connect.HTTPClient
+	// Invokables are offered besides the built-ins (noop, sleep, fail,
+	// exec); a name given here replaces a built-in.
+	Invokables map[string]Invokable
+	// AllowExec lets the built-in exec run commands. Default: false.
+	AllowExec bool
+	// RetryInterval is the pause between attempts to reach the
+	// ResourceManager. Default: 100ms.
+	RetryInterval time.Duration
+	// Logger receives the TaskExecutor's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports whether the configuration can be used.
+func (c Config) Validate() error {
+	switch {
+	case c.Address == "":
+		return errors.New("taskexecutor: address is required")
+	case c.Store == nil:
+		return errors.New("taskexecutor: HA store is required")
+	case c.HTTPClient == nil:
+		return errors.New("taskexecutor: HTTP client is required")
+	case c.Slots < 0:
+		return errors.New("taskexecutor: slots must not be negative")
+	}
+	return nil
+}
+
+// TaskExecutor runs tasks in slots. Serve its Handler, then Run it.
+type TaskExecutor struct {
+	cfg        Config
+	log        *slog.Logger
+	invokables map[string]Invokable
+	rmToken    tokenTracker
+
+	mu    sync.Mutex
+	slots []*slot
+	jobs  map[string]*job
+	// ctx is the Run context, under which tasks and offers run.
+	ctx context.Context
+
+	jmClients sync.Map // address -> jobplanev1connect.JobMasterServiceClient
+	wg        sync.WaitGroup
+}
+
+type slot struct {
+	index        int
+	allocationID string // empty when free
+	jobID        string
+	task         *task
+}
+
+// job is what the TaskExecutor knows of a job: its newest JobMaster.
+type job struct {
+	token   hastore.Token
+	address string
+}
+
+type task struct {
+	req    *jobplanev1.SubmitTaskRequest
+	token  hastore.Token
+	cancel context.CancelFunc
+	state  jobplanev1.ExecutionState
+	done   chan struct{}
+}
+
+// New returns a TaskExecutor for cfg.
+func New(cfg Config) (*TaskExecutor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.ID == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		cfg.ID = "te-" + hex.EncodeToString(b[:])
+	}
+	if cfg.Slots == 0 {
+		cfg.Slots = 1
+	}
+	if cfg.RetryInterval == 0 {
+		cfg.RetryInterval = 100 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	inv := builtins(cfg.AllowExec)
+	for name, f := range cfg.Invokables {
+		inv[name] = f
+	}
+	te := &TaskExecutor{
+		cfg:        cfg,
+		log:        cfg.Logger.With("task_executor", cfg.ID),
+		invokables: inv,
+		jobs:       make(map[string]*job),
+		ctx:        context.Background(),
+	}
+	for i := range cfg.Slots {
+		te.slots = append(te.slots, &slot{index: i})
+	}
+	return te, nil
+}
+
+// ID returns the TaskExecutor's id.
+func (te *TaskExecutor) ID() string { return te.cfg.ID }
+
+// Handler returns the URL path and HTTP handler of TaskExecutorService.
+func (te *TaskExecutor) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
+	return jobplanev1connect.NewTaskExecutorServiceHandler(&handler{te: te}, opts...)
+}
+
+// tokenTracker keeps the newest token seen for one sender.
+type tokenTracker struct {
+	mu    sync.Mutex
+	token hastore.Token
+}
+
+// check admits t unless it is older than the newest seen; a newer token
+// becomes the newest. It returns the newest token after the check.
+func (tt *tokenTracker) check(t hastore.Token) (newest hastore.Token, ok bool) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	if t.Epoch < tt.token.Epoch {
+		return tt.token, false
+	}
+	tt.token = t
+	return t, true
+}
+
+func tokenOf(t *jobplanev1.FencingToken) hastore.Token {
+	return hastore.Token{SessionID: t.GetSessionId(), Epoch: t.GetEpoch()}
+}
+
+func protoToken(t hastore.Token) *jobplanev1.FencingToken {
+	return &jobplanev1.FencingToken{SessionId: t.SessionID, Epoch: t.Epoch}
+}
+
+// slotReport describes every slot; te.mu must be held.
+func (te *TaskExecutor) slotReportLocked() *jobplanev1.SlotReport {
+	r := &jobplanev1.SlotReport{}
+	for _, s := range te.slots {
+		r.Slots = append(r.Slots, &jobplanev1.SlotStatus{SlotIndex: int32(s.index), AllocationId: s.allocationID, JobId: s.jobID})
+	}
+	return r
+}
+
+// adoptLocked records the JobMaster token t for jobID if it is not older
+// than the known one, canceling the attempts of an older token. te.mu must
+// be held.
+func (te *TaskExecutor) adoptLocked(jobID string, t hastore.Token, address string) (current hastore.Token, ok bool) {
+	j := te.jobs[jobID]
+	if j == nil {
+		j = &job{}
+		te.jobs[jobID] = j
+	}
+	switch {
+	case t.Epoch < j.token.Epoch:
+		return j.token, false
+	case t.Epoch > j.token.Epoch:
+		if !j.token.IsZero() {
+			te.log.Info("newer JobMaster; canceling the older one's attempts", "job", jobID, "old", j.token, "new", t)
+		}
+		for _, s := range te.slots {
+			if s.jobID == jobID && s.task != nil && s.task.token != t {
+				s.task.cancel()
+			}
+		}
+		j.token = t
+	}
+	if address != "" {
+		j.address = address
+	}
+	return j.token, true
+}
+
+func (te *TaskExecutor) jobMaster(address string) jobplanev1connect.JobMasterServiceClient {
+	if c, ok := te.jmClients.Load(address); ok {
+		return c.(jobplanev1connect.JobMasterServiceClient)
+	}
+	c, _ := te.jmClients.LoadOrStore(address, jobplanev1connect.NewJobMasterServiceClient(te.cfg.HTTPClient, address))
+	return c.(jobplanev1connect.JobMasterServiceClient)
+}
+
+// go runs f on a goroutine that Run waits for.
+func (te *TaskExecutor) goRun(f func()) {
+	te.wg.Add(1)
+	go func() {
+		defer te.wg.Done()
+		f()
+	}()
+}
+
+// offer offers a newly allocated slot to the job's JobMaster and frees it
+// if the JobMaster does not take it.
+func (te *TaskExecutor) offer(ctx context.Context, jobID, address string, token hastore.Token, index int, allocationID string) {
+	jm := te.jobMaster(address)
+	accepted := false
+	for attempt := 0; attempt < 20 && ctx.Err() == nil; attempt++ {
+		_, err := jm.RegisterTaskExecutor(ctx, &jobplanev1.JobMasterServiceRegisterTaskExecutorRequest{
+			JobId: jobID, JobMasterToken: protoToken(token), TaskExecutorId: te.cfg.ID, Address: te.cfg.Address,
+		})
+		if err == nil {
+			var resp *jobplanev1.OfferSlotsResponse
+			resp, err = jm.OfferSlots(ctx, &jobplanev1.OfferSlotsRequest{
+				JobId: jobID, JobMasterToken: protoToken(token), TaskExecutorId: te.cfg.ID,
+				Offers: []*jobplanev1.SlotOffer{{AllocationId: allocationID, SlotIndex: int32(index)}},
+			})
+			if err == nil {
+				for _, a := range resp.GetAccepted() {
+					accepted = accepted || a.GetAllocationId() == allocationID
+				}
+				break
+			}
+		}
+		if apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) || connect.CodeOf(err) == connect.CodeUnavailable && apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER) {
+			break
+		}
+		te.log.Debug("offering a slot failed; retrying", "job", jobID, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(te.cfg.RetryInterval):
+		}
+	}
+	if !accepted {
+		te.mu.Lock()
+		s := te.slots[index]
+		if s.allocationID == allocationID && s.task == nil {
+			s.allocationID, s.jobID = "", ""
+		}
+		te.mu.Unlock()
+	}
+}
+
+// runTask runs an attempt and reports its states to the JobMaster that
+// deployed it, for as long as that JobMaster's token is the job's.
+func (te *TaskExecutor) runTask(ctx context.Context, t *task, inv Invokable, address string) {
+	defer close(t.done)
+	req := t.req
+	te.report(ctx, t, address, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING, "")
+	err := inv(ctx, Task{
+		JobID: req.GetJobId(), VertexID: req.GetAttempt().GetVertexId(),
+		SubtaskIndex: int(req.GetAttempt().GetSubtaskIndex()), Attempt: int(req.GetAttempt().GetAttemptNumber()),
+		Subtasks: int(req.GetNumberOfSubtasks()), Config: req.GetConfig(),
+	})
+	state, msg := jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED, ""
+	switch {
+	case ctx.Err() != nil:
+		state = jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED
+	case err != nil:
+		state, msg = jobplanev1.ExecutionState_EXECUTION_STATE_FAILED, err.Error()
+	}
+	te.report(context.WithoutCancel(ctx), t, address, state, msg)
+}
+
+// report sends one state change, retrying transient failures briefly. An
+// attempt whose JobMaster is no longer the job's is not reported.
+func (te *TaskExecutor) report(ctx context.Context, t *task, address string, state jobplanev1.ExecutionState, msg string) {
+	te.mu.Lock()
+	t.state = state
+	j := te.jobs[t.req.GetJobId()]
+	current := j != nil && j.token == t.token
+	te.mu.Unlock()
+	if !current {
+		return
+	}
+	req := &jobplanev1.UpdateTaskExecutionStateRequest{
+		JobId: t.req.GetJobId(), JobMasterToken: protoToken(t.token), TaskExecutorId: te.cfg.ID,
+		Status: &jobplanev1.TaskExecutionStatus{Attempt: t.req.GetAttempt(), State: state, Time: timestamppb.Now(), FailureMessage: msg},
+	}
+	jm := te.jobMaster(address)
+	for attempt := 0; attempt < 50; attempt++ {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := jm.UpdateTaskExecutionState(rctx, req)
+		cancel()
+		if err == nil {
+			return
+		}
+		var cerr *connect.Error
+		if errors.As(err, &cerr) && cerr.Code() != connect.CodeUnavailable && cerr.Code() != connect.CodeDeadlineExceeded {
+			// Refused for good: a stale token, or an attempt the
+			// JobMaster no longer knows. Stop the attempt.
+			te.log.Debug("state report refused; canceling the attempt", "job", req.GetJobId(), "err", err)
+			t.cancel()
+			return
+		}
+		if apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER) {
+			t.cancel()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(te.cfg.RetryInterval):
+		}
+	}
+	t.cancel()
+}
+
+// Run registers with the ResourceManager leader and heart-beats there,
+// following leader changes, until ctx ends; then it cancels every attempt
+// and waits for them.
+func (te *TaskExecutor) Run(ctx context.Context) error {
+	te.mu.Lock()
+	te.ctx = ctx
+	te.mu.Unlock()
+	defer func() {
+		te.mu.Lock()
+		for _, s := range te.slots {
+			if s.task != nil {
+				s.task.cancel()
+			}
+		}
+		te.mu.Unlock()
+		te.wg.Wait()
+	}()
+
+	leaders := make(chan hastore.LeaderInfo, 1)
+	observed := make(chan error, 1)
+	go func() {
+		observed <- te.cfg.Store.ObserveLeader(ctx, hastore.ElectionJobManager, func(info hastore.LeaderInfo) error {
+			select {
+			case <-leaders: // keep only the newest
+			default:
+			}
+			leaders <- info
+			return nil
+		})
+	}()
+	defer func() { <-observed }()
+
+	var leader hastore.LeaderInfo
+	var registration *jobplanev1.ResourceManagerServiceRegisterTaskExecutorResponse
+	var rm jobplanev1connect.ResourceManagerServiceClient
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-observed:
+			observed <- err
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("taskexecutor: observe the ResourceManager: %w", err)
+		case leader = <-leaders:
+			registration = nil
+			timer.Reset(0)
+			continue
+		case <-timer.C:
+		}
+		if leader.Token.IsZero() || leader.Address == "" {
+			continue // wait for a leader with an address
+		}
+		if registration == nil {
+			rm = jobplanev1connect.NewResourceManagerServiceClient(te.cfg.HTTPClient, leader.Address)
+			var err error
+			registration, err = te.register(ctx, rm, leader.Token)
+			if err != nil {
+				te.log.Debug("registering with the ResourceManager failed", "leader", leader.Address, "err", err)
+				timer.Reset(te.cfg.RetryInterval)
+				continue
+			}
+			te.log.Info("registered with the ResourceManager", "leader", leader.Address, "token", leader.Token)
+		}
+		if err := te.heartbeat(ctx, rm, leader.Token, registration.GetRegistrationId()); err != nil {
+			te.log.Debug("heartbeat to the ResourceManager failed", "err", err)
+			if apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED) {
+				registration = nil
+			}
+			timer.Reset(te.cfg.RetryInterval)
+			continue
+		}
+		timer.Reset(max(registration.GetHeartbeatInterval().AsDuration(), 10*time.Millisecond))
+	}
+}
+
+func (te *TaskExecutor) register(ctx context.Context, rm jobplanev1connect.ResourceManagerServiceClient, token hastore.Token) (*jobplanev1.ResourceManagerServiceRegisterTaskExecutorResponse, error) {
+	te.mu.Lock()
+	report := te.slotReportLocked()
+	te.mu.Unlock()
+	names := make([]string, 0, len(te.invokables))
+	for name := range te.invokables {
+		names = append(names, name)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return rm.RegisterTaskExecutor(rctx, &jobplanev1.ResourceManagerServiceRegisterTaskExecutorRequest{
+		TaskExecutorId: te.cfg.ID, Address: te.cfg.Address, ResourceManagerToken: protoToken(token),
+		SlotReport: report, Invokables: names,
+	})
+}
+
+func (te *TaskExecutor) heartbeat(ctx context.Context, rm jobplanev1connect.ResourceManagerServiceClient, token hastore.Token, registrationID string) error {
+	te.mu.Lock()
+	report := te.slotReportLocked()
+	te.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := rm.Heartbeat(rctx, &jobplanev1.ResourceManagerServiceHeartbeatRequest{
+		TaskExecutorId: te.cfg.ID, RegistrationId: registrationID, ResourceManagerToken: protoToken(token), SlotReport: report,
+	})
+	return err
+}
