@@ -8,6 +8,7 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/server/internal/jobstatus"
 )
 
 // handler serves TaskExecutorService for a TaskExecutor.
@@ -126,9 +127,9 @@ func (h *handler) SubmitTask(_ context.Context, req *jobplanev1.SubmitTaskReques
 		if sameAttempt(t.req.GetAttempt(), req.GetAttempt()) && t.token == token {
 			return &jobplanev1.SubmitTaskResponse{}, nil
 		}
-		select {
-		case <-t.done:
-		default:
+		// An attempt whose terminal state is decided (and being reported)
+		// no longer holds the slot.
+		if !jobstatus.IsExecTerminal(t.state) {
 			return nil, apierror.New(jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED, "another attempt still runs in the slot", map[string]string{
 				"task_executor_id": te.cfg.ID, "slot_index": fmt.Sprint(s.index), "allocation_id": s.allocationID,
 			})

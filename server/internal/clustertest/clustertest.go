@@ -1,0 +1,148 @@
+// Package clustertest starts whole jobplane clusters inside a test: an
+// embedded etcd member, JobManagers and TaskExecutors, each on its own
+// loopback port, talking through the generated Connect clients exactly as
+// separate processes would.
+package clustertest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
+	"github.com/jobplane/jobplane/server/internal/jobmanager"
+	"github.com/jobplane/jobplane/server/internal/taskexecutor"
+)
+
+// Options shape a cluster.
+type Options struct {
+	// TaskExecutors and Slots per TaskExecutor. Defaults: 2 and 4.
+	TaskExecutors, Slots int
+	// HeartbeatTimeout at the ResourceManager. Default: 2s.
+	HeartbeatTimeout time.Duration
+	// Invokables added to every TaskExecutor.
+	Invokables map[string]taskexecutor.Invokable
+}
+
+// Cluster is a running cluster; it stops when the test ends.
+type Cluster struct {
+	Store      *hastore.Etcd
+	URL        string // the JobManager's base URL
+	Dispatcher jobplanev1connect.DispatcherServiceClient
+	HTTP       *http.Client
+}
+
+// Logger drops logs unless JOBPLANE_TEST_LOGS is set.
+func Logger() *slog.Logger {
+	if os.Getenv("JOBPLANE_TEST_LOGS") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// Start starts a cluster with one JobManager on a fresh embedded member.
+func Start(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	if opts.TaskExecutors == 0 {
+		opts.TaskExecutors = 2
+	}
+	if opts.Slots == 0 {
+		opts.Slots = 4
+	}
+	if opts.HeartbeatTimeout == 0 {
+		opts.HeartbeatTimeout = 2 * time.Second
+	}
+	log := Logger()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	octx, ocancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ocancel()
+	store, err := hastore.Open(octx, hastore.OpenConfig{DataDir: t.TempDir(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	client := endpoint.NewClient()
+	t.Cleanup(client.CloseIdleConnections)
+
+	ep := listen(t, log)
+	jm, err := jobmanager.New(jobmanager.Config{
+		Store: store, Address: ep.URL(), HTTPClient: client, SessionTTL: 2 * time.Second,
+		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: opts.HeartbeatTimeout, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range jm.Services() {
+		ep.Mount(s.Name, s.Path, s.Handler)
+	}
+	run(t, ctx, ep.Run)
+	run(t, ctx, jm.Run)
+	for range opts.TaskExecutors {
+		tep := listen(t, log)
+		te, err := taskexecutor.New(taskexecutor.Config{
+			Address: tep.URL(), Slots: opts.Slots, Store: store, HTTPClient: client, Invokables: opts.Invokables, Logger: log,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, h := te.Handler()
+		tep.Mount(jobplanev1connect.TaskExecutorServiceName, p, h)
+		run(t, ctx, tep.Run)
+		run(t, ctx, te.Run)
+	}
+	c := &Cluster{
+		Store: store, URL: ep.URL(), HTTP: client,
+		Dispatcher: jobplanev1connect.NewDispatcherServiceClient(client, ep.URL()),
+	}
+	c.WaitReady(t, opts.TaskExecutors)
+	return c
+}
+
+// WaitReady waits until the JobManager leads and n TaskExecutors have
+// registered with it.
+func (c *Cluster) WaitReady(t testing.TB, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := c.Dispatcher.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+		cancel()
+		if err == nil && int(resp.GetTaskExecutors()) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster not ready after 30s: %v, %v", resp, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func listen(t testing.TB, log *slog.Logger) *endpoint.Endpoint {
+	t.Helper()
+	ep, err := endpoint.Listen(endpoint.Config{Listen: "127.0.0.1:0", ShutdownTimeout: time.Second}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep
+}
+
+// run runs f until the test ends and waits for it to return.
+func run(t testing.TB, ctx context.Context, f func(context.Context) error) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("component stopped with %v", err)
+		}
+	})
+}

@@ -1,0 +1,720 @@
+// Package dispatcher is the Dispatcher: the cluster's entry point for
+// jobs. While its process leads the election "jobmanager", it accepts
+// submissions (validated, idempotent by job id, persisted before anything
+// runs), starts a runner per job, records each job's result when the job
+// ends (dirty, then cleanup, then clean), and on gaining leadership finishes
+// pending cleanups and recovers every persisted job.
+//
+// It holds no durable state of its own: the HA store is the truth, and
+// the in-memory job table is rebuilt from it on every grant.
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/jobgraph"
+	"github.com/jobplane/jobplane/server/internal/jobmaster"
+	"github.com/jobplane/jobplane/server/internal/jobstatus"
+	"github.com/jobplane/jobplane/server/internal/runner"
+)
+
+// JobRunner runs one job; runner.Runner is the implementation.
+type JobRunner interface {
+	Run(ctx context.Context) (jobmaster.Result, error)
+	Cancel(ctx context.Context) jobplanev1.JobStatus
+	JobMaster() *jobmaster.JobMaster
+}
+
+var _ JobRunner = (*runner.Runner)(nil)
+
+// Config configures a Dispatcher.
+type Config struct {
+	// Store is the HA store. Required.
+	Store hastore.Store
+	// NewRunner creates the runner of a job; onStatus receives the job's
+	// status changes. Required.
+	NewRunner func(plan *jobplanev1.ExecutionPlan, onStatus func(*jobplanev1.JobSummary)) (JobRunner, error)
+	// Limits bound submitted JobGraphs.
+	Limits jobgraph.Limits
+	// ParallelismOverrides are the cluster's, applied before a job's own.
+	ParallelismOverrides map[string]int32
+	// Overview, if set, reports TaskExecutors and slots for
+	// GetClusterOverview.
+	Overview func() (taskExecutors, slotsTotal, slotsAvailable int)
+	// PersistTimeout bounds persisting a plan, whatever the client's
+	// deadline, so that a submission's outcome is always known. Default:
+	// 10s.
+	PersistTimeout time.Duration
+	// Logger receives the Dispatcher's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Dispatcher accepts and tracks jobs while it leads.
+type Dispatcher struct {
+	cfg Config
+	log *slog.Logger
+
+	mu   sync.Mutex
+	lead *leadership // nil while not leading
+}
+
+// leadership is the Dispatcher's state under one grant.
+type leadership struct {
+	l     *hastore.Leadership
+	ctx   context.Context
+	ready chan struct{} // closed once recovery finished
+	jobs  map[string]*job
+	wg    sync.WaitGroup // runner goroutines
+}
+
+// job is the Dispatcher's record of one job.
+type job struct {
+	id         string
+	digest     []byte
+	name       string
+	submitTime time.Time
+	// persisting is closed once the job's plan is persisted (or the
+	// submission failed and the job removed); concurrent submissions of the
+	// same job wait for it.
+	persisting chan struct{}
+	runner     JobRunner
+	// history holds the job's summary after each status change; changed
+	// is closed and replaced at each change, to wake watchers.
+	history []*jobplanev1.JobSummary
+	changed chan struct{}
+	result  *jobplanev1.JobResult // set once globally terminal
+	done    chan struct{}         // closed once the result is recorded
+
+	heartbeatTimeout time.Duration
+	heartbeat        *time.Timer
+}
+
+// ErrNotLeading is returned while the Dispatcher does not lead.
+var ErrNotLeading = errors.New("dispatcher: not the leader")
+
+// New returns a Dispatcher for cfg.
+func New(cfg Config) (*Dispatcher, error) {
+	if cfg.Store == nil || cfg.NewRunner == nil {
+		return nil, errors.New("dispatcher: store and runner factory are required")
+	}
+	if cfg.PersistTimeout == 0 {
+		cfg.PersistTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Dispatcher{cfg: cfg, log: cfg.Logger.With("component", "dispatcher")}, nil
+}
+
+// Lead serves as the Dispatcher under l until ctx ends (normally l's
+// context): it finishes dirty cleanups, recovers persisted jobs, and then
+// accepts submissions. When it returns, every runner has stopped and every
+// running job is suspended; plans stay in the store.
+func (d *Dispatcher) Lead(ctx context.Context, l *hastore.Leadership) error {
+	ld := &leadership{l: l, ctx: ctx, ready: make(chan struct{}), jobs: make(map[string]*job)}
+	d.mu.Lock()
+	d.lead = ld
+	d.mu.Unlock()
+	d.log.Info("leading", "token", l.Token())
+	defer func() {
+		d.mu.Lock()
+		d.lead = nil
+		d.mu.Unlock()
+		ld.wg.Wait()
+		d.log.Info("no longer leading", "token", l.Token())
+	}()
+	if err := d.recover(ctx, ld); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("dispatcher: recovery: %w", err)
+	}
+	close(ld.ready)
+	<-ctx.Done()
+	return nil
+}
+
+// current returns the leadership once its recovery is done, waiting for
+// it; ErrNotLeading if there is none.
+func (d *Dispatcher) current(ctx context.Context) (*leadership, error) {
+	d.mu.Lock()
+	ld := d.lead
+	d.mu.Unlock()
+	if ld == nil {
+		return nil, ErrNotLeading
+	}
+	select {
+	case <-ld.ready:
+		return ld, nil
+	case <-ld.ctx.Done():
+		return nil, ErrNotLeading
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// recover finishes the cleanup of every dirty result, then starts a runner
+// for every persisted plan without a result.
+func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
+	f := ld.l.Fence()
+	entries, err := d.cfg.Store.ListJobResultEntries(ctx, jobplanev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED, "", 0)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		res := e.GetResult()
+		if e.GetState() == jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY {
+			d.log.Info("finishing the cleanup of a terminated job", "job", res.GetJobId())
+			d.cleanup(ctx, f, res.GetJobId())
+		}
+		j := &job{
+			id: res.GetJobId(), digest: res.GetPlanDigest(), name: res.GetName(),
+			submitTime: res.GetSubmitTime().AsTime(), result: res,
+			persisting: closedChan(), changed: make(chan struct{}), done: closedChan(),
+		}
+		j.history = []*jobplanev1.JobSummary{summaryOfResult(res)}
+		d.mu.Lock()
+		ld.jobs[j.id] = j
+		d.mu.Unlock()
+	}
+	ids, err := d.cfg.Store.ListExecutionPlans(ctx, "", 0)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		d.mu.Lock()
+		_, known := ld.jobs[id]
+		d.mu.Unlock()
+		if known {
+			continue // it has a result: never run again
+		}
+		plan, err := d.cfg.Store.GetExecutionPlan(ctx, id)
+		if errors.Is(err, hastore.ErrPlanNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		d.log.Info("recovering a job", "job", id)
+		j := newJob(plan)
+		d.mu.Lock()
+		ld.jobs[id] = j
+		err = d.startLocked(ld, j, plan)
+		d.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func closedChan() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+func newJob(plan *jobplanev1.ExecutionPlan) *job {
+	j := &job{
+		id: plan.GetJobId(), digest: plan.GetDigest(), name: plan.GetJobGraph().GetName(),
+		submitTime: plan.GetSubmitTime().AsTime(), persisting: make(chan struct{}),
+		changed: make(chan struct{}), done: make(chan struct{}),
+	}
+	if timeout := plan.GetJobGraph().GetConfig().GetClientHeartbeatTimeout().AsDuration(); timeout > 0 {
+		j.heartbeatTimeout = timeout
+	}
+	j.history = []*jobplanev1.JobSummary{{
+		JobId: j.id, Name: j.name, Status: jobstatus.Initializing,
+		SubmitTime: timestamppb.New(j.submitTime), StatusTime: timestamppb.Now(),
+	}}
+	return j
+}
+
+func summaryOfResult(res *jobplanev1.JobResult) *jobplanev1.JobSummary {
+	return &jobplanev1.JobSummary{
+		JobId: res.GetJobId(), Name: res.GetName(), Status: res.GetStatus(),
+		SubmitTime: res.GetSubmitTime(), StatusTime: res.GetEndTime(), EndTime: res.GetEndTime(),
+		Restarts: res.GetRestarts(), Failure: res.GetFailure(),
+	}
+}
+
+// latest returns the job's current summary; d.mu must be held.
+func (j *job) latest() *jobplanev1.JobSummary { return j.history[len(j.history)-1] }
+
+// recordLocked appends a status change and wakes watchers; d.mu must be
+// held. A change that repeats the current status only refreshes it.
+func (j *job) recordLocked(s *jobplanev1.JobSummary) {
+	if s.SubmitTime == nil {
+		s.SubmitTime = timestamppb.New(j.submitTime)
+	}
+	if last := j.latest(); last.GetStatus() == s.GetStatus() {
+		j.history[len(j.history)-1] = s
+		return
+	}
+	j.history = append(j.history, s)
+	close(j.changed)
+	j.changed = make(chan struct{})
+}
+
+// startLocked starts the job's runner under the leadership; d.mu must be
+// held.
+func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *jobplanev1.ExecutionPlan) error {
+	r, err := d.cfg.NewRunner(plan, func(s *jobplanev1.JobSummary) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if j.result == nil {
+			j.recordLocked(s)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	j.runner = r
+	close(j.persisting)
+	if j.heartbeatTimeout > 0 {
+		j.heartbeat = time.AfterFunc(j.heartbeatTimeout, func() {
+			d.log.Info("client heartbeat timed out; canceling the job", "job", j.id, "timeout", j.heartbeatTimeout)
+			r.Cancel(context.Background())
+		})
+	}
+	ld.wg.Add(1)
+	go func() {
+		defer ld.wg.Done()
+		res, err := r.Run(ld.ctx)
+		if err != nil {
+			d.log.Warn("runner stopped", "job", j.id, "err", err)
+		}
+		if j.heartbeat != nil {
+			j.heartbeat.Stop()
+		}
+		if !jobstatus.IsGloballyTerminal(res.Status) {
+			d.mu.Lock()
+			s := proto.CloneOf(j.latest())
+			s.Status, s.StatusTime = jobstatus.Suspended, timestamppb.Now()
+			j.recordLocked(s)
+			d.mu.Unlock()
+			return
+		}
+		d.finish(ld, j, res)
+	}()
+	return nil
+}
+
+func sortSummaries(s []*jobplanev1.JobSummary) {
+	sort.Slice(s, func(i, j int) bool {
+		ti, tj := s[i].GetSubmitTime().AsTime(), s[j].GetSubmitTime().AsTime()
+		if !ti.Equal(tj) {
+			return ti.After(tj)
+		}
+		return s[i].GetJobId() < s[j].GetJobId()
+	})
+}
+
+// finish records a globally terminal job: its dirty result (fenced; if
+// that cannot be written the Dispatcher gives up its leadership rather
+// than lose it), then the cleanup, then the clean mark.
+func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
+	now := time.Now()
+	result := &jobplanev1.JobResult{
+		JobId: j.id, Status: res.Status, SubmitTime: timestamppb.New(j.submitTime), EndTime: timestamppb.New(now),
+		Failure: res.Failure, Restarts: int32(res.Restarts), Name: j.name, PlanDigest: j.digest,
+	}
+	f := ld.l.Fence()
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(ld.ctx, 10*time.Second)
+		err := d.cfg.Store.CreateDirtyJobResult(ctx, f, result)
+		cancel()
+		if err == nil || errors.Is(err, hastore.ErrResultExists) {
+			break
+		}
+		if ld.ctx.Err() != nil || errors.Is(err, hastore.ErrStaleToken) {
+			return // no longer the leader: the next one recovers the job
+		}
+		if attempt >= 5 {
+			d.log.Error("cannot record a job's result; giving up leadership", "job", j.id, "err", err)
+			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = ld.l.Resign(rctx)
+			cancel()
+			return
+		}
+		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+	}
+	d.mu.Lock()
+	j.result = result
+	j.recordLocked(summaryOfResult(result))
+	close(j.done)
+	d.mu.Unlock()
+	d.log.Info("job terminated", "job", j.id, "status", result.GetStatus())
+	d.cleanup(ld.ctx, f, j.id)
+}
+
+// cleanup removes a terminated job's plan and marks its result clean,
+// retrying with backoff while leading; failures are logged, not fatal.
+func (d *Dispatcher) cleanup(ctx context.Context, f hastore.Fence, jobID string) {
+	backoff := 100 * time.Millisecond
+	for step := 0; step < 2; {
+		var err error
+		if step == 0 {
+			err = d.cfg.Store.DeleteExecutionPlan(ctx, f, jobID)
+		} else {
+			err = d.cfg.Store.MarkJobResultClean(ctx, f, jobID)
+		}
+		switch {
+		case err == nil:
+			step++
+			continue
+		case ctx.Err() != nil, errors.Is(err, hastore.ErrStaleToken):
+			return
+		}
+		d.log.Warn("job cleanup failed; retrying", "job", jobID, "err", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+			backoff = min(2*backoff, 10*time.Second)
+		}
+	}
+}
+
+// SubmitOutcome is the outcome of a submission.
+type SubmitOutcome struct {
+	Created bool
+	Status  jobplanev1.JobStatus
+}
+
+// Errors of submissions, mapped to wire codes by the handler.
+var (
+	// ErrPersistFailed: the plan could not be persisted; nothing runs.
+	ErrPersistFailed = errors.New("dispatcher: persisting the plan failed")
+)
+
+// ExistsError says a job id is taken by a different plan.
+type ExistsError struct {
+	JobID              string
+	GloballyTerminated bool
+}
+
+func (e *ExistsError) Error() string {
+	return fmt.Sprintf("dispatcher: job %s exists with a different plan", e.JobID)
+}
+
+// Submit accepts a job: validated (a *jobgraph.Error if invalid),
+// idempotent on its id, persisted before anything else happens for it.
+func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1.JobGraph) (SubmitOutcome, error) {
+	prepared, err := jobgraph.Prepare(graph, d.cfg.ParallelismOverrides, d.cfg.Limits)
+	if err != nil {
+		return SubmitOutcome{}, err
+	}
+	digest := jobgraph.Digest(graph)
+	for {
+		ld, err := d.current(ctx)
+		if err != nil {
+			return SubmitOutcome{}, err
+		}
+		d.mu.Lock()
+		if d.lead != ld {
+			d.mu.Unlock()
+			continue
+		}
+		if j := ld.jobs[jobID]; j != nil {
+			select {
+			case <-j.persisting:
+			default:
+				// An identical submission is being persisted: wait for its
+				// outcome, then look again.
+				wait := j.persisting
+				d.mu.Unlock()
+				select {
+				case <-wait:
+				case <-ctx.Done():
+					return SubmitOutcome{}, ctx.Err()
+				}
+				continue
+			}
+			defer d.mu.Unlock()
+			if string(j.digest) != string(digest) {
+				return SubmitOutcome{}, &ExistsError{JobID: jobID, GloballyTerminated: j.result != nil}
+			}
+			return SubmitOutcome{Created: false, Status: j.latest().GetStatus()}, nil
+		}
+		plan := &jobplanev1.ExecutionPlan{JobId: jobID, JobGraph: prepared, Digest: digest, SubmitTime: timestamppb.Now()}
+		j := newJob(plan)
+		ld.jobs[jobID] = j
+		d.mu.Unlock()
+		return d.persistAndStart(ld, j, plan)
+	}
+}
+
+// persistAndStart persists the plan and only then starts the job. A failed
+// persist removes the job again, so the same id may be submitted anew.
+func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.ExecutionPlan) (SubmitOutcome, error) {
+	// The outcome must be known whatever the client's deadline: persist
+	// under the leadership, bounded by its own timeout.
+	ctx, cancel := context.WithTimeout(ld.ctx, d.cfg.PersistTimeout)
+	defer cancel()
+	f := ld.l.Fence()
+	err := d.cfg.Store.PutExecutionPlan(ctx, f, plan)
+	if err != nil {
+		if !errors.Is(err, hastore.ErrStaleToken) && !errors.Is(err, hastore.ErrInvalidArgument) && !errors.Is(err, hastore.ErrResultExists) {
+			// The put may have been applied although it failed here.
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ld.ctx), d.cfg.PersistTimeout)
+			if derr := d.cfg.Store.DeleteExecutionPlan(rctx, f, j.id); derr != nil {
+				d.log.Warn("removing a plan whose persist failed", "job", j.id, "err", derr)
+			}
+			rcancel()
+		}
+		d.mu.Lock()
+		delete(ld.jobs, j.id)
+		close(j.persisting)
+		d.mu.Unlock()
+		switch {
+		case errors.Is(err, hastore.ErrStaleToken):
+			return SubmitOutcome{}, ErrNotLeading
+		case errors.Is(err, hastore.ErrInvalidArgument):
+			return SubmitOutcome{}, &jobgraph.Error{Violations: []jobgraph.Violation{{Field: "job_graph", Description: err.Error()}}}
+		}
+		d.log.Warn("persisting a plan failed", "job", j.id, "err", err)
+		return SubmitOutcome{}, fmt.Errorf("%w: %v", ErrPersistFailed, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.startLocked(ld, j, plan); err != nil {
+		delete(ld.jobs, j.id)
+		close(j.persisting)
+		return SubmitOutcome{}, err
+	}
+	d.log.Info("job submitted", "job", j.id, "name", j.name)
+	return SubmitOutcome{Created: true, Status: jobstatus.Initializing}, nil
+}
+
+// ErrJobNotFound: no job with this id is known.
+var ErrJobNotFound = errors.New("dispatcher: job not found")
+
+// TerminalError says a job already ended in a status that forbids the
+// operation (for example cancelling a FINISHED job).
+type TerminalError struct {
+	JobID  string
+	Status jobplanev1.JobStatus
+}
+
+func (e *TerminalError) Error() string {
+	return fmt.Sprintf("dispatcher: job %s is %v", e.JobID, e.Status)
+}
+
+// NotTerminalError says a job has no result yet.
+type NotTerminalError struct {
+	JobID  string
+	Status jobplanev1.JobStatus
+}
+
+func (e *NotTerminalError) Error() string {
+	return fmt.Sprintf("dispatcher: job %s is %v, not terminal", e.JobID, e.Status)
+}
+
+func (d *Dispatcher) find(ctx context.Context, jobID string) (*leadership, *job, error) {
+	ld, err := d.current(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	j := ld.jobs[jobID]
+	if j == nil {
+		return nil, nil, ErrJobNotFound
+	}
+	select {
+	case <-j.persisting:
+	default:
+		return nil, nil, ErrJobNotFound // not accepted yet
+	}
+	return ld, j, nil
+}
+
+// Cancel cancels a job and returns its status right after.
+func (d *Dispatcher) Cancel(ctx context.Context, jobID string) (jobplanev1.JobStatus, error) {
+	_, j, err := d.find(ctx, jobID)
+	if err != nil {
+		return 0, err
+	}
+	d.mu.Lock()
+	result, r := j.result, j.runner
+	d.mu.Unlock()
+	if result != nil {
+		if result.GetStatus() == jobstatus.Canceled {
+			return jobstatus.Canceled, nil
+		}
+		return 0, &TerminalError{JobID: jobID, Status: result.GetStatus()}
+	}
+	return r.Cancel(ctx), nil
+}
+
+// Details returns a job's details.
+func (d *Dispatcher) Details(ctx context.Context, jobID string, full bool) (*jobplanev1.JobDetails, error) {
+	_, j, err := d.find(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	summary, r := j.latest(), j.runner
+	d.mu.Unlock()
+	if r != nil {
+		if jm := r.JobMaster(); jm != nil {
+			if det, err := jm.Details(ctx, full); err == nil {
+				det.Summary.SubmitTime = timestamppb.New(j.submitTime)
+				return det, nil
+			}
+		}
+	}
+	return &jobplanev1.JobDetails{Summary: summary}, nil
+}
+
+// Result returns a job's result; with wait, it waits for the job to end.
+func (d *Dispatcher) Result(ctx context.Context, jobID string, wait bool) (*jobplanev1.JobResult, error) {
+	ld, j, err := d.find(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	if wait {
+		select {
+		case <-j.done:
+		case <-ld.ctx.Done():
+			return nil, ErrNotLeading
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if j.result == nil {
+		return nil, &NotTerminalError{JobID: jobID, Status: j.latest().GetStatus()}
+	}
+	return j.result, nil
+}
+
+// Watch calls fn with the job's current summary and then with every status
+// change, in order, until the job is globally terminal (nil), ctx ends
+// (ctx's error) or leadership is lost (ErrNotLeading). Every heartbeat
+// without a change, fn is called with nil.
+func (d *Dispatcher) Watch(ctx context.Context, jobID string, heartbeat time.Duration, fn func(*jobplanev1.JobSummary) error) error {
+	ld, j, err := d.find(ctx, jobID)
+	if err != nil {
+		return err
+	}
+	next := 0
+	for {
+		d.mu.Lock()
+		pending := append([]*jobplanev1.JobSummary(nil), j.history[next:]...)
+		if next == 0 && len(pending) > 1 {
+			// A new watcher starts from the current state.
+			pending = pending[len(pending)-1:]
+		}
+		next = len(j.history)
+		changed := j.changed
+		d.mu.Unlock()
+		for _, s := range pending {
+			if err := fn(s); err != nil {
+				return err
+			}
+			if jobstatus.IsGloballyTerminal(s.GetStatus()) {
+				return nil
+			}
+		}
+		select {
+		case <-changed:
+		case <-time.After(heartbeat):
+			if err := fn(nil); err != nil {
+				return err
+			}
+		case <-ld.ctx.Done():
+			return ErrNotLeading
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// ClientHeartbeat records that an attached job's client is alive and
+// returns the next deadline (zero for a detached job).
+func (d *Dispatcher) ClientHeartbeat(ctx context.Context, jobID string) (time.Time, error) {
+	_, j, err := d.find(ctx, jobID)
+	if err != nil {
+		return time.Time{}, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if j.heartbeat == nil || j.result != nil {
+		return time.Time{}, nil
+	}
+	j.heartbeat.Reset(j.heartbeatTimeout)
+	return time.Now().Add(j.heartbeatTimeout), nil
+}
+
+// List returns the summaries of known jobs, newest submission first,
+// filtered by status when statuses is not empty.
+func (d *Dispatcher) List(ctx context.Context, statuses []jobplanev1.JobStatus) ([]*jobplanev1.JobSummary, error) {
+	ld, err := d.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	want := map[jobplanev1.JobStatus]bool{}
+	for _, s := range statuses {
+		want[s] = true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []*jobplanev1.JobSummary
+	for _, j := range ld.jobs {
+		select {
+		case <-j.persisting:
+		default:
+			continue
+		}
+		if s := j.latest(); len(want) == 0 || want[s.GetStatus()] {
+			out = append(out, s)
+		}
+	}
+	sortSummaries(out)
+	return out, nil
+}
+
+// Overview counts jobs by status and reports the leader's TaskExecutors
+// and slots.
+func (d *Dispatcher) Overview(ctx context.Context) (*jobplanev1.GetClusterOverviewResponse, error) {
+	ld, err := d.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp := &jobplanev1.GetClusterOverviewResponse{}
+	if d.cfg.Overview != nil {
+		te, total, free := d.cfg.Overview()
+		resp.TaskExecutors, resp.SlotsTotal, resp.SlotsAvailable = int32(te), int32(total), int32(free)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, j := range ld.jobs {
+		switch j.latest().GetStatus() {
+		case jobstatus.Finished:
+			resp.JobsFinished++
+		case jobstatus.Canceled:
+			resp.JobsCanceled++
+		case jobstatus.Failed:
+			resp.JobsFailed++
+		default:
+			resp.JobsRunning++
+		}
+	}
+	tok := ld.l.Token()
+	resp.Leader = &jobplanev1.LeaderInfo{Election: hastore.ElectionJobManager, Token: &jobplanev1.FencingToken{SessionId: tok.SessionID, Epoch: tok.Epoch}}
+	return resp, nil
+}

@@ -1,0 +1,210 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/server/internal/jobgraph"
+)
+
+// Handler serves DispatcherService for a Dispatcher, translating between
+// the wire and the Dispatcher's domain errors.
+type Handler struct {
+	jobplanev1connect.UnimplementedDispatcherServiceHandler
+	d *Dispatcher
+	// Heartbeat is the idle time after which WatchJob sends a heartbeat.
+	Heartbeat time.Duration
+}
+
+// NewHandler returns the DispatcherService handler of d.
+func NewHandler(d *Dispatcher) *Handler { return &Handler{d: d, Heartbeat: 10 * time.Second} }
+
+// Path returns the URL path and HTTP handler of the service.
+func (h *Handler) Path(opts ...connect.HandlerOption) (string, http.Handler) {
+	return jobplanev1connect.NewDispatcherServiceHandler(h, opts...)
+}
+
+// wire maps a Dispatcher error to its wire form.
+func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
+	var (
+		jerr  *jobgraph.Error
+		exist *ExistsError
+		term  *TerminalError
+		nterm *NotTerminalError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNotLeading):
+		addr := ""
+		if info, lerr := h.d.cfg.Store.Leader(ctx, hastore.ElectionJobManager); lerr == nil {
+			addr = info.Address
+		}
+		return apierror.NotLeader(hastore.ElectionJobManager, addr)
+	case errors.As(err, &jerr):
+		fields := make([]apierror.Field, len(jerr.Violations))
+		for i, v := range jerr.Violations {
+			fields[i] = apierror.Field{Path: v.Field, Description: v.Description}
+		}
+		return apierror.BadRequest(fields...)
+	case errors.As(err, &exist):
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_JOB_ALREADY_EXISTS, err.Error(), map[string]string{
+			"job_id": exist.JobID, "globally_terminated": strconv.FormatBool(exist.GloballyTerminated),
+		})
+	case errors.Is(err, ErrPersistFailed):
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_PERSIST_FAILED, "the job's plan could not be persisted; nothing runs, and the submission may be retried", map[string]string{"job_id": jobID})
+	case errors.Is(err, ErrJobNotFound):
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_FOUND, "no job "+jobID, map[string]string{"job_id": jobID})
+	case errors.As(err, &term):
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_JOB_TERMINAL, err.Error(), map[string]string{"job_id": jobID, "status": term.Status.String()})
+	case errors.As(err, &nterm):
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_TERMINAL, err.Error(), map[string]string{"job_id": jobID, "status": nterm.Status.String()})
+	case errors.Is(err, context.Canceled):
+		return connect.NewError(connect.CodeCanceled, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, err)
+	}
+	h.d.log.Error("dispatcher call failed", "job", jobID, "err", err)
+	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+}
+
+func checkJobID(id string) error {
+	if !hastore.ValidJobID(id) {
+		return apierror.BadRequest(apierror.Field{Path: "job_id", Description: "want 1 to 64 characters from [A-Za-z0-9_-]"})
+	}
+	return nil
+}
+
+// SubmitJob implements DispatcherServiceHandler.
+func (h *Handler) SubmitJob(ctx context.Context, req *jobplanev1.SubmitJobRequest) (*jobplanev1.SubmitJobResponse, error) {
+	if err := checkJobID(req.GetJobId()); err != nil {
+		return nil, err
+	}
+	out, err := h.d.Submit(ctx, req.GetJobId(), req.GetJobGraph())
+	if err != nil {
+		return nil, h.wire(ctx, err, req.GetJobId())
+	}
+	return &jobplanev1.SubmitJobResponse{JobId: req.GetJobId(), Created: out.Created, Status: out.Status}, nil
+}
+
+// GetJob implements DispatcherServiceHandler.
+func (h *Handler) GetJob(ctx context.Context, req *jobplanev1.GetJobRequest) (*jobplanev1.GetJobResponse, error) {
+	if err := checkJobID(req.GetJobId()); err != nil {
+		return nil, err
+	}
+	det, err := h.d.Details(ctx, req.GetJobId(), req.GetView() == jobplanev1.JobView_JOB_VIEW_FULL)
+	if err != nil {
+		return nil, h.wire(ctx, err, req.GetJobId())
+	}
+	return &jobplanev1.GetJobResponse{Job: det}, nil
+}
+
+// ListJobs implements DispatcherServiceHandler. The page token encodes
+// the offset of the next page.
+func (h *Handler) ListJobs(ctx context.Context, req *jobplanev1.ListJobsRequest) (*jobplanev1.ListJobsResponse, error) {
+	size := int(req.GetPageSize())
+	switch {
+	case size < 0:
+		return nil, apierror.BadRequest(apierror.Field{Path: "page_size", Description: "must not be negative"})
+	case size == 0:
+		size = 100
+	case size > 1000:
+		size = 1000
+	}
+	offset := 0
+	if tok := req.GetPageToken(); tok != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(tok)
+		n, perr := strconv.Atoi(string(raw))
+		if err != nil || perr != nil || n < 0 {
+			return nil, apierror.BadRequest(apierror.Field{Path: "page_token", Description: "not a token this server issued"})
+		}
+		offset = n
+	}
+	all, err := h.d.List(ctx, req.GetStatuses())
+	if err != nil {
+		return nil, h.wire(ctx, err, "")
+	}
+	resp := &jobplanev1.ListJobsResponse{}
+	if offset < len(all) {
+		end := min(offset+size, len(all))
+		resp.Jobs = all[offset:end]
+		if end < len(all) {
+			resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(end)))
+		}
+	}
+	return resp, nil
+}
+
+// CancelJob implements DispatcherServiceHandler.
+func (h *Handler) CancelJob(ctx context.Context, req *jobplanev1.CancelJobRequest) (*jobplanev1.CancelJobResponse, error) {
+	if err := checkJobID(req.GetJobId()); err != nil {
+		return nil, err
+	}
+	st, err := h.d.Cancel(ctx, req.GetJobId())
+	if err != nil {
+		return nil, h.wire(ctx, err, req.GetJobId())
+	}
+	return &jobplanev1.CancelJobResponse{Status: st}, nil
+}
+
+// GetJobResult implements DispatcherServiceHandler.
+func (h *Handler) GetJobResult(ctx context.Context, req *jobplanev1.GetJobResultRequest) (*jobplanev1.GetJobResultResponse, error) {
+	if err := checkJobID(req.GetJobId()); err != nil {
+		return nil, err
+	}
+	res, err := h.d.Result(ctx, req.GetJobId(), req.GetWait())
+	if err != nil {
+		return nil, h.wire(ctx, err, req.GetJobId())
+	}
+	return &jobplanev1.GetJobResultResponse{Result: res}, nil
+}
+
+// WatchJob implements DispatcherServiceHandler.
+func (h *Handler) WatchJob(ctx context.Context, req *jobplanev1.WatchJobRequest, stream *connect.ServerStream[jobplanev1.WatchJobResponse]) error {
+	if err := checkJobID(req.GetJobId()); err != nil {
+		return err
+	}
+	err := h.d.Watch(ctx, req.GetJobId(), h.Heartbeat, func(s *jobplanev1.JobSummary) error {
+		return stream.Send(&jobplanev1.WatchJobResponse{Job: s})
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return h.wire(ctx, err, req.GetJobId())
+}
+
+// ReportClientHeartbeat implements DispatcherServiceHandler.
+func (h *Handler) ReportClientHeartbeat(ctx context.Context, req *jobplanev1.ReportClientHeartbeatRequest) (*jobplanev1.ReportClientHeartbeatResponse, error) {
+	if err := checkJobID(req.GetJobId()); err != nil {
+		return nil, err
+	}
+	deadline, err := h.d.ClientHeartbeat(ctx, req.GetJobId())
+	if err != nil {
+		return nil, h.wire(ctx, err, req.GetJobId())
+	}
+	resp := &jobplanev1.ReportClientHeartbeatResponse{}
+	if !deadline.IsZero() {
+		resp.Deadline = timestamppb.New(deadline)
+	}
+	return resp, nil
+}
+
+// GetClusterOverview implements DispatcherServiceHandler.
+func (h *Handler) GetClusterOverview(ctx context.Context, _ *jobplanev1.GetClusterOverviewRequest) (*jobplanev1.GetClusterOverviewResponse, error) {
+	resp, err := h.d.Overview(ctx)
+	if err != nil {
+		return nil, h.wire(ctx, err, "")
+	}
+	return resp, nil
+}

@@ -1,0 +1,646 @@
+package jobmaster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/server/internal/jobstatus"
+)
+
+// Config configures a JobMaster.
+type Config struct {
+	// JobID is the job's id. Required.
+	JobID string
+	// Graph is the job's execution plan, overrides applied. Required.
+	Graph *jobplanev1.JobGraph
+	// Token is the JobMaster's fencing token: its grant in "job/<id>".
+	// Required.
+	Token hastore.Token
+	// Address is the base URL at which this process serves
+	// JobMasterService. Required.
+	Address string
+	// ResourceManager is a client of the ResourceManager. Required.
+	ResourceManager jobplanev1connect.ResourceManagerServiceClient
+	// HTTPClient carries calls to TaskExecutors. Required.
+	HTTPClient connect.HTTPClient
+	// SubmitTime is when the job was accepted.
+	SubmitTime time.Time
+	// OnStatus, if set, is called from the JobMaster's goroutine with the
+	// job's summary after every status change; it must not block.
+	OnStatus func(*jobplanev1.JobSummary)
+	// Logger receives the JobMaster's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Result is how a JobMaster ended.
+type Result struct {
+	// Status is FINISHED, FAILED or CANCELED, or SUSPENDED when the
+	// JobMaster stopped without a result (its leadership ended).
+	Status jobplanev1.JobStatus
+	// Failure is the root cause of a FAILED job.
+	Failure *jobplanev1.FailureInfo
+	// Restarts counts the restarts under this JobMaster.
+	Restarts int
+}
+
+// JobMaster runs one job under one fencing token. Create it with New, Run
+// it, and route its job's JobMasterService calls to Handle.
+type JobMaster struct {
+	cfg    Config
+	log    *slog.Logger
+	events chan func()
+	done   chan struct{}
+
+	// Owned by Run's goroutine.
+	status     jobplanev1.JobStatus
+	statusTime time.Time
+	failure    *jobplanev1.FailureInfo
+	restart    restartPolicy
+	vertices   []*vertex
+	slots      map[string]*slotRef // by allocation id
+	executors  map[string]*executorRef
+	endStatus  jobplanev1.JobStatus // the status to reach once every attempt is terminal
+	restartAt  *time.Timer
+	declaring  bool // a declaration to the ResourceManager is in flight
+	declared   int  // the slots last declared
+}
+
+type vertex struct {
+	v        *jobplanev1.JobVertex
+	subtasks []*subtask
+}
+
+type subtask struct {
+	index    int
+	attempt  int
+	state    jobplanev1.ExecutionState
+	slot     *slotRef
+	failure  *jobplanev1.FailureInfo
+	cancelOn bool // cancel once its deployment returns
+}
+
+type slotRef struct {
+	allocationID string
+	executor     string
+	index        int
+	task         *subtask
+}
+
+type executorRef struct {
+	id, address string
+	client      jobplanev1connect.TaskExecutorServiceClient
+}
+
+// New returns a JobMaster for cfg; nothing runs until Run.
+func New(cfg Config) (*JobMaster, error) {
+	switch {
+	case cfg.JobID == "" || cfg.Graph == nil || cfg.Token.IsZero() || cfg.Address == "":
+		return nil, errors.New("jobmaster: job id, graph, token and address are required")
+	case cfg.ResourceManager == nil || cfg.HTTPClient == nil:
+		return nil, errors.New("jobmaster: ResourceManager and HTTP clients are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	jm := &JobMaster{
+		cfg:       cfg,
+		log:       cfg.Logger.With("job", cfg.JobID, "token", cfg.Token),
+		events:    make(chan func(), 64),
+		done:      make(chan struct{}),
+		status:    jobplanev1.JobStatus_JOB_STATUS_CREATED,
+		restart:   restartPolicy{strategy: cfg.Graph.GetConfig().GetRestartStrategy()},
+		slots:     make(map[string]*slotRef),
+		executors: make(map[string]*executorRef),
+	}
+	jm.statusTime = time.Now()
+	for _, v := range cfg.Graph.GetVertices() {
+		vx := &vertex{v: v}
+		for i := range int(v.GetParallelism()) {
+			vx.subtasks = append(vx.subtasks, &subtask{index: i, state: jobstatus.ExecCreated})
+		}
+		jm.vertices = append(jm.vertices, vx)
+	}
+	return jm, nil
+}
+
+// Token returns the JobMaster's fencing token.
+func (jm *JobMaster) Token() hastore.Token { return jm.cfg.Token }
+
+// do runs f on the JobMaster's goroutine and waits for it; it fails with
+// NOT_LEADER once the JobMaster has stopped.
+func (jm *JobMaster) do(ctx context.Context, f func()) error {
+	ran := make(chan struct{})
+	select {
+	case jm.events <- func() { f(); close(ran) }:
+	case <-jm.done:
+		return apierror.NotLeader(hastore.JobElection(jm.cfg.JobID), "")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-ran:
+		return nil
+	case <-jm.done:
+		return apierror.NotLeader(hastore.JobElection(jm.cfg.JobID), "")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// post queues f for the JobMaster's goroutine without waiting; it is
+// dropped once the JobMaster has stopped.
+func (jm *JobMaster) post(f func()) {
+	select {
+	case jm.events <- f:
+	case <-jm.done:
+	}
+}
+
+// Cancel asks the job to cancel; it returns the status right after.
+func (jm *JobMaster) Cancel(ctx context.Context) (jobplanev1.JobStatus, error) {
+	var st jobplanev1.JobStatus
+	err := jm.do(ctx, func() {
+		jm.cancelJob()
+		st = jm.status
+	})
+	return st, err
+}
+
+// Details returns the job's details as the JobMaster sees them.
+func (jm *JobMaster) Details(ctx context.Context, full bool) (*jobplanev1.JobDetails, error) {
+	var d *jobplanev1.JobDetails
+	err := jm.do(ctx, func() { d = jm.detailsLocked(full) })
+	return d, err
+}
+
+// Run runs the job until it is globally terminal, returning its result, or
+// until ctx ends (the leadership is lost), returning SUSPENDED after
+// canceling its attempts and freeing its slots.
+func (jm *JobMaster) Run(ctx context.Context) Result {
+	defer close(jm.done)
+	jm.setStatus(jobstatus.Running)
+	jm.declare(ctx, true)
+	// The ResourceManager may change leaders or lose a declaration:
+	// declare again now and then while running.
+	redeclare := time.NewTicker(time.Second)
+	defer redeclare.Stop()
+	for {
+		if jobstatus.IsGloballyTerminal(jm.status) {
+			jm.release(context.WithoutCancel(ctx))
+			return Result{Status: jm.status, Failure: jm.failure, Restarts: jm.restart.used}
+		}
+		select {
+		case <-ctx.Done():
+			jm.suspend()
+			return Result{Status: jobstatus.Suspended, Restarts: jm.restart.used}
+		case f := <-jm.events:
+			f()
+			jm.declare(ctx, false)
+		case <-redeclare.C:
+			jm.declare(ctx, true)
+		}
+	}
+}
+
+// declare tells the ResourceManager how many slots the job needs, when
+// that changed or force is set, one declaration at a time.
+func (jm *JobMaster) declare(ctx context.Context, force bool) {
+	needed := jm.neededLocked()
+	if jm.declaring || !force && needed == jm.declared {
+		return
+	}
+	jm.declaring = true
+	invokables := jm.invokables()
+	go func() {
+		err := jm.connectResourceManager(ctx, needed, invokables)
+		if err != nil && ctx.Err() == nil {
+			jm.log.Debug("declaring to the ResourceManager failed; will retry", "err", err)
+		}
+		jm.post(func() {
+			jm.declaring = false
+			if err == nil {
+				jm.declared = needed
+			}
+		})
+	}()
+}
+
+// needed is the number of slots the job needs now: one per subtask that
+// is not finished (a slot runs one attempt at a time).
+func (jm *JobMaster) neededLocked() int {
+	if jm.status != jobstatus.Running {
+		return 0
+	}
+	n := 0
+	for _, v := range jm.vertices {
+		for _, st := range v.subtasks {
+			if st.state != jobstatus.ExecFinished {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func (jm *JobMaster) invokables() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, v := range jm.vertices {
+		if name := v.v.GetInvokable(); !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// connectResourceManager registers the JobMaster and declares its needs.
+func (jm *JobMaster) connectResourceManager(ctx context.Context, needed int, invokables []string) error {
+	token := protoToken(jm.cfg.Token)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := jm.cfg.ResourceManager.RegisterJobMaster(rctx, &jobplanev1.RegisterJobMasterRequest{
+		JobId: jm.cfg.JobID, JobMasterAddress: jm.cfg.Address, JobMasterToken: token,
+	}); err != nil {
+		return err
+	}
+	_, err := jm.cfg.ResourceManager.DeclareResourceRequirements(rctx, &jobplanev1.DeclareResourceRequirementsRequest{
+		JobId: jm.cfg.JobID, JobMasterToken: token,
+		Requirements: []*jobplanev1.ResourceRequirement{{Slots: int32(needed), Invokables: invokables}},
+	})
+	return err
+}
+
+func (jm *JobMaster) setStatus(to jobplanev1.JobStatus) {
+	next, err := jobstatus.Move(jm.status, to)
+	if err != nil {
+		jm.log.Error("refusing an illegal status change", "err", err)
+		return
+	}
+	jm.log.Info("job status", "from", jm.status, "to", next)
+	jm.status, jm.statusTime = next, time.Now()
+	if jm.cfg.OnStatus != nil {
+		jm.cfg.OnStatus(jm.summaryLocked())
+	}
+}
+
+// deploy assigns free slots to subtasks waiting for one and submits them.
+func (jm *JobMaster) deploy() {
+	if jm.status != jobstatus.Running {
+		return
+	}
+	var free []*slotRef
+	for _, s := range jm.slots {
+		if s.task == nil {
+			free = append(free, s)
+		}
+	}
+	sort.Slice(free, func(i, j int) bool { return free[i].allocationID < free[j].allocationID })
+	for _, v := range jm.vertices {
+		for _, st := range v.subtasks {
+			if len(free) == 0 {
+				return
+			}
+			if st.state != jobstatus.ExecCreated && st.state != jobstatus.ExecScheduled {
+				continue
+			}
+			s := free[0]
+			free = free[1:]
+			s.task, st.slot = st, s
+			st.state = jobstatus.ExecDeploying
+			jm.submit(v, st)
+		}
+	}
+}
+
+func (jm *JobMaster) attemptID(v *vertex, st *subtask) *jobplanev1.ExecutionAttemptId {
+	return &jobplanev1.ExecutionAttemptId{VertexId: v.v.GetId(), SubtaskIndex: int32(st.index), AttemptNumber: int32(st.attempt)}
+}
+
+func (jm *JobMaster) submit(v *vertex, st *subtask) {
+	e := jm.executors[st.slot.executor]
+	if e == nil {
+		jm.attemptFailed(v, st, "TaskExecutor "+st.slot.executor+" is not registered", "")
+		return
+	}
+	req := &jobplanev1.SubmitTaskRequest{
+		JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), AllocationId: st.slot.allocationID,
+		Attempt: jm.attemptID(v, st), TaskName: v.v.GetName(), Invokable: v.v.GetInvokable(),
+		Config: v.v.GetConfig(), NumberOfSubtasks: v.v.GetParallelism(),
+	}
+	attempt := st.attempt
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := e.client.SubmitTask(ctx, req)
+		jm.post(func() { jm.submitted(v, st, attempt, err) })
+	}()
+}
+
+func (jm *JobMaster) submitted(v *vertex, st *subtask, attempt int, err error) {
+	if st.attempt != attempt {
+		return
+	}
+	if err != nil {
+		jm.attemptFailed(v, st, "deployment failed: "+err.Error(), st.slot.executorID())
+		return
+	}
+	if st.cancelOn {
+		st.cancelOn = false
+		jm.cancelAttempt(v, st)
+	}
+}
+
+func (s *slotRef) executorID() string {
+	if s == nil {
+		return ""
+	}
+	return s.executor
+}
+
+// update applies a state reported by a TaskExecutor.
+func (jm *JobMaster) update(status *jobplanev1.TaskExecutionStatus) error {
+	a := status.GetAttempt()
+	v, st := jm.find(a)
+	if st == nil || st.attempt != int(a.GetAttemptNumber()) || jobstatus.IsExecTerminal(st.state) {
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND, "no such execution attempt", map[string]string{
+			"job_id": jm.cfg.JobID, "vertex_id": a.GetVertexId(), "subtask_index": fmt.Sprint(a.GetSubtaskIndex()), "attempt_number": fmt.Sprint(a.GetAttemptNumber()),
+		})
+	}
+	switch to := status.GetState(); {
+	case to == st.state:
+	case to == jobstatus.ExecFailed:
+		jm.attemptFailed(v, st, status.GetFailureMessage(), st.slot.executorID())
+	case jobstatus.CanMoveExec(st.state, to):
+		st.state = to
+		if jobstatus.IsExecTerminal(to) {
+			jm.attemptEnded(st)
+		}
+	}
+	jm.progress()
+	return nil
+}
+
+func (jm *JobMaster) find(a *jobplanev1.ExecutionAttemptId) (*vertex, *subtask) {
+	for _, v := range jm.vertices {
+		if v.v.GetId() == a.GetVertexId() {
+			if i := int(a.GetSubtaskIndex()); i >= 0 && i < len(v.subtasks) {
+				return v, v.subtasks[i]
+			}
+		}
+	}
+	return nil, nil
+}
+
+// attemptEnded releases the slot of an attempt that reached a terminal
+// state, so another subtask may use it.
+func (jm *JobMaster) attemptEnded(st *subtask) {
+	if st.slot != nil {
+		st.slot.task = nil
+		st.slot = nil
+	}
+}
+
+func (jm *JobMaster) attemptFailed(v *vertex, st *subtask, msg, executor string) {
+	st.state = jobstatus.ExecFailed
+	st.failure = &jobplanev1.FailureInfo{Message: msg, Time: timestamppb.Now(), Attempt: jm.attemptID(v, st), TaskExecutorId: executor}
+	jm.attemptEnded(st)
+	switch jm.status {
+	case jobstatus.Running:
+		jm.failure = st.failure
+		jm.log.Info("task failed", "vertex", v.v.GetId(), "subtask", st.index, "attempt", st.attempt, "cause", msg)
+		if delay, ok := jm.restart.next(); ok {
+			jm.setStatus(jobstatus.Restarting)
+			jm.stopAll(jobstatus.Restarting)
+			jm.scheduleRestart(delay)
+		} else {
+			jm.setStatus(jobstatus.Failing)
+			jm.stopAll(jobstatus.Failed)
+		}
+	}
+	jm.progress()
+}
+
+// stopAll cancels every running attempt; the job moves to end once all
+// are terminal (see progress).
+func (jm *JobMaster) stopAll(end jobplanev1.JobStatus) {
+	jm.endStatus = end
+	for _, v := range jm.vertices {
+		for _, st := range v.subtasks {
+			switch st.state {
+			case jobstatus.ExecCreated, jobstatus.ExecScheduled:
+				st.state = jobstatus.ExecCanceled
+			case jobstatus.ExecDeploying:
+				st.cancelOn = true
+				jm.cancelAttempt(v, st)
+			case jobstatus.ExecInitializing, jobstatus.ExecRunning:
+				jm.cancelAttempt(v, st)
+			}
+		}
+	}
+}
+
+// cancelAttempt asks the TaskExecutor to cancel an attempt; if it cannot
+// be reached, the attempt counts as canceled.
+func (jm *JobMaster) cancelAttempt(v *vertex, st *subtask) {
+	if st.state != jobstatus.ExecDeploying {
+		st.state = jobstatus.ExecCanceling
+	}
+	if st.slot == nil || jm.executors[st.slot.executor] == nil {
+		st.state = jobstatus.ExecCanceled
+		jm.attemptEnded(st)
+		return
+	}
+	client := jm.executors[st.slot.executor].client
+	req := &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), Attempt: jm.attemptID(v, st)}
+	attempt := st.attempt
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := client.CancelTask(ctx, req); err != nil {
+			jm.post(func() {
+				if st.attempt == attempt && !jobstatus.IsExecTerminal(st.state) {
+					st.state = jobstatus.ExecCanceled
+					jm.attemptEnded(st)
+					jm.progress()
+				}
+			})
+		}
+	}()
+}
+
+func (jm *JobMaster) scheduleRestart(delay time.Duration) {
+	jm.restartAt = time.AfterFunc(delay, func() {
+		jm.post(func() {
+			jm.restartAt = nil
+			jm.progress()
+		})
+	})
+}
+
+// allStopped reports whether no attempt runs any more.
+func (jm *JobMaster) allStopped() bool {
+	for _, v := range jm.vertices {
+		for _, st := range v.subtasks {
+			if !jobstatus.IsExecTerminal(st.state) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// progress moves the job on when its attempts allow it.
+func (jm *JobMaster) progress() {
+	switch jm.status {
+	case jobstatus.Running:
+		finished := true
+		for _, v := range jm.vertices {
+			for _, st := range v.subtasks {
+				finished = finished && st.state == jobstatus.ExecFinished
+			}
+		}
+		if finished {
+			jm.setStatus(jobstatus.Finished)
+			return
+		}
+		jm.deploy()
+	case jobstatus.Failing, jobstatus.Cancelling:
+		if jm.allStopped() {
+			jm.setStatus(jm.endStatus)
+		}
+	case jobstatus.Restarting:
+		if jm.allStopped() && jm.restartAt == nil {
+			// A full restart: every subtask runs again with a new attempt.
+			for _, v := range jm.vertices {
+				for _, st := range v.subtasks {
+					st.attempt++
+					st.state = jobstatus.ExecCreated
+					st.failure = nil
+				}
+			}
+			jm.setStatus(jobstatus.Running)
+			jm.deploy()
+		}
+	}
+}
+
+func (jm *JobMaster) cancelJob() {
+	switch jm.status {
+	case jobstatus.Created, jobstatus.Running, jobstatus.Failing, jobstatus.Restarting:
+		if jm.restartAt != nil {
+			jm.restartAt.Stop()
+			jm.restartAt = nil
+		}
+		jm.setStatus(jobstatus.Cancelling)
+		jm.stopAll(jobstatus.Canceled)
+		jm.progress()
+	}
+}
+
+// suspend stops the JobMaster without a result: its attempts are canceled
+// and its slots freed, best effort and bounded.
+func (jm *JobMaster) suspend() {
+	if jm.restartAt != nil {
+		jm.restartAt.Stop()
+	}
+	jm.log.Info("suspending")
+	for _, v := range jm.vertices {
+		for _, st := range v.subtasks {
+			if st.slot != nil && !jobstatus.IsExecTerminal(st.state) {
+				if e := jm.executors[st.slot.executor]; e != nil {
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					_, _ = e.client.CancelTask(ctx, &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), Attempt: jm.attemptID(v, st)})
+					cancel()
+				}
+			}
+		}
+	}
+	jm.release(context.Background())
+	if jm.cfg.OnStatus != nil {
+		s := jm.summaryLocked()
+		s.Status = jobstatus.Suspended
+		jm.cfg.OnStatus(s)
+	}
+}
+
+// release frees every slot and disconnects from the ResourceManager.
+func (jm *JobMaster) release(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	token := protoToken(jm.cfg.Token)
+	for _, s := range jm.slots {
+		if e := jm.executors[s.executor]; e != nil {
+			_, _ = e.client.FreeSlot(ctx, &jobplanev1.FreeSlotRequest{JobId: jm.cfg.JobID, JobMasterToken: token, AllocationId: s.allocationID, Reason: "job ended"})
+		}
+	}
+	jm.slots = map[string]*slotRef{}
+	_, _ = jm.cfg.ResourceManager.DisconnectJobMaster(ctx, &jobplanev1.DisconnectJobMasterRequest{JobId: jm.cfg.JobID, JobMasterToken: token, Reason: "job ended"})
+}
+
+func (jm *JobMaster) summaryLocked() *jobplanev1.JobSummary {
+	s := &jobplanev1.JobSummary{
+		JobId: jm.cfg.JobID, Name: jm.cfg.Graph.GetName(), Status: jm.status,
+		StatusTime: timestamppb.New(jm.statusTime), Restarts: int32(jm.restart.used), Failure: jm.failure,
+	}
+	if !jm.cfg.SubmitTime.IsZero() {
+		s.SubmitTime = timestamppb.New(jm.cfg.SubmitTime)
+	}
+	if jobstatus.IsGloballyTerminal(jm.status) {
+		s.EndTime = timestamppb.New(jm.statusTime)
+	}
+	counts := map[jobplanev1.ExecutionState]int32{}
+	for _, v := range jm.vertices {
+		for _, st := range v.subtasks {
+			counts[st.state]++
+		}
+	}
+	s.TaskCounts = stateCounts(counts)
+	return s
+}
+
+func stateCounts(counts map[jobplanev1.ExecutionState]int32) []*jobplanev1.ExecutionStateCount {
+	var out []*jobplanev1.ExecutionStateCount
+	for state := jobplanev1.ExecutionState(1); int(state) < len(jobplanev1.ExecutionState_name); state++ {
+		if n := counts[state]; n > 0 {
+			out = append(out, &jobplanev1.ExecutionStateCount{State: state, Count: n})
+		}
+	}
+	return out
+}
+
+func (jm *JobMaster) detailsLocked(full bool) *jobplanev1.JobDetails {
+	d := &jobplanev1.JobDetails{Summary: jm.summaryLocked(), JobMasterToken: protoToken(jm.cfg.Token)}
+	for _, v := range jm.vertices {
+		vd := &jobplanev1.VertexDetails{VertexId: v.v.GetId(), Name: v.v.GetName(), Parallelism: v.v.GetParallelism()}
+		counts := map[jobplanev1.ExecutionState]int32{}
+		for _, st := range v.subtasks {
+			counts[st.state]++
+			if full {
+				vd.Subtasks = append(vd.Subtasks, &jobplanev1.SubtaskDetails{
+					SubtaskIndex: int32(st.index), AttemptNumber: int32(st.attempt), State: st.state,
+					TaskExecutorId: st.slot.executorID(), Failure: st.failure,
+				})
+			}
+		}
+		vd.TaskCounts = stateCounts(counts)
+		d.Vertices = append(d.Vertices, vd)
+	}
+	return d
+}
+
+func protoToken(t hastore.Token) *jobplanev1.FencingToken {
+	return &jobplanev1.FencingToken{SessionId: t.SessionID, Epoch: t.Epoch}
+}

@@ -1,0 +1,179 @@
+// Package runner is the JobManagerRunner: one per job, it campaigns in the
+// job's election "job/<id>" and, for each grant, runs a JobMaster whose
+// fencing token is that grant's. Leadership changes are handled one at a
+// time, in order, on the runner's goroutine.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/jobmaster"
+	"github.com/jobplane/jobplane/server/internal/jobstatus"
+)
+
+// Config configures a Runner.
+type Config struct {
+	// JobID is the job's id. Required.
+	JobID string
+	// Session is the process's HA-store session, on which the runner
+	// campaigns. Required.
+	Session hastore.Session
+	// Store is the HA store. Required.
+	Store hastore.Store
+	// Address is the base URL the JobMaster publishes. Required.
+	Address string
+	// NewJobMaster creates the JobMaster of one grant. Required.
+	NewJobMaster func(token hastore.Token) (*jobmaster.JobMaster, error)
+	// Router routes JobMasterService calls to the current JobMaster.
+	// Required.
+	Router *jobmaster.Router
+	// Logger receives the runner's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Runner runs one job across leadership changes.
+type Runner struct {
+	cfg Config
+	log *slog.Logger
+
+	mu        sync.Mutex
+	current   *jobmaster.JobMaster
+	canceling bool
+}
+
+// New returns a Runner for cfg.
+func New(cfg Config) (*Runner, error) {
+	if cfg.JobID == "" || cfg.Session == nil || cfg.Store == nil || cfg.Address == "" || cfg.NewJobMaster == nil || cfg.Router == nil {
+		return nil, errors.New("runner: job id, session, store, address, JobMaster factory and router are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Runner{cfg: cfg, log: cfg.Logger.With("job", cfg.JobID)}, nil
+}
+
+// Cancel cancels the job: its current JobMaster cancels its tasks, and a
+// job without a JobMaster yet is canceled before any task runs. It returns
+// the status right after.
+func (r *Runner) Cancel(ctx context.Context) jobplanev1.JobStatus {
+	r.mu.Lock()
+	r.canceling = true
+	jm := r.current
+	r.mu.Unlock()
+	if jm == nil {
+		return jobstatus.Cancelling
+	}
+	st, err := jm.Cancel(ctx)
+	if err != nil {
+		return jobstatus.Cancelling
+	}
+	return st
+}
+
+// JobMaster returns the current JobMaster, or nil.
+func (r *Runner) JobMaster() *jobmaster.JobMaster {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.current
+}
+
+// Run runs the job until it has a result, which it returns, or until ctx
+// ends, returning SUSPENDED. A JobMaster whose leadership ended is stopped
+// and its outcome ignored; the next grant gets a new JobMaster.
+func (r *Runner) Run(ctx context.Context) (jobmaster.Result, error) {
+	election := hastore.JobElection(r.cfg.JobID)
+	backoff := 50 * time.Millisecond
+	for {
+		l, err := r.cfg.Session.Campaign(ctx, election, "")
+		switch {
+		case ctx.Err() != nil:
+			return jobmaster.Result{Status: jobstatus.Suspended}, nil
+		case errors.Is(err, hastore.ErrSessionNotFound):
+			return jobmaster.Result{Status: jobstatus.Suspended}, fmt.Errorf("runner: %w", err)
+		case err != nil:
+			r.log.Warn("campaign failed; retrying", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+				backoff = min(2*backoff, 2*time.Second)
+			}
+			continue
+		}
+		res, done := r.lead(ctx, l)
+		if done {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if err := l.Resign(rctx); err != nil {
+				r.log.Debug("resigning the job's leadership", "err", err)
+			}
+			cancel()
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return jobmaster.Result{Status: jobstatus.Suspended}, nil
+		}
+		r.log.Info("job leadership lost; campaigning again", "token", l.Token())
+	}
+}
+
+// lead runs the job under one grant; done reports a result to keep.
+func (r *Runner) lead(ctx context.Context, l *hastore.Leadership) (jobmaster.Result, bool) {
+	lctx, stop := context.WithCancel(l.Context())
+	defer stop()
+	context.AfterFunc(ctx, stop)
+	token := l.Token()
+
+	// A job that already has a result never runs again.
+	if entry, err := r.cfg.Store.GetJobResultEntry(lctx, r.cfg.JobID); err == nil {
+		res := entry.GetResult()
+		return jobmaster.Result{Status: res.GetStatus(), Failure: res.GetFailure(), Restarts: int(res.GetRestarts())}, true
+	} else if !errors.Is(err, hastore.ErrResultNotFound) {
+		r.log.Warn("reading the job's result failed", "err", err)
+		return jobmaster.Result{}, false
+	}
+	r.mu.Lock()
+	canceled := r.canceling
+	r.mu.Unlock()
+	if canceled {
+		return jobmaster.Result{Status: jobstatus.Canceled}, true
+	}
+
+	jm, err := r.cfg.NewJobMaster(token)
+	if err != nil {
+		return jobmaster.Result{Status: jobstatus.Failed, Failure: &jobplanev1.FailureInfo{Message: "JobMaster initialization failed: " + err.Error()}}, true
+	}
+	r.cfg.Router.Add(r.cfg.JobID, jm)
+	defer r.cfg.Router.Remove(r.cfg.JobID, jm)
+	r.mu.Lock()
+	r.current = jm
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.current = nil
+		r.mu.Unlock()
+	}()
+	results := make(chan jobmaster.Result, 1)
+	go func() { results <- jm.Run(lctx) }()
+	// Publish the JobMaster's address only while still the leader.
+	if err := l.Confirm(lctx, r.cfg.Address); err != nil && lctx.Err() == nil {
+		r.log.Warn("publishing the JobMaster's address failed", "err", err)
+	}
+	r.mu.Lock()
+	if r.canceling {
+		go jm.Cancel(lctx)
+	}
+	r.mu.Unlock()
+	res := <-results
+	// An outcome reached after the leadership ended is not this
+	// JobMaster's to report.
+	if res.Status == jobstatus.Suspended || l.Context().Err() != nil {
+		return res, false
+	}
+	return res, true
+}
