@@ -4,8 +4,10 @@
 //
 // Usage:
 //
-//	jobplane standalone [flags]   a jobplane server in one process
-//	jobplane hastore [flags]      an HA store for servers in other processes
+//	jobplane standalone [flags]     a whole cluster in one process
+//	jobplane jobmanager [flags]     Dispatcher, ResourceManager and JobMasters
+//	jobplane taskexecutor [flags]   a TaskExecutor
+//	jobplane hastore [flags]        an HA store for servers in other processes
 //
 // Run `jobplane <subcommand> -h` for the flags of each.
 package main
@@ -37,7 +39,9 @@ type subcommand struct {
 }
 
 var subcommands = []subcommand{
-	{"standalone", "run a jobplane server in one process, on an embedded HA store", runStandalone},
+	{"standalone", "run a whole cluster in one process, on an embedded HA store", runStandalone},
+	{"jobmanager", "run a JobManager (Dispatcher, ResourceManager, JobMasters) on an HA store", runJobManager},
+	{"taskexecutor", "run a TaskExecutor that joins the cluster through its HA store", runTaskExecutor},
 	{"hastore", "serve an HA store (HAStoreService) for servers in other processes", runHAStore},
 }
 

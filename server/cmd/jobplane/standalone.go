@@ -2,18 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"syscall"
-	"time"
 
-	"github.com/oklog/run"
-
-	jobplanev1connect "github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
-	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
 
@@ -22,19 +14,24 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 	fs := flag.NewFlagSet("standalone", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		logs     logFlags
-		store    storeFlags
-		epConfig endpoint.Config
+		logs   logFlags
+		store  storeFlags
+		listen listenFlags
+		jm     jobManagerFlags
+		te     taskExecutorFlags
+		count  int
 	)
 	logs.register(fs)
 	store.register(fs, "data/standalone")
-	fs.StringVar(&epConfig.Listen, "listen", "127.0.0.1:8080", "address to serve Connect, gRPC and gRPC-Web on (HTTP/1.1 and h2c); port 0 picks a free port")
-	fs.StringVar(&epConfig.AddrFile, "listen-addr-file", "", "write the bound address to this file once listening")
-	fs.DurationVar(&epConfig.ShutdownTimeout, "shutdown-timeout", 5*time.Second, "how long in-flight requests get to finish on shutdown")
+	listen.register(fs, "127.0.0.1:8080")
+	jm.register(fs)
+	te.register(fs)
+	fs.IntVar(&count, "task-executors", 2, "TaskExecutors to run in the process, each on its own loopback port")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: jobplane standalone [flags]")
-		fmt.Fprintln(fs.Output(), "\nRuns a jobplane server in one process on an embedded HA store, which it")
-		fmt.Fprintln(fs.Output(), "also serves as HAStoreService.")
+		fmt.Fprintln(fs.Output(), "\nRuns a whole jobplane cluster in one process: the Dispatcher, the")
+		fmt.Fprintln(fs.Output(), "ResourceManager, the JobMasters and TaskExecutors, on an embedded HA store")
+		fmt.Fprintln(fs.Output(), "that it also serves as HAStoreService.")
 		fmt.Fprintln(fs.Output(), "\nFlags:")
 		fs.PrintDefaults()
 	}
@@ -46,8 +43,12 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "standalone: %v\n", err)
 		return exitUsage
 	}
+	if count < 0 {
+		fmt.Fprintln(stderr, "standalone: -task-executors must not be negative")
+		return exitUsage
+	}
 
-	ep, err := endpoint.Listen(epConfig, log)
+	ep, err := endpoint.Listen(listen.cfg, log)
 	if err != nil {
 		log.Error("cannot listen", "err", err)
 		return exitError
@@ -59,26 +60,23 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 		return exitError
 	}
 	defer st.Close()
-	path, handler := hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: st, Logger: log}).Path()
-	ep.Mount(jobplanev1connect.HAStoreServiceName, path, handler)
+	mountStore(ep, st, log)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var g run.Group
-	// Signals: SIGINT or SIGTERM starts a graceful shutdown of every actor.
-	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
+	g := newGroup(ctx)
+	if err := addJobManager(g, ep, st, jm, log); err != nil {
+		log.Error("cannot start", "err", err)
+		return exitError
+	}
 	// The RPC endpoint: serves until interrupted, then drains in-flight
 	// requests for up to -shutdown-timeout.
-	{
-		epCtx, epCancel := context.WithCancel(ctx)
-		g.Add(func() error { return ep.Run(epCtx) }, func(error) { epCancel() })
+	g.actor(ep.Run)
+	for range count {
+		if err := addTaskExecutor(g, endpoint.Config{Listen: "127.0.0.1:0", ShutdownTimeout: listen.cfg.ShutdownTimeout}, st, te, log); err != nil {
+			log.Error("cannot start a TaskExecutor", "err", err)
+			return exitError
+		}
 	}
-
-	err = g.Run()
-	if errors.Is(err, run.ErrSignal) {
-		log.Info("shut down", "cause", err.Error())
-		return exitOK
-	}
-	log.Error("stopped", "err", err)
-	return exitError
+	return exitCode(log, g.Run())
 }

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"log/slog"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/oklog/run"
+
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
+	"github.com/jobplane/jobplane/server/internal/jobmanager"
+	"github.com/jobplane/jobplane/server/internal/taskexecutor"
+)
+
+// listenFlags configure a process's RPC endpoint.
+type listenFlags struct{ cfg endpoint.Config }
+
+func (l *listenFlags) register(fs *flag.FlagSet, def string) {
+	fs.StringVar(&l.cfg.Listen, "listen", def, "address to serve Connect, gRPC and gRPC-Web on (HTTP/1.1 and h2c); port 0 picks a free port")
+	fs.StringVar(&l.cfg.AddrFile, "listen-addr-file", "", "write the bound address to this file once listening")
+	fs.DurationVar(&l.cfg.ShutdownTimeout, "shutdown-timeout", 5*time.Second, "how long in-flight requests get to finish on shutdown")
+}
+
+// jobManagerFlags tune a JobManager.
+type jobManagerFlags struct {
+	sessionTTL       time.Duration
+	heartbeatTimeout time.Duration
+}
+
+func (j *jobManagerFlags) register(fs *flag.FlagSet) {
+	fs.DurationVar(&j.sessionTTL, "session-ttl", 10*time.Second, "TTL of the process's HA-store session: how long a dead leader holds on")
+	fs.DurationVar(&j.heartbeatTimeout, "heartbeat-timeout", 10*time.Second, "how long a TaskExecutor may stay silent before its slots are released")
+}
+
+// taskExecutorFlags tune TaskExecutors.
+type taskExecutorFlags struct {
+	slots     int
+	allowExec bool
+}
+
+func (t *taskExecutorFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&t.slots, "slots", 4, "slots per TaskExecutor")
+	fs.BoolVar(&t.allowExec, "allow-exec", false, "let the built-in exec invokable run commands")
+}
+
+// group is the run.Group of a server process, with its signal handler.
+type group struct {
+	run.Group
+	ctx context.Context
+}
+
+func newGroup(ctx context.Context) *group {
+	g := &group{ctx: ctx}
+	// Signals: SIGINT or SIGTERM starts a graceful shutdown of every actor.
+	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
+	return g
+}
+
+// actor adds a component with a blocking Run(ctx) error to the group.
+func (g *group) actor(runFn func(context.Context) error) {
+	ctx, cancel := context.WithCancel(g.ctx)
+	g.Add(func() error { return runFn(ctx) }, func(error) { cancel() })
+}
+
+// exitCode maps the group's outcome to an exit code.
+func exitCode(log *slog.Logger, err error) int {
+	if errors.Is(err, run.ErrSignal) {
+		log.Info("shut down", "cause", err.Error())
+		return exitOK
+	}
+	log.Error("stopped", "err", err)
+	return exitError
+}
+
+// mountStore serves the HA store as HAStoreService on ep, so that
+// TaskExecutors and other processes can use it.
+func mountStore(ep *endpoint.Endpoint, st hastore.Store, log *slog.Logger) {
+	path, handler := hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: st, Logger: log}).Path()
+	ep.Mount(jobplanev1connect.HAStoreServiceName, path, handler)
+}
+
+// addJobManager mounts a JobManager's services on ep and runs it.
+func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, flags jobManagerFlags, log *slog.Logger) error {
+	jm, err := jobmanager.New(jobmanager.Config{
+		Store: st, Address: ep.URL(), HTTPClient: endpoint.NewClient(),
+		SessionTTL: flags.sessionTTL, HeartbeatTimeout: flags.heartbeatTimeout, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	for _, s := range jm.Services() {
+		ep.Mount(s.Name, s.Path, s.Handler)
+	}
+	// The JobManager: campaigns for the cluster's leadership and, while
+	// it leads, runs the Dispatcher and ResourceManager.
+	g.actor(jm.Run)
+	return nil
+}
+
+// addTaskExecutor runs a TaskExecutor on an endpoint of its own.
+func addTaskExecutor(g *group, listen endpoint.Config, st hastore.Store, flags taskExecutorFlags, log *slog.Logger) error {
+	ep, err := endpoint.Listen(listen, log)
+	if err != nil {
+		return err
+	}
+	te, err := taskexecutor.New(taskexecutor.Config{
+		Address: ep.URL(), Slots: flags.slots, Store: st, HTTPClient: endpoint.NewClient(),
+		AllowExec: flags.allowExec, Logger: log,
+	})
+	if err != nil {
+		ep.Close()
+		return err
+	}
+	path, handler := te.Handler()
+	ep.Mount(jobplanev1connect.TaskExecutorServiceName, path, handler)
+	// The TaskExecutor's endpoint, and the TaskExecutor itself: it
+	// registers with the ResourceManager leader and runs tasks.
+	g.actor(ep.Run)
+	g.actor(te.Run)
+	return nil
+}
