@@ -29,6 +29,9 @@ type Options struct {
 	HeartbeatTimeout time.Duration
 	// Invokables added to every TaskExecutor.
 	Invokables map[string]taskexecutor.Invokable
+	// WrapStore, if set, wraps the store the JobManager uses (for
+	// recording or injecting faults).
+	WrapStore func(hastore.Store) hastore.Store
 }
 
 // Cluster is a running cluster; it stops when the test ends.
@@ -73,8 +76,12 @@ func Start(t testing.TB, opts Options) *Cluster {
 	t.Cleanup(client.CloseIdleConnections)
 
 	ep := listen(t, log)
+	var jmStore hastore.Store = store
+	if opts.WrapStore != nil {
+		jmStore = opts.WrapStore(store)
+	}
 	jm, err := jobmanager.New(jobmanager.Config{
-		Store: store, Address: ep.URL(), HTTPClient: client, SessionTTL: 2 * time.Second,
+		Store: jmStore, Address: ep.URL(), HTTPClient: client, SessionTTL: 2 * time.Second,
 		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: opts.HeartbeatTimeout, Logger: log,
 	})
 	if err != nil {

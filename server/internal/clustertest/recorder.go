@@ -1,0 +1,117 @@
+package clustertest
+
+import (
+	"context"
+	"sync"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+)
+
+// Event is one recorded HA-store call.
+type Event struct {
+	// Op is the call: "put-plan", "delete-plan", "create-dirty",
+	// "mark-clean", "campaign" or "granted".
+	Op string
+	// Key is the job id, or the election for campaigns.
+	Key string
+	// Err is the call's error.
+	Err error
+}
+
+// Recorder is a hastore.Store that records the calls that matter for the
+// contract's ordering promises, in order, and can fail the next call of an
+// operation.
+type Recorder struct {
+	hastore.Store
+
+	mu     sync.Mutex
+	events []Event
+	fail   map[string]int // op -> calls still to fail
+}
+
+// NewRecorder wraps s.
+func NewRecorder(s hastore.Store) *Recorder { return &Recorder{Store: s, fail: map[string]int{}} }
+
+// FailNext makes the next n calls of op fail with ErrUnavailable.
+func (r *Recorder) FailNext(op string, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fail[op] = n
+}
+
+// Events returns the events so far.
+func (r *Recorder) Events() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Event(nil), r.events...)
+}
+
+// Count returns how many successful events of op with key were recorded.
+func (r *Recorder) Count(op, key string) int {
+	n := 0
+	for _, e := range r.Events() {
+		if e.Op == op && e.Key == key && e.Err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// call records op on key around f, failing it if asked to.
+func (r *Recorder) call(op, key string, f func() error) error {
+	r.mu.Lock()
+	var err error
+	if r.fail[op] > 0 {
+		r.fail[op]--
+		err = hastore.ErrUnavailable
+	}
+	r.mu.Unlock()
+	if err == nil {
+		err = f()
+	}
+	r.mu.Lock()
+	r.events = append(r.events, Event{Op: op, Key: key, Err: err})
+	r.mu.Unlock()
+	return err
+}
+
+func (r *Recorder) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan) error {
+	return r.call("put-plan", plan.GetJobId(), func() error { return r.Store.PutExecutionPlan(ctx, f, plan) })
+}
+
+func (r *Recorder) DeleteExecutionPlan(ctx context.Context, f hastore.Fence, jobID string) error {
+	return r.call("delete-plan", jobID, func() error { return r.Store.DeleteExecutionPlan(ctx, f, jobID) })
+}
+
+func (r *Recorder) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, res *jobplanev1.JobResult) error {
+	return r.call("create-dirty", res.GetJobId(), func() error { return r.Store.CreateDirtyJobResult(ctx, f, res) })
+}
+
+func (r *Recorder) MarkJobResultClean(ctx context.Context, f hastore.Fence, jobID string) error {
+	return r.call("mark-clean", jobID, func() error { return r.Store.MarkJobResultClean(ctx, f, jobID) })
+}
+
+func (r *Recorder) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (hastore.Session, error) {
+	s, err := r.Store.OpenSession(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &recordedSession{Session: s, r: r}, nil
+}
+
+type recordedSession struct {
+	hastore.Session
+	r *Recorder
+}
+
+func (s *recordedSession) Campaign(ctx context.Context, election, address string) (*hastore.Leadership, error) {
+	var l *hastore.Leadership
+	_ = s.r.call("campaign", election, func() error { return nil })
+	err := s.r.call("granted", election, func() error {
+		var err error
+		l, err = s.Session.Campaign(ctx, election, address)
+		return err
+	})
+	return l, err
+}

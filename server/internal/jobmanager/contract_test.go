@@ -1,0 +1,253 @@
+package jobmanager_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/server/internal/clustertest"
+	"github.com/jobplane/jobplane/server/internal/taskexecutor"
+)
+
+// runs counts the runs of every subtask of the "count" invokable, and
+// when each started relative to the recorder's events.
+type runs struct {
+	mu    sync.Mutex
+	count map[string]int
+	rec   *clustertest.Recorder
+	first map[string]int // job -> number of store events when its first task ran
+}
+
+func newRuns() *runs { return &runs{count: map[string]int{}, first: map[string]int{}} }
+
+func (r *runs) invokable(ctx context.Context, t taskexecutor.Task) error {
+	r.mu.Lock()
+	r.count[fmt.Sprintf("%s/%s/%d", t.JobID, t.VertexID, t.SubtaskIndex)]++
+	if _, ok := r.first[t.JobID]; !ok && r.rec != nil {
+		r.first[t.JobID] = len(r.rec.Events())
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *runs) of(key string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.count[key]
+}
+
+func countJob() *jobplanev1.JobGraph {
+	return &jobplanev1.JobGraph{Name: "count", Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "count", Parallelism: 3}}}
+}
+
+func startRecorded(t *testing.T) (*clustertest.Cluster, *clustertest.Recorder, *runs) {
+	r := newRuns()
+	var rec *clustertest.Recorder
+	c := clustertest.Start(t, clustertest.Options{
+		Invokables: map[string]taskexecutor.Invokable{"count": r.invokable},
+		WrapStore: func(s hastore.Store) hastore.Store {
+			rec = clustertest.NewRecorder(s)
+			return rec
+		},
+	})
+	r.rec = rec
+	return c, rec, r
+}
+
+func TestConcurrentIdenticalSubmissions(t *testing.T) {
+	c, rec, r := startRecorded(t)
+	const n = 16
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		created int
+		errs    []error
+	)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			resp, err := c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "same", JobGraph: countJob()})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			} else if resp.GetCreated() {
+				created++
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		t.Errorf("SubmitJob: %v", err)
+	}
+	if created != 1 {
+		t.Errorf("%d submissions created the job, want 1", created)
+	}
+	if res := result(t, c, "same"); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("result = %v", res)
+	}
+	if got := rec.Count("put-plan", "same"); got != 1 {
+		t.Errorf("%d plan puts, want 1", got)
+	}
+	if got := rec.Count("granted", hastore.JobElection("same")); got != 1 {
+		t.Errorf("%d job grants (runners, JobMasters), want 1", got)
+	}
+	for i := range 3 {
+		if got := r.of(fmt.Sprintf("same/v/%d", i)); got != 1 {
+			t.Errorf("subtask %d ran %d times, want 1", i, got)
+		}
+	}
+}
+
+func TestPersistBeforeRun(t *testing.T) {
+	c, rec, r := startRecorded(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// A failed persist: an error, and nothing happens for the job.
+	rec.FailNext("put-plan", 1)
+	_, err := c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "p", JobGraph: countJob()})
+	if connect.CodeOf(err) != connect.CodeUnavailable || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_PERSIST_FAILED) {
+		t.Fatalf("submit with a failing put: err = %v, want UNAVAILABLE PERSIST_FAILED", err)
+	}
+	if got := rec.Count("campaign", hastore.JobElection("p")); got != 0 {
+		t.Errorf("a job whose persist failed campaigned %d times", got)
+	}
+	if _, err := c.Store.GetExecutionPlan(ctx, "p"); err == nil {
+		t.Error("a plan whose persist failed is in the store")
+	}
+	if _, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "p"}); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("GetJob after a failed submit: %v, want NOT_FOUND", err)
+	}
+
+	// The same submission again: persisted first, then run exactly once.
+	resp, err := c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "p", JobGraph: countJob()})
+	if err != nil || !resp.GetCreated() {
+		t.Fatalf("retry: %v, %v", resp, err)
+	}
+	atAck := rec.Events()
+	if !slices.ContainsFunc(atAck, func(e clustertest.Event) bool { return e.Op == "put-plan" && e.Key == "p" && e.Err == nil }) {
+		t.Error("the submission was acknowledged before its plan was put")
+	}
+	if res := result(t, c, "p"); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("result = %v", res)
+	}
+	events := rec.Events()
+	put := slices.IndexFunc(events, func(e clustertest.Event) bool { return e.Op == "put-plan" && e.Key == "p" && e.Err == nil })
+	campaign := slices.IndexFunc(events, func(e clustertest.Event) bool { return e.Op == "campaign" && e.Key == hastore.JobElection("p") })
+	if put < 0 || campaign < 0 || put > campaign {
+		t.Errorf("plan put at event %d, job campaign at %d: the put must come first", put, campaign)
+	}
+	r.mu.Lock()
+	firstRun := r.first["p"]
+	r.mu.Unlock()
+	if firstRun <= put {
+		t.Errorf("a task ran with %d store events recorded, before the plan put (event %d)", firstRun, put)
+	}
+	for i := range 3 {
+		if got := r.of(fmt.Sprintf("p/v/%d", i)); got != 1 {
+			t.Errorf("subtask %d ran %d times, want 1", i, got)
+		}
+	}
+}
+
+func TestResultDirtyThenCleanupThenClean(t *testing.T) {
+	c, rec, _ := startRecorded(t)
+	rec.FailNext("mark-clean", 2)
+	submit(t, c, "r", countJob())
+	if res := result(t, c, "r"); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("result = %v", res)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		e, err := c.Store.GetJobResultEntry(context.Background(), "r")
+		if err == nil && e.GetState() == jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("result not clean after 30s: %v, %v", e, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var order []string
+	for _, e := range rec.Events() {
+		if e.Key == "r" && (e.Op == "create-dirty" || e.Op == "delete-plan" || e.Op == "mark-clean") {
+			ok := "ok"
+			if e.Err != nil {
+				ok = "failed"
+			}
+			order = append(order, e.Op+":"+ok)
+		}
+	}
+	want := []string{"create-dirty:ok", "delete-plan:ok", "mark-clean:failed", "mark-clean:failed", "mark-clean:ok"}
+	if !slices.Equal(order, want) {
+		t.Errorf("result writes = %v, want %v", order, want)
+	}
+}
+
+func TestJobLeadershipFlapping(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	submit(t, c, "flap", twoVertices("sleep", map[string]string{"duration": "1h"}))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	election := hastore.JobElection("flap")
+	jmClient := jobplanev1connect.NewJobMasterServiceClient(c.HTTP, c.URL)
+	// leaderWithJobMaster waits until the job's leader has a JobMaster
+	// running under its token, as GetJob shows it.
+	leaderWithJobMaster := func(after uint64) hastore.Token {
+		t.Helper()
+		for {
+			info, err := c.Store.Leader(ctx, election)
+			if err == nil && info.Token.Epoch > after {
+				resp, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "flap"})
+				if err == nil && resp.GetJob().GetJobMasterToken().GetEpoch() == info.Token.Epoch {
+					return info.Token
+				}
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("no JobMaster under a grant newer than %d", after)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	tokens := []hastore.Token{leaderWithJobMaster(0)}
+	for range 10 {
+		old := tokens[len(tokens)-1]
+		if err := c.Store.Resign(ctx, hastore.Fence{Election: election, Token: old}); err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, leaderWithJobMaster(old.Epoch))
+		// The old JobMaster's token is refused from now on.
+		_, err := jmClient.UpdateTaskExecutionState(ctx, &jobplanev1.UpdateTaskExecutionStateRequest{
+			JobId: "flap", JobMasterToken: &jobplanev1.FencingToken{SessionId: old.SessionID, Epoch: old.Epoch}, TaskExecutorId: "x",
+			Status: &jobplanev1.TaskExecutionStatus{Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "sink"}, State: jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED},
+		})
+		if !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
+			t.Errorf("UpdateTaskExecutionState with token %v: err = %v, want STALE_FENCING_TOKEN", old, err)
+		}
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i].Epoch <= tokens[i-1].Epoch {
+			t.Errorf("grant %d has epoch %d after %d", i, tokens[i].Epoch, tokens[i-1].Epoch)
+		}
+	}
+	// The job still runs under its newest JobMaster and can be canceled.
+	if _, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "flap"}); err != nil {
+		t.Fatal(err)
+	}
+	if res := result(t, c, "flap"); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
+		t.Errorf("result = %v, want CANCELED", res)
+	}
+}
