@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,17 +30,37 @@ type Options struct {
 	HeartbeatTimeout time.Duration
 	// Invokables added to every TaskExecutor.
 	Invokables map[string]taskexecutor.Invokable
-	// WrapStore, if set, wraps the store the JobManager uses (for
+	// WrapStore, if set, wraps the store the first JobManager uses (for
 	// recording or injecting faults).
 	WrapStore func(hastore.Store) hastore.Store
+	// JobManagers on the shared store; the first leads. Default: 1.
+	JobManagers int
 }
 
 // Cluster is a running cluster; it stops when the test ends.
 type Cluster struct {
 	Store      *hastore.Etcd
-	URL        string // the JobManager's base URL
+	URL        string // the first JobManager's base URL
 	Dispatcher jobplanev1connect.DispatcherServiceClient
 	HTTP       *http.Client
+	// JobManagers are the cluster's JobManager processes, in start order.
+	JobManagers []*JobManager
+}
+
+// JobManager is one JobManager of a cluster.
+type JobManager struct {
+	URL        string
+	Dispatcher jobplanev1connect.DispatcherServiceClient
+	stop       []func()
+}
+
+// Stop stops the JobManager gracefully, as SIGTERM would: it resigns its
+// leadership and closes its endpoint.
+func (j *JobManager) Stop() {
+	for _, f := range j.stop {
+		f()
+	}
+	j.stop = nil
 }
 
 // Logger drops logs unless JOBPLANE_TEST_LOGS is set.
@@ -75,23 +96,21 @@ func Start(t testing.TB, opts Options) *Cluster {
 	client := endpoint.NewClient()
 	t.Cleanup(client.CloseIdleConnections)
 
-	ep := listen(t, log)
-	var jmStore hastore.Store = store
-	if opts.WrapStore != nil {
-		jmStore = opts.WrapStore(store)
+	if opts.JobManagers == 0 {
+		opts.JobManagers = 1
 	}
-	jm, err := jobmanager.New(jobmanager.Config{
-		Store: jmStore, Address: ep.URL(), HTTPClient: client, SessionTTL: 2 * time.Second,
-		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: opts.HeartbeatTimeout, Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
+	var jms []*JobManager
+	for i := range opts.JobManagers {
+		var jmStore hastore.Store = store
+		if i == 0 && opts.WrapStore != nil {
+			jmStore = opts.WrapStore(store)
+		}
+		jms = append(jms, startJobManager(t, ctx, jmStore, client, opts, log))
+		if i == 0 {
+			// The first one leads: let it win before the others campaign.
+			waitLeader(t, store, jms[0].URL)
+		}
 	}
-	for _, s := range jm.Services() {
-		ep.Mount(s.Name, s.Path, s.Handler)
-	}
-	run(t, ctx, ep.Run)
-	run(t, ctx, jm.Run)
 	for range opts.TaskExecutors {
 		tep := listen(t, log)
 		te, err := taskexecutor.New(taskexecutor.Config{
@@ -105,10 +124,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		run(t, ctx, tep.Run)
 		run(t, ctx, te.Run)
 	}
-	c := &Cluster{
-		Store: store, URL: ep.URL(), HTTP: client,
-		Dispatcher: jobplanev1connect.NewDispatcherServiceClient(client, ep.URL()),
-	}
+	c := &Cluster{Store: store, URL: jms[0].URL, HTTP: client, Dispatcher: jms[0].Dispatcher, JobManagers: jms}
 	c.WaitReady(t, opts.TaskExecutors)
 	return c
 }
@@ -132,6 +148,41 @@ func (c *Cluster) WaitReady(t testing.TB, n int) {
 	}
 }
 
+func startJobManager(t testing.TB, ctx context.Context, store hastore.Store, client *http.Client, opts Options, log *slog.Logger) *JobManager {
+	t.Helper()
+	ep := listen(t, log)
+	jm, err := jobmanager.New(jobmanager.Config{
+		Store: store, Address: ep.URL(), HTTPClient: client, SessionTTL: 2 * time.Second,
+		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: opts.HeartbeatTimeout, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range jm.Services() {
+		ep.Mount(s.Name, s.Path, s.Handler)
+	}
+	h := &JobManager{URL: ep.URL(), Dispatcher: jobplanev1connect.NewDispatcherServiceClient(client, ep.URL())}
+	h.stop = append(h.stop, run(t, ctx, jm.Run), run(t, ctx, ep.Run))
+	t.Cleanup(h.Stop)
+	return h
+}
+
+// waitLeader waits until the leader of "jobmanager" is at address.
+func waitLeader(t testing.TB, store hastore.Store, address string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info, err := store.Leader(context.Background(), hastore.ElectionJobManager)
+		if err == nil && info.Address == address {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not leading after 30s: %+v, %v", address, info, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func listen(t testing.TB, log *slog.Logger) *endpoint.Endpoint {
 	t.Helper()
 	ep, err := endpoint.Listen(endpoint.Config{Listen: "127.0.0.1:0", ShutdownTimeout: time.Second}, log)
@@ -141,15 +192,21 @@ func listen(t testing.TB, log *slog.Logger) *endpoint.Endpoint {
 	return ep
 }
 
-// run runs f until the test ends and waits for it to return.
-func run(t testing.TB, ctx context.Context, f func(context.Context) error) {
+// run runs f until the test ends, or until the returned stop is called,
+// and waits for it to return.
+func run(t testing.TB, ctx context.Context, f func(context.Context) error) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- f(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("component stopped with %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("component stopped with %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
