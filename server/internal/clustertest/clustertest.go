@@ -24,7 +24,8 @@ import (
 
 // Options shape a cluster.
 type Options struct {
-	// TaskExecutors and Slots per TaskExecutor. Defaults: 2 and 4.
+	// TaskExecutors and Slots per TaskExecutor. Defaults: 2 and 4; a
+	// negative count starts none.
 	TaskExecutors, Slots int
 	// HeartbeatTimeout at the ResourceManager. Default: 2s.
 	HeartbeatTimeout time.Duration
@@ -74,8 +75,11 @@ func Logger() *slog.Logger {
 // Start starts a cluster with one JobManager on a fresh embedded member.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
-	if opts.TaskExecutors == 0 {
+	switch {
+	case opts.TaskExecutors == 0:
 		opts.TaskExecutors = 2
+	case opts.TaskExecutors < 0:
+		opts.TaskExecutors = 0
 	}
 	if opts.Slots == 0 {
 		opts.Slots = 4

@@ -517,6 +517,7 @@ func (jm *JobMaster) progress() {
 			return
 		}
 		jm.deploy()
+		jm.trimSlots()
 	case jobstatus.Failing, jobstatus.Cancelling:
 		if jm.allStopped() {
 			jm.setStatus(jm.endStatus)
@@ -573,6 +574,32 @@ func (jm *JobMaster) suspend() {
 		s := jm.summaryLocked()
 		s.Status = jobstatus.Suspended
 		jm.cfg.OnStatus(s)
+	}
+}
+
+// trimSlots gives back idle slots the job no longer needs (their subtasks
+// finished), so that other jobs can use them while this one runs.
+func (jm *JobMaster) trimSlots() {
+	excess := len(jm.slots) - jm.neededLocked()
+	for aid, s := range jm.slots {
+		if excess <= 0 {
+			return
+		}
+		if s.task != nil {
+			continue
+		}
+		delete(jm.slots, aid)
+		excess--
+		if e := jm.executors[s.executor]; e != nil {
+			req := &jobplanev1.FreeSlotRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), AllocationId: aid, Reason: "no longer needed"}
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if _, err := e.client.FreeSlot(ctx, req); err != nil {
+					jm.log.Debug("freeing an idle slot", "allocation", aid, "err", err)
+				}
+			}()
+		}
 	}
 }
 

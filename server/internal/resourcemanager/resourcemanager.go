@@ -247,8 +247,17 @@ func (rm *ResourceManager) allocate(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 // freeSlotLocked finds a free slot on a TaskExecutor that offers every
-// invokable in need.
+// invokable in need. If no registered TaskExecutor offers them all, any
+// slot will do: the deployment then fails with a clear cause instead of
+// the job waiting for ever.
 func (rm *ResourceManager) freeSlotLocked(ids []string, used map[string]map[int]bool, need []string) (*executor, int) {
+	someOffer := false
+	for _, e := range rm.executors {
+		someOffer = someOffer || offersAll(e.invokables, need)
+	}
+	if !someOffer {
+		need = nil
+	}
 	for _, id := range ids {
 		e := rm.executors[id]
 		if !offersAll(e.invokables, need) {

@@ -1,0 +1,143 @@
+package jobmanager_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/server/internal/clustertest"
+)
+
+func TestWatchJobOverHTTP1(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	submit(t, c, "watched", twoVertices("sleep", map[string]string{"duration": "100ms"}))
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := jobplanev1connect.NewDispatcherServiceClient(&http.Client{Transport: tr}, c.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream, err := client.WatchJob(ctx, &jobplanev1.WatchJobRequest{JobId: "watched"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	var seen []jobplanev1.JobStatus
+	for stream.Receive() {
+		if job := stream.Msg().GetJob(); job != nil {
+			seen = append(seen, job.GetStatus())
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	if len(seen) == 0 || seen[len(seen)-1] != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("statuses = %v, want to end with FINISHED", seen)
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i] == seen[i-1] {
+			t.Errorf("status %v repeated in %v", seen[i], seen)
+		}
+	}
+	if resp := stream.ResponseHeader(); resp == nil {
+		t.Error("no response header")
+	}
+}
+
+func TestDispatcherErrors(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Dispatcher.GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: "ghost"}); connect.CodeOf(err) != connect.CodeNotFound || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_FOUND) {
+		t.Errorf("GetJobResult of an unknown job: %v", err)
+	}
+	if _, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "bad id"}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("GetJob with a malformed id: %v", err)
+	}
+	submit(t, c, "busy", twoVertices("sleep", map[string]string{"duration": "1h"}))
+	if _, err := c.Dispatcher.GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: "busy"}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_TERMINAL) {
+		t.Errorf("GetJobResult of a running job: %v, want JOB_NOT_TERMINAL", err)
+	}
+	submit(t, c, "quick", twoVertices("noop", nil))
+	result(t, c, "quick")
+	if _, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "quick"}); connect.CodeOf(err) != connect.CodeFailedPrecondition || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_JOB_TERMINAL) {
+		t.Errorf("cancel of a FINISHED job: %v, want FAILED_PRECONDITION JOB_TERMINAL", err)
+	}
+	// An invokable no TaskExecutor offers fails the job with a clear cause.
+	submit(t, c, "unknown", &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "no-such-thing", Parallelism: 1}}})
+	res := result(t, c, "unknown")
+	if res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FAILED || !strings.Contains(res.GetFailure().GetMessage(), "no-such-thing") {
+		t.Errorf("unknown invokable: %v, want FAILED naming the invokable", res)
+	}
+	// Listing pages through every job, newest first.
+	var ids []string
+	token := ""
+	for {
+		page, err := c.Dispatcher.ListJobs(ctx, &jobplanev1.ListJobsRequest{PageSize: 2, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range page.GetJobs() {
+			ids = append(ids, j.GetJobId())
+		}
+		if token = page.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	if strings.Join(ids, ",") != "unknown,quick,busy" {
+		t.Errorf("listed %v, want unknown,quick,busy", ids)
+	}
+	running, err := c.Dispatcher.ListJobs(ctx, &jobplanev1.ListJobsRequest{Statuses: []jobplanev1.JobStatus{jobplanev1.JobStatus_JOB_STATUS_RUNNING}})
+	if err != nil || len(running.GetJobs()) != 1 || running.GetJobs()[0].GetJobId() != "busy" {
+		t.Errorf("running jobs = %v, %v", running, err)
+	}
+	if _, err := c.Dispatcher.ListJobs(ctx, &jobplanev1.ListJobsRequest{PageToken: "bogus!"}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("ListJobs with a foreign token: %v", err)
+	}
+}
+
+func TestAttachedJobWithoutHeartbeatsIsCanceled(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	g := twoVertices("sleep", map[string]string{"duration": "1h"})
+	g.Config = &jobplanev1.JobConfig{ClientHeartbeatTimeout: durationpb.New(300 * time.Millisecond)}
+	submit(t, c, "attached", g)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Heart-beating keeps it alive...
+	for range 5 {
+		resp, err := c.Dispatcher.ReportClientHeartbeat(ctx, &jobplanev1.ReportClientHeartbeatRequest{JobId: "attached"})
+		if err != nil || resp.GetDeadline() == nil {
+			t.Fatalf("ReportClientHeartbeat = %v, %v", resp, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	st, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "attached"})
+	if err != nil || st.GetJob().GetSummary().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_RUNNING {
+		t.Fatalf("while heart-beating: %v, %v", st, err)
+	}
+	// ...and silence cancels it.
+	if res := result(t, c, "attached"); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
+		t.Errorf("result = %v, want CANCELED", res)
+	}
+}
+
+func TestCancelBeforeAnyTaskRuns(t *testing.T) {
+	// No TaskExecutor: the job can never deploy a task.
+	c := clustertest.Start(t, clustertest.Options{TaskExecutors: -1})
+	submit(t, c, "early", twoVertices("noop", nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "early"}); err != nil {
+		t.Fatal(err)
+	}
+	if res := result(t, c, "early"); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
+		t.Errorf("result = %v, want CANCELED", res)
+	}
+}
