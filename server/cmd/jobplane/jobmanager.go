@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-
-	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
 
 // runJobManager runs the Dispatcher, the ResourceManager and the
@@ -41,19 +39,12 @@ func runJobManager(args []string, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "jobmanager: %v\n", err)
 		return exitUsage
 	}
-	ep, err := endpoint.Listen(listen.cfg, log)
+	ep, st, err := openServer(listen.cfg, store, log)
 	if err != nil {
-		log.Error("cannot listen", "err", err)
-		return exitError
-	}
-	st, err := store.open(context.Background(), log)
-	if err != nil {
-		ep.Close()
 		log.Error("cannot start", "err", err)
 		return exitError
 	}
 	defer st.Close()
-	mountStore(ep, st, log)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -79,11 +79,22 @@ func exitCode(log *slog.Logger, err error) int {
 	return exitError
 }
 
-// mountStore serves the HA store as HAStoreService on ep, so that
-// TaskExecutors and other processes can use it.
-func mountStore(ep *endpoint.Endpoint, st hastore.Store, log *slog.Logger) {
+// openServer opens the endpoint and the HA store of a server process, and
+// serves the store on the endpoint as HAStoreService, so that TaskExecutors
+// and other processes can use it. The caller closes the store.
+func openServer(listen endpoint.Config, store storeFlags, log *slog.Logger) (*endpoint.Endpoint, *hastore.Etcd, error) {
+	ep, err := endpoint.Listen(listen, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := store.open(context.Background(), log)
+	if err != nil {
+		ep.Close()
+		return nil, nil, err
+	}
 	path, handler := hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: st, Logger: log}).Path()
 	ep.Mount(jobplanev1connect.HAStoreServiceName, path, handler)
+	return ep, st, nil
 }
 
 // addJobManager mounts a JobManager's services on ep and runs it.

@@ -48,19 +48,12 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	ep, err := endpoint.Listen(listen.cfg, log)
+	ep, st, err := openServer(listen.cfg, store, log)
 	if err != nil {
-		log.Error("cannot listen", "err", err)
-		return exitError
-	}
-	st, err := store.open(context.Background(), log)
-	if err != nil {
-		ep.Close()
 		log.Error("cannot start", "err", err)
 		return exitError
 	}
 	defer st.Close()
-	mountStore(ep, st, log)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
