@@ -36,6 +36,8 @@ type Options struct {
 	WrapStore func(hastore.Store) hastore.Store
 	// JobManagers on the shared store; the first leads. Default: 1.
 	JobManagers int
+	// ResultRetention is the JobManagers' result retention. Default: keep.
+	ResultRetention time.Duration
 }
 
 // Cluster is a running cluster; it stops when the test ends.
@@ -157,7 +159,8 @@ func startJobManager(t testing.TB, ctx context.Context, store hastore.Store, cli
 	ep := listen(t, log)
 	jm, err := jobmanager.New(jobmanager.Config{
 		Store: store, Address: ep.URL(), HTTPClient: client, SessionTTL: 2 * time.Second,
-		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: opts.HeartbeatTimeout, Logger: log,
+		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: opts.HeartbeatTimeout,
+		ResultRetention: opts.ResultRetention, Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -56,6 +56,10 @@ type Config struct {
 	// deadline, so that a submission's outcome is always known. Default:
 	// 10s.
 	PersistTimeout time.Duration
+	// ResultRetention, when positive, deletes clean job results older
+	// than it; their job ids may then be used again. Default: 0, keep
+	// results for ever.
+	ResultRetention time.Duration
 	// Logger receives the Dispatcher's logs. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -141,8 +145,46 @@ func (d *Dispatcher) Lead(ctx context.Context, l *hastore.Leadership) error {
 		return fmt.Errorf("dispatcher: recovery: %w", err)
 	}
 	close(ld.ready)
-	<-ctx.Done()
-	return nil
+	if d.cfg.ResultRetention <= 0 {
+		<-ctx.Done()
+		return nil
+	}
+	ticker := time.NewTicker(min(max(d.cfg.ResultRetention/4, 10*time.Millisecond), time.Minute))
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+			d.expireResults(ctx, ld)
+		}
+	}
+}
+
+// expireResults deletes the clean results older than the retention.
+func (d *Dispatcher) expireResults(ctx context.Context, ld *leadership) {
+	entries, err := d.cfg.Store.ListJobResultEntries(ctx, jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN, "", 0)
+	if err != nil {
+		d.log.Warn("listing results for retention", "err", err)
+		return
+	}
+	cutoff := time.Now().Add(-d.cfg.ResultRetention)
+	for _, e := range entries {
+		res := e.GetResult()
+		if !res.GetEndTime().AsTime().Before(cutoff) {
+			continue
+		}
+		if err := d.cfg.Store.DeleteJobResultEntry(ctx, ld.l.Fence(), res.GetJobId()); err != nil {
+			d.log.Warn("deleting an expired result", "job", res.GetJobId(), "err", err)
+			continue
+		}
+		d.mu.Lock()
+		if j := ld.jobs[res.GetJobId()]; j != nil && j.result != nil {
+			delete(ld.jobs, res.GetJobId())
+		}
+		d.mu.Unlock()
+		d.log.Info("deleted an expired job result", "job", res.GetJobId())
+	}
 }
 
 // current returns the leadership once its recovery is done, waiting for

@@ -141,3 +141,30 @@ func TestCancelBeforeAnyTaskRuns(t *testing.T) {
 		t.Errorf("result = %v, want CANCELED", res)
 	}
 }
+
+func TestResultRetention(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{ResultRetention: 300 * time.Millisecond})
+	submit(t, c, "brief", twoVertices("noop", nil))
+	if res := result(t, c, "brief"); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("result = %v", res)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		_, err := c.Store.GetJobResultEntry(ctx, "brief")
+		if err != nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("result still stored after its retention")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "brief"}); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("GetJob after retention: %v, want NOT_FOUND", err)
+	}
+	// Its id may be used again.
+	if resp := submit(t, c, "brief", twoVertices("noop", nil)); !resp.GetCreated() {
+		t.Errorf("resubmit after retention = %v, want created", resp)
+	}
+}

@@ -43,6 +43,9 @@ type Config struct {
 	Limits jobgraph.Limits
 	// ParallelismOverrides are the cluster's parallelism overrides.
 	ParallelismOverrides map[string]int32
+	// ResultRetention, when positive, deletes clean job results older than
+	// it. Default: keep them.
+	ResultRetention time.Duration
 	// Logger receives the JobManager's logs. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -88,6 +91,7 @@ func New(cfg Config) (*JobManager, error) {
 	}
 	jm.dispatcher, err = dispatcher.New(dispatcher.Config{
 		Store: cfg.Store, NewRunner: jm.newRunner, Limits: cfg.Limits, ParallelismOverrides: cfg.ParallelismOverrides,
+		ResultRetention: cfg.ResultRetention,
 		Overview: func() (int, int, int) {
 			o := jm.rm.Overview()
 			return o.TaskExecutors, o.SlotsTotal, o.SlotsAvailable
