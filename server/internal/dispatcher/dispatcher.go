@@ -126,12 +126,17 @@ func New(cfg Config) (*Dispatcher, error) {
 // accepts submissions. When it returns, every runner has stopped and every
 // running job is suspended; plans stay in the store.
 func (d *Dispatcher) Lead(ctx context.Context, l *hastore.Leadership) error {
+	// The term ends with ctx, or early if recovery fails: either way the
+	// runners stop before Lead returns.
+	ctx, endTerm := context.WithCancel(ctx)
+	defer endTerm()
 	ld := &leadership{l: l, ctx: ctx, ready: make(chan struct{}), jobs: make(map[string]*job)}
 	d.mu.Lock()
 	d.lead = ld
 	d.mu.Unlock()
 	d.log.Info("leading", "token", l.Token())
 	defer func() {
+		endTerm()
 		d.mu.Lock()
 		d.lead = nil
 		d.mu.Unlock()
@@ -312,7 +317,15 @@ func (j *job) recordLocked(s *jobplanev1.JobSummary) {
 // startLocked starts the job's runner under the leadership; d.mu must be
 // held.
 func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *jobplanev1.ExecutionPlan) error {
+	if d.lead != ld || ld.ctx.Err() != nil {
+		return ErrNotLeading
+	}
 	r, err := d.cfg.NewRunner(plan, func(s *jobplanev1.JobSummary) {
+		// A globally terminal status is published by finish, once the
+		// result is durable; until then the job shows as still running.
+		if jobstatus.IsGloballyTerminal(s.GetStatus()) {
+			return
+		}
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		if j.result == nil {
@@ -384,13 +397,28 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 			return // no longer the leader: the next one recovers the job
 		}
 		if attempt >= 5 {
+			// Rather than lose the result, give up the leadership: the next
+			// leader recovers the job from its plan.
 			d.log.Error("cannot record a job's result; giving up leadership", "job", j.id, "err", err)
-			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = ld.l.Resign(rctx)
-			cancel()
+			for ld.ctx.Err() == nil {
+				rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				rerr := ld.l.Resign(rctx)
+				cancel()
+				if rerr == nil {
+					break
+				}
+				select {
+				case <-ld.ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
 			return
 		}
-		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+		select {
+		case <-ld.ctx.Done():
+			return
+		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+		}
 	}
 	d.mu.Lock()
 	j.result = result
@@ -413,10 +441,10 @@ func (d *Dispatcher) cleanup(ctx context.Context, f hastore.Fence, jobID string)
 			err = d.cfg.Store.MarkJobResultClean(ctx, f, jobID)
 		}
 		switch {
-		case err == nil:
+		case err == nil, step == 1 && errors.Is(err, hastore.ErrResultNotFound):
 			step++
 			continue
-		case ctx.Err() != nil, errors.Is(err, hastore.ErrStaleToken):
+		case ctx.Err() != nil, errors.Is(err, hastore.ErrStaleToken), errors.Is(err, hastore.ErrInvalidArgument):
 			return
 		}
 		d.log.Warn("job cleanup failed; retrying", "job", jobID, "err", err, "backoff", backoff)
@@ -530,10 +558,20 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 		return SubmitOutcome{}, fmt.Errorf("%w: %v", ErrPersistFailed, err)
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.startLocked(ld, j, plan); err != nil {
+	err = d.startLocked(ld, j, plan)
+	if err != nil {
 		delete(ld.jobs, j.id)
 		close(j.persisting)
+	}
+	d.mu.Unlock()
+	if err != nil {
+		// Nothing runs: take the plan back, so a later leader does not
+		// start the job either.
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ld.ctx), d.cfg.PersistTimeout)
+		if derr := d.cfg.Store.DeleteExecutionPlan(rctx, f, j.id); derr != nil {
+			d.log.Warn("removing the plan of a job that could not start", "job", j.id, "err", derr)
+		}
+		rcancel()
 		return SubmitOutcome{}, err
 	}
 	d.log.Info("job submitted", "job", j.id, "name", j.name)
@@ -745,6 +783,11 @@ func (d *Dispatcher) Overview(ctx context.Context) (*jobplanev1.GetClusterOvervi
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, j := range ld.jobs {
+		select {
+		case <-j.persisting:
+		default:
+			continue // not accepted yet
+		}
 		switch j.latest().GetStatus() {
 		case jobstatus.Finished:
 			resp.JobsFinished++

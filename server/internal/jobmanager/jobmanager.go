@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -59,6 +60,7 @@ type JobManager struct {
 	router     *jobmaster.Router
 	rmClient   jobplanev1connect.ResourceManagerServiceClient
 
+	mu      sync.Mutex
 	session hastore.Session // the current session; set by Run
 }
 
@@ -125,8 +127,11 @@ type Service struct {
 }
 
 func (jm *JobManager) newRunner(plan *jobplanev1.ExecutionPlan, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+	jm.mu.Lock()
+	sess := jm.session
+	jm.mu.Unlock()
 	return runner.New(runner.Config{
-		JobID: plan.GetJobId(), Session: jm.session, Store: jm.cfg.Store, Address: jm.cfg.Address, Router: jm.router, Logger: jm.log,
+		JobID: plan.GetJobId(), Session: sess, Store: jm.cfg.Store, Address: jm.cfg.Address, Router: jm.router, Logger: jm.log,
 		NewJobMaster: func(token hastore.Token) (*jobmaster.JobMaster, error) {
 			return jobmaster.New(jobmaster.Config{
 				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: token, Address: jm.cfg.Address,
@@ -154,7 +159,9 @@ func (jm *JobManager) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = 100 * time.Millisecond
+		jm.mu.Lock()
 		jm.session = sess
+		jm.mu.Unlock()
 		jm.lead(ctx, sess)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		_ = sess.Close(cctx)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -74,6 +75,10 @@ type JobMaster struct {
 	restartAt  *time.Timer
 	declaring  bool // a declaration to the ResourceManager is in flight
 	declared   int  // the slots last declared
+	// rpcCtx bounds the JobMaster's own calls; it ends when Run stops, and
+	// rpcs tracks those calls so none outlives Run.
+	rpcCtx context.Context
+	rpcs   sync.WaitGroup
 }
 
 type vertex struct {
@@ -161,9 +166,14 @@ func (jm *JobMaster) do(ctx context.Context, f func()) error {
 // post queues f for the JobMaster's goroutine without waiting; it is
 // dropped once the JobMaster has stopped.
 func (jm *JobMaster) post(f func()) {
+	var stopping <-chan struct{}
+	if jm.rpcCtx != nil {
+		stopping = jm.rpcCtx.Done()
+	}
 	select {
 	case jm.events <- f:
 	case <-jm.done:
+	case <-stopping:
 	}
 }
 
@@ -189,6 +199,12 @@ func (jm *JobMaster) Details(ctx context.Context, full bool) (*jobplanev1.JobDet
 // canceling its attempts and freeing its slots.
 func (jm *JobMaster) Run(ctx context.Context) Result {
 	defer close(jm.done)
+	rpcCtx, stopRPCs := context.WithCancel(ctx)
+	jm.rpcCtx = rpcCtx
+	// Calls still in flight when Run stops are cut off and waited for, so
+	// that no late declaration or deployment acts for this JobMaster.
+	defer jm.rpcs.Wait()
+	defer stopRPCs()
 	jm.setStatus(jobstatus.Running)
 	jm.declare(ctx, true)
 	// The ResourceManager may change leaders or lose a declaration:
@@ -197,14 +213,21 @@ func (jm *JobMaster) Run(ctx context.Context) Result {
 	defer redeclare.Stop()
 	for {
 		if jobstatus.IsGloballyTerminal(jm.status) {
+			stopRPCs()
+			jm.rpcs.Wait()
 			jm.release(context.WithoutCancel(ctx))
 			return Result{Status: jm.status, Failure: jm.failure, Restarts: jm.restart.used}
 		}
 		select {
 		case <-ctx.Done():
+			stopRPCs()
+			jm.rpcs.Wait()
 			jm.suspend()
 			return Result{Status: jobstatus.Suspended, Restarts: jm.restart.used}
 		case f := <-jm.events:
+			if ctx.Err() != nil {
+				continue // the leadership ended: act no more
+			}
 			f()
 			jm.declare(ctx, false)
 		case <-redeclare.C:
@@ -222,7 +245,7 @@ func (jm *JobMaster) declare(ctx context.Context, force bool) {
 	}
 	jm.declaring = true
 	invokables := jm.invokables()
-	go func() {
+	jm.goRPC(func(ctx context.Context) {
 		err := jm.connectResourceManager(ctx, needed, invokables)
 		if err != nil && ctx.Err() == nil {
 			jm.log.Debug("declaring to the ResourceManager failed; will retry", "err", err)
@@ -233,6 +256,16 @@ func (jm *JobMaster) declare(ctx context.Context, force bool) {
 				jm.declared = needed
 			}
 		})
+	})
+}
+
+// goRPC runs a call on its own goroutine under the JobMaster's RPC
+// context, which Run cuts off and waits for when it stops.
+func (jm *JobMaster) goRPC(f func(ctx context.Context)) {
+	jm.rpcs.Add(1)
+	go func() {
+		defer jm.rpcs.Done()
+		f(jm.rpcCtx)
 	}()
 }
 
@@ -341,16 +374,33 @@ func (jm *JobMaster) submit(v *vertex, st *subtask) {
 		Config: v.v.GetConfig(), NumberOfSubtasks: v.v.GetParallelism(),
 	}
 	attempt := st.attempt
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	jm.goRPC(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		_, err := e.client.SubmitTask(ctx, req)
 		jm.post(func() { jm.submitted(v, st, attempt, err) })
-	}()
+	})
 }
 
 func (jm *JobMaster) submitted(v *vertex, st *subtask, attempt int, err error) {
 	if st.attempt != attempt {
+		return
+	}
+	if apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_SLOT_NOT_ALLOCATED) || apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED) {
+		// The slot is not (or not yet) ours to use: drop it and deploy the
+		// subtask elsewhere, without counting a failure.
+		if s := st.slot; s != nil {
+			delete(jm.slots, s.allocationID)
+			s.task, st.slot = nil, nil
+		}
+		if st.state == jobstatus.ExecDeploying {
+			st.state = jobstatus.ExecCreated
+		}
+		if st.cancelOn {
+			st.cancelOn = false
+			st.state = jobstatus.ExecCanceled
+		}
+		jm.progress()
 		return
 	}
 	if err != nil {
@@ -383,6 +433,10 @@ func (jm *JobMaster) update(status *jobplanev1.TaskExecutionStatus) error {
 	case to == st.state:
 	case to == jobstatus.ExecFailed:
 		jm.attemptFailed(v, st, status.GetFailureMessage(), st.slot.executorID())
+	case to == jobstatus.ExecCanceled && st.state != jobstatus.ExecCanceling && !st.cancelOn:
+		// Canceled without being asked to (the TaskExecutor stopped, say):
+		// the attempt is lost like a failed one.
+		jm.attemptFailed(v, st, "the attempt was canceled on TaskExecutor "+st.slot.executorID(), st.slot.executorID())
 	case jobstatus.CanMoveExec(st.state, to):
 		st.state = to
 		if jobstatus.IsExecTerminal(to) {
@@ -466,19 +520,32 @@ func (jm *JobMaster) cancelAttempt(v *vertex, st *subtask) {
 	client := jm.executors[st.slot.executor].client
 	req := &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), Attempt: jm.attemptID(v, st)}
 	attempt := st.attempt
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := client.CancelTask(ctx, req); err != nil {
-			jm.post(func() {
-				if st.attempt == attempt && !jobstatus.IsExecTerminal(st.state) {
-					st.state = jobstatus.ExecCanceled
-					jm.attemptEnded(st)
-					jm.progress()
-				}
-			})
+	jm.goRPC(func(ctx context.Context) {
+		// Retry a while: an attempt counts as canceled without the
+		// TaskExecutor's word only once it cannot be reached at all.
+		var err error
+		for try := range 5 {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err = client.CancelTask(cctx, req)
+			cancel()
+			if err == nil || ctx.Err() != nil {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(try+1) * 200 * time.Millisecond):
+			}
 		}
-	}()
+		jm.log.Warn("canceling an attempt failed; counting it as canceled", "vertex", v.v.GetId(), "subtask", st.index, "err", err)
+		jm.post(func() {
+			if st.attempt == attempt && !jobstatus.IsExecTerminal(st.state) {
+				st.state = jobstatus.ExecCanceled
+				jm.attemptEnded(st)
+				jm.progress()
+			}
+		})
+	})
 }
 
 func (jm *JobMaster) scheduleRestart(delay time.Duration) {
@@ -530,6 +597,10 @@ func (jm *JobMaster) progress() {
 					st.attempt++
 					st.state = jobstatus.ExecCreated
 					st.failure = nil
+					st.cancelOn = false
+					if st.slot != nil {
+						st.slot.task, st.slot = nil, nil
+					}
 				}
 			}
 			jm.setStatus(jobstatus.Running)
@@ -558,17 +629,26 @@ func (jm *JobMaster) suspend() {
 		jm.restartAt.Stop()
 	}
 	jm.log.Info("suspending")
+	// Cancel every attempt at once, under one deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	var wg sync.WaitGroup
 	for _, v := range jm.vertices {
 		for _, st := range v.subtasks {
-			if st.slot != nil && !jobstatus.IsExecTerminal(st.state) {
-				if e := jm.executors[st.slot.executor]; e != nil {
-					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-					_, _ = e.client.CancelTask(ctx, &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), Attempt: jm.attemptID(v, st)})
-					cancel()
-				}
+			if st.slot == nil || jobstatus.IsExecTerminal(st.state) {
+				continue
+			}
+			if e := jm.executors[st.slot.executor]; e != nil {
+				req := &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), Attempt: jm.attemptID(v, st)}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, _ = e.client.CancelTask(ctx, req)
+				}()
 			}
 		}
 	}
+	wg.Wait()
+	cancel()
 	jm.release(context.Background())
 	if jm.cfg.OnStatus != nil {
 		s := jm.summaryLocked()
@@ -592,13 +672,13 @@ func (jm *JobMaster) trimSlots() {
 		excess--
 		if e := jm.executors[s.executor]; e != nil {
 			req := &jobplanev1.FreeSlotRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), AllocationId: aid, Reason: "no longer needed"}
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			jm.goRPC(func(ctx context.Context) {
+				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				defer cancel()
 				if _, err := e.client.FreeSlot(ctx, req); err != nil {
 					jm.log.Debug("freeing an idle slot", "allocation", aid, "err", err)
 				}
-			}()
+			})
 		}
 	}
 }
@@ -608,11 +688,18 @@ func (jm *JobMaster) release(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	token := protoToken(jm.cfg.Token)
+	var wg sync.WaitGroup
 	for _, s := range jm.slots {
 		if e := jm.executors[s.executor]; e != nil {
-			_, _ = e.client.FreeSlot(ctx, &jobplanev1.FreeSlotRequest{JobId: jm.cfg.JobID, JobMasterToken: token, AllocationId: s.allocationID, Reason: "job ended"})
+			req := &jobplanev1.FreeSlotRequest{JobId: jm.cfg.JobID, JobMasterToken: token, AllocationId: s.allocationID, Reason: "job ended"}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = e.client.FreeSlot(ctx, req)
+			}()
 		}
 	}
+	wg.Wait()
 	jm.slots = map[string]*slotRef{}
 	_, _ = jm.cfg.ResourceManager.DisconnectJobMaster(ctx, &jobplanev1.DisconnectJobMasterRequest{JobId: jm.cfg.JobID, JobMasterToken: token, Reason: "job ended"})
 }

@@ -63,6 +63,7 @@ type executor struct {
 	slots          int
 	invokables     []string
 	client         jobplanev1connect.TaskExecutorServiceClient
+	backoffUntil   time.Time // no slot requests before, after a failed one
 }
 
 type jobNeeds struct {
@@ -238,8 +239,10 @@ func (rm *ResourceManager) allocate(ctx context.Context, wg *sync.WaitGroup) {
 					if rm.allocations != nil {
 						delete(rm.allocations, a.id)
 					}
+					if e := rm.executors[a.executor]; e != nil {
+						e.backoffUntil = time.Now().Add(rm.cfg.HeartbeatInterval)
+					}
 					rm.mu.Unlock()
-					rm.poke()
 				}
 			}(e.client)
 		}
@@ -258,9 +261,10 @@ func (rm *ResourceManager) freeSlotLocked(ids []string, used map[string]map[int]
 	if !someOffer {
 		need = nil
 	}
+	now := time.Now()
 	for _, id := range ids {
 		e := rm.executors[id]
-		if !offersAll(e.invokables, need) {
+		if !offersAll(e.invokables, need) || now.Before(e.backoffUntil) {
 			continue
 		}
 		for s := range e.slots {

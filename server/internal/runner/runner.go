@@ -107,18 +107,35 @@ func (r *Runner) Run(ctx context.Context) (jobmaster.Result, error) {
 			continue
 		}
 		res, done := r.lead(ctx, l)
-		if done {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			if err := l.Resign(rctx); err != nil {
-				r.log.Debug("resigning the job's leadership", "err", err)
-			}
-			cancel()
+		// Whatever ended this term, give the leadership back if it is still
+		// held, so the next campaign (here or in another process) can win.
+		r.resign(ctx, l)
+		switch {
+		case done:
 			return res, nil
-		}
-		if ctx.Err() != nil {
+		case ctx.Err() != nil:
 			return jobmaster.Result{Status: jobstatus.Suspended}, nil
 		}
-		r.log.Info("job leadership lost; campaigning again", "token", l.Token())
+		r.log.Info("job leadership ended; campaigning again", "token", l.Token())
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}
+}
+
+// resign ends a leadership that is still held, within a bound.
+func (r *Runner) resign(ctx context.Context, l *hastore.Leadership) {
+	select {
+	case <-l.Done():
+		return
+	default:
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := l.Resign(rctx); err != nil {
+		r.log.Debug("resigning the job's leadership", "err", err)
 	}
 }
 
@@ -126,7 +143,7 @@ func (r *Runner) Run(ctx context.Context) (jobmaster.Result, error) {
 func (r *Runner) lead(ctx context.Context, l *hastore.Leadership) (jobmaster.Result, bool) {
 	lctx, stop := context.WithCancel(l.Context())
 	defer stop()
-	context.AfterFunc(ctx, stop)
+	defer context.AfterFunc(ctx, stop)()
 	token := l.Token()
 
 	// A job that already has a result never runs again.
