@@ -107,6 +107,7 @@ func (r *Runner) Run(ctx context.Context) (jobmaster.Result, error) {
 			continue
 		}
 		res, done := r.lead(ctx, l)
+		lost := l.Context().Err() != nil
 		// Whatever ended this term, give the leadership back if it is still
 		// held, so the next campaign (here or in another process) can win.
 		r.resign(ctx, l)
@@ -115,8 +116,12 @@ func (r *Runner) Run(ctx context.Context) (jobmaster.Result, error) {
 			return res, nil
 		case ctx.Err() != nil:
 			return jobmaster.Result{Status: jobstatus.Suspended}, nil
+		case lost:
+			r.log.Info("job leadership lost; campaigning again", "token", l.Token())
+			backoff = 50 * time.Millisecond
+			continue
 		}
-		r.log.Info("job leadership ended; campaigning again", "token", l.Token())
+		// The term ended on an error of ours: pause before the next one.
 		select {
 		case <-ctx.Done():
 		case <-time.After(backoff):
