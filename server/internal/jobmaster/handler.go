@@ -86,7 +86,7 @@ func (r *Router) RegisterTaskExecutor(ctx context.Context, req *jobplanev1.JobMa
 	if err := jm.do(ctx, func() {
 		if e := jm.executors[req.GetTaskExecutorId()]; e == nil || e.address != req.GetAddress() {
 			jm.executors[req.GetTaskExecutorId()] = &executorRef{
-				id: req.GetTaskExecutorId(), address: req.GetAddress(),
+				id: req.GetTaskExecutorId(), address: req.GetAddress(), lastSeen: time.Now(),
 				client: jobplanev1connect.NewTaskExecutorServiceClient(jm.cfg.HTTPClient, req.GetAddress()),
 			}
 		}

@@ -105,6 +105,8 @@ type slotRef struct {
 type executorRef struct {
 	id, address string
 	client      jobplanev1connect.TaskExecutorServiceClient
+	lastSeen    time.Time // the last answered heartbeat (or registration)
+	probing     bool      // a heartbeat is in flight
 }
 
 // New returns a JobMaster for cfg; nothing runs until Run.
@@ -211,6 +213,11 @@ func (jm *JobMaster) Run(ctx context.Context) Result {
 	// declare again now and then while running.
 	redeclare := time.NewTicker(time.Second)
 	defer redeclare.Stop()
+	// TaskExecutors are probed for the job's attempts: a lost report is
+	// recovered from the answer, and a TaskExecutor that stops answering is
+	// lost with its attempts.
+	probe := time.NewTicker(heartbeatInterval)
+	defer probe.Stop()
 	for {
 		if jobstatus.IsGloballyTerminal(jm.status) {
 			stopRPCs()
@@ -232,6 +239,8 @@ func (jm *JobMaster) Run(ctx context.Context) Result {
 			jm.declare(ctx, false)
 		case <-redeclare.C:
 			jm.declare(ctx, true)
+		case <-probe.C:
+			jm.probeExecutors()
 		}
 	}
 }
@@ -757,4 +766,59 @@ func (jm *JobMaster) detailsLocked(full bool) *jobplanev1.JobDetails {
 
 func protoToken(t hastore.Token) *jobplanev1.FencingToken {
 	return &jobplanev1.FencingToken{SessionId: t.SessionID, Epoch: t.Epoch}
+}
+
+// probeExecutors asks every registered TaskExecutor for the job's
+// attempts on it.
+func (jm *JobMaster) probeExecutors() {
+	now := time.Now()
+	for id, e := range jm.executors {
+		if now.Sub(e.lastSeen) > heartbeatTimeout {
+			jm.log.Warn("TaskExecutor stopped answering; its attempts are lost", "task_executor", id)
+			jm.lostExecutor(id, "no heartbeat answer for "+heartbeatTimeout.String())
+			continue
+		}
+		if e.probing {
+			continue
+		}
+		e.probing = true
+		req := &jobplanev1.TaskExecutorServiceHeartbeatRequest{JobId: jm.cfg.JobID, Token: protoToken(jm.cfg.Token)}
+		jm.goRPC(func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(ctx, heartbeatTimeout/2)
+			defer cancel()
+			resp, err := e.client.Heartbeat(ctx, req)
+			jm.post(func() {
+				e.probing = false
+				if err == nil && jm.executors[id] == e {
+					e.lastSeen = time.Now()
+					jm.reconcile(id, resp.GetTasks())
+				}
+			})
+		})
+	}
+}
+
+// reconcile compares the attempts a TaskExecutor reports with those the
+// JobMaster placed there: a state change whose report was lost is applied,
+// and an attempt the TaskExecutor no longer has is lost.
+func (jm *JobMaster) reconcile(executor string, tasks []*jobplanev1.TaskExecutionStatus) {
+	listed := map[string]*jobplanev1.TaskExecutionStatus{}
+	for _, t := range tasks {
+		a := t.GetAttempt()
+		listed[fmt.Sprintf("%s/%d/%d", a.GetVertexId(), a.GetSubtaskIndex(), a.GetAttemptNumber())] = t
+	}
+	for _, v := range jm.vertices {
+		for _, st := range v.subtasks {
+			if st.slot == nil || st.slot.executor != executor || jobstatus.IsExecTerminal(st.state) || st.state == jobstatus.ExecDeploying {
+				continue
+			}
+			t, ok := listed[fmt.Sprintf("%s/%d/%d", v.v.GetId(), st.index, st.attempt)]
+			switch {
+			case ok && t.GetState() != st.state && t.GetState() != jobstatus.ExecDeploying:
+				_ = jm.update(t)
+			case !ok:
+				jm.attemptFailed(v, st, "TaskExecutor "+executor+" no longer runs the attempt", executor)
+			}
+		}
+	}
 }
