@@ -42,9 +42,11 @@ var _ JobRunner = (*runner.Runner)(nil)
 type Config struct {
 	// Store is the HA store. Required.
 	Store hastore.Store
-	// NewRunner creates the runner of a job; onStatus receives the job's
-	// status changes. Required.
-	NewRunner func(plan *jobplanev1.ExecutionPlan, onStatus func(*jobplanev1.JobSummary)) (JobRunner, error)
+	// NewRunner creates the runner of a job, submitted or recovered;
+	// onStatus receives the job's status changes. A recovered job's runner
+	// returns an error wrapping runner.ErrJobMasterInit if its JobMaster
+	// cannot be created, and the Dispatcher then steps down. Required.
+	NewRunner func(plan *jobplanev1.ExecutionPlan, recovered bool, onStatus func(*jobplanev1.JobSummary)) (JobRunner, error)
 	// Limits bound submitted JobGraphs.
 	Limits jobgraph.Limits
 	// ParallelismOverrides are the cluster's, applied before a job's own.
@@ -257,7 +259,7 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 		j := newJob(plan)
 		d.mu.Lock()
 		ld.jobs[id] = j
-		err = d.startLocked(ld, j, plan)
+		err = d.startLocked(ld, j, plan, true)
 		d.mu.Unlock()
 		if err != nil {
 			return err
@@ -316,11 +318,11 @@ func (j *job) recordLocked(s *jobplanev1.JobSummary) {
 
 // startLocked starts the job's runner under the leadership; d.mu must be
 // held.
-func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *jobplanev1.ExecutionPlan) error {
+func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *jobplanev1.ExecutionPlan, recovered bool) error {
 	if d.lead != ld || ld.ctx.Err() != nil {
 		return ErrNotLeading
 	}
-	r, err := d.cfg.NewRunner(plan, func(s *jobplanev1.JobSummary) {
+	r, err := d.cfg.NewRunner(plan, recovered, func(s *jobplanev1.JobSummary) {
 		// A globally terminal status is published by finish, once the
 		// result is durable; until then the job shows as still running.
 		if jobstatus.IsGloballyTerminal(s.GetStatus()) {
@@ -347,7 +349,12 @@ func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *jobplanev1.Execut
 	go func() {
 		defer ld.wg.Done()
 		res, err := r.Run(ld.ctx)
-		if err != nil {
+		if errors.Is(err, runner.ErrJobMasterInit) {
+			// As Flink does: a job that cannot be recovered here is left
+			// to another leader.
+			d.log.Error("a recovered job's JobMaster cannot be created; stepping down", "job", j.id, "err", err)
+			d.stepDown(ld)
+		} else if err != nil {
 			d.log.Warn("runner stopped", "job", j.id, "err", err)
 		}
 		if j.heartbeat != nil {
@@ -400,18 +407,7 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 			// Rather than lose the result, give up the leadership: the next
 			// leader recovers the job from its plan.
 			d.log.Error("cannot record a job's result; giving up leadership", "job", j.id, "err", err)
-			for ld.ctx.Err() == nil {
-				rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				rerr := ld.l.Resign(rctx)
-				cancel()
-				if rerr == nil {
-					break
-				}
-				select {
-				case <-ld.ctx.Done():
-				case <-time.After(time.Second):
-				}
-			}
+			d.stepDown(ld)
 			return
 		}
 		select {
@@ -427,6 +423,23 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 	d.mu.Unlock()
 	d.log.Info("job terminated", "job", j.id, "status", result.GetStatus())
 	d.cleanup(ld.ctx, f, j.id)
+}
+
+// stepDown gives up the leadership, retrying until the store records it
+// or the term ends anyway.
+func (d *Dispatcher) stepDown(ld *leadership) {
+	for ld.ctx.Err() == nil {
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := ld.l.Resign(rctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ld.ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // cleanup removes a terminated job's plan and marks its result clean,
@@ -558,7 +571,7 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 		return SubmitOutcome{}, fmt.Errorf("%w: %v", ErrPersistFailed, err)
 	}
 	d.mu.Lock()
-	err = d.startLocked(ld, j, plan)
+	err = d.startLocked(ld, j, plan, false)
 	if err != nil {
 		delete(ld.jobs, j.id)
 		close(j.persisting)

@@ -126,12 +126,13 @@ type Service struct {
 	Handler    http.Handler
 }
 
-func (jm *JobManager) newRunner(plan *jobplanev1.ExecutionPlan, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+func (jm *JobManager) newRunner(plan *jobplanev1.ExecutionPlan, recovered bool, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 	jm.mu.Lock()
 	sess := jm.session
 	jm.mu.Unlock()
 	return runner.New(runner.Config{
 		JobID: plan.GetJobId(), Session: sess, Store: jm.cfg.Store, Address: jm.cfg.Address, Router: jm.router, Logger: jm.log,
+		Recovered: recovered,
 		NewJobMaster: func(token hastore.Token) (*jobmaster.JobMaster, error) {
 			return jobmaster.New(jobmaster.Config{
 				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: token, Address: jm.cfg.Address,

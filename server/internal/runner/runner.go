@@ -34,9 +34,18 @@ type Config struct {
 	// Router routes JobMasterService calls to the current JobMaster.
 	// Required.
 	Router *jobmaster.Router
+	// Recovered says the job was recovered by a new Dispatcher leader
+	// rather than just submitted. If its JobMaster cannot be created, a
+	// submitted job fails, while a recovered one is left to the next
+	// leader: Run returns ErrJobMasterInit, and the Dispatcher steps down.
+	Recovered bool
 	// Logger receives the runner's logs. Default: slog.Default().
 	Logger *slog.Logger
 }
+
+// ErrJobMasterInit reports that a recovered job's JobMaster could not be
+// created.
+var ErrJobMasterInit = errors.New("runner: JobMaster initialization failed")
 
 // Runner runs one job across leadership changes.
 type Runner struct {
@@ -106,8 +115,12 @@ func (r *Runner) Run(ctx context.Context) (jobmaster.Result, error) {
 			}
 			continue
 		}
-		res, done := r.lead(ctx, l)
+		res, done, initErr := r.lead(ctx, l)
 		lost := l.Context().Err() != nil
+		if initErr != nil && r.cfg.Recovered {
+			r.resign(ctx, l)
+			return jobmaster.Result{Status: jobstatus.Suspended}, fmt.Errorf("%w: %v", ErrJobMasterInit, initErr)
+		}
 		// Whatever ended this term, give the leadership back if it is still
 		// held, so the next campaign (here or in another process) can win.
 		r.resign(ctx, l)
@@ -144,8 +157,9 @@ func (r *Runner) resign(ctx context.Context, l *hastore.Leadership) {
 	}
 }
 
-// lead runs the job under one grant; done reports a result to keep.
-func (r *Runner) lead(ctx context.Context, l *hastore.Leadership) (jobmaster.Result, bool) {
+// lead runs the job under one grant; done reports a result to keep, and
+// initErr a JobMaster that could not be created.
+func (r *Runner) lead(ctx context.Context, l *hastore.Leadership) (res jobmaster.Result, done bool, initErr error) {
 	lctx, stop := context.WithCancel(l.Context())
 	defer stop()
 	defer context.AfterFunc(ctx, stop)()
@@ -154,21 +168,22 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership) (jobmaster.Res
 	// A job that already has a result never runs again.
 	if entry, err := r.cfg.Store.GetJobResultEntry(lctx, r.cfg.JobID); err == nil {
 		res := entry.GetResult()
-		return jobmaster.Result{Status: res.GetStatus(), Failure: res.GetFailure(), Restarts: int(res.GetRestarts())}, true
+		return jobmaster.Result{Status: res.GetStatus(), Failure: res.GetFailure(), Restarts: int(res.GetRestarts())}, true, nil
 	} else if !errors.Is(err, hastore.ErrResultNotFound) {
 		r.log.Warn("reading the job's result failed", "err", err)
-		return jobmaster.Result{}, false
+		return jobmaster.Result{}, false, nil
 	}
 	r.mu.Lock()
 	canceled := r.canceling
 	r.mu.Unlock()
 	if canceled {
-		return jobmaster.Result{Status: jobstatus.Canceled}, true
+		return jobmaster.Result{Status: jobstatus.Canceled}, true, nil
 	}
 
 	jm, err := r.cfg.NewJobMaster(token)
 	if err != nil {
-		return jobmaster.Result{Status: jobstatus.Failed, Failure: &jobplanev1.FailureInfo{Message: "JobMaster initialization failed: " + err.Error()}}, true
+		r.log.Error("creating the JobMaster failed", "err", err)
+		return jobmaster.Result{Status: jobstatus.Failed, Failure: &jobplanev1.FailureInfo{Message: "JobMaster initialization failed: " + err.Error()}}, true, err
 	}
 	r.cfg.Router.Add(r.cfg.JobID, jm)
 	defer r.cfg.Router.Remove(r.cfg.JobID, jm)
@@ -191,11 +206,11 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership) (jobmaster.Res
 		go jm.Cancel(lctx)
 	}
 	r.mu.Unlock()
-	res := <-results
+	res = <-results
 	// An outcome reached after the leadership ended is not this
 	// JobMaster's to report.
 	if res.Status == jobstatus.Suspended || l.Context().Err() != nil {
-		return res, false
+		return res, false, nil
 	}
-	return res, true
+	return res, true, nil
 }
