@@ -30,7 +30,7 @@ func (r *stuckRunner) Run(ctx context.Context) (jobmaster.Result, error) {
 }
 
 func (r *stuckRunner) Cancel(context.Context) jobplanev1.JobStatus { return jobstatus.Cancelling }
-func (r *stuckRunner) JobMaster() *jobmaster.JobMaster              { return nil }
+func (r *stuckRunner) JobMaster() *jobmaster.JobMaster             { return nil }
 
 // A recovered job whose JobMaster cannot be created makes the Dispatcher
 // step down, leaving the job (plan kept, no result) to another leader.
