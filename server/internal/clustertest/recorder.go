@@ -25,13 +25,24 @@ type Event struct {
 type Recorder struct {
 	hastore.Store
 
-	mu     sync.Mutex
-	events []Event
-	fail   map[string]int // op -> calls still to fail
+	mu        sync.Mutex
+	events    []Event
+	fail      map[string]int // op -> calls still to fail
+	failAfter map[string]int // op -> calls still to apply, then fail
 }
 
 // NewRecorder wraps s.
-func NewRecorder(s hastore.Store) *Recorder { return &Recorder{Store: s, fail: map[string]int{}} }
+func NewRecorder(s hastore.Store) *Recorder {
+	return &Recorder{Store: s, fail: map[string]int{}, failAfter: map[string]int{}}
+}
+
+// FailAfterNext makes the next n calls of op take effect in the store and
+// then fail with ErrUnavailable, as a call whose answer was lost.
+func (r *Recorder) FailAfterNext(op string, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failAfter[op] = n
+}
 
 // FailNext makes the next n calls of op fail with ErrUnavailable.
 func (r *Recorder) FailNext(op string, n int) {
@@ -71,6 +82,10 @@ func (r *Recorder) call(op, key string, f func() error) error {
 		err = f()
 	}
 	r.mu.Lock()
+	if err == nil && r.failAfter[op] > 0 {
+		r.failAfter[op]--
+		err = hastore.ErrUnavailable
+	}
 	r.events = append(r.events, Event{Op: op, Key: key, Err: err})
 	r.mu.Unlock()
 	return err

@@ -548,15 +548,12 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 	defer cancel()
 	f := ld.l.Fence()
 	err := d.cfg.Store.PutExecutionPlan(ctx, f, plan)
+	if err != nil && !errors.Is(err, hastore.ErrStaleToken) && !errors.Is(err, hastore.ErrInvalidArgument) && !errors.Is(err, hastore.ErrResultExists) {
+		// The put may have been applied although it failed here: settle
+		// what the store holds before answering.
+		err = d.settlePut(ld, f, plan, err)
+	}
 	if err != nil {
-		if !errors.Is(err, hastore.ErrStaleToken) && !errors.Is(err, hastore.ErrInvalidArgument) && !errors.Is(err, hastore.ErrResultExists) {
-			// The put may have been applied although it failed here.
-			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ld.ctx), d.cfg.PersistTimeout)
-			if derr := d.cfg.Store.DeleteExecutionPlan(rctx, f, j.id); derr != nil {
-				d.log.Warn("removing a plan whose persist failed", "job", j.id, "err", derr)
-			}
-			rcancel()
-		}
 		d.mu.Lock()
 		delete(ld.jobs, j.id)
 		close(j.persisting)
@@ -566,6 +563,8 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 			return SubmitOutcome{}, ErrNotLeading
 		case errors.Is(err, hastore.ErrInvalidArgument):
 			return SubmitOutcome{}, &jobgraph.Error{Violations: []jobgraph.Violation{{Field: "job_graph", Description: err.Error()}}}
+		case errors.Is(err, ErrOutcomeUnknown):
+			return SubmitOutcome{}, err
 		}
 		d.log.Warn("persisting a plan failed", "job", j.id, "err", err)
 		return SubmitOutcome{}, fmt.Errorf("%w: %v", ErrPersistFailed, err)
@@ -589,6 +588,33 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 	}
 	d.log.Info("job submitted", "job", j.id, "name", j.name)
 	return SubmitOutcome{Created: true, Status: jobstatus.Initializing}, nil
+}
+
+// ErrOutcomeUnknown: a plan put failed in a way that leaves unknown
+// whether the plan is stored, and it could be neither read back nor
+// removed. The client retries the same submission, which is safe.
+var ErrOutcomeUnknown = errors.New("dispatcher: the outcome of persisting the plan is unknown")
+
+// settlePut finds out whether a failed put was applied after all: if the
+// plan is stored, the put succeeded (nil); if it is not, it failed
+// (putErr); if that cannot be read, the plan is removed (putErr) or, if
+// even that fails, ErrOutcomeUnknown.
+func (d *Dispatcher) settlePut(ld *leadership, f hastore.Fence, plan *jobplanev1.ExecutionPlan, putErr error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ld.ctx), d.cfg.PersistTimeout)
+	defer cancel()
+	stored, err := d.cfg.Store.GetExecutionPlan(ctx, plan.GetJobId())
+	switch {
+	case err == nil && string(stored.GetDigest()) == string(plan.GetDigest()):
+		d.log.Info("a plan put reported an error but was applied", "job", plan.GetJobId(), "err", putErr)
+		return nil
+	case errors.Is(err, hastore.ErrPlanNotFound):
+		return putErr
+	}
+	if derr := d.cfg.Store.DeleteExecutionPlan(ctx, f, plan.GetJobId()); derr != nil {
+		d.log.Warn("a plan put failed and the plan can be neither read nor removed", "job", plan.GetJobId(), "put_err", putErr, "delete_err", derr)
+		return fmt.Errorf("%w: %v", ErrOutcomeUnknown, putErr)
+	}
+	return putErr
 }
 
 // ErrJobNotFound: no job with this id is known.

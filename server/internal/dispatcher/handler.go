@@ -62,6 +62,8 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_JOB_ALREADY_EXISTS, err.Error(), map[string]string{
 			"job_id": exist.JobID, "globally_terminated": strconv.FormatBool(exist.GloballyTerminated),
 		})
+	case errors.Is(err, ErrOutcomeUnknown):
+		return connect.NewError(connect.CodeUnavailable, errors.New("the HA store did not confirm the job's plan; retry the same submission"))
 	case errors.Is(err, ErrPersistFailed):
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_PERSIST_FAILED, "the job's plan could not be persisted; nothing runs, and the submission may be retried", map[string]string{"job_id": jobID})
 	case errors.Is(err, ErrJobNotFound):

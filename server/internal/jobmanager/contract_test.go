@@ -251,3 +251,22 @@ func TestJobLeadershipFlapping(t *testing.T) {
 		t.Errorf("result = %v, want CANCELED", res)
 	}
 }
+
+// A plan put whose answer is lost although it was applied still runs the
+// job, once: the Dispatcher reads the plan back before it answers.
+func TestLostPutAnswer(t *testing.T) {
+	c, rec, r := startRecorded(t)
+	rec.FailAfterNext("put-plan", 1)
+	resp := submit(t, c, "lost", countJob())
+	if !resp.GetCreated() {
+		t.Errorf("SubmitJob = %v, want created", resp)
+	}
+	if res := result(t, c, "lost"); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("result = %v", res)
+	}
+	for i := range 3 {
+		if got := r.of(fmt.Sprintf("lost/v/%d", i)); got != 1 {
+			t.Errorf("subtask %d ran %d times, want 1", i, got)
+		}
+	}
+}

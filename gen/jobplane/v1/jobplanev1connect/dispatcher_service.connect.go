@@ -88,6 +88,9 @@ type DispatcherServiceClient interface {
 	//   - UNAVAILABLE, reason PERSIST_FAILED: the plan is not persisted;
 	//     nothing runs, nothing is left behind, and the same submission may be
 	//     retried;
+	//   - UNAVAILABLE without an ErrorInfo: the HA store could not confirm
+	//     whether the plan is persisted; retry the same submission, which is
+	//     safe;
 	//   - UNAVAILABLE, reason NOT_LEADER: this Dispatcher does not lead, or
 	//     lost leadership during the call (its write was refused as stale);
 	//     retry at the leader, where the same `job_id` is safe.
@@ -331,6 +334,9 @@ type DispatcherServiceHandler interface {
 	//   - UNAVAILABLE, reason PERSIST_FAILED: the plan is not persisted;
 	//     nothing runs, nothing is left behind, and the same submission may be
 	//     retried;
+	//   - UNAVAILABLE without an ErrorInfo: the HA store could not confirm
+	//     whether the plan is persisted; retry the same submission, which is
+	//     safe;
 	//   - UNAVAILABLE, reason NOT_LEADER: this Dispatcher does not lead, or
 	//     lost leadership during the call (its write was refused as stale);
 	//     retry at the leader, where the same `job_id` is safe.
