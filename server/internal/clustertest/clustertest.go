@@ -48,7 +48,20 @@ type Cluster struct {
 	HTTP       *http.Client
 	// JobManagers are the cluster's JobManager processes, in start order.
 	JobManagers []*JobManager
+	// TaskExecutors are the cluster's TaskExecutors, in start order.
+	TaskExecutors []*TaskExecutor
 }
+
+// TaskExecutor is one TaskExecutor of a cluster.
+type TaskExecutor struct {
+	ID       string
+	stopServ func()
+}
+
+// StopServing closes the TaskExecutor's endpoint while it keeps
+// heart-beating the ResourceManager: to JobMasters it falls silent, as
+// behind a one-way partition.
+func (te *TaskExecutor) StopServing() { te.stopServ() }
 
 // JobManager is one JobManager of a cluster.
 type JobManager struct {
@@ -117,6 +130,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 			waitLeader(t, store, jms[0].URL)
 		}
 	}
+	var tes []*TaskExecutor
 	for range opts.TaskExecutors {
 		tep := listen(t, log)
 		te, err := taskexecutor.New(taskexecutor.Config{
@@ -127,10 +141,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 		}
 		p, h := te.Handler()
 		tep.Mount(jobplanev1connect.TaskExecutorServiceName, p, h)
-		run(t, ctx, tep.Run)
+		stopServ := run(t, ctx, tep.Run)
 		run(t, ctx, te.Run)
+		tes = append(tes, &TaskExecutor{ID: te.ID(), stopServ: stopServ})
 	}
-	c := &Cluster{Store: store, URL: jms[0].URL, HTTP: client, Dispatcher: jms[0].Dispatcher, JobManagers: jms}
+	c := &Cluster{Store: store, URL: jms[0].URL, HTTP: client, Dispatcher: jms[0].Dispatcher, JobManagers: jms, TaskExecutors: tes}
 	c.WaitReady(t, opts.TaskExecutors)
 	return c
 }

@@ -93,3 +93,47 @@ func TestStandbyTakesOver(t *testing.T) {
 		t.Errorf("jobs at the new leader = %v, %v", list, err)
 	}
 }
+
+// A TaskExecutor that stops answering the JobMaster (while the
+// ResourceManager still hears from it) is lost after the heartbeat
+// timeout, and the job finishes on the other one.
+func TestSilentTaskExecutorIsLost(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{Slots: 2})
+	// The attempts outlast the heartbeat timeout (2s in the harness), so
+	// the JobMaster gives up on the silent TaskExecutor before they end.
+	g := twoVertices("sleep", map[string]string{"duration": "2500ms"})
+	g.Vertices[0].Parallelism, g.Vertices[1].Parallelism = 1, 3
+	g.Config = &jobplanev1.JobConfig{RestartStrategy: &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{
+		FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{Attempts: 3},
+	}}}
+	submit(t, c, "silent", g)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// Wait until both TaskExecutors run attempts, then silence the first.
+	for {
+		resp, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "silent", View: jobplanev1.JobView_JOB_VIEW_FULL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		on := map[string]bool{}
+		for _, v := range resp.GetJob().GetVertices() {
+			for _, st := range v.GetSubtasks() {
+				if st.GetState() == jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING {
+					on[st.GetTaskExecutorId()] = true
+				}
+			}
+		}
+		if on[c.TaskExecutors[0].ID] && len(on) == 2 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("attempts never ran on both TaskExecutors")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.TaskExecutors[0].StopServing()
+	res := result(t, c, "silent")
+	if res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || res.GetRestarts() < 1 {
+		t.Errorf("result = %v, want FINISHED after a restart", res)
+	}
+}

@@ -38,7 +38,8 @@ type Config struct {
 	// dead leader keeps its leadership. Default: 10s.
 	SessionTTL time.Duration
 	// HeartbeatInterval and HeartbeatTimeout govern TaskExecutor
-	// heartbeats at the ResourceManager. Defaults: 1s and 10s.
+	// heartbeats at the ResourceManager and the JobMasters' probes of
+	// TaskExecutors. Defaults: 1s and 10s.
 	HeartbeatInterval, HeartbeatTimeout time.Duration
 	// Limits bound submitted JobGraphs.
 	Limits jobgraph.Limits
@@ -137,6 +138,7 @@ func (jm *JobManager) newRunner(plan *jobplanev1.ExecutionPlan, recovered bool, 
 			return jobmaster.New(jobmaster.Config{
 				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: token, Address: jm.cfg.Address,
 				ResourceManager: jm.rmClient, HTTPClient: jm.cfg.HTTPClient, SubmitTime: plan.GetSubmitTime().AsTime(),
+				HeartbeatInterval: jm.cfg.HeartbeatInterval, HeartbeatTimeout: jm.cfg.HeartbeatTimeout,
 				OnStatus: onStatus, Logger: jm.log,
 			})
 		},

@@ -67,13 +67,6 @@ func (r *Router) route(ctx context.Context, jobID string, t *jobplanev1.FencingT
 	return jm, nil
 }
 
-// heartbeatInterval and heartbeatTimeout are what the JobMaster asks of
-// TaskExecutors.
-const (
-	heartbeatInterval = time.Second
-	heartbeatTimeout  = 10 * time.Second
-)
-
 // RegisterTaskExecutor implements JobMasterServiceHandler.
 func (r *Router) RegisterTaskExecutor(ctx context.Context, req *jobplanev1.JobMasterServiceRegisterTaskExecutorRequest) (*jobplanev1.JobMasterServiceRegisterTaskExecutorResponse, error) {
 	if req.GetTaskExecutorId() == "" || req.GetAddress() == "" {
@@ -94,7 +87,7 @@ func (r *Router) RegisterTaskExecutor(ctx context.Context, req *jobplanev1.JobMa
 		return nil, err
 	}
 	return &jobplanev1.JobMasterServiceRegisterTaskExecutorResponse{
-		HeartbeatInterval: durationpb.New(heartbeatInterval), HeartbeatTimeout: durationpb.New(heartbeatTimeout),
+		HeartbeatInterval: durationpb.New(jm.cfg.HeartbeatInterval), HeartbeatTimeout: durationpb.New(jm.cfg.HeartbeatTimeout),
 	}, nil
 }
 

@@ -37,6 +37,12 @@ type Config struct {
 	HTTPClient connect.HTTPClient
 	// SubmitTime is when the job was accepted.
 	SubmitTime time.Time
+	// HeartbeatInterval is how often the JobMaster probes its
+	// TaskExecutors. Default: 1s.
+	HeartbeatInterval time.Duration
+	// HeartbeatTimeout is how long a TaskExecutor may leave the probes
+	// unanswered before its attempts count as lost. Default: 10s.
+	HeartbeatTimeout time.Duration
 	// OnStatus, if set, is called from the JobMaster's goroutine with the
 	// job's summary after every status change; it must not block.
 	OnStatus func(*jobplanev1.JobSummary)
@@ -119,6 +125,12 @@ func New(cfg Config) (*JobMaster, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = time.Second
+	}
+	if cfg.HeartbeatTimeout <= 0 {
+		cfg.HeartbeatTimeout = 10 * time.Second
 	}
 	jm := &JobMaster{
 		cfg:       cfg,
@@ -216,7 +228,7 @@ func (jm *JobMaster) Run(ctx context.Context) Result {
 	// TaskExecutors are probed for the job's attempts: a lost report is
 	// recovered from the answer, and a TaskExecutor that stops answering is
 	// lost with its attempts.
-	probe := time.NewTicker(heartbeatInterval)
+	probe := time.NewTicker(jm.cfg.HeartbeatInterval)
 	defer probe.Stop()
 	for {
 		if jobstatus.IsGloballyTerminal(jm.status) {
@@ -773,9 +785,9 @@ func protoToken(t hastore.Token) *jobplanev1.FencingToken {
 func (jm *JobMaster) probeExecutors() {
 	now := time.Now()
 	for id, e := range jm.executors {
-		if now.Sub(e.lastSeen) > heartbeatTimeout {
+		if now.Sub(e.lastSeen) > jm.cfg.HeartbeatTimeout {
 			jm.log.Warn("TaskExecutor stopped answering; its attempts are lost", "task_executor", id)
-			jm.lostExecutor(id, "no heartbeat answer for "+heartbeatTimeout.String())
+			jm.lostExecutor(id, "no heartbeat answer for "+jm.cfg.HeartbeatTimeout.String())
 			continue
 		}
 		if e.probing {
@@ -784,7 +796,7 @@ func (jm *JobMaster) probeExecutors() {
 		e.probing = true
 		req := &jobplanev1.TaskExecutorServiceHeartbeatRequest{JobId: jm.cfg.JobID, Token: protoToken(jm.cfg.Token)}
 		jm.goRPC(func(ctx context.Context) {
-			ctx, cancel := context.WithTimeout(ctx, heartbeatTimeout/2)
+			ctx, cancel := context.WithTimeout(ctx, jm.cfg.HeartbeatTimeout/2)
 			defer cancel()
 			resp, err := e.client.Heartbeat(ctx, req)
 			jm.post(func() {
