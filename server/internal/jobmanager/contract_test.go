@@ -171,15 +171,14 @@ func TestResultDirtyThenCleanupThenClean(t *testing.T) {
 		t.Fatalf("result = %v", res)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		e, err := c.Store.GetJobResultEntry(context.Background(), "r")
-		if err == nil && e.GetState() == jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN {
-			break
-		}
+	for rec.Count("mark-clean", "r") == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("result not clean after 30s: %v, %v", e, err)
+			t.Fatal("result not marked clean after 30s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if e, err := c.Store.GetJobResultEntry(context.Background(), "r"); err != nil || e.GetState() != jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN {
+		t.Errorf("entry = %v, %v; want clean", e, err)
 	}
 	var order []string
 	for _, e := range rec.Events() {

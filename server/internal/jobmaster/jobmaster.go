@@ -98,7 +98,8 @@ type subtask struct {
 	state    jobplanev1.ExecutionState
 	slot     *slotRef
 	failure  *jobplanev1.FailureInfo
-	cancelOn bool // cancel once its deployment returns
+	cancelOn bool      // cancel once its deployment returns
+	since    time.Time // when the JobMaster last learnt the attempt's state
 }
 
 type slotRef struct {
@@ -373,7 +374,7 @@ func (jm *JobMaster) deploy() {
 			s := free[0]
 			free = free[1:]
 			s.task, st.slot = st, s
-			st.state = jobstatus.ExecDeploying
+			st.state, st.since = jobstatus.ExecDeploying, time.Now()
 			jm.submit(v, st)
 		}
 	}
@@ -459,7 +460,7 @@ func (jm *JobMaster) update(status *jobplanev1.TaskExecutionStatus) error {
 		// the attempt is lost like a failed one.
 		jm.attemptFailed(v, st, "the attempt was canceled on TaskExecutor "+st.slot.executorID(), st.slot.executorID())
 	case jobstatus.CanMoveExec(st.state, to):
-		st.state = to
+		st.state, st.since = to, time.Now()
 		if jobstatus.IsExecTerminal(to) {
 			jm.attemptEnded(st)
 		}
@@ -795,6 +796,7 @@ func (jm *JobMaster) probeExecutors() {
 		}
 		e.probing = true
 		req := &jobplanev1.TaskExecutorServiceHeartbeatRequest{JobId: jm.cfg.JobID, Token: protoToken(jm.cfg.Token)}
+		sent := time.Now()
 		jm.goRPC(func(ctx context.Context) {
 			ctx, cancel := context.WithTimeout(ctx, jm.cfg.HeartbeatTimeout/2)
 			defer cancel()
@@ -803,17 +805,20 @@ func (jm *JobMaster) probeExecutors() {
 				e.probing = false
 				if err == nil && jm.executors[id] == e {
 					e.lastSeen = time.Now()
-					jm.reconcile(id, resp.GetTasks())
+					jm.reconcile(id, sent, resp.GetTasks())
 				}
 			})
 		})
 	}
 }
 
-// reconcile compares the attempts a TaskExecutor reports with those the
-// JobMaster placed there: a state change whose report was lost is applied,
-// and an attempt the TaskExecutor no longer has is lost.
-func (jm *JobMaster) reconcile(executor string, tasks []*jobplanev1.TaskExecutionStatus) {
+// reconcile compares the attempts a TaskExecutor reported, in answer to a
+// probe sent at sent, with those the JobMaster placed there: a state
+// change whose report was lost is applied, and an attempt the
+// TaskExecutor no longer has is lost. Attempts whose state the JobMaster
+// learnt after sending the probe are newer than the answer, and left
+// alone.
+func (jm *JobMaster) reconcile(executor string, sent time.Time, tasks []*jobplanev1.TaskExecutionStatus) {
 	listed := map[string]*jobplanev1.TaskExecutionStatus{}
 	for _, t := range tasks {
 		a := t.GetAttempt()
@@ -821,7 +826,7 @@ func (jm *JobMaster) reconcile(executor string, tasks []*jobplanev1.TaskExecutio
 	}
 	for _, v := range jm.vertices {
 		for _, st := range v.subtasks {
-			if st.slot == nil || st.slot.executor != executor || jobstatus.IsExecTerminal(st.state) || st.state == jobstatus.ExecDeploying {
+			if st.slot == nil || st.slot.executor != executor || jobstatus.IsExecTerminal(st.state) || st.state == jobstatus.ExecDeploying || !st.since.Before(sent) {
 				continue
 			}
 			t, ok := listed[fmt.Sprintf("%s/%d/%d", v.v.GetId(), st.index, st.attempt)]
