@@ -32,11 +32,13 @@ type slogCore struct {
 	closing *atomic.Bool
 }
 
-// benign are etcd warnings that do not apply to the embedded member, which
-// listens on loopback only and runs without authentication.
+// benign are etcd messages that do not apply to the embedded member,
+// which listens on loopback only and runs without authentication, or that
+// etcd logs as errors on every fresh start and then retries by itself.
 var benign = map[string]bool{
 	"Running http and grpc server on single port. This is not recommended for production.": true,
 	"simple token is not cryptographically signed":                                         true,
+	"failed to update storage version":                                                     true,
 }
 
 func slogLevel(l zapcore.Level) slog.Level {
