@@ -497,7 +497,7 @@ func (jm *JobMaster) attemptFailed(v *vertex, st *subtask, msg, executor string)
 	case jobstatus.Running:
 		jm.failure = st.failure
 		jm.log.Info("task failed", "vertex", v.v.GetId(), "subtask", st.index, "attempt", st.attempt, "cause", msg)
-		if delay, ok := jm.restart.next(); ok {
+		if delay, ok := jm.restart.next(time.Now()); ok {
 			jm.setStatus(jobstatus.Restarting)
 			jm.stopAll(jobstatus.Restarting)
 			jm.scheduleRestart(delay)

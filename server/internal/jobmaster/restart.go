@@ -1,20 +1,29 @@
 package jobmaster
 
 import (
+	"math/rand/v2"
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 )
 
-// restartPolicy decides whether a failed job restarts, and after how long.
+// restartPolicy decides whether a failed job restarts, and after how long,
+// per the job's restart strategy. It reads no clock: each failure brings
+// its time, so tests drive it with any times they like.
 type restartPolicy struct {
 	strategy *jobplanev1.RestartStrategy
 	used     int // restarts so far
+	// jitter returns a number in [0, 1); default: math/rand.
+	jitter func() float64
+
+	failures    []time.Time   // failure-rate: failures within the interval
+	lastFailure time.Time     // exponential-delay: for reset_after
+	delay       time.Duration // exponential-delay: the next delay
 }
 
-// next reports whether the job may restart once more, and the delay
-// before it does. It counts the restart when it allows one.
-func (p *restartPolicy) next() (time.Duration, bool) {
+// next reports whether the job may restart after a failure at now, and
+// the delay before it does. It counts the restart when it allows one.
+func (p *restartPolicy) next(now time.Time) (time.Duration, bool) {
 	switch s := p.strategy.GetStrategy().(type) {
 	case *jobplanev1.RestartStrategy_FixedDelay_:
 		if p.used >= int(s.FixedDelay.GetAttempts()) {
@@ -22,26 +31,56 @@ func (p *restartPolicy) next() (time.Duration, bool) {
 		}
 		p.used++
 		return s.FixedDelay.GetDelay().AsDuration(), true
+
 	case *jobplanev1.RestartStrategy_ExponentialDelay_:
 		e := s.ExponentialDelay
 		if e.GetAttempts() > 0 && p.used >= int(e.GetAttempts()) {
 			return 0, false
 		}
+		initial, maxDelay := e.GetInitialDelay().AsDuration(), e.GetMaxDelay().AsDuration()
+		if reset := e.GetResetAfter().AsDuration(); reset > 0 && !p.lastFailure.IsZero() && now.Sub(p.lastFailure) >= reset {
+			p.delay = 0 // a long quiet run: back to the initial delay
+		}
+		if p.delay == 0 {
+			p.delay = initial
+		}
+		d := p.delay
 		mult := e.GetMultiplier()
 		if mult == 0 {
 			mult = 2
 		}
-		d := e.GetInitialDelay().AsDuration()
-		for range p.used {
-			d = time.Duration(float64(d) * mult)
-			if d >= e.GetMaxDelay().AsDuration() {
-				d = e.GetMaxDelay().AsDuration()
-				break
+		p.delay = min(time.Duration(float64(p.delay)*mult), maxDelay)
+		if j := e.GetJitter(); j > 0 {
+			// Spread the delay uniformly over d ± j·d.
+			d += time.Duration((2*p.rand() - 1) * j * float64(d))
+		}
+		p.lastFailure = now
+		p.used++
+		return max(d, 0), true
+
+	case *jobplanev1.RestartStrategy_FailureRate_:
+		f := s.FailureRate
+		window := f.GetInterval().AsDuration()
+		kept := p.failures[:0]
+		for _, t := range p.failures {
+			if now.Sub(t) < window {
+				kept = append(kept, t)
 			}
 		}
+		p.failures = append(kept, now)
+		if len(p.failures) > int(f.GetMaxFailures()) {
+			return 0, false
+		}
 		p.used++
-		return d, true
+		return f.GetDelay().AsDuration(), true
 	}
-	// None, failure-rate (the scheduler issue) and unset: no restart.
+	// None and unset: no restart.
 	return 0, false
+}
+
+func (p *restartPolicy) rand() float64 {
+	if p.jitter != nil {
+		return p.jitter()
+	}
+	return rand.Float64()
 }

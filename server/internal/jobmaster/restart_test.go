@@ -11,27 +11,68 @@ import (
 
 func TestRestartPolicy(t *testing.T) {
 	t.Parallel()
-	fixed := &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{Attempts: 3, Delay: durationpb.New(50 * time.Millisecond)}}}
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	fixed := &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{
+		Attempts: 3, Delay: durationpb.New(ms(50)),
+	}}}
+	expo := &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_ExponentialDelay_{ExponentialDelay: &jobplanev1.RestartStrategy_ExponentialDelay{
+		InitialDelay: durationpb.New(ms(100)), MaxDelay: durationpb.New(ms(500)), Multiplier: 2,
+		ResetAfter: durationpb.New(10 * time.Second), Attempts: 6,
+	}}}
+	rate := &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FailureRate_{FailureRate: &jobplanev1.RestartStrategy_FailureRate{
+		MaxFailures: 2, Interval: durationpb.New(time.Minute), Delay: durationpb.New(ms(10)),
+	}}}
 	none := &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_None{None: &jobplanev1.RestartStrategy_NoRestart{}}}
+	t0 := time.Unix(1_000_000, 0)
+	type step struct {
+		at    time.Duration // failure time after t0
+		delay time.Duration
+		ok    bool
+	}
 	for _, tc := range []struct {
 		name  string
 		s     *jobplanev1.RestartStrategy
-		delay time.Duration
-		times int
+		steps []step
 	}{
-		{"unset", nil, 0, 0},
-		{"none", none, 0, 0},
-		{"fixed delay", fixed, 50 * time.Millisecond, 3},
+		{"unset", nil, []step{{0, 0, false}}},
+		{"none", none, []step{{0, 0, false}}},
+		{"fixed delay", fixed, []step{{0, ms(50), true}, {1, ms(50), true}, {2, ms(50), true}, {3, 0, false}}},
+		{"exponential grows to its max", expo, []step{
+			{0, ms(100), true}, {time.Second, ms(200), true}, {2 * time.Second, ms(400), true}, {3 * time.Second, ms(500), true},
+		}},
+		{"exponential resets after a quiet run", expo, []step{
+			{0, ms(100), true}, {time.Second, ms(200), true}, {20 * time.Second, ms(100), true}, {21 * time.Second, ms(200), true},
+			{22 * time.Second, ms(400), true}, {23 * time.Second, ms(500), true}, {24 * time.Second, 0, false},
+		}},
+		{"failure rate", rate, []step{
+			{0, ms(10), true}, {time.Second, ms(10), true}, {2 * time.Second, 0, false},
+		}},
+		{"failure rate forgets old failures", rate, []step{
+			{0, ms(10), true}, {time.Second, ms(10), true}, {2 * time.Minute, ms(10), true}, {2*time.Minute + time.Second, ms(10), true},
+		}},
 	} {
 		p := &restartPolicy{strategy: tc.s}
-		for i := range tc.times {
-			d, ok := p.next()
-			if !ok || d != tc.delay {
-				t.Errorf("%s: restart %d = %v, %v; want %v, true", tc.name, i, d, ok, tc.delay)
+		for i, st := range tc.steps {
+			d, ok := p.next(t0.Add(st.at))
+			if ok != st.ok || d != st.delay {
+				t.Errorf("%s: failure %d at +%v = %v, %v; want %v, %v", tc.name, i, st.at, d, ok, st.delay, st.ok)
 			}
 		}
-		if _, ok := p.next(); ok {
-			t.Errorf("%s: restart %d allowed, want refused", tc.name, tc.times)
+	}
+}
+
+func TestExponentialJitter(t *testing.T) {
+	t.Parallel()
+	s := &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_ExponentialDelay_{ExponentialDelay: &jobplanev1.RestartStrategy_ExponentialDelay{
+		InitialDelay: durationpb.New(time.Second), MaxDelay: durationpb.New(time.Minute), Jitter: 0.5,
+	}}}
+	for _, tc := range []struct {
+		r    float64
+		want time.Duration
+	}{{0, 500 * time.Millisecond}, {0.5, time.Second}, {0.75, 1250 * time.Millisecond}} {
+		p := &restartPolicy{strategy: s, jitter: func() float64 { return tc.r }}
+		if d, ok := p.next(time.Unix(0, 0)); !ok || d != tc.want {
+			t.Errorf("jitter draw %v: delay %v, %v; want %v", tc.r, d, ok, tc.want)
 		}
 	}
 }
