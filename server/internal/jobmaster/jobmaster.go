@@ -408,9 +408,12 @@ func (jm *JobMaster) submitted(v *vertex, st *subtask, attempt int, err error) {
 	if st.attempt != attempt {
 		return
 	}
-	if apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_SLOT_NOT_ALLOCATED) || apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED) {
-		// The slot is not (or not yet) ours to use: drop it and deploy the
-		// subtask elsewhere, without counting a failure.
+	unreachable := connect.CodeOf(err) == connect.CodeUnavailable
+	if unreachable || apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_SLOT_NOT_ALLOCATED) || apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED) {
+		// The slot is not (or not yet) ours to use, or its TaskExecutor
+		// cannot be reached: drop it and deploy the subtask elsewhere,
+		// without counting a failure. An unreachable TaskExecutor is lost
+		// for good once its probes time out.
 		if s := st.slot; s != nil {
 			delete(jm.slots, s.allocationID)
 			s.task, st.slot = nil, nil
