@@ -149,7 +149,7 @@ func TestVanishedClientLosesLeadershipAfterTTL(t *testing.T) {
 	defer cancel()
 	link := &cuttable{next: newHTTPClient(t, h2c).Transport}
 	gone := hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: &http.Client{Transport: link}, BaseURL: srv.url(), Logger: quietLogger()})
-	sess, err := gone.OpenSession(ctx, hastore.SessionConfig{TTL: time.Second})
+	sess, err := gone.OpenSession(ctx, hastore.SessionConfig{TTL: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestVanishedClientLosesLeadershipAfterTTL(t *testing.T) {
 	if err != nil {
 		t.Fatalf("takeover: %v", err)
 	}
-	t.Logf("took over %v after the client vanished (TTL 1s)", time.Since(cut))
+	t.Logf("took over %v after the client vanished (TTL 2s)", time.Since(cut))
 	if next.Token().Epoch <= old.Token().Epoch {
 		t.Errorf("epoch %d after takeover, want > %d", next.Token().Epoch, old.Token().Epoch)
 	}
