@@ -74,10 +74,10 @@ func (h *handler) RequestSlot(_ context.Context, req *jobplanev1.RequestSlotRequ
 	}
 	s.allocationID, s.jobID = req.GetAllocationId(), req.GetJobId()
 	ctx := te.ctx
-	te.mu.Unlock()
-	te.goRun(func() {
+	te.goRunLocked(func() {
 		te.offer(ctx, req.GetJobId(), req.GetJobMasterAddress(), jmToken, int(req.GetSlotIndex()), req.GetAllocationId())
 	})
+	te.mu.Unlock()
 	return &jobplanev1.RequestSlotResponse{}, nil
 }
 
@@ -145,7 +145,7 @@ func (h *handler) SubmitTask(_ context.Context, req *jobplanev1.SubmitTaskReques
 	t := &task{req: req, token: token, cancel: cancel, state: jobplanev1.ExecutionState_EXECUTION_STATE_DEPLOYING, done: make(chan struct{})}
 	s.task = t
 	address := te.jobs[req.GetJobId()].address
-	te.goRun(func() {
+	te.goRunLocked(func() {
 		defer cancel()
 		te.runTask(ctx, t, inv, address)
 	})

@@ -74,6 +74,8 @@ type TaskExecutor struct {
 	jobs  map[string]*job
 	// ctx is the Run context, under which tasks and offers run.
 	ctx context.Context
+	// stopped is set once Run is winding down: no more goroutines start.
+	stopped bool
 
 	jmClients sync.Map // address -> jobplanev1connect.JobMasterServiceClient
 	wg        sync.WaitGroup
@@ -216,8 +218,12 @@ func (te *TaskExecutor) jobMaster(address string) jobplanev1connect.JobMasterSer
 	return c.(jobplanev1connect.JobMasterServiceClient)
 }
 
-// go runs f on a goroutine that Run waits for.
-func (te *TaskExecutor) goRun(f func()) {
+// goRunLocked runs f on a goroutine that Run waits for, unless Run is
+// already winding down; te.mu must be held.
+func (te *TaskExecutor) goRunLocked(f func()) {
+	if te.stopped {
+		return
+	}
 	te.wg.Add(1)
 	go func() {
 		defer te.wg.Done()
@@ -340,6 +346,7 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 	te.mu.Unlock()
 	defer func() {
 		te.mu.Lock()
+		te.stopped = true
 		for _, s := range te.slots {
 			if s.task != nil {
 				s.task.cancel()
