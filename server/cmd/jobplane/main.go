@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 )
 
@@ -91,4 +92,38 @@ func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 		return exitUsage, false
 	}
 	return exitOK, true
+}
+
+// command is what every subcommand starts with: its flag set, usage text
+// and logging flags.
+type command struct {
+	fs   *flag.FlagSet
+	logs logFlags
+}
+
+// newCommand returns the command name, whose usage prints description (a
+// paragraph) before the flags.
+func newCommand(name, description string, stderr io.Writer) *command {
+	c := &command{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	c.fs.SetOutput(stderr)
+	c.logs.register(c.fs)
+	c.fs.Usage = func() {
+		fmt.Fprintf(c.fs.Output(), "Usage: jobplane %s [flags]\n\n%s\n\nFlags:\n", name, description)
+		c.fs.PrintDefaults()
+	}
+	return c
+}
+
+// parse parses args and builds the logger; ok is false when the caller
+// must return code at once (help or bad usage).
+func (c *command) parse(args []string, stderr io.Writer) (log *slog.Logger, code int, ok bool) {
+	if code, ok := parseFlags(c.fs, args); !ok {
+		return nil, code, false
+	}
+	log, err := c.logs.logger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
+		return nil, exitUsage, false
+	}
+	return log, exitOK, true
 }

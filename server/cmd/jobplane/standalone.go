@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 
@@ -11,37 +10,24 @@ import (
 
 // runStandalone runs a whole jobplane cluster in one process.
 func runStandalone(args []string, _, stderr io.Writer) int {
-	fs := flag.NewFlagSet("standalone", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	c := newCommand("standalone", "Runs a whole jobplane cluster in one process: the Dispatcher, the\n"+
+		"ResourceManager, the JobMasters and TaskExecutors, on an embedded HA store\n"+
+		"that it also serves as HAStoreService.", stderr)
 	var (
-		logs   logFlags
 		store  storeFlags
 		listen listenFlags
 		jm     jobManagerFlags
 		te     taskExecutorFlags
 		count  int
 	)
-	logs.register(fs)
-	store.register(fs, "data/standalone")
-	listen.register(fs, "127.0.0.1:8080")
-	jm.register(fs)
-	te.register(fs)
-	fs.IntVar(&count, "task-executors", 2, "TaskExecutors to run in the process, each on its own loopback port")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: jobplane standalone [flags]")
-		fmt.Fprintln(fs.Output(), "\nRuns a whole jobplane cluster in one process: the Dispatcher, the")
-		fmt.Fprintln(fs.Output(), "ResourceManager, the JobMasters and TaskExecutors, on an embedded HA store")
-		fmt.Fprintln(fs.Output(), "that it also serves as HAStoreService.")
-		fmt.Fprintln(fs.Output(), "\nFlags:")
-		fs.PrintDefaults()
-	}
-	if code, ok := parseFlags(fs, args); !ok {
+	store.register(c.fs, "data/standalone")
+	listen.register(c.fs, "127.0.0.1:8080")
+	jm.register(c.fs)
+	te.register(c.fs)
+	c.fs.IntVar(&count, "task-executors", 2, "TaskExecutors to run in the process, each on its own loopback port")
+	log, code, ok := c.parse(args, stderr)
+	if !ok {
 		return code
-	}
-	log, err := logs.logger(stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "standalone: %v\n", err)
-		return exitUsage
 	}
 	if count < 0 {
 		fmt.Fprintln(stderr, "standalone: -task-executors must not be negative")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 
@@ -13,32 +12,19 @@ import (
 // runTaskExecutor runs one TaskExecutor that finds the ResourceManager
 // through an HA store served over HAStoreService.
 func runTaskExecutor(args []string, _, stderr io.Writer) int {
-	fs := flag.NewFlagSet("taskexecutor", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	c := newCommand("taskexecutor", "Runs a TaskExecutor: it finds the ResourceManager through the HA store,\n"+
+		"registers its slots there, and runs the tasks JobMasters deploy to it.", stderr)
 	var (
-		logs    logFlags
 		listen  listenFlags
 		te      taskExecutorFlags
 		hastore string
 	)
-	logs.register(fs)
-	listen.register(fs, "127.0.0.1:0")
-	te.register(fs)
-	fs.StringVar(&hastore, "hastore", "http://127.0.0.1:8080", "base URL of the HAStoreService (a jobmanager, standalone or hastore process)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: jobplane taskexecutor [flags]")
-		fmt.Fprintln(fs.Output(), "\nRuns a TaskExecutor: it finds the ResourceManager through the HA store,")
-		fmt.Fprintln(fs.Output(), "registers its slots there, and runs the tasks JobMasters deploy to it.")
-		fmt.Fprintln(fs.Output(), "\nFlags:")
-		fs.PrintDefaults()
-	}
-	if code, ok := parseFlags(fs, args); !ok {
+	listen.register(c.fs, "127.0.0.1:0")
+	te.register(c.fs)
+	c.fs.StringVar(&hastore, "hastore", "http://127.0.0.1:8080", "base URL of the HAStoreService (a jobmanager, standalone or hastore process)")
+	log, code, ok := c.parse(args, stderr)
+	if !ok {
 		return code
-	}
-	log, err := logs.logger(stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "taskexecutor: %v\n", err)
-		return exitUsage
 	}
 	if te.slots < 1 {
 		fmt.Fprintln(stderr, "taskexecutor: -slots must be at least 1")
