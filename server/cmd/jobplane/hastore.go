@@ -1,7 +1,8 @@
 package main
 
 import (
-	"context"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"io"
 )
 
@@ -19,17 +20,5 @@ func runHAStore(args []string, _, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	ep, st, err := openServer(listen.cfg, store, log)
-	if err != nil {
-		log.Error("cannot start", "err", err)
-		return exitError
-	}
-	defer st.Close()
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	g := newGroup(ctx)
-	// The RPC endpoint serving HAStoreService.
-	g.actor(ep.Run)
-	return exitCode(log, g.Run())
+	return runServer(log, listen.cfg, store, func(*group, *endpoint.Endpoint, *hastore.Etcd) error { return nil })
 }

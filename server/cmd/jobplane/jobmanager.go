@@ -1,7 +1,8 @@
 package main
 
 import (
-	"context"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"io"
 )
 
@@ -24,21 +25,7 @@ func runJobManager(args []string, _, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	ep, st, err := openServer(listen.cfg, store, log)
-	if err != nil {
-		log.Error("cannot start", "err", err)
-		return exitError
-	}
-	defer st.Close()
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	g := newGroup(ctx)
-	if err := addJobManager(g, ep, st, jm, log); err != nil {
-		log.Error("cannot start", "err", err)
-		return exitError
-	}
-	// The RPC endpoint.
-	g.actor(ep.Run)
-	return exitCode(log, g.Run())
+	return runServer(log, listen.cfg, store, func(g *group, ep *endpoint.Endpoint, st *hastore.Etcd) error {
+		return addJobManager(g, ep, st, jm, log)
+	})
 }

@@ -81,6 +81,29 @@ func exitCode(log *slog.Logger, err error) int {
 	return exitError
 }
 
+// runServer runs a server process: its endpoint and HA store (see
+// openServer), what add puts into the run group, and the endpoint itself,
+// until a signal or a failure; it returns the exit code.
+func runServer(log *slog.Logger, listen endpoint.Config, store storeFlags, add func(g *group, ep *endpoint.Endpoint, st *hastore.Etcd) error) int {
+	ep, st, err := openServer(listen, store, log)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return exitError
+	}
+	defer st.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newGroup(ctx)
+	if err := add(g, ep, st); err != nil {
+		log.Error("cannot start", "err", err)
+		return exitError
+	}
+	// The RPC endpoint: serves until interrupted, then drains in-flight
+	// requests for up to -shutdown-timeout.
+	g.actor(ep.Run)
+	return exitCode(log, g.Run())
+}
+
 // openServer opens the endpoint and the HA store of a server process, and
 // serves the store on the endpoint as HAStoreService, so that TaskExecutors
 // and other processes can use it. The caller closes the store.

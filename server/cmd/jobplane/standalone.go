@@ -1,11 +1,10 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
-
+	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
+	"io"
 )
 
 // runStandalone runs a whole jobplane cluster in one process.
@@ -34,28 +33,15 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	ep, st, err := openServer(listen.cfg, store, log)
-	if err != nil {
-		log.Error("cannot start", "err", err)
-		return exitError
-	}
-	defer st.Close()
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	g := newGroup(ctx)
-	if err := addJobManager(g, ep, st, jm, log); err != nil {
-		log.Error("cannot start", "err", err)
-		return exitError
-	}
-	// The RPC endpoint: serves until interrupted, then drains in-flight
-	// requests for up to -shutdown-timeout.
-	g.actor(ep.Run)
-	for range count {
-		if err := addTaskExecutor(g, endpoint.Config{Listen: "127.0.0.1:0", ShutdownTimeout: listen.cfg.ShutdownTimeout}, st, te, log); err != nil {
-			log.Error("cannot start a TaskExecutor", "err", err)
-			return exitError
+	return runServer(log, listen.cfg, store, func(g *group, ep *endpoint.Endpoint, st *hastore.Etcd) error {
+		if err := addJobManager(g, ep, st, jm, log); err != nil {
+			return err
 		}
-	}
-	return exitCode(log, g.Run())
+		for range count {
+			if err := addTaskExecutor(g, endpoint.Config{Listen: "127.0.0.1:0", ShutdownTimeout: listen.cfg.ShutdownTimeout}, st, te, log); err != nil {
+				return fmt.Errorf("TaskExecutor: %w", err)
+			}
+		}
+		return nil
+	})
 }
