@@ -1,9 +1,10 @@
 package main
 
 import (
+	"io"
+
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
-	"io"
 )
 
 // runJobManager runs the Dispatcher, the ResourceManager and the

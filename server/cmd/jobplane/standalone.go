@@ -2,9 +2,10 @@ package main
 
 import (
 	"fmt"
+	"io"
+
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
-	"io"
 )
 
 // runStandalone runs a whole jobplane cluster in one process.
