@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 )
@@ -72,7 +73,6 @@ func Build(g *jobplanev1.JobGraph) (*Topology, error) {
 		})
 	}
 	t.buildRegions(int32(n))
-	t.buildGroups()
 	return t, nil
 }
 
@@ -120,30 +120,42 @@ func pointwise(p, q int32, f func(i, j int32)) {
 	}
 }
 
-// buildRegions unions execution vertices joined by pipelined edges.
+// unionFind is a disjoint-set forest over execution vertices; each set's
+// root is its smallest member.
+type unionFind []int32
+
+func newUnionFind(n int32) unionFind {
+	u := make(unionFind, n)
+	for i := range u {
+		u[i] = int32(i)
+	}
+	return u
+}
+
+func (u unionFind) find(x int32) int32 {
+	for u[x] != x {
+		u[x] = u[u[x]]
+		x = u[x]
+	}
+	return x
+}
+
+func (u unionFind) union(a, b int32) {
+	ra, rb := u.find(a), u.find(b)
+	switch {
+	case ra < rb:
+		u[rb] = ra
+	case rb < ra:
+		u[ra] = rb
+	}
+}
+
+// buildRegions unions execution vertices joined by pipelined edges, then
+// merges regions that depend on each other in a cycle through blocking
+// results (a region cannot wait for itself to finish), and records the
+// blocking results between the regions that remain.
 func (t *Topology) buildRegions(n int32) {
-	parent := make([]int32, n)
-	for i := range parent {
-		parent[i] = int32(i)
-	}
-	var find func(x int32) int32
-	find = func(x int32) int32 {
-		for parent[x] != x {
-			parent[x] = parent[parent[x]]
-			x = parent[x]
-		}
-		return x
-	}
-	union := func(a, b int32) {
-		ra, rb := find(a), find(b)
-		if ra != rb {
-			if ra < rb {
-				parent[rb] = ra
-			} else {
-				parent[ra] = rb
-			}
-		}
-	}
+	sets := newUnionFind(n)
 	for _, e := range t.edges {
 		if e.blocking {
 			continue
@@ -153,28 +165,174 @@ func (t *Topology) buildRegions(n int32) {
 			// Every subtask of both vertices lands in one region.
 			first := s.offset
 			for i := range s.parallelism {
-				union(first, s.offset+i)
+				sets.union(first, s.offset+i)
 			}
 			for j := range d.parallelism {
-				union(first, d.offset+j)
+				sets.union(first, d.offset+j)
 			}
 			continue
 		}
-		pointwise(s.parallelism, d.parallelism, func(i, j int32) { union(s.offset+i, d.offset+j) })
+		pointwise(s.parallelism, d.parallelism, func(i, j int32) { sets.union(s.offset+i, d.offset+j) })
 	}
-	// Number regions in order of their first execution vertex; ids is
-	// indexed by root, which is the smallest member of its set.
+	t.numberRegions(sets)
+	t.buildGroups()
+	if t.mergeCycles(sets) {
+		t.numberRegions(sets)
+		t.buildGroups()
+	}
+	t.splitSelfConsumption()
+}
+
+// numberRegions numbers the sets in order of their first execution vertex.
+// All regions share one backing array.
+func (t *Topology) numberRegions(sets unionFind) {
+	n := int32(len(sets))
 	t.region = make([]int32, n)
-	ids := make([]int32, n)
+	ids := make([]int32, n) // by root, the smallest member of its set
+	var sizes []int32
 	for ev := range n {
-		root := find(ev)
+		root := sets.find(ev)
 		if root == ev {
-			ids[ev] = int32(len(t.regions))
-			t.regions = append(t.regions, nil)
+			ids[ev] = int32(len(sizes))
+			sizes = append(sizes, 0)
 		}
 		r := ids[root]
 		t.region[ev] = r
+		sizes[r]++
+	}
+	members := make([]int32, 0, n)
+	t.regions = make([][]int32, len(sizes))
+	for r, size := range sizes {
+		t.regions[r] = members[len(members) : len(members) : len(members)+int(size)]
+		members = members[:len(members)+int(size)]
+	}
+	for ev := range n {
+		r := t.region[ev]
 		t.regions[r] = append(t.regions[r], ev)
+	}
+}
+
+// mergeCycles finds the strongly connected components of the graph of
+// regions and blocking results (region -> result it produces -> region
+// consuming it) and unions the regions of every component that has more
+// than one region. It reports whether it merged anything. Tarjan's
+// algorithm, iterative, linear in regions plus group memberships.
+func (t *Topology) mergeCycles(sets unionFind) bool {
+	nr := len(t.regions)
+	nodes := nr + len(t.groups) // regions first, then groups
+	succ := func(v int) []int32 {
+		if v < nr {
+			return t.produces[v] // group ids, offset below
+		}
+		return t.groups[v-nr].consumers
+	}
+	next := func(v int, k int) int {
+		if v < nr {
+			return nr + int(t.produces[v][k])
+		}
+		return int(t.groups[v-nr].consumers[k])
+	}
+	const unvisited = -1
+	index := make([]int32, nodes)
+	low := make([]int32, nodes)
+	onStack := make([]bool, nodes)
+	for i := range index {
+		index[i] = unvisited
+	}
+	var stack []int32
+	type frame struct{ v, k int }
+	var calls []frame
+	counter := int32(0)
+	merged := false
+	for root := range nodes {
+		if index[root] != unvisited {
+			continue
+		}
+		calls = append(calls, frame{root, 0})
+		index[root], low[root] = counter, counter
+		counter++
+		stack = append(stack, int32(root))
+		onStack[root] = true
+		for len(calls) > 0 {
+			f := &calls[len(calls)-1]
+			if f.k < len(succ(f.v)) {
+				w := next(f.v, f.k)
+				f.k++
+				switch {
+				case index[w] == unvisited:
+					index[w], low[w] = counter, counter
+					counter++
+					stack = append(stack, int32(w))
+					onStack[w] = true
+					calls = append(calls, frame{w, 0})
+				case onStack[w]:
+					low[f.v] = min(low[f.v], index[w])
+				}
+				continue
+			}
+			v := f.v
+			calls = calls[:len(calls)-1]
+			if len(calls) > 0 {
+				p := calls[len(calls)-1].v
+				low[p] = min(low[p], low[v])
+			}
+			if low[v] != index[v] {
+				continue
+			}
+			// v roots a component: pop it, union its regions.
+			first := int32(-1)
+			for {
+				w := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				onStack[w] = false
+				if int(w) < nr {
+					ev := t.regions[w][0]
+					if first < 0 {
+						first = ev
+					} else {
+						sets.union(first, ev)
+						merged = true
+					}
+				}
+				if int(w) == v {
+					break
+				}
+			}
+		}
+	}
+	return merged
+}
+
+// splitSelfConsumption handles a region that both produces into and
+// consumes from one blocking result (an edge inside the region, after
+// cycles were merged): the region waits only for the result's other
+// producers, while the result's other consumers wait for all of them.
+func (t *Topology) splitSelfConsumption() {
+	producing := make([]bool, len(t.regions))
+	for g := range t.groups {
+		grp := t.groups[g]
+		for _, p := range grp.producers {
+			producing[p] = true
+		}
+		self := int32(-1)
+		for _, c := range grp.consumers {
+			if producing[c] {
+				self = c // at most one after merging cycles
+				break
+			}
+		}
+		for _, p := range grp.producers {
+			producing[p] = false
+		}
+		if self < 0 {
+			continue
+		}
+		notSelf := func(r int32) bool { return r == self }
+		t.groups[g].consumers = slices.DeleteFunc(slices.Clone(grp.consumers), notSelf)
+		t.consumes[self] = slices.DeleteFunc(t.consumes[self], func(x int32) bool { return x == int32(g) })
+		if external := slices.DeleteFunc(slices.Clone(grp.producers), notSelf); len(external) > 0 {
+			t.addGroup(group{producers: external, consumers: []int32{self}})
+		}
 	}
 }
 
@@ -183,6 +341,7 @@ func (t *Topology) buildRegions(n int32) {
 // for all its producers and consumers; a POINTWISE edge is one group per
 // consumer region (each consumes from a few producers).
 func (t *Topology) buildGroups() {
+	t.groups = t.groups[:0]
 	t.produces = make([][]int32, len(t.regions))
 	t.consumes = make([][]int32, len(t.regions))
 	regionsOf := func(v vertexInfo) []int32 {
