@@ -65,7 +65,8 @@ func TestDispatcherErrors(t *testing.T) {
 	if _, err := c.Dispatcher.GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: "busy"}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_TERMINAL) {
 		t.Errorf("GetJobResult of a running job: %v, want JOB_NOT_TERMINAL", err)
 	}
-	submit(t, c, "quick", twoVertices("noop", nil))
+	// "busy" keeps the slots of its running sinks; "quick" fits beside it.
+	submit(t, c, "quick", &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 2}}})
 	result(t, c, "quick")
 	if _, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "quick"}); connect.CodeOf(err) != connect.CodeFailedPrecondition || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_JOB_TERMINAL) {
 		t.Errorf("cancel of a FINISHED job: %v, want FAILED_PRECONDITION JOB_TERMINAL", err)

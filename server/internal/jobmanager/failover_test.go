@@ -103,9 +103,11 @@ func TestSilentTaskExecutorIsLost(t *testing.T) {
 	// the JobMaster gives up on the silent TaskExecutor before they end.
 	g := twoVertices("sleep", map[string]string{"duration": "2500ms"})
 	g.Vertices[0].Parallelism, g.Vertices[1].Parallelism = 1, 3
+	// Eager scheduling: the job's one region (4 subtasks) must be able to
+	// run on the 2 slots the other TaskExecutor has.
 	g.Config = &jobplanev1.JobConfig{RestartStrategy: &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{
 		FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{Attempts: 3},
-	}}}
+	}}, SchedulingMode: jobplanev1.SchedulingMode_SCHEDULING_MODE_EAGER}
 	submit(t, c, "silent", g)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -2,6 +2,7 @@ package jobmaster
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -118,7 +119,7 @@ func (r *Router) OfferSlots(ctx context.Context, req *jobplanev1.OfferSlotsReque
 			if len(jm.slots) >= needed {
 				continue
 			}
-			jm.slots[o.GetAllocationId()] = &slotRef{allocationID: o.GetAllocationId(), executor: req.GetTaskExecutorId(), index: int(o.GetSlotIndex())}
+			jm.slots[o.GetAllocationId()] = &slotRef{allocationID: o.GetAllocationId(), executor: req.GetTaskExecutorId(), index: int(o.GetSlotIndex()), ev: -1}
 			resp.Accepted = append(resp.Accepted, o)
 		}
 		jm.deploy()
@@ -185,27 +186,22 @@ func (r *Router) DisconnectTaskExecutor(ctx context.Context, req *jobplanev1.Dis
 
 func (jm *JobMaster) lostExecutor(id, reason string) {
 	delete(jm.executors, id)
+	var lost []int32
 	for aid, s := range jm.slots {
 		if s.executor != id {
 			continue
 		}
 		delete(jm.slots, aid)
-		if st := s.task; st != nil && !jobstatus.IsExecTerminal(st.state) {
-			v, _ := jm.find(&jobplanev1.ExecutionAttemptId{VertexId: jm.vertexOf(st)})
-			st.slot = nil
-			jm.attemptFailed(v, st, "TaskExecutor "+id+" lost: "+reason, id)
+		if s.ev >= 0 {
+			lost = append(lost, s.ev)
+			jm.tasks[s.ev].slot, s.ev = nil, -1
+		}
+	}
+	slices.Sort(lost)
+	for _, ev := range lost {
+		if !jobstatus.IsExecTerminal(jm.graph.State(ev)) {
+			jm.attemptFailed(ev, "TaskExecutor "+id+" lost: "+reason, id)
 		}
 	}
 	jm.progress()
-}
-
-func (jm *JobMaster) vertexOf(st *subtask) string {
-	for _, v := range jm.vertices {
-		for _, s := range v.subtasks {
-			if s == st {
-				return v.v.GetId()
-			}
-		}
-	}
-	return ""
 }

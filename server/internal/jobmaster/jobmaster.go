@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
+	"github.com/jobplane/jobplane/server/internal/scheduler"
 )
 
 // Config configures a JobMaster.
@@ -43,6 +45,9 @@ type Config struct {
 	// HeartbeatTimeout is how long a TaskExecutor may leave the probes
 	// unanswered before its attempts count as lost. Default: 10s.
 	HeartbeatTimeout time.Duration
+	// Clock, if set, replaces the real clock for restart delays and the
+	// restart strategy's failure times (tests drive restarts with it).
+	Clock Clock
 	// OnStatus, if set, is called from the JobMaster's goroutine with the
 	// job's summary after every status change; it must not block.
 	OnStatus func(*jobplanev1.JobSummary)
@@ -61,11 +66,25 @@ type Result struct {
 	Restarts int
 }
 
+// Clock is the time source for restart delays and the restart strategy.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f on its own goroutine after d; stop cancels it.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+
 // JobMaster runs one job under one fencing token. Create it with New, Run
 // it, and route its job's JobMasterService calls to Handle.
 type JobMaster struct {
 	cfg    Config
 	log    *slog.Logger
+	clock  Clock
 	events chan func()
 	done   chan struct{}
 
@@ -74,39 +93,49 @@ type JobMaster struct {
 	statusTime time.Time
 	failure    *jobplanev1.FailureInfo
 	restart    restartPolicy
-	vertices   []*vertex
+	graph      *scheduler.ExecutionGraph
+	vertexByID map[string]int
+	eager      bool
+	tasks      []task // by execution vertex: its current attempt's runtime
+	live       int    // execution vertices deployed and not yet terminal
+	ready      []int  // released regions with vertices waiting for slots
+	queued     []bool // by region: in ready
+	failovers  []*failover
+	restarting []*failover         // by region: the failover that restarts it
 	slots      map[string]*slotRef // by allocation id
 	executors  map[string]*executorRef
 	endStatus  jobplanev1.JobStatus // the status to reach once every attempt is terminal
-	restartAt  *time.Timer
-	declaring  bool // a declaration to the ResourceManager is in flight
-	declared   int  // the slots last declared
+	declaring  bool                 // a declaration to the ResourceManager is in flight
+	declared   int                  // the slots last declared
 	// rpcCtx bounds the JobMaster's own calls; it ends when Run stops, and
 	// rpcs tracks those calls so none outlives Run.
 	rpcCtx context.Context
 	rpcs   sync.WaitGroup
 }
 
-type vertex struct {
-	v        *jobplanev1.JobVertex
-	subtasks []*subtask
-}
-
-type subtask struct {
-	index    int
-	attempt  int
-	state    jobplanev1.ExecutionState
+// task is the runtime of an execution vertex's current attempt; the
+// attempt number and state live in the ExecutionGraph.
+type task struct {
 	slot     *slotRef
 	failure  *jobplanev1.FailureInfo
 	cancelOn bool      // cancel once its deployment returns
 	since    time.Time // when the JobMaster last learnt the attempt's state
 }
 
+// failover restarts a set of regions (a union of restart sets) once the
+// restart delay has passed and every attempt in them has stopped.
+type failover struct {
+	regions []int
+	live    int  // attempts of its regions not yet stopped
+	due     bool // the restart delay has passed
+	stop    func() bool
+}
+
 type slotRef struct {
 	allocationID string
 	executor     string
 	index        int
-	task         *subtask
+	ev           int32 // the execution vertex using the slot, or -1
 }
 
 type executorRef struct {
@@ -133,23 +162,34 @@ func New(cfg Config) (*JobMaster, error) {
 	if cfg.HeartbeatTimeout <= 0 {
 		cfg.HeartbeatTimeout = 10 * time.Second
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
+	}
+	eager := cfg.Graph.GetConfig().GetSchedulingMode() == jobplanev1.SchedulingMode_SCHEDULING_MODE_EAGER
+	graph, err := scheduler.NewExecutionGraph(cfg.Graph, eager)
+	if err != nil {
+		return nil, fmt.Errorf("jobmaster: %w", err)
+	}
 	jm := &JobMaster{
-		cfg:       cfg,
-		log:       cfg.Logger.With("job", cfg.JobID, "token", cfg.Token),
-		events:    make(chan func(), 64),
-		done:      make(chan struct{}),
-		status:    jobplanev1.JobStatus_JOB_STATUS_CREATED,
-		restart:   restartPolicy{strategy: cfg.Graph.GetConfig().GetRestartStrategy()},
-		slots:     make(map[string]*slotRef),
-		executors: make(map[string]*executorRef),
+		cfg:        cfg,
+		log:        cfg.Logger.With("job", cfg.JobID, "token", cfg.Token),
+		clock:      cfg.Clock,
+		events:     make(chan func(), 64),
+		done:       make(chan struct{}),
+		status:     jobplanev1.JobStatus_JOB_STATUS_CREATED,
+		restart:    restartPolicy{strategy: cfg.Graph.GetConfig().GetRestartStrategy()},
+		graph:      graph,
+		vertexByID: make(map[string]int, len(cfg.Graph.GetVertices())),
+		eager:      eager,
+		tasks:      make([]task, graph.Subtasks()),
+		queued:     make([]bool, graph.Regions()),
+		restarting: make([]*failover, graph.Regions()),
+		slots:      make(map[string]*slotRef),
+		executors:  make(map[string]*executorRef),
 	}
 	jm.statusTime = time.Now()
-	for _, v := range cfg.Graph.GetVertices() {
-		vx := &vertex{v: v}
-		for i := range int(v.GetParallelism()) {
-			vx.subtasks = append(vx.subtasks, &subtask{index: i, state: jobstatus.ExecCreated})
-		}
-		jm.vertices = append(jm.vertices, vx)
+	for i, v := range cfg.Graph.GetVertices() {
+		jm.vertexByID[v.GetId()] = i
 	}
 	return jm, nil
 }
@@ -221,6 +261,7 @@ func (jm *JobMaster) Run(ctx context.Context) Result {
 	defer jm.rpcs.Wait()
 	defer stopRPCs()
 	jm.setStatus(jobstatus.Running)
+	jm.enqueue(jm.graph.Release()...)
 	jm.declare(ctx, true)
 	// The ResourceManager may change leaders or lose a declaration:
 	// declare again now and then while running.
@@ -235,6 +276,7 @@ func (jm *JobMaster) Run(ctx context.Context) Result {
 		if jobstatus.IsGloballyTerminal(jm.status) {
 			stopRPCs()
 			jm.rpcs.Wait()
+			jm.stopFailovers()
 			jm.release(context.WithoutCancel(ctx))
 			return Result{Status: jm.status, Failure: jm.failure, Restarts: jm.restart.used}
 		}
@@ -291,28 +333,21 @@ func (jm *JobMaster) goRPC(f func(ctx context.Context)) {
 	}()
 }
 
-// needed is the number of slots the job needs now: one per subtask that
-// is not finished (a slot runs one attempt at a time).
+// neededLocked is the number of slots the job can use now (a slot runs
+// one attempt at a time): one per unfinished subtask of the regions
+// released for deployment.
 func (jm *JobMaster) neededLocked() int {
-	if jm.status != jobstatus.Running {
+	if jm.status != jobstatus.Running && jm.status != jobstatus.Restarting {
 		return 0
 	}
-	n := 0
-	for _, v := range jm.vertices {
-		for _, st := range v.subtasks {
-			if st.state != jobstatus.ExecFinished {
-				n++
-			}
-		}
-	}
-	return n
+	return jm.graph.Demand()
 }
 
 func (jm *JobMaster) invokables() []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, v := range jm.vertices {
-		if name := v.v.GetInvokable(); !seen[name] {
+	for _, v := range jm.cfg.Graph.GetVertices() {
+		if name := v.GetInvokable(); !seen[name] {
 			seen[name] = true
 			out = append(out, name)
 		}
@@ -351,90 +386,167 @@ func (jm *JobMaster) setStatus(to jobplanev1.JobStatus) {
 	}
 }
 
-// deploy assigns free slots to subtasks waiting for one and submits them.
+// enqueue queues released regions for deployment.
+func (jm *JobMaster) enqueue(regions ...int) {
+	for _, r := range regions {
+		if !jm.queued[r] {
+			jm.queued[r] = true
+			jm.ready = append(jm.ready, r)
+		}
+	}
+}
+
+// setState records a new state of ev's current attempt and keeps the
+// counts of live attempts, job-wide and per failover, up to date.
+func (jm *JobMaster) setState(ev int32, to jobplanev1.ExecutionState) {
+	from := jm.graph.State(ev)
+	if from == to {
+		return
+	}
+	jm.enqueue(jm.graph.SetState(ev, to)...)
+	jm.tasks[ev].since = time.Now()
+	switch wasLive, isLive := isLive(from), isLive(to); {
+	case wasLive && !isLive:
+		jm.live--
+		if f := jm.restarting[jm.graph.RegionOf(ev)]; f != nil {
+			f.live--
+		}
+	case !wasLive && isLive:
+		jm.live++
+		if f := jm.restarting[jm.graph.RegionOf(ev)]; f != nil {
+			f.live++
+		}
+	}
+	if jobstatus.IsExecTerminal(to) {
+		jm.attemptEnded(ev)
+	}
+}
+
+// isLive reports whether an attempt in state s was deployed and has not
+// stopped.
+func isLive(s jobplanev1.ExecutionState) bool {
+	return s != jobstatus.ExecCreated && !jobstatus.IsExecTerminal(s)
+}
+
+// deploy assigns free slots to the released regions waiting for them and
+// submits their attempts. Under pipelined-region scheduling a region is
+// deployed once slots for all its waiting subtasks are at hand; eager
+// scheduling deploys subtask by subtask.
 func (jm *JobMaster) deploy() {
 	if jm.status != jobstatus.Running {
 		return
 	}
 	var free []*slotRef
 	for _, s := range jm.slots {
-		if s.task == nil {
+		if s.ev < 0 {
 			free = append(free, s)
 		}
 	}
 	sort.Slice(free, func(i, j int) bool { return free[i].allocationID < free[j].allocationID })
-	for _, v := range jm.vertices {
-		for _, st := range v.subtasks {
-			if len(free) == 0 {
-				return
+	kept := jm.ready[:0]
+	for _, r := range jm.ready {
+		if jm.restarting[r] != nil || !jm.graph.Released(r) {
+			jm.queued[r] = false // queued again when restarted or released
+			continue
+		}
+		var waiting []int32
+		for _, ev := range jm.graph.Region(r) {
+			if jm.graph.State(ev) == jobstatus.ExecCreated {
+				waiting = append(waiting, ev)
 			}
-			if st.state != jobstatus.ExecCreated && st.state != jobstatus.ExecScheduled {
-				continue
-			}
-			s := free[0]
-			free = free[1:]
-			s.task, st.slot = st, s
-			st.state, st.since = jobstatus.ExecDeploying, time.Now()
-			jm.submit(v, st)
+		}
+		if len(waiting) == 0 {
+			jm.queued[r] = false
+			continue
+		}
+		if len(free) == 0 || !jm.eager && len(waiting) > len(free) {
+			kept = append(kept, r)
+			continue
+		}
+		n := min(len(waiting), len(free))
+		for i, ev := range waiting[:n] {
+			s := free[i]
+			s.ev, jm.tasks[ev].slot = ev, s
+			jm.setState(ev, jobstatus.ExecDeploying)
+			jm.submit(ev)
+		}
+		free = free[n:]
+		if n < len(waiting) {
+			kept = append(kept, r)
+		} else {
+			jm.queued[r] = false
 		}
 	}
+	clear(jm.ready[len(kept):])
+	jm.ready = kept
 }
 
-func (jm *JobMaster) attemptID(v *vertex, st *subtask) *jobplanev1.ExecutionAttemptId {
-	return &jobplanev1.ExecutionAttemptId{VertexId: v.v.GetId(), SubtaskIndex: int32(st.index), AttemptNumber: int32(st.attempt)}
+// vertex returns the JobVertex and subtask index of execution vertex ev.
+func (jm *JobMaster) vertex(ev int32) (*jobplanev1.JobVertex, int) {
+	vi, subtask := jm.graph.VertexOf(ev)
+	return jm.cfg.Graph.GetVertices()[vi], subtask
 }
 
-func (jm *JobMaster) submit(v *vertex, st *subtask) {
-	e := jm.executors[st.slot.executor]
+func (jm *JobMaster) attemptID(ev int32) *jobplanev1.ExecutionAttemptId {
+	v, subtask := jm.vertex(ev)
+	return &jobplanev1.ExecutionAttemptId{VertexId: v.GetId(), SubtaskIndex: int32(subtask), AttemptNumber: int32(jm.graph.Attempt(ev))}
+}
+
+func (jm *JobMaster) submit(ev int32) {
+	t := &jm.tasks[ev]
+	e := jm.executors[t.slot.executor]
 	if e == nil {
-		jm.attemptFailed(v, st, "TaskExecutor "+st.slot.executor+" is not registered", "")
+		jm.attemptFailed(ev, "TaskExecutor "+t.slot.executor+" is not registered", "")
 		return
 	}
+	v, _ := jm.vertex(ev)
 	req := &jobplanev1.SubmitTaskRequest{
-		JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), AllocationId: st.slot.allocationID,
-		Attempt: jm.attemptID(v, st), TaskName: v.v.GetName(), Invokable: v.v.GetInvokable(),
-		Config: v.v.GetConfig(), NumberOfSubtasks: v.v.GetParallelism(),
+		JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), AllocationId: t.slot.allocationID,
+		Attempt: jm.attemptID(ev), TaskName: v.GetName(), Invokable: v.GetInvokable(),
+		Config: v.GetConfig(), NumberOfSubtasks: v.GetParallelism(),
 	}
-	attempt := st.attempt
+	attempt := jm.graph.Attempt(ev)
 	jm.goRPC(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		_, err := e.client.SubmitTask(ctx, req)
-		jm.post(func() { jm.submitted(v, st, attempt, err) })
+		jm.post(func() { jm.submitted(ev, attempt, err) })
 	})
 }
 
-func (jm *JobMaster) submitted(v *vertex, st *subtask, attempt int, err error) {
-	if st.attempt != attempt {
+func (jm *JobMaster) submitted(ev int32, attempt int, err error) {
+	if jm.graph.Attempt(ev) != attempt {
 		return
 	}
+	t := &jm.tasks[ev]
 	unreachable := connect.CodeOf(err) == connect.CodeUnavailable
 	if unreachable || apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_SLOT_NOT_ALLOCATED) || apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED) {
 		// The slot is not (or not yet) ours to use, or its TaskExecutor
 		// cannot be reached: drop it and deploy the subtask elsewhere,
 		// without counting a failure. An unreachable TaskExecutor is lost
 		// for good once its probes time out.
-		if s := st.slot; s != nil {
+		if s := t.slot; s != nil {
 			delete(jm.slots, s.allocationID)
-			s.task, st.slot = nil, nil
+			s.ev, t.slot = -1, nil
 		}
-		if st.state == jobstatus.ExecDeploying {
-			st.state = jobstatus.ExecCreated
-		}
-		if st.cancelOn {
-			st.cancelOn = false
-			st.state = jobstatus.ExecCanceled
+		switch {
+		case t.cancelOn:
+			t.cancelOn = false
+			jm.setState(ev, jobstatus.ExecCanceled)
+		case jm.graph.State(ev) == jobstatus.ExecDeploying:
+			jm.setState(ev, jobstatus.ExecCreated)
+			jm.enqueue(jm.graph.RegionOf(ev))
 		}
 		jm.progress()
 		return
 	}
 	if err != nil {
-		jm.attemptFailed(v, st, "deployment failed: "+err.Error(), st.slot.executorID())
+		jm.attemptFailed(ev, "deployment failed: "+err.Error(), t.slot.executorID())
 		return
 	}
-	if st.cancelOn {
-		st.cancelOn = false
-		jm.cancelAttempt(v, st)
+	if t.cancelOn {
+		t.cancelOn = false
+		jm.cancelAttempt(ev)
 	}
 }
 
@@ -445,106 +557,202 @@ func (s *slotRef) executorID() string {
 	return s.executor
 }
 
+// find returns the execution vertex an attempt id names, or -1.
+func (jm *JobMaster) find(a *jobplanev1.ExecutionAttemptId) int32 {
+	vi, ok := jm.vertexByID[a.GetVertexId()]
+	if !ok || a.GetSubtaskIndex() < 0 || a.GetSubtaskIndex() >= jm.cfg.Graph.GetVertices()[vi].GetParallelism() {
+		return -1
+	}
+	return jm.graph.ExecutionVertex(vi, int(a.GetSubtaskIndex()))
+}
+
 // update applies a state reported by a TaskExecutor.
 func (jm *JobMaster) update(status *jobplanev1.TaskExecutionStatus) error {
 	a := status.GetAttempt()
-	v, st := jm.find(a)
-	if st == nil || st.attempt != int(a.GetAttemptNumber()) || jobstatus.IsExecTerminal(st.state) {
+	ev := jm.find(a)
+	if ev < 0 || jm.graph.Attempt(ev) != int(a.GetAttemptNumber()) || jobstatus.IsExecTerminal(jm.graph.State(ev)) {
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND, "no such execution attempt", map[string]string{
 			"job_id": jm.cfg.JobID, "vertex_id": a.GetVertexId(), "subtask_index": fmt.Sprint(a.GetSubtaskIndex()), "attempt_number": fmt.Sprint(a.GetAttemptNumber()),
 		})
 	}
-	switch to := status.GetState(); {
-	case to == st.state:
+	t := &jm.tasks[ev]
+	switch from, to := jm.graph.State(ev), status.GetState(); {
+	case to == from:
 	case to == jobstatus.ExecFailed:
-		jm.attemptFailed(v, st, status.GetFailureMessage(), st.slot.executorID())
-	case to == jobstatus.ExecCanceled && st.state != jobstatus.ExecCanceling && !st.cancelOn:
+		jm.attemptFailed(ev, status.GetFailureMessage(), t.slot.executorID())
+	case to == jobstatus.ExecCanceled && from != jobstatus.ExecCanceling && !t.cancelOn:
 		// Canceled without being asked to (the TaskExecutor stopped, say):
 		// the attempt is lost like a failed one.
-		jm.attemptFailed(v, st, "the attempt was canceled on TaskExecutor "+st.slot.executorID(), st.slot.executorID())
-	case jobstatus.CanMoveExec(st.state, to):
-		st.state, st.since = to, time.Now()
-		if jobstatus.IsExecTerminal(to) {
-			jm.attemptEnded(st)
-		}
+		jm.attemptFailed(ev, "the attempt was canceled on TaskExecutor "+t.slot.executorID(), t.slot.executorID())
+	case jobstatus.CanMoveExec(from, to):
+		jm.setState(ev, to)
 	}
 	jm.progress()
 	return nil
 }
 
-func (jm *JobMaster) find(a *jobplanev1.ExecutionAttemptId) (*vertex, *subtask) {
-	for _, v := range jm.vertices {
-		if v.v.GetId() == a.GetVertexId() {
-			if i := int(a.GetSubtaskIndex()); i >= 0 && i < len(v.subtasks) {
-				return v, v.subtasks[i]
-			}
-		}
-	}
-	return nil, nil
-}
-
 // attemptEnded releases the slot of an attempt that reached a terminal
 // state, so another subtask may use it.
-func (jm *JobMaster) attemptEnded(st *subtask) {
-	if st.slot != nil {
-		st.slot.task = nil
-		st.slot = nil
+func (jm *JobMaster) attemptEnded(ev int32) {
+	t := &jm.tasks[ev]
+	if t.slot != nil {
+		t.slot.ev = -1
+		t.slot = nil
 	}
 }
 
-func (jm *JobMaster) attemptFailed(v *vertex, st *subtask, msg, executor string) {
-	st.state = jobstatus.ExecFailed
-	st.failure = &jobplanev1.FailureInfo{Message: msg, Time: timestamppb.Now(), Attempt: jm.attemptID(v, st), TaskExecutorId: executor}
-	jm.attemptEnded(st)
-	switch jm.status {
-	case jobstatus.Running:
-		jm.failure = st.failure
-		jm.log.Info("task failed", "vertex", v.v.GetId(), "subtask", st.index, "attempt", st.attempt, "cause", msg)
-		if delay, ok := jm.restart.next(time.Now()); ok {
-			jm.setStatus(jobstatus.Restarting)
-			jm.stopAll(jobstatus.Restarting)
-			jm.scheduleRestart(delay)
-		} else {
-			jm.setStatus(jobstatus.Failing)
-			jm.stopAll(jobstatus.Failed)
-		}
+// attemptFailed fails ev's attempt. Unless its region is already being
+// restarted (or the job is stopping), the failure counts against the
+// restart strategy, which either restarts the region and everything
+// downstream of it, or fails the job.
+func (jm *JobMaster) attemptFailed(ev int32, msg, executor string) {
+	info := &jobplanev1.FailureInfo{Message: msg, Time: timestamppb.Now(), Attempt: jm.attemptID(ev), TaskExecutorId: executor}
+	jm.tasks[ev].failure = info
+	jm.setState(ev, jobstatus.ExecFailed)
+	if jm.status != jobstatus.Running || jm.restarting[jm.graph.RegionOf(ev)] != nil {
+		jm.progress()
+		return
+	}
+	jm.failure = info
+	a := info.GetAttempt()
+	jm.log.Info("task failed", "vertex", a.GetVertexId(), "subtask", a.GetSubtaskIndex(), "attempt", a.GetAttemptNumber(), "cause", msg)
+	delay, ok := jm.restart.next(jm.clock.Now())
+	if !ok {
+		jm.setStatus(jobstatus.Failing)
+		jm.stopAll(jobstatus.Failed)
+	} else {
+		jm.failover(jm.graph.RestartSet(ev), delay)
 	}
 	jm.progress()
 }
 
-// stopAll cancels every running attempt; the job moves to end once all
-// are terminal (see progress).
-func (jm *JobMaster) stopAll(end jobplanev1.JobStatus) {
-	jm.endStatus = end
-	for _, v := range jm.vertices {
-		for _, st := range v.subtasks {
-			switch st.state {
-			case jobstatus.ExecCreated, jobstatus.ExecScheduled:
-				st.state = jobstatus.ExecCanceled
-			case jobstatus.ExecDeploying:
-				st.cancelOn = true
-				jm.cancelAttempt(v, st)
-			case jobstatus.ExecInitializing, jobstatus.ExecRunning:
-				jm.cancelAttempt(v, st)
+// failover cancels the attempts of the regions in set, merged with any
+// pending failover they overlap, and restarts them all after delay.
+func (jm *JobMaster) failover(set []int, delay time.Duration) {
+	f := &failover{}
+	in := make(map[int]bool, len(set))
+	add := func(r int) {
+		if !in[r] {
+			in[r] = true
+			f.regions = append(f.regions, r)
+		}
+	}
+	for _, r := range set {
+		if old := jm.restarting[r]; old != nil {
+			old.stop()
+			jm.failovers = slices.DeleteFunc(jm.failovers, func(x *failover) bool { return x == old })
+			for _, or := range old.regions {
+				add(or)
 			}
 		}
+		add(r)
+	}
+	for _, r := range f.regions {
+		jm.restarting[r] = f
+		for _, ev := range jm.graph.Region(r) {
+			if isLive(jm.graph.State(ev)) {
+				f.live++
+			}
+		}
+	}
+	jm.failovers = append(jm.failovers, f)
+	if len(f.regions) == jm.graph.Regions() {
+		jm.setStatus(jobstatus.Restarting)
+	}
+	jm.log.Info("restarting regions", "regions", len(f.regions), "delay", delay)
+	f.stop = func() bool { return false }
+	if delay <= 0 {
+		f.due = true
+	} else {
+		f.stop = jm.clock.AfterFunc(delay, func() {
+			jm.post(func() {
+				f.due = true
+				jm.progress()
+			})
+		})
+	}
+	for _, r := range f.regions {
+		for _, ev := range jm.graph.Region(r) {
+			jm.stopAttempt(ev)
+		}
+	}
+}
+
+// stopAttempt cancels ev's attempt if it was deployed; an attempt waiting
+// for a slot just stays CREATED.
+func (jm *JobMaster) stopAttempt(ev int32) {
+	switch jm.graph.State(ev) {
+	case jobstatus.ExecDeploying:
+		jm.tasks[ev].cancelOn = true
+		jm.cancelAttempt(ev)
+	case jobstatus.ExecScheduled, jobstatus.ExecInitializing, jobstatus.ExecRunning:
+		jm.cancelAttempt(ev)
+	}
+}
+
+// restartDue restarts the regions of every failover whose delay passed
+// and whose attempts have all stopped.
+func (jm *JobMaster) restartDue() {
+	kept := jm.failovers[:0]
+	for _, f := range jm.failovers {
+		if !f.due || f.live > 0 {
+			kept = append(kept, f)
+			continue
+		}
+		for _, r := range f.regions {
+			jm.restarting[r] = nil
+			for _, ev := range jm.graph.Region(r) {
+				jm.tasks[ev] = task{}
+			}
+		}
+		jm.enqueue(jm.graph.Restart(f.regions)...)
+	}
+	clear(jm.failovers[len(kept):])
+	jm.failovers = kept
+	if jm.status == jobstatus.Restarting && len(jm.failovers) == 0 {
+		jm.setStatus(jobstatus.Running)
+	}
+}
+
+// stopFailovers drops every pending failover.
+func (jm *JobMaster) stopFailovers() {
+	for _, f := range jm.failovers {
+		f.stop()
+		for _, r := range f.regions {
+			jm.restarting[r] = nil
+		}
+	}
+	jm.failovers = nil
+}
+
+// stopAll cancels every attempt; the job moves to end once all are
+// terminal (see progress).
+func (jm *JobMaster) stopAll(end jobplanev1.JobStatus) {
+	jm.endStatus = end
+	jm.stopFailovers()
+	for ev := range int32(jm.graph.Subtasks()) {
+		if jm.graph.State(ev) == jobstatus.ExecCreated {
+			jm.setState(ev, jobstatus.ExecCanceled)
+			continue
+		}
+		jm.stopAttempt(ev)
 	}
 }
 
 // cancelAttempt asks the TaskExecutor to cancel an attempt; if it cannot
 // be reached, the attempt counts as canceled.
-func (jm *JobMaster) cancelAttempt(v *vertex, st *subtask) {
-	if st.state != jobstatus.ExecDeploying {
-		st.state = jobstatus.ExecCanceling
+func (jm *JobMaster) cancelAttempt(ev int32) {
+	t := &jm.tasks[ev]
+	if jm.graph.State(ev) != jobstatus.ExecDeploying {
+		jm.setState(ev, jobstatus.ExecCanceling)
 	}
-	if st.slot == nil || jm.executors[st.slot.executor] == nil {
-		st.state = jobstatus.ExecCanceled
-		jm.attemptEnded(st)
+	if t.slot == nil || jm.executors[t.slot.executor] == nil {
+		jm.setState(ev, jobstatus.ExecCanceled)
 		return
 	}
-	client := jm.executors[st.slot.executor].client
-	req := &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), Attempt: jm.attemptID(v, st)}
-	attempt := st.attempt
+	client := jm.executors[t.slot.executor].client
+	req := &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), Attempt: jm.attemptID(ev)}
+	attempt := jm.graph.Attempt(ev)
 	jm.goRPC(func(ctx context.Context) {
 		// Retry a while: an attempt counts as canceled without the
 		// TaskExecutor's word only once it cannot be reached at all.
@@ -562,74 +770,33 @@ func (jm *JobMaster) cancelAttempt(v *vertex, st *subtask) {
 			case <-time.After(time.Duration(try+1) * 200 * time.Millisecond):
 			}
 		}
-		jm.log.Warn("canceling an attempt failed; counting it as canceled", "vertex", v.v.GetId(), "subtask", st.index, "err", err)
+		jm.log.Warn("canceling an attempt failed; counting it as canceled", "attempt", req.GetAttempt(), "err", err)
 		jm.post(func() {
-			if st.attempt == attempt && !jobstatus.IsExecTerminal(st.state) {
-				st.state = jobstatus.ExecCanceled
-				jm.attemptEnded(st)
+			if jm.graph.Attempt(ev) == attempt && !jobstatus.IsExecTerminal(jm.graph.State(ev)) {
+				jm.setState(ev, jobstatus.ExecCanceled)
 				jm.progress()
 			}
 		})
 	})
 }
 
-func (jm *JobMaster) scheduleRestart(delay time.Duration) {
-	jm.restartAt = time.AfterFunc(delay, func() {
-		jm.post(func() {
-			jm.restartAt = nil
-			jm.progress()
-		})
-	})
-}
-
-// allStopped reports whether no attempt runs any more.
-func (jm *JobMaster) allStopped() bool {
-	for _, v := range jm.vertices {
-		for _, st := range v.subtasks {
-			if !jobstatus.IsExecTerminal(st.state) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 // progress moves the job on when its attempts allow it.
 func (jm *JobMaster) progress() {
 	switch jm.status {
-	case jobstatus.Running:
-		finished := true
-		for _, v := range jm.vertices {
-			for _, st := range v.subtasks {
-				finished = finished && st.state == jobstatus.ExecFinished
-			}
+	case jobstatus.Running, jobstatus.Restarting:
+		jm.restartDue()
+		if jm.status != jobstatus.Running {
+			return
 		}
-		if finished {
+		if jm.graph.Finished() {
 			jm.setStatus(jobstatus.Finished)
 			return
 		}
 		jm.deploy()
 		jm.trimSlots()
 	case jobstatus.Failing, jobstatus.Cancelling:
-		if jm.allStopped() {
+		if jm.live == 0 {
 			jm.setStatus(jm.endStatus)
-		}
-	case jobstatus.Restarting:
-		if jm.allStopped() && jm.restartAt == nil {
-			// A full restart: every subtask runs again with a new attempt.
-			for _, v := range jm.vertices {
-				for _, st := range v.subtasks {
-					st.attempt++
-					st.state = jobstatus.ExecCreated
-					st.failure = nil
-					st.cancelOn = false
-					if st.slot != nil {
-						st.slot.task, st.slot = nil, nil
-					}
-				}
-			}
-			jm.setStatus(jobstatus.Running)
-			jm.deploy()
 		}
 	}
 }
@@ -637,10 +804,6 @@ func (jm *JobMaster) progress() {
 func (jm *JobMaster) cancelJob() {
 	switch jm.status {
 	case jobstatus.Created, jobstatus.Running, jobstatus.Failing, jobstatus.Restarting:
-		if jm.restartAt != nil {
-			jm.restartAt.Stop()
-			jm.restartAt = nil
-		}
 		jm.setStatus(jobstatus.Cancelling)
 		jm.stopAll(jobstatus.Canceled)
 		jm.progress()
@@ -650,26 +813,22 @@ func (jm *JobMaster) cancelJob() {
 // suspend stops the JobMaster without a result: its attempts are canceled
 // and its slots freed, best effort and bounded.
 func (jm *JobMaster) suspend() {
-	if jm.restartAt != nil {
-		jm.restartAt.Stop()
-	}
+	jm.stopFailovers()
 	jm.log.Info("suspending")
 	// Cancel every attempt at once, under one deadline.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	var wg sync.WaitGroup
-	for _, v := range jm.vertices {
-		for _, st := range v.subtasks {
-			if st.slot == nil || jobstatus.IsExecTerminal(st.state) {
-				continue
-			}
-			if e := jm.executors[st.slot.executor]; e != nil {
-				req := &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), Attempt: jm.attemptID(v, st)}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					_, _ = e.client.CancelTask(ctx, req)
-				}()
-			}
+	for _, s := range jm.slots {
+		if s.ev < 0 || jobstatus.IsExecTerminal(jm.graph.State(s.ev)) {
+			continue
+		}
+		if e := jm.executors[s.executor]; e != nil {
+			req := &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), Attempt: jm.attemptID(s.ev)}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = e.client.CancelTask(ctx, req)
+			}()
 		}
 	}
 	wg.Wait()
@@ -682,7 +841,7 @@ func (jm *JobMaster) suspend() {
 	}
 }
 
-// trimSlots gives back idle slots the job no longer needs (their subtasks
+// trimSlots gives back idle slots the job no longer needs (their regions
 // finished), so that other jobs can use them while this one runs.
 func (jm *JobMaster) trimSlots() {
 	excess := len(jm.slots) - jm.neededLocked()
@@ -690,7 +849,7 @@ func (jm *JobMaster) trimSlots() {
 		if excess <= 0 {
 			return
 		}
-		if s.task != nil {
+		if s.ev >= 0 {
 			continue
 		}
 		delete(jm.slots, aid)
@@ -698,7 +857,9 @@ func (jm *JobMaster) trimSlots() {
 		if e := jm.executors[s.executor]; e != nil {
 			req := &jobplanev1.FreeSlotRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), AllocationId: aid, Reason: "no longer needed"}
 			jm.goRPC(func(ctx context.Context) {
-				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				// Not cut off when Run stops: the slot is no longer listed
+				// for release, so this call is the only one to free it.
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 				defer cancel()
 				if _, err := e.client.FreeSlot(ctx, req); err != nil {
 					jm.log.Debug("freeing an idle slot", "allocation", aid, "err", err)
@@ -741,10 +902,8 @@ func (jm *JobMaster) summaryLocked() *jobplanev1.JobSummary {
 		s.EndTime = timestamppb.New(jm.statusTime)
 	}
 	counts := map[jobplanev1.ExecutionState]int32{}
-	for _, v := range jm.vertices {
-		for _, st := range v.subtasks {
-			counts[st.state]++
-		}
+	for ev := range int32(jm.graph.Subtasks()) {
+		counts[jm.graph.State(ev)]++
 	}
 	s.TaskCounts = stateCounts(counts)
 	return s
@@ -762,15 +921,17 @@ func stateCounts(counts map[jobplanev1.ExecutionState]int32) []*jobplanev1.Execu
 
 func (jm *JobMaster) detailsLocked(full bool) *jobplanev1.JobDetails {
 	d := &jobplanev1.JobDetails{Summary: jm.summaryLocked(), JobMasterToken: protoToken(jm.cfg.Token)}
-	for _, v := range jm.vertices {
-		vd := &jobplanev1.VertexDetails{VertexId: v.v.GetId(), Name: v.v.GetName(), Parallelism: v.v.GetParallelism()}
+	for vi, v := range jm.cfg.Graph.GetVertices() {
+		vd := &jobplanev1.VertexDetails{VertexId: v.GetId(), Name: v.GetName(), Parallelism: v.GetParallelism()}
 		counts := map[jobplanev1.ExecutionState]int32{}
-		for _, st := range v.subtasks {
-			counts[st.state]++
+		for i := range int(v.GetParallelism()) {
+			ev := jm.graph.ExecutionVertex(vi, i)
+			counts[jm.graph.State(ev)]++
 			if full {
+				t := &jm.tasks[ev]
 				vd.Subtasks = append(vd.Subtasks, &jobplanev1.SubtaskDetails{
-					SubtaskIndex: int32(st.index), AttemptNumber: int32(st.attempt), State: st.state,
-					TaskExecutorId: st.slot.executorID(), Failure: st.failure,
+					SubtaskIndex: int32(i), AttemptNumber: int32(jm.graph.Attempt(ev)), State: jm.graph.State(ev),
+					TaskExecutorId: t.slot.executorID(), Failure: t.failure,
 				})
 			}
 		}
@@ -822,23 +983,29 @@ func (jm *JobMaster) probeExecutors() {
 // learnt after sending the probe are newer than the answer, and left
 // alone.
 func (jm *JobMaster) reconcile(executor string, sent time.Time, tasks []*jobplanev1.TaskExecutionStatus) {
-	listed := map[string]*jobplanev1.TaskExecutionStatus{}
+	listed := map[int32]*jobplanev1.TaskExecutionStatus{}
 	for _, t := range tasks {
-		a := t.GetAttempt()
-		listed[fmt.Sprintf("%s/%d/%d", a.GetVertexId(), a.GetSubtaskIndex(), a.GetAttemptNumber())] = t
+		if ev := jm.find(t.GetAttempt()); ev >= 0 && int(t.GetAttempt().GetAttemptNumber()) == jm.graph.Attempt(ev) {
+			listed[ev] = t
+		}
 	}
-	for _, v := range jm.vertices {
-		for _, st := range v.subtasks {
-			if st.slot == nil || st.slot.executor != executor || jobstatus.IsExecTerminal(st.state) || st.state == jobstatus.ExecDeploying || !st.since.Before(sent) {
-				continue
-			}
-			t, ok := listed[fmt.Sprintf("%s/%d/%d", v.v.GetId(), st.index, st.attempt)]
-			switch {
-			case ok && t.GetState() != st.state && t.GetState() != jobstatus.ExecDeploying:
-				_ = jm.update(t)
-			case !ok:
-				jm.attemptFailed(v, st, "TaskExecutor "+executor+" no longer runs the attempt", executor)
-			}
+	var placed []int32
+	for _, s := range jm.slots {
+		if s.executor == executor && s.ev >= 0 {
+			placed = append(placed, s.ev)
+		}
+	}
+	slices.Sort(placed)
+	for _, ev := range placed {
+		state := jm.graph.State(ev)
+		if jm.tasks[ev].slot == nil || jobstatus.IsExecTerminal(state) || state == jobstatus.ExecDeploying || !jm.tasks[ev].since.Before(sent) {
+			continue
+		}
+		switch t, ok := listed[ev]; {
+		case ok && t.GetState() != state && t.GetState() != jobstatus.ExecDeploying:
+			_ = jm.update(t)
+		case !ok:
+			jm.attemptFailed(ev, "TaskExecutor "+executor+" no longer runs the attempt", executor)
 		}
 	}
 }

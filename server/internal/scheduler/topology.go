@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -85,6 +86,16 @@ func (t *Topology) Regions() int { return len(t.regions) }
 // ExecutionVertex returns the execution vertex of a vertex's subtask.
 func (t *Topology) ExecutionVertex(vertex, subtask int) int32 {
 	return t.vertices[vertex].offset + int32(subtask)
+}
+
+// VertexOf returns the vertex index and subtask index of execution vertex
+// ev.
+func (t *Topology) VertexOf(ev int32) (vertex, subtask int) {
+	i, found := slices.BinarySearchFunc(t.vertices, ev, func(v vertexInfo, ev int32) int { return cmp.Compare(v.offset, ev) })
+	if !found {
+		i-- // ev lies inside the vertex before
+	}
+	return i, int(ev - t.vertices[i].offset)
 }
 
 // RegionOf returns the region of an execution vertex.

@@ -130,3 +130,15 @@ func BenchmarkRestartSet(b *testing.B) {
 		}
 	}
 }
+
+func TestVertexOf(t *testing.T) {
+	t.Parallel()
+	top := build(t, []*jobplanev1.JobVertex{vertex("a", 3), vertex("b", 1), vertex("c", 2)})
+	for v, p := range []int{3, 1, 2} {
+		for s := range p {
+			if gv, gs := top.VertexOf(top.ExecutionVertex(v, s)); gv != v || gs != s {
+				t.Errorf("VertexOf(ExecutionVertex(%d, %d)) = %d, %d", v, s, gv, gs)
+			}
+		}
+	}
+}
