@@ -14,11 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobmanager"
+	"github.com/jobplane/jobplane/server/internal/jobmaster"
 	"github.com/jobplane/jobplane/server/internal/taskexecutor"
 )
 
@@ -38,6 +41,8 @@ type Options struct {
 	JobManagers int
 	// ResultRetention is the JobManagers' result retention. Default: keep.
 	ResultRetention time.Duration
+	// Clock, if set, drives the JobMasters' restart delays.
+	Clock jobmaster.Clock
 }
 
 // Cluster is a running cluster; it stops when the test ends.
@@ -50,6 +55,8 @@ type Cluster struct {
 	JobManagers []*JobManager
 	// TaskExecutors are the cluster's TaskExecutors, in start order.
 	TaskExecutors []*TaskExecutor
+	// Tasks records the task calls at every TaskExecutor.
+	Tasks *TaskLog
 }
 
 // TaskExecutor is one TaskExecutor of a cluster.
@@ -131,21 +138,26 @@ func Start(t testing.TB, opts Options) *Cluster {
 		}
 	}
 	var tes []*TaskExecutor
+	tasks := &TaskLog{}
 	for range opts.TaskExecutors {
 		tep := listen(t, log)
+		id := new(string)
+		record := connect.WithInterceptors(tasks.interceptor(id))
 		te, err := taskexecutor.New(taskexecutor.Config{
 			Address: tep.URL(), Slots: opts.Slots, Store: store, HTTPClient: client, Invokables: opts.Invokables, Logger: log,
+			ClientOptions: []connect.ClientOption{record},
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, h := te.Handler()
+		*id = te.ID()
+		p, h := te.Handler(record)
 		tep.Mount(jobplanev1connect.TaskExecutorServiceName, p, h)
 		stopServ := run(t, ctx, tep.Run)
 		run(t, ctx, te.Run)
 		tes = append(tes, &TaskExecutor{ID: te.ID(), stopServ: stopServ})
 	}
-	c := &Cluster{Store: store, URL: jms[0].URL, HTTP: client, Dispatcher: jms[0].Dispatcher, JobManagers: jms, TaskExecutors: tes}
+	c := &Cluster{Store: store, URL: jms[0].URL, HTTP: client, Dispatcher: jms[0].Dispatcher, JobManagers: jms, TaskExecutors: tes, Tasks: tasks}
 	c.WaitReady(t, opts.TaskExecutors)
 	return c
 }
@@ -175,7 +187,7 @@ func startJobManager(t testing.TB, ctx context.Context, store hastore.Store, cli
 	jm, err := jobmanager.New(jobmanager.Config{
 		Store: store, Address: ep.URL(), HTTPClient: client, SessionTTL: 2 * time.Second,
 		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: opts.HeartbeatTimeout,
-		ResultRetention: opts.ResultRetention, Logger: log,
+		ResultRetention: opts.ResultRetention, Clock: opts.Clock, Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)

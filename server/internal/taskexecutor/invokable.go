@@ -80,8 +80,9 @@ func sleepInvokable(ctx context.Context, t Task) error {
 }
 
 // failInvokable waits config "delay" (default 0), then fails with config
-// "message", on the attempts listed in config "attempts" (comma-separated
-// attempt numbers; default: every attempt). Other attempts finish.
+// "message", on the attempts listed in config "attempts" of the subtasks
+// listed in config "subtasks" (comma-separated numbers; default: every
+// attempt, every subtask). Other attempts finish.
 func failInvokable(ctx context.Context, t Task) error {
 	d, err := configDuration(t, "delay", 0)
 	if err != nil {
@@ -90,16 +91,12 @@ func failInvokable(ctx context.Context, t Task) error {
 	if err := wait(ctx, d); err != nil {
 		return err
 	}
-	if list := t.Config["attempts"]; list != "" {
-		var attempts []int
-		for _, f := range strings.Split(list, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil {
-				return fmt.Errorf("config \"attempts\": %w", err)
-			}
-			attempts = append(attempts, n)
+	for key, n := range map[string]int{"attempts": t.Attempt, "subtasks": t.SubtaskIndex} {
+		listed, err := configListed(t, key, n)
+		if err != nil {
+			return err
 		}
-		if !slices.Contains(attempts, t.Attempt) {
+		if !listed {
 			return nil
 		}
 	}
@@ -108,6 +105,24 @@ func failInvokable(ctx context.Context, t Task) error {
 		msg = "the fail task failed as configured"
 	}
 	return errors.New(msg)
+}
+
+// configListed reports whether n is in the task's config key, a
+// comma-separated list of numbers; an absent or empty key lists every n.
+func configListed(t Task, key string, n int) (bool, error) {
+	list := t.Config[key]
+	if list == "" {
+		return true, nil
+	}
+	var ns []int
+	for _, f := range strings.Split(list, ",") {
+		x, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return false, fmt.Errorf("config %q: %w", key, err)
+		}
+		ns = append(ns, x)
+	}
+	return slices.Contains(ns, n), nil
 }
 
 // execInvokable runs config "argv" (a JSON array) with config "env" (a

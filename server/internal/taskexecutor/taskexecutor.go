@@ -43,6 +43,9 @@ type Config struct {
 	// RetryInterval is the pause between attempts to reach the
 	// ResourceManager. Default: 100ms.
 	RetryInterval time.Duration
+	// ClientOptions apply to the TaskExecutor's clients of the
+	// ResourceManager and of JobMasters (interceptors, say).
+	ClientOptions []connect.ClientOption
 	// Logger receives the TaskExecutor's logs. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -214,7 +217,7 @@ func (te *TaskExecutor) jobMaster(address string) jobplanev1connect.JobMasterSer
 	if c, ok := te.jmClients.Load(address); ok {
 		return c.(jobplanev1connect.JobMasterServiceClient)
 	}
-	c, _ := te.jmClients.LoadOrStore(address, jobplanev1connect.NewJobMasterServiceClient(te.cfg.HTTPClient, address))
+	c, _ := te.jmClients.LoadOrStore(address, jobplanev1connect.NewJobMasterServiceClient(te.cfg.HTTPClient, address, te.cfg.ClientOptions...))
 	return c.(jobplanev1connect.JobMasterServiceClient)
 }
 
@@ -395,7 +398,7 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 			continue // wait for a leader with an address
 		}
 		if registration == nil {
-			rm = jobplanev1connect.NewResourceManagerServiceClient(te.cfg.HTTPClient, leader.Address)
+			rm = jobplanev1connect.NewResourceManagerServiceClient(te.cfg.HTTPClient, leader.Address, te.cfg.ClientOptions...)
 			var err error
 			registration, err = te.register(ctx, rm, leader.Token)
 			if err != nil {
