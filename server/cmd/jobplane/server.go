@@ -33,11 +33,13 @@ type jobManagerFlags struct {
 	sessionTTL       time.Duration
 	heartbeatTimeout time.Duration
 	resultRetention  time.Duration
+	slotTimeout      time.Duration
 }
 
 func (j *jobManagerFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&j.sessionTTL, "session-ttl", 10*time.Second, "TTL of the process's HA-store session: how long a dead leader holds on")
 	fs.DurationVar(&j.heartbeatTimeout, "heartbeat-timeout", 10*time.Second, "how long a TaskExecutor may stay silent before its slots are released")
+	fs.DurationVar(&j.slotTimeout, "slot-timeout", 5*time.Minute, "how long a job's region may wait for the slots it needs before its deployment fails (and counts against the job's restart strategy)")
 	fs.DurationVar(&j.resultRetention, "result-retention", 0, "delete job results this long after their job ended (0 keeps them); while a result exists, its job id never runs again")
 }
 
@@ -126,7 +128,7 @@ func openServer(listen endpoint.Config, store storeFlags, log *slog.Logger) (*en
 func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, flags jobManagerFlags, log *slog.Logger) error {
 	jm, err := jobmanager.New(jobmanager.Config{
 		Store: st, Address: ep.URL(), HTTPClient: endpoint.NewClient(),
-		SessionTTL: flags.sessionTTL, HeartbeatTimeout: flags.heartbeatTimeout, ResultRetention: flags.resultRetention, Logger: log,
+		SessionTTL: flags.sessionTTL, HeartbeatTimeout: flags.heartbeatTimeout, ResultRetention: flags.resultRetention, SlotTimeout: flags.slotTimeout, Logger: log,
 	})
 	if err != nil {
 		return err

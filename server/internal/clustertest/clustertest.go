@@ -41,6 +41,8 @@ type Options struct {
 	JobManagers int
 	// ResultRetention is the JobManagers' result retention. Default: keep.
 	ResultRetention time.Duration
+	// SlotTimeout bounds a region's wait for slots. Default: 5m.
+	SlotTimeout time.Duration
 	// Clock, if set, drives the JobMasters' restart delays.
 	Clock jobmaster.Clock
 }
@@ -187,7 +189,7 @@ func startJobManager(t testing.TB, ctx context.Context, store hastore.Store, cli
 	jm, err := jobmanager.New(jobmanager.Config{
 		Store: store, Address: ep.URL(), HTTPClient: client, SessionTTL: 2 * time.Second,
 		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: opts.HeartbeatTimeout,
-		ResultRetention: opts.ResultRetention, Clock: opts.Clock, Logger: log,
+		ResultRetention: opts.ResultRetention, SlotTimeout: opts.SlotTimeout, Clock: opts.Clock, Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -48,6 +48,8 @@ type Config struct {
 	// ResultRetention, when positive, deletes clean job results older than
 	// it. Default: keep them.
 	ResultRetention time.Duration
+	// SlotTimeout bounds a region's wait for slots; see jobmaster.Config.
+	SlotTimeout time.Duration
 	// Clock, if set, drives the JobMasters' restart delays (tests).
 	Clock jobmaster.Clock
 	// Logger receives the JobManager's logs. Default: slog.Default().
@@ -141,7 +143,7 @@ func (jm *JobManager) newRunner(plan *jobplanev1.ExecutionPlan, recovered bool, 
 				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: token, Address: jm.cfg.Address,
 				ResourceManager: jm.rmClient, HTTPClient: jm.cfg.HTTPClient, SubmitTime: plan.GetSubmitTime().AsTime(),
 				HeartbeatInterval: jm.cfg.HeartbeatInterval, HeartbeatTimeout: jm.cfg.HeartbeatTimeout,
-				Clock: jm.cfg.Clock, OnStatus: onStatus, Logger: jm.log,
+				SlotTimeout: jm.cfg.SlotTimeout, Clock: jm.cfg.Clock, OnStatus: onStatus, Logger: jm.log,
 			})
 		},
 	})

@@ -3,6 +3,7 @@ package jobmanager_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -266,5 +267,22 @@ func TestRestartDelays(t *testing.T) {
 		if n := clock.Pending(); n != 0 {
 			t.Errorf("%s: %d timers armed beyond the restarts allowed", tc.name, n)
 		}
+	}
+}
+
+// A region larger than the cluster's slots fails with a cause once it
+// waited out the slot timeout, rather than waiting forever.
+func TestRegionWithoutSlotsFails(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{TaskExecutors: 1, Slots: 2, SlotTimeout: 300 * time.Millisecond})
+	submit(t, c, "too-big", &jobplanev1.JobGraph{
+		Vertices: []*jobplanev1.JobVertex{{Id: "a", Invokable: "noop", Parallelism: 1}, {Id: "b", Invokable: "noop", Parallelism: 2}},
+		Edges:    []*jobplanev1.JobEdge{jobEdge("a", "b", true, false)},
+	})
+	r := result(t, c, "too-big")
+	if r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FAILED || !strings.HasPrefix(r.GetFailure().GetMessage(), "no slots: a region of 3 subtasks") {
+		t.Errorf("result = %v, want FAILED for want of slots", r)
+	}
+	if got := submits(c, "too-big"); len(got) != 0 {
+		t.Errorf("deployments = %v, want none (the region never had all its slots)", got)
 	}
 }

@@ -45,6 +45,10 @@ type Config struct {
 	// HeartbeatTimeout is how long a TaskExecutor may leave the probes
 	// unanswered before its attempts count as lost. Default: 10s.
 	HeartbeatTimeout time.Duration
+	// SlotTimeout is how long a region released for deployment may wait
+	// for the slots it needs; then its deployment fails, which counts
+	// against the restart strategy like a task failure. Default: 5m.
+	SlotTimeout time.Duration
 	// Clock, if set, replaces the real clock for restart delays and the
 	// restart strategy's failure times (tests drive restarts with it).
 	Clock Clock
@@ -96,10 +100,11 @@ type JobMaster struct {
 	graph      *scheduler.ExecutionGraph
 	vertexByID map[string]int
 	eager      bool
-	tasks      []task // by execution vertex: its current attempt's runtime
-	live       int    // execution vertices deployed and not yet terminal
-	ready      []int  // released regions with vertices waiting for slots
-	queued     []bool // by region: in ready
+	tasks      []task      // by execution vertex: its current attempt's runtime
+	live       int         // execution vertices deployed and not yet terminal
+	ready      []int       // released regions with vertices waiting for slots
+	queued     []bool      // by region: in ready
+	since      []time.Time // by region: when it started waiting for slots
 	failovers  []*failover
 	restarting []*failover         // by region: the failover that restarts it
 	slots      map[string]*slotRef // by allocation id
@@ -162,6 +167,9 @@ func New(cfg Config) (*JobMaster, error) {
 	if cfg.HeartbeatTimeout <= 0 {
 		cfg.HeartbeatTimeout = 10 * time.Second
 	}
+	if cfg.SlotTimeout <= 0 {
+		cfg.SlotTimeout = 5 * time.Minute
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = realClock{}
 	}
@@ -183,6 +191,7 @@ func New(cfg Config) (*JobMaster, error) {
 		eager:      eager,
 		tasks:      make([]task, graph.Subtasks()),
 		queued:     make([]bool, graph.Regions()),
+		since:      make([]time.Time, graph.Regions()),
 		restarting: make([]*failover, graph.Regions()),
 		slots:      make(map[string]*slotRef),
 		executors:  make(map[string]*executorRef),
@@ -296,6 +305,7 @@ func (jm *JobMaster) Run(ctx context.Context) Result {
 			jm.declare(ctx, true)
 		case <-probe.C:
 			jm.probeExecutors()
+			jm.checkSlotTimeouts()
 		}
 	}
 }
@@ -388,9 +398,11 @@ func (jm *JobMaster) setStatus(to jobplanev1.JobStatus) {
 
 // enqueue queues released regions for deployment.
 func (jm *JobMaster) enqueue(regions ...int) {
+	now := time.Now()
 	for _, r := range regions {
 		if !jm.queued[r] {
 			jm.queued[r] = true
+			jm.since[r] = now
 			jm.ready = append(jm.ready, r)
 		}
 	}
@@ -479,6 +491,34 @@ func (jm *JobMaster) deploy() {
 	}
 	clear(jm.ready[len(kept):])
 	jm.ready = kept
+}
+
+// checkSlotTimeouts fails the deployment of regions that waited longer
+// than the slot timeout for their slots: the cluster may never have that
+// many free, and a failure with a cause says so where waiting would not.
+func (jm *JobMaster) checkSlotTimeouts() {
+	if jm.status != jobstatus.Running {
+		return
+	}
+	now := time.Now()
+	var expired []int
+	for _, r := range jm.ready {
+		if jm.restarting[r] == nil && jm.graph.Released(r) && now.Sub(jm.since[r]) > jm.cfg.SlotTimeout {
+			expired = append(expired, r)
+		}
+	}
+	for _, r := range expired {
+		if jm.restarting[r] != nil || jm.status != jobstatus.Running {
+			continue // an earlier expiry restarts it, or ended the job
+		}
+		for _, ev := range jm.graph.Region(r) {
+			if jm.graph.State(ev) == jobstatus.ExecCreated {
+				msg := fmt.Sprintf("no slots: a region of %d subtasks waited %v for slots; the job holds %d", len(jm.graph.Region(r)), jm.cfg.SlotTimeout, len(jm.slots))
+				jm.attemptFailed(ev, msg, "")
+				break
+			}
+		}
+	}
 }
 
 // vertex returns the JobVertex and subtask index of execution vertex ev.
