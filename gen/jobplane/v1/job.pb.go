@@ -49,7 +49,9 @@ const (
 	JobStatus_JOB_STATUS_CANCELED JobStatus = 7
 	// Globally terminal: every task finished.
 	JobStatus_JOB_STATUS_FINISHED JobStatus = 8
-	// A task failed; tasks are being restarted per the restart strategy.
+	// A task failed and every region of the job is being restarted per the
+	// restart strategy. While only some regions restart (region failover),
+	// the job stays RUNNING.
 	JobStatus_JOB_STATUS_RESTARTING JobStatus = 9
 	// Locally terminal: this JobMaster stopped without a result; the job
 	// continues under another one.
