@@ -21,5 +21,5 @@ func runHAStore(args []string, _, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	return runServer(log, listen.cfg, store, func(*group, *endpoint.Endpoint, *hastore.Etcd) error { return nil })
+	return runServer(log, listen.cfg, store, func(*group, *endpoint.Endpoint, hastore.Store) error { return nil })
 }

@@ -20,13 +20,14 @@ func runJobManager(args []string, _, stderr io.Writer) int {
 		jm     jobManagerFlags
 	)
 	store.register(c.fs, "data/jobmanager")
+	store.registerRemote(c.fs)
 	listen.register(c.fs, "127.0.0.1:8080")
 	jm.register(c.fs)
 	log, code, ok := c.parse(args, stderr)
 	if !ok {
 		return code
 	}
-	return runServer(log, listen.cfg, store, func(g *group, ep *endpoint.Endpoint, st *hastore.Etcd) error {
+	return runServer(log, listen.cfg, store, func(g *group, ep *endpoint.Endpoint, st hastore.Store) error {
 		return addJobManager(g, ep, st, jm, log)
 	})
 }

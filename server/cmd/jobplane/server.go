@@ -16,7 +16,7 @@ import (
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobmanager"
-	"github.com/jobplane/jobplane/server/internal/taskexecutor"
+	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
 // listenFlags configure a process's RPC endpoint.
@@ -86,7 +86,7 @@ func exitCode(log *slog.Logger, err error) int {
 // runServer runs a server process: its endpoint and HA store (see
 // openServer), what add puts into the run group, and the endpoint itself,
 // until a signal or a failure; it returns the exit code.
-func runServer(log *slog.Logger, listen endpoint.Config, store storeFlags, add func(g *group, ep *endpoint.Endpoint, st *hastore.Etcd) error) int {
+func runServer(log *slog.Logger, listen endpoint.Config, store storeFlags, add func(g *group, ep *endpoint.Endpoint, st hastore.Store) error) int {
 	ep, st, err := openServer(listen, store, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)
@@ -107,9 +107,10 @@ func runServer(log *slog.Logger, listen endpoint.Config, store storeFlags, add f
 }
 
 // openServer opens the endpoint and the HA store of a server process, and
-// serves the store on the endpoint as HAStoreService, so that TaskExecutors
-// and other processes can use it. The caller closes the store.
-func openServer(listen endpoint.Config, store storeFlags, log *slog.Logger) (*endpoint.Endpoint, *hastore.Etcd, error) {
+// serves a store of its own on the endpoint as HAStoreService, so that
+// TaskExecutors and other processes can use it (a remote store is served
+// by its own process). The caller closes the store.
+func openServer(listen endpoint.Config, store storeFlags, log *slog.Logger) (*endpoint.Endpoint, hastore.Store, error) {
 	ep, err := endpoint.Listen(listen, log)
 	if err != nil {
 		return nil, nil, err
@@ -119,8 +120,10 @@ func openServer(listen endpoint.Config, store storeFlags, log *slog.Logger) (*en
 		ep.Close()
 		return nil, nil, err
 	}
-	path, handler := hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: st, Logger: log}).Path()
-	ep.Mount(jobplanev1connect.HAStoreServiceName, path, handler)
+	if store.hastoreURL == "" {
+		path, handler := hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: st, Logger: log}).Path()
+		ep.Mount(jobplanev1connect.HAStoreServiceName, path, handler)
+	}
 	return ep, st, nil
 }
 

@@ -34,7 +34,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	return runServer(log, listen.cfg, store, func(g *group, ep *endpoint.Endpoint, st *hastore.Etcd) error {
+	return runServer(log, listen.cfg, store, func(g *group, ep *endpoint.Endpoint, st hastore.Store) error {
 		if err := addJobManager(g, ep, st, jm, log); err != nil {
 			return err
 		}

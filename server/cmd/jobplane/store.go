@@ -9,10 +9,13 @@ import (
 	"time"
 
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
 
 // storeFlags choose and tune the HA store of a server subcommand.
 type storeFlags struct {
+	hastoreURL   string // a remote HAStoreService instead of etcd; only where registered
 	dataDir      string
 	endpoints    string
 	prefix       string
@@ -28,8 +31,18 @@ func (s *storeFlags) register(fs *flag.FlagSet, defaultDataDir string) {
 	fs.Int64Var(&s.quotaBytes, "quota-bytes", 2<<30, "space quota of the embedded member")
 }
 
+// registerRemote adds -hastore, for subcommands that can use an HA store
+// served by another process.
+func (s *storeFlags) registerRemote(fs *flag.FlagSet) {
+	fs.StringVar(&s.hastoreURL, "hastore", "", "base URL of an HAStoreService (another process's HA store) to use instead of etcd")
+}
+
 // open opens the store the flags describe.
-func (s *storeFlags) open(ctx context.Context, log *slog.Logger) (*hastore.Etcd, error) {
+func (s *storeFlags) open(ctx context.Context, log *slog.Logger) (hastore.Store, error) {
+	if s.hastoreURL != "" {
+		log.Info("ha store served remotely", "url", s.hastoreURL)
+		return hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: endpoint.NewClient(), BaseURL: s.hastoreURL, Logger: log}), nil
+	}
 	cfg := hastore.OpenConfig{
 		Prefix:       s.prefix,
 		MaxPlanBytes: s.maxPlanBytes,

@@ -22,7 +22,7 @@ import (
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobmanager"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
-	"github.com/jobplane/jobplane/server/internal/taskexecutor"
+	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
 // Options shape a cluster.

@@ -15,7 +15,7 @@ import (
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/clustertest"
-	"github.com/jobplane/jobplane/server/internal/taskexecutor"
+	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
 // runs counts the runs of every subtask of the "count" invokable, and

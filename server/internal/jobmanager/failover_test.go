@@ -11,7 +11,7 @@ import (
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/clustertest"
-	"github.com/jobplane/jobplane/server/internal/taskexecutor"
+	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
 // Two Dispatchers share one store: the leader stops, and the other takes

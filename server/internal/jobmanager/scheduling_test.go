@@ -11,7 +11,7 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/internal/clustertest"
-	"github.com/jobplane/jobplane/server/internal/taskexecutor"
+	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
 func jobEdge(from, to string, allToAll, blocking bool) *jobplanev1.JobEdge {

@@ -15,7 +15,7 @@ import (
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
-	"github.com/jobplane/jobplane/server/internal/taskexecutor"
+	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
 func token(epoch uint64) *jobplanev1.FencingToken {
