@@ -201,8 +201,29 @@ func (te *TaskExecutor) adoptLocked(jobID string, t hastore.Token, address strin
 			te.log.Info("newer JobMaster; canceling the older one's attempts", "job", jobID, "old", j.token, "new", t)
 		}
 		for _, s := range te.slots {
-			if s.jobID == jobID && s.task != nil && s.task.token != t {
+			if s.jobID != jobID {
+				continue
+			}
+			var previous <-chan struct{}
+			if s.task != nil && s.task.token != t {
 				s.task.cancel()
+				previous = s.task.done
+			}
+			if !j.token.IsZero() && address != "" {
+				// The slot belongs to the job, not to the older JobMaster:
+				// offer it to the newer one once its attempt has stopped
+				// (it is freed if not taken).
+				ctx, index, allocationID := te.ctx, s.index, s.allocationID
+				te.goRunLocked(func() {
+					if previous != nil {
+						select {
+						case <-previous:
+						case <-ctx.Done():
+							return
+						}
+					}
+					te.offer(ctx, jobID, address, t, index, allocationID)
+				})
 			}
 		}
 		j.token = t
@@ -296,6 +317,14 @@ func (te *TaskExecutor) runTask(ctx context.Context, t *task, inv Invokable, add
 	te.report(context.WithoutCancel(ctx), t, address, state, msg)
 }
 
+// isCurrent reports whether t's JobMaster is still the job's newest.
+func (te *TaskExecutor) isCurrent(t *task) bool {
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	j := te.jobs[t.req.GetJobId()]
+	return j != nil && j.token == t.token
+}
+
 // report sends one state change, retrying transient failures briefly. An
 // attempt whose JobMaster is no longer the job's is not reported.
 func (te *TaskExecutor) report(ctx context.Context, t *task, address string, state jobplanev1.ExecutionState, msg string) {
@@ -313,6 +342,9 @@ func (te *TaskExecutor) report(ctx context.Context, t *task, address string, sta
 	}
 	jm := te.jobMaster(address)
 	for attempt := 0; attempt < 50; attempt++ {
+		if attempt > 0 && !te.isCurrent(t) {
+			return // a newer JobMaster took over the job: this report is moot
+		}
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := jm.UpdateTaskExecutionState(rctx, req)
 		cancel()

@@ -560,6 +560,11 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 		d.mu.Unlock()
 		switch {
 		case errors.Is(err, hastore.ErrStaleToken):
+			// The store no longer takes this leadership's writes: give it
+			// up, so that the process campaigns again under a new token
+			// rather than writing on with this one.
+			d.log.Warn("the HA store refused a plan as stale; stepping down", "job", j.id)
+			go d.stepDown(ld)
 			return SubmitOutcome{}, ErrNotLeading
 		case errors.Is(err, hastore.ErrInvalidArgument):
 			return SubmitOutcome{}, &jobgraph.Error{Violations: []jobgraph.Violation{{Field: "job_graph", Description: err.Error()}}}

@@ -1,0 +1,141 @@
+// Command jobplane-conformance checks a jobplane server, over the network,
+// for the promises of the contract: submission idempotency,
+// persist-before-run ordering, fencing, recovery and the job lifecycle.
+//
+//	jobplane-conformance --server-command 'jobplane jobmanager --hastore {hastore} --listen {listen}'
+//	jobplane-conformance --hastore-listen 127.0.0.1:7001   # then start the server yourself
+//
+// It prints one line per failure, then "Total cases: N" and, last,
+// "N passed, N failed" (", N skipped" may follow). Exit status: 0 when
+// every case passed, 1 when some failed, 2 for bad usage.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/jobplane/jobplane/conformance/runner"
+)
+
+const (
+	exitOK      = 0
+	exitFailed  = 1
+	exitUsage   = 2
+	defaultConf = `{"features": {"implements_resource_manager": true, "supports_failover": true}}`
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// patterns is a repeatable flag of case name patterns; "@file" reads
+// them from a file, one per line ('#' starts a comment).
+type patterns []string
+
+func (p *patterns) String() string { return strings.Join(*p, ",") }
+
+func (p *patterns) Set(v string) error {
+	if file, ok := strings.CutPrefix(v, "@"); ok {
+		f, err := os.Open(file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		s := bufio.NewScanner(f)
+		for s.Scan() {
+			line, _, _ := strings.Cut(s.Text(), "#")
+			if line = strings.TrimSpace(line); line != "" {
+				*p = append(*p, line)
+			}
+		}
+		return s.Err()
+	}
+	for _, x := range strings.Split(v, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			*p = append(*p, x)
+		}
+	}
+	return nil
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("jobplane-conformance", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cfg        runner.Config
+		run, skip  patterns
+		knownFail  patterns
+		knownFlaky patterns
+		configFile string
+		list       bool
+	)
+	fs.StringVar(&cfg.ServerCommand, "server-command", "", "start each server instance with this shell command; {hastore}, {listen}, {data} and {instance} are replaced (also set as JOBPLANE_HASTORE_URL, JOBPLANE_LISTEN, JOBPLANE_DATA_DIR, JOBPLANE_INSTANCE)")
+	fs.StringVar(&cfg.HAStoreListen, "hastore-listen", "", "without --server-command: serve the runner's HA store here, and check the server you start pointed at it")
+	fs.StringVar(&configFile, "config", "", `JSON file declaring the server's features, e.g. `+defaultConf+` (default: both)`)
+	fs.Var(&run, "run", "run only cases matching these patterns (comma-separated, repeatable, or @file)")
+	fs.Var(&skip, "skip", "skip cases matching these patterns")
+	fs.Var(&knownFail, "known-failing", "cases that must fail (patterns or @file); one that passes fails the run")
+	fs.Var(&knownFlaky, "known-flaky", "cases whose failures do not fail the run")
+	fs.IntVar(&cfg.Parallel, "parallel", 2, "cases run at once, each with its own store, TaskExecutors and server")
+	fs.BoolVar(&cfg.Verbose, "v", false, "print every case's outcome")
+	fs.BoolVar(&cfg.Trace, "trace", false, "print the recorded HA-store and TaskExecutor events of failing cases")
+	fs.StringVar(&cfg.ReportJSON, "report-json", "", "write a JSON report to this file")
+	fs.StringVar(&cfg.ReportJUnit, "report-junit", "", "write a JUnit XML report to this file")
+	fs.BoolVar(&list, "list", false, "list the cases and what each checks, and exit")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "jobplane-conformance: unexpected arguments %q\n", fs.Args())
+		return exitUsage
+	}
+	if list {
+		for _, c := range runner.Cases() {
+			fmt.Fprintf(stdout, "%s\n    %s\n", c.Name, c.Doc)
+		}
+		return exitOK
+	}
+	if cfg.ServerCommand == "" && cfg.HAStoreListen == "" {
+		fmt.Fprintln(stderr, "jobplane-conformance: give --server-command, or --hastore-listen and start the server yourself")
+		return exitUsage
+	}
+	raw := []byte(defaultConf)
+	if configFile != "" {
+		var err error
+		if raw, err = os.ReadFile(configFile); err != nil {
+			fmt.Fprintf(stderr, "jobplane-conformance: %v\n", err)
+			return exitUsage
+		}
+	}
+	var conf struct {
+		Features map[string]bool `json:"features"`
+	}
+	if err := json.Unmarshal(raw, &conf); err != nil {
+		fmt.Fprintf(stderr, "jobplane-conformance: config %s: %v\n", configFile, err)
+		return exitUsage
+	}
+	cfg.Features = conf.Features
+	cfg.Run, cfg.Skip, cfg.KnownFailing, cfg.KnownFlaky = run, skip, knownFail, knownFlaky
+	cfg.Out = stdout
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sum, err := runner.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "jobplane-conformance: %v\n", err)
+		return exitFailed
+	}
+	if sum.Failed > 0 {
+		return exitFailed
+	}
+	return exitOK
+}

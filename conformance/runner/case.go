@@ -1,0 +1,243 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
+)
+
+// Features a server declares; a case that needs one the server lacks is
+// skipped.
+const (
+	// FeatureResourceManager: the server runs a ResourceManager that the
+	// runner's TaskExecutors register with, and JobMasters that deploy to
+	// them.
+	FeatureResourceManager = "implements_resource_manager"
+	// FeatureFailover: two instances on one store are active-standby.
+	FeatureFailover = "supports_failover"
+	// featureRunnerStarts: the runner starts (and kills) the server; set
+	// when --server-command is given.
+	featureRunnerStarts = "runner_starts_server"
+)
+
+// Case is one conformance case.
+type Case struct {
+	// Name is hierarchical: group/case.
+	Name string
+	// Doc says what the case checks, for the README and -v.
+	Doc string
+	// Requires lists the features the case needs.
+	Requires []string
+	// Instances is the number of server instances the case starts; the
+	// default is 1.
+	Instances int
+	// Run runs the case against t's environment.
+	Run func(t *T)
+}
+
+// T is a running case.
+type T struct {
+	ctx  context.Context
+	env  *env
+	name string
+	ids  string // prefix of the case's job ids
+
+	mu       sync.Mutex
+	failures []string
+}
+
+// failNow stops the case's goroutine (the case has failed).
+func (t *T) failNow() { runtime.Goexit() }
+
+// Errorf records a failure: what was observed, and what was expected.
+func (t *T) Errorf(format string, args ...any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.failures = append(t.failures, fmt.Sprintf(format, args...))
+}
+
+// Fatalf records a failure and ends the case.
+func (t *T) Fatalf(format string, args ...any) {
+	t.Errorf(format, args...)
+	t.failNow()
+}
+
+func (t *T) failed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.failures) > 0
+}
+
+// job returns a job id unique to the case.
+func (t *T) job(name string) string { return t.ids + name }
+
+// wait waits up to d for ok, polling; it reports whether ok held.
+func (t *T) wait(d time.Duration, ok func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if ok() {
+			return true
+		}
+		if time.Now().After(deadline) || t.ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// dispatcher returns a client of the leading Dispatcher, or ends the case.
+func (t *T) dispatcher() jobplanev1connect.DispatcherServiceClient {
+	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
+	defer cancel()
+	d, err := t.env.dispatcher(ctx)
+	if err != nil {
+		t.Fatalf("server: %v; expected a Dispatcher that publishes its address with ConfirmLeadership in %q", err, hastore.ElectionJobManager)
+	}
+	return d
+}
+
+// submit submits a job and records the answer as an "ack" event.
+func (t *T) submit(id string, g *jobplanev1.JobGraph) (*jobplanev1.SubmitJobResponse, error) {
+	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
+	defer cancel()
+	resp, err := t.dispatcher().SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: id, JobGraph: g})
+	ev := Event{Source: "client", Op: "ack", Key: id, Err: err}
+	if err == nil {
+		ev.Detail = fmt.Sprintf("created=%v %s", resp.GetCreated(), resp.GetStatus())
+	}
+	t.env.log.Add(ev)
+	return resp, err
+}
+
+// mustSubmit submits a job that must be accepted. A Dispatcher that
+// answers NOT_LEADER (say, one still taking up its leadership) is asked
+// again, as a client would, for up to 30s.
+func (t *T) mustSubmit(id string, g *jobplanev1.JobGraph) *jobplanev1.SubmitJobResponse {
+	resp, err := t.submit(id, g)
+	for deadline := time.Now().Add(30 * time.Second); isNotLeader(err) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		resp, err = t.submit(id, g)
+	}
+	if err != nil {
+		t.Fatalf("SubmitJob(%s): %v; expected it accepted", id, err)
+	}
+	return resp
+}
+
+// result waits for the job's result.
+func (t *T) result(id string) *jobplanev1.JobResult {
+	ctx, cancel := context.WithTimeout(t.ctx, 60*time.Second)
+	defer cancel()
+	for {
+		resp, err := t.dispatcher().GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: id, Wait: true})
+		if err == nil {
+			return resp.GetResult()
+		}
+		// A Dispatcher may change leaders, or close a long wait.
+		if ctx.Err() != nil || connect.CodeOf(err) != connect.CodeUnavailable && connect.CodeOf(err) != connect.CodeDeadlineExceeded && !isNotLeader(err) {
+			t.Fatalf("GetJobResult(%s): %v; expected the job's result", id, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// status returns the job's current status (UNSPECIFIED on error).
+func (t *T) status(id string) jobplanev1.JobStatus {
+	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
+	defer cancel()
+	resp, err := t.dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: id})
+	if err != nil {
+		return jobplanev1.JobStatus_JOB_STATUS_UNSPECIFIED
+	}
+	return resp.GetJob().GetSummary().GetStatus()
+}
+
+// waitRunning waits until n attempts of the job run on the runner's
+// TaskExecutors (each reported RUNNING).
+func (t *T) waitRunning(id string, n int) {
+	if !t.wait(30*time.Second, func() bool { return len(t.running(id)) >= n }) {
+		t.Fatalf("job %s: %d attempts reported RUNNING within 30s; expected %d", id, len(t.running(id)), n)
+	}
+}
+
+// running returns the attempts of the job reported RUNNING and not
+// since terminal.
+func (t *T) running(id string) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range t.env.log.Events(func(e Event) bool { return e.Key == id && e.Op == "UpdateTaskExecutionState" }) {
+		if e.State == jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING {
+			out[e.Attempt] = true
+		} else if e.State >= jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED && e.State != jobplanev1.ExecutionState_EXECUTION_STATE_CANCELING {
+			delete(out, e.Attempt)
+		}
+	}
+	return out
+}
+
+// events returns the case's events about job (or election key) that
+// have op (any op if empty).
+func (t *T) events(key, op string) []Event {
+	return t.env.log.Events(func(e Event) bool { return e.Key == key && (op == "" || e.Op == op) })
+}
+
+// ok filters events to those without error.
+func ok(evs []Event) []Event {
+	var out []Event
+	for _, e := range evs {
+		if e.Err == nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func isNotLeader(err error) bool {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return false
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if info, ok := v.(interface{ GetReason() string }); ok && info.GetReason() == "NOT_LEADER" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// reason returns the ErrorInfo reason of err, if any.
+func reason(err error) string {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return ""
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if info, ok := v.(interface{ GetReason() string }); ok {
+				return info.GetReason()
+			}
+		}
+	}
+	return ""
+}
+
+// barrier runs a small job to its end: every event the server caused
+// before it is then in the log, so a case can check for calls that must
+// not have happened without sleeping.
+func (t *T) barrier() {
+	id := t.job(fmt.Sprintf("barrier-%d", t.env.log.Len()))
+	t.mustSubmit(id, noopGraph(1))
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("barrier job %s ended %v; expected FINISHED", id, r.GetStatus())
+	}
+}

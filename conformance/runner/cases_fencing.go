@@ -1,0 +1,216 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
+)
+
+// revokeRunning starts a gated job, waits for it to run, revokes its
+// leadership and waits for the server to be granted it again. It returns
+// the job id, the revoked token and the new leader.
+func (t *T) revokeRunning() (string, hastore.Token, hastore.LeaderInfo) {
+	id := t.job("j")
+	t.mustSubmit(id, gatedGraph(2, id))
+	t.waitRunning(id, 2)
+	old, err := t.env.revoke(t.ctx, hastore.JobElection(id))
+	if err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	return id, old, t.regrant(id, old)
+}
+
+// regrant waits until the job's election has a leader other than old,
+// with an address.
+func (t *T) regrant(id string, old hastore.Token) hastore.LeaderInfo {
+	var info hastore.LeaderInfo
+	if !t.wait(30*time.Second, func() bool {
+		var err error
+		info, err = t.env.etcd.Leader(t.ctx, hastore.JobElection(id))
+		return err == nil && !info.Token.IsZero() && info.Token != old && info.Address != ""
+	}) {
+		t.Fatalf("no new JobMaster leader of job/%s within 30s of revoking %s (leader %+v); expected the server to campaign again", id, old, info)
+	}
+	return info
+}
+
+func protoToken(tk hastore.Token) *jobplanev1.FencingToken {
+	return &jobplanev1.FencingToken{SessionId: tk.SessionID, Epoch: tk.Epoch}
+}
+
+// staleRefused checks that err is ABORTED with STALE_FENCING_TOKEN.
+func (t *T) staleRefused(call string, err error) {
+	if connect.CodeOf(err) != connect.CodeAborted || reason(err) != "STALE_FENCING_TOKEN" {
+		t.Errorf("%s with a revoked token answered %v; expected ABORTED (STALE_FENCING_TOKEN)", call, err)
+	}
+}
+
+var fencingCases = []Case{
+	{Name: "fencing/stale-offer-refused", Requires: []string{FeatureResourceManager},
+		Doc: "after a revoke and re-grant, the JobMaster refuses OfferSlots with the old token", Run: func(t *T) {
+			id, old, leader := t.revokeRunning()
+			jm := jobplanev1connect.NewJobMasterServiceClient(t.env.http, leader.Address)
+			_, err := jm.OfferSlots(t.ctx, &jobplanev1.OfferSlotsRequest{
+				JobId: id, JobMasterToken: protoToken(old), TaskExecutorId: t.env.tes[0].id,
+				Offers: []*jobplanev1.SlotOffer{{AllocationId: "conformance-stale", SlotIndex: 0}},
+			})
+			t.staleRefused("OfferSlots", err)
+			t.env.open(id)
+			t.result(id)
+		}},
+	{Name: "fencing/stale-state-update-refused", Requires: []string{FeatureResourceManager},
+		Doc: "after a revoke and re-grant, the JobMaster refuses UpdateTaskExecutionState with the old token", Run: func(t *T) {
+			id, old, leader := t.revokeRunning()
+			jm := jobplanev1connect.NewJobMasterServiceClient(t.env.http, leader.Address)
+			_, err := jm.UpdateTaskExecutionState(t.ctx, &jobplanev1.UpdateTaskExecutionStateRequest{
+				JobId: id, JobMasterToken: protoToken(old), TaskExecutorId: t.env.tes[0].id,
+				Status: &jobplanev1.TaskExecutionStatus{
+					Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "sink", SubtaskIndex: 0},
+					State:   jobplanev1.ExecutionState_EXECUTION_STATE_FAILED, FailureMessage: "sent with a revoked token",
+				},
+			})
+			t.staleRefused("UpdateTaskExecutionState", err)
+			t.env.open(id)
+			if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+				t.Errorf("job ended %v; expected FINISHED (the stale failure report must not count)", r.GetStatus())
+			}
+		}},
+	{Name: "fencing/deploy-with-current-token", Requires: []string{FeatureResourceManager},
+		Doc: "every SubmitTask carries the token of the job's latest grant", Run: func(t *T) {
+			id, _, _ := t.revokeRunning()
+			t.env.open(id)
+			t.result(id)
+			var current hastore.Token
+			n := 0
+			for _, e := range t.events(id, "") {
+				switch {
+				case e.Op == "granted" && e.Err == nil:
+					current = e.Token
+				case e.Op == "SubmitTask":
+					n++
+					if e.Token != current {
+						t.Errorf("%v; expected the token of the latest grant, %s", e, current)
+					}
+				}
+			}
+			if n == 0 {
+				t.Errorf("no SubmitTask recorded; expected some")
+			}
+		}},
+	{Name: "fencing/no-deploy-after-revoke", Requires: []string{FeatureResourceManager},
+		Doc: "once the server reacted to a revoke (resigned or campaigned again), no SubmitTask carries the revoked token", Run: func(t *T) {
+			id, old, _ := t.revokeRunning()
+			t.env.open(id)
+			t.result(id)
+			seen := -1
+			for _, e := range t.events(id, "") {
+				if seen < 0 && e.Source == "store" && (e.Op == "campaign" || e.Op == "resign") && e.Seq > t.revokeSeq(id) {
+					seen = e.Seq
+				}
+				if seen >= 0 && e.Op == "SubmitTask" && e.Token == old {
+					t.Errorf("%v after the server saw the revoke (#%d); expected no deployment under the revoked token", e, seen)
+				}
+			}
+			if seen < 0 {
+				t.Errorf("the server never campaigned again or resigned after the revoke; expected it to")
+			}
+		}},
+	{Name: "fencing/fresh-token-per-grant", Requires: []string{FeatureResourceManager},
+		Doc: "each grant of a job's leadership yields a new token, and its deployments use it", Run: func(t *T) {
+			id := t.job("j")
+			t.mustSubmit(id, gatedGraph(2, id))
+			tokens := map[hastore.Token]bool{}
+			for round := range 3 {
+				t.waitRunning(id, 2)
+				old, err := t.env.revoke(t.ctx, hastore.JobElection(id))
+				if err != nil {
+					t.Fatalf("revoke %d: %v", round, err)
+				}
+				tokens[old] = true
+				info := t.regrant(id, old)
+				if tokens[info.Token] {
+					t.Errorf("grant %d reused token %s; expected a new one", round+1, info.Token)
+				}
+				// Wait for the new JobMaster's deployments.
+				if !t.wait(30*time.Second, func() bool {
+					for _, e := range t.events(id, "SubmitTask") {
+						if e.Token == info.Token {
+							return true
+						}
+					}
+					return false
+				}) {
+					t.Fatalf("no deployment under the new token %s within 30s; expected the job to run again", info.Token)
+				}
+				t.wait(30*time.Second, func() bool { return len(t.runningUnder(id, info.Token)) >= 2 })
+			}
+			t.env.open(id)
+			t.result(id)
+		}},
+	{Name: "fencing/stale-write-steps-down", Doc: "a Dispatcher write refused as stale makes the server step down cleanly: no retry with that token, leadership regained with a new one", Run: func(t *T) {
+		t.dispatcher() // the server leads
+		id := t.job("j")
+		t.env.store.arm(fault{op: "put-plan", key: id, before: hastore.ErrStaleToken})
+		if _, err := t.submit(id, noopGraph(1)); err == nil {
+			t.Errorf("submit whose plan put was refused as stale succeeded; expected an error")
+		}
+		refused := t.events(id, "put-plan")
+		if len(refused) == 0 {
+			t.Fatalf("no plan put recorded; expected the refused one")
+		}
+		bad := refused[0].Token
+		ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
+		defer cancel()
+		for {
+			info, err := t.env.etcd.Leader(ctx, hastore.ElectionJobManager)
+			if err == nil && !info.Token.IsZero() && info.Token != bad && info.Address != "" {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("the server did not lead again with a new token within 30s (leader %+v); expected it to step down and campaign again", info)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		again := t.job("after")
+		t.mustSubmit(again, noopGraph(1))
+		t.result(again)
+		for _, e := range t.env.log.Events(func(e Event) bool { return e.Source == "store" && e.Token == bad && e.Seq > refused[0].Seq }) {
+			if e.Op != "resign" {
+				t.Errorf("%v after the refusal; expected no write with the refused token", e)
+			}
+		}
+		t.env.mu.Lock()
+		servers := t.env.servers
+		t.env.mu.Unlock()
+		for i, p := range servers {
+			if p.exited() {
+				t.Errorf("server instance %d exited; expected it to step down and keep running", i)
+			}
+		}
+	}},
+}
+
+// revokeSeq returns the sequence number of the first revoke of the job.
+func (t *T) revokeSeq(id string) int {
+	if evs := t.events(id, "revoke"); len(evs) > 0 {
+		return evs[0].Seq
+	}
+	return -1
+}
+
+// runningUnder returns the attempts reported RUNNING under token.
+func (t *T) runningUnder(id string, tk hastore.Token) []string {
+	var out []string
+	for _, e := range t.events(id, "UpdateTaskExecutionState") {
+		if e.Token == tk && e.State == jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING {
+			out = append(out, fmt.Sprint(e.Attempt))
+		}
+	}
+	return out
+}

@@ -1,0 +1,193 @@
+package runner
+
+import (
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+)
+
+var idempotencyCases = []Case{
+	{Name: "idempotency/resubmit-while-running", Requires: []string{FeatureResourceManager},
+		Doc: "an identical resubmission of a RUNNING job returns it (created=false) and starts nothing new", Run: func(t *T) {
+			id := t.job("j")
+			t.mustSubmit(id, gatedGraph(2, id))
+			t.waitRunning(id, 2)
+			resp := t.mustSubmit(id, gatedGraph(2, id))
+			if resp.GetCreated() || resp.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_RUNNING {
+				t.Errorf("resubmit answered created=%v %v; expected created=false RUNNING", resp.GetCreated(), resp.GetStatus())
+			}
+			t.env.open(id)
+			t.finishedOnce(id, 4)
+		}},
+	{Name: "idempotency/resubmit-while-initializing", Requires: []string{FeatureResourceManager},
+		Doc: "an identical resubmission while the job's JobMaster is not yet granted returns the job (created=false)", Run: func(t *T) {
+			id := t.job("j")
+			// Hold the job's campaign: the job stays INITIALIZING.
+			t.env.store.arm(fault{op: "campaign", key: id, delay: 1500 * time.Millisecond})
+			t.mustSubmit(id, noopGraph(2))
+			resp := t.mustSubmit(id, noopGraph(2))
+			if resp.GetCreated() || resp.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_INITIALIZING {
+				t.Errorf("resubmit answered created=%v %v; expected created=false INITIALIZING", resp.GetCreated(), resp.GetStatus())
+			}
+			t.finishedOnce(id, 2)
+		}},
+	{Name: "idempotency/resubmit-after-finished", Requires: []string{FeatureResourceManager},
+		Doc: "resubmitting a FINISHED job returns FINISHED and never runs it again", Run: func(t *T) {
+			t.resubmitTerminal(noopGraph(2), jobplanev1.JobStatus_JOB_STATUS_FINISHED, nil)
+		}},
+	{Name: "idempotency/resubmit-after-failed", Requires: []string{FeatureResourceManager},
+		Doc: "resubmitting a FAILED job returns FAILED and never runs it again", Run: func(t *T) {
+			t.resubmitTerminal(failGraph(), jobplanev1.JobStatus_JOB_STATUS_FAILED, nil)
+		}},
+	{Name: "idempotency/resubmit-after-canceled", Requires: []string{FeatureResourceManager},
+		Doc: "resubmitting a CANCELED job returns CANCELED and never runs it again", Run: func(t *T) {
+			t.resubmitTerminal(gatedGraph(1, "never"), jobplanev1.JobStatus_JOB_STATUS_CANCELED, func(id string) {
+				t.waitRunning(id, 1)
+				t.cancel(id)
+			})
+		}},
+	{Name: "idempotency/different-plan", Doc: "the same job id with a different plan is ALREADY_EXISTS (JOB_ALREADY_EXISTS) and writes nothing", Run: func(t *T) {
+		id := t.job("j")
+		t.mustSubmit(id, noopGraph(1))
+		_, err := t.submit(id, noopGraph(2))
+		if connect.CodeOf(err) != connect.CodeAlreadyExists || reason(err) != "JOB_ALREADY_EXISTS" {
+			t.Errorf("different plan answered %v; expected ALREADY_EXISTS with reason JOB_ALREADY_EXISTS", err)
+		}
+		if n := len(ok(t.events(id, "put-plan"))); n != 1 {
+			t.Errorf("%d plan puts for the job; expected 1", n)
+		}
+	}},
+	{Name: "idempotency/concurrent-identical", Requires: []string{FeatureResourceManager},
+		Doc: "16 concurrent identical submissions: one created, one plan put, one job campaign, each subtask deployed once", Run: func(t *T) {
+			id := t.job("j")
+			var (
+				wg      sync.WaitGroup
+				mu      sync.Mutex
+				created int
+				errs    []error
+			)
+			for range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					resp, err := t.submit(id, gatedGraph(2, id))
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						errs = append(errs, err)
+					} else if resp.GetCreated() {
+						created++
+					}
+				}()
+			}
+			wg.Wait()
+			if created != 1 || len(errs) > 0 {
+				t.Errorf("%d answers created=true, errors %v; expected exactly 1 created and no error", created, errs)
+			}
+			t.env.open(id)
+			t.finishedOnce(id, 4)
+			if n := len(ok(t.events(id, "put-plan"))); n != 1 {
+				t.Errorf("%d plan puts; expected 1", n)
+			}
+			if n := len(t.events(id, "campaign")); n != 1 {
+				t.Errorf("%d campaigns for job/%s; expected 1", n, id)
+			}
+		}},
+	{Name: "idempotency/retry-after-lost-ack", Requires: []string{FeatureResourceManager},
+		Doc: "a plan put whose answer is lost, then a client retry: the job runs exactly once", Run: func(t *T) {
+			id := t.job("j")
+			t.env.store.arm(fault{op: "put-plan", key: id, after: hastore.ErrUnavailable})
+			var err error
+			for range 5 {
+				if _, err = t.submit(id, noopGraph(2)); err == nil {
+					break
+				}
+			}
+			if err != nil {
+				t.Fatalf("submit with retries: %v; expected it accepted", err)
+			}
+			t.finishedOnce(id, 2)
+		}},
+	{Name: "idempotency/resubmit-after-failed-persist", Requires: []string{FeatureResourceManager},
+		Doc: "a submission whose plan put failed is an error; the resubmission runs the job once", Run: func(t *T) {
+			id := t.job("j")
+			t.env.store.arm(fault{op: "put-plan", key: id, before: hastore.ErrUnavailable})
+			if _, err := t.submit(id, noopGraph(2)); err == nil {
+				t.Errorf("submit with a failed plan put succeeded; expected an error")
+			}
+			t.mustSubmit(id, noopGraph(2))
+			t.finishedOnce(id, 2)
+		}},
+}
+
+// finishedOnce waits for the job to finish and checks that each of its
+// subtasks (n in all) was deployed once, all with attempt 0.
+func (t *T) finishedOnce(id string, n int) {
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("job %s ended %v (%s); expected FINISHED", id, r.GetStatus(), r.GetFailure().GetMessage())
+	}
+	t.deployedOnce(id, n)
+}
+
+// deployedOnce checks that n distinct attempts of the job were deployed,
+// each once.
+func (t *T) deployedOnce(id string, n int) {
+	seen := map[string]int{}
+	for _, e := range t.events(id, "SubmitTask") {
+		seen[e.Attempt]++
+	}
+	for a, k := range seen {
+		if k > 1 {
+			t.Errorf("attempt %s deployed %d times; expected once", a, k)
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("%d attempts deployed (%v); expected %d, each subtask once", len(seen), keys(seen), n)
+	}
+}
+
+func keys(m map[string]int) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// cancel cancels a job.
+func (t *T) cancel(id string) *jobplanev1.CancelJobResponse {
+	resp, err := t.dispatcher().CancelJob(t.ctx, &jobplanev1.CancelJobRequest{JobId: id})
+	if err != nil {
+		t.Fatalf("CancelJob(%s): %v; expected the job canceled", id, err)
+	}
+	return resp
+}
+
+// resubmitTerminal runs g to want (after, if set, acts on the running
+// job), resubmits it, and checks that nothing runs again.
+func (t *T) resubmitTerminal(g *jobplanev1.JobGraph, want jobplanev1.JobStatus, after func(id string)) {
+	id := t.job("j")
+	t.mustSubmit(id, g)
+	if after != nil {
+		after(id)
+	}
+	if r := t.result(id); r.GetStatus() != want {
+		t.Fatalf("job ended %v; expected %v", r.GetStatus(), want)
+	}
+	deployed := len(t.events(id, "SubmitTask"))
+	resp := t.mustSubmit(id, g)
+	if resp.GetCreated() || resp.GetStatus() != want {
+		t.Errorf("resubmit answered created=%v %v; expected created=false %v", resp.GetCreated(), resp.GetStatus(), want)
+	}
+	t.barrier()
+	if n := len(t.events(id, "SubmitTask")); n != deployed {
+		t.Errorf("%d deployments after the resubmission; expected none", n-deployed)
+	}
+	if n := len(t.events(id, "campaign")); n != 1 {
+		t.Errorf("%d campaigns for the job; expected 1", n)
+	}
+}

@@ -1,0 +1,122 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+)
+
+var lifecycleCases = []Case{
+	{Name: "lifecycle/cancel-running", Requires: []string{FeatureResourceManager},
+		Doc: "canceling a RUNNING job cancels its tasks and ends it CANCELED", Run: func(t *T) {
+			id := t.job("j")
+			t.mustSubmit(id, gatedGraph(2, "never"))
+			t.waitRunning(id, 2)
+			resp := t.cancel(id)
+			if s := resp.GetStatus(); s != jobplanev1.JobStatus_JOB_STATUS_CANCELLING && s != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
+				t.Errorf("CancelJob answered %v; expected CANCELLING or CANCELED", s)
+			}
+			if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
+				t.Errorf("job ended %v; expected CANCELED", r.GetStatus())
+			}
+			if len(t.running(id)) > 0 {
+				t.Errorf("attempts %v still running after the job ended; expected every task canceled", t.running(id))
+			}
+		}},
+	{Name: "lifecycle/cancel-terminal", Requires: []string{FeatureResourceManager},
+		Doc: "canceling a FINISHED job is FAILED_PRECONDITION (JOB_TERMINAL)", Run: func(t *T) {
+			id := t.job("j")
+			t.mustSubmit(id, noopGraph(1))
+			t.result(id)
+			_, err := t.dispatcher().CancelJob(t.ctx, &jobplanev1.CancelJobRequest{JobId: id})
+			if connect.CodeOf(err) != connect.CodeFailedPrecondition || reason(err) != "JOB_TERMINAL" {
+				t.Errorf("CancelJob answered %v; expected FAILED_PRECONDITION (JOB_TERMINAL)", err)
+			}
+		}},
+	{Name: "lifecycle/cancel-unknown", Doc: "canceling an unknown job is NOT_FOUND (JOB_NOT_FOUND)", Run: func(t *T) {
+		_, err := t.dispatcher().CancelJob(t.ctx, &jobplanev1.CancelJobRequest{JobId: t.job("ghost")})
+		if connect.CodeOf(err) != connect.CodeNotFound || reason(err) != "JOB_NOT_FOUND" {
+			t.Errorf("CancelJob answered %v; expected NOT_FOUND (JOB_NOT_FOUND)", err)
+		}
+	}},
+	{Name: "lifecycle/cancel-before-run", Doc: "a job canceled before any task ran ends CANCELED without deploying anything", Run: func(t *T) {
+		id := t.job("j")
+		// Hold the job's campaign so that no JobMaster exists yet.
+		t.env.store.arm(fault{op: "campaign", key: id, delay: time.Second})
+		t.mustSubmit(id, noopGraph(2))
+		t.cancel(id)
+		if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
+			t.Errorf("job ended %v; expected CANCELED", r.GetStatus())
+		}
+		if evs := t.events(id, "SubmitTask"); len(evs) > 0 {
+			t.Errorf("%v; expected nothing deployed for a job canceled before it ran", evs[0])
+		}
+	}},
+	{Name: "lifecycle/watch-ends-at-terminal", Requires: []string{FeatureResourceManager},
+		Doc: "WatchJob streams the job's statuses and ends after the terminal one", Run: func(t *T) {
+			id := t.job("j")
+			t.mustSubmit(id, gatedGraph(1, id))
+			ctx, cancel := context.WithTimeout(t.ctx, 60*time.Second)
+			defer cancel()
+			stream, err := t.dispatcher().WatchJob(ctx, &jobplanev1.WatchJobRequest{JobId: id})
+			if err != nil {
+				t.Fatalf("WatchJob: %v", err)
+			}
+			defer stream.Close()
+			t.waitRunning(id, 1)
+			t.env.open(id)
+			var last jobplanev1.JobStatus
+			for stream.Receive() {
+				last = stream.Msg().GetJob().GetStatus()
+			}
+			if err := stream.Err(); err != nil {
+				t.Errorf("the stream ended with %v; expected a clean end", err)
+			}
+			if last != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+				t.Errorf("the last status streamed was %v; expected FINISHED", last)
+			}
+		}},
+	{Name: "lifecycle/result-of-unknown-job", Doc: "GetJobResult of an unknown job is NOT_FOUND (JOB_NOT_FOUND)", Run: func(t *T) {
+		_, err := t.dispatcher().GetJobResult(t.ctx, &jobplanev1.GetJobResultRequest{JobId: t.job("ghost")})
+		if connect.CodeOf(err) != connect.CodeNotFound || reason(err) != "JOB_NOT_FOUND" {
+			t.Errorf("GetJobResult answered %v; expected NOT_FOUND (JOB_NOT_FOUND)", err)
+		}
+	}},
+	{Name: "lifecycle/bad-graphs", Doc: "invalid JobGraphs are INVALID_ARGUMENT with a BadRequest field violation each", Run: func(t *T) {
+		cycle := gatedGraph(1, "x")
+		cycle.Edges = append(cycle.Edges, &jobplanev1.JobEdge{SourceVertexId: "sink", TargetVertexId: "src",
+			Distribution: jobplanev1.DistributionPattern_DISTRIBUTION_PATTERN_POINTWISE, ResultType: jobplanev1.ResultPartitionType_RESULT_PARTITION_TYPE_PIPELINED})
+		unknown := gatedGraph(1, "x")
+		unknown.Edges[0].TargetVertexId = "nowhere"
+		zero := noopGraph(1)
+		zero.Vertices[0].Parallelism = 0
+		for name, g := range map[string]*jobplanev1.JobGraph{
+			"no vertices": {Name: "empty"}, "a cycle": cycle, "an edge to an unknown vertex": unknown, "parallelism 0": zero,
+		} {
+			_, err := t.submit(t.job("bad"), g)
+			if connect.CodeOf(err) != connect.CodeInvalidArgument || !hasFieldViolation(err) {
+				t.Errorf("a graph with %s answered %v; expected INVALID_ARGUMENT with a field violation", name, err)
+			}
+		}
+	}},
+}
+
+func hasFieldViolation(err error) bool {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return false
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if br, ok := v.(*errdetails.BadRequest); ok && len(br.GetFieldViolations()) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,108 @@
+package runner
+
+import (
+	"time"
+
+	"connectrpc.com/connect"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+)
+
+// putBefore is a case: the job's plan put precedes its first op (as seen
+// at the store or the TaskExecutors).
+func putBefore(op, what string, needsRM bool) Case {
+	c := Case{Name: "persist/plan-before-" + what, Doc: "the plan put completes before the job's first " + op, Run: func(t *T) {
+		id := t.job("j")
+		t.mustSubmit(id, noopGraph(2))
+		t.wait(30*time.Second, func() bool { return len(t.events(id, op)) > 0 })
+		puts := ok(t.events(id, "put-plan"))
+		later := t.events(id, op)
+		switch {
+		case len(puts) == 0:
+			t.Errorf("no successful plan put for the job; expected one")
+		case len(later) == 0:
+			t.Errorf("no %s for the job; expected at least one", op)
+		case later[0].Seq < puts[0].Seq:
+			t.Errorf("%v came before the plan put %v; expected the put first", later[0], puts[0])
+		}
+	}}
+	if needsRM {
+		c.Requires = []string{FeatureResourceManager}
+	}
+	return c
+}
+
+var persistCases = []Case{
+	putBefore("campaign", "campaign", false),
+	putBefore("confirm", "confirm", false),
+	putBefore("RequestSlot", "slot-request", true),
+	putBefore("SubmitTask", "deploy", true),
+	putBefore("ack", "ack", false),
+	{Name: "persist/failed-put-no-run", Doc: "a failed plan put is an error, and the job is never campaigned for, given slots or deployed", Run: func(t *T) {
+		id := t.job("j")
+		t.env.store.arm(fault{op: "put-plan", key: id, before: hastore.ErrUnavailable})
+		if _, err := t.submit(id, noopGraph(2)); err == nil {
+			t.Errorf("submit with a failed plan put succeeded; expected an error")
+		}
+		t.barrier()
+		for _, op := range []string{"campaign", "confirm", "RequestSlot", "SubmitTask"} {
+			if evs := t.events(id, op); len(evs) > 0 {
+				t.Errorf("%v after the failed put; expected no %s", evs[0], op)
+			}
+		}
+	}},
+	{Name: "persist/delayed-put-holds-ack", Doc: "a slow plan put holds the acknowledgement back until it completed", Run: func(t *T) {
+		id := t.job("j")
+		t.env.store.arm(fault{op: "put-plan", key: id, delay: 800 * time.Millisecond})
+		start := time.Now()
+		t.mustSubmit(id, noopGraph(1))
+		puts, acks := ok(t.events(id, "put-plan")), t.events(id, "ack")
+		if len(puts) == 0 || len(acks) == 0 || acks[0].Seq < puts[0].Seq {
+			t.Errorf("puts %v, acks %v; expected the ack after the put", puts, acks)
+		}
+		if d := time.Since(start); d < 800*time.Millisecond {
+			t.Errorf("acknowledged after %v; expected at least the put's 800ms", d)
+		}
+	}},
+	{Name: "persist/dirty-result-before-plan-delete", Doc: "a terminal job's result is written dirty before its plan is deleted", Run: func(t *T) {
+		id := t.cleanedUp()
+		dirty, del := ok(t.events(id, "create-dirty")), ok(t.events(id, "delete-plan"))
+		if len(dirty) == 0 || len(del) == 0 || del[0].Seq < dirty[0].Seq {
+			t.Errorf("dirty results %v, plan deletes %v; expected the dirty result first", dirty, del)
+		}
+	}},
+	{Name: "persist/clean-after-plan-delete", Doc: "a result is marked clean only after the plan was deleted", Run: func(t *T) {
+		id := t.cleanedUp()
+		del, clean := ok(t.events(id, "delete-plan")), ok(t.events(id, "mark-clean"))
+		if len(del) == 0 || len(clean) == 0 || clean[0].Seq < del[0].Seq {
+			t.Errorf("plan deletes %v, cleans %v; expected the delete first", del, clean)
+		}
+	}},
+	{Name: "persist/invalid-plan-writes-nothing", Doc: "an invalid JobGraph is INVALID_ARGUMENT and writes nothing", Run: func(t *T) {
+		id := t.job("j")
+		bad := noopGraph(1)
+		bad.Vertices[0].Parallelism = 0
+		if _, err := t.submit(id, bad); connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Errorf("invalid graph answered %v; expected INVALID_ARGUMENT", err)
+		}
+		t.barrier()
+		if evs := t.env.log.Events(func(e Event) bool { return e.Key == id && e.Source == "store" }); len(evs) > 0 {
+			t.Errorf("store calls %v for the invalid job; expected none", evs)
+		}
+	}},
+}
+
+// cleanedUp runs a job to FINISHED and waits until its result is marked
+// clean; it returns the job id.
+func (t *T) cleanedUp() string {
+	id := t.job("j")
+	t.mustSubmit(id, noopGraph(1))
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("job ended %v; expected FINISHED", r.GetStatus())
+	}
+	if !t.wait(30*time.Second, func() bool { return len(ok(t.events(id, "mark-clean"))) > 0 }) {
+		t.Fatalf("the job's result was not marked clean within 30s of its end; expected its cleanup to finish")
+	}
+	return id
+}

@@ -1,0 +1,161 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
+)
+
+// leaderProc returns the server instance that leads, and another one.
+func (t *T) leaderProc() (leader, other *serverProc) {
+	info, err := t.env.leader(t.ctx, hastore.ElectionJobManager)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.env.mu.Lock()
+	defer t.env.mu.Unlock()
+	for _, p := range t.env.servers {
+		if p.url == info.Address {
+			leader = p
+		} else if !p.exited() {
+			other = p
+		}
+	}
+	if leader == nil {
+		t.Fatalf("the leader's address %s is none of the started instances'; expected the server to publish the address it was given ({listen})", info.Address)
+	}
+	return leader, other
+}
+
+var recoveryCases = []Case{
+	{Name: "recovery/standby-takes-over", Requires: []string{FeatureResourceManager, FeatureFailover, featureRunnerStarts}, Instances: 2,
+		Doc: "SIGKILL of the leader: the standby leads, recovers the running job under its id with a new token, and finishes it", Run: func(t *T) {
+			id := t.job("j")
+			t.mustSubmit(id, gatedGraph(2, id))
+			t.waitRunning(id, 2)
+			old, _ := t.env.etcd.Leader(t.ctx, hastore.JobElection(id))
+			leader, standby := t.leaderProc()
+			if standby == nil {
+				t.Fatalf("no standby instance running; expected 2 instances")
+			}
+			leader.kill()
+			info := t.regrant(id, old.Token)
+			if info.Token.SessionID == old.Token.SessionID {
+				t.Errorf("the job's new token %s is of the killed session; expected the standby's", info.Token)
+			}
+			t.env.open(id)
+			if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || r.GetJobId() != id {
+				t.Errorf("result %v; expected job %s FINISHED", r, id)
+			}
+		}},
+	{Name: "recovery/restart-recovers-job", Requires: []string{FeatureResourceManager, featureRunnerStarts},
+		Doc: "SIGKILL and restart of the only instance: the running job is recovered with a new token and finishes", Run: func(t *T) {
+			id := t.job("j")
+			t.mustSubmit(id, gatedGraph(2, id))
+			t.waitRunning(id, 2)
+			old, _ := t.env.etcd.Leader(t.ctx, hastore.JobElection(id))
+			leader, _ := t.leaderProc()
+			leader.kill()
+			if _, err := t.env.startServer(0); err != nil {
+				t.Fatalf("restart: %v", err)
+			}
+			t.regrant(id, old.Token)
+			t.env.open(id)
+			if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+				t.Errorf("job ended %v; expected FINISHED", r.GetStatus())
+			}
+		}},
+	{Name: "recovery/dirty-result-cleaned-not-rerun", Requires: []string{featureRunnerStarts}, Instances: -1,
+		Doc: "a job found with a dirty result at startup is cleaned up (plan deleted, result marked clean), never run", Run: func(t *T) {
+			id := t.job("j")
+			t.seedDirtyResult(id)
+			if _, err := t.env.startServer(0); err != nil {
+				t.Fatalf("start: %v", err)
+			}
+			if !t.wait(30*time.Second, func() bool { return len(ok(t.events(id, "mark-clean"))) > 0 }) {
+				t.Fatalf("the dirty result was not marked clean within 30s; expected the server to finish its cleanup")
+			}
+			if del := ok(t.events(id, "delete-plan")); len(del) == 0 {
+				t.Errorf("the plan was never deleted; expected it deleted before the result was marked clean")
+			}
+			for _, op := range []string{"campaign", "RequestSlot", "SubmitTask"} {
+				if evs := t.events(id, op); len(evs) > 0 {
+					t.Errorf("%v; expected the finished job never to run again", evs[0])
+				}
+			}
+			if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+				t.Errorf("result %v; expected the stored FINISHED result", r)
+			}
+		}},
+	{Name: "recovery/standby-answers-not-leader", Requires: []string{FeatureFailover, featureRunnerStarts}, Instances: 2,
+		Doc: "a Dispatcher that does not lead answers NOT_LEADER with the leader's address, and writes nothing", Run: func(t *T) {
+			leader, standby := t.leaderProc()
+			if standby == nil {
+				t.Fatalf("no standby instance running; expected 2 instances")
+			}
+			// The standby needs a moment to come up; it answers on its port.
+			d := jobplanev1connect.NewDispatcherServiceClient(t.env.http, standby.url)
+			id := t.job("j")
+			var err error
+			t.wait(30*time.Second, func() bool {
+				_, err = d.SubmitJob(t.ctx, &jobplanev1.SubmitJobRequest{JobId: id, JobGraph: noopGraph(1)})
+				return connect.CodeOf(err) != connect.CodeUnavailable || isNotLeader(err)
+			})
+			if !isNotLeader(err) {
+				t.Fatalf("standby answered %v; expected NOT_LEADER", err)
+			}
+			var ce *connect.Error
+			addr := ""
+			if errors.As(err, &ce) {
+				for _, det := range ce.Details() {
+					if v, derr := det.Value(); derr == nil {
+						if info, ok := v.(*errdetails.ErrorInfo); ok {
+							addr = info.GetMetadata()["leader_address"]
+						}
+					}
+				}
+			}
+			if addr != leader.url {
+				t.Errorf("NOT_LEADER names leader %q; expected %q", addr, leader.url)
+			}
+			t.barrier()
+			if evs := t.events(id, ""); len(evs) > 1 {
+				t.Errorf("events %v for the job sent to the standby; expected no write", evs)
+			}
+		}},
+}
+
+// seedDirtyResult writes, as a JobManager would have before crashing, the
+// plan of a finished job and its dirty result.
+func (t *T) seedDirtyResult(id string) {
+	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
+	defer cancel()
+	sess, err := t.env.etcd.OpenSession(ctx, hastore.SessionConfig{TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+	defer func() { _ = sess.Close(context.WithoutCancel(ctx)) }()
+	l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "")
+	if err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+	plan := &jobplanev1.ExecutionPlan{JobId: id, JobGraph: noopGraph(1), SubmitTime: timestamppb.Now()}
+	if err := t.env.etcd.PutExecutionPlan(ctx, l.Fence(), plan); err != nil {
+		t.Fatalf("seed plan: %v", err)
+	}
+	res := &jobplanev1.JobResult{JobId: id, Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED, SubmitTime: plan.GetSubmitTime(), EndTime: timestamppb.Now(), Name: "noop"}
+	if err := t.env.etcd.CreateDirtyJobResult(ctx, l.Fence(), res); err != nil {
+		t.Fatalf("seed result: %v", err)
+	}
+	if err := l.Resign(ctx); err != nil {
+		t.Fatalf("seed resign: %v", err)
+	}
+}

@@ -1,0 +1,366 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
+	"github.com/jobplane/jobplane/server/taskexecutor"
+)
+
+// envConfig shapes an environment.
+type envConfig struct {
+	// serverCommand starts one server instance (empty: the user runs the
+	// server, pointed at the store).
+	serverCommand string
+	// hastoreListen is where the store listens ("": a free loopback port).
+	hastoreListen string
+	// taskExecutors and slots per TaskExecutor.
+	taskExecutors, slots int
+}
+
+// env is what a case runs against: an instrumented HA store on an
+// embedded etcd member, served as HAStoreService; instrumented
+// TaskExecutors; and the server under test.
+type env struct {
+	cfg     envConfig
+	log     *Log
+	dir     string
+	etcd    *hastore.Etcd
+	store   *store
+	storeHS *httpServer
+	http    *http.Client
+	logger  *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	tes    []*taskExec
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	servers []*serverProc
+	gates   map[string]chan struct{}
+}
+
+type taskExec struct {
+	id  string
+	srv *httpServer
+}
+
+func newEnv(ctx context.Context, cfg envConfig) (*env, error) {
+	dir, err := os.MkdirTemp("", "jobplane-conformance-")
+	if err != nil {
+		return nil, err
+	}
+	e := &env{cfg: cfg, log: &Log{}, dir: dir, http: newHTTPClient(), gates: map[string]chan struct{}{},
+		logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	octx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	e.etcd, err = hastore.Open(octx, hastore.OpenConfig{DataDir: filepath.Join(dir, "etcd"), Logger: e.logger})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("open the HA store: %w", err)
+	}
+	e.store = &store{Store: e.etcd, log: e.log}
+	path, h := hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: e.store, Logger: e.logger}).Path()
+	mux := http.NewServeMux()
+	mux.Handle(path, h)
+	if e.storeHS, err = serve(cfg.hastoreListen, mux); err != nil {
+		e.close()
+		return nil, fmt.Errorf("serve the HA store: %w", err)
+	}
+	for i := range cfg.taskExecutors {
+		if err := e.startTaskExecutor(i); err != nil {
+			e.close()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// startTaskExecutor starts a reference TaskExecutor whose calls are
+// recorded. Besides the built-ins it offers "gate", which runs until the
+// case opens the gate named by its config key "gate".
+func (e *env) startTaskExecutor(i int) error {
+	mux := http.NewServeMux()
+	srv, err := serve("", mux)
+	if err != nil {
+		return err
+	}
+	id := fmt.Sprintf("te-%d", i)
+	record := connect.WithInterceptors(e.taskInterceptor(id))
+	te, err := taskexecutor.New(taskexecutor.Config{
+		ID: id, Address: srv.URL(), Slots: e.cfg.slots, Store: e.etcd, HTTPClient: e.http,
+		Invokables:    map[string]taskexecutor.Invokable{"gate": e.gateInvokable},
+		ClientOptions: []connect.ClientOption{record}, Logger: e.logger,
+	})
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	path, h := te.Handler(record)
+	mux.Handle(path, h)
+	e.tes = append(e.tes, &taskExec{id: id, srv: srv})
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		_ = te.Run(e.ctx)
+	}()
+	return nil
+}
+
+func (e *env) gate(name string) chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	g := e.gates[name]
+	if g == nil {
+		g = make(chan struct{})
+		e.gates[name] = g
+	}
+	return g
+}
+
+// open opens a gate: its tasks finish.
+func (e *env) open(name string) {
+	g := e.gate(name)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	select {
+	case <-g:
+	default:
+		close(g)
+	}
+}
+
+func (e *env) gateInvokable(ctx context.Context, t taskexecutor.Task) error {
+	select {
+	case <-e.gate(t.Config["gate"]):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// taskInterceptor records a TaskExecutor's task calls: those it
+// receives before they are handled, those it sends before they leave.
+func (e *env) taskInterceptor(id string) connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			ev := Event{Source: id}
+			switch m := req.Any().(type) {
+			case *jobplanev1.RequestSlotRequest:
+				ev.Op, ev.Key, ev.Token, ev.Detail = "RequestSlot", m.GetJobId(), token(m.GetJobMasterToken()), m.GetAllocationId()
+			case *jobplanev1.SubmitTaskRequest:
+				ev.Op, ev.Key, ev.Token, ev.Attempt = "SubmitTask", m.GetJobId(), token(m.GetJobMasterToken()), attemptKey(m.GetAttempt())
+			case *jobplanev1.CancelTaskRequest:
+				ev.Op, ev.Key, ev.Token, ev.Attempt = "CancelTask", m.GetJobId(), token(m.GetJobMasterToken()), attemptKey(m.GetAttempt())
+			case *jobplanev1.FreeSlotRequest:
+				ev.Op, ev.Key, ev.Token, ev.Detail = "FreeSlot", m.GetJobId(), token(m.GetJobMasterToken()), m.GetAllocationId()
+			case *jobplanev1.UpdateTaskExecutionStateRequest:
+				ev.Op, ev.Key, ev.Token, ev.Attempt = "UpdateTaskExecutionState", m.GetJobId(), token(m.GetJobMasterToken()), attemptKey(m.GetStatus().GetAttempt())
+				ev.State = m.GetStatus().GetState()
+			case *jobplanev1.OfferSlotsRequest:
+				ev.Op, ev.Key, ev.Token = "OfferSlots", m.GetJobId(), token(m.GetJobMasterToken())
+			}
+			if ev.Op != "" {
+				e.log.Add(ev)
+			}
+			return next(ctx, req)
+		}
+	}
+}
+
+// serverProc is one server instance the runner started.
+type serverProc struct {
+	url  string // the base URL it was told to listen at
+	cmd  *exec.Cmd
+	done chan struct{}
+	out  *tail
+}
+
+// tail keeps the last bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - 16<<10; over > 0 {
+		t.buf = t.buf[over:]
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(bytes.Clone(t.buf))
+}
+
+// startServer starts server instance i with the configured command. The
+// placeholders {hastore}, {listen}, {data} and {instance} are replaced,
+// and JOBPLANE_HASTORE_URL, JOBPLANE_LISTEN, JOBPLANE_DATA_DIR and
+// JOBPLANE_INSTANCE are set, with the same values.
+func (e *env) startServer(i int) (*serverProc, error) {
+	if e.cfg.serverCommand == "" {
+		return nil, errors.New("the runner starts no server (no --server-command)")
+	}
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	vars := map[string]string{
+		"hastore": e.storeHS.URL(), "listen": addr,
+		"data": filepath.Join(e.dir, fmt.Sprintf("server-%d", i)), "instance": strconv.Itoa(i),
+	}
+	line := e.cfg.serverCommand
+	for k, v := range vars {
+		line = strings.ReplaceAll(line, "{"+k+"}", v)
+	}
+	cmd := exec.Command("/bin/sh", "-c", "exec "+line)
+	cmd.Env = append(os.Environ(), "JOBPLANE_HASTORE_URL="+vars["hastore"], "JOBPLANE_LISTEN="+vars["listen"],
+		"JOBPLANE_DATA_DIR="+vars["data"], "JOBPLANE_INSTANCE="+vars["instance"])
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p := &serverProc{url: "http://" + addr, cmd: cmd, done: make(chan struct{}), out: &tail{}}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the server: %w", err)
+	}
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	e.mu.Lock()
+	e.servers = append(e.servers, p)
+	e.mu.Unlock()
+	return p, nil
+}
+
+// freePort returns a loopback address with a port that was free a moment
+// ago, for a server to listen on.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// signal sends sig to the server's process group.
+func (p *serverProc) signal(sig syscall.Signal) { _ = syscall.Kill(-p.cmd.Process.Pid, sig) }
+
+// exited reports whether the server has exited.
+func (p *serverProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// kill SIGKILLs the server and waits for it.
+func (p *serverProc) kill() {
+	p.signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// stop asks the server to stop (SIGTERM), and kills it after 10s.
+func (p *serverProc) stop() {
+	p.signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.kill()
+	}
+}
+
+// leader waits for the election's leader to have an address.
+func (e *env) leader(ctx context.Context, election string) (hastore.LeaderInfo, error) {
+	for {
+		info, err := e.etcd.Leader(ctx, election)
+		if err == nil && !info.Token.IsZero() && info.Address != "" {
+			return info, nil
+		}
+		select {
+		case <-ctx.Done():
+			return info, fmt.Errorf("no leader of %q with an address: %w", election, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// dispatcher returns a client of the leading Dispatcher.
+func (e *env) dispatcher(ctx context.Context) (jobplanev1connect.DispatcherServiceClient, error) {
+	info, err := e.leader(ctx, hastore.ElectionJobManager)
+	if err != nil {
+		return nil, err
+	}
+	return jobplanev1connect.NewDispatcherServiceClient(e.http, info.Address), nil
+}
+
+// revoke ends the current leadership of an election by deleting its
+// leader key, as an operator or a lost lease would; the server's
+// candidacy is revoked and it may campaign again. It returns the token
+// that was revoked.
+func (e *env) revoke(ctx context.Context, election string) (hastore.Token, error) {
+	info, err := e.etcd.Leader(ctx, election)
+	if err != nil || info.Token.IsZero() {
+		return hastore.Token{}, fmt.Errorf("no leader of %q to revoke: %v", election, err)
+	}
+	key := hastore.DefaultPrefix + "elections/" + election + "/" + info.Token.SessionID
+	if _, err := e.etcd.Client().Delete(ctx, key); err != nil {
+		return hastore.Token{}, err
+	}
+	e.log.Add(Event{Source: "client", Op: "revoke", Key: jobOf(election), Token: info.Token})
+	return info.Token, nil
+}
+
+// close stops everything the environment started.
+func (e *env) close() {
+	e.mu.Lock()
+	servers := e.servers
+	e.mu.Unlock()
+	for _, p := range servers {
+		if !p.exited() {
+			p.kill()
+		}
+	}
+	e.cancel()
+	e.wg.Wait()
+	for _, te := range e.tes {
+		te.srv.Close()
+	}
+	if e.storeHS != nil {
+		e.storeHS.Close()
+	}
+	if e.etcd != nil {
+		_ = e.etcd.Close()
+	}
+	e.http.CloseIdleConnections()
+	_ = os.RemoveAll(e.dir)
+}

@@ -1,0 +1,374 @@
+// Package runner is the jobplane conformance runner: it checks a server,
+// over the network, for the promises of the contract (submission
+// idempotency, persist-before-run ordering, fencing, recovery and the job
+// lifecycle). It hosts the HA store and the TaskExecutors the server
+// uses, records every call they see, injects faults, and starts (and
+// kills) the server, or checks one the user started.
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+)
+
+// Config configures a run.
+type Config struct {
+	// ServerCommand starts one server instance, run by /bin/sh; see
+	// README.md for its placeholders. Empty: the user starts the server,
+	// pointed at the store on HAStoreListen.
+	ServerCommand string
+	// HAStoreListen is the address the runner's HA store listens on when
+	// the user starts the server.
+	HAStoreListen string
+	// Features the server declares (see the Feature constants).
+	Features map[string]bool
+	// Run and Skip select cases by name pattern: a pattern matches a
+	// case's name, a group of it, or by path.Match.
+	Run, Skip []string
+	// KnownFailing cases must fail; one that passes fails the run.
+	// KnownFlaky cases may fail without failing the run.
+	KnownFailing, KnownFlaky []string
+	// Parallel is the number of cases run at once (each with its own
+	// store, TaskExecutors and server). Default: 2.
+	Parallel int
+	// Verbose prints every case's outcome; Trace prints the recorded
+	// events (and the server's output) of failing cases.
+	Verbose, Trace bool
+	// Out receives the report. Default: os.Stdout.
+	Out io.Writer
+	// ReportJSON and ReportJUnit, if set, are files to write reports to.
+	ReportJSON, ReportJUnit string
+	// CaseTimeout bounds one case. Default: 2m.
+	CaseTimeout time.Duration
+}
+
+// Cases returns every case, in order.
+func Cases() []Case {
+	var all []Case
+	for _, g := range [][]Case{idempotencyCases, persistCases, fencingCases, recoveryCases, lifecycleCases} {
+		all = append(all, g...)
+	}
+	return all
+}
+
+// Result is the outcome of one case.
+type Result struct {
+	Name     string        `json:"name"`
+	Outcome  string        `json:"outcome"` // "passed", "failed" or "skipped"
+	Messages []string      `json:"messages,omitempty"`
+	Duration time.Duration `json:"duration_ns"`
+	// Known is "failing" or "flaky" when the case is listed as such.
+	Known string `json:"known,omitempty"`
+}
+
+// Summary counts a run's outcomes.
+type Summary struct {
+	Results                 []Result
+	Passed, Failed, Skipped int
+}
+
+// matches reports whether name is selected by any of patterns.
+func matches(name string, patterns []string) bool {
+	for _, p := range patterns {
+		p = strings.TrimSuffix(p, "/")
+		if p == name || strings.HasPrefix(name, p+"/") {
+			return true
+		}
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Run runs the selected cases and writes the report.
+func Run(ctx context.Context, cfg Config) (Summary, error) {
+	if cfg.Out == nil {
+		cfg.Out = os.Stdout
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 2
+	}
+	if cfg.CaseTimeout <= 0 {
+		cfg.CaseTimeout = 2 * time.Minute
+	}
+	features := map[string]bool{}
+	for k, v := range cfg.Features {
+		features[k] = v
+	}
+	var shared *env
+	if cfg.ServerCommand != "" {
+		features[featureRunnerStarts] = true
+	} else {
+		// The user's server uses one store for the whole run; cases run
+		// one at a time on it.
+		cfg.Parallel = 1
+		var err error
+		shared, err = newEnv(ctx, envConfig{hastoreListen: cfg.HAStoreListen, taskExecutors: 2, slots: 4})
+		if err != nil {
+			return Summary{}, err
+		}
+		defer shared.close()
+		fmt.Fprintf(cfg.Out, "HA store listening at %s; start the server pointed at it.\n", shared.storeHS.URL())
+	}
+
+	cases := Cases()
+	results := make([]Result, len(cases))
+	sem := make(chan struct{}, cfg.Parallel)
+	var wg sync.WaitGroup
+	var outMu sync.Mutex
+	for i, c := range cases {
+		res := Result{Name: c.Name}
+		switch {
+		case matches(c.Name, cfg.KnownFailing):
+			res.Known = "failing"
+		case matches(c.Name, cfg.KnownFlaky):
+			res.Known = "flaky"
+		}
+		if len(cfg.Run) > 0 && !matches(c.Name, cfg.Run) || matches(c.Name, cfg.Skip) {
+			res.Outcome = "skipped"
+			results[i] = res
+			continue
+		}
+		if missing := missingFeature(c, features); missing != "" {
+			res.Outcome = "skipped"
+			res.Messages = []string{"needs feature " + missing}
+			results[i] = res
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			start := time.Now()
+			msgs, trace := runCase(ctx, cfg, c, i, shared)
+			res.Duration = time.Since(start)
+			res.Outcome = "passed"
+			if len(msgs) > 0 {
+				res.Outcome = "failed"
+			}
+			switch {
+			case res.Known == "failing" && res.Outcome == "passed":
+				res.Outcome = "failed"
+				msgs = []string{"listed as known failing, but passed; remove it from the list"}
+			case res.Known == "failing" || res.Known == "flaky" && res.Outcome == "failed":
+				res.Outcome = "passed"
+			}
+			res.Messages = msgs
+			results[i] = res
+			outMu.Lock()
+			defer outMu.Unlock()
+			switch {
+			case res.Outcome == "failed":
+				for _, m := range msgs {
+					fmt.Fprintf(cfg.Out, "FAILED: %s: %s\n", c.Name, m)
+				}
+				if cfg.Trace {
+					fmt.Fprint(cfg.Out, trace)
+				}
+			case cfg.Verbose:
+				note := ""
+				if res.Known != "" && len(msgs) > 0 {
+					note = fmt.Sprintf(" (known %s: %s)", res.Known, strings.Join(msgs, "; "))
+				}
+				fmt.Fprintf(cfg.Out, "PASSED: %s (%.1fs)%s\n", c.Name, res.Duration.Seconds(), note)
+			}
+		}()
+	}
+	wg.Wait()
+
+	sum := Summary{Results: results}
+	for _, r := range results {
+		switch r.Outcome {
+		case "passed":
+			sum.Passed++
+		case "failed":
+			sum.Failed++
+		default:
+			sum.Skipped++
+			if cfg.Verbose {
+				fmt.Fprintf(cfg.Out, "SKIPPED: %s %s\n", r.Name, strings.Join(r.Messages, "; "))
+			}
+		}
+	}
+	if err := writeReports(cfg, sum); err != nil {
+		return sum, err
+	}
+	fmt.Fprintf(cfg.Out, "Total cases: %d\n", len(results))
+	line := fmt.Sprintf("%d passed, %d failed", sum.Passed, sum.Failed)
+	if sum.Skipped > 0 {
+		line += fmt.Sprintf(", %d skipped", sum.Skipped)
+	}
+	fmt.Fprintln(cfg.Out, line)
+	return sum, nil
+}
+
+func missingFeature(c Case, features map[string]bool) string {
+	for _, f := range c.Requires {
+		if !features[f] {
+			return f
+		}
+	}
+	return ""
+}
+
+// runCase runs one case in an environment of its own (or the shared
+// one) and returns its failures and, for --trace, its recorded events.
+func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env) (failures []string, trace string) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.CaseTimeout)
+	defer cancel()
+	e := shared
+	if e == nil {
+		var err error
+		e, err = newEnv(ctx, envConfig{serverCommand: cfg.ServerCommand, taskExecutors: 2, slots: 4})
+		if err != nil {
+			return []string{"environment: " + err.Error()}, ""
+		}
+		defer e.close()
+	}
+	t := &T{ctx: ctx, env: e, name: c.Name, ids: fmt.Sprintf("c%02d-%s-", index, strings.ReplaceAll(path.Base(c.Name), "/", "-"))}
+	start := e.log.Len()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if shared == nil {
+			t.startServers(c)
+		}
+		c.Run(t)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Errorf("the case did not end within %v", cfg.CaseTimeout)
+	}
+	t.mu.Lock()
+	failures = slices.Clone(t.failures)
+	t.mu.Unlock()
+	if len(failures) > 0 && cfg.Trace {
+		var b strings.Builder
+		fmt.Fprintf(&b, "--- events of %s\n", c.Name)
+		for _, ev := range e.log.Events(nil)[start:] {
+			fmt.Fprintf(&b, "    %v\n", ev)
+		}
+		e.mu.Lock()
+		for i, p := range e.servers {
+			fmt.Fprintf(&b, "--- output of server instance %d (last lines)\n%s\n", i, lastLines(p.out.String(), 400))
+		}
+		e.mu.Unlock()
+		trace = b.String()
+	}
+	return failures, trace
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "    " + strings.Join(lines, "\n    ")
+}
+
+// startServers starts the case's server instances and waits until one
+// leads and, with a ResourceManager, every TaskExecutor registered.
+func (t *T) startServers(c Case) {
+	n := c.Instances
+	if n < 0 {
+		return // the case starts them
+	}
+	if n == 0 {
+		n = 1
+	}
+	for i := range n {
+		if _, err := t.env.startServer(i); err != nil {
+			t.Fatalf("%v", err)
+		}
+		if i == 0 {
+			t.dispatcher() // the first leads before the others start
+		}
+	}
+	if !slices.Contains(c.Requires, FeatureResourceManager) {
+		return
+	}
+	var last *jobplanev1.GetClusterOverviewResponse
+	if !t.wait(30*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
+		defer cancel()
+		resp, err := t.dispatcher().GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+		last = resp
+		return err == nil && int(resp.GetTaskExecutors()) >= len(t.env.tes)
+	}) {
+		t.Fatalf("%d TaskExecutors registered within 30s (%v); expected the runner's %d to register with the ResourceManager (found as the leader of %q)",
+			last.GetTaskExecutors(), last, len(t.env.tes), hastore.ElectionJobManager)
+	}
+}
+
+// writeReports writes the JSON and JUnit reports the config asks for.
+func writeReports(cfg Config, sum Summary) error {
+	if cfg.ReportJSON != "" {
+		b, err := json.MarshalIndent(struct {
+			Passed  int      `json:"passed"`
+			Failed  int      `json:"failed"`
+			Skipped int      `json:"skipped"`
+			Cases   []Result `json:"cases"`
+		}{sum.Passed, sum.Failed, sum.Skipped, sum.Results}, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(cfg.ReportJSON, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if cfg.ReportJUnit != "" {
+		type failure struct {
+			Message string `xml:"message,attr"`
+			Text    string `xml:",chardata"`
+		}
+		type testcase struct {
+			Name      string    `xml:"name,attr"`
+			Classname string    `xml:"classname,attr"`
+			Time      float64   `xml:"time,attr"`
+			Failure   *failure  `xml:"failure,omitempty"`
+			Skipped   *struct{} `xml:"skipped,omitempty"`
+		}
+		type suite struct {
+			XMLName  xml.Name   `xml:"testsuite"`
+			Name     string     `xml:"name,attr"`
+			Tests    int        `xml:"tests,attr"`
+			Failures int        `xml:"failures,attr"`
+			Skipped  int        `xml:"skipped,attr"`
+			Cases    []testcase `xml:"testcase"`
+		}
+		s := suite{Name: "jobplane-conformance", Tests: len(sum.Results), Failures: sum.Failed, Skipped: sum.Skipped}
+		for _, r := range sum.Results {
+			tc := testcase{Name: r.Name, Classname: path.Dir(r.Name), Time: r.Duration.Seconds()}
+			switch r.Outcome {
+			case "failed":
+				tc.Failure = &failure{Message: strings.Join(r.Messages, "; "), Text: strings.Join(r.Messages, "\n")}
+			case "skipped":
+				tc.Skipped = &struct{}{}
+			}
+			s.Cases = append(s.Cases, tc)
+		}
+		b, err := xml.MarshalIndent(s, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(cfg.ReportJUnit, append([]byte(xml.Header), append(b, '\n')...), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package runner
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+)
+
+// fault is what the instrumented store does to one upcoming call.
+type fault struct {
+	op, key string        // the call it applies to; key "" is any
+	before  error         // fail the call with this, changing nothing
+	after   error         // apply the call, then fail it with this
+	delay   time.Duration // hold the call this long first
+}
+
+// store is the instrumented HA store: a real store (an embedded etcd
+// member) that records the server's calls in the log and applies the
+// faults a case arms.
+type store struct {
+	hastore.Store
+	log *Log
+
+	mu     sync.Mutex
+	faults []fault
+}
+
+// arm queues a fault for the next matching call.
+func (s *store) arm(f fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, f)
+	s.log.Add(Event{Source: "client", Op: "fault", Key: f.key, Detail: f.op})
+}
+
+func (s *store) take(op, key string) (fault, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, f := range s.faults {
+		if f.op == op && (f.key == "" || f.key == key) {
+			s.faults = append(s.faults[:i], s.faults[i+1:]...)
+			return f, true
+		}
+	}
+	return fault{}, false
+}
+
+// call runs f as op on key, with its fault if one is armed, and records
+// it once it returned.
+func (s *store) call(ctx context.Context, op, key string, t hastore.Token, f func() error) error {
+	flt, armed := s.take(op, key)
+	if armed && flt.delay > 0 {
+		select {
+		case <-time.After(flt.delay):
+		case <-ctx.Done():
+		}
+	}
+	var err error
+	switch {
+	case armed && flt.before != nil:
+		err = flt.before
+	default:
+		err = f()
+		if err == nil && armed && flt.after != nil {
+			err = flt.after
+		}
+	}
+	s.log.Add(Event{Source: "store", Op: op, Key: key, Token: t, Err: err})
+	return err
+}
+
+// jobOf returns the job id of a job election, or the election.
+func jobOf(election string) string {
+	if id, ok := strings.CutPrefix(election, "job/"); ok {
+		return id
+	}
+	return election
+}
+
+func (s *store) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan) error {
+	return s.call(ctx, "put-plan", plan.GetJobId(), f.Token, func() error { return s.Store.PutExecutionPlan(ctx, f, plan) })
+}
+
+func (s *store) DeleteExecutionPlan(ctx context.Context, f hastore.Fence, jobID string) error {
+	return s.call(ctx, "delete-plan", jobID, f.Token, func() error { return s.Store.DeleteExecutionPlan(ctx, f, jobID) })
+}
+
+func (s *store) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, res *jobplanev1.JobResult) error {
+	return s.call(ctx, "create-dirty", res.GetJobId(), f.Token, func() error { return s.Store.CreateDirtyJobResult(ctx, f, res) })
+}
+
+func (s *store) MarkJobResultClean(ctx context.Context, f hastore.Fence, jobID string) error {
+	return s.call(ctx, "mark-clean", jobID, f.Token, func() error { return s.Store.MarkJobResultClean(ctx, f, jobID) })
+}
+
+func (s *store) DeleteJobResultEntry(ctx context.Context, f hastore.Fence, jobID string) error {
+	return s.call(ctx, "delete-result", jobID, f.Token, func() error { return s.Store.DeleteJobResultEntry(ctx, f, jobID) })
+}
+
+func (s *store) ConfirmLeadership(ctx context.Context, f hastore.Fence, address string) error {
+	return s.call(ctx, "confirm", jobOf(f.Election), f.Token, func() error { return s.Store.ConfirmLeadership(ctx, f, address) })
+}
+
+func (s *store) Resign(ctx context.Context, f hastore.Fence) error {
+	return s.call(ctx, "resign", jobOf(f.Election), f.Token, func() error { return s.Store.Resign(ctx, f) })
+}
+
+func (s *store) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (hastore.Session, error) {
+	sess, err := s.Store.OpenSession(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &session{Session: sess, s: s}, nil
+}
+
+type session struct {
+	hastore.Session
+	s *store
+}
+
+func (ss *session) Campaign(ctx context.Context, election, address string) (*hastore.Leadership, error) {
+	key := jobOf(election)
+	_ = ss.s.call(ctx, "campaign", key, hastore.Token{}, func() error { return nil })
+	l, err := ss.Session.Campaign(ctx, election, address)
+	var t hastore.Token
+	if err == nil {
+		t = l.Token()
+	}
+	ss.s.log.Add(Event{Source: "store", Op: "granted", Key: key, Token: t, Err: err})
+	return l, err
+}
