@@ -50,8 +50,15 @@ check-generated: ## fail if gen/ differs from what proto/ generates
 	echo "gen/ is up to date"
 
 .PHONY: test
-test: lint check-generated ## everything CI runs: lint, generated-code check, go test -race
+test: lint check-generated ## everything CI runs: lint, generated-code check, go test -race, conformance
 	$(GO) test -race -count=1 ./...
+	$(MAKE) conformance
+
+.PHONY: conformance
+conformance: ## build the reference server and run the conformance runner against it
+	$(GO) build -o bin/jobplane ./server/cmd/jobplane
+	$(GO) build -o bin/jobplane-conformance ./conformance/cmd/jobplane-conformance
+	bin/jobplane-conformance --server-command '$(CURDIR)/bin/jobplane jobmanager --hastore {hastore} --listen {listen}' $(ARGS)
 
 .PHONY: bench
 bench: ## run the benchmarks

@@ -131,6 +131,9 @@ func (t *T) finishedOnce(id string, n int) {
 		t.Fatalf("job %s ended %v (%s); expected FINISHED", id, r.GetStatus(), r.GetFailure().GetMessage())
 	}
 	t.deployedOnce(id, n)
+	if c := len(t.events(id, "campaign")); c != 1 {
+		t.Errorf("%d campaigns for job/%s; expected 1 (one JobMaster, as nothing revoked it)", c, id)
+	}
 }
 
 // deployedOnce checks that n distinct attempts of the job were deployed,

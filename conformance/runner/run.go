@@ -44,7 +44,8 @@ type Config struct {
 	// store, TaskExecutors and server). Default: 2.
 	Parallel int
 	// Verbose prints every case's outcome; Trace prints the recorded
-	// events (and the server's output) of failing cases.
+	// events (and the server's output) of failing cases, and with Verbose
+	// of every case.
 	Verbose, Trace bool
 	// Out receives the report. Default: os.Stdout.
 	Out io.Writer
@@ -185,6 +186,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 					note = fmt.Sprintf(" (known %s: %s)", res.Known, strings.Join(msgs, "; "))
 				}
 				fmt.Fprintf(cfg.Out, "PASSED: %s (%.1fs)%s\n", c.Name, res.Duration.Seconds(), note)
+				fmt.Fprint(cfg.Out, trace)
 			}
 		}()
 	}
@@ -257,7 +259,7 @@ func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env) (f
 	t.mu.Lock()
 	failures = slices.Clone(t.failures)
 	t.mu.Unlock()
-	if len(failures) > 0 && cfg.Trace {
+	if cfg.Trace && (len(failures) > 0 || cfg.Verbose) {
 		var b strings.Builder
 		fmt.Fprintf(&b, "--- events of %s\n", c.Name)
 		for _, ev := range e.log.Events(nil)[start:] {

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+)
+
+// mountBreaks mounts, in front of the proxy's pass-through, the API calls
+// that mode breaks.
+func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect.DispatcherServiceClient, jm jobplanev1connect.JobMasterServiceClient) {
+	unary := func(procedure string, f func(context.Context, *connect.Request[jobplanev1.SubmitJobRequest]) (*connect.Response[jobplanev1.SubmitJobResponse], error)) {
+		mux.Handle(procedure, connect.NewUnaryHandler(procedure, f))
+	}
+	submit := func(ctx context.Context, req *connect.Request[jobplanev1.SubmitJobRequest]) (*jobplanev1.SubmitJobResponse, error) {
+		return d.SubmitJob(ctx, req.Msg)
+	}
+	switch mode {
+	case "always-created":
+		unary(jobplanev1connect.DispatcherServiceSubmitJobProcedure, func(ctx context.Context, req *connect.Request[jobplanev1.SubmitJobRequest]) (*connect.Response[jobplanev1.SubmitJobResponse], error) {
+			resp, err := submit(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			resp.Created = true
+			return connect.NewResponse(resp), nil
+		})
+	case "accept-different-plan", "persist-invalid", "accept-invalid", "standby-no-address":
+		unary(jobplanev1connect.DispatcherServiceSubmitJobProcedure, func(ctx context.Context, req *connect.Request[jobplanev1.SubmitJobRequest]) (*connect.Response[jobplanev1.SubmitJobResponse], error) {
+			resp, err := submit(ctx, req)
+			code := connect.CodeOf(err)
+			switch {
+			case err == nil:
+				return connect.NewResponse(resp), nil
+			case mode == "accept-different-plan" && code == connect.CodeAlreadyExists:
+				return connect.NewResponse(&jobplanev1.SubmitJobResponse{JobId: req.Msg.GetJobId(), Status: jobplanev1.JobStatus_JOB_STATUS_RUNNING}), nil
+			case mode == "persist-invalid" && code == connect.CodeInvalidArgument:
+				plan := &jobplanev1.ExecutionPlan{JobId: req.Msg.GetJobId(), JobGraph: req.Msg.GetJobGraph()}
+				_ = st.Store.PutExecutionPlan(ctx, st.fence(), plan)
+			case mode == "accept-invalid" && code == connect.CodeInvalidArgument:
+				return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("invalid job graph"))
+			case mode == "standby-no-address" && code == connect.CodeUnavailable:
+				e := connect.NewError(connect.CodeUnavailable, errors.New("not the leader"))
+				if det, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: "NOT_LEADER", Domain: "jobplane.v1"}); derr == nil {
+					e.AddDetail(det)
+				}
+				return nil, e
+			}
+			return nil, err
+		})
+	case "cancel-noop":
+		p := jobplanev1connect.DispatcherServiceCancelJobProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(context.Context, *connect.Request[jobplanev1.CancelJobRequest]) (*connect.Response[jobplanev1.CancelJobResponse], error) {
+			return connect.NewResponse(&jobplanev1.CancelJobResponse{Status: jobplanev1.JobStatus_JOB_STATUS_CANCELED}), nil
+		}))
+	case "unknown-result-empty":
+		p := jobplanev1connect.DispatcherServiceGetJobResultProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.GetJobResultRequest]) (*connect.Response[jobplanev1.GetJobResultResponse], error) {
+			resp, err := d.GetJobResult(ctx, req.Msg)
+			if connect.CodeOf(err) == connect.CodeNotFound {
+				return connect.NewResponse(&jobplanev1.GetJobResultResponse{}), nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
+		}))
+	case "watch-never-ends":
+		p := jobplanev1connect.DispatcherServiceWatchJobProcedure
+		mux.Handle(p, connect.NewServerStreamHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.WatchJobRequest], out *connect.ServerStream[jobplanev1.WatchJobResponse]) error {
+			in, err := d.WatchJob(ctx, req.Msg)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			for in.Receive() {
+				if err := out.Send(in.Msg()); err != nil {
+					return err
+				}
+			}
+			<-ctx.Done() // the stream never ends by itself
+			return ctx.Err()
+		}))
+	case "ignore-stale-tokens":
+		po := jobplanev1connect.JobMasterServiceOfferSlotsProcedure
+		mux.Handle(po, connect.NewUnaryHandler(po, func(ctx context.Context, req *connect.Request[jobplanev1.OfferSlotsRequest]) (*connect.Response[jobplanev1.OfferSlotsResponse], error) {
+			resp, err := jm.OfferSlots(ctx, req.Msg)
+			if connect.CodeOf(err) == connect.CodeAborted {
+				return connect.NewResponse(&jobplanev1.OfferSlotsResponse{Accepted: req.Msg.GetOffers()}), nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
+		}))
+		pu := jobplanev1connect.JobMasterServiceUpdateTaskExecutionStateProcedure
+		mux.Handle(pu, connect.NewUnaryHandler(pu, func(ctx context.Context, req *connect.Request[jobplanev1.UpdateTaskExecutionStateRequest]) (*connect.Response[jobplanev1.UpdateTaskExecutionStateResponse], error) {
+			resp, err := jm.UpdateTaskExecutionState(ctx, req.Msg)
+			if connect.CodeOf(err) == connect.CodeAborted {
+				return connect.NewResponse(&jobplanev1.UpdateTaskExecutionStateResponse{}), nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
+		}))
+	}
+}

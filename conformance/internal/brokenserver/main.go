@@ -1,0 +1,135 @@
+// Command brokenserver is the reference server with one promise of the
+// contract broken, for the conformance suite's own tests: every case must
+// fail against some broken server. It runs the reference `jobplane
+// jobmanager` as a child process behind two proxies: an HA-store proxy
+// between the child and the runner's store, and an API proxy in front of
+// the child's services. The --break mode says what the proxies break.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
+)
+
+func main() {
+	var (
+		mode, jobplane, hastoreURL, listen, dataDir string
+	)
+	flag.StringVar(&mode, "break", "", "the promise to break")
+	flag.StringVar(&jobplane, "jobplane", "jobplane", "the reference server's binary")
+	flag.StringVar(&hastoreURL, "hastore", "", "the runner's HA store")
+	flag.StringVar(&listen, "listen", "127.0.0.1:0", "the address to serve on")
+	flag.StringVar(&dataDir, "data", os.TempDir(), "a directory for the child's files")
+	flag.Parse()
+	if err := run(mode, jobplane, hastoreURL, listen, dataDir); err != nil {
+		fmt.Fprintln(os.Stderr, "brokenserver:", err)
+		os.Exit(1)
+	}
+}
+
+func h2cClient() *http.Client {
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: p}}
+}
+
+func serveOn(ln net.Listener, h http.Handler) *http.Server {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: h, Protocols: p, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return srv
+}
+
+func run(mode, jobplane, hastoreURL, listen, dataDir string) error {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	client := h2cClient()
+	publicLn, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	public := "http://" + publicLn.Addr().String()
+
+	// The HA-store proxy the child uses.
+	st := newStore(hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: client, BaseURL: hastoreURL, Logger: log}), mode, public)
+	haLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	haMux := http.NewServeMux()
+	path, h := hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: st, Logger: log}).Path()
+	haMux.Handle(path, h)
+	serveOn(haLn, haMux)
+
+	// The child: the reference JobManager.
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return err
+	}
+	addrFile := filepath.Join(dataDir, "child-addr")
+	_ = os.Remove(addrFile)
+	child := exec.Command(jobplane, "jobmanager", "--hastore", "http://"+haLn.Addr().String(),
+		"--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--session-ttl", "3s")
+	child.Stdout, child.Stderr = os.Stderr, os.Stderr
+	if err := child.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = child.Process.Kill() }()
+	var childAddr string
+	for deadline := time.Now().Add(30 * time.Second); childAddr == ""; {
+		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
+			childAddr = strings.TrimSpace(string(b))
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("the child did not listen within 30s")
+		} else {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if !strings.Contains(childAddr, "://") {
+		childAddr = "http://" + childAddr
+	}
+
+	// The API proxy: everything passes to the child, but the calls the
+	// mode breaks.
+	target, _ := url.Parse(childAddr)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = client.Transport
+	rp.FlushInterval = -1
+	mux := http.NewServeMux()
+	mux.Handle("/", rp)
+	mountBreaks(mux, mode, st, jobplanev1connect.NewDispatcherServiceClient(client, childAddr),
+		jobplanev1connect.NewJobMasterServiceClient(client, childAddr))
+	srv := serveOn(publicLn, mux)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- child.Wait() }()
+	select {
+	case <-ctx.Done():
+		_ = child.Process.Signal(syscall.SIGTERM)
+		<-done
+	case err := <-done:
+		return fmt.Errorf("the child exited: %v", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+)
+
+// store sits between the reference server and the runner's HA store. It
+// publishes the proxy's address instead of the server's, remembers the
+// Dispatcher's fence, and breaks the store-side promise its mode names.
+type store struct {
+	hastore.Store
+	mode   string
+	public string // the proxy's base URL
+
+	mu         sync.Mutex
+	dispatcher hastore.Fence            // the latest jobmanager grant
+	grants     map[string]hastore.Token // by job election: the first grant
+	regranted  map[string]bool
+}
+
+func newStore(inner hastore.Store, mode, public string) *store {
+	return &store{Store: inner, mode: mode, public: public, grants: map[string]hastore.Token{}, regranted: map[string]bool{}}
+}
+
+func (s *store) fence() hastore.Fence {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dispatcher
+}
+
+func (s *store) ConfirmLeadership(ctx context.Context, f hastore.Fence, _ string) error {
+	if err := s.Store.ConfirmLeadership(ctx, f, s.public); err != nil {
+		return err
+	}
+	if s.mode == "runs-twice" && strings.HasPrefix(f.Election, "job/") {
+		s.mu.Lock()
+		first := !s.regranted[f.Election]
+		s.regranted[f.Election] = true
+		s.mu.Unlock()
+		if first {
+			// Give the job's first leadership up: the server runs the job
+			// under a second JobMaster.
+			go func() { _ = s.Store.Resign(context.Background(), f) }()
+		}
+	}
+	return nil
+}
+
+func (s *store) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan) error {
+	switch s.mode {
+	case "ack-before-persist":
+		go func() {
+			time.Sleep(time.Second)
+			_ = s.Store.PutExecutionPlan(context.Background(), f, plan)
+		}()
+		return nil
+	case "retry-stale-write":
+		err := s.Store.PutExecutionPlan(ctx, f, plan)
+		if errors.Is(err, hastore.ErrStaleToken) {
+			err = s.Store.PutExecutionPlan(ctx, f, plan)
+		}
+		return err
+	}
+	return s.Store.PutExecutionPlan(ctx, f, plan)
+}
+
+func (s *store) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, res *jobplanev1.JobResult) error {
+	switch s.mode {
+	case "delete-plan-first":
+		if err := s.Store.DeleteExecutionPlan(ctx, f, res.GetJobId()); err != nil {
+			return err
+		}
+	case "clean-early":
+		if err := s.Store.CreateDirtyJobResult(ctx, f, res); err != nil {
+			return err
+		}
+		return s.Store.MarkJobResultClean(ctx, f, res.GetJobId())
+	}
+	return s.Store.CreateDirtyJobResult(ctx, f, res)
+}
+
+func (s *store) ListExecutionPlans(ctx context.Context, after string, limit int) ([]string, error) {
+	if s.mode == "no-recovery" {
+		return nil, nil
+	}
+	return s.Store.ListExecutionPlans(ctx, after, limit)
+}
+
+func (s *store) GetJobResultEntry(ctx context.Context, jobID string) (*jobplanev1.JobResultEntry, error) {
+	if s.mode == "rerun-dirty" {
+		return nil, hastore.ErrResultNotFound
+	}
+	return s.Store.GetJobResultEntry(ctx, jobID)
+}
+
+func (s *store) ListJobResultEntries(ctx context.Context, state jobplanev1.JobResultState, after string, limit int) ([]*jobplanev1.JobResultEntry, error) {
+	if s.mode == "rerun-dirty" {
+		return nil, nil
+	}
+	return s.Store.ListJobResultEntries(ctx, state, after, limit)
+}
+
+func (s *store) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (hastore.Session, error) {
+	sess, err := s.Store.OpenSession(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &session{Session: sess, s: s}, nil
+}
+
+type session struct {
+	hastore.Session
+	s *store
+}
+
+// Campaign publishes the proxy's address, and breaks the leadership the
+// server gets where the mode says so.
+func (ss *session) Campaign(ctx context.Context, election, _ string) (*hastore.Leadership, error) {
+	s := ss.s
+	l, err := ss.Session.Campaign(ctx, election, s.public)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if election == hastore.ElectionJobManager {
+		s.dispatcher = l.Fence()
+		return l, nil
+	}
+	first, seen := s.grants[election]
+	if !seen {
+		s.grants[election] = l.Token()
+	}
+	switch {
+	case s.mode == "stale-token-deploys" && seen:
+		// The server keeps deploying under its first token.
+		stale, _ := hastore.NewLeadership(l.Context(), hastore.Fence{Election: election, Token: first}, s)
+		return stale, nil
+	case s.mode == "ignore-revoke":
+		// The server never learns that the leadership ended.
+		deaf, _ := hastore.NewLeadership(context.WithoutCancel(ctx), l.Fence(), s)
+		return deaf, nil
+	}
+	return l, nil
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobplane/jobplane/conformance/runner"
+)
+
+// breaks maps each broken server to the cases it must fail. Every case
+// must be listed under at least one: a case that no broken server fails
+// could not catch the defect it is about.
+var breaks = map[string][]string{
+	"always-created": {"idempotency/resubmit-while-running", "idempotency/resubmit-while-initializing", "idempotency/resubmit-after-finished",
+		"idempotency/resubmit-after-failed", "idempotency/resubmit-after-canceled", "idempotency/concurrent-identical"},
+	"runs-twice":            {"idempotency/retry-after-lost-ack", "idempotency/resubmit-after-failed-persist", "idempotency/concurrent-identical"},
+	"accept-different-plan": {"idempotency/different-plan"},
+	"ack-before-persist": {"persist/plan-before-campaign", "persist/plan-before-confirm", "persist/plan-before-slot-request",
+		"persist/plan-before-deploy", "persist/plan-before-ack", "persist/failed-put-no-run", "persist/delayed-put-holds-ack"},
+	"delete-plan-first":    {"persist/dirty-result-before-plan-delete"},
+	"clean-early":          {"persist/clean-after-plan-delete"},
+	"persist-invalid":      {"persist/invalid-plan-writes-nothing"},
+	"ignore-stale-tokens":  {"fencing/stale-offer-refused", "fencing/stale-state-update-refused"},
+	"stale-token-deploys":  {"fencing/deploy-with-current-token", "fencing/fresh-token-per-grant"},
+	"ignore-revoke":        {"fencing/no-deploy-after-revoke"},
+	"retry-stale-write":    {"fencing/stale-write-steps-down"},
+	"no-recovery":          {"recovery/standby-takes-over", "recovery/restart-recovers-job"},
+	"rerun-dirty":          {"recovery/dirty-result-cleaned-not-rerun"},
+	"standby-no-address":   {"recovery/standby-answers-not-leader"},
+	"cancel-noop":          {"lifecycle/cancel-running", "lifecycle/cancel-terminal", "lifecycle/cancel-unknown", "lifecycle/cancel-before-run"},
+	"watch-never-ends":     {"lifecycle/watch-ends-at-terminal"},
+	"unknown-result-empty": {"lifecycle/result-of-unknown-job"},
+	"accept-invalid":       {"lifecycle/bad-graphs"},
+}
+
+func build(t *testing.T, dir, out, pkg string) string {
+	t.Helper()
+	bin := filepath.Join(dir, out)
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return bin
+}
+
+// TestEveryCaseCatchesABrokenServer runs each case against the reference
+// server, where it must pass, and against the broken servers listed for
+// it, where it must fail.
+func TestEveryCaseCatchesABrokenServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs servers for every case")
+	}
+	covered := map[string]bool{}
+	for _, cases := range breaks {
+		for _, c := range cases {
+			covered[c] = true
+		}
+	}
+	for _, c := range runner.Cases() {
+		if !covered[c.Name] {
+			t.Errorf("no broken server fails %s: the case cannot be shown to catch anything", c.Name)
+		}
+		delete(covered, c.Name)
+	}
+	for c := range covered {
+		t.Errorf("the table lists %s, which is no case", c)
+	}
+
+	dir := t.TempDir()
+	jobplane := build(t, dir, "jobplane", "github.com/jobplane/jobplane/server/cmd/jobplane")
+	broken := build(t, dir, "brokenserver", "github.com/jobplane/jobplane/conformance/internal/brokenserver")
+	ctx := context.Background()
+
+	t.Run("reference", func(t *testing.T) {
+		var out bytes.Buffer
+		sum, err := runner.Run(ctx, runner.Config{
+			ServerCommand: jobplane + " jobmanager --hastore {hastore} --listen {listen}",
+			Features:      map[string]bool{runner.FeatureResourceManager: true, runner.FeatureFailover: true},
+			Parallel:      2, Out: &out,
+		})
+		if err != nil || sum.Failed > 0 || sum.Passed != len(runner.Cases()) {
+			t.Errorf("reference server: %+v, %v; want every case passed\n%s", sum, err, out.String())
+		}
+	})
+
+	names := make([]string, 0, len(breaks))
+	for name := range breaks {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var mu sync.Mutex
+	failedBy := map[string][]string{}
+	sem := make(chan struct{}, 3)
+	var wg sync.WaitGroup
+	for _, name := range names {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			var out bytes.Buffer
+			sum, err := runner.Run(ctx, runner.Config{
+				ServerCommand: fmt.Sprintf("%s --break %s --jobplane %s --hastore {hastore} --listen {listen} --data {data}", broken, name, jobplane),
+				Features:      map[string]bool{runner.FeatureResourceManager: true, runner.FeatureFailover: true},
+				Run:           breaks[name], Parallel: 2, Out: &out, CaseTimeout: 25 * time.Second,
+			})
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range sum.Results {
+				switch {
+				case r.Outcome == "failed":
+					failedBy[r.Name] = append(failedBy[r.Name], name)
+				case slices.Contains(breaks[name], r.Name):
+					t.Errorf("%s passed against the %q server; it must fail there\n%s", r.Name, name, out.String())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, c := range runner.Cases() {
+		if len(failedBy[c.Name]) == 0 {
+			t.Errorf("%s failed against no broken server", c.Name)
+		} else {
+			t.Logf("%-45s fails against %s", c.Name, strings.Join(failedBy[c.Name], ", "))
+		}
+	}
+}
