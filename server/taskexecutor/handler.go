@@ -73,6 +73,7 @@ func (h *handler) RequestSlot(_ context.Context, req *jobplanev1.RequestSlotRequ
 		return nil, staleJob(req.GetJobId(), current)
 	}
 	s.allocationID, s.jobID = req.GetAllocationId(), req.GetJobId()
+	te.watchJobLocked(req.GetJobId())
 	ctx := te.ctx
 	te.goRunLocked(func() {
 		te.offer(ctx, req.GetJobId(), req.GetJobMasterAddress(), jmToken, int(req.GetSlotIndex()), req.GetAllocationId())
@@ -182,6 +183,7 @@ func (h *handler) FreeSlot(_ context.Context, req *jobplanev1.FreeSlotRequest) (
 				s.task.cancel()
 			}
 			s.allocationID, s.jobID, s.task = "", "", nil
+			te.slotFreedLocked(req.GetJobId())
 		}
 	}
 	return &jobplanev1.FreeSlotResponse{}, nil

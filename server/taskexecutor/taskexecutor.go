@@ -95,6 +95,9 @@ type slot struct {
 type job struct {
 	token   hastore.Token
 	address string
+	// stopWatch ends the watch of the job's leadership, which runs while
+	// the job holds slots here.
+	stopWatch context.CancelFunc
 }
 
 type task struct {
@@ -255,6 +258,47 @@ func (te *TaskExecutor) goRunLocked(f func()) {
 	}()
 }
 
+// watchJobLocked follows the leadership of a job that holds slots here: a
+// new JobMaster is adopted as soon as the HA store names it, its older
+// one's attempts are canceled, and the job's slots are offered to it (the
+// slots belong to the job, not to a JobMaster). te.mu must be held.
+func (te *TaskExecutor) watchJobLocked(jobID string) {
+	j := te.jobs[jobID]
+	if j == nil || j.stopWatch != nil || te.stopped {
+		return
+	}
+	ctx, cancel := context.WithCancel(te.ctx)
+	j.stopWatch = cancel
+	te.goRunLocked(func() {
+		err := te.cfg.Store.ObserveLeader(ctx, hastore.JobElection(jobID), func(info hastore.LeaderInfo) error {
+			if info.Token.IsZero() || info.Address == "" {
+				return nil
+			}
+			te.mu.Lock()
+			defer te.mu.Unlock()
+			te.adoptLocked(jobID, info.Token, info.Address)
+			return nil
+		})
+		if err != nil && ctx.Err() == nil {
+			te.log.Debug("watching a job's leadership ended", "job", jobID, "err", err)
+		}
+	})
+}
+
+// slotFreedLocked stops watching a job that no longer holds a slot here.
+// te.mu must be held.
+func (te *TaskExecutor) slotFreedLocked(jobID string) {
+	for _, s := range te.slots {
+		if s.jobID == jobID {
+			return
+		}
+	}
+	if j := te.jobs[jobID]; j != nil && j.stopWatch != nil {
+		j.stopWatch()
+		j.stopWatch = nil
+	}
+}
+
 // offer offers a newly allocated slot to the job's JobMaster and frees it
 // if the JobMaster does not take it.
 func (te *TaskExecutor) offer(ctx context.Context, jobID, address string, token hastore.Token, index int, allocationID string) {
@@ -291,6 +335,7 @@ func (te *TaskExecutor) offer(ctx context.Context, jobID, address string, token 
 		s := te.slots[index]
 		if s.allocationID == allocationID && s.task == nil {
 			s.allocationID, s.jobID = "", ""
+			te.slotFreedLocked(jobID)
 		}
 		te.mu.Unlock()
 	}
