@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
@@ -200,35 +201,29 @@ func ok(evs []Event) []Event {
 	return out
 }
 
-func isNotLeader(err error) bool {
+// errorDetail returns the first detail of type T that err carries.
+func errorDetail[T any](err error) (T, bool) {
+	var zero T
 	var ce *connect.Error
 	if !errors.As(err, &ce) {
-		return false
+		return zero, false
 	}
 	for _, d := range ce.Details() {
 		if v, derr := d.Value(); derr == nil {
-			if info, ok := v.(interface{ GetReason() string }); ok && info.GetReason() == "NOT_LEADER" {
-				return true
+			if x, ok := v.(T); ok {
+				return x, true
 			}
 		}
 	}
-	return false
+	return zero, false
 }
+
+func isNotLeader(err error) bool { return reason(err) == "NOT_LEADER" }
 
 // reason returns the ErrorInfo reason of err, if any.
 func reason(err error) string {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return ""
-	}
-	for _, d := range ce.Details() {
-		if v, derr := d.Value(); derr == nil {
-			if info, ok := v.(interface{ GetReason() string }); ok {
-				return info.GetReason()
-			}
-		}
-	}
-	return ""
+	info, _ := errorDetail[*errdetails.ErrorInfo](err)
+	return info.GetReason()
 }
 
 // barrier runs a small job to its end: every event the server caused

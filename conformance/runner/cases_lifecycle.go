@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"connectrpc.com/connect"
@@ -107,16 +106,6 @@ var lifecycleCases = []Case{
 }
 
 func hasFieldViolation(err error) bool {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return false
-	}
-	for _, d := range ce.Details() {
-		if v, derr := d.Value(); derr == nil {
-			if br, ok := v.(*errdetails.BadRequest); ok && len(br.GetFieldViolations()) > 0 {
-				return true
-			}
-		}
-	}
-	return false
+	br, _ := errorDetail[*errdetails.BadRequest](err)
+	return len(br.GetFieldViolations()) > 0
 }

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"connectrpc.com/connect"
@@ -112,17 +111,8 @@ var recoveryCases = []Case{
 			if !isNotLeader(err) {
 				t.Fatalf("standby answered %v; expected NOT_LEADER", err)
 			}
-			var ce *connect.Error
-			addr := ""
-			if errors.As(err, &ce) {
-				for _, det := range ce.Details() {
-					if v, derr := det.Value(); derr == nil {
-						if info, ok := v.(*errdetails.ErrorInfo); ok {
-							addr = info.GetMetadata()["leader_address"]
-						}
-					}
-				}
-			}
+			info, _ := errorDetail[*errdetails.ErrorInfo](err)
+			addr := info.GetMetadata()["leader_address"]
 			if addr != leader.url {
 				t.Errorf("NOT_LEADER names leader %q; expected %q", addr, leader.url)
 			}
