@@ -301,6 +301,17 @@ func (t *T) startServers(c Case) {
 			t.dispatcher() // the first leads before the others start
 		}
 	}
+	// Ready: the leading Dispatcher answers (a new leader may still be
+	// taking up its leadership).
+	var lastErr error
+	if !t.wait(30*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
+		defer cancel()
+		_, lastErr = t.dispatcher().GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+		return lastErr == nil
+	}) {
+		t.Fatalf("the leading Dispatcher's GetClusterOverview answered %v for 30s; expected it to serve", lastErr)
+	}
 	if !slices.Contains(c.Requires, FeatureResourceManager) {
 		return
 	}

@@ -47,7 +47,7 @@ func (s *store) ConfirmLeadership(ctx context.Context, f hastore.Fence, _ string
 		if first {
 			// Give the job's first leadership up: the server runs the job
 			// under a second JobMaster.
-			go func() { _ = s.Store.Resign(context.Background(), f) }()
+			_ = s.Store.Resign(ctx, f)
 		}
 	}
 	return nil
