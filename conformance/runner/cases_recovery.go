@@ -55,6 +55,44 @@ var recoveryCases = []Case{
 				t.Errorf("result %v; expected job %s FINISHED", r, id)
 			}
 		}},
+	{Name: "recovery/graceful-handoff", Requires: []string{FeatureResourceManager, FeatureFailover, featureRunnerStarts}, Instances: 2,
+		Doc: "SIGTERM of the leader: the standby leads, recovers the running job with a new token, and finishes it", Run: func(t *T) {
+			id := t.job("j")
+			t.mustSubmit(id, gatedGraph(2, id))
+			t.waitRunning(id, 2)
+			old, _ := t.env.etcd.Leader(t.ctx, hastore.JobElection(id))
+			leader, standby := t.leaderProc()
+			if standby == nil {
+				t.Fatalf("no standby instance running; expected 2 instances")
+			}
+			leader.stop()
+			info := t.regrant(id, old.Token)
+			if info.Token.SessionID == old.Token.SessionID {
+				t.Errorf("the job's new token %s is of the stopped session; expected the standby's", info.Token)
+			}
+			t.env.open(id)
+			if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+				t.Errorf("job ended %v; expected FINISHED", r.GetStatus())
+			}
+		}},
+	{Name: "recovery/session-expiry", Requires: []string{FeatureResourceManager},
+		Doc: "the server's HA-store session expires (its lease revoked): it opens a new one, leads again, and runs the job on under a new token", Run: func(t *T) {
+			id := t.job("j")
+			t.mustSubmit(id, gatedGraph(2, id))
+			t.waitRunning(id, 2)
+			old, err := t.env.expire(t.ctx, hastore.JobElection(id))
+			if err != nil {
+				t.Fatalf("expire: %v", err)
+			}
+			info := t.regrant(id, old)
+			if info.Token.SessionID == old.SessionID {
+				t.Errorf("new token %s on the expired session; expected a new session", info.Token)
+			}
+			t.env.open(id)
+			if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+				t.Errorf("job ended %v; expected FINISHED", r.GetStatus())
+			}
+		}},
 	{Name: "recovery/restart-recovers-job", Requires: []string{FeatureResourceManager, featureRunnerStarts},
 		Doc: "SIGKILL and restart of the only instance: the running job is recovered with a new token and finishes", Run: func(t *T) {
 			id := t.job("j")

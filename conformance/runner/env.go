@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
@@ -337,6 +338,25 @@ func (e *env) revoke(ctx context.Context, election string) (hastore.Token, error
 		return hastore.Token{}, err
 	}
 	e.log.Add(Event{Source: "client", Op: "revoke", Key: jobOf(election), Token: info.Token})
+	return info.Token, nil
+}
+
+// expire revokes the lease of the session that leads an election, as if
+// the session's owner stopped renewing it: every leadership of that
+// session ends at once. It returns the leader's token.
+func (e *env) expire(ctx context.Context, election string) (hastore.Token, error) {
+	info, err := e.etcd.Leader(ctx, election)
+	if err != nil || info.Token.IsZero() {
+		return hastore.Token{}, fmt.Errorf("no leader of %q whose session to expire: %v", election, err)
+	}
+	lease, err := strconv.ParseInt(info.Token.SessionID, 16, 64)
+	if err != nil {
+		return hastore.Token{}, fmt.Errorf("session id %q is no lease: %w", info.Token.SessionID, err)
+	}
+	if _, err := e.etcd.Client().Revoke(ctx, clientv3.LeaseID(lease)); err != nil {
+		return hastore.Token{}, err
+	}
+	e.log.Add(Event{Source: "client", Op: "expire", Key: jobOf(election), Token: info.Token})
 	return info.Token, nil
 }
 

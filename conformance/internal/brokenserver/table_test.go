@@ -34,7 +34,7 @@ var breaks = map[string][]string{
 	"stale-token-deploys":  {"fencing/deploy-with-current-token", "fencing/fresh-token-per-grant"},
 	"ignore-revoke":        {"fencing/no-deploy-after-revoke"},
 	"retry-stale-write":    {"fencing/stale-write-steps-down"},
-	"no-recovery":          {"recovery/standby-takes-over", "recovery/restart-recovers-job"},
+	"no-recovery":          {"recovery/standby-takes-over", "recovery/restart-recovers-job", "recovery/graceful-handoff", "recovery/session-expiry"},
 	"rerun-dirty":          {"recovery/dirty-result-cleaned-not-rerun"},
 	"standby-no-address":   {"recovery/standby-answers-not-leader"},
 	"cancel-noop":          {"lifecycle/cancel-running", "lifecycle/cancel-terminal", "lifecycle/cancel-unknown", "lifecycle/cancel-before-run"},
