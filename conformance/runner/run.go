@@ -248,6 +248,9 @@ func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env) (f
 		defer close(done)
 		if shared == nil {
 			t.startServers(c)
+		} else {
+			// The user's server: give its start a few minutes.
+			t.ready(slices.Contains(c.Requires, FeatureResourceManager), 3*time.Minute)
 		}
 		c.Run(t)
 	}()
@@ -301,30 +304,30 @@ func (t *T) startServers(c Case) {
 			t.dispatcher() // the first leads before the others start
 		}
 	}
-	// Ready: the leading Dispatcher answers (a new leader may still be
-	// taking up its leadership).
-	var lastErr error
-	if !t.wait(30*time.Second, func() bool {
+	t.ready(slices.Contains(c.Requires, FeatureResourceManager), 30*time.Second)
+}
+
+// ready waits until the leading Dispatcher serves (a new leader may still
+// be taking up its leadership) and, if withTaskExecutors, the runner's
+// TaskExecutors registered with the ResourceManager.
+func (t *T) ready(withTaskExecutors bool, d time.Duration) {
+	var (
+		last    *jobplanev1.GetClusterOverviewResponse
+		lastErr error
+	)
+	if !t.wait(d, func() bool {
 		ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
 		defer cancel()
-		_, lastErr = t.dispatcher().GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
-		return lastErr == nil
+		dispatcher, err := t.env.dispatcher(ctx)
+		if err != nil {
+			lastErr = err
+			return false
+		}
+		last, lastErr = dispatcher.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+		return lastErr == nil && (!withTaskExecutors || int(last.GetTaskExecutors()) >= len(t.env.tes))
 	}) {
-		t.Fatalf("the leading Dispatcher's GetClusterOverview answered %v for 30s; expected it to serve", lastErr)
-	}
-	if !slices.Contains(c.Requires, FeatureResourceManager) {
-		return
-	}
-	var last *jobplanev1.GetClusterOverviewResponse
-	if !t.wait(30*time.Second, func() bool {
-		ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
-		defer cancel()
-		resp, err := t.dispatcher().GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
-		last = resp
-		return err == nil && int(resp.GetTaskExecutors()) >= len(t.env.tes)
-	}) {
-		t.Fatalf("%d TaskExecutors registered within 30s (%v); expected the runner's %d to register with the ResourceManager (found as the leader of %q)",
-			last.GetTaskExecutors(), last, len(t.env.tes), hastore.ElectionJobManager)
+		t.Fatalf("within %v: GetClusterOverview of the leading Dispatcher answered %v, %v; expected it to serve, with the runner's %d TaskExecutors registered (they find the ResourceManager as the leader of %q)",
+			d, last, lastErr, len(t.env.tes), hastore.ElectionJobManager)
 	}
 }
 
