@@ -207,7 +207,7 @@ func (h *handler) Heartbeat(_ context.Context, req *jobplanev1.TaskExecutorServi
 		}
 		for _, s := range te.slots {
 			if s.jobID == req.GetJobId() && s.task != nil && s.task.token == token {
-				resp.Tasks = append(resp.Tasks, &jobplanev1.TaskExecutionStatus{Attempt: s.task.req.GetAttempt(), State: s.task.state})
+				resp.Tasks = append(resp.Tasks, &jobplanev1.TaskExecutionStatus{Attempt: s.task.req.GetAttempt(), State: s.task.state, FailureMessage: s.task.failure})
 			}
 		}
 	}

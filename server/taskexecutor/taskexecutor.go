@@ -101,11 +101,12 @@ type job struct {
 }
 
 type task struct {
-	req    *jobplanev1.SubmitTaskRequest
-	token  hastore.Token
-	cancel context.CancelFunc
-	state  jobplanev1.ExecutionState
-	done   chan struct{}
+	req     *jobplanev1.SubmitTaskRequest
+	token   hastore.Token
+	cancel  context.CancelFunc
+	state   jobplanev1.ExecutionState
+	failure string // why it FAILED, for probes that see the state first
+	done    chan struct{}
 }
 
 // New returns a TaskExecutor for cfg.
@@ -374,7 +375,7 @@ func (te *TaskExecutor) isCurrent(t *task) bool {
 // attempt whose JobMaster is no longer the job's is not reported.
 func (te *TaskExecutor) report(ctx context.Context, t *task, address string, state jobplanev1.ExecutionState, msg string) {
 	te.mu.Lock()
-	t.state = state
+	t.state, t.failure = state, msg
 	j := te.jobs[t.req.GetJobId()]
 	current := j != nil && j.token == t.token
 	te.mu.Unlock()

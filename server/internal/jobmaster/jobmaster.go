@@ -619,7 +619,11 @@ func (jm *JobMaster) update(status *jobplanev1.TaskExecutionStatus) error {
 	switch from, to := jm.graph.State(ev), status.GetState(); {
 	case to == from:
 	case to == jobstatus.ExecFailed:
-		jm.attemptFailed(ev, status.GetFailureMessage(), t.slot.executorID())
+		msg := status.GetFailureMessage()
+		if msg == "" {
+			msg = "the attempt failed on TaskExecutor " + t.slot.executorID() + " (no cause given)"
+		}
+		jm.attemptFailed(ev, msg, t.slot.executorID())
 	case to == jobstatus.ExecCanceled && from != jobstatus.ExecCanceling && !t.cancelOn:
 		// Canceled without being asked to (the TaskExecutor stopped, say):
 		// the attempt is lost like a failed one.
