@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -52,8 +53,9 @@ type T struct {
 	name string
 	ids  string // prefix of the case's job ids
 
-	mu       sync.Mutex
-	failures []string
+	mu        sync.Mutex
+	failures  []string
+	submitted []string // job ids, to cancel after the case on a shared store
 }
 
 // failNow stops the case's goroutine (the case has failed).
@@ -123,6 +125,9 @@ func (t *T) submit(id string, g *jobplanev1.JobGraph) (*jobplanev1.SubmitJobResp
 // answers NOT_LEADER (say, one still taking up its leadership) is asked
 // again, as a client would, for up to 30s.
 func (t *T) mustSubmit(id string, g *jobplanev1.JobGraph) *jobplanev1.SubmitJobResponse {
+	t.mu.Lock()
+	t.submitted = append(t.submitted, id)
+	t.mu.Unlock()
 	resp, err := t.submit(id, g)
 	for deadline := time.Now().Add(30 * time.Second); isNotLeader(err) && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
@@ -132,6 +137,20 @@ func (t *T) mustSubmit(id string, g *jobplanev1.JobGraph) *jobplanev1.SubmitJobR
 		t.Fatalf("SubmitJob(%s): %v; expected it accepted", id, err)
 	}
 	return resp
+}
+
+// cancelSubmitted cancels, best effort, every job the case submitted.
+func (t *T) cancelSubmitted() {
+	t.mu.Lock()
+	ids := slices.Clone(t.submitted)
+	t.mu.Unlock()
+	d, err := t.env.dispatcher(t.ctx)
+	if err != nil {
+		return
+	}
+	for _, id := range ids {
+		_, _ = d.CancelJob(t.ctx, &jobplanev1.CancelJobRequest{JobId: id})
+	}
 }
 
 // result waits for the job's result.
@@ -230,9 +249,17 @@ func reason(err error) string {
 // before it is then in the log, so a case can check for calls that must
 // not have happened without sleeping.
 func (t *T) barrier() {
-	id := t.job(fmt.Sprintf("barrier-%d", t.env.log.Len()))
-	t.mustSubmit(id, noopGraph(1))
-	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
-		t.Fatalf("barrier job %s ended %v; expected FINISHED", id, r.GetStatus())
+	t.terminated(t.job(fmt.Sprintf("barrier-%d", t.env.log.Len())))
+}
+
+// terminated submits a job that runs until canceled, cancels it, and
+// waits for its CANCELED result: a round trip through submission,
+// persistence, cancellation and the job result, with or without a
+// ResourceManager.
+func (t *T) terminated(id string) {
+	t.mustSubmit(id, gatedGraph(1, "never"))
+	t.cancel(id)
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
+		t.Fatalf("job %s ended %v after a cancel; expected CANCELED", id, r.GetStatus())
 	}
 }

@@ -23,7 +23,22 @@ func (t *T) revokeRunning() (string, hastore.Token, hastore.LeaderInfo) {
 	if err != nil {
 		t.Fatalf("revoke: %v", err)
 	}
-	return id, old, t.regrant(id, old)
+	info := t.regrant(id, old)
+	// The new JobMaster is in charge once it deploys under its token (a
+	// server may publish its address before its JobMaster is routed).
+	if !t.wait(30*time.Second, func() bool { return len(t.runningUnder(id, info.Token)) >= 2 }) {
+		t.Fatalf("the job did not run again under the new token %s within 30s; expected the new JobMaster to redeploy it", info.Token)
+	}
+	return id, old, info
+}
+
+// leaderOf returns an election's current leader, or ends the case.
+func (t *T) leaderOf(election string) hastore.LeaderInfo {
+	info, err := t.env.etcd.Leader(t.ctx, election)
+	if err != nil || info.Token.IsZero() {
+		t.Fatalf("no leader of %q (%v); expected one", election, err)
+	}
+	return info
 }
 
 // regrant waits until the job's election has a leader other than old,
@@ -177,9 +192,7 @@ var fencingCases = []Case{
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		again := t.job("after")
-		t.mustSubmit(again, noopGraph(1))
-		t.result(again)
+		t.terminated(t.job("after"))
 		for _, e := range t.env.log.Events(func(e Event) bool {
 			return e.Source == "store" && e.Op == "put-plan" && e.Token == bad && e.Seq > refused[0].Seq
 		}) {

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"sync"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -27,9 +26,11 @@ var idempotencyCases = []Case{
 		Doc: "an identical resubmission while the job's JobMaster is not yet granted returns the job (created=false)", Run: func(t *T) {
 			id := t.job("j")
 			// Hold the job's campaign: the job stays INITIALIZING.
-			t.env.store.arm(fault{op: "campaign", key: id, delay: 1500 * time.Millisecond})
+			hold := make(chan struct{})
+			t.env.store.arm(fault{op: "campaign", key: id, hold: hold})
 			t.mustSubmit(id, noopGraph(2))
 			resp := t.mustSubmit(id, noopGraph(2))
+			close(hold)
 			if resp.GetCreated() || resp.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_INITIALIZING {
 				t.Errorf("resubmit answered created=%v %v; expected created=false INITIALIZING", resp.GetCreated(), resp.GetStatus())
 			}

@@ -23,15 +23,17 @@ var lifecycleCases = []Case{
 			if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
 				t.Errorf("job ended %v; expected CANCELED", r.GetStatus())
 			}
-			if len(t.running(id)) > 0 {
-				t.Errorf("attempts %v still running after the job ended; expected every task canceled", t.running(id))
+			if !t.wait(10*time.Second, func() bool { return len(t.running(id)) == 0 }) {
+				t.Errorf("attempts %v still running 10s after the job ended; expected every task canceled", t.running(id))
 			}
 		}},
 	{Name: "lifecycle/cancel-terminal", Requires: []string{FeatureResourceManager},
 		Doc: "canceling a FINISHED job is FAILED_PRECONDITION (JOB_TERMINAL)", Run: func(t *T) {
 			id := t.job("j")
 			t.mustSubmit(id, noopGraph(1))
-			t.result(id)
+			if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+				t.Fatalf("job ended %v; expected FINISHED", r.GetStatus())
+			}
 			_, err := t.dispatcher().CancelJob(t.ctx, &jobplanev1.CancelJobRequest{JobId: id})
 			if connect.CodeOf(err) != connect.CodeFailedPrecondition || reason(err) != "JOB_TERMINAL" {
 				t.Errorf("CancelJob answered %v; expected FAILED_PRECONDITION (JOB_TERMINAL)", err)
@@ -46,12 +48,19 @@ var lifecycleCases = []Case{
 	{Name: "lifecycle/cancel-before-run", Doc: "a job canceled before any task ran ends CANCELED without deploying anything", Run: func(t *T) {
 		id := t.job("j")
 		// Hold the job's campaign so that no JobMaster exists yet.
-		t.env.store.arm(fault{op: "campaign", key: id, delay: time.Second})
+		hold := make(chan struct{})
+		t.env.store.arm(fault{op: "campaign", key: id, hold: hold})
 		t.mustSubmit(id, noopGraph(2))
 		t.cancel(id)
+		close(hold)
 		if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
 			t.Errorf("job ended %v; expected CANCELED", r.GetStatus())
 		}
+		// Let a campaign that was under way be granted, then check.
+		if len(t.events(id, "campaign")) > 0 {
+			t.wait(30*time.Second, func() bool { return len(t.events(id, "granted")) > 0 })
+		}
+		t.barrier()
 		if evs := t.events(id, "SubmitTask"); len(evs) > 0 {
 			t.Errorf("%v; expected nothing deployed for a job canceled before it ran", evs[0])
 		}

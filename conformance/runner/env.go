@@ -58,6 +58,7 @@ type env struct {
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
+	closed  bool // no server starts any more
 	servers []*serverProc
 	gates   map[string]chan struct{}
 }
@@ -245,8 +246,15 @@ func (e *env) startServer(i int) (*serverProc, error) {
 	cmd.Env = append(os.Environ(), "JOBPLANE_HASTORE_URL="+vars["hastore"], "JOBPLANE_LISTEN="+vars["listen"],
 		"JOBPLANE_DATA_DIR="+vars["data"], "JOBPLANE_INSTANCE="+vars["instance"])
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A child left holding the output pipe must not hang the runner.
+	cmd.WaitDelay = 5 * time.Second
 	p := &serverProc{url: "http://" + addr, cmd: cmd, done: make(chan struct{}), out: &tail{}}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, errors.New("the environment is closed")
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the server: %w", err)
 	}
@@ -254,9 +262,7 @@ func (e *env) startServer(i int) (*serverProc, error) {
 		_ = cmd.Wait()
 		close(p.done)
 	}()
-	e.mu.Lock()
 	e.servers = append(e.servers, p)
-	e.mu.Unlock()
 	return p, nil
 }
 
@@ -290,13 +296,16 @@ func (p *serverProc) kill() {
 	<-p.done
 }
 
-// stop asks the server to stop (SIGTERM), and kills it after 10s.
-func (p *serverProc) stop() {
+// stop asks the server to stop (SIGTERM), and kills it after 10s; it
+// reports whether the server stopped by itself.
+func (p *serverProc) stop() bool {
 	p.signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
+		return true
 	case <-time.After(10 * time.Second):
 		p.kill()
+		return false
 	}
 }
 
@@ -363,6 +372,7 @@ func (e *env) expire(ctx context.Context, election string) (hastore.Token, error
 // close stops everything the environment started.
 func (e *env) close() {
 	e.mu.Lock()
+	e.closed = true
 	servers := e.servers
 	e.mu.Unlock()
 	for _, p := range servers {

@@ -80,6 +80,16 @@ type Summary struct {
 	Passed, Failed, Skipped int
 }
 
+// Matches reports whether pattern selects at least one case.
+func Matches(pattern string) bool {
+	for _, c := range Cases() {
+		if matches(c.Name, []string{pattern}) {
+			return true
+		}
+	}
+	return false
+}
+
 // matches reports whether name is selected by any of patterns.
 func matches(name string, patterns []string) bool {
 	for _, p := range patterns {
@@ -249,8 +259,10 @@ func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env) (f
 		if shared == nil {
 			t.startServers(c)
 		} else {
-			// The user's server: give its start a few minutes.
-			t.ready(slices.Contains(c.Requires, FeatureResourceManager), 3*time.Minute)
+			// The user's server: give its start a while.
+			t.ready(slices.Contains(c.Requires, FeatureResourceManager), 90*time.Second)
+			// Leave the shared store as found: the case's jobs end.
+			defer t.cancelSubmitted()
 		}
 		c.Run(t)
 	}()

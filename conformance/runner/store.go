@@ -16,6 +16,7 @@ type fault struct {
 	before  error         // fail the call with this, changing nothing
 	after   error         // apply the call, then fail it with this
 	delay   time.Duration // hold the call this long first
+	hold    chan struct{} // hold the call until this is closed
 }
 
 // store is the instrumented HA store: a real store (an embedded etcd
@@ -56,6 +57,12 @@ func (s *store) call(ctx context.Context, op, key string, t hastore.Token, f fun
 	if armed && flt.delay > 0 {
 		select {
 		case <-time.After(flt.delay):
+		case <-ctx.Done():
+		}
+	}
+	if armed && flt.hold != nil {
+		select {
+		case <-flt.hold:
 		case <-ctx.Done():
 		}
 	}

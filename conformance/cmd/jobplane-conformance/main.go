@@ -124,6 +124,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	cfg.Features = conf.Features
+	// A pattern that selects no case is a typo or a stale entry.
+	for flagName, ps := range map[string]patterns{"run": run, "skip": skip, "known-failing": knownFail, "known-flaky": knownFlaky} {
+		for _, p := range ps {
+			if !runner.Matches(p) {
+				fmt.Fprintf(stderr, "jobplane-conformance: --%s %q matches no case (see --list)\n", flagName, p)
+				return exitUsage
+			}
+		}
+	}
+	for _, f := range []string{cfg.ReportJSON, cfg.ReportJUnit} {
+		if f == "" {
+			continue
+		}
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			fmt.Fprintf(stderr, "jobplane-conformance: report: %v\n", err)
+			return exitUsage
+		}
+	}
 	cfg.Run, cfg.Skip, cfg.KnownFailing, cfg.KnownFlaky = run, skip, knownFail, knownFlaky
 	cfg.Out = stdout
 

@@ -20,6 +20,9 @@ func TestUsage(t *testing.T) {
 		{"--no-such-flag"},             // unknown flag
 		{"--server-command", "x", "y"}, // stray argument
 		{"--server-command", "x", "--config", "/no/such/file"},
+		{"--server-command", "x", "--run", "no-such-group"},
+		{"--server-command", "x", "--known-failing", "fencing/no-such-case"},
+		{"--server-command", "x", "--report-json", "/no/such/dir/report.json"},
 	} {
 		var out, errs bytes.Buffer
 		if code := run(args, &out, &errs); code != exitUsage {
