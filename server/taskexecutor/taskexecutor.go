@@ -334,8 +334,12 @@ func (te *TaskExecutor) offer(ctx context.Context, jobID, address string, token 
 	if !accepted {
 		te.mu.Lock()
 		s := te.slots[index]
-		if s.allocationID == allocationID && s.task == nil {
-			s.allocationID, s.jobID = "", ""
+		// Free the slot unless it is in use: by an attempt of this
+		// JobMaster, or for a newer JobMaster the job has since.
+		j := te.jobs[jobID]
+		idle := s.task == nil || s.task.token != token && isDone(s.task.done)
+		if s.allocationID == allocationID && idle && j != nil && j.token == token {
+			s.allocationID, s.jobID, s.task = "", "", nil
 			te.slotFreedLocked(jobID)
 		}
 		te.mu.Unlock()
@@ -361,6 +365,15 @@ func (te *TaskExecutor) runTask(ctx context.Context, t *task, inv Invokable, add
 		state, msg = jobplanev1.ExecutionState_EXECUTION_STATE_FAILED, err.Error()
 	}
 	te.report(context.WithoutCancel(ctx), t, address, state, msg)
+}
+
+func isDone(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // isCurrent reports whether t's JobMaster is still the job's newest.

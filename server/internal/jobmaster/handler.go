@@ -12,7 +12,6 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
-	"github.com/jobplane/jobplane/server/internal/jobstatus"
 )
 
 // Router serves JobMasterService for every JobMaster of a process,
@@ -142,7 +141,7 @@ func (r *Router) UpdateTaskExecutionState(ctx context.Context, req *jobplanev1.U
 		return nil, err
 	}
 	var refused error
-	if err := jm.do(ctx, func() { refused = jm.update(req.GetStatus()) }); err != nil {
+	if err := jm.do(ctx, func() { refused = jm.update(req.GetTaskExecutorId(), req.GetStatus()) }); err != nil {
 		return nil, err
 	}
 	if refused != nil {
@@ -186,21 +185,27 @@ func (r *Router) DisconnectTaskExecutor(ctx context.Context, req *jobplanev1.Dis
 
 func (jm *JobMaster) lostExecutor(id, reason string) {
 	delete(jm.executors, id)
-	var lost []int32
+	type placed struct {
+		ev      int32
+		attempt int
+	}
+	var lost []placed
 	for aid, s := range jm.slots {
 		if s.executor != id {
 			continue
 		}
 		delete(jm.slots, aid)
 		if s.ev >= 0 {
-			lost = append(lost, s.ev)
+			lost = append(lost, placed{s.ev, jm.graph.Attempt(s.ev)})
 			jm.tasks[s.ev].slot, s.ev = nil, -1
 		}
 	}
-	slices.Sort(lost)
-	for _, ev := range lost {
-		if !jobstatus.IsExecTerminal(jm.graph.State(ev)) {
-			jm.attemptFailed(ev, "TaskExecutor "+id+" lost: "+reason, id)
+	slices.SortFunc(lost, func(a, b placed) int { return int(a.ev - b.ev) })
+	for _, p := range lost {
+		// A failover started by an earlier one may have replaced the
+		// attempt already: only the attempts that were there fail.
+		if jm.graph.Attempt(p.ev) == p.attempt && isLive(jm.graph.State(p.ev)) {
+			jm.attemptFailed(p.ev, "TaskExecutor "+id+" lost: "+reason, id)
 		}
 	}
 	jm.progress()

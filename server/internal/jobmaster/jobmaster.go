@@ -325,10 +325,10 @@ func (jm *JobMaster) declare(ctx context.Context, force bool) {
 			jm.log.Debug("declaring to the ResourceManager failed; will retry", "err", err)
 		}
 		jm.post(func() {
+			// After a failure too: the next try comes with the next change
+			// or the periodic redeclaration, not in a tight loop.
 			jm.declaring = false
-			if err == nil {
-				jm.declared = needed
-			}
+			jm.declared = needed
 		})
 	})
 }
@@ -508,8 +508,8 @@ func (jm *JobMaster) checkSlotTimeouts() {
 		}
 	}
 	for _, r := range expired {
-		if jm.restarting[r] != nil || jm.status != jobstatus.Running {
-			continue // an earlier expiry restarts it, or ended the job
+		if jm.restarting[r] != nil || jm.status != jobstatus.Running || now.Sub(jm.since[r]) <= jm.cfg.SlotTimeout {
+			continue // an earlier expiry restarted it, or ended the job
 		}
 		for _, ev := range jm.graph.Region(r) {
 			if jm.graph.State(ev) == jobstatus.ExecCreated {
@@ -568,6 +568,9 @@ func (jm *JobMaster) submitted(ev int32, attempt int, err error) {
 		if s := t.slot; s != nil {
 			delete(jm.slots, s.allocationID)
 			s.ev, t.slot = -1, nil
+			// Best effort: the TaskExecutor may have started the attempt
+			// after all, or still hold the slot for the job.
+			jm.abandon(s, jm.attemptID(ev))
 		}
 		switch {
 		case t.cancelOn:
@@ -586,8 +589,29 @@ func (jm *JobMaster) submitted(ev int32, attempt int, err error) {
 	}
 	if t.cancelOn {
 		t.cancelOn = false
-		jm.cancelAttempt(ev)
+		if !jobstatus.IsExecTerminal(jm.graph.State(ev)) {
+			jm.cancelAttempt(ev)
+		}
 	}
+}
+
+// abandon tells a slot's TaskExecutor, best effort, to cancel an attempt
+// it may run there and to free the slot, which the JobMaster no longer
+// counts as its own.
+func (jm *JobMaster) abandon(s *slotRef, attempt *jobplanev1.ExecutionAttemptId) {
+	e := jm.executors[s.executor]
+	if e == nil {
+		return
+	}
+	token := protoToken(jm.cfg.Token)
+	jm.goRPC(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if attempt != nil {
+			_, _ = e.client.CancelTask(ctx, &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: token, Attempt: attempt})
+		}
+		_, _ = e.client.FreeSlot(ctx, &jobplanev1.FreeSlotRequest{JobId: jm.cfg.JobID, JobMasterToken: token, AllocationId: s.allocationID, Reason: "given up by the JobMaster"})
+	})
 }
 
 func (s *slotRef) executorID() string {
@@ -607,10 +631,15 @@ func (jm *JobMaster) find(a *jobplanev1.ExecutionAttemptId) int32 {
 }
 
 // update applies a state reported by a TaskExecutor.
-func (jm *JobMaster) update(status *jobplanev1.TaskExecutionStatus) error {
+//
+// A report is taken only from the TaskExecutor the attempt is deployed to:
+// a copy left on another one (after an unclear deployment) is refused,
+// and its TaskExecutor then stops it.
+func (jm *JobMaster) update(executor string, status *jobplanev1.TaskExecutionStatus) error {
 	a := status.GetAttempt()
 	ev := jm.find(a)
-	if ev < 0 || jm.graph.Attempt(ev) != int(a.GetAttemptNumber()) || jobstatus.IsExecTerminal(jm.graph.State(ev)) {
+	if ev < 0 || jm.graph.Attempt(ev) != int(a.GetAttemptNumber()) || jobstatus.IsExecTerminal(jm.graph.State(ev)) ||
+		jm.tasks[ev].slot == nil || jm.tasks[ev].slot.executor != executor {
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND, "no such execution attempt", map[string]string{
 			"job_id": jm.cfg.JobID, "vertex_id": a.GetVertexId(), "subtask_index": fmt.Sprint(a.GetSubtaskIndex()), "attempt_number": fmt.Sprint(a.GetAttemptNumber()),
 		})
@@ -750,6 +779,10 @@ func (jm *JobMaster) restartDue() {
 			}
 		}
 		jm.enqueue(jm.graph.Restart(f.regions)...)
+		now := time.Now()
+		for _, r := range f.regions {
+			jm.since[r] = now // a restarted region waits for slots anew
+		}
 	}
 	clear(jm.failovers[len(kept):])
 	jm.failovers = kept
@@ -1047,7 +1080,7 @@ func (jm *JobMaster) reconcile(executor string, sent time.Time, tasks []*jobplan
 		}
 		switch t, ok := listed[ev]; {
 		case ok && t.GetState() != state && t.GetState() != jobstatus.ExecDeploying:
-			_ = jm.update(t)
+			_ = jm.update(executor, t)
 		case !ok:
 			jm.attemptFailed(ev, "TaskExecutor "+executor+" no longer runs the attempt", executor)
 		}
