@@ -376,6 +376,13 @@ func isDone(c <-chan struct{}) bool {
 	}
 }
 
+// isStopping reports whether Run is winding down.
+func (te *TaskExecutor) isStopping() bool {
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	return te.stopped
+}
+
 // isCurrent reports whether t's JobMaster is still the job's newest.
 func (te *TaskExecutor) isCurrent(t *task) bool {
 	te.mu.Lock()
@@ -401,8 +408,8 @@ func (te *TaskExecutor) report(ctx context.Context, t *task, address string, sta
 	}
 	jm := te.jobMaster(address)
 	for attempt := 0; attempt < 50; attempt++ {
-		if attempt > 0 && !te.isCurrent(t) {
-			return // a newer JobMaster took over the job: this report is moot
+		if attempt > 0 && (!te.isCurrent(t) || te.isStopping()) {
+			return // a newer JobMaster took over the job, or this TaskExecutor stops
 		}
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := jm.UpdateTaskExecutionState(rctx, req)
