@@ -48,10 +48,9 @@ type Case struct {
 
 // T is a running case.
 type T struct {
-	ctx  context.Context
-	env  *env
-	name string
-	ids  string // prefix of the case's job ids
+	ctx context.Context
+	env *env
+	ids string // prefix of the case's job ids
 
 	mu        sync.Mutex
 	failures  []string

@@ -37,45 +37,15 @@ func (t *T) leaderProc() (leader, other *serverProc) {
 var recoveryCases = []Case{
 	{Name: "recovery/standby-takes-over", Requires: []string{FeatureResourceManager, FeatureFailover, featureRunnerStarts}, Instances: 2,
 		Doc: "SIGKILL of the leader: the standby leads, recovers the running job under its id with a new token, and finishes it", Run: func(t *T) {
-			id := t.job("j")
-			t.mustSubmit(id, gatedGraph(2, id))
-			t.waitRunning(id, 2)
-			old := t.leaderOf(hastore.JobElection(id))
-			leader, standby := t.leaderProc()
-			if standby == nil {
-				t.Fatalf("no standby instance running; expected 2 instances")
-			}
-			leader.kill()
-			info := t.regrant(id, old.Token)
-			if info.Token.SessionID == old.Token.SessionID {
-				t.Errorf("the job's new token %s is of the killed session; expected the standby's", info.Token)
-			}
-			t.env.open(id)
-			if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || r.GetJobId() != id {
-				t.Errorf("result %v; expected job %s FINISHED", r, id)
-			}
+			t.handoff(func(leader *serverProc) { leader.kill() })
 		}},
 	{Name: "recovery/graceful-handoff", Requires: []string{FeatureResourceManager, FeatureFailover, featureRunnerStarts}, Instances: 2,
 		Doc: "SIGTERM of the leader: the standby leads, recovers the running job with a new token, and finishes it", Run: func(t *T) {
-			id := t.job("j")
-			t.mustSubmit(id, gatedGraph(2, id))
-			t.waitRunning(id, 2)
-			old := t.leaderOf(hastore.JobElection(id))
-			leader, standby := t.leaderProc()
-			if standby == nil {
-				t.Fatalf("no standby instance running; expected 2 instances")
-			}
-			if !leader.stop() {
-				t.Errorf("the leader did not exit within 10s of SIGTERM (killed); expected a graceful stop")
-			}
-			info := t.regrant(id, old.Token)
-			if info.Token.SessionID == old.Token.SessionID {
-				t.Errorf("the job's new token %s is of the stopped session; expected the standby's", info.Token)
-			}
-			t.env.open(id)
-			if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
-				t.Errorf("job ended %v; expected FINISHED", r.GetStatus())
-			}
+			t.handoff(func(leader *serverProc) {
+				if !leader.stop() {
+					t.Errorf("the leader did not exit within 10s of SIGTERM (killed); expected a graceful stop")
+				}
+			})
 		}},
 	{Name: "recovery/session-expiry", Requires: []string{FeatureResourceManager},
 		Doc: "the server's HA-store session expires (its lease revoked): it opens a new one, leads again, and runs the job on under a new token", Run: func(t *T) {
@@ -162,6 +132,29 @@ var recoveryCases = []Case{
 				t.Errorf("events %v for the job sent to the standby; expected no write", evs)
 			}
 		}},
+}
+
+// handoff runs a job on the leader of two instances, ends the leader with
+// end, and checks that the standby recovers the job under its id with a
+// token of its own session and finishes it.
+func (t *T) handoff(end func(leader *serverProc)) {
+	id := t.job("j")
+	t.mustSubmit(id, gatedGraph(2, id))
+	t.waitRunning(id, 2)
+	old := t.leaderOf(hastore.JobElection(id))
+	leader, standby := t.leaderProc()
+	if standby == nil {
+		t.Fatalf("no standby instance running; expected 2 instances")
+	}
+	end(leader)
+	info := t.regrant(id, old.Token)
+	if info.Token.SessionID == old.Token.SessionID {
+		t.Errorf("the job's new token %s is of the old leader's session; expected the standby's", info.Token)
+	}
+	t.env.open(id)
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || r.GetJobId() != id {
+		t.Errorf("result %v; expected job %s FINISHED", r, id)
+	}
 }
 
 // seedDirtyResult writes, as a JobManager would have before crashing, the

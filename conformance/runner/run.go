@@ -251,7 +251,7 @@ func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env) (f
 		}
 		defer e.close()
 	}
-	t := &T{ctx: ctx, env: e, name: c.Name, ids: fmt.Sprintf("c%02d-%s-", index, strings.ReplaceAll(path.Base(c.Name), "/", "-"))}
+	t := &T{ctx: ctx, env: e, ids: fmt.Sprintf("c%02d-%s-", index, path.Base(c.Name))}
 	start := e.log.Len()
 	done := make(chan struct{})
 	go func() {

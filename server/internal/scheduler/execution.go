@@ -171,10 +171,6 @@ func (x *ExecutionGraph) unfinish(r int32) {
 	}
 }
 
-// RestartSet returns the regions to restart when ev's attempt fails: see
-// Topology.RestartSet.
-func (x *ExecutionGraph) RestartSet(ev int32) []int { return x.Topology.RestartSet(ev) }
-
 // Restart resets the given regions (a union of restart sets, so it holds
 // every consumer of their blocking results): every execution vertex that
 // had left CREATED gets a new attempt, and all are CREATED again. Regions
