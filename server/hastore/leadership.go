@@ -3,26 +3,37 @@ package hastore
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Leadership is a granted candidacy. Its Context is done when the
 // leadership ends, for whatever reason; work done as the leader runs under
 // that context, and every write it makes carries Fence.
+//
+// A leader acts (answers as the leader, deploys, writes) only while Valid
+// reports true: its session certainly holds at the store. After a pause of
+// the process the context may still look alive for a moment, while the
+// session's lease has long expired and another leader was granted; Valid
+// measures that on the monotonic clock, synchronously, so a request that
+// was queued during the pause is never answered as leader.
 type Leadership struct {
-	fence  Fence
-	store  Store
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	once   sync.Once
+	fence      Fence
+	store      Store
+	ctx        context.Context
+	cancel     context.CancelCauseFunc
+	once       sync.Once
+	validUntil func() time.Time
 }
 
 // NewLeadership returns the leadership of a grant, for Store
 // implementations. The leadership's context derives from parent; it ends
 // when parent ends (cause ErrSessionEnded unless parent has a cause) or
-// when end is called with the cause.
-func NewLeadership(parent context.Context, f Fence, store Store) (l *Leadership, end func(cause error)) {
+// when end is called with the cause. validUntil reports until when the
+// holding session certainly holds (Session.ValidUntil); nil means for as
+// long as the context lives.
+func NewLeadership(parent context.Context, f Fence, store Store, validUntil func() time.Time) (l *Leadership, end func(cause error)) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
-	l = &Leadership{fence: f, store: store, ctx: ctx, cancel: cancel}
+	l = &Leadership{fence: f, store: store, ctx: ctx, cancel: cancel, validUntil: validUntil}
 	stop := context.AfterFunc(parent, func() {
 		cause := context.Cause(parent)
 		if cause == context.Canceled || cause == context.DeadlineExceeded || cause == nil {
@@ -51,6 +62,18 @@ func (l *Leadership) Context() context.Context { return l.ctx }
 
 // Done is closed when the leadership has ended.
 func (l *Leadership) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Valid reports whether the leadership certainly holds now: it has not
+// ended, and its session's lease holds at the store by the measure of
+// Session.ValidUntil. Past that instant the leadership ends shortly (the
+// session ends once its lease may have expired), so a false answer is
+// final in practice.
+func (l *Leadership) Valid() bool {
+	if l.ctx.Err() != nil {
+		return false
+	}
+	return l.validUntil == nil || time.Now().Before(l.validUntil())
+}
 
 // Confirm publishes address as the leader's. It fails with ErrStaleToken
 // if the leadership has ended.

@@ -132,6 +132,14 @@ type Session interface {
 	ID() string
 	// TTL is the session's granted time to live.
 	TTL() time.Duration
+	// ValidUntil is the instant until which the session certainly holds at
+	// the store, on this process's monotonic clock: the send time of its
+	// last acknowledged renewal plus the TTL, less a tenth of the TTL for
+	// clock drift. A renewal's acknowledgement proves the lease was renewed
+	// no earlier than the request left, so this never overstates. The
+	// session ends (Done) once this instant passes without a newer
+	// renewal. Zero once the session has ended.
+	ValidUntil() time.Time
 	// Done is closed when the session has ended: closed, expired, or lost.
 	Done() <-chan struct{}
 	// Campaign enters a candidacy in election and blocks until it is

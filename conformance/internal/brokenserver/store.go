@@ -141,11 +141,11 @@ func (ss *session) Campaign(ctx context.Context, election, _ string) (*hastore.L
 	switch {
 	case s.mode == "stale-token-deploys" && seen:
 		// The server keeps deploying under its first token.
-		stale, _ := hastore.NewLeadership(l.Context(), hastore.Fence{Election: election, Token: first}, s)
+		stale, _ := hastore.NewLeadership(l.Context(), hastore.Fence{Election: election, Token: first}, s, ss.Session.ValidUntil)
 		return stale, nil
 	case s.mode == "ignore-revoke":
 		// The server never learns that the leadership ended.
-		deaf, _ := hastore.NewLeadership(context.WithoutCancel(ctx), l.Fence(), s)
+		deaf, _ := hastore.NewLeadership(context.WithoutCancel(ctx), l.Fence(), s, ss.Session.ValidUntil)
 		return deaf, nil
 	}
 	return l, nil

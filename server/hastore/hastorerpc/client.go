@@ -81,7 +81,8 @@ func (c *Client) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (ha
 	}
 	// The session ends here once the store may have expired it: TTL after
 	// the last renewal was sent, less a margin for clock rates.
-	s.expiry = time.AfterFunc(s.expiresIn(sent), func() { s.cancel(hastore.ErrSessionEnded) })
+	s.validUntil = validUntil(sent, s.ttl)
+	s.expiry = time.AfterFunc(time.Until(s.validUntil), s.lapsed)
 	context.AfterFunc(sctx, func() { s.expiry.Stop() })
 	c.mu.Lock()
 	c.sessions[s.id] = s
@@ -118,9 +119,9 @@ type clientSession struct {
 	done   chan struct{} // closed once the session's goroutines are gone
 	wg     sync.WaitGroup
 
-	expiry *time.Timer // ends the session when renewals stop
-
 	mu          sync.Mutex
+	validUntil  time.Time   // see hastore.Session.ValidUntil
+	expiry      *time.Timer // ends the session at validUntil
 	candidacies map[string]*clientCandidacy
 }
 
@@ -133,22 +134,45 @@ type clientCandidacy struct {
 	revoked error              // a revocation that came before end was set
 }
 
-// expiresIn is how long after a renewal sent at sent the session must be
-// considered lost.
-func (s *clientSession) expiresIn(sent time.Time) time.Duration {
-	return time.Until(sent.Add(s.ttl - s.ttl/10))
+// validUntil is how long a session renewed by a request sent at sent
+// certainly holds: the store renewed it no earlier than sent, and clocks
+// may run at slightly different rates.
+func validUntil(sent time.Time, ttl time.Duration) time.Time {
+	return sent.Add(ttl - ttl/10)
 }
 
 // renewed records a successful renewal that was sent at sent.
 func (s *clientSession) renewed(sent time.Time) {
-	if s.ctx.Err() == nil {
-		s.expiry.Reset(s.expiresIn(sent))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if until := validUntil(sent, s.ttl); until.After(s.validUntil) && s.ctx.Err() == nil {
+		s.validUntil = until
+		s.expiry.Reset(time.Until(until))
+	}
+}
+
+// lapsed ends the session once the store may have expired it.
+func (s *clientSession) lapsed() {
+	s.mu.Lock()
+	early := time.Now().Before(s.validUntil)
+	s.mu.Unlock()
+	if !early {
+		s.cancel(hastore.ErrSessionEnded)
 	}
 }
 
 func (s *clientSession) ID() string            { return s.id }
 func (s *clientSession) TTL() time.Duration    { return s.ttl }
 func (s *clientSession) Done() <-chan struct{} { return s.ctx.Done() }
+
+func (s *clientSession) ValidUntil() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil {
+		return time.Time{}
+	}
+	return s.validUntil
+}
 
 // renew keeps the session alive until it ends. If renewals keep failing,
 // the expiry timer ends the session before the store would expire it.
@@ -371,7 +395,7 @@ func (s *clientSession) Campaign(ctx context.Context, election, address string) 
 		withdraw()
 		return nil, ctx.Err()
 	}
-	l, end := hastore.NewLeadership(s.ctx, hastore.Fence{Election: election, Token: token}, s.c)
+	l, end := hastore.NewLeadership(s.ctx, hastore.Fence{Election: election, Token: token}, s.c, s.ValidUntil)
 	var once sync.Once
 	endAndRelease := func(cause error) {
 		end(cause)

@@ -46,6 +46,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) *Backend) {
 		{"ResignGrantsNext", testResignGrantsNext},
 		{"SessionCloseRevokes", testSessionCloseRevokes},
 		{"LeaseExpiryRevokes", testLeaseExpiryRevokes},
+		{"ValidUntilBoundsTheLease", testValidUntilBoundsTheLease},
 		{"StaleWriteFromPausedLeader", testStaleWriteFromPausedLeader},
 		{"StaleTokenRefusedForEveryWrite", testStaleTokenRefusedForEveryWrite},
 		{"TokenOfAnotherElectionRefused", testTokenOfAnotherElectionRefused},
@@ -829,4 +830,40 @@ func hasField(e *hastore.ValidationError, field string) bool {
 		}
 	}
 	return false
+}
+
+// ValidUntil never promises more than the lease gives: it lies within a
+// TTL of when the session was opened, moves forward with renewals, and
+// is zero (and every leadership invalid) once the session ended.
+func testValidUntilBoundsTheLease(t *testing.T, b *Backend) {
+	s := open(t, b)
+	const ttl = 2 * time.Second
+	before := time.Now()
+	sess := session(t, s, hastore.SessionConfig{TTL: ttl})
+	after := time.Now()
+	first := sess.ValidUntil()
+	if !first.After(after) || first.After(after.Add(sess.TTL())) || first.Before(before.Add(sess.TTL()/2)) {
+		t.Fatalf("ValidUntil right after opening = now%+v, want within (now, now+TTL]", time.Until(first))
+	}
+	l := campaign(t, sess, hastore.ElectionJobManager, "http://127.0.0.1:1")
+	if !l.Valid() {
+		t.Fatal("a fresh leadership is not valid")
+	}
+	// Renewals move it forward (every third of the TTL).
+	deadline := time.Now().Add(wait)
+	for !sess.ValidUntil().After(first) {
+		if time.Now().After(deadline) {
+			t.Fatalf("ValidUntil never moved past %v", first)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := sess.Close(ctxFor(t)); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if v := sess.ValidUntil(); !v.IsZero() {
+		t.Errorf("ValidUntil after Close = %v, want zero", v)
+	}
+	if l.Valid() {
+		t.Error("a leadership of a closed session is valid")
+	}
 }

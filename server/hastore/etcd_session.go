@@ -1,0 +1,382 @@
+package hastore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// OpenSession implements Store: a session is an etcd lease that the
+// session renews itself every third of its TTL. Each acknowledged renewal
+// moves ValidUntil to the renewal's send time plus the TTL, less a tenth
+// for clock drift; once that instant passes without a newer renewal, the
+// session ends, and so do its leaderships. With ManualKeepAlive the lease
+// is also revoked TTL after the last KeepAlive.
+func (s *Etcd) OpenSession(ctx context.Context, cfg SessionConfig) (Session, error) {
+	if err := ValidateSessionConfig(cfg); err != nil {
+		return nil, err
+	}
+	ttlSeconds := int64(math.Ceil(cfg.TTL.Seconds()))
+	sent := time.Now()
+	grant, err := s.client.Grant(ctx, ttlSeconds)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	// The concurrency package's session carries the lease into elections,
+	// but renews it on a stream whose send times it keeps to itself, so a
+	// leader could not know how long its lease certainly holds. The session
+	// renews the lease itself (see renew) and stops the concurrency
+	// session's renewal at once; elections use only its lease id.
+	kctx, stopKeepAlive := context.WithCancel(context.Background())
+	cs, err := concurrency.NewSession(s.client, concurrency.WithLease(grant.ID), concurrency.WithTTL(int(grant.TTL)), concurrency.WithContext(kctx))
+	stopKeepAlive()
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		_, _ = s.client.Revoke(rctx, grant.ID)
+		cancel()
+		return nil, unavailable(err)
+	}
+	sctx, end := context.WithCancelCause(context.Background())
+	sess := &etcdSession{
+		store:       s,
+		lease:       grant.ID,
+		cs:          cs,
+		ttl:         time.Duration(grant.TTL) * time.Second,
+		ctx:         sctx,
+		end:         end,
+		candidacies: make(map[string]bool),
+	}
+	sess.validUntil = validUntil(sent, sess.ttl)
+	sess.lapse = time.AfterFunc(time.Until(sess.validUntil), sess.lapsed)
+	go sess.renew()
+	if cfg.ManualKeepAlive {
+		sess.expiry = time.AfterFunc(sess.ttl, sess.expire)
+		s.mu.Lock()
+		s.manual[sess] = struct{}{}
+		s.mu.Unlock()
+	}
+	return sess, nil
+}
+
+// validUntil is how long a lease renewed by a request sent at sent
+// certainly holds: the store renewed it no earlier than sent, and clocks
+// may run at slightly different rates.
+func validUntil(sent time.Time, ttl time.Duration) time.Time {
+	return sent.Add(ttl - ttl/10)
+}
+
+type etcdSession struct {
+	store *Etcd
+	lease clientv3.LeaseID
+	cs    *concurrency.Session // for elections only; not renewed
+	ttl   time.Duration
+
+	ctx context.Context // ends when the session ends
+	end context.CancelCauseFunc
+
+	mu          sync.Mutex
+	validUntil  time.Time
+	lapse       *time.Timer     // ends the session at validUntil
+	candidacies map[string]bool // elections with a candidacy or leadership
+	expiry      *time.Timer     // ManualKeepAlive only
+	closed      bool
+}
+
+// cleanupTimeout bounds the store calls that clean up after a failure, so
+// that an unreachable etcd cannot hold them forever.
+const cleanupTimeout = 5 * time.Second
+
+func (s *etcdSession) ID() string            { return fmt.Sprintf("%x", int64(s.lease)) }
+func (s *etcdSession) TTL() time.Duration    { return s.ttl }
+func (s *etcdSession) Done() <-chan struct{} { return s.ctx.Done() }
+
+func (s *etcdSession) ValidUntil() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil {
+		return time.Time{}
+	}
+	return s.validUntil
+}
+
+func (s *etcdSession) ended() bool { return s.ctx.Err() != nil }
+
+// renew renews the lease every third of the TTL until the session ends,
+// retrying failed renewals sooner; the lapse timer ends the session if
+// none succeeds in time.
+func (s *etcdSession) renew() {
+	interval := max(s.ttl/3, 10*time.Millisecond)
+	retry := max(interval/10, 10*time.Millisecond)
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.store.client.Ctx().Done():
+			// The client closed with the store: the lease expires by its TTL.
+			s.end(ErrSessionEnded)
+			return
+		case <-timer.C:
+		}
+		sent := time.Now()
+		ctx, cancel := context.WithTimeout(s.ctx, interval)
+		resp, err := s.store.client.KeepAliveOnce(ctx, s.lease)
+		cancel()
+		switch {
+		case err == nil:
+			s.renewed(sent, time.Duration(resp.TTL)*time.Second)
+			timer.Reset(interval)
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			s.end(ErrSessionEnded)
+			return
+		default:
+			if s.ctx.Err() == nil {
+				s.store.log.Debug("session renewal failed; retrying", "session", s.ID(), "err", err)
+			}
+			timer.Reset(retry)
+		}
+	}
+}
+
+// renewed records a renewal sent at sent that the store acknowledged.
+func (s *etcdSession) renewed(sent time.Time, ttl time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if until := validUntil(sent, ttl); until.After(s.validUntil) && s.ctx.Err() == nil {
+		s.validUntil = until
+		s.lapse.Reset(time.Until(until))
+	}
+}
+
+// lapsed ends the session once its lease may have expired: no renewal was
+// acknowledged in time. It revokes the lease, best effort, so that a
+// lease that did survive frees its elections at once.
+func (s *etcdSession) lapsed() {
+	s.mu.Lock()
+	early := time.Now().Before(s.validUntil)
+	s.mu.Unlock()
+	if early || s.ctx.Err() != nil {
+		return // renewed meanwhile, or over anyway
+	}
+	s.store.log.Warn("session lease not renewed in time; ending the session", "session", s.ID(), "ttl", s.ttl)
+	s.end(ErrSessionEnded)
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	_, _ = s.store.client.Revoke(ctx, s.lease)
+}
+
+// expire ends a manually renewed session whose TTL passed.
+func (s *etcdSession) expire() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.ttl)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		s.store.log.Warn("revoking expired session", "session", s.ID(), "err", err)
+	}
+}
+
+func (s *etcdSession) KeepAlive(ctx context.Context) (time.Duration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.ended() {
+		return 0, ErrSessionNotFound
+	}
+	if s.expiry != nil && !s.expiry.Reset(s.ttl) {
+		s.expiry.Stop()
+		// The timer fired: the session is being revoked.
+		return 0, ErrSessionNotFound
+	}
+	return s.ttl, nil
+}
+
+func (s *etcdSession) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	if s.expiry != nil {
+		s.expiry.Stop()
+	}
+	s.mu.Unlock()
+	s.store.mu.Lock()
+	delete(s.store.manual, s)
+	s.store.mu.Unlock()
+	// Revoke before ending, so that once the session reports Done its
+	// keys are gone from the store.
+	_, err := s.store.client.Revoke(ctx, s.lease)
+	s.end(ErrSessionEnded)
+	s.mu.Lock()
+	s.lapse.Stop()
+	s.mu.Unlock()
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return unavailable(err)
+	}
+	return nil
+}
+
+func (s *etcdSession) Campaign(ctx context.Context, election, address string) (*Leadership, error) {
+	if err := ValidateCampaign(election, address); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	switch {
+	case s.ended():
+		s.mu.Unlock()
+		return nil, ErrSessionNotFound
+	case s.candidacies[election]:
+		s.mu.Unlock()
+		return nil, ErrCandidacyExists
+	}
+	s.candidacies[election] = true
+	s.mu.Unlock()
+	release := func() {
+		s.mu.Lock()
+		delete(s.candidacies, election)
+		s.mu.Unlock()
+	}
+
+	l, err := s.campaign(ctx, election, address, release)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (s *etcdSession) campaign(ctx context.Context, election, address string, release func()) (*Leadership, error) {
+	store := s.store
+	// The campaign also stops when the session ends.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.ctx, cancel)()
+
+	e := concurrency.NewElection(s.cs, store.electionPrefix(election))
+	key := store.leaderKey(election, s.ID())
+	if err := e.Campaign(cctx, address); err != nil {
+		switch {
+		case s.ended(), errors.Is(err, rpctypes.ErrLeaseNotFound):
+			return nil, ErrSessionNotFound
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		}
+		// The candidacy's key may be left behind (a broken wait, or a
+		// transaction applied although its answer was lost); remove it, or
+		// it would lead one day with no one holding the leadership.
+		s.deleteKey(key)
+		return nil, unavailable(err)
+	}
+	// The session may have ended while waiting, deleting the candidacy:
+	// only a key that still exists with its create revision leads.
+	got, err := store.client.Get(ctx, e.Key())
+	if err != nil {
+		s.deleteKey(key)
+		return nil, unavailable(err)
+	}
+	if len(got.Kvs) == 0 || got.Kvs[0].CreateRevision != e.Rev() {
+		return nil, ErrSessionNotFound
+	}
+	f := Fence{Election: election, Token: Token{SessionID: s.ID(), Epoch: uint64(e.Rev())}}
+	l, end := NewLeadership(s.ctx, f, store, s.ValidUntil)
+	var cleanup sync.Once
+	ll := &localLeader{}
+	// Ending the leadership also frees the session's candidacy at once, so
+	// that a resigned leader may campaign again right away.
+	ll.end = func(cause error) {
+		end(cause)
+		cleanup.Do(func() {
+			store.mu.Lock()
+			delete(store.leaders, f)
+			store.mu.Unlock()
+			release()
+		})
+	}
+	store.mu.Lock()
+	store.leaders[f] = ll
+	store.mu.Unlock()
+	go store.watchLeader(l, ll, e.Key(), got.Header.Revision)
+	return l, nil
+}
+
+// deleteKey removes the session's candidacy key, within cleanupTimeout.
+func (s *etcdSession) deleteKey(key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	if _, err := s.store.client.Delete(ctx, key); err != nil {
+		s.store.log.Warn("removing a failed candidacy", "key", key, "err", err)
+	}
+}
+
+// watchLeader ends l when its leader key is deleted, and cleans up after
+// l once it has ended, whatever ended it.
+func (s *Etcd) watchLeader(l *Leadership, ll *localLeader, key string, rev int64) {
+	defer func() { ll.end(ErrSessionEnded) }()
+	ctx := l.Context()
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		deleted, next := s.watchDelete(wctx, key, rev)
+		cancel()
+		if deleted {
+			ll.end(s.deletionCause(ctx, l, ll))
+			return
+		}
+		rev = next
+	}
+	<-l.Done()
+}
+
+// watchDelete watches key from rev+1 until it is deleted (true) or the
+// watch breaks, returning the revision to resume from after checking that
+// the key still exists.
+func (s *Etcd) watchDelete(ctx context.Context, key string, rev int64) (deleted bool, next int64) {
+	for resp := range s.client.Watch(ctx, key, clientv3.WithRev(rev+1), clientv3.WithFilterPut()) {
+		if err := resp.Err(); err != nil {
+			break
+		}
+		for _, ev := range resp.Events {
+			if ev.Type == clientv3.EventTypeDelete {
+				return true, 0
+			}
+		}
+		rev = resp.Header.Revision
+	}
+	if ctx.Err() != nil {
+		return false, rev
+	}
+	// The watch broke (compaction, lost member): look at the key itself.
+	for ctx.Err() == nil {
+		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		got, err := s.client.Get(gctx, key)
+		cancel()
+		if err == nil {
+			return len(got.Kvs) == 0, got.Header.Revision
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return false, rev
+}
+
+// deletionCause tells why a leader key disappeared.
+func (s *Etcd) deletionCause(ctx context.Context, l *Leadership, ll *localLeader) error {
+	if ll.resigning.Load() {
+		return ErrResigned
+	}
+	var lease int64
+	if _, err := fmt.Sscanf(l.Token().SessionID, "%x", &lease); err == nil {
+		// The leadership is over either way; do not hold its end for long.
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		ttl, err := s.client.TimeToLive(ctx, clientv3.LeaseID(lease))
+		if err == nil && ttl.TTL <= 0 {
+			return ErrSessionEnded
+		}
+	}
+	return ErrLeaderDeleted
+}
