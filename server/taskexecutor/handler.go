@@ -3,6 +3,7 @@ package taskexecutor
 import (
 	"context"
 	"fmt"
+	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
@@ -114,6 +115,7 @@ func (h *handler) SubmitTask(_ context.Context, req *jobplanev1.SubmitTaskReques
 	if !ok {
 		return nil, staleJob(req.GetJobId(), current)
 	}
+	te.touchLocked(req.GetJobId(), token, time.Now())
 	var s *slot
 	for _, cand := range te.slots {
 		if cand.allocationID == req.GetAllocationId() && cand.jobID == req.GetJobId() {
@@ -157,10 +159,12 @@ func (h *handler) CancelTask(_ context.Context, req *jobplanev1.CancelTaskReques
 	te := h.te
 	te.mu.Lock()
 	defer te.mu.Unlock()
-	current, ok := te.adoptLocked(req.GetJobId(), tokenOf(req.GetJobMasterToken()), "")
+	token := tokenOf(req.GetJobMasterToken())
+	current, ok := te.adoptLocked(req.GetJobId(), token, "")
 	if !ok {
 		return nil, staleJob(req.GetJobId(), current)
 	}
+	te.touchLocked(req.GetJobId(), token, time.Now())
 	for _, s := range te.slots {
 		if s.jobID == req.GetJobId() && s.task != nil && sameAttempt(s.task.req.GetAttempt(), req.GetAttempt()) {
 			s.task.cancel()
@@ -173,10 +177,12 @@ func (h *handler) FreeSlot(_ context.Context, req *jobplanev1.FreeSlotRequest) (
 	te := h.te
 	te.mu.Lock()
 	defer te.mu.Unlock()
-	current, ok := te.adoptLocked(req.GetJobId(), tokenOf(req.GetJobMasterToken()), "")
+	token := tokenOf(req.GetJobMasterToken())
+	current, ok := te.adoptLocked(req.GetJobId(), token, "")
 	if !ok {
 		return nil, staleJob(req.GetJobId(), current)
 	}
+	te.touchLocked(req.GetJobId(), token, time.Now())
 	for _, s := range te.slots {
 		if s.allocationID == req.GetAllocationId() && s.jobID == req.GetJobId() {
 			if s.task != nil {
@@ -199,12 +205,15 @@ func (h *handler) Heartbeat(_ context.Context, req *jobplanev1.TaskExecutorServi
 	}
 	te.mu.Lock()
 	defer te.mu.Unlock()
-	resp := &jobplanev1.TaskExecutorServiceHeartbeatResponse{TaskExecutorId: te.cfg.ID, SlotReport: te.slotReportLocked()}
 	if req.GetJobId() != "" {
 		current, ok := te.adoptLocked(req.GetJobId(), token, "")
 		if !ok {
 			return nil, staleJob(req.GetJobId(), current)
 		}
+		te.touchLocked(req.GetJobId(), token, time.Now())
+	}
+	resp := &jobplanev1.TaskExecutorServiceHeartbeatResponse{TaskExecutorId: te.cfg.ID, SlotReport: te.slotReportLocked()}
+	if req.GetJobId() != "" {
 		for _, s := range te.slots {
 			if s.jobID == req.GetJobId() && s.task != nil && s.task.token == token {
 				resp.Tasks = append(resp.Tasks, &jobplanev1.TaskExecutionStatus{Attempt: s.task.req.GetAttempt(), State: s.task.state, FailureMessage: s.task.failure})

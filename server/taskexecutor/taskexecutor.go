@@ -43,6 +43,13 @@ type Config struct {
 	// RetryInterval is the pause between attempts to reach the
 	// ResourceManager. Default: 100ms.
 	RetryInterval time.Duration
+	// CancelGrace is how long a canceled task gets to stop before it is
+	// killed (for exec, the time between SIGTERM and SIGKILL of its
+	// process group). A TaskExecutor that has not heard from a job's
+	// JobMaster for the JobMaster's heartbeat timeout has stopped that
+	// job's tasks by then: it starts canceling them this long before (at
+	// most half the timeout before). Default: 1s.
+	CancelGrace time.Duration
 	// ClientOptions apply to the TaskExecutor's clients of the
 	// ResourceManager and of JobMasters (interceptors, say).
 	ClientOptions []connect.ClientOption
@@ -61,6 +68,8 @@ func (c Config) Validate() error {
 		return errors.New("taskexecutor: HTTP client is required")
 	case c.Slots < 0:
 		return errors.New("taskexecutor: slots must not be negative")
+	case c.CancelGrace < 0:
+		return errors.New("taskexecutor: cancel grace must not be negative")
 	}
 	return nil
 }
@@ -82,6 +91,8 @@ type TaskExecutor struct {
 
 	jmClients sync.Map // address -> jobplanev1connect.JobMasterServiceClient
 	wg        sync.WaitGroup
+	// wake makes the JobMaster watchdog look at the deadlines again.
+	wake chan struct{}
 }
 
 type slot struct {
@@ -98,6 +109,13 @@ type job struct {
 	// stopWatch ends the watch of the job's leadership, which runs while
 	// the job holds slots here.
 	stopWatch context.CancelFunc
+	// contact is when the job's current JobMaster was last heard: a call
+	// from it, or the send time of a call to it that it answered.
+	contact time.Time
+	// timeout is the JobMaster's heartbeat timeout, learnt when this
+	// TaskExecutor registered with it; zero before. The job's tasks stop
+	// by contact + timeout (see watchdog.go).
+	timeout time.Duration
 }
 
 type task struct {
@@ -105,8 +123,11 @@ type task struct {
 	token   hastore.Token
 	cancel  context.CancelFunc
 	state   jobplanev1.ExecutionState
-	failure string // why it FAILED, for probes that see the state first
-	done    chan struct{}
+	failure string // why it FAILED (or was canceled unasked), for probes that see the state first
+	// stopCause says why the TaskExecutor canceled the attempt on its own,
+	// reported as the failure message of its CANCELED state.
+	stopCause string
+	done      chan struct{}
 }
 
 // New returns a TaskExecutor for cfg.
@@ -125,6 +146,9 @@ func New(cfg Config) (*TaskExecutor, error) {
 	if cfg.RetryInterval == 0 {
 		cfg.RetryInterval = 100 * time.Millisecond
 	}
+	if cfg.CancelGrace == 0 {
+		cfg.CancelGrace = time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -138,6 +162,7 @@ func New(cfg Config) (*TaskExecutor, error) {
 		invokables: inv,
 		jobs:       make(map[string]*job),
 		ctx:        context.Background(),
+		wake:       make(chan struct{}, 1),
 	}
 	for i := range cfg.Slots {
 		te.slots = append(te.slots, &slot{index: i})
@@ -230,7 +255,7 @@ func (te *TaskExecutor) adoptLocked(jobID string, t hastore.Token, address strin
 				})
 			}
 		}
-		j.token = t
+		j.token, j.contact = t, time.Now()
 	}
 	if address != "" {
 		j.address = address
@@ -306,10 +331,12 @@ func (te *TaskExecutor) offer(ctx context.Context, jobID, address string, token 
 	jm := te.jobMaster(address)
 	accepted := false
 	for attempt := 0; attempt < 20 && ctx.Err() == nil; attempt++ {
-		_, err := jm.RegisterTaskExecutor(ctx, &jobplanev1.JobMasterServiceRegisterTaskExecutorRequest{
+		sent := time.Now()
+		reg, err := jm.RegisterTaskExecutor(ctx, &jobplanev1.JobMasterServiceRegisterTaskExecutorRequest{
 			JobId: jobID, JobMasterToken: protoToken(token), TaskExecutorId: te.cfg.ID, Address: te.cfg.Address,
 		})
 		if err == nil {
+			te.registered(jobID, token, sent, reg.GetHeartbeatTimeout().AsDuration())
 			var resp *jobplanev1.OfferSlotsResponse
 			resp, err = jm.OfferSlots(ctx, &jobplanev1.OfferSlotsRequest{
 				JobId: jobID, JobMasterToken: protoToken(token), TaskExecutorId: te.cfg.ID,
@@ -361,6 +388,9 @@ func (te *TaskExecutor) runTask(ctx context.Context, t *task, inv Invokable, add
 	switch {
 	case ctx.Err() != nil:
 		state = jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED
+		te.mu.Lock()
+		msg = t.stopCause
+		te.mu.Unlock()
 	case err != nil:
 		state, msg = jobplanev1.ExecutionState_EXECUTION_STATE_FAILED, err.Error()
 	}
@@ -411,10 +441,14 @@ func (te *TaskExecutor) report(ctx context.Context, t *task, address string, sta
 		if attempt > 0 && (!te.isCurrent(t) || te.isStopping()) {
 			return // a newer JobMaster took over the job, or this TaskExecutor stops
 		}
+		sent := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := jm.UpdateTaskExecutionState(rctx, req)
 		cancel()
 		if err == nil {
+			te.mu.Lock()
+			te.touchLocked(t.req.GetJobId(), t.token, sent)
+			te.mu.Unlock()
 			return
 		}
 		var cerr *connect.Error
@@ -456,6 +490,10 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 		te.mu.Unlock()
 		te.wg.Wait()
 	}()
+
+	te.mu.Lock()
+	te.goRunLocked(func() { te.watchdog(ctx) })
+	te.mu.Unlock()
 
 	leaders := make(chan hastore.LeaderInfo, 1)
 	observed := make(chan error, 1)

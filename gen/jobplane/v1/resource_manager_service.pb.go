@@ -508,9 +508,13 @@ type DisconnectJobMasterRequest struct {
 	// The JobMaster's token. Required.
 	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// Why the JobMaster disconnects, for logs.
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Allocations of the job that the JobMaster freed (TaskExecutorService
+	// .FreeSlot succeeded) before disconnecting. Allocations not held for
+	// the job are ignored.
+	FreedAllocationIds []string `protobuf:"bytes,4,rep,name=freed_allocation_ids,json=freedAllocationIds,proto3" json:"freed_allocation_ids,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *DisconnectJobMasterRequest) Reset() {
@@ -562,6 +566,13 @@ func (x *DisconnectJobMasterRequest) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *DisconnectJobMasterRequest) GetFreedAllocationIds() []string {
+	if x != nil {
+		return x.FreedAllocationIds
+	}
+	return nil
 }
 
 // DisconnectJobMasterResponse is the response of
@@ -637,11 +648,12 @@ const file_jobplane_v1_resource_manager_service_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12D\n" +
 	"\frequirements\x18\x03 \x03(\v2 .jobplane.v1.ResourceRequirementR\frequirements\"%\n" +
-	"#DeclareResourceRequirementsResponse\"\x90\x01\n" +
+	"#DeclareResourceRequirementsResponse\"\xc2\x01\n" +
 	"\x1aDisconnectJobMasterRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x1d\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x120\n" +
+	"\x14freed_allocation_ids\x18\x04 \x03(\tR\x12freedAllocationIds\"\x1d\n" +
 	"\x1bDisconnectJobMasterResponse2\x94\x05\n" +
 	"\x16ResourceManagerService\x12\x9c\x01\n" +
 	"\x14RegisterTaskExecutor\x12>.jobplane.v1.ResourceManagerServiceRegisterTaskExecutorRequest\x1a?.jobplane.v1.ResourceManagerServiceRegisterTaskExecutorResponse\"\x03\x90\x02\x02\x12{\n" +

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 
 	"github.com/jobplane/jobplane/server/hastore"
@@ -26,6 +27,10 @@ func runJobManager(args []string, _, stderr io.Writer) int {
 	log, code, ok := c.parse(args, stderr)
 	if !ok {
 		return code
+	}
+	if err := jm.timings().ValidateTimings(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
+		return exitUsage
 	}
 	return runServer(log, listen.cfg, store, func(g *group, ep *endpoint.Endpoint, st hastore.Store) error {
 		return addJobManager(g, ep, st, jm, log)

@@ -30,28 +30,38 @@ func (l *listenFlags) register(fs *flag.FlagSet, def string) {
 
 // jobManagerFlags tune a JobManager.
 type jobManagerFlags struct {
-	sessionTTL       time.Duration
-	heartbeatTimeout time.Duration
-	resultRetention  time.Duration
-	slotTimeout      time.Duration
+	sessionTTL        time.Duration
+	heartbeatInterval time.Duration
+	heartbeatTimeout  time.Duration
+	resultRetention   time.Duration
+	slotTimeout       time.Duration
 }
 
 func (j *jobManagerFlags) register(fs *flag.FlagSet) {
-	fs.DurationVar(&j.sessionTTL, "session-ttl", 10*time.Second, "TTL of the process's HA-store session: how long a dead leader holds on")
-	fs.DurationVar(&j.heartbeatTimeout, "heartbeat-timeout", 10*time.Second, "how long a TaskExecutor may stay silent before its slots are released")
+	fs.DurationVar(&j.sessionTTL, "session-ttl", jobmanager.DefaultSessionTTL, "TTL of the process's HA-store session: how long a dead leader holds on")
+	fs.DurationVar(&j.heartbeatInterval, "heartbeat-interval", jobmanager.DefaultHeartbeatInterval, "how often TaskExecutors heart-beat and JobMasters probe them")
+	fs.DurationVar(&j.heartbeatTimeout, "heartbeat-timeout", jobmanager.DefaultHeartbeatTimeout,
+		"how long a TaskExecutor may stay silent before its slots are released, and a JobMaster before its TaskExecutors stop its tasks; at least twice -heartbeat-interval and less than two thirds of -session-ttl")
 	fs.DurationVar(&j.slotTimeout, "slot-timeout", 5*time.Minute, "how long a job's region may wait for the slots it needs before its deployment fails (and counts against the job's restart strategy)")
 	fs.DurationVar(&j.resultRetention, "result-retention", 0, "delete job results this long after their job ended (0 keeps them); while a result exists, its job id never runs again")
 }
 
+// timings returns the flags' JobManager timings, for validation.
+func (j *jobManagerFlags) timings() jobmanager.Config {
+	return jobmanager.Config{SessionTTL: j.sessionTTL, HeartbeatInterval: j.heartbeatInterval, HeartbeatTimeout: j.heartbeatTimeout}
+}
+
 // taskExecutorFlags tune TaskExecutors.
 type taskExecutorFlags struct {
-	slots     int
-	allowExec bool
+	slots       int
+	allowExec   bool
+	cancelGrace time.Duration
 }
 
 func (t *taskExecutorFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&t.slots, "slots", 4, "slots per TaskExecutor")
 	fs.BoolVar(&t.allowExec, "allow-exec", false, "let the built-in exec invokable run commands")
+	fs.DurationVar(&t.cancelGrace, "cancel-grace", time.Second, "how long a canceled task gets to stop before it is killed (an exec task's process group gets SIGTERM, then SIGKILL)")
 }
 
 // group is the run.Group of a server process, with its signal handler.
@@ -131,7 +141,8 @@ func openServer(listen endpoint.Config, store storeFlags, log *slog.Logger) (*en
 func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, flags jobManagerFlags, log *slog.Logger) error {
 	jm, err := jobmanager.New(jobmanager.Config{
 		Store: st, Address: ep.URL(), HTTPClient: endpoint.NewClient(),
-		SessionTTL: flags.sessionTTL, HeartbeatTimeout: flags.heartbeatTimeout, ResultRetention: flags.resultRetention, SlotTimeout: flags.slotTimeout, Logger: log,
+		SessionTTL: flags.sessionTTL, HeartbeatInterval: flags.heartbeatInterval, HeartbeatTimeout: flags.heartbeatTimeout,
+		ResultRetention: flags.resultRetention, SlotTimeout: flags.slotTimeout, Logger: log,
 	})
 	if err != nil {
 		return err
@@ -153,7 +164,7 @@ func addTaskExecutor(g *group, listen endpoint.Config, st hastore.Store, flags t
 	}
 	te, err := taskexecutor.New(taskexecutor.Config{
 		Address: ep.URL(), Slots: flags.slots, Store: st, HTTPClient: endpoint.NewClient(),
-		AllowExec: flags.allowExec, Logger: log,
+		AllowExec: flags.allowExec, CancelGrace: flags.cancelGrace, Logger: log,
 	})
 	if err != nil {
 		ep.Close()

@@ -29,6 +29,10 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
+	if err := jm.timings().ValidateTimings(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
+		return exitUsage
+	}
 	if count < 0 {
 		fmt.Fprintln(stderr, "standalone: -task-executors must not be negative")
 		return exitUsage

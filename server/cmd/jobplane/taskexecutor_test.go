@@ -19,7 +19,7 @@ import (
 func TestTaskExecutorSIGKILL(t *testing.T) {
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	jm := startJobplane(t, "standalone", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--data-dir", t.TempDir(),
-		"--task-executors", "1", "--slots", "2", "--session-ttl", "1s", "--heartbeat-timeout", "1s")
+		"--task-executors", "1", "--slots", "2", "--session-ttl", "2s", "--heartbeat-interval", "200ms", "--heartbeat-timeout", "1s")
 	url := "http://" + waitForFile(t, jm, addrFile)
 	te := startJobplane(t, "taskexecutor", "--hastore", url, "--slots", "2")
 

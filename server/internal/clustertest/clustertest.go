@@ -30,7 +30,10 @@ type Options struct {
 	// TaskExecutors and Slots per TaskExecutor. Defaults: 2 and 4; a
 	// negative count starts none.
 	TaskExecutors, Slots int
-	// HeartbeatTimeout at the ResourceManager. Default: 2s.
+	// HeartbeatTimeout of the JobManagers (ResourceManager and JobMasters),
+	// whose heartbeat interval is 100ms. Default: 1s. The session TTL is
+	// twice the timeout (at least 2s), as the JobManager requires it above
+	// one and a half times the timeout.
 	HeartbeatTimeout time.Duration
 	// Invokables added to every TaskExecutor.
 	Invokables map[string]taskexecutor.Invokable
@@ -109,7 +112,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		opts.Slots = 4
 	}
 	if opts.HeartbeatTimeout == 0 {
-		opts.HeartbeatTimeout = 2 * time.Second
+		opts.HeartbeatTimeout = time.Second
 	}
 	log := Logger()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -147,6 +150,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		record := connect.WithInterceptors(tasks.interceptor(id))
 		te, err := taskexecutor.New(taskexecutor.Config{
 			Address: tep.URL(), Slots: opts.Slots, Store: store, HTTPClient: client, Invokables: opts.Invokables, Logger: log,
+			CancelGrace:   100 * time.Millisecond,
 			ClientOptions: []connect.ClientOption{record},
 		})
 		if err != nil {
@@ -187,7 +191,7 @@ func startJobManager(t testing.TB, ctx context.Context, store hastore.Store, cli
 	t.Helper()
 	ep := listen(t, log)
 	jm, err := jobmanager.New(jobmanager.Config{
-		Store: store, Address: ep.URL(), HTTPClient: client, SessionTTL: 2 * time.Second,
+		Store: store, Address: ep.URL(), HTTPClient: client, SessionTTL: max(2*opts.HeartbeatTimeout, 2*time.Second),
 		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: opts.HeartbeatTimeout,
 		ResultRetention: opts.ResultRetention, SlotTimeout: opts.SlotTimeout, Clock: opts.Clock, Logger: log,
 	})

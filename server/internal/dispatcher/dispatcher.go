@@ -51,6 +51,9 @@ type Config struct {
 	Limits jobgraph.Limits
 	// ParallelismOverrides are the cluster's, applied before a job's own.
 	ParallelismOverrides map[string]int32
+	// Address is the base URL at which this process serves, reported as
+	// the leader's address by GetClusterOverview.
+	Address string
 	// Overview, if set, reports TaskExecutors and slots for
 	// GetClusterOverview.
 	Overview func() (taskExecutors, slotsTotal, slotsAvailable int)
@@ -195,7 +198,8 @@ func (d *Dispatcher) expireResults(ctx context.Context, ld *leadership) {
 }
 
 // current returns the leadership once its recovery is done, waiting for
-// it; ErrNotLeading if there is none.
+// it; ErrNotLeading if there is none, or if it no longer certainly holds
+// (see hastore.Leadership.Valid).
 func (d *Dispatcher) current(ctx context.Context) (*leadership, error) {
 	d.mu.Lock()
 	ld := d.lead
@@ -205,12 +209,29 @@ func (d *Dispatcher) current(ctx context.Context) (*leadership, error) {
 	}
 	select {
 	case <-ld.ready:
-		return ld, nil
 	case <-ld.ctx.Done():
 		return nil, ErrNotLeading
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	if err := d.stillLeading(ld); err != nil {
+		return nil, err
+	}
+	return ld, nil
+}
+
+// stillLeading returns ErrNotLeading unless ld is the current leadership
+// and certainly holds. Every answer is checked with it just before it
+// leaves: a request that waited out a pause of this process, during which
+// another process took over, is never answered as leader.
+func (d *Dispatcher) stillLeading(ld *leadership) error {
+	d.mu.Lock()
+	current := d.lead == ld
+	d.mu.Unlock()
+	if !current || !ld.l.Valid() {
+		return ErrNotLeading
+	}
+	return nil
 }
 
 // recover finishes the cleanup of every dirty result, then starts a runner
@@ -559,6 +580,11 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 		close(j.persisting)
 		d.mu.Unlock()
 		switch {
+		case !errors.Is(err, hastore.ErrStaleToken) && d.stillLeading(ld) != nil:
+			// The leadership ended during the put (which its end cut
+			// off): the client goes to the new leader, where the same
+			// submission is safe whether or not this put was applied.
+			return SubmitOutcome{}, ErrNotLeading
 		case errors.Is(err, hastore.ErrStaleToken):
 			// The store no longer takes this leadership's writes: give it
 			// up, so that the process campaigns again under a new token
@@ -667,7 +693,7 @@ func (d *Dispatcher) find(ctx context.Context, jobID string) (*leadership, *job,
 
 // Cancel cancels a job and returns its status right after.
 func (d *Dispatcher) Cancel(ctx context.Context, jobID string) (jobplanev1.JobStatus, error) {
-	_, j, err := d.find(ctx, jobID)
+	ld, j, err := d.find(ctx, jobID)
 	if err != nil {
 		return 0, err
 	}
@@ -680,27 +706,35 @@ func (d *Dispatcher) Cancel(ctx context.Context, jobID string) (jobplanev1.JobSt
 		}
 		return 0, &TerminalError{JobID: jobID, Status: result.GetStatus()}
 	}
-	return r.Cancel(ctx), nil
+	st := r.Cancel(ctx)
+	if err := d.stillLeading(ld); err != nil {
+		return 0, err
+	}
+	return st, nil
 }
 
 // Details returns a job's details.
 func (d *Dispatcher) Details(ctx context.Context, jobID string, full bool) (*jobplanev1.JobDetails, error) {
-	_, j, err := d.find(ctx, jobID)
+	ld, j, err := d.find(ctx, jobID)
 	if err != nil {
 		return nil, err
 	}
 	d.mu.Lock()
 	summary, r := j.latest(), j.runner
 	d.mu.Unlock()
+	det := &jobplanev1.JobDetails{Summary: summary}
 	if r != nil {
 		if jm := r.JobMaster(); jm != nil {
-			if det, err := jm.Details(ctx, full); err == nil {
-				det.Summary.SubmitTime = timestamppb.New(j.submitTime)
-				return det, nil
+			if got, err := jm.Details(ctx, full); err == nil {
+				got.Summary.SubmitTime = timestamppb.New(j.submitTime)
+				det = got
 			}
 		}
 	}
-	return &jobplanev1.JobDetails{Summary: summary}, nil
+	if err := d.stillLeading(ld); err != nil {
+		return nil, err
+	}
+	return det, nil
 }
 
 // Result returns a job's result; with wait, it waits for the job to end.
@@ -717,6 +751,9 @@ func (d *Dispatcher) Result(ctx context.Context, jobID string, wait bool) (*jobp
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	}
+	if err := d.stillLeading(ld); err != nil {
+		return nil, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -747,6 +784,9 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID string, heartbeat time.Dur
 		changed := j.changed
 		d.mu.Unlock()
 		for _, s := range pending {
+			if err := d.stillLeading(ld); err != nil {
+				return err
+			}
 			if err := fn(s); err != nil {
 				return err
 			}
@@ -757,6 +797,9 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID string, heartbeat time.Dur
 		select {
 		case <-changed:
 		case <-time.After(heartbeat):
+			if err := d.stillLeading(ld); err != nil {
+				return err
+			}
 			if err := fn(nil); err != nil {
 				return err
 			}
@@ -771,8 +814,11 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID string, heartbeat time.Dur
 // ClientHeartbeat records that an attached job's client is alive and
 // returns the next deadline (zero for a detached job).
 func (d *Dispatcher) ClientHeartbeat(ctx context.Context, jobID string) (time.Time, error) {
-	_, j, err := d.find(ctx, jobID)
+	ld, j, err := d.find(ctx, jobID)
 	if err != nil {
+		return time.Time{}, err
+	}
+	if err := d.stillLeading(ld); err != nil {
 		return time.Time{}, err
 	}
 	d.mu.Lock()
@@ -809,6 +855,9 @@ func (d *Dispatcher) List(ctx context.Context, statuses []jobplanev1.JobStatus) 
 		}
 	}
 	sortSummaries(out)
+	if d.lead != ld || !ld.l.Valid() {
+		return nil, ErrNotLeading
+	}
 	return out, nil
 }
 
@@ -844,6 +893,9 @@ func (d *Dispatcher) Overview(ctx context.Context) (*jobplanev1.GetClusterOvervi
 		}
 	}
 	tok := ld.l.Token()
-	resp.Leader = &jobplanev1.LeaderInfo{Election: hastore.ElectionJobManager, Token: &jobplanev1.FencingToken{SessionId: tok.SessionID, Epoch: tok.Epoch}}
+	resp.Leader = &jobplanev1.LeaderInfo{Election: hastore.ElectionJobManager, Address: d.cfg.Address, Token: &jobplanev1.FencingToken{SessionId: tok.SessionID, Epoch: tok.Epoch}}
+	if d.lead != ld || !ld.l.Valid() {
+		return nil, ErrNotLeading
+	}
 	return resp, nil
 }

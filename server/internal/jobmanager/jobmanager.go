@@ -8,6 +8,7 @@ package jobmanager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -35,11 +36,15 @@ type Config struct {
 	// HTTPClient carries calls between components. Required.
 	HTTPClient connect.HTTPClient
 	// SessionTTL is the TTL of the process's HA-store session: how long a
-	// dead leader keeps its leadership. Default: 10s.
+	// dead leader keeps its leadership. Default: DefaultSessionTTL.
 	SessionTTL time.Duration
 	// HeartbeatInterval and HeartbeatTimeout govern TaskExecutor
 	// heartbeats at the ResourceManager and the JobMasters' probes of
-	// TaskExecutors. Defaults: 1s and 10s.
+	// TaskExecutors; a TaskExecutor stops the tasks of a JobMaster it has
+	// not heard from for HeartbeatTimeout. The timeout must exceed twice
+	// the interval, and stay below two thirds of SessionTTL (see
+	// Validate). Defaults: DefaultHeartbeatInterval and
+	// DefaultHeartbeatTimeout.
 	HeartbeatInterval, HeartbeatTimeout time.Duration
 	// Limits bound submitted JobGraphs.
 	Limits jobgraph.Limits
@@ -69,14 +74,66 @@ type JobManager struct {
 	session hastore.Session // the current session; set by Run
 }
 
+// Defaults of Config's timings.
+const (
+	DefaultSessionTTL        = 10 * time.Second
+	DefaultHeartbeatInterval = time.Second
+	DefaultHeartbeatTimeout  = 6 * time.Second
+)
+
+func (c Config) withDefaults() Config {
+	if c.SessionTTL == 0 {
+		c.SessionTTL = DefaultSessionTTL
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.HeartbeatTimeout == 0 {
+		c.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	return c
+}
+
+// Validate reports whether the configuration can be used. The timings
+// must fit together: a TaskExecutor stops the tasks of a JobMaster it no
+// longer hears from only after the heartbeat timeout, while a standby may
+// take over the jobs as soon as two thirds of the session TTL after the
+// leader's last lease renewal (renewals come every third of the TTL). A
+// heartbeat timeout of two thirds of the TTL or more would let a
+// recovered job run beside its stalled predecessor's tasks.
+func (c Config) Validate() error {
+	if c.Store == nil || c.Address == "" || c.HTTPClient == nil {
+		return errors.New("jobmanager: store, address and HTTP client are required")
+	}
+	return c.ValidateTimings()
+}
+
+// ValidateTimings checks the session TTL and heartbeat settings alone, as
+// Validate does; a command line checks them before opening anything.
+func (c Config) ValidateTimings() error {
+	if c.SessionTTL < 0 || c.HeartbeatInterval < 0 || c.HeartbeatTimeout < 0 {
+		return errors.New("jobmanager: durations must not be negative")
+	}
+	c = c.withDefaults()
+	if c.HeartbeatTimeout < 2*c.HeartbeatInterval {
+		return fmt.Errorf("jobmanager: the heartbeat timeout (%v) must be at least twice the heartbeat interval (%v), or one late heartbeat loses a TaskExecutor",
+			c.HeartbeatTimeout, c.HeartbeatInterval)
+	}
+	if 3*c.HeartbeatTimeout >= 2*c.SessionTTL {
+		return fmt.Errorf("jobmanager: the heartbeat timeout (%v) must be less than two thirds of the session TTL (%v): "+
+			"TaskExecutors stop a silent JobMaster's tasks only after the heartbeat timeout, and a standby may take over "+
+			"two thirds of the TTL after the leader's last lease renewal; use a heartbeat timeout below %v or a session TTL above %v",
+			c.HeartbeatTimeout, c.SessionTTL, (c.SessionTTL * 2 / 3).Round(time.Millisecond), (c.HeartbeatTimeout * 3 / 2).Round(time.Millisecond))
+	}
+	return nil
+}
+
 // New returns a JobManager for cfg.
 func New(cfg Config) (*JobManager, error) {
-	if cfg.Store == nil || cfg.Address == "" || cfg.HTTPClient == nil {
-		return nil, errors.New("jobmanager: store, address and HTTP client are required")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.SessionTTL == 0 {
-		cfg.SessionTTL = 10 * time.Second
-	}
+	cfg = cfg.withDefaults()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -98,7 +155,7 @@ func New(cfg Config) (*JobManager, error) {
 	}
 	jm.dispatcher, err = dispatcher.New(dispatcher.Config{
 		Store: cfg.Store, NewRunner: jm.newRunner, Limits: cfg.Limits, ParallelismOverrides: cfg.ParallelismOverrides,
-		ResultRetention: cfg.ResultRetention,
+		ResultRetention: cfg.ResultRetention, Address: cfg.Address,
 		Overview: func() (int, int, int) {
 			o := jm.rm.Overview()
 			return o.TaskExecutors, o.SlotsTotal, o.SlotsAvailable
@@ -138,9 +195,9 @@ func (jm *JobManager) newRunner(plan *jobplanev1.ExecutionPlan, recovered bool, 
 	return runner.New(runner.Config{
 		JobID: plan.GetJobId(), Session: sess, Store: jm.cfg.Store, Address: jm.cfg.Address, Router: jm.router, Logger: jm.log,
 		Recovered: recovered,
-		NewJobMaster: func(token hastore.Token) (*jobmaster.JobMaster, error) {
+		NewJobMaster: func(l *hastore.Leadership) (*jobmaster.JobMaster, error) {
 			return jobmaster.New(jobmaster.Config{
-				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: token, Address: jm.cfg.Address,
+				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: l.Token(), Valid: l.Valid, Address: jm.cfg.Address,
 				ResourceManager: jm.rmClient, HTTPClient: jm.cfg.HTTPClient, SubmitTime: plan.GetSubmitTime().AsTime(),
 				HeartbeatInterval: jm.cfg.HeartbeatInterval, HeartbeatTimeout: jm.cfg.HeartbeatTimeout,
 				SlotTimeout: jm.cfg.SlotTimeout, Clock: jm.cfg.Clock, OnStatus: onStatus, Logger: jm.log,
@@ -190,7 +247,7 @@ func (jm *JobManager) lead(ctx context.Context, sess hastore.Session) {
 		jm.log.Info("leadership granted", "token", l.Token(), "address", jm.cfg.Address)
 		lctx := l.Context()
 		done := make(chan struct{}, 2)
-		go func() { _ = jm.rm.Lead(lctx, l.Token()); done <- struct{}{} }()
+		go func() { _ = jm.rm.Lead(lctx, l); done <- struct{}{} }()
 		go func() {
 			if err := jm.dispatcher.Lead(lctx, l); err != nil {
 				jm.log.Error("dispatcher stepped down", "err", err)

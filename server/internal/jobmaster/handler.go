@@ -2,9 +2,7 @@ package jobmaster
 
 import (
 	"context"
-	"slices"
 	"sync"
-	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -55,7 +53,7 @@ func (r *Router) route(ctx context.Context, jobID string, t *jobplanev1.FencingT
 	r.mu.Unlock()
 	token := hastore.Token{SessionID: t.GetSessionId(), Epoch: t.GetEpoch()}
 	switch {
-	case jm == nil || token.Epoch > jm.cfg.Token.Epoch:
+	case jm == nil || token.Epoch > jm.cfg.Token.Epoch || !jm.valid():
 		addr := ""
 		if r.LeaderAddress != nil {
 			addr = r.LeaderAddress(ctx, jobID)
@@ -76,14 +74,7 @@ func (r *Router) RegisterTaskExecutor(ctx context.Context, req *jobplanev1.JobMa
 	if err != nil {
 		return nil, err
 	}
-	if err := jm.do(ctx, func() {
-		if e := jm.executors[req.GetTaskExecutorId()]; e == nil || e.address != req.GetAddress() {
-			jm.executors[req.GetTaskExecutorId()] = &executorRef{
-				id: req.GetTaskExecutorId(), address: req.GetAddress(), lastSeen: time.Now(),
-				client: jobplanev1connect.NewTaskExecutorServiceClient(jm.cfg.HTTPClient, req.GetAddress()),
-			}
-		}
-	}); err != nil {
+	if err := jm.do(ctx, func() { jm.registerExecutor(req.GetTaskExecutorId(), req.GetAddress()) }); err != nil {
 		return nil, err
 	}
 	return &jobplanev1.JobMasterServiceRegisterTaskExecutorResponse{
@@ -109,6 +100,7 @@ func (r *Router) OfferSlots(ctx context.Context, req *jobplanev1.OfferSlotsReque
 			refused = notRegistered(req.GetJobId(), req.GetTaskExecutorId())
 			return
 		}
+		jm.heardFrom(req.GetTaskExecutorId())
 		needed := jm.neededLocked()
 		for _, o := range req.GetOffers() {
 			if s := jm.slots[o.GetAllocationId()]; s != nil {
@@ -141,7 +133,10 @@ func (r *Router) UpdateTaskExecutionState(ctx context.Context, req *jobplanev1.U
 		return nil, err
 	}
 	var refused error
-	if err := jm.do(ctx, func() { refused = jm.update(req.GetTaskExecutorId(), req.GetStatus()) }); err != nil {
+	if err := jm.do(ctx, func() {
+		jm.heardFrom(req.GetTaskExecutorId())
+		refused = jm.update(req.GetTaskExecutorId(), req.GetStatus())
+	}); err != nil {
 		return nil, err
 	}
 	if refused != nil {
@@ -160,7 +155,9 @@ func (r *Router) Heartbeat(ctx context.Context, req *jobplanev1.JobMasterService
 	if err := jm.do(ctx, func() {
 		if jm.executors[req.GetTaskExecutorId()] == nil {
 			refused = notRegistered(req.GetJobId(), req.GetTaskExecutorId())
+			return
 		}
+		jm.heardFrom(req.GetTaskExecutorId())
 	}); err != nil {
 		return nil, err
 	}
@@ -181,32 +178,4 @@ func (r *Router) DisconnectTaskExecutor(ctx context.Context, req *jobplanev1.Dis
 		return nil, err
 	}
 	return &jobplanev1.DisconnectTaskExecutorResponse{}, nil
-}
-
-func (jm *JobMaster) lostExecutor(id, reason string) {
-	delete(jm.executors, id)
-	type placed struct {
-		ev      int32
-		attempt int
-	}
-	var lost []placed
-	for aid, s := range jm.slots {
-		if s.executor != id {
-			continue
-		}
-		delete(jm.slots, aid)
-		if s.ev >= 0 {
-			lost = append(lost, placed{s.ev, jm.graph.Attempt(s.ev)})
-			jm.tasks[s.ev].slot, s.ev = nil, -1
-		}
-	}
-	slices.SortFunc(lost, func(a, b placed) int { return int(a.ev - b.ev) })
-	for _, p := range lost {
-		// A failover started by an earlier one may have replaced the
-		// attempt already: only the attempts that were there fail.
-		if jm.graph.Attempt(p.ev) == p.attempt && isLive(jm.graph.State(p.ev)) {
-			jm.attemptFailed(p.ev, "TaskExecutor "+id+" lost: "+reason, id)
-		}
-	}
-	jm.progress()
 }

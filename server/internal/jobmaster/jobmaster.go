@@ -18,6 +18,7 @@ import (
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
+	"github.com/jobplane/jobplane/server/internal/liveness"
 	"github.com/jobplane/jobplane/server/internal/scheduler"
 )
 
@@ -51,7 +52,13 @@ type Config struct {
 	SlotTimeout time.Duration
 	// Clock, if set, replaces the real clock for restart delays and the
 	// restart strategy's failure times (tests drive restarts with it).
+	// Liveness is always judged on the real monotonic clock.
 	Clock Clock
+	// Valid, if set, reports whether the JobMaster's leadership certainly
+	// holds (hastore.Leadership.Valid). While it does not, the JobMaster
+	// answers NOT_LEADER, deploys nothing, probes no TaskExecutor, and
+	// stops as if its leadership had ended.
+	Valid func() bool
 	// OnStatus, if set, is called from the JobMaster's goroutine with the
 	// job's summary after every status change; it must not block.
 	OnStatus func(*jobplanev1.JobSummary)
@@ -109,9 +116,14 @@ type JobMaster struct {
 	restarting []*failover         // by region: the failover that restarts it
 	slots      map[string]*slotRef // by allocation id
 	executors  map[string]*executorRef
-	endStatus  jobplanev1.JobStatus // the status to reach once every attempt is terminal
-	declaring  bool                 // a declaration to the ResourceManager is in flight
-	declared   int                  // the slots last declared
+	judge      *liveness.Judge
+	orphans    map[orphanKey]time.Time // attempts that may still run, since when
+	orphaned   []int32                 // by execution vertex: its orphans
+	gone       map[string]*gone        // lost TaskExecutors, by id
+	dropped    map[string]string       // allocation id -> TaskExecutor id of slots given up
+	endStatus  jobplanev1.JobStatus    // the status to reach once every attempt is terminal
+	declaring  bool                    // a declaration to the ResourceManager is in flight
+	declared   int                     // the slots last declared
 	// rpcCtx bounds the JobMaster's own calls; it ends when Run stops, and
 	// rpcs tracks those calls so none outlives Run.
 	rpcCtx context.Context
@@ -141,13 +153,6 @@ type slotRef struct {
 	executor     string
 	index        int
 	ev           int32 // the execution vertex using the slot, or -1
-}
-
-type executorRef struct {
-	id, address string
-	client      jobplanev1connect.TaskExecutorServiceClient
-	lastSeen    time.Time // the last answered heartbeat (or registration)
-	probing     bool      // a heartbeat is in flight
 }
 
 // New returns a JobMaster for cfg; nothing runs until Run.
@@ -195,6 +200,11 @@ func New(cfg Config) (*JobMaster, error) {
 		restarting: make([]*failover, graph.Regions()),
 		slots:      make(map[string]*slotRef),
 		executors:  make(map[string]*executorRef),
+		judge:      liveness.New(cfg.HeartbeatInterval),
+		orphans:    make(map[orphanKey]time.Time),
+		orphaned:   make([]int32, graph.Subtasks()),
+		gone:       make(map[string]*gone),
+		dropped:    make(map[string]string),
 	}
 	jm.statusTime = time.Now()
 	for i, v := range cfg.Graph.GetVertices() {
@@ -205,6 +215,9 @@ func New(cfg Config) (*JobMaster, error) {
 
 // Token returns the JobMaster's fencing token.
 func (jm *JobMaster) Token() hastore.Token { return jm.cfg.Token }
+
+// valid reports whether the JobMaster's leadership certainly holds.
+func (jm *JobMaster) valid() bool { return jm.cfg.Valid == nil || jm.cfg.Valid() }
 
 // do runs f on the JobMaster's goroutine and waits for it; it fails with
 // NOT_LEADER once the JobMaster has stopped.
@@ -289,6 +302,15 @@ func (jm *JobMaster) Run(ctx context.Context) Result {
 			jm.release(context.WithoutCancel(ctx))
 			return Result{Status: jm.status, Failure: jm.failure, Restarts: jm.restart.used}
 		}
+		if !jm.valid() {
+			// The lease may have expired while this process stood still:
+			// stop as if the leadership had ended (it ends shortly).
+			jm.log.Warn("leadership no longer certain; suspending")
+			stopRPCs()
+			jm.rpcs.Wait()
+			jm.suspend()
+			return Result{Status: jobstatus.Suspended, Restarts: jm.restart.used}
+		}
 		select {
 		case <-ctx.Done():
 			stopRPCs()
@@ -296,7 +318,7 @@ func (jm *JobMaster) Run(ctx context.Context) Result {
 			jm.suspend()
 			return Result{Status: jobstatus.Suspended, Restarts: jm.restart.used}
 		case f := <-jm.events:
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || !jm.valid() {
 				continue // the leadership ended: act no more
 			}
 			f()
@@ -462,16 +484,21 @@ func (jm *JobMaster) deploy() {
 			continue
 		}
 		var waiting []int32
+		blocked := false // a subtask whose earlier attempt may still run somewhere
 		for _, ev := range jm.graph.Region(r) {
 			if jm.graph.State(ev) == jobstatus.ExecCreated {
+				if jm.orphaned[ev] > 0 {
+					blocked = true
+					continue
+				}
 				waiting = append(waiting, ev)
 			}
 		}
-		if len(waiting) == 0 {
+		if len(waiting) == 0 && !blocked {
 			jm.queued[r] = false
 			continue
 		}
-		if len(free) == 0 || !jm.eager && len(waiting) > len(free) {
+		if len(waiting) == 0 || len(free) == 0 || !jm.eager && (blocked || len(waiting) > len(free)) {
 			kept = append(kept, r)
 			continue
 		}
@@ -483,7 +510,7 @@ func (jm *JobMaster) deploy() {
 			jm.submit(ev)
 		}
 		free = free[n:]
-		if n < len(waiting) {
+		if n < len(waiting) || blocked {
 			kept = append(kept, r)
 		} else {
 			jm.queued[r] = false
@@ -547,6 +574,9 @@ func (jm *JobMaster) submit(ev int32) {
 	}
 	attempt := jm.graph.Attempt(ev)
 	jm.goRPC(func(ctx context.Context) {
+		if !jm.valid() {
+			return // not certainly the leader any more; Run suspends the job
+		}
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		_, err := e.client.SubmitTask(ctx, req)
@@ -554,11 +584,31 @@ func (jm *JobMaster) submit(ev int32) {
 	})
 }
 
+// refused reports whether a TaskExecutor refused a call for certain, so
+// that the call's effect did not happen there; any other failure leaves
+// the outcome unknown.
+func refused(err error) bool {
+	for _, reason := range []jobplanev1.ErrorReason{
+		jobplanev1.ErrorReason_ERROR_REASON_SLOT_NOT_ALLOCATED, jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED,
+		jobplanev1.ErrorReason_ERROR_REASON_UNKNOWN_INVOKABLE, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN,
+	} {
+		if apierror.Is(err, reason) {
+			return true
+		}
+	}
+	return connect.CodeOf(err) == connect.CodeInvalidArgument
+}
+
 func (jm *JobMaster) submitted(ev int32, attempt int, err error) {
 	if jm.graph.Attempt(ev) != attempt {
 		return
 	}
 	t := &jm.tasks[ev]
+	if err != nil && !refused(err) && t.slot != nil {
+		// The attempt may have started although the call failed: it is
+		// not deployed again before it is known to have stopped.
+		jm.orphan(ev, attempt, t.slot.executor)
+	}
 	unreachable := connect.CodeOf(err) == connect.CodeUnavailable
 	if unreachable || apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_SLOT_NOT_ALLOCATED) || apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED) {
 		// The slot is not (or not yet) ours to use, or its TaskExecutor
@@ -598,20 +648,21 @@ func (jm *JobMaster) submitted(ev int32, attempt int, err error) {
 // abandon tells a slot's TaskExecutor, best effort, to cancel an attempt
 // it may run there and to free the slot, which the JobMaster no longer
 // counts as its own.
+//
+// Until the TaskExecutor's answers no longer show the slot for the job,
+// it is freed again at each (see reconcile), so that a slot whose
+// FreeSlot was lost does not stay with the job.
 func (jm *JobMaster) abandon(s *slotRef, attempt *jobplanev1.ExecutionAttemptId) {
 	e := jm.executors[s.executor]
 	if e == nil {
 		return
 	}
-	token := protoToken(jm.cfg.Token)
-	jm.goRPC(func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if attempt != nil {
-			_, _ = e.client.CancelTask(ctx, &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: token, Attempt: attempt})
-		}
-		_, _ = e.client.FreeSlot(ctx, &jobplanev1.FreeSlotRequest{JobId: jm.cfg.JobID, JobMasterToken: token, AllocationId: s.allocationID, Reason: "given up by the JobMaster"})
-	})
+	jm.dropped[s.allocationID] = s.executor
+	var cancels []*jobplanev1.ExecutionAttemptId
+	if attempt != nil {
+		cancels = append(cancels, attempt)
+	}
+	jm.cleanUp(e, cancels, []string{s.allocationID})
 }
 
 func (s *slotRef) executorID() string {
@@ -638,6 +689,12 @@ func (jm *JobMaster) find(a *jobplanev1.ExecutionAttemptId) int32 {
 func (jm *JobMaster) update(executor string, status *jobplanev1.TaskExecutionStatus) error {
 	a := status.GetAttempt()
 	ev := jm.find(a)
+	if ev >= 0 && jobstatus.IsExecTerminal(status.GetState()) {
+		if key := (orphanKey{ev, int(a.GetAttemptNumber()), executor}); jm.isOrphan(key) {
+			jm.resolve(key)
+			defer jm.progress()
+		}
+	}
 	if ev < 0 || jm.graph.Attempt(ev) != int(a.GetAttemptNumber()) || jobstatus.IsExecTerminal(jm.graph.State(ev)) ||
 		jm.tasks[ev].slot == nil || jm.tasks[ev].slot.executor != executor {
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND, "no such execution attempt", map[string]string{
@@ -827,7 +884,8 @@ func (jm *JobMaster) cancelAttempt(ev int32) {
 		jm.setState(ev, jobstatus.ExecCanceled)
 		return
 	}
-	client := jm.executors[t.slot.executor].client
+	executor := t.slot.executor
+	client := jm.executors[executor].client
 	req := &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), Attempt: jm.attemptID(ev)}
 	attempt := jm.graph.Attempt(ev)
 	jm.goRPC(func(ctx context.Context) {
@@ -847,9 +905,10 @@ func (jm *JobMaster) cancelAttempt(ev int32) {
 			case <-time.After(time.Duration(try+1) * 200 * time.Millisecond):
 			}
 		}
-		jm.log.Warn("canceling an attempt failed; counting it as canceled", "attempt", req.GetAttempt(), "err", err)
+		jm.log.Warn("canceling an attempt failed; counting it as canceled once it is known to have stopped", "attempt", req.GetAttempt(), "err", err)
 		jm.post(func() {
 			if jm.graph.Attempt(ev) == attempt && !jobstatus.IsExecTerminal(jm.graph.State(ev)) {
+				jm.orphan(ev, attempt, executor)
 				jm.setState(ev, jobstatus.ExecCanceled)
 				jm.progress()
 			}
@@ -932,6 +991,7 @@ func (jm *JobMaster) trimSlots() {
 		delete(jm.slots, aid)
 		excess--
 		if e := jm.executors[s.executor]; e != nil {
+			jm.dropped[aid] = s.executor // freed again while the TaskExecutor still shows it
 			req := &jobplanev1.FreeSlotRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), AllocationId: aid, Reason: "no longer needed"}
 			jm.goRPC(func(ctx context.Context) {
 				// Not cut off when Run stops: the slot is no longer listed
@@ -951,138 +1011,40 @@ func (jm *JobMaster) release(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	token := protoToken(jm.cfg.Token)
-	var wg sync.WaitGroup
-	for _, s := range jm.slots {
-		if e := jm.executors[s.executor]; e != nil {
-			req := &jobplanev1.FreeSlotRequest{JobId: jm.cfg.JobID, JobMasterToken: token, AllocationId: s.allocationID, Reason: "job ended"}
+	held := map[string]string{} // allocation id -> TaskExecutor id
+	for aid, s := range jm.slots {
+		held[aid] = s.executor
+	}
+	for aid, executor := range jm.dropped {
+		held[aid] = executor
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		freed []string
+	)
+	for aid, executor := range held {
+		if e := jm.executors[executor]; e != nil {
+			req := &jobplanev1.FreeSlotRequest{JobId: jm.cfg.JobID, JobMasterToken: token, AllocationId: aid, Reason: "job ended"}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, _ = e.client.FreeSlot(ctx, req)
+				if _, err := e.client.FreeSlot(ctx, req); err == nil {
+					mu.Lock()
+					freed = append(freed, aid)
+					mu.Unlock()
+				}
 			}()
 		}
 	}
 	wg.Wait()
-	jm.slots = map[string]*slotRef{}
-	_, _ = jm.cfg.ResourceManager.DisconnectJobMaster(ctx, &jobplanev1.DisconnectJobMasterRequest{JobId: jm.cfg.JobID, JobMasterToken: token, Reason: "job ended"})
-}
-
-func (jm *JobMaster) summaryLocked() *jobplanev1.JobSummary {
-	s := &jobplanev1.JobSummary{
-		JobId: jm.cfg.JobID, Name: jm.cfg.Graph.GetName(), Status: jm.status,
-		StatusTime: timestamppb.New(jm.statusTime), Restarts: int32(jm.restart.used), Failure: jm.failure,
-	}
-	if !jm.cfg.SubmitTime.IsZero() {
-		s.SubmitTime = timestamppb.New(jm.cfg.SubmitTime)
-	}
-	if jobstatus.IsGloballyTerminal(jm.status) {
-		s.EndTime = timestamppb.New(jm.statusTime)
-	}
-	counts := map[jobplanev1.ExecutionState]int32{}
-	for ev := range int32(jm.graph.Subtasks()) {
-		counts[jm.graph.State(ev)]++
-	}
-	s.TaskCounts = stateCounts(counts)
-	return s
-}
-
-func stateCounts(counts map[jobplanev1.ExecutionState]int32) []*jobplanev1.ExecutionStateCount {
-	var out []*jobplanev1.ExecutionStateCount
-	for state := jobplanev1.ExecutionState(1); int(state) < len(jobplanev1.ExecutionState_name); state++ {
-		if n := counts[state]; n > 0 {
-			out = append(out, &jobplanev1.ExecutionStateCount{State: state, Count: n})
-		}
-	}
-	return out
-}
-
-func (jm *JobMaster) detailsLocked(full bool) *jobplanev1.JobDetails {
-	d := &jobplanev1.JobDetails{Summary: jm.summaryLocked(), JobMasterToken: protoToken(jm.cfg.Token)}
-	for vi, v := range jm.cfg.Graph.GetVertices() {
-		vd := &jobplanev1.VertexDetails{VertexId: v.GetId(), Name: v.GetName(), Parallelism: v.GetParallelism()}
-		counts := map[jobplanev1.ExecutionState]int32{}
-		for i := range int(v.GetParallelism()) {
-			ev := jm.graph.ExecutionVertex(vi, i)
-			counts[jm.graph.State(ev)]++
-			if full {
-				t := &jm.tasks[ev]
-				vd.Subtasks = append(vd.Subtasks, &jobplanev1.SubtaskDetails{
-					SubtaskIndex: int32(i), AttemptNumber: int32(jm.graph.Attempt(ev)), State: jm.graph.State(ev),
-					TaskExecutorId: t.slot.executorID(), Failure: t.failure,
-				})
-			}
-		}
-		vd.TaskCounts = stateCounts(counts)
-		d.Vertices = append(d.Vertices, vd)
-	}
-	return d
-}
-
-func protoToken(t hastore.Token) *jobplanev1.FencingToken {
-	return &jobplanev1.FencingToken{SessionId: t.SessionID, Epoch: t.Epoch}
-}
-
-// probeExecutors asks every registered TaskExecutor for the job's
-// attempts on it.
-func (jm *JobMaster) probeExecutors() {
-	now := time.Now()
-	for id, e := range jm.executors {
-		if now.Sub(e.lastSeen) > jm.cfg.HeartbeatTimeout {
-			jm.log.Warn("TaskExecutor stopped answering; its attempts are lost", "task_executor", id)
-			jm.lostExecutor(id, "no heartbeat answer for "+jm.cfg.HeartbeatTimeout.String())
-			continue
-		}
-		if e.probing {
-			continue
-		}
-		e.probing = true
-		req := &jobplanev1.TaskExecutorServiceHeartbeatRequest{JobId: jm.cfg.JobID, Token: protoToken(jm.cfg.Token)}
-		sent := time.Now()
-		jm.goRPC(func(ctx context.Context) {
-			ctx, cancel := context.WithTimeout(ctx, jm.cfg.HeartbeatTimeout/2)
-			defer cancel()
-			resp, err := e.client.Heartbeat(ctx, req)
-			jm.post(func() {
-				e.probing = false
-				if err == nil && jm.executors[id] == e {
-					e.lastSeen = time.Now()
-					jm.reconcile(id, sent, resp.GetTasks())
-				}
-			})
-		})
-	}
-}
-
-// reconcile compares the attempts a TaskExecutor reported, in answer to a
-// probe sent at sent, with those the JobMaster placed there: a state
-// change whose report was lost is applied, and an attempt the
-// TaskExecutor no longer has is lost. Attempts whose state the JobMaster
-// learnt after sending the probe are newer than the answer, and left
-// alone.
-func (jm *JobMaster) reconcile(executor string, sent time.Time, tasks []*jobplanev1.TaskExecutionStatus) {
-	listed := map[int32]*jobplanev1.TaskExecutionStatus{}
-	for _, t := range tasks {
-		if ev := jm.find(t.GetAttempt()); ev >= 0 && int(t.GetAttempt().GetAttemptNumber()) == jm.graph.Attempt(ev) {
-			listed[ev] = t
-		}
-	}
-	var placed []int32
-	for _, s := range jm.slots {
-		if s.executor == executor && s.ev >= 0 {
-			placed = append(placed, s.ev)
-		}
-	}
-	slices.Sort(placed)
-	for _, ev := range placed {
-		state := jm.graph.State(ev)
-		if jm.tasks[ev].slot == nil || jobstatus.IsExecTerminal(state) || state == jobstatus.ExecDeploying || !jm.tasks[ev].since.Before(sent) {
-			continue
-		}
-		switch t, ok := listed[ev]; {
-		case ok && t.GetState() != state && t.GetState() != jobstatus.ExecDeploying:
-			_ = jm.update(executor, t)
-		case !ok:
-			jm.attemptFailed(ev, "TaskExecutor "+executor+" no longer runs the attempt", executor)
-		}
-	}
+	jm.slots, jm.dropped = map[string]*slotRef{}, map[string]string{}
+	// The slots the TaskExecutors freed count as free at the
+	// ResourceManager at once, before the job's result is written; the
+	// others are freed by their TaskExecutors, which stop hearing from this
+	// JobMaster.
+	slices.Sort(freed)
+	_, _ = jm.cfg.ResourceManager.DisconnectJobMaster(ctx, &jobplanev1.DisconnectJobMasterRequest{
+		JobId: jm.cfg.JobID, JobMasterToken: token, Reason: "job ended", FreedAllocationIds: freed,
+	})
 }

@@ -23,7 +23,7 @@ type handler struct {
 // leader exists.
 func (rm *ResourceManager) checkLocked(t hastore.Token) error {
 	switch {
-	case rm.token.IsZero() || t.Epoch > rm.token.Epoch:
+	case !rm.leadingLocked() || t.Epoch > rm.token.Epoch:
 		return apierror.NotLeader(hastore.ElectionJobManager, "")
 	case t != rm.token:
 		return apierror.StaleToken(hastore.ElectionJobManager, rm.token.SessionID, rm.token.Epoch)
@@ -34,7 +34,7 @@ func (rm *ResourceManager) checkLocked(t hastore.Token) error {
 // checkJobLocked admits a call carrying the JobMaster token t for jobID:
 // refused as stale if a newer JobMaster of the job registered.
 func (rm *ResourceManager) checkJobLocked(jobID string, t hastore.Token) error {
-	if rm.token.IsZero() {
+	if !rm.leadingLocked() {
 		return apierror.NotLeader(hastore.ElectionJobManager, "")
 	}
 	if j := rm.jobs[jobID]; j != nil && t.Epoch < j.token.Epoch {
@@ -64,7 +64,7 @@ func (h *handler) RegisterTaskExecutor(_ context.Context, req *jobplanev1.Resour
 		return nil, err
 	}
 	e := &executor{
-		id: req.GetTaskExecutorId(), address: req.GetAddress(), registrationID: newID(), lastSeen: time.Now(),
+		id: req.GetTaskExecutorId(), address: req.GetAddress(), registrationID: newID(), heard: rm.judge.Heard(time.Now()),
 		invokables: req.GetInvokables(),
 		client:     jobplanev1connect.NewTaskExecutorServiceClient(rm.cfg.HTTPClient, req.GetAddress()),
 	}
@@ -99,7 +99,7 @@ func (h *handler) Heartbeat(_ context.Context, req *jobplanev1.ResourceManagerSe
 		return nil, apierror.New(jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED, "TaskExecutor is not registered",
 			map[string]string{"task_executor_id": req.GetTaskExecutorId()})
 	}
-	e.lastSeen = time.Now()
+	e.heard = rm.judge.Heard(time.Now())
 	rm.applyReportLocked(e, req.GetSlotReport())
 	return &jobplanev1.ResourceManagerServiceHeartbeatResponse{}, nil
 }
@@ -158,6 +158,14 @@ func (h *handler) DisconnectJobMaster(_ context.Context, req *jobplanev1.Disconn
 	}
 	if j := rm.jobs[req.GetJobId()]; j != nil && j.token == token {
 		delete(rm.jobs, req.GetJobId())
+	}
+	// Slots the JobMaster freed at their TaskExecutors are free now, not
+	// at the TaskExecutors' next slot reports: the next job need not wait.
+	for _, aid := range req.GetFreedAllocationIds() {
+		if a := rm.allocations[aid]; a != nil && a.jobID == req.GetJobId() {
+			delete(rm.allocations, aid)
+			rm.poke()
+		}
 	}
 	return &jobplanev1.DisconnectJobMasterResponse{}, nil
 }

@@ -16,6 +16,7 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/liveness"
 )
 
 // Config configures a ResourceManager.
@@ -49,7 +50,9 @@ type ResourceManager struct {
 	log *slog.Logger
 
 	mu          sync.Mutex
-	token       hastore.Token // zero while not leading
+	lead        *hastore.Leadership // nil while not leading
+	token       hastore.Token       // zero while not leading
+	judge       *liveness.Judge     // TaskExecutors' silence, less the ResourceManager's own stalls
 	executors   map[string]*executor
 	jobs        map[string]*jobNeeds
 	allocations map[string]*allocation
@@ -59,7 +62,7 @@ type ResourceManager struct {
 type executor struct {
 	id, address    string
 	registrationID string
-	lastSeen       time.Time
+	heard          liveness.Mark // the last heartbeat (or registration)
 	slots          int
 	invokables     []string
 	client         jobplanev1connect.TaskExecutorServiceClient
@@ -107,11 +110,15 @@ func (rm *ResourceManager) Handler(opts ...connect.HandlerOption) (string, http.
 	return jobplanev1connect.NewResourceManagerServiceHandler(&handler{rm: rm}, opts...)
 }
 
-// Lead serves as the ResourceManager under the leadership token until ctx
-// ends (the leadership is lost), then forgets everything.
-func (rm *ResourceManager) Lead(ctx context.Context, token hastore.Token) error {
+// Lead serves as the ResourceManager under leadership l until ctx ends
+// (the leadership is lost), then forgets everything. It answers, allocates
+// and expires TaskExecutors only while l is valid.
+func (rm *ResourceManager) Lead(ctx context.Context, l *hastore.Leadership) error {
+	token := l.Token()
+	tick := max(rm.cfg.HeartbeatInterval/2, 10*time.Millisecond)
 	rm.mu.Lock()
-	rm.token = token
+	rm.lead, rm.token = l, token
+	rm.judge = liveness.New(tick)
 	rm.executors = make(map[string]*executor)
 	rm.jobs = make(map[string]*jobNeeds)
 	rm.allocations = make(map[string]*allocation)
@@ -119,13 +126,13 @@ func (rm *ResourceManager) Lead(ctx context.Context, token hastore.Token) error 
 	rm.log.Info("leading", "token", token)
 	defer func() {
 		rm.mu.Lock()
-		rm.token = hastore.Token{}
+		rm.lead, rm.token, rm.judge = nil, hastore.Token{}, nil
 		rm.executors, rm.jobs, rm.allocations = nil, nil, nil
 		rm.mu.Unlock()
 	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	ticker := time.NewTicker(max(rm.cfg.HeartbeatInterval/2, 10*time.Millisecond))
+	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
 	for {
 		select {
@@ -146,17 +153,32 @@ func (rm *ResourceManager) poke() {
 	}
 }
 
+// leadingLocked reports whether the ResourceManager leads and its
+// leadership certainly holds; rm.mu must be held.
+func (rm *ResourceManager) leadingLocked() bool {
+	return rm.lead != nil && rm.lead.Valid()
+}
+
 // expire drops TaskExecutors silent past the heartbeat timeout, and tells
-// the JobMasters that held slots on them.
+// the JobMasters that held slots on them. It is the judge's tick: silence
+// while the ResourceManager itself stood still does not count.
 func (rm *ResourceManager) expire(ctx context.Context, wg *sync.WaitGroup) {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
+	if rm.judge == nil {
+		return
+	}
 	now := time.Now()
+	rm.judge.Tick(now)
+	if !rm.leadingLocked() {
+		return
+	}
 	for id, e := range rm.executors {
-		if now.Sub(e.lastSeen) < rm.cfg.HeartbeatTimeout {
+		silence := rm.judge.Silence(e.heard, now)
+		if silence < rm.cfg.HeartbeatTimeout {
 			continue
 		}
-		rm.log.Warn("TaskExecutor timed out; releasing its slots", "task_executor", id, "silent_for", now.Sub(e.lastSeen))
+		rm.log.Warn("TaskExecutor timed out; releasing its slots", "task_executor", id, "silent_for", silence.Round(time.Millisecond))
 		delete(rm.executors, id)
 		affected := map[string]bool{}
 		for aid, a := range rm.allocations {
@@ -195,7 +217,7 @@ func (rm *ResourceManager) tellLost(ctx context.Context, jobID string, j jobNeed
 func (rm *ResourceManager) allocate(ctx context.Context, wg *sync.WaitGroup) {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
-	if rm.token.IsZero() {
+	if !rm.leadingLocked() {
 		return
 	}
 	held := map[string]int{}

@@ -30,7 +30,7 @@ type Config struct {
 	// Address is the base URL the JobMaster publishes. Required.
 	Address string
 	// NewJobMaster creates the JobMaster of one grant. Required.
-	NewJobMaster func(token hastore.Token) (*jobmaster.JobMaster, error)
+	NewJobMaster func(l *hastore.Leadership) (*jobmaster.JobMaster, error)
 	// Router routes JobMasterService calls to the current JobMaster.
 	// Required.
 	Router *jobmaster.Router
@@ -116,7 +116,7 @@ func (r *Runner) Run(ctx context.Context) (jobmaster.Result, error) {
 			continue
 		}
 		res, done, initErr := r.lead(ctx, l)
-		lost := l.Context().Err() != nil
+		lost := l.Context().Err() != nil || !l.Valid()
 		if initErr != nil && r.cfg.Recovered {
 			r.resign(ctx, l)
 			return jobmaster.Result{Status: jobstatus.Suspended}, fmt.Errorf("%w: %v", ErrJobMasterInit, initErr)
@@ -163,7 +163,6 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership) (res jobmaster
 	lctx, stop := context.WithCancel(l.Context())
 	defer stop()
 	defer context.AfterFunc(ctx, stop)()
-	token := l.Token()
 
 	// A job that already has a result never runs again.
 	if entry, err := r.cfg.Store.GetJobResultEntry(lctx, r.cfg.JobID); err == nil {
@@ -180,7 +179,7 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership) (res jobmaster
 		return jobmaster.Result{Status: jobstatus.Canceled}, true, nil
 	}
 
-	jm, err := r.cfg.NewJobMaster(token)
+	jm, err := r.cfg.NewJobMaster(l)
 	if err != nil {
 		r.log.Error("creating the JobMaster failed", "err", err)
 		return jobmaster.Result{Status: jobstatus.Failed, Failure: &jobplanev1.FailureInfo{Message: "JobMaster initialization failed: " + err.Error()}}, true, err
@@ -209,7 +208,7 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership) (res jobmaster
 	res = <-results
 	// An outcome reached after the leadership ended is not this
 	// JobMaster's to report.
-	if res.Status == jobstatus.Suspended || l.Context().Err() != nil {
+	if res.Status == jobstatus.Suspended || l.Context().Err() != nil || !l.Valid() {
 		return res, false, nil
 	}
 	return res, true, nil

@@ -86,8 +86,11 @@ type ResourceManagerServiceClient interface {
 	// negative slot count; UNAVAILABLE (NOT_LEADER).
 	DeclareResourceRequirements(context.Context, *v1.DeclareResourceRequirementsRequest) (*v1.DeclareResourceRequirementsResponse, error)
 	// DisconnectJobMaster ends a JobMaster's registration and drops its
-	// requirements; a JobMaster calls it when it stops. Idempotent:
-	// disconnecting an unknown registration succeeds.
+	// requirements; a JobMaster calls it when it stops, after freeing its
+	// slots at their TaskExecutors. The allocations it names as freed count
+	// as free at once, so a job's slots are free when its result is written;
+	// the ResourceManager learns of the others from slot reports.
+	// Idempotent: disconnecting an unknown registration succeeds.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) if a newer token of the job has
 	// registered; UNAVAILABLE (NOT_LEADER).
@@ -234,8 +237,11 @@ type ResourceManagerServiceHandler interface {
 	// negative slot count; UNAVAILABLE (NOT_LEADER).
 	DeclareResourceRequirements(context.Context, *v1.DeclareResourceRequirementsRequest) (*v1.DeclareResourceRequirementsResponse, error)
 	// DisconnectJobMaster ends a JobMaster's registration and drops its
-	// requirements; a JobMaster calls it when it stops. Idempotent:
-	// disconnecting an unknown registration succeeds.
+	// requirements; a JobMaster calls it when it stops, after freeing its
+	// slots at their TaskExecutors. The allocations it names as freed count
+	// as free at once, so a job's slots are free when its result is written;
+	// the ResourceManager learns of the others from slot reports.
+	// Idempotent: disconnecting an unknown registration succeeds.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) if a newer token of the job has
 	// registered; UNAVAILABLE (NOT_LEADER).

@@ -1,0 +1,64 @@
+package jobmaster
+
+import (
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/jobstatus"
+)
+
+func (jm *JobMaster) summaryLocked() *jobplanev1.JobSummary {
+	s := &jobplanev1.JobSummary{
+		JobId: jm.cfg.JobID, Name: jm.cfg.Graph.GetName(), Status: jm.status,
+		StatusTime: timestamppb.New(jm.statusTime), Restarts: int32(jm.restart.used), Failure: jm.failure,
+	}
+	if !jm.cfg.SubmitTime.IsZero() {
+		s.SubmitTime = timestamppb.New(jm.cfg.SubmitTime)
+	}
+	if jobstatus.IsGloballyTerminal(jm.status) {
+		s.EndTime = timestamppb.New(jm.statusTime)
+	}
+	counts := map[jobplanev1.ExecutionState]int32{}
+	for ev := range int32(jm.graph.Subtasks()) {
+		counts[jm.graph.State(ev)]++
+	}
+	s.TaskCounts = stateCounts(counts)
+	return s
+}
+
+func stateCounts(counts map[jobplanev1.ExecutionState]int32) []*jobplanev1.ExecutionStateCount {
+	var out []*jobplanev1.ExecutionStateCount
+	for state := jobplanev1.ExecutionState(1); int(state) < len(jobplanev1.ExecutionState_name); state++ {
+		if n := counts[state]; n > 0 {
+			out = append(out, &jobplanev1.ExecutionStateCount{State: state, Count: n})
+		}
+	}
+	return out
+}
+
+func (jm *JobMaster) detailsLocked(full bool) *jobplanev1.JobDetails {
+	d := &jobplanev1.JobDetails{Summary: jm.summaryLocked(), JobMasterToken: protoToken(jm.cfg.Token)}
+	for vi, v := range jm.cfg.Graph.GetVertices() {
+		vd := &jobplanev1.VertexDetails{VertexId: v.GetId(), Name: v.GetName(), Parallelism: v.GetParallelism()}
+		counts := map[jobplanev1.ExecutionState]int32{}
+		for i := range int(v.GetParallelism()) {
+			ev := jm.graph.ExecutionVertex(vi, i)
+			counts[jm.graph.State(ev)]++
+			if full {
+				t := &jm.tasks[ev]
+				vd.Subtasks = append(vd.Subtasks, &jobplanev1.SubtaskDetails{
+					SubtaskIndex: int32(i), AttemptNumber: int32(jm.graph.Attempt(ev)), State: jm.graph.State(ev),
+					TaskExecutorId: t.slot.executorID(), Failure: t.failure,
+				})
+			}
+		}
+		vd.TaskCounts = stateCounts(counts)
+		d.Vertices = append(d.Vertices, vd)
+	}
+	return d
+}
+
+func protoToken(t hastore.Token) *jobplanev1.FencingToken {
+	return &jobplanev1.FencingToken{SessionId: t.SessionID, Epoch: t.Epoch}
+}
