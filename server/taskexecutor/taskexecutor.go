@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -50,6 +51,10 @@ type Config struct {
 	// job's tasks by then: it starts canceling them this long before (at
 	// most half the timeout before). Default: 1s.
 	CancelGrace time.Duration
+	// AttemptLog, if set, receives an AttemptRecord as a JSON line when an
+	// execution attempt starts and when it stops running here. Default:
+	// none.
+	AttemptLog io.Writer
 	// ClientOptions apply to the TaskExecutor's clients of the
 	// ResourceManager and of JobMasters (interceptors, say).
 	ClientOptions []connect.ClientOption
@@ -80,6 +85,7 @@ type TaskExecutor struct {
 	log        *slog.Logger
 	invokables map[string]Invokable
 	rmToken    tokenTracker
+	attempts   *attemptLog
 
 	mu    sync.Mutex
 	slots []*slot
@@ -160,6 +166,7 @@ func New(cfg Config) (*TaskExecutor, error) {
 		cfg:        cfg,
 		log:        cfg.Logger.With("task_executor", cfg.ID),
 		invokables: inv,
+		attempts:   newAttemptLog(cfg.AttemptLog),
 		jobs:       make(map[string]*job),
 		ctx:        context.Background(),
 		wake:       make(chan struct{}, 1),
@@ -379,6 +386,7 @@ func (te *TaskExecutor) runTask(ctx context.Context, t *task, inv Invokable, add
 	defer close(t.done)
 	req := t.req
 	te.report(ctx, t, address, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING, "")
+	te.attempts.record(te.cfg.ID, "start", t, 0)
 	err := inv(ctx, Task{
 		JobID: req.GetJobId(), VertexID: req.GetAttempt().GetVertexId(),
 		SubtaskIndex: int(req.GetAttempt().GetSubtaskIndex()), Attempt: int(req.GetAttempt().GetAttemptNumber()),
@@ -394,6 +402,7 @@ func (te *TaskExecutor) runTask(ctx context.Context, t *task, inv Invokable, add
 	case err != nil:
 		state, msg = jobplanev1.ExecutionState_EXECUTION_STATE_FAILED, err.Error()
 	}
+	te.attempts.record(te.cfg.ID, "stop", t, state)
 	te.report(context.WithoutCancel(ctx), t, address, state, msg)
 }
 

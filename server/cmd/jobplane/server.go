@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"syscall"
@@ -53,15 +55,32 @@ func (j *jobManagerFlags) timings() jobmanager.Config {
 
 // taskExecutorFlags tune TaskExecutors.
 type taskExecutorFlags struct {
-	slots       int
-	allowExec   bool
-	cancelGrace time.Duration
+	slots          int
+	allowExec      bool
+	cancelGrace    time.Duration
+	attemptLogPath string
+	attemptLog     io.Writer // opened by openAttemptLog
 }
 
 func (t *taskExecutorFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&t.slots, "slots", 4, "slots per TaskExecutor")
 	fs.BoolVar(&t.allowExec, "allow-exec", false, "let the built-in exec invokable run commands")
 	fs.DurationVar(&t.cancelGrace, "cancel-grace", time.Second, "how long a canceled task gets to stop before it is killed (an exec task's process group gets SIGTERM, then SIGKILL)")
+	fs.StringVar(&t.attemptLogPath, "attempt-log", "", "append a JSON line to this file whenever an execution attempt starts or stops running here")
+}
+
+// openAttemptLog opens the -attempt-log file, if one is named; close
+// closes it.
+func (t *taskExecutorFlags) openAttemptLog() (close func(), err error) {
+	if t.attemptLogPath == "" {
+		return func() {}, nil
+	}
+	f, err := os.OpenFile(t.attemptLogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("attempt log: %w", err)
+	}
+	t.attemptLog = f
+	return func() { f.Close() }, nil
 }
 
 // group is the run.Group of a server process, with its signal handler.
@@ -164,7 +183,7 @@ func addTaskExecutor(g *group, listen endpoint.Config, st hastore.Store, flags t
 	}
 	te, err := taskexecutor.New(taskexecutor.Config{
 		Address: ep.URL(), Slots: flags.slots, Store: st, HTTPClient: endpoint.NewClient(),
-		AllowExec: flags.allowExec, CancelGrace: flags.cancelGrace, Logger: log,
+		AllowExec: flags.allowExec, CancelGrace: flags.cancelGrace, AttemptLog: flags.attemptLog, Logger: log,
 	})
 	if err != nil {
 		ep.Close()

@@ -37,6 +37,12 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "standalone: -task-executors must not be negative")
 		return exitUsage
 	}
+	closeLog, err := te.openAttemptLog()
+	if err != nil {
+		fmt.Fprintf(stderr, "standalone: %v\n", err)
+		return exitError
+	}
+	defer closeLog()
 
 	return runServer(log, listen.cfg, store, func(g *group, ep *endpoint.Endpoint, st hastore.Store) error {
 		if err := addJobManager(g, ep, st, jm, log); err != nil {

@@ -30,6 +30,12 @@ func runTaskExecutor(args []string, _, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "taskexecutor: -slots must be at least 1")
 		return exitUsage
 	}
+	closeLog, err := te.openAttemptLog()
+	if err != nil {
+		fmt.Fprintf(stderr, "taskexecutor: %v\n", err)
+		return exitError
+	}
+	defer closeLog()
 	st := hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: endpoint.NewClient(), BaseURL: hastore, Logger: log})
 
 	ctx, cancel := context.WithCancel(context.Background())
