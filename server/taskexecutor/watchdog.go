@@ -45,15 +45,21 @@ func (te *TaskExecutor) registered(jobID string, token hastore.Token, sent time.
 	if j == nil || j.token != token || timeout <= 0 {
 		return
 	}
-	first := j.timeout == 0
+	if j.timeout > 0 {
+		j.timeout = timeout
+		te.touchLocked(jobID, token, sent)
+		return
+	}
+	// The first deadline for what the job holds here now: it counts from
+	// this contact, whatever came before, and may come before the one the
+	// watchdog waits for.
 	j.timeout = timeout
-	te.touchLocked(jobID, token, sent)
-	if first {
-		// A new deadline may come before the one the watchdog waits for.
-		select {
-		case te.wake <- struct{}{}:
-		default:
-		}
+	if sent.After(j.contact) {
+		j.contact = sent
+	}
+	select {
+	case te.wake <- struct{}{}:
+	default:
 	}
 }
 

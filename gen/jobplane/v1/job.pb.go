@@ -320,8 +320,10 @@ type JobSummary struct {
 	// How many times the job's tasks were restarted after failures, under
 	// the current JobMaster (one per failover, whatever it restarted).
 	Restarts int32 `protobuf:"varint,8,opt,name=restarts,proto3" json:"restarts,omitempty"`
-	// The most recent failure (the root cause of a FAILED job); unset when
-	// nothing failed.
+	// For a job that is not globally terminal, its most recent failure; for
+	// a FAILED job, the root cause. Unset when nothing failed, and for
+	// FINISHED and CANCELED jobs: the failures a job recovered from are in
+	// its exception history (JobDetails, JobResult).
 	Failure       *FailureInfo `protobuf:"bytes,9,opt,name=failure,proto3" json:"failure,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -431,8 +433,12 @@ type JobDetails struct {
 	// The token of the JobMaster that currently runs the job; unset while
 	// none does.
 	JobMasterToken *FencingToken `protobuf:"bytes,3,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The failures that restarted or failed the job under its current (or,
+	// once it ended, its last) JobMaster, most recent first; at most the 16
+	// most recent. Kept also when the job recovered and finished.
+	ExceptionHistory []*FailureInfo `protobuf:"bytes,4,rep,name=exception_history,json=exceptionHistory,proto3" json:"exception_history,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *JobDetails) Reset() {
@@ -482,6 +488,13 @@ func (x *JobDetails) GetVertices() []*VertexDetails {
 func (x *JobDetails) GetJobMasterToken() *FencingToken {
 	if x != nil {
 		return x.JobMasterToken
+	}
+	return nil
+}
+
+func (x *JobDetails) GetExceptionHistory() []*FailureInfo {
+	if x != nil {
+		return x.ExceptionHistory
 	}
 	return nil
 }
@@ -664,7 +677,8 @@ type JobResult struct {
 	SubmitTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=submit_time,json=submitTime,proto3" json:"submit_time,omitempty"`
 	// When the job became globally terminal.
 	EndTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
-	// The root cause for a FAILED job; unset otherwise.
+	// The root cause for a FAILED job; unset for FINISHED and CANCELED
+	// jobs, also when they restarted on the way (see exception_history).
 	Failure *FailureInfo `protobuf:"bytes,5,opt,name=failure,proto3" json:"failure,omitempty"`
 	// How many times the job's tasks were restarted under its last
 	// JobMaster.
@@ -674,9 +688,12 @@ type JobResult struct {
 	// The digest of the job's execution plan (ExecutionPlan.digest), so a
 	// resubmission after the plan was cleaned up can still be recognized as
 	// identical.
-	PlanDigest    []byte `protobuf:"bytes,8,opt,name=plan_digest,json=planDigest,proto3" json:"plan_digest,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PlanDigest []byte `protobuf:"bytes,8,opt,name=plan_digest,json=planDigest,proto3" json:"plan_digest,omitempty"`
+	// The failures that restarted or failed the job under its last
+	// JobMaster, most recent first; at most the 16 most recent.
+	ExceptionHistory []*FailureInfo `protobuf:"bytes,9,rep,name=exception_history,json=exceptionHistory,proto3" json:"exception_history,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *JobResult) Reset() {
@@ -765,6 +782,13 @@ func (x *JobResult) GetPlanDigest() []byte {
 	return nil
 }
 
+func (x *JobResult) GetExceptionHistory() []*FailureInfo {
+	if x != nil {
+		return x.ExceptionHistory
+	}
+	return nil
+}
+
 var File_jobplane_v1_job_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_job_proto_rawDesc = "" +
@@ -791,12 +815,13 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\vtask_counts\x18\a \x03(\v2 .jobplane.v1.ExecutionStateCountR\n" +
 	"taskCounts\x12\x1a\n" +
 	"\brestarts\x18\b \x01(\x05R\brestarts\x122\n" +
-	"\afailure\x18\t \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\xbc\x01\n" +
+	"\afailure\x18\t \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\x83\x02\n" +
 	"\n" +
 	"JobDetails\x121\n" +
 	"\asummary\x18\x01 \x01(\v2\x17.jobplane.v1.JobSummaryR\asummary\x126\n" +
 	"\bvertices\x18\x02 \x03(\v2\x1a.jobplane.v1.VertexDetailsR\bvertices\x12C\n" +
-	"\x10job_master_token\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\"\xde\x01\n" +
+	"\x10job_master_token\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12E\n" +
+	"\x11exception_history\x18\x04 \x03(\v2\x18.jobplane.v1.FailureInfoR\x10exceptionHistory\"\xde\x01\n" +
 	"\rVertexDetails\x12\x1b\n" +
 	"\tvertex_id\x18\x01 \x01(\tR\bvertexId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -809,7 +834,7 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\x0eattempt_number\x18\x02 \x01(\x05R\rattemptNumber\x121\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x1b.jobplane.v1.ExecutionStateR\x05state\x12(\n" +
 	"\x10task_executor_id\x18\x04 \x01(\tR\x0etaskExecutorId\x122\n" +
-	"\afailure\x18\x05 \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\xcb\x02\n" +
+	"\afailure\x18\x05 \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\x92\x03\n" +
 	"\tJobResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12.\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x16.jobplane.v1.JobStatusR\x06status\x12;\n" +
@@ -820,7 +845,8 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\brestarts\x18\x06 \x01(\x05R\brestarts\x12\x12\n" +
 	"\x04name\x18\a \x01(\tR\x04name\x12\x1f\n" +
 	"\vplan_digest\x18\b \x01(\fR\n" +
-	"planDigest*\xa5\x02\n" +
+	"planDigest\x12E\n" +
+	"\x11exception_history\x18\t \x03(\v2\x18.jobplane.v1.FailureInfoR\x10exceptionHistory*\xa5\x02\n" +
 	"\tJobStatus\x12\x1a\n" +
 	"\x16JOB_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17JOB_STATUS_INITIALIZING\x10\x01\x12\x16\n" +
@@ -882,19 +908,21 @@ var file_jobplane_v1_job_proto_depIdxs = []int32{
 	4,  // 9: jobplane.v1.JobDetails.summary:type_name -> jobplane.v1.JobSummary
 	6,  // 10: jobplane.v1.JobDetails.vertices:type_name -> jobplane.v1.VertexDetails
 	12, // 11: jobplane.v1.JobDetails.job_master_token:type_name -> jobplane.v1.FencingToken
-	3,  // 12: jobplane.v1.VertexDetails.task_counts:type_name -> jobplane.v1.ExecutionStateCount
-	7,  // 13: jobplane.v1.VertexDetails.subtasks:type_name -> jobplane.v1.SubtaskDetails
-	11, // 14: jobplane.v1.SubtaskDetails.state:type_name -> jobplane.v1.ExecutionState
-	2,  // 15: jobplane.v1.SubtaskDetails.failure:type_name -> jobplane.v1.FailureInfo
-	0,  // 16: jobplane.v1.JobResult.status:type_name -> jobplane.v1.JobStatus
-	9,  // 17: jobplane.v1.JobResult.submit_time:type_name -> google.protobuf.Timestamp
-	9,  // 18: jobplane.v1.JobResult.end_time:type_name -> google.protobuf.Timestamp
-	2,  // 19: jobplane.v1.JobResult.failure:type_name -> jobplane.v1.FailureInfo
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	2,  // 12: jobplane.v1.JobDetails.exception_history:type_name -> jobplane.v1.FailureInfo
+	3,  // 13: jobplane.v1.VertexDetails.task_counts:type_name -> jobplane.v1.ExecutionStateCount
+	7,  // 14: jobplane.v1.VertexDetails.subtasks:type_name -> jobplane.v1.SubtaskDetails
+	11, // 15: jobplane.v1.SubtaskDetails.state:type_name -> jobplane.v1.ExecutionState
+	2,  // 16: jobplane.v1.SubtaskDetails.failure:type_name -> jobplane.v1.FailureInfo
+	0,  // 17: jobplane.v1.JobResult.status:type_name -> jobplane.v1.JobStatus
+	9,  // 18: jobplane.v1.JobResult.submit_time:type_name -> google.protobuf.Timestamp
+	9,  // 19: jobplane.v1.JobResult.end_time:type_name -> google.protobuf.Timestamp
+	2,  // 20: jobplane.v1.JobResult.failure:type_name -> jobplane.v1.FailureInfo
+	2,  // 21: jobplane.v1.JobResult.exception_history:type_name -> jobplane.v1.FailureInfo
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_job_proto_init() }

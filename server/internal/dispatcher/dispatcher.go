@@ -412,6 +412,7 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 	result := &jobplanev1.JobResult{
 		JobId: j.id, Status: res.Status, SubmitTime: timestamppb.New(j.submitTime), EndTime: timestamppb.New(now),
 		Failure: res.Failure, Restarts: int32(res.Restarts), Name: j.name, PlanDigest: j.digest,
+		ExceptionHistory: res.Exceptions,
 	}
 	f := ld.l.Fence()
 	for attempt := 0; ; attempt++ {
@@ -721,8 +722,8 @@ func (d *Dispatcher) Details(ctx context.Context, jobID string, full bool) (*job
 	}
 	d.mu.Lock()
 	summary, r := j.latest(), j.runner
+	det := &jobplanev1.JobDetails{Summary: summary, ExceptionHistory: j.result.GetExceptionHistory()}
 	d.mu.Unlock()
-	det := &jobplanev1.JobDetails{Summary: summary}
 	if r != nil {
 		if jm := r.JobMaster(); jm != nil {
 			if got, err := jm.Details(ctx, full); err == nil {
@@ -772,27 +773,48 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID string, heartbeat time.Dur
 	if err != nil {
 		return err
 	}
-	next := 0
-	for {
-		d.mu.Lock()
-		pending := append([]*jobplanev1.JobSummary(nil), j.history[next:]...)
-		if next == 0 && len(pending) > 1 {
-			// A new watcher starts from the current state.
-			pending = pending[len(pending)-1:]
+	// The first message is the current state: the JobMaster's own summary
+	// while it runs the job (the recorded one dates from the last status
+	// change, with the task counts of then), else the recorded one.
+	d.mu.Lock()
+	next := len(j.history)
+	first, r := j.latest(), j.runner
+	d.mu.Unlock()
+	if r != nil {
+		if jm := r.JobMaster(); jm != nil {
+			// A globally terminal status is shown only once its result is
+			// durable, as recorded by finish.
+			if s, err := jm.Summary(ctx); err == nil && !jobstatus.IsGloballyTerminal(s.GetStatus()) {
+				s.SubmitTime = timestamppb.New(j.submitTime)
+				first = s
+			}
 		}
-		next = len(j.history)
-		changed := j.changed
-		d.mu.Unlock()
+	}
+	pending := []*jobplanev1.JobSummary{first}
+	var last jobplanev1.JobStatus
+	for {
 		for _, s := range pending {
+			if s.GetStatus() == last {
+				continue // the JobMaster's summary showed this change already
+			}
 			if err := d.stillLeading(ld); err != nil {
 				return err
 			}
 			if err := fn(s); err != nil {
 				return err
 			}
+			last = s.GetStatus()
 			if jobstatus.IsGloballyTerminal(s.GetStatus()) {
 				return nil
 			}
+		}
+		d.mu.Lock()
+		pending = append(pending[:0:0], j.history[next:]...)
+		next = len(j.history)
+		changed := j.changed
+		d.mu.Unlock()
+		if len(pending) > 0 {
+			continue
 		}
 		select {
 		case <-changed:

@@ -99,7 +99,7 @@ func TestStandbyTakesOver(t *testing.T) {
 // timeout, and the job finishes on the other one.
 func TestSilentTaskExecutorIsLost(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Slots: 2})
-	// The attempts outlast the heartbeat timeout (2s in the harness), so
+	// The attempts outlast the heartbeat timeout (1s in the harness), so
 	// the JobMaster gives up on the silent TaskExecutor before they end.
 	g := twoVertices("sleep", map[string]string{"duration": "2500ms"})
 	g.Vertices[0].Parallelism, g.Vertices[1].Parallelism = 1, 3

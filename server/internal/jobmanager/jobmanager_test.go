@@ -100,6 +100,20 @@ func TestRestartStrategies(t *testing.T) {
 	submit(t, c, "flaky", flaky)
 	if r := result(t, c, "flaky"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || r.GetRestarts() != 2 {
 		t.Errorf("fixed-delay result = %v, want FINISHED after 2 restarts", r)
+	} else {
+		// A job that succeeded has no failure in its result; the failures
+		// it recovered from are its exception history.
+		if r.GetFailure() != nil {
+			t.Errorf("FINISHED result has a failure: %v", r.GetFailure())
+		}
+		if h := r.GetExceptionHistory(); len(h) != 2 || h[0].GetMessage() != "boom" || h[0].GetTime().AsTime().Before(h[1].GetTime().AsTime()) {
+			t.Errorf("exception history = %v, want the 2 failures, most recent first", h)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if resp, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "flaky"}); err != nil || resp.GetJob().GetSummary().GetFailure() != nil || len(resp.GetJob().GetExceptionHistory()) != 2 {
+			t.Errorf("GetJob of the FINISHED job = %v, %v; want no failure and 2 exceptions", resp, err)
+		}
 	}
 
 	submit(t, c, "doomed", twoVertices("fail", map[string]string{"message": "boom"}))

@@ -11,7 +11,10 @@ import (
 func (jm *JobMaster) summaryLocked() *jobplanev1.JobSummary {
 	s := &jobplanev1.JobSummary{
 		JobId: jm.cfg.JobID, Name: jm.cfg.Graph.GetName(), Status: jm.status,
-		StatusTime: timestamppb.New(jm.statusTime), Restarts: int32(jm.restart.used), Failure: jm.failure,
+		StatusTime: timestamppb.New(jm.statusTime), Restarts: int32(jm.restart.used),
+	}
+	if !jobstatus.IsGloballyTerminal(jm.status) || jm.status == jobstatus.Failed {
+		s.Failure = jm.failure
 	}
 	if !jm.cfg.SubmitTime.IsZero() {
 		s.SubmitTime = timestamppb.New(jm.cfg.SubmitTime)
@@ -38,7 +41,7 @@ func stateCounts(counts map[jobplanev1.ExecutionState]int32) []*jobplanev1.Execu
 }
 
 func (jm *JobMaster) detailsLocked(full bool) *jobplanev1.JobDetails {
-	d := &jobplanev1.JobDetails{Summary: jm.summaryLocked(), JobMasterToken: protoToken(jm.cfg.Token)}
+	d := &jobplanev1.JobDetails{Summary: jm.summaryLocked(), JobMasterToken: protoToken(jm.cfg.Token), ExceptionHistory: jm.exceptions}
 	for vi, v := range jm.cfg.Graph.GetVertices() {
 		vd := &jobplanev1.VertexDetails{VertexId: v.GetId(), Name: v.GetName(), Parallelism: v.GetParallelism()}
 		counts := map[jobplanev1.ExecutionState]int32{}

@@ -108,6 +108,11 @@ func (r *Router) OfferSlots(ctx context.Context, req *jobplanev1.OfferSlotsReque
 				continue
 			}
 			if len(jm.slots) >= needed {
+				// Refused: the TaskExecutor frees it. Until its answers
+				// no longer show the slot, and when the job ends, the
+				// JobMaster frees it too, so the ResourceManager counts
+				// it free once the job's result is written.
+				jm.dropped[o.GetAllocationId()] = req.GetTaskExecutorId()
 				continue
 			}
 			jm.slots[o.GetAllocationId()] = &slotRef{allocationID: o.GetAllocationId(), executor: req.GetTaskExecutorId(), index: int(o.GetSlotIndex()), ev: -1}

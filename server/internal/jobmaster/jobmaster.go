@@ -71,11 +71,17 @@ type Result struct {
 	// Status is FINISHED, FAILED or CANCELED, or SUSPENDED when the
 	// JobMaster stopped without a result (its leadership ended).
 	Status jobplanev1.JobStatus
-	// Failure is the root cause of a FAILED job.
+	// Failure is the root cause of a FAILED job; nil otherwise.
 	Failure *jobplanev1.FailureInfo
+	// Exceptions are the failures that restarted or failed the job, most
+	// recent first (at most maxExceptions).
+	Exceptions []*jobplanev1.FailureInfo
 	// Restarts counts the restarts under this JobMaster.
 	Restarts int
 }
+
+// maxExceptions bounds a job's exception history.
+const maxExceptions = 16
 
 // Clock is the time source for restart delays and the restart strategy.
 type Clock interface {
@@ -102,7 +108,8 @@ type JobMaster struct {
 	// Owned by Run's goroutine.
 	status     jobplanev1.JobStatus
 	statusTime time.Time
-	failure    *jobplanev1.FailureInfo
+	failure    *jobplanev1.FailureInfo   // the most recent failure
+	exceptions []*jobplanev1.FailureInfo // failures that restarted or failed the job, most recent first
 	restart    restartPolicy
 	graph      *scheduler.ExecutionGraph
 	vertexByID map[string]int
@@ -264,6 +271,13 @@ func (jm *JobMaster) Cancel(ctx context.Context) (jobplanev1.JobStatus, error) {
 	return st, err
 }
 
+// Summary returns the job's current summary as the JobMaster sees it.
+func (jm *JobMaster) Summary(ctx context.Context) (*jobplanev1.JobSummary, error) {
+	var s *jobplanev1.JobSummary
+	err := jm.do(ctx, func() { s = jm.summaryLocked() })
+	return s, err
+}
+
 // Details returns the job's details as the JobMaster sees them.
 func (jm *JobMaster) Details(ctx context.Context, full bool) (*jobplanev1.JobDetails, error) {
 	var d *jobplanev1.JobDetails
@@ -300,7 +314,11 @@ func (jm *JobMaster) Run(ctx context.Context) Result {
 			jm.rpcs.Wait()
 			jm.stopFailovers()
 			jm.release(context.WithoutCancel(ctx))
-			return Result{Status: jm.status, Failure: jm.failure, Restarts: jm.restart.used}
+			res := Result{Status: jm.status, Restarts: jm.restart.used, Exceptions: jm.exceptions}
+			if jm.status == jobstatus.Failed {
+				res.Failure = jm.failure
+			}
+			return res
 		}
 		if !jm.valid() {
 			// The lease may have expired while this process stood still:
@@ -351,6 +369,9 @@ func (jm *JobMaster) declare(ctx context.Context, force bool) {
 			// or the periodic redeclaration, not in a tight loop.
 			jm.declaring = false
 			jm.declared = needed
+			if jm.status == jobstatus.Running {
+				jm.trimSlots() // slots held back until the ResourceManager knew
+			}
 		})
 	})
 }
@@ -744,6 +765,7 @@ func (jm *JobMaster) attemptFailed(ev int32, msg, executor string) {
 		return
 	}
 	jm.failure = info
+	jm.exceptions = append([]*jobplanev1.FailureInfo{info}, jm.exceptions[:min(len(jm.exceptions), maxExceptions-1)]...)
 	a := info.GetAttempt()
 	jm.log.Info("task failed", "vertex", a.GetVertexId(), "subtask", a.GetSubtaskIndex(), "attempt", a.GetAttemptNumber(), "cause", msg)
 	delay, ok := jm.restart.next(jm.clock.Now())
@@ -979,7 +1001,14 @@ func (jm *JobMaster) suspend() {
 
 // trimSlots gives back idle slots the job no longer needs (their regions
 // finished), so that other jobs can use them while this one runs.
+//
+// A slot is given back only once the ResourceManager knows the job needs
+// fewer: freed while it still counts the higher need, the slot would be
+// allocated to the job again.
 func (jm *JobMaster) trimSlots() {
+	if jm.declaring || jm.declared > jm.neededLocked() {
+		return // declare sends the lower need first, then trims
+	}
 	excess := len(jm.slots) - jm.neededLocked()
 	for aid, s := range jm.slots {
 		if excess <= 0 {

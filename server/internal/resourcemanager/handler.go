@@ -164,6 +164,7 @@ func (h *handler) DisconnectJobMaster(_ context.Context, req *jobplanev1.Disconn
 	for _, aid := range req.GetFreedAllocationIds() {
 		if a := rm.allocations[aid]; a != nil && a.jobID == req.GetJobId() {
 			delete(rm.allocations, aid)
+			rm.freed[aid] = a.executor
 			rm.poke()
 		}
 	}

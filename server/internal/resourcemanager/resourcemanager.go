@@ -56,6 +56,10 @@ type ResourceManager struct {
 	executors   map[string]*executor
 	jobs        map[string]*jobNeeds
 	allocations map[string]*allocation
+	// freed are allocations that JobMasters freed (allocation id ->
+	// TaskExecutor id), until a slot report no longer shows them: a report
+	// sent before the FreeSlot must not allocate them again.
+	freed map[string]string
 	kick        chan struct{}
 }
 
@@ -122,12 +126,13 @@ func (rm *ResourceManager) Lead(ctx context.Context, l *hastore.Leadership) erro
 	rm.executors = make(map[string]*executor)
 	rm.jobs = make(map[string]*jobNeeds)
 	rm.allocations = make(map[string]*allocation)
+	rm.freed = make(map[string]string)
 	rm.mu.Unlock()
 	rm.log.Info("leading", "token", token)
 	defer func() {
 		rm.mu.Lock()
 		rm.lead, rm.token, rm.judge = nil, hastore.Token{}, nil
-		rm.executors, rm.jobs, rm.allocations = nil, nil, nil
+		rm.executors, rm.jobs, rm.allocations, rm.freed = nil, nil, nil, nil
 		rm.mu.Unlock()
 	}()
 	var wg sync.WaitGroup
@@ -319,10 +324,14 @@ func (rm *ResourceManager) applyReportLocked(e *executor, report *jobplanev1.Slo
 		}
 	}
 	grace := 2*rm.cfg.HeartbeatInterval + time.Second
+	shown := map[string]bool{}
 	for _, s := range report.GetSlots() {
 		idx := int(s.GetSlotIndex())
 		a := bySlot[idx]
+		shown[s.GetAllocationId()] = true
 		switch {
+		case rm.freed[s.GetAllocationId()] == e.id:
+			// A report older than the FreeSlot its JobMaster made.
 		case s.GetAllocationId() != "" && a != nil && a.id == s.GetAllocationId():
 			a.requestedAt = time.Time{}
 		case s.GetAllocationId() != "":
@@ -333,6 +342,11 @@ func (rm *ResourceManager) applyReportLocked(e *executor, report *jobplanev1.Slo
 		case a != nil && (a.requestedAt.IsZero() || time.Since(a.requestedAt) > grace):
 			delete(rm.allocations, a.id)
 			rm.poke()
+		}
+	}
+	for aid, executor := range rm.freed {
+		if executor == e.id && !shown[aid] {
+			delete(rm.freed, aid)
 		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
@@ -167,7 +169,7 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership) (res jobmaster
 	// A job that already has a result never runs again.
 	if entry, err := r.cfg.Store.GetJobResultEntry(lctx, r.cfg.JobID); err == nil {
 		res := entry.GetResult()
-		return jobmaster.Result{Status: res.GetStatus(), Failure: res.GetFailure(), Restarts: int(res.GetRestarts())}, true, nil
+		return jobmaster.Result{Status: res.GetStatus(), Failure: res.GetFailure(), Restarts: int(res.GetRestarts()), Exceptions: res.GetExceptionHistory()}, true, nil
 	} else if !errors.Is(err, hastore.ErrResultNotFound) {
 		r.log.Warn("reading the job's result failed", "err", err)
 		return jobmaster.Result{}, false, nil
@@ -182,7 +184,8 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership) (res jobmaster
 	jm, err := r.cfg.NewJobMaster(l)
 	if err != nil {
 		r.log.Error("creating the JobMaster failed", "err", err)
-		return jobmaster.Result{Status: jobstatus.Failed, Failure: &jobplanev1.FailureInfo{Message: "JobMaster initialization failed: " + err.Error()}}, true, err
+		failure := &jobplanev1.FailureInfo{Message: "JobMaster initialization failed: " + err.Error(), Time: timestamppb.Now()}
+		return jobmaster.Result{Status: jobstatus.Failed, Failure: failure, Exceptions: []*jobplanev1.FailureInfo{failure}}, true, err
 	}
 	r.cfg.Router.Add(r.cfg.JobID, jm)
 	defer r.cfg.Router.Remove(r.cfg.JobID, jm)

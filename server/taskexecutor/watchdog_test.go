@@ -1,0 +1,183 @@
+package taskexecutor_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
+	"github.com/jobplane/jobplane/server/taskexecutor"
+)
+
+// jobMaster is a JobMaster that takes every registration and offer, with
+// a short heartbeat timeout, and otherwise stays silent.
+type jobMaster struct {
+	jobplanev1connect.UnimplementedJobMasterServiceHandler
+	timeout time.Duration
+}
+
+func (j *jobMaster) RegisterTaskExecutor(context.Context, *jobplanev1.JobMasterServiceRegisterTaskExecutorRequest) (*jobplanev1.JobMasterServiceRegisterTaskExecutorResponse, error) {
+	return &jobplanev1.JobMasterServiceRegisterTaskExecutorResponse{HeartbeatTimeout: durationpb.New(j.timeout), HeartbeatInterval: durationpb.New(j.timeout / 5)}, nil
+}
+
+func (j *jobMaster) OfferSlots(_ context.Context, req *jobplanev1.OfferSlotsRequest) (*jobplanev1.OfferSlotsResponse, error) {
+	return &jobplanev1.OfferSlotsResponse{Accepted: req.GetOffers()}, nil
+}
+
+func (j *jobMaster) UpdateTaskExecutionState(context.Context, *jobplanev1.UpdateTaskExecutionStateRequest) (*jobplanev1.UpdateTaskExecutionStateResponse, error) {
+	return &jobplanev1.UpdateTaskExecutionStateResponse{}, nil
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) records(t *testing.T) []taskexecutor.AttemptRecord {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []taskexecutor.AttemptRecord
+	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var r taskexecutor.AttemptRecord
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// A TaskExecutor that stops hearing from a job's JobMaster stops the job's
+// tasks and frees its slots by the JobMaster's heartbeat timeout, so that
+// the JobMaster may deploy them elsewhere; while it hears from it (a
+// probe, say), the tasks run on.
+func TestTasksStopWhenTheJobMasterFallsSilent(t *testing.T) {
+	const timeout = 600 * time.Millisecond
+	mux := http.NewServeMux()
+	mux.Handle(jobplanev1connect.NewJobMasterServiceHandler(&jobMaster{timeout: timeout}))
+	jm := httptest.NewUnstartedServer(mux)
+	var protocols http.Protocols // the TaskExecutor's client speaks h2c
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	jm.Config.Protocols = &protocols
+	jm.Start()
+	t.Cleanup(jm.Close)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	store, err := hastore.Open(ctx, hastore.OpenConfig{DataDir: t.TempDir(), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	log := &syncBuffer{}
+	te, err := taskexecutor.New(taskexecutor.Config{
+		Address: "http://127.0.0.1:1", Slots: 1, Store: store, HTTPClient: endpoint.NewClient(),
+		CancelGrace: 100 * time.Millisecond, AttemptLog: log, Logger: logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, h := te.Handler()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- te.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+	client := jobplanev1connect.NewTaskExecutorServiceClient(srv.Client(), srv.URL)
+
+	slotFree := func() bool {
+		resp, err := client.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{Token: token(1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetSlotReport().GetSlots()[0].GetAllocationId() == ""
+	}
+	for i, probing := range []bool{true, false} {
+		alloc := []string{"a", "b"}[i]
+		if _, err := client.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
+			ResourceManagerToken: token(1), AllocationId: alloc, JobId: "j", JobMasterAddress: jm.URL, JobMasterToken: token(1),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// The offer registers with the JobMaster, which names its timeout.
+		var submitted time.Time
+		for {
+			submitted = time.Now()
+			_, err := client.SubmitTask(ctx, &jobplanev1.SubmitTaskRequest{
+				JobId: "j", JobMasterToken: token(1), AllocationId: alloc,
+				Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v", AttemptNumber: int32(i)}, Invokable: "sleep", Config: map[string]string{"duration": "1h"},
+			})
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("SubmitTask: %v", err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if probing {
+			// Probes every 100ms for three timeouts keep the task running.
+			for end := time.Now().Add(3 * timeout); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+				if _, err := client.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{JobId: "j", Token: token(1)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if slotFree() {
+				t.Fatal("the task of a JobMaster that probes was stopped")
+			}
+			// Then silence, counted from the last probe.
+			submitted = time.Now()
+		}
+		for !slotFree() {
+			if time.Since(submitted) > timeout+5*time.Second {
+				t.Fatalf("attempt %d: the slot of a silent JobMaster's job still held %v after the last contact", i, time.Since(submitted))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		freed := time.Since(submitted)
+		var stopped *taskexecutor.AttemptRecord
+		for deadline := time.Now().Add(10 * time.Second); stopped == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			for _, r := range log.records(t) {
+				if r.Event == "stop" && r.Attempt == i {
+					stopped = &r
+				}
+			}
+		}
+		if stopped == nil || stopped.State != "EXECUTION_STATE_CANCELED" {
+			t.Fatalf("attempt %d: stop record %+v, want CANCELED", i, stopped)
+		}
+		if freed < timeout-200*time.Millisecond || freed > timeout+time.Second {
+			t.Errorf("attempt %d: slot freed %v after the last contact, want about the timeout %v less the cancel grace", i, freed, timeout)
+		}
+	}
+}
