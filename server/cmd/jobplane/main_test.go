@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -228,5 +229,48 @@ func TestListenFailureExitsNonZero(t *testing.T) {
 	// A port that is not a number passes flag parsing but cannot be bound.
 	if got := jobplaneMain([]string{"standalone", "--listen", "127.0.0.1:notaport", "--data-dir", t.TempDir()}, &stdout, &stderr); got != exitError {
 		t.Errorf("exit code = %d, want %d; stderr:\n%s", got, exitError, stderr.String())
+	}
+}
+
+// A server started on a data directory that another process holds exits
+// at once, naming the directory and the holder's pid, instead of hanging
+// in etcd's own file lock.
+func TestHeldDataDirExitsFast(t *testing.T) {
+	dir := t.TempDir()
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	holder := startJobplane(t, "hastore", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--data-dir", dir)
+	// The address is written before the store opens; a health answer
+	// comes only once the holder has the directory.
+	waitServing(t, "http://"+waitForFile(t, holder, addrFile))
+
+	second := startJobplane(t, "standalone", "--listen", "127.0.0.1:0", "--data-dir", dir)
+	if code := second.wait(t, 5*time.Second); code != exitError {
+		t.Errorf("exit code = %d, want %d", code, exitError)
+	}
+	want := fmt.Sprintf("data directory %s is in use by another process (pid %d)", dir, holder.cmd.Process.Pid)
+	if got := second.stderr.String(); !strings.Contains(got, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, got)
+	}
+}
+
+// waitServing polls the gRPC health of the server at url until it answers
+// SERVING, bounded by a deadline.
+func waitServing(t *testing.T, url string) {
+	t.Helper()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	hc := grpchealth.NewClient(&http.Client{Transport: tr}, url)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := hc.Check(ctx, &grpchealth.CheckRequest{})
+		cancel()
+		if err == nil && resp.Status == grpchealth.StatusServing {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not serving after 20s: %v, %v", url, resp, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
