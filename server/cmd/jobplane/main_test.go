@@ -18,6 +18,7 @@ import (
 	"connectrpc.com/grpchealth"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 )
@@ -272,5 +273,78 @@ func waitServing(t *testing.T, url string) {
 			t.Fatalf("%s not serving after 20s: %v, %v", url, resp, err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Every server subcommand takes --max-request-bytes.
+func TestServersTakeMaxRequestBytes(t *testing.T) {
+	for _, sub := range []string{"standalone", "jobmanager", "taskexecutor", "hastore"} {
+		t.Run(sub, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := jobplaneMain([]string{sub, "-h"}, &stdout, &stderr); code != exitOK {
+				t.Fatalf("%s -h: exit code %d", sub, code)
+			}
+			if !strings.Contains(stderr.String(), "-max-request-bytes") {
+				t.Errorf("%s -h lacks -max-request-bytes:\n%s", sub, stderr.String())
+			}
+		})
+	}
+}
+
+// A request over --max-request-bytes is refused RESOURCE_EXHAUSTED over
+// Connect and gRPC, and nothing of it happens; the server keeps serving.
+func TestMaxRequestBytesRefusesLargeRequests(t *testing.T) {
+	const limit = 64 << 10
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	p := startJobplane(t, "standalone", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile,
+		"--data-dir", t.TempDir(), "--task-executors", "0", "--max-request-bytes", fmt.Sprint(limit))
+	url := "http://" + waitForFile(t, p, addrFile)
+
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	h2cTransport := &http.Transport{Protocols: &h2c}
+	h1Transport := &http.Transport{}
+	defer h2cTransport.CloseIdleConnections()
+	defer h1Transport.CloseIdleConnections()
+	// Wait for the Dispatcher to lead, so that a refusal can only come from
+	// the limit.
+	leader := jobplanev1connect.NewDispatcherServiceClient(&http.Client{Transport: h1Transport}, url)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := leader.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("standalone not leading after 30s: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, tc := range []struct {
+		name   string
+		client *http.Client
+		opts   []connect.ClientOption
+	}{
+		{"connect-http1", &http.Client{Transport: h1Transport}, nil},
+		{"grpc-h2c", &http.Client{Transport: h2cTransport}, []connect.ClientOption{connect.WithGRPC()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := jobplanev1connect.NewDispatcherServiceClient(tc.client, url, tc.opts...)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			big := &jobplanev1.JobGraph{Name: strings.Repeat("x", 2*limit), Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}}
+			_, err := client.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "big", JobGraph: big})
+			if got := connect.CodeOf(err); got != connect.CodeResourceExhausted {
+				t.Errorf("SubmitJob over the limit: code %v (%.200v), want resource_exhausted", got, err)
+			}
+			if _, err := client.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "big"}); connect.CodeOf(err) != connect.CodeNotFound {
+				t.Errorf("GetJob of the refused job = %.200v, want not_found", err)
+			}
+			small := &jobplanev1.JobGraph{Name: "small", Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}}
+			if _, err := client.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "small-" + tc.name, JobGraph: small}); err != nil {
+				t.Errorf("SubmitJob within the limit: %v", err)
+			}
+		})
 	}
 }
