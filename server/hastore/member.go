@@ -110,6 +110,7 @@ func (c MemberConfig) withDefaults() MemberConfig {
 type Member struct {
 	cfg  MemberConfig
 	etcd *embed.Etcd
+	lock *dirLock // held from before etcd starts until it stopped
 
 	client  *clientv3.Client // the maintenance client
 	stop    context.CancelFunc
@@ -120,11 +121,25 @@ type Member struct {
 // StartMember starts an embedded member on cfg.Dir and waits until it
 // serves. A member restarted on the same directory has all the data it
 // acknowledged before.
-func StartMember(ctx context.Context, cfg MemberConfig) (*Member, error) {
+//
+// The member holds an exclusive lock on cfg.Dir (the file LockFileName in
+// it) until Close. If another member, in this process or another, holds
+// the directory, StartMember fails at once with a *DataDirInUseError
+// (ErrDataDirInUse) instead of waiting for it.
+func StartMember(ctx context.Context, cfg MemberConfig) (m *Member, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	lock, err := lockDataDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			lock.unlock()
+		}
+	}()
 	ec := embed.NewConfig()
 	ec.Name = cfg.Name
 	ec.Dir = cfg.Dir
@@ -166,7 +181,7 @@ func StartMember(ctx context.Context, cfg MemberConfig) (*Member, error) {
 		e.Close()
 		return nil, ctx.Err()
 	}
-	m := &Member{cfg: cfg, etcd: e, closing: closing}
+	m = &Member{cfg: cfg, etcd: e, lock: lock, closing: closing}
 	m.client, err = m.NewClient()
 	if err != nil {
 		e.Close()
@@ -204,14 +219,15 @@ func (m *Member) NewClient() (*clientv3.Client, error) {
 // Err reports a fatal error of the running member.
 func (m *Member) Err() <-chan error { return m.etcd.Err() }
 
-// Close stops maintenance and the member, waiting for both.
+// Close stops maintenance and the member, waiting for both, and then
+// releases the data directory.
 func (m *Member) Close() error {
 	m.closing.Store(true)
 	m.stop()
 	m.wg.Wait()
 	m.client.Close()
 	m.etcd.Close()
-	return nil
+	return m.lock.unlock()
 }
 
 // maintain keeps the member's space in check until ctx ends: when the

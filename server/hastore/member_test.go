@@ -2,7 +2,10 @@ package hastore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"testing"
 	"time"
 
@@ -51,4 +54,71 @@ func TestChurnStaysWithinQuota(t *testing.T) {
 	if err := s.PutExecutionPlan(ctx, l.Fence(), testPlan("after")); err != nil {
 		t.Fatalf("write after churn: %v", err)
 	}
+}
+
+// A second member on a held data directory fails at once, naming the
+// directory and the holder's pid, instead of blocking in etcd's own file
+// lock; once the holder closes, the directory can be used again.
+func TestHeldDataDirFailsFast(t *testing.T) {
+	dir := t.TempDir()
+	startCtx, cancelStart := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelStart()
+	first, err := hastore.StartMember(startCtx, hastore.MemberConfig{Dir: dir, Logger: quietLogger()})
+	if err != nil {
+		t.Fatalf("StartMember: %v", err)
+	}
+	wantMsg := fmt.Sprintf("hastore: data directory %s is in use by another process (pid %d)", dir, os.Getpid())
+	for _, tc := range []struct {
+		name string
+		open func(ctx context.Context) (io.Closer, error)
+	}{
+		{"StartMember", func(ctx context.Context) (io.Closer, error) {
+			return hastore.StartMember(ctx, hastore.MemberConfig{Dir: dir, Logger: quietLogger()})
+		}},
+		{"Open", func(ctx context.Context) (io.Closer, error) {
+			return hastore.Open(ctx, hastore.OpenConfig{DataDir: dir, Logger: quietLogger()})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			type result struct {
+				c   io.Closer
+				err error
+			}
+			done := make(chan result, 1)
+			start := time.Now()
+			// Without the lock the call blocks in etcd's own file lock,
+			// deaf to its context: wait for it only so long.
+			go func() {
+				c, err := tc.open(ctx)
+				done <- result{c, err}
+			}()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("still starting after 5s on a held data directory")
+			}
+			if took := time.Since(start); took > time.Second {
+				t.Errorf("failed after %v, want within 1s", took)
+			}
+			if r.err == nil {
+				r.c.Close()
+				t.Fatal("a second member started on a held data directory")
+			}
+			if !errors.Is(r.err, hastore.ErrDataDirInUse) || r.err.Error() != wantMsg {
+				t.Errorf("err = %v (ErrDataDirInUse: %v), want %q", r.err, errors.Is(r.err, hastore.ErrDataDirInUse), wantMsg)
+			}
+		})
+	}
+
+	if err := first.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	m, err := hastore.StartMember(startCtx, hastore.MemberConfig{Dir: dir, Logger: quietLogger()})
+	if err != nil {
+		t.Fatalf("StartMember after the holder closed: %v", err)
+	}
+	m.Close()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"connectrpc.com/grpchealth"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 )
@@ -228,5 +230,121 @@ func TestListenFailureExitsNonZero(t *testing.T) {
 	// A port that is not a number passes flag parsing but cannot be bound.
 	if got := jobplaneMain([]string{"standalone", "--listen", "127.0.0.1:notaport", "--data-dir", t.TempDir()}, &stdout, &stderr); got != exitError {
 		t.Errorf("exit code = %d, want %d; stderr:\n%s", got, exitError, stderr.String())
+	}
+}
+
+// A server started on a data directory that another process holds exits
+// at once, naming the directory and the holder's pid, instead of hanging
+// in etcd's own file lock.
+func TestHeldDataDirExitsFast(t *testing.T) {
+	dir := t.TempDir()
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	holder := startJobplane(t, "hastore", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--data-dir", dir)
+	// The address is written before the store opens; a health answer
+	// comes only once the holder has the directory.
+	waitServing(t, "http://"+waitForFile(t, holder, addrFile))
+
+	second := startJobplane(t, "standalone", "--listen", "127.0.0.1:0", "--data-dir", dir)
+	if code := second.wait(t, 5*time.Second); code != exitError {
+		t.Errorf("exit code = %d, want %d", code, exitError)
+	}
+	want := fmt.Sprintf("data directory %s is in use by another process (pid %d)", dir, holder.cmd.Process.Pid)
+	if got := second.stderr.String(); !strings.Contains(got, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, got)
+	}
+}
+
+// waitServing polls the gRPC health of the server at url until it answers
+// SERVING, bounded by a deadline.
+func waitServing(t *testing.T, url string) {
+	t.Helper()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	hc := grpchealth.NewClient(&http.Client{Transport: tr}, url)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := hc.Check(ctx, &grpchealth.CheckRequest{})
+		cancel()
+		if err == nil && resp.Status == grpchealth.StatusServing {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not serving after 20s: %v, %v", url, resp, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Every server subcommand takes --max-request-bytes.
+func TestServersTakeMaxRequestBytes(t *testing.T) {
+	for _, sub := range []string{"standalone", "jobmanager", "taskexecutor", "hastore"} {
+		t.Run(sub, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := jobplaneMain([]string{sub, "-h"}, &stdout, &stderr); code != exitOK {
+				t.Fatalf("%s -h: exit code %d", sub, code)
+			}
+			if !strings.Contains(stderr.String(), "-max-request-bytes") {
+				t.Errorf("%s -h lacks -max-request-bytes:\n%s", sub, stderr.String())
+			}
+		})
+	}
+}
+
+// A request over --max-request-bytes is refused RESOURCE_EXHAUSTED over
+// Connect and gRPC, and nothing of it happens; the server keeps serving.
+func TestMaxRequestBytesRefusesLargeRequests(t *testing.T) {
+	const limit = 64 << 10
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	p := startJobplane(t, "standalone", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile,
+		"--data-dir", t.TempDir(), "--task-executors", "0", "--max-request-bytes", fmt.Sprint(limit))
+	url := "http://" + waitForFile(t, p, addrFile)
+
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	h2cTransport := &http.Transport{Protocols: &h2c}
+	h1Transport := &http.Transport{}
+	defer h2cTransport.CloseIdleConnections()
+	defer h1Transport.CloseIdleConnections()
+	// Wait for the Dispatcher to lead, so that a refusal can only come from
+	// the limit.
+	leader := jobplanev1connect.NewDispatcherServiceClient(&http.Client{Transport: h1Transport}, url)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := leader.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("standalone not leading after 30s: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, tc := range []struct {
+		name   string
+		client *http.Client
+		opts   []connect.ClientOption
+	}{
+		{"connect-http1", &http.Client{Transport: h1Transport}, nil},
+		{"grpc-h2c", &http.Client{Transport: h2cTransport}, []connect.ClientOption{connect.WithGRPC()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := jobplanev1connect.NewDispatcherServiceClient(tc.client, url, tc.opts...)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			big := &jobplanev1.JobGraph{Name: strings.Repeat("x", 2*limit), Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}}
+			_, err := client.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "big", JobGraph: big})
+			if got := connect.CodeOf(err); got != connect.CodeResourceExhausted {
+				t.Errorf("SubmitJob over the limit: code %v (%.200v), want resource_exhausted", got, err)
+			}
+			if _, err := client.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "big"}); connect.CodeOf(err) != connect.CodeNotFound {
+				t.Errorf("GetJob of the refused job = %.200v, want not_found", err)
+			}
+			small := &jobplanev1.JobGraph{Name: "small", Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}}
+			if _, err := client.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "small-" + tc.name, JobGraph: small}); err != nil {
+				t.Errorf("SubmitJob within the limit: %v", err)
+			}
+		})
 	}
 }

@@ -28,6 +28,7 @@ func (l *listenFlags) register(fs *flag.FlagSet, def string) {
 	fs.StringVar(&l.cfg.Listen, "listen", def, "address to serve Connect, gRPC and gRPC-Web on (HTTP/1.1 and h2c); port 0 picks a free port")
 	fs.StringVar(&l.cfg.AddrFile, "listen-addr-file", "", "write the bound address to this file once listening")
 	fs.DurationVar(&l.cfg.ShutdownTimeout, "shutdown-timeout", 5*time.Second, "how long in-flight requests get to finish on shutdown")
+	fs.Int64Var(&l.cfg.MaxRequestBytes, "max-request-bytes", endpoint.DefaultMaxRequestBytes, "largest request body, and largest request message once decompressed, that the server reads; larger requests get RESOURCE_EXHAUSTED unread (keep it above -max-plan-bytes, with room for JSON)")
 }
 
 // jobManagerFlags tune a JobManager.
@@ -150,8 +151,7 @@ func openServer(listen endpoint.Config, store storeFlags, log *slog.Logger) (*en
 		return nil, nil, err
 	}
 	if store.hastoreURL == "" {
-		path, handler := hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: st, Logger: log}).Path()
-		ep.Mount(jobplanev1connect.HAStoreServiceName, path, handler)
+		ep.Mount(jobplanev1connect.HAStoreServiceName, hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: st, Logger: log}).Path)
 	}
 	return ep, st, nil
 }
@@ -167,7 +167,7 @@ func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, flags jobM
 		return err
 	}
 	for _, s := range jm.Services() {
-		ep.Mount(s.Name, s.Path, s.Handler)
+		ep.Mount(s.Name, s.Handler)
 	}
 	// The JobManager: campaigns for the cluster's leadership and, while
 	// it leads, runs the Dispatcher and ResourceManager.
@@ -189,8 +189,7 @@ func addTaskExecutor(g *group, listen endpoint.Config, st hastore.Store, flags t
 		ep.Close()
 		return err
 	}
-	path, handler := te.Handler()
-	ep.Mount(jobplanev1connect.TaskExecutorServiceName, path, handler)
+	ep.Mount(jobplanev1connect.TaskExecutorServiceName, te.Handler)
 	// The TaskExecutor's endpoint, and the TaskExecutor itself: it
 	// registers with the ResourceManager leader and runs tasks.
 	g.actor(ep.Run)

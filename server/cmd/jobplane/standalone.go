@@ -49,7 +49,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 			return err
 		}
 		for range count {
-			if err := addTaskExecutor(g, endpoint.Config{Listen: "127.0.0.1:0", ShutdownTimeout: listen.cfg.ShutdownTimeout}, st, te, log); err != nil {
+			if err := addTaskExecutor(g, endpoint.Config{Listen: "127.0.0.1:0", ShutdownTimeout: listen.cfg.ShutdownTimeout, MaxRequestBytes: listen.cfg.MaxRequestBytes}, st, te, log); err != nil {
 				return fmt.Errorf("TaskExecutor: %w", err)
 			}
 		}

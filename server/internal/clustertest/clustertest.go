@@ -157,8 +157,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 			t.Fatal(err)
 		}
 		*id = te.ID()
-		p, h := te.Handler(record)
-		tep.Mount(jobplanev1connect.TaskExecutorServiceName, p, h)
+		tep.Mount(jobplanev1connect.TaskExecutorServiceName, func(opts ...connect.HandlerOption) (string, http.Handler) {
+			return te.Handler(append(opts, record)...)
+		})
 		stopServ := run(t, ctx, tep.Run)
 		run(t, ctx, te.Run)
 		tes = append(tes, &TaskExecutor{ID: te.ID(), stopServ: stopServ})
@@ -199,7 +200,7 @@ func startJobManager(t testing.TB, ctx context.Context, store hastore.Store, cli
 		t.Fatal(err)
 	}
 	for _, s := range jm.Services() {
-		ep.Mount(s.Name, s.Path, s.Handler)
+		ep.Mount(s.Name, s.Handler)
 	}
 	h := &JobManager{URL: ep.URL(), Dispatcher: jobplanev1connect.NewDispatcherServiceClient(client, ep.URL())}
 	h.stop = append(h.stop, run(t, ctx, jm.Run), run(t, ctx, ep.Run))

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/jobgraph"
+	"github.com/jobplane/jobplane/server/internal/unknownfield"
 )
 
 // Handler serves DispatcherService for a Dispatcher, translating between
@@ -30,9 +32,13 @@ type Handler struct {
 // NewHandler returns the DispatcherService handler of d.
 func NewHandler(d *Dispatcher) *Handler { return &Handler{d: d, Heartbeat: 10 * time.Second} }
 
-// Path returns the URL path and HTTP handler of the service.
+// Path returns the URL path and HTTP handler of the service, built with
+// opts. As the public API, it refuses requests that carry fields it does
+// not know, in binary and JSON, with INVALID_ARGUMENT naming each (see
+// package unknownfield): a misspelt field must not silently mean "unset".
+// Its options come after opts, so that a caller cannot turn this off.
 func (h *Handler) Path(opts ...connect.HandlerOption) (string, http.Handler) {
-	return jobplanev1connect.NewDispatcherServiceHandler(h, opts...)
+	return jobplanev1connect.NewDispatcherServiceHandler(h, slices.Concat(opts, unknownfield.HandlerOptions())...)
 }
 
 // wire maps a Dispatcher error to its wire form.

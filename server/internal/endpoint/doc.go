@@ -3,7 +3,8 @@
 // HTTP/2 (h2c), with gRPC health checking and server reflection mounted for
 // the services it serves.
 //
-// It owns the listener and the http.Server and nothing else: components
-// mount their handlers before Run, and the endpoint never interprets a
-// request itself.
+// It owns the listener, the http.Server and the limits every request is
+// held to (Config.MaxRequestBytes), and nothing else: components mount
+// their handlers before Run, built with the endpoint's handler options,
+// and the endpoint never interprets a request beyond its size.
 package endpoint

@@ -5,15 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 )
+
+// DefaultMaxRequestBytes is the default of Config.MaxRequestBytes: 4 MiB.
+// The largest request a cluster normally sees is a SubmitJob carrying a
+// plan at the HA store's default limit of 1 MiB encoded in binary; the same
+// graph in JSON is larger, so the default leaves room for it.
+const DefaultMaxRequestBytes = 4 << 20
 
 // Config configures an Endpoint.
 type Config struct {
@@ -30,6 +38,14 @@ type Config struct {
 	// ReadHeaderTimeout bounds how long a client may take to send request
 	// headers. Default: 10s.
 	ReadHeaderTimeout time.Duration
+	// MaxRequestBytes bounds every request the endpoint serves: both the
+	// request body on the wire (the whole body, compressed or not, and for
+	// a stream all its messages) and each message once decompressed. A
+	// request over it is answered RESOURCE_EXHAUSTED in the client's
+	// protocol, without reading a body whose declared length is over it,
+	// and without reading more than the limit of one that declares none.
+	// Default: DefaultMaxRequestBytes.
+	MaxRequestBytes int64
 }
 
 // Validate reports whether the configuration can be used.
@@ -43,6 +59,9 @@ func (c Config) Validate() error {
 	if c.ShutdownTimeout < 0 || c.ReadHeaderTimeout < 0 {
 		return errors.New("endpoint: timeouts must not be negative")
 	}
+	if c.MaxRequestBytes < 0 || c.MaxRequestBytes > math.MaxInt32 {
+		return fmt.Errorf("endpoint: request limit %d is out of range (0 for the default, at most %d)", c.MaxRequestBytes, math.MaxInt32)
+	}
 	return nil
 }
 
@@ -52,6 +71,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ReadHeaderTimeout == 0 {
 		c.ReadHeaderTimeout = 10 * time.Second
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	return c
 }
@@ -102,17 +124,24 @@ func (e *Endpoint) Addr() net.Addr { return e.listener.Addr() }
 // "http://127.0.0.1:41235".
 func (e *Endpoint) URL() string { return "http://" + e.listener.Addr().String() }
 
-// Mount serves handler under path for the named protobuf service (its fully
-// qualified name, as the generated `...ServiceName` constant gives it).
+// Mount serves the named protobuf service (its fully qualified name, as the
+// generated `...ServiceName` constant gives it) with the handler that
+// newHandler builds, under the path it returns. newHandler has the shape
+// of the components' Handler and Path methods: Mount calls it with the
+// endpoint's handler options (the read limit of
+// Config.MaxRequestBytes), so every service gets them, and a component
+// adds its own after them.
+//
 // The service is reported SERVING by gRPC health and listed by reflection.
 // Mount panics if called after Run has started, since the set of services
 // is fixed from then on.
-func (e *Endpoint) Mount(service, path string, handler http.Handler) {
+func (e *Endpoint) Mount(service string, newHandler func(opts ...connect.HandlerOption) (string, http.Handler)) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.running {
 		panic("endpoint: Mount after Run")
 	}
+	path, handler := newHandler(e.handlerOptions()...)
 	e.mux.Handle(path, handler)
 	e.services = append(e.services, service)
 	e.health.SetStatus(service, grpchealth.StatusServing)
@@ -133,15 +162,15 @@ func (e *Endpoint) Run(ctx context.Context) error {
 		grpcreflect.ReflectV1ServiceName,
 		grpcreflect.ReflectV1AlphaServiceName,
 	)...)
-	e.mux.Handle(grpchealth.NewHandler(e.health))
-	e.mux.Handle(grpcreflect.NewHandlerV1(reflector))
-	e.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	e.mux.Handle(grpchealth.NewHandler(e.health, e.handlerOptions()...))
+	e.mux.Handle(grpcreflect.NewHandlerV1(reflector, e.handlerOptions()...))
+	e.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, e.handlerOptions()...))
 
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	srv := &http.Server{
-		Handler:           e.mux,
+		Handler:           limitBody(e.cfg.MaxRequestBytes, e.mux),
 		Protocols:         &protocols,
 		ReadHeaderTimeout: e.cfg.ReadHeaderTimeout,
 		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),

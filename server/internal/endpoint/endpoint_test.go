@@ -134,7 +134,7 @@ func TestMountedServiceIsHealthyAndReflected(t *testing.T) {
 	// Any service whose descriptor is registered will do; this one is
 	// compiled in through the gRPC health package.
 	const svc = "grpc.reflection.v1alpha.ServerReflection"
-	ep.Mount(svc, "/test.only/", http.NotFoundHandler())
+	ep.Mount(svc, func(...connect.HandlerOption) (string, http.Handler) { return "/test.only/", http.NotFoundHandler() })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ep.Run(ctx) }()
@@ -216,6 +216,9 @@ func TestConfigValidate(t *testing.T) {
 		{endpoint.Config{}, true},
 		{endpoint.Config{Listen: "no-port"}, true},
 		{endpoint.Config{Listen: "127.0.0.1:0", ShutdownTimeout: -time.Second}, true},
+		{endpoint.Config{Listen: "127.0.0.1:0", MaxRequestBytes: 1}, false},
+		{endpoint.Config{Listen: "127.0.0.1:0", MaxRequestBytes: -1}, true},
+		{endpoint.Config{Listen: "127.0.0.1:0", MaxRequestBytes: 1 << 31}, true},
 	} {
 		if err := tc.cfg.Validate(); (err != nil) != tc.wantErr {
 			t.Errorf("Validate(%+v) = %v, wantErr %v", tc.cfg, err, tc.wantErr)

@@ -168,24 +168,25 @@ func New(cfg Config) (*JobManager, error) {
 	return jm, nil
 }
 
-// Services returns the services to mount: name, path and handler of the
-// Dispatcher, the ResourceManager and the JobMasters.
+// Services returns the services to mount: the Dispatcher, the
+// ResourceManager and the JobMasters.
 func (jm *JobManager) Services() []Service {
-	var out []Service
-	add := func(name string, path string, h http.Handler) { out = append(out, Service{name, path, h}) }
-	p, h := dispatcher.NewHandler(jm.dispatcher).Path()
-	add(jobplanev1connect.DispatcherServiceName, p, h)
-	p, h = jm.rm.Handler()
-	add(jobplanev1connect.ResourceManagerServiceName, p, h)
-	p, h = jobplanev1connect.NewJobMasterServiceHandler(jm.router)
-	add(jobplanev1connect.JobMasterServiceName, p, h)
-	return out
+	return []Service{
+		{jobplanev1connect.DispatcherServiceName, dispatcher.NewHandler(jm.dispatcher).Path},
+		{jobplanev1connect.ResourceManagerServiceName, jm.rm.Handler},
+		{jobplanev1connect.JobMasterServiceName, func(opts ...connect.HandlerOption) (string, http.Handler) {
+			return jobplanev1connect.NewJobMasterServiceHandler(jm.router, opts...)
+		}},
+	}
 }
 
-// Service is one mounted RPC service.
+// Service is one RPC service to mount.
 type Service struct {
-	Name, Path string
-	Handler    http.Handler
+	// Name is the service's fully qualified protobuf name.
+	Name string
+	// Handler builds the service's HTTP handler with the server's handler
+	// options (such as read limits) and returns it with its URL path.
+	Handler func(opts ...connect.HandlerOption) (string, http.Handler)
 }
 
 func (jm *JobManager) newRunner(plan *jobplanev1.ExecutionPlan, recovered bool, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {

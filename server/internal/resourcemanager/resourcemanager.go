@@ -60,7 +60,7 @@ type ResourceManager struct {
 	// TaskExecutor id), until a slot report no longer shows them: a report
 	// sent before the FreeSlot must not allocate them again.
 	freed map[string]string
-	kick        chan struct{}
+	kick  chan struct{}
 }
 
 type executor struct {

@@ -1,0 +1,45 @@
+package endpoint
+
+import (
+	"fmt"
+
+	"net/http"
+
+	"connectrpc.com/connect"
+)
+
+// handlerOptions are the options every handler on the endpoint is built
+// with. The read limit is applied again in the handler, after limitBody,
+// because only connect sees a message once decompressed: a gzip body well
+// under the limit on the wire can inflate far beyond it.
+func (e *Endpoint) handlerOptions() []connect.HandlerOption {
+	return []connect.HandlerOption{connect.WithReadMaxBytes(int(e.cfg.MaxRequestBytes))}
+}
+
+// limitBody refuses request bodies over limit bytes before a handler pays
+// for them. A body that declares a larger Content-Length is answered at
+// once, unread; any other body is cut off once it passes the limit, so a
+// body without a declared length (gRPC's, or a chunked upload) costs at
+// most the limit.
+//
+// Both answers are RESOURCE_EXHAUSTED in the client's own protocol
+// (Connect, gRPC or gRPC-Web), as connect answers a message over its read
+// limit: the early one through connect's ErrorWriter, the late one because
+// connect maps the http.MaxBytesError of a cut-off body to that code.
+func limitBody(limit int64, next http.Handler) http.Handler {
+	refuse := connect.NewErrorWriter()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			err := connect.NewError(connect.CodeResourceExhausted,
+				fmt.Errorf("request body of %d bytes is over the limit of %d bytes", r.ContentLength, limit))
+			if refuse.IsSupported(r) {
+				_ = refuse.Write(w, r, err)
+			} else {
+				http.Error(w, err.Message(), http.StatusRequestEntityTooLarge)
+			}
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		next.ServeHTTP(w, r)
+	})
+}
