@@ -147,7 +147,9 @@ func TestTasksStopWhenTheJobMasterFallsSilent(t *testing.T) {
 		}
 		if probing {
 			// Probes every 100ms for three timeouts keep the task running.
+			var probed time.Time
 			for end := time.Now().Add(3 * timeout); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+				probed = time.Now()
 				if _, err := client.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{JobId: "j", Token: token(1)}); err != nil {
 					t.Fatal(err)
 				}
@@ -156,7 +158,7 @@ func TestTasksStopWhenTheJobMasterFallsSilent(t *testing.T) {
 				t.Fatal("the task of a JobMaster that probes was stopped")
 			}
 			// Then silence, counted from the last probe.
-			submitted = time.Now()
+			submitted = probed
 		}
 		for !slotFree() {
 			if time.Since(submitted) > timeout+5*time.Second {
