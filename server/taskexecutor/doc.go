@@ -8,4 +8,30 @@
 // ResourceManager or JobMaster token older than the newest it has seen is
 // refused, and once a job's JobMaster token changes, the attempts deployed
 // under the older one are canceled and never reported.
+//
+// # Exec tasks and their processes
+//
+// The built-in exec invokable runs a command, and what happens to the
+// processes it starts depends on the platform:
+//
+//   - Linux: the command runs under a shim, the running binary re-executed
+//     (whatever program links this package: jobplane, a test binary, a
+//     user's program; an init function in this package turns it into the
+//     shim before main). The shim leads a new process group holding the
+//     command and every descendant that does not leave it (setsid,
+//     setpgid). When the task ends, or when the TaskExecutor process dies,
+//     even by SIGKILL, the whole group is SIGKILLed: the shim learns of its
+//     parent's death through PR_SET_PDEATHSIG. A canceled task's group gets
+//     SIGTERM, and SIGKILL once the cancel grace (DefaultCancelGrace)
+//     passed without the command exiting. Not covered: processes that left
+//     the group, and the group when the shim itself is SIGKILLed from
+//     outside and the TaskExecutor dies before it can kill the group.
+//     Package init functions that run before this package's also run in
+//     the shim, so they must not have effects a second process would
+//     repeat.
+//   - Other Unix systems: the command leads a process group of its own,
+//     with the same cancel and end-of-task handling, but nothing kills the
+//     group when the TaskExecutor process dies.
+//   - Elsewhere: a cancel kills the command's process only (its children
+//     may survive), and nothing kills it when the TaskExecutor dies.
 package taskexecutor

@@ -31,15 +31,26 @@ type Task struct {
 // and must return promptly once ctx is canceled (the attempt was canceled).
 type Invokable func(ctx context.Context, task Task) error
 
+// DefaultCancelGrace is how long the built-in exec gives a canceled task's
+// processes between SIGTERM and SIGKILL to their process group (on Unix;
+// elsewhere it only bounds the wait for the output of a killed command).
+const DefaultCancelGrace = time.Second
+
+// outputWaitDelay bounds how long an exec task waits for its output after
+// its process group is gone: a process that left the group (setsid, a
+// daemon) may still hold the output pipe, and the task must not wait for it.
+const outputWaitDelay = time.Second
+
 // builtins returns the invokables every TaskExecutor offers. exec runs
-// commands only when allowExec is set; otherwise it fails with a message
-// that says so.
-func builtins(allowExec bool) map[string]Invokable {
+// commands only when allowExec is set, otherwise it fails with a message
+// that says so; a canceled exec task's process group gets cancelGrace
+// between SIGTERM and SIGKILL.
+func builtins(allowExec bool, cancelGrace time.Duration) map[string]Invokable {
 	return map[string]Invokable{
 		"noop":  func(context.Context, Task) error { return nil },
 		"sleep": sleepInvokable,
 		"fail":  failInvokable,
-		"exec":  execInvokable(allowExec),
+		"exec":  execInvokable(allowExec, cancelGrace),
 	}
 }
 
@@ -126,8 +137,14 @@ func configListed(t Task, key string, n int) (bool, error) {
 }
 
 // execInvokable runs config "argv" (a JSON array) with config "env" (a
-// JSON object added to the TaskExecutor's environment).
-func execInvokable(allowed bool) Invokable {
+// JSON object added to the TaskExecutor's environment). It fails with the
+// tail of the command's combined stdout and stderr when the command fails.
+//
+// On Unix the command runs in a process group of its own, which gets
+// SIGTERM when ctx is canceled and SIGKILL grace later, or as soon as the
+// command exits; on Linux a shim also kills the group when this process
+// dies (see runCommand and the package doc).
+func execInvokable(allowed bool, grace time.Duration) Invokable {
 	return func(ctx context.Context, t Task) error {
 		if !allowed {
 			return errors.New("exec is disabled on this TaskExecutor; start it with --allow-exec")
@@ -142,12 +159,14 @@ func execInvokable(allowed bool) Invokable {
 				return fmt.Errorf("config \"env\" must be a JSON object of strings: %w", err)
 			}
 		}
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		// exec.Command resolves argv[0] against this process's PATH, as
+		// before, so the shim (Linux) runs exactly the program found here.
+		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env = os.Environ()
 		for k, v := range env {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
-		out, err := cmd.CombinedOutput()
+		out, err := runCommand(ctx, cmd, grace)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

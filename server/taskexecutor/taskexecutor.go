@@ -49,7 +49,7 @@ type Config struct {
 	// process group). A TaskExecutor that has not heard from a job's
 	// JobMaster for the JobMaster's heartbeat timeout has stopped that
 	// job's tasks by then: it starts canceling them this long before (at
-	// most half the timeout before). Default: 1s.
+	// most half the timeout before). Default: DefaultCancelGrace.
 	CancelGrace time.Duration
 	// AttemptLog, if set, receives an AttemptRecord as a JSON line when an
 	// execution attempt starts and when it stops running here. Default:
@@ -153,12 +153,12 @@ func New(cfg Config) (*TaskExecutor, error) {
 		cfg.RetryInterval = 100 * time.Millisecond
 	}
 	if cfg.CancelGrace == 0 {
-		cfg.CancelGrace = time.Second
+		cfg.CancelGrace = DefaultCancelGrace
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	inv := builtins(cfg.AllowExec)
+	inv := builtins(cfg.AllowExec, cfg.CancelGrace)
 	for name, f := range cfg.Invokables {
 		inv[name] = f
 	}

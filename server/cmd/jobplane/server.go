@@ -66,7 +66,7 @@ type taskExecutorFlags struct {
 func (t *taskExecutorFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&t.slots, "slots", 4, "slots per TaskExecutor")
 	fs.BoolVar(&t.allowExec, "allow-exec", false, "let the built-in exec invokable run commands")
-	fs.DurationVar(&t.cancelGrace, "cancel-grace", time.Second, "how long a canceled task gets to stop before it is killed (an exec task's process group gets SIGTERM, then SIGKILL)")
+	fs.DurationVar(&t.cancelGrace, "cancel-grace", taskexecutor.DefaultCancelGrace, "how long a canceled task gets to stop before it is killed (an exec task's process group gets SIGTERM, then SIGKILL)")
 	fs.StringVar(&t.attemptLogPath, "attempt-log", "", "append a JSON line to this file whenever an execution attempt starts or stops running here")
 }
 

@@ -1,0 +1,81 @@
+//go:build unix
+
+package taskexecutor
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// runCommand runs cmd in a process group of its own (see startGroup) and
+// returns its combined stdout and stderr with its result. When ctx is
+// canceled the whole group gets SIGTERM, and SIGKILL if the direct child
+// has not exited within grace. Whatever ends the command, no process of
+// the group is left when runCommand returns, except one that left the
+// group itself (setsid).
+func runCommand(ctx context.Context, cmd *exec.Cmd, grace time.Duration) ([]byte, error) {
+	out := new(bytes.Buffer)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = outputWaitDelay
+	g, err := startGroup(cmd)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-g.done:
+	case <-ctx.Done():
+		g.signal(syscall.SIGTERM)
+		timer := time.NewTimer(grace)
+		defer timer.Stop()
+		select {
+		case <-g.done:
+		case <-timer.C:
+			g.signal(syscall.SIGKILL)
+			<-g.done
+		}
+	}
+	// g.done was closed after cmd.Wait returned, so the output is complete.
+	return out.Bytes(), g.err
+}
+
+// group is a running process group whose leader is this process's child.
+type group struct {
+	pgid int
+	// done is closed once the leader is reaped and the group killed; err
+	// is then the command's result.
+	done chan struct{}
+	err  error
+
+	mu sync.Mutex
+	// reaped is set once the leader may have been reaped: from then on
+	// the group id can be reused by an unrelated group once the last
+	// member is gone, so it must not be signaled any more.
+	reaped bool
+}
+
+// signal sends sig to every process of the group, unless it is gone.
+func (g *group) signal(sig syscall.Signal) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.reaped {
+		// ESRCH only means the group is already empty.
+		_ = syscall.Kill(-g.pgid, sig)
+	}
+}
+
+// leaderExited kills what is left of the group once its leader exited,
+// and from then on signals it no more: the leader is about to be reaped,
+// or already was.
+func (g *group) leaderExited() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.reaped {
+		// ESRCH only means the group is already empty.
+		_ = syscall.Kill(-g.pgid, syscall.SIGKILL)
+	}
+	g.reaped = true
+}
