@@ -150,7 +150,16 @@ type GetJobRequest struct {
 	// The job's id. Required.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// How much to return. Unset means JOB_VIEW_SUMMARY.
-	View          JobView `protobuf:"varint,2,opt,name=view,proto3,enum=jobplane.v1.JobView" json:"view,omitempty"`
+	View JobView `protobuf:"varint,2,opt,name=view,proto3,enum=jobplane.v1.JobView" json:"view,omitempty"`
+	// With JOB_VIEW_FULL, the largest number of subtasks to list; the
+	// server may list fewer. Zero means 1,000; larger than 10,000 means
+	// 10,000. Subtasks are listed in vertex order, then by subtask index;
+	// a page lists each vertex that has subtasks in it (with its counts)
+	// and only those subtasks. Ignored by other views.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The `next_page_token` of a previous call for the same job and view, to
+	// continue from there; empty for the first page.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -199,11 +208,28 @@ func (x *GetJobRequest) GetView() JobView {
 	return JobView_JOB_VIEW_UNSPECIFIED
 }
 
+func (x *GetJobRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GetJobRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // GetJobResponse is the response of DispatcherService.GetJob.
 type GetJobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The job.
-	Job           *JobDetails `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	Job *JobDetails `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// With JOB_VIEW_FULL, passed as `page_token` to list the next subtasks;
+	// empty on the last page and for other views.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -243,6 +269,13 @@ func (x *GetJobResponse) GetJob() *JobDetails {
 		return x.Job
 	}
 	return nil
+}
+
+func (x *GetJobResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // ListJobsRequest is the request of DispatcherService.ListJobs.
@@ -906,12 +939,16 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\x11SubmitJobResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\x12.\n" +
-	"\x06status\x18\x03 \x01(\x0e2\x16.jobplane.v1.JobStatusR\x06status\"P\n" +
+	"\x06status\x18\x03 \x01(\x0e2\x16.jobplane.v1.JobStatusR\x06status\"\x8c\x01\n" +
 	"\rGetJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12(\n" +
-	"\x04view\x18\x02 \x01(\x0e2\x14.jobplane.v1.JobViewR\x04view\";\n" +
+	"\x04view\x18\x02 \x01(\x0e2\x14.jobplane.v1.JobViewR\x04view\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"c\n" +
 	"\x0eGetJobResponse\x12)\n" +
-	"\x03job\x18\x01 \x01(\v2\x17.jobplane.v1.JobDetailsR\x03job\"\x81\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\x17.jobplane.v1.JobDetailsR\x03job\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x81\x01\n" +
 	"\x0fListJobsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +

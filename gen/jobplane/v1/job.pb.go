@@ -123,8 +123,8 @@ const (
 	JobView_JOB_VIEW_UNSPECIFIED JobView = 0
 	// The summary and per-vertex state counts, without per-subtask entries.
 	JobView_JOB_VIEW_SUMMARY JobView = 1
-	// Everything, including one entry per subtask. For very large jobs the
-	// response can exceed a client's default message size limit.
+	// Everything, including one entry per subtask, a page of subtasks at a
+	// time (see GetJobRequest.page_size).
 	JobView_JOB_VIEW_FULL JobView = 2
 )
 
@@ -427,7 +427,8 @@ type JobDetails struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The summary: id, name, status, times, counts and latest failure.
 	Summary *JobSummary `protobuf:"bytes,1,opt,name=summary,proto3" json:"summary,omitempty"`
-	// One entry per vertex, in JobGraph order. Empty while the job is
+	// One entry per vertex, in JobGraph order; with JOB_VIEW_FULL, the
+	// vertices that have subtasks in the page. Empty while the job is
 	// INITIALIZING and for jobs known only by their job result.
 	Vertices []*VertexDetails `protobuf:"bytes,2,rep,name=vertices,proto3" json:"vertices,omitempty"`
 	// The token of the JobMaster that currently runs the job; unset while
@@ -511,7 +512,8 @@ type VertexDetails struct {
 	// The number of subtasks per execution state, for states with at least
 	// one subtask, in ExecutionState order.
 	TaskCounts []*ExecutionStateCount `protobuf:"bytes,4,rep,name=task_counts,json=taskCounts,proto3" json:"task_counts,omitempty"`
-	// One entry per subtask, by subtask index; only with JOB_VIEW_FULL.
+	// One entry per subtask of the page, by subtask index; only with
+	// JOB_VIEW_FULL.
 	Subtasks      []*SubtaskDetails `protobuf:"bytes,5,rep,name=subtasks,proto3" json:"subtasks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

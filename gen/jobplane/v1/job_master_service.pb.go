@@ -103,7 +103,9 @@ type JobMasterServiceRegisterTaskExecutorResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How often the TaskExecutor should send Heartbeat.
 	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,1,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
-	// After how long without a heartbeat the TaskExecutor counts as lost.
+	// After how long without a heartbeat the TaskExecutor counts as lost;
+	// a TaskExecutor that has not heard from the JobMaster for this long has
+	// stopped the job's attempts and freed its slots.
 	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,2,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache

@@ -17,6 +17,7 @@ import (
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
+	"github.com/jobplane/jobplane/server/internal/jobgraph"
 	"github.com/jobplane/jobplane/server/internal/jobmanager"
 	"github.com/jobplane/jobplane/server/taskexecutor"
 )
@@ -28,11 +29,13 @@ func (l *listenFlags) register(fs *flag.FlagSet, def string) {
 	fs.StringVar(&l.cfg.Listen, "listen", def, "address to serve Connect, gRPC and gRPC-Web on (HTTP/1.1 and h2c); port 0 picks a free port")
 	fs.StringVar(&l.cfg.AddrFile, "listen-addr-file", "", "write the bound address to this file once listening")
 	fs.DurationVar(&l.cfg.ShutdownTimeout, "shutdown-timeout", 5*time.Second, "how long in-flight requests get to finish on shutdown")
+	fs.Int64Var(&l.cfg.MaxResponseBytes, "max-response-bytes", endpoint.DefaultMaxResponseBytes, "largest response message the server sends; a larger answer fails with RESOURCE_EXHAUSTED (lists and a job's subtasks are paged well below it)")
 	fs.Int64Var(&l.cfg.MaxRequestBytes, "max-request-bytes", endpoint.DefaultMaxRequestBytes, "largest request body, and largest request message once decompressed, that the server reads; larger requests get RESOURCE_EXHAUSTED unread (keep it above -max-plan-bytes, with room for JSON)")
 }
 
 // jobManagerFlags tune a JobManager.
 type jobManagerFlags struct {
+	maxSubtasks       int
 	sessionTTL        time.Duration
 	heartbeatInterval time.Duration
 	heartbeatTimeout  time.Duration
@@ -45,13 +48,17 @@ func (j *jobManagerFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&j.heartbeatInterval, "heartbeat-interval", jobmanager.DefaultHeartbeatInterval, "how often TaskExecutors heart-beat and JobMasters probe them")
 	fs.DurationVar(&j.heartbeatTimeout, "heartbeat-timeout", jobmanager.DefaultHeartbeatTimeout,
 		"how long a TaskExecutor may stay silent before its slots are released, and a JobMaster before its TaskExecutors stop its tasks; at least twice -heartbeat-interval and less than two thirds of -session-ttl")
+	fs.IntVar(&j.maxSubtasks, "max-subtasks-per-job", jobgraph.DefaultMaxSubtasks, "largest number of subtasks (the sum of a job's parallelisms) a job may have; larger jobs are refused at submission")
 	fs.DurationVar(&j.slotTimeout, "slot-timeout", 5*time.Minute, "how long a job's region may wait for the slots it needs before its deployment fails (and counts against the job's restart strategy)")
 	fs.DurationVar(&j.resultRetention, "result-retention", 0, "delete job results this long after their job ended (0 keeps them); while a result exists, its job id never runs again")
 }
 
-// timings returns the flags' JobManager timings, for validation.
-func (j *jobManagerFlags) timings() jobmanager.Config {
-	return jobmanager.Config{SessionTTL: j.sessionTTL, HeartbeatInterval: j.heartbeatInterval, HeartbeatTimeout: j.heartbeatTimeout}
+// validate checks the flags before anything is opened.
+func (j *jobManagerFlags) validate() error {
+	if j.maxSubtasks < 1 {
+		return errors.New("-max-subtasks-per-job must be at least 1")
+	}
+	return jobmanager.Config{SessionTTL: j.sessionTTL, HeartbeatInterval: j.heartbeatInterval, HeartbeatTimeout: j.heartbeatTimeout}.ValidateTimings()
 }
 
 // taskExecutorFlags tune TaskExecutors.
@@ -162,6 +169,7 @@ func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, flags jobM
 		Store: st, Address: ep.URL(), HTTPClient: endpoint.NewClient(),
 		SessionTTL: flags.sessionTTL, HeartbeatInterval: flags.heartbeatInterval, HeartbeatTimeout: flags.heartbeatTimeout,
 		ResultRetention: flags.resultRetention, SlotTimeout: flags.slotTimeout, Logger: log,
+		Limits: jobgraph.Limits{MaxSubtasks: flags.maxSubtasks},
 	})
 	if err != nil {
 		return err

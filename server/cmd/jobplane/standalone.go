@@ -29,7 +29,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if err := jm.timings().ValidateTimings(); err != nil {
+	if err := jm.validate(); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
 		return exitUsage
 	}

@@ -714,28 +714,30 @@ func (d *Dispatcher) Cancel(ctx context.Context, jobID string) (jobplanev1.JobSt
 	return st, nil
 }
 
-// Details returns a job's details.
-func (d *Dispatcher) Details(ctx context.Context, jobID string, full bool) (*jobplanev1.JobDetails, error) {
+// Details returns a job's details; with full, the subtasks of page and
+// the offset of the next page (-1 after the last).
+func (d *Dispatcher) Details(ctx context.Context, jobID string, full bool, page jobmaster.Page) (*jobplanev1.JobDetails, int, error) {
 	ld, j, err := d.find(ctx, jobID)
 	if err != nil {
-		return nil, err
+		return nil, -1, err
 	}
+	next := -1
 	d.mu.Lock()
 	summary, r := j.latest(), j.runner
 	det := &jobplanev1.JobDetails{Summary: summary, ExceptionHistory: j.result.GetExceptionHistory()}
 	d.mu.Unlock()
 	if r != nil {
 		if jm := r.JobMaster(); jm != nil {
-			if got, err := jm.Details(ctx, full); err == nil {
+			if got, n, err := jm.Details(ctx, full, page); err == nil {
 				got.Summary.SubmitTime = timestamppb.New(j.submitTime)
-				det = got
+				det, next = got, n
 			}
 		}
 	}
 	if err := d.stillLeading(ld); err != nil {
-		return nil, err
+		return nil, -1, err
 	}
-	return det, nil
+	return det, next, nil
 }
 
 // Result returns a job's result; with wait, it waits for the job to end.

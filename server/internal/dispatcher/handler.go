@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -17,6 +18,7 @@ import (
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/jobgraph"
+	"github.com/jobplane/jobplane/server/internal/jobmaster"
 	"github.com/jobplane/jobplane/server/internal/unknownfield"
 )
 
@@ -111,11 +113,46 @@ func (h *Handler) GetJob(ctx context.Context, req *jobplanev1.GetJobRequest) (*j
 	if err := checkJobID(req.GetJobId()); err != nil {
 		return nil, err
 	}
-	det, err := h.d.Details(ctx, req.GetJobId(), req.GetView() == jobplanev1.JobView_JOB_VIEW_FULL)
+	full := req.GetView() == jobplanev1.JobView_JOB_VIEW_FULL
+	page := jobmaster.Page{Size: int(req.GetPageSize())}
+	switch {
+	case page.Size < 0:
+		return nil, apierror.BadRequest(apierror.Field{Path: "page_size", Description: "must not be negative"})
+	case page.Size == 0:
+		page.Size = 1000
+	case page.Size > 10_000:
+		page.Size = 10_000
+	}
+	if tok := req.GetPageToken(); tok != "" {
+		offset, ok := subtaskOffset(tok, req.GetJobId())
+		if !ok {
+			return nil, apierror.BadRequest(apierror.Field{Path: "page_token", Description: "not a token this server issued for the job"})
+		}
+		page.Offset = offset
+	}
+	det, next, err := h.d.Details(ctx, req.GetJobId(), full, page)
 	if err != nil {
 		return nil, h.wire(ctx, err, req.GetJobId())
 	}
-	return &jobplanev1.GetJobResponse{Job: det}, nil
+	resp := &jobplanev1.GetJobResponse{Job: det}
+	if full && next >= 0 {
+		resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(req.GetJobId() + "/" + strconv.Itoa(next)))
+	}
+	return resp, nil
+}
+
+// subtaskOffset decodes a GetJob page token issued for jobID.
+func subtaskOffset(token, jobID string) (int, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return 0, false
+	}
+	id, n, found := strings.Cut(string(raw), "/")
+	offset, err := strconv.Atoi(n)
+	if !found || id != jobID || err != nil || offset < 0 {
+		return 0, false
+	}
+	return offset, true
 }
 
 // ListJobs implements DispatcherServiceHandler. The page token encodes

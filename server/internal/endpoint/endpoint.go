@@ -23,6 +23,11 @@ import (
 // graph in JSON is larger, so the default leaves room for it.
 const DefaultMaxRequestBytes = 4 << 20
 
+// DefaultMaxResponseBytes is the default of Config.MaxResponseBytes:
+// 16 MiB. Answers that can grow with the cluster are paged (ListJobs, the
+// subtasks of GetJob's full view) well below it.
+const DefaultMaxResponseBytes = 16 << 20
+
 // Config configures an Endpoint.
 type Config struct {
 	// Listen is the TCP address to listen on, for example "127.0.0.1:8080".
@@ -46,6 +51,10 @@ type Config struct {
 	// and without reading more than the limit of one that declares none.
 	// Default: DefaultMaxRequestBytes.
 	MaxRequestBytes int64
+	// MaxResponseBytes bounds every response message the endpoint's
+	// handlers send; one over it fails with RESOURCE_EXHAUSTED instead.
+	// Default: DefaultMaxResponseBytes.
+	MaxResponseBytes int64
 }
 
 // Validate reports whether the configuration can be used.
@@ -62,6 +71,9 @@ func (c Config) Validate() error {
 	if c.MaxRequestBytes < 0 || c.MaxRequestBytes > math.MaxInt32 {
 		return fmt.Errorf("endpoint: request limit %d is out of range (0 for the default, at most %d)", c.MaxRequestBytes, math.MaxInt32)
 	}
+	if c.MaxResponseBytes < 0 || c.MaxResponseBytes > math.MaxInt32 {
+		return fmt.Errorf("endpoint: response limit %d is out of range (0 for the default, at most %d)", c.MaxResponseBytes, math.MaxInt32)
+	}
 	return nil
 }
 
@@ -74,6 +86,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxResponseBytes == 0 {
+		c.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	return c
 }

@@ -2,7 +2,6 @@ package endpoint
 
 import (
 	"fmt"
-
 	"net/http"
 
 	"connectrpc.com/connect"
@@ -11,9 +10,14 @@ import (
 // handlerOptions are the options every handler on the endpoint is built
 // with. The read limit is applied again in the handler, after limitBody,
 // because only connect sees a message once decompressed: a gzip body well
-// under the limit on the wire can inflate far beyond it.
+// under the limit on the wire can inflate far beyond it. The send limit
+// turns an answer that would be too large into RESOURCE_EXHAUSTED instead
+// of sending it.
 func (e *Endpoint) handlerOptions() []connect.HandlerOption {
-	return []connect.HandlerOption{connect.WithReadMaxBytes(int(e.cfg.MaxRequestBytes))}
+	return []connect.HandlerOption{
+		connect.WithReadMaxBytes(int(e.cfg.MaxRequestBytes)),
+		connect.WithSendMaxBytes(int(e.cfg.MaxResponseBytes)),
+	}
 }
 
 // limitBody refuses request bodies over limit bytes before a handler pays

@@ -10,11 +10,18 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 )
 
+// DefaultMaxSubtasks is the default bound on a job's subtasks: room for
+// two vertices of 10,000 all-to-all and many times more, while a job of a
+// million subtasks, which would deploy for hours and whose every view is
+// huge, is refused at submission.
+const DefaultMaxSubtasks = 100_000
+
 // Limits bound what a JobGraph may ask for.
 type Limits struct {
 	// MaxVertices bounds the number of vertices. Default: 10,000.
 	MaxVertices int
-	// MaxSubtasks bounds the sum of parallelisms. Default: 1,000,000.
+	// MaxSubtasks bounds the sum of parallelisms. Default:
+	// DefaultMaxSubtasks.
 	MaxSubtasks int
 	// DefaultMaxParallelism is a vertex's max parallelism when it sets
 	// none. Default: 32,768.
@@ -31,7 +38,7 @@ func (l Limits) WithDefaults() Limits {
 		l.MaxVertices = 10_000
 	}
 	if l.MaxSubtasks == 0 {
-		l.MaxSubtasks = 1_000_000
+		l.MaxSubtasks = DefaultMaxSubtasks
 	}
 	if l.DefaultMaxParallelism == 0 {
 		l.DefaultMaxParallelism = 32_768

@@ -3,8 +3,11 @@ package jobmanager_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/internal/clustertest"
@@ -76,5 +79,83 @@ func TestSlotsFreeWhenResultIsWritten(t *testing.T) {
 		if resp.GetSlotsAvailable() != resp.GetSlotsTotal() || resp.GetSlotsTotal() != 2 {
 			t.Fatalf("right after %s's result: %d of %d slots free, want all 2", id, resp.GetSlotsAvailable(), resp.GetSlotsTotal())
 		}
+	}
+}
+
+// The full view of a job lists its subtasks a page at a time, each once,
+// in vertex order; a page token works only for the job it was issued for.
+func TestGetJobFullViewIsPaged(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	g := &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{
+		{Id: "a", Invokable: "sleep", Parallelism: 1500, Config: map[string]string{"duration": "1h"}},
+		{Id: "b", Invokable: "sleep", Parallelism: 700, Config: map[string]string{"duration": "1h"}},
+	}}
+	submit(t, c, "wide", g)
+	waitJob(t, c, "wide", func(d *jobplanev1.JobDetails) bool { return len(d.GetVertices()) > 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	seen := map[string]bool{}
+	var sizes []int
+	token := ""
+	for {
+		resp, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "wide", View: jobplanev1.JobView_JOB_VIEW_FULL, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, v := range resp.GetJob().GetVertices() {
+			if len(v.GetTaskCounts()) == 0 {
+				t.Errorf("vertex %s without counts", v.GetVertexId())
+			}
+			for _, st := range v.GetSubtasks() {
+				key := fmt.Sprintf("%s/%d", v.GetVertexId(), st.GetSubtaskIndex())
+				if seen[key] {
+					t.Errorf("subtask %s listed twice", key)
+				}
+				seen[key] = true
+				n++
+			}
+		}
+		sizes = append(sizes, n)
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+		if len(sizes) > 10 {
+			t.Fatal("more than 10 pages")
+		}
+	}
+	if len(seen) != 2200 || fmt.Sprint(sizes) != "[1000 1000 200]" {
+		t.Errorf("listed %d subtasks in pages of %v, want 2200 in [1000 1000 200]", len(seen), sizes)
+	}
+	small, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "wide", View: jobplanev1.JobView_JOB_VIEW_FULL, PageSize: 10})
+	if err != nil || len(small.GetJob().GetVertices()) != 1 || len(small.GetJob().GetVertices()[0].GetSubtasks()) != 10 || small.GetNextPageToken() == "" {
+		t.Errorf("page of 10 = %v, %v", small, err)
+	}
+	submit(t, c, "other", &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}})
+	for _, req := range []*jobplanev1.GetJobRequest{
+		{JobId: "other", View: jobplanev1.JobView_JOB_VIEW_FULL, PageToken: small.GetNextPageToken()},
+		{JobId: "wide", View: jobplanev1.JobView_JOB_VIEW_FULL, PageToken: "bogus!"},
+		{JobId: "wide", View: jobplanev1.JobView_JOB_VIEW_FULL, PageSize: -1},
+	} {
+		if _, err := c.Dispatcher.GetJob(ctx, req); connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Errorf("GetJob(%v): %v, want INVALID_ARGUMENT", req, err)
+		}
+	}
+}
+
+// A job of a million subtasks is refused at submission, naming the limit,
+// and nothing of it is stored.
+func TestHugeJobIsRefused(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "huge", JobGraph: &jobplanev1.JobGraph{
+		Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1_000_000, MaxParallelism: 1_000_000}},
+	}})
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "over the limit of 100000") {
+		t.Errorf("submit of 1e6 subtasks: %v, want INVALID_ARGUMENT naming the limit", err)
+	}
+	if _, err := c.Store.GetExecutionPlan(ctx, "huge"); err == nil {
+		t.Error("the refused job's plan is stored")
 	}
 }

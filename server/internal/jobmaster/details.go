@@ -40,15 +40,32 @@ func stateCounts(counts map[jobplanev1.ExecutionState]int32) []*jobplanev1.Execu
 	return out
 }
 
-func (jm *JobMaster) detailsLocked(full bool) *jobplanev1.JobDetails {
+// Page selects the subtasks a full view lists: those at positions
+// [Offset, Offset+Size) when all subtasks are ordered by vertex, then by
+// subtask index.
+type Page struct {
+	Offset, Size int
+}
+
+// detailsLocked returns the job's details; with full, the page's
+// subtasks, and the offset of the next page (-1 after the last).
+func (jm *JobMaster) detailsLocked(full bool, page Page) (*jobplanev1.JobDetails, int) {
 	d := &jobplanev1.JobDetails{Summary: jm.summaryLocked(), JobMasterToken: protoToken(jm.cfg.Token), ExceptionHistory: jm.exceptions}
+	end := page.Offset + page.Size
+	pos := 0
 	for vi, v := range jm.cfg.Graph.GetVertices() {
+		p := int(v.GetParallelism())
+		first, last := max(page.Offset-pos, 0), min(end-pos, p) // the vertex's subtasks in the page
+		pos += p
+		if full && first >= last {
+			continue
+		}
 		vd := &jobplanev1.VertexDetails{VertexId: v.GetId(), Name: v.GetName(), Parallelism: v.GetParallelism()}
 		counts := map[jobplanev1.ExecutionState]int32{}
-		for i := range int(v.GetParallelism()) {
+		for i := range p {
 			ev := jm.graph.ExecutionVertex(vi, i)
 			counts[jm.graph.State(ev)]++
-			if full {
+			if full && first <= i && i < last {
 				t := &jm.tasks[ev]
 				vd.Subtasks = append(vd.Subtasks, &jobplanev1.SubtaskDetails{
 					SubtaskIndex: int32(i), AttemptNumber: int32(jm.graph.Attempt(ev)), State: jm.graph.State(ev),
@@ -59,7 +76,10 @@ func (jm *JobMaster) detailsLocked(full bool) *jobplanev1.JobDetails {
 		vd.TaskCounts = stateCounts(counts)
 		d.Vertices = append(d.Vertices, vd)
 	}
-	return d
+	if full && pos > end {
+		return d, end
+	}
+	return d, -1
 }
 
 func protoToken(t hastore.Token) *jobplanev1.FencingToken {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -278,11 +279,16 @@ func (jm *JobMaster) Summary(ctx context.Context) (*jobplanev1.JobSummary, error
 	return s, err
 }
 
-// Details returns the job's details as the JobMaster sees them.
-func (jm *JobMaster) Details(ctx context.Context, full bool) (*jobplanev1.JobDetails, error) {
-	var d *jobplanev1.JobDetails
-	err := jm.do(ctx, func() { d = jm.detailsLocked(full) })
-	return d, err
+// Details returns the job's details as the JobMaster sees them; with
+// full, the subtasks of page, and the offset of the next page (-1 after
+// the last).
+func (jm *JobMaster) Details(ctx context.Context, full bool, page Page) (*jobplanev1.JobDetails, int, error) {
+	var (
+		d    *jobplanev1.JobDetails
+		next int
+	)
+	err := jm.do(ctx, func() { d, next = jm.detailsLocked(full, page) })
+	return d, next, err
 }
 
 // Run runs the job until it is globally terminal, returning its result, or
@@ -605,6 +611,18 @@ func (jm *JobMaster) submit(ev int32) {
 	})
 }
 
+// maxFailureBytes bounds a failure message taken from a TaskExecutor, so
+// that answers carrying failures stay small.
+const maxFailureBytes = 4 << 10
+
+// truncate shortens a failure message to maxFailureBytes, saying so.
+func truncate(msg string) string {
+	if len(msg) <= maxFailureBytes {
+		return msg
+	}
+	return strings.ToValidUTF8(msg[:maxFailureBytes], "") + "… (truncated)"
+}
+
 // refused reports whether a TaskExecutor refused a call for certain, so
 // that the call's effect did not happen there; any other failure leaves
 // the outcome unknown.
@@ -726,15 +744,20 @@ func (jm *JobMaster) update(executor string, status *jobplanev1.TaskExecutionSta
 	switch from, to := jm.graph.State(ev), status.GetState(); {
 	case to == from:
 	case to == jobstatus.ExecFailed:
-		msg := status.GetFailureMessage()
+		msg := truncate(status.GetFailureMessage())
 		if msg == "" {
 			msg = "the attempt failed on TaskExecutor " + t.slot.executorID() + " (no cause given)"
 		}
 		jm.attemptFailed(ev, msg, t.slot.executorID())
 	case to == jobstatus.ExecCanceled && from != jobstatus.ExecCanceling && !t.cancelOn:
-		// Canceled without being asked to (the TaskExecutor stopped, say):
-		// the attempt is lost like a failed one.
-		jm.attemptFailed(ev, "the attempt was canceled on TaskExecutor "+t.slot.executorID(), t.slot.executorID())
+		// Canceled without being asked to (the TaskExecutor stopped, or
+		// stopped hearing from this JobMaster): the attempt is lost like a
+		// failed one.
+		msg := "the attempt was canceled on TaskExecutor " + t.slot.executorID()
+		if why := truncate(status.GetFailureMessage()); why != "" {
+			msg += ": " + why
+		}
+		jm.attemptFailed(ev, msg, t.slot.executorID())
 	case jobstatus.CanMoveExec(from, to):
 		jm.setState(ev, to)
 	}

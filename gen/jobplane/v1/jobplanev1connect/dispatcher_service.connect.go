@@ -96,10 +96,14 @@ type DispatcherServiceClient interface {
 	//     retry at the leader, where the same `job_id` is safe.
 	SubmitJob(context.Context, *v1.SubmitJobRequest) (*v1.SubmitJobResponse, error)
 	// GetJob returns a job's current details. Jobs are known while they run
-	// and, after they end, for as long as their job result is kept.
+	// and, after they end, for as long as their job result is kept. The
+	// JOB_VIEW_FULL view lists subtasks a page at a time (see
+	// GetJobRequest.page_size).
 	//
 	// No side effects. Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
-	// INVALID_ARGUMENT for a malformed id; UNAVAILABLE (NOT_LEADER).
+	// INVALID_ARGUMENT for a malformed id, a negative page size or a page
+	// token that this server did not issue for the job; UNAVAILABLE
+	// (NOT_LEADER).
 	GetJob(context.Context, *v1.GetJobRequest) (*v1.GetJobResponse, error)
 	// ListJobs lists known jobs, newest submission first, a page at a time.
 	//
@@ -342,10 +346,14 @@ type DispatcherServiceHandler interface {
 	//     retry at the leader, where the same `job_id` is safe.
 	SubmitJob(context.Context, *v1.SubmitJobRequest) (*v1.SubmitJobResponse, error)
 	// GetJob returns a job's current details. Jobs are known while they run
-	// and, after they end, for as long as their job result is kept.
+	// and, after they end, for as long as their job result is kept. The
+	// JOB_VIEW_FULL view lists subtasks a page at a time (see
+	// GetJobRequest.page_size).
 	//
 	// No side effects. Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
-	// INVALID_ARGUMENT for a malformed id; UNAVAILABLE (NOT_LEADER).
+	// INVALID_ARGUMENT for a malformed id, a negative page size or a page
+	// token that this server did not issue for the job; UNAVAILABLE
+	// (NOT_LEADER).
 	GetJob(context.Context, *v1.GetJobRequest) (*v1.GetJobResponse, error)
 	// ListJobs lists known jobs, newest submission first, a page at a time.
 	//

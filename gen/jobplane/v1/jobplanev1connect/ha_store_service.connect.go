@@ -97,6 +97,12 @@ type HAStoreServiceClient interface {
 	OpenSession(context.Context, *v1.OpenSessionRequest) (*v1.OpenSessionResponse, error)
 	// KeepAlive renews a session for another TTL. Idempotent.
 	//
+	// The store renews the session no earlier than it receives the request,
+	// so a client knows its session certainly holds until the send time of
+	// its last acknowledged KeepAlive plus the TTL (less a margin for clock
+	// drift), and no longer: a leader acts only until then (see
+	// DispatcherService), and counts its session lost after it.
+	//
 	// Errors: NOT_FOUND (SESSION_NOT_FOUND) for an unknown or expired
 	// session, whose leaderships have all ended.
 	KeepAlive(context.Context, *v1.KeepAliveRequest) (*v1.KeepAliveResponse, error)
@@ -537,6 +543,12 @@ type HAStoreServiceHandler interface {
 	// session expires when no KeepAlive arrives within its TTL.
 	OpenSession(context.Context, *v1.OpenSessionRequest) (*v1.OpenSessionResponse, error)
 	// KeepAlive renews a session for another TTL. Idempotent.
+	//
+	// The store renews the session no earlier than it receives the request,
+	// so a client knows its session certainly holds until the send time of
+	// its last acknowledged KeepAlive plus the TTL (less a margin for clock
+	// drift), and no longer: a leader acts only until then (see
+	// DispatcherService), and counts its session lost after it.
 	//
 	// Errors: NOT_FOUND (SESSION_NOT_FOUND) for an unknown or expired
 	// session, whose leaderships have all ended.

@@ -75,16 +75,15 @@ type JobMasterServiceClient interface {
 	// (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	UpdateTaskExecutionState(context.Context, *v1.UpdateTaskExecutionStateRequest) (*v1.UpdateTaskExecutionStateResponse, error)
 	// Heartbeat tells the JobMaster that a registered TaskExecutor is alive,
-	// with the states of the job's attempts on it. A TaskExecutor that sends
-	// none within the heartbeat timeout is treated as lost: its slots are
-	// released and its attempts fail. Idempotent.
+	// with the states of the job's attempts on it. Idempotent.
 	//
 	// Errors: FAILED_PRECONDITION (NOT_REGISTERED); ABORTED
 	// (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	Heartbeat(context.Context, *v1.JobMasterServiceHeartbeatRequest) (*v1.JobMasterServiceHeartbeatResponse, error)
 	// DisconnectTaskExecutor ends a TaskExecutor's registration: its slots are
-	// released and attempts on it fail. The TaskExecutor calls it when it
-	// stops; the ResourceManager calls it, with the token the JobMaster
+	// released and attempts on it fail, to be deployed again once they are
+	// known to have stopped (see the service). The TaskExecutor calls it when
+	// it stops; the ResourceManager calls it, with the token the JobMaster
 	// registered, when it loses the TaskExecutor. Idempotent: disconnecting
 	// an unknown TaskExecutor succeeds.
 	//
@@ -220,16 +219,15 @@ type JobMasterServiceHandler interface {
 	// (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	UpdateTaskExecutionState(context.Context, *v1.UpdateTaskExecutionStateRequest) (*v1.UpdateTaskExecutionStateResponse, error)
 	// Heartbeat tells the JobMaster that a registered TaskExecutor is alive,
-	// with the states of the job's attempts on it. A TaskExecutor that sends
-	// none within the heartbeat timeout is treated as lost: its slots are
-	// released and its attempts fail. Idempotent.
+	// with the states of the job's attempts on it. Idempotent.
 	//
 	// Errors: FAILED_PRECONDITION (NOT_REGISTERED); ABORTED
 	// (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	Heartbeat(context.Context, *v1.JobMasterServiceHeartbeatRequest) (*v1.JobMasterServiceHeartbeatResponse, error)
 	// DisconnectTaskExecutor ends a TaskExecutor's registration: its slots are
-	// released and attempts on it fail. The TaskExecutor calls it when it
-	// stops; the ResourceManager calls it, with the token the JobMaster
+	// released and attempts on it fail, to be deployed again once they are
+	// known to have stopped (see the service). The TaskExecutor calls it when
+	// it stops; the ResourceManager calls it, with the token the JobMaster
 	// registered, when it loses the TaskExecutor. Idempotent: disconnecting
 	// an unknown TaskExecutor succeeds.
 	//
