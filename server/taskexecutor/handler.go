@@ -185,11 +185,7 @@ func (h *handler) FreeSlot(_ context.Context, req *jobplanev1.FreeSlotRequest) (
 	te.touchLocked(req.GetJobId(), token, time.Now())
 	for _, s := range te.slots {
 		if s.allocationID == req.GetAllocationId() && s.jobID == req.GetJobId() {
-			if s.task != nil {
-				s.task.cancel()
-			}
-			s.allocationID, s.jobID, s.task = "", "", nil
-			te.slotFreedLocked(req.GetJobId())
+			te.releaseLocked(s, "")
 		}
 	}
 	return &jobplanev1.FreeSlotResponse{}, nil

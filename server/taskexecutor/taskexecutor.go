@@ -106,6 +106,9 @@ type slot struct {
 	allocationID string // empty when free
 	jobID        string
 	task         *task
+	// freeing: the slot was freed while its attempt still ran; it stays
+	// allocated, and the attempt listed, until the attempt has stopped.
+	freeing bool
 }
 
 // job is what the TaskExecutor knows of a job: its newest JobMaster.
@@ -133,6 +136,7 @@ type task struct {
 	// stopCause says why the TaskExecutor canceled the attempt on its own,
 	// reported as the failure message of its CANCELED state.
 	stopCause string
+	ended     bool // the invokable returned
 	done      chan struct{}
 }
 
@@ -318,6 +322,24 @@ func (te *TaskExecutor) watchJobLocked(jobID string) {
 	})
 }
 
+// releaseLocked frees slot s: at once if no attempt runs in it, else once
+// its attempt, canceled now, has stopped, so that a slot never runs two
+// attempts at once and a freed attempt stays visible until it stopped.
+// cause, if set, says why the attempt was stopped. te.mu must be held.
+func (te *TaskExecutor) releaseLocked(s *slot, cause string) {
+	if t := s.task; t != nil && !t.ended {
+		if cause != "" && t.stopCause == "" {
+			t.stopCause = cause
+		}
+		t.cancel()
+		s.freeing = true
+		return
+	}
+	jobID := s.jobID
+	s.allocationID, s.jobID, s.task, s.freeing = "", "", nil, false
+	te.slotFreedLocked(jobID)
+}
+
 // slotFreedLocked stops watching a job that no longer holds a slot here.
 // te.mu must be held.
 func (te *TaskExecutor) slotFreedLocked(jobID string) {
@@ -373,8 +395,7 @@ func (te *TaskExecutor) offer(ctx context.Context, jobID, address string, token 
 		j := te.jobs[jobID]
 		idle := s.task == nil || s.task.token != token && isDone(s.task.done)
 		if s.allocationID == allocationID && idle && j != nil && j.token == token {
-			s.allocationID, s.jobID, s.task = "", "", nil
-			te.slotFreedLocked(jobID)
+			te.releaseLocked(s, "")
 		}
 		te.mu.Unlock()
 	}
@@ -392,17 +413,26 @@ func (te *TaskExecutor) runTask(ctx context.Context, t *task, inv Invokable, add
 		SubtaskIndex: int(req.GetAttempt().GetSubtaskIndex()), Attempt: int(req.GetAttempt().GetAttemptNumber()),
 		Subtasks: int(req.GetNumberOfSubtasks()), Config: req.GetConfig(),
 	})
+	te.mu.Lock()
+	cause := t.stopCause
+	te.mu.Unlock()
 	state, msg := jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED, ""
 	switch {
 	case ctx.Err() != nil:
-		state = jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED
-		te.mu.Lock()
-		msg = t.stopCause
-		te.mu.Unlock()
+		state, msg = jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED, cause
 	case err != nil:
 		state, msg = jobplanev1.ExecutionState_EXECUTION_STATE_FAILED, err.Error()
 	}
+	// Recorded before the slot can take another attempt.
 	te.attempts.record(te.cfg.ID, "stop", t, state)
+	te.mu.Lock()
+	t.ended = true
+	for _, s := range te.slots {
+		if s.task == t && s.freeing {
+			te.releaseLocked(s, "") // freed while it ran: free now
+		}
+	}
+	te.mu.Unlock()
 	te.report(context.WithoutCancel(ctx), t, address, state, msg)
 }
 

@@ -86,19 +86,11 @@ func (te *TaskExecutor) expireLocked(jobID string, j *job) {
 	cause := fmt.Sprintf("JobMaster unreachable for %v; the TaskExecutor stopped the job's tasks", j.timeout)
 	freed := 0
 	for _, s := range te.slots {
-		if s.jobID != jobID {
-			continue
+		if s.jobID == jobID && !s.freeing {
+			te.releaseLocked(s, cause)
+			freed++
 		}
-		if s.task != nil {
-			if s.task.stopCause == "" {
-				s.task.stopCause = cause
-			}
-			s.task.cancel()
-		}
-		s.allocationID, s.jobID, s.task = "", "", nil
-		freed++
 	}
-	te.slotFreedLocked(jobID)
 	// Nothing of the job is held here any more; a new offer registers
 	// again and sets the timeout anew.
 	j.timeout = 0

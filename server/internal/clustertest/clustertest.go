@@ -37,6 +37,13 @@ type Options struct {
 	HeartbeatTimeout time.Duration
 	// Invokables added to every TaskExecutor.
 	Invokables map[string]taskexecutor.Invokable
+	// TaskExecutorInterceptors, if set, wrap every TaskExecutor's handler
+	// inside the recording of the task log (for injecting faults: a call
+	// that is handled but whose answer is lost, say).
+	TaskExecutorInterceptors []connect.Interceptor
+	// JobManagerInterceptors, if set, wrap the JobManagers' handlers (for
+	// injecting faults: a report held back, say).
+	JobManagerInterceptors []connect.Interceptor
 	// WrapStore, if set, wraps the store the first JobManager uses (for
 	// recording or injecting faults).
 	WrapStore func(hastore.Store) hastore.Store
@@ -157,8 +164,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 			t.Fatal(err)
 		}
 		*id = te.ID()
-		tep.Mount(jobplanev1connect.TaskExecutorServiceName, func(opts ...connect.HandlerOption) (string, http.Handler) {
-			return te.Handler(append(opts, record)...)
+		faults := connect.WithInterceptors(opts.TaskExecutorInterceptors...)
+		tep.Mount(jobplanev1connect.TaskExecutorServiceName, func(hopts ...connect.HandlerOption) (string, http.Handler) {
+			return te.Handler(append(hopts, record, faults)...)
 		})
 		stopServ := run(t, ctx, tep.Run)
 		run(t, ctx, te.Run)
@@ -199,8 +207,11 @@ func startJobManager(t testing.TB, ctx context.Context, store hastore.Store, cli
 	if err != nil {
 		t.Fatal(err)
 	}
+	faults := connect.WithInterceptors(opts.JobManagerInterceptors...)
 	for _, s := range jm.Services() {
-		ep.Mount(s.Name, s.Handler)
+		ep.Mount(s.Name, func(hopts ...connect.HandlerOption) (string, http.Handler) {
+			return s.Handler(append(hopts, faults)...)
+		})
 	}
 	h := &JobManager{URL: ep.URL(), Dispatcher: jobplanev1connect.NewDispatcherServiceClient(client, ep.URL())}
 	h.stop = append(h.stop, run(t, ctx, jm.Run), run(t, ctx, ep.Run))

@@ -257,11 +257,13 @@ func (jm *JobMaster) reconcile(e *executorRef, sent time.Time, resp *jobplanev1.
 // again before.
 func (jm *JobMaster) lostExecutor(id, reason string) {
 	e := jm.executors[id]
-	delete(jm.executors, id)
-	stopBy := time.Now()
-	if e != nil {
-		stopBy = e.heard.At.Add(jm.cfg.HeartbeatTimeout + jm.stopMargin())
+	if e == nil {
+		// Unknown, or lost already: its slots and attempts were dropped
+		// then, and its orphans wait for the deadline set then.
+		return
 	}
+	delete(jm.executors, id)
+	stopBy := e.heard.At.Add(jm.cfg.HeartbeatTimeout + jm.stopMargin())
 	g := jm.gone[id]
 	if g == nil {
 		g = &gone{}

@@ -643,6 +643,11 @@ func (jm *JobMaster) submitted(ev int32, attempt int, err error) {
 		return
 	}
 	t := &jm.tasks[ev]
+	if err != nil && jm.graph.State(ev) != jobstatus.ExecDeploying {
+		// The attempt reported a state already: it was deployed, whatever
+		// became of the answer.
+		err = nil
+	}
 	if err != nil && !refused(err) && t.slot != nil {
 		// The attempt may have started although the call failed: it is
 		// not deployed again before it is known to have stopped.

@@ -1,0 +1,146 @@
+package jobmanager_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/internal/clustertest"
+	"github.com/jobplane/jobplane/server/taskexecutor"
+)
+
+// loseFirstDeployAnswer runs the first SubmitTask of vertex "a" and then,
+// after a while, loses its answer, as a broken connection would: the
+// attempt runs although the JobMaster hears of no success.
+type loseFirstDeployAnswer struct{ done atomic.Bool }
+
+func (l *loseFirstDeployAnswer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		resp, err := next(ctx, req)
+		if r, ok := req.Any().(*jobplanev1.SubmitTaskRequest); ok && r.GetAttempt().GetVertexId() == "a" && err == nil && l.done.CompareAndSwap(false, true) {
+			time.Sleep(300 * time.Millisecond) // the fault: an answer that never comes
+			return nil, connect.NewError(connect.CodeUnavailable, errors.New("the answer was lost"))
+		}
+		return resp, err
+	}
+}
+
+func (l *loseFirstDeployAnswer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (l *loseFirstDeployAnswer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// holdFirstRunningReport holds the first RUNNING report of vertex "a"
+// back until the JobMaster has taken the lost answer: it then cannot tell
+// whether the attempt runs.
+type holdFirstRunningReport struct{ done atomic.Bool }
+
+func (h *holdFirstRunningReport) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if r, ok := req.Any().(*jobplanev1.UpdateTaskExecutionStateRequest); ok && r.GetStatus().GetAttempt().GetVertexId() == "a" &&
+			r.GetStatus().GetState() == jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING && h.done.CompareAndSwap(false, true) {
+			time.Sleep(time.Second) // the fault: a slow report
+		}
+		return next(ctx, req)
+	}
+}
+
+func (h *holdFirstRunningReport) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (h *holdFirstRunningReport) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// slowToStop runs until canceled, then takes a while to stop, as a task
+// that cleans up does.
+func slowToStop(ctx context.Context, _ taskexecutor.Task) error {
+	<-ctx.Done()
+	time.Sleep(1500 * time.Millisecond) // the task's own cleanup
+	return ctx.Err()
+}
+
+// An attempt whose deployment answer was lost may be running: its subtask
+// is deployed again only once the attempt is known to have stopped, so
+// the TaskExecutors' task log never shows the subtask on two of them at
+// once. The job has a spare slot at hand for it (vertex b's, free once b
+// finishes after the lost answer), so nothing but the JobMaster's
+// knowledge of the attempt holds the new deployment back.
+func TestLostDeploymentAnswerNeverRunsTwice(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{
+		Slots:                    1,
+		Invokables:               map[string]taskexecutor.Invokable{"slow-to-stop": slowToStop},
+		TaskExecutorInterceptors: []connect.Interceptor{&loseFirstDeployAnswer{}},
+		JobManagerInterceptors:   []connect.Interceptor{&holdFirstRunningReport{}},
+	})
+	submit(t, c, "lost", &jobplanev1.JobGraph{
+		Vertices: []*jobplanev1.JobVertex{
+			{Id: "a", Invokable: "slow-to-stop", Parallelism: 1},
+			{Id: "b", Invokable: "sleep", Parallelism: 1, Config: map[string]string{"duration": "600ms"}},
+		},
+		Config: &jobplanev1.JobConfig{SchedulingMode: jobplanev1.SchedulingMode_SCHEDULING_MODE_EAGER},
+	})
+	// Wait for the deployment after the lost answer.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		submits := 0
+		for _, e := range c.Tasks.Events() {
+			if e.JobID == "lost" && e.Method == "SubmitTask" && e.Attempt.GetVertexId() == "a" {
+				submits++
+			}
+		}
+		if submits >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the subtask was deployed %d times in 30s, want again after the lost answer", submits)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "lost"}); err != nil {
+		t.Fatal(err)
+	}
+	result(t, c, "lost")
+
+	// On each TaskExecutor an attempt runs from its SubmitTask to its
+	// terminal report; no SubmitTask of the subtask may come while one
+	// runs anywhere.
+	var log []string
+	running := map[string]int{} // TaskExecutor -> seq of its SubmitTask
+	for _, e := range c.Tasks.Events() {
+		if e.JobID != "lost" || e.Attempt.GetVertexId() != "a" {
+			continue
+		}
+		log = append(log, e.String())
+		switch {
+		case e.Method == "SubmitTask":
+			if len(running) > 0 {
+				t.Errorf("#%d: SubmitTask on %s while the subtask still runs on %v", e.Seq, e.TaskExecutor, running)
+			}
+			running[e.TaskExecutor] = e.Seq
+		case e.Method == "UpdateTaskExecutionState" && isTerminal(e.State):
+			delete(running, e.TaskExecutor)
+		}
+	}
+	if t.Failed() || testing.Verbose() {
+		t.Logf("task log:\n%s", strings.Join(log, "\n"))
+	}
+}
+
+func isTerminal(s jobplanev1.ExecutionState) bool {
+	switch s {
+	case jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED, jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED, jobplanev1.ExecutionState_EXECUTION_STATE_FAILED:
+		return true
+	}
+	return false
+}
