@@ -62,13 +62,17 @@ func TestClusterOverviewNamesTheLeader(t *testing.T) {
 
 // A job's slots are free when its result is written: the next job finds
 // them free at once, without waiting for the TaskExecutors' next reports.
+// The job is one pipelined region of two subtasks, so it runs only once
+// both slots were offered to it and taken.
 func TestSlotsFreeWhenResultIsWritten(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{TaskExecutors: 1, Slots: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for i := range 5 {
 		id := fmt.Sprintf("quick-%d", i)
-		submit(t, c, id, &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 2}}})
+		g := twoVertices("noop", nil)
+		g.Vertices[0].Parallelism, g.Vertices[1].Parallelism = 1, 1
+		submit(t, c, id, g)
 		if res := result(t, c, id); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 			t.Fatalf("%s: %v", id, res)
 		}
