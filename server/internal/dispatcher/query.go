@@ -1,0 +1,290 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/jobmaster"
+	"github.com/jobplane/jobplane/server/internal/jobstatus"
+)
+
+// ErrJobNotFound: no job with this id is known.
+var ErrJobNotFound = errors.New("dispatcher: job not found")
+
+// TerminalError says a job already ended in a status that forbids the
+// operation (for example cancelling a FINISHED job).
+type TerminalError struct {
+	JobID  string
+	Status jobplanev1.JobStatus
+}
+
+func (e *TerminalError) Error() string {
+	return fmt.Sprintf("dispatcher: job %s is %v", e.JobID, e.Status)
+}
+
+// NotTerminalError says a job has no result yet.
+type NotTerminalError struct {
+	JobID  string
+	Status jobplanev1.JobStatus
+}
+
+func (e *NotTerminalError) Error() string {
+	return fmt.Sprintf("dispatcher: job %s is %v, not terminal", e.JobID, e.Status)
+}
+
+func (d *Dispatcher) find(ctx context.Context, jobID string) (*leadership, *job, error) {
+	ld, err := d.current(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	j := ld.jobs[jobID]
+	if j == nil {
+		return nil, nil, ErrJobNotFound
+	}
+	select {
+	case <-j.persisting:
+	default:
+		return nil, nil, ErrJobNotFound // not accepted yet
+	}
+	return ld, j, nil
+}
+
+// Cancel cancels a job and returns its status right after.
+func (d *Dispatcher) Cancel(ctx context.Context, jobID string) (jobplanev1.JobStatus, error) {
+	ld, j, err := d.find(ctx, jobID)
+	if err != nil {
+		return 0, err
+	}
+	d.mu.Lock()
+	result, r := j.result, j.runner
+	d.mu.Unlock()
+	if result != nil {
+		if result.GetStatus() == jobstatus.Canceled {
+			return jobstatus.Canceled, nil
+		}
+		return 0, &TerminalError{JobID: jobID, Status: result.GetStatus()}
+	}
+	st := r.Cancel(ctx)
+	if err := d.stillLeading(ld); err != nil {
+		return 0, err
+	}
+	return st, nil
+}
+
+// Details returns a job's details; with full, the subtasks of page and
+// the offset of the next page (-1 after the last).
+func (d *Dispatcher) Details(ctx context.Context, jobID string, full bool, page jobmaster.Page) (*jobplanev1.JobDetails, int, error) {
+	ld, j, err := d.find(ctx, jobID)
+	if err != nil {
+		return nil, -1, err
+	}
+	next := -1
+	d.mu.Lock()
+	summary, r := j.latest(), j.runner
+	det := &jobplanev1.JobDetails{Summary: summary, ExceptionHistory: j.result.GetExceptionHistory()}
+	d.mu.Unlock()
+	if r != nil {
+		if jm := r.JobMaster(); jm != nil {
+			if got, n, err := jm.Details(ctx, full, page); err == nil {
+				got.Summary.SubmitTime = timestamppb.New(j.submitTime)
+				det, next = got, n
+			}
+		}
+	}
+	if err := d.stillLeading(ld); err != nil {
+		return nil, -1, err
+	}
+	return det, next, nil
+}
+
+// Result returns a job's result; with wait, it waits for the job to end.
+func (d *Dispatcher) Result(ctx context.Context, jobID string, wait bool) (*jobplanev1.JobResult, error) {
+	ld, j, err := d.find(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	if wait {
+		select {
+		case <-j.done:
+		case <-ld.ctx.Done():
+			return nil, ErrNotLeading
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if err := d.stillLeading(ld); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if j.result == nil {
+		return nil, &NotTerminalError{JobID: jobID, Status: j.latest().GetStatus()}
+	}
+	return j.result, nil
+}
+
+// Watch calls fn with the job's current summary and then with every status
+// change, in order, until the job is globally terminal (nil), ctx ends
+// (ctx's error) or leadership is lost (ErrNotLeading). Every heartbeat
+// without a change, fn is called with nil.
+func (d *Dispatcher) Watch(ctx context.Context, jobID string, heartbeat time.Duration, fn func(*jobplanev1.JobSummary) error) error {
+	ld, j, err := d.find(ctx, jobID)
+	if err != nil {
+		return err
+	}
+	// The first message is the current state: the JobMaster's own summary
+	// while it runs the job (the recorded one dates from the last status
+	// change, with the task counts of then), else the recorded one.
+	d.mu.Lock()
+	next := len(j.history)
+	first, r := j.latest(), j.runner
+	d.mu.Unlock()
+	if r != nil {
+		if jm := r.JobMaster(); jm != nil {
+			// A globally terminal status is shown only once its result is
+			// durable, as recorded by finish.
+			if s, err := jm.Summary(ctx); err == nil && !jobstatus.IsGloballyTerminal(s.GetStatus()) {
+				s.SubmitTime = timestamppb.New(j.submitTime)
+				first = s
+			}
+		}
+	}
+	pending := []*jobplanev1.JobSummary{first}
+	var last jobplanev1.JobStatus
+	for {
+		for _, s := range pending {
+			if s.GetStatus() == last {
+				continue // the JobMaster's summary showed this change already
+			}
+			if err := d.stillLeading(ld); err != nil {
+				return err
+			}
+			if err := fn(s); err != nil {
+				return err
+			}
+			last = s.GetStatus()
+			if jobstatus.IsGloballyTerminal(s.GetStatus()) {
+				return nil
+			}
+		}
+		d.mu.Lock()
+		pending = append(pending[:0:0], j.history[next:]...)
+		next = len(j.history)
+		changed := j.changed
+		d.mu.Unlock()
+		if len(pending) > 0 {
+			continue
+		}
+		select {
+		case <-changed:
+		case <-time.After(heartbeat):
+			if err := d.stillLeading(ld); err != nil {
+				return err
+			}
+			if err := fn(nil); err != nil {
+				return err
+			}
+		case <-ld.ctx.Done():
+			return ErrNotLeading
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// ClientHeartbeat records that an attached job's client is alive and
+// returns the next deadline (zero for a detached job).
+func (d *Dispatcher) ClientHeartbeat(ctx context.Context, jobID string) (time.Time, error) {
+	ld, j, err := d.find(ctx, jobID)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if err := d.stillLeading(ld); err != nil {
+		return time.Time{}, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if j.heartbeat == nil || j.result != nil {
+		return time.Time{}, nil
+	}
+	j.heartbeat.Reset(j.heartbeatTimeout)
+	return time.Now().Add(j.heartbeatTimeout), nil
+}
+
+// List returns the summaries of known jobs, newest submission first,
+// filtered by status when statuses is not empty.
+func (d *Dispatcher) List(ctx context.Context, statuses []jobplanev1.JobStatus) ([]*jobplanev1.JobSummary, error) {
+	ld, err := d.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	want := map[jobplanev1.JobStatus]bool{}
+	for _, s := range statuses {
+		want[s] = true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []*jobplanev1.JobSummary
+	for _, j := range ld.jobs {
+		select {
+		case <-j.persisting:
+		default:
+			continue
+		}
+		if s := j.latest(); len(want) == 0 || want[s.GetStatus()] {
+			out = append(out, s)
+		}
+	}
+	sortSummaries(out)
+	if d.lead != ld || !ld.l.Valid() {
+		return nil, ErrNotLeading
+	}
+	return out, nil
+}
+
+// Overview counts jobs by status and reports the leader's TaskExecutors
+// and slots.
+func (d *Dispatcher) Overview(ctx context.Context) (*jobplanev1.GetClusterOverviewResponse, error) {
+	ld, err := d.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp := &jobplanev1.GetClusterOverviewResponse{}
+	if d.cfg.Overview != nil {
+		te, total, free := d.cfg.Overview()
+		resp.TaskExecutors, resp.SlotsTotal, resp.SlotsAvailable = int32(te), int32(total), int32(free)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, j := range ld.jobs {
+		select {
+		case <-j.persisting:
+		default:
+			continue // not accepted yet
+		}
+		switch j.latest().GetStatus() {
+		case jobstatus.Finished:
+			resp.JobsFinished++
+		case jobstatus.Canceled:
+			resp.JobsCanceled++
+		case jobstatus.Failed:
+			resp.JobsFailed++
+		default:
+			resp.JobsRunning++
+		}
+	}
+	tok := ld.l.Token()
+	resp.Leader = &jobplanev1.LeaderInfo{Election: hastore.ElectionJobManager, Address: d.cfg.Address, Token: &jobplanev1.FencingToken{SessionId: tok.SessionID, Epoch: tok.Epoch}}
+	if d.lead != ld || !ld.l.Valid() {
+		return nil, ErrNotLeading
+	}
+	return resp, nil
+}

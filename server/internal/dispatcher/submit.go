@@ -1,0 +1,171 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/jobgraph"
+	"github.com/jobplane/jobplane/server/internal/jobstatus"
+)
+
+// SubmitOutcome is the outcome of a submission.
+type SubmitOutcome struct {
+	Created bool
+	Status  jobplanev1.JobStatus
+}
+
+// Errors of submissions, mapped to wire codes by the handler.
+var (
+	// ErrPersistFailed: the plan could not be persisted; nothing runs.
+	ErrPersistFailed = errors.New("dispatcher: persisting the plan failed")
+)
+
+// ExistsError says a job id is taken by a different plan.
+type ExistsError struct {
+	JobID              string
+	GloballyTerminated bool
+}
+
+func (e *ExistsError) Error() string {
+	return fmt.Sprintf("dispatcher: job %s exists with a different plan", e.JobID)
+}
+
+// Submit accepts a job: validated (a *jobgraph.Error if invalid),
+// idempotent on its id, persisted before anything else happens for it.
+func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1.JobGraph) (SubmitOutcome, error) {
+	prepared, err := jobgraph.Prepare(graph, d.cfg.ParallelismOverrides, d.cfg.Limits)
+	if err != nil {
+		return SubmitOutcome{}, err
+	}
+	digest := jobgraph.Digest(graph)
+	for {
+		ld, err := d.current(ctx)
+		if err != nil {
+			return SubmitOutcome{}, err
+		}
+		d.mu.Lock()
+		if d.lead != ld {
+			d.mu.Unlock()
+			continue
+		}
+		if j := ld.jobs[jobID]; j != nil {
+			select {
+			case <-j.persisting:
+			default:
+				// An identical submission is being persisted: wait for its
+				// outcome, then look again.
+				wait := j.persisting
+				d.mu.Unlock()
+				select {
+				case <-wait:
+				case <-ctx.Done():
+					return SubmitOutcome{}, ctx.Err()
+				}
+				continue
+			}
+			defer d.mu.Unlock()
+			if string(j.digest) != string(digest) {
+				return SubmitOutcome{}, &ExistsError{JobID: jobID, GloballyTerminated: j.result != nil}
+			}
+			return SubmitOutcome{Created: false, Status: j.latest().GetStatus()}, nil
+		}
+		plan := &jobplanev1.ExecutionPlan{JobId: jobID, JobGraph: prepared, Digest: digest, SubmitTime: timestamppb.Now()}
+		j := newJob(plan)
+		ld.jobs[jobID] = j
+		d.mu.Unlock()
+		return d.persistAndStart(ld, j, plan)
+	}
+}
+
+// persistAndStart persists the plan and only then starts the job. A failed
+// persist removes the job again, so the same id may be submitted anew.
+func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.ExecutionPlan) (SubmitOutcome, error) {
+	// The outcome must be known whatever the client's deadline: persist
+	// under the leadership, bounded by its own timeout.
+	ctx, cancel := context.WithTimeout(ld.ctx, d.cfg.PersistTimeout)
+	defer cancel()
+	f := ld.l.Fence()
+	err := d.cfg.Store.PutExecutionPlan(ctx, f, plan)
+	if err != nil && !errors.Is(err, hastore.ErrStaleToken) && !errors.Is(err, hastore.ErrInvalidArgument) && !errors.Is(err, hastore.ErrResultExists) {
+		// The put may have been applied although it failed here: settle
+		// what the store holds before answering.
+		err = d.settlePut(ld, f, plan, err)
+	}
+	if err != nil {
+		d.mu.Lock()
+		delete(ld.jobs, j.id)
+		close(j.persisting)
+		d.mu.Unlock()
+		switch {
+		case !errors.Is(err, hastore.ErrStaleToken) && d.stillLeading(ld) != nil:
+			// The leadership ended during the put (which its end cut
+			// off): the client goes to the new leader, where the same
+			// submission is safe whether or not this put was applied.
+			return SubmitOutcome{}, ErrNotLeading
+		case errors.Is(err, hastore.ErrStaleToken):
+			// The store no longer takes this leadership's writes: give it
+			// up, so that the process campaigns again under a new token
+			// rather than writing on with this one.
+			d.log.Warn("the HA store refused a plan as stale; stepping down", "job", j.id)
+			go d.stepDown(ld)
+			return SubmitOutcome{}, ErrNotLeading
+		case errors.Is(err, hastore.ErrInvalidArgument):
+			return SubmitOutcome{}, &jobgraph.Error{Violations: []jobgraph.Violation{{Field: "job_graph", Description: err.Error()}}}
+		case errors.Is(err, ErrOutcomeUnknown):
+			return SubmitOutcome{}, err
+		}
+		d.log.Warn("persisting a plan failed", "job", j.id, "err", err)
+		return SubmitOutcome{}, fmt.Errorf("%w: %v", ErrPersistFailed, err)
+	}
+	d.mu.Lock()
+	err = d.startLocked(ld, j, plan, false)
+	if err != nil {
+		delete(ld.jobs, j.id)
+		close(j.persisting)
+	}
+	d.mu.Unlock()
+	if err != nil {
+		// Nothing runs: take the plan back, so a later leader does not
+		// start the job either.
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ld.ctx), d.cfg.PersistTimeout)
+		if derr := d.cfg.Store.DeleteExecutionPlan(rctx, f, j.id); derr != nil {
+			d.log.Warn("removing the plan of a job that could not start", "job", j.id, "err", derr)
+		}
+		rcancel()
+		return SubmitOutcome{}, err
+	}
+	d.log.Info("job submitted", "job", j.id, "name", j.name)
+	return SubmitOutcome{Created: true, Status: jobstatus.Initializing}, nil
+}
+
+// ErrOutcomeUnknown: a plan put failed in a way that leaves unknown
+// whether the plan is stored, and it could be neither read back nor
+// removed. The client retries the same submission, which is safe.
+var ErrOutcomeUnknown = errors.New("dispatcher: the outcome of persisting the plan is unknown")
+
+// settlePut finds out whether a failed put was applied after all: if the
+// plan is stored, the put succeeded (nil); if it is not, it failed
+// (putErr); if that cannot be read, the plan is removed (putErr) or, if
+// even that fails, ErrOutcomeUnknown.
+func (d *Dispatcher) settlePut(ld *leadership, f hastore.Fence, plan *jobplanev1.ExecutionPlan, putErr error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ld.ctx), d.cfg.PersistTimeout)
+	defer cancel()
+	stored, err := d.cfg.Store.GetExecutionPlan(ctx, plan.GetJobId())
+	switch {
+	case err == nil && string(stored.GetDigest()) == string(plan.GetDigest()):
+		d.log.Info("a plan put reported an error but was applied", "job", plan.GetJobId(), "err", putErr)
+		return nil
+	case errors.Is(err, hastore.ErrPlanNotFound):
+		return putErr
+	}
+	if derr := d.cfg.Store.DeleteExecutionPlan(ctx, f, plan.GetJobId()); derr != nil {
+		d.log.Warn("a plan put failed and the plan can be neither read nor removed", "job", plan.GetJobId(), "put_err", putErr, "delete_err", derr)
+		return fmt.Errorf("%w: %v", ErrOutcomeUnknown, putErr)
+	}
+	return putErr
+}

@@ -1,0 +1,251 @@
+package jobmaster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/server/internal/jobstatus"
+)
+
+// deploy assigns free slots to the released regions waiting for them and
+// submits their attempts. Under pipelined-region scheduling a region is
+// deployed once slots for all its waiting subtasks are at hand; eager
+// scheduling deploys subtask by subtask.
+func (jm *JobMaster) deploy() {
+	if jm.status != jobstatus.Running {
+		return
+	}
+	var free []*slotRef
+	for _, s := range jm.slots {
+		if s.ev < 0 {
+			free = append(free, s)
+		}
+	}
+	sort.Slice(free, func(i, j int) bool { return free[i].allocationID < free[j].allocationID })
+	kept := jm.ready[:0]
+	for _, r := range jm.ready {
+		if jm.restarting[r] != nil || !jm.graph.Released(r) {
+			jm.queued[r] = false // queued again when restarted or released
+			continue
+		}
+		var waiting []int32
+		blocked := false // a subtask whose earlier attempt may still run somewhere
+		for _, ev := range jm.graph.Region(r) {
+			if jm.graph.State(ev) == jobstatus.ExecCreated {
+				if jm.orphaned[ev] > 0 {
+					blocked = true
+					continue
+				}
+				waiting = append(waiting, ev)
+			}
+		}
+		if len(waiting) == 0 && !blocked {
+			jm.queued[r] = false
+			continue
+		}
+		if len(waiting) == 0 || len(free) == 0 || !jm.eager && (blocked || len(waiting) > len(free)) {
+			kept = append(kept, r)
+			continue
+		}
+		n := min(len(waiting), len(free))
+		for i, ev := range waiting[:n] {
+			s := free[i]
+			s.ev, jm.tasks[ev].slot = ev, s
+			jm.setState(ev, jobstatus.ExecDeploying)
+			jm.submit(ev)
+		}
+		free = free[n:]
+		if n < len(waiting) || blocked {
+			kept = append(kept, r)
+		} else {
+			jm.queued[r] = false
+		}
+	}
+	clear(jm.ready[len(kept):])
+	jm.ready = kept
+}
+
+// checkSlotTimeouts fails the deployment of regions that waited longer
+// than the slot timeout for their slots: the cluster may never have that
+// many free, and a failure with a cause says so where waiting would not.
+func (jm *JobMaster) checkSlotTimeouts() {
+	if jm.status != jobstatus.Running {
+		return
+	}
+	now := time.Now()
+	var expired []int
+	for _, r := range jm.ready {
+		if jm.restarting[r] == nil && jm.graph.Released(r) && now.Sub(jm.since[r]) > jm.cfg.SlotTimeout {
+			expired = append(expired, r)
+		}
+	}
+	for _, r := range expired {
+		if jm.restarting[r] != nil || jm.status != jobstatus.Running || now.Sub(jm.since[r]) <= jm.cfg.SlotTimeout {
+			continue // an earlier expiry restarted it, or ended the job
+		}
+		for _, ev := range jm.graph.Region(r) {
+			if jm.graph.State(ev) == jobstatus.ExecCreated {
+				msg := fmt.Sprintf("no slots: a region of %d subtasks waited %v for slots; the job holds %d", len(jm.graph.Region(r)), jm.cfg.SlotTimeout, len(jm.slots))
+				jm.attemptFailed(ev, msg, "")
+				break
+			}
+		}
+	}
+}
+
+// vertex returns the JobVertex and subtask index of execution vertex ev.
+func (jm *JobMaster) vertex(ev int32) (*jobplanev1.JobVertex, int) {
+	vi, subtask := jm.graph.VertexOf(ev)
+	return jm.cfg.Graph.GetVertices()[vi], subtask
+}
+
+func (jm *JobMaster) attemptID(ev int32) *jobplanev1.ExecutionAttemptId {
+	v, subtask := jm.vertex(ev)
+	return &jobplanev1.ExecutionAttemptId{VertexId: v.GetId(), SubtaskIndex: int32(subtask), AttemptNumber: int32(jm.graph.Attempt(ev))}
+}
+
+func (jm *JobMaster) submit(ev int32) {
+	t := &jm.tasks[ev]
+	e := jm.executors[t.slot.executor]
+	if e == nil {
+		jm.attemptFailed(ev, "TaskExecutor "+t.slot.executor+" is not registered", "")
+		return
+	}
+	v, _ := jm.vertex(ev)
+	req := &jobplanev1.SubmitTaskRequest{
+		JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), AllocationId: t.slot.allocationID,
+		Attempt: jm.attemptID(ev), TaskName: v.GetName(), Invokable: v.GetInvokable(),
+		Config: v.GetConfig(), NumberOfSubtasks: v.GetParallelism(),
+	}
+	attempt := jm.graph.Attempt(ev)
+	jm.goRPC(func(ctx context.Context) {
+		if !jm.valid() {
+			return // not certainly the leader any more; Run suspends the job
+		}
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := e.client.SubmitTask(ctx, req)
+		jm.post(func() { jm.submitted(ev, attempt, err) })
+	})
+}
+
+// maxFailureBytes bounds a failure message taken from a TaskExecutor, so
+// that answers carrying failures stay small.
+const maxFailureBytes = 4 << 10
+
+// truncate shortens a failure message to maxFailureBytes, saying so.
+func truncate(msg string) string {
+	if len(msg) <= maxFailureBytes {
+		return msg
+	}
+	return strings.ToValidUTF8(msg[:maxFailureBytes], "") + "… (truncated)"
+}
+
+// refused reports whether a TaskExecutor refused a call for certain, so
+// that the call's effect did not happen there; any other failure leaves
+// the outcome unknown.
+func refused(err error) bool {
+	for _, reason := range []jobplanev1.ErrorReason{
+		jobplanev1.ErrorReason_ERROR_REASON_SLOT_NOT_ALLOCATED, jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED,
+		jobplanev1.ErrorReason_ERROR_REASON_UNKNOWN_INVOKABLE, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN,
+	} {
+		if apierror.Is(err, reason) {
+			return true
+		}
+	}
+	return connect.CodeOf(err) == connect.CodeInvalidArgument
+}
+
+func (jm *JobMaster) submitted(ev int32, attempt int, err error) {
+	if jm.graph.Attempt(ev) != attempt {
+		return
+	}
+	t := &jm.tasks[ev]
+	if err != nil && jm.graph.State(ev) != jobstatus.ExecDeploying {
+		// The attempt reported a state already: it was deployed, whatever
+		// became of the answer.
+		err = nil
+	}
+	if err != nil && !refused(err) && t.slot != nil {
+		// The attempt may have started although the call failed: it is
+		// not deployed again before it is known to have stopped.
+		jm.orphan(ev, attempt, t.slot.executor)
+	}
+	unreachable := connect.CodeOf(err) == connect.CodeUnavailable
+	if unreachable || apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_SLOT_NOT_ALLOCATED) || apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED) {
+		// The slot is not (or not yet) ours to use, or its TaskExecutor
+		// cannot be reached: drop it and deploy the subtask elsewhere,
+		// without counting a failure. An unreachable TaskExecutor is lost
+		// for good once its probes time out.
+		if s := t.slot; s != nil {
+			delete(jm.slots, s.allocationID)
+			s.ev, t.slot = -1, nil
+			// Best effort: the TaskExecutor may have started the attempt
+			// after all, or still hold the slot for the job.
+			jm.abandon(s, jm.attemptID(ev))
+		}
+		switch {
+		case t.cancelOn:
+			t.cancelOn = false
+			jm.setState(ev, jobstatus.ExecCanceled)
+		case jm.graph.State(ev) == jobstatus.ExecDeploying:
+			jm.setState(ev, jobstatus.ExecCreated)
+			jm.enqueue(jm.graph.RegionOf(ev))
+		}
+		jm.progress()
+		return
+	}
+	if err != nil {
+		jm.attemptFailed(ev, "deployment failed: "+err.Error(), t.slot.executorID())
+		return
+	}
+	if t.cancelOn {
+		t.cancelOn = false
+		if !jobstatus.IsExecTerminal(jm.graph.State(ev)) {
+			jm.cancelAttempt(ev)
+		}
+	}
+}
+
+// abandon tells a slot's TaskExecutor, best effort, to cancel an attempt
+// it may run there and to free the slot, which the JobMaster no longer
+// counts as its own.
+//
+// Until the TaskExecutor's answers no longer show the slot for the job,
+// it is freed again at each (see reconcile), so that a slot whose
+// FreeSlot was lost does not stay with the job.
+func (jm *JobMaster) abandon(s *slotRef, attempt *jobplanev1.ExecutionAttemptId) {
+	e := jm.executors[s.executor]
+	if e == nil {
+		return
+	}
+	jm.dropped[s.allocationID] = s.executor
+	var cancels []*jobplanev1.ExecutionAttemptId
+	if attempt != nil {
+		cancels = append(cancels, attempt)
+	}
+	jm.cleanUp(e, cancels, []string{s.allocationID})
+}
+
+func (s *slotRef) executorID() string {
+	if s == nil {
+		return ""
+	}
+	return s.executor
+}
+
+// find returns the execution vertex an attempt id names, or -1.
+func (jm *JobMaster) find(a *jobplanev1.ExecutionAttemptId) int32 {
+	vi, ok := jm.vertexByID[a.GetVertexId()]
+	if !ok || a.GetSubtaskIndex() < 0 || a.GetSubtaskIndex() >= jm.cfg.Graph.GetVertices()[vi].GetParallelism() {
+		return -1
+	}
+	return jm.graph.ExecutionVertex(vi, int(a.GetSubtaskIndex()))
+}

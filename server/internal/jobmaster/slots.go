@@ -1,0 +1,121 @@
+package jobmaster
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/internal/jobstatus"
+)
+
+// suspend stops the JobMaster without a result: its attempts are canceled
+// and its slots freed, best effort and bounded.
+func (jm *JobMaster) suspend() {
+	jm.stopFailovers()
+	jm.log.Info("suspending")
+	// Cancel every attempt at once, under one deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	var wg sync.WaitGroup
+	for _, s := range jm.slots {
+		if s.ev < 0 || jobstatus.IsExecTerminal(jm.graph.State(s.ev)) {
+			continue
+		}
+		if e := jm.executors[s.executor]; e != nil {
+			req := &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), Attempt: jm.attemptID(s.ev)}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = e.client.CancelTask(ctx, req)
+			}()
+		}
+	}
+	wg.Wait()
+	cancel()
+	jm.release(context.Background())
+	if jm.cfg.OnStatus != nil {
+		s := jm.summaryLocked()
+		s.Status = jobstatus.Suspended
+		jm.cfg.OnStatus(s)
+	}
+}
+
+// trimSlots gives back idle slots the job no longer needs (their regions
+// finished), so that other jobs can use them while this one runs.
+//
+// A slot is given back only once the ResourceManager knows the job needs
+// fewer: freed while it still counts the higher need, the slot would be
+// allocated to the job again.
+func (jm *JobMaster) trimSlots() {
+	if jm.declaring || jm.declared > jm.neededLocked() {
+		return // declare sends the lower need first, then trims
+	}
+	excess := len(jm.slots) - jm.neededLocked()
+	for aid, s := range jm.slots {
+		if excess <= 0 {
+			return
+		}
+		if s.ev >= 0 {
+			continue
+		}
+		delete(jm.slots, aid)
+		excess--
+		if e := jm.executors[s.executor]; e != nil {
+			jm.dropped[aid] = s.executor // freed again while the TaskExecutor still shows it
+			req := &jobplanev1.FreeSlotRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), AllocationId: aid, Reason: "no longer needed"}
+			jm.goRPC(func(ctx context.Context) {
+				// Not cut off when Run stops: the slot is no longer listed
+				// for release, so this call is the only one to free it.
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				defer cancel()
+				if _, err := e.client.FreeSlot(ctx, req); err != nil {
+					jm.log.Debug("freeing an idle slot", "allocation", aid, "err", err)
+				}
+			})
+		}
+	}
+}
+
+// release frees every slot and disconnects from the ResourceManager.
+func (jm *JobMaster) release(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	token := protoToken(jm.cfg.Token)
+	held := map[string]string{} // allocation id -> TaskExecutor id
+	for aid, s := range jm.slots {
+		held[aid] = s.executor
+	}
+	for aid, executor := range jm.dropped {
+		held[aid] = executor
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		freed []string
+	)
+	for aid, executor := range held {
+		if e := jm.executors[executor]; e != nil {
+			req := &jobplanev1.FreeSlotRequest{JobId: jm.cfg.JobID, JobMasterToken: token, AllocationId: aid, Reason: "job ended"}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := e.client.FreeSlot(ctx, req); err == nil {
+					mu.Lock()
+					freed = append(freed, aid)
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	jm.slots, jm.dropped = map[string]*slotRef{}, map[string]string{}
+	// The slots the TaskExecutors freed count as free at the
+	// ResourceManager at once, before the job's result is written; the
+	// others are freed by their TaskExecutors, which stop hearing from this
+	// JobMaster.
+	slices.Sort(freed)
+	_, _ = jm.cfg.ResourceManager.DisconnectJobMaster(ctx, &jobplanev1.DisconnectJobMasterRequest{
+		JobId: jm.cfg.JobID, JobMasterToken: token, Reason: "job ended", FreedAllocationIds: freed,
+	})
+}
