@@ -53,8 +53,8 @@ func (s *Etcd) OpenSession(ctx context.Context, cfg SessionConfig) (Session, err
 		end:         end,
 		candidacies: make(map[string]bool),
 	}
-	sess.validUntil = validUntil(sent, sess.ttl)
-	sess.lapse = time.AfterFunc(time.Until(sess.validUntil), sess.lapsed)
+	sess.validity = NewValidity(sent, sess.ttl, sess.lapsed)
+	context.AfterFunc(sctx, sess.validity.Stop)
 	go sess.renew()
 	if cfg.ManualKeepAlive {
 		sess.expiry = time.AfterFunc(sess.ttl, sess.expire)
@@ -63,13 +63,6 @@ func (s *Etcd) OpenSession(ctx context.Context, cfg SessionConfig) (Session, err
 		s.mu.Unlock()
 	}
 	return sess, nil
-}
-
-// validUntil is how long a lease renewed by a request sent at sent
-// certainly holds: the store renewed it no earlier than sent, and clocks
-// may run at slightly different rates.
-func validUntil(sent time.Time, ttl time.Duration) time.Time {
-	return sent.Add(ttl - ttl/10)
 }
 
 type etcdSession struct {
@@ -81,9 +74,9 @@ type etcdSession struct {
 	ctx context.Context // ends when the session ends
 	end context.CancelCauseFunc
 
+	validity *Validity // until when the lease certainly holds
+
 	mu          sync.Mutex
-	validUntil  time.Time
-	lapse       *time.Timer     // ends the session at validUntil
 	candidacies map[string]bool // elections with a candidacy or leadership
 	expiry      *time.Timer     // ManualKeepAlive only
 	closed      bool
@@ -98,12 +91,10 @@ func (s *etcdSession) TTL() time.Duration    { return s.ttl }
 func (s *etcdSession) Done() <-chan struct{} { return s.ctx.Done() }
 
 func (s *etcdSession) ValidUntil() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.ctx.Err() != nil {
 		return time.Time{}
 	}
-	return s.validUntil
+	return s.validity.Until()
 }
 
 func (s *etcdSession) ended() bool { return s.ctx.Err() != nil }
@@ -132,7 +123,7 @@ func (s *etcdSession) renew() {
 		cancel()
 		switch {
 		case err == nil:
-			s.renewed(sent, time.Duration(resp.TTL)*time.Second)
+			s.validity.Renewed(sent, time.Duration(resp.TTL)*time.Second)
 			timer.Reset(interval)
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			s.end(ErrSessionEnded)
@@ -146,25 +137,12 @@ func (s *etcdSession) renew() {
 	}
 }
 
-// renewed records a renewal sent at sent that the store acknowledged.
-func (s *etcdSession) renewed(sent time.Time, ttl time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if until := validUntil(sent, ttl); until.After(s.validUntil) && s.ctx.Err() == nil {
-		s.validUntil = until
-		s.lapse.Reset(time.Until(until))
-	}
-}
-
 // lapsed ends the session once its lease may have expired: no renewal was
 // acknowledged in time. It revokes the lease, best effort, so that a
 // lease that did survive frees its elections at once.
 func (s *etcdSession) lapsed() {
-	s.mu.Lock()
-	early := time.Now().Before(s.validUntil)
-	s.mu.Unlock()
-	if early || s.ctx.Err() != nil {
-		return // renewed meanwhile, or over anyway
+	if s.ctx.Err() != nil {
+		return // over anyway
 	}
 	s.store.log.Warn("session lease not renewed in time; ending the session", "session", s.ID(), "ttl", s.ttl)
 	s.end(ErrSessionEnded)
@@ -210,9 +188,6 @@ func (s *etcdSession) Close(ctx context.Context) error {
 	// keys are gone from the store.
 	_, err := s.store.client.Revoke(ctx, s.lease)
 	s.end(ErrSessionEnded)
-	s.mu.Lock()
-	s.lapse.Stop()
-	s.mu.Unlock()
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return unavailable(err)
 	}

@@ -81,9 +81,8 @@ func (c *Client) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (ha
 	}
 	// The session ends here once the store may have expired it: TTL after
 	// the last renewal was sent, less a margin for clock rates.
-	s.validUntil = validUntil(sent, s.ttl)
-	s.expiry = time.AfterFunc(time.Until(s.validUntil), s.lapsed)
-	context.AfterFunc(sctx, func() { s.expiry.Stop() })
+	s.validity = hastore.NewValidity(sent, s.ttl, func() { s.cancel(hastore.ErrSessionEnded) })
+	context.AfterFunc(sctx, s.validity.Stop)
 	c.mu.Lock()
 	c.sessions[s.id] = s
 	c.mu.Unlock()
@@ -119,9 +118,9 @@ type clientSession struct {
 	done   chan struct{} // closed once the session's goroutines are gone
 	wg     sync.WaitGroup
 
+	validity *hastore.Validity // ends the session once it may have expired
+
 	mu          sync.Mutex
-	validUntil  time.Time   // see hastore.Session.ValidUntil
-	expiry      *time.Timer // ends the session at validUntil
 	candidacies map[string]*clientCandidacy
 }
 
@@ -134,44 +133,15 @@ type clientCandidacy struct {
 	revoked error              // a revocation that came before end was set
 }
 
-// validUntil is how long a session renewed by a request sent at sent
-// certainly holds: the store renewed it no earlier than sent, and clocks
-// may run at slightly different rates.
-func validUntil(sent time.Time, ttl time.Duration) time.Time {
-	return sent.Add(ttl - ttl/10)
-}
-
-// renewed records a successful renewal that was sent at sent.
-func (s *clientSession) renewed(sent time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if until := validUntil(sent, s.ttl); until.After(s.validUntil) && s.ctx.Err() == nil {
-		s.validUntil = until
-		s.expiry.Reset(time.Until(until))
-	}
-}
-
-// lapsed ends the session once the store may have expired it.
-func (s *clientSession) lapsed() {
-	s.mu.Lock()
-	early := time.Now().Before(s.validUntil)
-	s.mu.Unlock()
-	if !early {
-		s.cancel(hastore.ErrSessionEnded)
-	}
-}
-
 func (s *clientSession) ID() string            { return s.id }
 func (s *clientSession) TTL() time.Duration    { return s.ttl }
 func (s *clientSession) Done() <-chan struct{} { return s.ctx.Done() }
 
 func (s *clientSession) ValidUntil() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.ctx.Err() != nil {
 		return time.Time{}
 	}
-	return s.validUntil
+	return s.validity.Until()
 }
 
 // renew keeps the session alive until it ends. If renewals keep failing,
@@ -330,7 +300,7 @@ func (s *clientSession) KeepAlive(ctx context.Context) (time.Duration, error) {
 		}
 		return 0, err
 	}
-	s.renewed(sent)
+	s.validity.Renewed(sent, s.ttl)
 	return resp.GetTtl().AsDuration(), nil
 }
 
