@@ -58,8 +58,9 @@ func (h *handler) RequestSlot(_ context.Context, req *jobplanev1.RequestSlotRequ
 	s := te.slots[req.GetSlotIndex()]
 	switch s.allocationID {
 	case req.GetAllocationId():
+		version := te.slotVersion
 		te.mu.Unlock()
-		return &jobplanev1.RequestSlotResponse{}, nil
+		return &jobplanev1.RequestSlotResponse{SlotReportVersion: version}, nil
 	case "":
 	default:
 		holder := s.allocationID
@@ -74,13 +75,14 @@ func (h *handler) RequestSlot(_ context.Context, req *jobplanev1.RequestSlotRequ
 		return nil, staleJob(req.GetJobId(), current)
 	}
 	s.allocationID, s.jobID = req.GetAllocationId(), req.GetJobId()
-	te.watchJobLocked(req.GetJobId())
+	te.slotVersion++
+	version := te.slotVersion
 	ctx := te.ctx
 	te.goRunLocked(func() {
 		te.offer(ctx, req.GetJobId(), req.GetJobMasterAddress(), jmToken, int(req.GetSlotIndex()), req.GetAllocationId())
 	})
 	te.mu.Unlock()
-	return &jobplanev1.RequestSlotResponse{}, nil
+	return &jobplanev1.RequestSlotResponse{SlotReportVersion: version}, nil
 }
 
 func sameAttempt(a, b *jobplanev1.ExecutionAttemptId) bool {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -99,6 +100,14 @@ type TaskExecutor struct {
 	wg        sync.WaitGroup
 	// wake makes the JobMaster watchdog look at the deadlines again.
 	wake chan struct{}
+	// links are the heartbeats with JobMaster processes, by address
+	// (heartbeat.go); hbInterval is the shortest interval they asked for.
+	links      map[string]*link
+	hbInterval time.Duration
+	hbWake     chan struct{} // the heartbeat interval shrank
+	// slotVersion counts the changes of the slots, and rmVersion is the
+	// version of the slot report the ResourceManager holds.
+	slotVersion, rmVersion uint64
 }
 
 type slot struct {
@@ -115,9 +124,6 @@ type slot struct {
 type job struct {
 	token   hastore.Token
 	address string
-	// stopWatch ends the watch of the job's leadership, which runs while
-	// the job holds slots here.
-	stopWatch context.CancelFunc
 	// contact is when the job's current JobMaster was last heard: a call
 	// from it, or the send time of a call to it that it answered.
 	contact time.Time
@@ -125,6 +131,9 @@ type job struct {
 	// TaskExecutor registered with it; zero before. The job's tasks stop
 	// by contact + timeout (see watchdog.go).
 	timeout time.Duration
+	// leaseUntil, if set, is how long the JobMaster certainly leads, as
+	// the last heartbeat answer granted: the job's tasks stop by then too.
+	leaseUntil time.Time
 }
 
 type task struct {
@@ -174,6 +183,8 @@ func New(cfg Config) (*TaskExecutor, error) {
 		jobs:       make(map[string]*job),
 		ctx:        context.Background(),
 		wake:       make(chan struct{}, 1),
+		links:      make(map[string]*link),
+		hbWake:     make(chan struct{}, 1),
 	}
 	for i := range cfg.Slots {
 		te.slots = append(te.slots, &slot{index: i})
@@ -266,7 +277,7 @@ func (te *TaskExecutor) adoptLocked(jobID string, t hastore.Token, address strin
 				})
 			}
 		}
-		j.token, j.contact = t, time.Now()
+		j.token, j.contact, j.leaseUntil = t, time.Now(), time.Time{}
 	}
 	if address != "" {
 		j.address = address
@@ -295,33 +306,6 @@ func (te *TaskExecutor) goRunLocked(f func()) {
 	}()
 }
 
-// watchJobLocked follows the leadership of a job that holds slots here: a
-// new JobMaster is adopted as soon as the HA store names it, its older
-// one's attempts are canceled, and the job's slots are offered to it (the
-// slots belong to the job, not to a JobMaster). te.mu must be held.
-func (te *TaskExecutor) watchJobLocked(jobID string) {
-	j := te.jobs[jobID]
-	if j == nil || j.stopWatch != nil || te.stopped {
-		return
-	}
-	ctx, cancel := context.WithCancel(te.ctx)
-	j.stopWatch = cancel
-	te.goRunLocked(func() {
-		err := te.cfg.Store.ObserveLeader(ctx, hastore.JobElection(jobID), func(info hastore.LeaderInfo) error {
-			if info.Token.IsZero() || info.Address == "" {
-				return nil
-			}
-			te.mu.Lock()
-			defer te.mu.Unlock()
-			te.adoptLocked(jobID, info.Token, info.Address)
-			return nil
-		})
-		if err != nil && ctx.Err() == nil {
-			te.log.Debug("watching a job's leadership ended", "job", jobID, "err", err)
-		}
-	})
-}
-
 // releaseLocked frees slot s: at once if no attempt runs in it, else once
 // its attempt, canceled now, has stopped, so that a slot never runs two
 // attempts at once and a freed attempt stays visible until it stopped.
@@ -335,23 +319,8 @@ func (te *TaskExecutor) releaseLocked(s *slot, cause string) {
 		s.freeing = true
 		return
 	}
-	jobID := s.jobID
 	s.allocationID, s.jobID, s.task, s.freeing = "", "", nil, false
-	te.slotFreedLocked(jobID)
-}
-
-// slotFreedLocked stops watching a job that no longer holds a slot here.
-// te.mu must be held.
-func (te *TaskExecutor) slotFreedLocked(jobID string) {
-	for _, s := range te.slots {
-		if s.jobID == jobID {
-			return
-		}
-	}
-	if j := te.jobs[jobID]; j != nil && j.stopWatch != nil {
-		j.stopWatch()
-		j.stopWatch = nil
-	}
+	te.slotVersion++
 }
 
 // offer offers a newly allocated slot to the job's JobMaster and frees it
@@ -365,7 +334,7 @@ func (te *TaskExecutor) offer(ctx context.Context, jobID, address string, token 
 			JobId: jobID, JobMasterToken: protoToken(token), TaskExecutorId: te.cfg.ID, Address: te.cfg.Address,
 		})
 		if err == nil {
-			te.registered(jobID, token, sent, reg.GetHeartbeatTimeout().AsDuration())
+			te.registered(jobID, token, sent, reg.GetHeartbeatInterval().AsDuration(), reg.GetHeartbeatTimeout().AsDuration())
 			var resp *jobplanev1.OfferSlotsResponse
 			resp, err = jm.OfferSlots(ctx, &jobplanev1.OfferSlotsRequest{
 				JobId: jobID, JobMasterToken: protoToken(token), TaskExecutorId: te.cfg.ID,
@@ -445,23 +414,11 @@ func isDone(c <-chan struct{}) bool {
 	}
 }
 
-// isStopping reports whether Run is winding down.
-func (te *TaskExecutor) isStopping() bool {
-	te.mu.Lock()
-	defer te.mu.Unlock()
-	return te.stopped
-}
-
-// isCurrent reports whether t's JobMaster is still the job's newest.
-func (te *TaskExecutor) isCurrent(t *task) bool {
-	te.mu.Lock()
-	defer te.mu.Unlock()
-	j := te.jobs[t.req.GetJobId()]
-	return j != nil && j.token == t.token
-}
-
-// report sends one state change, retrying transient failures briefly. An
-// attempt whose JobMaster is no longer the job's is not reported.
+// report sends one state change to the JobMaster that deployed the
+// attempt, as long as that JobMaster is the job's. A report refused for
+// good (a stale token, an attempt the JobMaster no longer knows) stops the
+// attempt; one that could not be delivered goes with the next heartbeats
+// to the JobMaster's address until one is answered.
 func (te *TaskExecutor) report(ctx context.Context, t *task, address string, state jobplanev1.ExecutionState, msg string) {
 	te.mu.Lock()
 	t.state, t.failure = state, msg
@@ -471,44 +428,31 @@ func (te *TaskExecutor) report(ctx context.Context, t *task, address string, sta
 	if !current {
 		return
 	}
+	status := &jobplanev1.TaskExecutionStatus{Attempt: t.req.GetAttempt(), State: state, Time: timestamppb.Now(), FailureMessage: msg}
 	req := &jobplanev1.UpdateTaskExecutionStateRequest{
-		JobId: t.req.GetJobId(), JobMasterToken: protoToken(t.token), TaskExecutorId: te.cfg.ID,
-		Status: &jobplanev1.TaskExecutionStatus{Attempt: t.req.GetAttempt(), State: state, Time: timestamppb.Now(), FailureMessage: msg},
+		JobId: t.req.GetJobId(), JobMasterToken: protoToken(t.token), TaskExecutorId: te.cfg.ID, Status: status,
 	}
-	jm := te.jobMaster(address)
-	for attempt := 0; attempt < 50; attempt++ {
-		if attempt > 0 && (!te.isCurrent(t) || te.isStopping()) {
-			return // a newer JobMaster took over the job, or this TaskExecutor stops
-		}
-		sent := time.Now()
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := jm.UpdateTaskExecutionState(rctx, req)
-		cancel()
-		if err == nil {
-			te.mu.Lock()
-			te.touchLocked(t.req.GetJobId(), t.token, sent)
-			te.mu.Unlock()
-			return
-		}
-		var cerr *connect.Error
-		if errors.As(err, &cerr) && cerr.Code() != connect.CodeUnavailable && cerr.Code() != connect.CodeDeadlineExceeded {
-			// Refused for good: a stale token, or an attempt the
-			// JobMaster no longer knows. Stop the attempt.
-			te.log.Debug("state report refused; canceling the attempt", "job", req.GetJobId(), "err", err)
-			t.cancel()
-			return
-		}
-		if apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER) {
-			t.cancel()
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(te.cfg.RetryInterval):
-		}
+	sent := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err := te.jobMaster(address).UpdateTaskExecutionState(rctx, req)
+	cancel()
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	if l := te.links[address]; l != nil {
+		delete(l.unacked[t.req.GetJobId()], attemptKey(t.req.GetAttempt()))
 	}
-	t.cancel()
+	var cerr *connect.Error
+	switch {
+	case err == nil:
+		te.touchLocked(t.req.GetJobId(), t.token, sent)
+	case apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER),
+		errors.As(err, &cerr) && cerr.Code() != connect.CodeUnavailable && cerr.Code() != connect.CodeDeadlineExceeded:
+		te.log.Debug("state report refused; canceling the attempt", "job", req.GetJobId(), "err", err)
+		t.cancel()
+	default:
+		te.log.Debug("state report failed; it goes with the next heartbeat", "job", req.GetJobId(), "err", err)
+		te.unackedLocked(address, t.req.GetJobId(), status)
+	}
 }
 
 // Run registers with the ResourceManager leader and heart-beats there,
@@ -532,6 +476,7 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 
 	te.mu.Lock()
 	te.goRunLocked(func() { te.watchdog(ctx) })
+	te.goRunLocked(func() { te.heartbeatJobMasters(ctx) })
 	te.mu.Unlock()
 
 	leaders := make(chan hastore.LeaderInfo, 1)
@@ -598,6 +543,8 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 func (te *TaskExecutor) register(ctx context.Context, rm jobplanev1connect.ResourceManagerServiceClient, token hastore.Token) (*jobplanev1.ResourceManagerServiceRegisterTaskExecutorResponse, error) {
 	te.mu.Lock()
 	report := te.slotReportLocked()
+	version := te.slotVersion
+	te.rmVersion = 0 // a new registration holds the report sent with it
 	te.mu.Unlock()
 	names := make([]string, 0, len(te.invokables))
 	for name := range te.invokables {
@@ -605,20 +552,61 @@ func (te *TaskExecutor) register(ctx context.Context, rm jobplanev1connect.Resou
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return rm.RegisterTaskExecutor(rctx, &jobplanev1.ResourceManagerServiceRegisterTaskExecutorRequest{
+	resp, err := rm.RegisterTaskExecutor(rctx, &jobplanev1.ResourceManagerServiceRegisterTaskExecutorRequest{
 		TaskExecutorId: te.cfg.ID, Address: te.cfg.Address, ResourceManagerToken: protoToken(token),
 		SlotReport: report, Invokables: names,
 	})
+	if err == nil {
+		te.mu.Lock()
+		te.rmVersion = version
+		te.mu.Unlock()
+	}
+	return resp, err
 }
 
+// heartbeat sends one heartbeat to the ResourceManager: the slot report
+// only when it changed since the version the ResourceManager holds. The
+// answer names the JobMasters of jobs holding slots here as they change
+// (after a failover, say); a newer one is followed, and offered the job's
+// slots.
 func (te *TaskExecutor) heartbeat(ctx context.Context, rm jobplanev1connect.ResourceManagerServiceClient, token hastore.Token, registrationID string) error {
+	req := &jobplanev1.ResourceManagerServiceHeartbeatRequest{
+		TaskExecutorId: te.cfg.ID, RegistrationId: registrationID, ResourceManagerToken: protoToken(token),
+	}
 	te.mu.Lock()
-	report := te.slotReportLocked()
+	req.SlotReportVersion = te.slotVersion
+	if te.slotVersion != te.rmVersion {
+		req.SlotReport = te.slotReportLocked()
+	}
 	te.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := rm.Heartbeat(rctx, &jobplanev1.ResourceManagerServiceHeartbeatRequest{
-		TaskExecutorId: te.cfg.ID, RegistrationId: registrationID, ResourceManagerToken: protoToken(token), SlotReport: report,
-	})
-	return err
+	resp, err := rm.Heartbeat(rctx, req)
+	if err != nil {
+		return err
+	}
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	te.rmVersion = resp.GetSlotReportVersion()
+	for _, info := range resp.GetJobMasters() {
+		jobID, ok := strings.CutPrefix(info.GetElection(), "job/")
+		if !ok || info.GetAddress() == "" || !te.holdsLocked(jobID) {
+			continue
+		}
+		if j := te.jobs[jobID]; j == nil || j.token.Epoch < info.GetToken().GetEpoch() || j.address == "" {
+			te.adoptLocked(jobID, tokenOf(info.GetToken()), info.GetAddress())
+		}
+	}
+	return nil
+}
+
+// holdsLocked reports whether the job holds a slot here; te.mu must be
+// held.
+func (te *TaskExecutor) holdsLocked(jobID string) bool {
+	for _, s := range te.slots {
+		if s.jobID == jobID {
+			return true
+		}
+	}
+	return false
 }

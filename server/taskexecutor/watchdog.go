@@ -27,20 +27,35 @@ func (te *TaskExecutor) grace(timeout time.Duration) time.Duration {
 	return min(te.cfg.CancelGrace, timeout/2)
 }
 
-// deadlineLocked is when the job's tasks must start stopping; zero when no
-// deadline applies (no JobMaster registered yet). te.mu must be held.
+// deadlineLocked is when the job's tasks must start stopping: the
+// heartbeat timeout after the JobMaster was last heard, or the end of the
+// lease its last heartbeat answer granted, whichever comes first, less
+// the cancel grace. Zero when no deadline applies (no JobMaster
+// registered yet). te.mu must be held.
 func (te *TaskExecutor) deadlineLocked(j *job) time.Time {
 	if j.timeout <= 0 || j.contact.IsZero() {
 		return time.Time{}
 	}
-	return j.contact.Add(j.timeout - te.grace(j.timeout))
+	end := j.contact.Add(j.timeout)
+	if !j.leaseUntil.IsZero() && j.leaseUntil.Before(end) {
+		end = j.leaseUntil
+	}
+	return end.Add(-te.grace(j.timeout))
 }
 
 // registered records that the job's JobMaster of token took this
-// TaskExecutor's registration, sent at sent, with its heartbeat timeout.
-func (te *TaskExecutor) registered(jobID string, token hastore.Token, sent time.Time, timeout time.Duration) {
+// TaskExecutor's registration, sent at sent, with its heartbeat interval
+// and timeout.
+func (te *TaskExecutor) registered(jobID string, token hastore.Token, sent time.Time, interval, timeout time.Duration) {
 	te.mu.Lock()
 	defer te.mu.Unlock()
+	if interval > 0 && (te.hbInterval <= 0 || interval < te.hbInterval) {
+		te.hbInterval = interval
+		select {
+		case te.hbWake <- struct{}{}:
+		default:
+		}
+	}
 	j := te.jobs[jobID]
 	if j == nil || j.token != token || timeout <= 0 {
 		return

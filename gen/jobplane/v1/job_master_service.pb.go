@@ -22,6 +22,67 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// TaskExecutorJobAction says what a TaskExecutor is to do about a job
+// after a heartbeat.
+type TaskExecutorJobAction int32
+
+const (
+	// Never sent.
+	TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_UNSPECIFIED TaskExecutorJobAction = 0
+	// No JobMaster of the job runs here under the token followed (the job
+	// ended, or this process no longer leads it): the job is not heard here.
+	TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_NOT_LEADER TaskExecutorJobAction = 1
+	// A newer JobMaster of the job runs here: follow its token, as after a
+	// call carrying it (the older JobMaster's attempts are canceled).
+	TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_FOLLOW TaskExecutorJobAction = 2
+	// Send the job complete in the next heartbeat: the JobMaster needs to
+	// know everything the TaskExecutor holds for it.
+	TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_REPORT TaskExecutorJobAction = 3
+)
+
+// Enum value maps for TaskExecutorJobAction.
+var (
+	TaskExecutorJobAction_name = map[int32]string{
+		0: "TASK_EXECUTOR_JOB_ACTION_UNSPECIFIED",
+		1: "TASK_EXECUTOR_JOB_ACTION_NOT_LEADER",
+		2: "TASK_EXECUTOR_JOB_ACTION_FOLLOW",
+		3: "TASK_EXECUTOR_JOB_ACTION_REPORT",
+	}
+	TaskExecutorJobAction_value = map[string]int32{
+		"TASK_EXECUTOR_JOB_ACTION_UNSPECIFIED": 0,
+		"TASK_EXECUTOR_JOB_ACTION_NOT_LEADER":  1,
+		"TASK_EXECUTOR_JOB_ACTION_FOLLOW":      2,
+		"TASK_EXECUTOR_JOB_ACTION_REPORT":      3,
+	}
+)
+
+func (x TaskExecutorJobAction) Enum() *TaskExecutorJobAction {
+	p := new(TaskExecutorJobAction)
+	*p = x
+	return p
+}
+
+func (x TaskExecutorJobAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TaskExecutorJobAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_jobplane_v1_job_master_service_proto_enumTypes[0].Descriptor()
+}
+
+func (TaskExecutorJobAction) Type() protoreflect.EnumType {
+	return &file_jobplane_v1_job_master_service_proto_enumTypes[0]
+}
+
+func (x TaskExecutorJobAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TaskExecutorJobAction.Descriptor instead.
+func (TaskExecutorJobAction) EnumDescriptor() ([]byte, []int) {
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{0}
+}
+
 // JobMasterServiceRegisterTaskExecutorRequest is the request of
 // JobMasterService.RegisterTaskExecutor.
 type JobMasterServiceRegisterTaskExecutorRequest struct {
@@ -563,6 +624,322 @@ func (*JobMasterServiceHeartbeatResponse) Descriptor() ([]byte, []int) {
 	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{8}
 }
 
+// HeartbeatFromTaskExecutorRequest is the request of
+// JobMasterService.HeartbeatFromTaskExecutor.
+//
+// The process keeps, per TaskExecutor, the jobs the TaskExecutor follows
+// here. A full heartbeat (the first to this process, and after the answer
+// asked for one) lists them all; the others list only jobs the
+// TaskExecutor started or stopped following since the last answered
+// heartbeat, and jobs with something to report.
+type HeartbeatFromTaskExecutorRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The TaskExecutor's id. Required.
+	TaskExecutorId string `protobuf:"bytes,1,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
+	// The base URL at which the TaskExecutor serves TaskExecutorService.
+	// Required.
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// This heartbeat lists every job the TaskExecutor follows here, each
+	// complete (see TaskExecutorJobReport.complete).
+	Full bool `protobuf:"varint,3,opt,name=full,proto3" json:"full,omitempty"`
+	// The jobs, as described above.
+	Jobs          []*TaskExecutorJobReport `protobuf:"bytes,4,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatFromTaskExecutorRequest) Reset() {
+	*x = HeartbeatFromTaskExecutorRequest{}
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatFromTaskExecutorRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatFromTaskExecutorRequest) ProtoMessage() {}
+
+func (x *HeartbeatFromTaskExecutorRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatFromTaskExecutorRequest.ProtoReflect.Descriptor instead.
+func (*HeartbeatFromTaskExecutorRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *HeartbeatFromTaskExecutorRequest) GetTaskExecutorId() string {
+	if x != nil {
+		return x.TaskExecutorId
+	}
+	return ""
+}
+
+func (x *HeartbeatFromTaskExecutorRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *HeartbeatFromTaskExecutorRequest) GetFull() bool {
+	if x != nil {
+		return x.Full
+	}
+	return false
+}
+
+func (x *HeartbeatFromTaskExecutorRequest) GetJobs() []*TaskExecutorJobReport {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+// TaskExecutorJobReport is what a TaskExecutor reports of one job to the
+// process where it follows the job's JobMaster.
+type TaskExecutorJobReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id. Required.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The token of the JobMaster the TaskExecutor follows for the job.
+	// Required while following.
+	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	// False: the TaskExecutor no longer follows the job here (it holds
+	// nothing for it any more, or follows a JobMaster elsewhere).
+	Following bool `protobuf:"varint,3,opt,name=following,proto3" json:"following,omitempty"`
+	// `attempts` and `allocation_ids` list everything the TaskExecutor holds
+	// for the job under this token; otherwise `attempts` lists only state
+	// changes whose own report (UpdateTaskExecutionState) was not
+	// acknowledged.
+	Complete bool `protobuf:"varint,4,opt,name=complete,proto3" json:"complete,omitempty"`
+	// Attempts of the job with their current states, as described by
+	// `complete`.
+	Attempts []*TaskExecutionStatus `protobuf:"bytes,5,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	// With `complete`: the allocations the TaskExecutor holds for the job.
+	AllocationIds []string `protobuf:"bytes,6,rep,name=allocation_ids,json=allocationIds,proto3" json:"allocation_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskExecutorJobReport) Reset() {
+	*x = TaskExecutorJobReport{}
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskExecutorJobReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskExecutorJobReport) ProtoMessage() {}
+
+func (x *TaskExecutorJobReport) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskExecutorJobReport.ProtoReflect.Descriptor instead.
+func (*TaskExecutorJobReport) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *TaskExecutorJobReport) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *TaskExecutorJobReport) GetJobMasterToken() *FencingToken {
+	if x != nil {
+		return x.JobMasterToken
+	}
+	return nil
+}
+
+func (x *TaskExecutorJobReport) GetFollowing() bool {
+	if x != nil {
+		return x.Following
+	}
+	return false
+}
+
+func (x *TaskExecutorJobReport) GetComplete() bool {
+	if x != nil {
+		return x.Complete
+	}
+	return false
+}
+
+func (x *TaskExecutorJobReport) GetAttempts() []*TaskExecutionStatus {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+func (x *TaskExecutorJobReport) GetAllocationIds() []string {
+	if x != nil {
+		return x.AllocationIds
+	}
+	return nil
+}
+
+// HeartbeatFromTaskExecutorResponse is the response of
+// JobMasterService.HeartbeatFromTaskExecutor.
+type HeartbeatFromTaskExecutorResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The process keeps nothing for the TaskExecutor (it never heard from
+	// it, or forgot it): the next heartbeat must be full. The jobs of this
+	// heartbeat count as heard only if `jobs` does not name them.
+	FullRequested bool `protobuf:"varint,1,opt,name=full_requested,json=fullRequested,proto3" json:"full_requested,omitempty"`
+	// The jobs that need the TaskExecutor's attention; every other job it
+	// follows here is heard.
+	Jobs []*TaskExecutorJobAnswer `protobuf:"bytes,2,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// How long from when the heartbeat was sent the JobMasters here
+	// certainly lead (their leadership's lease, see DispatcherService): the
+	// TaskExecutor stops the jobs' attempts by then unless a later
+	// heartbeat extends it. Unset: no bound beyond the heartbeat timeout.
+	LeaseRemaining *durationpb.Duration `protobuf:"bytes,3,opt,name=lease_remaining,json=leaseRemaining,proto3" json:"lease_remaining,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *HeartbeatFromTaskExecutorResponse) Reset() {
+	*x = HeartbeatFromTaskExecutorResponse{}
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatFromTaskExecutorResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatFromTaskExecutorResponse) ProtoMessage() {}
+
+func (x *HeartbeatFromTaskExecutorResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatFromTaskExecutorResponse.ProtoReflect.Descriptor instead.
+func (*HeartbeatFromTaskExecutorResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *HeartbeatFromTaskExecutorResponse) GetFullRequested() bool {
+	if x != nil {
+		return x.FullRequested
+	}
+	return false
+}
+
+func (x *HeartbeatFromTaskExecutorResponse) GetJobs() []*TaskExecutorJobAnswer {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *HeartbeatFromTaskExecutorResponse) GetLeaseRemaining() *durationpb.Duration {
+	if x != nil {
+		return x.LeaseRemaining
+	}
+	return nil
+}
+
+// TaskExecutorJobAnswer is the answer of a heartbeat about one job.
+type TaskExecutorJobAnswer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// What the TaskExecutor is to do.
+	Action TaskExecutorJobAction `protobuf:"varint,2,opt,name=action,proto3,enum=jobplane.v1.TaskExecutorJobAction" json:"action,omitempty"`
+	// With TASK_EXECUTOR_JOB_ACTION_FOLLOW: the token of the job's JobMaster
+	// here.
+	JobMasterToken *FencingToken `protobuf:"bytes,3,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TaskExecutorJobAnswer) Reset() {
+	*x = TaskExecutorJobAnswer{}
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskExecutorJobAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskExecutorJobAnswer) ProtoMessage() {}
+
+func (x *TaskExecutorJobAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskExecutorJobAnswer.ProtoReflect.Descriptor instead.
+func (*TaskExecutorJobAnswer) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TaskExecutorJobAnswer) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *TaskExecutorJobAnswer) GetAction() TaskExecutorJobAction {
+	if x != nil {
+		return x.Action
+	}
+	return TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_UNSPECIFIED
+}
+
+func (x *TaskExecutorJobAnswer) GetJobMasterToken() *FencingToken {
+	if x != nil {
+		return x.JobMasterToken
+	}
+	return nil
+}
+
 // DisconnectTaskExecutorRequest is the request of
 // JobMasterService.DisconnectTaskExecutor.
 type DisconnectTaskExecutorRequest struct {
@@ -581,7 +958,7 @@ type DisconnectTaskExecutorRequest struct {
 
 func (x *DisconnectTaskExecutorRequest) Reset() {
 	*x = DisconnectTaskExecutorRequest{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[9]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +970,7 @@ func (x *DisconnectTaskExecutorRequest) String() string {
 func (*DisconnectTaskExecutorRequest) ProtoMessage() {}
 
 func (x *DisconnectTaskExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[9]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +983,7 @@ func (x *DisconnectTaskExecutorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectTaskExecutorRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectTaskExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{9}
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DisconnectTaskExecutorRequest) GetJobId() string {
@@ -647,7 +1024,7 @@ type DisconnectTaskExecutorResponse struct {
 
 func (x *DisconnectTaskExecutorResponse) Reset() {
 	*x = DisconnectTaskExecutorResponse{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[10]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -659,7 +1036,7 @@ func (x *DisconnectTaskExecutorResponse) String() string {
 func (*DisconnectTaskExecutorResponse) ProtoMessage() {}
 
 func (x *DisconnectTaskExecutorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[10]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -672,7 +1049,7 @@ func (x *DisconnectTaskExecutorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectTaskExecutorResponse.ProtoReflect.Descriptor instead.
 func (*DisconnectTaskExecutorResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{10}
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{14}
 }
 
 var File_jobplane_v1_job_master_service_proto protoreflect.FileDescriptor
@@ -711,18 +1088,44 @@ const file_jobplane_v1_job_master_service_proto_rawDesc = "" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12(\n" +
 	"\x10task_executor_id\x18\x03 \x01(\tR\x0etaskExecutorId\x126\n" +
 	"\x05tasks\x18\x04 \x03(\v2 .jobplane.v1.TaskExecutionStatusR\x05tasks\"#\n" +
-	"!JobMasterServiceHeartbeatResponse\"\xbd\x01\n" +
+	"!JobMasterServiceHeartbeatResponse\"\xb2\x01\n" +
+	" HeartbeatFromTaskExecutorRequest\x12(\n" +
+	"\x10task_executor_id\x18\x01 \x01(\tR\x0etaskExecutorId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04full\x18\x03 \x01(\bR\x04full\x126\n" +
+	"\x04jobs\x18\x04 \x03(\v2\".jobplane.v1.TaskExecutorJobReportR\x04jobs\"\x92\x02\n" +
+	"\x15TaskExecutorJobReport\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
+	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12\x1c\n" +
+	"\tfollowing\x18\x03 \x01(\bR\tfollowing\x12\x1a\n" +
+	"\bcomplete\x18\x04 \x01(\bR\bcomplete\x12<\n" +
+	"\battempts\x18\x05 \x03(\v2 .jobplane.v1.TaskExecutionStatusR\battempts\x12%\n" +
+	"\x0eallocation_ids\x18\x06 \x03(\tR\rallocationIds\"\xc6\x01\n" +
+	"!HeartbeatFromTaskExecutorResponse\x12%\n" +
+	"\x0efull_requested\x18\x01 \x01(\bR\rfullRequested\x126\n" +
+	"\x04jobs\x18\x02 \x03(\v2\".jobplane.v1.TaskExecutorJobAnswerR\x04jobs\x12B\n" +
+	"\x0flease_remaining\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x0eleaseRemaining\"\xaf\x01\n" +
+	"\x15TaskExecutorJobAnswer\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12:\n" +
+	"\x06action\x18\x02 \x01(\x0e2\".jobplane.v1.TaskExecutorJobActionR\x06action\x12C\n" +
+	"\x10job_master_token\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\"\xbd\x01\n" +
 	"\x1dDisconnectTaskExecutorRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12(\n" +
 	"\x10task_executor_id\x18\x03 \x01(\tR\x0etaskExecutorId\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\" \n" +
-	"\x1eDisconnectTaskExecutorResponse2\xe0\x04\n" +
+	"\x1eDisconnectTaskExecutorResponse*\xb4\x01\n" +
+	"\x15TaskExecutorJobAction\x12(\n" +
+	"$TASK_EXECUTOR_JOB_ACTION_UNSPECIFIED\x10\x00\x12'\n" +
+	"#TASK_EXECUTOR_JOB_ACTION_NOT_LEADER\x10\x01\x12#\n" +
+	"\x1fTASK_EXECUTOR_JOB_ACTION_FOLLOW\x10\x02\x12#\n" +
+	"\x1fTASK_EXECUTOR_JOB_ACTION_REPORT\x10\x032\xe1\x05\n" +
 	"\x10JobMasterService\x12\x90\x01\n" +
 	"\x14RegisterTaskExecutor\x128.jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest\x1a9.jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse\"\x03\x90\x02\x02\x12R\n" +
 	"\n" +
 	"OfferSlots\x12\x1e.jobplane.v1.OfferSlotsRequest\x1a\x1f.jobplane.v1.OfferSlotsResponse\"\x03\x90\x02\x02\x12|\n" +
-	"\x18UpdateTaskExecutionState\x12,.jobplane.v1.UpdateTaskExecutionStateRequest\x1a-.jobplane.v1.UpdateTaskExecutionStateResponse\"\x03\x90\x02\x02\x12o\n" +
+	"\x18UpdateTaskExecutionState\x12,.jobplane.v1.UpdateTaskExecutionStateRequest\x1a-.jobplane.v1.UpdateTaskExecutionStateResponse\"\x03\x90\x02\x02\x12\x7f\n" +
+	"\x19HeartbeatFromTaskExecutor\x12-.jobplane.v1.HeartbeatFromTaskExecutorRequest\x1a..jobplane.v1.HeartbeatFromTaskExecutorResponse\"\x03\x90\x02\x02\x12o\n" +
 	"\tHeartbeat\x12-.jobplane.v1.JobMasterServiceHeartbeatRequest\x1a..jobplane.v1.JobMasterServiceHeartbeatResponse\"\x03\x90\x02\x02\x12v\n" +
 	"\x16DisconnectTaskExecutor\x12*.jobplane.v1.DisconnectTaskExecutorRequest\x1a+.jobplane.v1.DisconnectTaskExecutorResponse\"\x03\x90\x02\x02B\xae\x01\n" +
 	"\x0fcom.jobplane.v1B\x15JobMasterServiceProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
@@ -739,52 +1142,67 @@ func file_jobplane_v1_job_master_service_proto_rawDescGZIP() []byte {
 	return file_jobplane_v1_job_master_service_proto_rawDescData
 }
 
-var file_jobplane_v1_job_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_jobplane_v1_job_master_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_jobplane_v1_job_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_jobplane_v1_job_master_service_proto_goTypes = []any{
-	(*JobMasterServiceRegisterTaskExecutorRequest)(nil),  // 0: jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest
-	(*JobMasterServiceRegisterTaskExecutorResponse)(nil), // 1: jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse
-	(*SlotOffer)(nil),                         // 2: jobplane.v1.SlotOffer
-	(*OfferSlotsRequest)(nil),                 // 3: jobplane.v1.OfferSlotsRequest
-	(*OfferSlotsResponse)(nil),                // 4: jobplane.v1.OfferSlotsResponse
-	(*UpdateTaskExecutionStateRequest)(nil),   // 5: jobplane.v1.UpdateTaskExecutionStateRequest
-	(*UpdateTaskExecutionStateResponse)(nil),  // 6: jobplane.v1.UpdateTaskExecutionStateResponse
-	(*JobMasterServiceHeartbeatRequest)(nil),  // 7: jobplane.v1.JobMasterServiceHeartbeatRequest
-	(*JobMasterServiceHeartbeatResponse)(nil), // 8: jobplane.v1.JobMasterServiceHeartbeatResponse
-	(*DisconnectTaskExecutorRequest)(nil),     // 9: jobplane.v1.DisconnectTaskExecutorRequest
-	(*DisconnectTaskExecutorResponse)(nil),    // 10: jobplane.v1.DisconnectTaskExecutorResponse
-	(*FencingToken)(nil),                      // 11: jobplane.v1.FencingToken
-	(*durationpb.Duration)(nil),               // 12: google.protobuf.Duration
-	(*ResourceProfile)(nil),                   // 13: jobplane.v1.ResourceProfile
-	(*TaskExecutionStatus)(nil),               // 14: jobplane.v1.TaskExecutionStatus
+	(TaskExecutorJobAction)(0),                           // 0: jobplane.v1.TaskExecutorJobAction
+	(*JobMasterServiceRegisterTaskExecutorRequest)(nil),  // 1: jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest
+	(*JobMasterServiceRegisterTaskExecutorResponse)(nil), // 2: jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse
+	(*SlotOffer)(nil),                                    // 3: jobplane.v1.SlotOffer
+	(*OfferSlotsRequest)(nil),                            // 4: jobplane.v1.OfferSlotsRequest
+	(*OfferSlotsResponse)(nil),                           // 5: jobplane.v1.OfferSlotsResponse
+	(*UpdateTaskExecutionStateRequest)(nil),              // 6: jobplane.v1.UpdateTaskExecutionStateRequest
+	(*UpdateTaskExecutionStateResponse)(nil),             // 7: jobplane.v1.UpdateTaskExecutionStateResponse
+	(*JobMasterServiceHeartbeatRequest)(nil),             // 8: jobplane.v1.JobMasterServiceHeartbeatRequest
+	(*JobMasterServiceHeartbeatResponse)(nil),            // 9: jobplane.v1.JobMasterServiceHeartbeatResponse
+	(*HeartbeatFromTaskExecutorRequest)(nil),             // 10: jobplane.v1.HeartbeatFromTaskExecutorRequest
+	(*TaskExecutorJobReport)(nil),                        // 11: jobplane.v1.TaskExecutorJobReport
+	(*HeartbeatFromTaskExecutorResponse)(nil),            // 12: jobplane.v1.HeartbeatFromTaskExecutorResponse
+	(*TaskExecutorJobAnswer)(nil),                        // 13: jobplane.v1.TaskExecutorJobAnswer
+	(*DisconnectTaskExecutorRequest)(nil),                // 14: jobplane.v1.DisconnectTaskExecutorRequest
+	(*DisconnectTaskExecutorResponse)(nil),               // 15: jobplane.v1.DisconnectTaskExecutorResponse
+	(*FencingToken)(nil),                                 // 16: jobplane.v1.FencingToken
+	(*durationpb.Duration)(nil),                          // 17: google.protobuf.Duration
+	(*ResourceProfile)(nil),                              // 18: jobplane.v1.ResourceProfile
+	(*TaskExecutionStatus)(nil),                          // 19: jobplane.v1.TaskExecutionStatus
 }
 var file_jobplane_v1_job_master_service_proto_depIdxs = []int32{
-	11, // 0: jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	12, // 1: jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	12, // 2: jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
-	13, // 3: jobplane.v1.SlotOffer.profile:type_name -> jobplane.v1.ResourceProfile
-	11, // 4: jobplane.v1.OfferSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	2,  // 5: jobplane.v1.OfferSlotsRequest.offers:type_name -> jobplane.v1.SlotOffer
-	2,  // 6: jobplane.v1.OfferSlotsResponse.accepted:type_name -> jobplane.v1.SlotOffer
-	11, // 7: jobplane.v1.UpdateTaskExecutionStateRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	14, // 8: jobplane.v1.UpdateTaskExecutionStateRequest.status:type_name -> jobplane.v1.TaskExecutionStatus
-	11, // 9: jobplane.v1.JobMasterServiceHeartbeatRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	14, // 10: jobplane.v1.JobMasterServiceHeartbeatRequest.tasks:type_name -> jobplane.v1.TaskExecutionStatus
-	11, // 11: jobplane.v1.DisconnectTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	0,  // 12: jobplane.v1.JobMasterService.RegisterTaskExecutor:input_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest
-	3,  // 13: jobplane.v1.JobMasterService.OfferSlots:input_type -> jobplane.v1.OfferSlotsRequest
-	5,  // 14: jobplane.v1.JobMasterService.UpdateTaskExecutionState:input_type -> jobplane.v1.UpdateTaskExecutionStateRequest
-	7,  // 15: jobplane.v1.JobMasterService.Heartbeat:input_type -> jobplane.v1.JobMasterServiceHeartbeatRequest
-	9,  // 16: jobplane.v1.JobMasterService.DisconnectTaskExecutor:input_type -> jobplane.v1.DisconnectTaskExecutorRequest
-	1,  // 17: jobplane.v1.JobMasterService.RegisterTaskExecutor:output_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse
-	4,  // 18: jobplane.v1.JobMasterService.OfferSlots:output_type -> jobplane.v1.OfferSlotsResponse
-	6,  // 19: jobplane.v1.JobMasterService.UpdateTaskExecutionState:output_type -> jobplane.v1.UpdateTaskExecutionStateResponse
-	8,  // 20: jobplane.v1.JobMasterService.Heartbeat:output_type -> jobplane.v1.JobMasterServiceHeartbeatResponse
-	10, // 21: jobplane.v1.JobMasterService.DisconnectTaskExecutor:output_type -> jobplane.v1.DisconnectTaskExecutorResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	16, // 0: jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	17, // 1: jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	17, // 2: jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
+	18, // 3: jobplane.v1.SlotOffer.profile:type_name -> jobplane.v1.ResourceProfile
+	16, // 4: jobplane.v1.OfferSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	3,  // 5: jobplane.v1.OfferSlotsRequest.offers:type_name -> jobplane.v1.SlotOffer
+	3,  // 6: jobplane.v1.OfferSlotsResponse.accepted:type_name -> jobplane.v1.SlotOffer
+	16, // 7: jobplane.v1.UpdateTaskExecutionStateRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	19, // 8: jobplane.v1.UpdateTaskExecutionStateRequest.status:type_name -> jobplane.v1.TaskExecutionStatus
+	16, // 9: jobplane.v1.JobMasterServiceHeartbeatRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	19, // 10: jobplane.v1.JobMasterServiceHeartbeatRequest.tasks:type_name -> jobplane.v1.TaskExecutionStatus
+	11, // 11: jobplane.v1.HeartbeatFromTaskExecutorRequest.jobs:type_name -> jobplane.v1.TaskExecutorJobReport
+	16, // 12: jobplane.v1.TaskExecutorJobReport.job_master_token:type_name -> jobplane.v1.FencingToken
+	19, // 13: jobplane.v1.TaskExecutorJobReport.attempts:type_name -> jobplane.v1.TaskExecutionStatus
+	13, // 14: jobplane.v1.HeartbeatFromTaskExecutorResponse.jobs:type_name -> jobplane.v1.TaskExecutorJobAnswer
+	17, // 15: jobplane.v1.HeartbeatFromTaskExecutorResponse.lease_remaining:type_name -> google.protobuf.Duration
+	0,  // 16: jobplane.v1.TaskExecutorJobAnswer.action:type_name -> jobplane.v1.TaskExecutorJobAction
+	16, // 17: jobplane.v1.TaskExecutorJobAnswer.job_master_token:type_name -> jobplane.v1.FencingToken
+	16, // 18: jobplane.v1.DisconnectTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	1,  // 19: jobplane.v1.JobMasterService.RegisterTaskExecutor:input_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest
+	4,  // 20: jobplane.v1.JobMasterService.OfferSlots:input_type -> jobplane.v1.OfferSlotsRequest
+	6,  // 21: jobplane.v1.JobMasterService.UpdateTaskExecutionState:input_type -> jobplane.v1.UpdateTaskExecutionStateRequest
+	10, // 22: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:input_type -> jobplane.v1.HeartbeatFromTaskExecutorRequest
+	8,  // 23: jobplane.v1.JobMasterService.Heartbeat:input_type -> jobplane.v1.JobMasterServiceHeartbeatRequest
+	14, // 24: jobplane.v1.JobMasterService.DisconnectTaskExecutor:input_type -> jobplane.v1.DisconnectTaskExecutorRequest
+	2,  // 25: jobplane.v1.JobMasterService.RegisterTaskExecutor:output_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse
+	5,  // 26: jobplane.v1.JobMasterService.OfferSlots:output_type -> jobplane.v1.OfferSlotsResponse
+	7,  // 27: jobplane.v1.JobMasterService.UpdateTaskExecutionState:output_type -> jobplane.v1.UpdateTaskExecutionStateResponse
+	12, // 28: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:output_type -> jobplane.v1.HeartbeatFromTaskExecutorResponse
+	9,  // 29: jobplane.v1.JobMasterService.Heartbeat:output_type -> jobplane.v1.JobMasterServiceHeartbeatResponse
+	15, // 30: jobplane.v1.JobMasterService.DisconnectTaskExecutor:output_type -> jobplane.v1.DisconnectTaskExecutorResponse
+	25, // [25:31] is the sub-list for method output_type
+	19, // [19:25] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_job_master_service_proto_init() }
@@ -800,13 +1218,14 @@ func file_jobplane_v1_job_master_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_job_master_service_proto_rawDesc), len(file_jobplane_v1_job_master_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   11,
+			NumEnums:      1,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_jobplane_v1_job_master_service_proto_goTypes,
 		DependencyIndexes: file_jobplane_v1_job_master_service_proto_depIdxs,
+		EnumInfos:         file_jobplane_v1_job_master_service_proto_enumTypes,
 		MessageInfos:      file_jobplane_v1_job_master_service_proto_msgTypes,
 	}.Build()
 	File_jobplane_v1_job_master_service_proto = out.File

@@ -181,10 +181,16 @@ type ResourceManagerServiceHeartbeatRequest struct {
 	RegistrationId string `protobuf:"bytes,2,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
 	// The ResourceManager's token. Required.
 	ResourceManagerToken *FencingToken `protobuf:"bytes,3,opt,name=resource_manager_token,json=resourceManagerToken,proto3" json:"resource_manager_token,omitempty"`
-	// The current state of every slot.
-	SlotReport    *SlotReport `protobuf:"bytes,4,opt,name=slot_report,json=slotReport,proto3" json:"slot_report,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The current state of every slot; unset when it did not change since
+	// the version the ResourceManager acknowledged last (see
+	// `slot_report_version`).
+	SlotReport *SlotReport `protobuf:"bytes,4,opt,name=slot_report,json=slotReport,proto3" json:"slot_report,omitempty"`
+	// The version of the TaskExecutor's slot report, which it increases
+	// whenever a slot changes. Zero: versions are not used, and
+	// `slot_report` is always set.
+	SlotReportVersion uint64 `protobuf:"varint,5,opt,name=slot_report_version,json=slotReportVersion,proto3" json:"slot_report_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ResourceManagerServiceHeartbeatRequest) Reset() {
@@ -245,10 +251,27 @@ func (x *ResourceManagerServiceHeartbeatRequest) GetSlotReport() *SlotReport {
 	return nil
 }
 
+func (x *ResourceManagerServiceHeartbeatRequest) GetSlotReportVersion() uint64 {
+	if x != nil {
+		return x.SlotReportVersion
+	}
+	return 0
+}
+
 // ResourceManagerServiceHeartbeatResponse is the response of
 // ResourceManagerService.Heartbeat.
 type ResourceManagerServiceHeartbeatResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version of the slot report the ResourceManager holds for the
+	// TaskExecutor. When it differs from the TaskExecutor's current one,
+	// the next heartbeat carries the report.
+	SlotReportVersion uint64 `protobuf:"varint,1,opt,name=slot_report_version,json=slotReportVersion,proto3" json:"slot_report_version,omitempty"`
+	// The JobMasters of jobs that hold slots on the TaskExecutor, as they
+	// changed since the previous answer (all of them in the first answer
+	// after a registration), election `job/<job_id>`: the TaskExecutor
+	// follows a newer one as after a call carrying its token, and offers it
+	// the job's slots.
+	JobMasters    []*LeaderInfo `protobuf:"bytes,2,rep,name=job_masters,json=jobMasters,proto3" json:"job_masters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -281,6 +304,20 @@ func (x *ResourceManagerServiceHeartbeatResponse) ProtoReflect() protoreflect.Me
 // Deprecated: Use ResourceManagerServiceHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*ResourceManagerServiceHeartbeatResponse) Descriptor() ([]byte, []int) {
 	return file_jobplane_v1_resource_manager_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ResourceManagerServiceHeartbeatResponse) GetSlotReportVersion() uint64 {
+	if x != nil {
+		return x.SlotReportVersion
+	}
+	return 0
+}
+
+func (x *ResourceManagerServiceHeartbeatResponse) GetJobMasters() []*LeaderInfo {
+	if x != nil {
+		return x.JobMasters
+	}
+	return nil
 }
 
 // RegisterJobMasterRequest is the request of
@@ -630,14 +667,18 @@ const file_jobplane_v1_resource_manager_service_proto_rawDesc = "" +
 	"2ResourceManagerServiceRegisterTaskExecutorResponse\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12F\n" +
-	"\x11heartbeat_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\"\x86\x02\n" +
+	"\x11heartbeat_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\"\xb6\x02\n" +
 	"&ResourceManagerServiceHeartbeatRequest\x12(\n" +
 	"\x10task_executor_id\x18\x01 \x01(\tR\x0etaskExecutorId\x12'\n" +
 	"\x0fregistration_id\x18\x02 \x01(\tR\x0eregistrationId\x12O\n" +
 	"\x16resource_manager_token\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\x128\n" +
 	"\vslot_report\x18\x04 \x01(\v2\x17.jobplane.v1.SlotReportR\n" +
-	"slotReport\")\n" +
-	"'ResourceManagerServiceHeartbeatResponse\"\xa4\x01\n" +
+	"slotReport\x12.\n" +
+	"\x13slot_report_version\x18\x05 \x01(\x04R\x11slotReportVersion\"\x93\x01\n" +
+	"'ResourceManagerServiceHeartbeatResponse\x12.\n" +
+	"\x13slot_report_version\x18\x01 \x01(\x04R\x11slotReportVersion\x128\n" +
+	"\vjob_masters\x18\x02 \x03(\v2\x17.jobplane.v1.LeaderInfoR\n" +
+	"jobMasters\"\xa4\x01\n" +
 	"\x18RegisterJobMasterRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12,\n" +
 	"\x12job_master_address\x18\x02 \x01(\tR\x10jobMasterAddress\x12C\n" +
@@ -690,7 +731,8 @@ var file_jobplane_v1_resource_manager_service_proto_goTypes = []any{
 	(*FencingToken)(nil),                                       // 10: jobplane.v1.FencingToken
 	(*SlotReport)(nil),                                         // 11: jobplane.v1.SlotReport
 	(*durationpb.Duration)(nil),                                // 12: google.protobuf.Duration
-	(*ResourceRequirement)(nil),                                // 13: jobplane.v1.ResourceRequirement
+	(*LeaderInfo)(nil),                                         // 13: jobplane.v1.LeaderInfo
+	(*ResourceRequirement)(nil),                                // 14: jobplane.v1.ResourceRequirement
 }
 var file_jobplane_v1_resource_manager_service_proto_depIdxs = []int32{
 	10, // 0: jobplane.v1.ResourceManagerServiceRegisterTaskExecutorRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
@@ -699,26 +741,27 @@ var file_jobplane_v1_resource_manager_service_proto_depIdxs = []int32{
 	12, // 3: jobplane.v1.ResourceManagerServiceRegisterTaskExecutorResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
 	10, // 4: jobplane.v1.ResourceManagerServiceHeartbeatRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
 	11, // 5: jobplane.v1.ResourceManagerServiceHeartbeatRequest.slot_report:type_name -> jobplane.v1.SlotReport
-	10, // 6: jobplane.v1.RegisterJobMasterRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	10, // 7: jobplane.v1.RegisterJobMasterResponse.resource_manager_token:type_name -> jobplane.v1.FencingToken
-	10, // 8: jobplane.v1.DeclareResourceRequirementsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	13, // 9: jobplane.v1.DeclareResourceRequirementsRequest.requirements:type_name -> jobplane.v1.ResourceRequirement
-	10, // 10: jobplane.v1.DisconnectJobMasterRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	0,  // 11: jobplane.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> jobplane.v1.ResourceManagerServiceRegisterTaskExecutorRequest
-	2,  // 12: jobplane.v1.ResourceManagerService.Heartbeat:input_type -> jobplane.v1.ResourceManagerServiceHeartbeatRequest
-	4,  // 13: jobplane.v1.ResourceManagerService.RegisterJobMaster:input_type -> jobplane.v1.RegisterJobMasterRequest
-	6,  // 14: jobplane.v1.ResourceManagerService.DeclareResourceRequirements:input_type -> jobplane.v1.DeclareResourceRequirementsRequest
-	8,  // 15: jobplane.v1.ResourceManagerService.DisconnectJobMaster:input_type -> jobplane.v1.DisconnectJobMasterRequest
-	1,  // 16: jobplane.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> jobplane.v1.ResourceManagerServiceRegisterTaskExecutorResponse
-	3,  // 17: jobplane.v1.ResourceManagerService.Heartbeat:output_type -> jobplane.v1.ResourceManagerServiceHeartbeatResponse
-	5,  // 18: jobplane.v1.ResourceManagerService.RegisterJobMaster:output_type -> jobplane.v1.RegisterJobMasterResponse
-	7,  // 19: jobplane.v1.ResourceManagerService.DeclareResourceRequirements:output_type -> jobplane.v1.DeclareResourceRequirementsResponse
-	9,  // 20: jobplane.v1.ResourceManagerService.DisconnectJobMaster:output_type -> jobplane.v1.DisconnectJobMasterResponse
-	16, // [16:21] is the sub-list for method output_type
-	11, // [11:16] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	13, // 6: jobplane.v1.ResourceManagerServiceHeartbeatResponse.job_masters:type_name -> jobplane.v1.LeaderInfo
+	10, // 7: jobplane.v1.RegisterJobMasterRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	10, // 8: jobplane.v1.RegisterJobMasterResponse.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	10, // 9: jobplane.v1.DeclareResourceRequirementsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	14, // 10: jobplane.v1.DeclareResourceRequirementsRequest.requirements:type_name -> jobplane.v1.ResourceRequirement
+	10, // 11: jobplane.v1.DisconnectJobMasterRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	0,  // 12: jobplane.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> jobplane.v1.ResourceManagerServiceRegisterTaskExecutorRequest
+	2,  // 13: jobplane.v1.ResourceManagerService.Heartbeat:input_type -> jobplane.v1.ResourceManagerServiceHeartbeatRequest
+	4,  // 14: jobplane.v1.ResourceManagerService.RegisterJobMaster:input_type -> jobplane.v1.RegisterJobMasterRequest
+	6,  // 15: jobplane.v1.ResourceManagerService.DeclareResourceRequirements:input_type -> jobplane.v1.DeclareResourceRequirementsRequest
+	8,  // 16: jobplane.v1.ResourceManagerService.DisconnectJobMaster:input_type -> jobplane.v1.DisconnectJobMasterRequest
+	1,  // 17: jobplane.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> jobplane.v1.ResourceManagerServiceRegisterTaskExecutorResponse
+	3,  // 18: jobplane.v1.ResourceManagerService.Heartbeat:output_type -> jobplane.v1.ResourceManagerServiceHeartbeatResponse
+	5,  // 19: jobplane.v1.ResourceManagerService.RegisterJobMaster:output_type -> jobplane.v1.RegisterJobMasterResponse
+	7,  // 20: jobplane.v1.ResourceManagerService.DeclareResourceRequirements:output_type -> jobplane.v1.DeclareResourceRequirementsResponse
+	9,  // 21: jobplane.v1.ResourceManagerService.DisconnectJobMaster:output_type -> jobplane.v1.DisconnectJobMasterResponse
+	17, // [17:22] is the sub-list for method output_type
+	12, // [12:17] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_resource_manager_service_proto_init() }

@@ -127,9 +127,14 @@ func (x *RequestSlotRequest) GetJobMasterToken() *FencingToken {
 
 // RequestSlotResponse is the response of TaskExecutorService.RequestSlot.
 type RequestSlotResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version of the TaskExecutor's slot report with the allocation
+	// (see ResourceManagerServiceHeartbeatRequest.slot_report_version): a
+	// report of this version or later that does not show it means the slot
+	// was freed since. Zero: versions are not used.
+	SlotReportVersion uint64 `protobuf:"varint,1,opt,name=slot_report_version,json=slotReportVersion,proto3" json:"slot_report_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RequestSlotResponse) Reset() {
@@ -160,6 +165,13 @@ func (x *RequestSlotResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use RequestSlotResponse.ProtoReflect.Descriptor instead.
 func (*RequestSlotResponse) Descriptor() ([]byte, []int) {
 	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RequestSlotResponse) GetSlotReportVersion() uint64 {
+	if x != nil {
+		return x.SlotReportVersion
+	}
+	return 0
 }
 
 // SubmitTaskRequest is the request of TaskExecutorService.SubmitTask: a
@@ -657,8 +669,9 @@ const file_jobplane_v1_task_executor_service_proto_rawDesc = "" +
 	"\x06job_id\x18\x04 \x01(\tR\x05jobId\x12,\n" +
 	"\x12job_master_address\x18\x05 \x01(\tR\x10jobMasterAddress\x126\n" +
 	"\aprofile\x18\x06 \x01(\v2\x1c.jobplane.v1.ResourceProfileR\aprofile\x12C\n" +
-	"\x10job_master_token\x18\a \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\"\x15\n" +
-	"\x13RequestSlotResponse\"\xb7\x03\n" +
+	"\x10job_master_token\x18\a \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\"E\n" +
+	"\x13RequestSlotResponse\x12.\n" +
+	"\x13slot_report_version\x18\x01 \x01(\x04R\x11slotReportVersion\"\xb7\x03\n" +
 	"\x11SubmitTaskRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12#\n" +

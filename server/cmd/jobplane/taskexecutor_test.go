@@ -19,9 +19,9 @@ import (
 func TestTaskExecutorSIGKILL(t *testing.T) {
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	jm := startJobplane(t, "standalone", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--data-dir", t.TempDir(),
-		"--task-executors", "1", "--slots", "2", "--session-ttl", "2s", "--heartbeat-interval", "200ms", "--heartbeat-timeout", "1s")
+		"--task-executors", "1", "--slots", "2", "--session-ttl", "2s", "--heartbeat-interval", "200ms", "--heartbeat-timeout", "1s", "--cancel-grace", "200ms")
 	url := "http://" + waitForFile(t, jm, addrFile)
-	te := startJobplane(t, "taskexecutor", "--hastore", url, "--slots", "2")
+	te := startJobplane(t, "taskexecutor", "--hastore", url, "--slots", "2", "--cancel-grace", "200ms")
 
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()

@@ -6,11 +6,13 @@ package clustertest
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,9 +43,10 @@ type Options struct {
 	// inside the recording of the task log (for injecting faults: a call
 	// that is handled but whose answer is lost, say).
 	TaskExecutorInterceptors []connect.Interceptor
-	// JobManagerInterceptors, if set, wrap the JobManagers' handlers (for
-	// injecting faults: a report held back, say).
-	JobManagerInterceptors []connect.Interceptor
+	// TaskExecutorClientInterceptors, if set, wrap every TaskExecutor's
+	// calls to the JobManagers, inside the recording of the task log (for
+	// injecting faults: a TaskExecutor cut off from them for a while, say).
+	TaskExecutorClientInterceptors []connect.Interceptor
 	// WrapStore, if set, wraps the store the first JobManager uses (for
 	// recording or injecting faults).
 	WrapStore func(hastore.Store) hastore.Store
@@ -75,12 +78,28 @@ type Cluster struct {
 type TaskExecutor struct {
 	ID       string
 	stopServ func()
+	cut      *atomic.Bool
 }
 
-// StopServing closes the TaskExecutor's endpoint while it keeps
-// heart-beating the ResourceManager: to JobMasters it falls silent, as
-// behind a one-way partition.
-func (te *TaskExecutor) StopServing() { te.stopServ() }
+// Partition cuts the TaskExecutor off the cluster, both ways, as a
+// network partition would, while it keeps running: its endpoint closes
+// and its calls fail. To the JobManager it falls silent.
+func (te *TaskExecutor) Partition() {
+	te.cut.Store(true)
+	te.stopServ()
+}
+
+// cutOff fails a TaskExecutor's calls once cut is set.
+func cutOff(cut *atomic.Bool) connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if cut.Load() {
+				return nil, connect.NewError(connect.CodeUnavailable, errors.New("partitioned"))
+			}
+			return next(ctx, req)
+		}
+	}
+}
 
 // JobManager is one JobManager of a cluster.
 type JobManager struct {
@@ -155,10 +174,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 		tep := listen(t, log)
 		id := new(string)
 		record := connect.WithInterceptors(tasks.interceptor(id))
+		cut := new(atomic.Bool)
 		te, err := taskexecutor.New(taskexecutor.Config{
 			Address: tep.URL(), Slots: opts.Slots, Store: store, HTTPClient: client, Invokables: opts.Invokables, Logger: log,
 			CancelGrace:   100 * time.Millisecond,
-			ClientOptions: []connect.ClientOption{record},
+			ClientOptions: []connect.ClientOption{record, connect.WithInterceptors(append(opts.TaskExecutorClientInterceptors, cutOff(cut))...)},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -170,7 +190,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		})
 		stopServ := run(t, ctx, tep.Run)
 		run(t, ctx, te.Run)
-		tes = append(tes, &TaskExecutor{ID: te.ID(), stopServ: stopServ})
+		tes = append(tes, &TaskExecutor{ID: te.ID(), stopServ: stopServ, cut: cut})
 	}
 	c := &Cluster{Store: store, URL: jms[0].URL, HTTP: client, Dispatcher: jms[0].Dispatcher, JobManagers: jms, TaskExecutors: tes, Tasks: tasks}
 	c.WaitReady(t, opts.TaskExecutors)
@@ -207,11 +227,8 @@ func startJobManager(t testing.TB, ctx context.Context, store hastore.Store, cli
 	if err != nil {
 		t.Fatal(err)
 	}
-	faults := connect.WithInterceptors(opts.JobManagerInterceptors...)
 	for _, s := range jm.Services() {
-		ep.Mount(s.Name, func(hopts ...connect.HandlerOption) (string, http.Handler) {
-			return s.Handler(append(hopts, faults)...)
-		})
+		ep.Mount(s.Name, s.Handler)
 	}
 	h := &JobManager{URL: ep.URL(), Dispatcher: jobplanev1connect.NewDispatcherServiceClient(client, ep.URL())}
 	h.stop = append(h.stop, run(t, ctx, jm.Run), run(t, ctx, ep.Run))

@@ -100,7 +100,9 @@ func TestStandbyTakesOver(t *testing.T) {
 func TestSilentTaskExecutorIsLost(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Slots: 2})
 	// The attempts outlast the heartbeat timeout (1s in the harness), so
-	// the JobMaster gives up on the silent TaskExecutor before they end.
+	// the JobMaster gives up on the partitioned TaskExecutor before they
+	// end, and deploys them again on the other one once they certainly
+	// stopped (the partitioned one stops them itself, hearing nothing).
 	g := twoVertices("sleep", map[string]string{"duration": "2500ms"})
 	g.Vertices[0].Parallelism, g.Vertices[1].Parallelism = 1, 3
 	// Eager scheduling: the job's one region (4 subtasks) must be able to
@@ -133,7 +135,7 @@ func TestSilentTaskExecutorIsLost(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	c.TaskExecutors[0].StopServing()
+	c.TaskExecutors[0].Partition()
 	res := result(t, c, "silent")
 	if res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || res.GetRestarts() < 1 {
 		t.Errorf("result = %v, want FINISHED after a restart", res)

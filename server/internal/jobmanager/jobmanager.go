@@ -137,14 +137,28 @@ func New(cfg Config) (*JobManager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	jm := &JobManager{cfg: cfg, log: cfg.Logger, router: jobmaster.NewRouter()}
-	jm.router.LeaderAddress = func(ctx context.Context, jobID string) string {
-		info, err := cfg.Store.Leader(ctx, hastore.JobElection(jobID))
-		if err != nil {
-			return ""
-		}
-		return info.Address
-	}
+	jm := &JobManager{cfg: cfg, log: cfg.Logger}
+	jm.router = jobmaster.NewRouter(jobmaster.RouterConfig{
+		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout,
+		LeaderAddress: func(ctx context.Context, jobID string) string {
+			info, err := cfg.Store.Leader(ctx, hastore.JobElection(jobID))
+			if err != nil {
+				return ""
+			}
+			return info.Address
+		},
+		// The JobMasters lead on the process's session: their lease is
+		// its validity.
+		LeaseUntil: func() time.Time {
+			jm.mu.Lock()
+			sess := jm.session
+			jm.mu.Unlock()
+			if sess == nil {
+				return time.Time{}
+			}
+			return sess.ValidUntil()
+		},
+	})
 	jm.rmClient = jobplanev1connect.NewResourceManagerServiceClient(cfg.HTTPClient, cfg.Address)
 	var err error
 	jm.rm, err = resourcemanager.New(resourcemanager.Config{
@@ -198,7 +212,7 @@ func (jm *JobManager) newRunner(plan *jobplanev1.ExecutionPlan, recovered bool, 
 		Recovered: recovered,
 		NewJobMaster: func(l *hastore.Leadership) (*jobmaster.JobMaster, error) {
 			return jobmaster.New(jobmaster.Config{
-				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: l.Token(), Valid: l.Valid, Address: jm.cfg.Address,
+				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: l.Token(), Valid: l.Valid, Address: jm.cfg.Address, Router: jm.router,
 				ResourceManager: jm.rmClient, HTTPClient: jm.cfg.HTTPClient, SubmitTime: plan.GetSubmitTime().AsTime(),
 				HeartbeatInterval: jm.cfg.HeartbeatInterval, HeartbeatTimeout: jm.cfg.HeartbeatTimeout,
 				SlotTimeout: jm.cfg.SlotTimeout, Clock: jm.cfg.Clock, OnStatus: onStatus, Logger: jm.log,
@@ -211,6 +225,12 @@ func (jm *JobManager) newRunner(plan *jobplanev1.ExecutionPlan, recovered bool, 
 // the ResourceManager and the Dispatcher; it campaigns again when the
 // leadership ends, until ctx ends.
 func (jm *JobManager) Run(ctx context.Context) error {
+	// The Router judges the TaskExecutors' heartbeats for every JobMaster
+	// of the process, whatever the leadership.
+	routed := make(chan error, 1)
+	rctx, stopRouter := context.WithCancel(ctx)
+	go func() { routed <- jm.router.Run(rctx) }()
+	defer func() { stopRouter(); <-routed }()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		sess, err := jm.cfg.Store.OpenSession(ctx, hastore.SessionConfig{TTL: jm.cfg.SessionTTL})

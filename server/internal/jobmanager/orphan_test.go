@@ -15,50 +15,38 @@ import (
 	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
-// loseFirstDeployAnswer runs the first SubmitTask of vertex "a" and then,
-// after a while, loses its answer, as a broken connection would: the
-// attempt runs although the JobMaster hears of no success.
-type loseFirstDeployAnswer struct{ done atomic.Bool }
+// faults loses the answer to the first SubmitTask of vertex "a" (the
+// attempt runs, but the JobMaster hears of no success), and then cuts every
+// TaskExecutor off from the JobManager for a second: the JobMaster cannot
+// tell whether the attempt runs.
+type faults struct {
+	lost    atomic.Bool
+	cutOff  atomic.Int64 // unix nanos until which calls to the JobManager fail
+	cutTime time.Duration
+}
 
-func (l *loseFirstDeployAnswer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+func (f *faults) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if req.Spec().IsClient {
+			if time.Now().UnixNano() < f.cutOff.Load() {
+				return nil, connect.NewError(connect.CodeUnavailable, errors.New("cut off"))
+			}
+			return next(ctx, req)
+		}
 		resp, err := next(ctx, req)
-		if r, ok := req.Any().(*jobplanev1.SubmitTaskRequest); ok && r.GetAttempt().GetVertexId() == "a" && err == nil && l.done.CompareAndSwap(false, true) {
-			time.Sleep(300 * time.Millisecond) // the fault: an answer that never comes
+		if r, ok := req.Any().(*jobplanev1.SubmitTaskRequest); ok && r.GetAttempt().GetVertexId() == "a" && err == nil && f.lost.CompareAndSwap(false, true) {
+			f.cutOff.Store(time.Now().Add(f.cutTime).UnixNano())
 			return nil, connect.NewError(connect.CodeUnavailable, errors.New("the answer was lost"))
 		}
 		return resp, err
 	}
 }
 
-func (l *loseFirstDeployAnswer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+func (f *faults) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
 	return next
 }
 
-func (l *loseFirstDeployAnswer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
-}
-
-// holdFirstRunningReport holds the first RUNNING report of vertex "a"
-// back until the JobMaster has taken the lost answer: it then cannot tell
-// whether the attempt runs.
-type holdFirstRunningReport struct{ done atomic.Bool }
-
-func (h *holdFirstRunningReport) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if r, ok := req.Any().(*jobplanev1.UpdateTaskExecutionStateRequest); ok && r.GetStatus().GetAttempt().GetVertexId() == "a" &&
-			r.GetStatus().GetState() == jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING && h.done.CompareAndSwap(false, true) {
-			time.Sleep(time.Second) // the fault: a slow report
-		}
-		return next(ctx, req)
-	}
-}
-
-func (h *holdFirstRunningReport) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next
-}
-
-func (h *holdFirstRunningReport) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+func (f *faults) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return next
 }
 
@@ -74,19 +62,21 @@ func slowToStop(ctx context.Context, _ taskexecutor.Task) error {
 // is deployed again only once the attempt is known to have stopped, so
 // the TaskExecutors' task log never shows the subtask on two of them at
 // once. The job has a spare slot at hand for it (vertex b's, free once b
-// finishes after the lost answer), so nothing but the JobMaster's
-// knowledge of the attempt holds the new deployment back.
+// finishes), so nothing but the JobMaster's knowledge of the attempt
+// holds the new deployment back.
 func TestLostDeploymentAnswerNeverRunsTwice(t *testing.T) {
+	f := &faults{cutTime: time.Second}
 	c := clustertest.Start(t, clustertest.Options{
-		Slots:                    1,
-		Invokables:               map[string]taskexecutor.Invokable{"slow-to-stop": slowToStop},
-		TaskExecutorInterceptors: []connect.Interceptor{&loseFirstDeployAnswer{}},
-		JobManagerInterceptors:   []connect.Interceptor{&holdFirstRunningReport{}},
+		Slots:                          1,
+		HeartbeatTimeout:               3 * time.Second, // the cut-off is not a loss
+		Invokables:                     map[string]taskexecutor.Invokable{"slow-to-stop": slowToStop},
+		TaskExecutorInterceptors:       []connect.Interceptor{f},
+		TaskExecutorClientInterceptors: []connect.Interceptor{f},
 	})
 	submit(t, c, "lost", &jobplanev1.JobGraph{
 		Vertices: []*jobplanev1.JobVertex{
 			{Id: "a", Invokable: "slow-to-stop", Parallelism: 1},
-			{Id: "b", Invokable: "sleep", Parallelism: 1, Config: map[string]string{"duration": "600ms"}},
+			{Id: "b", Invokable: "sleep", Parallelism: 1, Config: map[string]string{"duration": "300ms"}},
 		},
 		Config: &jobplanev1.JobConfig{SchedulingMode: jobplanev1.SchedulingMode_SCHEDULING_MODE_EAGER},
 	})

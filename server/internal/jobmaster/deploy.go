@@ -72,30 +72,20 @@ func (jm *JobMaster) deploy() {
 	jm.ready = kept
 }
 
-// checkSlotTimeouts fails the deployment of regions that waited longer
-// than the slot timeout for their slots: the cluster may never have that
-// many free, and a failure with a cause says so where waiting would not.
-func (jm *JobMaster) checkSlotTimeouts() {
-	if jm.status != jobstatus.Running {
-		return
+// slotTimedOut fails the deployment of a region that is still waiting for
+// its slots since `since`, as the slot timeout passed: the cluster may
+// never have that many free, and a failure with a cause says so where
+// waiting would not.
+func (jm *JobMaster) slotTimedOut(r int, since time.Time) {
+	if jm.status != jobstatus.Running || !jm.queued[r] || !jm.since[r].Equal(since) || jm.restarting[r] != nil || !jm.graph.Released(r) {
+		return // deployed, restarted (waiting anew) or the job ended meanwhile
 	}
-	now := time.Now()
-	var expired []int
-	for _, r := range jm.ready {
-		if jm.restarting[r] == nil && jm.graph.Released(r) && now.Sub(jm.since[r]) > jm.cfg.SlotTimeout {
-			expired = append(expired, r)
-		}
-	}
-	for _, r := range expired {
-		if jm.restarting[r] != nil || jm.status != jobstatus.Running || now.Sub(jm.since[r]) <= jm.cfg.SlotTimeout {
-			continue // an earlier expiry restarted it, or ended the job
-		}
-		for _, ev := range jm.graph.Region(r) {
-			if jm.graph.State(ev) == jobstatus.ExecCreated {
-				msg := fmt.Sprintf("no slots: a region of %d subtasks waited %v for slots; the job holds %d", len(jm.graph.Region(r)), jm.cfg.SlotTimeout, len(jm.slots))
-				jm.attemptFailed(ev, msg, "")
-				break
-			}
+	for _, ev := range jm.graph.Region(r) {
+		if jm.graph.State(ev) == jobstatus.ExecCreated {
+			msg := fmt.Sprintf("no slots: a region of %d subtasks waited %v for slots; the job holds %d", len(jm.graph.Region(r)), jm.cfg.SlotTimeout, len(jm.slots))
+			jm.attemptFailed(ev, msg, "")
+			jm.progress()
+			return
 		}
 	}
 }

@@ -9,34 +9,31 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
-	"github.com/jobplane/jobplane/server/internal/liveness"
 )
 
 // The JobMaster's side of TaskExecutor liveness.
 //
-// It probes every registered TaskExecutor once per heartbeat interval and
-// counts one silent for the heartbeat timeout as lost, judging silence on
-// the monotonic clock less its own stalls (package liveness): after a
-// pause of this process, the TaskExecutors get a full timeout again.
+// TaskExecutors heart-beat the process, not each JobMaster (see Router):
+// the Router hands each JobMaster what a heartbeat reports of its job, and
+// tells it when a TaskExecutor it registered falls silent for the
+// heartbeat timeout. A JobMaster holds no timer or probe of its own.
 //
 // No subtask runs twice at once. An attempt the JobMaster stops counting
 // as running on a TaskExecutor, without that TaskExecutor's word that it
 // stopped, is an orphan: its deployment's outcome is unknown, its
 // cancellation was never confirmed, or its TaskExecutor was lost. The
 // subtask is deployed again only once every orphan of it is known to have
-// stopped: the TaskExecutor reports it terminal, or answers a probe sent
-// afterwards without it, or its TaskExecutor was lost and the heartbeat
-// timeout has passed since it was last heard — a TaskExecutor stops the
-// tasks of a JobMaster it has not heard from for that long (see the
-// taskexecutor package). A lost TaskExecutor's attempts and slots get a
-// CancelTask and a FreeSlot when it comes back.
+// stopped: the TaskExecutor reports it terminal, or reports the job
+// complete without it after the JobMaster asked, or its TaskExecutor was
+// lost and the heartbeat timeout has passed since it was last heard — a
+// TaskExecutor stops the tasks of a JobMaster it has not heard from for
+// that long (see the taskexecutor package). A lost TaskExecutor's attempts
+// and slots get a CancelTask and a FreeSlot when it comes back.
 
 // executorRef is a TaskExecutor registered with the JobMaster.
 type executorRef struct {
 	id, address string
 	client      jobplanev1connect.TaskExecutorServiceClient
-	heard       liveness.Mark // last heard: a probe answer, or a call from it
-	probing     bool          // a probe is in flight
 }
 
 // orphanKey names an attempt that may still run on a TaskExecutor although
@@ -69,7 +66,7 @@ func (jm *JobMaster) registerExecutor(id, address string) {
 		e = &executorRef{id: id, address: address, client: jobplanev1connect.NewTaskExecutorServiceClient(jm.cfg.HTTPClient, address)}
 		jm.executors[id] = e
 	}
-	e.heard = jm.judge.Heard(time.Now())
+	jm.cfg.Router.registered(id, address, jm.cfg.JobID, jm.cfg.Token)
 	if g := jm.gone[id]; g != nil {
 		delete(jm.gone, id)
 		jm.log.Info("a lost TaskExecutor is back; canceling what it may still run for the job", "task_executor", id,
@@ -78,16 +75,11 @@ func (jm *JobMaster) registerExecutor(id, address string) {
 	}
 }
 
-// heardFrom records a call from a registered TaskExecutor.
-func (jm *JobMaster) heardFrom(id string) {
-	if e := jm.executors[id]; e != nil {
-		e.heard = jm.judge.Heard(time.Now())
-	}
-}
-
 // cleanUp tells a TaskExecutor, best effort, to cancel attempts and free
 // allocations that the JobMaster gave up. The calls are not cut off when
-// Run stops: nothing else would make them.
+// Run stops: nothing else would make them. An allocation whose FreeSlot
+// fails stays among the dropped ones, and the TaskExecutor is asked to
+// report the job complete, so that it is freed again while it is held.
 func (jm *JobMaster) cleanUp(e *executorRef, cancels []*jobplanev1.ExecutionAttemptId, frees []string) {
 	if len(cancels) == 0 && len(frees) == 0 {
 		return
@@ -99,10 +91,38 @@ func (jm *JobMaster) cleanUp(e *executorRef, cancels []*jobplanev1.ExecutionAtte
 		for _, a := range cancels {
 			_, _ = e.client.CancelTask(ctx, &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: token, Attempt: a})
 		}
+		var freed []string
 		for _, aid := range frees {
-			_, _ = e.client.FreeSlot(ctx, &jobplanev1.FreeSlotRequest{JobId: jm.cfg.JobID, JobMasterToken: token, AllocationId: aid, Reason: "given up by the JobMaster"})
+			if _, err := e.client.FreeSlot(ctx, &jobplanev1.FreeSlotRequest{JobId: jm.cfg.JobID, JobMasterToken: token, AllocationId: aid, Reason: "given up by the JobMaster"}); err == nil {
+				freed = append(freed, aid)
+			}
 		}
+		jm.post(func() {
+			for _, aid := range freed {
+				if jm.dropped[aid] == e.id {
+					delete(jm.dropped, aid)
+				}
+			}
+			if len(freed) < len(frees) {
+				jm.askReport(e.id)
+			}
+		})
 	})
+}
+
+// askReport asks a TaskExecutor to report the job complete at its next
+// heartbeat, to settle its orphans and dropped slots there; one request
+// at a time, so that a report settles only what was orphaned before it
+// was asked for.
+func (jm *JobMaster) askReport(executor string) {
+	if jm.executors[executor] == nil {
+		return // lost: settled by its deadline, or when it comes back
+	}
+	if _, outstanding := jm.asked[executor]; outstanding {
+		return
+	}
+	jm.asked[executor] = time.Now()
+	jm.cfg.Router.requestReport(executor, jm.cfg.JobID)
 }
 
 // orphan records that ev's attempt may still run on executor.
@@ -113,6 +133,7 @@ func (jm *JobMaster) orphan(ev int32, attempt int, executor string) {
 	}
 	jm.orphans[key] = time.Now()
 	jm.orphaned[ev]++
+	jm.askReport(executor)
 }
 
 func (jm *JobMaster) isOrphan(key orphanKey) bool {
@@ -138,115 +159,86 @@ func (jm *JobMaster) resolveOn(executor string, cutoff time.Time) {
 	}
 }
 
-// probeExecutors asks every registered TaskExecutor for the job's
-// attempts on it, and counts one silent past the heartbeat timeout as
-// lost. It is the judge's tick: call it once per heartbeat interval.
-func (jm *JobMaster) probeExecutors() {
-	now := time.Now()
-	jm.judge.Tick(now)
-	if !jm.valid() {
-		return // no longer certainly the leader: a probe would vouch for the attempts
+// fromReport applies what a TaskExecutor's heartbeat reports of the job:
+// state changes whose own report was lost and, for a complete report (one
+// the JobMaster asked for), what the TaskExecutor holds: orphans it no
+// longer runs are resolved and the others canceled again, and dropped
+// slots it no longer holds are forgotten and the others freed again.
+func (jm *JobMaster) fromReport(executor, address string, report *jobplanev1.TaskExecutorJobReport) {
+	if jm.executors[executor] == nil {
+		// Heard again after it was lost (or a report that overtook its
+		// registration): take it back, and have it clean up.
+		jm.registerExecutor(executor, address)
 	}
-	ids := make([]string, 0, len(jm.executors))
-	for id := range jm.executors {
-		ids = append(ids, id)
+	for _, st := range report.GetAttempts() {
+		_ = jm.update(executor, st)
 	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		e := jm.executors[id]
-		if e == nil {
-			continue // lost along with an earlier one
-		}
-		if silence := jm.judge.Silence(e.heard, now); silence > jm.cfg.HeartbeatTimeout {
-			jm.log.Warn("TaskExecutor stopped answering; its attempts are lost", "task_executor", id, "silent_for", silence.Round(time.Millisecond))
-			jm.lostExecutor(id, "no heartbeat answer for "+jm.cfg.HeartbeatTimeout.String())
-			continue
-		}
-		if e.probing {
-			continue
-		}
-		e.probing = true
-		req := &jobplanev1.TaskExecutorServiceHeartbeatRequest{JobId: jm.cfg.JobID, Token: protoToken(jm.cfg.Token)}
-		sent := time.Now()
-		jm.goRPC(func(ctx context.Context) {
-			ctx, cancel := context.WithTimeout(ctx, jm.cfg.HeartbeatTimeout/2)
-			defer cancel()
-			resp, err := e.client.Heartbeat(ctx, req)
-			jm.post(func() {
-				e.probing = false
-				if err == nil && jm.executors[id] == e {
-					e.heard = jm.judge.Heard(time.Now())
-					jm.reconcile(e, sent, resp)
-				}
-			})
-		})
+	if !report.GetComplete() {
+		return
 	}
-}
-
-// reconcile compares what a TaskExecutor reported, in answer to a probe
-// sent at sent, with what the JobMaster placed there: a state change whose
-// report was lost is applied, and an attempt the TaskExecutor no longer
-// has is lost. Attempts whose state the JobMaster learnt after sending the
-// probe are newer than the answer, and left alone. Orphans on the
-// TaskExecutor that the answer shows stopped are resolved, the others
-// canceled again; slots the JobMaster gave up that the TaskExecutor still
-// holds for the job are freed again.
-func (jm *JobMaster) reconcile(e *executorRef, sent time.Time, resp *jobplanev1.TaskExecutorServiceHeartbeatResponse) {
-	executor := e.id
+	asked, ok := jm.asked[executor]
+	if !ok {
+		return // not asked for (a full heartbeat): it may predate calls in flight
+	}
+	delete(jm.asked, executor)
 	type attemptKey struct {
 		ev      int32
 		attempt int
 	}
-	listed := map[attemptKey]*jobplanev1.TaskExecutionStatus{}
-	for _, t := range resp.GetTasks() {
-		if ev := jm.find(t.GetAttempt()); ev >= 0 {
-			listed[attemptKey{ev, int(t.GetAttempt().GetAttemptNumber())}] = t
+	running := map[attemptKey]*jobplanev1.ExecutionAttemptId{}
+	for _, t := range report.GetAttempts() {
+		if ev := jm.find(t.GetAttempt()); ev >= 0 && !jobstatus.IsExecTerminal(t.GetState()) {
+			running[attemptKey{ev, int(t.GetAttempt().GetAttemptNumber())}] = t.GetAttempt()
 		}
 	}
 	var recancel []*jobplanev1.ExecutionAttemptId
 	for key, since := range jm.orphans {
-		if key.executor != executor || !since.Before(sent) {
-			continue
+		if key.executor != executor || !since.Before(asked) {
+			continue // orphaned after the report was asked for: it may not show yet
 		}
-		if t, ok := listed[attemptKey{key.ev, key.attempt}]; ok && !jobstatus.IsExecTerminal(t.GetState()) {
-			recancel = append(recancel, t.GetAttempt())
+		if a, ok := running[attemptKey{key.ev, key.attempt}]; ok {
+			recancel = append(recancel, a)
 			continue
 		}
 		jm.resolve(key)
 	}
-	var refree []string
-	for _, s := range resp.GetSlotReport().GetSlots() {
-		aid := s.GetAllocationId()
-		if jm.dropped[aid] == executor && s.GetJobId() == jm.cfg.JobID {
-			refree = append(refree, aid)
-		}
+	held := map[string]bool{}
+	for _, aid := range report.GetAllocationIds() {
+		held[aid] = true
 	}
+	var refree []string
 	for aid, ex := range jm.dropped {
-		if ex == executor && !slices.Contains(refree, aid) {
+		switch {
+		case ex != executor:
+		case held[aid]:
+			refree = append(refree, aid)
+		default:
 			delete(jm.dropped, aid)
 		}
 	}
-	jm.cleanUp(e, recancel, refree)
+	if e := jm.executors[executor]; e != nil {
+		jm.cleanUp(e, recancel, refree)
+	}
+	for key := range jm.orphans {
+		if key.executor == executor {
+			jm.askReport(executor) // until every orphan there stopped
+			break
+		}
+	}
+	jm.progress()
+}
 
-	var placed []int32
-	for _, s := range jm.slots {
-		if s.executor == executor && s.ev >= 0 {
-			placed = append(placed, s.ev)
+// released records that a TaskExecutor holds nothing of the job any more
+// (it stopped following it): every orphan there has stopped, and no slot
+// the JobMaster gave up is held there.
+func (jm *JobMaster) released(executor string) {
+	jm.resolveOn(executor, time.Now())
+	for aid, ex := range jm.dropped {
+		if ex == executor {
+			delete(jm.dropped, aid)
 		}
 	}
-	slices.Sort(placed)
-	for _, ev := range placed {
-		state := jm.graph.State(ev)
-		if jm.tasks[ev].slot == nil || jobstatus.IsExecTerminal(state) || state == jobstatus.ExecDeploying || !jm.tasks[ev].since.Before(sent) {
-			continue
-		}
-		switch t, ok := listed[attemptKey{ev, jm.graph.Attempt(ev)}]; {
-		case ok && t.GetState() != state && t.GetState() != jobstatus.ExecDeploying:
-			_ = jm.update(executor, t)
-		case !ok:
-			jm.attemptFailed(ev, "TaskExecutor "+executor+" no longer runs the attempt", executor)
-		}
-	}
+	delete(jm.asked, executor)
 	jm.progress()
 }
 
@@ -263,7 +255,12 @@ func (jm *JobMaster) lostExecutor(id, reason string) {
 		return
 	}
 	delete(jm.executors, id)
-	stopBy := e.heard.At.Add(jm.cfg.HeartbeatTimeout + jm.stopMargin())
+	delete(jm.asked, id)
+	heard := jm.cfg.Router.lastHeard(id)
+	if heard.IsZero() {
+		heard = time.Now() // dropped by the Router already: as late as it can have been
+	}
+	stopBy := heard.Add(jm.cfg.HeartbeatTimeout + jm.stopMargin())
 	g := jm.gone[id]
 	if g == nil {
 		g = &gone{}
@@ -307,7 +304,7 @@ func (jm *JobMaster) lostExecutor(id, reason string) {
 	if wait := stopBy.Sub(cutoff); wait <= 0 {
 		jm.resolveOn(id, cutoff)
 	} else {
-		time.AfterFunc(wait, func() {
+		jm.cfg.Router.after(wait, func() {
 			jm.post(func() {
 				jm.resolveOn(id, cutoff)
 				jm.progress()

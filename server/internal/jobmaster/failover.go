@@ -125,10 +125,12 @@ func (jm *JobMaster) restartDue() {
 				jm.tasks[ev] = task{}
 			}
 		}
-		jm.enqueue(jm.graph.Restart(f.regions)...)
-		now := time.Now()
-		for _, r := range f.regions {
-			jm.since[r] = now // a restarted region waits for slots anew
+		for _, r := range jm.graph.Restart(f.regions) {
+			if jm.queued[r] {
+				jm.waitForSlots(r) // a restarted region waits for slots anew
+			} else {
+				jm.enqueue(r)
+			}
 		}
 	}
 	clear(jm.failovers[len(kept):])

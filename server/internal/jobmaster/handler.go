@@ -2,68 +2,12 @@ package jobmaster
 
 import (
 	"context"
-	"sync"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
-	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 )
-
-// Router serves JobMasterService for every JobMaster of a process,
-// routing each call by its job id to the JobMaster that currently runs the
-// job here.
-type Router struct {
-	jobplanev1connect.UnimplementedJobMasterServiceHandler
-
-	// LeaderAddress, if set, tells where a job's JobMaster runs, for
-	// NOT_LEADER answers about jobs not run here.
-	LeaderAddress func(ctx context.Context, jobID string) string
-
-	mu      sync.Mutex
-	masters map[string]*JobMaster
-}
-
-// NewRouter returns an empty Router.
-func NewRouter() *Router { return &Router{masters: make(map[string]*JobMaster)} }
-
-// Add routes jobID's calls to jm.
-func (r *Router) Add(jobID string, jm *JobMaster) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.masters[jobID] = jm
-}
-
-// Remove stops routing jobID's calls to jm (if it is still the one).
-func (r *Router) Remove(jobID string, jm *JobMaster) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.masters[jobID] == jm {
-		delete(r.masters, jobID)
-	}
-}
-
-// route finds the JobMaster for a call and checks its token: an older
-// token is stale, a newer one means this JobMaster was deposed.
-func (r *Router) route(ctx context.Context, jobID string, t *jobplanev1.FencingToken) (*JobMaster, error) {
-	r.mu.Lock()
-	jm := r.masters[jobID]
-	r.mu.Unlock()
-	token := hastore.Token{SessionID: t.GetSessionId(), Epoch: t.GetEpoch()}
-	switch {
-	case jm == nil || token.Epoch > jm.cfg.Token.Epoch || !jm.valid():
-		addr := ""
-		if r.LeaderAddress != nil {
-			addr = r.LeaderAddress(ctx, jobID)
-		}
-		return nil, apierror.NotLeader(hastore.JobElection(jobID), addr)
-	case token != jm.cfg.Token:
-		return nil, apierror.StaleToken(hastore.JobElection(jobID), jm.cfg.Token.SessionID, jm.cfg.Token.Epoch)
-	}
-	return jm, nil
-}
 
 // RegisterTaskExecutor implements JobMasterServiceHandler.
 func (r *Router) RegisterTaskExecutor(ctx context.Context, req *jobplanev1.JobMasterServiceRegisterTaskExecutorRequest) (*jobplanev1.JobMasterServiceRegisterTaskExecutorResponse, error) {
@@ -95,12 +39,12 @@ func (r *Router) OfferSlots(ctx context.Context, req *jobplanev1.OfferSlotsReque
 	}
 	resp := &jobplanev1.OfferSlotsResponse{}
 	var refused error
+	r.heard(req.GetTaskExecutorId())
 	if err := jm.do(ctx, func() {
 		if jm.executors[req.GetTaskExecutorId()] == nil {
 			refused = notRegistered(req.GetJobId(), req.GetTaskExecutorId())
 			return
 		}
-		jm.heardFrom(req.GetTaskExecutorId())
 		needed := jm.neededLocked()
 		for _, o := range req.GetOffers() {
 			if s := jm.slots[o.GetAllocationId()]; s != nil {
@@ -138,8 +82,8 @@ func (r *Router) UpdateTaskExecutionState(ctx context.Context, req *jobplanev1.U
 		return nil, err
 	}
 	var refused error
+	r.heard(req.GetTaskExecutorId())
 	if err := jm.do(ctx, func() {
-		jm.heardFrom(req.GetTaskExecutorId())
 		refused = jm.update(req.GetTaskExecutorId(), req.GetStatus())
 	}); err != nil {
 		return nil, err
@@ -157,12 +101,12 @@ func (r *Router) Heartbeat(ctx context.Context, req *jobplanev1.JobMasterService
 		return nil, err
 	}
 	var refused error
+	r.heard(req.GetTaskExecutorId())
 	if err := jm.do(ctx, func() {
 		if jm.executors[req.GetTaskExecutorId()] == nil {
 			refused = notRegistered(req.GetJobId(), req.GetTaskExecutorId())
 			return
 		}
-		jm.heardFrom(req.GetTaskExecutorId())
 	}); err != nil {
 		return nil, err
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
-	"github.com/jobplane/jobplane/server/internal/liveness"
 	"github.com/jobplane/jobplane/server/internal/scheduler"
 )
 
@@ -38,11 +37,16 @@ type Config struct {
 	HTTPClient connect.HTTPClient
 	// SubmitTime is when the job was accepted.
 	SubmitTime time.Time
-	// HeartbeatInterval is how often the JobMaster probes its
-	// TaskExecutors. Default: 1s.
+	// Router is the process's Router, which serves the job's calls and
+	// the TaskExecutors' heartbeats, and keeps the job's deadlines.
+	// Required.
+	Router *Router
+	// HeartbeatInterval is how often TaskExecutors heart-beat (told them
+	// at registration). Default: 1s.
 	HeartbeatInterval time.Duration
-	// HeartbeatTimeout is how long a TaskExecutor may leave the probes
-	// unanswered before its attempts count as lost. Default: 10s.
+	// HeartbeatTimeout is how long a TaskExecutor may stay silent before
+	// its attempts count as lost, and after which it stops the attempts of
+	// a JobMaster it does not hear from. Default: 10s.
 	HeartbeatTimeout time.Duration
 	// SlotTimeout is how long a region released for deployment may wait
 	// for the slots it needs; then its deployment fails, which counts
@@ -54,8 +58,8 @@ type Config struct {
 	Clock Clock
 	// Valid, if set, reports whether the JobMaster's leadership certainly
 	// holds (hastore.Leadership.Valid). While it does not, the JobMaster
-	// answers NOT_LEADER, deploys nothing, probes no TaskExecutor, and
-	// stops as if its leadership had ended.
+	// answers NOT_LEADER, deploys nothing, and stops as if its
+	// leadership had ended.
 	Valid func() bool
 	// OnStatus, if set, is called from the JobMaster's goroutine with the
 	// job's summary after every status change; it must not block.
@@ -121,14 +125,18 @@ type JobMaster struct {
 	restarting []*failover         // by region: the failover that restarts it
 	slots      map[string]*slotRef // by allocation id
 	executors  map[string]*executorRef
-	judge      *liveness.Judge
 	orphans    map[orphanKey]time.Time // attempts that may still run, since when
+	asked      map[string]time.Time    // TaskExecutor id -> when a complete report was asked for
 	orphaned   []int32                 // by execution vertex: its orphans
 	gone       map[string]*gone        // lost TaskExecutors, by id
 	dropped    map[string]string       // allocation id -> TaskExecutor id of slots given up
 	endStatus  jobplanev1.JobStatus    // the status to reach once every attempt is terminal
-	declaring  bool                    // a declaration to the ResourceManager is in flight
-	declared   int                     // the slots last declared
+	// Declarations to the ResourceManager.
+	declaring      bool        // one is in flight
+	declared       int         // the slots it took last; -1 before the first
+	rmRegistered   bool        // the ResourceManager took the registration
+	retryDeclare   func() bool // stops a pending retry; nil if none
+	declareBackoff time.Duration
 	// rpcCtx bounds the JobMaster's own calls; it ends when Run stops, and
 	// rpcs tracks those calls so none outlives Run.
 	rpcCtx context.Context
@@ -158,6 +166,8 @@ func New(cfg Config) (*JobMaster, error) {
 		return nil, errors.New("jobmaster: job id, graph, token and address are required")
 	case cfg.ResourceManager == nil || cfg.HTTPClient == nil:
 		return nil, errors.New("jobmaster: ResourceManager and HTTP clients are required")
+	case cfg.Router == nil:
+		return nil, errors.New("jobmaster: a Router is required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -196,11 +206,12 @@ func New(cfg Config) (*JobMaster, error) {
 		restarting: make([]*failover, graph.Regions()),
 		slots:      make(map[string]*slotRef),
 		executors:  make(map[string]*executorRef),
-		judge:      liveness.New(cfg.HeartbeatInterval),
 		orphans:    make(map[orphanKey]time.Time),
+		asked:      make(map[string]time.Time),
 		orphaned:   make([]int32, graph.Subtasks()),
 		gone:       make(map[string]*gone),
 		dropped:    make(map[string]string),
+		declared:   -1,
 	}
 	jm.statusTime = time.Now()
 	for i, v := range cfg.Graph.GetVertices() {
@@ -292,16 +303,10 @@ func (jm *JobMaster) Run(ctx context.Context) Result {
 	defer stopRPCs()
 	jm.setStatus(jobstatus.Running)
 	jm.enqueue(jm.graph.Release()...)
-	jm.declare(ctx, true)
-	// The ResourceManager may change leaders or lose a declaration:
-	// declare again now and then while running.
-	redeclare := time.NewTicker(time.Second)
-	defer redeclare.Stop()
-	// TaskExecutors are probed for the job's attempts: a lost report is
-	// recovered from the answer, and a TaskExecutor that stops answering is
-	// lost with its attempts.
-	probe := time.NewTicker(jm.cfg.HeartbeatInterval)
-	defer probe.Stop()
+	jm.declare()
+	// Nothing here wakes on its own: every event is a call, a report, or
+	// a deadline of something pending (a restart delay, a region's wait
+	// for slots, a declaration to retry).
 	for {
 		if jobstatus.IsGloballyTerminal(jm.status) {
 			stopRPCs()
@@ -334,35 +339,44 @@ func (jm *JobMaster) Run(ctx context.Context) Result {
 				continue // the leadership ended: act no more
 			}
 			f()
-			jm.declare(ctx, false)
-		case <-redeclare.C:
-			jm.declare(ctx, true)
-		case <-probe.C:
-			jm.probeExecutors()
-			jm.checkSlotTimeouts()
+			jm.declare()
 		}
 	}
 }
 
 // declare tells the ResourceManager how many slots the job needs, when
-// that changed or force is set, one declaration at a time.
-func (jm *JobMaster) declare(ctx context.Context, force bool) {
+// that changed since the last declaration it took, one declaration at a
+// time. The ResourceManager runs in this process and keeps what it was
+// told while this JobMaster lives (a new ResourceManager leader means a
+// new JobMaster), so nothing is declared again unless a call failed; a
+// failed call is retried after a backoff.
+func (jm *JobMaster) declare() {
 	needed := jm.neededLocked()
-	if jm.declaring || !force && needed == jm.declared {
+	if jm.declaring || jm.retryDeclare != nil || needed == jm.declared {
 		return
 	}
 	jm.declaring = true
 	invokables := jm.invokables()
+	register := !jm.rmRegistered
 	jm.goRPC(func(ctx context.Context) {
-		err := jm.connectResourceManager(ctx, needed, invokables)
+		err := jm.connectResourceManager(ctx, register, needed, invokables)
 		if err != nil && ctx.Err() == nil {
-			jm.log.Debug("declaring to the ResourceManager failed; will retry", "err", err)
+			jm.log.Debug("declaring to the ResourceManager failed; will retry", "err", err, "backoff", jm.declareBackoff)
 		}
 		jm.post(func() {
-			// After a failure too: the next try comes with the next change
-			// or the periodic redeclaration, not in a tight loop.
 			jm.declaring = false
-			jm.declared = needed
+			if err != nil {
+				jm.rmRegistered = false
+				jm.declareBackoff = min(max(2*jm.declareBackoff, 50*time.Millisecond), 5*time.Second)
+				jm.retryDeclare = jm.cfg.Router.after(jm.declareBackoff, func() {
+					jm.post(func() {
+						jm.retryDeclare = nil
+						jm.declare()
+					})
+				})
+				return
+			}
+			jm.rmRegistered, jm.declared, jm.declareBackoff = true, needed, 0
 			if jm.status == jobstatus.Running {
 				jm.trimSlots() // slots held back until the ResourceManager knew
 			}
@@ -403,15 +417,18 @@ func (jm *JobMaster) invokables() []string {
 	return out
 }
 
-// connectResourceManager registers the JobMaster and declares its needs.
-func (jm *JobMaster) connectResourceManager(ctx context.Context, needed int, invokables []string) error {
+// connectResourceManager registers the JobMaster, unless it is
+// registered already, and declares its needs.
+func (jm *JobMaster) connectResourceManager(ctx context.Context, register bool, needed int, invokables []string) error {
 	token := protoToken(jm.cfg.Token)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := jm.cfg.ResourceManager.RegisterJobMaster(rctx, &jobplanev1.RegisterJobMasterRequest{
-		JobId: jm.cfg.JobID, JobMasterAddress: jm.cfg.Address, JobMasterToken: token,
-	}); err != nil {
-		return err
+	if register {
+		if _, err := jm.cfg.ResourceManager.RegisterJobMaster(rctx, &jobplanev1.RegisterJobMasterRequest{
+			JobId: jm.cfg.JobID, JobMasterAddress: jm.cfg.Address, JobMasterToken: token,
+		}); err != nil {
+			return err
+		}
 	}
 	_, err := jm.cfg.ResourceManager.DeclareResourceRequirements(rctx, &jobplanev1.DeclareResourceRequirementsRequest{
 		JobId: jm.cfg.JobID, JobMasterToken: token,
@@ -435,14 +452,23 @@ func (jm *JobMaster) setStatus(to jobplanev1.JobStatus) {
 
 // enqueue queues released regions for deployment.
 func (jm *JobMaster) enqueue(regions ...int) {
-	now := time.Now()
 	for _, r := range regions {
 		if !jm.queued[r] {
 			jm.queued[r] = true
-			jm.since[r] = now
 			jm.ready = append(jm.ready, r)
+			jm.waitForSlots(r)
 		}
 	}
+}
+
+// waitForSlots starts a region's wait for its slots, bounded by the slot
+// timeout on the process's deadline timer.
+func (jm *JobMaster) waitForSlots(r int) {
+	since := time.Now()
+	jm.since[r] = since
+	jm.cfg.Router.after(jm.cfg.SlotTimeout, func() {
+		jm.post(func() { jm.slotTimedOut(r, since) })
+	})
 }
 
 // setState records a new state of ev's current attempt and keeps the

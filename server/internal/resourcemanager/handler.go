@@ -37,7 +37,7 @@ func (rm *ResourceManager) checkJobLocked(jobID string, t hastore.Token) error {
 	if !rm.leadingLocked() {
 		return apierror.NotLeader(hastore.ElectionJobManager, "")
 	}
-	if j := rm.jobs[jobID]; j != nil && t.Epoch < j.token.Epoch {
+	if j := rm.pool.jobs[jobID]; j != nil && t.Epoch < j.token.Epoch {
 		return apierror.StaleToken(hastore.JobElection(jobID), j.token.SessionID, j.token.Epoch)
 	}
 	return nil
@@ -68,16 +68,9 @@ func (h *handler) RegisterTaskExecutor(_ context.Context, req *jobplanev1.Resour
 		invokables: req.GetInvokables(),
 		client:     jobplanev1connect.NewTaskExecutorServiceClient(rm.cfg.HTTPClient, req.GetAddress()),
 	}
-	if old := rm.executors[e.id]; old != nil && old.address != e.address {
-		// A new process under the same id: what the old one held is gone.
-		for id, a := range rm.allocations {
-			if a.executor == e.id {
-				delete(rm.allocations, id)
-			}
-		}
-	}
-	rm.executors[e.id] = e
-	rm.applyReportLocked(e, req.GetSlotReport())
+	// Registering again starts over: what it holds now is in the report.
+	rm.pool.addExecutor(e)
+	rm.pool.applyReport(e, req.GetSlotReport(), 0, time.Now(), rm.grace())
 	rm.poke()
 	rm.log.Info("TaskExecutor registered", "task_executor", e.id, "address", e.address, "slots", e.slots)
 	return &jobplanev1.ResourceManagerServiceRegisterTaskExecutorResponse{
@@ -94,14 +87,21 @@ func (h *handler) Heartbeat(_ context.Context, req *jobplanev1.ResourceManagerSe
 	if err := rm.checkLocked(tokenOf(req.GetResourceManagerToken())); err != nil {
 		return nil, err
 	}
-	e := rm.executors[req.GetTaskExecutorId()]
+	e := rm.pool.executors[req.GetTaskExecutorId()]
 	if e == nil || e.registrationID != req.GetRegistrationId() {
 		return nil, apierror.New(jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED, "TaskExecutor is not registered",
 			map[string]string{"task_executor_id": req.GetTaskExecutorId()})
 	}
 	e.heard = rm.judge.Heard(time.Now())
-	rm.applyReportLocked(e, req.GetSlotReport())
-	return &jobplanev1.ResourceManagerServiceHeartbeatResponse{}, nil
+	// The report comes only when it changed (or always, without versions).
+	if req.GetSlotReport() != nil {
+		rm.pool.applyReport(e, req.GetSlotReport(), req.GetSlotReportVersion(), time.Now(), rm.grace())
+		e.reportVersion = req.GetSlotReportVersion()
+		rm.poke()
+	}
+	return &jobplanev1.ResourceManagerServiceHeartbeatResponse{
+		SlotReportVersion: e.reportVersion, JobMasters: rm.pool.jobMastersOwed(e),
+	}, nil
 }
 
 func (h *handler) RegisterJobMaster(_ context.Context, req *jobplanev1.RegisterJobMasterRequest) (*jobplanev1.RegisterJobMasterResponse, error) {
@@ -115,10 +115,7 @@ func (h *handler) RegisterJobMaster(_ context.Context, req *jobplanev1.RegisterJ
 	if err := rm.checkJobLocked(req.GetJobId(), token); err != nil {
 		return nil, err
 	}
-	j := rm.jobs[req.GetJobId()]
-	if j == nil || j.token != token {
-		rm.jobs[req.GetJobId()] = &jobNeeds{token: token, address: req.GetJobMasterAddress()}
-	}
+	rm.pool.registerJob(req.GetJobId(), token, req.GetJobMasterAddress())
 	return &jobplanev1.RegisterJobMasterResponse{ResourceManagerToken: protoToken(rm.token)}, nil
 }
 
@@ -130,7 +127,7 @@ func (h *handler) DeclareResourceRequirements(_ context.Context, req *jobplanev1
 	if err := rm.checkJobLocked(req.GetJobId(), token); err != nil {
 		return nil, err
 	}
-	j := rm.jobs[req.GetJobId()]
+	j := rm.pool.jobs[req.GetJobId()]
 	if j == nil || j.token != token {
 		return nil, apierror.New(jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED, "JobMaster is not registered", map[string]string{"job_id": req.GetJobId()})
 	}
@@ -143,7 +140,7 @@ func (h *handler) DeclareResourceRequirements(_ context.Context, req *jobplanev1
 		total += int(r.GetSlots())
 		invokables = append(invokables, r.GetInvokables()...)
 	}
-	j.required, j.invokables = total, invokables
+	rm.pool.declare(req.GetJobId(), total, invokables)
 	rm.poke()
 	return &jobplanev1.DeclareResourceRequirementsResponse{}, nil
 }
@@ -156,15 +153,15 @@ func (h *handler) DisconnectJobMaster(_ context.Context, req *jobplanev1.Disconn
 	if err := rm.checkJobLocked(req.GetJobId(), token); err != nil {
 		return nil, err
 	}
-	if j := rm.jobs[req.GetJobId()]; j != nil && j.token == token {
-		delete(rm.jobs, req.GetJobId())
+	if j := rm.pool.jobs[req.GetJobId()]; j != nil && j.token == token {
+		delete(rm.pool.jobs, req.GetJobId())
 	}
 	// Slots the JobMaster freed at their TaskExecutors are free now, not
 	// at the TaskExecutors' next slot reports: the next job need not wait.
 	for _, aid := range req.GetFreedAllocationIds() {
-		if a := rm.allocations[aid]; a != nil && a.jobID == req.GetJobId() {
-			delete(rm.allocations, aid)
-			rm.freed[aid] = a.executor
+		if a := rm.pool.allocations[aid]; a != nil && a.jobID == req.GetJobId() {
+			rm.pool.removeAllocation(aid)
+			rm.pool.freed[aid] = a.executor
 			rm.poke()
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -49,43 +48,12 @@ type ResourceManager struct {
 	cfg Config
 	log *slog.Logger
 
-	mu          sync.Mutex
-	lead        *hastore.Leadership // nil while not leading
-	token       hastore.Token       // zero while not leading
-	judge       *liveness.Judge     // TaskExecutors' silence, less the ResourceManager's own stalls
-	executors   map[string]*executor
-	jobs        map[string]*jobNeeds
-	allocations map[string]*allocation
-	// freed are allocations that JobMasters freed (allocation id ->
-	// TaskExecutor id), until a slot report no longer shows them: a report
-	// sent before the FreeSlot must not allocate them again.
-	freed map[string]string
+	mu    sync.Mutex
+	lead  *hastore.Leadership // nil while not leading
+	token hastore.Token       // zero while not leading
+	judge *liveness.Judge     // TaskExecutors' silence, less the ResourceManager's own stalls
+	pool  *pool               // nil while not leading
 	kick  chan struct{}
-}
-
-type executor struct {
-	id, address    string
-	registrationID string
-	heard          liveness.Mark // the last heartbeat (or registration)
-	slots          int
-	invokables     []string
-	client         jobplanev1connect.TaskExecutorServiceClient
-	backoffUntil   time.Time // no slot requests before, after a failed one
-}
-
-type jobNeeds struct {
-	token      hastore.Token
-	address    string
-	required   int
-	invokables []string
-}
-
-type allocation struct {
-	id          string
-	executor    string
-	slot        int
-	jobID       string
-	requestedAt time.Time // zero once a slot report showed it
 }
 
 // New returns a ResourceManager for cfg.
@@ -123,16 +91,12 @@ func (rm *ResourceManager) Lead(ctx context.Context, l *hastore.Leadership) erro
 	rm.mu.Lock()
 	rm.lead, rm.token = l, token
 	rm.judge = liveness.New(tick)
-	rm.executors = make(map[string]*executor)
-	rm.jobs = make(map[string]*jobNeeds)
-	rm.allocations = make(map[string]*allocation)
-	rm.freed = make(map[string]string)
+	rm.pool = newPool()
 	rm.mu.Unlock()
 	rm.log.Info("leading", "token", token)
 	defer func() {
 		rm.mu.Lock()
-		rm.lead, rm.token, rm.judge = nil, hastore.Token{}, nil
-		rm.executors, rm.jobs, rm.allocations, rm.freed = nil, nil, nil, nil
+		rm.lead, rm.token, rm.judge, rm.pool = nil, hastore.Token{}, nil, nil
 		rm.mu.Unlock()
 	}()
 	var wg sync.WaitGroup
@@ -178,22 +142,14 @@ func (rm *ResourceManager) expire(ctx context.Context, wg *sync.WaitGroup) {
 	if !rm.leadingLocked() {
 		return
 	}
-	for id, e := range rm.executors {
+	for id, e := range rm.pool.executors {
 		silence := rm.judge.Silence(e.heard, now)
 		if silence < rm.cfg.HeartbeatTimeout {
 			continue
 		}
 		rm.log.Warn("TaskExecutor timed out; releasing its slots", "task_executor", id, "silent_for", silence.Round(time.Millisecond))
-		delete(rm.executors, id)
-		affected := map[string]bool{}
-		for aid, a := range rm.allocations {
-			if a.executor == id {
-				affected[a.jobID] = true
-				delete(rm.allocations, aid)
-			}
-		}
-		for jobID := range affected {
-			if j := rm.jobs[jobID]; j != nil {
+		for jobID := range rm.pool.removeExecutor(id) {
+			if j := rm.pool.jobs[jobID]; j != nil {
 				wg.Add(1)
 				go func(j jobNeeds) {
 					defer wg.Done()
@@ -217,139 +173,48 @@ func (rm *ResourceManager) tellLost(ctx context.Context, jobID string, j jobNeed
 	}
 }
 
-// allocate requests slots for every job whose allocations fall short of
-// its requirement.
+// allocate requests free slots for the jobs waiting for them (see pool):
+// what changed since the last call, not a pass over every job.
 func (rm *ResourceManager) allocate(ctx context.Context, wg *sync.WaitGroup) {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	if !rm.leadingLocked() {
 		return
 	}
-	held := map[string]int{}
-	used := map[string]map[int]bool{}
-	for _, a := range rm.allocations {
-		held[a.jobID]++
-		if used[a.executor] == nil {
-			used[a.executor] = map[int]bool{}
+	rm.pool.allocate(time.Now(), func(a *allocation, e *executor, j *jobNeeds) {
+		req := &jobplanev1.RequestSlotRequest{
+			ResourceManagerToken: protoToken(rm.token), SlotIndex: int32(a.slot), AllocationId: a.id,
+			JobId: a.jobID, JobMasterAddress: j.address, JobMasterToken: protoToken(j.token),
 		}
-		used[a.executor][a.slot] = true
-	}
-	ids := make([]string, 0, len(rm.executors))
-	for id := range rm.executors {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for jobID, j := range rm.jobs {
-		for need := j.required - held[jobID]; need > 0; need-- {
-			e, slot := rm.freeSlotLocked(ids, used, j.invokables)
-			if e == nil {
-				break
+		client, p := e.client, rm.pool
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			resp, err := client.RequestSlot(rctx, req)
+			rm.mu.Lock()
+			defer rm.mu.Unlock()
+			if rm.pool != p {
+				return
 			}
-			if used[e.id] == nil {
-				used[e.id] = map[int]bool{}
-			}
-			used[e.id][slot] = true
-			a := &allocation{id: newID(), executor: e.id, slot: slot, jobID: jobID, requestedAt: time.Now()}
-			rm.allocations[a.id] = a
-			req := &jobplanev1.RequestSlotRequest{
-				ResourceManagerToken: protoToken(rm.token), SlotIndex: int32(slot), AllocationId: a.id,
-				JobId: jobID, JobMasterAddress: j.address, JobMasterToken: protoToken(j.token),
-			}
-			wg.Add(1)
-			go func(client jobplanev1connect.TaskExecutorServiceClient) {
-				defer wg.Done()
-				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				defer cancel()
-				if _, err := client.RequestSlot(rctx, req); err != nil {
-					rm.log.Debug("RequestSlot failed", "allocation", a.id, "err", err)
-					rm.mu.Lock()
-					if rm.allocations != nil {
-						delete(rm.allocations, a.id)
-					}
-					if e := rm.executors[a.executor]; e != nil {
-						e.backoffUntil = time.Now().Add(rm.cfg.HeartbeatInterval)
-					}
-					rm.mu.Unlock()
+			if err != nil {
+				rm.log.Debug("RequestSlot failed", "allocation", a.id, "err", err)
+				p.removeAllocation(a.id)
+				if e := p.executors[a.executor]; e != nil {
+					e.backoffUntil = time.Now().Add(rm.cfg.HeartbeatInterval)
 				}
-			}(e.client)
-		}
-	}
-}
-
-// freeSlotLocked finds a free slot on a TaskExecutor that offers every
-// invokable in need. If no registered TaskExecutor offers them all, any
-// slot will do: the deployment then fails with a clear cause instead of
-// the job waiting for ever.
-func (rm *ResourceManager) freeSlotLocked(ids []string, used map[string]map[int]bool, need []string) (*executor, int) {
-	someOffer := false
-	for _, e := range rm.executors {
-		someOffer = someOffer || offersAll(e.invokables, need)
-	}
-	if !someOffer {
-		need = nil
-	}
-	now := time.Now()
-	for _, id := range ids {
-		e := rm.executors[id]
-		if !offersAll(e.invokables, need) || now.Before(e.backoffUntil) {
-			continue
-		}
-		for s := range e.slots {
-			if !used[id][s] {
-				return e, s
+				rm.poke()
+				return
 			}
-		}
-	}
-	return nil, 0
+			p.allocated(a.id, resp.GetSlotReportVersion())
+		}()
+	})
 }
 
-func offersAll(have, need []string) bool {
-	for _, n := range need {
-		if !slices.Contains(have, n) {
-			return false
-		}
-	}
-	return true
-}
-
-// applyReportLocked reconciles allocations with a TaskExecutor's slot
-// report: allocations it shows are confirmed (or learnt, after a
-// failover), and confirmed ones it shows free were released.
-func (rm *ResourceManager) applyReportLocked(e *executor, report *jobplanev1.SlotReport) {
-	e.slots = len(report.GetSlots())
-	bySlot := map[int]*allocation{}
-	for _, a := range rm.allocations {
-		if a.executor == e.id {
-			bySlot[a.slot] = a
-		}
-	}
-	grace := 2*rm.cfg.HeartbeatInterval + time.Second
-	shown := map[string]bool{}
-	for _, s := range report.GetSlots() {
-		idx := int(s.GetSlotIndex())
-		a := bySlot[idx]
-		shown[s.GetAllocationId()] = true
-		switch {
-		case rm.freed[s.GetAllocationId()] == e.id:
-			// A report older than the FreeSlot its JobMaster made.
-		case s.GetAllocationId() != "" && a != nil && a.id == s.GetAllocationId():
-			a.requestedAt = time.Time{}
-		case s.GetAllocationId() != "":
-			if a != nil {
-				delete(rm.allocations, a.id)
-			}
-			rm.allocations[s.GetAllocationId()] = &allocation{id: s.GetAllocationId(), executor: e.id, slot: idx, jobID: s.GetJobId()}
-		case a != nil && (a.requestedAt.IsZero() || time.Since(a.requestedAt) > grace):
-			delete(rm.allocations, a.id)
-			rm.poke()
-		}
-	}
-	for aid, executor := range rm.freed {
-		if executor == e.id && !shown[aid] {
-			delete(rm.freed, aid)
-		}
-	}
-}
+// grace is how long a requested allocation may be missing from slot
+// reports before it counts as failed.
+func (rm *ResourceManager) grace() time.Duration { return 2*rm.cfg.HeartbeatInterval + time.Second }
 
 func newID() string {
 	var b [8]byte
@@ -374,11 +239,8 @@ type Overview struct {
 func (rm *ResourceManager) Overview() Overview {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
-	var o Overview
-	for _, e := range rm.executors {
-		o.TaskExecutors++
-		o.SlotsTotal += e.slots
+	if rm.pool == nil {
+		return Overview{}
 	}
-	o.SlotsAvailable = o.SlotsTotal - len(rm.allocations)
-	return o
+	return Overview{TaskExecutors: len(rm.pool.executors), SlotsTotal: rm.pool.total, SlotsAvailable: rm.pool.free()}
 }

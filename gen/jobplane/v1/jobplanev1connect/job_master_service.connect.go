@@ -42,6 +42,9 @@ const (
 	// JobMasterServiceUpdateTaskExecutionStateProcedure is the fully-qualified name of the
 	// JobMasterService's UpdateTaskExecutionState RPC.
 	JobMasterServiceUpdateTaskExecutionStateProcedure = "/jobplane.v1.JobMasterService/UpdateTaskExecutionState"
+	// JobMasterServiceHeartbeatFromTaskExecutorProcedure is the fully-qualified name of the
+	// JobMasterService's HeartbeatFromTaskExecutor RPC.
+	JobMasterServiceHeartbeatFromTaskExecutorProcedure = "/jobplane.v1.JobMasterService/HeartbeatFromTaskExecutor"
 	// JobMasterServiceHeartbeatProcedure is the fully-qualified name of the JobMasterService's
 	// Heartbeat RPC.
 	JobMasterServiceHeartbeatProcedure = "/jobplane.v1.JobMasterService/Heartbeat"
@@ -74,8 +77,23 @@ type JobMasterServiceClient interface {
 	// the attempt, in which case the TaskExecutor cancels it; ABORTED
 	// (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	UpdateTaskExecutionState(context.Context, *v1.UpdateTaskExecutionStateRequest) (*v1.UpdateTaskExecutionStateResponse, error)
-	// Heartbeat tells the JobMaster that a registered TaskExecutor is alive,
-	// with the states of the job's attempts on it. Idempotent.
+	// HeartbeatFromTaskExecutor is the heartbeat between a TaskExecutor and
+	// the process serving this address, for every job whose JobMaster the
+	// TaskExecutor follows here: one call per heartbeat interval per pair of
+	// processes, whatever the number of jobs, carrying only what changed
+	// since the last heartbeat the process answered (see
+	// HeartbeatFromTaskExecutorRequest). The answer names only the jobs
+	// that need the TaskExecutor's attention; every other job it follows
+	// here counts as heard from its JobMaster, as of when the call was sent,
+	// for at most `lease_remaining` from then. Idempotent.
+	//
+	// Errors: INVALID_ARGUMENT for a missing id or address.
+	HeartbeatFromTaskExecutor(context.Context, *v1.HeartbeatFromTaskExecutorRequest) (*v1.HeartbeatFromTaskExecutorResponse, error)
+	// Heartbeat tells the JobMaster of one job that a registered
+	// TaskExecutor is alive, with the states of the job's attempts on it.
+	// Superseded by HeartbeatFromTaskExecutor, which serves all jobs of a
+	// pair of processes at once; kept for TaskExecutors that send it.
+	// Idempotent.
 	//
 	// Errors: FAILED_PRECONDITION (NOT_REGISTERED); ABORTED
 	// (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
@@ -123,6 +141,13 @@ func NewJobMasterServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithIdempotency(connect.IdempotencyIdempotent),
 			connect.WithClientOptions(opts...),
 		),
+		heartbeatFromTaskExecutor: connect.NewClient[v1.HeartbeatFromTaskExecutorRequest, v1.HeartbeatFromTaskExecutorResponse](
+			httpClient,
+			baseURL+JobMasterServiceHeartbeatFromTaskExecutorProcedure,
+			connect.WithSchema(jobMasterServiceMethods.ByName("HeartbeatFromTaskExecutor")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
 		heartbeat: connect.NewClient[v1.JobMasterServiceHeartbeatRequest, v1.JobMasterServiceHeartbeatResponse](
 			httpClient,
 			baseURL+JobMasterServiceHeartbeatProcedure,
@@ -142,11 +167,12 @@ func NewJobMasterServiceClient(httpClient connect.HTTPClient, baseURL string, op
 
 // jobMasterServiceClient implements JobMasterServiceClient.
 type jobMasterServiceClient struct {
-	registerTaskExecutor     *connect.Client[v1.JobMasterServiceRegisterTaskExecutorRequest, v1.JobMasterServiceRegisterTaskExecutorResponse]
-	offerSlots               *connect.Client[v1.OfferSlotsRequest, v1.OfferSlotsResponse]
-	updateTaskExecutionState *connect.Client[v1.UpdateTaskExecutionStateRequest, v1.UpdateTaskExecutionStateResponse]
-	heartbeat                *connect.Client[v1.JobMasterServiceHeartbeatRequest, v1.JobMasterServiceHeartbeatResponse]
-	disconnectTaskExecutor   *connect.Client[v1.DisconnectTaskExecutorRequest, v1.DisconnectTaskExecutorResponse]
+	registerTaskExecutor      *connect.Client[v1.JobMasterServiceRegisterTaskExecutorRequest, v1.JobMasterServiceRegisterTaskExecutorResponse]
+	offerSlots                *connect.Client[v1.OfferSlotsRequest, v1.OfferSlotsResponse]
+	updateTaskExecutionState  *connect.Client[v1.UpdateTaskExecutionStateRequest, v1.UpdateTaskExecutionStateResponse]
+	heartbeatFromTaskExecutor *connect.Client[v1.HeartbeatFromTaskExecutorRequest, v1.HeartbeatFromTaskExecutorResponse]
+	heartbeat                 *connect.Client[v1.JobMasterServiceHeartbeatRequest, v1.JobMasterServiceHeartbeatResponse]
+	disconnectTaskExecutor    *connect.Client[v1.DisconnectTaskExecutorRequest, v1.DisconnectTaskExecutorResponse]
 }
 
 // RegisterTaskExecutor calls jobplane.v1.JobMasterService.RegisterTaskExecutor.
@@ -170,6 +196,15 @@ func (c *jobMasterServiceClient) OfferSlots(ctx context.Context, req *v1.OfferSl
 // UpdateTaskExecutionState calls jobplane.v1.JobMasterService.UpdateTaskExecutionState.
 func (c *jobMasterServiceClient) UpdateTaskExecutionState(ctx context.Context, req *v1.UpdateTaskExecutionStateRequest) (*v1.UpdateTaskExecutionStateResponse, error) {
 	response, err := c.updateTaskExecutionState.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// HeartbeatFromTaskExecutor calls jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor.
+func (c *jobMasterServiceClient) HeartbeatFromTaskExecutor(ctx context.Context, req *v1.HeartbeatFromTaskExecutorRequest) (*v1.HeartbeatFromTaskExecutorResponse, error) {
+	response, err := c.heartbeatFromTaskExecutor.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -218,8 +253,23 @@ type JobMasterServiceHandler interface {
 	// the attempt, in which case the TaskExecutor cancels it; ABORTED
 	// (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	UpdateTaskExecutionState(context.Context, *v1.UpdateTaskExecutionStateRequest) (*v1.UpdateTaskExecutionStateResponse, error)
-	// Heartbeat tells the JobMaster that a registered TaskExecutor is alive,
-	// with the states of the job's attempts on it. Idempotent.
+	// HeartbeatFromTaskExecutor is the heartbeat between a TaskExecutor and
+	// the process serving this address, for every job whose JobMaster the
+	// TaskExecutor follows here: one call per heartbeat interval per pair of
+	// processes, whatever the number of jobs, carrying only what changed
+	// since the last heartbeat the process answered (see
+	// HeartbeatFromTaskExecutorRequest). The answer names only the jobs
+	// that need the TaskExecutor's attention; every other job it follows
+	// here counts as heard from its JobMaster, as of when the call was sent,
+	// for at most `lease_remaining` from then. Idempotent.
+	//
+	// Errors: INVALID_ARGUMENT for a missing id or address.
+	HeartbeatFromTaskExecutor(context.Context, *v1.HeartbeatFromTaskExecutorRequest) (*v1.HeartbeatFromTaskExecutorResponse, error)
+	// Heartbeat tells the JobMaster of one job that a registered
+	// TaskExecutor is alive, with the states of the job's attempts on it.
+	// Superseded by HeartbeatFromTaskExecutor, which serves all jobs of a
+	// pair of processes at once; kept for TaskExecutors that send it.
+	// Idempotent.
 	//
 	// Errors: FAILED_PRECONDITION (NOT_REGISTERED); ABORTED
 	// (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
@@ -263,6 +313,13 @@ func NewJobMasterServiceHandler(svc JobMasterServiceHandler, opts ...connect.Han
 		connect.WithIdempotency(connect.IdempotencyIdempotent),
 		connect.WithHandlerOptions(opts...),
 	)
+	jobMasterServiceHeartbeatFromTaskExecutorHandler := connect.NewUnaryHandlerSimple(
+		JobMasterServiceHeartbeatFromTaskExecutorProcedure,
+		svc.HeartbeatFromTaskExecutor,
+		connect.WithSchema(jobMasterServiceMethods.ByName("HeartbeatFromTaskExecutor")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
 	jobMasterServiceHeartbeatHandler := connect.NewUnaryHandlerSimple(
 		JobMasterServiceHeartbeatProcedure,
 		svc.Heartbeat,
@@ -285,6 +342,8 @@ func NewJobMasterServiceHandler(svc JobMasterServiceHandler, opts ...connect.Han
 			jobMasterServiceOfferSlotsHandler.ServeHTTP(w, r)
 		case JobMasterServiceUpdateTaskExecutionStateProcedure:
 			jobMasterServiceUpdateTaskExecutionStateHandler.ServeHTTP(w, r)
+		case JobMasterServiceHeartbeatFromTaskExecutorProcedure:
+			jobMasterServiceHeartbeatFromTaskExecutorHandler.ServeHTTP(w, r)
 		case JobMasterServiceHeartbeatProcedure:
 			jobMasterServiceHeartbeatHandler.ServeHTTP(w, r)
 		case JobMasterServiceDisconnectTaskExecutorProcedure:
@@ -308,6 +367,10 @@ func (UnimplementedJobMasterServiceHandler) OfferSlots(context.Context, *v1.Offe
 
 func (UnimplementedJobMasterServiceHandler) UpdateTaskExecutionState(context.Context, *v1.UpdateTaskExecutionStateRequest) (*v1.UpdateTaskExecutionStateResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.JobMasterService.UpdateTaskExecutionState is not implemented"))
+}
+
+func (UnimplementedJobMasterServiceHandler) HeartbeatFromTaskExecutor(context.Context, *v1.HeartbeatFromTaskExecutorRequest) (*v1.HeartbeatFromTaskExecutorResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor is not implemented"))
 }
 
 func (UnimplementedJobMasterServiceHandler) Heartbeat(context.Context, *v1.JobMasterServiceHeartbeatRequest) (*v1.JobMasterServiceHeartbeatResponse, error) {

@@ -1,0 +1,368 @@
+package jobmaster
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/server/internal/liveness"
+)
+
+// Router serves JobMasterService for every JobMaster of a process,
+// routing each call by its job id to the JobMaster that currently runs the
+// job here. It is also the process's side of TaskExecutor liveness: one
+// heartbeat per TaskExecutor, not per job (HeartbeatFromTaskExecutor),
+// one judge, one ticker (Run), and one timer for every JobMaster's
+// deadlines.
+type Router struct {
+	jobplanev1connect.UnimplementedJobMasterServiceHandler
+
+	cfg RouterConfig
+
+	mu        sync.Mutex
+	masters   map[string]*JobMaster
+	executors map[string]*executorLink       // by TaskExecutor id
+	followers map[string]map[string]struct{} // job id -> ids of TaskExecutors that follow it here
+	judge     *liveness.Judge
+
+	deadlines deadlines
+}
+
+// RouterConfig configures a Router.
+type RouterConfig struct {
+	// HeartbeatInterval is how often TaskExecutors heart-beat and the
+	// Router judges their silence. Default: 1s.
+	HeartbeatInterval time.Duration
+	// HeartbeatTimeout is how long a TaskExecutor may stay silent before
+	// it is lost for every job here. Default: 10s.
+	HeartbeatTimeout time.Duration
+	// LeaderAddress, if set, tells where a job's JobMaster runs, for
+	// NOT_LEADER answers about jobs not run here.
+	LeaderAddress func(ctx context.Context, jobID string) string
+	// LeaseUntil, if set, tells until when the JobMasters here certainly
+	// lead (the process's session validity), for the lease heartbeats
+	// grant TaskExecutors.
+	LeaseUntil func() time.Time
+}
+
+// executorLink is what the process knows of one TaskExecutor: when it was
+// last heard, the jobs it follows here, and what it is owed at its next
+// heartbeat.
+type executorLink struct {
+	address string
+	heard   liveness.Mark
+	jobs    map[string]hastore.Token // followed here, with the token followed
+	owed    map[string]*jobplanev1.TaskExecutorJobAnswer
+}
+
+// NewRouter returns an empty Router for cfg.
+func NewRouter(cfg RouterConfig) *Router {
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = time.Second
+	}
+	if cfg.HeartbeatTimeout <= 0 {
+		cfg.HeartbeatTimeout = 10 * time.Second
+	}
+	return &Router{
+		cfg:       cfg,
+		masters:   make(map[string]*JobMaster),
+		executors: make(map[string]*executorLink),
+		followers: make(map[string]map[string]struct{}),
+		judge:     liveness.New(cfg.HeartbeatInterval),
+	}
+}
+
+// Run judges the TaskExecutors' silence once per heartbeat interval until
+// ctx ends: one that has been silent for the heartbeat timeout is lost
+// for every job it followed here.
+func (r *Router) Run(ctx context.Context) error {
+	ticker := time.NewTicker(r.cfg.HeartbeatInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+			r.judgeSilence(time.Now())
+		}
+	}
+}
+
+// judgeSilence is the judge's tick: it drops the TaskExecutors silent past
+// the timeout, and tells the JobMasters of the jobs they followed.
+func (r *Router) judgeSilence(now time.Time) {
+	type lost struct {
+		id    string
+		jms   []*JobMaster
+		heard time.Time
+	}
+	var gone []lost
+	r.mu.Lock()
+	r.judge.Tick(now)
+	for id, link := range r.executors {
+		if r.judge.Silence(link.heard, now) <= r.cfg.HeartbeatTimeout {
+			continue
+		}
+		l := lost{id: id, heard: link.heard.At}
+		for job := range link.jobs {
+			if jm := r.masters[job]; jm != nil {
+				l.jms = append(l.jms, jm)
+			}
+			r.unfollowLocked(id, job)
+		}
+		delete(r.executors, id)
+		gone = append(gone, l)
+	}
+	r.mu.Unlock()
+	reason := "no heartbeat for " + r.cfg.HeartbeatTimeout.String()
+	for _, l := range gone {
+		for _, jm := range l.jms {
+			jm.post(func() { jm.lostExecutor(l.id, reason) })
+		}
+	}
+}
+
+// Add routes jobID's calls to jm. TaskExecutors that follow an older
+// JobMaster of the job here are told to follow jm.
+func (r *Router) Add(jobID string, jm *JobMaster) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.masters[jobID] = jm
+	for id := range r.followers[jobID] {
+		if link := r.executors[id]; link != nil && link.jobs[jobID].Epoch < jm.cfg.Token.Epoch {
+			r.oweLocked(link, &jobplanev1.TaskExecutorJobAnswer{
+				JobId: jobID, Action: jobplanev1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_FOLLOW, JobMasterToken: protoToken(jm.cfg.Token),
+			})
+		}
+	}
+}
+
+// Remove stops routing jobID's calls to jm (if it is still the one); the
+// TaskExecutors that follow it hear at their next heartbeat that it is
+// gone.
+func (r *Router) Remove(jobID string, jm *JobMaster) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.masters[jobID] != jm {
+		return
+	}
+	delete(r.masters, jobID)
+	for id := range r.followers[jobID] {
+		if link := r.executors[id]; link != nil {
+			r.oweLocked(link, &jobplanev1.TaskExecutorJobAnswer{JobId: jobID, Action: jobplanev1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_NOT_LEADER})
+		}
+	}
+}
+
+// route finds the JobMaster for a call and checks its token: an older
+// token is stale, a newer one means this JobMaster was deposed.
+func (r *Router) route(ctx context.Context, jobID string, t *jobplanev1.FencingToken) (*JobMaster, error) {
+	r.mu.Lock()
+	jm := r.masters[jobID]
+	r.mu.Unlock()
+	token := hastore.Token{SessionID: t.GetSessionId(), Epoch: t.GetEpoch()}
+	switch {
+	case jm == nil || token.Epoch > jm.cfg.Token.Epoch || !jm.valid():
+		addr := ""
+		if r.cfg.LeaderAddress != nil {
+			addr = r.cfg.LeaderAddress(ctx, jobID)
+		}
+		return nil, apierror.NotLeader(hastore.JobElection(jobID), addr)
+	case token != jm.cfg.Token:
+		return nil, apierror.StaleToken(hastore.JobElection(jobID), jm.cfg.Token.SessionID, jm.cfg.Token.Epoch)
+	}
+	return jm, nil
+}
+
+// followLocked records that TaskExecutor id follows job's JobMaster of
+// token here; r.mu must be held.
+func (r *Router) followLocked(id string, link *executorLink, job string, token hastore.Token) {
+	link.jobs[job] = token
+	f := r.followers[job]
+	if f == nil {
+		f = make(map[string]struct{})
+		r.followers[job] = f
+	}
+	f[id] = struct{}{}
+}
+
+// unfollowLocked records that TaskExecutor id no longer follows job here;
+// r.mu must be held.
+func (r *Router) unfollowLocked(id, job string) {
+	if link := r.executors[id]; link != nil {
+		delete(link.jobs, job)
+		delete(link.owed, job)
+	}
+	if f := r.followers[job]; f != nil {
+		delete(f, id)
+		if len(f) == 0 {
+			delete(r.followers, job)
+		}
+	}
+}
+
+// oweLocked queues an answer for the TaskExecutor's next heartbeat; a
+// later answer about the same job replaces an earlier one, except that a
+// request for a report survives a plain follow. r.mu must be held.
+func (r *Router) oweLocked(link *executorLink, a *jobplanev1.TaskExecutorJobAnswer) {
+	if link.owed == nil {
+		link.owed = make(map[string]*jobplanev1.TaskExecutorJobAnswer)
+	}
+	link.owed[a.GetJobId()] = a
+}
+
+// registered records a TaskExecutor's registration with a JobMaster here
+// (a call from it: it is heard) and that it follows the JobMaster's job.
+func (r *Router) registered(id, address, job string, token hastore.Token) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	link := r.linkLocked(id, address)
+	link.heard = r.judge.Heard(time.Now())
+	r.followLocked(id, link, job, token)
+}
+
+// linkLocked returns the TaskExecutor's link, made if new; r.mu must be
+// held.
+func (r *Router) linkLocked(id, address string) *executorLink {
+	link := r.executors[id]
+	if link == nil {
+		link = &executorLink{address: address, heard: r.judge.Heard(time.Now()), jobs: make(map[string]hastore.Token)}
+		r.executors[id] = link
+	}
+	if address != "" {
+		link.address = address
+	}
+	return link
+}
+
+// heard records a call from a TaskExecutor known here.
+func (r *Router) heard(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if link := r.executors[id]; link != nil {
+		link.heard = r.judge.Heard(time.Now())
+	}
+}
+
+// lastHeard returns when the TaskExecutor was last heard in this process;
+// zero if it is unknown here.
+func (r *Router) lastHeard(id string) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if link := r.executors[id]; link != nil {
+		return link.heard.At
+	}
+	return time.Time{}
+}
+
+// requestReport asks the TaskExecutor to report job complete at its next
+// heartbeat.
+func (r *Router) requestReport(id, job string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if link := r.executors[id]; link != nil {
+		r.oweLocked(link, &jobplanev1.TaskExecutorJobAnswer{JobId: job, Action: jobplanev1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_REPORT})
+	}
+}
+
+// after runs f once d has passed, on the process's one deadline timer.
+func (r *Router) after(d time.Duration, f func()) (stop func() bool) {
+	return r.deadlines.after(d, f)
+}
+
+// HeartbeatFromTaskExecutor implements JobMasterServiceHandler: the
+// TaskExecutor is heard, the jobs it follows here are updated from what
+// it reports, each report is handed to its job's JobMaster, and the answer
+// names the jobs that need the TaskExecutor's attention.
+func (r *Router) HeartbeatFromTaskExecutor(_ context.Context, req *jobplanev1.HeartbeatFromTaskExecutorRequest) (*jobplanev1.HeartbeatFromTaskExecutorResponse, error) {
+	id, address := req.GetTaskExecutorId(), req.GetAddress()
+	if id == "" || address == "" {
+		return nil, apierror.BadRequest(apierror.Field{Path: "task_executor_id, address", Description: "required"})
+	}
+	resp := &jobplanev1.HeartbeatFromTaskExecutorResponse{}
+	type delivery struct {
+		jm     *JobMaster
+		report *jobplanev1.TaskExecutorJobReport
+	}
+	var deliveries []delivery
+	r.mu.Lock()
+	link := r.executors[id]
+	if link == nil && !req.GetFull() {
+		resp.FullRequested = true // what it followed before is unknown here
+	}
+	link = r.linkLocked(id, address)
+	link.heard = r.judge.Heard(time.Now())
+	released := map[string]bool{} // jobs it followed here and holds nothing of any more
+	if req.GetFull() {
+		for job := range link.jobs {
+			r.unfollowLocked(id, job)
+			released[job] = true
+		}
+	}
+	answered := map[string]bool{}
+	for _, jr := range req.GetJobs() {
+		job := jr.GetJobId()
+		if !jr.GetFollowing() {
+			if _, ok := link.jobs[job]; ok {
+				released[job] = true
+			}
+			r.unfollowLocked(id, job)
+			continue
+		}
+		delete(released, job)
+		token := tokenOf(jr.GetJobMasterToken())
+		jm := r.masters[job]
+		switch {
+		case jm == nil || token.Epoch > jm.cfg.Token.Epoch || !jm.valid():
+			r.unfollowLocked(id, job)
+			resp.Jobs = append(resp.Jobs, &jobplanev1.TaskExecutorJobAnswer{JobId: job, Action: jobplanev1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_NOT_LEADER})
+			answered[job] = true
+		case token.Epoch < jm.cfg.Token.Epoch:
+			r.followLocked(id, link, job, token)
+			resp.Jobs = append(resp.Jobs, &jobplanev1.TaskExecutorJobAnswer{
+				JobId: job, Action: jobplanev1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_FOLLOW, JobMasterToken: protoToken(jm.cfg.Token),
+			})
+			answered[job] = true
+		default:
+			r.followLocked(id, link, job, token)
+			if len(jr.GetAttempts()) > 0 || jr.GetComplete() {
+				deliveries = append(deliveries, delivery{jm, jr})
+			}
+		}
+	}
+	for job, a := range link.owed {
+		if !answered[job] {
+			resp.Jobs = append(resp.Jobs, a)
+		}
+	}
+	link.owed = nil
+	if r.cfg.LeaseUntil != nil {
+		if until := r.cfg.LeaseUntil(); !until.IsZero() {
+			resp.LeaseRemaining = durationpb.New(max(time.Until(until), 0))
+		}
+	}
+	var releases []*JobMaster
+	for job := range released {
+		if jm := r.masters[job]; jm != nil {
+			releases = append(releases, jm)
+		}
+	}
+	r.mu.Unlock()
+	for _, d := range deliveries {
+		d.jm.post(func() { d.jm.fromReport(id, address, d.report) })
+	}
+	for _, jm := range releases {
+		jm.post(func() { jm.released(id) })
+	}
+	return resp, nil
+}
+
+func tokenOf(t *jobplanev1.FencingToken) hastore.Token {
+	return hastore.Token{SessionID: t.GetSessionId(), Epoch: t.GetEpoch()}
+}
