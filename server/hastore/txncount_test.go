@@ -9,16 +9,21 @@ import (
 
 // txnCounter is an etcd KV that records every transaction committed
 // through it: how many ops its Then holds and whether etcd refused it.
-// Armed with hold, the next transaction waits until release, so that a
-// test can make writes queue behind one in flight.
+// Transactions can be held (see hold), so that a test can make writes
+// queue behind one in flight.
 type txnCounter struct {
 	clientv3.KV
 
 	mu      sync.Mutex
 	sizes   []int // len(Then) of each transaction sent
 	refused int   // transactions that returned an error
-	gate    chan struct{}
-	held    chan struct{} // closed once the held transaction is waiting
+	holds   []*txnHold
+}
+
+// txnHold holds one transaction until released.
+type txnHold struct {
+	waiting chan struct{} // closed once the transaction waits
+	release chan struct{} // closed to let it go
 }
 
 // countTxns makes c's KV a txnCounter and returns it. Call it before c is
@@ -30,26 +35,17 @@ func countTxns(c *clientv3.Client) *txnCounter {
 }
 
 func (c *txnCounter) Txn(ctx context.Context) clientv3.Txn {
-	return &countedTxn{Txn: c.KV.Txn(ctx), c: c}
+	return &countedTxn{Txn: c.KV.Txn(ctx), ctx: ctx, c: c}
 }
 
-// hold makes the next transaction wait for release; the returned channel
-// is closed once it waits.
-func (c *txnCounter) hold() <-chan struct{} {
+// hold makes the next transaction not yet held wait until the hold's
+// release is closed, or its context ends.
+func (c *txnCounter) hold() *txnHold {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.gate, c.held = make(chan struct{}), make(chan struct{})
-	return c.held
-}
-
-// release lets the held transaction go.
-func (c *txnCounter) release() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.gate != nil {
-		close(c.gate)
-		c.gate = nil
-	}
+	h := &txnHold{waiting: make(chan struct{}), release: make(chan struct{})}
+	c.holds = append(c.holds, h)
+	return h
 }
 
 // snapshot returns the Then sizes of the transactions sent so far and how
@@ -62,6 +58,7 @@ func (c *txnCounter) snapshot() (sizes []int, refused int) {
 
 type countedTxn struct {
 	clientv3.Txn
+	ctx  context.Context
 	c    *txnCounter
 	then int
 }
@@ -75,17 +72,19 @@ func (t *countedTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(
 
 func (t *countedTxn) Commit() (*clientv3.TxnResponse, error) {
 	t.c.mu.Lock()
-	gate, held := t.c.gate, t.c.held
-	if gate != nil && held != nil {
-		t.c.held = nil // only the first transaction waits
-		close(held)
-	} else {
-		gate = nil
-	}
 	t.c.sizes = append(t.c.sizes, t.then)
+	var h *txnHold
+	if len(t.c.holds) > 0 {
+		h, t.c.holds = t.c.holds[0], t.c.holds[1:]
+	}
 	t.c.mu.Unlock()
-	if gate != nil {
-		<-gate
+	if h != nil {
+		close(h.waiting)
+		select {
+		case <-h.release:
+		case <-t.ctx.Done():
+			return nil, t.ctx.Err()
+		}
 	}
 	resp, err := t.Txn.Commit()
 	if err != nil {
