@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 )
@@ -352,5 +354,113 @@ func TestGroupCommitClose(t *testing.T) {
 	}
 	if err := put("after")(); !errors.Is(err, hastore.ErrUnavailable) {
 		t.Errorf("write after Close: err = %v, want ErrUnavailable", err)
+	}
+}
+
+// Candidacies of one election never share a transaction, which would give
+// them one create revision and so one epoch; candidacies of different
+// elections do.
+func TestGroupCommitCandidacies(t *testing.T) {
+	t.Parallel()
+	c := newCommitted(t, startEmbedded(t, hastore.MemberConfig{}), hastore.EtcdConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	x, y := hastore.JobElection("x"), hastore.JobElection("y")
+	elections := []string{x, x, y}
+	sessions := make([]hastore.Session, len(elections))
+	for i := range sessions {
+		sess, err := c.store.OpenSession(ctx, hastore.SessionConfig{TTL: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sess.Close(context.Background()) })
+		sessions[i] = sess
+	}
+	before, _ := c.txns.snapshot()
+	h := c.txns.hold()
+	firstErr := make(chan error, 1)
+	go func() { firstErr <- c.store.PutExecutionPlan(ctx, c.leader.Fence(), testPlan("first")) }()
+	<-h.waiting
+	type grant struct {
+		l   *hastore.Leadership
+		err error
+	}
+	granted := make([]chan grant, len(elections))
+	for i, election := range elections {
+		granted[i] = make(chan grant, 1)
+		go func() {
+			l, err := sessions[i].Campaign(ctx, election, fmt.Sprintf("http://%d", i))
+			granted[i] <- grant{l, err}
+		}()
+		awaitQueued(t, c.store, i+1)
+	}
+	close(h.release)
+	if err := <-firstErr; err != nil {
+		t.Fatal(err)
+	}
+	leaders := make([]*hastore.Leadership, len(elections))
+	for _, i := range []int{0, 2} {
+		g := <-granted[i]
+		if g.err != nil {
+			t.Fatalf("campaign %d: %v", i, g.err)
+		}
+		leaders[i] = g.l
+	}
+	after, _ := c.txns.snapshot()
+	if got, want := fmt.Sprint(after[len(before):]), "[1 2 1]"; got != want {
+		t.Errorf("transactions sent (Then sizes) = %s, want %s: the first, the candidacies of x and y, the second of x", got, want)
+	}
+	if info, err := c.store.Leader(ctx, x); err != nil || info.Token != leaders[0].Token() {
+		t.Errorf("leader of x = %+v, %v; want the first candidacy %v", info, err, leaders[0].Token())
+	}
+	if err := leaders[0].Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g := <-granted[1]
+	if g.err != nil {
+		t.Fatal(g.err)
+	}
+	if g.l.Token().Epoch <= leaders[0].Token().Epoch {
+		t.Errorf("epoch of the second leader of x = %d, want above the first's %d", g.l.Token().Epoch, leaders[0].Token().Epoch)
+	}
+}
+
+// A candidacy whose lease is gone makes etcd refuse the whole transaction
+// it shares; the committer sends it again in halves, so the other writes
+// still apply and the campaign fails as it would alone.
+func TestGroupCommitLeaseGoneInBatch(t *testing.T) {
+	t.Parallel()
+	e := startEmbedded(t, hastore.MemberConfig{})
+	c := newCommitted(t, e, hastore.EtcdConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sess, err := c.store.OpenSession(ctx, hastore.SessionConfig{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lease int64
+	if _, err := fmt.Sscanf(sess.ID(), "%x", &lease); err != nil {
+		t.Fatal(err)
+	}
+	// Behind the session's back: it learns of it only at its next renewal.
+	if _, err := e.client(t).Revoke(ctx, clientv3.LeaseID(lease)); err != nil {
+		t.Fatal(err)
+	}
+	f := c.leader.Fence()
+	firstErr, errs, sizes := c.lineUp(t, func() error { return c.store.PutExecutionPlan(ctx, f, testPlan("first")) },
+		func() error {
+			_, err := sess.Campaign(ctx, hastore.JobElection("gone"), "")
+			return err
+		},
+		func() error { return c.store.PutExecutionPlan(ctx, f, testPlan("beside")) })()
+	if firstErr != nil || errs[1] != nil {
+		t.Fatalf("writes beside the dead candidacy: %v, %v", firstErr, errs[1])
+	}
+	if !errors.Is(errs[0], hastore.ErrSessionNotFound) {
+		t.Errorf("campaign on a revoked lease: err = %v, want ErrSessionNotFound", errs[0])
+	}
+	// Refused: the batch, and the candidacy resent alone.
+	if _, refused := c.txns.snapshot(); refused != 2 || fmt.Sprint(sizes) != "[1 2 1 1]" {
+		t.Errorf("transactions sent (Then sizes) %v, %d refused; want [1 2 1 1], 2: the batch refused and resent in halves", sizes, refused)
 	}
 }

@@ -62,7 +62,7 @@ func (c EtcdConfig) Validate() error {
 	return nil
 }
 
-// Etcd is the Store on etcd. Elections use etcd's concurrency package, one
+// Etcd is the Store on etcd. Elections follow etcd's election recipe, one
 // lease per session; fenced writes are transactions that compare the
 // writer's leader key within the write, and reach etcd through one group
 // committer, which sends writes that queue while a transaction is in flight
