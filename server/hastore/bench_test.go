@@ -158,6 +158,68 @@ func BenchmarkJobWrites(b *testing.B) {
 	b.ReportMetric(float64(len(after)-len(before))/float64(4*b.N), "txns/write")
 }
 
+// BenchmarkJobLife measures a job's whole life in the store, from
+// benchWriters jobs at a time: its JobMaster's campaign in the job's
+// election, the four writes of BenchmarkJobWrites fenced by that
+// leadership, and its resignation. An op is one job.
+func BenchmarkJobLife(b *testing.B) {
+	m, err := hastore.StartMember(context.Background(), hastore.MemberConfig{Dir: b.TempDir(), Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	store, err := hastore.Open(ctx, hastore.OpenConfig{Endpoints: []string{m.Endpoint()}, Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	txns := countTxns(store.Client())
+	sess, err := store.OpenSession(ctx, hastore.SessionConfig{TTL: 30 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sess.Close(ctx)
+	plans := make([]*jobplanev1.ExecutionPlan, b.N)
+	for i := range plans {
+		plans[i] = storetest.BenchPlan(fmt.Sprintf("j%d", i))
+	}
+	before, _ := txns.snapshot()
+
+	b.ResetTimer()
+	jobs, err := storetest.Measure(b.N, benchWriters, func(i int) error {
+		id := plans[i].GetJobId()
+		l, err := sess.Campaign(ctx, hastore.JobElection(id), "")
+		if err != nil {
+			return err
+		}
+		f := l.Fence()
+		if err := store.PutExecutionPlan(ctx, f, plans[i]); err != nil {
+			return err
+		}
+		res := &jobplanev1.JobResult{JobId: id, Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED}
+		if err := store.CreateDirtyJobResult(ctx, f, res); err != nil {
+			return err
+		}
+		if err := store.DeleteExecutionPlan(ctx, f, id); err != nil {
+			return err
+		}
+		if err := store.MarkJobResultClean(ctx, f, id); err != nil {
+			return err
+		}
+		return l.Resign(ctx)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	after, _ := txns.snapshot()
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(jobs.PerSecond, "jobs/s")
+	b.ReportMetric(float64(jobs.P99.Microseconds())/1000, "job-p99-ms")
+	b.ReportMetric(float64(len(after)-len(before))/float64(6*b.N), "txns/write")
+}
+
 // combine averages rates of equal op counts (harmonically) and keeps the
 // worst p99.
 func combine(rates []storetest.Rate) storetest.Rate {
