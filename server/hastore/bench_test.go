@@ -34,6 +34,7 @@ func BenchmarkPlanPut(b *testing.B) {
 	}
 	defer store.Close()
 	raw := store.Client()
+	txns := countTxns(raw)
 	sess, err := store.OpenSession(ctx, hastore.SessionConfig{TTL: 30 * time.Second})
 	if err != nil {
 		b.Fatal(err)
@@ -52,6 +53,7 @@ func BenchmarkPlanPut(b *testing.B) {
 	// The phases alternate in rounds, so that none gains from running
 	// first on a smaller database.
 	var rawRates, fencedRates []storetest.Rate
+	var fencedTxns int
 	const rounds = 4
 	per := max(b.N/rounds, 1)
 	for lo := 0; lo < b.N; lo += per {
@@ -63,12 +65,15 @@ func BenchmarkPlanPut(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		before, _ := txns.snapshot()
 		f, err := storetest.Measure(cnt, benchWriters, func(i int) error {
 			return store.PutExecutionPlan(ctx, l.Fence(), plans[lo+i])
 		})
 		if err != nil {
 			b.Fatal(err)
 		}
+		after, _ := txns.snapshot()
+		fencedTxns += len(after) - len(before)
 		rawRates, fencedRates = append(rawRates, r), append(fencedRates, f)
 	}
 	leaderKey := hastore.DefaultPrefix + "elections/" + hastore.ElectionJobManager + "/" + l.Token().SessionID
@@ -90,7 +95,129 @@ func BenchmarkPlanPut(b *testing.B) {
 	b.ReportMetric(fenced.PerSecond, "fenced-acks/s")
 	b.ReportMetric(float64(fenced.P99.Microseconds())/1000, "fenced-p99-ms")
 	b.ReportMetric(fenced.PerSecond/rawRate.PerSecond, "ratio")
+	b.ReportMetric(float64(fencedTxns)/float64(b.N), "fenced-txns/write")
 	b.ReportMetric(minimal.PerSecond, "raw-txn-acks/s")
+}
+
+// BenchmarkJobWrites measures the fenced writes of a job's life as the
+// JobManager makes them, from benchWriters jobs at a time: put the plan,
+// create the dirty result, delete the plan, mark the result clean. An op is
+// one job, all four writes.
+func BenchmarkJobWrites(b *testing.B) {
+	m, err := hastore.StartMember(context.Background(), hastore.MemberConfig{Dir: b.TempDir(), Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	store, err := hastore.Open(ctx, hastore.OpenConfig{Endpoints: []string{m.Endpoint()}, Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	txns := countTxns(store.Client())
+	sess, err := store.OpenSession(ctx, hastore.SessionConfig{TTL: 30 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := l.Fence()
+	plans := make([]*jobplanev1.ExecutionPlan, b.N)
+	for i := range plans {
+		plans[i] = storetest.BenchPlan(fmt.Sprintf("j%d", i))
+	}
+	before, _ := txns.snapshot()
+
+	b.ResetTimer()
+	jobs, err := storetest.Measure(b.N, benchWriters, func(i int) error {
+		id := plans[i].GetJobId()
+		if err := store.PutExecutionPlan(ctx, f, plans[i]); err != nil {
+			return err
+		}
+		res := &jobplanev1.JobResult{JobId: id, Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED}
+		if err := store.CreateDirtyJobResult(ctx, f, res); err != nil {
+			return err
+		}
+		if err := store.DeleteExecutionPlan(ctx, f, id); err != nil {
+			return err
+		}
+		return store.MarkJobResultClean(ctx, f, id)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	after, _ := txns.snapshot()
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(jobs.PerSecond, "jobs/s")
+	b.ReportMetric(4*jobs.PerSecond, "writes/s")
+	b.ReportMetric(float64(jobs.P99.Microseconds())/1000, "job-p99-ms")
+	b.ReportMetric(float64(len(after)-len(before))/float64(4*b.N), "txns/write")
+}
+
+// BenchmarkJobLife measures a job's whole life in the store, from
+// benchWriters jobs at a time: its JobMaster's campaign in the job's
+// election, the four writes of BenchmarkJobWrites fenced by that
+// leadership, and its resignation. An op is one job.
+func BenchmarkJobLife(b *testing.B) {
+	m, err := hastore.StartMember(context.Background(), hastore.MemberConfig{Dir: b.TempDir(), Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	store, err := hastore.Open(ctx, hastore.OpenConfig{Endpoints: []string{m.Endpoint()}, Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	txns := countTxns(store.Client())
+	sess, err := store.OpenSession(ctx, hastore.SessionConfig{TTL: 30 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sess.Close(ctx)
+	plans := make([]*jobplanev1.ExecutionPlan, b.N)
+	for i := range plans {
+		plans[i] = storetest.BenchPlan(fmt.Sprintf("j%d", i))
+	}
+	before, _ := txns.snapshot()
+
+	b.ResetTimer()
+	jobs, err := storetest.Measure(b.N, benchWriters, func(i int) error {
+		id := plans[i].GetJobId()
+		l, err := sess.Campaign(ctx, hastore.JobElection(id), "")
+		if err != nil {
+			return err
+		}
+		f := l.Fence()
+		if err := store.PutExecutionPlan(ctx, f, plans[i]); err != nil {
+			return err
+		}
+		res := &jobplanev1.JobResult{JobId: id, Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED}
+		if err := store.CreateDirtyJobResult(ctx, f, res); err != nil {
+			return err
+		}
+		if err := store.DeleteExecutionPlan(ctx, f, id); err != nil {
+			return err
+		}
+		if err := store.MarkJobResultClean(ctx, f, id); err != nil {
+			return err
+		}
+		return l.Resign(ctx)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	after, _ := txns.snapshot()
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(jobs.PerSecond, "jobs/s")
+	b.ReportMetric(float64(jobs.P99.Microseconds())/1000, "job-p99-ms")
+	b.ReportMetric(float64(len(after)-len(before))/float64(6*b.N), "txns/write")
 }
 
 // combine averages rates of equal op counts (harmonically) and keeps the

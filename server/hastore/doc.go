@@ -23,6 +23,16 @@
 // is older, in the same transaction as the write itself. A leader whose
 // lease expired while it was paused is refused however late it wakes up.
 //
+// # Group commit
+//
+// Under load, the Etcd backend sends the writes that queued while its
+// previous transaction was in flight as one etcd transaction, each write a
+// nested transaction with its own comparisons (fence and conditions) and
+// its own answer; a write that finds no transaction in flight goes out at
+// once. A job's several writes then no longer divide the store's write
+// rate. Batches respect etcd's max-txn-ops and request size limits, and
+// never hold two writes to one key, so writes to a key apply in order.
+//
 // # Key layout
 //
 // All keys live under a prefix (default "/jobplane/"), so several clusters

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
@@ -34,6 +35,15 @@ type EtcdConfig struct {
 	// etcd server's request limit (1.5 MiB by default; the embedded member
 	// raises it to fit). Default: DefaultMaxPlanBytes.
 	MaxPlanBytes int
+	// MaxTxnOps is the etcd server's limit on the operations of one
+	// transaction level (its --max-txn-ops); the store never sends a
+	// batch of writes past it. Default: DefaultMaxTxnOps, etcd's default.
+	MaxTxnOps int
+	// MaxRequestBytes is the etcd server's request size limit (its
+	// --max-request-bytes); the store keeps every batch of writes well
+	// below it, and below the client's own 2 MiB. Default:
+	// DefaultMaxRequestBytes, etcd's default.
+	MaxRequestBytes int
 	// Logger receives the backend's logs. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -46,21 +56,24 @@ func (c EtcdConfig) Validate() error {
 	if c.Prefix != "" && !strings.HasSuffix(c.Prefix, "/") {
 		return fmt.Errorf("hastore: prefix %q must end in /", c.Prefix)
 	}
-	if c.MaxPlanBytes < 0 {
-		return errors.New("hastore: plan limit must not be negative")
+	if c.MaxPlanBytes < 0 || c.MaxTxnOps < 0 || c.MaxRequestBytes < 0 {
+		return errors.New("hastore: plan and request limits must not be negative")
 	}
 	return nil
 }
 
-// Etcd is the Store on etcd. Elections use etcd's concurrency package, one
+// Etcd is the Store on etcd. Elections follow etcd's election recipe, one
 // lease per session; fenced writes are transactions that compare the
-// writer's leader key within the write. See the package documentation for
-// the key layout.
+// writer's leader key within the write, and reach etcd through one group
+// committer, which sends writes that queue while a transaction is in flight
+// together as the next one (see committer). See the package documentation
+// for the key layout.
 type Etcd struct {
 	client  *clientv3.Client
 	prefix  string
 	maxPlan int
 	log     *slog.Logger
+	commit  *committer
 
 	mu      sync.Mutex
 	leaders map[Fence]*localLeader    // leaderships held through this store
@@ -88,6 +101,12 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	if cfg.MaxPlanBytes == 0 {
 		cfg.MaxPlanBytes = DefaultMaxPlanBytes
 	}
+	if cfg.MaxTxnOps == 0 {
+		cfg.MaxTxnOps = DefaultMaxTxnOps
+	}
+	if cfg.MaxRequestBytes == 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -96,15 +115,19 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 		prefix:  cfg.Prefix,
 		maxPlan: cfg.MaxPlanBytes,
 		log:     cfg.Logger,
+		commit:  newCommitter(cfg.Client, cfg.MaxTxnOps, cfg.MaxRequestBytes),
 		leaders: make(map[Fence]*localLeader),
 		manual:  make(map[*etcdSession]struct{}),
 	}, nil
 }
 
-// Close implements Store. A store made by NewEtcd leaves its client open;
-// one made by Open closes its client and embedded member. Sessions opened
-// from the store end when their client closes or their TTL passes.
+// Close implements Store. Writes still waiting or in flight fail with
+// ErrUnavailable, and so do writes made after Close. A store made by
+// NewEtcd leaves its client open; one made by Open closes its client and
+// embedded member. Sessions opened from the store end when their client
+// closes or their TTL passes.
 func (s *Etcd) Close() error {
+	s.commit.close()
 	// Expiry timers must not fire into a closed client; the leases of
 	// these sessions expire by their TTL instead.
 	s.mu.Lock()
@@ -140,9 +163,9 @@ func (s *Etcd) resultPrefix() string          { return s.prefix + "results/" }
 func (s *Etcd) resultKey(jobID string) string { return s.resultPrefix() + jobID }
 
 // unavailable wraps a backend failure, leaving the caller's own context
-// errors as they are.
+// errors, and errors that already say so, as they are.
 func unavailable(err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrUnavailable) {
 		return err
 	}
 	return fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -159,9 +182,9 @@ func (s *Etcd) fenceCmps(f Fence) []clientv3.Cmp {
 	}
 }
 
-// fenced runs ops in one transaction fenced by f.
-func (s *Etcd) fenced(ctx context.Context, f Fence, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
-	resp, err := s.client.Txn(ctx).If(s.fenceCmps(f)...).Then(ops...).Commit()
+// fenced runs ops in one transaction fenced by f, through the committer.
+func (s *Etcd) fenced(ctx context.Context, f Fence, ops ...clientv3.Op) (*pb.TxnResponse, error) {
+	resp, _, err := s.commit.do(ctx, clientv3.OpTxn(s.fenceCmps(f), ops, nil))
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -195,10 +218,9 @@ func (s *Etcd) Resign(ctx context.Context, f Fence) error {
 	}
 	key := s.leaderKey(f.Election, f.Token.SessionID)
 	epoch := int64(min(f.Token.Epoch, math.MaxInt64))
-	_, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", epoch)).
-		Then(clientv3.OpDelete(key)).
-		Commit()
+	_, _, err := s.commit.do(ctx, clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", epoch)},
+		[]clientv3.Op{clientv3.OpDelete(key)}, nil))
 	if err != nil {
 		if ll != nil {
 			ll.resigning.Store(false)

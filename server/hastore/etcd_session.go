@@ -10,7 +10,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // OpenSession implements Store: a session is an etcd lease that the
@@ -29,25 +28,13 @@ func (s *Etcd) OpenSession(ctx context.Context, cfg SessionConfig) (Session, err
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	// The concurrency package's session carries the lease into elections,
-	// but renews it on a stream whose send times it keeps to itself, so a
-	// leader could not know how long its lease certainly holds. The session
-	// renews the lease itself (see renew) and stops the concurrency
-	// session's renewal at once; elections use only its lease id.
-	kctx, stopKeepAlive := context.WithCancel(context.Background())
-	cs, err := concurrency.NewSession(s.client, concurrency.WithLease(grant.ID), concurrency.WithTTL(int(grant.TTL)), concurrency.WithContext(kctx))
-	stopKeepAlive()
-	if err != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		_, _ = s.client.Revoke(rctx, grant.ID)
-		cancel()
-		return nil, unavailable(err)
-	}
+	// The session renews the lease itself (see renew), rather than on
+	// etcd's keep-alive stream, whose send times the client keeps to
+	// itself: a leader must know how long its lease certainly holds.
 	sctx, end := context.WithCancelCause(context.Background())
 	sess := &etcdSession{
 		store:       s,
 		lease:       grant.ID,
-		cs:          cs,
 		ttl:         time.Duration(grant.TTL) * time.Second,
 		ctx:         sctx,
 		end:         end,
@@ -68,7 +55,6 @@ func (s *Etcd) OpenSession(ctx context.Context, cfg SessionConfig) (Session, err
 type etcdSession struct {
 	store *Etcd
 	lease clientv3.LeaseID
-	cs    *concurrency.Session // for elections only; not renewed
 	ttl   time.Duration
 
 	ctx context.Context // ends when the session ends
@@ -230,32 +216,42 @@ func (s *etcdSession) campaign(ctx context.Context, election, address string, re
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
 
-	e := concurrency.NewElection(s.cs, store.electionPrefix(election))
+	// etcd's election recipe (as in its concurrency package): the
+	// candidacy is a key under the election's prefix, on the session's
+	// lease, and it leads once no older key is left.
 	key := store.leaderKey(election, s.ID())
-	if err := e.Campaign(cctx, address); err != nil {
+	rev, err := s.enter(cctx, election, key, address)
+	if err == nil {
+		err = store.waitPredecessors(cctx, store.electionPrefix(election)+"/", rev)
+	}
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return nil, ErrSessionNotFound
+		}
+		// The candidacy's key may be left behind (a withdrawn or broken
+		// wait, or a transaction applied although its answer was lost);
+		// remove it, or it would lead one day with no one holding the
+		// leadership.
+		s.deleteKey(key)
 		switch {
-		case s.ended(), errors.Is(err, rpctypes.ErrLeaseNotFound):
+		case s.ended():
 			return nil, ErrSessionNotFound
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		}
-		// The candidacy's key may be left behind (a broken wait, or a
-		// transaction applied although its answer was lost); remove it, or
-		// it would lead one day with no one holding the leadership.
-		s.deleteKey(key)
 		return nil, unavailable(err)
 	}
 	// The session may have ended while waiting, deleting the candidacy:
 	// only a key that still exists with its create revision leads.
-	got, err := store.client.Get(ctx, e.Key())
+	got, err := store.client.Get(ctx, key)
 	if err != nil {
 		s.deleteKey(key)
 		return nil, unavailable(err)
 	}
-	if len(got.Kvs) == 0 || got.Kvs[0].CreateRevision != e.Rev() {
+	if len(got.Kvs) == 0 || got.Kvs[0].CreateRevision != rev {
 		return nil, ErrSessionNotFound
 	}
-	f := Fence{Election: election, Token: Token{SessionID: s.ID(), Epoch: uint64(e.Rev())}}
+	f := Fence{Election: election, Token: Token{SessionID: s.ID(), Epoch: uint64(rev)}}
 	l, end := NewLeadership(s.ctx, f, store, s.ValidUntil)
 	var cleanup sync.Once
 	ll := &localLeader{}
@@ -273,15 +269,80 @@ func (s *etcdSession) campaign(ctx context.Context, election, address string, re
 	store.mu.Lock()
 	store.leaders[f] = ll
 	store.mu.Unlock()
-	go store.watchLeader(l, ll, e.Key(), got.Header.Revision)
+	go store.watchLeader(l, ll, key, got.Header.Revision)
 	return l, nil
 }
 
+// enter creates the session's candidacy key in election, through the
+// committer, and returns its create revision: the epoch it leads with.
+// A key left from an earlier candidacy of the session keeps its place and
+// takes address.
+func (s *etcdSession) enter(ctx context.Context, election, key, address string) (int64, error) {
+	store := s.store
+	create := clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(key, address, clientv3.WithLease(s.lease))},
+		[]clientv3.Op{clientv3.OpGet(key)})
+	// Keys created in one transaction share its revision: two candidacies
+	// of one election must not share a batch, or they would share an
+	// epoch. The election's prefix is a claim no key is written under.
+	resp, hdr, err := store.commit.do(ctx, create, store.electionPrefix(election)+"/")
+	if err != nil {
+		return 0, err
+	}
+	if resp.GetSucceeded() {
+		return hdr.GetRevision(), nil
+	}
+	kvs := resp.GetResponses()[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return 0, errors.New("hastore: candidacy key vanished while entering")
+	}
+	kv := kvs[0]
+	if string(kv.Value) != address {
+		proclaim := clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", kv.CreateRevision)},
+			[]clientv3.Op{clientv3.OpPut(key, address, clientv3.WithLease(s.lease))}, nil)
+		resp, _, err := store.commit.do(ctx, proclaim)
+		if err != nil {
+			return 0, err
+		}
+		if !resp.GetSucceeded() {
+			return 0, errors.New("hastore: candidacy key vanished while entering")
+		}
+	}
+	return kv.CreateRevision, nil
+}
+
+// waitPredecessors blocks until no key under pfx has a create revision
+// below rev, watching the youngest older key until it is deleted, and
+// again.
+func (s *Etcd) waitPredecessors(ctx context.Context, pfx string, rev int64) error {
+	older := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))
+	for {
+		resp, err := s.client.Get(ctx, pfx, older...)
+		if err != nil {
+			return err
+		}
+		if len(resp.Kvs) == 0 {
+			return nil
+		}
+		key, at := string(resp.Kvs[0].Key), resp.Header.Revision
+		for deleted := false; !deleted; {
+			deleted, at = s.watchDelete(ctx, key, at)
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
 // deleteKey removes the session's candidacy key, within cleanupTimeout.
+// It goes through the committer, so that it applies after a create of the
+// key that is still in flight although its caller gave up.
 func (s *etcdSession) deleteKey(key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	if _, err := s.store.client.Delete(ctx, key); err != nil {
+	if _, _, err := s.store.commit.do(ctx, clientv3.OpTxn(nil, []clientv3.Op{clientv3.OpDelete(key)}, nil)); err != nil {
 		s.store.log.Warn("removing a failed candidacy", "key", key, "err", err)
 	}
 }

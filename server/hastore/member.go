@@ -39,6 +39,10 @@ type MemberConfig struct {
 	// MaxRequestBytes is the largest request the member accepts; it bounds
 	// the plan size limit. Default: 2 MiB.
 	MaxRequestBytes uint
+	// MaxTxnOps is the most operations the member accepts on one level of
+	// a transaction; it bounds how many writes the store sends in one
+	// transaction. Default: DefaultMaxTxnOps (etcd's default).
+	MaxTxnOps uint
 	// MaintenanceInterval is how often the member checks its space, and
 	// compacts and defragments when history or free pages take too much of
 	// the quota. Default: 30s.
@@ -91,6 +95,9 @@ func (c MemberConfig) withDefaults() MemberConfig {
 	}
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = 2 << 20
+	}
+	if c.MaxTxnOps == 0 {
+		c.MaxTxnOps = DefaultMaxTxnOps
 	}
 	if c.MaintenanceInterval == 0 {
 		c.MaintenanceInterval = 30 * time.Second
@@ -156,6 +163,7 @@ func StartMember(ctx context.Context, cfg MemberConfig) (m *Member, err error) {
 	ec.InitialCluster = ec.InitialClusterFromName(cfg.Name)
 	ec.QuotaBackendBytes = cfg.QuotaBytes
 	ec.MaxRequestBytes = cfg.MaxRequestBytes
+	ec.MaxTxnOps = cfg.MaxTxnOps
 	ec.AutoCompactionMode = "periodic"
 	ec.AutoCompactionRetention = cfg.CompactionRetention.String()
 	ec.BootstrapDefragThresholdMegabytes = 16

@@ -70,6 +70,7 @@ func Open(ctx context.Context, cfg OpenConfig) (*Etcd, error) {
 	var (
 		member    *Member
 		endpoints = cfg.Endpoints
+		limits    EtcdConfig // of an external cluster: etcd's defaults
 	)
 	if cfg.DataDir != "" {
 		mc := cfg.Member
@@ -78,6 +79,8 @@ func Open(ctx context.Context, cfg OpenConfig) (*Etcd, error) {
 		if member, err = StartMember(ctx, mc); err != nil {
 			return nil, err
 		}
+		mc = mc.withDefaults()
+		limits.MaxTxnOps, limits.MaxRequestBytes = int(mc.MaxTxnOps), int(mc.MaxRequestBytes)
 		endpoints = []string{member.Endpoint()}
 	}
 	client, err := clientv3.New(clientv3.Config{
@@ -92,7 +95,10 @@ func Open(ctx context.Context, cfg OpenConfig) (*Etcd, error) {
 		}
 		return nil, fmt.Errorf("hastore: etcd client: %w", err)
 	}
-	store, err := NewEtcd(EtcdConfig{Client: client, Prefix: cfg.Prefix, MaxPlanBytes: cfg.MaxPlanBytes, Logger: cfg.Logger})
+	store, err := NewEtcd(EtcdConfig{
+		Client: client, Prefix: cfg.Prefix, MaxPlanBytes: cfg.MaxPlanBytes, Logger: cfg.Logger,
+		MaxTxnOps: limits.MaxTxnOps, MaxRequestBytes: limits.MaxRequestBytes,
+	})
 	if err != nil {
 		client.Close()
 		if member != nil {
