@@ -1,7 +1,6 @@
 package dispatcher
 
 import (
-	"slices"
 	"time"
 
 	"github.com/google/btree"
@@ -131,58 +130,49 @@ func (ix *jobIndex) count(s jobplanev1.JobStatus) int {
 // their trees and merges them: O(k · (size + log n)), k being at most the
 // number of statuses.
 func (ix *jobIndex) page(statuses []jobplanev1.JobStatus, after *Cursor, size int) (jobs []*job, more bool) {
-	var trees []*btree.BTreeG[indexEntry]
+	var runs [][]indexEntry
 	if len(statuses) == 0 {
-		trees = append(trees, ix.all)
+		runs = append(runs, ascendAfter(ix.all, after, size+1))
 	} else {
 		seen := make(map[jobplanev1.JobStatus]bool, len(statuses))
 		for _, s := range statuses {
 			if t := ix.byStatus[s]; t != nil && t.Len() > 0 && !seen[s] {
-				trees = append(trees, t)
+				runs = append(runs, ascendAfter(t, after, size+1))
 			}
 			seen[s] = true
 		}
 	}
-	var entries []indexEntry
-	for _, t := range trees {
-		entries = ascendAfter(t, after, size+1, entries)
-	}
-	if len(trees) > 1 {
-		slices.SortFunc(entries, func(a, b indexEntry) int {
-			switch {
-			case newer(a, b):
-				return -1
-			case newer(b, a):
-				return 1
+	// Merge the runs, each in order, taking the newest head each time.
+	jobs = make([]*job, 0, size)
+	for {
+		best := -1
+		for i, r := range runs {
+			if len(r) > 0 && (best < 0 || newer(r[0], runs[best][0])) {
+				best = i
 			}
-			return 0
-		})
+		}
+		if best < 0 {
+			return jobs, false
+		}
+		if len(jobs) == size {
+			return jobs, true
+		}
+		jobs = append(jobs, runs[best][0].job)
+		runs[best] = runs[best][1:]
 	}
-	if len(entries) > size {
-		entries, more = entries[:size], true
-	}
-	jobs = make([]*job, len(entries))
-	for i, e := range entries {
-		jobs[i] = e.job
-	}
-	return jobs, more
 }
 
-// ascendAfter appends to dst up to n entries of t strictly after the
-// cursor (from the first if nil), in order.
-func ascendAfter(t *btree.BTreeG[indexEntry], after *Cursor, n int, dst []indexEntry) []indexEntry {
-	if n <= 0 {
-		return dst
-	}
-	took := 0
+// ascendAfter returns up to n entries of t strictly after the cursor
+// (from the first if nil), in order.
+func ascendAfter(t *btree.BTreeG[indexEntry], after *Cursor, n int) []indexEntry {
+	out := make([]indexEntry, 0, min(n, t.Len()))
 	take := func(e indexEntry) bool {
-		dst = append(dst, e)
-		took++
-		return took < n
+		out = append(out, e)
+		return len(out) < n
 	}
 	if after == nil {
 		t.Ascend(take)
-		return dst
+		return out
 	}
 	pivot := indexEntry{submitNanos: after.SubmitTime.UnixNano(), id: after.JobID}
 	t.AscendGreaterOrEqual(pivot, func(e indexEntry) bool {
@@ -191,5 +181,5 @@ func ascendAfter(t *btree.BTreeG[indexEntry], after *Cursor, n int, dst []indexE
 		}
 		return take(e)
 	})
-	return dst
+	return out
 }
