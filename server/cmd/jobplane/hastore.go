@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 
 	"github.com/jobplane/jobplane/server/hastore"
@@ -14,12 +15,18 @@ func runHAStore(args []string, _, stderr io.Writer) int {
 	var (
 		store  storeFlags
 		listen listenFlags
+		debug  debugFlags
 	)
 	store.register(c.fs, "data/hastore")
 	listen.register(c.fs, "127.0.0.1:7001")
+	debug.register(c.fs)
 	log, code, ok := c.parse(args, stderr)
 	if !ok {
 		return code
 	}
-	return runServer(log, listen.cfg, store, func(*group, *endpoint.Endpoint, hastore.Store) error { return nil })
+	if err := debug.validate(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
+		return exitUsage
+	}
+	return runServer(log, listen.cfg, store, debug, func(*group, *endpoint.Endpoint, hastore.Store) error { return nil })
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -18,21 +19,23 @@ func runJobManager(args []string, _, stderr io.Writer) int {
 	var (
 		store  storeFlags
 		listen listenFlags
+		debug  debugFlags
 		jm     jobManagerFlags
 	)
 	store.register(c.fs, "data/jobmanager")
 	store.registerRemote(c.fs)
 	listen.register(c.fs, "127.0.0.1:8080")
+	debug.register(c.fs)
 	jm.register(c.fs)
 	log, code, ok := c.parse(args, stderr)
 	if !ok {
 		return code
 	}
-	if err := jm.validate(); err != nil {
+	if err := errors.Join(jm.validate(), debug.validate()); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
 		return exitUsage
 	}
-	return runServer(log, listen.cfg, store, func(g *group, ep *endpoint.Endpoint, st hastore.Store) error {
+	return runServer(log, listen.cfg, store, debug, func(g *group, ep *endpoint.Endpoint, st hastore.Store) error {
 		return addJobManager(g, ep, st, jm, log)
 	})
 }

@@ -121,9 +121,10 @@ func exitCode(log *slog.Logger, err error) int {
 }
 
 // runServer runs a server process: its endpoint and HA store (see
-// openServer), what add puts into the run group, and the endpoint itself,
-// until a signal or a failure; it returns the exit code.
-func runServer(log *slog.Logger, listen endpoint.Config, store storeFlags, add func(g *group, ep *endpoint.Endpoint, st hastore.Store) error) int {
+// openServer), what add puts into the run group, the endpoint itself and
+// the debug listener if one is asked for, until a signal or a failure; it
+// returns the exit code.
+func runServer(log *slog.Logger, listen endpoint.Config, store storeFlags, debug debugFlags, add func(g *group, ep *endpoint.Endpoint, st hastore.Store) error) int {
 	ep, st, err := openServer(listen, store, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)
@@ -133,6 +134,11 @@ func runServer(log *slog.Logger, listen endpoint.Config, store storeFlags, add f
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	g := newGroup(ctx)
+	if err := addDebug(g, debug, listen.ShutdownTimeout, log); err != nil {
+		ep.Close()
+		log.Error("cannot start", "err", err)
+		return exitError
+	}
 	if err := add(g, ep, st); err != nil {
 		log.Error("cannot start", "err", err)
 		return exitError
@@ -141,6 +147,19 @@ func runServer(log *slog.Logger, listen endpoint.Config, store storeFlags, add f
 	// requests for up to -shutdown-timeout.
 	g.actor(ep.Run)
 	return exitCode(log, g.Run())
+}
+
+// addDebug opens the debug listener, if -debug-listen asks for one, and
+// runs it in the group.
+func addDebug(g *group, debug debugFlags, shutdownTimeout time.Duration, log *slog.Logger) error {
+	srv, err := debug.open(log, shutdownTimeout)
+	if err != nil || srv == nil {
+		return err
+	}
+	// The debug listener: serves the profiler until interrupted, then gives
+	// profiles still being taken up to -shutdown-timeout.
+	g.actor(srv.Run)
+	return nil
 }
 
 // openServer opens the endpoint and the HA store of a server process, and
@@ -190,7 +209,7 @@ func addTaskExecutor(g *group, listen endpoint.Config, st hastore.Store, flags t
 		return err
 	}
 	te, err := taskexecutor.New(taskexecutor.Config{
-		Address: ep.URL(), Slots: flags.slots, Store: st, HTTPClient: endpoint.NewClient(),
+		Address: ep.URL(), Slots: flags.slots, Store: st, HTTPClient: endpoint.NewClient(), ClientOptions: endpoint.ClientOptions(),
 		AllowExec: flags.allowExec, CancelGrace: flags.cancelGrace, AttemptLog: flags.attemptLog, Logger: log,
 	})
 	if err != nil {

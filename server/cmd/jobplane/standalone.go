@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -16,12 +17,14 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 	var (
 		store  storeFlags
 		listen listenFlags
+		debug  debugFlags
 		jm     jobManagerFlags
 		te     taskExecutorFlags
 		count  int
 	)
 	store.register(c.fs, "data/standalone")
 	listen.register(c.fs, "127.0.0.1:8080")
+	debug.register(c.fs)
 	jm.register(c.fs)
 	te.register(c.fs)
 	c.fs.IntVar(&count, "task-executors", 2, "TaskExecutors to run in the process, each on its own loopback port")
@@ -29,7 +32,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if err := jm.validate(); err != nil {
+	if err := errors.Join(jm.validate(), debug.validate()); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
 		return exitUsage
 	}
@@ -44,7 +47,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 	}
 	defer closeLog()
 
-	return runServer(log, listen.cfg, store, func(g *group, ep *endpoint.Endpoint, st hastore.Store) error {
+	return runServer(log, listen.cfg, store, debug, func(g *group, ep *endpoint.Endpoint, st hastore.Store) error {
 		if err := addJobManager(g, ep, st, jm, log); err != nil {
 			return err
 		}

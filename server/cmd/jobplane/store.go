@@ -41,7 +41,7 @@ func (s *storeFlags) registerRemote(fs *flag.FlagSet) {
 func (s *storeFlags) open(ctx context.Context, log *slog.Logger) (hastore.Store, error) {
 	if s.hastoreURL != "" {
 		log.Info("ha store served remotely", "url", s.hastoreURL)
-		return hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: endpoint.NewClient(), BaseURL: s.hastoreURL, Logger: log}), nil
+		return hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: endpoint.NewClient(), BaseURL: s.hastoreURL, Options: endpoint.ClientOptions(), Logger: log}), nil
 	}
 	cfg := hastore.OpenConfig{
 		Prefix:       s.prefix,

@@ -16,10 +16,12 @@ func runTaskExecutor(args []string, _, stderr io.Writer) int {
 		"registers its slots there, and runs the tasks JobMasters deploy to it.", stderr)
 	var (
 		listen  listenFlags
+		debug   debugFlags
 		te      taskExecutorFlags
 		hastore string
 	)
 	listen.register(c.fs, "127.0.0.1:0")
+	debug.register(c.fs)
 	te.register(c.fs)
 	c.fs.StringVar(&hastore, "hastore", "http://127.0.0.1:8080", "base URL of the HAStoreService (a jobmanager, standalone or hastore process)")
 	log, code, ok := c.parse(args, stderr)
@@ -30,17 +32,25 @@ func runTaskExecutor(args []string, _, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "taskexecutor: -slots must be at least 1")
 		return exitUsage
 	}
+	if err := debug.validate(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
+		return exitUsage
+	}
 	closeLog, err := te.openAttemptLog()
 	if err != nil {
 		fmt.Fprintf(stderr, "taskexecutor: %v\n", err)
 		return exitError
 	}
 	defer closeLog()
-	st := hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: endpoint.NewClient(), BaseURL: hastore, Logger: log})
+	st := hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: endpoint.NewClient(), BaseURL: hastore, Options: endpoint.ClientOptions(), Logger: log})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	g := newGroup(ctx)
+	if err := addDebug(g, debug, listen.cfg.ShutdownTimeout, log); err != nil {
+		log.Error("cannot start", "err", err)
+		return exitError
+	}
 	if err := addTaskExecutor(g, listen.cfg, st, te, log); err != nil {
 		log.Error("cannot start", "err", err)
 		return exitError

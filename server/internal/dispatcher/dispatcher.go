@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"time"
 
@@ -84,6 +83,9 @@ type leadership struct {
 	ctx   context.Context
 	ready chan struct{} // closed once recovery finished
 	jobs  map[string]*job
+	// index holds the accepted jobs of jobs, ordered and counted by
+	// status for GetClusterOverview and ListJobs.
+	index *jobIndex
 	wg    sync.WaitGroup // runner goroutines
 }
 
@@ -107,6 +109,11 @@ type job struct {
 
 	heartbeatTimeout time.Duration
 	heartbeat        *time.Timer
+
+	// indexed and indexedStatus belong to the leadership's jobIndex: whether
+	// the job is in it, and under which status.
+	indexed       bool
+	indexedStatus jobplanev1.JobStatus
 }
 
 // ErrNotLeading is returned while the Dispatcher does not lead.
@@ -135,7 +142,7 @@ func (d *Dispatcher) Lead(ctx context.Context, l *hastore.Leadership) error {
 	// runners stop before Lead returns.
 	ctx, endTerm := context.WithCancel(ctx)
 	defer endTerm()
-	ld := &leadership{l: l, ctx: ctx, ready: make(chan struct{}), jobs: make(map[string]*job)}
+	ld := &leadership{l: l, ctx: ctx, ready: make(chan struct{}), jobs: make(map[string]*job), index: newJobIndex()}
 	d.mu.Lock()
 	d.lead = ld
 	d.mu.Unlock()
@@ -190,7 +197,7 @@ func (d *Dispatcher) expireResults(ctx context.Context, ld *leadership) {
 		}
 		d.mu.Lock()
 		if j := ld.jobs[res.GetJobId()]; j != nil && j.result != nil {
-			delete(ld.jobs, res.GetJobId())
+			ld.forgetLocked(j)
 		}
 		d.mu.Unlock()
 		d.log.Info("deleted an expired job result", "job", res.GetJobId())
@@ -256,6 +263,7 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 		j.history = []*jobplanev1.JobSummary{summaryOfResult(res)}
 		d.mu.Lock()
 		ld.jobs[j.id] = j
+		ld.index.add(j)
 		d.mu.Unlock()
 	}
 	ids, err := d.cfg.Store.ListExecutionPlans(ctx, "", 0)
@@ -322,9 +330,10 @@ func summaryOfResult(res *jobplanev1.JobResult) *jobplanev1.JobSummary {
 // latest returns the job's current summary; d.mu must be held.
 func (j *job) latest() *jobplanev1.JobSummary { return j.history[len(j.history)-1] }
 
-// recordLocked appends a status change and wakes watchers; d.mu must be
-// held. A change that repeats the current status only refreshes it.
-func (j *job) recordLocked(s *jobplanev1.JobSummary) {
+// recordLocked appends a status change of j, moves j in the index and
+// wakes watchers; d.mu must be held. A change that repeats the current
+// status only refreshes it.
+func (ld *leadership) recordLocked(j *job, s *jobplanev1.JobSummary) {
 	if s.SubmitTime == nil {
 		s.SubmitTime = timestamppb.New(j.submitTime)
 	}
@@ -333,8 +342,18 @@ func (j *job) recordLocked(s *jobplanev1.JobSummary) {
 		return
 	}
 	j.history = append(j.history, s)
+	ld.index.setStatus(j, s.GetStatus())
 	close(j.changed)
 	j.changed = make(chan struct{})
+}
+
+// forgetLocked removes j from the leadership's jobs and index; d.mu must
+// be held.
+func (ld *leadership) forgetLocked(j *job) {
+	if ld.jobs[j.id] == j {
+		delete(ld.jobs, j.id)
+	}
+	ld.index.remove(j)
 }
 
 // startLocked starts the job's runner under the leadership; d.mu must be
@@ -352,7 +371,7 @@ func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *jobplanev1.Execut
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		if j.result == nil {
-			j.recordLocked(s)
+			ld.recordLocked(j, s)
 		}
 	})
 	if err != nil {
@@ -360,6 +379,7 @@ func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *jobplanev1.Execut
 	}
 	j.runner = r
 	close(j.persisting)
+	ld.index.add(j)
 	if j.heartbeatTimeout > 0 {
 		j.heartbeat = time.AfterFunc(j.heartbeatTimeout, func() {
 			d.log.Info("client heartbeat timed out; canceling the job", "job", j.id, "timeout", j.heartbeatTimeout)
@@ -385,23 +405,13 @@ func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *jobplanev1.Execut
 			d.mu.Lock()
 			s := proto.CloneOf(j.latest())
 			s.Status, s.StatusTime = jobstatus.Suspended, timestamppb.Now()
-			j.recordLocked(s)
+			ld.recordLocked(j, s)
 			d.mu.Unlock()
 			return
 		}
 		d.finish(ld, j, res)
 	}()
 	return nil
-}
-
-func sortSummaries(s []*jobplanev1.JobSummary) {
-	sort.Slice(s, func(i, j int) bool {
-		ti, tj := s[i].GetSubmitTime().AsTime(), s[j].GetSubmitTime().AsTime()
-		if !ti.Equal(tj) {
-			return ti.After(tj)
-		}
-		return s[i].GetJobId() < s[j].GetJobId()
-	})
 }
 
 // finish records a globally terminal job: its dirty result (fenced; if
@@ -440,7 +450,7 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 	}
 	d.mu.Lock()
 	j.result = result
-	j.recordLocked(summaryOfResult(result))
+	ld.recordLocked(j, summaryOfResult(result))
 	close(j.done)
 	d.mu.Unlock()
 	d.log.Info("job terminated", "job", j.id, "status", result.GetStatus())

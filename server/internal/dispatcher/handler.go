@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"net/http"
 	"slices"
@@ -155,8 +156,9 @@ func subtaskOffset(token, jobID string) (int, bool) {
 	return offset, true
 }
 
-// ListJobs implements DispatcherServiceHandler. The page token encodes
-// the offset of the next page.
+// ListJobs implements DispatcherServiceHandler. The page token is the
+// cursor of the last job listed (see listCursor), so a page costs the same
+// however deep into the list it is, and stays exact while jobs are added.
 func (h *Handler) ListJobs(ctx context.Context, req *jobplanev1.ListJobsRequest) (*jobplanev1.ListJobsResponse, error) {
 	size := int(req.GetPageSize())
 	switch {
@@ -167,28 +169,52 @@ func (h *Handler) ListJobs(ctx context.Context, req *jobplanev1.ListJobsRequest)
 	case size > 1000:
 		size = 1000
 	}
-	offset := 0
+	var after *Cursor
 	if tok := req.GetPageToken(); tok != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(tok)
-		n, perr := strconv.Atoi(string(raw))
-		if err != nil || perr != nil || n < 0 {
+		c, ok := decodeListCursor(tok)
+		if !ok {
 			return nil, apierror.BadRequest(apierror.Field{Path: "page_token", Description: "not a token this server issued"})
 		}
-		offset = n
+		after = &c
 	}
-	all, err := h.d.List(ctx, req.GetStatuses())
+	jobs, next, err := h.d.List(ctx, req.GetStatuses(), after, size)
 	if err != nil {
 		return nil, h.wire(ctx, err, "")
 	}
-	resp := &jobplanev1.ListJobsResponse{}
-	if offset < len(all) {
-		end := min(offset+size, len(all))
-		resp.Jobs = all[offset:end]
-		if end < len(all) {
-			resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(end)))
-		}
+	resp := &jobplanev1.ListJobsResponse{Jobs: jobs}
+	if next != nil {
+		resp.NextPageToken = encodeListCursor(*next)
 	}
 	return resp, nil
+}
+
+// listCursorVersion starts every ListJobs page token: a version byte, then
+// the submit time in Unix nanoseconds (8 bytes, big-endian), then the job
+// id; all base64url without padding. The version lets the format change,
+// and turns away the offset tokens of earlier servers (digits in ASCII).
+const listCursorVersion = 1
+
+func encodeListCursor(c Cursor) string {
+	raw := make([]byte, 0, 9+len(c.JobID))
+	raw = append(raw, listCursorVersion)
+	raw = binary.BigEndian.AppendUint64(raw, uint64(c.SubmitTime.UnixNano()))
+	raw = append(raw, c.JobID...)
+	return base64.RawURLEncoding.EncodeToString(raw)
+}
+
+// decodeListCursor decodes a token of encodeListCursor; ok is false for
+// anything else.
+func decodeListCursor(token string) (c Cursor, ok bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || len(raw) < 10 || raw[0] != listCursorVersion {
+		return Cursor{}, false
+	}
+	id := string(raw[9:])
+	if !hastore.ValidJobID(id) {
+		return Cursor{}, false
+	}
+	nanos := int64(binary.BigEndian.Uint64(raw[1:9]))
+	return Cursor{SubmitTime: time.Unix(0, nanos), JobID: id}, true
 }
 
 // CancelJob implements DispatcherServiceHandler.

@@ -219,39 +219,39 @@ func (d *Dispatcher) ClientHeartbeat(ctx context.Context, jobID string) (time.Ti
 	return time.Now().Add(j.heartbeatTimeout), nil
 }
 
-// List returns the summaries of known jobs, newest submission first,
-// filtered by status when statuses is not empty.
-func (d *Dispatcher) List(ctx context.Context, statuses []jobplanev1.JobStatus) ([]*jobplanev1.JobSummary, error) {
+// List returns the summaries of up to size accepted jobs, newest
+// submission first (then by job id), strictly after the cursor after
+// (from the newest if nil), filtered by status when statuses is not
+// empty; and the cursor of the last one listed if more follow (nil after
+// the last page). It costs O(size + log n) for each status asked for,
+// whatever the number n of jobs, and copies no summary beyond the page.
+// Jobs submitted while a client pages are newer than its cursor, so they
+// neither repeat nor hide a job on later pages.
+func (d *Dispatcher) List(ctx context.Context, statuses []jobplanev1.JobStatus, after *Cursor, size int) ([]*jobplanev1.JobSummary, *Cursor, error) {
 	ld, err := d.current(ctx)
 	if err != nil {
-		return nil, err
-	}
-	want := map[jobplanev1.JobStatus]bool{}
-	for _, s := range statuses {
-		want[s] = true
+		return nil, nil, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var out []*jobplanev1.JobSummary
-	for _, j := range ld.jobs {
-		select {
-		case <-j.persisting:
-		default:
-			continue
-		}
-		if s := j.latest(); len(want) == 0 || want[s.GetStatus()] {
-			out = append(out, s)
-		}
+	jobs, more := ld.index.page(statuses, after, size)
+	out := make([]*jobplanev1.JobSummary, len(jobs))
+	for i, j := range jobs {
+		out[i] = j.latest()
 	}
-	sortSummaries(out)
+	var next *Cursor
+	if more && len(jobs) > 0 {
+		last := jobs[len(jobs)-1]
+		next = &Cursor{SubmitTime: last.submitTime, JobID: last.id}
+	}
 	if d.lead != ld || !ld.l.Valid() {
-		return nil, ErrNotLeading
+		return nil, nil, ErrNotLeading
 	}
-	return out, nil
+	return out, next, nil
 }
 
-// Overview counts jobs by status and reports the leader's TaskExecutors
-// and slots.
+// Overview counts jobs by status, from the counters the index maintains,
+// and reports the leader's TaskExecutors and slots.
 func (d *Dispatcher) Overview(ctx context.Context) (*jobplanev1.GetClusterOverviewResponse, error) {
 	ld, err := d.current(ctx)
 	if err != nil {
@@ -264,23 +264,12 @@ func (d *Dispatcher) Overview(ctx context.Context) (*jobplanev1.GetClusterOvervi
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, j := range ld.jobs {
-		select {
-		case <-j.persisting:
-		default:
-			continue // not accepted yet
-		}
-		switch j.latest().GetStatus() {
-		case jobstatus.Finished:
-			resp.JobsFinished++
-		case jobstatus.Canceled:
-			resp.JobsCanceled++
-		case jobstatus.Failed:
-			resp.JobsFailed++
-		default:
-			resp.JobsRunning++
-		}
-	}
+	resp.JobsFinished = int32(ld.index.count(jobstatus.Finished))
+	resp.JobsCanceled = int32(ld.index.count(jobstatus.Canceled))
+	resp.JobsFailed = int32(ld.index.count(jobstatus.Failed))
+	// Every other status, suspended and initializing included, counts as
+	// running, as it always has.
+	resp.JobsRunning = int32(ld.index.len()) - resp.JobsFinished - resp.JobsCanceled - resp.JobsFailed
 	tok := ld.l.Token()
 	resp.Leader = &jobplanev1.LeaderInfo{Election: hastore.ElectionJobManager, Address: d.cfg.Address, Token: &jobplanev1.FencingToken{SessionId: tok.SessionID, Epoch: tok.Epoch}}
 	if d.lead != ld || !ld.l.Valid() {

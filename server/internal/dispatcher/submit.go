@@ -98,7 +98,7 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 	}
 	if err != nil {
 		d.mu.Lock()
-		delete(ld.jobs, j.id)
+		ld.forgetLocked(j)
 		close(j.persisting)
 		d.mu.Unlock()
 		switch {
@@ -125,7 +125,7 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 	d.mu.Lock()
 	err = d.startLocked(ld, j, plan, false)
 	if err != nil {
-		delete(ld.jobs, j.id)
+		ld.forgetLocked(j)
 		close(j.persisting)
 	}
 	d.mu.Unlock()

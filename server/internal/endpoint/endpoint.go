@@ -143,9 +143,9 @@ func (e *Endpoint) URL() string { return "http://" + e.listener.Addr().String() 
 // generated `...ServiceName` constant gives it) with the handler that
 // newHandler builds, under the path it returns. newHandler has the shape
 // of the components' Handler and Path methods: Mount calls it with the
-// endpoint's handler options (the read limit of
-// Config.MaxRequestBytes), so every service gets them, and a component
-// adds its own after them.
+// endpoint's handler options (the limits of Config.MaxRequestBytes and
+// Config.MaxResponseBytes, and no compression under CompressMinBytes), so
+// every service gets them, and a component adds its own after them.
 //
 // The service is reported SERVING by gRPC health and listed by reflection.
 // Mount panics if called after Run has started, since the set of services

@@ -12,11 +12,13 @@ import (
 // because only connect sees a message once decompressed: a gzip body well
 // under the limit on the wire can inflate far beyond it. The send limit
 // turns an answer that would be too large into RESOURCE_EXHAUSTED instead
-// of sending it.
+// of sending it. Answers under CompressMinBytes go uncompressed, even to a
+// client that accepts gzip: connect would otherwise compress every one.
 func (e *Endpoint) handlerOptions() []connect.HandlerOption {
 	return []connect.HandlerOption{
 		connect.WithReadMaxBytes(int(e.cfg.MaxRequestBytes)),
 		connect.WithSendMaxBytes(int(e.cfg.MaxResponseBytes)),
+		connect.WithCompressMinBytes(CompressMinBytes),
 	}
 }
 
