@@ -20,6 +20,7 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/dispatcher"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobgraph"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
 	"github.com/jobplane/jobplane/server/internal/resourcemanager"
@@ -159,7 +160,7 @@ func New(cfg Config) (*JobManager, error) {
 			return sess.ValidUntil()
 		},
 	})
-	jm.rmClient = jobplanev1connect.NewResourceManagerServiceClient(cfg.HTTPClient, cfg.Address)
+	jm.rmClient = jobplanev1connect.NewResourceManagerServiceClient(cfg.HTTPClient, cfg.Address, endpoint.ClientOptions()...)
 	var err error
 	jm.rm, err = resourcemanager.New(resourcemanager.Config{
 		HTTPClient: cfg.HTTPClient, HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, Logger: cfg.Logger,

@@ -8,6 +8,7 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
 )
 
@@ -63,7 +64,7 @@ func (jm *JobMaster) stopMargin() time.Duration {
 func (jm *JobMaster) registerExecutor(id, address string) {
 	e := jm.executors[id]
 	if e == nil || e.address != address {
-		e = &executorRef{id: id, address: address, client: jobplanev1connect.NewTaskExecutorServiceClient(jm.cfg.HTTPClient, address)}
+		e = &executorRef{id: id, address: address, client: jobplanev1connect.NewTaskExecutorServiceClient(jm.cfg.HTTPClient, address, endpoint.ClientOptions()...)}
 		jm.executors[id] = e
 	}
 	jm.cfg.Router.registered(id, address, jm.cfg.JobID, jm.cfg.Token)

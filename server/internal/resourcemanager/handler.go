@@ -11,6 +11,7 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
 
 type handler struct {
@@ -66,7 +67,7 @@ func (h *handler) RegisterTaskExecutor(_ context.Context, req *jobplanev1.Resour
 	e := &executor{
 		id: req.GetTaskExecutorId(), address: req.GetAddress(), registrationID: newID(), heard: rm.judge.Heard(time.Now()),
 		invokables: req.GetInvokables(),
-		client:     jobplanev1connect.NewTaskExecutorServiceClient(rm.cfg.HTTPClient, req.GetAddress()),
+		client:     jobplanev1connect.NewTaskExecutorServiceClient(rm.cfg.HTTPClient, req.GetAddress(), endpoint.ClientOptions()...),
 	}
 	// Registering again starts over: what it holds now is in the report.
 	rm.pool.addExecutor(e)

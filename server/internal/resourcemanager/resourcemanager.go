@@ -15,6 +15,7 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/liveness"
 )
 
@@ -162,7 +163,7 @@ func (rm *ResourceManager) expire(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 func (rm *ResourceManager) tellLost(ctx context.Context, jobID string, j jobNeeds, executorID string) {
-	jm := jobplanev1connect.NewJobMasterServiceClient(rm.cfg.HTTPClient, j.address)
+	jm := jobplanev1connect.NewJobMasterServiceClient(rm.cfg.HTTPClient, j.address, endpoint.ClientOptions()...)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_, err := jm.DisconnectTaskExecutor(rctx, &jobplanev1.DisconnectTaskExecutorRequest{
