@@ -11,9 +11,9 @@ import (
 // submitClients is the number of concurrent submitting clients.
 const submitClients = 64
 
-// settleBound bounds the wait for the JobManager to go quiet before a
-// floor run.
-const settleBound = 3 * time.Second
+// fullSettleBound and quickSettleBound bound the wait for the JobManager
+// to go quiet before a floor run, in the full and in the quick mode.
+const fullSettleBound, quickSettleBound = 3 * time.Second, time.Second
 
 // Targets of DESIGN.md §6, as the table states them.
 const (
@@ -83,8 +83,10 @@ func submissionCase(ctx context.Context, e *env, id string, p Protocol, shape cl
 	floor := NewDispatcher(c.floor.URL, p)
 	graph := OneTaskGraph("noop")
 	// Warm up both: connections, and the first allocations of each side.
-	SubmitLoad(ctx, floor, submitClients, 200*time.Millisecond, "warm", graph)
-	SubmitLoad(ctx, sys, submitClients, 200*time.Millisecond, "warm", graph)
+	warm := pick(e, 200*time.Millisecond, 100*time.Millisecond)
+	SubmitLoad(ctx, floor, submitClients, warm, "warm", graph)
+	SubmitLoad(ctx, sys, submitClients, warm, "warm", graph)
+	settleBound := pick(e, fullSettleBound, quickSettleBound)
 
 	var sysRuns, floorRuns []Load
 	minFree := c.slots
