@@ -60,6 +60,18 @@ conformance: ## build the reference server and run the conformance runner agains
 	$(GO) build -o bin/jobplane-conformance ./conformance/cmd/jobplane-conformance
 	bin/jobplane-conformance --server-command '$(CURDIR)/bin/jobplane jobmanager --hastore {hastore} --listen {listen}' $(ARGS)
 
+# BENCH_QUICK=1 makes `make bench` a smoke run: every row once and briefly,
+# BENCHMARKS.md left alone; it fails only when a scenario cannot run at all.
+BENCH_QUICK ?=
+BENCH_PKGS  := ./server/internal/scheduler ./server/hastore/...
+
 .PHONY: bench
-bench: ## run the benchmarks
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+bench: ## benchmarks: print the table and rewrite BENCHMARKS.md (BENCH_QUICK=1: brief smoke run, no rewrite)
+	$(GO) build -o bin/jobplane ./server/cmd/jobplane
+	$(GO) build -o bin/jobplane-bench ./bench/cmd/jobplane-bench
+	$(GO) test -run '^$$' -bench . -benchmem $(if $(BENCH_QUICK),-count=1 -benchtime=1x,-count=3) $(BENCH_PKGS) | tee bin/gobench.txt
+	bin/jobplane-bench -jobplane bin/jobplane -gobench bin/gobench.txt $(if $(BENCH_QUICK),-quick,-out BENCHMARKS.md) $(ARGS)
+
+.PHONY: bench-quick
+bench-quick: ## BENCH_QUICK=1 make bench: every row briefly, to catch breakage (figures not asserted)
+	$(MAKE) bench BENCH_QUICK=1

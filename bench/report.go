@@ -1,0 +1,130 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Machine describes where a bench ran.
+type Machine struct {
+	Date      time.Time
+	Commit    string // short hash, plus " (dirty)" with uncommitted changes
+	GoVersion string
+	Cores     int    // as nproc counts them
+	CPU       string // the model name
+	Memory    string // MemTotal
+	Command   string
+}
+
+// DescribeMachine gathers the machine's description; what cannot be found
+// reads "unknown".
+func DescribeMachine(command string) Machine {
+	m := Machine{Date: time.Now(), GoVersion: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
+		Cores: runtime.NumCPU(), Commit: "unknown", CPU: "unknown", Memory: "unknown", Command: command}
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		m.Commit = strings.TrimSpace(string(out))
+		// BENCHMARKS.md itself is what a run rewrites: it does not make
+		// the code dirty.
+		if st, err := exec.Command("git", "status", "--porcelain", "--", ".", ":(exclude)BENCHMARKS.md").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+			m.Commit += " (dirty)"
+		}
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				var kb int64
+				if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err == nil {
+					m.Memory = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+				}
+			}
+		}
+	}
+	return m
+}
+
+// WriteText prints the report for a terminal: the machine, the table, the
+// details and what failed.
+func (r *Report) WriteText(w io.Writer, m Machine) error {
+	mode := "full"
+	if r.Quick {
+		mode = "quick (BENCH_QUICK=1: one short run per row; figures indicative only)"
+	}
+	fmt.Fprintf(w, "\njobplane bench, %s run: %s, commit %s, %s, %d cores, %s, took %v\n\n",
+		mode, m.Date.Format(time.DateTime), m.Commit, m.GoVersion, m.Cores, m.Memory, r.Duration.Round(time.Second))
+	if err := r.Table.WriteText(w); err != nil {
+		return err
+	}
+	for _, d := range r.Details {
+		if strings.HasPrefix(d.Title, "Row 6") {
+			continue // already on the terminal, from go test
+		}
+		fmt.Fprintf(w, "\n%s\n%s", d.Title, d.Text)
+	}
+	for _, f := range r.Failed {
+		fmt.Fprintf(w, "\nFAILED: %s\n", f)
+	}
+	return nil
+}
+
+// WriteMarkdown writes the report as BENCHMARKS.md.
+func (r *Report) WriteMarkdown(w io.Writer, m Machine) error {
+	var b strings.Builder
+	b.WriteString("# Benchmarks\n\n")
+	b.WriteString("Written by `make bench` (the harness in [`bench/`](bench)); every full run rewrites this file. ")
+	b.WriteString("Figures are from one machine at one commit: compare rows measured in the same run, and each row with its floor.\n\n")
+	fmt.Fprintf(&b, "- Date: %s\n", m.Date.Format(time.RFC3339))
+	fmt.Fprintf(&b, "- Commit: %s\n", m.Commit)
+	fmt.Fprintf(&b, "- Go: %s\n", m.GoVersion)
+	fmt.Fprintf(&b, "- Cores (nproc): %d (%s)\n", m.Cores, m.CPU)
+	fmt.Fprintf(&b, "- Memory (MemTotal): %s\n", m.Memory)
+	fmt.Fprintf(&b, "- Command: `%s`\n", m.Command)
+	fmt.Fprintf(&b, "- Duration: %v\n\n", r.Duration.Round(time.Second))
+	b.WriteString("## Results\n\n")
+	b.WriteString("Median and spread (min–max) over the runs; Floor is the same figure of the floor, measured alternately in the same run; Ratio is median over floor median. Targets are DESIGN.md §6's.\n\n")
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	if err := r.Table.WriteMarkdown(w); err != nil {
+		return err
+	}
+	b.Reset()
+	if len(r.Failed) > 0 {
+		b.WriteString("\n**Could not run:**\n\n")
+		for _, f := range r.Failed {
+			fmt.Fprintf(&b, "- %s\n", f)
+		}
+	}
+	b.WriteString("\n" + rowNotes)
+	for _, d := range r.Details {
+		fmt.Fprintf(&b, "\n## %s\n\n```\n%s```\n", d.Title, d.Text)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// rowNotes says what each row measures.
+const rowNotes = `## What each row measures
+
+The system under test is ` + "`bin/jobplane jobmanager`" + ` as a process of its own, on an embedded etcd member in a temporary directory, with its default timings and ` + "`--log-level warn`" + ` (logs to a file). TaskExecutors are ` + "`server/taskexecutor`" + ` hosted in the bench process, each on a loopback port and with HTTP clients of its own, finding the ResourceManager through the HA store the JobManager serves. Clients are connect-go DispatcherService clients in the bench process. Every job id is fresh.
+
+- **Floor** (rows 1 and 3): a connect-go server in a process of its own (the bench binary re-executed) whose SubmitJob builds the execution plan as the Dispatcher does (copy of the graph, SHA-256 digest of its deterministic encoding, submit time) and makes one fenced ` + "`PutExecutionPlan`" + ` on its own embedded member, whose session leads the election ` + "`jobmanager`" + `. It runs beside the JobManager and is measured alternately with it, with the same client and protocol.
+- **1a/1b**: 64 clients submit one-vertex ` + "`noop`" + ` jobs for 3 s per run, 3 runs, floor first in each round, after waiting (at most 3 s) for the JobManager to go quiet (the note says when it did not); acks/s counts answers received within the run, p50/p99 are of SubmitJob. 1a has enough slots that no job waits (the note gives the fewest free slots seen); 1b is the default cluster (2 TaskExecutors x 4 slots), where jobs pile up over the runs. A fresh JobManager and floor per protocol and cluster. **1r**: raw etcd puts of the same plan bytes from 64 goroutines on the floor's member, one 3 s run per case.
+- **2**: 64 h2c clients for 60 s on the default cluster, acks/s per 5 s window; flat means the last window is as fast as the first while tens of thousands of jobs wait for slots.
+- **3**: one TaskExecutor with one slot, idle. RUNNING is when the task's invokable started (recorded in the TaskExecutor); FINISHED is when GetJobResult(wait) returned; slot free is when GetClusterOverview, polled every millisecond, shows the slot available. The back-to-back figure submits each job as soon as the previous one's result arrived, so the next task can only start on the freed slot. The floor is the SubmitJob round trip of one client.
+- **4**: one job of two vertices of parallelism 1000 joined ALL_TO_ALL PIPELINED (one region of 2000 subtasks) on 40 TaskExecutors x 50 slots; all deployed is when the 2000th invokable started.
+- **5**: 10,000 one-task jobs whose task blocks until canceled, on 40 TaskExecutors x 250 slots, submitted by 64 clients; reaching them all is bounded at 75 s, and the steady state is measured at whatever ran by then (deployment of the rest goes on meanwhile). JM CPU is utime+stime of the JobManager process over 3 windows of 6 s with no client calls; RSS is VmRSS after them; RPCs are counted by interceptors in the TaskExecutors (calls to the ResourceManager and JobMasters, calls from them, and calls to the HA store the JobManager serves; a stream counts once). Then one client alternates GetClusterOverview and ListJobs (page size 100) every 10 ms for 3 windows of 3 s, each call bounded at 2 s (a failed call counts with its duration). FAILED is the overview's count; the note gives the tasks running before and after, the task starts (more starts than jobs means tasks were stopped and run again), and whether the JobManager lost its leadership meanwhile. Then every job is canceled (64 clients), bounded at 30 s.
+- **6**: ` + "`go test -run '^$' -bench . -benchmem -count 3`" + ` of ` + "`server/internal/scheduler`" + ` and ` + "`server/hastore/...`" + ` (verbatim below); the store benchmarks measure raw etcd puts on the same member in the same run, shown as their floor.
+`

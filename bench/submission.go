@@ -1,0 +1,268 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// submitClients is the number of concurrent submitting clients.
+const submitClients = 64
+
+// fullSettleBound and quickSettleBound bound the wait for the JobManager
+// to go quiet before a floor run, in the full and in the quick mode.
+const fullSettleBound, quickSettleBound = 3 * time.Second, time.Second
+
+// Targets of DESIGN.md §6, as the table states them.
+const (
+	targetAcks = "≥ 0.8× floor"
+	targetP99  = "≤ 3× floor"
+)
+
+// clusterShape is the TaskExecutors of a submission cluster.
+type clusterShape struct {
+	name             string
+	taskExecutors    int
+	slotsPerExecutor int
+}
+
+var (
+	// freeSlots has slots for every noop job that can be in flight at
+	// once at the rates this machine reaches (checked: the row notes the
+	// fewest slots seen free).
+	freeSlots = clusterShape{"free slots", 4, 500}
+	// defaultCluster is the standalone default: jobs pile up waiting.
+	defaultCluster = clusterShape{"default cluster", 2, 4}
+)
+
+// runSubmission measures row 1: SubmitJob throughput and latency of 64
+// clients over h2c and HTTP/1.1, on a cluster with free slots and on the
+// default cluster, each alternating with the floor (same protocol, same
+// machine, same run), plus raw etcd puts of the same bytes on the floor's
+// member.
+func runSubmission(ctx context.Context, e *env) (Outcome, error) {
+	var out Outcome
+	var raw []RawResult
+	d := pick(e, 3*time.Second, time.Second)
+	for _, p := range []Protocol{H2C, HTTP1} {
+		for vi, shape := range []clusterShape{freeSlots, defaultCluster} {
+			id := fmt.Sprintf("1%c", 'a'+vi)
+			rows, r, err := submissionCase(ctx, e, id, p, shape, d)
+			out.Rows = append(out.Rows, rows...)
+			if err != nil {
+				return out, fmt.Errorf("%s, %s: %w", p, shape.name, err)
+			}
+			raw = append(raw, r)
+		}
+	}
+	var rates, p50s, p99s []float64
+	for _, r := range raw {
+		rates, p50s, p99s = append(rates, r.Rate()), append(p50s, r.P50Ms), append(p99s, r.P99Ms)
+	}
+	name := "raw etcd put (floor member), 64 writers"
+	out.Rows = append(out.Rows,
+		Row{ID: "1r", Scenario: name, Measure: "acks/s", Value: SpreadOf(rates), Note: "one run beside each case above"},
+		Row{ID: "1r", Scenario: name, Measure: "p50 ms", Value: SpreadOf(p50s)},
+		Row{ID: "1r", Scenario: name, Measure: "p99 ms", Value: SpreadOf(p99s)},
+	)
+	return out, nil
+}
+
+// submissionCase runs one protocol on one cluster shape: runs of d each,
+// the floor first in every round, and one run of raw puts on the floor.
+func submissionCase(ctx context.Context, e *env, id string, p Protocol, shape clusterShape, d time.Duration) ([]Row, RawResult, error) {
+	e.progress("%s: %s, %s (%d x %d slots)", id, p, shape.name, shape.taskExecutors, shape.slotsPerExecutor)
+	c, err := startCluster(ctx, e, shape.taskExecutors, shape.slotsPerExecutor, true)
+	if err != nil {
+		return nil, RawResult{}, err
+	}
+	defer c.stop()
+	sys := NewDispatcher(c.jm.URL, p)
+	floor := NewDispatcher(c.floor.URL, p)
+	graph := OneTaskGraph("noop")
+	// Warm up both: connections, and the first allocations of each side.
+	warm := pick(e, 200*time.Millisecond, 100*time.Millisecond)
+	SubmitLoad(ctx, floor, submitClients, warm, "warm", graph)
+	SubmitLoad(ctx, sys, submitClients, warm, "warm", graph)
+	settleBound := pick(e, fullSettleBound, quickSettleBound)
+
+	var sysRuns, floorRuns []Load
+	minFree := c.slots
+	var busy []float64 // cores the JobManager still used when a floor run began
+	for run := range e.runs() {
+		if cores := c.settle(ctx, settleBound); cores >= 0.1 {
+			busy = append(busy, cores)
+		}
+		f := SubmitLoad(ctx, floor, submitClients, d, fmt.Sprintf("f%d", run), graph)
+		if err := usable(f); err != nil {
+			return nil, RawResult{}, fmt.Errorf("floor: %w", err)
+		}
+		stopWatch := watchFreeSlots(ctx, c, &minFree)
+		s := SubmitLoad(ctx, sys, submitClients, d, fmt.Sprintf("s%d", run), graph)
+		stopWatch()
+		if err := usable(s); err != nil {
+			return nil, RawResult{}, fmt.Errorf("jobmanager: %w (log: %s)", err, c.jm.LogTail(5))
+		}
+		floorRuns, sysRuns = append(floorRuns, f), append(sysRuns, s)
+	}
+	c.settle(ctx, settleBound)
+	raw, err := c.floor.RawPuts(ctx, d, submitClients)
+	if err != nil {
+		return nil, RawResult{}, err
+	}
+	name := fmt.Sprintf("submit, %s, %s (%dx%d)", p, shape.name, shape.taskExecutors, shape.slotsPerExecutor)
+	note := fmt.Sprintf("fewest free slots %d of %d", minFree, c.slots)
+	if len(busy) > 0 {
+		note += fmt.Sprintf("; the JobManager still used %.2f cores %v after a run, beside the floor", Median(busy), settleBound)
+	}
+	if errs := countErrors(sysRuns); errs != "" {
+		note += "; " + errs
+	}
+	if lost := c.leadershipNote(ctx); lost != "" {
+		note += "; " + lost
+	}
+	rows := []Row{
+		{ID: id, Scenario: name, Measure: "acks/s", Value: SpreadOf(rates(sysRuns)), Floor: SpreadOf(rates(floorRuns)), Target: targetAcks, Note: note},
+		{ID: id, Scenario: name, Measure: "p50 ms", Value: SpreadOf(pcts(sysRuns, 50)), Floor: SpreadOf(pcts(floorRuns, 50))},
+		{ID: id, Scenario: name, Measure: "p99 ms", Value: SpreadOf(pcts(sysRuns, 99)), Floor: SpreadOf(pcts(floorRuns, 99)), Target: targetP99},
+	}
+	return rows, raw, nil
+}
+
+// usable fails for a run in which nothing was acknowledged: the server
+// under test is broken, not slow.
+func usable(l Load) error {
+	if l.Acks > 0 {
+		return nil
+	}
+	if l.FirstErr != nil {
+		return fmt.Errorf("no submission acknowledged in %v (%d errors, first: %w)", l.Duration, l.Errors, l.FirstErr)
+	}
+	return fmt.Errorf("no submission acknowledged in %v", l.Duration)
+}
+
+func rates(ls []Load) []float64 {
+	out := make([]float64, len(ls))
+	for i, l := range ls {
+		out[i] = l.Rate()
+	}
+	return out
+}
+
+func pcts(ls []Load, p float64) []float64 {
+	out := make([]float64, len(ls))
+	for i, l := range ls {
+		out[i] = LatencyMs(l.Latencies, p)
+	}
+	return out
+}
+
+// countErrors says how many submissions failed, and how the first did.
+func countErrors(ls []Load) string {
+	n := 0
+	var first error
+	for _, l := range ls {
+		n += l.Errors
+		if first == nil {
+			first = l.FirstErr
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	msg := first.Error()
+	if len(msg) > 80 {
+		msg = msg[:80] + "…"
+	}
+	return fmt.Sprintf("%d submissions failed (%s)", n, msg)
+}
+
+// watchFreeSlots records into *minFree the fewest available slots the
+// overview shows (every 200ms) until the returned stop is called.
+func watchFreeSlots(ctx context.Context, c *cluster, minFree *int) (stop func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			if ov, err := c.overview(wctx); err == nil {
+				*minFree = min(*minFree, int(ov.GetSlotsAvailable()))
+			}
+			select {
+			case <-wctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	})
+	return func() { cancel(); wg.Wait() }
+}
+
+// pileUpRSSLimit stops the pile-up run early if the JobManager grows past
+// it, so that the bench never takes the machine's memory.
+const pileUpRSSLimit = 8 << 30
+
+// runPileUp measures row 2: acks/s in 5s windows over 60s of 64 h2c
+// clients on the default cluster, where every job but eight waits.
+func runPileUp(ctx context.Context, e *env) (Outcome, error) {
+	c, err := startCluster(ctx, e, defaultCluster.taskExecutors, defaultCluster.slotsPerExecutor, false)
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer c.stop()
+	total, window := pick(e, 60*time.Second, 6*time.Second), pick(e, 5*time.Second, 2*time.Second)
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var peakRSS int64
+	var guard sync.WaitGroup
+	guard.Go(func() {
+		for {
+			if rss, err := RSSBytes(c.jm.PID()); err == nil {
+				peakRSS = max(peakRSS, rss)
+				if rss > pileUpRSSLimit {
+					cancel()
+					return
+				}
+			}
+			select {
+			case <-lctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	})
+	l := SubmitLoad(lctx, NewDispatcher(c.jm.URL, H2C), submitClients, total, "pile", OneTaskGraph("noop"))
+	stopped := lctx.Err() != nil && ctx.Err() == nil
+	cancel()
+	guard.Wait()
+	if ctx.Err() != nil {
+		return Outcome{}, ctx.Err()
+	}
+	if err := usable(l); err != nil {
+		return Outcome{}, err
+	}
+	ws := l.Windows(window)
+	ratio := SpreadOf(ws).Min / SpreadOf(ws).Max
+	var txt strings.Builder
+	for i, w := range ws {
+		fmt.Fprintf(&txt, "%3.0f–%3.0f s  %6.0f acks/s\n", (time.Duration(i) * window).Seconds(), (time.Duration(i+1) * window).Seconds(), w)
+	}
+	fmt.Fprintf(&txt, "min/max %.2f; %d jobs acknowledged, all but %d waiting for slots at the end; JobManager peak RSS %.0f MiB\n",
+		ratio, l.Acks, c.slots, float64(peakRSS)/(1<<20))
+	note := fmt.Sprintf("min/max %.2f over %d windows of %v; %d jobs piled up; JM peak RSS %.0f MiB", ratio, len(ws), window, l.Acks, float64(peakRSS)/(1<<20))
+	if stopped {
+		note += "; stopped early: JobManager RSS over 8 GiB"
+	}
+	if errs := countErrors([]Load{l}); errs != "" {
+		note += "; " + errs
+	}
+	if lost := c.leadershipNote(ctx); lost != "" {
+		note += "; " + lost
+	}
+	name := fmt.Sprintf("submit, h2c, default cluster, %v in %v windows", total, window)
+	return Outcome{
+		Rows:    []Row{{ID: "2", Scenario: name, Measure: "acks/s per window", Value: SpreadOf(ws), Target: "flat", Note: note}},
+		Details: []Detail{{Title: "Row 2: acks/s per window while jobs pile up", Text: txt.String()}},
+	}, nil
+}
