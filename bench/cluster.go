@@ -42,7 +42,7 @@ func startCluster(ctx context.Context, e *env, n, slots int, withFloor bool) (c 
 			return nil, err
 		}
 	}
-	if c.jm, err = StartJobManager(ctx, e.JobPlane, e.LogLevel); err != nil {
+	if c.jm, err = StartJobManager(ctx, e.JobPlane, e.LogLevel, e.JobManagerArgs...); err != nil {
 		return nil, err
 	}
 	if c.tes, err = StartTaskExecutors(c.jm.URL, n, slots, c.rec, e.log); err != nil {

@@ -23,6 +23,9 @@ type Config struct {
 	Quick bool
 	// LogLevel is the JobManager's -log-level. Default: "warn".
 	LogLevel string
+	// JobManagerArgs are extra flags for every JobManager the bench starts
+	// (say, --debug-listen 127.0.0.1:6060 to profile it during a run).
+	JobManagerArgs []string
 	// GoBench is a file holding the output of `go test -bench` for the
 	// scheduler and HA-store benchmarks; empty skips that row.
 	GoBench string

@@ -55,6 +55,10 @@ func benchMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&out, "out", "", "write the report as Markdown to this file (BENCHMARKS.md); none in quick mode")
 	fs.StringVar(&only, "only", "", "comma-separated scenario numbers to run (default all)")
 	fs.StringVar(&command, "command", "make bench", "the command to name in the report")
+	fs.Func("jm-arg", "an extra flag for every JobManager started, repeatable (e.g. -jm-arg=--debug-listen=127.0.0.1:6060)", func(v string) error {
+		cfg.JobManagerArgs = append(cfg.JobManagerArgs, v)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
