@@ -30,8 +30,10 @@ const clusterReadyTimeout = 60 * time.Second
 // startCluster starts the floor (if withFloor), a JobManager and n
 // TaskExecutors of slots slots each, and waits until all have registered.
 // On failure, everything started is stopped.
-func startCluster(ctx context.Context, e *env, n, slots int, withFloor bool) (c *cluster, err error) {
-	c = &cluster{rec: NewRecorder(), slots: n * slots}
+func startCluster(ctx context.Context, e *env, n, slots int, withFloor bool) (_ *cluster, err error) {
+	// c, not the named result, is what the deferred stop sees: a failed
+	// start returns nil.
+	c := &cluster{rec: NewRecorder(), slots: n * slots}
 	defer func() {
 		if err != nil {
 			c.stop()
