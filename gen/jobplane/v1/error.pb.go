@@ -194,11 +194,96 @@ func (ErrorReason) EnumDescriptor() ([]byte, []int) {
 	return file_jobplane_v1_error_proto_rawDescGZIP(), []int{0}
 }
 
+// ItemError is why a batch call refused one of its items: the answer the
+// call for that one item would have given. A batch call (such as
+// TaskExecutorService.SubmitTasks) lists only the items it refused; every
+// other item took effect.
+type ItemError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The item's position in the request's list, from 0.
+	Index int32 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// The reason, as in the ErrorInfo of the one-item call's error; its
+	// code is the one ErrorReason gives for it.
+	Reason ErrorReason `protobuf:"varint,2,opt,name=reason,proto3,enum=jobplane.v1.ErrorReason" json:"reason,omitempty"`
+	// A message for people.
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// The ErrorInfo metadata of the one-item call's error.
+	Metadata      map[string]string `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ItemError) Reset() {
+	*x = ItemError{}
+	mi := &file_jobplane_v1_error_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ItemError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ItemError) ProtoMessage() {}
+
+func (x *ItemError) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_error_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ItemError.ProtoReflect.Descriptor instead.
+func (*ItemError) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_error_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ItemError) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ItemError) GetReason() ErrorReason {
+	if x != nil {
+		return x.Reason
+	}
+	return ErrorReason_ERROR_REASON_UNSPECIFIED
+}
+
+func (x *ItemError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ItemError) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 var File_jobplane_v1_error_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_error_proto_rawDesc = "" +
 	"\n" +
-	"\x17jobplane/v1/error.proto\x12\vjobplane.v1*\xa6\x05\n" +
+	"\x17jobplane/v1/error.proto\x12\vjobplane.v1\"\xec\x01\n" +
+	"\tItemError\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x120\n" +
+	"\x06reason\x18\x02 \x01(\x0e2\x18.jobplane.v1.ErrorReasonR\x06reason\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12@\n" +
+	"\bmetadata\x18\x04 \x03(\v2$.jobplane.v1.ItemError.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xa6\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12$\n" +
 	" ERROR_REASON_STALE_FENCING_TOKEN\x10\x01\x12\x1b\n" +
@@ -236,15 +321,20 @@ func file_jobplane_v1_error_proto_rawDescGZIP() []byte {
 }
 
 var file_jobplane_v1_error_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_jobplane_v1_error_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_jobplane_v1_error_proto_goTypes = []any{
-	(ErrorReason)(0), // 0: jobplane.v1.ErrorReason
+	(ErrorReason)(0),  // 0: jobplane.v1.ErrorReason
+	(*ItemError)(nil), // 1: jobplane.v1.ItemError
+	nil,               // 2: jobplane.v1.ItemError.MetadataEntry
 }
 var file_jobplane_v1_error_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	0, // 0: jobplane.v1.ItemError.reason:type_name -> jobplane.v1.ErrorReason
+	2, // 1: jobplane.v1.ItemError.metadata:type_name -> jobplane.v1.ItemError.MetadataEntry
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_error_proto_init() }
@@ -258,13 +348,14 @@ func file_jobplane_v1_error_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_error_proto_rawDesc), len(file_jobplane_v1_error_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   0,
+			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_jobplane_v1_error_proto_goTypes,
 		DependencyIndexes: file_jobplane_v1_error_proto_depIdxs,
 		EnumInfos:         file_jobplane_v1_error_proto_enumTypes,
+		MessageInfos:      file_jobplane_v1_error_proto_msgTypes,
 	}.Build()
 	File_jobplane_v1_error_proto = out.File
 	file_jobplane_v1_error_proto_goTypes = nil

@@ -512,6 +512,128 @@ func (*UpdateTaskExecutionStateResponse) Descriptor() ([]byte, []int) {
 	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{6}
 }
 
+// UpdateTaskExecutionStatesRequest is the request of
+// JobMasterService.UpdateTaskExecutionStates.
+type UpdateTaskExecutionStatesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id. Required.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The JobMaster's token. Required.
+	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	// The reporting TaskExecutor's id. Required.
+	TaskExecutorId string `protobuf:"bytes,3,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
+	// The state changes, oldest first; each names its attempt.
+	Statuses      []*TaskExecutionStatus `protobuf:"bytes,4,rep,name=statuses,proto3" json:"statuses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTaskExecutionStatesRequest) Reset() {
+	*x = UpdateTaskExecutionStatesRequest{}
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTaskExecutionStatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTaskExecutionStatesRequest) ProtoMessage() {}
+
+func (x *UpdateTaskExecutionStatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTaskExecutionStatesRequest.ProtoReflect.Descriptor instead.
+func (*UpdateTaskExecutionStatesRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *UpdateTaskExecutionStatesRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *UpdateTaskExecutionStatesRequest) GetJobMasterToken() *FencingToken {
+	if x != nil {
+		return x.JobMasterToken
+	}
+	return nil
+}
+
+func (x *UpdateTaskExecutionStatesRequest) GetTaskExecutorId() string {
+	if x != nil {
+		return x.TaskExecutorId
+	}
+	return ""
+}
+
+func (x *UpdateTaskExecutionStatesRequest) GetStatuses() []*TaskExecutionStatus {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
+// UpdateTaskExecutionStatesResponse is the response of
+// JobMasterService.UpdateTaskExecutionStates.
+type UpdateTaskExecutionStatesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The state changes refused, by their index in `statuses`; every other
+	// one was taken.
+	Refused       []*ItemError `protobuf:"bytes,1,rep,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTaskExecutionStatesResponse) Reset() {
+	*x = UpdateTaskExecutionStatesResponse{}
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTaskExecutionStatesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTaskExecutionStatesResponse) ProtoMessage() {}
+
+func (x *UpdateTaskExecutionStatesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTaskExecutionStatesResponse.ProtoReflect.Descriptor instead.
+func (*UpdateTaskExecutionStatesResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *UpdateTaskExecutionStatesResponse) GetRefused() []*ItemError {
+	if x != nil {
+		return x.Refused
+	}
+	return nil
+}
+
 // JobMasterServiceHeartbeatRequest is the request of
 // JobMasterService.Heartbeat.
 type JobMasterServiceHeartbeatRequest struct {
@@ -530,7 +652,7 @@ type JobMasterServiceHeartbeatRequest struct {
 
 func (x *JobMasterServiceHeartbeatRequest) Reset() {
 	*x = JobMasterServiceHeartbeatRequest{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[7]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -542,7 +664,7 @@ func (x *JobMasterServiceHeartbeatRequest) String() string {
 func (*JobMasterServiceHeartbeatRequest) ProtoMessage() {}
 
 func (x *JobMasterServiceHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[7]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -555,7 +677,7 @@ func (x *JobMasterServiceHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobMasterServiceHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*JobMasterServiceHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{7}
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *JobMasterServiceHeartbeatRequest) GetJobId() string {
@@ -596,7 +718,7 @@ type JobMasterServiceHeartbeatResponse struct {
 
 func (x *JobMasterServiceHeartbeatResponse) Reset() {
 	*x = JobMasterServiceHeartbeatResponse{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[8]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +730,7 @@ func (x *JobMasterServiceHeartbeatResponse) String() string {
 func (*JobMasterServiceHeartbeatResponse) ProtoMessage() {}
 
 func (x *JobMasterServiceHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[8]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +743,7 @@ func (x *JobMasterServiceHeartbeatResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use JobMasterServiceHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*JobMasterServiceHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{8}
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{10}
 }
 
 // HeartbeatFromTaskExecutorRequest is the request of
@@ -650,7 +772,7 @@ type HeartbeatFromTaskExecutorRequest struct {
 
 func (x *HeartbeatFromTaskExecutorRequest) Reset() {
 	*x = HeartbeatFromTaskExecutorRequest{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[9]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +784,7 @@ func (x *HeartbeatFromTaskExecutorRequest) String() string {
 func (*HeartbeatFromTaskExecutorRequest) ProtoMessage() {}
 
 func (x *HeartbeatFromTaskExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[9]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +797,7 @@ func (x *HeartbeatFromTaskExecutorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatFromTaskExecutorRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatFromTaskExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{9}
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *HeartbeatFromTaskExecutorRequest) GetTaskExecutorId() string {
@@ -734,7 +856,7 @@ type TaskExecutorJobReport struct {
 
 func (x *TaskExecutorJobReport) Reset() {
 	*x = TaskExecutorJobReport{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[10]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +868,7 @@ func (x *TaskExecutorJobReport) String() string {
 func (*TaskExecutorJobReport) ProtoMessage() {}
 
 func (x *TaskExecutorJobReport) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[10]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +881,7 @@ func (x *TaskExecutorJobReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskExecutorJobReport.ProtoReflect.Descriptor instead.
 func (*TaskExecutorJobReport) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{10}
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TaskExecutorJobReport) GetJobId() string {
@@ -826,7 +948,7 @@ type HeartbeatFromTaskExecutorResponse struct {
 
 func (x *HeartbeatFromTaskExecutorResponse) Reset() {
 	*x = HeartbeatFromTaskExecutorResponse{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[11]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +960,7 @@ func (x *HeartbeatFromTaskExecutorResponse) String() string {
 func (*HeartbeatFromTaskExecutorResponse) ProtoMessage() {}
 
 func (x *HeartbeatFromTaskExecutorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[11]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +973,7 @@ func (x *HeartbeatFromTaskExecutorResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use HeartbeatFromTaskExecutorResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatFromTaskExecutorResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{11}
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HeartbeatFromTaskExecutorResponse) GetFullRequested() bool {
@@ -891,7 +1013,7 @@ type TaskExecutorJobAnswer struct {
 
 func (x *TaskExecutorJobAnswer) Reset() {
 	*x = TaskExecutorJobAnswer{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[12]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +1025,7 @@ func (x *TaskExecutorJobAnswer) String() string {
 func (*TaskExecutorJobAnswer) ProtoMessage() {}
 
 func (x *TaskExecutorJobAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[12]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1038,7 @@ func (x *TaskExecutorJobAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskExecutorJobAnswer.ProtoReflect.Descriptor instead.
 func (*TaskExecutorJobAnswer) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{12}
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TaskExecutorJobAnswer) GetJobId() string {
@@ -958,7 +1080,7 @@ type DisconnectTaskExecutorRequest struct {
 
 func (x *DisconnectTaskExecutorRequest) Reset() {
 	*x = DisconnectTaskExecutorRequest{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[13]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1092,7 @@ func (x *DisconnectTaskExecutorRequest) String() string {
 func (*DisconnectTaskExecutorRequest) ProtoMessage() {}
 
 func (x *DisconnectTaskExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[13]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1105,7 @@ func (x *DisconnectTaskExecutorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectTaskExecutorRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectTaskExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{13}
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DisconnectTaskExecutorRequest) GetJobId() string {
@@ -1024,7 +1146,7 @@ type DisconnectTaskExecutorResponse struct {
 
 func (x *DisconnectTaskExecutorResponse) Reset() {
 	*x = DisconnectTaskExecutorResponse{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[14]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1158,7 @@ func (x *DisconnectTaskExecutorResponse) String() string {
 func (*DisconnectTaskExecutorResponse) ProtoMessage() {}
 
 func (x *DisconnectTaskExecutorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[14]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,14 +1171,14 @@ func (x *DisconnectTaskExecutorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectTaskExecutorResponse.ProtoReflect.Descriptor instead.
 func (*DisconnectTaskExecutorResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{14}
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{16}
 }
 
 var File_jobplane_v1_job_master_service_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_job_master_service_proto_rawDesc = "" +
 	"\n" +
-	"$jobplane/v1/job_master_service.proto\x12\vjobplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1bjobplane/v1/execution.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x16jobplane/v1/slot.proto\"\xcd\x01\n" +
+	"$jobplane/v1/job_master_service.proto\x12\vjobplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x17jobplane/v1/error.proto\x1a\x1bjobplane/v1/execution.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x16jobplane/v1/slot.proto\"\xcd\x01\n" +
 	"+JobMasterServiceRegisterTaskExecutorRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12(\n" +
@@ -1082,7 +1204,14 @@ const file_jobplane_v1_job_master_service_proto_rawDesc = "" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12(\n" +
 	"\x10task_executor_id\x18\x03 \x01(\tR\x0etaskExecutorId\x128\n" +
 	"\x06status\x18\x04 \x01(\v2 .jobplane.v1.TaskExecutionStatusR\x06status\"\"\n" +
-	" UpdateTaskExecutionStateResponse\"\xe0\x01\n" +
+	" UpdateTaskExecutionStateResponse\"\xe6\x01\n" +
+	" UpdateTaskExecutionStatesRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
+	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12(\n" +
+	"\x10task_executor_id\x18\x03 \x01(\tR\x0etaskExecutorId\x12<\n" +
+	"\bstatuses\x18\x04 \x03(\v2 .jobplane.v1.TaskExecutionStatusR\bstatuses\"U\n" +
+	"!UpdateTaskExecutionStatesResponse\x120\n" +
+	"\arefused\x18\x01 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\"\xe0\x01\n" +
 	" JobMasterServiceHeartbeatRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12(\n" +
@@ -1119,12 +1248,13 @@ const file_jobplane_v1_job_master_service_proto_rawDesc = "" +
 	"$TASK_EXECUTOR_JOB_ACTION_UNSPECIFIED\x10\x00\x12'\n" +
 	"#TASK_EXECUTOR_JOB_ACTION_NOT_LEADER\x10\x01\x12#\n" +
 	"\x1fTASK_EXECUTOR_JOB_ACTION_FOLLOW\x10\x02\x12#\n" +
-	"\x1fTASK_EXECUTOR_JOB_ACTION_REPORT\x10\x032\xe1\x05\n" +
+	"\x1fTASK_EXECUTOR_JOB_ACTION_REPORT\x10\x032\xe2\x06\n" +
 	"\x10JobMasterService\x12\x90\x01\n" +
 	"\x14RegisterTaskExecutor\x128.jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest\x1a9.jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse\"\x03\x90\x02\x02\x12R\n" +
 	"\n" +
 	"OfferSlots\x12\x1e.jobplane.v1.OfferSlotsRequest\x1a\x1f.jobplane.v1.OfferSlotsResponse\"\x03\x90\x02\x02\x12|\n" +
 	"\x18UpdateTaskExecutionState\x12,.jobplane.v1.UpdateTaskExecutionStateRequest\x1a-.jobplane.v1.UpdateTaskExecutionStateResponse\"\x03\x90\x02\x02\x12\x7f\n" +
+	"\x19UpdateTaskExecutionStates\x12-.jobplane.v1.UpdateTaskExecutionStatesRequest\x1a..jobplane.v1.UpdateTaskExecutionStatesResponse\"\x03\x90\x02\x02\x12\x7f\n" +
 	"\x19HeartbeatFromTaskExecutor\x12-.jobplane.v1.HeartbeatFromTaskExecutorRequest\x1a..jobplane.v1.HeartbeatFromTaskExecutorResponse\"\x03\x90\x02\x02\x12o\n" +
 	"\tHeartbeat\x12-.jobplane.v1.JobMasterServiceHeartbeatRequest\x1a..jobplane.v1.JobMasterServiceHeartbeatResponse\"\x03\x90\x02\x02\x12v\n" +
 	"\x16DisconnectTaskExecutor\x12*.jobplane.v1.DisconnectTaskExecutorRequest\x1a+.jobplane.v1.DisconnectTaskExecutorResponse\"\x03\x90\x02\x02B\xae\x01\n" +
@@ -1143,7 +1273,7 @@ func file_jobplane_v1_job_master_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobplane_v1_job_master_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jobplane_v1_job_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_jobplane_v1_job_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_jobplane_v1_job_master_service_proto_goTypes = []any{
 	(TaskExecutorJobAction)(0),                           // 0: jobplane.v1.TaskExecutorJobAction
 	(*JobMasterServiceRegisterTaskExecutorRequest)(nil),  // 1: jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest
@@ -1153,56 +1283,64 @@ var file_jobplane_v1_job_master_service_proto_goTypes = []any{
 	(*OfferSlotsResponse)(nil),                           // 5: jobplane.v1.OfferSlotsResponse
 	(*UpdateTaskExecutionStateRequest)(nil),              // 6: jobplane.v1.UpdateTaskExecutionStateRequest
 	(*UpdateTaskExecutionStateResponse)(nil),             // 7: jobplane.v1.UpdateTaskExecutionStateResponse
-	(*JobMasterServiceHeartbeatRequest)(nil),             // 8: jobplane.v1.JobMasterServiceHeartbeatRequest
-	(*JobMasterServiceHeartbeatResponse)(nil),            // 9: jobplane.v1.JobMasterServiceHeartbeatResponse
-	(*HeartbeatFromTaskExecutorRequest)(nil),             // 10: jobplane.v1.HeartbeatFromTaskExecutorRequest
-	(*TaskExecutorJobReport)(nil),                        // 11: jobplane.v1.TaskExecutorJobReport
-	(*HeartbeatFromTaskExecutorResponse)(nil),            // 12: jobplane.v1.HeartbeatFromTaskExecutorResponse
-	(*TaskExecutorJobAnswer)(nil),                        // 13: jobplane.v1.TaskExecutorJobAnswer
-	(*DisconnectTaskExecutorRequest)(nil),                // 14: jobplane.v1.DisconnectTaskExecutorRequest
-	(*DisconnectTaskExecutorResponse)(nil),               // 15: jobplane.v1.DisconnectTaskExecutorResponse
-	(*FencingToken)(nil),                                 // 16: jobplane.v1.FencingToken
-	(*durationpb.Duration)(nil),                          // 17: google.protobuf.Duration
-	(*ResourceProfile)(nil),                              // 18: jobplane.v1.ResourceProfile
-	(*TaskExecutionStatus)(nil),                          // 19: jobplane.v1.TaskExecutionStatus
+	(*UpdateTaskExecutionStatesRequest)(nil),             // 8: jobplane.v1.UpdateTaskExecutionStatesRequest
+	(*UpdateTaskExecutionStatesResponse)(nil),            // 9: jobplane.v1.UpdateTaskExecutionStatesResponse
+	(*JobMasterServiceHeartbeatRequest)(nil),             // 10: jobplane.v1.JobMasterServiceHeartbeatRequest
+	(*JobMasterServiceHeartbeatResponse)(nil),            // 11: jobplane.v1.JobMasterServiceHeartbeatResponse
+	(*HeartbeatFromTaskExecutorRequest)(nil),             // 12: jobplane.v1.HeartbeatFromTaskExecutorRequest
+	(*TaskExecutorJobReport)(nil),                        // 13: jobplane.v1.TaskExecutorJobReport
+	(*HeartbeatFromTaskExecutorResponse)(nil),            // 14: jobplane.v1.HeartbeatFromTaskExecutorResponse
+	(*TaskExecutorJobAnswer)(nil),                        // 15: jobplane.v1.TaskExecutorJobAnswer
+	(*DisconnectTaskExecutorRequest)(nil),                // 16: jobplane.v1.DisconnectTaskExecutorRequest
+	(*DisconnectTaskExecutorResponse)(nil),               // 17: jobplane.v1.DisconnectTaskExecutorResponse
+	(*FencingToken)(nil),                                 // 18: jobplane.v1.FencingToken
+	(*durationpb.Duration)(nil),                          // 19: google.protobuf.Duration
+	(*ResourceProfile)(nil),                              // 20: jobplane.v1.ResourceProfile
+	(*TaskExecutionStatus)(nil),                          // 21: jobplane.v1.TaskExecutionStatus
+	(*ItemError)(nil),                                    // 22: jobplane.v1.ItemError
 }
 var file_jobplane_v1_job_master_service_proto_depIdxs = []int32{
-	16, // 0: jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	17, // 1: jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	17, // 2: jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
-	18, // 3: jobplane.v1.SlotOffer.profile:type_name -> jobplane.v1.ResourceProfile
-	16, // 4: jobplane.v1.OfferSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	18, // 0: jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	19, // 1: jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	19, // 2: jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
+	20, // 3: jobplane.v1.SlotOffer.profile:type_name -> jobplane.v1.ResourceProfile
+	18, // 4: jobplane.v1.OfferSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
 	3,  // 5: jobplane.v1.OfferSlotsRequest.offers:type_name -> jobplane.v1.SlotOffer
 	3,  // 6: jobplane.v1.OfferSlotsResponse.accepted:type_name -> jobplane.v1.SlotOffer
-	16, // 7: jobplane.v1.UpdateTaskExecutionStateRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	19, // 8: jobplane.v1.UpdateTaskExecutionStateRequest.status:type_name -> jobplane.v1.TaskExecutionStatus
-	16, // 9: jobplane.v1.JobMasterServiceHeartbeatRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	19, // 10: jobplane.v1.JobMasterServiceHeartbeatRequest.tasks:type_name -> jobplane.v1.TaskExecutionStatus
-	11, // 11: jobplane.v1.HeartbeatFromTaskExecutorRequest.jobs:type_name -> jobplane.v1.TaskExecutorJobReport
-	16, // 12: jobplane.v1.TaskExecutorJobReport.job_master_token:type_name -> jobplane.v1.FencingToken
-	19, // 13: jobplane.v1.TaskExecutorJobReport.attempts:type_name -> jobplane.v1.TaskExecutionStatus
-	13, // 14: jobplane.v1.HeartbeatFromTaskExecutorResponse.jobs:type_name -> jobplane.v1.TaskExecutorJobAnswer
-	17, // 15: jobplane.v1.HeartbeatFromTaskExecutorResponse.lease_remaining:type_name -> google.protobuf.Duration
-	0,  // 16: jobplane.v1.TaskExecutorJobAnswer.action:type_name -> jobplane.v1.TaskExecutorJobAction
-	16, // 17: jobplane.v1.TaskExecutorJobAnswer.job_master_token:type_name -> jobplane.v1.FencingToken
-	16, // 18: jobplane.v1.DisconnectTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	1,  // 19: jobplane.v1.JobMasterService.RegisterTaskExecutor:input_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest
-	4,  // 20: jobplane.v1.JobMasterService.OfferSlots:input_type -> jobplane.v1.OfferSlotsRequest
-	6,  // 21: jobplane.v1.JobMasterService.UpdateTaskExecutionState:input_type -> jobplane.v1.UpdateTaskExecutionStateRequest
-	10, // 22: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:input_type -> jobplane.v1.HeartbeatFromTaskExecutorRequest
-	8,  // 23: jobplane.v1.JobMasterService.Heartbeat:input_type -> jobplane.v1.JobMasterServiceHeartbeatRequest
-	14, // 24: jobplane.v1.JobMasterService.DisconnectTaskExecutor:input_type -> jobplane.v1.DisconnectTaskExecutorRequest
-	2,  // 25: jobplane.v1.JobMasterService.RegisterTaskExecutor:output_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse
-	5,  // 26: jobplane.v1.JobMasterService.OfferSlots:output_type -> jobplane.v1.OfferSlotsResponse
-	7,  // 27: jobplane.v1.JobMasterService.UpdateTaskExecutionState:output_type -> jobplane.v1.UpdateTaskExecutionStateResponse
-	12, // 28: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:output_type -> jobplane.v1.HeartbeatFromTaskExecutorResponse
-	9,  // 29: jobplane.v1.JobMasterService.Heartbeat:output_type -> jobplane.v1.JobMasterServiceHeartbeatResponse
-	15, // 30: jobplane.v1.JobMasterService.DisconnectTaskExecutor:output_type -> jobplane.v1.DisconnectTaskExecutorResponse
-	25, // [25:31] is the sub-list for method output_type
-	19, // [19:25] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	18, // 7: jobplane.v1.UpdateTaskExecutionStateRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	21, // 8: jobplane.v1.UpdateTaskExecutionStateRequest.status:type_name -> jobplane.v1.TaskExecutionStatus
+	18, // 9: jobplane.v1.UpdateTaskExecutionStatesRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	21, // 10: jobplane.v1.UpdateTaskExecutionStatesRequest.statuses:type_name -> jobplane.v1.TaskExecutionStatus
+	22, // 11: jobplane.v1.UpdateTaskExecutionStatesResponse.refused:type_name -> jobplane.v1.ItemError
+	18, // 12: jobplane.v1.JobMasterServiceHeartbeatRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	21, // 13: jobplane.v1.JobMasterServiceHeartbeatRequest.tasks:type_name -> jobplane.v1.TaskExecutionStatus
+	13, // 14: jobplane.v1.HeartbeatFromTaskExecutorRequest.jobs:type_name -> jobplane.v1.TaskExecutorJobReport
+	18, // 15: jobplane.v1.TaskExecutorJobReport.job_master_token:type_name -> jobplane.v1.FencingToken
+	21, // 16: jobplane.v1.TaskExecutorJobReport.attempts:type_name -> jobplane.v1.TaskExecutionStatus
+	15, // 17: jobplane.v1.HeartbeatFromTaskExecutorResponse.jobs:type_name -> jobplane.v1.TaskExecutorJobAnswer
+	19, // 18: jobplane.v1.HeartbeatFromTaskExecutorResponse.lease_remaining:type_name -> google.protobuf.Duration
+	0,  // 19: jobplane.v1.TaskExecutorJobAnswer.action:type_name -> jobplane.v1.TaskExecutorJobAction
+	18, // 20: jobplane.v1.TaskExecutorJobAnswer.job_master_token:type_name -> jobplane.v1.FencingToken
+	18, // 21: jobplane.v1.DisconnectTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	1,  // 22: jobplane.v1.JobMasterService.RegisterTaskExecutor:input_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest
+	4,  // 23: jobplane.v1.JobMasterService.OfferSlots:input_type -> jobplane.v1.OfferSlotsRequest
+	6,  // 24: jobplane.v1.JobMasterService.UpdateTaskExecutionState:input_type -> jobplane.v1.UpdateTaskExecutionStateRequest
+	8,  // 25: jobplane.v1.JobMasterService.UpdateTaskExecutionStates:input_type -> jobplane.v1.UpdateTaskExecutionStatesRequest
+	12, // 26: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:input_type -> jobplane.v1.HeartbeatFromTaskExecutorRequest
+	10, // 27: jobplane.v1.JobMasterService.Heartbeat:input_type -> jobplane.v1.JobMasterServiceHeartbeatRequest
+	16, // 28: jobplane.v1.JobMasterService.DisconnectTaskExecutor:input_type -> jobplane.v1.DisconnectTaskExecutorRequest
+	2,  // 29: jobplane.v1.JobMasterService.RegisterTaskExecutor:output_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse
+	5,  // 30: jobplane.v1.JobMasterService.OfferSlots:output_type -> jobplane.v1.OfferSlotsResponse
+	7,  // 31: jobplane.v1.JobMasterService.UpdateTaskExecutionState:output_type -> jobplane.v1.UpdateTaskExecutionStateResponse
+	9,  // 32: jobplane.v1.JobMasterService.UpdateTaskExecutionStates:output_type -> jobplane.v1.UpdateTaskExecutionStatesResponse
+	14, // 33: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:output_type -> jobplane.v1.HeartbeatFromTaskExecutorResponse
+	11, // 34: jobplane.v1.JobMasterService.Heartbeat:output_type -> jobplane.v1.JobMasterServiceHeartbeatResponse
+	17, // 35: jobplane.v1.JobMasterService.DisconnectTaskExecutor:output_type -> jobplane.v1.DisconnectTaskExecutorResponse
+	29, // [29:36] is the sub-list for method output_type
+	22, // [22:29] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_job_master_service_proto_init() }
@@ -1210,6 +1348,7 @@ func file_jobplane_v1_job_master_service_proto_init() {
 	if File_jobplane_v1_job_master_service_proto != nil {
 		return
 	}
+	file_jobplane_v1_error_proto_init()
 	file_jobplane_v1_execution_proto_init()
 	file_jobplane_v1_leadership_proto_init()
 	file_jobplane_v1_slot_proto_init()
@@ -1219,7 +1358,7 @@ func file_jobplane_v1_job_master_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_job_master_service_proto_rawDesc), len(file_jobplane_v1_job_master_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

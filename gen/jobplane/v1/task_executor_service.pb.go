@@ -174,6 +174,210 @@ func (x *RequestSlotResponse) GetSlotReportVersion() uint64 {
 	return 0
 }
 
+// RequestSlotsRequest is the request of TaskExecutorService.RequestSlots.
+type RequestSlotsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ResourceManager's token. Required.
+	ResourceManagerToken *FencingToken `protobuf:"bytes,1,opt,name=resource_manager_token,json=resourceManagerToken,proto3" json:"resource_manager_token,omitempty"`
+	// The slots to allocate, each as in RequestSlotRequest.
+	Slots         []*SlotRequest `protobuf:"bytes,2,rep,name=slots,proto3" json:"slots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestSlotsRequest) Reset() {
+	*x = RequestSlotsRequest{}
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestSlotsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestSlotsRequest) ProtoMessage() {}
+
+func (x *RequestSlotsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestSlotsRequest.ProtoReflect.Descriptor instead.
+func (*RequestSlotsRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RequestSlotsRequest) GetResourceManagerToken() *FencingToken {
+	if x != nil {
+		return x.ResourceManagerToken
+	}
+	return nil
+}
+
+func (x *RequestSlotsRequest) GetSlots() []*SlotRequest {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+// SlotRequest is one slot of RequestSlotsRequest; its fields mean what
+// RequestSlotRequest's of the same names do, and are required alike.
+type SlotRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The slot to allocate, by index.
+	SlotIndex int32 `protobuf:"varint,1,opt,name=slot_index,json=slotIndex,proto3" json:"slot_index,omitempty"`
+	// Identifies the allocation.
+	AllocationId string `protobuf:"bytes,2,opt,name=allocation_id,json=allocationId,proto3" json:"allocation_id,omitempty"`
+	// The job the slot is allocated to.
+	JobId string `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The base URL of the job's JobMaster.
+	JobMasterAddress string `protobuf:"bytes,4,opt,name=job_master_address,json=jobMasterAddress,proto3" json:"job_master_address,omitempty"`
+	// The JobMaster's token.
+	JobMasterToken *FencingToken `protobuf:"bytes,5,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	// The profile the job asked for.
+	Profile       *ResourceProfile `protobuf:"bytes,6,opt,name=profile,proto3" json:"profile,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlotRequest) Reset() {
+	*x = SlotRequest{}
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotRequest) ProtoMessage() {}
+
+func (x *SlotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotRequest.ProtoReflect.Descriptor instead.
+func (*SlotRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SlotRequest) GetSlotIndex() int32 {
+	if x != nil {
+		return x.SlotIndex
+	}
+	return 0
+}
+
+func (x *SlotRequest) GetAllocationId() string {
+	if x != nil {
+		return x.AllocationId
+	}
+	return ""
+}
+
+func (x *SlotRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *SlotRequest) GetJobMasterAddress() string {
+	if x != nil {
+		return x.JobMasterAddress
+	}
+	return ""
+}
+
+func (x *SlotRequest) GetJobMasterToken() *FencingToken {
+	if x != nil {
+		return x.JobMasterToken
+	}
+	return nil
+}
+
+func (x *SlotRequest) GetProfile() *ResourceProfile {
+	if x != nil {
+		return x.Profile
+	}
+	return nil
+}
+
+// RequestSlotsResponse is the response of TaskExecutorService.RequestSlots.
+type RequestSlotsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version of the TaskExecutor's slot report with every allocation
+	// the call made, as in RequestSlotResponse. Zero: versions are not used.
+	SlotReportVersion uint64 `protobuf:"varint,1,opt,name=slot_report_version,json=slotReportVersion,proto3" json:"slot_report_version,omitempty"`
+	// The slots refused, by their index in `slots`; every other slot is
+	// allocated as requested.
+	Refused       []*ItemError `protobuf:"bytes,2,rep,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestSlotsResponse) Reset() {
+	*x = RequestSlotsResponse{}
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestSlotsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestSlotsResponse) ProtoMessage() {}
+
+func (x *RequestSlotsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestSlotsResponse.ProtoReflect.Descriptor instead.
+func (*RequestSlotsResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RequestSlotsResponse) GetSlotReportVersion() uint64 {
+	if x != nil {
+		return x.SlotReportVersion
+	}
+	return 0
+}
+
+func (x *RequestSlotsResponse) GetRefused() []*ItemError {
+	if x != nil {
+		return x.Refused
+	}
+	return nil
+}
+
 // SubmitTaskRequest is the request of TaskExecutorService.SubmitTask: a
 // description of one execution attempt to deploy.
 type SubmitTaskRequest struct {
@@ -200,7 +404,7 @@ type SubmitTaskRequest struct {
 
 func (x *SubmitTaskRequest) Reset() {
 	*x = SubmitTaskRequest{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[2]
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -212,7 +416,7 @@ func (x *SubmitTaskRequest) String() string {
 func (*SubmitTaskRequest) ProtoMessage() {}
 
 func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[2]
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -225,7 +429,7 @@ func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskRequest.ProtoReflect.Descriptor instead.
 func (*SubmitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{2}
+	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SubmitTaskRequest) GetJobId() string {
@@ -293,7 +497,7 @@ type SubmitTaskResponse struct {
 
 func (x *SubmitTaskResponse) Reset() {
 	*x = SubmitTaskResponse{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[3]
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -305,7 +509,7 @@ func (x *SubmitTaskResponse) String() string {
 func (*SubmitTaskResponse) ProtoMessage() {}
 
 func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[3]
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -318,7 +522,210 @@ func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskResponse.ProtoReflect.Descriptor instead.
 func (*SubmitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{3}
+	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{6}
+}
+
+// SubmitTasksRequest is the request of TaskExecutorService.SubmitTasks.
+type SubmitTasksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id. Required.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The deploying JobMaster's token. Required.
+	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	// The attempts to deploy.
+	Tasks         []*TaskDeployment `protobuf:"bytes,3,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitTasksRequest) Reset() {
+	*x = SubmitTasksRequest{}
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitTasksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitTasksRequest) ProtoMessage() {}
+
+func (x *SubmitTasksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitTasksRequest.ProtoReflect.Descriptor instead.
+func (*SubmitTasksRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SubmitTasksRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *SubmitTasksRequest) GetJobMasterToken() *FencingToken {
+	if x != nil {
+		return x.JobMasterToken
+	}
+	return nil
+}
+
+func (x *SubmitTasksRequest) GetTasks() []*TaskDeployment {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+// TaskDeployment is one attempt of SubmitTasksRequest; its fields mean
+// what SubmitTaskRequest's of the same names do, and are required alike.
+type TaskDeployment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The allocation whose slot runs the attempt.
+	AllocationId string `protobuf:"bytes,1,opt,name=allocation_id,json=allocationId,proto3" json:"allocation_id,omitempty"`
+	// The attempt.
+	Attempt *ExecutionAttemptId `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The vertex's name, for logs.
+	TaskName string `protobuf:"bytes,3,opt,name=task_name,json=taskName,proto3" json:"task_name,omitempty"`
+	// The invokable to run.
+	Invokable string `protobuf:"bytes,4,opt,name=invokable,proto3" json:"invokable,omitempty"`
+	// The vertex's configuration, verbatim from the JobGraph.
+	Config map[string]string `protobuf:"bytes,5,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The vertex's parallelism.
+	NumberOfSubtasks int32 `protobuf:"varint,6,opt,name=number_of_subtasks,json=numberOfSubtasks,proto3" json:"number_of_subtasks,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *TaskDeployment) Reset() {
+	*x = TaskDeployment{}
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskDeployment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskDeployment) ProtoMessage() {}
+
+func (x *TaskDeployment) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskDeployment.ProtoReflect.Descriptor instead.
+func (*TaskDeployment) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TaskDeployment) GetAllocationId() string {
+	if x != nil {
+		return x.AllocationId
+	}
+	return ""
+}
+
+func (x *TaskDeployment) GetAttempt() *ExecutionAttemptId {
+	if x != nil {
+		return x.Attempt
+	}
+	return nil
+}
+
+func (x *TaskDeployment) GetTaskName() string {
+	if x != nil {
+		return x.TaskName
+	}
+	return ""
+}
+
+func (x *TaskDeployment) GetInvokable() string {
+	if x != nil {
+		return x.Invokable
+	}
+	return ""
+}
+
+func (x *TaskDeployment) GetConfig() map[string]string {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *TaskDeployment) GetNumberOfSubtasks() int32 {
+	if x != nil {
+		return x.NumberOfSubtasks
+	}
+	return 0
+}
+
+// SubmitTasksResponse is the response of TaskExecutorService.SubmitTasks.
+type SubmitTasksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tasks refused, by their index in `tasks`; every other task is
+	// deployed.
+	Refused       []*ItemError `protobuf:"bytes,1,rep,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitTasksResponse) Reset() {
+	*x = SubmitTasksResponse{}
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitTasksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitTasksResponse) ProtoMessage() {}
+
+func (x *SubmitTasksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitTasksResponse.ProtoReflect.Descriptor instead.
+func (*SubmitTasksResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SubmitTasksResponse) GetRefused() []*ItemError {
+	if x != nil {
+		return x.Refused
+	}
+	return nil
 }
 
 // CancelTaskRequest is the request of TaskExecutorService.CancelTask.
@@ -336,7 +743,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[4]
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -348,7 +755,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[4]
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -361,7 +768,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{4}
+	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CancelTaskRequest) GetJobId() string {
@@ -394,7 +801,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[5]
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -406,7 +813,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[5]
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -419,7 +826,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{5}
+	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{11}
 }
 
 // FreeSlotRequest is the request of TaskExecutorService.FreeSlot.
@@ -439,7 +846,7 @@ type FreeSlotRequest struct {
 
 func (x *FreeSlotRequest) Reset() {
 	*x = FreeSlotRequest{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[6]
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -451,7 +858,7 @@ func (x *FreeSlotRequest) String() string {
 func (*FreeSlotRequest) ProtoMessage() {}
 
 func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[6]
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -464,7 +871,7 @@ func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotRequest.ProtoReflect.Descriptor instead.
 func (*FreeSlotRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{6}
+	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FreeSlotRequest) GetJobId() string {
@@ -504,7 +911,7 @@ type FreeSlotResponse struct {
 
 func (x *FreeSlotResponse) Reset() {
 	*x = FreeSlotResponse{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[7]
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -516,7 +923,7 @@ func (x *FreeSlotResponse) String() string {
 func (*FreeSlotResponse) ProtoMessage() {}
 
 func (x *FreeSlotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[7]
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -529,7 +936,117 @@ func (x *FreeSlotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotResponse.ProtoReflect.Descriptor instead.
 func (*FreeSlotResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{7}
+	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{13}
+}
+
+// FreeSlotsRequest is the request of TaskExecutorService.FreeSlots.
+type FreeSlotsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id. Required.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The JobMaster's token. Required.
+	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	// The allocations to release.
+	AllocationIds []string `protobuf:"bytes,3,rep,name=allocation_ids,json=allocationIds,proto3" json:"allocation_ids,omitempty"`
+	// Why the slots are freed, for logs.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FreeSlotsRequest) Reset() {
+	*x = FreeSlotsRequest{}
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreeSlotsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreeSlotsRequest) ProtoMessage() {}
+
+func (x *FreeSlotsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreeSlotsRequest.ProtoReflect.Descriptor instead.
+func (*FreeSlotsRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *FreeSlotsRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *FreeSlotsRequest) GetJobMasterToken() *FencingToken {
+	if x != nil {
+		return x.JobMasterToken
+	}
+	return nil
+}
+
+func (x *FreeSlotsRequest) GetAllocationIds() []string {
+	if x != nil {
+		return x.AllocationIds
+	}
+	return nil
+}
+
+func (x *FreeSlotsRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// FreeSlotsResponse is the response of TaskExecutorService.FreeSlots.
+type FreeSlotsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FreeSlotsResponse) Reset() {
+	*x = FreeSlotsResponse{}
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreeSlotsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreeSlotsResponse) ProtoMessage() {}
+
+func (x *FreeSlotsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreeSlotsResponse.ProtoReflect.Descriptor instead.
+func (*FreeSlotsResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{15}
 }
 
 // TaskExecutorServiceHeartbeatRequest is the request of
@@ -548,7 +1065,7 @@ type TaskExecutorServiceHeartbeatRequest struct {
 
 func (x *TaskExecutorServiceHeartbeatRequest) Reset() {
 	*x = TaskExecutorServiceHeartbeatRequest{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[8]
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +1077,7 @@ func (x *TaskExecutorServiceHeartbeatRequest) String() string {
 func (*TaskExecutorServiceHeartbeatRequest) ProtoMessage() {}
 
 func (x *TaskExecutorServiceHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[8]
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +1090,7 @@ func (x *TaskExecutorServiceHeartbeatRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use TaskExecutorServiceHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*TaskExecutorServiceHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{8}
+	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TaskExecutorServiceHeartbeatRequest) GetJobId() string {
@@ -607,7 +1124,7 @@ type TaskExecutorServiceHeartbeatResponse struct {
 
 func (x *TaskExecutorServiceHeartbeatResponse) Reset() {
 	*x = TaskExecutorServiceHeartbeatResponse{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[9]
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +1136,7 @@ func (x *TaskExecutorServiceHeartbeatResponse) String() string {
 func (*TaskExecutorServiceHeartbeatResponse) ProtoMessage() {}
 
 func (x *TaskExecutorServiceHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[9]
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +1149,7 @@ func (x *TaskExecutorServiceHeartbeatResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use TaskExecutorServiceHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*TaskExecutorServiceHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{9}
+	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TaskExecutorServiceHeartbeatResponse) GetTaskExecutorId() string {
@@ -660,7 +1177,7 @@ var File_jobplane_v1_task_executor_service_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_task_executor_service_proto_rawDesc = "" +
 	"\n" +
-	"'jobplane/v1/task_executor_service.proto\x12\vjobplane.v1\x1a\x1bjobplane/v1/execution.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x16jobplane/v1/slot.proto\"\xeb\x02\n" +
+	"'jobplane/v1/task_executor_service.proto\x12\vjobplane.v1\x1a\x17jobplane/v1/error.proto\x1a\x1bjobplane/v1/execution.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x16jobplane/v1/slot.proto\"\xeb\x02\n" +
 	"\x12RequestSlotRequest\x12O\n" +
 	"\x16resource_manager_token\x18\x01 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\x12\x1d\n" +
 	"\n" +
@@ -671,7 +1188,21 @@ const file_jobplane_v1_task_executor_service_proto_rawDesc = "" +
 	"\aprofile\x18\x06 \x01(\v2\x1c.jobplane.v1.ResourceProfileR\aprofile\x12C\n" +
 	"\x10job_master_token\x18\a \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\"E\n" +
 	"\x13RequestSlotResponse\x12.\n" +
-	"\x13slot_report_version\x18\x01 \x01(\x04R\x11slotReportVersion\"\xb7\x03\n" +
+	"\x13slot_report_version\x18\x01 \x01(\x04R\x11slotReportVersion\"\x96\x01\n" +
+	"\x13RequestSlotsRequest\x12O\n" +
+	"\x16resource_manager_token\x18\x01 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\x12.\n" +
+	"\x05slots\x18\x02 \x03(\v2\x18.jobplane.v1.SlotRequestR\x05slots\"\x93\x02\n" +
+	"\vSlotRequest\x12\x1d\n" +
+	"\n" +
+	"slot_index\x18\x01 \x01(\x05R\tslotIndex\x12#\n" +
+	"\rallocation_id\x18\x02 \x01(\tR\fallocationId\x12\x15\n" +
+	"\x06job_id\x18\x03 \x01(\tR\x05jobId\x12,\n" +
+	"\x12job_master_address\x18\x04 \x01(\tR\x10jobMasterAddress\x12C\n" +
+	"\x10job_master_token\x18\x05 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x126\n" +
+	"\aprofile\x18\x06 \x01(\v2\x1c.jobplane.v1.ResourceProfileR\aprofile\"x\n" +
+	"\x14RequestSlotsResponse\x12.\n" +
+	"\x13slot_report_version\x18\x01 \x01(\x04R\x11slotReportVersion\x120\n" +
+	"\arefused\x18\x02 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\"\xb7\x03\n" +
 	"\x11SubmitTaskRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12#\n" +
@@ -684,7 +1215,23 @@ const file_jobplane_v1_task_executor_service_proto_rawDesc = "" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x14\n" +
-	"\x12SubmitTaskResponse\"\xaa\x01\n" +
+	"\x12SubmitTaskResponse\"\xa3\x01\n" +
+	"\x12SubmitTasksRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
+	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x121\n" +
+	"\x05tasks\x18\x03 \x03(\v2\x1b.jobplane.v1.TaskDeploymentR\x05tasks\"\xd5\x02\n" +
+	"\x0eTaskDeployment\x12#\n" +
+	"\rallocation_id\x18\x01 \x01(\tR\fallocationId\x129\n" +
+	"\aattempt\x18\x02 \x01(\v2\x1f.jobplane.v1.ExecutionAttemptIdR\aattempt\x12\x1b\n" +
+	"\ttask_name\x18\x03 \x01(\tR\btaskName\x12\x1c\n" +
+	"\tinvokable\x18\x04 \x01(\tR\tinvokable\x12?\n" +
+	"\x06config\x18\x05 \x03(\v2'.jobplane.v1.TaskDeployment.ConfigEntryR\x06config\x12,\n" +
+	"\x12number_of_subtasks\x18\x06 \x01(\x05R\x10numberOfSubtasks\x1a9\n" +
+	"\vConfigEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"G\n" +
+	"\x13SubmitTasksResponse\x120\n" +
+	"\arefused\x18\x01 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\"\xaa\x01\n" +
 	"\x11CancelTaskRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x129\n" +
@@ -695,7 +1242,13 @@ const file_jobplane_v1_task_executor_service_proto_rawDesc = "" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12#\n" +
 	"\rallocation_id\x18\x03 \x01(\tR\fallocationId\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x12\n" +
-	"\x10FreeSlotResponse\"m\n" +
+	"\x10FreeSlotResponse\"\xad\x01\n" +
+	"\x10FreeSlotsRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
+	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12%\n" +
+	"\x0eallocation_ids\x18\x03 \x03(\tR\rallocationIds\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x13\n" +
+	"\x11FreeSlotsResponse\"m\n" +
 	"#TaskExecutorServiceHeartbeatRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12/\n" +
 	"\x05token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x05token\"\xc2\x01\n" +
@@ -703,14 +1256,17 @@ const file_jobplane_v1_task_executor_service_proto_rawDesc = "" +
 	"\x10task_executor_id\x18\x01 \x01(\tR\x0etaskExecutorId\x128\n" +
 	"\vslot_report\x18\x02 \x01(\v2\x17.jobplane.v1.SlotReportR\n" +
 	"slotReport\x126\n" +
-	"\x05tasks\x18\x03 \x03(\v2 .jobplane.v1.TaskExecutionStatusR\x05tasks2\xd9\x03\n" +
+	"\x05tasks\x18\x03 \x03(\v2 .jobplane.v1.TaskExecutionStatusR\x05tasks2\xdb\x05\n" +
 	"\x13TaskExecutorService\x12U\n" +
-	"\vRequestSlot\x12\x1f.jobplane.v1.RequestSlotRequest\x1a .jobplane.v1.RequestSlotResponse\"\x03\x90\x02\x02\x12R\n" +
+	"\vRequestSlot\x12\x1f.jobplane.v1.RequestSlotRequest\x1a .jobplane.v1.RequestSlotResponse\"\x03\x90\x02\x02\x12X\n" +
+	"\fRequestSlots\x12 .jobplane.v1.RequestSlotsRequest\x1a!.jobplane.v1.RequestSlotsResponse\"\x03\x90\x02\x02\x12R\n" +
 	"\n" +
-	"SubmitTask\x12\x1e.jobplane.v1.SubmitTaskRequest\x1a\x1f.jobplane.v1.SubmitTaskResponse\"\x03\x90\x02\x02\x12R\n" +
+	"SubmitTask\x12\x1e.jobplane.v1.SubmitTaskRequest\x1a\x1f.jobplane.v1.SubmitTaskResponse\"\x03\x90\x02\x02\x12U\n" +
+	"\vSubmitTasks\x12\x1f.jobplane.v1.SubmitTasksRequest\x1a .jobplane.v1.SubmitTasksResponse\"\x03\x90\x02\x02\x12R\n" +
 	"\n" +
 	"CancelTask\x12\x1e.jobplane.v1.CancelTaskRequest\x1a\x1f.jobplane.v1.CancelTaskResponse\"\x03\x90\x02\x02\x12L\n" +
-	"\bFreeSlot\x12\x1c.jobplane.v1.FreeSlotRequest\x1a\x1d.jobplane.v1.FreeSlotResponse\"\x03\x90\x02\x02\x12u\n" +
+	"\bFreeSlot\x12\x1c.jobplane.v1.FreeSlotRequest\x1a\x1d.jobplane.v1.FreeSlotResponse\"\x03\x90\x02\x02\x12O\n" +
+	"\tFreeSlots\x12\x1d.jobplane.v1.FreeSlotsRequest\x1a\x1e.jobplane.v1.FreeSlotsResponse\"\x03\x90\x02\x02\x12u\n" +
 	"\tHeartbeat\x120.jobplane.v1.TaskExecutorServiceHeartbeatRequest\x1a1.jobplane.v1.TaskExecutorServiceHeartbeatResponse\"\x03\x90\x02\x02B\xb1\x01\n" +
 	"\x0fcom.jobplane.v1B\x18TaskExecutorServiceProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
 
@@ -726,53 +1282,80 @@ func file_jobplane_v1_task_executor_service_proto_rawDescGZIP() []byte {
 	return file_jobplane_v1_task_executor_service_proto_rawDescData
 }
 
-var file_jobplane_v1_task_executor_service_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_jobplane_v1_task_executor_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_jobplane_v1_task_executor_service_proto_goTypes = []any{
 	(*RequestSlotRequest)(nil),                   // 0: jobplane.v1.RequestSlotRequest
 	(*RequestSlotResponse)(nil),                  // 1: jobplane.v1.RequestSlotResponse
-	(*SubmitTaskRequest)(nil),                    // 2: jobplane.v1.SubmitTaskRequest
-	(*SubmitTaskResponse)(nil),                   // 3: jobplane.v1.SubmitTaskResponse
-	(*CancelTaskRequest)(nil),                    // 4: jobplane.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),                   // 5: jobplane.v1.CancelTaskResponse
-	(*FreeSlotRequest)(nil),                      // 6: jobplane.v1.FreeSlotRequest
-	(*FreeSlotResponse)(nil),                     // 7: jobplane.v1.FreeSlotResponse
-	(*TaskExecutorServiceHeartbeatRequest)(nil),  // 8: jobplane.v1.TaskExecutorServiceHeartbeatRequest
-	(*TaskExecutorServiceHeartbeatResponse)(nil), // 9: jobplane.v1.TaskExecutorServiceHeartbeatResponse
-	nil,                         // 10: jobplane.v1.SubmitTaskRequest.ConfigEntry
-	(*FencingToken)(nil),        // 11: jobplane.v1.FencingToken
-	(*ResourceProfile)(nil),     // 12: jobplane.v1.ResourceProfile
-	(*ExecutionAttemptId)(nil),  // 13: jobplane.v1.ExecutionAttemptId
-	(*SlotReport)(nil),          // 14: jobplane.v1.SlotReport
-	(*TaskExecutionStatus)(nil), // 15: jobplane.v1.TaskExecutionStatus
+	(*RequestSlotsRequest)(nil),                  // 2: jobplane.v1.RequestSlotsRequest
+	(*SlotRequest)(nil),                          // 3: jobplane.v1.SlotRequest
+	(*RequestSlotsResponse)(nil),                 // 4: jobplane.v1.RequestSlotsResponse
+	(*SubmitTaskRequest)(nil),                    // 5: jobplane.v1.SubmitTaskRequest
+	(*SubmitTaskResponse)(nil),                   // 6: jobplane.v1.SubmitTaskResponse
+	(*SubmitTasksRequest)(nil),                   // 7: jobplane.v1.SubmitTasksRequest
+	(*TaskDeployment)(nil),                       // 8: jobplane.v1.TaskDeployment
+	(*SubmitTasksResponse)(nil),                  // 9: jobplane.v1.SubmitTasksResponse
+	(*CancelTaskRequest)(nil),                    // 10: jobplane.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),                   // 11: jobplane.v1.CancelTaskResponse
+	(*FreeSlotRequest)(nil),                      // 12: jobplane.v1.FreeSlotRequest
+	(*FreeSlotResponse)(nil),                     // 13: jobplane.v1.FreeSlotResponse
+	(*FreeSlotsRequest)(nil),                     // 14: jobplane.v1.FreeSlotsRequest
+	(*FreeSlotsResponse)(nil),                    // 15: jobplane.v1.FreeSlotsResponse
+	(*TaskExecutorServiceHeartbeatRequest)(nil),  // 16: jobplane.v1.TaskExecutorServiceHeartbeatRequest
+	(*TaskExecutorServiceHeartbeatResponse)(nil), // 17: jobplane.v1.TaskExecutorServiceHeartbeatResponse
+	nil,                         // 18: jobplane.v1.SubmitTaskRequest.ConfigEntry
+	nil,                         // 19: jobplane.v1.TaskDeployment.ConfigEntry
+	(*FencingToken)(nil),        // 20: jobplane.v1.FencingToken
+	(*ResourceProfile)(nil),     // 21: jobplane.v1.ResourceProfile
+	(*ItemError)(nil),           // 22: jobplane.v1.ItemError
+	(*ExecutionAttemptId)(nil),  // 23: jobplane.v1.ExecutionAttemptId
+	(*SlotReport)(nil),          // 24: jobplane.v1.SlotReport
+	(*TaskExecutionStatus)(nil), // 25: jobplane.v1.TaskExecutionStatus
 }
 var file_jobplane_v1_task_executor_service_proto_depIdxs = []int32{
-	11, // 0: jobplane.v1.RequestSlotRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
-	12, // 1: jobplane.v1.RequestSlotRequest.profile:type_name -> jobplane.v1.ResourceProfile
-	11, // 2: jobplane.v1.RequestSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	11, // 3: jobplane.v1.SubmitTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	13, // 4: jobplane.v1.SubmitTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	10, // 5: jobplane.v1.SubmitTaskRequest.config:type_name -> jobplane.v1.SubmitTaskRequest.ConfigEntry
-	11, // 6: jobplane.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	13, // 7: jobplane.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	11, // 8: jobplane.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	11, // 9: jobplane.v1.TaskExecutorServiceHeartbeatRequest.token:type_name -> jobplane.v1.FencingToken
-	14, // 10: jobplane.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.v1.SlotReport
-	15, // 11: jobplane.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
-	0,  // 12: jobplane.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.v1.RequestSlotRequest
-	2,  // 13: jobplane.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.v1.SubmitTaskRequest
-	4,  // 14: jobplane.v1.TaskExecutorService.CancelTask:input_type -> jobplane.v1.CancelTaskRequest
-	6,  // 15: jobplane.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.v1.FreeSlotRequest
-	8,  // 16: jobplane.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.v1.TaskExecutorServiceHeartbeatRequest
-	1,  // 17: jobplane.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.v1.RequestSlotResponse
-	3,  // 18: jobplane.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.v1.SubmitTaskResponse
-	5,  // 19: jobplane.v1.TaskExecutorService.CancelTask:output_type -> jobplane.v1.CancelTaskResponse
-	7,  // 20: jobplane.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.v1.FreeSlotResponse
-	9,  // 21: jobplane.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.v1.TaskExecutorServiceHeartbeatResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	20, // 0: jobplane.v1.RequestSlotRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	21, // 1: jobplane.v1.RequestSlotRequest.profile:type_name -> jobplane.v1.ResourceProfile
+	20, // 2: jobplane.v1.RequestSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	20, // 3: jobplane.v1.RequestSlotsRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	3,  // 4: jobplane.v1.RequestSlotsRequest.slots:type_name -> jobplane.v1.SlotRequest
+	20, // 5: jobplane.v1.SlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	21, // 6: jobplane.v1.SlotRequest.profile:type_name -> jobplane.v1.ResourceProfile
+	22, // 7: jobplane.v1.RequestSlotsResponse.refused:type_name -> jobplane.v1.ItemError
+	20, // 8: jobplane.v1.SubmitTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	23, // 9: jobplane.v1.SubmitTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	18, // 10: jobplane.v1.SubmitTaskRequest.config:type_name -> jobplane.v1.SubmitTaskRequest.ConfigEntry
+	20, // 11: jobplane.v1.SubmitTasksRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	8,  // 12: jobplane.v1.SubmitTasksRequest.tasks:type_name -> jobplane.v1.TaskDeployment
+	23, // 13: jobplane.v1.TaskDeployment.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	19, // 14: jobplane.v1.TaskDeployment.config:type_name -> jobplane.v1.TaskDeployment.ConfigEntry
+	22, // 15: jobplane.v1.SubmitTasksResponse.refused:type_name -> jobplane.v1.ItemError
+	20, // 16: jobplane.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	23, // 17: jobplane.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	20, // 18: jobplane.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	20, // 19: jobplane.v1.FreeSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	20, // 20: jobplane.v1.TaskExecutorServiceHeartbeatRequest.token:type_name -> jobplane.v1.FencingToken
+	24, // 21: jobplane.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.v1.SlotReport
+	25, // 22: jobplane.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
+	0,  // 23: jobplane.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.v1.RequestSlotRequest
+	2,  // 24: jobplane.v1.TaskExecutorService.RequestSlots:input_type -> jobplane.v1.RequestSlotsRequest
+	5,  // 25: jobplane.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.v1.SubmitTaskRequest
+	7,  // 26: jobplane.v1.TaskExecutorService.SubmitTasks:input_type -> jobplane.v1.SubmitTasksRequest
+	10, // 27: jobplane.v1.TaskExecutorService.CancelTask:input_type -> jobplane.v1.CancelTaskRequest
+	12, // 28: jobplane.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.v1.FreeSlotRequest
+	14, // 29: jobplane.v1.TaskExecutorService.FreeSlots:input_type -> jobplane.v1.FreeSlotsRequest
+	16, // 30: jobplane.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.v1.TaskExecutorServiceHeartbeatRequest
+	1,  // 31: jobplane.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.v1.RequestSlotResponse
+	4,  // 32: jobplane.v1.TaskExecutorService.RequestSlots:output_type -> jobplane.v1.RequestSlotsResponse
+	6,  // 33: jobplane.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.v1.SubmitTaskResponse
+	9,  // 34: jobplane.v1.TaskExecutorService.SubmitTasks:output_type -> jobplane.v1.SubmitTasksResponse
+	11, // 35: jobplane.v1.TaskExecutorService.CancelTask:output_type -> jobplane.v1.CancelTaskResponse
+	13, // 36: jobplane.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.v1.FreeSlotResponse
+	15, // 37: jobplane.v1.TaskExecutorService.FreeSlots:output_type -> jobplane.v1.FreeSlotsResponse
+	17, // 38: jobplane.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.v1.TaskExecutorServiceHeartbeatResponse
+	31, // [31:39] is the sub-list for method output_type
+	23, // [23:31] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_task_executor_service_proto_init() }
@@ -780,6 +1363,7 @@ func file_jobplane_v1_task_executor_service_proto_init() {
 	if File_jobplane_v1_task_executor_service_proto != nil {
 		return
 	}
+	file_jobplane_v1_error_proto_init()
 	file_jobplane_v1_execution_proto_init()
 	file_jobplane_v1_leadership_proto_init()
 	file_jobplane_v1_slot_proto_init()
@@ -789,7 +1373,7 @@ func file_jobplane_v1_task_executor_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_task_executor_service_proto_rawDesc), len(file_jobplane_v1_task_executor_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

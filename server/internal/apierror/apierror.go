@@ -157,3 +157,43 @@ func Violations(err error) []Field {
 	}
 	return out
 }
+
+// Item returns the ItemError that lists err, the refusal of the item at
+// index of a batch call: its reason, message and metadata. An err without
+// a jobplane reason is listed with ERROR_REASON_UNSPECIFIED; FromItem
+// reads that back as INTERNAL.
+func Item(index int, err error) *jobplanev1.ItemError {
+	reason, md, _ := Info(err)
+	msg := err.Error()
+	var cerr *connect.Error
+	if errors.As(err, &cerr) {
+		msg = cerr.Message()
+	}
+	return &jobplanev1.ItemError{Index: int32(index), Reason: reason, Message: msg, Metadata: md}
+}
+
+// FromItem returns the error that the one-item call would have answered
+// with for a refused item: the reason's code, with its ErrorInfo.
+func FromItem(e *jobplanev1.ItemError) *connect.Error {
+	return New(e.GetReason(), e.GetMessage(), e.GetMetadata())
+}
+
+// ItemErrors spreads the answer to a batch call of n items over its
+// items: every item fails with callErr if the call failed; otherwise the
+// refused items fail with their errors (see FromItem) and the others are
+// nil. A refusal whose index is out of range is ignored.
+func ItemErrors(n int, callErr error, refused []*jobplanev1.ItemError) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = callErr
+	}
+	if callErr != nil {
+		return errs
+	}
+	for _, r := range refused {
+		if i := int(r.GetIndex()); i >= 0 && i < n {
+			errs[i] = FromItem(r)
+		}
+	}
+	return errs
+}

@@ -48,3 +48,48 @@ func TestNotLeaderAndStale(t *testing.T) {
 		t.Errorf("BadRequest = %v", br)
 	}
 }
+
+// A refusal survives the trip through an ItemError: the error rebuilt
+// from it has the reason's code, the reason and the metadata, so callers
+// treat a refused item of a batch call as the one-item call's error.
+func TestItemErrorRoundTrip(t *testing.T) {
+	t.Parallel()
+	orig := apierror.New(jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED, "slot is taken", map[string]string{"slot_index": "3"})
+	item := apierror.Item(7, orig)
+	if item.GetIndex() != 7 || item.GetMessage() != "slot is taken" {
+		t.Errorf("Item = %v, want index 7 and the message without its code", item)
+	}
+	back := apierror.FromItem(item)
+	if back.Code() != connect.CodeFailedPrecondition || !apierror.Is(back, jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED) {
+		t.Errorf("FromItem = %v, want FAILED_PRECONDITION with SLOT_OCCUPIED", back)
+	}
+	if _, md, _ := apierror.Info(back); md["slot_index"] != "3" {
+		t.Errorf("metadata = %v, want slot_index 3", md)
+	}
+}
+
+func TestItemErrors(t *testing.T) {
+	t.Parallel()
+	failed := connect.NewError(connect.CodeUnavailable, nil)
+	for _, tc := range []struct {
+		name    string
+		callErr error
+		refused []*jobplanev1.ItemError
+		want    []connect.Code // 0: nil
+	}{
+		{"all taken", nil, nil, []connect.Code{0, 0, 0}},
+		{"call failed", failed, nil, []connect.Code{connect.CodeUnavailable, connect.CodeUnavailable, connect.CodeUnavailable}},
+		{"one refused", nil, []*jobplanev1.ItemError{{Index: 1, Reason: jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND}}, []connect.Code{0, connect.CodeNotFound, 0}},
+		{"index out of range ignored", nil, []*jobplanev1.ItemError{{Index: 3}, {Index: -1}}, []connect.Code{0, 0, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			errs := apierror.ItemErrors(len(tc.want), tc.callErr, tc.refused)
+			for i, err := range errs {
+				if got := connect.CodeOf(err); err == nil && tc.want[i] != 0 || err != nil && got != tc.want[i] {
+					t.Errorf("item %d: got %v, want code %v", i, err, tc.want[i])
+				}
+			}
+		})
+	}
+}

@@ -42,6 +42,9 @@ const (
 	// JobMasterServiceUpdateTaskExecutionStateProcedure is the fully-qualified name of the
 	// JobMasterService's UpdateTaskExecutionState RPC.
 	JobMasterServiceUpdateTaskExecutionStateProcedure = "/jobplane.v1.JobMasterService/UpdateTaskExecutionState"
+	// JobMasterServiceUpdateTaskExecutionStatesProcedure is the fully-qualified name of the
+	// JobMasterService's UpdateTaskExecutionStates RPC.
+	JobMasterServiceUpdateTaskExecutionStatesProcedure = "/jobplane.v1.JobMasterService/UpdateTaskExecutionStates"
 	// JobMasterServiceHeartbeatFromTaskExecutorProcedure is the fully-qualified name of the
 	// JobMasterService's HeartbeatFromTaskExecutor RPC.
 	JobMasterServiceHeartbeatFromTaskExecutorProcedure = "/jobplane.v1.JobMasterService/HeartbeatFromTaskExecutor"
@@ -77,6 +80,18 @@ type JobMasterServiceClient interface {
 	// the attempt, in which case the TaskExecutor cancels it; ABORTED
 	// (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	UpdateTaskExecutionState(context.Context, *v1.UpdateTaskExecutionStateRequest) (*v1.UpdateTaskExecutionStateResponse, error)
+	// UpdateTaskExecutionStates reports several state changes of one job's
+	// attempts on one TaskExecutor, each as UpdateTaskExecutionState would,
+	// in order, under one JobMaster token: one call for what changed
+	// meanwhile rather than one per change. A JobMaster may lack it (it
+	// answers UNIMPLEMENTED); TaskExecutors then make the one-change calls
+	// instead. Idempotent.
+	//
+	// Errors: ABORTED (STALE_FENCING_TOKEN) and UNAVAILABLE (NOT_LEADER), in
+	// which case nothing is taken. Per state change
+	// (UpdateTaskExecutionStatesResponse.refused): EXECUTION_NOT_FOUND, and
+	// the TaskExecutor cancels that attempt.
+	UpdateTaskExecutionStates(context.Context, *v1.UpdateTaskExecutionStatesRequest) (*v1.UpdateTaskExecutionStatesResponse, error)
 	// HeartbeatFromTaskExecutor is the heartbeat between a TaskExecutor and
 	// the process serving this address, for every job whose JobMaster the
 	// TaskExecutor follows here: one call per heartbeat interval per pair of
@@ -141,6 +156,13 @@ func NewJobMasterServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithIdempotency(connect.IdempotencyIdempotent),
 			connect.WithClientOptions(opts...),
 		),
+		updateTaskExecutionStates: connect.NewClient[v1.UpdateTaskExecutionStatesRequest, v1.UpdateTaskExecutionStatesResponse](
+			httpClient,
+			baseURL+JobMasterServiceUpdateTaskExecutionStatesProcedure,
+			connect.WithSchema(jobMasterServiceMethods.ByName("UpdateTaskExecutionStates")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
 		heartbeatFromTaskExecutor: connect.NewClient[v1.HeartbeatFromTaskExecutorRequest, v1.HeartbeatFromTaskExecutorResponse](
 			httpClient,
 			baseURL+JobMasterServiceHeartbeatFromTaskExecutorProcedure,
@@ -170,6 +192,7 @@ type jobMasterServiceClient struct {
 	registerTaskExecutor      *connect.Client[v1.JobMasterServiceRegisterTaskExecutorRequest, v1.JobMasterServiceRegisterTaskExecutorResponse]
 	offerSlots                *connect.Client[v1.OfferSlotsRequest, v1.OfferSlotsResponse]
 	updateTaskExecutionState  *connect.Client[v1.UpdateTaskExecutionStateRequest, v1.UpdateTaskExecutionStateResponse]
+	updateTaskExecutionStates *connect.Client[v1.UpdateTaskExecutionStatesRequest, v1.UpdateTaskExecutionStatesResponse]
 	heartbeatFromTaskExecutor *connect.Client[v1.HeartbeatFromTaskExecutorRequest, v1.HeartbeatFromTaskExecutorResponse]
 	heartbeat                 *connect.Client[v1.JobMasterServiceHeartbeatRequest, v1.JobMasterServiceHeartbeatResponse]
 	disconnectTaskExecutor    *connect.Client[v1.DisconnectTaskExecutorRequest, v1.DisconnectTaskExecutorResponse]
@@ -196,6 +219,15 @@ func (c *jobMasterServiceClient) OfferSlots(ctx context.Context, req *v1.OfferSl
 // UpdateTaskExecutionState calls jobplane.v1.JobMasterService.UpdateTaskExecutionState.
 func (c *jobMasterServiceClient) UpdateTaskExecutionState(ctx context.Context, req *v1.UpdateTaskExecutionStateRequest) (*v1.UpdateTaskExecutionStateResponse, error) {
 	response, err := c.updateTaskExecutionState.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// UpdateTaskExecutionStates calls jobplane.v1.JobMasterService.UpdateTaskExecutionStates.
+func (c *jobMasterServiceClient) UpdateTaskExecutionStates(ctx context.Context, req *v1.UpdateTaskExecutionStatesRequest) (*v1.UpdateTaskExecutionStatesResponse, error) {
+	response, err := c.updateTaskExecutionStates.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -253,6 +285,18 @@ type JobMasterServiceHandler interface {
 	// the attempt, in which case the TaskExecutor cancels it; ABORTED
 	// (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	UpdateTaskExecutionState(context.Context, *v1.UpdateTaskExecutionStateRequest) (*v1.UpdateTaskExecutionStateResponse, error)
+	// UpdateTaskExecutionStates reports several state changes of one job's
+	// attempts on one TaskExecutor, each as UpdateTaskExecutionState would,
+	// in order, under one JobMaster token: one call for what changed
+	// meanwhile rather than one per change. A JobMaster may lack it (it
+	// answers UNIMPLEMENTED); TaskExecutors then make the one-change calls
+	// instead. Idempotent.
+	//
+	// Errors: ABORTED (STALE_FENCING_TOKEN) and UNAVAILABLE (NOT_LEADER), in
+	// which case nothing is taken. Per state change
+	// (UpdateTaskExecutionStatesResponse.refused): EXECUTION_NOT_FOUND, and
+	// the TaskExecutor cancels that attempt.
+	UpdateTaskExecutionStates(context.Context, *v1.UpdateTaskExecutionStatesRequest) (*v1.UpdateTaskExecutionStatesResponse, error)
 	// HeartbeatFromTaskExecutor is the heartbeat between a TaskExecutor and
 	// the process serving this address, for every job whose JobMaster the
 	// TaskExecutor follows here: one call per heartbeat interval per pair of
@@ -313,6 +357,13 @@ func NewJobMasterServiceHandler(svc JobMasterServiceHandler, opts ...connect.Han
 		connect.WithIdempotency(connect.IdempotencyIdempotent),
 		connect.WithHandlerOptions(opts...),
 	)
+	jobMasterServiceUpdateTaskExecutionStatesHandler := connect.NewUnaryHandlerSimple(
+		JobMasterServiceUpdateTaskExecutionStatesProcedure,
+		svc.UpdateTaskExecutionStates,
+		connect.WithSchema(jobMasterServiceMethods.ByName("UpdateTaskExecutionStates")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
 	jobMasterServiceHeartbeatFromTaskExecutorHandler := connect.NewUnaryHandlerSimple(
 		JobMasterServiceHeartbeatFromTaskExecutorProcedure,
 		svc.HeartbeatFromTaskExecutor,
@@ -342,6 +393,8 @@ func NewJobMasterServiceHandler(svc JobMasterServiceHandler, opts ...connect.Han
 			jobMasterServiceOfferSlotsHandler.ServeHTTP(w, r)
 		case JobMasterServiceUpdateTaskExecutionStateProcedure:
 			jobMasterServiceUpdateTaskExecutionStateHandler.ServeHTTP(w, r)
+		case JobMasterServiceUpdateTaskExecutionStatesProcedure:
+			jobMasterServiceUpdateTaskExecutionStatesHandler.ServeHTTP(w, r)
 		case JobMasterServiceHeartbeatFromTaskExecutorProcedure:
 			jobMasterServiceHeartbeatFromTaskExecutorHandler.ServeHTTP(w, r)
 		case JobMasterServiceHeartbeatProcedure:
@@ -367,6 +420,10 @@ func (UnimplementedJobMasterServiceHandler) OfferSlots(context.Context, *v1.Offe
 
 func (UnimplementedJobMasterServiceHandler) UpdateTaskExecutionState(context.Context, *v1.UpdateTaskExecutionStateRequest) (*v1.UpdateTaskExecutionStateResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.JobMasterService.UpdateTaskExecutionState is not implemented"))
+}
+
+func (UnimplementedJobMasterServiceHandler) UpdateTaskExecutionStates(context.Context, *v1.UpdateTaskExecutionStatesRequest) (*v1.UpdateTaskExecutionStatesResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.JobMasterService.UpdateTaskExecutionStates is not implemented"))
 }
 
 func (UnimplementedJobMasterServiceHandler) HeartbeatFromTaskExecutor(context.Context, *v1.HeartbeatFromTaskExecutorRequest) (*v1.HeartbeatFromTaskExecutorResponse, error) {

@@ -36,15 +36,24 @@ const (
 	// TaskExecutorServiceRequestSlotProcedure is the fully-qualified name of the TaskExecutorService's
 	// RequestSlot RPC.
 	TaskExecutorServiceRequestSlotProcedure = "/jobplane.v1.TaskExecutorService/RequestSlot"
+	// TaskExecutorServiceRequestSlotsProcedure is the fully-qualified name of the TaskExecutorService's
+	// RequestSlots RPC.
+	TaskExecutorServiceRequestSlotsProcedure = "/jobplane.v1.TaskExecutorService/RequestSlots"
 	// TaskExecutorServiceSubmitTaskProcedure is the fully-qualified name of the TaskExecutorService's
 	// SubmitTask RPC.
 	TaskExecutorServiceSubmitTaskProcedure = "/jobplane.v1.TaskExecutorService/SubmitTask"
+	// TaskExecutorServiceSubmitTasksProcedure is the fully-qualified name of the TaskExecutorService's
+	// SubmitTasks RPC.
+	TaskExecutorServiceSubmitTasksProcedure = "/jobplane.v1.TaskExecutorService/SubmitTasks"
 	// TaskExecutorServiceCancelTaskProcedure is the fully-qualified name of the TaskExecutorService's
 	// CancelTask RPC.
 	TaskExecutorServiceCancelTaskProcedure = "/jobplane.v1.TaskExecutorService/CancelTask"
 	// TaskExecutorServiceFreeSlotProcedure is the fully-qualified name of the TaskExecutorService's
 	// FreeSlot RPC.
 	TaskExecutorServiceFreeSlotProcedure = "/jobplane.v1.TaskExecutorService/FreeSlot"
+	// TaskExecutorServiceFreeSlotsProcedure is the fully-qualified name of the TaskExecutorService's
+	// FreeSlots RPC.
+	TaskExecutorServiceFreeSlotsProcedure = "/jobplane.v1.TaskExecutorService/FreeSlots"
 	// TaskExecutorServiceHeartbeatProcedure is the fully-qualified name of the TaskExecutorService's
 	// Heartbeat RPC.
 	TaskExecutorServiceHeartbeatProcedure = "/jobplane.v1.TaskExecutorService/Heartbeat"
@@ -61,6 +70,18 @@ type TaskExecutorServiceClient interface {
 	// the slot; ABORTED (STALE_FENCING_TOKEN) for a ResourceManager token
 	// older than the newest this TaskExecutor has seen.
 	RequestSlot(context.Context, *v1.RequestSlotRequest) (*v1.RequestSlotResponse, error)
+	// RequestSlots allocates several slots, each as RequestSlot would, under
+	// one ResourceManager token: the slots may be for different jobs. Each
+	// slot is allocated or refused on its own; the answer lists the refused
+	// ones. Idempotent.
+	//
+	// Errors: INVALID_ARGUMENT for a missing field or a slot index out of
+	// range in any slot, and ABORTED (STALE_FENCING_TOKEN) for a
+	// ResourceManager token older than the newest this TaskExecutor has
+	// seen: nothing is allocated. Per slot (RequestSlotsResponse.refused):
+	// SLOT_OCCUPIED, or STALE_FENCING_TOKEN for a JobMaster token older than
+	// the job's current one.
+	RequestSlots(context.Context, *v1.RequestSlotsRequest) (*v1.RequestSlotsResponse, error)
 	// SubmitTask deploys an execution attempt into a slot allocated to its
 	// job, and runs it. Submitting an attempt that is already deployed
 	// succeeds and changes nothing. Idempotent.
@@ -73,6 +94,16 @@ type TaskExecutorServiceClient interface {
 	// (UNKNOWN_INVOKABLE) if no invokable of that name is registered, which
 	// the JobMaster treats as a failure of the attempt.
 	SubmitTask(context.Context, *v1.SubmitTaskRequest) (*v1.SubmitTaskResponse, error)
+	// SubmitTasks deploys several execution attempts of one job, each as
+	// SubmitTask would, under one JobMaster token. Each attempt is deployed
+	// or refused on its own; the answer lists the refused ones. Idempotent.
+	//
+	// Errors: INVALID_ARGUMENT for a missing field in the call or in any
+	// task, and ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
+	// than the job's current one: nothing is deployed. Per task
+	// (SubmitTasksResponse.refused): SLOT_NOT_ALLOCATED, SLOT_OCCUPIED or
+	// UNKNOWN_INVOKABLE, as for SubmitTask.
+	SubmitTasks(context.Context, *v1.SubmitTasksRequest) (*v1.SubmitTasksResponse, error)
 	// CancelTask cancels an execution attempt. Cancelling an attempt that is
 	// unknown or already terminal succeeds and changes nothing. Idempotent.
 	//
@@ -86,6 +117,13 @@ type TaskExecutorServiceClient interface {
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
 	// than the job's current one.
 	FreeSlot(context.Context, *v1.FreeSlotRequest) (*v1.FreeSlotResponse, error)
+	// FreeSlots releases several slots allocated to one job, each as
+	// FreeSlot would, under one JobMaster token. Idempotent.
+	//
+	// Errors: INVALID_ARGUMENT for a missing job id or token; ABORTED
+	// (STALE_FENCING_TOKEN) for a JobMaster token older than the job's
+	// current one, in which case nothing is freed.
+	FreeSlots(context.Context, *v1.FreeSlotsRequest) (*v1.FreeSlotsResponse, error)
 	// Heartbeat asks the TaskExecutor for its state, on behalf of the
 	// ResourceManager (empty `job_id`, its token) or of a job's JobMaster.
 	// The answer carries the slot report and, for a JobMaster, the states of
@@ -117,10 +155,24 @@ func NewTaskExecutorServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithIdempotency(connect.IdempotencyIdempotent),
 			connect.WithClientOptions(opts...),
 		),
+		requestSlots: connect.NewClient[v1.RequestSlotsRequest, v1.RequestSlotsResponse](
+			httpClient,
+			baseURL+TaskExecutorServiceRequestSlotsProcedure,
+			connect.WithSchema(taskExecutorServiceMethods.ByName("RequestSlots")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
 		submitTask: connect.NewClient[v1.SubmitTaskRequest, v1.SubmitTaskResponse](
 			httpClient,
 			baseURL+TaskExecutorServiceSubmitTaskProcedure,
 			connect.WithSchema(taskExecutorServiceMethods.ByName("SubmitTask")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
+		submitTasks: connect.NewClient[v1.SubmitTasksRequest, v1.SubmitTasksResponse](
+			httpClient,
+			baseURL+TaskExecutorServiceSubmitTasksProcedure,
+			connect.WithSchema(taskExecutorServiceMethods.ByName("SubmitTasks")),
 			connect.WithIdempotency(connect.IdempotencyIdempotent),
 			connect.WithClientOptions(opts...),
 		),
@@ -138,6 +190,13 @@ func NewTaskExecutorServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithIdempotency(connect.IdempotencyIdempotent),
 			connect.WithClientOptions(opts...),
 		),
+		freeSlots: connect.NewClient[v1.FreeSlotsRequest, v1.FreeSlotsResponse](
+			httpClient,
+			baseURL+TaskExecutorServiceFreeSlotsProcedure,
+			connect.WithSchema(taskExecutorServiceMethods.ByName("FreeSlots")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
 		heartbeat: connect.NewClient[v1.TaskExecutorServiceHeartbeatRequest, v1.TaskExecutorServiceHeartbeatResponse](
 			httpClient,
 			baseURL+TaskExecutorServiceHeartbeatProcedure,
@@ -150,11 +209,14 @@ func NewTaskExecutorServiceClient(httpClient connect.HTTPClient, baseURL string,
 
 // taskExecutorServiceClient implements TaskExecutorServiceClient.
 type taskExecutorServiceClient struct {
-	requestSlot *connect.Client[v1.RequestSlotRequest, v1.RequestSlotResponse]
-	submitTask  *connect.Client[v1.SubmitTaskRequest, v1.SubmitTaskResponse]
-	cancelTask  *connect.Client[v1.CancelTaskRequest, v1.CancelTaskResponse]
-	freeSlot    *connect.Client[v1.FreeSlotRequest, v1.FreeSlotResponse]
-	heartbeat   *connect.Client[v1.TaskExecutorServiceHeartbeatRequest, v1.TaskExecutorServiceHeartbeatResponse]
+	requestSlot  *connect.Client[v1.RequestSlotRequest, v1.RequestSlotResponse]
+	requestSlots *connect.Client[v1.RequestSlotsRequest, v1.RequestSlotsResponse]
+	submitTask   *connect.Client[v1.SubmitTaskRequest, v1.SubmitTaskResponse]
+	submitTasks  *connect.Client[v1.SubmitTasksRequest, v1.SubmitTasksResponse]
+	cancelTask   *connect.Client[v1.CancelTaskRequest, v1.CancelTaskResponse]
+	freeSlot     *connect.Client[v1.FreeSlotRequest, v1.FreeSlotResponse]
+	freeSlots    *connect.Client[v1.FreeSlotsRequest, v1.FreeSlotsResponse]
+	heartbeat    *connect.Client[v1.TaskExecutorServiceHeartbeatRequest, v1.TaskExecutorServiceHeartbeatResponse]
 }
 
 // RequestSlot calls jobplane.v1.TaskExecutorService.RequestSlot.
@@ -166,9 +228,27 @@ func (c *taskExecutorServiceClient) RequestSlot(ctx context.Context, req *v1.Req
 	return nil, err
 }
 
+// RequestSlots calls jobplane.v1.TaskExecutorService.RequestSlots.
+func (c *taskExecutorServiceClient) RequestSlots(ctx context.Context, req *v1.RequestSlotsRequest) (*v1.RequestSlotsResponse, error) {
+	response, err := c.requestSlots.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // SubmitTask calls jobplane.v1.TaskExecutorService.SubmitTask.
 func (c *taskExecutorServiceClient) SubmitTask(ctx context.Context, req *v1.SubmitTaskRequest) (*v1.SubmitTaskResponse, error) {
 	response, err := c.submitTask.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// SubmitTasks calls jobplane.v1.TaskExecutorService.SubmitTasks.
+func (c *taskExecutorServiceClient) SubmitTasks(ctx context.Context, req *v1.SubmitTasksRequest) (*v1.SubmitTasksResponse, error) {
+	response, err := c.submitTasks.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -187,6 +267,15 @@ func (c *taskExecutorServiceClient) CancelTask(ctx context.Context, req *v1.Canc
 // FreeSlot calls jobplane.v1.TaskExecutorService.FreeSlot.
 func (c *taskExecutorServiceClient) FreeSlot(ctx context.Context, req *v1.FreeSlotRequest) (*v1.FreeSlotResponse, error) {
 	response, err := c.freeSlot.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// FreeSlots calls jobplane.v1.TaskExecutorService.FreeSlots.
+func (c *taskExecutorServiceClient) FreeSlots(ctx context.Context, req *v1.FreeSlotsRequest) (*v1.FreeSlotsResponse, error) {
+	response, err := c.freeSlots.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -213,6 +302,18 @@ type TaskExecutorServiceHandler interface {
 	// the slot; ABORTED (STALE_FENCING_TOKEN) for a ResourceManager token
 	// older than the newest this TaskExecutor has seen.
 	RequestSlot(context.Context, *v1.RequestSlotRequest) (*v1.RequestSlotResponse, error)
+	// RequestSlots allocates several slots, each as RequestSlot would, under
+	// one ResourceManager token: the slots may be for different jobs. Each
+	// slot is allocated or refused on its own; the answer lists the refused
+	// ones. Idempotent.
+	//
+	// Errors: INVALID_ARGUMENT for a missing field or a slot index out of
+	// range in any slot, and ABORTED (STALE_FENCING_TOKEN) for a
+	// ResourceManager token older than the newest this TaskExecutor has
+	// seen: nothing is allocated. Per slot (RequestSlotsResponse.refused):
+	// SLOT_OCCUPIED, or STALE_FENCING_TOKEN for a JobMaster token older than
+	// the job's current one.
+	RequestSlots(context.Context, *v1.RequestSlotsRequest) (*v1.RequestSlotsResponse, error)
 	// SubmitTask deploys an execution attempt into a slot allocated to its
 	// job, and runs it. Submitting an attempt that is already deployed
 	// succeeds and changes nothing. Idempotent.
@@ -225,6 +326,16 @@ type TaskExecutorServiceHandler interface {
 	// (UNKNOWN_INVOKABLE) if no invokable of that name is registered, which
 	// the JobMaster treats as a failure of the attempt.
 	SubmitTask(context.Context, *v1.SubmitTaskRequest) (*v1.SubmitTaskResponse, error)
+	// SubmitTasks deploys several execution attempts of one job, each as
+	// SubmitTask would, under one JobMaster token. Each attempt is deployed
+	// or refused on its own; the answer lists the refused ones. Idempotent.
+	//
+	// Errors: INVALID_ARGUMENT for a missing field in the call or in any
+	// task, and ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
+	// than the job's current one: nothing is deployed. Per task
+	// (SubmitTasksResponse.refused): SLOT_NOT_ALLOCATED, SLOT_OCCUPIED or
+	// UNKNOWN_INVOKABLE, as for SubmitTask.
+	SubmitTasks(context.Context, *v1.SubmitTasksRequest) (*v1.SubmitTasksResponse, error)
 	// CancelTask cancels an execution attempt. Cancelling an attempt that is
 	// unknown or already terminal succeeds and changes nothing. Idempotent.
 	//
@@ -238,6 +349,13 @@ type TaskExecutorServiceHandler interface {
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
 	// than the job's current one.
 	FreeSlot(context.Context, *v1.FreeSlotRequest) (*v1.FreeSlotResponse, error)
+	// FreeSlots releases several slots allocated to one job, each as
+	// FreeSlot would, under one JobMaster token. Idempotent.
+	//
+	// Errors: INVALID_ARGUMENT for a missing job id or token; ABORTED
+	// (STALE_FENCING_TOKEN) for a JobMaster token older than the job's
+	// current one, in which case nothing is freed.
+	FreeSlots(context.Context, *v1.FreeSlotsRequest) (*v1.FreeSlotsResponse, error)
 	// Heartbeat asks the TaskExecutor for its state, on behalf of the
 	// ResourceManager (empty `job_id`, its token) or of a job's JobMaster.
 	// The answer carries the slot report and, for a JobMaster, the states of
@@ -265,10 +383,24 @@ func NewTaskExecutorServiceHandler(svc TaskExecutorServiceHandler, opts ...conne
 		connect.WithIdempotency(connect.IdempotencyIdempotent),
 		connect.WithHandlerOptions(opts...),
 	)
+	taskExecutorServiceRequestSlotsHandler := connect.NewUnaryHandlerSimple(
+		TaskExecutorServiceRequestSlotsProcedure,
+		svc.RequestSlots,
+		connect.WithSchema(taskExecutorServiceMethods.ByName("RequestSlots")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
 	taskExecutorServiceSubmitTaskHandler := connect.NewUnaryHandlerSimple(
 		TaskExecutorServiceSubmitTaskProcedure,
 		svc.SubmitTask,
 		connect.WithSchema(taskExecutorServiceMethods.ByName("SubmitTask")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
+	taskExecutorServiceSubmitTasksHandler := connect.NewUnaryHandlerSimple(
+		TaskExecutorServiceSubmitTasksProcedure,
+		svc.SubmitTasks,
+		connect.WithSchema(taskExecutorServiceMethods.ByName("SubmitTasks")),
 		connect.WithIdempotency(connect.IdempotencyIdempotent),
 		connect.WithHandlerOptions(opts...),
 	)
@@ -286,6 +418,13 @@ func NewTaskExecutorServiceHandler(svc TaskExecutorServiceHandler, opts ...conne
 		connect.WithIdempotency(connect.IdempotencyIdempotent),
 		connect.WithHandlerOptions(opts...),
 	)
+	taskExecutorServiceFreeSlotsHandler := connect.NewUnaryHandlerSimple(
+		TaskExecutorServiceFreeSlotsProcedure,
+		svc.FreeSlots,
+		connect.WithSchema(taskExecutorServiceMethods.ByName("FreeSlots")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
 	taskExecutorServiceHeartbeatHandler := connect.NewUnaryHandlerSimple(
 		TaskExecutorServiceHeartbeatProcedure,
 		svc.Heartbeat,
@@ -297,12 +436,18 @@ func NewTaskExecutorServiceHandler(svc TaskExecutorServiceHandler, opts ...conne
 		switch r.URL.Path {
 		case TaskExecutorServiceRequestSlotProcedure:
 			taskExecutorServiceRequestSlotHandler.ServeHTTP(w, r)
+		case TaskExecutorServiceRequestSlotsProcedure:
+			taskExecutorServiceRequestSlotsHandler.ServeHTTP(w, r)
 		case TaskExecutorServiceSubmitTaskProcedure:
 			taskExecutorServiceSubmitTaskHandler.ServeHTTP(w, r)
+		case TaskExecutorServiceSubmitTasksProcedure:
+			taskExecutorServiceSubmitTasksHandler.ServeHTTP(w, r)
 		case TaskExecutorServiceCancelTaskProcedure:
 			taskExecutorServiceCancelTaskHandler.ServeHTTP(w, r)
 		case TaskExecutorServiceFreeSlotProcedure:
 			taskExecutorServiceFreeSlotHandler.ServeHTTP(w, r)
+		case TaskExecutorServiceFreeSlotsProcedure:
+			taskExecutorServiceFreeSlotsHandler.ServeHTTP(w, r)
 		case TaskExecutorServiceHeartbeatProcedure:
 			taskExecutorServiceHeartbeatHandler.ServeHTTP(w, r)
 		default:
@@ -318,8 +463,16 @@ func (UnimplementedTaskExecutorServiceHandler) RequestSlot(context.Context, *v1.
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.TaskExecutorService.RequestSlot is not implemented"))
 }
 
+func (UnimplementedTaskExecutorServiceHandler) RequestSlots(context.Context, *v1.RequestSlotsRequest) (*v1.RequestSlotsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.TaskExecutorService.RequestSlots is not implemented"))
+}
+
 func (UnimplementedTaskExecutorServiceHandler) SubmitTask(context.Context, *v1.SubmitTaskRequest) (*v1.SubmitTaskResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.TaskExecutorService.SubmitTask is not implemented"))
+}
+
+func (UnimplementedTaskExecutorServiceHandler) SubmitTasks(context.Context, *v1.SubmitTasksRequest) (*v1.SubmitTasksResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.TaskExecutorService.SubmitTasks is not implemented"))
 }
 
 func (UnimplementedTaskExecutorServiceHandler) CancelTask(context.Context, *v1.CancelTaskRequest) (*v1.CancelTaskResponse, error) {
@@ -328,6 +481,10 @@ func (UnimplementedTaskExecutorServiceHandler) CancelTask(context.Context, *v1.C
 
 func (UnimplementedTaskExecutorServiceHandler) FreeSlot(context.Context, *v1.FreeSlotRequest) (*v1.FreeSlotResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.TaskExecutorService.FreeSlot is not implemented"))
+}
+
+func (UnimplementedTaskExecutorServiceHandler) FreeSlots(context.Context, *v1.FreeSlotsRequest) (*v1.FreeSlotsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.TaskExecutorService.FreeSlots is not implemented"))
 }
 
 func (UnimplementedTaskExecutorServiceHandler) Heartbeat(context.Context, *v1.TaskExecutorServiceHeartbeatRequest) (*v1.TaskExecutorServiceHeartbeatResponse, error) {
