@@ -164,12 +164,32 @@ func (e *env) gateInvokable(ctx context.Context, t taskexecutor.Task) error {
 }
 
 // taskInterceptor records a TaskExecutor's task calls: those it
-// receives before they are handled, those it sends before they leave.
+// receives before they are handled, those it sends before they leave. A
+// batch call is recorded as its items, each under the one-item call's
+// name (a SubmitTasks of three attempts as three SubmitTask events), so
+// that cases hold whichever form a server uses.
 func (e *env) taskInterceptor(id string) connect.UnaryInterceptorFunc {
 	return func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 			ev := Event{Source: id}
 			switch m := req.Any().(type) {
+			case *jobplanev1.RequestSlotsRequest:
+				for _, s := range m.GetSlots() {
+					e.log.Add(Event{Source: id, Op: "RequestSlot", Key: s.GetJobId(), Token: token(s.GetJobMasterToken()), Detail: s.GetAllocationId()})
+				}
+			case *jobplanev1.SubmitTasksRequest:
+				for _, d := range m.GetTasks() {
+					e.log.Add(Event{Source: id, Op: "SubmitTask", Key: m.GetJobId(), Token: token(m.GetJobMasterToken()), Attempt: attemptKey(d.GetAttempt())})
+				}
+			case *jobplanev1.FreeSlotsRequest:
+				for _, aid := range m.GetAllocationIds() {
+					e.log.Add(Event{Source: id, Op: "FreeSlot", Key: m.GetJobId(), Token: token(m.GetJobMasterToken()), Detail: aid})
+				}
+			case *jobplanev1.UpdateTaskExecutionStatesRequest:
+				for _, st := range m.GetStatuses() {
+					e.log.Add(Event{Source: id, Op: "UpdateTaskExecutionState", Key: m.GetJobId(), Token: token(m.GetJobMasterToken()),
+						Attempt: attemptKey(st.GetAttempt()), State: st.GetState()})
+				}
 			case *jobplanev1.RequestSlotRequest:
 				ev.Op, ev.Key, ev.Token, ev.Detail = "RequestSlot", m.GetJobId(), token(m.GetJobMasterToken()), m.GetAllocationId()
 			case *jobplanev1.SubmitTaskRequest:

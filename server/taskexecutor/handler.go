@@ -30,94 +30,203 @@ func missing(fields ...string) error {
 	return apierror.BadRequest(fs...)
 }
 
-func (h *handler) RequestSlot(_ context.Context, req *jobplanev1.RequestSlotRequest) (*jobplanev1.RequestSlotResponse, error) {
-	te := h.te
-	var absent []string
-	for field, empty := range map[string]bool{
-		"resource_manager_token": req.GetResourceManagerToken().GetEpoch() == 0,
-		"allocation_id":          req.GetAllocationId() == "",
-		"job_id":                 req.GetJobId() == "",
-		"job_master_address":     req.GetJobMasterAddress() == "",
-		"job_master_token":       req.GetJobMasterToken().GetEpoch() == 0,
+// slotFields lists the fields of a slot request that are missing, or out
+// of range, under prefix.
+func (te *TaskExecutor) slotFields(prefix string, r *jobplanev1.SlotRequest) []apierror.Field {
+	var fs []apierror.Field
+	for _, f := range []struct {
+		name  string
+		empty bool
+	}{
+		{"allocation_id", r.GetAllocationId() == ""},
+		{"job_id", r.GetJobId() == ""},
+		{"job_master_address", r.GetJobMasterAddress() == ""},
+		{"job_master_token", r.GetJobMasterToken().GetEpoch() == 0},
 	} {
-		if empty {
-			absent = append(absent, field)
+		if f.empty {
+			fs = append(fs, apierror.Field{Path: prefix + f.name, Description: "required"})
 		}
 	}
-	if len(absent) > 0 {
-		return nil, missing(absent...)
+	if i := int(r.GetSlotIndex()); i < 0 || i >= len(te.slots) {
+		fs = append(fs, apierror.Field{Path: prefix + "slot_index", Description: fmt.Sprintf("%d is out of range [0, %d)", i, len(te.slots))})
 	}
-	if i := int(req.GetSlotIndex()); i < 0 || i >= len(te.slots) {
-		return nil, apierror.BadRequest(apierror.Field{Path: "slot_index", Description: fmt.Sprintf("%d is out of range [0, %d)", i, len(te.slots))})
+	return fs
+}
+
+func (h *handler) RequestSlot(_ context.Context, req *jobplanev1.RequestSlotRequest) (*jobplanev1.RequestSlotResponse, error) {
+	te := h.te
+	r := &jobplanev1.SlotRequest{
+		SlotIndex: req.GetSlotIndex(), AllocationId: req.GetAllocationId(), JobId: req.GetJobId(),
+		JobMasterAddress: req.GetJobMasterAddress(), JobMasterToken: req.GetJobMasterToken(), Profile: req.GetProfile(),
+	}
+	fields := te.slotFields("", r)
+	if req.GetResourceManagerToken().GetEpoch() == 0 {
+		fields = append([]apierror.Field{{Path: "resource_manager_token", Description: "required"}}, fields...)
+	}
+	if len(fields) > 0 {
+		return nil, apierror.BadRequest(fields...)
 	}
 	if newest, ok := te.rmToken.check(tokenOf(req.GetResourceManagerToken())); !ok {
 		return nil, apierror.StaleToken(hastore.ElectionJobManager, newest.SessionID, newest.Epoch)
 	}
-	jmToken := tokenOf(req.GetJobMasterToken())
 	te.mu.Lock()
-	s := te.slots[req.GetSlotIndex()]
+	defer te.mu.Unlock()
+	if err := te.allocateLocked(r); err != nil {
+		return nil, err
+	}
+	return &jobplanev1.RequestSlotResponse{SlotReportVersion: te.slotVersion}, nil
+}
+
+func (h *handler) RequestSlots(_ context.Context, req *jobplanev1.RequestSlotsRequest) (*jobplanev1.RequestSlotsResponse, error) {
+	te := h.te
+	var fields []apierror.Field
+	if req.GetResourceManagerToken().GetEpoch() == 0 {
+		fields = append(fields, apierror.Field{Path: "resource_manager_token", Description: "required"})
+	}
+	for i, r := range req.GetSlots() {
+		fields = append(fields, te.slotFields(fmt.Sprintf("slots[%d].", i), r)...)
+	}
+	if len(fields) > 0 {
+		return nil, apierror.BadRequest(fields...)
+	}
+	if newest, ok := te.rmToken.check(tokenOf(req.GetResourceManagerToken())); !ok {
+		return nil, apierror.StaleToken(hastore.ElectionJobManager, newest.SessionID, newest.Epoch)
+	}
+	resp := &jobplanev1.RequestSlotsResponse{}
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	for i, r := range req.GetSlots() {
+		if err := te.allocateLocked(r); err != nil {
+			resp.Refused = append(resp.Refused, apierror.Item(i, err))
+		}
+	}
+	resp.SlotReportVersion = te.slotVersion
+	return resp, nil
+}
+
+// allocateLocked allocates a slot as RequestSlot does, and queues its offer
+// to the job's JobMaster; te.mu must be held and r validated.
+func (te *TaskExecutor) allocateLocked(r *jobplanev1.SlotRequest) error {
+	s := te.slots[r.GetSlotIndex()]
 	switch s.allocationID {
-	case req.GetAllocationId():
-		version := te.slotVersion
-		te.mu.Unlock()
-		return &jobplanev1.RequestSlotResponse{SlotReportVersion: version}, nil
+	case r.GetAllocationId():
+		return nil
 	case "":
 	default:
-		holder := s.allocationID
-		te.mu.Unlock()
-		return nil, apierror.New(jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED, "slot is allocated to another allocation", map[string]string{
-			"task_executor_id": te.cfg.ID, "slot_index": fmt.Sprint(s.index), "allocation_id": holder,
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED, "slot is allocated to another allocation", map[string]string{
+			"task_executor_id": te.cfg.ID, "slot_index": fmt.Sprint(s.index), "allocation_id": s.allocationID,
 		})
 	}
-	current, ok := te.adoptLocked(req.GetJobId(), jmToken, req.GetJobMasterAddress())
+	jmToken := tokenOf(r.GetJobMasterToken())
+	current, ok := te.adoptLocked(r.GetJobId(), jmToken, r.GetJobMasterAddress())
 	if !ok {
-		te.mu.Unlock()
-		return nil, staleJob(req.GetJobId(), current)
+		return staleJob(r.GetJobId(), current)
 	}
-	s.allocationID, s.jobID = req.GetAllocationId(), req.GetJobId()
+	s.allocationID, s.jobID = r.GetAllocationId(), r.GetJobId()
 	te.slotVersion++
-	version := te.slotVersion
-	ctx := te.ctx
-	te.goRunLocked(func() {
-		te.offer(ctx, req.GetJobId(), req.GetJobMasterAddress(), jmToken, int(req.GetSlotIndex()), req.GetAllocationId())
-	})
-	te.mu.Unlock()
-	return &jobplanev1.RequestSlotResponse{SlotReportVersion: version}, nil
+	te.queueOfferLocked(offerKey{jobID: r.GetJobId(), address: r.GetJobMasterAddress(), token: jmToken}, s.index, s.allocationID)
+	return nil
 }
 
 func sameAttempt(a, b *jobplanev1.ExecutionAttemptId) bool {
 	return a.GetVertexId() == b.GetVertexId() && a.GetSubtaskIndex() == b.GetSubtaskIndex() && a.GetAttemptNumber() == b.GetAttemptNumber()
 }
 
+// taskFields lists the fields of a deployment that are missing, under
+// prefix.
+func taskFields(prefix string, allocationID string, attempt *jobplanev1.ExecutionAttemptId, invokable string) []apierror.Field {
+	var fs []apierror.Field
+	for _, f := range []struct {
+		name  string
+		empty bool
+	}{
+		{"allocation_id", allocationID == ""},
+		{"attempt", attempt == nil},
+		{"invokable", invokable == ""},
+	} {
+		if f.empty {
+			fs = append(fs, apierror.Field{Path: prefix + f.name, Description: "required"})
+		}
+	}
+	return fs
+}
+
+// jobFields lists the job id and JobMaster token if missing.
+func jobFields(jobID string, token *jobplanev1.FencingToken) []apierror.Field {
+	var fs []apierror.Field
+	if jobID == "" {
+		fs = append(fs, apierror.Field{Path: "job_id", Description: "required"})
+	}
+	if token.GetEpoch() == 0 {
+		fs = append(fs, apierror.Field{Path: "job_master_token", Description: "required"})
+	}
+	return fs
+}
+
 func (h *handler) SubmitTask(_ context.Context, req *jobplanev1.SubmitTaskRequest) (*jobplanev1.SubmitTaskResponse, error) {
 	te := h.te
-	var absent []string
-	if req.GetJobId() == "" {
-		absent = append(absent, "job_id")
-	}
-	if req.GetJobMasterToken().GetEpoch() == 0 {
-		absent = append(absent, "job_master_token")
-	}
-	if req.GetAllocationId() == "" {
-		absent = append(absent, "allocation_id")
-	}
-	if req.GetAttempt() == nil {
-		absent = append(absent, "attempt")
-	}
-	if req.GetInvokable() == "" {
-		absent = append(absent, "invokable")
-	}
-	if len(absent) > 0 {
-		return nil, missing(absent...)
+	fields := jobFields(req.GetJobId(), req.GetJobMasterToken())
+	fields = append(fields, taskFields("", req.GetAllocationId(), req.GetAttempt(), req.GetInvokable())...)
+	if len(fields) > 0 {
+		return nil, apierror.BadRequest(fields...)
 	}
 	token := tokenOf(req.GetJobMasterToken())
 	te.mu.Lock()
 	defer te.mu.Unlock()
-	current, ok := te.adoptLocked(req.GetJobId(), token, "")
-	if !ok {
-		return nil, staleJob(req.GetJobId(), current)
+	if err := te.followLocked(req.GetJobId(), token); err != nil {
+		return nil, err
 	}
-	te.touchLocked(req.GetJobId(), token, time.Now())
+	if err := te.deployLocked(req, token); err != nil {
+		return nil, err
+	}
+	return &jobplanev1.SubmitTaskResponse{}, nil
+}
+
+func (h *handler) SubmitTasks(_ context.Context, req *jobplanev1.SubmitTasksRequest) (*jobplanev1.SubmitTasksResponse, error) {
+	te := h.te
+	fields := jobFields(req.GetJobId(), req.GetJobMasterToken())
+	for i, d := range req.GetTasks() {
+		fields = append(fields, taskFields(fmt.Sprintf("tasks[%d].", i), d.GetAllocationId(), d.GetAttempt(), d.GetInvokable())...)
+	}
+	if len(fields) > 0 {
+		return nil, apierror.BadRequest(fields...)
+	}
+	token := tokenOf(req.GetJobMasterToken())
+	resp := &jobplanev1.SubmitTasksResponse{}
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	if err := te.followLocked(req.GetJobId(), token); err != nil {
+		return nil, err
+	}
+	for i, d := range req.GetTasks() {
+		one := &jobplanev1.SubmitTaskRequest{
+			JobId: req.GetJobId(), JobMasterToken: req.GetJobMasterToken(), AllocationId: d.GetAllocationId(),
+			Attempt: d.GetAttempt(), TaskName: d.GetTaskName(), Invokable: d.GetInvokable(),
+			Config: d.GetConfig(), NumberOfSubtasks: d.GetNumberOfSubtasks(),
+		}
+		if err := te.deployLocked(one, token); err != nil {
+			resp.Refused = append(resp.Refused, apierror.Item(i, err))
+		}
+	}
+	return resp, nil
+}
+
+// followLocked admits a call from the job's JobMaster of token: refused
+// as stale if the job has a newer one, else recorded as contact with it
+// (a newer token becomes the job's). te.mu must be held.
+func (te *TaskExecutor) followLocked(jobID string, token hastore.Token) error {
+	current, ok := te.adoptLocked(jobID, token, "")
+	if !ok {
+		return staleJob(jobID, current)
+	}
+	te.touchLocked(jobID, token, time.Now())
+	return nil
+}
+
+// deployLocked deploys one attempt as SubmitTask does, once its
+// JobMaster's token was admitted (followLocked); te.mu must be held and
+// req validated.
+func (te *TaskExecutor) deployLocked(req *jobplanev1.SubmitTaskRequest, token hastore.Token) error {
 	var s *slot
 	for _, cand := range te.slots {
 		if cand.allocationID == req.GetAllocationId() && cand.jobID == req.GetJobId() {
@@ -125,24 +234,24 @@ func (h *handler) SubmitTask(_ context.Context, req *jobplanev1.SubmitTaskReques
 		}
 	}
 	if s == nil {
-		return nil, apierror.New(jobplanev1.ErrorReason_ERROR_REASON_SLOT_NOT_ALLOCATED, "no slot is allocated to this job under this allocation",
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_SLOT_NOT_ALLOCATED, "no slot is allocated to this job under this allocation",
 			map[string]string{"allocation_id": req.GetAllocationId(), "job_id": req.GetJobId()})
 	}
 	if t := s.task; t != nil {
 		if sameAttempt(t.req.GetAttempt(), req.GetAttempt()) && t.token == token {
-			return &jobplanev1.SubmitTaskResponse{}, nil
+			return nil
 		}
 		// An attempt whose terminal state is decided (and being reported)
 		// no longer holds the slot.
 		if !jobstatus.IsExecTerminal(t.state) {
-			return nil, apierror.New(jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED, "another attempt still runs in the slot", map[string]string{
+			return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED, "another attempt still runs in the slot", map[string]string{
 				"task_executor_id": te.cfg.ID, "slot_index": fmt.Sprint(s.index), "allocation_id": s.allocationID,
 			})
 		}
 	}
 	inv, ok := te.invokables[req.GetInvokable()]
 	if !ok {
-		return nil, apierror.New(jobplanev1.ErrorReason_ERROR_REASON_UNKNOWN_INVOKABLE,
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_UNKNOWN_INVOKABLE,
 			fmt.Sprintf("no invokable %q is registered on TaskExecutor %s", req.GetInvokable(), te.cfg.ID),
 			map[string]string{"invokable": req.GetInvokable()})
 	}
@@ -154,19 +263,16 @@ func (h *handler) SubmitTask(_ context.Context, req *jobplanev1.SubmitTaskReques
 		defer cancel()
 		te.runTask(ctx, t, inv, address)
 	})
-	return &jobplanev1.SubmitTaskResponse{}, nil
+	return nil
 }
 
 func (h *handler) CancelTask(_ context.Context, req *jobplanev1.CancelTaskRequest) (*jobplanev1.CancelTaskResponse, error) {
 	te := h.te
 	te.mu.Lock()
 	defer te.mu.Unlock()
-	token := tokenOf(req.GetJobMasterToken())
-	current, ok := te.adoptLocked(req.GetJobId(), token, "")
-	if !ok {
-		return nil, staleJob(req.GetJobId(), current)
+	if err := te.followLocked(req.GetJobId(), tokenOf(req.GetJobMasterToken())); err != nil {
+		return nil, err
 	}
-	te.touchLocked(req.GetJobId(), token, time.Now())
 	for _, s := range te.slots {
 		if s.jobID == req.GetJobId() && s.task != nil && sameAttempt(s.task.req.GetAttempt(), req.GetAttempt()) {
 			s.task.cancel()
@@ -179,18 +285,37 @@ func (h *handler) FreeSlot(_ context.Context, req *jobplanev1.FreeSlotRequest) (
 	te := h.te
 	te.mu.Lock()
 	defer te.mu.Unlock()
-	token := tokenOf(req.GetJobMasterToken())
-	current, ok := te.adoptLocked(req.GetJobId(), token, "")
-	if !ok {
-		return nil, staleJob(req.GetJobId(), current)
+	if err := te.followLocked(req.GetJobId(), tokenOf(req.GetJobMasterToken())); err != nil {
+		return nil, err
 	}
-	te.touchLocked(req.GetJobId(), token, time.Now())
+	te.freeLocked(req.GetJobId(), req.GetAllocationId())
+	return &jobplanev1.FreeSlotResponse{}, nil
+}
+
+func (h *handler) FreeSlots(_ context.Context, req *jobplanev1.FreeSlotsRequest) (*jobplanev1.FreeSlotsResponse, error) {
+	te := h.te
+	if fields := jobFields(req.GetJobId(), req.GetJobMasterToken()); len(fields) > 0 {
+		return nil, apierror.BadRequest(fields...)
+	}
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	if err := te.followLocked(req.GetJobId(), tokenOf(req.GetJobMasterToken())); err != nil {
+		return nil, err
+	}
+	for _, aid := range req.GetAllocationIds() {
+		te.freeLocked(req.GetJobId(), aid)
+	}
+	return &jobplanev1.FreeSlotsResponse{}, nil
+}
+
+// freeLocked frees the job's slot of an allocation, if held here; te.mu
+// must be held.
+func (te *TaskExecutor) freeLocked(jobID, allocationID string) {
 	for _, s := range te.slots {
-		if s.allocationID == req.GetAllocationId() && s.jobID == req.GetJobId() {
+		if s.allocationID == allocationID && s.jobID == jobID {
 			te.releaseLocked(s, "")
 		}
 	}
-	return &jobplanev1.FreeSlotResponse{}, nil
 }
 
 func (h *handler) Heartbeat(_ context.Context, req *jobplanev1.TaskExecutorServiceHeartbeatRequest) (*jobplanev1.TaskExecutorServiceHeartbeatResponse, error) {

@@ -11,10 +11,10 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
@@ -96,8 +96,14 @@ type TaskExecutor struct {
 	// stopped is set once Run is winding down: no more goroutines start.
 	stopped bool
 
-	jmClients sync.Map // address -> jobplanev1connect.JobMasterServiceClient
+	jmClients sync.Map // address -> *jobMasterClient
 	wg        sync.WaitGroup
+	// offers are the slots waiting to be offered, by JobMaster; a key is
+	// present while a sender runs for it (offer.go).
+	offers map[offerKey][]offeredSlot
+	// reports are the state changes waiting to be reported, by
+	// JobMaster; a key is present while a sender runs for it (report.go).
+	reports map[reportKey][]*pendingReport
 	// wake makes the JobMaster watchdog look at the deadlines again.
 	wake chan struct{}
 	// links are the heartbeats with JobMaster processes, by address
@@ -185,6 +191,8 @@ func New(cfg Config) (*TaskExecutor, error) {
 		wake:       make(chan struct{}, 1),
 		links:      make(map[string]*link),
 		hbWake:     make(chan struct{}, 1),
+		offers:     make(map[offerKey][]offeredSlot),
+		reports:    make(map[reportKey][]*pendingReport),
 	}
 	for i := range cfg.Slots {
 		te.slots = append(te.slots, &slot{index: i})
@@ -264,16 +272,21 @@ func (te *TaskExecutor) adoptLocked(jobID string, t hastore.Token, address strin
 				// The slot belongs to the job, not to the older JobMaster:
 				// offer it to the newer one once its attempt has stopped
 				// (it is freed if not taken).
-				ctx, index, allocationID := te.ctx, s.index, s.allocationID
+				key, index, allocationID := offerKey{jobID: jobID, address: address, token: t}, s.index, s.allocationID
+				if previous == nil {
+					te.queueOfferLocked(key, index, allocationID)
+					continue
+				}
+				ctx := te.ctx
 				te.goRunLocked(func() {
-					if previous != nil {
-						select {
-						case <-previous:
-						case <-ctx.Done():
-							return
-						}
+					select {
+					case <-previous:
+					case <-ctx.Done():
+						return
 					}
-					te.offer(ctx, jobID, address, t, index, allocationID)
+					te.mu.Lock()
+					defer te.mu.Unlock()
+					te.queueOfferLocked(key, index, allocationID)
 				})
 			}
 		}
@@ -285,12 +298,23 @@ func (te *TaskExecutor) adoptLocked(jobID string, t hastore.Token, address strin
 	return j.token, true
 }
 
-func (te *TaskExecutor) jobMaster(address string) jobplanev1connect.JobMasterServiceClient {
+// jobMasterClient is the TaskExecutor's client of the JobMasters at one
+// address.
+type jobMasterClient struct {
+	jobplanev1connect.JobMasterServiceClient
+	// single is set once the address answered UpdateTaskExecutionStates
+	// with UNIMPLEMENTED: state changes go one per call there.
+	single atomic.Bool
+}
+
+func (te *TaskExecutor) jobMaster(address string) *jobMasterClient {
 	if c, ok := te.jmClients.Load(address); ok {
-		return c.(jobplanev1connect.JobMasterServiceClient)
+		return c.(*jobMasterClient)
 	}
-	c, _ := te.jmClients.LoadOrStore(address, jobplanev1connect.NewJobMasterServiceClient(te.cfg.HTTPClient, address, te.cfg.ClientOptions...))
-	return c.(jobplanev1connect.JobMasterServiceClient)
+	c, _ := te.jmClients.LoadOrStore(address, &jobMasterClient{
+		JobMasterServiceClient: jobplanev1connect.NewJobMasterServiceClient(te.cfg.HTTPClient, address, te.cfg.ClientOptions...),
+	})
+	return c.(*jobMasterClient)
 }
 
 // goRunLocked runs f on a goroutine that Run waits for, unless Run is
@@ -323,59 +347,15 @@ func (te *TaskExecutor) releaseLocked(s *slot, cause string) {
 	te.slotVersion++
 }
 
-// offer offers a newly allocated slot to the job's JobMaster and frees it
-// if the JobMaster does not take it.
-func (te *TaskExecutor) offer(ctx context.Context, jobID, address string, token hastore.Token, index int, allocationID string) {
-	jm := te.jobMaster(address)
-	accepted := false
-	for attempt := 0; attempt < 20 && ctx.Err() == nil; attempt++ {
-		sent := time.Now()
-		reg, err := jm.RegisterTaskExecutor(ctx, &jobplanev1.JobMasterServiceRegisterTaskExecutorRequest{
-			JobId: jobID, JobMasterToken: protoToken(token), TaskExecutorId: te.cfg.ID, Address: te.cfg.Address,
-		})
-		if err == nil {
-			te.registered(jobID, token, sent, reg.GetHeartbeatInterval().AsDuration(), reg.GetHeartbeatTimeout().AsDuration())
-			var resp *jobplanev1.OfferSlotsResponse
-			resp, err = jm.OfferSlots(ctx, &jobplanev1.OfferSlotsRequest{
-				JobId: jobID, JobMasterToken: protoToken(token), TaskExecutorId: te.cfg.ID,
-				Offers: []*jobplanev1.SlotOffer{{AllocationId: allocationID, SlotIndex: int32(index)}},
-			})
-			if err == nil {
-				for _, a := range resp.GetAccepted() {
-					accepted = accepted || a.GetAllocationId() == allocationID
-				}
-				break
-			}
-		}
-		if apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) || connect.CodeOf(err) == connect.CodeUnavailable && apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER) {
-			break
-		}
-		te.log.Debug("offering a slot failed; retrying", "job", jobID, "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(te.cfg.RetryInterval):
-		}
-	}
-	if !accepted {
-		te.mu.Lock()
-		s := te.slots[index]
-		// Free the slot unless it is in use: by an attempt of this
-		// JobMaster, or for a newer JobMaster the job has since.
-		j := te.jobs[jobID]
-		idle := s.task == nil || s.task.token != token && isDone(s.task.done)
-		if s.allocationID == allocationID && idle && j != nil && j.token == token {
-			te.releaseLocked(s, "")
-		}
-		te.mu.Unlock()
-	}
-}
-
 // runTask runs an attempt and reports its states to the JobMaster that
-// deployed it, for as long as that JobMaster's token is the job's.
+// deployed it, for as long as that JobMaster's token is the job's. The
+// invokable starts while its RUNNING report travels (as in Flink, the
+// report does not hold the task back); the final report is delivered, or
+// given up, before the attempt counts as done.
 func (te *TaskExecutor) runTask(ctx context.Context, t *task, inv Invokable, address string) {
 	defer close(t.done)
 	req := t.req
-	te.report(ctx, t, address, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING, "")
+	te.report(t, address, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING, "")
 	te.attempts.record(te.cfg.ID, "start", t, 0)
 	err := inv(ctx, Task{
 		JobID: req.GetJobId(), VertexID: req.GetAttempt().GetVertexId(),
@@ -402,7 +382,7 @@ func (te *TaskExecutor) runTask(ctx context.Context, t *task, inv Invokable, add
 		}
 	}
 	te.mu.Unlock()
-	te.report(context.WithoutCancel(ctx), t, address, state, msg)
+	<-te.report(t, address, state, msg)
 }
 
 func isDone(c <-chan struct{}) bool {
@@ -411,47 +391,6 @@ func isDone(c <-chan struct{}) bool {
 		return true
 	default:
 		return false
-	}
-}
-
-// report sends one state change to the JobMaster that deployed the
-// attempt, as long as that JobMaster is the job's. A report refused for
-// good (a stale token, an attempt the JobMaster no longer knows) stops the
-// attempt; one that could not be delivered goes with the next heartbeats
-// to the JobMaster's address until one is answered.
-func (te *TaskExecutor) report(ctx context.Context, t *task, address string, state jobplanev1.ExecutionState, msg string) {
-	te.mu.Lock()
-	t.state, t.failure = state, msg
-	j := te.jobs[t.req.GetJobId()]
-	current := j != nil && j.token == t.token
-	te.mu.Unlock()
-	if !current {
-		return
-	}
-	status := &jobplanev1.TaskExecutionStatus{Attempt: t.req.GetAttempt(), State: state, Time: timestamppb.Now(), FailureMessage: msg}
-	req := &jobplanev1.UpdateTaskExecutionStateRequest{
-		JobId: t.req.GetJobId(), JobMasterToken: protoToken(t.token), TaskExecutorId: te.cfg.ID, Status: status,
-	}
-	sent := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, err := te.jobMaster(address).UpdateTaskExecutionState(rctx, req)
-	cancel()
-	te.mu.Lock()
-	defer te.mu.Unlock()
-	if l := te.links[address]; l != nil {
-		delete(l.unacked[t.req.GetJobId()], attemptKey(t.req.GetAttempt()))
-	}
-	var cerr *connect.Error
-	switch {
-	case err == nil:
-		te.touchLocked(t.req.GetJobId(), t.token, sent)
-	case apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER),
-		errors.As(err, &cerr) && cerr.Code() != connect.CodeUnavailable && cerr.Code() != connect.CodeDeadlineExceeded:
-		te.log.Debug("state report refused; canceling the attempt", "job", req.GetJobId(), "err", err)
-		t.cancel()
-	default:
-		te.log.Debug("state report failed; it goes with the next heartbeat", "job", req.GetJobId(), "err", err)
-		te.unackedLocked(address, t.req.GetJobId(), status)
 	}
 }
 

@@ -12,7 +12,9 @@ import (
 
 // TaskEvent is one task call at a TaskExecutor, as its Connect
 // interceptors saw it: a SubmitTask or CancelTask it received, or an
-// UpdateTaskExecutionState it sent.
+// UpdateTaskExecutionState it sent. A batch call counts as its items: each
+// attempt of a SubmitTasks is a SubmitTask event, each change of an
+// UpdateTaskExecutionStates an UpdateTaskExecutionState event.
 type TaskEvent struct {
 	Seq          int    // order across all TaskExecutors of the cluster
 	TaskExecutor string // the TaskExecutor's id
@@ -48,30 +50,41 @@ func (l *TaskLog) Events() []TaskEvent {
 	return append([]TaskEvent(nil), l.events...)
 }
 
-func (l *TaskLog) add(e TaskEvent) {
+// add records the events of one call at TaskExecutor te, in order and
+// together.
+func (l *TaskLog) add(te string, events []TaskEvent) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e.Seq = len(l.events)
-	l.events = append(l.events, e)
+	for _, e := range events {
+		e.Seq, e.TaskExecutor = len(l.events), te
+		l.events = append(l.events, e)
+	}
 }
 
 // interceptor records for one TaskExecutor.
 func (l *TaskLog) interceptor(te *string) connect.UnaryInterceptorFunc {
 	return func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			e := TaskEvent{TaskExecutor: *te}
+			var events []TaskEvent
 			switch m := req.Any().(type) {
 			case *jobplanev1.SubmitTaskRequest:
-				e.Method, e.JobID, e.Attempt, e.Token = "SubmitTask", m.GetJobId(), m.GetAttempt(), m.GetJobMasterToken()
+				events = append(events, TaskEvent{Method: "SubmitTask", JobID: m.GetJobId(), Attempt: m.GetAttempt(), Token: m.GetJobMasterToken()})
+			case *jobplanev1.SubmitTasksRequest:
+				for _, d := range m.GetTasks() {
+					events = append(events, TaskEvent{Method: "SubmitTask", JobID: m.GetJobId(), Attempt: d.GetAttempt(), Token: m.GetJobMasterToken()})
+				}
 			case *jobplanev1.CancelTaskRequest:
-				e.Method, e.JobID, e.Attempt, e.Token = "CancelTask", m.GetJobId(), m.GetAttempt(), m.GetJobMasterToken()
+				events = append(events, TaskEvent{Method: "CancelTask", JobID: m.GetJobId(), Attempt: m.GetAttempt(), Token: m.GetJobMasterToken()})
 			case *jobplanev1.UpdateTaskExecutionStateRequest:
-				e.Method, e.JobID, e.Attempt, e.Token = "UpdateTaskExecutionState", m.GetJobId(), m.GetStatus().GetAttempt(), m.GetJobMasterToken()
-				e.State = m.GetStatus().GetState()
+				events = append(events, TaskEvent{Method: "UpdateTaskExecutionState", JobID: m.GetJobId(), Attempt: m.GetStatus().GetAttempt(),
+					State: m.GetStatus().GetState(), Token: m.GetJobMasterToken()})
+			case *jobplanev1.UpdateTaskExecutionStatesRequest:
+				for _, st := range m.GetStatuses() {
+					events = append(events, TaskEvent{Method: "UpdateTaskExecutionState", JobID: m.GetJobId(), Attempt: st.GetAttempt(),
+						State: st.GetState(), Token: m.GetJobMasterToken()})
+				}
 			}
-			if e.Method != "" {
-				l.add(e)
-			}
+			l.add(*te, events)
 			return next(ctx, req)
 		}
 	}

@@ -236,6 +236,28 @@ func TestJobLeadershipFlapping(t *testing.T) {
 		if !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
 			t.Errorf("UpdateTaskExecutionState with token %v: err = %v, want STALE_FENCING_TOKEN", old, err)
 		}
+		_, err = jmClient.UpdateTaskExecutionStates(ctx, &jobplanev1.UpdateTaskExecutionStatesRequest{
+			JobId: "flap", JobMasterToken: &jobplanev1.FencingToken{SessionId: old.SessionID, Epoch: old.Epoch}, TaskExecutorId: "x",
+			Statuses: []*jobplanev1.TaskExecutionStatus{{Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "sink"}, State: jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED}},
+		})
+		if !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
+			t.Errorf("UpdateTaskExecutionStates with token %v: err = %v, want STALE_FENCING_TOKEN", old, err)
+		}
+	}
+	// Under the current token, changes of attempts the JobMaster does not
+	// know (from a TaskExecutor it did not deploy them to) are refused one
+	// by one.
+	newest := tokens[len(tokens)-1]
+	resp, err := jmClient.UpdateTaskExecutionStates(ctx, &jobplanev1.UpdateTaskExecutionStatesRequest{
+		JobId: "flap", JobMasterToken: &jobplanev1.FencingToken{SessionId: newest.SessionID, Epoch: newest.Epoch}, TaskExecutorId: "x",
+		Statuses: []*jobplanev1.TaskExecutionStatus{
+			{Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "nope"}, State: jobplanev1.ExecutionState_EXECUTION_STATE_FAILED},
+			{Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "sink"}, State: jobplanev1.ExecutionState_EXECUTION_STATE_FAILED},
+		},
+	})
+	if err != nil || len(resp.GetRefused()) != 2 || resp.GetRefused()[1].GetIndex() != 1 ||
+		resp.GetRefused()[1].GetReason() != jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND {
+		t.Errorf("UpdateTaskExecutionStates of unknown attempts = %v, %v; want both refused EXECUTION_NOT_FOUND", resp, err)
 	}
 	for i := 1; i < len(tokens); i++ {
 		if tokens[i].Epoch <= tokens[i-1].Epoch {

@@ -34,12 +34,28 @@ func (f *faults) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 			return next(ctx, req)
 		}
 		resp, err := next(ctx, req)
-		if r, ok := req.Any().(*jobplanev1.SubmitTaskRequest); ok && r.GetAttempt().GetVertexId() == "a" && err == nil && f.lost.CompareAndSwap(false, true) {
+		if deploysA(req.Any()) && err == nil && f.lost.CompareAndSwap(false, true) {
 			f.cutOff.Store(time.Now().Add(f.cutTime).UnixNano())
 			return nil, connect.NewError(connect.CodeUnavailable, errors.New("the answer was lost"))
 		}
 		return resp, err
 	}
+}
+
+// deploysA reports whether a call deploys an attempt of vertex "a",
+// alone (SubmitTask) or with others (SubmitTasks).
+func deploysA(msg any) bool {
+	switch m := msg.(type) {
+	case *jobplanev1.SubmitTaskRequest:
+		return m.GetAttempt().GetVertexId() == "a"
+	case *jobplanev1.SubmitTasksRequest:
+		for _, d := range m.GetTasks() {
+			if d.GetAttempt().GetVertexId() == "a" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (f *faults) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {

@@ -18,8 +18,11 @@ import (
 // submits their attempts. Under pipelined-region scheduling a region is
 // deployed once slots for all its waiting subtasks are at hand; eager
 // scheduling deploys subtask by subtask.
+//
+// The attempts deployed together go to each TaskExecutor in one batch
+// (see submit).
 func (jm *JobMaster) deploy() {
-	if jm.status != jobstatus.Running {
+	if jm.status != jobstatus.Running || len(jm.ready) == 0 {
 		return
 	}
 	var free []*slotRef
@@ -28,7 +31,11 @@ func (jm *JobMaster) deploy() {
 			free = append(free, s)
 		}
 	}
+	if len(free) == 0 {
+		return
+	}
 	sort.Slice(free, func(i, j int) bool { return free[i].allocationID < free[j].allocationID })
+	var deployed []int32
 	kept := jm.ready[:0]
 	for _, r := range jm.ready {
 		if jm.restarting[r] != nil || !jm.graph.Released(r) {
@@ -59,7 +66,7 @@ func (jm *JobMaster) deploy() {
 			s := free[i]
 			s.ev, jm.tasks[ev].slot = ev, s
 			jm.setState(ev, jobstatus.ExecDeploying)
-			jm.submit(ev)
+			deployed = append(deployed, ev)
 		}
 		free = free[n:]
 		if n < len(waiting) || blocked {
@@ -70,6 +77,7 @@ func (jm *JobMaster) deploy() {
 	}
 	clear(jm.ready[len(kept):])
 	jm.ready = kept
+	jm.submit(deployed)
 }
 
 // slotTimedOut fails the deployment of a region that is still waiting for
@@ -101,29 +109,53 @@ func (jm *JobMaster) attemptID(ev int32) *jobplanev1.ExecutionAttemptId {
 	return &jobplanev1.ExecutionAttemptId{VertexId: v.GetId(), SubtaskIndex: int32(subtask), AttemptNumber: int32(jm.graph.Attempt(ev))}
 }
 
-func (jm *JobMaster) submit(ev int32) {
-	t := &jm.tasks[ev]
-	e := jm.executors[t.slot.executor]
-	if e == nil {
-		jm.attemptFailed(ev, "TaskExecutor "+t.slot.executor+" is not registered", "")
-		return
-	}
-	v, _ := jm.vertex(ev)
-	req := &jobplanev1.SubmitTaskRequest{
-		JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), AllocationId: t.slot.allocationID,
-		Attempt: jm.attemptID(ev), TaskName: v.GetName(), Invokable: v.GetInvokable(),
-		Config: v.GetConfig(), NumberOfSubtasks: v.GetParallelism(),
-	}
-	attempt := jm.graph.Attempt(ev)
-	jm.goRPC(func(ctx context.Context) {
-		if !jm.valid() {
-			return // not certainly the leader any more; Run suspends the job
+// submit sends DEPLOYING attempts to the TaskExecutors of their slots:
+// one batch per TaskExecutor (SubmitTasks), in one goroutine each.
+func (jm *JobMaster) submit(evs []int32) {
+	byExecutor := map[string][]int32{}
+	var order []string
+	for _, ev := range evs {
+		t := &jm.tasks[ev]
+		if jm.graph.State(ev) != jobstatus.ExecDeploying || t.slot == nil {
+			continue // a failover in the same pass stopped it already
 		}
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		_, err := e.client.SubmitTask(ctx, req)
-		jm.post(func() { jm.submitted(ev, attempt, err) })
-	})
+		id := t.slot.executor
+		if jm.executors[id] == nil {
+			jm.attemptFailed(ev, "TaskExecutor "+id+" is not registered", "")
+			continue
+		}
+		if byExecutor[id] == nil {
+			order = append(order, id)
+		}
+		byExecutor[id] = append(byExecutor[id], ev)
+	}
+	token := protoToken(jm.cfg.Token)
+	for _, id := range order {
+		e, evs := jm.executors[id], byExecutor[id]
+		tasks := make([]*jobplanev1.TaskDeployment, len(evs))
+		attempts := make([]int, len(evs))
+		for i, ev := range evs {
+			v, _ := jm.vertex(ev)
+			tasks[i] = &jobplanev1.TaskDeployment{
+				AllocationId: jm.tasks[ev].slot.allocationID, Attempt: jm.attemptID(ev), TaskName: v.GetName(),
+				Invokable: v.GetInvokable(), Config: v.GetConfig(), NumberOfSubtasks: v.GetParallelism(),
+			}
+			attempts[i] = jm.graph.Attempt(ev)
+		}
+		jm.goRPC(func(ctx context.Context) {
+			if !jm.valid() {
+				return // not certainly the leader any more; Run suspends the job
+			}
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			errs := e.client.submitTasks(ctx, jm.cfg.JobID, token, tasks)
+			jm.post(func() {
+				for i, ev := range evs {
+					jm.submitted(ev, attempts[i], errs[i])
+				}
+			})
+		})
+	}
 }
 
 // maxFailureBytes bounds a failure message taken from a TaskExecutor, so

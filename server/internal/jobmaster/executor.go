@@ -34,7 +34,7 @@ import (
 // executorRef is a TaskExecutor registered with the JobMaster.
 type executorRef struct {
 	id, address string
-	client      jobplanev1connect.TaskExecutorServiceClient
+	client      *executorClient
 }
 
 // orphanKey names an attempt that may still run on a TaskExecutor although
@@ -64,7 +64,9 @@ func (jm *JobMaster) stopMargin() time.Duration {
 func (jm *JobMaster) registerExecutor(id, address string) {
 	e := jm.executors[id]
 	if e == nil || e.address != address {
-		e = &executorRef{id: id, address: address, client: jobplanev1connect.NewTaskExecutorServiceClient(jm.cfg.HTTPClient, address, endpoint.ClientOptions()...)}
+		e = &executorRef{id: id, address: address, client: &executorClient{
+			TaskExecutorServiceClient: jobplanev1connect.NewTaskExecutorServiceClient(jm.cfg.HTTPClient, address, endpoint.ClientOptions()...),
+		}}
 		jm.executors[id] = e
 	}
 	jm.cfg.Router.registered(id, address, jm.cfg.JobID, jm.cfg.Token)
@@ -92,12 +94,7 @@ func (jm *JobMaster) cleanUp(e *executorRef, cancels []*jobplanev1.ExecutionAtte
 		for _, a := range cancels {
 			_, _ = e.client.CancelTask(ctx, &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: token, Attempt: a})
 		}
-		var freed []string
-		for _, aid := range frees {
-			if _, err := e.client.FreeSlot(ctx, &jobplanev1.FreeSlotRequest{JobId: jm.cfg.JobID, JobMasterToken: token, AllocationId: aid, Reason: "given up by the JobMaster"}); err == nil {
-				freed = append(freed, aid)
-			}
-		}
+		freed := e.client.freeSlots(ctx, jm.cfg.JobID, token, frees, "given up by the JobMaster")
 		jm.post(func() {
 			for _, aid := range freed {
 				if jm.dropped[aid] == e.id {
@@ -171,9 +168,7 @@ func (jm *JobMaster) fromReport(executor, address string, report *jobplanev1.Tas
 		// registration): take it back, and have it clean up.
 		jm.registerExecutor(executor, address)
 	}
-	for _, st := range report.GetAttempts() {
-		_ = jm.update(executor, st)
-	}
+	jm.update(executor, report.GetAttempts()...)
 	if !report.GetComplete() {
 		return
 	}

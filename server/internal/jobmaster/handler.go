@@ -2,6 +2,7 @@ package jobmaster
 
 import (
 	"context"
+	"fmt"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -81,17 +82,49 @@ func (r *Router) UpdateTaskExecutionState(ctx context.Context, req *jobplanev1.U
 	if err != nil {
 		return nil, err
 	}
-	var refused error
+	var refused []error
 	r.heard(req.GetTaskExecutorId())
 	if err := jm.do(ctx, func() {
 		refused = jm.update(req.GetTaskExecutorId(), req.GetStatus())
 	}); err != nil {
 		return nil, err
 	}
-	if refused != nil {
-		return nil, refused
+	if refused[0] != nil {
+		return nil, refused[0]
 	}
 	return &jobplanev1.UpdateTaskExecutionStateResponse{}, nil
+}
+
+// UpdateTaskExecutionStates implements JobMasterServiceHandler: the
+// changes are applied in order, in one turn of the JobMaster's goroutine.
+func (r *Router) UpdateTaskExecutionStates(ctx context.Context, req *jobplanev1.UpdateTaskExecutionStatesRequest) (*jobplanev1.UpdateTaskExecutionStatesResponse, error) {
+	var fields []apierror.Field
+	for i, st := range req.GetStatuses() {
+		if st.GetAttempt() == nil {
+			fields = append(fields, apierror.Field{Path: fmt.Sprintf("statuses[%d].attempt", i), Description: "required"})
+		}
+	}
+	if len(fields) > 0 {
+		return nil, apierror.BadRequest(fields...)
+	}
+	jm, err := r.route(ctx, req.GetJobId(), req.GetJobMasterToken())
+	if err != nil {
+		return nil, err
+	}
+	var refused []error
+	r.heard(req.GetTaskExecutorId())
+	if err := jm.do(ctx, func() {
+		refused = jm.update(req.GetTaskExecutorId(), req.GetStatuses()...)
+	}); err != nil {
+		return nil, err
+	}
+	resp := &jobplanev1.UpdateTaskExecutionStatesResponse{}
+	for i, err := range refused {
+		if err != nil {
+			resp.Refused = append(resp.Refused, apierror.Item(i, err))
+		}
+	}
+	return resp, nil
 }
 
 // Heartbeat implements JobMasterServiceHandler.

@@ -503,18 +503,29 @@ func isLive(s jobplanev1.ExecutionState) bool {
 	return s != jobstatus.ExecCreated && !jobstatus.IsExecTerminal(s)
 }
 
-// update applies a state reported by a TaskExecutor.
+// update applies states reported by a TaskExecutor, in order, and then
+// moves the job on; it returns the refusal of each (nil if taken).
 //
 // A report is taken only from the TaskExecutor the attempt is deployed to:
 // a copy left on another one (after an unclear deployment) is refused,
 // and its TaskExecutor then stops it.
-func (jm *JobMaster) update(executor string, status *jobplanev1.TaskExecutionStatus) error {
+func (jm *JobMaster) update(executor string, statuses ...*jobplanev1.TaskExecutionStatus) []error {
+	errs := make([]error, len(statuses))
+	for i, st := range statuses {
+		errs[i] = jm.apply(executor, st)
+	}
+	jm.progress()
+	return errs
+}
+
+// apply applies one state reported by a TaskExecutor (see update); the
+// caller moves the job on (progress) afterwards.
+func (jm *JobMaster) apply(executor string, status *jobplanev1.TaskExecutionStatus) error {
 	a := status.GetAttempt()
 	ev := jm.find(a)
 	if ev >= 0 && jobstatus.IsExecTerminal(status.GetState()) {
 		if key := (orphanKey{ev, int(a.GetAttemptNumber()), executor}); jm.isOrphan(key) {
 			jm.resolve(key)
-			defer jm.progress()
 		}
 	}
 	if ev < 0 || jm.graph.Attempt(ev) != int(a.GetAttemptNumber()) || jobstatus.IsExecTerminal(jm.graph.State(ev)) ||
@@ -544,7 +555,6 @@ func (jm *JobMaster) update(executor string, status *jobplanev1.TaskExecutionSta
 	case jobstatus.CanMoveExec(from, to):
 		jm.setState(ev, to)
 	}
-	jm.progress()
 	return nil
 }
 

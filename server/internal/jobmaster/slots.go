@@ -52,28 +52,41 @@ func (jm *JobMaster) trimSlots() {
 		return // declare sends the lower need first, then trims
 	}
 	excess := len(jm.slots) - jm.neededLocked()
+	if excess <= 0 {
+		return
+	}
+	idle := map[string][]string{} // TaskExecutor id -> allocation ids
+	var order []string
 	for aid, s := range jm.slots {
 		if excess <= 0 {
-			return
+			break
 		}
 		if s.ev >= 0 {
 			continue
 		}
 		delete(jm.slots, aid)
 		excess--
-		if e := jm.executors[s.executor]; e != nil {
-			jm.dropped[aid] = s.executor // freed again while the TaskExecutor still shows it
-			req := &jobplanev1.FreeSlotRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), AllocationId: aid, Reason: "no longer needed"}
-			jm.goRPC(func(ctx context.Context) {
-				// Not cut off when Run stops: the slot is no longer listed
-				// for release, so this call is the only one to free it.
-				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				defer cancel()
-				if _, err := e.client.FreeSlot(ctx, req); err != nil {
-					jm.log.Debug("freeing an idle slot", "allocation", aid, "err", err)
-				}
-			})
+		if jm.executors[s.executor] == nil {
+			continue
 		}
+		jm.dropped[aid] = s.executor // freed again while the TaskExecutor still shows it
+		if idle[s.executor] == nil {
+			order = append(order, s.executor)
+		}
+		idle[s.executor] = append(idle[s.executor], aid)
+	}
+	token := protoToken(jm.cfg.Token)
+	for _, id := range order {
+		e, aids := jm.executors[id], idle[id]
+		jm.goRPC(func(ctx context.Context) {
+			// Not cut off when Run stops: the slots are no longer listed
+			// for release, so this call is the only one to free them.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if freed := e.client.freeSlots(ctx, jm.cfg.JobID, token, aids, "no longer needed"); len(freed) < len(aids) {
+				jm.log.Debug("freeing idle slots", "task_executor", id, "slots", len(aids), "freed", len(freed))
+			}
+		})
 	}
 }
 
@@ -89,24 +102,27 @@ func (jm *JobMaster) release(ctx context.Context) {
 	for aid, executor := range jm.dropped {
 		held[aid] = executor
 	}
+	byExecutor := map[string][]string{}
+	for aid, executor := range held {
+		if jm.executors[executor] != nil {
+			byExecutor[executor] = append(byExecutor[executor], aid)
+		}
+	}
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		freed []string
 	)
-	for aid, executor := range held {
-		if e := jm.executors[executor]; e != nil {
-			req := &jobplanev1.FreeSlotRequest{JobId: jm.cfg.JobID, JobMasterToken: token, AllocationId: aid, Reason: "job ended"}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := e.client.FreeSlot(ctx, req); err == nil {
-					mu.Lock()
-					freed = append(freed, aid)
-					mu.Unlock()
-				}
-			}()
-		}
+	for executor, aids := range byExecutor {
+		e := jm.executors[executor]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok := e.client.freeSlots(ctx, jm.cfg.JobID, token, aids, "job ended")
+			mu.Lock()
+			freed = append(freed, ok...)
+			mu.Unlock()
+		}()
 	}
 	wg.Wait()
 	jm.slots, jm.dropped = map[string]*slotRef{}, map[string]string{}

@@ -1,6 +1,8 @@
 // Package resourcemanager is the ResourceManager: it keeps the cluster's
 // TaskExecutors and their slots, and hands slots to JobMasters by the
-// requirements they declare, asking TaskExecutors to RequestSlot.
+// requirements they declare, asking each TaskExecutor for the slots
+// allocated there in one RequestSlots (RequestSlot per slot to a
+// TaskExecutor without it).
 //
 // It serves only while its process leads the election "jobmanager" (see
 // Lead); its fencing token is that grant's. It keeps no durable state: a

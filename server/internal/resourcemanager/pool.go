@@ -2,6 +2,7 @@ package resourcemanager
 
 import (
 	"slices"
+	"sync/atomic"
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
@@ -44,8 +45,11 @@ type executor struct {
 	used           map[int]*allocation // by slot index
 	invokables     []string
 	client         jobplanev1connect.TaskExecutorServiceClient
-	backoffUntil   time.Time // no slot requests before, after a failed one
-	reportVersion  uint64    // of the slot report applied last
+	// single is set once the TaskExecutor answered RequestSlots with
+	// UNIMPLEMENTED: it gets one RequestSlot per slot from then on.
+	single        atomic.Bool
+	backoffUntil  time.Time // no slot requests before, after a failed one
+	reportVersion uint64    // of the slot report applied last
 	// told are the JobMasters this TaskExecutor was told of, by job, and
 	// owed the jobs whose JobMaster to tell it at its next heartbeat.
 	told map[string]hastore.Token

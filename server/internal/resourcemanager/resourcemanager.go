@@ -15,6 +15,8 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/server/internal/batch"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/liveness"
 )
@@ -175,42 +177,110 @@ func (rm *ResourceManager) tellLost(ctx context.Context, jobID string, j jobNeed
 }
 
 // allocate requests free slots for the jobs waiting for them (see pool):
-// what changed since the last call, not a pass over every job.
+// what changed since the last call, not a pass over every job. The slots
+// allocated on one TaskExecutor go to it in one call (RequestSlots), or
+// one RequestSlot each to a TaskExecutor without it.
 func (rm *ResourceManager) allocate(ctx context.Context, wg *sync.WaitGroup) {
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	if !rm.leadingLocked() {
 		return
 	}
+	type request struct {
+		e      *executor
+		allocs []*allocation
+		slots  []*jobplanev1.SlotRequest
+	}
+	var requests []*request
+	byExecutor := map[string]*request{}
 	rm.pool.allocate(time.Now(), func(a *allocation, e *executor, j *jobNeeds) {
-		req := &jobplanev1.RequestSlotRequest{
-			ResourceManagerToken: protoToken(rm.token), SlotIndex: int32(a.slot), AllocationId: a.id,
-			JobId: a.jobID, JobMasterAddress: j.address, JobMasterToken: protoToken(j.token),
+		r := byExecutor[e.id]
+		if r == nil {
+			r = &request{e: e}
+			byExecutor[e.id] = r
+			requests = append(requests, r)
 		}
-		client, p := e.client, rm.pool
+		r.allocs = append(r.allocs, a)
+		r.slots = append(r.slots, &jobplanev1.SlotRequest{
+			SlotIndex: int32(a.slot), AllocationId: a.id, JobId: a.jobID, JobMasterAddress: j.address, JobMasterToken: protoToken(j.token),
+		})
+	})
+	token, p := protoToken(rm.token), rm.pool
+	for _, r := range requests {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			resp, err := client.RequestSlot(rctx, req)
+			errs, versions := requestSlots(rctx, r.e, token, r.slots)
 			rm.mu.Lock()
 			defer rm.mu.Unlock()
 			if rm.pool != p {
 				return
 			}
-			if err != nil {
-				rm.log.Debug("RequestSlot failed", "allocation", a.id, "err", err)
-				p.removeAllocation(a.id)
-				if e := p.executors[a.executor]; e != nil {
+			failed := false
+			for i, a := range r.allocs {
+				if errs[i] != nil {
+					rm.log.Debug("RequestSlot failed", "allocation", a.id, "err", errs[i])
+					p.removeAllocation(a.id)
+					failed = true
+					continue
+				}
+				p.allocated(a.id, versions[i])
+			}
+			if failed {
+				if e := p.executors[r.e.id]; e != nil {
 					e.backoffUntil = time.Now().Add(rm.cfg.HeartbeatInterval)
 				}
 				rm.poke()
-				return
 			}
-			p.allocated(a.id, resp.GetSlotReportVersion())
 		}()
-	})
+	}
+}
+
+// singleRequests bounds the RequestSlot calls in flight to one
+// TaskExecutor without RequestSlots.
+const singleRequests = 16
+
+// requestSlots requests slots on one TaskExecutor, in one call per
+// bounded run (RequestSlots), or one RequestSlot each if it lacks that. It
+// returns the outcome of each slot and the slot report version that
+// holds it.
+func requestSlots(ctx context.Context, e *executor, token *jobplanev1.FencingToken, slots []*jobplanev1.SlotRequest) ([]error, []uint64) {
+	errs, versions := make([]error, 0, len(slots)), make([]uint64, 0, len(slots))
+	if !e.single.Load() {
+		for i, run := range batch.Split(slots) {
+			resp, err := e.client.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token, Slots: run})
+			if i == 0 && connect.CodeOf(err) == connect.CodeUnimplemented {
+				e.single.Store(true)
+				break
+			}
+			errs = append(errs, apierror.ItemErrors(len(run), err, resp.GetRefused())...)
+			for range run {
+				versions = append(versions, resp.GetSlotReportVersion())
+			}
+		}
+		if len(errs) == len(slots) {
+			return errs, versions
+		}
+	}
+	errs, versions = make([]error, len(slots)), make([]uint64, len(slots))
+	sem := make(chan struct{}, singleRequests)
+	var wg sync.WaitGroup
+	for i, s := range slots {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			resp, err := e.client.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
+				ResourceManagerToken: token, SlotIndex: s.GetSlotIndex(), AllocationId: s.GetAllocationId(), JobId: s.GetJobId(),
+				JobMasterAddress: s.GetJobMasterAddress(), Profile: s.GetProfile(), JobMasterToken: s.GetJobMasterToken(),
+			})
+			errs[i], versions[i] = err, resp.GetSlotReportVersion()
+		}()
+	}
+	wg.Wait()
+	return errs, versions
 }
 
 // grace is how long a requested allocation may be missing from slot

@@ -1,0 +1,97 @@
+package jobmanager_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/internal/clustertest"
+)
+
+// callCounter counts unary calls by procedure.
+type callCounter struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *callCounter) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		c.mu.Lock()
+		c.calls[req.Spec().Procedure]++
+		c.mu.Unlock()
+		return next(ctx, req)
+	}
+}
+
+func (c *callCounter) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (c *callCounter) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+func (c *callCounter) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprint(c.calls)
+}
+
+func (c *callCounter) get(procedure string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[procedure]
+}
+
+// A job's slots and attempts travel per TaskExecutor, not per slot: each
+// TaskExecutor gets one slot request for all its slots, offers them in
+// one call, gets the region's attempts in one deployment, and reports and
+// frees in batches; no one-item call is made. (Twice that many calls are
+// allowed, should a stall on a loaded machine cost the JobMaster its
+// leadership once; one call per slot would be sixteen times as many.)
+func TestDeploymentIsBatchedPerTaskExecutor(t *testing.T) {
+	received, sent := &callCounter{calls: map[string]int{}}, &callCounter{calls: map[string]int{}}
+	c := clustertest.Start(t, clustertest.Options{
+		TaskExecutors: 2, Slots: 16,
+		TaskExecutorInterceptors:       []connect.Interceptor{received},
+		TaskExecutorClientInterceptors: []connect.Interceptor{sent},
+	})
+	// One pipelined region of 32 subtasks, on 2 x 16 slots.
+	g := twoVertices("noop", nil)
+	for _, v := range g.GetVertices() {
+		v.Parallelism = 16
+	}
+	submit(t, c, "batched", g)
+	if r := result(t, c, "batched"); r.GetStatus().String() != "JOB_STATUS_FINISHED" {
+		t.Fatalf("result = %v, want FINISHED", r)
+	}
+	tes := len(c.TaskExecutors)
+	for _, tc := range []struct {
+		counter   *callCounter
+		procedure string
+		want      int // per TaskExecutor; -1: at least one
+	}{
+		{received, jobplanev1connect.TaskExecutorServiceRequestSlotsProcedure, 1},
+		{received, jobplanev1connect.TaskExecutorServiceRequestSlotProcedure, 0},
+		{sent, jobplanev1connect.JobMasterServiceRegisterTaskExecutorProcedure, 1},
+		{sent, jobplanev1connect.JobMasterServiceOfferSlotsProcedure, 1},
+		{received, jobplanev1connect.TaskExecutorServiceSubmitTasksProcedure, 1},
+		{received, jobplanev1connect.TaskExecutorServiceSubmitTaskProcedure, 0},
+		{sent, jobplanev1connect.JobMasterServiceUpdateTaskExecutionStatesProcedure, -1},
+		{sent, jobplanev1connect.JobMasterServiceUpdateTaskExecutionStateProcedure, 0},
+		{received, jobplanev1connect.TaskExecutorServiceFreeSlotsProcedure, -1},
+		{received, jobplanev1connect.TaskExecutorServiceFreeSlotProcedure, 0},
+	} {
+		got := tc.counter.get(tc.procedure)
+		if tc.want < 0 && got == 0 || tc.want >= 0 && (got < tc.want*tes || got > 2*tc.want*tes) {
+			t.Errorf("%s calls: %d, want %s", tc.procedure, got, map[bool]string{true: "at least one", false: fmt.Sprint(tc.want * tes)}[tc.want < 0])
+		}
+	}
+	if t.Failed() {
+		t.Logf("received %v, sent %v", received.String(), sent.String())
+	}
+}

@@ -1,0 +1,380 @@
+package taskexecutor_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
+	"github.com/jobplane/jobplane/server/taskexecutor"
+)
+
+// recordingJobMaster takes every registration and offer, and records the
+// calls it gets. Without batch, it lacks UpdateTaskExecutionStates, as a
+// JobMaster of another implementation may. hold, if set, holds the first
+// state report until it is closed.
+type recordingJobMaster struct {
+	jobplanev1connect.UnimplementedJobMasterServiceHandler
+	batch bool
+	hold  chan struct{}
+
+	mu        sync.Mutex
+	registers int
+	offers    [][]*jobplanev1.SlotOffer
+	reports   [][]*jobplanev1.TaskExecutionStatus // one entry per call
+	singles   int                                 // UpdateTaskExecutionState calls
+	held      bool
+}
+
+func (j *recordingJobMaster) RegisterTaskExecutor(context.Context, *jobplanev1.JobMasterServiceRegisterTaskExecutorRequest) (*jobplanev1.JobMasterServiceRegisterTaskExecutorResponse, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.registers++
+	return &jobplanev1.JobMasterServiceRegisterTaskExecutorResponse{HeartbeatTimeout: durationpb.New(time.Minute), HeartbeatInterval: durationpb.New(time.Second)}, nil
+}
+
+func (j *recordingJobMaster) OfferSlots(_ context.Context, req *jobplanev1.OfferSlotsRequest) (*jobplanev1.OfferSlotsResponse, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.offers = append(j.offers, req.GetOffers())
+	return &jobplanev1.OfferSlotsResponse{Accepted: req.GetOffers()}, nil
+}
+
+func (j *recordingJobMaster) UpdateTaskExecutionState(_ context.Context, req *jobplanev1.UpdateTaskExecutionStateRequest) (*jobplanev1.UpdateTaskExecutionStateResponse, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.singles++
+	j.reports = append(j.reports, []*jobplanev1.TaskExecutionStatus{req.GetStatus()})
+	return &jobplanev1.UpdateTaskExecutionStateResponse{}, nil
+}
+
+func (j *recordingJobMaster) UpdateTaskExecutionStates(ctx context.Context, req *jobplanev1.UpdateTaskExecutionStatesRequest) (*jobplanev1.UpdateTaskExecutionStatesResponse, error) {
+	if !j.batch {
+		return nil, connect.NewError(connect.CodeUnimplemented, nil)
+	}
+	j.mu.Lock()
+	first := !j.held
+	j.held = true
+	j.mu.Unlock()
+	if first && j.hold != nil {
+		select {
+		case <-j.hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.reports = append(j.reports, req.GetStatuses())
+	return &jobplanev1.UpdateTaskExecutionStatesResponse{}, nil
+}
+
+// states returns the states reported of each attempt (by vertex id), in
+// the order they came, and the number of report calls.
+func (j *recordingJobMaster) states() (map[string][]jobplanev1.ExecutionState, int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := map[string][]jobplanev1.ExecutionState{}
+	for _, call := range j.reports {
+		for _, st := range call {
+			out[st.GetAttempt().GetVertexId()] = append(out[st.GetAttempt().GetVertexId()], st.GetState())
+		}
+	}
+	return out, len(j.reports)
+}
+
+func serveJobMaster(t *testing.T, jm *recordingJobMaster) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle(jobplanev1connect.NewJobMasterServiceHandler(jm))
+	srv := httptest.NewUnstartedServer(mux)
+	var protocols http.Protocols // the TaskExecutor's client speaks h2c
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv.Config.Protocols = &protocols
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// startRunning serves and runs a TaskExecutor with n slots and the given
+// invokables; Run finds no ResourceManager, which these tests do without.
+func startRunning(t *testing.T, n int, invokables map[string]taskexecutor.Invokable) jobplanev1connect.TaskExecutorServiceClient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store, err := hastore.Open(ctx, hastore.OpenConfig{DataDir: t.TempDir(), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	te, err := taskexecutor.New(taskexecutor.Config{
+		Address: "http://127.0.0.1:1", Slots: n, Store: store, HTTPClient: endpoint.NewClient(), Invokables: invokables, Logger: logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, h := te.Handler()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- te.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+	return jobplanev1connect.NewTaskExecutorServiceClient(srv.Client(), srv.URL)
+}
+
+func slotRequests(jm string, job string, jmEpoch uint64, n int) []*jobplanev1.SlotRequest {
+	var out []*jobplanev1.SlotRequest
+	for i := range n {
+		out = append(out, &jobplanev1.SlotRequest{
+			SlotIndex: int32(i), AllocationId: job + string(rune('a'+i)), JobId: job, JobMasterAddress: jm, JobMasterToken: token(jmEpoch),
+		})
+	}
+	return out
+}
+
+// waitFor polls cond until it holds, for at most 10s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting after 10s for %s", what)
+		}
+	}
+}
+
+// The slots of one RequestSlots go to their JobMaster in one registration
+// and one offer, not one of each per slot; a slot that cannot be
+// allocated is refused alone, by its index.
+func TestRequestSlotsOffersTogether(t *testing.T) {
+	jm := &recordingJobMaster{batch: true}
+	url := serveJobMaster(t, jm)
+	te := startRunning(t, 9, nil)
+	ctx := context.Background()
+	if _, err := te.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
+		ResourceManagerToken: token(1), SlotIndex: 7, AllocationId: "other", JobId: "other", JobMasterAddress: url, JobMasterToken: token(1),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first offer", func() bool { jm.mu.Lock(); defer jm.mu.Unlock(); return len(jm.offers) == 1 })
+
+	slots := slotRequests(url, "j", 3, 8) // slot 7 is taken
+	resp, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slots})
+	if err != nil {
+		t.Fatalf("RequestSlots: %v", err)
+	}
+	if r := resp.GetRefused(); len(r) != 1 || r[0].GetIndex() != 7 || r[0].GetReason() != jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED {
+		t.Errorf("refused = %v, want slot 7 (index 7) SLOT_OCCUPIED", r)
+	}
+	if resp.GetSlotReportVersion() == 0 {
+		t.Errorf("slot report version 0, want the version with the allocations")
+	}
+	waitFor(t, "the job's offer", func() bool { jm.mu.Lock(); defer jm.mu.Unlock(); return len(jm.offers) == 2 })
+	jm.mu.Lock()
+	registers, offers := jm.registers, jm.offers
+	jm.mu.Unlock()
+	if registers != 2 || len(offers[1]) != 7 {
+		t.Errorf("got %d registrations and an offer of %d slots for two jobs; want 2 and 7 (one call each for the job's 7 slots)", registers, len(offers[1]))
+	}
+	// Repeating the call changes nothing and offers nothing new.
+	if resp, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slots[:7]}); err != nil || len(resp.GetRefused()) != 0 {
+		t.Errorf("repeated RequestSlots = %v, %v; want every slot allocated", resp, err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		req  *jobplanev1.RequestSlotsRequest
+		code connect.Code
+	}{
+		{"no ResourceManager token", &jobplanev1.RequestSlotsRequest{Slots: slotRequests(url, "k", 1, 1)}, connect.CodeInvalidArgument},
+		{"no slots", &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1)}, 0},
+		{"missing field", &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: []*jobplanev1.SlotRequest{{AllocationId: "x", JobId: "k", JobMasterToken: token(1)}}}, connect.CodeInvalidArgument},
+		{"slot out of range", &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: []*jobplanev1.SlotRequest{{SlotIndex: 9, AllocationId: "x", JobId: "k", JobMasterAddress: url, JobMasterToken: token(1)}}}, connect.CodeInvalidArgument},
+	} {
+		_, err := te.RequestSlots(ctx, tc.req)
+		if got := connect.CodeOf(err); err != nil && got != tc.code || err == nil && tc.code != 0 {
+			t.Errorf("%s: %v, want code %v", tc.name, err, tc.code)
+		}
+	}
+	// A newer ResourceManager was seen: the older token is refused whole.
+	if _, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(2)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slotRequests(url, "k", 1, 1)}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
+		t.Errorf("RequestSlots with an older ResourceManager token: %v, want STALE_FENCING_TOKEN", err)
+	}
+	// A JobMaster token older than the job's is refused per slot.
+	resp, err = te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(2), Slots: []*jobplanev1.SlotRequest{{
+		SlotIndex: 8, AllocationId: "stale", JobId: "j", JobMasterAddress: url, JobMasterToken: token(2),
+	}}})
+	if err != nil || len(resp.GetRefused()) != 1 || resp.GetRefused()[0].GetReason() != jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN {
+		t.Errorf("RequestSlots with an older JobMaster token = %v, %v; want the slot refused STALE_FENCING_TOKEN", resp, err)
+	}
+}
+
+// SubmitTasks deploys each attempt on its own: the ones it cannot deploy
+// are refused by index, the others run. The attempts start without
+// waiting for their RUNNING reports, and the reports made meanwhile go
+// together in the next call, in order per attempt.
+func TestSubmitTasksDeploysAndReportsTogether(t *testing.T) {
+	const n = 6
+	jm := &recordingJobMaster{batch: true, hold: make(chan struct{})}
+	url := serveJobMaster(t, jm)
+	var started sync.WaitGroup
+	started.Add(n)
+	release := make(chan struct{})
+	te := startRunning(t, n+1, map[string]taskexecutor.Invokable{"gate": func(ctx context.Context, _ taskexecutor.Task) error {
+		started.Done()
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}})
+	ctx := context.Background()
+	if _, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slotRequests(url, "j", 5, n+1)}); err != nil {
+		t.Fatal(err)
+	}
+	var tasks []*jobplanev1.TaskDeployment
+	for i := range n {
+		tasks = append(tasks, &jobplanev1.TaskDeployment{AllocationId: "j" + string(rune('a'+i)), Attempt: &jobplanev1.ExecutionAttemptId{VertexId: string(rune('p' + i))}, Invokable: "gate"})
+	}
+	tasks = append(tasks,
+		&jobplanev1.TaskDeployment{AllocationId: "nope", Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "x"}, Invokable: "gate"},
+		&jobplanev1.TaskDeployment{AllocationId: "j" + string(rune('a'+n)), Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "y"}, Invokable: "missing"},
+	)
+	if _, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(4), Tasks: tasks}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
+		t.Fatalf("SubmitTasks with an older token: %v, want STALE_FENCING_TOKEN", err)
+	}
+	if _, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(5), Tasks: []*jobplanev1.TaskDeployment{{AllocationId: "ja"}}}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("SubmitTasks without attempt and invokable: %v, want INVALID_ARGUMENT", err)
+	}
+	resp, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(5), Tasks: tasks})
+	if err != nil {
+		t.Fatalf("SubmitTasks: %v", err)
+	}
+	refused := map[int32]jobplanev1.ErrorReason{}
+	for _, r := range resp.GetRefused() {
+		refused[r.GetIndex()] = r.GetReason()
+	}
+	if len(refused) != 2 || refused[n] != jobplanev1.ErrorReason_ERROR_REASON_SLOT_NOT_ALLOCATED || refused[n+1] != jobplanev1.ErrorReason_ERROR_REASON_UNKNOWN_INVOKABLE {
+		t.Errorf("refused = %v, want index %d SLOT_NOT_ALLOCATED and %d UNKNOWN_INVOKABLE", resp.GetRefused(), n, n+1)
+	}
+	// Every attempt starts while the first report is held.
+	all := make(chan struct{})
+	go func() { started.Wait(); close(all) }()
+	select {
+	case <-all:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the attempts did not start while their first RUNNING report was held")
+	}
+	close(jm.hold)
+	close(release)
+	waitFor(t, "every attempt's FINISHED report", func() bool {
+		states, _ := jm.states()
+		for i := range n {
+			if s := states[string(rune('p'+i))]; len(s) == 0 || s[len(s)-1] != jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED {
+				return false
+			}
+		}
+		return true
+	})
+	states, calls := jm.states()
+	for v, s := range states {
+		if len(s) != 2 || s[0] != jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING || s[1] != jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED {
+			t.Errorf("attempt %s reported %v, want RUNNING then FINISHED", v, s)
+		}
+	}
+	// The held call carried at least one RUNNING report, the next all
+	// the others that were made meanwhile; the FINISHED reports follow.
+	jm.mu.Lock()
+	second := jm.reports[1]
+	jm.mu.Unlock()
+	if got := len(jm.reports[0]) + len(second); got < n {
+		t.Errorf("the first two report calls carried %d RUNNING reports, want all %d (made while the first was held)", got, n)
+	}
+	if jm.singles != 0 || calls > 2+n {
+		t.Errorf("%d report calls, %d of them one-change; want batched calls only", calls, jm.singles)
+	}
+}
+
+// A JobMaster without UpdateTaskExecutionStates gets one
+// UpdateTaskExecutionState per change, in order.
+func TestReportsFallBackToOneChangePerCall(t *testing.T) {
+	jm := &recordingJobMaster{}
+	url := serveJobMaster(t, jm)
+	te := startRunning(t, 2, nil)
+	ctx := context.Background()
+	if _, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slotRequests(url, "j", 1, 2)}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(1), Tasks: []*jobplanev1.TaskDeployment{
+		{AllocationId: "ja", Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "p"}, Invokable: "noop"},
+		{AllocationId: "jb", Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "q"}, Invokable: "noop"},
+	}})
+	if err != nil || len(resp.GetRefused()) != 0 {
+		t.Fatalf("SubmitTasks = %v, %v", resp, err)
+	}
+	waitFor(t, "four reports", func() bool { jm.mu.Lock(); defer jm.mu.Unlock(); return jm.singles == 4 })
+	states, _ := jm.states()
+	for _, v := range []string{"p", "q"} {
+		if s := states[v]; len(s) != 2 || s[0] != jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING || s[1] != jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED {
+			t.Errorf("attempt %s reported %v, want RUNNING then FINISHED", v, s)
+		}
+	}
+}
+
+// FreeSlots frees the job's listed allocations under a current token, and
+// nothing under an older one.
+func TestFreeSlots(t *testing.T) {
+	jm := &recordingJobMaster{batch: true}
+	url := serveJobMaster(t, jm)
+	te := startRunning(t, 3, nil)
+	ctx := context.Background()
+	if _, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slotRequests(url, "j", 2, 3)}); err != nil {
+		t.Fatal(err)
+	}
+	held := func() []string {
+		resp, err := te.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{Token: token(1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, s := range resp.GetSlotReport().GetSlots() {
+			if s.GetAllocationId() != "" {
+				out = append(out, s.GetAllocationId())
+			}
+		}
+		return out
+	}
+	if _, err := te.FreeSlots(ctx, &jobplanev1.FreeSlotsRequest{JobId: "j", JobMasterToken: token(1), AllocationIds: []string{"ja", "jb"}}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
+		t.Errorf("FreeSlots with an older token: %v, want STALE_FENCING_TOKEN", err)
+	}
+	if _, err := te.FreeSlots(ctx, &jobplanev1.FreeSlotsRequest{AllocationIds: []string{"ja"}}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("FreeSlots without job and token: %v, want INVALID_ARGUMENT", err)
+	}
+	if got := held(); len(got) != 3 {
+		t.Fatalf("held %v after refused FreeSlots, want all 3", got)
+	}
+	if _, err := te.FreeSlots(ctx, &jobplanev1.FreeSlotsRequest{JobId: "j", JobMasterToken: token(2), AllocationIds: []string{"ja", "jc", "unknown"}}); err != nil {
+		t.Fatalf("FreeSlots: %v", err)
+	}
+	if got := held(); len(got) != 1 || got[0] != "jb" {
+		t.Errorf("held %v after freeing ja and jc, want [jb]", got)
+	}
+}

@@ -1,0 +1,118 @@
+package taskexecutor
+
+import (
+	"context"
+	"time"
+
+	"connectrpc.com/connect"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/apierror"
+)
+
+// Slot offers. A slot allocated to a job is offered to the job's JobMaster,
+// and freed if the JobMaster does not take it. Offers are per JobMaster,
+// not per slot: the slots allocated while an offer to a JobMaster is on
+// its way wait, and go together in the next one, so that a job given many
+// slots here at once (one RequestSlots, or many RequestSlot calls in a
+// burst) costs one RegisterTaskExecutor and one OfferSlots, not one of
+// each per slot.
+
+// offerKey names the JobMaster that slots are offered to: the job's, under
+// one token, at one address.
+type offerKey struct {
+	jobID, address string
+	token          hastore.Token
+}
+
+// offeredSlot is a slot waiting to be offered.
+type offeredSlot struct {
+	index        int
+	allocationID string
+}
+
+// queueOfferLocked queues a slot for offering to a JobMaster, starting a
+// sender for it unless one runs. Nothing is queued once Run is winding
+// down. te.mu must be held.
+func (te *TaskExecutor) queueOfferLocked(key offerKey, index int, allocationID string) {
+	if te.stopped {
+		return
+	}
+	queued, sending := te.offers[key]
+	te.offers[key] = append(queued, offeredSlot{index, allocationID})
+	if !sending {
+		ctx := te.ctx
+		te.goRunLocked(func() { te.sendOffers(ctx, key) })
+	}
+}
+
+// sendOffers offers what is queued for a JobMaster, one call at a time,
+// until nothing is.
+func (te *TaskExecutor) sendOffers(ctx context.Context, key offerKey) {
+	for {
+		te.mu.Lock()
+		slots := te.offers[key]
+		if len(slots) == 0 {
+			delete(te.offers, key)
+			te.mu.Unlock()
+			return
+		}
+		te.offers[key] = nil // still sending
+		te.mu.Unlock()
+		te.offer(ctx, key, slots)
+	}
+}
+
+// offer offers newly allocated slots to the job's JobMaster and frees the
+// ones it does not take.
+func (te *TaskExecutor) offer(ctx context.Context, key offerKey, slots []offeredSlot) {
+	jm := te.jobMaster(key.address)
+	offers := make([]*jobplanev1.SlotOffer, len(slots))
+	for i, s := range slots {
+		offers[i] = &jobplanev1.SlotOffer{AllocationId: s.allocationID, SlotIndex: int32(s.index)}
+	}
+	accepted := map[string]bool{}
+	for attempt := 0; attempt < 20 && ctx.Err() == nil; attempt++ {
+		sent := time.Now()
+		reg, err := jm.RegisterTaskExecutor(ctx, &jobplanev1.JobMasterServiceRegisterTaskExecutorRequest{
+			JobId: key.jobID, JobMasterToken: protoToken(key.token), TaskExecutorId: te.cfg.ID, Address: te.cfg.Address,
+		})
+		if err == nil {
+			te.registered(key.jobID, key.token, sent, reg.GetHeartbeatInterval().AsDuration(), reg.GetHeartbeatTimeout().AsDuration())
+			var resp *jobplanev1.OfferSlotsResponse
+			resp, err = jm.OfferSlots(ctx, &jobplanev1.OfferSlotsRequest{
+				JobId: key.jobID, JobMasterToken: protoToken(key.token), TaskExecutorId: te.cfg.ID, Offers: offers,
+			})
+			if err == nil {
+				for _, a := range resp.GetAccepted() {
+					accepted[a.GetAllocationId()] = true
+				}
+				break
+			}
+		}
+		if apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) || connect.CodeOf(err) == connect.CodeUnavailable && apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER) {
+			break
+		}
+		te.log.Debug("offering slots failed; retrying", "job", key.jobID, "slots", len(slots), "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(te.cfg.RetryInterval):
+		}
+	}
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	j := te.jobs[key.jobID]
+	for _, o := range slots {
+		if accepted[o.allocationID] {
+			continue
+		}
+		s := te.slots[o.index]
+		// Free the slot unless it is in use: by an attempt of this
+		// JobMaster, or for a newer JobMaster the job has since.
+		idle := s.task == nil || s.task.token != key.token && isDone(s.task.done)
+		if s.allocationID == o.allocationID && idle && j != nil && j.token == key.token {
+			te.releaseLocked(s, "")
+		}
+	}
+}
