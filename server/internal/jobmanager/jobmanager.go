@@ -140,7 +140,7 @@ func New(cfg Config) (*JobManager, error) {
 	}
 	jm := &JobManager{cfg: cfg, log: cfg.Logger}
 	jm.router = jobmaster.NewRouter(jobmaster.RouterConfig{
-		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout,
+		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, HTTPClient: cfg.HTTPClient,
 		LeaderAddress: func(ctx context.Context, jobID string) string {
 			info, err := cfg.Store.Leader(ctx, hastore.JobElection(jobID))
 			if err != nil {
@@ -214,7 +214,7 @@ func (jm *JobManager) newRunner(plan *jobplanev1.ExecutionPlan, recovered bool, 
 		NewJobMaster: func(l *hastore.Leadership) (*jobmaster.JobMaster, error) {
 			return jobmaster.New(jobmaster.Config{
 				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: l.Token(), Valid: l.Valid, Address: jm.cfg.Address, Router: jm.router,
-				ResourceManager: jm.rmClient, HTTPClient: jm.cfg.HTTPClient, SubmitTime: plan.GetSubmitTime().AsTime(),
+				ResourceManager: jm.rmClient, SubmitTime: plan.GetSubmitTime().AsTime(),
 				HeartbeatInterval: jm.cfg.HeartbeatInterval, HeartbeatTimeout: jm.cfg.HeartbeatTimeout,
 				SlotTimeout: jm.cfg.SlotTimeout, Clock: jm.cfg.Clock, OnStatus: onStatus, Logger: jm.log,
 			})

@@ -13,7 +13,10 @@ import (
 	"github.com/jobplane/jobplane/server/internal/batch"
 )
 
-// executorClient is a client of a TaskExecutor.
+// executorClient is the process's one client of a TaskExecutor, which
+// every JobMaster here that uses the TaskExecutor shares (see Router): a
+// JobMaster holds a pointer, not a client of its own, whose config and
+// compression pools would cost tens of kilobytes per job.
 //
 // It deploys and frees in batches, one call per bounded run of items
 // (SubmitTasks, FreeSlots); a TaskExecutor that lacks those calls gets the

@@ -12,9 +12,57 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
+
+// Every JobMaster of a process that uses a TaskExecutor holds the
+// process's one client of it (a pointer), not a client of its own; a
+// TaskExecutor at a new address gets a new client.
+func TestJobMastersShareOneClientPerTaskExecutor(t *testing.T) {
+	t.Parallel()
+	r := NewRouter(RouterConfig{})
+	newJM := func(job string) *JobMaster {
+		jm, err := New(Config{
+			JobID: job, Token: hastore.Token{SessionID: "s", Epoch: 1}, Address: "http://127.0.0.1:1", Router: r,
+			Graph:           &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}},
+			ResourceManager: jobplanev1connect.NewResourceManagerServiceClient(http.DefaultClient, "http://127.0.0.1:1"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return jm
+	}
+	var jms []*JobMaster
+	for i := range 3 {
+		jm := newJM(fmt.Sprint("job", i))
+		jm.registerExecutor("te-1", "http://127.0.0.1:2")
+		jm.registerExecutor("te-2", "http://127.0.0.1:3")
+		jms = append(jms, jm)
+	}
+	for _, id := range []string{"te-1", "te-2"} {
+		first := jms[0].executors[id].client
+		if first == nil {
+			t.Fatalf("%s: no client", id)
+		}
+		for i, jm := range jms[1:] {
+			if got := jm.executors[id].client; got != first {
+				t.Errorf("%s: JobMaster %d holds client %p, JobMaster 0 %p; want the one shared client", id, i+1, got, first)
+			}
+		}
+	}
+	if jms[0].executors["te-1"].client == jms[0].executors["te-2"].client {
+		t.Error("two TaskExecutors share a client")
+	}
+	// The TaskExecutor came back elsewhere: the next registration gets a
+	// client of the new address.
+	old := jms[0].executors["te-1"].client
+	jms[1].registerExecutor("te-1", "http://127.0.0.1:4")
+	if got := jms[1].executors["te-1"].client; got == old {
+		t.Error("a TaskExecutor at a new address kept the client of the old one")
+	}
+}
 
 // fakeTaskExecutor serves SubmitTask(s) and FreeSlot(s), refusing the
 // allocation "taken", and counts the calls; without batch it lacks the

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
-	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
 )
 
@@ -34,7 +32,7 @@ import (
 // executorRef is a TaskExecutor registered with the JobMaster.
 type executorRef struct {
 	id, address string
-	client      *executorClient
+	client      *executorClient // the process's, shared (see Router)
 }
 
 // orphanKey names an attempt that may still run on a TaskExecutor although
@@ -62,14 +60,13 @@ func (jm *JobMaster) stopMargin() time.Duration {
 // back after it was lost is told to cancel and free what it may still
 // hold for the job.
 func (jm *JobMaster) registerExecutor(id, address string) {
+	client := jm.cfg.Router.registered(id, address, jm.cfg.JobID, jm.cfg.Token)
 	e := jm.executors[id]
 	if e == nil || e.address != address {
-		e = &executorRef{id: id, address: address, client: &executorClient{
-			TaskExecutorServiceClient: jobplanev1connect.NewTaskExecutorServiceClient(jm.cfg.HTTPClient, address, endpoint.ClientOptions()...),
-		}}
+		e = &executorRef{id: id, address: address}
 		jm.executors[id] = e
 	}
-	jm.cfg.Router.registered(id, address, jm.cfg.JobID, jm.cfg.Token)
+	e.client = client
 	if g := jm.gone[id]; g != nil {
 		delete(jm.gone, id)
 		jm.log.Info("a lost TaskExecutor is back; canceling what it may still run for the job", "task_executor", id,

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"connectrpc.com/connect"
-
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
@@ -33,8 +31,6 @@ type Config struct {
 	Address string
 	// ResourceManager is a client of the ResourceManager. Required.
 	ResourceManager jobplanev1connect.ResourceManagerServiceClient
-	// HTTPClient carries calls to TaskExecutors. Required.
-	HTTPClient connect.HTTPClient
 	// SubmitTime is when the job was accepted.
 	SubmitTime time.Time
 	// Router is the process's Router, which serves the job's calls and
@@ -164,8 +160,8 @@ func New(cfg Config) (*JobMaster, error) {
 	switch {
 	case cfg.JobID == "" || cfg.Graph == nil || cfg.Token.IsZero() || cfg.Address == "":
 		return nil, errors.New("jobmaster: job id, graph, token and address are required")
-	case cfg.ResourceManager == nil || cfg.HTTPClient == nil:
-		return nil, errors.New("jobmaster: ResourceManager and HTTP clients are required")
+	case cfg.ResourceManager == nil:
+		return nil, errors.New("jobmaster: a ResourceManager client is required")
 	case cfg.Router == nil:
 		return nil, errors.New("jobmaster: a Router is required")
 	}

@@ -5,12 +5,14 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/liveness"
 )
 
@@ -49,6 +51,9 @@ type RouterConfig struct {
 	// lead (the process's session validity), for the lease heartbeats
 	// grant TaskExecutors.
 	LeaseUntil func() time.Time
+	// HTTPClient carries the JobMasters' calls to TaskExecutors. Default:
+	// endpoint.NewClient().
+	HTTPClient connect.HTTPClient
 }
 
 // executorLink is what the process knows of one TaskExecutor: when it was
@@ -59,6 +64,9 @@ type executorLink struct {
 	heard   liveness.Mark
 	jobs    map[string]hastore.Token // followed here, with the token followed
 	owed    map[string]*jobplanev1.TaskExecutorJobAnswer
+	// client is the process's client of the TaskExecutor at address, made
+	// when a JobMaster here first registers it; nil before.
+	client *executorClient
 }
 
 // NewRouter returns an empty Router for cfg.
@@ -68,6 +76,9 @@ func NewRouter(cfg RouterConfig) *Router {
 	}
 	if cfg.HeartbeatTimeout <= 0 {
 		cfg.HeartbeatTimeout = 10 * time.Second
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = endpoint.NewClient()
 	}
 	return &Router{
 		cfg:       cfg,
@@ -219,12 +230,20 @@ func (r *Router) oweLocked(link *executorLink, a *jobplanev1.TaskExecutorJobAnsw
 
 // registered records a TaskExecutor's registration with a JobMaster here
 // (a call from it: it is heard) and that it follows the JobMaster's job.
-func (r *Router) registered(id, address, job string, token hastore.Token) {
+// It returns the process's client of the TaskExecutor, shared by every
+// JobMaster here: one per TaskExecutor, not one per job.
+func (r *Router) registered(id, address, job string, token hastore.Token) *executorClient {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	link := r.linkLocked(id, address)
 	link.heard = r.judge.Heard(time.Now())
 	r.followLocked(id, link, job, token)
+	if link.client == nil {
+		link.client = &executorClient{
+			TaskExecutorServiceClient: jobplanev1connect.NewTaskExecutorServiceClient(r.cfg.HTTPClient, link.address, endpoint.ClientOptions()...),
+		}
+	}
+	return link.client
 }
 
 // linkLocked returns the TaskExecutor's link, made if new; r.mu must be
@@ -235,8 +254,8 @@ func (r *Router) linkLocked(id, address string) *executorLink {
 		link = &executorLink{address: address, heard: r.judge.Heard(time.Now()), jobs: make(map[string]hastore.Token)}
 		r.executors[id] = link
 	}
-	if address != "" {
-		link.address = address
+	if address != "" && address != link.address {
+		link.address, link.client = address, nil
 	}
 	return link
 }
