@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,11 +21,10 @@ type store struct {
 	mu         sync.Mutex
 	dispatcher hastore.Fence            // the latest jobmanager grant
 	grants     map[string]hastore.Token // by job election: the first grant
-	regranted  map[string]bool
 }
 
 func newStore(inner hastore.Store, mode, public string) *store {
-	return &store{Store: inner, mode: mode, public: public, grants: map[string]hastore.Token{}, regranted: map[string]bool{}}
+	return &store{Store: inner, mode: mode, public: public, grants: map[string]hastore.Token{}}
 }
 
 func (s *store) fence() hastore.Fence {
@@ -36,21 +34,7 @@ func (s *store) fence() hastore.Fence {
 }
 
 func (s *store) ConfirmLeadership(ctx context.Context, f hastore.Fence, _ string) error {
-	if err := s.Store.ConfirmLeadership(ctx, f, s.public); err != nil {
-		return err
-	}
-	if s.mode == "runs-twice" && strings.HasPrefix(f.Election, "job/") {
-		s.mu.Lock()
-		first := !s.regranted[f.Election]
-		s.regranted[f.Election] = true
-		s.mu.Unlock()
-		if first {
-			// Give the job's first leadership up: the server runs the job
-			// under a second JobMaster.
-			_ = s.Store.Resign(ctx, f)
-		}
-	}
-	return nil
+	return s.Store.ConfirmLeadership(ctx, f, s.public)
 }
 
 func (s *store) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan) error {
@@ -129,16 +113,30 @@ func (ss *session) Campaign(ctx context.Context, election, _ string) (*hastore.L
 		return nil, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if election == hastore.ElectionJobManager {
 		s.dispatcher = l.Fence()
+		s.mu.Unlock()
 		return l, nil
 	}
 	first, seen := s.grants[election]
 	if !seen {
 		s.grants[election] = l.Token()
 	}
+	s.mu.Unlock()
 	switch {
+	case s.mode == "runs-twice" && !seen:
+		// The job's first leadership ends before the server hears of it:
+		// the server learns of the grant and of its end together,
+		// campaigns a second time and runs the job under a second
+		// JobMaster. (Given up once the grant was confirmed, as it was,
+		// the leadership could outlast a short job, which then ran once
+		// under one JobMaster, and the break went unseen.)
+		_ = l.Resign(ctx)
+		select {
+		case <-l.Done():
+		case <-ctx.Done():
+		}
+		return l, nil
 	case s.mode == "stale-token-deploys" && seen:
 		// The server keeps deploying under its first token.
 		stale, _ := hastore.NewLeadership(l.Context(), hastore.Fence{Election: election, Token: first}, s, ss.Session.ValidUntil)
