@@ -22,11 +22,10 @@ type store struct {
 	mu         sync.Mutex
 	dispatcher hastore.Fence            // the latest jobmanager grant
 	grants     map[string]hastore.Token // by job election: the first grant
-	regranted  map[string]bool
 }
 
 func newStore(inner hastore.Store, mode, public string) *store {
-	return &store{Store: inner, mode: mode, public: public, grants: map[string]hastore.Token{}, regranted: map[string]bool{}}
+	return &store{Store: inner, mode: mode, public: public, grants: map[string]hastore.Token{}}
 }
 
 func (s *store) fence() hastore.Fence {
@@ -36,21 +35,7 @@ func (s *store) fence() hastore.Fence {
 }
 
 func (s *store) ConfirmLeadership(ctx context.Context, f hastore.Fence, _ string) error {
-	if err := s.Store.ConfirmLeadership(ctx, f, s.public); err != nil {
-		return err
-	}
-	if s.mode == "runs-twice" && strings.HasPrefix(f.Election, "job/") {
-		s.mu.Lock()
-		first := !s.regranted[f.Election]
-		s.regranted[f.Election] = true
-		s.mu.Unlock()
-		if first {
-			// Give the job's first leadership up: the server runs the job
-			// under a second JobMaster.
-			_ = s.Store.Resign(ctx, f)
-		}
-	}
-	return nil
+	return s.Store.ConfirmLeadership(ctx, f, s.public)
 }
 
 func (s *store) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan) error {
@@ -139,6 +124,11 @@ func (ss *session) Campaign(ctx context.Context, election, _ string) (*hastore.L
 		s.grants[election] = l.Token()
 	}
 	switch {
+	case s.mode == "runs-twice" && strings.HasPrefix(election, "job/") && !seen:
+		// Give the job's first leadership up: the server runs the job
+		// under a second JobMaster.
+		_ = s.Store.Resign(ctx, l.Fence())
+		return l, nil
 	case s.mode == "stale-token-deploys" && seen:
 		// The server keeps deploying under its first token.
 		stale, _ := hastore.NewLeadership(l.Context(), hastore.Fence{Election: election, Token: first}, s, ss.Session.ValidUntil)

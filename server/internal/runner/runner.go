@@ -102,7 +102,11 @@ func (r *Runner) Run(ctx context.Context) (jobmaster.Result, error) {
 	election := hastore.JobElection(r.cfg.JobID)
 	backoff := 50 * time.Millisecond
 	for {
-		l, err := r.cfg.Session.Campaign(ctx, election, "")
+		// The candidacy carries the address at once: the JobMaster is
+		// reachable there as soon as it leads (calls that come before it
+		// exists are answered as by a non-leader), and no second write
+		// publishes it.
+		l, err := r.cfg.Session.Campaign(ctx, election, r.cfg.Address)
 		switch {
 		case ctx.Err() != nil:
 			return jobmaster.Result{Status: jobstatus.Suspended}, nil
@@ -197,18 +201,13 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership) (res jobmaster
 		r.current = nil
 		r.mu.Unlock()
 	}()
-	results := make(chan jobmaster.Result, 1)
-	go func() { results <- jm.Run(lctx) }()
-	// Publish the JobMaster's address only while still the leader.
-	if err := l.Confirm(lctx, r.cfg.Address); err != nil && lctx.Err() == nil {
-		r.log.Warn("publishing the JobMaster's address failed", "err", err)
-	}
 	r.mu.Lock()
 	if r.canceling {
 		go jm.Cancel(lctx)
 	}
 	r.mu.Unlock()
-	res = <-results
+	// The JobMaster runs on the runner's goroutine: a job costs one.
+	res = jm.Run(lctx)
 	// An outcome reached after the leadership ended is not this
 	// JobMaster's to report.
 	if res.Status == jobstatus.Suspended || l.Context().Err() != nil || !l.Valid() {
