@@ -20,7 +20,6 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/dispatcher"
-	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobgraph"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
 	"github.com/jobplane/jobplane/server/internal/resourcemanager"
@@ -160,7 +159,6 @@ func New(cfg Config) (*JobManager, error) {
 			return sess.ValidUntil()
 		},
 	})
-	jm.rmClient = jobplanev1connect.NewResourceManagerServiceClient(cfg.HTTPClient, cfg.Address, endpoint.ClientOptions()...)
 	var err error
 	jm.rm, err = resourcemanager.New(resourcemanager.Config{
 		HTTPClient: cfg.HTTPClient, HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, Logger: cfg.Logger,
@@ -168,6 +166,8 @@ func New(cfg Config) (*JobManager, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The JobMasters run beside the ResourceManager: they call it directly.
+	jm.rmClient = jm.rm.Local()
 	jm.dispatcher, err = dispatcher.New(dispatcher.Config{
 		Store: cfg.Store, NewRunner: jm.newRunner, Limits: cfg.Limits, ParallelismOverrides: cfg.ParallelismOverrides,
 		ResultRetention: cfg.ResultRetention, Address: cfg.Address,
