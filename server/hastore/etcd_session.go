@@ -184,29 +184,35 @@ func (s *etcdSession) Campaign(ctx context.Context, election, address string) (*
 	if err := ValidateCampaign(election, address); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	switch {
-	case s.ended():
-		s.mu.Unlock()
-		return nil, ErrSessionNotFound
-	case s.candidacies[election]:
-		s.mu.Unlock()
-		return nil, ErrCandidacyExists
+	release, err := s.reserve(election)
+	if err != nil {
+		return nil, err
 	}
-	s.candidacies[election] = true
-	s.mu.Unlock()
-	release := func() {
-		s.mu.Lock()
-		delete(s.candidacies, election)
-		s.mu.Unlock()
-	}
-
 	l, err := s.campaign(ctx, election, address, release)
 	if err != nil {
 		release()
 		return nil, err
 	}
 	return l, nil
+}
+
+// reserve records the session's candidacy in election, which it may
+// have only one of, and returns what frees it.
+func (s *etcdSession) reserve(election string) (release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.ended():
+		return nil, ErrSessionNotFound
+	case s.candidacies[election]:
+		return nil, ErrCandidacyExists
+	}
+	s.candidacies[election] = true
+	return func() {
+		s.mu.Lock()
+		delete(s.candidacies, election)
+		s.mu.Unlock()
+	}, nil
 }
 
 func (s *etcdSession) campaign(ctx context.Context, election, address string, release func()) (*Leadership, error) {
@@ -259,6 +265,14 @@ func (s *etcdSession) campaign(ctx context.Context, election, address string, re
 			return nil, ErrSessionNotFound
 		}
 	}
+	return s.lead(election, rev, reg, release), nil
+}
+
+// lead returns the leadership of the session's candidacy in election,
+// created at revision rev (its epoch), whose key reg watches. Ending it
+// frees the candidacy (release).
+func (s *etcdSession) lead(election string, rev int64, reg *keyReg, release func()) *Leadership {
+	store := s.store
 	f := Fence{Election: election, Token: Token{SessionID: s.ID(), Epoch: uint64(rev)}}
 	l, end := NewLeadership(s.ctx, f, store, s.ValidUntil)
 	var cleanup sync.Once
@@ -293,7 +307,7 @@ func (s *etcdSession) campaign(ctx context.Context, election, address string, re
 		}
 		ll.end(cause)
 	})
-	return l, nil
+	return l
 }
 
 // enter creates the session's candidacy key in election, through the
