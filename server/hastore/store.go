@@ -142,6 +142,18 @@ type PlanCandidacy interface {
 	PutExecutionPlanAndLead(ctx context.Context, f Fence, plan *jobplanev1.ExecutionPlan, address string) (granted *Leadership, err error)
 }
 
+// JobFinisher is implemented by stores that can record a job's result and
+// clean up after the job in one write (the Etcd backend does).
+type JobFinisher interface {
+	// FinishJob does what CreateDirtyJobResult, DeleteExecutionPlan and
+	// MarkJobResultClean do in turn, as one write fenced by f: the result
+	// is stored clean and the plan removed, both or neither, so no state
+	// in between is ever seen. It fails with ErrResultExists, writing
+	// nothing, if the job has a result already; its other errors are
+	// CreateDirtyJobResult's.
+	FinishJob(ctx context.Context, f Fence, result *jobplanev1.JobResult) error
+}
+
 // Session is a store session (on etcd, a lease). Its candidacies and
 // leaderships end when it ends.
 type Session interface {

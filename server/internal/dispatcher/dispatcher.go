@@ -438,11 +438,22 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 		ExceptionHistory: res.Exceptions,
 	}
 	f := ld.l.Fence()
+	// A store that can (hastore.JobFinisher) records the result and cleans
+	// up in one write; others take the three steps of the contract.
+	record := d.cfg.Store.CreateDirtyJobResult
+	finisher, oneWrite := d.cfg.Store.(hastore.JobFinisher)
+	if oneWrite {
+		record = finisher.FinishJob
+	}
+	cleaned := false
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(ld.ctx, 10*time.Second)
-		err := d.cfg.Store.CreateDirtyJobResult(ctx, f, result)
+		err := record(ctx, f, result)
 		cancel()
 		if err == nil || errors.Is(err, hastore.ErrResultExists) {
+			// A result that existed already (an earlier attempt's, whose
+			// answer was lost) may still need its cleanup.
+			cleaned = oneWrite && err == nil
 			break
 		}
 		if ld.ctx.Err() != nil || errors.Is(err, hastore.ErrStaleToken) {
@@ -467,7 +478,9 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 	close(j.done)
 	d.mu.Unlock()
 	d.log.Info("job terminated", "job", j.id, "status", result.GetStatus())
-	d.cleanup(ld.ctx, f, j.id)
+	if !cleaned {
+		d.cleanup(ld.ctx, f, j.id)
+	}
 }
 
 // stepDown gives up the leadership, retrying until the store records it
