@@ -94,6 +94,23 @@ func awaitQueued(t *testing.T, s *hastore.Etcd, n int) {
 	}
 }
 
+// awaitSent waits until n transactions have been sent and returns their
+// Then sizes.
+func awaitSent(t *testing.T, txns *txnCounter, n int) []int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sizes, _ := txns.snapshot()
+		if len(sizes) >= n {
+			return sizes
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("transactions sent = %d, want %d", len(sizes), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func bigPlan(jobID string, bytes int) *jobplanev1.ExecutionPlan {
 	p := testPlan(jobID)
 	p.JobGraph.Name = string(make([]byte, bytes))
@@ -406,7 +423,9 @@ func TestGroupCommitCandidacies(t *testing.T) {
 		}
 		leaders[i] = g.l
 	}
-	after, _ := c.txns.snapshot()
+	// The second candidacy of x waits for the first batch and is sent
+	// after it; its campaign goes on waiting, so wait for its transaction.
+	after := awaitSent(t, c.txns, len(before)+3)
 	// A candidacy sent alone is its own transaction, whose Then holds its
 	// put and its read of the election's oldest key.
 	if got, want := fmt.Sprint(after[len(before):]), "[1 2 2]"; got != want {
