@@ -50,9 +50,10 @@ check-generated: ## fail if gen/ differs from what proto/ generates
 	echo "gen/ is up to date"
 
 .PHONY: test
-test: lint check-generated ## everything CI runs: lint, generated-code check, go test -race, conformance
+test: lint check-generated ## everything CI runs: lint, generated-code check, go test -race, conformance, a quick bench
 	$(GO) test -race -count=1 ./...
 	$(MAKE) conformance
+	$(MAKE) bench-quick
 
 .PHONY: conformance
 conformance: ## build the reference server and run the conformance runner against it

@@ -117,7 +117,7 @@ func RunFloor(ctx context.Context, in io.Reader, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv.Handle(jobplanev1connect.NewDispatcherServiceHandler(&floorHandler{store: store, fence: l.Fence()}))
+	srv.Handle(jobplanev1connect.NewDispatcherServiceHandler(&floorHandler{store: store, fence: l.Fence()}, connect.WithCompressMinBytes(compressMinBytes)))
 	sctx, stop := context.WithCancel(ctx)
 	served := make(chan error, 1)
 	go func() { served <- srv.Run(sctx) }()

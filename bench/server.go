@@ -8,6 +8,10 @@ import (
 	"time"
 )
 
+// compressMinBytes is the size under which the bench's handlers send
+// answers uncompressed, as the jobplane endpoint's do (1 KiB).
+const compressMinBytes = 1 << 10
+
 // Server is a loopback HTTP server speaking HTTP/1.1 and h2c, as the
 // jobplane endpoint does, for the handlers the bench hosts (its
 // TaskExecutors and the floor). The server's own endpoint package is

@@ -109,7 +109,7 @@ func StartTaskExecutors(jmURL string, n, slots int, rec *Recorder, log *slog.Log
 			tes.Stop()
 			return nil, err
 		}
-		srv.Handle(te.Handler(fromJM))
+		srv.Handle(te.Handler(fromJM, connect.WithCompressMinBytes(compressMinBytes)))
 		tes.run(ctx, srv.Run)
 		tes.run(ctx, te.Run)
 	}

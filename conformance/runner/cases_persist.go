@@ -34,7 +34,29 @@ func putBefore(op, what string, needsRM bool) Case {
 
 var persistCases = []Case{
 	putBefore("campaign", "campaign", false),
-	putBefore("confirm", "confirm", false),
+	{Name: "persist/plan-before-address", Doc: "the plan put completes before the job's JobMaster address is published (a grant carrying it, or a confirm)", Run: func(t *T) {
+		id := t.job("j")
+		t.mustSubmit(id, noopGraph(2))
+		published := func() []Event {
+			var out []Event
+			for _, e := range t.events(id, "") {
+				if e.Err == nil && (e.Op == "confirm" || e.Op == "granted" && e.Detail != "") {
+					out = append(out, e)
+				}
+			}
+			return out
+		}
+		t.wait(30*time.Second, func() bool { return len(published()) > 0 })
+		puts, later := ok(t.events(id, "put-plan")), published()
+		switch {
+		case len(puts) == 0:
+			t.Errorf("no successful plan put for the job; expected one")
+		case len(later) == 0:
+			t.Errorf("the job's JobMaster address was never published (no grant with an address, no confirm); expected one")
+		case later[0].Seq < puts[0].Seq:
+			t.Errorf("%v published the address before the plan put %v; expected the put first", later[0], puts[0])
+		}
+	}},
 	putBefore("RequestSlot", "slot-request", true),
 	putBefore("SubmitTask", "deploy", true),
 	putBefore("ack", "ack", false),

@@ -137,6 +137,15 @@ func (ss *session) Campaign(ctx context.Context, election, address string) (*has
 	if err == nil {
 		t = l.Token()
 	}
-	ss.s.log.Add(Event{Source: "store", Op: "granted", Key: key, Token: t, Err: err})
+	// A grant that publishes an address is, for the cases, as a confirm.
+	ss.s.log.Add(Event{Source: "store", Op: "granted", Key: key, Token: t, Err: err, Detail: addressDetail(address)})
 	return l, err
+}
+
+// addressDetail is the Detail of an event that publishes address.
+func addressDetail(address string) string {
+	if address == "" {
+		return ""
+	}
+	return "address=" + address
 }

@@ -74,6 +74,7 @@ type Etcd struct {
 	maxPlan int
 	log     *slog.Logger
 	commit  *committer
+	gone    *leaderKeys // ends leaderships whose key is deleted
 
 	mu      sync.Mutex
 	leaders map[Fence]*localLeader    // leaderships held through this store
@@ -110,7 +111,7 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Etcd{
+	s := &Etcd{
 		client:  cfg.Client,
 		prefix:  cfg.Prefix,
 		maxPlan: cfg.MaxPlanBytes,
@@ -118,7 +119,9 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 		commit:  newCommitter(cfg.Client, cfg.MaxTxnOps, cfg.MaxRequestBytes),
 		leaders: make(map[Fence]*localLeader),
 		manual:  make(map[*etcdSession]struct{}),
-	}, nil
+	}
+	s.gone = newLeaderKeys(s)
+	return s, nil
 }
 
 // Close implements Store. Writes still waiting or in flight fail with
@@ -128,6 +131,7 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 // closes or their TTL passes.
 func (s *Etcd) Close() error {
 	s.commit.close()
+	s.gone.close()
 	// Expiry timers must not fire into a closed client; the leases of
 	// these sessions expire by their TTL instead.
 	s.mu.Lock()

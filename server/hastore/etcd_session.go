@@ -184,29 +184,35 @@ func (s *etcdSession) Campaign(ctx context.Context, election, address string) (*
 	if err := ValidateCampaign(election, address); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	switch {
-	case s.ended():
-		s.mu.Unlock()
-		return nil, ErrSessionNotFound
-	case s.candidacies[election]:
-		s.mu.Unlock()
-		return nil, ErrCandidacyExists
+	release, err := s.reserve(election)
+	if err != nil {
+		return nil, err
 	}
-	s.candidacies[election] = true
-	s.mu.Unlock()
-	release := func() {
-		s.mu.Lock()
-		delete(s.candidacies, election)
-		s.mu.Unlock()
-	}
-
 	l, err := s.campaign(ctx, election, address, release)
 	if err != nil {
 		release()
 		return nil, err
 	}
 	return l, nil
+}
+
+// reserve records the session's candidacy in election, which it may
+// have only one of, and returns what frees it.
+func (s *etcdSession) reserve(election string) (release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.ended():
+		return nil, ErrSessionNotFound
+	case s.candidacies[election]:
+		return nil, ErrCandidacyExists
+	}
+	s.candidacies[election] = true
+	return func() {
+		s.mu.Lock()
+		delete(s.candidacies, election)
+		s.mu.Unlock()
+	}, nil
 }
 
 func (s *etcdSession) campaign(ctx context.Context, election, address string, release func()) (*Leadership, error) {
@@ -218,13 +224,16 @@ func (s *etcdSession) campaign(ctx context.Context, election, address string, re
 
 	// etcd's election recipe (as in its concurrency package): the
 	// candidacy is a key under the election's prefix, on the session's
-	// lease, and it leads once no older key is left.
+	// lease, and it leads once no older key is left. The store's watch of
+	// leader keys learns of the key's deletion from before its creation.
 	key := store.leaderKey(election, s.ID())
-	rev, err := s.enter(cctx, election, key, address)
-	if err == nil {
+	reg := store.gone.register(key)
+	rev, leads, err := s.enter(cctx, election, key, address)
+	if err == nil && !leads {
 		err = store.waitPredecessors(cctx, store.electionPrefix(election)+"/", rev)
 	}
 	if err != nil {
+		store.gone.unregister(reg)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return nil, ErrSessionNotFound
 		}
@@ -241,16 +250,29 @@ func (s *etcdSession) campaign(ctx context.Context, election, address string, re
 		}
 		return nil, unavailable(err)
 	}
-	// The session may have ended while waiting, deleting the candidacy:
-	// only a key that still exists with its create revision leads.
-	got, err := store.client.Get(ctx, key)
-	if err != nil {
-		s.deleteKey(key)
-		return nil, unavailable(err)
+	if !leads {
+		// The session may have ended while waiting, deleting the
+		// candidacy: only a key that still exists with its create
+		// revision leads.
+		got, err := store.client.Get(ctx, key)
+		if err != nil {
+			store.gone.unregister(reg)
+			s.deleteKey(key)
+			return nil, unavailable(err)
+		}
+		if len(got.Kvs) == 0 || got.Kvs[0].CreateRevision != rev {
+			store.gone.unregister(reg)
+			return nil, ErrSessionNotFound
+		}
 	}
-	if len(got.Kvs) == 0 || got.Kvs[0].CreateRevision != rev {
-		return nil, ErrSessionNotFound
-	}
+	return s.lead(election, rev, reg, release), nil
+}
+
+// lead returns the leadership of the session's candidacy in election,
+// created at revision rev (its epoch), whose key reg watches. Ending it
+// frees the candidacy (release).
+func (s *etcdSession) lead(election string, rev int64, reg *keyReg, release func()) *Leadership {
+	store := s.store
 	f := Fence{Election: election, Token: Token{SessionID: s.ID(), Epoch: uint64(rev)}}
 	l, end := NewLeadership(s.ctx, f, store, s.ValidUntil)
 	var cleanup sync.Once
@@ -260,6 +282,7 @@ func (s *etcdSession) campaign(ctx context.Context, election, address string, re
 	ll.end = func(cause error) {
 		end(cause)
 		cleanup.Do(func() {
+			store.gone.unregister(reg)
 			store.mu.Lock()
 			delete(store.leaders, f)
 			store.mu.Unlock()
@@ -269,33 +292,54 @@ func (s *etcdSession) campaign(ctx context.Context, election, address string, re
 	store.mu.Lock()
 	store.leaders[f] = ll
 	store.mu.Unlock()
-	go store.watchLeader(l, ll, key, got.Header.Revision)
-	return l, nil
+	// The leadership ends with its session, on Resign, or once its key is
+	// deleted; whichever comes first cleans up.
+	context.AfterFunc(l.Context(), func() { ll.end(ErrSessionEnded) })
+	store.gone.arm(reg, rev, func() {
+		if l.Context().Err() != nil {
+			return
+		}
+		cause := store.deletionCause(s.ctx, l, ll)
+		if s.ended() {
+			// The session ended meanwhile (a Close revokes the lease
+			// first): that is what removed the key.
+			cause = ErrSessionEnded
+		}
+		ll.end(cause)
+	})
+	return l
 }
 
 // enter creates the session's candidacy key in election, through the
-// committer, and returns its create revision: the epoch it leads with.
-// A key left from an earlier candidacy of the session keeps its place and
-// takes address.
-func (s *etcdSession) enter(ctx context.Context, election, key, address string) (int64, error) {
+// committer, and returns its create revision: the epoch it leads with;
+// leads reports that no older key was left at that moment, so that the
+// candidacy leads at once. A key left from an earlier candidacy of the
+// session keeps its place and takes address.
+func (s *etcdSession) enter(ctx context.Context, election, key, address string) (rev int64, leads bool, err error) {
 	store := s.store
+	pfx := store.electionPrefix(election) + "/"
+	// The election's oldest key, read in the same transaction, after the
+	// create: if it is the candidacy's own, no predecessor is left.
+	oldest := clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)
 	create := clientv3.OpTxn(
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
-		[]clientv3.Op{clientv3.OpPut(key, address, clientv3.WithLease(s.lease))},
-		[]clientv3.Op{clientv3.OpGet(key)})
+		[]clientv3.Op{clientv3.OpPut(key, address, clientv3.WithLease(s.lease)), oldest},
+		[]clientv3.Op{clientv3.OpGet(key), oldest})
 	// Keys created in one transaction share its revision: two candidacies
 	// of one election must not share a batch, or they would share an
 	// epoch. The election's prefix is a claim no key is written under.
-	resp, hdr, err := store.commit.do(ctx, create, store.electionPrefix(election)+"/")
+	resp, hdr, err := store.commit.do(ctx, create, pfx)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
+	first := resp.GetResponses()[1].GetResponseRange().GetKvs()
+	leads = len(first) > 0 && string(first[0].Key) == key
 	if resp.GetSucceeded() {
-		return hdr.GetRevision(), nil
+		return hdr.GetRevision(), leads, nil
 	}
 	kvs := resp.GetResponses()[0].GetResponseRange().GetKvs()
 	if len(kvs) == 0 {
-		return 0, errors.New("hastore: candidacy key vanished while entering")
+		return 0, false, errors.New("hastore: candidacy key vanished while entering")
 	}
 	kv := kvs[0]
 	if string(kv.Value) != address {
@@ -304,13 +348,13 @@ func (s *etcdSession) enter(ctx context.Context, election, key, address string) 
 			[]clientv3.Op{clientv3.OpPut(key, address, clientv3.WithLease(s.lease))}, nil)
 		resp, _, err := store.commit.do(ctx, proclaim)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		if !resp.GetSucceeded() {
-			return 0, errors.New("hastore: candidacy key vanished while entering")
+			return 0, false, errors.New("hastore: candidacy key vanished while entering")
 		}
 	}
-	return kv.CreateRevision, nil
+	return kv.CreateRevision, leads, nil
 }
 
 // waitPredecessors blocks until no key under pfx has a create revision
@@ -345,24 +389,6 @@ func (s *etcdSession) deleteKey(key string) {
 	if _, _, err := s.store.commit.do(ctx, clientv3.OpTxn(nil, []clientv3.Op{clientv3.OpDelete(key)}, nil)); err != nil {
 		s.store.log.Warn("removing a failed candidacy", "key", key, "err", err)
 	}
-}
-
-// watchLeader ends l when its leader key is deleted, and cleans up after
-// l once it has ended, whatever ended it.
-func (s *Etcd) watchLeader(l *Leadership, ll *localLeader, key string, rev int64) {
-	defer func() { ll.end(ErrSessionEnded) }()
-	ctx := l.Context()
-	for ctx.Err() == nil {
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		deleted, next := s.watchDelete(wctx, key, rev)
-		cancel()
-		if deleted {
-			ll.end(s.deletionCause(ctx, l, ll))
-			return
-		}
-		rev = next
-	}
-	<-l.Done()
 }
 
 // watchDelete watches key from rev+1 until it is deleted (true) or the

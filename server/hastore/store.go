@@ -125,6 +125,35 @@ type Store interface {
 	Close() error
 }
 
+// PlanCandidacy is implemented by sessions whose store can put a job's
+// execution plan and enter the job's election in one write (the Etcd
+// backend does). Submission then costs the store one write before the
+// acknowledgement and none after it before the job runs.
+type PlanCandidacy interface {
+	// PutExecutionPlanAndLead is Store.PutExecutionPlan of plan, fenced by
+	// f, together with this session's candidacy, carrying address, in the
+	// election of plan's job (JobElection): both or neither. The candidacy
+	// is entered only if the election has no candidate at all, and then it
+	// leads at once: granted is that leadership, which began with the plan
+	// written and no job result present. If the election has a candidate,
+	// only the plan is written and granted is nil: the caller campaigns as
+	// usual. The errors are PutExecutionPlan's, and ErrCandidacyExists if
+	// the session already has a candidacy in the election.
+	PutExecutionPlanAndLead(ctx context.Context, f Fence, plan *jobplanev1.ExecutionPlan, address string) (granted *Leadership, err error)
+}
+
+// JobFinisher is implemented by stores that can record a job's result and
+// clean up after the job in one write (the Etcd backend does).
+type JobFinisher interface {
+	// FinishJob does what CreateDirtyJobResult, DeleteExecutionPlan and
+	// MarkJobResultClean do in turn, as one write fenced by f: the result
+	// is stored clean and the plan removed, both or neither, so no state
+	// in between is ever seen. It fails with ErrResultExists, writing
+	// nothing, if the job has a result already; its other errors are
+	// CreateDirtyJobResult's.
+	FinishJob(ctx context.Context, f Fence, result *jobplanev1.JobResult) error
+}
+
 // Session is a store session (on etcd, a lease). Its candidacies and
 // leaderships end when it ends.
 type Session interface {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -113,29 +114,20 @@ func (ss *session) Campaign(ctx context.Context, election, _ string) (*hastore.L
 		return nil, err
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if election == hastore.ElectionJobManager {
 		s.dispatcher = l.Fence()
-		s.mu.Unlock()
 		return l, nil
 	}
 	first, seen := s.grants[election]
 	if !seen {
 		s.grants[election] = l.Token()
 	}
-	s.mu.Unlock()
 	switch {
-	case s.mode == "runs-twice" && !seen:
-		// The job's first leadership ends before the server hears of it:
-		// the server learns of the grant and of its end together,
-		// campaigns a second time and runs the job under a second
-		// JobMaster. (Given up once the grant was confirmed, as it was,
-		// the leadership could outlast a short job, which then ran once
-		// under one JobMaster, and the break went unseen.)
-		_ = l.Resign(ctx)
-		select {
-		case <-l.Done():
-		case <-ctx.Done():
-		}
+	case s.mode == "runs-twice" && strings.HasPrefix(election, "job/") && !seen:
+		// Give the job's first leadership up: the server runs the job
+		// under a second JobMaster.
+		_ = s.Store.Resign(ctx, l.Fence())
 		return l, nil
 	case s.mode == "stale-token-deploys" && seen:
 		// The server keeps deploying under its first token.

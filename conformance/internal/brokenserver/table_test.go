@@ -23,7 +23,7 @@ var breaks = map[string][]string{
 		"idempotency/resubmit-after-failed", "idempotency/resubmit-after-canceled", "idempotency/concurrent-identical"},
 	"runs-twice":            {"idempotency/retry-after-lost-ack", "idempotency/resubmit-after-failed-persist", "idempotency/concurrent-identical"},
 	"accept-different-plan": {"idempotency/different-plan"},
-	"ack-before-persist": {"persist/plan-before-campaign", "persist/plan-before-confirm", "persist/plan-before-slot-request",
+	"ack-before-persist": {"persist/plan-before-campaign", "persist/plan-before-address", "persist/plan-before-slot-request",
 		"persist/plan-before-deploy", "persist/plan-before-ack", "persist/failed-put-no-run", "persist/delayed-put-holds-ack",
 		"idempotency/resubmit-after-failed-persist"},
 	"delete-plan-first":    {"persist/dirty-result-before-plan-delete"},

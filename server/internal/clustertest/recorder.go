@@ -130,3 +130,34 @@ func (s *recordedSession) Campaign(ctx context.Context, election, address string
 	})
 	return l, err
 }
+
+// PutExecutionPlanAndLead records the combined write as a plan put, then,
+// if it granted the job's leadership, that leadership's campaign and
+// grant. A plan put failed after taking effect (FailAfterNext) loses the
+// grant with its answer: the leadership is given up, so that the job's
+// runner campaigns for it, as it would after a real lost answer. A session
+// whose store cannot combine the two puts the plan alone.
+func (s *recordedSession) PutExecutionPlanAndLead(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan, address string) (*hastore.Leadership, error) {
+	pc, ok := s.Session.(hastore.PlanCandidacy)
+	if !ok {
+		return nil, s.r.PutExecutionPlan(ctx, f, plan)
+	}
+	var l *hastore.Leadership
+	err := s.r.call("put-plan", plan.GetJobId(), func() error {
+		var err error
+		l, err = pc.PutExecutionPlanAndLead(ctx, f, plan, address)
+		return err
+	})
+	switch {
+	case err != nil && l != nil:
+		_ = l.Resign(context.WithoutCancel(ctx))
+		return nil, err
+	case err != nil || l == nil:
+		return nil, err
+	}
+	election := hastore.JobElection(plan.GetJobId())
+	s.r.mu.Lock()
+	s.r.events = append(s.r.events, Event{Op: "campaign", Key: election}, Event{Op: "granted", Key: election})
+	s.r.mu.Unlock()
+	return l, nil
+}

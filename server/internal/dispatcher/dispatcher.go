@@ -45,7 +45,15 @@ type Config struct {
 	// onStatus receives the job's status changes. A recovered job's runner
 	// returns an error wrapping runner.ErrJobMasterInit if its JobMaster
 	// cannot be created, and the Dispatcher then steps down. Required.
-	NewRunner func(plan *jobplanev1.ExecutionPlan, recovered bool, onStatus func(*jobplanev1.JobSummary)) (JobRunner, error)
+	// A submitted job's runner may be given the job's leadership, granted
+	// by the write that persisted the plan (see PutPlan).
+	NewRunner func(plan *jobplanev1.ExecutionPlan, recovered bool, granted *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (JobRunner, error)
+	// PutPlan, if set, persists a submitted job's plan in place of
+	// Store.PutExecutionPlan, and may enter the job's election in the same
+	// write (hastore.PlanCandidacy): granted is then the job's leadership,
+	// which its runner takes as its first grant. It fails as
+	// PutExecutionPlan does.
+	PutPlan func(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan) (granted *hastore.Leadership, err error)
 	// Limits bound submitted JobGraphs.
 	Limits jobgraph.Limits
 	// ParallelismOverrides are the cluster's, applied before a job's own.
@@ -123,6 +131,11 @@ var ErrNotLeading = errors.New("dispatcher: not the leader")
 func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Store == nil || cfg.NewRunner == nil {
 		return nil, errors.New("dispatcher: store and runner factory are required")
+	}
+	if cfg.PutPlan == nil {
+		cfg.PutPlan = func(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan) (*hastore.Leadership, error) {
+			return nil, cfg.Store.PutExecutionPlan(ctx, f, plan)
+		}
 	}
 	if cfg.PersistTimeout == 0 {
 		cfg.PersistTimeout = 10 * time.Second
@@ -288,7 +301,7 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 		j := newJob(plan)
 		d.mu.Lock()
 		ld.jobs[id] = j
-		err = d.startLocked(ld, j, plan, true)
+		err = d.startLocked(ld, j, plan, true, nil)
 		d.mu.Unlock()
 		if err != nil {
 			return err
@@ -358,11 +371,11 @@ func (ld *leadership) forgetLocked(j *job) {
 
 // startLocked starts the job's runner under the leadership; d.mu must be
 // held.
-func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *jobplanev1.ExecutionPlan, recovered bool) error {
+func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *jobplanev1.ExecutionPlan, recovered bool, granted *hastore.Leadership) error {
 	if d.lead != ld || ld.ctx.Err() != nil {
 		return ErrNotLeading
 	}
-	r, err := d.cfg.NewRunner(plan, recovered, func(s *jobplanev1.JobSummary) {
+	r, err := d.cfg.NewRunner(plan, recovered, granted, func(s *jobplanev1.JobSummary) {
 		// A globally terminal status is published by finish, once the
 		// result is durable; until then the job shows as still running.
 		if jobstatus.IsGloballyTerminal(s.GetStatus()) {
@@ -425,11 +438,22 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 		ExceptionHistory: res.Exceptions,
 	}
 	f := ld.l.Fence()
+	// A store that can (hastore.JobFinisher) records the result and cleans
+	// up in one write; others take the three steps of the contract.
+	record := d.cfg.Store.CreateDirtyJobResult
+	finisher, oneWrite := d.cfg.Store.(hastore.JobFinisher)
+	if oneWrite {
+		record = finisher.FinishJob
+	}
+	cleaned := false
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(ld.ctx, 10*time.Second)
-		err := d.cfg.Store.CreateDirtyJobResult(ctx, f, result)
+		err := record(ctx, f, result)
 		cancel()
 		if err == nil || errors.Is(err, hastore.ErrResultExists) {
+			// A result that existed already (an earlier attempt's, whose
+			// answer was lost) may still need its cleanup.
+			cleaned = oneWrite && err == nil
 			break
 		}
 		if ld.ctx.Err() != nil || errors.Is(err, hastore.ErrStaleToken) {
@@ -454,7 +478,9 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 	close(j.done)
 	d.mu.Unlock()
 	d.log.Info("job terminated", "job", j.id, "status", result.GetStatus())
-	d.cleanup(ld.ctx, f, j.id)
+	if !cleaned {
+		d.cleanup(ld.ctx, f, j.id)
+	}
 }
 
 // stepDown gives up the leadership, retrying until the store records it

@@ -53,7 +53,7 @@ func TestRecoveryFailureStepsDown(t *testing.T) {
 	defer sess.Close(context.Background())
 	d, err := dispatcher.New(dispatcher.Config{
 		Store: store, Logger: quiet,
-		NewRunner: func(_ *jobplanev1.ExecutionPlan, recovered bool, _ func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+		NewRunner: func(_ *jobplanev1.ExecutionPlan, recovered bool, _ *hastore.Leadership, _ func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 			return &stuckRunner{recovered: recovered}, nil
 		},
 	})
@@ -182,7 +182,7 @@ func TestQueriesFollowJobs(t *testing.T) {
 	term := func(retention time.Duration) (*dispatcher.Dispatcher, func()) {
 		d, err := dispatcher.New(dispatcher.Config{
 			Store: store, Logger: quiet, ResultRetention: retention,
-			NewRunner: func(plan *jobplanev1.ExecutionPlan, _ bool, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+			NewRunner: func(plan *jobplanev1.ExecutionPlan, _ bool, _ *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 				r := &scriptedRunner{onStatus: onStatus, end: make(chan jobplanev1.JobStatus, 1)}
 				mu.Lock()
 				runners[plan.GetJobId()] = r

@@ -90,7 +90,7 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 	ctx, cancel := context.WithTimeout(ld.ctx, d.cfg.PersistTimeout)
 	defer cancel()
 	f := ld.l.Fence()
-	err := d.cfg.Store.PutExecutionPlan(ctx, f, plan)
+	granted, err := d.cfg.PutPlan(ctx, f, plan)
 	if err != nil && !errors.Is(err, hastore.ErrStaleToken) && !errors.Is(err, hastore.ErrInvalidArgument) && !errors.Is(err, hastore.ErrResultExists) {
 		// The put may have been applied although it failed here: settle
 		// what the store holds before answering.
@@ -123,7 +123,7 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 		return SubmitOutcome{}, fmt.Errorf("%w: %v", ErrPersistFailed, err)
 	}
 	d.mu.Lock()
-	err = d.startLocked(ld, j, plan, false)
+	err = d.startLocked(ld, j, plan, false, granted)
 	if err != nil {
 		ld.forgetLocked(j)
 		close(j.persisting)
@@ -131,8 +131,13 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 	d.mu.Unlock()
 	if err != nil {
 		// Nothing runs: take the plan back, so a later leader does not
-		// start the job either.
+		// start the job either, and give up the job's leadership.
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ld.ctx), d.cfg.PersistTimeout)
+		if granted != nil {
+			if rerr := granted.Resign(rctx); rerr != nil {
+				d.log.Warn("resigning the leadership of a job that could not start", "job", j.id, "err", rerr)
+			}
+		}
 		if derr := d.cfg.Store.DeleteExecutionPlan(rctx, f, j.id); derr != nil {
 			d.log.Warn("removing the plan of a job that could not start", "job", j.id, "err", derr)
 		}

@@ -20,7 +20,6 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/dispatcher"
-	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobgraph"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
 	"github.com/jobplane/jobplane/server/internal/resourcemanager"
@@ -160,7 +159,6 @@ func New(cfg Config) (*JobManager, error) {
 			return sess.ValidUntil()
 		},
 	})
-	jm.rmClient = jobplanev1connect.NewResourceManagerServiceClient(cfg.HTTPClient, cfg.Address, endpoint.ClientOptions()...)
 	var err error
 	jm.rm, err = resourcemanager.New(resourcemanager.Config{
 		HTTPClient: cfg.HTTPClient, HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, Logger: cfg.Logger,
@@ -168,8 +166,10 @@ func New(cfg Config) (*JobManager, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The JobMasters run beside the ResourceManager: they call it directly.
+	jm.rmClient = jm.rm.Local()
 	jm.dispatcher, err = dispatcher.New(dispatcher.Config{
-		Store: cfg.Store, NewRunner: jm.newRunner, Limits: cfg.Limits, ParallelismOverrides: cfg.ParallelismOverrides,
+		Store: cfg.Store, NewRunner: jm.newRunner, PutPlan: jm.putPlan, Limits: cfg.Limits, ParallelismOverrides: cfg.ParallelismOverrides,
 		ResultRetention: cfg.ResultRetention, Address: cfg.Address,
 		Overview: func() (int, int, int) {
 			o := jm.rm.Overview()
@@ -204,13 +204,25 @@ type Service struct {
 	Handler func(opts ...connect.HandlerOption) (string, http.Handler)
 }
 
-func (jm *JobManager) newRunner(plan *jobplanev1.ExecutionPlan, recovered bool, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+// putPlan persists a submitted job's plan and, where the session can,
+// enters the job's election in the same write.
+func (jm *JobManager) putPlan(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan) (*hastore.Leadership, error) {
+	jm.mu.Lock()
+	sess := jm.session
+	jm.mu.Unlock()
+	if pc, ok := sess.(hastore.PlanCandidacy); ok {
+		return pc.PutExecutionPlanAndLead(ctx, f, plan, jm.cfg.Address)
+	}
+	return nil, jm.cfg.Store.PutExecutionPlan(ctx, f, plan)
+}
+
+func (jm *JobManager) newRunner(plan *jobplanev1.ExecutionPlan, recovered bool, granted *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 	jm.mu.Lock()
 	sess := jm.session
 	jm.mu.Unlock()
 	return runner.New(runner.Config{
 		JobID: plan.GetJobId(), Session: sess, Store: jm.cfg.Store, Address: jm.cfg.Address, Router: jm.router, Logger: jm.log,
-		Recovered: recovered,
+		Recovered: recovered, Granted: granted,
 		NewJobMaster: func(l *hastore.Leadership) (*jobmaster.JobMaster, error) {
 			return jobmaster.New(jobmaster.Config{
 				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: l.Token(), Valid: l.Valid, Address: jm.cfg.Address, Router: jm.router,

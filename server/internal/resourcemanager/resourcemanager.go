@@ -85,6 +85,14 @@ func (rm *ResourceManager) Handler(opts ...connect.HandlerOption) (string, http.
 	return jobplanev1connect.NewResourceManagerServiceHandler(&handler{rm: rm}, opts...)
 }
 
+// Local returns a client of this ResourceManager for the JobMasters of its
+// own process: each call is its handler's, made directly, with no
+// encoding and no loopback round trip (the way Flink's local RPC gateways
+// skip the network). Answers and errors are those a remote call gets.
+func (rm *ResourceManager) Local() jobplanev1connect.ResourceManagerServiceClient {
+	return &handler{rm: rm}
+}
+
 // Lead serves as the ResourceManager under leadership l until ctx ends
 // (the leadership is lost), then forgets everything. It answers, allocates
 // and expires TaskExecutors only while l is valid.

@@ -41,6 +41,11 @@ type Config struct {
 	// submitted job fails, while a recovered one is left to the next
 	// leader: Run returns ErrJobMasterInit, and the Dispatcher steps down.
 	Recovered bool
+	// Granted, if set, is the job's leadership, granted by the write that
+	// persisted its plan (hastore.PlanCandidacy): the runner's first term,
+	// with no campaign, and no result to look for (that write found
+	// none, and only a leader of the job can bring one about).
+	Granted *hastore.Leadership
 	// Logger receives the runner's logs. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -101,10 +106,27 @@ func (r *Runner) JobMaster() *jobmaster.JobMaster {
 func (r *Runner) Run(ctx context.Context) (jobmaster.Result, error) {
 	election := hastore.JobElection(r.cfg.JobID)
 	backoff := 50 * time.Millisecond
+	granted := r.cfg.Granted
 	for {
-		l, err := r.cfg.Session.Campaign(ctx, election, "")
+		var (
+			l   *hastore.Leadership
+			err error
+		)
+		fresh := granted != nil
+		if fresh {
+			l, granted = granted, nil
+		} else {
+			// The candidacy carries the address at once: the JobMaster is
+			// reachable there as soon as it leads (calls that come before
+			// it exists are answered as by a non-leader), and no second
+			// write publishes it.
+			l, err = r.cfg.Session.Campaign(ctx, election, r.cfg.Address)
+		}
 		switch {
 		case ctx.Err() != nil:
+			if l != nil {
+				r.resign(ctx, l) // granted as the run was called off
+			}
 			return jobmaster.Result{Status: jobstatus.Suspended}, nil
 		case errors.Is(err, hastore.ErrSessionNotFound):
 			return jobmaster.Result{Status: jobstatus.Suspended}, fmt.Errorf("runner: %w", err)
@@ -117,7 +139,7 @@ func (r *Runner) Run(ctx context.Context) (jobmaster.Result, error) {
 			}
 			continue
 		}
-		res, done, initErr := r.lead(ctx, l)
+		res, done, initErr := r.lead(ctx, l, fresh)
 		lost := l.Context().Err() != nil || !l.Valid()
 		if initErr != nil && r.cfg.Recovered {
 			r.resign(ctx, l)
@@ -160,14 +182,17 @@ func (r *Runner) resign(ctx context.Context, l *hastore.Leadership) {
 }
 
 // lead runs the job under one grant; done reports a result to keep, and
-// initErr a JobMaster that could not be created.
-func (r *Runner) lead(ctx context.Context, l *hastore.Leadership) (res jobmaster.Result, done bool, initErr error) {
+// initErr a JobMaster that could not be created. fresh says the grant came
+// with the plan's write, which found no result.
+func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool) (res jobmaster.Result, done bool, initErr error) {
 	lctx, stop := context.WithCancel(l.Context())
 	defer stop()
 	defer context.AfterFunc(ctx, stop)()
 
 	// A job that already has a result never runs again.
-	if entry, err := r.cfg.Store.GetJobResultEntry(lctx, r.cfg.JobID); err == nil {
+	if fresh {
+		// Checked by the write that granted the leadership.
+	} else if entry, err := r.cfg.Store.GetJobResultEntry(lctx, r.cfg.JobID); err == nil {
 		res := entry.GetResult()
 		return jobmaster.Result{Status: res.GetStatus(), Failure: res.GetFailure(), Restarts: int(res.GetRestarts()), Exceptions: res.GetExceptionHistory()}, true, nil
 	} else if !errors.Is(err, hastore.ErrResultNotFound) {
@@ -197,18 +222,13 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership) (res jobmaster
 		r.current = nil
 		r.mu.Unlock()
 	}()
-	results := make(chan jobmaster.Result, 1)
-	go func() { results <- jm.Run(lctx) }()
-	// Publish the JobMaster's address only while still the leader.
-	if err := l.Confirm(lctx, r.cfg.Address); err != nil && lctx.Err() == nil {
-		r.log.Warn("publishing the JobMaster's address failed", "err", err)
-	}
 	r.mu.Lock()
 	if r.canceling {
 		go jm.Cancel(lctx)
 	}
 	r.mu.Unlock()
-	res = <-results
+	// The JobMaster runs on the runner's goroutine: a job costs one.
+	res = jm.Run(lctx)
 	// An outcome reached after the leadership ended is not this
 	// JobMaster's to report.
 	if res.Status == jobstatus.Suspended || l.Context().Err() != nil || !l.Valid() {

@@ -1,0 +1,82 @@
+package hastore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+)
+
+var _ PlanCandidacy = (*etcdSession)(nil)
+
+// PutExecutionPlanAndLead implements PlanCandidacy: one fenced transaction
+// puts the plan if no result exists and, in the same branch, creates the
+// session's candidacy key if the job's election has no key at all. The
+// candidacy then leads from that revision on, with no predecessor to wait
+// for; the store's watch of leader keys learns of its deletion from
+// before its creation, as for any campaign.
+func (s *etcdSession) PutExecutionPlanAndLead(ctx context.Context, f Fence, plan *jobplanev1.ExecutionPlan, address string) (*Leadership, error) {
+	store := s.store
+	data, err := proto.Marshal(plan)
+	if err != nil {
+		return nil, fmt.Errorf("hastore: encode plan: %w", err)
+	}
+	if err := ValidatePlanWrite(f, plan, len(data), store.maxPlan); err != nil {
+		return nil, err
+	}
+	election := JobElection(plan.GetJobId())
+	if err := ValidateCampaign(election, address); err != nil {
+		return nil, err
+	}
+	release, err := s.reserve(election)
+	if err != nil {
+		return nil, err
+	}
+	key := store.leaderKey(election, s.ID())
+	pfx := store.electionPrefix(election) + "/"
+	reg := store.gone.register(key)
+	candidacy := clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(pfx).WithPrefix(), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(key, address, clientv3.WithLease(s.lease))}, nil)
+	put := clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(store.resultKey(plan.GetJobId())), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(store.planKey(plan.GetJobId()), string(data)), candidacy}, nil)
+	// The election's prefix is claimed as a campaign's is: no other
+	// candidacy of the election shares the transaction, nor its revision.
+	resp, hdr, err := store.commit.do(ctx, clientv3.OpTxn(store.fenceCmps(f), []clientv3.Op{put}, nil), pfx)
+	if err != nil {
+		store.gone.unregister(reg)
+		release()
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			// The session is gone, and with it the candidacy; the plan was
+			// not written either (etcd refused the whole transaction).
+			return nil, ErrSessionNotFound
+		}
+		// The outcome is unknown: a candidacy key left behind is found by
+		// the job's campaign, which takes it over (see enter).
+		return nil, unavailable(err)
+	}
+	putResp := resp.GetResponses()
+	switch {
+	case !resp.GetSucceeded():
+		store.gone.unregister(reg)
+		release()
+		return nil, ErrStaleToken
+	case !putResp[0].GetResponseTxn().GetSucceeded():
+		store.gone.unregister(reg)
+		release()
+		return nil, ErrResultExists
+	case !putResp[0].GetResponseTxn().GetResponses()[1].GetResponseTxn().GetSucceeded():
+		// The election has a candidate: the plan is written, and the job's
+		// runner campaigns as usual.
+		store.gone.unregister(reg)
+		release()
+		return nil, nil
+	}
+	return s.lead(election, hdr.GetRevision(), reg, release), nil
+}
