@@ -68,7 +68,10 @@ type JobMasterServiceClient interface {
 	// OfferSlots offers slots that the ResourceManager allocated to the job.
 	// The JobMaster accepts the slots it can use and answers which; the
 	// TaskExecutor frees the rest. Offering an accepted slot again accepts it
-	// again. Idempotent.
+	// again. A TaskExecutor offers in one call the slots allocated to the
+	// JobMaster together (see TaskExecutorService.RequestSlots), and those
+	// allocated while an offer to it is on its way in the next call, not
+	// one call per slot. Idempotent.
 	//
 	// Errors: FAILED_PRECONDITION (NOT_REGISTERED) if the TaskExecutor did
 	// not register; ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
@@ -87,8 +90,12 @@ type JobMasterServiceClient interface {
 	// answers UNIMPLEMENTED); TaskExecutors then make the one-change calls
 	// instead. Idempotent.
 	//
-	// Errors: ABORTED (STALE_FENCING_TOKEN) and UNAVAILABLE (NOT_LEADER), in
-	// which case nothing is taken. Per state change
+	// The attempts are the job's: the call never reaches another job's
+	// JobMaster, whatever the attempts are named.
+	//
+	// Errors: INVALID_ARGUMENT for a state change without its attempt,
+	// ABORTED (STALE_FENCING_TOKEN) and UNAVAILABLE (NOT_LEADER), in which
+	// case nothing is taken. Per state change
 	// (UpdateTaskExecutionStatesResponse.refused): EXECUTION_NOT_FOUND, and
 	// the TaskExecutor cancels that attempt.
 	UpdateTaskExecutionStates(context.Context, *v1.UpdateTaskExecutionStatesRequest) (*v1.UpdateTaskExecutionStatesResponse, error)
@@ -273,7 +280,10 @@ type JobMasterServiceHandler interface {
 	// OfferSlots offers slots that the ResourceManager allocated to the job.
 	// The JobMaster accepts the slots it can use and answers which; the
 	// TaskExecutor frees the rest. Offering an accepted slot again accepts it
-	// again. Idempotent.
+	// again. A TaskExecutor offers in one call the slots allocated to the
+	// JobMaster together (see TaskExecutorService.RequestSlots), and those
+	// allocated while an offer to it is on its way in the next call, not
+	// one call per slot. Idempotent.
 	//
 	// Errors: FAILED_PRECONDITION (NOT_REGISTERED) if the TaskExecutor did
 	// not register; ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
@@ -292,8 +302,12 @@ type JobMasterServiceHandler interface {
 	// answers UNIMPLEMENTED); TaskExecutors then make the one-change calls
 	// instead. Idempotent.
 	//
-	// Errors: ABORTED (STALE_FENCING_TOKEN) and UNAVAILABLE (NOT_LEADER), in
-	// which case nothing is taken. Per state change
+	// The attempts are the job's: the call never reaches another job's
+	// JobMaster, whatever the attempts are named.
+	//
+	// Errors: INVALID_ARGUMENT for a state change without its attempt,
+	// ABORTED (STALE_FENCING_TOKEN) and UNAVAILABLE (NOT_LEADER), in which
+	// case nothing is taken. Per state change
 	// (UpdateTaskExecutionStatesResponse.refused): EXECUTION_NOT_FOUND, and
 	// the TaskExecutor cancels that attempt.
 	UpdateTaskExecutionStates(context.Context, *v1.UpdateTaskExecutionStatesRequest) (*v1.UpdateTaskExecutionStatesResponse, error)

@@ -72,8 +72,9 @@ type TaskExecutorServiceClient interface {
 	RequestSlot(context.Context, *v1.RequestSlotRequest) (*v1.RequestSlotResponse, error)
 	// RequestSlots allocates several slots, each as RequestSlot would, under
 	// one ResourceManager token: the slots may be for different jobs. Each
-	// slot is allocated or refused on its own; the answer lists the refused
-	// ones. Idempotent.
+	// slot is allocated or refused on its own, in order, its JobMaster token
+	// checked against its own job's (a newer one becomes the job's, as with
+	// RequestSlot); the answer lists the refused ones. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field or a slot index out of
 	// range in any slot, and ABORTED (STALE_FENCING_TOKEN) for a
@@ -96,7 +97,10 @@ type TaskExecutorServiceClient interface {
 	SubmitTask(context.Context, *v1.SubmitTaskRequest) (*v1.SubmitTaskResponse, error)
 	// SubmitTasks deploys several execution attempts of one job, each as
 	// SubmitTask would, under one JobMaster token. Each attempt is deployed
-	// or refused on its own; the answer lists the refused ones. Idempotent.
+	// or refused on its own; the answer lists the refused ones. Every
+	// attempt must name an allocation held here for `job_id`: one held for
+	// another job is refused (SLOT_NOT_ALLOCATED) and that job's slot is
+	// left as it was. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field in the call or in any
 	// task, and ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
@@ -118,7 +122,9 @@ type TaskExecutorServiceClient interface {
 	// than the job's current one.
 	FreeSlot(context.Context, *v1.FreeSlotRequest) (*v1.FreeSlotResponse, error)
 	// FreeSlots releases several slots allocated to one job, each as
-	// FreeSlot would, under one JobMaster token. Idempotent.
+	// FreeSlot would, under one JobMaster token: an attempt still running in
+	// a freed slot is canceled, and an allocation not held here for `job_id`
+	// (free, unknown, or another job's) is left alone. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing job id or token; ABORTED
 	// (STALE_FENCING_TOKEN) for a JobMaster token older than the job's
@@ -304,8 +310,9 @@ type TaskExecutorServiceHandler interface {
 	RequestSlot(context.Context, *v1.RequestSlotRequest) (*v1.RequestSlotResponse, error)
 	// RequestSlots allocates several slots, each as RequestSlot would, under
 	// one ResourceManager token: the slots may be for different jobs. Each
-	// slot is allocated or refused on its own; the answer lists the refused
-	// ones. Idempotent.
+	// slot is allocated or refused on its own, in order, its JobMaster token
+	// checked against its own job's (a newer one becomes the job's, as with
+	// RequestSlot); the answer lists the refused ones. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field or a slot index out of
 	// range in any slot, and ABORTED (STALE_FENCING_TOKEN) for a
@@ -328,7 +335,10 @@ type TaskExecutorServiceHandler interface {
 	SubmitTask(context.Context, *v1.SubmitTaskRequest) (*v1.SubmitTaskResponse, error)
 	// SubmitTasks deploys several execution attempts of one job, each as
 	// SubmitTask would, under one JobMaster token. Each attempt is deployed
-	// or refused on its own; the answer lists the refused ones. Idempotent.
+	// or refused on its own; the answer lists the refused ones. Every
+	// attempt must name an allocation held here for `job_id`: one held for
+	// another job is refused (SLOT_NOT_ALLOCATED) and that job's slot is
+	// left as it was. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field in the call or in any
 	// task, and ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
@@ -350,7 +360,9 @@ type TaskExecutorServiceHandler interface {
 	// than the job's current one.
 	FreeSlot(context.Context, *v1.FreeSlotRequest) (*v1.FreeSlotResponse, error)
 	// FreeSlots releases several slots allocated to one job, each as
-	// FreeSlot would, under one JobMaster token. Idempotent.
+	// FreeSlot would, under one JobMaster token: an attempt still running in
+	// a freed slot is canceled, and an allocation not held here for `job_id`
+	// (free, unknown, or another job's) is left alone. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing job id or token; ABORTED
 	// (STALE_FENCING_TOKEN) for a JobMaster token older than the job's
