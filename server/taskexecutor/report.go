@@ -151,6 +151,12 @@ const reportTimeout = 10 * time.Second
 // updateStates reports state changes of one job in one call, or one call
 // each where the JobMasters lack UpdateTaskExecutionStates. It returns the
 // outcome of each change, and whether the JobMaster answered at all.
+//
+// One change per call stops at the first failure that is not the
+// change's own (EXECUTION_NOT_FOUND): every change of the request shares
+// its job, token and JobMaster, so the rest would fail alike, and a
+// JobMaster that does not answer would otherwise hold the rest back for a
+// timeout each. The rest get that failure, as with a failed batch call.
 func (c *jobMasterClient) updateStates(ctx context.Context, req *jobplanev1.UpdateTaskExecutionStatesRequest) (errs []error, answered bool) {
 	if !c.single.Load() {
 		rctx, cancel := context.WithTimeout(ctx, reportTimeout)
@@ -162,13 +168,25 @@ func (c *jobMasterClient) updateStates(ctx context.Context, req *jobplanev1.Upda
 		c.single.Store(true)
 	}
 	errs = make([]error, len(req.GetStatuses()))
+	var failed error
 	for i, st := range req.GetStatuses() {
+		if failed != nil {
+			errs[i] = failed
+			continue
+		}
 		rctx, cancel := context.WithTimeout(ctx, reportTimeout)
 		_, errs[i] = c.UpdateTaskExecutionState(rctx, &jobplanev1.UpdateTaskExecutionStateRequest{
 			JobId: req.GetJobId(), JobMasterToken: req.GetJobMasterToken(), TaskExecutorId: req.GetTaskExecutorId(), Status: st,
 		})
 		cancel()
-		answered = answered || errs[i] == nil
+		switch {
+		case errs[i] == nil:
+			answered = true
+		case apierror.Is(errs[i], jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND):
+			answered = true
+		default:
+			failed = errs[i]
+		}
 	}
 	return errs, answered
 }
