@@ -2,6 +2,7 @@ package taskexecutor_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -376,5 +377,77 @@ func TestFreeSlots(t *testing.T) {
 	}
 	if got := held(); len(got) != 1 || got[0] != "jb" {
 		t.Errorf("held %v after freeing ja and jc, want [jb]", got)
+	}
+}
+
+// held returns the allocations of te's slots, by slot index ("" for a
+// free slot).
+func held(t *testing.T, te jobplanev1connect.TaskExecutorServiceClient) []string {
+	t.Helper()
+	resp, err := te.Heartbeat(context.Background(), &jobplanev1.TaskExecutorServiceHeartbeatRequest{Token: token(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(resp.GetSlotReport().GetSlots()))
+	for i, s := range resp.GetSlotReport().GetSlots() {
+		out[i] = s.GetAllocationId()
+	}
+	return out
+}
+
+// Fencing holds item by item: a stale JobMaster token refuses its own
+// slot of a RequestSlots and no other, and a SubmitTasks or FreeSlots
+// under one job's token never acts on another job's slot.
+func TestBatchCallsActOnlyOnTheirJob(t *testing.T) {
+	jm := &recordingJobMaster{batch: true}
+	url := serveJobMaster(t, jm)
+	te := startRunning(t, 4, nil)
+	ctx := context.Background()
+	// Job k's current JobMaster token is 7.
+	if _, err := te.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
+		ResourceManagerToken: token(1), SlotIndex: 3, AllocationId: "k1", JobId: "k", JobMasterAddress: url, JobMasterToken: token(7),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: []*jobplanev1.SlotRequest{
+		{SlotIndex: 0, AllocationId: "j1", JobId: "j", JobMasterAddress: url, JobMasterToken: token(3)},
+		{SlotIndex: 1, AllocationId: "k0", JobId: "k", JobMasterAddress: url, JobMasterToken: token(6)},
+		{SlotIndex: 2, AllocationId: "j2", JobId: "j", JobMasterAddress: url, JobMasterToken: token(3)},
+	}})
+	if err != nil {
+		t.Fatalf("RequestSlots: %v", err)
+	}
+	if r := resp.GetRefused(); len(r) != 1 || r[0].GetIndex() != 1 || r[0].GetReason() != jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN {
+		t.Errorf("refused = %v, want only index 1 (job k under token 6 < 7), STALE_FENCING_TOKEN", r)
+	}
+	if got, want := held(t, te), []string{"j1", "", "j2", "k1"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("slots %q after RequestSlots, want %q", got, want)
+	}
+
+	sleep := func(alloc, vertex string) *jobplanev1.TaskDeployment {
+		return &jobplanev1.TaskDeployment{AllocationId: alloc, Attempt: &jobplanev1.ExecutionAttemptId{VertexId: vertex}, Invokable: "sleep", Config: map[string]string{"duration": "1h"}}
+	}
+	sub, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(3), Tasks: []*jobplanev1.TaskDeployment{sleep("j1", "p"), sleep("k1", "q")}})
+	if err != nil {
+		t.Fatalf("SubmitTasks: %v", err)
+	}
+	if r := sub.GetRefused(); len(r) != 1 || r[0].GetIndex() != 1 || r[0].GetReason() != jobplanev1.ErrorReason_ERROR_REASON_SLOT_NOT_ALLOCATED {
+		t.Errorf("refused = %v, want only index 1 (job k's allocation) SLOT_NOT_ALLOCATED", r)
+	}
+	// Job k's slot is still free for job k's own attempt.
+	if _, err := te.SubmitTask(ctx, &jobplanev1.SubmitTaskRequest{
+		JobId: "k", JobMasterToken: token(7), AllocationId: "k1", Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "r"}, Invokable: "sleep", Config: map[string]string{"duration": "1h"},
+	}); err != nil {
+		t.Errorf("SubmitTask of job k into its own slot: %v, want it deployed", err)
+	}
+
+	if _, err := te.FreeSlots(ctx, &jobplanev1.FreeSlotsRequest{JobId: "j", JobMasterToken: token(3), AllocationIds: []string{"j2", "k1"}}); err != nil {
+		t.Fatalf("FreeSlots: %v", err)
+	}
+	if _, err := te.FreeSlots(ctx, &jobplanev1.FreeSlotsRequest{JobId: "k", JobMasterToken: token(6), AllocationIds: []string{"k1"}}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
+		t.Errorf("FreeSlots of job k under token 6 < 7: %v, want STALE_FENCING_TOKEN", err)
+	}
+	if got, want := held(t, te), []string{"j1", "", "", "k1"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("slots %q after FreeSlots of j2 and k1 under job j's token, want %q (job k's slot kept)", got, want)
 	}
 }

@@ -13,17 +13,21 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // TestMain stops a test binary started as a shim whose init did not take
 // over (the shim is broken): run as a test binary again it would rerun the
-// tests that start shims, without end.
+// tests that start shims, without end. Otherwise it runs the tests and
+// then fails if a goroutine outlived them (a task, an offer or a report
+// sender that Run did not wait for).
 func TestMain(m *testing.M) {
 	if os.Getenv(shimEnv) != "" {
 		fmt.Fprintln(os.Stderr, "started as an exec shim, but the shim's init did not run")
 		os.Exit(3)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // helperDirEnv makes TestExecHelperProcess run an exec task that writes

@@ -2,53 +2,22 @@ package taskexecutor_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
-	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
-	"github.com/jobplane/jobplane/server/internal/endpoint"
-	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
 func token(epoch uint64) *jobplanev1.FencingToken {
 	return &jobplanev1.FencingToken{SessionId: "s", Epoch: epoch}
 }
 
-// start serves a TaskExecutor with two slots on loopback; it is never
-// Run, so it registers nowhere and the slot offers go to an address where
-// no JobMaster listens.
-func start(t *testing.T) jobplanev1connect.TaskExecutorServiceClient {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	store, err := hastore.Open(ctx, hastore.OpenConfig{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	te, err := taskexecutor.New(taskexecutor.Config{
-		Address: "http://127.0.0.1:1", Slots: 2, Store: store, HTTPClient: endpoint.NewClient(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, h := te.Handler()
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return jobplanev1connect.NewTaskExecutorServiceClient(srv.Client(), srv.URL)
-}
-
 func TestFencing(t *testing.T) {
-	te := start(t)
+	// Run, so that the attempts left running are canceled at the end.
+	te := startRunning(t, 2, nil)
 	ctx := context.Background()
 	request := func(rm, jm uint64, slot int32, alloc string) error {
 		_, err := te.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
