@@ -37,6 +37,7 @@ type recordingJobMaster struct {
 	reports   [][]*jobplanev1.TaskExecutionStatus // one entry per call
 	singles   int                                 // UpdateTaskExecutionState calls
 	held      bool
+	heldEnded bool // the held report call has returned
 }
 
 func (j *recordingJobMaster) RegisterTaskExecutor(context.Context, *jobplanev1.JobMasterServiceRegisterTaskExecutorRequest) (*jobplanev1.JobMasterServiceRegisterTaskExecutorResponse, error) {
@@ -70,6 +71,11 @@ func (j *recordingJobMaster) UpdateTaskExecutionStates(ctx context.Context, req 
 	j.held = true
 	j.mu.Unlock()
 	if first && j.hold != nil {
+		defer func() {
+			j.mu.Lock()
+			j.heldEnded = true
+			j.mu.Unlock()
+		}()
 		select {
 		case <-j.hold:
 		case <-ctx.Done():
@@ -283,6 +289,14 @@ func TestSubmitTasksDeploysAndReportsTogether(t *testing.T) {
 	case <-all:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the attempts did not start while their first RUNNING report was held")
+	}
+	jm.mu.Lock()
+	ended := jm.heldEnded
+	jm.mu.Unlock()
+	if ended {
+		// The report call gave up (its timeout), and only then did the
+		// attempts start.
+		t.Fatal("the attempts started only once the held RUNNING report call had ended")
 	}
 	close(jm.hold)
 	close(release)
