@@ -2,6 +2,7 @@ package hastore_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"testing"
 	"time"
@@ -14,25 +15,34 @@ import (
 	"github.com/jobplane/jobplane/server/hastore/storetest"
 )
 
-// benchWriters is the number of concurrent writers in the put benchmarks.
-const benchWriters = 64
+// benchWriters is the number of concurrent writers in the put
+// benchmarks: -writers, 64 unless set.
+var benchWriters = 64
+
+func init() {
+	flag.IntVar(&benchWriters, "writers", benchWriters, "concurrent writers in the hastore benchmarks")
+}
+
+// openBenchStore opens a store on an embedded member of its own, as
+// jobplane does (so the store batches to the member's limits); closed
+// with b.
+func openBenchStore(b *testing.B) *hastore.Etcd {
+	b.Helper()
+	store, err := hastore.Open(context.Background(), hastore.OpenConfig{DataDir: b.TempDir(), Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	return store
+}
 
 // BenchmarkPlanPut compares fenced plan puts through the Store with raw
 // etcd puts of the same bytes on the same embedded member, in one run, and
 // with the least a fenced write can cost: one hand-written transaction with
 // a single compare.
 func BenchmarkPlanPut(b *testing.B) {
-	m, err := hastore.StartMember(context.Background(), hastore.MemberConfig{Dir: b.TempDir(), Logger: quietLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
 	ctx := context.Background()
-	store, err := hastore.Open(ctx, hastore.OpenConfig{Endpoints: []string{m.Endpoint()}, Logger: quietLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer store.Close()
+	store := openBenchStore(b)
 	raw := store.Client()
 	txns := countTxns(raw)
 	sess, err := store.OpenSession(ctx, hastore.SessionConfig{TTL: 30 * time.Second})
@@ -104,17 +114,8 @@ func BenchmarkPlanPut(b *testing.B) {
 // create the dirty result, delete the plan, mark the result clean. An op is
 // one job, all four writes.
 func BenchmarkJobWrites(b *testing.B) {
-	m, err := hastore.StartMember(context.Background(), hastore.MemberConfig{Dir: b.TempDir(), Logger: quietLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
 	ctx := context.Background()
-	store, err := hastore.Open(ctx, hastore.OpenConfig{Endpoints: []string{m.Endpoint()}, Logger: quietLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer store.Close()
+	store := openBenchStore(b)
 	txns := countTxns(store.Client())
 	sess, err := store.OpenSession(ctx, hastore.SessionConfig{TTL: 30 * time.Second})
 	if err != nil {
@@ -163,17 +164,8 @@ func BenchmarkJobWrites(b *testing.B) {
 // election, the four writes of BenchmarkJobWrites fenced by that
 // leadership, and its resignation. An op is one job.
 func BenchmarkJobLife(b *testing.B) {
-	m, err := hastore.StartMember(context.Background(), hastore.MemberConfig{Dir: b.TempDir(), Logger: quietLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
 	ctx := context.Background()
-	store, err := hastore.Open(ctx, hastore.OpenConfig{Endpoints: []string{m.Endpoint()}, Logger: quietLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer store.Close()
+	store := openBenchStore(b)
 	txns := countTxns(store.Client())
 	sess, err := store.OpenSession(ctx, hastore.SessionConfig{TTL: 30 * time.Second})
 	if err != nil {
