@@ -21,7 +21,9 @@ const queryTimeout = 2 * time.Second
 // passes: the row reports how many ran); at steady state the JobManager's
 // CPU and the RPCs between it and the TaskExecutors, in windows with no
 // other load; then the latency of GetClusterOverview and ListJobs (page
-// size 100) from one client; whether any job FAILED; then cancel all.
+// size 100) from one client; whether any job FAILED; then as many jobs
+// again, which wait for slots, and the JobManager's CPU beside them; then
+// cancel all.
 func runScale(ctx context.Context, e *env) (Outcome, error) {
 	tes, jobs := pick(e, 40, 4), pick(e, 10_000, 500)
 	reachBound := pick(e, 75*time.Second, 20*time.Second)
@@ -154,12 +156,51 @@ func runScale(ctx context.Context, e *env) (Outcome, error) {
 		failed = int(ov.GetJobsFailed())
 	}
 
+	// As many jobs again, which wait for slots: every slot is taken. A
+	// waiting job holds no timer and no loop, so the JobManager's CPU at
+	// steady state stays what the running jobs cost.
+	waitIDs := make([]string, jobs)
+	for i := range waitIDs {
+		waitIDs[i] = fmt.Sprintf("wait-%d", i)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, reachBound)
+	waiting, waitErr := forEach(wctx, waitIDs, func(ctx context.Context, c jobplanev1connect.DispatcherServiceClient, id string) error {
+		_, err := c.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: id, JobGraph: graph})
+		return err
+	}, c.jm.URL)
+	wcancel()
+	e.progress("5: %d more acknowledged, waiting for slots (first error: %v)", len(waiting), waitErr)
+	// Let the JobManager finish what the submissions started before
+	// measuring.
+	c.settle(ctx, pick(e, 10*time.Second, 3*time.Second))
+	if _, err := meter.Cores(); err != nil { // restarts the meter
+		return Outcome{}, fmt.Errorf("jobmanager gone: %w", err)
+	}
+	var waitCores []float64
+	for range windows {
+		if err := sleep(ctx, window); err != nil {
+			return Outcome{}, err
+		}
+		x, err := meter.Cores()
+		if err != nil {
+			return Outcome{}, fmt.Errorf("jobmanager gone: %w", err)
+		}
+		waitCores = append(waitCores, x)
+	}
+	waitRSS, _ := RSSBytes(pid)
+	waitNote := fmt.Sprintf("%d windows of %v, %d jobs waiting beside %d running, no client calls; RSS %.0f MiB", windows, window, len(waiting), c.rec.Running(), float64(waitRSS)/(1<<20))
+	if len(waiting) < jobs {
+		waitNote += fmt.Sprintf("; only %d of %d waiting jobs acknowledged within %v (first error: %v)", len(waiting), jobs, reachBound, waitErr)
+	}
+
 	lost := c.leadershipNote(ctx)
 
 	// Cancel all, bounded.
 	tc := time.Now()
 	cctx, ccancel := context.WithTimeout(ctx, cancelBound)
-	canceled, cancelErr := forEach(cctx, acked, func(ctx context.Context, c jobplanev1connect.DispatcherServiceClient, id string) error {
+	// The waiting jobs first, so that no slot a running job frees is
+	// given to one of them.
+	canceled, cancelErr := forEach(cctx, append(waiting, acked...), func(ctx context.Context, c jobplanev1connect.DispatcherServiceClient, id string) error {
 		_, err := c.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: id})
 		return err
 	}, c.jm.URL)
@@ -195,6 +236,7 @@ func runScale(ctx context.Context, e *env) (Outcome, error) {
 		{ID: "5", Scenario: name, Measure: "ListJobs(100) p50 ms", Value: spread(lsP50), Target: "≤ 10"},
 		{ID: "5", Scenario: name, Measure: "ListJobs(100) p99 ms", Value: spread(lsP99), Target: "≤ 10"},
 		{ID: "5", Scenario: name, Measure: "jobs FAILED", Value: failedValue, Target: "0", Note: failNote},
+		{ID: "5", Scenario: name, Measure: fmt.Sprintf("JM CPU cores, +%d waiting", jobs), Value: spread(waitCores), Target: "< 1", Note: waitNote},
 		{ID: "5", Scenario: name, Measure: "cancel all s", Value: SpreadOf([]float64{cancelTook.Seconds()}), Note: cancelNote},
 	}
 	return Outcome{Rows: rows}, nil
