@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 )
 
 // MemberConfig configures an embedded single etcd member.
@@ -223,6 +224,11 @@ func (m *Member) NewClient() (*clientv3.Client, error) {
 	}
 	return c, nil
 }
+
+// LocalClient returns a client of the member that calls its server in
+// this process, without gRPC or a socket between them; the caller closes
+// it before the member.
+func (m *Member) LocalClient() *clientv3.Client { return v3client.New(m.etcd.Server) }
 
 // Err reports a fatal error of the running member.
 func (m *Member) Err() <-chan error { return m.etcd.Err() }

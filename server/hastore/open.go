@@ -68,9 +68,8 @@ func Open(ctx context.Context, cfg OpenConfig) (*Etcd, error) {
 		cfg.DialTimeout = 5 * time.Second
 	}
 	var (
-		member    *Member
-		endpoints = cfg.Endpoints
-		limits    EtcdConfig // of an external cluster: etcd's defaults
+		member *Member
+		limits EtcdConfig // of an external cluster: etcd's defaults
 	)
 	if cfg.DataDir != "" {
 		mc := cfg.Member
@@ -81,19 +80,23 @@ func Open(ctx context.Context, cfg OpenConfig) (*Etcd, error) {
 		}
 		mc = mc.withDefaults()
 		limits.MaxTxnOps, limits.MaxRequestBytes = int(mc.MaxTxnOps), int(mc.MaxRequestBytes)
-		endpoints = []string{member.Endpoint()}
 	}
-	client, err := clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: cfg.DialTimeout,
-		Context:     context.WithoutCancel(ctx),
-		Logger:      zapToSlog(cfg.Logger),
-	})
-	if err != nil {
-		if member != nil {
-			member.Close()
+	// The embedded member is served in this process: its client calls the
+	// server directly, without gRPC and a socket between them.
+	var client *clientv3.Client
+	if member != nil {
+		client = member.LocalClient()
+	} else {
+		c, err := clientv3.New(clientv3.Config{
+			Endpoints:   cfg.Endpoints,
+			DialTimeout: cfg.DialTimeout,
+			Context:     context.WithoutCancel(ctx),
+			Logger:      zapToSlog(cfg.Logger),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("hastore: etcd client: %w", err)
 		}
-		return nil, fmt.Errorf("hastore: etcd client: %w", err)
+		client = c
 	}
 	store, err := NewEtcd(EtcdConfig{
 		Client: client, Prefix: cfg.Prefix, MaxPlanBytes: cfg.MaxPlanBytes, Logger: cfg.Logger,
