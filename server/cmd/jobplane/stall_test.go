@@ -181,6 +181,7 @@ func TestStalledLeaderNeverRunsASubtaskTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitAllRunning(t, "stall", subtasks)
+	waitAttemptsRunning(t, c.attemptLogs, subtasks)
 
 	for _, pause := range []time.Duration{
 		haTimeout / 3, // shorter than the heartbeat timeout: nothing happens
@@ -217,6 +218,10 @@ func TestStalledLeaderNeverRunsASubtaskTwice(t *testing.T) {
 			}
 		}
 		c.waitAllRunning(t, "stall", subtasks)
+		// The JobMaster's view can be older than the TaskExecutors' (it
+		// may not have heard yet that they stopped the tasks): the next
+		// pause starts once every subtask runs on a TaskExecutor again.
+		waitAttemptsRunning(t, c.attemptLogs, subtasks)
 	}
 
 	leader := c.dispatcher(c.leader(t))
@@ -227,7 +232,7 @@ func TestStalledLeaderNeverRunsASubtaskTwice(t *testing.T) {
 	if err != nil || res.GetResult().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
 		t.Fatalf("result = %v, %v; want CANCELED", res, err)
 	}
-	records := waitAttemptsStopped(t, c.attemptLogs)
+	records := waitAttemptsRunning(t, c.attemptLogs, 0) // after the job ended
 	if overlaps := overlappingAttempts(records); len(overlaps) > 0 {
 		t.Errorf("%d overlapping runs of one subtask:\n%s", len(overlaps), strings.Join(overlaps, "\n"))
 	}
@@ -259,9 +264,10 @@ func readAttempts(t *testing.T, logs []string) []taskexecutor.AttemptRecord {
 	return out
 }
 
-// waitAttemptsStopped waits until every attempt that started has
-// stopped, and returns the records.
-func waitAttemptsStopped(t *testing.T, logs []string) []taskexecutor.AttemptRecord {
+// waitAttemptsRunning waits until exactly n attempts that started have
+// not stopped, by the TaskExecutors' own records, and returns the
+// records.
+func waitAttemptsRunning(t *testing.T, logs []string, n int) []taskexecutor.AttemptRecord {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -275,11 +281,11 @@ func waitAttemptsStopped(t *testing.T, logs []string) []taskexecutor.AttemptReco
 				running--
 			}
 		}
-		if running == 0 {
+		if running == n {
 			return records
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d attempts still running 30s after the job ended", running)
+			t.Fatalf("%d attempts running after 30s, want %d", running, n)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -142,13 +142,14 @@ func (jm *JobMaster) submit(evs []int32) {
 			}
 			attempts[i] = jm.graph.Attempt(ev)
 		}
+		client := e.client // read here: a registration replaces it on this goroutine
 		jm.goRPC(func(ctx context.Context) {
 			if !jm.valid() {
 				return // not certainly the leader any more; Run suspends the job
 			}
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			errs := e.client.submitTasks(ctx, jm.cfg.JobID, token, tasks)
+			errs := client.submitTasks(ctx, jm.cfg.JobID, token, tasks)
 			jm.post(func() {
 				for i, ev := range evs {
 					jm.submitted(ev, attempts[i], errs[i])

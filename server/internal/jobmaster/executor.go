@@ -84,14 +84,14 @@ func (jm *JobMaster) cleanUp(e *executorRef, cancels []*jobplanev1.ExecutionAtte
 	if len(cancels) == 0 && len(frees) == 0 {
 		return
 	}
-	token := protoToken(jm.cfg.Token)
+	token, client := protoToken(jm.cfg.Token), e.client // read here: a registration replaces the client on this goroutine
 	jm.goRPC(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		for _, a := range cancels {
-			_, _ = e.client.CancelTask(ctx, &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: token, Attempt: a})
+			_, _ = client.CancelTask(ctx, &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: token, Attempt: a})
 		}
-		freed := e.client.freeSlots(ctx, jm.cfg.JobID, token, frees, "given up by the JobMaster")
+		freed := client.freeSlots(ctx, jm.cfg.JobID, token, frees, "given up by the JobMaster")
 		jm.post(func() {
 			for _, aid := range freed {
 				if jm.dropped[aid] == e.id {

@@ -24,10 +24,11 @@ func (jm *JobMaster) suspend() {
 		}
 		if e := jm.executors[s.executor]; e != nil {
 			req := &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), Attempt: jm.attemptID(s.ev)}
+			client := e.client
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, _ = e.client.CancelTask(ctx, req)
+				_, _ = client.CancelTask(ctx, req)
 			}()
 		}
 	}
@@ -77,13 +78,13 @@ func (jm *JobMaster) trimSlots() {
 	}
 	token := protoToken(jm.cfg.Token)
 	for _, id := range order {
-		e, aids := jm.executors[id], idle[id]
+		client, aids := jm.executors[id].client, idle[id]
 		jm.goRPC(func(ctx context.Context) {
 			// Not cut off when Run stops: the slots are no longer listed
 			// for release, so this call is the only one to free them.
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			if freed := e.client.freeSlots(ctx, jm.cfg.JobID, token, aids, "no longer needed"); len(freed) < len(aids) {
+			if freed := client.freeSlots(ctx, jm.cfg.JobID, token, aids, "no longer needed"); len(freed) < len(aids) {
 				jm.log.Debug("freeing idle slots", "task_executor", id, "slots", len(aids), "freed", len(freed))
 			}
 		})
@@ -114,11 +115,11 @@ func (jm *JobMaster) release(ctx context.Context) {
 		freed []string
 	)
 	for executor, aids := range byExecutor {
-		e := jm.executors[executor]
+		client := jm.executors[executor].client
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ok := e.client.freeSlots(ctx, jm.cfg.JobID, token, aids, "job ended")
+			ok := client.freeSlots(ctx, jm.cfg.JobID, token, aids, "job ended")
 			mu.Lock()
 			freed = append(freed, ok...)
 			mu.Unlock()
