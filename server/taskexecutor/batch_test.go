@@ -25,53 +25,33 @@ import (
 // recordingJobMaster takes every registration and offer, and records the
 // calls it gets. Without batch, it lacks UpdateTaskExecutionStates, as a
 // JobMaster of another implementation may. hold, if set, holds the first
-// state report until it is closed. separate makes it a JobMaster that
-// predates registration by offer: it ignores an offer's address and
-// refuses offers (NOT_REGISTERED) from a TaskExecutor that did not call
-// RegisterTaskExecutor.
+// state report until it is closed.
 type recordingJobMaster struct {
 	jobplanev1connect.UnimplementedJobMasterServiceHandler
-	batch    bool
-	hold     chan struct{}
-	separate bool
+	batch bool
+	hold  chan struct{}
 
-	mu         sync.Mutex
-	registers  int             // RegisterTaskExecutor calls
-	registered map[string]bool // by TaskExecutor id
-	offerAddrs []string        // the address of each offer, refused ones too
-	offers     [][]*jobplanev1.SlotOffer
-	reports    [][]*jobplanev1.TaskExecutionStatus // one entry per call
-	singles    int                                 // UpdateTaskExecutionState calls
-	held       bool
-	heldEnded  bool // the held report call has returned
+	mu        sync.Mutex
+	registers int
+	offers    [][]*jobplanev1.SlotOffer
+	reports   [][]*jobplanev1.TaskExecutionStatus // one entry per call
+	singles   int                                 // UpdateTaskExecutionState calls
+	held      bool
+	heldEnded bool // the held report call has returned
 }
 
-func (j *recordingJobMaster) RegisterTaskExecutor(_ context.Context, req *jobplanev1.JobMasterServiceRegisterTaskExecutorRequest) (*jobplanev1.JobMasterServiceRegisterTaskExecutorResponse, error) {
+func (j *recordingJobMaster) RegisterTaskExecutor(context.Context, *jobplanev1.JobMasterServiceRegisterTaskExecutorRequest) (*jobplanev1.JobMasterServiceRegisterTaskExecutorResponse, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.registers++
-	if j.registered == nil {
-		j.registered = map[string]bool{}
-	}
-	j.registered[req.GetTaskExecutorId()] = true
 	return &jobplanev1.JobMasterServiceRegisterTaskExecutorResponse{HeartbeatTimeout: durationpb.New(time.Minute), HeartbeatInterval: durationpb.New(time.Second)}, nil
 }
 
 func (j *recordingJobMaster) OfferSlots(_ context.Context, req *jobplanev1.OfferSlotsRequest) (*jobplanev1.OfferSlotsResponse, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.offerAddrs = append(j.offerAddrs, req.GetAddress())
-	if j.separate {
-		if !j.registered[req.GetTaskExecutorId()] {
-			return nil, apierror.New(jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED, "not registered", nil)
-		}
-		j.offers = append(j.offers, req.GetOffers())
-		return &jobplanev1.OfferSlotsResponse{Accepted: req.GetOffers()}, nil
-	}
 	j.offers = append(j.offers, req.GetOffers())
-	return &jobplanev1.OfferSlotsResponse{
-		Accepted: req.GetOffers(), HeartbeatTimeout: durationpb.New(time.Minute), HeartbeatInterval: durationpb.New(time.Second),
-	}, nil
+	return &jobplanev1.OfferSlotsResponse{Accepted: req.GetOffers()}, nil
 }
 
 func (j *recordingJobMaster) UpdateTaskExecutionState(_ context.Context, req *jobplanev1.UpdateTaskExecutionStateRequest) (*jobplanev1.UpdateTaskExecutionStateResponse, error) {
@@ -136,9 +116,6 @@ func serveJobMaster(t *testing.T, jm *recordingJobMaster) string {
 	return srv.URL
 }
 
-// teAddress is the address the TaskExecutors of these tests give.
-const teAddress = "http://127.0.0.1:1"
-
 // startRunning serves and runs a TaskExecutor with n slots and the given
 // invokables; Run finds no ResourceManager, which these tests do without.
 func startRunning(t *testing.T, n int, invokables map[string]taskexecutor.Invokable) jobplanev1connect.TaskExecutorServiceClient {
@@ -152,7 +129,7 @@ func startRunning(t *testing.T, n int, invokables map[string]taskexecutor.Invoka
 	}
 	t.Cleanup(func() { store.Close() })
 	te, err := taskexecutor.New(taskexecutor.Config{
-		Address: teAddress, Slots: n, Store: store, HTTPClient: endpoint.NewClient(), Invokables: invokables, Logger: logger,
+		Address: "http://127.0.0.1:1", Slots: n, Store: store, HTTPClient: endpoint.NewClient(), Invokables: invokables, Logger: logger,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -187,9 +164,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// The slots of one RequestSlots go to their JobMaster in one offer, which
-// registers the TaskExecutor too, not a registration and an offer per
-// slot; a slot that cannot be
+// The slots of one RequestSlots go to their JobMaster in one registration
+// and one offer, not one of each per slot; a slot that cannot be
 // allocated is refused alone, by its index.
 func TestRequestSlotsOffersTogether(t *testing.T) {
 	jm := &recordingJobMaster{batch: true}
@@ -216,10 +192,10 @@ func TestRequestSlotsOffersTogether(t *testing.T) {
 	}
 	waitFor(t, "the job's offer", func() bool { jm.mu.Lock(); defer jm.mu.Unlock(); return len(jm.offers) == 2 })
 	jm.mu.Lock()
-	registers, offers, addrs := jm.registers, jm.offers, jm.offerAddrs
+	registers, offers := jm.registers, jm.offers
 	jm.mu.Unlock()
-	if registers != 0 || len(offers[1]) != 7 || len(addrs) != 2 || addrs[0] != teAddress || addrs[1] != teAddress {
-		t.Errorf("got %d RegisterTaskExecutor calls, an offer of %d slots for the second job, offers from addresses %q; want no registration but by the offers, 7 slots in one offer, and each offer with the TaskExecutor's address %q", registers, len(offers[1]), addrs, teAddress)
+	if registers != 2 || len(offers[1]) != 7 {
+		t.Errorf("got %d registrations and an offer of %d slots for two jobs; want 2 and 7 (one call each for the job's 7 slots)", registers, len(offers[1]))
 	}
 	// Repeating the call changes nothing and offers nothing new.
 	if resp, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slots[:7]}); err != nil || len(resp.GetRefused()) != 0 {
@@ -254,25 +230,6 @@ func TestRequestSlotsOffersTogether(t *testing.T) {
 	}}})
 	if err != nil || len(resp.GetRefused()) != 1 || resp.GetRefused()[0].GetReason() != jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN {
 		t.Errorf("RequestSlots with an older JobMaster token = %v, %v; want the slot refused STALE_FENCING_TOKEN", resp, err)
-	}
-}
-
-// A JobMaster that does not register by offer (it answers NOT_REGISTERED)
-// gets a RegisterTaskExecutor and the offer again, and takes the slots.
-func TestOfferRegistersSeparatelyWithAnOlderJobMaster(t *testing.T) {
-	jm := &recordingJobMaster{batch: true, separate: true}
-	url := serveJobMaster(t, jm)
-	te := startRunning(t, 2, nil)
-	ctx := context.Background()
-	if _, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slotRequests(url, "j", 1, 2)}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "an accepted offer", func() bool { jm.mu.Lock(); defer jm.mu.Unlock(); return len(jm.offers) == 1 })
-	jm.mu.Lock()
-	registers, calls, slots := jm.registers, len(jm.offerAddrs), len(jm.offers[0])
-	jm.mu.Unlock()
-	if registers != 1 || calls != 2 || slots != 2 {
-		t.Errorf("got %d registrations and %d offer calls, %d slots accepted; want 1 registration, 2 offers (the refused one, then the accepted one) and both slots", registers, calls, slots)
 	}
 }
 

@@ -16,8 +16,8 @@ import (
 // not per slot: the slots allocated while an offer to a JobMaster is on
 // its way wait, and go together in the next one, so that a job given many
 // slots here at once (one RequestSlots, or many RequestSlot calls in a
-// burst) costs one OfferSlots, which also registers the TaskExecutor with
-// the JobMaster, not a RegisterTaskExecutor and an OfferSlots per slot.
+// burst) costs one RegisterTaskExecutor and one OfferSlots, not one of
+// each per slot.
 
 // offerKey names the JobMaster that slots are offered to: the job's, under
 // one token, at one address.
@@ -73,45 +73,17 @@ func (te *TaskExecutor) offer(ctx context.Context, key offerKey, slots []offered
 		offers[i] = &jobplanev1.SlotOffer{AllocationId: s.allocationID, SlotIndex: int32(s.index)}
 	}
 	accepted := map[string]bool{}
-	register := func(sent time.Time) error {
+	for attempt := 0; attempt < 20 && ctx.Err() == nil; attempt++ {
+		sent := time.Now()
 		reg, err := jm.RegisterTaskExecutor(ctx, &jobplanev1.JobMasterServiceRegisterTaskExecutorRequest{
 			JobId: key.jobID, JobMasterToken: protoToken(key.token), TaskExecutorId: te.cfg.ID, Address: te.cfg.Address,
 		})
 		if err == nil {
 			te.registered(key.jobID, key.token, sent, reg.GetHeartbeatInterval().AsDuration(), reg.GetHeartbeatTimeout().AsDuration())
-		}
-		return err
-	}
-	// The offer registers the TaskExecutor too. A JobMaster that does not
-	// (it answers NOT_REGISTERED, or takes the offer without heartbeat
-	// settings) gets a RegisterTaskExecutor first from then on.
-	separate := false
-	for attempt := 0; attempt < 20 && ctx.Err() == nil; attempt++ {
-		sent := time.Now()
-		var err error
-		if separate {
-			err = register(sent)
-		}
-		if err == nil {
 			var resp *jobplanev1.OfferSlotsResponse
 			resp, err = jm.OfferSlots(ctx, &jobplanev1.OfferSlotsRequest{
-				JobId: key.jobID, JobMasterToken: protoToken(key.token), TaskExecutorId: te.cfg.ID, Offers: offers, Address: te.cfg.Address,
+				JobId: key.jobID, JobMasterToken: protoToken(key.token), TaskExecutorId: te.cfg.ID, Offers: offers,
 			})
-			switch {
-			case err == nil && resp.GetHeartbeatInterval() != nil:
-				te.registered(key.jobID, key.token, sent, resp.GetHeartbeatInterval().AsDuration(), resp.GetHeartbeatTimeout().AsDuration())
-			case err == nil && !separate:
-				// Taken, but not registered by the offer: register now, for
-				// the JobMaster's heartbeat settings.
-				separate = true
-				if rerr := register(sent); rerr != nil {
-					te.log.Debug("registering after an offer failed", "job", key.jobID, "err", rerr)
-				}
-			case !separate && apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED):
-				separate = true
-				attempt-- // not a failure: the JobMaster wants the older flow
-				continue
-			}
 			if err == nil {
 				for _, a := range resp.GetAccepted() {
 					accepted[a.GetAllocationId()] = true

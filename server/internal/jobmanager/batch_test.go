@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"connectrpc.com/connect"
 
-	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
-	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/clustertest"
 )
 
@@ -80,7 +77,7 @@ func TestDeploymentIsBatchedPerTaskExecutor(t *testing.T) {
 	}{
 		{received, jobplanev1connect.TaskExecutorServiceRequestSlotsProcedure, 1},
 		{received, jobplanev1connect.TaskExecutorServiceRequestSlotProcedure, 0},
-		{sent, jobplanev1connect.JobMasterServiceRegisterTaskExecutorProcedure, 0}, // the offer registers
+		{sent, jobplanev1connect.JobMasterServiceRegisterTaskExecutorProcedure, 1},
 		{sent, jobplanev1connect.JobMasterServiceOfferSlotsProcedure, 1},
 		{received, jobplanev1connect.TaskExecutorServiceSubmitTasksProcedure, 1},
 		{received, jobplanev1connect.TaskExecutorServiceSubmitTaskProcedure, 0},
@@ -96,47 +93,5 @@ func TestDeploymentIsBatchedPerTaskExecutor(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("received %v, sent %v", received.String(), sent.String())
-	}
-}
-
-// An offer that carries the TaskExecutor's address registers it, and
-// answers the heartbeat settings; one without is refused NOT_REGISTERED
-// until the TaskExecutor registered.
-func TestOfferRegistersTheTaskExecutor(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
-	submit(t, c, "offer", twoVertices("sleep", map[string]string{"duration": "1h"}))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var token *jobplanev1.FencingToken
-	for token == nil {
-		resp, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "offer"})
-		if err == nil && resp.GetJob().GetJobMasterToken().GetEpoch() != 0 {
-			token = resp.GetJob().GetJobMasterToken()
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("no JobMaster token in GetJob")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	jm := jobplanev1connect.NewJobMasterServiceClient(c.HTTP, c.URL)
-	offer := func(address string) (*jobplanev1.OfferSlotsResponse, error) {
-		return jm.OfferSlots(ctx, &jobplanev1.OfferSlotsRequest{JobId: "offer", JobMasterToken: token, TaskExecutorId: "newcomer", Address: address})
-	}
-	if _, err := offer(""); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED) {
-		t.Errorf("offer without an address from an unregistered TaskExecutor: %v, want NOT_REGISTERED", err)
-	}
-	resp, err := offer("http://127.0.0.1:1")
-	if err != nil || resp.GetHeartbeatInterval().AsDuration() <= 0 || resp.GetHeartbeatTimeout().AsDuration() <= resp.GetHeartbeatInterval().AsDuration() {
-		t.Errorf("offer with an address = %v, %v; want the heartbeat settings", resp, err)
-	}
-	if resp, err := offer(""); err != nil || resp.GetHeartbeatInterval() != nil {
-		t.Errorf("offer without an address once registered = %v, %v; want taken, without heartbeat settings", resp, err)
-	}
-	if _, err := jm.OfferSlots(ctx, &jobplanev1.OfferSlotsRequest{JobId: "offer", JobMasterToken: token, Address: "http://127.0.0.1:1"}); connect.CodeOf(err) != connect.CodeInvalidArgument {
-		t.Errorf("offer with an address and no TaskExecutor id: %v, want INVALID_ARGUMENT", err)
-	}
-	if _, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "offer"}); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -38,18 +38,10 @@ func (r *Router) OfferSlots(ctx context.Context, req *jobplanev1.OfferSlotsReque
 	if err != nil {
 		return nil, err
 	}
-	register := req.GetAddress() != ""
-	if register && req.GetTaskExecutorId() == "" {
-		return nil, apierror.BadRequest(apierror.Field{Path: "task_executor_id", Description: "required with address"})
-	}
 	resp := &jobplanev1.OfferSlotsResponse{}
 	var refused error
 	r.heard(req.GetTaskExecutorId())
 	if err := jm.do(ctx, func() {
-		if register {
-			jm.registerExecutor(req.GetTaskExecutorId(), req.GetAddress())
-			resp.HeartbeatInterval, resp.HeartbeatTimeout = durationpb.New(jm.cfg.HeartbeatInterval), durationpb.New(jm.cfg.HeartbeatTimeout)
-		}
 		if jm.executors[req.GetTaskExecutorId()] == nil {
 			refused = notRegistered(req.GetJobId(), req.GetTaskExecutorId())
 			return

@@ -73,17 +73,8 @@ type JobMasterServiceClient interface {
 	// allocated while an offer to it is on its way in the next call, not
 	// one call per slot. Idempotent.
 	//
-	// An offer that carries the TaskExecutor's `address` also registers it
-	// first, as RegisterTaskExecutor would, and answers the heartbeat
-	// settings: a TaskExecutor offering a job its first slots needs one call,
-	// not two. A JobMaster that predates the field answers such an offer
-	// NOT_REGISTERED, or takes it without heartbeat settings; the
-	// TaskExecutor then calls RegisterTaskExecutor (and offers again if the
-	// offer was refused).
-	//
 	// Errors: FAILED_PRECONDITION (NOT_REGISTERED) if the TaskExecutor did
-	// not register and the offer carries no address; ABORTED
-	// (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
+	// not register; ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	OfferSlots(context.Context, *v1.OfferSlotsRequest) (*v1.OfferSlotsResponse, error)
 	// UpdateTaskExecutionState reports a state change of an execution attempt.
 	// Reporting the same state again changes nothing. Idempotent.
@@ -294,17 +285,8 @@ type JobMasterServiceHandler interface {
 	// allocated while an offer to it is on its way in the next call, not
 	// one call per slot. Idempotent.
 	//
-	// An offer that carries the TaskExecutor's `address` also registers it
-	// first, as RegisterTaskExecutor would, and answers the heartbeat
-	// settings: a TaskExecutor offering a job its first slots needs one call,
-	// not two. A JobMaster that predates the field answers such an offer
-	// NOT_REGISTERED, or takes it without heartbeat settings; the
-	// TaskExecutor then calls RegisterTaskExecutor (and offers again if the
-	// offer was refused).
-	//
 	// Errors: FAILED_PRECONDITION (NOT_REGISTERED) if the TaskExecutor did
-	// not register and the offer carries no address; ABORTED
-	// (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
+	// not register; ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	OfferSlots(context.Context, *v1.OfferSlotsRequest) (*v1.OfferSlotsResponse, error)
 	// UpdateTaskExecutionState reports a state change of an execution attempt.
 	// Reporting the same state again changes nothing. Idempotent.
