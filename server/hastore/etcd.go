@@ -167,8 +167,13 @@ func (s *Etcd) resultPrefix() string          { return s.prefix + "results/" }
 func (s *Etcd) resultKey(jobID string) string { return s.resultPrefix() + jobID }
 
 // unavailable wraps a backend failure, leaving the caller's own context
-// errors, and errors that already say so, as they are.
-func unavailable(err error) error {
+// errors, and errors that already say so, as they are. A call whose ctx
+// ended fails with ctx's error: an in-process client of an embedded member
+// returns etcd's own timeout or cancellation error then, not ctx's.
+func unavailable(ctx context.Context, err error) error {
+	if ctx.Err() != nil && !errors.Is(err, ErrUnavailable) {
+		return ctx.Err()
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrUnavailable) {
 		return err
 	}
@@ -190,7 +195,7 @@ func (s *Etcd) fenceCmps(f Fence) []clientv3.Cmp {
 func (s *Etcd) fenced(ctx context.Context, f Fence, ops ...clientv3.Op) (*pb.TxnResponse, error) {
 	resp, _, err := s.commit.do(ctx, clientv3.OpTxn(s.fenceCmps(f), ops, nil))
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, unavailable(ctx, err)
 	}
 	if !resp.Succeeded {
 		return nil, ErrStaleToken
@@ -229,7 +234,7 @@ func (s *Etcd) Resign(ctx context.Context, f Fence) error {
 		if ll != nil {
 			ll.resigning.Store(false)
 		}
-		return unavailable(err)
+		return unavailable(ctx, err)
 	}
 	if ll != nil {
 		ll.end(ErrResigned)
@@ -253,7 +258,7 @@ func (s *Etcd) Leader(ctx context.Context, election string) (LeaderInfo, error) 
 	}
 	resp, err := s.client.Get(ctx, s.electionPrefix(election)+"/", clientv3.WithFirstCreate()...)
 	if err != nil {
-		return LeaderInfo{}, unavailable(err)
+		return LeaderInfo{}, unavailable(ctx, err)
 	}
 	info := LeaderInfo{Election: election}
 	if len(resp.Kvs) > 0 {
@@ -308,7 +313,7 @@ func (s *Etcd) ObserveLeader(ctx context.Context, election string, fn func(Leade
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return unavailable(err)
+			return unavailable(ctx, err)
 		}
 		cands := make(map[string]candidate, len(resp.Kvs))
 		for _, kv := range resp.Kvs {
@@ -374,7 +379,7 @@ func (s *Etcd) GetExecutionPlan(ctx context.Context, jobID string) (*jobplanev1.
 	}
 	resp, err := s.client.Get(ctx, s.planKey(jobID))
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, unavailable(ctx, err)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, ErrPlanNotFound
@@ -415,7 +420,7 @@ func (s *Etcd) scan(ctx context.Context, pfx, after string, keysOnly bool, fn fu
 		}
 		resp, err := s.client.Get(ctx, from, opts...)
 		if err != nil {
-			return unavailable(err)
+			return unavailable(ctx, err)
 		}
 		for _, kv := range resp.Kvs {
 			if !fn(strings.TrimPrefix(string(kv.Key), pfx), kv.Value) {
@@ -463,7 +468,7 @@ func (s *Etcd) CreateDirtyJobResult(ctx context.Context, f Fence, result *jobpla
 func (s *Etcd) getResult(ctx context.Context, jobID string) (entry *jobplanev1.JobResultEntry, modRev int64, err error) {
 	resp, err := s.client.Get(ctx, s.resultKey(jobID))
 	if err != nil {
-		return nil, 0, unavailable(err)
+		return nil, 0, unavailable(ctx, err)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, 0, nil

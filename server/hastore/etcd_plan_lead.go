@@ -59,7 +59,7 @@ func (s *etcdSession) PutExecutionPlanAndLead(ctx context.Context, f Fence, plan
 		}
 		// The outcome is unknown: a candidacy key left behind is found by
 		// the job's campaign, which takes it over (see enter).
-		return nil, unavailable(err)
+		return nil, unavailable(ctx, err)
 	}
 	putResp := resp.GetResponses()
 	switch {

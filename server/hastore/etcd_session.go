@@ -26,7 +26,7 @@ func (s *Etcd) OpenSession(ctx context.Context, cfg SessionConfig) (Session, err
 	sent := time.Now()
 	grant, err := s.client.Grant(ctx, ttlSeconds)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, unavailable(ctx, err)
 	}
 	// The session renews the lease itself (see renew), rather than on
 	// etcd's keep-alive stream, whose send times the client keeps to
@@ -175,7 +175,7 @@ func (s *etcdSession) Close(ctx context.Context) error {
 	_, err := s.store.client.Revoke(ctx, s.lease)
 	s.end(ErrSessionEnded)
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return unavailable(err)
+		return unavailable(ctx, err)
 	}
 	return nil
 }
@@ -248,7 +248,7 @@ func (s *etcdSession) campaign(ctx context.Context, election, address string, re
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		}
-		return nil, unavailable(err)
+		return nil, unavailable(ctx, err)
 	}
 	if !leads {
 		// The session may have ended while waiting, deleting the
@@ -258,7 +258,7 @@ func (s *etcdSession) campaign(ctx context.Context, election, address string, re
 		if err != nil {
 			store.gone.unregister(reg)
 			s.deleteKey(key)
-			return nil, unavailable(err)
+			return nil, unavailable(ctx, err)
 		}
 		if len(got.Kvs) == 0 || got.Kvs[0].CreateRevision != rev {
 			store.gone.unregister(reg)

@@ -109,7 +109,14 @@ func Open(ctx context.Context, cfg OpenConfig) (*Etcd, error) {
 		}
 		return nil, err
 	}
-	store.closers = append(store.closers, client.Close)
+	store.closers = append(store.closers, func() error {
+		// An in-process client has no connection to close: its Close
+		// answers the cancellation of its own context.
+		if err := client.Close(); member == nil || !errors.Is(err, context.Canceled) {
+			return err
+		}
+		return nil
+	})
 	if member != nil {
 		store.closers = append(store.closers, member.Close)
 	}
