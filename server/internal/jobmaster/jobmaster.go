@@ -133,10 +133,12 @@ type JobMaster struct {
 	rmRegistered   bool        // the ResourceManager took the registration
 	retryDeclare   func() bool // stops a pending retry; nil if none
 	declareBackoff time.Duration
-	// rpcCtx bounds the JobMaster's own calls; it ends when Run stops, and
-	// rpcs tracks those calls so none outlives Run.
-	rpcCtx context.Context
-	rpcs   sync.WaitGroup
+	// rpcCtx bounds the JobMaster's own calls; it ends when Run stops (or
+	// Run's context ends), and rpcs tracks those calls so none outlives
+	// Run. It is made by New: other goroutines read it before Run starts.
+	rpcCtx   context.Context
+	stopRPCs context.CancelFunc
+	rpcs     sync.WaitGroup
 }
 
 // task is the runtime of an execution vertex's current attempt; the
@@ -185,7 +187,10 @@ func New(cfg Config) (*JobMaster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobmaster: %w", err)
 	}
+	rpcCtx, stopRPCs := context.WithCancel(context.Background())
 	jm := &JobMaster{
+		rpcCtx:     rpcCtx,
+		stopRPCs:   stopRPCs,
 		cfg:        cfg,
 		log:        cfg.Logger.With("job", cfg.JobID, "token", cfg.Token),
 		clock:      cfg.Clock,
@@ -246,14 +251,10 @@ func (jm *JobMaster) do(ctx context.Context, f func()) error {
 // post queues f for the JobMaster's goroutine without waiting; it is
 // dropped once the JobMaster has stopped.
 func (jm *JobMaster) post(f func()) {
-	var stopping <-chan struct{}
-	if jm.rpcCtx != nil {
-		stopping = jm.rpcCtx.Done()
-	}
 	select {
 	case jm.events <- f:
 	case <-jm.done:
-	case <-stopping:
+	case <-jm.rpcCtx.Done():
 	}
 }
 
@@ -291,12 +292,11 @@ func (jm *JobMaster) Details(ctx context.Context, full bool, page Page) (*jobpla
 // canceling its attempts and freeing its slots.
 func (jm *JobMaster) Run(ctx context.Context) Result {
 	defer close(jm.done)
-	rpcCtx, stopRPCs := context.WithCancel(ctx)
-	jm.rpcCtx = rpcCtx
 	// Calls still in flight when Run stops are cut off and waited for, so
 	// that no late declaration or deployment acts for this JobMaster.
 	defer jm.rpcs.Wait()
-	defer stopRPCs()
+	defer jm.stopRPCs()
+	defer context.AfterFunc(ctx, jm.stopRPCs)()
 	jm.setStatus(jobstatus.Running)
 	jm.enqueue(jm.graph.Release()...)
 	jm.declare()
@@ -305,7 +305,7 @@ func (jm *JobMaster) Run(ctx context.Context) Result {
 	// for slots, a declaration to retry).
 	for {
 		if jobstatus.IsGloballyTerminal(jm.status) {
-			stopRPCs()
+			jm.stopRPCs()
 			jm.rpcs.Wait()
 			jm.stopFailovers()
 			jm.release(context.WithoutCancel(ctx))
@@ -319,14 +319,14 @@ func (jm *JobMaster) Run(ctx context.Context) Result {
 			// The lease may have expired while this process stood still:
 			// stop as if the leadership had ended (it ends shortly).
 			jm.log.Warn("leadership no longer certain; suspending")
-			stopRPCs()
+			jm.stopRPCs()
 			jm.rpcs.Wait()
 			jm.suspend()
 			return Result{Status: jobstatus.Suspended, Restarts: jm.restart.used}
 		}
 		select {
 		case <-ctx.Done():
-			stopRPCs()
+			jm.stopRPCs()
 			jm.rpcs.Wait()
 			jm.suspend()
 			return Result{Status: jobstatus.Suspended, Restarts: jm.restart.used}
