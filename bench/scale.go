@@ -172,7 +172,8 @@ func runScale(ctx context.Context, e *env) (Outcome, error) {
 	e.progress("5: %d more acknowledged, waiting for slots (first error: %v)", len(waiting), waitErr)
 	// Let the JobManager finish what the submissions started before
 	// measuring.
-	c.settle(ctx, pick(e, 10*time.Second, 3*time.Second))
+	settleBound := pick(e, 10*time.Second, 3*time.Second)
+	busy := c.settle(ctx, settleBound)
 	if _, err := meter.Cores(); err != nil { // restarts the meter
 		return Outcome{}, fmt.Errorf("jobmanager gone: %w", err)
 	}
@@ -189,6 +190,9 @@ func runScale(ctx context.Context, e *env) (Outcome, error) {
 	}
 	waitRSS, _ := RSSBytes(pid)
 	waitNote := fmt.Sprintf("%d windows of %v, %d jobs waiting beside %d running, no client calls; RSS %.0f MiB", windows, window, len(waiting), c.rec.Running(), float64(waitRSS)/(1<<20))
+	if busy >= 0.1 {
+		waitNote += fmt.Sprintf("; the JobManager still used %.2f cores %v after the submissions", busy, settleBound)
+	}
 	if len(waiting) < jobs {
 		waitNote += fmt.Sprintf("; only %d of %d waiting jobs acknowledged within %v (first error: %v)", len(waiting), jobs, reachBound, waitErr)
 	}
