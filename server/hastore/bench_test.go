@@ -54,10 +54,7 @@ func BenchmarkPlanPut(b *testing.B) {
 		b.Fatal(err)
 	}
 	data, _ := proto.Marshal(storetest.BenchPlan("j"))
-	plans := make([]*jobplanev1.ExecutionPlan, b.N)
-	for i := range plans {
-		plans[i] = storetest.BenchPlan(fmt.Sprintf("j%d", i))
-	}
+	plans := benchPlans(b.N)
 
 	b.ResetTimer()
 	// The phases alternate in rounds, so that none gains from running
@@ -109,10 +106,8 @@ func BenchmarkPlanPut(b *testing.B) {
 	b.ReportMetric(minimal.PerSecond, "raw-txn-acks/s")
 }
 
-// BenchmarkJobWrites measures the fenced writes of a job's life as the
-// JobManager makes them, from benchWriters jobs at a time: put the plan,
-// create the dirty result, delete the plan, mark the result clean. An op is
-// one job, all four writes.
+// BenchmarkJobWrites measures the four fenced writes of jobWrites, from
+// benchWriters jobs at a time. An op is one job, all four writes.
 func BenchmarkJobWrites(b *testing.B) {
 	ctx := context.Background()
 	store := openBenchStore(b)
@@ -126,26 +121,12 @@ func BenchmarkJobWrites(b *testing.B) {
 		b.Fatal(err)
 	}
 	f := l.Fence()
-	plans := make([]*jobplanev1.ExecutionPlan, b.N)
-	for i := range plans {
-		plans[i] = storetest.BenchPlan(fmt.Sprintf("j%d", i))
-	}
+	plans := benchPlans(b.N)
 	before, _ := txns.snapshot()
 
 	b.ResetTimer()
 	jobs, err := storetest.Measure(b.N, benchWriters, func(i int) error {
-		id := plans[i].GetJobId()
-		if err := store.PutExecutionPlan(ctx, f, plans[i]); err != nil {
-			return err
-		}
-		res := &jobplanev1.JobResult{JobId: id, Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED}
-		if err := store.CreateDirtyJobResult(ctx, f, res); err != nil {
-			return err
-		}
-		if err := store.DeleteExecutionPlan(ctx, f, id); err != nil {
-			return err
-		}
-		return store.MarkJobResultClean(ctx, f, id)
+		return jobWrites(ctx, store, f, plans[i])
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -172,31 +153,16 @@ func BenchmarkJobLife(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	plans := make([]*jobplanev1.ExecutionPlan, b.N)
-	for i := range plans {
-		plans[i] = storetest.BenchPlan(fmt.Sprintf("j%d", i))
-	}
+	plans := benchPlans(b.N)
 	before, _ := txns.snapshot()
 
 	b.ResetTimer()
 	jobs, err := storetest.Measure(b.N, benchWriters, func(i int) error {
-		id := plans[i].GetJobId()
-		l, err := sess.Campaign(ctx, hastore.JobElection(id), "")
+		l, err := sess.Campaign(ctx, hastore.JobElection(plans[i].GetJobId()), "")
 		if err != nil {
 			return err
 		}
-		f := l.Fence()
-		if err := store.PutExecutionPlan(ctx, f, plans[i]); err != nil {
-			return err
-		}
-		res := &jobplanev1.JobResult{JobId: id, Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED}
-		if err := store.CreateDirtyJobResult(ctx, f, res); err != nil {
-			return err
-		}
-		if err := store.DeleteExecutionPlan(ctx, f, id); err != nil {
-			return err
-		}
-		if err := store.MarkJobResultClean(ctx, f, id); err != nil {
+		if err := jobWrites(ctx, store, l.Fence(), plans[i]); err != nil {
 			return err
 		}
 		return l.Resign(ctx)
@@ -210,6 +176,33 @@ func BenchmarkJobLife(b *testing.B) {
 	b.ReportMetric(jobs.PerSecond, "jobs/s")
 	b.ReportMetric(float64(jobs.P99.Microseconds())/1000, "job-p99-ms")
 	b.ReportMetric(float64(len(after)-len(before))/float64(6*b.N), "txns/write")
+}
+
+// benchPlans returns n plans of distinct jobs.
+func benchPlans(n int) []*jobplanev1.ExecutionPlan {
+	plans := make([]*jobplanev1.ExecutionPlan, n)
+	for i := range plans {
+		plans[i] = storetest.BenchPlan(fmt.Sprintf("j%d", i))
+	}
+	return plans
+}
+
+// jobWrites makes the fenced writes of a job's life as the JobManager did
+// before it had one write per submission and per end: put the plan,
+// create the dirty result, delete the plan, mark the result clean.
+func jobWrites(ctx context.Context, store *hastore.Etcd, f hastore.Fence, plan *jobplanev1.ExecutionPlan) error {
+	id := plan.GetJobId()
+	if err := store.PutExecutionPlan(ctx, f, plan); err != nil {
+		return err
+	}
+	res := &jobplanev1.JobResult{JobId: id, Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED}
+	if err := store.CreateDirtyJobResult(ctx, f, res); err != nil {
+		return err
+	}
+	if err := store.DeleteExecutionPlan(ctx, f, id); err != nil {
+		return err
+	}
+	return store.MarkJobResultClean(ctx, f, id)
 }
 
 // combine averages rates of equal op counts (harmonically) and keeps the
