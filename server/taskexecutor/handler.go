@@ -22,14 +22,6 @@ func staleJob(jobID string, current hastore.Token) error {
 	return apierror.StaleToken(hastore.JobElection(jobID), current.SessionID, current.Epoch)
 }
 
-func missing(fields ...string) error {
-	var fs []apierror.Field
-	for _, f := range fields {
-		fs = append(fs, apierror.Field{Path: f, Description: "required"})
-	}
-	return apierror.BadRequest(fs...)
-}
-
 // slotFields lists the fields of a slot request that are missing, or out
 // of range, under prefix.
 func (te *TaskExecutor) slotFields(prefix string, r *jobplanev1.SlotRequest) []apierror.Field {

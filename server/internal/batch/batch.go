@@ -16,34 +16,23 @@ const MaxItems = 1024
 // MaxBytes encoded bytes each; an item larger than MaxBytes goes alone.
 // It returns no run for no items.
 func Split[T proto.Message](items []T) [][]T {
+	return split(items, func(m T) int { return proto.Size(m) })
+}
+
+// Strings cuts strings (allocation ids, say) into runs as Split does.
+func Strings(items []string) [][]string {
+	return split(items, func(s string) int { return len(s) + 2 }) // the tag and length of a short string
+}
+
+// split cuts items into runs as Split says, sizing each with size.
+func split[T any](items []T, size func(T) int) [][]T {
 	var (
 		runs  [][]T
 		start int
 		bytes int
 	)
 	for i, it := range items {
-		n := proto.Size(it)
-		if i > start && (i-start >= MaxItems || bytes+n > MaxBytes) {
-			runs = append(runs, items[start:i])
-			start, bytes = i, 0
-		}
-		bytes += n
-	}
-	if start < len(items) {
-		runs = append(runs, items[start:])
-	}
-	return runs
-}
-
-// Strings cuts strings (allocation ids, say) into runs as Split does.
-func Strings(items []string) [][]string {
-	var (
-		runs  [][]string
-		start int
-		bytes int
-	)
-	for i, s := range items {
-		n := len(s) + 2 // the tag and length of a short string
+		n := size(it)
 		if i > start && (i-start >= MaxItems || bytes+n > MaxBytes) {
 			runs = append(runs, items[start:i])
 			start, bytes = i, 0

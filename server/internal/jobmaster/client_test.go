@@ -73,14 +73,12 @@ type fakeTaskExecutor struct {
 
 	mu    sync.Mutex
 	calls map[string]int
-	items int
 }
 
-func (f *fakeTaskExecutor) count(method string, items int) {
+func (f *fakeTaskExecutor) count(method string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls[method]++
-	f.items += items
 }
 
 func taken(aid string) error {
@@ -91,7 +89,7 @@ func taken(aid string) error {
 }
 
 func (f *fakeTaskExecutor) SubmitTask(_ context.Context, req *jobplanev1.SubmitTaskRequest) (*jobplanev1.SubmitTaskResponse, error) {
-	f.count("SubmitTask", 1)
+	f.count("SubmitTask")
 	if err := taken(req.GetAllocationId()); err != nil {
 		return nil, err
 	}
@@ -102,7 +100,7 @@ func (f *fakeTaskExecutor) SubmitTasks(_ context.Context, req *jobplanev1.Submit
 	if !f.batch {
 		return nil, connect.NewError(connect.CodeUnimplemented, nil)
 	}
-	f.count("SubmitTasks", len(req.GetTasks()))
+	f.count("SubmitTasks")
 	resp := &jobplanev1.SubmitTasksResponse{}
 	for i, d := range req.GetTasks() {
 		if err := taken(d.GetAllocationId()); err != nil {
@@ -113,7 +111,7 @@ func (f *fakeTaskExecutor) SubmitTasks(_ context.Context, req *jobplanev1.Submit
 }
 
 func (f *fakeTaskExecutor) FreeSlot(_ context.Context, req *jobplanev1.FreeSlotRequest) (*jobplanev1.FreeSlotResponse, error) {
-	f.count("FreeSlot", 1)
+	f.count("FreeSlot")
 	return &jobplanev1.FreeSlotResponse{}, taken(req.GetAllocationId())
 }
 
@@ -121,7 +119,7 @@ func (f *fakeTaskExecutor) FreeSlots(_ context.Context, req *jobplanev1.FreeSlot
 	if !f.batch {
 		return nil, connect.NewError(connect.CodeUnimplemented, nil)
 	}
-	f.count("FreeSlots", len(req.GetAllocationIds()))
+	f.count("FreeSlots")
 	return &jobplanev1.FreeSlotsResponse{}, nil
 }
 

@@ -177,7 +177,7 @@ func (r *Router) route(ctx context.Context, jobID string, t *jobplanev1.FencingT
 	r.mu.Lock()
 	jm := r.masters[jobID]
 	r.mu.Unlock()
-	token := hastore.Token{SessionID: t.GetSessionId(), Epoch: t.GetEpoch()}
+	token := tokenOf(t)
 	switch {
 	case jm == nil || token.Epoch > jm.cfg.Token.Epoch || !jm.valid():
 		addr := ""
@@ -219,8 +219,8 @@ func (r *Router) unfollowLocked(id, job string) {
 }
 
 // oweLocked queues an answer for the TaskExecutor's next heartbeat; a
-// later answer about the same job replaces an earlier one, except that a
-// request for a report survives a plain follow. r.mu must be held.
+// later answer about the same job replaces an earlier one. r.mu must be
+// held.
 func (r *Router) oweLocked(link *executorLink, a *jobplanev1.TaskExecutorJobAnswer) {
 	if link.owed == nil {
 		link.owed = make(map[string]*jobplanev1.TaskExecutorJobAnswer)

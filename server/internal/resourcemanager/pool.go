@@ -100,9 +100,7 @@ func (p *pool) wake(jobID string) {
 
 // addExecutor adds (or replaces) a TaskExecutor with no allocations yet.
 func (p *pool) addExecutor(e *executor) {
-	if old := p.executors[e.id]; old != nil {
-		p.removeExecutor(e.id)
-	}
+	p.removeExecutor(e.id)
 	e.used = make(map[int]*allocation)
 	e.told = make(map[string]hastore.Token)
 	e.owed = make(map[string]bool)
