@@ -3,5 +3,6 @@
 // UpdateTaskExecutionStates) into calls of bounded size, so that one call
 // per pair of processes carries what would otherwise take one call per
 // item, while every call stays well under the endpoints' request limit.
-// It holds no state and makes no calls.
+// Send makes the calls, falling back to one-item calls for a receiver
+// that lacks the batch call; the package makes no calls of its own.
 package batch

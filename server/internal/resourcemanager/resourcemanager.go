@@ -246,48 +246,35 @@ func (rm *ResourceManager) allocate(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// singleRequests bounds the RequestSlot calls in flight to one
-// TaskExecutor without RequestSlots.
-const singleRequests = 16
-
 // requestSlots requests slots on one TaskExecutor, in one call per
-// bounded run (RequestSlots), or one RequestSlot each if it lacks that. It
-// returns the outcome of each slot and the slot report version that
-// holds it.
+// bounded run (RequestSlots), or one RequestSlot each if it lacks that
+// (batch.Send). It returns the outcome of each slot and the slot report
+// version that holds it.
 func requestSlots(ctx context.Context, e *executor, token *jobplanev1.FencingToken, slots []*jobplanev1.SlotRequest) ([]error, []uint64) {
-	errs, versions := make([]error, 0, len(slots)), make([]uint64, 0, len(slots))
-	if !e.single.Load() {
-		for i, run := range batch.Split(slots) {
-			resp, err := e.client.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token, Slots: run})
-			if i == 0 && connect.CodeOf(err) == connect.CodeUnimplemented {
-				e.single.Store(true)
-				break
-			}
-			errs = append(errs, apierror.ItemErrors(len(run), err, resp.GetRefused())...)
-			for range run {
-				versions = append(versions, resp.GetSlotReportVersion())
-			}
-		}
-		if len(errs) == len(slots) {
-			return errs, versions
-		}
+	type outcome struct {
+		err     error
+		version uint64
 	}
-	errs, versions = make([]error, len(slots)), make([]uint64, len(slots))
-	sem := make(chan struct{}, singleRequests)
-	var wg sync.WaitGroup
-	for i, s := range slots {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+	out := batch.Send(&e.single, slots, batch.Split,
+		func(run []*jobplanev1.SlotRequest) ([]outcome, error) {
+			resp, err := e.client.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token, Slots: run})
+			o := make([]outcome, len(run))
+			for i, err := range apierror.ItemErrors(len(run), err, resp.GetRefused()) {
+				o[i] = outcome{err, resp.GetSlotReportVersion()}
+			}
+			return o, err
+		},
+		func(s *jobplanev1.SlotRequest) outcome {
 			resp, err := e.client.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
 				ResourceManagerToken: token, SlotIndex: s.GetSlotIndex(), AllocationId: s.GetAllocationId(), JobId: s.GetJobId(),
 				JobMasterAddress: s.GetJobMasterAddress(), Profile: s.GetProfile(), JobMasterToken: s.GetJobMasterToken(),
 			})
-			errs[i], versions[i] = err, resp.GetSlotReportVersion()
-		}()
+			return outcome{err, resp.GetSlotReportVersion()}
+		})
+	errs, versions := make([]error, len(out)), make([]uint64, len(out))
+	for i, o := range out {
+		errs[i], versions[i] = o.err, o.version
 	}
-	wg.Wait()
 	return errs, versions
 }
 
