@@ -204,8 +204,9 @@ func (p *pool) allocate(now time.Time, request func(a *allocation, e *executor, 
 			delete(p.queued, jobID)
 			continue
 		}
+		need := p.servable(j.invokables)
 		for p.held(jobID) < j.required {
-			e, slot := p.freeSlot(now, j.invokables)
+			e, slot := p.freeSlot(now, need)
 			if e == nil {
 				break
 			}
@@ -223,21 +224,22 @@ func (p *pool) allocate(now time.Time, request func(a *allocation, e *executor, 
 	p.waiting = kept
 }
 
-// freeSlot finds a free slot on a TaskExecutor that offers every invokable
-// in need. If no registered TaskExecutor offers them all, any slot will
-// do: the deployment then fails with a clear cause instead of the job
-// waiting for ever.
-func (p *pool) freeSlot(now time.Time, need []string) (*executor, int) {
-	someOffer := false
+// servable returns need if some registered TaskExecutor offers every
+// invokable in it, and nil otherwise: any slot will do then, and the
+// deployment fails with a clear cause instead of the job waiting for
+// ever.
+func (p *pool) servable(need []string) []string {
 	for _, e := range p.executors {
 		if offersAll(e.invokables, need) {
-			someOffer = true
-			break
+			return need
 		}
 	}
-	if !someOffer {
-		need = nil
-	}
+	return nil
+}
+
+// freeSlot finds a free slot on a TaskExecutor that offers every invokable
+// in need (see servable).
+func (p *pool) freeSlot(now time.Time, need []string) (*executor, int) {
 	for _, id := range p.order {
 		e := p.executors[id]
 		if len(e.used) >= e.slots || !offersAll(e.invokables, need) || now.Before(e.backoffUntil) {
