@@ -116,7 +116,7 @@ func (te *TaskExecutor) allocateLocked(r *jobplanev1.SlotRequest) error {
 	}
 	s.allocationID, s.jobID = r.GetAllocationId(), r.GetJobId()
 	te.slotVersion++
-	te.queueOfferLocked(offerKey{jobID: r.GetJobId(), address: r.GetJobMasterAddress(), token: jmToken}, s.index, s.allocationID)
+	te.queueOfferLocked(jobMasterKey{jobID: r.GetJobId(), address: r.GetJobMasterAddress(), token: jmToken}, s.index, s.allocationID)
 	return nil
 }
 

@@ -19,9 +19,9 @@ import (
 // burst) costs one RegisterTaskExecutor and one OfferSlots, not one of
 // each per slot.
 
-// offerKey names the JobMaster that slots are offered to: the job's, under
-// one token, at one address.
-type offerKey struct {
+// jobMasterKey names a JobMaster that slots are offered and state changes
+// reported to: the job's, under one token, at one address.
+type jobMasterKey struct {
 	jobID, address string
 	token          hastore.Token
 }
@@ -35,7 +35,7 @@ type offeredSlot struct {
 // queueOfferLocked queues a slot for offering to a JobMaster, starting a
 // sender for it unless one runs. Nothing is queued once Run is winding
 // down. te.mu must be held.
-func (te *TaskExecutor) queueOfferLocked(key offerKey, index int, allocationID string) {
+func (te *TaskExecutor) queueOfferLocked(key jobMasterKey, index int, allocationID string) {
 	if te.stopped {
 		return
 	}
@@ -49,7 +49,7 @@ func (te *TaskExecutor) queueOfferLocked(key offerKey, index int, allocationID s
 
 // sendOffers offers what is queued for a JobMaster, one call at a time,
 // until nothing is.
-func (te *TaskExecutor) sendOffers(ctx context.Context, key offerKey) {
+func (te *TaskExecutor) sendOffers(ctx context.Context, key jobMasterKey) {
 	for {
 		te.mu.Lock()
 		slots := te.offers[key]
@@ -66,7 +66,7 @@ func (te *TaskExecutor) sendOffers(ctx context.Context, key offerKey) {
 
 // offer offers newly allocated slots to the job's JobMaster and frees the
 // ones it does not take.
-func (te *TaskExecutor) offer(ctx context.Context, key offerKey, slots []offeredSlot) {
+func (te *TaskExecutor) offer(ctx context.Context, key jobMasterKey, slots []offeredSlot) {
 	jm := te.jobMaster(key.address)
 	offers := make([]*jobplanev1.SlotOffer, len(slots))
 	for i, s := range slots {

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/batch"
 )
@@ -24,13 +23,6 @@ import (
 // token, an attempt the JobMaster no longer knows) stops the attempt; one
 // that could not be delivered goes with the next heartbeats to the
 // JobMaster's address until one is answered.
-
-// reportKey names the JobMaster that state changes go to: the job's,
-// under one token, at one address.
-type reportKey struct {
-	address, jobID string
-	token          hastore.Token
-}
 
 // pendingReport is a state change waiting to be reported.
 type pendingReport struct {
@@ -54,7 +46,7 @@ func (te *TaskExecutor) report(t *task, address string, state jobplanev1.Executi
 		close(done)
 		return done
 	}
-	key := reportKey{address: address, jobID: jobID, token: t.token}
+	key := jobMasterKey{address: address, jobID: jobID, token: t.token}
 	p := &pendingReport{t: t, done: done, status: &jobplanev1.TaskExecutionStatus{
 		Attempt: t.req.GetAttempt(), State: state, Time: timestamppb.Now(), FailureMessage: msg,
 	}}
@@ -75,7 +67,7 @@ func (te *TaskExecutor) report(t *task, address string, state jobplanev1.Executi
 
 // sendReports reports what is queued for a JobMaster, one call at a time,
 // until nothing is.
-func (te *TaskExecutor) sendReports(ctx context.Context, key reportKey) {
+func (te *TaskExecutor) sendReports(ctx context.Context, key jobMasterKey) {
 	for {
 		te.mu.Lock()
 		queued := te.reports[key]
@@ -86,8 +78,14 @@ func (te *TaskExecutor) sendReports(ctx context.Context, key reportKey) {
 		}
 		te.reports[key] = nil // still sending
 		te.mu.Unlock()
-		for _, run := range splitReports(queued) {
-			te.deliver(ctx, key, run)
+		statuses := make([]*jobplanev1.TaskExecutionStatus, len(queued))
+		for i, p := range queued {
+			statuses[i] = p.status
+		}
+		at := 0
+		for _, run := range batch.Split(statuses) {
+			te.deliver(ctx, key, queued[at:at+len(run)], run)
+			at += len(run)
 		}
 		for _, p := range queued {
 			close(p.done)
@@ -95,28 +93,9 @@ func (te *TaskExecutor) sendReports(ctx context.Context, key reportKey) {
 	}
 }
 
-// splitReports cuts reports into runs of bounded size (see batch.Split).
-func splitReports(ps []*pendingReport) [][]*pendingReport {
-	statuses := make([]*jobplanev1.TaskExecutionStatus, len(ps))
-	for i, p := range ps {
-		statuses[i] = p.status
-	}
-	var out [][]*pendingReport
-	at := 0
-	for _, run := range batch.Split(statuses) {
-		out = append(out, ps[at:at+len(run)])
-		at += len(run)
-	}
-	return out
-}
-
 // deliver sends state changes to a JobMaster in one call, and acts on the
-// answer for each.
-func (te *TaskExecutor) deliver(ctx context.Context, key reportKey, ps []*pendingReport) {
-	statuses := make([]*jobplanev1.TaskExecutionStatus, len(ps))
-	for i, p := range ps {
-		statuses[i] = p.status
-	}
+// answer for each; statuses are those of ps.
+func (te *TaskExecutor) deliver(ctx context.Context, key jobMasterKey, ps []*pendingReport, statuses []*jobplanev1.TaskExecutionStatus) {
 	sent := time.Now()
 	errs, answered := te.jobMaster(key.address).updateStates(ctx, &jobplanev1.UpdateTaskExecutionStatesRequest{
 		JobId: key.jobID, JobMasterToken: protoToken(key.token), TaskExecutorId: te.cfg.ID, Statuses: statuses,

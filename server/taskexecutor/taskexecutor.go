@@ -100,10 +100,10 @@ type TaskExecutor struct {
 	wg        sync.WaitGroup
 	// offers are the slots waiting to be offered, by JobMaster; a key is
 	// present while a sender runs for it (offer.go).
-	offers map[offerKey][]offeredSlot
+	offers map[jobMasterKey][]offeredSlot
 	// reports are the state changes waiting to be reported, by
 	// JobMaster; a key is present while a sender runs for it (report.go).
-	reports map[reportKey][]*pendingReport
+	reports map[jobMasterKey][]*pendingReport
 	// wake makes the JobMaster watchdog look at the deadlines again.
 	wake chan struct{}
 	// links are the heartbeats with JobMaster processes, by address
@@ -191,8 +191,8 @@ func New(cfg Config) (*TaskExecutor, error) {
 		wake:       make(chan struct{}, 1),
 		links:      make(map[string]*link),
 		hbWake:     make(chan struct{}, 1),
-		offers:     make(map[offerKey][]offeredSlot),
-		reports:    make(map[reportKey][]*pendingReport),
+		offers:     make(map[jobMasterKey][]offeredSlot),
+		reports:    make(map[jobMasterKey][]*pendingReport),
 	}
 	for i := range cfg.Slots {
 		te.slots = append(te.slots, &slot{index: i})
@@ -272,7 +272,7 @@ func (te *TaskExecutor) adoptLocked(jobID string, t hastore.Token, address strin
 				// The slot belongs to the job, not to the older JobMaster:
 				// offer it to the newer one once its attempt has stopped
 				// (it is freed if not taken).
-				key, index, allocationID := offerKey{jobID: jobID, address: address, token: t}, s.index, s.allocationID
+				key, index, allocationID := jobMasterKey{jobID: jobID, address: address, token: t}, s.index, s.allocationID
 				if previous == nil {
 					te.queueOfferLocked(key, index, allocationID)
 					continue
