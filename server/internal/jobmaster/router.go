@@ -109,9 +109,8 @@ func (r *Router) Run(ctx context.Context) error {
 // the timeout, and tells the JobMasters of the jobs they followed.
 func (r *Router) judgeSilence(now time.Time) {
 	type lost struct {
-		id    string
-		jms   []*JobMaster
-		heard time.Time
+		id  string
+		jms []*JobMaster
 	}
 	var gone []lost
 	r.mu.Lock()
@@ -120,7 +119,7 @@ func (r *Router) judgeSilence(now time.Time) {
 		if r.judge.Silence(link.heard, now) <= r.cfg.HeartbeatTimeout {
 			continue
 		}
-		l := lost{id: id, heard: link.heard.At}
+		l := lost{id: id}
 		for job := range link.jobs {
 			if jm := r.masters[job]; jm != nil {
 				l.jms = append(l.jms, jm)
