@@ -192,9 +192,7 @@ func TestStalledLeaderNeverRunsASubtaskTwice(t *testing.T) {
 		p := c.jobManagers[leader]
 		t.Logf("pausing jobmanager %d for %v", leader, pause)
 		stopped := time.Now()
-		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
+		sigstop(t, p.cmd.Process.Pid)
 		// The pause itself: the fault being injected, not a wait for state.
 		time.Sleep(pause)
 		if pause > haSessionTTL {
@@ -237,6 +235,37 @@ func TestStalledLeaderNeverRunsASubtaskTwice(t *testing.T) {
 		t.Errorf("%d overlapping runs of one subtask:\n%s", len(overlaps), strings.Join(overlaps, "\n"))
 	}
 	t.Logf("%d attempt records, no subtask ran twice at once", len(records))
+}
+
+// sigstop stops a process with SIGSTOP and waits until every one of its
+// threads is stopped: the signal is delivered asynchronously, and a thread
+// running on another core could still answer a request meanwhile. Without
+// procfs it does not wait.
+func sigstop(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		if err != nil || len(stats) == 0 {
+			return
+		}
+		running := 0
+		for _, f := range stats {
+			b, err := os.ReadFile(f)
+			// The state follows the command name, which is in parentheses.
+			if i := strings.LastIndexByte(string(b), ')'); err == nil && i >= 0 && i+2 < len(b) && b[i+2] != 'T' && b[i+2] != 't' {
+				running++
+			}
+		}
+		if running == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d threads of process %d still running 10s after SIGSTOP", running, pid)
+		}
+	}
 }
 
 // readAttempts reads the TaskExecutors' attempt logs.
@@ -345,9 +374,7 @@ func TestPausedLeaderAnswersNotLeader(t *testing.T) {
 	c := startHACluster(t)
 	old := c.leader(t)
 	p := c.jobManagers[old]
-	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	sigstop(t, p.cmd.Process.Pid)
 	// Requests sent now wait in the paused process's socket buffers.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
