@@ -347,21 +347,29 @@ func (s *Etcd) ObserveLeader(ctx context.Context, election string, fn func(Leade
 	}
 }
 
-// PutExecutionPlan implements Store.
-func (s *Etcd) PutExecutionPlan(ctx context.Context, f Fence, plan *jobplanev1.ExecutionPlan) error {
+// planPut validates and encodes plan, and returns the op that puts it
+// unless the job has a result, with extra in the same branch: a job with
+// a result never runs again, its plan refused in the transaction that
+// would write it.
+func (s *Etcd) planPut(f Fence, plan *jobplanev1.ExecutionPlan, extra ...clientv3.Op) (clientv3.Op, error) {
 	data, err := proto.Marshal(plan)
 	if err != nil {
-		return fmt.Errorf("hastore: encode plan: %w", err)
+		return clientv3.Op{}, fmt.Errorf("hastore: encode plan: %w", err)
 	}
 	if err := ValidatePlanWrite(f, plan, len(data), s.maxPlan); err != nil {
+		return clientv3.Op{}, err
+	}
+	return clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.resultKey(plan.GetJobId())), "=", 0)},
+		append([]clientv3.Op{clientv3.OpPut(s.planKey(plan.GetJobId()), string(data))}, extra...), nil), nil
+}
+
+// PutExecutionPlan implements Store.
+func (s *Etcd) PutExecutionPlan(ctx context.Context, f Fence, plan *jobplanev1.ExecutionPlan) error {
+	put, err := s.planPut(f, plan)
+	if err != nil {
 		return err
 	}
-	// A job with a result never runs again: its plan is refused in the same
-	// transaction that would write it.
-	resultKey := s.resultKey(plan.GetJobId())
-	put := clientv3.OpTxn(
-		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(resultKey), "=", 0)},
-		[]clientv3.Op{clientv3.OpPut(s.planKey(plan.GetJobId()), string(data))}, nil)
 	resp, err := s.fenced(ctx, f, put)
 	if err != nil {
 		return err
@@ -445,15 +453,21 @@ func (s *Etcd) DeleteExecutionPlan(ctx context.Context, f Fence, jobID string) e
 
 // CreateDirtyJobResult implements Store.
 func (s *Etcd) CreateDirtyJobResult(ctx context.Context, f Fence, result *jobplanev1.JobResult) error {
+	return s.createResult(ctx, f, result, jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY)
+}
+
+// createResult puts result in state if the job has no result yet, and
+// runs extra in the same fenced transaction.
+func (s *Etcd) createResult(ctx context.Context, f Fence, result *jobplanev1.JobResult, state jobplanev1.JobResultState, extra ...clientv3.Op) error {
 	if err := ValidateResultWrite(f, result); err != nil {
 		return err
 	}
-	data, err := proto.Marshal(&jobplanev1.JobResultEntry{Result: result, State: jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY})
+	data, err := proto.Marshal(&jobplanev1.JobResultEntry{Result: result, State: state})
 	if err != nil {
 		return fmt.Errorf("hastore: encode result: %w", err)
 	}
 	key := s.resultKey(result.GetJobId())
-	conflict, err := s.fencedCAS(ctx, f, key, 0, clientv3.OpPut(key, string(data)))
+	conflict, err := s.fencedCAS(ctx, f, key, 0, append([]clientv3.Op{clientv3.OpPut(key, string(data))}, extra...)...)
 	if err != nil {
 		return err
 	}

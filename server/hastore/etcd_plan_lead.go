@@ -3,11 +3,9 @@ package hastore
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/protobuf/proto"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 )
@@ -22,14 +20,16 @@ var _ PlanCandidacy = (*etcdSession)(nil)
 // before its creation, as for any campaign.
 func (s *etcdSession) PutExecutionPlanAndLead(ctx context.Context, f Fence, plan *jobplanev1.ExecutionPlan, address string) (*Leadership, error) {
 	store := s.store
-	data, err := proto.Marshal(plan)
+	election := JobElection(plan.GetJobId())
+	key := store.leaderKey(election, s.ID())
+	pfx := store.electionPrefix(election) + "/"
+	candidacy := clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(pfx).WithPrefix(), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(key, address, clientv3.WithLease(s.lease))}, nil)
+	put, err := store.planPut(f, plan, candidacy)
 	if err != nil {
-		return nil, fmt.Errorf("hastore: encode plan: %w", err)
-	}
-	if err := ValidatePlanWrite(f, plan, len(data), store.maxPlan); err != nil {
 		return nil, err
 	}
-	election := JobElection(plan.GetJobId())
 	if err := ValidateCampaign(election, address); err != nil {
 		return nil, err
 	}
@@ -37,15 +37,7 @@ func (s *etcdSession) PutExecutionPlanAndLead(ctx context.Context, f Fence, plan
 	if err != nil {
 		return nil, err
 	}
-	key := store.leaderKey(election, s.ID())
-	pfx := store.electionPrefix(election) + "/"
 	reg := store.gone.register(key)
-	candidacy := clientv3.OpTxn(
-		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(pfx).WithPrefix(), "=", 0)},
-		[]clientv3.Op{clientv3.OpPut(key, address, clientv3.WithLease(s.lease))}, nil)
-	put := clientv3.OpTxn(
-		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(store.resultKey(plan.GetJobId())), "=", 0)},
-		[]clientv3.Op{clientv3.OpPut(store.planKey(plan.GetJobId()), string(data)), candidacy}, nil)
 	// The election's prefix is claimed as a campaign's is: no other
 	// candidacy of the election shares the transaction, nor its revision.
 	resp, hdr, err := store.commit.do(ctx, clientv3.OpTxn(store.fenceCmps(f), []clientv3.Op{put}, nil), pfx)
