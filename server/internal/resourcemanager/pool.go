@@ -25,9 +25,12 @@ type pool struct {
 	jobs        map[string]*jobNeeds
 	allocations map[string]*allocation
 	byJob       map[string]map[string]*allocation // job id -> its allocations
-	// waiting lists the jobs that may hold fewer slots than they require,
-	// in the order they asked; entries are checked when taken.
+	// waiting[head:] lists the jobs that may hold fewer slots than they
+	// require, in the order they asked; entries are checked when taken.
+	// Serving the oldest moves head, so that serving one job costs the
+	// same with ten jobs waiting or a hundred thousand.
 	waiting []string
+	head    int
 	queued  map[string]bool
 	// freed are allocations that JobMasters freed (allocation id ->
 	// TaskExecutor id), until a slot report no longer shows them: a report
@@ -193,12 +196,11 @@ func (p *pool) free() int { return p.total - p.used }
 // Jobs that no free slot can serve stay queued; the scan stops as soon as
 // no slot is free.
 func (p *pool) allocate(now time.Time, request func(a *allocation, e *executor, j *jobNeeds)) {
-	kept := p.waiting[:0]
-	for i, jobID := range p.waiting {
-		if p.free() == 0 {
-			kept = append(kept, p.waiting[i:]...)
-			break
-		}
+	queue := p.waiting[p.head:]
+	var kept []string // scanned but not served, in order
+	n := 0            // jobs scanned
+	for ; n < len(queue) && p.free() > 0; n++ {
+		jobID := queue[n]
 		j := p.jobs[jobID]
 		if j == nil {
 			delete(p.queued, jobID)
@@ -220,8 +222,19 @@ func (p *pool) allocate(now time.Time, request func(a *allocation, e *executor, 
 			delete(p.queued, jobID)
 		}
 	}
-	clear(p.waiting[len(kept):])
-	p.waiting = kept
+	// The kept jobs go back at the end of the scanned part, ahead of the
+	// jobs not scanned, and the head moves past the rest.
+	gone := n - len(kept)
+	copy(queue[gone:n], kept)
+	clear(queue[:gone])
+	p.head += gone
+	if p.head > len(p.waiting)/2 {
+		// Compacted once the served part is the larger: its cost is
+		// repaid by the serves that made it.
+		live := copy(p.waiting, p.waiting[p.head:])
+		clear(p.waiting[live:])
+		p.waiting, p.head = p.waiting[:live], 0
+	}
 }
 
 // servable returns need if some registered TaskExecutor offers every

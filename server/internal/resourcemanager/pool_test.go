@@ -1,0 +1,92 @@
+package resourcemanager
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jobplane/jobplane/server/hastore"
+)
+
+// servedInOrder frees one slot at a time and returns the jobs served, in
+// order.
+func servedInOrder(t *testing.T, p *pool, rounds int) []string {
+	t.Helper()
+	var served []string
+	for range rounds {
+		var got []*allocation
+		p.allocate(time.Now(), func(a *allocation, _ *executor, _ *jobNeeds) { got = append(got, a) })
+		for _, a := range got {
+			served = append(served, a.jobID)
+			delete(p.jobs, a.jobID) // the job ends: its slot is free again
+			p.removeAllocation(a.id)
+		}
+	}
+	return served
+}
+
+func TestPoolServesOldestFirstAndKeepsUnservable(t *testing.T) {
+	p := newPool()
+	p.addExecutor(&executor{id: "te", slots: 1, invokables: []string{"noop"}})
+	p.addExecutor(&executor{id: "te-other", slots: 1, invokables: []string{"other"}})
+	var want []string
+	for i := range 10 {
+		id := fmt.Sprintf("job-%02d", i)
+		p.registerJob(id, hastore.Token{Epoch: 1}, "http://jm")
+		p.declare(id, 1, []string{"noop"})
+		want = append(want, id)
+		if i == 2 {
+			// Waits for "other", whose only slot is taken first.
+			p.registerJob("blocked", hastore.Token{Epoch: 1}, "http://jm")
+			p.declare("blocked", 1, []string{"other"})
+		}
+	}
+	p.addAllocation(&allocation{id: "a-other", executor: "te-other", slot: 0, jobID: "elsewhere"})
+
+	if got := servedInOrder(t, p, 10); !slices.Equal(got, want) {
+		t.Fatalf("served %v, want the oldest first: %v", got, want)
+	}
+	// The job that no free slot could serve kept its place and is served
+	// as soon as a slot for it frees.
+	if q := p.waiting[p.head:]; !slices.Equal(q, []string{"blocked"}) {
+		t.Fatalf("queue after serving: %v, want [blocked]", q)
+	}
+	p.removeAllocation("a-other")
+	if got := servedInOrder(t, p, 1); !slices.Equal(got, []string{"blocked"}) {
+		t.Fatalf("served %v after its slot freed, want [blocked]", got)
+	}
+	if q := p.waiting[p.head:]; len(q) != 0 {
+		t.Fatalf("queue %v, want empty", q)
+	}
+}
+
+// BenchmarkPoolServe serves the oldest job of a queue as its slot frees;
+// a serve costs the same with 100 jobs waiting or 100,000 (the queue is
+// not copied).
+func BenchmarkPoolServe(b *testing.B) {
+	for _, waiting := range []int{100, 100_000} {
+		b.Run(fmt.Sprintf("waiting=%d", waiting), func(b *testing.B) {
+			p := newPool()
+			p.addExecutor(&executor{id: "te", slots: 1, invokables: []string{"noop"}})
+			declare := func(i int) {
+				id := fmt.Sprintf("job-%d", i)
+				p.registerJob(id, hastore.Token{Epoch: 1}, "http://jm")
+				p.declare(id, 1, []string{"noop"})
+			}
+			for i := range waiting {
+				declare(i)
+			}
+			var a *allocation
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				if a != nil {
+					delete(p.jobs, a.jobID)
+					p.removeAllocation(a.id)
+				}
+				declare(waiting + i) // the queue stays as long
+				p.allocate(time.Now(), func(got *allocation, _ *executor, _ *jobNeeds) { a = got })
+			}
+		})
+	}
+}
