@@ -168,6 +168,7 @@ func (h *handler) SubmitTask(_ context.Context, req *jobplanev1.SubmitTaskReques
 	if err := te.followLocked(req.GetJobId(), token); err != nil {
 		return nil, err
 	}
+	te.deployedByLocked(req.GetJobId(), token, req.GetHeartbeatTimeout().AsDuration())
 	if err := te.deployLocked(req, token); err != nil {
 		return nil, err
 	}
@@ -190,6 +191,7 @@ func (h *handler) SubmitTasks(_ context.Context, req *jobplanev1.SubmitTasksRequ
 	if err := te.followLocked(req.GetJobId(), token); err != nil {
 		return nil, err
 	}
+	te.deployedByLocked(req.GetJobId(), token, req.GetHeartbeatTimeout().AsDuration())
 	for i, d := range req.GetTasks() {
 		one := &jobplanev1.SubmitTaskRequest{
 			JobId: req.GetJobId(), JobMasterToken: req.GetJobMasterToken(), AllocationId: d.GetAllocationId(),

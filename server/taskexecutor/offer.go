@@ -16,8 +16,9 @@ import (
 // not per slot: the slots allocated while an offer to a JobMaster is on
 // its way wait, and go together in the next one, so that a job given many
 // slots here at once (one RequestSlots, or many RequestSlot calls in a
-// burst) costs one RegisterTaskExecutor and one OfferSlots, not one of
-// each per slot.
+// burst) costs one OfferSlots, not one per slot. The offer registers the
+// TaskExecutor with the JobMaster too (its address is in it), so that
+// slots reach a JobMaster in one call, not two.
 
 // jobMasterKey names a JobMaster that slots are offered and state changes
 // reported to: the job's, under one token, at one address.
@@ -73,22 +74,47 @@ func (te *TaskExecutor) offer(ctx context.Context, key jobMasterKey, slots []off
 		offers[i] = &jobplanev1.SlotOffer{AllocationId: s.allocationID, SlotIndex: int32(s.index)}
 	}
 	accepted := map[string]bool{}
+	// The offer registers this TaskExecutor with the JobMaster as it
+	// goes; a JobMaster that does not take a registration with an offer
+	// (NOT_REGISTERED, or an answer without a heartbeat timeout) gets
+	// RegisterTaskExecutor first.
+	separate := false
 	for attempt := 0; attempt < 20 && ctx.Err() == nil; attempt++ {
 		sent := time.Now()
-		reg, err := jm.RegisterTaskExecutor(ctx, &jobplanev1.JobMasterServiceRegisterTaskExecutorRequest{
-			JobId: key.jobID, JobMasterToken: protoToken(key.token), TaskExecutorId: te.cfg.ID, Address: te.cfg.Address,
-		})
-		if err == nil {
-			te.registered(key.jobID, key.token, sent, reg.GetHeartbeatInterval().AsDuration(), reg.GetHeartbeatTimeout().AsDuration())
-			var resp *jobplanev1.OfferSlotsResponse
-			resp, err = jm.OfferSlots(ctx, &jobplanev1.OfferSlotsRequest{
-				JobId: key.jobID, JobMasterToken: protoToken(key.token), TaskExecutorId: te.cfg.ID, Offers: offers,
+		var err error
+		if separate {
+			var reg *jobplanev1.JobMasterServiceRegisterTaskExecutorResponse
+			reg, err = jm.RegisterTaskExecutor(ctx, &jobplanev1.JobMasterServiceRegisterTaskExecutorRequest{
+				JobId: key.jobID, JobMasterToken: protoToken(key.token), TaskExecutorId: te.cfg.ID, Address: te.cfg.Address,
 			})
 			if err == nil {
+				te.registered(key.jobID, key.token, sent, reg.GetHeartbeatInterval().AsDuration(), reg.GetHeartbeatTimeout().AsDuration())
+			}
+		}
+		if err == nil {
+			var resp *jobplanev1.OfferSlotsResponse
+			resp, err = jm.OfferSlots(ctx, &jobplanev1.OfferSlotsRequest{
+				JobId: key.jobID, JobMasterToken: protoToken(key.token), TaskExecutorId: te.cfg.ID, Offers: offers, Address: te.cfg.Address,
+			})
+			if err == nil && !separate && resp.GetHeartbeatTimeout().AsDuration() <= 0 {
+				// The JobMaster took the offer but named no timeout: it did
+				// not register this TaskExecutor as the offer asked. Register
+				// and offer again, so the watchdog knows the timeout.
+				separate = true
+				continue
+			}
+			if err == nil {
+				if !separate {
+					te.registered(key.jobID, key.token, sent, resp.GetHeartbeatInterval().AsDuration(), resp.GetHeartbeatTimeout().AsDuration())
+				}
 				for _, a := range resp.GetAccepted() {
 					accepted[a.GetAllocationId()] = true
 				}
 				break
+			}
+			if !separate && apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED) {
+				separate = true
+				continue
 			}
 		}
 		if apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) || connect.CodeOf(err) == connect.CodeUnavailable && apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER) {

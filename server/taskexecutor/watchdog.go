@@ -49,6 +49,22 @@ func (te *TaskExecutor) deadlineLocked(j *job) time.Time {
 func (te *TaskExecutor) registered(jobID string, token hastore.Token, sent time.Time, interval, timeout time.Duration) {
 	te.mu.Lock()
 	defer te.mu.Unlock()
+	te.registeredLocked(jobID, token, sent, interval, timeout)
+}
+
+// deployedByLocked takes the heartbeat timeout that a deployment of the job's
+// JobMaster of token carries, if the TaskExecutor has none for it yet:
+// the deployment may come before the answer to the offer that registered
+// the TaskExecutor, and the watchdog covers the job from then on. The
+// deployment counts as contact (followLocked). te.mu must be held.
+func (te *TaskExecutor) deployedByLocked(jobID string, token hastore.Token, timeout time.Duration) {
+	if j := te.jobs[jobID]; j != nil && j.token == token && j.timeout <= 0 {
+		te.registeredLocked(jobID, token, time.Now(), 0, timeout)
+	}
+}
+
+// registeredLocked is registered with te.mu held.
+func (te *TaskExecutor) registeredLocked(jobID string, token hastore.Token, sent time.Time, interval, timeout time.Duration) {
 	if interval > 0 && (te.hbInterval <= 0 || interval < te.hbInterval) {
 		te.hbInterval = interval
 		select {

@@ -28,14 +28,38 @@ import (
 type jobMaster struct {
 	jobplanev1connect.UnimplementedJobMasterServiceHandler
 	timeout time.Duration
+	offers  offerAnswer
 }
+
+// offerAnswer is how a test JobMaster answers OfferSlots.
+type offerAnswer int
+
+const (
+	// offerRegisters takes the registration the offer carries and names
+	// the heartbeat timeout.
+	offerRegisters offerAnswer = iota
+	// offerNoTimeout accepts the slots but names no timeout, as a
+	// JobMaster that did not register the TaskExecutor would: it must
+	// register separately.
+	offerNoTimeout
+	// offerUnanswered never answers: the TaskExecutor hears the timeout
+	// only from the deployment.
+	offerUnanswered
+)
 
 func (j *jobMaster) RegisterTaskExecutor(context.Context, *jobplanev1.JobMasterServiceRegisterTaskExecutorRequest) (*jobplanev1.JobMasterServiceRegisterTaskExecutorResponse, error) {
 	return &jobplanev1.JobMasterServiceRegisterTaskExecutorResponse{HeartbeatTimeout: durationpb.New(j.timeout), HeartbeatInterval: durationpb.New(j.timeout / 5)}, nil
 }
 
-func (j *jobMaster) OfferSlots(_ context.Context, req *jobplanev1.OfferSlotsRequest) (*jobplanev1.OfferSlotsResponse, error) {
-	return &jobplanev1.OfferSlotsResponse{Accepted: req.GetOffers()}, nil
+func (j *jobMaster) OfferSlots(ctx context.Context, req *jobplanev1.OfferSlotsRequest) (*jobplanev1.OfferSlotsResponse, error) {
+	switch j.offers {
+	case offerNoTimeout:
+		return &jobplanev1.OfferSlotsResponse{Accepted: req.GetOffers()}, nil
+	case offerUnanswered:
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return &jobplanev1.OfferSlotsResponse{Accepted: req.GetOffers(), HeartbeatTimeout: durationpb.New(j.timeout), HeartbeatInterval: durationpb.New(j.timeout / 5)}, nil
 }
 
 func (j *jobMaster) UpdateTaskExecutionState(context.Context, *jobplanev1.UpdateTaskExecutionStateRequest) (*jobplanev1.UpdateTaskExecutionStateResponse, error) {
@@ -74,11 +98,21 @@ func (b *syncBuffer) records(t *testing.T) []taskexecutor.AttemptRecord {
 // A TaskExecutor that stops hearing from a job's JobMaster stops the job's
 // tasks and frees its slots by the JobMaster's heartbeat timeout, so that
 // the JobMaster may deploy them elsewhere; while it hears from it (a
-// probe, say), the tasks run on.
+// probe, say), the tasks run on. It knows the timeout from the offer's
+// answer, from a separate registration, or from the deployment itself,
+// which can come before the offer's answer.
 func TestTasksStopWhenTheJobMasterFallsSilent(t *testing.T) {
+	for name, offers := range map[string]offerAnswer{
+		"registered by offering": offerRegisters, "registered separately": offerNoTimeout, "offer unanswered": offerUnanswered,
+	} {
+		t.Run(name, func(t *testing.T) { testTasksStopWhenSilent(t, offers) })
+	}
+}
+
+func testTasksStopWhenSilent(t *testing.T, offers offerAnswer) {
 	const timeout = 600 * time.Millisecond
 	mux := http.NewServeMux()
-	mux.Handle(jobplanev1connect.NewJobMasterServiceHandler(&jobMaster{timeout: timeout}))
+	mux.Handle(jobplanev1connect.NewJobMasterServiceHandler(&jobMaster{timeout: timeout, offers: offers}))
 	jm := httptest.NewUnstartedServer(mux)
 	var protocols http.Protocols // the TaskExecutor's client speaks h2c
 	protocols.SetHTTP1(true)
@@ -129,13 +163,20 @@ func TestTasksStopWhenTheJobMasterFallsSilent(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		// The offer registers with the JobMaster, which names its timeout.
+		// The deployment names the JobMaster's timeout, as may the answer
+		// to the offer or to a registration. A JobMaster that does not
+		// register by offering predates the timeout in deployments too.
+		deployTimeout := durationpb.New(timeout)
+		if offers == offerNoTimeout {
+			deployTimeout = nil
+		}
 		var submitted time.Time
 		for {
 			submitted = time.Now()
 			_, err := client.SubmitTask(ctx, &jobplanev1.SubmitTaskRequest{
 				JobId: "j", JobMasterToken: token(1), AllocationId: alloc,
 				Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v", AttemptNumber: int32(i)}, Invokable: "sleep", Config: map[string]string{"duration": "1h"},
+				HeartbeatTimeout: deployTimeout,
 			})
 			if err == nil {
 				break

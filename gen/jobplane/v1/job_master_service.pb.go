@@ -291,7 +291,11 @@ type OfferSlotsRequest struct {
 	// The offering TaskExecutor's id. Required.
 	TaskExecutorId string `protobuf:"bytes,3,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
 	// The slots offered.
-	Offers        []*SlotOffer `protobuf:"bytes,4,rep,name=offers,proto3" json:"offers,omitempty"`
+	Offers []*SlotOffer `protobuf:"bytes,4,rep,name=offers,proto3" json:"offers,omitempty"`
+	// The offering TaskExecutor's base URL. If set, and the TaskExecutor is
+	// not registered with the JobMaster, the offer registers it first, as
+	// RegisterTaskExecutor with this id and address would.
+	Address       string `protobuf:"bytes,5,opt,name=address,proto3" json:"address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -354,13 +358,27 @@ func (x *OfferSlotsRequest) GetOffers() []*SlotOffer {
 	return nil
 }
 
+func (x *OfferSlotsRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
 // OfferSlotsResponse is the response of JobMasterService.OfferSlots.
 type OfferSlotsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The offers the JobMaster accepted; the TaskExecutor frees the others.
-	Accepted      []*SlotOffer `protobuf:"bytes,1,rep,name=accepted,proto3" json:"accepted,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Accepted []*SlotOffer `protobuf:"bytes,1,rep,name=accepted,proto3" json:"accepted,omitempty"`
+	// As in RegisterTaskExecutor's answer, for a TaskExecutor that
+	// registered by offering.
+	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,2,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
+	// As in RegisterTaskExecutor's answer. The JobMaster may deploy to the
+	// offered slots before this answer arrives; its deployments carry the
+	// timeout too (TaskExecutorService.SubmitTasks).
+	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *OfferSlotsResponse) Reset() {
@@ -396,6 +414,20 @@ func (*OfferSlotsResponse) Descriptor() ([]byte, []int) {
 func (x *OfferSlotsResponse) GetAccepted() []*SlotOffer {
 	if x != nil {
 		return x.Accepted
+	}
+	return nil
+}
+
+func (x *OfferSlotsResponse) GetHeartbeatInterval() *durationpb.Duration {
+	if x != nil {
+		return x.HeartbeatInterval
+	}
+	return nil
+}
+
+func (x *OfferSlotsResponse) GetHeartbeatTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.HeartbeatTimeout
 	}
 	return nil
 }
@@ -1191,14 +1223,17 @@ const file_jobplane_v1_job_master_service_proto_rawDesc = "" +
 	"\rallocation_id\x18\x01 \x01(\tR\fallocationId\x12\x1d\n" +
 	"\n" +
 	"slot_index\x18\x02 \x01(\x05R\tslotIndex\x126\n" +
-	"\aprofile\x18\x03 \x01(\v2\x1c.jobplane.v1.ResourceProfileR\aprofile\"\xc9\x01\n" +
+	"\aprofile\x18\x03 \x01(\v2\x1c.jobplane.v1.ResourceProfileR\aprofile\"\xe3\x01\n" +
 	"\x11OfferSlotsRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12(\n" +
 	"\x10task_executor_id\x18\x03 \x01(\tR\x0etaskExecutorId\x12.\n" +
-	"\x06offers\x18\x04 \x03(\v2\x16.jobplane.v1.SlotOfferR\x06offers\"H\n" +
+	"\x06offers\x18\x04 \x03(\v2\x16.jobplane.v1.SlotOfferR\x06offers\x12\x18\n" +
+	"\aaddress\x18\x05 \x01(\tR\aaddress\"\xda\x01\n" +
 	"\x12OfferSlotsResponse\x122\n" +
-	"\baccepted\x18\x01 \x03(\v2\x16.jobplane.v1.SlotOfferR\baccepted\"\xe1\x01\n" +
+	"\baccepted\x18\x01 \x03(\v2\x16.jobplane.v1.SlotOfferR\baccepted\x12H\n" +
+	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12F\n" +
+	"\x11heartbeat_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\"\xe1\x01\n" +
 	"\x1fUpdateTaskExecutionStateRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12(\n" +
@@ -1307,40 +1342,42 @@ var file_jobplane_v1_job_master_service_proto_depIdxs = []int32{
 	18, // 4: jobplane.v1.OfferSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
 	3,  // 5: jobplane.v1.OfferSlotsRequest.offers:type_name -> jobplane.v1.SlotOffer
 	3,  // 6: jobplane.v1.OfferSlotsResponse.accepted:type_name -> jobplane.v1.SlotOffer
-	18, // 7: jobplane.v1.UpdateTaskExecutionStateRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	21, // 8: jobplane.v1.UpdateTaskExecutionStateRequest.status:type_name -> jobplane.v1.TaskExecutionStatus
-	18, // 9: jobplane.v1.UpdateTaskExecutionStatesRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	21, // 10: jobplane.v1.UpdateTaskExecutionStatesRequest.statuses:type_name -> jobplane.v1.TaskExecutionStatus
-	22, // 11: jobplane.v1.UpdateTaskExecutionStatesResponse.refused:type_name -> jobplane.v1.ItemError
-	18, // 12: jobplane.v1.JobMasterServiceHeartbeatRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	21, // 13: jobplane.v1.JobMasterServiceHeartbeatRequest.tasks:type_name -> jobplane.v1.TaskExecutionStatus
-	13, // 14: jobplane.v1.HeartbeatFromTaskExecutorRequest.jobs:type_name -> jobplane.v1.TaskExecutorJobReport
-	18, // 15: jobplane.v1.TaskExecutorJobReport.job_master_token:type_name -> jobplane.v1.FencingToken
-	21, // 16: jobplane.v1.TaskExecutorJobReport.attempts:type_name -> jobplane.v1.TaskExecutionStatus
-	15, // 17: jobplane.v1.HeartbeatFromTaskExecutorResponse.jobs:type_name -> jobplane.v1.TaskExecutorJobAnswer
-	19, // 18: jobplane.v1.HeartbeatFromTaskExecutorResponse.lease_remaining:type_name -> google.protobuf.Duration
-	0,  // 19: jobplane.v1.TaskExecutorJobAnswer.action:type_name -> jobplane.v1.TaskExecutorJobAction
-	18, // 20: jobplane.v1.TaskExecutorJobAnswer.job_master_token:type_name -> jobplane.v1.FencingToken
-	18, // 21: jobplane.v1.DisconnectTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	1,  // 22: jobplane.v1.JobMasterService.RegisterTaskExecutor:input_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest
-	4,  // 23: jobplane.v1.JobMasterService.OfferSlots:input_type -> jobplane.v1.OfferSlotsRequest
-	6,  // 24: jobplane.v1.JobMasterService.UpdateTaskExecutionState:input_type -> jobplane.v1.UpdateTaskExecutionStateRequest
-	8,  // 25: jobplane.v1.JobMasterService.UpdateTaskExecutionStates:input_type -> jobplane.v1.UpdateTaskExecutionStatesRequest
-	12, // 26: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:input_type -> jobplane.v1.HeartbeatFromTaskExecutorRequest
-	10, // 27: jobplane.v1.JobMasterService.Heartbeat:input_type -> jobplane.v1.JobMasterServiceHeartbeatRequest
-	16, // 28: jobplane.v1.JobMasterService.DisconnectTaskExecutor:input_type -> jobplane.v1.DisconnectTaskExecutorRequest
-	2,  // 29: jobplane.v1.JobMasterService.RegisterTaskExecutor:output_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse
-	5,  // 30: jobplane.v1.JobMasterService.OfferSlots:output_type -> jobplane.v1.OfferSlotsResponse
-	7,  // 31: jobplane.v1.JobMasterService.UpdateTaskExecutionState:output_type -> jobplane.v1.UpdateTaskExecutionStateResponse
-	9,  // 32: jobplane.v1.JobMasterService.UpdateTaskExecutionStates:output_type -> jobplane.v1.UpdateTaskExecutionStatesResponse
-	14, // 33: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:output_type -> jobplane.v1.HeartbeatFromTaskExecutorResponse
-	11, // 34: jobplane.v1.JobMasterService.Heartbeat:output_type -> jobplane.v1.JobMasterServiceHeartbeatResponse
-	17, // 35: jobplane.v1.JobMasterService.DisconnectTaskExecutor:output_type -> jobplane.v1.DisconnectTaskExecutorResponse
-	29, // [29:36] is the sub-list for method output_type
-	22, // [22:29] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	19, // 7: jobplane.v1.OfferSlotsResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	19, // 8: jobplane.v1.OfferSlotsResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
+	18, // 9: jobplane.v1.UpdateTaskExecutionStateRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	21, // 10: jobplane.v1.UpdateTaskExecutionStateRequest.status:type_name -> jobplane.v1.TaskExecutionStatus
+	18, // 11: jobplane.v1.UpdateTaskExecutionStatesRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	21, // 12: jobplane.v1.UpdateTaskExecutionStatesRequest.statuses:type_name -> jobplane.v1.TaskExecutionStatus
+	22, // 13: jobplane.v1.UpdateTaskExecutionStatesResponse.refused:type_name -> jobplane.v1.ItemError
+	18, // 14: jobplane.v1.JobMasterServiceHeartbeatRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	21, // 15: jobplane.v1.JobMasterServiceHeartbeatRequest.tasks:type_name -> jobplane.v1.TaskExecutionStatus
+	13, // 16: jobplane.v1.HeartbeatFromTaskExecutorRequest.jobs:type_name -> jobplane.v1.TaskExecutorJobReport
+	18, // 17: jobplane.v1.TaskExecutorJobReport.job_master_token:type_name -> jobplane.v1.FencingToken
+	21, // 18: jobplane.v1.TaskExecutorJobReport.attempts:type_name -> jobplane.v1.TaskExecutionStatus
+	15, // 19: jobplane.v1.HeartbeatFromTaskExecutorResponse.jobs:type_name -> jobplane.v1.TaskExecutorJobAnswer
+	19, // 20: jobplane.v1.HeartbeatFromTaskExecutorResponse.lease_remaining:type_name -> google.protobuf.Duration
+	0,  // 21: jobplane.v1.TaskExecutorJobAnswer.action:type_name -> jobplane.v1.TaskExecutorJobAction
+	18, // 22: jobplane.v1.TaskExecutorJobAnswer.job_master_token:type_name -> jobplane.v1.FencingToken
+	18, // 23: jobplane.v1.DisconnectTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	1,  // 24: jobplane.v1.JobMasterService.RegisterTaskExecutor:input_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest
+	4,  // 25: jobplane.v1.JobMasterService.OfferSlots:input_type -> jobplane.v1.OfferSlotsRequest
+	6,  // 26: jobplane.v1.JobMasterService.UpdateTaskExecutionState:input_type -> jobplane.v1.UpdateTaskExecutionStateRequest
+	8,  // 27: jobplane.v1.JobMasterService.UpdateTaskExecutionStates:input_type -> jobplane.v1.UpdateTaskExecutionStatesRequest
+	12, // 28: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:input_type -> jobplane.v1.HeartbeatFromTaskExecutorRequest
+	10, // 29: jobplane.v1.JobMasterService.Heartbeat:input_type -> jobplane.v1.JobMasterServiceHeartbeatRequest
+	16, // 30: jobplane.v1.JobMasterService.DisconnectTaskExecutor:input_type -> jobplane.v1.DisconnectTaskExecutorRequest
+	2,  // 31: jobplane.v1.JobMasterService.RegisterTaskExecutor:output_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse
+	5,  // 32: jobplane.v1.JobMasterService.OfferSlots:output_type -> jobplane.v1.OfferSlotsResponse
+	7,  // 33: jobplane.v1.JobMasterService.UpdateTaskExecutionState:output_type -> jobplane.v1.UpdateTaskExecutionStateResponse
+	9,  // 34: jobplane.v1.JobMasterService.UpdateTaskExecutionStates:output_type -> jobplane.v1.UpdateTaskExecutionStatesResponse
+	14, // 35: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:output_type -> jobplane.v1.HeartbeatFromTaskExecutorResponse
+	11, // 36: jobplane.v1.JobMasterService.Heartbeat:output_type -> jobplane.v1.JobMasterServiceHeartbeatResponse
+	17, // 37: jobplane.v1.JobMasterService.DisconnectTaskExecutor:output_type -> jobplane.v1.DisconnectTaskExecutorResponse
+	31, // [31:38] is the sub-list for method output_type
+	24, // [24:31] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_job_master_service_proto_init() }

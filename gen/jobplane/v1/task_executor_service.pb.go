@@ -9,6 +9,7 @@ package jobplanev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -398,6 +399,13 @@ type SubmitTaskRequest struct {
 	Config map[string]string `protobuf:"bytes,7,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The vertex's parallelism, so a subtask knows its share of the work.
 	NumberOfSubtasks int32 `protobuf:"varint,8,opt,name=number_of_subtasks,json=numberOfSubtasks,proto3" json:"number_of_subtasks,omitempty"`
+	// The deploying JobMaster's heartbeat timeout, as its answers to
+	// RegisterTaskExecutor and OfferSlots give it; JobMasters set it. A
+	// deployment can arrive before the answer to the OfferSlots that
+	// registered the TaskExecutor: a TaskExecutor that does not know the
+	// JobMaster's timeout yet takes it from here, so that the attempt is
+	// stopped if the JobMaster falls silent, as every attempt is.
+	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,9,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -488,6 +496,13 @@ func (x *SubmitTaskRequest) GetNumberOfSubtasks() int32 {
 	return 0
 }
 
+func (x *SubmitTaskRequest) GetHeartbeatTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.HeartbeatTimeout
+	}
+	return nil
+}
+
 // SubmitTaskResponse is the response of TaskExecutorService.SubmitTask.
 type SubmitTaskResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -533,9 +548,11 @@ type SubmitTasksRequest struct {
 	// The deploying JobMaster's token. Required.
 	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// The attempts to deploy.
-	Tasks         []*TaskDeployment `protobuf:"bytes,3,rep,name=tasks,proto3" json:"tasks,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Tasks []*TaskDeployment `protobuf:"bytes,3,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	// The deploying JobMaster's heartbeat timeout, as in SubmitTaskRequest.
+	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,4,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SubmitTasksRequest) Reset() {
@@ -585,6 +602,13 @@ func (x *SubmitTasksRequest) GetJobMasterToken() *FencingToken {
 func (x *SubmitTasksRequest) GetTasks() []*TaskDeployment {
 	if x != nil {
 		return x.Tasks
+	}
+	return nil
+}
+
+func (x *SubmitTasksRequest) GetHeartbeatTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.HeartbeatTimeout
 	}
 	return nil
 }
@@ -1177,7 +1201,7 @@ var File_jobplane_v1_task_executor_service_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_task_executor_service_proto_rawDesc = "" +
 	"\n" +
-	"'jobplane/v1/task_executor_service.proto\x12\vjobplane.v1\x1a\x17jobplane/v1/error.proto\x1a\x1bjobplane/v1/execution.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x16jobplane/v1/slot.proto\"\xeb\x02\n" +
+	"'jobplane/v1/task_executor_service.proto\x12\vjobplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x17jobplane/v1/error.proto\x1a\x1bjobplane/v1/execution.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x16jobplane/v1/slot.proto\"\xeb\x02\n" +
 	"\x12RequestSlotRequest\x12O\n" +
 	"\x16resource_manager_token\x18\x01 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\x12\x1d\n" +
 	"\n" +
@@ -1202,7 +1226,7 @@ const file_jobplane_v1_task_executor_service_proto_rawDesc = "" +
 	"\aprofile\x18\x06 \x01(\v2\x1c.jobplane.v1.ResourceProfileR\aprofile\"x\n" +
 	"\x14RequestSlotsResponse\x12.\n" +
 	"\x13slot_report_version\x18\x01 \x01(\x04R\x11slotReportVersion\x120\n" +
-	"\arefused\x18\x02 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\"\xb7\x03\n" +
+	"\arefused\x18\x02 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\"\xff\x03\n" +
 	"\x11SubmitTaskRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12#\n" +
@@ -1211,15 +1235,17 @@ const file_jobplane_v1_task_executor_service_proto_rawDesc = "" +
 	"\ttask_name\x18\x05 \x01(\tR\btaskName\x12\x1c\n" +
 	"\tinvokable\x18\x06 \x01(\tR\tinvokable\x12B\n" +
 	"\x06config\x18\a \x03(\v2*.jobplane.v1.SubmitTaskRequest.ConfigEntryR\x06config\x12,\n" +
-	"\x12number_of_subtasks\x18\b \x01(\x05R\x10numberOfSubtasks\x1a9\n" +
+	"\x12number_of_subtasks\x18\b \x01(\x05R\x10numberOfSubtasks\x12F\n" +
+	"\x11heartbeat_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x14\n" +
-	"\x12SubmitTaskResponse\"\xa3\x01\n" +
+	"\x12SubmitTaskResponse\"\xeb\x01\n" +
 	"\x12SubmitTasksRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x121\n" +
-	"\x05tasks\x18\x03 \x03(\v2\x1b.jobplane.v1.TaskDeploymentR\x05tasks\"\xd5\x02\n" +
+	"\x05tasks\x18\x03 \x03(\v2\x1b.jobplane.v1.TaskDeploymentR\x05tasks\x12F\n" +
+	"\x11heartbeat_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\"\xd5\x02\n" +
 	"\x0eTaskDeployment\x12#\n" +
 	"\rallocation_id\x18\x01 \x01(\tR\fallocationId\x129\n" +
 	"\aattempt\x18\x02 \x01(\v2\x1f.jobplane.v1.ExecutionAttemptIdR\aattempt\x12\x1b\n" +
@@ -1308,8 +1334,9 @@ var file_jobplane_v1_task_executor_service_proto_goTypes = []any{
 	(*ResourceProfile)(nil),     // 21: jobplane.v1.ResourceProfile
 	(*ItemError)(nil),           // 22: jobplane.v1.ItemError
 	(*ExecutionAttemptId)(nil),  // 23: jobplane.v1.ExecutionAttemptId
-	(*SlotReport)(nil),          // 24: jobplane.v1.SlotReport
-	(*TaskExecutionStatus)(nil), // 25: jobplane.v1.TaskExecutionStatus
+	(*durationpb.Duration)(nil), // 24: google.protobuf.Duration
+	(*SlotReport)(nil),          // 25: jobplane.v1.SlotReport
+	(*TaskExecutionStatus)(nil), // 26: jobplane.v1.TaskExecutionStatus
 }
 var file_jobplane_v1_task_executor_service_proto_depIdxs = []int32{
 	20, // 0: jobplane.v1.RequestSlotRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
@@ -1323,39 +1350,41 @@ var file_jobplane_v1_task_executor_service_proto_depIdxs = []int32{
 	20, // 8: jobplane.v1.SubmitTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
 	23, // 9: jobplane.v1.SubmitTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
 	18, // 10: jobplane.v1.SubmitTaskRequest.config:type_name -> jobplane.v1.SubmitTaskRequest.ConfigEntry
-	20, // 11: jobplane.v1.SubmitTasksRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	8,  // 12: jobplane.v1.SubmitTasksRequest.tasks:type_name -> jobplane.v1.TaskDeployment
-	23, // 13: jobplane.v1.TaskDeployment.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	19, // 14: jobplane.v1.TaskDeployment.config:type_name -> jobplane.v1.TaskDeployment.ConfigEntry
-	22, // 15: jobplane.v1.SubmitTasksResponse.refused:type_name -> jobplane.v1.ItemError
-	20, // 16: jobplane.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	23, // 17: jobplane.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	20, // 18: jobplane.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	20, // 19: jobplane.v1.FreeSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	20, // 20: jobplane.v1.TaskExecutorServiceHeartbeatRequest.token:type_name -> jobplane.v1.FencingToken
-	24, // 21: jobplane.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.v1.SlotReport
-	25, // 22: jobplane.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
-	0,  // 23: jobplane.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.v1.RequestSlotRequest
-	2,  // 24: jobplane.v1.TaskExecutorService.RequestSlots:input_type -> jobplane.v1.RequestSlotsRequest
-	5,  // 25: jobplane.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.v1.SubmitTaskRequest
-	7,  // 26: jobplane.v1.TaskExecutorService.SubmitTasks:input_type -> jobplane.v1.SubmitTasksRequest
-	10, // 27: jobplane.v1.TaskExecutorService.CancelTask:input_type -> jobplane.v1.CancelTaskRequest
-	12, // 28: jobplane.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.v1.FreeSlotRequest
-	14, // 29: jobplane.v1.TaskExecutorService.FreeSlots:input_type -> jobplane.v1.FreeSlotsRequest
-	16, // 30: jobplane.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.v1.TaskExecutorServiceHeartbeatRequest
-	1,  // 31: jobplane.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.v1.RequestSlotResponse
-	4,  // 32: jobplane.v1.TaskExecutorService.RequestSlots:output_type -> jobplane.v1.RequestSlotsResponse
-	6,  // 33: jobplane.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.v1.SubmitTaskResponse
-	9,  // 34: jobplane.v1.TaskExecutorService.SubmitTasks:output_type -> jobplane.v1.SubmitTasksResponse
-	11, // 35: jobplane.v1.TaskExecutorService.CancelTask:output_type -> jobplane.v1.CancelTaskResponse
-	13, // 36: jobplane.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.v1.FreeSlotResponse
-	15, // 37: jobplane.v1.TaskExecutorService.FreeSlots:output_type -> jobplane.v1.FreeSlotsResponse
-	17, // 38: jobplane.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.v1.TaskExecutorServiceHeartbeatResponse
-	31, // [31:39] is the sub-list for method output_type
-	23, // [23:31] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	24, // 11: jobplane.v1.SubmitTaskRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
+	20, // 12: jobplane.v1.SubmitTasksRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	8,  // 13: jobplane.v1.SubmitTasksRequest.tasks:type_name -> jobplane.v1.TaskDeployment
+	24, // 14: jobplane.v1.SubmitTasksRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
+	23, // 15: jobplane.v1.TaskDeployment.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	19, // 16: jobplane.v1.TaskDeployment.config:type_name -> jobplane.v1.TaskDeployment.ConfigEntry
+	22, // 17: jobplane.v1.SubmitTasksResponse.refused:type_name -> jobplane.v1.ItemError
+	20, // 18: jobplane.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	23, // 19: jobplane.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	20, // 20: jobplane.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	20, // 21: jobplane.v1.FreeSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	20, // 22: jobplane.v1.TaskExecutorServiceHeartbeatRequest.token:type_name -> jobplane.v1.FencingToken
+	25, // 23: jobplane.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.v1.SlotReport
+	26, // 24: jobplane.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
+	0,  // 25: jobplane.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.v1.RequestSlotRequest
+	2,  // 26: jobplane.v1.TaskExecutorService.RequestSlots:input_type -> jobplane.v1.RequestSlotsRequest
+	5,  // 27: jobplane.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.v1.SubmitTaskRequest
+	7,  // 28: jobplane.v1.TaskExecutorService.SubmitTasks:input_type -> jobplane.v1.SubmitTasksRequest
+	10, // 29: jobplane.v1.TaskExecutorService.CancelTask:input_type -> jobplane.v1.CancelTaskRequest
+	12, // 30: jobplane.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.v1.FreeSlotRequest
+	14, // 31: jobplane.v1.TaskExecutorService.FreeSlots:input_type -> jobplane.v1.FreeSlotsRequest
+	16, // 32: jobplane.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.v1.TaskExecutorServiceHeartbeatRequest
+	1,  // 33: jobplane.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.v1.RequestSlotResponse
+	4,  // 34: jobplane.v1.TaskExecutorService.RequestSlots:output_type -> jobplane.v1.RequestSlotsResponse
+	6,  // 35: jobplane.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.v1.SubmitTaskResponse
+	9,  // 36: jobplane.v1.TaskExecutorService.SubmitTasks:output_type -> jobplane.v1.SubmitTasksResponse
+	11, // 37: jobplane.v1.TaskExecutorService.CancelTask:output_type -> jobplane.v1.CancelTaskResponse
+	13, // 38: jobplane.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.v1.FreeSlotResponse
+	15, // 39: jobplane.v1.TaskExecutorService.FreeSlots:output_type -> jobplane.v1.FreeSlotsResponse
+	17, // 40: jobplane.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.v1.TaskExecutorServiceHeartbeatResponse
+	33, // [33:41] is the sub-list for method output_type
+	25, // [25:33] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_task_executor_service_proto_init() }

@@ -49,7 +49,7 @@ func (c *callCounter) get(procedure string) int {
 
 // A job's slots and attempts travel per TaskExecutor, not per slot: each
 // TaskExecutor gets one slot request for all its slots, offers them in
-// one call, gets the region's attempts in one deployment, and reports and
+// one call that registers it too, gets the region's attempts in one deployment, and reports and
 // frees in batches; no one-item call is made. (Twice that many calls are
 // allowed, should a stall on a loaded machine cost the JobMaster its
 // leadership once; one call per slot would be sixteen times as many.)
@@ -77,7 +77,7 @@ func TestDeploymentIsBatchedPerTaskExecutor(t *testing.T) {
 	}{
 		{received, jobplanev1connect.TaskExecutorServiceRequestSlotsProcedure, 1},
 		{received, jobplanev1connect.TaskExecutorServiceRequestSlotProcedure, 0},
-		{sent, jobplanev1connect.JobMasterServiceRegisterTaskExecutorProcedure, 1},
+		{sent, jobplanev1connect.JobMasterServiceRegisterTaskExecutorProcedure, 0}, // the offer registers
 		{sent, jobplanev1connect.JobMasterServiceOfferSlotsProcedure, 1},
 		{received, jobplanev1connect.TaskExecutorServiceSubmitTasksProcedure, 1},
 		{received, jobplanev1connect.TaskExecutorServiceSubmitTaskProcedure, 0},

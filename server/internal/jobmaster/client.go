@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/internal/apierror"
@@ -27,16 +29,19 @@ type executorClient struct {
 
 // submitTasks deploys attempts of one job, returning the outcome of
 // each: nil if deployed, else the error SubmitTask would have answered.
-func (c *executorClient) submitTasks(ctx context.Context, jobID string, token *jobplanev1.FencingToken, tasks []*jobplanev1.TaskDeployment) []error {
+// Each call carries the JobMaster's heartbeat timeout, which a
+// TaskExecutor that registered by offering may not have heard yet.
+func (c *executorClient) submitTasks(ctx context.Context, jobID string, token *jobplanev1.FencingToken, timeout *durationpb.Duration, tasks []*jobplanev1.TaskDeployment) []error {
 	return batch.Send(&c.single, tasks, batch.Split,
 		func(run []*jobplanev1.TaskDeployment) ([]error, error) {
-			resp, err := c.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: jobID, JobMasterToken: token, Tasks: run})
+			resp, err := c.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: jobID, JobMasterToken: token, Tasks: run, HeartbeatTimeout: timeout})
 			return apierror.ItemErrors(len(run), err, resp.GetRefused()), err
 		},
 		func(d *jobplanev1.TaskDeployment) error {
 			_, err := c.SubmitTask(ctx, &jobplanev1.SubmitTaskRequest{
 				JobId: jobID, JobMasterToken: token, AllocationId: d.GetAllocationId(), Attempt: d.GetAttempt(),
 				TaskName: d.GetTaskName(), Invokable: d.GetInvokable(), Config: d.GetConfig(), NumberOfSubtasks: d.GetNumberOfSubtasks(),
+				HeartbeatTimeout: timeout,
 			})
 			return err
 		})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/internal/apierror"
@@ -149,7 +150,7 @@ func (jm *JobMaster) submit(evs []int32) {
 			}
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			errs := client.submitTasks(ctx, jm.cfg.JobID, token, tasks)
+			errs := client.submitTasks(ctx, jm.cfg.JobID, token, durationpb.New(jm.cfg.HeartbeatTimeout), tasks)
 			jm.post(func() {
 				for i, ev := range evs {
 					jm.submitted(ev, attempts[i], errs[i])

@@ -34,15 +34,24 @@ func notRegistered(jobID, executor string) error {
 
 // OfferSlots implements JobMasterServiceHandler.
 func (r *Router) OfferSlots(ctx context.Context, req *jobplanev1.OfferSlotsRequest) (*jobplanev1.OfferSlotsResponse, error) {
+	if req.GetTaskExecutorId() == "" {
+		return nil, apierror.BadRequest(apierror.Field{Path: "task_executor_id", Description: "required"})
+	}
 	jm, err := r.route(ctx, req.GetJobId(), req.GetJobMasterToken())
 	if err != nil {
 		return nil, err
 	}
-	resp := &jobplanev1.OfferSlotsResponse{}
+	resp := &jobplanev1.OfferSlotsResponse{
+		HeartbeatInterval: durationpb.New(jm.cfg.HeartbeatInterval), HeartbeatTimeout: durationpb.New(jm.cfg.HeartbeatTimeout),
+	}
 	var refused error
 	r.heard(req.GetTaskExecutorId())
 	if err := jm.do(ctx, func() {
-		if jm.executors[req.GetTaskExecutorId()] == nil {
+		switch {
+		case req.GetAddress() != "":
+			// Registered by offering, as RegisterTaskExecutor would.
+			jm.registerExecutor(req.GetTaskExecutorId(), req.GetAddress())
+		case jm.executors[req.GetTaskExecutorId()] == nil:
 			refused = notRegistered(req.GetJobId(), req.GetTaskExecutorId())
 			return
 		}

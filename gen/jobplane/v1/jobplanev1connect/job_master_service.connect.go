@@ -71,10 +71,15 @@ type JobMasterServiceClient interface {
 	// again. A TaskExecutor offers in one call the slots allocated to the
 	// JobMaster together (see TaskExecutorService.RequestSlots), and those
 	// allocated while an offer to it is on its way in the next call, not
-	// one call per slot. Idempotent.
+	// one call per slot. An offer that carries the TaskExecutor's address
+	// also registers it, as RegisterTaskExecutor would, if it is not
+	// registered yet: a TaskExecutor offering slots to a JobMaster it does
+	// not know makes one call, not two. Idempotent.
 	//
-	// Errors: FAILED_PRECONDITION (NOT_REGISTERED) if the TaskExecutor did
-	// not register; ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
+	// Errors: INVALID_ARGUMENT for a missing field; FAILED_PRECONDITION
+	// (NOT_REGISTERED) if the TaskExecutor did not register and the offer
+	// carries no address; ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE
+	// (NOT_LEADER).
 	OfferSlots(context.Context, *v1.OfferSlotsRequest) (*v1.OfferSlotsResponse, error)
 	// UpdateTaskExecutionState reports a state change of an execution attempt.
 	// Reporting the same state again changes nothing. Idempotent.
@@ -283,10 +288,15 @@ type JobMasterServiceHandler interface {
 	// again. A TaskExecutor offers in one call the slots allocated to the
 	// JobMaster together (see TaskExecutorService.RequestSlots), and those
 	// allocated while an offer to it is on its way in the next call, not
-	// one call per slot. Idempotent.
+	// one call per slot. An offer that carries the TaskExecutor's address
+	// also registers it, as RegisterTaskExecutor would, if it is not
+	// registered yet: a TaskExecutor offering slots to a JobMaster it does
+	// not know makes one call, not two. Idempotent.
 	//
-	// Errors: FAILED_PRECONDITION (NOT_REGISTERED) if the TaskExecutor did
-	// not register; ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
+	// Errors: INVALID_ARGUMENT for a missing field; FAILED_PRECONDITION
+	// (NOT_REGISTERED) if the TaskExecutor did not register and the offer
+	// carries no address; ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE
+	// (NOT_LEADER).
 	OfferSlots(context.Context, *v1.OfferSlotsRequest) (*v1.OfferSlotsResponse, error)
 	// UpdateTaskExecutionState reports a state change of an execution attempt.
 	// Reporting the same state again changes nothing. Idempotent.
