@@ -159,6 +159,10 @@ func slotRequests(jm string, job string, jmEpoch uint64, n int) []*jobplanev1.Sl
 	return out
 }
 
+// jmTimeout is the heartbeat timeout the deployments of these tests name,
+// as JobMasters name theirs.
+var jmTimeout = durationpb.New(time.Minute)
+
 // waitFor polls cond until it holds, for at most 10s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -270,13 +274,13 @@ func TestSubmitTasksDeploysAndReportsTogether(t *testing.T) {
 		&jobplanev1.TaskDeployment{AllocationId: "nope", Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "x"}, Invokable: "gate"},
 		&jobplanev1.TaskDeployment{AllocationId: "j" + string(rune('a'+n)), Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "y"}, Invokable: "missing"},
 	)
-	if _, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(4), Tasks: tasks}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
+	if _, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(4), HeartbeatTimeout: jmTimeout, Tasks: tasks}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
 		t.Fatalf("SubmitTasks with an older token: %v, want STALE_FENCING_TOKEN", err)
 	}
-	if _, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(5), Tasks: []*jobplanev1.TaskDeployment{{AllocationId: "ja"}}}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+	if _, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(5), HeartbeatTimeout: jmTimeout, Tasks: []*jobplanev1.TaskDeployment{{AllocationId: "ja"}}}); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("SubmitTasks without attempt and invokable: %v, want INVALID_ARGUMENT", err)
 	}
-	resp, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(5), Tasks: tasks})
+	resp, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(5), HeartbeatTimeout: jmTimeout, Tasks: tasks})
 	if err != nil {
 		t.Fatalf("SubmitTasks: %v", err)
 	}
@@ -343,7 +347,7 @@ func TestReportsFallBackToOneChangePerCall(t *testing.T) {
 	if _, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slotRequests(url, "j", 1, 2)}); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(1), Tasks: []*jobplanev1.TaskDeployment{
+	resp, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(1), HeartbeatTimeout: jmTimeout, Tasks: []*jobplanev1.TaskDeployment{
 		{AllocationId: "ja", Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "p"}, Invokable: "noop"},
 		{AllocationId: "jb", Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "q"}, Invokable: "noop"},
 	}})
@@ -446,7 +450,7 @@ func TestBatchCallsActOnlyOnTheirJob(t *testing.T) {
 	sleep := func(alloc, vertex string) *jobplanev1.TaskDeployment {
 		return &jobplanev1.TaskDeployment{AllocationId: alloc, Attempt: &jobplanev1.ExecutionAttemptId{VertexId: vertex}, Invokable: "sleep", Config: map[string]string{"duration": "1h"}}
 	}
-	sub, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(3), Tasks: []*jobplanev1.TaskDeployment{sleep("j1", "p"), sleep("k1", "q")}})
+	sub, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(3), HeartbeatTimeout: jmTimeout, Tasks: []*jobplanev1.TaskDeployment{sleep("j1", "p"), sleep("k1", "q")}})
 	if err != nil {
 		t.Fatalf("SubmitTasks: %v", err)
 	}
@@ -455,7 +459,7 @@ func TestBatchCallsActOnlyOnTheirJob(t *testing.T) {
 	}
 	// Job k's slot is still free for job k's own attempt.
 	if _, err := te.SubmitTask(ctx, &jobplanev1.SubmitTaskRequest{
-		JobId: "k", JobMasterToken: token(7), AllocationId: "k1", Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "r"}, Invokable: "sleep", Config: map[string]string{"duration": "1h"},
+		JobId: "k", JobMasterToken: token(7), AllocationId: "k1", HeartbeatTimeout: jmTimeout, Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "r"}, Invokable: "sleep", Config: map[string]string{"duration": "1h"},
 	}); err != nil {
 		t.Errorf("SubmitTask of job k into its own slot: %v, want it deployed", err)
 	}

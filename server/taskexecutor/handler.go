@@ -115,6 +115,7 @@ func (te *TaskExecutor) allocateLocked(r *jobplanev1.SlotRequest) error {
 		return staleJob(r.GetJobId(), current)
 	}
 	s.allocationID, s.jobID = r.GetAllocationId(), r.GetJobId()
+	te.holdLocked(r.GetJobId())
 	te.slotVersion++
 	te.queueOfferLocked(jobMasterKey{jobID: r.GetJobId(), address: r.GetJobMasterAddress(), token: jmToken}, s.index, s.allocationID)
 	return nil
@@ -165,10 +166,9 @@ func (h *handler) SubmitTask(_ context.Context, req *jobplanev1.SubmitTaskReques
 	token := tokenOf(req.GetJobMasterToken())
 	te.mu.Lock()
 	defer te.mu.Unlock()
-	if err := te.followLocked(req.GetJobId(), token); err != nil {
+	if err := te.followDeploymentLocked(req.GetJobId(), token, req.GetHeartbeatTimeout().AsDuration()); err != nil {
 		return nil, err
 	}
-	te.deployedByLocked(req.GetJobId(), token, req.GetHeartbeatTimeout().AsDuration())
 	if err := te.deployLocked(req, token); err != nil {
 		return nil, err
 	}
@@ -188,10 +188,9 @@ func (h *handler) SubmitTasks(_ context.Context, req *jobplanev1.SubmitTasksRequ
 	resp := &jobplanev1.SubmitTasksResponse{}
 	te.mu.Lock()
 	defer te.mu.Unlock()
-	if err := te.followLocked(req.GetJobId(), token); err != nil {
+	if err := te.followDeploymentLocked(req.GetJobId(), token, req.GetHeartbeatTimeout().AsDuration()); err != nil {
 		return nil, err
 	}
-	te.deployedByLocked(req.GetJobId(), token, req.GetHeartbeatTimeout().AsDuration())
 	for i, d := range req.GetTasks() {
 		one := &jobplanev1.SubmitTaskRequest{
 			JobId: req.GetJobId(), JobMasterToken: req.GetJobMasterToken(), AllocationId: d.GetAllocationId(),
@@ -218,7 +217,7 @@ func (te *TaskExecutor) followLocked(jobID string, token hastore.Token) error {
 }
 
 // deployLocked deploys one attempt as SubmitTask does, once its
-// JobMaster's token was admitted (followLocked); te.mu must be held and
+// JobMaster's token was admitted (followDeploymentLocked); te.mu must be held and
 // req validated.
 func (te *TaskExecutor) deployLocked(req *jobplanev1.SubmitTaskRequest, token hastore.Token) error {
 	var s *slot
@@ -242,6 +241,13 @@ func (te *TaskExecutor) deployLocked(req *jobplanev1.SubmitTaskRequest, token ha
 				"task_executor_id": te.cfg.ID, "slot_index": fmt.Sprint(s.index), "allocation_id": s.allocationID,
 			})
 		}
+	}
+	if te.jobs[req.GetJobId()].timeout <= 0 {
+		// The watchdog could not stop the attempt should the JobMaster
+		// fall silent.
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED,
+			"no heartbeat timeout is known for the job's JobMaster: it registers this TaskExecutor (or takes an offer with its address) or names its timeout in the deployment",
+			map[string]string{"job_id": req.GetJobId(), "task_executor_id": te.cfg.ID})
 	}
 	inv, ok := te.invokables[req.GetInvokable()]
 	if !ok {

@@ -78,9 +78,10 @@ func (te *TaskExecutor) offer(ctx context.Context, key jobMasterKey, slots []off
 	// goes; a JobMaster that does not take a registration with an offer
 	// (NOT_REGISTERED, or an answer without a heartbeat timeout) gets
 	// RegisterTaskExecutor first.
-	separate := false
+	separate := jm.separate.Load()
 	for attempt := 0; attempt < 20 && ctx.Err() == nil; attempt++ {
 		sent := time.Now()
+		te.offering(key, sent)
 		var err error
 		if separate {
 			var reg *jobplanev1.JobMasterServiceRegisterTaskExecutorResponse
@@ -101,6 +102,7 @@ func (te *TaskExecutor) offer(ctx context.Context, key jobMasterKey, slots []off
 				// not register this TaskExecutor as the offer asked. Register
 				// and offer again, so the watchdog knows the timeout.
 				separate = true
+				jm.separate.Store(true)
 				continue
 			}
 			if err == nil {
@@ -114,6 +116,7 @@ func (te *TaskExecutor) offer(ctx context.Context, key jobMasterKey, slots []off
 			}
 			if !separate && apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED) {
 				separate = true
+				jm.separate.Store(true)
 				continue
 			}
 		}
@@ -140,5 +143,15 @@ func (te *TaskExecutor) offer(ctx context.Context, key jobMasterKey, slots []off
 		if s.allocationID == o.allocationID && idle && j != nil && j.token == key.token {
 			te.releaseLocked(s, "")
 		}
+	}
+}
+
+// offering records that an offer to the job's JobMaster of the key's
+// token is being sent at sent (see job.offered); it takes te.mu.
+func (te *TaskExecutor) offering(key jobMasterKey, sent time.Time) {
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	if j := te.jobs[key.jobID]; j != nil && j.token == key.token && j.offered.IsZero() {
+		j.offered = sent
 	}
 }

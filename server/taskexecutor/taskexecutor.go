@@ -90,7 +90,13 @@ type TaskExecutor struct {
 
 	mu    sync.Mutex
 	slots []*slot
-	jobs  map[string]*job
+	// jobs are the jobs this TaskExecutor knows, with their JobMasters'
+	// tokens; holding are those holding a slot here, the only ones the
+	// watchdog looks at; idle lists, oldest first, jobs that stopped
+	// holding any, which are forgotten idleJobMemory later (see forget).
+	jobs    map[string]*job
+	holding map[string]*job
+	idle    []idleJob
 	// ctx is the Run context, under which tasks and offers run.
 	ctx context.Context
 	// stopped is set once Run is winding down: no more goroutines start.
@@ -140,6 +146,15 @@ type job struct {
 	// leaseUntil, if set, is how long the JobMaster certainly leads, as
 	// the last heartbeat answer granted: the job's tasks stop by then too.
 	leaseUntil time.Time
+	// offered is when the first offer to the current JobMaster since the
+	// timeout was last unknown was sent (zero before): the JobMaster
+	// heard this TaskExecutor no earlier, so a deployment that comes
+	// before the offer's answer counts the first deadline from then.
+	offered time.Time
+	// held is the number of slots allocated to the job here, and
+	// idleSince when it last fell to zero.
+	held      int
+	idleSince time.Time
 }
 
 type task struct {
@@ -187,6 +202,7 @@ func New(cfg Config) (*TaskExecutor, error) {
 		invokables: inv,
 		attempts:   newAttemptLog(cfg.AttemptLog),
 		jobs:       make(map[string]*job),
+		holding:    make(map[string]*job),
 		ctx:        context.Background(),
 		wake:       make(chan struct{}, 1),
 		links:      make(map[string]*link),
@@ -290,7 +306,9 @@ func (te *TaskExecutor) adoptLocked(jobID string, t hastore.Token, address strin
 				})
 			}
 		}
-		j.token, j.contact, j.leaseUntil = t, time.Now(), time.Time{}
+		// The older JobMaster's timeout and offers are not the newer
+		// one's: they are learnt again (registration, deployment).
+		j.token, j.contact, j.leaseUntil, j.timeout, j.offered = t, time.Now(), time.Time{}, 0, time.Time{}
 	}
 	if address != "" {
 		j.address = address
@@ -305,6 +323,9 @@ type jobMasterClient struct {
 	// single is set once the address answered UpdateTaskExecutionStates
 	// with UNIMPLEMENTED: state changes go one per call there.
 	single atomic.Bool
+	// separate is set once the address did not take a registration with
+	// an offer: RegisterTaskExecutor goes first there.
+	separate atomic.Bool
 }
 
 func (te *TaskExecutor) jobMaster(address string) *jobMasterClient {
@@ -343,6 +364,7 @@ func (te *TaskExecutor) releaseLocked(s *slot, cause string) {
 		s.freeing = true
 		return
 	}
+	te.unholdLocked(s.jobID)
 	s.allocationID, s.jobID, s.task, s.freeing = "", "", nil, false
 	te.slotVersion++
 }

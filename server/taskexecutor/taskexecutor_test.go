@@ -28,7 +28,7 @@ func TestFencing(t *testing.T) {
 	}
 	submit := func(jm uint64, alloc, vertex string) error {
 		_, err := te.SubmitTask(ctx, &jobplanev1.SubmitTaskRequest{
-			JobId: "j", JobMasterToken: token(jm), AllocationId: alloc,
+			JobId: "j", JobMasterToken: token(jm), AllocationId: alloc, HeartbeatTimeout: jmTimeout,
 			Attempt: &jobplanev1.ExecutionAttemptId{VertexId: vertex}, Invokable: "sleep", Config: map[string]string{"duration": "1h"},
 		})
 		return err

@@ -52,15 +52,29 @@ func (te *TaskExecutor) registered(jobID string, token hastore.Token, sent time.
 	te.registeredLocked(jobID, token, sent, interval, timeout)
 }
 
-// deployedByLocked takes the heartbeat timeout that a deployment of the job's
-// JobMaster of token carries, if the TaskExecutor has none for it yet:
-// the deployment may come before the answer to the offer that registered
-// the TaskExecutor, and the watchdog covers the job from then on. The
-// deployment counts as contact (followLocked). te.mu must be held.
-func (te *TaskExecutor) deployedByLocked(jobID string, token hastore.Token, timeout time.Duration) {
-	if j := te.jobs[jobID]; j != nil && j.token == token && j.timeout <= 0 {
-		te.registeredLocked(jobID, token, time.Now(), 0, timeout)
+// followDeploymentLocked admits a deployment from the job's JobMaster
+// of token, as followLocked admits any call, with the JobMaster's
+// heartbeat timeout that the deployment carries. The deployment may come
+// before the answer to the offer that registered this TaskExecutor: its
+// timeout then arms the watchdog, counted from when that offer was sent
+// (the JobMaster heard this TaskExecutor no earlier), and a deadline
+// already past stops the job's tasks and frees its slots before the
+// deployment is taken, as the JobMaster may have given them up. With no
+// timeout known at all, the deployment is refused: its attempt could
+// outlive the JobMaster. te.mu must be held.
+func (te *TaskExecutor) followDeploymentLocked(jobID string, token hastore.Token, timeout time.Duration) error {
+	current, ok := te.adoptLocked(jobID, token, "")
+	if !ok {
+		return staleJob(jobID, current)
 	}
+	j := te.jobs[jobID]
+	if j.timeout <= 0 && timeout > 0 && j.held > 0 {
+		// (A job holding nothing here gets no deadline: the deployment
+		// finds no slot.)
+		te.registeredLocked(jobID, token, j.offered, 0, timeout)
+	}
+	te.touchLocked(jobID, token, time.Now())
+	return nil
 }
 
 // registeredLocked is registered with te.mu held.
@@ -124,7 +138,7 @@ func (te *TaskExecutor) expireLocked(jobID string, j *job) {
 	}
 	// Nothing of the job is held here any more; a new offer registers
 	// again and sets the timeout anew.
-	j.timeout = 0
+	j.timeout, j.offered = 0, time.Time{}
 	if freed > 0 {
 		te.log.Warn("JobMaster silent past its heartbeat timeout; canceled the job's tasks and freed its slots",
 			"job", jobID, "token", j.token, "silent_for", time.Since(j.contact).Round(time.Millisecond), "slots", freed)
@@ -148,7 +162,7 @@ func (te *TaskExecutor) watchdog(ctx context.Context) {
 		now := time.Now()
 		var next time.Time
 		te.mu.Lock()
-		for jobID, j := range te.jobs {
+		for jobID, j := range te.holding {
 			d := te.deadlineLocked(j)
 			switch {
 			case d.IsZero():
@@ -158,9 +172,92 @@ func (te *TaskExecutor) watchdog(ctx context.Context) {
 				next = d
 			}
 		}
+		if forget := te.forgetLocked(now); !forget.IsZero() && (next.IsZero() || forget.Before(next)) {
+			next = forget
+		}
 		te.mu.Unlock()
 		if !next.IsZero() {
 			timer.Reset(time.Until(next))
 		}
 	}
+}
+
+// idleJobMemory is how long a TaskExecutor remembers a job that holds
+// nothing here any more: its JobMaster's token, against which older
+// tokens are refused. A job that holds nothing has nothing to protect
+// (a deployment needs a slot allocated to the job, which brings the
+// current token again), so the memory is bounded, not kept for ever:
+// a TaskExecutor's cost does not grow with the jobs it ever ran.
+const idleJobMemory = time.Minute
+
+// idleJob is a job that stopped holding slots here at since.
+type idleJob struct {
+	jobID string
+	since time.Time
+}
+
+// holdLocked counts a slot allocated to a job (known: adoptLocked ran);
+// te.mu must be held.
+func (te *TaskExecutor) holdLocked(jobID string) {
+	j := te.jobs[jobID]
+	if j == nil {
+		return
+	}
+	j.held++
+	if j.held == 1 {
+		// In the watchdog's sight from now. Its JobMaster's timeout is
+		// learnt anew, from this slot's offer or deployment: one learnt
+		// while the job held nothing (an answer that came late) would
+		// count from contact that predates this slot.
+		te.holding[jobID] = j
+		j.idleSince, j.timeout, j.offered = time.Time{}, 0, time.Time{}
+		select {
+		case te.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// unholdLocked counts a slot of a job freed. A job holding nothing here
+// leaves the watchdog's sight, with its timeout: a later slot is offered
+// again, which registers again and sets it anew (as after expireLocked).
+// te.mu must be held.
+func (te *TaskExecutor) unholdLocked(jobID string) {
+	j := te.jobs[jobID]
+	if j == nil || j.held == 0 {
+		return
+	}
+	j.held--
+	if j.held > 0 {
+		return
+	}
+	delete(te.holding, jobID)
+	j.timeout, j.offered = 0, time.Time{}
+	j.idleSince = time.Now()
+	te.idle = append(te.idle, idleJob{jobID, j.idleSince})
+}
+
+// forgetLocked forgets the jobs that have held nothing here for
+// idleJobMemory, and returns when the next one is due (zero if none).
+// te.mu must be held.
+func (te *TaskExecutor) forgetLocked(now time.Time) time.Time {
+	n := 0
+	for ; n < len(te.idle); n++ {
+		e := te.idle[n]
+		if now.Sub(e.since) < idleJobMemory {
+			break
+		}
+		if j := te.jobs[e.jobID]; j != nil && j.held == 0 && j.idleSince.Equal(e.since) {
+			delete(te.jobs, e.jobID)
+		}
+	}
+	if n > 0 {
+		clear(te.idle[:n])
+		te.idle = te.idle[n:]
+	}
+	if len(te.idle) == 0 {
+		te.idle = nil // let the array go
+		return time.Time{}
+	}
+	return te.idle[0].since.Add(idleJobMemory)
 }

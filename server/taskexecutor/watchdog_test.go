@@ -19,6 +19,7 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/taskexecutor"
 )
@@ -111,55 +112,15 @@ func TestTasksStopWhenTheJobMasterFallsSilent(t *testing.T) {
 
 func testTasksStopWhenSilent(t *testing.T, offers offerAnswer) {
 	const timeout = 600 * time.Millisecond
-	mux := http.NewServeMux()
-	mux.Handle(jobplanev1connect.NewJobMasterServiceHandler(&jobMaster{timeout: timeout, offers: offers}))
-	jm := httptest.NewUnstartedServer(mux)
-	var protocols http.Protocols // the TaskExecutor's client speaks h2c
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
-	jm.Config.Protocols = &protocols
-	jm.Start()
-	t.Cleanup(jm.Close)
-
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	store, err := hastore.Open(ctx, hastore.OpenConfig{DataDir: t.TempDir(), Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	log := &syncBuffer{}
-	te, err := taskexecutor.New(taskexecutor.Config{
-		Address: "http://127.0.0.1:1", Slots: 1, Store: store, HTTPClient: endpoint.NewClient(),
-		CancelGrace: 100 * time.Millisecond, AttemptLog: log, Logger: logger,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, h := te.Handler()
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- te.Run(runCtx) }()
-	t.Cleanup(func() { stop(); <-done })
-	client := jobplanev1connect.NewTaskExecutorServiceClient(srv.Client(), srv.URL)
+	jm, client, log := startWithJobMaster(t, &jobMaster{timeout: timeout, offers: offers})
 
-	slotFree := func() bool {
-		resp, err := client.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{Token: token(1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.GetSlotReport().GetSlots()[0].GetAllocationId() == ""
-	}
+	slotFree := func() bool { return slotFree(ctx, t, client) }
 	for i, probing := range []bool{true, false} {
 		alloc := []string{"a", "b"}[i]
 		if _, err := client.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
-			ResourceManagerToken: token(1), AllocationId: alloc, JobId: "j", JobMasterAddress: jm.URL, JobMasterToken: token(1),
+			ResourceManagerToken: token(1), AllocationId: alloc, JobId: "j", JobMasterAddress: jm, JobMasterToken: token(1),
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -222,5 +183,98 @@ func testTasksStopWhenSilent(t *testing.T, offers offerAnswer) {
 		if freed < timeout-200*time.Millisecond || freed > timeout+time.Second {
 			t.Errorf("attempt %d: slot freed %v after the last contact, want about the timeout %v less the cancel grace", i, freed, timeout)
 		}
+	}
+}
+
+// startWithJobMaster starts a one-slot TaskExecutor beside a test
+// JobMaster, returning the JobMaster's URL, a client of the TaskExecutor
+// and its attempt log.
+func startWithJobMaster(t *testing.T, fake *jobMaster) (string, jobplanev1connect.TaskExecutorServiceClient, *syncBuffer) {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle(jobplanev1connect.NewJobMasterServiceHandler(fake))
+	jm := httptest.NewUnstartedServer(mux)
+	var protocols http.Protocols // the TaskExecutor's client speaks h2c
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	jm.Config.Protocols = &protocols
+	jm.Start()
+	t.Cleanup(jm.Close)
+
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	store, err := hastore.Open(context.Background(), hastore.OpenConfig{DataDir: t.TempDir(), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	log := &syncBuffer{}
+	te, err := taskexecutor.New(taskexecutor.Config{
+		Address: "http://127.0.0.1:1", Slots: 1, Store: store, HTTPClient: endpoint.NewClient(),
+		CancelGrace: 100 * time.Millisecond, AttemptLog: log, Logger: logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, h := te.Handler()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- te.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+	return jm.URL, jobplanev1connect.NewTaskExecutorServiceClient(srv.Client(), srv.URL), log
+}
+
+// slotFree reports whether the TaskExecutor's one slot is free.
+func slotFree(ctx context.Context, t *testing.T, client jobplanev1connect.TaskExecutorServiceClient) bool {
+	t.Helper()
+	resp, err := client.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{Token: token(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetSlotReport().GetSlots()[0].GetAllocationId() == ""
+}
+
+// A deployment that comes before the answer to the offer that registered
+// the TaskExecutor arms the watchdog from when the offer was sent, not
+// from its own arrival: one that arrives later than the JobMaster's
+// heartbeat timeout after the offer (the JobMaster may have given the
+// TaskExecutor up by then) is refused, and the slot is freed. One that
+// names no timeout, with none known, is refused too: nothing could stop
+// its attempt.
+func TestDeploymentBeforeTheOfferAnswer(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	jm, client, _ := startWithJobMaster(t, &jobMaster{timeout: timeout, offers: offerUnanswered})
+	deploy := func(alloc string, timeout *durationpb.Duration) error {
+		_, err := client.SubmitTask(ctx, &jobplanev1.SubmitTaskRequest{
+			JobId: "j", JobMasterToken: token(1), AllocationId: alloc, HeartbeatTimeout: timeout,
+			Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v"}, Invokable: "sleep", Config: map[string]string{"duration": "1h"},
+		})
+		return err
+	}
+	if _, err := client.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
+		ResourceManagerToken: token(1), AllocationId: "a", JobId: "j", JobMasterAddress: jm, JobMasterToken: token(1),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := deploy("a", nil); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED) {
+		t.Fatalf("a deployment naming no timeout, with none known: %v, want NOT_REGISTERED", err)
+	}
+	if slotFree(ctx, t, client) {
+		t.Fatal("the refused deployment freed the slot")
+	}
+	// The offer went out with the allocation; past the timeout since then,
+	// the JobMaster may count this TaskExecutor lost.
+	time.Sleep(timeout + 50*time.Millisecond)
+	if err := deploy("a", durationpb.New(timeout)); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_SLOT_NOT_ALLOCATED) {
+		t.Fatalf("a deployment arriving past the timeout after the offer: %v, want SLOT_NOT_ALLOCATED (the slot freed first)", err)
+	}
+	if !slotFree(ctx, t, client) {
+		t.Fatal("the slot of a deployment that came too late is still held")
 	}
 }

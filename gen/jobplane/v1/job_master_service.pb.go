@@ -292,8 +292,8 @@ type OfferSlotsRequest struct {
 	TaskExecutorId string `protobuf:"bytes,3,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
 	// The slots offered.
 	Offers []*SlotOffer `protobuf:"bytes,4,rep,name=offers,proto3" json:"offers,omitempty"`
-	// The offering TaskExecutor's base URL. If set, and the TaskExecutor is
-	// not registered with the JobMaster, the offer registers it first, as
+	// The offering TaskExecutor's base URL. If set, the offer first
+	// registers the TaskExecutor (or renews its registration), as
 	// RegisterTaskExecutor with this id and address would.
 	Address       string `protobuf:"bytes,5,opt,name=address,proto3" json:"address,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -370,12 +370,16 @@ type OfferSlotsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The offers the JobMaster accepted; the TaskExecutor frees the others.
 	Accepted []*SlotOffer `protobuf:"bytes,1,rep,name=accepted,proto3" json:"accepted,omitempty"`
-	// As in RegisterTaskExecutor's answer, for a TaskExecutor that
-	// registered by offering.
+	// As in RegisterTaskExecutor's answer. Set, with heartbeat_timeout,
+	// whenever the TaskExecutor is registered once the call is taken.
 	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,2,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
-	// As in RegisterTaskExecutor's answer. The JobMaster may deploy to the
-	// offered slots before this answer arrives; its deployments carry the
-	// timeout too (TaskExecutorService.SubmitTasks).
+	// As in RegisterTaskExecutor's answer; positive whenever the
+	// TaskExecutor is registered once the call is taken. An answer without
+	// it comes from a JobMaster that did not take the registration (one
+	// that predates `address`): the TaskExecutor calls RegisterTaskExecutor
+	// and offers again. The JobMaster may deploy to the accepted slots
+	// before this answer arrives; its deployments carry the timeout too
+	// (TaskExecutorService.SubmitTasks).
 	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache

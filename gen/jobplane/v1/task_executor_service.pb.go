@@ -400,11 +400,18 @@ type SubmitTaskRequest struct {
 	// The vertex's parallelism, so a subtask knows its share of the work.
 	NumberOfSubtasks int32 `protobuf:"varint,8,opt,name=number_of_subtasks,json=numberOfSubtasks,proto3" json:"number_of_subtasks,omitempty"`
 	// The deploying JobMaster's heartbeat timeout, as its answers to
-	// RegisterTaskExecutor and OfferSlots give it; JobMasters set it. A
+	// RegisterTaskExecutor and OfferSlots give it. JobMasters set it: a
 	// deployment can arrive before the answer to the OfferSlots that
-	// registered the TaskExecutor: a TaskExecutor that does not know the
-	// JobMaster's timeout yet takes it from here, so that the attempt is
-	// stopped if the JobMaster falls silent, as every attempt is.
+	// registered the TaskExecutor. A TaskExecutor that does not know this
+	// JobMaster's (this token's) timeout yet takes it from here, and counts
+	// the first deadline from when it sent its first offer to this
+	// JobMaster since it last knew no timeout (the JobMaster heard it no
+	// earlier), not from the deployment's arrival: if that deadline has
+	// passed, it stops the job's attempts and frees its slots before taking
+	// the deployment, which then finds no slot (SLOT_NOT_ALLOCATED). With
+	// no timeout known and none here, the deployment is refused
+	// (FAILED_PRECONDITION, NOT_REGISTERED): nothing could stop its
+	// attempt should the JobMaster fall silent.
 	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,9,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache

@@ -93,7 +93,9 @@ type TaskExecutorServiceClient interface {
 	// is not held for the job here; FAILED_PRECONDITION (SLOT_OCCUPIED) if
 	// another attempt still runs in the slot; FAILED_PRECONDITION
 	// (UNKNOWN_INVOKABLE) if no invokable of that name is registered, which
-	// the JobMaster treats as a failure of the attempt.
+	// the JobMaster treats as a failure of the attempt; FAILED_PRECONDITION
+	// (NOT_REGISTERED) if no heartbeat timeout of the JobMaster is known
+	// (see heartbeat_timeout).
 	SubmitTask(context.Context, *v1.SubmitTaskRequest) (*v1.SubmitTaskResponse, error)
 	// SubmitTasks deploys several execution attempts of one job, each as
 	// SubmitTask would, under one JobMaster token. Each attempt is deployed
@@ -105,8 +107,8 @@ type TaskExecutorServiceClient interface {
 	// Errors: INVALID_ARGUMENT for a missing field in the call or in any
 	// task, and ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
 	// than the job's current one: nothing is deployed. Per task
-	// (SubmitTasksResponse.refused): SLOT_NOT_ALLOCATED, SLOT_OCCUPIED or
-	// UNKNOWN_INVOKABLE, as for SubmitTask.
+	// (SubmitTasksResponse.refused): SLOT_NOT_ALLOCATED, SLOT_OCCUPIED,
+	// UNKNOWN_INVOKABLE or NOT_REGISTERED, as for SubmitTask.
 	SubmitTasks(context.Context, *v1.SubmitTasksRequest) (*v1.SubmitTasksResponse, error)
 	// CancelTask cancels an execution attempt. Cancelling an attempt that is
 	// unknown or already terminal succeeds and changes nothing. Idempotent.
@@ -331,7 +333,9 @@ type TaskExecutorServiceHandler interface {
 	// is not held for the job here; FAILED_PRECONDITION (SLOT_OCCUPIED) if
 	// another attempt still runs in the slot; FAILED_PRECONDITION
 	// (UNKNOWN_INVOKABLE) if no invokable of that name is registered, which
-	// the JobMaster treats as a failure of the attempt.
+	// the JobMaster treats as a failure of the attempt; FAILED_PRECONDITION
+	// (NOT_REGISTERED) if no heartbeat timeout of the JobMaster is known
+	// (see heartbeat_timeout).
 	SubmitTask(context.Context, *v1.SubmitTaskRequest) (*v1.SubmitTaskResponse, error)
 	// SubmitTasks deploys several execution attempts of one job, each as
 	// SubmitTask would, under one JobMaster token. Each attempt is deployed
@@ -343,8 +347,8 @@ type TaskExecutorServiceHandler interface {
 	// Errors: INVALID_ARGUMENT for a missing field in the call or in any
 	// task, and ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
 	// than the job's current one: nothing is deployed. Per task
-	// (SubmitTasksResponse.refused): SLOT_NOT_ALLOCATED, SLOT_OCCUPIED or
-	// UNKNOWN_INVOKABLE, as for SubmitTask.
+	// (SubmitTasksResponse.refused): SLOT_NOT_ALLOCATED, SLOT_OCCUPIED,
+	// UNKNOWN_INVOKABLE or NOT_REGISTERED, as for SubmitTask.
 	SubmitTasks(context.Context, *v1.SubmitTasksRequest) (*v1.SubmitTasksResponse, error)
 	// CancelTask cancels an execution attempt. Cancelling an attempt that is
 	// unknown or already terminal succeeds and changes nothing. Idempotent.
