@@ -3,7 +3,6 @@ package taskexecutor
 import (
 	"context"
 	"fmt"
-	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
@@ -205,14 +204,15 @@ func (h *handler) SubmitTasks(_ context.Context, req *jobplanev1.SubmitTasksRequ
 }
 
 // followLocked admits a call from the job's JobMaster of token: refused
-// as stale if the job has a newer one, else recorded as contact with it
-// (a newer token becomes the job's). te.mu must be held.
+// as stale if the job has a newer one (a newer token becomes the job's),
+// and taken only once the job's tasks stopped if its deadline passed
+// (admitLocked). te.mu must be held.
 func (te *TaskExecutor) followLocked(jobID string, token hastore.Token) error {
 	current, ok := te.adoptLocked(jobID, token, "")
 	if !ok {
 		return staleJob(jobID, current)
 	}
-	te.touchLocked(jobID, token, time.Now())
+	te.admitLocked(jobID, token)
 	return nil
 }
 
@@ -333,7 +333,7 @@ func (h *handler) Heartbeat(_ context.Context, req *jobplanev1.TaskExecutorServi
 		if !ok {
 			return nil, staleJob(req.GetJobId(), current)
 		}
-		te.touchLocked(req.GetJobId(), token, time.Now())
+		te.admitLocked(req.GetJobId(), token)
 	}
 	resp := &jobplanev1.TaskExecutorServiceHeartbeatResponse{TaskExecutorId: te.cfg.ID, SlotReport: te.slotReportLocked()}
 	if req.GetJobId() != "" {

@@ -92,8 +92,9 @@ type TaskExecutor struct {
 	slots []*slot
 	// jobs are the jobs this TaskExecutor knows, with their JobMasters'
 	// tokens; holding are those holding a slot here, the only ones the
-	// watchdog looks at; idle lists, oldest first, jobs that stopped
-	// holding any, which are forgotten idleJobMemory later (see forget).
+	// watchdog looks at; idle lists, oldest first, jobs that hold none
+	// (since they stopped, or since they became known), which are
+	// forgotten idleJobMemory later (see forgetLocked).
 	jobs    map[string]*job
 	holding map[string]*job
 	idle    []idleJob
@@ -151,6 +152,9 @@ type job struct {
 	// heard this TaskExecutor no earlier, so a deployment that comes
 	// before the offer's answer counts the first deadline from then.
 	offered time.Time
+	// provisional says timeout is an older JobMaster's, kept until the
+	// current one's is learnt.
+	provisional bool
 	// held is the number of slots allocated to the job here, and
 	// idleSince when it last fell to zero.
 	held      int
@@ -265,8 +269,10 @@ func (te *TaskExecutor) slotReportLocked() *jobplanev1.SlotReport {
 func (te *TaskExecutor) adoptLocked(jobID string, t hastore.Token, address string) (current hastore.Token, ok bool) {
 	j := te.jobs[jobID]
 	if j == nil {
-		j = &job{}
+		// Holding nothing yet: forgotten in time unless it comes to.
+		j = &job{idleSince: time.Now()}
 		te.jobs[jobID] = j
+		te.idle = append(te.idle, idleJob{jobID, j.idleSince})
 	}
 	switch {
 	case t.Epoch < j.token.Epoch:
@@ -306,9 +312,10 @@ func (te *TaskExecutor) adoptLocked(jobID string, t hastore.Token, address strin
 				})
 			}
 		}
-		// The older JobMaster's timeout and offers are not the newer
-		// one's: they are learnt again (registration, deployment).
-		j.token, j.contact, j.leaseUntil, j.timeout, j.offered = t, time.Now(), time.Time{}, 0, time.Time{}
+		// The older JobMaster's timeout bounds the slots the job holds
+		// until the newer one's is learnt (registration, offer answer or
+		// deployment), which replaces it.
+		j.token, j.contact, j.leaseUntil, j.offered, j.provisional = t, time.Now(), time.Time{}, time.Time{}, j.timeout > 0
 	}
 	if address != "" {
 		j.address = address

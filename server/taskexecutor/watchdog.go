@@ -68,12 +68,20 @@ func (te *TaskExecutor) followDeploymentLocked(jobID string, token hastore.Token
 		return staleJob(jobID, current)
 	}
 	j := te.jobs[jobID]
-	if j.timeout <= 0 && timeout > 0 && j.held > 0 {
+	switch {
+	case timeout <= 0 || j.held == 0:
 		// (A job holding nothing here gets no deadline: the deployment
 		// finds no slot.)
+	case j.timeout <= 0:
 		te.registeredLocked(jobID, token, j.offered, 0, timeout)
+	case j.provisional:
+		j.timeout, j.provisional = timeout, false
+		select {
+		case te.wake <- struct{}{}:
+		default:
+		}
 	}
-	te.touchLocked(jobID, token, time.Now())
+	te.admitLocked(jobID, token)
 	return nil
 }
 
@@ -91,20 +99,38 @@ func (te *TaskExecutor) registeredLocked(jobID string, token hastore.Token, sent
 		return
 	}
 	if j.timeout > 0 {
-		j.timeout = timeout
+		j.timeout, j.provisional = timeout, false
 		te.touchLocked(jobID, token, sent)
+		select {
+		case te.wake <- struct{}{}: // the deadline may come sooner
+		default:
+		}
 		return
 	}
 	// The first deadline for what the job holds here now: it counts from
-	// this contact, whatever came before, and may come before the one the
-	// watchdog waits for.
-	j.timeout = timeout
+	// the later of this contact and any before, and may come before the
+	// one the watchdog waits for.
+	j.timeout, j.provisional = timeout, false
 	if sent.After(j.contact) {
 		j.contact = sent
 	}
 	select {
 	case te.wake <- struct{}{}:
 	default:
+	}
+}
+
+// admitLocked checks, for a call from the job's JobMaster of token, that
+// the job's deadline has not passed; if it has, the job's tasks stop
+// first (the JobMaster may have given them up). The call itself is not
+// contact: the JobMaster counts only what it hears from this
+// TaskExecutor, so only answers to this TaskExecutor's own calls move the
+// deadline (touchLocked, from when they were sent). te.mu must be held.
+func (te *TaskExecutor) admitLocked(jobID string, token hastore.Token) {
+	if j := te.jobs[jobID]; j != nil && j.token == token {
+		if d := te.deadlineLocked(j); !d.IsZero() && !time.Now().Before(d) {
+			te.expireLocked(jobID, j)
+		}
 	}
 }
 
@@ -138,7 +164,7 @@ func (te *TaskExecutor) expireLocked(jobID string, j *job) {
 	}
 	// Nothing of the job is held here any more; a new offer registers
 	// again and sets the timeout anew.
-	j.timeout, j.offered = 0, time.Time{}
+	j.timeout, j.offered, j.provisional = 0, time.Time{}, false
 	if freed > 0 {
 		te.log.Warn("JobMaster silent past its heartbeat timeout; canceled the job's tasks and freed its slots",
 			"job", jobID, "token", j.token, "silent_for", time.Since(j.contact).Round(time.Millisecond), "slots", freed)
@@ -183,10 +209,12 @@ func (te *TaskExecutor) watchdog(ctx context.Context) {
 }
 
 // idleJobMemory is how long a TaskExecutor remembers a job that holds
-// nothing here any more: its JobMaster's token, against which older
-// tokens are refused. A job that holds nothing has nothing to protect
-// (a deployment needs a slot allocated to the job, which brings the
-// current token again), so the memory is bounded, not kept for ever:
+// nothing here: its JobMaster's token, against which older tokens are
+// refused. Past it, a call under an older token finds no record and
+// nothing of the job to act on, and a slot request brings whatever token
+// the ResourceManager took from the JobMaster's registration; a deposed
+// JobMaster acts only while its lease lasts (far shorter), so safety does
+// not rest on this memory, and it is bounded rather than kept for ever:
 // a TaskExecutor's cost does not grow with the jobs it ever ran.
 const idleJobMemory = time.Minute
 
@@ -210,7 +238,7 @@ func (te *TaskExecutor) holdLocked(jobID string) {
 		// while the job held nothing (an answer that came late) would
 		// count from contact that predates this slot.
 		te.holding[jobID] = j
-		j.idleSince, j.timeout, j.offered = time.Time{}, 0, time.Time{}
+		j.idleSince, j.timeout, j.offered, j.provisional = time.Time{}, 0, time.Time{}, false
 		select {
 		case te.wake <- struct{}{}:
 		default:
@@ -232,7 +260,7 @@ func (te *TaskExecutor) unholdLocked(jobID string) {
 		return
 	}
 	delete(te.holding, jobID)
-	j.timeout, j.offered = 0, time.Time{}
+	j.timeout, j.offered, j.provisional = 0, time.Time{}, false
 	j.idleSince = time.Now()
 	te.idle = append(te.idle, idleJob{jobID, j.idleSince})
 }

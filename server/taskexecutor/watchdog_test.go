@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,9 +12,11 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
@@ -30,6 +33,15 @@ type jobMaster struct {
 	jobplanev1connect.UnimplementedJobMasterServiceHandler
 	timeout time.Duration
 	offers  offerAnswer
+	// answering says whether the TaskExecutor's heartbeats get through.
+	answering atomic.Bool
+}
+
+func (j *jobMaster) HeartbeatFromTaskExecutor(context.Context, *jobplanev1.HeartbeatFromTaskExecutorRequest) (*jobplanev1.HeartbeatFromTaskExecutorResponse, error) {
+	if !j.answering.Load() {
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("not getting through"))
+	}
+	return &jobplanev1.HeartbeatFromTaskExecutorResponse{}, nil
 }
 
 // offerAnswer is how a test JobMaster answers OfferSlots.
@@ -98,8 +110,10 @@ func (b *syncBuffer) records(t *testing.T) []taskexecutor.AttemptRecord {
 
 // A TaskExecutor that stops hearing from a job's JobMaster stops the job's
 // tasks and frees its slots by the JobMaster's heartbeat timeout, so that
-// the JobMaster may deploy them elsewhere; while it hears from it (a
-// probe, say), the tasks run on. It knows the timeout from the offer's
+// the JobMaster may deploy them elsewhere; while its own calls get
+// through (the per-pair heartbeat), the tasks run on. Calls from the
+// JobMaster (probes) do not keep them running: the JobMaster counts only
+// what it hears from the TaskExecutor. It knows the timeout from the offer's
 // answer, from a separate registration, or from the deployment itself,
 // which can come before the offer's answer.
 func TestTasksStopWhenTheJobMasterFallsSilent(t *testing.T) {
@@ -114,10 +128,15 @@ func testTasksStopWhenSilent(t *testing.T, offers offerAnswer) {
 	const timeout = 600 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	jm, client, log := startWithJobMaster(t, &jobMaster{timeout: timeout, offers: offers})
+	fake := &jobMaster{timeout: timeout, offers: offers}
+	jm, client, log := startWithJobMaster(t, fake)
 
 	slotFree := func() bool { return slotFree(ctx, t, client) }
-	for i, probing := range []bool{true, false} {
+	heardFirst := []bool{true, false}
+	if offers == offerUnanswered {
+		heardFirst = []bool{false, false} // its heartbeat interval is never learnt
+	}
+	for i, heard := range heardFirst {
 		alloc := []string{"a", "b"}[i]
 		if _, err := client.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
 			ResourceManagerToken: token(1), AllocationId: alloc, JobId: "j", JobMasterAddress: jm, JobMasterToken: token(1),
@@ -147,22 +166,32 @@ func testTasksStopWhenSilent(t *testing.T, offers offerAnswer) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		if probing {
-			// Probes every 100ms for three timeouts keep the task running.
-			var probed time.Time
+		probe := func() {
+			if _, err := client.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{JobId: "j", Token: token(1)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		early := timeout - 200*time.Millisecond
+		if heard {
+			// Heartbeats that get through keep the task running for three
+			// timeouts.
+			fake.answering.Store(true)
 			for end := time.Now().Add(3 * timeout); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-				probed = time.Now()
-				if _, err := client.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{JobId: "j", Token: token(1)}); err != nil {
-					t.Fatal(err)
-				}
+				probe()
 			}
 			if slotFree() {
-				t.Fatal("the task of a JobMaster that probes was stopped")
+				t.Fatal("the task of a JobMaster that hears the TaskExecutor was stopped")
 			}
-			// Then silence, counted from the last probe.
-			submitted = probed
+			// Then they no longer get through: the JobMaster's probes
+			// (calls to the TaskExecutor) go on, but the JobMaster counts
+			// only what it hears, and so does the TaskExecutor. The last
+			// heartbeat that got through was sent up to an interval
+			// (timeout/5) earlier.
+			fake.answering.Store(false)
+			submitted, early = time.Now(), timeout-timeout/5-200*time.Millisecond
 		}
 		for !slotFree() {
+			probe()
 			if time.Since(submitted) > timeout+5*time.Second {
 				t.Fatalf("attempt %d: the slot of a silent JobMaster's job still held %v after the last contact", i, time.Since(submitted))
 			}
@@ -180,7 +209,7 @@ func testTasksStopWhenSilent(t *testing.T, offers offerAnswer) {
 		if stopped == nil || stopped.State != "EXECUTION_STATE_CANCELED" {
 			t.Fatalf("attempt %d: stop record %+v, want CANCELED", i, stopped)
 		}
-		if freed < timeout-200*time.Millisecond || freed > timeout+time.Second {
+		if freed < early || freed > timeout+time.Second {
 			t.Errorf("attempt %d: slot freed %v after the last contact, want about the timeout %v less the cancel grace", i, freed, timeout)
 		}
 	}

@@ -58,8 +58,8 @@ func (jm *JobMaster) stopMargin() time.Duration {
 
 // registerExecutor registers (or refreshes) a TaskExecutor. One that comes
 // back after it was lost is told to cancel and free what it may still
-// hold for the job.
-func (jm *JobMaster) registerExecutor(id, address string) {
+// hold for the job; the allocations it is told to free are returned.
+func (jm *JobMaster) registerExecutor(id, address string) (freeing []string) {
 	client := jm.cfg.Router.registered(id, address, jm.cfg.JobID, jm.cfg.Token)
 	e := jm.executors[id]
 	if e == nil || e.address != address {
@@ -72,7 +72,9 @@ func (jm *JobMaster) registerExecutor(id, address string) {
 		jm.log.Info("a lost TaskExecutor is back; canceling what it may still run for the job", "task_executor", id,
 			"attempts", len(g.cancels), "slots", len(g.frees))
 		jm.cleanUp(e, g.cancels, g.frees)
+		return g.frees
 	}
+	return nil
 }
 
 // cleanUp tells a TaskExecutor, best effort, to cancel attempts and free

@@ -3,6 +3,7 @@ package jobmaster
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -47,16 +48,20 @@ func (r *Router) OfferSlots(ctx context.Context, req *jobplanev1.OfferSlotsReque
 	var refused error
 	r.heard(req.GetTaskExecutorId())
 	if err := jm.do(ctx, func() {
+		var freeing []string
 		switch {
 		case req.GetAddress() != "":
 			// Registered by offering, as RegisterTaskExecutor would.
-			jm.registerExecutor(req.GetTaskExecutorId(), req.GetAddress())
+			freeing = jm.registerExecutor(req.GetTaskExecutorId(), req.GetAddress())
 		case jm.executors[req.GetTaskExecutorId()] == nil:
 			refused = notRegistered(req.GetJobId(), req.GetTaskExecutorId())
 			return
 		}
 		needed := jm.neededLocked()
 		for _, o := range req.GetOffers() {
+			if slices.Contains(freeing, o.GetAllocationId()) {
+				continue // given up while the TaskExecutor was lost, and being freed
+			}
 			if s := jm.slots[o.GetAllocationId()]; s != nil {
 				resp.Accepted = append(resp.Accepted, o)
 				continue
