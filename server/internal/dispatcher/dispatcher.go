@@ -30,7 +30,10 @@ import (
 
 // JobRunner runs one job; runner.Runner is the implementation.
 type JobRunner interface {
-	Run(ctx context.Context) (jobmaster.Result, error)
+	// Start runs the job until it has a result or ctx ends, and then
+	// calls done, on a goroutine of its own; it keeps no goroutine while
+	// the job merely waits.
+	Start(ctx context.Context, done func(jobmaster.Result, error))
 	Cancel(ctx context.Context) jobplanev1.JobStatus
 	JobMaster() *jobmaster.JobMaster
 }
@@ -400,9 +403,8 @@ func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *jobplanev1.Execut
 		})
 	}
 	ld.wg.Add(1)
-	go func() {
+	r.Start(ld.ctx, func(res jobmaster.Result, err error) {
 		defer ld.wg.Done()
-		res, err := r.Run(ld.ctx)
 		if errors.Is(err, runner.ErrJobMasterInit) {
 			// As Flink does: a job that cannot be recovered here is left
 			// to another leader.
@@ -423,7 +425,7 @@ func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *jobplanev1.Execut
 			return
 		}
 		d.finish(ld, j, res)
-	}()
+	})
 	return nil
 }
 

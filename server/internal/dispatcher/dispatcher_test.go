@@ -24,7 +24,11 @@ import (
 // its JobMaster.
 type stuckRunner struct{ recovered bool }
 
-func (r *stuckRunner) Run(ctx context.Context) (jobmaster.Result, error) {
+func (r *stuckRunner) Start(ctx context.Context, done func(jobmaster.Result, error)) {
+	go func() { done(r.run(ctx)) }()
+}
+
+func (r *stuckRunner) run(ctx context.Context) (jobmaster.Result, error) {
 	if r.recovered {
 		return jobmaster.Result{Status: jobstatus.Suspended}, fmt.Errorf("%w: no JobMaster", runner.ErrJobMasterInit)
 	}
@@ -111,7 +115,11 @@ type scriptedRunner struct {
 	end      chan jobplanev1.JobStatus
 }
 
-func (r *scriptedRunner) Run(ctx context.Context) (jobmaster.Result, error) {
+func (r *scriptedRunner) Start(ctx context.Context, done func(jobmaster.Result, error)) {
+	go func() { done(r.run(ctx)) }()
+}
+
+func (r *scriptedRunner) run(ctx context.Context) (jobmaster.Result, error) {
 	select {
 	case st := <-r.end:
 		return jobmaster.Result{Status: st}, nil

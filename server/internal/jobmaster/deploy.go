@@ -146,7 +146,7 @@ func (jm *JobMaster) submit(evs []int32) {
 		client := e.client // read here: a registration replaces it on this goroutine
 		jm.goRPC(func(ctx context.Context) {
 			if !jm.valid() {
-				return // not certainly the leader any more; Run suspends the job
+				return // not certainly the leader any more; the JobMaster suspends the job
 			}
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()

@@ -79,7 +79,7 @@ func (jm *JobMaster) registerExecutor(id, address string) (freeing []string) {
 
 // cleanUp tells a TaskExecutor, best effort, to cancel attempts and free
 // allocations that the JobMaster gave up. The calls are not cut off when
-// Run stops: nothing else would make them. An allocation whose FreeSlot
+// the JobMaster stops: nothing else would make them. An allocation whose FreeSlot
 // fails stays among the dropped ones, and the TaskExecutor is asked to
 // report the job complete, so that it is freed again while it is held.
 func (jm *JobMaster) cleanUp(e *executorRef, cancels []*jobplanev1.ExecutionAttemptId, frees []string) {

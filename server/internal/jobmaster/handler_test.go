@@ -29,7 +29,7 @@ func TestOfferFromALostTaskExecutorSkipsSlotsBeingFreed(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); jm.Run(ctx) }()
+	jm.Start(ctx, func(Result) { close(done) })
 	t.Cleanup(func() { cancel(); <-done })
 	r.Add("j", jm)
 	if err := jm.do(ctx, func() { jm.gone["te-1"] = &gone{frees: []string{"given-up"}} }); err != nil {

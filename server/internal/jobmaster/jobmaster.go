@@ -94,16 +94,26 @@ func (realClock) Now() time.Time { return time.Now() }
 
 func (realClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 
-// JobMaster runs one job under one fencing token. Create it with New, Run
+// JobMaster runs one job under one fencing token. Create it with New, Start
 // it, and route its job's JobMasterService calls to Handle.
 type JobMaster struct {
-	cfg    Config
-	log    *slog.Logger
-	clock  Clock
-	events chan func()
-	done   chan struct{}
+	cfg   Config
+	log   *slog.Logger
+	clock Clock
+	// The JobMaster's events (calls, reports, deadlines) wait in queue
+	// and are handled one at a time, in order, by whichever goroutine
+	// drains it; draining is set while one does. No goroutine is kept
+	// while nothing happens: a job waiting for slots holds none.
+	mu       sync.Mutex
+	queue    []func()
+	draining bool
+	stopped  bool
+	done     chan struct{} // closed once stopped
+	runCtx   context.Context
+	onExit   func(Result)
+	stopWake func()
 
-	// Owned by Run's goroutine.
+	// Owned by the draining goroutine.
 	status     jobplanev1.JobStatus
 	statusTime time.Time
 	failure    *jobplanev1.FailureInfo   // the most recent failure
@@ -133,9 +143,10 @@ type JobMaster struct {
 	rmRegistered   bool        // the ResourceManager took the registration
 	retryDeclare   func() bool // stops a pending retry; nil if none
 	declareBackoff time.Duration
-	// rpcCtx bounds the JobMaster's own calls; it ends when Run stops (or
-	// Run's context ends), and rpcs tracks those calls so none outlives
-	// Run. It is made by New: other goroutines read it before Run starts.
+	// rpcCtx bounds the JobMaster's own calls; it ends when the JobMaster
+	// stops (or Start's context ends), and rpcs tracks those calls so none
+	// outlives it. It is made by New: other goroutines read it before
+	// Start.
 	rpcCtx   context.Context
 	stopRPCs context.CancelFunc
 	rpcs     sync.WaitGroup
@@ -157,7 +168,7 @@ type slotRef struct {
 	ev           int32 // the execution vertex using the slot, or -1
 }
 
-// New returns a JobMaster for cfg; nothing runs until Run.
+// New returns a JobMaster for cfg; nothing runs until Start.
 func New(cfg Config) (*JobMaster, error) {
 	switch {
 	case cfg.JobID == "" || cfg.Graph == nil || cfg.Token.IsZero() || cfg.Address == "":
@@ -194,7 +205,6 @@ func New(cfg Config) (*JobMaster, error) {
 		cfg:        cfg,
 		log:        cfg.Logger.With("job", cfg.JobID, "token", cfg.Token),
 		clock:      cfg.Clock,
-		events:     make(chan func(), 64),
 		done:       make(chan struct{}),
 		status:     jobplanev1.JobStatus_JOB_STATUS_CREATED,
 		restart:    restartPolicy{strategy: cfg.Graph.GetConfig().GetRestartStrategy()},
@@ -231,12 +241,8 @@ func (jm *JobMaster) valid() bool { return jm.cfg.Valid == nil || jm.cfg.Valid()
 // NOT_LEADER once the JobMaster has stopped.
 func (jm *JobMaster) do(ctx context.Context, f func()) error {
 	ran := make(chan struct{})
-	select {
-	case jm.events <- func() { f(); close(ran) }:
-	case <-jm.done:
+	if !jm.push(func() { f(); close(ran) }) {
 		return apierror.NotLeader(hastore.JobElection(jm.cfg.JobID), "")
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 	select {
 	case <-ran:
@@ -249,13 +255,32 @@ func (jm *JobMaster) do(ctx context.Context, f func()) error {
 }
 
 // post queues f for the JobMaster's goroutine without waiting; it is
-// dropped once the JobMaster has stopped.
+// dropped once the JobMaster has stopped, or its calls were cut off.
 func (jm *JobMaster) post(f func()) {
-	select {
-	case jm.events <- f:
-	case <-jm.done:
-	case <-jm.rpcCtx.Done():
+	if jm.rpcCtx.Err() != nil {
+		return
 	}
+	jm.push(f)
+}
+
+// push queues f and, unless a goroutine drains the queue already,
+// starts one; it reports false once the JobMaster has stopped.
+func (jm *JobMaster) push(f func()) bool {
+	jm.mu.Lock()
+	if jm.stopped {
+		jm.mu.Unlock()
+		return false
+	}
+	jm.queue = append(jm.queue, f)
+	start := !jm.draining && jm.runCtx != nil
+	if start {
+		jm.draining = true
+	}
+	jm.mu.Unlock()
+	if start {
+		go jm.drain()
+	}
+	return true
 }
 
 // Cancel asks the job to cancel; it returns the status right after.
@@ -287,22 +312,35 @@ func (jm *JobMaster) Details(ctx context.Context, full bool, page Page) (*jobpla
 	return d, next, err
 }
 
-// Run runs the job until it is globally terminal, returning its result, or
-// until ctx ends (the leadership is lost), returning SUSPENDED after
-// canceling its attempts and freeing its slots.
-func (jm *JobMaster) Run(ctx context.Context) Result {
-	defer close(jm.done)
-	// Calls still in flight when Run stops are cut off and waited for, so
-	// that no late declaration or deployment acts for this JobMaster.
-	defer jm.rpcs.Wait()
-	defer jm.stopRPCs()
-	defer context.AfterFunc(ctx, jm.stopRPCs)()
+// Start runs the job until it is globally terminal, passing its result to
+// onExit, or until ctx ends (the leadership is lost), passing SUSPENDED
+// after canceling its attempts and freeing its slots. It returns once the
+// JobMaster has nothing left to do for now; onExit is called on the
+// goroutine that ends the JobMaster. Between events no goroutine is kept: each
+// event (a call, a report, a deadline, the end of ctx) is handled by a
+// goroutine started for it, which returns once the queue is empty.
+func (jm *JobMaster) Start(ctx context.Context, onExit func(Result)) {
+	jm.mu.Lock()
+	jm.runCtx, jm.onExit, jm.draining = ctx, onExit, true
+	jm.mu.Unlock()
+	// Calls still in flight when the JobMaster stops are cut off and
+	// waited for (finish), so that no late declaration or deployment acts
+	// for it. The end of ctx wakes it.
+	stopRPCs := context.AfterFunc(ctx, jm.stopRPCs)
+	stopWake := context.AfterFunc(ctx, func() { jm.push(func() {}) })
+	jm.stopWake = func() { stopRPCs(); stopWake() }
 	jm.setStatus(jobstatus.Running)
 	jm.enqueue(jm.graph.Release()...)
 	jm.declare()
-	// Nothing here wakes on its own: every event is a call, a report, or
-	// a deadline of something pending (a restart delay, a region's wait
-	// for slots, a declaration to retry).
+	jm.drain()
+}
+
+// drain handles queued events until none is left, or the JobMaster stops.
+// Nothing here wakes on its own: every event is a call, a report, or a
+// deadline of something pending (a restart delay, a region's wait for
+// slots, a declaration to retry).
+func (jm *JobMaster) drain() {
+	ctx := jm.runCtx
 	for {
 		if jobstatus.IsGloballyTerminal(jm.status) {
 			jm.stopRPCs()
@@ -313,31 +351,51 @@ func (jm *JobMaster) Run(ctx context.Context) Result {
 			if jm.status == jobstatus.Failed {
 				res.Failure = jm.failure
 			}
-			return res
+			jm.finish(res)
+			return
 		}
-		if !jm.valid() {
-			// The lease may have expired while this process stood still:
-			// stop as if the leadership had ended (it ends shortly).
-			jm.log.Warn("leadership no longer certain; suspending")
-			jm.stopRPCs()
-			jm.rpcs.Wait()
-			jm.suspend()
-			return Result{Status: jobstatus.Suspended, Restarts: jm.restart.used}
-		}
-		select {
-		case <-ctx.Done():
-			jm.stopRPCs()
-			jm.rpcs.Wait()
-			jm.suspend()
-			return Result{Status: jobstatus.Suspended, Restarts: jm.restart.used}
-		case f := <-jm.events:
-			if ctx.Err() != nil || !jm.valid() {
-				continue // the leadership ended: act no more
+		if !jm.valid() || ctx.Err() != nil {
+			if ctx.Err() == nil {
+				// The lease may have expired while this process stood
+				// still: stop as if the leadership had ended (it ends
+				// shortly).
+				jm.log.Warn("leadership no longer certain; suspending")
 			}
-			f()
-			jm.declare()
+			jm.stopRPCs()
+			jm.rpcs.Wait()
+			jm.suspend()
+			jm.finish(Result{Status: jobstatus.Suspended, Restarts: jm.restart.used})
+			return
 		}
+		jm.mu.Lock()
+		if len(jm.queue) == 0 {
+			jm.queue, jm.draining = nil, false
+			jm.mu.Unlock()
+			return
+		}
+		f := jm.queue[0]
+		jm.queue[0] = nil
+		jm.queue = jm.queue[1:]
+		jm.mu.Unlock()
+		if ctx.Err() != nil || !jm.valid() {
+			continue // the leadership ended: act no more
+		}
+		f()
+		jm.declare()
 	}
+}
+
+// finish stops the JobMaster: no event is taken any more, calls in flight
+// were cut off and waited for, and onExit gets the result.
+func (jm *JobMaster) finish(res Result) {
+	jm.stopWake()
+	jm.stopRPCs()
+	jm.rpcs.Wait()
+	jm.mu.Lock()
+	jm.stopped, jm.queue = true, nil
+	jm.mu.Unlock()
+	close(jm.done)
+	jm.onExit(res)
 }
 
 // declare tells the ResourceManager how many slots the job needs, when
@@ -381,7 +439,7 @@ func (jm *JobMaster) declare() {
 }
 
 // goRPC runs a call on its own goroutine under the JobMaster's RPC
-// context, which Run cuts off and waits for when it stops.
+// context, which is cut off and waited for when the JobMaster stops.
 func (jm *JobMaster) goRPC(f func(ctx context.Context)) {
 	jm.rpcs.Add(1)
 	go func() {

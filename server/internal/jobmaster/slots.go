@@ -80,7 +80,7 @@ func (jm *JobMaster) trimSlots() {
 	for _, id := range order {
 		client, aids := jm.executors[id].client, idle[id]
 		jm.goRPC(func(ctx context.Context) {
-			// Not cut off when Run stops: the slots are no longer listed
+			// Not cut off when the JobMaster stops: the slots are no longer listed
 			// for release, so this call is the only one to free them.
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()

@@ -1,7 +1,8 @@
 // Package runner is the JobManagerRunner: one per job, it campaigns in the
 // job's election "job/<id>" and, for each grant, runs a JobMaster whose
 // fencing token is that grant's. Leadership changes are handled one at a
-// time, in order, on the runner's goroutine.
+// time, in order; while a JobMaster runs the job, the runner keeps no
+// goroutine (the JobMaster's end continues it).
 package runner
 
 import (
@@ -39,7 +40,7 @@ type Config struct {
 	// Recovered says the job was recovered by a new Dispatcher leader
 	// rather than just submitted. If its JobMaster cannot be created, a
 	// submitted job fails, while a recovered one is left to the next
-	// leader: Run returns ErrJobMasterInit, and the Dispatcher steps down.
+	// leader: Start passes ErrJobMasterInit, and the Dispatcher steps down.
 	Recovered bool
 	// Granted, if set, is the job's leadership, granted by the write that
 	// persisted its plan (hastore.PlanCandidacy): the runner's first term,
@@ -100,13 +101,20 @@ func (r *Runner) JobMaster() *jobmaster.JobMaster {
 	return r.current
 }
 
-// Run runs the job until it has a result, which it returns, or until ctx
-// ends, returning SUSPENDED. A JobMaster whose leadership ended is stopped
-// and its outcome ignored; the next grant gets a new JobMaster.
-func (r *Runner) Run(ctx context.Context) (jobmaster.Result, error) {
+// Start runs the job until it has a result, which it passes to done, or
+// until ctx ends, passing SUSPENDED. A JobMaster whose leadership ended is
+// stopped and its outcome ignored; the next grant gets a new JobMaster.
+// While a JobMaster runs the job, no goroutine of the runner's waits for
+// it: the JobMaster's end continues the runner (see JobMaster.Start).
+func (r *Runner) Start(ctx context.Context, done func(jobmaster.Result, error)) {
+	go r.loop(ctx, r.cfg.Granted, 50*time.Millisecond, done)
+}
+
+// loop campaigns and leads, term after term, until the job has a result or
+// ctx ends; it returns early once a JobMaster runs the term, which calls
+// afterTerm when it ends.
+func (r *Runner) loop(ctx context.Context, granted *hastore.Leadership, backoff time.Duration, done func(jobmaster.Result, error)) {
 	election := hastore.JobElection(r.cfg.JobID)
-	backoff := 50 * time.Millisecond
-	granted := r.cfg.Granted
 	for {
 		var (
 			l   *hastore.Leadership
@@ -127,9 +135,11 @@ func (r *Runner) Run(ctx context.Context) (jobmaster.Result, error) {
 			if l != nil {
 				r.resign(ctx, l) // granted as the run was called off
 			}
-			return jobmaster.Result{Status: jobstatus.Suspended}, nil
+			done(jobmaster.Result{Status: jobstatus.Suspended}, nil)
+			return
 		case errors.Is(err, hastore.ErrSessionNotFound):
-			return jobmaster.Result{Status: jobstatus.Suspended}, fmt.Errorf("runner: %w", err)
+			done(jobmaster.Result{Status: jobstatus.Suspended}, fmt.Errorf("runner: %w", err))
+			return
 		case err != nil:
 			r.log.Warn("campaign failed; retrying", "err", err)
 			select {
@@ -139,32 +149,58 @@ func (r *Runner) Run(ctx context.Context) (jobmaster.Result, error) {
 			}
 			continue
 		}
-		res, done, initErr := r.lead(ctx, l, fresh)
-		lost := l.Context().Err() != nil || !l.Valid()
-		if initErr != nil && r.cfg.Recovered {
-			r.resign(ctx, l)
-			return jobmaster.Result{Status: jobstatus.Suspended}, fmt.Errorf("%w: %v", ErrJobMasterInit, initErr)
+		termBackoff := backoff
+		started, res, finished, initErr := r.lead(ctx, l, fresh, func(res jobmaster.Result, finished bool, initErr error) {
+			// The JobMaster ended the term: the runner goes on from here,
+			// on the JobMaster's last goroutine.
+			if next, again := r.afterTerm(ctx, l, res, finished, initErr, termBackoff, done); again {
+				r.loop(ctx, nil, next, done)
+			}
+		})
+		if started {
+			return
 		}
-		// Whatever ended this term, give the leadership back if it is still
-		// held, so the next campaign (here or in another process) can win.
-		r.resign(ctx, l)
-		switch {
-		case done:
-			return res, nil
-		case ctx.Err() != nil:
-			return jobmaster.Result{Status: jobstatus.Suspended}, nil
-		case lost:
-			r.log.Info("job leadership lost; campaigning again", "token", l.Token())
-			backoff = 50 * time.Millisecond
-			continue
+		next, again := r.afterTerm(ctx, l, res, finished, initErr, backoff, done)
+		if !again {
+			return
 		}
-		// The term ended on an error of ours: pause before the next one.
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-			backoff = min(2*backoff, 2*time.Second)
-		}
+		backoff = next
 	}
+}
+
+// afterTerm ends a term: the leadership is given back if still held, and
+// the runner either passes on the job's result to done, or is to go on
+// with the next term (again), with backoff as the pause before the
+// campaign after the next failed one. A term that ended on an error of
+// the runner's own is followed by a pause here.
+func (r *Runner) afterTerm(ctx context.Context, l *hastore.Leadership, res jobmaster.Result, finished bool, initErr error, backoff time.Duration, done func(jobmaster.Result, error)) (next time.Duration, again bool) {
+	lost := l.Context().Err() != nil || !l.Valid()
+	if initErr != nil && r.cfg.Recovered {
+		r.resign(ctx, l)
+		done(jobmaster.Result{Status: jobstatus.Suspended}, fmt.Errorf("%w: %v", ErrJobMasterInit, initErr))
+		return 0, false
+	}
+	// Whatever ended this term, give the leadership back if it is still
+	// held, so the next campaign (here or in another process) can win.
+	r.resign(ctx, l)
+	switch {
+	case finished:
+		done(res, nil)
+		return 0, false
+	case ctx.Err() != nil:
+		done(jobmaster.Result{Status: jobstatus.Suspended}, nil)
+		return 0, false
+	case lost:
+		r.log.Info("job leadership lost; campaigning again", "token", l.Token())
+		return 50 * time.Millisecond, true
+	}
+	// The term ended on an error of ours: pause before the next one.
+	select {
+	case <-ctx.Done():
+	case <-time.After(backoff):
+		backoff = min(2*backoff, 2*time.Second)
+	}
+	return backoff, true
 }
 
 // resign ends a leadership that is still held, within a bound.
@@ -181,58 +217,66 @@ func (r *Runner) resign(ctx context.Context, l *hastore.Leadership) {
 	}
 }
 
-// lead runs the job under one grant; done reports a result to keep, and
-// initErr a JobMaster that could not be created. fresh says the grant came
-// with the plan's write, which found no result.
-func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool) (res jobmaster.Result, done bool, initErr error) {
+// lead runs the job under one grant: finished reports a result to keep,
+// and initErr a JobMaster that could not be created. fresh says the grant
+// came with the plan's write, which found no result. If a JobMaster runs
+// the term, lead reports started, and end gets the term's outcome when the
+// JobMaster stops, on its goroutine; otherwise lead returns the outcome.
+func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, end func(res jobmaster.Result, finished bool, initErr error)) (started bool, _ jobmaster.Result, finished bool, initErr error) {
 	lctx, stop := context.WithCancel(l.Context())
-	defer stop()
-	defer context.AfterFunc(ctx, stop)()
+	stopOnEnd := context.AfterFunc(ctx, stop)
+	closeTerm := func() {
+		stopOnEnd()
+		stop()
+	}
 
 	// A job that already has a result never runs again.
 	if fresh {
 		// Checked by the write that granted the leadership.
 	} else if entry, err := r.cfg.Store.GetJobResultEntry(lctx, r.cfg.JobID); err == nil {
 		res := entry.GetResult()
-		return jobmaster.Result{Status: res.GetStatus(), Failure: res.GetFailure(), Restarts: int(res.GetRestarts()), Exceptions: res.GetExceptionHistory()}, true, nil
+		closeTerm()
+		return false, jobmaster.Result{Status: res.GetStatus(), Failure: res.GetFailure(), Restarts: int(res.GetRestarts()), Exceptions: res.GetExceptionHistory()}, true, nil
 	} else if !errors.Is(err, hastore.ErrResultNotFound) {
 		r.log.Warn("reading the job's result failed", "err", err)
-		return jobmaster.Result{}, false, nil
+		closeTerm()
+		return false, jobmaster.Result{}, false, nil
 	}
 	r.mu.Lock()
 	canceled := r.canceling
 	r.mu.Unlock()
 	if canceled {
-		return jobmaster.Result{Status: jobstatus.Canceled}, true, nil
+		closeTerm()
+		return false, jobmaster.Result{Status: jobstatus.Canceled}, true, nil
 	}
 
 	jm, err := r.cfg.NewJobMaster(l)
 	if err != nil {
 		r.log.Error("creating the JobMaster failed", "err", err)
 		failure := &jobplanev1.FailureInfo{Message: "JobMaster initialization failed: " + err.Error(), Time: timestamppb.Now()}
-		return jobmaster.Result{Status: jobstatus.Failed, Failure: failure, Exceptions: []*jobplanev1.FailureInfo{failure}}, true, err
+		closeTerm()
+		return false, jobmaster.Result{Status: jobstatus.Failed, Failure: failure, Exceptions: []*jobplanev1.FailureInfo{failure}}, true, err
 	}
 	r.cfg.Router.Add(r.cfg.JobID, jm)
-	defer r.cfg.Router.Remove(r.cfg.JobID, jm)
 	r.mu.Lock()
 	r.current = jm
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.current = nil
-		r.mu.Unlock()
-	}()
-	r.mu.Lock()
 	if r.canceling {
 		go jm.Cancel(lctx)
 	}
 	r.mu.Unlock()
-	// The JobMaster runs on the runner's goroutine: a job costs one.
-	res = jm.Run(lctx)
-	// An outcome reached after the leadership ended is not this
-	// JobMaster's to report.
-	if res.Status == jobstatus.Suspended || l.Context().Err() != nil || !l.Valid() {
-		return res, false, nil
-	}
-	return res, true, nil
+	// The JobMaster runs on this goroutine until it has nothing to do,
+	// and later on goroutines of its own only while it has: a job costs
+	// no goroutine while it waits.
+	jm.Start(lctx, func(res jobmaster.Result) {
+		r.cfg.Router.Remove(r.cfg.JobID, jm)
+		r.mu.Lock()
+		r.current = nil
+		r.mu.Unlock()
+		closeTerm()
+		// An outcome reached after the leadership ended is not this
+		// JobMaster's to report.
+		finished := res.Status != jobstatus.Suspended && l.Context().Err() == nil && l.Valid()
+		end(res, finished, nil)
+	})
+	return true, jobmaster.Result{}, false, nil
 }
