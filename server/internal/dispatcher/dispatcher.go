@@ -31,7 +31,8 @@ import (
 // JobRunner runs one job; runner.Runner is the implementation.
 type JobRunner interface {
 	// Start runs the job until it has a result or ctx ends, and then
-	// calls done, on a goroutine of its own; it keeps no goroutine while
+	// calls done, never on the caller's goroutine before Start returns
+	// (the caller may hold locks done takes); it keeps no goroutine while
 	// the job merely waits.
 	Start(ctx context.Context, done func(jobmaster.Result, error))
 	Cancel(ctx context.Context) jobplanev1.JobStatus
@@ -97,7 +98,7 @@ type leadership struct {
 	// index holds the accepted jobs of jobs, ordered and counted by
 	// status for GetClusterOverview and ListJobs.
 	index *jobIndex
-	wg    sync.WaitGroup // runner goroutines
+	wg    sync.WaitGroup // runners that have not called back
 }
 
 // job is the Dispatcher's record of one job.

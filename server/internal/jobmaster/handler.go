@@ -110,7 +110,7 @@ func (r *Router) UpdateTaskExecutionState(ctx context.Context, req *jobplanev1.U
 }
 
 // UpdateTaskExecutionStates implements JobMasterServiceHandler: the
-// changes are applied in order, in one turn of the JobMaster's goroutine.
+// changes are applied in order, in one event of the JobMaster.
 func (r *Router) UpdateTaskExecutionStates(ctx context.Context, req *jobplanev1.UpdateTaskExecutionStatesRequest) (*jobplanev1.UpdateTaskExecutionStatesResponse, error) {
 	var fields []apierror.Field
 	for i, st := range req.GetStatuses() {

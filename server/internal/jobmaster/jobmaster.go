@@ -57,8 +57,9 @@ type Config struct {
 	// answers NOT_LEADER, deploys nothing, and stops as if its
 	// leadership had ended.
 	Valid func() bool
-	// OnStatus, if set, is called from the JobMaster's goroutine with the
-	// job's summary after every status change; it must not block.
+	// OnStatus, if set, is called from the goroutine handling the
+	// JobMaster's events with the job's summary after every status
+	// change; it must not block.
 	OnStatus func(*jobplanev1.JobSummary)
 	// Logger receives the JobMaster's logs. Default: slog.Default().
 	Logger *slog.Logger
@@ -237,8 +238,9 @@ func (jm *JobMaster) Token() hastore.Token { return jm.cfg.Token }
 // valid reports whether the JobMaster's leadership certainly holds.
 func (jm *JobMaster) valid() bool { return jm.cfg.Valid == nil || jm.cfg.Valid() }
 
-// do runs f on the JobMaster's goroutine and waits for it; it fails with
-// NOT_LEADER once the JobMaster has stopped.
+// do runs f among the JobMaster's events and waits for it; it fails with
+// NOT_LEADER once the JobMaster has stopped. f runs even if ctx ends
+// first (nobody waits for it then).
 func (jm *JobMaster) do(ctx context.Context, f func()) error {
 	ran := make(chan struct{})
 	if !jm.push(func() { f(); close(ran) }) {
@@ -254,8 +256,12 @@ func (jm *JobMaster) do(ctx context.Context, f func()) error {
 	}
 }
 
-// post queues f for the JobMaster's goroutine without waiting; it is
-// dropped once the JobMaster has stopped, or its calls were cut off.
+// post queues f among the JobMaster's events without waiting; it is
+// dropped once the JobMaster has stopped, or its calls were cut off. The
+// queue has no bound: a poster never waits for a busy JobMaster (the
+// Router's goroutines post for every JobMaster of the process), and what
+// is queued is bounded by what is in flight for the job (its calls,
+// reports and deadlines).
 func (jm *JobMaster) post(f func()) {
 	if jm.rpcCtx.Err() != nil {
 		return
@@ -316,9 +322,12 @@ func (jm *JobMaster) Details(ctx context.Context, full bool, page Page) (*jobpla
 // onExit, or until ctx ends (the leadership is lost), passing SUSPENDED
 // after canceling its attempts and freeing its slots. It returns once the
 // JobMaster has nothing left to do for now; onExit is called on the
-// goroutine that ends the JobMaster. Between events no goroutine is kept: each
-// event (a call, a report, a deadline, the end of ctx) is handled by a
-// goroutine started for it, which returns once the queue is empty.
+// goroutine that ends the JobMaster, which may be the caller's, before
+// Start returns. Between events no goroutine is kept: the first steps and
+// the events queued meanwhile are handled on the caller's goroutine, and
+// an event (a call, a report, a deadline, the end of ctx) queued while
+// none is handling them starts a goroutine, which handles every event
+// queued while it runs and returns once the queue is empty.
 func (jm *JobMaster) Start(ctx context.Context, onExit func(Result)) {
 	jm.mu.Lock()
 	jm.runCtx, jm.onExit, jm.draining = ctx, onExit, true

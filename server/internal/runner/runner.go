@@ -149,12 +149,13 @@ func (r *Runner) loop(ctx context.Context, granted *hastore.Leadership, backoff 
 			}
 			continue
 		}
-		termBackoff := backoff
 		started, res, finished, initErr := r.lead(ctx, l, fresh, func(res jobmaster.Result, finished bool, initErr error) {
-			// The JobMaster ended the term: the runner goes on from here,
-			// on the JobMaster's last goroutine.
-			if next, again := r.afterTerm(ctx, l, res, finished, initErr, termBackoff, done); again {
-				r.loop(ctx, nil, next, done)
+			// The JobMaster ended the term: the runner goes on from here.
+			// The next term starts on a goroutine of its own, since this
+			// one may be lead's (a JobMaster that ends within Start), so
+			// that terms never nest.
+			if next, again := r.afterTerm(ctx, l, res, finished, initErr, backoff, done); again {
+				go r.loop(ctx, nil, next, done)
 			}
 		})
 		if started {
@@ -221,7 +222,8 @@ func (r *Runner) resign(ctx context.Context, l *hastore.Leadership) {
 // and initErr a JobMaster that could not be created. fresh says the grant
 // came with the plan's write, which found no result. If a JobMaster runs
 // the term, lead reports started, and end gets the term's outcome when the
-// JobMaster stops, on its goroutine; otherwise lead returns the outcome.
+// JobMaster stops, on the goroutine that stops it, which may be lead's own
+// before lead returns; otherwise lead returns the outcome.
 func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, end func(res jobmaster.Result, finished bool, initErr error)) (started bool, _ jobmaster.Result, finished bool, initErr error) {
 	lctx, stop := context.WithCancel(l.Context())
 	stopOnEnd := context.AfterFunc(ctx, stop)
