@@ -251,13 +251,26 @@ func (te *TaskExecutor) heardLocked(address string, req *jobplanev1.HeartbeatFro
 	if d := resp.GetLeaseRemaining(); d != nil {
 		lease = sent.Add(d.AsDuration())
 	}
+	sooner := false
 	for jobID, token := range followed {
 		if named[jobID] && !l.complete[jobID] || resp.GetFullRequested() && !listed[jobID] {
 			continue // not vouched for by this answer
 		}
 		te.touchLocked(jobID, token, sent)
 		if j := te.jobs[jobID]; j != nil && j.token == token && !lease.IsZero() {
+			before := te.deadlineLocked(j)
 			j.leaseUntil = lease
+			if after := te.deadlineLocked(j); !after.IsZero() && (before.IsZero() || after.Before(before)) {
+				sooner = true
+			}
+		}
+	}
+	if sooner {
+		// A shorter lease brings a deadline forward: the watchdog's timer
+		// may wait for a later one.
+		select {
+		case te.wake <- struct{}{}:
+		default:
 		}
 	}
 }

@@ -35,13 +35,19 @@ type jobMaster struct {
 	offers  offerAnswer
 	// answering says whether the TaskExecutor's heartbeats get through.
 	answering atomic.Bool
+	// lease, if set, is the lease each heartbeat answer grants.
+	lease time.Duration
 }
 
 func (j *jobMaster) HeartbeatFromTaskExecutor(context.Context, *jobplanev1.HeartbeatFromTaskExecutorRequest) (*jobplanev1.HeartbeatFromTaskExecutorResponse, error) {
 	if !j.answering.Load() {
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("not getting through"))
 	}
-	return &jobplanev1.HeartbeatFromTaskExecutorResponse{}, nil
+	resp := &jobplanev1.HeartbeatFromTaskExecutorResponse{}
+	if j.lease > 0 {
+		resp.LeaseRemaining = durationpb.New(j.lease)
+	}
+	return resp, nil
 }
 
 // offerAnswer is how a test JobMaster answers OfferSlots.
@@ -305,5 +311,49 @@ func TestDeploymentBeforeTheOfferAnswer(t *testing.T) {
 	}
 	if !slotFree(ctx, t, client) {
 		t.Fatal("the slot of a deployment that came too late is still held")
+	}
+}
+
+// A heartbeat answer that grants a lease shorter than the rest of the
+// heartbeat timeout brings the job's deadline forward: once answers stop,
+// the tasks stop by the end of the last lease (less the cancel grace),
+// not by the timeout, whatever deadline the watchdog waited for before.
+func TestTasksStopByTheEndOfTheLease(t *testing.T) {
+	const timeout, lease = 10 * time.Second, 2500 * time.Millisecond // heartbeats every timeout/5 = 2s
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fake := &jobMaster{timeout: timeout, offers: offerRegisters, lease: lease}
+	fake.answering.Store(true)
+	jm, client, _ := startWithJobMaster(t, fake)
+	if _, err := client.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
+		ResourceManagerToken: token(1), AllocationId: "a", JobId: "j", JobMasterAddress: jm, JobMasterToken: token(1),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := client.SubmitTask(ctx, &jobplanev1.SubmitTaskRequest{
+			JobId: "j", JobMasterToken: token(1), AllocationId: "a", HeartbeatTimeout: durationpb.New(timeout),
+			Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v"}, Invokable: "sleep", Config: map[string]string{"duration": "1h"},
+		})
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("SubmitTask: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Answered heartbeats (every 2s) keep the task running past a lease.
+	time.Sleep(lease + time.Second)
+	if slotFree(ctx, t, client) {
+		t.Fatal("the task stopped while heartbeats were answered")
+	}
+	fake.answering.Store(false)
+	quiet := time.Now()
+	for !slotFree(ctx, t, client) {
+		if waited := time.Since(quiet); waited > lease+time.Second {
+			t.Fatalf("slot still held %v after heartbeats stopped being answered; the last lease was %v", waited, lease)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
