@@ -107,7 +107,9 @@ func (j *recordingJobMaster) states() (map[string][]jobplanev1.ExecutionState, i
 	return out, len(j.reports)
 }
 
-func serveJobMaster(t *testing.T, jm *recordingJobMaster) string {
+// serveJobMaster serves a test JobMaster over HTTP/1.1 and h2c and
+// returns its URL.
+func serveJobMaster(t *testing.T, jm jobplanev1connect.JobMasterServiceHandler) string {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(jobplanev1connect.NewJobMasterServiceHandler(jm))
@@ -125,17 +127,21 @@ func serveJobMaster(t *testing.T, jm *recordingJobMaster) string {
 // invokables; Run finds no ResourceManager, which these tests do without.
 func startRunning(t *testing.T, n int, invokables map[string]taskexecutor.Invokable) jobplanev1connect.TaskExecutorServiceClient {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := hastore.Open(ctx, hastore.OpenConfig{DataDir: t.TempDir(), Logger: logger})
+	return serveTaskExecutor(t, taskexecutor.Config{Slots: n, Invokables: invokables, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
+
+// serveTaskExecutor runs a TaskExecutor of cfg, at a placeholder address
+// and on a store of its own, until the test ends, and returns a client of
+// it.
+func serveTaskExecutor(t *testing.T, cfg taskexecutor.Config) jobplanev1connect.TaskExecutorServiceClient {
+	t.Helper()
+	store, err := hastore.Open(context.Background(), hastore.OpenConfig{DataDir: t.TempDir(), Logger: cfg.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	te, err := taskexecutor.New(taskexecutor.Config{
-		Address: "http://127.0.0.1:1", Slots: n, Store: store, HTTPClient: endpoint.NewClient(), Invokables: invokables, Logger: logger,
-	})
+	cfg.Address, cfg.Store, cfg.HTTPClient = "http://127.0.0.1:1", store, endpoint.NewClient()
+	te, err := taskexecutor.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

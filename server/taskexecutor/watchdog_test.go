@@ -7,8 +7,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -21,9 +19,7 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
-	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
-	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
@@ -226,41 +222,14 @@ func testTasksStopWhenSilent(t *testing.T, offers offerAnswer) {
 // and its attempt log.
 func startWithJobMaster(t *testing.T, fake *jobMaster) (string, jobplanev1connect.TaskExecutorServiceClient, *syncBuffer) {
 	t.Helper()
-	mux := http.NewServeMux()
-	mux.Handle(jobplanev1connect.NewJobMasterServiceHandler(fake))
-	jm := httptest.NewUnstartedServer(mux)
-	var protocols http.Protocols // the TaskExecutor's client speaks h2c
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
-	jm.Config.Protocols = &protocols
-	jm.Start()
-	t.Cleanup(jm.Close)
-
+	jm := serveJobMaster(t, fake)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	store, err := hastore.Open(context.Background(), hastore.OpenConfig{DataDir: t.TempDir(), Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
 	log := &syncBuffer{}
-	te, err := taskexecutor.New(taskexecutor.Config{
-		Address: "http://127.0.0.1:1", Slots: 1, Store: store, HTTPClient: endpoint.NewClient(),
-		CancelGrace: 100 * time.Millisecond, AttemptLog: log, Logger: logger,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, h := te.Handler()
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- te.Run(runCtx) }()
-	t.Cleanup(func() { stop(); <-done })
-	return jm.URL, jobplanev1connect.NewTaskExecutorServiceClient(srv.Client(), srv.URL), log
+	client := serveTaskExecutor(t, taskexecutor.Config{Slots: 1, CancelGrace: 100 * time.Millisecond, AttemptLog: log, Logger: logger})
+	return jm, client, log
 }
 
 // slotFree reports whether the TaskExecutor's one slot is free.
