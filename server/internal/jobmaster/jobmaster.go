@@ -335,9 +335,11 @@ func (jm *JobMaster) Start(ctx context.Context, onExit func(Result)) {
 	// Calls still in flight when the JobMaster stops are cut off and
 	// waited for (finish), so that no late declaration or deployment acts
 	// for it. The end of ctx wakes it.
-	stopRPCs := context.AfterFunc(ctx, jm.stopRPCs)
-	stopWake := context.AfterFunc(ctx, func() { jm.push(func() {}) })
-	jm.stopWake = func() { stopRPCs(); stopWake() }
+	stop := context.AfterFunc(ctx, func() {
+		jm.stopRPCs()
+		jm.push(func() {})
+	})
+	jm.stopWake = func() { stop() }
 	jm.setStatus(jobstatus.Running)
 	jm.enqueue(jm.graph.Release()...)
 	jm.declare()
