@@ -219,7 +219,6 @@ func runScale(ctx context.Context, e *env) (Outcome, error) {
 	}
 	e.progress("5: %s", cancelNote)
 
-	spread := func(xs []float64) Spread { return SpreadOf(xs) }
 	rpcNote := fmt.Sprintf("per second: TE→JM %.0f, JM→TE %.0f, TE→HA store %.0f", Median(toJM), Median(fromJM), Median(toStore))
 	failNote := fmt.Sprintf("%d tasks running at the end of the steady state (%d at its start, fewest %d in between); %d task starts for %d acknowledged jobs",
 		stillRunning, reached, minRunning, starts, len(acked))
@@ -232,15 +231,15 @@ func runScale(ctx context.Context, e *env) (Outcome, error) {
 	}
 	rows := []Row{
 		{ID: "5", Scenario: name, Measure: "jobs running", Value: SpreadOf([]float64{float64(reached)}), Target: fmt.Sprint(jobs), Note: reachNote},
-		{ID: "5", Scenario: name, Measure: "JM CPU cores", Value: spread(cores), Target: "< 1", Note: fmt.Sprintf("%d windows of %v, no queries; the bench process (TaskExecutors) used %.2f cores", windows, window, selfCores)},
+		{ID: "5", Scenario: name, Measure: "JM CPU cores", Value: SpreadOf(cores), Target: "< 1", Note: fmt.Sprintf("%d windows of %v, no queries; the bench process (TaskExecutors) used %.2f cores", windows, window, selfCores)},
 		{ID: "5", Scenario: name, Measure: "JM RSS MiB", Value: SpreadOf([]float64{float64(rss) / (1 << 20)}), Target: "< 1024", Note: fmt.Sprintf("%.0f MiB before the first job", float64(baseRSS)/(1<<20))},
-		{ID: "5", Scenario: name, Measure: "RPCs/s JM⇄TEs", Value: spread(rpcs), Note: rpcNote},
-		{ID: "5", Scenario: name, Measure: "GetClusterOverview p50 ms", Value: spread(ovP50), Target: "≤ 10", Note: queryNote},
-		{ID: "5", Scenario: name, Measure: "GetClusterOverview p99 ms", Value: spread(ovP99), Target: "≤ 10"},
-		{ID: "5", Scenario: name, Measure: "ListJobs(100) p50 ms", Value: spread(lsP50), Target: "≤ 10"},
-		{ID: "5", Scenario: name, Measure: "ListJobs(100) p99 ms", Value: spread(lsP99), Target: "≤ 10"},
+		{ID: "5", Scenario: name, Measure: "RPCs/s JM⇄TEs", Value: SpreadOf(rpcs), Note: rpcNote},
+		{ID: "5", Scenario: name, Measure: "GetClusterOverview p50 ms", Value: SpreadOf(ovP50), Target: "≤ 10", Note: queryNote},
+		{ID: "5", Scenario: name, Measure: "GetClusterOverview p99 ms", Value: SpreadOf(ovP99), Target: "≤ 10"},
+		{ID: "5", Scenario: name, Measure: "ListJobs(100) p50 ms", Value: SpreadOf(lsP50), Target: "≤ 10"},
+		{ID: "5", Scenario: name, Measure: "ListJobs(100) p99 ms", Value: SpreadOf(lsP99), Target: "≤ 10"},
 		{ID: "5", Scenario: name, Measure: "jobs FAILED", Value: failedValue, Target: "0", Note: failNote},
-		{ID: "5", Scenario: name, Measure: fmt.Sprintf("JM CPU cores, +%d waiting", jobs), Value: spread(waitCores), Target: "< 1", Note: waitNote},
+		{ID: "5", Scenario: name, Measure: fmt.Sprintf("JM CPU cores, +%d waiting", jobs), Value: SpreadOf(waitCores), Target: "< 1", Note: waitNote},
 		{ID: "5", Scenario: name, Measure: "cancel all s", Value: SpreadOf([]float64{cancelTook.Seconds()}), Note: cancelNote},
 	}
 	return Outcome{Rows: rows}, nil

@@ -38,12 +38,17 @@ func (s *etcdSession) PutExecutionPlanAndLead(ctx context.Context, f Fence, plan
 		return nil, err
 	}
 	reg := store.gone.register(key)
+	led := false
+	defer func() {
+		if !led {
+			store.gone.unregister(reg)
+			release()
+		}
+	}()
 	// The election's prefix is claimed as a campaign's is: no other
 	// candidacy of the election shares the transaction, nor its revision.
 	resp, hdr, err := store.commit.do(ctx, clientv3.OpTxn(store.fenceCmps(f), []clientv3.Op{put}, nil), pfx)
 	if err != nil {
-		store.gone.unregister(reg)
-		release()
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			// The session is gone, and with it the candidacy; the plan was
 			// not written either (etcd refused the whole transaction).
@@ -56,19 +61,14 @@ func (s *etcdSession) PutExecutionPlanAndLead(ctx context.Context, f Fence, plan
 	putResp := resp.GetResponses()
 	switch {
 	case !resp.GetSucceeded():
-		store.gone.unregister(reg)
-		release()
 		return nil, ErrStaleToken
 	case !putResp[0].GetResponseTxn().GetSucceeded():
-		store.gone.unregister(reg)
-		release()
 		return nil, ErrResultExists
 	case !putResp[0].GetResponseTxn().GetResponses()[1].GetResponseTxn().GetSucceeded():
 		// The election has a candidate: the plan is written, and the job's
 		// runner campaigns as usual.
-		store.gone.unregister(reg)
-		release()
 		return nil, nil
 	}
+	led = true
 	return s.lead(election, hdr.GetRevision(), reg, release), nil
 }

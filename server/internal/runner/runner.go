@@ -232,17 +232,20 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, en
 		stop()
 	}
 
-	// A job that already has a result never runs again.
-	if fresh {
-		// Checked by the write that granted the leadership.
-	} else if entry, err := r.cfg.Store.GetJobResultEntry(lctx, r.cfg.JobID); err == nil {
-		res := entry.GetResult()
-		closeTerm()
-		return false, jobmaster.Result{Status: res.GetStatus(), Failure: res.GetFailure(), Restarts: int(res.GetRestarts()), Exceptions: res.GetExceptionHistory()}, true, nil
-	} else if !errors.Is(err, hastore.ErrResultNotFound) {
-		r.log.Warn("reading the job's result failed", "err", err)
-		closeTerm()
-		return false, jobmaster.Result{}, false, nil
+	// A job that already has a result never runs again. A fresh grant
+	// needs no look: the write that granted it found none.
+	if !fresh {
+		entry, err := r.cfg.Store.GetJobResultEntry(lctx, r.cfg.JobID)
+		switch {
+		case err == nil:
+			res := entry.GetResult()
+			closeTerm()
+			return false, jobmaster.Result{Status: res.GetStatus(), Failure: res.GetFailure(), Restarts: int(res.GetRestarts()), Exceptions: res.GetExceptionHistory()}, true, nil
+		case !errors.Is(err, hastore.ErrResultNotFound):
+			r.log.Warn("reading the job's result failed", "err", err)
+			closeTerm()
+			return false, jobmaster.Result{}, false, nil
+		}
 	}
 	r.mu.Lock()
 	canceled := r.canceling
