@@ -403,7 +403,8 @@ type SubmitTaskRequest struct {
 	// RegisterTaskExecutor and OfferSlots give it. JobMasters set it: a
 	// deployment can arrive before the answer to the OfferSlots that
 	// registered the TaskExecutor. A TaskExecutor that does not know this
-	// JobMaster's (this token's) timeout yet takes it from here, and counts
+	// JobMaster's (this token's) timeout yet takes it from here (replacing
+	// one an older JobMaster of the job gave), and counts
 	// the first deadline from when it sent its first offer to this
 	// JobMaster since it last knew no timeout (the JobMaster heard it no
 	// earlier), not from the deployment's arrival: if that deadline has

@@ -72,9 +72,11 @@ type JobMasterServiceClient interface {
 	// JobMaster together (see TaskExecutorService.RequestSlots), and those
 	// allocated while an offer to it is on its way in the next call, not
 	// one call per slot. An offer that carries the TaskExecutor's address
-	// also registers it, as RegisterTaskExecutor would, if it is not
-	// registered yet: a TaskExecutor offering slots to a JobMaster it does
-	// not know makes one call, not two. Idempotent.
+	// also registers it (or renews its registration), as
+	// RegisterTaskExecutor would: a TaskExecutor offering slots to a
+	// JobMaster makes one call, not two. A slot that the JobMaster gave up
+	// while the TaskExecutor was lost, and that the registration tells the
+	// TaskExecutor to free, is not accepted. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field; FAILED_PRECONDITION
 	// (NOT_REGISTERED) if the TaskExecutor did not register and the offer
@@ -289,9 +291,11 @@ type JobMasterServiceHandler interface {
 	// JobMaster together (see TaskExecutorService.RequestSlots), and those
 	// allocated while an offer to it is on its way in the next call, not
 	// one call per slot. An offer that carries the TaskExecutor's address
-	// also registers it, as RegisterTaskExecutor would, if it is not
-	// registered yet: a TaskExecutor offering slots to a JobMaster it does
-	// not know makes one call, not two. Idempotent.
+	// also registers it (or renews its registration), as
+	// RegisterTaskExecutor would: a TaskExecutor offering slots to a
+	// JobMaster makes one call, not two. A slot that the JobMaster gave up
+	// while the TaskExecutor was lost, and that the registration tells the
+	// TaskExecutor to free, is not accepted. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field; FAILED_PRECONDITION
 	// (NOT_REGISTERED) if the TaskExecutor did not register and the offer
