@@ -217,8 +217,8 @@ func (te *TaskExecutor) followLocked(jobID string, token hastore.Token) error {
 }
 
 // deployLocked deploys one attempt as SubmitTask does, once its
-// JobMaster's token was admitted (followDeploymentLocked); te.mu must be held and
-// req validated.
+// JobMaster's token was admitted (followDeploymentLocked); te.mu must be
+// held and req validated.
 func (te *TaskExecutor) deployLocked(req *jobplanev1.SubmitTaskRequest, token hastore.Token) error {
 	var s *slot
 	for _, cand := range te.slots {

@@ -266,11 +266,6 @@ func (te *TaskExecutor) heardLocked(address string, req *jobplanev1.HeartbeatFro
 		}
 	}
 	if sooner {
-		// A shorter lease brings a deadline forward: the watchdog's timer
-		// may wait for a later one.
-		select {
-		case te.wake <- struct{}{}:
-		default:
-		}
+		te.wakeWatchdog() // a shorter lease brought a deadline forward
 	}
 }

@@ -97,10 +97,11 @@ func (te *TaskExecutor) offer(ctx context.Context, key jobMasterKey, slots []off
 			resp, err = jm.OfferSlots(ctx, &jobplanev1.OfferSlotsRequest{
 				JobId: key.jobID, JobMasterToken: protoToken(key.token), TaskExecutorId: te.cfg.ID, Offers: offers, Address: te.cfg.Address,
 			})
-			if err == nil && !separate && resp.GetHeartbeatTimeout().AsDuration() <= 0 {
-				// The JobMaster took the offer but named no timeout: it did
-				// not register this TaskExecutor as the offer asked. Register
-				// and offer again, so the watchdog knows the timeout.
+			// A JobMaster that refuses the offer as from an unregistered
+			// TaskExecutor, or takes it but names no timeout, did not
+			// register this TaskExecutor as the offer asked: register and
+			// offer again, so that the watchdog knows the timeout.
+			if !separate && (err == nil && resp.GetHeartbeatTimeout().AsDuration() <= 0 || apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED)) {
 				separate = true
 				jm.separate.Store(true)
 				continue
@@ -113,11 +114,6 @@ func (te *TaskExecutor) offer(ctx context.Context, key jobMasterKey, slots []off
 					accepted[a.GetAllocationId()] = true
 				}
 				break
-			}
-			if !separate && apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED) {
-				separate = true
-				jm.separate.Store(true)
-				continue
 			}
 		}
 		if apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) || connect.CodeOf(err) == connect.CodeUnavailable && apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER) {

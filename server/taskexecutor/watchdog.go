@@ -76,10 +76,7 @@ func (te *TaskExecutor) followDeploymentLocked(jobID string, token hastore.Token
 		te.registeredLocked(jobID, token, j.offered, 0, timeout)
 	case j.provisional:
 		j.timeout, j.provisional = timeout, false
-		select {
-		case te.wake <- struct{}{}:
-		default:
-		}
+		te.wakeWatchdog()
 	}
 	te.admitLocked(jobID, token)
 	return nil
@@ -101,10 +98,7 @@ func (te *TaskExecutor) registeredLocked(jobID string, token hastore.Token, sent
 	if j.timeout > 0 {
 		j.timeout, j.provisional = timeout, false
 		te.touchLocked(jobID, token, sent)
-		select {
-		case te.wake <- struct{}{}: // the deadline may come sooner
-		default:
-		}
+		te.wakeWatchdog() // the deadline may come sooner
 		return
 	}
 	// The first deadline for what the job holds here now: it counts from
@@ -114,6 +108,12 @@ func (te *TaskExecutor) registeredLocked(jobID string, token hastore.Token, sent
 	if sent.After(j.contact) {
 		j.contact = sent
 	}
+	te.wakeWatchdog()
+}
+
+// wakeWatchdog has the watchdog look at the deadlines again: one may have
+// come sooner than the one its timer waits for.
+func (te *TaskExecutor) wakeWatchdog() {
 	select {
 	case te.wake <- struct{}{}:
 	default:
@@ -139,14 +139,8 @@ func (te *TaskExecutor) admitLocked(jobID string, token hastore.Token) {
 // before now, its tasks are stopped first: the JobMaster may have given
 // them up, whatever it says now. te.mu must be held.
 func (te *TaskExecutor) touchLocked(jobID string, token hastore.Token, at time.Time) {
-	j := te.jobs[jobID]
-	if j == nil || j.token != token {
-		return
-	}
-	if d := te.deadlineLocked(j); !d.IsZero() && !time.Now().Before(d) {
-		te.expireLocked(jobID, j)
-	}
-	if at.After(j.contact) {
+	te.admitLocked(jobID, token)
+	if j := te.jobs[jobID]; j != nil && j.token == token && at.After(j.contact) {
 		j.contact = at
 	}
 }
@@ -164,7 +158,7 @@ func (te *TaskExecutor) expireLocked(jobID string, j *job) {
 	}
 	// Nothing of the job is held here any more; a new offer registers
 	// again and sets the timeout anew.
-	j.timeout, j.offered, j.provisional = 0, time.Time{}, false
+	j.unknownTimeout()
 	if freed > 0 {
 		te.log.Warn("JobMaster silent past its heartbeat timeout; canceled the job's tasks and freed its slots",
 			"job", jobID, "token", j.token, "silent_for", time.Since(j.contact).Round(time.Millisecond), "slots", freed)
@@ -218,6 +212,13 @@ func (te *TaskExecutor) watchdog(ctx context.Context) {
 // a TaskExecutor's cost does not grow with the jobs it ever ran.
 const idleJobMemory = time.Minute
 
+// unknownTimeout forgets the job's JobMaster's timeout (and so its
+// deadline), to be learnt anew from the next offer, registration or
+// deployment.
+func (j *job) unknownTimeout() {
+	j.timeout, j.offered, j.provisional = 0, time.Time{}, false
+}
+
 // idleJob is a job that stopped holding slots here at since.
 type idleJob struct {
 	jobID string
@@ -233,16 +234,14 @@ func (te *TaskExecutor) holdLocked(jobID string) {
 	}
 	j.held++
 	if j.held == 1 {
-		// In the watchdog's sight from now. Its JobMaster's timeout is
-		// learnt anew, from this slot's offer or deployment: one learnt
-		// while the job held nothing (an answer that came late) would
-		// count from contact that predates this slot.
+		// In the watchdog's sight from now, with no deadline until its
+		// JobMaster's timeout is learnt anew from this slot's offer or
+		// deployment: one learnt while the job held nothing (an answer
+		// that came late) would count from contact that predates this
+		// slot.
 		te.holding[jobID] = j
-		j.idleSince, j.timeout, j.offered, j.provisional = time.Time{}, 0, time.Time{}, false
-		select {
-		case te.wake <- struct{}{}:
-		default:
-		}
+		j.idleSince = time.Time{}
+		j.unknownTimeout()
 	}
 }
 
@@ -260,7 +259,7 @@ func (te *TaskExecutor) unholdLocked(jobID string) {
 		return
 	}
 	delete(te.holding, jobID)
-	j.timeout, j.offered, j.provisional = 0, time.Time{}, false
+	j.unknownTimeout()
 	j.idleSince = time.Now()
 	te.idle = append(te.idle, idleJob{jobID, j.idleSince})
 }

@@ -152,22 +152,7 @@ func testTasksStopWhenSilent(t *testing.T, offers offerAnswer) {
 		if offers == offerNoTimeout {
 			deployTimeout = nil
 		}
-		var submitted time.Time
-		for {
-			submitted = time.Now()
-			_, err := client.SubmitTask(ctx, &jobplanev1.SubmitTaskRequest{
-				JobId: "j", JobMasterToken: token(1), AllocationId: alloc,
-				Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v", AttemptNumber: int32(i)}, Invokable: "sleep", Config: map[string]string{"duration": "1h"},
-				HeartbeatTimeout: deployTimeout,
-			})
-			if err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("SubmitTask: %v", err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		submitted := deploySleep(ctx, t, client, alloc, int32(i), deployTimeout)
 		probe := func() {
 			if _, err := client.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{JobId: "j", Token: token(1)}); err != nil {
 				t.Fatal(err)
@@ -230,6 +215,28 @@ func startWithJobMaster(t *testing.T, fake *jobMaster) (string, jobplanev1connec
 	log := &syncBuffer{}
 	client := serveTaskExecutor(t, taskexecutor.Config{Slots: 1, CancelGrace: 100 * time.Millisecond, AttemptLog: log, Logger: logger})
 	return jm, client, log
+}
+
+// deploySleep deploys an hour-long attempt of job "j" (JobMaster token 1)
+// into alloc, retrying until the TaskExecutor takes it (its offer may not
+// have registered it yet), and returns when the deployment that was taken
+// was sent.
+func deploySleep(ctx context.Context, t *testing.T, client jobplanev1connect.TaskExecutorServiceClient, alloc string, attempt int32, timeout *durationpb.Duration) time.Time {
+	t.Helper()
+	for {
+		sent := time.Now()
+		_, err := client.SubmitTask(ctx, &jobplanev1.SubmitTaskRequest{
+			JobId: "j", JobMasterToken: token(1), AllocationId: alloc, HeartbeatTimeout: timeout,
+			Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v", AttemptNumber: attempt}, Invokable: "sleep", Config: map[string]string{"duration": "1h"},
+		})
+		if err == nil {
+			return sent
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("SubmitTask: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // slotFree reports whether the TaskExecutor's one slot is free.
@@ -299,19 +306,7 @@ func TestTasksStopByTheEndOfTheLease(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		_, err := client.SubmitTask(ctx, &jobplanev1.SubmitTaskRequest{
-			JobId: "j", JobMasterToken: token(1), AllocationId: "a", HeartbeatTimeout: durationpb.New(timeout),
-			Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v"}, Invokable: "sleep", Config: map[string]string{"duration": "1h"},
-		})
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("SubmitTask: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	deploySleep(ctx, t, client, "a", 0, durationpb.New(timeout))
 	// Answered heartbeats (every 2s) keep the task running past a lease.
 	time.Sleep(lease + time.Second)
 	if slotFree(ctx, t, client) {

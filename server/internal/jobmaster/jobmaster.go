@@ -112,7 +112,7 @@ type JobMaster struct {
 	done     chan struct{} // closed once stopped
 	runCtx   context.Context
 	onExit   func(Result)
-	stopWake func()
+	stopWake func() bool // stops the wake-up at the end of runCtx
 
 	// Owned by the draining goroutine.
 	status     jobplanev1.JobStatus
@@ -335,11 +335,10 @@ func (jm *JobMaster) Start(ctx context.Context, onExit func(Result)) {
 	// Calls still in flight when the JobMaster stops are cut off and
 	// waited for (finish), so that no late declaration or deployment acts
 	// for it. The end of ctx wakes it.
-	stop := context.AfterFunc(ctx, func() {
+	jm.stopWake = context.AfterFunc(ctx, func() {
 		jm.stopRPCs()
 		jm.push(func() {})
 	})
-	jm.stopWake = func() { stop() }
 	jm.setStatus(jobstatus.Running)
 	jm.enqueue(jm.graph.Release()...)
 	jm.declare()

@@ -110,9 +110,9 @@ func (r *Runner) Start(ctx context.Context, done func(jobmaster.Result, error)) 
 	go r.loop(ctx, r.cfg.Granted, 50*time.Millisecond, done)
 }
 
-// loop campaigns and leads, term after term, until the job has a result or
-// ctx ends; it returns early once a JobMaster runs the term, which calls
-// afterTerm when it ends.
+// loop campaigns until it is granted the job's leadership, and leads that
+// term; the term's end continues the runner (afterTerm), and the next
+// term runs on a new loop.
 func (r *Runner) loop(ctx context.Context, granted *hastore.Leadership, backoff time.Duration, done func(jobmaster.Result, error)) {
 	election := hastore.JobElection(r.cfg.JobID)
 	for {
@@ -149,23 +149,15 @@ func (r *Runner) loop(ctx context.Context, granted *hastore.Leadership, backoff 
 			}
 			continue
 		}
-		started, res, finished, initErr := r.lead(ctx, l, fresh, func(res jobmaster.Result, finished bool, initErr error) {
-			// The JobMaster ended the term: the runner goes on from here.
-			// The next term starts on a goroutine of its own, since this
-			// one may be lead's (a JobMaster that ends within Start), so
-			// that terms never nest.
+		r.lead(ctx, l, fresh, func(res jobmaster.Result, finished bool, initErr error) {
+			// The term ended: the runner goes on from here. The next term
+			// starts on a goroutine of its own, since this one may be the
+			// one that called lead, so that terms never nest.
 			if next, again := r.afterTerm(ctx, l, res, finished, initErr, backoff, done); again {
 				go r.loop(ctx, nil, next, done)
 			}
 		})
-		if started {
-			return
-		}
-		next, again := r.afterTerm(ctx, l, res, finished, initErr, backoff, done)
-		if !again {
-			return
-		}
-		backoff = next
+		return
 	}
 }
 
@@ -218,18 +210,19 @@ func (r *Runner) resign(ctx context.Context, l *hastore.Leadership) {
 	}
 }
 
-// lead runs the job under one grant: finished reports a result to keep,
-// and initErr a JobMaster that could not be created. fresh says the grant
-// came with the plan's write, which found no result. If a JobMaster runs
-// the term, lead reports started, and end gets the term's outcome when the
-// JobMaster stops, on the goroutine that stops it, which may be lead's own
-// before lead returns; otherwise lead returns the outcome.
-func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, end func(res jobmaster.Result, finished bool, initErr error)) (started bool, _ jobmaster.Result, finished bool, initErr error) {
+// lead runs the job under one grant and calls end once the term is over:
+// finished reports a result to keep, and initErr a JobMaster that could not
+// be created. fresh says the grant came with the plan's write, which found
+// no result. end is called on lead's goroutine if no JobMaster runs the
+// term, and otherwise on the goroutine that stops the JobMaster (which may
+// be lead's, before lead returns).
+func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, end func(res jobmaster.Result, finished bool, initErr error)) {
 	lctx, stop := context.WithCancel(l.Context())
 	stopOnEnd := context.AfterFunc(ctx, stop)
-	closeTerm := func() {
+	endTerm := func(res jobmaster.Result, finished bool, initErr error) {
 		stopOnEnd()
 		stop()
+		end(res, finished, initErr)
 	}
 
 	// A job that already has a result never runs again. A fresh grant
@@ -239,28 +232,28 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, en
 		switch {
 		case err == nil:
 			res := entry.GetResult()
-			closeTerm()
-			return false, jobmaster.Result{Status: res.GetStatus(), Failure: res.GetFailure(), Restarts: int(res.GetRestarts()), Exceptions: res.GetExceptionHistory()}, true, nil
+			endTerm(jobmaster.Result{Status: res.GetStatus(), Failure: res.GetFailure(), Restarts: int(res.GetRestarts()), Exceptions: res.GetExceptionHistory()}, true, nil)
+			return
 		case !errors.Is(err, hastore.ErrResultNotFound):
 			r.log.Warn("reading the job's result failed", "err", err)
-			closeTerm()
-			return false, jobmaster.Result{}, false, nil
+			endTerm(jobmaster.Result{}, false, nil)
+			return
 		}
 	}
 	r.mu.Lock()
 	canceled := r.canceling
 	r.mu.Unlock()
 	if canceled {
-		closeTerm()
-		return false, jobmaster.Result{Status: jobstatus.Canceled}, true, nil
+		endTerm(jobmaster.Result{Status: jobstatus.Canceled}, true, nil)
+		return
 	}
 
 	jm, err := r.cfg.NewJobMaster(l)
 	if err != nil {
 		r.log.Error("creating the JobMaster failed", "err", err)
 		failure := &jobplanev1.FailureInfo{Message: "JobMaster initialization failed: " + err.Error(), Time: timestamppb.Now()}
-		closeTerm()
-		return false, jobmaster.Result{Status: jobstatus.Failed, Failure: failure, Exceptions: []*jobplanev1.FailureInfo{failure}}, true, err
+		endTerm(jobmaster.Result{Status: jobstatus.Failed, Failure: failure, Exceptions: []*jobplanev1.FailureInfo{failure}}, true, err)
+		return
 	}
 	r.cfg.Router.Add(r.cfg.JobID, jm)
 	r.mu.Lock()
@@ -277,11 +270,8 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, en
 		r.mu.Lock()
 		r.current = nil
 		r.mu.Unlock()
-		closeTerm()
 		// An outcome reached after the leadership ended is not this
 		// JobMaster's to report.
-		finished := res.Status != jobstatus.Suspended && l.Context().Err() == nil && l.Valid()
-		end(res, finished, nil)
+		endTerm(res, res.Status != jobstatus.Suspended && l.Context().Err() == nil && l.Valid(), nil)
 	})
-	return true, jobmaster.Result{}, false, nil
 }
