@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -89,23 +91,37 @@ func submissionCase(ctx context.Context, e *env, id string, p Protocol, shape cl
 	settleBound := pick(e, fullSettleBound, quickSettleBound)
 
 	var sysRuns, floorRuns []Load
+	var sysCost, floorCost []cpuPerAck
 	minFree := c.slots
 	var busy []float64 // cores the JobManager still used when a floor run began
 	for run := range e.runs() {
 		if cores := c.settle(ctx, settleBound); cores >= 0.1 {
 			busy = append(busy, cores)
 		}
-		f := SubmitLoad(ctx, floor, submitClients, d, fmt.Sprintf("f%d", run), graph)
+		var f Load
+		floorCPU, err := measureCPU(c.floor.cmd.Process.Pid, func() {
+			f = SubmitLoad(ctx, floor, submitClients, d, fmt.Sprintf("f%d", run), graph)
+		})
+		if err != nil {
+			return nil, RawResult{}, err
+		}
 		if err := usable(f); err != nil {
 			return nil, RawResult{}, fmt.Errorf("floor: %w", err)
 		}
+		var s Load
 		stopWatch := watchFreeSlots(ctx, c, &minFree)
-		s := SubmitLoad(ctx, sys, submitClients, d, fmt.Sprintf("s%d", run), graph)
+		sysCPU, err := measureCPU(c.jm.PID(), func() {
+			s = SubmitLoad(ctx, sys, submitClients, d, fmt.Sprintf("s%d", run), graph)
+		})
 		stopWatch()
+		if err != nil {
+			return nil, RawResult{}, err
+		}
 		if err := usable(s); err != nil {
 			return nil, RawResult{}, fmt.Errorf("jobmanager: %w (log: %s)", err, c.jm.LogTail(5))
 		}
 		floorRuns, sysRuns = append(floorRuns, f), append(sysRuns, s)
+		floorCost, sysCost = append(floorCost, floorCPU.perAck(f.Acks)), append(sysCost, sysCPU.perAck(s.Acks))
 	}
 	c.settle(ctx, settleBound)
 	raw, err := c.floor.RawPuts(ctx, d, submitClients)
@@ -114,6 +130,7 @@ func submissionCase(ctx context.Context, e *env, id string, p Protocol, shape cl
 	}
 	name := fmt.Sprintf("submit, %s, %s (%dx%d)", p, shape.name, shape.taskExecutors, shape.slotsPerExecutor)
 	note := fmt.Sprintf("fewest free slots %d of %d", minFree, c.slots)
+	note += "; " + costNote(sysCost, floorCost)
 	if len(busy) > 0 {
 		note += fmt.Sprintf("; the JobManager still used %.2f cores %v after a run, beside the floor", Median(busy), settleBound)
 	}
@@ -265,4 +282,50 @@ func runPileUp(ctx context.Context, e *env) (Outcome, error) {
 		Rows:    []Row{{ID: "2", Scenario: name, Measure: "acks/s per window", Value: SpreadOf(ws), Target: "flat", Note: note}},
 		Details: []Detail{{Title: "Row 2: acks/s per window while jobs pile up", Text: txt.String()}},
 	}, nil
+}
+
+// cpuUse is the CPU time two processes used over a run: the server
+// measured (the JobManager or the floor) and the bench process (its
+// clients and, on the JobManager's side, its TaskExecutors).
+type cpuUse struct{ server, bench time.Duration }
+
+// measureCPU runs f and returns the CPU time process pid and the bench
+// process used meanwhile.
+func measureCPU(pid int, f func()) (cpuUse, error) {
+	server0, err1 := CPUTime(pid)
+	bench0, err2 := CPUTime(os.Getpid())
+	f()
+	server1, err3 := CPUTime(pid)
+	bench1, err4 := CPUTime(os.Getpid())
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		return cpuUse{}, fmt.Errorf("measuring CPU: %w", err)
+	}
+	return cpuUse{server1 - server0, bench1 - bench0}, nil
+}
+
+// cpuPerAck is CPU time per acknowledgement, in microseconds.
+type cpuPerAck struct{ server, bench float64 }
+
+func (u cpuUse) perAck(acks int) cpuPerAck {
+	if acks == 0 {
+		return cpuPerAck{}
+	}
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(acks) }
+	return cpuPerAck{us(u.server), us(u.bench)}
+}
+
+// costNote states the CPU time per acknowledgement on both sides (medians
+// over the runs): what each ack costs the machine, whose cores the
+// server, its TaskExecutors and the clients share.
+func costNote(sys, floor []cpuPerAck) string {
+	med := func(cs []cpuPerAck) (server, bench float64) {
+		var ss, bs []float64
+		for _, c := range cs {
+			ss, bs = append(ss, c.server), append(bs, c.bench)
+		}
+		return Median(ss), Median(bs)
+	}
+	js, jb := med(sys)
+	fs, fb := med(floor)
+	return fmt.Sprintf("CPU per ack: JobManager %.0f µs + bench %.0f µs (clients, TaskExecutors); floor %.0f µs + bench %.0f µs (clients)", js, jb, fs, fb)
 }
