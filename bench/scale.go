@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,29 +17,133 @@ import (
 const queryTimeout = 2 * time.Second
 
 // runScale measures row 5: many one-task jobs running at once (bench-block
-// tasks, which run until canceled) on 40 TaskExecutors in one JobManager.
-// Phases, each bounded: submit and wait until all run (or the bound
-// passes: the row reports how many ran); at steady state the JobManager's
-// CPU and the RPCs between it and the TaskExecutors, in windows with no
-// other load; then the latency of GetClusterOverview and ListJobs (page
-// size 100) from one client; whether any job FAILED; then as many jobs
-// again, which wait for slots, and the JobManager's CPU beside them; then
-// cancel all.
+// tasks, which run until canceled) on 40 TaskExecutors in one JobManager,
+// in runs on a fresh cluster each (see scaleRun); every figure is one per
+// run.
 func runScale(ctx context.Context, e *env) (Outcome, error) {
 	tes, jobs := pick(e, 40, 4), pick(e, 10_000, 500)
+	name := fmt.Sprintf("%d one-task jobs running, %dx%d slots", jobs, tes, jobs/tes)
+	var (
+		rs                               []scaleResult
+		reached, cores, rss, rpcs        []float64
+		ovP50, ovP99, lsP50, lsP99       []float64
+		failed, waitCores, waitRSS, took []float64
+		reachNotes, failNotes            []string
+		cancelNotes, waitNotes           []string
+		queries                          int
+		queryFailures                    []string
+		selfCores, baseRSS               []float64
+		toJM, fromJM, toStore            []float64
+		reachSecs, ackSecs               []float64
+	)
+	for run := range e.runs() {
+		e.progress("5: run %d of %d", run+1, e.runs())
+		r, err := scaleRun(ctx, e, tes, jobs)
+		if err != nil {
+			return Outcome{}, err
+		}
+		rs = append(rs, r)
+		reached, cores, rss, rpcs = append(reached, float64(r.reached)), append(cores, r.cores), append(rss, r.rssMiB), append(rpcs, r.rpcs)
+		ovP50, ovP99, lsP50, lsP99 = append(ovP50, r.ovP50), append(ovP99, r.ovP99), append(lsP50, r.lsP50), append(lsP99, r.lsP99)
+		if r.failed >= 0 {
+			failed = append(failed, float64(r.failed))
+		}
+		waitCores, waitRSS, took = append(waitCores, r.waitCores), append(waitRSS, r.waitRSSMiB), append(took, r.cancelTook.Seconds())
+		selfCores, baseRSS = append(selfCores, r.selfCores), append(baseRSS, r.baseRSSMiB)
+		toJM, fromJM, toStore = append(toJM, r.toJM), append(fromJM, r.fromJM), append(toStore, r.toStore)
+		queries += r.queries
+		if r.queryFailure != "" {
+			queryFailures = append(queryFailures, fmt.Sprintf("run %d: %s", run+1, r.queryFailure))
+		}
+		tag := fmt.Sprintf("run %d: ", run+1)
+		reachSecs, ackSecs = append(reachSecs, r.reachSecs), append(ackSecs, r.ackSecs)
+		if r.reachNote != "" {
+			reachNotes = append(reachNotes, tag+r.reachNote)
+		}
+		failNotes = append(failNotes, tag+r.failNote)
+		if r.cancelNote != "" {
+			cancelNotes = append(cancelNotes, tag+r.cancelNote)
+		}
+		waitNotes = append(waitNotes, tag+r.waitNote)
+	}
+	queryNote := fmt.Sprintf("%d calls", queries)
+	if len(queryFailures) > 0 {
+		queryNote += "; failed calls count with their duration: " + strings.Join(queryFailures, "; ")
+	}
+	if len(reachNotes) == 0 {
+		reachNotes = []string{fmt.Sprintf("all %d running in every run, a median %.1f s after the first submission (acks took %.1f s)", jobs, Median(reachSecs), Median(ackSecs))}
+	}
+	if len(cancelNotes) == 0 {
+		cancelNotes = []string{"in every run every cancel call was answered and all tasks stopped"}
+	}
+	failedValue := SpreadOf(failed)
+	if len(failed) < len(rs) {
+		failNotes = append(failNotes, fmt.Sprintf("the overview did not answer in %d runs", len(rs)-len(failed)))
+	}
+	windows, window := scaleWindows(e)
+	rows := []Row{
+		{ID: "5", Scenario: name, Measure: "jobs running", Value: SpreadOf(reached), Target: fmt.Sprint(jobs), Note: strings.Join(reachNotes, "; ")},
+		{ID: "5", Scenario: name, Measure: "JM CPU cores", Value: SpreadOf(cores), Target: "< 1", Note: fmt.Sprintf("per run the median of %d windows of %v, no queries; the bench process (TaskExecutors) used %.2f cores", windows, window, Median(selfCores))},
+		{ID: "5", Scenario: name, Measure: "JM RSS MiB", Value: SpreadOf(rss), Target: "< 1024", Note: fmt.Sprintf("%.0f MiB before the first job", Median(baseRSS))},
+		{ID: "5", Scenario: name, Measure: "RPCs/s JM⇄TEs", Value: SpreadOf(rpcs), Note: fmt.Sprintf("per second: TE→JM %.0f, JM→TE %.0f, TE→HA store %.0f", Median(toJM), Median(fromJM), Median(toStore))},
+		{ID: "5", Scenario: name, Measure: "GetClusterOverview p50 ms", Value: SpreadOf(ovP50), Target: "≤ 10", Note: queryNote},
+		{ID: "5", Scenario: name, Measure: "GetClusterOverview p99 ms", Value: SpreadOf(ovP99), Target: "≤ 10"},
+		{ID: "5", Scenario: name, Measure: "ListJobs(100) p50 ms", Value: SpreadOf(lsP50), Target: "≤ 10"},
+		{ID: "5", Scenario: name, Measure: "ListJobs(100) p99 ms", Value: SpreadOf(lsP99), Target: "≤ 10"},
+		{ID: "5", Scenario: name, Measure: "jobs FAILED", Value: failedValue, Target: "0", Note: strings.Join(failNotes, "; ")},
+		{ID: "5", Scenario: name, Measure: fmt.Sprintf("JM CPU cores, +%d waiting", jobs), Value: SpreadOf(waitCores), Target: "< 1", Note: strings.Join(waitNotes, "; ")},
+		{ID: "5", Scenario: name, Measure: fmt.Sprintf("JM RSS MiB, +%d waiting", jobs), Value: SpreadOf(waitRSS)},
+		{ID: "5", Scenario: name, Measure: "cancel all s", Value: SpreadOf(took), Note: strings.Join(cancelNotes, "; ")},
+	}
+	return Outcome{Rows: rows}, nil
+}
+
+// scaleWindows is the number and length of row 5's measuring windows.
+func scaleWindows(e *env) (int, time.Duration) { return 3, pick(e, 5*time.Second, time.Second) }
+
+// scaleResult is what one run of row 5 measured.
+type scaleResult struct {
+	reached                    int64
+	reachSecs, ackSecs         float64 // until all ran, until all were acknowledged
+	reachNote                  string  // set if not all ran
+	cores, selfCores, rpcs     float64 // medians over the windows
+	toJM, fromJM, toStore      float64
+	baseRSSMiB, rssMiB         float64
+	ovP50, ovP99, lsP50, lsP99 float64 // over all of the run's calls
+	queries                    int
+	queryFailure               string // how many calls failed and the first error; empty if none
+	failed                     int    // from the overview; -1 if it did not answer
+	failNote                   string
+	waitCores, waitRSSMiB      float64
+	waitNote                   string
+	cancelTook                 time.Duration
+	cancelNote                 string // set if not all stopped, or not all cancels were answered
+}
+
+// scaleRun is one run of row 5 on a fresh cluster of tes TaskExecutors
+// with jobs slots in all. Phases, each bounded: submit jobs jobs and wait
+// until all run (or the bound passes: the run reports how many ran); at
+// steady state the JobManager's CPU and the RPCs between it and the
+// TaskExecutors, in windows with no other load; then the latency of
+// GetClusterOverview and ListJobs (page size 100) from one client;
+// whether any job FAILED; then as many jobs again, which wait for slots,
+// and the JobManager's CPU beside them; then cancel all.
+func scaleRun(ctx context.Context, e *env, tes, jobs int) (scaleResult, error) {
+	var r scaleResult
 	reachBound := pick(e, 75*time.Second, 20*time.Second)
-	windows, window, queryWindow := 3, pick(e, 6*time.Second, time.Second), pick(e, 3*time.Second, time.Second)
+	windows, window := scaleWindows(e)
+	queryWindow := pick(e, 2*time.Second, time.Second)
 	cancelBound := pick(e, 30*time.Second, 15*time.Second)
 
 	e.progress("5: starting %d TaskExecutors of %d slots", tes, jobs/tes)
 	c, err := startCluster(ctx, e, tes, jobs/tes, false)
 	if err != nil {
-		return Outcome{}, err
+		return r, err
 	}
 	defer c.stop()
 	pid := c.jm.PID()
 	baseRSS, _ := RSSBytes(pid)
-	name := fmt.Sprintf("%d one-task jobs running, %dx%d slots", jobs, tes, jobs/tes)
+	r.baseRSSMiB = float64(baseRSS) / (1 << 20)
 
 	// Submit every job, and wait until all run, within reachBound.
 	t0 := time.Now()
@@ -63,24 +168,24 @@ func runScale(ctx context.Context, e *env) (Outcome, error) {
 	reached, reachTime := c.rec.Running(), time.Since(t0)
 	e.progress("5: %d acknowledged in %v, %d running after %v", len(acked), submitted.Round(time.Millisecond), reached, reachTime.Round(time.Millisecond))
 	if ctx.Err() != nil {
-		return Outcome{}, ctx.Err()
+		return r, ctx.Err()
 	}
 	if reached == 0 {
-		return Outcome{}, fmt.Errorf("no job ran within %v (%d acknowledged; first error: %v)", reachBound, len(acked), firstErr)
+		return r, fmt.Errorf("no job ran within %v (%d acknowledged; first error: %v)", reachBound, len(acked), firstErr)
 	}
-	reachNote := fmt.Sprintf("all %d running %.1f s after the first submission (acks took %.1f s)", jobs, reachTime.Seconds(), submitted.Seconds())
+	r.reached, r.reachSecs, r.ackSecs = reached, reachTime.Seconds(), submitted.Seconds()
 	if reached < int64(jobs) {
-		reachNote = fmt.Sprintf("only %d of %d running after %.0f s, when %d submissions were acknowledged (first error: %v); measured from there, as deployment goes on", reached, jobs, reachBound.Seconds(), len(acked), firstErr)
+		r.reachNote = fmt.Sprintf("only %d of %d running after %.0f s, when %d submissions were acknowledged (first error: %v); measured from there, as deployment goes on", reached, jobs, reachBound.Seconds(), len(acked), firstErr)
 	}
 
 	// Steady state: the JobManager's CPU and the RPCs, no other load.
 	meter, err := NewCPUMeter(pid)
 	if err != nil {
-		return Outcome{}, err
+		return r, err
 	}
 	self, err := NewCPUMeter(os.Getpid())
 	if err != nil {
-		return Outcome{}, err
+		return r, err
 	}
 	var cores, rpcs, toJM, fromJM, toStore []float64
 	minRunning := reached
@@ -88,11 +193,11 @@ func runScale(ctx context.Context, e *env) (Outcome, error) {
 		a, b, s := c.tes.Calls.ToJobManager.Load(), c.tes.Calls.FromJobManager.Load(), c.tes.Calls.ToStore.Load()
 		tw := time.Now()
 		if err := sleep(ctx, window); err != nil {
-			return Outcome{}, err
+			return r, err
 		}
 		x, err := meter.Cores()
 		if err != nil {
-			return Outcome{}, fmt.Errorf("jobmanager gone: %w", err)
+			return r, fmt.Errorf("jobmanager gone: %w", err)
 		}
 		secs := time.Since(tw).Seconds()
 		da, db, ds := c.tes.Calls.ToJobManager.Load()-a, c.tes.Calls.FromJobManager.Load()-b, c.tes.Calls.ToStore.Load()-s
@@ -101,60 +206,61 @@ func runScale(ctx context.Context, e *env) (Outcome, error) {
 		rpcs = append(rpcs, float64(da+db+ds)/secs)
 		toJM, fromJM, toStore = append(toJM, float64(da)/secs), append(fromJM, float64(db)/secs), append(toStore, float64(ds)/secs)
 	}
-	selfCores, _ := self.Cores()
+	r.selfCores, _ = self.Cores()
+	r.cores, r.rpcs = Median(cores), Median(rpcs)
+	r.toJM, r.fromJM, r.toStore = Median(toJM), Median(fromJM), Median(toStore)
 	rss, err := RSSBytes(pid)
 	if err != nil {
-		return Outcome{}, fmt.Errorf("jobmanager gone: %w", err)
+		return r, fmt.Errorf("jobmanager gone: %w", err)
 	}
+	r.rssMiB = float64(rss) / (1 << 20)
 
 	// Query latency, one client, a call every 10ms. A call that fails
 	// (at the latest after queryTimeout) counts with the time it took, a
 	// lower bound of its latency.
-	var ovP50, ovP99, lsP50, lsP99 []float64
-	var queries, queryFailures int
+	var ov, ls []time.Duration
+	var queryFailures int
 	var queryErr error
 	timed := func(call func(context.Context) error) time.Duration {
 		cctx, cancel := context.WithTimeout(ctx, queryTimeout)
 		defer cancel()
 		t := time.Now()
 		err := call(cctx)
-		queries++
+		r.queries++
 		if err != nil {
 			queryFailures++
 			queryErr = err
 		}
 		return time.Since(t)
 	}
-	for range windows {
-		var ov, ls []time.Duration
-		end := time.Now().Add(queryWindow)
-		for time.Now().Before(end) && ctx.Err() == nil {
-			ov = append(ov, timed(func(ctx context.Context) error {
-				_, err := c.jm.Dispatcher.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
-				return err
-			}))
-			ls = append(ls, timed(func(ctx context.Context) error {
-				_, err := c.jm.Dispatcher.ListJobs(ctx, &jobplanev1.ListJobsRequest{PageSize: 100})
-				return err
-			}))
-			_ = sleep(ctx, 10*time.Millisecond)
-		}
-		minRunning = min(minRunning, c.rec.Running())
-		ovP50, ovP99 = append(ovP50, LatencyMs(ov, 50)), append(ovP99, LatencyMs(ov, 99))
-		lsP50, lsP99 = append(lsP50, LatencyMs(ls, 50)), append(lsP99, LatencyMs(ls, 99))
+	end := time.Now().Add(time.Duration(windows) * queryWindow)
+	for time.Now().Before(end) && ctx.Err() == nil {
+		ov = append(ov, timed(func(ctx context.Context) error {
+			_, err := c.jm.Dispatcher.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+			return err
+		}))
+		ls = append(ls, timed(func(ctx context.Context) error {
+			_, err := c.jm.Dispatcher.ListJobs(ctx, &jobplanev1.ListJobsRequest{PageSize: 100})
+			return err
+		}))
+		_ = sleep(ctx, 10*time.Millisecond)
 	}
 	if ctx.Err() != nil {
-		return Outcome{}, ctx.Err()
+		return r, ctx.Err()
 	}
-	queryNote := fmt.Sprintf("%d calls", queries)
+	minRunning = min(minRunning, c.rec.Running())
+	r.ovP50, r.ovP99, r.lsP50, r.lsP99 = LatencyMs(ov, 50), LatencyMs(ov, 99), LatencyMs(ls, 50), LatencyMs(ls, 99)
 	if queryFailures > 0 {
-		queryNote = fmt.Sprintf("%d of %d calls failed, counted with their duration (first: %v)", queryFailures, queries, queryErr)
+		r.queryFailure = fmt.Sprintf("%d of %d calls failed (first: %v)", queryFailures, r.queries, queryErr)
 	}
 	// Whether a job FAILED, from the overview.
-	failed, stillRunning, starts := -1, c.rec.Running(), c.rec.Blocked()
+	stillRunning, starts := c.rec.Running(), c.rec.Blocked()
+	r.failed = -1
 	if ov, err := c.overview(ctx); err == nil {
-		failed = int(ov.GetJobsFailed())
+		r.failed = int(ov.GetJobsFailed())
 	}
+	r.failNote = fmt.Sprintf("%d tasks running at the end of the steady state (%d at its start, fewest %d in between); %d task starts for %d acknowledged jobs",
+		stillRunning, reached, minRunning, starts, len(acked))
 
 	// As many jobs again, which wait for slots: every slot is taken. A
 	// waiting job holds no timer and no loop, so the JobManager's CPU at
@@ -175,29 +281,31 @@ func runScale(ctx context.Context, e *env) (Outcome, error) {
 	settleBound := pick(e, 10*time.Second, 3*time.Second)
 	busy := c.settle(ctx, settleBound)
 	if _, err := meter.Cores(); err != nil { // restarts the meter
-		return Outcome{}, fmt.Errorf("jobmanager gone: %w", err)
+		return r, fmt.Errorf("jobmanager gone: %w", err)
 	}
 	var waitCores []float64
 	for range windows {
 		if err := sleep(ctx, window); err != nil {
-			return Outcome{}, err
+			return r, err
 		}
 		x, err := meter.Cores()
 		if err != nil {
-			return Outcome{}, fmt.Errorf("jobmanager gone: %w", err)
+			return r, fmt.Errorf("jobmanager gone: %w", err)
 		}
 		waitCores = append(waitCores, x)
 	}
 	waitRSS, _ := RSSBytes(pid)
-	waitNote := fmt.Sprintf("%d windows of %v, %d jobs waiting beside %d running, no client calls; RSS %.0f MiB", windows, window, len(waiting), c.rec.Running(), float64(waitRSS)/(1<<20))
+	r.waitCores, r.waitRSSMiB = Median(waitCores), float64(waitRSS)/(1<<20)
+	r.waitNote = fmt.Sprintf("median of %d windows of %v, %d jobs waiting beside %d running, no client calls", windows, window, len(waiting), c.rec.Running())
 	if busy >= 0.1 {
-		waitNote += fmt.Sprintf("; the JobManager still used %.2f cores %v after the submissions", busy, settleBound)
+		r.waitNote += fmt.Sprintf(", the JobManager still used %.2f cores %v after the submissions", busy, settleBound)
 	}
 	if len(waiting) < jobs {
-		waitNote += fmt.Sprintf("; only %d of %d waiting jobs acknowledged within %v (first error: %v)", len(waiting), jobs, reachBound, waitErr)
+		r.waitNote += fmt.Sprintf(", only %d of %d waiting jobs acknowledged within %v (first error: %v)", len(waiting), jobs, reachBound, waitErr)
 	}
-
-	lost := c.leadershipNote(ctx)
+	if lost := c.leadershipNote(ctx); lost != "" {
+		r.failNote += "; " + lost
+	}
 
 	// Cancel all, bounded.
 	tc := time.Now()
@@ -212,37 +320,15 @@ func runScale(ctx context.Context, e *env) (Outcome, error) {
 		_ = sleep(cctx, 50*time.Millisecond)
 	}
 	ccancel()
-	cancelTook := time.Since(tc)
-	cancelNote := fmt.Sprintf("%d cancel calls answered; all tasks stopped %.1f s after the first", len(canceled), cancelTook.Seconds())
-	if left := c.rec.Running(); left > 0 {
-		cancelNote = fmt.Sprintf("%d tasks still running %.0f s after the first cancel (%d calls answered, first error %v)", left, cancelBound.Seconds(), len(canceled), cancelErr)
+	r.cancelTook = time.Since(tc)
+	switch left := c.rec.Running(); {
+	case left > 0:
+		r.cancelNote = fmt.Sprintf("%d tasks still running %.0f s after the first cancel (%d calls answered, first error %v)", left, cancelBound.Seconds(), len(canceled), cancelErr)
+	case len(canceled) < len(waiting)+len(acked):
+		r.cancelNote = fmt.Sprintf("all tasks stopped, but only %d of %d cancel calls were answered (first error %v)", len(canceled), len(waiting)+len(acked), cancelErr)
 	}
-	e.progress("5: %s", cancelNote)
-
-	rpcNote := fmt.Sprintf("per second: TE→JM %.0f, JM→TE %.0f, TE→HA store %.0f", Median(toJM), Median(fromJM), Median(toStore))
-	failNote := fmt.Sprintf("%d tasks running at the end of the steady state (%d at its start, fewest %d in between); %d task starts for %d acknowledged jobs",
-		stillRunning, reached, minRunning, starts, len(acked))
-	failedValue := SpreadOf([]float64{float64(failed)})
-	if failed < 0 {
-		failedValue, failNote = Spread{}, "the overview did not answer; "+failNote
-	}
-	if lost != "" {
-		failNote += "; " + lost
-	}
-	rows := []Row{
-		{ID: "5", Scenario: name, Measure: "jobs running", Value: SpreadOf([]float64{float64(reached)}), Target: fmt.Sprint(jobs), Note: reachNote},
-		{ID: "5", Scenario: name, Measure: "JM CPU cores", Value: SpreadOf(cores), Target: "< 1", Note: fmt.Sprintf("%d windows of %v, no queries; the bench process (TaskExecutors) used %.2f cores", windows, window, selfCores)},
-		{ID: "5", Scenario: name, Measure: "JM RSS MiB", Value: SpreadOf([]float64{float64(rss) / (1 << 20)}), Target: "< 1024", Note: fmt.Sprintf("%.0f MiB before the first job", float64(baseRSS)/(1<<20))},
-		{ID: "5", Scenario: name, Measure: "RPCs/s JM⇄TEs", Value: SpreadOf(rpcs), Note: rpcNote},
-		{ID: "5", Scenario: name, Measure: "GetClusterOverview p50 ms", Value: SpreadOf(ovP50), Target: "≤ 10", Note: queryNote},
-		{ID: "5", Scenario: name, Measure: "GetClusterOverview p99 ms", Value: SpreadOf(ovP99), Target: "≤ 10"},
-		{ID: "5", Scenario: name, Measure: "ListJobs(100) p50 ms", Value: SpreadOf(lsP50), Target: "≤ 10"},
-		{ID: "5", Scenario: name, Measure: "ListJobs(100) p99 ms", Value: SpreadOf(lsP99), Target: "≤ 10"},
-		{ID: "5", Scenario: name, Measure: "jobs FAILED", Value: failedValue, Target: "0", Note: failNote},
-		{ID: "5", Scenario: name, Measure: fmt.Sprintf("JM CPU cores, +%d waiting", jobs), Value: SpreadOf(waitCores), Target: "< 1", Note: waitNote},
-		{ID: "5", Scenario: name, Measure: "cancel all s", Value: SpreadOf([]float64{cancelTook.Seconds()}), Note: cancelNote},
-	}
-	return Outcome{Rows: rows}, nil
+	e.progress("5: %d cancel calls answered; %d tasks running %.1f s after the first", len(canceled), c.rec.Running(), r.cancelTook.Seconds())
+	return r, nil
 }
 
 // forEach calls f for every id from submitClients goroutines sharing one

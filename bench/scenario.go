@@ -81,10 +81,10 @@ type scenario struct {
 // scenarios are the bench's scenarios, in the order they run and report.
 var scenarios = []scenario{
 	{"1", "submission throughput beside the floor", 4 * time.Minute, time.Minute, runSubmission},
-	{"2", "acks/s over time while jobs pile up", 100 * time.Second, 30 * time.Second, runPileUp},
+	{"2", "acks/s over time while jobs pile up", 5 * time.Minute, 30 * time.Second, runPileUp},
 	{"3", "one-task job latency, back to back", 90 * time.Second, 20 * time.Second, runLatency},
 	{"4", "2 x 1000 all-to-all pipelined job", 3 * time.Minute, 30 * time.Second, runBigJob},
-	{"5", "10,000 running one-task jobs, then 10,000 waiting", 5 * time.Minute, 45 * time.Second, runScale},
+	{"5", "10,000 running one-task jobs, then 10,000 waiting", 8 * time.Minute, 45 * time.Second, runScale},
 	{"6", "scheduler and HA-store Go benchmarks", 10 * time.Second, 10 * time.Second, runGoBench},
 }
 
