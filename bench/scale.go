@@ -99,7 +99,7 @@ func runScale(ctx context.Context, e *env) (Outcome, error) {
 }
 
 // scaleWindows is the number and length of row 5's measuring windows.
-func scaleWindows(e *env) (int, time.Duration) { return 3, pick(e, 5*time.Second, time.Second) }
+func scaleWindows(e *env) (int, time.Duration) { return 3, pick(e, 3*time.Second, time.Second) }
 
 // scaleResult is what one run of row 5 measured.
 type scaleResult struct {
@@ -132,7 +132,7 @@ func scaleRun(ctx context.Context, e *env, tes, jobs int) (scaleResult, error) {
 	var r scaleResult
 	reachBound := pick(e, 75*time.Second, 20*time.Second)
 	windows, window := scaleWindows(e)
-	queryWindow := pick(e, 2*time.Second, time.Second)
+	queryWindow := time.Second
 	cancelBound := pick(e, 30*time.Second, 15*time.Second)
 
 	e.progress("5: starting %d TaskExecutors of %d slots", tes, jobs/tes)
