@@ -288,10 +288,7 @@ func (c *committer) commit(ctx context.Context, batch []*write) {
 		w := batch[0]
 		cmps, then, els := w.op.Txn()
 		resp, err := c.client.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
-		if err != nil && c.ctx.Err() != nil {
-			err = errClosed
-		}
-		if err != nil {
+		if err = c.closedErr(err); err != nil {
 			w.err = err
 			return
 		}
@@ -303,9 +300,7 @@ func (c *committer) commit(ctx context.Context, batch []*write) {
 		ops[i] = w.op
 	}
 	resp, err := c.client.Txn(ctx).Then(ops...).Commit()
-	if err != nil && c.ctx.Err() != nil {
-		err = errClosed
-	}
+	err = c.closedErr(err)
 	if err != nil && refusedForContent(err) && ctx.Err() == nil {
 		half := len(batch) / 2
 		c.commit(ctx, batch[:half])
@@ -319,6 +314,15 @@ func (c *committer) commit(ctx context.Context, batch []*write) {
 		}
 		w.resp, w.hdr = resp.Responses[i].GetResponseTxn(), resp.Header
 	}
+}
+
+// closedErr is errClosed for a transaction that failed because the store
+// closed, and err otherwise.
+func (c *committer) closedErr(err error) error {
+	if err != nil && c.ctx.Err() != nil {
+		return errClosed
+	}
+	return err
 }
 
 // refusedForContent reports that etcd refused a transaction, applying

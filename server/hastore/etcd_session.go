@@ -228,12 +228,17 @@ func (s *etcdSession) campaign(ctx context.Context, election, address string, re
 	// leader keys learns of the key's deletion from before its creation.
 	key := store.leaderKey(election, s.ID())
 	reg := store.gone.register(key)
+	led := false
+	defer func() {
+		if !led {
+			store.gone.unregister(reg)
+		}
+	}()
 	rev, leads, err := s.enter(cctx, election, key, address)
 	if err == nil && !leads {
 		err = store.waitPredecessors(cctx, store.electionPrefix(election)+"/", rev)
 	}
 	if err != nil {
-		store.gone.unregister(reg)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return nil, ErrSessionNotFound
 		}
@@ -256,15 +261,14 @@ func (s *etcdSession) campaign(ctx context.Context, election, address string, re
 		// revision leads.
 		got, err := store.client.Get(ctx, key)
 		if err != nil {
-			store.gone.unregister(reg)
 			s.deleteKey(key)
 			return nil, unavailable(ctx, err)
 		}
 		if len(got.Kvs) == 0 || got.Kvs[0].CreateRevision != rev {
-			store.gone.unregister(reg)
 			return nil, ErrSessionNotFound
 		}
 	}
+	led = true
 	return s.lead(election, rev, reg, release), nil
 }
 
@@ -310,6 +314,10 @@ func (s *etcdSession) lead(election string, rev int64, reg *keyReg, release func
 	return l
 }
 
+// errCandidacyVanished: a candidacy key that a campaign found in place was
+// gone by its next step (its lease ended, or its session resigned).
+var errCandidacyVanished = errors.New("hastore: candidacy key vanished while entering")
+
 // enter creates the session's candidacy key in election, through the
 // committer, and returns its create revision: the epoch it leads with;
 // leads reports that no older key was left at that moment, so that the
@@ -339,7 +347,7 @@ func (s *etcdSession) enter(ctx context.Context, election, key, address string) 
 	}
 	kvs := resp.GetResponses()[0].GetResponseRange().GetKvs()
 	if len(kvs) == 0 {
-		return 0, false, errors.New("hastore: candidacy key vanished while entering")
+		return 0, false, errCandidacyVanished
 	}
 	kv := kvs[0]
 	if string(kv.Value) != address {
@@ -351,7 +359,7 @@ func (s *etcdSession) enter(ctx context.Context, election, key, address string) 
 			return 0, false, err
 		}
 		if !resp.GetSucceeded() {
-			return 0, false, errors.New("hastore: candidacy key vanished while entering")
+			return 0, false, errCandidacyVanished
 		}
 	}
 	return kv.CreateRevision, leads, nil

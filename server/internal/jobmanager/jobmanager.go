@@ -150,9 +150,7 @@ func New(cfg Config) (*JobManager, error) {
 		// The JobMasters lead on the process's session: their lease is
 		// its validity.
 		LeaseUntil: func() time.Time {
-			jm.mu.Lock()
-			sess := jm.session
-			jm.mu.Unlock()
+			sess := jm.currentSession()
 			if sess == nil {
 				return time.Time{}
 			}
@@ -207,21 +205,23 @@ type Service struct {
 // putPlan persists a submitted job's plan and, where the session can,
 // enters the job's election in the same write.
 func (jm *JobManager) putPlan(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan) (*hastore.Leadership, error) {
-	jm.mu.Lock()
-	sess := jm.session
-	jm.mu.Unlock()
-	if pc, ok := sess.(hastore.PlanCandidacy); ok {
+	if pc, ok := jm.currentSession().(hastore.PlanCandidacy); ok {
 		return pc.PutExecutionPlanAndLead(ctx, f, plan, jm.cfg.Address)
 	}
 	return nil, jm.cfg.Store.PutExecutionPlan(ctx, f, plan)
 }
 
-func (jm *JobManager) newRunner(plan *jobplanev1.ExecutionPlan, recovered bool, granted *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+// currentSession returns the process's HA-store session, or nil before
+// the first.
+func (jm *JobManager) currentSession() hastore.Session {
 	jm.mu.Lock()
-	sess := jm.session
-	jm.mu.Unlock()
+	defer jm.mu.Unlock()
+	return jm.session
+}
+
+func (jm *JobManager) newRunner(plan *jobplanev1.ExecutionPlan, recovered bool, granted *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 	return runner.New(runner.Config{
-		JobID: plan.GetJobId(), Session: sess, Store: jm.cfg.Store, Address: jm.cfg.Address, Router: jm.router, Logger: jm.log,
+		JobID: plan.GetJobId(), Session: jm.currentSession(), Store: jm.cfg.Store, Address: jm.cfg.Address, Router: jm.router, Logger: jm.log,
 		Recovered: recovered, Granted: granted,
 		NewJobMaster: func(l *hastore.Leadership) (*jobmaster.JobMaster, error) {
 			return jobmaster.New(jobmaster.Config{
