@@ -60,11 +60,15 @@ func runScale(ctx context.Context, e *env) (Outcome, error) {
 		if r.reachNote != "" {
 			reachNotes = append(reachNotes, tag+r.reachNote)
 		}
-		failNotes = append(failNotes, tag+r.failNote)
+		if r.failNote != "" {
+			failNotes = append(failNotes, tag+r.failNote)
+		}
 		if r.cancelNote != "" {
 			cancelNotes = append(cancelNotes, tag+r.cancelNote)
 		}
-		waitNotes = append(waitNotes, tag+r.waitNote)
+		if r.waitNote != "" {
+			waitNotes = append(waitNotes, tag+r.waitNote)
+		}
 	}
 	queryNote := fmt.Sprintf("%d calls", queries)
 	if len(queryFailures) > 0 {
@@ -76,11 +80,15 @@ func runScale(ctx context.Context, e *env) (Outcome, error) {
 	if len(cancelNotes) == 0 {
 		cancelNotes = []string{"in every run every cancel call was answered and all tasks stopped"}
 	}
+	if len(failNotes) == 0 {
+		failNotes = []string{"in every run every task kept running through the steady state, one task start per acknowledged job, and the JobManager kept its leadership"}
+	}
+	windows, window := scaleWindows(e)
+	waitNotes = append([]string{fmt.Sprintf("per run the median of %d windows of %v, as many jobs waiting as running, no client calls", windows, window)}, waitNotes...)
 	failedValue := SpreadOf(failed)
 	if len(failed) < len(rs) {
 		failNotes = append(failNotes, fmt.Sprintf("the overview did not answer in %d runs", len(rs)-len(failed)))
 	}
-	windows, window := scaleWindows(e)
 	rows := []Row{
 		{ID: "5", Scenario: name, Measure: "jobs running", Value: SpreadOf(reached), Target: fmt.Sprint(jobs), Note: strings.Join(reachNotes, "; ")},
 		{ID: "5", Scenario: name, Measure: "JM CPU cores", Value: SpreadOf(cores), Target: "< 1", Note: fmt.Sprintf("per run the median of %d windows of %v, no queries; the bench process (TaskExecutors) used %.2f cores", windows, window, Median(selfCores))},
@@ -113,9 +121,9 @@ type scaleResult struct {
 	queries                    int
 	queryFailure               string // how many calls failed and the first error; empty if none
 	failed                     int    // from the overview; -1 if it did not answer
-	failNote                   string
+	failNote                   string // set if tasks stopped, ran again, or the leadership was lost
 	waitCores, waitRSSMiB      float64
-	waitNote                   string
+	waitNote                   string // set if the waiting phase was not as planned
 	cancelTook                 time.Duration
 	cancelNote                 string // set if not all stopped, or not all cancels were answered
 }
@@ -259,8 +267,10 @@ func scaleRun(ctx context.Context, e *env, tes, jobs int) (scaleResult, error) {
 	if ov, err := c.overview(ctx); err == nil {
 		r.failed = int(ov.GetJobsFailed())
 	}
-	r.failNote = fmt.Sprintf("%d tasks running at the end of the steady state (%d at its start, fewest %d in between); %d task starts for %d acknowledged jobs",
-		stillRunning, reached, minRunning, starts, len(acked))
+	if stillRunning != reached || minRunning != reached || starts != int64(len(acked)) {
+		r.failNote = fmt.Sprintf("%d tasks running at the end of the steady state (%d at its start, fewest %d in between); %d task starts for %d acknowledged jobs",
+			stillRunning, reached, minRunning, starts, len(acked))
+	}
 
 	// As many jobs again, which wait for slots: every slot is taken. A
 	// waiting job holds no timer and no loop, so the JobManager's CPU at
@@ -296,15 +306,19 @@ func scaleRun(ctx context.Context, e *env, tes, jobs int) (scaleResult, error) {
 	}
 	waitRSS, _ := RSSBytes(pid)
 	r.waitCores, r.waitRSSMiB = Median(waitCores), float64(waitRSS)/(1<<20)
-	r.waitNote = fmt.Sprintf("median of %d windows of %v, %d jobs waiting beside %d running, no client calls", windows, window, len(waiting), c.rec.Running())
+	var odd []string
 	if busy >= 0.1 {
-		r.waitNote += fmt.Sprintf(", the JobManager still used %.2f cores %v after the submissions", busy, settleBound)
+		odd = append(odd, fmt.Sprintf("the JobManager still used %.2f cores %v after the submissions", busy, settleBound))
 	}
 	if len(waiting) < jobs {
-		r.waitNote += fmt.Sprintf(", only %d of %d waiting jobs acknowledged within %v (first error: %v)", len(waiting), jobs, reachBound, waitErr)
+		odd = append(odd, fmt.Sprintf("only %d of %d waiting jobs acknowledged within %v (first error: %v)", len(waiting), jobs, reachBound, waitErr))
 	}
+	if running := c.rec.Running(); running != reached {
+		odd = append(odd, fmt.Sprintf("%d running beside them, not %d", running, reached))
+	}
+	r.waitNote = strings.Join(odd, ", ")
 	if lost := c.leadershipNote(ctx); lost != "" {
-		r.failNote += "; " + lost
+		r.failNote = strings.TrimPrefix(r.failNote+"; "+lost, "; ")
 	}
 
 	// Cancel all, bounded.
