@@ -186,9 +186,10 @@ func (e *env) taskInterceptor(id string) connect.UnaryInterceptorFunc {
 					e.log.Add(Event{Source: id, Op: "FreeSlot", Key: m.GetJobId(), Token: token(m.GetJobMasterToken()), Detail: aid})
 				}
 			case *jobplanev1.UpdateTaskExecutionStatesRequest:
-				for _, st := range m.GetStatuses() {
-					e.log.Add(Event{Source: id, Op: "UpdateTaskExecutionState", Key: m.GetJobId(), Token: token(m.GetJobMasterToken()),
-						Attempt: attemptKey(st.GetAttempt()), State: st.GetState()})
+				e.logStates(id, m)
+			case *jobplanev1.UpdateTaskExecutionStatesOfJobsRequest:
+				for _, job := range m.GetJobs() {
+					e.logStates(id, job)
 				}
 			case *jobplanev1.RequestSlotRequest:
 				ev.Op, ev.Key, ev.Token, ev.Detail = "RequestSlot", m.GetJobId(), token(m.GetJobMasterToken()), m.GetAllocationId()
@@ -209,6 +210,15 @@ func (e *env) taskInterceptor(id string) connect.UnaryInterceptorFunc {
 			}
 			return next(ctx, req)
 		}
+	}
+}
+
+// logStates records one job's batch of state changes, sent by
+// TaskExecutor id, as UpdateTaskExecutionState events.
+func (e *env) logStates(id string, m *jobplanev1.UpdateTaskExecutionStatesRequest) {
+	for _, st := range m.GetStatuses() {
+		e.log.Add(Event{Source: id, Op: "UpdateTaskExecutionState", Key: m.GetJobId(), Token: token(m.GetJobMasterToken()),
+			Attempt: attemptKey(st.GetAttempt()), State: st.GetState()})
 	}
 }
 

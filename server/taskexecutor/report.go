@@ -15,17 +15,20 @@ import (
 
 // State reports. Each state change of an attempt goes to the JobMaster
 // that deployed it, as long as that JobMaster is the job's. Reports are
-// per JobMaster, not per change: the changes made while a report to a
-// JobMaster is on its way wait, and go together, in order, in the next
-// one (UpdateTaskExecutionStates, or one UpdateTaskExecutionState each at
-// a JobMaster without it). One sender per JobMaster keeps each attempt's
-// changes in the order they happened. A change refused for good (a stale
-// token, an attempt the JobMaster no longer knows) stops the attempt; one
-// that could not be delivered goes with the next heartbeats to the
-// JobMaster's address until one is answered.
+// per JobMaster process, not per change or per job: the changes made
+// while a report to an address is on its way wait, and go together, in
+// order, in the next call, for every job reported there
+// (UpdateTaskExecutionStatesOfJobs; at a process without it, one
+// UpdateTaskExecutionStates per job, or one UpdateTaskExecutionState per
+// change where that is missing too). One sender per address keeps each
+// attempt's changes in the order they happened. A change refused for good
+// (a stale token, an attempt the JobMaster no longer knows) stops the
+// attempt; one that could not be delivered goes with the next heartbeats
+// to the JobMaster's address until one is answered.
 
 // pendingReport is a state change waiting to be reported.
 type pendingReport struct {
+	key    jobMasterKey
 	t      *task
 	status *jobplanev1.TaskExecutionStatus
 	done   chan struct{} // closed once delivered or given up
@@ -46,12 +49,11 @@ func (te *TaskExecutor) report(t *task, address string, state jobplanev1.Executi
 		close(done)
 		return done
 	}
-	key := jobMasterKey{address: address, jobID: jobID, token: t.token}
-	p := &pendingReport{t: t, done: done, status: &jobplanev1.TaskExecutionStatus{
+	p := &pendingReport{key: jobMasterKey{address: address, jobID: jobID, token: t.token}, t: t, done: done, status: &jobplanev1.TaskExecutionStatus{
 		Attempt: t.req.GetAttempt(), State: state, Time: timestamppb.Now(), FailureMessage: msg,
 	}}
-	queued, sending := te.reports[key]
-	te.reports[key] = append(queued, p)
+	queued, sending := te.reports[address]
+	te.reports[address] = append(queued, p)
 	if !sending {
 		// The caller runs under te.wg, so adding to it is safe even while
 		// Run waits for it.
@@ -59,54 +61,137 @@ func (te *TaskExecutor) report(t *task, address string, state jobplanev1.Executi
 		te.wg.Add(1)
 		go func() {
 			defer te.wg.Done()
-			te.sendReports(ctx, key)
+			te.sendReports(ctx, address)
 		}()
 	}
 	return done
 }
 
-// sendReports reports what is queued for a JobMaster, one call at a time,
-// until nothing is.
-func (te *TaskExecutor) sendReports(ctx context.Context, key jobMasterKey) {
-	for {
-		te.mu.Lock()
-		queued := te.reports[key]
-		if len(queued) == 0 {
-			delete(te.reports, key)
-			te.mu.Unlock()
-			return
+// reportEntry is the state changes of one job for one JobMaster, oldest
+// first, that go in one call.
+type reportEntry struct {
+	key jobMasterKey
+	ps  []*pendingReport
+}
+
+func (e reportEntry) request(executor string) *jobplanev1.UpdateTaskExecutionStatesRequest {
+	statuses := make([]*jobplanev1.TaskExecutionStatus, len(e.ps))
+	for i, p := range e.ps {
+		statuses[i] = p.status
+	}
+	return &jobplanev1.UpdateTaskExecutionStatesRequest{
+		JobId: e.key.jobID, JobMasterToken: protoToken(e.key.token), TaskExecutorId: executor, Statuses: statuses,
+	}
+}
+
+// entries groups queued state changes by JobMaster, in the order each
+// first appears, and cuts a JobMaster's changes into runs that each fit
+// one call (batch.Split); the runs of one JobMaster stay in order.
+func entries(queued []*pendingReport) []reportEntry {
+	var keys []jobMasterKey
+	byKey := map[jobMasterKey][]*pendingReport{}
+	for _, p := range queued {
+		if byKey[p.key] == nil {
+			keys = append(keys, p.key)
 		}
-		te.reports[key] = nil // still sending
-		te.mu.Unlock()
-		statuses := make([]*jobplanev1.TaskExecutionStatus, len(queued))
-		for i, p := range queued {
+		byKey[p.key] = append(byKey[p.key], p)
+	}
+	var out []reportEntry
+	for _, k := range keys {
+		ps := byKey[k]
+		statuses := make([]*jobplanev1.TaskExecutionStatus, len(ps))
+		for i, p := range ps {
 			statuses[i] = p.status
 		}
 		at := 0
 		for _, run := range batch.Split(statuses) {
-			te.deliver(ctx, key, queued[at:at+len(run)], run)
+			out = append(out, reportEntry{key: k, ps: ps[at : at+len(run)]})
 			at += len(run)
 		}
+	}
+	return out
+}
+
+// sendReports reports what is queued for a JobMaster process, one call
+// at a time, until nothing is.
+func (te *TaskExecutor) sendReports(ctx context.Context, address string) {
+	for {
+		te.mu.Lock()
+		queued := te.reports[address]
+		if len(queued) == 0 {
+			delete(te.reports, address)
+			te.mu.Unlock()
+			return
+		}
+		te.reports[address] = nil // still sending
+		te.mu.Unlock()
+		te.deliverAll(ctx, address, entries(queued))
 		for _, p := range queued {
 			close(p.done)
 		}
 	}
 }
 
-// deliver sends state changes to a JobMaster in one call, and acts on the
-// answer for each; statuses are those of ps.
-func (te *TaskExecutor) deliver(ctx context.Context, key jobMasterKey, ps []*pendingReport, statuses []*jobplanev1.TaskExecutionStatus) {
+// deliverAll sends the entries for one address: as few calls of
+// UpdateTaskExecutionStatesOfJobs as the limits allow, or, at a process
+// without it, one call per entry (deliver).
+func (te *TaskExecutor) deliverAll(ctx context.Context, address string, es []reportEntry) {
+	jm := te.jobMaster(address)
+	if !jm.perJob.Load() {
+		reqs := make([]*jobplanev1.UpdateTaskExecutionStatesRequest, len(es))
+		for i, e := range es {
+			reqs[i] = e.request(te.cfg.ID)
+		}
+		at := 0
+		for _, run := range batch.Split(reqs) {
+			sent := time.Now()
+			rctx, cancel := context.WithTimeout(ctx, reportTimeout)
+			resp, err := jm.UpdateTaskExecutionStatesOfJobs(rctx, &jobplanev1.UpdateTaskExecutionStatesOfJobsRequest{TaskExecutorId: te.cfg.ID, Jobs: run})
+			cancel()
+			if connect.CodeOf(err) == connect.CodeUnimplemented {
+				jm.perJob.Store(true)
+				es = es[at:]
+				break
+			}
+			whole := apierror.ItemErrors(len(run), err, resp.GetRefused())
+			for i, e := range es[at : at+len(run)] {
+				var refused []*jobplanev1.ItemError
+				if i < len(resp.GetResults()) {
+					refused = resp.GetResults()[i].GetRefused()
+				}
+				te.settle(e, apierror.ItemErrors(len(e.ps), whole[i], refused), whole[i] == nil, sent)
+			}
+			at += len(run)
+		}
+		if !jm.perJob.Load() {
+			return
+		}
+	}
+	for _, e := range es {
+		te.deliver(ctx, e)
+	}
+}
+
+// deliver sends one entry's state changes to its JobMaster in one call
+// (or one per change, see updateStates).
+func (te *TaskExecutor) deliver(ctx context.Context, e reportEntry) {
 	sent := time.Now()
-	errs, answered := te.jobMaster(key.address).updateStates(ctx, &jobplanev1.UpdateTaskExecutionStatesRequest{
-		JobId: key.jobID, JobMasterToken: protoToken(key.token), TaskExecutorId: te.cfg.ID, Statuses: statuses,
-	})
+	errs, answered := te.jobMaster(e.key.address).updateStates(ctx, e.request(te.cfg.ID))
+	te.settle(e, errs, answered, sent)
+}
+
+// settle acts on the outcome of each of an entry's state changes: errs
+// are their errors; answered says the JobMaster answered the call sent
+// at sent.
+func (te *TaskExecutor) settle(e reportEntry, errs []error, answered bool, sent time.Time) {
+	key := e.key
 	te.mu.Lock()
 	defer te.mu.Unlock()
 	if answered {
 		te.touchLocked(key.jobID, key.token, sent)
 	}
 	l := te.links[key.address]
-	for i, p := range ps {
+	for i, p := range e.ps {
 		if l != nil {
 			delete(l.unacked[key.jobID], attemptKey(p.status.GetAttempt()))
 		}

@@ -108,9 +108,10 @@ type TaskExecutor struct {
 	// offers are the slots waiting to be offered, by JobMaster; a key is
 	// present while a sender runs for it (offer.go).
 	offers map[jobMasterKey][]offeredSlot
-	// reports are the state changes waiting to be reported, by
-	// JobMaster; a key is present while a sender runs for it (report.go).
-	reports map[jobMasterKey][]*pendingReport
+	// reports are the state changes waiting to be reported, by JobMaster
+	// address; an address is present while a sender runs for it
+	// (report.go).
+	reports map[string][]*pendingReport
 	// wake makes the JobMaster watchdog look at the deadlines again.
 	wake chan struct{}
 	// links are the heartbeats with JobMaster processes, by address
@@ -212,7 +213,7 @@ func New(cfg Config) (*TaskExecutor, error) {
 		links:      make(map[string]*link),
 		hbWake:     make(chan struct{}, 1),
 		offers:     make(map[jobMasterKey][]offeredSlot),
-		reports:    make(map[jobMasterKey][]*pendingReport),
+		reports:    make(map[string][]*pendingReport),
 	}
 	for i := range cfg.Slots {
 		te.slots = append(te.slots, &slot{index: i})
@@ -327,6 +328,10 @@ func (te *TaskExecutor) adoptLocked(jobID string, t hastore.Token, address strin
 // address.
 type jobMasterClient struct {
 	jobplanev1connect.JobMasterServiceClient
+	// perJob is set once the address answered
+	// UpdateTaskExecutionStatesOfJobs with UNIMPLEMENTED: state changes go
+	// in one call per job there.
+	perJob atomic.Bool
 	// single is set once the address answered UpdateTaskExecutionStates
 	// with UNIMPLEMENTED: state changes go one per call there.
 	single atomic.Bool

@@ -670,6 +670,123 @@ func (x *UpdateTaskExecutionStatesResponse) GetRefused() []*ItemError {
 	return nil
 }
 
+// UpdateTaskExecutionStatesOfJobsRequest is the request of
+// JobMasterService.UpdateTaskExecutionStatesOfJobs.
+type UpdateTaskExecutionStatesOfJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reporting TaskExecutor's id. Required.
+	TaskExecutorId string `protobuf:"bytes,1,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
+	// The state changes, one entry per job and JobMaster token, each as
+	// UpdateTaskExecutionStates takes it.
+	Jobs          []*UpdateTaskExecutionStatesRequest `protobuf:"bytes,2,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTaskExecutionStatesOfJobsRequest) Reset() {
+	*x = UpdateTaskExecutionStatesOfJobsRequest{}
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTaskExecutionStatesOfJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTaskExecutionStatesOfJobsRequest) ProtoMessage() {}
+
+func (x *UpdateTaskExecutionStatesOfJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTaskExecutionStatesOfJobsRequest.ProtoReflect.Descriptor instead.
+func (*UpdateTaskExecutionStatesOfJobsRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *UpdateTaskExecutionStatesOfJobsRequest) GetTaskExecutorId() string {
+	if x != nil {
+		return x.TaskExecutorId
+	}
+	return ""
+}
+
+func (x *UpdateTaskExecutionStatesOfJobsRequest) GetJobs() []*UpdateTaskExecutionStatesRequest {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+// UpdateTaskExecutionStatesOfJobsResponse is the response of
+// JobMasterService.UpdateTaskExecutionStatesOfJobs.
+type UpdateTaskExecutionStatesOfJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entries refused as a whole, by their index in `jobs`, with the
+	// error UpdateTaskExecutionStates would have answered for them; nothing
+	// of them was taken.
+	Refused []*ItemError `protobuf:"bytes,1,rep,name=refused,proto3" json:"refused,omitempty"`
+	// One per entry of `jobs`, in order: the entry's state changes refused,
+	// as UpdateTaskExecutionStatesResponse gives them (empty for an entry
+	// refused as a whole).
+	Results       []*UpdateTaskExecutionStatesResponse `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTaskExecutionStatesOfJobsResponse) Reset() {
+	*x = UpdateTaskExecutionStatesOfJobsResponse{}
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTaskExecutionStatesOfJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTaskExecutionStatesOfJobsResponse) ProtoMessage() {}
+
+func (x *UpdateTaskExecutionStatesOfJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTaskExecutionStatesOfJobsResponse.ProtoReflect.Descriptor instead.
+func (*UpdateTaskExecutionStatesOfJobsResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *UpdateTaskExecutionStatesOfJobsResponse) GetRefused() []*ItemError {
+	if x != nil {
+		return x.Refused
+	}
+	return nil
+}
+
+func (x *UpdateTaskExecutionStatesOfJobsResponse) GetResults() []*UpdateTaskExecutionStatesResponse {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 // JobMasterServiceHeartbeatRequest is the request of
 // JobMasterService.Heartbeat.
 type JobMasterServiceHeartbeatRequest struct {
@@ -688,7 +805,7 @@ type JobMasterServiceHeartbeatRequest struct {
 
 func (x *JobMasterServiceHeartbeatRequest) Reset() {
 	*x = JobMasterServiceHeartbeatRequest{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[9]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +817,7 @@ func (x *JobMasterServiceHeartbeatRequest) String() string {
 func (*JobMasterServiceHeartbeatRequest) ProtoMessage() {}
 
 func (x *JobMasterServiceHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[9]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +830,7 @@ func (x *JobMasterServiceHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobMasterServiceHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*JobMasterServiceHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{9}
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *JobMasterServiceHeartbeatRequest) GetJobId() string {
@@ -754,7 +871,7 @@ type JobMasterServiceHeartbeatResponse struct {
 
 func (x *JobMasterServiceHeartbeatResponse) Reset() {
 	*x = JobMasterServiceHeartbeatResponse{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[10]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +883,7 @@ func (x *JobMasterServiceHeartbeatResponse) String() string {
 func (*JobMasterServiceHeartbeatResponse) ProtoMessage() {}
 
 func (x *JobMasterServiceHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[10]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +896,7 @@ func (x *JobMasterServiceHeartbeatResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use JobMasterServiceHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*JobMasterServiceHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{10}
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{12}
 }
 
 // HeartbeatFromTaskExecutorRequest is the request of
@@ -808,7 +925,7 @@ type HeartbeatFromTaskExecutorRequest struct {
 
 func (x *HeartbeatFromTaskExecutorRequest) Reset() {
 	*x = HeartbeatFromTaskExecutorRequest{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[11]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +937,7 @@ func (x *HeartbeatFromTaskExecutorRequest) String() string {
 func (*HeartbeatFromTaskExecutorRequest) ProtoMessage() {}
 
 func (x *HeartbeatFromTaskExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[11]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +950,7 @@ func (x *HeartbeatFromTaskExecutorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatFromTaskExecutorRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatFromTaskExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{11}
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HeartbeatFromTaskExecutorRequest) GetTaskExecutorId() string {
@@ -892,7 +1009,7 @@ type TaskExecutorJobReport struct {
 
 func (x *TaskExecutorJobReport) Reset() {
 	*x = TaskExecutorJobReport{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[12]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +1021,7 @@ func (x *TaskExecutorJobReport) String() string {
 func (*TaskExecutorJobReport) ProtoMessage() {}
 
 func (x *TaskExecutorJobReport) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[12]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +1034,7 @@ func (x *TaskExecutorJobReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskExecutorJobReport.ProtoReflect.Descriptor instead.
 func (*TaskExecutorJobReport) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{12}
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TaskExecutorJobReport) GetJobId() string {
@@ -984,7 +1101,7 @@ type HeartbeatFromTaskExecutorResponse struct {
 
 func (x *HeartbeatFromTaskExecutorResponse) Reset() {
 	*x = HeartbeatFromTaskExecutorResponse{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[13]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1113,7 @@ func (x *HeartbeatFromTaskExecutorResponse) String() string {
 func (*HeartbeatFromTaskExecutorResponse) ProtoMessage() {}
 
 func (x *HeartbeatFromTaskExecutorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[13]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1126,7 @@ func (x *HeartbeatFromTaskExecutorResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use HeartbeatFromTaskExecutorResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatFromTaskExecutorResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{13}
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HeartbeatFromTaskExecutorResponse) GetFullRequested() bool {
@@ -1049,7 +1166,7 @@ type TaskExecutorJobAnswer struct {
 
 func (x *TaskExecutorJobAnswer) Reset() {
 	*x = TaskExecutorJobAnswer{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[14]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1178,7 @@ func (x *TaskExecutorJobAnswer) String() string {
 func (*TaskExecutorJobAnswer) ProtoMessage() {}
 
 func (x *TaskExecutorJobAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[14]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1191,7 @@ func (x *TaskExecutorJobAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskExecutorJobAnswer.ProtoReflect.Descriptor instead.
 func (*TaskExecutorJobAnswer) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{14}
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TaskExecutorJobAnswer) GetJobId() string {
@@ -1116,7 +1233,7 @@ type DisconnectTaskExecutorRequest struct {
 
 func (x *DisconnectTaskExecutorRequest) Reset() {
 	*x = DisconnectTaskExecutorRequest{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[15]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1245,7 @@ func (x *DisconnectTaskExecutorRequest) String() string {
 func (*DisconnectTaskExecutorRequest) ProtoMessage() {}
 
 func (x *DisconnectTaskExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[15]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1258,7 @@ func (x *DisconnectTaskExecutorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectTaskExecutorRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectTaskExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{15}
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DisconnectTaskExecutorRequest) GetJobId() string {
@@ -1182,7 +1299,7 @@ type DisconnectTaskExecutorResponse struct {
 
 func (x *DisconnectTaskExecutorResponse) Reset() {
 	*x = DisconnectTaskExecutorResponse{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[16]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1311,7 @@ func (x *DisconnectTaskExecutorResponse) String() string {
 func (*DisconnectTaskExecutorResponse) ProtoMessage() {}
 
 func (x *DisconnectTaskExecutorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[16]
+	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1324,7 @@ func (x *DisconnectTaskExecutorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectTaskExecutorResponse.ProtoReflect.Descriptor instead.
 func (*DisconnectTaskExecutorResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{16}
+	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{18}
 }
 
 var File_jobplane_v1_job_master_service_proto protoreflect.FileDescriptor
@@ -1250,7 +1367,13 @@ const file_jobplane_v1_job_master_service_proto_rawDesc = "" +
 	"\x10task_executor_id\x18\x03 \x01(\tR\x0etaskExecutorId\x12<\n" +
 	"\bstatuses\x18\x04 \x03(\v2 .jobplane.v1.TaskExecutionStatusR\bstatuses\"U\n" +
 	"!UpdateTaskExecutionStatesResponse\x120\n" +
-	"\arefused\x18\x01 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\"\xe0\x01\n" +
+	"\arefused\x18\x01 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\"\x95\x01\n" +
+	"&UpdateTaskExecutionStatesOfJobsRequest\x12(\n" +
+	"\x10task_executor_id\x18\x01 \x01(\tR\x0etaskExecutorId\x12A\n" +
+	"\x04jobs\x18\x02 \x03(\v2-.jobplane.v1.UpdateTaskExecutionStatesRequestR\x04jobs\"\xa5\x01\n" +
+	"'UpdateTaskExecutionStatesOfJobsResponse\x120\n" +
+	"\arefused\x18\x01 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\x12H\n" +
+	"\aresults\x18\x02 \x03(\v2..jobplane.v1.UpdateTaskExecutionStatesResponseR\aresults\"\xe0\x01\n" +
 	" JobMasterServiceHeartbeatRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12(\n" +
@@ -1287,13 +1410,14 @@ const file_jobplane_v1_job_master_service_proto_rawDesc = "" +
 	"$TASK_EXECUTOR_JOB_ACTION_UNSPECIFIED\x10\x00\x12'\n" +
 	"#TASK_EXECUTOR_JOB_ACTION_NOT_LEADER\x10\x01\x12#\n" +
 	"\x1fTASK_EXECUTOR_JOB_ACTION_FOLLOW\x10\x02\x12#\n" +
-	"\x1fTASK_EXECUTOR_JOB_ACTION_REPORT\x10\x032\xe2\x06\n" +
+	"\x1fTASK_EXECUTOR_JOB_ACTION_REPORT\x10\x032\xf6\a\n" +
 	"\x10JobMasterService\x12\x90\x01\n" +
 	"\x14RegisterTaskExecutor\x128.jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest\x1a9.jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse\"\x03\x90\x02\x02\x12R\n" +
 	"\n" +
 	"OfferSlots\x12\x1e.jobplane.v1.OfferSlotsRequest\x1a\x1f.jobplane.v1.OfferSlotsResponse\"\x03\x90\x02\x02\x12|\n" +
 	"\x18UpdateTaskExecutionState\x12,.jobplane.v1.UpdateTaskExecutionStateRequest\x1a-.jobplane.v1.UpdateTaskExecutionStateResponse\"\x03\x90\x02\x02\x12\x7f\n" +
-	"\x19UpdateTaskExecutionStates\x12-.jobplane.v1.UpdateTaskExecutionStatesRequest\x1a..jobplane.v1.UpdateTaskExecutionStatesResponse\"\x03\x90\x02\x02\x12\x7f\n" +
+	"\x19UpdateTaskExecutionStates\x12-.jobplane.v1.UpdateTaskExecutionStatesRequest\x1a..jobplane.v1.UpdateTaskExecutionStatesResponse\"\x03\x90\x02\x02\x12\x91\x01\n" +
+	"\x1fUpdateTaskExecutionStatesOfJobs\x123.jobplane.v1.UpdateTaskExecutionStatesOfJobsRequest\x1a4.jobplane.v1.UpdateTaskExecutionStatesOfJobsResponse\"\x03\x90\x02\x02\x12\x7f\n" +
 	"\x19HeartbeatFromTaskExecutor\x12-.jobplane.v1.HeartbeatFromTaskExecutorRequest\x1a..jobplane.v1.HeartbeatFromTaskExecutorResponse\"\x03\x90\x02\x02\x12o\n" +
 	"\tHeartbeat\x12-.jobplane.v1.JobMasterServiceHeartbeatRequest\x1a..jobplane.v1.JobMasterServiceHeartbeatResponse\"\x03\x90\x02\x02\x12v\n" +
 	"\x16DisconnectTaskExecutor\x12*.jobplane.v1.DisconnectTaskExecutorRequest\x1a+.jobplane.v1.DisconnectTaskExecutorResponse\"\x03\x90\x02\x02B\xae\x01\n" +
@@ -1312,7 +1436,7 @@ func file_jobplane_v1_job_master_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobplane_v1_job_master_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jobplane_v1_job_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_jobplane_v1_job_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_jobplane_v1_job_master_service_proto_goTypes = []any{
 	(TaskExecutorJobAction)(0),                           // 0: jobplane.v1.TaskExecutorJobAction
 	(*JobMasterServiceRegisterTaskExecutorRequest)(nil),  // 1: jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest
@@ -1324,64 +1448,71 @@ var file_jobplane_v1_job_master_service_proto_goTypes = []any{
 	(*UpdateTaskExecutionStateResponse)(nil),             // 7: jobplane.v1.UpdateTaskExecutionStateResponse
 	(*UpdateTaskExecutionStatesRequest)(nil),             // 8: jobplane.v1.UpdateTaskExecutionStatesRequest
 	(*UpdateTaskExecutionStatesResponse)(nil),            // 9: jobplane.v1.UpdateTaskExecutionStatesResponse
-	(*JobMasterServiceHeartbeatRequest)(nil),             // 10: jobplane.v1.JobMasterServiceHeartbeatRequest
-	(*JobMasterServiceHeartbeatResponse)(nil),            // 11: jobplane.v1.JobMasterServiceHeartbeatResponse
-	(*HeartbeatFromTaskExecutorRequest)(nil),             // 12: jobplane.v1.HeartbeatFromTaskExecutorRequest
-	(*TaskExecutorJobReport)(nil),                        // 13: jobplane.v1.TaskExecutorJobReport
-	(*HeartbeatFromTaskExecutorResponse)(nil),            // 14: jobplane.v1.HeartbeatFromTaskExecutorResponse
-	(*TaskExecutorJobAnswer)(nil),                        // 15: jobplane.v1.TaskExecutorJobAnswer
-	(*DisconnectTaskExecutorRequest)(nil),                // 16: jobplane.v1.DisconnectTaskExecutorRequest
-	(*DisconnectTaskExecutorResponse)(nil),               // 17: jobplane.v1.DisconnectTaskExecutorResponse
-	(*FencingToken)(nil),                                 // 18: jobplane.v1.FencingToken
-	(*durationpb.Duration)(nil),                          // 19: google.protobuf.Duration
-	(*ResourceProfile)(nil),                              // 20: jobplane.v1.ResourceProfile
-	(*TaskExecutionStatus)(nil),                          // 21: jobplane.v1.TaskExecutionStatus
-	(*ItemError)(nil),                                    // 22: jobplane.v1.ItemError
+	(*UpdateTaskExecutionStatesOfJobsRequest)(nil),       // 10: jobplane.v1.UpdateTaskExecutionStatesOfJobsRequest
+	(*UpdateTaskExecutionStatesOfJobsResponse)(nil),      // 11: jobplane.v1.UpdateTaskExecutionStatesOfJobsResponse
+	(*JobMasterServiceHeartbeatRequest)(nil),             // 12: jobplane.v1.JobMasterServiceHeartbeatRequest
+	(*JobMasterServiceHeartbeatResponse)(nil),            // 13: jobplane.v1.JobMasterServiceHeartbeatResponse
+	(*HeartbeatFromTaskExecutorRequest)(nil),             // 14: jobplane.v1.HeartbeatFromTaskExecutorRequest
+	(*TaskExecutorJobReport)(nil),                        // 15: jobplane.v1.TaskExecutorJobReport
+	(*HeartbeatFromTaskExecutorResponse)(nil),            // 16: jobplane.v1.HeartbeatFromTaskExecutorResponse
+	(*TaskExecutorJobAnswer)(nil),                        // 17: jobplane.v1.TaskExecutorJobAnswer
+	(*DisconnectTaskExecutorRequest)(nil),                // 18: jobplane.v1.DisconnectTaskExecutorRequest
+	(*DisconnectTaskExecutorResponse)(nil),               // 19: jobplane.v1.DisconnectTaskExecutorResponse
+	(*FencingToken)(nil),                                 // 20: jobplane.v1.FencingToken
+	(*durationpb.Duration)(nil),                          // 21: google.protobuf.Duration
+	(*ResourceProfile)(nil),                              // 22: jobplane.v1.ResourceProfile
+	(*TaskExecutionStatus)(nil),                          // 23: jobplane.v1.TaskExecutionStatus
+	(*ItemError)(nil),                                    // 24: jobplane.v1.ItemError
 }
 var file_jobplane_v1_job_master_service_proto_depIdxs = []int32{
-	18, // 0: jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	19, // 1: jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	19, // 2: jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
-	20, // 3: jobplane.v1.SlotOffer.profile:type_name -> jobplane.v1.ResourceProfile
-	18, // 4: jobplane.v1.OfferSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	20, // 0: jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	21, // 1: jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	21, // 2: jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
+	22, // 3: jobplane.v1.SlotOffer.profile:type_name -> jobplane.v1.ResourceProfile
+	20, // 4: jobplane.v1.OfferSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
 	3,  // 5: jobplane.v1.OfferSlotsRequest.offers:type_name -> jobplane.v1.SlotOffer
 	3,  // 6: jobplane.v1.OfferSlotsResponse.accepted:type_name -> jobplane.v1.SlotOffer
-	19, // 7: jobplane.v1.OfferSlotsResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	19, // 8: jobplane.v1.OfferSlotsResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
-	18, // 9: jobplane.v1.UpdateTaskExecutionStateRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	21, // 10: jobplane.v1.UpdateTaskExecutionStateRequest.status:type_name -> jobplane.v1.TaskExecutionStatus
-	18, // 11: jobplane.v1.UpdateTaskExecutionStatesRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	21, // 12: jobplane.v1.UpdateTaskExecutionStatesRequest.statuses:type_name -> jobplane.v1.TaskExecutionStatus
-	22, // 13: jobplane.v1.UpdateTaskExecutionStatesResponse.refused:type_name -> jobplane.v1.ItemError
-	18, // 14: jobplane.v1.JobMasterServiceHeartbeatRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	21, // 15: jobplane.v1.JobMasterServiceHeartbeatRequest.tasks:type_name -> jobplane.v1.TaskExecutionStatus
-	13, // 16: jobplane.v1.HeartbeatFromTaskExecutorRequest.jobs:type_name -> jobplane.v1.TaskExecutorJobReport
-	18, // 17: jobplane.v1.TaskExecutorJobReport.job_master_token:type_name -> jobplane.v1.FencingToken
-	21, // 18: jobplane.v1.TaskExecutorJobReport.attempts:type_name -> jobplane.v1.TaskExecutionStatus
-	15, // 19: jobplane.v1.HeartbeatFromTaskExecutorResponse.jobs:type_name -> jobplane.v1.TaskExecutorJobAnswer
-	19, // 20: jobplane.v1.HeartbeatFromTaskExecutorResponse.lease_remaining:type_name -> google.protobuf.Duration
-	0,  // 21: jobplane.v1.TaskExecutorJobAnswer.action:type_name -> jobplane.v1.TaskExecutorJobAction
-	18, // 22: jobplane.v1.TaskExecutorJobAnswer.job_master_token:type_name -> jobplane.v1.FencingToken
-	18, // 23: jobplane.v1.DisconnectTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	1,  // 24: jobplane.v1.JobMasterService.RegisterTaskExecutor:input_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest
-	4,  // 25: jobplane.v1.JobMasterService.OfferSlots:input_type -> jobplane.v1.OfferSlotsRequest
-	6,  // 26: jobplane.v1.JobMasterService.UpdateTaskExecutionState:input_type -> jobplane.v1.UpdateTaskExecutionStateRequest
-	8,  // 27: jobplane.v1.JobMasterService.UpdateTaskExecutionStates:input_type -> jobplane.v1.UpdateTaskExecutionStatesRequest
-	12, // 28: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:input_type -> jobplane.v1.HeartbeatFromTaskExecutorRequest
-	10, // 29: jobplane.v1.JobMasterService.Heartbeat:input_type -> jobplane.v1.JobMasterServiceHeartbeatRequest
-	16, // 30: jobplane.v1.JobMasterService.DisconnectTaskExecutor:input_type -> jobplane.v1.DisconnectTaskExecutorRequest
-	2,  // 31: jobplane.v1.JobMasterService.RegisterTaskExecutor:output_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse
-	5,  // 32: jobplane.v1.JobMasterService.OfferSlots:output_type -> jobplane.v1.OfferSlotsResponse
-	7,  // 33: jobplane.v1.JobMasterService.UpdateTaskExecutionState:output_type -> jobplane.v1.UpdateTaskExecutionStateResponse
-	9,  // 34: jobplane.v1.JobMasterService.UpdateTaskExecutionStates:output_type -> jobplane.v1.UpdateTaskExecutionStatesResponse
-	14, // 35: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:output_type -> jobplane.v1.HeartbeatFromTaskExecutorResponse
-	11, // 36: jobplane.v1.JobMasterService.Heartbeat:output_type -> jobplane.v1.JobMasterServiceHeartbeatResponse
-	17, // 37: jobplane.v1.JobMasterService.DisconnectTaskExecutor:output_type -> jobplane.v1.DisconnectTaskExecutorResponse
-	31, // [31:38] is the sub-list for method output_type
-	24, // [24:31] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	21, // 7: jobplane.v1.OfferSlotsResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	21, // 8: jobplane.v1.OfferSlotsResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
+	20, // 9: jobplane.v1.UpdateTaskExecutionStateRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	23, // 10: jobplane.v1.UpdateTaskExecutionStateRequest.status:type_name -> jobplane.v1.TaskExecutionStatus
+	20, // 11: jobplane.v1.UpdateTaskExecutionStatesRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	23, // 12: jobplane.v1.UpdateTaskExecutionStatesRequest.statuses:type_name -> jobplane.v1.TaskExecutionStatus
+	24, // 13: jobplane.v1.UpdateTaskExecutionStatesResponse.refused:type_name -> jobplane.v1.ItemError
+	8,  // 14: jobplane.v1.UpdateTaskExecutionStatesOfJobsRequest.jobs:type_name -> jobplane.v1.UpdateTaskExecutionStatesRequest
+	24, // 15: jobplane.v1.UpdateTaskExecutionStatesOfJobsResponse.refused:type_name -> jobplane.v1.ItemError
+	9,  // 16: jobplane.v1.UpdateTaskExecutionStatesOfJobsResponse.results:type_name -> jobplane.v1.UpdateTaskExecutionStatesResponse
+	20, // 17: jobplane.v1.JobMasterServiceHeartbeatRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	23, // 18: jobplane.v1.JobMasterServiceHeartbeatRequest.tasks:type_name -> jobplane.v1.TaskExecutionStatus
+	15, // 19: jobplane.v1.HeartbeatFromTaskExecutorRequest.jobs:type_name -> jobplane.v1.TaskExecutorJobReport
+	20, // 20: jobplane.v1.TaskExecutorJobReport.job_master_token:type_name -> jobplane.v1.FencingToken
+	23, // 21: jobplane.v1.TaskExecutorJobReport.attempts:type_name -> jobplane.v1.TaskExecutionStatus
+	17, // 22: jobplane.v1.HeartbeatFromTaskExecutorResponse.jobs:type_name -> jobplane.v1.TaskExecutorJobAnswer
+	21, // 23: jobplane.v1.HeartbeatFromTaskExecutorResponse.lease_remaining:type_name -> google.protobuf.Duration
+	0,  // 24: jobplane.v1.TaskExecutorJobAnswer.action:type_name -> jobplane.v1.TaskExecutorJobAction
+	20, // 25: jobplane.v1.TaskExecutorJobAnswer.job_master_token:type_name -> jobplane.v1.FencingToken
+	20, // 26: jobplane.v1.DisconnectTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	1,  // 27: jobplane.v1.JobMasterService.RegisterTaskExecutor:input_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest
+	4,  // 28: jobplane.v1.JobMasterService.OfferSlots:input_type -> jobplane.v1.OfferSlotsRequest
+	6,  // 29: jobplane.v1.JobMasterService.UpdateTaskExecutionState:input_type -> jobplane.v1.UpdateTaskExecutionStateRequest
+	8,  // 30: jobplane.v1.JobMasterService.UpdateTaskExecutionStates:input_type -> jobplane.v1.UpdateTaskExecutionStatesRequest
+	10, // 31: jobplane.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs:input_type -> jobplane.v1.UpdateTaskExecutionStatesOfJobsRequest
+	14, // 32: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:input_type -> jobplane.v1.HeartbeatFromTaskExecutorRequest
+	12, // 33: jobplane.v1.JobMasterService.Heartbeat:input_type -> jobplane.v1.JobMasterServiceHeartbeatRequest
+	18, // 34: jobplane.v1.JobMasterService.DisconnectTaskExecutor:input_type -> jobplane.v1.DisconnectTaskExecutorRequest
+	2,  // 35: jobplane.v1.JobMasterService.RegisterTaskExecutor:output_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse
+	5,  // 36: jobplane.v1.JobMasterService.OfferSlots:output_type -> jobplane.v1.OfferSlotsResponse
+	7,  // 37: jobplane.v1.JobMasterService.UpdateTaskExecutionState:output_type -> jobplane.v1.UpdateTaskExecutionStateResponse
+	9,  // 38: jobplane.v1.JobMasterService.UpdateTaskExecutionStates:output_type -> jobplane.v1.UpdateTaskExecutionStatesResponse
+	11, // 39: jobplane.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs:output_type -> jobplane.v1.UpdateTaskExecutionStatesOfJobsResponse
+	16, // 40: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:output_type -> jobplane.v1.HeartbeatFromTaskExecutorResponse
+	13, // 41: jobplane.v1.JobMasterService.Heartbeat:output_type -> jobplane.v1.JobMasterServiceHeartbeatResponse
+	19, // 42: jobplane.v1.JobMasterService.DisconnectTaskExecutor:output_type -> jobplane.v1.DisconnectTaskExecutorResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_job_master_service_proto_init() }
@@ -1399,7 +1530,7 @@ func file_jobplane_v1_job_master_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_job_master_service_proto_rawDesc), len(file_jobplane_v1_job_master_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

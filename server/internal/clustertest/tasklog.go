@@ -14,7 +14,8 @@ import (
 // interceptors saw it: a SubmitTask or CancelTask it received, or an
 // UpdateTaskExecutionState it sent. A batch call counts as its items: each
 // attempt of a SubmitTasks is a SubmitTask event, each change of an
-// UpdateTaskExecutionStates an UpdateTaskExecutionState event.
+// UpdateTaskExecutionStates (or of an UpdateTaskExecutionStatesOfJobs)
+// an UpdateTaskExecutionState event.
 type TaskEvent struct {
 	Seq          int    // order across all TaskExecutors of the cluster
 	TaskExecutor string // the TaskExecutor's id
@@ -79,13 +80,25 @@ func (l *TaskLog) interceptor(te *string) connect.UnaryInterceptorFunc {
 				events = append(events, TaskEvent{Method: "UpdateTaskExecutionState", JobID: m.GetJobId(), Attempt: m.GetStatus().GetAttempt(),
 					State: m.GetStatus().GetState(), Token: m.GetJobMasterToken()})
 			case *jobplanev1.UpdateTaskExecutionStatesRequest:
-				for _, st := range m.GetStatuses() {
-					events = append(events, TaskEvent{Method: "UpdateTaskExecutionState", JobID: m.GetJobId(), Attempt: st.GetAttempt(),
-						State: st.GetState(), Token: m.GetJobMasterToken()})
+				events = append(events, stateEvents(m)...)
+			case *jobplanev1.UpdateTaskExecutionStatesOfJobsRequest:
+				for _, e := range m.GetJobs() {
+					events = append(events, stateEvents(e)...)
 				}
 			}
 			l.add(*te, events)
 			return next(ctx, req)
 		}
 	}
+}
+
+// stateEvents are the UpdateTaskExecutionState events of one job's
+// batch of state changes.
+func stateEvents(m *jobplanev1.UpdateTaskExecutionStatesRequest) []TaskEvent {
+	var events []TaskEvent
+	for _, st := range m.GetStatuses() {
+		events = append(events, TaskEvent{Method: "UpdateTaskExecutionState", JobID: m.GetJobId(), Attempt: st.GetAttempt(),
+			State: st.GetState(), Token: m.GetJobMasterToken()})
+	}
+	return events
 }

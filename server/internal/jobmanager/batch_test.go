@@ -49,8 +49,10 @@ func (c *callCounter) get(procedure string) int {
 
 // A job's slots and attempts travel per TaskExecutor, not per slot: each
 // TaskExecutor gets one slot request for all its slots, offers them in
-// one call that registers it too, gets the region's attempts in one deployment, and reports and
-// frees in batches; no one-item call is made. (Twice that many calls are
+// one call that registers it too, gets the region's attempts in one
+// deployment, reports in batches of every job's changes
+// (UpdateTaskExecutionStatesOfJobs) and frees in batches; no one-item or
+// one-job call is made. (Twice that many calls are
 // allowed, should a stall on a loaded machine cost the JobMaster its
 // leadership once; one call per slot would be sixteen times as many.)
 func TestDeploymentIsBatchedPerTaskExecutor(t *testing.T) {
@@ -81,7 +83,8 @@ func TestDeploymentIsBatchedPerTaskExecutor(t *testing.T) {
 		{sent, jobplanev1connect.JobMasterServiceOfferSlotsProcedure, 1},
 		{received, jobplanev1connect.TaskExecutorServiceSubmitTasksProcedure, 1},
 		{received, jobplanev1connect.TaskExecutorServiceSubmitTaskProcedure, 0},
-		{sent, jobplanev1connect.JobMasterServiceUpdateTaskExecutionStatesProcedure, -1},
+		{sent, jobplanev1connect.JobMasterServiceUpdateTaskExecutionStatesOfJobsProcedure, -1},
+		{sent, jobplanev1connect.JobMasterServiceUpdateTaskExecutionStatesProcedure, 0},
 		{sent, jobplanev1connect.JobMasterServiceUpdateTaskExecutionStateProcedure, 0},
 		{received, jobplanev1connect.TaskExecutorServiceFreeSlotsProcedure, -1},
 		{received, jobplanev1connect.TaskExecutorServiceFreeSlotProcedure, 0},

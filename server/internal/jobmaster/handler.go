@@ -141,6 +141,63 @@ func (r *Router) UpdateTaskExecutionStates(ctx context.Context, req *jobplanev1.
 	return resp, nil
 }
 
+// UpdateTaskExecutionStatesOfJobs implements JobMasterServiceHandler:
+// each entry goes to its job's JobMaster as UpdateTaskExecutionStates
+// would, queued with every JobMaster before any is waited for, so that one
+// busy JobMaster does not hold back the others' entries.
+func (r *Router) UpdateTaskExecutionStatesOfJobs(ctx context.Context, req *jobplanev1.UpdateTaskExecutionStatesOfJobsRequest) (*jobplanev1.UpdateTaskExecutionStatesOfJobsResponse, error) {
+	var fields []apierror.Field
+	if req.GetTaskExecutorId() == "" {
+		fields = append(fields, apierror.Field{Path: "task_executor_id", Description: "required"})
+	}
+	for i, entry := range req.GetJobs() {
+		if entry.GetJobId() == "" {
+			fields = append(fields, apierror.Field{Path: fmt.Sprintf("jobs[%d].job_id", i), Description: "required"})
+		}
+		for k, st := range entry.GetStatuses() {
+			if st.GetAttempt() == nil {
+				fields = append(fields, apierror.Field{Path: fmt.Sprintf("jobs[%d].statuses[%d].attempt", i, k), Description: "required"})
+			}
+		}
+	}
+	if len(fields) > 0 {
+		return nil, apierror.BadRequest(fields...)
+	}
+	executor := req.GetTaskExecutorId()
+	r.heard(executor)
+	resp := &jobplanev1.UpdateTaskExecutionStatesOfJobsResponse{Results: make([]*jobplanev1.UpdateTaskExecutionStatesResponse, len(req.GetJobs()))}
+	refused := make([][]error, len(req.GetJobs()))
+	waits := make([]func(context.Context) error, len(req.GetJobs()))
+	for i, entry := range req.GetJobs() {
+		resp.Results[i] = &jobplanev1.UpdateTaskExecutionStatesResponse{}
+		jm, err := r.route(ctx, entry.GetJobId(), entry.GetJobMasterToken())
+		if err != nil {
+			resp.Refused = append(resp.Refused, apierror.Item(i, err))
+			continue
+		}
+		waits[i] = jm.begin(func() { refused[i] = jm.update(executor, entry.GetStatuses()...) })
+	}
+	for i, wait := range waits {
+		if wait == nil {
+			continue
+		}
+		if err := wait(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			resp.Refused = append(resp.Refused, apierror.Item(i, err))
+			continue
+		}
+		for k, err := range refused[i] {
+			if err != nil {
+				resp.Results[i].Refused = append(resp.Results[i].Refused, apierror.Item(k, err))
+			}
+		}
+	}
+	slices.SortFunc(resp.Refused, func(a, b *jobplanev1.ItemError) int { return int(a.GetIndex() - b.GetIndex()) })
+	return resp, nil
+}
+
 // Heartbeat implements JobMasterServiceHandler.
 func (r *Router) Heartbeat(ctx context.Context, req *jobplanev1.JobMasterServiceHeartbeatRequest) (*jobplanev1.JobMasterServiceHeartbeatResponse, error) {
 	jm, err := r.route(ctx, req.GetJobId(), req.GetJobMasterToken())

@@ -242,17 +242,27 @@ func (jm *JobMaster) valid() bool { return jm.cfg.Valid == nil || jm.cfg.Valid()
 // NOT_LEADER once the JobMaster has stopped. f runs even if ctx ends
 // first (nobody waits for it then).
 func (jm *JobMaster) do(ctx context.Context, f func()) error {
+	return jm.begin(f)(ctx)
+}
+
+// begin queues f among the JobMaster's events, as do does, and returns
+// what waits for it: a caller with several JobMasters to ask queues with
+// each before it waits for any.
+func (jm *JobMaster) begin(f func()) (wait func(ctx context.Context) error) {
+	notLeader := apierror.NotLeader(hastore.JobElection(jm.cfg.JobID), "")
 	ran := make(chan struct{})
 	if !jm.push(func() { f(); close(ran) }) {
-		return apierror.NotLeader(hastore.JobElection(jm.cfg.JobID), "")
+		return func(context.Context) error { return notLeader }
 	}
-	select {
-	case <-ran:
-		return nil
-	case <-jm.done:
-		return apierror.NotLeader(hastore.JobElection(jm.cfg.JobID), "")
-	case <-ctx.Done():
-		return ctx.Err()
+	return func(ctx context.Context) error {
+		select {
+		case <-ran:
+			return nil
+		case <-jm.done:
+			return notLeader
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 

@@ -45,6 +45,9 @@ const (
 	// JobMasterServiceUpdateTaskExecutionStatesProcedure is the fully-qualified name of the
 	// JobMasterService's UpdateTaskExecutionStates RPC.
 	JobMasterServiceUpdateTaskExecutionStatesProcedure = "/jobplane.v1.JobMasterService/UpdateTaskExecutionStates"
+	// JobMasterServiceUpdateTaskExecutionStatesOfJobsProcedure is the fully-qualified name of the
+	// JobMasterService's UpdateTaskExecutionStatesOfJobs RPC.
+	JobMasterServiceUpdateTaskExecutionStatesOfJobsProcedure = "/jobplane.v1.JobMasterService/UpdateTaskExecutionStatesOfJobs"
 	// JobMasterServiceHeartbeatFromTaskExecutorProcedure is the fully-qualified name of the
 	// JobMasterService's HeartbeatFromTaskExecutor RPC.
 	JobMasterServiceHeartbeatFromTaskExecutorProcedure = "/jobplane.v1.JobMasterService/HeartbeatFromTaskExecutor"
@@ -106,6 +109,29 @@ type JobMasterServiceClient interface {
 	// (UpdateTaskExecutionStatesResponse.refused): EXECUTION_NOT_FOUND, and
 	// the TaskExecutor cancels that attempt.
 	UpdateTaskExecutionStates(context.Context, *v1.UpdateTaskExecutionStatesRequest) (*v1.UpdateTaskExecutionStatesResponse, error)
+	// UpdateTaskExecutionStatesOfJobs reports state changes of several
+	// jobs' attempts on one TaskExecutor to the process serving this
+	// address: each entry of `jobs` as UpdateTaskExecutionStates would take
+	// it, routed to its own job's JobMaster and fenced by its own token. A
+	// TaskExecutor reports in one call what changed meanwhile for every job
+	// whose JobMaster it reports to here, not one call per job. A process
+	// may lack it (it answers UNIMPLEMENTED); TaskExecutors then make one
+	// UpdateTaskExecutionStates per job. Idempotent.
+	//
+	// Each entry is taken or refused on its own, and the entries of one job
+	// in the order they come. An entry's `task_executor_id` is ignored: the
+	// request's applies to all.
+	//
+	// Errors: INVALID_ARGUMENT for a missing TaskExecutor id, or an entry
+	// without its job id or a state change without its attempt, in which
+	// case nothing is taken. Per entry
+	// (UpdateTaskExecutionStatesOfJobsResponse.refused): the error
+	// UpdateTaskExecutionStates would have answered as a whole (ABORTED
+	// (STALE_FENCING_TOKEN), UNAVAILABLE (NOT_LEADER)), and nothing of the
+	// entry is taken; per state change
+	// (UpdateTaskExecutionStatesOfJobsResponse.results): EXECUTION_NOT_FOUND,
+	// and the TaskExecutor cancels that attempt.
+	UpdateTaskExecutionStatesOfJobs(context.Context, *v1.UpdateTaskExecutionStatesOfJobsRequest) (*v1.UpdateTaskExecutionStatesOfJobsResponse, error)
 	// HeartbeatFromTaskExecutor is the heartbeat between a TaskExecutor and
 	// the process serving this address, for every job whose JobMaster the
 	// TaskExecutor follows here: one call per heartbeat interval per pair of
@@ -177,6 +203,13 @@ func NewJobMasterServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithIdempotency(connect.IdempotencyIdempotent),
 			connect.WithClientOptions(opts...),
 		),
+		updateTaskExecutionStatesOfJobs: connect.NewClient[v1.UpdateTaskExecutionStatesOfJobsRequest, v1.UpdateTaskExecutionStatesOfJobsResponse](
+			httpClient,
+			baseURL+JobMasterServiceUpdateTaskExecutionStatesOfJobsProcedure,
+			connect.WithSchema(jobMasterServiceMethods.ByName("UpdateTaskExecutionStatesOfJobs")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
 		heartbeatFromTaskExecutor: connect.NewClient[v1.HeartbeatFromTaskExecutorRequest, v1.HeartbeatFromTaskExecutorResponse](
 			httpClient,
 			baseURL+JobMasterServiceHeartbeatFromTaskExecutorProcedure,
@@ -203,13 +236,14 @@ func NewJobMasterServiceClient(httpClient connect.HTTPClient, baseURL string, op
 
 // jobMasterServiceClient implements JobMasterServiceClient.
 type jobMasterServiceClient struct {
-	registerTaskExecutor      *connect.Client[v1.JobMasterServiceRegisterTaskExecutorRequest, v1.JobMasterServiceRegisterTaskExecutorResponse]
-	offerSlots                *connect.Client[v1.OfferSlotsRequest, v1.OfferSlotsResponse]
-	updateTaskExecutionState  *connect.Client[v1.UpdateTaskExecutionStateRequest, v1.UpdateTaskExecutionStateResponse]
-	updateTaskExecutionStates *connect.Client[v1.UpdateTaskExecutionStatesRequest, v1.UpdateTaskExecutionStatesResponse]
-	heartbeatFromTaskExecutor *connect.Client[v1.HeartbeatFromTaskExecutorRequest, v1.HeartbeatFromTaskExecutorResponse]
-	heartbeat                 *connect.Client[v1.JobMasterServiceHeartbeatRequest, v1.JobMasterServiceHeartbeatResponse]
-	disconnectTaskExecutor    *connect.Client[v1.DisconnectTaskExecutorRequest, v1.DisconnectTaskExecutorResponse]
+	registerTaskExecutor            *connect.Client[v1.JobMasterServiceRegisterTaskExecutorRequest, v1.JobMasterServiceRegisterTaskExecutorResponse]
+	offerSlots                      *connect.Client[v1.OfferSlotsRequest, v1.OfferSlotsResponse]
+	updateTaskExecutionState        *connect.Client[v1.UpdateTaskExecutionStateRequest, v1.UpdateTaskExecutionStateResponse]
+	updateTaskExecutionStates       *connect.Client[v1.UpdateTaskExecutionStatesRequest, v1.UpdateTaskExecutionStatesResponse]
+	updateTaskExecutionStatesOfJobs *connect.Client[v1.UpdateTaskExecutionStatesOfJobsRequest, v1.UpdateTaskExecutionStatesOfJobsResponse]
+	heartbeatFromTaskExecutor       *connect.Client[v1.HeartbeatFromTaskExecutorRequest, v1.HeartbeatFromTaskExecutorResponse]
+	heartbeat                       *connect.Client[v1.JobMasterServiceHeartbeatRequest, v1.JobMasterServiceHeartbeatResponse]
+	disconnectTaskExecutor          *connect.Client[v1.DisconnectTaskExecutorRequest, v1.DisconnectTaskExecutorResponse]
 }
 
 // RegisterTaskExecutor calls jobplane.v1.JobMasterService.RegisterTaskExecutor.
@@ -242,6 +276,16 @@ func (c *jobMasterServiceClient) UpdateTaskExecutionState(ctx context.Context, r
 // UpdateTaskExecutionStates calls jobplane.v1.JobMasterService.UpdateTaskExecutionStates.
 func (c *jobMasterServiceClient) UpdateTaskExecutionStates(ctx context.Context, req *v1.UpdateTaskExecutionStatesRequest) (*v1.UpdateTaskExecutionStatesResponse, error) {
 	response, err := c.updateTaskExecutionStates.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// UpdateTaskExecutionStatesOfJobs calls
+// jobplane.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs.
+func (c *jobMasterServiceClient) UpdateTaskExecutionStatesOfJobs(ctx context.Context, req *v1.UpdateTaskExecutionStatesOfJobsRequest) (*v1.UpdateTaskExecutionStatesOfJobsResponse, error) {
+	response, err := c.updateTaskExecutionStatesOfJobs.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -325,6 +369,29 @@ type JobMasterServiceHandler interface {
 	// (UpdateTaskExecutionStatesResponse.refused): EXECUTION_NOT_FOUND, and
 	// the TaskExecutor cancels that attempt.
 	UpdateTaskExecutionStates(context.Context, *v1.UpdateTaskExecutionStatesRequest) (*v1.UpdateTaskExecutionStatesResponse, error)
+	// UpdateTaskExecutionStatesOfJobs reports state changes of several
+	// jobs' attempts on one TaskExecutor to the process serving this
+	// address: each entry of `jobs` as UpdateTaskExecutionStates would take
+	// it, routed to its own job's JobMaster and fenced by its own token. A
+	// TaskExecutor reports in one call what changed meanwhile for every job
+	// whose JobMaster it reports to here, not one call per job. A process
+	// may lack it (it answers UNIMPLEMENTED); TaskExecutors then make one
+	// UpdateTaskExecutionStates per job. Idempotent.
+	//
+	// Each entry is taken or refused on its own, and the entries of one job
+	// in the order they come. An entry's `task_executor_id` is ignored: the
+	// request's applies to all.
+	//
+	// Errors: INVALID_ARGUMENT for a missing TaskExecutor id, or an entry
+	// without its job id or a state change without its attempt, in which
+	// case nothing is taken. Per entry
+	// (UpdateTaskExecutionStatesOfJobsResponse.refused): the error
+	// UpdateTaskExecutionStates would have answered as a whole (ABORTED
+	// (STALE_FENCING_TOKEN), UNAVAILABLE (NOT_LEADER)), and nothing of the
+	// entry is taken; per state change
+	// (UpdateTaskExecutionStatesOfJobsResponse.results): EXECUTION_NOT_FOUND,
+	// and the TaskExecutor cancels that attempt.
+	UpdateTaskExecutionStatesOfJobs(context.Context, *v1.UpdateTaskExecutionStatesOfJobsRequest) (*v1.UpdateTaskExecutionStatesOfJobsResponse, error)
 	// HeartbeatFromTaskExecutor is the heartbeat between a TaskExecutor and
 	// the process serving this address, for every job whose JobMaster the
 	// TaskExecutor follows here: one call per heartbeat interval per pair of
@@ -392,6 +459,13 @@ func NewJobMasterServiceHandler(svc JobMasterServiceHandler, opts ...connect.Han
 		connect.WithIdempotency(connect.IdempotencyIdempotent),
 		connect.WithHandlerOptions(opts...),
 	)
+	jobMasterServiceUpdateTaskExecutionStatesOfJobsHandler := connect.NewUnaryHandlerSimple(
+		JobMasterServiceUpdateTaskExecutionStatesOfJobsProcedure,
+		svc.UpdateTaskExecutionStatesOfJobs,
+		connect.WithSchema(jobMasterServiceMethods.ByName("UpdateTaskExecutionStatesOfJobs")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
 	jobMasterServiceHeartbeatFromTaskExecutorHandler := connect.NewUnaryHandlerSimple(
 		JobMasterServiceHeartbeatFromTaskExecutorProcedure,
 		svc.HeartbeatFromTaskExecutor,
@@ -423,6 +497,8 @@ func NewJobMasterServiceHandler(svc JobMasterServiceHandler, opts ...connect.Han
 			jobMasterServiceUpdateTaskExecutionStateHandler.ServeHTTP(w, r)
 		case JobMasterServiceUpdateTaskExecutionStatesProcedure:
 			jobMasterServiceUpdateTaskExecutionStatesHandler.ServeHTTP(w, r)
+		case JobMasterServiceUpdateTaskExecutionStatesOfJobsProcedure:
+			jobMasterServiceUpdateTaskExecutionStatesOfJobsHandler.ServeHTTP(w, r)
 		case JobMasterServiceHeartbeatFromTaskExecutorProcedure:
 			jobMasterServiceHeartbeatFromTaskExecutorHandler.ServeHTTP(w, r)
 		case JobMasterServiceHeartbeatProcedure:
@@ -452,6 +528,10 @@ func (UnimplementedJobMasterServiceHandler) UpdateTaskExecutionState(context.Con
 
 func (UnimplementedJobMasterServiceHandler) UpdateTaskExecutionStates(context.Context, *v1.UpdateTaskExecutionStatesRequest) (*v1.UpdateTaskExecutionStatesResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.JobMasterService.UpdateTaskExecutionStates is not implemented"))
+}
+
+func (UnimplementedJobMasterServiceHandler) UpdateTaskExecutionStatesOfJobs(context.Context, *v1.UpdateTaskExecutionStatesOfJobsRequest) (*v1.UpdateTaskExecutionStatesOfJobsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs is not implemented"))
 }
 
 func (UnimplementedJobMasterServiceHandler) HeartbeatFromTaskExecutor(context.Context, *v1.HeartbeatFromTaskExecutorRequest) (*v1.HeartbeatFromTaskExecutorResponse, error) {
