@@ -153,6 +153,12 @@ func (te *TaskExecutor) deliverAll(ctx context.Context, address string, es []rep
 				es = es[at:]
 				break
 			}
+			if err != nil {
+				// A failure of the call as a whole is no one job's: its
+				// changes go with the next heartbeats, as undelivered
+				// ones do, rather than stop every attempt in the call.
+				err = connect.NewError(connect.CodeUnavailable, err)
+			}
 			whole := apierror.ItemErrors(len(run), err, resp.GetRefused())
 			for i, e := range es[at : at+len(run)] {
 				var refused []*jobplanev1.ItemError

@@ -2,11 +2,13 @@ package taskexecutor_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
@@ -160,5 +162,75 @@ func TestReportsOfSeveralJobsGoInOneCall(t *testing.T) {
 	// the batch, and the stopped attempt's CANCELED.
 	if len(calls) > 4 {
 		t.Errorf("%d report calls (%v) for four jobs reporting meanwhile, want them together", len(calls), calls)
+	}
+}
+
+// failingReportsJobMaster takes offers, fails every
+// UpdateTaskExecutionStatesOfJobs call as a whole (INTERNAL), and records
+// the attempts its heartbeats carry.
+type failingReportsJobMaster struct {
+	jobplanev1connect.UnimplementedJobMasterServiceHandler
+
+	mu        sync.Mutex
+	heartbeat []jobplanev1.ExecutionState // the states heartbeats carried
+}
+
+func (j *failingReportsJobMaster) OfferSlots(_ context.Context, req *jobplanev1.OfferSlotsRequest) (*jobplanev1.OfferSlotsResponse, error) {
+	return &jobplanev1.OfferSlotsResponse{Accepted: req.GetOffers(), HeartbeatTimeout: durationpb.New(time.Minute), HeartbeatInterval: durationpb.New(50 * time.Millisecond)}, nil
+}
+
+func (j *failingReportsJobMaster) UpdateTaskExecutionStatesOfJobs(context.Context, *jobplanev1.UpdateTaskExecutionStatesOfJobsRequest) (*jobplanev1.UpdateTaskExecutionStatesOfJobsResponse, error) {
+	return nil, connect.NewError(connect.CodeInternal, errors.New("broken"))
+}
+
+func (j *failingReportsJobMaster) HeartbeatFromTaskExecutor(_ context.Context, req *jobplanev1.HeartbeatFromTaskExecutorRequest) (*jobplanev1.HeartbeatFromTaskExecutorResponse, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, job := range req.GetJobs() {
+		for _, a := range job.GetAttempts() {
+			j.heartbeat = append(j.heartbeat, a.GetState())
+		}
+	}
+	return &jobplanev1.HeartbeatFromTaskExecutorResponse{}, nil
+}
+
+// A report call that fails as a whole is no one job's refusal: its
+// changes go with the next heartbeat, and the attempts keep running.
+func TestAFailedReportCallStopsNoAttempt(t *testing.T) {
+	jm := &failingReportsJobMaster{}
+	url := serveJobMaster(t, jm)
+	stopped := make(chan struct{})
+	te := startRunning(t, 1, map[string]taskexecutor.Invokable{
+		"block": func(ctx context.Context, _ taskexecutor.Task) error {
+			<-ctx.Done()
+			close(stopped)
+			return ctx.Err()
+		},
+	})
+	ctx := context.Background()
+	if _, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slotRequests(url, "j", 1, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(1), HeartbeatTimeout: jmTimeout, Tasks: []*jobplanev1.TaskDeployment{
+			{AllocationId: "ja", Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v"}, Invokable: "block"},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetRefused()) == 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // the slot's offer may not be answered yet
+	}
+	waitFor(t, "the RUNNING change in a heartbeat", func() bool {
+		jm.mu.Lock()
+		defer jm.mu.Unlock()
+		return slices.Contains(jm.heartbeat, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING)
+	})
+	select {
+	case <-stopped:
+		t.Fatal("the attempt was stopped when its report call failed as a whole")
+	default:
 	}
 }
