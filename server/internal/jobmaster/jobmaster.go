@@ -245,21 +245,25 @@ func (jm *JobMaster) do(ctx context.Context, f func()) error {
 	return jm.begin(f)(ctx)
 }
 
+// notLeader is the error of a call to a JobMaster that has stopped.
+func (jm *JobMaster) notLeader() error {
+	return apierror.NotLeader(hastore.JobElection(jm.cfg.JobID), "")
+}
+
 // begin queues f among the JobMaster's events, as do does, and returns
 // what waits for it: a caller with several JobMasters to ask queues with
 // each before it waits for any.
 func (jm *JobMaster) begin(f func()) (wait func(ctx context.Context) error) {
-	notLeader := apierror.NotLeader(hastore.JobElection(jm.cfg.JobID), "")
 	ran := make(chan struct{})
 	if !jm.push(func() { f(); close(ran) }) {
-		return func(context.Context) error { return notLeader }
+		return func(context.Context) error { return jm.notLeader() }
 	}
 	return func(ctx context.Context) error {
 		select {
 		case <-ran:
 			return nil
 		case <-jm.done:
-			return notLeader
+			return jm.notLeader()
 		case <-ctx.Done():
 			return ctx.Err()
 		}
