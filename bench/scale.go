@@ -23,19 +23,7 @@ const queryTimeout = 2 * time.Second
 func runScale(ctx context.Context, e *env) (Outcome, error) {
 	tes, jobs := pick(e, 40, 4), pick(e, 10_000, 500)
 	name := fmt.Sprintf("%d one-task jobs running, %dx%d slots", jobs, tes, jobs/tes)
-	var (
-		rs                               []scaleResult
-		reached, cores, rss, rpcs        []float64
-		ovP50, ovP99, lsP50, lsP99       []float64
-		failed, waitCores, waitRSS, took []float64
-		reachNotes, failNotes            []string
-		cancelNotes, waitNotes           []string
-		queries                          int
-		queryFailures                    []string
-		selfCores, baseRSS               []float64
-		toJM, fromJM, toStore            []float64
-		reachSecs, ackSecs               []float64
-	)
+	var rs []scaleResult
 	for run := range e.runs() {
 		e.progress("5: run %d of %d", run+1, e.runs())
 		r, err := scaleRun(ctx, e, tes, jobs)
@@ -43,65 +31,72 @@ func runScale(ctx context.Context, e *env) (Outcome, error) {
 			return Outcome{}, err
 		}
 		rs = append(rs, r)
-		reached, cores, rss, rpcs = append(reached, float64(r.reached)), append(cores, r.cores), append(rss, r.rssMiB), append(rpcs, r.rpcs)
-		ovP50, ovP99, lsP50, lsP99 = append(ovP50, r.ovP50), append(ovP99, r.ovP99), append(lsP50, r.lsP50), append(lsP99, r.lsP99)
+	}
+	// each is one figure of every run; noted, the runs' notes that are
+	// set, each tagged with its run, or fallback if none is.
+	each := func(f func(scaleResult) float64) Spread {
+		xs := make([]float64, 0, len(rs))
+		for _, r := range rs {
+			xs = append(xs, f(r))
+		}
+		return SpreadOf(xs)
+	}
+	noted := func(f func(scaleResult) string, fallback string) string {
+		var out []string
+		for i, r := range rs {
+			if n := f(r); n != "" {
+				out = append(out, fmt.Sprintf("run %d: %s", i+1, n))
+			}
+		}
+		if len(out) == 0 {
+			return fallback
+		}
+		return strings.Join(out, "; ")
+	}
+	queries := 0
+	var failed []float64
+	for _, r := range rs {
+		queries += r.queries
 		if r.failed >= 0 {
 			failed = append(failed, float64(r.failed))
 		}
-		waitCores, waitRSS, took = append(waitCores, r.waitCores), append(waitRSS, r.waitRSSMiB), append(took, r.cancelTook.Seconds())
-		selfCores, baseRSS = append(selfCores, r.selfCores), append(baseRSS, r.baseRSSMiB)
-		toJM, fromJM, toStore = append(toJM, r.toJM), append(fromJM, r.fromJM), append(toStore, r.toStore)
-		queries += r.queries
-		if r.queryFailure != "" {
-			queryFailures = append(queryFailures, fmt.Sprintf("run %d: %s", run+1, r.queryFailure))
-		}
-		tag := fmt.Sprintf("run %d: ", run+1)
-		reachSecs, ackSecs = append(reachSecs, r.reachSecs), append(ackSecs, r.ackSecs)
-		if r.reachNote != "" {
-			reachNotes = append(reachNotes, tag+r.reachNote)
-		}
-		if r.failNote != "" {
-			failNotes = append(failNotes, tag+r.failNote)
-		}
-		if r.cancelNote != "" {
-			cancelNotes = append(cancelNotes, tag+r.cancelNote)
-		}
-		if r.waitNote != "" {
-			waitNotes = append(waitNotes, tag+r.waitNote)
-		}
 	}
 	queryNote := fmt.Sprintf("%d calls", queries)
-	if len(queryFailures) > 0 {
-		queryNote += "; failed calls count with their duration: " + strings.Join(queryFailures, "; ")
+	if failures := noted(func(r scaleResult) string { return r.queryFailure }, ""); failures != "" {
+		queryNote += "; failed calls count with their duration: " + failures
 	}
-	if len(reachNotes) == 0 {
-		reachNotes = []string{fmt.Sprintf("all %d running in every run, a median %.1f s after the first submission (acks took %.1f s)", jobs, Median(reachSecs), Median(ackSecs))}
-	}
-	if len(cancelNotes) == 0 {
-		cancelNotes = []string{"in every run every cancel call was answered and all tasks stopped"}
-	}
-	if len(failNotes) == 0 {
-		failNotes = []string{"in every run every task kept running through the steady state, one task start per acknowledged job, and the JobManager kept its leadership"}
+	failNote := noted(func(r scaleResult) string { return r.failNote },
+		"in every run every task kept running through the steady state, one task start per acknowledged job, and the JobManager kept its leadership")
+	if len(failed) < len(rs) {
+		failNote += fmt.Sprintf("; the overview did not answer in %d runs", len(rs)-len(failed))
 	}
 	windows, window := scaleWindows(e)
-	waitNotes = append([]string{fmt.Sprintf("per run the median of %d windows of %v, as many jobs waiting as running, no client calls", windows, window)}, waitNotes...)
-	failedValue := SpreadOf(failed)
-	if len(failed) < len(rs) {
-		failNotes = append(failNotes, fmt.Sprintf("the overview did not answer in %d runs", len(rs)-len(failed)))
+	waitNote := fmt.Sprintf("per run the median of %d windows of %v, as many jobs waiting as running, no client calls", windows, window)
+	if odd := noted(func(r scaleResult) string { return r.waitNote }, ""); odd != "" {
+		waitNote += "; " + odd
 	}
+	reachNote := noted(func(r scaleResult) string { return r.reachNote },
+		fmt.Sprintf("all %d running in every run, a median %.1f s after the first submission (acks took %.1f s)",
+			jobs, each(func(r scaleResult) float64 { return r.reachSecs }).Median, each(func(r scaleResult) float64 { return r.ackSecs }).Median))
+	cancelNote := noted(func(r scaleResult) string { return r.cancelNote }, "in every run every cancel call was answered and all tasks stopped")
+	median := func(f func(scaleResult) float64) float64 { return each(f).Median }
 	rows := []Row{
-		{ID: "5", Scenario: name, Measure: "jobs running", Value: SpreadOf(reached), Target: fmt.Sprint(jobs), Note: strings.Join(reachNotes, "; ")},
-		{ID: "5", Scenario: name, Measure: "JM CPU cores", Value: SpreadOf(cores), Target: "< 1", Note: fmt.Sprintf("per run the median of %d windows of %v, no queries; the bench process (TaskExecutors) used %.2f cores", windows, window, Median(selfCores))},
-		{ID: "5", Scenario: name, Measure: "JM RSS MiB", Value: SpreadOf(rss), Target: "< 1024", Note: fmt.Sprintf("%.0f MiB before the first job", Median(baseRSS))},
-		{ID: "5", Scenario: name, Measure: "RPCs/s JM⇄TEs", Value: SpreadOf(rpcs), Note: fmt.Sprintf("per second: TE→JM %.0f, JM→TE %.0f, TE→HA store %.0f", Median(toJM), Median(fromJM), Median(toStore))},
-		{ID: "5", Scenario: name, Measure: "GetClusterOverview p50 ms", Value: SpreadOf(ovP50), Target: "≤ 10", Note: queryNote},
-		{ID: "5", Scenario: name, Measure: "GetClusterOverview p99 ms", Value: SpreadOf(ovP99), Target: "≤ 10"},
-		{ID: "5", Scenario: name, Measure: "ListJobs(100) p50 ms", Value: SpreadOf(lsP50), Target: "≤ 10"},
-		{ID: "5", Scenario: name, Measure: "ListJobs(100) p99 ms", Value: SpreadOf(lsP99), Target: "≤ 10"},
-		{ID: "5", Scenario: name, Measure: "jobs FAILED", Value: failedValue, Target: "0", Note: strings.Join(failNotes, "; ")},
-		{ID: "5", Scenario: name, Measure: fmt.Sprintf("JM CPU cores, +%d waiting", jobs), Value: SpreadOf(waitCores), Target: "< 1", Note: strings.Join(waitNotes, "; ")},
-		{ID: "5", Scenario: name, Measure: fmt.Sprintf("JM RSS MiB, +%d waiting", jobs), Value: SpreadOf(waitRSS)},
-		{ID: "5", Scenario: name, Measure: "cancel all s", Value: SpreadOf(took), Note: strings.Join(cancelNotes, "; ")},
+		{ID: "5", Scenario: name, Measure: "jobs running", Value: each(func(r scaleResult) float64 { return float64(r.reached) }), Target: fmt.Sprint(jobs), Note: reachNote},
+		{ID: "5", Scenario: name, Measure: "JM CPU cores", Value: each(func(r scaleResult) float64 { return r.cores }), Target: "< 1",
+			Note: fmt.Sprintf("per run the median of %d windows of %v, no queries; the bench process (TaskExecutors) used %.2f cores", windows, window, median(func(r scaleResult) float64 { return r.selfCores }))},
+		{ID: "5", Scenario: name, Measure: "JM RSS MiB", Value: each(func(r scaleResult) float64 { return r.rssMiB }), Target: "< 1024",
+			Note: fmt.Sprintf("%.0f MiB before the first job", median(func(r scaleResult) float64 { return r.baseRSSMiB }))},
+		{ID: "5", Scenario: name, Measure: "RPCs/s JM⇄TEs", Value: each(func(r scaleResult) float64 { return r.rpcs }),
+			Note: fmt.Sprintf("per second: TE→JM %.0f, JM→TE %.0f, TE→HA store %.0f", median(func(r scaleResult) float64 { return r.toJM }),
+				median(func(r scaleResult) float64 { return r.fromJM }), median(func(r scaleResult) float64 { return r.toStore }))},
+		{ID: "5", Scenario: name, Measure: "GetClusterOverview p50 ms", Value: each(func(r scaleResult) float64 { return r.ovP50 }), Target: "≤ 10", Note: queryNote},
+		{ID: "5", Scenario: name, Measure: "GetClusterOverview p99 ms", Value: each(func(r scaleResult) float64 { return r.ovP99 }), Target: "≤ 10"},
+		{ID: "5", Scenario: name, Measure: "ListJobs(100) p50 ms", Value: each(func(r scaleResult) float64 { return r.lsP50 }), Target: "≤ 10"},
+		{ID: "5", Scenario: name, Measure: "ListJobs(100) p99 ms", Value: each(func(r scaleResult) float64 { return r.lsP99 }), Target: "≤ 10"},
+		{ID: "5", Scenario: name, Measure: "jobs FAILED", Value: SpreadOf(failed), Target: "0", Note: failNote},
+		{ID: "5", Scenario: name, Measure: fmt.Sprintf("JM CPU cores, +%d waiting", jobs), Value: each(func(r scaleResult) float64 { return r.waitCores }), Target: "< 1", Note: waitNote},
+		{ID: "5", Scenario: name, Measure: fmt.Sprintf("JM RSS MiB, +%d waiting", jobs), Value: each(func(r scaleResult) float64 { return r.waitRSSMiB })},
+		{ID: "5", Scenario: name, Measure: "cancel all s", Value: each(func(r scaleResult) float64 { return r.cancelTook.Seconds() }), Note: cancelNote},
 	}
 	return Outcome{Rows: rows}, nil
 }
