@@ -68,26 +68,17 @@ func (te *TaskExecutor) report(t *task, address string, state jobplanev1.Executi
 }
 
 // reportEntry is the state changes of one job for one JobMaster, oldest
-// first, that go in one call.
+// first, that go in one call, and that call's request.
 type reportEntry struct {
 	key jobMasterKey
 	ps  []*pendingReport
-}
-
-func (e reportEntry) request(executor string) *jobplanev1.UpdateTaskExecutionStatesRequest {
-	statuses := make([]*jobplanev1.TaskExecutionStatus, len(e.ps))
-	for i, p := range e.ps {
-		statuses[i] = p.status
-	}
-	return &jobplanev1.UpdateTaskExecutionStatesRequest{
-		JobId: e.key.jobID, JobMasterToken: protoToken(e.key.token), TaskExecutorId: executor, Statuses: statuses,
-	}
+	req *jobplanev1.UpdateTaskExecutionStatesRequest
 }
 
 // entries groups queued state changes by JobMaster, in the order each
 // first appears, and cuts a JobMaster's changes into runs that each fit
 // one call (batch.Split); the runs of one JobMaster stay in order.
-func entries(queued []*pendingReport) []reportEntry {
+func entries(executor string, queued []*pendingReport) []reportEntry {
 	var keys []jobMasterKey
 	byKey := map[jobMasterKey][]*pendingReport{}
 	for _, p := range queued {
@@ -105,7 +96,9 @@ func entries(queued []*pendingReport) []reportEntry {
 		}
 		at := 0
 		for _, run := range batch.Split(statuses) {
-			out = append(out, reportEntry{key: k, ps: ps[at : at+len(run)]})
+			out = append(out, reportEntry{key: k, ps: ps[at : at+len(run)], req: &jobplanev1.UpdateTaskExecutionStatesRequest{
+				JobId: k.jobID, JobMasterToken: protoToken(k.token), TaskExecutorId: executor, Statuses: run,
+			}})
 			at += len(run)
 		}
 	}
@@ -125,64 +118,63 @@ func (te *TaskExecutor) sendReports(ctx context.Context, address string) {
 		}
 		te.reports[address] = nil // still sending
 		te.mu.Unlock()
-		te.deliverAll(ctx, address, entries(queued))
+		es := entries(te.cfg.ID, queued)
+		jm := te.jobMaster(address)
+		if !jm.perJob.Load() {
+			es = te.deliverTogether(ctx, jm, es)
+		}
+		for _, e := range es {
+			te.deliver(ctx, jm, e)
+		}
 		for _, p := range queued {
 			close(p.done)
 		}
 	}
 }
 
-// deliverAll sends the entries for one address: as few calls of
-// UpdateTaskExecutionStatesOfJobs as the limits allow, or, at a process
-// without it, one call per entry (deliver).
-func (te *TaskExecutor) deliverAll(ctx context.Context, address string, es []reportEntry) {
-	jm := te.jobMaster(address)
-	if !jm.perJob.Load() {
-		reqs := make([]*jobplanev1.UpdateTaskExecutionStatesRequest, len(es))
-		for i, e := range es {
-			reqs[i] = e.request(te.cfg.ID)
-		}
-		at := 0
-		for _, run := range batch.Split(reqs) {
-			sent := time.Now()
-			rctx, cancel := context.WithTimeout(ctx, reportTimeout)
-			resp, err := jm.UpdateTaskExecutionStatesOfJobs(rctx, &jobplanev1.UpdateTaskExecutionStatesOfJobsRequest{TaskExecutorId: te.cfg.ID, Jobs: run})
-			cancel()
-			if connect.CodeOf(err) == connect.CodeUnimplemented {
-				jm.perJob.Store(true)
-				es = es[at:]
-				break
-			}
-			if err != nil {
-				// A failure of the call as a whole is no one job's: its
-				// changes go with the next heartbeats, as undelivered
-				// ones do, rather than stop every attempt in the call.
-				err = connect.NewError(connect.CodeUnavailable, err)
-			}
-			whole := apierror.ItemErrors(len(run), err, resp.GetRefused())
-			for i, e := range es[at : at+len(run)] {
-				var refused []*jobplanev1.ItemError
-				if i < len(resp.GetResults()) {
-					refused = resp.GetResults()[i].GetRefused()
-				}
-				te.settle(e, apierror.ItemErrors(len(e.ps), whole[i], refused), whole[i] == nil, sent)
-			}
-			at += len(run)
-		}
-		if !jm.perJob.Load() {
-			return
-		}
+// deliverTogether sends the entries for one address in as few calls of
+// UpdateTaskExecutionStatesOfJobs as the limits allow. It returns the
+// entries it did not send because the process lacks that call (which
+// jm then remembers).
+func (te *TaskExecutor) deliverTogether(ctx context.Context, jm *jobMasterClient, es []reportEntry) (unsent []reportEntry) {
+	reqs := make([]*jobplanev1.UpdateTaskExecutionStatesRequest, len(es))
+	for i, e := range es {
+		reqs[i] = e.req
 	}
-	for _, e := range es {
-		te.deliver(ctx, e)
+	at := 0
+	for _, run := range batch.Split(reqs) {
+		sent := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, reportTimeout)
+		resp, err := jm.UpdateTaskExecutionStatesOfJobs(rctx, &jobplanev1.UpdateTaskExecutionStatesOfJobsRequest{TaskExecutorId: te.cfg.ID, Jobs: run})
+		cancel()
+		if connect.CodeOf(err) == connect.CodeUnimplemented {
+			jm.perJob.Store(true)
+			return es[at:]
+		}
+		if err != nil {
+			// A failure of the call as a whole is no one job's: its
+			// changes go with the next heartbeats, as undelivered
+			// ones do, rather than stop every attempt in the call.
+			err = connect.NewError(connect.CodeUnavailable, err)
+		}
+		whole := apierror.ItemErrors(len(run), err, resp.GetRefused())
+		for i, e := range es[at : at+len(run)] {
+			var refused []*jobplanev1.ItemError
+			if i < len(resp.GetResults()) {
+				refused = resp.GetResults()[i].GetRefused()
+			}
+			te.settle(e, apierror.ItemErrors(len(e.ps), whole[i], refused), whole[i] == nil, sent)
+		}
+		at += len(run)
 	}
+	return nil
 }
 
 // deliver sends one entry's state changes to its JobMaster in one call
 // (or one per change, see updateStates).
-func (te *TaskExecutor) deliver(ctx context.Context, e reportEntry) {
+func (te *TaskExecutor) deliver(ctx context.Context, jm *jobMasterClient, e reportEntry) {
 	sent := time.Now()
-	errs, answered := te.jobMaster(e.key.address).updateStates(ctx, e.request(te.cfg.ID))
+	errs, answered := jm.updateStates(ctx, e.req)
 	te.settle(e, errs, answered, sent)
 }
 
