@@ -22,7 +22,7 @@ import (
 // per job. It holds its first report call until hold is closed, and
 // refuses the entries of job "old" as from a stale token.
 type jobsJobMaster struct {
-	jobplanev1connect.UnimplementedJobMasterServiceHandler
+	offerTaker
 	hold chan struct{}
 
 	mu     sync.Mutex
@@ -30,8 +30,15 @@ type jobsJobMaster struct {
 	states map[string][]jobplanev1.ExecutionState // the changes taken, by job
 }
 
-func (j *jobsJobMaster) OfferSlots(_ context.Context, req *jobplanev1.OfferSlotsRequest) (*jobplanev1.OfferSlotsResponse, error) {
-	return &jobplanev1.OfferSlotsResponse{Accepted: req.GetOffers(), HeartbeatTimeout: durationpb.New(time.Minute), HeartbeatInterval: durationpb.New(time.Second)}, nil
+// offerTaker is a JobMaster process that takes every offer, naming
+// interval as its heartbeat interval, and lacks every other call.
+type offerTaker struct {
+	jobplanev1connect.UnimplementedJobMasterServiceHandler
+	interval time.Duration
+}
+
+func (o offerTaker) OfferSlots(_ context.Context, req *jobplanev1.OfferSlotsRequest) (*jobplanev1.OfferSlotsResponse, error) {
+	return &jobplanev1.OfferSlotsResponse{Accepted: req.GetOffers(), HeartbeatTimeout: durationpb.New(time.Minute), HeartbeatInterval: durationpb.New(o.interval)}, nil
 }
 
 func (j *jobsJobMaster) UpdateTaskExecutionStatesOfJobs(ctx context.Context, req *jobplanev1.UpdateTaskExecutionStatesOfJobsRequest) (*jobplanev1.UpdateTaskExecutionStatesOfJobsResponse, error) {
@@ -81,7 +88,7 @@ func (j *jobsJobMaster) snapshot() (calls [][]string, states map[string][]jobpla
 // its own token; an entry refused as a whole (a stale token) stops that
 // job's attempt and no other.
 func TestReportsOfSeveralJobsGoInOneCall(t *testing.T) {
-	jm := &jobsJobMaster{hold: make(chan struct{}), states: map[string][]jobplanev1.ExecutionState{}}
+	jm := &jobsJobMaster{offerTaker: offerTaker{interval: time.Second}, hold: make(chan struct{}), states: map[string][]jobplanev1.ExecutionState{}}
 	url := serveJobMaster(t, jm)
 	stopped := make(chan struct{})
 	te := startRunning(t, 4, map[string]taskexecutor.Invokable{
@@ -169,14 +176,10 @@ func TestReportsOfSeveralJobsGoInOneCall(t *testing.T) {
 // UpdateTaskExecutionStatesOfJobs call as a whole (INTERNAL), and records
 // the attempts its heartbeats carry.
 type failingReportsJobMaster struct {
-	jobplanev1connect.UnimplementedJobMasterServiceHandler
+	offerTaker
 
 	mu        sync.Mutex
 	heartbeat []jobplanev1.ExecutionState // the states heartbeats carried
-}
-
-func (j *failingReportsJobMaster) OfferSlots(_ context.Context, req *jobplanev1.OfferSlotsRequest) (*jobplanev1.OfferSlotsResponse, error) {
-	return &jobplanev1.OfferSlotsResponse{Accepted: req.GetOffers(), HeartbeatTimeout: durationpb.New(time.Minute), HeartbeatInterval: durationpb.New(50 * time.Millisecond)}, nil
 }
 
 func (j *failingReportsJobMaster) UpdateTaskExecutionStatesOfJobs(context.Context, *jobplanev1.UpdateTaskExecutionStatesOfJobsRequest) (*jobplanev1.UpdateTaskExecutionStatesOfJobsResponse, error) {
@@ -197,7 +200,7 @@ func (j *failingReportsJobMaster) HeartbeatFromTaskExecutor(_ context.Context, r
 // A report call that fails as a whole is no one job's refusal: its
 // changes go with the next heartbeat, and the attempts keep running.
 func TestAFailedReportCallStopsNoAttempt(t *testing.T) {
-	jm := &failingReportsJobMaster{}
+	jm := &failingReportsJobMaster{offerTaker: offerTaker{interval: 50 * time.Millisecond}}
 	url := serveJobMaster(t, jm)
 	stopped := make(chan struct{})
 	te := startRunning(t, 1, map[string]taskexecutor.Invokable{
