@@ -98,8 +98,11 @@ type TaskExecutor struct {
 	jobs    map[string]*job
 	holding map[string]*job
 	idle    []idleJob
-	// ctx is the Run context, under which tasks and offers run.
-	ctx context.Context
+	// ctx is the TaskExecutor's lifetime, under which tasks and offers
+	// run: made in New, so that calls served before Run starts get it
+	// too, and canceled when Run ends.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// stopped is set once Run is winding down: no more goroutines start.
 	stopped bool
 
@@ -208,13 +211,13 @@ func New(cfg Config) (*TaskExecutor, error) {
 		attempts:   newAttemptLog(cfg.AttemptLog),
 		jobs:       make(map[string]*job),
 		holding:    make(map[string]*job),
-		ctx:        context.Background(),
 		wake:       make(chan struct{}, 1),
 		links:      make(map[string]*link),
 		hbWake:     make(chan struct{}, 1),
 		offers:     make(map[jobMasterKey][]offeredSlot),
 		reports:    make(map[string][]*pendingReport),
 	}
+	te.ctx, te.cancel = context.WithCancel(context.Background())
 	for i := range cfg.Slots {
 		te.slots = append(te.slots, &slot{index: i})
 	}
@@ -432,10 +435,8 @@ func isDone(c <-chan struct{}) bool {
 // following leader changes, until ctx ends; then it cancels every attempt
 // and waits for them.
 func (te *TaskExecutor) Run(ctx context.Context) error {
-	te.mu.Lock()
-	te.ctx = ctx
-	te.mu.Unlock()
 	defer func() {
+		te.cancel() // offers and tasks, whenever they started
 		te.mu.Lock()
 		te.stopped = true
 		for _, s := range te.slots {

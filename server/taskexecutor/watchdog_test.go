@@ -33,6 +33,8 @@ type jobMaster struct {
 	answering atomic.Bool
 	// lease, if set, is the lease each heartbeat answer grants.
 	lease time.Duration
+	// release, if set, ends unanswered offers once closed.
+	release chan struct{}
 }
 
 func (j *jobMaster) HeartbeatFromTaskExecutor(context.Context, *jobplanev1.HeartbeatFromTaskExecutorRequest) (*jobplanev1.HeartbeatFromTaskExecutorResponse, error) {
@@ -71,8 +73,12 @@ func (j *jobMaster) OfferSlots(ctx context.Context, req *jobplanev1.OfferSlotsRe
 	case offerNoTimeout:
 		return &jobplanev1.OfferSlotsResponse{Accepted: req.GetOffers()}, nil
 	case offerUnanswered:
-		<-ctx.Done()
-		return nil, ctx.Err()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-j.release:
+			return nil, connect.NewError(connect.CodeUnavailable, errors.New("released"))
+		}
 	}
 	return &jobplanev1.OfferSlotsResponse{Accepted: req.GetOffers(), HeartbeatTimeout: durationpb.New(j.timeout), HeartbeatInterval: durationpb.New(j.timeout / 5)}, nil
 }

@@ -1,0 +1,60 @@
+package taskexecutor_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
+	"github.com/jobplane/jobplane/server/taskexecutor"
+)
+
+// Calls served before Run starts are under the TaskExecutor's lifetime
+// too: an offer still waiting for its answer when Run ends is canceled,
+// and Run returns, however early the slot was allocated.
+func TestRunEndsOffersMadeBeforeItStarted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fake := &jobMaster{timeout: time.Minute, offers: offerUnanswered, release: make(chan struct{})}
+	jm := serveJobMaster(t, fake)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store, err := hastore.Open(ctx, hastore.OpenConfig{DataDir: t.TempDir(), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	te, err := taskexecutor.New(taskexecutor.Config{Slots: 1, Logger: logger, Address: "http://127.0.0.1:1", Store: store, HTTPClient: endpoint.NewClient()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, h := te.Handler()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	client := jobplanev1connect.NewTaskExecutorServiceClient(srv.Client(), srv.URL)
+	if _, err := client.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
+		ResourceManagerToken: token(1), AllocationId: "a", JobId: "j", JobMasterAddress: jm, JobMasterToken: token(1),
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- te.Run(runCtx) }()
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-ctx.Done():
+		close(fake.release) // lets the offer, and Run, end
+		<-done
+		t.Fatal("Run did not return: it still waits for an offer made before it started")
+	}
+}
