@@ -166,8 +166,9 @@ func (e *env) gateInvokable(ctx context.Context, t taskexecutor.Task) error {
 // taskInterceptor records a TaskExecutor's task calls: those it
 // receives before they are handled, those it sends before they leave. A
 // batch call is recorded as its items, each under the one-item call's
-// name (a SubmitTasks of three attempts as three SubmitTask events), so
-// that cases hold whichever form a server uses.
+// name (a SubmitTasks of three attempts as three SubmitTask events), and
+// so are the deployments an OfferSlots answer carries, so that cases hold
+// whichever form a server uses.
 func (e *env) taskInterceptor(id string) connect.UnaryInterceptorFunc {
 	return func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
@@ -208,7 +209,15 @@ func (e *env) taskInterceptor(id string) connect.UnaryInterceptorFunc {
 			if ev.Op != "" {
 				e.log.Add(ev)
 			}
-			return next(ctx, req)
+			resp, err := next(ctx, req)
+			// Deployments in an offer's answer are received as the
+			// answer is, before they are handled.
+			if offer, ok := req.Any().(*jobplanev1.OfferSlotsRequest); ok && err == nil {
+				for _, d := range resp.Any().(*jobplanev1.OfferSlotsResponse).GetDeployments() {
+					e.log.Add(Event{Source: id, Op: "SubmitTask", Key: offer.GetJobId(), Token: token(offer.GetJobMasterToken()), Attempt: attemptKey(d.GetAttempt())})
+				}
+			}
+			return resp, err
 		}
 	}
 }

@@ -191,16 +191,21 @@ func (h *handler) SubmitTasks(_ context.Context, req *jobplanev1.SubmitTasksRequ
 		return nil, err
 	}
 	for i, d := range req.GetTasks() {
-		one := &jobplanev1.SubmitTaskRequest{
-			JobId: req.GetJobId(), JobMasterToken: req.GetJobMasterToken(), AllocationId: d.GetAllocationId(),
-			Attempt: d.GetAttempt(), TaskName: d.GetTaskName(), Invokable: d.GetInvokable(),
-			Config: d.GetConfig(), NumberOfSubtasks: d.GetNumberOfSubtasks(),
-		}
-		if err := te.deployLocked(one, token); err != nil {
+		if err := te.deployLocked(submitTaskRequest(req.GetJobId(), req.GetJobMasterToken(), d), token); err != nil {
 			resp.Refused = append(resp.Refused, apierror.Item(i, err))
 		}
 	}
 	return resp, nil
+}
+
+// submitTaskRequest is the SubmitTask that one deployment of a batch
+// stands for.
+func submitTaskRequest(jobID string, token *jobplanev1.FencingToken, d *jobplanev1.TaskDeployment) *jobplanev1.SubmitTaskRequest {
+	return &jobplanev1.SubmitTaskRequest{
+		JobId: jobID, JobMasterToken: token, AllocationId: d.GetAllocationId(),
+		Attempt: d.GetAttempt(), TaskName: d.GetTaskName(), Invokable: d.GetInvokable(),
+		Config: d.GetConfig(), NumberOfSubtasks: d.GetNumberOfSubtasks(),
+	}
 }
 
 // followLocked admits a call from the job's JobMaster of token: refused

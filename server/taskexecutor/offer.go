@@ -96,6 +96,7 @@ func (te *TaskExecutor) offer(ctx context.Context, key jobMasterKey, slots []off
 			var resp *jobplanev1.OfferSlotsResponse
 			resp, err = jm.OfferSlots(ctx, &jobplanev1.OfferSlotsRequest{
 				JobId: key.jobID, JobMasterToken: protoToken(key.token), TaskExecutorId: te.cfg.ID, Offers: offers, Address: te.cfg.Address,
+				DeploymentsInAnswer: true,
 			})
 			// A JobMaster that refuses the offer as from an unregistered
 			// TaskExecutor, or takes it but names no timeout, did not
@@ -113,6 +114,7 @@ func (te *TaskExecutor) offer(ctx context.Context, key jobMasterKey, slots []off
 				for _, a := range resp.GetAccepted() {
 					accepted[a.GetAllocationId()] = true
 				}
+				te.deployAnswer(key, resp)
 				break
 			}
 		}
@@ -149,5 +151,31 @@ func (te *TaskExecutor) offering(key jobMasterKey, sent time.Time) {
 	defer te.mu.Unlock()
 	if j := te.jobs[key.jobID]; j != nil && j.token == key.token && j.offered.IsZero() {
 		j.offered = sent
+	}
+}
+
+// deployAnswer deploys the attempts that an offer's answer carries, as a
+// SubmitTasks call of the job's JobMaster under the offer's token would.
+// One that is refused here is not reported: the JobMaster, hearing no
+// state of it, sends it again with SubmitTasks, whose answer says why.
+func (te *TaskExecutor) deployAnswer(key jobMasterKey, resp *jobplanev1.OfferSlotsResponse) {
+	if len(resp.GetDeployments()) == 0 {
+		return
+	}
+	token := protoToken(key.token)
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	if err := te.followDeploymentLocked(key.jobID, key.token, resp.GetHeartbeatTimeout().AsDuration()); err != nil {
+		te.log.Debug("deployments in an offer's answer refused", "job", key.jobID, "err", err)
+		return
+	}
+	for _, d := range resp.GetDeployments() {
+		if fields := taskFields("", d.GetAllocationId(), d.GetAttempt(), d.GetInvokable()); len(fields) > 0 {
+			te.log.Debug("a deployment in an offer's answer is incomplete", "job", key.jobID, "fields", fields)
+			continue
+		}
+		if err := te.deployLocked(submitTaskRequest(key.jobID, token, d), key.token); err != nil {
+			te.log.Debug("a deployment in an offer's answer refused", "job", key.jobID, "attempt", d.GetAttempt(), "err", err)
+		}
 	}
 }

@@ -295,9 +295,13 @@ type OfferSlotsRequest struct {
 	// The offering TaskExecutor's base URL. If set, the offer first
 	// registers the TaskExecutor (or renews its registration), as
 	// RegisterTaskExecutor with this id and address would.
-	Address       string `protobuf:"bytes,5,opt,name=address,proto3" json:"address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Address string `protobuf:"bytes,5,opt,name=address,proto3" json:"address,omitempty"`
+	// Whether the TaskExecutor takes deployments in the answer
+	// (OfferSlotsResponse.deployments). A JobMaster sends none to a
+	// TaskExecutor that leaves it unset.
+	DeploymentsInAnswer bool `protobuf:"varint,6,opt,name=deployments_in_answer,json=deploymentsInAnswer,proto3" json:"deployments_in_answer,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *OfferSlotsRequest) Reset() {
@@ -365,6 +369,13 @@ func (x *OfferSlotsRequest) GetAddress() string {
 	return ""
 }
 
+func (x *OfferSlotsRequest) GetDeploymentsInAnswer() bool {
+	if x != nil {
+		return x.DeploymentsInAnswer
+	}
+	return false
+}
+
 // OfferSlotsResponse is the response of JobMasterService.OfferSlots.
 type OfferSlotsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -381,8 +392,15 @@ type OfferSlotsResponse struct {
 	// before this answer arrives; its deployments carry the timeout too
 	// (TaskExecutorService.SubmitTasks).
 	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Attempts to deploy into accepted slots of this offer, as
+	// SubmitTasksRequest.tasks under the offer's job and token; only if
+	// the request set `deployments_in_answer`, and then always with
+	// heartbeat_timeout. The TaskExecutor reports nothing back for them
+	// beyond their states: one it refuses reaches the JobMaster again with
+	// SubmitTasks, whose answer says why.
+	Deployments   []*TaskDeployment `protobuf:"bytes,4,rep,name=deployments,proto3" json:"deployments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OfferSlotsResponse) Reset() {
@@ -432,6 +450,13 @@ func (x *OfferSlotsResponse) GetHeartbeatInterval() *durationpb.Duration {
 func (x *OfferSlotsResponse) GetHeartbeatTimeout() *durationpb.Duration {
 	if x != nil {
 		return x.HeartbeatTimeout
+	}
+	return nil
+}
+
+func (x *OfferSlotsResponse) GetDeployments() []*TaskDeployment {
+	if x != nil {
+		return x.Deployments
 	}
 	return nil
 }
@@ -1331,7 +1356,7 @@ var File_jobplane_v1_job_master_service_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_job_master_service_proto_rawDesc = "" +
 	"\n" +
-	"$jobplane/v1/job_master_service.proto\x12\vjobplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x17jobplane/v1/error.proto\x1a\x1bjobplane/v1/execution.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x16jobplane/v1/slot.proto\"\xcd\x01\n" +
+	"$jobplane/v1/job_master_service.proto\x12\vjobplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x17jobplane/v1/error.proto\x1a\x1bjobplane/v1/execution.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x16jobplane/v1/slot.proto\x1a'jobplane/v1/task_executor_service.proto\"\xcd\x01\n" +
 	"+JobMasterServiceRegisterTaskExecutorRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12(\n" +
@@ -1344,17 +1369,19 @@ const file_jobplane_v1_job_master_service_proto_rawDesc = "" +
 	"\rallocation_id\x18\x01 \x01(\tR\fallocationId\x12\x1d\n" +
 	"\n" +
 	"slot_index\x18\x02 \x01(\x05R\tslotIndex\x126\n" +
-	"\aprofile\x18\x03 \x01(\v2\x1c.jobplane.v1.ResourceProfileR\aprofile\"\xe3\x01\n" +
+	"\aprofile\x18\x03 \x01(\v2\x1c.jobplane.v1.ResourceProfileR\aprofile\"\x97\x02\n" +
 	"\x11OfferSlotsRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12(\n" +
 	"\x10task_executor_id\x18\x03 \x01(\tR\x0etaskExecutorId\x12.\n" +
 	"\x06offers\x18\x04 \x03(\v2\x16.jobplane.v1.SlotOfferR\x06offers\x12\x18\n" +
-	"\aaddress\x18\x05 \x01(\tR\aaddress\"\xda\x01\n" +
+	"\aaddress\x18\x05 \x01(\tR\aaddress\x122\n" +
+	"\x15deployments_in_answer\x18\x06 \x01(\bR\x13deploymentsInAnswer\"\x99\x02\n" +
 	"\x12OfferSlotsResponse\x122\n" +
 	"\baccepted\x18\x01 \x03(\v2\x16.jobplane.v1.SlotOfferR\baccepted\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12F\n" +
-	"\x11heartbeat_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\"\xe1\x01\n" +
+	"\x11heartbeat_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x12=\n" +
+	"\vdeployments\x18\x04 \x03(\v2\x1b.jobplane.v1.TaskDeploymentR\vdeployments\"\xe1\x01\n" +
 	"\x1fUpdateTaskExecutionStateRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12(\n" +
@@ -1461,8 +1488,9 @@ var file_jobplane_v1_job_master_service_proto_goTypes = []any{
 	(*FencingToken)(nil),                                 // 20: jobplane.v1.FencingToken
 	(*durationpb.Duration)(nil),                          // 21: google.protobuf.Duration
 	(*ResourceProfile)(nil),                              // 22: jobplane.v1.ResourceProfile
-	(*TaskExecutionStatus)(nil),                          // 23: jobplane.v1.TaskExecutionStatus
-	(*ItemError)(nil),                                    // 24: jobplane.v1.ItemError
+	(*TaskDeployment)(nil),                               // 23: jobplane.v1.TaskDeployment
+	(*TaskExecutionStatus)(nil),                          // 24: jobplane.v1.TaskExecutionStatus
+	(*ItemError)(nil),                                    // 25: jobplane.v1.ItemError
 }
 var file_jobplane_v1_job_master_service_proto_depIdxs = []int32{
 	20, // 0: jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
@@ -1474,45 +1502,46 @@ var file_jobplane_v1_job_master_service_proto_depIdxs = []int32{
 	3,  // 6: jobplane.v1.OfferSlotsResponse.accepted:type_name -> jobplane.v1.SlotOffer
 	21, // 7: jobplane.v1.OfferSlotsResponse.heartbeat_interval:type_name -> google.protobuf.Duration
 	21, // 8: jobplane.v1.OfferSlotsResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
-	20, // 9: jobplane.v1.UpdateTaskExecutionStateRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	23, // 10: jobplane.v1.UpdateTaskExecutionStateRequest.status:type_name -> jobplane.v1.TaskExecutionStatus
-	20, // 11: jobplane.v1.UpdateTaskExecutionStatesRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	23, // 12: jobplane.v1.UpdateTaskExecutionStatesRequest.statuses:type_name -> jobplane.v1.TaskExecutionStatus
-	24, // 13: jobplane.v1.UpdateTaskExecutionStatesResponse.refused:type_name -> jobplane.v1.ItemError
-	8,  // 14: jobplane.v1.UpdateTaskExecutionStatesOfJobsRequest.jobs:type_name -> jobplane.v1.UpdateTaskExecutionStatesRequest
-	24, // 15: jobplane.v1.UpdateTaskExecutionStatesOfJobsResponse.refused:type_name -> jobplane.v1.ItemError
-	9,  // 16: jobplane.v1.UpdateTaskExecutionStatesOfJobsResponse.results:type_name -> jobplane.v1.UpdateTaskExecutionStatesResponse
-	20, // 17: jobplane.v1.JobMasterServiceHeartbeatRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	23, // 18: jobplane.v1.JobMasterServiceHeartbeatRequest.tasks:type_name -> jobplane.v1.TaskExecutionStatus
-	15, // 19: jobplane.v1.HeartbeatFromTaskExecutorRequest.jobs:type_name -> jobplane.v1.TaskExecutorJobReport
-	20, // 20: jobplane.v1.TaskExecutorJobReport.job_master_token:type_name -> jobplane.v1.FencingToken
-	23, // 21: jobplane.v1.TaskExecutorJobReport.attempts:type_name -> jobplane.v1.TaskExecutionStatus
-	17, // 22: jobplane.v1.HeartbeatFromTaskExecutorResponse.jobs:type_name -> jobplane.v1.TaskExecutorJobAnswer
-	21, // 23: jobplane.v1.HeartbeatFromTaskExecutorResponse.lease_remaining:type_name -> google.protobuf.Duration
-	0,  // 24: jobplane.v1.TaskExecutorJobAnswer.action:type_name -> jobplane.v1.TaskExecutorJobAction
-	20, // 25: jobplane.v1.TaskExecutorJobAnswer.job_master_token:type_name -> jobplane.v1.FencingToken
-	20, // 26: jobplane.v1.DisconnectTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	1,  // 27: jobplane.v1.JobMasterService.RegisterTaskExecutor:input_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest
-	4,  // 28: jobplane.v1.JobMasterService.OfferSlots:input_type -> jobplane.v1.OfferSlotsRequest
-	6,  // 29: jobplane.v1.JobMasterService.UpdateTaskExecutionState:input_type -> jobplane.v1.UpdateTaskExecutionStateRequest
-	8,  // 30: jobplane.v1.JobMasterService.UpdateTaskExecutionStates:input_type -> jobplane.v1.UpdateTaskExecutionStatesRequest
-	10, // 31: jobplane.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs:input_type -> jobplane.v1.UpdateTaskExecutionStatesOfJobsRequest
-	14, // 32: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:input_type -> jobplane.v1.HeartbeatFromTaskExecutorRequest
-	12, // 33: jobplane.v1.JobMasterService.Heartbeat:input_type -> jobplane.v1.JobMasterServiceHeartbeatRequest
-	18, // 34: jobplane.v1.JobMasterService.DisconnectTaskExecutor:input_type -> jobplane.v1.DisconnectTaskExecutorRequest
-	2,  // 35: jobplane.v1.JobMasterService.RegisterTaskExecutor:output_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse
-	5,  // 36: jobplane.v1.JobMasterService.OfferSlots:output_type -> jobplane.v1.OfferSlotsResponse
-	7,  // 37: jobplane.v1.JobMasterService.UpdateTaskExecutionState:output_type -> jobplane.v1.UpdateTaskExecutionStateResponse
-	9,  // 38: jobplane.v1.JobMasterService.UpdateTaskExecutionStates:output_type -> jobplane.v1.UpdateTaskExecutionStatesResponse
-	11, // 39: jobplane.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs:output_type -> jobplane.v1.UpdateTaskExecutionStatesOfJobsResponse
-	16, // 40: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:output_type -> jobplane.v1.HeartbeatFromTaskExecutorResponse
-	13, // 41: jobplane.v1.JobMasterService.Heartbeat:output_type -> jobplane.v1.JobMasterServiceHeartbeatResponse
-	19, // 42: jobplane.v1.JobMasterService.DisconnectTaskExecutor:output_type -> jobplane.v1.DisconnectTaskExecutorResponse
-	35, // [35:43] is the sub-list for method output_type
-	27, // [27:35] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	23, // 9: jobplane.v1.OfferSlotsResponse.deployments:type_name -> jobplane.v1.TaskDeployment
+	20, // 10: jobplane.v1.UpdateTaskExecutionStateRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	24, // 11: jobplane.v1.UpdateTaskExecutionStateRequest.status:type_name -> jobplane.v1.TaskExecutionStatus
+	20, // 12: jobplane.v1.UpdateTaskExecutionStatesRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	24, // 13: jobplane.v1.UpdateTaskExecutionStatesRequest.statuses:type_name -> jobplane.v1.TaskExecutionStatus
+	25, // 14: jobplane.v1.UpdateTaskExecutionStatesResponse.refused:type_name -> jobplane.v1.ItemError
+	8,  // 15: jobplane.v1.UpdateTaskExecutionStatesOfJobsRequest.jobs:type_name -> jobplane.v1.UpdateTaskExecutionStatesRequest
+	25, // 16: jobplane.v1.UpdateTaskExecutionStatesOfJobsResponse.refused:type_name -> jobplane.v1.ItemError
+	9,  // 17: jobplane.v1.UpdateTaskExecutionStatesOfJobsResponse.results:type_name -> jobplane.v1.UpdateTaskExecutionStatesResponse
+	20, // 18: jobplane.v1.JobMasterServiceHeartbeatRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	24, // 19: jobplane.v1.JobMasterServiceHeartbeatRequest.tasks:type_name -> jobplane.v1.TaskExecutionStatus
+	15, // 20: jobplane.v1.HeartbeatFromTaskExecutorRequest.jobs:type_name -> jobplane.v1.TaskExecutorJobReport
+	20, // 21: jobplane.v1.TaskExecutorJobReport.job_master_token:type_name -> jobplane.v1.FencingToken
+	24, // 22: jobplane.v1.TaskExecutorJobReport.attempts:type_name -> jobplane.v1.TaskExecutionStatus
+	17, // 23: jobplane.v1.HeartbeatFromTaskExecutorResponse.jobs:type_name -> jobplane.v1.TaskExecutorJobAnswer
+	21, // 24: jobplane.v1.HeartbeatFromTaskExecutorResponse.lease_remaining:type_name -> google.protobuf.Duration
+	0,  // 25: jobplane.v1.TaskExecutorJobAnswer.action:type_name -> jobplane.v1.TaskExecutorJobAction
+	20, // 26: jobplane.v1.TaskExecutorJobAnswer.job_master_token:type_name -> jobplane.v1.FencingToken
+	20, // 27: jobplane.v1.DisconnectTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	1,  // 28: jobplane.v1.JobMasterService.RegisterTaskExecutor:input_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest
+	4,  // 29: jobplane.v1.JobMasterService.OfferSlots:input_type -> jobplane.v1.OfferSlotsRequest
+	6,  // 30: jobplane.v1.JobMasterService.UpdateTaskExecutionState:input_type -> jobplane.v1.UpdateTaskExecutionStateRequest
+	8,  // 31: jobplane.v1.JobMasterService.UpdateTaskExecutionStates:input_type -> jobplane.v1.UpdateTaskExecutionStatesRequest
+	10, // 32: jobplane.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs:input_type -> jobplane.v1.UpdateTaskExecutionStatesOfJobsRequest
+	14, // 33: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:input_type -> jobplane.v1.HeartbeatFromTaskExecutorRequest
+	12, // 34: jobplane.v1.JobMasterService.Heartbeat:input_type -> jobplane.v1.JobMasterServiceHeartbeatRequest
+	18, // 35: jobplane.v1.JobMasterService.DisconnectTaskExecutor:input_type -> jobplane.v1.DisconnectTaskExecutorRequest
+	2,  // 36: jobplane.v1.JobMasterService.RegisterTaskExecutor:output_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse
+	5,  // 37: jobplane.v1.JobMasterService.OfferSlots:output_type -> jobplane.v1.OfferSlotsResponse
+	7,  // 38: jobplane.v1.JobMasterService.UpdateTaskExecutionState:output_type -> jobplane.v1.UpdateTaskExecutionStateResponse
+	9,  // 39: jobplane.v1.JobMasterService.UpdateTaskExecutionStates:output_type -> jobplane.v1.UpdateTaskExecutionStatesResponse
+	11, // 40: jobplane.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs:output_type -> jobplane.v1.UpdateTaskExecutionStatesOfJobsResponse
+	16, // 41: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:output_type -> jobplane.v1.HeartbeatFromTaskExecutorResponse
+	13, // 42: jobplane.v1.JobMasterService.Heartbeat:output_type -> jobplane.v1.JobMasterServiceHeartbeatResponse
+	19, // 43: jobplane.v1.JobMasterService.DisconnectTaskExecutor:output_type -> jobplane.v1.DisconnectTaskExecutorResponse
+	36, // [36:44] is the sub-list for method output_type
+	28, // [28:36] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_job_master_service_proto_init() }
@@ -1524,6 +1553,7 @@ func file_jobplane_v1_job_master_service_proto_init() {
 	file_jobplane_v1_execution_proto_init()
 	file_jobplane_v1_leadership_proto_init()
 	file_jobplane_v1_slot_proto_init()
+	file_jobplane_v1_task_executor_service_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -13,7 +13,8 @@ import (
 // TaskEvent is one task call at a TaskExecutor, as its Connect
 // interceptors saw it: a SubmitTask or CancelTask it received, or an
 // UpdateTaskExecutionState it sent. A batch call counts as its items: each
-// attempt of a SubmitTasks is a SubmitTask event, each change of an
+// attempt of a SubmitTasks, or of an OfferSlots answer, is a SubmitTask
+// event, each change of an
 // UpdateTaskExecutionStates (or of an UpdateTaskExecutionStatesOfJobs)
 // an UpdateTaskExecutionState event.
 type TaskEvent struct {
@@ -87,7 +88,17 @@ func (l *TaskLog) interceptor(te *string) connect.UnaryInterceptorFunc {
 				}
 			}
 			l.add(*te, events)
-			return next(ctx, req)
+			resp, err := next(ctx, req)
+			// Deployments in an offer's answer are received as the
+			// answer is, before they are handled.
+			if offer, ok := req.Any().(*jobplanev1.OfferSlotsRequest); ok && err == nil {
+				var deployed []TaskEvent
+				for _, d := range resp.Any().(*jobplanev1.OfferSlotsResponse).GetDeployments() {
+					deployed = append(deployed, TaskEvent{Method: "SubmitTask", JobID: offer.GetJobId(), Attempt: d.GetAttempt(), Token: offer.GetJobMasterToken()})
+				}
+				l.add(*te, deployed)
+			}
+			return resp, err
 		}
 	}
 }

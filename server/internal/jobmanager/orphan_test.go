@@ -15,7 +15,8 @@ import (
 	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
-// faults loses the answer to the first SubmitTask of vertex "a" (the
+// faults has TaskExecutors take no deployments in offer answers, and
+// loses the answer to the first SubmitTask of vertex "a" (the
 // attempt runs, but the JobMaster hears of no success), and then cuts every
 // TaskExecutor off from the JobManager for a second: the JobMaster cannot
 // tell whether the attempt runs.
@@ -27,6 +28,10 @@ type faults struct {
 
 func (f *faults) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if offer, ok := req.Any().(*jobplanev1.OfferSlotsRequest); ok {
+			// Deployments come by SubmitTasks, whose answer is lost.
+			offer.DeploymentsInAnswer = false
+		}
 		if req.Spec().IsClient {
 			if time.Now().UnixNano() < f.cutOff.Load() {
 				return nil, connect.NewError(connect.CodeUnavailable, errors.New("cut off"))
@@ -118,13 +123,18 @@ func TestLostDeploymentAnswerNeverRunsTwice(t *testing.T) {
 	}
 	result(t, c, "lost")
 
-	// On each TaskExecutor an attempt runs from its SubmitTask to its
-	// terminal report; no SubmitTask of the subtask may come while one
-	// runs anywhere.
+	neverTwice(t, c, "lost", "a")
+}
+
+// neverTwice checks the task log of a job's vertex: on each TaskExecutor
+// an attempt runs from its SubmitTask to its terminal report, and no
+// SubmitTask of the subtask may come while one runs anywhere.
+func neverTwice(t *testing.T, c *clustertest.Cluster, job, vertex string) {
+	t.Helper()
 	var log []string
 	running := map[string]int{} // TaskExecutor -> seq of its SubmitTask
 	for _, e := range c.Tasks.Events() {
-		if e.JobID != "lost" || e.Attempt.GetVertexId() != "a" {
+		if e.JobID != job || e.Attempt.GetVertexId() != vertex {
 			continue
 		}
 		log = append(log, e.String())
@@ -141,6 +151,52 @@ func TestLostDeploymentAnswerNeverRunsTwice(t *testing.T) {
 	if t.Failed() || testing.Verbose() {
 		t.Logf("task log:\n%s", strings.Join(log, "\n"))
 	}
+}
+
+// lostOfferAnswer loses the first answer to an offer that carries a
+// deployment: the TaskExecutor does not see it.
+type lostOfferAnswer struct {
+	lost atomic.Bool
+}
+
+func (l *lostOfferAnswer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		resp, err := next(ctx, req)
+		if a, ok := resp.(*connect.Response[jobplanev1.OfferSlotsResponse]); ok && err == nil && len(a.Msg.GetDeployments()) > 0 && l.lost.CompareAndSwap(false, true) {
+			return nil, connect.NewError(connect.CodeUnavailable, errors.New("the answer was lost"))
+		}
+		return resp, err
+	}
+}
+
+func (l *lostOfferAnswer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (l *lostOfferAnswer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// An offer answer carrying a deployment that is lost does not lose the
+// deployment: the attempt reaches the TaskExecutor (by the offer sent
+// again, or by SubmitTasks once the JobMaster heard no state of it), the
+// job finishes without a restart, and the subtask never runs twice.
+func TestLostOfferAnswerStillDeploys(t *testing.T) {
+	l := &lostOfferAnswer{}
+	c := clustertest.Start(t, clustertest.Options{
+		TaskExecutors: 1, Slots: 1,
+		TaskExecutorClientInterceptors: []connect.Interceptor{l},
+	})
+	submit(t, c, "lost-offer", &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{
+		{Id: "a", Invokable: "sleep", Parallelism: 1, Config: map[string]string{"duration": "100ms"}},
+	}})
+	if r := result(t, c, "lost-offer"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || r.GetRestarts() != 0 {
+		t.Errorf("result %v, want FINISHED without a restart", r)
+	}
+	if !l.lost.Load() {
+		t.Fatal("no offer answer carried a deployment")
+	}
+	neverTwice(t, c, "lost-offer", "a")
 }
 
 func isTerminal(s jobplanev1.ExecutionState) bool {

@@ -64,7 +64,7 @@ func TestJobMastersShareOneClientPerTaskExecutor(t *testing.T) {
 	}
 }
 
-// fakeTaskExecutor serves SubmitTask(s) and FreeSlot(s), refusing the
+// fakeTaskExecutor serves SubmitTask(s), CancelTask and FreeSlot(s), refusing the
 // allocation "taken", and counts the calls; without batch it lacks the
 // batch calls, as a TaskExecutor of another implementation may.
 type fakeTaskExecutor struct {
@@ -108,6 +108,11 @@ func (f *fakeTaskExecutor) SubmitTasks(_ context.Context, req *jobplanev1.Submit
 		}
 	}
 	return resp, nil
+}
+
+func (f *fakeTaskExecutor) CancelTask(context.Context, *jobplanev1.CancelTaskRequest) (*jobplanev1.CancelTaskResponse, error) {
+	f.count("CancelTask")
+	return &jobplanev1.CancelTaskResponse{}, nil
 }
 
 func (f *fakeTaskExecutor) FreeSlot(_ context.Context, req *jobplanev1.FreeSlotRequest) (*jobplanev1.FreeSlotResponse, error) {

@@ -111,10 +111,13 @@ func (jm *JobMaster) attemptID(ev int32) *jobplanev1.ExecutionAttemptId {
 }
 
 // submit sends DEPLOYING attempts to the TaskExecutors of their slots:
-// one batch per TaskExecutor (SubmitTasks), in one goroutine each.
+// one batch per TaskExecutor (SubmitTasks), in one goroutine each. While
+// an offer that takes deployments in its answer is handled (jm.answer),
+// the attempts deployed into its slots go in that answer instead.
 func (jm *JobMaster) submit(evs []int32) {
 	byExecutor := map[string][]int32{}
 	var order []string
+	var inAnswer []int32
 	for _, ev := range evs {
 		t := &jm.tasks[ev]
 		if jm.graph.State(ev) != jobstatus.ExecDeploying || t.slot == nil {
@@ -125,22 +128,23 @@ func (jm *JobMaster) submit(evs []int32) {
 			jm.attemptFailed(ev, "TaskExecutor "+id+" is not registered", "")
 			continue
 		}
+		if a := jm.answer; a != nil && a.executor == id && a.slots[t.slot.allocationID] {
+			inAnswer = append(inAnswer, ev)
+			continue
+		}
 		if byExecutor[id] == nil {
 			order = append(order, id)
 		}
 		byExecutor[id] = append(byExecutor[id], ev)
 	}
+	jm.answerWith(inAnswer)
 	token := protoToken(jm.cfg.Token)
 	for _, id := range order {
 		e, evs := jm.executors[id], byExecutor[id]
 		tasks := make([]*jobplanev1.TaskDeployment, len(evs))
 		attempts := make([]int, len(evs))
 		for i, ev := range evs {
-			v, _ := jm.vertex(ev)
-			tasks[i] = &jobplanev1.TaskDeployment{
-				AllocationId: jm.tasks[ev].slot.allocationID, Attempt: jm.attemptID(ev), TaskName: v.GetName(),
-				Invokable: v.GetInvokable(), Config: v.GetConfig(), NumberOfSubtasks: v.GetParallelism(),
-			}
+			tasks[i] = jm.deployment(ev)
 			attempts[i] = jm.graph.Attempt(ev)
 		}
 		client := e.client // read here: a registration replaces it on this goroutine
@@ -158,6 +162,94 @@ func (jm *JobMaster) submit(evs []int32) {
 			})
 		})
 	}
+}
+
+// deployment is the TaskDeployment of ev's current attempt.
+func (jm *JobMaster) deployment(ev int32) *jobplanev1.TaskDeployment {
+	v, _ := jm.vertex(ev)
+	return &jobplanev1.TaskDeployment{
+		AllocationId: jm.tasks[ev].slot.allocationID, Attempt: jm.attemptID(ev), TaskName: v.GetName(),
+		Invokable: v.GetInvokable(), Config: v.GetConfig(), NumberOfSubtasks: v.GetParallelism(),
+	}
+}
+
+// offerAnswer collects the deployments that the answer to one offer
+// carries (JobMasterService.OfferSlots, deployments_in_answer): those of
+// attempts deployed into the offer's accepted slots while the offer is
+// handled.
+type offerAnswer struct {
+	executor string
+	slots    map[string]bool // the accepted allocation ids
+	tasks    []*jobplanev1.TaskDeployment
+}
+
+// answerBatch is the attempts of one offer's answer whose deployment no
+// state of theirs has confirmed yet (task.answered). Those still
+// unconfirmed after the heartbeat interval are sent again with
+// SubmitTasks: the answer may not have arrived.
+type answerBatch struct {
+	evs      []int32
+	attempts []int
+	left     int         // attempts still unconfirmed
+	stop     func() bool // stops the resend
+}
+
+// answerWith puts the deployments of evs, DEPLOYING into slots of the
+// offer being answered, into its answer, and sends them again with
+// SubmitTasks unless a state of each confirms it in time.
+func (jm *JobMaster) answerWith(evs []int32) {
+	if len(evs) == 0 {
+		return
+	}
+	b := &answerBatch{evs: evs, attempts: make([]int, len(evs)), left: len(evs)}
+	for i, ev := range evs {
+		jm.answer.tasks = append(jm.answer.tasks, jm.deployment(ev))
+		b.attempts[i] = jm.graph.Attempt(ev)
+		jm.tasks[ev].answered = b
+	}
+	b.stop = time.AfterFunc(jm.cfg.HeartbeatInterval, func() { jm.post(func() { jm.resend(b) }) }).Stop
+}
+
+// answerAgain puts into the offer's answer the deployments, still
+// unconfirmed, of attempts in its slots: the offer is sent again, so the
+// answer that carried them may have been lost.
+func (jm *JobMaster) answerAgain() {
+	for aid := range jm.answer.slots {
+		if s := jm.slots[aid]; s != nil && s.ev >= 0 && jm.tasks[s.ev].answered != nil && jm.graph.State(s.ev) == jobstatus.ExecDeploying {
+			jm.answer.tasks = append(jm.answer.tasks, jm.deployment(s.ev))
+		}
+	}
+}
+
+// confirmed records that ev's attempt, deployed in an offer's answer,
+// reached its TaskExecutor, as a state of it came from there: its
+// deployment returned, as a SubmitTasks call would have.
+func (jm *JobMaster) confirmed(ev int32) {
+	t := &jm.tasks[ev]
+	b := t.answered
+	if b == nil {
+		return
+	}
+	t.answered = nil
+	if b.left--; b.left == 0 {
+		b.stop()
+	}
+	jm.submitted(ev, jm.graph.Attempt(ev), nil)
+}
+
+// resend sends again, with SubmitTasks, the deployments of b that no
+// state confirmed within the heartbeat interval.
+func (jm *JobMaster) resend(b *answerBatch) {
+	var again []int32
+	for i, ev := range b.evs {
+		t := &jm.tasks[ev]
+		if t.answered != b || jm.graph.Attempt(ev) != b.attempts[i] {
+			continue
+		}
+		t.answered = nil
+		again = append(again, ev)
+	}
+	jm.submit(again)
 }
 
 // maxFailureBytes bounds a failure message taken from a TaskExecutor, so

@@ -77,7 +77,20 @@ func (r *Router) OfferSlots(ctx context.Context, req *jobplanev1.OfferSlotsReque
 			jm.slots[o.GetAllocationId()] = &slotRef{allocationID: o.GetAllocationId(), executor: req.GetTaskExecutorId(), index: int(o.GetSlotIndex()), ev: -1}
 			resp.Accepted = append(resp.Accepted, o)
 		}
+		if !req.GetDeploymentsInAnswer() || len(resp.Accepted) == 0 || !jm.valid() {
+			jm.deploy()
+			return
+		}
+		// Attempts deployed into these slots go in the answer (see
+		// submit), after those of an earlier answer to this offer that
+		// no state confirmed yet.
+		jm.answer = &offerAnswer{executor: req.GetTaskExecutorId(), slots: make(map[string]bool, len(resp.Accepted))}
+		for _, o := range resp.Accepted {
+			jm.answer.slots[o.GetAllocationId()] = true
+		}
+		jm.answerAgain()
 		jm.deploy()
+		resp.Deployments, jm.answer = jm.answer.tasks, nil
 	}); err != nil {
 		return nil, err
 	}

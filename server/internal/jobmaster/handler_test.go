@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -45,8 +46,15 @@ func TestOfferFromALostTaskExecutorSkipsSlotsBeingFreed(t *testing.T) {
 // routes its calls through r, until the test ends.
 func startRouted(t *testing.T, r *Router, job string, token hastore.Token) *JobMaster {
 	t.Helper()
+	return startRoutedWith(t, r, job, token, 0)
+}
+
+// startRoutedWith is startRouted with the JobMaster's heartbeat interval
+// (0: its default).
+func startRoutedWith(t *testing.T, r *Router, job string, token hastore.Token, interval time.Duration) *JobMaster {
+	t.Helper()
 	jm, err := New(Config{
-		JobID: job, Token: token, Address: "http://127.0.0.1:1", Router: r,
+		JobID: job, Token: token, Address: "http://127.0.0.1:1", Router: r, HeartbeatInterval: interval,
 		Graph:           &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}},
 		ResourceManager: jobplanev1connect.NewResourceManagerServiceClient(http.DefaultClient, "http://127.0.0.1:1"),
 	})

@@ -138,6 +138,9 @@ type JobMaster struct {
 	gone       map[string]*gone        // lost TaskExecutors, by id
 	dropped    map[string]string       // allocation id -> TaskExecutor id of slots given up
 	endStatus  jobplanev1.JobStatus    // the status to reach once every attempt is terminal
+	// answer, while an offer that takes deployments in its answer is
+	// handled, collects them (see submit).
+	answer *offerAnswer
 	// Declarations to the ResourceManager.
 	declaring      bool        // one is in flight
 	declared       int         // the slots it took last; -1 before the first
@@ -158,8 +161,9 @@ type JobMaster struct {
 type task struct {
 	slot     *slotRef
 	failure  *jobplanev1.FailureInfo
-	cancelOn bool      // cancel once its deployment returns
-	since    time.Time // when the JobMaster last learnt the attempt's state
+	cancelOn bool         // cancel once its deployment returns
+	answered *answerBatch // deployed in an offer's answer, not yet confirmed
+	since    time.Time    // when the JobMaster last learnt the attempt's state
 }
 
 type slotRef struct {
@@ -612,6 +616,7 @@ func (jm *JobMaster) apply(executor string, status *jobplanev1.TaskExecutionStat
 			"job_id": jm.cfg.JobID, "vertex_id": a.GetVertexId(), "subtask_index": fmt.Sprint(a.GetSubtaskIndex()), "attempt_number": fmt.Sprint(a.GetAttemptNumber()),
 		})
 	}
+	jm.confirmed(ev)
 	t := &jm.tasks[ev]
 	switch from, to := jm.graph.State(ev), status.GetState(); {
 	case to == from:

@@ -81,6 +81,20 @@ type JobMasterServiceClient interface {
 	// while the TaskExecutor was lost, and that the registration tells the
 	// TaskExecutor to free, is not accepted. Idempotent.
 	//
+	// A TaskExecutor that sets `deployments_in_answer` takes deployments in
+	// the answer: the JobMaster may answer with the attempts it deploys into
+	// the accepted slots (`deployments`), instead of sending them in a
+	// SubmitTasks call of its own, which saves a call and a trip on the way
+	// from a slot's allocation to its first task. The TaskExecutor deploys
+	// them as SubmitTasks from the same JobMaster, under the offer's token
+	// and with the answer's heartbeat timeout, would. The JobMaster cannot
+	// know whether the answer arrived: until it hears a state of such an
+	// attempt from the TaskExecutor, it counts the deployment as in flight,
+	// and after its heartbeat interval sends it again with SubmitTasks
+	// (which a TaskExecutor that runs the attempt already takes as done).
+	// Offering an accepted slot again answers again with the deployment of
+	// the attempt still in flight in it.
+	//
 	// Errors: INVALID_ARGUMENT for a missing field; FAILED_PRECONDITION
 	// (NOT_REGISTERED) if the TaskExecutor did not register and the offer
 	// carries no address; ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE
@@ -340,6 +354,20 @@ type JobMasterServiceHandler interface {
 	// JobMaster makes one call, not two. A slot that the JobMaster gave up
 	// while the TaskExecutor was lost, and that the registration tells the
 	// TaskExecutor to free, is not accepted. Idempotent.
+	//
+	// A TaskExecutor that sets `deployments_in_answer` takes deployments in
+	// the answer: the JobMaster may answer with the attempts it deploys into
+	// the accepted slots (`deployments`), instead of sending them in a
+	// SubmitTasks call of its own, which saves a call and a trip on the way
+	// from a slot's allocation to its first task. The TaskExecutor deploys
+	// them as SubmitTasks from the same JobMaster, under the offer's token
+	// and with the answer's heartbeat timeout, would. The JobMaster cannot
+	// know whether the answer arrived: until it hears a state of such an
+	// attempt from the TaskExecutor, it counts the deployment as in flight,
+	// and after its heartbeat interval sends it again with SubmitTasks
+	// (which a TaskExecutor that runs the attempt already takes as done).
+	// Offering an accepted slot again answers again with the deployment of
+	// the attempt still in flight in it.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field; FAILED_PRECONDITION
 	// (NOT_REGISTERED) if the TaskExecutor did not register and the offer
