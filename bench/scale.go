@@ -75,11 +75,11 @@ func runScale(ctx context.Context, e *env) (Outcome, error) {
 	if odd := noted(func(r scaleResult) string { return r.waitNote }, ""); odd != "" {
 		waitNote += "; " + odd
 	}
+	median := func(f func(scaleResult) float64) float64 { return each(f).Median }
 	reachNote := noted(func(r scaleResult) string { return r.reachNote },
 		fmt.Sprintf("all %d running in every run, a median %.1f s after the first submission (acks took %.1f s)",
-			jobs, each(func(r scaleResult) float64 { return r.reachSecs }).Median, each(func(r scaleResult) float64 { return r.ackSecs }).Median))
+			jobs, median(func(r scaleResult) float64 { return r.reachSecs }), median(func(r scaleResult) float64 { return r.ackSecs })))
 	cancelNote := noted(func(r scaleResult) string { return r.cancelNote }, "in every run every cancel call was answered and all tasks stopped")
-	median := func(f func(scaleResult) float64) float64 { return each(f).Median }
 	rows := []Row{
 		{ID: "5", Scenario: name, Measure: "jobs running", Value: each(func(r scaleResult) float64 { return float64(r.reached) }), Target: fmt.Sprint(jobs), Note: reachNote},
 		{ID: "5", Scenario: name, Measure: "JM CPU cores", Value: each(func(r scaleResult) float64 { return r.cores }), Target: "< 1",

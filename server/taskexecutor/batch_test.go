@@ -114,10 +114,7 @@ func serveJobMaster(t *testing.T, jm jobplanev1connect.JobMasterServiceHandler) 
 	mux := http.NewServeMux()
 	mux.Handle(jobplanev1connect.NewJobMasterServiceHandler(jm))
 	srv := httptest.NewUnstartedServer(mux)
-	var protocols http.Protocols // the TaskExecutor's client speaks h2c
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
-	srv.Config.Protocols = &protocols
+	srv.Config.Protocols = endpoint.ServerProtocols() // the TaskExecutor's client speaks h2c
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv.URL
@@ -135,6 +132,18 @@ func startRunning(t *testing.T, n int, invokables map[string]taskexecutor.Invoka
 // it.
 func serveTaskExecutor(t *testing.T, cfg taskexecutor.Config) jobplanev1connect.TaskExecutorServiceClient {
 	t.Helper()
+	te, client := serveUnstarted(t, cfg)
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- te.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+	return client
+}
+
+// serveUnstarted serves a TaskExecutor of cfg as serveTaskExecutor does,
+// without running it.
+func serveUnstarted(t *testing.T, cfg taskexecutor.Config) (*taskexecutor.TaskExecutor, jobplanev1connect.TaskExecutorServiceClient) {
+	t.Helper()
 	store, err := hastore.Open(context.Background(), hastore.OpenConfig{DataDir: t.TempDir(), Logger: cfg.Logger})
 	if err != nil {
 		t.Fatal(err)
@@ -148,11 +157,7 @@ func serveTaskExecutor(t *testing.T, cfg taskexecutor.Config) jobplanev1connect.
 	_, h := te.Handler()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- te.Run(runCtx) }()
-	t.Cleanup(func() { stop(); <-done })
-	return jobplanev1connect.NewTaskExecutorServiceClient(srv.Client(), srv.URL)
+	return te, jobplanev1connect.NewTaskExecutorServiceClient(srv.Client(), srv.URL)
 }
 
 func slotRequests(jm string, job string, jmEpoch uint64, n int) []*jobplanev1.SlotRequest {

@@ -4,14 +4,10 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
-	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
@@ -23,20 +19,7 @@ func TestRunEndsOffersMadeBeforeItStarted(t *testing.T) {
 	defer cancel()
 	fake := &jobMaster{timeout: time.Minute, offers: offerUnanswered, release: make(chan struct{})}
 	jm := serveJobMaster(t, fake)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := hastore.Open(ctx, hastore.OpenConfig{DataDir: t.TempDir(), Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	te, err := taskexecutor.New(taskexecutor.Config{Slots: 1, Logger: logger, Address: "http://127.0.0.1:1", Store: store, HTTPClient: endpoint.NewClient()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, h := te.Handler()
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	client := jobplanev1connect.NewTaskExecutorServiceClient(srv.Client(), srv.URL)
+	te, client := serveUnstarted(t, taskexecutor.Config{Slots: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if _, err := client.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
 		ResourceManagerToken: token(1), AllocationId: "a", JobId: "j", JobMasterAddress: jm, JobMasterToken: token(1),
 	}); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/hastore/storetest"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
 
 func quietLogger() *slog.Logger {
@@ -66,11 +67,8 @@ func (s *server) start(t testing.TB) {
 	s.addr = ln.Addr().String()
 	mux := http.NewServeMux()
 	mux.Handle(hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: store, Logger: quietLogger(), Heartbeat: time.Second}).Path())
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
 	s.store = store
-	s.http = &http.Server{Handler: mux, Protocols: &protocols}
+	s.http = &http.Server{Handler: mux, Protocols: endpoint.ServerProtocols()}
 	s.done = make(chan struct{})
 	go func() {
 		defer close(s.done)

@@ -14,9 +14,8 @@ import (
 // interceptors saw it: a SubmitTask or CancelTask it received, or an
 // UpdateTaskExecutionState it sent. A batch call counts as its items: each
 // attempt of a SubmitTasks, or of an OfferSlots answer, is a SubmitTask
-// event, each change of an
-// UpdateTaskExecutionStates (or of an UpdateTaskExecutionStatesOfJobs)
-// an UpdateTaskExecutionState event.
+// event, each change of an UpdateTaskExecutionStates (or of an
+// UpdateTaskExecutionStatesOfJobs) an UpdateTaskExecutionState event.
 type TaskEvent struct {
 	Seq          int    // order across all TaskExecutors of the cluster
 	TaskExecutor string // the TaskExecutor's id

@@ -15,6 +15,15 @@ func NewClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{Protocols: &p}}
 }
 
+// ServerProtocols returns the protocols an endpoint serves on one port:
+// HTTP/1.1, and unencrypted HTTP/2 for NewClient's prior knowledge.
+func ServerProtocols() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return &p
+}
+
 // ClientOptions returns the connect options of every client that
 // components build to call each other, over NewClient: messages under
 // CompressMinBytes are never compressed.

@@ -181,12 +181,9 @@ func (e *Endpoint) Run(ctx context.Context) error {
 	e.mux.Handle(grpcreflect.NewHandlerV1(reflector, e.handlerOptions()...))
 	e.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, e.handlerOptions()...))
 
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
 	srv := &http.Server{
 		Handler:           limitBody(e.cfg.MaxRequestBytes, e.mux),
-		Protocols:         &protocols,
+		Protocols:         ServerProtocols(),
 		ReadHeaderTimeout: e.cfg.ReadHeaderTimeout,
 		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
 	}

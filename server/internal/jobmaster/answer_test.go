@@ -10,6 +10,7 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
 
 // An offer that takes deployments in its answer gets the attempt deployed
@@ -43,10 +44,7 @@ func TestDeploymentsInTheOfferAnswer(t *testing.T) {
 			mux := http.NewServeMux()
 			mux.Handle(jobplanev1connect.NewTaskExecutorServiceHandler(fake))
 			srv := httptest.NewUnstartedServer(mux)
-			var protocols http.Protocols // the JobMaster's client speaks h2c
-			protocols.SetHTTP1(true)
-			protocols.SetUnencryptedHTTP2(true)
-			srv.Config.Protocols = &protocols
+			srv.Config.Protocols = endpoint.ServerProtocols() // the JobMaster's client speaks h2c
 			srv.Start()
 			t.Cleanup(srv.Close)
 			r := NewRouter(RouterConfig{})

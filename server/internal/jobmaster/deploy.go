@@ -184,14 +184,14 @@ type offerAnswer struct {
 }
 
 // answerBatch is the attempts of one offer's answer whose deployment no
-// state of theirs has confirmed yet (task.answered). Those still
-// unconfirmed after the heartbeat interval are sent again with
-// SubmitTasks: the answer may not have arrived.
+// state of theirs has confirmed yet: those whose task.answered is the
+// batch (a restart clears it). Those still unconfirmed after the
+// heartbeat interval are sent again with SubmitTasks: the answer may not
+// have arrived.
 type answerBatch struct {
-	evs      []int32
-	attempts []int
-	left     int         // attempts still unconfirmed
-	stop     func() bool // stops the resend
+	evs  []int32
+	left int         // attempts still unconfirmed
+	stop func() bool // stops the resend
 }
 
 // answerWith puts the deployments of evs, DEPLOYING into slots of the
@@ -201,10 +201,9 @@ func (jm *JobMaster) answerWith(evs []int32) {
 	if len(evs) == 0 {
 		return
 	}
-	b := &answerBatch{evs: evs, attempts: make([]int, len(evs)), left: len(evs)}
-	for i, ev := range evs {
+	b := &answerBatch{evs: evs, left: len(evs)}
+	for _, ev := range evs {
 		jm.answer.tasks = append(jm.answer.tasks, jm.deployment(ev))
-		b.attempts[i] = jm.graph.Attempt(ev)
 		jm.tasks[ev].answered = b
 	}
 	b.stop = time.AfterFunc(jm.cfg.HeartbeatInterval, func() { jm.post(func() { jm.resend(b) }) }).Stop
@@ -241,9 +240,9 @@ func (jm *JobMaster) confirmed(ev int32) {
 // state confirmed within the heartbeat interval.
 func (jm *JobMaster) resend(b *answerBatch) {
 	var again []int32
-	for i, ev := range b.evs {
+	for _, ev := range b.evs {
 		t := &jm.tasks[ev]
-		if t.answered != b || jm.graph.Attempt(ev) != b.attempts[i] {
+		if t.answered != b {
 			continue
 		}
 		t.answered = nil
