@@ -310,6 +310,9 @@ func TestSubmitTasksDeploysAndReportsTogether(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the attempts did not start while their first RUNNING report was held")
 	}
+	// The first report call has come (on a loaded machine it may leave
+	// only after the attempts started) and is held.
+	waitFor(t, "the first report call", func() bool { jm.mu.Lock(); defer jm.mu.Unlock(); return jm.held })
 	jm.mu.Lock()
 	ended := jm.heldEnded
 	jm.mu.Unlock()
