@@ -89,6 +89,10 @@ func (h *handler) RequestSlots(_ context.Context, req *jobplanev1.RequestSlotsRe
 	for i, r := range req.GetSlots() {
 		if err := te.allocateLocked(r); err != nil {
 			resp.Refused = append(resp.Refused, apierror.Item(i, err))
+			continue
+		}
+		if r.GetDeployment() != nil && te.deployWithSlotLocked(r) {
+			resp.Deployed = append(resp.Deployed, int32(i))
 		}
 	}
 	resp.SlotReportVersion = te.slotVersion

@@ -163,7 +163,12 @@ type task struct {
 	failure  *jobplanev1.FailureInfo
 	cancelOn bool         // cancel once its deployment returns
 	answered *answerBatch // deployed in an offer's answer, not yet confirmed
-	since    time.Time    // when the JobMaster last learnt the attempt's state
+	// withSlot says the deployment in the answer went with its slot's
+	// request (an offer on the TaskExecutor's behalf) whose outcome the
+	// ResourceManager has not reported yet: it is not answered again
+	// meanwhile (see SlotsRequested).
+	withSlot bool
+	since    time.Time // when the JobMaster last learnt the attempt's state
 }
 
 type slotRef struct {
@@ -171,6 +176,12 @@ type slotRef struct {
 	executor     string
 	index        int
 	ev           int32 // the execution vertex using the slot, or -1
+	// behalf says the slot was taken on the ResourceManager's word
+	// (Router.OfferOnBehalf) and its TaskExecutor has not offered it
+	// itself yet: attempts go into it only with its request or in the
+	// answer to that offer, never by SubmitTasks (the TaskExecutor counts
+	// the deadlines of a deployment by SubmitTasks from its offer).
+	behalf bool
 }
 
 // New returns a JobMaster for cfg; nothing runs until Start.
