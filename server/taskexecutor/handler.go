@@ -62,7 +62,7 @@ func (h *handler) RequestSlot(_ context.Context, req *jobplanev1.RequestSlotRequ
 	}
 	te.mu.Lock()
 	defer te.mu.Unlock()
-	if err := te.allocateLocked(r); err != nil {
+	if err := te.allocateLocked(r, true); err != nil {
 		return nil, err
 	}
 	return &jobplanev1.RequestSlotResponse{SlotReportVersion: te.slotVersion}, nil
@@ -87,21 +87,30 @@ func (h *handler) RequestSlots(_ context.Context, req *jobplanev1.RequestSlotsRe
 	te.mu.Lock()
 	defer te.mu.Unlock()
 	for i, r := range req.GetSlots() {
-		if err := te.allocateLocked(r); err != nil {
+		withDeployment := r.GetDeployment() != nil
+		if err := te.allocateLocked(r, !withDeployment); err != nil {
 			resp.Refused = append(resp.Refused, apierror.Item(i, err))
 			continue
 		}
-		if r.GetDeployment() != nil && te.deployWithSlotLocked(r) {
-			resp.Deployed = append(resp.Deployed, int32(i))
+		if !withDeployment {
+			continue
 		}
+		if te.deployWithSlotLocked(r) {
+			// The JobMaster took the slot already, and hears of the
+			// attempt from its states: nothing to offer.
+			resp.Deployed = append(resp.Deployed, int32(i))
+			continue
+		}
+		te.offerSlotLocked(r)
 	}
 	resp.SlotReportVersion = te.slotVersion
 	return resp, nil
 }
 
-// allocateLocked allocates a slot as RequestSlot does, and queues its offer
-// to the job's JobMaster; te.mu must be held and r validated.
-func (te *TaskExecutor) allocateLocked(r *jobplanev1.SlotRequest) error {
+// allocateLocked allocates a slot as RequestSlot does and, if offer,
+// queues its offer to the job's JobMaster; te.mu must be held and r
+// validated.
+func (te *TaskExecutor) allocateLocked(r *jobplanev1.SlotRequest, offer bool) error {
 	s := te.slots[r.GetSlotIndex()]
 	switch s.allocationID {
 	case r.GetAllocationId():
@@ -120,8 +129,16 @@ func (te *TaskExecutor) allocateLocked(r *jobplanev1.SlotRequest) error {
 	s.allocationID, s.jobID = r.GetAllocationId(), r.GetJobId()
 	te.holdLocked(r.GetJobId())
 	te.slotVersion++
-	te.queueOfferLocked(jobMasterKey{jobID: r.GetJobId(), address: r.GetJobMasterAddress(), token: jmToken}, s.index, s.allocationID)
+	if offer {
+		te.offerSlotLocked(r)
+	}
 	return nil
+}
+
+// offerSlotLocked queues the offer of an allocated slot to its job's
+// JobMaster; te.mu must be held.
+func (te *TaskExecutor) offerSlotLocked(r *jobplanev1.SlotRequest) {
+	te.queueOfferLocked(jobMasterKey{jobID: r.GetJobId(), address: r.GetJobMasterAddress(), token: tokenOf(r.GetJobMasterToken())}, int(r.GetSlotIndex()), r.GetAllocationId())
 }
 
 func sameAttempt(a, b *jobplanev1.ExecutionAttemptId) bool {

@@ -27,10 +27,15 @@ type heldOffersJobMaster struct {
 	// hears nothing more from the JobMaster after the warm-up offer's
 	// answer.
 	silent bool
+	// offered, if set, gets the job id of every offer held.
+	offered chan string
 }
 
-func (heldOffersJobMaster) OfferSlots(ctx context.Context, req *jobplanev1.OfferSlotsRequest) (*jobplanev1.OfferSlotsResponse, error) {
+func (j heldOffersJobMaster) OfferSlots(ctx context.Context, req *jobplanev1.OfferSlotsRequest) (*jobplanev1.OfferSlotsResponse, error) {
 	if req.GetJobId() != "warm" {
+		if j.offered != nil {
+			j.offered <- req.GetJobId()
+		}
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
@@ -59,11 +64,11 @@ func (j heldOffersJobMaster) UpdateTaskExecutionStates(context.Context, *jobplan
 
 // A slot request that carries a deployment (as a ResourceManager beside
 // the job's JobMaster sends it) runs the attempt once the slot is
-// allocated, before the slot's offer is answered, if the JobMaster's
-// address answered this TaskExecutor before: the watchdog's deadline
-// counts from then, and a deployment whose deadline so counted has passed,
-// or with no answer from that address at all, is not taken (the offer's
-// answer or SubmitTasks brings it again).
+// allocated, with no offer of the slot, if the JobMaster's address
+// answered this TaskExecutor before: the watchdog's deadline counts from
+// then. A deployment whose deadline so counted has passed, or with no
+// answer from that address at all, is not taken, and the slot is offered
+// (the offer's answer or SubmitTasks brings the attempt again).
 func TestDeploymentInASlotRequest(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -80,7 +85,8 @@ func TestDeploymentInASlotRequest(t *testing.T) {
 		{name: "deadline from the last answer passed", warm: true, timeout: time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			url := serveJobMaster(t, heldOffersJobMaster{})
+			offered := make(chan string, 4)
+			url := serveJobMaster(t, heldOffersJobMaster{offered: offered})
 			started := make(chan taskexecutor.Task, 2)
 			te := startRunning(t, 2, map[string]taskexecutor.Invokable{
 				"record": func(ctx context.Context, task taskexecutor.Task) error {
@@ -130,6 +136,16 @@ func TestDeploymentInASlotRequest(t *testing.T) {
 				}
 			case <-ctx.Done():
 				t.Fatal("no attempt of job j started within 10s")
+			}
+			if !tc.taken {
+				select {
+				case job := <-offered:
+					if job != "j" {
+						t.Errorf("offered a slot of job %s, want j", job)
+					}
+				case <-ctx.Done():
+					t.Fatal("the slot whose deployment was not taken was not offered within 10s")
+				}
 			}
 		})
 	}

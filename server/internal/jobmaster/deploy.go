@@ -323,7 +323,8 @@ const (
 )
 
 // slotsRequested acts on the outcomes of the requests of slots taken on
-// executor's behalf, by allocation id: a deployment taken is confirmed;
+// executor's behalf, by allocation id: a deployment taken is confirmed
+// (and the TaskExecutor will not offer its slot);
 // one not taken goes in the answer to the TaskExecutor's offer of the
 // slot, or by SubmitTasks if that offer was answered already; a refused
 // slot is dropped and its attempt deployed elsewhere, without counting a
@@ -351,6 +352,7 @@ func (jm *JobMaster) slotsRequested(executor string, outcomes map[string]SlotOut
 		t.withSlot = false
 		switch o {
 		case SlotDeployed:
+			s.behalf = false // the TaskExecutor counts its deadlines from then on, and offers nothing
 			jm.confirmed(ev)
 		case SlotHeld:
 			if !s.behalf {

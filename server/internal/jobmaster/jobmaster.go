@@ -177,10 +177,12 @@ type slotRef struct {
 	index        int
 	ev           int32 // the execution vertex using the slot, or -1
 	// behalf says the slot was taken on the ResourceManager's word
-	// (Router.OfferOnBehalf) and its TaskExecutor has not offered it
-	// itself yet: attempts go into it only with its request or in the
-	// answer to that offer, never by SubmitTasks (the TaskExecutor counts
-	// the deadlines of a deployment by SubmitTasks from its offer).
+	// (Router.OfferOnBehalf), and its TaskExecutor has neither taken the
+	// deployment sent with its request nor offered it itself yet:
+	// attempts go into it only with its request or in the answer to that
+	// offer, never by SubmitTasks (the TaskExecutor would count the
+	// deadlines of a deployment by SubmitTasks from an offer it never
+	// made).
 	behalf bool
 }
 

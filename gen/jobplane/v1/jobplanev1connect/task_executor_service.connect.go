@@ -81,17 +81,18 @@ type TaskExecutorServiceClient interface {
 	// JobMaster's process may offer the slot to the JobMaster itself before
 	// the TaskExecutor is told, and send the deployment with the slot, which
 	// saves the trip of the offer and its answer before the attempt starts.
-	// The TaskExecutor still offers the slot as for any other. Having
-	// allocated the slot, it deploys the attempt as a SubmitTask of the
-	// JobMaster under the slot's token would, with one difference: the
+	// Having allocated the slot, the TaskExecutor deploys the attempt as a
+	// SubmitTask of the JobMaster under the slot's token would, and does not
+	// offer the slot (the JobMaster has it); with one difference: the
 	// JobMaster has not heard from this TaskExecutor about this slot, so the
 	// deadline of its watchdog (see above) counts from the send time of the
 	// latest call of this TaskExecutor that the JobMaster's address
 	// answered, whatever its job, and if there is none, or that deadline has
-	// passed, the deployment is not taken. A deployment not taken, or
-	// refused, is not reported: the JobMaster, hearing no state of the
-	// attempt, deploys it again in the answer to the offer or by
-	// SubmitTasks. A TaskExecutor may ignore the field altogether.
+	// passed, the deployment is not taken. A slot whose deployment is not
+	// taken, or refused, is offered as any other, and the refusal is not
+	// reported: the JobMaster, hearing no state of the attempt, deploys it
+	// again in the answer to the offer or by SubmitTasks. A TaskExecutor may
+	// ignore the field altogether.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field or a slot index out of
 	// range in any slot, and ABORTED (STALE_FENCING_TOKEN) for a
@@ -338,17 +339,18 @@ type TaskExecutorServiceHandler interface {
 	// JobMaster's process may offer the slot to the JobMaster itself before
 	// the TaskExecutor is told, and send the deployment with the slot, which
 	// saves the trip of the offer and its answer before the attempt starts.
-	// The TaskExecutor still offers the slot as for any other. Having
-	// allocated the slot, it deploys the attempt as a SubmitTask of the
-	// JobMaster under the slot's token would, with one difference: the
+	// Having allocated the slot, the TaskExecutor deploys the attempt as a
+	// SubmitTask of the JobMaster under the slot's token would, and does not
+	// offer the slot (the JobMaster has it); with one difference: the
 	// JobMaster has not heard from this TaskExecutor about this slot, so the
 	// deadline of its watchdog (see above) counts from the send time of the
 	// latest call of this TaskExecutor that the JobMaster's address
 	// answered, whatever its job, and if there is none, or that deadline has
-	// passed, the deployment is not taken. A deployment not taken, or
-	// refused, is not reported: the JobMaster, hearing no state of the
-	// attempt, deploys it again in the answer to the offer or by
-	// SubmitTasks. A TaskExecutor may ignore the field altogether.
+	// passed, the deployment is not taken. A slot whose deployment is not
+	// taken, or refused, is offered as any other, and the refusal is not
+	// reported: the JobMaster, hearing no state of the attempt, deploys it
+	// again in the answer to the offer or by SubmitTasks. A TaskExecutor may
+	// ignore the field altogether.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field or a slot index out of
 	// range in any slot, and ABORTED (STALE_FENCING_TOKEN) for a
