@@ -176,7 +176,9 @@ func TestOfferOnBehalfOfAHeardTaskExecutor(t *testing.T) {
 // answer to the TaskExecutor's own offer of the slot, or by SubmitTasks
 // if that offer was answered already (before the outcome was known, its
 // answer leaves the deployment out); refused, the slot is dropped (and
-// its attempt waits for another, with no failure counted); an
+// its attempt waits for another, with no failure counted); once the
+// deployment is known taken (by the outcome or a state of the attempt),
+// or the slot offered, the slot takes SubmitTasks again; an
 // unknown outcome with no offer of the slot in the heartbeat interval
 // drops the slot and cancels the attempt there, without SubmitTasks.
 func TestOutcomesOfSlotsTakenOnBehalf(t *testing.T) {
@@ -185,6 +187,7 @@ func TestOutcomesOfSlotsTakenOnBehalf(t *testing.T) {
 		name     string
 		outcome  SlotOutcome
 		offered  bool // the TaskExecutor's own offer comes before the outcome
+		running  bool // a RUNNING state of the attempt comes before the outcome
 		interval time.Duration
 		// What follows: the deployment in the answer to the offer made
 		// after the outcome (if not offered before), SubmitTasks calls,
@@ -197,6 +200,7 @@ func TestOutcomesOfSlotsTakenOnBehalf(t *testing.T) {
 		{name: "held, offered already", outcome: SlotHeld, offered: true, interval: time.Hour, submits: 1, held: true},
 		{name: "refused", outcome: SlotRefused, interval: time.Hour},
 		{name: "unknown, never offered", outcome: SlotUnknown, interval: 50 * time.Millisecond, cancels: 1},
+		{name: "unknown, but a state came", outcome: SlotUnknown, running: true, interval: time.Hour, held: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -228,6 +232,15 @@ func TestOutcomesOfSlotsTakenOnBehalf(t *testing.T) {
 					t.Errorf("the offer before the outcome is answered with %d deployments, want none", n)
 				}
 			}
+			if tc.running {
+				if _, err := r.UpdateTaskExecutionState(ctx, &jobplanev1.UpdateTaskExecutionStateRequest{
+					JobId: "j", JobMasterToken: protoToken(token), TaskExecutorId: "te-1", Status: &jobplanev1.TaskExecutionStatus{
+						Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v"}, State: jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING,
+					},
+				}); err != nil {
+					t.Fatalf("UpdateTaskExecutionState: %v", err)
+				}
+			}
 			r.SlotsRequested(ctx, "j", protoToken(token), "te-1", map[string]SlotOutcome{"a": tc.outcome})
 			calls := func(method string) int {
 				fake.mu.Lock()
@@ -241,7 +254,7 @@ func TestOutcomesOfSlotsTakenOnBehalf(t *testing.T) {
 					}
 				}
 			}
-			if !tc.offered && tc.held { // a TaskExecutor offers only slots it holds
+			if !tc.offered && tc.held && tc.outcome == SlotHeld { // a TaskExecutor offers only slots it holds and took no deployment into
 				if n := offer(); n != tc.inAnswer {
 					t.Errorf("the offer after the outcome is answered with %d deployments, want %d", n, tc.inAnswer)
 				}
@@ -251,12 +264,21 @@ func TestOutcomesOfSlotsTakenOnBehalf(t *testing.T) {
 					t.Fatalf("%d SubmitTasks calls in 10s, want %d", calls("SubmitTasks"), tc.submits)
 				}
 			}
-			var held bool
-			if err := jm.do(ctx, func() { held = jm.slots["a"] != nil }); err != nil {
+			var held, behalf bool
+			if err := jm.do(ctx, func() {
+				s := jm.slots["a"]
+				held, behalf = s != nil, s != nil && s.behalf
+			}); err != nil {
 				t.Fatal(err)
 			}
 			if held != tc.held {
 				t.Errorf("slot a held: %v, want %v", held, tc.held)
+			}
+			// Once the TaskExecutor took a deployment into the slot (as
+			// the outcome or a state says) or offered it, the slot takes
+			// SubmitTasks.
+			if behalf {
+				t.Error("slot a still waits for its TaskExecutor's offer")
 			}
 			if d, _, err := jm.Details(ctx, false, Page{}); err != nil || d.GetSummary().GetRestarts() != 0 {
 				t.Errorf("details %v, %v; want no restart", d.GetSummary(), err)

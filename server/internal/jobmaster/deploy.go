@@ -337,6 +337,11 @@ func (jm *JobMaster) slotsRequested(executor string, outcomes map[string]SlotOut
 		if s == nil || s.executor != executor {
 			continue
 		}
+		if o == SlotDeployed {
+			// Even if a state confirmed the attempt first: the
+			// TaskExecutor will not offer the slot.
+			s.behalf = false
+		}
 		if s.ev < 0 {
 			if o == SlotRefused && s.behalf {
 				delete(jm.slots, aid)
@@ -352,7 +357,6 @@ func (jm *JobMaster) slotsRequested(executor string, outcomes map[string]SlotOut
 		t.withSlot = false
 		switch o {
 		case SlotDeployed:
-			s.behalf = false // the TaskExecutor counts its deadlines from then on, and offers nothing
 			jm.confirmed(ev)
 		case SlotHeld:
 			if !s.behalf {

@@ -629,6 +629,10 @@ func (jm *JobMaster) apply(executor string, status *jobplanev1.TaskExecutionStat
 			"job_id": jm.cfg.JobID, "vertex_id": a.GetVertexId(), "subtask_index": fmt.Sprint(a.GetSubtaskIndex()), "attempt_number": fmt.Sprint(a.GetAttemptNumber()),
 		})
 	}
+	// A state from the slot's TaskExecutor: it took a deployment into the
+	// slot, and counts its deadlines for the job from an answer of this
+	// process, so the slot may get SubmitTasks now.
+	jm.tasks[ev].slot.behalf = false
 	jm.confirmed(ev)
 	t := &jm.tasks[ev]
 	switch from, to := jm.graph.State(ev), status.GetState(); {
