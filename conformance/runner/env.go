@@ -167,8 +167,8 @@ func (e *env) gateInvokable(ctx context.Context, t taskexecutor.Task) error {
 // receives before they are handled, those it sends before they leave. A
 // batch call is recorded as its items, each under the one-item call's
 // name (a SubmitTasks of three attempts as three SubmitTask events), and
-// so are the deployments an OfferSlots answer or a RequestSlots carries,
-// so that cases hold whichever form a server uses.
+// so are the deployments an OfferSlots answer carries, so that cases hold
+// whichever form a server uses.
 func (e *env) taskInterceptor(id string) connect.UnaryInterceptorFunc {
 	return func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
@@ -177,11 +177,6 @@ func (e *env) taskInterceptor(id string) connect.UnaryInterceptorFunc {
 			case *jobplanev1.RequestSlotsRequest:
 				for _, s := range m.GetSlots() {
 					e.log.Add(Event{Source: id, Op: "RequestSlot", Key: s.GetJobId(), Token: token(s.GetJobMasterToken()), Detail: s.GetAllocationId()})
-					// A deployment that comes with its slot arrives as the
-					// slot does, taken or not.
-					if d := s.GetDeployment(); d != nil {
-						e.log.Add(Event{Source: id, Op: "SubmitTask", Key: s.GetJobId(), Token: token(s.GetJobMasterToken()), Attempt: attemptKey(d.GetAttempt())})
-					}
 				}
 			case *jobplanev1.SubmitTasksRequest:
 				for _, d := range m.GetTasks() {

@@ -31,10 +31,11 @@ func TestJobsHoldingNothingAreForgotten(t *testing.T) {
 	}
 	te.mu.Lock()
 	defer te.mu.Unlock()
+	te.stopped = true // no offer goes out
 	allocate := func(slot int, jobID, allocationID string, epoch uint64) error {
 		return te.allocateLocked(&jobplanev1.SlotRequest{
 			SlotIndex: int32(slot), AllocationId: allocationID, JobId: jobID, JobMasterAddress: "http://jm", JobMasterToken: &jobplanev1.FencingToken{Epoch: epoch},
-		}, false)
+		})
 	}
 	const jobs = 1000
 	for i := range jobs {

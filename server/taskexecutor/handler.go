@@ -62,7 +62,7 @@ func (h *handler) RequestSlot(_ context.Context, req *jobplanev1.RequestSlotRequ
 	}
 	te.mu.Lock()
 	defer te.mu.Unlock()
-	if err := te.allocateLocked(r, true); err != nil {
+	if err := te.allocateLocked(r); err != nil {
 		return nil, err
 	}
 	return &jobplanev1.RequestSlotResponse{SlotReportVersion: te.slotVersion}, nil
@@ -87,30 +87,17 @@ func (h *handler) RequestSlots(_ context.Context, req *jobplanev1.RequestSlotsRe
 	te.mu.Lock()
 	defer te.mu.Unlock()
 	for i, r := range req.GetSlots() {
-		withDeployment := r.GetDeployment() != nil
-		if err := te.allocateLocked(r, !withDeployment); err != nil {
+		if err := te.allocateLocked(r); err != nil {
 			resp.Refused = append(resp.Refused, apierror.Item(i, err))
-			continue
 		}
-		if !withDeployment {
-			continue
-		}
-		if te.deployWithSlotLocked(r) {
-			// The JobMaster took the slot already, and hears of the
-			// attempt from its states: nothing to offer.
-			resp.Deployed = append(resp.Deployed, int32(i))
-			continue
-		}
-		te.offerSlotLocked(r)
 	}
 	resp.SlotReportVersion = te.slotVersion
 	return resp, nil
 }
 
-// allocateLocked allocates a slot as RequestSlot does and, if offer,
-// queues its offer to the job's JobMaster; te.mu must be held and r
-// validated.
-func (te *TaskExecutor) allocateLocked(r *jobplanev1.SlotRequest, offer bool) error {
+// allocateLocked allocates a slot as RequestSlot does, and queues its offer
+// to the job's JobMaster; te.mu must be held and r validated.
+func (te *TaskExecutor) allocateLocked(r *jobplanev1.SlotRequest) error {
 	s := te.slots[r.GetSlotIndex()]
 	switch s.allocationID {
 	case r.GetAllocationId():
@@ -129,16 +116,8 @@ func (te *TaskExecutor) allocateLocked(r *jobplanev1.SlotRequest, offer bool) er
 	s.allocationID, s.jobID = r.GetAllocationId(), r.GetJobId()
 	te.holdLocked(r.GetJobId())
 	te.slotVersion++
-	if offer {
-		te.offerSlotLocked(r)
-	}
+	te.queueOfferLocked(jobMasterKey{jobID: r.GetJobId(), address: r.GetJobMasterAddress(), token: jmToken}, s.index, s.allocationID)
 	return nil
-}
-
-// offerSlotLocked queues the offer of an allocated slot to its job's
-// JobMaster; te.mu must be held.
-func (te *TaskExecutor) offerSlotLocked(r *jobplanev1.SlotRequest) {
-	te.queueOfferLocked(jobMasterKey{jobID: r.GetJobId(), address: r.GetJobMasterAddress(), token: tokenOf(r.GetJobMasterToken())}, int(r.GetSlotIndex()), r.GetAllocationId())
 }
 
 func sameAttempt(a, b *jobplanev1.ExecutionAttemptId) bool {

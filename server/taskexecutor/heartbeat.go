@@ -201,7 +201,6 @@ func (te *TaskExecutor) heartbeatRound(ctx context.Context) {
 // heardLocked applies the answer to a heartbeat sent at sent; te.mu must
 // be held.
 func (te *TaskExecutor) heardLocked(address string, req *jobplanev1.HeartbeatFromTaskExecutorRequest, followed map[string]hastore.Token, sent time.Time, resp *jobplanev1.HeartbeatFromTaskExecutorResponse) {
-	te.answeredLocked(address, sent)
 	l := te.linkLocked(address)
 	// What the process knows now.
 	if req.GetFull() {

@@ -108,7 +108,6 @@ func (te *TaskExecutor) offer(ctx context.Context, key jobMasterKey, slots []off
 				continue
 			}
 			if err == nil {
-				te.heardAnswer(key.address, sent)
 				if !separate {
 					te.registered(key.jobID, key.token, sent, resp.GetHeartbeatInterval().AsDuration(), resp.GetHeartbeatTimeout().AsDuration())
 				}
@@ -179,66 +178,4 @@ func (te *TaskExecutor) deployAnswer(key jobMasterKey, resp *jobplanev1.OfferSlo
 			te.log.Debug("a deployment in an offer's answer refused", "job", key.jobID, "attempt", d.GetAttempt(), "err", err)
 		}
 	}
-}
-
-// answeredKeep is how long an address's latest answer is kept once no
-// newer one comes: longer than any heartbeat timeout it could serve.
-const answeredKeep = time.Hour
-
-// heardAnswer records that the JobMaster process at address answered a call
-// sent at sent.
-func (te *TaskExecutor) heardAnswer(address string, sent time.Time) {
-	te.mu.Lock()
-	defer te.mu.Unlock()
-	te.answeredLocked(address, sent)
-}
-
-// answeredLocked is heardAnswer with te.mu held; it also forgets the
-// addresses not heard from for answeredKeep.
-func (te *TaskExecutor) answeredLocked(address string, sent time.Time) {
-	if sent.After(te.answered[address]) {
-		te.answered[address] = sent
-	}
-	for a, at := range te.answered {
-		if time.Since(at) > answeredKeep {
-			delete(te.answered, a)
-		}
-	}
-}
-
-// deployWithSlotLocked deploys the attempt that a slot request carries
-// (see TaskExecutorService.RequestSlots), as a SubmitTask of the job's
-// JobMaster under the slot's token would, once the slot is allocated.
-// The JobMaster took the slot on the ResourceManager's word, not this
-// TaskExecutor's: it counts this TaskExecutor heard when its process last
-// heard it, which is no earlier than the send time of the latest call that
-// process answered. The watchdog's first deadline for the job, if this
-// arms it, counts from then; with no such answer, or with that deadline
-// past, the deployment is not taken. A deployment not taken or refused is
-// only logged: the JobMaster, hearing no state of the attempt, deploys it
-// again (in the answer to this slot's offer, or by SubmitTasks), and that
-// answer says why. It reports whether the attempt is deployed. te.mu must
-// be held.
-func (te *TaskExecutor) deployWithSlotLocked(r *jobplanev1.SlotRequest) bool {
-	d := r.GetDeployment()
-	if d.GetAllocationId() != r.GetAllocationId() || len(taskFields("", d.GetAllocationId(), d.GetAttempt(), d.GetInvokable())) > 0 {
-		te.log.Debug("a slot request's deployment is incomplete or for another slot", "job", r.GetJobId(), "allocation", r.GetAllocationId())
-		return false
-	}
-	since := te.answered[r.GetJobMasterAddress()]
-	timeout := r.GetJobMasterHeartbeatTimeout().AsDuration()
-	if since.IsZero() || timeout <= 0 || !time.Now().Before(since.Add(timeout-te.grace(timeout))) {
-		te.log.Debug("a slot request's deployment not taken: its JobMaster's process answered nothing recent", "job", r.GetJobId(), "attempt", d.GetAttempt())
-		return false
-	}
-	token := tokenOf(r.GetJobMasterToken())
-	if err := te.followDeploymentSinceLocked(r.GetJobId(), token, timeout, since); err != nil {
-		te.log.Debug("a slot request's deployment refused", "job", r.GetJobId(), "err", err)
-		return false
-	}
-	if err := te.deployLocked(submitTaskRequest(r.GetJobId(), r.GetJobMasterToken(), d), token); err != nil {
-		te.log.Debug("a slot request's deployment refused", "job", r.GetJobId(), "attempt", d.GetAttempt(), "err", err)
-		return false
-	}
-	return true
 }

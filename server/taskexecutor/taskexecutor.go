@@ -121,11 +121,7 @@ type TaskExecutor struct {
 	// (heartbeat.go); hbInterval is the shortest interval they asked for.
 	links      map[string]*link
 	hbInterval time.Duration
-	// answered holds, by JobMaster address, the send time of the latest
-	// call to it that it answered (a heartbeat or an offer): that process
-	// heard this TaskExecutor no earlier (see deployWithSlotLocked).
-	answered map[string]time.Time
-	hbWake   chan struct{} // the heartbeat interval shrank
+	hbWake     chan struct{} // the heartbeat interval shrank
 	// slotVersion counts the changes of the slots, and rmVersion is the
 	// version of the slot report the ResourceManager holds.
 	slotVersion, rmVersion uint64
@@ -217,7 +213,6 @@ func New(cfg Config) (*TaskExecutor, error) {
 		holding:    make(map[string]*job),
 		wake:       make(chan struct{}, 1),
 		links:      make(map[string]*link),
-		answered:   make(map[string]time.Time),
 		hbWake:     make(chan struct{}, 1),
 		offers:     make(map[jobMasterKey][]offeredSlot),
 		reports:    make(map[string][]*pendingReport),

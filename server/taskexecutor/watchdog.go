@@ -63,33 +63,17 @@ func (te *TaskExecutor) registered(jobID string, token hastore.Token, sent time.
 // timeout known at all, the deployment is refused: its attempt could
 // outlive the JobMaster. te.mu must be held.
 func (te *TaskExecutor) followDeploymentLocked(jobID string, token hastore.Token, timeout time.Duration) error {
-	return te.followDeploymentSinceLocked(jobID, token, timeout, time.Time{})
-}
-
-// followDeploymentSinceLocked is followDeploymentLocked for a deployment
-// from a JobMaster that heard this TaskExecutor last no earlier than since
-// (zero: at the job's first offer, as for any deployment into an offered
-// slot). The job's deadline then counts from since at the latest, even if
-// something later (the slot's allocation) moved it on.
-func (te *TaskExecutor) followDeploymentSinceLocked(jobID string, token hastore.Token, timeout time.Duration, since time.Time) error {
 	current, ok := te.adoptLocked(jobID, token, "")
 	if !ok {
 		return staleJob(jobID, current)
 	}
 	j := te.jobs[jobID]
-	if !since.IsZero() && timeout > 0 && j.held > 0 && (j.contact.IsZero() || since.Before(j.contact)) {
-		j.contact = since
-		te.wakeWatchdog() // the deadline may come sooner
-	}
 	switch {
 	case timeout <= 0 || j.held == 0:
 		// (A job holding nothing here gets no deadline: the deployment
 		// finds no slot.)
 	case j.timeout <= 0:
-		if since.IsZero() {
-			since = j.offered
-		}
-		te.registeredLocked(jobID, token, since, 0, timeout)
+		te.registeredLocked(jobID, token, j.offered, 0, timeout)
 	case j.provisional:
 		j.timeout, j.provisional = timeout, false
 		te.wakeWatchdog()

@@ -245,17 +245,9 @@ type SlotRequest struct {
 	// The JobMaster's token.
 	JobMasterToken *FencingToken `protobuf:"bytes,5,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// The profile the job asked for.
-	Profile *ResourceProfile `protobuf:"bytes,6,opt,name=profile,proto3" json:"profile,omitempty"`
-	// The attempt the job's JobMaster deploys into the slot, if it took
-	// the slot before the TaskExecutor was told (see RequestSlots): its
-	// allocation_id is this slot's, and it is deployed under
-	// job_master_token. Optional.
-	Deployment *TaskDeployment `protobuf:"bytes,7,opt,name=deployment,proto3" json:"deployment,omitempty"`
-	// The JobMaster's heartbeat timeout, with `deployment` (as in
-	// RegisterTaskExecutor's answer).
-	JobMasterHeartbeatTimeout *durationpb.Duration `protobuf:"bytes,8,opt,name=job_master_heartbeat_timeout,json=jobMasterHeartbeatTimeout,proto3" json:"job_master_heartbeat_timeout,omitempty"`
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	Profile       *ResourceProfile `protobuf:"bytes,6,opt,name=profile,proto3" json:"profile,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SlotRequest) Reset() {
@@ -330,20 +322,6 @@ func (x *SlotRequest) GetProfile() *ResourceProfile {
 	return nil
 }
 
-func (x *SlotRequest) GetDeployment() *TaskDeployment {
-	if x != nil {
-		return x.Deployment
-	}
-	return nil
-}
-
-func (x *SlotRequest) GetJobMasterHeartbeatTimeout() *durationpb.Duration {
-	if x != nil {
-		return x.JobMasterHeartbeatTimeout
-	}
-	return nil
-}
-
 // RequestSlotsResponse is the response of TaskExecutorService.RequestSlots.
 type RequestSlotsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -352,10 +330,7 @@ type RequestSlotsResponse struct {
 	SlotReportVersion uint64 `protobuf:"varint,1,opt,name=slot_report_version,json=slotReportVersion,proto3" json:"slot_report_version,omitempty"`
 	// The slots refused, by their index in `slots`; every other slot is
 	// allocated as requested.
-	Refused []*ItemError `protobuf:"bytes,2,rep,name=refused,proto3" json:"refused,omitempty"`
-	// The slots, by their index in `slots`, whose deployment the
-	// TaskExecutor took (see RequestSlots): their attempts are deployed.
-	Deployed      []int32 `protobuf:"varint,3,rep,packed,name=deployed,proto3" json:"deployed,omitempty"`
+	Refused       []*ItemError `protobuf:"bytes,2,rep,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -400,13 +375,6 @@ func (x *RequestSlotsResponse) GetSlotReportVersion() uint64 {
 func (x *RequestSlotsResponse) GetRefused() []*ItemError {
 	if x != nil {
 		return x.Refused
-	}
-	return nil
-}
-
-func (x *RequestSlotsResponse) GetDeployed() []int32 {
-	if x != nil {
-		return x.Deployed
 	}
 	return nil
 }
@@ -1255,7 +1223,7 @@ const file_jobplane_v1_task_executor_service_proto_rawDesc = "" +
 	"\x13slot_report_version\x18\x01 \x01(\x04R\x11slotReportVersion\"\x96\x01\n" +
 	"\x13RequestSlotsRequest\x12O\n" +
 	"\x16resource_manager_token\x18\x01 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\x12.\n" +
-	"\x05slots\x18\x02 \x03(\v2\x18.jobplane.v1.SlotRequestR\x05slots\"\xac\x03\n" +
+	"\x05slots\x18\x02 \x03(\v2\x18.jobplane.v1.SlotRequestR\x05slots\"\x93\x02\n" +
 	"\vSlotRequest\x12\x1d\n" +
 	"\n" +
 	"slot_index\x18\x01 \x01(\x05R\tslotIndex\x12#\n" +
@@ -1263,15 +1231,10 @@ const file_jobplane_v1_task_executor_service_proto_rawDesc = "" +
 	"\x06job_id\x18\x03 \x01(\tR\x05jobId\x12,\n" +
 	"\x12job_master_address\x18\x04 \x01(\tR\x10jobMasterAddress\x12C\n" +
 	"\x10job_master_token\x18\x05 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x126\n" +
-	"\aprofile\x18\x06 \x01(\v2\x1c.jobplane.v1.ResourceProfileR\aprofile\x12;\n" +
-	"\n" +
-	"deployment\x18\a \x01(\v2\x1b.jobplane.v1.TaskDeploymentR\n" +
-	"deployment\x12Z\n" +
-	"\x1cjob_master_heartbeat_timeout\x18\b \x01(\v2\x19.google.protobuf.DurationR\x19jobMasterHeartbeatTimeout\"\x94\x01\n" +
+	"\aprofile\x18\x06 \x01(\v2\x1c.jobplane.v1.ResourceProfileR\aprofile\"x\n" +
 	"\x14RequestSlotsResponse\x12.\n" +
 	"\x13slot_report_version\x18\x01 \x01(\x04R\x11slotReportVersion\x120\n" +
-	"\arefused\x18\x02 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\x12\x1a\n" +
-	"\bdeployed\x18\x03 \x03(\x05R\bdeployed\"\xff\x03\n" +
+	"\arefused\x18\x02 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\"\xff\x03\n" +
 	"\x11SubmitTaskRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12#\n" +
@@ -1377,9 +1340,9 @@ var file_jobplane_v1_task_executor_service_proto_goTypes = []any{
 	nil,                         // 19: jobplane.v1.TaskDeployment.ConfigEntry
 	(*FencingToken)(nil),        // 20: jobplane.v1.FencingToken
 	(*ResourceProfile)(nil),     // 21: jobplane.v1.ResourceProfile
-	(*durationpb.Duration)(nil), // 22: google.protobuf.Duration
-	(*ItemError)(nil),           // 23: jobplane.v1.ItemError
-	(*ExecutionAttemptId)(nil),  // 24: jobplane.v1.ExecutionAttemptId
+	(*ItemError)(nil),           // 22: jobplane.v1.ItemError
+	(*ExecutionAttemptId)(nil),  // 23: jobplane.v1.ExecutionAttemptId
+	(*durationpb.Duration)(nil), // 24: google.protobuf.Duration
 	(*SlotReport)(nil),          // 25: jobplane.v1.SlotReport
 	(*TaskExecutionStatus)(nil), // 26: jobplane.v1.TaskExecutionStatus
 }
@@ -1391,47 +1354,45 @@ var file_jobplane_v1_task_executor_service_proto_depIdxs = []int32{
 	3,  // 4: jobplane.v1.RequestSlotsRequest.slots:type_name -> jobplane.v1.SlotRequest
 	20, // 5: jobplane.v1.SlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
 	21, // 6: jobplane.v1.SlotRequest.profile:type_name -> jobplane.v1.ResourceProfile
-	8,  // 7: jobplane.v1.SlotRequest.deployment:type_name -> jobplane.v1.TaskDeployment
-	22, // 8: jobplane.v1.SlotRequest.job_master_heartbeat_timeout:type_name -> google.protobuf.Duration
-	23, // 9: jobplane.v1.RequestSlotsResponse.refused:type_name -> jobplane.v1.ItemError
-	20, // 10: jobplane.v1.SubmitTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	24, // 11: jobplane.v1.SubmitTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	18, // 12: jobplane.v1.SubmitTaskRequest.config:type_name -> jobplane.v1.SubmitTaskRequest.ConfigEntry
-	22, // 13: jobplane.v1.SubmitTaskRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
-	20, // 14: jobplane.v1.SubmitTasksRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	8,  // 15: jobplane.v1.SubmitTasksRequest.tasks:type_name -> jobplane.v1.TaskDeployment
-	22, // 16: jobplane.v1.SubmitTasksRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
-	24, // 17: jobplane.v1.TaskDeployment.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	19, // 18: jobplane.v1.TaskDeployment.config:type_name -> jobplane.v1.TaskDeployment.ConfigEntry
-	23, // 19: jobplane.v1.SubmitTasksResponse.refused:type_name -> jobplane.v1.ItemError
-	20, // 20: jobplane.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	24, // 21: jobplane.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	20, // 22: jobplane.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	20, // 23: jobplane.v1.FreeSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	20, // 24: jobplane.v1.TaskExecutorServiceHeartbeatRequest.token:type_name -> jobplane.v1.FencingToken
-	25, // 25: jobplane.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.v1.SlotReport
-	26, // 26: jobplane.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
-	0,  // 27: jobplane.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.v1.RequestSlotRequest
-	2,  // 28: jobplane.v1.TaskExecutorService.RequestSlots:input_type -> jobplane.v1.RequestSlotsRequest
-	5,  // 29: jobplane.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.v1.SubmitTaskRequest
-	7,  // 30: jobplane.v1.TaskExecutorService.SubmitTasks:input_type -> jobplane.v1.SubmitTasksRequest
-	10, // 31: jobplane.v1.TaskExecutorService.CancelTask:input_type -> jobplane.v1.CancelTaskRequest
-	12, // 32: jobplane.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.v1.FreeSlotRequest
-	14, // 33: jobplane.v1.TaskExecutorService.FreeSlots:input_type -> jobplane.v1.FreeSlotsRequest
-	16, // 34: jobplane.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.v1.TaskExecutorServiceHeartbeatRequest
-	1,  // 35: jobplane.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.v1.RequestSlotResponse
-	4,  // 36: jobplane.v1.TaskExecutorService.RequestSlots:output_type -> jobplane.v1.RequestSlotsResponse
-	6,  // 37: jobplane.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.v1.SubmitTaskResponse
-	9,  // 38: jobplane.v1.TaskExecutorService.SubmitTasks:output_type -> jobplane.v1.SubmitTasksResponse
-	11, // 39: jobplane.v1.TaskExecutorService.CancelTask:output_type -> jobplane.v1.CancelTaskResponse
-	13, // 40: jobplane.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.v1.FreeSlotResponse
-	15, // 41: jobplane.v1.TaskExecutorService.FreeSlots:output_type -> jobplane.v1.FreeSlotsResponse
-	17, // 42: jobplane.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.v1.TaskExecutorServiceHeartbeatResponse
-	35, // [35:43] is the sub-list for method output_type
-	27, // [27:35] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	22, // 7: jobplane.v1.RequestSlotsResponse.refused:type_name -> jobplane.v1.ItemError
+	20, // 8: jobplane.v1.SubmitTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	23, // 9: jobplane.v1.SubmitTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	18, // 10: jobplane.v1.SubmitTaskRequest.config:type_name -> jobplane.v1.SubmitTaskRequest.ConfigEntry
+	24, // 11: jobplane.v1.SubmitTaskRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
+	20, // 12: jobplane.v1.SubmitTasksRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	8,  // 13: jobplane.v1.SubmitTasksRequest.tasks:type_name -> jobplane.v1.TaskDeployment
+	24, // 14: jobplane.v1.SubmitTasksRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
+	23, // 15: jobplane.v1.TaskDeployment.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	19, // 16: jobplane.v1.TaskDeployment.config:type_name -> jobplane.v1.TaskDeployment.ConfigEntry
+	22, // 17: jobplane.v1.SubmitTasksResponse.refused:type_name -> jobplane.v1.ItemError
+	20, // 18: jobplane.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	23, // 19: jobplane.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	20, // 20: jobplane.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	20, // 21: jobplane.v1.FreeSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	20, // 22: jobplane.v1.TaskExecutorServiceHeartbeatRequest.token:type_name -> jobplane.v1.FencingToken
+	25, // 23: jobplane.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.v1.SlotReport
+	26, // 24: jobplane.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
+	0,  // 25: jobplane.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.v1.RequestSlotRequest
+	2,  // 26: jobplane.v1.TaskExecutorService.RequestSlots:input_type -> jobplane.v1.RequestSlotsRequest
+	5,  // 27: jobplane.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.v1.SubmitTaskRequest
+	7,  // 28: jobplane.v1.TaskExecutorService.SubmitTasks:input_type -> jobplane.v1.SubmitTasksRequest
+	10, // 29: jobplane.v1.TaskExecutorService.CancelTask:input_type -> jobplane.v1.CancelTaskRequest
+	12, // 30: jobplane.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.v1.FreeSlotRequest
+	14, // 31: jobplane.v1.TaskExecutorService.FreeSlots:input_type -> jobplane.v1.FreeSlotsRequest
+	16, // 32: jobplane.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.v1.TaskExecutorServiceHeartbeatRequest
+	1,  // 33: jobplane.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.v1.RequestSlotResponse
+	4,  // 34: jobplane.v1.TaskExecutorService.RequestSlots:output_type -> jobplane.v1.RequestSlotsResponse
+	6,  // 35: jobplane.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.v1.SubmitTaskResponse
+	9,  // 36: jobplane.v1.TaskExecutorService.SubmitTasks:output_type -> jobplane.v1.SubmitTasksResponse
+	11, // 37: jobplane.v1.TaskExecutorService.CancelTask:output_type -> jobplane.v1.CancelTaskResponse
+	13, // 38: jobplane.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.v1.FreeSlotResponse
+	15, // 39: jobplane.v1.TaskExecutorService.FreeSlots:output_type -> jobplane.v1.FreeSlotsResponse
+	17, // 40: jobplane.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.v1.TaskExecutorServiceHeartbeatResponse
+	33, // [33:41] is the sub-list for method output_type
+	25, // [25:33] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_task_executor_service_proto_init() }

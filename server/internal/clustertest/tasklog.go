@@ -13,8 +13,8 @@ import (
 // TaskEvent is one task call at a TaskExecutor, as its Connect
 // interceptors saw it: a SubmitTask or CancelTask it received, or an
 // UpdateTaskExecutionState it sent. A batch call counts as its items: each
-// attempt of a SubmitTasks, of an OfferSlots answer, or taken from a
-// RequestSlots, is a SubmitTask event, each change of an UpdateTaskExecutionStates (or of an
+// attempt of a SubmitTasks, or of an OfferSlots answer, is a SubmitTask
+// event, each change of an UpdateTaskExecutionStates (or of an
 // UpdateTaskExecutionStatesOfJobs) an UpdateTaskExecutionState event.
 type TaskEvent struct {
 	Seq          int    // order across all TaskExecutors of the cluster
@@ -24,9 +24,6 @@ type TaskEvent struct {
 	Attempt      *jobplanev1.ExecutionAttemptId
 	State        jobplanev1.ExecutionState // UpdateTaskExecutionState only
 	Token        *jobplanev1.FencingToken
-	// Via names the call a SubmitTask event came with: "SubmitTask",
-	// "SubmitTasks", "OfferSlots" (its answer) or "RequestSlots".
-	Via string
 }
 
 func (e TaskEvent) String() string {
@@ -66,42 +63,16 @@ func (l *TaskLog) add(te string, events []TaskEvent) {
 }
 
 // interceptor records for one TaskExecutor.
-//
-// The deployments a RequestSlots carries are recorded once its answer
-// says which the TaskExecutor took (a deployment not taken comes again,
-// in an offer's answer or by SubmitTasks): every other call of the
-// TaskExecutor waits to be recorded until a RequestSlots in progress is,
-// so that an attempt's deployment is still recorded before its states.
 func (l *TaskLog) interceptor(te *string) connect.UnaryInterceptorFunc {
-	var allocating sync.RWMutex
 	return func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			if m, ok := req.Any().(*jobplanev1.RequestSlotsRequest); ok {
-				allocating.Lock()
-				defer allocating.Unlock()
-				resp, err := next(ctx, req)
-				if err == nil {
-					var deployed []TaskEvent
-					for _, i := range resp.Any().(*jobplanev1.RequestSlotsResponse).GetDeployed() {
-						if i >= 0 && int(i) < len(m.GetSlots()) {
-							s := m.GetSlots()[i]
-							deployed = append(deployed, TaskEvent{Method: "SubmitTask", JobID: s.GetJobId(), Attempt: s.GetDeployment().GetAttempt(), Token: s.GetJobMasterToken(), Via: "RequestSlots"})
-						}
-					}
-					l.add(*te, deployed)
-				}
-				return resp, err
-			}
-			// Wait for a RequestSlots in progress to be recorded.
-			allocating.RLock()
-			allocating.RUnlock()
 			var events []TaskEvent
 			switch m := req.Any().(type) {
 			case *jobplanev1.SubmitTaskRequest:
-				events = append(events, TaskEvent{Method: "SubmitTask", JobID: m.GetJobId(), Attempt: m.GetAttempt(), Token: m.GetJobMasterToken(), Via: "SubmitTask"})
+				events = append(events, TaskEvent{Method: "SubmitTask", JobID: m.GetJobId(), Attempt: m.GetAttempt(), Token: m.GetJobMasterToken()})
 			case *jobplanev1.SubmitTasksRequest:
 				for _, d := range m.GetTasks() {
-					events = append(events, TaskEvent{Method: "SubmitTask", JobID: m.GetJobId(), Attempt: d.GetAttempt(), Token: m.GetJobMasterToken(), Via: "SubmitTasks"})
+					events = append(events, TaskEvent{Method: "SubmitTask", JobID: m.GetJobId(), Attempt: d.GetAttempt(), Token: m.GetJobMasterToken()})
 				}
 			case *jobplanev1.CancelTaskRequest:
 				events = append(events, TaskEvent{Method: "CancelTask", JobID: m.GetJobId(), Attempt: m.GetAttempt(), Token: m.GetJobMasterToken()})
@@ -122,7 +93,7 @@ func (l *TaskLog) interceptor(te *string) connect.UnaryInterceptorFunc {
 			if offer, ok := req.Any().(*jobplanev1.OfferSlotsRequest); ok && err == nil {
 				var deployed []TaskEvent
 				for _, d := range resp.Any().(*jobplanev1.OfferSlotsResponse).GetDeployments() {
-					deployed = append(deployed, TaskEvent{Method: "SubmitTask", JobID: offer.GetJobId(), Attempt: d.GetAttempt(), Token: offer.GetJobMasterToken(), Via: "OfferSlots"})
+					deployed = append(deployed, TaskEvent{Method: "SubmitTask", JobID: offer.GetJobId(), Attempt: d.GetAttempt(), Token: offer.GetJobMasterToken()})
 				}
 				l.add(*te, deployed)
 			}

@@ -160,7 +160,6 @@ func New(cfg Config) (*JobManager, error) {
 	var err error
 	jm.rm, err = resourcemanager.New(resourcemanager.Config{
 		HTTPClient: cfg.HTTPClient, HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, Logger: cfg.Logger,
-		OfferOnBehalf: jm.router.OfferOnBehalf, SlotsRequested: jm.router.SlotsRequested,
 	})
 	if err != nil {
 		return nil, err

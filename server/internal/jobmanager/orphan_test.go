@@ -220,33 +220,3 @@ func isTerminal(s jobplanev1.ExecutionState) bool {
 	}
 	return false
 }
-
-// A slot the ResourceManager allocates to a job whose JobMaster runs in
-// its process goes to the TaskExecutor with the attempt the JobMaster
-// deploys into it, once the TaskExecutor's calls were answered by that
-// process: the attempt starts without waiting for the slot's offer and its
-// answer, once, and the job finishes as any other.
-func TestDeploymentComesWithTheSlot(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TaskExecutors: 1, Slots: 1})
-	graph := &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "a", Invokable: "noop", Parallelism: 1}}}
-	// The first job has the TaskExecutor's offer answered by the
-	// JobManager's process.
-	submit(t, c, "first", graph)
-	if r := result(t, c, "first"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
-		t.Fatalf("first: %v, want FINISHED", r)
-	}
-	submit(t, c, "second", graph)
-	if r := result(t, c, "second"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || r.GetRestarts() != 0 {
-		t.Errorf("second: %v, want FINISHED without a restart", r)
-	}
-	var via []string
-	for _, e := range c.Tasks.Events() {
-		if e.JobID == "second" && e.Method == "SubmitTask" {
-			via = append(via, e.Via)
-		}
-	}
-	if len(via) == 0 || via[0] != "RequestSlots" {
-		t.Errorf("second's deployments came with %v, want the first with the slot (RequestSlots)", via)
-	}
-	neverTwice(t, c, "second", "a")
-}

@@ -2,7 +2,6 @@ package jobmaster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -118,7 +117,7 @@ func (jm *JobMaster) attemptID(ev int32) *jobplanev1.ExecutionAttemptId {
 func (jm *JobMaster) submit(evs []int32) {
 	byExecutor := map[string][]int32{}
 	var order []string
-	var inAnswer, awaiting []int32
+	var inAnswer []int32
 	for _, ev := range evs {
 		t := &jm.tasks[ev]
 		if jm.graph.State(ev) != jobstatus.ExecDeploying || t.slot == nil {
@@ -133,17 +132,12 @@ func (jm *JobMaster) submit(evs []int32) {
 			inAnswer = append(inAnswer, ev)
 			continue
 		}
-		if t.slot.behalf {
-			awaiting = append(awaiting, ev)
-			continue
-		}
 		if byExecutor[id] == nil {
 			order = append(order, id)
 		}
 		byExecutor[id] = append(byExecutor[id], ev)
 	}
 	jm.answerWith(inAnswer)
-	jm.awaitOffer(awaiting)
 	token := protoToken(jm.cfg.Token)
 	for _, id := range order {
 		e, evs := jm.executors[id], byExecutor[id]
@@ -182,13 +176,11 @@ func (jm *JobMaster) deployment(ev int32) *jobplanev1.TaskDeployment {
 // offerAnswer collects the deployments that the answer to one offer
 // carries (JobMasterService.OfferSlots, deployments_in_answer): those of
 // attempts deployed into the offer's accepted slots while the offer is
-// handled. An offer on the TaskExecutor's behalf (onBehalf) sends them
-// with the slots' request.
+// handled.
 type offerAnswer struct {
 	executor string
 	slots    map[string]bool // the accepted allocation ids
 	tasks    []*jobplanev1.TaskDeployment
-	onBehalf bool
 }
 
 // answerBatch is the attempts of one offer's answer whose deployment no
@@ -206,29 +198,12 @@ type answerBatch struct {
 // offer being answered, into its answer, and sends them again with
 // SubmitTasks unless a state of each confirms it in time.
 func (jm *JobMaster) answerWith(evs []int32) {
-	for _, ev := range evs {
-		jm.answer.tasks = append(jm.answer.tasks, jm.deployment(ev))
-		jm.tasks[ev].withSlot = jm.answer.onBehalf
-	}
-	jm.batch(evs)
-}
-
-// awaitOffer keeps the deployments of evs, DEPLOYING into slots taken on
-// their TaskExecutor's behalf, for the answer to that TaskExecutor's own
-// offer of them (answerAgain).
-func (jm *JobMaster) awaitOffer(evs []int32) {
-	jm.batch(evs)
-}
-
-// batch makes evs a batch of deployments sent (or to be sent) in an
-// offer's answer, resent unless a state of each confirms it within the
-// heartbeat interval.
-func (jm *JobMaster) batch(evs []int32) {
 	if len(evs) == 0 {
 		return
 	}
 	b := &answerBatch{evs: evs, left: len(evs)}
 	for _, ev := range evs {
+		jm.answer.tasks = append(jm.answer.tasks, jm.deployment(ev))
 		jm.tasks[ev].answered = b
 	}
 	b.stop = time.AfterFunc(jm.cfg.HeartbeatInterval, func() { jm.post(func() { jm.resend(b) }) }).Stop
@@ -236,137 +211,42 @@ func (jm *JobMaster) batch(evs []int32) {
 
 // answerAgain puts into the offer's answer the deployments, still
 // unconfirmed, of attempts in its slots: the offer is sent again, so the
-// answer that carried them may have been lost (or, for a slot taken on
-// its TaskExecutor's behalf, this is its first offer). A deployment that
-// went with its slot's request is not answered again before the outcome
-// of that request is known.
+// answer that carried them may have been lost.
 func (jm *JobMaster) answerAgain() {
 	for aid := range jm.answer.slots {
-		if s := jm.slots[aid]; s != nil && s.ev >= 0 && jm.tasks[s.ev].answered != nil && !jm.tasks[s.ev].withSlot && jm.graph.State(s.ev) == jobstatus.ExecDeploying {
+		if s := jm.slots[aid]; s != nil && s.ev >= 0 && jm.tasks[s.ev].answered != nil && jm.graph.State(s.ev) == jobstatus.ExecDeploying {
 			jm.answer.tasks = append(jm.answer.tasks, jm.deployment(s.ev))
 		}
 	}
 }
 
-// unbatch takes ev's deployment out of its answer's batch.
-func (jm *JobMaster) unbatch(ev int32) {
+// confirmed records that ev's attempt, deployed in an offer's answer,
+// reached its TaskExecutor, as a state of it came from there: its
+// deployment returned, as a SubmitTasks call would have.
+func (jm *JobMaster) confirmed(ev int32) {
 	t := &jm.tasks[ev]
 	b := t.answered
 	if b == nil {
 		return
 	}
-	t.answered, t.withSlot = nil, false
+	t.answered = nil
 	if b.left--; b.left == 0 {
 		b.stop()
 	}
-}
-
-// confirmed records that ev's attempt, deployed in an offer's answer,
-// reached its TaskExecutor, as a state of it came from there (or its
-// slot's request said it was taken): its deployment returned, as a
-// SubmitTasks call would have.
-func (jm *JobMaster) confirmed(ev int32) {
-	if jm.tasks[ev].answered == nil {
-		return
-	}
-	jm.unbatch(ev)
 	jm.submitted(ev, jm.graph.Attempt(ev), nil)
 }
 
-// errNotOffered fails the deployment of an attempt into a slot taken on
-// its TaskExecutor's behalf that the TaskExecutor neither took with the
-// slot's request nor offered itself in time: it may run there, or not.
-var errNotOffered = connect.NewError(connect.CodeUnavailable, errors.New("the TaskExecutor neither took the deployment with its slot nor offered the slot"))
-
 // resend sends again, with SubmitTasks, the deployments of b that no
-// state confirmed within the heartbeat interval. Those sent with their
-// slot's request whose outcome is still unknown wait another interval for
-// it. One into a slot its TaskExecutor has not offered yet is not sent:
-// its deployment failed as an unanswered call's does (the attempt counts
-// as possibly running until the TaskExecutor's deadline, and the subtask
-// is deployed elsewhere).
+// state confirmed within the heartbeat interval.
 func (jm *JobMaster) resend(b *answerBatch) {
-	var again, waiting []int32
+	var again []int32
 	for _, ev := range b.evs {
 		t := &jm.tasks[ev]
 		if t.answered != b {
 			continue
 		}
-		if t.withSlot {
-			waiting = append(waiting, ev)
-			continue
-		}
 		t.answered = nil
-		if t.slot != nil && t.slot.behalf {
-			jm.submitted(ev, jm.graph.Attempt(ev), errNotOffered)
-			continue
-		}
 		again = append(again, ev)
-	}
-	jm.batch(waiting)
-	jm.submit(again)
-}
-
-// SlotOutcome is what became of a slot taken on its TaskExecutor's
-// behalf, once the ResourceManager requested it there.
-type SlotOutcome int
-
-const (
-	// SlotUnknown: the request failed; the slot may be held or not.
-	SlotUnknown SlotOutcome = iota
-	// SlotDeployed: the slot is held and its deployment was taken.
-	SlotDeployed
-	// SlotHeld: the slot is held, its deployment (if any) not taken.
-	SlotHeld
-	// SlotRefused: the slot was refused; it is not held.
-	SlotRefused
-)
-
-// slotsRequested acts on the outcomes of the requests of slots taken on
-// executor's behalf, by allocation id: a deployment taken is confirmed
-// (and the TaskExecutor will not offer its slot);
-// one not taken goes in the answer to the TaskExecutor's offer of the
-// slot, or by SubmitTasks if that offer was answered already; a refused
-// slot is dropped and its attempt deployed elsewhere, without counting a
-// failure; after an unknown outcome the deployment waits for a state, the
-// slot's offer, or its resend.
-func (jm *JobMaster) slotsRequested(executor string, outcomes map[string]SlotOutcome) {
-	var again []int32
-	for aid, o := range outcomes {
-		s := jm.slots[aid]
-		if s == nil || s.executor != executor {
-			continue
-		}
-		if o == SlotDeployed {
-			// Even if a state confirmed the attempt first: the
-			// TaskExecutor will not offer the slot.
-			s.behalf = false
-		}
-		if s.ev < 0 {
-			if o == SlotRefused && s.behalf {
-				delete(jm.slots, aid)
-				jm.progress()
-			}
-			continue
-		}
-		ev := s.ev
-		t := &jm.tasks[ev]
-		if !t.withSlot {
-			continue
-		}
-		t.withSlot = false
-		switch o {
-		case SlotDeployed:
-			jm.confirmed(ev)
-		case SlotHeld:
-			if !s.behalf {
-				jm.unbatch(ev)
-				again = append(again, ev)
-			}
-		case SlotRefused:
-			jm.unbatch(ev)
-			jm.submitted(ev, jm.graph.Attempt(ev), apierror.New(jobplanev1.ErrorReason_ERROR_REASON_SLOT_NOT_ALLOCATED, "the TaskExecutor refused the slot", nil))
-		}
 	}
 	jm.submit(again)
 }

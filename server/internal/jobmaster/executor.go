@@ -60,26 +60,7 @@ func (jm *JobMaster) stopMargin() time.Duration {
 // back after it was lost is told to cancel and free what it may still
 // hold for the job; the allocations it is told to free are returned.
 func (jm *JobMaster) registerExecutor(id, address string) (freeing []string) {
-	return jm.adoptExecutor(id, address, jm.cfg.Router.registered(id, address, jm.cfg.JobID, jm.cfg.Token))
-}
-
-// registerKnownExecutor registers a TaskExecutor on another's word (the
-// ResourceManager's), as registerExecutor does but without counting it as
-// heard: only a TaskExecutor this process has heard from at that address,
-// and not counted lost since, is taken (ok). Its deadlines then count from
-// when it was last heard, which is no earlier than its own count of them
-// (see TaskExecutorService.RequestSlots).
-func (jm *JobMaster) registerKnownExecutor(id, address string) (freeing []string, ok bool) {
-	client := jm.cfg.Router.known(id, address, jm.cfg.JobID, jm.cfg.Token)
-	if client == nil {
-		return nil, false
-	}
-	return jm.adoptExecutor(id, address, client), true
-}
-
-// adoptExecutor records the TaskExecutor's registration with the job,
-// through the process's client of it.
-func (jm *JobMaster) adoptExecutor(id, address string, client *executorClient) (freeing []string) {
+	client := jm.cfg.Router.registered(id, address, jm.cfg.JobID, jm.cfg.Token)
 	e := jm.executors[id]
 	if e == nil || e.address != address {
 		e = &executorRef{id: id, address: address}

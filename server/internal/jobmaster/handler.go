@@ -38,25 +38,6 @@ func (r *Router) OfferSlots(ctx context.Context, req *jobplanev1.OfferSlotsReque
 	if req.GetTaskExecutorId() == "" {
 		return nil, apierror.BadRequest(apierror.Field{Path: "task_executor_id", Description: "required"})
 	}
-	return r.offer(ctx, req, false)
-}
-
-// OfferOnBehalf offers slots to a job's JobMaster here as their
-// TaskExecutor would (OfferSlots with its address, deployments in the
-// answer), for a ResourceManager in this process that has just allocated
-// them and has not yet told the TaskExecutor, which gets the answer's
-// deployments with the slots (see TaskExecutorService.RequestSlots). The
-// TaskExecutor is not heard by this, and only one this process heard from
-// at that address is taken: for any other the answer is NOT_REGISTERED.
-func (r *Router) OfferOnBehalf(ctx context.Context, jobID string, token *jobplanev1.FencingToken, executor, address string, offers []*jobplanev1.SlotOffer) (*jobplanev1.OfferSlotsResponse, error) {
-	return r.offer(ctx, &jobplanev1.OfferSlotsRequest{
-		JobId: jobID, JobMasterToken: token, TaskExecutorId: executor, Offers: offers, Address: address, DeploymentsInAnswer: true,
-	}, true)
-}
-
-// offer takes an offer of slots, from their TaskExecutor or, if onBehalf,
-// from the ResourceManager on its behalf.
-func (r *Router) offer(ctx context.Context, req *jobplanev1.OfferSlotsRequest, onBehalf bool) (*jobplanev1.OfferSlotsResponse, error) {
 	jm, err := r.route(ctx, req.GetJobId(), req.GetJobMasterToken())
 	if err != nil {
 		return nil, err
@@ -65,18 +46,10 @@ func (r *Router) offer(ctx context.Context, req *jobplanev1.OfferSlotsRequest, o
 		HeartbeatInterval: durationpb.New(jm.cfg.HeartbeatInterval), HeartbeatTimeout: durationpb.New(jm.cfg.HeartbeatTimeout),
 	}
 	var refused error
-	if !onBehalf {
-		r.heard(req.GetTaskExecutorId())
-	}
+	r.heard(req.GetTaskExecutorId())
 	if err := jm.do(ctx, func() {
 		var freeing []string
 		switch {
-		case onBehalf:
-			var ok bool
-			if freeing, ok = jm.registerKnownExecutor(req.GetTaskExecutorId(), req.GetAddress()); !ok {
-				refused = notRegistered(req.GetJobId(), req.GetTaskExecutorId())
-				return
-			}
 		case req.GetAddress() != "":
 			// Registered by offering, as RegisterTaskExecutor would.
 			freeing = jm.registerExecutor(req.GetTaskExecutorId(), req.GetAddress())
@@ -90,9 +63,6 @@ func (r *Router) offer(ctx context.Context, req *jobplanev1.OfferSlotsRequest, o
 				continue // given up while the TaskExecutor was lost, and being freed
 			}
 			if s := jm.slots[o.GetAllocationId()]; s != nil {
-				if !onBehalf {
-					s.behalf = false // its TaskExecutor offers it now
-				}
 				resp.Accepted = append(resp.Accepted, o)
 				continue
 			}
@@ -104,7 +74,7 @@ func (r *Router) offer(ctx context.Context, req *jobplanev1.OfferSlotsRequest, o
 				jm.dropped[o.GetAllocationId()] = req.GetTaskExecutorId()
 				continue
 			}
-			jm.slots[o.GetAllocationId()] = &slotRef{allocationID: o.GetAllocationId(), executor: req.GetTaskExecutorId(), index: int(o.GetSlotIndex()), ev: -1, behalf: onBehalf}
+			jm.slots[o.GetAllocationId()] = &slotRef{allocationID: o.GetAllocationId(), executor: req.GetTaskExecutorId(), index: int(o.GetSlotIndex()), ev: -1}
 			resp.Accepted = append(resp.Accepted, o)
 		}
 		if !req.GetDeploymentsInAnswer() || len(resp.Accepted) == 0 || !jm.valid() {
@@ -114,7 +84,7 @@ func (r *Router) offer(ctx context.Context, req *jobplanev1.OfferSlotsRequest, o
 		// Attempts deployed into these slots go in the answer (see
 		// submit), after those of an earlier answer to this offer that
 		// no state confirmed yet.
-		jm.answer = &offerAnswer{executor: req.GetTaskExecutorId(), slots: make(map[string]bool, len(resp.Accepted)), onBehalf: onBehalf}
+		jm.answer = &offerAnswer{executor: req.GetTaskExecutorId(), slots: make(map[string]bool, len(resp.Accepted))}
 		for _, o := range resp.Accepted {
 			jm.answer.slots[o.GetAllocationId()] = true
 		}
@@ -274,15 +244,4 @@ func (r *Router) DisconnectTaskExecutor(ctx context.Context, req *jobplanev1.Dis
 		return nil, err
 	}
 	return &jobplanev1.DisconnectTaskExecutorResponse{}, nil
-}
-
-// SlotsRequested tells the job's JobMaster here, under token, what became
-// of the requests of slots it took on executor's behalf (OfferOnBehalf),
-// by allocation id. A JobMaster of another token is not told.
-func (r *Router) SlotsRequested(ctx context.Context, jobID string, token *jobplanev1.FencingToken, executor string, outcomes map[string]SlotOutcome) {
-	jm, err := r.route(ctx, jobID, token)
-	if err != nil {
-		return
-	}
-	_ = jm.do(ctx, func() { jm.slotsRequested(executor, outcomes) })
 }

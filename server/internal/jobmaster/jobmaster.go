@@ -163,12 +163,7 @@ type task struct {
 	failure  *jobplanev1.FailureInfo
 	cancelOn bool         // cancel once its deployment returns
 	answered *answerBatch // deployed in an offer's answer, not yet confirmed
-	// withSlot says the deployment in the answer went with its slot's
-	// request (an offer on the TaskExecutor's behalf) whose outcome the
-	// ResourceManager has not reported yet: it is not answered again
-	// meanwhile (see SlotsRequested).
-	withSlot bool
-	since    time.Time // when the JobMaster last learnt the attempt's state
+	since    time.Time    // when the JobMaster last learnt the attempt's state
 }
 
 type slotRef struct {
@@ -176,14 +171,6 @@ type slotRef struct {
 	executor     string
 	index        int
 	ev           int32 // the execution vertex using the slot, or -1
-	// behalf says the slot was taken on the ResourceManager's word
-	// (Router.OfferOnBehalf), and its TaskExecutor has neither taken the
-	// deployment sent with its request nor offered it itself yet:
-	// attempts go into it only with its request or in the answer to that
-	// offer, never by SubmitTasks (the TaskExecutor would count the
-	// deadlines of a deployment by SubmitTasks from an offer it never
-	// made).
-	behalf bool
 }
 
 // New returns a JobMaster for cfg; nothing runs until Start.
@@ -629,10 +616,6 @@ func (jm *JobMaster) apply(executor string, status *jobplanev1.TaskExecutionStat
 			"job_id": jm.cfg.JobID, "vertex_id": a.GetVertexId(), "subtask_index": fmt.Sprint(a.GetSubtaskIndex()), "attempt_number": fmt.Sprint(a.GetAttemptNumber()),
 		})
 	}
-	// A state from the slot's TaskExecutor: it took a deployment into the
-	// slot, and counts its deadlines for the job from an answer of this
-	// process, so the slot may get SubmitTasks now.
-	jm.tasks[ev].slot.behalf = false
 	jm.confirmed(ev)
 	t := &jm.tasks[ev]
 	switch from, to := jm.graph.State(ev), status.GetState(); {

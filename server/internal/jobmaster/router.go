@@ -237,27 +237,6 @@ func (r *Router) registered(id, address, job string, token hastore.Token) *execu
 	link := r.linkLocked(id, address)
 	link.heard = r.judge.Heard(time.Now())
 	r.followLocked(id, link, job, token)
-	return r.clientLocked(link)
-}
-
-// known records, as registered does, that a TaskExecutor follows a
-// JobMaster here, on another's word: it is not heard, and only a
-// TaskExecutor with a link at that address is taken. It returns nil for
-// any other.
-func (r *Router) known(id, address, job string, token hastore.Token) *executorClient {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	link := r.executors[id]
-	if link == nil || link.address != address {
-		return nil
-	}
-	r.followLocked(id, link, job, token)
-	return r.clientLocked(link)
-}
-
-// clientLocked returns the process's client of the link's TaskExecutor,
-// made if new; r.mu must be held.
-func (r *Router) clientLocked(link *executorLink) *executorClient {
 	if link.client == nil {
 		link.client = &executorClient{
 			TaskExecutorServiceClient: jobplanev1connect.NewTaskExecutorServiceClient(r.cfg.HTTPClient, link.address, endpoint.ClientOptions()...),

@@ -18,7 +18,6 @@ import (
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/batch"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
-	"github.com/jobplane/jobplane/server/internal/jobmaster"
 	"github.com/jobplane/jobplane/server/internal/liveness"
 )
 
@@ -33,16 +32,6 @@ type Config struct {
 	HeartbeatTimeout time.Duration
 	// Logger receives the ResourceManager's logs. Default: slog.Default().
 	Logger *slog.Logger
-	// OfferOnBehalf, if set, offers slots to a job's JobMaster that runs in
-	// this process, on behalf of their TaskExecutor (see
-	// jobmaster.Router.OfferOnBehalf): slots are offered so before their
-	// TaskExecutor is told, and the attempts the JobMaster deploys into
-	// them go with them (TaskExecutorService.RequestSlots). Optional.
-	OfferOnBehalf func(ctx context.Context, jobID string, token *jobplanev1.FencingToken, executor, address string, offers []*jobplanev1.SlotOffer) (*jobplanev1.OfferSlotsResponse, error)
-	// SlotsRequested, with OfferOnBehalf, tells the JobMaster what became
-	// of the requests of the slots it took (see
-	// jobmaster.Router.SlotsRequested).
-	SlotsRequested func(ctx context.Context, jobID string, token *jobplanev1.FencingToken, executor string, outcomes map[string]jobmaster.SlotOutcome)
 }
 
 // Validate reports whether the configuration can be used.
@@ -231,12 +220,7 @@ func (rm *ResourceManager) allocate(ctx context.Context, wg *sync.WaitGroup) {
 			defer wg.Done()
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			behalf := rm.deployWith(rctx, r.e, r.slots)
-			errs, versions, deployed := requestSlots(rctx, r.e, token, r.slots)
-			// Told whatever became of the call, under a deadline of its own.
-			tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			rm.tellOutcomes(tctx, r.e, r.slots, behalf, errs, deployed)
-			tcancel()
+			errs, versions := requestSlots(rctx, r.e, token, r.slots)
 			rm.mu.Lock()
 			defer rm.mu.Unlock()
 			if rm.pool != p {
@@ -262,113 +246,21 @@ func (rm *ResourceManager) allocate(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// deployWith offers slots allocated on a TaskExecutor to their jobs'
-// JobMasters in this process on its behalf (Config.OfferOnBehalf), one
-// call per job, and puts the attempts they deploy into the slots in the
-// slot requests. It returns the allocation ids of the slots so taken. It
-// does nothing for a TaskExecutor that takes one RequestSlot per slot,
-// which carries no deployment. A JobMaster that refuses the offer gets it
-// again from the TaskExecutor, as without this.
-func (rm *ResourceManager) deployWith(ctx context.Context, e *executor, slots []*jobplanev1.SlotRequest) map[string]bool {
-	if rm.cfg.OfferOnBehalf == nil || e.single.Load() {
-		return nil
-	}
-	taken := map[string]bool{}
-	byJob := map[string][]*jobplanev1.SlotRequest{}
-	var jobs []string
-	for _, s := range slots {
-		if byJob[s.GetJobId()] == nil {
-			jobs = append(jobs, s.GetJobId())
-		}
-		byJob[s.GetJobId()] = append(byJob[s.GetJobId()], s)
-	}
-	for _, job := range jobs {
-		reqs := byJob[job]
-		offers := make([]*jobplanev1.SlotOffer, len(reqs))
-		for i, s := range reqs {
-			offers[i] = &jobplanev1.SlotOffer{AllocationId: s.GetAllocationId(), SlotIndex: s.GetSlotIndex()}
-		}
-		resp, err := rm.cfg.OfferOnBehalf(ctx, job, reqs[0].GetJobMasterToken(), e.id, e.address, offers)
-		if err != nil {
-			rm.log.Debug("offering slots on behalf of their TaskExecutor failed", "job", job, "task_executor", e.id, "err", err)
-			continue
-		}
-		for _, o := range resp.GetAccepted() {
-			taken[o.GetAllocationId()] = true
-		}
-		deployed := make(map[string]*jobplanev1.TaskDeployment, len(resp.GetDeployments()))
-		for _, d := range resp.GetDeployments() {
-			deployed[d.GetAllocationId()] = d
-		}
-		for _, s := range reqs {
-			if d := deployed[s.GetAllocationId()]; d != nil && taken[s.GetAllocationId()] {
-				s.Deployment, s.JobMasterHeartbeatTimeout = d, resp.GetHeartbeatTimeout()
-			}
-		}
-	}
-	return taken
-}
-
-// tellOutcomes tells the JobMasters that took slots on the TaskExecutor's
-// behalf (behalf, by allocation id) what became of their requests
-// (Config.SlotsRequested): errs and deployed are requestSlots'.
-func (rm *ResourceManager) tellOutcomes(ctx context.Context, e *executor, slots []*jobplanev1.SlotRequest, behalf map[string]bool, errs []error, deployed []bool) {
-	if len(behalf) == 0 || rm.cfg.SlotsRequested == nil {
-		return
-	}
-	type jobKey struct {
-		id, session string
-		epoch       uint64
-	}
-	byJob := map[jobKey]map[string]jobmaster.SlotOutcome{}
-	tokens := map[jobKey]*jobplanev1.FencingToken{}
-	var order []jobKey
-	for i, s := range slots {
-		if !behalf[s.GetAllocationId()] {
-			continue
-		}
-		k := jobKey{s.GetJobId(), s.GetJobMasterToken().GetSessionId(), s.GetJobMasterToken().GetEpoch()}
-		if byJob[k] == nil {
-			byJob[k], tokens[k] = map[string]jobmaster.SlotOutcome{}, s.GetJobMasterToken()
-			order = append(order, k)
-		}
-		o := jobmaster.SlotHeld
-		switch {
-		case deployed[i]:
-			o = jobmaster.SlotDeployed
-		case apierror.Is(errs[i], jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED) || apierror.Is(errs[i], jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN):
-			o = jobmaster.SlotRefused
-		case errs[i] != nil:
-			o = jobmaster.SlotUnknown
-		}
-		byJob[k][s.GetAllocationId()] = o
-	}
-	for _, k := range order {
-		rm.cfg.SlotsRequested(ctx, k.id, tokens[k], e.id, byJob[k])
-	}
-}
-
 // requestSlots requests slots on one TaskExecutor, in one call per
 // bounded run (RequestSlots), or one RequestSlot each if it lacks that
 // (batch.Send). It returns the outcome of each slot and the slot report
 // version that holds it.
-func requestSlots(ctx context.Context, e *executor, token *jobplanev1.FencingToken, slots []*jobplanev1.SlotRequest) ([]error, []uint64, []bool) {
+func requestSlots(ctx context.Context, e *executor, token *jobplanev1.FencingToken, slots []*jobplanev1.SlotRequest) ([]error, []uint64) {
 	type outcome struct {
-		err      error
-		version  uint64
-		deployed bool // the slot's deployment was taken
+		err     error
+		version uint64
 	}
 	out := batch.Send(&e.single, slots, batch.Split,
 		func(run []*jobplanev1.SlotRequest) ([]outcome, error) {
 			resp, err := e.client.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token, Slots: run})
 			o := make([]outcome, len(run))
 			for i, err := range apierror.ItemErrors(len(run), err, resp.GetRefused()) {
-				o[i] = outcome{err: err, version: resp.GetSlotReportVersion()}
-			}
-			for _, i := range resp.GetDeployed() {
-				if i >= 0 && int(i) < len(o) && o[i].err == nil {
-					o[i].deployed = true
-				}
+				o[i] = outcome{err, resp.GetSlotReportVersion()}
 			}
 			return o, err
 		},
@@ -377,13 +269,13 @@ func requestSlots(ctx context.Context, e *executor, token *jobplanev1.FencingTok
 				ResourceManagerToken: token, SlotIndex: s.GetSlotIndex(), AllocationId: s.GetAllocationId(), JobId: s.GetJobId(),
 				JobMasterAddress: s.GetJobMasterAddress(), Profile: s.GetProfile(), JobMasterToken: s.GetJobMasterToken(),
 			})
-			return outcome{err: err, version: resp.GetSlotReportVersion()}
+			return outcome{err, resp.GetSlotReportVersion()}
 		})
-	errs, versions, deployed := make([]error, len(out)), make([]uint64, len(out)), make([]bool, len(out))
+	errs, versions := make([]error, len(out)), make([]uint64, len(out))
 	for i, o := range out {
-		errs[i], versions[i], deployed[i] = o.err, o.version, o.deployed
+		errs[i], versions[i] = o.err, o.version
 	}
-	return errs, versions, deployed
+	return errs, versions
 }
 
 // grace is how long a requested allocation may be missing from slot

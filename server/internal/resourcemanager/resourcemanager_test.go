@@ -77,7 +77,7 @@ func TestRequestSlotsBatchesAndFallsBack(t *testing.T) {
 				slots = append(slots, &jobplanev1.SlotRequest{SlotIndex: int32(i), AllocationId: fmt.Sprint("a", i), JobId: "j"})
 			}
 			for round := range 2 {
-				errs, versions, _ := requestSlots(context.Background(), e, &jobplanev1.FencingToken{Epoch: 1}, slots)
+				errs, versions := requestSlots(context.Background(), e, &jobplanev1.FencingToken{Epoch: 1}, slots)
 				for i := range slots {
 					if want := i == 1; (errs[i] != nil) != want || want && !apierror.Is(errs[i], jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED) {
 						t.Errorf("round %d: slot %d: %v, want refused: %v (SLOT_OCCUPIED)", round, i, errs[i], want)

@@ -76,24 +76,6 @@ type TaskExecutorServiceClient interface {
 	// checked against its own job's (a newer one becomes the job's, as with
 	// RequestSlot); the answer lists the refused ones. Idempotent.
 	//
-	// A slot may carry the attempt its job's JobMaster deploys into it
-	// (SlotRequest.deployment): a ResourceManager that runs in the
-	// JobMaster's process may offer the slot to the JobMaster itself before
-	// the TaskExecutor is told, and send the deployment with the slot, which
-	// saves the trip of the offer and its answer before the attempt starts.
-	// Having allocated the slot, the TaskExecutor deploys the attempt as a
-	// SubmitTask of the JobMaster under the slot's token would, and does not
-	// offer the slot (the JobMaster has it); with one difference: the
-	// JobMaster has not heard from this TaskExecutor about this slot, so the
-	// deadline of its watchdog (see above) counts from the send time of the
-	// latest call of this TaskExecutor that the JobMaster's address
-	// answered, whatever its job, and if there is none, or that deadline has
-	// passed, the deployment is not taken. A slot whose deployment is not
-	// taken, or refused, is offered as any other, and the refusal is not
-	// reported: the JobMaster, hearing no state of the attempt, deploys it
-	// again in the answer to the offer or by SubmitTasks. A TaskExecutor may
-	// ignore the field altogether.
-	//
 	// Errors: INVALID_ARGUMENT for a missing field or a slot index out of
 	// range in any slot, and ABORTED (STALE_FENCING_TOKEN) for a
 	// ResourceManager token older than the newest this TaskExecutor has
@@ -333,24 +315,6 @@ type TaskExecutorServiceHandler interface {
 	// slot is allocated or refused on its own, in order, its JobMaster token
 	// checked against its own job's (a newer one becomes the job's, as with
 	// RequestSlot); the answer lists the refused ones. Idempotent.
-	//
-	// A slot may carry the attempt its job's JobMaster deploys into it
-	// (SlotRequest.deployment): a ResourceManager that runs in the
-	// JobMaster's process may offer the slot to the JobMaster itself before
-	// the TaskExecutor is told, and send the deployment with the slot, which
-	// saves the trip of the offer and its answer before the attempt starts.
-	// Having allocated the slot, the TaskExecutor deploys the attempt as a
-	// SubmitTask of the JobMaster under the slot's token would, and does not
-	// offer the slot (the JobMaster has it); with one difference: the
-	// JobMaster has not heard from this TaskExecutor about this slot, so the
-	// deadline of its watchdog (see above) counts from the send time of the
-	// latest call of this TaskExecutor that the JobMaster's address
-	// answered, whatever its job, and if there is none, or that deadline has
-	// passed, the deployment is not taken. A slot whose deployment is not
-	// taken, or refused, is offered as any other, and the refusal is not
-	// reported: the JobMaster, hearing no state of the attempt, deploys it
-	// again in the answer to the offer or by SubmitTasks. A TaskExecutor may
-	// ignore the field altogether.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field or a slot index out of
 	// range in any slot, and ABORTED (STALE_FENCING_TOKEN) for a
