@@ -165,6 +165,14 @@ func TestGroupCommitMixedOutcomes(t *testing.T) {
 	must(c.store.CreateDirtyJobResult(ctx, f, result("done")))
 	must(c.store.CreateDirtyJobResult(ctx, f, result("dirty")))
 	must(c.store.CreateDirtyJobResult(ctx, f, result("clean")))
+	must(c.store.CreateDirtyJobResult(ctx, f, result("repeated")))
+	must(c.store.PutExecutionPlan(ctx, f, testPlan("kept")))
+	must(c.store.PutExecutionPlan(ctx, f, testPlan("same")))
+	must(c.store.PutExecutionPlan(ctx, f, testPlan("unfinished")))
+	other := testPlan("kept")
+	other.JobGraph.Name = "another"
+	failed := result("done")
+	failed.Status = jobplanev1.JobStatus_JOB_STATUS_FAILED
 
 	cases := []struct {
 		name  string
@@ -172,7 +180,11 @@ func TestGroupCommitMixedOutcomes(t *testing.T) {
 		want  error
 	}{
 		{"plan under a stale fence", func() error { return c.store.PutExecutionPlan(ctx, stale, testPlan("stale")) }, hastore.ErrStaleToken},
-		{"result that exists", func() error { return c.store.CreateDirtyJobResult(ctx, f, result("done")) }, hastore.ErrResultExists},
+		{"another result of a job with one", func() error { return c.store.CreateDirtyJobResult(ctx, f, failed) }, hastore.ErrResultExists},
+		{"the same result again", func() error { return c.store.CreateDirtyJobResult(ctx, f, result("repeated")) }, nil},
+		{"another plan of a job with one", func() error { return c.store.PutExecutionPlan(ctx, f, other) }, hastore.ErrPlanExists},
+		{"the same plan again", func() error { return c.store.PutExecutionPlan(ctx, f, testPlan("same")) }, nil},
+		{"plan delete without a result", func() error { return c.store.DeleteExecutionPlan(ctx, f, "unfinished") }, hastore.ErrResultNotFound},
 		{"plan of a job with a result", func() error { return c.store.PutExecutionPlan(ctx, f, testPlan("done")) }, hastore.ErrResultExists},
 		{"delete of a dirty result", func() error { return c.store.DeleteJobResultEntry(ctx, f, "dirty") }, hastore.ErrResultDirty},
 		{"confirm under a stale fence", func() error { return c.store.ConfirmLeadership(ctx, stale, "http://stale") }, hastore.ErrStaleToken},
@@ -200,11 +212,18 @@ func TestGroupCommitMixedOutcomes(t *testing.T) {
 	if _, err := c.store.GetExecutionPlan(ctx, "done"); !errors.Is(err, hastore.ErrPlanNotFound) {
 		t.Errorf("plan of a job with a result was written: err = %v", err)
 	}
+	if p, err := c.store.GetExecutionPlan(ctx, "kept"); err != nil || p.GetJobGraph().GetName() == "another" {
+		t.Errorf("plan kept = %v, %v; want the first one", p, err)
+	}
+	if _, err := c.store.GetExecutionPlan(ctx, "unfinished"); err != nil {
+		t.Errorf("plan of a job without a result was deleted: err = %v", err)
+	}
 	for id, want := range map[string]jobplanev1.JobResultState{
-		"dirty": jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY,
-		"done":  jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY,
-		"clean": jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN,
-		"new":   jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY,
+		"dirty":    jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY,
+		"done":     jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY,
+		"repeated": jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY,
+		"clean":    jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN,
+		"new":      jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY,
 	} {
 		if e, err := c.store.GetJobResultEntry(ctx, id); err != nil || e.GetState() != want {
 			t.Errorf("entry %s = %v, %v; want %v", id, e, err, want)
@@ -223,30 +242,26 @@ func TestGroupCommitSameKeyInOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	f := c.leader.Fence()
-	put := func(id, name string) func() error {
-		return func() error {
-			p := testPlan(id)
-			p.JobGraph.Name = name
-			return c.store.PutExecutionPlan(ctx, f, p)
-		}
+	put := func(id string) func() error {
+		return func() error { return c.store.PutExecutionPlan(ctx, f, testPlan(id)) }
 	}
-	del := func(id string) func() error { return func() error { return c.store.DeleteExecutionPlan(ctx, f, id) } }
-	firstErr, errs, sizes := c.lineUp(t, put("other", "first"),
-		put("x", "one"), put("y", "one"), del("x"), put("z", "one"), put("x", "three"), put("y", "two"))()
+	confirm := func(address string) func() error {
+		return func() error { return c.store.ConfirmLeadership(ctx, f, address) }
+	}
+	firstErr, errs, sizes := c.lineUp(t, put("other"),
+		put("x"), confirm("http://one"), put("y"), confirm("http://two"), put("z"), confirm("http://three"))()
 	if err := errors.Join(append(errs, firstErr)...); err != nil {
 		t.Fatal(err)
 	}
-	// [x=one y=one z=one] [del x, y=two] [x=three]
-	if want := "[1 3 2 1]"; fmt.Sprint(sizes) != want {
+	// [x one y z] [two] [three]: each confirmation writes the leader key.
+	if want := "[1 4 1 1]"; fmt.Sprint(sizes) != want {
 		t.Errorf("transactions sent (Then sizes) = %v, want %s", sizes, want)
 	}
 	if _, refused := c.txns.snapshot(); refused != 0 {
 		t.Errorf("%d transactions refused", refused)
 	}
-	for id, want := range map[string]string{"x": "three", "y": "two", "z": "one"} {
-		if p, err := c.store.GetExecutionPlan(ctx, id); err != nil || p.GetJobGraph().GetName() != want {
-			t.Errorf("plan %s = %q, %v; want %q", id, p.GetJobGraph().GetName(), err, want)
-		}
+	if info, err := c.store.Leader(ctx, hastore.ElectionJobManager); err != nil || info.Address != "http://three" {
+		t.Errorf("leader = %+v, %v; want the address confirmed last", info, err)
 	}
 }
 

@@ -44,9 +44,12 @@ func crashChild(dir string) int {
 		fmt.Fprintln(os.Stderr, "session:", err)
 		return 1
 	}
-	// A fresh election per run is granted at once, whatever leases the
-	// killed runs left behind.
-	l, err := sess.Campaign(ctx, hastore.JobElection(fmt.Sprintf("writer-%d", first)), "")
+	// The killed run's leadership is ended at once, rather than waited out
+	// with its lease, so that this run is granted at once.
+	if info, err := store.Leader(ctx, hastore.ElectionJobManager); err == nil && !info.Token.IsZero() {
+		_ = store.Resign(ctx, hastore.Fence{Election: hastore.ElectionJobManager, Token: info.Token})
+	}
+	l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "campaign:", err)
 		return 1

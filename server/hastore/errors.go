@@ -14,6 +14,9 @@ var (
 	ErrSessionNotFound = errors.New("hastore: session not found")
 	// ErrCandidacyExists: the session already campaigns in the election.
 	ErrCandidacyExists = errors.New("hastore: session already has a candidacy in the election")
+	// ErrPlanExists: the job has another execution plan; plans are never
+	// replaced.
+	ErrPlanExists = errors.New("hastore: another execution plan exists for the job")
 	// ErrPlanNotFound: the job has no stored execution plan.
 	ErrPlanNotFound = errors.New("hastore: execution plan not found")
 	// ErrResultExists: the job already has a result entry.

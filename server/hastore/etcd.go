@@ -347,10 +347,10 @@ func (s *Etcd) ObserveLeader(ctx context.Context, election string, fn func(Leade
 	}
 }
 
-// planPut validates and encodes plan, and returns the op that puts it
-// unless the job has a result, with extra in the same branch: a job with
-// a result never runs again, its plan refused in the transaction that
-// would write it.
+// planPut validates and encodes plan, and returns the op that creates it,
+// with extra in the same branch, if the job has neither a result nor a
+// plan: a job with a result never runs again, and a plan is never
+// replaced. planOutcome reads the op's response.
 func (s *Etcd) planPut(f Fence, plan *jobplanev1.ExecutionPlan, extra ...clientv3.Op) (clientv3.Op, error) {
 	data, err := proto.Marshal(plan)
 	if err != nil {
@@ -359,9 +359,41 @@ func (s *Etcd) planPut(f Fence, plan *jobplanev1.ExecutionPlan, extra ...clientv
 	if err := ValidatePlanWrite(f, plan, len(data), s.maxPlan); err != nil {
 		return clientv3.Op{}, err
 	}
+	key := s.planKey(plan.GetJobId())
+	create := clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+		append([]clientv3.Op{clientv3.OpPut(key, string(data))}, extra...),
+		[]clientv3.Op{clientv3.OpGet(key)})
 	return clientv3.OpTxn(
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.resultKey(plan.GetJobId())), "=", 0)},
-		append([]clientv3.Op{clientv3.OpPut(s.planKey(plan.GetJobId()), string(data))}, extra...), nil), nil
+		[]clientv3.Op{create}, nil), nil
+}
+
+// planOutcome reads the response of planPut's op: created, with the
+// responses of the ops that ran (the put, then extra's); or not, with nil
+// if the stored plan equals plan (a repeated put), ErrPlanExists if it
+// does not, and ErrResultExists if the job has a result.
+func planOutcome(resp *pb.ResponseOp, plan *jobplanev1.ExecutionPlan) (created []*pb.ResponseOp, err error) {
+	outer := resp.GetResponseTxn()
+	if !outer.GetSucceeded() {
+		return nil, ErrResultExists
+	}
+	inner := outer.GetResponses()[0].GetResponseTxn()
+	if inner.GetSucceeded() {
+		return inner.GetResponses(), nil
+	}
+	kvs := inner.GetResponses()[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return nil, ErrPlanExists // removed in the same transaction; cannot be told apart
+	}
+	stored := new(jobplanev1.ExecutionPlan)
+	if err := proto.Unmarshal(kvs[0].Value, stored); err != nil {
+		return nil, fmt.Errorf("hastore: decode plan of job %s: %w", plan.GetJobId(), err)
+	}
+	if !proto.Equal(stored, plan) {
+		return nil, ErrPlanExists
+	}
+	return nil, nil
 }
 
 // PutExecutionPlan implements Store.
@@ -374,10 +406,8 @@ func (s *Etcd) PutExecutionPlan(ctx context.Context, f Fence, plan *jobplanev1.E
 	if err != nil {
 		return err
 	}
-	if !resp.Responses[0].GetResponseTxn().GetSucceeded() {
-		return ErrResultExists
-	}
-	return nil
+	_, err = planOutcome(resp.Responses[0], plan)
+	return err
 }
 
 // GetExecutionPlan implements Store.
@@ -442,13 +472,22 @@ func (s *Etcd) scan(ctx context.Context, pfx, after string, keysOnly bool, fn fu
 	}
 }
 
-// DeleteExecutionPlan implements Store.
+// DeleteExecutionPlan implements Store: the plan goes only if the job has
+// a result entry, checked in the transaction that deletes it.
 func (s *Etcd) DeleteExecutionPlan(ctx context.Context, f Fence, jobID string) error {
 	if err := ValidateJobWrite(f, jobID); err != nil {
 		return err
 	}
-	_, err := s.fenced(ctx, f, clientv3.OpDelete(s.planKey(jobID)))
-	return err
+	resp, err := s.fenced(ctx, f, clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.resultKey(jobID)), ">", 0)},
+		[]clientv3.Op{clientv3.OpDelete(s.planKey(jobID))}, nil))
+	if err != nil {
+		return err
+	}
+	if !resp.Responses[0].GetResponseTxn().GetSucceeded() {
+		return ErrResultNotFound
+	}
+	return nil
 }
 
 // CreateDirtyJobResult implements Store.
@@ -457,7 +496,9 @@ func (s *Etcd) CreateDirtyJobResult(ctx context.Context, f Fence, result *jobpla
 }
 
 // createResult puts result in state if the job has no result yet, and
-// runs extra in the same fenced transaction.
+// runs extra in the same fenced transaction. If the job's entry holds an
+// equal result, in state or a later one (clean after dirty), the call is
+// a repetition of the one that created it: it succeeds, changing nothing.
 func (s *Etcd) createResult(ctx context.Context, f Fence, result *jobplanev1.JobResult, state jobplanev1.JobResultState, extra ...clientv3.Op) error {
 	if err := ValidateResultWrite(f, result); err != nil {
 		return err
@@ -467,11 +508,26 @@ func (s *Etcd) createResult(ctx context.Context, f Fence, result *jobplanev1.Job
 		return fmt.Errorf("hastore: encode result: %w", err)
 	}
 	key := s.resultKey(result.GetJobId())
-	conflict, err := s.fencedCAS(ctx, f, key, 0, append([]clientv3.Op{clientv3.OpPut(key, string(data))}, extra...)...)
+	resp, err := s.fenced(ctx, f, clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+		append([]clientv3.Op{clientv3.OpPut(key, string(data))}, extra...),
+		[]clientv3.Op{clientv3.OpGet(key)}))
 	if err != nil {
 		return err
 	}
-	if conflict {
+	txn := resp.Responses[0].GetResponseTxn()
+	if txn.GetSucceeded() {
+		return nil
+	}
+	kvs := txn.GetResponses()[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return ErrResultExists
+	}
+	stored := new(jobplanev1.JobResultEntry)
+	if err := proto.Unmarshal(kvs[0].Value, stored); err != nil {
+		return fmt.Errorf("hastore: decode result of job %s: %w", result.GetJobId(), err)
+	}
+	if !proto.Equal(stored.GetResult(), result) || stored.GetState() < state {
 		return ErrResultExists
 	}
 	return nil

@@ -58,13 +58,18 @@ func (s *etcdSession) PutExecutionPlanAndLead(ctx context.Context, f Fence, plan
 		// the job's campaign, which takes it over (see enter).
 		return nil, unavailable(ctx, err)
 	}
-	putResp := resp.GetResponses()
-	switch {
-	case !resp.GetSucceeded():
+	if !resp.GetSucceeded() {
 		return nil, ErrStaleToken
-	case !putResp[0].GetResponseTxn().GetSucceeded():
-		return nil, ErrResultExists
-	case !putResp[0].GetResponseTxn().GetResponses()[1].GetResponseTxn().GetSucceeded():
+	}
+	created, err := planOutcome(resp.GetResponses()[0], plan)
+	switch {
+	case err != nil:
+		return nil, err
+	case created == nil:
+		// The same plan was stored already (a repeated put): the candidacy
+		// was not entered, and the job's runner campaigns as usual.
+		return nil, nil
+	case !created[1].GetResponseTxn().GetSucceeded():
 		// The election has a candidate: the plan is written, and the job's
 		// runner campaigns as usual.
 		return nil, nil

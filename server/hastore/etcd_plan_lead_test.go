@@ -61,7 +61,7 @@ func TestPlanAndLeadGrantsAFreshJob(t *testing.T) {
 		t.Errorf("plan not stored: %v", err)
 	}
 	// The job leadership fences like any other, and ends on Resign.
-	if err := env.store.PutExecutionPlan(ctx, l.Fence(), testPlan("fenced-by-job")); err != nil {
+	if err := env.store.ConfirmLeadership(ctx, l.Fence(), "http://jm2"); err != nil {
 		t.Errorf("write fenced by the granted leadership: %v", err)
 	}
 	if err := l.Resign(ctx); err != nil {

@@ -95,8 +95,8 @@ func TestEtcdContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) *storetest.Backend {
 		e := startEmbedded(t, hastore.MemberConfig{})
 		return &storetest.Backend{
-			Open:         func(t *testing.T) hastore.Store { return e.store(t, "") },
-			Restart:      e.restart,
+			Open:         func(storetest.T) hastore.Store { return e.store(t, "") },
+			Restart:      func(storetest.T) { e.restart(t) },
 			MaxPlanBytes: hastore.DefaultMaxPlanBytes,
 		}
 	})

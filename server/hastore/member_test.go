@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -39,15 +40,18 @@ func TestChurnStaysWithinQuota(t *testing.T) {
 	}
 	p := testPlan("churn")
 	p.JobGraph.Name = string(make([]byte, planBytes))
+	f := l.Fence()
 	for i := range churn / planBytes {
-		p.JobId = fmt.Sprintf("j%d", i%8)
-		if err := s.PutExecutionPlan(ctx, l.Fence(), p); err != nil {
+		p.JobId = fmt.Sprintf("j%d", i)
+		if err := s.PutExecutionPlan(ctx, f, p); err != nil {
 			t.Fatalf("write %d (%d MiB written): %v", i, i*planBytes>>20, err)
 		}
-		if i%2 == 1 {
-			if err := s.DeleteExecutionPlan(ctx, l.Fence(), p.JobId); err != nil {
-				t.Fatalf("delete %d: %v", i, err)
-			}
+		// The plan goes as a finished job's does, and its result after it.
+		res := &jobplanev1.JobResult{JobId: p.JobId, Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED}
+		err := errors.Join(s.CreateDirtyJobResult(ctx, f, res), s.DeleteExecutionPlan(ctx, f, p.JobId),
+			s.MarkJobResultClean(ctx, f, p.JobId), s.DeleteJobResultEntry(ctx, f, p.JobId))
+		if err != nil {
+			t.Fatalf("delete %d: %v", i, err)
 		}
 	}
 	// And it still accepts writes afterwards.

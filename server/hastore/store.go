@@ -27,7 +27,9 @@ func (t Token) String() string { return fmt.Sprintf("%s@%d", t.SessionID, t.Epoc
 
 // Fence names the leadership on whose behalf a write is made. A store
 // performs a fenced write only if Token is Election's current grant,
-// checked atomically with the write.
+// checked atomically with the write. Plans and results are covered only by
+// the ElectionJobManager election's tokens: a plan or result write fenced
+// by a job's election is invalid, whether or not its token leads.
 type Fence struct {
 	// Election is the election's name, such as "jobmanager" or "job/<id>".
 	Election string
@@ -89,9 +91,12 @@ type Store interface {
 	// (with ctx's error) or fn returns an error (with that error).
 	ObserveLeader(ctx context.Context, election string, fn func(LeaderInfo) error) error
 
-	// PutExecutionPlan stores plan, replacing any plan of the same job.
-	// Plans larger than the store's limit are refused as invalid, and the
-	// plan of a job that has a result entry with ErrResultExists.
+	// PutExecutionPlan stores plan if its job has none. A plan is never
+	// replaced: if the job's stored plan equals plan (proto.Equal), the
+	// call succeeds and changes nothing; if not, it fails with
+	// ErrPlanExists. Plans larger than the store's limit are refused as
+	// invalid, and the plan of a job that has a result entry with
+	// ErrResultExists.
 	PutExecutionPlan(ctx context.Context, f Fence, plan *jobplanev1.ExecutionPlan) error
 	// GetExecutionPlan returns the job's plan, or ErrPlanNotFound.
 	GetExecutionPlan(ctx context.Context, jobID string) (*jobplanev1.ExecutionPlan, error)
@@ -99,12 +104,14 @@ type Store interface {
 	// order, starting after the id `after` ("" for the first page). A
 	// limit of 0 means all.
 	ListExecutionPlans(ctx context.Context, after string, limit int) ([]string, error)
-	// DeleteExecutionPlan removes the job's plan; an absent plan is no
-	// error.
+	// DeleteExecutionPlan removes the job's plan, once the job has a result
+	// entry: without one it fails with ErrResultNotFound, checked with the
+	// delete. An absent plan is no error.
 	DeleteExecutionPlan(ctx context.Context, f Fence, jobID string) error
 
-	// CreateDirtyJobResult records result as dirty. It fails with
-	// ErrResultExists if the job has any result entry.
+	// CreateDirtyJobResult records result as dirty. If the job's entry
+	// holds an equal result (proto.Equal), dirty or clean, it succeeds and
+	// changes nothing; if it holds another, it fails with ErrResultExists.
 	CreateDirtyJobResult(ctx context.Context, f Fence, result *jobplanev1.JobResult) error
 	// MarkJobResultClean marks the job's result clean; a clean one stays
 	// clean. It fails with ErrResultNotFound if the job has no entry.
@@ -148,9 +155,10 @@ type JobFinisher interface {
 	// FinishJob does what CreateDirtyJobResult, DeleteExecutionPlan and
 	// MarkJobResultClean do in turn, as one write fenced by f: the result
 	// is stored clean and the plan removed, both or neither, so no state
-	// in between is ever seen. It fails with ErrResultExists, writing
-	// nothing, if the job has a result already; its other errors are
-	// CreateDirtyJobResult's.
+	// in between is ever seen. If the job's entry is clean and holds an
+	// equal result, it succeeds and changes nothing; it fails with
+	// ErrResultExists, writing nothing, if the job has any other entry.
+	// Its other errors are CreateDirtyJobResult's.
 	FinishJob(ctx context.Context, f Fence, result *jobplanev1.JobResult) error
 }
 

@@ -82,6 +82,16 @@ func (v *validation) fence(field string, f Fence) {
 	}
 }
 
+// dataFence checks the fence of a plan or result write: well formed, and
+// of the jobmanager election, the only one whose token covers plans and
+// results.
+func (v *validation) dataFence(field string, f Fence) {
+	v.fence(field, f)
+	if f.Election != ElectionJobManager && ValidElection(f.Election) {
+		v.add(field+".election", fmt.Sprintf("%q: plans and results are written only by the leader of %q; a job election's token covers only its own leader entry", f.Election, ElectionJobManager))
+	}
+}
+
 // ValidateFence checks that f is well formed.
 func ValidateFence(f Fence) error {
 	var v validation
@@ -145,7 +155,7 @@ func ValidateConfirm(f Fence, address string) error {
 // encoding must not exceed maxBytes.
 func ValidatePlanWrite(f Fence, plan *jobplanev1.ExecutionPlan, size, maxBytes int) error {
 	var v validation
-	v.fence("fence", f)
+	v.dataFence("fence", f)
 	if plan == nil {
 		v.add("plan", "required")
 		return v.err()
@@ -163,7 +173,7 @@ func ValidatePlanWrite(f Fence, plan *jobplanev1.ExecutionPlan, size, maxBytes i
 // ValidateResultWrite checks a CreateDirtyJobResult's fence and result.
 func ValidateResultWrite(f Fence, result *jobplanev1.JobResult) error {
 	var v validation
-	v.fence("fence", f)
+	v.dataFence("fence", f)
 	if result == nil {
 		v.add("result", "required")
 		return v.err()
@@ -177,10 +187,11 @@ func ValidateResultWrite(f Fence, result *jobplanev1.JobResult) error {
 	return v.err()
 }
 
-// ValidateJobWrite checks a fenced write that names a job by id.
+// ValidateJobWrite checks a fenced plan or result write that names a job
+// by id.
 func ValidateJobWrite(f Fence, jobID string) error {
 	var v validation
-	v.fence("fence", f)
+	v.dataFence("fence", f)
 	v.jobID("job_id", jobID)
 	return v.err()
 }

@@ -117,8 +117,12 @@ const (
 	// Metadata: `job_id`, `vertex_id`, `subtask_index`, `attempt_number`.
 	ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND ErrorReason = 17
 	// Code ALREADY_EXISTS. The HA-store session already has a candidacy in
-	// the election. Metadata: `session_id`, `election`.
+	// the election, with another address. Metadata: `session_id`,
+	// `election`.
 	ErrorReason_ERROR_REASON_CANDIDACY_EXISTS ErrorReason = 18
+	// Code ALREADY_EXISTS. The HA store already holds another execution plan
+	// for the job; a plan is never replaced. Metadata: `job_id`.
+	ErrorReason_ERROR_REASON_EXECUTION_PLAN_EXISTS ErrorReason = 19
 )
 
 // Enum value maps for ErrorReason.
@@ -143,6 +147,7 @@ var (
 		16: "ERROR_REASON_UNKNOWN_INVOKABLE",
 		17: "ERROR_REASON_EXECUTION_NOT_FOUND",
 		18: "ERROR_REASON_CANDIDACY_EXISTS",
+		19: "ERROR_REASON_EXECUTION_PLAN_EXISTS",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":              0,
@@ -164,6 +169,7 @@ var (
 		"ERROR_REASON_UNKNOWN_INVOKABLE":        16,
 		"ERROR_REASON_EXECUTION_NOT_FOUND":      17,
 		"ERROR_REASON_CANDIDACY_EXISTS":         18,
+		"ERROR_REASON_EXECUTION_PLAN_EXISTS":    19,
 	}
 )
 
@@ -283,7 +289,7 @@ const file_jobplane_v1_error_proto_rawDesc = "" +
 	"\bmetadata\x18\x04 \x03(\v2$.jobplane.v1.ItemError.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xa6\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xce\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12$\n" +
 	" ERROR_REASON_STALE_FENCING_TOKEN\x10\x01\x12\x1b\n" +
@@ -304,7 +310,8 @@ const file_jobplane_v1_error_proto_rawDesc = "" +
 	"\x1fERROR_REASON_SLOT_NOT_ALLOCATED\x10\x0f\x12\"\n" +
 	"\x1eERROR_REASON_UNKNOWN_INVOKABLE\x10\x10\x12$\n" +
 	" ERROR_REASON_EXECUTION_NOT_FOUND\x10\x11\x12!\n" +
-	"\x1dERROR_REASON_CANDIDACY_EXISTS\x10\x12B\xa3\x01\n" +
+	"\x1dERROR_REASON_CANDIDACY_EXISTS\x10\x12\x12&\n" +
+	"\"ERROR_REASON_EXECUTION_PLAN_EXISTS\x10\x13B\xa3\x01\n" +
 	"\x0fcom.jobplane.v1B\n" +
 	"ErrorProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
 

@@ -2417,12 +2417,12 @@ const file_jobplane_v1_ha_store_service_proto_rawDesc = "" +
 	"\x0eJobResultState\x12 \n" +
 	"\x1cJOB_RESULT_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16JOB_RESULT_STATE_DIRTY\x10\x01\x12\x1a\n" +
-	"\x16JOB_RESULT_STATE_CLEAN\x10\x022\xae\x0e\n" +
+	"\x16JOB_RESULT_STATE_CLEAN\x10\x022\xb8\x0e\n" +
 	"\x0eHAStoreService\x12P\n" +
 	"\vOpenSession\x12\x1f.jobplane.v1.OpenSessionRequest\x1a .jobplane.v1.OpenSessionResponse\x12O\n" +
 	"\tKeepAlive\x12\x1d.jobplane.v1.KeepAliveRequest\x1a\x1e.jobplane.v1.KeepAliveResponse\"\x03\x90\x02\x02\x12X\n" +
-	"\fCloseSession\x12 .jobplane.v1.CloseSessionRequest\x1a!.jobplane.v1.CloseSessionResponse\"\x03\x90\x02\x02\x12G\n" +
-	"\bCampaign\x12\x1c.jobplane.v1.CampaignRequest\x1a\x1d.jobplane.v1.CampaignResponse\x12L\n" +
+	"\fCloseSession\x12 .jobplane.v1.CloseSessionRequest\x1a!.jobplane.v1.CloseSessionResponse\"\x03\x90\x02\x02\x12L\n" +
+	"\bCampaign\x12\x1c.jobplane.v1.CampaignRequest\x1a\x1d.jobplane.v1.CampaignResponse\"\x03\x90\x02\x02\x12L\n" +
 	"\bWithdraw\x12\x1c.jobplane.v1.WithdrawRequest\x1a\x1d.jobplane.v1.WithdrawResponse\"\x03\x90\x02\x02\x12Z\n" +
 	"\fWatchSession\x12 .jobplane.v1.WatchSessionRequest\x1a!.jobplane.v1.WatchSessionResponse\"\x03\x90\x02\x010\x01\x12F\n" +
 	"\x06Resign\x12\x1a.jobplane.v1.ResignRequest\x1a\x1b.jobplane.v1.ResignResponse\"\x03\x90\x02\x02\x12g\n" +
@@ -2432,8 +2432,8 @@ const file_jobplane_v1_ha_store_service_proto_rawDesc = "" +
 	"\x10PutExecutionPlan\x12$.jobplane.v1.PutExecutionPlanRequest\x1a%.jobplane.v1.PutExecutionPlanResponse\"\x03\x90\x02\x02\x12d\n" +
 	"\x10GetExecutionPlan\x12$.jobplane.v1.GetExecutionPlanRequest\x1a%.jobplane.v1.GetExecutionPlanResponse\"\x03\x90\x02\x01\x12j\n" +
 	"\x12ListExecutionPlans\x12&.jobplane.v1.ListExecutionPlansRequest\x1a'.jobplane.v1.ListExecutionPlansResponse\"\x03\x90\x02\x01\x12m\n" +
-	"\x13DeleteExecutionPlan\x12'.jobplane.v1.DeleteExecutionPlanRequest\x1a(.jobplane.v1.DeleteExecutionPlanResponse\"\x03\x90\x02\x02\x12k\n" +
-	"\x14CreateDirtyJobResult\x12(.jobplane.v1.CreateDirtyJobResultRequest\x1a).jobplane.v1.CreateDirtyJobResultResponse\x12j\n" +
+	"\x13DeleteExecutionPlan\x12'.jobplane.v1.DeleteExecutionPlanRequest\x1a(.jobplane.v1.DeleteExecutionPlanResponse\"\x03\x90\x02\x02\x12p\n" +
+	"\x14CreateDirtyJobResult\x12(.jobplane.v1.CreateDirtyJobResultRequest\x1a).jobplane.v1.CreateDirtyJobResultResponse\"\x03\x90\x02\x02\x12j\n" +
 	"\x12MarkJobResultClean\x12&.jobplane.v1.MarkJobResultCleanRequest\x1a'.jobplane.v1.MarkJobResultCleanResponse\"\x03\x90\x02\x02\x12g\n" +
 	"\x11GetJobResultEntry\x12%.jobplane.v1.GetJobResultEntryRequest\x1a&.jobplane.v1.GetJobResultEntryResponse\"\x03\x90\x02\x01\x12p\n" +
 	"\x14ListJobResultEntries\x12(.jobplane.v1.ListJobResultEntriesRequest\x1a).jobplane.v1.ListJobResultEntriesResponse\"\x03\x90\x02\x01\x12p\n" +

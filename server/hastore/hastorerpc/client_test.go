@@ -112,10 +112,10 @@ func TestRemoteContract(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) *storetest.Backend {
 				srv := startServer(t)
 				return &storetest.Backend{
-					Open: func(t *testing.T) hastore.Store {
+					Open: func(storetest.T) hastore.Store {
 						return hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: newHTTPClient(t, tr), BaseURL: srv.url(), Logger: quietLogger()})
 					},
-					Restart: func(t *testing.T) {
+					Restart: func(storetest.T) {
 						srv.stop()
 						srv.start(t)
 					},

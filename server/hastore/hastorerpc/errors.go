@@ -34,6 +34,7 @@ var domainErrors = []struct {
 	{hastore.ErrSessionNotFound, connect.CodeNotFound, jobplanev1.ErrorReason_ERROR_REASON_SESSION_NOT_FOUND},
 	{hastore.ErrCandidacyExists, connect.CodeAlreadyExists, jobplanev1.ErrorReason_ERROR_REASON_CANDIDACY_EXISTS},
 	{hastore.ErrPlanNotFound, connect.CodeNotFound, jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_PLAN_NOT_FOUND},
+	{hastore.ErrPlanExists, connect.CodeAlreadyExists, jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_PLAN_EXISTS},
 	{hastore.ErrResultExists, connect.CodeAlreadyExists, jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_EXISTS},
 	{hastore.ErrResultNotFound, connect.CodeNotFound, jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_NOT_FOUND},
 	{hastore.ErrResultDirty, connect.CodeFailedPrecondition, jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_DIRTY},

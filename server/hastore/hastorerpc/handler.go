@@ -76,7 +76,9 @@ type serverSession struct {
 type candidacy struct {
 	withdraw context.CancelFunc
 	done     chan struct{}
+	address  string        // as campaigned with
 	token    hastore.Token // set once granted
+	over     bool          // withdrawn, or its leadership ended
 }
 
 // watcherBuffer bounds the events queued for one WatchSession stream; a
@@ -177,12 +179,32 @@ func (h *Handler) Campaign(ctx context.Context, req *jobplanev1.CampaignRequest)
 		s.mu.Unlock()
 		return nil, h.err(hastore.ErrSessionNotFound, md)
 	}
-	if _, ok := s.candidacies[election]; ok {
+	for c := s.candidacies[election]; c != nil; c = s.candidacies[election] {
+		if c.over {
+			// Ending (withdrawn, resigned, revoked): this call campaigns
+			// anew once it has ended.
+			s.mu.Unlock()
+			select {
+			case <-c.done:
+			case <-ctx.Done():
+				return nil, h.err(ctx.Err(), md)
+			}
+			s.mu.Lock()
+			continue
+		}
 		s.mu.Unlock()
+		if c.address == req.GetAddress() {
+			// The same call again, as after a lost answer: it stands.
+			return &jobplanev1.CampaignResponse{}, nil
+		}
 		return nil, h.err(hastore.ErrCandidacyExists, md)
 	}
+	if s.ending {
+		s.mu.Unlock()
+		return nil, h.err(hastore.ErrSessionNotFound, md)
+	}
 	cctx, withdraw := context.WithCancel(context.Background())
-	c := &candidacy{withdraw: withdraw, done: make(chan struct{})}
+	c := &candidacy{withdraw: withdraw, done: make(chan struct{}), address: req.GetAddress()}
 	s.candidacies[election] = c
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -233,6 +255,11 @@ func (h *Handler) runCandidacy(ctx context.Context, s *serverSession, c *candida
 	select {
 	case <-l.Done():
 	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	c.over = true
+	s.mu.Unlock()
+	if ctx.Err() != nil {
 		// Withdrawn: resign, retrying until the store records it or the
 		// leadership ends anyway.
 		for backoff := 50 * time.Millisecond; l.Context().Err() == nil; backoff = min(2*backoff, 2*time.Second) {
@@ -285,6 +312,9 @@ func (h *Handler) Withdraw(ctx context.Context, req *jobplanev1.WithdrawRequest)
 	}
 	s.mu.Lock()
 	c := s.candidacies[req.GetElection()]
+	if c != nil {
+		c.over = true
+	}
 	s.mu.Unlock()
 	if c != nil {
 		c.withdraw()

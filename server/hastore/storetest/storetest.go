@@ -22,47 +22,72 @@ import (
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
+// T is what the suite needs of a test. *testing.T has it, and so does
+// the conformance runner, which runs the suite against HA stores over
+// the network.
+type T interface {
+	Helper()
+	Cleanup(func())
+	Error(args ...any)
+	Errorf(format string, args ...any)
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Skip(args ...any)
+}
+
 // Backend is one running instance of a store backend, made fresh for each
 // test of the suite.
 type Backend struct {
 	// Open returns a new Store on this backend, as another process would
 	// open it. The suite closes it. Required.
-	Open func(t *testing.T) hastore.Store
+	Open func(t T) hastore.Store
 	// Restart stops the backend's storage and starts it again on the same
 	// data; stores opened before may fail afterwards and are reopened. Nil
 	// if the backend cannot restart; the restart tests are then skipped.
-	Restart func(t *testing.T)
+	Restart func(t T)
 	// MaxPlanBytes is the backend's plan size limit.
 	MaxPlanBytes int
 }
 
+// Case is one test of the suite.
+type Case struct {
+	// Name names the test, as a Go subtest.
+	Name string
+	// Doc says what it checks.
+	Doc string
+	// Run runs it on a fresh backend.
+	Run func(t T, b *Backend)
+}
+
+// Cases returns the suite's tests, in order.
+func Cases() []Case {
+	return []Case{
+		{Name: "GrantConfirmLeader", Doc: "a campaign is granted and its confirmed address is the election's leader", Run: testGrantConfirmLeader},
+		{Name: "ResignGrantsNext", Doc: "Resign ends a leadership and grants the next candidacy", Run: testResignGrantsNext},
+		{Name: "SessionCloseRevokes", Doc: "closing a session ends its leaderships", Run: testSessionCloseRevokes},
+		{Name: "LeaseExpiryRevokes", Doc: "a session not kept alive ends after its TTL, and its leaderships with it", Run: testLeaseExpiryRevokes},
+		{Name: "ValidUntilBoundsTheLease", Doc: "a session holds at least until the send time of its last acknowledged KeepAlive plus the TTL", Run: testValidUntilBoundsTheLease},
+		{Name: "StaleWriteFromPausedLeader", Doc: "a leader paused past its TTL is replaced, and every write of its old token is refused", Run: testStaleWriteFromPausedLeader},
+		{Name: "StaleTokenRefusedForEveryWrite", Doc: "every fenced write with a token that does not lead is refused as stale and changes nothing", Run: testStaleTokenRefusedForEveryWrite},
+		{Name: "TokenOfAnotherElectionRefused", Doc: "a job election's token writes no plan and no result, its own job's or another's; it covers only its own leader entry", Run: testTokenOfAnotherElectionRefused},
+		{Name: "EpochsIncrease", Doc: "each grant of an election has a larger epoch than the one before", Run: testEpochsIncrease},
+		{Name: "EpochsIncreaseAcrossRestart", Doc: "epochs keep increasing across a restart of the store", Run: testEpochsIncreaseAcrossRestart},
+		{Name: "DataSurvivesRestart", Doc: "plans and results survive a restart of the store", Run: testDataSurvivesRestart},
+		{Name: "ExecutionPlans", Doc: "plans are created once (the same plan again succeeds, another is refused), listed in order by pages, and deleted only once the job has a result", Run: testExecutionPlans},
+		{Name: "JobResults", Doc: "results are created once (the same result again succeeds, another is refused), marked clean, listed by state, and deleted only when clean", Run: testJobResults},
+		{Name: "CandidacyExists", Doc: "a session has one candidacy per election", Run: testCandidacyExists},
+		{Name: "CampaignCancelWithdraws", Doc: "a campaign given up before its grant leaves no candidacy", Run: testCampaignCancelWithdraws},
+		{Name: "ObserveEveryChangeInOrder", Doc: "ObserveLeader reports every change of leader, in order", Run: testObserveEveryChangeInOrder},
+		{Name: "NeverTwoLeaders", Doc: "under contention, grants never overlap and epochs increase", Run: testNeverTwoLeaders},
+		{Name: "BadInput", Doc: "malformed input is refused with a field violation naming the field, and writes nothing", Run: testBadInput},
+	}
+}
+
 // Run runs the contract suite, calling newBackend for each test.
 func Run(t *testing.T, newBackend func(t *testing.T) *Backend) {
-	for _, tc := range []struct {
-		name string
-		fn   func(t *testing.T, b *Backend)
-	}{
-		{"GrantConfirmLeader", testGrantConfirmLeader},
-		{"ResignGrantsNext", testResignGrantsNext},
-		{"SessionCloseRevokes", testSessionCloseRevokes},
-		{"LeaseExpiryRevokes", testLeaseExpiryRevokes},
-		{"ValidUntilBoundsTheLease", testValidUntilBoundsTheLease},
-		{"StaleWriteFromPausedLeader", testStaleWriteFromPausedLeader},
-		{"StaleTokenRefusedForEveryWrite", testStaleTokenRefusedForEveryWrite},
-		{"TokenOfAnotherElectionRefused", testTokenOfAnotherElectionRefused},
-		{"EpochsIncrease", testEpochsIncrease},
-		{"EpochsIncreaseAcrossRestart", testEpochsIncreaseAcrossRestart},
-		{"DataSurvivesRestart", testDataSurvivesRestart},
-		{"ExecutionPlans", testExecutionPlans},
-		{"JobResults", testJobResults},
-		{"CandidacyExists", testCandidacyExists},
-		{"CampaignCancelWithdraws", testCampaignCancelWithdraws},
-		{"ObserveEveryChangeInOrder", testObserveEveryChangeInOrder},
-		{"NeverTwoLeaders", testNeverTwoLeaders},
-		{"BadInput", testBadInput},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.fn(t, newBackend(t))
+	for _, tc := range Cases() {
+		t.Run(tc.Name, func(t *testing.T) {
+			tc.Run(t, newBackend(t))
 		})
 	}
 }
@@ -70,20 +95,20 @@ func Run(t *testing.T, newBackend func(t *testing.T) *Backend) {
 // wait bounds every wait in the suite.
 const wait = 20 * time.Second
 
-func ctxFor(t *testing.T) context.Context {
+func ctxFor(t T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func open(t *testing.T, b *Backend) hastore.Store {
+func open(t T, b *Backend) hastore.Store {
 	t.Helper()
 	s := b.Open(t)
 	t.Cleanup(func() { s.Close() })
 	return s
 }
 
-func session(t *testing.T, s hastore.Store, cfg hastore.SessionConfig) hastore.Session {
+func session(t T, s hastore.Store, cfg hastore.SessionConfig) hastore.Session {
 	t.Helper()
 	if cfg.TTL == 0 {
 		cfg.TTL = 5 * time.Second
@@ -100,7 +125,7 @@ func session(t *testing.T, s hastore.Store, cfg hastore.SessionConfig) hastore.S
 	return sess
 }
 
-func campaign(t *testing.T, sess hastore.Session, election, address string) *hastore.Leadership {
+func campaign(t T, sess hastore.Session, election, address string) *hastore.Leadership {
 	t.Helper()
 	l, err := sess.Campaign(ctxFor(t), election, address)
 	if err != nil {
@@ -125,7 +150,7 @@ type campaignResult struct {
 	err error
 }
 
-func awaitGrant(t *testing.T, ch <-chan campaignResult) *hastore.Leadership {
+func awaitGrant(t T, ch <-chan campaignResult) *hastore.Leadership {
 	t.Helper()
 	select {
 	case r := <-ch:
@@ -139,7 +164,7 @@ func awaitGrant(t *testing.T, ch <-chan campaignResult) *hastore.Leadership {
 	}
 }
 
-func awaitEnd(t *testing.T, l *hastore.Leadership, want error) {
+func awaitEnd(t T, l *hastore.Leadership, want error) {
 	t.Helper()
 	select {
 	case <-l.Done():
@@ -151,7 +176,7 @@ func awaitEnd(t *testing.T, l *hastore.Leadership, want error) {
 	}
 }
 
-func leader(t *testing.T, s hastore.Store, election string) hastore.LeaderInfo {
+func leader(t T, s hastore.Store, election string) hastore.LeaderInfo {
 	t.Helper()
 	info, err := s.Leader(ctxFor(t), election)
 	if err != nil {
@@ -173,14 +198,14 @@ func result(jobID string, status jobplanev1.JobStatus) *jobplanev1.JobResult {
 	return &jobplanev1.JobResult{JobId: jobID, Status: status, Name: "job " + jobID}
 }
 
-func wantErr(t *testing.T, what string, err, want error) {
+func wantErr(t T, what string, err, want error) {
 	t.Helper()
 	if !errors.Is(err, want) {
 		t.Errorf("%s: err = %v, want %v", what, err, want)
 	}
 }
 
-func testGrantConfirmLeader(t *testing.T, b *Backend) {
+func testGrantConfirmLeader(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	if info := leader(t, s, hastore.ElectionJobManager); !info.Token.IsZero() {
@@ -219,7 +244,7 @@ func testGrantConfirmLeader(t *testing.T, b *Backend) {
 	}
 }
 
-func testResignGrantsNext(t *testing.T, b *Backend) {
+func testResignGrantsNext(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	a := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "a")
@@ -253,7 +278,7 @@ func testResignGrantsNext(t *testing.T, b *Backend) {
 	}
 }
 
-func testSessionCloseRevokes(t *testing.T, b *Backend) {
+func testSessionCloseRevokes(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	sa := session(t, s, hastore.SessionConfig{})
@@ -282,7 +307,7 @@ func testSessionCloseRevokes(t *testing.T, b *Backend) {
 	}
 }
 
-func testLeaseExpiryRevokes(t *testing.T, b *Backend) {
+func testLeaseExpiryRevokes(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	sess := session(t, s, hastore.SessionConfig{TTL: time.Second, ManualKeepAlive: true})
@@ -306,7 +331,7 @@ func testLeaseExpiryRevokes(t *testing.T, b *Backend) {
 }
 
 // awaitNoLeader polls until the election has no leader, within wait.
-func awaitNoLeader(t *testing.T, s hastore.Store, election string) {
+func awaitNoLeader(t T, s hastore.Store, election string) {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for {
@@ -321,7 +346,7 @@ func awaitNoLeader(t *testing.T, s hastore.Store, election string) {
 	}
 }
 
-func testStaleWriteFromPausedLeader(t *testing.T, b *Backend) {
+func testStaleWriteFromPausedLeader(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	paused := session(t, s, hastore.SessionConfig{TTL: time.Second, ManualKeepAlive: true})
@@ -333,21 +358,21 @@ func testStaleWriteFromPausedLeader(t *testing.T, b *Backend) {
 	// leader takes over once the lease has expired.
 	other := open(t, b)
 	fresh := awaitGrant(t, campaignAsync(ctx, session(t, other, hastore.SessionConfig{}), hastore.ElectionJobManager, "new"))
-	if err := other.PutExecutionPlan(ctx, fresh.Fence(), plan("j", "new")); err != nil {
+	if err := other.PutExecutionPlan(ctx, fresh.Fence(), plan("n", "new")); err != nil {
 		t.Fatalf("write by the new leader: %v", err)
 	}
 	// The old leader wakes up and writes with its token: every write is
-	// refused, whether or not it has noticed the loss yet.
-	wantErr(t, "PutExecutionPlan by the paused leader", s.PutExecutionPlan(ctx, old.Fence(), plan("j", "old-2")), hastore.ErrStaleToken)
+	// refused, whether or not it has noticed the loss yet. (The plan is of
+	// a job without one, so that only the fence can refuse it.)
+	wantErr(t, "PutExecutionPlan by the paused leader", s.PutExecutionPlan(ctx, old.Fence(), plan("k", "old-2")), hastore.ErrStaleToken)
 	wantErr(t, "DeleteExecutionPlan by the paused leader", s.DeleteExecutionPlan(ctx, old.Fence(), "j"), hastore.ErrStaleToken)
 	wantErr(t, "CreateDirtyJobResult by the paused leader", s.CreateDirtyJobResult(ctx, old.Fence(), result("j", jobplanev1.JobStatus_JOB_STATUS_FINISHED)), hastore.ErrStaleToken)
 	wantErr(t, "ConfirmLeadership by the paused leader", s.ConfirmLeadership(ctx, old.Fence(), "old"), hastore.ErrStaleToken)
-	got, err := other.GetExecutionPlan(ctx, "j")
-	if err != nil {
-		t.Fatal(err)
+	if _, err := other.GetExecutionPlan(ctx, "k"); !errors.Is(err, hastore.ErrPlanNotFound) {
+		t.Errorf("plan written by the paused leader: err = %v", err)
 	}
-	if got.GetJobGraph().GetName() != "new" {
-		t.Errorf("plan = %q, want the new leader's", got.GetJobGraph().GetName())
+	if got, err := other.GetExecutionPlan(ctx, "j"); err != nil || got.GetJobGraph().GetName() != "old-1" {
+		t.Errorf("plan j = %v, %v; want the one written while leading", got, err)
 	}
 	if _, err := other.GetJobResultEntry(ctx, "j"); !errors.Is(err, hastore.ErrResultNotFound) {
 		t.Errorf("result written by the paused leader: err = %v", err)
@@ -358,7 +383,7 @@ func testStaleWriteFromPausedLeader(t *testing.T, b *Backend) {
 	awaitEnd(t, old, hastore.ErrSessionEnded)
 }
 
-func testStaleTokenRefusedForEveryWrite(t *testing.T, b *Backend) {
+func testStaleTokenRefusedForEveryWrite(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	sess := session(t, s, hastore.SessionConfig{})
@@ -401,7 +426,7 @@ func testStaleTokenRefusedForEveryWrite(t *testing.T, b *Backend) {
 	}
 }
 
-func testTokenOfAnotherElectionRefused(t *testing.T, b *Backend) {
+func testTokenOfAnotherElectionRefused(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	sess := session(t, s, hastore.SessionConfig{})
@@ -409,12 +434,39 @@ func testTokenOfAnotherElectionRefused(t *testing.T, b *Backend) {
 	f := job.Fence()
 	f.Election = hastore.ElectionJobManager
 	wantErr(t, "write with a job token under jobmanager", s.PutExecutionPlan(ctx, f, plan("j", "x")), hastore.ErrStaleToken)
-	if err := s.PutExecutionPlan(ctx, job.Fence(), plan("j", "x")); err != nil {
-		t.Errorf("write with the job token under its own election: %v", err)
+	// A job election's token covers only its own leader entry: no plan and
+	// no result, of its own job or another's, although it leads.
+	own := job.Fence()
+	for _, w := range []struct {
+		name string
+		err  error
+	}{
+		{"PutExecutionPlan of its own job", s.PutExecutionPlan(ctx, own, plan("j", "x"))},
+		{"PutExecutionPlan of another job", s.PutExecutionPlan(ctx, own, plan("other", "x"))},
+		{"DeleteExecutionPlan", s.DeleteExecutionPlan(ctx, own, "j")},
+		{"CreateDirtyJobResult", s.CreateDirtyJobResult(ctx, own, result("j", jobplanev1.JobStatus_JOB_STATUS_FINISHED))},
+		{"MarkJobResultClean", s.MarkJobResultClean(ctx, own, "j")},
+		{"DeleteJobResultEntry", s.DeleteJobResultEntry(ctx, own, "j")},
+	} {
+		var verr *hastore.ValidationError
+		if !errors.As(w.err, &verr) || len(verr.Violations) != 1 || verr.Violations[0].Field != "fence.election" {
+			t.Errorf("%s fenced by %s: err = %v, want an invalid argument on fence.election", w.name, own.Election, w.err)
+		}
+	}
+	for _, id := range []string{"j", "other"} {
+		if _, err := s.GetExecutionPlan(ctx, id); !errors.Is(err, hastore.ErrPlanNotFound) {
+			t.Errorf("plan %s written with a job token: err = %v", id, err)
+		}
+	}
+	if _, err := s.GetJobResultEntry(ctx, "j"); !errors.Is(err, hastore.ErrResultNotFound) {
+		t.Errorf("result written with a job token: err = %v", err)
+	}
+	if err := s.ConfirmLeadership(ctx, own, "http://127.0.0.1:3"); err != nil {
+		t.Errorf("ConfirmLeadership with the job token of its own election: %v", err)
 	}
 }
 
-func testEpochsIncrease(t *testing.T, b *Backend) {
+func testEpochsIncrease(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	sessions := []hastore.Session{session(t, s, hastore.SessionConfig{}), session(t, open(t, b), hastore.SessionConfig{})}
@@ -431,7 +483,7 @@ func testEpochsIncrease(t *testing.T, b *Backend) {
 	}
 }
 
-func testEpochsIncreaseAcrossRestart(t *testing.T, b *Backend) {
+func testEpochsIncreaseAcrossRestart(t T, b *Backend) {
 	if b.Restart == nil {
 		t.Skip("backend cannot restart")
 	}
@@ -451,7 +503,7 @@ func testEpochsIncreaseAcrossRestart(t *testing.T, b *Backend) {
 	}
 }
 
-func testDataSurvivesRestart(t *testing.T, b *Backend) {
+func testDataSurvivesRestart(t T, b *Backend) {
 	if b.Restart == nil {
 		t.Skip("backend cannot restart")
 	}
@@ -480,14 +532,14 @@ func testDataSurvivesRestart(t *testing.T, b *Backend) {
 	}
 }
 
-func must(t *testing.T, err error) {
+func must(t T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
 }
 
-func testExecutionPlans(t *testing.T, b *Backend) {
+func testExecutionPlans(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	l := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "")
@@ -498,10 +550,11 @@ func testExecutionPlans(t *testing.T, b *Backend) {
 	for _, id := range ids {
 		must(t, s.PutExecutionPlan(ctx, l.Fence(), plan(id, "first")))
 	}
-	// Put replaces.
-	must(t, s.PutExecutionPlan(ctx, l.Fence(), plan("c", "second")))
-	if got, err := s.GetExecutionPlan(ctx, "c"); err != nil || got.GetJobGraph().GetName() != "second" {
-		t.Errorf("Get after replace = %v, %v", got, err)
+	// A plan is never replaced; the same plan again is a repetition.
+	wantErr(t, "PutExecutionPlan of another plan", s.PutExecutionPlan(ctx, l.Fence(), plan("c", "second")), hastore.ErrPlanExists)
+	must(t, s.PutExecutionPlan(ctx, l.Fence(), plan("c", "first")))
+	if got, err := s.GetExecutionPlan(ctx, "c"); err != nil || got.GetJobGraph().GetName() != "first" {
+		t.Errorf("Get after a refused replace = %v, %v", got, err)
 	}
 	all, err := s.ListExecutionPlans(ctx, "", 0)
 	if err != nil || fmt.Sprint(all) != fmt.Sprint(ids) {
@@ -523,6 +576,13 @@ func testExecutionPlans(t *testing.T, b *Backend) {
 	if fmt.Sprint(paged) != fmt.Sprint(ids) {
 		t.Errorf("paged List = %v, want %v", paged, ids)
 	}
+	// A plan goes only once its job has a result entry.
+	wantErr(t, "DeleteExecutionPlan without a result", s.DeleteExecutionPlan(ctx, l.Fence(), "b"), hastore.ErrResultNotFound)
+	if _, err := s.GetExecutionPlan(ctx, "b"); err != nil {
+		t.Errorf("Get after a refused delete: err = %v", err)
+	}
+	wantErr(t, "DeleteExecutionPlan of an absent plan without a result", s.DeleteExecutionPlan(ctx, l.Fence(), "nope"), hastore.ErrResultNotFound)
+	must(t, s.CreateDirtyJobResult(ctx, l.Fence(), result("b", jobplanev1.JobStatus_JOB_STATUS_FINISHED)))
 	must(t, s.DeleteExecutionPlan(ctx, l.Fence(), "b"))
 	must(t, s.DeleteExecutionPlan(ctx, l.Fence(), "b")) // idempotent
 	if _, err := s.GetExecutionPlan(ctx, "b"); !errors.Is(err, hastore.ErrPlanNotFound) {
@@ -533,7 +593,7 @@ func testExecutionPlans(t *testing.T, b *Backend) {
 	}
 }
 
-func testJobResults(t *testing.T, b *Backend) {
+func testJobResults(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	f := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "").Fence()
@@ -542,7 +602,8 @@ func testJobResults(t *testing.T, b *Backend) {
 		t.Errorf("Get of an absent result: err = %v", err)
 	}
 	must(t, s.CreateDirtyJobResult(ctx, f, result("a", jobplanev1.JobStatus_JOB_STATUS_FINISHED)))
-	wantErr(t, "CreateDirtyJobResult twice", s.CreateDirtyJobResult(ctx, f, result("a", jobplanev1.JobStatus_JOB_STATUS_FAILED)), hastore.ErrResultExists)
+	wantErr(t, "CreateDirtyJobResult of another result", s.CreateDirtyJobResult(ctx, f, result("a", jobplanev1.JobStatus_JOB_STATUS_FAILED)), hastore.ErrResultExists)
+	must(t, s.CreateDirtyJobResult(ctx, f, result("a", jobplanev1.JobStatus_JOB_STATUS_FINISHED))) // a repetition
 	wantErr(t, "DeleteJobResultEntry of a dirty entry", s.DeleteJobResultEntry(ctx, f, "a"), hastore.ErrResultDirty)
 	must(t, s.MarkJobResultClean(ctx, f, "a"))
 	must(t, s.MarkJobResultClean(ctx, f, "a")) // idempotent
@@ -551,6 +612,7 @@ func testJobResults(t *testing.T, b *Backend) {
 		t.Errorf("plan of a finished job was stored: err = %v", err)
 	}
 	wantErr(t, "CreateDirtyJobResult over a clean entry", s.CreateDirtyJobResult(ctx, f, result("a", jobplanev1.JobStatus_JOB_STATUS_FAILED)), hastore.ErrResultExists)
+	must(t, s.CreateDirtyJobResult(ctx, f, result("a", jobplanev1.JobStatus_JOB_STATUS_FINISHED))) // a late repetition leaves it clean
 	e, err := s.GetJobResultEntry(ctx, "a")
 	if err != nil || e.GetState() != jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN || e.GetResult().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Errorf("entry = %v, %v; want clean FINISHED", e, err)
@@ -587,7 +649,7 @@ func testJobResults(t *testing.T, b *Backend) {
 	}
 }
 
-func testCandidacyExists(t *testing.T, b *Backend) {
+func testCandidacyExists(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	sess := session(t, s, hastore.SessionConfig{})
@@ -605,7 +667,7 @@ func testCandidacyExists(t *testing.T, b *Backend) {
 	}
 }
 
-func testCampaignCancelWithdraws(t *testing.T, b *Backend) {
+func testCampaignCancelWithdraws(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	a := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "")
@@ -626,7 +688,7 @@ func testCampaignCancelWithdraws(t *testing.T, b *Backend) {
 	}
 }
 
-func testObserveEveryChangeInOrder(t *testing.T, b *Backend) {
+func testObserveEveryChangeInOrder(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	election := hastore.JobElection("observed")
@@ -693,7 +755,7 @@ func testObserveEveryChangeInOrder(t *testing.T, b *Backend) {
 	}
 }
 
-func testNeverTwoLeaders(t *testing.T, b *Backend) {
+func testNeverTwoLeaders(t T, b *Backend) {
 	const (
 		campaigners = 6
 		rounds      = 5
@@ -725,7 +787,7 @@ func testNeverTwoLeaders(t *testing.T, b *Backend) {
 					return
 				}
 				// The leader's fenced write succeeds while it leads.
-				if err := s.PutExecutionPlan(ctx, l.Fence(), plan(fmt.Sprintf("c%d", i), fmt.Sprint(r))); err != nil {
+				if err := s.ConfirmLeadership(ctx, l.Fence(), fmt.Sprintf("%d-%d", i, r)); err != nil {
 					failure <- fmt.Errorf("campaigner %d write: %w", i, err)
 					return
 				}
@@ -755,7 +817,7 @@ func testNeverTwoLeaders(t *testing.T, b *Backend) {
 	}
 }
 
-func testBadInput(t *testing.T, b *Backend) {
+func testBadInput(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	sess := session(t, s, hastore.SessionConfig{})
@@ -835,7 +897,7 @@ func hasField(e *hastore.ValidationError, field string) bool {
 // ValidUntil never promises more than the lease gives: it lies within a
 // TTL of when the session was opened, moves forward with renewals, and
 // is zero (and every leadership invalid) once the session ended.
-func testValidUntilBoundsTheLease(t *testing.T, b *Backend) {
+func testValidUntilBoundsTheLease(t T, b *Backend) {
 	s := open(t, b)
 	const ttl = 2 * time.Second
 	before := time.Now()

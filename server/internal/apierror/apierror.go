@@ -47,6 +47,7 @@ var codes = map[jobplanev1.ErrorReason]connect.Code{
 	jobplanev1.ErrorReason_ERROR_REASON_UNKNOWN_INVOKABLE:        connect.CodeFailedPrecondition,
 	jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND:      connect.CodeNotFound,
 	jobplanev1.ErrorReason_ERROR_REASON_CANDIDACY_EXISTS:         connect.CodeAlreadyExists,
+	jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_PLAN_EXISTS:    connect.CodeAlreadyExists,
 }
 
 // New returns the error for reason, with its code, a message for people,

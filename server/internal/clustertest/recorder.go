@@ -69,6 +69,21 @@ func (r *Recorder) Count(op, key string) int {
 	return n
 }
 
+// GetExecutionPlan reads through, unrecorded; FailNext("get-plan", n)
+// fails the next n reads.
+func (r *Recorder) GetExecutionPlan(ctx context.Context, jobID string) (*jobplanev1.ExecutionPlan, error) {
+	r.mu.Lock()
+	failing := r.fail["get-plan"] > 0
+	if failing {
+		r.fail["get-plan"]--
+	}
+	r.mu.Unlock()
+	if failing {
+		return nil, hastore.ErrUnavailable
+	}
+	return r.Store.GetExecutionPlan(ctx, jobID)
+}
+
 // call records op on key around f, failing it if asked to.
 func (r *Recorder) call(op, key string, f func() error) error {
 	r.mu.Lock()

@@ -92,9 +92,19 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 	f := ld.l.Fence()
 	granted, err := d.cfg.PutPlan(ctx, f, plan)
 	if err != nil && !errors.Is(err, hastore.ErrStaleToken) && !errors.Is(err, hastore.ErrInvalidArgument) && !errors.Is(err, hastore.ErrResultExists) {
-		// The put may have been applied although it failed here: settle
-		// what the store holds before answering.
-		err = d.settlePut(ld, f, plan, err)
+		// The put may have been applied although it failed here, or an
+		// earlier attempt's may have been (ErrPlanExists): settle what the
+		// store holds before answering.
+		var stored *jobplanev1.ExecutionPlan
+		if stored, err = d.settlePut(ld, plan, err); err == nil && stored != plan {
+			// An earlier attempt's plan, whose outcome was never told:
+			// the job runs from it, as a later leader would.
+			d.mu.Lock()
+			j.submitTime = stored.GetSubmitTime().AsTime()
+			j.history[0].SubmitTime = stored.GetSubmitTime()
+			d.mu.Unlock()
+			plan = stored
+		}
 	}
 	if err != nil {
 		d.mu.Lock()
@@ -118,6 +128,8 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 			return SubmitOutcome{}, &jobgraph.Error{Violations: []jobgraph.Violation{{Field: "job_graph", Description: err.Error()}}}
 		case errors.Is(err, ErrOutcomeUnknown):
 			return SubmitOutcome{}, err
+		case errors.As(err, new(*ExistsError)):
+			return SubmitOutcome{}, err
 		}
 		d.log.Warn("persisting a plan failed", "job", j.id, "err", err)
 		return SubmitOutcome{}, fmt.Errorf("%w: %v", ErrPersistFailed, err)
@@ -130,18 +142,17 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 	}
 	d.mu.Unlock()
 	if err != nil {
-		// Nothing runs: take the plan back, so a later leader does not
-		// start the job either, and give up the job's leadership.
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ld.ctx), d.cfg.PersistTimeout)
+		// Nothing runs here, as the leadership ended: give up the job's
+		// leadership. The plan stays (the store removes none without a
+		// result): the next leader recovers the job from it, and the
+		// client, retrying there, finds it.
 		if granted != nil {
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ld.ctx), d.cfg.PersistTimeout)
 			if rerr := granted.Resign(rctx); rerr != nil {
 				d.log.Warn("resigning the leadership of a job that could not start", "job", j.id, "err", rerr)
 			}
+			rcancel()
 		}
-		if derr := d.cfg.Store.DeleteExecutionPlan(rctx, f, j.id); derr != nil {
-			d.log.Warn("removing the plan of a job that could not start", "job", j.id, "err", derr)
-		}
-		rcancel()
 		return SubmitOutcome{}, err
 	}
 	d.log.Info("job submitted", "job", j.id, "name", j.name)
@@ -149,28 +160,28 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 }
 
 // ErrOutcomeUnknown: a plan put failed in a way that leaves unknown
-// whether the plan is stored, and it could be neither read back nor
-// removed. The client retries the same submission, which is safe.
+// whether the plan is stored, and it could not be read back. The client
+// retries the same submission, which is safe.
 var ErrOutcomeUnknown = errors.New("dispatcher: the outcome of persisting the plan is unknown")
 
-// settlePut finds out whether a failed put was applied after all: if the
-// plan is stored, the put succeeded (nil); if it is not, it failed
-// (putErr); if that cannot be read, the plan is removed (putErr) or, if
-// even that fails, ErrOutcomeUnknown.
-func (d *Dispatcher) settlePut(ld *leadership, f hastore.Fence, plan *jobplanev1.ExecutionPlan, putErr error) error {
+// settlePut finds out what a failed put left in the store: the plan it
+// stores for the job if that is this submission's (the put, or an earlier
+// attempt of the same submission, was applied); an *ExistsError if it is
+// another submission's; putErr if there is none; and ErrOutcomeUnknown if
+// it cannot be read.
+func (d *Dispatcher) settlePut(ld *leadership, plan *jobplanev1.ExecutionPlan, putErr error) (*jobplanev1.ExecutionPlan, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ld.ctx), d.cfg.PersistTimeout)
 	defer cancel()
 	stored, err := d.cfg.Store.GetExecutionPlan(ctx, plan.GetJobId())
 	switch {
 	case err == nil && string(stored.GetDigest()) == string(plan.GetDigest()):
-		d.log.Info("a plan put reported an error but was applied", "job", plan.GetJobId(), "err", putErr)
-		return nil
+		d.log.Info("a plan put reported an error but the plan is stored", "job", plan.GetJobId(), "err", putErr)
+		return stored, nil
+	case err == nil:
+		return nil, &ExistsError{JobID: plan.GetJobId()}
 	case errors.Is(err, hastore.ErrPlanNotFound):
-		return putErr
+		return nil, putErr
 	}
-	if derr := d.cfg.Store.DeleteExecutionPlan(ctx, f, plan.GetJobId()); derr != nil {
-		d.log.Warn("a plan put failed and the plan can be neither read nor removed", "job", plan.GetJobId(), "put_err", putErr, "delete_err", derr)
-		return fmt.Errorf("%w: %v", ErrOutcomeUnknown, putErr)
-	}
-	return putErr
+	d.log.Warn("a plan put failed and the plan cannot be read", "job", plan.GetJobId(), "put_err", putErr, "read_err", err)
+	return nil, fmt.Errorf("%w: %v", ErrOutcomeUnknown, putErr)
 }

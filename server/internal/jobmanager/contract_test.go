@@ -291,3 +291,35 @@ func TestLostPutAnswer(t *testing.T) {
 		}
 	}
 }
+
+// A plan put whose answer is lost, and whose plan cannot be read back,
+// leaves the outcome unknown: the client is told so and retries. The
+// retry finds the first attempt's plan in the store (which replaces no
+// plan) and runs the job from it, once.
+func TestLostPutAnswerUnread(t *testing.T) {
+	c, rec, r := startRecorded(t)
+	rec.FailAfterNext("put-plan", 1)
+	rec.FailNext("get-plan", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "unread", JobGraph: countJob()})
+	if connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("SubmitJob with the outcome unknown: err = %v, want UNAVAILABLE", err)
+	}
+	stored, err := c.Store.GetExecutionPlan(ctx, "unread")
+	if err != nil {
+		t.Fatalf("the first attempt's plan: %v", err)
+	}
+	if resp := submit(t, c, "unread", countJob()); !resp.GetCreated() {
+		t.Errorf("retried SubmitJob = %v, want created", resp)
+	}
+	res := result(t, c, "unread")
+	if res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || !res.GetSubmitTime().AsTime().Equal(stored.GetSubmitTime().AsTime()) {
+		t.Errorf("result = %v, want FINISHED, submitted at %v (the stored plan's)", res, stored.GetSubmitTime().AsTime())
+	}
+	for i := range 3 {
+		if got := r.of(fmt.Sprintf("unread/v/%d", i)); got != 1 {
+			t.Errorf("subtask %d ran %d times, want 1", i, got)
+		}
+	}
+}

@@ -114,8 +114,11 @@ type HAStoreServiceClient interface {
 	// at once; the grant, when it comes, is reported on WatchSession (and is
 	// visible to GetLeader). If `address` is set it is published with the
 	// grant, as ConfirmLeadership would. A session has at most one candidacy
-	// per election. Not idempotent: a repeated call fails with
-	// CANDIDACY_EXISTS while the first candidacy lasts.
+	// per election. Idempotent: while the candidacy lasts (waiting or
+	// granted), the same call again (same session, election and address)
+	// succeeds and changes nothing, so a client retries a Campaign whose
+	// answer was lost; a call with another address fails with
+	// CANDIDACY_EXISTS.
 	//
 	// Errors: NOT_FOUND (SESSION_NOT_FOUND); ALREADY_EXISTS
 	// (CANDIDACY_EXISTS); INVALID_ARGUMENT.
@@ -156,14 +159,17 @@ type HAStoreServiceClient interface {
 	// coalesced into the current state. A message without `leader` is a
 	// heartbeat, sent when nothing changed for 10 seconds. No side effects.
 	ObserveLeader(context.Context, *v1.ObserveLeaderRequest) (*connect.ServerStreamForClient[v1.ObserveLeaderResponse], error)
-	// PutExecutionPlan stores a job's execution plan, replacing any plan
-	// stored for the job. A job with a result entry never runs again, so its
-	// plan is refused. Fenced. Idempotent.
+	// PutExecutionPlan stores a job's execution plan, if the job has none.
+	// A plan is never replaced: if the job has a plan equal to this one (see
+	// Equality above), the call succeeds and changes nothing; if it has
+	// another, it fails. A job with a result entry never runs again, so its
+	// plan is refused. Fenced by `jobmanager`. Idempotent.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); ALREADY_EXISTS
+	// (EXECUTION_PLAN_EXISTS) if the job has another plan; ALREADY_EXISTS
 	// (JOB_RESULT_EXISTS) if the job has a result entry; INVALID_ARGUMENT,
-	// also for a plan larger than the store's limit (1 MiB unless
-	// configured).
+	// also for a fence of another election and a plan larger than the
+	// store's limit (1 MiB unless configured).
 	PutExecutionPlan(context.Context, *v1.PutExecutionPlanRequest) (*v1.PutExecutionPlanResponse, error)
 	// GetExecutionPlan returns a job's execution plan. No side effects.
 	//
@@ -172,23 +178,32 @@ type HAStoreServiceClient interface {
 	// ListExecutionPlans lists the ids of jobs with a stored plan, in id
 	// order, a page at a time. No side effects.
 	ListExecutionPlans(context.Context, *v1.ListExecutionPlansRequest) (*v1.ListExecutionPlansResponse, error)
-	// DeleteExecutionPlan removes a job's plan. Deleting an absent plan
-	// succeeds. Fenced. Idempotent.
+	// DeleteExecutionPlan removes a job's plan, once the job has a result
+	// entry (dirty or clean): a plan is the only record of a job that has no
+	// result, and is kept until one exists. Deleting an absent plan of a job
+	// with a result entry succeeds. Fenced by `jobmanager`. Idempotent.
 	//
-	// Errors: ABORTED (STALE_FENCING_TOKEN).
+	// Errors: NOT_FOUND (JOB_RESULT_NOT_FOUND) if the job has no result
+	// entry, whether or not it has a plan; ABORTED (STALE_FENCING_TOKEN);
+	// INVALID_ARGUMENT, also for a fence of another election.
 	DeleteExecutionPlan(context.Context, *v1.DeleteExecutionPlanRequest) (*v1.DeleteExecutionPlanResponse, error)
 	// CreateDirtyJobResult records a job's result as dirty: the job is
-	// globally terminal and its cleanup has not finished. Fenced. Not
-	// idempotent: a second call for the job fails.
+	// globally terminal and its cleanup has not finished. If the job's entry
+	// (dirty, or clean since) holds a result equal to this one (see Equality
+	// above), the call succeeds and changes nothing: it is a retry of the
+	// call that created it. Fenced by `jobmanager`. Idempotent.
 	//
-	// Errors: ALREADY_EXISTS (JOB_RESULT_EXISTS) if any entry (dirty or
-	// clean) exists for the job; ABORTED (STALE_FENCING_TOKEN).
+	// Errors: ALREADY_EXISTS (JOB_RESULT_EXISTS) if the job's entry holds
+	// another result; ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also
+	// for a fence of another election.
 	CreateDirtyJobResult(context.Context, *v1.CreateDirtyJobResultRequest) (*v1.CreateDirtyJobResultResponse, error)
 	// MarkJobResultClean marks a job's result clean once its cleanup is done.
-	// Marking a clean entry again succeeds. Fenced. Idempotent.
+	// Marking a clean entry again succeeds. Fenced by `jobmanager`.
+	// Idempotent.
 	//
 	// Errors: NOT_FOUND (JOB_RESULT_NOT_FOUND) if the job has no entry;
-	// ABORTED (STALE_FENCING_TOKEN).
+	// ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
+	// another election.
 	MarkJobResultClean(context.Context, *v1.MarkJobResultCleanRequest) (*v1.MarkJobResultCleanResponse, error)
 	// GetJobResultEntry returns a job's result entry. No side effects.
 	//
@@ -199,10 +214,11 @@ type HAStoreServiceClient interface {
 	ListJobResultEntries(context.Context, *v1.ListJobResultEntriesRequest) (*v1.ListJobResultEntriesResponse, error)
 	// DeleteJobResultEntry removes a clean job result entry, for retention;
 	// the job's id may then be used again. Deleting an absent entry succeeds.
-	// Fenced. Idempotent.
+	// Fenced by `jobmanager`. Idempotent.
 	//
 	// Errors: FAILED_PRECONDITION (JOB_RESULT_DIRTY) for a dirty entry;
-	// ABORTED (STALE_FENCING_TOKEN).
+	// ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
+	// another election.
 	DeleteJobResultEntry(context.Context, *v1.DeleteJobResultEntryRequest) (*v1.DeleteJobResultEntryResponse, error)
 }
 
@@ -241,6 +257,7 @@ func NewHAStoreServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			httpClient,
 			baseURL+HAStoreServiceCampaignProcedure,
 			connect.WithSchema(hAStoreServiceMethods.ByName("Campaign")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
 			connect.WithClientOptions(opts...),
 		),
 		withdraw: connect.NewClient[v1.WithdrawRequest, v1.WithdrawResponse](
@@ -317,6 +334,7 @@ func NewHAStoreServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			httpClient,
 			baseURL+HAStoreServiceCreateDirtyJobResultProcedure,
 			connect.WithSchema(hAStoreServiceMethods.ByName("CreateDirtyJobResult")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
 			connect.WithClientOptions(opts...),
 		),
 		markJobResultClean: connect.NewClient[v1.MarkJobResultCleanRequest, v1.MarkJobResultCleanResponse](
@@ -561,8 +579,11 @@ type HAStoreServiceHandler interface {
 	// at once; the grant, when it comes, is reported on WatchSession (and is
 	// visible to GetLeader). If `address` is set it is published with the
 	// grant, as ConfirmLeadership would. A session has at most one candidacy
-	// per election. Not idempotent: a repeated call fails with
-	// CANDIDACY_EXISTS while the first candidacy lasts.
+	// per election. Idempotent: while the candidacy lasts (waiting or
+	// granted), the same call again (same session, election and address)
+	// succeeds and changes nothing, so a client retries a Campaign whose
+	// answer was lost; a call with another address fails with
+	// CANDIDACY_EXISTS.
 	//
 	// Errors: NOT_FOUND (SESSION_NOT_FOUND); ALREADY_EXISTS
 	// (CANDIDACY_EXISTS); INVALID_ARGUMENT.
@@ -603,14 +624,17 @@ type HAStoreServiceHandler interface {
 	// coalesced into the current state. A message without `leader` is a
 	// heartbeat, sent when nothing changed for 10 seconds. No side effects.
 	ObserveLeader(context.Context, *v1.ObserveLeaderRequest, *connect.ServerStream[v1.ObserveLeaderResponse]) error
-	// PutExecutionPlan stores a job's execution plan, replacing any plan
-	// stored for the job. A job with a result entry never runs again, so its
-	// plan is refused. Fenced. Idempotent.
+	// PutExecutionPlan stores a job's execution plan, if the job has none.
+	// A plan is never replaced: if the job has a plan equal to this one (see
+	// Equality above), the call succeeds and changes nothing; if it has
+	// another, it fails. A job with a result entry never runs again, so its
+	// plan is refused. Fenced by `jobmanager`. Idempotent.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); ALREADY_EXISTS
+	// (EXECUTION_PLAN_EXISTS) if the job has another plan; ALREADY_EXISTS
 	// (JOB_RESULT_EXISTS) if the job has a result entry; INVALID_ARGUMENT,
-	// also for a plan larger than the store's limit (1 MiB unless
-	// configured).
+	// also for a fence of another election and a plan larger than the
+	// store's limit (1 MiB unless configured).
 	PutExecutionPlan(context.Context, *v1.PutExecutionPlanRequest) (*v1.PutExecutionPlanResponse, error)
 	// GetExecutionPlan returns a job's execution plan. No side effects.
 	//
@@ -619,23 +643,32 @@ type HAStoreServiceHandler interface {
 	// ListExecutionPlans lists the ids of jobs with a stored plan, in id
 	// order, a page at a time. No side effects.
 	ListExecutionPlans(context.Context, *v1.ListExecutionPlansRequest) (*v1.ListExecutionPlansResponse, error)
-	// DeleteExecutionPlan removes a job's plan. Deleting an absent plan
-	// succeeds. Fenced. Idempotent.
+	// DeleteExecutionPlan removes a job's plan, once the job has a result
+	// entry (dirty or clean): a plan is the only record of a job that has no
+	// result, and is kept until one exists. Deleting an absent plan of a job
+	// with a result entry succeeds. Fenced by `jobmanager`. Idempotent.
 	//
-	// Errors: ABORTED (STALE_FENCING_TOKEN).
+	// Errors: NOT_FOUND (JOB_RESULT_NOT_FOUND) if the job has no result
+	// entry, whether or not it has a plan; ABORTED (STALE_FENCING_TOKEN);
+	// INVALID_ARGUMENT, also for a fence of another election.
 	DeleteExecutionPlan(context.Context, *v1.DeleteExecutionPlanRequest) (*v1.DeleteExecutionPlanResponse, error)
 	// CreateDirtyJobResult records a job's result as dirty: the job is
-	// globally terminal and its cleanup has not finished. Fenced. Not
-	// idempotent: a second call for the job fails.
+	// globally terminal and its cleanup has not finished. If the job's entry
+	// (dirty, or clean since) holds a result equal to this one (see Equality
+	// above), the call succeeds and changes nothing: it is a retry of the
+	// call that created it. Fenced by `jobmanager`. Idempotent.
 	//
-	// Errors: ALREADY_EXISTS (JOB_RESULT_EXISTS) if any entry (dirty or
-	// clean) exists for the job; ABORTED (STALE_FENCING_TOKEN).
+	// Errors: ALREADY_EXISTS (JOB_RESULT_EXISTS) if the job's entry holds
+	// another result; ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also
+	// for a fence of another election.
 	CreateDirtyJobResult(context.Context, *v1.CreateDirtyJobResultRequest) (*v1.CreateDirtyJobResultResponse, error)
 	// MarkJobResultClean marks a job's result clean once its cleanup is done.
-	// Marking a clean entry again succeeds. Fenced. Idempotent.
+	// Marking a clean entry again succeeds. Fenced by `jobmanager`.
+	// Idempotent.
 	//
 	// Errors: NOT_FOUND (JOB_RESULT_NOT_FOUND) if the job has no entry;
-	// ABORTED (STALE_FENCING_TOKEN).
+	// ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
+	// another election.
 	MarkJobResultClean(context.Context, *v1.MarkJobResultCleanRequest) (*v1.MarkJobResultCleanResponse, error)
 	// GetJobResultEntry returns a job's result entry. No side effects.
 	//
@@ -646,10 +679,11 @@ type HAStoreServiceHandler interface {
 	ListJobResultEntries(context.Context, *v1.ListJobResultEntriesRequest) (*v1.ListJobResultEntriesResponse, error)
 	// DeleteJobResultEntry removes a clean job result entry, for retention;
 	// the job's id may then be used again. Deleting an absent entry succeeds.
-	// Fenced. Idempotent.
+	// Fenced by `jobmanager`. Idempotent.
 	//
 	// Errors: FAILED_PRECONDITION (JOB_RESULT_DIRTY) for a dirty entry;
-	// ABORTED (STALE_FENCING_TOKEN).
+	// ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
+	// another election.
 	DeleteJobResultEntry(context.Context, *v1.DeleteJobResultEntryRequest) (*v1.DeleteJobResultEntryResponse, error)
 }
 
@@ -684,6 +718,7 @@ func NewHAStoreServiceHandler(svc HAStoreServiceHandler, opts ...connect.Handler
 		HAStoreServiceCampaignProcedure,
 		svc.Campaign,
 		connect.WithSchema(hAStoreServiceMethods.ByName("Campaign")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
 		connect.WithHandlerOptions(opts...),
 	)
 	hAStoreServiceWithdrawHandler := connect.NewUnaryHandlerSimple(
@@ -760,6 +795,7 @@ func NewHAStoreServiceHandler(svc HAStoreServiceHandler, opts ...connect.Handler
 		HAStoreServiceCreateDirtyJobResultProcedure,
 		svc.CreateDirtyJobResult,
 		connect.WithSchema(hAStoreServiceMethods.ByName("CreateDirtyJobResult")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
 		connect.WithHandlerOptions(opts...),
 	)
 	hAStoreServiceMarkJobResultCleanHandler := connect.NewUnaryHandlerSimple(
