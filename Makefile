@@ -56,10 +56,11 @@ test: lint check-generated ## everything CI runs: lint, generated-code check, go
 	$(MAKE) bench-quick
 
 .PHONY: conformance
-conformance: ## build the reference server and run the conformance runner against it
+conformance: ## build the reference server and store and run the conformance runner against both
 	$(GO) build -o bin/jobplane ./server/cmd/jobplane
 	$(GO) build -o bin/jobplane-conformance ./conformance/cmd/jobplane-conformance
 	bin/jobplane-conformance --server-command '$(CURDIR)/bin/jobplane jobmanager --hastore {hastore} --listen {listen}' $(ARGS)
+	bin/jobplane-conformance --store-command '$(CURDIR)/bin/jobplane hastore --log-level warn --listen {listen} --data-dir {data}' $(ARGS)
 
 # BENCH_QUICK=1 makes `make bench` a smoke run: every row once and briefly,
 # BENCHMARKS.md left alone; it fails only when a scenario cannot run at all.

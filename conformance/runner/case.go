@@ -48,17 +48,60 @@ type Case struct {
 
 // T is a running case.
 type T struct {
-	ctx context.Context
-	env *env
-	ids string // prefix of the case's job ids
+	ctx   context.Context
+	env   *env       // the server cases' environment
+	store *storeProc // the store cases' store
+	ids   string     // prefix of the case's job ids
 
 	mu        sync.Mutex
 	failures  []string
+	skipped   string   // why the case skipped itself
 	submitted []string // job ids, to cancel after the case on a shared store
+	cleanups  []func()
 }
 
 // failNow stops the case's goroutine (the case has failed).
 func (t *T) failNow() { runtime.Goexit() }
+
+// Helper does nothing; it lets T serve as a storetest.T.
+func (t *T) Helper() {}
+
+// Cleanup registers f to run when the case ends, the last registered
+// first.
+func (t *T) Cleanup(f func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.cleanups = append(t.cleanups, f)
+}
+
+// runCleanups runs the registered cleanups.
+func (t *T) runCleanups() {
+	for {
+		t.mu.Lock()
+		if len(t.cleanups) == 0 {
+			t.mu.Unlock()
+			return
+		}
+		f := t.cleanups[len(t.cleanups)-1]
+		t.cleanups = t.cleanups[:len(t.cleanups)-1]
+		t.mu.Unlock()
+		f()
+	}
+}
+
+// Error records a failure.
+func (t *T) Error(args ...any) { t.Errorf("%s", fmt.Sprint(args...)) }
+
+// Fatal records a failure and ends the case.
+func (t *T) Fatal(args ...any) { t.Fatalf("%s", fmt.Sprint(args...)) }
+
+// Skip ends the case as skipped.
+func (t *T) Skip(args ...any) {
+	t.mu.Lock()
+	t.skipped = fmt.Sprint(args...)
+	t.mu.Unlock()
+	t.failNow()
+}
 
 // Errorf records a failure: what was observed, and what was expected.
 func (t *T) Errorf(format string, args ...any) {

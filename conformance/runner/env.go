@@ -277,31 +277,48 @@ func (e *env) startServer(i int) (*serverProc, error) {
 		"hastore": e.storeHS.URL(), "listen": addr,
 		"data": filepath.Join(e.dir, fmt.Sprintf("server-%d", i)), "instance": strconv.Itoa(i),
 	}
-	line := e.cfg.serverCommand
-	for k, v := range vars {
-		line = strings.ReplaceAll(line, "{"+k+"}", v)
-	}
-	cmd := exec.Command("/bin/sh", "-c", "exec "+line)
-	cmd.Env = append(os.Environ(), "JOBPLANE_HASTORE_URL="+vars["hastore"], "JOBPLANE_LISTEN="+vars["listen"],
-		"JOBPLANE_DATA_DIR="+vars["data"], "JOBPLANE_INSTANCE="+vars["instance"])
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// A child left holding the output pipe must not hang the runner.
-	cmd.WaitDelay = 5 * time.Second
-	p := &serverProc{url: "http://" + addr, cmd: cmd, done: make(chan struct{}), out: &tail{}}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return nil, errors.New("the environment is closed")
 	}
-	if err := cmd.Start(); err != nil {
+	p, err := startProc(e.cfg.serverCommand, vars)
+	if err != nil {
 		return nil, fmt.Errorf("start the server: %w", err)
+	}
+	e.servers = append(e.servers, p)
+	return p, nil
+}
+
+// startProc runs command by /bin/sh, in a process group of its own, with
+// each placeholder {k} replaced by vars[k] and also set as the
+// environment variable JOBPLANE_K (JOBPLANE_HASTORE_URL for hastore,
+// JOBPLANE_DATA_DIR for data). Its url is http:// and vars["listen"].
+func startProc(command string, vars map[string]string) (*serverProc, error) {
+	line := command
+	environ := os.Environ()
+	for k, v := range vars {
+		line = strings.ReplaceAll(line, "{"+k+"}", v)
+		name := map[string]string{"hastore": "HASTORE_URL", "data": "DATA_DIR"}[k]
+		if name == "" {
+			name = strings.ToUpper(k)
+		}
+		environ = append(environ, "JOBPLANE_"+name+"="+v)
+	}
+	cmd := exec.Command("/bin/sh", "-c", "exec "+line)
+	cmd.Env = environ
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A child left holding the output pipe must not hang the runner.
+	cmd.WaitDelay = 5 * time.Second
+	p := &serverProc{url: "http://" + vars["listen"], cmd: cmd, done: make(chan struct{}), out: &tail{}}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		return nil, err
 	}
 	go func() {
 		_ = cmd.Wait()
 		close(p.done)
 	}()
-	e.servers = append(e.servers, p)
 	return p, nil
 }
 

@@ -53,6 +53,12 @@ type Config struct {
 	ReportJSON, ReportJUnit string
 	// CaseTimeout bounds one case. Default: 2m.
 	CaseTimeout time.Duration
+	// StoreCommand, instead of a server, checks an HA store: it starts one
+	// store process, run by /bin/sh, for each of the StoreCases, with
+	// {listen} and {data} replaced (see README.md).
+	StoreCommand string
+	// StoreMaxPlanBytes is the store's plan size limit. Default: 1 MiB.
+	StoreMaxPlanBytes int
 }
 
 // Cases returns every case, in order.
@@ -80,9 +86,10 @@ type Summary struct {
 	Passed, Failed, Skipped int
 }
 
-// Matches reports whether pattern selects at least one case.
+// Matches reports whether pattern selects at least one case, of either
+// mode.
 func Matches(pattern string) bool {
-	for _, c := range Cases() {
+	for _, c := range append(Cases(), StoreCases()...) {
 		if matches(c.Name, []string{pattern}) {
 			return true
 		}
@@ -115,12 +122,18 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if cfg.CaseTimeout <= 0 {
 		cfg.CaseTimeout = 2 * time.Minute
 	}
+	if cfg.StoreMaxPlanBytes <= 0 {
+		cfg.StoreMaxPlanBytes = hastore.DefaultMaxPlanBytes
+	}
 	features := map[string]bool{}
 	for k, v := range cfg.Features {
 		features[k] = v
 	}
 	var shared *env
-	if cfg.ServerCommand != "" {
+	cases := Cases()
+	if cfg.StoreCommand != "" {
+		cases = StoreCases()
+	} else if cfg.ServerCommand != "" {
 		features[featureRunnerStarts] = true
 	} else {
 		// The user's server uses one store for the whole run; cases run
@@ -135,7 +148,6 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		fmt.Fprintf(cfg.Out, "HA store listening at %s; start the server pointed at it.\n", shared.storeHS.URL())
 	}
 
-	cases := Cases()
 	results := make([]Result, len(cases))
 	sem := make(chan struct{}, cfg.Parallel)
 	var wg sync.WaitGroup
@@ -165,11 +177,19 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			start := time.Now()
-			msgs, trace := runCase(ctx, cfg, c, i, shared)
+			var msgs []string
+			var skipped, trace string
+			if cfg.StoreCommand != "" {
+				msgs, skipped, trace = runStoreCase(ctx, cfg, c)
+			} else {
+				msgs, trace = runCase(ctx, cfg, c, i, shared)
+			}
 			res.Duration = time.Since(start)
 			res.Outcome = "passed"
 			if len(msgs) > 0 {
 				res.Outcome = "failed"
+			} else if skipped != "" {
+				res.Outcome, msgs = "skipped", []string{skipped}
 			}
 			switch {
 			case res.Known == "failing" && res.Outcome == "passed":

@@ -33,7 +33,7 @@ func TestReadmeListsEveryCase(t *testing.T) {
 	}
 	readme := string(b)
 	names := map[string]bool{}
-	for _, c := range Cases() {
+	for _, c := range append(Cases(), StoreCases()...) {
 		if names[c.Name] {
 			t.Errorf("two cases are named %s", c.Name)
 		}

@@ -77,6 +77,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	)
 	fs.StringVar(&cfg.ServerCommand, "server-command", "", "start each server instance with this shell command; {hastore}, {listen}, {data} and {instance} are replaced (also set as JOBPLANE_HASTORE_URL, JOBPLANE_LISTEN, JOBPLANE_DATA_DIR, JOBPLANE_INSTANCE)")
 	fs.StringVar(&cfg.HAStoreListen, "hastore-listen", "", "without --server-command: serve the runner's HA store here, and check the server you start pointed at it")
+	fs.StringVar(&cfg.StoreCommand, "store-command", "", "check an HA store instead of a server: start a store for each store case with this shell command; {listen} and {data} are replaced (also set as JOBPLANE_LISTEN, JOBPLANE_DATA_DIR)")
+	fs.IntVar(&cfg.StoreMaxPlanBytes, "store-max-plan-bytes", 1<<20, "with --store-command: the store's limit on an encoded execution plan")
 	fs.StringVar(&configFile, "config", "", `JSON file declaring the server's features, e.g. `+defaultConf+` (default: both)`)
 	fs.Var(&run, "run", "run only cases matching these patterns (comma-separated, repeatable, or @file)")
 	fs.Var(&skip, "skip", "skip cases matching these patterns")
@@ -99,13 +101,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if list {
-		for _, c := range runner.Cases() {
+		for _, c := range append(runner.Cases(), runner.StoreCases()...) {
 			fmt.Fprintf(stdout, "%s\n    %s\n", c.Name, c.Doc)
 		}
 		return exitOK
 	}
-	if cfg.ServerCommand == "" && cfg.HAStoreListen == "" {
-		fmt.Fprintln(stderr, "jobplane-conformance: give --server-command, or --hastore-listen and start the server yourself")
+	if n := btoi(cfg.ServerCommand != "") + btoi(cfg.HAStoreListen != "") + btoi(cfg.StoreCommand != ""); n != 1 {
+		fmt.Fprintln(stderr, "jobplane-conformance: give one of --server-command, --hastore-listen (and start the server yourself), or --store-command (to check an HA store)")
 		return exitUsage
 	}
 	raw := []byte(defaultConf)
@@ -156,4 +158,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

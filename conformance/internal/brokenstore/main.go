@@ -1,0 +1,286 @@
+// Command brokenstore is the reference HA store with one promise of the
+// contract broken, for the conformance suite's store mode: every store
+// case that checks a promise of contract 1.1 must fail against some
+// broken store. It embeds an etcd member on --data-dir and serves
+// HAStoreService on --listen, through a wrapper that breaks what --break
+// names.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
+)
+
+func main() {
+	var mode, listen, dataDir string
+	flag.StringVar(&mode, "break", "", "the promise to break")
+	flag.StringVar(&listen, "listen", "127.0.0.1:0", "the address to serve on")
+	flag.StringVar(&dataDir, "data-dir", "", "the embedded member's directory")
+	flag.Parse()
+	if err := run(mode, listen, dataDir); err != nil {
+		fmt.Fprintln(os.Stderr, "brokenstore:", err)
+		os.Exit(1)
+	}
+}
+
+func run(mode, listen, dataDir string) error {
+	if _, ok := breaks[mode]; !ok {
+		return fmt.Errorf("unknown --break %q", mode)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	store, err := hastore.Open(ctx, hastore.OpenConfig{DataDir: dataDir, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	b := &broken{HAStoreServiceHandler: hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: store, Logger: log}), mode: mode, campaigned: map[string]bool{}}
+	mux := http.NewServeMux()
+	mux.Handle(jobplanev1connect.NewHAStoreServiceHandler(b, connect.WithInterceptors(b.encodingSensitive())))
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: mux, Protocols: p, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+// breaks lists the modes and what each breaks.
+var breaks = map[string]string{
+	"replace-answers-ok":      "PutExecutionPlan of another plan for a job with one answers OK (and keeps the first)",
+	"plan-repeat-refused":     "PutExecutionPlan of the plan a job already has is ALREADY_EXISTS: creates are not idempotent",
+	"result-repeat-refused":   "CreateDirtyJobResult of the result a job already has is ALREADY_EXISTS: creates are not idempotent",
+	"equality-by-encoding":    "a repeated create in JSON is compared by its encoding, so it is ALREADY_EXISTS",
+	"delete-without-result":   "DeleteExecutionPlan of a job without a result entry answers OK",
+	"job-token-writes":        "plan and result writes fenced by a job election answer OK",
+	"campaign-repeat-refused": "a Campaign repeated by a session with a candidacy is CANDIDACY_EXISTS",
+	"ignore-stale-tokens":     "writes refused as stale answer OK",
+	"accept-invalid":          "writes refused as invalid answer OK",
+	"leader-without-address":  "GetLeader answers the leader without its published address",
+	"resign-noop":             "Resign answers OK and ends nothing",
+	"no-expiry":               "the store renews every session itself, so none expires",
+}
+
+// broken wraps the reference handler.
+type broken struct {
+	jobplanev1connect.HAStoreServiceHandler
+	mode string
+
+	mu         sync.Mutex
+	campaigned map[string]bool // session/election
+}
+
+func (b *broken) lie(err error) error {
+	switch {
+	case b.mode == "ignore-stale-tokens" && hastorerpcReason(err) == "STALE_FENCING_TOKEN",
+		b.mode == "accept-invalid" && connect.CodeOf(err) == connect.CodeInvalidArgument:
+		return nil
+	}
+	return err
+}
+
+func (b *broken) OpenSession(ctx context.Context, req *jobplanev1.OpenSessionRequest) (*jobplanev1.OpenSessionResponse, error) {
+	resp, err := b.HAStoreServiceHandler.OpenSession(ctx, req)
+	if err == nil && b.mode == "no-expiry" {
+		go func() {
+			for {
+				time.Sleep(200 * time.Millisecond)
+				_, err := b.KeepAlive(context.Background(), &jobplanev1.KeepAliveRequest{SessionId: resp.GetSessionId()})
+				if connect.CodeOf(err) == connect.CodeNotFound {
+					return // closed
+				}
+			}
+		}()
+	}
+	return resp, err
+}
+
+func (b *broken) GetLeader(ctx context.Context, req *jobplanev1.GetLeaderRequest) (*jobplanev1.GetLeaderResponse, error) {
+	resp, err := b.HAStoreServiceHandler.GetLeader(ctx, req)
+	if err == nil && b.mode == "leader-without-address" && resp.GetLeader() != nil {
+		resp.Leader.Address = ""
+	}
+	return resp, err
+}
+
+func (b *broken) Resign(ctx context.Context, req *jobplanev1.ResignRequest) (*jobplanev1.ResignResponse, error) {
+	if b.mode == "resign-noop" {
+		return &jobplanev1.ResignResponse{}, nil
+	}
+	return b.HAStoreServiceHandler.Resign(ctx, req)
+}
+
+func jobFenced(f *jobplanev1.Fence) bool {
+	return strings.HasPrefix(f.GetElection(), "job/")
+}
+
+// exists is the ALREADY_EXISTS error with reason, as the reference sends
+// it.
+func exists(reason string) error {
+	err := connect.NewError(connect.CodeAlreadyExists, errors.New(strings.ToLower(reason)))
+	if d, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: reason, Domain: hastorerpc.ErrorDomain}); derr == nil {
+		err.AddDetail(d)
+	}
+	return err
+}
+
+func (b *broken) Campaign(ctx context.Context, req *jobplanev1.CampaignRequest) (*jobplanev1.CampaignResponse, error) {
+	key := req.GetSessionId() + "/" + req.GetElection()
+	if b.mode == "campaign-repeat-refused" {
+		b.mu.Lock()
+		again := b.campaigned[key]
+		b.campaigned[key] = true
+		b.mu.Unlock()
+		if again {
+			return nil, exists("CANDIDACY_EXISTS")
+		}
+	}
+	return b.HAStoreServiceHandler.Campaign(ctx, req)
+}
+
+func (b *broken) PutExecutionPlan(ctx context.Context, req *jobplanev1.PutExecutionPlanRequest) (*jobplanev1.PutExecutionPlanResponse, error) {
+	if b.mode == "job-token-writes" && jobFenced(req.GetFence()) {
+		return &jobplanev1.PutExecutionPlanResponse{}, nil
+	}
+	if b.mode == "plan-repeat-refused" {
+		if _, err := b.GetExecutionPlan(ctx, &jobplanev1.GetExecutionPlanRequest{JobId: req.GetPlan().GetJobId()}); err == nil {
+			return nil, exists("EXECUTION_PLAN_EXISTS")
+		}
+	}
+	resp, err := b.HAStoreServiceHandler.PutExecutionPlan(ctx, req)
+	if b.mode == "replace-answers-ok" && hastorerpcReason(err) == "EXECUTION_PLAN_EXISTS" {
+		return &jobplanev1.PutExecutionPlanResponse{}, nil
+	}
+	if err = b.lie(err); err == nil {
+		resp = &jobplanev1.PutExecutionPlanResponse{}
+	}
+	return resp, err
+}
+
+func (b *broken) DeleteExecutionPlan(ctx context.Context, req *jobplanev1.DeleteExecutionPlanRequest) (*jobplanev1.DeleteExecutionPlanResponse, error) {
+	if b.mode == "job-token-writes" && jobFenced(req.GetFence()) {
+		return &jobplanev1.DeleteExecutionPlanResponse{}, nil
+	}
+	resp, err := b.HAStoreServiceHandler.DeleteExecutionPlan(ctx, req)
+	if b.mode == "delete-without-result" && hastorerpcReason(err) == "JOB_RESULT_NOT_FOUND" {
+		return &jobplanev1.DeleteExecutionPlanResponse{}, nil
+	}
+	if err = b.lie(err); err == nil {
+		resp = &jobplanev1.DeleteExecutionPlanResponse{}
+	}
+	return resp, err
+}
+
+func (b *broken) CreateDirtyJobResult(ctx context.Context, req *jobplanev1.CreateDirtyJobResultRequest) (*jobplanev1.CreateDirtyJobResultResponse, error) {
+	if b.mode == "job-token-writes" && jobFenced(req.GetFence()) {
+		return &jobplanev1.CreateDirtyJobResultResponse{}, nil
+	}
+	if b.mode == "result-repeat-refused" {
+		if _, err := b.GetJobResultEntry(ctx, &jobplanev1.GetJobResultEntryRequest{JobId: req.GetResult().GetJobId()}); err == nil {
+			return nil, exists("JOB_RESULT_EXISTS")
+		}
+	}
+	resp, err := b.HAStoreServiceHandler.CreateDirtyJobResult(ctx, req)
+	if err = b.lie(err); err == nil {
+		resp = &jobplanev1.CreateDirtyJobResultResponse{}
+	}
+	return resp, err
+}
+
+func (b *broken) MarkJobResultClean(ctx context.Context, req *jobplanev1.MarkJobResultCleanRequest) (*jobplanev1.MarkJobResultCleanResponse, error) {
+	if b.mode == "job-token-writes" && jobFenced(req.GetFence()) {
+		return &jobplanev1.MarkJobResultCleanResponse{}, nil
+	}
+	resp, err := b.HAStoreServiceHandler.MarkJobResultClean(ctx, req)
+	if err = b.lie(err); err == nil {
+		resp = &jobplanev1.MarkJobResultCleanResponse{}
+	}
+	return resp, err
+}
+
+func (b *broken) DeleteJobResultEntry(ctx context.Context, req *jobplanev1.DeleteJobResultEntryRequest) (*jobplanev1.DeleteJobResultEntryResponse, error) {
+	if b.mode == "job-token-writes" && jobFenced(req.GetFence()) {
+		return &jobplanev1.DeleteJobResultEntryResponse{}, nil
+	}
+	resp, err := b.HAStoreServiceHandler.DeleteJobResultEntry(ctx, req)
+	if err = b.lie(err); err == nil {
+		resp = &jobplanev1.DeleteJobResultEntryResponse{}
+	}
+	return resp, err
+}
+
+func (b *broken) ConfirmLeadership(ctx context.Context, req *jobplanev1.ConfirmLeadershipRequest) (*jobplanev1.ConfirmLeadershipResponse, error) {
+	resp, err := b.HAStoreServiceHandler.ConfirmLeadership(ctx, req)
+	if err = b.lie(err); err == nil {
+		resp = &jobplanev1.ConfirmLeadershipResponse{}
+	}
+	return resp, err
+}
+
+// encodingSensitive, in the equality-by-encoding mode, refuses a create
+// sent in JSON for a job that has the entity already, as a store that
+// compares encoded bytes would.
+func (b *broken) encodingSensitive() connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if b.mode != "equality-by-encoding" || !strings.Contains(req.Header().Get("Content-Type"), "json") {
+				return next(ctx, req)
+			}
+			switch m := req.Any().(type) {
+			case *jobplanev1.PutExecutionPlanRequest:
+				if _, err := b.GetExecutionPlan(ctx, &jobplanev1.GetExecutionPlanRequest{JobId: m.GetPlan().GetJobId()}); err == nil {
+					return nil, exists("EXECUTION_PLAN_EXISTS")
+				}
+			case *jobplanev1.CreateDirtyJobResultRequest:
+				if _, err := b.GetJobResultEntry(ctx, &jobplanev1.GetJobResultEntryRequest{JobId: m.GetResult().GetJobId()}); err == nil {
+					return nil, exists("JOB_RESULT_EXISTS")
+				}
+			}
+			return next(ctx, req)
+		}
+	}
+}
+
+// hastorerpcReason returns the ErrorInfo reason of a handler's error.
+func hastorerpcReason(err error) string {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return ""
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if info, ok := v.(interface{ GetReason() string }); ok {
+				return info.GetReason()
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,266 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+)
+
+// storeWireCases check the store's answers on the wire, as a client in any
+// language sees them: repeated creates (AIP-155) in another encoding, and
+// the ErrorInfo of each refusal.
+var storeWireCases = []Case{
+	{
+		Name: "store/campaign-repeated",
+		Doc:  "a Campaign repeated as after a lost answer (same session, election and address) succeeds and leaves one candidacy; one with another address is ALREADY_EXISTS (CANDIDACY_EXISTS)",
+		Run:  storeCampaignRepeated,
+	},
+	{
+		Name: "store/plan-repeated-in-json",
+		Doc:  "a PutExecutionPlan repeated in JSON (fields and map entries in another order, a default value set explicitly) succeeds and changes nothing; another plan for the job is ALREADY_EXISTS (EXECUTION_PLAN_EXISTS)",
+		Run:  storePlanRepeatedInJSON,
+	},
+	{
+		Name: "store/result-repeated-in-json",
+		Doc:  "a CreateDirtyJobResult repeated in JSON succeeds and changes nothing; another result for the job is ALREADY_EXISTS (JOB_RESULT_EXISTS)",
+		Run:  storeResultRepeatedInJSON,
+	},
+	{
+		Name: "store/plan-delete-needs-result",
+		Doc:  "DeleteExecutionPlan of a job without a result entry is NOT_FOUND (JOB_RESULT_NOT_FOUND) and deletes nothing; with one, it deletes the plan",
+		Run:  storePlanDeleteNeedsResult,
+	},
+}
+
+// storeSession opens a session on the store, closed when the case ends.
+func (t *T) storeSession() string {
+	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
+	defer cancel()
+	resp, err := t.store.rpc().OpenSession(ctx, &jobplanev1.OpenSessionRequest{Ttl: durationpb.New(30 * time.Second)})
+	if err != nil {
+		t.Fatalf("OpenSession: %v; expected a session", err)
+	}
+	id := resp.GetSessionId()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = t.store.rpc().CloseSession(ctx, &jobplanev1.CloseSessionRequest{SessionId: id})
+	})
+	return id
+}
+
+// storeLeader waits up to 20s for session to lead election, and returns
+// its fence.
+func (t *T) storeLeader(election, session string) *jobplanev1.Fence {
+	var last *jobplanev1.LeaderInfo
+	var fence *jobplanev1.Fence
+	if !t.wait(20*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
+		defer cancel()
+		resp, err := t.store.rpc().GetLeader(ctx, &jobplanev1.GetLeaderRequest{Election: election})
+		last = resp.GetLeader()
+		if err != nil || last.GetToken().GetSessionId() != session {
+			return false
+		}
+		fence = &jobplanev1.Fence{Election: election, Token: last.GetToken()}
+		return true
+	}) {
+		t.Fatalf("GetLeader(%s) = %v within 20s; expected session %s, the only candidate, to lead", election, last, session)
+	}
+	return fence
+}
+
+// storeDispatcher makes the case the leader of `jobmanager`, whose token
+// covers plans and results, and returns its fence.
+func (t *T) storeDispatcher() *jobplanev1.Fence {
+	session := t.storeSession()
+	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := t.store.rpc().Campaign(ctx, &jobplanev1.CampaignRequest{Election: hastore.ElectionJobManager, SessionId: session}); err != nil {
+		t.Fatalf("Campaign(%s): %v; expected the candidacy entered", hastore.ElectionJobManager, err)
+	}
+	return t.storeLeader(hastore.ElectionJobManager, session)
+}
+
+// postJSON calls a store method with a hand-written JSON body (the Connect
+// protocol's unary JSON form) and returns the HTTP status and body.
+func (t *T) postJSON(method, body string) (int, string) {
+	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.store.url()+"/jobplane.v1.HAStoreService/"+method, strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("%s in JSON: %v", method, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Connect-Protocol-Version", "1")
+	resp, err := t.store.http.Do(req)
+	if err != nil {
+		t.Fatalf("%s in JSON: %v; expected an answer", method, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// fenceJSON is f in the JSON form, its fields in reverse order.
+func fenceJSON(f *jobplanev1.Fence) string {
+	return fmt.Sprintf(`{"token": {"epoch": "%d", "sessionId": %q}, "election": %q}`, f.GetToken().GetEpoch(), f.GetToken().GetSessionId(), f.GetElection())
+}
+
+func storeCampaignRepeated(t *T) {
+	session := t.storeSession()
+	rpc := t.store.rpc()
+	campaign := func(address string) error {
+		ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
+		defer cancel()
+		_, err := rpc.Campaign(ctx, &jobplanev1.CampaignRequest{Election: hastore.ElectionJobManager, SessionId: session, Address: address})
+		return err
+	}
+	if err := campaign("http://127.0.0.1:1"); err != nil {
+		t.Fatalf("Campaign: %v; expected the candidacy entered", err)
+	}
+	if err := campaign("http://127.0.0.1:1"); err != nil {
+		t.Errorf("Campaign repeated with the same address: %v; expected OK, the first call's success (AIP-155)", err)
+	}
+	fence := t.storeLeader(hastore.ElectionJobManager, session)
+	if err := campaign("http://127.0.0.1:2"); connect.CodeOf(err) != connect.CodeAlreadyExists || reason(err) != "CANDIDACY_EXISTS" {
+		t.Errorf("Campaign with another address: %s; expected ALREADY_EXISTS (CANDIDACY_EXISTS)", codeAndReason(err))
+	}
+	// One candidacy: once it resigns, the election has no leader.
+	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := rpc.Resign(ctx, &jobplanev1.ResignRequest{Fence: fence}); err != nil {
+		t.Fatalf("Resign: %v", err)
+	}
+	var last *jobplanev1.LeaderInfo
+	if !t.wait(5*time.Second, func() bool {
+		resp, err := rpc.GetLeader(ctx, &jobplanev1.GetLeaderRequest{Election: hastore.ElectionJobManager})
+		last = resp.GetLeader()
+		return err == nil && last.GetToken() == nil
+	}) {
+		t.Errorf("GetLeader after the only grant resigned = %v; expected no leader: the repeated Campaign entered a second candidacy", last)
+	}
+}
+
+// wirePlan is the plan of storePlanRepeatedInJSON, and planJSON the same
+// plan in JSON: fields and map entries in another order, and the unset
+// vertex name and restart count of the binary form set to their defaults.
+func wirePlan(submit time.Time) *jobplanev1.ExecutionPlan {
+	return &jobplanev1.ExecutionPlan{
+		JobId: "wire",
+		JobGraph: &jobplanev1.JobGraph{
+			Name: "wire",
+			Vertices: []*jobplanev1.JobVertex{
+				{Id: "a", Invokable: "noop", Parallelism: 2, Config: map[string]string{"x": "1", "y": "2", "z": "3"}},
+				{Id: "b", Invokable: "noop", Parallelism: 1},
+			},
+			Edges: []*jobplanev1.JobEdge{{SourceVertexId: "a", TargetVertexId: "b"}},
+		},
+		Digest:     []byte{1, 2, 3},
+		SubmitTime: timestamppb.New(submit),
+	}
+}
+
+func planJSON(f *jobplanev1.Fence, submit time.Time) string {
+	return fmt.Sprintf(`{"plan": {"submitTime": %q, "digest": "AQID", "jobGraph": {
+		"edges": [{"targetVertexId": "b", "sourceVertexId": "a"}],
+		"vertices": [
+			{"parallelism": 2, "config": {"z": "3", "x": "1", "y": "2"}, "invokable": "noop", "id": "a"},
+			{"maxParallelism": 0, "name": "", "parallelism": 1, "invokable": "noop", "id": "b"}],
+		"name": "wire"}, "jobId": "wire"}, "fence": %s}`, submit.UTC().Format(time.RFC3339Nano), fenceJSON(f))
+}
+
+func storePlanRepeatedInJSON(t *T) {
+	fence := t.storeDispatcher()
+	rpc := t.store.rpc()
+	ctx, cancel := context.WithTimeout(t.ctx, 20*time.Second)
+	defer cancel()
+	submit := time.Now().Truncate(time.Millisecond)
+	plan := wirePlan(submit)
+	if _, err := rpc.PutExecutionPlan(ctx, &jobplanev1.PutExecutionPlanRequest{Fence: fence, Plan: plan}); err != nil {
+		t.Fatalf("PutExecutionPlan: %v; expected the plan stored", err)
+	}
+	if status, body := t.postJSON("PutExecutionPlan", planJSON(fence, submit)); status != http.StatusOK {
+		t.Errorf("PutExecutionPlan of the same plan in JSON: HTTP %d %s; expected 200: the same plan, encoded otherwise, is a repetition", status, body)
+	}
+	other := proto.CloneOf(plan)
+	other.JobGraph.Vertices[0].Parallelism = 3
+	_, err := rpc.PutExecutionPlan(ctx, &jobplanev1.PutExecutionPlanRequest{Fence: fence, Plan: other})
+	if connect.CodeOf(err) != connect.CodeAlreadyExists || reason(err) != "EXECUTION_PLAN_EXISTS" {
+		t.Errorf("PutExecutionPlan of another plan for the job: %s; expected ALREADY_EXISTS (EXECUTION_PLAN_EXISTS)", codeAndReason(err))
+	}
+	got, err := rpc.GetExecutionPlan(ctx, &jobplanev1.GetExecutionPlanRequest{JobId: "wire"})
+	if err != nil || !proto.Equal(got.GetPlan(), plan) {
+		t.Errorf("GetExecutionPlan = %v, %v; expected the first plan, unchanged", got.GetPlan(), err)
+	}
+}
+
+func storeResultRepeatedInJSON(t *T) {
+	fence := t.storeDispatcher()
+	rpc := t.store.rpc()
+	ctx, cancel := context.WithTimeout(t.ctx, 20*time.Second)
+	defer cancel()
+	end := time.Now().Truncate(time.Millisecond)
+	res := &jobplanev1.JobResult{
+		JobId: "wire", Status: jobplanev1.JobStatus_JOB_STATUS_FAILED, EndTime: timestamppb.New(end), Name: "wire",
+		Failure: &jobplanev1.FailureInfo{Message: "boom", TaskExecutorId: "te-1"}, Restarts: 2, PlanDigest: []byte{1, 2, 3},
+	}
+	if _, err := rpc.CreateDirtyJobResult(ctx, &jobplanev1.CreateDirtyJobResultRequest{Fence: fence, Result: res}); err != nil {
+		t.Fatalf("CreateDirtyJobResult: %v; expected the result stored", err)
+	}
+	body := fmt.Sprintf(`{"result": {"planDigest": "AQID", "restarts": 2, "failure": {"taskExecutorId": "te-1", "message": "boom"},
+		"name": "wire", "endTime": %q, "status": "JOB_STATUS_FAILED", "jobId": "wire", "exceptionHistory": []}, "fence": %s}`,
+		end.UTC().Format(time.RFC3339Nano), fenceJSON(fence))
+	if status, body := t.postJSON("CreateDirtyJobResult", body); status != http.StatusOK {
+		t.Errorf("CreateDirtyJobResult of the same result in JSON: HTTP %d %s; expected 200: a repetition of the call that created it", status, body)
+	}
+	other := proto.CloneOf(res)
+	other.Restarts = 3
+	_, err := rpc.CreateDirtyJobResult(ctx, &jobplanev1.CreateDirtyJobResultRequest{Fence: fence, Result: other})
+	if connect.CodeOf(err) != connect.CodeAlreadyExists || reason(err) != "JOB_RESULT_EXISTS" {
+		t.Errorf("CreateDirtyJobResult of another result for the job: %s; expected ALREADY_EXISTS (JOB_RESULT_EXISTS)", codeAndReason(err))
+	}
+	got, err := rpc.GetJobResultEntry(ctx, &jobplanev1.GetJobResultEntryRequest{JobId: "wire"})
+	if err != nil || !proto.Equal(got.GetEntry().GetResult(), res) || got.GetEntry().GetState() != jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY {
+		t.Errorf("GetJobResultEntry = %v, %v; expected the first result, dirty", got.GetEntry(), err)
+	}
+}
+
+func storePlanDeleteNeedsResult(t *T) {
+	fence := t.storeDispatcher()
+	rpc := t.store.rpc()
+	ctx, cancel := context.WithTimeout(t.ctx, 20*time.Second)
+	defer cancel()
+	plan := wirePlan(time.Now())
+	if _, err := rpc.PutExecutionPlan(ctx, &jobplanev1.PutExecutionPlanRequest{Fence: fence, Plan: plan}); err != nil {
+		t.Fatalf("PutExecutionPlan: %v; expected the plan stored", err)
+	}
+	_, err := rpc.DeleteExecutionPlan(ctx, &jobplanev1.DeleteExecutionPlanRequest{Fence: fence, JobId: "wire"})
+	if connect.CodeOf(err) != connect.CodeNotFound || reason(err) != "JOB_RESULT_NOT_FOUND" {
+		t.Errorf("DeleteExecutionPlan of a job without a result: %s; expected NOT_FOUND (JOB_RESULT_NOT_FOUND)", codeAndReason(err))
+	}
+	if _, err := rpc.GetExecutionPlan(ctx, &jobplanev1.GetExecutionPlanRequest{JobId: "wire"}); err != nil {
+		t.Errorf("GetExecutionPlan after the refused delete: %v; expected the plan kept", err)
+	}
+	res := &jobplanev1.JobResult{JobId: "wire", Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED}
+	if _, err := rpc.CreateDirtyJobResult(ctx, &jobplanev1.CreateDirtyJobResultRequest{Fence: fence, Result: res}); err != nil {
+		t.Fatalf("CreateDirtyJobResult: %v; expected the result stored", err)
+	}
+	if _, err := rpc.DeleteExecutionPlan(ctx, &jobplanev1.DeleteExecutionPlanRequest{Fence: fence, JobId: "wire"}); err != nil {
+		t.Errorf("DeleteExecutionPlan of a job with a result: %s; expected OK", codeAndReason(err))
+	}
+	if _, err := rpc.GetExecutionPlan(ctx, &jobplanev1.GetExecutionPlanRequest{JobId: "wire"}); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("GetExecutionPlan after the delete: %s; expected NOT_FOUND", codeAndReason(err))
+	}
+}

@@ -1,0 +1,202 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode"
+
+	"connectrpc.com/connect"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
+	"github.com/jobplane/jobplane/server/hastore/storetest"
+)
+
+// StoreCases returns the cases of the store mode (--store-command): the
+// HA store's contract suite, run over the network against a store process
+// the runner starts fresh for each case, and the cases that check the
+// store's answers on the wire.
+func StoreCases() []Case {
+	var out []Case
+	for _, c := range storetest.Cases() {
+		out = append(out, Case{Name: "store/" + kebab(c.Name), Doc: c.Doc, Run: func(t *T) { c.Run(t, t.store.backend(t)) }})
+	}
+	return append(out, storeWireCases...)
+}
+
+// kebab turns a Go name into a case name: "NeverTwoLeaders" becomes
+// "never-two-leaders".
+func kebab(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('-')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// storeProc is an HA store process the runner started for a store case,
+// on a fresh data directory; it can be restarted on the same data and
+// address.
+type storeProc struct {
+	command      string
+	vars         map[string]string // listen, data
+	maxPlanBytes int
+	http         *http.Client
+	proc         *serverProc
+}
+
+// startStore starts the store command on a free loopback port and a data
+// directory under dir, and waits until it serves.
+func startStore(ctx context.Context, command, dir string, maxPlanBytes int) (*storeProc, error) {
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	s := &storeProc{
+		command:      command,
+		vars:         map[string]string{"listen": addr, "data": filepath.Join(dir, "store")},
+		maxPlanBytes: maxPlanBytes,
+		http:         &http.Client{Transport: &http.Transport{Protocols: p}},
+	}
+	if err := s.start(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *storeProc) url() string { return "http://" + s.vars["listen"] }
+
+// rpc returns a binary-protobuf client of the store.
+func (s *storeProc) rpc(opts ...connect.ClientOption) jobplanev1connect.HAStoreServiceClient {
+	return jobplanev1connect.NewHAStoreServiceClient(s.http, s.url(), opts...)
+}
+
+// start runs the command and waits up to 60s until the store answers
+// GetLeader. A port that a killed store held may take a moment to come
+// free: the command is started again while it exits at once.
+func (s *storeProc) start(ctx context.Context) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		p, err := startProc(s.command, s.vars)
+		if err != nil {
+			return fmt.Errorf("start the store: %w", err)
+		}
+		s.proc = p
+		for {
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := s.rpc().GetLeader(rctx, &jobplanev1.GetLeaderRequest{Election: hastore.ElectionJobManager})
+			cancel()
+			if err == nil {
+				return nil
+			}
+			if p.exited() || ctx.Err() != nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if !p.exited() || ctx.Err() != nil || time.Now().After(deadline) {
+			p.kill()
+			return fmt.Errorf("the store did not serve HAStoreService.GetLeader at %s within 60s; its last output:\n%s", s.url(), lastLines(p.out.String(), 40))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// restart kills the store (SIGKILL) and starts it again on the same data
+// and address.
+func (s *storeProc) restart(ctx context.Context) error {
+	s.proc.kill()
+	return s.start(ctx)
+}
+
+func (s *storeProc) close() {
+	if s.proc != nil && !s.proc.exited() {
+		s.proc.kill()
+	}
+	s.http.CloseIdleConnections()
+}
+
+// backend is the store as the contract suite sees it: each Open a client
+// of its own, as another process would have.
+func (s *storeProc) backend(t *T) *storetest.Backend {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return &storetest.Backend{
+		Open: func(storetest.T) hastore.Store {
+			return hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: s.http, BaseURL: s.url(), Logger: quiet})
+		},
+		Restart: func(storetest.T) {
+			if err := s.restart(t.ctx); err != nil {
+				t.Fatalf("restarting the store: %v", err)
+			}
+		},
+		MaxPlanBytes: s.maxPlanBytes,
+	}
+}
+
+// runStoreCase runs one store case on a store of its own and returns its
+// failures, why it skipped itself (if it did), and for --trace the
+// store's output.
+func runStoreCase(ctx context.Context, cfg Config, c Case) (failures []string, skipped, trace string) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.CaseTimeout)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "jobplane-conformance-store-")
+	if err != nil {
+		return []string{"environment: " + err.Error()}, "", ""
+	}
+	defer os.RemoveAll(dir)
+	sp, err := startStore(ctx, cfg.StoreCommand, dir, cfg.StoreMaxPlanBytes)
+	if err != nil {
+		return []string{"environment: " + err.Error()}, "", ""
+	}
+	defer sp.close()
+	t := &T{ctx: ctx, store: sp}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer t.runCleanups()
+		c.Run(t)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Errorf("the case did not end within %v", cfg.CaseTimeout)
+	}
+	t.mu.Lock()
+	failures, skipped = append([]string(nil), t.failures...), t.skipped
+	t.mu.Unlock()
+	if cfg.Trace && (len(failures) > 0 || cfg.Verbose) {
+		trace = fmt.Sprintf("--- output of the store (last lines)\n%s\n", lastLines(sp.proc.out.String(), 200))
+	}
+	return failures, skipped, trace
+}
+
+// codeAndReason formats the code and ErrorInfo reason of err, for
+// messages.
+func codeAndReason(err error) string {
+	if err == nil {
+		return "OK"
+	}
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return err.Error()
+	}
+	return fmt.Sprintf("%v (%s)", ce.Code(), reason(err))
+}
