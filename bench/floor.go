@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/sdk/planid"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -67,12 +67,7 @@ func (h *floorHandler) SubmitJob(ctx context.Context, req *jobplanev1.SubmitJobR
 // does.
 func floorPlan(jobID string, g *jobplanev1.JobGraph) *jobplanev1.ExecutionPlan {
 	prepared := proto.Clone(g).(*jobplanev1.JobGraph)
-	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(g)
-	if err != nil {
-		panic(fmt.Sprintf("bench: encode graph: %v", err)) // a message built in memory always encodes
-	}
-	sum := sha256.Sum256(data)
-	return &jobplanev1.ExecutionPlan{JobId: jobID, JobGraph: prepared, Digest: sum[:], SubmitTime: timestamppb.Now()}
+	return &jobplanev1.ExecutionPlan{JobId: jobID, JobGraph: prepared, Digest: planid.Digest(g), SubmitTime: timestamppb.Now()}
 }
 
 // RawResult is the outcome of a run of raw etcd puts in the floor.

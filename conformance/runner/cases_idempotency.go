@@ -1,11 +1,21 @@
 package runner
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/sdk/planid"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -62,6 +72,8 @@ var idempotencyCases = []Case{
 			t.Errorf("%d plan puts for the job; expected 1", n)
 		}
 	}},
+	{Name: "idempotency/retry-in-another-encoding", Requires: []string{FeatureResourceManager},
+		Doc: "the same plan resubmitted in JSON, map entries reordered and default or equivalent values written out, is created=false with one plan put", Run: retryInAnotherEncoding},
 	{Name: "idempotency/concurrent-identical", Requires: []string{FeatureResourceManager},
 		Doc: "16 concurrent identical submissions: one created, one plan put, one job campaign, each subtask deployed once", Run: func(t *T) {
 			id := t.job("j")
@@ -193,5 +205,87 @@ func (t *T) resubmitTerminal(g *jobplanev1.JobGraph, want jobplanev1.JobStatus, 
 	}
 	if n := len(t.events(id, "campaign")); n != 1 {
 		t.Errorf("%d campaigns for the job; expected 1", n)
+	}
+}
+
+// identityGraph is a gated graph with what plan identity normalizes: map
+// entries, and a config whose values all mean "unset" in the JSON form of
+// retryInJSON.
+func identityGraph(gate string) *jobplanev1.JobGraph {
+	g := gatedGraph(1, gate)
+	g.Vertices[1].Config["b"] = "2"
+	g.Vertices[1].Config["a"] = "1"
+	return g
+}
+
+// identityJSON is identityGraph(gate) submitted as id, hand-written in
+// JSON: fields and map entries in another order, defaults written out,
+// and each value that the contract gives the meaning of unset.
+func identityJSON(id, gate string) string {
+	return fmt.Sprintf(`{"jobGraph": {
+		"config": {"schedulingMode": "SCHEDULING_MODE_PIPELINED_REGION", "restartStrategy": {"none": {}},
+			"clientHeartbeatTimeout": "0s", "parallelismOverrides": {"no-such-vertex": 3}},
+		"edges": [{"resultType": "RESULT_PARTITION_TYPE_PIPELINED", "distribution": "DISTRIBUTION_PATTERN_ALL_TO_ALL",
+			"targetVertexId": "sink", "sourceVertexId": "src"}],
+		"vertices": [
+			{"maxParallelism": 0, "parallelism": 1, "invokable": "noop", "name": "src", "id": "src"},
+			{"config": {"b": "2", "gate": %q, "a": "1"}, "parallelism": 1, "invokable": "gate", "name": "", "id": "sink"}],
+		"name": "gated"}, "jobId": %q}`, gate, id)
+}
+
+func retryInAnotherEncoding(t *T) {
+	id := t.job("j")
+	t.mustSubmit(id, identityGraph(id))
+	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
+	defer cancel()
+	info, err := t.env.leader(ctx, hastore.ElectionJobManager)
+	if err != nil {
+		t.Fatalf("the Dispatcher's address: %v", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, info.Address+jobplanev1connect.DispatcherServiceSubmitJobProcedure, strings.NewReader(identityJSON(id, id)))
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Connect-Protocol-Version", "1")
+	resp, err := t.env.http.Do(req)
+	if err != nil {
+		t.Fatalf("SubmitJob in JSON: %v; expected an answer", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var answer jobplanev1.SubmitJobResponse
+	switch {
+	case resp.StatusCode != http.StatusOK:
+		t.Errorf("the same plan in JSON (map entries reordered, defaults and equivalent values written out) answered HTTP %d %s; expected OK, created=false", resp.StatusCode, body)
+	case protojson.Unmarshal(body, &answer) != nil || answer.GetCreated():
+		t.Errorf("the same plan in JSON answered %s; expected created=false: the plan is the same whatever its encoding (see JobGraph)", body)
+	}
+	if n := len(ok(t.events(id, "put-plan"))); n != 1 {
+		t.Errorf("%d plan puts for the job; expected 1", n)
+	}
+	t.env.open(id)
+	t.finishedOnce(id, 2)
+}
+
+func planDigestCanonical(t *T) {
+	id := t.job("j")
+	g := identityGraph(id)
+	want := planid.Digest(g)
+	t.mustSubmit(id, g)
+	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
+	defer cancel()
+	plan, err := t.env.etcd.GetExecutionPlan(ctx, id)
+	if err != nil {
+		t.Fatalf("the job's plan after the ack: %v; expected it stored", err)
+	}
+	if !bytes.Equal(plan.GetDigest(), want) {
+		t.Errorf("the stored plan's digest is %x; expected %x, the SHA-256 of the normalized graph's canonical encoding (see JobGraph)", plan.GetDigest(), want)
+	}
+	t.env.open(id)
+	t.finishedOnce(id, 2)
+	entry, err := t.env.etcd.GetJobResultEntry(ctx, id)
+	if err != nil || !bytes.Equal(entry.GetResult().GetPlanDigest(), want) {
+		t.Errorf("the stored result's plan digest is %x (%v); expected %x", entry.GetResult().GetPlanDigest(), err, want)
 	}
 }

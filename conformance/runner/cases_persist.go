@@ -112,6 +112,8 @@ var persistCases = []Case{
 			t.Errorf("store calls %v for the invalid job; expected none", evs)
 		}
 	}},
+	{Name: "persist/plan-digest-canonical", Requires: []string{FeatureResourceManager},
+		Doc: "the stored plan and result carry the plan digest the contract defines (SHA-256 of the normalized graph's canonical encoding), as any implementation computes it", Run: planDigestCanonical},
 }
 
 // cleanedUp runs a job to its end (canceled) and waits until its result is marked

@@ -7,6 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
@@ -53,6 +54,23 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 				return nil, e
 			}
 			return nil, err
+		})
+	case "no-normalization":
+		// Compares the graph as sent with the stored one, without
+		// normalizing either.
+		unary(jobplanev1connect.DispatcherServiceSubmitJobProcedure, func(ctx context.Context, req *connect.Request[jobplanev1.SubmitJobRequest]) (*connect.Response[jobplanev1.SubmitJobResponse], error) {
+			if plan, err := st.Store.GetExecutionPlan(ctx, req.Msg.GetJobId()); err == nil && !proto.Equal(plan.GetJobGraph(), req.Msg.GetJobGraph()) {
+				e := connect.NewError(connect.CodeAlreadyExists, errors.New("the job exists with another plan"))
+				if det, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: "JOB_ALREADY_EXISTS", Domain: "jobplane.v1"}); derr == nil {
+					e.AddDetail(det)
+				}
+				return nil, e
+			}
+			resp, err := submit(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
 		})
 	case "cancel-noop":
 		p := jobplanev1connect.DispatcherServiceCancelJobProcedure

@@ -1126,9 +1126,10 @@ type ExecutionPlan struct {
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The job, overrides applied. Required.
 	JobGraph *JobGraph `protobuf:"bytes,2,opt,name=job_graph,json=jobGraph,proto3" json:"job_graph,omitempty"`
-	// A digest of the JobGraph as submitted (before overrides), computed by
-	// the writer to recognize identical resubmissions. Opaque to the store;
-	// only digests computed by the same implementation are comparable.
+	// The plan digest of the JobGraph as submitted (before overrides): the
+	// SHA-256 of its normalized canonical encoding (see JobGraph), the same
+	// in every implementation. Resubmissions are recognized by it. Opaque to
+	// the store.
 	Digest []byte `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
 	// When the Dispatcher accepted the job.
 	SubmitTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=submit_time,json=submitTime,proto3" json:"submit_time,omitempty"`

@@ -687,9 +687,9 @@ type JobResult struct {
 	Restarts int32 `protobuf:"varint,6,opt,name=restarts,proto3" json:"restarts,omitempty"`
 	// The JobGraph's name.
 	Name string `protobuf:"bytes,7,opt,name=name,proto3" json:"name,omitempty"`
-	// The digest of the job's execution plan (ExecutionPlan.digest), so a
+	// The plan digest of the job (ExecutionPlan.digest; see JobGraph), so a
 	// resubmission after the plan was cleaned up can still be recognized as
-	// identical.
+	// identical, by any implementation.
 	PlanDigest []byte `protobuf:"bytes,8,opt,name=plan_digest,json=planDigest,proto3" json:"plan_digest,omitempty"`
 	// The failures that restarted or failed the job under its last
 	// JobMaster, most recent first; at most the 16 most recent.

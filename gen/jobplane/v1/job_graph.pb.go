@@ -205,9 +205,57 @@ func (SchedulingMode) EnumDescriptor() ([]byte, []int) {
 //     max_parallelism after overrides are applied;
 //   - the encoded graph fits the HA store's plan limit (1 MiB by default).
 //
-// Two submissions carry the same plan when their JobGraphs, as submitted
-// and before any override, are equal as protobuf messages: the order of
-// map entries does not matter, the order of vertices and edges does.
+// Plan identity. Two submissions carry the same plan when their JobGraphs,
+// as submitted (before any override) and normalized, are equal as protobuf
+// messages: however each was encoded (binary or JSON), with map entries in
+// any order and default values written out or left out; the order of
+// vertices and of edges matters. Normalizing replaces each value that the
+// contract gives the same meaning as another with one of them, the unset
+// one where there is one:
+//
+//   - a vertex `name` equal to its `id` is unset (an empty name means the
+//     id);
+//   - an entry of `parallelism_overrides` that names no vertex is removed;
+//   - a `restart_strategy` that is unset, has no strategy, or is `none`, is
+//     unset;
+//   - a Duration of zero is unset (`client_heartbeat_timeout`, and every
+//     delay, interval and `reset_after` of a restart strategy);
+//   - `scheduling_mode` SCHEDULING_MODE_PIPELINED_REGION is UNSPECIFIED;
+//   - an exponential delay's `multiplier` of 2 is 0, and a double of
+//     negative zero is 0;
+//   - a `config` left empty by the above is unset.
+//
+// The plan digest, which the HA store keeps with the plan and the result
+// (ExecutionPlan.digest, JobResult.plan_digest), is the SHA-256 of the
+// canonical encoding of the normalized JobGraph, so every implementation
+// computes the same one. The canonical encoding is the protobuf binary
+// encoding with every choice the format leaves open made one way: fields in
+// increasing field-number order, each written only if set (a scalar or enum
+// other than its default, a message that is present, a list or map with an
+// element); varints for integers and enums (int32 and enums sign-extended
+// to 64 bits); repeated numbers, bools and enums packed; other repeated
+// fields one record per element, in order; maps one record per entry in
+// increasing key order (strings by their UTF-8 bytes), each entry with its
+// key (field 1) and value (field 2) both written; no unknown fields. For
+// example, the graph
+//
+//	{"name": "example",
+//	 "vertices": [
+//	   {"id": "source", "invokable": "noop", "parallelism": 2,
+//	    "config": {"a": "1", "b": "2"}},
+//	   {"id": "sink", "name": "the sink", "invokable": "noop",
+//	    "parallelism": 1, "maxParallelism": 4}],
+//	 "edges": [{"sourceVertexId": "source", "targetVertexId": "sink",
+//	   "distribution": "DISTRIBUTION_PATTERN_ALL_TO_ALL",
+//	   "resultType": "RESULT_PARTITION_TYPE_BLOCKING"}],
+//	 "config": {
+//	   "restartStrategy": {"exponentialDelay": {"initialDelay": "1s",
+//	     "maxDelay": "60s", "multiplier": 1.5, "jitter": 0.25,
+//	     "attempts": -1}},
+//	   "parallelismOverrides": {"source": 3}}}
+//
+// has the digest (hex)
+// b767370c99491d0852a53a2aa69e08db8783f6b642a3e362dde550f1f5b83dab.
 type JobGraph struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A human-readable name for the job; need not be unique. At most 256

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/planid"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/jobgraph"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
@@ -42,7 +43,7 @@ func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1
 	if err != nil {
 		return SubmitOutcome{}, err
 	}
-	digest := jobgraph.Digest(graph)
+	digest := planid.Digest(graph)
 	for {
 		ld, err := d.current(ctx)
 		if err != nil {

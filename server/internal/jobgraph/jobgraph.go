@@ -1,7 +1,6 @@
 package jobgraph
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"strings"
 
@@ -290,20 +289,6 @@ func checkRestart(c *checker, rs *jobplanev1.RestartStrategy) {
 			c.add(path+".failure_rate.delay", "must not be negative")
 		}
 	}
-}
-
-// Digest identifies a submitted graph: two submissions carry the same plan
-// exactly when their digests are equal. It hashes the deterministic
-// encoding, in which map entries are sorted, so their order does not
-// matter; the order of vertices and edges does.
-func Digest(g *jobplanev1.JobGraph) []byte {
-	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(g)
-	if err != nil {
-		// A message built in memory always encodes.
-		panic(fmt.Sprintf("jobgraph: encode: %v", err))
-	}
-	sum := sha256.Sum256(data)
-	return sum[:]
 }
 
 // Subtasks returns the number of subtasks of a prepared graph.

@@ -1,7 +1,6 @@
 package jobgraph_test
 
 import (
-	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -97,26 +96,5 @@ func TestPrepareAppliesOverrides(t *testing.T) {
 	}
 	if n := jobgraph.Subtasks(got); n != 6 {
 		t.Errorf("Subtasks = %d, want 6", n)
-	}
-}
-
-func TestDigest(t *testing.T) {
-	t.Parallel()
-	a := graph([]*jobplanev1.JobVertex{{Id: "a", Invokable: "noop", Parallelism: 1, Config: map[string]string{"x": "1", "y": "2", "z": "3"}}})
-	b := proto.CloneOf(a)
-	// The same entries inserted in another order.
-	b.Vertices[0].Config = map[string]string{"z": "3", "y": "2", "x": "1"}
-	if !bytes.Equal(jobgraph.Digest(a), jobgraph.Digest(b)) {
-		t.Error("map order changed the digest")
-	}
-	c := proto.CloneOf(a)
-	c.Vertices[0].Parallelism = 2
-	if bytes.Equal(jobgraph.Digest(a), jobgraph.Digest(c)) {
-		t.Error("a different parallelism kept the digest")
-	}
-	d := graph([]*jobplanev1.JobVertex{vertex("a", 1), vertex("b", 1)})
-	e := graph([]*jobplanev1.JobVertex{vertex("b", 1), vertex("a", 1)})
-	if bytes.Equal(jobgraph.Digest(d), jobgraph.Digest(e)) {
-		t.Error("vertex order did not change the digest")
 	}
 }

@@ -72,7 +72,8 @@ type DispatcherServiceClient interface {
 	// Idempotent, keyed by `job_id`:
 	//
 	//   - a new id: persisted, started, `created = true`;
-	//   - the same id with the same plan (after overrides), job not globally
+	//   - the same id with the same plan (see JobGraph: the graph as
+	//     submitted, before overrides, normalized), job not globally
 	//     terminal: OK with the existing job, `created = false`; nothing is
 	//     persisted or started again;
 	//   - the same id with the same plan, job globally terminal: OK with its
@@ -322,7 +323,8 @@ type DispatcherServiceHandler interface {
 	// Idempotent, keyed by `job_id`:
 	//
 	//   - a new id: persisted, started, `created = true`;
-	//   - the same id with the same plan (after overrides), job not globally
+	//   - the same id with the same plan (see JobGraph: the graph as
+	//     submitted, before overrides, normalized), job not globally
 	//     terminal: OK with the existing job, `created = false`; nothing is
 	//     persisted or started again;
 	//   - the same id with the same plan, job globally terminal: OK with its
