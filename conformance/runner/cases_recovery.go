@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
@@ -82,6 +83,8 @@ var recoveryCases = []Case{
 				t.Errorf("job ended %v; expected FINISHED", r.GetStatus())
 			}
 		}},
+	{Name: "recovery/paused-leader-resumes-deposed", Requires: []string{FeatureResourceManager, FeatureFailover, featureRunnerStarts}, Instances: 2,
+		Doc: "SIGSTOP of the leader until the standby took over, then SIGCONT: the old leader answers NOT_LEADER at once, and deploys and writes nothing with its old tokens", Run: pausedLeaderResumesDeposed},
 	{Name: "recovery/dirty-result-cleaned-not-rerun", Requires: []string{featureRunnerStarts}, Instances: -1,
 		Doc: "a job found with a dirty result at startup is cleaned up (plan deleted, result marked clean), never run", Run: func(t *T) {
 			id := t.job("j")
@@ -132,6 +135,65 @@ var recoveryCases = []Case{
 				t.Errorf("events %v for the job sent to the standby; expected no write", evs)
 			}
 		}},
+}
+
+// pausedLeaderResumesDeposed stops the leader (SIGSTOP) until the standby
+// has taken over, resumes it (SIGCONT), and checks that it acts no more as
+// leader: its first answer is NOT_LEADER, and it deploys and writes
+// nothing with its old tokens.
+func pausedLeaderResumesDeposed(t *T) {
+	id := t.job("j")
+	t.mustSubmit(id, gatedGraph(2, id))
+	t.waitRunning(id, 2)
+	oldJob := t.leaderOf(hastore.JobElection(id)).Token
+	oldManager := t.leaderOf(hastore.ElectionJobManager).Token
+	leader, standby := t.leaderProc()
+	if standby == nil {
+		t.Fatalf("no standby instance running; expected 2 instances")
+	}
+	leader.signal(syscall.SIGSTOP)
+	resumed := false
+	defer func() {
+		if !resumed {
+			leader.signal(syscall.SIGCONT)
+		}
+	}()
+	// The standby takes over once the paused leader's session has expired.
+	t.regrant(id, oldJob)
+	var info hastore.LeaderInfo
+	if !t.wait(60*time.Second, func() bool {
+		var err error
+		info, err = t.env.etcd.Leader(t.ctx, hastore.ElectionJobManager)
+		return err == nil && !info.Token.IsZero() && info.Token != oldManager && info.Address != ""
+	}) {
+		t.Fatalf("no new leader of %s within 60s of pausing the old one (leader %+v); expected the standby to take over", hastore.ElectionJobManager, info)
+	}
+	from := t.env.log.Len()
+	leader.signal(syscall.SIGCONT)
+	resumed = true
+	// Its very first answer: it stood still past its lease.
+	d := jobplanev1connect.NewDispatcherServiceClient(t.env.http, leader.url)
+	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
+	defer cancel()
+	_, err := d.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: t.job("after-pause"), JobGraph: noopGraph(1)})
+	if !isNotLeader(err) {
+		t.Errorf("the resumed old leader answered SubmitJob with %v; expected NOT_LEADER: it stood still past its lease, and another process leads", err)
+	}
+	t.env.open(id)
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("job ended %v; expected FINISHED under the new leader", r.GetStatus())
+	}
+	t.barrier()
+	// What a deposed leader must not do: deploy, ask for slots, or write.
+	// Giving back what it held (FreeSlot, resign) is fine, and so are the
+	// TaskExecutors' own calls.
+	acts := map[string]bool{"SubmitTask": true, "RequestSlot": true, "put-plan": true, "delete-plan": true,
+		"create-dirty": true, "mark-clean": true, "delete-result": true, "confirm": true}
+	for _, e := range t.env.log.Events(nil)[from:] {
+		if acts[e.Op] && e.Err == nil && (e.Token == oldJob || e.Token == oldManager) {
+			t.Errorf("%v after the old leader resumed; expected a deposed leader to deploy nothing and write nothing", e)
+		}
+	}
 }
 
 // handoff runs a job on the leader of two instances, ends the leader with

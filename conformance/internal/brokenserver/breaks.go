@@ -32,7 +32,7 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 			resp.Created = true
 			return connect.NewResponse(resp), nil
 		})
-	case "accept-different-plan", "persist-invalid", "accept-invalid", "standby-no-address":
+	case "accept-different-plan", "persist-invalid", "accept-invalid", "standby-no-address", "deposed-answers":
 		unary(jobplanev1connect.DispatcherServiceSubmitJobProcedure, func(ctx context.Context, req *connect.Request[jobplanev1.SubmitJobRequest]) (*connect.Response[jobplanev1.SubmitJobResponse], error) {
 			resp, err := submit(ctx, req)
 			code := connect.CodeOf(err)
@@ -46,6 +46,9 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 				_ = st.Store.PutExecutionPlan(ctx, st.fence(), plan)
 			case mode == "accept-invalid" && code == connect.CodeInvalidArgument:
 				return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("invalid job graph"))
+			case mode == "deposed-answers" && code == connect.CodeUnavailable:
+				// Answers as the leader it was, whoever leads now.
+				return connect.NewResponse(&jobplanev1.SubmitJobResponse{JobId: req.Msg.GetJobId(), Created: true, Status: jobplanev1.JobStatus_JOB_STATUS_INITIALIZING}), nil
 			case mode == "standby-no-address" && code == connect.CodeUnavailable:
 				e := connect.NewError(connect.CodeUnavailable, errors.New("not the leader"))
 				if det, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: "NOT_LEADER", Domain: "jobplane.v1"}); derr == nil {

@@ -37,10 +37,11 @@ const (
 //     unreachable, DEADLINE_EXCEEDED, INTERNAL) may carry no ErrorInfo.
 //   - Fencing tokens of one election are compared by epoch. A receiver that
 //     gets a token older than the current one it knows answers ABORTED with
-//     STALE_FENCING_TOKEN. A receiver that gets a token newer than its own
-//     leadership has been deposed: it answers UNAVAILABLE with NOT_LEADER
-//     and steps down. A receiver that only tracks the leader (a TaskExecutor)
-//     adopts a newer token as the current one.
+//     STALE_FENCING_TOKEN. A leader that gets a token newer than its own
+//     leadership's answers UNAVAILABLE with NOT_LEADER; it steps down only
+//     as FencingToken's rules say, never on the strength of that token
+//     alone. A receiver that only tracks the leader (a TaskExecutor) adopts
+//     a newer token as the current one.
 //   - Invalid input is answered with INVALID_ARGUMENT and a
 //     `google.rpc.BadRequest` detail with one field violation per offending
 //     field (the field path in proto names, e.g. `job_graph.vertices[2].id`),

@@ -31,6 +31,31 @@ const (
 // Tokens of one election are ordered by `epoch`; `session_id` only
 // distinguishes holders and carries no order. A token is meaningful only
 // together with the name of its election (see Fence).
+//
+// When a leader counts as deposed. Every implementation keeps three rules,
+// which together mean that two leaders of one election never act at once,
+// even when a process stalls or the network delays its messages:
+//
+//  1. A leader acts only while its leadership certainly holds: from its
+//     grant until the send time of its session's last acknowledged
+//     HAStoreService.KeepAlive plus the session's TTL, less a margin for
+//     clock drift, measured on its own monotonic clock. Past that instant
+//     its leadership has ended for it, whatever it learns later: it
+//     answers every call as NOT_LEADER, deploys nothing, writes nothing,
+//     and campaigns again for a new grant. It checks this as it acts, so a
+//     process that stood still (paused, starved) past the instant does not
+//     act on a decision taken before.
+//  2. The HA store never ends a session earlier than its TTL after it
+//     received the last KeepAlive it acknowledged (it may end it later).
+//     So the next grant of an election comes only after the former
+//     leader stopped acting by rule 1.
+//  3. A receiver that gets a call carrying a token newer than its own
+//     leadership's answers that call UNAVAILABLE (NOT_LEADER) and does
+//     nothing for it, but does not step down on the strength of that token
+//     alone: a token can be forged or come from a confused peer. It steps
+//     down when its own leadership ends (rule 1, or a revocation the store
+//     reports), or once HAStoreService.GetLeader confirms that the
+//     election's current grant is newer than its own.
 type FencingToken struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The HA-store session (lease) that holds the grant, as an opaque string

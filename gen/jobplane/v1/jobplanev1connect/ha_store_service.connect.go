@@ -98,10 +98,12 @@ type HAStoreServiceClient interface {
 	// KeepAlive renews a session for another TTL. Idempotent.
 	//
 	// The store renews the session no earlier than it receives the request,
-	// so a client knows its session certainly holds until the send time of
-	// its last acknowledged KeepAlive plus the TTL (less a margin for clock
-	// drift), and no longer: a leader acts only until then (see
-	// DispatcherService), and counts its session lost after it.
+	// and never ends it earlier than the TTL after it received the last
+	// KeepAlive it acknowledged; so a client knows its session certainly
+	// holds until the send time of its last acknowledged KeepAlive plus the
+	// TTL (less a margin for clock drift), and no longer: a leader acts only
+	// until then, and counts its session lost after it (see FencingToken:
+	// when a leader counts as deposed).
 	//
 	// Errors: NOT_FOUND (SESSION_NOT_FOUND) for an unknown or expired
 	// session, whose leaderships have all ended.
@@ -563,10 +565,12 @@ type HAStoreServiceHandler interface {
 	// KeepAlive renews a session for another TTL. Idempotent.
 	//
 	// The store renews the session no earlier than it receives the request,
-	// so a client knows its session certainly holds until the send time of
-	// its last acknowledged KeepAlive plus the TTL (less a margin for clock
-	// drift), and no longer: a leader acts only until then (see
-	// DispatcherService), and counts its session lost after it.
+	// and never ends it earlier than the TTL after it received the last
+	// KeepAlive it acknowledged; so a client knows its session certainly
+	// holds until the send time of its last acknowledged KeepAlive plus the
+	// TTL (less a margin for clock drift), and no longer: a leader acts only
+	// until then, and counts its session lost after it (see FencingToken:
+	// when a leader counts as deposed).
 	//
 	// Errors: NOT_FOUND (SESSION_NOT_FOUND) for an unknown or expired
 	// session, whose leaderships have all ended.
