@@ -85,6 +85,8 @@ var recoveryCases = []Case{
 		}},
 	{Name: "recovery/paused-leader-resumes-deposed", Requires: []string{FeatureResourceManager, FeatureFailover, featureRunnerStarts}, Instances: 2,
 		Doc: "SIGSTOP of the leader until the standby took over, then SIGCONT: the old leader answers NOT_LEADER at once, and deploys and writes nothing with its old tokens", Run: pausedLeaderResumesDeposed},
+	{Name: "recovery/cancel-survives-failover", Requires: []string{FeatureResourceManager, FeatureFailover, featureRunnerStarts}, Instances: 2,
+		Doc: "a job canceled while INITIALIZING, then SIGKILL of the leader: the cancel request was recorded before the answer, and the standby ends the job CANCELED without deploying anything", Run: cancelSurvivesFailover},
 	{Name: "recovery/dirty-result-cleaned-not-rerun", Requires: []string{featureRunnerStarts}, Instances: -1,
 		Doc: "a job found with a dirty result at startup is cleaned up (plan deleted, result marked clean), never run", Run: func(t *T) {
 			id := t.job("j")
@@ -193,6 +195,45 @@ func pausedLeaderResumesDeposed(t *T) {
 		if acts[e.Op] && e.Err == nil && (e.Token == oldJob || e.Token == oldManager) {
 			t.Errorf("%v after the old leader resumed; expected a deposed leader to deploy nothing and write nothing", e)
 		}
+	}
+}
+
+// cancelSurvivesFailover cancels a job whose JobMaster is not granted
+// yet (its campaign held), kills the leader, and checks that the standby
+// ends the job CANCELED without asking for a slot or deploying a task.
+func cancelSurvivesFailover(t *T) {
+	id := t.job("j")
+	hold := make(chan struct{})
+	t.env.store.arm(fault{op: "campaign", key: id, hold: hold})
+	defer close(hold)
+	t.mustSubmit(id, gatedGraph(1, id))
+	leader, standby := t.leaderProc()
+	if standby == nil {
+		t.Fatalf("no standby instance running; expected 2 instances")
+	}
+	answer := t.cancel(id)
+	if st := answer.GetStatus(); st != jobplanev1.JobStatus_JOB_STATUS_CANCELLING && st != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
+		t.Fatalf("CancelJob answered %v; expected CANCELLING", st)
+	}
+	if len(ok(t.events(id, "request-cancel"))) == 0 {
+		t.Errorf("no RequestJobCancel for the job before CancelJob answered; expected the cancellation recorded in the HA store first")
+	}
+	leader.kill()
+	var last jobplanev1.JobStatus
+	if !t.wait(90*time.Second, func() bool {
+		last = t.status(id)
+		terminal := last == jobplanev1.JobStatus_JOB_STATUS_CANCELED || last == jobplanev1.JobStatus_JOB_STATUS_FINISHED || last == jobplanev1.JobStatus_JOB_STATUS_FAILED
+		return terminal || len(t.events(id, "SubmitTask")) > 0 || len(t.events(id, "RequestSlot")) > 0
+	}) {
+		t.Fatalf("job %s still %v 90s after the leader was killed; expected the standby to end it CANCELED", id, last)
+	}
+	for _, op := range []string{"RequestSlot", "SubmitTask"} {
+		if evs := t.events(id, op); len(evs) > 0 {
+			t.Fatalf("%v after the leader was killed; expected an acknowledged cancellation to survive it, nothing deployed", evs[0])
+		}
+	}
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
+		t.Errorf("job ended %v; expected CANCELED", r.GetStatus())
 	}
 }
 

@@ -20,8 +20,8 @@ type Event struct {
 	Time   time.Time
 	Source string // "store", a TaskExecutor's id, or "client"
 	// Op is the call: for the store "campaign", "granted", "confirm",
-	// "resign", "put-plan", "delete-plan", "create-dirty", "mark-clean",
-	// "delete-result"; for TaskExecutors the RPC's name; for the client
+	// "resign", "put-plan", "delete-plan", "request-cancel",
+	// "create-dirty", "mark-clean", "delete-result"; for TaskExecutors the RPC's name; for the client
 	// "ack" (a SubmitJob answer) or "fault" (an injected fault).
 	Op      string
 	Key     string        // the job id, or the election

@@ -96,6 +96,10 @@ func (s *store) DeleteExecutionPlan(ctx context.Context, f hastore.Fence, jobID 
 	return s.call(ctx, "delete-plan", jobID, f.Token, func() error { return s.Store.DeleteExecutionPlan(ctx, f, jobID) })
 }
 
+func (s *store) RequestCancel(ctx context.Context, f hastore.Fence, jobID string) error {
+	return s.call(ctx, "request-cancel", jobID, f.Token, func() error { return s.Store.RequestCancel(ctx, f, jobID) })
+}
+
 func (s *store) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, res *jobplanev1.JobResult) error {
 	return s.call(ctx, "create-dirty", res.GetJobId(), f.Token, func() error { return s.Store.CreateDirtyJobResult(ctx, f, res) })
 }

@@ -165,6 +165,7 @@ func (s *Etcd) planPrefix() string            { return s.prefix + "plans/" }
 func (s *Etcd) planKey(jobID string) string   { return s.planPrefix() + jobID }
 func (s *Etcd) resultPrefix() string          { return s.prefix + "results/" }
 func (s *Etcd) resultKey(jobID string) string { return s.resultPrefix() + jobID }
+func (s *Etcd) cancelKey(jobID string) string { return s.prefix + "cancels/" + jobID }
 
 // unavailable wraps a backend failure, leaving the caller's own context
 // errors, and errors that already say so, as they are. A call whose ctx
@@ -480,7 +481,7 @@ func (s *Etcd) DeleteExecutionPlan(ctx context.Context, f Fence, jobID string) e
 	}
 	resp, err := s.fenced(ctx, f, clientv3.OpTxn(
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.resultKey(jobID)), ">", 0)},
-		[]clientv3.Op{clientv3.OpDelete(s.planKey(jobID))}, nil))
+		s.planDeletes(jobID), nil))
 	if err != nil {
 		return err
 	}
@@ -488,6 +489,41 @@ func (s *Etcd) DeleteExecutionPlan(ctx context.Context, f Fence, jobID string) e
 		return ErrResultNotFound
 	}
 	return nil
+}
+
+// planDeletes are the ops that remove a job's plan and its cancel request.
+func (s *Etcd) planDeletes(jobID string) []clientv3.Op {
+	return []clientv3.Op{clientv3.OpDelete(s.planKey(jobID)), clientv3.OpDelete(s.cancelKey(jobID))}
+}
+
+// RequestCancel implements Store: the request is put only if the job's
+// plan exists, checked in the transaction that puts it.
+func (s *Etcd) RequestCancel(ctx context.Context, f Fence, jobID string) error {
+	if err := ValidateJobWrite(f, jobID); err != nil {
+		return err
+	}
+	resp, err := s.fenced(ctx, f, clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.planKey(jobID)), ">", 0)},
+		[]clientv3.Op{clientv3.OpPut(s.cancelKey(jobID), "")}, nil))
+	if err != nil {
+		return err
+	}
+	if !resp.Responses[0].GetResponseTxn().GetSucceeded() {
+		return ErrPlanNotFound
+	}
+	return nil
+}
+
+// CancelRequested implements Store.
+func (s *Etcd) CancelRequested(ctx context.Context, jobID string) (bool, error) {
+	if err := ValidateJobID(jobID); err != nil {
+		return false, err
+	}
+	resp, err := s.client.Get(ctx, s.cancelKey(jobID), clientv3.WithCountOnly())
+	if err != nil {
+		return false, unavailable(ctx, err)
+	}
+	return resp.Count > 0, nil
 }
 
 // CreateDirtyJobResult implements Store.

@@ -18,9 +18,15 @@ func TestFinishJobOneWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := env.store.RequestCancel(ctx, env.f, "done"); err != nil {
+		t.Fatal(err)
+	}
 	res := &jobplanev1.JobResult{JobId: "done", Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED}
 	if err := env.store.FinishJob(ctx, env.f, res); err != nil {
 		t.Fatal(err)
+	}
+	if canceled, err := env.store.CancelRequested(ctx, "done"); err != nil || canceled {
+		t.Errorf("CancelRequested after FinishJob = %v, %v; want the request removed with the plan", canceled, err)
 	}
 	entry, err := env.store.GetJobResultEntry(ctx, "done")
 	if err != nil || entry.GetState() != jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN || entry.GetResult().GetStatus() != res.GetStatus() {

@@ -104,10 +104,21 @@ type Store interface {
 	// order, starting after the id `after` ("" for the first page). A
 	// limit of 0 means all.
 	ListExecutionPlans(ctx context.Context, after string, limit int) ([]string, error)
-	// DeleteExecutionPlan removes the job's plan, once the job has a result
-	// entry: without one it fails with ErrResultNotFound, checked with the
-	// delete. An absent plan is no error.
+	// DeleteExecutionPlan removes the job's plan and its cancel request,
+	// once the job has a result entry: without one it fails with
+	// ErrResultNotFound, checked with the delete. An absent plan is no
+	// error.
 	DeleteExecutionPlan(ctx context.Context, f Fence, jobID string) error
+
+	// RequestCancel records, fenced by f, that the job's cancellation was
+	// requested, so that a leader that recovers the job cancels it before
+	// running anything. It fails with ErrPlanNotFound, writing nothing, if
+	// the job has no plan (checked with the write); requesting again is no
+	// error. The record goes with the plan (DeleteExecutionPlan).
+	RequestCancel(ctx context.Context, f Fence, jobID string) error
+	// CancelRequested reports whether the job's cancellation was requested
+	// and its plan is not deleted yet.
+	CancelRequested(ctx context.Context, jobID string) (bool, error)
 
 	// CreateDirtyJobResult records result as dirty. If the job's entry
 	// holds an equal result (proto.Equal), dirty or clean, it succeeds and

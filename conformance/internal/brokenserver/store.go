@@ -69,6 +69,13 @@ func (s *store) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *job
 	return s.Store.PutExecutionPlan(ctx, f, plan)
 }
 
+func (s *store) RequestCancel(ctx context.Context, f hastore.Fence, jobID string) error {
+	if s.mode == "cancel-not-durable" {
+		return nil // acknowledged, never recorded
+	}
+	return s.Store.RequestCancel(ctx, f, jobID)
+}
+
 func (s *store) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, res *jobplanev1.JobResult) error {
 	switch s.mode {
 	case "private-digest":

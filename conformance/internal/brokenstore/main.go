@@ -87,6 +87,7 @@ var breaks = map[string]string{
 	"leader-without-address":  "GetLeader answers the leader without its published address",
 	"resign-noop":             "Resign answers OK and ends nothing",
 	"no-expiry":               "the store renews every session itself, so none expires",
+	"cancel-request-lost":     "RequestJobCancel answers OK and records nothing",
 }
 
 // broken wraps the reference handler.
@@ -233,6 +234,17 @@ func (b *broken) DeleteJobResultEntry(ctx context.Context, req *jobplanev1.Delet
 	resp, err := b.HAStoreServiceHandler.DeleteJobResultEntry(ctx, req)
 	if err = b.lie(err); err == nil {
 		resp = &jobplanev1.DeleteJobResultEntryResponse{}
+	}
+	return resp, err
+}
+
+func (b *broken) RequestJobCancel(ctx context.Context, req *jobplanev1.RequestJobCancelRequest) (*jobplanev1.RequestJobCancelResponse, error) {
+	if b.mode == "cancel-request-lost" || b.mode == "job-token-writes" && jobFenced(req.GetFence()) {
+		return &jobplanev1.RequestJobCancelResponse{}, nil
+	}
+	resp, err := b.HAStoreServiceHandler.RequestJobCancel(ctx, req)
+	if err = b.lie(err); err == nil {
+		resp = &jobplanev1.RequestJobCancelResponse{}
 	}
 	return resp, err
 }

@@ -1339,9 +1339,11 @@ func (x *GetExecutionPlanRequest) GetJobId() string {
 type GetExecutionPlanResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The plan.
-	Plan          *ExecutionPlan `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Plan *ExecutionPlan `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
+	// Whether the job's cancellation was requested (RequestJobCancel).
+	CancelRequested bool `protobuf:"varint,2,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *GetExecutionPlanResponse) Reset() {
@@ -1379,6 +1381,13 @@ func (x *GetExecutionPlanResponse) GetPlan() *ExecutionPlan {
 		return x.Plan
 	}
 	return nil
+}
+
+func (x *GetExecutionPlanResponse) GetCancelRequested() bool {
+	if x != nil {
+		return x.CancelRequested
+	}
+	return false
 }
 
 // ListExecutionPlansRequest is the request of
@@ -1587,6 +1596,99 @@ func (*DeleteExecutionPlanResponse) Descriptor() ([]byte, []int) {
 	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{28}
 }
 
+// RequestJobCancelRequest is the request of HAStoreService.RequestJobCancel.
+type RequestJobCancelRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The writer's leadership. Required.
+	Fence *Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
+	// The job's id. Required.
+	JobId         string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestJobCancelRequest) Reset() {
+	*x = RequestJobCancelRequest{}
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestJobCancelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestJobCancelRequest) ProtoMessage() {}
+
+func (x *RequestJobCancelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestJobCancelRequest.ProtoReflect.Descriptor instead.
+func (*RequestJobCancelRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *RequestJobCancelRequest) GetFence() *Fence {
+	if x != nil {
+		return x.Fence
+	}
+	return nil
+}
+
+func (x *RequestJobCancelRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+// RequestJobCancelResponse is the response of
+// HAStoreService.RequestJobCancel.
+type RequestJobCancelResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestJobCancelResponse) Reset() {
+	*x = RequestJobCancelResponse{}
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestJobCancelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestJobCancelResponse) ProtoMessage() {}
+
+func (x *RequestJobCancelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestJobCancelResponse.ProtoReflect.Descriptor instead.
+func (*RequestJobCancelResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{30}
+}
+
 // JobResultEntry is a job result as the HA store keeps it.
 type JobResultEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1600,7 +1702,7 @@ type JobResultEntry struct {
 
 func (x *JobResultEntry) Reset() {
 	*x = JobResultEntry{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[29]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1612,7 +1714,7 @@ func (x *JobResultEntry) String() string {
 func (*JobResultEntry) ProtoMessage() {}
 
 func (x *JobResultEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[29]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1625,7 +1727,7 @@ func (x *JobResultEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResultEntry.ProtoReflect.Descriptor instead.
 func (*JobResultEntry) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{29}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *JobResultEntry) GetResult() *JobResult {
@@ -1656,7 +1758,7 @@ type CreateDirtyJobResultRequest struct {
 
 func (x *CreateDirtyJobResultRequest) Reset() {
 	*x = CreateDirtyJobResultRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[30]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +1770,7 @@ func (x *CreateDirtyJobResultRequest) String() string {
 func (*CreateDirtyJobResultRequest) ProtoMessage() {}
 
 func (x *CreateDirtyJobResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[30]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +1783,7 @@ func (x *CreateDirtyJobResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateDirtyJobResultRequest.ProtoReflect.Descriptor instead.
 func (*CreateDirtyJobResultRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{30}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateDirtyJobResultRequest) GetFence() *Fence {
@@ -1708,7 +1810,7 @@ type CreateDirtyJobResultResponse struct {
 
 func (x *CreateDirtyJobResultResponse) Reset() {
 	*x = CreateDirtyJobResultResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[31]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1822,7 @@ func (x *CreateDirtyJobResultResponse) String() string {
 func (*CreateDirtyJobResultResponse) ProtoMessage() {}
 
 func (x *CreateDirtyJobResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[31]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1835,7 @@ func (x *CreateDirtyJobResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateDirtyJobResultResponse.ProtoReflect.Descriptor instead.
 func (*CreateDirtyJobResultResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{31}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{33}
 }
 
 // MarkJobResultCleanRequest is the request of
@@ -1750,7 +1852,7 @@ type MarkJobResultCleanRequest struct {
 
 func (x *MarkJobResultCleanRequest) Reset() {
 	*x = MarkJobResultCleanRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[32]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1762,7 +1864,7 @@ func (x *MarkJobResultCleanRequest) String() string {
 func (*MarkJobResultCleanRequest) ProtoMessage() {}
 
 func (x *MarkJobResultCleanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[32]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1775,7 +1877,7 @@ func (x *MarkJobResultCleanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkJobResultCleanRequest.ProtoReflect.Descriptor instead.
 func (*MarkJobResultCleanRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{32}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MarkJobResultCleanRequest) GetFence() *Fence {
@@ -1802,7 +1904,7 @@ type MarkJobResultCleanResponse struct {
 
 func (x *MarkJobResultCleanResponse) Reset() {
 	*x = MarkJobResultCleanResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[33]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1814,7 +1916,7 @@ func (x *MarkJobResultCleanResponse) String() string {
 func (*MarkJobResultCleanResponse) ProtoMessage() {}
 
 func (x *MarkJobResultCleanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[33]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1827,7 +1929,7 @@ func (x *MarkJobResultCleanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkJobResultCleanResponse.ProtoReflect.Descriptor instead.
 func (*MarkJobResultCleanResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{33}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{35}
 }
 
 // GetJobResultEntryRequest is the request of
@@ -1842,7 +1944,7 @@ type GetJobResultEntryRequest struct {
 
 func (x *GetJobResultEntryRequest) Reset() {
 	*x = GetJobResultEntryRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[34]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +1956,7 @@ func (x *GetJobResultEntryRequest) String() string {
 func (*GetJobResultEntryRequest) ProtoMessage() {}
 
 func (x *GetJobResultEntryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[34]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +1969,7 @@ func (x *GetJobResultEntryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResultEntryRequest.ProtoReflect.Descriptor instead.
 func (*GetJobResultEntryRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{34}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetJobResultEntryRequest) GetJobId() string {
@@ -1889,7 +1991,7 @@ type GetJobResultEntryResponse struct {
 
 func (x *GetJobResultEntryResponse) Reset() {
 	*x = GetJobResultEntryResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[35]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1901,7 +2003,7 @@ func (x *GetJobResultEntryResponse) String() string {
 func (*GetJobResultEntryResponse) ProtoMessage() {}
 
 func (x *GetJobResultEntryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[35]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1914,7 +2016,7 @@ func (x *GetJobResultEntryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResultEntryResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResultEntryResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{35}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetJobResultEntryResponse) GetEntry() *JobResultEntry {
@@ -1941,7 +2043,7 @@ type ListJobResultEntriesRequest struct {
 
 func (x *ListJobResultEntriesRequest) Reset() {
 	*x = ListJobResultEntriesRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[36]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2055,7 @@ func (x *ListJobResultEntriesRequest) String() string {
 func (*ListJobResultEntriesRequest) ProtoMessage() {}
 
 func (x *ListJobResultEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[36]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2068,7 @@ func (x *ListJobResultEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobResultEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListJobResultEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{36}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListJobResultEntriesRequest) GetPageSize() int32 {
@@ -2004,7 +2106,7 @@ type ListJobResultEntriesResponse struct {
 
 func (x *ListJobResultEntriesResponse) Reset() {
 	*x = ListJobResultEntriesResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[37]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2016,7 +2118,7 @@ func (x *ListJobResultEntriesResponse) String() string {
 func (*ListJobResultEntriesResponse) ProtoMessage() {}
 
 func (x *ListJobResultEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[37]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2029,7 +2131,7 @@ func (x *ListJobResultEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobResultEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListJobResultEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{37}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListJobResultEntriesResponse) GetEntries() []*JobResultEntry {
@@ -2060,7 +2162,7 @@ type DeleteJobResultEntryRequest struct {
 
 func (x *DeleteJobResultEntryRequest) Reset() {
 	*x = DeleteJobResultEntryRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[38]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2174,7 @@ func (x *DeleteJobResultEntryRequest) String() string {
 func (*DeleteJobResultEntryRequest) ProtoMessage() {}
 
 func (x *DeleteJobResultEntryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[38]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2187,7 @@ func (x *DeleteJobResultEntryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResultEntryRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobResultEntryRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{38}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeleteJobResultEntryRequest) GetFence() *Fence {
@@ -2112,7 +2214,7 @@ type DeleteJobResultEntryResponse struct {
 
 func (x *DeleteJobResultEntryResponse) Reset() {
 	*x = DeleteJobResultEntryResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[39]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2226,7 @@ func (x *DeleteJobResultEntryResponse) String() string {
 func (*DeleteJobResultEntryResponse) ProtoMessage() {}
 
 func (x *DeleteJobResultEntryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[39]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2239,7 @@ func (x *DeleteJobResultEntryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResultEntryResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResultEntryResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{39}
+	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{41}
 }
 
 // LeadershipGranted says a candidacy of the session leads its election.
@@ -2153,7 +2255,7 @@ type WatchSessionResponse_LeadershipGranted struct {
 
 func (x *WatchSessionResponse_LeadershipGranted) Reset() {
 	*x = WatchSessionResponse_LeadershipGranted{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[40]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2267,7 @@ func (x *WatchSessionResponse_LeadershipGranted) String() string {
 func (*WatchSessionResponse_LeadershipGranted) ProtoMessage() {}
 
 func (x *WatchSessionResponse_LeadershipGranted) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[40]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2210,7 +2312,7 @@ type WatchSessionResponse_LeadershipRevoked struct {
 
 func (x *WatchSessionResponse_LeadershipRevoked) Reset() {
 	*x = WatchSessionResponse_LeadershipRevoked{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[41]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2222,7 +2324,7 @@ func (x *WatchSessionResponse_LeadershipRevoked) String() string {
 func (*WatchSessionResponse_LeadershipRevoked) ProtoMessage() {}
 
 func (x *WatchSessionResponse_LeadershipRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[41]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2268,7 +2370,7 @@ type WatchSessionResponse_Heartbeat struct {
 
 func (x *WatchSessionResponse_Heartbeat) Reset() {
 	*x = WatchSessionResponse_Heartbeat{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[42]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2280,7 +2382,7 @@ func (x *WatchSessionResponse_Heartbeat) String() string {
 func (*WatchSessionResponse_Heartbeat) ProtoMessage() {}
 
 func (x *WatchSessionResponse_Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[42]
+	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,9 +2471,10 @@ const file_jobplane_v1_ha_store_service_proto_rawDesc = "" +
 	"\x04plan\x18\x02 \x01(\v2\x1a.jobplane.v1.ExecutionPlanR\x04plan\"\x1a\n" +
 	"\x18PutExecutionPlanResponse\"0\n" +
 	"\x17GetExecutionPlanRequest\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"J\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"u\n" +
 	"\x18GetExecutionPlanResponse\x12.\n" +
-	"\x04plan\x18\x01 \x01(\v2\x1a.jobplane.v1.ExecutionPlanR\x04plan\"W\n" +
+	"\x04plan\x18\x01 \x01(\v2\x1a.jobplane.v1.ExecutionPlanR\x04plan\x12)\n" +
+	"\x10cancel_requested\x18\x02 \x01(\bR\x0fcancelRequested\"W\n" +
 	"\x19ListExecutionPlansRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
@@ -2382,7 +2485,11 @@ const file_jobplane_v1_ha_store_service_proto_rawDesc = "" +
 	"\x1aDeleteExecutionPlanRequest\x12(\n" +
 	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\x1d\n" +
-	"\x1bDeleteExecutionPlanResponse\"s\n" +
+	"\x1bDeleteExecutionPlanResponse\"Z\n" +
+	"\x17RequestJobCancelRequest\x12(\n" +
+	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\x1a\n" +
+	"\x18RequestJobCancelResponse\"s\n" +
 	"\x0eJobResultEntry\x12.\n" +
 	"\x06result\x18\x01 \x01(\v2\x16.jobplane.v1.JobResultR\x06result\x121\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1b.jobplane.v1.JobResultStateR\x05state\"w\n" +
@@ -2418,7 +2525,7 @@ const file_jobplane_v1_ha_store_service_proto_rawDesc = "" +
 	"\x0eJobResultState\x12 \n" +
 	"\x1cJOB_RESULT_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16JOB_RESULT_STATE_DIRTY\x10\x01\x12\x1a\n" +
-	"\x16JOB_RESULT_STATE_CLEAN\x10\x022\xb8\x0e\n" +
+	"\x16JOB_RESULT_STATE_CLEAN\x10\x022\x9e\x0f\n" +
 	"\x0eHAStoreService\x12P\n" +
 	"\vOpenSession\x12\x1f.jobplane.v1.OpenSessionRequest\x1a .jobplane.v1.OpenSessionResponse\x12O\n" +
 	"\tKeepAlive\x12\x1d.jobplane.v1.KeepAliveRequest\x1a\x1e.jobplane.v1.KeepAliveResponse\"\x03\x90\x02\x02\x12X\n" +
@@ -2433,7 +2540,8 @@ const file_jobplane_v1_ha_store_service_proto_rawDesc = "" +
 	"\x10PutExecutionPlan\x12$.jobplane.v1.PutExecutionPlanRequest\x1a%.jobplane.v1.PutExecutionPlanResponse\"\x03\x90\x02\x02\x12d\n" +
 	"\x10GetExecutionPlan\x12$.jobplane.v1.GetExecutionPlanRequest\x1a%.jobplane.v1.GetExecutionPlanResponse\"\x03\x90\x02\x01\x12j\n" +
 	"\x12ListExecutionPlans\x12&.jobplane.v1.ListExecutionPlansRequest\x1a'.jobplane.v1.ListExecutionPlansResponse\"\x03\x90\x02\x01\x12m\n" +
-	"\x13DeleteExecutionPlan\x12'.jobplane.v1.DeleteExecutionPlanRequest\x1a(.jobplane.v1.DeleteExecutionPlanResponse\"\x03\x90\x02\x02\x12p\n" +
+	"\x13DeleteExecutionPlan\x12'.jobplane.v1.DeleteExecutionPlanRequest\x1a(.jobplane.v1.DeleteExecutionPlanResponse\"\x03\x90\x02\x02\x12d\n" +
+	"\x10RequestJobCancel\x12$.jobplane.v1.RequestJobCancelRequest\x1a%.jobplane.v1.RequestJobCancelResponse\"\x03\x90\x02\x02\x12p\n" +
 	"\x14CreateDirtyJobResult\x12(.jobplane.v1.CreateDirtyJobResultRequest\x1a).jobplane.v1.CreateDirtyJobResultResponse\"\x03\x90\x02\x02\x12j\n" +
 	"\x12MarkJobResultClean\x12&.jobplane.v1.MarkJobResultCleanRequest\x1a'.jobplane.v1.MarkJobResultCleanResponse\"\x03\x90\x02\x02\x12g\n" +
 	"\x11GetJobResultEntry\x12%.jobplane.v1.GetJobResultEntryRequest\x1a&.jobplane.v1.GetJobResultEntryResponse\"\x03\x90\x02\x01\x12p\n" +
@@ -2454,7 +2562,7 @@ func file_jobplane_v1_ha_store_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobplane_v1_ha_store_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_jobplane_v1_ha_store_service_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_jobplane_v1_ha_store_service_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_jobplane_v1_ha_store_service_proto_goTypes = []any{
 	(RevocationReason)(0),                          // 0: jobplane.v1.RevocationReason
 	(JobResultState)(0),                            // 1: jobplane.v1.JobResultState
@@ -2487,100 +2595,105 @@ var file_jobplane_v1_ha_store_service_proto_goTypes = []any{
 	(*ListExecutionPlansResponse)(nil),             // 28: jobplane.v1.ListExecutionPlansResponse
 	(*DeleteExecutionPlanRequest)(nil),             // 29: jobplane.v1.DeleteExecutionPlanRequest
 	(*DeleteExecutionPlanResponse)(nil),            // 30: jobplane.v1.DeleteExecutionPlanResponse
-	(*JobResultEntry)(nil),                         // 31: jobplane.v1.JobResultEntry
-	(*CreateDirtyJobResultRequest)(nil),            // 32: jobplane.v1.CreateDirtyJobResultRequest
-	(*CreateDirtyJobResultResponse)(nil),           // 33: jobplane.v1.CreateDirtyJobResultResponse
-	(*MarkJobResultCleanRequest)(nil),              // 34: jobplane.v1.MarkJobResultCleanRequest
-	(*MarkJobResultCleanResponse)(nil),             // 35: jobplane.v1.MarkJobResultCleanResponse
-	(*GetJobResultEntryRequest)(nil),               // 36: jobplane.v1.GetJobResultEntryRequest
-	(*GetJobResultEntryResponse)(nil),              // 37: jobplane.v1.GetJobResultEntryResponse
-	(*ListJobResultEntriesRequest)(nil),            // 38: jobplane.v1.ListJobResultEntriesRequest
-	(*ListJobResultEntriesResponse)(nil),           // 39: jobplane.v1.ListJobResultEntriesResponse
-	(*DeleteJobResultEntryRequest)(nil),            // 40: jobplane.v1.DeleteJobResultEntryRequest
-	(*DeleteJobResultEntryResponse)(nil),           // 41: jobplane.v1.DeleteJobResultEntryResponse
-	(*WatchSessionResponse_LeadershipGranted)(nil), // 42: jobplane.v1.WatchSessionResponse.LeadershipGranted
-	(*WatchSessionResponse_LeadershipRevoked)(nil), // 43: jobplane.v1.WatchSessionResponse.LeadershipRevoked
-	(*WatchSessionResponse_Heartbeat)(nil),         // 44: jobplane.v1.WatchSessionResponse.Heartbeat
-	(*durationpb.Duration)(nil),                    // 45: google.protobuf.Duration
-	(*Fence)(nil),                                  // 46: jobplane.v1.Fence
-	(*LeaderInfo)(nil),                             // 47: jobplane.v1.LeaderInfo
-	(*JobGraph)(nil),                               // 48: jobplane.v1.JobGraph
-	(*timestamppb.Timestamp)(nil),                  // 49: google.protobuf.Timestamp
-	(*JobResult)(nil),                              // 50: jobplane.v1.JobResult
-	(*FencingToken)(nil),                           // 51: jobplane.v1.FencingToken
+	(*RequestJobCancelRequest)(nil),                // 31: jobplane.v1.RequestJobCancelRequest
+	(*RequestJobCancelResponse)(nil),               // 32: jobplane.v1.RequestJobCancelResponse
+	(*JobResultEntry)(nil),                         // 33: jobplane.v1.JobResultEntry
+	(*CreateDirtyJobResultRequest)(nil),            // 34: jobplane.v1.CreateDirtyJobResultRequest
+	(*CreateDirtyJobResultResponse)(nil),           // 35: jobplane.v1.CreateDirtyJobResultResponse
+	(*MarkJobResultCleanRequest)(nil),              // 36: jobplane.v1.MarkJobResultCleanRequest
+	(*MarkJobResultCleanResponse)(nil),             // 37: jobplane.v1.MarkJobResultCleanResponse
+	(*GetJobResultEntryRequest)(nil),               // 38: jobplane.v1.GetJobResultEntryRequest
+	(*GetJobResultEntryResponse)(nil),              // 39: jobplane.v1.GetJobResultEntryResponse
+	(*ListJobResultEntriesRequest)(nil),            // 40: jobplane.v1.ListJobResultEntriesRequest
+	(*ListJobResultEntriesResponse)(nil),           // 41: jobplane.v1.ListJobResultEntriesResponse
+	(*DeleteJobResultEntryRequest)(nil),            // 42: jobplane.v1.DeleteJobResultEntryRequest
+	(*DeleteJobResultEntryResponse)(nil),           // 43: jobplane.v1.DeleteJobResultEntryResponse
+	(*WatchSessionResponse_LeadershipGranted)(nil), // 44: jobplane.v1.WatchSessionResponse.LeadershipGranted
+	(*WatchSessionResponse_LeadershipRevoked)(nil), // 45: jobplane.v1.WatchSessionResponse.LeadershipRevoked
+	(*WatchSessionResponse_Heartbeat)(nil),         // 46: jobplane.v1.WatchSessionResponse.Heartbeat
+	(*durationpb.Duration)(nil),                    // 47: google.protobuf.Duration
+	(*Fence)(nil),                                  // 48: jobplane.v1.Fence
+	(*LeaderInfo)(nil),                             // 49: jobplane.v1.LeaderInfo
+	(*JobGraph)(nil),                               // 50: jobplane.v1.JobGraph
+	(*timestamppb.Timestamp)(nil),                  // 51: google.protobuf.Timestamp
+	(*JobResult)(nil),                              // 52: jobplane.v1.JobResult
+	(*FencingToken)(nil),                           // 53: jobplane.v1.FencingToken
 }
 var file_jobplane_v1_ha_store_service_proto_depIdxs = []int32{
-	45, // 0: jobplane.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	45, // 1: jobplane.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	45, // 2: jobplane.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
-	42, // 3: jobplane.v1.WatchSessionResponse.granted:type_name -> jobplane.v1.WatchSessionResponse.LeadershipGranted
-	43, // 4: jobplane.v1.WatchSessionResponse.revoked:type_name -> jobplane.v1.WatchSessionResponse.LeadershipRevoked
-	44, // 5: jobplane.v1.WatchSessionResponse.heartbeat:type_name -> jobplane.v1.WatchSessionResponse.Heartbeat
-	46, // 6: jobplane.v1.ResignRequest.fence:type_name -> jobplane.v1.Fence
-	46, // 7: jobplane.v1.ConfirmLeadershipRequest.fence:type_name -> jobplane.v1.Fence
-	47, // 8: jobplane.v1.GetLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
-	47, // 9: jobplane.v1.ObserveLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
-	48, // 10: jobplane.v1.ExecutionPlan.job_graph:type_name -> jobplane.v1.JobGraph
-	49, // 11: jobplane.v1.ExecutionPlan.submit_time:type_name -> google.protobuf.Timestamp
-	46, // 12: jobplane.v1.PutExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
+	47, // 0: jobplane.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	47, // 1: jobplane.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	47, // 2: jobplane.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	44, // 3: jobplane.v1.WatchSessionResponse.granted:type_name -> jobplane.v1.WatchSessionResponse.LeadershipGranted
+	45, // 4: jobplane.v1.WatchSessionResponse.revoked:type_name -> jobplane.v1.WatchSessionResponse.LeadershipRevoked
+	46, // 5: jobplane.v1.WatchSessionResponse.heartbeat:type_name -> jobplane.v1.WatchSessionResponse.Heartbeat
+	48, // 6: jobplane.v1.ResignRequest.fence:type_name -> jobplane.v1.Fence
+	48, // 7: jobplane.v1.ConfirmLeadershipRequest.fence:type_name -> jobplane.v1.Fence
+	49, // 8: jobplane.v1.GetLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
+	49, // 9: jobplane.v1.ObserveLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
+	50, // 10: jobplane.v1.ExecutionPlan.job_graph:type_name -> jobplane.v1.JobGraph
+	51, // 11: jobplane.v1.ExecutionPlan.submit_time:type_name -> google.protobuf.Timestamp
+	48, // 12: jobplane.v1.PutExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
 	22, // 13: jobplane.v1.PutExecutionPlanRequest.plan:type_name -> jobplane.v1.ExecutionPlan
 	22, // 14: jobplane.v1.GetExecutionPlanResponse.plan:type_name -> jobplane.v1.ExecutionPlan
-	46, // 15: jobplane.v1.DeleteExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
-	50, // 16: jobplane.v1.JobResultEntry.result:type_name -> jobplane.v1.JobResult
-	1,  // 17: jobplane.v1.JobResultEntry.state:type_name -> jobplane.v1.JobResultState
-	46, // 18: jobplane.v1.CreateDirtyJobResultRequest.fence:type_name -> jobplane.v1.Fence
-	50, // 19: jobplane.v1.CreateDirtyJobResultRequest.result:type_name -> jobplane.v1.JobResult
-	46, // 20: jobplane.v1.MarkJobResultCleanRequest.fence:type_name -> jobplane.v1.Fence
-	31, // 21: jobplane.v1.GetJobResultEntryResponse.entry:type_name -> jobplane.v1.JobResultEntry
-	1,  // 22: jobplane.v1.ListJobResultEntriesRequest.state:type_name -> jobplane.v1.JobResultState
-	31, // 23: jobplane.v1.ListJobResultEntriesResponse.entries:type_name -> jobplane.v1.JobResultEntry
-	46, // 24: jobplane.v1.DeleteJobResultEntryRequest.fence:type_name -> jobplane.v1.Fence
-	51, // 25: jobplane.v1.WatchSessionResponse.LeadershipGranted.token:type_name -> jobplane.v1.FencingToken
-	51, // 26: jobplane.v1.WatchSessionResponse.LeadershipRevoked.token:type_name -> jobplane.v1.FencingToken
-	0,  // 27: jobplane.v1.WatchSessionResponse.LeadershipRevoked.reason:type_name -> jobplane.v1.RevocationReason
-	2,  // 28: jobplane.v1.HAStoreService.OpenSession:input_type -> jobplane.v1.OpenSessionRequest
-	4,  // 29: jobplane.v1.HAStoreService.KeepAlive:input_type -> jobplane.v1.KeepAliveRequest
-	6,  // 30: jobplane.v1.HAStoreService.CloseSession:input_type -> jobplane.v1.CloseSessionRequest
-	8,  // 31: jobplane.v1.HAStoreService.Campaign:input_type -> jobplane.v1.CampaignRequest
-	10, // 32: jobplane.v1.HAStoreService.Withdraw:input_type -> jobplane.v1.WithdrawRequest
-	12, // 33: jobplane.v1.HAStoreService.WatchSession:input_type -> jobplane.v1.WatchSessionRequest
-	14, // 34: jobplane.v1.HAStoreService.Resign:input_type -> jobplane.v1.ResignRequest
-	16, // 35: jobplane.v1.HAStoreService.ConfirmLeadership:input_type -> jobplane.v1.ConfirmLeadershipRequest
-	18, // 36: jobplane.v1.HAStoreService.GetLeader:input_type -> jobplane.v1.GetLeaderRequest
-	20, // 37: jobplane.v1.HAStoreService.ObserveLeader:input_type -> jobplane.v1.ObserveLeaderRequest
-	23, // 38: jobplane.v1.HAStoreService.PutExecutionPlan:input_type -> jobplane.v1.PutExecutionPlanRequest
-	25, // 39: jobplane.v1.HAStoreService.GetExecutionPlan:input_type -> jobplane.v1.GetExecutionPlanRequest
-	27, // 40: jobplane.v1.HAStoreService.ListExecutionPlans:input_type -> jobplane.v1.ListExecutionPlansRequest
-	29, // 41: jobplane.v1.HAStoreService.DeleteExecutionPlan:input_type -> jobplane.v1.DeleteExecutionPlanRequest
-	32, // 42: jobplane.v1.HAStoreService.CreateDirtyJobResult:input_type -> jobplane.v1.CreateDirtyJobResultRequest
-	34, // 43: jobplane.v1.HAStoreService.MarkJobResultClean:input_type -> jobplane.v1.MarkJobResultCleanRequest
-	36, // 44: jobplane.v1.HAStoreService.GetJobResultEntry:input_type -> jobplane.v1.GetJobResultEntryRequest
-	38, // 45: jobplane.v1.HAStoreService.ListJobResultEntries:input_type -> jobplane.v1.ListJobResultEntriesRequest
-	40, // 46: jobplane.v1.HAStoreService.DeleteJobResultEntry:input_type -> jobplane.v1.DeleteJobResultEntryRequest
-	3,  // 47: jobplane.v1.HAStoreService.OpenSession:output_type -> jobplane.v1.OpenSessionResponse
-	5,  // 48: jobplane.v1.HAStoreService.KeepAlive:output_type -> jobplane.v1.KeepAliveResponse
-	7,  // 49: jobplane.v1.HAStoreService.CloseSession:output_type -> jobplane.v1.CloseSessionResponse
-	9,  // 50: jobplane.v1.HAStoreService.Campaign:output_type -> jobplane.v1.CampaignResponse
-	11, // 51: jobplane.v1.HAStoreService.Withdraw:output_type -> jobplane.v1.WithdrawResponse
-	13, // 52: jobplane.v1.HAStoreService.WatchSession:output_type -> jobplane.v1.WatchSessionResponse
-	15, // 53: jobplane.v1.HAStoreService.Resign:output_type -> jobplane.v1.ResignResponse
-	17, // 54: jobplane.v1.HAStoreService.ConfirmLeadership:output_type -> jobplane.v1.ConfirmLeadershipResponse
-	19, // 55: jobplane.v1.HAStoreService.GetLeader:output_type -> jobplane.v1.GetLeaderResponse
-	21, // 56: jobplane.v1.HAStoreService.ObserveLeader:output_type -> jobplane.v1.ObserveLeaderResponse
-	24, // 57: jobplane.v1.HAStoreService.PutExecutionPlan:output_type -> jobplane.v1.PutExecutionPlanResponse
-	26, // 58: jobplane.v1.HAStoreService.GetExecutionPlan:output_type -> jobplane.v1.GetExecutionPlanResponse
-	28, // 59: jobplane.v1.HAStoreService.ListExecutionPlans:output_type -> jobplane.v1.ListExecutionPlansResponse
-	30, // 60: jobplane.v1.HAStoreService.DeleteExecutionPlan:output_type -> jobplane.v1.DeleteExecutionPlanResponse
-	33, // 61: jobplane.v1.HAStoreService.CreateDirtyJobResult:output_type -> jobplane.v1.CreateDirtyJobResultResponse
-	35, // 62: jobplane.v1.HAStoreService.MarkJobResultClean:output_type -> jobplane.v1.MarkJobResultCleanResponse
-	37, // 63: jobplane.v1.HAStoreService.GetJobResultEntry:output_type -> jobplane.v1.GetJobResultEntryResponse
-	39, // 64: jobplane.v1.HAStoreService.ListJobResultEntries:output_type -> jobplane.v1.ListJobResultEntriesResponse
-	41, // 65: jobplane.v1.HAStoreService.DeleteJobResultEntry:output_type -> jobplane.v1.DeleteJobResultEntryResponse
-	47, // [47:66] is the sub-list for method output_type
-	28, // [28:47] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	48, // 15: jobplane.v1.DeleteExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
+	48, // 16: jobplane.v1.RequestJobCancelRequest.fence:type_name -> jobplane.v1.Fence
+	52, // 17: jobplane.v1.JobResultEntry.result:type_name -> jobplane.v1.JobResult
+	1,  // 18: jobplane.v1.JobResultEntry.state:type_name -> jobplane.v1.JobResultState
+	48, // 19: jobplane.v1.CreateDirtyJobResultRequest.fence:type_name -> jobplane.v1.Fence
+	52, // 20: jobplane.v1.CreateDirtyJobResultRequest.result:type_name -> jobplane.v1.JobResult
+	48, // 21: jobplane.v1.MarkJobResultCleanRequest.fence:type_name -> jobplane.v1.Fence
+	33, // 22: jobplane.v1.GetJobResultEntryResponse.entry:type_name -> jobplane.v1.JobResultEntry
+	1,  // 23: jobplane.v1.ListJobResultEntriesRequest.state:type_name -> jobplane.v1.JobResultState
+	33, // 24: jobplane.v1.ListJobResultEntriesResponse.entries:type_name -> jobplane.v1.JobResultEntry
+	48, // 25: jobplane.v1.DeleteJobResultEntryRequest.fence:type_name -> jobplane.v1.Fence
+	53, // 26: jobplane.v1.WatchSessionResponse.LeadershipGranted.token:type_name -> jobplane.v1.FencingToken
+	53, // 27: jobplane.v1.WatchSessionResponse.LeadershipRevoked.token:type_name -> jobplane.v1.FencingToken
+	0,  // 28: jobplane.v1.WatchSessionResponse.LeadershipRevoked.reason:type_name -> jobplane.v1.RevocationReason
+	2,  // 29: jobplane.v1.HAStoreService.OpenSession:input_type -> jobplane.v1.OpenSessionRequest
+	4,  // 30: jobplane.v1.HAStoreService.KeepAlive:input_type -> jobplane.v1.KeepAliveRequest
+	6,  // 31: jobplane.v1.HAStoreService.CloseSession:input_type -> jobplane.v1.CloseSessionRequest
+	8,  // 32: jobplane.v1.HAStoreService.Campaign:input_type -> jobplane.v1.CampaignRequest
+	10, // 33: jobplane.v1.HAStoreService.Withdraw:input_type -> jobplane.v1.WithdrawRequest
+	12, // 34: jobplane.v1.HAStoreService.WatchSession:input_type -> jobplane.v1.WatchSessionRequest
+	14, // 35: jobplane.v1.HAStoreService.Resign:input_type -> jobplane.v1.ResignRequest
+	16, // 36: jobplane.v1.HAStoreService.ConfirmLeadership:input_type -> jobplane.v1.ConfirmLeadershipRequest
+	18, // 37: jobplane.v1.HAStoreService.GetLeader:input_type -> jobplane.v1.GetLeaderRequest
+	20, // 38: jobplane.v1.HAStoreService.ObserveLeader:input_type -> jobplane.v1.ObserveLeaderRequest
+	23, // 39: jobplane.v1.HAStoreService.PutExecutionPlan:input_type -> jobplane.v1.PutExecutionPlanRequest
+	25, // 40: jobplane.v1.HAStoreService.GetExecutionPlan:input_type -> jobplane.v1.GetExecutionPlanRequest
+	27, // 41: jobplane.v1.HAStoreService.ListExecutionPlans:input_type -> jobplane.v1.ListExecutionPlansRequest
+	29, // 42: jobplane.v1.HAStoreService.DeleteExecutionPlan:input_type -> jobplane.v1.DeleteExecutionPlanRequest
+	31, // 43: jobplane.v1.HAStoreService.RequestJobCancel:input_type -> jobplane.v1.RequestJobCancelRequest
+	34, // 44: jobplane.v1.HAStoreService.CreateDirtyJobResult:input_type -> jobplane.v1.CreateDirtyJobResultRequest
+	36, // 45: jobplane.v1.HAStoreService.MarkJobResultClean:input_type -> jobplane.v1.MarkJobResultCleanRequest
+	38, // 46: jobplane.v1.HAStoreService.GetJobResultEntry:input_type -> jobplane.v1.GetJobResultEntryRequest
+	40, // 47: jobplane.v1.HAStoreService.ListJobResultEntries:input_type -> jobplane.v1.ListJobResultEntriesRequest
+	42, // 48: jobplane.v1.HAStoreService.DeleteJobResultEntry:input_type -> jobplane.v1.DeleteJobResultEntryRequest
+	3,  // 49: jobplane.v1.HAStoreService.OpenSession:output_type -> jobplane.v1.OpenSessionResponse
+	5,  // 50: jobplane.v1.HAStoreService.KeepAlive:output_type -> jobplane.v1.KeepAliveResponse
+	7,  // 51: jobplane.v1.HAStoreService.CloseSession:output_type -> jobplane.v1.CloseSessionResponse
+	9,  // 52: jobplane.v1.HAStoreService.Campaign:output_type -> jobplane.v1.CampaignResponse
+	11, // 53: jobplane.v1.HAStoreService.Withdraw:output_type -> jobplane.v1.WithdrawResponse
+	13, // 54: jobplane.v1.HAStoreService.WatchSession:output_type -> jobplane.v1.WatchSessionResponse
+	15, // 55: jobplane.v1.HAStoreService.Resign:output_type -> jobplane.v1.ResignResponse
+	17, // 56: jobplane.v1.HAStoreService.ConfirmLeadership:output_type -> jobplane.v1.ConfirmLeadershipResponse
+	19, // 57: jobplane.v1.HAStoreService.GetLeader:output_type -> jobplane.v1.GetLeaderResponse
+	21, // 58: jobplane.v1.HAStoreService.ObserveLeader:output_type -> jobplane.v1.ObserveLeaderResponse
+	24, // 59: jobplane.v1.HAStoreService.PutExecutionPlan:output_type -> jobplane.v1.PutExecutionPlanResponse
+	26, // 60: jobplane.v1.HAStoreService.GetExecutionPlan:output_type -> jobplane.v1.GetExecutionPlanResponse
+	28, // 61: jobplane.v1.HAStoreService.ListExecutionPlans:output_type -> jobplane.v1.ListExecutionPlansResponse
+	30, // 62: jobplane.v1.HAStoreService.DeleteExecutionPlan:output_type -> jobplane.v1.DeleteExecutionPlanResponse
+	32, // 63: jobplane.v1.HAStoreService.RequestJobCancel:output_type -> jobplane.v1.RequestJobCancelResponse
+	35, // 64: jobplane.v1.HAStoreService.CreateDirtyJobResult:output_type -> jobplane.v1.CreateDirtyJobResultResponse
+	37, // 65: jobplane.v1.HAStoreService.MarkJobResultClean:output_type -> jobplane.v1.MarkJobResultCleanResponse
+	39, // 66: jobplane.v1.HAStoreService.GetJobResultEntry:output_type -> jobplane.v1.GetJobResultEntryResponse
+	41, // 67: jobplane.v1.HAStoreService.ListJobResultEntries:output_type -> jobplane.v1.ListJobResultEntriesResponse
+	43, // 68: jobplane.v1.HAStoreService.DeleteJobResultEntry:output_type -> jobplane.v1.DeleteJobResultEntryResponse
+	49, // [49:69] is the sub-list for method output_type
+	29, // [29:49] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_ha_store_service_proto_init() }
@@ -2602,7 +2715,7 @@ func file_jobplane_v1_ha_store_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_ha_store_service_proto_rawDesc), len(file_jobplane_v1_ha_store_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   43,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -523,6 +523,23 @@ func (c *Client) DeleteExecutionPlan(ctx context.Context, f hastore.Fence, jobID
 	return fromConnect(err)
 }
 
+// RequestCancel implements hastore.Store.
+func (c *Client) RequestCancel(ctx context.Context, f hastore.Fence, jobID string) error {
+	_, err := c.rpc.RequestJobCancel(ctx, &jobplanev1.RequestJobCancelRequest{Fence: fenceToProto(f), JobId: jobID})
+	return fromConnect(err)
+}
+
+// CancelRequested implements hastore.Store: GetExecutionPlan says it.
+func (c *Client) CancelRequested(ctx context.Context, jobID string) (bool, error) {
+	resp, err := c.rpc.GetExecutionPlan(ctx, &jobplanev1.GetExecutionPlanRequest{JobId: jobID})
+	if err = fromConnect(err); errors.Is(err, hastore.ErrPlanNotFound) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	return resp.GetCancelRequested(), nil
+}
+
 // CreateDirtyJobResult implements hastore.Store.
 func (c *Client) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, result *jobplanev1.JobResult) error {
 	_, err := c.rpc.CreateDirtyJobResult(ctx, &jobplanev1.CreateDirtyJobResultRequest{Fence: fenceToProto(f), Result: result})

@@ -499,7 +499,20 @@ func (h *Handler) GetExecutionPlan(ctx context.Context, req *jobplanev1.GetExecu
 	if err != nil {
 		return nil, h.err(err, map[string]string{"job_id": req.GetJobId()})
 	}
-	return &jobplanev1.GetExecutionPlanResponse{Plan: plan}, nil
+	canceled, err := h.store.CancelRequested(ctx, req.GetJobId())
+	if err != nil {
+		return nil, h.err(err, map[string]string{"job_id": req.GetJobId()})
+	}
+	return &jobplanev1.GetExecutionPlanResponse{Plan: plan, CancelRequested: canceled}, nil
+}
+
+// RequestJobCancel implements HAStoreServiceHandler.
+func (h *Handler) RequestJobCancel(ctx context.Context, req *jobplanev1.RequestJobCancelRequest) (*jobplanev1.RequestJobCancelResponse, error) {
+	f := fenceFromProto(req.GetFence())
+	if err := h.store.RequestCancel(ctx, f, req.GetJobId()); err != nil {
+		return nil, h.err(err, map[string]string{"election": f.Election, "job_id": req.GetJobId()})
+	}
+	return &jobplanev1.RequestJobCancelResponse{}, nil
 }
 
 // defaultPageSize is the page size of listings that ask for none.

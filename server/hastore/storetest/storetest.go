@@ -74,6 +74,7 @@ func Cases() []Case {
 		{Name: "EpochsIncreaseAcrossRestart", Doc: "epochs keep increasing across a restart of the store", Run: testEpochsIncreaseAcrossRestart},
 		{Name: "DataSurvivesRestart", Doc: "plans and results survive a restart of the store", Run: testDataSurvivesRestart},
 		{Name: "ExecutionPlans", Doc: "plans are created once (the same plan again succeeds, another is refused), listed in order by pages, and deleted only once the job has a result", Run: testExecutionPlans},
+		{Name: "CancelRequests", Doc: "a job's cancel request is recorded only while it has a plan, again without error, and goes with the plan", Run: testCancelRequests},
 		{Name: "JobResults", Doc: "results are created once (the same result again succeeds, another is refused), marked clean, listed by state, and deleted only when clean", Run: testJobResults},
 		{Name: "CandidacyExists", Doc: "a session has one candidacy per election", Run: testCandidacyExists},
 		{Name: "CampaignCancelWithdraws", Doc: "a campaign given up before its grant leaves no candidacy", Run: testCampaignCancelWithdraws},
@@ -400,6 +401,7 @@ func testStaleTokenRefusedForEveryWrite(t T, b *Backend) {
 	stale := l.Fence()
 	wantErr(t, "PutExecutionPlan", s.PutExecutionPlan(ctx, stale, plan("new", "x")), hastore.ErrStaleToken)
 	wantErr(t, "DeleteExecutionPlan", s.DeleteExecutionPlan(ctx, stale, "kept"), hastore.ErrStaleToken)
+	wantErr(t, "RequestCancel", s.RequestCancel(ctx, stale, "kept"), hastore.ErrStaleToken)
 	wantErr(t, "CreateDirtyJobResult", s.CreateDirtyJobResult(ctx, stale, result("new", jobplanev1.JobStatus_JOB_STATUS_FINISHED)), hastore.ErrStaleToken)
 	wantErr(t, "MarkJobResultClean", s.MarkJobResultClean(ctx, stale, "r"), hastore.ErrStaleToken)
 	wantErr(t, "MarkJobResultClean of an absent result", s.MarkJobResultClean(ctx, stale, "absent"), hastore.ErrStaleToken)
@@ -420,6 +422,9 @@ func testStaleTokenRefusedForEveryWrite(t T, b *Backend) {
 	}
 	if _, err := s.GetExecutionPlan(ctx, "kept"); err != nil {
 		t.Errorf("stale delete removed a plan: %v", err)
+	}
+	if got, err := s.CancelRequested(ctx, "kept"); err != nil || got {
+		t.Errorf("CancelRequested after a stale request = %v, %v; want false", got, err)
 	}
 	if e, err := s.GetJobResultEntry(ctx, "r"); err != nil || e.GetState() != jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY {
 		t.Errorf("result after stale writes = %v, %v; want dirty", e, err)
@@ -444,6 +449,7 @@ func testTokenOfAnotherElectionRefused(t T, b *Backend) {
 		{"PutExecutionPlan of its own job", s.PutExecutionPlan(ctx, own, plan("j", "x"))},
 		{"PutExecutionPlan of another job", s.PutExecutionPlan(ctx, own, plan("other", "x"))},
 		{"DeleteExecutionPlan", s.DeleteExecutionPlan(ctx, own, "j")},
+		{"RequestCancel", s.RequestCancel(ctx, own, "j")},
 		{"CreateDirtyJobResult", s.CreateDirtyJobResult(ctx, own, result("j", jobplanev1.JobStatus_JOB_STATUS_FINISHED))},
 		{"MarkJobResultClean", s.MarkJobResultClean(ctx, own, "j")},
 		{"DeleteJobResultEntry", s.DeleteJobResultEntry(ctx, own, "j")},
@@ -591,6 +597,33 @@ func testExecutionPlans(t T, b *Backend) {
 	if got, _ := s.ListExecutionPlans(ctx, "", 0); len(got) != len(ids)-1 {
 		t.Errorf("List after delete = %v", got)
 	}
+}
+
+func testCancelRequests(t T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	f := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "").Fence()
+	requested := func(id string, want bool) {
+		t.Helper()
+		if got, err := s.CancelRequested(ctx, id); err != nil || got != want {
+			t.Errorf("CancelRequested(%s) = %v, %v; want %v", id, got, err, want)
+		}
+	}
+	wantErr(t, "RequestCancel of a job without a plan", s.RequestCancel(ctx, f, "c"), hastore.ErrPlanNotFound)
+	requested("c", false)
+	must(t, s.PutExecutionPlan(ctx, f, plan("c", "c")))
+	must(t, s.PutExecutionPlan(ctx, f, plan("other", "other")))
+	requested("c", false)
+	must(t, s.RequestCancel(ctx, f, "c"))
+	must(t, s.RequestCancel(ctx, f, "c")) // idempotent
+	requested("c", true)
+	requested("other", false)
+	// The request goes with the plan.
+	must(t, s.CreateDirtyJobResult(ctx, f, result("c", jobplanev1.JobStatus_JOB_STATUS_CANCELED)))
+	must(t, s.DeleteExecutionPlan(ctx, f, "c"))
+	requested("c", false)
+	wantErr(t, "RequestCancel after the plan was deleted", s.RequestCancel(ctx, f, "c"), hastore.ErrPlanNotFound)
+	requested("c", false)
 }
 
 func testJobResults(t T, b *Backend) {

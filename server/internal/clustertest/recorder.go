@@ -10,8 +10,8 @@ import (
 
 // Event is one recorded HA-store call.
 type Event struct {
-	// Op is the call: "put-plan", "delete-plan", "create-dirty",
-	// "mark-clean", "campaign" or "granted".
+	// Op is the call: "put-plan", "delete-plan", "request-cancel",
+	// "create-dirty", "mark-clean", "campaign" or "granted".
 	Op string
 	// Key is the job id, or the election for campaigns.
 	Key string
@@ -112,6 +112,10 @@ func (r *Recorder) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *
 
 func (r *Recorder) DeleteExecutionPlan(ctx context.Context, f hastore.Fence, jobID string) error {
 	return r.call("delete-plan", jobID, func() error { return r.Store.DeleteExecutionPlan(ctx, f, jobID) })
+}
+
+func (r *Recorder) RequestCancel(ctx context.Context, f hastore.Fence, jobID string) error {
+	return r.call("request-cancel", jobID, func() error { return r.Store.RequestCancel(ctx, f, jobID) })
 }
 
 func (r *Recorder) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, res *jobplanev1.JobResult) error {

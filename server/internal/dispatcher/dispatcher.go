@@ -301,11 +301,15 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 		if err != nil {
 			return err
 		}
-		d.log.Info("recovering a job", "job", id)
+		canceled, err := d.cfg.Store.CancelRequested(ctx, id)
+		if err != nil {
+			return err
+		}
+		d.log.Info("recovering a job", "job", id, "cancel_requested", canceled)
 		j := newJob(plan)
 		d.mu.Lock()
 		ld.jobs[id] = j
-		err = d.startLocked(ld, j, plan, true, nil)
+		err = d.startLocked(ld, j, plan, true, canceled, nil)
 		d.mu.Unlock()
 		if err != nil {
 			return err
@@ -373,9 +377,9 @@ func (ld *leadership) forgetLocked(j *job) {
 	ld.index.remove(j)
 }
 
-// startLocked starts the job's runner under the leadership; d.mu must be
-// held.
-func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *jobplanev1.ExecutionPlan, recovered bool, granted *hastore.Leadership) error {
+// startLocked starts the job's runner under the leadership, canceled
+// from the start if its cancellation was requested; d.mu must be held.
+func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *jobplanev1.ExecutionPlan, recovered, canceled bool, granted *hastore.Leadership) error {
 	if d.lead != ld || ld.ctx.Err() != nil {
 		return ErrNotLeading
 	}
@@ -402,6 +406,13 @@ func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *jobplanev1.Execut
 			d.log.Info("client heartbeat timed out; canceling the job", "job", j.id, "timeout", j.heartbeatTimeout)
 			r.Cancel(context.Background())
 		})
+	}
+	if canceled {
+		// Before it runs: the job ends CANCELED without a JobMaster.
+		r.Cancel(ld.ctx)
+		s := proto.CloneOf(j.latest())
+		s.Status, s.StatusTime = jobstatus.Cancelling, timestamppb.Now()
+		ld.recordLocked(j, s)
 	}
 	ld.wg.Add(1)
 	r.Start(ld.ctx, func(res jobmaster.Result, err error) {

@@ -71,6 +71,8 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_JOB_ALREADY_EXISTS, err.Error(), map[string]string{
 			"job_id": exist.JobID, "globally_terminated": strconv.FormatBool(exist.GloballyTerminated),
 		})
+	case errors.Is(err, ErrCancelNotRecorded):
+		return connect.NewError(connect.CodeUnavailable, errors.New("the HA store did not confirm the cancel request; nothing was done, retry the cancellation"))
 	case errors.Is(err, ErrOutcomeUnknown):
 		return connect.NewError(connect.CodeUnavailable, errors.New("the HA store did not confirm the job's plan; retry the same submission"))
 	case errors.Is(err, ErrPersistFailed):

@@ -67,16 +67,56 @@ func (d *Dispatcher) Cancel(ctx context.Context, jobID string) (jobplanev1.JobSt
 	result, r := j.result, j.runner
 	d.mu.Unlock()
 	if result != nil {
-		if result.GetStatus() == jobstatus.Canceled {
-			return jobstatus.Canceled, nil
+		return terminalCancel(jobID, result)
+	}
+	// The request is made durable before anything is done for it, so that
+	// a leader that recovers the job cancels it too.
+	if err := d.requestCancel(ld, jobID); err != nil {
+		d.mu.Lock()
+		result = j.result
+		d.mu.Unlock()
+		if errors.Is(err, hastore.ErrPlanNotFound) && result != nil {
+			return terminalCancel(jobID, result) // it ended meanwhile
 		}
-		return 0, &TerminalError{JobID: jobID, Status: result.GetStatus()}
+		return 0, err
 	}
 	st := r.Cancel(ctx)
 	if err := d.stillLeading(ld); err != nil {
 		return 0, err
 	}
 	return st, nil
+}
+
+// terminalCancel answers the cancellation of a job that has a result.
+func terminalCancel(jobID string, result *jobplanev1.JobResult) (jobplanev1.JobStatus, error) {
+	if result.GetStatus() == jobstatus.Canceled {
+		return jobstatus.Canceled, nil
+	}
+	return 0, &TerminalError{JobID: jobID, Status: result.GetStatus()}
+}
+
+// ErrCancelNotRecorded: the HA store did not confirm a cancel request;
+// nothing was done for it, and the client retries.
+var ErrCancelNotRecorded = errors.New("dispatcher: the cancel request could not be recorded in the HA store")
+
+// requestCancel records the job's cancel request in the store, within the
+// persist timeout.
+func (d *Dispatcher) requestCancel(ld *leadership, jobID string) error {
+	ctx, cancel := context.WithTimeout(ld.ctx, d.cfg.PersistTimeout)
+	defer cancel()
+	err := d.cfg.Store.RequestCancel(ctx, ld.l.Fence(), jobID)
+	switch {
+	case err == nil, errors.Is(err, hastore.ErrPlanNotFound):
+		return err
+	case errors.Is(err, hastore.ErrStaleToken):
+		d.log.Warn("the HA store refused a cancel request as stale; stepping down", "job", jobID)
+		go d.stepDown(ld)
+		return ErrNotLeading
+	case d.stillLeading(ld) != nil:
+		return ErrNotLeading
+	}
+	d.log.Warn("recording a cancel request failed", "job", jobID, "err", err)
+	return fmt.Errorf("%w: %v", ErrCancelNotRecorded, err)
 }
 
 // Details returns a job's details; with full, the subtasks of page and

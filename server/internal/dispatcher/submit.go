@@ -136,7 +136,7 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 		return SubmitOutcome{}, fmt.Errorf("%w: %v", ErrPersistFailed, err)
 	}
 	d.mu.Lock()
-	err = d.startLocked(ld, j, plan, false, granted)
+	err = d.startLocked(ld, j, plan, false, false, granted)
 	if err != nil {
 		ld.forgetLocked(j)
 		close(j.persisting)

@@ -323,3 +323,31 @@ func TestLostPutAnswerUnread(t *testing.T) {
 		}
 	}
 }
+
+// A cancellation is recorded in the store before anything is done for it:
+// one the store does not confirm is UNAVAILABLE and leaves the job
+// running; the retry cancels it.
+func TestCancelRecordedFirst(t *testing.T) {
+	c, rec, _ := startRecorded(t)
+	submit(t, c, "c", &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "sleep", Parallelism: 1, Config: map[string]string{"duration": "1h"}}}})
+	waitJob(t, c, "c", func(d *jobplanev1.JobDetails) bool { return d.GetSummary().GetStatus() == jobplanev1.JobStatus_JOB_STATUS_RUNNING })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rec.FailNext("request-cancel", 1)
+	if _, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "c"}); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("CancelJob with the request unrecorded: err = %v, want UNAVAILABLE", err)
+	}
+	if resp, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "c"}); err != nil || resp.GetJob().GetSummary().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_RUNNING {
+		t.Errorf("job after an unrecorded cancel = %v, %v; want it RUNNING: nothing done", resp.GetJob().GetSummary(), err)
+	}
+	resp, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "c"})
+	if err != nil {
+		t.Fatalf("CancelJob again: %v", err)
+	}
+	if rec.Count("request-cancel", "c") != 1 {
+		t.Errorf("%d recorded cancel requests, want 1 before the answer %v", rec.Count("request-cancel", "c"), resp.GetStatus())
+	}
+	if res := result(t, c, "c"); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
+		t.Errorf("result = %v, want CANCELED", res)
+	}
+}

@@ -116,13 +116,19 @@ type DispatcherServiceClient interface {
 	// A running job moves to CANCELLING, its tasks are canceled, and it ends
 	// CANCELED. A job still INITIALIZING is canceled before any of its tasks
 	// runs. Idempotent: cancelling a job that is CANCELLING or CANCELED
-	// succeeds and changes nothing. A cancellation that has not reached
-	// CANCELED when leadership changes may be lost; the client cancels again
-	// at the new leader.
+	// succeeds and changes nothing.
+	//
+	// Durable: before it answers, and before it does anything for the
+	// request, the Dispatcher records it in the HA store
+	// (HAStoreService.RequestJobCancel). An acknowledged cancellation
+	// survives a change of leader: a leader that recovers the job ends it
+	// CANCELED without deploying anything.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// FAILED_PRECONDITION (JOB_TERMINAL) for a job that FINISHED or FAILED;
-	// INVALID_ARGUMENT for a malformed id; UNAVAILABLE (NOT_LEADER).
+	// INVALID_ARGUMENT for a malformed id; UNAVAILABLE (NOT_LEADER);
+	// UNAVAILABLE without an ErrorInfo if the request could not be recorded:
+	// nothing was done for it, and the client cancels again.
 	CancelJob(context.Context, *v1.CancelJobRequest) (*v1.CancelJobResponse, error)
 	// GetJobResult returns the result of a globally terminal job.
 	//
@@ -367,13 +373,19 @@ type DispatcherServiceHandler interface {
 	// A running job moves to CANCELLING, its tasks are canceled, and it ends
 	// CANCELED. A job still INITIALIZING is canceled before any of its tasks
 	// runs. Idempotent: cancelling a job that is CANCELLING or CANCELED
-	// succeeds and changes nothing. A cancellation that has not reached
-	// CANCELED when leadership changes may be lost; the client cancels again
-	// at the new leader.
+	// succeeds and changes nothing.
+	//
+	// Durable: before it answers, and before it does anything for the
+	// request, the Dispatcher records it in the HA store
+	// (HAStoreService.RequestJobCancel). An acknowledged cancellation
+	// survives a change of leader: a leader that recovers the job ends it
+	// CANCELED without deploying anything.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// FAILED_PRECONDITION (JOB_TERMINAL) for a job that FINISHED or FAILED;
-	// INVALID_ARGUMENT for a malformed id; UNAVAILABLE (NOT_LEADER).
+	// INVALID_ARGUMENT for a malformed id; UNAVAILABLE (NOT_LEADER);
+	// UNAVAILABLE without an ErrorInfo if the request could not be recorded:
+	// nothing was done for it, and the client cancels again.
 	CancelJob(context.Context, *v1.CancelJobRequest) (*v1.CancelJobResponse, error)
 	// GetJobResult returns the result of a globally terminal job.
 	//

@@ -72,6 +72,9 @@ const (
 	// HAStoreServiceDeleteExecutionPlanProcedure is the fully-qualified name of the HAStoreService's
 	// DeleteExecutionPlan RPC.
 	HAStoreServiceDeleteExecutionPlanProcedure = "/jobplane.v1.HAStoreService/DeleteExecutionPlan"
+	// HAStoreServiceRequestJobCancelProcedure is the fully-qualified name of the HAStoreService's
+	// RequestJobCancel RPC.
+	HAStoreServiceRequestJobCancelProcedure = "/jobplane.v1.HAStoreService/RequestJobCancel"
 	// HAStoreServiceCreateDirtyJobResultProcedure is the fully-qualified name of the HAStoreService's
 	// CreateDirtyJobResult RPC.
 	HAStoreServiceCreateDirtyJobResultProcedure = "/jobplane.v1.HAStoreService/CreateDirtyJobResult"
@@ -180,15 +183,29 @@ type HAStoreServiceClient interface {
 	// ListExecutionPlans lists the ids of jobs with a stored plan, in id
 	// order, a page at a time. No side effects.
 	ListExecutionPlans(context.Context, *v1.ListExecutionPlansRequest) (*v1.ListExecutionPlansResponse, error)
-	// DeleteExecutionPlan removes a job's plan, once the job has a result
-	// entry (dirty or clean): a plan is the only record of a job that has no
-	// result, and is kept until one exists. Deleting an absent plan of a job
+	// DeleteExecutionPlan removes a job's plan, and its cancel request if
+	// any, once the job has a result entry (dirty or clean): a plan is the
+	// only record of a job that has no result, and is kept until one
+	// exists. Deleting an absent plan of a job
 	// with a result entry succeeds. Fenced by `jobmanager`. Idempotent.
 	//
 	// Errors: NOT_FOUND (JOB_RESULT_NOT_FOUND) if the job has no result
 	// entry, whether or not it has a plan; ABORTED (STALE_FENCING_TOKEN);
 	// INVALID_ARGUMENT, also for a fence of another election.
 	DeleteExecutionPlan(context.Context, *v1.DeleteExecutionPlanRequest) (*v1.DeleteExecutionPlanResponse, error)
+	// RequestJobCancel records that a job's cancellation was requested, so
+	// that it outlives the leader that accepted it: a leader that recovers a
+	// job whose cancellation was requested ends it CANCELED without
+	// deploying anything. The Dispatcher records it before it answers
+	// CancelJob. The record lasts as long as the job's plan and goes with it
+	// (DeleteExecutionPlan). Requesting again succeeds and changes nothing.
+	// Fenced by `jobmanager`. Idempotent.
+	//
+	// Errors: NOT_FOUND (EXECUTION_PLAN_NOT_FOUND) if the job has no plan,
+	// checked in the same atomic step as the write; ABORTED
+	// (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of another
+	// election.
+	RequestJobCancel(context.Context, *v1.RequestJobCancelRequest) (*v1.RequestJobCancelResponse, error)
 	// CreateDirtyJobResult records a job's result as dirty: the job is
 	// globally terminal and its cleanup has not finished. If the job's entry
 	// (dirty, or clean since) holds a result equal to this one (see Equality
@@ -332,6 +349,13 @@ func NewHAStoreServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithIdempotency(connect.IdempotencyIdempotent),
 			connect.WithClientOptions(opts...),
 		),
+		requestJobCancel: connect.NewClient[v1.RequestJobCancelRequest, v1.RequestJobCancelResponse](
+			httpClient,
+			baseURL+HAStoreServiceRequestJobCancelProcedure,
+			connect.WithSchema(hAStoreServiceMethods.ByName("RequestJobCancel")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
 		createDirtyJobResult: connect.NewClient[v1.CreateDirtyJobResultRequest, v1.CreateDirtyJobResultResponse](
 			httpClient,
 			baseURL+HAStoreServiceCreateDirtyJobResultProcedure,
@@ -386,6 +410,7 @@ type hAStoreServiceClient struct {
 	getExecutionPlan     *connect.Client[v1.GetExecutionPlanRequest, v1.GetExecutionPlanResponse]
 	listExecutionPlans   *connect.Client[v1.ListExecutionPlansRequest, v1.ListExecutionPlansResponse]
 	deleteExecutionPlan  *connect.Client[v1.DeleteExecutionPlanRequest, v1.DeleteExecutionPlanResponse]
+	requestJobCancel     *connect.Client[v1.RequestJobCancelRequest, v1.RequestJobCancelResponse]
 	createDirtyJobResult *connect.Client[v1.CreateDirtyJobResultRequest, v1.CreateDirtyJobResultResponse]
 	markJobResultClean   *connect.Client[v1.MarkJobResultCleanRequest, v1.MarkJobResultCleanResponse]
 	getJobResultEntry    *connect.Client[v1.GetJobResultEntryRequest, v1.GetJobResultEntryResponse]
@@ -505,6 +530,15 @@ func (c *hAStoreServiceClient) ListExecutionPlans(ctx context.Context, req *v1.L
 // DeleteExecutionPlan calls jobplane.v1.HAStoreService.DeleteExecutionPlan.
 func (c *hAStoreServiceClient) DeleteExecutionPlan(ctx context.Context, req *v1.DeleteExecutionPlanRequest) (*v1.DeleteExecutionPlanResponse, error) {
 	response, err := c.deleteExecutionPlan.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// RequestJobCancel calls jobplane.v1.HAStoreService.RequestJobCancel.
+func (c *hAStoreServiceClient) RequestJobCancel(ctx context.Context, req *v1.RequestJobCancelRequest) (*v1.RequestJobCancelResponse, error) {
+	response, err := c.requestJobCancel.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -647,15 +681,29 @@ type HAStoreServiceHandler interface {
 	// ListExecutionPlans lists the ids of jobs with a stored plan, in id
 	// order, a page at a time. No side effects.
 	ListExecutionPlans(context.Context, *v1.ListExecutionPlansRequest) (*v1.ListExecutionPlansResponse, error)
-	// DeleteExecutionPlan removes a job's plan, once the job has a result
-	// entry (dirty or clean): a plan is the only record of a job that has no
-	// result, and is kept until one exists. Deleting an absent plan of a job
+	// DeleteExecutionPlan removes a job's plan, and its cancel request if
+	// any, once the job has a result entry (dirty or clean): a plan is the
+	// only record of a job that has no result, and is kept until one
+	// exists. Deleting an absent plan of a job
 	// with a result entry succeeds. Fenced by `jobmanager`. Idempotent.
 	//
 	// Errors: NOT_FOUND (JOB_RESULT_NOT_FOUND) if the job has no result
 	// entry, whether or not it has a plan; ABORTED (STALE_FENCING_TOKEN);
 	// INVALID_ARGUMENT, also for a fence of another election.
 	DeleteExecutionPlan(context.Context, *v1.DeleteExecutionPlanRequest) (*v1.DeleteExecutionPlanResponse, error)
+	// RequestJobCancel records that a job's cancellation was requested, so
+	// that it outlives the leader that accepted it: a leader that recovers a
+	// job whose cancellation was requested ends it CANCELED without
+	// deploying anything. The Dispatcher records it before it answers
+	// CancelJob. The record lasts as long as the job's plan and goes with it
+	// (DeleteExecutionPlan). Requesting again succeeds and changes nothing.
+	// Fenced by `jobmanager`. Idempotent.
+	//
+	// Errors: NOT_FOUND (EXECUTION_PLAN_NOT_FOUND) if the job has no plan,
+	// checked in the same atomic step as the write; ABORTED
+	// (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of another
+	// election.
+	RequestJobCancel(context.Context, *v1.RequestJobCancelRequest) (*v1.RequestJobCancelResponse, error)
 	// CreateDirtyJobResult records a job's result as dirty: the job is
 	// globally terminal and its cleanup has not finished. If the job's entry
 	// (dirty, or clean since) holds a result equal to this one (see Equality
@@ -795,6 +843,13 @@ func NewHAStoreServiceHandler(svc HAStoreServiceHandler, opts ...connect.Handler
 		connect.WithIdempotency(connect.IdempotencyIdempotent),
 		connect.WithHandlerOptions(opts...),
 	)
+	hAStoreServiceRequestJobCancelHandler := connect.NewUnaryHandlerSimple(
+		HAStoreServiceRequestJobCancelProcedure,
+		svc.RequestJobCancel,
+		connect.WithSchema(hAStoreServiceMethods.ByName("RequestJobCancel")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
 	hAStoreServiceCreateDirtyJobResultHandler := connect.NewUnaryHandlerSimple(
 		HAStoreServiceCreateDirtyJobResultProcedure,
 		svc.CreateDirtyJobResult,
@@ -860,6 +915,8 @@ func NewHAStoreServiceHandler(svc HAStoreServiceHandler, opts ...connect.Handler
 			hAStoreServiceListExecutionPlansHandler.ServeHTTP(w, r)
 		case HAStoreServiceDeleteExecutionPlanProcedure:
 			hAStoreServiceDeleteExecutionPlanHandler.ServeHTTP(w, r)
+		case HAStoreServiceRequestJobCancelProcedure:
+			hAStoreServiceRequestJobCancelHandler.ServeHTTP(w, r)
 		case HAStoreServiceCreateDirtyJobResultProcedure:
 			hAStoreServiceCreateDirtyJobResultHandler.ServeHTTP(w, r)
 		case HAStoreServiceMarkJobResultCleanProcedure:
@@ -933,6 +990,10 @@ func (UnimplementedHAStoreServiceHandler) ListExecutionPlans(context.Context, *v
 
 func (UnimplementedHAStoreServiceHandler) DeleteExecutionPlan(context.Context, *v1.DeleteExecutionPlanRequest) (*v1.DeleteExecutionPlanResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.HAStoreService.DeleteExecutionPlan is not implemented"))
+}
+
+func (UnimplementedHAStoreServiceHandler) RequestJobCancel(context.Context, *v1.RequestJobCancelRequest) (*v1.RequestJobCancelResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.HAStoreService.RequestJobCancel is not implemented"))
 }
 
 func (UnimplementedHAStoreServiceHandler) CreateDirtyJobResult(context.Context, *v1.CreateDirtyJobResultRequest) (*v1.CreateDirtyJobResultResponse, error) {
