@@ -330,7 +330,9 @@ func TestLostPutAnswerUnread(t *testing.T) {
 func TestCancelRecordedFirst(t *testing.T) {
 	c, rec, _ := startRecorded(t)
 	submit(t, c, "c", &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "sleep", Parallelism: 1, Config: map[string]string{"duration": "1h"}}}})
-	waitJob(t, c, "c", func(d *jobplanev1.JobDetails) bool { return d.GetSummary().GetStatus() == jobplanev1.JobStatus_JOB_STATUS_RUNNING })
+	waitJob(t, c, "c", func(d *jobplanev1.JobDetails) bool {
+		return d.GetSummary().GetStatus() == jobplanev1.JobStatus_JOB_STATUS_RUNNING
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rec.FailNext("request-cancel", 1)
