@@ -11,6 +11,7 @@ import (
 )
 
 var lifecycleCases = []Case{
+	{Name: "lifecycle/errors-carry-errorinfo", Doc: "every refusal a client meets (invalid graph or id, taken id, unknown job, no result yet) carries an ErrorInfo with domain jobplane, its reason and code, and BadRequest field violations where invalid", Run: errorsCarryErrorInfo},
 	{Name: "lifecycle/cancel-running", Requires: []string{FeatureResourceManager},
 		Doc: "canceling a RUNNING job cancels its tasks and ends it CANCELED", Run: func(t *T) {
 			id := t.job("j")
@@ -117,4 +118,51 @@ var lifecycleCases = []Case{
 func hasFieldViolation(err error) bool {
 	br, _ := errorDetail[*errdetails.BadRequest](err)
 	return len(br.GetFieldViolations()) > 0
+}
+
+// errorsCarryErrorInfo provokes the refusals a client meets most and
+// checks that each carries the ErrorInfo error.proto promises: domain
+// `jobplane`, the reason for the case, with the code the contract pairs
+// with it, and the typed detail where one is promised.
+func errorsCarryErrorInfo(t *T) {
+	id := t.job("j")
+	t.mustSubmit(id, gatedGraph(1, id))
+	d := t.dispatcher()
+	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
+	defer cancel()
+	check := func(call string, err error, code connect.Code, want string, detail func(error) bool) {
+		info, ok := errorDetail[*errdetails.ErrorInfo](err)
+		switch {
+		case err == nil:
+			t.Errorf("%s answered OK; expected %v (%s)", call, code, want)
+		case !ok:
+			t.Errorf("%s answered %v without an ErrorInfo; expected every error of a jobplane server to carry one (%s)", call, err, want)
+		case info.GetDomain() != "jobplane" || info.GetReason() != want || connect.CodeOf(err) != code:
+			t.Errorf("%s answered %v with ErrorInfo %s/%s; expected %v with domain jobplane, reason %s", call, connect.CodeOf(err), info.GetDomain(), info.GetReason(), code, want)
+		case detail != nil && !detail(err):
+			t.Errorf("%s answered %v without the typed detail the contract promises with %s", call, err, want)
+		}
+	}
+	_, err := d.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: t.job("bad"), JobGraph: &jobplanev1.JobGraph{}})
+	check("SubmitJob of an empty graph", err, connect.CodeInvalidArgument, "INVALID_ARGUMENT", func(err error) bool {
+		br, ok := errorDetail[*errdetails.BadRequest](err)
+		return ok && len(br.GetFieldViolations()) > 0
+	})
+	_, err = d.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: id, JobGraph: noopGraph(3)})
+	check("SubmitJob of another plan under a taken id", err, connect.CodeAlreadyExists, "JOB_ALREADY_EXISTS", nil)
+	_, err = d.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: t.job("ghost")})
+	check("GetJob of an unknown job", err, connect.CodeNotFound, "JOB_NOT_FOUND", nil)
+	_, err = d.GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: id})
+	check("GetJobResult of a running job", err, connect.CodeFailedPrecondition, "JOB_NOT_TERMINAL", nil)
+	_, err = d.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "not a job id!"})
+	check("GetJob with a malformed id", err, connect.CodeInvalidArgument, "INVALID_ARGUMENT", func(err error) bool {
+		br, ok := errorDetail[*errdetails.BadRequest](err)
+		return ok && len(br.GetFieldViolations()) > 0
+	})
+	t.cancel(id)
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
+		t.Fatalf("job ended %v; expected CANCELED", r.GetStatus())
+	}
+	_, err = d.GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: t.job("ghost")})
+	check("GetJobResult of an unknown job", err, connect.CodeNotFound, "JOB_NOT_FOUND", nil)
 }

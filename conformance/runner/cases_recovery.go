@@ -132,6 +132,9 @@ var recoveryCases = []Case{
 			if addr != leader.url {
 				t.Errorf("NOT_LEADER names leader %q; expected %q", addr, leader.url)
 			}
+			if nl, ok := errorDetail[*jobplanev1.NotLeaderDetails](err); !ok || nl.GetLeader().GetAddress() != leader.url {
+				t.Errorf("NOT_LEADER carries NotLeaderDetails %v (%v); expected the leader's address %q in it", nl, ok, leader.url)
+			}
 			t.barrier()
 			if evs := t.events(id, ""); len(evs) > 0 {
 				t.Errorf("events %v for the job sent to the standby; expected no write", evs)

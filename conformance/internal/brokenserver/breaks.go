@@ -51,7 +51,7 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 				return connect.NewResponse(&jobplanev1.SubmitJobResponse{JobId: req.Msg.GetJobId(), Created: true, Status: jobplanev1.JobStatus_JOB_STATUS_INITIALIZING}), nil
 			case mode == "standby-no-address" && code == connect.CodeUnavailable:
 				e := connect.NewError(connect.CodeUnavailable, errors.New("not the leader"))
-				if det, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: "NOT_LEADER", Domain: "jobplane.v1"}); derr == nil {
+				if det, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: "NOT_LEADER", Domain: "jobplane"}); derr == nil {
 					e.AddDetail(det)
 				}
 				return nil, e
@@ -64,7 +64,7 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 		unary(jobplanev1connect.DispatcherServiceSubmitJobProcedure, func(ctx context.Context, req *connect.Request[jobplanev1.SubmitJobRequest]) (*connect.Response[jobplanev1.SubmitJobResponse], error) {
 			if plan, err := st.Store.GetExecutionPlan(ctx, req.Msg.GetJobId()); err == nil && !proto.Equal(plan.GetJobGraph(), req.Msg.GetJobGraph()) {
 				e := connect.NewError(connect.CodeAlreadyExists, errors.New("the job exists with another plan"))
-				if det, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: "JOB_ALREADY_EXISTS", Domain: "jobplane.v1"}); derr == nil {
+				if det, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: "JOB_ALREADY_EXISTS", Domain: "jobplane"}); derr == nil {
 					e.AddDetail(det)
 				}
 				return nil, e
@@ -75,6 +75,21 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 			}
 			return connect.NewResponse(resp), nil
 		})
+	case "bare-errors":
+		// Refusals without their ErrorInfo, as a server that maps errors
+		// to codes alone answers.
+		p := jobplanev1connect.DispatcherServiceGetJobProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.GetJobRequest]) (*connect.Response[jobplanev1.GetJobResponse], error) {
+			resp, err := d.GetJob(ctx, req.Msg)
+			if err != nil {
+				var cerr *connect.Error
+				if errors.As(err, &cerr) {
+					return nil, connect.NewError(cerr.Code(), errors.New(cerr.Message()))
+				}
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
+		}))
 	case "cancel-noop":
 		p := jobplanev1connect.DispatcherServiceCancelJobProcedure
 		mux.Handle(p, connect.NewUnaryHandler(p, func(context.Context, *connect.Request[jobplanev1.CancelJobRequest]) (*connect.Response[jobplanev1.CancelJobResponse], error) {

@@ -44,6 +44,7 @@ var breaks = map[string][]string{
 	"private-digest":       {"persist/plan-digest-canonical"},
 	"deposed-answers":      {"recovery/paused-leader-resumes-deposed"},
 	"cancel-not-durable":   {"recovery/cancel-survives-failover"},
+	"bare-errors":          {"lifecycle/errors-carry-errorinfo"},
 }
 
 func build(t *testing.T, dir, out, pkg string) string {

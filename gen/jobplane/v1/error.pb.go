@@ -24,17 +24,30 @@ const (
 // ErrorReason lists the machine-readable reasons that jobplane services put
 // in a `google.rpc.ErrorInfo` error detail.
 //
-// Conventions that hold for every service of this package:
+// Conventions that hold for every service of this package (AIP-193):
 //
-//   - `ErrorInfo.reason` is the value's name without the `ERROR_REASON_`
-//     prefix, e.g. `STALE_FENCING_TOKEN`; `ErrorInfo.domain` is
-//     `jobplane.v1`. Clients switch on the reason, never on the message.
+//   - Every error a jobplane server's handler answers carries exactly one
+//     ErrorInfo whose `domain` is `jobplane` (it does not change with the
+//     API version) and whose `reason` is the value's name without the
+//     `ERROR_REASON_` prefix, e.g. `STALE_FENCING_TOKEN`. Clients switch on
+//     the reason, never on the message.
+//   - An error without such an ErrorInfo did not come from a jobplane
+//     handler: a proxy, the transport, or the RPC framework answered it. If
+//     the framework refused the request before a handler ran (a message it
+//     could not decode, an unknown method, a body cut off at the size
+//     limit), nothing was done; otherwise (a connection lost, a proxy's
+//     timeout) the outcome is unknown, and only calls that are idempotent,
+//     as SubmitJob and CancelJob are, may be retried blindly.
 //   - The gRPC / Connect status code that accompanies each reason is given
 //     below; a reason never appears with another code.
-//   - `ErrorInfo.metadata` carries the keys listed for each reason; a key
-//     whose value is unknown is omitted.
-//   - Transport and infrastructure failures (UNAVAILABLE because a store is
-//     unreachable, DEADLINE_EXCEEDED, INTERNAL) may carry no ErrorInfo.
+//   - `ErrorInfo.metadata` carries the keys listed for each reason, in
+//     snake_case; a key whose value is unknown is omitted. Values are
+//     strings: ids as sent, epochs and counts in decimal, booleans `true` or
+//     `false`, statuses and states by their enum value's full name (e.g.
+//     `JOB_STATUS_FINISHED`), addresses as base URLs.
+//   - Where a client needs data to act, a typed detail comes beside the
+//     ErrorInfo: NotLeaderDetails with NOT_LEADER, StaleTokenDetails with
+//     STALE_FENCING_TOKEN, and `google.rpc.BadRequest` with INVALID_ARGUMENT.
 //   - Fencing tokens of one election are compared by epoch. A receiver that
 //     gets a token older than the current one it knows answers ABORTED with
 //     STALE_FENCING_TOKEN. A leader that gets a token newer than its own
@@ -42,10 +55,18 @@ const (
 //     as FencingToken's rules say, never on the strength of that token
 //     alone. A receiver that only tracks the leader (a TaskExecutor) adopts
 //     a newer token as the current one.
-//   - Invalid input is answered with INVALID_ARGUMENT and a
-//     `google.rpc.BadRequest` detail with one field violation per offending
-//     field (the field path in proto names, e.g. `job_graph.vertices[2].id`),
-//     not with an ErrorInfo.
+//   - Invalid input is answered with INVALID_ARGUMENT, reason
+//     INVALID_ARGUMENT, and a `google.rpc.BadRequest` detail with one field
+//     violation per offending field (the field path in proto names, e.g.
+//     `job_graph.vertices[2].id`).
+//
+// NOT_LEADER is UNAVAILABLE, not FAILED_PRECONDITION as etcd's and
+// Temporal's equivalents are, on purpose: the call is right, only the
+// receiver is not the one to serve it now. Generic retry policies retry
+// UNAVAILABLE, which behind a load balancer reaches another JobManager,
+// and a client that reads NotLeaderDetails goes straight to the leader; a
+// FAILED_PRECONDITION would make clients without jobplane's own handling
+// give up on a call that a moment later, or one hop further, succeeds.
 type ErrorReason int32
 
 const (
@@ -124,6 +145,39 @@ const (
 	// Code ALREADY_EXISTS. The HA store already holds another execution plan
 	// for the job; a plan is never replaced. Metadata: `job_id`.
 	ErrorReason_ERROR_REASON_EXECUTION_PLAN_EXISTS ErrorReason = 19
+	// Code UNAVAILABLE. The HA store did not confirm whether the job's plan
+	// was persisted (SubmitJob): the job may or may not exist. Retry the same
+	// submission, which is safe. Metadata: `job_id`.
+	ErrorReason_ERROR_REASON_PERSIST_OUTCOME_UNKNOWN ErrorReason = 20
+	// Code UNAVAILABLE. The cancellation could not be recorded in the HA
+	// store (CancelJob): nothing was done for it. Cancel again. Metadata:
+	// `job_id`.
+	ErrorReason_ERROR_REASON_CANCEL_NOT_RECORDED ErrorReason = 21
+	// Code UNAVAILABLE. The HA store could not reach its storage; a read
+	// returned nothing, and a write did nothing unless its own reason says
+	// otherwise. Retry.
+	ErrorReason_ERROR_REASON_STORE_UNAVAILABLE ErrorReason = 22
+	// Code INVALID_ARGUMENT. The request is malformed; a
+	// `google.rpc.BadRequest` detail names each offending field. Nothing was
+	// done.
+	ErrorReason_ERROR_REASON_INVALID_ARGUMENT ErrorReason = 23
+	// Code RESOURCE_EXHAUSTED. The request is larger than the server's limit;
+	// it was refused unread, and nothing was done. Metadata: `limit_bytes`.
+	ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE ErrorReason = 24
+	// Code CANCELED. The caller canceled the call while the server handled
+	// it; what was done is as for a lost answer (see each call).
+	ErrorReason_ERROR_REASON_CALL_CANCELED ErrorReason = 25
+	// Code DEADLINE_EXCEEDED. The call's deadline passed while the server
+	// handled it; what was done is as for a lost answer (see each call).
+	ErrorReason_ERROR_REASON_CALL_DEADLINE_EXCEEDED ErrorReason = 26
+	// Code UNIMPLEMENTED. The server does not implement the call.
+	ErrorReason_ERROR_REASON_UNIMPLEMENTED ErrorReason = 27
+	// Code UNAVAILABLE. A stream fell too far behind its events and was cut;
+	// reconnect (each stream says how it resumes).
+	ErrorReason_ERROR_REASON_STREAM_BEHIND ErrorReason = 28
+	// Code INTERNAL. The server failed in a way the contract does not name;
+	// its logs say more. What was done is as for a lost answer.
+	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 29
 )
 
 // Enum value maps for ErrorReason.
@@ -149,6 +203,16 @@ var (
 		17: "ERROR_REASON_EXECUTION_NOT_FOUND",
 		18: "ERROR_REASON_CANDIDACY_EXISTS",
 		19: "ERROR_REASON_EXECUTION_PLAN_EXISTS",
+		20: "ERROR_REASON_PERSIST_OUTCOME_UNKNOWN",
+		21: "ERROR_REASON_CANCEL_NOT_RECORDED",
+		22: "ERROR_REASON_STORE_UNAVAILABLE",
+		23: "ERROR_REASON_INVALID_ARGUMENT",
+		24: "ERROR_REASON_REQUEST_TOO_LARGE",
+		25: "ERROR_REASON_CALL_CANCELED",
+		26: "ERROR_REASON_CALL_DEADLINE_EXCEEDED",
+		27: "ERROR_REASON_UNIMPLEMENTED",
+		28: "ERROR_REASON_STREAM_BEHIND",
+		29: "ERROR_REASON_INTERNAL",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":              0,
@@ -171,6 +235,16 @@ var (
 		"ERROR_REASON_EXECUTION_NOT_FOUND":      17,
 		"ERROR_REASON_CANDIDACY_EXISTS":         18,
 		"ERROR_REASON_EXECUTION_PLAN_EXISTS":    19,
+		"ERROR_REASON_PERSIST_OUTCOME_UNKNOWN":  20,
+		"ERROR_REASON_CANCEL_NOT_RECORDED":      21,
+		"ERROR_REASON_STORE_UNAVAILABLE":        22,
+		"ERROR_REASON_INVALID_ARGUMENT":         23,
+		"ERROR_REASON_REQUEST_TOO_LARGE":        24,
+		"ERROR_REASON_CALL_CANCELED":            25,
+		"ERROR_REASON_CALL_DEADLINE_EXCEEDED":   26,
+		"ERROR_REASON_UNIMPLEMENTED":            27,
+		"ERROR_REASON_STREAM_BEHIND":            28,
+		"ERROR_REASON_INTERNAL":                 29,
 	}
 )
 
@@ -201,6 +275,108 @@ func (ErrorReason) EnumDescriptor() ([]byte, []int) {
 	return file_jobplane_v1_error_proto_rawDescGZIP(), []int{0}
 }
 
+// NotLeaderDetails comes beside the ErrorInfo of NOT_LEADER.
+type NotLeaderDetails struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The election's leader as the receiver knows it: its address is empty,
+	// and its token unset, when the receiver does not know them.
+	Leader        *LeaderInfo `protobuf:"bytes,1,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotLeaderDetails) Reset() {
+	*x = NotLeaderDetails{}
+	mi := &file_jobplane_v1_error_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotLeaderDetails) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotLeaderDetails) ProtoMessage() {}
+
+func (x *NotLeaderDetails) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_error_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotLeaderDetails.ProtoReflect.Descriptor instead.
+func (*NotLeaderDetails) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_error_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *NotLeaderDetails) GetLeader() *LeaderInfo {
+	if x != nil {
+		return x.Leader
+	}
+	return nil
+}
+
+// StaleTokenDetails comes beside the ErrorInfo of STALE_FENCING_TOKEN.
+type StaleTokenDetails struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The election of the refused token.
+	Election string `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
+	// The current grant as the receiver knows it; unset when it does not.
+	Current       *FencingToken `protobuf:"bytes,2,opt,name=current,proto3" json:"current,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StaleTokenDetails) Reset() {
+	*x = StaleTokenDetails{}
+	mi := &file_jobplane_v1_error_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StaleTokenDetails) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StaleTokenDetails) ProtoMessage() {}
+
+func (x *StaleTokenDetails) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_error_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StaleTokenDetails.ProtoReflect.Descriptor instead.
+func (*StaleTokenDetails) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_error_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *StaleTokenDetails) GetElection() string {
+	if x != nil {
+		return x.Election
+	}
+	return ""
+}
+
+func (x *StaleTokenDetails) GetCurrent() *FencingToken {
+	if x != nil {
+		return x.Current
+	}
+	return nil
+}
+
 // ItemError is why a batch call refused one of its items: the answer the
 // call for that one item would have given. A batch call (such as
 // TaskExecutorService.SubmitTasks) lists only the items it refused; every
@@ -222,7 +398,7 @@ type ItemError struct {
 
 func (x *ItemError) Reset() {
 	*x = ItemError{}
-	mi := &file_jobplane_v1_error_proto_msgTypes[0]
+	mi := &file_jobplane_v1_error_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -234,7 +410,7 @@ func (x *ItemError) String() string {
 func (*ItemError) ProtoMessage() {}
 
 func (x *ItemError) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_error_proto_msgTypes[0]
+	mi := &file_jobplane_v1_error_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -247,7 +423,7 @@ func (x *ItemError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemError.ProtoReflect.Descriptor instead.
 func (*ItemError) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_error_proto_rawDescGZIP(), []int{0}
+	return file_jobplane_v1_error_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ItemError) GetIndex() int32 {
@@ -282,7 +458,12 @@ var File_jobplane_v1_error_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_error_proto_rawDesc = "" +
 	"\n" +
-	"\x17jobplane/v1/error.proto\x12\vjobplane.v1\"\xec\x01\n" +
+	"\x17jobplane/v1/error.proto\x12\vjobplane.v1\x1a\x1cjobplane/v1/leadership.proto\"C\n" +
+	"\x10NotLeaderDetails\x12/\n" +
+	"\x06leader\x18\x01 \x01(\v2\x17.jobplane.v1.LeaderInfoR\x06leader\"d\n" +
+	"\x11StaleTokenDetails\x12\x1a\n" +
+	"\belection\x18\x01 \x01(\tR\belection\x123\n" +
+	"\acurrent\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\acurrent\"\xec\x01\n" +
 	"\tItemError\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x120\n" +
 	"\x06reason\x18\x02 \x01(\x0e2\x18.jobplane.v1.ErrorReasonR\x06reason\x12\x18\n" +
@@ -290,7 +471,7 @@ const file_jobplane_v1_error_proto_rawDesc = "" +
 	"\bmetadata\x18\x04 \x03(\v2$.jobplane.v1.ItemError.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xce\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xad\b\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12$\n" +
 	" ERROR_REASON_STALE_FENCING_TOKEN\x10\x01\x12\x1b\n" +
@@ -312,7 +493,17 @@ const file_jobplane_v1_error_proto_rawDesc = "" +
 	"\x1eERROR_REASON_UNKNOWN_INVOKABLE\x10\x10\x12$\n" +
 	" ERROR_REASON_EXECUTION_NOT_FOUND\x10\x11\x12!\n" +
 	"\x1dERROR_REASON_CANDIDACY_EXISTS\x10\x12\x12&\n" +
-	"\"ERROR_REASON_EXECUTION_PLAN_EXISTS\x10\x13B\xa3\x01\n" +
+	"\"ERROR_REASON_EXECUTION_PLAN_EXISTS\x10\x13\x12(\n" +
+	"$ERROR_REASON_PERSIST_OUTCOME_UNKNOWN\x10\x14\x12$\n" +
+	" ERROR_REASON_CANCEL_NOT_RECORDED\x10\x15\x12\"\n" +
+	"\x1eERROR_REASON_STORE_UNAVAILABLE\x10\x16\x12!\n" +
+	"\x1dERROR_REASON_INVALID_ARGUMENT\x10\x17\x12\"\n" +
+	"\x1eERROR_REASON_REQUEST_TOO_LARGE\x10\x18\x12\x1e\n" +
+	"\x1aERROR_REASON_CALL_CANCELED\x10\x19\x12'\n" +
+	"#ERROR_REASON_CALL_DEADLINE_EXCEEDED\x10\x1a\x12\x1e\n" +
+	"\x1aERROR_REASON_UNIMPLEMENTED\x10\x1b\x12\x1e\n" +
+	"\x1aERROR_REASON_STREAM_BEHIND\x10\x1c\x12\x19\n" +
+	"\x15ERROR_REASON_INTERNAL\x10\x1dB\xa3\x01\n" +
 	"\x0fcom.jobplane.v1B\n" +
 	"ErrorProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
 
@@ -329,20 +520,26 @@ func file_jobplane_v1_error_proto_rawDescGZIP() []byte {
 }
 
 var file_jobplane_v1_error_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jobplane_v1_error_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_jobplane_v1_error_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_jobplane_v1_error_proto_goTypes = []any{
-	(ErrorReason)(0),  // 0: jobplane.v1.ErrorReason
-	(*ItemError)(nil), // 1: jobplane.v1.ItemError
-	nil,               // 2: jobplane.v1.ItemError.MetadataEntry
+	(ErrorReason)(0),          // 0: jobplane.v1.ErrorReason
+	(*NotLeaderDetails)(nil),  // 1: jobplane.v1.NotLeaderDetails
+	(*StaleTokenDetails)(nil), // 2: jobplane.v1.StaleTokenDetails
+	(*ItemError)(nil),         // 3: jobplane.v1.ItemError
+	nil,                       // 4: jobplane.v1.ItemError.MetadataEntry
+	(*LeaderInfo)(nil),        // 5: jobplane.v1.LeaderInfo
+	(*FencingToken)(nil),      // 6: jobplane.v1.FencingToken
 }
 var file_jobplane_v1_error_proto_depIdxs = []int32{
-	0, // 0: jobplane.v1.ItemError.reason:type_name -> jobplane.v1.ErrorReason
-	2, // 1: jobplane.v1.ItemError.metadata:type_name -> jobplane.v1.ItemError.MetadataEntry
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	5, // 0: jobplane.v1.NotLeaderDetails.leader:type_name -> jobplane.v1.LeaderInfo
+	6, // 1: jobplane.v1.StaleTokenDetails.current:type_name -> jobplane.v1.FencingToken
+	0, // 2: jobplane.v1.ItemError.reason:type_name -> jobplane.v1.ErrorReason
+	4, // 3: jobplane.v1.ItemError.metadata:type_name -> jobplane.v1.ItemError.MetadataEntry
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_error_proto_init() }
@@ -350,13 +547,14 @@ func file_jobplane_v1_error_proto_init() {
 	if File_jobplane_v1_error_proto != nil {
 		return
 	}
+	file_jobplane_v1_leadership_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_error_proto_rawDesc), len(file_jobplane_v1_error_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   2,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -16,13 +16,16 @@ import (
 )
 
 // ErrorDomain is the ErrorInfo domain of every jobplane error.
-const ErrorDomain = "jobplane.v1"
+const ErrorDomain = "jobplane"
 
 // reasonString is the ErrorInfo reason for r: its name without the
 // ERROR_REASON_ prefix.
 func reasonString(r jobplanev1.ErrorReason) string {
 	return strings.TrimPrefix(r.String(), "ERROR_REASON_")
 }
+
+// errStreamBehind: a WatchSession stream fell too far behind and was cut.
+var errStreamBehind = errors.New("hastorerpc: the stream fell behind; reconnect")
 
 // domainErrors maps each hastore sentinel to its wire code and reason.
 var domainErrors = []struct {
@@ -38,6 +41,7 @@ var domainErrors = []struct {
 	{hastore.ErrResultExists, connect.CodeAlreadyExists, jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_EXISTS},
 	{hastore.ErrResultNotFound, connect.CodeNotFound, jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_NOT_FOUND},
 	{hastore.ErrResultDirty, connect.CodeFailedPrecondition, jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_DIRTY},
+	{errStreamBehind, connect.CodeUnavailable, jobplanev1.ErrorReason_ERROR_REASON_STREAM_BEHIND},
 }
 
 // toConnect maps a Store error to the wire. metadata goes into the
@@ -53,7 +57,9 @@ func toConnect(log *slog.Logger, err error, metadata map[string]string) error {
 		for _, v := range verr.Violations {
 			br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: v.Field, Description: v.Description})
 		}
-		return withDetail(connect.NewError(connect.CodeInvalidArgument, err), br)
+		cerr := connect.NewError(connect.CodeInvalidArgument, err)
+		_ = withDetail(cerr, &errdetails.ErrorInfo{Reason: reasonString(jobplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT), Domain: ErrorDomain, Metadata: metadata})
+		return withDetail(cerr, br)
 	}
 	for _, de := range domainErrors {
 		if errors.Is(err, de.err) {
@@ -61,16 +67,19 @@ func toConnect(log *slog.Logger, err error, metadata map[string]string) error {
 			return withDetail(connect.NewError(de.code, de.err), info)
 		}
 	}
+	info := func(code connect.Code, r jobplanev1.ErrorReason, msg error) error {
+		return withDetail(connect.NewError(code, msg), &errdetails.ErrorInfo{Reason: reasonString(r), Domain: ErrorDomain})
+	}
 	switch {
 	case errors.Is(err, hastore.ErrUnavailable):
-		return connect.NewError(connect.CodeUnavailable, err)
+		return info(connect.CodeUnavailable, jobplanev1.ErrorReason_ERROR_REASON_STORE_UNAVAILABLE, err)
 	case errors.Is(err, context.Canceled):
-		return connect.NewError(connect.CodeCanceled, err)
+		return info(connect.CodeCanceled, jobplanev1.ErrorReason_ERROR_REASON_CALL_CANCELED, err)
 	case errors.Is(err, context.DeadlineExceeded):
-		return connect.NewError(connect.CodeDeadlineExceeded, err)
+		return info(connect.CodeDeadlineExceeded, jobplanev1.ErrorReason_ERROR_REASON_CALL_DEADLINE_EXCEEDED, err)
 	}
 	log.Error("ha store call failed", "err", err)
-	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+	return info(connect.CodeInternal, jobplanev1.ErrorReason_ERROR_REASON_INTERNAL, errors.New("internal error"))
 }
 
 func withDetail(cerr *connect.Error, msg proto.Message) error {

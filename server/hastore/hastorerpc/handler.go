@@ -382,7 +382,7 @@ func (h *Handler) WatchSession(ctx context.Context, req *jobplanev1.WatchSession
 				if ended {
 					return h.err(hastore.ErrSessionNotFound, md)
 				}
-				return connect.NewError(connect.CodeUnavailable, errors.New("watcher fell behind; reconnect"))
+				return toConnect(h.log, errStreamBehind, md)
 			}
 			if err := stream.Send(ev); err != nil {
 				return err

@@ -1,9 +1,9 @@
 // Package apierror builds the errors jobplane services send, and reads
-// them back: Connect codes with google.rpc.ErrorInfo (domain
-// "jobplane.v1", a reason from jobplane.v1.ErrorReason) or
-// google.rpc.BadRequest details, exactly as error.proto specifies. It is
-// the one place where domain failures meet wire codes for the server's
-// services.
+// them back: Connect codes with a google.rpc.ErrorInfo (domain
+// "jobplane", a reason from jobplane.v1.ErrorReason) and the typed
+// details error.proto names (BadRequest, NotLeaderDetails,
+// StaleTokenDetails), exactly as error.proto specifies. It is the one
+// place where domain failures meet wire codes for the server's services.
 package apierror
 
 import (
@@ -19,7 +19,7 @@ import (
 )
 
 // Domain is the ErrorInfo domain of every jobplane error.
-const Domain = "jobplane.v1"
+const Domain = "jobplane"
 
 // Reason returns the ErrorInfo reason string of r: its name without the
 // ERROR_REASON_ prefix.
@@ -48,6 +48,16 @@ var codes = map[jobplanev1.ErrorReason]connect.Code{
 	jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND:      connect.CodeNotFound,
 	jobplanev1.ErrorReason_ERROR_REASON_CANDIDACY_EXISTS:         connect.CodeAlreadyExists,
 	jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_PLAN_EXISTS:    connect.CodeAlreadyExists,
+	jobplanev1.ErrorReason_ERROR_REASON_PERSIST_OUTCOME_UNKNOWN:  connect.CodeUnavailable,
+	jobplanev1.ErrorReason_ERROR_REASON_CANCEL_NOT_RECORDED:      connect.CodeUnavailable,
+	jobplanev1.ErrorReason_ERROR_REASON_STORE_UNAVAILABLE:        connect.CodeUnavailable,
+	jobplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT:         connect.CodeInvalidArgument,
+	jobplanev1.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE:        connect.CodeResourceExhausted,
+	jobplanev1.ErrorReason_ERROR_REASON_CALL_CANCELED:            connect.CodeCanceled,
+	jobplanev1.ErrorReason_ERROR_REASON_CALL_DEADLINE_EXCEEDED:   connect.CodeDeadlineExceeded,
+	jobplanev1.ErrorReason_ERROR_REASON_UNIMPLEMENTED:            connect.CodeUnimplemented,
+	jobplanev1.ErrorReason_ERROR_REASON_STREAM_BEHIND:            connect.CodeUnavailable,
+	jobplanev1.ErrorReason_ERROR_REASON_INTERNAL:                 connect.CodeInternal,
 }
 
 // New returns the error for reason, with its code, a message for people,
@@ -78,7 +88,7 @@ func BadRequest(fields ...Field) *connect.Error {
 		br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: f.Path, Description: f.Description})
 		msgs = append(msgs, f.Path+": "+f.Description)
 	}
-	err := connect.NewError(connect.CodeInvalidArgument, errors.New("invalid argument: "+strings.Join(msgs, "; ")))
+	err := New(jobplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "invalid argument: "+strings.Join(msgs, "; "), nil)
 	attach(err, br)
 	return err
 }
@@ -96,7 +106,9 @@ func NotLeader(election, leaderAddress string) *connect.Error {
 	if leaderAddress != "" {
 		md["leader_address"] = leaderAddress
 	}
-	return New(jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER, "not the leader of "+election, md)
+	err := New(jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER, "not the leader of "+election, md)
+	attach(err, &jobplanev1.NotLeaderDetails{Leader: &jobplanev1.LeaderInfo{Election: election, Address: leaderAddress}})
+	return err
 }
 
 // StaleToken is ABORTED with reason STALE_FENCING_TOKEN for election,
@@ -107,7 +119,13 @@ func StaleToken(election, currentSessionID string, currentEpoch uint64) *connect
 		md["current_epoch"] = strconv.FormatUint(currentEpoch, 10)
 		md["current_session_id"] = currentSessionID
 	}
-	return New(jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN, "stale fencing token for "+election, md)
+	err := New(jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN, "stale fencing token for "+election, md)
+	details := &jobplanev1.StaleTokenDetails{Election: election}
+	if currentEpoch != 0 {
+		details.Current = &jobplanev1.FencingToken{SessionId: currentSessionID, Epoch: currentEpoch}
+	}
+	attach(err, details)
+	return err
 }
 
 // Info returns the jobplane ErrorInfo of err, if it carries one.

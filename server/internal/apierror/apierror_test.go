@@ -1,9 +1,14 @@
 package apierror_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/internal/apierror"
@@ -17,7 +22,7 @@ func TestEveryReasonHasItsCode(t *testing.T) {
 			continue
 		}
 		err := apierror.New(r, "m", map[string]string{"k": "v"})
-		if err.Code() == connect.CodeInternal {
+		if err.Code() == connect.CodeInternal && r != jobplanev1.ErrorReason_ERROR_REASON_INTERNAL {
 			t.Errorf("%s has no code", name)
 		}
 		got, md, ok := apierror.Info(err)
@@ -91,5 +96,58 @@ func TestItemErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The typed details error.proto promises come beside the ErrorInfo.
+func TestTypedDetails(t *testing.T) {
+	t.Parallel()
+	detail := func(err *connect.Error, into proto.Message) bool {
+		for _, d := range err.Details() {
+			if v, derr := d.Value(); derr == nil && proto.MessageName(v) == proto.MessageName(into) {
+				proto.Merge(into, v)
+				return true
+			}
+		}
+		return false
+	}
+	var nl jobplanev1.NotLeaderDetails
+	if !detail(apierror.NotLeader("jobmanager", "http://127.0.0.1:1"), &nl) || nl.GetLeader().GetAddress() != "http://127.0.0.1:1" || nl.GetLeader().GetElection() != "jobmanager" {
+		t.Errorf("NotLeaderDetails = %v", &nl)
+	}
+	var st jobplanev1.StaleTokenDetails
+	if !detail(apierror.StaleToken("job/x", "abc", 7), &st) || st.GetCurrent().GetEpoch() != 7 || st.GetCurrent().GetSessionId() != "abc" || st.GetElection() != "job/x" {
+		t.Errorf("StaleTokenDetails = %v", &st)
+	}
+	bad := apierror.BadRequest(apierror.Field{Path: "job_id", Description: "required"})
+	if !apierror.Is(bad, jobplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT) || len(apierror.Violations(bad)) != 1 {
+		t.Errorf("BadRequest = %v: want reason INVALID_ARGUMENT and one violation", bad)
+	}
+}
+
+// Every error a handler answers carries an ErrorInfo.
+func TestComplete(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err    error
+		code   connect.Code
+		reason jobplanev1.ErrorReason
+	}{
+		{context.Canceled, connect.CodeCanceled, jobplanev1.ErrorReason_ERROR_REASON_CALL_CANCELED},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), connect.CodeDeadlineExceeded, jobplanev1.ErrorReason_ERROR_REASON_CALL_DEADLINE_EXCEEDED},
+		{errors.New("boom"), connect.CodeInternal, jobplanev1.ErrorReason_ERROR_REASON_INTERNAL},
+		{connect.NewError(connect.CodeUnimplemented, errors.New("no")), connect.CodeUnimplemented, jobplanev1.ErrorReason_ERROR_REASON_UNIMPLEMENTED},
+		{apierror.NotLeader("jobmanager", ""), connect.CodeUnavailable, jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER},
+	} {
+		got := apierror.Complete(tc.err)
+		if connect.CodeOf(got) != tc.code || !apierror.Is(got, tc.reason) {
+			t.Errorf("Complete(%v) = %v; want %v with %v", tc.err, got, tc.code, tc.reason)
+		}
+	}
+	if got := apierror.Complete(errors.New("secret detail")); strings.Contains(got.Error(), "secret") {
+		t.Errorf("Complete sent an internal error's detail: %v", got)
+	}
+	if apierror.Complete(nil) != nil {
+		t.Error("Complete(nil) != nil")
 	}
 }

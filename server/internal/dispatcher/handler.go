@@ -72,9 +72,9 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 			"job_id": exist.JobID, "globally_terminated": strconv.FormatBool(exist.GloballyTerminated),
 		})
 	case errors.Is(err, ErrCancelNotRecorded):
-		return connect.NewError(connect.CodeUnavailable, errors.New("the HA store did not confirm the cancel request; nothing was done, retry the cancellation"))
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_CANCEL_NOT_RECORDED, "the HA store did not confirm the cancel request; nothing was done, cancel again", map[string]string{"job_id": jobID})
 	case errors.Is(err, ErrOutcomeUnknown):
-		return connect.NewError(connect.CodeUnavailable, errors.New("the HA store did not confirm the job's plan; retry the same submission"))
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_PERSIST_OUTCOME_UNKNOWN, "the HA store did not confirm the job's plan; retry the same submission", map[string]string{"job_id": jobID})
 	case errors.Is(err, ErrPersistFailed):
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_PERSIST_FAILED, "the job's plan could not be persisted; nothing runs, and the submission may be retried", map[string]string{"job_id": jobID})
 	case errors.Is(err, ErrJobNotFound):
@@ -83,13 +83,13 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_JOB_TERMINAL, err.Error(), map[string]string{"job_id": jobID, "status": term.Status.String()})
 	case errors.As(err, &nterm):
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_TERMINAL, err.Error(), map[string]string{"job_id": jobID, "status": nterm.Status.String()})
-	case errors.Is(err, context.Canceled):
-		return connect.NewError(connect.CodeCanceled, err)
-	case errors.Is(err, context.DeadlineExceeded):
-		return connect.NewError(connect.CodeDeadlineExceeded, err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return apierror.Complete(err)
+	case errors.Is(err, hastore.ErrUnavailable):
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_STORE_UNAVAILABLE, "the HA store is unavailable; retry", nil)
 	}
 	h.d.log.Error("dispatcher call failed", "job", jobID, "err", err)
-	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+	return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_INTERNAL, "internal error", nil)
 }
 
 func checkJobID(id string) error {

@@ -3,8 +3,12 @@ package endpoint
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"connectrpc.com/connect"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/internal/apierror"
 )
 
 // handlerOptions are the options every handler on the endpoint is built
@@ -14,11 +18,13 @@ import (
 // turns an answer that would be too large into RESOURCE_EXHAUSTED instead
 // of sending it. Answers under CompressMinBytes go uncompressed, even to a
 // client that accepts gzip: connect would otherwise compress every one.
+// Every error a handler answers carries its ErrorInfo (apierror.Complete).
 func (e *Endpoint) handlerOptions() []connect.HandlerOption {
 	return []connect.HandlerOption{
 		connect.WithReadMaxBytes(int(e.cfg.MaxRequestBytes)),
 		connect.WithSendMaxBytes(int(e.cfg.MaxResponseBytes)),
 		connect.WithCompressMinBytes(CompressMinBytes),
+		connect.WithInterceptors(apierror.Interceptor()),
 	}
 }
 
@@ -36,8 +42,9 @@ func limitBody(limit int64, next http.Handler) http.Handler {
 	refuse := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
-			err := connect.NewError(connect.CodeResourceExhausted,
-				fmt.Errorf("request body of %d bytes is over the limit of %d bytes", r.ContentLength, limit))
+			err := apierror.New(jobplanev1.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE,
+				fmt.Sprintf("request body of %d bytes is over the limit of %d bytes", r.ContentLength, limit),
+				map[string]string{"limit_bytes": strconv.FormatInt(limit, 10)})
 			if refuse.IsSupported(r) {
 				_ = refuse.Write(w, r, err)
 			} else {

@@ -89,9 +89,9 @@ type DispatcherServiceClient interface {
 	//   - UNAVAILABLE, reason PERSIST_FAILED: the plan is not persisted;
 	//     nothing runs, nothing is left behind, and the same submission may be
 	//     retried;
-	//   - UNAVAILABLE without an ErrorInfo: the HA store could not confirm
-	//     whether the plan is persisted; retry the same submission, which is
-	//     safe;
+	//   - UNAVAILABLE, reason PERSIST_OUTCOME_UNKNOWN: the HA store could not
+	//     confirm whether the plan is persisted; retry the same submission,
+	//     which is safe;
 	//   - UNAVAILABLE, reason NOT_LEADER: this Dispatcher does not lead, or
 	//     lost leadership during the call (its write was refused as stale);
 	//     retry at the leader, where the same `job_id` is safe.
@@ -127,8 +127,8 @@ type DispatcherServiceClient interface {
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// FAILED_PRECONDITION (JOB_TERMINAL) for a job that FINISHED or FAILED;
 	// INVALID_ARGUMENT for a malformed id; UNAVAILABLE (NOT_LEADER);
-	// UNAVAILABLE without an ErrorInfo if the request could not be recorded:
-	// nothing was done for it, and the client cancels again.
+	// UNAVAILABLE (CANCEL_NOT_RECORDED) if the request could not be
+	// recorded: nothing was done for it, and the client cancels again.
 	CancelJob(context.Context, *v1.CancelJobRequest) (*v1.CancelJobResponse, error)
 	// GetJobResult returns the result of a globally terminal job.
 	//
@@ -346,9 +346,9 @@ type DispatcherServiceHandler interface {
 	//   - UNAVAILABLE, reason PERSIST_FAILED: the plan is not persisted;
 	//     nothing runs, nothing is left behind, and the same submission may be
 	//     retried;
-	//   - UNAVAILABLE without an ErrorInfo: the HA store could not confirm
-	//     whether the plan is persisted; retry the same submission, which is
-	//     safe;
+	//   - UNAVAILABLE, reason PERSIST_OUTCOME_UNKNOWN: the HA store could not
+	//     confirm whether the plan is persisted; retry the same submission,
+	//     which is safe;
 	//   - UNAVAILABLE, reason NOT_LEADER: this Dispatcher does not lead, or
 	//     lost leadership during the call (its write was refused as stale);
 	//     retry at the leader, where the same `job_id` is safe.
@@ -384,8 +384,8 @@ type DispatcherServiceHandler interface {
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// FAILED_PRECONDITION (JOB_TERMINAL) for a job that FINISHED or FAILED;
 	// INVALID_ARGUMENT for a malformed id; UNAVAILABLE (NOT_LEADER);
-	// UNAVAILABLE without an ErrorInfo if the request could not be recorded:
-	// nothing was done for it, and the client cancels again.
+	// UNAVAILABLE (CANCEL_NOT_RECORDED) if the request could not be
+	// recorded: nothing was done for it, and the client cancels again.
 	CancelJob(context.Context, *v1.CancelJobRequest) (*v1.CancelJobResponse, error)
 	// GetJobResult returns the result of a globally terminal job.
 	//
