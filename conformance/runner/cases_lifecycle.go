@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"connectrpc.com/connect"
@@ -90,6 +91,8 @@ var lifecycleCases = []Case{
 				t.Errorf("the last status streamed was %v; expected FINISHED", last)
 			}
 		}},
+	{Name: "lifecycle/watch-resumes", Requires: []string{FeatureResourceManager},
+		Doc: "a WatchJob broken after its first message and resumed with that message's resume_token streams exactly the statuses a watch that never broke saw after it", Run: watchResumes},
 	{Name: "lifecycle/result-of-unknown-job", Doc: "GetJobResult of an unknown job is NOT_FOUND (JOB_NOT_FOUND)", Run: func(t *T) {
 		_, err := t.dispatcher().GetJobResult(t.ctx, &jobplanev1.GetJobResultRequest{JobId: t.job("ghost")})
 		if connect.CodeOf(err) != connect.CodeNotFound || reason(err) != "JOB_NOT_FOUND" {
@@ -165,4 +168,97 @@ func errorsCarryErrorInfo(t *T) {
 	}
 	_, err = d.GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: t.job("ghost")})
 	check("GetJobResult of an unknown job", err, connect.CodeNotFound, "JOB_NOT_FOUND", nil)
+}
+
+// watchStatuses reads a WatchJob stream until it ends or n status
+// messages came, and returns them.
+func (t *T) watchStatuses(ctx context.Context, id, resume string, n int) ([]*jobplanev1.WatchJobResponse, error) {
+	stream, err := t.dispatcher().WatchJob(ctx, &jobplanev1.WatchJobRequest{JobId: id, ResumeToken: resume})
+	if err != nil {
+		return nil, err
+	}
+	defer stream.Close()
+	var got []*jobplanev1.WatchJobResponse
+	for len(got) < n && stream.Receive() {
+		if stream.Msg().GetJob() != nil {
+			got = append(got, stream.Msg())
+		}
+	}
+	return got, stream.Err()
+}
+
+func watchResumes(t *T) {
+	id := t.job("j")
+	t.mustSubmit(id, gatedGraph(1, id))
+	t.waitRunning(id, 1)
+	ctx, cancel := context.WithTimeout(t.ctx, 60*time.Second)
+	defer cancel()
+	// A watch that never breaks, to compare with.
+	whole := make(chan []*jobplanev1.WatchJobResponse, 1)
+	started := make(chan struct{})
+	go func() {
+		stream, err := t.dispatcher().WatchJob(ctx, &jobplanev1.WatchJobRequest{JobId: id})
+		var got []*jobplanev1.WatchJobResponse
+		if err == nil {
+			defer stream.Close()
+			for stream.Receive() {
+				if stream.Msg().GetJob() != nil {
+					if len(got) == 0 {
+						close(started)
+					}
+					got = append(got, stream.Msg())
+				}
+			}
+		}
+		whole <- got
+	}()
+	first, err := t.watchStatuses(ctx, id, "", 1)
+	if err != nil || len(first) != 1 || first[0].GetResumeToken() == "" {
+		t.Fatalf("WatchJob's first message: %v, %v; expected a status with a resume_token", first, err)
+	}
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatalf("the unbroken watch got no first message")
+	}
+	if first[0].GetJob().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_RUNNING {
+		t.Fatalf("WatchJob's first message is %v; expected the job RUNNING", first[0].GetJob().GetStatus())
+	}
+	t.cancel(id)
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
+		t.Fatalf("job ended %v; expected CANCELED", r.GetStatus())
+	}
+	resumed, err := t.watchStatuses(ctx, id, first[0].GetResumeToken(), 100)
+	if err != nil {
+		t.Fatalf("WatchJob resumed: %v", err)
+	}
+	var all []*jobplanev1.WatchJobResponse
+	select {
+	case all = <-whole:
+	case <-ctx.Done():
+		t.Fatalf("the unbroken watch did not end after CANCELED")
+	}
+	statuses := func(ms []*jobplanev1.WatchJobResponse) []jobplanev1.JobStatus {
+		var out []jobplanev1.JobStatus
+		for _, m := range ms {
+			out = append(out, m.GetJob().GetStatus())
+		}
+		return out
+	}
+	// Both watches started while the job ran; the unbroken one's
+	// statuses after RUNNING are what the resumed one must show.
+	var after []jobplanev1.JobStatus
+	for i, st := range statuses(all) {
+		if st == jobplanev1.JobStatus_JOB_STATUS_RUNNING {
+			after = statuses(all)[i+1:]
+		}
+	}
+	if fmt.Sprint(statuses(resumed)) != fmt.Sprint(after) {
+		t.Errorf("the resumed watch streamed %v; expected %v, what a watch that never broke saw after RUNNING", statuses(resumed), after)
+	}
+	for _, m := range resumed {
+		if m.GetCoalesced() {
+			t.Errorf("resumed message %v is marked coalesced; expected the stream to continue exactly, under the same leader", m.GetJob().GetStatus())
+		}
+	}
 }

@@ -37,6 +37,11 @@ var storeWireCases = []Case{
 		Run:  storeResultRepeatedInJSON,
 	},
 	{
+		Name: "store/watch-session-snapshot",
+		Doc:  "WatchSession starts with a granted event for each leadership the session holds, then snapshot_end; a leadership resigned in between is missing from the next snapshot",
+		Run:  storeWatchSessionSnapshot,
+	},
+	{
 		Name: "store/plan-delete-needs-result",
 		Doc:  "DeleteExecutionPlan of a job without a result entry is NOT_FOUND (JOB_RESULT_NOT_FOUND) and deletes nothing; with one, it deletes the plan",
 		Run:  storePlanDeleteNeedsResult,
@@ -262,5 +267,52 @@ func storePlanDeleteNeedsResult(t *T) {
 	}
 	if _, err := rpc.GetExecutionPlan(ctx, &jobplanev1.GetExecutionPlanRequest{JobId: "wire"}); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("GetExecutionPlan after the delete: %s; expected NOT_FOUND", codeAndReason(err))
+	}
+}
+
+// snapshotOf reads a WatchSession stream up to its snapshot_end and
+// returns the elections granted in the snapshot.
+func (t *T) snapshotOf(session string) []string {
+	ctx, cancel := context.WithTimeout(t.ctx, 20*time.Second)
+	defer cancel()
+	stream, err := t.store.rpc().WatchSession(ctx, &jobplanev1.WatchSessionRequest{SessionId: session})
+	if err != nil {
+		t.Fatalf("WatchSession: %v", err)
+	}
+	defer stream.Close()
+	var granted []string
+	for stream.Receive() {
+		switch ev := stream.Msg().GetEvent().(type) {
+		case *jobplanev1.WatchSessionResponse_Granted:
+			granted = append(granted, ev.Granted.GetElection())
+		case *jobplanev1.WatchSessionResponse_SnapshotEnd_:
+			return granted
+		case *jobplanev1.WatchSessionResponse_Revoked:
+			t.Fatalf("WatchSession sent %v before snapshot_end; expected the snapshot's granted events, then snapshot_end", ev)
+		}
+	}
+	t.Fatalf("WatchSession ended (%v) without snapshot_end after granted %v; expected snapshot_end to follow the snapshot", stream.Err(), granted)
+	return nil
+}
+
+func storeWatchSessionSnapshot(t *T) {
+	session := t.storeSession()
+	if got := t.snapshotOf(session); len(got) != 0 {
+		t.Errorf("snapshot of a session without leaderships = %v; expected it empty", got)
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, 20*time.Second)
+	defer cancel()
+	if _, err := t.store.rpc().Campaign(ctx, &jobplanev1.CampaignRequest{Election: hastore.ElectionJobManager, SessionId: session}); err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	fence := t.storeLeader(hastore.ElectionJobManager, session)
+	if got := t.snapshotOf(session); fmt.Sprint(got) != "["+hastore.ElectionJobManager+"]" {
+		t.Errorf("snapshot of a session leading %s = %v; expected exactly that leadership", hastore.ElectionJobManager, got)
+	}
+	if _, err := t.store.rpc().Resign(ctx, &jobplanev1.ResignRequest{Fence: fence}); err != nil {
+		t.Fatalf("Resign: %v", err)
+	}
+	if got := t.snapshotOf(session); len(got) != 0 {
+		t.Errorf("snapshot after the leadership was resigned = %v; expected it empty, so a reconnecting client learns the leadership ended", got)
 	}
 }

@@ -107,10 +107,16 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 			}
 			return connect.NewResponse(resp), nil
 		}))
-	case "watch-never-ends":
+	case "watch-never-ends", "watch-no-resume":
 		p := jobplanev1connect.DispatcherServiceWatchJobProcedure
 		mux.Handle(p, connect.NewServerStreamHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.WatchJobRequest], out *connect.ServerStream[jobplanev1.WatchJobResponse]) error {
-			in, err := d.WatchJob(ctx, req.Msg)
+			msg := req.Msg
+			if mode == "watch-no-resume" {
+				// Every watch starts over with the current status, as
+				// if the resume token were not there, and says nothing.
+				msg = &jobplanev1.WatchJobRequest{JobId: req.Msg.GetJobId()}
+			}
+			in, err := d.WatchJob(ctx, msg)
 			if err != nil {
 				return err
 			}
@@ -119,6 +125,9 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 				if err := out.Send(in.Msg()); err != nil {
 					return err
 				}
+			}
+			if mode == "watch-no-resume" {
+				return in.Err()
 			}
 			<-ctx.Done() // the stream never ends by itself
 			return ctx.Err()

@@ -45,6 +45,7 @@ var breaks = map[string][]string{
 	"deposed-answers":      {"recovery/paused-leader-resumes-deposed"},
 	"cancel-not-durable":   {"recovery/cancel-survives-failover"},
 	"bare-errors":          {"lifecycle/errors-carry-errorinfo"},
+	"watch-no-resume":      {"lifecycle/watch-resumes"},
 }
 
 func build(t *testing.T, dir, out, pkg string) string {

@@ -597,7 +597,10 @@ func (x *GetJobResultResponse) GetResult() *JobResult {
 type WatchJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The job's id. Required.
-	JobId         string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The `resume_token` of the last message received, to continue right
+	// after it; empty to start with the current summary.
+	ResumeToken   string `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -639,11 +642,30 @@ func (x *WatchJobRequest) GetJobId() string {
 	return ""
 }
 
+func (x *WatchJobRequest) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
 // WatchJobResponse is one message of DispatcherService.WatchJob.
 type WatchJobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The job's summary at this status change; unset in a heartbeat.
-	Job           *JobSummary `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// The event.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*WatchJobResponse_Job
+	//	*WatchJobResponse_Heartbeat
+	Event isWatchJobResponse_Event `protobuf_oneof:"event"`
+	// With `job`: pass it as WatchJobRequest.resume_token to continue after
+	// this message. Opaque.
+	ResumeToken string `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// With `job`, on the first message only: the stream could not continue
+	// exactly from the request's `resume_token`, and changes between it and
+	// this message may have been skipped.
+	Coalesced     bool `protobuf:"varint,3,opt,name=coalesced,proto3" json:"coalesced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -678,12 +700,62 @@ func (*WatchJobResponse) Descriptor() ([]byte, []int) {
 	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{11}
 }
 
-func (x *WatchJobResponse) GetJob() *JobSummary {
+func (x *WatchJobResponse) GetEvent() isWatchJobResponse_Event {
 	if x != nil {
-		return x.Job
+		return x.Event
 	}
 	return nil
 }
+
+func (x *WatchJobResponse) GetJob() *JobSummary {
+	if x != nil {
+		if x, ok := x.Event.(*WatchJobResponse_Job); ok {
+			return x.Job
+		}
+	}
+	return nil
+}
+
+func (x *WatchJobResponse) GetHeartbeat() *Heartbeat {
+	if x != nil {
+		if x, ok := x.Event.(*WatchJobResponse_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
+func (x *WatchJobResponse) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+func (x *WatchJobResponse) GetCoalesced() bool {
+	if x != nil {
+		return x.Coalesced
+	}
+	return false
+}
+
+type isWatchJobResponse_Event interface {
+	isWatchJobResponse_Event()
+}
+
+type WatchJobResponse_Job struct {
+	// The job's summary at this status change.
+	Job *JobSummary `protobuf:"bytes,1,opt,name=job,proto3,oneof"`
+}
+
+type WatchJobResponse_Heartbeat struct {
+	// Nothing changed for a while.
+	Heartbeat *Heartbeat `protobuf:"bytes,4,opt,name=heartbeat,proto3,oneof"`
+}
+
+func (*WatchJobResponse_Job) isWatchJobResponse_Event() {}
+
+func (*WatchJobResponse_Heartbeat) isWatchJobResponse_Event() {}
 
 // ReportClientHeartbeatRequest is the request of
 // DispatcherService.ReportClientHeartbeat.
@@ -932,7 +1004,7 @@ var File_jobplane_v1_dispatcher_service_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\n" +
-	"$jobplane/v1/dispatcher_service.proto\x12\vjobplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15jobplane/v1/job.proto\x1a\x1bjobplane/v1/job_graph.proto\x1a\x1cjobplane/v1/leadership.proto\"]\n" +
+	"$jobplane/v1/dispatcher_service.proto\x12\vjobplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15jobplane/v1/job.proto\x1a\x1bjobplane/v1/job_graph.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x18jobplane/v1/stream.proto\"]\n" +
 	"\x10SubmitJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x122\n" +
 	"\tjob_graph\x18\x02 \x01(\v2\x15.jobplane.v1.JobGraphR\bjobGraph\"t\n" +
@@ -965,11 +1037,16 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
 	"\x04wait\x18\x02 \x01(\bR\x04wait\"F\n" +
 	"\x14GetJobResultResponse\x12.\n" +
-	"\x06result\x18\x01 \x01(\v2\x16.jobplane.v1.JobResultR\x06result\"(\n" +
+	"\x06result\x18\x01 \x01(\v2\x16.jobplane.v1.JobResultR\x06result\"K\n" +
 	"\x0fWatchJobRequest\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"=\n" +
-	"\x10WatchJobResponse\x12)\n" +
-	"\x03job\x18\x01 \x01(\v2\x17.jobplane.v1.JobSummaryR\x03job\"5\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12!\n" +
+	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\"\xc1\x01\n" +
+	"\x10WatchJobResponse\x12+\n" +
+	"\x03job\x18\x01 \x01(\v2\x17.jobplane.v1.JobSummaryH\x00R\x03job\x126\n" +
+	"\theartbeat\x18\x04 \x01(\v2\x16.jobplane.v1.HeartbeatH\x00R\theartbeat\x12!\n" +
+	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x12\x1c\n" +
+	"\tcoalesced\x18\x03 \x01(\bR\tcoalescedB\a\n" +
+	"\x05event\"5\n" +
 	"\x1cReportClientHeartbeatRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"W\n" +
 	"\x1dReportClientHeartbeatResponse\x126\n" +
@@ -1033,8 +1110,9 @@ var file_jobplane_v1_dispatcher_service_proto_goTypes = []any{
 	(*JobDetails)(nil),                    // 19: jobplane.v1.JobDetails
 	(*JobSummary)(nil),                    // 20: jobplane.v1.JobSummary
 	(*JobResult)(nil),                     // 21: jobplane.v1.JobResult
-	(*timestamppb.Timestamp)(nil),         // 22: google.protobuf.Timestamp
-	(*LeaderInfo)(nil),                    // 23: jobplane.v1.LeaderInfo
+	(*Heartbeat)(nil),                     // 22: jobplane.v1.Heartbeat
+	(*timestamppb.Timestamp)(nil),         // 23: google.protobuf.Timestamp
+	(*LeaderInfo)(nil),                    // 24: jobplane.v1.LeaderInfo
 }
 var file_jobplane_v1_dispatcher_service_proto_depIdxs = []int32{
 	16, // 0: jobplane.v1.SubmitJobRequest.job_graph:type_name -> jobplane.v1.JobGraph
@@ -1046,29 +1124,30 @@ var file_jobplane_v1_dispatcher_service_proto_depIdxs = []int32{
 	17, // 6: jobplane.v1.CancelJobResponse.status:type_name -> jobplane.v1.JobStatus
 	21, // 7: jobplane.v1.GetJobResultResponse.result:type_name -> jobplane.v1.JobResult
 	20, // 8: jobplane.v1.WatchJobResponse.job:type_name -> jobplane.v1.JobSummary
-	22, // 9: jobplane.v1.ReportClientHeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	23, // 10: jobplane.v1.GetClusterOverviewResponse.leader:type_name -> jobplane.v1.LeaderInfo
-	0,  // 11: jobplane.v1.DispatcherService.SubmitJob:input_type -> jobplane.v1.SubmitJobRequest
-	2,  // 12: jobplane.v1.DispatcherService.GetJob:input_type -> jobplane.v1.GetJobRequest
-	4,  // 13: jobplane.v1.DispatcherService.ListJobs:input_type -> jobplane.v1.ListJobsRequest
-	6,  // 14: jobplane.v1.DispatcherService.CancelJob:input_type -> jobplane.v1.CancelJobRequest
-	8,  // 15: jobplane.v1.DispatcherService.GetJobResult:input_type -> jobplane.v1.GetJobResultRequest
-	10, // 16: jobplane.v1.DispatcherService.WatchJob:input_type -> jobplane.v1.WatchJobRequest
-	12, // 17: jobplane.v1.DispatcherService.ReportClientHeartbeat:input_type -> jobplane.v1.ReportClientHeartbeatRequest
-	14, // 18: jobplane.v1.DispatcherService.GetClusterOverview:input_type -> jobplane.v1.GetClusterOverviewRequest
-	1,  // 19: jobplane.v1.DispatcherService.SubmitJob:output_type -> jobplane.v1.SubmitJobResponse
-	3,  // 20: jobplane.v1.DispatcherService.GetJob:output_type -> jobplane.v1.GetJobResponse
-	5,  // 21: jobplane.v1.DispatcherService.ListJobs:output_type -> jobplane.v1.ListJobsResponse
-	7,  // 22: jobplane.v1.DispatcherService.CancelJob:output_type -> jobplane.v1.CancelJobResponse
-	9,  // 23: jobplane.v1.DispatcherService.GetJobResult:output_type -> jobplane.v1.GetJobResultResponse
-	11, // 24: jobplane.v1.DispatcherService.WatchJob:output_type -> jobplane.v1.WatchJobResponse
-	13, // 25: jobplane.v1.DispatcherService.ReportClientHeartbeat:output_type -> jobplane.v1.ReportClientHeartbeatResponse
-	15, // 26: jobplane.v1.DispatcherService.GetClusterOverview:output_type -> jobplane.v1.GetClusterOverviewResponse
-	19, // [19:27] is the sub-list for method output_type
-	11, // [11:19] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	22, // 9: jobplane.v1.WatchJobResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
+	23, // 10: jobplane.v1.ReportClientHeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	24, // 11: jobplane.v1.GetClusterOverviewResponse.leader:type_name -> jobplane.v1.LeaderInfo
+	0,  // 12: jobplane.v1.DispatcherService.SubmitJob:input_type -> jobplane.v1.SubmitJobRequest
+	2,  // 13: jobplane.v1.DispatcherService.GetJob:input_type -> jobplane.v1.GetJobRequest
+	4,  // 14: jobplane.v1.DispatcherService.ListJobs:input_type -> jobplane.v1.ListJobsRequest
+	6,  // 15: jobplane.v1.DispatcherService.CancelJob:input_type -> jobplane.v1.CancelJobRequest
+	8,  // 16: jobplane.v1.DispatcherService.GetJobResult:input_type -> jobplane.v1.GetJobResultRequest
+	10, // 17: jobplane.v1.DispatcherService.WatchJob:input_type -> jobplane.v1.WatchJobRequest
+	12, // 18: jobplane.v1.DispatcherService.ReportClientHeartbeat:input_type -> jobplane.v1.ReportClientHeartbeatRequest
+	14, // 19: jobplane.v1.DispatcherService.GetClusterOverview:input_type -> jobplane.v1.GetClusterOverviewRequest
+	1,  // 20: jobplane.v1.DispatcherService.SubmitJob:output_type -> jobplane.v1.SubmitJobResponse
+	3,  // 21: jobplane.v1.DispatcherService.GetJob:output_type -> jobplane.v1.GetJobResponse
+	5,  // 22: jobplane.v1.DispatcherService.ListJobs:output_type -> jobplane.v1.ListJobsResponse
+	7,  // 23: jobplane.v1.DispatcherService.CancelJob:output_type -> jobplane.v1.CancelJobResponse
+	9,  // 24: jobplane.v1.DispatcherService.GetJobResult:output_type -> jobplane.v1.GetJobResultResponse
+	11, // 25: jobplane.v1.DispatcherService.WatchJob:output_type -> jobplane.v1.WatchJobResponse
+	13, // 26: jobplane.v1.DispatcherService.ReportClientHeartbeat:output_type -> jobplane.v1.ReportClientHeartbeatResponse
+	15, // 27: jobplane.v1.DispatcherService.GetClusterOverview:output_type -> jobplane.v1.GetClusterOverviewResponse
+	20, // [20:28] is the sub-list for method output_type
+	12, // [12:20] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_dispatcher_service_proto_init() }
@@ -1079,6 +1158,11 @@ func file_jobplane_v1_dispatcher_service_proto_init() {
 	file_jobplane_v1_job_proto_init()
 	file_jobplane_v1_job_graph_proto_init()
 	file_jobplane_v1_leadership_proto_init()
+	file_jobplane_v1_stream_proto_init()
+	file_jobplane_v1_dispatcher_service_proto_msgTypes[11].OneofWrappers = []any{
+		(*WatchJobResponse_Job)(nil),
+		(*WatchJobResponse_Heartbeat)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -661,7 +661,8 @@ type WatchSessionResponse struct {
 	//
 	//	*WatchSessionResponse_Granted
 	//	*WatchSessionResponse_Revoked
-	//	*WatchSessionResponse_Heartbeat_
+	//	*WatchSessionResponse_Heartbeat
+	//	*WatchSessionResponse_SnapshotEnd_
 	Event         isWatchSessionResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -722,10 +723,19 @@ func (x *WatchSessionResponse) GetRevoked() *WatchSessionResponse_LeadershipRevo
 	return nil
 }
 
-func (x *WatchSessionResponse) GetHeartbeat() *WatchSessionResponse_Heartbeat {
+func (x *WatchSessionResponse) GetHeartbeat() *Heartbeat {
 	if x != nil {
-		if x, ok := x.Event.(*WatchSessionResponse_Heartbeat_); ok {
+		if x, ok := x.Event.(*WatchSessionResponse_Heartbeat); ok {
 			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
+func (x *WatchSessionResponse) GetSnapshotEnd() *WatchSessionResponse_SnapshotEnd {
+	if x != nil {
+		if x, ok := x.Event.(*WatchSessionResponse_SnapshotEnd_); ok {
+			return x.SnapshotEnd
 		}
 	}
 	return nil
@@ -745,16 +755,24 @@ type WatchSessionResponse_Revoked struct {
 	Revoked *WatchSessionResponse_LeadershipRevoked `protobuf:"bytes,2,opt,name=revoked,proto3,oneof"`
 }
 
-type WatchSessionResponse_Heartbeat_ struct {
+type WatchSessionResponse_Heartbeat struct {
 	// Nothing happened for a while.
-	Heartbeat *WatchSessionResponse_Heartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
+	Heartbeat *Heartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
+}
+
+type WatchSessionResponse_SnapshotEnd_ struct {
+	// The initial `granted` events are complete: a leadership the client
+	// believed held and that is not among them has ended.
+	SnapshotEnd *WatchSessionResponse_SnapshotEnd `protobuf:"bytes,4,opt,name=snapshot_end,json=snapshotEnd,proto3,oneof"`
 }
 
 func (*WatchSessionResponse_Granted) isWatchSessionResponse_Event() {}
 
 func (*WatchSessionResponse_Revoked) isWatchSessionResponse_Event() {}
 
-func (*WatchSessionResponse_Heartbeat_) isWatchSessionResponse_Event() {}
+func (*WatchSessionResponse_Heartbeat) isWatchSessionResponse_Event() {}
+
+func (*WatchSessionResponse_SnapshotEnd_) isWatchSessionResponse_Event() {}
 
 // ResignRequest is the request of HAStoreService.Resign.
 type ResignRequest struct {
@@ -1074,9 +1092,13 @@ func (x *ObserveLeaderRequest) GetElection() string {
 // ObserveLeaderResponse is one message of HAStoreService.ObserveLeader.
 type ObserveLeaderResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The election's leader after the change; its token is unset when there
-	// is none.
-	Leader        *LeaderInfo `protobuf:"bytes,1,opt,name=leader,proto3" json:"leader,omitempty"`
+	// The event.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*ObserveLeaderResponse_Leader
+	//	*ObserveLeaderResponse_Heartbeat
+	Event         isObserveLeaderResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1111,12 +1133,49 @@ func (*ObserveLeaderResponse) Descriptor() ([]byte, []int) {
 	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{19}
 }
 
-func (x *ObserveLeaderResponse) GetLeader() *LeaderInfo {
+func (x *ObserveLeaderResponse) GetEvent() isObserveLeaderResponse_Event {
 	if x != nil {
-		return x.Leader
+		return x.Event
 	}
 	return nil
 }
+
+func (x *ObserveLeaderResponse) GetLeader() *LeaderInfo {
+	if x != nil {
+		if x, ok := x.Event.(*ObserveLeaderResponse_Leader); ok {
+			return x.Leader
+		}
+	}
+	return nil
+}
+
+func (x *ObserveLeaderResponse) GetHeartbeat() *Heartbeat {
+	if x != nil {
+		if x, ok := x.Event.(*ObserveLeaderResponse_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
+type isObserveLeaderResponse_Event interface {
+	isObserveLeaderResponse_Event()
+}
+
+type ObserveLeaderResponse_Leader struct {
+	// The election's leader after the change; its token is unset when
+	// there is none.
+	Leader *LeaderInfo `protobuf:"bytes,1,opt,name=leader,proto3,oneof"`
+}
+
+type ObserveLeaderResponse_Heartbeat struct {
+	// Nothing changed for a while.
+	Heartbeat *Heartbeat `protobuf:"bytes,2,opt,name=heartbeat,proto3,oneof"`
+}
+
+func (*ObserveLeaderResponse_Leader) isObserveLeaderResponse_Event() {}
+
+func (*ObserveLeaderResponse_Heartbeat) isObserveLeaderResponse_Event() {}
 
 // ExecutionPlan is what the Dispatcher persists for an accepted job: the
 // JobGraph with parallelism overrides applied.
@@ -2361,27 +2420,28 @@ func (x *WatchSessionResponse_LeadershipRevoked) GetReason() RevocationReason {
 	return RevocationReason_REVOCATION_REASON_UNSPECIFIED
 }
 
-// Heartbeat is sent on an otherwise idle stream.
-type WatchSessionResponse_Heartbeat struct {
+// SnapshotEnd follows the `granted` events of the leaderships the
+// session held when the stream (re)connected.
+type WatchSessionResponse_SnapshotEnd struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *WatchSessionResponse_Heartbeat) Reset() {
-	*x = WatchSessionResponse_Heartbeat{}
+func (x *WatchSessionResponse_SnapshotEnd) Reset() {
+	*x = WatchSessionResponse_SnapshotEnd{}
 	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *WatchSessionResponse_Heartbeat) String() string {
+func (x *WatchSessionResponse_SnapshotEnd) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*WatchSessionResponse_Heartbeat) ProtoMessage() {}
+func (*WatchSessionResponse_SnapshotEnd) ProtoMessage() {}
 
-func (x *WatchSessionResponse_Heartbeat) ProtoReflect() protoreflect.Message {
+func (x *WatchSessionResponse_SnapshotEnd) ProtoReflect() protoreflect.Message {
 	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -2393,8 +2453,8 @@ func (x *WatchSessionResponse_Heartbeat) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use WatchSessionResponse_Heartbeat.ProtoReflect.Descriptor instead.
-func (*WatchSessionResponse_Heartbeat) Descriptor() ([]byte, []int) {
+// Deprecated: Use WatchSessionResponse_SnapshotEnd.ProtoReflect.Descriptor instead.
+func (*WatchSessionResponse_SnapshotEnd) Descriptor() ([]byte, []int) {
 	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{11, 2}
 }
 
@@ -2402,7 +2462,7 @@ var File_jobplane_v1_ha_store_service_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_ha_store_service_proto_rawDesc = "" +
 	"\n" +
-	"\"jobplane/v1/ha_store_service.proto\x12\vjobplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15jobplane/v1/job.proto\x1a\x1bjobplane/v1/job_graph.proto\x1a\x1cjobplane/v1/leadership.proto\"A\n" +
+	"\"jobplane/v1/ha_store_service.proto\x12\vjobplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15jobplane/v1/job.proto\x1a\x1bjobplane/v1/job_graph.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x18jobplane/v1/stream.proto\"A\n" +
 	"\x12OpenSessionRequest\x12+\n" +
 	"\x03ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"a\n" +
 	"\x13OpenSessionResponse\x12\x1d\n" +
@@ -2431,19 +2491,20 @@ const file_jobplane_v1_ha_store_service_proto_rawDesc = "" +
 	"\x10WithdrawResponse\"4\n" +
 	"\x13WatchSessionRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\x97\x04\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\xd8\x04\n" +
 	"\x14WatchSessionResponse\x12O\n" +
 	"\agranted\x18\x01 \x01(\v23.jobplane.v1.WatchSessionResponse.LeadershipGrantedH\x00R\agranted\x12O\n" +
-	"\arevoked\x18\x02 \x01(\v23.jobplane.v1.WatchSessionResponse.LeadershipRevokedH\x00R\arevoked\x12K\n" +
-	"\theartbeat\x18\x03 \x01(\v2+.jobplane.v1.WatchSessionResponse.HeartbeatH\x00R\theartbeat\x1a`\n" +
+	"\arevoked\x18\x02 \x01(\v23.jobplane.v1.WatchSessionResponse.LeadershipRevokedH\x00R\arevoked\x126\n" +
+	"\theartbeat\x18\x03 \x01(\v2\x16.jobplane.v1.HeartbeatH\x00R\theartbeat\x12R\n" +
+	"\fsnapshot_end\x18\x04 \x01(\v2-.jobplane.v1.WatchSessionResponse.SnapshotEndH\x00R\vsnapshotEnd\x1a`\n" +
 	"\x11LeadershipGranted\x12\x1a\n" +
 	"\belection\x18\x01 \x01(\tR\belection\x12/\n" +
 	"\x05token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x05token\x1a\x97\x01\n" +
 	"\x11LeadershipRevoked\x12\x1a\n" +
 	"\belection\x18\x01 \x01(\tR\belection\x12/\n" +
 	"\x05token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x05token\x125\n" +
-	"\x06reason\x18\x03 \x01(\x0e2\x1d.jobplane.v1.RevocationReasonR\x06reason\x1a\v\n" +
-	"\tHeartbeatB\a\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x1d.jobplane.v1.RevocationReasonR\x06reason\x1a\r\n" +
+	"\vSnapshotEndB\a\n" +
 	"\x05event\"9\n" +
 	"\rResignRequest\x12(\n" +
 	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\"\x10\n" +
@@ -2457,9 +2518,11 @@ const file_jobplane_v1_ha_store_service_proto_rawDesc = "" +
 	"\x11GetLeaderResponse\x12/\n" +
 	"\x06leader\x18\x01 \x01(\v2\x17.jobplane.v1.LeaderInfoR\x06leader\"2\n" +
 	"\x14ObserveLeaderRequest\x12\x1a\n" +
-	"\belection\x18\x01 \x01(\tR\belection\"H\n" +
-	"\x15ObserveLeaderResponse\x12/\n" +
-	"\x06leader\x18\x01 \x01(\v2\x17.jobplane.v1.LeaderInfoR\x06leader\"\xaf\x01\n" +
+	"\belection\x18\x01 \x01(\tR\belection\"\x8b\x01\n" +
+	"\x15ObserveLeaderResponse\x121\n" +
+	"\x06leader\x18\x01 \x01(\v2\x17.jobplane.v1.LeaderInfoH\x00R\x06leader\x126\n" +
+	"\theartbeat\x18\x02 \x01(\v2\x16.jobplane.v1.HeartbeatH\x00R\theartbeatB\a\n" +
+	"\x05event\"\xaf\x01\n" +
 	"\rExecutionPlan\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x122\n" +
 	"\tjob_graph\x18\x02 \x01(\v2\x15.jobplane.v1.JobGraphR\bjobGraph\x12\x16\n" +
@@ -2610,14 +2673,15 @@ var file_jobplane_v1_ha_store_service_proto_goTypes = []any{
 	(*DeleteJobResultEntryResponse)(nil),           // 43: jobplane.v1.DeleteJobResultEntryResponse
 	(*WatchSessionResponse_LeadershipGranted)(nil), // 44: jobplane.v1.WatchSessionResponse.LeadershipGranted
 	(*WatchSessionResponse_LeadershipRevoked)(nil), // 45: jobplane.v1.WatchSessionResponse.LeadershipRevoked
-	(*WatchSessionResponse_Heartbeat)(nil),         // 46: jobplane.v1.WatchSessionResponse.Heartbeat
+	(*WatchSessionResponse_SnapshotEnd)(nil),       // 46: jobplane.v1.WatchSessionResponse.SnapshotEnd
 	(*durationpb.Duration)(nil),                    // 47: google.protobuf.Duration
-	(*Fence)(nil),                                  // 48: jobplane.v1.Fence
-	(*LeaderInfo)(nil),                             // 49: jobplane.v1.LeaderInfo
-	(*JobGraph)(nil),                               // 50: jobplane.v1.JobGraph
-	(*timestamppb.Timestamp)(nil),                  // 51: google.protobuf.Timestamp
-	(*JobResult)(nil),                              // 52: jobplane.v1.JobResult
-	(*FencingToken)(nil),                           // 53: jobplane.v1.FencingToken
+	(*Heartbeat)(nil),                              // 48: jobplane.v1.Heartbeat
+	(*Fence)(nil),                                  // 49: jobplane.v1.Fence
+	(*LeaderInfo)(nil),                             // 50: jobplane.v1.LeaderInfo
+	(*JobGraph)(nil),                               // 51: jobplane.v1.JobGraph
+	(*timestamppb.Timestamp)(nil),                  // 52: google.protobuf.Timestamp
+	(*JobResult)(nil),                              // 53: jobplane.v1.JobResult
+	(*FencingToken)(nil),                           // 54: jobplane.v1.FencingToken
 }
 var file_jobplane_v1_ha_store_service_proto_depIdxs = []int32{
 	47, // 0: jobplane.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
@@ -2625,75 +2689,77 @@ var file_jobplane_v1_ha_store_service_proto_depIdxs = []int32{
 	47, // 2: jobplane.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	44, // 3: jobplane.v1.WatchSessionResponse.granted:type_name -> jobplane.v1.WatchSessionResponse.LeadershipGranted
 	45, // 4: jobplane.v1.WatchSessionResponse.revoked:type_name -> jobplane.v1.WatchSessionResponse.LeadershipRevoked
-	46, // 5: jobplane.v1.WatchSessionResponse.heartbeat:type_name -> jobplane.v1.WatchSessionResponse.Heartbeat
-	48, // 6: jobplane.v1.ResignRequest.fence:type_name -> jobplane.v1.Fence
-	48, // 7: jobplane.v1.ConfirmLeadershipRequest.fence:type_name -> jobplane.v1.Fence
-	49, // 8: jobplane.v1.GetLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
-	49, // 9: jobplane.v1.ObserveLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
-	50, // 10: jobplane.v1.ExecutionPlan.job_graph:type_name -> jobplane.v1.JobGraph
-	51, // 11: jobplane.v1.ExecutionPlan.submit_time:type_name -> google.protobuf.Timestamp
-	48, // 12: jobplane.v1.PutExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
-	22, // 13: jobplane.v1.PutExecutionPlanRequest.plan:type_name -> jobplane.v1.ExecutionPlan
-	22, // 14: jobplane.v1.GetExecutionPlanResponse.plan:type_name -> jobplane.v1.ExecutionPlan
-	48, // 15: jobplane.v1.DeleteExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
-	48, // 16: jobplane.v1.RequestJobCancelRequest.fence:type_name -> jobplane.v1.Fence
-	52, // 17: jobplane.v1.JobResultEntry.result:type_name -> jobplane.v1.JobResult
-	1,  // 18: jobplane.v1.JobResultEntry.state:type_name -> jobplane.v1.JobResultState
-	48, // 19: jobplane.v1.CreateDirtyJobResultRequest.fence:type_name -> jobplane.v1.Fence
-	52, // 20: jobplane.v1.CreateDirtyJobResultRequest.result:type_name -> jobplane.v1.JobResult
-	48, // 21: jobplane.v1.MarkJobResultCleanRequest.fence:type_name -> jobplane.v1.Fence
-	33, // 22: jobplane.v1.GetJobResultEntryResponse.entry:type_name -> jobplane.v1.JobResultEntry
-	1,  // 23: jobplane.v1.ListJobResultEntriesRequest.state:type_name -> jobplane.v1.JobResultState
-	33, // 24: jobplane.v1.ListJobResultEntriesResponse.entries:type_name -> jobplane.v1.JobResultEntry
-	48, // 25: jobplane.v1.DeleteJobResultEntryRequest.fence:type_name -> jobplane.v1.Fence
-	53, // 26: jobplane.v1.WatchSessionResponse.LeadershipGranted.token:type_name -> jobplane.v1.FencingToken
-	53, // 27: jobplane.v1.WatchSessionResponse.LeadershipRevoked.token:type_name -> jobplane.v1.FencingToken
-	0,  // 28: jobplane.v1.WatchSessionResponse.LeadershipRevoked.reason:type_name -> jobplane.v1.RevocationReason
-	2,  // 29: jobplane.v1.HAStoreService.OpenSession:input_type -> jobplane.v1.OpenSessionRequest
-	4,  // 30: jobplane.v1.HAStoreService.KeepAlive:input_type -> jobplane.v1.KeepAliveRequest
-	6,  // 31: jobplane.v1.HAStoreService.CloseSession:input_type -> jobplane.v1.CloseSessionRequest
-	8,  // 32: jobplane.v1.HAStoreService.Campaign:input_type -> jobplane.v1.CampaignRequest
-	10, // 33: jobplane.v1.HAStoreService.Withdraw:input_type -> jobplane.v1.WithdrawRequest
-	12, // 34: jobplane.v1.HAStoreService.WatchSession:input_type -> jobplane.v1.WatchSessionRequest
-	14, // 35: jobplane.v1.HAStoreService.Resign:input_type -> jobplane.v1.ResignRequest
-	16, // 36: jobplane.v1.HAStoreService.ConfirmLeadership:input_type -> jobplane.v1.ConfirmLeadershipRequest
-	18, // 37: jobplane.v1.HAStoreService.GetLeader:input_type -> jobplane.v1.GetLeaderRequest
-	20, // 38: jobplane.v1.HAStoreService.ObserveLeader:input_type -> jobplane.v1.ObserveLeaderRequest
-	23, // 39: jobplane.v1.HAStoreService.PutExecutionPlan:input_type -> jobplane.v1.PutExecutionPlanRequest
-	25, // 40: jobplane.v1.HAStoreService.GetExecutionPlan:input_type -> jobplane.v1.GetExecutionPlanRequest
-	27, // 41: jobplane.v1.HAStoreService.ListExecutionPlans:input_type -> jobplane.v1.ListExecutionPlansRequest
-	29, // 42: jobplane.v1.HAStoreService.DeleteExecutionPlan:input_type -> jobplane.v1.DeleteExecutionPlanRequest
-	31, // 43: jobplane.v1.HAStoreService.RequestJobCancel:input_type -> jobplane.v1.RequestJobCancelRequest
-	34, // 44: jobplane.v1.HAStoreService.CreateDirtyJobResult:input_type -> jobplane.v1.CreateDirtyJobResultRequest
-	36, // 45: jobplane.v1.HAStoreService.MarkJobResultClean:input_type -> jobplane.v1.MarkJobResultCleanRequest
-	38, // 46: jobplane.v1.HAStoreService.GetJobResultEntry:input_type -> jobplane.v1.GetJobResultEntryRequest
-	40, // 47: jobplane.v1.HAStoreService.ListJobResultEntries:input_type -> jobplane.v1.ListJobResultEntriesRequest
-	42, // 48: jobplane.v1.HAStoreService.DeleteJobResultEntry:input_type -> jobplane.v1.DeleteJobResultEntryRequest
-	3,  // 49: jobplane.v1.HAStoreService.OpenSession:output_type -> jobplane.v1.OpenSessionResponse
-	5,  // 50: jobplane.v1.HAStoreService.KeepAlive:output_type -> jobplane.v1.KeepAliveResponse
-	7,  // 51: jobplane.v1.HAStoreService.CloseSession:output_type -> jobplane.v1.CloseSessionResponse
-	9,  // 52: jobplane.v1.HAStoreService.Campaign:output_type -> jobplane.v1.CampaignResponse
-	11, // 53: jobplane.v1.HAStoreService.Withdraw:output_type -> jobplane.v1.WithdrawResponse
-	13, // 54: jobplane.v1.HAStoreService.WatchSession:output_type -> jobplane.v1.WatchSessionResponse
-	15, // 55: jobplane.v1.HAStoreService.Resign:output_type -> jobplane.v1.ResignResponse
-	17, // 56: jobplane.v1.HAStoreService.ConfirmLeadership:output_type -> jobplane.v1.ConfirmLeadershipResponse
-	19, // 57: jobplane.v1.HAStoreService.GetLeader:output_type -> jobplane.v1.GetLeaderResponse
-	21, // 58: jobplane.v1.HAStoreService.ObserveLeader:output_type -> jobplane.v1.ObserveLeaderResponse
-	24, // 59: jobplane.v1.HAStoreService.PutExecutionPlan:output_type -> jobplane.v1.PutExecutionPlanResponse
-	26, // 60: jobplane.v1.HAStoreService.GetExecutionPlan:output_type -> jobplane.v1.GetExecutionPlanResponse
-	28, // 61: jobplane.v1.HAStoreService.ListExecutionPlans:output_type -> jobplane.v1.ListExecutionPlansResponse
-	30, // 62: jobplane.v1.HAStoreService.DeleteExecutionPlan:output_type -> jobplane.v1.DeleteExecutionPlanResponse
-	32, // 63: jobplane.v1.HAStoreService.RequestJobCancel:output_type -> jobplane.v1.RequestJobCancelResponse
-	35, // 64: jobplane.v1.HAStoreService.CreateDirtyJobResult:output_type -> jobplane.v1.CreateDirtyJobResultResponse
-	37, // 65: jobplane.v1.HAStoreService.MarkJobResultClean:output_type -> jobplane.v1.MarkJobResultCleanResponse
-	39, // 66: jobplane.v1.HAStoreService.GetJobResultEntry:output_type -> jobplane.v1.GetJobResultEntryResponse
-	41, // 67: jobplane.v1.HAStoreService.ListJobResultEntries:output_type -> jobplane.v1.ListJobResultEntriesResponse
-	43, // 68: jobplane.v1.HAStoreService.DeleteJobResultEntry:output_type -> jobplane.v1.DeleteJobResultEntryResponse
-	49, // [49:69] is the sub-list for method output_type
-	29, // [29:49] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	48, // 5: jobplane.v1.WatchSessionResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
+	46, // 6: jobplane.v1.WatchSessionResponse.snapshot_end:type_name -> jobplane.v1.WatchSessionResponse.SnapshotEnd
+	49, // 7: jobplane.v1.ResignRequest.fence:type_name -> jobplane.v1.Fence
+	49, // 8: jobplane.v1.ConfirmLeadershipRequest.fence:type_name -> jobplane.v1.Fence
+	50, // 9: jobplane.v1.GetLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
+	50, // 10: jobplane.v1.ObserveLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
+	48, // 11: jobplane.v1.ObserveLeaderResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
+	51, // 12: jobplane.v1.ExecutionPlan.job_graph:type_name -> jobplane.v1.JobGraph
+	52, // 13: jobplane.v1.ExecutionPlan.submit_time:type_name -> google.protobuf.Timestamp
+	49, // 14: jobplane.v1.PutExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
+	22, // 15: jobplane.v1.PutExecutionPlanRequest.plan:type_name -> jobplane.v1.ExecutionPlan
+	22, // 16: jobplane.v1.GetExecutionPlanResponse.plan:type_name -> jobplane.v1.ExecutionPlan
+	49, // 17: jobplane.v1.DeleteExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
+	49, // 18: jobplane.v1.RequestJobCancelRequest.fence:type_name -> jobplane.v1.Fence
+	53, // 19: jobplane.v1.JobResultEntry.result:type_name -> jobplane.v1.JobResult
+	1,  // 20: jobplane.v1.JobResultEntry.state:type_name -> jobplane.v1.JobResultState
+	49, // 21: jobplane.v1.CreateDirtyJobResultRequest.fence:type_name -> jobplane.v1.Fence
+	53, // 22: jobplane.v1.CreateDirtyJobResultRequest.result:type_name -> jobplane.v1.JobResult
+	49, // 23: jobplane.v1.MarkJobResultCleanRequest.fence:type_name -> jobplane.v1.Fence
+	33, // 24: jobplane.v1.GetJobResultEntryResponse.entry:type_name -> jobplane.v1.JobResultEntry
+	1,  // 25: jobplane.v1.ListJobResultEntriesRequest.state:type_name -> jobplane.v1.JobResultState
+	33, // 26: jobplane.v1.ListJobResultEntriesResponse.entries:type_name -> jobplane.v1.JobResultEntry
+	49, // 27: jobplane.v1.DeleteJobResultEntryRequest.fence:type_name -> jobplane.v1.Fence
+	54, // 28: jobplane.v1.WatchSessionResponse.LeadershipGranted.token:type_name -> jobplane.v1.FencingToken
+	54, // 29: jobplane.v1.WatchSessionResponse.LeadershipRevoked.token:type_name -> jobplane.v1.FencingToken
+	0,  // 30: jobplane.v1.WatchSessionResponse.LeadershipRevoked.reason:type_name -> jobplane.v1.RevocationReason
+	2,  // 31: jobplane.v1.HAStoreService.OpenSession:input_type -> jobplane.v1.OpenSessionRequest
+	4,  // 32: jobplane.v1.HAStoreService.KeepAlive:input_type -> jobplane.v1.KeepAliveRequest
+	6,  // 33: jobplane.v1.HAStoreService.CloseSession:input_type -> jobplane.v1.CloseSessionRequest
+	8,  // 34: jobplane.v1.HAStoreService.Campaign:input_type -> jobplane.v1.CampaignRequest
+	10, // 35: jobplane.v1.HAStoreService.Withdraw:input_type -> jobplane.v1.WithdrawRequest
+	12, // 36: jobplane.v1.HAStoreService.WatchSession:input_type -> jobplane.v1.WatchSessionRequest
+	14, // 37: jobplane.v1.HAStoreService.Resign:input_type -> jobplane.v1.ResignRequest
+	16, // 38: jobplane.v1.HAStoreService.ConfirmLeadership:input_type -> jobplane.v1.ConfirmLeadershipRequest
+	18, // 39: jobplane.v1.HAStoreService.GetLeader:input_type -> jobplane.v1.GetLeaderRequest
+	20, // 40: jobplane.v1.HAStoreService.ObserveLeader:input_type -> jobplane.v1.ObserveLeaderRequest
+	23, // 41: jobplane.v1.HAStoreService.PutExecutionPlan:input_type -> jobplane.v1.PutExecutionPlanRequest
+	25, // 42: jobplane.v1.HAStoreService.GetExecutionPlan:input_type -> jobplane.v1.GetExecutionPlanRequest
+	27, // 43: jobplane.v1.HAStoreService.ListExecutionPlans:input_type -> jobplane.v1.ListExecutionPlansRequest
+	29, // 44: jobplane.v1.HAStoreService.DeleteExecutionPlan:input_type -> jobplane.v1.DeleteExecutionPlanRequest
+	31, // 45: jobplane.v1.HAStoreService.RequestJobCancel:input_type -> jobplane.v1.RequestJobCancelRequest
+	34, // 46: jobplane.v1.HAStoreService.CreateDirtyJobResult:input_type -> jobplane.v1.CreateDirtyJobResultRequest
+	36, // 47: jobplane.v1.HAStoreService.MarkJobResultClean:input_type -> jobplane.v1.MarkJobResultCleanRequest
+	38, // 48: jobplane.v1.HAStoreService.GetJobResultEntry:input_type -> jobplane.v1.GetJobResultEntryRequest
+	40, // 49: jobplane.v1.HAStoreService.ListJobResultEntries:input_type -> jobplane.v1.ListJobResultEntriesRequest
+	42, // 50: jobplane.v1.HAStoreService.DeleteJobResultEntry:input_type -> jobplane.v1.DeleteJobResultEntryRequest
+	3,  // 51: jobplane.v1.HAStoreService.OpenSession:output_type -> jobplane.v1.OpenSessionResponse
+	5,  // 52: jobplane.v1.HAStoreService.KeepAlive:output_type -> jobplane.v1.KeepAliveResponse
+	7,  // 53: jobplane.v1.HAStoreService.CloseSession:output_type -> jobplane.v1.CloseSessionResponse
+	9,  // 54: jobplane.v1.HAStoreService.Campaign:output_type -> jobplane.v1.CampaignResponse
+	11, // 55: jobplane.v1.HAStoreService.Withdraw:output_type -> jobplane.v1.WithdrawResponse
+	13, // 56: jobplane.v1.HAStoreService.WatchSession:output_type -> jobplane.v1.WatchSessionResponse
+	15, // 57: jobplane.v1.HAStoreService.Resign:output_type -> jobplane.v1.ResignResponse
+	17, // 58: jobplane.v1.HAStoreService.ConfirmLeadership:output_type -> jobplane.v1.ConfirmLeadershipResponse
+	19, // 59: jobplane.v1.HAStoreService.GetLeader:output_type -> jobplane.v1.GetLeaderResponse
+	21, // 60: jobplane.v1.HAStoreService.ObserveLeader:output_type -> jobplane.v1.ObserveLeaderResponse
+	24, // 61: jobplane.v1.HAStoreService.PutExecutionPlan:output_type -> jobplane.v1.PutExecutionPlanResponse
+	26, // 62: jobplane.v1.HAStoreService.GetExecutionPlan:output_type -> jobplane.v1.GetExecutionPlanResponse
+	28, // 63: jobplane.v1.HAStoreService.ListExecutionPlans:output_type -> jobplane.v1.ListExecutionPlansResponse
+	30, // 64: jobplane.v1.HAStoreService.DeleteExecutionPlan:output_type -> jobplane.v1.DeleteExecutionPlanResponse
+	32, // 65: jobplane.v1.HAStoreService.RequestJobCancel:output_type -> jobplane.v1.RequestJobCancelResponse
+	35, // 66: jobplane.v1.HAStoreService.CreateDirtyJobResult:output_type -> jobplane.v1.CreateDirtyJobResultResponse
+	37, // 67: jobplane.v1.HAStoreService.MarkJobResultClean:output_type -> jobplane.v1.MarkJobResultCleanResponse
+	39, // 68: jobplane.v1.HAStoreService.GetJobResultEntry:output_type -> jobplane.v1.GetJobResultEntryResponse
+	41, // 69: jobplane.v1.HAStoreService.ListJobResultEntries:output_type -> jobplane.v1.ListJobResultEntriesResponse
+	43, // 70: jobplane.v1.HAStoreService.DeleteJobResultEntry:output_type -> jobplane.v1.DeleteJobResultEntryResponse
+	51, // [51:71] is the sub-list for method output_type
+	31, // [31:51] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_ha_store_service_proto_init() }
@@ -2704,10 +2770,16 @@ func file_jobplane_v1_ha_store_service_proto_init() {
 	file_jobplane_v1_job_proto_init()
 	file_jobplane_v1_job_graph_proto_init()
 	file_jobplane_v1_leadership_proto_init()
+	file_jobplane_v1_stream_proto_init()
 	file_jobplane_v1_ha_store_service_proto_msgTypes[11].OneofWrappers = []any{
 		(*WatchSessionResponse_Granted)(nil),
 		(*WatchSessionResponse_Revoked)(nil),
-		(*WatchSessionResponse_Heartbeat_)(nil),
+		(*WatchSessionResponse_Heartbeat)(nil),
+		(*WatchSessionResponse_SnapshotEnd_)(nil),
+	}
+	file_jobplane_v1_ha_store_service_proto_msgTypes[19].OneofWrappers = []any{
+		(*ObserveLeaderResponse_Leader)(nil),
+		(*ObserveLeaderResponse_Heartbeat)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -205,19 +205,25 @@ func (s *clientSession) watchOnce() error {
 		return err
 	}
 	defer stream.Close()
-	resynced := false
+	// The snapshot: the leaderships the session holds now. Those that
+	// ended while no stream was open were never reported: those this side
+	// still holds and the snapshot lacks.
+	snapshot := map[string]hastore.Token{}
 	for stream.Receive() {
-		if !resynced {
-			// Leaderships that ended while no stream was open were never
-			// reported: check those this side still holds.
-			s.resync()
-			resynced = true
-		}
 		switch ev := stream.Msg().GetEvent().(type) {
 		case *jobplanev1.WatchSessionResponse_Granted:
-			s.granted(ev.Granted.GetElection(), tokenFromProto(ev.Granted.GetToken()))
+			token := tokenFromProto(ev.Granted.GetToken())
+			if snapshot != nil {
+				snapshot[ev.Granted.GetElection()] = token
+			}
+			s.granted(ev.Granted.GetElection(), token)
 		case *jobplanev1.WatchSessionResponse_Revoked:
 			s.revoked(ev.Revoked.GetElection(), tokenFromProto(ev.Revoked.GetToken()), revocationCause(ev.Revoked.GetReason()))
+		case *jobplanev1.WatchSessionResponse_SnapshotEnd_:
+			if snapshot != nil {
+				s.resync(snapshot)
+				snapshot = nil
+			}
 		}
 	}
 	return stream.Err()
@@ -267,24 +273,23 @@ func (s *clientSession) revoked(election string, token hastore.Token, cause erro
 	}
 }
 
-func (s *clientSession) resync() {
+// resync ends the leaderships this side holds that the store's snapshot
+// of the session lacks: they ended while no stream was open.
+func (s *clientSession) resync(snapshot map[string]hastore.Token) {
 	type held struct {
 		election string
 		token    hastore.Token
 	}
 	s.mu.Lock()
-	var leaderships []held
+	var gone []held
 	for e, c := range s.candidacies {
-		if !c.token.IsZero() {
-			leaderships = append(leaderships, held{e, c.token})
+		if !c.token.IsZero() && snapshot[e] != c.token {
+			gone = append(gone, held{e, c.token})
 		}
 	}
 	s.mu.Unlock()
-	for _, h := range leaderships {
-		info, err := s.c.Leader(s.ctx, h.election)
-		if err == nil && info.Token != h.token {
-			s.revoked(h.election, h.token, hastore.ErrLeaderDeleted)
-		}
+	for _, h := range gone {
+		s.revoked(h.election, h.token, hastore.ErrLeaderDeleted)
 	}
 }
 

@@ -356,15 +356,11 @@ func (h *Handler) WatchSession(ctx context.Context, req *jobplanev1.WatchSession
 		s.mu.Unlock()
 	}()
 
+	// The snapshot, and its end: the headers go out now, so a client knows
+	// it is subscribed even before the first event.
+	initial = append(initial, &jobplanev1.WatchSessionResponse{Event: &jobplanev1.WatchSessionResponse_SnapshotEnd_{SnapshotEnd: &jobplanev1.WatchSessionResponse_SnapshotEnd{}}})
 	for _, ev := range initial {
 		if err := stream.Send(ev); err != nil {
-			return err
-		}
-	}
-	// Headers go out now, so a client knows it is subscribed even before
-	// the first event.
-	if len(initial) == 0 {
-		if err := stream.Send(heartbeatEvent()); err != nil {
 			return err
 		}
 	}
@@ -397,7 +393,7 @@ func (h *Handler) WatchSession(ctx context.Context, req *jobplanev1.WatchSession
 }
 
 func heartbeatEvent() *jobplanev1.WatchSessionResponse {
-	return &jobplanev1.WatchSessionResponse{Event: &jobplanev1.WatchSessionResponse_Heartbeat_{Heartbeat: &jobplanev1.WatchSessionResponse_Heartbeat{}}}
+	return &jobplanev1.WatchSessionResponse{Event: &jobplanev1.WatchSessionResponse_Heartbeat{Heartbeat: &jobplanev1.Heartbeat{}}}
 }
 
 // Resign implements HAStoreServiceHandler. If a candidacy of this handler
@@ -466,10 +462,10 @@ func (h *Handler) ObserveLeader(ctx context.Context, req *jobplanev1.ObserveLead
 		var msg *jobplanev1.ObserveLeaderResponse
 		select {
 		case info := <-changes:
-			msg = &jobplanev1.ObserveLeaderResponse{Leader: leaderToProto(info)}
+			msg = &jobplanev1.ObserveLeaderResponse{Event: &jobplanev1.ObserveLeaderResponse_Leader{Leader: leaderToProto(info)}}
 			ticker.Reset(h.heartbeat)
 		case <-ticker.C:
-			msg = &jobplanev1.ObserveLeaderResponse{}
+			msg = &jobplanev1.ObserveLeaderResponse{Event: &jobplanev1.ObserveLeaderResponse_Heartbeat{Heartbeat: &jobplanev1.Heartbeat{}}}
 		case err := <-observed:
 			if ctx.Err() != nil {
 				return nil

@@ -71,6 +71,8 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_JOB_ALREADY_EXISTS, err.Error(), map[string]string{
 			"job_id": exist.JobID, "globally_terminated": strconv.FormatBool(exist.GloballyTerminated),
 		})
+	case errors.Is(err, ErrResumeTokenOfAnotherJob):
+		return apierror.BadRequest(apierror.Field{Path: "resume_token", Description: "the resume token of another job"})
 	case errors.Is(err, ErrCancelNotRecorded):
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_CANCEL_NOT_RECORDED, "the HA store did not confirm the cancel request; nothing was done, cancel again", map[string]string{"job_id": jobID})
 	case errors.Is(err, ErrOutcomeUnknown):
@@ -248,8 +250,13 @@ func (h *Handler) WatchJob(ctx context.Context, req *jobplanev1.WatchJobRequest,
 	if err := checkJobID(req.GetJobId()); err != nil {
 		return err
 	}
-	err := h.d.Watch(ctx, req.GetJobId(), h.Heartbeat, func(s *jobplanev1.JobSummary) error {
-		return stream.Send(&jobplanev1.WatchJobResponse{Job: s})
+	err := h.d.Watch(ctx, req.GetJobId(), req.GetResumeToken(), h.Heartbeat, func(ev WatchEvent) error {
+		if ev.Summary == nil {
+			return stream.Send(&jobplanev1.WatchJobResponse{Event: &jobplanev1.WatchJobResponse_Heartbeat{Heartbeat: &jobplanev1.Heartbeat{}}})
+		}
+		return stream.Send(&jobplanev1.WatchJobResponse{
+			Event: &jobplanev1.WatchJobResponse_Job{Job: ev.Summary}, ResumeToken: ev.ResumeToken, Coalesced: ev.Coalesced,
+		})
 	})
 	if ctx.Err() != nil {
 		return nil

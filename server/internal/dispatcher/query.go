@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -171,52 +173,122 @@ func (d *Dispatcher) Result(ctx context.Context, jobID string, wait bool) (*jobp
 	return j.result, nil
 }
 
+// WatchEvent is one message of a watch: a status (Summary) with the token
+// that resumes after it, or a heartbeat (Summary nil).
+type WatchEvent struct {
+	Summary *jobplanev1.JobSummary
+	// ResumeToken continues a watch right after this message.
+	ResumeToken string
+	// Coalesced marks a first message that does not continue exactly from
+	// the resume token the watch was asked for.
+	Coalesced bool
+}
+
+// ErrResumeTokenOfAnotherJob: a watch was asked to resume from another
+// job's token.
+var ErrResumeTokenOfAnotherJob = errors.New("dispatcher: the resume token is another job's")
+
+// resumeToken names the message at index i of j's history under the
+// leadership ld: history is kept per leadership, so a token from another
+// one cannot be resumed exactly.
+func resumeToken(ld *leadership, j *job, i int) string {
+	t := ld.l.Token()
+	return fmt.Sprintf("%s.%d.%d.%s", t.SessionID, t.Epoch, i, j.id)
+}
+
+// parseResumeToken returns the history index a token names under ld, and
+// whether it names one there; a token of another job is an error.
+func parseResumeToken(ld *leadership, j *job, token string) (int, bool, error) {
+	parts := strings.SplitN(token, ".", 4)
+	if len(parts) != 4 {
+		return 0, false, nil
+	}
+	if parts[3] != j.id {
+		return 0, false, ErrResumeTokenOfAnotherJob
+	}
+	t := ld.l.Token()
+	epoch, err1 := strconv.ParseUint(parts[1], 10, 64)
+	i, err2 := strconv.Atoi(parts[2])
+	if err1 != nil || err2 != nil || parts[0] != t.SessionID || epoch != t.Epoch || i < 0 {
+		return 0, false, nil
+	}
+	return i, true, nil
+}
+
 // Watch calls fn with the job's current summary and then with every status
 // change, in order, until the job is globally terminal (nil), ctx ends
 // (ctx's error) or leadership is lost (ErrNotLeading). Every heartbeat
-// without a change, fn is called with nil.
-func (d *Dispatcher) Watch(ctx context.Context, jobID string, heartbeat time.Duration, fn func(*jobplanev1.JobSummary) error) error {
+// without a change, fn is called with an event without a summary. With a
+// resume token of this leadership, the watch continues right after the
+// message it names; with any other, it starts with the current summary,
+// marked coalesced.
+func (d *Dispatcher) Watch(ctx context.Context, jobID, resume string, heartbeat time.Duration, fn func(WatchEvent) error) error {
 	ld, j, err := d.find(ctx, jobID)
 	if err != nil {
 		return err
 	}
-	// The first message is the current state: the JobMaster's own summary
-	// while it runs the job (the recorded one dates from the last status
-	// change, with the task counts of then), else the recorded one.
 	d.mu.Lock()
-	next := len(j.history)
-	first, r := j.latest(), j.runner
+	at, exact, err := parseResumeToken(ld, j, resume)
+	exact = exact && at < len(j.history)
+	var (
+		pending []WatchEvent
+		last    jobplanev1.JobStatus
+		next    int
+		r       = j.runner
+	)
+	if exact {
+		// Continue after the message the token names.
+		last = j.history[at].GetStatus()
+		for i := at + 1; i < len(j.history); i++ {
+			pending = append(pending, WatchEvent{Summary: j.history[i], ResumeToken: resumeToken(ld, j, i)})
+		}
+		next = len(j.history)
+	} else {
+		next = len(j.history)
+		pending = []WatchEvent{{Summary: j.latest(), ResumeToken: resumeToken(ld, j, next-1), Coalesced: resume != ""}}
+	}
 	d.mu.Unlock()
-	if r != nil {
+	if err != nil {
+		return err
+	}
+	if exact && jobstatus.IsGloballyTerminal(last) {
+		return nil // nothing comes after a terminal status
+	}
+	if !exact && r != nil {
+		// The first message is the current state: the JobMaster's own
+		// summary while it runs the job (the recorded one dates from the
+		// last status change, with the task counts of then), else the
+		// recorded one.
 		if jm := r.JobMaster(); jm != nil {
 			// A globally terminal status is shown only once its result is
 			// durable, as recorded by finish.
 			if s, err := jm.Summary(ctx); err == nil && !jobstatus.IsGloballyTerminal(s.GetStatus()) {
 				s.SubmitTime = timestamppb.New(j.submitTime)
-				first = s
+				pending[0].Summary = s
 			}
 		}
 	}
-	pending := []*jobplanev1.JobSummary{first}
-	var last jobplanev1.JobStatus
 	for {
-		for _, s := range pending {
-			if s.GetStatus() == last {
+		for _, ev := range pending {
+			if ev.Summary.GetStatus() == last {
 				continue // the JobMaster's summary showed this change already
 			}
 			if err := d.stillLeading(ld); err != nil {
 				return err
 			}
-			if err := fn(s); err != nil {
+			if err := fn(ev); err != nil {
 				return err
 			}
-			last = s.GetStatus()
-			if jobstatus.IsGloballyTerminal(s.GetStatus()) {
+			last = ev.Summary.GetStatus()
+			if jobstatus.IsGloballyTerminal(last) {
 				return nil
 			}
 		}
 		d.mu.Lock()
-		pending = append(pending[:0:0], j.history[next:]...)
+		pending = pending[:0]
+		for i := next; i < len(j.history); i++ {
+			pending = append(pending, WatchEvent{Summary: j.history[i], ResumeToken: resumeToken(ld, j, i)})
+		}
 		next = len(j.history)
 		changed := j.changed
 		d.mu.Unlock()
@@ -229,7 +301,7 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID string, heartbeat time.Dur
 			if err := d.stillLeading(ld); err != nil {
 				return err
 			}
-			if err := fn(nil); err != nil {
+			if err := fn(WatchEvent{}); err != nil {
 				return err
 			}
 		case <-ld.ctx.Done():

@@ -2,6 +2,7 @@ package jobmanager_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -167,5 +168,71 @@ func TestResultRetention(t *testing.T) {
 	// Its id may be used again.
 	if resp := submit(t, c, "brief", twoVertices("noop", nil)); !resp.GetCreated() {
 		t.Errorf("resubmit after retention = %v, want created", resp)
+	}
+}
+
+// watchAll reads a WatchJob stream to its end: the status messages, with
+// their tokens and coalesced flags, and the stream's error.
+func watchAll(ctx context.Context, c *clustertest.Cluster, id, resume string, upTo int) ([]*jobplanev1.WatchJobResponse, error) {
+	stream, err := c.Dispatcher.WatchJob(ctx, &jobplanev1.WatchJobRequest{JobId: id, ResumeToken: resume})
+	if err != nil {
+		return nil, err
+	}
+	defer stream.Close()
+	var got []*jobplanev1.WatchJobResponse
+	for len(got) < upTo && stream.Receive() {
+		if stream.Msg().GetJob() != nil {
+			got = append(got, stream.Msg())
+		}
+	}
+	return got, stream.Err()
+}
+
+// A watch resumed with the token of a message continues right after it,
+// under the same leader; other tokens start over, coalesced.
+func TestWatchJobResumes(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	submit(t, c, "resumed", &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "sleep", Parallelism: 1, Config: map[string]string{"duration": "1h"}}}})
+	waitJob(t, c, "resumed", func(d *jobplanev1.JobDetails) bool {
+		return d.GetSummary().GetStatus() == jobplanev1.JobStatus_JOB_STATUS_RUNNING
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first, err := watchAll(ctx, c, "resumed", "", 1)
+	if err != nil || len(first) != 1 || first[0].GetResumeToken() == "" || first[0].GetCoalesced() {
+		t.Fatalf("first watch = %v, %v; want one RUNNING message with a token", first, err)
+	}
+	if _, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "resumed"}); err != nil {
+		t.Fatal(err)
+	}
+	if res := result(t, c, "resumed"); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
+		t.Fatalf("result = %v", res)
+	}
+	// Resumed: the changes after the first message, none repeated, none
+	// skipped, ending with CANCELED.
+	rest, err := watchAll(ctx, c, "resumed", first[0].GetResumeToken(), 100)
+	var statuses []jobplanev1.JobStatus
+	for _, m := range rest {
+		statuses = append(statuses, m.GetJob().GetStatus())
+		if m.GetCoalesced() {
+			t.Errorf("resumed message %v marked coalesced", m)
+		}
+	}
+	want := []jobplanev1.JobStatus{jobplanev1.JobStatus_JOB_STATUS_CANCELLING, jobplanev1.JobStatus_JOB_STATUS_CANCELED}
+	if err != nil || fmt.Sprint(statuses) != fmt.Sprint(want) {
+		t.Fatalf("resumed watch = %v, %v; want %v", statuses, err, want)
+	}
+	// After the terminal message there is nothing more.
+	if after, err := watchAll(ctx, c, "resumed", rest[len(rest)-1].GetResumeToken(), 100); err != nil || len(after) != 0 {
+		t.Errorf("watch resumed after CANCELED = %v, %v; want the stream to end at once", after, err)
+	}
+	// A token of another leadership: the current status, coalesced.
+	other, err := watchAll(ctx, c, "resumed", "s.1.0.resumed", 100)
+	if err != nil || len(other) != 1 || !other[0].GetCoalesced() || other[0].GetJob().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
+		t.Errorf("watch with another leader's token = %v, %v; want CANCELED, coalesced", other, err)
+	}
+	// Another job's token is refused.
+	if _, err := watchAll(ctx, c, "resumed", "s.1.0.other", 100); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("watch with another job's token: err = %v, want INVALID_ARGUMENT", err)
 	}
 }

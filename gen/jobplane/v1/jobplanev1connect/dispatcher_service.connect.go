@@ -144,14 +144,25 @@ type DispatcherServiceClient interface {
 	//
 	// The first message is the job's current summary; then one message per
 	// status change, in order, none skipped. The stream ends successfully
-	// after a globally terminal status. A message without `job` is a
-	// heartbeat, sent when nothing changed for 10 seconds. Works over
-	// HTTP/1.1. No side effects.
+	// after a globally terminal status. A `heartbeat` is sent when nothing
+	// changed for 10 seconds. Works over HTTP/1.1. No side effects.
+	//
+	// Resuming. Every status message carries a `resume_token`. A client whose
+	// stream broke watches again with the token of the last message it
+	// received, and the stream continues right after that message: no
+	// change skipped, none repeated. Tokens are kept by the leader that
+	// issued them; when the leader changed in between (or the token is not
+	// one the server can resume from), the stream starts with the current
+	// summary and marks that message `coalesced`: changes between the token
+	// and it may have been skipped, as a job's status history is not kept
+	// across leaders. A globally terminal status is never skipped: it is
+	// always the stream's last message.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
-	// for a malformed id; UNAVAILABLE (NOT_LEADER), also when this Dispatcher
-	// loses leadership during the stream: the client watches again at the new
-	// leader.
+	// for a malformed id or a `resume_token` of another job; UNAVAILABLE
+	// (NOT_LEADER), also when this Dispatcher loses leadership during the
+	// stream: the client watches again at the new leader, with its last
+	// resume token.
 	WatchJob(context.Context, *v1.WatchJobRequest) (*connect.ServerStreamForClient[v1.WatchJobResponse], error)
 	// ReportClientHeartbeat tells the Dispatcher that the client of an
 	// attached job is alive. A job whose JobConfig sets a
@@ -401,14 +412,25 @@ type DispatcherServiceHandler interface {
 	//
 	// The first message is the job's current summary; then one message per
 	// status change, in order, none skipped. The stream ends successfully
-	// after a globally terminal status. A message without `job` is a
-	// heartbeat, sent when nothing changed for 10 seconds. Works over
-	// HTTP/1.1. No side effects.
+	// after a globally terminal status. A `heartbeat` is sent when nothing
+	// changed for 10 seconds. Works over HTTP/1.1. No side effects.
+	//
+	// Resuming. Every status message carries a `resume_token`. A client whose
+	// stream broke watches again with the token of the last message it
+	// received, and the stream continues right after that message: no
+	// change skipped, none repeated. Tokens are kept by the leader that
+	// issued them; when the leader changed in between (or the token is not
+	// one the server can resume from), the stream starts with the current
+	// summary and marks that message `coalesced`: changes between the token
+	// and it may have been skipped, as a job's status history is not kept
+	// across leaders. A globally terminal status is never skipped: it is
+	// always the stream's last message.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
-	// for a malformed id; UNAVAILABLE (NOT_LEADER), also when this Dispatcher
-	// loses leadership during the stream: the client watches again at the new
-	// leader.
+	// for a malformed id or a `resume_token` of another job; UNAVAILABLE
+	// (NOT_LEADER), also when this Dispatcher loses leadership during the
+	// stream: the client watches again at the new leader, with its last
+	// resume token.
 	WatchJob(context.Context, *v1.WatchJobRequest, *connect.ServerStream[v1.WatchJobResponse]) error
 	// ReportClientHeartbeat tells the Dispatcher that the client of an
 	// attached job is alive. A job whose JobConfig sets a

@@ -137,8 +137,10 @@ type HAStoreServiceClient interface {
 	// WatchSession streams the fate of the session's candidacies.
 	//
 	// On every (re)connection the stream first sends `granted` for each
-	// leadership the session holds at that moment, then `granted` and
-	// `revoked` events as they happen, in order. A `heartbeat` is sent when
+	// leadership the session holds at that moment, then `snapshot_end`, then
+	// `granted` and `revoked` events as they happen, in order. A client that
+	// reconnects after missing events infers from the snapshot which of the
+	// leaderships it believed held have ended: those not granted in it. A `heartbeat` is sent when
 	// nothing else was for 10 seconds, so idle streams survive proxies. The
 	// stream ends with NOT_FOUND (SESSION_NOT_FOUND) once the session has
 	// ended, after the `revoked` events of its leaderships. Closing or losing
@@ -161,8 +163,8 @@ type HAStoreServiceClient interface {
 	// then every change (a new grant, a published address, the leader gone),
 	// in order, until the client cancels. If the store had to discard history
 	// (a compaction while the stream was behind), the changes in between are
-	// coalesced into the current state. A message without `leader` is a
-	// heartbeat, sent when nothing changed for 10 seconds. No side effects.
+	// coalesced into the current state. A `heartbeat` is sent when nothing
+	// changed for 10 seconds. No side effects.
 	ObserveLeader(context.Context, *v1.ObserveLeaderRequest) (*connect.ServerStreamForClient[v1.ObserveLeaderResponse], error)
 	// PutExecutionPlan stores a job's execution plan, if the job has none.
 	// A plan is never replaced: if the job has a plan equal to this one (see
@@ -635,8 +637,10 @@ type HAStoreServiceHandler interface {
 	// WatchSession streams the fate of the session's candidacies.
 	//
 	// On every (re)connection the stream first sends `granted` for each
-	// leadership the session holds at that moment, then `granted` and
-	// `revoked` events as they happen, in order. A `heartbeat` is sent when
+	// leadership the session holds at that moment, then `snapshot_end`, then
+	// `granted` and `revoked` events as they happen, in order. A client that
+	// reconnects after missing events infers from the snapshot which of the
+	// leaderships it believed held have ended: those not granted in it. A `heartbeat` is sent when
 	// nothing else was for 10 seconds, so idle streams survive proxies. The
 	// stream ends with NOT_FOUND (SESSION_NOT_FOUND) once the session has
 	// ended, after the `revoked` events of its leaderships. Closing or losing
@@ -659,8 +663,8 @@ type HAStoreServiceHandler interface {
 	// then every change (a new grant, a published address, the leader gone),
 	// in order, until the client cancels. If the store had to discard history
 	// (a compaction while the stream was behind), the changes in between are
-	// coalesced into the current state. A message without `leader` is a
-	// heartbeat, sent when nothing changed for 10 seconds. No side effects.
+	// coalesced into the current state. A `heartbeat` is sent when nothing
+	// changed for 10 seconds. No side effects.
 	ObserveLeader(context.Context, *v1.ObserveLeaderRequest, *connect.ServerStream[v1.ObserveLeaderResponse]) error
 	// PutExecutionPlan stores a job's execution plan, if the job has none.
 	// A plan is never replaced: if the job has a plan equal to this one (see
