@@ -67,6 +67,8 @@ func (t *T) staleRefused(call string, err error) {
 }
 
 var fencingCases = []Case{
+	{Name: "fencing/stale-resource-manager-token-refused", Requires: []string{FeatureResourceManager},
+		Doc: "RegisterJobMaster answers the ResourceManager's current token; a declaration carrying an older one is NOT_REGISTERED and a newer one NOT_LEADER, and neither requests a slot", Run: staleReceiverRefused},
 	{Name: "fencing/stale-offer-refused", Requires: []string{FeatureResourceManager},
 		Doc: "after a revoke and re-grant, the JobMaster refuses OfferSlots with the old token", Run: func(t *T) {
 			id, old, leader := t.revokeRunning()
@@ -231,4 +233,45 @@ func (t *T) runningUnder(id string, tk hastore.Token) []string {
 		}
 	}
 	return out
+}
+
+// staleReceiverRefused registers as a JobMaster would and then calls the
+// ResourceManager with tokens of it that are not the current one.
+func staleReceiverRefused(t *T) {
+	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
+	defer cancel()
+	info := t.leaderOf(hastore.ElectionJobManager)
+	rm := jobplanev1connect.NewResourceManagerServiceClient(t.env.http, info.Address)
+	id := t.job("j")
+	jmToken := &jobplanev1.FencingToken{SessionId: "conformance", Epoch: 1}
+	reg, err := rm.RegisterJobMaster(ctx, &jobplanev1.RegisterJobMasterRequest{JobId: id, JobMasterAddress: "http://127.0.0.1:1", JobMasterToken: jmToken})
+	if err != nil {
+		t.Fatalf("RegisterJobMaster: %v", err)
+	}
+	current := reg.GetResourceManagerToken()
+	if current.GetEpoch() != info.Token.Epoch || current.GetSessionId() != info.Token.SessionID {
+		t.Errorf("RegisterJobMaster answered the ResourceManager token %v; expected the %s election's current one, %s", current, hastore.ElectionJobManager, info.Token)
+	}
+	for _, tc := range []struct {
+		name   string
+		token  *jobplanev1.FencingToken
+		code   connect.Code
+		reason string
+	}{
+		{"an older ResourceManager token", &jobplanev1.FencingToken{SessionId: current.GetSessionId(), Epoch: current.GetEpoch() - 1}, connect.CodeFailedPrecondition, "NOT_REGISTERED"},
+		{"a newer ResourceManager token", &jobplanev1.FencingToken{SessionId: current.GetSessionId(), Epoch: current.GetEpoch() + 1}, connect.CodeUnavailable, "NOT_LEADER"},
+	} {
+		_, err := rm.DeclareResourceRequirements(ctx, &jobplanev1.DeclareResourceRequirementsRequest{
+			JobId: id, JobMasterToken: jmToken, ResourceManagerToken: tc.token,
+			Requirements: []*jobplanev1.ResourceRequirement{{Slots: 1}},
+		})
+		if connect.CodeOf(err) != tc.code || reason(err) != tc.reason {
+			t.Errorf("DeclareResourceRequirements with %s answered %v; expected %v (%s): a ResourceManager acts only on calls meant for its current leadership", tc.name, err, tc.code, tc.reason)
+		}
+	}
+	t.barrier()
+	if evs := t.events(id, "RequestSlot"); len(evs) > 0 {
+		t.Errorf("%v after declarations to a stale ResourceManager token; expected no slot requested for them", evs[0])
+	}
+	_, _ = rm.DisconnectJobMaster(ctx, &jobplanev1.DisconnectJobMasterRequest{JobId: id, JobMasterToken: jmToken, ResourceManagerToken: current})
 }

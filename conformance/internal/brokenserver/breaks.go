@@ -15,7 +15,7 @@ import (
 
 // mountBreaks mounts, in front of the proxy's pass-through, the API calls
 // that mode breaks.
-func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect.DispatcherServiceClient, jm jobplanev1connect.JobMasterServiceClient) {
+func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect.DispatcherServiceClient, jm jobplanev1connect.JobMasterServiceClient, rm jobplanev1connect.ResourceManagerServiceClient) {
 	unary := func(procedure string, f func(context.Context, *connect.Request[jobplanev1.SubmitJobRequest]) (*connect.Response[jobplanev1.SubmitJobResponse], error)) {
 		mux.Handle(procedure, connect.NewUnaryHandler(procedure, f))
 	}
@@ -86,6 +86,20 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 				if errors.As(err, &cerr) {
 					return nil, connect.NewError(cerr.Code(), errors.New(cerr.Message()))
 				}
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
+		}))
+	case "rm-ignores-receiver-token":
+		// Takes every declaration as meant for it, whatever token of it
+		// the call carries.
+		p := jobplanev1connect.ResourceManagerServiceDeclareResourceRequirementsProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.DeclareResourceRequirementsRequest]) (*connect.Response[jobplanev1.DeclareResourceRequirementsResponse], error) {
+			msg := proto.CloneOf(req.Msg)
+			current := st.fence().Token
+			msg.ResourceManagerToken = &jobplanev1.FencingToken{SessionId: current.SessionID, Epoch: current.Epoch}
+			resp, err := rm.DeclareResourceRequirements(ctx, msg)
+			if err != nil {
 				return nil, err
 			}
 			return connect.NewResponse(resp), nil

@@ -116,7 +116,7 @@ func run(mode, jobplane, hastoreURL, listen, dataDir string) error {
 	mux := http.NewServeMux()
 	mux.Handle("/", rp)
 	mountBreaks(mux, mode, st, jobplanev1connect.NewDispatcherServiceClient(client, childAddr),
-		jobplanev1connect.NewJobMasterServiceClient(client, childAddr))
+		jobplanev1connect.NewJobMasterServiceClient(client, childAddr), jobplanev1connect.NewResourceManagerServiceClient(client, childAddr))
 	srv := serveOn(publicLn, mux)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)

@@ -251,11 +251,11 @@ func (SchedulingMode) EnumDescriptor() ([]byte, []int) {
 //	 "config": {
 //	   "restartStrategy": {"exponentialDelay": {"initialDelay": "1s",
 //	     "maxDelay": "60s", "multiplier": 1.5, "jitter": 0.25,
-//	     "attempts": -1}},
+//	     "attempts": 5}},
 //	   "parallelismOverrides": {"source": 3}}}
 //
 // has the digest (hex)
-// b767370c99491d0852a53a2aa69e08db8783f6b642a3e362dde550f1f5b83dab.
+// 6cfbc0aee7a4f6819b1e82bbc7c1cafd1feda066b2a6e3776219c767e33fab96.
 type JobGraph struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A human-readable name for the job; need not be unique. At most 256

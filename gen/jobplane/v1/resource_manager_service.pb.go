@@ -442,9 +442,12 @@ type DeclareResourceRequirementsRequest struct {
 	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// Everything the job needs now; replaces the previous declaration. Empty
 	// means nothing.
-	Requirements  []*ResourceRequirement `protobuf:"bytes,3,rep,name=requirements,proto3" json:"requirements,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Requirements []*ResourceRequirement `protobuf:"bytes,3,rep,name=requirements,proto3" json:"requirements,omitempty"`
+	// The ResourceManager's token, as RegisterJobMaster answered it.
+	// Required.
+	ResourceManagerToken *FencingToken `protobuf:"bytes,4,opt,name=resource_manager_token,json=resourceManagerToken,proto3" json:"resource_manager_token,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *DeclareResourceRequirementsRequest) Reset() {
@@ -494,6 +497,13 @@ func (x *DeclareResourceRequirementsRequest) GetJobMasterToken() *FencingToken {
 func (x *DeclareResourceRequirementsRequest) GetRequirements() []*ResourceRequirement {
 	if x != nil {
 		return x.Requirements
+	}
+	return nil
+}
+
+func (x *DeclareResourceRequirementsRequest) GetResourceManagerToken() *FencingToken {
+	if x != nil {
+		return x.ResourceManagerToken
 	}
 	return nil
 }
@@ -550,8 +560,11 @@ type DisconnectJobMasterRequest struct {
 	// .FreeSlot succeeded) before disconnecting. Allocations not held for
 	// the job are ignored.
 	FreedAllocationIds []string `protobuf:"bytes,4,rep,name=freed_allocation_ids,json=freedAllocationIds,proto3" json:"freed_allocation_ids,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The ResourceManager's token, as RegisterJobMaster answered it.
+	// Required.
+	ResourceManagerToken *FencingToken `protobuf:"bytes,5,opt,name=resource_manager_token,json=resourceManagerToken,proto3" json:"resource_manager_token,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *DisconnectJobMasterRequest) Reset() {
@@ -608,6 +621,13 @@ func (x *DisconnectJobMasterRequest) GetReason() string {
 func (x *DisconnectJobMasterRequest) GetFreedAllocationIds() []string {
 	if x != nil {
 		return x.FreedAllocationIds
+	}
+	return nil
+}
+
+func (x *DisconnectJobMasterRequest) GetResourceManagerToken() *FencingToken {
+	if x != nil {
+		return x.ResourceManagerToken
 	}
 	return nil
 }
@@ -684,17 +704,19 @@ const file_jobplane_v1_resource_manager_service_proto_rawDesc = "" +
 	"\x12job_master_address\x18\x02 \x01(\tR\x10jobMasterAddress\x12C\n" +
 	"\x10job_master_token\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\"l\n" +
 	"\x19RegisterJobMasterResponse\x12O\n" +
-	"\x16resource_manager_token\x18\x01 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\"\xc6\x01\n" +
+	"\x16resource_manager_token\x18\x01 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\"\x97\x02\n" +
 	"\"DeclareResourceRequirementsRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12D\n" +
-	"\frequirements\x18\x03 \x03(\v2 .jobplane.v1.ResourceRequirementR\frequirements\"%\n" +
-	"#DeclareResourceRequirementsResponse\"\xc2\x01\n" +
+	"\frequirements\x18\x03 \x03(\v2 .jobplane.v1.ResourceRequirementR\frequirements\x12O\n" +
+	"\x16resource_manager_token\x18\x04 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\"%\n" +
+	"#DeclareResourceRequirementsResponse\"\x93\x02\n" +
 	"\x1aDisconnectJobMasterRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x120\n" +
-	"\x14freed_allocation_ids\x18\x04 \x03(\tR\x12freedAllocationIds\"\x1d\n" +
+	"\x14freed_allocation_ids\x18\x04 \x03(\tR\x12freedAllocationIds\x12O\n" +
+	"\x16resource_manager_token\x18\x05 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\"\x1d\n" +
 	"\x1bDisconnectJobMasterResponse2\x94\x05\n" +
 	"\x16ResourceManagerService\x12\x9c\x01\n" +
 	"\x14RegisterTaskExecutor\x12>.jobplane.v1.ResourceManagerServiceRegisterTaskExecutorRequest\x1a?.jobplane.v1.ResourceManagerServiceRegisterTaskExecutorResponse\"\x03\x90\x02\x02\x12{\n" +
@@ -746,22 +768,24 @@ var file_jobplane_v1_resource_manager_service_proto_depIdxs = []int32{
 	10, // 8: jobplane.v1.RegisterJobMasterResponse.resource_manager_token:type_name -> jobplane.v1.FencingToken
 	10, // 9: jobplane.v1.DeclareResourceRequirementsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
 	14, // 10: jobplane.v1.DeclareResourceRequirementsRequest.requirements:type_name -> jobplane.v1.ResourceRequirement
-	10, // 11: jobplane.v1.DisconnectJobMasterRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	0,  // 12: jobplane.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> jobplane.v1.ResourceManagerServiceRegisterTaskExecutorRequest
-	2,  // 13: jobplane.v1.ResourceManagerService.Heartbeat:input_type -> jobplane.v1.ResourceManagerServiceHeartbeatRequest
-	4,  // 14: jobplane.v1.ResourceManagerService.RegisterJobMaster:input_type -> jobplane.v1.RegisterJobMasterRequest
-	6,  // 15: jobplane.v1.ResourceManagerService.DeclareResourceRequirements:input_type -> jobplane.v1.DeclareResourceRequirementsRequest
-	8,  // 16: jobplane.v1.ResourceManagerService.DisconnectJobMaster:input_type -> jobplane.v1.DisconnectJobMasterRequest
-	1,  // 17: jobplane.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> jobplane.v1.ResourceManagerServiceRegisterTaskExecutorResponse
-	3,  // 18: jobplane.v1.ResourceManagerService.Heartbeat:output_type -> jobplane.v1.ResourceManagerServiceHeartbeatResponse
-	5,  // 19: jobplane.v1.ResourceManagerService.RegisterJobMaster:output_type -> jobplane.v1.RegisterJobMasterResponse
-	7,  // 20: jobplane.v1.ResourceManagerService.DeclareResourceRequirements:output_type -> jobplane.v1.DeclareResourceRequirementsResponse
-	9,  // 21: jobplane.v1.ResourceManagerService.DisconnectJobMaster:output_type -> jobplane.v1.DisconnectJobMasterResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	10, // 11: jobplane.v1.DeclareResourceRequirementsRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	10, // 12: jobplane.v1.DisconnectJobMasterRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	10, // 13: jobplane.v1.DisconnectJobMasterRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	0,  // 14: jobplane.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> jobplane.v1.ResourceManagerServiceRegisterTaskExecutorRequest
+	2,  // 15: jobplane.v1.ResourceManagerService.Heartbeat:input_type -> jobplane.v1.ResourceManagerServiceHeartbeatRequest
+	4,  // 16: jobplane.v1.ResourceManagerService.RegisterJobMaster:input_type -> jobplane.v1.RegisterJobMasterRequest
+	6,  // 17: jobplane.v1.ResourceManagerService.DeclareResourceRequirements:input_type -> jobplane.v1.DeclareResourceRequirementsRequest
+	8,  // 18: jobplane.v1.ResourceManagerService.DisconnectJobMaster:input_type -> jobplane.v1.DisconnectJobMasterRequest
+	1,  // 19: jobplane.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> jobplane.v1.ResourceManagerServiceRegisterTaskExecutorResponse
+	3,  // 20: jobplane.v1.ResourceManagerService.Heartbeat:output_type -> jobplane.v1.ResourceManagerServiceHeartbeatResponse
+	5,  // 21: jobplane.v1.ResourceManagerService.RegisterJobMaster:output_type -> jobplane.v1.RegisterJobMasterResponse
+	7,  // 22: jobplane.v1.ResourceManagerService.DeclareResourceRequirements:output_type -> jobplane.v1.DeclareResourceRequirementsResponse
+	9,  // 23: jobplane.v1.ResourceManagerService.DisconnectJobMaster:output_type -> jobplane.v1.DisconnectJobMasterResponse
+	19, // [19:24] is the sub-list for method output_type
+	14, // [14:19] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_resource_manager_service_proto_init() }

@@ -78,6 +78,7 @@ func (c *Client) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (ha
 		cancel:      cancel,
 		done:        make(chan struct{}),
 		candidacies: make(map[string]*clientCandidacy),
+		orphans:     make(map[string]chan struct{}),
 	}
 	// The session ends here once the store may have expired it: TTL after
 	// the last renewal was sent, less a margin for clock rates.
@@ -122,6 +123,11 @@ type clientSession struct {
 
 	mu          sync.Mutex
 	candidacies map[string]*clientCandidacy
+	// orphans are the elections whose grant came to no local candidacy,
+	// closed once that leadership is handed back: a campaign in such an
+	// election waits for it, or the server's answer that the candidacy
+	// stands (Campaign is idempotent) would name the one being resigned.
+	orphans map[string]chan struct{}
 }
 
 // clientCandidacy is a candidacy of the session: waiting for its grant,
@@ -238,7 +244,11 @@ func (s *clientSession) granted(election string, token hastore.Token) {
 		// A candidacy this side gave up on (a campaign whose outcome was
 		// lost, or a failed withdrawal) was granted: hand it back, or the
 		// election would be held by no one.
-		go s.resignOrphan(hastore.Fence{Election: election, Token: token})
+		if s.orphans[election] == nil {
+			done := make(chan struct{})
+			s.orphans[election] = done
+			go s.resignOrphan(hastore.Fence{Election: election, Token: token}, done)
+		}
 	case c.token.IsZero():
 		c.token = token
 		c.granted <- token // buffered, and sent at most once
@@ -246,12 +256,32 @@ func (s *clientSession) granted(election string, token hastore.Token) {
 	// Otherwise a resync repeats a grant already known.
 }
 
-// resignOrphan resigns a leadership that no local candidacy holds.
-func (s *clientSession) resignOrphan(f hastore.Fence) {
-	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-	defer cancel()
-	if _, err := s.c.rpc.Resign(ctx, &jobplanev1.ResignRequest{Fence: fenceToProto(f)}); err != nil && s.ctx.Err() == nil {
-		s.c.log.Warn("resigning an abandoned leadership", "election", f.Election, "err", err)
+// resignOrphan resigns a leadership that no local candidacy holds,
+// retrying until the store takes it or the session ends, and then closes
+// done.
+func (s *clientSession) resignOrphan(f hastore.Fence, done chan struct{}) {
+	defer func() {
+		s.mu.Lock()
+		if s.orphans[f.Election] == done {
+			delete(s.orphans, f.Election)
+		}
+		s.mu.Unlock()
+		close(done)
+	}()
+	for backoff := 50 * time.Millisecond; s.ctx.Err() == nil; backoff = min(2*backoff, 2*time.Second) {
+		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+		_, err := s.c.rpc.Resign(ctx, &jobplanev1.ResignRequest{Fence: fenceToProto(f)})
+		cancel()
+		if err == nil {
+			return
+		}
+		if s.ctx.Err() == nil {
+			s.c.log.Warn("resigning an abandoned leadership; retrying", "election", f.Election, "err", err)
+		}
+		select {
+		case <-s.ctx.Done():
+		case <-time.After(backoff):
+		}
 	}
 }
 
@@ -321,6 +351,19 @@ func (s *clientSession) Campaign(ctx context.Context, election, address string) 
 		return nil, err
 	}
 	s.mu.Lock()
+	for orphan := s.orphans[election]; orphan != nil; orphan = s.orphans[election] {
+		s.mu.Unlock()
+		select {
+		case <-orphan:
+		case <-s.ctx.Done():
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		s.mu.Lock()
+		if s.ctx.Err() != nil {
+			break
+		}
+	}
 	switch {
 	case s.ctx.Err() != nil:
 		s.mu.Unlock()

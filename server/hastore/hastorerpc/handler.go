@@ -76,9 +76,10 @@ type serverSession struct {
 type candidacy struct {
 	withdraw context.CancelFunc
 	done     chan struct{}
-	address  string        // as campaigned with
-	token    hastore.Token // set once granted
-	over     bool          // withdrawn, or its leadership ended
+	address  string              // as campaigned with
+	token    hastore.Token       // set once granted
+	l        *hastore.Leadership // set once granted
+	over     bool                // withdrawn, or its leadership ended
 }
 
 // watcherBuffer bounds the events queued for one WatchSession stream; a
@@ -180,7 +181,7 @@ func (h *Handler) Campaign(ctx context.Context, req *jobplanev1.CampaignRequest)
 		return nil, h.err(hastore.ErrSessionNotFound, md)
 	}
 	for c := s.candidacies[election]; c != nil; c = s.candidacies[election] {
-		if c.over {
+		if c.over || c.l != nil && c.l.Context().Err() != nil {
 			// Ending (withdrawn, resigned, revoked): this call campaigns
 			// anew once it has ended.
 			s.mu.Unlock()
@@ -245,7 +246,7 @@ func (h *Handler) runCandidacy(ctx context.Context, s *serverSession, c *candida
 	}
 	token := l.Token()
 	s.mu.Lock()
-	c.token = token
+	c.token, c.l = token, l
 	s.held[election] = token
 	s.publishLocked(&jobplanev1.WatchSessionResponse{Event: &jobplanev1.WatchSessionResponse_Granted{
 		Granted: &jobplanev1.WatchSessionResponse_LeadershipGranted{Election: election, Token: tokenToProto(token)},

@@ -74,13 +74,25 @@ func (d *Dispatcher) Cancel(ctx context.Context, jobID string) (jobplanev1.JobSt
 	// The request is made durable before anything is done for it, so that
 	// a leader that recovers the job cancels it too.
 	if err := d.requestCancel(ld, jobID); err != nil {
+		if !errors.Is(err, hastore.ErrPlanNotFound) {
+			return 0, err
+		}
+		// The job ended meanwhile: its result is written with the plan's
+		// removal, and recorded here once that write answered.
+		select {
+		case <-j.done:
+		case <-ld.ctx.Done():
+			return 0, ErrNotLeading
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
 		d.mu.Lock()
 		result = j.result
 		d.mu.Unlock()
-		if errors.Is(err, hastore.ErrPlanNotFound) && result != nil {
-			return terminalCancel(jobID, result) // it ended meanwhile
+		if result == nil {
+			return 0, ErrNotLeading // it ended without a result here: not ours to answer
 		}
-		return 0, err
+		return terminalCancel(jobID, result)
 	}
 	st := r.Cancel(ctx)
 	if err := d.stillLeading(ld); err != nil {

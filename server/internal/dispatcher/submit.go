@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -128,6 +129,7 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 		case errors.Is(err, hastore.ErrInvalidArgument):
 			return SubmitOutcome{}, &jobgraph.Error{Violations: []jobgraph.Violation{{Field: "job_graph", Description: err.Error()}}}
 		case errors.Is(err, ErrOutcomeUnknown):
+			go d.settleLater(ld, plan)
 			return SubmitOutcome{}, err
 		case errors.As(err, new(*ExistsError)):
 			return SubmitOutcome{}, err
@@ -164,6 +166,44 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 // whether the plan is stored, and it could not be read back. The client
 // retries the same submission, which is safe.
 var ErrOutcomeUnknown = errors.New("dispatcher: the outcome of persisting the plan is unknown")
+
+// settleLater finds out, while leading, whether the plan of a put whose
+// outcome was unknown was stored after all, and if so runs the job, as
+// the next leader would: the client was told to retry, and may not. It
+// gives up once the plan is known not to be stored, or the job was
+// submitted again meanwhile.
+func (d *Dispatcher) settleLater(ld *leadership, plan *jobplanev1.ExecutionPlan) {
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+		select {
+		case <-ld.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		ctx, cancel := context.WithTimeout(ld.ctx, d.cfg.PersistTimeout)
+		stored, err := d.cfg.Store.GetExecutionPlan(ctx, plan.GetJobId())
+		cancel()
+		switch {
+		case errors.Is(err, hastore.ErrPlanNotFound):
+			return
+		case err != nil:
+			continue
+		case string(stored.GetDigest()) != string(plan.GetDigest()):
+			return // another submission's
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.lead != ld || ld.jobs[plan.GetJobId()] != nil {
+			return // submitted again meanwhile, or no longer leading
+		}
+		d.log.Info("a plan whose put had an unknown outcome is stored; running the job", "job", plan.GetJobId())
+		j := newJob(stored)
+		ld.jobs[j.id] = j
+		if err := d.startLocked(ld, j, stored, true, false, nil); err != nil {
+			ld.forgetLocked(j)
+		}
+		return
+	}
+}
 
 // settlePut finds out what a failed put left in the store: the plan it
 // stores for the job if that is this submission's (the put, or an earlier

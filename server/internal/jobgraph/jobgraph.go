@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 )
@@ -252,6 +253,26 @@ func findCycle(g *jobplanev1.JobGraph, index map[string]int) string {
 
 func checkRestart(c *checker, rs *jobplanev1.RestartStrategy) {
 	const path = "job_graph.config.restart_strategy"
+	// Every Duration must be valid (seconds and nanos of one sign, |nanos|
+	// under a second), so that one length has one encoding and plans that
+	// mean the same have one digest.
+	valid := func(field string, d *durationpb.Duration) {
+		if d != nil && d.CheckValid() != nil {
+			c.add(path+"."+field, "must be a valid duration: seconds and nanos of one sign, nanos under a second")
+		}
+	}
+	switch s := rs.GetStrategy().(type) {
+	case *jobplanev1.RestartStrategy_FixedDelay_:
+		valid("fixed_delay.delay", s.FixedDelay.GetDelay())
+	case *jobplanev1.RestartStrategy_ExponentialDelay_:
+		e := s.ExponentialDelay
+		valid("exponential_delay.initial_delay", e.GetInitialDelay())
+		valid("exponential_delay.max_delay", e.GetMaxDelay())
+		valid("exponential_delay.reset_after", e.GetResetAfter())
+	case *jobplanev1.RestartStrategy_FailureRate_:
+		valid("failure_rate.interval", s.FailureRate.GetInterval())
+		valid("failure_rate.delay", s.FailureRate.GetDelay())
+	}
 	switch s := rs.GetStrategy().(type) {
 	case *jobplanev1.RestartStrategy_FixedDelay_:
 		if s.FixedDelay.GetAttempts() < 1 {

@@ -98,3 +98,25 @@ func TestPrepareAppliesOverrides(t *testing.T) {
 		t.Errorf("Subtasks = %d, want 6", n)
 	}
 }
+
+// A Duration that is not valid (seconds and nanos of two signs, or nanos
+// of a second or more) is refused: one length has one encoding, so plans
+// that mean the same have one digest.
+func TestInvalidDurationsRefused(t *testing.T) {
+	t.Parallel()
+	for name, d := range map[string]*durationpb.Duration{
+		"nanos of a second":  {Nanos: 1e9},
+		"two signs":          {Seconds: 1, Nanos: -1e9 + 1},
+		"negative nanos < 0": {Seconds: 2, Nanos: -1},
+	} {
+		g := graph([]*jobplanev1.JobVertex{vertex("a", 1)})
+		g.Config = &jobplanev1.JobConfig{RestartStrategy: &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{
+			FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{Attempts: 1, Delay: d},
+		}}}
+		_, err := jobgraph.Prepare(g, nil, jobgraph.Limits{})
+		var jerr *jobgraph.Error
+		if !errors.As(err, &jerr) || len(jerr.Violations) != 1 || jerr.Violations[0].Field != "job_graph.config.restart_strategy.fixed_delay.delay" {
+			t.Errorf("%s: Prepare = %v; want one violation on the delay", name, err)
+		}
+	}
+}

@@ -236,3 +236,52 @@ func TestWatchJobResumes(t *testing.T) {
 		t.Errorf("watch with another job's token: err = %v, want INVALID_ARGUMENT", err)
 	}
 }
+
+// A JobMaster's calls to the ResourceManager carry the ResourceManager's
+// token, as its registration answered it: a missing one is invalid, a
+// newer one finds a deposed receiver, any other one an earlier leadership
+// that this one's registrations are not from.
+func TestResourceManagerFencedBothWays(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rm := jobplanev1connect.NewResourceManagerServiceClient(c.HTTP, c.URL)
+	jmToken := &jobplanev1.FencingToken{SessionId: "jm", Epoch: 1}
+	reg, err := rm.RegisterJobMaster(ctx, &jobplanev1.RegisterJobMasterRequest{JobId: "fenced", JobMasterAddress: c.URL, JobMasterToken: jmToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	current := reg.GetResourceManagerToken()
+	if current.GetEpoch() == 0 {
+		t.Fatalf("RegisterJobMaster answered no ResourceManager token: %v", reg)
+	}
+	declare := func(rmToken *jobplanev1.FencingToken) error {
+		_, err := rm.DeclareResourceRequirements(ctx, &jobplanev1.DeclareResourceRequirementsRequest{JobId: "fenced", JobMasterToken: jmToken, ResourceManagerToken: rmToken})
+		return err
+	}
+	for _, tc := range []struct {
+		name   string
+		token  *jobplanev1.FencingToken
+		code   connect.Code
+		reason jobplanev1.ErrorReason
+	}{
+		{"no token", nil, connect.CodeInvalidArgument, jobplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT},
+		{"a newer token", &jobplanev1.FencingToken{SessionId: current.GetSessionId(), Epoch: current.GetEpoch() + 1}, connect.CodeUnavailable, jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER},
+		{"an older token", &jobplanev1.FencingToken{SessionId: current.GetSessionId(), Epoch: current.GetEpoch() - 1}, connect.CodeFailedPrecondition, jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED},
+		{"another session's token", &jobplanev1.FencingToken{SessionId: "other", Epoch: current.GetEpoch()}, connect.CodeFailedPrecondition, jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED},
+	} {
+		if err := declare(tc.token); connect.CodeOf(err) != tc.code || !apierror.Is(err, tc.reason) {
+			t.Errorf("DeclareResourceRequirements with %s: err = %v, want %v (%v)", tc.name, err, tc.code, tc.reason)
+		}
+		_, err := rm.DisconnectJobMaster(ctx, &jobplanev1.DisconnectJobMasterRequest{JobId: "fenced", JobMasterToken: jmToken, ResourceManagerToken: tc.token})
+		if connect.CodeOf(err) != tc.code || !apierror.Is(err, tc.reason) {
+			t.Errorf("DisconnectJobMaster with %s: err = %v, want %v (%v)", tc.name, err, tc.code, tc.reason)
+		}
+	}
+	if err := declare(current); err != nil {
+		t.Errorf("DeclareResourceRequirements with the current token: %v", err)
+	}
+	if _, err := rm.DisconnectJobMaster(ctx, &jobplanev1.DisconnectJobMasterRequest{JobId: "fenced", JobMasterToken: jmToken, ResourceManagerToken: current}); err != nil {
+		t.Errorf("DisconnectJobMaster with the current token: %v", err)
+	}
+}

@@ -293,9 +293,10 @@ func TestLostPutAnswer(t *testing.T) {
 }
 
 // A plan put whose answer is lost, and whose plan cannot be read back,
-// leaves the outcome unknown: the client is told so and retries. The
-// retry finds the first attempt's plan in the store (which replaces no
-// plan) and runs the job from it, once.
+// leaves the outcome unknown: the client is told so. The plan is in the
+// store (which replaces no plan and deletes none without a result): the
+// Dispatcher finds it there and runs the job, once, whether or not the
+// client retries; a retry finds the job.
 func TestLostPutAnswerUnread(t *testing.T) {
 	c, rec, r := startRecorded(t)
 	rec.FailAfterNext("put-plan", 1)
@@ -303,22 +304,45 @@ func TestLostPutAnswerUnread(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "unread", JobGraph: countJob()})
-	if connect.CodeOf(err) != connect.CodeUnavailable {
-		t.Fatalf("SubmitJob with the outcome unknown: err = %v, want UNAVAILABLE", err)
+	if connect.CodeOf(err) != connect.CodeUnavailable || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_PERSIST_OUTCOME_UNKNOWN) {
+		t.Fatalf("SubmitJob with the outcome unknown: err = %v, want UNAVAILABLE (PERSIST_OUTCOME_UNKNOWN)", err)
 	}
 	stored, err := c.Store.GetExecutionPlan(ctx, "unread")
 	if err != nil {
 		t.Fatalf("the first attempt's plan: %v", err)
 	}
-	if resp := submit(t, c, "unread", countJob()); !resp.GetCreated() {
-		t.Errorf("retried SubmitJob = %v, want created", resp)
-	}
+	waitJob(t, c, "unread", func(*jobplanev1.JobDetails) bool { return true }) // found by the Dispatcher
 	res := result(t, c, "unread")
 	if res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || !res.GetSubmitTime().AsTime().Equal(stored.GetSubmitTime().AsTime()) {
 		t.Errorf("result = %v, want FINISHED, submitted at %v (the stored plan's)", res, stored.GetSubmitTime().AsTime())
 	}
+	if resp := submit(t, c, "unread", countJob()); resp.GetCreated() || resp.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("retried SubmitJob = %v, want the job, FINISHED, created=false", resp)
+	}
 	for i := range 3 {
 		if got := r.of(fmt.Sprintf("unread/v/%d", i)); got != 1 {
+			t.Errorf("subtask %d ran %d times, want 1", i, got)
+		}
+	}
+}
+
+// A retry that comes before the Dispatcher found the plan runs the job
+// from it, once.
+func TestLostPutAnswerUnreadRetried(t *testing.T) {
+	c, rec, r := startRecorded(t)
+	rec.FailAfterNext("put-plan", 1)
+	rec.FailNext("get-plan", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "retried", JobGraph: countJob()}); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("SubmitJob with the outcome unknown: err = %v, want UNAVAILABLE", err)
+	}
+	submit(t, c, "retried", countJob()) // created or not, depending on who found the plan first
+	if res := result(t, c, "retried"); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("result = %v, want FINISHED", res)
+	}
+	for i := range 3 {
+		if got := r.of(fmt.Sprintf("retried/v/%d", i)); got != 1 {
 			t.Errorf("subtask %d ran %d times, want 1", i, got)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
@@ -142,10 +143,11 @@ type JobMaster struct {
 	// handled, collects them (see submit).
 	answer *offerAnswer
 	// Declarations to the ResourceManager.
-	declaring      bool        // one is in flight
-	declared       int         // the slots it took last; -1 before the first
-	rmRegistered   bool        // the ResourceManager took the registration
-	retryDeclare   func() bool // stops a pending retry; nil if none
+	declaring      bool                                    // one is in flight
+	declared       int                                     // the slots it took last; -1 before the first
+	rmRegistered   bool                                    // the ResourceManager took the registration
+	rmToken        atomic.Pointer[jobplanev1.FencingToken] // the ResourceManager's, as its registration answered
+	retryDeclare   func() bool                             // stops a pending retry; nil if none
 	declareBackoff time.Duration
 	// rpcCtx bounds the JobMaster's own calls; it ends when the JobMaster
 	// stops (or Start's context ends), and rpcs tracks those calls so none
@@ -506,14 +508,16 @@ func (jm *JobMaster) connectResourceManager(ctx context.Context, register bool, 
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if register {
-		if _, err := jm.cfg.ResourceManager.RegisterJobMaster(rctx, &jobplanev1.RegisterJobMasterRequest{
+		resp, err := jm.cfg.ResourceManager.RegisterJobMaster(rctx, &jobplanev1.RegisterJobMasterRequest{
 			JobId: jm.cfg.JobID, JobMasterAddress: jm.cfg.Address, JobMasterToken: token,
-		}); err != nil {
+		})
+		if err != nil {
 			return err
 		}
+		jm.rmToken.Store(resp.GetResourceManagerToken())
 	}
 	_, err := jm.cfg.ResourceManager.DeclareResourceRequirements(rctx, &jobplanev1.DeclareResourceRequirementsRequest{
-		JobId: jm.cfg.JobID, JobMasterToken: token,
+		JobId: jm.cfg.JobID, JobMasterToken: token, ResourceManagerToken: jm.rmToken.Load(),
 		Requirements: []*jobplanev1.ResourceRequirement{{Slots: int32(needed), Invokables: invokables}},
 	})
 	return err

@@ -133,6 +133,6 @@ func (jm *JobMaster) release(ctx context.Context) {
 	// JobMaster.
 	slices.Sort(freed)
 	_, _ = jm.cfg.ResourceManager.DisconnectJobMaster(ctx, &jobplanev1.DisconnectJobMasterRequest{
-		JobId: jm.cfg.JobID, JobMasterToken: token, Reason: "job ended", FreedAllocationIds: freed,
+		JobId: jm.cfg.JobID, JobMasterToken: token, ResourceManagerToken: jm.rmToken.Load(), Reason: "job ended", FreedAllocationIds: freed,
 	})
 }

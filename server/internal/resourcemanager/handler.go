@@ -32,6 +32,22 @@ func (rm *ResourceManager) checkLocked(t hastore.Token) error {
 	return nil
 }
 
+// checkReceiverLocked admits a JobMaster's call carrying the token t of
+// this ResourceManager, as RegisterJobMaster answered it: a newer one
+// means this one was deposed; any other was meant for an earlier
+// leadership, whose registrations this one does not have.
+func (rm *ResourceManager) checkReceiverLocked(jobID string, t hastore.Token) error {
+	switch {
+	case t.IsZero():
+		return apierror.BadRequest(apierror.Field{Path: "resource_manager_token", Description: "required"})
+	case !rm.leadingLocked() || t.Epoch > rm.token.Epoch:
+		return apierror.NotLeader(hastore.ElectionJobManager, "")
+	case t != rm.token:
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED, "the call was meant for an earlier leadership of the ResourceManager; register again", map[string]string{"job_id": jobID})
+	}
+	return nil
+}
+
 // checkJobLocked admits a call carrying the JobMaster token t for jobID:
 // refused as stale if a newer JobMaster of the job registered.
 func (rm *ResourceManager) checkJobLocked(jobID string, t hastore.Token) error {
@@ -125,6 +141,9 @@ func (h *handler) DeclareResourceRequirements(_ context.Context, req *jobplanev1
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	token := tokenOf(req.GetJobMasterToken())
+	if err := rm.checkReceiverLocked(req.GetJobId(), tokenOf(req.GetResourceManagerToken())); err != nil {
+		return nil, err
+	}
 	if err := rm.checkJobLocked(req.GetJobId(), token); err != nil {
 		return nil, err
 	}
@@ -151,6 +170,9 @@ func (h *handler) DisconnectJobMaster(_ context.Context, req *jobplanev1.Disconn
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	token := tokenOf(req.GetJobMasterToken())
+	if err := rm.checkReceiverLocked(req.GetJobId(), tokenOf(req.GetResourceManagerToken())); err != nil {
+		return nil, err
+	}
 	if err := rm.checkJobLocked(req.GetJobId(), token); err != nil {
 		return nil, err
 	}

@@ -91,7 +91,9 @@ type DispatcherServiceClient interface {
 	//     retried;
 	//   - UNAVAILABLE, reason PERSIST_OUTCOME_UNKNOWN: the HA store could not
 	//     confirm whether the plan is persisted; retry the same submission,
-	//     which is safe;
+	//     which is safe. If the plan was persisted, the job runs (once),
+	//     whether or not the client retries, and the retry answers it,
+	//     possibly with `created = false`;
 	//   - UNAVAILABLE, reason NOT_LEADER: this Dispatcher does not lead, or
 	//     lost leadership during the call (its write was refused as stale);
 	//     retry at the leader, where the same `job_id` is safe.
@@ -359,7 +361,9 @@ type DispatcherServiceHandler interface {
 	//     retried;
 	//   - UNAVAILABLE, reason PERSIST_OUTCOME_UNKNOWN: the HA store could not
 	//     confirm whether the plan is persisted; retry the same submission,
-	//     which is safe;
+	//     which is safe. If the plan was persisted, the job runs (once),
+	//     whether or not the client retries, and the retry answers it,
+	//     possibly with `created = false`;
 	//   - UNAVAILABLE, reason NOT_LEADER: this Dispatcher does not lead, or
 	//     lost leadership during the call (its write was refused as stale);
 	//     retry at the leader, where the same `job_id` is safe.

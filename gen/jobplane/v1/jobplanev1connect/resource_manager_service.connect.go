@@ -68,9 +68,10 @@ type ResourceManagerServiceClient interface {
 	// unknown or was replaced, and the TaskExecutor registers again;
 	// ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	Heartbeat(context.Context, *v1.ResourceManagerServiceHeartbeatRequest) (*v1.ResourceManagerServiceHeartbeatResponse, error)
-	// RegisterJobMaster registers the JobMaster of a job under its token. A
-	// newer token for the same job replaces the older registration, whose
-	// slots stay allocated to the job. Idempotent.
+	// RegisterJobMaster registers the JobMaster of a job under its token, and
+	// answers the ResourceManager's token, which the JobMaster's later calls
+	// carry. A newer token for the same job replaces the older registration,
+	// whose slots stay allocated to the job. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing job id, address or token;
 	// ABORTED (STALE_FENCING_TOKEN) if a newer token of the job has
@@ -82,8 +83,9 @@ type ResourceManagerServiceClient interface {
 	// JobMaster frees slots it no longer needs. Idempotent.
 	//
 	// Errors: FAILED_PRECONDITION (NOT_REGISTERED) if the JobMaster is not
-	// registered; ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT for a
-	// negative slot count; UNAVAILABLE (NOT_LEADER).
+	// registered, or the call carries another ResourceManager token than the
+	// current one; ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT for a
+	// negative slot count or a missing token; UNAVAILABLE (NOT_LEADER).
 	DeclareResourceRequirements(context.Context, *v1.DeclareResourceRequirementsRequest) (*v1.DeclareResourceRequirementsResponse, error)
 	// DisconnectJobMaster ends a JobMaster's registration and drops its
 	// requirements; a JobMaster calls it when it stops, after freeing its
@@ -93,7 +95,9 @@ type ResourceManagerServiceClient interface {
 	// Idempotent: disconnecting an unknown registration succeeds.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) if a newer token of the job has
-	// registered; UNAVAILABLE (NOT_LEADER).
+	// registered; FAILED_PRECONDITION (NOT_REGISTERED), nothing done, if the
+	// call carries another ResourceManager token than the current one;
+	// INVALID_ARGUMENT for a missing token; UNAVAILABLE (NOT_LEADER).
 	DisconnectJobMaster(context.Context, *v1.DisconnectJobMasterRequest) (*v1.DisconnectJobMasterResponse, error)
 }
 
@@ -219,9 +223,10 @@ type ResourceManagerServiceHandler interface {
 	// unknown or was replaced, and the TaskExecutor registers again;
 	// ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	Heartbeat(context.Context, *v1.ResourceManagerServiceHeartbeatRequest) (*v1.ResourceManagerServiceHeartbeatResponse, error)
-	// RegisterJobMaster registers the JobMaster of a job under its token. A
-	// newer token for the same job replaces the older registration, whose
-	// slots stay allocated to the job. Idempotent.
+	// RegisterJobMaster registers the JobMaster of a job under its token, and
+	// answers the ResourceManager's token, which the JobMaster's later calls
+	// carry. A newer token for the same job replaces the older registration,
+	// whose slots stay allocated to the job. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing job id, address or token;
 	// ABORTED (STALE_FENCING_TOKEN) if a newer token of the job has
@@ -233,8 +238,9 @@ type ResourceManagerServiceHandler interface {
 	// JobMaster frees slots it no longer needs. Idempotent.
 	//
 	// Errors: FAILED_PRECONDITION (NOT_REGISTERED) if the JobMaster is not
-	// registered; ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT for a
-	// negative slot count; UNAVAILABLE (NOT_LEADER).
+	// registered, or the call carries another ResourceManager token than the
+	// current one; ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT for a
+	// negative slot count or a missing token; UNAVAILABLE (NOT_LEADER).
 	DeclareResourceRequirements(context.Context, *v1.DeclareResourceRequirementsRequest) (*v1.DeclareResourceRequirementsResponse, error)
 	// DisconnectJobMaster ends a JobMaster's registration and drops its
 	// requirements; a JobMaster calls it when it stops, after freeing its
@@ -244,7 +250,9 @@ type ResourceManagerServiceHandler interface {
 	// Idempotent: disconnecting an unknown registration succeeds.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) if a newer token of the job has
-	// registered; UNAVAILABLE (NOT_LEADER).
+	// registered; FAILED_PRECONDITION (NOT_REGISTERED), nothing done, if the
+	// call carries another ResourceManager token than the current one;
+	// INVALID_ARGUMENT for a missing token; UNAVAILABLE (NOT_LEADER).
 	DisconnectJobMaster(context.Context, *v1.DisconnectJobMasterRequest) (*v1.DisconnectJobMasterResponse, error)
 }
 

@@ -65,10 +65,18 @@ type TaskExecutorServiceClient interface {
 	// with the same allocation id again succeeds and changes nothing.
 	// Idempotent.
 	//
+	// The request names the job's JobMaster by its token. A JobMaster token
+	// older than the newest this TaskExecutor has seen for the job is
+	// refused with ABORTED (STALE_FENCING_TOKEN, election `job/<job_id>`),
+	// and nothing is allocated: the slot would be offered to a JobMaster
+	// that no longer leads. A newer one is adopted: from then on the
+	// TaskExecutor follows that JobMaster for the job.
+	//
 	// Errors: INVALID_ARGUMENT for a missing field or a slot index out of
 	// range; FAILED_PRECONDITION (SLOT_OCCUPIED) if another allocation holds
 	// the slot; ABORTED (STALE_FENCING_TOKEN) for a ResourceManager token
-	// older than the newest this TaskExecutor has seen.
+	// older than the newest this TaskExecutor has seen, or a JobMaster token
+	// older than the newest it has seen for the job.
 	RequestSlot(context.Context, *v1.RequestSlotRequest) (*v1.RequestSlotResponse, error)
 	// RequestSlots allocates several slots, each as RequestSlot would, under
 	// one ResourceManager token: the slots may be for different jobs. Each
@@ -305,10 +313,18 @@ type TaskExecutorServiceHandler interface {
 	// with the same allocation id again succeeds and changes nothing.
 	// Idempotent.
 	//
+	// The request names the job's JobMaster by its token. A JobMaster token
+	// older than the newest this TaskExecutor has seen for the job is
+	// refused with ABORTED (STALE_FENCING_TOKEN, election `job/<job_id>`),
+	// and nothing is allocated: the slot would be offered to a JobMaster
+	// that no longer leads. A newer one is adopted: from then on the
+	// TaskExecutor follows that JobMaster for the job.
+	//
 	// Errors: INVALID_ARGUMENT for a missing field or a slot index out of
 	// range; FAILED_PRECONDITION (SLOT_OCCUPIED) if another allocation holds
 	// the slot; ABORTED (STALE_FENCING_TOKEN) for a ResourceManager token
-	// older than the newest this TaskExecutor has seen.
+	// older than the newest this TaskExecutor has seen, or a JobMaster token
+	// older than the newest it has seen for the job.
 	RequestSlot(context.Context, *v1.RequestSlotRequest) (*v1.RequestSlotResponse, error)
 	// RequestSlots allocates several slots, each as RequestSlot would, under
 	// one ResourceManager token: the slots may be for different jobs. Each
