@@ -91,7 +91,7 @@ func (c *cluster) waitSlotsFree(ctx context.Context, pause, timeout time.Duratio
 	deadline := time.Now().Add(timeout)
 	for {
 		ov, err := c.overview(ctx)
-		if err == nil && int(ov.GetSlotsAvailable()) >= c.slots {
+		if err == nil && int(ov.GetFreeSlotCount()) >= c.slots {
 			return time.Now(), nil
 		}
 		if time.Now().After(deadline) {

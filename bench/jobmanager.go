@@ -136,7 +136,7 @@ func (jm *JobManager) WaitReady(ctx context.Context, taskExecutors, slots int, t
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		resp, err := jm.Dispatcher.GetClusterOverview(cctx, &jobplanev1.GetClusterOverviewRequest{})
 		cancel()
-		if err == nil && int(resp.GetTaskExecutors()) >= taskExecutors && int(resp.GetSlotsTotal()) >= slots {
+		if err == nil && int(resp.GetTaskExecutorCount()) >= taskExecutors && int(resp.GetSlotCount()) >= slots {
 			return nil
 		}
 		if jm.Exited() {

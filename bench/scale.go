@@ -260,7 +260,7 @@ func scaleRun(ctx context.Context, e *env, tes, jobs int) (scaleResult, error) {
 	stillRunning, starts := c.rec.Running(), c.rec.Blocked()
 	r.failed = -1
 	if ov, err := c.overview(ctx); err == nil {
-		r.failed = int(ov.GetJobsFailed())
+		r.failed = int(ov.GetFailedJobCount())
 	}
 	if stillRunning != reached || minRunning != reached || starts != int64(len(acked)) {
 		r.failNote = fmt.Sprintf("%d tasks running at the end of the steady state (%d at its start, fewest %d in between); %d task starts for %d acknowledged jobs",

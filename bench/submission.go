@@ -204,7 +204,7 @@ func watchFreeSlots(ctx context.Context, c *cluster, minFree *int) (stop func())
 	wg.Go(func() {
 		for {
 			if ov, err := c.overview(wctx); err == nil {
-				*minFree = min(*minFree, int(ov.GetSlotsAvailable()))
+				*minFree = min(*minFree, int(ov.GetFreeSlotCount()))
 			}
 			select {
 			case <-wctx.Done():

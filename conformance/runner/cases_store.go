@@ -219,19 +219,19 @@ func storeResultRepeatedInJSON(t *T) {
 	end := time.Now().Truncate(time.Millisecond)
 	res := &jobplanev1.JobResult{
 		JobId: "wire", Status: jobplanev1.JobStatus_JOB_STATUS_FAILED, EndTime: timestamppb.New(end), Name: "wire",
-		Failure: &jobplanev1.FailureInfo{Message: "boom", TaskExecutorId: "te-1"}, Restarts: 2, PlanDigest: []byte{1, 2, 3},
+		Failure: &jobplanev1.FailureInfo{Message: "boom", TaskExecutorId: "te-1"}, RestartCount: 2, PlanDigest: []byte{1, 2, 3},
 	}
 	if _, err := rpc.CreateDirtyJobResult(ctx, &jobplanev1.CreateDirtyJobResultRequest{Fence: fence, Result: res}); err != nil {
 		t.Fatalf("CreateDirtyJobResult: %v; expected the result stored", err)
 	}
-	body := fmt.Sprintf(`{"result": {"planDigest": "AQID", "restarts": 2, "failure": {"taskExecutorId": "te-1", "message": "boom"},
+	body := fmt.Sprintf(`{"result": {"planDigest": "AQID", "restartCount": 2, "failure": {"taskExecutorId": "te-1", "message": "boom"},
 		"name": "wire", "endTime": %q, "status": "JOB_STATUS_FAILED", "jobId": "wire", "exceptionHistory": []}, "fence": %s}`,
 		end.UTC().Format(time.RFC3339Nano), fenceJSON(fence))
 	if status, body := t.postJSON("CreateDirtyJobResult", body); status != http.StatusOK {
 		t.Errorf("CreateDirtyJobResult of the same result in JSON: HTTP %d %s; expected 200: a repetition of the call that created it", status, body)
 	}
 	other := proto.CloneOf(res)
-	other.Restarts = 3
+	other.RestartCount = 3
 	_, err := rpc.CreateDirtyJobResult(ctx, &jobplanev1.CreateDirtyJobResultRequest{Fence: fence, Result: other})
 	if connect.CodeOf(err) != connect.CodeAlreadyExists || reason(err) != "JOB_RESULT_EXISTS" {
 		t.Errorf("CreateDirtyJobResult of another result for the job: %s; expected ALREADY_EXISTS (JOB_RESULT_EXISTS)", codeAndReason(err))

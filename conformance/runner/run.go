@@ -356,7 +356,7 @@ func (t *T) ready(withTaskExecutors bool, d time.Duration) {
 			return false
 		}
 		last, lastErr = dispatcher.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
-		return lastErr == nil && (!withTaskExecutors || int(last.GetTaskExecutors()) >= len(t.env.tes))
+		return lastErr == nil && (!withTaskExecutors || int(last.GetTaskExecutorCount()) >= len(t.env.tes))
 	}) {
 		t.Fatalf("within %v: GetClusterOverview of the leading Dispatcher answered %v, %v; expected it to serve, with the runner's %d TaskExecutors registered (they find the ResourceManager as the leader of %q)",
 			d, last, lastErr, len(t.env.tes), hastore.ElectionJobManager)

@@ -60,7 +60,7 @@ func TestAttemptsInTheOfferAnswerRun(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the attempt in the offer's answer did not start within 10s")
 	}
-	resp, err := te.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{Token: token(1)})
+	resp, err := te.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{Sender: &jobplanev1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken{ResourceManagerToken: token(1)}})
 	if err != nil {
 		t.Fatal(err)
 	}

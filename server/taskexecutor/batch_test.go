@@ -388,7 +388,7 @@ func TestFreeSlots(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := func() []string {
-		resp, err := te.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{Token: token(1)})
+		resp, err := te.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{Sender: &jobplanev1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken{ResourceManagerToken: token(1)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -421,7 +421,7 @@ func TestFreeSlots(t *testing.T) {
 // free slot).
 func held(t *testing.T, te jobplanev1connect.TaskExecutorServiceClient) []string {
 	t.Helper()
-	resp, err := te.Heartbeat(context.Background(), &jobplanev1.TaskExecutorServiceHeartbeatRequest{Token: token(1)})
+	resp, err := te.Heartbeat(context.Background(), &jobplanev1.TaskExecutorServiceHeartbeatRequest{Sender: &jobplanev1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken{ResourceManagerToken: token(1)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -325,25 +325,35 @@ func (te *TaskExecutor) freeLocked(jobID, allocationID string) {
 
 func (h *handler) Heartbeat(_ context.Context, req *jobplanev1.TaskExecutorServiceHeartbeatRequest) (*jobplanev1.TaskExecutorServiceHeartbeatResponse, error) {
 	te := h.te
-	token := tokenOf(req.GetToken())
-	if req.GetJobId() == "" {
+	var jobID string
+	var token hastore.Token
+	switch s := req.GetSender().(type) {
+	case *jobplanev1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken:
+		token = tokenOf(s.ResourceManagerToken)
 		if newest, ok := te.rmToken.check(token); !ok {
 			return nil, apierror.StaleToken(hastore.ElectionJobManager, newest.SessionID, newest.Epoch)
 		}
+	case *jobplanev1.TaskExecutorServiceHeartbeatRequest_JobMaster:
+		jobID, token = s.JobMaster.GetJobId(), tokenOf(s.JobMaster.GetToken())
+		if jobID == "" {
+			return nil, apierror.BadRequest(apierror.Field{Path: "job_master.job_id", Description: "required"})
+		}
+	default:
+		return nil, apierror.BadRequest(apierror.Field{Path: "sender", Description: "required"})
 	}
 	te.mu.Lock()
 	defer te.mu.Unlock()
-	if req.GetJobId() != "" {
-		current, ok := te.adoptLocked(req.GetJobId(), token, "")
+	if jobID != "" {
+		current, ok := te.adoptLocked(jobID, token, "")
 		if !ok {
-			return nil, staleJob(req.GetJobId(), current)
+			return nil, staleJob(jobID, current)
 		}
-		te.admitLocked(req.GetJobId(), token)
+		te.admitLocked(jobID, token)
 	}
 	resp := &jobplanev1.TaskExecutorServiceHeartbeatResponse{TaskExecutorId: te.cfg.ID, SlotReport: te.slotReportLocked()}
-	if req.GetJobId() != "" {
+	if jobID != "" {
 		for _, s := range te.slots {
-			if s.jobID == req.GetJobId() && s.task != nil && s.task.token == token {
+			if s.jobID == jobID && s.task != nil && s.task.token == token {
 				resp.Tasks = append(resp.Tasks, &jobplanev1.TaskExecutionStatus{Attempt: s.task.req.GetAttempt(), State: s.task.state, FailureMessage: s.task.failure})
 			}
 		}

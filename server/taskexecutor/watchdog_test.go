@@ -160,7 +160,7 @@ func testTasksStopWhenSilent(t *testing.T, offers offerAnswer) {
 		}
 		submitted := deploySleep(ctx, t, client, alloc, int32(i), deployTimeout)
 		probe := func() {
-			if _, err := client.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{JobId: "j", Token: token(1)}); err != nil {
+			if _, err := client.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{Sender: &jobplanev1.TaskExecutorServiceHeartbeatRequest_JobMaster{JobMaster: &jobplanev1.TaskExecutorServiceHeartbeatRequest_JobMasterSender{JobId: "j", Token: token(1)}}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -248,7 +248,7 @@ func deploySleep(ctx context.Context, t *testing.T, client jobplanev1connect.Tas
 // slotFree reports whether the TaskExecutor's one slot is free.
 func slotFree(ctx context.Context, t *testing.T, client jobplanev1connect.TaskExecutorServiceClient) bool {
 	t.Helper()
-	resp, err := client.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{Token: token(1)})
+	resp, err := client.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{Sender: &jobplanev1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken{ResourceManagerToken: token(1)}})
 	if err != nil {
 		t.Fatal(err)
 	}

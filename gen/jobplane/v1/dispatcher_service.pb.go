@@ -9,7 +9,7 @@ package jobplanev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
-	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -152,13 +152,16 @@ type GetJobRequest struct {
 	// How much to return. Unset means JOB_VIEW_SUMMARY.
 	View JobView `protobuf:"varint,2,opt,name=view,proto3,enum=jobplane.v1.JobView" json:"view,omitempty"`
 	// With JOB_VIEW_FULL, the largest number of subtasks to list; the
-	// server may list fewer. Zero means 1,000; larger than 10,000 means
-	// 10,000. Subtasks are listed in vertex order, then by subtask index;
-	// a page lists each vertex that has subtasks in it (with its counts)
-	// and only those subtasks. Ignored by other views.
+	// server may list fewer. Zero means 1,000; larger than
+	// ServerLimits.max_subtask_page_size (10,000 in the reference server)
+	// means that. Subtasks are listed in vertex order, then by subtask
+	// index; a page lists each vertex that has subtasks in it (with its
+	// counts) and only those subtasks. Ignored by other views.
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The `next_page_token` of a previous call for the same job and view, to
-	// continue from there; empty for the first page.
+	// continue from there; empty for the first page. A token names a place
+	// in the job's subtasks, not a server's state: it stays good across a
+	// change of leader.
 	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -282,10 +285,15 @@ func (x *GetJobResponse) GetNextPageToken() string {
 type ListJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The largest number of jobs to return; the server may return fewer.
-	// Zero means 100; larger than 1,000 means 1,000.
+	// Zero means 100; larger than ServerLimits.max_list_page_size (1,000 in
+	// the reference server) means that.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The `next_page_token` of a previous call with the same filter, to
-	// continue from there; empty for the first page.
+	// continue from there; empty for the first page. A token names a place
+	// in the list (a submission time and a job id), not a server's state: it
+	// stays good across a change of leader and while jobs come and go, and
+	// a page after it never repeats a job listed before it. A token with
+	// another filter lists from its place with the new filter.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only jobs whose status is one of these; empty means all.
 	Statuses      []JobStatus `protobuf:"varint,3,rep,packed,name=statuses,proto3,enum=jobplane.v1.JobStatus" json:"statuses,omitempty"`
@@ -808,9 +816,10 @@ func (x *ReportClientHeartbeatRequest) GetJobId() string {
 // DispatcherService.ReportClientHeartbeat.
 type ReportClientHeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The time by which the next heartbeat must arrive; unset for a detached
-	// job.
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// How long after this answer the next heartbeat may arrive, at the
+	// latest, before the job is canceled: a duration, not a time on the
+	// server's clock. Unset for a detached job.
+	Timeout       *durationpb.Duration `protobuf:"bytes,2,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -845,9 +854,9 @@ func (*ReportClientHeartbeatResponse) Descriptor() ([]byte, []int) {
 	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{13}
 }
 
-func (x *ReportClientHeartbeatResponse) GetDeadline() *timestamppb.Timestamp {
+func (x *ReportClientHeartbeatResponse) GetTimeout() *durationpb.Duration {
 	if x != nil {
-		return x.Deadline
+		return x.Timeout
 	}
 	return nil
 }
@@ -897,19 +906,21 @@ type GetClusterOverviewResponse struct {
 	// The leader of the election `jobmanager`: the process that answered.
 	Leader *LeaderInfo `protobuf:"bytes,1,opt,name=leader,proto3" json:"leader,omitempty"`
 	// The number of registered TaskExecutors.
-	TaskExecutors int32 `protobuf:"varint,2,opt,name=task_executors,json=taskExecutors,proto3" json:"task_executors,omitempty"`
+	TaskExecutorCount int32 `protobuf:"varint,2,opt,name=task_executor_count,json=taskExecutorCount,proto3" json:"task_executor_count,omitempty"`
 	// The number of slots of all registered TaskExecutors.
-	SlotsTotal int32 `protobuf:"varint,3,opt,name=slots_total,json=slotsTotal,proto3" json:"slots_total,omitempty"`
+	SlotCount int32 `protobuf:"varint,3,opt,name=slot_count,json=slotCount,proto3" json:"slot_count,omitempty"`
 	// The number of those slots that are free.
-	SlotsAvailable int32 `protobuf:"varint,4,opt,name=slots_available,json=slotsAvailable,proto3" json:"slots_available,omitempty"`
+	FreeSlotCount int32 `protobuf:"varint,4,opt,name=free_slot_count,json=freeSlotCount,proto3" json:"free_slot_count,omitempty"`
 	// The number of jobs that are not globally terminal.
-	JobsRunning int32 `protobuf:"varint,5,opt,name=jobs_running,json=jobsRunning,proto3" json:"jobs_running,omitempty"`
+	RunningJobCount int32 `protobuf:"varint,5,opt,name=running_job_count,json=runningJobCount,proto3" json:"running_job_count,omitempty"`
 	// The number of known FINISHED jobs.
-	JobsFinished int32 `protobuf:"varint,6,opt,name=jobs_finished,json=jobsFinished,proto3" json:"jobs_finished,omitempty"`
+	FinishedJobCount int32 `protobuf:"varint,6,opt,name=finished_job_count,json=finishedJobCount,proto3" json:"finished_job_count,omitempty"`
 	// The number of known CANCELED jobs.
-	JobsCanceled int32 `protobuf:"varint,7,opt,name=jobs_canceled,json=jobsCanceled,proto3" json:"jobs_canceled,omitempty"`
+	CanceledJobCount int32 `protobuf:"varint,7,opt,name=canceled_job_count,json=canceledJobCount,proto3" json:"canceled_job_count,omitempty"`
 	// The number of known FAILED jobs.
-	JobsFailed    int32 `protobuf:"varint,8,opt,name=jobs_failed,json=jobsFailed,proto3" json:"jobs_failed,omitempty"`
+	FailedJobCount int32 `protobuf:"varint,8,opt,name=failed_job_count,json=failedJobCount,proto3" json:"failed_job_count,omitempty"`
+	// The limits this server enforces, so a client can keep within them.
+	Limits        *ServerLimits `protobuf:"bytes,9,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -951,51 +962,162 @@ func (x *GetClusterOverviewResponse) GetLeader() *LeaderInfo {
 	return nil
 }
 
-func (x *GetClusterOverviewResponse) GetTaskExecutors() int32 {
+func (x *GetClusterOverviewResponse) GetTaskExecutorCount() int32 {
 	if x != nil {
-		return x.TaskExecutors
+		return x.TaskExecutorCount
 	}
 	return 0
 }
 
-func (x *GetClusterOverviewResponse) GetSlotsTotal() int32 {
+func (x *GetClusterOverviewResponse) GetSlotCount() int32 {
 	if x != nil {
-		return x.SlotsTotal
+		return x.SlotCount
 	}
 	return 0
 }
 
-func (x *GetClusterOverviewResponse) GetSlotsAvailable() int32 {
+func (x *GetClusterOverviewResponse) GetFreeSlotCount() int32 {
 	if x != nil {
-		return x.SlotsAvailable
+		return x.FreeSlotCount
 	}
 	return 0
 }
 
-func (x *GetClusterOverviewResponse) GetJobsRunning() int32 {
+func (x *GetClusterOverviewResponse) GetRunningJobCount() int32 {
 	if x != nil {
-		return x.JobsRunning
+		return x.RunningJobCount
 	}
 	return 0
 }
 
-func (x *GetClusterOverviewResponse) GetJobsFinished() int32 {
+func (x *GetClusterOverviewResponse) GetFinishedJobCount() int32 {
 	if x != nil {
-		return x.JobsFinished
+		return x.FinishedJobCount
 	}
 	return 0
 }
 
-func (x *GetClusterOverviewResponse) GetJobsCanceled() int32 {
+func (x *GetClusterOverviewResponse) GetCanceledJobCount() int32 {
 	if x != nil {
-		return x.JobsCanceled
+		return x.CanceledJobCount
 	}
 	return 0
 }
 
-func (x *GetClusterOverviewResponse) GetJobsFailed() int32 {
+func (x *GetClusterOverviewResponse) GetFailedJobCount() int32 {
 	if x != nil {
-		return x.JobsFailed
+		return x.FailedJobCount
+	}
+	return 0
+}
+
+func (x *GetClusterOverviewResponse) GetLimits() *ServerLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// ServerLimits are the limits a server enforces on what it is sent and
+// answers; each is this server's, set by its configuration.
+type ServerLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The largest request body it reads; a larger one is RESOURCE_EXHAUSTED
+	// (REQUEST_TOO_LARGE).
+	MaxRequestBytes int64 `protobuf:"varint,1,opt,name=max_request_bytes,json=maxRequestBytes,proto3" json:"max_request_bytes,omitempty"`
+	// The largest answer it sends; what could grow past it is paged.
+	MaxResponseBytes int64 `protobuf:"varint,2,opt,name=max_response_bytes,json=maxResponseBytes,proto3" json:"max_response_bytes,omitempty"`
+	// The largest encoded JobGraph accepted (it must fit the HA store's plan
+	// limit); a larger one is INVALID_ARGUMENT.
+	MaxGraphBytes int64 `protobuf:"varint,3,opt,name=max_graph_bytes,json=maxGraphBytes,proto3" json:"max_graph_bytes,omitempty"`
+	// The most vertices a JobGraph may have.
+	MaxVertices int32 `protobuf:"varint,4,opt,name=max_vertices,json=maxVertices,proto3" json:"max_vertices,omitempty"`
+	// The most subtasks a JobGraph may have, over all its vertices.
+	MaxSubtasks int32 `protobuf:"varint,5,opt,name=max_subtasks,json=maxSubtasks,proto3" json:"max_subtasks,omitempty"`
+	// The largest `page_size` ListJobs honours (a larger one is lowered).
+	MaxListPageSize int32 `protobuf:"varint,6,opt,name=max_list_page_size,json=maxListPageSize,proto3" json:"max_list_page_size,omitempty"`
+	// The largest `page_size` GetJob honours for the subtasks of its full
+	// view.
+	MaxSubtaskPageSize int32 `protobuf:"varint,7,opt,name=max_subtask_page_size,json=maxSubtaskPageSize,proto3" json:"max_subtask_page_size,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *ServerLimits) Reset() {
+	*x = ServerLimits{}
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServerLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServerLimits) ProtoMessage() {}
+
+func (x *ServerLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServerLimits.ProtoReflect.Descriptor instead.
+func (*ServerLimits) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ServerLimits) GetMaxRequestBytes() int64 {
+	if x != nil {
+		return x.MaxRequestBytes
+	}
+	return 0
+}
+
+func (x *ServerLimits) GetMaxResponseBytes() int64 {
+	if x != nil {
+		return x.MaxResponseBytes
+	}
+	return 0
+}
+
+func (x *ServerLimits) GetMaxGraphBytes() int64 {
+	if x != nil {
+		return x.MaxGraphBytes
+	}
+	return 0
+}
+
+func (x *ServerLimits) GetMaxVertices() int32 {
+	if x != nil {
+		return x.MaxVertices
+	}
+	return 0
+}
+
+func (x *ServerLimits) GetMaxSubtasks() int32 {
+	if x != nil {
+		return x.MaxSubtasks
+	}
+	return 0
+}
+
+func (x *ServerLimits) GetMaxListPageSize() int32 {
+	if x != nil {
+		return x.MaxListPageSize
+	}
+	return 0
+}
+
+func (x *ServerLimits) GetMaxSubtaskPageSize() int32 {
+	if x != nil {
+		return x.MaxSubtaskPageSize
 	}
 	return 0
 }
@@ -1004,7 +1126,7 @@ var File_jobplane_v1_dispatcher_service_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\n" +
-	"$jobplane/v1/dispatcher_service.proto\x12\vjobplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15jobplane/v1/job.proto\x1a\x1bjobplane/v1/job_graph.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x18jobplane/v1/stream.proto\"]\n" +
+	"$jobplane/v1/dispatcher_service.proto\x12\vjobplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x15jobplane/v1/job.proto\x1a\x1bjobplane/v1/job_graph.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x18jobplane/v1/stream.proto\"]\n" +
 	"\x10SubmitJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x122\n" +
 	"\tjob_graph\x18\x02 \x01(\v2\x15.jobplane.v1.JobGraphR\bjobGraph\"t\n" +
@@ -1048,21 +1170,29 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\tcoalesced\x18\x03 \x01(\bR\tcoalescedB\a\n" +
 	"\x05event\"5\n" +
 	"\x1cReportClientHeartbeatRequest\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"W\n" +
-	"\x1dReportClientHeartbeatResponse\x126\n" +
-	"\bdeadline\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\x1b\n" +
-	"\x19GetClusterOverviewRequest\"\xcc\x02\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"d\n" +
+	"\x1dReportClientHeartbeatResponse\x123\n" +
+	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeoutJ\x04\b\x01\x10\x02R\bdeadline\"\x1b\n" +
+	"\x19GetClusterOverviewRequest\"\xa9\x03\n" +
 	"\x1aGetClusterOverviewResponse\x12/\n" +
-	"\x06leader\x18\x01 \x01(\v2\x17.jobplane.v1.LeaderInfoR\x06leader\x12%\n" +
-	"\x0etask_executors\x18\x02 \x01(\x05R\rtaskExecutors\x12\x1f\n" +
-	"\vslots_total\x18\x03 \x01(\x05R\n" +
-	"slotsTotal\x12'\n" +
-	"\x0fslots_available\x18\x04 \x01(\x05R\x0eslotsAvailable\x12!\n" +
-	"\fjobs_running\x18\x05 \x01(\x05R\vjobsRunning\x12#\n" +
-	"\rjobs_finished\x18\x06 \x01(\x05R\fjobsFinished\x12#\n" +
-	"\rjobs_canceled\x18\a \x01(\x05R\fjobsCanceled\x12\x1f\n" +
-	"\vjobs_failed\x18\b \x01(\x05R\n" +
-	"jobsFailed2\xd6\x05\n" +
+	"\x06leader\x18\x01 \x01(\v2\x17.jobplane.v1.LeaderInfoR\x06leader\x12.\n" +
+	"\x13task_executor_count\x18\x02 \x01(\x05R\x11taskExecutorCount\x12\x1d\n" +
+	"\n" +
+	"slot_count\x18\x03 \x01(\x05R\tslotCount\x12&\n" +
+	"\x0ffree_slot_count\x18\x04 \x01(\x05R\rfreeSlotCount\x12*\n" +
+	"\x11running_job_count\x18\x05 \x01(\x05R\x0frunningJobCount\x12,\n" +
+	"\x12finished_job_count\x18\x06 \x01(\x05R\x10finishedJobCount\x12,\n" +
+	"\x12canceled_job_count\x18\a \x01(\x05R\x10canceledJobCount\x12(\n" +
+	"\x10failed_job_count\x18\b \x01(\x05R\x0efailedJobCount\x121\n" +
+	"\x06limits\x18\t \x01(\v2\x19.jobplane.v1.ServerLimitsR\x06limits\"\xb6\x02\n" +
+	"\fServerLimits\x12*\n" +
+	"\x11max_request_bytes\x18\x01 \x01(\x03R\x0fmaxRequestBytes\x12,\n" +
+	"\x12max_response_bytes\x18\x02 \x01(\x03R\x10maxResponseBytes\x12&\n" +
+	"\x0fmax_graph_bytes\x18\x03 \x01(\x03R\rmaxGraphBytes\x12!\n" +
+	"\fmax_vertices\x18\x04 \x01(\x05R\vmaxVertices\x12!\n" +
+	"\fmax_subtasks\x18\x05 \x01(\x05R\vmaxSubtasks\x12+\n" +
+	"\x12max_list_page_size\x18\x06 \x01(\x05R\x0fmaxListPageSize\x121\n" +
+	"\x15max_subtask_page_size\x18\a \x01(\x05R\x12maxSubtaskPageSize2\xd6\x05\n" +
 	"\x11DispatcherService\x12O\n" +
 	"\tSubmitJob\x12\x1d.jobplane.v1.SubmitJobRequest\x1a\x1e.jobplane.v1.SubmitJobResponse\"\x03\x90\x02\x02\x12F\n" +
 	"\x06GetJob\x12\x1a.jobplane.v1.GetJobRequest\x1a\x1b.jobplane.v1.GetJobResponse\"\x03\x90\x02\x01\x12L\n" +
@@ -1086,7 +1216,7 @@ func file_jobplane_v1_dispatcher_service_proto_rawDescGZIP() []byte {
 	return file_jobplane_v1_dispatcher_service_proto_rawDescData
 }
 
-var file_jobplane_v1_dispatcher_service_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_jobplane_v1_dispatcher_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_jobplane_v1_dispatcher_service_proto_goTypes = []any{
 	(*SubmitJobRequest)(nil),              // 0: jobplane.v1.SubmitJobRequest
 	(*SubmitJobResponse)(nil),             // 1: jobplane.v1.SubmitJobResponse
@@ -1104,50 +1234,52 @@ var file_jobplane_v1_dispatcher_service_proto_goTypes = []any{
 	(*ReportClientHeartbeatResponse)(nil), // 13: jobplane.v1.ReportClientHeartbeatResponse
 	(*GetClusterOverviewRequest)(nil),     // 14: jobplane.v1.GetClusterOverviewRequest
 	(*GetClusterOverviewResponse)(nil),    // 15: jobplane.v1.GetClusterOverviewResponse
-	(*JobGraph)(nil),                      // 16: jobplane.v1.JobGraph
-	(JobStatus)(0),                        // 17: jobplane.v1.JobStatus
-	(JobView)(0),                          // 18: jobplane.v1.JobView
-	(*JobDetails)(nil),                    // 19: jobplane.v1.JobDetails
-	(*JobSummary)(nil),                    // 20: jobplane.v1.JobSummary
-	(*JobResult)(nil),                     // 21: jobplane.v1.JobResult
-	(*Heartbeat)(nil),                     // 22: jobplane.v1.Heartbeat
-	(*timestamppb.Timestamp)(nil),         // 23: google.protobuf.Timestamp
-	(*LeaderInfo)(nil),                    // 24: jobplane.v1.LeaderInfo
+	(*ServerLimits)(nil),                  // 16: jobplane.v1.ServerLimits
+	(*JobGraph)(nil),                      // 17: jobplane.v1.JobGraph
+	(JobStatus)(0),                        // 18: jobplane.v1.JobStatus
+	(JobView)(0),                          // 19: jobplane.v1.JobView
+	(*JobDetails)(nil),                    // 20: jobplane.v1.JobDetails
+	(*JobSummary)(nil),                    // 21: jobplane.v1.JobSummary
+	(*JobResult)(nil),                     // 22: jobplane.v1.JobResult
+	(*Heartbeat)(nil),                     // 23: jobplane.v1.Heartbeat
+	(*durationpb.Duration)(nil),           // 24: google.protobuf.Duration
+	(*LeaderInfo)(nil),                    // 25: jobplane.v1.LeaderInfo
 }
 var file_jobplane_v1_dispatcher_service_proto_depIdxs = []int32{
-	16, // 0: jobplane.v1.SubmitJobRequest.job_graph:type_name -> jobplane.v1.JobGraph
-	17, // 1: jobplane.v1.SubmitJobResponse.status:type_name -> jobplane.v1.JobStatus
-	18, // 2: jobplane.v1.GetJobRequest.view:type_name -> jobplane.v1.JobView
-	19, // 3: jobplane.v1.GetJobResponse.job:type_name -> jobplane.v1.JobDetails
-	17, // 4: jobplane.v1.ListJobsRequest.statuses:type_name -> jobplane.v1.JobStatus
-	20, // 5: jobplane.v1.ListJobsResponse.jobs:type_name -> jobplane.v1.JobSummary
-	17, // 6: jobplane.v1.CancelJobResponse.status:type_name -> jobplane.v1.JobStatus
-	21, // 7: jobplane.v1.GetJobResultResponse.result:type_name -> jobplane.v1.JobResult
-	20, // 8: jobplane.v1.WatchJobResponse.job:type_name -> jobplane.v1.JobSummary
-	22, // 9: jobplane.v1.WatchJobResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
-	23, // 10: jobplane.v1.ReportClientHeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	24, // 11: jobplane.v1.GetClusterOverviewResponse.leader:type_name -> jobplane.v1.LeaderInfo
-	0,  // 12: jobplane.v1.DispatcherService.SubmitJob:input_type -> jobplane.v1.SubmitJobRequest
-	2,  // 13: jobplane.v1.DispatcherService.GetJob:input_type -> jobplane.v1.GetJobRequest
-	4,  // 14: jobplane.v1.DispatcherService.ListJobs:input_type -> jobplane.v1.ListJobsRequest
-	6,  // 15: jobplane.v1.DispatcherService.CancelJob:input_type -> jobplane.v1.CancelJobRequest
-	8,  // 16: jobplane.v1.DispatcherService.GetJobResult:input_type -> jobplane.v1.GetJobResultRequest
-	10, // 17: jobplane.v1.DispatcherService.WatchJob:input_type -> jobplane.v1.WatchJobRequest
-	12, // 18: jobplane.v1.DispatcherService.ReportClientHeartbeat:input_type -> jobplane.v1.ReportClientHeartbeatRequest
-	14, // 19: jobplane.v1.DispatcherService.GetClusterOverview:input_type -> jobplane.v1.GetClusterOverviewRequest
-	1,  // 20: jobplane.v1.DispatcherService.SubmitJob:output_type -> jobplane.v1.SubmitJobResponse
-	3,  // 21: jobplane.v1.DispatcherService.GetJob:output_type -> jobplane.v1.GetJobResponse
-	5,  // 22: jobplane.v1.DispatcherService.ListJobs:output_type -> jobplane.v1.ListJobsResponse
-	7,  // 23: jobplane.v1.DispatcherService.CancelJob:output_type -> jobplane.v1.CancelJobResponse
-	9,  // 24: jobplane.v1.DispatcherService.GetJobResult:output_type -> jobplane.v1.GetJobResultResponse
-	11, // 25: jobplane.v1.DispatcherService.WatchJob:output_type -> jobplane.v1.WatchJobResponse
-	13, // 26: jobplane.v1.DispatcherService.ReportClientHeartbeat:output_type -> jobplane.v1.ReportClientHeartbeatResponse
-	15, // 27: jobplane.v1.DispatcherService.GetClusterOverview:output_type -> jobplane.v1.GetClusterOverviewResponse
-	20, // [20:28] is the sub-list for method output_type
-	12, // [12:20] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	17, // 0: jobplane.v1.SubmitJobRequest.job_graph:type_name -> jobplane.v1.JobGraph
+	18, // 1: jobplane.v1.SubmitJobResponse.status:type_name -> jobplane.v1.JobStatus
+	19, // 2: jobplane.v1.GetJobRequest.view:type_name -> jobplane.v1.JobView
+	20, // 3: jobplane.v1.GetJobResponse.job:type_name -> jobplane.v1.JobDetails
+	18, // 4: jobplane.v1.ListJobsRequest.statuses:type_name -> jobplane.v1.JobStatus
+	21, // 5: jobplane.v1.ListJobsResponse.jobs:type_name -> jobplane.v1.JobSummary
+	18, // 6: jobplane.v1.CancelJobResponse.status:type_name -> jobplane.v1.JobStatus
+	22, // 7: jobplane.v1.GetJobResultResponse.result:type_name -> jobplane.v1.JobResult
+	21, // 8: jobplane.v1.WatchJobResponse.job:type_name -> jobplane.v1.JobSummary
+	23, // 9: jobplane.v1.WatchJobResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
+	24, // 10: jobplane.v1.ReportClientHeartbeatResponse.timeout:type_name -> google.protobuf.Duration
+	25, // 11: jobplane.v1.GetClusterOverviewResponse.leader:type_name -> jobplane.v1.LeaderInfo
+	16, // 12: jobplane.v1.GetClusterOverviewResponse.limits:type_name -> jobplane.v1.ServerLimits
+	0,  // 13: jobplane.v1.DispatcherService.SubmitJob:input_type -> jobplane.v1.SubmitJobRequest
+	2,  // 14: jobplane.v1.DispatcherService.GetJob:input_type -> jobplane.v1.GetJobRequest
+	4,  // 15: jobplane.v1.DispatcherService.ListJobs:input_type -> jobplane.v1.ListJobsRequest
+	6,  // 16: jobplane.v1.DispatcherService.CancelJob:input_type -> jobplane.v1.CancelJobRequest
+	8,  // 17: jobplane.v1.DispatcherService.GetJobResult:input_type -> jobplane.v1.GetJobResultRequest
+	10, // 18: jobplane.v1.DispatcherService.WatchJob:input_type -> jobplane.v1.WatchJobRequest
+	12, // 19: jobplane.v1.DispatcherService.ReportClientHeartbeat:input_type -> jobplane.v1.ReportClientHeartbeatRequest
+	14, // 20: jobplane.v1.DispatcherService.GetClusterOverview:input_type -> jobplane.v1.GetClusterOverviewRequest
+	1,  // 21: jobplane.v1.DispatcherService.SubmitJob:output_type -> jobplane.v1.SubmitJobResponse
+	3,  // 22: jobplane.v1.DispatcherService.GetJob:output_type -> jobplane.v1.GetJobResponse
+	5,  // 23: jobplane.v1.DispatcherService.ListJobs:output_type -> jobplane.v1.ListJobsResponse
+	7,  // 24: jobplane.v1.DispatcherService.CancelJob:output_type -> jobplane.v1.CancelJobResponse
+	9,  // 25: jobplane.v1.DispatcherService.GetJobResult:output_type -> jobplane.v1.GetJobResultResponse
+	11, // 26: jobplane.v1.DispatcherService.WatchJob:output_type -> jobplane.v1.WatchJobResponse
+	13, // 27: jobplane.v1.DispatcherService.ReportClientHeartbeat:output_type -> jobplane.v1.ReportClientHeartbeatResponse
+	15, // 28: jobplane.v1.DispatcherService.GetClusterOverview:output_type -> jobplane.v1.GetClusterOverviewResponse
+	21, // [21:29] is the sub-list for method output_type
+	13, // [13:21] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_dispatcher_service_proto_init() }
@@ -1169,7 +1301,7 @@ func file_jobplane_v1_dispatcher_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_dispatcher_service_proto_rawDesc), len(file_jobplane_v1_dispatcher_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

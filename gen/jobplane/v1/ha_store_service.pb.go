@@ -1453,9 +1453,12 @@ func (x *GetExecutionPlanResponse) GetCancelRequested() bool {
 // HAStoreService.ListExecutionPlans.
 type ListExecutionPlansRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The largest number of ids to return. Zero means 1,000.
+	// The largest number of ids to return. Zero, or more than 1,000, means
+	// 1,000.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The `next_page_token` of the previous call; empty for the first page.
+	// A token is the last job id of the previous page: it stays good across
+	// restarts of the store and while plans come and go.
 	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2089,10 +2092,13 @@ func (x *GetJobResultEntryResponse) GetEntry() *JobResultEntry {
 // HAStoreService.ListJobResultEntries.
 type ListJobResultEntriesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The largest number of entries to return. Zero means 1,000.
+	// The largest number of entries to return. Zero, or more than 1,000,
+	// means 1,000.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The `next_page_token` of the previous call with the same filter; empty
-	// for the first page.
+	// for the first page. A token is the last job id of the previous page:
+	// it stays good across restarts of the store and while entries come and
+	// go.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only entries in this state; unset means both.
 	State         JobResultState `protobuf:"varint,3,opt,name=state,proto3,enum=jobplane.v1.JobResultState" json:"state,omitempty"`

@@ -319,7 +319,7 @@ type JobSummary struct {
 	TaskCounts []*ExecutionStateCount `protobuf:"bytes,7,rep,name=task_counts,json=taskCounts,proto3" json:"task_counts,omitempty"`
 	// How many times the job's tasks were restarted after failures, under
 	// the current JobMaster (one per failover, whatever it restarted).
-	Restarts int32 `protobuf:"varint,8,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	RestartCount int32 `protobuf:"varint,8,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
 	// For a job that is not globally terminal, its most recent failure; for
 	// a FAILED job, the root cause. Unset when nothing failed, and for
 	// FINISHED and CANCELED jobs: the failures a job recovered from are in
@@ -408,9 +408,9 @@ func (x *JobSummary) GetTaskCounts() []*ExecutionStateCount {
 	return nil
 }
 
-func (x *JobSummary) GetRestarts() int32 {
+func (x *JobSummary) GetRestartCount() int32 {
 	if x != nil {
-		return x.Restarts
+		return x.RestartCount
 	}
 	return 0
 }
@@ -684,7 +684,7 @@ type JobResult struct {
 	Failure *FailureInfo `protobuf:"bytes,5,opt,name=failure,proto3" json:"failure,omitempty"`
 	// How many times the job's tasks were restarted under its last
 	// JobMaster.
-	Restarts int32 `protobuf:"varint,6,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	RestartCount int32 `protobuf:"varint,6,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
 	// The JobGraph's name.
 	Name string `protobuf:"bytes,7,opt,name=name,proto3" json:"name,omitempty"`
 	// The plan digest of the job (ExecutionPlan.digest; see JobGraph), so a
@@ -763,9 +763,9 @@ func (x *JobResult) GetFailure() *FailureInfo {
 	return nil
 }
 
-func (x *JobResult) GetRestarts() int32 {
+func (x *JobResult) GetRestartCount() int32 {
 	if x != nil {
-		return x.Restarts
+		return x.RestartCount
 	}
 	return 0
 }
@@ -803,7 +803,7 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\x10task_executor_id\x18\x04 \x01(\tR\x0etaskExecutorId\"^\n" +
 	"\x13ExecutionStateCount\x121\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1b.jobplane.v1.ExecutionStateR\x05state\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x05R\x05count\"\xab\x03\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\"\xb4\x03\n" +
 	"\n" +
 	"JobSummary\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
@@ -815,8 +815,8 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"statusTime\x125\n" +
 	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12A\n" +
 	"\vtask_counts\x18\a \x03(\v2 .jobplane.v1.ExecutionStateCountR\n" +
-	"taskCounts\x12\x1a\n" +
-	"\brestarts\x18\b \x01(\x05R\brestarts\x122\n" +
+	"taskCounts\x12#\n" +
+	"\rrestart_count\x18\b \x01(\x05R\frestartCount\x122\n" +
 	"\afailure\x18\t \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\x83\x02\n" +
 	"\n" +
 	"JobDetails\x121\n" +
@@ -836,15 +836,15 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\x0eattempt_number\x18\x02 \x01(\x05R\rattemptNumber\x121\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x1b.jobplane.v1.ExecutionStateR\x05state\x12(\n" +
 	"\x10task_executor_id\x18\x04 \x01(\tR\x0etaskExecutorId\x122\n" +
-	"\afailure\x18\x05 \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\x92\x03\n" +
+	"\afailure\x18\x05 \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\x9b\x03\n" +
 	"\tJobResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12.\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x16.jobplane.v1.JobStatusR\x06status\x12;\n" +
 	"\vsubmit_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"submitTime\x125\n" +
 	"\bend_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x122\n" +
-	"\afailure\x18\x05 \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\x12\x1a\n" +
-	"\brestarts\x18\x06 \x01(\x05R\brestarts\x12\x12\n" +
+	"\afailure\x18\x05 \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\x12#\n" +
+	"\rrestart_count\x18\x06 \x01(\x05R\frestartCount\x12\x12\n" +
 	"\x04name\x18\a \x01(\tR\x04name\x12\x1f\n" +
 	"\vplan_digest\x18\b \x01(\fR\n" +
 	"planDigest\x12E\n" +

@@ -744,7 +744,8 @@ func (*RestartStrategy_NoRestart) Descriptor() ([]byte, []int) {
 // Restart up to `attempts` times, waiting `delay` before each restart.
 type RestartStrategy_FixedDelay struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The number of restarts allowed; must be at least 1.
+	// The number of restarts allowed; zero means unlimited, as for every
+	// strategy. Must not be negative.
 	Attempts int32 `protobuf:"varint,1,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	// The wait before each restart; unset or zero restarts at once.
 	Delay         *durationpb.Duration `protobuf:"bytes,2,opt,name=delay,proto3" json:"delay,omitempty"`
@@ -813,7 +814,8 @@ type RestartStrategy_ExponentialDelay struct {
 	ResetAfter *durationpb.Duration `protobuf:"bytes,4,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
 	// Randomizes each delay by up to this fraction of it, in [0, 1].
 	Jitter float64 `protobuf:"fixed64,5,opt,name=jitter,proto3" json:"jitter,omitempty"`
-	// The number of restarts allowed; zero means unlimited.
+	// The number of restarts allowed; zero means unlimited, as for every
+	// strategy. Must not be negative.
 	Attempts      int32 `protobuf:"varint,6,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -1085,12 +1085,13 @@ func (*FreeSlotsResponse) Descriptor() ([]byte, []int) {
 // TaskExecutorService.Heartbeat.
 type TaskExecutorServiceHeartbeatRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The job whose JobMaster sends the heartbeat; empty when the
-	// ResourceManager sends it.
-	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	// The sender's token: the JobMaster's for a job, else the
-	// ResourceManager's. Required.
-	Token         *FencingToken `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	// Who asks. Required.
+	//
+	// Types that are valid to be assigned to Sender:
+	//
+	//	*TaskExecutorServiceHeartbeatRequest_ResourceManagerToken
+	//	*TaskExecutorServiceHeartbeatRequest_JobMaster
+	Sender        isTaskExecutorServiceHeartbeatRequest_Sender `protobuf_oneof:"sender"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1125,18 +1126,49 @@ func (*TaskExecutorServiceHeartbeatRequest) Descriptor() ([]byte, []int) {
 	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{16}
 }
 
-func (x *TaskExecutorServiceHeartbeatRequest) GetJobId() string {
+func (x *TaskExecutorServiceHeartbeatRequest) GetSender() isTaskExecutorServiceHeartbeatRequest_Sender {
 	if x != nil {
-		return x.JobId
-	}
-	return ""
-}
-
-func (x *TaskExecutorServiceHeartbeatRequest) GetToken() *FencingToken {
-	if x != nil {
-		return x.Token
+		return x.Sender
 	}
 	return nil
+}
+
+func (x *TaskExecutorServiceHeartbeatRequest) GetResourceManagerToken() *FencingToken {
+	if x != nil {
+		if x, ok := x.Sender.(*TaskExecutorServiceHeartbeatRequest_ResourceManagerToken); ok {
+			return x.ResourceManagerToken
+		}
+	}
+	return nil
+}
+
+func (x *TaskExecutorServiceHeartbeatRequest) GetJobMaster() *TaskExecutorServiceHeartbeatRequest_JobMasterSender {
+	if x != nil {
+		if x, ok := x.Sender.(*TaskExecutorServiceHeartbeatRequest_JobMaster); ok {
+			return x.JobMaster
+		}
+	}
+	return nil
+}
+
+type isTaskExecutorServiceHeartbeatRequest_Sender interface {
+	isTaskExecutorServiceHeartbeatRequest_Sender()
+}
+
+type TaskExecutorServiceHeartbeatRequest_ResourceManagerToken struct {
+	// The ResourceManager, by its token.
+	ResourceManagerToken *FencingToken `protobuf:"bytes,3,opt,name=resource_manager_token,json=resourceManagerToken,proto3,oneof"`
+}
+
+type TaskExecutorServiceHeartbeatRequest_JobMaster struct {
+	// A job's JobMaster.
+	JobMaster *TaskExecutorServiceHeartbeatRequest_JobMasterSender `protobuf:"bytes,4,opt,name=job_master,json=jobMaster,proto3,oneof"`
+}
+
+func (*TaskExecutorServiceHeartbeatRequest_ResourceManagerToken) isTaskExecutorServiceHeartbeatRequest_Sender() {
+}
+
+func (*TaskExecutorServiceHeartbeatRequest_JobMaster) isTaskExecutorServiceHeartbeatRequest_Sender() {
 }
 
 // TaskExecutorServiceHeartbeatResponse is the response of
@@ -1201,6 +1233,61 @@ func (x *TaskExecutorServiceHeartbeatResponse) GetSlotReport() *SlotReport {
 func (x *TaskExecutorServiceHeartbeatResponse) GetTasks() []*TaskExecutionStatus {
 	if x != nil {
 		return x.Tasks
+	}
+	return nil
+}
+
+// JobMasterSender is a job's JobMaster asking.
+type TaskExecutorServiceHeartbeatRequest_JobMasterSender struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id. Required.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The JobMaster's token. Required.
+	Token         *FencingToken `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) Reset() {
+	*x = TaskExecutorServiceHeartbeatRequest_JobMasterSender{}
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskExecutorServiceHeartbeatRequest_JobMasterSender) ProtoMessage() {}
+
+func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskExecutorServiceHeartbeatRequest_JobMasterSender.ProtoReflect.Descriptor instead.
+func (*TaskExecutorServiceHeartbeatRequest_JobMasterSender) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{16, 0}
+}
+
+func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) GetToken() *FencingToken {
+	if x != nil {
+		return x.Token
 	}
 	return nil
 }
@@ -1282,10 +1369,15 @@ const file_jobplane_v1_task_executor_service_proto_rawDesc = "" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12%\n" +
 	"\x0eallocation_ids\x18\x03 \x03(\tR\rallocationIds\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x13\n" +
-	"\x11FreeSlotsResponse\"m\n" +
-	"#TaskExecutorServiceHeartbeatRequest\x12\x15\n" +
+	"\x11FreeSlotsResponse\"\xdb\x02\n" +
+	"#TaskExecutorServiceHeartbeatRequest\x12Q\n" +
+	"\x16resource_manager_token\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenH\x00R\x14resourceManagerToken\x12a\n" +
+	"\n" +
+	"job_master\x18\x04 \x01(\v2@.jobplane.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSenderH\x00R\tjobMaster\x1aY\n" +
+	"\x0fJobMasterSender\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12/\n" +
-	"\x05token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x05token\"\xc2\x01\n" +
+	"\x05token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x05tokenB\b\n" +
+	"\x06senderJ\x04\b\x01\x10\x02J\x04\b\x02\x10\x03R\x06job_idR\x05token\"\xc2\x01\n" +
 	"$TaskExecutorServiceHeartbeatResponse\x12(\n" +
 	"\x10task_executor_id\x18\x01 \x01(\tR\x0etaskExecutorId\x128\n" +
 	"\vslot_report\x18\x02 \x01(\v2\x17.jobplane.v1.SlotReportR\n" +
@@ -1316,7 +1408,7 @@ func file_jobplane_v1_task_executor_service_proto_rawDescGZIP() []byte {
 	return file_jobplane_v1_task_executor_service_proto_rawDescData
 }
 
-var file_jobplane_v1_task_executor_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_jobplane_v1_task_executor_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_jobplane_v1_task_executor_service_proto_goTypes = []any{
 	(*RequestSlotRequest)(nil),                   // 0: jobplane.v1.RequestSlotRequest
 	(*RequestSlotResponse)(nil),                  // 1: jobplane.v1.RequestSlotResponse
@@ -1336,63 +1428,66 @@ var file_jobplane_v1_task_executor_service_proto_goTypes = []any{
 	(*FreeSlotsResponse)(nil),                    // 15: jobplane.v1.FreeSlotsResponse
 	(*TaskExecutorServiceHeartbeatRequest)(nil),  // 16: jobplane.v1.TaskExecutorServiceHeartbeatRequest
 	(*TaskExecutorServiceHeartbeatResponse)(nil), // 17: jobplane.v1.TaskExecutorServiceHeartbeatResponse
-	nil,                         // 18: jobplane.v1.SubmitTaskRequest.ConfigEntry
-	nil,                         // 19: jobplane.v1.TaskDeployment.ConfigEntry
-	(*FencingToken)(nil),        // 20: jobplane.v1.FencingToken
-	(*ResourceProfile)(nil),     // 21: jobplane.v1.ResourceProfile
-	(*ItemError)(nil),           // 22: jobplane.v1.ItemError
-	(*ExecutionAttemptId)(nil),  // 23: jobplane.v1.ExecutionAttemptId
-	(*durationpb.Duration)(nil), // 24: google.protobuf.Duration
-	(*SlotReport)(nil),          // 25: jobplane.v1.SlotReport
-	(*TaskExecutionStatus)(nil), // 26: jobplane.v1.TaskExecutionStatus
+	nil, // 18: jobplane.v1.SubmitTaskRequest.ConfigEntry
+	nil, // 19: jobplane.v1.TaskDeployment.ConfigEntry
+	(*TaskExecutorServiceHeartbeatRequest_JobMasterSender)(nil), // 20: jobplane.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
+	(*FencingToken)(nil),        // 21: jobplane.v1.FencingToken
+	(*ResourceProfile)(nil),     // 22: jobplane.v1.ResourceProfile
+	(*ItemError)(nil),           // 23: jobplane.v1.ItemError
+	(*ExecutionAttemptId)(nil),  // 24: jobplane.v1.ExecutionAttemptId
+	(*durationpb.Duration)(nil), // 25: google.protobuf.Duration
+	(*SlotReport)(nil),          // 26: jobplane.v1.SlotReport
+	(*TaskExecutionStatus)(nil), // 27: jobplane.v1.TaskExecutionStatus
 }
 var file_jobplane_v1_task_executor_service_proto_depIdxs = []int32{
-	20, // 0: jobplane.v1.RequestSlotRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
-	21, // 1: jobplane.v1.RequestSlotRequest.profile:type_name -> jobplane.v1.ResourceProfile
-	20, // 2: jobplane.v1.RequestSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	20, // 3: jobplane.v1.RequestSlotsRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	21, // 0: jobplane.v1.RequestSlotRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	22, // 1: jobplane.v1.RequestSlotRequest.profile:type_name -> jobplane.v1.ResourceProfile
+	21, // 2: jobplane.v1.RequestSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	21, // 3: jobplane.v1.RequestSlotsRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
 	3,  // 4: jobplane.v1.RequestSlotsRequest.slots:type_name -> jobplane.v1.SlotRequest
-	20, // 5: jobplane.v1.SlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	21, // 6: jobplane.v1.SlotRequest.profile:type_name -> jobplane.v1.ResourceProfile
-	22, // 7: jobplane.v1.RequestSlotsResponse.refused:type_name -> jobplane.v1.ItemError
-	20, // 8: jobplane.v1.SubmitTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	23, // 9: jobplane.v1.SubmitTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	21, // 5: jobplane.v1.SlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	22, // 6: jobplane.v1.SlotRequest.profile:type_name -> jobplane.v1.ResourceProfile
+	23, // 7: jobplane.v1.RequestSlotsResponse.refused:type_name -> jobplane.v1.ItemError
+	21, // 8: jobplane.v1.SubmitTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	24, // 9: jobplane.v1.SubmitTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
 	18, // 10: jobplane.v1.SubmitTaskRequest.config:type_name -> jobplane.v1.SubmitTaskRequest.ConfigEntry
-	24, // 11: jobplane.v1.SubmitTaskRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
-	20, // 12: jobplane.v1.SubmitTasksRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	25, // 11: jobplane.v1.SubmitTaskRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
+	21, // 12: jobplane.v1.SubmitTasksRequest.job_master_token:type_name -> jobplane.v1.FencingToken
 	8,  // 13: jobplane.v1.SubmitTasksRequest.tasks:type_name -> jobplane.v1.TaskDeployment
-	24, // 14: jobplane.v1.SubmitTasksRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
-	23, // 15: jobplane.v1.TaskDeployment.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	25, // 14: jobplane.v1.SubmitTasksRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
+	24, // 15: jobplane.v1.TaskDeployment.attempt:type_name -> jobplane.v1.ExecutionAttemptId
 	19, // 16: jobplane.v1.TaskDeployment.config:type_name -> jobplane.v1.TaskDeployment.ConfigEntry
-	22, // 17: jobplane.v1.SubmitTasksResponse.refused:type_name -> jobplane.v1.ItemError
-	20, // 18: jobplane.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	23, // 19: jobplane.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	20, // 20: jobplane.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	20, // 21: jobplane.v1.FreeSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	20, // 22: jobplane.v1.TaskExecutorServiceHeartbeatRequest.token:type_name -> jobplane.v1.FencingToken
-	25, // 23: jobplane.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.v1.SlotReport
-	26, // 24: jobplane.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
-	0,  // 25: jobplane.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.v1.RequestSlotRequest
-	2,  // 26: jobplane.v1.TaskExecutorService.RequestSlots:input_type -> jobplane.v1.RequestSlotsRequest
-	5,  // 27: jobplane.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.v1.SubmitTaskRequest
-	7,  // 28: jobplane.v1.TaskExecutorService.SubmitTasks:input_type -> jobplane.v1.SubmitTasksRequest
-	10, // 29: jobplane.v1.TaskExecutorService.CancelTask:input_type -> jobplane.v1.CancelTaskRequest
-	12, // 30: jobplane.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.v1.FreeSlotRequest
-	14, // 31: jobplane.v1.TaskExecutorService.FreeSlots:input_type -> jobplane.v1.FreeSlotsRequest
-	16, // 32: jobplane.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.v1.TaskExecutorServiceHeartbeatRequest
-	1,  // 33: jobplane.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.v1.RequestSlotResponse
-	4,  // 34: jobplane.v1.TaskExecutorService.RequestSlots:output_type -> jobplane.v1.RequestSlotsResponse
-	6,  // 35: jobplane.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.v1.SubmitTaskResponse
-	9,  // 36: jobplane.v1.TaskExecutorService.SubmitTasks:output_type -> jobplane.v1.SubmitTasksResponse
-	11, // 37: jobplane.v1.TaskExecutorService.CancelTask:output_type -> jobplane.v1.CancelTaskResponse
-	13, // 38: jobplane.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.v1.FreeSlotResponse
-	15, // 39: jobplane.v1.TaskExecutorService.FreeSlots:output_type -> jobplane.v1.FreeSlotsResponse
-	17, // 40: jobplane.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.v1.TaskExecutorServiceHeartbeatResponse
-	33, // [33:41] is the sub-list for method output_type
-	25, // [25:33] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	23, // 17: jobplane.v1.SubmitTasksResponse.refused:type_name -> jobplane.v1.ItemError
+	21, // 18: jobplane.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	24, // 19: jobplane.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	21, // 20: jobplane.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	21, // 21: jobplane.v1.FreeSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	21, // 22: jobplane.v1.TaskExecutorServiceHeartbeatRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	20, // 23: jobplane.v1.TaskExecutorServiceHeartbeatRequest.job_master:type_name -> jobplane.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
+	26, // 24: jobplane.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.v1.SlotReport
+	27, // 25: jobplane.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
+	21, // 26: jobplane.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender.token:type_name -> jobplane.v1.FencingToken
+	0,  // 27: jobplane.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.v1.RequestSlotRequest
+	2,  // 28: jobplane.v1.TaskExecutorService.RequestSlots:input_type -> jobplane.v1.RequestSlotsRequest
+	5,  // 29: jobplane.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.v1.SubmitTaskRequest
+	7,  // 30: jobplane.v1.TaskExecutorService.SubmitTasks:input_type -> jobplane.v1.SubmitTasksRequest
+	10, // 31: jobplane.v1.TaskExecutorService.CancelTask:input_type -> jobplane.v1.CancelTaskRequest
+	12, // 32: jobplane.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.v1.FreeSlotRequest
+	14, // 33: jobplane.v1.TaskExecutorService.FreeSlots:input_type -> jobplane.v1.FreeSlotsRequest
+	16, // 34: jobplane.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.v1.TaskExecutorServiceHeartbeatRequest
+	1,  // 35: jobplane.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.v1.RequestSlotResponse
+	4,  // 36: jobplane.v1.TaskExecutorService.RequestSlots:output_type -> jobplane.v1.RequestSlotsResponse
+	6,  // 37: jobplane.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.v1.SubmitTaskResponse
+	9,  // 38: jobplane.v1.TaskExecutorService.SubmitTasks:output_type -> jobplane.v1.SubmitTasksResponse
+	11, // 39: jobplane.v1.TaskExecutorService.CancelTask:output_type -> jobplane.v1.CancelTaskResponse
+	13, // 40: jobplane.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.v1.FreeSlotResponse
+	15, // 41: jobplane.v1.TaskExecutorService.FreeSlots:output_type -> jobplane.v1.FreeSlotsResponse
+	17, // 42: jobplane.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.v1.TaskExecutorServiceHeartbeatResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_task_executor_service_proto_init() }
@@ -1404,13 +1499,17 @@ func file_jobplane_v1_task_executor_service_proto_init() {
 	file_jobplane_v1_execution_proto_init()
 	file_jobplane_v1_leadership_proto_init()
 	file_jobplane_v1_slot_proto_init()
+	file_jobplane_v1_task_executor_service_proto_msgTypes[16].OneofWrappers = []any{
+		(*TaskExecutorServiceHeartbeatRequest_ResourceManagerToken)(nil),
+		(*TaskExecutorServiceHeartbeatRequest_JobMaster)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_task_executor_service_proto_rawDesc), len(file_jobplane_v1_task_executor_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -188,7 +188,8 @@ func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, flags jobM
 		Store: st, Address: ep.URL(), HTTPClient: endpoint.NewClient(),
 		SessionTTL: flags.sessionTTL, HeartbeatInterval: flags.heartbeatInterval, HeartbeatTimeout: flags.heartbeatTimeout,
 		ResultRetention: flags.resultRetention, SlotTimeout: flags.slotTimeout, Logger: log,
-		Limits: jobgraph.Limits{MaxSubtasks: flags.maxSubtasks},
+		Limits:          jobgraph.Limits{MaxSubtasks: flags.maxSubtasks},
+		MaxRequestBytes: ep.MaxRequestBytes(), MaxResponseBytes: ep.MaxResponseBytes(),
 	})
 	if err != nil {
 		return err

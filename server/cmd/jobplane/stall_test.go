@@ -79,7 +79,7 @@ func startHACluster(t *testing.T) *haCluster {
 	defer cancel()
 	for {
 		resp, err := c.dispatcher(0).GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
-		if err == nil && resp.GetTaskExecutors() == 2 {
+		if err == nil && resp.GetTaskExecutorCount() == 2 {
 			return c
 		}
 		if ctx.Err() != nil {

@@ -55,7 +55,7 @@ func startStandalone(t *testing.T, dir string) (*process, jobplanev1connect.Disp
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		resp, err := client.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
 		cancel()
-		if err == nil && resp.GetTaskExecutors() == 2 {
+		if err == nil && resp.GetTaskExecutorCount() == 2 {
 			return p, client, tr
 		}
 		if time.Now().After(deadline) {

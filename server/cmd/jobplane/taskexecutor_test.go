@@ -30,7 +30,7 @@ func TestTaskExecutorSIGKILL(t *testing.T) {
 	defer cancel()
 	for {
 		resp, err := client.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
-		if err == nil && resp.GetTaskExecutors() == 2 {
+		if err == nil && resp.GetTaskExecutorCount() == 2 {
 			break
 		}
 		if ctx.Err() != nil {
@@ -77,11 +77,11 @@ func TestTaskExecutorSIGKILL(t *testing.T) {
 	if err != nil || resp.GetResult().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Fatalf("result = %v, %v; want FINISHED", resp, err)
 	}
-	if resp.GetResult().GetRestarts() < 1 {
-		t.Errorf("restarts = %d, want at least 1 after losing a TaskExecutor", resp.GetResult().GetRestarts())
+	if resp.GetResult().GetRestartCount() < 1 {
+		t.Errorf("restarts = %d, want at least 1 after losing a TaskExecutor", resp.GetResult().GetRestartCount())
 	}
 	overview, err := client.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
-	if err != nil || overview.GetTaskExecutors() != 1 {
+	if err != nil || overview.GetTaskExecutorCount() != 1 {
 		t.Errorf("overview after the kill = %v, %v; want one TaskExecutor", overview, err)
 	}
 }

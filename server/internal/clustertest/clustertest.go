@@ -206,7 +206,7 @@ func (c *Cluster) WaitReady(t testing.TB, n int) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		resp, err := c.Dispatcher.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
 		cancel()
-		if err == nil && int(resp.GetTaskExecutors()) >= n {
+		if err == nil && int(resp.GetTaskExecutorCount()) >= n {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -223,6 +223,7 @@ func startJobManager(t testing.TB, ctx context.Context, store hastore.Store, cli
 		Store: store, Address: ep.URL(), HTTPClient: client, SessionTTL: max(2*opts.HeartbeatTimeout, 2*time.Second),
 		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: opts.HeartbeatTimeout,
 		ResultRetention: opts.ResultRetention, SlotTimeout: opts.SlotTimeout, Clock: opts.Clock, Logger: log,
+		MaxRequestBytes: ep.MaxRequestBytes(), MaxResponseBytes: ep.MaxResponseBytes(),
 	})
 	if err != nil {
 		t.Fatal(err)

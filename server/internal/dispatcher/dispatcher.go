@@ -60,6 +60,10 @@ type Config struct {
 	PutPlan func(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan) (granted *hastore.Leadership, err error)
 	// Limits bound submitted JobGraphs.
 	Limits jobgraph.Limits
+	// MaxRequestBytes and MaxResponseBytes are the limits of the endpoint
+	// that serves the Dispatcher, reported by GetClusterOverview; zero when
+	// unknown.
+	MaxRequestBytes, MaxResponseBytes int64
 	// ParallelismOverrides are the cluster's, applied before a job's own.
 	ParallelismOverrides map[string]int32
 	// Address is the base URL at which this process serves, reported as
@@ -344,7 +348,7 @@ func summaryOfResult(res *jobplanev1.JobResult) *jobplanev1.JobSummary {
 	return &jobplanev1.JobSummary{
 		JobId: res.GetJobId(), Name: res.GetName(), Status: res.GetStatus(),
 		SubmitTime: res.GetSubmitTime(), StatusTime: res.GetEndTime(), EndTime: res.GetEndTime(),
-		Restarts: res.GetRestarts(), Failure: res.GetFailure(),
+		RestartCount: res.GetRestartCount(), Failure: res.GetFailure(),
 	}
 }
 
@@ -448,7 +452,7 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 	now := time.Now()
 	result := &jobplanev1.JobResult{
 		JobId: j.id, Status: res.Status, SubmitTime: timestamppb.New(j.submitTime), EndTime: timestamppb.New(now),
-		Failure: res.Failure, Restarts: int32(res.Restarts), Name: j.name, PlanDigest: j.digest,
+		Failure: res.Failure, RestartCount: int32(res.Restarts), Name: j.name, PlanDigest: j.digest,
 		ExceptionHistory: res.Exceptions,
 	}
 	f := ld.l.Fence()

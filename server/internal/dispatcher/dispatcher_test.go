@@ -152,7 +152,7 @@ func counts(ctx context.Context, t *testing.T, d *dispatcher.Dispatcher) [4]int3
 	if err != nil {
 		t.Fatalf("Overview: %v", err)
 	}
-	return [4]int32{o.GetJobsRunning(), o.GetJobsFinished(), o.GetJobsCanceled(), o.GetJobsFailed()}
+	return [4]int32{o.GetRunningJobCount(), o.GetFinishedJobCount(), o.GetCanceledJobCount(), o.GetFailedJobCount()}
 }
 
 // The Dispatcher keeps its index with its jobs through a job's whole life:

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/timestamppb"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
@@ -125,8 +125,8 @@ func (h *Handler) GetJob(ctx context.Context, req *jobplanev1.GetJobRequest) (*j
 		return nil, apierror.BadRequest(apierror.Field{Path: "page_size", Description: "must not be negative"})
 	case page.Size == 0:
 		page.Size = 1000
-	case page.Size > 10_000:
-		page.Size = 10_000
+	case page.Size > maxSubtaskPageSize:
+		page.Size = maxSubtaskPageSize
 	}
 	if tok := req.GetPageToken(); tok != "" {
 		offset, ok := subtaskOffset(tok, req.GetJobId())
@@ -170,8 +170,8 @@ func (h *Handler) ListJobs(ctx context.Context, req *jobplanev1.ListJobsRequest)
 		return nil, apierror.BadRequest(apierror.Field{Path: "page_size", Description: "must not be negative"})
 	case size == 0:
 		size = 100
-	case size > 1000:
-		size = 1000
+	case size > maxListPageSize:
+		size = maxListPageSize
 	}
 	var after *Cursor
 	if tok := req.GetPageToken(); tok != "" {
@@ -275,7 +275,7 @@ func (h *Handler) ReportClientHeartbeat(ctx context.Context, req *jobplanev1.Rep
 	}
 	resp := &jobplanev1.ReportClientHeartbeatResponse{}
 	if !deadline.IsZero() {
-		resp.Deadline = timestamppb.New(deadline)
+		resp.Timeout = durationpb.New(max(time.Until(deadline), 0))
 	}
 	return resp, nil
 }

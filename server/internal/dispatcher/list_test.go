@@ -164,7 +164,7 @@ func TestOverviewCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := [4]int32{resp.GetJobsRunning(), resp.GetJobsFinished(), resp.GetJobsCanceled(), resp.GetJobsFailed()}
+	got := [4]int32{resp.GetRunningJobCount(), resp.GetFinishedJobCount(), resp.GetCanceledJobCount(), resp.GetFailedJobCount()}
 	if want := [4]int32{699, 101, 100, 99}; got != want {
 		t.Errorf("running, finished, canceled, failed = %v, want %v", got, want)
 	}

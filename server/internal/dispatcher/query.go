@@ -384,20 +384,39 @@ func (d *Dispatcher) Overview(ctx context.Context) (*jobplanev1.GetClusterOvervi
 	resp := &jobplanev1.GetClusterOverviewResponse{}
 	if d.cfg.Overview != nil {
 		te, total, free := d.cfg.Overview()
-		resp.TaskExecutors, resp.SlotsTotal, resp.SlotsAvailable = int32(te), int32(total), int32(free)
+		resp.TaskExecutorCount, resp.SlotCount, resp.FreeSlotCount = int32(te), int32(total), int32(free)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	resp.JobsFinished = int32(ld.index.count(jobstatus.Finished))
-	resp.JobsCanceled = int32(ld.index.count(jobstatus.Canceled))
-	resp.JobsFailed = int32(ld.index.count(jobstatus.Failed))
+	resp.FinishedJobCount = int32(ld.index.count(jobstatus.Finished))
+	resp.CanceledJobCount = int32(ld.index.count(jobstatus.Canceled))
+	resp.FailedJobCount = int32(ld.index.count(jobstatus.Failed))
 	// Every other status, suspended and initializing included, counts as
 	// running, as it always has.
-	resp.JobsRunning = int32(ld.index.len()) - resp.JobsFinished - resp.JobsCanceled - resp.JobsFailed
+	resp.RunningJobCount = int32(ld.index.len()) - resp.FinishedJobCount - resp.CanceledJobCount - resp.FailedJobCount
+	resp.Limits = d.limits()
 	tok := ld.l.Token()
 	resp.Leader = &jobplanev1.LeaderInfo{Election: hastore.ElectionJobManager, Address: d.cfg.Address, Token: &jobplanev1.FencingToken{SessionId: tok.SessionID, Epoch: tok.Epoch}}
 	if d.lead != ld || !ld.l.Valid() {
 		return nil, ErrNotLeading
 	}
 	return resp, nil
+}
+
+// Page sizes the Dispatcher honours at most: ListJobs' jobs, and the
+// subtasks of GetJob's full view.
+const (
+	maxListPageSize    = 1000
+	maxSubtaskPageSize = 10_000
+)
+
+// limits are the limits the Dispatcher enforces, as GetClusterOverview
+// reports them.
+func (d *Dispatcher) limits() *jobplanev1.ServerLimits {
+	l := d.cfg.Limits.WithDefaults()
+	return &jobplanev1.ServerLimits{
+		MaxRequestBytes: d.cfg.MaxRequestBytes, MaxResponseBytes: d.cfg.MaxResponseBytes,
+		MaxGraphBytes: int64(l.MaxEncodedBytes), MaxVertices: int32(l.MaxVertices), MaxSubtasks: int32(l.MaxSubtasks),
+		MaxListPageSize: maxListPageSize, MaxSubtaskPageSize: maxSubtaskPageSize,
+	}
 }

@@ -137,6 +137,12 @@ func (e *Endpoint) Addr() net.Addr { return e.listener.Addr() }
 
 // URL returns the base URL at which the endpoint is reached, such as
 // "http://127.0.0.1:41235".
+// MaxRequestBytes is the largest request the endpoint reads.
+func (e *Endpoint) MaxRequestBytes() int64 { return e.cfg.MaxRequestBytes }
+
+// MaxResponseBytes is the largest answer the endpoint sends.
+func (e *Endpoint) MaxResponseBytes() int64 { return e.cfg.MaxResponseBytes }
+
 func (e *Endpoint) URL() string { return "http://" + e.listener.Addr().String() }
 
 // Mount serves the named protobuf service (its fully qualified name, as the

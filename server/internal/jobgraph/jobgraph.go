@@ -275,8 +275,8 @@ func checkRestart(c *checker, rs *jobplanev1.RestartStrategy) {
 	}
 	switch s := rs.GetStrategy().(type) {
 	case *jobplanev1.RestartStrategy_FixedDelay_:
-		if s.FixedDelay.GetAttempts() < 1 {
-			c.add(path+".fixed_delay.attempts", "must be at least 1")
+		if s.FixedDelay.GetAttempts() < 0 {
+			c.add(path+".fixed_delay.attempts", "must not be negative")
 		}
 		if s.FixedDelay.GetDelay().AsDuration() < 0 {
 			c.add(path+".fixed_delay.delay", "must not be negative")

@@ -80,8 +80,8 @@ func TestSlotsFreeWhenResultIsWritten(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.GetSlotsAvailable() != resp.GetSlotsTotal() || resp.GetSlotsTotal() != 2 {
-			t.Fatalf("right after %s's result: %d of %d slots free, want all 2", id, resp.GetSlotsAvailable(), resp.GetSlotsTotal())
+		if resp.GetFreeSlotCount() != resp.GetSlotCount() || resp.GetSlotCount() != 2 {
+			t.Fatalf("right after %s's result: %d of %d slots free, want all 2", id, resp.GetFreeSlotCount(), resp.GetSlotCount())
 		}
 	}
 }

@@ -115,7 +115,7 @@ func TestAttachedJobWithoutHeartbeatsIsCanceled(t *testing.T) {
 	// Heart-beating keeps it alive...
 	for range 5 {
 		resp, err := c.Dispatcher.ReportClientHeartbeat(ctx, &jobplanev1.ReportClientHeartbeatRequest{JobId: "attached"})
-		if err != nil || resp.GetDeadline() == nil {
+		if timeout := resp.GetTimeout().AsDuration(); err != nil || timeout <= 0 || timeout > 300*time.Millisecond {
 			t.Fatalf("ReportClientHeartbeat = %v, %v", resp, err)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -283,5 +283,26 @@ func TestResourceManagerFencedBothWays(t *testing.T) {
 	}
 	if _, err := rm.DisconnectJobMaster(ctx, &jobplanev1.DisconnectJobMasterRequest{JobId: "fenced", JobMasterToken: jmToken, ResourceManagerToken: current}); err != nil {
 		t.Errorf("DisconnectJobMaster with the current token: %v", err)
+	}
+}
+
+// GetClusterOverview tells a client the limits it must keep within.
+func TestOverviewReportsLimits(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ov, err := c.Dispatcher.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := ov.GetLimits()
+	if l.GetMaxRequestBytes() <= 0 || l.GetMaxResponseBytes() <= 0 || l.GetMaxGraphBytes() <= 0 || l.GetMaxVertices() <= 0 ||
+		l.GetMaxSubtasks() <= 0 || l.GetMaxListPageSize() != 1000 || l.GetMaxSubtaskPageSize() != 10_000 {
+		t.Errorf("limits = %v; want every one set", l)
+	}
+	// A larger page is lowered to the limit the overview names.
+	list, err := c.Dispatcher.ListJobs(ctx, &jobplanev1.ListJobsRequest{PageSize: l.GetMaxListPageSize() + 1})
+	if err != nil || len(list.GetJobs()) != 0 {
+		t.Errorf("ListJobs over the page limit = %v, %v", list, err)
 	}
 }

@@ -137,7 +137,7 @@ func TestSilentTaskExecutorIsLost(t *testing.T) {
 	}
 	c.TaskExecutors[0].Partition()
 	res := result(t, c, "silent")
-	if res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || res.GetRestarts() < 1 {
+	if res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || res.GetRestartCount() < 1 {
 		t.Errorf("result = %v, want FINISHED after a restart", res)
 	}
 }

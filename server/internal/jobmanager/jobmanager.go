@@ -48,6 +48,9 @@ type Config struct {
 	HeartbeatInterval, HeartbeatTimeout time.Duration
 	// Limits bound submitted JobGraphs.
 	Limits jobgraph.Limits
+	// MaxRequestBytes and MaxResponseBytes are the limits of the endpoint
+	// that serves the JobManager, for GetClusterOverview to report.
+	MaxRequestBytes, MaxResponseBytes int64
 	// ParallelismOverrides are the cluster's parallelism overrides.
 	ParallelismOverrides map[string]int32
 	// ResultRetention, when positive, deletes clean job results older than
@@ -168,6 +171,7 @@ func New(cfg Config) (*JobManager, error) {
 	jm.rmClient = jm.rm.Local()
 	jm.dispatcher, err = dispatcher.New(dispatcher.Config{
 		Store: cfg.Store, NewRunner: jm.newRunner, PutPlan: jm.putPlan, Limits: cfg.Limits, ParallelismOverrides: cfg.ParallelismOverrides,
+		MaxRequestBytes: cfg.MaxRequestBytes, MaxResponseBytes: cfg.MaxResponseBytes,
 		ResultRetention: cfg.ResultRetention, Address: cfg.Address,
 		Overview: func() (int, int, int) {
 			o := jm.rm.Overview()

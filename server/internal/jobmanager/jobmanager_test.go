@@ -98,7 +98,7 @@ func TestRestartStrategies(t *testing.T) {
 		FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{Attempts: 3, Delay: durationpb.New(10 * time.Millisecond)},
 	}}}
 	submit(t, c, "flaky", flaky)
-	if r := result(t, c, "flaky"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || r.GetRestarts() != 2 {
+	if r := result(t, c, "flaky"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || r.GetRestartCount() != 2 {
 		t.Errorf("fixed-delay result = %v, want FINISHED after 2 restarts", r)
 	} else {
 		// A job that succeeded has no failure in its result; the failures

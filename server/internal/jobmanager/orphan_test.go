@@ -197,7 +197,7 @@ func TestLostOfferAnswerStillDeploys(t *testing.T) {
 	submit(t, c, "lost-offer", &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{
 		{Id: "a", Invokable: "sleep", Parallelism: 1, Config: map[string]string{"duration": "100ms"}},
 	}})
-	if r := result(t, c, "lost-offer"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || r.GetRestarts() != 0 {
+	if r := result(t, c, "lost-offer"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || r.GetRestartCount() != 0 {
 		t.Errorf("result %v, want FINISHED without a restart", r)
 	}
 	if !l.lost.Load() {

@@ -57,7 +57,7 @@ func TestBlockingEdgeOrdersDeployment(t *testing.T) {
 		Edges: []*jobplanev1.JobEdge{jobEdge("src", "mid", true, false), jobEdge("mid", "sink", true, true)},
 	}
 	submit(t, c, "blocking", g)
-	if r := result(t, c, "blocking"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || r.GetRestarts() != 0 {
+	if r := result(t, c, "blocking"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || r.GetRestartCount() != 0 {
 		t.Fatalf("result = %v, want FINISHED without restarts", r)
 	}
 	lastProducerFinished, firstSinkSubmit := -1, -1
@@ -178,8 +178,8 @@ func TestRegionFailover(t *testing.T) {
 		}
 	}
 	s := d.GetSummary()
-	if s.GetRestarts() != 1 || s.GetFailure().GetMessage() != "map1 broke" || attemptKey(s.GetFailure().GetAttempt()) != "map/1#0" {
-		t.Errorf("summary restarts %d, failure %v; want 1 restart caused by map/1#0 \"map1 broke\"", s.GetRestarts(), s.GetFailure())
+	if s.GetRestartCount() != 1 || s.GetFailure().GetMessage() != "map1 broke" || attemptKey(s.GetFailure().GetAttempt()) != "map/1#0" {
+		t.Errorf("summary restarts %d, failure %v; want 1 restart caused by map/1#0 \"map1 broke\"", s.GetRestartCount(), s.GetFailure())
 	}
 	if got := submits(c, "eager"); got["sink/0#0"] != 1 || got["src/0#0"] != 1 || got["map/0#0"] != 1 || got["sink/1#1"] != 1 {
 		t.Errorf("deployments = %v", got)
@@ -193,7 +193,7 @@ func TestRegionFailover(t *testing.T) {
 	})
 	close(open)
 	for _, id := range []string{"eager", "regions"} {
-		if r := result(t, c, id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || r.GetRestarts() != 1 {
+		if r := result(t, c, id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || r.GetRestartCount() != 1 {
 			t.Errorf("%s: result = %v, want FINISHED after 1 restart", id, r)
 		}
 	}
@@ -258,8 +258,8 @@ func TestRestartDelays(t *testing.T) {
 			timer.Fire()
 		}
 		r := result(t, c, id)
-		if r.GetStatus() != tc.status || int(r.GetRestarts()) != len(tc.delays) {
-			t.Errorf("%s: result %v after %d restarts, want %v after %d", tc.name, r.GetStatus(), r.GetRestarts(), tc.status, len(tc.delays))
+		if r.GetStatus() != tc.status || int(r.GetRestartCount()) != len(tc.delays) {
+			t.Errorf("%s: result %v after %d restarts, want %v after %d", tc.name, r.GetStatus(), r.GetRestartCount(), tc.status, len(tc.delays))
 		}
 		if got := submits(c, id); len(got) != len(tc.delays)+1 {
 			t.Errorf("%s: attempts deployed %v, want %d", tc.name, got, len(tc.delays)+1)

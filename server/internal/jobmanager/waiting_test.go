@@ -43,11 +43,11 @@ func TestWaitingJobsKeepNoGoroutine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.GetJobsRunning() >= jobs {
+		if resp.GetRunningJobCount() >= jobs {
 			break
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("only %d of %d jobs running (waiting for slots)", resp.GetJobsRunning(), jobs)
+			t.Fatalf("only %d of %d jobs running (waiting for slots)", resp.GetRunningJobCount(), jobs)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

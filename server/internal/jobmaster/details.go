@@ -11,7 +11,7 @@ import (
 func (jm *JobMaster) summaryLocked() *jobplanev1.JobSummary {
 	s := &jobplanev1.JobSummary{
 		JobId: jm.cfg.JobID, Name: jm.cfg.Graph.GetName(), Status: jm.status,
-		StatusTime: timestamppb.New(jm.statusTime), Restarts: int32(jm.restart.used),
+		StatusTime: timestamppb.New(jm.statusTime), RestartCount: int32(jm.restart.used),
 	}
 	if !jobstatus.IsGloballyTerminal(jm.status) || jm.status == jobstatus.Failed {
 		s.Failure = jm.failure

@@ -26,7 +26,7 @@ type restartPolicy struct {
 func (p *restartPolicy) next(now time.Time) (time.Duration, bool) {
 	switch s := p.strategy.GetStrategy().(type) {
 	case *jobplanev1.RestartStrategy_FixedDelay_:
-		if p.used >= int(s.FixedDelay.GetAttempts()) {
+		if a := s.FixedDelay.GetAttempts(); a > 0 && p.used >= int(a) {
 			return 0, false
 		}
 		p.used++

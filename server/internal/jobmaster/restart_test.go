@@ -22,6 +22,9 @@ func TestRestartPolicy(t *testing.T) {
 	rate := &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FailureRate_{FailureRate: &jobplanev1.RestartStrategy_FailureRate{
 		MaxFailures: 2, Interval: durationpb.New(time.Minute), Delay: durationpb.New(ms(10)),
 	}}}
+	unlimited := &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{
+		Delay: durationpb.New(ms(50)),
+	}}}
 	none := &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_None{None: &jobplanev1.RestartStrategy_NoRestart{}}}
 	t0 := time.Unix(1_000_000, 0)
 	type step struct {
@@ -37,6 +40,7 @@ func TestRestartPolicy(t *testing.T) {
 		{"unset", nil, []step{{0, 0, false}}},
 		{"none", none, []step{{0, 0, false}}},
 		{"fixed delay", fixed, []step{{0, ms(50), true}, {1, ms(50), true}, {2, ms(50), true}, {3, 0, false}}},
+		{"fixed delay, unlimited", unlimited, []step{{0, ms(50), true}, {1, ms(50), true}, {2, ms(50), true}, {3, ms(50), true}, {4, ms(50), true}}},
 		{"exponential grows to its max", expo, []step{
 			{0, ms(100), true}, {time.Second, ms(200), true}, {2 * time.Second, ms(400), true}, {3 * time.Second, ms(500), true},
 		}},

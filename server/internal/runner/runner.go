@@ -232,7 +232,7 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, en
 		switch {
 		case err == nil:
 			res := entry.GetResult()
-			endTerm(jobmaster.Result{Status: res.GetStatus(), Failure: res.GetFailure(), Restarts: int(res.GetRestarts()), Exceptions: res.GetExceptionHistory()}, true, nil)
+			endTerm(jobmaster.Result{Status: res.GetStatus(), Failure: res.GetFailure(), Restarts: int(res.GetRestartCount()), Exceptions: res.GetExceptionHistory()}, true, nil)
 			return
 		case !errors.Is(err, hastore.ErrResultNotFound):
 			r.log.Warn("reading the job's result failed", "err", err)

@@ -141,7 +141,7 @@ type TaskExecutorServiceClient interface {
 	// current one, in which case nothing is freed.
 	FreeSlots(context.Context, *v1.FreeSlotsRequest) (*v1.FreeSlotsResponse, error)
 	// Heartbeat asks the TaskExecutor for its state, on behalf of the
-	// ResourceManager (empty `job_id`, its token) or of a job's JobMaster.
+	// ResourceManager or of a job's JobMaster (`sender`).
 	// The answer carries the slot report and, for a JobMaster, the states of
 	// that job's attempts. It is a probe for a fresh report: liveness is
 	// decided by the heartbeats the TaskExecutor sends
@@ -389,7 +389,7 @@ type TaskExecutorServiceHandler interface {
 	// current one, in which case nothing is freed.
 	FreeSlots(context.Context, *v1.FreeSlotsRequest) (*v1.FreeSlotsResponse, error)
 	// Heartbeat asks the TaskExecutor for its state, on behalf of the
-	// ResourceManager (empty `job_id`, its token) or of a job's JobMaster.
+	// ResourceManager or of a job's JobMaster (`sender`).
 	// The answer carries the slot report and, for a JobMaster, the states of
 	// that job's attempts. It is a probe for a fresh report: liveness is
 	// decided by the heartbeats the TaskExecutor sends
