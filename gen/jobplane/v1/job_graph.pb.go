@@ -340,8 +340,13 @@ type JobVertex struct {
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// The name under which TaskExecutors register the code that runs each
 	// subtask, e.g. `noop`, `sleep`, or a function registered through the SDK's
-	// TaskExecutor runtime. Required. An invokable that no TaskExecutor
-	// offers fails the subtask when it is deployed, not the submission.
+	// TaskExecutor runtime. Required. The job's subtasks go to slots of
+	// TaskExecutors that offer all of its invokables, and wait for such
+	// slots while some registered TaskExecutor offers them all. While none
+	// does, the job does not wait: its subtasks are deployed to any slot
+	// and fail there (UNKNOWN_INVOKABLE), and the restart strategy decides
+	// what follows, so a misspelt invokable fails the job rather than
+	// hanging it. The submission itself never checks invokables.
 	Invokable string `protobuf:"bytes,3,opt,name=invokable,proto3" json:"invokable,omitempty"`
 	// Configuration handed to every subtask of the vertex, verbatim.
 	Config map[string]string `protobuf:"bytes,4,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`

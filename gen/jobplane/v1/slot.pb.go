@@ -205,8 +205,13 @@ type ResourceRequirement struct {
 	Profile *ResourceProfile `protobuf:"bytes,1,opt,name=profile,proto3" json:"profile,omitempty"`
 	// How many such slots the job needs in all (not in addition).
 	Slots int32 `protobuf:"varint,2,opt,name=slots,proto3" json:"slots,omitempty"`
-	// Only slots of TaskExecutors that registered every one of these
-	// invokables satisfy the requirement; empty means any.
+	// The invokables the job runs. While some registered TaskExecutor offers
+	// every one of them, only slots of such TaskExecutors satisfy the
+	// requirement, and the job waits for them. While none does, any slot
+	// satisfies it: the job is not kept waiting for a TaskExecutor that may
+	// never come, and its subtasks fail where they are deployed
+	// (UNKNOWN_INVOKABLE), as JobVertex.invokable says. Empty means any
+	// slot.
 	Invokables    []string `protobuf:"bytes,3,rep,name=invokables,proto3" json:"invokables,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
