@@ -438,8 +438,12 @@ type JobDetails struct {
 	// once it ended, its last) JobMaster, most recent first; at most the 16
 	// most recent. Kept also when the job recovered and finished.
 	ExceptionHistory []*FailureInfo `protobuf:"bytes,4,rep,name=exception_history,json=exceptionHistory,proto3" json:"exception_history,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The job's plan: its JobGraph with overrides applied, configuration
+	// included, as persisted. With JOB_VIEW_FULL, on the first page only;
+	// unset for other views and for jobs known only by their job result.
+	JobGraph      *JobGraph `protobuf:"bytes,5,opt,name=job_graph,json=jobGraph,proto3" json:"job_graph,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobDetails) Reset() {
@@ -500,6 +504,13 @@ func (x *JobDetails) GetExceptionHistory() []*FailureInfo {
 	return nil
 }
 
+func (x *JobDetails) GetJobGraph() *JobGraph {
+	if x != nil {
+		return x.JobGraph
+	}
+	return nil
+}
+
 // VertexDetails is the state of one vertex and its subtasks.
 type VertexDetails struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -514,7 +525,18 @@ type VertexDetails struct {
 	TaskCounts []*ExecutionStateCount `protobuf:"bytes,4,rep,name=task_counts,json=taskCounts,proto3" json:"task_counts,omitempty"`
 	// One entry per subtask of the page, by subtask index; only with
 	// JOB_VIEW_FULL.
-	Subtasks      []*SubtaskDetails `protobuf:"bytes,5,rep,name=subtasks,proto3" json:"subtasks,omitempty"`
+	Subtasks []*SubtaskDetails `protobuf:"bytes,5,rep,name=subtasks,proto3" json:"subtasks,omitempty"`
+	// The vertex's state, from its subtasks' (as Flink aggregates it): their
+	// common state if they all share one; otherwise the first of FAILED,
+	// CANCELING, CANCELED, RUNNING, INITIALIZING, DEPLOYING, SCHEDULED that
+	// some subtask is in; otherwise CREATED.
+	State ExecutionState `protobuf:"varint,6,opt,name=state,proto3,enum=jobplane.v1.ExecutionState" json:"state,omitempty"`
+	// When a subtask of the vertex first ran (RUNNING) under the current
+	// JobMaster; unset before.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// When the last of the vertex's subtasks FINISHED, once they all have;
+	// unset before, and again while a restart takes one back.
+	EndTime       *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -580,6 +602,27 @@ func (x *VertexDetails) GetTaskCounts() []*ExecutionStateCount {
 func (x *VertexDetails) GetSubtasks() []*SubtaskDetails {
 	if x != nil {
 		return x.Subtasks
+	}
+	return nil
+}
+
+func (x *VertexDetails) GetState() ExecutionState {
+	if x != nil {
+		return x.State
+	}
+	return ExecutionState_EXECUTION_STATE_UNSPECIFIED
+}
+
+func (x *VertexDetails) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *VertexDetails) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
 	}
 	return nil
 }
@@ -795,7 +838,7 @@ var File_jobplane_v1_job_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\n" +
-	"\x15jobplane/v1/job.proto\x12\vjobplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bjobplane/v1/execution.proto\x1a\x1cjobplane/v1/leadership.proto\"\xbc\x01\n" +
+	"\x15jobplane/v1/job.proto\x12\vjobplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bjobplane/v1/execution.proto\x1a\x1bjobplane/v1/job_graph.proto\x1a\x1cjobplane/v1/leadership.proto\"\xbc\x01\n" +
 	"\vFailureInfo\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x129\n" +
@@ -817,20 +860,25 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\vtask_counts\x18\a \x03(\v2 .jobplane.v1.ExecutionStateCountR\n" +
 	"taskCounts\x12#\n" +
 	"\rrestart_count\x18\b \x01(\x05R\frestartCount\x122\n" +
-	"\afailure\x18\t \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\x83\x02\n" +
+	"\afailure\x18\t \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\xb7\x02\n" +
 	"\n" +
 	"JobDetails\x121\n" +
 	"\asummary\x18\x01 \x01(\v2\x17.jobplane.v1.JobSummaryR\asummary\x126\n" +
 	"\bvertices\x18\x02 \x03(\v2\x1a.jobplane.v1.VertexDetailsR\bvertices\x12C\n" +
 	"\x10job_master_token\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12E\n" +
-	"\x11exception_history\x18\x04 \x03(\v2\x18.jobplane.v1.FailureInfoR\x10exceptionHistory\"\xde\x01\n" +
+	"\x11exception_history\x18\x04 \x03(\v2\x18.jobplane.v1.FailureInfoR\x10exceptionHistory\x122\n" +
+	"\tjob_graph\x18\x05 \x01(\v2\x15.jobplane.v1.JobGraphR\bjobGraph\"\x83\x03\n" +
 	"\rVertexDetails\x12\x1b\n" +
 	"\tvertex_id\x18\x01 \x01(\tR\bvertexId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
 	"\vparallelism\x18\x03 \x01(\x05R\vparallelism\x12A\n" +
 	"\vtask_counts\x18\x04 \x03(\v2 .jobplane.v1.ExecutionStateCountR\n" +
 	"taskCounts\x127\n" +
-	"\bsubtasks\x18\x05 \x03(\v2\x1b.jobplane.v1.SubtaskDetailsR\bsubtasks\"\xed\x01\n" +
+	"\bsubtasks\x18\x05 \x03(\v2\x1b.jobplane.v1.SubtaskDetailsR\bsubtasks\x121\n" +
+	"\x05state\x18\x06 \x01(\x0e2\x1b.jobplane.v1.ExecutionStateR\x05state\x129\n" +
+	"\n" +
+	"start_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xed\x01\n" +
 	"\x0eSubtaskDetails\x12#\n" +
 	"\rsubtask_index\x18\x01 \x01(\x05R\fsubtaskIndex\x12%\n" +
 	"\x0eattempt_number\x18\x02 \x01(\x05R\rattemptNumber\x121\n" +
@@ -896,6 +944,7 @@ var file_jobplane_v1_job_proto_goTypes = []any{
 	(*ExecutionAttemptId)(nil),    // 10: jobplane.v1.ExecutionAttemptId
 	(ExecutionState)(0),           // 11: jobplane.v1.ExecutionState
 	(*FencingToken)(nil),          // 12: jobplane.v1.FencingToken
+	(*JobGraph)(nil),              // 13: jobplane.v1.JobGraph
 }
 var file_jobplane_v1_job_proto_depIdxs = []int32{
 	9,  // 0: jobplane.v1.FailureInfo.time:type_name -> google.protobuf.Timestamp
@@ -911,20 +960,24 @@ var file_jobplane_v1_job_proto_depIdxs = []int32{
 	6,  // 10: jobplane.v1.JobDetails.vertices:type_name -> jobplane.v1.VertexDetails
 	12, // 11: jobplane.v1.JobDetails.job_master_token:type_name -> jobplane.v1.FencingToken
 	2,  // 12: jobplane.v1.JobDetails.exception_history:type_name -> jobplane.v1.FailureInfo
-	3,  // 13: jobplane.v1.VertexDetails.task_counts:type_name -> jobplane.v1.ExecutionStateCount
-	7,  // 14: jobplane.v1.VertexDetails.subtasks:type_name -> jobplane.v1.SubtaskDetails
-	11, // 15: jobplane.v1.SubtaskDetails.state:type_name -> jobplane.v1.ExecutionState
-	2,  // 16: jobplane.v1.SubtaskDetails.failure:type_name -> jobplane.v1.FailureInfo
-	0,  // 17: jobplane.v1.JobResult.status:type_name -> jobplane.v1.JobStatus
-	9,  // 18: jobplane.v1.JobResult.submit_time:type_name -> google.protobuf.Timestamp
-	9,  // 19: jobplane.v1.JobResult.end_time:type_name -> google.protobuf.Timestamp
-	2,  // 20: jobplane.v1.JobResult.failure:type_name -> jobplane.v1.FailureInfo
-	2,  // 21: jobplane.v1.JobResult.exception_history:type_name -> jobplane.v1.FailureInfo
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	13, // 13: jobplane.v1.JobDetails.job_graph:type_name -> jobplane.v1.JobGraph
+	3,  // 14: jobplane.v1.VertexDetails.task_counts:type_name -> jobplane.v1.ExecutionStateCount
+	7,  // 15: jobplane.v1.VertexDetails.subtasks:type_name -> jobplane.v1.SubtaskDetails
+	11, // 16: jobplane.v1.VertexDetails.state:type_name -> jobplane.v1.ExecutionState
+	9,  // 17: jobplane.v1.VertexDetails.start_time:type_name -> google.protobuf.Timestamp
+	9,  // 18: jobplane.v1.VertexDetails.end_time:type_name -> google.protobuf.Timestamp
+	11, // 19: jobplane.v1.SubtaskDetails.state:type_name -> jobplane.v1.ExecutionState
+	2,  // 20: jobplane.v1.SubtaskDetails.failure:type_name -> jobplane.v1.FailureInfo
+	0,  // 21: jobplane.v1.JobResult.status:type_name -> jobplane.v1.JobStatus
+	9,  // 22: jobplane.v1.JobResult.submit_time:type_name -> google.protobuf.Timestamp
+	9,  // 23: jobplane.v1.JobResult.end_time:type_name -> google.protobuf.Timestamp
+	2,  // 24: jobplane.v1.JobResult.failure:type_name -> jobplane.v1.FailureInfo
+	2,  // 25: jobplane.v1.JobResult.exception_history:type_name -> jobplane.v1.FailureInfo
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_job_proto_init() }
@@ -933,6 +986,7 @@ func file_jobplane_v1_job_proto_init() {
 		return
 	}
 	file_jobplane_v1_execution_proto_init()
+	file_jobplane_v1_job_graph_proto_init()
 	file_jobplane_v1_leadership_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{

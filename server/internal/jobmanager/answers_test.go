@@ -163,3 +163,40 @@ func TestHugeJobIsRefused(t *testing.T) {
 		t.Error("the refused job's plan is stored")
 	}
 }
+
+// GetJob's full view shows each vertex's state and times, and, on its
+// first page, the job's plan.
+func TestJobDetailsShowVerticesAndPlan(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	g := twoVertices("sleep", map[string]string{"duration": "1h"})
+	g.Edges[0].ResultType = jobplanev1.ResultPartitionType_RESULT_PARTITION_TYPE_BLOCKING
+	submit(t, c, "views", g)
+	d := waitJob(t, c, "views", func(d *jobplanev1.JobDetails) bool {
+		return len(d.GetVertices()) == 2 && d.GetVertices()[1].GetState() == jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING
+	})
+	source, sink := d.GetVertices()[0], d.GetVertices()[1]
+	if source.GetState() != jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED || source.GetStartTime() == nil || source.GetEndTime() == nil ||
+		source.GetEndTime().AsTime().Before(source.GetStartTime().AsTime()) {
+		t.Errorf("source = %v; want FINISHED with a start and a later end", source)
+	}
+	if sink.GetStartTime() == nil || sink.GetEndTime() != nil || sink.GetStartTime().AsTime().Before(source.GetEndTime().AsTime()) {
+		t.Errorf("sink = %v; want RUNNING, started after the source ended, not ended", sink)
+	}
+	if d.GetJobGraph().GetVertices()[1].GetConfig()["duration"] != "1h" {
+		t.Errorf("plan in the first page = %v; want the job's graph", d.GetJobGraph())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	second, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "views", View: jobplanev1.JobView_JOB_VIEW_FULL, PageSize: 4})
+	if err != nil || second.GetNextPageToken() == "" {
+		t.Fatalf("first page of 4 = %v, %v", second, err)
+	}
+	next, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "views", View: jobplanev1.JobView_JOB_VIEW_FULL, PageSize: 4, PageToken: second.GetNextPageToken()})
+	if err != nil || next.GetJob().GetJobGraph() != nil {
+		t.Errorf("second page = %v, %v; want no plan in it", next.GetJob().GetJobGraph(), err)
+	}
+	summary, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "views"})
+	if err != nil || summary.GetJob().GetJobGraph() != nil || summary.GetJob().GetVertices()[0].GetState() != jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED {
+		t.Errorf("summary view = %v, %v; want vertex states and no plan", summary.GetJob(), err)
+	}
+}

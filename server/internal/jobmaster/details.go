@@ -1,6 +1,8 @@
 package jobmaster
 
 import (
+	"time"
+
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
@@ -51,6 +53,9 @@ type Page struct {
 // subtasks, and the offset of the next page (-1 after the last).
 func (jm *JobMaster) detailsLocked(full bool, page Page) (*jobplanev1.JobDetails, int) {
 	d := &jobplanev1.JobDetails{Summary: jm.summaryLocked(), JobMasterToken: protoToken(jm.cfg.Token), ExceptionHistory: jm.exceptions}
+	if full && page.Offset == 0 {
+		d.JobGraph = jm.cfg.Graph // read only, as every user of the plan
+	}
 	end := page.Offset + page.Size
 	pos := 0
 	for vi, v := range jm.cfg.Graph.GetVertices() {
@@ -74,6 +79,13 @@ func (jm *JobMaster) detailsLocked(full bool, page Page) (*jobplanev1.JobDetails
 			}
 		}
 		vd.TaskCounts = stateCounts(counts)
+		vd.State = vertexState(counts, p)
+		if vt := jm.vertices[vi]; !vt.start.IsZero() {
+			vd.StartTime = timestamppb.New(vt.start)
+		}
+		if vt := jm.vertices[vi]; int(counts[jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED]) == p && !vt.lastFinish.IsZero() {
+			vd.EndTime = timestamppb.New(vt.lastFinish)
+		}
 		d.Vertices = append(d.Vertices, vd)
 	}
 	if full && pos > end {
@@ -84,4 +96,43 @@ func (jm *JobMaster) detailsLocked(full bool, page Page) (*jobplanev1.JobDetails
 
 func protoToken(t hastore.Token) *jobplanev1.FencingToken {
 	return &jobplanev1.FencingToken{SessionId: t.SessionID, Epoch: t.Epoch}
+}
+
+// vertexTimes are when a vertex's subtasks first ran and when one last
+// finished.
+type vertexTimes struct {
+	start, lastFinish time.Time
+}
+
+// moved accounts for one subtask of the vertex moving to state to at now.
+// (A restart takes subtasks back to CREATED without passing here; the
+// vertex's end is read from its counts, see detailsLocked.)
+func (v *vertexTimes) moved(to jobplanev1.ExecutionState, now time.Time) {
+	switch {
+	case to == jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING && v.start.IsZero():
+		v.start = now
+	case to == jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED:
+		v.lastFinish = now
+	}
+}
+
+// vertexState aggregates the states of a vertex's n subtasks, as
+// VertexDetails.state says.
+func vertexState(counts map[jobplanev1.ExecutionState]int32, n int) jobplanev1.ExecutionState {
+	for state, c := range counts {
+		if int(c) == n {
+			return state
+		}
+	}
+	for _, state := range []jobplanev1.ExecutionState{
+		jobplanev1.ExecutionState_EXECUTION_STATE_FAILED, jobplanev1.ExecutionState_EXECUTION_STATE_CANCELING,
+		jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING,
+		jobplanev1.ExecutionState_EXECUTION_STATE_INITIALIZING, jobplanev1.ExecutionState_EXECUTION_STATE_DEPLOYING,
+		jobplanev1.ExecutionState_EXECUTION_STATE_SCHEDULED,
+	} {
+		if counts[state] > 0 {
+			return state
+		}
+	}
+	return jobplanev1.ExecutionState_EXECUTION_STATE_CREATED
 }

@@ -120,6 +120,7 @@ type JobMaster struct {
 	statusTime time.Time
 	failure    *jobplanev1.FailureInfo   // the most recent failure
 	exceptions []*jobplanev1.FailureInfo // failures that restarted or failed the job, most recent first
+	vertices   []vertexTimes              // by vertex index
 	restart    restartPolicy
 	graph      *scheduler.ExecutionGraph
 	vertexByID map[string]int
@@ -219,6 +220,7 @@ func New(cfg Config) (*JobMaster, error) {
 		vertexByID: make(map[string]int, len(cfg.Graph.GetVertices())),
 		eager:      eager,
 		tasks:      make([]task, graph.Subtasks()),
+		vertices:   make([]vertexTimes, len(cfg.Graph.GetVertices())),
 		queued:     make([]bool, graph.Regions()),
 		since:      make([]time.Time, graph.Regions()),
 		restarting: make([]*failover, graph.Regions()),
@@ -565,7 +567,10 @@ func (jm *JobMaster) setState(ev int32, to jobplanev1.ExecutionState) {
 		return
 	}
 	jm.enqueue(jm.graph.SetState(ev, to)...)
-	jm.tasks[ev].since = time.Now()
+	now := time.Now()
+	jm.tasks[ev].since = now
+	vi, _ := jm.graph.VertexOf(ev)
+	jm.vertices[vi].moved(to, now)
 	switch wasLive, isLive := isLive(from), isLive(to); {
 	case wasLive && !isLive:
 		jm.live--
