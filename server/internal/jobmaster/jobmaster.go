@@ -120,7 +120,7 @@ type JobMaster struct {
 	statusTime time.Time
 	failure    *jobplanev1.FailureInfo   // the most recent failure
 	exceptions []*jobplanev1.FailureInfo // failures that restarted or failed the job, most recent first
-	vertices   []vertexTimes              // by vertex index
+	vertices   []vertexTimes             // by vertex index
 	restart    restartPolicy
 	graph      *scheduler.ExecutionGraph
 	vertexByID map[string]int
