@@ -78,9 +78,15 @@ func (d *Dispatcher) Cancel(ctx context.Context, jobID string) (jobplanev1.JobSt
 			return 0, err
 		}
 		// The job ended meanwhile: its result is written with the plan's
-		// removal, and recorded here once that write answered.
+		// removal, and recorded here once that write answered. A plan that
+		// never was (a server that answered before persisting) gets no
+		// result: the wait is bounded.
+		wait := time.NewTimer(d.cfg.PersistTimeout)
+		defer wait.Stop()
 		select {
 		case <-j.done:
+		case <-wait.C:
+			return 0, fmt.Errorf("%w: the job's plan is gone and its result not recorded yet", ErrCancelNotRecorded)
 		case <-ld.ctx.Done():
 			return 0, ErrNotLeading
 		case <-ctx.Done():
