@@ -861,6 +861,278 @@ func (x *ReportClientHeartbeatResponse) GetTimeout() *durationpb.Duration {
 	return nil
 }
 
+// ListTaskExecutorsRequest is the request of
+// DispatcherService.ListTaskExecutors.
+type ListTaskExecutorsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The largest number of TaskExecutors to return; the server may return
+	// fewer. Zero means 100; larger than ServerLimits.max_list_page_size
+	// means that.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The `next_page_token` of a previous call, to continue from there;
+	// empty for the first page. A token names a place in the list (a
+	// TaskExecutor id): it stays good across a change of leader.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTaskExecutorsRequest) Reset() {
+	*x = ListTaskExecutorsRequest{}
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTaskExecutorsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTaskExecutorsRequest) ProtoMessage() {}
+
+func (x *ListTaskExecutorsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTaskExecutorsRequest.ProtoReflect.Descriptor instead.
+func (*ListTaskExecutorsRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListTaskExecutorsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListTaskExecutorsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListTaskExecutorsResponse is the response of
+// DispatcherService.ListTaskExecutors.
+type ListTaskExecutorsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The TaskExecutors of this page, in id order.
+	TaskExecutors []*TaskExecutorInfo `protobuf:"bytes,1,rep,name=task_executors,json=taskExecutors,proto3" json:"task_executors,omitempty"`
+	// Passed as `page_token` to get the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTaskExecutorsResponse) Reset() {
+	*x = ListTaskExecutorsResponse{}
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTaskExecutorsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTaskExecutorsResponse) ProtoMessage() {}
+
+func (x *ListTaskExecutorsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTaskExecutorsResponse.ProtoReflect.Descriptor instead.
+func (*ListTaskExecutorsResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListTaskExecutorsResponse) GetTaskExecutors() []*TaskExecutorInfo {
+	if x != nil {
+		return x.TaskExecutors
+	}
+	return nil
+}
+
+func (x *ListTaskExecutorsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// TaskExecutorInfo is a TaskExecutor as the ResourceManager knows it.
+type TaskExecutorInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The TaskExecutor's id.
+	TaskExecutorId string `protobuf:"bytes,1,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
+	// The base URL at which it serves TaskExecutorService.
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// The invokables it runs, in name order.
+	Invokables []string `protobuf:"bytes,3,rep,name=invokables,proto3" json:"invokables,omitempty"`
+	// Its number of slots.
+	SlotCount int32 `protobuf:"varint,4,opt,name=slot_count,json=slotCount,proto3" json:"slot_count,omitempty"`
+	// How many of them are free.
+	FreeSlotCount int32 `protobuf:"varint,5,opt,name=free_slot_count,json=freeSlotCount,proto3" json:"free_slot_count,omitempty"`
+	// The slots allocated to jobs, by slot index.
+	AllocatedSlots []*AllocatedSlot `protobuf:"bytes,6,rep,name=allocated_slots,json=allocatedSlots,proto3" json:"allocated_slots,omitempty"`
+	// How long the ResourceManager has not heard from it (its last heartbeat
+	// or registration), as of the answer.
+	Silence       *durationpb.Duration `protobuf:"bytes,7,opt,name=silence,proto3" json:"silence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskExecutorInfo) Reset() {
+	*x = TaskExecutorInfo{}
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskExecutorInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskExecutorInfo) ProtoMessage() {}
+
+func (x *TaskExecutorInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskExecutorInfo.ProtoReflect.Descriptor instead.
+func (*TaskExecutorInfo) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *TaskExecutorInfo) GetTaskExecutorId() string {
+	if x != nil {
+		return x.TaskExecutorId
+	}
+	return ""
+}
+
+func (x *TaskExecutorInfo) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *TaskExecutorInfo) GetInvokables() []string {
+	if x != nil {
+		return x.Invokables
+	}
+	return nil
+}
+
+func (x *TaskExecutorInfo) GetSlotCount() int32 {
+	if x != nil {
+		return x.SlotCount
+	}
+	return 0
+}
+
+func (x *TaskExecutorInfo) GetFreeSlotCount() int32 {
+	if x != nil {
+		return x.FreeSlotCount
+	}
+	return 0
+}
+
+func (x *TaskExecutorInfo) GetAllocatedSlots() []*AllocatedSlot {
+	if x != nil {
+		return x.AllocatedSlots
+	}
+	return nil
+}
+
+func (x *TaskExecutorInfo) GetSilence() *durationpb.Duration {
+	if x != nil {
+		return x.Silence
+	}
+	return nil
+}
+
+// AllocatedSlot is a slot of a TaskExecutor allocated to a job.
+type AllocatedSlot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The slot's index.
+	SlotIndex int32 `protobuf:"varint,1,opt,name=slot_index,json=slotIndex,proto3" json:"slot_index,omitempty"`
+	// The job it is allocated to.
+	JobId         string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocatedSlot) Reset() {
+	*x = AllocatedSlot{}
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocatedSlot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocatedSlot) ProtoMessage() {}
+
+func (x *AllocatedSlot) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocatedSlot.ProtoReflect.Descriptor instead.
+func (*AllocatedSlot) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *AllocatedSlot) GetSlotIndex() int32 {
+	if x != nil {
+		return x.SlotIndex
+	}
+	return 0
+}
+
+func (x *AllocatedSlot) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
 // GetClusterOverviewRequest is the request of
 // DispatcherService.GetClusterOverview.
 type GetClusterOverviewRequest struct {
@@ -871,7 +1143,7 @@ type GetClusterOverviewRequest struct {
 
 func (x *GetClusterOverviewRequest) Reset() {
 	*x = GetClusterOverviewRequest{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[14]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +1155,7 @@ func (x *GetClusterOverviewRequest) String() string {
 func (*GetClusterOverviewRequest) ProtoMessage() {}
 
 func (x *GetClusterOverviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[14]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +1168,7 @@ func (x *GetClusterOverviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterOverviewRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterOverviewRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{14}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{18}
 }
 
 // GetClusterOverviewResponse is the response of
@@ -927,7 +1199,7 @@ type GetClusterOverviewResponse struct {
 
 func (x *GetClusterOverviewResponse) Reset() {
 	*x = GetClusterOverviewResponse{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[15]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -939,7 +1211,7 @@ func (x *GetClusterOverviewResponse) String() string {
 func (*GetClusterOverviewResponse) ProtoMessage() {}
 
 func (x *GetClusterOverviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[15]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -952,7 +1224,7 @@ func (x *GetClusterOverviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterOverviewResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterOverviewResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{15}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetClusterOverviewResponse) GetLeader() *LeaderInfo {
@@ -1045,7 +1317,7 @@ type ServerLimits struct {
 
 func (x *ServerLimits) Reset() {
 	*x = ServerLimits{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[16]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1329,7 @@ func (x *ServerLimits) String() string {
 func (*ServerLimits) ProtoMessage() {}
 
 func (x *ServerLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[16]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1342,7 @@ func (x *ServerLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerLimits.ProtoReflect.Descriptor instead.
 func (*ServerLimits) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{16}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ServerLimits) GetMaxRequestBytes() int64 {
@@ -1172,7 +1444,29 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\x1cReportClientHeartbeatRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"d\n" +
 	"\x1dReportClientHeartbeatResponse\x123\n" +
-	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeoutJ\x04\b\x01\x10\x02R\bdeadline\"\x1b\n" +
+	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeoutJ\x04\b\x01\x10\x02R\bdeadline\"V\n" +
+	"\x18ListTaskExecutorsRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\x89\x01\n" +
+	"\x19ListTaskExecutorsResponse\x12D\n" +
+	"\x0etask_executors\x18\x01 \x03(\v2\x1d.jobplane.v1.TaskExecutorInfoR\rtaskExecutors\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb7\x02\n" +
+	"\x10TaskExecutorInfo\x12(\n" +
+	"\x10task_executor_id\x18\x01 \x01(\tR\x0etaskExecutorId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1e\n" +
+	"\n" +
+	"invokables\x18\x03 \x03(\tR\n" +
+	"invokables\x12\x1d\n" +
+	"\n" +
+	"slot_count\x18\x04 \x01(\x05R\tslotCount\x12&\n" +
+	"\x0ffree_slot_count\x18\x05 \x01(\x05R\rfreeSlotCount\x12C\n" +
+	"\x0fallocated_slots\x18\x06 \x03(\v2\x1a.jobplane.v1.AllocatedSlotR\x0eallocatedSlots\x123\n" +
+	"\asilence\x18\a \x01(\v2\x19.google.protobuf.DurationR\asilence\"E\n" +
+	"\rAllocatedSlot\x12\x1d\n" +
+	"\n" +
+	"slot_index\x18\x01 \x01(\x05R\tslotIndex\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\x1b\n" +
 	"\x19GetClusterOverviewRequest\"\xa9\x03\n" +
 	"\x1aGetClusterOverviewResponse\x12/\n" +
 	"\x06leader\x18\x01 \x01(\v2\x17.jobplane.v1.LeaderInfoR\x06leader\x12.\n" +
@@ -1192,7 +1486,7 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\fmax_vertices\x18\x04 \x01(\x05R\vmaxVertices\x12!\n" +
 	"\fmax_subtasks\x18\x05 \x01(\x05R\vmaxSubtasks\x12+\n" +
 	"\x12max_list_page_size\x18\x06 \x01(\x05R\x0fmaxListPageSize\x121\n" +
-	"\x15max_subtask_page_size\x18\a \x01(\x05R\x12maxSubtaskPageSize2\xd6\x05\n" +
+	"\x15max_subtask_page_size\x18\a \x01(\x05R\x12maxSubtaskPageSize2\xbf\x06\n" +
 	"\x11DispatcherService\x12O\n" +
 	"\tSubmitJob\x12\x1d.jobplane.v1.SubmitJobRequest\x1a\x1e.jobplane.v1.SubmitJobResponse\"\x03\x90\x02\x02\x12F\n" +
 	"\x06GetJob\x12\x1a.jobplane.v1.GetJobRequest\x1a\x1b.jobplane.v1.GetJobResponse\"\x03\x90\x02\x01\x12L\n" +
@@ -1200,7 +1494,8 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\tCancelJob\x12\x1d.jobplane.v1.CancelJobRequest\x1a\x1e.jobplane.v1.CancelJobResponse\"\x03\x90\x02\x02\x12X\n" +
 	"\fGetJobResult\x12 .jobplane.v1.GetJobResultRequest\x1a!.jobplane.v1.GetJobResultResponse\"\x03\x90\x02\x01\x12N\n" +
 	"\bWatchJob\x12\x1c.jobplane.v1.WatchJobRequest\x1a\x1d.jobplane.v1.WatchJobResponse\"\x03\x90\x02\x010\x01\x12s\n" +
-	"\x15ReportClientHeartbeat\x12).jobplane.v1.ReportClientHeartbeatRequest\x1a*.jobplane.v1.ReportClientHeartbeatResponse\"\x03\x90\x02\x02\x12j\n" +
+	"\x15ReportClientHeartbeat\x12).jobplane.v1.ReportClientHeartbeatRequest\x1a*.jobplane.v1.ReportClientHeartbeatResponse\"\x03\x90\x02\x02\x12g\n" +
+	"\x11ListTaskExecutors\x12%.jobplane.v1.ListTaskExecutorsRequest\x1a&.jobplane.v1.ListTaskExecutorsResponse\"\x03\x90\x02\x01\x12j\n" +
 	"\x12GetClusterOverview\x12&.jobplane.v1.GetClusterOverviewRequest\x1a'.jobplane.v1.GetClusterOverviewResponse\"\x03\x90\x02\x01B\xaf\x01\n" +
 	"\x0fcom.jobplane.v1B\x16DispatcherServiceProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
 
@@ -1216,7 +1511,7 @@ func file_jobplane_v1_dispatcher_service_proto_rawDescGZIP() []byte {
 	return file_jobplane_v1_dispatcher_service_proto_rawDescData
 }
 
-var file_jobplane_v1_dispatcher_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_jobplane_v1_dispatcher_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_jobplane_v1_dispatcher_service_proto_goTypes = []any{
 	(*SubmitJobRequest)(nil),              // 0: jobplane.v1.SubmitJobRequest
 	(*SubmitJobResponse)(nil),             // 1: jobplane.v1.SubmitJobResponse
@@ -1232,54 +1527,63 @@ var file_jobplane_v1_dispatcher_service_proto_goTypes = []any{
 	(*WatchJobResponse)(nil),              // 11: jobplane.v1.WatchJobResponse
 	(*ReportClientHeartbeatRequest)(nil),  // 12: jobplane.v1.ReportClientHeartbeatRequest
 	(*ReportClientHeartbeatResponse)(nil), // 13: jobplane.v1.ReportClientHeartbeatResponse
-	(*GetClusterOverviewRequest)(nil),     // 14: jobplane.v1.GetClusterOverviewRequest
-	(*GetClusterOverviewResponse)(nil),    // 15: jobplane.v1.GetClusterOverviewResponse
-	(*ServerLimits)(nil),                  // 16: jobplane.v1.ServerLimits
-	(*JobGraph)(nil),                      // 17: jobplane.v1.JobGraph
-	(JobStatus)(0),                        // 18: jobplane.v1.JobStatus
-	(JobView)(0),                          // 19: jobplane.v1.JobView
-	(*JobDetails)(nil),                    // 20: jobplane.v1.JobDetails
-	(*JobSummary)(nil),                    // 21: jobplane.v1.JobSummary
-	(*JobResult)(nil),                     // 22: jobplane.v1.JobResult
-	(*Heartbeat)(nil),                     // 23: jobplane.v1.Heartbeat
-	(*durationpb.Duration)(nil),           // 24: google.protobuf.Duration
-	(*LeaderInfo)(nil),                    // 25: jobplane.v1.LeaderInfo
+	(*ListTaskExecutorsRequest)(nil),      // 14: jobplane.v1.ListTaskExecutorsRequest
+	(*ListTaskExecutorsResponse)(nil),     // 15: jobplane.v1.ListTaskExecutorsResponse
+	(*TaskExecutorInfo)(nil),              // 16: jobplane.v1.TaskExecutorInfo
+	(*AllocatedSlot)(nil),                 // 17: jobplane.v1.AllocatedSlot
+	(*GetClusterOverviewRequest)(nil),     // 18: jobplane.v1.GetClusterOverviewRequest
+	(*GetClusterOverviewResponse)(nil),    // 19: jobplane.v1.GetClusterOverviewResponse
+	(*ServerLimits)(nil),                  // 20: jobplane.v1.ServerLimits
+	(*JobGraph)(nil),                      // 21: jobplane.v1.JobGraph
+	(JobStatus)(0),                        // 22: jobplane.v1.JobStatus
+	(JobView)(0),                          // 23: jobplane.v1.JobView
+	(*JobDetails)(nil),                    // 24: jobplane.v1.JobDetails
+	(*JobSummary)(nil),                    // 25: jobplane.v1.JobSummary
+	(*JobResult)(nil),                     // 26: jobplane.v1.JobResult
+	(*Heartbeat)(nil),                     // 27: jobplane.v1.Heartbeat
+	(*durationpb.Duration)(nil),           // 28: google.protobuf.Duration
+	(*LeaderInfo)(nil),                    // 29: jobplane.v1.LeaderInfo
 }
 var file_jobplane_v1_dispatcher_service_proto_depIdxs = []int32{
-	17, // 0: jobplane.v1.SubmitJobRequest.job_graph:type_name -> jobplane.v1.JobGraph
-	18, // 1: jobplane.v1.SubmitJobResponse.status:type_name -> jobplane.v1.JobStatus
-	19, // 2: jobplane.v1.GetJobRequest.view:type_name -> jobplane.v1.JobView
-	20, // 3: jobplane.v1.GetJobResponse.job:type_name -> jobplane.v1.JobDetails
-	18, // 4: jobplane.v1.ListJobsRequest.statuses:type_name -> jobplane.v1.JobStatus
-	21, // 5: jobplane.v1.ListJobsResponse.jobs:type_name -> jobplane.v1.JobSummary
-	18, // 6: jobplane.v1.CancelJobResponse.status:type_name -> jobplane.v1.JobStatus
-	22, // 7: jobplane.v1.GetJobResultResponse.result:type_name -> jobplane.v1.JobResult
-	21, // 8: jobplane.v1.WatchJobResponse.job:type_name -> jobplane.v1.JobSummary
-	23, // 9: jobplane.v1.WatchJobResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
-	24, // 10: jobplane.v1.ReportClientHeartbeatResponse.timeout:type_name -> google.protobuf.Duration
-	25, // 11: jobplane.v1.GetClusterOverviewResponse.leader:type_name -> jobplane.v1.LeaderInfo
-	16, // 12: jobplane.v1.GetClusterOverviewResponse.limits:type_name -> jobplane.v1.ServerLimits
-	0,  // 13: jobplane.v1.DispatcherService.SubmitJob:input_type -> jobplane.v1.SubmitJobRequest
-	2,  // 14: jobplane.v1.DispatcherService.GetJob:input_type -> jobplane.v1.GetJobRequest
-	4,  // 15: jobplane.v1.DispatcherService.ListJobs:input_type -> jobplane.v1.ListJobsRequest
-	6,  // 16: jobplane.v1.DispatcherService.CancelJob:input_type -> jobplane.v1.CancelJobRequest
-	8,  // 17: jobplane.v1.DispatcherService.GetJobResult:input_type -> jobplane.v1.GetJobResultRequest
-	10, // 18: jobplane.v1.DispatcherService.WatchJob:input_type -> jobplane.v1.WatchJobRequest
-	12, // 19: jobplane.v1.DispatcherService.ReportClientHeartbeat:input_type -> jobplane.v1.ReportClientHeartbeatRequest
-	14, // 20: jobplane.v1.DispatcherService.GetClusterOverview:input_type -> jobplane.v1.GetClusterOverviewRequest
-	1,  // 21: jobplane.v1.DispatcherService.SubmitJob:output_type -> jobplane.v1.SubmitJobResponse
-	3,  // 22: jobplane.v1.DispatcherService.GetJob:output_type -> jobplane.v1.GetJobResponse
-	5,  // 23: jobplane.v1.DispatcherService.ListJobs:output_type -> jobplane.v1.ListJobsResponse
-	7,  // 24: jobplane.v1.DispatcherService.CancelJob:output_type -> jobplane.v1.CancelJobResponse
-	9,  // 25: jobplane.v1.DispatcherService.GetJobResult:output_type -> jobplane.v1.GetJobResultResponse
-	11, // 26: jobplane.v1.DispatcherService.WatchJob:output_type -> jobplane.v1.WatchJobResponse
-	13, // 27: jobplane.v1.DispatcherService.ReportClientHeartbeat:output_type -> jobplane.v1.ReportClientHeartbeatResponse
-	15, // 28: jobplane.v1.DispatcherService.GetClusterOverview:output_type -> jobplane.v1.GetClusterOverviewResponse
-	21, // [21:29] is the sub-list for method output_type
-	13, // [13:21] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	21, // 0: jobplane.v1.SubmitJobRequest.job_graph:type_name -> jobplane.v1.JobGraph
+	22, // 1: jobplane.v1.SubmitJobResponse.status:type_name -> jobplane.v1.JobStatus
+	23, // 2: jobplane.v1.GetJobRequest.view:type_name -> jobplane.v1.JobView
+	24, // 3: jobplane.v1.GetJobResponse.job:type_name -> jobplane.v1.JobDetails
+	22, // 4: jobplane.v1.ListJobsRequest.statuses:type_name -> jobplane.v1.JobStatus
+	25, // 5: jobplane.v1.ListJobsResponse.jobs:type_name -> jobplane.v1.JobSummary
+	22, // 6: jobplane.v1.CancelJobResponse.status:type_name -> jobplane.v1.JobStatus
+	26, // 7: jobplane.v1.GetJobResultResponse.result:type_name -> jobplane.v1.JobResult
+	25, // 8: jobplane.v1.WatchJobResponse.job:type_name -> jobplane.v1.JobSummary
+	27, // 9: jobplane.v1.WatchJobResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
+	28, // 10: jobplane.v1.ReportClientHeartbeatResponse.timeout:type_name -> google.protobuf.Duration
+	16, // 11: jobplane.v1.ListTaskExecutorsResponse.task_executors:type_name -> jobplane.v1.TaskExecutorInfo
+	17, // 12: jobplane.v1.TaskExecutorInfo.allocated_slots:type_name -> jobplane.v1.AllocatedSlot
+	28, // 13: jobplane.v1.TaskExecutorInfo.silence:type_name -> google.protobuf.Duration
+	29, // 14: jobplane.v1.GetClusterOverviewResponse.leader:type_name -> jobplane.v1.LeaderInfo
+	20, // 15: jobplane.v1.GetClusterOverviewResponse.limits:type_name -> jobplane.v1.ServerLimits
+	0,  // 16: jobplane.v1.DispatcherService.SubmitJob:input_type -> jobplane.v1.SubmitJobRequest
+	2,  // 17: jobplane.v1.DispatcherService.GetJob:input_type -> jobplane.v1.GetJobRequest
+	4,  // 18: jobplane.v1.DispatcherService.ListJobs:input_type -> jobplane.v1.ListJobsRequest
+	6,  // 19: jobplane.v1.DispatcherService.CancelJob:input_type -> jobplane.v1.CancelJobRequest
+	8,  // 20: jobplane.v1.DispatcherService.GetJobResult:input_type -> jobplane.v1.GetJobResultRequest
+	10, // 21: jobplane.v1.DispatcherService.WatchJob:input_type -> jobplane.v1.WatchJobRequest
+	12, // 22: jobplane.v1.DispatcherService.ReportClientHeartbeat:input_type -> jobplane.v1.ReportClientHeartbeatRequest
+	14, // 23: jobplane.v1.DispatcherService.ListTaskExecutors:input_type -> jobplane.v1.ListTaskExecutorsRequest
+	18, // 24: jobplane.v1.DispatcherService.GetClusterOverview:input_type -> jobplane.v1.GetClusterOverviewRequest
+	1,  // 25: jobplane.v1.DispatcherService.SubmitJob:output_type -> jobplane.v1.SubmitJobResponse
+	3,  // 26: jobplane.v1.DispatcherService.GetJob:output_type -> jobplane.v1.GetJobResponse
+	5,  // 27: jobplane.v1.DispatcherService.ListJobs:output_type -> jobplane.v1.ListJobsResponse
+	7,  // 28: jobplane.v1.DispatcherService.CancelJob:output_type -> jobplane.v1.CancelJobResponse
+	9,  // 29: jobplane.v1.DispatcherService.GetJobResult:output_type -> jobplane.v1.GetJobResultResponse
+	11, // 30: jobplane.v1.DispatcherService.WatchJob:output_type -> jobplane.v1.WatchJobResponse
+	13, // 31: jobplane.v1.DispatcherService.ReportClientHeartbeat:output_type -> jobplane.v1.ReportClientHeartbeatResponse
+	15, // 32: jobplane.v1.DispatcherService.ListTaskExecutors:output_type -> jobplane.v1.ListTaskExecutorsResponse
+	19, // 33: jobplane.v1.DispatcherService.GetClusterOverview:output_type -> jobplane.v1.GetClusterOverviewResponse
+	25, // [25:34] is the sub-list for method output_type
+	16, // [16:25] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_dispatcher_service_proto_init() }
@@ -1301,7 +1605,7 @@ func file_jobplane_v1_dispatcher_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_dispatcher_service_proto_rawDesc), len(file_jobplane_v1_dispatcher_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -69,6 +69,9 @@ type Config struct {
 	// Address is the base URL at which this process serves, reported as
 	// the leader's address by GetClusterOverview.
 	Address string
+	// TaskExecutors, if set, lists up to n registered TaskExecutors after
+	// the id `after`, in id order, and whether more follow.
+	TaskExecutors func(after string, n int) ([]*jobplanev1.TaskExecutorInfo, bool)
 	// Overview, if set, reports TaskExecutors and slots for
 	// GetClusterOverview.
 	Overview func() (taskExecutors, slotsTotal, slotsAvailable int)

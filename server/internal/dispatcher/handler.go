@@ -280,6 +280,33 @@ func (h *Handler) ReportClientHeartbeat(ctx context.Context, req *jobplanev1.Rep
 	return resp, nil
 }
 
+// ListTaskExecutors implements DispatcherServiceHandler. The page token
+// is the last TaskExecutor id of the previous page, base64url.
+func (h *Handler) ListTaskExecutors(ctx context.Context, req *jobplanev1.ListTaskExecutorsRequest) (*jobplanev1.ListTaskExecutorsResponse, error) {
+	size := int(req.GetPageSize())
+	switch {
+	case size < 0:
+		return nil, apierror.BadRequest(apierror.Field{Path: "page_size", Description: "must not be negative"})
+	case size == 0:
+		size = 100
+	case size > maxListPageSize:
+		size = maxListPageSize
+	}
+	after, err := base64.RawURLEncoding.DecodeString(req.GetPageToken())
+	if err != nil {
+		return nil, apierror.BadRequest(apierror.Field{Path: "page_token", Description: "not a token this API issues"})
+	}
+	tes, next, err := h.d.TaskExecutors(ctx, string(after), size)
+	if err != nil {
+		return nil, h.wire(ctx, err, "")
+	}
+	resp := &jobplanev1.ListTaskExecutorsResponse{TaskExecutors: tes}
+	if next != "" {
+		resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(next))
+	}
+	return resp, nil
+}
+
 // GetClusterOverview implements DispatcherServiceHandler.
 func (h *Handler) GetClusterOverview(ctx context.Context, _ *jobplanev1.GetClusterOverviewRequest) (*jobplanev1.GetClusterOverviewResponse, error) {
 	resp, err := h.d.Overview(ctx)

@@ -426,3 +426,24 @@ func (d *Dispatcher) limits() *jobplanev1.ServerLimits {
 		MaxListPageSize: maxListPageSize, MaxSubtaskPageSize: maxSubtaskPageSize,
 	}
 }
+
+// TaskExecutors lists up to n registered TaskExecutors after the id
+// `after`, and the id to continue after ("" on the last page).
+func (d *Dispatcher) TaskExecutors(ctx context.Context, after string, n int) ([]*jobplanev1.TaskExecutorInfo, string, error) {
+	ld, err := d.current(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	if d.cfg.TaskExecutors == nil {
+		return nil, "", nil
+	}
+	tes, more := d.cfg.TaskExecutors(after, n)
+	if err := d.stillLeading(ld); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if more && len(tes) > 0 {
+		next = tes[len(tes)-1].GetTaskExecutorId()
+	}
+	return tes, next, nil
+}

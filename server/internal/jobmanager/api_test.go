@@ -306,3 +306,55 @@ func TestOverviewReportsLimits(t *testing.T) {
 		t.Errorf("ListJobs over the page limit = %v, %v", list, err)
 	}
 }
+
+// ListTaskExecutors shows the TaskExecutors with their slots, a page at a
+// time, and the slots a running job holds.
+func TestListTaskExecutors(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	submit(t, c, "held", &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "sleep", Parallelism: 1, Config: map[string]string{"duration": "1h"}}}})
+	waitJob(t, c, "held", func(d *jobplanev1.JobDetails) bool {
+		return d.GetSummary().GetStatus() == jobplanev1.JobStatus_JOB_STATUS_RUNNING
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var all []*jobplanev1.TaskExecutorInfo
+	token := ""
+	for page := 0; ; page++ {
+		resp, err := c.Dispatcher.ListTaskExecutors(ctx, &jobplanev1.ListTaskExecutorsRequest{PageSize: 1, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetTaskExecutors()) > 1 || page > 10 {
+			t.Fatalf("page %d = %v; want at most one TaskExecutor per page", page, resp)
+		}
+		all = append(all, resp.GetTaskExecutors()...)
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	ov, err := c.Dispatcher.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+	if err != nil || len(all) != int(ov.GetTaskExecutorCount()) || len(all) == 0 {
+		t.Fatalf("listed %d TaskExecutors; the overview counts %d (%v)", len(all), ov.GetTaskExecutorCount(), err)
+	}
+	held, slots, free := 0, int32(0), int32(0)
+	for i, te := range all {
+		if i > 0 && te.GetTaskExecutorId() <= all[i-1].GetTaskExecutorId() {
+			t.Errorf("TaskExecutors out of id order: %s after %s", te.GetTaskExecutorId(), all[i-1].GetTaskExecutorId())
+		}
+		if te.GetAddress() == "" || len(te.GetInvokables()) == 0 || te.GetSilence() == nil {
+			t.Errorf("TaskExecutor %v lacks its address, invokables or silence", te)
+		}
+		slots, free = slots+te.GetSlotCount(), free+te.GetFreeSlotCount()
+		for _, s := range te.GetAllocatedSlots() {
+			if s.GetJobId() == "held" {
+				held++
+			}
+		}
+	}
+	if held != 1 || slots != ov.GetSlotCount() || free != ov.GetFreeSlotCount() {
+		t.Errorf("slots: %d held by the job, %d in all, %d free; want 1, and the overview's %d and %d", held, slots, free, ov.GetSlotCount(), ov.GetFreeSlotCount())
+	}
+	if _, err := c.Dispatcher.ListTaskExecutors(ctx, &jobplanev1.ListTaskExecutorsRequest{PageToken: "%%"}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("a malformed page token: err = %v, want INVALID_ARGUMENT", err)
+	}
+}

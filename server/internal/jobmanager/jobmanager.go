@@ -173,6 +173,7 @@ func New(cfg Config) (*JobManager, error) {
 		Store: cfg.Store, NewRunner: jm.newRunner, PutPlan: jm.putPlan, Limits: cfg.Limits, ParallelismOverrides: cfg.ParallelismOverrides,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxResponseBytes: cfg.MaxResponseBytes,
 		ResultRetention: cfg.ResultRetention, Address: cfg.Address,
+		TaskExecutors: jm.rm.TaskExecutors,
 		Overview: func() (int, int, int) {
 			o := jm.rm.Overview()
 			return o.TaskExecutors, o.SlotsTotal, o.SlotsAvailable

@@ -6,11 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
@@ -309,4 +312,38 @@ func (rm *ResourceManager) Overview() Overview {
 		return Overview{}
 	}
 	return Overview{TaskExecutors: len(rm.pool.executors), SlotsTotal: rm.pool.total, SlotsAvailable: rm.pool.free()}
+}
+
+// TaskExecutors returns up to n registered TaskExecutors in id order,
+// after the id `after`, and whether more follow.
+func (rm *ResourceManager) TaskExecutors(after string, n int) ([]*jobplanev1.TaskExecutorInfo, bool) {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	if rm.pool == nil || rm.judge == nil {
+		return nil, false
+	}
+	ids := make([]string, 0, len(rm.pool.executors))
+	for id := range rm.pool.executors {
+		if id > after {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	more := len(ids) > n
+	ids = ids[:min(n, len(ids))]
+	now := time.Now()
+	out := make([]*jobplanev1.TaskExecutorInfo, 0, len(ids))
+	for _, id := range ids {
+		e := rm.pool.executors[id]
+		info := &jobplanev1.TaskExecutorInfo{
+			TaskExecutorId: id, Address: e.address, Invokables: slices.Sorted(slices.Values(e.invokables)),
+			SlotCount: int32(e.slots), FreeSlotCount: int32(e.slots - len(e.used)),
+			Silence: durationpb.New(rm.judge.Silence(e.heard, now)),
+		}
+		for _, index := range slices.Sorted(maps.Keys(e.used)) {
+			info.AllocatedSlots = append(info.AllocatedSlots, &jobplanev1.AllocatedSlot{SlotIndex: int32(index), JobId: e.used[index].jobID})
+		}
+		out = append(out, info)
+	}
+	return out, more
 }

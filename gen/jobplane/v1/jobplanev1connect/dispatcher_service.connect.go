@@ -54,6 +54,9 @@ const (
 	// DispatcherServiceReportClientHeartbeatProcedure is the fully-qualified name of the
 	// DispatcherService's ReportClientHeartbeat RPC.
 	DispatcherServiceReportClientHeartbeatProcedure = "/jobplane.v1.DispatcherService/ReportClientHeartbeat"
+	// DispatcherServiceListTaskExecutorsProcedure is the fully-qualified name of the
+	// DispatcherService's ListTaskExecutors RPC.
+	DispatcherServiceListTaskExecutorsProcedure = "/jobplane.v1.DispatcherService/ListTaskExecutors"
 	// DispatcherServiceGetClusterOverviewProcedure is the fully-qualified name of the
 	// DispatcherService's GetClusterOverview RPC.
 	DispatcherServiceGetClusterOverviewProcedure = "/jobplane.v1.DispatcherService/GetClusterOverview"
@@ -174,6 +177,13 @@ type DispatcherServiceClient interface {
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
 	// for a malformed id; UNAVAILABLE (NOT_LEADER).
 	ReportClientHeartbeat(context.Context, *v1.ReportClientHeartbeatRequest) (*v1.ReportClientHeartbeatResponse, error)
+	// ListTaskExecutors lists the TaskExecutors registered with the
+	// cluster's ResourceManager, with their slots, in id order, a page at a
+	// time. No side effects.
+	//
+	// Errors: INVALID_ARGUMENT for a negative page size or a malformed page
+	// token; UNAVAILABLE (NOT_LEADER).
+	ListTaskExecutors(context.Context, *v1.ListTaskExecutorsRequest) (*v1.ListTaskExecutorsResponse, error)
 	// GetClusterOverview summarizes the cluster: TaskExecutors, slots and
 	// jobs by status. No side effects. Errors: UNAVAILABLE (NOT_LEADER).
 	GetClusterOverview(context.Context, *v1.GetClusterOverviewRequest) (*v1.GetClusterOverviewResponse, error)
@@ -239,6 +249,13 @@ func NewDispatcherServiceClient(httpClient connect.HTTPClient, baseURL string, o
 			connect.WithIdempotency(connect.IdempotencyIdempotent),
 			connect.WithClientOptions(opts...),
 		),
+		listTaskExecutors: connect.NewClient[v1.ListTaskExecutorsRequest, v1.ListTaskExecutorsResponse](
+			httpClient,
+			baseURL+DispatcherServiceListTaskExecutorsProcedure,
+			connect.WithSchema(dispatcherServiceMethods.ByName("ListTaskExecutors")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 		getClusterOverview: connect.NewClient[v1.GetClusterOverviewRequest, v1.GetClusterOverviewResponse](
 			httpClient,
 			baseURL+DispatcherServiceGetClusterOverviewProcedure,
@@ -258,6 +275,7 @@ type dispatcherServiceClient struct {
 	getJobResult          *connect.Client[v1.GetJobResultRequest, v1.GetJobResultResponse]
 	watchJob              *connect.Client[v1.WatchJobRequest, v1.WatchJobResponse]
 	reportClientHeartbeat *connect.Client[v1.ReportClientHeartbeatRequest, v1.ReportClientHeartbeatResponse]
+	listTaskExecutors     *connect.Client[v1.ListTaskExecutorsRequest, v1.ListTaskExecutorsResponse]
 	getClusterOverview    *connect.Client[v1.GetClusterOverviewRequest, v1.GetClusterOverviewResponse]
 }
 
@@ -314,6 +332,15 @@ func (c *dispatcherServiceClient) WatchJob(ctx context.Context, req *v1.WatchJob
 // ReportClientHeartbeat calls jobplane.v1.DispatcherService.ReportClientHeartbeat.
 func (c *dispatcherServiceClient) ReportClientHeartbeat(ctx context.Context, req *v1.ReportClientHeartbeatRequest) (*v1.ReportClientHeartbeatResponse, error) {
 	response, err := c.reportClientHeartbeat.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ListTaskExecutors calls jobplane.v1.DispatcherService.ListTaskExecutors.
+func (c *dispatcherServiceClient) ListTaskExecutors(ctx context.Context, req *v1.ListTaskExecutorsRequest) (*v1.ListTaskExecutorsResponse, error) {
+	response, err := c.listTaskExecutors.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -444,6 +471,13 @@ type DispatcherServiceHandler interface {
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
 	// for a malformed id; UNAVAILABLE (NOT_LEADER).
 	ReportClientHeartbeat(context.Context, *v1.ReportClientHeartbeatRequest) (*v1.ReportClientHeartbeatResponse, error)
+	// ListTaskExecutors lists the TaskExecutors registered with the
+	// cluster's ResourceManager, with their slots, in id order, a page at a
+	// time. No side effects.
+	//
+	// Errors: INVALID_ARGUMENT for a negative page size or a malformed page
+	// token; UNAVAILABLE (NOT_LEADER).
+	ListTaskExecutors(context.Context, *v1.ListTaskExecutorsRequest) (*v1.ListTaskExecutorsResponse, error)
 	// GetClusterOverview summarizes the cluster: TaskExecutors, slots and
 	// jobs by status. No side effects. Errors: UNAVAILABLE (NOT_LEADER).
 	GetClusterOverview(context.Context, *v1.GetClusterOverviewRequest) (*v1.GetClusterOverviewResponse, error)
@@ -505,6 +539,13 @@ func NewDispatcherServiceHandler(svc DispatcherServiceHandler, opts ...connect.H
 		connect.WithIdempotency(connect.IdempotencyIdempotent),
 		connect.WithHandlerOptions(opts...),
 	)
+	dispatcherServiceListTaskExecutorsHandler := connect.NewUnaryHandlerSimple(
+		DispatcherServiceListTaskExecutorsProcedure,
+		svc.ListTaskExecutors,
+		connect.WithSchema(dispatcherServiceMethods.ByName("ListTaskExecutors")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	dispatcherServiceGetClusterOverviewHandler := connect.NewUnaryHandlerSimple(
 		DispatcherServiceGetClusterOverviewProcedure,
 		svc.GetClusterOverview,
@@ -528,6 +569,8 @@ func NewDispatcherServiceHandler(svc DispatcherServiceHandler, opts ...connect.H
 			dispatcherServiceWatchJobHandler.ServeHTTP(w, r)
 		case DispatcherServiceReportClientHeartbeatProcedure:
 			dispatcherServiceReportClientHeartbeatHandler.ServeHTTP(w, r)
+		case DispatcherServiceListTaskExecutorsProcedure:
+			dispatcherServiceListTaskExecutorsHandler.ServeHTTP(w, r)
 		case DispatcherServiceGetClusterOverviewProcedure:
 			dispatcherServiceGetClusterOverviewHandler.ServeHTTP(w, r)
 		default:
@@ -565,6 +608,10 @@ func (UnimplementedDispatcherServiceHandler) WatchJob(context.Context, *v1.Watch
 
 func (UnimplementedDispatcherServiceHandler) ReportClientHeartbeat(context.Context, *v1.ReportClientHeartbeatRequest) (*v1.ReportClientHeartbeatResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.DispatcherService.ReportClientHeartbeat is not implemented"))
+}
+
+func (UnimplementedDispatcherServiceHandler) ListTaskExecutors(context.Context, *v1.ListTaskExecutorsRequest) (*v1.ListTaskExecutorsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.DispatcherService.ListTaskExecutors is not implemented"))
 }
 
 func (UnimplementedDispatcherServiceHandler) GetClusterOverview(context.Context, *v1.GetClusterOverviewRequest) (*v1.GetClusterOverviewResponse, error) {
