@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/sdk/planid"
@@ -65,9 +66,9 @@ func (h *floorHandler) SubmitJob(ctx context.Context, req *jobplanev1.SubmitJobR
 
 // floorPlan builds the execution plan of a submission as the Dispatcher
 // does.
-func floorPlan(jobID string, g *jobplanev1.JobGraph) *jobplanev1.ExecutionPlan {
+func floorPlan(jobID string, g *jobplanev1.JobGraph) *hastorev1.ExecutionPlan {
 	prepared := proto.Clone(g).(*jobplanev1.JobGraph)
-	return &jobplanev1.ExecutionPlan{JobId: jobID, JobGraph: prepared, Digest: planid.Digest(g), SubmitTime: timestamppb.Now()}
+	return &hastorev1.ExecutionPlan{JobId: jobID, JobGraph: prepared, Digest: planid.Digest(g), SubmitTime: timestamppb.Now()}
 }
 
 // RawResult is the outcome of a run of raw etcd puts in the floor.

@@ -7,8 +7,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -72,10 +73,10 @@ var fencingCases = []Case{
 	{Name: "fencing/stale-offer-refused", Requires: []string{FeatureResourceManager},
 		Doc: "after a revoke and re-grant, the JobMaster refuses OfferSlots with the old token", Run: func(t *T) {
 			id, old, leader := t.revokeRunning()
-			jm := jobplanev1connect.NewJobMasterServiceClient(t.env.http, leader.Address)
-			_, err := jm.OfferSlots(t.ctx, &jobplanev1.OfferSlotsRequest{
+			jm := clusterv1connect.NewJobMasterServiceClient(t.env.http, leader.Address)
+			_, err := jm.OfferSlots(t.ctx, &clusterv1.OfferSlotsRequest{
 				JobId: id, JobMasterToken: protoToken(old), TaskExecutorId: t.env.tes[0].id,
-				Offers: []*jobplanev1.SlotOffer{{AllocationId: "conformance-stale", SlotIndex: 0}},
+				Offers: []*clusterv1.SlotOffer{{AllocationId: "conformance-stale", SlotIndex: 0}},
 			})
 			t.staleRefused("OfferSlots", err)
 			t.env.open(id)
@@ -84,8 +85,8 @@ var fencingCases = []Case{
 	{Name: "fencing/stale-state-update-refused", Requires: []string{FeatureResourceManager},
 		Doc: "after a revoke and re-grant, the JobMaster refuses UpdateTaskExecutionState with the old token", Run: func(t *T) {
 			id, old, leader := t.revokeRunning()
-			jm := jobplanev1connect.NewJobMasterServiceClient(t.env.http, leader.Address)
-			_, err := jm.UpdateTaskExecutionState(t.ctx, &jobplanev1.UpdateTaskExecutionStateRequest{
+			jm := clusterv1connect.NewJobMasterServiceClient(t.env.http, leader.Address)
+			_, err := jm.UpdateTaskExecutionState(t.ctx, &clusterv1.UpdateTaskExecutionStateRequest{
 				JobId: id, JobMasterToken: protoToken(old), TaskExecutorId: t.env.tes[0].id,
 				Status: &jobplanev1.TaskExecutionStatus{
 					Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "sink", SubtaskIndex: 0},
@@ -241,10 +242,10 @@ func staleReceiverRefused(t *T) {
 	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
 	defer cancel()
 	info := t.leaderOf(hastore.ElectionJobManager)
-	rm := jobplanev1connect.NewResourceManagerServiceClient(t.env.http, info.Address)
+	rm := clusterv1connect.NewResourceManagerServiceClient(t.env.http, info.Address)
 	id := t.job("j")
 	jmToken := &jobplanev1.FencingToken{SessionId: "conformance", Epoch: 1}
-	reg, err := rm.RegisterJobMaster(ctx, &jobplanev1.RegisterJobMasterRequest{JobId: id, JobMasterAddress: "http://127.0.0.1:1", JobMasterToken: jmToken})
+	reg, err := rm.RegisterJobMaster(ctx, &clusterv1.RegisterJobMasterRequest{JobId: id, JobMasterAddress: "http://127.0.0.1:1", JobMasterToken: jmToken})
 	if err != nil {
 		t.Fatalf("RegisterJobMaster: %v", err)
 	}
@@ -261,9 +262,9 @@ func staleReceiverRefused(t *T) {
 		{"an older ResourceManager token", &jobplanev1.FencingToken{SessionId: current.GetSessionId(), Epoch: current.GetEpoch() - 1}, connect.CodeFailedPrecondition, "NOT_REGISTERED"},
 		{"a newer ResourceManager token", &jobplanev1.FencingToken{SessionId: current.GetSessionId(), Epoch: current.GetEpoch() + 1}, connect.CodeUnavailable, "NOT_LEADER"},
 	} {
-		_, err := rm.DeclareResourceRequirements(ctx, &jobplanev1.DeclareResourceRequirementsRequest{
+		_, err := rm.DeclareResourceRequirements(ctx, &clusterv1.DeclareResourceRequirementsRequest{
 			JobId: id, JobMasterToken: jmToken, ResourceManagerToken: tc.token,
-			Requirements: []*jobplanev1.ResourceRequirement{{Slots: 1}},
+			Requirements: []*clusterv1.ResourceRequirement{{Slots: 1}},
 		})
 		if connect.CodeOf(err) != tc.code || reason(err) != tc.reason {
 			t.Errorf("DeclareResourceRequirements with %s answered %v; expected %v (%s): a ResourceManager acts only on calls meant for its current leadership", tc.name, err, tc.code, tc.reason)
@@ -273,5 +274,5 @@ func staleReceiverRefused(t *T) {
 	if evs := t.events(id, "RequestSlot"); len(evs) > 0 {
 		t.Errorf("%v after declarations to a stale ResourceManager token; expected no slot requested for them", evs[0])
 	}
-	_, _ = rm.DisconnectJobMaster(ctx, &jobplanev1.DisconnectJobMasterRequest{JobId: id, JobMasterToken: jmToken, ResourceManagerToken: current})
+	_, _ = rm.DisconnectJobMaster(ctx, &clusterv1.DisconnectJobMasterRequest{JobId: id, JobMasterToken: jmToken, ResourceManagerToken: current})
 }

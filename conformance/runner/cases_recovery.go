@@ -9,6 +9,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
@@ -277,7 +278,7 @@ func (t *T) seedDirtyResult(id string) {
 	if err != nil {
 		t.Fatalf("seed: %v", err)
 	}
-	plan := &jobplanev1.ExecutionPlan{JobId: id, JobGraph: noopGraph(1), SubmitTime: timestamppb.Now()}
+	plan := &hastorev1.ExecutionPlan{JobId: id, JobGraph: noopGraph(1), SubmitTime: timestamppb.Now()}
 	if err := t.env.etcd.PutExecutionPlan(ctx, l.Fence(), plan); err != nil {
 		t.Fatalf("seed plan: %v", err)
 	}

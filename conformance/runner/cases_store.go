@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 )
@@ -52,7 +53,7 @@ var storeWireCases = []Case{
 func (t *T) storeSession() string {
 	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
 	defer cancel()
-	resp, err := t.store.rpc().OpenSession(ctx, &jobplanev1.OpenSessionRequest{Ttl: durationpb.New(30 * time.Second)})
+	resp, err := t.store.rpc().OpenSession(ctx, &hastorev1.OpenSessionRequest{Ttl: durationpb.New(30 * time.Second)})
 	if err != nil {
 		t.Fatalf("OpenSession: %v; expected a session", err)
 	}
@@ -60,7 +61,7 @@ func (t *T) storeSession() string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = t.store.rpc().CloseSession(ctx, &jobplanev1.CloseSessionRequest{SessionId: id})
+		_, _ = t.store.rpc().CloseSession(ctx, &hastorev1.CloseSessionRequest{SessionId: id})
 	})
 	return id
 }
@@ -73,7 +74,7 @@ func (t *T) storeLeader(election, session string) *jobplanev1.Fence {
 	if !t.wait(20*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
 		defer cancel()
-		resp, err := t.store.rpc().GetLeader(ctx, &jobplanev1.GetLeaderRequest{Election: election})
+		resp, err := t.store.rpc().GetLeader(ctx, &hastorev1.GetLeaderRequest{Election: election})
 		last = resp.GetLeader()
 		if err != nil || last.GetToken().GetSessionId() != session {
 			return false
@@ -92,7 +93,7 @@ func (t *T) storeDispatcher() *jobplanev1.Fence {
 	session := t.storeSession()
 	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
 	defer cancel()
-	if _, err := t.store.rpc().Campaign(ctx, &jobplanev1.CampaignRequest{Election: hastore.ElectionJobManager, SessionId: session}); err != nil {
+	if _, err := t.store.rpc().Campaign(ctx, &hastorev1.CampaignRequest{Election: hastore.ElectionJobManager, SessionId: session}); err != nil {
 		t.Fatalf("Campaign(%s): %v; expected the candidacy entered", hastore.ElectionJobManager, err)
 	}
 	return t.storeLeader(hastore.ElectionJobManager, session)
@@ -103,7 +104,7 @@ func (t *T) storeDispatcher() *jobplanev1.Fence {
 func (t *T) postJSON(method, body string) (int, string) {
 	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.store.url()+"/jobplane.v1.HAStoreService/"+method, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.store.url()+"/jobplane.hastore.v1.HAStoreService/"+method, strings.NewReader(body))
 	if err != nil {
 		t.Fatalf("%s in JSON: %v", method, err)
 	}
@@ -129,7 +130,7 @@ func storeCampaignRepeated(t *T) {
 	campaign := func(address string) error {
 		ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
 		defer cancel()
-		_, err := rpc.Campaign(ctx, &jobplanev1.CampaignRequest{Election: hastore.ElectionJobManager, SessionId: session, Address: address})
+		_, err := rpc.Campaign(ctx, &hastorev1.CampaignRequest{Election: hastore.ElectionJobManager, SessionId: session, Address: address})
 		return err
 	}
 	if err := campaign("http://127.0.0.1:1"); err != nil {
@@ -145,12 +146,12 @@ func storeCampaignRepeated(t *T) {
 	// One candidacy: once it resigns, the election has no leader.
 	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
 	defer cancel()
-	if _, err := rpc.Resign(ctx, &jobplanev1.ResignRequest{Fence: fence}); err != nil {
+	if _, err := rpc.Resign(ctx, &hastorev1.ResignRequest{Fence: fence}); err != nil {
 		t.Fatalf("Resign: %v", err)
 	}
 	var last *jobplanev1.LeaderInfo
 	if !t.wait(5*time.Second, func() bool {
-		resp, err := rpc.GetLeader(ctx, &jobplanev1.GetLeaderRequest{Election: hastore.ElectionJobManager})
+		resp, err := rpc.GetLeader(ctx, &hastorev1.GetLeaderRequest{Election: hastore.ElectionJobManager})
 		last = resp.GetLeader()
 		return err == nil && last.GetToken() == nil
 	}) {
@@ -161,8 +162,8 @@ func storeCampaignRepeated(t *T) {
 // wirePlan is the plan of storePlanRepeatedInJSON, and planJSON the same
 // plan in JSON: fields and map entries in another order, and the unset
 // vertex name and restart count of the binary form set to their defaults.
-func wirePlan(submit time.Time) *jobplanev1.ExecutionPlan {
-	return &jobplanev1.ExecutionPlan{
+func wirePlan(submit time.Time) *hastorev1.ExecutionPlan {
+	return &hastorev1.ExecutionPlan{
 		JobId: "wire",
 		JobGraph: &jobplanev1.JobGraph{
 			Name: "wire",
@@ -193,7 +194,7 @@ func storePlanRepeatedInJSON(t *T) {
 	defer cancel()
 	submit := time.Now().Truncate(time.Millisecond)
 	plan := wirePlan(submit)
-	if _, err := rpc.PutExecutionPlan(ctx, &jobplanev1.PutExecutionPlanRequest{Fence: fence, Plan: plan}); err != nil {
+	if _, err := rpc.PutExecutionPlan(ctx, &hastorev1.PutExecutionPlanRequest{Fence: fence, Plan: plan}); err != nil {
 		t.Fatalf("PutExecutionPlan: %v; expected the plan stored", err)
 	}
 	if status, body := t.postJSON("PutExecutionPlan", planJSON(fence, submit)); status != http.StatusOK {
@@ -201,11 +202,11 @@ func storePlanRepeatedInJSON(t *T) {
 	}
 	other := proto.CloneOf(plan)
 	other.JobGraph.Vertices[0].Parallelism = 3
-	_, err := rpc.PutExecutionPlan(ctx, &jobplanev1.PutExecutionPlanRequest{Fence: fence, Plan: other})
+	_, err := rpc.PutExecutionPlan(ctx, &hastorev1.PutExecutionPlanRequest{Fence: fence, Plan: other})
 	if connect.CodeOf(err) != connect.CodeAlreadyExists || reason(err) != "EXECUTION_PLAN_EXISTS" {
 		t.Errorf("PutExecutionPlan of another plan for the job: %s; expected ALREADY_EXISTS (EXECUTION_PLAN_EXISTS)", codeAndReason(err))
 	}
-	got, err := rpc.GetExecutionPlan(ctx, &jobplanev1.GetExecutionPlanRequest{JobId: "wire"})
+	got, err := rpc.GetExecutionPlan(ctx, &hastorev1.GetExecutionPlanRequest{JobId: "wire"})
 	if err != nil || !proto.Equal(got.GetPlan(), plan) {
 		t.Errorf("GetExecutionPlan = %v, %v; expected the first plan, unchanged", got.GetPlan(), err)
 	}
@@ -221,7 +222,7 @@ func storeResultRepeatedInJSON(t *T) {
 		JobId: "wire", Status: jobplanev1.JobStatus_JOB_STATUS_FAILED, EndTime: timestamppb.New(end), Name: "wire",
 		Failure: &jobplanev1.FailureInfo{Message: "boom", TaskExecutorId: "te-1"}, RestartCount: 2, PlanDigest: []byte{1, 2, 3},
 	}
-	if _, err := rpc.CreateDirtyJobResult(ctx, &jobplanev1.CreateDirtyJobResultRequest{Fence: fence, Result: res}); err != nil {
+	if _, err := rpc.CreateDirtyJobResult(ctx, &hastorev1.CreateDirtyJobResultRequest{Fence: fence, Result: res}); err != nil {
 		t.Fatalf("CreateDirtyJobResult: %v; expected the result stored", err)
 	}
 	body := fmt.Sprintf(`{"result": {"planDigest": "AQID", "restartCount": 2, "failure": {"taskExecutorId": "te-1", "message": "boom"},
@@ -232,12 +233,12 @@ func storeResultRepeatedInJSON(t *T) {
 	}
 	other := proto.CloneOf(res)
 	other.RestartCount = 3
-	_, err := rpc.CreateDirtyJobResult(ctx, &jobplanev1.CreateDirtyJobResultRequest{Fence: fence, Result: other})
+	_, err := rpc.CreateDirtyJobResult(ctx, &hastorev1.CreateDirtyJobResultRequest{Fence: fence, Result: other})
 	if connect.CodeOf(err) != connect.CodeAlreadyExists || reason(err) != "JOB_RESULT_EXISTS" {
 		t.Errorf("CreateDirtyJobResult of another result for the job: %s; expected ALREADY_EXISTS (JOB_RESULT_EXISTS)", codeAndReason(err))
 	}
-	got, err := rpc.GetJobResultEntry(ctx, &jobplanev1.GetJobResultEntryRequest{JobId: "wire"})
-	if err != nil || !proto.Equal(got.GetEntry().GetResult(), res) || got.GetEntry().GetState() != jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY {
+	got, err := rpc.GetJobResultEntry(ctx, &hastorev1.GetJobResultEntryRequest{JobId: "wire"})
+	if err != nil || !proto.Equal(got.GetEntry().GetResult(), res) || got.GetEntry().GetState() != hastorev1.JobResultState_JOB_RESULT_STATE_DIRTY {
 		t.Errorf("GetJobResultEntry = %v, %v; expected the first result, dirty", got.GetEntry(), err)
 	}
 }
@@ -248,24 +249,24 @@ func storePlanDeleteNeedsResult(t *T) {
 	ctx, cancel := context.WithTimeout(t.ctx, 20*time.Second)
 	defer cancel()
 	plan := wirePlan(time.Now())
-	if _, err := rpc.PutExecutionPlan(ctx, &jobplanev1.PutExecutionPlanRequest{Fence: fence, Plan: plan}); err != nil {
+	if _, err := rpc.PutExecutionPlan(ctx, &hastorev1.PutExecutionPlanRequest{Fence: fence, Plan: plan}); err != nil {
 		t.Fatalf("PutExecutionPlan: %v; expected the plan stored", err)
 	}
-	_, err := rpc.DeleteExecutionPlan(ctx, &jobplanev1.DeleteExecutionPlanRequest{Fence: fence, JobId: "wire"})
+	_, err := rpc.DeleteExecutionPlan(ctx, &hastorev1.DeleteExecutionPlanRequest{Fence: fence, JobId: "wire"})
 	if connect.CodeOf(err) != connect.CodeNotFound || reason(err) != "JOB_RESULT_NOT_FOUND" {
 		t.Errorf("DeleteExecutionPlan of a job without a result: %s; expected NOT_FOUND (JOB_RESULT_NOT_FOUND)", codeAndReason(err))
 	}
-	if _, err := rpc.GetExecutionPlan(ctx, &jobplanev1.GetExecutionPlanRequest{JobId: "wire"}); err != nil {
+	if _, err := rpc.GetExecutionPlan(ctx, &hastorev1.GetExecutionPlanRequest{JobId: "wire"}); err != nil {
 		t.Errorf("GetExecutionPlan after the refused delete: %v; expected the plan kept", err)
 	}
 	res := &jobplanev1.JobResult{JobId: "wire", Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED}
-	if _, err := rpc.CreateDirtyJobResult(ctx, &jobplanev1.CreateDirtyJobResultRequest{Fence: fence, Result: res}); err != nil {
+	if _, err := rpc.CreateDirtyJobResult(ctx, &hastorev1.CreateDirtyJobResultRequest{Fence: fence, Result: res}); err != nil {
 		t.Fatalf("CreateDirtyJobResult: %v; expected the result stored", err)
 	}
-	if _, err := rpc.DeleteExecutionPlan(ctx, &jobplanev1.DeleteExecutionPlanRequest{Fence: fence, JobId: "wire"}); err != nil {
+	if _, err := rpc.DeleteExecutionPlan(ctx, &hastorev1.DeleteExecutionPlanRequest{Fence: fence, JobId: "wire"}); err != nil {
 		t.Errorf("DeleteExecutionPlan of a job with a result: %s; expected OK", codeAndReason(err))
 	}
-	if _, err := rpc.GetExecutionPlan(ctx, &jobplanev1.GetExecutionPlanRequest{JobId: "wire"}); connect.CodeOf(err) != connect.CodeNotFound {
+	if _, err := rpc.GetExecutionPlan(ctx, &hastorev1.GetExecutionPlanRequest{JobId: "wire"}); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("GetExecutionPlan after the delete: %s; expected NOT_FOUND", codeAndReason(err))
 	}
 }
@@ -275,7 +276,7 @@ func storePlanDeleteNeedsResult(t *T) {
 func (t *T) snapshotOf(session string) []string {
 	ctx, cancel := context.WithTimeout(t.ctx, 20*time.Second)
 	defer cancel()
-	stream, err := t.store.rpc().WatchSession(ctx, &jobplanev1.WatchSessionRequest{SessionId: session})
+	stream, err := t.store.rpc().WatchSession(ctx, &hastorev1.WatchSessionRequest{SessionId: session})
 	if err != nil {
 		t.Fatalf("WatchSession: %v", err)
 	}
@@ -283,11 +284,11 @@ func (t *T) snapshotOf(session string) []string {
 	var granted []string
 	for stream.Receive() {
 		switch ev := stream.Msg().GetEvent().(type) {
-		case *jobplanev1.WatchSessionResponse_Granted:
+		case *hastorev1.WatchSessionResponse_Granted:
 			granted = append(granted, ev.Granted.GetElection())
-		case *jobplanev1.WatchSessionResponse_SnapshotEnd_:
+		case *hastorev1.WatchSessionResponse_SnapshotEnd_:
 			return granted
-		case *jobplanev1.WatchSessionResponse_Revoked:
+		case *hastorev1.WatchSessionResponse_Revoked:
 			t.Fatalf("WatchSession sent %v before snapshot_end; expected the snapshot's granted events, then snapshot_end", ev)
 		}
 	}
@@ -302,14 +303,14 @@ func storeWatchSessionSnapshot(t *T) {
 	}
 	ctx, cancel := context.WithTimeout(t.ctx, 20*time.Second)
 	defer cancel()
-	if _, err := t.store.rpc().Campaign(ctx, &jobplanev1.CampaignRequest{Election: hastore.ElectionJobManager, SessionId: session}); err != nil {
+	if _, err := t.store.rpc().Campaign(ctx, &hastorev1.CampaignRequest{Election: hastore.ElectionJobManager, SessionId: session}); err != nil {
 		t.Fatalf("Campaign: %v", err)
 	}
 	fence := t.storeLeader(hastore.ElectionJobManager, session)
 	if got := t.snapshotOf(session); fmt.Sprint(got) != "["+hastore.ElectionJobManager+"]" {
 		t.Errorf("snapshot of a session leading %s = %v; expected exactly that leadership", hastore.ElectionJobManager, got)
 	}
-	if _, err := t.store.rpc().Resign(ctx, &jobplanev1.ResignRequest{Fence: fence}); err != nil {
+	if _, err := t.store.rpc().Resign(ctx, &hastorev1.ResignRequest{Fence: fence}); err != nil {
 		t.Fatalf("Resign: %v", err)
 	}
 	if got := t.snapshotOf(session); len(got) != 0 {

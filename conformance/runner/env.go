@@ -21,7 +21,7 @@ import (
 	"connectrpc.com/connect"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
@@ -174,36 +174,36 @@ func (e *env) taskInterceptor(id string) connect.UnaryInterceptorFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 			ev := Event{Source: id}
 			switch m := req.Any().(type) {
-			case *jobplanev1.RequestSlotsRequest:
+			case *clusterv1.RequestSlotsRequest:
 				for _, s := range m.GetSlots() {
 					e.log.Add(Event{Source: id, Op: "RequestSlot", Key: s.GetJobId(), Token: token(s.GetJobMasterToken()), Detail: s.GetAllocationId()})
 				}
-			case *jobplanev1.SubmitTasksRequest:
+			case *clusterv1.SubmitTasksRequest:
 				for _, d := range m.GetTasks() {
 					e.log.Add(Event{Source: id, Op: "SubmitTask", Key: m.GetJobId(), Token: token(m.GetJobMasterToken()), Attempt: attemptKey(d.GetAttempt())})
 				}
-			case *jobplanev1.FreeSlotsRequest:
+			case *clusterv1.FreeSlotsRequest:
 				for _, aid := range m.GetAllocationIds() {
 					e.log.Add(Event{Source: id, Op: "FreeSlot", Key: m.GetJobId(), Token: token(m.GetJobMasterToken()), Detail: aid})
 				}
-			case *jobplanev1.UpdateTaskExecutionStatesRequest:
+			case *clusterv1.UpdateTaskExecutionStatesRequest:
 				e.logStates(id, m)
-			case *jobplanev1.UpdateTaskExecutionStatesOfJobsRequest:
+			case *clusterv1.UpdateTaskExecutionStatesOfJobsRequest:
 				for _, job := range m.GetJobs() {
 					e.logStates(id, job)
 				}
-			case *jobplanev1.RequestSlotRequest:
+			case *clusterv1.RequestSlotRequest:
 				ev.Op, ev.Key, ev.Token, ev.Detail = "RequestSlot", m.GetJobId(), token(m.GetJobMasterToken()), m.GetAllocationId()
-			case *jobplanev1.SubmitTaskRequest:
+			case *clusterv1.SubmitTaskRequest:
 				ev.Op, ev.Key, ev.Token, ev.Attempt = "SubmitTask", m.GetJobId(), token(m.GetJobMasterToken()), attemptKey(m.GetAttempt())
-			case *jobplanev1.CancelTaskRequest:
+			case *clusterv1.CancelTaskRequest:
 				ev.Op, ev.Key, ev.Token, ev.Attempt = "CancelTask", m.GetJobId(), token(m.GetJobMasterToken()), attemptKey(m.GetAttempt())
-			case *jobplanev1.FreeSlotRequest:
+			case *clusterv1.FreeSlotRequest:
 				ev.Op, ev.Key, ev.Token, ev.Detail = "FreeSlot", m.GetJobId(), token(m.GetJobMasterToken()), m.GetAllocationId()
-			case *jobplanev1.UpdateTaskExecutionStateRequest:
+			case *clusterv1.UpdateTaskExecutionStateRequest:
 				ev.Op, ev.Key, ev.Token, ev.Attempt = "UpdateTaskExecutionState", m.GetJobId(), token(m.GetJobMasterToken()), attemptKey(m.GetStatus().GetAttempt())
 				ev.State = m.GetStatus().GetState()
-			case *jobplanev1.OfferSlotsRequest:
+			case *clusterv1.OfferSlotsRequest:
 				ev.Op, ev.Key, ev.Token = "OfferSlots", m.GetJobId(), token(m.GetJobMasterToken())
 			}
 			if ev.Op != "" {
@@ -212,8 +212,8 @@ func (e *env) taskInterceptor(id string) connect.UnaryInterceptorFunc {
 			resp, err := next(ctx, req)
 			// Deployments in an offer's answer are received as the
 			// answer is, before they are handled.
-			if offer, ok := req.Any().(*jobplanev1.OfferSlotsRequest); ok && err == nil {
-				for _, d := range resp.Any().(*jobplanev1.OfferSlotsResponse).GetDeployments() {
+			if offer, ok := req.Any().(*clusterv1.OfferSlotsRequest); ok && err == nil {
+				for _, d := range resp.Any().(*clusterv1.OfferSlotsResponse).GetDeployments() {
 					e.log.Add(Event{Source: id, Op: "SubmitTask", Key: offer.GetJobId(), Token: token(offer.GetJobMasterToken()), Attempt: attemptKey(d.GetAttempt())})
 				}
 			}
@@ -224,7 +224,7 @@ func (e *env) taskInterceptor(id string) connect.UnaryInterceptorFunc {
 
 // logStates records one job's batch of state changes, sent by
 // TaskExecutor id, as UpdateTaskExecutionState events.
-func (e *env) logStates(id string, m *jobplanev1.UpdateTaskExecutionStatesRequest) {
+func (e *env) logStates(id string, m *clusterv1.UpdateTaskExecutionStatesRequest) {
 	for _, st := range m.GetStatuses() {
 		e.log.Add(Event{Source: id, Op: "UpdateTaskExecutionState", Key: m.GetJobId(), Token: token(m.GetJobMasterToken()),
 			Attempt: attemptKey(st.GetAttempt()), State: st.GetState()})

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 )
@@ -88,7 +89,7 @@ func jobOf(election string) string {
 	return election
 }
 
-func (s *store) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan) error {
+func (s *store) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) error {
 	return s.call(ctx, "put-plan", plan.GetJobId(), f.Token, func() error { return s.Store.PutExecutionPlan(ctx, f, plan) })
 }
 

@@ -15,8 +15,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/hastore/storetest"
@@ -85,8 +85,8 @@ func startStore(ctx context.Context, command, dir string, maxPlanBytes int) (*st
 func (s *storeProc) url() string { return "http://" + s.vars["listen"] }
 
 // rpc returns a binary-protobuf client of the store.
-func (s *storeProc) rpc(opts ...connect.ClientOption) jobplanev1connect.HAStoreServiceClient {
-	return jobplanev1connect.NewHAStoreServiceClient(s.http, s.url(), opts...)
+func (s *storeProc) rpc(opts ...connect.ClientOption) hastorev1connect.HAStoreServiceClient {
+	return hastorev1connect.NewHAStoreServiceClient(s.http, s.url(), opts...)
 }
 
 // start runs the command and waits up to 60s until the store answers
@@ -102,7 +102,7 @@ func (s *storeProc) start(ctx context.Context) error {
 		s.proc = p
 		for {
 			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, err := s.rpc().GetLeader(rctx, &jobplanev1.GetLeaderRequest{Election: hastore.ElectionJobManager})
+			_, err := s.rpc().GetLeader(rctx, &hastorev1.GetLeaderRequest{Election: hastore.ElectionJobManager})
 			cancel()
 			if err == nil {
 				return nil

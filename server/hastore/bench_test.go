@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/storetest"
@@ -184,8 +185,8 @@ func BenchmarkJobLife(b *testing.B) {
 }
 
 // benchPlans returns n plans of distinct jobs.
-func benchPlans(n int) []*jobplanev1.ExecutionPlan {
-	plans := make([]*jobplanev1.ExecutionPlan, n)
+func benchPlans(n int) []*hastorev1.ExecutionPlan {
+	plans := make([]*hastorev1.ExecutionPlan, n)
 	for i := range plans {
 		plans[i] = storetest.BenchPlan(fmt.Sprintf("j%d", i))
 	}
@@ -195,7 +196,7 @@ func benchPlans(n int) []*jobplanev1.ExecutionPlan {
 // jobWrites makes the fenced writes of a job's life as the JobManager did
 // before it had one write per submission and per end: put the plan,
 // create the dirty result, delete the plan, mark the result clean.
-func jobWrites(ctx context.Context, store *hastore.Etcd, f hastore.Fence, plan *jobplanev1.ExecutionPlan) error {
+func jobWrites(ctx context.Context, store *hastore.Etcd, f hastore.Fence, plan *hastorev1.ExecutionPlan) error {
 	id := plan.GetJobId()
 	if err := store.PutExecutionPlan(ctx, f, plan); err != nil {
 		return err

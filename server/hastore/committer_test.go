@@ -9,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 )
@@ -111,7 +112,7 @@ func awaitSent(t *testing.T, txns *txnCounter, n int) []int {
 	}
 }
 
-func bigPlan(jobID string, bytes int) *jobplanev1.ExecutionPlan {
+func bigPlan(jobID string, bytes int) *hastorev1.ExecutionPlan {
 	p := testPlan(jobID)
 	p.JobGraph.Name = string(make([]byte, bytes))
 	return p
@@ -218,12 +219,12 @@ func TestGroupCommitMixedOutcomes(t *testing.T) {
 	if _, err := c.store.GetExecutionPlan(ctx, "unfinished"); err != nil {
 		t.Errorf("plan of a job without a result was deleted: err = %v", err)
 	}
-	for id, want := range map[string]jobplanev1.JobResultState{
-		"dirty":    jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY,
-		"done":     jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY,
-		"repeated": jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY,
-		"clean":    jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN,
-		"new":      jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY,
+	for id, want := range map[string]hastorev1.JobResultState{
+		"dirty":    hastorev1.JobResultState_JOB_RESULT_STATE_DIRTY,
+		"done":     hastorev1.JobResultState_JOB_RESULT_STATE_DIRTY,
+		"repeated": hastorev1.JobResultState_JOB_RESULT_STATE_DIRTY,
+		"clean":    hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN,
+		"new":      hastorev1.JobResultState_JOB_RESULT_STATE_DIRTY,
 	} {
 		if e, err := c.store.GetJobResultEntry(ctx, id); err != nil || e.GetState() != want {
 			t.Errorf("entry %s = %v, %v; want %v", id, e, err, want)

@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 )
 
@@ -352,7 +353,7 @@ func (s *Etcd) ObserveLeader(ctx context.Context, election string, fn func(Leade
 // with extra in the same branch, if the job has neither a result nor a
 // plan: a job with a result never runs again, and a plan is never
 // replaced. planOutcome reads the op's response.
-func (s *Etcd) planPut(f Fence, plan *jobplanev1.ExecutionPlan, extra ...clientv3.Op) (clientv3.Op, error) {
+func (s *Etcd) planPut(f Fence, plan *hastorev1.ExecutionPlan, extra ...clientv3.Op) (clientv3.Op, error) {
 	data, err := proto.Marshal(plan)
 	if err != nil {
 		return clientv3.Op{}, fmt.Errorf("hastore: encode plan: %w", err)
@@ -374,7 +375,7 @@ func (s *Etcd) planPut(f Fence, plan *jobplanev1.ExecutionPlan, extra ...clientv
 // responses of the ops that ran (the put, then extra's); or not, with nil
 // if the stored plan equals plan (a repeated put), ErrPlanExists if it
 // does not, and ErrResultExists if the job has a result.
-func planOutcome(resp *pb.ResponseOp, plan *jobplanev1.ExecutionPlan) (created []*pb.ResponseOp, err error) {
+func planOutcome(resp *pb.ResponseOp, plan *hastorev1.ExecutionPlan) (created []*pb.ResponseOp, err error) {
 	outer := resp.GetResponseTxn()
 	if !outer.GetSucceeded() {
 		return nil, ErrResultExists
@@ -387,7 +388,7 @@ func planOutcome(resp *pb.ResponseOp, plan *jobplanev1.ExecutionPlan) (created [
 	if len(kvs) == 0 {
 		return nil, ErrPlanExists // removed in the same transaction; cannot be told apart
 	}
-	stored := new(jobplanev1.ExecutionPlan)
+	stored := new(hastorev1.ExecutionPlan)
 	if err := proto.Unmarshal(kvs[0].Value, stored); err != nil {
 		return nil, fmt.Errorf("hastore: decode plan of job %s: %w", plan.GetJobId(), err)
 	}
@@ -398,7 +399,7 @@ func planOutcome(resp *pb.ResponseOp, plan *jobplanev1.ExecutionPlan) (created [
 }
 
 // PutExecutionPlan implements Store.
-func (s *Etcd) PutExecutionPlan(ctx context.Context, f Fence, plan *jobplanev1.ExecutionPlan) error {
+func (s *Etcd) PutExecutionPlan(ctx context.Context, f Fence, plan *hastorev1.ExecutionPlan) error {
 	put, err := s.planPut(f, plan)
 	if err != nil {
 		return err
@@ -412,7 +413,7 @@ func (s *Etcd) PutExecutionPlan(ctx context.Context, f Fence, plan *jobplanev1.E
 }
 
 // GetExecutionPlan implements Store.
-func (s *Etcd) GetExecutionPlan(ctx context.Context, jobID string) (*jobplanev1.ExecutionPlan, error) {
+func (s *Etcd) GetExecutionPlan(ctx context.Context, jobID string) (*hastorev1.ExecutionPlan, error) {
 	if err := ValidateJobID(jobID); err != nil {
 		return nil, err
 	}
@@ -423,7 +424,7 @@ func (s *Etcd) GetExecutionPlan(ctx context.Context, jobID string) (*jobplanev1.
 	if len(resp.Kvs) == 0 {
 		return nil, ErrPlanNotFound
 	}
-	plan := new(jobplanev1.ExecutionPlan)
+	plan := new(hastorev1.ExecutionPlan)
 	if err := proto.Unmarshal(resp.Kvs[0].Value, plan); err != nil {
 		return nil, fmt.Errorf("hastore: decode plan of job %s: %w", jobID, err)
 	}
@@ -528,18 +529,18 @@ func (s *Etcd) CancelRequested(ctx context.Context, jobID string) (bool, error) 
 
 // CreateDirtyJobResult implements Store.
 func (s *Etcd) CreateDirtyJobResult(ctx context.Context, f Fence, result *jobplanev1.JobResult) error {
-	return s.createResult(ctx, f, result, jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY)
+	return s.createResult(ctx, f, result, hastorev1.JobResultState_JOB_RESULT_STATE_DIRTY)
 }
 
 // createResult puts result in state if the job has no result yet, and
 // runs extra in the same fenced transaction. If the job's entry holds an
 // equal result, in state or a later one (clean after dirty), the call is
 // a repetition of the one that created it: it succeeds, changing nothing.
-func (s *Etcd) createResult(ctx context.Context, f Fence, result *jobplanev1.JobResult, state jobplanev1.JobResultState, extra ...clientv3.Op) error {
+func (s *Etcd) createResult(ctx context.Context, f Fence, result *jobplanev1.JobResult, state hastorev1.JobResultState, extra ...clientv3.Op) error {
 	if err := ValidateResultWrite(f, result); err != nil {
 		return err
 	}
-	data, err := proto.Marshal(&jobplanev1.JobResultEntry{Result: result, State: state})
+	data, err := proto.Marshal(&hastorev1.JobResultEntry{Result: result, State: state})
 	if err != nil {
 		return fmt.Errorf("hastore: encode result: %w", err)
 	}
@@ -559,7 +560,7 @@ func (s *Etcd) createResult(ctx context.Context, f Fence, result *jobplanev1.Job
 	if len(kvs) == 0 {
 		return ErrResultExists
 	}
-	stored := new(jobplanev1.JobResultEntry)
+	stored := new(hastorev1.JobResultEntry)
 	if err := proto.Unmarshal(kvs[0].Value, stored); err != nil {
 		return fmt.Errorf("hastore: decode result of job %s: %w", result.GetJobId(), err)
 	}
@@ -571,7 +572,7 @@ func (s *Etcd) createResult(ctx context.Context, f Fence, result *jobplanev1.Job
 
 // getResult reads a result entry and its mod revision; entry is nil and
 // modRev 0 when absent.
-func (s *Etcd) getResult(ctx context.Context, jobID string) (entry *jobplanev1.JobResultEntry, modRev int64, err error) {
+func (s *Etcd) getResult(ctx context.Context, jobID string) (entry *hastorev1.JobResultEntry, modRev int64, err error) {
 	resp, err := s.client.Get(ctx, s.resultKey(jobID))
 	if err != nil {
 		return nil, 0, unavailable(ctx, err)
@@ -579,7 +580,7 @@ func (s *Etcd) getResult(ctx context.Context, jobID string) (entry *jobplanev1.J
 	if len(resp.Kvs) == 0 {
 		return nil, 0, nil
 	}
-	entry = new(jobplanev1.JobResultEntry)
+	entry = new(hastorev1.JobResultEntry)
 	if err := proto.Unmarshal(resp.Kvs[0].Value, entry); err != nil {
 		return nil, 0, fmt.Errorf("hastore: decode result of job %s: %w", jobID, err)
 	}
@@ -589,7 +590,7 @@ func (s *Etcd) getResult(ctx context.Context, jobID string) (entry *jobplanev1.J
 // updateResult applies change to the job's entry in a fenced
 // compare-and-swap, retrying while the entry changes underneath. change
 // returns the ops to apply, or an error to return after the fence check.
-func (s *Etcd) updateResult(ctx context.Context, f Fence, jobID string, change func(*jobplanev1.JobResultEntry) ([]clientv3.Op, error)) error {
+func (s *Etcd) updateResult(ctx context.Context, f Fence, jobID string, change func(*hastorev1.JobResultEntry) ([]clientv3.Op, error)) error {
 	for {
 		entry, modRev, err := s.getResult(ctx, jobID)
 		if err != nil {
@@ -611,15 +612,15 @@ func (s *Etcd) MarkJobResultClean(ctx context.Context, f Fence, jobID string) er
 	if err := ValidateJobWrite(f, jobID); err != nil {
 		return err
 	}
-	return s.updateResult(ctx, f, jobID, func(e *jobplanev1.JobResultEntry) ([]clientv3.Op, error) {
+	return s.updateResult(ctx, f, jobID, func(e *hastorev1.JobResultEntry) ([]clientv3.Op, error) {
 		switch {
 		case e == nil:
 			return nil, ErrResultNotFound
-		case e.GetState() == jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN:
+		case e.GetState() == hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN:
 			return nil, nil
 		}
 		clean := proto.CloneOf(e)
-		clean.State = jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN
+		clean.State = hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN
 		data, err := proto.Marshal(clean)
 		if err != nil {
 			return nil, fmt.Errorf("hastore: encode result: %w", err)
@@ -633,11 +634,11 @@ func (s *Etcd) DeleteJobResultEntry(ctx context.Context, f Fence, jobID string) 
 	if err := ValidateJobWrite(f, jobID); err != nil {
 		return err
 	}
-	return s.updateResult(ctx, f, jobID, func(e *jobplanev1.JobResultEntry) ([]clientv3.Op, error) {
+	return s.updateResult(ctx, f, jobID, func(e *hastorev1.JobResultEntry) ([]clientv3.Op, error) {
 		switch {
 		case e == nil:
 			return nil, nil
-		case e.GetState() != jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN:
+		case e.GetState() != hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN:
 			return nil, ErrResultDirty
 		}
 		return []clientv3.Op{clientv3.OpDelete(s.resultKey(jobID))}, nil
@@ -645,7 +646,7 @@ func (s *Etcd) DeleteJobResultEntry(ctx context.Context, f Fence, jobID string) 
 }
 
 // GetJobResultEntry implements Store.
-func (s *Etcd) GetJobResultEntry(ctx context.Context, jobID string) (*jobplanev1.JobResultEntry, error) {
+func (s *Etcd) GetJobResultEntry(ctx context.Context, jobID string) (*hastorev1.JobResultEntry, error) {
 	if err := ValidateJobID(jobID); err != nil {
 		return nil, err
 	}
@@ -660,21 +661,21 @@ func (s *Etcd) GetJobResultEntry(ctx context.Context, jobID string) (*jobplanev1
 }
 
 // ListJobResultEntries implements Store.
-func (s *Etcd) ListJobResultEntries(ctx context.Context, state jobplanev1.JobResultState, after string, limit int) ([]*jobplanev1.JobResultEntry, error) {
+func (s *Etcd) ListJobResultEntries(ctx context.Context, state hastorev1.JobResultState, after string, limit int) ([]*hastorev1.JobResultEntry, error) {
 	if err := ValidateList(after, limit); err != nil {
 		return nil, err
 	}
 	var (
-		entries []*jobplanev1.JobResultEntry
+		entries []*hastorev1.JobResultEntry
 		decErr  error
 	)
 	err := s.scan(ctx, s.resultPrefix(), after, false, func(key string, value []byte) bool {
-		e := new(jobplanev1.JobResultEntry)
+		e := new(hastorev1.JobResultEntry)
 		if err := proto.Unmarshal(value, e); err != nil {
 			decErr = fmt.Errorf("hastore: decode result of job %s: %w", key, err)
 			return false
 		}
-		if state == jobplanev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED || e.GetState() == state {
+		if state == hastorev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED || e.GetState() == state {
 			entries = append(entries, e)
 		}
 		return limit == 0 || len(entries) < limit

@@ -3,6 +3,7 @@ package hastore
 import (
 	"context"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 )
 
@@ -12,5 +13,5 @@ var _ JobFinisher = (*Etcd)(nil)
 // clean, if the job has none, and deletes its plan (and cancel request) in
 // the same branch.
 func (s *Etcd) FinishJob(ctx context.Context, f Fence, result *jobplanev1.JobResult) error {
-	return s.createResult(ctx, f, result, jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN, s.planDeletes(result.GetJobId())...)
+	return s.createResult(ctx, f, result, hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN, s.planDeletes(result.GetJobId())...)
 }

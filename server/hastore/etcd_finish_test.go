@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 )
@@ -29,7 +30,7 @@ func TestFinishJobOneWrite(t *testing.T) {
 		t.Errorf("CancelRequested after FinishJob = %v, %v; want the request removed with the plan", canceled, err)
 	}
 	entry, err := env.store.GetJobResultEntry(ctx, "done")
-	if err != nil || entry.GetState() != jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN || entry.GetResult().GetStatus() != res.GetStatus() {
+	if err != nil || entry.GetState() != hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN || entry.GetResult().GetStatus() != res.GetStatus() {
 		t.Errorf("result after FinishJob = %v, %v; want it clean and FINISHED", entry, err)
 	}
 	if _, err := env.store.GetExecutionPlan(ctx, "done"); !errors.Is(err, hastore.ErrPlanNotFound) {
@@ -43,7 +44,7 @@ func TestFinishJobOneWrite(t *testing.T) {
 	if err := env.store.FinishJob(ctx, env.f, &jobplanev1.JobResult{JobId: "again", Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED}); !errors.Is(err, hastore.ErrResultExists) {
 		t.Errorf("FinishJob over a result: %v; want ErrResultExists", err)
 	}
-	if entry, err := env.store.GetJobResultEntry(ctx, "again"); err != nil || entry.GetState() != jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY || entry.GetResult().GetStatus() != dirty.GetStatus() {
+	if entry, err := env.store.GetJobResultEntry(ctx, "again"); err != nil || entry.GetState() != hastorev1.JobResultState_JOB_RESULT_STATE_DIRTY || entry.GetResult().GetStatus() != dirty.GetStatus() {
 		t.Errorf("result after a refused FinishJob = %v, %v; want the dirty one untouched", entry, err)
 	}
 	if _, err := env.store.GetExecutionPlan(ctx, "again"); err != nil {

@@ -7,7 +7,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 )
 
 var _ PlanCandidacy = (*etcdSession)(nil)
@@ -18,7 +18,7 @@ var _ PlanCandidacy = (*etcdSession)(nil)
 // candidacy then leads from that revision on, with no predecessor to wait
 // for; the store's watch of leader keys learns of its deletion from
 // before its creation, as for any campaign.
-func (s *etcdSession) PutExecutionPlanAndLead(ctx context.Context, f Fence, plan *jobplanev1.ExecutionPlan, address string) (*Leadership, error) {
+func (s *etcdSession) PutExecutionPlanAndLead(ctx context.Context, f Fence, plan *hastorev1.ExecutionPlan, address string) (*Leadership, error) {
 	store := s.store
 	election := JobElection(plan.GetJobId())
 	key := store.leaderKey(election, s.ID())

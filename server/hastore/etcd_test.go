@@ -11,6 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/storetest"
@@ -140,6 +141,6 @@ func TestEtcdPrefixesIsolateClusters(t *testing.T) {
 	}
 }
 
-func testPlan(jobID string) *jobplanev1.ExecutionPlan {
-	return &jobplanev1.ExecutionPlan{JobId: jobID, JobGraph: &jobplanev1.JobGraph{Name: jobID}}
+func testPlan(jobID string) *hastorev1.ExecutionPlan {
+	return &hastorev1.ExecutionPlan{JobId: jobID, JobGraph: &jobplanev1.JobGraph{Name: jobID}}
 }

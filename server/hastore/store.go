@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 )
 
@@ -97,9 +98,9 @@ type Store interface {
 	// ErrPlanExists. Plans larger than the store's limit are refused as
 	// invalid, and the plan of a job that has a result entry with
 	// ErrResultExists.
-	PutExecutionPlan(ctx context.Context, f Fence, plan *jobplanev1.ExecutionPlan) error
+	PutExecutionPlan(ctx context.Context, f Fence, plan *hastorev1.ExecutionPlan) error
 	// GetExecutionPlan returns the job's plan, or ErrPlanNotFound.
-	GetExecutionPlan(ctx context.Context, jobID string) (*jobplanev1.ExecutionPlan, error)
+	GetExecutionPlan(ctx context.Context, jobID string) (*hastorev1.ExecutionPlan, error)
 	// ListExecutionPlans returns up to limit ids of jobs with a plan, in id
 	// order, starting after the id `after` ("" for the first page). A
 	// limit of 0 means all.
@@ -129,11 +130,11 @@ type Store interface {
 	MarkJobResultClean(ctx context.Context, f Fence, jobID string) error
 	// GetJobResultEntry returns the job's result entry, or
 	// ErrResultNotFound.
-	GetJobResultEntry(ctx context.Context, jobID string) (*jobplanev1.JobResultEntry, error)
+	GetJobResultEntry(ctx context.Context, jobID string) (*hastorev1.JobResultEntry, error)
 	// ListJobResultEntries returns up to limit entries in job id order,
 	// starting after the id `after`, only those in state unless state is
 	// UNSPECIFIED. A limit of 0 means all.
-	ListJobResultEntries(ctx context.Context, state jobplanev1.JobResultState, after string, limit int) ([]*jobplanev1.JobResultEntry, error)
+	ListJobResultEntries(ctx context.Context, state hastorev1.JobResultState, after string, limit int) ([]*hastorev1.JobResultEntry, error)
 	// DeleteJobResultEntry removes a clean entry; an absent one is no
 	// error. It fails with ErrResultDirty for a dirty entry.
 	DeleteJobResultEntry(ctx context.Context, f Fence, jobID string) error
@@ -157,7 +158,7 @@ type PlanCandidacy interface {
 	// only the plan is written and granted is nil: the caller campaigns as
 	// usual. The errors are PutExecutionPlan's, and ErrCandidacyExists if
 	// the session already has a candidacy in the election.
-	PutExecutionPlanAndLead(ctx context.Context, f Fence, plan *jobplanev1.ExecutionPlan, address string) (granted *Leadership, err error)
+	PutExecutionPlanAndLead(ctx context.Context, f Fence, plan *hastorev1.ExecutionPlan, address string) (granted *Leadership, err error)
 }
 
 // JobFinisher is implemented by stores that can record a job's result and

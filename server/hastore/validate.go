@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 )
 
@@ -153,7 +154,7 @@ func ValidateConfirm(f Fence, address string) error {
 
 // ValidatePlanWrite checks a PutExecutionPlan's fence and plan, whose
 // encoding must not exceed maxBytes.
-func ValidatePlanWrite(f Fence, plan *jobplanev1.ExecutionPlan, size, maxBytes int) error {
+func ValidatePlanWrite(f Fence, plan *hastorev1.ExecutionPlan, size, maxBytes int) error {
 	var v validation
 	v.dataFence("fence", f)
 	if plan == nil {

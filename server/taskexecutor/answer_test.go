@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/taskexecutor"
 )
@@ -19,13 +20,13 @@ type deployingJobMaster struct {
 	invokable string
 }
 
-func (j deployingJobMaster) OfferSlots(ctx context.Context, req *jobplanev1.OfferSlotsRequest) (*jobplanev1.OfferSlotsResponse, error) {
+func (j deployingJobMaster) OfferSlots(ctx context.Context, req *clusterv1.OfferSlotsRequest) (*clusterv1.OfferSlotsResponse, error) {
 	resp, err := j.offerTaker.OfferSlots(ctx, req)
 	if err != nil || !req.GetDeploymentsInAnswer() {
 		return resp, err
 	}
 	for _, o := range resp.GetAccepted() {
-		resp.Deployments = append(resp.Deployments, &jobplanev1.TaskDeployment{
+		resp.Deployments = append(resp.Deployments, &clusterv1.TaskDeployment{
 			AllocationId: o.GetAllocationId(), Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v"}, Invokable: j.invokable,
 		})
 	}
@@ -47,7 +48,7 @@ func TestAttemptsInTheOfferAnswerRun(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := te.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
+	if _, err := te.RequestSlot(ctx, &clusterv1.RequestSlotRequest{
 		ResourceManagerToken: token(1), AllocationId: "a", JobId: "j", JobMasterAddress: url, JobMasterToken: token(7),
 	}); err != nil {
 		t.Fatal(err)
@@ -60,7 +61,7 @@ func TestAttemptsInTheOfferAnswerRun(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the attempt in the offer's answer did not start within 10s")
 	}
-	resp, err := te.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{Sender: &jobplanev1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken{ResourceManagerToken: token(1)}})
+	resp, err := te.Heartbeat(ctx, &clusterv1.TaskExecutorServiceHeartbeatRequest{Sender: &clusterv1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken{ResourceManagerToken: token(1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestAttemptsInTheOfferAnswerRun(t *testing.T) {
 	// same attempt under it is taken as done, one under an older token
 	// is refused as stale.
 	deploy := func(epoch uint64) error {
-		_, err := te.SubmitTask(ctx, &jobplanev1.SubmitTaskRequest{
+		_, err := te.SubmitTask(ctx, &clusterv1.SubmitTaskRequest{
 			JobId: "j", JobMasterToken: token(epoch), AllocationId: "a", HeartbeatTimeout: durationpb.New(time.Minute),
 			Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v"}, Invokable: "record",
 		})

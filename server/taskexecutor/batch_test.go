@@ -14,8 +14,9 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
@@ -27,47 +28,47 @@ import (
 // JobMaster of another implementation may. hold, if set, holds the first
 // state report until it is closed.
 type recordingJobMaster struct {
-	jobplanev1connect.UnimplementedJobMasterServiceHandler
+	clusterv1connect.UnimplementedJobMasterServiceHandler
 	batch bool
 	hold  chan struct{}
 
 	mu        sync.Mutex
 	registers int // by RegisterTaskExecutor or by an offer
 	separate  int // RegisterTaskExecutor calls
-	offers    [][]*jobplanev1.SlotOffer
+	offers    [][]*clusterv1.SlotOffer
 	reports   [][]*jobplanev1.TaskExecutionStatus // one entry per call
 	singles   int                                 // UpdateTaskExecutionState calls
 	held      bool
 	heldEnded bool // the held report call has returned
 }
 
-func (j *recordingJobMaster) RegisterTaskExecutor(context.Context, *jobplanev1.JobMasterServiceRegisterTaskExecutorRequest) (*jobplanev1.JobMasterServiceRegisterTaskExecutorResponse, error) {
+func (j *recordingJobMaster) RegisterTaskExecutor(context.Context, *clusterv1.JobMasterServiceRegisterTaskExecutorRequest) (*clusterv1.JobMasterServiceRegisterTaskExecutorResponse, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.registers++
 	j.separate++
-	return &jobplanev1.JobMasterServiceRegisterTaskExecutorResponse{HeartbeatTimeout: durationpb.New(time.Minute), HeartbeatInterval: durationpb.New(time.Second)}, nil
+	return &clusterv1.JobMasterServiceRegisterTaskExecutorResponse{HeartbeatTimeout: durationpb.New(time.Minute), HeartbeatInterval: durationpb.New(time.Second)}, nil
 }
 
-func (j *recordingJobMaster) OfferSlots(_ context.Context, req *jobplanev1.OfferSlotsRequest) (*jobplanev1.OfferSlotsResponse, error) {
+func (j *recordingJobMaster) OfferSlots(_ context.Context, req *clusterv1.OfferSlotsRequest) (*clusterv1.OfferSlotsResponse, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.offers = append(j.offers, req.GetOffers())
 	if req.GetAddress() != "" {
 		j.registers++
 	}
-	return &jobplanev1.OfferSlotsResponse{Accepted: req.GetOffers(), HeartbeatTimeout: durationpb.New(time.Minute), HeartbeatInterval: durationpb.New(time.Second)}, nil
+	return &clusterv1.OfferSlotsResponse{Accepted: req.GetOffers(), HeartbeatTimeout: durationpb.New(time.Minute), HeartbeatInterval: durationpb.New(time.Second)}, nil
 }
 
-func (j *recordingJobMaster) UpdateTaskExecutionState(_ context.Context, req *jobplanev1.UpdateTaskExecutionStateRequest) (*jobplanev1.UpdateTaskExecutionStateResponse, error) {
+func (j *recordingJobMaster) UpdateTaskExecutionState(_ context.Context, req *clusterv1.UpdateTaskExecutionStateRequest) (*clusterv1.UpdateTaskExecutionStateResponse, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.singles++
 	j.reports = append(j.reports, []*jobplanev1.TaskExecutionStatus{req.GetStatus()})
-	return &jobplanev1.UpdateTaskExecutionStateResponse{}, nil
+	return &clusterv1.UpdateTaskExecutionStateResponse{}, nil
 }
 
-func (j *recordingJobMaster) UpdateTaskExecutionStates(ctx context.Context, req *jobplanev1.UpdateTaskExecutionStatesRequest) (*jobplanev1.UpdateTaskExecutionStatesResponse, error) {
+func (j *recordingJobMaster) UpdateTaskExecutionStates(ctx context.Context, req *clusterv1.UpdateTaskExecutionStatesRequest) (*clusterv1.UpdateTaskExecutionStatesResponse, error) {
 	if !j.batch {
 		return nil, connect.NewError(connect.CodeUnimplemented, nil)
 	}
@@ -90,7 +91,7 @@ func (j *recordingJobMaster) UpdateTaskExecutionStates(ctx context.Context, req 
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.reports = append(j.reports, req.GetStatuses())
-	return &jobplanev1.UpdateTaskExecutionStatesResponse{}, nil
+	return &clusterv1.UpdateTaskExecutionStatesResponse{}, nil
 }
 
 // states returns the states reported of each attempt (by vertex id), in
@@ -109,10 +110,10 @@ func (j *recordingJobMaster) states() (map[string][]jobplanev1.ExecutionState, i
 
 // serveJobMaster serves a test JobMaster over HTTP/1.1 and h2c and
 // returns its URL.
-func serveJobMaster(t *testing.T, jm jobplanev1connect.JobMasterServiceHandler) string {
+func serveJobMaster(t *testing.T, jm clusterv1connect.JobMasterServiceHandler) string {
 	t.Helper()
 	mux := http.NewServeMux()
-	mux.Handle(jobplanev1connect.NewJobMasterServiceHandler(jm))
+	mux.Handle(clusterv1connect.NewJobMasterServiceHandler(jm))
 	srv := httptest.NewUnstartedServer(mux)
 	srv.Config.Protocols = endpoint.ServerProtocols() // the TaskExecutor's client speaks h2c
 	srv.Start()
@@ -122,7 +123,7 @@ func serveJobMaster(t *testing.T, jm jobplanev1connect.JobMasterServiceHandler) 
 
 // startRunning serves and runs a TaskExecutor with n slots and the given
 // invokables; Run finds no ResourceManager, which these tests do without.
-func startRunning(t *testing.T, n int, invokables map[string]taskexecutor.Invokable) jobplanev1connect.TaskExecutorServiceClient {
+func startRunning(t *testing.T, n int, invokables map[string]taskexecutor.Invokable) clusterv1connect.TaskExecutorServiceClient {
 	t.Helper()
 	return serveTaskExecutor(t, taskexecutor.Config{Slots: n, Invokables: invokables, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 }
@@ -130,7 +131,7 @@ func startRunning(t *testing.T, n int, invokables map[string]taskexecutor.Invoka
 // serveTaskExecutor runs a TaskExecutor of cfg, at a placeholder address
 // and on a store of its own, until the test ends, and returns a client of
 // it.
-func serveTaskExecutor(t *testing.T, cfg taskexecutor.Config) jobplanev1connect.TaskExecutorServiceClient {
+func serveTaskExecutor(t *testing.T, cfg taskexecutor.Config) clusterv1connect.TaskExecutorServiceClient {
 	t.Helper()
 	te, client := serveUnstarted(t, cfg)
 	runCtx, stop := context.WithCancel(context.Background())
@@ -142,7 +143,7 @@ func serveTaskExecutor(t *testing.T, cfg taskexecutor.Config) jobplanev1connect.
 
 // serveUnstarted serves a TaskExecutor of cfg as serveTaskExecutor does,
 // without running it.
-func serveUnstarted(t *testing.T, cfg taskexecutor.Config) (*taskexecutor.TaskExecutor, jobplanev1connect.TaskExecutorServiceClient) {
+func serveUnstarted(t *testing.T, cfg taskexecutor.Config) (*taskexecutor.TaskExecutor, clusterv1connect.TaskExecutorServiceClient) {
 	t.Helper()
 	store, err := hastore.Open(context.Background(), hastore.OpenConfig{DataDir: t.TempDir(), Logger: cfg.Logger})
 	if err != nil {
@@ -157,13 +158,13 @@ func serveUnstarted(t *testing.T, cfg taskexecutor.Config) (*taskexecutor.TaskEx
 	_, h := te.Handler()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return te, jobplanev1connect.NewTaskExecutorServiceClient(srv.Client(), srv.URL)
+	return te, clusterv1connect.NewTaskExecutorServiceClient(srv.Client(), srv.URL)
 }
 
-func slotRequests(jm string, job string, jmEpoch uint64, n int) []*jobplanev1.SlotRequest {
-	var out []*jobplanev1.SlotRequest
+func slotRequests(jm string, job string, jmEpoch uint64, n int) []*clusterv1.SlotRequest {
+	var out []*clusterv1.SlotRequest
 	for i := range n {
-		out = append(out, &jobplanev1.SlotRequest{
+		out = append(out, &clusterv1.SlotRequest{
 			SlotIndex: int32(i), AllocationId: job + string(rune('a'+i)), JobId: job, JobMasterAddress: jm, JobMasterToken: token(jmEpoch),
 		})
 	}
@@ -192,7 +193,7 @@ func TestRequestSlotsOffersTogether(t *testing.T) {
 	url := serveJobMaster(t, jm)
 	te := startRunning(t, 9, nil)
 	ctx := context.Background()
-	if _, err := te.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
+	if _, err := te.RequestSlot(ctx, &clusterv1.RequestSlotRequest{
 		ResourceManagerToken: token(1), SlotIndex: 7, AllocationId: "other", JobId: "other", JobMasterAddress: url, JobMasterToken: token(1),
 	}); err != nil {
 		t.Fatal(err)
@@ -200,7 +201,7 @@ func TestRequestSlotsOffersTogether(t *testing.T) {
 	waitFor(t, "the first offer", func() bool { jm.mu.Lock(); defer jm.mu.Unlock(); return len(jm.offers) == 1 })
 
 	slots := slotRequests(url, "j", 3, 8) // slot 7 is taken
-	resp, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slots})
+	resp, err := te.RequestSlots(ctx, &clusterv1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slots})
 	if err != nil {
 		t.Fatalf("RequestSlots: %v", err)
 	}
@@ -218,19 +219,19 @@ func TestRequestSlotsOffersTogether(t *testing.T) {
 		t.Errorf("got %d registrations (%d by RegisterTaskExecutor) and an offer of %d slots for two jobs; want 2 (0) and 7: one call for the job's 7 slots, registering as it offers", registers, separate, len(offers[1]))
 	}
 	// Repeating the call changes nothing and offers nothing new.
-	if resp, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slots[:7]}); err != nil || len(resp.GetRefused()) != 0 {
+	if resp, err := te.RequestSlots(ctx, &clusterv1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slots[:7]}); err != nil || len(resp.GetRefused()) != 0 {
 		t.Errorf("repeated RequestSlots = %v, %v; want every slot allocated", resp, err)
 	}
 
 	for _, tc := range []struct {
 		name string
-		req  *jobplanev1.RequestSlotsRequest
+		req  *clusterv1.RequestSlotsRequest
 		code connect.Code
 	}{
-		{"no ResourceManager token", &jobplanev1.RequestSlotsRequest{Slots: slotRequests(url, "k", 1, 1)}, connect.CodeInvalidArgument},
-		{"no slots", &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1)}, 0},
-		{"missing field", &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: []*jobplanev1.SlotRequest{{AllocationId: "x", JobId: "k", JobMasterToken: token(1)}}}, connect.CodeInvalidArgument},
-		{"slot out of range", &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: []*jobplanev1.SlotRequest{{SlotIndex: 9, AllocationId: "x", JobId: "k", JobMasterAddress: url, JobMasterToken: token(1)}}}, connect.CodeInvalidArgument},
+		{"no ResourceManager token", &clusterv1.RequestSlotsRequest{Slots: slotRequests(url, "k", 1, 1)}, connect.CodeInvalidArgument},
+		{"no slots", &clusterv1.RequestSlotsRequest{ResourceManagerToken: token(1)}, 0},
+		{"missing field", &clusterv1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: []*clusterv1.SlotRequest{{AllocationId: "x", JobId: "k", JobMasterToken: token(1)}}}, connect.CodeInvalidArgument},
+		{"slot out of range", &clusterv1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: []*clusterv1.SlotRequest{{SlotIndex: 9, AllocationId: "x", JobId: "k", JobMasterAddress: url, JobMasterToken: token(1)}}}, connect.CodeInvalidArgument},
 	} {
 		_, err := te.RequestSlots(ctx, tc.req)
 		if got := connect.CodeOf(err); err != nil && got != tc.code || err == nil && tc.code != 0 {
@@ -238,14 +239,14 @@ func TestRequestSlotsOffersTogether(t *testing.T) {
 		}
 	}
 	// A newer ResourceManager was seen: the older token is refused whole.
-	if _, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(2)}); err != nil {
+	if _, err := te.RequestSlots(ctx, &clusterv1.RequestSlotsRequest{ResourceManagerToken: token(2)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slotRequests(url, "k", 1, 1)}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
+	if _, err := te.RequestSlots(ctx, &clusterv1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slotRequests(url, "k", 1, 1)}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
 		t.Errorf("RequestSlots with an older ResourceManager token: %v, want STALE_FENCING_TOKEN", err)
 	}
 	// A JobMaster token older than the job's is refused per slot.
-	resp, err = te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(2), Slots: []*jobplanev1.SlotRequest{{
+	resp, err = te.RequestSlots(ctx, &clusterv1.RequestSlotsRequest{ResourceManagerToken: token(2), Slots: []*clusterv1.SlotRequest{{
 		SlotIndex: 8, AllocationId: "stale", JobId: "j", JobMasterAddress: url, JobMasterToken: token(2),
 	}}})
 	if err != nil || len(resp.GetRefused()) != 1 || resp.GetRefused()[0].GetReason() != jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN {
@@ -274,24 +275,24 @@ func TestSubmitTasksDeploysAndReportsTogether(t *testing.T) {
 		}
 	}})
 	ctx := context.Background()
-	if _, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slotRequests(url, "j", 5, n+1)}); err != nil {
+	if _, err := te.RequestSlots(ctx, &clusterv1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slotRequests(url, "j", 5, n+1)}); err != nil {
 		t.Fatal(err)
 	}
-	var tasks []*jobplanev1.TaskDeployment
+	var tasks []*clusterv1.TaskDeployment
 	for i := range n {
-		tasks = append(tasks, &jobplanev1.TaskDeployment{AllocationId: "j" + string(rune('a'+i)), Attempt: &jobplanev1.ExecutionAttemptId{VertexId: string(rune('p' + i))}, Invokable: "gate"})
+		tasks = append(tasks, &clusterv1.TaskDeployment{AllocationId: "j" + string(rune('a'+i)), Attempt: &jobplanev1.ExecutionAttemptId{VertexId: string(rune('p' + i))}, Invokable: "gate"})
 	}
 	tasks = append(tasks,
-		&jobplanev1.TaskDeployment{AllocationId: "nope", Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "x"}, Invokable: "gate"},
-		&jobplanev1.TaskDeployment{AllocationId: "j" + string(rune('a'+n)), Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "y"}, Invokable: "missing"},
+		&clusterv1.TaskDeployment{AllocationId: "nope", Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "x"}, Invokable: "gate"},
+		&clusterv1.TaskDeployment{AllocationId: "j" + string(rune('a'+n)), Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "y"}, Invokable: "missing"},
 	)
-	if _, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(4), HeartbeatTimeout: jmTimeout, Tasks: tasks}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
+	if _, err := te.SubmitTasks(ctx, &clusterv1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(4), HeartbeatTimeout: jmTimeout, Tasks: tasks}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
 		t.Fatalf("SubmitTasks with an older token: %v, want STALE_FENCING_TOKEN", err)
 	}
-	if _, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(5), HeartbeatTimeout: jmTimeout, Tasks: []*jobplanev1.TaskDeployment{{AllocationId: "ja"}}}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+	if _, err := te.SubmitTasks(ctx, &clusterv1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(5), HeartbeatTimeout: jmTimeout, Tasks: []*clusterv1.TaskDeployment{{AllocationId: "ja"}}}); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("SubmitTasks without attempt and invokable: %v, want INVALID_ARGUMENT", err)
 	}
-	resp, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(5), HeartbeatTimeout: jmTimeout, Tasks: tasks})
+	resp, err := te.SubmitTasks(ctx, &clusterv1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(5), HeartbeatTimeout: jmTimeout, Tasks: tasks})
 	if err != nil {
 		t.Fatalf("SubmitTasks: %v", err)
 	}
@@ -358,10 +359,10 @@ func TestReportsFallBackToOneChangePerCall(t *testing.T) {
 	url := serveJobMaster(t, jm)
 	te := startRunning(t, 2, nil)
 	ctx := context.Background()
-	if _, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slotRequests(url, "j", 1, 2)}); err != nil {
+	if _, err := te.RequestSlots(ctx, &clusterv1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slotRequests(url, "j", 1, 2)}); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(1), HeartbeatTimeout: jmTimeout, Tasks: []*jobplanev1.TaskDeployment{
+	resp, err := te.SubmitTasks(ctx, &clusterv1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(1), HeartbeatTimeout: jmTimeout, Tasks: []*clusterv1.TaskDeployment{
 		{AllocationId: "ja", Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "p"}, Invokable: "noop"},
 		{AllocationId: "jb", Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "q"}, Invokable: "noop"},
 	}})
@@ -384,11 +385,11 @@ func TestFreeSlots(t *testing.T) {
 	url := serveJobMaster(t, jm)
 	te := startRunning(t, 3, nil)
 	ctx := context.Background()
-	if _, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slotRequests(url, "j", 2, 3)}); err != nil {
+	if _, err := te.RequestSlots(ctx, &clusterv1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slotRequests(url, "j", 2, 3)}); err != nil {
 		t.Fatal(err)
 	}
 	held := func() []string {
-		resp, err := te.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{Sender: &jobplanev1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken{ResourceManagerToken: token(1)}})
+		resp, err := te.Heartbeat(ctx, &clusterv1.TaskExecutorServiceHeartbeatRequest{Sender: &clusterv1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken{ResourceManagerToken: token(1)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -400,16 +401,16 @@ func TestFreeSlots(t *testing.T) {
 		}
 		return out
 	}
-	if _, err := te.FreeSlots(ctx, &jobplanev1.FreeSlotsRequest{JobId: "j", JobMasterToken: token(1), AllocationIds: []string{"ja", "jb"}}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
+	if _, err := te.FreeSlots(ctx, &clusterv1.FreeSlotsRequest{JobId: "j", JobMasterToken: token(1), AllocationIds: []string{"ja", "jb"}}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
 		t.Errorf("FreeSlots with an older token: %v, want STALE_FENCING_TOKEN", err)
 	}
-	if _, err := te.FreeSlots(ctx, &jobplanev1.FreeSlotsRequest{AllocationIds: []string{"ja"}}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+	if _, err := te.FreeSlots(ctx, &clusterv1.FreeSlotsRequest{AllocationIds: []string{"ja"}}); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Errorf("FreeSlots without job and token: %v, want INVALID_ARGUMENT", err)
 	}
 	if got := held(); len(got) != 3 {
 		t.Fatalf("held %v after refused FreeSlots, want all 3", got)
 	}
-	if _, err := te.FreeSlots(ctx, &jobplanev1.FreeSlotsRequest{JobId: "j", JobMasterToken: token(2), AllocationIds: []string{"ja", "jc", "unknown"}}); err != nil {
+	if _, err := te.FreeSlots(ctx, &clusterv1.FreeSlotsRequest{JobId: "j", JobMasterToken: token(2), AllocationIds: []string{"ja", "jc", "unknown"}}); err != nil {
 		t.Fatalf("FreeSlots: %v", err)
 	}
 	if got := held(); len(got) != 1 || got[0] != "jb" {
@@ -419,9 +420,9 @@ func TestFreeSlots(t *testing.T) {
 
 // held returns the allocations of te's slots, by slot index ("" for a
 // free slot).
-func held(t *testing.T, te jobplanev1connect.TaskExecutorServiceClient) []string {
+func held(t *testing.T, te clusterv1connect.TaskExecutorServiceClient) []string {
 	t.Helper()
-	resp, err := te.Heartbeat(context.Background(), &jobplanev1.TaskExecutorServiceHeartbeatRequest{Sender: &jobplanev1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken{ResourceManagerToken: token(1)}})
+	resp, err := te.Heartbeat(context.Background(), &clusterv1.TaskExecutorServiceHeartbeatRequest{Sender: &clusterv1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken{ResourceManagerToken: token(1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,12 +442,12 @@ func TestBatchCallsActOnlyOnTheirJob(t *testing.T) {
 	te := startRunning(t, 4, nil)
 	ctx := context.Background()
 	// Job k's current JobMaster token is 7.
-	if _, err := te.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
+	if _, err := te.RequestSlot(ctx, &clusterv1.RequestSlotRequest{
 		ResourceManagerToken: token(1), SlotIndex: 3, AllocationId: "k1", JobId: "k", JobMasterAddress: url, JobMasterToken: token(7),
 	}); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: []*jobplanev1.SlotRequest{
+	resp, err := te.RequestSlots(ctx, &clusterv1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: []*clusterv1.SlotRequest{
 		{SlotIndex: 0, AllocationId: "j1", JobId: "j", JobMasterAddress: url, JobMasterToken: token(3)},
 		{SlotIndex: 1, AllocationId: "k0", JobId: "k", JobMasterAddress: url, JobMasterToken: token(6)},
 		{SlotIndex: 2, AllocationId: "j2", JobId: "j", JobMasterAddress: url, JobMasterToken: token(3)},
@@ -461,10 +462,10 @@ func TestBatchCallsActOnlyOnTheirJob(t *testing.T) {
 		t.Errorf("slots %q after RequestSlots, want %q", got, want)
 	}
 
-	sleep := func(alloc, vertex string) *jobplanev1.TaskDeployment {
-		return &jobplanev1.TaskDeployment{AllocationId: alloc, Attempt: &jobplanev1.ExecutionAttemptId{VertexId: vertex}, Invokable: "sleep", Config: map[string]string{"duration": "1h"}}
+	sleep := func(alloc, vertex string) *clusterv1.TaskDeployment {
+		return &clusterv1.TaskDeployment{AllocationId: alloc, Attempt: &jobplanev1.ExecutionAttemptId{VertexId: vertex}, Invokable: "sleep", Config: map[string]string{"duration": "1h"}}
 	}
-	sub, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(3), HeartbeatTimeout: jmTimeout, Tasks: []*jobplanev1.TaskDeployment{sleep("j1", "p"), sleep("k1", "q")}})
+	sub, err := te.SubmitTasks(ctx, &clusterv1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(3), HeartbeatTimeout: jmTimeout, Tasks: []*clusterv1.TaskDeployment{sleep("j1", "p"), sleep("k1", "q")}})
 	if err != nil {
 		t.Fatalf("SubmitTasks: %v", err)
 	}
@@ -472,16 +473,16 @@ func TestBatchCallsActOnlyOnTheirJob(t *testing.T) {
 		t.Errorf("refused = %v, want only index 1 (job k's allocation) SLOT_NOT_ALLOCATED", r)
 	}
 	// Job k's slot is still free for job k's own attempt.
-	if _, err := te.SubmitTask(ctx, &jobplanev1.SubmitTaskRequest{
+	if _, err := te.SubmitTask(ctx, &clusterv1.SubmitTaskRequest{
 		JobId: "k", JobMasterToken: token(7), AllocationId: "k1", HeartbeatTimeout: jmTimeout, Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "r"}, Invokable: "sleep", Config: map[string]string{"duration": "1h"},
 	}); err != nil {
 		t.Errorf("SubmitTask of job k into its own slot: %v, want it deployed", err)
 	}
 
-	if _, err := te.FreeSlots(ctx, &jobplanev1.FreeSlotsRequest{JobId: "j", JobMasterToken: token(3), AllocationIds: []string{"j2", "k1"}}); err != nil {
+	if _, err := te.FreeSlots(ctx, &clusterv1.FreeSlotsRequest{JobId: "j", JobMasterToken: token(3), AllocationIds: []string{"j2", "k1"}}); err != nil {
 		t.Fatalf("FreeSlots: %v", err)
 	}
-	if _, err := te.FreeSlots(ctx, &jobplanev1.FreeSlotsRequest{JobId: "k", JobMasterToken: token(6), AllocationIds: []string{"k1"}}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
+	if _, err := te.FreeSlots(ctx, &clusterv1.FreeSlotsRequest{JobId: "k", JobMasterToken: token(6), AllocationIds: []string{"k1"}}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
 		t.Errorf("FreeSlots of job k under token 6 < 7: %v, want STALE_FENCING_TOKEN", err)
 	}
 	if got, want := held(t, te), []string{"j1", "", "", "k1"}; fmt.Sprint(got) != fmt.Sprint(want) {

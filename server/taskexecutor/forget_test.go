@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
@@ -33,7 +34,7 @@ func TestJobsHoldingNothingAreForgotten(t *testing.T) {
 	defer te.mu.Unlock()
 	te.stopped = true // no offer goes out
 	allocate := func(slot int, jobID, allocationID string, epoch uint64) error {
-		return te.allocateLocked(&jobplanev1.SlotRequest{
+		return te.allocateLocked(&clusterv1.SlotRequest{
 			SlotIndex: int32(slot), AllocationId: allocationID, JobId: jobID, JobMasterAddress: "http://jm", JobMasterToken: &jobplanev1.FencingToken{Epoch: epoch},
 		})
 	}

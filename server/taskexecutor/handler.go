@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
@@ -13,7 +14,7 @@ import (
 
 // handler serves TaskExecutorService for a TaskExecutor.
 type handler struct {
-	jobplanev1connect.UnimplementedTaskExecutorServiceHandler
+	clusterv1connect.UnimplementedTaskExecutorServiceHandler
 	te *TaskExecutor
 }
 
@@ -23,7 +24,7 @@ func staleJob(jobID string, current hastore.Token) error {
 
 // slotFields lists the fields of a slot request that are missing, or out
 // of range, under prefix.
-func (te *TaskExecutor) slotFields(prefix string, r *jobplanev1.SlotRequest) []apierror.Field {
+func (te *TaskExecutor) slotFields(prefix string, r *clusterv1.SlotRequest) []apierror.Field {
 	var fs []apierror.Field
 	for _, f := range []struct {
 		name  string
@@ -44,9 +45,9 @@ func (te *TaskExecutor) slotFields(prefix string, r *jobplanev1.SlotRequest) []a
 	return fs
 }
 
-func (h *handler) RequestSlot(_ context.Context, req *jobplanev1.RequestSlotRequest) (*jobplanev1.RequestSlotResponse, error) {
+func (h *handler) RequestSlot(_ context.Context, req *clusterv1.RequestSlotRequest) (*clusterv1.RequestSlotResponse, error) {
 	te := h.te
-	r := &jobplanev1.SlotRequest{
+	r := &clusterv1.SlotRequest{
 		SlotIndex: req.GetSlotIndex(), AllocationId: req.GetAllocationId(), JobId: req.GetJobId(),
 		JobMasterAddress: req.GetJobMasterAddress(), JobMasterToken: req.GetJobMasterToken(), Profile: req.GetProfile(),
 	}
@@ -65,10 +66,10 @@ func (h *handler) RequestSlot(_ context.Context, req *jobplanev1.RequestSlotRequ
 	if err := te.allocateLocked(r); err != nil {
 		return nil, err
 	}
-	return &jobplanev1.RequestSlotResponse{SlotReportVersion: te.slotVersion}, nil
+	return &clusterv1.RequestSlotResponse{SlotReportVersion: te.slotVersion}, nil
 }
 
-func (h *handler) RequestSlots(_ context.Context, req *jobplanev1.RequestSlotsRequest) (*jobplanev1.RequestSlotsResponse, error) {
+func (h *handler) RequestSlots(_ context.Context, req *clusterv1.RequestSlotsRequest) (*clusterv1.RequestSlotsResponse, error) {
 	te := h.te
 	var fields []apierror.Field
 	if req.GetResourceManagerToken().GetEpoch() == 0 {
@@ -83,7 +84,7 @@ func (h *handler) RequestSlots(_ context.Context, req *jobplanev1.RequestSlotsRe
 	if newest, ok := te.rmToken.check(tokenOf(req.GetResourceManagerToken())); !ok {
 		return nil, apierror.StaleToken(hastore.ElectionJobManager, newest.SessionID, newest.Epoch)
 	}
-	resp := &jobplanev1.RequestSlotsResponse{}
+	resp := &clusterv1.RequestSlotsResponse{}
 	te.mu.Lock()
 	defer te.mu.Unlock()
 	for i, r := range req.GetSlots() {
@@ -97,7 +98,7 @@ func (h *handler) RequestSlots(_ context.Context, req *jobplanev1.RequestSlotsRe
 
 // allocateLocked allocates a slot as RequestSlot does, and queues its offer
 // to the job's JobMaster; te.mu must be held and r validated.
-func (te *TaskExecutor) allocateLocked(r *jobplanev1.SlotRequest) error {
+func (te *TaskExecutor) allocateLocked(r *clusterv1.SlotRequest) error {
 	s := te.slots[r.GetSlotIndex()]
 	switch s.allocationID {
 	case r.GetAllocationId():
@@ -155,7 +156,7 @@ func jobFields(jobID string, token *jobplanev1.FencingToken) []apierror.Field {
 	return fs
 }
 
-func (h *handler) SubmitTask(_ context.Context, req *jobplanev1.SubmitTaskRequest) (*jobplanev1.SubmitTaskResponse, error) {
+func (h *handler) SubmitTask(_ context.Context, req *clusterv1.SubmitTaskRequest) (*clusterv1.SubmitTaskResponse, error) {
 	te := h.te
 	fields := jobFields(req.GetJobId(), req.GetJobMasterToken())
 	fields = append(fields, taskFields("", req.GetAllocationId(), req.GetAttempt(), req.GetInvokable())...)
@@ -171,10 +172,10 @@ func (h *handler) SubmitTask(_ context.Context, req *jobplanev1.SubmitTaskReques
 	if err := te.deployLocked(req, token); err != nil {
 		return nil, err
 	}
-	return &jobplanev1.SubmitTaskResponse{}, nil
+	return &clusterv1.SubmitTaskResponse{}, nil
 }
 
-func (h *handler) SubmitTasks(_ context.Context, req *jobplanev1.SubmitTasksRequest) (*jobplanev1.SubmitTasksResponse, error) {
+func (h *handler) SubmitTasks(_ context.Context, req *clusterv1.SubmitTasksRequest) (*clusterv1.SubmitTasksResponse, error) {
 	te := h.te
 	fields := jobFields(req.GetJobId(), req.GetJobMasterToken())
 	for i, d := range req.GetTasks() {
@@ -184,7 +185,7 @@ func (h *handler) SubmitTasks(_ context.Context, req *jobplanev1.SubmitTasksRequ
 		return nil, apierror.BadRequest(fields...)
 	}
 	token := tokenOf(req.GetJobMasterToken())
-	resp := &jobplanev1.SubmitTasksResponse{}
+	resp := &clusterv1.SubmitTasksResponse{}
 	te.mu.Lock()
 	defer te.mu.Unlock()
 	if err := te.followDeploymentLocked(req.GetJobId(), token, req.GetHeartbeatTimeout().AsDuration()); err != nil {
@@ -200,8 +201,8 @@ func (h *handler) SubmitTasks(_ context.Context, req *jobplanev1.SubmitTasksRequ
 
 // submitTaskRequest is the SubmitTask that one deployment of a batch
 // stands for.
-func submitTaskRequest(jobID string, token *jobplanev1.FencingToken, d *jobplanev1.TaskDeployment) *jobplanev1.SubmitTaskRequest {
-	return &jobplanev1.SubmitTaskRequest{
+func submitTaskRequest(jobID string, token *jobplanev1.FencingToken, d *clusterv1.TaskDeployment) *clusterv1.SubmitTaskRequest {
+	return &clusterv1.SubmitTaskRequest{
 		JobId: jobID, JobMasterToken: token, AllocationId: d.GetAllocationId(),
 		Attempt: d.GetAttempt(), TaskName: d.GetTaskName(), Invokable: d.GetInvokable(),
 		Config: d.GetConfig(), NumberOfSubtasks: d.GetNumberOfSubtasks(),
@@ -224,7 +225,7 @@ func (te *TaskExecutor) followLocked(jobID string, token hastore.Token) error {
 // deployLocked deploys one attempt as SubmitTask does, once its
 // JobMaster's token was admitted (followDeploymentLocked); te.mu must be
 // held and req validated.
-func (te *TaskExecutor) deployLocked(req *jobplanev1.SubmitTaskRequest, token hastore.Token) error {
+func (te *TaskExecutor) deployLocked(req *clusterv1.SubmitTaskRequest, token hastore.Token) error {
 	var s *slot
 	for _, cand := range te.slots {
 		if cand.allocationID == req.GetAllocationId() && cand.jobID == req.GetJobId() {
@@ -271,7 +272,7 @@ func (te *TaskExecutor) deployLocked(req *jobplanev1.SubmitTaskRequest, token ha
 	return nil
 }
 
-func (h *handler) CancelTask(_ context.Context, req *jobplanev1.CancelTaskRequest) (*jobplanev1.CancelTaskResponse, error) {
+func (h *handler) CancelTask(_ context.Context, req *clusterv1.CancelTaskRequest) (*clusterv1.CancelTaskResponse, error) {
 	te := h.te
 	te.mu.Lock()
 	defer te.mu.Unlock()
@@ -283,10 +284,10 @@ func (h *handler) CancelTask(_ context.Context, req *jobplanev1.CancelTaskReques
 			s.task.cancel()
 		}
 	}
-	return &jobplanev1.CancelTaskResponse{}, nil
+	return &clusterv1.CancelTaskResponse{}, nil
 }
 
-func (h *handler) FreeSlot(_ context.Context, req *jobplanev1.FreeSlotRequest) (*jobplanev1.FreeSlotResponse, error) {
+func (h *handler) FreeSlot(_ context.Context, req *clusterv1.FreeSlotRequest) (*clusterv1.FreeSlotResponse, error) {
 	te := h.te
 	te.mu.Lock()
 	defer te.mu.Unlock()
@@ -294,10 +295,10 @@ func (h *handler) FreeSlot(_ context.Context, req *jobplanev1.FreeSlotRequest) (
 		return nil, err
 	}
 	te.freeLocked(req.GetJobId(), req.GetAllocationId())
-	return &jobplanev1.FreeSlotResponse{}, nil
+	return &clusterv1.FreeSlotResponse{}, nil
 }
 
-func (h *handler) FreeSlots(_ context.Context, req *jobplanev1.FreeSlotsRequest) (*jobplanev1.FreeSlotsResponse, error) {
+func (h *handler) FreeSlots(_ context.Context, req *clusterv1.FreeSlotsRequest) (*clusterv1.FreeSlotsResponse, error) {
 	te := h.te
 	if fields := jobFields(req.GetJobId(), req.GetJobMasterToken()); len(fields) > 0 {
 		return nil, apierror.BadRequest(fields...)
@@ -310,7 +311,7 @@ func (h *handler) FreeSlots(_ context.Context, req *jobplanev1.FreeSlotsRequest)
 	for _, aid := range req.GetAllocationIds() {
 		te.freeLocked(req.GetJobId(), aid)
 	}
-	return &jobplanev1.FreeSlotsResponse{}, nil
+	return &clusterv1.FreeSlotsResponse{}, nil
 }
 
 // freeLocked frees the job's slot of an allocation, if held here; te.mu
@@ -323,17 +324,17 @@ func (te *TaskExecutor) freeLocked(jobID, allocationID string) {
 	}
 }
 
-func (h *handler) Heartbeat(_ context.Context, req *jobplanev1.TaskExecutorServiceHeartbeatRequest) (*jobplanev1.TaskExecutorServiceHeartbeatResponse, error) {
+func (h *handler) Heartbeat(_ context.Context, req *clusterv1.TaskExecutorServiceHeartbeatRequest) (*clusterv1.TaskExecutorServiceHeartbeatResponse, error) {
 	te := h.te
 	var jobID string
 	var token hastore.Token
 	switch s := req.GetSender().(type) {
-	case *jobplanev1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken:
+	case *clusterv1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken:
 		token = tokenOf(s.ResourceManagerToken)
 		if newest, ok := te.rmToken.check(token); !ok {
 			return nil, apierror.StaleToken(hastore.ElectionJobManager, newest.SessionID, newest.Epoch)
 		}
-	case *jobplanev1.TaskExecutorServiceHeartbeatRequest_JobMaster:
+	case *clusterv1.TaskExecutorServiceHeartbeatRequest_JobMaster:
 		jobID, token = s.JobMaster.GetJobId(), tokenOf(s.JobMaster.GetToken())
 		if jobID == "" {
 			return nil, apierror.BadRequest(apierror.Field{Path: "job_master.job_id", Description: "required"})
@@ -350,7 +351,7 @@ func (h *handler) Heartbeat(_ context.Context, req *jobplanev1.TaskExecutorServi
 		}
 		te.admitLocked(jobID, token)
 	}
-	resp := &jobplanev1.TaskExecutorServiceHeartbeatResponse{TaskExecutorId: te.cfg.ID, SlotReport: te.slotReportLocked()}
+	resp := &clusterv1.TaskExecutorServiceHeartbeatResponse{TaskExecutorId: te.cfg.ID, SlotReport: te.slotReportLocked()}
 	if jobID != "" {
 		for _, s := range te.slots {
 			if s.jobID == jobID && s.task != nil && s.task.token == token {

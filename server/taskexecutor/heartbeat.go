@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 )
@@ -78,8 +79,8 @@ func (te *TaskExecutor) followedLocked() map[string]map[string]hastore.Token {
 
 // completeLocked reports everything held here for a job under token;
 // te.mu must be held.
-func (te *TaskExecutor) completeLocked(jobID string, token hastore.Token) *jobplanev1.TaskExecutorJobReport {
-	r := &jobplanev1.TaskExecutorJobReport{JobId: jobID, JobMasterToken: protoToken(token), Following: true, Complete: true}
+func (te *TaskExecutor) completeLocked(jobID string, token hastore.Token) *clusterv1.TaskExecutorJobReport {
+	r := &clusterv1.TaskExecutorJobReport{JobId: jobID, JobMasterToken: protoToken(token), Following: true, Complete: true}
 	for _, s := range te.slots {
 		if s.jobID != jobID {
 			continue
@@ -94,15 +95,15 @@ func (te *TaskExecutor) completeLocked(jobID string, token hastore.Token) *jobpl
 
 // heartbeatRequestLocked builds the heartbeat to address from what is
 // followed there now; te.mu must be held.
-func (te *TaskExecutor) heartbeatRequestLocked(address string, followed map[string]hastore.Token) *jobplanev1.HeartbeatFromTaskExecutorRequest {
+func (te *TaskExecutor) heartbeatRequestLocked(address string, followed map[string]hastore.Token) *clusterv1.HeartbeatFromTaskExecutorRequest {
 	l := te.linkLocked(address)
-	req := &jobplanev1.HeartbeatFromTaskExecutorRequest{TaskExecutorId: te.cfg.ID, Address: te.cfg.Address, Full: l.full}
+	req := &clusterv1.HeartbeatFromTaskExecutorRequest{TaskExecutorId: te.cfg.ID, Address: te.cfg.Address, Full: l.full}
 	for jobID, token := range followed {
 		switch {
 		case l.full || l.complete[jobID]:
 			req.Jobs = append(req.Jobs, te.completeLocked(jobID, token))
 		case l.told[jobID] != token || len(l.unacked[jobID]) > 0:
-			r := &jobplanev1.TaskExecutorJobReport{JobId: jobID, JobMasterToken: protoToken(token), Following: true}
+			r := &clusterv1.TaskExecutorJobReport{JobId: jobID, JobMasterToken: protoToken(token), Following: true}
 			for _, st := range l.unacked[jobID] {
 				r.Attempts = append(r.Attempts, st)
 			}
@@ -112,7 +113,7 @@ func (te *TaskExecutor) heartbeatRequestLocked(address string, followed map[stri
 	if !l.full {
 		for jobID := range l.told {
 			if _, ok := followed[jobID]; !ok {
-				req.Jobs = append(req.Jobs, &jobplanev1.TaskExecutorJobReport{JobId: jobID, Following: false})
+				req.Jobs = append(req.Jobs, &clusterv1.TaskExecutorJobReport{JobId: jobID, Following: false})
 			}
 		}
 	}
@@ -155,7 +156,7 @@ func (te *TaskExecutor) heartbeatInterval() time.Duration {
 func (te *TaskExecutor) heartbeatRound(ctx context.Context) {
 	type call struct {
 		address  string
-		req      *jobplanev1.HeartbeatFromTaskExecutorRequest
+		req      *clusterv1.HeartbeatFromTaskExecutorRequest
 		followed map[string]hastore.Token
 	}
 	var calls []call
@@ -200,7 +201,7 @@ func (te *TaskExecutor) heartbeatRound(ctx context.Context) {
 
 // heardLocked applies the answer to a heartbeat sent at sent; te.mu must
 // be held.
-func (te *TaskExecutor) heardLocked(address string, req *jobplanev1.HeartbeatFromTaskExecutorRequest, followed map[string]hastore.Token, sent time.Time, resp *jobplanev1.HeartbeatFromTaskExecutorResponse) {
+func (te *TaskExecutor) heardLocked(address string, req *clusterv1.HeartbeatFromTaskExecutorRequest, followed map[string]hastore.Token, sent time.Time, resp *clusterv1.HeartbeatFromTaskExecutorResponse) {
 	l := te.linkLocked(address)
 	// What the process knows now.
 	if req.GetFull() {
@@ -233,7 +234,7 @@ func (te *TaskExecutor) heardLocked(address string, req *jobplanev1.HeartbeatFro
 		named[a.GetJobId()] = true
 		j := te.jobs[a.GetJobId()]
 		switch a.GetAction() {
-		case jobplanev1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_NOT_LEADER:
+		case clusterv1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_NOT_LEADER:
 			delete(l.told, a.GetJobId())
 			if j != nil && j.address == address && j.token == followed[a.GetJobId()] {
 				// No JobMaster of the job here: it is not heard, and the
@@ -241,9 +242,9 @@ func (te *TaskExecutor) heardLocked(address string, req *jobplanev1.HeartbeatFro
 				// shows up (through the ResourceManager).
 				j.address = ""
 			}
-		case jobplanev1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_FOLLOW:
+		case clusterv1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_FOLLOW:
 			te.adoptLocked(a.GetJobId(), tokenOf(a.GetJobMasterToken()), address)
-		case jobplanev1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_REPORT:
+		case clusterv1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_REPORT:
 			l.complete[a.GetJobId()] = true
 		}
 	}

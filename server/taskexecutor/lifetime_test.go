@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
@@ -20,7 +20,7 @@ func TestRunEndsOffersMadeBeforeItStarted(t *testing.T) {
 	fake := &jobMaster{timeout: time.Minute, offers: offerUnanswered, release: make(chan struct{})}
 	jm := serveJobMaster(t, fake)
 	te, client := serveUnstarted(t, taskexecutor.Config{Slots: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if _, err := client.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
+	if _, err := client.RequestSlot(ctx, &clusterv1.RequestSlotRequest{
 		ResourceManagerToken: token(1), AllocationId: "a", JobId: "j", JobMasterAddress: jm, JobMasterToken: token(1),
 	}); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
@@ -69,9 +70,9 @@ func (te *TaskExecutor) sendOffers(ctx context.Context, key jobMasterKey) {
 // ones it does not take.
 func (te *TaskExecutor) offer(ctx context.Context, key jobMasterKey, slots []offeredSlot) {
 	jm := te.jobMaster(key.address)
-	offers := make([]*jobplanev1.SlotOffer, len(slots))
+	offers := make([]*clusterv1.SlotOffer, len(slots))
 	for i, s := range slots {
-		offers[i] = &jobplanev1.SlotOffer{AllocationId: s.allocationID, SlotIndex: int32(s.index)}
+		offers[i] = &clusterv1.SlotOffer{AllocationId: s.allocationID, SlotIndex: int32(s.index)}
 	}
 	accepted := map[string]bool{}
 	// The offer registers this TaskExecutor with the JobMaster as it
@@ -84,8 +85,8 @@ func (te *TaskExecutor) offer(ctx context.Context, key jobMasterKey, slots []off
 		te.offering(key, sent)
 		var err error
 		if separate {
-			var reg *jobplanev1.JobMasterServiceRegisterTaskExecutorResponse
-			reg, err = jm.RegisterTaskExecutor(ctx, &jobplanev1.JobMasterServiceRegisterTaskExecutorRequest{
+			var reg *clusterv1.JobMasterServiceRegisterTaskExecutorResponse
+			reg, err = jm.RegisterTaskExecutor(ctx, &clusterv1.JobMasterServiceRegisterTaskExecutorRequest{
 				JobId: key.jobID, JobMasterToken: protoToken(key.token), TaskExecutorId: te.cfg.ID, Address: te.cfg.Address,
 			})
 			if err == nil {
@@ -93,8 +94,8 @@ func (te *TaskExecutor) offer(ctx context.Context, key jobMasterKey, slots []off
 			}
 		}
 		if err == nil {
-			var resp *jobplanev1.OfferSlotsResponse
-			resp, err = jm.OfferSlots(ctx, &jobplanev1.OfferSlotsRequest{
+			var resp *clusterv1.OfferSlotsResponse
+			resp, err = jm.OfferSlots(ctx, &clusterv1.OfferSlotsRequest{
 				JobId: key.jobID, JobMasterToken: protoToken(key.token), TaskExecutorId: te.cfg.ID, Offers: offers, Address: te.cfg.Address,
 				DeploymentsInAnswer: true,
 			})
@@ -158,7 +159,7 @@ func (te *TaskExecutor) offering(key jobMasterKey, sent time.Time) {
 // SubmitTasks call of the job's JobMaster under the offer's token would.
 // One that is refused here is not reported: the JobMaster, hearing no
 // state of it, sends it again with SubmitTasks, whose answer says why.
-func (te *TaskExecutor) deployAnswer(key jobMasterKey, resp *jobplanev1.OfferSlotsResponse) {
+func (te *TaskExecutor) deployAnswer(key jobMasterKey, resp *clusterv1.OfferSlotsResponse) {
 	if len(resp.GetDeployments()) == 0 {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/batch"
@@ -72,7 +73,7 @@ func (te *TaskExecutor) report(t *task, address string, state jobplanev1.Executi
 type reportEntry struct {
 	key jobMasterKey
 	ps  []*pendingReport
-	req *jobplanev1.UpdateTaskExecutionStatesRequest
+	req *clusterv1.UpdateTaskExecutionStatesRequest
 }
 
 // entries groups queued state changes by JobMaster, in the order each
@@ -96,7 +97,7 @@ func entries(executor string, queued []*pendingReport) []reportEntry {
 		}
 		at := 0
 		for _, run := range batch.Split(statuses) {
-			out = append(out, reportEntry{key: k, ps: ps[at : at+len(run)], req: &jobplanev1.UpdateTaskExecutionStatesRequest{
+			out = append(out, reportEntry{key: k, ps: ps[at : at+len(run)], req: &clusterv1.UpdateTaskExecutionStatesRequest{
 				JobId: k.jobID, JobMasterToken: protoToken(k.token), TaskExecutorId: executor, Statuses: run,
 			}})
 			at += len(run)
@@ -137,7 +138,7 @@ func (te *TaskExecutor) sendReports(ctx context.Context, address string) {
 // entries it did not send because the process lacks that call (which
 // jm then remembers).
 func (te *TaskExecutor) deliverTogether(ctx context.Context, jm *jobMasterClient, es []reportEntry) (unsent []reportEntry) {
-	reqs := make([]*jobplanev1.UpdateTaskExecutionStatesRequest, len(es))
+	reqs := make([]*clusterv1.UpdateTaskExecutionStatesRequest, len(es))
 	for i, e := range es {
 		reqs[i] = e.req
 	}
@@ -145,7 +146,7 @@ func (te *TaskExecutor) deliverTogether(ctx context.Context, jm *jobMasterClient
 	for _, run := range batch.Split(reqs) {
 		sent := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, reportTimeout)
-		resp, err := jm.UpdateTaskExecutionStatesOfJobs(rctx, &jobplanev1.UpdateTaskExecutionStatesOfJobsRequest{TaskExecutorId: te.cfg.ID, Jobs: run})
+		resp, err := jm.UpdateTaskExecutionStatesOfJobs(rctx, &clusterv1.UpdateTaskExecutionStatesOfJobsRequest{TaskExecutorId: te.cfg.ID, Jobs: run})
 		cancel()
 		if connect.CodeOf(err) == connect.CodeUnimplemented {
 			jm.perJob.Store(true)
@@ -219,7 +220,7 @@ const reportTimeout = 10 * time.Second
 // its job, token and JobMaster, so the rest would fail alike, and a
 // JobMaster that does not answer would otherwise hold the rest back for a
 // timeout each. The rest get that failure, as with a failed batch call.
-func (c *jobMasterClient) updateStates(ctx context.Context, req *jobplanev1.UpdateTaskExecutionStatesRequest) (errs []error, answered bool) {
+func (c *jobMasterClient) updateStates(ctx context.Context, req *clusterv1.UpdateTaskExecutionStatesRequest) (errs []error, answered bool) {
 	if !c.single.Load() {
 		rctx, cancel := context.WithTimeout(ctx, reportTimeout)
 		resp, err := c.UpdateTaskExecutionStates(rctx, req)
@@ -237,7 +238,7 @@ func (c *jobMasterClient) updateStates(ctx context.Context, req *jobplanev1.Upda
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, reportTimeout)
-		_, errs[i] = c.UpdateTaskExecutionState(rctx, &jobplanev1.UpdateTaskExecutionStateRequest{
+		_, errs[i] = c.UpdateTaskExecutionState(rctx, &clusterv1.UpdateTaskExecutionStateRequest{
 			JobId: req.GetJobId(), JobMasterToken: req.GetJobMasterToken(), TaskExecutorId: req.GetTaskExecutorId(), Status: st,
 		})
 		cancel()

@@ -11,8 +11,9 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/taskexecutor"
 )
@@ -33,15 +34,15 @@ type jobsJobMaster struct {
 // offerTaker is a JobMaster process that takes every offer, naming
 // interval as its heartbeat interval, and lacks every other call.
 type offerTaker struct {
-	jobplanev1connect.UnimplementedJobMasterServiceHandler
+	clusterv1connect.UnimplementedJobMasterServiceHandler
 	interval time.Duration
 }
 
-func (o offerTaker) OfferSlots(_ context.Context, req *jobplanev1.OfferSlotsRequest) (*jobplanev1.OfferSlotsResponse, error) {
-	return &jobplanev1.OfferSlotsResponse{Accepted: req.GetOffers(), HeartbeatTimeout: durationpb.New(time.Minute), HeartbeatInterval: durationpb.New(o.interval)}, nil
+func (o offerTaker) OfferSlots(_ context.Context, req *clusterv1.OfferSlotsRequest) (*clusterv1.OfferSlotsResponse, error) {
+	return &clusterv1.OfferSlotsResponse{Accepted: req.GetOffers(), HeartbeatTimeout: durationpb.New(time.Minute), HeartbeatInterval: durationpb.New(o.interval)}, nil
 }
 
-func (j *jobsJobMaster) UpdateTaskExecutionStatesOfJobs(ctx context.Context, req *jobplanev1.UpdateTaskExecutionStatesOfJobsRequest) (*jobplanev1.UpdateTaskExecutionStatesOfJobsResponse, error) {
+func (j *jobsJobMaster) UpdateTaskExecutionStatesOfJobs(ctx context.Context, req *clusterv1.UpdateTaskExecutionStatesOfJobsRequest) (*clusterv1.UpdateTaskExecutionStatesOfJobsResponse, error) {
 	var jobs []string
 	for _, e := range req.GetJobs() {
 		jobs = append(jobs, e.GetJobId())
@@ -59,9 +60,9 @@ func (j *jobsJobMaster) UpdateTaskExecutionStatesOfJobs(ctx context.Context, req
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	resp := &jobplanev1.UpdateTaskExecutionStatesOfJobsResponse{}
+	resp := &clusterv1.UpdateTaskExecutionStatesOfJobsResponse{}
 	for i, e := range req.GetJobs() {
-		resp.Results = append(resp.Results, &jobplanev1.UpdateTaskExecutionStatesResponse{})
+		resp.Results = append(resp.Results, &clusterv1.UpdateTaskExecutionStatesResponse{})
 		if e.GetJobId() == "old" {
 			resp.Refused = append(resp.Refused, apierror.Item(i, apierror.StaleToken("job/old", "s", 9)))
 			continue
@@ -100,19 +101,19 @@ func TestReportsOfSeveralJobsGoInOneCall(t *testing.T) {
 	})
 	ctx := context.Background()
 	jobs := []string{"a", "b", "c", "old"}
-	var requests []*jobplanev1.SlotRequest
+	var requests []*clusterv1.SlotRequest
 	for i, job := range jobs {
-		requests = append(requests, &jobplanev1.SlotRequest{
+		requests = append(requests, &clusterv1.SlotRequest{
 			SlotIndex: int32(i), AllocationId: job + "-slot", JobId: job, JobMasterAddress: url, JobMasterToken: token(1),
 		})
 	}
-	if _, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: requests}); err != nil {
+	if _, err := te.RequestSlots(ctx, &clusterv1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: requests}); err != nil {
 		t.Fatal(err)
 	}
 	deploy := func(job, invokable string) {
 		t.Helper()
 		for {
-			resp, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: job, JobMasterToken: token(1), HeartbeatTimeout: jmTimeout, Tasks: []*jobplanev1.TaskDeployment{
+			resp, err := te.SubmitTasks(ctx, &clusterv1.SubmitTasksRequest{JobId: job, JobMasterToken: token(1), HeartbeatTimeout: jmTimeout, Tasks: []*clusterv1.TaskDeployment{
 				{AllocationId: job + "-slot", Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v"}, Invokable: invokable},
 			}})
 			if err != nil {
@@ -182,11 +183,11 @@ type failingReportsJobMaster struct {
 	heartbeat []jobplanev1.ExecutionState // the states heartbeats carried
 }
 
-func (j *failingReportsJobMaster) UpdateTaskExecutionStatesOfJobs(context.Context, *jobplanev1.UpdateTaskExecutionStatesOfJobsRequest) (*jobplanev1.UpdateTaskExecutionStatesOfJobsResponse, error) {
+func (j *failingReportsJobMaster) UpdateTaskExecutionStatesOfJobs(context.Context, *clusterv1.UpdateTaskExecutionStatesOfJobsRequest) (*clusterv1.UpdateTaskExecutionStatesOfJobsResponse, error) {
 	return nil, connect.NewError(connect.CodeInternal, errors.New("broken"))
 }
 
-func (j *failingReportsJobMaster) HeartbeatFromTaskExecutor(_ context.Context, req *jobplanev1.HeartbeatFromTaskExecutorRequest) (*jobplanev1.HeartbeatFromTaskExecutorResponse, error) {
+func (j *failingReportsJobMaster) HeartbeatFromTaskExecutor(_ context.Context, req *clusterv1.HeartbeatFromTaskExecutorRequest) (*clusterv1.HeartbeatFromTaskExecutorResponse, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, job := range req.GetJobs() {
@@ -194,7 +195,7 @@ func (j *failingReportsJobMaster) HeartbeatFromTaskExecutor(_ context.Context, r
 			j.heartbeat = append(j.heartbeat, a.GetState())
 		}
 	}
-	return &jobplanev1.HeartbeatFromTaskExecutorResponse{}, nil
+	return &clusterv1.HeartbeatFromTaskExecutorResponse{}, nil
 }
 
 // A report call that fails as a whole is no one job's refusal: its
@@ -211,11 +212,11 @@ func TestAFailedReportCallStopsNoAttempt(t *testing.T) {
 		},
 	})
 	ctx := context.Background()
-	if _, err := te.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slotRequests(url, "j", 1, 1)}); err != nil {
+	if _, err := te.RequestSlots(ctx, &clusterv1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: slotRequests(url, "j", 1, 1)}); err != nil {
 		t.Fatal(err)
 	}
 	for {
-		resp, err := te.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(1), HeartbeatTimeout: jmTimeout, Tasks: []*jobplanev1.TaskDeployment{
+		resp, err := te.SubmitTasks(ctx, &clusterv1.SubmitTasksRequest{JobId: "j", JobMasterToken: token(1), HeartbeatTimeout: jmTimeout, Tasks: []*clusterv1.TaskDeployment{
 			{AllocationId: "ja", Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v"}, Invokable: "block"},
 		}})
 		if err != nil {

@@ -10,8 +10,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 )
 
@@ -20,13 +21,13 @@ import (
 // unreachable, and takes the others; it records the attempts it was
 // called for.
 type singleJobMaster struct {
-	jobplanev1connect.UnimplementedJobMasterServiceHandler
+	clusterv1connect.UnimplementedJobMasterServiceHandler
 
 	mu    sync.Mutex
 	calls []string
 }
 
-func (j *singleJobMaster) UpdateTaskExecutionState(_ context.Context, req *jobplanev1.UpdateTaskExecutionStateRequest) (*jobplanev1.UpdateTaskExecutionStateResponse, error) {
+func (j *singleJobMaster) UpdateTaskExecutionState(_ context.Context, req *clusterv1.UpdateTaskExecutionStateRequest) (*clusterv1.UpdateTaskExecutionStateResponse, error) {
 	v := req.GetStatus().GetAttempt().GetVertexId()
 	j.mu.Lock()
 	j.calls = append(j.calls, v)
@@ -37,7 +38,7 @@ func (j *singleJobMaster) UpdateTaskExecutionState(_ context.Context, req *jobpl
 	case "down":
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("unreachable"))
 	}
-	return &jobplanev1.UpdateTaskExecutionStateResponse{}, nil
+	return &clusterv1.UpdateTaskExecutionStateResponse{}, nil
 }
 
 // At a JobMaster without the batch call, changes go one per call until
@@ -49,13 +50,13 @@ func TestOneChangePerCallStopsAtACallFailure(t *testing.T) {
 	t.Parallel()
 	fake := &singleJobMaster{}
 	mux := http.NewServeMux()
-	mux.Handle(jobplanev1connect.NewJobMasterServiceHandler(fake))
+	mux.Handle(clusterv1connect.NewJobMasterServiceHandler(fake))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	c := &jobMasterClient{JobMasterServiceClient: jobplanev1connect.NewJobMasterServiceClient(srv.Client(), srv.URL)}
+	c := &jobMasterClient{JobMasterServiceClient: clusterv1connect.NewJobMasterServiceClient(srv.Client(), srv.URL)}
 
 	vertices := []string{"a", "gone", "b", "down", "c", "d"}
-	req := &jobplanev1.UpdateTaskExecutionStatesRequest{JobId: "j", JobMasterToken: &jobplanev1.FencingToken{Epoch: 1}, TaskExecutorId: "te"}
+	req := &clusterv1.UpdateTaskExecutionStatesRequest{JobId: "j", JobMasterToken: &jobplanev1.FencingToken{Epoch: 1}, TaskExecutorId: "te"}
 	for _, v := range vertices {
 		req.Statuses = append(req.Statuses, &jobplanev1.TaskExecutionStatus{Attempt: &jobplanev1.ExecutionAttemptId{VertexId: v}})
 	}

@@ -16,8 +16,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 )
@@ -166,7 +167,7 @@ type job struct {
 }
 
 type task struct {
-	req     *jobplanev1.SubmitTaskRequest
+	req     *clusterv1.SubmitTaskRequest
 	token   hastore.Token
 	cancel  context.CancelFunc
 	state   jobplanev1.ExecutionState
@@ -229,7 +230,7 @@ func (te *TaskExecutor) ID() string { return te.cfg.ID }
 
 // Handler returns the URL path and HTTP handler of TaskExecutorService.
 func (te *TaskExecutor) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
-	return jobplanev1connect.NewTaskExecutorServiceHandler(&handler{te: te}, opts...)
+	return clusterv1connect.NewTaskExecutorServiceHandler(&handler{te: te}, opts...)
 }
 
 // tokenTracker keeps the newest token seen for one sender.
@@ -259,10 +260,10 @@ func protoToken(t hastore.Token) *jobplanev1.FencingToken {
 }
 
 // slotReport describes every slot; te.mu must be held.
-func (te *TaskExecutor) slotReportLocked() *jobplanev1.SlotReport {
-	r := &jobplanev1.SlotReport{}
+func (te *TaskExecutor) slotReportLocked() *clusterv1.SlotReport {
+	r := &clusterv1.SlotReport{}
 	for _, s := range te.slots {
-		r.Slots = append(r.Slots, &jobplanev1.SlotStatus{SlotIndex: int32(s.index), AllocationId: s.allocationID, JobId: s.jobID})
+		r.Slots = append(r.Slots, &clusterv1.SlotStatus{SlotIndex: int32(s.index), AllocationId: s.allocationID, JobId: s.jobID})
 	}
 	return r
 }
@@ -330,7 +331,7 @@ func (te *TaskExecutor) adoptLocked(jobID string, t hastore.Token, address strin
 // jobMasterClient is the TaskExecutor's client of the JobMasters at one
 // address.
 type jobMasterClient struct {
-	jobplanev1connect.JobMasterServiceClient
+	clusterv1connect.JobMasterServiceClient
 	// perJob is set once the address answered
 	// UpdateTaskExecutionStatesOfJobs with UNIMPLEMENTED: state changes go
 	// in one call per job there.
@@ -348,7 +349,7 @@ func (te *TaskExecutor) jobMaster(address string) *jobMasterClient {
 		return c.(*jobMasterClient)
 	}
 	c, _ := te.jmClients.LoadOrStore(address, &jobMasterClient{
-		JobMasterServiceClient: jobplanev1connect.NewJobMasterServiceClient(te.cfg.HTTPClient, address, te.cfg.ClientOptions...),
+		JobMasterServiceClient: clusterv1connect.NewJobMasterServiceClient(te.cfg.HTTPClient, address, te.cfg.ClientOptions...),
 	})
 	return c.(*jobMasterClient)
 }
@@ -468,8 +469,8 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 	defer func() { <-observed }()
 
 	var leader hastore.LeaderInfo
-	var registration *jobplanev1.ResourceManagerServiceRegisterTaskExecutorResponse
-	var rm jobplanev1connect.ResourceManagerServiceClient
+	var registration *clusterv1.ResourceManagerServiceRegisterTaskExecutorResponse
+	var rm clusterv1connect.ResourceManagerServiceClient
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -492,7 +493,7 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 			continue // wait for a leader with an address
 		}
 		if registration == nil {
-			rm = jobplanev1connect.NewResourceManagerServiceClient(te.cfg.HTTPClient, leader.Address, te.cfg.ClientOptions...)
+			rm = clusterv1connect.NewResourceManagerServiceClient(te.cfg.HTTPClient, leader.Address, te.cfg.ClientOptions...)
 			var err error
 			registration, err = te.register(ctx, rm, leader.Token)
 			if err != nil {
@@ -514,7 +515,7 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 	}
 }
 
-func (te *TaskExecutor) register(ctx context.Context, rm jobplanev1connect.ResourceManagerServiceClient, token hastore.Token) (*jobplanev1.ResourceManagerServiceRegisterTaskExecutorResponse, error) {
+func (te *TaskExecutor) register(ctx context.Context, rm clusterv1connect.ResourceManagerServiceClient, token hastore.Token) (*clusterv1.ResourceManagerServiceRegisterTaskExecutorResponse, error) {
 	te.mu.Lock()
 	report := te.slotReportLocked()
 	version := te.slotVersion
@@ -526,7 +527,7 @@ func (te *TaskExecutor) register(ctx context.Context, rm jobplanev1connect.Resou
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := rm.RegisterTaskExecutor(rctx, &jobplanev1.ResourceManagerServiceRegisterTaskExecutorRequest{
+	resp, err := rm.RegisterTaskExecutor(rctx, &clusterv1.ResourceManagerServiceRegisterTaskExecutorRequest{
 		TaskExecutorId: te.cfg.ID, Address: te.cfg.Address, ResourceManagerToken: protoToken(token),
 		SlotReport: report, Invokables: names,
 	})
@@ -543,8 +544,8 @@ func (te *TaskExecutor) register(ctx context.Context, rm jobplanev1connect.Resou
 // answer names the JobMasters of jobs holding slots here as they change
 // (after a failover, say); a newer one is followed, and offered the job's
 // slots.
-func (te *TaskExecutor) heartbeat(ctx context.Context, rm jobplanev1connect.ResourceManagerServiceClient, token hastore.Token, registrationID string) error {
-	req := &jobplanev1.ResourceManagerServiceHeartbeatRequest{
+func (te *TaskExecutor) heartbeat(ctx context.Context, rm clusterv1connect.ResourceManagerServiceClient, token hastore.Token, registrationID string) error {
+	req := &clusterv1.ResourceManagerServiceHeartbeatRequest{
 		TaskExecutorId: te.cfg.ID, RegistrationId: registrationID, ResourceManagerToken: protoToken(token),
 	}
 	te.mu.Lock()

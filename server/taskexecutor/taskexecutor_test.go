@@ -7,6 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 )
@@ -20,14 +21,14 @@ func TestFencing(t *testing.T) {
 	te := startRunning(t, 2, nil)
 	ctx := context.Background()
 	request := func(rm, jm uint64, slot int32, alloc string) error {
-		_, err := te.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
+		_, err := te.RequestSlot(ctx, &clusterv1.RequestSlotRequest{
 			ResourceManagerToken: token(rm), SlotIndex: slot, AllocationId: alloc, JobId: "j",
 			JobMasterAddress: "http://127.0.0.1:1", JobMasterToken: token(jm),
 		})
 		return err
 	}
 	submit := func(jm uint64, alloc, vertex string) error {
-		_, err := te.SubmitTask(ctx, &jobplanev1.SubmitTaskRequest{
+		_, err := te.SubmitTask(ctx, &clusterv1.SubmitTaskRequest{
 			JobId: "j", JobMasterToken: token(jm), AllocationId: alloc, HeartbeatTimeout: jmTimeout,
 			Attempt: &jobplanev1.ExecutionAttemptId{VertexId: vertex}, Invokable: "sleep", Config: map[string]string{"duration": "1h"},
 		})
@@ -62,10 +63,10 @@ func TestFencing(t *testing.T) {
 	}
 	// A newer JobMaster takes over the job: the old attempts are canceled,
 	// and the older token is refused from then on.
-	if _, err := te.CancelTask(ctx, &jobplanev1.CancelTaskRequest{JobId: "j", JobMasterToken: token(11), Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "none"}}); err != nil {
+	if _, err := te.CancelTask(ctx, &clusterv1.CancelTaskRequest{JobId: "j", JobMasterToken: token(11), Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "none"}}); err != nil {
 		t.Fatalf("CancelTask with a newer token: %v", err)
 	}
-	if _, err := te.CancelTask(ctx, &jobplanev1.CancelTaskRequest{JobId: "j", JobMasterToken: token(10), Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v"}}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
+	if _, err := te.CancelTask(ctx, &clusterv1.CancelTaskRequest{JobId: "j", JobMasterToken: token(10), Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v"}}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
 		t.Errorf("CancelTask with the old token: %v, want STALE", err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -78,7 +79,7 @@ func TestFencing(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if _, err := te.SubmitTask(ctx, &jobplanev1.SubmitTaskRequest{}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+	if _, err := te.SubmitTask(ctx, &clusterv1.SubmitTaskRequest{}); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Errorf("empty SubmitTask: %v, want INVALID_ARGUMENT", err)
 	}
 }

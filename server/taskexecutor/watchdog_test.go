@@ -17,8 +17,9 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/taskexecutor"
 )
@@ -26,7 +27,7 @@ import (
 // jobMaster is a JobMaster that takes every registration and offer, with
 // a short heartbeat timeout, and otherwise stays silent.
 type jobMaster struct {
-	jobplanev1connect.UnimplementedJobMasterServiceHandler
+	clusterv1connect.UnimplementedJobMasterServiceHandler
 	timeout time.Duration
 	offers  offerAnswer
 	// answering says whether the TaskExecutor's heartbeats get through.
@@ -37,11 +38,11 @@ type jobMaster struct {
 	release chan struct{}
 }
 
-func (j *jobMaster) HeartbeatFromTaskExecutor(context.Context, *jobplanev1.HeartbeatFromTaskExecutorRequest) (*jobplanev1.HeartbeatFromTaskExecutorResponse, error) {
+func (j *jobMaster) HeartbeatFromTaskExecutor(context.Context, *clusterv1.HeartbeatFromTaskExecutorRequest) (*clusterv1.HeartbeatFromTaskExecutorResponse, error) {
 	if !j.answering.Load() {
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("not getting through"))
 	}
-	resp := &jobplanev1.HeartbeatFromTaskExecutorResponse{}
+	resp := &clusterv1.HeartbeatFromTaskExecutorResponse{}
 	if j.lease > 0 {
 		resp.LeaseRemaining = durationpb.New(j.lease)
 	}
@@ -64,14 +65,14 @@ const (
 	offerUnanswered
 )
 
-func (j *jobMaster) RegisterTaskExecutor(context.Context, *jobplanev1.JobMasterServiceRegisterTaskExecutorRequest) (*jobplanev1.JobMasterServiceRegisterTaskExecutorResponse, error) {
-	return &jobplanev1.JobMasterServiceRegisterTaskExecutorResponse{HeartbeatTimeout: durationpb.New(j.timeout), HeartbeatInterval: durationpb.New(j.timeout / 5)}, nil
+func (j *jobMaster) RegisterTaskExecutor(context.Context, *clusterv1.JobMasterServiceRegisterTaskExecutorRequest) (*clusterv1.JobMasterServiceRegisterTaskExecutorResponse, error) {
+	return &clusterv1.JobMasterServiceRegisterTaskExecutorResponse{HeartbeatTimeout: durationpb.New(j.timeout), HeartbeatInterval: durationpb.New(j.timeout / 5)}, nil
 }
 
-func (j *jobMaster) OfferSlots(ctx context.Context, req *jobplanev1.OfferSlotsRequest) (*jobplanev1.OfferSlotsResponse, error) {
+func (j *jobMaster) OfferSlots(ctx context.Context, req *clusterv1.OfferSlotsRequest) (*clusterv1.OfferSlotsResponse, error) {
 	switch j.offers {
 	case offerNoTimeout:
-		return &jobplanev1.OfferSlotsResponse{Accepted: req.GetOffers()}, nil
+		return &clusterv1.OfferSlotsResponse{Accepted: req.GetOffers()}, nil
 	case offerUnanswered:
 		select {
 		case <-ctx.Done():
@@ -80,11 +81,11 @@ func (j *jobMaster) OfferSlots(ctx context.Context, req *jobplanev1.OfferSlotsRe
 			return nil, connect.NewError(connect.CodeUnavailable, errors.New("released"))
 		}
 	}
-	return &jobplanev1.OfferSlotsResponse{Accepted: req.GetOffers(), HeartbeatTimeout: durationpb.New(j.timeout), HeartbeatInterval: durationpb.New(j.timeout / 5)}, nil
+	return &clusterv1.OfferSlotsResponse{Accepted: req.GetOffers(), HeartbeatTimeout: durationpb.New(j.timeout), HeartbeatInterval: durationpb.New(j.timeout / 5)}, nil
 }
 
-func (j *jobMaster) UpdateTaskExecutionState(context.Context, *jobplanev1.UpdateTaskExecutionStateRequest) (*jobplanev1.UpdateTaskExecutionStateResponse, error) {
-	return &jobplanev1.UpdateTaskExecutionStateResponse{}, nil
+func (j *jobMaster) UpdateTaskExecutionState(context.Context, *clusterv1.UpdateTaskExecutionStateRequest) (*clusterv1.UpdateTaskExecutionStateResponse, error) {
+	return &clusterv1.UpdateTaskExecutionStateResponse{}, nil
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.
@@ -146,7 +147,7 @@ func testTasksStopWhenSilent(t *testing.T, offers offerAnswer) {
 	}
 	for i, heard := range heardFirst {
 		alloc := []string{"a", "b"}[i]
-		if _, err := client.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
+		if _, err := client.RequestSlot(ctx, &clusterv1.RequestSlotRequest{
 			ResourceManagerToken: token(1), AllocationId: alloc, JobId: "j", JobMasterAddress: jm, JobMasterToken: token(1),
 		}); err != nil {
 			t.Fatal(err)
@@ -160,7 +161,7 @@ func testTasksStopWhenSilent(t *testing.T, offers offerAnswer) {
 		}
 		submitted := deploySleep(ctx, t, client, alloc, int32(i), deployTimeout)
 		probe := func() {
-			if _, err := client.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{Sender: &jobplanev1.TaskExecutorServiceHeartbeatRequest_JobMaster{JobMaster: &jobplanev1.TaskExecutorServiceHeartbeatRequest_JobMasterSender{JobId: "j", Token: token(1)}}}); err != nil {
+			if _, err := client.Heartbeat(ctx, &clusterv1.TaskExecutorServiceHeartbeatRequest{Sender: &clusterv1.TaskExecutorServiceHeartbeatRequest_JobMaster{JobMaster: &clusterv1.TaskExecutorServiceHeartbeatRequest_JobMasterSender{JobId: "j", Token: token(1)}}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -211,7 +212,7 @@ func testTasksStopWhenSilent(t *testing.T, offers offerAnswer) {
 // startWithJobMaster starts a one-slot TaskExecutor beside a test
 // JobMaster, returning the JobMaster's URL, a client of the TaskExecutor
 // and its attempt log.
-func startWithJobMaster(t *testing.T, fake *jobMaster) (string, jobplanev1connect.TaskExecutorServiceClient, *syncBuffer) {
+func startWithJobMaster(t *testing.T, fake *jobMaster) (string, clusterv1connect.TaskExecutorServiceClient, *syncBuffer) {
 	t.Helper()
 	jm := serveJobMaster(t, fake)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -227,11 +228,11 @@ func startWithJobMaster(t *testing.T, fake *jobMaster) (string, jobplanev1connec
 // into alloc, retrying until the TaskExecutor takes it (its offer may not
 // have registered it yet), and returns when the deployment that was taken
 // was sent.
-func deploySleep(ctx context.Context, t *testing.T, client jobplanev1connect.TaskExecutorServiceClient, alloc string, attempt int32, timeout *durationpb.Duration) time.Time {
+func deploySleep(ctx context.Context, t *testing.T, client clusterv1connect.TaskExecutorServiceClient, alloc string, attempt int32, timeout *durationpb.Duration) time.Time {
 	t.Helper()
 	for {
 		sent := time.Now()
-		_, err := client.SubmitTask(ctx, &jobplanev1.SubmitTaskRequest{
+		_, err := client.SubmitTask(ctx, &clusterv1.SubmitTaskRequest{
 			JobId: "j", JobMasterToken: token(1), AllocationId: alloc, HeartbeatTimeout: timeout,
 			Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v", AttemptNumber: attempt}, Invokable: "sleep", Config: map[string]string{"duration": "1h"},
 		})
@@ -246,9 +247,9 @@ func deploySleep(ctx context.Context, t *testing.T, client jobplanev1connect.Tas
 }
 
 // slotFree reports whether the TaskExecutor's one slot is free.
-func slotFree(ctx context.Context, t *testing.T, client jobplanev1connect.TaskExecutorServiceClient) bool {
+func slotFree(ctx context.Context, t *testing.T, client clusterv1connect.TaskExecutorServiceClient) bool {
 	t.Helper()
-	resp, err := client.Heartbeat(ctx, &jobplanev1.TaskExecutorServiceHeartbeatRequest{Sender: &jobplanev1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken{ResourceManagerToken: token(1)}})
+	resp, err := client.Heartbeat(ctx, &clusterv1.TaskExecutorServiceHeartbeatRequest{Sender: &clusterv1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken{ResourceManagerToken: token(1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,13 +269,13 @@ func TestDeploymentBeforeTheOfferAnswer(t *testing.T) {
 	defer cancel()
 	jm, client, _ := startWithJobMaster(t, &jobMaster{timeout: timeout, offers: offerUnanswered})
 	deploy := func(alloc string, timeout *durationpb.Duration) error {
-		_, err := client.SubmitTask(ctx, &jobplanev1.SubmitTaskRequest{
+		_, err := client.SubmitTask(ctx, &clusterv1.SubmitTaskRequest{
 			JobId: "j", JobMasterToken: token(1), AllocationId: alloc, HeartbeatTimeout: timeout,
 			Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v"}, Invokable: "sleep", Config: map[string]string{"duration": "1h"},
 		})
 		return err
 	}
-	if _, err := client.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
+	if _, err := client.RequestSlot(ctx, &clusterv1.RequestSlotRequest{
 		ResourceManagerToken: token(1), AllocationId: "a", JobId: "j", JobMasterAddress: jm, JobMasterToken: token(1),
 	}); err != nil {
 		t.Fatal(err)
@@ -307,7 +308,7 @@ func TestTasksStopByTheEndOfTheLease(t *testing.T) {
 	fake := &jobMaster{timeout: timeout, offers: offerRegisters, lease: lease}
 	fake.answering.Store(true)
 	jm, client, _ := startWithJobMaster(t, fake)
-	if _, err := client.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
+	if _, err := client.RequestSlot(ctx, &clusterv1.RequestSlotRequest{
 		ResourceManagerToken: token(1), AllocationId: "a", JobId: "j", JobMasterAddress: jm, JobMasterToken: token(1),
 	}); err != nil {
 		t.Fatal(err)

@@ -9,13 +9,16 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/proto"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 )
 
 // mountBreaks mounts, in front of the proxy's pass-through, the API calls
 // that mode breaks.
-func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect.DispatcherServiceClient, jm jobplanev1connect.JobMasterServiceClient, rm jobplanev1connect.ResourceManagerServiceClient) {
+func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect.DispatcherServiceClient, jm clusterv1connect.JobMasterServiceClient, rm clusterv1connect.ResourceManagerServiceClient) {
 	unary := func(procedure string, f func(context.Context, *connect.Request[jobplanev1.SubmitJobRequest]) (*connect.Response[jobplanev1.SubmitJobResponse], error)) {
 		mux.Handle(procedure, connect.NewUnaryHandler(procedure, f))
 	}
@@ -42,7 +45,7 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 			case mode == "accept-different-plan" && code == connect.CodeAlreadyExists:
 				return connect.NewResponse(&jobplanev1.SubmitJobResponse{JobId: req.Msg.GetJobId(), Status: jobplanev1.JobStatus_JOB_STATUS_RUNNING}), nil
 			case mode == "persist-invalid" && code == connect.CodeInvalidArgument:
-				plan := &jobplanev1.ExecutionPlan{JobId: req.Msg.GetJobId(), JobGraph: req.Msg.GetJobGraph()}
+				plan := &hastorev1.ExecutionPlan{JobId: req.Msg.GetJobId(), JobGraph: req.Msg.GetJobGraph()}
 				_ = st.Store.PutExecutionPlan(ctx, st.fence(), plan)
 			case mode == "accept-invalid" && code == connect.CodeInvalidArgument:
 				return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("invalid job graph"))
@@ -93,8 +96,8 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 	case "rm-ignores-receiver-token":
 		// Takes every declaration as meant for it, whatever token of it
 		// the call carries.
-		p := jobplanev1connect.ResourceManagerServiceDeclareResourceRequirementsProcedure
-		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.DeclareResourceRequirementsRequest]) (*connect.Response[jobplanev1.DeclareResourceRequirementsResponse], error) {
+		p := clusterv1connect.ResourceManagerServiceDeclareResourceRequirementsProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[clusterv1.DeclareResourceRequirementsRequest]) (*connect.Response[clusterv1.DeclareResourceRequirementsResponse], error) {
 			msg := proto.CloneOf(req.Msg)
 			current := st.fence().Token
 			msg.ResourceManagerToken = &jobplanev1.FencingToken{SessionId: current.SessionID, Epoch: current.Epoch}
@@ -147,22 +150,22 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 			return ctx.Err()
 		}))
 	case "ignore-stale-tokens":
-		po := jobplanev1connect.JobMasterServiceOfferSlotsProcedure
-		mux.Handle(po, connect.NewUnaryHandler(po, func(ctx context.Context, req *connect.Request[jobplanev1.OfferSlotsRequest]) (*connect.Response[jobplanev1.OfferSlotsResponse], error) {
+		po := clusterv1connect.JobMasterServiceOfferSlotsProcedure
+		mux.Handle(po, connect.NewUnaryHandler(po, func(ctx context.Context, req *connect.Request[clusterv1.OfferSlotsRequest]) (*connect.Response[clusterv1.OfferSlotsResponse], error) {
 			resp, err := jm.OfferSlots(ctx, req.Msg)
 			if connect.CodeOf(err) == connect.CodeAborted {
-				return connect.NewResponse(&jobplanev1.OfferSlotsResponse{Accepted: req.Msg.GetOffers()}), nil
+				return connect.NewResponse(&clusterv1.OfferSlotsResponse{Accepted: req.Msg.GetOffers()}), nil
 			}
 			if err != nil {
 				return nil, err
 			}
 			return connect.NewResponse(resp), nil
 		}))
-		pu := jobplanev1connect.JobMasterServiceUpdateTaskExecutionStateProcedure
-		mux.Handle(pu, connect.NewUnaryHandler(pu, func(ctx context.Context, req *connect.Request[jobplanev1.UpdateTaskExecutionStateRequest]) (*connect.Response[jobplanev1.UpdateTaskExecutionStateResponse], error) {
+		pu := clusterv1connect.JobMasterServiceUpdateTaskExecutionStateProcedure
+		mux.Handle(pu, connect.NewUnaryHandler(pu, func(ctx context.Context, req *connect.Request[clusterv1.UpdateTaskExecutionStateRequest]) (*connect.Response[clusterv1.UpdateTaskExecutionStateResponse], error) {
 			resp, err := jm.UpdateTaskExecutionState(ctx, req.Msg)
 			if connect.CodeOf(err) == connect.CodeAborted {
-				return connect.NewResponse(&jobplanev1.UpdateTaskExecutionStateResponse{}), nil
+				return connect.NewResponse(&clusterv1.UpdateTaskExecutionStateResponse{}), nil
 			}
 			if err != nil {
 				return nil, err

@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 )
@@ -116,7 +117,7 @@ func run(mode, jobplane, hastoreURL, listen, dataDir string) error {
 	mux := http.NewServeMux()
 	mux.Handle("/", rp)
 	mountBreaks(mux, mode, st, jobplanev1connect.NewDispatcherServiceClient(client, childAddr),
-		jobplanev1connect.NewJobMasterServiceClient(client, childAddr), jobplanev1connect.NewResourceManagerServiceClient(client, childAddr))
+		clusterv1connect.NewJobMasterServiceClient(client, childAddr), clusterv1connect.NewResourceManagerServiceClient(client, childAddr))
 	srv := serveOn(publicLn, mux)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 )
@@ -48,7 +49,7 @@ func privateDigest(d []byte) []byte {
 	return sum[:]
 }
 
-func (s *store) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan) error {
+func (s *store) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) error {
 	switch s.mode {
 	case "private-digest":
 		plan = proto.CloneOf(plan)
@@ -101,14 +102,14 @@ func (s *store) ListExecutionPlans(ctx context.Context, after string, limit int)
 	return s.Store.ListExecutionPlans(ctx, after, limit)
 }
 
-func (s *store) GetJobResultEntry(ctx context.Context, jobID string) (*jobplanev1.JobResultEntry, error) {
+func (s *store) GetJobResultEntry(ctx context.Context, jobID string) (*hastorev1.JobResultEntry, error) {
 	if s.mode == "rerun-dirty" {
 		return nil, hastore.ErrResultNotFound
 	}
 	return s.Store.GetJobResultEntry(ctx, jobID)
 }
 
-func (s *store) ListJobResultEntries(ctx context.Context, state jobplanev1.JobResultState, after string, limit int) ([]*jobplanev1.JobResultEntry, error) {
+func (s *store) ListJobResultEntries(ctx context.Context, state hastorev1.JobResultState, after string, limit int) ([]*hastorev1.JobResultEntry, error) {
 	if s.mode == "rerun-dirty" {
 		return nil, nil
 	}

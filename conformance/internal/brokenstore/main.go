@@ -25,8 +25,9 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 )
@@ -61,7 +62,7 @@ func run(mode, listen, dataDir string) error {
 	}
 	b := &broken{HAStoreServiceHandler: hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: store, Logger: log}), mode: mode, campaigned: map[string]bool{}}
 	mux := http.NewServeMux()
-	mux.Handle(jobplanev1connect.NewHAStoreServiceHandler(b, connect.WithInterceptors(b.encodingSensitive())))
+	mux.Handle(hastorev1connect.NewHAStoreServiceHandler(b, connect.WithInterceptors(b.encodingSensitive())))
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
@@ -92,7 +93,7 @@ var breaks = map[string]string{
 
 // broken wraps the reference handler.
 type broken struct {
-	jobplanev1connect.HAStoreServiceHandler
+	hastorev1connect.HAStoreServiceHandler
 	mode string
 
 	mu         sync.Mutex
@@ -108,13 +109,13 @@ func (b *broken) lie(err error) error {
 	return err
 }
 
-func (b *broken) OpenSession(ctx context.Context, req *jobplanev1.OpenSessionRequest) (*jobplanev1.OpenSessionResponse, error) {
+func (b *broken) OpenSession(ctx context.Context, req *hastorev1.OpenSessionRequest) (*hastorev1.OpenSessionResponse, error) {
 	resp, err := b.HAStoreServiceHandler.OpenSession(ctx, req)
 	if err == nil && b.mode == "no-expiry" {
 		go func() {
 			for {
 				time.Sleep(200 * time.Millisecond)
-				_, err := b.KeepAlive(context.Background(), &jobplanev1.KeepAliveRequest{SessionId: resp.GetSessionId()})
+				_, err := b.KeepAlive(context.Background(), &hastorev1.KeepAliveRequest{SessionId: resp.GetSessionId()})
 				if connect.CodeOf(err) == connect.CodeNotFound {
 					return // closed
 				}
@@ -124,7 +125,7 @@ func (b *broken) OpenSession(ctx context.Context, req *jobplanev1.OpenSessionReq
 	return resp, err
 }
 
-func (b *broken) GetLeader(ctx context.Context, req *jobplanev1.GetLeaderRequest) (*jobplanev1.GetLeaderResponse, error) {
+func (b *broken) GetLeader(ctx context.Context, req *hastorev1.GetLeaderRequest) (*hastorev1.GetLeaderResponse, error) {
 	resp, err := b.HAStoreServiceHandler.GetLeader(ctx, req)
 	if err == nil && b.mode == "leader-without-address" && resp.GetLeader() != nil {
 		resp.Leader.Address = ""
@@ -132,9 +133,9 @@ func (b *broken) GetLeader(ctx context.Context, req *jobplanev1.GetLeaderRequest
 	return resp, err
 }
 
-func (b *broken) Resign(ctx context.Context, req *jobplanev1.ResignRequest) (*jobplanev1.ResignResponse, error) {
+func (b *broken) Resign(ctx context.Context, req *hastorev1.ResignRequest) (*hastorev1.ResignResponse, error) {
 	if b.mode == "resign-noop" {
-		return &jobplanev1.ResignResponse{}, nil
+		return &hastorev1.ResignResponse{}, nil
 	}
 	return b.HAStoreServiceHandler.Resign(ctx, req)
 }
@@ -153,7 +154,7 @@ func exists(reason string) error {
 	return err
 }
 
-func (b *broken) Campaign(ctx context.Context, req *jobplanev1.CampaignRequest) (*jobplanev1.CampaignResponse, error) {
+func (b *broken) Campaign(ctx context.Context, req *hastorev1.CampaignRequest) (*hastorev1.CampaignResponse, error) {
 	key := req.GetSessionId() + "/" + req.GetElection()
 	if b.mode == "campaign-repeat-refused" {
 		b.mu.Lock()
@@ -167,92 +168,92 @@ func (b *broken) Campaign(ctx context.Context, req *jobplanev1.CampaignRequest) 
 	return b.HAStoreServiceHandler.Campaign(ctx, req)
 }
 
-func (b *broken) PutExecutionPlan(ctx context.Context, req *jobplanev1.PutExecutionPlanRequest) (*jobplanev1.PutExecutionPlanResponse, error) {
+func (b *broken) PutExecutionPlan(ctx context.Context, req *hastorev1.PutExecutionPlanRequest) (*hastorev1.PutExecutionPlanResponse, error) {
 	if b.mode == "job-token-writes" && jobFenced(req.GetFence()) {
-		return &jobplanev1.PutExecutionPlanResponse{}, nil
+		return &hastorev1.PutExecutionPlanResponse{}, nil
 	}
 	if b.mode == "plan-repeat-refused" {
-		if _, err := b.GetExecutionPlan(ctx, &jobplanev1.GetExecutionPlanRequest{JobId: req.GetPlan().GetJobId()}); err == nil {
+		if _, err := b.GetExecutionPlan(ctx, &hastorev1.GetExecutionPlanRequest{JobId: req.GetPlan().GetJobId()}); err == nil {
 			return nil, exists("EXECUTION_PLAN_EXISTS")
 		}
 	}
 	resp, err := b.HAStoreServiceHandler.PutExecutionPlan(ctx, req)
 	if b.mode == "replace-answers-ok" && hastorerpcReason(err) == "EXECUTION_PLAN_EXISTS" {
-		return &jobplanev1.PutExecutionPlanResponse{}, nil
+		return &hastorev1.PutExecutionPlanResponse{}, nil
 	}
 	if err = b.lie(err); err == nil {
-		resp = &jobplanev1.PutExecutionPlanResponse{}
+		resp = &hastorev1.PutExecutionPlanResponse{}
 	}
 	return resp, err
 }
 
-func (b *broken) DeleteExecutionPlan(ctx context.Context, req *jobplanev1.DeleteExecutionPlanRequest) (*jobplanev1.DeleteExecutionPlanResponse, error) {
+func (b *broken) DeleteExecutionPlan(ctx context.Context, req *hastorev1.DeleteExecutionPlanRequest) (*hastorev1.DeleteExecutionPlanResponse, error) {
 	if b.mode == "job-token-writes" && jobFenced(req.GetFence()) {
-		return &jobplanev1.DeleteExecutionPlanResponse{}, nil
+		return &hastorev1.DeleteExecutionPlanResponse{}, nil
 	}
 	resp, err := b.HAStoreServiceHandler.DeleteExecutionPlan(ctx, req)
 	if b.mode == "delete-without-result" && hastorerpcReason(err) == "JOB_RESULT_NOT_FOUND" {
-		return &jobplanev1.DeleteExecutionPlanResponse{}, nil
+		return &hastorev1.DeleteExecutionPlanResponse{}, nil
 	}
 	if err = b.lie(err); err == nil {
-		resp = &jobplanev1.DeleteExecutionPlanResponse{}
+		resp = &hastorev1.DeleteExecutionPlanResponse{}
 	}
 	return resp, err
 }
 
-func (b *broken) CreateDirtyJobResult(ctx context.Context, req *jobplanev1.CreateDirtyJobResultRequest) (*jobplanev1.CreateDirtyJobResultResponse, error) {
+func (b *broken) CreateDirtyJobResult(ctx context.Context, req *hastorev1.CreateDirtyJobResultRequest) (*hastorev1.CreateDirtyJobResultResponse, error) {
 	if b.mode == "job-token-writes" && jobFenced(req.GetFence()) {
-		return &jobplanev1.CreateDirtyJobResultResponse{}, nil
+		return &hastorev1.CreateDirtyJobResultResponse{}, nil
 	}
 	if b.mode == "result-repeat-refused" {
-		if _, err := b.GetJobResultEntry(ctx, &jobplanev1.GetJobResultEntryRequest{JobId: req.GetResult().GetJobId()}); err == nil {
+		if _, err := b.GetJobResultEntry(ctx, &hastorev1.GetJobResultEntryRequest{JobId: req.GetResult().GetJobId()}); err == nil {
 			return nil, exists("JOB_RESULT_EXISTS")
 		}
 	}
 	resp, err := b.HAStoreServiceHandler.CreateDirtyJobResult(ctx, req)
 	if err = b.lie(err); err == nil {
-		resp = &jobplanev1.CreateDirtyJobResultResponse{}
+		resp = &hastorev1.CreateDirtyJobResultResponse{}
 	}
 	return resp, err
 }
 
-func (b *broken) MarkJobResultClean(ctx context.Context, req *jobplanev1.MarkJobResultCleanRequest) (*jobplanev1.MarkJobResultCleanResponse, error) {
+func (b *broken) MarkJobResultClean(ctx context.Context, req *hastorev1.MarkJobResultCleanRequest) (*hastorev1.MarkJobResultCleanResponse, error) {
 	if b.mode == "job-token-writes" && jobFenced(req.GetFence()) {
-		return &jobplanev1.MarkJobResultCleanResponse{}, nil
+		return &hastorev1.MarkJobResultCleanResponse{}, nil
 	}
 	resp, err := b.HAStoreServiceHandler.MarkJobResultClean(ctx, req)
 	if err = b.lie(err); err == nil {
-		resp = &jobplanev1.MarkJobResultCleanResponse{}
+		resp = &hastorev1.MarkJobResultCleanResponse{}
 	}
 	return resp, err
 }
 
-func (b *broken) DeleteJobResultEntry(ctx context.Context, req *jobplanev1.DeleteJobResultEntryRequest) (*jobplanev1.DeleteJobResultEntryResponse, error) {
+func (b *broken) DeleteJobResultEntry(ctx context.Context, req *hastorev1.DeleteJobResultEntryRequest) (*hastorev1.DeleteJobResultEntryResponse, error) {
 	if b.mode == "job-token-writes" && jobFenced(req.GetFence()) {
-		return &jobplanev1.DeleteJobResultEntryResponse{}, nil
+		return &hastorev1.DeleteJobResultEntryResponse{}, nil
 	}
 	resp, err := b.HAStoreServiceHandler.DeleteJobResultEntry(ctx, req)
 	if err = b.lie(err); err == nil {
-		resp = &jobplanev1.DeleteJobResultEntryResponse{}
+		resp = &hastorev1.DeleteJobResultEntryResponse{}
 	}
 	return resp, err
 }
 
-func (b *broken) RequestJobCancel(ctx context.Context, req *jobplanev1.RequestJobCancelRequest) (*jobplanev1.RequestJobCancelResponse, error) {
+func (b *broken) RequestJobCancel(ctx context.Context, req *hastorev1.RequestJobCancelRequest) (*hastorev1.RequestJobCancelResponse, error) {
 	if b.mode == "cancel-request-lost" || b.mode == "job-token-writes" && jobFenced(req.GetFence()) {
-		return &jobplanev1.RequestJobCancelResponse{}, nil
+		return &hastorev1.RequestJobCancelResponse{}, nil
 	}
 	resp, err := b.HAStoreServiceHandler.RequestJobCancel(ctx, req)
 	if err = b.lie(err); err == nil {
-		resp = &jobplanev1.RequestJobCancelResponse{}
+		resp = &hastorev1.RequestJobCancelResponse{}
 	}
 	return resp, err
 }
 
-func (b *broken) ConfirmLeadership(ctx context.Context, req *jobplanev1.ConfirmLeadershipRequest) (*jobplanev1.ConfirmLeadershipResponse, error) {
+func (b *broken) ConfirmLeadership(ctx context.Context, req *hastorev1.ConfirmLeadershipRequest) (*hastorev1.ConfirmLeadershipResponse, error) {
 	resp, err := b.HAStoreServiceHandler.ConfirmLeadership(ctx, req)
 	if err = b.lie(err); err == nil {
-		resp = &jobplanev1.ConfirmLeadershipResponse{}
+		resp = &hastorev1.ConfirmLeadershipResponse{}
 	}
 	return resp, err
 }
@@ -267,12 +268,12 @@ func (b *broken) encodingSensitive() connect.UnaryInterceptorFunc {
 				return next(ctx, req)
 			}
 			switch m := req.Any().(type) {
-			case *jobplanev1.PutExecutionPlanRequest:
-				if _, err := b.GetExecutionPlan(ctx, &jobplanev1.GetExecutionPlanRequest{JobId: m.GetPlan().GetJobId()}); err == nil {
+			case *hastorev1.PutExecutionPlanRequest:
+				if _, err := b.GetExecutionPlan(ctx, &hastorev1.GetExecutionPlanRequest{JobId: m.GetPlan().GetJobId()}); err == nil {
 					return nil, exists("EXECUTION_PLAN_EXISTS")
 				}
-			case *jobplanev1.CreateDirtyJobResultRequest:
-				if _, err := b.GetJobResultEntry(ctx, &jobplanev1.GetJobResultEntryRequest{JobId: m.GetResult().GetJobId()}); err == nil {
+			case *hastorev1.CreateDirtyJobResultRequest:
+				if _, err := b.GetJobResultEntry(ctx, &hastorev1.GetJobResultEntryRequest{JobId: m.GetResult().GetJobId()}); err == nil {
 					return nil, exists("JOB_RESULT_EXISTS")
 				}
 			}

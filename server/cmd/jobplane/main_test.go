@@ -17,6 +17,7 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
@@ -174,7 +175,7 @@ func TestHAStoreServesTheStoreDurably(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Campaign: %v", err)
 	}
-	plan := &jobplanev1.ExecutionPlan{JobId: "durable", JobGraph: &jobplanev1.JobGraph{Name: "durable"}}
+	plan := &hastorev1.ExecutionPlan{JobId: "durable", JobGraph: &jobplanev1.JobGraph{Name: "durable"}}
 	if err := store.PutExecutionPlan(ctx, l.Fence(), plan); err != nil {
 		t.Fatalf("PutExecutionPlan: %v", err)
 	}

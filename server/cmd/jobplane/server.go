@@ -13,7 +13,8 @@ import (
 
 	"github.com/oklog/run"
 
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
+	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
@@ -177,7 +178,7 @@ func openServer(listen endpoint.Config, store storeFlags, log *slog.Logger) (*en
 		return nil, nil, err
 	}
 	if store.hastoreURL == "" {
-		ep.Mount(jobplanev1connect.HAStoreServiceName, hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: st, Logger: log}).Path)
+		ep.Mount(hastorev1connect.HAStoreServiceName, hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: st, Logger: log}).Path)
 	}
 	return ep, st, nil
 }
@@ -217,7 +218,7 @@ func addTaskExecutor(g *group, listen endpoint.Config, st hastore.Store, flags t
 		ep.Close()
 		return err
 	}
-	ep.Mount(jobplanev1connect.TaskExecutorServiceName, te.Handler)
+	ep.Mount(clusterv1connect.TaskExecutorServiceName, te.Handler)
 	// The TaskExecutor's endpoint, and the TaskExecutor itself: it
 	// registers with the ResourceManager leader and runs tasks.
 	g.actor(ep.Run)

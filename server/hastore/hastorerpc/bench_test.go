@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/hastore/storetest"
@@ -34,7 +34,7 @@ func BenchmarkRemotePlanPut(b *testing.B) {
 	}
 	raw := srv.store.Client()
 	data, _ := proto.Marshal(storetest.BenchPlan("j"))
-	plans := make([]*jobplanev1.ExecutionPlan, b.N)
+	plans := make([]*hastorev1.ExecutionPlan, b.N)
 	for i := range plans {
 		plans[i] = storetest.BenchPlan(fmt.Sprintf("j%d", i))
 	}

@@ -10,8 +10,9 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -34,7 +35,7 @@ type ClientConfig struct {
 // each session follows its candidacies on one WatchSession stream that it
 // reopens when it breaks.
 type Client struct {
-	rpc jobplanev1connect.HAStoreServiceClient
+	rpc hastorev1connect.HAStoreServiceClient
 	log *slog.Logger
 
 	mu       sync.Mutex
@@ -49,7 +50,7 @@ func NewClient(cfg ClientConfig) *Client {
 		cfg.Logger = slog.Default()
 	}
 	return &Client{
-		rpc:      jobplanev1connect.NewHAStoreServiceClient(cfg.HTTPClient, cfg.BaseURL, cfg.Options...),
+		rpc:      hastorev1connect.NewHAStoreServiceClient(cfg.HTTPClient, cfg.BaseURL, cfg.Options...),
 		log:      cfg.Logger,
 		sessions: make(map[string]*clientSession),
 	}
@@ -65,7 +66,7 @@ func (c *Client) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (ha
 		return nil, err
 	}
 	sent := time.Now()
-	resp, err := c.rpc.OpenSession(ctx, &jobplanev1.OpenSessionRequest{Ttl: durationpb.New(cfg.TTL)})
+	resp, err := c.rpc.OpenSession(ctx, &hastorev1.OpenSessionRequest{Ttl: durationpb.New(cfg.TTL)})
 	if err != nil {
 		return nil, fromConnect(err)
 	}
@@ -206,7 +207,7 @@ func (s *clientSession) watch() {
 }
 
 func (s *clientSession) watchOnce() error {
-	stream, err := s.c.rpc.WatchSession(s.ctx, &jobplanev1.WatchSessionRequest{SessionId: s.id})
+	stream, err := s.c.rpc.WatchSession(s.ctx, &hastorev1.WatchSessionRequest{SessionId: s.id})
 	if err != nil {
 		return err
 	}
@@ -217,15 +218,15 @@ func (s *clientSession) watchOnce() error {
 	snapshot := map[string]hastore.Token{}
 	for stream.Receive() {
 		switch ev := stream.Msg().GetEvent().(type) {
-		case *jobplanev1.WatchSessionResponse_Granted:
+		case *hastorev1.WatchSessionResponse_Granted:
 			token := tokenFromProto(ev.Granted.GetToken())
 			if snapshot != nil {
 				snapshot[ev.Granted.GetElection()] = token
 			}
 			s.granted(ev.Granted.GetElection(), token)
-		case *jobplanev1.WatchSessionResponse_Revoked:
+		case *hastorev1.WatchSessionResponse_Revoked:
 			s.revoked(ev.Revoked.GetElection(), tokenFromProto(ev.Revoked.GetToken()), revocationCause(ev.Revoked.GetReason()))
-		case *jobplanev1.WatchSessionResponse_SnapshotEnd_:
+		case *hastorev1.WatchSessionResponse_SnapshotEnd_:
 			if snapshot != nil {
 				s.resync(snapshot)
 				snapshot = nil
@@ -270,7 +271,7 @@ func (s *clientSession) resignOrphan(f hastore.Fence, done chan struct{}) {
 	}()
 	for backoff := 50 * time.Millisecond; s.ctx.Err() == nil; backoff = min(2*backoff, 2*time.Second) {
 		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-		_, err := s.c.rpc.Resign(ctx, &jobplanev1.ResignRequest{Fence: fenceToProto(f)})
+		_, err := s.c.rpc.Resign(ctx, &hastorev1.ResignRequest{Fence: fenceToProto(f)})
 		cancel()
 		if err == nil {
 			return
@@ -328,7 +329,7 @@ func (s *clientSession) KeepAlive(ctx context.Context) (time.Duration, error) {
 		return 0, hastore.ErrSessionNotFound
 	}
 	sent := time.Now()
-	resp, err := s.c.rpc.KeepAlive(ctx, &jobplanev1.KeepAliveRequest{SessionId: s.id})
+	resp, err := s.c.rpc.KeepAlive(ctx, &hastorev1.KeepAliveRequest{SessionId: s.id})
 	if err = fromConnect(err); err != nil {
 		if errors.Is(err, hastore.ErrSessionNotFound) {
 			s.cancel(hastore.ErrSessionEnded)
@@ -340,7 +341,7 @@ func (s *clientSession) KeepAlive(ctx context.Context) (time.Duration, error) {
 }
 
 func (s *clientSession) Close(ctx context.Context) error {
-	_, err := s.c.rpc.CloseSession(ctx, &jobplanev1.CloseSessionRequest{SessionId: s.id})
+	_, err := s.c.rpc.CloseSession(ctx, &hastorev1.CloseSessionRequest{SessionId: s.id})
 	s.cancel(hastore.ErrSessionEnded)
 	<-s.done
 	return fromConnect(err)
@@ -388,11 +389,11 @@ func (s *clientSession) Campaign(ctx context.Context, election, address string) 
 		// finds no local candidacy and is handed back (see granted).
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if _, err := s.c.rpc.Withdraw(wctx, &jobplanev1.WithdrawRequest{Election: election, SessionId: s.id}); err != nil && s.ctx.Err() == nil {
+		if _, err := s.c.rpc.Withdraw(wctx, &hastorev1.WithdrawRequest{Election: election, SessionId: s.id}); err != nil && s.ctx.Err() == nil {
 			s.c.log.Warn("withdrawing a candidacy", "election", election, "err", err)
 		}
 	}
-	_, err := s.c.rpc.Campaign(ctx, &jobplanev1.CampaignRequest{Election: election, SessionId: s.id, Address: address})
+	_, err := s.c.rpc.Campaign(ctx, &hastorev1.CampaignRequest{Election: election, SessionId: s.id, Address: address})
 	if err != nil {
 		err = fromConnect(err)
 		release()
@@ -454,7 +455,7 @@ func (c *Client) Resign(ctx context.Context, f hastore.Fence) error {
 	if err := hastore.ValidateFence(f); err != nil {
 		return err
 	}
-	if _, err := c.rpc.Resign(ctx, &jobplanev1.ResignRequest{Fence: fenceToProto(f)}); err != nil {
+	if _, err := c.rpc.Resign(ctx, &hastorev1.ResignRequest{Fence: fenceToProto(f)}); err != nil {
 		return fromConnect(err)
 	}
 	if end := c.localLeadership(f); end != nil {
@@ -465,13 +466,13 @@ func (c *Client) Resign(ctx context.Context, f hastore.Fence) error {
 
 // ConfirmLeadership implements hastore.Store.
 func (c *Client) ConfirmLeadership(ctx context.Context, f hastore.Fence, address string) error {
-	_, err := c.rpc.ConfirmLeadership(ctx, &jobplanev1.ConfirmLeadershipRequest{Fence: fenceToProto(f), Address: address})
+	_, err := c.rpc.ConfirmLeadership(ctx, &hastorev1.ConfirmLeadershipRequest{Fence: fenceToProto(f), Address: address})
 	return fromConnect(err)
 }
 
 // Leader implements hastore.Store.
 func (c *Client) Leader(ctx context.Context, election string) (hastore.LeaderInfo, error) {
-	resp, err := c.rpc.GetLeader(ctx, &jobplanev1.GetLeaderRequest{Election: election})
+	resp, err := c.rpc.GetLeader(ctx, &hastorev1.GetLeaderRequest{Election: election})
 	if err != nil {
 		return hastore.LeaderInfo{}, fromConnect(err)
 	}
@@ -491,7 +492,7 @@ func (c *Client) ObserveLeader(ctx context.Context, election string, fn func(has
 	)
 	backoff := 50 * time.Millisecond
 	for {
-		stream, err := c.rpc.ObserveLeader(ctx, &jobplanev1.ObserveLeaderRequest{Election: election})
+		stream, err := c.rpc.ObserveLeader(ctx, &hastorev1.ObserveLeaderRequest{Election: election})
 		if err == nil {
 			for stream.Receive() {
 				msg := stream.Msg()
@@ -528,14 +529,14 @@ func (c *Client) ObserveLeader(ctx context.Context, election string, fn func(has
 }
 
 // PutExecutionPlan implements hastore.Store.
-func (c *Client) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan) error {
-	_, err := c.rpc.PutExecutionPlan(ctx, &jobplanev1.PutExecutionPlanRequest{Fence: fenceToProto(f), Plan: plan})
+func (c *Client) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) error {
+	_, err := c.rpc.PutExecutionPlan(ctx, &hastorev1.PutExecutionPlanRequest{Fence: fenceToProto(f), Plan: plan})
 	return fromConnect(err)
 }
 
 // GetExecutionPlan implements hastore.Store.
-func (c *Client) GetExecutionPlan(ctx context.Context, jobID string) (*jobplanev1.ExecutionPlan, error) {
-	resp, err := c.rpc.GetExecutionPlan(ctx, &jobplanev1.GetExecutionPlanRequest{JobId: jobID})
+func (c *Client) GetExecutionPlan(ctx context.Context, jobID string) (*hastorev1.ExecutionPlan, error) {
+	resp, err := c.rpc.GetExecutionPlan(ctx, &hastorev1.GetExecutionPlanRequest{JobId: jobID})
 	if err != nil {
 		return nil, fromConnect(err)
 	}
@@ -553,7 +554,7 @@ func (c *Client) ListExecutionPlans(ctx context.Context, after string, limit int
 		if limit > 0 {
 			size = min(size, limit-len(ids))
 		}
-		resp, err := c.rpc.ListExecutionPlans(ctx, &jobplanev1.ListExecutionPlansRequest{PageSize: int32(size), PageToken: after})
+		resp, err := c.rpc.ListExecutionPlans(ctx, &hastorev1.ListExecutionPlansRequest{PageSize: int32(size), PageToken: after})
 		if err != nil {
 			return nil, fromConnect(err)
 		}
@@ -567,19 +568,19 @@ func (c *Client) ListExecutionPlans(ctx context.Context, after string, limit int
 
 // DeleteExecutionPlan implements hastore.Store.
 func (c *Client) DeleteExecutionPlan(ctx context.Context, f hastore.Fence, jobID string) error {
-	_, err := c.rpc.DeleteExecutionPlan(ctx, &jobplanev1.DeleteExecutionPlanRequest{Fence: fenceToProto(f), JobId: jobID})
+	_, err := c.rpc.DeleteExecutionPlan(ctx, &hastorev1.DeleteExecutionPlanRequest{Fence: fenceToProto(f), JobId: jobID})
 	return fromConnect(err)
 }
 
 // RequestCancel implements hastore.Store.
 func (c *Client) RequestCancel(ctx context.Context, f hastore.Fence, jobID string) error {
-	_, err := c.rpc.RequestJobCancel(ctx, &jobplanev1.RequestJobCancelRequest{Fence: fenceToProto(f), JobId: jobID})
+	_, err := c.rpc.RequestJobCancel(ctx, &hastorev1.RequestJobCancelRequest{Fence: fenceToProto(f), JobId: jobID})
 	return fromConnect(err)
 }
 
 // CancelRequested implements hastore.Store: GetExecutionPlan says it.
 func (c *Client) CancelRequested(ctx context.Context, jobID string) (bool, error) {
-	resp, err := c.rpc.GetExecutionPlan(ctx, &jobplanev1.GetExecutionPlanRequest{JobId: jobID})
+	resp, err := c.rpc.GetExecutionPlan(ctx, &hastorev1.GetExecutionPlanRequest{JobId: jobID})
 	if err = fromConnect(err); errors.Is(err, hastore.ErrPlanNotFound) {
 		return false, nil
 	} else if err != nil {
@@ -590,19 +591,19 @@ func (c *Client) CancelRequested(ctx context.Context, jobID string) (bool, error
 
 // CreateDirtyJobResult implements hastore.Store.
 func (c *Client) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, result *jobplanev1.JobResult) error {
-	_, err := c.rpc.CreateDirtyJobResult(ctx, &jobplanev1.CreateDirtyJobResultRequest{Fence: fenceToProto(f), Result: result})
+	_, err := c.rpc.CreateDirtyJobResult(ctx, &hastorev1.CreateDirtyJobResultRequest{Fence: fenceToProto(f), Result: result})
 	return fromConnect(err)
 }
 
 // MarkJobResultClean implements hastore.Store.
 func (c *Client) MarkJobResultClean(ctx context.Context, f hastore.Fence, jobID string) error {
-	_, err := c.rpc.MarkJobResultClean(ctx, &jobplanev1.MarkJobResultCleanRequest{Fence: fenceToProto(f), JobId: jobID})
+	_, err := c.rpc.MarkJobResultClean(ctx, &hastorev1.MarkJobResultCleanRequest{Fence: fenceToProto(f), JobId: jobID})
 	return fromConnect(err)
 }
 
 // GetJobResultEntry implements hastore.Store.
-func (c *Client) GetJobResultEntry(ctx context.Context, jobID string) (*jobplanev1.JobResultEntry, error) {
-	resp, err := c.rpc.GetJobResultEntry(ctx, &jobplanev1.GetJobResultEntryRequest{JobId: jobID})
+func (c *Client) GetJobResultEntry(ctx context.Context, jobID string) (*hastorev1.JobResultEntry, error) {
+	resp, err := c.rpc.GetJobResultEntry(ctx, &hastorev1.GetJobResultEntryRequest{JobId: jobID})
 	if err != nil {
 		return nil, fromConnect(err)
 	}
@@ -610,17 +611,17 @@ func (c *Client) GetJobResultEntry(ctx context.Context, jobID string) (*jobplane
 }
 
 // ListJobResultEntries implements hastore.Store.
-func (c *Client) ListJobResultEntries(ctx context.Context, state jobplanev1.JobResultState, after string, limit int) ([]*jobplanev1.JobResultEntry, error) {
+func (c *Client) ListJobResultEntries(ctx context.Context, state hastorev1.JobResultState, after string, limit int) ([]*hastorev1.JobResultEntry, error) {
 	if err := hastore.ValidateList(after, limit); err != nil {
 		return nil, err
 	}
-	var entries []*jobplanev1.JobResultEntry
+	var entries []*hastorev1.JobResultEntry
 	for {
 		size := defaultPageSize
 		if limit > 0 {
 			size = min(size, limit-len(entries))
 		}
-		resp, err := c.rpc.ListJobResultEntries(ctx, &jobplanev1.ListJobResultEntriesRequest{PageSize: int32(size), PageToken: after, State: state})
+		resp, err := c.rpc.ListJobResultEntries(ctx, &hastorev1.ListJobResultEntriesRequest{PageSize: int32(size), PageToken: after, State: state})
 		if err != nil {
 			return nil, fromConnect(err)
 		}
@@ -634,6 +635,6 @@ func (c *Client) ListJobResultEntries(ctx context.Context, state jobplanev1.JobR
 
 // DeleteJobResultEntry implements hastore.Store.
 func (c *Client) DeleteJobResultEntry(ctx context.Context, f hastore.Fence, jobID string) error {
-	_, err := c.rpc.DeleteJobResultEntry(ctx, &jobplanev1.DeleteJobResultEntryRequest{Fence: fenceToProto(f), JobId: jobID})
+	_, err := c.rpc.DeleteJobResultEntry(ctx, &hastorev1.DeleteJobResultEntryRequest{Fence: fenceToProto(f), JobId: jobID})
 	return fromConnect(err)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 )
@@ -36,24 +37,24 @@ func leaderFromProto(info *jobplanev1.LeaderInfo) hastore.LeaderInfo {
 }
 
 // revocationReason is the wire reason for the cause of a leadership's end.
-func revocationReason(cause error) jobplanev1.RevocationReason {
+func revocationReason(cause error) hastorev1.RevocationReason {
 	switch {
 	case errors.Is(cause, hastore.ErrResigned):
-		return jobplanev1.RevocationReason_REVOCATION_REASON_RESIGNED
+		return hastorev1.RevocationReason_REVOCATION_REASON_RESIGNED
 	case errors.Is(cause, hastore.ErrLeaderDeleted):
-		return jobplanev1.RevocationReason_REVOCATION_REASON_DELETED
+		return hastorev1.RevocationReason_REVOCATION_REASON_DELETED
 	case errors.Is(cause, hastore.ErrSessionEnded), errors.Is(cause, context.Canceled):
-		return jobplanev1.RevocationReason_REVOCATION_REASON_SESSION_ENDED
+		return hastorev1.RevocationReason_REVOCATION_REASON_SESSION_ENDED
 	}
-	return jobplanev1.RevocationReason_REVOCATION_REASON_UNSPECIFIED
+	return hastorev1.RevocationReason_REVOCATION_REASON_UNSPECIFIED
 }
 
 // revocationCause is the hastore cause for a wire reason.
-func revocationCause(r jobplanev1.RevocationReason) error {
+func revocationCause(r hastorev1.RevocationReason) error {
 	switch r {
-	case jobplanev1.RevocationReason_REVOCATION_REASON_RESIGNED:
+	case hastorev1.RevocationReason_REVOCATION_REASON_RESIGNED:
 		return hastore.ErrResigned
-	case jobplanev1.RevocationReason_REVOCATION_REASON_DELETED:
+	case hastorev1.RevocationReason_REVOCATION_REASON_DELETED:
 		return hastore.ErrLeaderDeleted
 	}
 	return hastore.ErrSessionEnded

@@ -11,8 +11,9 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -31,7 +32,7 @@ type HandlerConfig struct {
 // renewed only by the client's KeepAlive calls; their candidacies belong
 // to the session and outlive any one stream.
 type Handler struct {
-	jobplanev1connect.UnimplementedHAStoreServiceHandler
+	hastorev1connect.UnimplementedHAStoreServiceHandler
 
 	store     hastore.Store
 	heartbeat time.Duration
@@ -41,7 +42,7 @@ type Handler struct {
 	sessions map[string]*serverSession
 }
 
-var _ jobplanev1connect.HAStoreServiceHandler = (*Handler)(nil)
+var _ hastorev1connect.HAStoreServiceHandler = (*Handler)(nil)
 
 // NewHandler returns a Handler for cfg.Store.
 func NewHandler(cfg HandlerConfig) *Handler {
@@ -56,7 +57,7 @@ func NewHandler(cfg HandlerConfig) *Handler {
 
 // Path returns the URL path and HTTP handler of the service.
 func (h *Handler) Path(opts ...connect.HandlerOption) (string, http.Handler) {
-	return jobplanev1connect.NewHAStoreServiceHandler(h, opts...)
+	return hastorev1connect.NewHAStoreServiceHandler(h, opts...)
 }
 
 // serverSession is a remote client's session: the store session, the
@@ -67,7 +68,7 @@ type serverSession struct {
 	mu          sync.Mutex
 	candidacies map[string]*candidacy
 	held        map[string]hastore.Token // granted leaderships, by election
-	watchers    map[chan *jobplanev1.WatchSessionResponse]struct{}
+	watchers    map[chan *hastorev1.WatchSessionResponse]struct{}
 	ending      bool           // the session is over; no new candidacies
 	ended       bool           // and every candidacy has published its end
 	wg          sync.WaitGroup // candidacy goroutines
@@ -101,7 +102,7 @@ func (h *Handler) err(err error, metadata map[string]string) error {
 }
 
 // OpenSession implements HAStoreServiceHandler.
-func (h *Handler) OpenSession(ctx context.Context, req *jobplanev1.OpenSessionRequest) (*jobplanev1.OpenSessionResponse, error) {
+func (h *Handler) OpenSession(ctx context.Context, req *hastorev1.OpenSessionRequest) (*hastorev1.OpenSessionResponse, error) {
 	sess, err := h.store.OpenSession(ctx, hastore.SessionConfig{TTL: req.GetTtl().AsDuration(), ManualKeepAlive: true})
 	if err != nil {
 		return nil, h.err(err, nil)
@@ -110,7 +111,7 @@ func (h *Handler) OpenSession(ctx context.Context, req *jobplanev1.OpenSessionRe
 		sess:        sess,
 		candidacies: make(map[string]*candidacy),
 		held:        make(map[string]hastore.Token),
-		watchers:    make(map[chan *jobplanev1.WatchSessionResponse]struct{}),
+		watchers:    make(map[chan *hastorev1.WatchSessionResponse]struct{}),
 	}
 	h.mu.Lock()
 	h.sessions[sess.ID()] = s
@@ -134,11 +135,11 @@ func (h *Handler) OpenSession(ctx context.Context, req *jobplanev1.OpenSessionRe
 		}
 		s.mu.Unlock()
 	}()
-	return &jobplanev1.OpenSessionResponse{SessionId: sess.ID(), Ttl: durationpb.New(sess.TTL())}, nil
+	return &hastorev1.OpenSessionResponse{SessionId: sess.ID(), Ttl: durationpb.New(sess.TTL())}, nil
 }
 
 // KeepAlive implements HAStoreServiceHandler.
-func (h *Handler) KeepAlive(ctx context.Context, req *jobplanev1.KeepAliveRequest) (*jobplanev1.KeepAliveResponse, error) {
+func (h *Handler) KeepAlive(ctx context.Context, req *hastorev1.KeepAliveRequest) (*hastorev1.KeepAliveResponse, error) {
 	md := map[string]string{"session_id": req.GetSessionId()}
 	s, err := h.session(req.GetSessionId())
 	if err != nil {
@@ -148,24 +149,24 @@ func (h *Handler) KeepAlive(ctx context.Context, req *jobplanev1.KeepAliveReques
 	if err != nil {
 		return nil, h.err(err, md)
 	}
-	return &jobplanev1.KeepAliveResponse{Ttl: durationpb.New(ttl)}, nil
+	return &hastorev1.KeepAliveResponse{Ttl: durationpb.New(ttl)}, nil
 }
 
 // CloseSession implements HAStoreServiceHandler.
-func (h *Handler) CloseSession(ctx context.Context, req *jobplanev1.CloseSessionRequest) (*jobplanev1.CloseSessionResponse, error) {
+func (h *Handler) CloseSession(ctx context.Context, req *hastorev1.CloseSessionRequest) (*hastorev1.CloseSessionResponse, error) {
 	s, err := h.session(req.GetSessionId())
 	if err != nil {
-		return &jobplanev1.CloseSessionResponse{}, nil
+		return &hastorev1.CloseSessionResponse{}, nil
 	}
 	if err := s.sess.Close(ctx); err != nil {
 		return nil, h.err(err, nil)
 	}
-	return &jobplanev1.CloseSessionResponse{}, nil
+	return &hastorev1.CloseSessionResponse{}, nil
 }
 
 // Campaign implements HAStoreServiceHandler: the candidacy campaigns in
 // the background, on a context of its own, until withdrawn or revoked.
-func (h *Handler) Campaign(ctx context.Context, req *jobplanev1.CampaignRequest) (*jobplanev1.CampaignResponse, error) {
+func (h *Handler) Campaign(ctx context.Context, req *hastorev1.CampaignRequest) (*hastorev1.CampaignResponse, error) {
 	election := req.GetElection()
 	md := map[string]string{"session_id": req.GetSessionId(), "election": election}
 	if err := hastore.ValidateCampaign(election, req.GetAddress()); err != nil {
@@ -196,7 +197,7 @@ func (h *Handler) Campaign(ctx context.Context, req *jobplanev1.CampaignRequest)
 		s.mu.Unlock()
 		if c.address == req.GetAddress() {
 			// The same call again, as after a lost answer: it stands.
-			return &jobplanev1.CampaignResponse{}, nil
+			return &hastorev1.CampaignResponse{}, nil
 		}
 		return nil, h.err(hastore.ErrCandidacyExists, md)
 	}
@@ -215,7 +216,7 @@ func (h *Handler) Campaign(ctx context.Context, req *jobplanev1.CampaignRequest)
 		defer withdraw()
 		h.runCandidacy(cctx, s, c, election, req.GetAddress())
 	}()
-	return &jobplanev1.CampaignResponse{}, nil
+	return &hastorev1.CampaignResponse{}, nil
 }
 
 func (h *Handler) runCandidacy(ctx context.Context, s *serverSession, c *candidacy, election, address string) {
@@ -248,8 +249,8 @@ func (h *Handler) runCandidacy(ctx context.Context, s *serverSession, c *candida
 	s.mu.Lock()
 	c.token, c.l = token, l
 	s.held[election] = token
-	s.publishLocked(&jobplanev1.WatchSessionResponse{Event: &jobplanev1.WatchSessionResponse_Granted{
-		Granted: &jobplanev1.WatchSessionResponse_LeadershipGranted{Election: election, Token: tokenToProto(token)},
+	s.publishLocked(&hastorev1.WatchSessionResponse{Event: &hastorev1.WatchSessionResponse_Granted{
+		Granted: &hastorev1.WatchSessionResponse_LeadershipGranted{Election: election, Token: tokenToProto(token)},
 	}})
 	s.mu.Unlock()
 
@@ -279,8 +280,8 @@ func (h *Handler) runCandidacy(ctx context.Context, s *serverSession, c *candida
 	}
 	s.mu.Lock()
 	delete(s.held, election)
-	s.publishLocked(&jobplanev1.WatchSessionResponse{Event: &jobplanev1.WatchSessionResponse_Revoked{
-		Revoked: &jobplanev1.WatchSessionResponse_LeadershipRevoked{
+	s.publishLocked(&hastorev1.WatchSessionResponse{Event: &hastorev1.WatchSessionResponse_Revoked{
+		Revoked: &hastorev1.WatchSessionResponse_LeadershipRevoked{
 			Election: election, Token: tokenToProto(token), Reason: revocationReason(context.Cause(l.Context())),
 		},
 	}})
@@ -289,7 +290,7 @@ func (h *Handler) runCandidacy(ctx context.Context, s *serverSession, c *candida
 
 // publishLocked queues ev for every watcher; a watcher whose queue is full
 // is cut off and resynchronizes when it reconnects.
-func (s *serverSession) publishLocked(ev *jobplanev1.WatchSessionResponse) {
+func (s *serverSession) publishLocked(ev *hastorev1.WatchSessionResponse) {
 	for w := range s.watchers {
 		select {
 		case w <- ev:
@@ -302,7 +303,7 @@ func (s *serverSession) publishLocked(ev *jobplanev1.WatchSessionResponse) {
 
 // Withdraw implements HAStoreServiceHandler. It returns once the candidacy
 // has ended.
-func (h *Handler) Withdraw(ctx context.Context, req *jobplanev1.WithdrawRequest) (*jobplanev1.WithdrawResponse, error) {
+func (h *Handler) Withdraw(ctx context.Context, req *hastorev1.WithdrawRequest) (*hastorev1.WithdrawResponse, error) {
 	md := map[string]string{"session_id": req.GetSessionId(), "election": req.GetElection()}
 	if err := hastore.ValidateElection(req.GetElection()); err != nil {
 		return nil, h.err(err, md)
@@ -325,26 +326,26 @@ func (h *Handler) Withdraw(ctx context.Context, req *jobplanev1.WithdrawRequest)
 			return nil, h.err(ctx.Err(), nil)
 		}
 	}
-	return &jobplanev1.WithdrawResponse{}, nil
+	return &hastorev1.WithdrawResponse{}, nil
 }
 
 // WatchSession implements HAStoreServiceHandler.
-func (h *Handler) WatchSession(ctx context.Context, req *jobplanev1.WatchSessionRequest, stream *connect.ServerStream[jobplanev1.WatchSessionResponse]) error {
+func (h *Handler) WatchSession(ctx context.Context, req *hastorev1.WatchSessionRequest, stream *connect.ServerStream[hastorev1.WatchSessionResponse]) error {
 	md := map[string]string{"session_id": req.GetSessionId()}
 	s, err := h.session(req.GetSessionId())
 	if err != nil {
 		return h.err(err, md)
 	}
-	events := make(chan *jobplanev1.WatchSessionResponse, watcherBuffer)
+	events := make(chan *hastorev1.WatchSessionResponse, watcherBuffer)
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
 		return h.err(hastore.ErrSessionNotFound, md)
 	}
-	var initial []*jobplanev1.WatchSessionResponse
+	var initial []*hastorev1.WatchSessionResponse
 	for election, token := range s.held {
-		initial = append(initial, &jobplanev1.WatchSessionResponse{Event: &jobplanev1.WatchSessionResponse_Granted{
-			Granted: &jobplanev1.WatchSessionResponse_LeadershipGranted{Election: election, Token: tokenToProto(token)},
+		initial = append(initial, &hastorev1.WatchSessionResponse{Event: &hastorev1.WatchSessionResponse_Granted{
+			Granted: &hastorev1.WatchSessionResponse_LeadershipGranted{Election: election, Token: tokenToProto(token)},
 		}})
 	}
 	s.watchers[events] = struct{}{}
@@ -359,7 +360,7 @@ func (h *Handler) WatchSession(ctx context.Context, req *jobplanev1.WatchSession
 
 	// The snapshot, and its end: the headers go out now, so a client knows
 	// it is subscribed even before the first event.
-	initial = append(initial, &jobplanev1.WatchSessionResponse{Event: &jobplanev1.WatchSessionResponse_SnapshotEnd_{SnapshotEnd: &jobplanev1.WatchSessionResponse_SnapshotEnd{}}})
+	initial = append(initial, &hastorev1.WatchSessionResponse{Event: &hastorev1.WatchSessionResponse_SnapshotEnd_{SnapshotEnd: &hastorev1.WatchSessionResponse_SnapshotEnd{}}})
 	for _, ev := range initial {
 		if err := stream.Send(ev); err != nil {
 			return err
@@ -393,14 +394,14 @@ func (h *Handler) WatchSession(ctx context.Context, req *jobplanev1.WatchSession
 	}
 }
 
-func heartbeatEvent() *jobplanev1.WatchSessionResponse {
-	return &jobplanev1.WatchSessionResponse{Event: &jobplanev1.WatchSessionResponse_Heartbeat{Heartbeat: &jobplanev1.Heartbeat{}}}
+func heartbeatEvent() *hastorev1.WatchSessionResponse {
+	return &hastorev1.WatchSessionResponse{Event: &hastorev1.WatchSessionResponse_Heartbeat{Heartbeat: &jobplanev1.Heartbeat{}}}
 }
 
 // Resign implements HAStoreServiceHandler. If a candidacy of this handler
 // holds the leadership, Resign returns once it has ended, so the session
 // may campaign again at once.
-func (h *Handler) Resign(ctx context.Context, req *jobplanev1.ResignRequest) (*jobplanev1.ResignResponse, error) {
+func (h *Handler) Resign(ctx context.Context, req *hastorev1.ResignRequest) (*hastorev1.ResignResponse, error) {
 	f := fenceFromProto(req.GetFence())
 	if err := h.store.Resign(ctx, f); err != nil {
 		return nil, h.err(err, map[string]string{"election": f.Election})
@@ -417,29 +418,29 @@ func (h *Handler) Resign(ctx context.Context, req *jobplanev1.ResignRequest) (*j
 			}
 		}
 	}
-	return &jobplanev1.ResignResponse{}, nil
+	return &hastorev1.ResignResponse{}, nil
 }
 
 // ConfirmLeadership implements HAStoreServiceHandler.
-func (h *Handler) ConfirmLeadership(ctx context.Context, req *jobplanev1.ConfirmLeadershipRequest) (*jobplanev1.ConfirmLeadershipResponse, error) {
+func (h *Handler) ConfirmLeadership(ctx context.Context, req *hastorev1.ConfirmLeadershipRequest) (*hastorev1.ConfirmLeadershipResponse, error) {
 	f := fenceFromProto(req.GetFence())
 	if err := h.store.ConfirmLeadership(ctx, f, req.GetAddress()); err != nil {
 		return nil, h.err(err, map[string]string{"election": f.Election})
 	}
-	return &jobplanev1.ConfirmLeadershipResponse{}, nil
+	return &hastorev1.ConfirmLeadershipResponse{}, nil
 }
 
 // GetLeader implements HAStoreServiceHandler.
-func (h *Handler) GetLeader(ctx context.Context, req *jobplanev1.GetLeaderRequest) (*jobplanev1.GetLeaderResponse, error) {
+func (h *Handler) GetLeader(ctx context.Context, req *hastorev1.GetLeaderRequest) (*hastorev1.GetLeaderResponse, error) {
 	info, err := h.store.Leader(ctx, req.GetElection())
 	if err != nil {
 		return nil, h.err(err, nil)
 	}
-	return &jobplanev1.GetLeaderResponse{Leader: leaderToProto(info)}, nil
+	return &hastorev1.GetLeaderResponse{Leader: leaderToProto(info)}, nil
 }
 
 // ObserveLeader implements HAStoreServiceHandler.
-func (h *Handler) ObserveLeader(ctx context.Context, req *jobplanev1.ObserveLeaderRequest, stream *connect.ServerStream[jobplanev1.ObserveLeaderResponse]) error {
+func (h *Handler) ObserveLeader(ctx context.Context, req *hastorev1.ObserveLeaderRequest, stream *connect.ServerStream[hastorev1.ObserveLeaderResponse]) error {
 	if err := hastore.ValidateElection(req.GetElection()); err != nil {
 		return h.err(err, nil)
 	}
@@ -460,13 +461,13 @@ func (h *Handler) ObserveLeader(ctx context.Context, req *jobplanev1.ObserveLead
 	ticker := time.NewTicker(h.heartbeat)
 	defer ticker.Stop()
 	for {
-		var msg *jobplanev1.ObserveLeaderResponse
+		var msg *hastorev1.ObserveLeaderResponse
 		select {
 		case info := <-changes:
-			msg = &jobplanev1.ObserveLeaderResponse{Event: &jobplanev1.ObserveLeaderResponse_Leader{Leader: leaderToProto(info)}}
+			msg = &hastorev1.ObserveLeaderResponse{Event: &hastorev1.ObserveLeaderResponse_Leader{Leader: leaderToProto(info)}}
 			ticker.Reset(h.heartbeat)
 		case <-ticker.C:
-			msg = &jobplanev1.ObserveLeaderResponse{Event: &jobplanev1.ObserveLeaderResponse_Heartbeat{Heartbeat: &jobplanev1.Heartbeat{}}}
+			msg = &hastorev1.ObserveLeaderResponse{Event: &hastorev1.ObserveLeaderResponse_Heartbeat{Heartbeat: &jobplanev1.Heartbeat{}}}
 		case err := <-observed:
 			if ctx.Err() != nil {
 				return nil
@@ -482,16 +483,16 @@ func (h *Handler) ObserveLeader(ctx context.Context, req *jobplanev1.ObserveLead
 }
 
 // PutExecutionPlan implements HAStoreServiceHandler.
-func (h *Handler) PutExecutionPlan(ctx context.Context, req *jobplanev1.PutExecutionPlanRequest) (*jobplanev1.PutExecutionPlanResponse, error) {
+func (h *Handler) PutExecutionPlan(ctx context.Context, req *hastorev1.PutExecutionPlanRequest) (*hastorev1.PutExecutionPlanResponse, error) {
 	f := fenceFromProto(req.GetFence())
 	if err := h.store.PutExecutionPlan(ctx, f, req.GetPlan()); err != nil {
 		return nil, h.err(err, map[string]string{"election": f.Election, "job_id": req.GetPlan().GetJobId()})
 	}
-	return &jobplanev1.PutExecutionPlanResponse{}, nil
+	return &hastorev1.PutExecutionPlanResponse{}, nil
 }
 
 // GetExecutionPlan implements HAStoreServiceHandler.
-func (h *Handler) GetExecutionPlan(ctx context.Context, req *jobplanev1.GetExecutionPlanRequest) (*jobplanev1.GetExecutionPlanResponse, error) {
+func (h *Handler) GetExecutionPlan(ctx context.Context, req *hastorev1.GetExecutionPlanRequest) (*hastorev1.GetExecutionPlanResponse, error) {
 	plan, err := h.store.GetExecutionPlan(ctx, req.GetJobId())
 	if err != nil {
 		return nil, h.err(err, map[string]string{"job_id": req.GetJobId()})
@@ -500,16 +501,16 @@ func (h *Handler) GetExecutionPlan(ctx context.Context, req *jobplanev1.GetExecu
 	if err != nil {
 		return nil, h.err(err, map[string]string{"job_id": req.GetJobId()})
 	}
-	return &jobplanev1.GetExecutionPlanResponse{Plan: plan, CancelRequested: canceled}, nil
+	return &hastorev1.GetExecutionPlanResponse{Plan: plan, CancelRequested: canceled}, nil
 }
 
 // RequestJobCancel implements HAStoreServiceHandler.
-func (h *Handler) RequestJobCancel(ctx context.Context, req *jobplanev1.RequestJobCancelRequest) (*jobplanev1.RequestJobCancelResponse, error) {
+func (h *Handler) RequestJobCancel(ctx context.Context, req *hastorev1.RequestJobCancelRequest) (*hastorev1.RequestJobCancelResponse, error) {
 	f := fenceFromProto(req.GetFence())
 	if err := h.store.RequestCancel(ctx, f, req.GetJobId()); err != nil {
 		return nil, h.err(err, map[string]string{"election": f.Election, "job_id": req.GetJobId()})
 	}
-	return &jobplanev1.RequestJobCancelResponse{}, nil
+	return &hastorev1.RequestJobCancelResponse{}, nil
 }
 
 // defaultPageSize is the page size of listings that ask for none.
@@ -524,7 +525,7 @@ func pageSize(n int32) int {
 
 // ListExecutionPlans implements HAStoreServiceHandler. The page token is
 // the last job id of the previous page.
-func (h *Handler) ListExecutionPlans(ctx context.Context, req *jobplanev1.ListExecutionPlansRequest) (*jobplanev1.ListExecutionPlansResponse, error) {
+func (h *Handler) ListExecutionPlans(ctx context.Context, req *hastorev1.ListExecutionPlansRequest) (*hastorev1.ListExecutionPlansResponse, error) {
 	if req.GetPageSize() < 0 {
 		return nil, h.err(hastore.ValidateList("", -1), nil)
 	}
@@ -533,7 +534,7 @@ func (h *Handler) ListExecutionPlans(ctx context.Context, req *jobplanev1.ListEx
 	if err != nil {
 		return nil, h.err(err, nil)
 	}
-	resp := &jobplanev1.ListExecutionPlansResponse{JobIds: ids}
+	resp := &hastorev1.ListExecutionPlansResponse{JobIds: ids}
 	if len(ids) == size {
 		resp.NextPageToken = ids[len(ids)-1]
 	}
@@ -541,44 +542,44 @@ func (h *Handler) ListExecutionPlans(ctx context.Context, req *jobplanev1.ListEx
 }
 
 // DeleteExecutionPlan implements HAStoreServiceHandler.
-func (h *Handler) DeleteExecutionPlan(ctx context.Context, req *jobplanev1.DeleteExecutionPlanRequest) (*jobplanev1.DeleteExecutionPlanResponse, error) {
+func (h *Handler) DeleteExecutionPlan(ctx context.Context, req *hastorev1.DeleteExecutionPlanRequest) (*hastorev1.DeleteExecutionPlanResponse, error) {
 	f := fenceFromProto(req.GetFence())
 	if err := h.store.DeleteExecutionPlan(ctx, f, req.GetJobId()); err != nil {
 		return nil, h.err(err, map[string]string{"election": f.Election, "job_id": req.GetJobId()})
 	}
-	return &jobplanev1.DeleteExecutionPlanResponse{}, nil
+	return &hastorev1.DeleteExecutionPlanResponse{}, nil
 }
 
 // CreateDirtyJobResult implements HAStoreServiceHandler.
-func (h *Handler) CreateDirtyJobResult(ctx context.Context, req *jobplanev1.CreateDirtyJobResultRequest) (*jobplanev1.CreateDirtyJobResultResponse, error) {
+func (h *Handler) CreateDirtyJobResult(ctx context.Context, req *hastorev1.CreateDirtyJobResultRequest) (*hastorev1.CreateDirtyJobResultResponse, error) {
 	f := fenceFromProto(req.GetFence())
 	if err := h.store.CreateDirtyJobResult(ctx, f, req.GetResult()); err != nil {
 		return nil, h.err(err, map[string]string{"election": f.Election, "job_id": req.GetResult().GetJobId()})
 	}
-	return &jobplanev1.CreateDirtyJobResultResponse{}, nil
+	return &hastorev1.CreateDirtyJobResultResponse{}, nil
 }
 
 // MarkJobResultClean implements HAStoreServiceHandler.
-func (h *Handler) MarkJobResultClean(ctx context.Context, req *jobplanev1.MarkJobResultCleanRequest) (*jobplanev1.MarkJobResultCleanResponse, error) {
+func (h *Handler) MarkJobResultClean(ctx context.Context, req *hastorev1.MarkJobResultCleanRequest) (*hastorev1.MarkJobResultCleanResponse, error) {
 	f := fenceFromProto(req.GetFence())
 	if err := h.store.MarkJobResultClean(ctx, f, req.GetJobId()); err != nil {
 		return nil, h.err(err, map[string]string{"election": f.Election, "job_id": req.GetJobId()})
 	}
-	return &jobplanev1.MarkJobResultCleanResponse{}, nil
+	return &hastorev1.MarkJobResultCleanResponse{}, nil
 }
 
 // GetJobResultEntry implements HAStoreServiceHandler.
-func (h *Handler) GetJobResultEntry(ctx context.Context, req *jobplanev1.GetJobResultEntryRequest) (*jobplanev1.GetJobResultEntryResponse, error) {
+func (h *Handler) GetJobResultEntry(ctx context.Context, req *hastorev1.GetJobResultEntryRequest) (*hastorev1.GetJobResultEntryResponse, error) {
 	e, err := h.store.GetJobResultEntry(ctx, req.GetJobId())
 	if err != nil {
 		return nil, h.err(err, map[string]string{"job_id": req.GetJobId()})
 	}
-	return &jobplanev1.GetJobResultEntryResponse{Entry: e}, nil
+	return &hastorev1.GetJobResultEntryResponse{Entry: e}, nil
 }
 
 // ListJobResultEntries implements HAStoreServiceHandler. The page token is
 // the last job id of the previous page.
-func (h *Handler) ListJobResultEntries(ctx context.Context, req *jobplanev1.ListJobResultEntriesRequest) (*jobplanev1.ListJobResultEntriesResponse, error) {
+func (h *Handler) ListJobResultEntries(ctx context.Context, req *hastorev1.ListJobResultEntriesRequest) (*hastorev1.ListJobResultEntriesResponse, error) {
 	if req.GetPageSize() < 0 {
 		return nil, h.err(hastore.ValidateList("", -1), nil)
 	}
@@ -587,7 +588,7 @@ func (h *Handler) ListJobResultEntries(ctx context.Context, req *jobplanev1.List
 	if err != nil {
 		return nil, h.err(err, nil)
 	}
-	resp := &jobplanev1.ListJobResultEntriesResponse{Entries: entries}
+	resp := &hastorev1.ListJobResultEntriesResponse{Entries: entries}
 	if len(entries) == size {
 		resp.NextPageToken = entries[len(entries)-1].GetResult().GetJobId()
 	}
@@ -595,10 +596,10 @@ func (h *Handler) ListJobResultEntries(ctx context.Context, req *jobplanev1.List
 }
 
 // DeleteJobResultEntry implements HAStoreServiceHandler.
-func (h *Handler) DeleteJobResultEntry(ctx context.Context, req *jobplanev1.DeleteJobResultEntryRequest) (*jobplanev1.DeleteJobResultEntryResponse, error) {
+func (h *Handler) DeleteJobResultEntry(ctx context.Context, req *hastorev1.DeleteJobResultEntryRequest) (*hastorev1.DeleteJobResultEntryResponse, error) {
 	f := fenceFromProto(req.GetFence())
 	if err := h.store.DeleteJobResultEntry(ctx, f, req.GetJobId()); err != nil {
 		return nil, h.err(err, map[string]string{"election": f.Election, "job_id": req.GetJobId()})
 	}
-	return &jobplanev1.DeleteJobResultEntryResponse{}, nil
+	return &hastorev1.DeleteJobResultEntryResponse{}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 )
 
@@ -63,7 +64,7 @@ func Measure(n, writers int, write func(i int) error) (Rate, error) {
 
 // BenchPlan is a plan of a typical size for measurements: ten vertices
 // with some configuration.
-func BenchPlan(jobID string) *jobplanev1.ExecutionPlan {
+func BenchPlan(jobID string) *hastorev1.ExecutionPlan {
 	g := &jobplanev1.JobGraph{Name: "bench"}
 	for i := range 10 {
 		g.Vertices = append(g.Vertices, &jobplanev1.JobVertex{
@@ -71,5 +72,5 @@ func BenchPlan(jobID string) *jobplanev1.ExecutionPlan {
 			Config: map[string]string{"key": "value", "path": "/some/where/else"},
 		})
 	}
-	return &jobplanev1.ExecutionPlan{JobId: jobID, JobGraph: g, Digest: make([]byte, 32)}
+	return &hastorev1.ExecutionPlan{JobId: jobID, JobGraph: g, Digest: make([]byte, 32)}
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 )
@@ -186,8 +187,8 @@ func leader(t T, s hastore.Store, election string) hastore.LeaderInfo {
 	return info
 }
 
-func plan(jobID, name string) *jobplanev1.ExecutionPlan {
-	return &jobplanev1.ExecutionPlan{
+func plan(jobID, name string) *hastorev1.ExecutionPlan {
+	return &hastorev1.ExecutionPlan{
 		JobId:      jobID,
 		JobGraph:   &jobplanev1.JobGraph{Name: name, Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}},
 		Digest:     []byte(name),
@@ -426,7 +427,7 @@ func testStaleTokenRefusedForEveryWrite(t T, b *Backend) {
 	if got, err := s.CancelRequested(ctx, "kept"); err != nil || got {
 		t.Errorf("CancelRequested after a stale request = %v, %v; want false", got, err)
 	}
-	if e, err := s.GetJobResultEntry(ctx, "r"); err != nil || e.GetState() != jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY {
+	if e, err := s.GetJobResultEntry(ctx, "r"); err != nil || e.GetState() != hastorev1.JobResultState_JOB_RESULT_STATE_DIRTY {
 		t.Errorf("result after stale writes = %v, %v; want dirty", e, err)
 	}
 }
@@ -530,7 +531,7 @@ func testDataSurvivesRestart(t T, b *Backend) {
 	if err != nil || !proto.Equal(got, p) {
 		t.Errorf("plan after restart = %v, %v; want %v", got, err, p)
 	}
-	for id, want := range map[string]jobplanev1.JobResultState{"dirty": jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY, "clean": jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN} {
+	for id, want := range map[string]hastorev1.JobResultState{"dirty": hastorev1.JobResultState_JOB_RESULT_STATE_DIRTY, "clean": hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN} {
 		e, err := s.GetJobResultEntry(ctx, id)
 		if err != nil || e.GetState() != want || e.GetResult().GetJobId() != id {
 			t.Errorf("result %s after restart = %v, %v; want %v", id, e, err, want)
@@ -647,28 +648,28 @@ func testJobResults(t T, b *Backend) {
 	wantErr(t, "CreateDirtyJobResult over a clean entry", s.CreateDirtyJobResult(ctx, f, result("a", jobplanev1.JobStatus_JOB_STATUS_FAILED)), hastore.ErrResultExists)
 	must(t, s.CreateDirtyJobResult(ctx, f, result("a", jobplanev1.JobStatus_JOB_STATUS_FINISHED))) // a late repetition leaves it clean
 	e, err := s.GetJobResultEntry(ctx, "a")
-	if err != nil || e.GetState() != jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN || e.GetResult().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+	if err != nil || e.GetState() != hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN || e.GetResult().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Errorf("entry = %v, %v; want clean FINISHED", e, err)
 	}
 	must(t, s.CreateDirtyJobResult(ctx, f, result("b", jobplanev1.JobStatus_JOB_STATUS_CANCELED)))
 	must(t, s.CreateDirtyJobResult(ctx, f, result("c", jobplanev1.JobStatus_JOB_STATUS_FAILED)))
-	ids := func(entries []*jobplanev1.JobResultEntry) (out []string) {
+	ids := func(entries []*hastorev1.JobResultEntry) (out []string) {
 		for _, e := range entries {
 			out = append(out, e.GetResult().GetJobId())
 		}
 		return out
 	}
 	for _, tc := range []struct {
-		state jobplanev1.JobResultState
+		state hastorev1.JobResultState
 		after string
 		limit int
 		want  string
 	}{
-		{jobplanev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED, "", 0, "[a b c]"},
-		{jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY, "", 0, "[b c]"},
-		{jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN, "", 0, "[a]"},
-		{jobplanev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED, "a", 1, "[b]"},
-		{jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY, "b", 5, "[c]"},
+		{hastorev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED, "", 0, "[a b c]"},
+		{hastorev1.JobResultState_JOB_RESULT_STATE_DIRTY, "", 0, "[b c]"},
+		{hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN, "", 0, "[a]"},
+		{hastorev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED, "a", 1, "[b]"},
+		{hastorev1.JobResultState_JOB_RESULT_STATE_DIRTY, "b", 5, "[c]"},
 	} {
 		got, err := s.ListJobResultEntries(ctx, tc.state, tc.after, tc.limit)
 		if err != nil || fmt.Sprint(ids(got)) != tc.want {
@@ -881,7 +882,7 @@ func testBadInput(t T, b *Backend) {
 		{"fence without session", "fence.token.session_id", func() error { return s.DeleteExecutionPlan(ctx, noSession, "x") }},
 		{"plan without job id", "plan.job_id", func() error { return s.PutExecutionPlan(ctx, good, plan("", "x")) }},
 		{"plan with bad job id", "plan.job_id", func() error { return s.PutExecutionPlan(ctx, good, plan("a/b", "x")) }},
-		{"plan without graph", "plan.job_graph", func() error { return s.PutExecutionPlan(ctx, good, &jobplanev1.ExecutionPlan{JobId: "x"}) }},
+		{"plan without graph", "plan.job_graph", func() error { return s.PutExecutionPlan(ctx, good, &hastorev1.ExecutionPlan{JobId: "x"}) }},
 		{"nil plan", "plan", func() error { return s.PutExecutionPlan(ctx, good, nil) }},
 		{"plan over the size limit", "plan", func() error { return s.PutExecutionPlan(ctx, good, big) }},
 		{"get with empty id", "job_id", func() error { _, err := s.GetExecutionPlan(ctx, ""); return err }},
@@ -910,7 +911,7 @@ func testBadInput(t T, b *Backend) {
 	if ids, err := s.ListExecutionPlans(ctx, "", 0); err != nil || len(ids) != 0 {
 		t.Errorf("plans after bad input = %v, %v; want none", ids, err)
 	}
-	if entries, err := s.ListJobResultEntries(ctx, jobplanev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED, "", 0); err != nil || len(entries) != 0 {
+	if entries, err := s.ListJobResultEntries(ctx, hastorev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED, "", 0); err != nil || len(entries) != 0 {
 		t.Errorf("results after bad input = %v, %v; want none", entries, err)
 	}
 	if info := leader(t, s, hastore.ElectionJobManager); info.Token != good.Token || info.Address != "" {

@@ -4,14 +4,14 @@ import (
 	"strings"
 	"testing"
 
-	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/server/internal/batch"
 )
 
-func deployments(n, configBytes int) []*jobplanev1.TaskDeployment {
-	out := make([]*jobplanev1.TaskDeployment, n)
+func deployments(n, configBytes int) []*clusterv1.TaskDeployment {
+	out := make([]*clusterv1.TaskDeployment, n)
 	for i := range out {
-		out[i] = &jobplanev1.TaskDeployment{AllocationId: "a", Config: map[string]string{"k": strings.Repeat("x", configBytes)}}
+		out[i] = &clusterv1.TaskDeployment{AllocationId: "a", Config: map[string]string{"k": strings.Repeat("x", configBytes)}}
 	}
 	return out
 }
@@ -20,7 +20,7 @@ func TestSplit(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name        string
-		items       []*jobplanev1.TaskDeployment
+		items       []*clusterv1.TaskDeployment
 		wantRuns    int
 		wantLargest int
 	}{

@@ -18,6 +18,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
@@ -185,7 +186,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		}
 		*id = te.ID()
 		faults := connect.WithInterceptors(opts.TaskExecutorInterceptors...)
-		tep.Mount(jobplanev1connect.TaskExecutorServiceName, func(hopts ...connect.HandlerOption) (string, http.Handler) {
+		tep.Mount(clusterv1connect.TaskExecutorServiceName, func(hopts ...connect.HandlerOption) (string, http.Handler) {
 			return te.Handler(append(hopts, record, faults)...)
 		})
 		stopServ := run(t, ctx, tep.Run)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 )
@@ -71,7 +72,7 @@ func (r *Recorder) Count(op, key string) int {
 
 // GetExecutionPlan reads through, unrecorded; FailNext("get-plan", n)
 // fails the next n reads.
-func (r *Recorder) GetExecutionPlan(ctx context.Context, jobID string) (*jobplanev1.ExecutionPlan, error) {
+func (r *Recorder) GetExecutionPlan(ctx context.Context, jobID string) (*hastorev1.ExecutionPlan, error) {
 	r.mu.Lock()
 	failing := r.fail["get-plan"] > 0
 	if failing {
@@ -106,7 +107,7 @@ func (r *Recorder) call(op, key string, f func() error) error {
 	return err
 }
 
-func (r *Recorder) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan) error {
+func (r *Recorder) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) error {
 	return r.call("put-plan", plan.GetJobId(), func() error { return r.Store.PutExecutionPlan(ctx, f, plan) })
 }
 
@@ -156,7 +157,7 @@ func (s *recordedSession) Campaign(ctx context.Context, election, address string
 // grant with its answer: the leadership is given up, so that the job's
 // runner campaigns for it, as it would after a real lost answer. A session
 // whose store cannot combine the two puts the plan alone.
-func (s *recordedSession) PutExecutionPlanAndLead(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan, address string) (*hastore.Leadership, error) {
+func (s *recordedSession) PutExecutionPlanAndLead(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan, address string) (*hastore.Leadership, error) {
 	pc, ok := s.Session.(hastore.PlanCandidacy)
 	if !ok {
 		return nil, s.r.PutExecutionPlan(ctx, f, plan)

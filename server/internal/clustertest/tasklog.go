@@ -7,6 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 )
 
@@ -68,20 +69,20 @@ func (l *TaskLog) interceptor(te *string) connect.UnaryInterceptorFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 			var events []TaskEvent
 			switch m := req.Any().(type) {
-			case *jobplanev1.SubmitTaskRequest:
+			case *clusterv1.SubmitTaskRequest:
 				events = append(events, TaskEvent{Method: "SubmitTask", JobID: m.GetJobId(), Attempt: m.GetAttempt(), Token: m.GetJobMasterToken()})
-			case *jobplanev1.SubmitTasksRequest:
+			case *clusterv1.SubmitTasksRequest:
 				for _, d := range m.GetTasks() {
 					events = append(events, TaskEvent{Method: "SubmitTask", JobID: m.GetJobId(), Attempt: d.GetAttempt(), Token: m.GetJobMasterToken()})
 				}
-			case *jobplanev1.CancelTaskRequest:
+			case *clusterv1.CancelTaskRequest:
 				events = append(events, TaskEvent{Method: "CancelTask", JobID: m.GetJobId(), Attempt: m.GetAttempt(), Token: m.GetJobMasterToken()})
-			case *jobplanev1.UpdateTaskExecutionStateRequest:
+			case *clusterv1.UpdateTaskExecutionStateRequest:
 				events = append(events, TaskEvent{Method: "UpdateTaskExecutionState", JobID: m.GetJobId(), Attempt: m.GetStatus().GetAttempt(),
 					State: m.GetStatus().GetState(), Token: m.GetJobMasterToken()})
-			case *jobplanev1.UpdateTaskExecutionStatesRequest:
+			case *clusterv1.UpdateTaskExecutionStatesRequest:
 				events = append(events, stateEvents(m)...)
-			case *jobplanev1.UpdateTaskExecutionStatesOfJobsRequest:
+			case *clusterv1.UpdateTaskExecutionStatesOfJobsRequest:
 				for _, e := range m.GetJobs() {
 					events = append(events, stateEvents(e)...)
 				}
@@ -90,9 +91,9 @@ func (l *TaskLog) interceptor(te *string) connect.UnaryInterceptorFunc {
 			resp, err := next(ctx, req)
 			// Deployments in an offer's answer are received as the
 			// answer is, before they are handled.
-			if offer, ok := req.Any().(*jobplanev1.OfferSlotsRequest); ok && err == nil {
+			if offer, ok := req.Any().(*clusterv1.OfferSlotsRequest); ok && err == nil {
 				var deployed []TaskEvent
-				for _, d := range resp.Any().(*jobplanev1.OfferSlotsResponse).GetDeployments() {
+				for _, d := range resp.Any().(*clusterv1.OfferSlotsResponse).GetDeployments() {
 					deployed = append(deployed, TaskEvent{Method: "SubmitTask", JobID: offer.GetJobId(), Attempt: d.GetAttempt(), Token: offer.GetJobMasterToken()})
 				}
 				l.add(*te, deployed)
@@ -104,7 +105,7 @@ func (l *TaskLog) interceptor(te *string) connect.UnaryInterceptorFunc {
 
 // stateEvents are the UpdateTaskExecutionState events of one job's
 // batch of state changes.
-func stateEvents(m *jobplanev1.UpdateTaskExecutionStatesRequest) []TaskEvent {
+func stateEvents(m *clusterv1.UpdateTaskExecutionStatesRequest) []TaskEvent {
 	var events []TaskEvent
 	for _, st := range m.GetStatuses() {
 		events = append(events, TaskEvent{Method: "UpdateTaskExecutionState", JobID: m.GetJobId(), Attempt: st.GetAttempt(),

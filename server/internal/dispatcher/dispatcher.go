@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/jobgraph"
@@ -51,13 +52,13 @@ type Config struct {
 	// cannot be created, and the Dispatcher then steps down. Required.
 	// A submitted job's runner may be given the job's leadership, granted
 	// by the write that persisted the plan (see PutPlan).
-	NewRunner func(plan *jobplanev1.ExecutionPlan, recovered bool, granted *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (JobRunner, error)
+	NewRunner func(plan *hastorev1.ExecutionPlan, recovered bool, granted *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (JobRunner, error)
 	// PutPlan, if set, persists a submitted job's plan in place of
 	// Store.PutExecutionPlan, and may enter the job's election in the same
 	// write (hastore.PlanCandidacy): granted is then the job's leadership,
 	// which its runner takes as its first grant. It fails as
 	// PutExecutionPlan does.
-	PutPlan func(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan) (granted *hastore.Leadership, err error)
+	PutPlan func(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (granted *hastore.Leadership, err error)
 	// Limits bound submitted JobGraphs.
 	Limits jobgraph.Limits
 	// MaxRequestBytes and MaxResponseBytes are the limits of the endpoint
@@ -144,7 +145,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		return nil, errors.New("dispatcher: store and runner factory are required")
 	}
 	if cfg.PutPlan == nil {
-		cfg.PutPlan = func(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan) (*hastore.Leadership, error) {
+		cfg.PutPlan = func(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (*hastore.Leadership, error) {
 			return nil, cfg.Store.PutExecutionPlan(ctx, f, plan)
 		}
 	}
@@ -204,7 +205,7 @@ func (d *Dispatcher) Lead(ctx context.Context, l *hastore.Leadership) error {
 
 // expireResults deletes the clean results older than the retention.
 func (d *Dispatcher) expireResults(ctx context.Context, ld *leadership) {
-	entries, err := d.cfg.Store.ListJobResultEntries(ctx, jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN, "", 0)
+	entries, err := d.cfg.Store.ListJobResultEntries(ctx, hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN, "", 0)
 	if err != nil {
 		d.log.Warn("listing results for retention", "err", err)
 		return
@@ -269,13 +270,13 @@ func (d *Dispatcher) stillLeading(ld *leadership) error {
 // for every persisted plan without a result.
 func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 	f := ld.l.Fence()
-	entries, err := d.cfg.Store.ListJobResultEntries(ctx, jobplanev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED, "", 0)
+	entries, err := d.cfg.Store.ListJobResultEntries(ctx, hastorev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED, "", 0)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
 		res := e.GetResult()
-		if e.GetState() == jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY {
+		if e.GetState() == hastorev1.JobResultState_JOB_RESULT_STATE_DIRTY {
 			d.log.Info("finishing the cleanup of a terminated job", "job", res.GetJobId())
 			d.cleanup(ctx, f, res.GetJobId())
 		}
@@ -331,7 +332,7 @@ func closedChan() chan struct{} {
 	return c
 }
 
-func newJob(plan *jobplanev1.ExecutionPlan) *job {
+func newJob(plan *hastorev1.ExecutionPlan) *job {
 	j := &job{
 		id: plan.GetJobId(), digest: plan.GetDigest(), name: plan.GetJobGraph().GetName(),
 		submitTime: plan.GetSubmitTime().AsTime(), persisting: make(chan struct{}),
@@ -386,7 +387,7 @@ func (ld *leadership) forgetLocked(j *job) {
 
 // startLocked starts the job's runner under the leadership, canceled
 // from the start if its cancellation was requested; d.mu must be held.
-func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *jobplanev1.ExecutionPlan, recovered, canceled bool, granted *hastore.Leadership) error {
+func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *hastorev1.ExecutionPlan, recovered, canceled bool, granted *hastore.Leadership) error {
 	if d.lead != ld || ld.ctx.Err() != nil {
 		return ErrNotLeading
 	}

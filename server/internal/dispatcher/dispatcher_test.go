@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/dispatcher"
@@ -57,7 +58,7 @@ func TestRecoveryFailureStepsDown(t *testing.T) {
 	defer sess.Close(context.Background())
 	d, err := dispatcher.New(dispatcher.Config{
 		Store: store, Logger: quiet,
-		NewRunner: func(_ *jobplanev1.ExecutionPlan, recovered bool, _ *hastore.Leadership, _ func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+		NewRunner: func(_ *hastorev1.ExecutionPlan, recovered bool, _ *hastore.Leadership, _ func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 			return &stuckRunner{recovered: recovered}, nil
 		},
 	})
@@ -190,7 +191,7 @@ func TestQueriesFollowJobs(t *testing.T) {
 	term := func(retention time.Duration) (*dispatcher.Dispatcher, func()) {
 		d, err := dispatcher.New(dispatcher.Config{
 			Store: store, Logger: quiet, ResultRetention: retention,
-			NewRunner: func(plan *jobplanev1.ExecutionPlan, _ bool, _ *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+			NewRunner: func(plan *hastorev1.ExecutionPlan, _ bool, _ *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 				r := &scriptedRunner{onStatus: onStatus, end: make(chan jobplanev1.JobStatus, 1)}
 				mu.Lock()
 				runners[plan.GetJobId()] = r

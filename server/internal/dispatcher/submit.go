@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/planid"
 	"github.com/jobplane/jobplane/server/hastore"
@@ -76,7 +77,7 @@ func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1
 			}
 			return SubmitOutcome{Created: false, Status: j.latest().GetStatus()}, nil
 		}
-		plan := &jobplanev1.ExecutionPlan{JobId: jobID, JobGraph: prepared, Digest: digest, SubmitTime: timestamppb.Now()}
+		plan := &hastorev1.ExecutionPlan{JobId: jobID, JobGraph: prepared, Digest: digest, SubmitTime: timestamppb.Now()}
 		j := newJob(plan)
 		ld.jobs[jobID] = j
 		d.mu.Unlock()
@@ -86,7 +87,7 @@ func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1
 
 // persistAndStart persists the plan and only then starts the job. A failed
 // persist removes the job again, so the same id may be submitted anew.
-func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.ExecutionPlan) (SubmitOutcome, error) {
+func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.ExecutionPlan) (SubmitOutcome, error) {
 	// The outcome must be known whatever the client's deadline: persist
 	// under the leadership, bounded by its own timeout.
 	ctx, cancel := context.WithTimeout(ld.ctx, d.cfg.PersistTimeout)
@@ -97,7 +98,7 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *jobplanev1.Ex
 		// The put may have been applied although it failed here, or an
 		// earlier attempt's may have been (ErrPlanExists): settle what the
 		// store holds before answering.
-		var stored *jobplanev1.ExecutionPlan
+		var stored *hastorev1.ExecutionPlan
 		if stored, err = d.settlePut(ld, plan, err); err == nil && stored != plan {
 			// An earlier attempt's plan, whose outcome was never told:
 			// the job runs from it, as a later leader would.
@@ -172,7 +173,7 @@ var ErrOutcomeUnknown = errors.New("dispatcher: the outcome of persisting the pl
 // the next leader would: the client was told to retry, and may not. It
 // gives up once the plan is known not to be stored, or the job was
 // submitted again meanwhile.
-func (d *Dispatcher) settleLater(ld *leadership, plan *jobplanev1.ExecutionPlan) {
+func (d *Dispatcher) settleLater(ld *leadership, plan *hastorev1.ExecutionPlan) {
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
 		select {
 		case <-ld.ctx.Done():
@@ -210,7 +211,7 @@ func (d *Dispatcher) settleLater(ld *leadership, plan *jobplanev1.ExecutionPlan)
 // attempt of the same submission, was applied); an *ExistsError if it is
 // another submission's; putErr if there is none; and ErrOutcomeUnknown if
 // it cannot be read.
-func (d *Dispatcher) settlePut(ld *leadership, plan *jobplanev1.ExecutionPlan, putErr error) (*jobplanev1.ExecutionPlan, error) {
+func (d *Dispatcher) settlePut(ld *leadership, plan *hastorev1.ExecutionPlan, putErr error) (*hastorev1.ExecutionPlan, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ld.ctx), d.cfg.PersistTimeout)
 	defer cancel()
 	stored, err := d.cfg.Store.GetExecutionPlan(ctx, plan.GetJobId())

@@ -11,6 +11,8 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/internal/apierror"
@@ -245,9 +247,9 @@ func TestResourceManagerFencedBothWays(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rm := jobplanev1connect.NewResourceManagerServiceClient(c.HTTP, c.URL)
+	rm := clusterv1connect.NewResourceManagerServiceClient(c.HTTP, c.URL)
 	jmToken := &jobplanev1.FencingToken{SessionId: "jm", Epoch: 1}
-	reg, err := rm.RegisterJobMaster(ctx, &jobplanev1.RegisterJobMasterRequest{JobId: "fenced", JobMasterAddress: c.URL, JobMasterToken: jmToken})
+	reg, err := rm.RegisterJobMaster(ctx, &clusterv1.RegisterJobMasterRequest{JobId: "fenced", JobMasterAddress: c.URL, JobMasterToken: jmToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +258,7 @@ func TestResourceManagerFencedBothWays(t *testing.T) {
 		t.Fatalf("RegisterJobMaster answered no ResourceManager token: %v", reg)
 	}
 	declare := func(rmToken *jobplanev1.FencingToken) error {
-		_, err := rm.DeclareResourceRequirements(ctx, &jobplanev1.DeclareResourceRequirementsRequest{JobId: "fenced", JobMasterToken: jmToken, ResourceManagerToken: rmToken})
+		_, err := rm.DeclareResourceRequirements(ctx, &clusterv1.DeclareResourceRequirementsRequest{JobId: "fenced", JobMasterToken: jmToken, ResourceManagerToken: rmToken})
 		return err
 	}
 	for _, tc := range []struct {
@@ -273,7 +275,7 @@ func TestResourceManagerFencedBothWays(t *testing.T) {
 		if err := declare(tc.token); connect.CodeOf(err) != tc.code || !apierror.Is(err, tc.reason) {
 			t.Errorf("DeclareResourceRequirements with %s: err = %v, want %v (%v)", tc.name, err, tc.code, tc.reason)
 		}
-		_, err := rm.DisconnectJobMaster(ctx, &jobplanev1.DisconnectJobMasterRequest{JobId: "fenced", JobMasterToken: jmToken, ResourceManagerToken: tc.token})
+		_, err := rm.DisconnectJobMaster(ctx, &clusterv1.DisconnectJobMasterRequest{JobId: "fenced", JobMasterToken: jmToken, ResourceManagerToken: tc.token})
 		if connect.CodeOf(err) != tc.code || !apierror.Is(err, tc.reason) {
 			t.Errorf("DisconnectJobMaster with %s: err = %v, want %v (%v)", tc.name, err, tc.code, tc.reason)
 		}
@@ -281,7 +283,7 @@ func TestResourceManagerFencedBothWays(t *testing.T) {
 	if err := declare(current); err != nil {
 		t.Errorf("DeclareResourceRequirements with the current token: %v", err)
 	}
-	if _, err := rm.DisconnectJobMaster(ctx, &jobplanev1.DisconnectJobMasterRequest{JobId: "fenced", JobMasterToken: jmToken, ResourceManagerToken: current}); err != nil {
+	if _, err := rm.DisconnectJobMaster(ctx, &clusterv1.DisconnectJobMasterRequest{JobId: "fenced", JobMasterToken: jmToken, ResourceManagerToken: current}); err != nil {
 		t.Errorf("DisconnectJobMaster with the current token: %v", err)
 	}
 }

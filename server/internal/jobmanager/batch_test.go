@@ -8,8 +8,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	"github.com/jobplane/jobplane/server/internal/clustertest"
 )
 
@@ -30,7 +30,7 @@ func (c *callCounter) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		c.calls[req.Spec().Procedure]++
 		c.mu.Unlock()
 		resp, err := next(ctx, req)
-		if a, ok := resp.(*connect.Response[jobplanev1.OfferSlotsResponse]); ok && err == nil && len(a.Msg.GetDeployments()) > 0 {
+		if a, ok := resp.(*connect.Response[clusterv1.OfferSlotsResponse]); ok && err == nil && len(a.Msg.GetDeployments()) > 0 {
 			c.mu.Lock()
 			c.calls[answeredWithDeployments]++
 			c.mu.Unlock()
@@ -90,16 +90,16 @@ func TestDeploymentIsBatchedPerTaskExecutor(t *testing.T) {
 		procedure string
 		want      int // per TaskExecutor; -1: at least one
 	}{
-		{received, jobplanev1connect.TaskExecutorServiceRequestSlotsProcedure, 1},
-		{received, jobplanev1connect.TaskExecutorServiceRequestSlotProcedure, 0},
-		{sent, jobplanev1connect.JobMasterServiceRegisterTaskExecutorProcedure, 0}, // the offer registers
-		{sent, jobplanev1connect.JobMasterServiceOfferSlotsProcedure, 1},
-		{received, jobplanev1connect.TaskExecutorServiceSubmitTaskProcedure, 0},
-		{sent, jobplanev1connect.JobMasterServiceUpdateTaskExecutionStatesOfJobsProcedure, -1},
-		{sent, jobplanev1connect.JobMasterServiceUpdateTaskExecutionStatesProcedure, 0},
-		{sent, jobplanev1connect.JobMasterServiceUpdateTaskExecutionStateProcedure, 0},
-		{received, jobplanev1connect.TaskExecutorServiceFreeSlotsProcedure, -1},
-		{received, jobplanev1connect.TaskExecutorServiceFreeSlotProcedure, 0},
+		{received, clusterv1connect.TaskExecutorServiceRequestSlotsProcedure, 1},
+		{received, clusterv1connect.TaskExecutorServiceRequestSlotProcedure, 0},
+		{sent, clusterv1connect.JobMasterServiceRegisterTaskExecutorProcedure, 0}, // the offer registers
+		{sent, clusterv1connect.JobMasterServiceOfferSlotsProcedure, 1},
+		{received, clusterv1connect.TaskExecutorServiceSubmitTaskProcedure, 0},
+		{sent, clusterv1connect.JobMasterServiceUpdateTaskExecutionStatesOfJobsProcedure, -1},
+		{sent, clusterv1connect.JobMasterServiceUpdateTaskExecutionStatesProcedure, 0},
+		{sent, clusterv1connect.JobMasterServiceUpdateTaskExecutionStateProcedure, 0},
+		{received, clusterv1connect.TaskExecutorServiceFreeSlotsProcedure, -1},
+		{received, clusterv1connect.TaskExecutorServiceFreeSlotProcedure, 0},
 	} {
 		got := tc.counter.get(tc.procedure)
 		if tc.want < 0 && got == 0 || tc.want >= 0 && (got < tc.want*tes || got > 2*tc.want*tes) {
@@ -109,7 +109,7 @@ func TestDeploymentIsBatchedPerTaskExecutor(t *testing.T) {
 	// One deployment per TaskExecutor: the region is complete once the
 	// last offer is taken, so at least that offer's answer carries its
 	// attempts.
-	answered, submitted := sent.get(answeredWithDeployments), received.get(jobplanev1connect.TaskExecutorServiceSubmitTasksProcedure)
+	answered, submitted := sent.get(answeredWithDeployments), received.get(clusterv1connect.TaskExecutorServiceSubmitTasksProcedure)
 	if answered < 1 || answered+submitted < tes || answered+submitted > 2*tes {
 		t.Errorf("%d offer answers with deployments and %d SubmitTasks calls, want at least one answer and %d in all", answered, submitted, tes)
 	}

@@ -10,8 +10,10 @@ import (
 
 	"connectrpc.com/connect"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/clustertest"
@@ -177,7 +179,7 @@ func TestResultDirtyThenCleanupThenClean(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if e, err := c.Store.GetJobResultEntry(context.Background(), "r"); err != nil || e.GetState() != jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN {
+	if e, err := c.Store.GetJobResultEntry(context.Background(), "r"); err != nil || e.GetState() != hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN {
 		t.Errorf("entry = %v, %v; want clean", e, err)
 	}
 	var order []string
@@ -202,7 +204,7 @@ func TestJobLeadershipFlapping(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	election := hastore.JobElection("flap")
-	jmClient := jobplanev1connect.NewJobMasterServiceClient(c.HTTP, c.URL)
+	jmClient := clusterv1connect.NewJobMasterServiceClient(c.HTTP, c.URL)
 	// leaderWithJobMaster waits until the job's leader has a JobMaster
 	// running under its token, as GetJob shows it.
 	leaderWithJobMaster := func(after uint64) hastore.Token {
@@ -229,14 +231,14 @@ func TestJobLeadershipFlapping(t *testing.T) {
 		}
 		tokens = append(tokens, leaderWithJobMaster(old.Epoch))
 		// The old JobMaster's token is refused from now on.
-		_, err := jmClient.UpdateTaskExecutionState(ctx, &jobplanev1.UpdateTaskExecutionStateRequest{
+		_, err := jmClient.UpdateTaskExecutionState(ctx, &clusterv1.UpdateTaskExecutionStateRequest{
 			JobId: "flap", JobMasterToken: &jobplanev1.FencingToken{SessionId: old.SessionID, Epoch: old.Epoch}, TaskExecutorId: "x",
 			Status: &jobplanev1.TaskExecutionStatus{Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "sink"}, State: jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED},
 		})
 		if !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
 			t.Errorf("UpdateTaskExecutionState with token %v: err = %v, want STALE_FENCING_TOKEN", old, err)
 		}
-		_, err = jmClient.UpdateTaskExecutionStates(ctx, &jobplanev1.UpdateTaskExecutionStatesRequest{
+		_, err = jmClient.UpdateTaskExecutionStates(ctx, &clusterv1.UpdateTaskExecutionStatesRequest{
 			JobId: "flap", JobMasterToken: &jobplanev1.FencingToken{SessionId: old.SessionID, Epoch: old.Epoch}, TaskExecutorId: "x",
 			Statuses: []*jobplanev1.TaskExecutionStatus{{Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "sink"}, State: jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED}},
 		})
@@ -248,7 +250,7 @@ func TestJobLeadershipFlapping(t *testing.T) {
 	// know (from a TaskExecutor it did not deploy them to) are refused one
 	// by one.
 	newest := tokens[len(tokens)-1]
-	resp, err := jmClient.UpdateTaskExecutionStates(ctx, &jobplanev1.UpdateTaskExecutionStatesRequest{
+	resp, err := jmClient.UpdateTaskExecutionStates(ctx, &clusterv1.UpdateTaskExecutionStatesRequest{
 		JobId: "flap", JobMasterToken: &jobplanev1.FencingToken{SessionId: newest.SessionID, Epoch: newest.Epoch}, TaskExecutorId: "x",
 		Statuses: []*jobplanev1.TaskExecutionStatus{
 			{Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "nope"}, State: jobplanev1.ExecutionState_EXECUTION_STATE_FAILED},

@@ -7,6 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
@@ -51,7 +52,7 @@ func TestStandbyTakesOver(t *testing.T) {
 	if res := result(t, c, "done"); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Fatalf("result = %v", res)
 	}
-	if e, err := c.Store.GetJobResultEntry(ctx, "done"); err != nil || e.GetState() != jobplanev1.JobResultState_JOB_RESULT_STATE_DIRTY {
+	if e, err := c.Store.GetJobResultEntry(ctx, "done"); err != nil || e.GetState() != hastorev1.JobResultState_JOB_RESULT_STATE_DIRTY {
 		t.Fatalf("entry before takeover = %v, %v; want dirty", e, err)
 	}
 	// A job still running when the leader stops.
@@ -71,7 +72,7 @@ func TestStandbyTakesOver(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		e, err := c.Store.GetJobResultEntry(ctx, "done")
-		if err == nil && e.GetState() == jobplanev1.JobResultState_JOB_RESULT_STATE_CLEAN {
+		if err == nil && e.GetState() == hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN {
 			break
 		}
 		if time.Now().After(deadline) {

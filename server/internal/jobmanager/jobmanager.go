@@ -16,6 +16,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
@@ -71,7 +73,7 @@ type JobManager struct {
 	rm         *resourcemanager.ResourceManager
 	dispatcher *dispatcher.Dispatcher
 	router     *jobmaster.Router
-	rmClient   jobplanev1connect.ResourceManagerServiceClient
+	rmClient   clusterv1connect.ResourceManagerServiceClient
 
 	mu      sync.Mutex
 	session hastore.Session // the current session; set by Run
@@ -191,9 +193,9 @@ func New(cfg Config) (*JobManager, error) {
 func (jm *JobManager) Services() []Service {
 	return []Service{
 		{jobplanev1connect.DispatcherServiceName, dispatcher.NewHandler(jm.dispatcher).Path},
-		{jobplanev1connect.ResourceManagerServiceName, jm.rm.Handler},
-		{jobplanev1connect.JobMasterServiceName, func(opts ...connect.HandlerOption) (string, http.Handler) {
-			return jobplanev1connect.NewJobMasterServiceHandler(jm.router, opts...)
+		{clusterv1connect.ResourceManagerServiceName, jm.rm.Handler},
+		{clusterv1connect.JobMasterServiceName, func(opts ...connect.HandlerOption) (string, http.Handler) {
+			return clusterv1connect.NewJobMasterServiceHandler(jm.router, opts...)
 		}},
 	}
 }
@@ -209,7 +211,7 @@ type Service struct {
 
 // putPlan persists a submitted job's plan and, where the session can,
 // enters the job's election in the same write.
-func (jm *JobManager) putPlan(ctx context.Context, f hastore.Fence, plan *jobplanev1.ExecutionPlan) (*hastore.Leadership, error) {
+func (jm *JobManager) putPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (*hastore.Leadership, error) {
 	if pc, ok := jm.currentSession().(hastore.PlanCandidacy); ok {
 		return pc.PutExecutionPlanAndLead(ctx, f, plan, jm.cfg.Address)
 	}
@@ -224,7 +226,7 @@ func (jm *JobManager) currentSession() hastore.Session {
 	return jm.session
 }
 
-func (jm *JobManager) newRunner(plan *jobplanev1.ExecutionPlan, recovered bool, granted *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+func (jm *JobManager) newRunner(plan *hastorev1.ExecutionPlan, recovered bool, granted *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 	return runner.New(runner.Config{
 		JobID: plan.GetJobId(), Session: jm.currentSession(), Store: jm.cfg.Store, Address: jm.cfg.Address, Router: jm.router, Logger: jm.log,
 		Recovered: recovered, Granted: granted,

@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/internal/clustertest"
 	"github.com/jobplane/jobplane/server/taskexecutor"
@@ -29,7 +30,7 @@ type faults struct {
 
 func (f *faults) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if offer, ok := req.Any().(*jobplanev1.OfferSlotsRequest); ok {
+		if offer, ok := req.Any().(*clusterv1.OfferSlotsRequest); ok {
 			// Deployments come by SubmitTasks, whose answer is lost.
 			offer.DeploymentsInAnswer = false
 		}
@@ -52,9 +53,9 @@ func (f *faults) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 // alone (SubmitTask) or with others (SubmitTasks).
 func deploysA(msg any) bool {
 	switch m := msg.(type) {
-	case *jobplanev1.SubmitTaskRequest:
+	case *clusterv1.SubmitTaskRequest:
 		return m.GetAttempt().GetVertexId() == "a"
-	case *jobplanev1.SubmitTasksRequest:
+	case *clusterv1.SubmitTasksRequest:
 		for _, d := range m.GetTasks() {
 			if d.GetAttempt().GetVertexId() == "a" {
 				return true
@@ -169,7 +170,7 @@ type lostOfferAnswer struct {
 func (l *lostOfferAnswer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		resp, err := next(ctx, req)
-		if a, ok := resp.(*connect.Response[jobplanev1.OfferSlotsResponse]); ok && err == nil && len(a.Msg.GetDeployments()) > 0 && l.lost.CompareAndSwap(false, true) {
+		if a, ok := resp.(*connect.Response[clusterv1.OfferSlotsResponse]); ok && err == nil && len(a.Msg.GetDeployments()) > 0 && l.lost.CompareAndSwap(false, true) {
 			return nil, connect.NewError(connect.CodeUnavailable, errors.New("the answer was lost"))
 		}
 		return resp, err

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
@@ -42,7 +43,7 @@ func TestDeploymentsInTheOfferAnswer(t *testing.T) {
 			t.Parallel()
 			fake := &fakeTaskExecutor{batch: true, calls: map[string]int{}}
 			mux := http.NewServeMux()
-			mux.Handle(jobplanev1connect.NewTaskExecutorServiceHandler(fake))
+			mux.Handle(clusterv1connect.NewTaskExecutorServiceHandler(fake))
 			srv := httptest.NewUnstartedServer(mux)
 			srv.Config.Protocols = endpoint.ServerProtocols() // the JobMaster's client speaks h2c
 			srv.Start()
@@ -51,9 +52,9 @@ func TestDeploymentsInTheOfferAnswer(t *testing.T) {
 			token := hastore.Token{SessionID: "s", Epoch: 1}
 			jm := startRoutedWith(t, r, "j", token, tc.interval)
 			ctx := context.Background()
-			offer := &jobplanev1.OfferSlotsRequest{
+			offer := &clusterv1.OfferSlotsRequest{
 				JobId: "j", JobMasterToken: protoToken(token), TaskExecutorId: "te-1", Address: srv.URL,
-				Offers: []*jobplanev1.SlotOffer{{AllocationId: "a", SlotIndex: 0}}, DeploymentsInAnswer: tc.inAnswer,
+				Offers: []*clusterv1.SlotOffer{{AllocationId: "a", SlotIndex: 0}}, DeploymentsInAnswer: tc.inAnswer,
 			}
 			resp, err := r.OfferSlots(ctx, offer)
 			if err != nil {
@@ -63,7 +64,7 @@ func TestDeploymentsInTheOfferAnswer(t *testing.T) {
 			if tc.inAnswer {
 				wantIn = 1
 			}
-			checkAnswer := func(resp *jobplanev1.OfferSlotsResponse) {
+			checkAnswer := func(resp *clusterv1.OfferSlotsResponse) {
 				t.Helper()
 				d := resp.GetDeployments()
 				if len(d) != wantIn {
@@ -90,7 +91,7 @@ func TestDeploymentsInTheOfferAnswer(t *testing.T) {
 				}
 			}
 			if tc.confirm {
-				if _, err := r.UpdateTaskExecutionState(ctx, &jobplanev1.UpdateTaskExecutionStateRequest{
+				if _, err := r.UpdateTaskExecutionState(ctx, &clusterv1.UpdateTaskExecutionStateRequest{
 					JobId: "j", JobMasterToken: protoToken(token), TaskExecutorId: "te-1", Status: &jobplanev1.TaskExecutionStatus{
 						Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v"}, State: jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING,
 					},

@@ -6,8 +6,9 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/batch"
 )
@@ -21,7 +22,7 @@ import (
 // (SubmitTasks, FreeSlots); a TaskExecutor that lacks those calls gets the
 // one-item calls instead (batch.Send).
 type executorClient struct {
-	jobplanev1connect.TaskExecutorServiceClient
+	clusterv1connect.TaskExecutorServiceClient
 	// single is set once the TaskExecutor answered a batch call with
 	// UNIMPLEMENTED: it gets one-item calls from then on.
 	single atomic.Bool
@@ -31,14 +32,14 @@ type executorClient struct {
 // each: nil if deployed, else the error SubmitTask would have answered.
 // Each call carries the JobMaster's heartbeat timeout, which a
 // TaskExecutor that registered by offering may not have heard yet.
-func (c *executorClient) submitTasks(ctx context.Context, jobID string, token *jobplanev1.FencingToken, timeout *durationpb.Duration, tasks []*jobplanev1.TaskDeployment) []error {
+func (c *executorClient) submitTasks(ctx context.Context, jobID string, token *jobplanev1.FencingToken, timeout *durationpb.Duration, tasks []*clusterv1.TaskDeployment) []error {
 	return batch.Send(&c.single, tasks, batch.Split,
-		func(run []*jobplanev1.TaskDeployment) ([]error, error) {
-			resp, err := c.SubmitTasks(ctx, &jobplanev1.SubmitTasksRequest{JobId: jobID, JobMasterToken: token, Tasks: run, HeartbeatTimeout: timeout})
+		func(run []*clusterv1.TaskDeployment) ([]error, error) {
+			resp, err := c.SubmitTasks(ctx, &clusterv1.SubmitTasksRequest{JobId: jobID, JobMasterToken: token, Tasks: run, HeartbeatTimeout: timeout})
 			return apierror.ItemErrors(len(run), err, resp.GetRefused()), err
 		},
-		func(d *jobplanev1.TaskDeployment) error {
-			_, err := c.SubmitTask(ctx, &jobplanev1.SubmitTaskRequest{
+		func(d *clusterv1.TaskDeployment) error {
+			_, err := c.SubmitTask(ctx, &clusterv1.SubmitTaskRequest{
 				JobId: jobID, JobMasterToken: token, AllocationId: d.GetAllocationId(), Attempt: d.GetAttempt(),
 				TaskName: d.GetTaskName(), Invokable: d.GetInvokable(), Config: d.GetConfig(), NumberOfSubtasks: d.GetNumberOfSubtasks(),
 				HeartbeatTimeout: timeout,
@@ -52,11 +53,11 @@ func (c *executorClient) submitTasks(ctx context.Context, jobID string, token *j
 func (c *executorClient) freeSlots(ctx context.Context, jobID string, token *jobplanev1.FencingToken, allocationIDs []string, reason string) []string {
 	errs := batch.Send(&c.single, allocationIDs, batch.Strings,
 		func(run []string) ([]error, error) {
-			_, err := c.FreeSlots(ctx, &jobplanev1.FreeSlotsRequest{JobId: jobID, JobMasterToken: token, AllocationIds: run, Reason: reason})
+			_, err := c.FreeSlots(ctx, &clusterv1.FreeSlotsRequest{JobId: jobID, JobMasterToken: token, AllocationIds: run, Reason: reason})
 			return apierror.ItemErrors(len(run), err, nil), err
 		},
 		func(aid string) error {
-			_, err := c.FreeSlot(ctx, &jobplanev1.FreeSlotRequest{JobId: jobID, JobMasterToken: token, AllocationId: aid, Reason: reason})
+			_, err := c.FreeSlot(ctx, &clusterv1.FreeSlotRequest{JobId: jobID, JobMasterToken: token, AllocationId: aid, Reason: reason})
 			return err
 		})
 	var freed []string

@@ -10,8 +10,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
@@ -27,7 +28,7 @@ func TestJobMastersShareOneClientPerTaskExecutor(t *testing.T) {
 		jm, err := New(Config{
 			JobID: job, Token: hastore.Token{SessionID: "s", Epoch: 1}, Address: "http://127.0.0.1:1", Router: r,
 			Graph:           &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}},
-			ResourceManager: jobplanev1connect.NewResourceManagerServiceClient(http.DefaultClient, "http://127.0.0.1:1"),
+			ResourceManager: clusterv1connect.NewResourceManagerServiceClient(http.DefaultClient, "http://127.0.0.1:1"),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -68,7 +69,7 @@ func TestJobMastersShareOneClientPerTaskExecutor(t *testing.T) {
 // allocation "taken", and counts the calls; without batch it lacks the
 // batch calls, as a TaskExecutor of another implementation may.
 type fakeTaskExecutor struct {
-	jobplanev1connect.UnimplementedTaskExecutorServiceHandler
+	clusterv1connect.UnimplementedTaskExecutorServiceHandler
 	batch bool
 
 	mu    sync.Mutex
@@ -88,20 +89,20 @@ func taken(aid string) error {
 	return nil
 }
 
-func (f *fakeTaskExecutor) SubmitTask(_ context.Context, req *jobplanev1.SubmitTaskRequest) (*jobplanev1.SubmitTaskResponse, error) {
+func (f *fakeTaskExecutor) SubmitTask(_ context.Context, req *clusterv1.SubmitTaskRequest) (*clusterv1.SubmitTaskResponse, error) {
 	f.count("SubmitTask")
 	if err := taken(req.GetAllocationId()); err != nil {
 		return nil, err
 	}
-	return &jobplanev1.SubmitTaskResponse{}, nil
+	return &clusterv1.SubmitTaskResponse{}, nil
 }
 
-func (f *fakeTaskExecutor) SubmitTasks(_ context.Context, req *jobplanev1.SubmitTasksRequest) (*jobplanev1.SubmitTasksResponse, error) {
+func (f *fakeTaskExecutor) SubmitTasks(_ context.Context, req *clusterv1.SubmitTasksRequest) (*clusterv1.SubmitTasksResponse, error) {
 	if !f.batch {
 		return nil, connect.NewError(connect.CodeUnimplemented, nil)
 	}
 	f.count("SubmitTasks")
-	resp := &jobplanev1.SubmitTasksResponse{}
+	resp := &clusterv1.SubmitTasksResponse{}
 	for i, d := range req.GetTasks() {
 		if err := taken(d.GetAllocationId()); err != nil {
 			resp.Refused = append(resp.Refused, apierror.Item(i, err))
@@ -110,22 +111,22 @@ func (f *fakeTaskExecutor) SubmitTasks(_ context.Context, req *jobplanev1.Submit
 	return resp, nil
 }
 
-func (f *fakeTaskExecutor) CancelTask(context.Context, *jobplanev1.CancelTaskRequest) (*jobplanev1.CancelTaskResponse, error) {
+func (f *fakeTaskExecutor) CancelTask(context.Context, *clusterv1.CancelTaskRequest) (*clusterv1.CancelTaskResponse, error) {
 	f.count("CancelTask")
-	return &jobplanev1.CancelTaskResponse{}, nil
+	return &clusterv1.CancelTaskResponse{}, nil
 }
 
-func (f *fakeTaskExecutor) FreeSlot(_ context.Context, req *jobplanev1.FreeSlotRequest) (*jobplanev1.FreeSlotResponse, error) {
+func (f *fakeTaskExecutor) FreeSlot(_ context.Context, req *clusterv1.FreeSlotRequest) (*clusterv1.FreeSlotResponse, error) {
 	f.count("FreeSlot")
-	return &jobplanev1.FreeSlotResponse{}, taken(req.GetAllocationId())
+	return &clusterv1.FreeSlotResponse{}, taken(req.GetAllocationId())
 }
 
-func (f *fakeTaskExecutor) FreeSlots(_ context.Context, req *jobplanev1.FreeSlotsRequest) (*jobplanev1.FreeSlotsResponse, error) {
+func (f *fakeTaskExecutor) FreeSlots(_ context.Context, req *clusterv1.FreeSlotsRequest) (*clusterv1.FreeSlotsResponse, error) {
 	if !f.batch {
 		return nil, connect.NewError(connect.CodeUnimplemented, nil)
 	}
 	f.count("FreeSlots")
-	return &jobplanev1.FreeSlotsResponse{}, nil
+	return &clusterv1.FreeSlotsResponse{}, nil
 }
 
 // The shared client deploys and frees a job's attempts and slots on a
@@ -138,15 +139,15 @@ func TestExecutorClientBatchesAndFallsBack(t *testing.T) {
 			t.Parallel()
 			fake := &fakeTaskExecutor{batch: batch, calls: map[string]int{}}
 			mux := http.NewServeMux()
-			mux.Handle(jobplanev1connect.NewTaskExecutorServiceHandler(fake))
+			mux.Handle(clusterv1connect.NewTaskExecutorServiceHandler(fake))
 			srv := httptest.NewServer(mux)
 			t.Cleanup(srv.Close)
-			c := &executorClient{TaskExecutorServiceClient: jobplanev1connect.NewTaskExecutorServiceClient(srv.Client(), srv.URL, endpoint.ClientOptions()...)}
+			c := &executorClient{TaskExecutorServiceClient: clusterv1connect.NewTaskExecutorServiceClient(srv.Client(), srv.URL, endpoint.ClientOptions()...)}
 			ctx := context.Background()
 			token := &jobplanev1.FencingToken{SessionId: "s", Epoch: 1}
-			var tasks []*jobplanev1.TaskDeployment
+			var tasks []*clusterv1.TaskDeployment
 			for _, aid := range []string{"a", "taken", "b", "c"} {
-				tasks = append(tasks, &jobplanev1.TaskDeployment{AllocationId: aid, Attempt: &jobplanev1.ExecutionAttemptId{VertexId: aid}, Invokable: "noop"})
+				tasks = append(tasks, &clusterv1.TaskDeployment{AllocationId: aid, Attempt: &jobplanev1.ExecutionAttemptId{VertexId: aid}, Invokable: "noop"})
 			}
 			for round := range 2 { // the second round knows whether batches work
 				errs := c.submitTasks(ctx, "j", token, nil, tasks)

@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
@@ -141,7 +142,7 @@ func (jm *JobMaster) submit(evs []int32) {
 	token := protoToken(jm.cfg.Token)
 	for _, id := range order {
 		e, evs := jm.executors[id], byExecutor[id]
-		tasks := make([]*jobplanev1.TaskDeployment, len(evs))
+		tasks := make([]*clusterv1.TaskDeployment, len(evs))
 		attempts := make([]int, len(evs))
 		for i, ev := range evs {
 			tasks[i] = jm.deployment(ev)
@@ -165,9 +166,9 @@ func (jm *JobMaster) submit(evs []int32) {
 }
 
 // deployment is the TaskDeployment of ev's current attempt.
-func (jm *JobMaster) deployment(ev int32) *jobplanev1.TaskDeployment {
+func (jm *JobMaster) deployment(ev int32) *clusterv1.TaskDeployment {
 	v, _ := jm.vertex(ev)
-	return &jobplanev1.TaskDeployment{
+	return &clusterv1.TaskDeployment{
 		AllocationId: jm.tasks[ev].slot.allocationID, Attempt: jm.attemptID(ev), TaskName: v.GetName(),
 		Invokable: v.GetInvokable(), Config: v.GetConfig(), NumberOfSubtasks: v.GetParallelism(),
 	}
@@ -180,7 +181,7 @@ func (jm *JobMaster) deployment(ev int32) *jobplanev1.TaskDeployment {
 type offerAnswer struct {
 	executor string
 	slots    map[string]bool // the accepted allocation ids
-	tasks    []*jobplanev1.TaskDeployment
+	tasks    []*clusterv1.TaskDeployment
 }
 
 // answerBatch is the attempts of one offer's answer whose deployment no

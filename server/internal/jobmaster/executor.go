@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
 )
@@ -91,7 +92,7 @@ func (jm *JobMaster) cleanUp(e *executorRef, cancels []*jobplanev1.ExecutionAtte
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		for _, a := range cancels {
-			_, _ = client.CancelTask(ctx, &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: token, Attempt: a})
+			_, _ = client.CancelTask(ctx, &clusterv1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: token, Attempt: a})
 		}
 		freed := client.freeSlots(ctx, jm.cfg.JobID, token, frees, "given up by the JobMaster")
 		jm.post(func() {
@@ -161,7 +162,7 @@ func (jm *JobMaster) resolveOn(executor string, cutoff time.Time) {
 // the JobMaster asked for), what the TaskExecutor holds: orphans it no
 // longer runs are resolved and the others canceled again, and dropped
 // slots it no longer holds are forgotten and the others freed again.
-func (jm *JobMaster) fromReport(executor, address string, report *jobplanev1.TaskExecutorJobReport) {
+func (jm *JobMaster) fromReport(executor, address string, report *clusterv1.TaskExecutorJobReport) {
 	if jm.executors[executor] == nil {
 		// Heard again after it was lost (or a report that overtook its
 		// registration): take it back, and have it clean up.

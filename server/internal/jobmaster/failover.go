@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
 )
@@ -178,7 +179,7 @@ func (jm *JobMaster) cancelAttempt(ev int32) {
 	}
 	executor := t.slot.executor
 	client := jm.executors[executor].client
-	req := &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), Attempt: jm.attemptID(ev)}
+	req := &clusterv1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), Attempt: jm.attemptID(ev)}
 	attempt := jm.graph.Attempt(ev)
 	jm.goRPC(func(ctx context.Context) {
 		// Retry a while: an attempt counts as canceled without the

@@ -7,12 +7,13 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 )
 
 // RegisterTaskExecutor implements JobMasterServiceHandler.
-func (r *Router) RegisterTaskExecutor(ctx context.Context, req *jobplanev1.JobMasterServiceRegisterTaskExecutorRequest) (*jobplanev1.JobMasterServiceRegisterTaskExecutorResponse, error) {
+func (r *Router) RegisterTaskExecutor(ctx context.Context, req *clusterv1.JobMasterServiceRegisterTaskExecutorRequest) (*clusterv1.JobMasterServiceRegisterTaskExecutorResponse, error) {
 	if req.GetTaskExecutorId() == "" || req.GetAddress() == "" {
 		return nil, apierror.BadRequest(apierror.Field{Path: "task_executor_id, address", Description: "required"})
 	}
@@ -23,7 +24,7 @@ func (r *Router) RegisterTaskExecutor(ctx context.Context, req *jobplanev1.JobMa
 	if err := jm.do(ctx, func() { jm.registerExecutor(req.GetTaskExecutorId(), req.GetAddress()) }); err != nil {
 		return nil, err
 	}
-	return &jobplanev1.JobMasterServiceRegisterTaskExecutorResponse{
+	return &clusterv1.JobMasterServiceRegisterTaskExecutorResponse{
 		HeartbeatInterval: durationpb.New(jm.cfg.HeartbeatInterval), HeartbeatTimeout: durationpb.New(jm.cfg.HeartbeatTimeout),
 	}, nil
 }
@@ -34,7 +35,7 @@ func notRegistered(jobID, executor string) error {
 }
 
 // OfferSlots implements JobMasterServiceHandler.
-func (r *Router) OfferSlots(ctx context.Context, req *jobplanev1.OfferSlotsRequest) (*jobplanev1.OfferSlotsResponse, error) {
+func (r *Router) OfferSlots(ctx context.Context, req *clusterv1.OfferSlotsRequest) (*clusterv1.OfferSlotsResponse, error) {
 	if req.GetTaskExecutorId() == "" {
 		return nil, apierror.BadRequest(apierror.Field{Path: "task_executor_id", Description: "required"})
 	}
@@ -42,7 +43,7 @@ func (r *Router) OfferSlots(ctx context.Context, req *jobplanev1.OfferSlotsReque
 	if err != nil {
 		return nil, err
 	}
-	resp := &jobplanev1.OfferSlotsResponse{
+	resp := &clusterv1.OfferSlotsResponse{
 		HeartbeatInterval: durationpb.New(jm.cfg.HeartbeatInterval), HeartbeatTimeout: durationpb.New(jm.cfg.HeartbeatTimeout),
 	}
 	var refused error
@@ -101,7 +102,7 @@ func (r *Router) OfferSlots(ctx context.Context, req *jobplanev1.OfferSlotsReque
 }
 
 // UpdateTaskExecutionState implements JobMasterServiceHandler.
-func (r *Router) UpdateTaskExecutionState(ctx context.Context, req *jobplanev1.UpdateTaskExecutionStateRequest) (*jobplanev1.UpdateTaskExecutionStateResponse, error) {
+func (r *Router) UpdateTaskExecutionState(ctx context.Context, req *clusterv1.UpdateTaskExecutionStateRequest) (*clusterv1.UpdateTaskExecutionStateResponse, error) {
 	if req.GetStatus().GetAttempt() == nil {
 		return nil, apierror.BadRequest(apierror.Field{Path: "status.attempt", Description: "required"})
 	}
@@ -119,12 +120,12 @@ func (r *Router) UpdateTaskExecutionState(ctx context.Context, req *jobplanev1.U
 	if refused[0] != nil {
 		return nil, refused[0]
 	}
-	return &jobplanev1.UpdateTaskExecutionStateResponse{}, nil
+	return &clusterv1.UpdateTaskExecutionStateResponse{}, nil
 }
 
 // UpdateTaskExecutionStates implements JobMasterServiceHandler: the
 // changes are applied in order, in one event of the JobMaster.
-func (r *Router) UpdateTaskExecutionStates(ctx context.Context, req *jobplanev1.UpdateTaskExecutionStatesRequest) (*jobplanev1.UpdateTaskExecutionStatesResponse, error) {
+func (r *Router) UpdateTaskExecutionStates(ctx context.Context, req *clusterv1.UpdateTaskExecutionStatesRequest) (*clusterv1.UpdateTaskExecutionStatesResponse, error) {
 	var fields []apierror.Field
 	for i, st := range req.GetStatuses() {
 		if st.GetAttempt() == nil {
@@ -145,7 +146,7 @@ func (r *Router) UpdateTaskExecutionStates(ctx context.Context, req *jobplanev1.
 	}); err != nil {
 		return nil, err
 	}
-	resp := &jobplanev1.UpdateTaskExecutionStatesResponse{}
+	resp := &clusterv1.UpdateTaskExecutionStatesResponse{}
 	for i, err := range refused {
 		if err != nil {
 			resp.Refused = append(resp.Refused, apierror.Item(i, err))
@@ -158,7 +159,7 @@ func (r *Router) UpdateTaskExecutionStates(ctx context.Context, req *jobplanev1.
 // each entry goes to its job's JobMaster as UpdateTaskExecutionStates
 // would, queued with every JobMaster before any is waited for, so that one
 // busy JobMaster does not hold back the others' entries.
-func (r *Router) UpdateTaskExecutionStatesOfJobs(ctx context.Context, req *jobplanev1.UpdateTaskExecutionStatesOfJobsRequest) (*jobplanev1.UpdateTaskExecutionStatesOfJobsResponse, error) {
+func (r *Router) UpdateTaskExecutionStatesOfJobs(ctx context.Context, req *clusterv1.UpdateTaskExecutionStatesOfJobsRequest) (*clusterv1.UpdateTaskExecutionStatesOfJobsResponse, error) {
 	var fields []apierror.Field
 	if req.GetTaskExecutorId() == "" {
 		fields = append(fields, apierror.Field{Path: "task_executor_id", Description: "required"})
@@ -178,11 +179,11 @@ func (r *Router) UpdateTaskExecutionStatesOfJobs(ctx context.Context, req *jobpl
 	}
 	executor := req.GetTaskExecutorId()
 	r.heard(executor)
-	resp := &jobplanev1.UpdateTaskExecutionStatesOfJobsResponse{Results: make([]*jobplanev1.UpdateTaskExecutionStatesResponse, len(req.GetJobs()))}
+	resp := &clusterv1.UpdateTaskExecutionStatesOfJobsResponse{Results: make([]*clusterv1.UpdateTaskExecutionStatesResponse, len(req.GetJobs()))}
 	refused := make([][]error, len(req.GetJobs()))
 	waits := make([]func(context.Context) error, len(req.GetJobs()))
 	for i, entry := range req.GetJobs() {
-		resp.Results[i] = &jobplanev1.UpdateTaskExecutionStatesResponse{}
+		resp.Results[i] = &clusterv1.UpdateTaskExecutionStatesResponse{}
 		jm, err := r.route(ctx, entry.GetJobId(), entry.GetJobMasterToken())
 		if err != nil {
 			resp.Refused = append(resp.Refused, apierror.Item(i, err))
@@ -212,7 +213,7 @@ func (r *Router) UpdateTaskExecutionStatesOfJobs(ctx context.Context, req *jobpl
 }
 
 // Heartbeat implements JobMasterServiceHandler.
-func (r *Router) Heartbeat(ctx context.Context, req *jobplanev1.JobMasterServiceHeartbeatRequest) (*jobplanev1.JobMasterServiceHeartbeatResponse, error) {
+func (r *Router) Heartbeat(ctx context.Context, req *clusterv1.JobMasterServiceHeartbeatRequest) (*clusterv1.JobMasterServiceHeartbeatResponse, error) {
 	jm, err := r.route(ctx, req.GetJobId(), req.GetJobMasterToken())
 	if err != nil {
 		return nil, err
@@ -230,12 +231,12 @@ func (r *Router) Heartbeat(ctx context.Context, req *jobplanev1.JobMasterService
 	if refused != nil {
 		return nil, refused
 	}
-	return &jobplanev1.JobMasterServiceHeartbeatResponse{}, nil
+	return &clusterv1.JobMasterServiceHeartbeatResponse{}, nil
 }
 
 // DisconnectTaskExecutor implements JobMasterServiceHandler: the attempts
 // on the TaskExecutor fail and its slots are dropped.
-func (r *Router) DisconnectTaskExecutor(ctx context.Context, req *jobplanev1.DisconnectTaskExecutorRequest) (*jobplanev1.DisconnectTaskExecutorResponse, error) {
+func (r *Router) DisconnectTaskExecutor(ctx context.Context, req *clusterv1.DisconnectTaskExecutorRequest) (*clusterv1.DisconnectTaskExecutorResponse, error) {
 	jm, err := r.route(ctx, req.GetJobId(), req.GetJobMasterToken())
 	if err != nil {
 		return nil, err
@@ -243,5 +244,5 @@ func (r *Router) DisconnectTaskExecutor(ctx context.Context, req *jobplanev1.Dis
 	if err := jm.do(ctx, func() { jm.lostExecutor(req.GetTaskExecutorId(), req.GetReason()) }); err != nil {
 		return nil, err
 	}
-	return &jobplanev1.DisconnectTaskExecutorResponse{}, nil
+	return &clusterv1.DisconnectTaskExecutorResponse{}, nil
 }

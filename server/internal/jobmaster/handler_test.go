@@ -8,8 +8,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -27,9 +28,9 @@ func TestOfferFromALostTaskExecutorSkipsSlotsBeingFreed(t *testing.T) {
 	if err := jm.do(ctx, func() { jm.gone["te-1"] = &gone{frees: []string{"given-up"}} }); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := r.OfferSlots(ctx, &jobplanev1.OfferSlotsRequest{
+	resp, err := r.OfferSlots(ctx, &clusterv1.OfferSlotsRequest{
 		JobId: "j", JobMasterToken: protoToken(token), TaskExecutorId: "te-1", Address: "http://127.0.0.1:2",
-		Offers: []*jobplanev1.SlotOffer{{AllocationId: "given-up", SlotIndex: 0}, {AllocationId: "fresh", SlotIndex: 1}},
+		Offers: []*clusterv1.SlotOffer{{AllocationId: "given-up", SlotIndex: 0}, {AllocationId: "fresh", SlotIndex: 1}},
 	})
 	if err != nil {
 		t.Fatalf("OfferSlots: %v", err)
@@ -56,7 +57,7 @@ func startRoutedWith(t *testing.T, r *Router, job string, token hastore.Token, i
 	jm, err := New(Config{
 		JobID: job, Token: token, Address: "http://127.0.0.1:1", Router: r, HeartbeatInterval: interval,
 		Graph:           &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}},
-		ResourceManager: jobplanev1connect.NewResourceManagerServiceClient(http.DefaultClient, "http://127.0.0.1:1"),
+		ResourceManager: clusterv1connect.NewResourceManagerServiceClient(http.DefaultClient, "http://127.0.0.1:1"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +82,7 @@ func TestStateReportsOfSeveralJobsAreRoutedAndFencedEach(t *testing.T) {
 	startRouted(t, r, "j2", t2)
 	ctx := context.Background()
 	unknown := &jobplanev1.TaskExecutionStatus{Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "nope"}, State: jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING}
-	resp, err := r.UpdateTaskExecutionStatesOfJobs(ctx, &jobplanev1.UpdateTaskExecutionStatesOfJobsRequest{TaskExecutorId: "te-1", Jobs: []*jobplanev1.UpdateTaskExecutionStatesRequest{
+	resp, err := r.UpdateTaskExecutionStatesOfJobs(ctx, &clusterv1.UpdateTaskExecutionStatesOfJobsRequest{TaskExecutorId: "te-1", Jobs: []*clusterv1.UpdateTaskExecutionStatesRequest{
 		{JobId: "nobody", JobMasterToken: protoToken(t1)},
 		{JobId: "j1", JobMasterToken: protoToken(t1), Statuses: []*jobplanev1.TaskExecutionStatus{unknown}},
 		{JobId: "j2", JobMasterToken: protoToken(hastore.Token{SessionID: "other", Epoch: 2})},
@@ -110,7 +111,7 @@ func TestStateReportsOfSeveralJobsAreRoutedAndFencedEach(t *testing.T) {
 	}
 
 	// A change without its attempt: nothing is taken.
-	_, err = r.UpdateTaskExecutionStatesOfJobs(ctx, &jobplanev1.UpdateTaskExecutionStatesOfJobsRequest{TaskExecutorId: "te-1", Jobs: []*jobplanev1.UpdateTaskExecutionStatesRequest{
+	_, err = r.UpdateTaskExecutionStatesOfJobs(ctx, &clusterv1.UpdateTaskExecutionStatesOfJobsRequest{TaskExecutorId: "te-1", Jobs: []*clusterv1.UpdateTaskExecutionStatesRequest{
 		{JobId: "j1", JobMasterToken: protoToken(t1), Statuses: []*jobplanev1.TaskExecutionStatus{{State: jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING}}},
 	}})
 	if connect.CodeOf(err) != connect.CodeInvalidArgument {

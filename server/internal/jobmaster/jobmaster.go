@@ -10,8 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
@@ -31,7 +32,7 @@ type Config struct {
 	// JobMasterService. Required.
 	Address string
 	// ResourceManager is a client of the ResourceManager. Required.
-	ResourceManager jobplanev1connect.ResourceManagerServiceClient
+	ResourceManager clusterv1connect.ResourceManagerServiceClient
 	// SubmitTime is when the job was accepted.
 	SubmitTime time.Time
 	// Router is the process's Router, which serves the job's calls and
@@ -510,7 +511,7 @@ func (jm *JobMaster) connectResourceManager(ctx context.Context, register bool, 
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if register {
-		resp, err := jm.cfg.ResourceManager.RegisterJobMaster(rctx, &jobplanev1.RegisterJobMasterRequest{
+		resp, err := jm.cfg.ResourceManager.RegisterJobMaster(rctx, &clusterv1.RegisterJobMasterRequest{
 			JobId: jm.cfg.JobID, JobMasterAddress: jm.cfg.Address, JobMasterToken: token,
 		})
 		if err != nil {
@@ -518,9 +519,9 @@ func (jm *JobMaster) connectResourceManager(ctx context.Context, register bool, 
 		}
 		jm.rmToken.Store(resp.GetResourceManagerToken())
 	}
-	_, err := jm.cfg.ResourceManager.DeclareResourceRequirements(rctx, &jobplanev1.DeclareResourceRequirementsRequest{
+	_, err := jm.cfg.ResourceManager.DeclareResourceRequirements(rctx, &clusterv1.DeclareResourceRequirementsRequest{
 		JobId: jm.cfg.JobID, JobMasterToken: token, ResourceManagerToken: jm.rmToken.Load(),
-		Requirements: []*jobplanev1.ResourceRequirement{{Slots: int32(needed), Invokables: invokables}},
+		Requirements: []*clusterv1.ResourceRequirement{{Slots: int32(needed), Invokables: invokables}},
 	})
 	return err
 }

@@ -8,8 +8,9 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
@@ -23,7 +24,7 @@ import (
 // one judge, one ticker (Run), and one timer for every JobMaster's
 // deadlines.
 type Router struct {
-	jobplanev1connect.UnimplementedJobMasterServiceHandler
+	clusterv1connect.UnimplementedJobMasterServiceHandler
 
 	cfg RouterConfig
 
@@ -63,7 +64,7 @@ type executorLink struct {
 	address string
 	heard   liveness.Mark
 	jobs    map[string]hastore.Token // followed here, with the token followed
-	owed    map[string]*jobplanev1.TaskExecutorJobAnswer
+	owed    map[string]*clusterv1.TaskExecutorJobAnswer
 	// client is the process's client of the TaskExecutor at address, made
 	// when a JobMaster here first registers it; nil before.
 	client *executorClient
@@ -146,8 +147,8 @@ func (r *Router) Add(jobID string, jm *JobMaster) {
 	r.masters[jobID] = jm
 	for id := range r.followers[jobID] {
 		if link := r.executors[id]; link != nil && link.jobs[jobID].Epoch < jm.cfg.Token.Epoch {
-			r.oweLocked(link, &jobplanev1.TaskExecutorJobAnswer{
-				JobId: jobID, Action: jobplanev1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_FOLLOW, JobMasterToken: protoToken(jm.cfg.Token),
+			r.oweLocked(link, &clusterv1.TaskExecutorJobAnswer{
+				JobId: jobID, Action: clusterv1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_FOLLOW, JobMasterToken: protoToken(jm.cfg.Token),
 			})
 		}
 	}
@@ -165,7 +166,7 @@ func (r *Router) Remove(jobID string, jm *JobMaster) {
 	delete(r.masters, jobID)
 	for id := range r.followers[jobID] {
 		if link := r.executors[id]; link != nil {
-			r.oweLocked(link, &jobplanev1.TaskExecutorJobAnswer{JobId: jobID, Action: jobplanev1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_NOT_LEADER})
+			r.oweLocked(link, &clusterv1.TaskExecutorJobAnswer{JobId: jobID, Action: clusterv1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_NOT_LEADER})
 		}
 	}
 }
@@ -220,9 +221,9 @@ func (r *Router) unfollowLocked(id, job string) {
 // oweLocked queues an answer for the TaskExecutor's next heartbeat; a
 // later answer about the same job replaces an earlier one. r.mu must be
 // held.
-func (r *Router) oweLocked(link *executorLink, a *jobplanev1.TaskExecutorJobAnswer) {
+func (r *Router) oweLocked(link *executorLink, a *clusterv1.TaskExecutorJobAnswer) {
 	if link.owed == nil {
-		link.owed = make(map[string]*jobplanev1.TaskExecutorJobAnswer)
+		link.owed = make(map[string]*clusterv1.TaskExecutorJobAnswer)
 	}
 	link.owed[a.GetJobId()] = a
 }
@@ -239,7 +240,7 @@ func (r *Router) registered(id, address, job string, token hastore.Token) *execu
 	r.followLocked(id, link, job, token)
 	if link.client == nil {
 		link.client = &executorClient{
-			TaskExecutorServiceClient: jobplanev1connect.NewTaskExecutorServiceClient(r.cfg.HTTPClient, link.address, endpoint.ClientOptions()...),
+			TaskExecutorServiceClient: clusterv1connect.NewTaskExecutorServiceClient(r.cfg.HTTPClient, link.address, endpoint.ClientOptions()...),
 		}
 	}
 	return link.client
@@ -285,7 +286,7 @@ func (r *Router) requestReport(id, job string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if link := r.executors[id]; link != nil {
-		r.oweLocked(link, &jobplanev1.TaskExecutorJobAnswer{JobId: job, Action: jobplanev1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_REPORT})
+		r.oweLocked(link, &clusterv1.TaskExecutorJobAnswer{JobId: job, Action: clusterv1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_REPORT})
 	}
 }
 
@@ -298,15 +299,15 @@ func (r *Router) after(d time.Duration, f func()) (stop func() bool) {
 // TaskExecutor is heard, the jobs it follows here are updated from what
 // it reports, each report is handed to its job's JobMaster, and the answer
 // names the jobs that need the TaskExecutor's attention.
-func (r *Router) HeartbeatFromTaskExecutor(_ context.Context, req *jobplanev1.HeartbeatFromTaskExecutorRequest) (*jobplanev1.HeartbeatFromTaskExecutorResponse, error) {
+func (r *Router) HeartbeatFromTaskExecutor(_ context.Context, req *clusterv1.HeartbeatFromTaskExecutorRequest) (*clusterv1.HeartbeatFromTaskExecutorResponse, error) {
 	id, address := req.GetTaskExecutorId(), req.GetAddress()
 	if id == "" || address == "" {
 		return nil, apierror.BadRequest(apierror.Field{Path: "task_executor_id, address", Description: "required"})
 	}
-	resp := &jobplanev1.HeartbeatFromTaskExecutorResponse{}
+	resp := &clusterv1.HeartbeatFromTaskExecutorResponse{}
 	type delivery struct {
 		jm     *JobMaster
-		report *jobplanev1.TaskExecutorJobReport
+		report *clusterv1.TaskExecutorJobReport
 	}
 	var deliveries []delivery
 	r.mu.Lock()
@@ -339,12 +340,12 @@ func (r *Router) HeartbeatFromTaskExecutor(_ context.Context, req *jobplanev1.He
 		switch {
 		case jm == nil || token.Epoch > jm.cfg.Token.Epoch || !jm.valid():
 			r.unfollowLocked(id, job)
-			resp.Jobs = append(resp.Jobs, &jobplanev1.TaskExecutorJobAnswer{JobId: job, Action: jobplanev1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_NOT_LEADER})
+			resp.Jobs = append(resp.Jobs, &clusterv1.TaskExecutorJobAnswer{JobId: job, Action: clusterv1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_NOT_LEADER})
 			answered[job] = true
 		case token.Epoch < jm.cfg.Token.Epoch:
 			r.followLocked(id, link, job, token)
-			resp.Jobs = append(resp.Jobs, &jobplanev1.TaskExecutorJobAnswer{
-				JobId: job, Action: jobplanev1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_FOLLOW, JobMasterToken: protoToken(jm.cfg.Token),
+			resp.Jobs = append(resp.Jobs, &clusterv1.TaskExecutorJobAnswer{
+				JobId: job, Action: clusterv1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_FOLLOW, JobMasterToken: protoToken(jm.cfg.Token),
 			})
 			answered[job] = true
 		default:

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
 )
 
@@ -23,7 +23,7 @@ func (jm *JobMaster) suspend() {
 			continue
 		}
 		if e := jm.executors[s.executor]; e != nil {
-			req := &jobplanev1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), Attempt: jm.attemptID(s.ev)}
+			req := &clusterv1.CancelTaskRequest{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), Attempt: jm.attemptID(s.ev)}
 			client := e.client
 			wg.Add(1)
 			go func() {
@@ -132,7 +132,7 @@ func (jm *JobMaster) release(ctx context.Context) {
 	// others are freed by their TaskExecutors, which stop hearing from this
 	// JobMaster.
 	slices.Sort(freed)
-	_, _ = jm.cfg.ResourceManager.DisconnectJobMaster(ctx, &jobplanev1.DisconnectJobMasterRequest{
+	_, _ = jm.cfg.ResourceManager.DisconnectJobMaster(ctx, &clusterv1.DisconnectJobMasterRequest{
 		JobId: jm.cfg.JobID, JobMasterToken: token, ResourceManagerToken: jm.rmToken.Load(), Reason: "job ended", FreedAllocationIds: freed,
 	})
 }

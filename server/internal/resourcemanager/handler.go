@@ -7,15 +7,16 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
 
 type handler struct {
-	jobplanev1connect.UnimplementedResourceManagerServiceHandler
+	clusterv1connect.UnimplementedResourceManagerServiceHandler
 	rm *ResourceManager
 }
 
@@ -60,7 +61,7 @@ func (rm *ResourceManager) checkJobLocked(jobID string, t hastore.Token) error {
 	return nil
 }
 
-func (h *handler) RegisterTaskExecutor(_ context.Context, req *jobplanev1.ResourceManagerServiceRegisterTaskExecutorRequest) (*jobplanev1.ResourceManagerServiceRegisterTaskExecutorResponse, error) {
+func (h *handler) RegisterTaskExecutor(_ context.Context, req *clusterv1.ResourceManagerServiceRegisterTaskExecutorRequest) (*clusterv1.ResourceManagerServiceRegisterTaskExecutorResponse, error) {
 	rm := h.rm
 	var fields []apierror.Field
 	if req.GetTaskExecutorId() == "" {
@@ -83,21 +84,21 @@ func (h *handler) RegisterTaskExecutor(_ context.Context, req *jobplanev1.Resour
 	e := &executor{
 		id: req.GetTaskExecutorId(), address: req.GetAddress(), registrationID: newID(), heard: rm.judge.Heard(time.Now()),
 		invokables: req.GetInvokables(),
-		client:     jobplanev1connect.NewTaskExecutorServiceClient(rm.cfg.HTTPClient, req.GetAddress(), endpoint.ClientOptions()...),
+		client:     clusterv1connect.NewTaskExecutorServiceClient(rm.cfg.HTTPClient, req.GetAddress(), endpoint.ClientOptions()...),
 	}
 	// Registering again starts over: what it holds now is in the report.
 	rm.pool.addExecutor(e)
 	rm.pool.applyReport(e, req.GetSlotReport(), 0, time.Now(), rm.grace())
 	rm.poke()
 	rm.log.Info("TaskExecutor registered", "task_executor", e.id, "address", e.address, "slots", e.slots)
-	return &jobplanev1.ResourceManagerServiceRegisterTaskExecutorResponse{
+	return &clusterv1.ResourceManagerServiceRegisterTaskExecutorResponse{
 		RegistrationId:    e.registrationID,
 		HeartbeatInterval: durationpb.New(rm.cfg.HeartbeatInterval),
 		HeartbeatTimeout:  durationpb.New(rm.cfg.HeartbeatTimeout),
 	}, nil
 }
 
-func (h *handler) Heartbeat(_ context.Context, req *jobplanev1.ResourceManagerServiceHeartbeatRequest) (*jobplanev1.ResourceManagerServiceHeartbeatResponse, error) {
+func (h *handler) Heartbeat(_ context.Context, req *clusterv1.ResourceManagerServiceHeartbeatRequest) (*clusterv1.ResourceManagerServiceHeartbeatResponse, error) {
 	rm := h.rm
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
@@ -116,12 +117,12 @@ func (h *handler) Heartbeat(_ context.Context, req *jobplanev1.ResourceManagerSe
 		e.reportVersion = req.GetSlotReportVersion()
 		rm.poke()
 	}
-	return &jobplanev1.ResourceManagerServiceHeartbeatResponse{
+	return &clusterv1.ResourceManagerServiceHeartbeatResponse{
 		SlotReportVersion: e.reportVersion, JobMasters: rm.pool.jobMastersOwed(e),
 	}, nil
 }
 
-func (h *handler) RegisterJobMaster(_ context.Context, req *jobplanev1.RegisterJobMasterRequest) (*jobplanev1.RegisterJobMasterResponse, error) {
+func (h *handler) RegisterJobMaster(_ context.Context, req *clusterv1.RegisterJobMasterRequest) (*clusterv1.RegisterJobMasterResponse, error) {
 	rm := h.rm
 	if req.GetJobId() == "" || req.GetJobMasterAddress() == "" || req.GetJobMasterToken().GetEpoch() == 0 {
 		return nil, apierror.BadRequest(apierror.Field{Path: "job_id, job_master_address, job_master_token", Description: "required"})
@@ -133,10 +134,10 @@ func (h *handler) RegisterJobMaster(_ context.Context, req *jobplanev1.RegisterJ
 		return nil, err
 	}
 	rm.pool.registerJob(req.GetJobId(), token, req.GetJobMasterAddress())
-	return &jobplanev1.RegisterJobMasterResponse{ResourceManagerToken: protoToken(rm.token)}, nil
+	return &clusterv1.RegisterJobMasterResponse{ResourceManagerToken: protoToken(rm.token)}, nil
 }
 
-func (h *handler) DeclareResourceRequirements(_ context.Context, req *jobplanev1.DeclareResourceRequirementsRequest) (*jobplanev1.DeclareResourceRequirementsResponse, error) {
+func (h *handler) DeclareResourceRequirements(_ context.Context, req *clusterv1.DeclareResourceRequirementsRequest) (*clusterv1.DeclareResourceRequirementsResponse, error) {
 	rm := h.rm
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
@@ -162,10 +163,10 @@ func (h *handler) DeclareResourceRequirements(_ context.Context, req *jobplanev1
 	}
 	rm.pool.declare(req.GetJobId(), total, invokables)
 	rm.poke()
-	return &jobplanev1.DeclareResourceRequirementsResponse{}, nil
+	return &clusterv1.DeclareResourceRequirementsResponse{}, nil
 }
 
-func (h *handler) DisconnectJobMaster(_ context.Context, req *jobplanev1.DisconnectJobMasterRequest) (*jobplanev1.DisconnectJobMasterResponse, error) {
+func (h *handler) DisconnectJobMaster(_ context.Context, req *clusterv1.DisconnectJobMasterRequest) (*clusterv1.DisconnectJobMasterResponse, error) {
 	rm := h.rm
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
@@ -188,5 +189,5 @@ func (h *handler) DisconnectJobMaster(_ context.Context, req *jobplanev1.Disconn
 			rm.poke()
 		}
 	}
-	return &jobplanev1.DisconnectJobMasterResponse{}, nil
+	return &clusterv1.DisconnectJobMasterResponse{}, nil
 }

@@ -5,8 +5,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/liveness"
 )
@@ -47,7 +48,7 @@ type executor struct {
 	slots          int
 	used           map[int]*allocation // by slot index
 	invokables     []string
-	client         jobplanev1connect.TaskExecutorServiceClient
+	client         clusterv1connect.TaskExecutorServiceClient
 	// single is set once the TaskExecutor answered RequestSlots with
 	// UNIMPLEMENTED: it gets one RequestSlot per slot from then on.
 	single        atomic.Bool
@@ -282,7 +283,7 @@ func offersAll(have, need []string) bool {
 // released, unless the report may predate the allocation. A versioned
 // report predates an allocation whose RequestSlot answered a later
 // version; an unversioned one, one requested less than grace ago.
-func (p *pool) applyReport(e *executor, report *jobplanev1.SlotReport, version uint64, now time.Time, grace time.Duration) {
+func (p *pool) applyReport(e *executor, report *clusterv1.SlotReport, version uint64, now time.Time, grace time.Duration) {
 	if n := len(report.GetSlots()); n != e.slots {
 		p.setSlots(e, n)
 	}

@@ -15,8 +15,9 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/batch"
@@ -85,14 +86,14 @@ func New(cfg Config) (*ResourceManager, error) {
 
 // Handler returns the URL path and HTTP handler of ResourceManagerService.
 func (rm *ResourceManager) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
-	return jobplanev1connect.NewResourceManagerServiceHandler(&handler{rm: rm}, opts...)
+	return clusterv1connect.NewResourceManagerServiceHandler(&handler{rm: rm}, opts...)
 }
 
 // Local returns a client of this ResourceManager for the JobMasters of its
 // own process: each call is its handler's, made directly, with no
 // encoding and no loopback round trip (the way Flink's local RPC gateways
 // skip the network). Answers and errors are those a remote call gets.
-func (rm *ResourceManager) Local() jobplanev1connect.ResourceManagerServiceClient {
+func (rm *ResourceManager) Local() clusterv1connect.ResourceManagerServiceClient {
 	return &handler{rm: rm}
 }
 
@@ -176,10 +177,10 @@ func (rm *ResourceManager) expire(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 func (rm *ResourceManager) tellLost(ctx context.Context, jobID string, j jobNeeds, executorID string) {
-	jm := jobplanev1connect.NewJobMasterServiceClient(rm.cfg.HTTPClient, j.address, endpoint.ClientOptions()...)
+	jm := clusterv1connect.NewJobMasterServiceClient(rm.cfg.HTTPClient, j.address, endpoint.ClientOptions()...)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := jm.DisconnectTaskExecutor(rctx, &jobplanev1.DisconnectTaskExecutorRequest{
+	_, err := jm.DisconnectTaskExecutor(rctx, &clusterv1.DisconnectTaskExecutorRequest{
 		JobId: jobID, JobMasterToken: protoToken(j.token), TaskExecutorId: executorID, Reason: "heartbeat timeout at the ResourceManager",
 	})
 	if err != nil {
@@ -200,7 +201,7 @@ func (rm *ResourceManager) allocate(ctx context.Context, wg *sync.WaitGroup) {
 	type request struct {
 		e      *executor
 		allocs []*allocation
-		slots  []*jobplanev1.SlotRequest
+		slots  []*clusterv1.SlotRequest
 	}
 	var requests []*request
 	byExecutor := map[string]*request{}
@@ -212,7 +213,7 @@ func (rm *ResourceManager) allocate(ctx context.Context, wg *sync.WaitGroup) {
 			requests = append(requests, r)
 		}
 		r.allocs = append(r.allocs, a)
-		r.slots = append(r.slots, &jobplanev1.SlotRequest{
+		r.slots = append(r.slots, &clusterv1.SlotRequest{
 			SlotIndex: int32(a.slot), AllocationId: a.id, JobId: a.jobID, JobMasterAddress: j.address, JobMasterToken: protoToken(j.token),
 		})
 	})
@@ -253,22 +254,22 @@ func (rm *ResourceManager) allocate(ctx context.Context, wg *sync.WaitGroup) {
 // bounded run (RequestSlots), or one RequestSlot each if it lacks that
 // (batch.Send). It returns the outcome of each slot and the slot report
 // version that holds it.
-func requestSlots(ctx context.Context, e *executor, token *jobplanev1.FencingToken, slots []*jobplanev1.SlotRequest) ([]error, []uint64) {
+func requestSlots(ctx context.Context, e *executor, token *jobplanev1.FencingToken, slots []*clusterv1.SlotRequest) ([]error, []uint64) {
 	type outcome struct {
 		err     error
 		version uint64
 	}
 	out := batch.Send(&e.single, slots, batch.Split,
-		func(run []*jobplanev1.SlotRequest) ([]outcome, error) {
-			resp, err := e.client.RequestSlots(ctx, &jobplanev1.RequestSlotsRequest{ResourceManagerToken: token, Slots: run})
+		func(run []*clusterv1.SlotRequest) ([]outcome, error) {
+			resp, err := e.client.RequestSlots(ctx, &clusterv1.RequestSlotsRequest{ResourceManagerToken: token, Slots: run})
 			o := make([]outcome, len(run))
 			for i, err := range apierror.ItemErrors(len(run), err, resp.GetRefused()) {
 				o[i] = outcome{err, resp.GetSlotReportVersion()}
 			}
 			return o, err
 		},
-		func(s *jobplanev1.SlotRequest) outcome {
-			resp, err := e.client.RequestSlot(ctx, &jobplanev1.RequestSlotRequest{
+		func(s *clusterv1.SlotRequest) outcome {
+			resp, err := e.client.RequestSlot(ctx, &clusterv1.RequestSlotRequest{
 				ResourceManagerToken: token, SlotIndex: s.GetSlotIndex(), AllocationId: s.GetAllocationId(), JobId: s.GetJobId(),
 				JobMasterAddress: s.GetJobMasterAddress(), Profile: s.GetProfile(), JobMasterToken: s.GetJobMasterToken(),
 			})

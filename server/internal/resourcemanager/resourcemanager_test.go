@@ -10,8 +10,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 )
 
@@ -19,7 +20,7 @@ import (
 // counts the calls; without batch it lacks RequestSlots, as a
 // TaskExecutor of another implementation may.
 type fakeTaskExecutor struct {
-	jobplanev1connect.UnimplementedTaskExecutorServiceHandler
+	clusterv1connect.UnimplementedTaskExecutorServiceHandler
 	batch bool
 
 	mu    sync.Mutex
@@ -33,24 +34,24 @@ func occupied(index int32) error {
 	return nil
 }
 
-func (f *fakeTaskExecutor) RequestSlot(_ context.Context, req *jobplanev1.RequestSlotRequest) (*jobplanev1.RequestSlotResponse, error) {
+func (f *fakeTaskExecutor) RequestSlot(_ context.Context, req *clusterv1.RequestSlotRequest) (*clusterv1.RequestSlotResponse, error) {
 	f.mu.Lock()
 	f.calls["RequestSlot"]++
 	f.mu.Unlock()
 	if err := occupied(req.GetSlotIndex()); err != nil {
 		return nil, err
 	}
-	return &jobplanev1.RequestSlotResponse{SlotReportVersion: 7}, nil
+	return &clusterv1.RequestSlotResponse{SlotReportVersion: 7}, nil
 }
 
-func (f *fakeTaskExecutor) RequestSlots(_ context.Context, req *jobplanev1.RequestSlotsRequest) (*jobplanev1.RequestSlotsResponse, error) {
+func (f *fakeTaskExecutor) RequestSlots(_ context.Context, req *clusterv1.RequestSlotsRequest) (*clusterv1.RequestSlotsResponse, error) {
 	if !f.batch {
 		return nil, connect.NewError(connect.CodeUnimplemented, nil)
 	}
 	f.mu.Lock()
 	f.calls["RequestSlots"]++
 	f.mu.Unlock()
-	resp := &jobplanev1.RequestSlotsResponse{SlotReportVersion: 7}
+	resp := &clusterv1.RequestSlotsResponse{SlotReportVersion: 7}
 	for i, s := range req.GetSlots() {
 		if err := occupied(s.GetSlotIndex()); err != nil {
 			resp.Refused = append(resp.Refused, apierror.Item(i, err))
@@ -68,13 +69,13 @@ func TestRequestSlotsBatchesAndFallsBack(t *testing.T) {
 			t.Parallel()
 			fake := &fakeTaskExecutor{batch: batch, calls: map[string]int{}}
 			mux := http.NewServeMux()
-			mux.Handle(jobplanev1connect.NewTaskExecutorServiceHandler(fake))
+			mux.Handle(clusterv1connect.NewTaskExecutorServiceHandler(fake))
 			srv := httptest.NewServer(mux)
 			t.Cleanup(srv.Close)
-			e := &executor{id: "te", client: jobplanev1connect.NewTaskExecutorServiceClient(srv.Client(), srv.URL)}
-			var slots []*jobplanev1.SlotRequest
+			e := &executor{id: "te", client: clusterv1connect.NewTaskExecutorServiceClient(srv.Client(), srv.URL)}
+			var slots []*clusterv1.SlotRequest
 			for i := range 4 {
-				slots = append(slots, &jobplanev1.SlotRequest{SlotIndex: int32(i), AllocationId: fmt.Sprint("a", i), JobId: "j"})
+				slots = append(slots, &clusterv1.SlotRequest{SlotIndex: int32(i), AllocationId: fmt.Sprint("a", i), JobId: "j"})
 			}
 			for round := range 2 {
 				errs, versions := requestSlots(context.Background(), e, &jobplanev1.FencingToken{Epoch: 1}, slots)

@@ -2,11 +2,12 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: jobplane/v1/task_executor_service.proto
+// source: jobplane/cluster/v1/task_executor_service.proto
 
-package jobplanev1
+package clusterv1
 
 import (
+	v1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -26,7 +27,7 @@ const (
 type RequestSlotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The ResourceManager's token. Required.
-	ResourceManagerToken *FencingToken `protobuf:"bytes,1,opt,name=resource_manager_token,json=resourceManagerToken,proto3" json:"resource_manager_token,omitempty"`
+	ResourceManagerToken *v1.FencingToken `protobuf:"bytes,1,opt,name=resource_manager_token,json=resourceManagerToken,proto3" json:"resource_manager_token,omitempty"`
 	// The slot to allocate, by index. Required to be in range.
 	SlotIndex int32 `protobuf:"varint,2,opt,name=slot_index,json=slotIndex,proto3" json:"slot_index,omitempty"`
 	// Identifies the allocation; chosen by the ResourceManager, unique in the
@@ -42,14 +43,14 @@ type RequestSlotRequest struct {
 	// The JobMaster's token, as the ResourceManager received it with
 	// RegisterJobMaster; the TaskExecutor offers the slot under it.
 	// Required.
-	JobMasterToken *FencingToken `protobuf:"bytes,7,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,7,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RequestSlotRequest) Reset() {
 	*x = RequestSlotRequest{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[0]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -61,7 +62,7 @@ func (x *RequestSlotRequest) String() string {
 func (*RequestSlotRequest) ProtoMessage() {}
 
 func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[0]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -74,10 +75,10 @@ func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestSlotRequest.ProtoReflect.Descriptor instead.
 func (*RequestSlotRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{0}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *RequestSlotRequest) GetResourceManagerToken() *FencingToken {
+func (x *RequestSlotRequest) GetResourceManagerToken() *v1.FencingToken {
 	if x != nil {
 		return x.ResourceManagerToken
 	}
@@ -119,7 +120,7 @@ func (x *RequestSlotRequest) GetProfile() *ResourceProfile {
 	return nil
 }
 
-func (x *RequestSlotRequest) GetJobMasterToken() *FencingToken {
+func (x *RequestSlotRequest) GetJobMasterToken() *v1.FencingToken {
 	if x != nil {
 		return x.JobMasterToken
 	}
@@ -140,7 +141,7 @@ type RequestSlotResponse struct {
 
 func (x *RequestSlotResponse) Reset() {
 	*x = RequestSlotResponse{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[1]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -152,7 +153,7 @@ func (x *RequestSlotResponse) String() string {
 func (*RequestSlotResponse) ProtoMessage() {}
 
 func (x *RequestSlotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[1]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -165,7 +166,7 @@ func (x *RequestSlotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestSlotResponse.ProtoReflect.Descriptor instead.
 func (*RequestSlotResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{1}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *RequestSlotResponse) GetSlotReportVersion() uint64 {
@@ -179,7 +180,7 @@ func (x *RequestSlotResponse) GetSlotReportVersion() uint64 {
 type RequestSlotsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The ResourceManager's token. Required.
-	ResourceManagerToken *FencingToken `protobuf:"bytes,1,opt,name=resource_manager_token,json=resourceManagerToken,proto3" json:"resource_manager_token,omitempty"`
+	ResourceManagerToken *v1.FencingToken `protobuf:"bytes,1,opt,name=resource_manager_token,json=resourceManagerToken,proto3" json:"resource_manager_token,omitempty"`
 	// The slots to allocate, each as in RequestSlotRequest.
 	Slots         []*SlotRequest `protobuf:"bytes,2,rep,name=slots,proto3" json:"slots,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -188,7 +189,7 @@ type RequestSlotsRequest struct {
 
 func (x *RequestSlotsRequest) Reset() {
 	*x = RequestSlotsRequest{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[2]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -200,7 +201,7 @@ func (x *RequestSlotsRequest) String() string {
 func (*RequestSlotsRequest) ProtoMessage() {}
 
 func (x *RequestSlotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[2]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -213,10 +214,10 @@ func (x *RequestSlotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestSlotsRequest.ProtoReflect.Descriptor instead.
 func (*RequestSlotsRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{2}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{2}
 }
 
-func (x *RequestSlotsRequest) GetResourceManagerToken() *FencingToken {
+func (x *RequestSlotsRequest) GetResourceManagerToken() *v1.FencingToken {
 	if x != nil {
 		return x.ResourceManagerToken
 	}
@@ -243,7 +244,7 @@ type SlotRequest struct {
 	// The base URL of the job's JobMaster.
 	JobMasterAddress string `protobuf:"bytes,4,opt,name=job_master_address,json=jobMasterAddress,proto3" json:"job_master_address,omitempty"`
 	// The JobMaster's token.
-	JobMasterToken *FencingToken `protobuf:"bytes,5,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,5,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// The profile the job asked for.
 	Profile       *ResourceProfile `protobuf:"bytes,6,opt,name=profile,proto3" json:"profile,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -252,7 +253,7 @@ type SlotRequest struct {
 
 func (x *SlotRequest) Reset() {
 	*x = SlotRequest{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[3]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -264,7 +265,7 @@ func (x *SlotRequest) String() string {
 func (*SlotRequest) ProtoMessage() {}
 
 func (x *SlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[3]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -277,7 +278,7 @@ func (x *SlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotRequest.ProtoReflect.Descriptor instead.
 func (*SlotRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{3}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SlotRequest) GetSlotIndex() int32 {
@@ -308,7 +309,7 @@ func (x *SlotRequest) GetJobMasterAddress() string {
 	return ""
 }
 
-func (x *SlotRequest) GetJobMasterToken() *FencingToken {
+func (x *SlotRequest) GetJobMasterToken() *v1.FencingToken {
 	if x != nil {
 		return x.JobMasterToken
 	}
@@ -330,14 +331,14 @@ type RequestSlotsResponse struct {
 	SlotReportVersion uint64 `protobuf:"varint,1,opt,name=slot_report_version,json=slotReportVersion,proto3" json:"slot_report_version,omitempty"`
 	// The slots refused, by their index in `slots`; every other slot is
 	// allocated as requested.
-	Refused       []*ItemError `protobuf:"bytes,2,rep,name=refused,proto3" json:"refused,omitempty"`
+	Refused       []*v1.ItemError `protobuf:"bytes,2,rep,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RequestSlotsResponse) Reset() {
 	*x = RequestSlotsResponse{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[4]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -349,7 +350,7 @@ func (x *RequestSlotsResponse) String() string {
 func (*RequestSlotsResponse) ProtoMessage() {}
 
 func (x *RequestSlotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[4]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -362,7 +363,7 @@ func (x *RequestSlotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestSlotsResponse.ProtoReflect.Descriptor instead.
 func (*RequestSlotsResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{4}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RequestSlotsResponse) GetSlotReportVersion() uint64 {
@@ -372,7 +373,7 @@ func (x *RequestSlotsResponse) GetSlotReportVersion() uint64 {
 	return 0
 }
 
-func (x *RequestSlotsResponse) GetRefused() []*ItemError {
+func (x *RequestSlotsResponse) GetRefused() []*v1.ItemError {
 	if x != nil {
 		return x.Refused
 	}
@@ -386,11 +387,11 @@ type SubmitTaskRequest struct {
 	// The job's id. Required.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The deploying JobMaster's token. Required.
-	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// The allocation whose slot runs the attempt. Required.
 	AllocationId string `protobuf:"bytes,3,opt,name=allocation_id,json=allocationId,proto3" json:"allocation_id,omitempty"`
 	// The attempt. Required.
-	Attempt *ExecutionAttemptId `protobuf:"bytes,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Attempt *v1.ExecutionAttemptId `protobuf:"bytes,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// The vertex's name, for logs.
 	TaskName string `protobuf:"bytes,5,opt,name=task_name,json=taskName,proto3" json:"task_name,omitempty"`
 	// The invokable to run. Required.
@@ -420,7 +421,7 @@ type SubmitTaskRequest struct {
 
 func (x *SubmitTaskRequest) Reset() {
 	*x = SubmitTaskRequest{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[5]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -432,7 +433,7 @@ func (x *SubmitTaskRequest) String() string {
 func (*SubmitTaskRequest) ProtoMessage() {}
 
 func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[5]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -445,7 +446,7 @@ func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskRequest.ProtoReflect.Descriptor instead.
 func (*SubmitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{5}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SubmitTaskRequest) GetJobId() string {
@@ -455,7 +456,7 @@ func (x *SubmitTaskRequest) GetJobId() string {
 	return ""
 }
 
-func (x *SubmitTaskRequest) GetJobMasterToken() *FencingToken {
+func (x *SubmitTaskRequest) GetJobMasterToken() *v1.FencingToken {
 	if x != nil {
 		return x.JobMasterToken
 	}
@@ -469,7 +470,7 @@ func (x *SubmitTaskRequest) GetAllocationId() string {
 	return ""
 }
 
-func (x *SubmitTaskRequest) GetAttempt() *ExecutionAttemptId {
+func (x *SubmitTaskRequest) GetAttempt() *v1.ExecutionAttemptId {
 	if x != nil {
 		return x.Attempt
 	}
@@ -520,7 +521,7 @@ type SubmitTaskResponse struct {
 
 func (x *SubmitTaskResponse) Reset() {
 	*x = SubmitTaskResponse{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[6]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +533,7 @@ func (x *SubmitTaskResponse) String() string {
 func (*SubmitTaskResponse) ProtoMessage() {}
 
 func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[6]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +546,7 @@ func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskResponse.ProtoReflect.Descriptor instead.
 func (*SubmitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{6}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{6}
 }
 
 // SubmitTasksRequest is the request of TaskExecutorService.SubmitTasks.
@@ -554,7 +555,7 @@ type SubmitTasksRequest struct {
 	// The job's id. Required.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The deploying JobMaster's token. Required.
-	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// The attempts to deploy.
 	Tasks []*TaskDeployment `protobuf:"bytes,3,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	// The deploying JobMaster's heartbeat timeout, as in SubmitTaskRequest.
@@ -565,7 +566,7 @@ type SubmitTasksRequest struct {
 
 func (x *SubmitTasksRequest) Reset() {
 	*x = SubmitTasksRequest{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[7]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -577,7 +578,7 @@ func (x *SubmitTasksRequest) String() string {
 func (*SubmitTasksRequest) ProtoMessage() {}
 
 func (x *SubmitTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[7]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -590,7 +591,7 @@ func (x *SubmitTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTasksRequest.ProtoReflect.Descriptor instead.
 func (*SubmitTasksRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{7}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SubmitTasksRequest) GetJobId() string {
@@ -600,7 +601,7 @@ func (x *SubmitTasksRequest) GetJobId() string {
 	return ""
 }
 
-func (x *SubmitTasksRequest) GetJobMasterToken() *FencingToken {
+func (x *SubmitTasksRequest) GetJobMasterToken() *v1.FencingToken {
 	if x != nil {
 		return x.JobMasterToken
 	}
@@ -628,7 +629,7 @@ type TaskDeployment struct {
 	// The allocation whose slot runs the attempt.
 	AllocationId string `protobuf:"bytes,1,opt,name=allocation_id,json=allocationId,proto3" json:"allocation_id,omitempty"`
 	// The attempt.
-	Attempt *ExecutionAttemptId `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Attempt *v1.ExecutionAttemptId `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// The vertex's name, for logs.
 	TaskName string `protobuf:"bytes,3,opt,name=task_name,json=taskName,proto3" json:"task_name,omitempty"`
 	// The invokable to run.
@@ -643,7 +644,7 @@ type TaskDeployment struct {
 
 func (x *TaskDeployment) Reset() {
 	*x = TaskDeployment{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[8]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -655,7 +656,7 @@ func (x *TaskDeployment) String() string {
 func (*TaskDeployment) ProtoMessage() {}
 
 func (x *TaskDeployment) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[8]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -668,7 +669,7 @@ func (x *TaskDeployment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDeployment.ProtoReflect.Descriptor instead.
 func (*TaskDeployment) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{8}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TaskDeployment) GetAllocationId() string {
@@ -678,7 +679,7 @@ func (x *TaskDeployment) GetAllocationId() string {
 	return ""
 }
 
-func (x *TaskDeployment) GetAttempt() *ExecutionAttemptId {
+func (x *TaskDeployment) GetAttempt() *v1.ExecutionAttemptId {
 	if x != nil {
 		return x.Attempt
 	}
@@ -718,14 +719,14 @@ type SubmitTasksResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The tasks refused, by their index in `tasks`; every other task is
 	// deployed.
-	Refused       []*ItemError `protobuf:"bytes,1,rep,name=refused,proto3" json:"refused,omitempty"`
+	Refused       []*v1.ItemError `protobuf:"bytes,1,rep,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitTasksResponse) Reset() {
 	*x = SubmitTasksResponse{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[9]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +738,7 @@ func (x *SubmitTasksResponse) String() string {
 func (*SubmitTasksResponse) ProtoMessage() {}
 
 func (x *SubmitTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[9]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,10 +751,10 @@ func (x *SubmitTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTasksResponse.ProtoReflect.Descriptor instead.
 func (*SubmitTasksResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{9}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{9}
 }
 
-func (x *SubmitTasksResponse) GetRefused() []*ItemError {
+func (x *SubmitTasksResponse) GetRefused() []*v1.ItemError {
 	if x != nil {
 		return x.Refused
 	}
@@ -766,16 +767,16 @@ type CancelTaskRequest struct {
 	// The job's id. Required.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The JobMaster's token. Required.
-	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// The attempt to cancel. Required.
-	Attempt       *ExecutionAttemptId `protobuf:"bytes,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Attempt       *v1.ExecutionAttemptId `protobuf:"bytes,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[10]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +788,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[10]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +801,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{10}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CancelTaskRequest) GetJobId() string {
@@ -810,14 +811,14 @@ func (x *CancelTaskRequest) GetJobId() string {
 	return ""
 }
 
-func (x *CancelTaskRequest) GetJobMasterToken() *FencingToken {
+func (x *CancelTaskRequest) GetJobMasterToken() *v1.FencingToken {
 	if x != nil {
 		return x.JobMasterToken
 	}
 	return nil
 }
 
-func (x *CancelTaskRequest) GetAttempt() *ExecutionAttemptId {
+func (x *CancelTaskRequest) GetAttempt() *v1.ExecutionAttemptId {
 	if x != nil {
 		return x.Attempt
 	}
@@ -833,7 +834,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[11]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +846,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[11]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +859,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{11}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{11}
 }
 
 // FreeSlotRequest is the request of TaskExecutorService.FreeSlot.
@@ -867,7 +868,7 @@ type FreeSlotRequest struct {
 	// The job's id. Required.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The JobMaster's token. Required.
-	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// The allocation to release. Required.
 	AllocationId string `protobuf:"bytes,3,opt,name=allocation_id,json=allocationId,proto3" json:"allocation_id,omitempty"`
 	// Why the slot is freed, for logs.
@@ -878,7 +879,7 @@ type FreeSlotRequest struct {
 
 func (x *FreeSlotRequest) Reset() {
 	*x = FreeSlotRequest{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[12]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +891,7 @@ func (x *FreeSlotRequest) String() string {
 func (*FreeSlotRequest) ProtoMessage() {}
 
 func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[12]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +904,7 @@ func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotRequest.ProtoReflect.Descriptor instead.
 func (*FreeSlotRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{12}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FreeSlotRequest) GetJobId() string {
@@ -913,7 +914,7 @@ func (x *FreeSlotRequest) GetJobId() string {
 	return ""
 }
 
-func (x *FreeSlotRequest) GetJobMasterToken() *FencingToken {
+func (x *FreeSlotRequest) GetJobMasterToken() *v1.FencingToken {
 	if x != nil {
 		return x.JobMasterToken
 	}
@@ -943,7 +944,7 @@ type FreeSlotResponse struct {
 
 func (x *FreeSlotResponse) Reset() {
 	*x = FreeSlotResponse{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[13]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -955,7 +956,7 @@ func (x *FreeSlotResponse) String() string {
 func (*FreeSlotResponse) ProtoMessage() {}
 
 func (x *FreeSlotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[13]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -968,7 +969,7 @@ func (x *FreeSlotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotResponse.ProtoReflect.Descriptor instead.
 func (*FreeSlotResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{13}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{13}
 }
 
 // FreeSlotsRequest is the request of TaskExecutorService.FreeSlots.
@@ -977,7 +978,7 @@ type FreeSlotsRequest struct {
 	// The job's id. Required.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The JobMaster's token. Required.
-	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// The allocations to release.
 	AllocationIds []string `protobuf:"bytes,3,rep,name=allocation_ids,json=allocationIds,proto3" json:"allocation_ids,omitempty"`
 	// Why the slots are freed, for logs.
@@ -988,7 +989,7 @@ type FreeSlotsRequest struct {
 
 func (x *FreeSlotsRequest) Reset() {
 	*x = FreeSlotsRequest{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[14]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1001,7 @@ func (x *FreeSlotsRequest) String() string {
 func (*FreeSlotsRequest) ProtoMessage() {}
 
 func (x *FreeSlotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[14]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1014,7 @@ func (x *FreeSlotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotsRequest.ProtoReflect.Descriptor instead.
 func (*FreeSlotsRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{14}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FreeSlotsRequest) GetJobId() string {
@@ -1023,7 +1024,7 @@ func (x *FreeSlotsRequest) GetJobId() string {
 	return ""
 }
 
-func (x *FreeSlotsRequest) GetJobMasterToken() *FencingToken {
+func (x *FreeSlotsRequest) GetJobMasterToken() *v1.FencingToken {
 	if x != nil {
 		return x.JobMasterToken
 	}
@@ -1053,7 +1054,7 @@ type FreeSlotsResponse struct {
 
 func (x *FreeSlotsResponse) Reset() {
 	*x = FreeSlotsResponse{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[15]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1065,7 +1066,7 @@ func (x *FreeSlotsResponse) String() string {
 func (*FreeSlotsResponse) ProtoMessage() {}
 
 func (x *FreeSlotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[15]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1078,7 +1079,7 @@ func (x *FreeSlotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotsResponse.ProtoReflect.Descriptor instead.
 func (*FreeSlotsResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{15}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{15}
 }
 
 // TaskExecutorServiceHeartbeatRequest is the request of
@@ -1098,7 +1099,7 @@ type TaskExecutorServiceHeartbeatRequest struct {
 
 func (x *TaskExecutorServiceHeartbeatRequest) Reset() {
 	*x = TaskExecutorServiceHeartbeatRequest{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[16]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1111,7 @@ func (x *TaskExecutorServiceHeartbeatRequest) String() string {
 func (*TaskExecutorServiceHeartbeatRequest) ProtoMessage() {}
 
 func (x *TaskExecutorServiceHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[16]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1124,7 @@ func (x *TaskExecutorServiceHeartbeatRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use TaskExecutorServiceHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*TaskExecutorServiceHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{16}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TaskExecutorServiceHeartbeatRequest) GetSender() isTaskExecutorServiceHeartbeatRequest_Sender {
@@ -1133,7 +1134,7 @@ func (x *TaskExecutorServiceHeartbeatRequest) GetSender() isTaskExecutorServiceH
 	return nil
 }
 
-func (x *TaskExecutorServiceHeartbeatRequest) GetResourceManagerToken() *FencingToken {
+func (x *TaskExecutorServiceHeartbeatRequest) GetResourceManagerToken() *v1.FencingToken {
 	if x != nil {
 		if x, ok := x.Sender.(*TaskExecutorServiceHeartbeatRequest_ResourceManagerToken); ok {
 			return x.ResourceManagerToken
@@ -1157,7 +1158,7 @@ type isTaskExecutorServiceHeartbeatRequest_Sender interface {
 
 type TaskExecutorServiceHeartbeatRequest_ResourceManagerToken struct {
 	// The ResourceManager, by its token.
-	ResourceManagerToken *FencingToken `protobuf:"bytes,3,opt,name=resource_manager_token,json=resourceManagerToken,proto3,oneof"`
+	ResourceManagerToken *v1.FencingToken `protobuf:"bytes,3,opt,name=resource_manager_token,json=resourceManagerToken,proto3,oneof"`
 }
 
 type TaskExecutorServiceHeartbeatRequest_JobMaster struct {
@@ -1181,14 +1182,14 @@ type TaskExecutorServiceHeartbeatResponse struct {
 	SlotReport *SlotReport `protobuf:"bytes,2,opt,name=slot_report,json=slotReport,proto3" json:"slot_report,omitempty"`
 	// For a JobMaster's heartbeat, the state of every attempt of its job on
 	// this TaskExecutor; empty for the ResourceManager.
-	Tasks         []*TaskExecutionStatus `protobuf:"bytes,3,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	Tasks         []*v1.TaskExecutionStatus `protobuf:"bytes,3,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskExecutorServiceHeartbeatResponse) Reset() {
 	*x = TaskExecutorServiceHeartbeatResponse{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[17]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1201,7 @@ func (x *TaskExecutorServiceHeartbeatResponse) String() string {
 func (*TaskExecutorServiceHeartbeatResponse) ProtoMessage() {}
 
 func (x *TaskExecutorServiceHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[17]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1214,7 @@ func (x *TaskExecutorServiceHeartbeatResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use TaskExecutorServiceHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*TaskExecutorServiceHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{17}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TaskExecutorServiceHeartbeatResponse) GetTaskExecutorId() string {
@@ -1230,7 +1231,7 @@ func (x *TaskExecutorServiceHeartbeatResponse) GetSlotReport() *SlotReport {
 	return nil
 }
 
-func (x *TaskExecutorServiceHeartbeatResponse) GetTasks() []*TaskExecutionStatus {
+func (x *TaskExecutorServiceHeartbeatResponse) GetTasks() []*v1.TaskExecutionStatus {
 	if x != nil {
 		return x.Tasks
 	}
@@ -1243,14 +1244,14 @@ type TaskExecutorServiceHeartbeatRequest_JobMasterSender struct {
 	// The job's id. Required.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The JobMaster's token. Required.
-	Token         *FencingToken `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	Token         *v1.FencingToken `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) Reset() {
 	*x = TaskExecutorServiceHeartbeatRequest_JobMasterSender{}
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[20]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1263,7 @@ func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) String() string {
 func (*TaskExecutorServiceHeartbeatRequest_JobMasterSender) ProtoMessage() {}
 
 func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_task_executor_service_proto_msgTypes[20]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1276,7 @@ func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) ProtoReflect() pro
 
 // Deprecated: Use TaskExecutorServiceHeartbeatRequest_JobMasterSender.ProtoReflect.Descriptor instead.
 func (*TaskExecutorServiceHeartbeatRequest_JobMasterSender) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_task_executor_service_proto_rawDescGZIP(), []int{16, 0}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{16, 0}
 }
 
 func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) GetJobId() string {
@@ -1285,68 +1286,68 @@ func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) GetJobId() string 
 	return ""
 }
 
-func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) GetToken() *FencingToken {
+func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) GetToken() *v1.FencingToken {
 	if x != nil {
 		return x.Token
 	}
 	return nil
 }
 
-var File_jobplane_v1_task_executor_service_proto protoreflect.FileDescriptor
+var File_jobplane_cluster_v1_task_executor_service_proto protoreflect.FileDescriptor
 
-const file_jobplane_v1_task_executor_service_proto_rawDesc = "" +
+const file_jobplane_cluster_v1_task_executor_service_proto_rawDesc = "" +
 	"\n" +
-	"'jobplane/v1/task_executor_service.proto\x12\vjobplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x17jobplane/v1/error.proto\x1a\x1bjobplane/v1/execution.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x16jobplane/v1/slot.proto\"\xeb\x02\n" +
+	"/jobplane/cluster/v1/task_executor_service.proto\x12\x13jobplane.cluster.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1ejobplane/cluster/v1/slot.proto\x1a\x17jobplane/v1/error.proto\x1a\x1bjobplane/v1/execution.proto\x1a\x1cjobplane/v1/leadership.proto\"\xf3\x02\n" +
 	"\x12RequestSlotRequest\x12O\n" +
 	"\x16resource_manager_token\x18\x01 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\x12\x1d\n" +
 	"\n" +
 	"slot_index\x18\x02 \x01(\x05R\tslotIndex\x12#\n" +
 	"\rallocation_id\x18\x03 \x01(\tR\fallocationId\x12\x15\n" +
 	"\x06job_id\x18\x04 \x01(\tR\x05jobId\x12,\n" +
-	"\x12job_master_address\x18\x05 \x01(\tR\x10jobMasterAddress\x126\n" +
-	"\aprofile\x18\x06 \x01(\v2\x1c.jobplane.v1.ResourceProfileR\aprofile\x12C\n" +
+	"\x12job_master_address\x18\x05 \x01(\tR\x10jobMasterAddress\x12>\n" +
+	"\aprofile\x18\x06 \x01(\v2$.jobplane.cluster.v1.ResourceProfileR\aprofile\x12C\n" +
 	"\x10job_master_token\x18\a \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\"E\n" +
 	"\x13RequestSlotResponse\x12.\n" +
-	"\x13slot_report_version\x18\x01 \x01(\x04R\x11slotReportVersion\"\x96\x01\n" +
+	"\x13slot_report_version\x18\x01 \x01(\x04R\x11slotReportVersion\"\x9e\x01\n" +
 	"\x13RequestSlotsRequest\x12O\n" +
-	"\x16resource_manager_token\x18\x01 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\x12.\n" +
-	"\x05slots\x18\x02 \x03(\v2\x18.jobplane.v1.SlotRequestR\x05slots\"\x93\x02\n" +
+	"\x16resource_manager_token\x18\x01 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\x126\n" +
+	"\x05slots\x18\x02 \x03(\v2 .jobplane.cluster.v1.SlotRequestR\x05slots\"\x9b\x02\n" +
 	"\vSlotRequest\x12\x1d\n" +
 	"\n" +
 	"slot_index\x18\x01 \x01(\x05R\tslotIndex\x12#\n" +
 	"\rallocation_id\x18\x02 \x01(\tR\fallocationId\x12\x15\n" +
 	"\x06job_id\x18\x03 \x01(\tR\x05jobId\x12,\n" +
 	"\x12job_master_address\x18\x04 \x01(\tR\x10jobMasterAddress\x12C\n" +
-	"\x10job_master_token\x18\x05 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x126\n" +
-	"\aprofile\x18\x06 \x01(\v2\x1c.jobplane.v1.ResourceProfileR\aprofile\"x\n" +
+	"\x10job_master_token\x18\x05 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12>\n" +
+	"\aprofile\x18\x06 \x01(\v2$.jobplane.cluster.v1.ResourceProfileR\aprofile\"x\n" +
 	"\x14RequestSlotsResponse\x12.\n" +
 	"\x13slot_report_version\x18\x01 \x01(\x04R\x11slotReportVersion\x120\n" +
-	"\arefused\x18\x02 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\"\xff\x03\n" +
+	"\arefused\x18\x02 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\"\x87\x04\n" +
 	"\x11SubmitTaskRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12#\n" +
 	"\rallocation_id\x18\x03 \x01(\tR\fallocationId\x129\n" +
 	"\aattempt\x18\x04 \x01(\v2\x1f.jobplane.v1.ExecutionAttemptIdR\aattempt\x12\x1b\n" +
 	"\ttask_name\x18\x05 \x01(\tR\btaskName\x12\x1c\n" +
-	"\tinvokable\x18\x06 \x01(\tR\tinvokable\x12B\n" +
-	"\x06config\x18\a \x03(\v2*.jobplane.v1.SubmitTaskRequest.ConfigEntryR\x06config\x12,\n" +
+	"\tinvokable\x18\x06 \x01(\tR\tinvokable\x12J\n" +
+	"\x06config\x18\a \x03(\v22.jobplane.cluster.v1.SubmitTaskRequest.ConfigEntryR\x06config\x12,\n" +
 	"\x12number_of_subtasks\x18\b \x01(\x05R\x10numberOfSubtasks\x12F\n" +
 	"\x11heartbeat_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x14\n" +
-	"\x12SubmitTaskResponse\"\xeb\x01\n" +
+	"\x12SubmitTaskResponse\"\xf3\x01\n" +
 	"\x12SubmitTasksRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
-	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x121\n" +
-	"\x05tasks\x18\x03 \x03(\v2\x1b.jobplane.v1.TaskDeploymentR\x05tasks\x12F\n" +
-	"\x11heartbeat_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\"\xd5\x02\n" +
+	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x129\n" +
+	"\x05tasks\x18\x03 \x03(\v2#.jobplane.cluster.v1.TaskDeploymentR\x05tasks\x12F\n" +
+	"\x11heartbeat_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\"\xdd\x02\n" +
 	"\x0eTaskDeployment\x12#\n" +
 	"\rallocation_id\x18\x01 \x01(\tR\fallocationId\x129\n" +
 	"\aattempt\x18\x02 \x01(\v2\x1f.jobplane.v1.ExecutionAttemptIdR\aattempt\x12\x1b\n" +
 	"\ttask_name\x18\x03 \x01(\tR\btaskName\x12\x1c\n" +
-	"\tinvokable\x18\x04 \x01(\tR\tinvokable\x12?\n" +
-	"\x06config\x18\x05 \x03(\v2'.jobplane.v1.TaskDeployment.ConfigEntryR\x06config\x12,\n" +
+	"\tinvokable\x18\x04 \x01(\tR\tinvokable\x12G\n" +
+	"\x06config\x18\x05 \x03(\v2/.jobplane.cluster.v1.TaskDeployment.ConfigEntryR\x06config\x12,\n" +
 	"\x12number_of_subtasks\x18\x06 \x01(\x05R\x10numberOfSubtasks\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -1369,120 +1370,120 @@ const file_jobplane_v1_task_executor_service_proto_rawDesc = "" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12%\n" +
 	"\x0eallocation_ids\x18\x03 \x03(\tR\rallocationIds\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x13\n" +
-	"\x11FreeSlotsResponse\"\xdb\x02\n" +
+	"\x11FreeSlotsResponse\"\xe3\x02\n" +
 	"#TaskExecutorServiceHeartbeatRequest\x12Q\n" +
-	"\x16resource_manager_token\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenH\x00R\x14resourceManagerToken\x12a\n" +
+	"\x16resource_manager_token\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenH\x00R\x14resourceManagerToken\x12i\n" +
 	"\n" +
-	"job_master\x18\x04 \x01(\v2@.jobplane.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSenderH\x00R\tjobMaster\x1aY\n" +
+	"job_master\x18\x04 \x01(\v2H.jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSenderH\x00R\tjobMaster\x1aY\n" +
 	"\x0fJobMasterSender\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12/\n" +
 	"\x05token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x05tokenB\b\n" +
-	"\x06senderJ\x04\b\x01\x10\x02J\x04\b\x02\x10\x03R\x06job_idR\x05token\"\xc2\x01\n" +
+	"\x06senderJ\x04\b\x01\x10\x02J\x04\b\x02\x10\x03R\x06job_idR\x05token\"\xca\x01\n" +
 	"$TaskExecutorServiceHeartbeatResponse\x12(\n" +
-	"\x10task_executor_id\x18\x01 \x01(\tR\x0etaskExecutorId\x128\n" +
-	"\vslot_report\x18\x02 \x01(\v2\x17.jobplane.v1.SlotReportR\n" +
+	"\x10task_executor_id\x18\x01 \x01(\tR\x0etaskExecutorId\x12@\n" +
+	"\vslot_report\x18\x02 \x01(\v2\x1f.jobplane.cluster.v1.SlotReportR\n" +
 	"slotReport\x126\n" +
-	"\x05tasks\x18\x03 \x03(\v2 .jobplane.v1.TaskExecutionStatusR\x05tasks2\xdb\x05\n" +
-	"\x13TaskExecutorService\x12U\n" +
-	"\vRequestSlot\x12\x1f.jobplane.v1.RequestSlotRequest\x1a .jobplane.v1.RequestSlotResponse\"\x03\x90\x02\x02\x12X\n" +
-	"\fRequestSlots\x12 .jobplane.v1.RequestSlotsRequest\x1a!.jobplane.v1.RequestSlotsResponse\"\x03\x90\x02\x02\x12R\n" +
+	"\x05tasks\x18\x03 \x03(\v2 .jobplane.v1.TaskExecutionStatusR\x05tasks2\xdc\x06\n" +
+	"\x13TaskExecutorService\x12e\n" +
+	"\vRequestSlot\x12'.jobplane.cluster.v1.RequestSlotRequest\x1a(.jobplane.cluster.v1.RequestSlotResponse\"\x03\x90\x02\x02\x12h\n" +
+	"\fRequestSlots\x12(.jobplane.cluster.v1.RequestSlotsRequest\x1a).jobplane.cluster.v1.RequestSlotsResponse\"\x03\x90\x02\x02\x12b\n" +
 	"\n" +
-	"SubmitTask\x12\x1e.jobplane.v1.SubmitTaskRequest\x1a\x1f.jobplane.v1.SubmitTaskResponse\"\x03\x90\x02\x02\x12U\n" +
-	"\vSubmitTasks\x12\x1f.jobplane.v1.SubmitTasksRequest\x1a .jobplane.v1.SubmitTasksResponse\"\x03\x90\x02\x02\x12R\n" +
+	"SubmitTask\x12&.jobplane.cluster.v1.SubmitTaskRequest\x1a'.jobplane.cluster.v1.SubmitTaskResponse\"\x03\x90\x02\x02\x12e\n" +
+	"\vSubmitTasks\x12'.jobplane.cluster.v1.SubmitTasksRequest\x1a(.jobplane.cluster.v1.SubmitTasksResponse\"\x03\x90\x02\x02\x12b\n" +
 	"\n" +
-	"CancelTask\x12\x1e.jobplane.v1.CancelTaskRequest\x1a\x1f.jobplane.v1.CancelTaskResponse\"\x03\x90\x02\x02\x12L\n" +
-	"\bFreeSlot\x12\x1c.jobplane.v1.FreeSlotRequest\x1a\x1d.jobplane.v1.FreeSlotResponse\"\x03\x90\x02\x02\x12O\n" +
-	"\tFreeSlots\x12\x1d.jobplane.v1.FreeSlotsRequest\x1a\x1e.jobplane.v1.FreeSlotsResponse\"\x03\x90\x02\x02\x12u\n" +
-	"\tHeartbeat\x120.jobplane.v1.TaskExecutorServiceHeartbeatRequest\x1a1.jobplane.v1.TaskExecutorServiceHeartbeatResponse\"\x03\x90\x02\x02B\xb1\x01\n" +
-	"\x0fcom.jobplane.v1B\x18TaskExecutorServiceProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
+	"CancelTask\x12&.jobplane.cluster.v1.CancelTaskRequest\x1a'.jobplane.cluster.v1.CancelTaskResponse\"\x03\x90\x02\x02\x12\\\n" +
+	"\bFreeSlot\x12$.jobplane.cluster.v1.FreeSlotRequest\x1a%.jobplane.cluster.v1.FreeSlotResponse\"\x03\x90\x02\x02\x12_\n" +
+	"\tFreeSlots\x12%.jobplane.cluster.v1.FreeSlotsRequest\x1a&.jobplane.cluster.v1.FreeSlotsResponse\"\x03\x90\x02\x02\x12\x85\x01\n" +
+	"\tHeartbeat\x128.jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest\x1a9.jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse\"\x03\x90\x02\x02B\xe1\x01\n" +
+	"\x17com.jobplane.cluster.v1B\x18TaskExecutorServiceProtoP\x01Z>github.com/jobplane/jobplane/gen/jobplane/cluster/v1;clusterv1\xa2\x02\x03JCX\xaa\x02\x13Jobplane.Cluster.V1\xca\x02\x13Jobplane\\Cluster\\V1\xe2\x02\x1fJobplane\\Cluster\\V1\\GPBMetadata\xea\x02\x15Jobplane::Cluster::V1b\x06proto3"
 
 var (
-	file_jobplane_v1_task_executor_service_proto_rawDescOnce sync.Once
-	file_jobplane_v1_task_executor_service_proto_rawDescData []byte
+	file_jobplane_cluster_v1_task_executor_service_proto_rawDescOnce sync.Once
+	file_jobplane_cluster_v1_task_executor_service_proto_rawDescData []byte
 )
 
-func file_jobplane_v1_task_executor_service_proto_rawDescGZIP() []byte {
-	file_jobplane_v1_task_executor_service_proto_rawDescOnce.Do(func() {
-		file_jobplane_v1_task_executor_service_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_jobplane_v1_task_executor_service_proto_rawDesc), len(file_jobplane_v1_task_executor_service_proto_rawDesc)))
+func file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP() []byte {
+	file_jobplane_cluster_v1_task_executor_service_proto_rawDescOnce.Do(func() {
+		file_jobplane_cluster_v1_task_executor_service_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_jobplane_cluster_v1_task_executor_service_proto_rawDesc), len(file_jobplane_cluster_v1_task_executor_service_proto_rawDesc)))
 	})
-	return file_jobplane_v1_task_executor_service_proto_rawDescData
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescData
 }
 
-var file_jobplane_v1_task_executor_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
-var file_jobplane_v1_task_executor_service_proto_goTypes = []any{
-	(*RequestSlotRequest)(nil),                   // 0: jobplane.v1.RequestSlotRequest
-	(*RequestSlotResponse)(nil),                  // 1: jobplane.v1.RequestSlotResponse
-	(*RequestSlotsRequest)(nil),                  // 2: jobplane.v1.RequestSlotsRequest
-	(*SlotRequest)(nil),                          // 3: jobplane.v1.SlotRequest
-	(*RequestSlotsResponse)(nil),                 // 4: jobplane.v1.RequestSlotsResponse
-	(*SubmitTaskRequest)(nil),                    // 5: jobplane.v1.SubmitTaskRequest
-	(*SubmitTaskResponse)(nil),                   // 6: jobplane.v1.SubmitTaskResponse
-	(*SubmitTasksRequest)(nil),                   // 7: jobplane.v1.SubmitTasksRequest
-	(*TaskDeployment)(nil),                       // 8: jobplane.v1.TaskDeployment
-	(*SubmitTasksResponse)(nil),                  // 9: jobplane.v1.SubmitTasksResponse
-	(*CancelTaskRequest)(nil),                    // 10: jobplane.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),                   // 11: jobplane.v1.CancelTaskResponse
-	(*FreeSlotRequest)(nil),                      // 12: jobplane.v1.FreeSlotRequest
-	(*FreeSlotResponse)(nil),                     // 13: jobplane.v1.FreeSlotResponse
-	(*FreeSlotsRequest)(nil),                     // 14: jobplane.v1.FreeSlotsRequest
-	(*FreeSlotsResponse)(nil),                    // 15: jobplane.v1.FreeSlotsResponse
-	(*TaskExecutorServiceHeartbeatRequest)(nil),  // 16: jobplane.v1.TaskExecutorServiceHeartbeatRequest
-	(*TaskExecutorServiceHeartbeatResponse)(nil), // 17: jobplane.v1.TaskExecutorServiceHeartbeatResponse
-	nil, // 18: jobplane.v1.SubmitTaskRequest.ConfigEntry
-	nil, // 19: jobplane.v1.TaskDeployment.ConfigEntry
-	(*TaskExecutorServiceHeartbeatRequest_JobMasterSender)(nil), // 20: jobplane.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
-	(*FencingToken)(nil),        // 21: jobplane.v1.FencingToken
-	(*ResourceProfile)(nil),     // 22: jobplane.v1.ResourceProfile
-	(*ItemError)(nil),           // 23: jobplane.v1.ItemError
-	(*ExecutionAttemptId)(nil),  // 24: jobplane.v1.ExecutionAttemptId
-	(*durationpb.Duration)(nil), // 25: google.protobuf.Duration
-	(*SlotReport)(nil),          // 26: jobplane.v1.SlotReport
-	(*TaskExecutionStatus)(nil), // 27: jobplane.v1.TaskExecutionStatus
+var file_jobplane_cluster_v1_task_executor_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_jobplane_cluster_v1_task_executor_service_proto_goTypes = []any{
+	(*RequestSlotRequest)(nil),                   // 0: jobplane.cluster.v1.RequestSlotRequest
+	(*RequestSlotResponse)(nil),                  // 1: jobplane.cluster.v1.RequestSlotResponse
+	(*RequestSlotsRequest)(nil),                  // 2: jobplane.cluster.v1.RequestSlotsRequest
+	(*SlotRequest)(nil),                          // 3: jobplane.cluster.v1.SlotRequest
+	(*RequestSlotsResponse)(nil),                 // 4: jobplane.cluster.v1.RequestSlotsResponse
+	(*SubmitTaskRequest)(nil),                    // 5: jobplane.cluster.v1.SubmitTaskRequest
+	(*SubmitTaskResponse)(nil),                   // 6: jobplane.cluster.v1.SubmitTaskResponse
+	(*SubmitTasksRequest)(nil),                   // 7: jobplane.cluster.v1.SubmitTasksRequest
+	(*TaskDeployment)(nil),                       // 8: jobplane.cluster.v1.TaskDeployment
+	(*SubmitTasksResponse)(nil),                  // 9: jobplane.cluster.v1.SubmitTasksResponse
+	(*CancelTaskRequest)(nil),                    // 10: jobplane.cluster.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),                   // 11: jobplane.cluster.v1.CancelTaskResponse
+	(*FreeSlotRequest)(nil),                      // 12: jobplane.cluster.v1.FreeSlotRequest
+	(*FreeSlotResponse)(nil),                     // 13: jobplane.cluster.v1.FreeSlotResponse
+	(*FreeSlotsRequest)(nil),                     // 14: jobplane.cluster.v1.FreeSlotsRequest
+	(*FreeSlotsResponse)(nil),                    // 15: jobplane.cluster.v1.FreeSlotsResponse
+	(*TaskExecutorServiceHeartbeatRequest)(nil),  // 16: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest
+	(*TaskExecutorServiceHeartbeatResponse)(nil), // 17: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse
+	nil, // 18: jobplane.cluster.v1.SubmitTaskRequest.ConfigEntry
+	nil, // 19: jobplane.cluster.v1.TaskDeployment.ConfigEntry
+	(*TaskExecutorServiceHeartbeatRequest_JobMasterSender)(nil), // 20: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
+	(*v1.FencingToken)(nil),        // 21: jobplane.v1.FencingToken
+	(*ResourceProfile)(nil),        // 22: jobplane.cluster.v1.ResourceProfile
+	(*v1.ItemError)(nil),           // 23: jobplane.v1.ItemError
+	(*v1.ExecutionAttemptId)(nil),  // 24: jobplane.v1.ExecutionAttemptId
+	(*durationpb.Duration)(nil),    // 25: google.protobuf.Duration
+	(*SlotReport)(nil),             // 26: jobplane.cluster.v1.SlotReport
+	(*v1.TaskExecutionStatus)(nil), // 27: jobplane.v1.TaskExecutionStatus
 }
-var file_jobplane_v1_task_executor_service_proto_depIdxs = []int32{
-	21, // 0: jobplane.v1.RequestSlotRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
-	22, // 1: jobplane.v1.RequestSlotRequest.profile:type_name -> jobplane.v1.ResourceProfile
-	21, // 2: jobplane.v1.RequestSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	21, // 3: jobplane.v1.RequestSlotsRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
-	3,  // 4: jobplane.v1.RequestSlotsRequest.slots:type_name -> jobplane.v1.SlotRequest
-	21, // 5: jobplane.v1.SlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	22, // 6: jobplane.v1.SlotRequest.profile:type_name -> jobplane.v1.ResourceProfile
-	23, // 7: jobplane.v1.RequestSlotsResponse.refused:type_name -> jobplane.v1.ItemError
-	21, // 8: jobplane.v1.SubmitTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	24, // 9: jobplane.v1.SubmitTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	18, // 10: jobplane.v1.SubmitTaskRequest.config:type_name -> jobplane.v1.SubmitTaskRequest.ConfigEntry
-	25, // 11: jobplane.v1.SubmitTaskRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
-	21, // 12: jobplane.v1.SubmitTasksRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	8,  // 13: jobplane.v1.SubmitTasksRequest.tasks:type_name -> jobplane.v1.TaskDeployment
-	25, // 14: jobplane.v1.SubmitTasksRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
-	24, // 15: jobplane.v1.TaskDeployment.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	19, // 16: jobplane.v1.TaskDeployment.config:type_name -> jobplane.v1.TaskDeployment.ConfigEntry
-	23, // 17: jobplane.v1.SubmitTasksResponse.refused:type_name -> jobplane.v1.ItemError
-	21, // 18: jobplane.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	24, // 19: jobplane.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	21, // 20: jobplane.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	21, // 21: jobplane.v1.FreeSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	21, // 22: jobplane.v1.TaskExecutorServiceHeartbeatRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
-	20, // 23: jobplane.v1.TaskExecutorServiceHeartbeatRequest.job_master:type_name -> jobplane.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
-	26, // 24: jobplane.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.v1.SlotReport
-	27, // 25: jobplane.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
-	21, // 26: jobplane.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender.token:type_name -> jobplane.v1.FencingToken
-	0,  // 27: jobplane.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.v1.RequestSlotRequest
-	2,  // 28: jobplane.v1.TaskExecutorService.RequestSlots:input_type -> jobplane.v1.RequestSlotsRequest
-	5,  // 29: jobplane.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.v1.SubmitTaskRequest
-	7,  // 30: jobplane.v1.TaskExecutorService.SubmitTasks:input_type -> jobplane.v1.SubmitTasksRequest
-	10, // 31: jobplane.v1.TaskExecutorService.CancelTask:input_type -> jobplane.v1.CancelTaskRequest
-	12, // 32: jobplane.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.v1.FreeSlotRequest
-	14, // 33: jobplane.v1.TaskExecutorService.FreeSlots:input_type -> jobplane.v1.FreeSlotsRequest
-	16, // 34: jobplane.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.v1.TaskExecutorServiceHeartbeatRequest
-	1,  // 35: jobplane.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.v1.RequestSlotResponse
-	4,  // 36: jobplane.v1.TaskExecutorService.RequestSlots:output_type -> jobplane.v1.RequestSlotsResponse
-	6,  // 37: jobplane.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.v1.SubmitTaskResponse
-	9,  // 38: jobplane.v1.TaskExecutorService.SubmitTasks:output_type -> jobplane.v1.SubmitTasksResponse
-	11, // 39: jobplane.v1.TaskExecutorService.CancelTask:output_type -> jobplane.v1.CancelTaskResponse
-	13, // 40: jobplane.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.v1.FreeSlotResponse
-	15, // 41: jobplane.v1.TaskExecutorService.FreeSlots:output_type -> jobplane.v1.FreeSlotsResponse
-	17, // 42: jobplane.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.v1.TaskExecutorServiceHeartbeatResponse
+var file_jobplane_cluster_v1_task_executor_service_proto_depIdxs = []int32{
+	21, // 0: jobplane.cluster.v1.RequestSlotRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	22, // 1: jobplane.cluster.v1.RequestSlotRequest.profile:type_name -> jobplane.cluster.v1.ResourceProfile
+	21, // 2: jobplane.cluster.v1.RequestSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	21, // 3: jobplane.cluster.v1.RequestSlotsRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	3,  // 4: jobplane.cluster.v1.RequestSlotsRequest.slots:type_name -> jobplane.cluster.v1.SlotRequest
+	21, // 5: jobplane.cluster.v1.SlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	22, // 6: jobplane.cluster.v1.SlotRequest.profile:type_name -> jobplane.cluster.v1.ResourceProfile
+	23, // 7: jobplane.cluster.v1.RequestSlotsResponse.refused:type_name -> jobplane.v1.ItemError
+	21, // 8: jobplane.cluster.v1.SubmitTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	24, // 9: jobplane.cluster.v1.SubmitTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	18, // 10: jobplane.cluster.v1.SubmitTaskRequest.config:type_name -> jobplane.cluster.v1.SubmitTaskRequest.ConfigEntry
+	25, // 11: jobplane.cluster.v1.SubmitTaskRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
+	21, // 12: jobplane.cluster.v1.SubmitTasksRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	8,  // 13: jobplane.cluster.v1.SubmitTasksRequest.tasks:type_name -> jobplane.cluster.v1.TaskDeployment
+	25, // 14: jobplane.cluster.v1.SubmitTasksRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
+	24, // 15: jobplane.cluster.v1.TaskDeployment.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	19, // 16: jobplane.cluster.v1.TaskDeployment.config:type_name -> jobplane.cluster.v1.TaskDeployment.ConfigEntry
+	23, // 17: jobplane.cluster.v1.SubmitTasksResponse.refused:type_name -> jobplane.v1.ItemError
+	21, // 18: jobplane.cluster.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	24, // 19: jobplane.cluster.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	21, // 20: jobplane.cluster.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	21, // 21: jobplane.cluster.v1.FreeSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	21, // 22: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	20, // 23: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.job_master:type_name -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
+	26, // 24: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.cluster.v1.SlotReport
+	27, // 25: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
+	21, // 26: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender.token:type_name -> jobplane.v1.FencingToken
+	0,  // 27: jobplane.cluster.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.cluster.v1.RequestSlotRequest
+	2,  // 28: jobplane.cluster.v1.TaskExecutorService.RequestSlots:input_type -> jobplane.cluster.v1.RequestSlotsRequest
+	5,  // 29: jobplane.cluster.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.cluster.v1.SubmitTaskRequest
+	7,  // 30: jobplane.cluster.v1.TaskExecutorService.SubmitTasks:input_type -> jobplane.cluster.v1.SubmitTasksRequest
+	10, // 31: jobplane.cluster.v1.TaskExecutorService.CancelTask:input_type -> jobplane.cluster.v1.CancelTaskRequest
+	12, // 32: jobplane.cluster.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.cluster.v1.FreeSlotRequest
+	14, // 33: jobplane.cluster.v1.TaskExecutorService.FreeSlots:input_type -> jobplane.cluster.v1.FreeSlotsRequest
+	16, // 34: jobplane.cluster.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest
+	1,  // 35: jobplane.cluster.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.cluster.v1.RequestSlotResponse
+	4,  // 36: jobplane.cluster.v1.TaskExecutorService.RequestSlots:output_type -> jobplane.cluster.v1.RequestSlotsResponse
+	6,  // 37: jobplane.cluster.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.cluster.v1.SubmitTaskResponse
+	9,  // 38: jobplane.cluster.v1.TaskExecutorService.SubmitTasks:output_type -> jobplane.cluster.v1.SubmitTasksResponse
+	11, // 39: jobplane.cluster.v1.TaskExecutorService.CancelTask:output_type -> jobplane.cluster.v1.CancelTaskResponse
+	13, // 40: jobplane.cluster.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.cluster.v1.FreeSlotResponse
+	15, // 41: jobplane.cluster.v1.TaskExecutorService.FreeSlots:output_type -> jobplane.cluster.v1.FreeSlotsResponse
+	17, // 42: jobplane.cluster.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse
 	35, // [35:43] is the sub-list for method output_type
 	27, // [27:35] is the sub-list for method input_type
 	27, // [27:27] is the sub-list for extension type_name
@@ -1490,16 +1491,13 @@ var file_jobplane_v1_task_executor_service_proto_depIdxs = []int32{
 	0,  // [0:27] is the sub-list for field type_name
 }
 
-func init() { file_jobplane_v1_task_executor_service_proto_init() }
-func file_jobplane_v1_task_executor_service_proto_init() {
-	if File_jobplane_v1_task_executor_service_proto != nil {
+func init() { file_jobplane_cluster_v1_task_executor_service_proto_init() }
+func file_jobplane_cluster_v1_task_executor_service_proto_init() {
+	if File_jobplane_cluster_v1_task_executor_service_proto != nil {
 		return
 	}
-	file_jobplane_v1_error_proto_init()
-	file_jobplane_v1_execution_proto_init()
-	file_jobplane_v1_leadership_proto_init()
-	file_jobplane_v1_slot_proto_init()
-	file_jobplane_v1_task_executor_service_proto_msgTypes[16].OneofWrappers = []any{
+	file_jobplane_cluster_v1_slot_proto_init()
+	file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[16].OneofWrappers = []any{
 		(*TaskExecutorServiceHeartbeatRequest_ResourceManagerToken)(nil),
 		(*TaskExecutorServiceHeartbeatRequest_JobMaster)(nil),
 	}
@@ -1507,17 +1505,17 @@ func file_jobplane_v1_task_executor_service_proto_init() {
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_task_executor_service_proto_rawDesc), len(file_jobplane_v1_task_executor_service_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_cluster_v1_task_executor_service_proto_rawDesc), len(file_jobplane_cluster_v1_task_executor_service_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_jobplane_v1_task_executor_service_proto_goTypes,
-		DependencyIndexes: file_jobplane_v1_task_executor_service_proto_depIdxs,
-		MessageInfos:      file_jobplane_v1_task_executor_service_proto_msgTypes,
+		GoTypes:           file_jobplane_cluster_v1_task_executor_service_proto_goTypes,
+		DependencyIndexes: file_jobplane_cluster_v1_task_executor_service_proto_depIdxs,
+		MessageInfos:      file_jobplane_cluster_v1_task_executor_service_proto_msgTypes,
 	}.Build()
-	File_jobplane_v1_task_executor_service_proto = out.File
-	file_jobplane_v1_task_executor_service_proto_goTypes = nil
-	file_jobplane_v1_task_executor_service_proto_depIdxs = nil
+	File_jobplane_cluster_v1_task_executor_service_proto = out.File
+	file_jobplane_cluster_v1_task_executor_service_proto_goTypes = nil
+	file_jobplane_cluster_v1_task_executor_service_proto_depIdxs = nil
 }

@@ -2,11 +2,12 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: jobplane/v1/resource_manager_service.proto
+// source: jobplane/cluster/v1/resource_manager_service.proto
 
-package jobplanev1
+package clusterv1
 
 import (
+	v1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -32,7 +33,7 @@ type ResourceManagerServiceRegisterTaskExecutorRequest struct {
 	// Required.
 	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	// The ResourceManager's token, as learnt from the HA store. Required.
-	ResourceManagerToken *FencingToken `protobuf:"bytes,3,opt,name=resource_manager_token,json=resourceManagerToken,proto3" json:"resource_manager_token,omitempty"`
+	ResourceManagerToken *v1.FencingToken `protobuf:"bytes,3,opt,name=resource_manager_token,json=resourceManagerToken,proto3" json:"resource_manager_token,omitempty"`
 	// The TaskExecutor's slots and their state.
 	SlotReport *SlotReport `protobuf:"bytes,4,opt,name=slot_report,json=slotReport,proto3" json:"slot_report,omitempty"`
 	// The invokable names this TaskExecutor can run.
@@ -43,7 +44,7 @@ type ResourceManagerServiceRegisterTaskExecutorRequest struct {
 
 func (x *ResourceManagerServiceRegisterTaskExecutorRequest) Reset() {
 	*x = ResourceManagerServiceRegisterTaskExecutorRequest{}
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[0]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -55,7 +56,7 @@ func (x *ResourceManagerServiceRegisterTaskExecutorRequest) String() string {
 func (*ResourceManagerServiceRegisterTaskExecutorRequest) ProtoMessage() {}
 
 func (x *ResourceManagerServiceRegisterTaskExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[0]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -68,7 +69,7 @@ func (x *ResourceManagerServiceRegisterTaskExecutorRequest) ProtoReflect() proto
 
 // Deprecated: Use ResourceManagerServiceRegisterTaskExecutorRequest.ProtoReflect.Descriptor instead.
 func (*ResourceManagerServiceRegisterTaskExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_resource_manager_service_proto_rawDescGZIP(), []int{0}
+	return file_jobplane_cluster_v1_resource_manager_service_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *ResourceManagerServiceRegisterTaskExecutorRequest) GetTaskExecutorId() string {
@@ -85,7 +86,7 @@ func (x *ResourceManagerServiceRegisterTaskExecutorRequest) GetAddress() string 
 	return ""
 }
 
-func (x *ResourceManagerServiceRegisterTaskExecutorRequest) GetResourceManagerToken() *FencingToken {
+func (x *ResourceManagerServiceRegisterTaskExecutorRequest) GetResourceManagerToken() *v1.FencingToken {
 	if x != nil {
 		return x.ResourceManagerToken
 	}
@@ -122,7 +123,7 @@ type ResourceManagerServiceRegisterTaskExecutorResponse struct {
 
 func (x *ResourceManagerServiceRegisterTaskExecutorResponse) Reset() {
 	*x = ResourceManagerServiceRegisterTaskExecutorResponse{}
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[1]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -134,7 +135,7 @@ func (x *ResourceManagerServiceRegisterTaskExecutorResponse) String() string {
 func (*ResourceManagerServiceRegisterTaskExecutorResponse) ProtoMessage() {}
 
 func (x *ResourceManagerServiceRegisterTaskExecutorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[1]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -147,7 +148,7 @@ func (x *ResourceManagerServiceRegisterTaskExecutorResponse) ProtoReflect() prot
 
 // Deprecated: Use ResourceManagerServiceRegisterTaskExecutorResponse.ProtoReflect.Descriptor instead.
 func (*ResourceManagerServiceRegisterTaskExecutorResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_resource_manager_service_proto_rawDescGZIP(), []int{1}
+	return file_jobplane_cluster_v1_resource_manager_service_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *ResourceManagerServiceRegisterTaskExecutorResponse) GetRegistrationId() string {
@@ -180,7 +181,7 @@ type ResourceManagerServiceHeartbeatRequest struct {
 	// The registration's id, from RegisterTaskExecutor. Required.
 	RegistrationId string `protobuf:"bytes,2,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
 	// The ResourceManager's token. Required.
-	ResourceManagerToken *FencingToken `protobuf:"bytes,3,opt,name=resource_manager_token,json=resourceManagerToken,proto3" json:"resource_manager_token,omitempty"`
+	ResourceManagerToken *v1.FencingToken `protobuf:"bytes,3,opt,name=resource_manager_token,json=resourceManagerToken,proto3" json:"resource_manager_token,omitempty"`
 	// The current state of every slot; unset when it did not change since
 	// the version the ResourceManager acknowledged last (see
 	// `slot_report_version`).
@@ -195,7 +196,7 @@ type ResourceManagerServiceHeartbeatRequest struct {
 
 func (x *ResourceManagerServiceHeartbeatRequest) Reset() {
 	*x = ResourceManagerServiceHeartbeatRequest{}
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[2]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -207,7 +208,7 @@ func (x *ResourceManagerServiceHeartbeatRequest) String() string {
 func (*ResourceManagerServiceHeartbeatRequest) ProtoMessage() {}
 
 func (x *ResourceManagerServiceHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[2]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -220,7 +221,7 @@ func (x *ResourceManagerServiceHeartbeatRequest) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use ResourceManagerServiceHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*ResourceManagerServiceHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_resource_manager_service_proto_rawDescGZIP(), []int{2}
+	return file_jobplane_cluster_v1_resource_manager_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ResourceManagerServiceHeartbeatRequest) GetTaskExecutorId() string {
@@ -237,7 +238,7 @@ func (x *ResourceManagerServiceHeartbeatRequest) GetRegistrationId() string {
 	return ""
 }
 
-func (x *ResourceManagerServiceHeartbeatRequest) GetResourceManagerToken() *FencingToken {
+func (x *ResourceManagerServiceHeartbeatRequest) GetResourceManagerToken() *v1.FencingToken {
 	if x != nil {
 		return x.ResourceManagerToken
 	}
@@ -271,14 +272,14 @@ type ResourceManagerServiceHeartbeatResponse struct {
 	// after a registration), election `job/<job_id>`: the TaskExecutor
 	// follows a newer one as after a call carrying its token, and offers it
 	// the job's slots.
-	JobMasters    []*LeaderInfo `protobuf:"bytes,2,rep,name=job_masters,json=jobMasters,proto3" json:"job_masters,omitempty"`
+	JobMasters    []*v1.LeaderInfo `protobuf:"bytes,2,rep,name=job_masters,json=jobMasters,proto3" json:"job_masters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ResourceManagerServiceHeartbeatResponse) Reset() {
 	*x = ResourceManagerServiceHeartbeatResponse{}
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[3]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -290,7 +291,7 @@ func (x *ResourceManagerServiceHeartbeatResponse) String() string {
 func (*ResourceManagerServiceHeartbeatResponse) ProtoMessage() {}
 
 func (x *ResourceManagerServiceHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[3]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -303,7 +304,7 @@ func (x *ResourceManagerServiceHeartbeatResponse) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use ResourceManagerServiceHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*ResourceManagerServiceHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_resource_manager_service_proto_rawDescGZIP(), []int{3}
+	return file_jobplane_cluster_v1_resource_manager_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ResourceManagerServiceHeartbeatResponse) GetSlotReportVersion() uint64 {
@@ -313,7 +314,7 @@ func (x *ResourceManagerServiceHeartbeatResponse) GetSlotReportVersion() uint64 
 	return 0
 }
 
-func (x *ResourceManagerServiceHeartbeatResponse) GetJobMasters() []*LeaderInfo {
+func (x *ResourceManagerServiceHeartbeatResponse) GetJobMasters() []*v1.LeaderInfo {
 	if x != nil {
 		return x.JobMasters
 	}
@@ -329,14 +330,14 @@ type RegisterJobMasterRequest struct {
 	// The base URL at which the JobMaster serves JobMasterService. Required.
 	JobMasterAddress string `protobuf:"bytes,2,opt,name=job_master_address,json=jobMasterAddress,proto3" json:"job_master_address,omitempty"`
 	// The JobMaster's token in the election `job/<job_id>`. Required.
-	JobMasterToken *FencingToken `protobuf:"bytes,3,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,3,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RegisterJobMasterRequest) Reset() {
 	*x = RegisterJobMasterRequest{}
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[4]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -348,7 +349,7 @@ func (x *RegisterJobMasterRequest) String() string {
 func (*RegisterJobMasterRequest) ProtoMessage() {}
 
 func (x *RegisterJobMasterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[4]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -361,7 +362,7 @@ func (x *RegisterJobMasterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterJobMasterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterJobMasterRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_resource_manager_service_proto_rawDescGZIP(), []int{4}
+	return file_jobplane_cluster_v1_resource_manager_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RegisterJobMasterRequest) GetJobId() string {
@@ -378,7 +379,7 @@ func (x *RegisterJobMasterRequest) GetJobMasterAddress() string {
 	return ""
 }
 
-func (x *RegisterJobMasterRequest) GetJobMasterToken() *FencingToken {
+func (x *RegisterJobMasterRequest) GetJobMasterToken() *v1.FencingToken {
 	if x != nil {
 		return x.JobMasterToken
 	}
@@ -390,14 +391,14 @@ func (x *RegisterJobMasterRequest) GetJobMasterToken() *FencingToken {
 type RegisterJobMasterResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The ResourceManager's token, which TaskExecutors check on RequestSlot.
-	ResourceManagerToken *FencingToken `protobuf:"bytes,1,opt,name=resource_manager_token,json=resourceManagerToken,proto3" json:"resource_manager_token,omitempty"`
+	ResourceManagerToken *v1.FencingToken `protobuf:"bytes,1,opt,name=resource_manager_token,json=resourceManagerToken,proto3" json:"resource_manager_token,omitempty"`
 	unknownFields        protoimpl.UnknownFields
 	sizeCache            protoimpl.SizeCache
 }
 
 func (x *RegisterJobMasterResponse) Reset() {
 	*x = RegisterJobMasterResponse{}
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[5]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -409,7 +410,7 @@ func (x *RegisterJobMasterResponse) String() string {
 func (*RegisterJobMasterResponse) ProtoMessage() {}
 
 func (x *RegisterJobMasterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[5]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -422,10 +423,10 @@ func (x *RegisterJobMasterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterJobMasterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterJobMasterResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_resource_manager_service_proto_rawDescGZIP(), []int{5}
+	return file_jobplane_cluster_v1_resource_manager_service_proto_rawDescGZIP(), []int{5}
 }
 
-func (x *RegisterJobMasterResponse) GetResourceManagerToken() *FencingToken {
+func (x *RegisterJobMasterResponse) GetResourceManagerToken() *v1.FencingToken {
 	if x != nil {
 		return x.ResourceManagerToken
 	}
@@ -439,20 +440,20 @@ type DeclareResourceRequirementsRequest struct {
 	// The job's id. Required.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The JobMaster's token. Required.
-	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// Everything the job needs now; replaces the previous declaration. Empty
 	// means nothing.
 	Requirements []*ResourceRequirement `protobuf:"bytes,3,rep,name=requirements,proto3" json:"requirements,omitempty"`
 	// The ResourceManager's token, as RegisterJobMaster answered it.
 	// Required.
-	ResourceManagerToken *FencingToken `protobuf:"bytes,4,opt,name=resource_manager_token,json=resourceManagerToken,proto3" json:"resource_manager_token,omitempty"`
+	ResourceManagerToken *v1.FencingToken `protobuf:"bytes,4,opt,name=resource_manager_token,json=resourceManagerToken,proto3" json:"resource_manager_token,omitempty"`
 	unknownFields        protoimpl.UnknownFields
 	sizeCache            protoimpl.SizeCache
 }
 
 func (x *DeclareResourceRequirementsRequest) Reset() {
 	*x = DeclareResourceRequirementsRequest{}
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[6]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -464,7 +465,7 @@ func (x *DeclareResourceRequirementsRequest) String() string {
 func (*DeclareResourceRequirementsRequest) ProtoMessage() {}
 
 func (x *DeclareResourceRequirementsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[6]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -477,7 +478,7 @@ func (x *DeclareResourceRequirementsRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use DeclareResourceRequirementsRequest.ProtoReflect.Descriptor instead.
 func (*DeclareResourceRequirementsRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_resource_manager_service_proto_rawDescGZIP(), []int{6}
+	return file_jobplane_cluster_v1_resource_manager_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeclareResourceRequirementsRequest) GetJobId() string {
@@ -487,7 +488,7 @@ func (x *DeclareResourceRequirementsRequest) GetJobId() string {
 	return ""
 }
 
-func (x *DeclareResourceRequirementsRequest) GetJobMasterToken() *FencingToken {
+func (x *DeclareResourceRequirementsRequest) GetJobMasterToken() *v1.FencingToken {
 	if x != nil {
 		return x.JobMasterToken
 	}
@@ -501,7 +502,7 @@ func (x *DeclareResourceRequirementsRequest) GetRequirements() []*ResourceRequir
 	return nil
 }
 
-func (x *DeclareResourceRequirementsRequest) GetResourceManagerToken() *FencingToken {
+func (x *DeclareResourceRequirementsRequest) GetResourceManagerToken() *v1.FencingToken {
 	if x != nil {
 		return x.ResourceManagerToken
 	}
@@ -518,7 +519,7 @@ type DeclareResourceRequirementsResponse struct {
 
 func (x *DeclareResourceRequirementsResponse) Reset() {
 	*x = DeclareResourceRequirementsResponse{}
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[7]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +531,7 @@ func (x *DeclareResourceRequirementsResponse) String() string {
 func (*DeclareResourceRequirementsResponse) ProtoMessage() {}
 
 func (x *DeclareResourceRequirementsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[7]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +544,7 @@ func (x *DeclareResourceRequirementsResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use DeclareResourceRequirementsResponse.ProtoReflect.Descriptor instead.
 func (*DeclareResourceRequirementsResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_resource_manager_service_proto_rawDescGZIP(), []int{7}
+	return file_jobplane_cluster_v1_resource_manager_service_proto_rawDescGZIP(), []int{7}
 }
 
 // DisconnectJobMasterRequest is the request of
@@ -553,7 +554,7 @@ type DisconnectJobMasterRequest struct {
 	// The job's id. Required.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The JobMaster's token. Required.
-	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// Why the JobMaster disconnects, for logs.
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Allocations of the job that the JobMaster freed (TaskExecutorService
@@ -562,14 +563,14 @@ type DisconnectJobMasterRequest struct {
 	FreedAllocationIds []string `protobuf:"bytes,4,rep,name=freed_allocation_ids,json=freedAllocationIds,proto3" json:"freed_allocation_ids,omitempty"`
 	// The ResourceManager's token, as RegisterJobMaster answered it.
 	// Required.
-	ResourceManagerToken *FencingToken `protobuf:"bytes,5,opt,name=resource_manager_token,json=resourceManagerToken,proto3" json:"resource_manager_token,omitempty"`
+	ResourceManagerToken *v1.FencingToken `protobuf:"bytes,5,opt,name=resource_manager_token,json=resourceManagerToken,proto3" json:"resource_manager_token,omitempty"`
 	unknownFields        protoimpl.UnknownFields
 	sizeCache            protoimpl.SizeCache
 }
 
 func (x *DisconnectJobMasterRequest) Reset() {
 	*x = DisconnectJobMasterRequest{}
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[8]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +582,7 @@ func (x *DisconnectJobMasterRequest) String() string {
 func (*DisconnectJobMasterRequest) ProtoMessage() {}
 
 func (x *DisconnectJobMasterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[8]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +595,7 @@ func (x *DisconnectJobMasterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectJobMasterRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectJobMasterRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_resource_manager_service_proto_rawDescGZIP(), []int{8}
+	return file_jobplane_cluster_v1_resource_manager_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DisconnectJobMasterRequest) GetJobId() string {
@@ -604,7 +605,7 @@ func (x *DisconnectJobMasterRequest) GetJobId() string {
 	return ""
 }
 
-func (x *DisconnectJobMasterRequest) GetJobMasterToken() *FencingToken {
+func (x *DisconnectJobMasterRequest) GetJobMasterToken() *v1.FencingToken {
 	if x != nil {
 		return x.JobMasterToken
 	}
@@ -625,7 +626,7 @@ func (x *DisconnectJobMasterRequest) GetFreedAllocationIds() []string {
 	return nil
 }
 
-func (x *DisconnectJobMasterRequest) GetResourceManagerToken() *FencingToken {
+func (x *DisconnectJobMasterRequest) GetResourceManagerToken() *v1.FencingToken {
 	if x != nil {
 		return x.ResourceManagerToken
 	}
@@ -642,7 +643,7 @@ type DisconnectJobMasterResponse struct {
 
 func (x *DisconnectJobMasterResponse) Reset() {
 	*x = DisconnectJobMasterResponse{}
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[9]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +655,7 @@ func (x *DisconnectJobMasterResponse) String() string {
 func (*DisconnectJobMasterResponse) ProtoMessage() {}
 
 func (x *DisconnectJobMasterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_resource_manager_service_proto_msgTypes[9]
+	mi := &file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,19 +668,19 @@ func (x *DisconnectJobMasterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectJobMasterResponse.ProtoReflect.Descriptor instead.
 func (*DisconnectJobMasterResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_resource_manager_service_proto_rawDescGZIP(), []int{9}
+	return file_jobplane_cluster_v1_resource_manager_service_proto_rawDescGZIP(), []int{9}
 }
 
-var File_jobplane_v1_resource_manager_service_proto protoreflect.FileDescriptor
+var File_jobplane_cluster_v1_resource_manager_service_proto protoreflect.FileDescriptor
 
-const file_jobplane_v1_resource_manager_service_proto_rawDesc = "" +
+const file_jobplane_cluster_v1_resource_manager_service_proto_rawDesc = "" +
 	"\n" +
-	"*jobplane/v1/resource_manager_service.proto\x12\vjobplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x16jobplane/v1/slot.proto\"\xa2\x02\n" +
+	"2jobplane/cluster/v1/resource_manager_service.proto\x12\x13jobplane.cluster.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1ejobplane/cluster/v1/slot.proto\x1a\x1cjobplane/v1/leadership.proto\"\xaa\x02\n" +
 	"1ResourceManagerServiceRegisterTaskExecutorRequest\x12(\n" +
 	"\x10task_executor_id\x18\x01 \x01(\tR\x0etaskExecutorId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12O\n" +
-	"\x16resource_manager_token\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\x128\n" +
-	"\vslot_report\x18\x04 \x01(\v2\x17.jobplane.v1.SlotReportR\n" +
+	"\x16resource_manager_token\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\x12@\n" +
+	"\vslot_report\x18\x04 \x01(\v2\x1f.jobplane.cluster.v1.SlotReportR\n" +
 	"slotReport\x12\x1e\n" +
 	"\n" +
 	"invokables\x18\x05 \x03(\tR\n" +
@@ -687,12 +688,12 @@ const file_jobplane_v1_resource_manager_service_proto_rawDesc = "" +
 	"2ResourceManagerServiceRegisterTaskExecutorResponse\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12F\n" +
-	"\x11heartbeat_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\"\xb6\x02\n" +
+	"\x11heartbeat_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\"\xbe\x02\n" +
 	"&ResourceManagerServiceHeartbeatRequest\x12(\n" +
 	"\x10task_executor_id\x18\x01 \x01(\tR\x0etaskExecutorId\x12'\n" +
 	"\x0fregistration_id\x18\x02 \x01(\tR\x0eregistrationId\x12O\n" +
-	"\x16resource_manager_token\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\x128\n" +
-	"\vslot_report\x18\x04 \x01(\v2\x17.jobplane.v1.SlotReportR\n" +
+	"\x16resource_manager_token\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\x12@\n" +
+	"\vslot_report\x18\x04 \x01(\v2\x1f.jobplane.cluster.v1.SlotReportR\n" +
 	"slotReport\x12.\n" +
 	"\x13slot_report_version\x18\x05 \x01(\x04R\x11slotReportVersion\"\x93\x01\n" +
 	"'ResourceManagerServiceHeartbeatResponse\x12.\n" +
@@ -704,11 +705,11 @@ const file_jobplane_v1_resource_manager_service_proto_rawDesc = "" +
 	"\x12job_master_address\x18\x02 \x01(\tR\x10jobMasterAddress\x12C\n" +
 	"\x10job_master_token\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\"l\n" +
 	"\x19RegisterJobMasterResponse\x12O\n" +
-	"\x16resource_manager_token\x18\x01 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\"\x97\x02\n" +
+	"\x16resource_manager_token\x18\x01 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\"\x9f\x02\n" +
 	"\"DeclareResourceRequirementsRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
-	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12D\n" +
-	"\frequirements\x18\x03 \x03(\v2 .jobplane.v1.ResourceRequirementR\frequirements\x12O\n" +
+	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12L\n" +
+	"\frequirements\x18\x03 \x03(\v2(.jobplane.cluster.v1.ResourceRequirementR\frequirements\x12O\n" +
 	"\x16resource_manager_token\x18\x04 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\"%\n" +
 	"#DeclareResourceRequirementsResponse\"\x93\x02\n" +
 	"\x1aDisconnectJobMasterRequest\x12\x15\n" +
@@ -717,70 +718,70 @@ const file_jobplane_v1_resource_manager_service_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x120\n" +
 	"\x14freed_allocation_ids\x18\x04 \x03(\tR\x12freedAllocationIds\x12O\n" +
 	"\x16resource_manager_token\x18\x05 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\"\x1d\n" +
-	"\x1bDisconnectJobMasterResponse2\x94\x05\n" +
-	"\x16ResourceManagerService\x12\x9c\x01\n" +
-	"\x14RegisterTaskExecutor\x12>.jobplane.v1.ResourceManagerServiceRegisterTaskExecutorRequest\x1a?.jobplane.v1.ResourceManagerServiceRegisterTaskExecutorResponse\"\x03\x90\x02\x02\x12{\n" +
-	"\tHeartbeat\x123.jobplane.v1.ResourceManagerServiceHeartbeatRequest\x1a4.jobplane.v1.ResourceManagerServiceHeartbeatResponse\"\x03\x90\x02\x02\x12g\n" +
-	"\x11RegisterJobMaster\x12%.jobplane.v1.RegisterJobMasterRequest\x1a&.jobplane.v1.RegisterJobMasterResponse\"\x03\x90\x02\x02\x12\x85\x01\n" +
-	"\x1bDeclareResourceRequirements\x12/.jobplane.v1.DeclareResourceRequirementsRequest\x1a0.jobplane.v1.DeclareResourceRequirementsResponse\"\x03\x90\x02\x02\x12m\n" +
-	"\x13DisconnectJobMaster\x12'.jobplane.v1.DisconnectJobMasterRequest\x1a(.jobplane.v1.DisconnectJobMasterResponse\"\x03\x90\x02\x02B\xb4\x01\n" +
-	"\x0fcom.jobplane.v1B\x1bResourceManagerServiceProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
+	"\x1bDisconnectJobMasterResponse2\xe5\x05\n" +
+	"\x16ResourceManagerService\x12\xac\x01\n" +
+	"\x14RegisterTaskExecutor\x12F.jobplane.cluster.v1.ResourceManagerServiceRegisterTaskExecutorRequest\x1aG.jobplane.cluster.v1.ResourceManagerServiceRegisterTaskExecutorResponse\"\x03\x90\x02\x02\x12\x8b\x01\n" +
+	"\tHeartbeat\x12;.jobplane.cluster.v1.ResourceManagerServiceHeartbeatRequest\x1a<.jobplane.cluster.v1.ResourceManagerServiceHeartbeatResponse\"\x03\x90\x02\x02\x12w\n" +
+	"\x11RegisterJobMaster\x12-.jobplane.cluster.v1.RegisterJobMasterRequest\x1a..jobplane.cluster.v1.RegisterJobMasterResponse\"\x03\x90\x02\x02\x12\x95\x01\n" +
+	"\x1bDeclareResourceRequirements\x127.jobplane.cluster.v1.DeclareResourceRequirementsRequest\x1a8.jobplane.cluster.v1.DeclareResourceRequirementsResponse\"\x03\x90\x02\x02\x12}\n" +
+	"\x13DisconnectJobMaster\x12/.jobplane.cluster.v1.DisconnectJobMasterRequest\x1a0.jobplane.cluster.v1.DisconnectJobMasterResponse\"\x03\x90\x02\x02B\xe4\x01\n" +
+	"\x17com.jobplane.cluster.v1B\x1bResourceManagerServiceProtoP\x01Z>github.com/jobplane/jobplane/gen/jobplane/cluster/v1;clusterv1\xa2\x02\x03JCX\xaa\x02\x13Jobplane.Cluster.V1\xca\x02\x13Jobplane\\Cluster\\V1\xe2\x02\x1fJobplane\\Cluster\\V1\\GPBMetadata\xea\x02\x15Jobplane::Cluster::V1b\x06proto3"
 
 var (
-	file_jobplane_v1_resource_manager_service_proto_rawDescOnce sync.Once
-	file_jobplane_v1_resource_manager_service_proto_rawDescData []byte
+	file_jobplane_cluster_v1_resource_manager_service_proto_rawDescOnce sync.Once
+	file_jobplane_cluster_v1_resource_manager_service_proto_rawDescData []byte
 )
 
-func file_jobplane_v1_resource_manager_service_proto_rawDescGZIP() []byte {
-	file_jobplane_v1_resource_manager_service_proto_rawDescOnce.Do(func() {
-		file_jobplane_v1_resource_manager_service_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_jobplane_v1_resource_manager_service_proto_rawDesc), len(file_jobplane_v1_resource_manager_service_proto_rawDesc)))
+func file_jobplane_cluster_v1_resource_manager_service_proto_rawDescGZIP() []byte {
+	file_jobplane_cluster_v1_resource_manager_service_proto_rawDescOnce.Do(func() {
+		file_jobplane_cluster_v1_resource_manager_service_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_jobplane_cluster_v1_resource_manager_service_proto_rawDesc), len(file_jobplane_cluster_v1_resource_manager_service_proto_rawDesc)))
 	})
-	return file_jobplane_v1_resource_manager_service_proto_rawDescData
+	return file_jobplane_cluster_v1_resource_manager_service_proto_rawDescData
 }
 
-var file_jobplane_v1_resource_manager_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
-var file_jobplane_v1_resource_manager_service_proto_goTypes = []any{
-	(*ResourceManagerServiceRegisterTaskExecutorRequest)(nil),  // 0: jobplane.v1.ResourceManagerServiceRegisterTaskExecutorRequest
-	(*ResourceManagerServiceRegisterTaskExecutorResponse)(nil), // 1: jobplane.v1.ResourceManagerServiceRegisterTaskExecutorResponse
-	(*ResourceManagerServiceHeartbeatRequest)(nil),             // 2: jobplane.v1.ResourceManagerServiceHeartbeatRequest
-	(*ResourceManagerServiceHeartbeatResponse)(nil),            // 3: jobplane.v1.ResourceManagerServiceHeartbeatResponse
-	(*RegisterJobMasterRequest)(nil),                           // 4: jobplane.v1.RegisterJobMasterRequest
-	(*RegisterJobMasterResponse)(nil),                          // 5: jobplane.v1.RegisterJobMasterResponse
-	(*DeclareResourceRequirementsRequest)(nil),                 // 6: jobplane.v1.DeclareResourceRequirementsRequest
-	(*DeclareResourceRequirementsResponse)(nil),                // 7: jobplane.v1.DeclareResourceRequirementsResponse
-	(*DisconnectJobMasterRequest)(nil),                         // 8: jobplane.v1.DisconnectJobMasterRequest
-	(*DisconnectJobMasterResponse)(nil),                        // 9: jobplane.v1.DisconnectJobMasterResponse
-	(*FencingToken)(nil),                                       // 10: jobplane.v1.FencingToken
-	(*SlotReport)(nil),                                         // 11: jobplane.v1.SlotReport
+var file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_jobplane_cluster_v1_resource_manager_service_proto_goTypes = []any{
+	(*ResourceManagerServiceRegisterTaskExecutorRequest)(nil),  // 0: jobplane.cluster.v1.ResourceManagerServiceRegisterTaskExecutorRequest
+	(*ResourceManagerServiceRegisterTaskExecutorResponse)(nil), // 1: jobplane.cluster.v1.ResourceManagerServiceRegisterTaskExecutorResponse
+	(*ResourceManagerServiceHeartbeatRequest)(nil),             // 2: jobplane.cluster.v1.ResourceManagerServiceHeartbeatRequest
+	(*ResourceManagerServiceHeartbeatResponse)(nil),            // 3: jobplane.cluster.v1.ResourceManagerServiceHeartbeatResponse
+	(*RegisterJobMasterRequest)(nil),                           // 4: jobplane.cluster.v1.RegisterJobMasterRequest
+	(*RegisterJobMasterResponse)(nil),                          // 5: jobplane.cluster.v1.RegisterJobMasterResponse
+	(*DeclareResourceRequirementsRequest)(nil),                 // 6: jobplane.cluster.v1.DeclareResourceRequirementsRequest
+	(*DeclareResourceRequirementsResponse)(nil),                // 7: jobplane.cluster.v1.DeclareResourceRequirementsResponse
+	(*DisconnectJobMasterRequest)(nil),                         // 8: jobplane.cluster.v1.DisconnectJobMasterRequest
+	(*DisconnectJobMasterResponse)(nil),                        // 9: jobplane.cluster.v1.DisconnectJobMasterResponse
+	(*v1.FencingToken)(nil),                                    // 10: jobplane.v1.FencingToken
+	(*SlotReport)(nil),                                         // 11: jobplane.cluster.v1.SlotReport
 	(*durationpb.Duration)(nil),                                // 12: google.protobuf.Duration
-	(*LeaderInfo)(nil),                                         // 13: jobplane.v1.LeaderInfo
-	(*ResourceRequirement)(nil),                                // 14: jobplane.v1.ResourceRequirement
+	(*v1.LeaderInfo)(nil),                                      // 13: jobplane.v1.LeaderInfo
+	(*ResourceRequirement)(nil),                                // 14: jobplane.cluster.v1.ResourceRequirement
 }
-var file_jobplane_v1_resource_manager_service_proto_depIdxs = []int32{
-	10, // 0: jobplane.v1.ResourceManagerServiceRegisterTaskExecutorRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
-	11, // 1: jobplane.v1.ResourceManagerServiceRegisterTaskExecutorRequest.slot_report:type_name -> jobplane.v1.SlotReport
-	12, // 2: jobplane.v1.ResourceManagerServiceRegisterTaskExecutorResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	12, // 3: jobplane.v1.ResourceManagerServiceRegisterTaskExecutorResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
-	10, // 4: jobplane.v1.ResourceManagerServiceHeartbeatRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
-	11, // 5: jobplane.v1.ResourceManagerServiceHeartbeatRequest.slot_report:type_name -> jobplane.v1.SlotReport
-	13, // 6: jobplane.v1.ResourceManagerServiceHeartbeatResponse.job_masters:type_name -> jobplane.v1.LeaderInfo
-	10, // 7: jobplane.v1.RegisterJobMasterRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	10, // 8: jobplane.v1.RegisterJobMasterResponse.resource_manager_token:type_name -> jobplane.v1.FencingToken
-	10, // 9: jobplane.v1.DeclareResourceRequirementsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	14, // 10: jobplane.v1.DeclareResourceRequirementsRequest.requirements:type_name -> jobplane.v1.ResourceRequirement
-	10, // 11: jobplane.v1.DeclareResourceRequirementsRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
-	10, // 12: jobplane.v1.DisconnectJobMasterRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	10, // 13: jobplane.v1.DisconnectJobMasterRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
-	0,  // 14: jobplane.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> jobplane.v1.ResourceManagerServiceRegisterTaskExecutorRequest
-	2,  // 15: jobplane.v1.ResourceManagerService.Heartbeat:input_type -> jobplane.v1.ResourceManagerServiceHeartbeatRequest
-	4,  // 16: jobplane.v1.ResourceManagerService.RegisterJobMaster:input_type -> jobplane.v1.RegisterJobMasterRequest
-	6,  // 17: jobplane.v1.ResourceManagerService.DeclareResourceRequirements:input_type -> jobplane.v1.DeclareResourceRequirementsRequest
-	8,  // 18: jobplane.v1.ResourceManagerService.DisconnectJobMaster:input_type -> jobplane.v1.DisconnectJobMasterRequest
-	1,  // 19: jobplane.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> jobplane.v1.ResourceManagerServiceRegisterTaskExecutorResponse
-	3,  // 20: jobplane.v1.ResourceManagerService.Heartbeat:output_type -> jobplane.v1.ResourceManagerServiceHeartbeatResponse
-	5,  // 21: jobplane.v1.ResourceManagerService.RegisterJobMaster:output_type -> jobplane.v1.RegisterJobMasterResponse
-	7,  // 22: jobplane.v1.ResourceManagerService.DeclareResourceRequirements:output_type -> jobplane.v1.DeclareResourceRequirementsResponse
-	9,  // 23: jobplane.v1.ResourceManagerService.DisconnectJobMaster:output_type -> jobplane.v1.DisconnectJobMasterResponse
+var file_jobplane_cluster_v1_resource_manager_service_proto_depIdxs = []int32{
+	10, // 0: jobplane.cluster.v1.ResourceManagerServiceRegisterTaskExecutorRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	11, // 1: jobplane.cluster.v1.ResourceManagerServiceRegisterTaskExecutorRequest.slot_report:type_name -> jobplane.cluster.v1.SlotReport
+	12, // 2: jobplane.cluster.v1.ResourceManagerServiceRegisterTaskExecutorResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	12, // 3: jobplane.cluster.v1.ResourceManagerServiceRegisterTaskExecutorResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
+	10, // 4: jobplane.cluster.v1.ResourceManagerServiceHeartbeatRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	11, // 5: jobplane.cluster.v1.ResourceManagerServiceHeartbeatRequest.slot_report:type_name -> jobplane.cluster.v1.SlotReport
+	13, // 6: jobplane.cluster.v1.ResourceManagerServiceHeartbeatResponse.job_masters:type_name -> jobplane.v1.LeaderInfo
+	10, // 7: jobplane.cluster.v1.RegisterJobMasterRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	10, // 8: jobplane.cluster.v1.RegisterJobMasterResponse.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	10, // 9: jobplane.cluster.v1.DeclareResourceRequirementsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	14, // 10: jobplane.cluster.v1.DeclareResourceRequirementsRequest.requirements:type_name -> jobplane.cluster.v1.ResourceRequirement
+	10, // 11: jobplane.cluster.v1.DeclareResourceRequirementsRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	10, // 12: jobplane.cluster.v1.DisconnectJobMasterRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	10, // 13: jobplane.cluster.v1.DisconnectJobMasterRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	0,  // 14: jobplane.cluster.v1.ResourceManagerService.RegisterTaskExecutor:input_type -> jobplane.cluster.v1.ResourceManagerServiceRegisterTaskExecutorRequest
+	2,  // 15: jobplane.cluster.v1.ResourceManagerService.Heartbeat:input_type -> jobplane.cluster.v1.ResourceManagerServiceHeartbeatRequest
+	4,  // 16: jobplane.cluster.v1.ResourceManagerService.RegisterJobMaster:input_type -> jobplane.cluster.v1.RegisterJobMasterRequest
+	6,  // 17: jobplane.cluster.v1.ResourceManagerService.DeclareResourceRequirements:input_type -> jobplane.cluster.v1.DeclareResourceRequirementsRequest
+	8,  // 18: jobplane.cluster.v1.ResourceManagerService.DisconnectJobMaster:input_type -> jobplane.cluster.v1.DisconnectJobMasterRequest
+	1,  // 19: jobplane.cluster.v1.ResourceManagerService.RegisterTaskExecutor:output_type -> jobplane.cluster.v1.ResourceManagerServiceRegisterTaskExecutorResponse
+	3,  // 20: jobplane.cluster.v1.ResourceManagerService.Heartbeat:output_type -> jobplane.cluster.v1.ResourceManagerServiceHeartbeatResponse
+	5,  // 21: jobplane.cluster.v1.ResourceManagerService.RegisterJobMaster:output_type -> jobplane.cluster.v1.RegisterJobMasterResponse
+	7,  // 22: jobplane.cluster.v1.ResourceManagerService.DeclareResourceRequirements:output_type -> jobplane.cluster.v1.DeclareResourceRequirementsResponse
+	9,  // 23: jobplane.cluster.v1.ResourceManagerService.DisconnectJobMaster:output_type -> jobplane.cluster.v1.DisconnectJobMasterResponse
 	19, // [19:24] is the sub-list for method output_type
 	14, // [14:19] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
@@ -788,28 +789,27 @@ var file_jobplane_v1_resource_manager_service_proto_depIdxs = []int32{
 	0,  // [0:14] is the sub-list for field type_name
 }
 
-func init() { file_jobplane_v1_resource_manager_service_proto_init() }
-func file_jobplane_v1_resource_manager_service_proto_init() {
-	if File_jobplane_v1_resource_manager_service_proto != nil {
+func init() { file_jobplane_cluster_v1_resource_manager_service_proto_init() }
+func file_jobplane_cluster_v1_resource_manager_service_proto_init() {
+	if File_jobplane_cluster_v1_resource_manager_service_proto != nil {
 		return
 	}
-	file_jobplane_v1_leadership_proto_init()
-	file_jobplane_v1_slot_proto_init()
+	file_jobplane_cluster_v1_slot_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_resource_manager_service_proto_rawDesc), len(file_jobplane_v1_resource_manager_service_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_cluster_v1_resource_manager_service_proto_rawDesc), len(file_jobplane_cluster_v1_resource_manager_service_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_jobplane_v1_resource_manager_service_proto_goTypes,
-		DependencyIndexes: file_jobplane_v1_resource_manager_service_proto_depIdxs,
-		MessageInfos:      file_jobplane_v1_resource_manager_service_proto_msgTypes,
+		GoTypes:           file_jobplane_cluster_v1_resource_manager_service_proto_goTypes,
+		DependencyIndexes: file_jobplane_cluster_v1_resource_manager_service_proto_depIdxs,
+		MessageInfos:      file_jobplane_cluster_v1_resource_manager_service_proto_msgTypes,
 	}.Build()
-	File_jobplane_v1_resource_manager_service_proto = out.File
-	file_jobplane_v1_resource_manager_service_proto_goTypes = nil
-	file_jobplane_v1_resource_manager_service_proto_depIdxs = nil
+	File_jobplane_cluster_v1_resource_manager_service_proto = out.File
+	file_jobplane_cluster_v1_resource_manager_service_proto_goTypes = nil
+	file_jobplane_cluster_v1_resource_manager_service_proto_depIdxs = nil
 }

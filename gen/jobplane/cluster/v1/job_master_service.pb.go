@@ -2,11 +2,12 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: jobplane/v1/job_master_service.proto
+// source: jobplane/cluster/v1/job_master_service.proto
 
-package jobplanev1
+package clusterv1
 
 import (
+	v1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -67,11 +68,11 @@ func (x TaskExecutorJobAction) String() string {
 }
 
 func (TaskExecutorJobAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_jobplane_v1_job_master_service_proto_enumTypes[0].Descriptor()
+	return file_jobplane_cluster_v1_job_master_service_proto_enumTypes[0].Descriptor()
 }
 
 func (TaskExecutorJobAction) Type() protoreflect.EnumType {
-	return &file_jobplane_v1_job_master_service_proto_enumTypes[0]
+	return &file_jobplane_cluster_v1_job_master_service_proto_enumTypes[0]
 }
 
 func (x TaskExecutorJobAction) Number() protoreflect.EnumNumber {
@@ -80,7 +81,7 @@ func (x TaskExecutorJobAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TaskExecutorJobAction.Descriptor instead.
 func (TaskExecutorJobAction) EnumDescriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{0}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{0}
 }
 
 // JobMasterServiceRegisterTaskExecutorRequest is the request of
@@ -90,7 +91,7 @@ type JobMasterServiceRegisterTaskExecutorRequest struct {
 	// The job's id. Required.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The JobMaster's token. Required.
-	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// The TaskExecutor's id. Required.
 	TaskExecutorId string `protobuf:"bytes,3,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
 	// The base URL at which the TaskExecutor serves TaskExecutorService.
@@ -102,7 +103,7 @@ type JobMasterServiceRegisterTaskExecutorRequest struct {
 
 func (x *JobMasterServiceRegisterTaskExecutorRequest) Reset() {
 	*x = JobMasterServiceRegisterTaskExecutorRequest{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[0]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -114,7 +115,7 @@ func (x *JobMasterServiceRegisterTaskExecutorRequest) String() string {
 func (*JobMasterServiceRegisterTaskExecutorRequest) ProtoMessage() {}
 
 func (x *JobMasterServiceRegisterTaskExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[0]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -127,7 +128,7 @@ func (x *JobMasterServiceRegisterTaskExecutorRequest) ProtoReflect() protoreflec
 
 // Deprecated: Use JobMasterServiceRegisterTaskExecutorRequest.ProtoReflect.Descriptor instead.
 func (*JobMasterServiceRegisterTaskExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{0}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *JobMasterServiceRegisterTaskExecutorRequest) GetJobId() string {
@@ -137,7 +138,7 @@ func (x *JobMasterServiceRegisterTaskExecutorRequest) GetJobId() string {
 	return ""
 }
 
-func (x *JobMasterServiceRegisterTaskExecutorRequest) GetJobMasterToken() *FencingToken {
+func (x *JobMasterServiceRegisterTaskExecutorRequest) GetJobMasterToken() *v1.FencingToken {
 	if x != nil {
 		return x.JobMasterToken
 	}
@@ -174,7 +175,7 @@ type JobMasterServiceRegisterTaskExecutorResponse struct {
 
 func (x *JobMasterServiceRegisterTaskExecutorResponse) Reset() {
 	*x = JobMasterServiceRegisterTaskExecutorResponse{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[1]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -186,7 +187,7 @@ func (x *JobMasterServiceRegisterTaskExecutorResponse) String() string {
 func (*JobMasterServiceRegisterTaskExecutorResponse) ProtoMessage() {}
 
 func (x *JobMasterServiceRegisterTaskExecutorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[1]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -199,7 +200,7 @@ func (x *JobMasterServiceRegisterTaskExecutorResponse) ProtoReflect() protorefle
 
 // Deprecated: Use JobMasterServiceRegisterTaskExecutorResponse.ProtoReflect.Descriptor instead.
 func (*JobMasterServiceRegisterTaskExecutorResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{1}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *JobMasterServiceRegisterTaskExecutorResponse) GetHeartbeatInterval() *durationpb.Duration {
@@ -232,7 +233,7 @@ type SlotOffer struct {
 
 func (x *SlotOffer) Reset() {
 	*x = SlotOffer{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[2]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -244,7 +245,7 @@ func (x *SlotOffer) String() string {
 func (*SlotOffer) ProtoMessage() {}
 
 func (x *SlotOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[2]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -257,7 +258,7 @@ func (x *SlotOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotOffer.ProtoReflect.Descriptor instead.
 func (*SlotOffer) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{2}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SlotOffer) GetAllocationId() string {
@@ -287,7 +288,7 @@ type OfferSlotsRequest struct {
 	// The job's id. Required.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The JobMaster's token. Required.
-	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// The offering TaskExecutor's id. Required.
 	TaskExecutorId string `protobuf:"bytes,3,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
 	// The slots offered.
@@ -306,7 +307,7 @@ type OfferSlotsRequest struct {
 
 func (x *OfferSlotsRequest) Reset() {
 	*x = OfferSlotsRequest{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[3]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +319,7 @@ func (x *OfferSlotsRequest) String() string {
 func (*OfferSlotsRequest) ProtoMessage() {}
 
 func (x *OfferSlotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[3]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +332,7 @@ func (x *OfferSlotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfferSlotsRequest.ProtoReflect.Descriptor instead.
 func (*OfferSlotsRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{3}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *OfferSlotsRequest) GetJobId() string {
@@ -341,7 +342,7 @@ func (x *OfferSlotsRequest) GetJobId() string {
 	return ""
 }
 
-func (x *OfferSlotsRequest) GetJobMasterToken() *FencingToken {
+func (x *OfferSlotsRequest) GetJobMasterToken() *v1.FencingToken {
 	if x != nil {
 		return x.JobMasterToken
 	}
@@ -405,7 +406,7 @@ type OfferSlotsResponse struct {
 
 func (x *OfferSlotsResponse) Reset() {
 	*x = OfferSlotsResponse{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[4]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -417,7 +418,7 @@ func (x *OfferSlotsResponse) String() string {
 func (*OfferSlotsResponse) ProtoMessage() {}
 
 func (x *OfferSlotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[4]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -430,7 +431,7 @@ func (x *OfferSlotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfferSlotsResponse.ProtoReflect.Descriptor instead.
 func (*OfferSlotsResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{4}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *OfferSlotsResponse) GetAccepted() []*SlotOffer {
@@ -468,18 +469,18 @@ type UpdateTaskExecutionStateRequest struct {
 	// The job's id. Required.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The JobMaster's token. Required.
-	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// The reporting TaskExecutor's id. Required.
 	TaskExecutorId string `protobuf:"bytes,3,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
 	// The attempt and its new state. Required.
-	Status        *TaskExecutionStatus `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
+	Status        *v1.TaskExecutionStatus `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateTaskExecutionStateRequest) Reset() {
 	*x = UpdateTaskExecutionStateRequest{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[5]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -491,7 +492,7 @@ func (x *UpdateTaskExecutionStateRequest) String() string {
 func (*UpdateTaskExecutionStateRequest) ProtoMessage() {}
 
 func (x *UpdateTaskExecutionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[5]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -504,7 +505,7 @@ func (x *UpdateTaskExecutionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskExecutionStateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTaskExecutionStateRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{5}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *UpdateTaskExecutionStateRequest) GetJobId() string {
@@ -514,7 +515,7 @@ func (x *UpdateTaskExecutionStateRequest) GetJobId() string {
 	return ""
 }
 
-func (x *UpdateTaskExecutionStateRequest) GetJobMasterToken() *FencingToken {
+func (x *UpdateTaskExecutionStateRequest) GetJobMasterToken() *v1.FencingToken {
 	if x != nil {
 		return x.JobMasterToken
 	}
@@ -528,7 +529,7 @@ func (x *UpdateTaskExecutionStateRequest) GetTaskExecutorId() string {
 	return ""
 }
 
-func (x *UpdateTaskExecutionStateRequest) GetStatus() *TaskExecutionStatus {
+func (x *UpdateTaskExecutionStateRequest) GetStatus() *v1.TaskExecutionStatus {
 	if x != nil {
 		return x.Status
 	}
@@ -545,7 +546,7 @@ type UpdateTaskExecutionStateResponse struct {
 
 func (x *UpdateTaskExecutionStateResponse) Reset() {
 	*x = UpdateTaskExecutionStateResponse{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[6]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +558,7 @@ func (x *UpdateTaskExecutionStateResponse) String() string {
 func (*UpdateTaskExecutionStateResponse) ProtoMessage() {}
 
 func (x *UpdateTaskExecutionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[6]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +571,7 @@ func (x *UpdateTaskExecutionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskExecutionStateResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTaskExecutionStateResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{6}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{6}
 }
 
 // UpdateTaskExecutionStatesRequest is the request of
@@ -580,18 +581,18 @@ type UpdateTaskExecutionStatesRequest struct {
 	// The job's id. Required.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The JobMaster's token. Required.
-	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// The reporting TaskExecutor's id. Required.
 	TaskExecutorId string `protobuf:"bytes,3,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
 	// The state changes, oldest first; each names its attempt.
-	Statuses      []*TaskExecutionStatus `protobuf:"bytes,4,rep,name=statuses,proto3" json:"statuses,omitempty"`
+	Statuses      []*v1.TaskExecutionStatus `protobuf:"bytes,4,rep,name=statuses,proto3" json:"statuses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateTaskExecutionStatesRequest) Reset() {
 	*x = UpdateTaskExecutionStatesRequest{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[7]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +604,7 @@ func (x *UpdateTaskExecutionStatesRequest) String() string {
 func (*UpdateTaskExecutionStatesRequest) ProtoMessage() {}
 
 func (x *UpdateTaskExecutionStatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[7]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +617,7 @@ func (x *UpdateTaskExecutionStatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskExecutionStatesRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTaskExecutionStatesRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{7}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UpdateTaskExecutionStatesRequest) GetJobId() string {
@@ -626,7 +627,7 @@ func (x *UpdateTaskExecutionStatesRequest) GetJobId() string {
 	return ""
 }
 
-func (x *UpdateTaskExecutionStatesRequest) GetJobMasterToken() *FencingToken {
+func (x *UpdateTaskExecutionStatesRequest) GetJobMasterToken() *v1.FencingToken {
 	if x != nil {
 		return x.JobMasterToken
 	}
@@ -640,7 +641,7 @@ func (x *UpdateTaskExecutionStatesRequest) GetTaskExecutorId() string {
 	return ""
 }
 
-func (x *UpdateTaskExecutionStatesRequest) GetStatuses() []*TaskExecutionStatus {
+func (x *UpdateTaskExecutionStatesRequest) GetStatuses() []*v1.TaskExecutionStatus {
 	if x != nil {
 		return x.Statuses
 	}
@@ -653,14 +654,14 @@ type UpdateTaskExecutionStatesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The state changes refused, by their index in `statuses`; every other
 	// one was taken.
-	Refused       []*ItemError `protobuf:"bytes,1,rep,name=refused,proto3" json:"refused,omitempty"`
+	Refused       []*v1.ItemError `protobuf:"bytes,1,rep,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateTaskExecutionStatesResponse) Reset() {
 	*x = UpdateTaskExecutionStatesResponse{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[8]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -672,7 +673,7 @@ func (x *UpdateTaskExecutionStatesResponse) String() string {
 func (*UpdateTaskExecutionStatesResponse) ProtoMessage() {}
 
 func (x *UpdateTaskExecutionStatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[8]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -685,10 +686,10 @@ func (x *UpdateTaskExecutionStatesResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use UpdateTaskExecutionStatesResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTaskExecutionStatesResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{8}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{8}
 }
 
-func (x *UpdateTaskExecutionStatesResponse) GetRefused() []*ItemError {
+func (x *UpdateTaskExecutionStatesResponse) GetRefused() []*v1.ItemError {
 	if x != nil {
 		return x.Refused
 	}
@@ -710,7 +711,7 @@ type UpdateTaskExecutionStatesOfJobsRequest struct {
 
 func (x *UpdateTaskExecutionStatesOfJobsRequest) Reset() {
 	*x = UpdateTaskExecutionStatesOfJobsRequest{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[9]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +723,7 @@ func (x *UpdateTaskExecutionStatesOfJobsRequest) String() string {
 func (*UpdateTaskExecutionStatesOfJobsRequest) ProtoMessage() {}
 
 func (x *UpdateTaskExecutionStatesOfJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[9]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +736,7 @@ func (x *UpdateTaskExecutionStatesOfJobsRequest) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use UpdateTaskExecutionStatesOfJobsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTaskExecutionStatesOfJobsRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{9}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UpdateTaskExecutionStatesOfJobsRequest) GetTaskExecutorId() string {
@@ -759,7 +760,7 @@ type UpdateTaskExecutionStatesOfJobsResponse struct {
 	// The entries refused as a whole, by their index in `jobs`, with the
 	// error UpdateTaskExecutionStates would have answered for them; nothing
 	// of them was taken.
-	Refused []*ItemError `protobuf:"bytes,1,rep,name=refused,proto3" json:"refused,omitempty"`
+	Refused []*v1.ItemError `protobuf:"bytes,1,rep,name=refused,proto3" json:"refused,omitempty"`
 	// One per entry of `jobs`, in order: the entry's state changes refused,
 	// as UpdateTaskExecutionStatesResponse gives them (empty for an entry
 	// refused as a whole).
@@ -770,7 +771,7 @@ type UpdateTaskExecutionStatesOfJobsResponse struct {
 
 func (x *UpdateTaskExecutionStatesOfJobsResponse) Reset() {
 	*x = UpdateTaskExecutionStatesOfJobsResponse{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[10]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -782,7 +783,7 @@ func (x *UpdateTaskExecutionStatesOfJobsResponse) String() string {
 func (*UpdateTaskExecutionStatesOfJobsResponse) ProtoMessage() {}
 
 func (x *UpdateTaskExecutionStatesOfJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[10]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -795,10 +796,10 @@ func (x *UpdateTaskExecutionStatesOfJobsResponse) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use UpdateTaskExecutionStatesOfJobsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTaskExecutionStatesOfJobsResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{10}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{10}
 }
 
-func (x *UpdateTaskExecutionStatesOfJobsResponse) GetRefused() []*ItemError {
+func (x *UpdateTaskExecutionStatesOfJobsResponse) GetRefused() []*v1.ItemError {
 	if x != nil {
 		return x.Refused
 	}
@@ -819,18 +820,18 @@ type JobMasterServiceHeartbeatRequest struct {
 	// The job's id. Required.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The JobMaster's token. Required.
-	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// The TaskExecutor's id. Required.
 	TaskExecutorId string `protobuf:"bytes,3,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
 	// The state of every attempt of the job on the TaskExecutor.
-	Tasks         []*TaskExecutionStatus `protobuf:"bytes,4,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	Tasks         []*v1.TaskExecutionStatus `protobuf:"bytes,4,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobMasterServiceHeartbeatRequest) Reset() {
 	*x = JobMasterServiceHeartbeatRequest{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[11]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +843,7 @@ func (x *JobMasterServiceHeartbeatRequest) String() string {
 func (*JobMasterServiceHeartbeatRequest) ProtoMessage() {}
 
 func (x *JobMasterServiceHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[11]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +856,7 @@ func (x *JobMasterServiceHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobMasterServiceHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*JobMasterServiceHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{11}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *JobMasterServiceHeartbeatRequest) GetJobId() string {
@@ -865,7 +866,7 @@ func (x *JobMasterServiceHeartbeatRequest) GetJobId() string {
 	return ""
 }
 
-func (x *JobMasterServiceHeartbeatRequest) GetJobMasterToken() *FencingToken {
+func (x *JobMasterServiceHeartbeatRequest) GetJobMasterToken() *v1.FencingToken {
 	if x != nil {
 		return x.JobMasterToken
 	}
@@ -879,7 +880,7 @@ func (x *JobMasterServiceHeartbeatRequest) GetTaskExecutorId() string {
 	return ""
 }
 
-func (x *JobMasterServiceHeartbeatRequest) GetTasks() []*TaskExecutionStatus {
+func (x *JobMasterServiceHeartbeatRequest) GetTasks() []*v1.TaskExecutionStatus {
 	if x != nil {
 		return x.Tasks
 	}
@@ -896,7 +897,7 @@ type JobMasterServiceHeartbeatResponse struct {
 
 func (x *JobMasterServiceHeartbeatResponse) Reset() {
 	*x = JobMasterServiceHeartbeatResponse{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[12]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +909,7 @@ func (x *JobMasterServiceHeartbeatResponse) String() string {
 func (*JobMasterServiceHeartbeatResponse) ProtoMessage() {}
 
 func (x *JobMasterServiceHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[12]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +922,7 @@ func (x *JobMasterServiceHeartbeatResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use JobMasterServiceHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*JobMasterServiceHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{12}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{12}
 }
 
 // HeartbeatFromTaskExecutorRequest is the request of
@@ -950,7 +951,7 @@ type HeartbeatFromTaskExecutorRequest struct {
 
 func (x *HeartbeatFromTaskExecutorRequest) Reset() {
 	*x = HeartbeatFromTaskExecutorRequest{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[13]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +963,7 @@ func (x *HeartbeatFromTaskExecutorRequest) String() string {
 func (*HeartbeatFromTaskExecutorRequest) ProtoMessage() {}
 
 func (x *HeartbeatFromTaskExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[13]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +976,7 @@ func (x *HeartbeatFromTaskExecutorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatFromTaskExecutorRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatFromTaskExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{13}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HeartbeatFromTaskExecutorRequest) GetTaskExecutorId() string {
@@ -1014,7 +1015,7 @@ type TaskExecutorJobReport struct {
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The token of the JobMaster the TaskExecutor follows for the job.
 	// Required while following.
-	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// False: the TaskExecutor no longer follows the job here (it holds
 	// nothing for it any more, or follows a JobMaster elsewhere).
 	Following bool `protobuf:"varint,3,opt,name=following,proto3" json:"following,omitempty"`
@@ -1025,7 +1026,7 @@ type TaskExecutorJobReport struct {
 	Complete bool `protobuf:"varint,4,opt,name=complete,proto3" json:"complete,omitempty"`
 	// Attempts of the job with their current states, as described by
 	// `complete`.
-	Attempts []*TaskExecutionStatus `protobuf:"bytes,5,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	Attempts []*v1.TaskExecutionStatus `protobuf:"bytes,5,rep,name=attempts,proto3" json:"attempts,omitempty"`
 	// With `complete`: the allocations the TaskExecutor holds for the job.
 	AllocationIds []string `protobuf:"bytes,6,rep,name=allocation_ids,json=allocationIds,proto3" json:"allocation_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1034,7 +1035,7 @@ type TaskExecutorJobReport struct {
 
 func (x *TaskExecutorJobReport) Reset() {
 	*x = TaskExecutorJobReport{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[14]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1046,7 +1047,7 @@ func (x *TaskExecutorJobReport) String() string {
 func (*TaskExecutorJobReport) ProtoMessage() {}
 
 func (x *TaskExecutorJobReport) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[14]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1059,7 +1060,7 @@ func (x *TaskExecutorJobReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskExecutorJobReport.ProtoReflect.Descriptor instead.
 func (*TaskExecutorJobReport) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{14}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TaskExecutorJobReport) GetJobId() string {
@@ -1069,7 +1070,7 @@ func (x *TaskExecutorJobReport) GetJobId() string {
 	return ""
 }
 
-func (x *TaskExecutorJobReport) GetJobMasterToken() *FencingToken {
+func (x *TaskExecutorJobReport) GetJobMasterToken() *v1.FencingToken {
 	if x != nil {
 		return x.JobMasterToken
 	}
@@ -1090,7 +1091,7 @@ func (x *TaskExecutorJobReport) GetComplete() bool {
 	return false
 }
 
-func (x *TaskExecutorJobReport) GetAttempts() []*TaskExecutionStatus {
+func (x *TaskExecutorJobReport) GetAttempts() []*v1.TaskExecutionStatus {
 	if x != nil {
 		return x.Attempts
 	}
@@ -1126,7 +1127,7 @@ type HeartbeatFromTaskExecutorResponse struct {
 
 func (x *HeartbeatFromTaskExecutorResponse) Reset() {
 	*x = HeartbeatFromTaskExecutorResponse{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[15]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1138,7 +1139,7 @@ func (x *HeartbeatFromTaskExecutorResponse) String() string {
 func (*HeartbeatFromTaskExecutorResponse) ProtoMessage() {}
 
 func (x *HeartbeatFromTaskExecutorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[15]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1151,7 +1152,7 @@ func (x *HeartbeatFromTaskExecutorResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use HeartbeatFromTaskExecutorResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatFromTaskExecutorResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{15}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HeartbeatFromTaskExecutorResponse) GetFullRequested() bool {
@@ -1181,17 +1182,17 @@ type TaskExecutorJobAnswer struct {
 	// The job's id.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// What the TaskExecutor is to do.
-	Action TaskExecutorJobAction `protobuf:"varint,2,opt,name=action,proto3,enum=jobplane.v1.TaskExecutorJobAction" json:"action,omitempty"`
+	Action TaskExecutorJobAction `protobuf:"varint,2,opt,name=action,proto3,enum=jobplane.cluster.v1.TaskExecutorJobAction" json:"action,omitempty"`
 	// With TASK_EXECUTOR_JOB_ACTION_FOLLOW: the token of the job's JobMaster
 	// here.
-	JobMasterToken *FencingToken `protobuf:"bytes,3,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,3,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TaskExecutorJobAnswer) Reset() {
 	*x = TaskExecutorJobAnswer{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[16]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1204,7 @@ func (x *TaskExecutorJobAnswer) String() string {
 func (*TaskExecutorJobAnswer) ProtoMessage() {}
 
 func (x *TaskExecutorJobAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[16]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1217,7 @@ func (x *TaskExecutorJobAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskExecutorJobAnswer.ProtoReflect.Descriptor instead.
 func (*TaskExecutorJobAnswer) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{16}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TaskExecutorJobAnswer) GetJobId() string {
@@ -1233,7 +1234,7 @@ func (x *TaskExecutorJobAnswer) GetAction() TaskExecutorJobAction {
 	return TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_UNSPECIFIED
 }
 
-func (x *TaskExecutorJobAnswer) GetJobMasterToken() *FencingToken {
+func (x *TaskExecutorJobAnswer) GetJobMasterToken() *v1.FencingToken {
 	if x != nil {
 		return x.JobMasterToken
 	}
@@ -1247,7 +1248,7 @@ type DisconnectTaskExecutorRequest struct {
 	// The job's id. Required.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The JobMaster's token. Required.
-	JobMasterToken *FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// The TaskExecutor's id. Required.
 	TaskExecutorId string `protobuf:"bytes,3,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
 	// Why the TaskExecutor is disconnected, for logs.
@@ -1258,7 +1259,7 @@ type DisconnectTaskExecutorRequest struct {
 
 func (x *DisconnectTaskExecutorRequest) Reset() {
 	*x = DisconnectTaskExecutorRequest{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[17]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1270,7 +1271,7 @@ func (x *DisconnectTaskExecutorRequest) String() string {
 func (*DisconnectTaskExecutorRequest) ProtoMessage() {}
 
 func (x *DisconnectTaskExecutorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[17]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1283,7 +1284,7 @@ func (x *DisconnectTaskExecutorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectTaskExecutorRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectTaskExecutorRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{17}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DisconnectTaskExecutorRequest) GetJobId() string {
@@ -1293,7 +1294,7 @@ func (x *DisconnectTaskExecutorRequest) GetJobId() string {
 	return ""
 }
 
-func (x *DisconnectTaskExecutorRequest) GetJobMasterToken() *FencingToken {
+func (x *DisconnectTaskExecutorRequest) GetJobMasterToken() *v1.FencingToken {
 	if x != nil {
 		return x.JobMasterToken
 	}
@@ -1324,7 +1325,7 @@ type DisconnectTaskExecutorResponse struct {
 
 func (x *DisconnectTaskExecutorResponse) Reset() {
 	*x = DisconnectTaskExecutorResponse{}
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[18]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1337,7 @@ func (x *DisconnectTaskExecutorResponse) String() string {
 func (*DisconnectTaskExecutorResponse) ProtoMessage() {}
 
 func (x *DisconnectTaskExecutorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_master_service_proto_msgTypes[18]
+	mi := &file_jobplane_cluster_v1_job_master_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,14 +1350,14 @@ func (x *DisconnectTaskExecutorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectTaskExecutorResponse.ProtoReflect.Descriptor instead.
 func (*DisconnectTaskExecutorResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_master_service_proto_rawDescGZIP(), []int{18}
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP(), []int{18}
 }
 
-var File_jobplane_v1_job_master_service_proto protoreflect.FileDescriptor
+var File_jobplane_cluster_v1_job_master_service_proto protoreflect.FileDescriptor
 
-const file_jobplane_v1_job_master_service_proto_rawDesc = "" +
+const file_jobplane_cluster_v1_job_master_service_proto_rawDesc = "" +
 	"\n" +
-	"$jobplane/v1/job_master_service.proto\x12\vjobplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x17jobplane/v1/error.proto\x1a\x1bjobplane/v1/execution.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x16jobplane/v1/slot.proto\x1a'jobplane/v1/task_executor_service.proto\"\xcd\x01\n" +
+	",jobplane/cluster/v1/job_master_service.proto\x12\x13jobplane.cluster.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1ejobplane/cluster/v1/slot.proto\x1a/jobplane/cluster/v1/task_executor_service.proto\x1a\x17jobplane/v1/error.proto\x1a\x1bjobplane/v1/execution.proto\x1a\x1cjobplane/v1/leadership.proto\"\xcd\x01\n" +
 	"+JobMasterServiceRegisterTaskExecutorRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12(\n" +
@@ -1364,24 +1365,24 @@ const file_jobplane_v1_job_master_service_proto_rawDesc = "" +
 	"\aaddress\x18\x04 \x01(\tR\aaddress\"\xc0\x01\n" +
 	",JobMasterServiceRegisterTaskExecutorResponse\x12H\n" +
 	"\x12heartbeat_interval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12F\n" +
-	"\x11heartbeat_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\"\x87\x01\n" +
+	"\x11heartbeat_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\"\x8f\x01\n" +
 	"\tSlotOffer\x12#\n" +
 	"\rallocation_id\x18\x01 \x01(\tR\fallocationId\x12\x1d\n" +
 	"\n" +
-	"slot_index\x18\x02 \x01(\x05R\tslotIndex\x126\n" +
-	"\aprofile\x18\x03 \x01(\v2\x1c.jobplane.v1.ResourceProfileR\aprofile\"\x97\x02\n" +
+	"slot_index\x18\x02 \x01(\x05R\tslotIndex\x12>\n" +
+	"\aprofile\x18\x03 \x01(\v2$.jobplane.cluster.v1.ResourceProfileR\aprofile\"\x9f\x02\n" +
 	"\x11OfferSlotsRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12(\n" +
-	"\x10task_executor_id\x18\x03 \x01(\tR\x0etaskExecutorId\x12.\n" +
-	"\x06offers\x18\x04 \x03(\v2\x16.jobplane.v1.SlotOfferR\x06offers\x12\x18\n" +
+	"\x10task_executor_id\x18\x03 \x01(\tR\x0etaskExecutorId\x126\n" +
+	"\x06offers\x18\x04 \x03(\v2\x1e.jobplane.cluster.v1.SlotOfferR\x06offers\x12\x18\n" +
 	"\aaddress\x18\x05 \x01(\tR\aaddress\x122\n" +
-	"\x15deployments_in_answer\x18\x06 \x01(\bR\x13deploymentsInAnswer\"\x99\x02\n" +
-	"\x12OfferSlotsResponse\x122\n" +
-	"\baccepted\x18\x01 \x03(\v2\x16.jobplane.v1.SlotOfferR\baccepted\x12H\n" +
+	"\x15deployments_in_answer\x18\x06 \x01(\bR\x13deploymentsInAnswer\"\xa9\x02\n" +
+	"\x12OfferSlotsResponse\x12:\n" +
+	"\baccepted\x18\x01 \x03(\v2\x1e.jobplane.cluster.v1.SlotOfferR\baccepted\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12F\n" +
-	"\x11heartbeat_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x12=\n" +
-	"\vdeployments\x18\x04 \x03(\v2\x1b.jobplane.v1.TaskDeploymentR\vdeployments\"\xe1\x01\n" +
+	"\x11heartbeat_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x12E\n" +
+	"\vdeployments\x18\x04 \x03(\v2#.jobplane.cluster.v1.TaskDeploymentR\vdeployments\"\xe1\x01\n" +
 	"\x1fUpdateTaskExecutionStateRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12(\n" +
@@ -1394,38 +1395,38 @@ const file_jobplane_v1_job_master_service_proto_rawDesc = "" +
 	"\x10task_executor_id\x18\x03 \x01(\tR\x0etaskExecutorId\x12<\n" +
 	"\bstatuses\x18\x04 \x03(\v2 .jobplane.v1.TaskExecutionStatusR\bstatuses\"U\n" +
 	"!UpdateTaskExecutionStatesResponse\x120\n" +
-	"\arefused\x18\x01 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\"\x95\x01\n" +
+	"\arefused\x18\x01 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\"\x9d\x01\n" +
 	"&UpdateTaskExecutionStatesOfJobsRequest\x12(\n" +
-	"\x10task_executor_id\x18\x01 \x01(\tR\x0etaskExecutorId\x12A\n" +
-	"\x04jobs\x18\x02 \x03(\v2-.jobplane.v1.UpdateTaskExecutionStatesRequestR\x04jobs\"\xa5\x01\n" +
+	"\x10task_executor_id\x18\x01 \x01(\tR\x0etaskExecutorId\x12I\n" +
+	"\x04jobs\x18\x02 \x03(\v25.jobplane.cluster.v1.UpdateTaskExecutionStatesRequestR\x04jobs\"\xad\x01\n" +
 	"'UpdateTaskExecutionStatesOfJobsResponse\x120\n" +
-	"\arefused\x18\x01 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\x12H\n" +
-	"\aresults\x18\x02 \x03(\v2..jobplane.v1.UpdateTaskExecutionStatesResponseR\aresults\"\xe0\x01\n" +
+	"\arefused\x18\x01 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\x12P\n" +
+	"\aresults\x18\x02 \x03(\v26.jobplane.cluster.v1.UpdateTaskExecutionStatesResponseR\aresults\"\xe0\x01\n" +
 	" JobMasterServiceHeartbeatRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12(\n" +
 	"\x10task_executor_id\x18\x03 \x01(\tR\x0etaskExecutorId\x126\n" +
 	"\x05tasks\x18\x04 \x03(\v2 .jobplane.v1.TaskExecutionStatusR\x05tasks\"#\n" +
-	"!JobMasterServiceHeartbeatResponse\"\xb2\x01\n" +
+	"!JobMasterServiceHeartbeatResponse\"\xba\x01\n" +
 	" HeartbeatFromTaskExecutorRequest\x12(\n" +
 	"\x10task_executor_id\x18\x01 \x01(\tR\x0etaskExecutorId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04full\x18\x03 \x01(\bR\x04full\x126\n" +
-	"\x04jobs\x18\x04 \x03(\v2\".jobplane.v1.TaskExecutorJobReportR\x04jobs\"\x92\x02\n" +
+	"\x04full\x18\x03 \x01(\bR\x04full\x12>\n" +
+	"\x04jobs\x18\x04 \x03(\v2*.jobplane.cluster.v1.TaskExecutorJobReportR\x04jobs\"\x92\x02\n" +
 	"\x15TaskExecutorJobReport\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12\x1c\n" +
 	"\tfollowing\x18\x03 \x01(\bR\tfollowing\x12\x1a\n" +
 	"\bcomplete\x18\x04 \x01(\bR\bcomplete\x12<\n" +
 	"\battempts\x18\x05 \x03(\v2 .jobplane.v1.TaskExecutionStatusR\battempts\x12%\n" +
-	"\x0eallocation_ids\x18\x06 \x03(\tR\rallocationIds\"\xc6\x01\n" +
+	"\x0eallocation_ids\x18\x06 \x03(\tR\rallocationIds\"\xce\x01\n" +
 	"!HeartbeatFromTaskExecutorResponse\x12%\n" +
-	"\x0efull_requested\x18\x01 \x01(\bR\rfullRequested\x126\n" +
-	"\x04jobs\x18\x02 \x03(\v2\".jobplane.v1.TaskExecutorJobAnswerR\x04jobs\x12B\n" +
-	"\x0flease_remaining\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x0eleaseRemaining\"\xaf\x01\n" +
+	"\x0efull_requested\x18\x01 \x01(\bR\rfullRequested\x12>\n" +
+	"\x04jobs\x18\x02 \x03(\v2*.jobplane.cluster.v1.TaskExecutorJobAnswerR\x04jobs\x12B\n" +
+	"\x0flease_remaining\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x0eleaseRemaining\"\xb7\x01\n" +
 	"\x15TaskExecutorJobAnswer\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12:\n" +
-	"\x06action\x18\x02 \x01(\x0e2\".jobplane.v1.TaskExecutorJobActionR\x06action\x12C\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12B\n" +
+	"\x06action\x18\x02 \x01(\x0e2*.jobplane.cluster.v1.TaskExecutorJobActionR\x06action\x12C\n" +
 	"\x10job_master_token\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\"\xbd\x01\n" +
 	"\x1dDisconnectTaskExecutorRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
@@ -1437,106 +1438,106 @@ const file_jobplane_v1_job_master_service_proto_rawDesc = "" +
 	"$TASK_EXECUTOR_JOB_ACTION_UNSPECIFIED\x10\x00\x12'\n" +
 	"#TASK_EXECUTOR_JOB_ACTION_NOT_LEADER\x10\x01\x12#\n" +
 	"\x1fTASK_EXECUTOR_JOB_ACTION_FOLLOW\x10\x02\x12#\n" +
-	"\x1fTASK_EXECUTOR_JOB_ACTION_REPORT\x10\x032\xf6\a\n" +
-	"\x10JobMasterService\x12\x90\x01\n" +
-	"\x14RegisterTaskExecutor\x128.jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest\x1a9.jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse\"\x03\x90\x02\x02\x12R\n" +
+	"\x1fTASK_EXECUTOR_JOB_ACTION_REPORT\x10\x032\xfa\b\n" +
+	"\x10JobMasterService\x12\xa0\x01\n" +
+	"\x14RegisterTaskExecutor\x12@.jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorRequest\x1aA.jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorResponse\"\x03\x90\x02\x02\x12b\n" +
 	"\n" +
-	"OfferSlots\x12\x1e.jobplane.v1.OfferSlotsRequest\x1a\x1f.jobplane.v1.OfferSlotsResponse\"\x03\x90\x02\x02\x12|\n" +
-	"\x18UpdateTaskExecutionState\x12,.jobplane.v1.UpdateTaskExecutionStateRequest\x1a-.jobplane.v1.UpdateTaskExecutionStateResponse\"\x03\x90\x02\x02\x12\x7f\n" +
-	"\x19UpdateTaskExecutionStates\x12-.jobplane.v1.UpdateTaskExecutionStatesRequest\x1a..jobplane.v1.UpdateTaskExecutionStatesResponse\"\x03\x90\x02\x02\x12\x91\x01\n" +
-	"\x1fUpdateTaskExecutionStatesOfJobs\x123.jobplane.v1.UpdateTaskExecutionStatesOfJobsRequest\x1a4.jobplane.v1.UpdateTaskExecutionStatesOfJobsResponse\"\x03\x90\x02\x02\x12\x7f\n" +
-	"\x19HeartbeatFromTaskExecutor\x12-.jobplane.v1.HeartbeatFromTaskExecutorRequest\x1a..jobplane.v1.HeartbeatFromTaskExecutorResponse\"\x03\x90\x02\x02\x12o\n" +
-	"\tHeartbeat\x12-.jobplane.v1.JobMasterServiceHeartbeatRequest\x1a..jobplane.v1.JobMasterServiceHeartbeatResponse\"\x03\x90\x02\x02\x12v\n" +
-	"\x16DisconnectTaskExecutor\x12*.jobplane.v1.DisconnectTaskExecutorRequest\x1a+.jobplane.v1.DisconnectTaskExecutorResponse\"\x03\x90\x02\x02B\xae\x01\n" +
-	"\x0fcom.jobplane.v1B\x15JobMasterServiceProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
+	"OfferSlots\x12&.jobplane.cluster.v1.OfferSlotsRequest\x1a'.jobplane.cluster.v1.OfferSlotsResponse\"\x03\x90\x02\x02\x12\x8c\x01\n" +
+	"\x18UpdateTaskExecutionState\x124.jobplane.cluster.v1.UpdateTaskExecutionStateRequest\x1a5.jobplane.cluster.v1.UpdateTaskExecutionStateResponse\"\x03\x90\x02\x02\x12\x8f\x01\n" +
+	"\x19UpdateTaskExecutionStates\x125.jobplane.cluster.v1.UpdateTaskExecutionStatesRequest\x1a6.jobplane.cluster.v1.UpdateTaskExecutionStatesResponse\"\x03\x90\x02\x02\x12\xa1\x01\n" +
+	"\x1fUpdateTaskExecutionStatesOfJobs\x12;.jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsRequest\x1a<.jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsResponse\"\x03\x90\x02\x02\x12\x8f\x01\n" +
+	"\x19HeartbeatFromTaskExecutor\x125.jobplane.cluster.v1.HeartbeatFromTaskExecutorRequest\x1a6.jobplane.cluster.v1.HeartbeatFromTaskExecutorResponse\"\x03\x90\x02\x02\x12\x7f\n" +
+	"\tHeartbeat\x125.jobplane.cluster.v1.JobMasterServiceHeartbeatRequest\x1a6.jobplane.cluster.v1.JobMasterServiceHeartbeatResponse\"\x03\x90\x02\x02\x12\x86\x01\n" +
+	"\x16DisconnectTaskExecutor\x122.jobplane.cluster.v1.DisconnectTaskExecutorRequest\x1a3.jobplane.cluster.v1.DisconnectTaskExecutorResponse\"\x03\x90\x02\x02B\xde\x01\n" +
+	"\x17com.jobplane.cluster.v1B\x15JobMasterServiceProtoP\x01Z>github.com/jobplane/jobplane/gen/jobplane/cluster/v1;clusterv1\xa2\x02\x03JCX\xaa\x02\x13Jobplane.Cluster.V1\xca\x02\x13Jobplane\\Cluster\\V1\xe2\x02\x1fJobplane\\Cluster\\V1\\GPBMetadata\xea\x02\x15Jobplane::Cluster::V1b\x06proto3"
 
 var (
-	file_jobplane_v1_job_master_service_proto_rawDescOnce sync.Once
-	file_jobplane_v1_job_master_service_proto_rawDescData []byte
+	file_jobplane_cluster_v1_job_master_service_proto_rawDescOnce sync.Once
+	file_jobplane_cluster_v1_job_master_service_proto_rawDescData []byte
 )
 
-func file_jobplane_v1_job_master_service_proto_rawDescGZIP() []byte {
-	file_jobplane_v1_job_master_service_proto_rawDescOnce.Do(func() {
-		file_jobplane_v1_job_master_service_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_jobplane_v1_job_master_service_proto_rawDesc), len(file_jobplane_v1_job_master_service_proto_rawDesc)))
+func file_jobplane_cluster_v1_job_master_service_proto_rawDescGZIP() []byte {
+	file_jobplane_cluster_v1_job_master_service_proto_rawDescOnce.Do(func() {
+		file_jobplane_cluster_v1_job_master_service_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_jobplane_cluster_v1_job_master_service_proto_rawDesc), len(file_jobplane_cluster_v1_job_master_service_proto_rawDesc)))
 	})
-	return file_jobplane_v1_job_master_service_proto_rawDescData
+	return file_jobplane_cluster_v1_job_master_service_proto_rawDescData
 }
 
-var file_jobplane_v1_job_master_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jobplane_v1_job_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
-var file_jobplane_v1_job_master_service_proto_goTypes = []any{
-	(TaskExecutorJobAction)(0),                           // 0: jobplane.v1.TaskExecutorJobAction
-	(*JobMasterServiceRegisterTaskExecutorRequest)(nil),  // 1: jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest
-	(*JobMasterServiceRegisterTaskExecutorResponse)(nil), // 2: jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse
-	(*SlotOffer)(nil),                                    // 3: jobplane.v1.SlotOffer
-	(*OfferSlotsRequest)(nil),                            // 4: jobplane.v1.OfferSlotsRequest
-	(*OfferSlotsResponse)(nil),                           // 5: jobplane.v1.OfferSlotsResponse
-	(*UpdateTaskExecutionStateRequest)(nil),              // 6: jobplane.v1.UpdateTaskExecutionStateRequest
-	(*UpdateTaskExecutionStateResponse)(nil),             // 7: jobplane.v1.UpdateTaskExecutionStateResponse
-	(*UpdateTaskExecutionStatesRequest)(nil),             // 8: jobplane.v1.UpdateTaskExecutionStatesRequest
-	(*UpdateTaskExecutionStatesResponse)(nil),            // 9: jobplane.v1.UpdateTaskExecutionStatesResponse
-	(*UpdateTaskExecutionStatesOfJobsRequest)(nil),       // 10: jobplane.v1.UpdateTaskExecutionStatesOfJobsRequest
-	(*UpdateTaskExecutionStatesOfJobsResponse)(nil),      // 11: jobplane.v1.UpdateTaskExecutionStatesOfJobsResponse
-	(*JobMasterServiceHeartbeatRequest)(nil),             // 12: jobplane.v1.JobMasterServiceHeartbeatRequest
-	(*JobMasterServiceHeartbeatResponse)(nil),            // 13: jobplane.v1.JobMasterServiceHeartbeatResponse
-	(*HeartbeatFromTaskExecutorRequest)(nil),             // 14: jobplane.v1.HeartbeatFromTaskExecutorRequest
-	(*TaskExecutorJobReport)(nil),                        // 15: jobplane.v1.TaskExecutorJobReport
-	(*HeartbeatFromTaskExecutorResponse)(nil),            // 16: jobplane.v1.HeartbeatFromTaskExecutorResponse
-	(*TaskExecutorJobAnswer)(nil),                        // 17: jobplane.v1.TaskExecutorJobAnswer
-	(*DisconnectTaskExecutorRequest)(nil),                // 18: jobplane.v1.DisconnectTaskExecutorRequest
-	(*DisconnectTaskExecutorResponse)(nil),               // 19: jobplane.v1.DisconnectTaskExecutorResponse
-	(*FencingToken)(nil),                                 // 20: jobplane.v1.FencingToken
+var file_jobplane_cluster_v1_job_master_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_jobplane_cluster_v1_job_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_jobplane_cluster_v1_job_master_service_proto_goTypes = []any{
+	(TaskExecutorJobAction)(0),                           // 0: jobplane.cluster.v1.TaskExecutorJobAction
+	(*JobMasterServiceRegisterTaskExecutorRequest)(nil),  // 1: jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorRequest
+	(*JobMasterServiceRegisterTaskExecutorResponse)(nil), // 2: jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorResponse
+	(*SlotOffer)(nil),                                    // 3: jobplane.cluster.v1.SlotOffer
+	(*OfferSlotsRequest)(nil),                            // 4: jobplane.cluster.v1.OfferSlotsRequest
+	(*OfferSlotsResponse)(nil),                           // 5: jobplane.cluster.v1.OfferSlotsResponse
+	(*UpdateTaskExecutionStateRequest)(nil),              // 6: jobplane.cluster.v1.UpdateTaskExecutionStateRequest
+	(*UpdateTaskExecutionStateResponse)(nil),             // 7: jobplane.cluster.v1.UpdateTaskExecutionStateResponse
+	(*UpdateTaskExecutionStatesRequest)(nil),             // 8: jobplane.cluster.v1.UpdateTaskExecutionStatesRequest
+	(*UpdateTaskExecutionStatesResponse)(nil),            // 9: jobplane.cluster.v1.UpdateTaskExecutionStatesResponse
+	(*UpdateTaskExecutionStatesOfJobsRequest)(nil),       // 10: jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsRequest
+	(*UpdateTaskExecutionStatesOfJobsResponse)(nil),      // 11: jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsResponse
+	(*JobMasterServiceHeartbeatRequest)(nil),             // 12: jobplane.cluster.v1.JobMasterServiceHeartbeatRequest
+	(*JobMasterServiceHeartbeatResponse)(nil),            // 13: jobplane.cluster.v1.JobMasterServiceHeartbeatResponse
+	(*HeartbeatFromTaskExecutorRequest)(nil),             // 14: jobplane.cluster.v1.HeartbeatFromTaskExecutorRequest
+	(*TaskExecutorJobReport)(nil),                        // 15: jobplane.cluster.v1.TaskExecutorJobReport
+	(*HeartbeatFromTaskExecutorResponse)(nil),            // 16: jobplane.cluster.v1.HeartbeatFromTaskExecutorResponse
+	(*TaskExecutorJobAnswer)(nil),                        // 17: jobplane.cluster.v1.TaskExecutorJobAnswer
+	(*DisconnectTaskExecutorRequest)(nil),                // 18: jobplane.cluster.v1.DisconnectTaskExecutorRequest
+	(*DisconnectTaskExecutorResponse)(nil),               // 19: jobplane.cluster.v1.DisconnectTaskExecutorResponse
+	(*v1.FencingToken)(nil),                              // 20: jobplane.v1.FencingToken
 	(*durationpb.Duration)(nil),                          // 21: google.protobuf.Duration
-	(*ResourceProfile)(nil),                              // 22: jobplane.v1.ResourceProfile
-	(*TaskDeployment)(nil),                               // 23: jobplane.v1.TaskDeployment
-	(*TaskExecutionStatus)(nil),                          // 24: jobplane.v1.TaskExecutionStatus
-	(*ItemError)(nil),                                    // 25: jobplane.v1.ItemError
+	(*ResourceProfile)(nil),                              // 22: jobplane.cluster.v1.ResourceProfile
+	(*TaskDeployment)(nil),                               // 23: jobplane.cluster.v1.TaskDeployment
+	(*v1.TaskExecutionStatus)(nil),                       // 24: jobplane.v1.TaskExecutionStatus
+	(*v1.ItemError)(nil),                                 // 25: jobplane.v1.ItemError
 }
-var file_jobplane_v1_job_master_service_proto_depIdxs = []int32{
-	20, // 0: jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	21, // 1: jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	21, // 2: jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
-	22, // 3: jobplane.v1.SlotOffer.profile:type_name -> jobplane.v1.ResourceProfile
-	20, // 4: jobplane.v1.OfferSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	3,  // 5: jobplane.v1.OfferSlotsRequest.offers:type_name -> jobplane.v1.SlotOffer
-	3,  // 6: jobplane.v1.OfferSlotsResponse.accepted:type_name -> jobplane.v1.SlotOffer
-	21, // 7: jobplane.v1.OfferSlotsResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	21, // 8: jobplane.v1.OfferSlotsResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
-	23, // 9: jobplane.v1.OfferSlotsResponse.deployments:type_name -> jobplane.v1.TaskDeployment
-	20, // 10: jobplane.v1.UpdateTaskExecutionStateRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	24, // 11: jobplane.v1.UpdateTaskExecutionStateRequest.status:type_name -> jobplane.v1.TaskExecutionStatus
-	20, // 12: jobplane.v1.UpdateTaskExecutionStatesRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	24, // 13: jobplane.v1.UpdateTaskExecutionStatesRequest.statuses:type_name -> jobplane.v1.TaskExecutionStatus
-	25, // 14: jobplane.v1.UpdateTaskExecutionStatesResponse.refused:type_name -> jobplane.v1.ItemError
-	8,  // 15: jobplane.v1.UpdateTaskExecutionStatesOfJobsRequest.jobs:type_name -> jobplane.v1.UpdateTaskExecutionStatesRequest
-	25, // 16: jobplane.v1.UpdateTaskExecutionStatesOfJobsResponse.refused:type_name -> jobplane.v1.ItemError
-	9,  // 17: jobplane.v1.UpdateTaskExecutionStatesOfJobsResponse.results:type_name -> jobplane.v1.UpdateTaskExecutionStatesResponse
-	20, // 18: jobplane.v1.JobMasterServiceHeartbeatRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	24, // 19: jobplane.v1.JobMasterServiceHeartbeatRequest.tasks:type_name -> jobplane.v1.TaskExecutionStatus
-	15, // 20: jobplane.v1.HeartbeatFromTaskExecutorRequest.jobs:type_name -> jobplane.v1.TaskExecutorJobReport
-	20, // 21: jobplane.v1.TaskExecutorJobReport.job_master_token:type_name -> jobplane.v1.FencingToken
-	24, // 22: jobplane.v1.TaskExecutorJobReport.attempts:type_name -> jobplane.v1.TaskExecutionStatus
-	17, // 23: jobplane.v1.HeartbeatFromTaskExecutorResponse.jobs:type_name -> jobplane.v1.TaskExecutorJobAnswer
-	21, // 24: jobplane.v1.HeartbeatFromTaskExecutorResponse.lease_remaining:type_name -> google.protobuf.Duration
-	0,  // 25: jobplane.v1.TaskExecutorJobAnswer.action:type_name -> jobplane.v1.TaskExecutorJobAction
-	20, // 26: jobplane.v1.TaskExecutorJobAnswer.job_master_token:type_name -> jobplane.v1.FencingToken
-	20, // 27: jobplane.v1.DisconnectTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	1,  // 28: jobplane.v1.JobMasterService.RegisterTaskExecutor:input_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorRequest
-	4,  // 29: jobplane.v1.JobMasterService.OfferSlots:input_type -> jobplane.v1.OfferSlotsRequest
-	6,  // 30: jobplane.v1.JobMasterService.UpdateTaskExecutionState:input_type -> jobplane.v1.UpdateTaskExecutionStateRequest
-	8,  // 31: jobplane.v1.JobMasterService.UpdateTaskExecutionStates:input_type -> jobplane.v1.UpdateTaskExecutionStatesRequest
-	10, // 32: jobplane.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs:input_type -> jobplane.v1.UpdateTaskExecutionStatesOfJobsRequest
-	14, // 33: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:input_type -> jobplane.v1.HeartbeatFromTaskExecutorRequest
-	12, // 34: jobplane.v1.JobMasterService.Heartbeat:input_type -> jobplane.v1.JobMasterServiceHeartbeatRequest
-	18, // 35: jobplane.v1.JobMasterService.DisconnectTaskExecutor:input_type -> jobplane.v1.DisconnectTaskExecutorRequest
-	2,  // 36: jobplane.v1.JobMasterService.RegisterTaskExecutor:output_type -> jobplane.v1.JobMasterServiceRegisterTaskExecutorResponse
-	5,  // 37: jobplane.v1.JobMasterService.OfferSlots:output_type -> jobplane.v1.OfferSlotsResponse
-	7,  // 38: jobplane.v1.JobMasterService.UpdateTaskExecutionState:output_type -> jobplane.v1.UpdateTaskExecutionStateResponse
-	9,  // 39: jobplane.v1.JobMasterService.UpdateTaskExecutionStates:output_type -> jobplane.v1.UpdateTaskExecutionStatesResponse
-	11, // 40: jobplane.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs:output_type -> jobplane.v1.UpdateTaskExecutionStatesOfJobsResponse
-	16, // 41: jobplane.v1.JobMasterService.HeartbeatFromTaskExecutor:output_type -> jobplane.v1.HeartbeatFromTaskExecutorResponse
-	13, // 42: jobplane.v1.JobMasterService.Heartbeat:output_type -> jobplane.v1.JobMasterServiceHeartbeatResponse
-	19, // 43: jobplane.v1.JobMasterService.DisconnectTaskExecutor:output_type -> jobplane.v1.DisconnectTaskExecutorResponse
+var file_jobplane_cluster_v1_job_master_service_proto_depIdxs = []int32{
+	20, // 0: jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	21, // 1: jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	21, // 2: jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
+	22, // 3: jobplane.cluster.v1.SlotOffer.profile:type_name -> jobplane.cluster.v1.ResourceProfile
+	20, // 4: jobplane.cluster.v1.OfferSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	3,  // 5: jobplane.cluster.v1.OfferSlotsRequest.offers:type_name -> jobplane.cluster.v1.SlotOffer
+	3,  // 6: jobplane.cluster.v1.OfferSlotsResponse.accepted:type_name -> jobplane.cluster.v1.SlotOffer
+	21, // 7: jobplane.cluster.v1.OfferSlotsResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	21, // 8: jobplane.cluster.v1.OfferSlotsResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
+	23, // 9: jobplane.cluster.v1.OfferSlotsResponse.deployments:type_name -> jobplane.cluster.v1.TaskDeployment
+	20, // 10: jobplane.cluster.v1.UpdateTaskExecutionStateRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	24, // 11: jobplane.cluster.v1.UpdateTaskExecutionStateRequest.status:type_name -> jobplane.v1.TaskExecutionStatus
+	20, // 12: jobplane.cluster.v1.UpdateTaskExecutionStatesRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	24, // 13: jobplane.cluster.v1.UpdateTaskExecutionStatesRequest.statuses:type_name -> jobplane.v1.TaskExecutionStatus
+	25, // 14: jobplane.cluster.v1.UpdateTaskExecutionStatesResponse.refused:type_name -> jobplane.v1.ItemError
+	8,  // 15: jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsRequest.jobs:type_name -> jobplane.cluster.v1.UpdateTaskExecutionStatesRequest
+	25, // 16: jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsResponse.refused:type_name -> jobplane.v1.ItemError
+	9,  // 17: jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsResponse.results:type_name -> jobplane.cluster.v1.UpdateTaskExecutionStatesResponse
+	20, // 18: jobplane.cluster.v1.JobMasterServiceHeartbeatRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	24, // 19: jobplane.cluster.v1.JobMasterServiceHeartbeatRequest.tasks:type_name -> jobplane.v1.TaskExecutionStatus
+	15, // 20: jobplane.cluster.v1.HeartbeatFromTaskExecutorRequest.jobs:type_name -> jobplane.cluster.v1.TaskExecutorJobReport
+	20, // 21: jobplane.cluster.v1.TaskExecutorJobReport.job_master_token:type_name -> jobplane.v1.FencingToken
+	24, // 22: jobplane.cluster.v1.TaskExecutorJobReport.attempts:type_name -> jobplane.v1.TaskExecutionStatus
+	17, // 23: jobplane.cluster.v1.HeartbeatFromTaskExecutorResponse.jobs:type_name -> jobplane.cluster.v1.TaskExecutorJobAnswer
+	21, // 24: jobplane.cluster.v1.HeartbeatFromTaskExecutorResponse.lease_remaining:type_name -> google.protobuf.Duration
+	0,  // 25: jobplane.cluster.v1.TaskExecutorJobAnswer.action:type_name -> jobplane.cluster.v1.TaskExecutorJobAction
+	20, // 26: jobplane.cluster.v1.TaskExecutorJobAnswer.job_master_token:type_name -> jobplane.v1.FencingToken
+	20, // 27: jobplane.cluster.v1.DisconnectTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	1,  // 28: jobplane.cluster.v1.JobMasterService.RegisterTaskExecutor:input_type -> jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorRequest
+	4,  // 29: jobplane.cluster.v1.JobMasterService.OfferSlots:input_type -> jobplane.cluster.v1.OfferSlotsRequest
+	6,  // 30: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionState:input_type -> jobplane.cluster.v1.UpdateTaskExecutionStateRequest
+	8,  // 31: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStates:input_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesRequest
+	10, // 32: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs:input_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsRequest
+	14, // 33: jobplane.cluster.v1.JobMasterService.HeartbeatFromTaskExecutor:input_type -> jobplane.cluster.v1.HeartbeatFromTaskExecutorRequest
+	12, // 34: jobplane.cluster.v1.JobMasterService.Heartbeat:input_type -> jobplane.cluster.v1.JobMasterServiceHeartbeatRequest
+	18, // 35: jobplane.cluster.v1.JobMasterService.DisconnectTaskExecutor:input_type -> jobplane.cluster.v1.DisconnectTaskExecutorRequest
+	2,  // 36: jobplane.cluster.v1.JobMasterService.RegisterTaskExecutor:output_type -> jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorResponse
+	5,  // 37: jobplane.cluster.v1.JobMasterService.OfferSlots:output_type -> jobplane.cluster.v1.OfferSlotsResponse
+	7,  // 38: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionState:output_type -> jobplane.cluster.v1.UpdateTaskExecutionStateResponse
+	9,  // 39: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStates:output_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesResponse
+	11, // 40: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs:output_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsResponse
+	16, // 41: jobplane.cluster.v1.JobMasterService.HeartbeatFromTaskExecutor:output_type -> jobplane.cluster.v1.HeartbeatFromTaskExecutorResponse
+	13, // 42: jobplane.cluster.v1.JobMasterService.Heartbeat:output_type -> jobplane.cluster.v1.JobMasterServiceHeartbeatResponse
+	19, // 43: jobplane.cluster.v1.JobMasterService.DisconnectTaskExecutor:output_type -> jobplane.cluster.v1.DisconnectTaskExecutorResponse
 	36, // [36:44] is the sub-list for method output_type
 	28, // [28:36] is the sub-list for method input_type
 	28, // [28:28] is the sub-list for extension type_name
@@ -1544,32 +1545,29 @@ var file_jobplane_v1_job_master_service_proto_depIdxs = []int32{
 	0,  // [0:28] is the sub-list for field type_name
 }
 
-func init() { file_jobplane_v1_job_master_service_proto_init() }
-func file_jobplane_v1_job_master_service_proto_init() {
-	if File_jobplane_v1_job_master_service_proto != nil {
+func init() { file_jobplane_cluster_v1_job_master_service_proto_init() }
+func file_jobplane_cluster_v1_job_master_service_proto_init() {
+	if File_jobplane_cluster_v1_job_master_service_proto != nil {
 		return
 	}
-	file_jobplane_v1_error_proto_init()
-	file_jobplane_v1_execution_proto_init()
-	file_jobplane_v1_leadership_proto_init()
-	file_jobplane_v1_slot_proto_init()
-	file_jobplane_v1_task_executor_service_proto_init()
+	file_jobplane_cluster_v1_slot_proto_init()
+	file_jobplane_cluster_v1_task_executor_service_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_job_master_service_proto_rawDesc), len(file_jobplane_v1_job_master_service_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_cluster_v1_job_master_service_proto_rawDesc), len(file_jobplane_cluster_v1_job_master_service_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_jobplane_v1_job_master_service_proto_goTypes,
-		DependencyIndexes: file_jobplane_v1_job_master_service_proto_depIdxs,
-		EnumInfos:         file_jobplane_v1_job_master_service_proto_enumTypes,
-		MessageInfos:      file_jobplane_v1_job_master_service_proto_msgTypes,
+		GoTypes:           file_jobplane_cluster_v1_job_master_service_proto_goTypes,
+		DependencyIndexes: file_jobplane_cluster_v1_job_master_service_proto_depIdxs,
+		EnumInfos:         file_jobplane_cluster_v1_job_master_service_proto_enumTypes,
+		MessageInfos:      file_jobplane_cluster_v1_job_master_service_proto_msgTypes,
 	}.Build()
-	File_jobplane_v1_job_master_service_proto = out.File
-	file_jobplane_v1_job_master_service_proto_goTypes = nil
-	file_jobplane_v1_job_master_service_proto_depIdxs = nil
+	File_jobplane_cluster_v1_job_master_service_proto = out.File
+	file_jobplane_cluster_v1_job_master_service_proto_goTypes = nil
+	file_jobplane_cluster_v1_job_master_service_proto_depIdxs = nil
 }

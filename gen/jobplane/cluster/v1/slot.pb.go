@@ -2,9 +2,9 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: jobplane/v1/slot.proto
+// source: jobplane/cluster/v1/slot.proto
 
-package jobplanev1
+package clusterv1
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -36,7 +36,7 @@ type ResourceProfile struct {
 
 func (x *ResourceProfile) Reset() {
 	*x = ResourceProfile{}
-	mi := &file_jobplane_v1_slot_proto_msgTypes[0]
+	mi := &file_jobplane_cluster_v1_slot_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +48,7 @@ func (x *ResourceProfile) String() string {
 func (*ResourceProfile) ProtoMessage() {}
 
 func (x *ResourceProfile) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_slot_proto_msgTypes[0]
+	mi := &file_jobplane_cluster_v1_slot_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +61,7 @@ func (x *ResourceProfile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceProfile.ProtoReflect.Descriptor instead.
 func (*ResourceProfile) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_slot_proto_rawDescGZIP(), []int{0}
+	return file_jobplane_cluster_v1_slot_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *ResourceProfile) GetCpuCores() float64 {
@@ -96,7 +96,7 @@ type SlotStatus struct {
 
 func (x *SlotStatus) Reset() {
 	*x = SlotStatus{}
-	mi := &file_jobplane_v1_slot_proto_msgTypes[1]
+	mi := &file_jobplane_cluster_v1_slot_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -108,7 +108,7 @@ func (x *SlotStatus) String() string {
 func (*SlotStatus) ProtoMessage() {}
 
 func (x *SlotStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_slot_proto_msgTypes[1]
+	mi := &file_jobplane_cluster_v1_slot_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -121,7 +121,7 @@ func (x *SlotStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotStatus.ProtoReflect.Descriptor instead.
 func (*SlotStatus) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_slot_proto_rawDescGZIP(), []int{1}
+	return file_jobplane_cluster_v1_slot_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *SlotStatus) GetSlotIndex() int32 {
@@ -163,7 +163,7 @@ type SlotReport struct {
 
 func (x *SlotReport) Reset() {
 	*x = SlotReport{}
-	mi := &file_jobplane_v1_slot_proto_msgTypes[2]
+	mi := &file_jobplane_cluster_v1_slot_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -175,7 +175,7 @@ func (x *SlotReport) String() string {
 func (*SlotReport) ProtoMessage() {}
 
 func (x *SlotReport) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_slot_proto_msgTypes[2]
+	mi := &file_jobplane_cluster_v1_slot_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -188,7 +188,7 @@ func (x *SlotReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotReport.ProtoReflect.Descriptor instead.
 func (*SlotReport) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_slot_proto_rawDescGZIP(), []int{2}
+	return file_jobplane_cluster_v1_slot_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SlotReport) GetSlots() []*SlotStatus {
@@ -219,7 +219,7 @@ type ResourceRequirement struct {
 
 func (x *ResourceRequirement) Reset() {
 	*x = ResourceRequirement{}
-	mi := &file_jobplane_v1_slot_proto_msgTypes[3]
+	mi := &file_jobplane_cluster_v1_slot_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -231,7 +231,7 @@ func (x *ResourceRequirement) String() string {
 func (*ResourceRequirement) ProtoMessage() {}
 
 func (x *ResourceRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_slot_proto_msgTypes[3]
+	mi := &file_jobplane_cluster_v1_slot_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -244,7 +244,7 @@ func (x *ResourceRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceRequirement.ProtoReflect.Descriptor instead.
 func (*ResourceRequirement) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_slot_proto_rawDescGZIP(), []int{3}
+	return file_jobplane_cluster_v1_slot_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ResourceRequirement) GetProfile() *ResourceProfile {
@@ -268,55 +268,55 @@ func (x *ResourceRequirement) GetInvokables() []string {
 	return nil
 }
 
-var File_jobplane_v1_slot_proto protoreflect.FileDescriptor
+var File_jobplane_cluster_v1_slot_proto protoreflect.FileDescriptor
 
-const file_jobplane_v1_slot_proto_rawDesc = "" +
+const file_jobplane_cluster_v1_slot_proto_rawDesc = "" +
 	"\n" +
-	"\x16jobplane/v1/slot.proto\x12\vjobplane.v1\"Q\n" +
+	"\x1ejobplane/cluster/v1/slot.proto\x12\x13jobplane.cluster.v1\"Q\n" +
 	"\x0fResourceProfile\x12\x1b\n" +
 	"\tcpu_cores\x18\x01 \x01(\x01R\bcpuCores\x12!\n" +
-	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\"\x9f\x01\n" +
+	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\"\xa7\x01\n" +
 	"\n" +
 	"SlotStatus\x12\x1d\n" +
 	"\n" +
-	"slot_index\x18\x01 \x01(\x05R\tslotIndex\x126\n" +
-	"\aprofile\x18\x02 \x01(\v2\x1c.jobplane.v1.ResourceProfileR\aprofile\x12#\n" +
+	"slot_index\x18\x01 \x01(\x05R\tslotIndex\x12>\n" +
+	"\aprofile\x18\x02 \x01(\v2$.jobplane.cluster.v1.ResourceProfileR\aprofile\x12#\n" +
 	"\rallocation_id\x18\x03 \x01(\tR\fallocationId\x12\x15\n" +
-	"\x06job_id\x18\x04 \x01(\tR\x05jobId\";\n" +
+	"\x06job_id\x18\x04 \x01(\tR\x05jobId\"C\n" +
 	"\n" +
-	"SlotReport\x12-\n" +
-	"\x05slots\x18\x01 \x03(\v2\x17.jobplane.v1.SlotStatusR\x05slots\"\x83\x01\n" +
-	"\x13ResourceRequirement\x126\n" +
-	"\aprofile\x18\x01 \x01(\v2\x1c.jobplane.v1.ResourceProfileR\aprofile\x12\x14\n" +
+	"SlotReport\x125\n" +
+	"\x05slots\x18\x01 \x03(\v2\x1f.jobplane.cluster.v1.SlotStatusR\x05slots\"\x8b\x01\n" +
+	"\x13ResourceRequirement\x12>\n" +
+	"\aprofile\x18\x01 \x01(\v2$.jobplane.cluster.v1.ResourceProfileR\aprofile\x12\x14\n" +
 	"\x05slots\x18\x02 \x01(\x05R\x05slots\x12\x1e\n" +
 	"\n" +
 	"invokables\x18\x03 \x03(\tR\n" +
-	"invokablesB\xa2\x01\n" +
-	"\x0fcom.jobplane.v1B\tSlotProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
+	"invokablesB\xd2\x01\n" +
+	"\x17com.jobplane.cluster.v1B\tSlotProtoP\x01Z>github.com/jobplane/jobplane/gen/jobplane/cluster/v1;clusterv1\xa2\x02\x03JCX\xaa\x02\x13Jobplane.Cluster.V1\xca\x02\x13Jobplane\\Cluster\\V1\xe2\x02\x1fJobplane\\Cluster\\V1\\GPBMetadata\xea\x02\x15Jobplane::Cluster::V1b\x06proto3"
 
 var (
-	file_jobplane_v1_slot_proto_rawDescOnce sync.Once
-	file_jobplane_v1_slot_proto_rawDescData []byte
+	file_jobplane_cluster_v1_slot_proto_rawDescOnce sync.Once
+	file_jobplane_cluster_v1_slot_proto_rawDescData []byte
 )
 
-func file_jobplane_v1_slot_proto_rawDescGZIP() []byte {
-	file_jobplane_v1_slot_proto_rawDescOnce.Do(func() {
-		file_jobplane_v1_slot_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_jobplane_v1_slot_proto_rawDesc), len(file_jobplane_v1_slot_proto_rawDesc)))
+func file_jobplane_cluster_v1_slot_proto_rawDescGZIP() []byte {
+	file_jobplane_cluster_v1_slot_proto_rawDescOnce.Do(func() {
+		file_jobplane_cluster_v1_slot_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_jobplane_cluster_v1_slot_proto_rawDesc), len(file_jobplane_cluster_v1_slot_proto_rawDesc)))
 	})
-	return file_jobplane_v1_slot_proto_rawDescData
+	return file_jobplane_cluster_v1_slot_proto_rawDescData
 }
 
-var file_jobplane_v1_slot_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
-var file_jobplane_v1_slot_proto_goTypes = []any{
-	(*ResourceProfile)(nil),     // 0: jobplane.v1.ResourceProfile
-	(*SlotStatus)(nil),          // 1: jobplane.v1.SlotStatus
-	(*SlotReport)(nil),          // 2: jobplane.v1.SlotReport
-	(*ResourceRequirement)(nil), // 3: jobplane.v1.ResourceRequirement
+var file_jobplane_cluster_v1_slot_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_jobplane_cluster_v1_slot_proto_goTypes = []any{
+	(*ResourceProfile)(nil),     // 0: jobplane.cluster.v1.ResourceProfile
+	(*SlotStatus)(nil),          // 1: jobplane.cluster.v1.SlotStatus
+	(*SlotReport)(nil),          // 2: jobplane.cluster.v1.SlotReport
+	(*ResourceRequirement)(nil), // 3: jobplane.cluster.v1.ResourceRequirement
 }
-var file_jobplane_v1_slot_proto_depIdxs = []int32{
-	0, // 0: jobplane.v1.SlotStatus.profile:type_name -> jobplane.v1.ResourceProfile
-	1, // 1: jobplane.v1.SlotReport.slots:type_name -> jobplane.v1.SlotStatus
-	0, // 2: jobplane.v1.ResourceRequirement.profile:type_name -> jobplane.v1.ResourceProfile
+var file_jobplane_cluster_v1_slot_proto_depIdxs = []int32{
+	0, // 0: jobplane.cluster.v1.SlotStatus.profile:type_name -> jobplane.cluster.v1.ResourceProfile
+	1, // 1: jobplane.cluster.v1.SlotReport.slots:type_name -> jobplane.cluster.v1.SlotStatus
+	0, // 2: jobplane.cluster.v1.ResourceRequirement.profile:type_name -> jobplane.cluster.v1.ResourceProfile
 	3, // [3:3] is the sub-list for method output_type
 	3, // [3:3] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name
@@ -324,26 +324,26 @@ var file_jobplane_v1_slot_proto_depIdxs = []int32{
 	0, // [0:3] is the sub-list for field type_name
 }
 
-func init() { file_jobplane_v1_slot_proto_init() }
-func file_jobplane_v1_slot_proto_init() {
-	if File_jobplane_v1_slot_proto != nil {
+func init() { file_jobplane_cluster_v1_slot_proto_init() }
+func file_jobplane_cluster_v1_slot_proto_init() {
+	if File_jobplane_cluster_v1_slot_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_slot_proto_rawDesc), len(file_jobplane_v1_slot_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_cluster_v1_slot_proto_rawDesc), len(file_jobplane_cluster_v1_slot_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_jobplane_v1_slot_proto_goTypes,
-		DependencyIndexes: file_jobplane_v1_slot_proto_depIdxs,
-		MessageInfos:      file_jobplane_v1_slot_proto_msgTypes,
+		GoTypes:           file_jobplane_cluster_v1_slot_proto_goTypes,
+		DependencyIndexes: file_jobplane_cluster_v1_slot_proto_depIdxs,
+		MessageInfos:      file_jobplane_cluster_v1_slot_proto_msgTypes,
 	}.Build()
-	File_jobplane_v1_slot_proto = out.File
-	file_jobplane_v1_slot_proto_goTypes = nil
-	file_jobplane_v1_slot_proto_depIdxs = nil
+	File_jobplane_cluster_v1_slot_proto = out.File
+	file_jobplane_cluster_v1_slot_proto_goTypes = nil
+	file_jobplane_cluster_v1_slot_proto_depIdxs = nil
 }

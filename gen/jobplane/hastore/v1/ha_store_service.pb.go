@@ -2,11 +2,12 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: jobplane/v1/ha_store_service.proto
+// source: jobplane/hastore/v1/ha_store_service.proto
 
-package jobplanev1
+package hastorev1
 
 import (
+	v1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -65,11 +66,11 @@ func (x RevocationReason) String() string {
 }
 
 func (RevocationReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_jobplane_v1_ha_store_service_proto_enumTypes[0].Descriptor()
+	return file_jobplane_hastore_v1_ha_store_service_proto_enumTypes[0].Descriptor()
 }
 
 func (RevocationReason) Type() protoreflect.EnumType {
-	return &file_jobplane_v1_ha_store_service_proto_enumTypes[0]
+	return &file_jobplane_hastore_v1_ha_store_service_proto_enumTypes[0]
 }
 
 func (x RevocationReason) Number() protoreflect.EnumNumber {
@@ -78,7 +79,7 @@ func (x RevocationReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RevocationReason.Descriptor instead.
 func (RevocationReason) EnumDescriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{0}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{0}
 }
 
 // JobResultState says whether a job's cleanup has finished.
@@ -119,11 +120,11 @@ func (x JobResultState) String() string {
 }
 
 func (JobResultState) Descriptor() protoreflect.EnumDescriptor {
-	return file_jobplane_v1_ha_store_service_proto_enumTypes[1].Descriptor()
+	return file_jobplane_hastore_v1_ha_store_service_proto_enumTypes[1].Descriptor()
 }
 
 func (JobResultState) Type() protoreflect.EnumType {
-	return &file_jobplane_v1_ha_store_service_proto_enumTypes[1]
+	return &file_jobplane_hastore_v1_ha_store_service_proto_enumTypes[1]
 }
 
 func (x JobResultState) Number() protoreflect.EnumNumber {
@@ -132,7 +133,7 @@ func (x JobResultState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use JobResultState.Descriptor instead.
 func (JobResultState) EnumDescriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{1}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{1}
 }
 
 // OpenSessionRequest is the request of HAStoreService.OpenSession.
@@ -147,7 +148,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[0]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -159,7 +160,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[0]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -172,7 +173,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{0}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *OpenSessionRequest) GetTtl() *durationpb.Duration {
@@ -195,7 +196,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[1]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -207,7 +208,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[1]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -220,7 +221,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{1}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *OpenSessionResponse) GetSessionId() string {
@@ -248,7 +249,7 @@ type KeepAliveRequest struct {
 
 func (x *KeepAliveRequest) Reset() {
 	*x = KeepAliveRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[2]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -260,7 +261,7 @@ func (x *KeepAliveRequest) String() string {
 func (*KeepAliveRequest) ProtoMessage() {}
 
 func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[2]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -273,7 +274,7 @@ func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{2}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *KeepAliveRequest) GetSessionId() string {
@@ -294,7 +295,7 @@ type KeepAliveResponse struct {
 
 func (x *KeepAliveResponse) Reset() {
 	*x = KeepAliveResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[3]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -306,7 +307,7 @@ func (x *KeepAliveResponse) String() string {
 func (*KeepAliveResponse) ProtoMessage() {}
 
 func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[3]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -319,7 +320,7 @@ func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveResponse.ProtoReflect.Descriptor instead.
 func (*KeepAliveResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{3}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *KeepAliveResponse) GetTtl() *durationpb.Duration {
@@ -340,7 +341,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[4]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -352,7 +353,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[4]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -365,7 +366,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{4}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CloseSessionRequest) GetSessionId() string {
@@ -384,7 +385,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[5]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -396,7 +397,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[5]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -409,7 +410,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{5}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{5}
 }
 
 // CampaignRequest is the request of HAStoreService.Campaign.
@@ -428,7 +429,7 @@ type CampaignRequest struct {
 
 func (x *CampaignRequest) Reset() {
 	*x = CampaignRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[6]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -440,7 +441,7 @@ func (x *CampaignRequest) String() string {
 func (*CampaignRequest) ProtoMessage() {}
 
 func (x *CampaignRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[6]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -453,7 +454,7 @@ func (x *CampaignRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CampaignRequest.ProtoReflect.Descriptor instead.
 func (*CampaignRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{6}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CampaignRequest) GetElection() string {
@@ -486,7 +487,7 @@ type CampaignResponse struct {
 
 func (x *CampaignResponse) Reset() {
 	*x = CampaignResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[7]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +499,7 @@ func (x *CampaignResponse) String() string {
 func (*CampaignResponse) ProtoMessage() {}
 
 func (x *CampaignResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[7]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +512,7 @@ func (x *CampaignResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CampaignResponse.ProtoReflect.Descriptor instead.
 func (*CampaignResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{7}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{7}
 }
 
 // WithdrawRequest is the request of HAStoreService.Withdraw.
@@ -527,7 +528,7 @@ type WithdrawRequest struct {
 
 func (x *WithdrawRequest) Reset() {
 	*x = WithdrawRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[8]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -539,7 +540,7 @@ func (x *WithdrawRequest) String() string {
 func (*WithdrawRequest) ProtoMessage() {}
 
 func (x *WithdrawRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[8]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -552,7 +553,7 @@ func (x *WithdrawRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WithdrawRequest.ProtoReflect.Descriptor instead.
 func (*WithdrawRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{8}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WithdrawRequest) GetElection() string {
@@ -578,7 +579,7 @@ type WithdrawResponse struct {
 
 func (x *WithdrawResponse) Reset() {
 	*x = WithdrawResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[9]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -590,7 +591,7 @@ func (x *WithdrawResponse) String() string {
 func (*WithdrawResponse) ProtoMessage() {}
 
 func (x *WithdrawResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[9]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -603,7 +604,7 @@ func (x *WithdrawResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WithdrawResponse.ProtoReflect.Descriptor instead.
 func (*WithdrawResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{9}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{9}
 }
 
 // WatchSessionRequest is the request of HAStoreService.WatchSession.
@@ -617,7 +618,7 @@ type WatchSessionRequest struct {
 
 func (x *WatchSessionRequest) Reset() {
 	*x = WatchSessionRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[10]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +630,7 @@ func (x *WatchSessionRequest) String() string {
 func (*WatchSessionRequest) ProtoMessage() {}
 
 func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[10]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +643,7 @@ func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{10}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WatchSessionRequest) GetSessionId() string {
@@ -670,7 +671,7 @@ type WatchSessionResponse struct {
 
 func (x *WatchSessionResponse) Reset() {
 	*x = WatchSessionResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[11]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +683,7 @@ func (x *WatchSessionResponse) String() string {
 func (*WatchSessionResponse) ProtoMessage() {}
 
 func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[11]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +696,7 @@ func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{11}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WatchSessionResponse) GetEvent() isWatchSessionResponse_Event {
@@ -723,7 +724,7 @@ func (x *WatchSessionResponse) GetRevoked() *WatchSessionResponse_LeadershipRevo
 	return nil
 }
 
-func (x *WatchSessionResponse) GetHeartbeat() *Heartbeat {
+func (x *WatchSessionResponse) GetHeartbeat() *v1.Heartbeat {
 	if x != nil {
 		if x, ok := x.Event.(*WatchSessionResponse_Heartbeat); ok {
 			return x.Heartbeat
@@ -757,7 +758,7 @@ type WatchSessionResponse_Revoked struct {
 
 type WatchSessionResponse_Heartbeat struct {
 	// Nothing happened for a while.
-	Heartbeat *Heartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
+	Heartbeat *v1.Heartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
 }
 
 type WatchSessionResponse_SnapshotEnd_ struct {
@@ -778,14 +779,14 @@ func (*WatchSessionResponse_SnapshotEnd_) isWatchSessionResponse_Event() {}
 type ResignRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The leadership to end. Required.
-	Fence         *Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
+	Fence         *v1.Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ResignRequest) Reset() {
 	*x = ResignRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[12]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +798,7 @@ func (x *ResignRequest) String() string {
 func (*ResignRequest) ProtoMessage() {}
 
 func (x *ResignRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[12]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,10 +811,10 @@ func (x *ResignRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResignRequest.ProtoReflect.Descriptor instead.
 func (*ResignRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{12}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{12}
 }
 
-func (x *ResignRequest) GetFence() *Fence {
+func (x *ResignRequest) GetFence() *v1.Fence {
 	if x != nil {
 		return x.Fence
 	}
@@ -829,7 +830,7 @@ type ResignResponse struct {
 
 func (x *ResignResponse) Reset() {
 	*x = ResignResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[13]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +842,7 @@ func (x *ResignResponse) String() string {
 func (*ResignResponse) ProtoMessage() {}
 
 func (x *ResignResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[13]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +855,7 @@ func (x *ResignResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResignResponse.ProtoReflect.Descriptor instead.
 func (*ResignResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{13}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{13}
 }
 
 // ConfirmLeadershipRequest is the request of
@@ -862,7 +863,7 @@ func (*ResignResponse) Descriptor() ([]byte, []int) {
 type ConfirmLeadershipRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The leadership. Required.
-	Fence *Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
+	Fence *v1.Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
 	// The base URL at which the leader serves. Required.
 	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -871,7 +872,7 @@ type ConfirmLeadershipRequest struct {
 
 func (x *ConfirmLeadershipRequest) Reset() {
 	*x = ConfirmLeadershipRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[14]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +884,7 @@ func (x *ConfirmLeadershipRequest) String() string {
 func (*ConfirmLeadershipRequest) ProtoMessage() {}
 
 func (x *ConfirmLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[14]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,10 +897,10 @@ func (x *ConfirmLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*ConfirmLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{14}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{14}
 }
 
-func (x *ConfirmLeadershipRequest) GetFence() *Fence {
+func (x *ConfirmLeadershipRequest) GetFence() *v1.Fence {
 	if x != nil {
 		return x.Fence
 	}
@@ -923,7 +924,7 @@ type ConfirmLeadershipResponse struct {
 
 func (x *ConfirmLeadershipResponse) Reset() {
 	*x = ConfirmLeadershipResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[15]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +936,7 @@ func (x *ConfirmLeadershipResponse) String() string {
 func (*ConfirmLeadershipResponse) ProtoMessage() {}
 
 func (x *ConfirmLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[15]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +949,7 @@ func (x *ConfirmLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*ConfirmLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{15}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{15}
 }
 
 // GetLeaderRequest is the request of HAStoreService.GetLeader.
@@ -962,7 +963,7 @@ type GetLeaderRequest struct {
 
 func (x *GetLeaderRequest) Reset() {
 	*x = GetLeaderRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[16]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +975,7 @@ func (x *GetLeaderRequest) String() string {
 func (*GetLeaderRequest) ProtoMessage() {}
 
 func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[16]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +988,7 @@ func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{16}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetLeaderRequest) GetElection() string {
@@ -1001,14 +1002,14 @@ func (x *GetLeaderRequest) GetElection() string {
 type GetLeaderResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The election's leader; its token is unset when there is none.
-	Leader        *LeaderInfo `protobuf:"bytes,1,opt,name=leader,proto3" json:"leader,omitempty"`
+	Leader        *v1.LeaderInfo `protobuf:"bytes,1,opt,name=leader,proto3" json:"leader,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetLeaderResponse) Reset() {
 	*x = GetLeaderResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[17]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1021,7 @@ func (x *GetLeaderResponse) String() string {
 func (*GetLeaderResponse) ProtoMessage() {}
 
 func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[17]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,10 +1034,10 @@ func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{17}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{17}
 }
 
-func (x *GetLeaderResponse) GetLeader() *LeaderInfo {
+func (x *GetLeaderResponse) GetLeader() *v1.LeaderInfo {
 	if x != nil {
 		return x.Leader
 	}
@@ -1054,7 +1055,7 @@ type ObserveLeaderRequest struct {
 
 func (x *ObserveLeaderRequest) Reset() {
 	*x = ObserveLeaderRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[18]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1067,7 @@ func (x *ObserveLeaderRequest) String() string {
 func (*ObserveLeaderRequest) ProtoMessage() {}
 
 func (x *ObserveLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[18]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1080,7 @@ func (x *ObserveLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveLeaderRequest.ProtoReflect.Descriptor instead.
 func (*ObserveLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{18}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ObserveLeaderRequest) GetElection() string {
@@ -1105,7 +1106,7 @@ type ObserveLeaderResponse struct {
 
 func (x *ObserveLeaderResponse) Reset() {
 	*x = ObserveLeaderResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[19]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1118,7 @@ func (x *ObserveLeaderResponse) String() string {
 func (*ObserveLeaderResponse) ProtoMessage() {}
 
 func (x *ObserveLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[19]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1131,7 @@ func (x *ObserveLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveLeaderResponse.ProtoReflect.Descriptor instead.
 func (*ObserveLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{19}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ObserveLeaderResponse) GetEvent() isObserveLeaderResponse_Event {
@@ -1140,7 +1141,7 @@ func (x *ObserveLeaderResponse) GetEvent() isObserveLeaderResponse_Event {
 	return nil
 }
 
-func (x *ObserveLeaderResponse) GetLeader() *LeaderInfo {
+func (x *ObserveLeaderResponse) GetLeader() *v1.LeaderInfo {
 	if x != nil {
 		if x, ok := x.Event.(*ObserveLeaderResponse_Leader); ok {
 			return x.Leader
@@ -1149,7 +1150,7 @@ func (x *ObserveLeaderResponse) GetLeader() *LeaderInfo {
 	return nil
 }
 
-func (x *ObserveLeaderResponse) GetHeartbeat() *Heartbeat {
+func (x *ObserveLeaderResponse) GetHeartbeat() *v1.Heartbeat {
 	if x != nil {
 		if x, ok := x.Event.(*ObserveLeaderResponse_Heartbeat); ok {
 			return x.Heartbeat
@@ -1165,12 +1166,12 @@ type isObserveLeaderResponse_Event interface {
 type ObserveLeaderResponse_Leader struct {
 	// The election's leader after the change; its token is unset when
 	// there is none.
-	Leader *LeaderInfo `protobuf:"bytes,1,opt,name=leader,proto3,oneof"`
+	Leader *v1.LeaderInfo `protobuf:"bytes,1,opt,name=leader,proto3,oneof"`
 }
 
 type ObserveLeaderResponse_Heartbeat struct {
 	// Nothing changed for a while.
-	Heartbeat *Heartbeat `protobuf:"bytes,2,opt,name=heartbeat,proto3,oneof"`
+	Heartbeat *v1.Heartbeat `protobuf:"bytes,2,opt,name=heartbeat,proto3,oneof"`
 }
 
 func (*ObserveLeaderResponse_Leader) isObserveLeaderResponse_Event() {}
@@ -1184,7 +1185,7 @@ type ExecutionPlan struct {
 	// The job's id. Required.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The job, overrides applied. Required.
-	JobGraph *JobGraph `protobuf:"bytes,2,opt,name=job_graph,json=jobGraph,proto3" json:"job_graph,omitempty"`
+	JobGraph *v1.JobGraph `protobuf:"bytes,2,opt,name=job_graph,json=jobGraph,proto3" json:"job_graph,omitempty"`
 	// The plan digest of the JobGraph as submitted (before overrides): the
 	// SHA-256 of its normalized canonical encoding (see JobGraph), the same
 	// in every implementation. Resubmissions are recognized by it. Opaque to
@@ -1198,7 +1199,7 @@ type ExecutionPlan struct {
 
 func (x *ExecutionPlan) Reset() {
 	*x = ExecutionPlan{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[20]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1211,7 @@ func (x *ExecutionPlan) String() string {
 func (*ExecutionPlan) ProtoMessage() {}
 
 func (x *ExecutionPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[20]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1224,7 @@ func (x *ExecutionPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionPlan.ProtoReflect.Descriptor instead.
 func (*ExecutionPlan) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{20}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ExecutionPlan) GetJobId() string {
@@ -1233,7 +1234,7 @@ func (x *ExecutionPlan) GetJobId() string {
 	return ""
 }
 
-func (x *ExecutionPlan) GetJobGraph() *JobGraph {
+func (x *ExecutionPlan) GetJobGraph() *v1.JobGraph {
 	if x != nil {
 		return x.JobGraph
 	}
@@ -1258,7 +1259,7 @@ func (x *ExecutionPlan) GetSubmitTime() *timestamppb.Timestamp {
 type PutExecutionPlanRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The writer's leadership. Required.
-	Fence *Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
+	Fence *v1.Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
 	// The plan. Required.
 	Plan          *ExecutionPlan `protobuf:"bytes,2,opt,name=plan,proto3" json:"plan,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1267,7 +1268,7 @@ type PutExecutionPlanRequest struct {
 
 func (x *PutExecutionPlanRequest) Reset() {
 	*x = PutExecutionPlanRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[21]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1280,7 @@ func (x *PutExecutionPlanRequest) String() string {
 func (*PutExecutionPlanRequest) ProtoMessage() {}
 
 func (x *PutExecutionPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[21]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,10 +1293,10 @@ func (x *PutExecutionPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutExecutionPlanRequest.ProtoReflect.Descriptor instead.
 func (*PutExecutionPlanRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{21}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{21}
 }
 
-func (x *PutExecutionPlanRequest) GetFence() *Fence {
+func (x *PutExecutionPlanRequest) GetFence() *v1.Fence {
 	if x != nil {
 		return x.Fence
 	}
@@ -1319,7 +1320,7 @@ type PutExecutionPlanResponse struct {
 
 func (x *PutExecutionPlanResponse) Reset() {
 	*x = PutExecutionPlanResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[22]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1332,7 @@ func (x *PutExecutionPlanResponse) String() string {
 func (*PutExecutionPlanResponse) ProtoMessage() {}
 
 func (x *PutExecutionPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[22]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1345,7 @@ func (x *PutExecutionPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutExecutionPlanResponse.ProtoReflect.Descriptor instead.
 func (*PutExecutionPlanResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{22}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{22}
 }
 
 // GetExecutionPlanRequest is the request of HAStoreService.GetExecutionPlan.
@@ -1358,7 +1359,7 @@ type GetExecutionPlanRequest struct {
 
 func (x *GetExecutionPlanRequest) Reset() {
 	*x = GetExecutionPlanRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[23]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1371,7 @@ func (x *GetExecutionPlanRequest) String() string {
 func (*GetExecutionPlanRequest) ProtoMessage() {}
 
 func (x *GetExecutionPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[23]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1384,7 @@ func (x *GetExecutionPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionPlanRequest.ProtoReflect.Descriptor instead.
 func (*GetExecutionPlanRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{23}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetExecutionPlanRequest) GetJobId() string {
@@ -1407,7 +1408,7 @@ type GetExecutionPlanResponse struct {
 
 func (x *GetExecutionPlanResponse) Reset() {
 	*x = GetExecutionPlanResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[24]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1419,7 +1420,7 @@ func (x *GetExecutionPlanResponse) String() string {
 func (*GetExecutionPlanResponse) ProtoMessage() {}
 
 func (x *GetExecutionPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[24]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1432,7 +1433,7 @@ func (x *GetExecutionPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionPlanResponse.ProtoReflect.Descriptor instead.
 func (*GetExecutionPlanResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{24}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetExecutionPlanResponse) GetPlan() *ExecutionPlan {
@@ -1466,7 +1467,7 @@ type ListExecutionPlansRequest struct {
 
 func (x *ListExecutionPlansRequest) Reset() {
 	*x = ListExecutionPlansRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[25]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1479,7 @@ func (x *ListExecutionPlansRequest) String() string {
 func (*ListExecutionPlansRequest) ProtoMessage() {}
 
 func (x *ListExecutionPlansRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[25]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1492,7 @@ func (x *ListExecutionPlansRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionPlansRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutionPlansRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{25}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListExecutionPlansRequest) GetPageSize() int32 {
@@ -1522,7 +1523,7 @@ type ListExecutionPlansResponse struct {
 
 func (x *ListExecutionPlansResponse) Reset() {
 	*x = ListExecutionPlansResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[26]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1534,7 +1535,7 @@ func (x *ListExecutionPlansResponse) String() string {
 func (*ListExecutionPlansResponse) ProtoMessage() {}
 
 func (x *ListExecutionPlansResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[26]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1547,7 +1548,7 @@ func (x *ListExecutionPlansResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionPlansResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutionPlansResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{26}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListExecutionPlansResponse) GetJobIds() []string {
@@ -1569,7 +1570,7 @@ func (x *ListExecutionPlansResponse) GetNextPageToken() string {
 type DeleteExecutionPlanRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The writer's leadership. Required.
-	Fence *Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
+	Fence *v1.Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
 	// The job's id. Required.
 	JobId         string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1578,7 +1579,7 @@ type DeleteExecutionPlanRequest struct {
 
 func (x *DeleteExecutionPlanRequest) Reset() {
 	*x = DeleteExecutionPlanRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[27]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1590,7 +1591,7 @@ func (x *DeleteExecutionPlanRequest) String() string {
 func (*DeleteExecutionPlanRequest) ProtoMessage() {}
 
 func (x *DeleteExecutionPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[27]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1603,10 +1604,10 @@ func (x *DeleteExecutionPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteExecutionPlanRequest.ProtoReflect.Descriptor instead.
 func (*DeleteExecutionPlanRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{27}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{27}
 }
 
-func (x *DeleteExecutionPlanRequest) GetFence() *Fence {
+func (x *DeleteExecutionPlanRequest) GetFence() *v1.Fence {
 	if x != nil {
 		return x.Fence
 	}
@@ -1630,7 +1631,7 @@ type DeleteExecutionPlanResponse struct {
 
 func (x *DeleteExecutionPlanResponse) Reset() {
 	*x = DeleteExecutionPlanResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[28]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1642,7 +1643,7 @@ func (x *DeleteExecutionPlanResponse) String() string {
 func (*DeleteExecutionPlanResponse) ProtoMessage() {}
 
 func (x *DeleteExecutionPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[28]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1655,14 +1656,14 @@ func (x *DeleteExecutionPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteExecutionPlanResponse.ProtoReflect.Descriptor instead.
 func (*DeleteExecutionPlanResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{28}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{28}
 }
 
 // RequestJobCancelRequest is the request of HAStoreService.RequestJobCancel.
 type RequestJobCancelRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The writer's leadership. Required.
-	Fence *Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
+	Fence *v1.Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
 	// The job's id. Required.
 	JobId         string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1671,7 +1672,7 @@ type RequestJobCancelRequest struct {
 
 func (x *RequestJobCancelRequest) Reset() {
 	*x = RequestJobCancelRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[29]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1684,7 @@ func (x *RequestJobCancelRequest) String() string {
 func (*RequestJobCancelRequest) ProtoMessage() {}
 
 func (x *RequestJobCancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[29]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,10 +1697,10 @@ func (x *RequestJobCancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestJobCancelRequest.ProtoReflect.Descriptor instead.
 func (*RequestJobCancelRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{29}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{29}
 }
 
-func (x *RequestJobCancelRequest) GetFence() *Fence {
+func (x *RequestJobCancelRequest) GetFence() *v1.Fence {
 	if x != nil {
 		return x.Fence
 	}
@@ -1723,7 +1724,7 @@ type RequestJobCancelResponse struct {
 
 func (x *RequestJobCancelResponse) Reset() {
 	*x = RequestJobCancelResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[30]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +1736,7 @@ func (x *RequestJobCancelResponse) String() string {
 func (*RequestJobCancelResponse) ProtoMessage() {}
 
 func (x *RequestJobCancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[30]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,23 +1749,23 @@ func (x *RequestJobCancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestJobCancelResponse.ProtoReflect.Descriptor instead.
 func (*RequestJobCancelResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{30}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{30}
 }
 
 // JobResultEntry is a job result as the HA store keeps it.
 type JobResultEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The result.
-	Result *JobResult `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	Result *v1.JobResult `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
 	// Whether the job's cleanup has finished.
-	State         JobResultState `protobuf:"varint,2,opt,name=state,proto3,enum=jobplane.v1.JobResultState" json:"state,omitempty"`
+	State         JobResultState `protobuf:"varint,2,opt,name=state,proto3,enum=jobplane.hastore.v1.JobResultState" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobResultEntry) Reset() {
 	*x = JobResultEntry{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[31]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1777,7 @@ func (x *JobResultEntry) String() string {
 func (*JobResultEntry) ProtoMessage() {}
 
 func (x *JobResultEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[31]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,10 +1790,10 @@ func (x *JobResultEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResultEntry.ProtoReflect.Descriptor instead.
 func (*JobResultEntry) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{31}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{31}
 }
 
-func (x *JobResultEntry) GetResult() *JobResult {
+func (x *JobResultEntry) GetResult() *v1.JobResult {
 	if x != nil {
 		return x.Result
 	}
@@ -1811,16 +1812,16 @@ func (x *JobResultEntry) GetState() JobResultState {
 type CreateDirtyJobResultRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The writer's leadership. Required.
-	Fence *Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
+	Fence *v1.Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
 	// The result. Required, with a job id and a globally terminal status.
-	Result        *JobResult `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	Result        *v1.JobResult `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateDirtyJobResultRequest) Reset() {
 	*x = CreateDirtyJobResultRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[32]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +1833,7 @@ func (x *CreateDirtyJobResultRequest) String() string {
 func (*CreateDirtyJobResultRequest) ProtoMessage() {}
 
 func (x *CreateDirtyJobResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[32]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,17 +1846,17 @@ func (x *CreateDirtyJobResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateDirtyJobResultRequest.ProtoReflect.Descriptor instead.
 func (*CreateDirtyJobResultRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{32}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{32}
 }
 
-func (x *CreateDirtyJobResultRequest) GetFence() *Fence {
+func (x *CreateDirtyJobResultRequest) GetFence() *v1.Fence {
 	if x != nil {
 		return x.Fence
 	}
 	return nil
 }
 
-func (x *CreateDirtyJobResultRequest) GetResult() *JobResult {
+func (x *CreateDirtyJobResultRequest) GetResult() *v1.JobResult {
 	if x != nil {
 		return x.Result
 	}
@@ -1872,7 +1873,7 @@ type CreateDirtyJobResultResponse struct {
 
 func (x *CreateDirtyJobResultResponse) Reset() {
 	*x = CreateDirtyJobResultResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[33]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1884,7 +1885,7 @@ func (x *CreateDirtyJobResultResponse) String() string {
 func (*CreateDirtyJobResultResponse) ProtoMessage() {}
 
 func (x *CreateDirtyJobResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[33]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1897,7 +1898,7 @@ func (x *CreateDirtyJobResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateDirtyJobResultResponse.ProtoReflect.Descriptor instead.
 func (*CreateDirtyJobResultResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{33}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{33}
 }
 
 // MarkJobResultCleanRequest is the request of
@@ -1905,7 +1906,7 @@ func (*CreateDirtyJobResultResponse) Descriptor() ([]byte, []int) {
 type MarkJobResultCleanRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The writer's leadership. Required.
-	Fence *Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
+	Fence *v1.Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
 	// The job's id. Required.
 	JobId         string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1914,7 +1915,7 @@ type MarkJobResultCleanRequest struct {
 
 func (x *MarkJobResultCleanRequest) Reset() {
 	*x = MarkJobResultCleanRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[34]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +1927,7 @@ func (x *MarkJobResultCleanRequest) String() string {
 func (*MarkJobResultCleanRequest) ProtoMessage() {}
 
 func (x *MarkJobResultCleanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[34]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,10 +1940,10 @@ func (x *MarkJobResultCleanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkJobResultCleanRequest.ProtoReflect.Descriptor instead.
 func (*MarkJobResultCleanRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{34}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{34}
 }
 
-func (x *MarkJobResultCleanRequest) GetFence() *Fence {
+func (x *MarkJobResultCleanRequest) GetFence() *v1.Fence {
 	if x != nil {
 		return x.Fence
 	}
@@ -1966,7 +1967,7 @@ type MarkJobResultCleanResponse struct {
 
 func (x *MarkJobResultCleanResponse) Reset() {
 	*x = MarkJobResultCleanResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[35]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +1979,7 @@ func (x *MarkJobResultCleanResponse) String() string {
 func (*MarkJobResultCleanResponse) ProtoMessage() {}
 
 func (x *MarkJobResultCleanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[35]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +1992,7 @@ func (x *MarkJobResultCleanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkJobResultCleanResponse.ProtoReflect.Descriptor instead.
 func (*MarkJobResultCleanResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{35}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{35}
 }
 
 // GetJobResultEntryRequest is the request of
@@ -2006,7 +2007,7 @@ type GetJobResultEntryRequest struct {
 
 func (x *GetJobResultEntryRequest) Reset() {
 	*x = GetJobResultEntryRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[36]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2019,7 @@ func (x *GetJobResultEntryRequest) String() string {
 func (*GetJobResultEntryRequest) ProtoMessage() {}
 
 func (x *GetJobResultEntryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[36]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2032,7 @@ func (x *GetJobResultEntryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResultEntryRequest.ProtoReflect.Descriptor instead.
 func (*GetJobResultEntryRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{36}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetJobResultEntryRequest) GetJobId() string {
@@ -2053,7 +2054,7 @@ type GetJobResultEntryResponse struct {
 
 func (x *GetJobResultEntryResponse) Reset() {
 	*x = GetJobResultEntryResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[37]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2065,7 +2066,7 @@ func (x *GetJobResultEntryResponse) String() string {
 func (*GetJobResultEntryResponse) ProtoMessage() {}
 
 func (x *GetJobResultEntryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[37]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2078,7 +2079,7 @@ func (x *GetJobResultEntryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResultEntryResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResultEntryResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{37}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetJobResultEntryResponse) GetEntry() *JobResultEntry {
@@ -2101,14 +2102,14 @@ type ListJobResultEntriesRequest struct {
 	// go.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only entries in this state; unset means both.
-	State         JobResultState `protobuf:"varint,3,opt,name=state,proto3,enum=jobplane.v1.JobResultState" json:"state,omitempty"`
+	State         JobResultState `protobuf:"varint,3,opt,name=state,proto3,enum=jobplane.hastore.v1.JobResultState" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListJobResultEntriesRequest) Reset() {
 	*x = ListJobResultEntriesRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[38]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2121,7 @@ func (x *ListJobResultEntriesRequest) String() string {
 func (*ListJobResultEntriesRequest) ProtoMessage() {}
 
 func (x *ListJobResultEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[38]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2134,7 @@ func (x *ListJobResultEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobResultEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListJobResultEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{38}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListJobResultEntriesRequest) GetPageSize() int32 {
@@ -2171,7 +2172,7 @@ type ListJobResultEntriesResponse struct {
 
 func (x *ListJobResultEntriesResponse) Reset() {
 	*x = ListJobResultEntriesResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[39]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2184,7 @@ func (x *ListJobResultEntriesResponse) String() string {
 func (*ListJobResultEntriesResponse) ProtoMessage() {}
 
 func (x *ListJobResultEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[39]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2197,7 @@ func (x *ListJobResultEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobResultEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListJobResultEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{39}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListJobResultEntriesResponse) GetEntries() []*JobResultEntry {
@@ -2218,7 +2219,7 @@ func (x *ListJobResultEntriesResponse) GetNextPageToken() string {
 type DeleteJobResultEntryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The writer's leadership. Required.
-	Fence *Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
+	Fence *v1.Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
 	// The job's id. Required.
 	JobId         string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2227,7 +2228,7 @@ type DeleteJobResultEntryRequest struct {
 
 func (x *DeleteJobResultEntryRequest) Reset() {
 	*x = DeleteJobResultEntryRequest{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[40]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2239,7 +2240,7 @@ func (x *DeleteJobResultEntryRequest) String() string {
 func (*DeleteJobResultEntryRequest) ProtoMessage() {}
 
 func (x *DeleteJobResultEntryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[40]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2252,10 +2253,10 @@ func (x *DeleteJobResultEntryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResultEntryRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobResultEntryRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{40}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{40}
 }
 
-func (x *DeleteJobResultEntryRequest) GetFence() *Fence {
+func (x *DeleteJobResultEntryRequest) GetFence() *v1.Fence {
 	if x != nil {
 		return x.Fence
 	}
@@ -2279,7 +2280,7 @@ type DeleteJobResultEntryResponse struct {
 
 func (x *DeleteJobResultEntryResponse) Reset() {
 	*x = DeleteJobResultEntryResponse{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[41]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2291,7 +2292,7 @@ func (x *DeleteJobResultEntryResponse) String() string {
 func (*DeleteJobResultEntryResponse) ProtoMessage() {}
 
 func (x *DeleteJobResultEntryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[41]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2304,7 +2305,7 @@ func (x *DeleteJobResultEntryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResultEntryResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResultEntryResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{41}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{41}
 }
 
 // LeadershipGranted says a candidacy of the session leads its election.
@@ -2313,14 +2314,14 @@ type WatchSessionResponse_LeadershipGranted struct {
 	// The election.
 	Election string `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
 	// The grant's token; every call made as this leader carries it.
-	Token         *FencingToken `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	Token         *v1.FencingToken `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchSessionResponse_LeadershipGranted) Reset() {
 	*x = WatchSessionResponse_LeadershipGranted{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[42]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2332,7 +2333,7 @@ func (x *WatchSessionResponse_LeadershipGranted) String() string {
 func (*WatchSessionResponse_LeadershipGranted) ProtoMessage() {}
 
 func (x *WatchSessionResponse_LeadershipGranted) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[42]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2345,7 +2346,7 @@ func (x *WatchSessionResponse_LeadershipGranted) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use WatchSessionResponse_LeadershipGranted.ProtoReflect.Descriptor instead.
 func (*WatchSessionResponse_LeadershipGranted) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{11, 0}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{11, 0}
 }
 
 func (x *WatchSessionResponse_LeadershipGranted) GetElection() string {
@@ -2355,7 +2356,7 @@ func (x *WatchSessionResponse_LeadershipGranted) GetElection() string {
 	return ""
 }
 
-func (x *WatchSessionResponse_LeadershipGranted) GetToken() *FencingToken {
+func (x *WatchSessionResponse_LeadershipGranted) GetToken() *v1.FencingToken {
 	if x != nil {
 		return x.Token
 	}
@@ -2368,16 +2369,16 @@ type WatchSessionResponse_LeadershipRevoked struct {
 	// The election.
 	Election string `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
 	// The ended grant's token.
-	Token *FencingToken `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	Token *v1.FencingToken `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
 	// Why it ended.
-	Reason        RevocationReason `protobuf:"varint,3,opt,name=reason,proto3,enum=jobplane.v1.RevocationReason" json:"reason,omitempty"`
+	Reason        RevocationReason `protobuf:"varint,3,opt,name=reason,proto3,enum=jobplane.hastore.v1.RevocationReason" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchSessionResponse_LeadershipRevoked) Reset() {
 	*x = WatchSessionResponse_LeadershipRevoked{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[43]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2389,7 +2390,7 @@ func (x *WatchSessionResponse_LeadershipRevoked) String() string {
 func (*WatchSessionResponse_LeadershipRevoked) ProtoMessage() {}
 
 func (x *WatchSessionResponse_LeadershipRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[43]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2402,7 +2403,7 @@ func (x *WatchSessionResponse_LeadershipRevoked) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use WatchSessionResponse_LeadershipRevoked.ProtoReflect.Descriptor instead.
 func (*WatchSessionResponse_LeadershipRevoked) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{11, 1}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{11, 1}
 }
 
 func (x *WatchSessionResponse_LeadershipRevoked) GetElection() string {
@@ -2412,7 +2413,7 @@ func (x *WatchSessionResponse_LeadershipRevoked) GetElection() string {
 	return ""
 }
 
-func (x *WatchSessionResponse_LeadershipRevoked) GetToken() *FencingToken {
+func (x *WatchSessionResponse_LeadershipRevoked) GetToken() *v1.FencingToken {
 	if x != nil {
 		return x.Token
 	}
@@ -2436,7 +2437,7 @@ type WatchSessionResponse_SnapshotEnd struct {
 
 func (x *WatchSessionResponse_SnapshotEnd) Reset() {
 	*x = WatchSessionResponse_SnapshotEnd{}
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[44]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2448,7 +2449,7 @@ func (x *WatchSessionResponse_SnapshotEnd) String() string {
 func (*WatchSessionResponse_SnapshotEnd) ProtoMessage() {}
 
 func (x *WatchSessionResponse_SnapshotEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_ha_store_service_proto_msgTypes[44]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2461,14 +2462,14 @@ func (x *WatchSessionResponse_SnapshotEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionResponse_SnapshotEnd.ProtoReflect.Descriptor instead.
 func (*WatchSessionResponse_SnapshotEnd) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_ha_store_service_proto_rawDescGZIP(), []int{11, 2}
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{11, 2}
 }
 
-var File_jobplane_v1_ha_store_service_proto protoreflect.FileDescriptor
+var File_jobplane_hastore_v1_ha_store_service_proto protoreflect.FileDescriptor
 
-const file_jobplane_v1_ha_store_service_proto_rawDesc = "" +
+const file_jobplane_hastore_v1_ha_store_service_proto_rawDesc = "" +
 	"\n" +
-	"\"jobplane/v1/ha_store_service.proto\x12\vjobplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15jobplane/v1/job.proto\x1a\x1bjobplane/v1/job_graph.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x18jobplane/v1/stream.proto\"A\n" +
+	"*jobplane/hastore/v1/ha_store_service.proto\x12\x13jobplane.hastore.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15jobplane/v1/job.proto\x1a\x1bjobplane/v1/job_graph.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x18jobplane/v1/stream.proto\"A\n" +
 	"\x12OpenSessionRequest\x12+\n" +
 	"\x03ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"a\n" +
 	"\x13OpenSessionResponse\x12\x1d\n" +
@@ -2497,19 +2498,19 @@ const file_jobplane_v1_ha_store_service_proto_rawDesc = "" +
 	"\x10WithdrawResponse\"4\n" +
 	"\x13WatchSessionRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\xd8\x04\n" +
-	"\x14WatchSessionResponse\x12O\n" +
-	"\agranted\x18\x01 \x01(\v23.jobplane.v1.WatchSessionResponse.LeadershipGrantedH\x00R\agranted\x12O\n" +
-	"\arevoked\x18\x02 \x01(\v23.jobplane.v1.WatchSessionResponse.LeadershipRevokedH\x00R\arevoked\x126\n" +
-	"\theartbeat\x18\x03 \x01(\v2\x16.jobplane.v1.HeartbeatH\x00R\theartbeat\x12R\n" +
-	"\fsnapshot_end\x18\x04 \x01(\v2-.jobplane.v1.WatchSessionResponse.SnapshotEndH\x00R\vsnapshotEnd\x1a`\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\xf8\x04\n" +
+	"\x14WatchSessionResponse\x12W\n" +
+	"\agranted\x18\x01 \x01(\v2;.jobplane.hastore.v1.WatchSessionResponse.LeadershipGrantedH\x00R\agranted\x12W\n" +
+	"\arevoked\x18\x02 \x01(\v2;.jobplane.hastore.v1.WatchSessionResponse.LeadershipRevokedH\x00R\arevoked\x126\n" +
+	"\theartbeat\x18\x03 \x01(\v2\x16.jobplane.v1.HeartbeatH\x00R\theartbeat\x12Z\n" +
+	"\fsnapshot_end\x18\x04 \x01(\v25.jobplane.hastore.v1.WatchSessionResponse.SnapshotEndH\x00R\vsnapshotEnd\x1a`\n" +
 	"\x11LeadershipGranted\x12\x1a\n" +
 	"\belection\x18\x01 \x01(\tR\belection\x12/\n" +
-	"\x05token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x05token\x1a\x97\x01\n" +
+	"\x05token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x05token\x1a\x9f\x01\n" +
 	"\x11LeadershipRevoked\x12\x1a\n" +
 	"\belection\x18\x01 \x01(\tR\belection\x12/\n" +
-	"\x05token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x05token\x125\n" +
-	"\x06reason\x18\x03 \x01(\x0e2\x1d.jobplane.v1.RevocationReasonR\x06reason\x1a\r\n" +
+	"\x05token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x05token\x12=\n" +
+	"\x06reason\x18\x03 \x01(\x0e2%.jobplane.hastore.v1.RevocationReasonR\x06reason\x1a\r\n" +
 	"\vSnapshotEndB\a\n" +
 	"\x05event\"9\n" +
 	"\rResignRequest\x12(\n" +
@@ -2534,15 +2535,15 @@ const file_jobplane_v1_ha_store_service_proto_rawDesc = "" +
 	"\tjob_graph\x18\x02 \x01(\v2\x15.jobplane.v1.JobGraphR\bjobGraph\x12\x16\n" +
 	"\x06digest\x18\x03 \x01(\fR\x06digest\x12;\n" +
 	"\vsubmit_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"submitTime\"s\n" +
+	"submitTime\"{\n" +
 	"\x17PutExecutionPlanRequest\x12(\n" +
-	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\x12.\n" +
-	"\x04plan\x18\x02 \x01(\v2\x1a.jobplane.v1.ExecutionPlanR\x04plan\"\x1a\n" +
+	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\x126\n" +
+	"\x04plan\x18\x02 \x01(\v2\".jobplane.hastore.v1.ExecutionPlanR\x04plan\"\x1a\n" +
 	"\x18PutExecutionPlanResponse\"0\n" +
 	"\x17GetExecutionPlanRequest\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"u\n" +
-	"\x18GetExecutionPlanResponse\x12.\n" +
-	"\x04plan\x18\x01 \x01(\v2\x1a.jobplane.v1.ExecutionPlanR\x04plan\x12)\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"}\n" +
+	"\x18GetExecutionPlanResponse\x126\n" +
+	"\x04plan\x18\x01 \x01(\v2\".jobplane.hastore.v1.ExecutionPlanR\x04plan\x12)\n" +
 	"\x10cancel_requested\x18\x02 \x01(\bR\x0fcancelRequested\"W\n" +
 	"\x19ListExecutionPlansRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -2558,10 +2559,10 @@ const file_jobplane_v1_ha_store_service_proto_rawDesc = "" +
 	"\x17RequestJobCancelRequest\x12(\n" +
 	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\x1a\n" +
-	"\x18RequestJobCancelResponse\"s\n" +
+	"\x18RequestJobCancelResponse\"{\n" +
 	"\x0eJobResultEntry\x12.\n" +
-	"\x06result\x18\x01 \x01(\v2\x16.jobplane.v1.JobResultR\x06result\x121\n" +
-	"\x05state\x18\x02 \x01(\x0e2\x1b.jobplane.v1.JobResultStateR\x05state\"w\n" +
+	"\x06result\x18\x01 \x01(\v2\x16.jobplane.v1.JobResultR\x06result\x129\n" +
+	"\x05state\x18\x02 \x01(\x0e2#.jobplane.hastore.v1.JobResultStateR\x05state\"w\n" +
 	"\x1bCreateDirtyJobResultRequest\x12(\n" +
 	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\x12.\n" +
 	"\x06result\x18\x02 \x01(\v2\x16.jobplane.v1.JobResultR\x06result\"\x1e\n" +
@@ -2571,16 +2572,16 @@ const file_jobplane_v1_ha_store_service_proto_rawDesc = "" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\x1c\n" +
 	"\x1aMarkJobResultCleanResponse\"1\n" +
 	"\x18GetJobResultEntryRequest\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"N\n" +
-	"\x19GetJobResultEntryResponse\x121\n" +
-	"\x05entry\x18\x01 \x01(\v2\x1b.jobplane.v1.JobResultEntryR\x05entry\"\x8c\x01\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"V\n" +
+	"\x19GetJobResultEntryResponse\x129\n" +
+	"\x05entry\x18\x01 \x01(\v2#.jobplane.hastore.v1.JobResultEntryR\x05entry\"\x94\x01\n" +
 	"\x1bListJobResultEntriesRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\x121\n" +
-	"\x05state\x18\x03 \x01(\x0e2\x1b.jobplane.v1.JobResultStateR\x05state\"}\n" +
-	"\x1cListJobResultEntriesResponse\x125\n" +
-	"\aentries\x18\x01 \x03(\v2\x1b.jobplane.v1.JobResultEntryR\aentries\x12&\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\x129\n" +
+	"\x05state\x18\x03 \x01(\x0e2#.jobplane.hastore.v1.JobResultStateR\x05state\"\x85\x01\n" +
+	"\x1cListJobResultEntriesResponse\x12=\n" +
+	"\aentries\x18\x01 \x03(\v2#.jobplane.hastore.v1.JobResultEntryR\aentries\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"^\n" +
 	"\x1bDeleteJobResultEntryRequest\x12(\n" +
 	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\x12\x15\n" +
@@ -2594,173 +2595,173 @@ const file_jobplane_v1_ha_store_service_proto_rawDesc = "" +
 	"\x0eJobResultState\x12 \n" +
 	"\x1cJOB_RESULT_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16JOB_RESULT_STATE_DIRTY\x10\x01\x12\x1a\n" +
-	"\x16JOB_RESULT_STATE_CLEAN\x10\x022\x9e\x0f\n" +
-	"\x0eHAStoreService\x12P\n" +
-	"\vOpenSession\x12\x1f.jobplane.v1.OpenSessionRequest\x1a .jobplane.v1.OpenSessionResponse\x12O\n" +
-	"\tKeepAlive\x12\x1d.jobplane.v1.KeepAliveRequest\x1a\x1e.jobplane.v1.KeepAliveResponse\"\x03\x90\x02\x02\x12X\n" +
-	"\fCloseSession\x12 .jobplane.v1.CloseSessionRequest\x1a!.jobplane.v1.CloseSessionResponse\"\x03\x90\x02\x02\x12L\n" +
-	"\bCampaign\x12\x1c.jobplane.v1.CampaignRequest\x1a\x1d.jobplane.v1.CampaignResponse\"\x03\x90\x02\x02\x12L\n" +
-	"\bWithdraw\x12\x1c.jobplane.v1.WithdrawRequest\x1a\x1d.jobplane.v1.WithdrawResponse\"\x03\x90\x02\x02\x12Z\n" +
-	"\fWatchSession\x12 .jobplane.v1.WatchSessionRequest\x1a!.jobplane.v1.WatchSessionResponse\"\x03\x90\x02\x010\x01\x12F\n" +
-	"\x06Resign\x12\x1a.jobplane.v1.ResignRequest\x1a\x1b.jobplane.v1.ResignResponse\"\x03\x90\x02\x02\x12g\n" +
-	"\x11ConfirmLeadership\x12%.jobplane.v1.ConfirmLeadershipRequest\x1a&.jobplane.v1.ConfirmLeadershipResponse\"\x03\x90\x02\x02\x12O\n" +
-	"\tGetLeader\x12\x1d.jobplane.v1.GetLeaderRequest\x1a\x1e.jobplane.v1.GetLeaderResponse\"\x03\x90\x02\x01\x12]\n" +
-	"\rObserveLeader\x12!.jobplane.v1.ObserveLeaderRequest\x1a\".jobplane.v1.ObserveLeaderResponse\"\x03\x90\x02\x010\x01\x12d\n" +
-	"\x10PutExecutionPlan\x12$.jobplane.v1.PutExecutionPlanRequest\x1a%.jobplane.v1.PutExecutionPlanResponse\"\x03\x90\x02\x02\x12d\n" +
-	"\x10GetExecutionPlan\x12$.jobplane.v1.GetExecutionPlanRequest\x1a%.jobplane.v1.GetExecutionPlanResponse\"\x03\x90\x02\x01\x12j\n" +
-	"\x12ListExecutionPlans\x12&.jobplane.v1.ListExecutionPlansRequest\x1a'.jobplane.v1.ListExecutionPlansResponse\"\x03\x90\x02\x01\x12m\n" +
-	"\x13DeleteExecutionPlan\x12'.jobplane.v1.DeleteExecutionPlanRequest\x1a(.jobplane.v1.DeleteExecutionPlanResponse\"\x03\x90\x02\x02\x12d\n" +
-	"\x10RequestJobCancel\x12$.jobplane.v1.RequestJobCancelRequest\x1a%.jobplane.v1.RequestJobCancelResponse\"\x03\x90\x02\x02\x12p\n" +
-	"\x14CreateDirtyJobResult\x12(.jobplane.v1.CreateDirtyJobResultRequest\x1a).jobplane.v1.CreateDirtyJobResultResponse\"\x03\x90\x02\x02\x12j\n" +
-	"\x12MarkJobResultClean\x12&.jobplane.v1.MarkJobResultCleanRequest\x1a'.jobplane.v1.MarkJobResultCleanResponse\"\x03\x90\x02\x02\x12g\n" +
-	"\x11GetJobResultEntry\x12%.jobplane.v1.GetJobResultEntryRequest\x1a&.jobplane.v1.GetJobResultEntryResponse\"\x03\x90\x02\x01\x12p\n" +
-	"\x14ListJobResultEntries\x12(.jobplane.v1.ListJobResultEntriesRequest\x1a).jobplane.v1.ListJobResultEntriesResponse\"\x03\x90\x02\x01\x12p\n" +
-	"\x14DeleteJobResultEntry\x12(.jobplane.v1.DeleteJobResultEntryRequest\x1a).jobplane.v1.DeleteJobResultEntryResponse\"\x03\x90\x02\x02B\xac\x01\n" +
-	"\x0fcom.jobplane.v1B\x13HaStoreServiceProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
+	"\x16JOB_RESULT_STATE_CLEAN\x10\x022\xe1\x11\n" +
+	"\x0eHAStoreService\x12`\n" +
+	"\vOpenSession\x12'.jobplane.hastore.v1.OpenSessionRequest\x1a(.jobplane.hastore.v1.OpenSessionResponse\x12_\n" +
+	"\tKeepAlive\x12%.jobplane.hastore.v1.KeepAliveRequest\x1a&.jobplane.hastore.v1.KeepAliveResponse\"\x03\x90\x02\x02\x12h\n" +
+	"\fCloseSession\x12(.jobplane.hastore.v1.CloseSessionRequest\x1a).jobplane.hastore.v1.CloseSessionResponse\"\x03\x90\x02\x02\x12\\\n" +
+	"\bCampaign\x12$.jobplane.hastore.v1.CampaignRequest\x1a%.jobplane.hastore.v1.CampaignResponse\"\x03\x90\x02\x02\x12\\\n" +
+	"\bWithdraw\x12$.jobplane.hastore.v1.WithdrawRequest\x1a%.jobplane.hastore.v1.WithdrawResponse\"\x03\x90\x02\x02\x12j\n" +
+	"\fWatchSession\x12(.jobplane.hastore.v1.WatchSessionRequest\x1a).jobplane.hastore.v1.WatchSessionResponse\"\x03\x90\x02\x010\x01\x12V\n" +
+	"\x06Resign\x12\".jobplane.hastore.v1.ResignRequest\x1a#.jobplane.hastore.v1.ResignResponse\"\x03\x90\x02\x02\x12w\n" +
+	"\x11ConfirmLeadership\x12-.jobplane.hastore.v1.ConfirmLeadershipRequest\x1a..jobplane.hastore.v1.ConfirmLeadershipResponse\"\x03\x90\x02\x02\x12_\n" +
+	"\tGetLeader\x12%.jobplane.hastore.v1.GetLeaderRequest\x1a&.jobplane.hastore.v1.GetLeaderResponse\"\x03\x90\x02\x01\x12m\n" +
+	"\rObserveLeader\x12).jobplane.hastore.v1.ObserveLeaderRequest\x1a*.jobplane.hastore.v1.ObserveLeaderResponse\"\x03\x90\x02\x010\x01\x12t\n" +
+	"\x10PutExecutionPlan\x12,.jobplane.hastore.v1.PutExecutionPlanRequest\x1a-.jobplane.hastore.v1.PutExecutionPlanResponse\"\x03\x90\x02\x02\x12t\n" +
+	"\x10GetExecutionPlan\x12,.jobplane.hastore.v1.GetExecutionPlanRequest\x1a-.jobplane.hastore.v1.GetExecutionPlanResponse\"\x03\x90\x02\x01\x12z\n" +
+	"\x12ListExecutionPlans\x12..jobplane.hastore.v1.ListExecutionPlansRequest\x1a/.jobplane.hastore.v1.ListExecutionPlansResponse\"\x03\x90\x02\x01\x12}\n" +
+	"\x13DeleteExecutionPlan\x12/.jobplane.hastore.v1.DeleteExecutionPlanRequest\x1a0.jobplane.hastore.v1.DeleteExecutionPlanResponse\"\x03\x90\x02\x02\x12t\n" +
+	"\x10RequestJobCancel\x12,.jobplane.hastore.v1.RequestJobCancelRequest\x1a-.jobplane.hastore.v1.RequestJobCancelResponse\"\x03\x90\x02\x02\x12\x80\x01\n" +
+	"\x14CreateDirtyJobResult\x120.jobplane.hastore.v1.CreateDirtyJobResultRequest\x1a1.jobplane.hastore.v1.CreateDirtyJobResultResponse\"\x03\x90\x02\x02\x12z\n" +
+	"\x12MarkJobResultClean\x12..jobplane.hastore.v1.MarkJobResultCleanRequest\x1a/.jobplane.hastore.v1.MarkJobResultCleanResponse\"\x03\x90\x02\x02\x12w\n" +
+	"\x11GetJobResultEntry\x12-.jobplane.hastore.v1.GetJobResultEntryRequest\x1a..jobplane.hastore.v1.GetJobResultEntryResponse\"\x03\x90\x02\x01\x12\x80\x01\n" +
+	"\x14ListJobResultEntries\x120.jobplane.hastore.v1.ListJobResultEntriesRequest\x1a1.jobplane.hastore.v1.ListJobResultEntriesResponse\"\x03\x90\x02\x01\x12\x80\x01\n" +
+	"\x14DeleteJobResultEntry\x120.jobplane.hastore.v1.DeleteJobResultEntryRequest\x1a1.jobplane.hastore.v1.DeleteJobResultEntryResponse\"\x03\x90\x02\x02B\xdc\x01\n" +
+	"\x17com.jobplane.hastore.v1B\x13HaStoreServiceProtoP\x01Z>github.com/jobplane/jobplane/gen/jobplane/hastore/v1;hastorev1\xa2\x02\x03JHX\xaa\x02\x13Jobplane.Hastore.V1\xca\x02\x13Jobplane\\Hastore\\V1\xe2\x02\x1fJobplane\\Hastore\\V1\\GPBMetadata\xea\x02\x15Jobplane::Hastore::V1b\x06proto3"
 
 var (
-	file_jobplane_v1_ha_store_service_proto_rawDescOnce sync.Once
-	file_jobplane_v1_ha_store_service_proto_rawDescData []byte
+	file_jobplane_hastore_v1_ha_store_service_proto_rawDescOnce sync.Once
+	file_jobplane_hastore_v1_ha_store_service_proto_rawDescData []byte
 )
 
-func file_jobplane_v1_ha_store_service_proto_rawDescGZIP() []byte {
-	file_jobplane_v1_ha_store_service_proto_rawDescOnce.Do(func() {
-		file_jobplane_v1_ha_store_service_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_jobplane_v1_ha_store_service_proto_rawDesc), len(file_jobplane_v1_ha_store_service_proto_rawDesc)))
+func file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP() []byte {
+	file_jobplane_hastore_v1_ha_store_service_proto_rawDescOnce.Do(func() {
+		file_jobplane_hastore_v1_ha_store_service_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_jobplane_hastore_v1_ha_store_service_proto_rawDesc), len(file_jobplane_hastore_v1_ha_store_service_proto_rawDesc)))
 	})
-	return file_jobplane_v1_ha_store_service_proto_rawDescData
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescData
 }
 
-var file_jobplane_v1_ha_store_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_jobplane_v1_ha_store_service_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
-var file_jobplane_v1_ha_store_service_proto_goTypes = []any{
-	(RevocationReason)(0),                          // 0: jobplane.v1.RevocationReason
-	(JobResultState)(0),                            // 1: jobplane.v1.JobResultState
-	(*OpenSessionRequest)(nil),                     // 2: jobplane.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),                    // 3: jobplane.v1.OpenSessionResponse
-	(*KeepAliveRequest)(nil),                       // 4: jobplane.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),                      // 5: jobplane.v1.KeepAliveResponse
-	(*CloseSessionRequest)(nil),                    // 6: jobplane.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),                   // 7: jobplane.v1.CloseSessionResponse
-	(*CampaignRequest)(nil),                        // 8: jobplane.v1.CampaignRequest
-	(*CampaignResponse)(nil),                       // 9: jobplane.v1.CampaignResponse
-	(*WithdrawRequest)(nil),                        // 10: jobplane.v1.WithdrawRequest
-	(*WithdrawResponse)(nil),                       // 11: jobplane.v1.WithdrawResponse
-	(*WatchSessionRequest)(nil),                    // 12: jobplane.v1.WatchSessionRequest
-	(*WatchSessionResponse)(nil),                   // 13: jobplane.v1.WatchSessionResponse
-	(*ResignRequest)(nil),                          // 14: jobplane.v1.ResignRequest
-	(*ResignResponse)(nil),                         // 15: jobplane.v1.ResignResponse
-	(*ConfirmLeadershipRequest)(nil),               // 16: jobplane.v1.ConfirmLeadershipRequest
-	(*ConfirmLeadershipResponse)(nil),              // 17: jobplane.v1.ConfirmLeadershipResponse
-	(*GetLeaderRequest)(nil),                       // 18: jobplane.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),                      // 19: jobplane.v1.GetLeaderResponse
-	(*ObserveLeaderRequest)(nil),                   // 20: jobplane.v1.ObserveLeaderRequest
-	(*ObserveLeaderResponse)(nil),                  // 21: jobplane.v1.ObserveLeaderResponse
-	(*ExecutionPlan)(nil),                          // 22: jobplane.v1.ExecutionPlan
-	(*PutExecutionPlanRequest)(nil),                // 23: jobplane.v1.PutExecutionPlanRequest
-	(*PutExecutionPlanResponse)(nil),               // 24: jobplane.v1.PutExecutionPlanResponse
-	(*GetExecutionPlanRequest)(nil),                // 25: jobplane.v1.GetExecutionPlanRequest
-	(*GetExecutionPlanResponse)(nil),               // 26: jobplane.v1.GetExecutionPlanResponse
-	(*ListExecutionPlansRequest)(nil),              // 27: jobplane.v1.ListExecutionPlansRequest
-	(*ListExecutionPlansResponse)(nil),             // 28: jobplane.v1.ListExecutionPlansResponse
-	(*DeleteExecutionPlanRequest)(nil),             // 29: jobplane.v1.DeleteExecutionPlanRequest
-	(*DeleteExecutionPlanResponse)(nil),            // 30: jobplane.v1.DeleteExecutionPlanResponse
-	(*RequestJobCancelRequest)(nil),                // 31: jobplane.v1.RequestJobCancelRequest
-	(*RequestJobCancelResponse)(nil),               // 32: jobplane.v1.RequestJobCancelResponse
-	(*JobResultEntry)(nil),                         // 33: jobplane.v1.JobResultEntry
-	(*CreateDirtyJobResultRequest)(nil),            // 34: jobplane.v1.CreateDirtyJobResultRequest
-	(*CreateDirtyJobResultResponse)(nil),           // 35: jobplane.v1.CreateDirtyJobResultResponse
-	(*MarkJobResultCleanRequest)(nil),              // 36: jobplane.v1.MarkJobResultCleanRequest
-	(*MarkJobResultCleanResponse)(nil),             // 37: jobplane.v1.MarkJobResultCleanResponse
-	(*GetJobResultEntryRequest)(nil),               // 38: jobplane.v1.GetJobResultEntryRequest
-	(*GetJobResultEntryResponse)(nil),              // 39: jobplane.v1.GetJobResultEntryResponse
-	(*ListJobResultEntriesRequest)(nil),            // 40: jobplane.v1.ListJobResultEntriesRequest
-	(*ListJobResultEntriesResponse)(nil),           // 41: jobplane.v1.ListJobResultEntriesResponse
-	(*DeleteJobResultEntryRequest)(nil),            // 42: jobplane.v1.DeleteJobResultEntryRequest
-	(*DeleteJobResultEntryResponse)(nil),           // 43: jobplane.v1.DeleteJobResultEntryResponse
-	(*WatchSessionResponse_LeadershipGranted)(nil), // 44: jobplane.v1.WatchSessionResponse.LeadershipGranted
-	(*WatchSessionResponse_LeadershipRevoked)(nil), // 45: jobplane.v1.WatchSessionResponse.LeadershipRevoked
-	(*WatchSessionResponse_SnapshotEnd)(nil),       // 46: jobplane.v1.WatchSessionResponse.SnapshotEnd
+var file_jobplane_hastore_v1_ha_store_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_jobplane_hastore_v1_ha_store_service_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_jobplane_hastore_v1_ha_store_service_proto_goTypes = []any{
+	(RevocationReason)(0),                          // 0: jobplane.hastore.v1.RevocationReason
+	(JobResultState)(0),                            // 1: jobplane.hastore.v1.JobResultState
+	(*OpenSessionRequest)(nil),                     // 2: jobplane.hastore.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),                    // 3: jobplane.hastore.v1.OpenSessionResponse
+	(*KeepAliveRequest)(nil),                       // 4: jobplane.hastore.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),                      // 5: jobplane.hastore.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),                    // 6: jobplane.hastore.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),                   // 7: jobplane.hastore.v1.CloseSessionResponse
+	(*CampaignRequest)(nil),                        // 8: jobplane.hastore.v1.CampaignRequest
+	(*CampaignResponse)(nil),                       // 9: jobplane.hastore.v1.CampaignResponse
+	(*WithdrawRequest)(nil),                        // 10: jobplane.hastore.v1.WithdrawRequest
+	(*WithdrawResponse)(nil),                       // 11: jobplane.hastore.v1.WithdrawResponse
+	(*WatchSessionRequest)(nil),                    // 12: jobplane.hastore.v1.WatchSessionRequest
+	(*WatchSessionResponse)(nil),                   // 13: jobplane.hastore.v1.WatchSessionResponse
+	(*ResignRequest)(nil),                          // 14: jobplane.hastore.v1.ResignRequest
+	(*ResignResponse)(nil),                         // 15: jobplane.hastore.v1.ResignResponse
+	(*ConfirmLeadershipRequest)(nil),               // 16: jobplane.hastore.v1.ConfirmLeadershipRequest
+	(*ConfirmLeadershipResponse)(nil),              // 17: jobplane.hastore.v1.ConfirmLeadershipResponse
+	(*GetLeaderRequest)(nil),                       // 18: jobplane.hastore.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),                      // 19: jobplane.hastore.v1.GetLeaderResponse
+	(*ObserveLeaderRequest)(nil),                   // 20: jobplane.hastore.v1.ObserveLeaderRequest
+	(*ObserveLeaderResponse)(nil),                  // 21: jobplane.hastore.v1.ObserveLeaderResponse
+	(*ExecutionPlan)(nil),                          // 22: jobplane.hastore.v1.ExecutionPlan
+	(*PutExecutionPlanRequest)(nil),                // 23: jobplane.hastore.v1.PutExecutionPlanRequest
+	(*PutExecutionPlanResponse)(nil),               // 24: jobplane.hastore.v1.PutExecutionPlanResponse
+	(*GetExecutionPlanRequest)(nil),                // 25: jobplane.hastore.v1.GetExecutionPlanRequest
+	(*GetExecutionPlanResponse)(nil),               // 26: jobplane.hastore.v1.GetExecutionPlanResponse
+	(*ListExecutionPlansRequest)(nil),              // 27: jobplane.hastore.v1.ListExecutionPlansRequest
+	(*ListExecutionPlansResponse)(nil),             // 28: jobplane.hastore.v1.ListExecutionPlansResponse
+	(*DeleteExecutionPlanRequest)(nil),             // 29: jobplane.hastore.v1.DeleteExecutionPlanRequest
+	(*DeleteExecutionPlanResponse)(nil),            // 30: jobplane.hastore.v1.DeleteExecutionPlanResponse
+	(*RequestJobCancelRequest)(nil),                // 31: jobplane.hastore.v1.RequestJobCancelRequest
+	(*RequestJobCancelResponse)(nil),               // 32: jobplane.hastore.v1.RequestJobCancelResponse
+	(*JobResultEntry)(nil),                         // 33: jobplane.hastore.v1.JobResultEntry
+	(*CreateDirtyJobResultRequest)(nil),            // 34: jobplane.hastore.v1.CreateDirtyJobResultRequest
+	(*CreateDirtyJobResultResponse)(nil),           // 35: jobplane.hastore.v1.CreateDirtyJobResultResponse
+	(*MarkJobResultCleanRequest)(nil),              // 36: jobplane.hastore.v1.MarkJobResultCleanRequest
+	(*MarkJobResultCleanResponse)(nil),             // 37: jobplane.hastore.v1.MarkJobResultCleanResponse
+	(*GetJobResultEntryRequest)(nil),               // 38: jobplane.hastore.v1.GetJobResultEntryRequest
+	(*GetJobResultEntryResponse)(nil),              // 39: jobplane.hastore.v1.GetJobResultEntryResponse
+	(*ListJobResultEntriesRequest)(nil),            // 40: jobplane.hastore.v1.ListJobResultEntriesRequest
+	(*ListJobResultEntriesResponse)(nil),           // 41: jobplane.hastore.v1.ListJobResultEntriesResponse
+	(*DeleteJobResultEntryRequest)(nil),            // 42: jobplane.hastore.v1.DeleteJobResultEntryRequest
+	(*DeleteJobResultEntryResponse)(nil),           // 43: jobplane.hastore.v1.DeleteJobResultEntryResponse
+	(*WatchSessionResponse_LeadershipGranted)(nil), // 44: jobplane.hastore.v1.WatchSessionResponse.LeadershipGranted
+	(*WatchSessionResponse_LeadershipRevoked)(nil), // 45: jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked
+	(*WatchSessionResponse_SnapshotEnd)(nil),       // 46: jobplane.hastore.v1.WatchSessionResponse.SnapshotEnd
 	(*durationpb.Duration)(nil),                    // 47: google.protobuf.Duration
-	(*Heartbeat)(nil),                              // 48: jobplane.v1.Heartbeat
-	(*Fence)(nil),                                  // 49: jobplane.v1.Fence
-	(*LeaderInfo)(nil),                             // 50: jobplane.v1.LeaderInfo
-	(*JobGraph)(nil),                               // 51: jobplane.v1.JobGraph
+	(*v1.Heartbeat)(nil),                           // 48: jobplane.v1.Heartbeat
+	(*v1.Fence)(nil),                               // 49: jobplane.v1.Fence
+	(*v1.LeaderInfo)(nil),                          // 50: jobplane.v1.LeaderInfo
+	(*v1.JobGraph)(nil),                            // 51: jobplane.v1.JobGraph
 	(*timestamppb.Timestamp)(nil),                  // 52: google.protobuf.Timestamp
-	(*JobResult)(nil),                              // 53: jobplane.v1.JobResult
-	(*FencingToken)(nil),                           // 54: jobplane.v1.FencingToken
+	(*v1.JobResult)(nil),                           // 53: jobplane.v1.JobResult
+	(*v1.FencingToken)(nil),                        // 54: jobplane.v1.FencingToken
 }
-var file_jobplane_v1_ha_store_service_proto_depIdxs = []int32{
-	47, // 0: jobplane.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	47, // 1: jobplane.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	47, // 2: jobplane.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
-	44, // 3: jobplane.v1.WatchSessionResponse.granted:type_name -> jobplane.v1.WatchSessionResponse.LeadershipGranted
-	45, // 4: jobplane.v1.WatchSessionResponse.revoked:type_name -> jobplane.v1.WatchSessionResponse.LeadershipRevoked
-	48, // 5: jobplane.v1.WatchSessionResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
-	46, // 6: jobplane.v1.WatchSessionResponse.snapshot_end:type_name -> jobplane.v1.WatchSessionResponse.SnapshotEnd
-	49, // 7: jobplane.v1.ResignRequest.fence:type_name -> jobplane.v1.Fence
-	49, // 8: jobplane.v1.ConfirmLeadershipRequest.fence:type_name -> jobplane.v1.Fence
-	50, // 9: jobplane.v1.GetLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
-	50, // 10: jobplane.v1.ObserveLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
-	48, // 11: jobplane.v1.ObserveLeaderResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
-	51, // 12: jobplane.v1.ExecutionPlan.job_graph:type_name -> jobplane.v1.JobGraph
-	52, // 13: jobplane.v1.ExecutionPlan.submit_time:type_name -> google.protobuf.Timestamp
-	49, // 14: jobplane.v1.PutExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
-	22, // 15: jobplane.v1.PutExecutionPlanRequest.plan:type_name -> jobplane.v1.ExecutionPlan
-	22, // 16: jobplane.v1.GetExecutionPlanResponse.plan:type_name -> jobplane.v1.ExecutionPlan
-	49, // 17: jobplane.v1.DeleteExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
-	49, // 18: jobplane.v1.RequestJobCancelRequest.fence:type_name -> jobplane.v1.Fence
-	53, // 19: jobplane.v1.JobResultEntry.result:type_name -> jobplane.v1.JobResult
-	1,  // 20: jobplane.v1.JobResultEntry.state:type_name -> jobplane.v1.JobResultState
-	49, // 21: jobplane.v1.CreateDirtyJobResultRequest.fence:type_name -> jobplane.v1.Fence
-	53, // 22: jobplane.v1.CreateDirtyJobResultRequest.result:type_name -> jobplane.v1.JobResult
-	49, // 23: jobplane.v1.MarkJobResultCleanRequest.fence:type_name -> jobplane.v1.Fence
-	33, // 24: jobplane.v1.GetJobResultEntryResponse.entry:type_name -> jobplane.v1.JobResultEntry
-	1,  // 25: jobplane.v1.ListJobResultEntriesRequest.state:type_name -> jobplane.v1.JobResultState
-	33, // 26: jobplane.v1.ListJobResultEntriesResponse.entries:type_name -> jobplane.v1.JobResultEntry
-	49, // 27: jobplane.v1.DeleteJobResultEntryRequest.fence:type_name -> jobplane.v1.Fence
-	54, // 28: jobplane.v1.WatchSessionResponse.LeadershipGranted.token:type_name -> jobplane.v1.FencingToken
-	54, // 29: jobplane.v1.WatchSessionResponse.LeadershipRevoked.token:type_name -> jobplane.v1.FencingToken
-	0,  // 30: jobplane.v1.WatchSessionResponse.LeadershipRevoked.reason:type_name -> jobplane.v1.RevocationReason
-	2,  // 31: jobplane.v1.HAStoreService.OpenSession:input_type -> jobplane.v1.OpenSessionRequest
-	4,  // 32: jobplane.v1.HAStoreService.KeepAlive:input_type -> jobplane.v1.KeepAliveRequest
-	6,  // 33: jobplane.v1.HAStoreService.CloseSession:input_type -> jobplane.v1.CloseSessionRequest
-	8,  // 34: jobplane.v1.HAStoreService.Campaign:input_type -> jobplane.v1.CampaignRequest
-	10, // 35: jobplane.v1.HAStoreService.Withdraw:input_type -> jobplane.v1.WithdrawRequest
-	12, // 36: jobplane.v1.HAStoreService.WatchSession:input_type -> jobplane.v1.WatchSessionRequest
-	14, // 37: jobplane.v1.HAStoreService.Resign:input_type -> jobplane.v1.ResignRequest
-	16, // 38: jobplane.v1.HAStoreService.ConfirmLeadership:input_type -> jobplane.v1.ConfirmLeadershipRequest
-	18, // 39: jobplane.v1.HAStoreService.GetLeader:input_type -> jobplane.v1.GetLeaderRequest
-	20, // 40: jobplane.v1.HAStoreService.ObserveLeader:input_type -> jobplane.v1.ObserveLeaderRequest
-	23, // 41: jobplane.v1.HAStoreService.PutExecutionPlan:input_type -> jobplane.v1.PutExecutionPlanRequest
-	25, // 42: jobplane.v1.HAStoreService.GetExecutionPlan:input_type -> jobplane.v1.GetExecutionPlanRequest
-	27, // 43: jobplane.v1.HAStoreService.ListExecutionPlans:input_type -> jobplane.v1.ListExecutionPlansRequest
-	29, // 44: jobplane.v1.HAStoreService.DeleteExecutionPlan:input_type -> jobplane.v1.DeleteExecutionPlanRequest
-	31, // 45: jobplane.v1.HAStoreService.RequestJobCancel:input_type -> jobplane.v1.RequestJobCancelRequest
-	34, // 46: jobplane.v1.HAStoreService.CreateDirtyJobResult:input_type -> jobplane.v1.CreateDirtyJobResultRequest
-	36, // 47: jobplane.v1.HAStoreService.MarkJobResultClean:input_type -> jobplane.v1.MarkJobResultCleanRequest
-	38, // 48: jobplane.v1.HAStoreService.GetJobResultEntry:input_type -> jobplane.v1.GetJobResultEntryRequest
-	40, // 49: jobplane.v1.HAStoreService.ListJobResultEntries:input_type -> jobplane.v1.ListJobResultEntriesRequest
-	42, // 50: jobplane.v1.HAStoreService.DeleteJobResultEntry:input_type -> jobplane.v1.DeleteJobResultEntryRequest
-	3,  // 51: jobplane.v1.HAStoreService.OpenSession:output_type -> jobplane.v1.OpenSessionResponse
-	5,  // 52: jobplane.v1.HAStoreService.KeepAlive:output_type -> jobplane.v1.KeepAliveResponse
-	7,  // 53: jobplane.v1.HAStoreService.CloseSession:output_type -> jobplane.v1.CloseSessionResponse
-	9,  // 54: jobplane.v1.HAStoreService.Campaign:output_type -> jobplane.v1.CampaignResponse
-	11, // 55: jobplane.v1.HAStoreService.Withdraw:output_type -> jobplane.v1.WithdrawResponse
-	13, // 56: jobplane.v1.HAStoreService.WatchSession:output_type -> jobplane.v1.WatchSessionResponse
-	15, // 57: jobplane.v1.HAStoreService.Resign:output_type -> jobplane.v1.ResignResponse
-	17, // 58: jobplane.v1.HAStoreService.ConfirmLeadership:output_type -> jobplane.v1.ConfirmLeadershipResponse
-	19, // 59: jobplane.v1.HAStoreService.GetLeader:output_type -> jobplane.v1.GetLeaderResponse
-	21, // 60: jobplane.v1.HAStoreService.ObserveLeader:output_type -> jobplane.v1.ObserveLeaderResponse
-	24, // 61: jobplane.v1.HAStoreService.PutExecutionPlan:output_type -> jobplane.v1.PutExecutionPlanResponse
-	26, // 62: jobplane.v1.HAStoreService.GetExecutionPlan:output_type -> jobplane.v1.GetExecutionPlanResponse
-	28, // 63: jobplane.v1.HAStoreService.ListExecutionPlans:output_type -> jobplane.v1.ListExecutionPlansResponse
-	30, // 64: jobplane.v1.HAStoreService.DeleteExecutionPlan:output_type -> jobplane.v1.DeleteExecutionPlanResponse
-	32, // 65: jobplane.v1.HAStoreService.RequestJobCancel:output_type -> jobplane.v1.RequestJobCancelResponse
-	35, // 66: jobplane.v1.HAStoreService.CreateDirtyJobResult:output_type -> jobplane.v1.CreateDirtyJobResultResponse
-	37, // 67: jobplane.v1.HAStoreService.MarkJobResultClean:output_type -> jobplane.v1.MarkJobResultCleanResponse
-	39, // 68: jobplane.v1.HAStoreService.GetJobResultEntry:output_type -> jobplane.v1.GetJobResultEntryResponse
-	41, // 69: jobplane.v1.HAStoreService.ListJobResultEntries:output_type -> jobplane.v1.ListJobResultEntriesResponse
-	43, // 70: jobplane.v1.HAStoreService.DeleteJobResultEntry:output_type -> jobplane.v1.DeleteJobResultEntryResponse
+var file_jobplane_hastore_v1_ha_store_service_proto_depIdxs = []int32{
+	47, // 0: jobplane.hastore.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	47, // 1: jobplane.hastore.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	47, // 2: jobplane.hastore.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	44, // 3: jobplane.hastore.v1.WatchSessionResponse.granted:type_name -> jobplane.hastore.v1.WatchSessionResponse.LeadershipGranted
+	45, // 4: jobplane.hastore.v1.WatchSessionResponse.revoked:type_name -> jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked
+	48, // 5: jobplane.hastore.v1.WatchSessionResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
+	46, // 6: jobplane.hastore.v1.WatchSessionResponse.snapshot_end:type_name -> jobplane.hastore.v1.WatchSessionResponse.SnapshotEnd
+	49, // 7: jobplane.hastore.v1.ResignRequest.fence:type_name -> jobplane.v1.Fence
+	49, // 8: jobplane.hastore.v1.ConfirmLeadershipRequest.fence:type_name -> jobplane.v1.Fence
+	50, // 9: jobplane.hastore.v1.GetLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
+	50, // 10: jobplane.hastore.v1.ObserveLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
+	48, // 11: jobplane.hastore.v1.ObserveLeaderResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
+	51, // 12: jobplane.hastore.v1.ExecutionPlan.job_graph:type_name -> jobplane.v1.JobGraph
+	52, // 13: jobplane.hastore.v1.ExecutionPlan.submit_time:type_name -> google.protobuf.Timestamp
+	49, // 14: jobplane.hastore.v1.PutExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
+	22, // 15: jobplane.hastore.v1.PutExecutionPlanRequest.plan:type_name -> jobplane.hastore.v1.ExecutionPlan
+	22, // 16: jobplane.hastore.v1.GetExecutionPlanResponse.plan:type_name -> jobplane.hastore.v1.ExecutionPlan
+	49, // 17: jobplane.hastore.v1.DeleteExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
+	49, // 18: jobplane.hastore.v1.RequestJobCancelRequest.fence:type_name -> jobplane.v1.Fence
+	53, // 19: jobplane.hastore.v1.JobResultEntry.result:type_name -> jobplane.v1.JobResult
+	1,  // 20: jobplane.hastore.v1.JobResultEntry.state:type_name -> jobplane.hastore.v1.JobResultState
+	49, // 21: jobplane.hastore.v1.CreateDirtyJobResultRequest.fence:type_name -> jobplane.v1.Fence
+	53, // 22: jobplane.hastore.v1.CreateDirtyJobResultRequest.result:type_name -> jobplane.v1.JobResult
+	49, // 23: jobplane.hastore.v1.MarkJobResultCleanRequest.fence:type_name -> jobplane.v1.Fence
+	33, // 24: jobplane.hastore.v1.GetJobResultEntryResponse.entry:type_name -> jobplane.hastore.v1.JobResultEntry
+	1,  // 25: jobplane.hastore.v1.ListJobResultEntriesRequest.state:type_name -> jobplane.hastore.v1.JobResultState
+	33, // 26: jobplane.hastore.v1.ListJobResultEntriesResponse.entries:type_name -> jobplane.hastore.v1.JobResultEntry
+	49, // 27: jobplane.hastore.v1.DeleteJobResultEntryRequest.fence:type_name -> jobplane.v1.Fence
+	54, // 28: jobplane.hastore.v1.WatchSessionResponse.LeadershipGranted.token:type_name -> jobplane.v1.FencingToken
+	54, // 29: jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked.token:type_name -> jobplane.v1.FencingToken
+	0,  // 30: jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked.reason:type_name -> jobplane.hastore.v1.RevocationReason
+	2,  // 31: jobplane.hastore.v1.HAStoreService.OpenSession:input_type -> jobplane.hastore.v1.OpenSessionRequest
+	4,  // 32: jobplane.hastore.v1.HAStoreService.KeepAlive:input_type -> jobplane.hastore.v1.KeepAliveRequest
+	6,  // 33: jobplane.hastore.v1.HAStoreService.CloseSession:input_type -> jobplane.hastore.v1.CloseSessionRequest
+	8,  // 34: jobplane.hastore.v1.HAStoreService.Campaign:input_type -> jobplane.hastore.v1.CampaignRequest
+	10, // 35: jobplane.hastore.v1.HAStoreService.Withdraw:input_type -> jobplane.hastore.v1.WithdrawRequest
+	12, // 36: jobplane.hastore.v1.HAStoreService.WatchSession:input_type -> jobplane.hastore.v1.WatchSessionRequest
+	14, // 37: jobplane.hastore.v1.HAStoreService.Resign:input_type -> jobplane.hastore.v1.ResignRequest
+	16, // 38: jobplane.hastore.v1.HAStoreService.ConfirmLeadership:input_type -> jobplane.hastore.v1.ConfirmLeadershipRequest
+	18, // 39: jobplane.hastore.v1.HAStoreService.GetLeader:input_type -> jobplane.hastore.v1.GetLeaderRequest
+	20, // 40: jobplane.hastore.v1.HAStoreService.ObserveLeader:input_type -> jobplane.hastore.v1.ObserveLeaderRequest
+	23, // 41: jobplane.hastore.v1.HAStoreService.PutExecutionPlan:input_type -> jobplane.hastore.v1.PutExecutionPlanRequest
+	25, // 42: jobplane.hastore.v1.HAStoreService.GetExecutionPlan:input_type -> jobplane.hastore.v1.GetExecutionPlanRequest
+	27, // 43: jobplane.hastore.v1.HAStoreService.ListExecutionPlans:input_type -> jobplane.hastore.v1.ListExecutionPlansRequest
+	29, // 44: jobplane.hastore.v1.HAStoreService.DeleteExecutionPlan:input_type -> jobplane.hastore.v1.DeleteExecutionPlanRequest
+	31, // 45: jobplane.hastore.v1.HAStoreService.RequestJobCancel:input_type -> jobplane.hastore.v1.RequestJobCancelRequest
+	34, // 46: jobplane.hastore.v1.HAStoreService.CreateDirtyJobResult:input_type -> jobplane.hastore.v1.CreateDirtyJobResultRequest
+	36, // 47: jobplane.hastore.v1.HAStoreService.MarkJobResultClean:input_type -> jobplane.hastore.v1.MarkJobResultCleanRequest
+	38, // 48: jobplane.hastore.v1.HAStoreService.GetJobResultEntry:input_type -> jobplane.hastore.v1.GetJobResultEntryRequest
+	40, // 49: jobplane.hastore.v1.HAStoreService.ListJobResultEntries:input_type -> jobplane.hastore.v1.ListJobResultEntriesRequest
+	42, // 50: jobplane.hastore.v1.HAStoreService.DeleteJobResultEntry:input_type -> jobplane.hastore.v1.DeleteJobResultEntryRequest
+	3,  // 51: jobplane.hastore.v1.HAStoreService.OpenSession:output_type -> jobplane.hastore.v1.OpenSessionResponse
+	5,  // 52: jobplane.hastore.v1.HAStoreService.KeepAlive:output_type -> jobplane.hastore.v1.KeepAliveResponse
+	7,  // 53: jobplane.hastore.v1.HAStoreService.CloseSession:output_type -> jobplane.hastore.v1.CloseSessionResponse
+	9,  // 54: jobplane.hastore.v1.HAStoreService.Campaign:output_type -> jobplane.hastore.v1.CampaignResponse
+	11, // 55: jobplane.hastore.v1.HAStoreService.Withdraw:output_type -> jobplane.hastore.v1.WithdrawResponse
+	13, // 56: jobplane.hastore.v1.HAStoreService.WatchSession:output_type -> jobplane.hastore.v1.WatchSessionResponse
+	15, // 57: jobplane.hastore.v1.HAStoreService.Resign:output_type -> jobplane.hastore.v1.ResignResponse
+	17, // 58: jobplane.hastore.v1.HAStoreService.ConfirmLeadership:output_type -> jobplane.hastore.v1.ConfirmLeadershipResponse
+	19, // 59: jobplane.hastore.v1.HAStoreService.GetLeader:output_type -> jobplane.hastore.v1.GetLeaderResponse
+	21, // 60: jobplane.hastore.v1.HAStoreService.ObserveLeader:output_type -> jobplane.hastore.v1.ObserveLeaderResponse
+	24, // 61: jobplane.hastore.v1.HAStoreService.PutExecutionPlan:output_type -> jobplane.hastore.v1.PutExecutionPlanResponse
+	26, // 62: jobplane.hastore.v1.HAStoreService.GetExecutionPlan:output_type -> jobplane.hastore.v1.GetExecutionPlanResponse
+	28, // 63: jobplane.hastore.v1.HAStoreService.ListExecutionPlans:output_type -> jobplane.hastore.v1.ListExecutionPlansResponse
+	30, // 64: jobplane.hastore.v1.HAStoreService.DeleteExecutionPlan:output_type -> jobplane.hastore.v1.DeleteExecutionPlanResponse
+	32, // 65: jobplane.hastore.v1.HAStoreService.RequestJobCancel:output_type -> jobplane.hastore.v1.RequestJobCancelResponse
+	35, // 66: jobplane.hastore.v1.HAStoreService.CreateDirtyJobResult:output_type -> jobplane.hastore.v1.CreateDirtyJobResultResponse
+	37, // 67: jobplane.hastore.v1.HAStoreService.MarkJobResultClean:output_type -> jobplane.hastore.v1.MarkJobResultCleanResponse
+	39, // 68: jobplane.hastore.v1.HAStoreService.GetJobResultEntry:output_type -> jobplane.hastore.v1.GetJobResultEntryResponse
+	41, // 69: jobplane.hastore.v1.HAStoreService.ListJobResultEntries:output_type -> jobplane.hastore.v1.ListJobResultEntriesResponse
+	43, // 70: jobplane.hastore.v1.HAStoreService.DeleteJobResultEntry:output_type -> jobplane.hastore.v1.DeleteJobResultEntryResponse
 	51, // [51:71] is the sub-list for method output_type
 	31, // [31:51] is the sub-list for method input_type
 	31, // [31:31] is the sub-list for extension type_name
@@ -2768,22 +2769,18 @@ var file_jobplane_v1_ha_store_service_proto_depIdxs = []int32{
 	0,  // [0:31] is the sub-list for field type_name
 }
 
-func init() { file_jobplane_v1_ha_store_service_proto_init() }
-func file_jobplane_v1_ha_store_service_proto_init() {
-	if File_jobplane_v1_ha_store_service_proto != nil {
+func init() { file_jobplane_hastore_v1_ha_store_service_proto_init() }
+func file_jobplane_hastore_v1_ha_store_service_proto_init() {
+	if File_jobplane_hastore_v1_ha_store_service_proto != nil {
 		return
 	}
-	file_jobplane_v1_job_proto_init()
-	file_jobplane_v1_job_graph_proto_init()
-	file_jobplane_v1_leadership_proto_init()
-	file_jobplane_v1_stream_proto_init()
-	file_jobplane_v1_ha_store_service_proto_msgTypes[11].OneofWrappers = []any{
+	file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[11].OneofWrappers = []any{
 		(*WatchSessionResponse_Granted)(nil),
 		(*WatchSessionResponse_Revoked)(nil),
 		(*WatchSessionResponse_Heartbeat)(nil),
 		(*WatchSessionResponse_SnapshotEnd_)(nil),
 	}
-	file_jobplane_v1_ha_store_service_proto_msgTypes[19].OneofWrappers = []any{
+	file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[19].OneofWrappers = []any{
 		(*ObserveLeaderResponse_Leader)(nil),
 		(*ObserveLeaderResponse_Heartbeat)(nil),
 	}
@@ -2791,18 +2788,18 @@ func file_jobplane_v1_ha_store_service_proto_init() {
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_ha_store_service_proto_rawDesc), len(file_jobplane_v1_ha_store_service_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_hastore_v1_ha_store_service_proto_rawDesc), len(file_jobplane_hastore_v1_ha_store_service_proto_rawDesc)),
 			NumEnums:      2,
 			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_jobplane_v1_ha_store_service_proto_goTypes,
-		DependencyIndexes: file_jobplane_v1_ha_store_service_proto_depIdxs,
-		EnumInfos:         file_jobplane_v1_ha_store_service_proto_enumTypes,
-		MessageInfos:      file_jobplane_v1_ha_store_service_proto_msgTypes,
+		GoTypes:           file_jobplane_hastore_v1_ha_store_service_proto_goTypes,
+		DependencyIndexes: file_jobplane_hastore_v1_ha_store_service_proto_depIdxs,
+		EnumInfos:         file_jobplane_hastore_v1_ha_store_service_proto_enumTypes,
+		MessageInfos:      file_jobplane_hastore_v1_ha_store_service_proto_msgTypes,
 	}.Build()
-	File_jobplane_v1_ha_store_service_proto = out.File
-	file_jobplane_v1_ha_store_service_proto_goTypes = nil
-	file_jobplane_v1_ha_store_service_proto_depIdxs = nil
+	File_jobplane_hastore_v1_ha_store_service_proto = out.File
+	file_jobplane_hastore_v1_ha_store_service_proto_goTypes = nil
+	file_jobplane_hastore_v1_ha_store_service_proto_depIdxs = nil
 }
