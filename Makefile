@@ -26,15 +26,22 @@ build: ## build the jobplane binary into bin/
 generate: ## regenerate gen/ from proto/
 	$(BUF) generate
 
+# CONTRACT_BASELINE is the commit of the contract's first release,
+# jobplane contract 1.1 (the three packages jobplane.v1,
+# jobplane.cluster.v1 and jobplane.hastore.v1). `make lint` refuses any
+# change that breaks it (buf breaking, FILE rules); a change that must
+# break it is a new major version, and moves this line on purpose.
+CONTRACT_BASELINE := 15c4e4b60a0247d64d7e0a96369fd06cf7b0e056
+
 .PHONY: lint
-lint: ## buf lint, buf format, buf breaking against main, go vet, gofmt
+lint: ## buf lint, buf format, buf breaking against the contract's baseline, go vet, gofmt
 	$(BUF) lint
 	$(BUF) format -d --exit-code
-	@if git rev-parse --verify --quiet main >/dev/null && git cat-file -e main:buf.yaml 2>/dev/null; then \
-		echo "buf breaking --against .git#branch=main"; \
-		$(BUF) breaking --against '.git#branch=main'; \
+	@if git cat-file -e $(CONTRACT_BASELINE)^{commit} 2>/dev/null; then \
+		echo "buf breaking --against .git#ref=$(CONTRACT_BASELINE)"; \
+		$(BUF) breaking --against '.git#ref=$(CONTRACT_BASELINE)'; \
 	else \
-		echo "buf breaking: main has no contract yet, nothing to compare"; \
+		echo "buf breaking: the baseline commit $(CONTRACT_BASELINE) is not in this clone (a shallow clone?); nothing compared"; \
 	fi
 	$(GO) vet ./...
 	@unformatted=$$(gofmt -l .); \
