@@ -431,9 +431,6 @@ type JobDetails struct {
 	// vertices that have subtasks in the page. Empty while the job is
 	// INITIALIZING and for jobs known only by their job result.
 	Vertices []*VertexDetails `protobuf:"bytes,2,rep,name=vertices,proto3" json:"vertices,omitempty"`
-	// The token of the JobMaster that currently runs the job; unset while
-	// none does.
-	JobMasterToken *FencingToken `protobuf:"bytes,3,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	// The failures that restarted or failed the job under its current (or,
 	// once it ended, its last) JobMaster, most recent first; at most the 16
 	// most recent. Kept also when the job recovered and finished.
@@ -486,13 +483,6 @@ func (x *JobDetails) GetSummary() *JobSummary {
 func (x *JobDetails) GetVertices() []*VertexDetails {
 	if x != nil {
 		return x.Vertices
-	}
-	return nil
-}
-
-func (x *JobDetails) GetJobMasterToken() *FencingToken {
-	if x != nil {
-		return x.JobMasterToken
 	}
 	return nil
 }
@@ -732,7 +722,9 @@ type JobResult struct {
 	Name string `protobuf:"bytes,7,opt,name=name,proto3" json:"name,omitempty"`
 	// The plan digest of the job (ExecutionPlan.digest; see JobGraph), so a
 	// resubmission after the plan was cleaned up can still be recognized as
-	// identical, by any implementation.
+	// identical, by any implementation. Public on purpose: any client can
+	// compute the digest of a JobGraph (sdk/planid in Go) and tell whether
+	// it is this job's plan.
 	PlanDigest []byte `protobuf:"bytes,8,opt,name=plan_digest,json=planDigest,proto3" json:"plan_digest,omitempty"`
 	// The failures that restarted or failed the job under its last
 	// JobMaster, most recent first; at most the 16 most recent.
@@ -838,7 +830,7 @@ var File_jobplane_v1_job_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\n" +
-	"\x15jobplane/v1/job.proto\x12\vjobplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bjobplane/v1/execution.proto\x1a\x1bjobplane/v1/job_graph.proto\x1a\x1cjobplane/v1/leadership.proto\"\xbc\x01\n" +
+	"\x15jobplane/v1/job.proto\x12\vjobplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bjobplane/v1/execution.proto\x1a\x1bjobplane/v1/job_graph.proto\"\xbc\x01\n" +
 	"\vFailureInfo\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x129\n" +
@@ -860,14 +852,13 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\vtask_counts\x18\a \x03(\v2 .jobplane.v1.ExecutionStateCountR\n" +
 	"taskCounts\x12#\n" +
 	"\rrestart_count\x18\b \x01(\x05R\frestartCount\x122\n" +
-	"\afailure\x18\t \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\xb7\x02\n" +
+	"\afailure\x18\t \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\x8a\x02\n" +
 	"\n" +
 	"JobDetails\x121\n" +
 	"\asummary\x18\x01 \x01(\v2\x17.jobplane.v1.JobSummaryR\asummary\x126\n" +
-	"\bvertices\x18\x02 \x03(\v2\x1a.jobplane.v1.VertexDetailsR\bvertices\x12C\n" +
-	"\x10job_master_token\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12E\n" +
+	"\bvertices\x18\x02 \x03(\v2\x1a.jobplane.v1.VertexDetailsR\bvertices\x12E\n" +
 	"\x11exception_history\x18\x04 \x03(\v2\x18.jobplane.v1.FailureInfoR\x10exceptionHistory\x122\n" +
-	"\tjob_graph\x18\x05 \x01(\v2\x15.jobplane.v1.JobGraphR\bjobGraph\"\x83\x03\n" +
+	"\tjob_graph\x18\x05 \x01(\v2\x15.jobplane.v1.JobGraphR\bjobGraphJ\x04\b\x03\x10\x04R\x10job_master_token\"\x83\x03\n" +
 	"\rVertexDetails\x12\x1b\n" +
 	"\tvertex_id\x18\x01 \x01(\tR\bvertexId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -943,8 +934,7 @@ var file_jobplane_v1_job_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
 	(*ExecutionAttemptId)(nil),    // 10: jobplane.v1.ExecutionAttemptId
 	(ExecutionState)(0),           // 11: jobplane.v1.ExecutionState
-	(*FencingToken)(nil),          // 12: jobplane.v1.FencingToken
-	(*JobGraph)(nil),              // 13: jobplane.v1.JobGraph
+	(*JobGraph)(nil),              // 12: jobplane.v1.JobGraph
 }
 var file_jobplane_v1_job_proto_depIdxs = []int32{
 	9,  // 0: jobplane.v1.FailureInfo.time:type_name -> google.protobuf.Timestamp
@@ -958,26 +948,25 @@ var file_jobplane_v1_job_proto_depIdxs = []int32{
 	2,  // 8: jobplane.v1.JobSummary.failure:type_name -> jobplane.v1.FailureInfo
 	4,  // 9: jobplane.v1.JobDetails.summary:type_name -> jobplane.v1.JobSummary
 	6,  // 10: jobplane.v1.JobDetails.vertices:type_name -> jobplane.v1.VertexDetails
-	12, // 11: jobplane.v1.JobDetails.job_master_token:type_name -> jobplane.v1.FencingToken
-	2,  // 12: jobplane.v1.JobDetails.exception_history:type_name -> jobplane.v1.FailureInfo
-	13, // 13: jobplane.v1.JobDetails.job_graph:type_name -> jobplane.v1.JobGraph
-	3,  // 14: jobplane.v1.VertexDetails.task_counts:type_name -> jobplane.v1.ExecutionStateCount
-	7,  // 15: jobplane.v1.VertexDetails.subtasks:type_name -> jobplane.v1.SubtaskDetails
-	11, // 16: jobplane.v1.VertexDetails.state:type_name -> jobplane.v1.ExecutionState
-	9,  // 17: jobplane.v1.VertexDetails.start_time:type_name -> google.protobuf.Timestamp
-	9,  // 18: jobplane.v1.VertexDetails.end_time:type_name -> google.protobuf.Timestamp
-	11, // 19: jobplane.v1.SubtaskDetails.state:type_name -> jobplane.v1.ExecutionState
-	2,  // 20: jobplane.v1.SubtaskDetails.failure:type_name -> jobplane.v1.FailureInfo
-	0,  // 21: jobplane.v1.JobResult.status:type_name -> jobplane.v1.JobStatus
-	9,  // 22: jobplane.v1.JobResult.submit_time:type_name -> google.protobuf.Timestamp
-	9,  // 23: jobplane.v1.JobResult.end_time:type_name -> google.protobuf.Timestamp
-	2,  // 24: jobplane.v1.JobResult.failure:type_name -> jobplane.v1.FailureInfo
-	2,  // 25: jobplane.v1.JobResult.exception_history:type_name -> jobplane.v1.FailureInfo
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	2,  // 11: jobplane.v1.JobDetails.exception_history:type_name -> jobplane.v1.FailureInfo
+	12, // 12: jobplane.v1.JobDetails.job_graph:type_name -> jobplane.v1.JobGraph
+	3,  // 13: jobplane.v1.VertexDetails.task_counts:type_name -> jobplane.v1.ExecutionStateCount
+	7,  // 14: jobplane.v1.VertexDetails.subtasks:type_name -> jobplane.v1.SubtaskDetails
+	11, // 15: jobplane.v1.VertexDetails.state:type_name -> jobplane.v1.ExecutionState
+	9,  // 16: jobplane.v1.VertexDetails.start_time:type_name -> google.protobuf.Timestamp
+	9,  // 17: jobplane.v1.VertexDetails.end_time:type_name -> google.protobuf.Timestamp
+	11, // 18: jobplane.v1.SubtaskDetails.state:type_name -> jobplane.v1.ExecutionState
+	2,  // 19: jobplane.v1.SubtaskDetails.failure:type_name -> jobplane.v1.FailureInfo
+	0,  // 20: jobplane.v1.JobResult.status:type_name -> jobplane.v1.JobStatus
+	9,  // 21: jobplane.v1.JobResult.submit_time:type_name -> google.protobuf.Timestamp
+	9,  // 22: jobplane.v1.JobResult.end_time:type_name -> google.protobuf.Timestamp
+	2,  // 23: jobplane.v1.JobResult.failure:type_name -> jobplane.v1.FailureInfo
+	2,  // 24: jobplane.v1.JobResult.exception_history:type_name -> jobplane.v1.FailureInfo
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_job_proto_init() }
@@ -987,7 +976,6 @@ func file_jobplane_v1_job_proto_init() {
 	}
 	file_jobplane_v1_execution_proto_init()
 	file_jobplane_v1_job_graph_proto_init()
-	file_jobplane_v1_leadership_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

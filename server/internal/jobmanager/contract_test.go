@@ -206,14 +206,18 @@ func TestJobLeadershipFlapping(t *testing.T) {
 	election := hastore.JobElection("flap")
 	jmClient := clusterv1connect.NewJobMasterServiceClient(c.HTTP, c.URL)
 	// leaderWithJobMaster waits until the job's leader has a JobMaster
-	// running under its token, as GetJob shows it.
+	// running under its token: one that answers a call with that token
+	// (refusing the unknown attempt it names) instead of NOT_LEADER.
 	leaderWithJobMaster := func(after uint64) hastore.Token {
 		t.Helper()
 		for {
 			info, err := c.Store.Leader(ctx, election)
 			if err == nil && info.Token.Epoch > after {
-				resp, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "flap"})
-				if err == nil && resp.GetJob().GetJobMasterToken().GetEpoch() == info.Token.Epoch {
+				_, err := jmClient.UpdateTaskExecutionStates(ctx, &clusterv1.UpdateTaskExecutionStatesRequest{
+					JobId: "flap", JobMasterToken: &jobplanev1.FencingToken{SessionId: info.Token.SessionID, Epoch: info.Token.Epoch}, TaskExecutorId: "probe",
+					Statuses: []*jobplanev1.TaskExecutionStatus{{Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "nope"}, State: jobplanev1.ExecutionState_EXECUTION_STATE_FAILED}},
+				})
+				if err == nil {
 					return info.Token
 				}
 			}
