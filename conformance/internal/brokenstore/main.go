@@ -60,12 +60,27 @@ func run(mode, listen, dataDir string) error {
 	if err != nil {
 		return err
 	}
-	b := &broken{HAStoreServiceHandler: hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: store, Logger: log}), mode: mode, campaigned: map[string]bool{}}
-	mux := http.NewServeMux()
-	mux.Handle(hastorev1connect.NewHAStoreServiceHandler(b, connect.WithInterceptors(b.encodingSensitive())))
+	real := hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: store, Logger: log})
+	b := &broken{HAStoreServiceHandler: real, mode: mode, campaigned: map[string]bool{}}
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
+	// The reference handler also serves on a loopback port of its own, for
+	// the streams a break rewrites (their server side cannot be wrapped).
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	innerMux := http.NewServeMux()
+	innerMux.Handle(real.Path())
+	innerSrv := &http.Server{Handler: innerMux, Protocols: p, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = innerSrv.Serve(inner) }()
+	defer innerSrv.Close()
+	h2c := new(http.Protocols)
+	h2c.SetUnencryptedHTTP2(true)
+	b.inner = hastorev1connect.NewHAStoreServiceClient(&http.Client{Transport: &http.Transport{Protocols: h2c}}, "http://"+inner.Addr().String())
+	mux := http.NewServeMux()
+	mux.Handle(hastorev1connect.NewHAStoreServiceHandler(b, connect.WithInterceptors(b.encodingSensitive())))
 	srv := &http.Server{Handler: mux, Protocols: p, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	<-ctx.Done()
@@ -89,12 +104,14 @@ var breaks = map[string]string{
 	"resign-noop":             "Resign answers OK and ends nothing",
 	"no-expiry":               "the store renews every session itself, so none expires",
 	"cancel-request-lost":     "RequestJobCancel answers OK and records nothing",
+	"no-snapshot-end":         "WatchSession never marks the end of its snapshot",
 }
 
 // broken wraps the reference handler.
 type broken struct {
 	hastorev1connect.HAStoreServiceHandler
-	mode string
+	mode  string
+	inner hastorev1connect.HAStoreServiceClient // the reference handler, served apart
 
 	mu         sync.Mutex
 	campaigned map[string]bool // session/election
@@ -296,4 +313,24 @@ func hastorerpcReason(err error) string {
 		}
 	}
 	return ""
+}
+
+func (b *broken) WatchSession(ctx context.Context, req *hastorev1.WatchSessionRequest, out *connect.ServerStream[hastorev1.WatchSessionResponse]) error {
+	if b.mode != "no-snapshot-end" {
+		return b.HAStoreServiceHandler.WatchSession(ctx, req, out)
+	}
+	in, err := b.inner.WatchSession(ctx, req)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	for in.Receive() {
+		if _, end := in.Msg().GetEvent().(*hastorev1.WatchSessionResponse_SnapshotEnd_); end {
+			continue
+		}
+		if err := out.Send(in.Msg()); err != nil {
+			return err
+		}
+	}
+	return in.Err()
 }

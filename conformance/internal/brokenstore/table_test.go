@@ -32,6 +32,7 @@ var mustFail = map[string][]string{
 	"resign-noop":             {"store/resign-grants-next"},
 	"no-expiry":               {"store/lease-expiry-revokes", "store/stale-write-from-paused-leader"},
 	"cancel-request-lost":     {"store/cancel-requests"},
+	"no-snapshot-end":         {"store/watch-session-snapshot"},
 }
 
 // covered are the store cases that must fail against some broken store.
@@ -44,7 +45,7 @@ var covered = []string{
 	"store/stale-token-refused-for-every-write", "store/stale-write-from-paused-leader",
 	"store/campaign-repeated", "store/plan-repeated-in-json", "store/result-repeated-in-json", "store/plan-delete-needs-result",
 	"store/bad-input", "store/grant-confirm-leader", "store/resign-grants-next", "store/lease-expiry-revokes",
-	"store/cancel-requests",
+	"store/cancel-requests", "store/watch-session-snapshot",
 }
 
 func build(t *testing.T, dir, out, pkg string) string {
