@@ -982,7 +982,7 @@ type TaskExecutorInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The TaskExecutor's id.
 	TaskExecutorId string `protobuf:"bytes,1,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
-	// The base URL at which it serves TaskExecutorService.
+	// The base URL at which it serves jobplane.cluster.v1.TaskExecutorService.
 	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	// The invokables it runs, in name order.
 	Invokables []string `protobuf:"bytes,3,rep,name=invokables,proto3" json:"invokables,omitempty"`

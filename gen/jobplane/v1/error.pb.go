@@ -377,10 +377,10 @@ func (x *StaleTokenDetails) GetCurrent() *FencingToken {
 	return nil
 }
 
-// ItemError is why a batch call refused one of its items: the answer the
-// call for that one item would have given. A batch call (such as
-// TaskExecutorService.SubmitTasks) lists only the items it refused; every
-// other item took effect.
+// ItemError is why a batch call refused one of its items: the answer the call
+// for that one item would have given. A batch call (such as
+// jobplane.cluster.v1.TaskExecutorService.SubmitTasks) lists only the items
+// it refused; every other item took effect.
 type ItemError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The item's position in the request's list, from 0.

@@ -437,7 +437,8 @@ type JobDetails struct {
 	ExceptionHistory []*FailureInfo `protobuf:"bytes,4,rep,name=exception_history,json=exceptionHistory,proto3" json:"exception_history,omitempty"`
 	// The job's plan: its JobGraph with overrides applied, configuration
 	// included, as persisted. With JOB_VIEW_FULL, on the first page only;
-	// unset for other views and for jobs known only by their job result.
+	// unset for other views, while no JobMaster runs the job, and for jobs
+	// known only by their job result.
 	JobGraph      *JobGraph `protobuf:"bytes,5,opt,name=job_graph,json=jobGraph,proto3" json:"job_graph,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -720,11 +721,11 @@ type JobResult struct {
 	RestartCount int32 `protobuf:"varint,6,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
 	// The JobGraph's name.
 	Name string `protobuf:"bytes,7,opt,name=name,proto3" json:"name,omitempty"`
-	// The plan digest of the job (ExecutionPlan.digest; see JobGraph), so a
-	// resubmission after the plan was cleaned up can still be recognized as
-	// identical, by any implementation. Public on purpose: any client can
-	// compute the digest of a JobGraph (sdk/planid in Go) and tell whether
-	// it is this job's plan.
+	// The plan digest of the job (jobplane.hastore.v1.ExecutionPlan.digest; see
+	// JobGraph), so a resubmission after the plan was cleaned up can still be
+	// recognized as identical, by any implementation. Public on purpose: any
+	// client can compute the digest of a JobGraph (sdk/planid in Go) and tell
+	// whether it is this job's plan.
 	PlanDigest []byte `protobuf:"bytes,8,opt,name=plan_digest,json=planDigest,proto3" json:"plan_digest,omitempty"`
 	// The failures that restarted or failed the job under its last
 	// JobMaster, most recent first; at most the 16 most recent.

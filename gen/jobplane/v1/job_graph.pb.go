@@ -226,16 +226,16 @@ func (SchedulingMode) EnumDescriptor() ([]byte, []int) {
 //   - a `config` left empty by the above is unset.
 //
 // The plan digest, which the HA store keeps with the plan and the result
-// (ExecutionPlan.digest, JobResult.plan_digest), is the SHA-256 of the
-// canonical encoding of the normalized JobGraph, so every implementation
-// computes the same one. The canonical encoding is the protobuf binary
-// encoding with every choice the format leaves open made one way: fields in
-// increasing field-number order, each written only if set (a scalar or enum
-// other than its default, a message that is present, a list or map with an
-// element); varints for integers and enums (int32 and enums sign-extended
-// to 64 bits); repeated numbers, bools and enums packed; other repeated
-// fields one record per element, in order; maps one record per entry in
-// increasing key order (strings by their UTF-8 bytes), each entry with its
+// (jobplane.hastore.v1.ExecutionPlan.digest, JobResult.plan_digest), is the
+// SHA-256 of the canonical encoding of the normalized JobGraph, so every
+// implementation computes the same one. The canonical encoding is the
+// protobuf binary encoding with every choice the format leaves open made one
+// way: fields in increasing field-number order, each written only if set (a
+// scalar or enum other than its default, a message that is present, a list or
+// map with an element); varints for integers and enums (int32 and enums
+// sign-extended to 64 bits); repeated numbers, bools and enums packed; other
+// repeated fields one record per element, in order; maps one record per entry
+// in increasing key order (strings by their UTF-8 bytes), each entry with its
 // key (field 1) and value (field 2) both written; no unknown fields. For
 // example, the graph
 //

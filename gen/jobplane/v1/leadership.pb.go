@@ -36,25 +36,25 @@ const (
 // which together mean that two leaders of one election never act at once,
 // even when a process stalls or the network delays its messages:
 //
-//  1. A leader acts only while its leadership certainly holds: from its
-//     grant until the send time of its session's last acknowledged
-//     HAStoreService.KeepAlive plus the session's TTL, less a margin for
-//     clock drift, measured on its own monotonic clock. Past that instant
-//     its leadership has ended for it, whatever it learns later: it
-//     answers every call as NOT_LEADER, deploys nothing, writes nothing,
+//  1. A leader acts only while its leadership certainly holds: from its grant
+//     until the send time of its session's last acknowledged
+//     jobplane.hastore.v1.HAStoreService.KeepAlive plus the session's TTL,
+//     less a margin for clock drift, measured on its own monotonic clock. Past
+//     that instant its leadership has ended for it, whatever it learns later:
+//     it answers every call as NOT_LEADER, deploys nothing, writes nothing,
 //     and campaigns again for a new grant. It checks this as it acts, so a
-//     process that stood still (paused, starved) past the instant does not
-//     act on a decision taken before.
+//     process that stood still (paused, starved) past the instant does not act
+//     on a decision taken before.
 //  2. The HA store never ends a session earlier than its TTL after it
 //     received the last KeepAlive it acknowledged (it may end it later).
 //     So the next grant of an election comes only after the former
 //     leader stopped acting by rule 1.
 //  3. A receiver that gets a call carrying a token newer than its own
-//     leadership's answers that call UNAVAILABLE (NOT_LEADER) and does
-//     nothing for it, but does not step down on the strength of that token
-//     alone: a token can be forged or come from a confused peer. It steps
-//     down when its own leadership ends (rule 1, or a revocation the store
-//     reports), or once HAStoreService.GetLeader confirms that the
+//     leadership's answers that call UNAVAILABLE (NOT_LEADER) and does nothing
+//     for it, but does not step down on the strength of that token alone: a
+//     token can be forged or come from a confused peer. It steps down when its
+//     own leadership ends (rule 1, or a revocation the store reports), or once
+//     jobplane.hastore.v1.HAStoreService.GetLeader confirms that the
 //     election's current grant is newer than its own.
 type FencingToken struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -124,8 +124,8 @@ func (x *FencingToken) GetEpoch() uint64 {
 // nothing.
 type Fence struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The election, e.g. `jobmanager` or `job/<job_id>`. See HAStoreService
-	// for the names the store accepts.
+	// The election, e.g. `jobmanager` or `job/<job_id>`. See
+	// jobplane.hastore.v1.HAStoreService for the names the store accepts.
 	Election string `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
 	// The writer's token, as granted in `election`.
 	Token         *FencingToken `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
@@ -184,8 +184,8 @@ type LeaderInfo struct {
 	Election string `protobuf:"bytes,1,opt,name=election,proto3" json:"election,omitempty"`
 	// The base URL at which the leader serves its RPC services, for example
 	// `http://127.0.0.1:8080`, as published with
-	// HAStoreService.ConfirmLeadership (or given on Campaign). Empty while the
-	// leader has not published an address yet.
+	// jobplane.hastore.v1.HAStoreService.ConfirmLeadership (or given on
+	// Campaign). Empty while the leader has not published an address yet.
 	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	// The current leader's token. Unset when the election has no leader.
 	Token         *FencingToken `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`

@@ -22,11 +22,11 @@ const (
 )
 
 // Heartbeat is the event a server stream (WatchJob, ObserveLeader,
-// WatchSession) sends when it has sent nothing else for a while (10
-// seconds unless a call says otherwise), so that idle streams survive
-// proxies and a client can tell a quiet stream from a dead one. Every
-// stream sends it the same way: as the `heartbeat` case of its event
-// oneof, never as a message with its other fields left unset.
+// jobplane.hastore.v1.HAStoreService.WatchSession) sends when it has sent
+// nothing else for a while (10 seconds unless a call says otherwise), so that
+// idle streams survive proxies and a client can tell a quiet stream from a
+// dead one. Every stream sends it the same way: as the `heartbeat` case of
+// its event oneof, never as a message with its other fields left unset.
 type Heartbeat struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields

@@ -123,11 +123,11 @@ type DispatcherServiceClient interface {
 	// runs. Idempotent: cancelling a job that is CANCELLING or CANCELED
 	// succeeds and changes nothing.
 	//
-	// Durable: before it answers, and before it does anything for the
-	// request, the Dispatcher records it in the HA store
-	// (HAStoreService.RequestJobCancel). An acknowledged cancellation
-	// survives a change of leader: a leader that recovers the job ends it
-	// CANCELED without deploying anything.
+	// Durable: before it answers, and before it does anything for the request,
+	// the Dispatcher records it in the HA store
+	// (jobplane.hastore.v1.HAStoreService.RequestJobCancel). An acknowledged
+	// cancellation survives a change of leader: a leader that recovers the job
+	// ends it CANCELED without deploying anything.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// FAILED_PRECONDITION (JOB_TERMINAL) for a job that FINISHED or FAILED;
@@ -417,11 +417,11 @@ type DispatcherServiceHandler interface {
 	// runs. Idempotent: cancelling a job that is CANCELLING or CANCELED
 	// succeeds and changes nothing.
 	//
-	// Durable: before it answers, and before it does anything for the
-	// request, the Dispatcher records it in the HA store
-	// (HAStoreService.RequestJobCancel). An acknowledged cancellation
-	// survives a change of leader: a leader that recovers the job ends it
-	// CANCELED without deploying anything.
+	// Durable: before it answers, and before it does anything for the request,
+	// the Dispatcher records it in the HA store
+	// (jobplane.hastore.v1.HAStoreService.RequestJobCancel). An acknowledged
+	// cancellation survives a change of leader: a leader that recovers the job
+	// ends it CANCELED without deploying anything.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// FAILED_PRECONDITION (JOB_TERMINAL) for a job that FINISHED or FAILED;
