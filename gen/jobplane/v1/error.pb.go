@@ -99,8 +99,11 @@ const (
 	// job). Metadata: `job_id`, `status`.
 	ErrorReason_ERROR_REASON_JOB_TERMINAL ErrorReason = 6
 	// Code UNAVAILABLE. The execution plan could not be persisted to the HA
-	// store. Nothing runs and nothing was left behind: the same submission
-	// may be retried. Metadata: `job_id`.
+	// store: after the write failed, the store showed no plan for the job.
+	// The same submission may be retried. Nothing runs, unless the store
+	// still applies the write it was sent (one whose answer was lost in a
+	// timeout), in which case the job runs once, as if submitted; a retry of
+	// the same submission tells which. Metadata: `job_id`.
 	ErrorReason_ERROR_REASON_PERSIST_FAILED ErrorReason = 7
 	// Code NOT_FOUND. The HA store holds no execution plan for the job.
 	// Metadata: `job_id`.

@@ -393,13 +393,34 @@ func (s *clientSession) Campaign(ctx context.Context, election, address string) 
 			s.c.log.Warn("withdrawing a candidacy", "election", election, "err", err)
 		}
 	}
+	// giveUp ends the candidacy this side gives up on: a grant it already
+	// got is handed back as an orphan's (the server would otherwise keep
+	// it, and answer a later Campaign that it stands); otherwise it is
+	// withdrawn, and a grant that comes later is an orphan's anyway.
+	giveUp := func() {
+		s.mu.Lock()
+		if s.candidacies[election] == c {
+			delete(s.candidacies, election)
+		}
+		token := c.token
+		if !token.IsZero() && s.orphans[election] == nil {
+			done := make(chan struct{})
+			s.orphans[election] = done
+			go s.resignOrphan(hastore.Fence{Election: election, Token: token}, done)
+		}
+		s.mu.Unlock()
+		if token.IsZero() {
+			withdraw()
+		}
+	}
 	_, err := s.c.rpc.Campaign(ctx, &hastorev1.CampaignRequest{Election: election, SessionId: s.id, Address: address})
 	if err != nil {
 		err = fromConnect(err)
-		release()
 		if !errors.Is(err, hastore.ErrCandidacyExists) && !errors.Is(err, hastore.ErrInvalidArgument) && !errors.Is(err, hastore.ErrSessionNotFound) {
 			// The server may have accepted the candidacy before the error.
-			withdraw()
+			giveUp()
+		} else {
+			release()
 		}
 		return nil, err
 	}
@@ -410,8 +431,7 @@ func (s *clientSession) Campaign(ctx context.Context, election, address string) 
 		release()
 		return nil, hastore.ErrSessionNotFound
 	case <-ctx.Done():
-		release()
-		withdraw()
+		giveUp()
 		return nil, ctx.Err()
 	}
 	l, end := hastore.NewLeadership(s.ctx, hastore.Fence{Election: election, Token: token}, s.c, s.ValidUntil)

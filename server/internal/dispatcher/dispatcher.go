@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -123,9 +124,13 @@ type job struct {
 	// history holds the job's summary after each status change; changed
 	// is closed and replaced at each change, to wake watchers.
 	history []*jobplanev1.JobSummary
-	changed chan struct{}
-	result  *jobplanev1.JobResult // set once globally terminal
-	done    chan struct{}         // closed once the result is recorded
+	// historyBase is the number of the first entry of history: entries
+	// are numbered from the job's first status on, and only the last
+	// maxHistory are kept.
+	historyBase int
+	changed     chan struct{}
+	result      *jobplanev1.JobResult // set once globally terminal
+	done        chan struct{}         // closed once the result is recorded
 
 	heartbeatTimeout time.Duration
 	heartbeat        *time.Timer
@@ -359,6 +364,23 @@ func summaryOfResult(res *jobplanev1.JobResult) *jobplanev1.JobSummary {
 // latest returns the job's current summary; d.mu must be held.
 func (j *job) latest() *jobplanev1.JobSummary { return j.history[len(j.history)-1] }
 
+// maxHistory bounds the status changes a job keeps for watches to resume
+// from.
+const maxHistory = 64
+
+// historyEnd is the number the next status change of j will get; d.mu
+// must be held.
+func (j *job) historyEnd() int { return j.historyBase + len(j.history) }
+
+// entry returns status change number i of j, if it is kept; d.mu must be
+// held.
+func (j *job) entry(i int) (*jobplanev1.JobSummary, bool) {
+	if i < j.historyBase || i >= j.historyEnd() {
+		return nil, false
+	}
+	return j.history[i-j.historyBase], true
+}
+
 // recordLocked appends a status change of j, moves j in the index and
 // wakes watchers; d.mu must be held. A change that repeats the current
 // status only refreshes it.
@@ -371,6 +393,12 @@ func (ld *leadership) recordLocked(j *job, s *jobplanev1.JobSummary) {
 		return
 	}
 	j.history = append(j.history, s)
+	if len(j.history) > maxHistory {
+		// Bounded, as a job may flap for ever: a watch resumed from a
+		// dropped entry starts over, coalesced.
+		j.history = slices.Delete(j.history, 0, 1)
+		j.historyBase++
+	}
 	ld.index.setStatus(j, s.GetStatus())
 	close(j.changed)
 	j.changed = make(chan struct{})

@@ -71,6 +71,8 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_JOB_ALREADY_EXISTS, err.Error(), map[string]string{
 			"job_id": exist.JobID, "globally_terminated": strconv.FormatBool(exist.GloballyTerminated),
 		})
+	case errors.Is(err, ErrStreamBehind):
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_STREAM_BEHIND, "the watch fell behind the job's changes; watch again with the last resume token", map[string]string{"job_id": jobID})
 	case errors.Is(err, ErrResumeTokenOfAnotherJob):
 		return apierror.BadRequest(apierror.Field{Path: "resume_token", Description: "the resume token of another job"})
 	case errors.Is(err, ErrCancelNotRecorded):

@@ -202,6 +202,10 @@ type WatchEvent struct {
 	Coalesced bool
 }
 
+// ErrStreamBehind: a watch fell so far behind its job's changes that the
+// ones it missed are no longer kept.
+var ErrStreamBehind = errors.New("dispatcher: the watch fell behind the job's changes")
+
 // ErrResumeTokenOfAnotherJob: a watch was asked to resume from another
 // job's token.
 var ErrResumeTokenOfAnotherJob = errors.New("dispatcher: the resume token is another job's")
@@ -247,22 +251,23 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID, resume string, heartbeat 
 	}
 	d.mu.Lock()
 	at, exact, err := parseResumeToken(ld, j, resume)
-	exact = exact && at < len(j.history)
 	var (
 		pending []WatchEvent
 		last    jobplanev1.JobStatus
 		next    int
 		r       = j.runner
 	)
-	if exact {
+	if from, kept := j.entry(at); exact && kept {
 		// Continue after the message the token names.
-		last = j.history[at].GetStatus()
-		for i := at + 1; i < len(j.history); i++ {
-			pending = append(pending, WatchEvent{Summary: j.history[i], ResumeToken: resumeToken(ld, j, i)})
+		last = from.GetStatus()
+		for i := at + 1; i < j.historyEnd(); i++ {
+			s, _ := j.entry(i)
+			pending = append(pending, WatchEvent{Summary: s, ResumeToken: resumeToken(ld, j, i)})
 		}
-		next = len(j.history)
+		next = j.historyEnd()
 	} else {
-		next = len(j.history)
+		exact = false
+		next = j.historyEnd()
 		pending = []WatchEvent{{Summary: j.latest(), ResumeToken: resumeToken(ld, j, next-1), Coalesced: resume != ""}}
 	}
 	d.mu.Unlock()
@@ -276,13 +281,19 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID, resume string, heartbeat 
 		// The first message is the current state: the JobMaster's own
 		// summary while it runs the job (the recorded one dates from the
 		// last status change, with the task counts of then), else the
-		// recorded one.
+		// recorded one. It stands for the latest recorded change, whose
+		// token it takes, only if it shows that change's status.
 		if jm := r.JobMaster(); jm != nil {
 			// A globally terminal status is shown only once its result is
 			// durable, as recorded by finish.
 			if s, err := jm.Summary(ctx); err == nil && !jobstatus.IsGloballyTerminal(s.GetStatus()) {
 				s.SubmitTime = timestamppb.New(j.submitTime)
-				pending[0].Summary = s
+				d.mu.Lock()
+				if j.latest().GetStatus() == s.GetStatus() {
+					next = j.historyEnd()
+					pending[0].Summary, pending[0].ResumeToken = s, resumeToken(ld, j, next-1)
+				}
+				d.mu.Unlock()
 			}
 		}
 	}
@@ -303,11 +314,18 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID, resume string, heartbeat 
 			}
 		}
 		d.mu.Lock()
-		pending = pending[:0]
-		for i := next; i < len(j.history); i++ {
-			pending = append(pending, WatchEvent{Summary: j.history[i], ResumeToken: resumeToken(ld, j, i)})
+		if next < j.historyBase {
+			// The job changed faster than this stream was read: what it
+			// missed is gone. The client resumes, and starts over.
+			d.mu.Unlock()
+			return ErrStreamBehind
 		}
-		next = len(j.history)
+		pending = pending[:0]
+		for i := next; i < j.historyEnd(); i++ {
+			s, _ := j.entry(i)
+			pending = append(pending, WatchEvent{Summary: s, ResumeToken: resumeToken(ld, j, i)})
+		}
+		next = j.historyEnd()
 		changed := j.changed
 		d.mu.Unlock()
 		if len(pending) > 0 {

@@ -136,6 +136,9 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 			return SubmitOutcome{}, err
 		}
 		d.log.Warn("persisting a plan failed", "job", j.id, "err", err)
+		// A write whose answer was lost may still be applied after the
+		// store showed no plan: look again for a while.
+		go d.settleLater(ld, plan)
 		return SubmitOutcome{}, fmt.Errorf("%w: %v", ErrPersistFailed, err)
 	}
 	d.mu.Lock()
@@ -168,12 +171,16 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 // retries the same submission, which is safe.
 var ErrOutcomeUnknown = errors.New("dispatcher: the outcome of persisting the plan is unknown")
 
-// settleLater finds out, while leading, whether the plan of a put whose
-// outcome was unknown was stored after all, and if so runs the job, as
-// the next leader would: the client was told to retry, and may not. It
-// gives up once the plan is known not to be stored, or the job was
-// submitted again meanwhile.
+// settleLater finds out, while leading, whether the plan of a failed put
+// was stored after all (the write applied late, or its outcome was
+// unknown), and if so runs the job, as the next leader would: the client
+// was told to retry, and may not. It gives up once the plan has stayed
+// absent past the time a late write could land, or the job was submitted
+// again meanwhile.
 func (d *Dispatcher) settleLater(ld *leadership, plan *hastorev1.ExecutionPlan) {
+	// A write still in the store's pipeline lands within the store's own
+	// request timeout of being sent; twice the persist timeout covers it.
+	until := time.Now().Add(2 * d.cfg.PersistTimeout)
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
 		select {
 		case <-ld.ctx.Done():
@@ -184,7 +191,7 @@ func (d *Dispatcher) settleLater(ld *leadership, plan *hastorev1.ExecutionPlan) 
 		stored, err := d.cfg.Store.GetExecutionPlan(ctx, plan.GetJobId())
 		cancel()
 		switch {
-		case errors.Is(err, hastore.ErrPlanNotFound):
+		case errors.Is(err, hastore.ErrPlanNotFound) && time.Now().After(until):
 			return
 		case err != nil:
 			continue

@@ -360,3 +360,28 @@ func TestListTaskExecutors(t *testing.T) {
 		t.Errorf("a malformed page token: err = %v, want INVALID_ARGUMENT", err)
 	}
 }
+
+// A job that restarts for ever keeps only its last status changes for
+// watches: a resume from a dropped one starts over, coalesced.
+func TestWatchHistoryIsBounded(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	g := &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "fail", Parallelism: 1}}}
+	g.Config = &jobplanev1.JobConfig{RestartStrategy: &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{
+		FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{}, // unlimited, at once
+	}}}
+	submit(t, c, "flapping", g)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first, err := watchAll(ctx, c, "flapping", "", 1)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("first watch = %v, %v", first, err)
+	}
+	waitJob(t, c, "flapping", func(d *jobplanev1.JobDetails) bool { return d.GetSummary().GetRestartCount() > 100 })
+	resumed, err := watchAll(ctx, c, "flapping", first[0].GetResumeToken(), 1)
+	if err != nil || len(resumed) != 1 || !resumed[0].GetCoalesced() {
+		t.Errorf("watch resumed from a change long dropped = %v, %v; want one message, coalesced", resumed, err)
+	}
+	if _, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "flapping"}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -89,9 +89,9 @@ type DispatcherServiceClient interface {
 	//     `job_id` or an invalid JobGraph (see JobGraph for the rules);
 	//   - ALREADY_EXISTS, reason JOB_ALREADY_EXISTS: the id is taken by a
 	//     different plan; metadata says whether that job is globally terminated;
-	//   - UNAVAILABLE, reason PERSIST_FAILED: the plan is not persisted;
-	//     nothing runs, nothing is left behind, and the same submission may be
-	//     retried;
+	//   - UNAVAILABLE, reason PERSIST_FAILED: the plan is not persisted, as
+	//     far as the store shows; the same submission may be retried (see
+	//     ErrorReason for a write the store applies late);
 	//   - UNAVAILABLE, reason PERSIST_OUTCOME_UNKNOWN: the HA store could not
 	//     confirm whether the plan is persisted; retry the same submission,
 	//     which is safe. If the plan was persisted, the job runs (once),
@@ -156,12 +156,15 @@ type DispatcherServiceClient interface {
 	// stream broke watches again with the token of the last message it
 	// received, and the stream continues right after that message: no
 	// change skipped, none repeated. Tokens are kept by the leader that
-	// issued them; when the leader changed in between (or the token is not
-	// one the server can resume from), the stream starts with the current
-	// summary and marks that message `coalesced`: changes between the token
-	// and it may have been skipped, as a job's status history is not kept
-	// across leaders. A globally terminal status is never skipped: it is
-	// always the stream's last message.
+	// issued them, for a job's last 64 status changes (the reference
+	// server's bound; a job that restarts for ever has no end of them);
+	// when the leader changed in between, or the token is older than that,
+	// or not one the server can resume from, the stream starts with the
+	// current summary and marks that message `coalesced`: changes between
+	// the token and it may have been skipped. A stream read so slowly that
+	// the changes it has not sent are no longer kept ends with UNAVAILABLE
+	// (STREAM_BEHIND); the client resumes. A globally terminal status is
+	// never skipped: it is always the stream's last message.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
 	// for a malformed id or a `resume_token` of another job; UNAVAILABLE
@@ -383,9 +386,9 @@ type DispatcherServiceHandler interface {
 	//     `job_id` or an invalid JobGraph (see JobGraph for the rules);
 	//   - ALREADY_EXISTS, reason JOB_ALREADY_EXISTS: the id is taken by a
 	//     different plan; metadata says whether that job is globally terminated;
-	//   - UNAVAILABLE, reason PERSIST_FAILED: the plan is not persisted;
-	//     nothing runs, nothing is left behind, and the same submission may be
-	//     retried;
+	//   - UNAVAILABLE, reason PERSIST_FAILED: the plan is not persisted, as
+	//     far as the store shows; the same submission may be retried (see
+	//     ErrorReason for a write the store applies late);
 	//   - UNAVAILABLE, reason PERSIST_OUTCOME_UNKNOWN: the HA store could not
 	//     confirm whether the plan is persisted; retry the same submission,
 	//     which is safe. If the plan was persisted, the job runs (once),
@@ -450,12 +453,15 @@ type DispatcherServiceHandler interface {
 	// stream broke watches again with the token of the last message it
 	// received, and the stream continues right after that message: no
 	// change skipped, none repeated. Tokens are kept by the leader that
-	// issued them; when the leader changed in between (or the token is not
-	// one the server can resume from), the stream starts with the current
-	// summary and marks that message `coalesced`: changes between the token
-	// and it may have been skipped, as a job's status history is not kept
-	// across leaders. A globally terminal status is never skipped: it is
-	// always the stream's last message.
+	// issued them, for a job's last 64 status changes (the reference
+	// server's bound; a job that restarts for ever has no end of them);
+	// when the leader changed in between, or the token is older than that,
+	// or not one the server can resume from, the stream starts with the
+	// current summary and marks that message `coalesced`: changes between
+	// the token and it may have been skipped. A stream read so slowly that
+	// the changes it has not sent are no longer kept ends with UNAVAILABLE
+	// (STREAM_BEHIND); the client resumes. A globally terminal status is
+	// never skipped: it is always the stream's last message.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
 	// for a malformed id or a `resume_token` of another job; UNAVAILABLE
