@@ -74,6 +74,26 @@ func (t *T) Cleanup(f func()) {
 	t.cleanups = append(t.cleanups, f)
 }
 
+// run runs f as the case's body on a goroutine of its own (Fatalf and Skip
+// end it), then the registered cleanups, and waits for it until t.ctx
+// ends. It returns the case's failures and, if it skipped itself, why.
+func (t *T) run(timeout time.Duration, f func()) (failures []string, skipped string) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer t.runCleanups()
+		f()
+	}()
+	select {
+	case <-done:
+	case <-t.ctx.Done():
+		t.Errorf("the case did not end within %v", timeout)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.failures), t.skipped
+}
+
 // runCleanups runs the registered cleanups.
 func (t *T) runCleanups() {
 	for {

@@ -273,9 +273,7 @@ func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env) (f
 	}
 	t := &T{ctx: ctx, env: e, ids: fmt.Sprintf("c%02d-%s-", index, path.Base(c.Name))}
 	start := e.log.Len()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	failures, _ = t.run(cfg.CaseTimeout, func() {
 		if shared == nil {
 			t.startServers(c)
 		} else {
@@ -285,15 +283,7 @@ func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env) (f
 			defer t.cancelSubmitted()
 		}
 		c.Run(t)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		t.Errorf("the case did not end within %v", cfg.CaseTimeout)
-	}
-	t.mu.Lock()
-	failures = slices.Clone(t.failures)
-	t.mu.Unlock()
+	})
 	if cfg.Trace && (len(failures) > 0 || cfg.Verbose) {
 		var b strings.Builder
 		fmt.Fprintf(&b, "--- events of %s\n", c.Name)

@@ -168,20 +168,7 @@ func runStoreCase(ctx context.Context, cfg Config, c Case) (failures []string, s
 	}
 	defer sp.close()
 	t := &T{ctx: ctx, store: sp}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer t.runCleanups()
-		c.Run(t)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		t.Errorf("the case did not end within %v", cfg.CaseTimeout)
-	}
-	t.mu.Lock()
-	failures, skipped = append([]string(nil), t.failures...), t.skipped
-	t.mu.Unlock()
+	failures, skipped = t.run(cfg.CaseTimeout, func() { c.Run(t) })
 	if cfg.Trace && (len(failures) > 0 || cfg.Verbose) {
 		trace = fmt.Sprintf("--- output of the store (last lines)\n%s\n", lastLines(sp.proc.out.String(), 200))
 	}

@@ -78,7 +78,6 @@ type candidacy struct {
 	withdraw context.CancelFunc
 	done     chan struct{}
 	address  string              // as campaigned with
-	token    hastore.Token       // set once granted
 	l        *hastore.Leadership // set once granted
 	over     bool                // withdrawn, or its leadership ended
 }
@@ -247,7 +246,7 @@ func (h *Handler) runCandidacy(ctx context.Context, s *serverSession, c *candida
 	}
 	token := l.Token()
 	s.mu.Lock()
-	c.token, c.l = token, l
+	c.l = l
 	s.held[election] = token
 	s.publishLocked(&hastorev1.WatchSessionResponse{Event: &hastorev1.WatchSessionResponse_Granted{
 		Granted: &hastorev1.WatchSessionResponse_LeadershipGranted{Election: election, Token: tokenToProto(token)},
@@ -409,7 +408,7 @@ func (h *Handler) Resign(ctx context.Context, req *hastorev1.ResignRequest) (*ha
 	if s, err := h.session(f.Token.SessionID); err == nil {
 		s.mu.Lock()
 		c := s.candidacies[f.Election]
-		held := c != nil && c.token == f.Token
+		held := c != nil && c.l != nil && c.l.Token() == f.Token
 		s.mu.Unlock()
 		if held {
 			select {

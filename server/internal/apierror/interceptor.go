@@ -51,19 +51,13 @@ func Complete(err error) error {
 			msg = cerr.Message()
 		}
 	}
-	out := New(reason, msg, nil)
-	if errors.As(err, &cerr) {
-		for k, vs := range cerr.Meta() {
-			for _, v := range vs {
-				out.Meta().Add(k, v)
-			}
-		}
-	}
-	return out
+	return New(reason, msg, nil)
 }
 
 // Interceptor completes every error a handler answers (see Complete), so
-// that a client can tell a jobplane server's answer from a proxy's.
+// that a client can tell a jobplane server's answer from a proxy's. It is
+// for handlers: on a client it leaves streams alone but rewrites unary
+// errors.
 func Interceptor() connect.Interceptor { return interceptor{} }
 
 type interceptor struct{}
@@ -71,9 +65,6 @@ type interceptor struct{}
 func (interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		resp, err := next(ctx, req)
-		if err != nil && req.Spec().IsClient {
-			return resp, err
-		}
 		return resp, Complete(err)
 	}
 }

@@ -162,18 +162,25 @@ func subtaskOffset(token, jobID string) (int, bool) {
 	return offset, true
 }
 
+// listPageSize is the page size a List call asked for: 100 if none, at
+// most maxListPageSize.
+func listPageSize(n int32) (int, error) {
+	switch {
+	case n < 0:
+		return 0, apierror.BadRequest(apierror.Field{Path: "page_size", Description: "must not be negative"})
+	case n == 0:
+		return 100, nil
+	}
+	return min(int(n), maxListPageSize), nil
+}
+
 // ListJobs implements DispatcherServiceHandler. The page token is the
 // cursor of the last job listed (see listCursor), so a page costs the same
 // however deep into the list it is, and stays exact while jobs are added.
 func (h *Handler) ListJobs(ctx context.Context, req *jobplanev1.ListJobsRequest) (*jobplanev1.ListJobsResponse, error) {
-	size := int(req.GetPageSize())
-	switch {
-	case size < 0:
-		return nil, apierror.BadRequest(apierror.Field{Path: "page_size", Description: "must not be negative"})
-	case size == 0:
-		size = 100
-	case size > maxListPageSize:
-		size = maxListPageSize
+	size, err := listPageSize(req.GetPageSize())
+	if err != nil {
+		return nil, err
 	}
 	var after *Cursor
 	if tok := req.GetPageToken(); tok != "" {
@@ -285,14 +292,9 @@ func (h *Handler) ReportClientHeartbeat(ctx context.Context, req *jobplanev1.Rep
 // ListTaskExecutors implements DispatcherServiceHandler. The page token
 // is the last TaskExecutor id of the previous page, base64url.
 func (h *Handler) ListTaskExecutors(ctx context.Context, req *jobplanev1.ListTaskExecutorsRequest) (*jobplanev1.ListTaskExecutorsResponse, error) {
-	size := int(req.GetPageSize())
-	switch {
-	case size < 0:
-		return nil, apierror.BadRequest(apierror.Field{Path: "page_size", Description: "must not be negative"})
-	case size == 0:
-		size = 100
-	case size > maxListPageSize:
-		size = maxListPageSize
+	size, err := listPageSize(req.GetPageSize())
+	if err != nil {
+		return nil, err
 	}
 	after, err := base64.RawURLEncoding.DecodeString(req.GetPageToken())
 	if err != nil {
