@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +59,47 @@ type T struct {
 	skipped   string   // why the case skipped itself
 	submitted []string // job ids, to cancel after the case on a shared store
 	cleanups  []func()
+	setups    int // > 0 while a step the case needs before its checks runs
+}
+
+// Failures are of three kinds. A broken promise is a plain message that
+// names the promise. Two kinds are marked by a prefix, and never count as
+// the case catching a bug (see CaughtByAssertion): a call the server did
+// not answer in time, and a step the case needed before its own check.
+const (
+	noAnswerPrefix = "no answer: "
+	setupPrefix    = "setup: "
+)
+
+// CaughtByAssertion reports whether a failed case failed by one of its
+// own assertions, a promise it names broken, and not only by a timeout or
+// a failed step before its checks.
+func CaughtByAssertion(r Result) bool {
+	for _, m := range r.Messages {
+		if !strings.HasPrefix(m, noAnswerPrefix) && !strings.HasPrefix(m, setupPrefix) && !strings.HasPrefix(m, "environment: ") {
+			return true
+		}
+	}
+	return false
+}
+
+// setup runs f, a step the case needs before it can check its promise:
+// f's failures are marked as the setup's, not as a promise broken.
+func (t *T) setup(f func()) {
+	t.mu.Lock()
+	t.setups++
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		t.setups--
+		t.mu.Unlock()
+	}()
+	f()
+}
+
+// timedOut reports whether err is a call that got no answer in time.
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || connect.CodeOf(err) == connect.CodeDeadlineExceeded
 }
 
 // failNow stops the case's goroutine (the case has failed).
@@ -87,7 +129,9 @@ func (t *T) run(timeout time.Duration, f func()) (failures []string, skipped str
 	select {
 	case <-done:
 	case <-t.ctx.Done():
-		t.Errorf("the case did not end within %v", timeout)
+		t.mu.Lock()
+		t.failures = append(t.failures, fmt.Sprintf("%sthe case did not end within %v", noAnswerPrefix, timeout))
+		t.mu.Unlock()
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -123,11 +167,22 @@ func (t *T) Skip(args ...any) {
 	t.failNow()
 }
 
-// Errorf records a failure: what was observed, and what was expected.
+// Errorf records a failure: what was observed, and what was expected. A
+// failure caused by a call that timed out is marked as "no answer", one
+// within a setup step as the setup's.
 func (t *T) Errorf(format string, args ...any) {
+	prefix := ""
+	for _, a := range args {
+		if err, ok := a.(error); ok && timedOut(err) {
+			prefix = noAnswerPrefix
+		}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.failures = append(t.failures, fmt.Sprintf(format, args...))
+	if prefix == "" && t.setups > 0 {
+		prefix = setupPrefix
+	}
+	t.failures = append(t.failures, prefix+fmt.Sprintf(format, args...))
 }
 
 // Fatalf records a failure and ends the case.
@@ -170,17 +225,11 @@ func (t *T) dispatcher() jobplanev1connect.DispatcherServiceClient {
 	return d
 }
 
-// submit submits a job and records the answer as an "ack" event.
+// submit submits a job (its answer is recorded as an "ack" event).
 func (t *T) submit(id string, g *jobplanev1.JobGraph) (*jobplanev1.SubmitJobResponse, error) {
 	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
 	defer cancel()
-	resp, err := t.dispatcher().SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: id, JobGraph: g})
-	ev := Event{Source: "client", Op: "ack", Key: id, Err: err}
-	if err == nil {
-		ev.Detail = fmt.Sprintf("created=%v %s", resp.GetCreated(), resp.GetStatus())
-	}
-	t.env.log.Add(ev)
-	return resp, err
+	return t.dispatcher().SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: id, JobGraph: g})
 }
 
 // mustSubmit submits a job that must be accepted. A Dispatcher that
@@ -246,9 +295,11 @@ func (t *T) status(id string) jobplanev1.JobStatus {
 // waitRunning waits until n attempts of the job run on the runner's
 // TaskExecutors (each reported RUNNING).
 func (t *T) waitRunning(id string, n int) {
-	if !t.wait(30*time.Second, func() bool { return len(t.running(id)) >= n }) {
-		t.Fatalf("job %s: %d attempts reported RUNNING within 30s; expected %d", id, len(t.running(id)), n)
-	}
+	t.setup(func() {
+		if !t.wait(30*time.Second, func() bool { return len(t.running(id)) >= n }) {
+			t.Fatalf("job %s: %d attempts reported RUNNING within 30s; expected %d", id, len(t.running(id)), n)
+		}
+	})
 }
 
 // running returns the attempts of the job reported RUNNING and not
@@ -311,7 +362,7 @@ func reason(err error) string {
 // before it is then in the log, so a case can check for calls that must
 // not have happened without sleeping.
 func (t *T) barrier() {
-	t.terminated(t.job(fmt.Sprintf("barrier-%d", t.env.log.Len())))
+	t.setup(func() { t.terminated(t.job(fmt.Sprintf("barrier-%d", t.env.log.Len()))) })
 }
 
 // terminated submits a job that runs until canceled, cancels it, and

@@ -16,20 +16,23 @@ import (
 // revokeRunning starts a gated job, waits for it to run, revokes its
 // leadership and waits for the server to be granted it again. It returns
 // the job id, the revoked token and the new leader.
-func (t *T) revokeRunning() (string, hastore.Token, hastore.LeaderInfo) {
-	id := t.job("j")
-	t.mustSubmit(id, gatedGraph(2, id))
-	t.waitRunning(id, 2)
-	old, err := t.env.revoke(t.ctx, hastore.JobElection(id))
-	if err != nil {
-		t.Fatalf("revoke: %v", err)
-	}
-	info := t.regrant(id, old)
-	// The new JobMaster is in charge once it deploys under its token (a
-	// server may publish its address before its JobMaster is routed).
-	if !t.wait(30*time.Second, func() bool { return len(t.runningUnder(id, info.Token)) >= 2 }) {
-		t.Fatalf("the job did not run again under the new token %s within 30s; expected the new JobMaster to redeploy it", info.Token)
-	}
+func (t *T) revokeRunning() (id string, old hastore.Token, info hastore.LeaderInfo) {
+	t.setup(func() {
+		id = t.job("j")
+		t.mustSubmit(id, gatedGraph(2, id))
+		t.waitRunning(id, 2)
+		var err error
+		old, err = t.env.revoke(t.ctx, hastore.JobElection(id))
+		if err != nil {
+			t.Fatalf("revoke: %v", err)
+		}
+		info = t.regrant(id, old)
+		// The new JobMaster is in charge once it deploys under its token (a
+		// server may publish its address before its JobMaster is routed).
+		if !t.wait(30*time.Second, func() bool { return len(t.runningUnder(id, info.Token)) >= 2 }) {
+			t.Fatalf("the job did not run again under the new token %s within 30s; expected the new JobMaster to redeploy it", info.Token)
+		}
+	})
 	return id, old, info
 }
 

@@ -120,9 +120,11 @@ var persistCases = []Case{
 // clean; it returns the job id.
 func (t *T) cleanedUp() string {
 	id := t.job("j")
-	t.terminated(id)
-	if !t.wait(30*time.Second, func() bool { return len(ok(t.events(id, "mark-clean"))) > 0 }) {
-		t.Fatalf("the job's result was not marked clean within 30s of its end; expected its cleanup to finish")
-	}
+	t.setup(func() {
+		t.terminated(id)
+		if !t.wait(30*time.Second, func() bool { return len(ok(t.events(id, "mark-clean"))) > 0 }) {
+			t.Fatalf("the job's result was not marked clean within 30s of its end; expected its cleanup to finish")
+		}
+	})
 	return id
 }

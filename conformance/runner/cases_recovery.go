@@ -11,7 +11,6 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -118,7 +117,7 @@ var recoveryCases = []Case{
 				t.Fatalf("no standby instance running; expected 2 instances")
 			}
 			// The standby needs a moment to come up; it answers on its port.
-			d := jobplanev1connect.NewDispatcherServiceClient(t.env.http, standby.url)
+			d := t.env.dispatcherAt(standby.url)
 			id := t.job("j")
 			var err error
 			t.wait(30*time.Second, func() bool {
@@ -137,7 +136,7 @@ var recoveryCases = []Case{
 				t.Errorf("NOT_LEADER carries NotLeaderDetails %v (%v); expected the leader's address %q in it", nl, ok, leader.url)
 			}
 			t.barrier()
-			if evs := t.events(id, ""); len(evs) > 0 {
+			if evs := t.env.log.Events(func(e Event) bool { return e.Key == id && e.Source != "client" }); len(evs) > 0 {
 				t.Errorf("events %v for the job sent to the standby; expected no write", evs)
 			}
 		}},
@@ -178,7 +177,7 @@ func pausedLeaderResumesDeposed(t *T) {
 	leader.signal(syscall.SIGCONT)
 	resumed = true
 	// Its very first answer: it stood still past its lease.
-	d := jobplanev1connect.NewDispatcherServiceClient(t.env.http, leader.url)
+	d := t.env.dispatcherAt(leader.url)
 	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
 	defer cancel()
 	_, err := d.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: t.job("after-pause"), JobGraph: noopGraph(1)})
@@ -282,10 +281,12 @@ func (t *T) seedDirtyResult(id string) {
 	if err := t.env.etcd.PutExecutionPlan(ctx, l.Fence(), plan); err != nil {
 		t.Fatalf("seed plan: %v", err)
 	}
+	t.env.log.Add(Event{Source: "client", Op: "put-plan", Key: id, Applied: true, Detail: "seed"})
 	res := &jobplanev1.JobResult{JobId: id, Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED, SubmitTime: plan.GetSubmitTime(), EndTime: timestamppb.Now(), Name: "noop"}
 	if err := t.env.etcd.CreateDirtyJobResult(ctx, l.Fence(), res); err != nil {
 		t.Fatalf("seed result: %v", err)
 	}
+	t.env.log.Add(Event{Source: "client", Op: "create-dirty", Key: id, Applied: true, Detail: "seed"})
 	if err := l.Resign(ctx); err != nil {
 		t.Fatalf("seed resign: %v", err)
 	}

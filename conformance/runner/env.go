@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
@@ -237,6 +239,7 @@ type serverProc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	out  *tail
+	log  *Log // where its kills, stops, pauses and resumes are recorded
 }
 
 // tail keeps the last bytes written to it.
@@ -286,6 +289,8 @@ func (e *env) startServer(i int) (*serverProc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the server: %w", err)
 	}
+	p.log = e.log
+	e.log.Add(Event{Source: "client", Op: "start", Key: p.url})
 	e.servers = append(e.servers, p)
 	return p, nil
 }
@@ -333,8 +338,14 @@ func freePort() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// signal sends sig to the server's process group.
-func (p *serverProc) signal(sig syscall.Signal) { _ = syscall.Kill(-p.cmd.Process.Pid, sig) }
+// signal sends sig to the server's process group, and records it.
+func (p *serverProc) signal(sig syscall.Signal) {
+	if p.log != nil {
+		op := map[syscall.Signal]string{syscall.SIGKILL: "kill", syscall.SIGTERM: "stop", syscall.SIGSTOP: "pause", syscall.SIGCONT: "resume"}[sig]
+		p.log.Add(Event{Source: "client", Op: op, Key: p.url})
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+}
 
 // exited reports whether the server has exited.
 func (p *serverProc) exited() bool {
@@ -386,7 +397,40 @@ func (e *env) dispatcher(ctx context.Context) (jobplanev1connect.DispatcherServi
 	if err != nil {
 		return nil, err
 	}
-	return jobplanev1connect.NewDispatcherServiceClient(e.http, info.Address), nil
+	return e.dispatcherAt(info.Address), nil
+}
+
+// dispatcherAt returns a client of the Dispatcher at address whose calls
+// are recorded: a SubmitJob answer as an "ack", another call as its
+// method's name, keyed by the job id the request names.
+func (e *env) dispatcherAt(address string) jobplanev1connect.DispatcherServiceClient {
+	record := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			resp, err := next(ctx, req)
+			withID, _ := req.Any().(interface{ GetJobId() string })
+			ev := Event{Source: "client", Op: path.Base(req.Spec().Procedure), Err: err}
+			if withID != nil {
+				ev.Key = withID.GetJobId()
+			}
+			if err == nil {
+				switch r := resp.Any().(type) {
+				case *jobplanev1.SubmitJobResponse:
+					ev.Op, ev.Status, ev.Detail = "ack", r.GetStatus(), fmt.Sprintf("created=%v", r.GetCreated())
+				case *jobplanev1.GetJobResponse:
+					ev.Status = r.GetJob().GetSummary().GetStatus()
+				case *jobplanev1.GetJobResultResponse:
+					ev.Status = r.GetResult().GetStatus()
+				case *jobplanev1.CancelJobResponse:
+					ev.Status = r.GetStatus()
+				}
+			} else if _, submit := req.Any().(*jobplanev1.SubmitJobRequest); submit {
+				ev.Op = "ack"
+			}
+			e.log.Add(ev)
+			return resp, err
+		}
+	})
+	return jobplanev1connect.NewDispatcherServiceClient(e.http, address, connect.WithInterceptors(record))
 }
 
 // revoke ends the current leadership of an election by deleting its

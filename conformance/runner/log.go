@@ -21,14 +21,22 @@ type Event struct {
 	Source string // "store", a TaskExecutor's id, or "client"
 	// Op is the call: for the store "campaign", "granted", "confirm",
 	// "resign", "put-plan", "delete-plan", "request-cancel",
-	// "create-dirty", "mark-clean", "delete-result"; for TaskExecutors the RPC's name; for the client
-	// "ack" (a SubmitJob answer) or "fault" (an injected fault).
+	// "create-dirty", "mark-clean", "delete-result", "list-plans",
+	// "get-plan", "list-results", "get-result", "keep-alive"; for
+	// TaskExecutors the RPC's name; for the client "ack" (a SubmitJob
+	// answer), the name of another Dispatcher call it made, "fault" (an
+	// injected fault), "revoke", "expire", "seed" (a write of its own), and
+	// "kill", "stop", "pause", "resume", "start" of a server instance.
 	Op      string
 	Key     string        // the job id, or the election
 	Token   hastore.Token // the token the call carried, or was granted
 	Attempt string        // vertex/subtask#attempt, for task calls
 	State   jobplanev1.ExecutionState
+	Status  jobplanev1.JobStatus // the job's status a client call answered
 	Err     error
+	// Applied: a store write that took effect (even if its answer was
+	// then lost), or a write the runner made itself.
+	Applied bool
 	Detail  string
 }
 
@@ -44,11 +52,17 @@ func (e Event) String() string {
 	if e.State != 0 {
 		fmt.Fprintf(&b, " %s", strings.TrimPrefix(e.State.String(), "EXECUTION_STATE_"))
 	}
+	if e.Status != 0 {
+		fmt.Fprintf(&b, " status=%s", strings.TrimPrefix(e.Status.String(), "JOB_STATUS_"))
+	}
 	if e.Detail != "" {
 		fmt.Fprintf(&b, " %s", e.Detail)
 	}
 	if e.Err != nil {
 		fmt.Fprintf(&b, " err=%v", e.Err)
+		if e.Applied {
+			b.WriteString(" (applied)")
+		}
 	}
 	return b.String()
 }

@@ -275,15 +275,17 @@ func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env) (f
 	start := e.log.Len()
 	failures, _ = t.run(cfg.CaseTimeout, func() {
 		if shared == nil {
-			t.startServers(c)
+			t.setup(func() { t.startServers(c) })
 		} else {
 			// The user's server: give its start a while.
-			t.ready(slices.Contains(c.Requires, FeatureResourceManager), 90*time.Second)
+			t.setup(func() { t.ready(slices.Contains(c.Requires, FeatureResourceManager), 90*time.Second) })
 			// Leave the shared store as found: the case's jobs end.
 			defer t.cancelSubmitted()
 		}
 		c.Run(t)
 	})
+	// Whatever the case tested, its trace must keep every promise.
+	failures = append(failures, checkInvariants(e.log, start, t.ids)...)
 	if cfg.Trace && (len(failures) > 0 || cfg.Verbose) {
 		var b strings.Builder
 		fmt.Fprintf(&b, "--- events of %s\n", c.Name)

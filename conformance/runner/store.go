@@ -18,6 +18,9 @@ type fault struct {
 	after   error         // apply the call, then fail it with this
 	delay   time.Duration // hold the call this long first
 	hold    chan struct{} // hold the call until this is closed
+	// giveUp holds the call until the server gives up on it (its context
+	// ends); the call is then failed (before) or applied late.
+	giveUp bool
 }
 
 // store is the instrumented HA store: a real store (an embedded etcd
@@ -53,7 +56,7 @@ func (s *store) take(op, key string) (fault, bool) {
 
 // call runs f as op on key, with its fault if one is armed, and records
 // it once it returned.
-func (s *store) call(ctx context.Context, op, key string, t hastore.Token, f func() error) error {
+func (s *store) call(ctx context.Context, op, key string, t hastore.Token, f func(context.Context) error) error {
 	flt, armed := s.take(op, key)
 	if armed && flt.delay > 0 {
 		select {
@@ -67,17 +70,25 @@ func (s *store) call(ctx context.Context, op, key string, t hastore.Token, f fun
 		case <-ctx.Done():
 		}
 	}
+	if armed && flt.giveUp {
+		<-ctx.Done()
+		if flt.before == nil {
+			ctx = context.WithoutCancel(ctx) // it lands late
+		}
+	}
 	var err error
+	applied := false
 	switch {
 	case armed && flt.before != nil:
 		err = flt.before
 	default:
-		err = f()
+		err = f(ctx)
+		applied = err == nil
 		if err == nil && armed && flt.after != nil {
 			err = flt.after
 		}
 	}
-	s.log.Add(Event{Source: "store", Op: op, Key: key, Token: t, Err: err})
+	s.log.Add(Event{Source: "store", Op: op, Key: key, Token: t, Err: err, Applied: applied})
 	return err
 }
 
@@ -90,35 +101,67 @@ func jobOf(election string) string {
 }
 
 func (s *store) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) error {
-	return s.call(ctx, "put-plan", plan.GetJobId(), f.Token, func() error { return s.Store.PutExecutionPlan(ctx, f, plan) })
+	return s.call(ctx, "put-plan", plan.GetJobId(), f.Token, func(ctx context.Context) error { return s.Store.PutExecutionPlan(ctx, f, plan) })
 }
 
 func (s *store) DeleteExecutionPlan(ctx context.Context, f hastore.Fence, jobID string) error {
-	return s.call(ctx, "delete-plan", jobID, f.Token, func() error { return s.Store.DeleteExecutionPlan(ctx, f, jobID) })
+	return s.call(ctx, "delete-plan", jobID, f.Token, func(ctx context.Context) error { return s.Store.DeleteExecutionPlan(ctx, f, jobID) })
 }
 
 func (s *store) RequestCancel(ctx context.Context, f hastore.Fence, jobID string) error {
-	return s.call(ctx, "request-cancel", jobID, f.Token, func() error { return s.Store.RequestCancel(ctx, f, jobID) })
+	return s.call(ctx, "request-cancel", jobID, f.Token, func(ctx context.Context) error { return s.Store.RequestCancel(ctx, f, jobID) })
 }
 
 func (s *store) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, res *jobplanev1.JobResult) error {
-	return s.call(ctx, "create-dirty", res.GetJobId(), f.Token, func() error { return s.Store.CreateDirtyJobResult(ctx, f, res) })
+	return s.call(ctx, "create-dirty", res.GetJobId(), f.Token, func(ctx context.Context) error { return s.Store.CreateDirtyJobResult(ctx, f, res) })
 }
 
 func (s *store) MarkJobResultClean(ctx context.Context, f hastore.Fence, jobID string) error {
-	return s.call(ctx, "mark-clean", jobID, f.Token, func() error { return s.Store.MarkJobResultClean(ctx, f, jobID) })
+	return s.call(ctx, "mark-clean", jobID, f.Token, func(ctx context.Context) error { return s.Store.MarkJobResultClean(ctx, f, jobID) })
 }
 
 func (s *store) DeleteJobResultEntry(ctx context.Context, f hastore.Fence, jobID string) error {
-	return s.call(ctx, "delete-result", jobID, f.Token, func() error { return s.Store.DeleteJobResultEntry(ctx, f, jobID) })
+	return s.call(ctx, "delete-result", jobID, f.Token, func(ctx context.Context) error { return s.Store.DeleteJobResultEntry(ctx, f, jobID) })
 }
 
 func (s *store) ConfirmLeadership(ctx context.Context, f hastore.Fence, address string) error {
-	return s.call(ctx, "confirm", jobOf(f.Election), f.Token, func() error { return s.Store.ConfirmLeadership(ctx, f, address) })
+	return s.call(ctx, "confirm", jobOf(f.Election), f.Token, func(ctx context.Context) error { return s.Store.ConfirmLeadership(ctx, f, address) })
 }
 
 func (s *store) Resign(ctx context.Context, f hastore.Fence) error {
-	return s.call(ctx, "resign", jobOf(f.Election), f.Token, func() error { return s.Store.Resign(ctx, f) })
+	return s.call(ctx, "resign", jobOf(f.Election), f.Token, func(ctx context.Context) error { return s.Store.Resign(ctx, f) })
+}
+
+func (s *store) GetExecutionPlan(ctx context.Context, jobID string) (plan *hastorev1.ExecutionPlan, err error) {
+	err = s.call(ctx, "get-plan", jobID, hastore.Token{}, func(ctx context.Context) error {
+		plan, err = s.Store.GetExecutionPlan(ctx, jobID)
+		return err
+	})
+	return plan, err
+}
+
+func (s *store) ListExecutionPlans(ctx context.Context, after string, limit int) (ids []string, err error) {
+	err = s.call(ctx, "list-plans", "", hastore.Token{}, func(ctx context.Context) error {
+		ids, err = s.Store.ListExecutionPlans(ctx, after, limit)
+		return err
+	})
+	return ids, err
+}
+
+func (s *store) GetJobResultEntry(ctx context.Context, jobID string) (entry *hastorev1.JobResultEntry, err error) {
+	err = s.call(ctx, "get-result", jobID, hastore.Token{}, func(ctx context.Context) error {
+		entry, err = s.Store.GetJobResultEntry(ctx, jobID)
+		return err
+	})
+	return entry, err
+}
+
+func (s *store) ListJobResultEntries(ctx context.Context, state hastorev1.JobResultState, after string, limit int) (entries []*hastorev1.JobResultEntry, err error) {
+	err = s.call(ctx, "list-results", "", hastore.Token{}, func(ctx context.Context) error {
+		entries, err = s.Store.ListJobResultEntries(ctx, state, after, limit)
+		return err
+	})
+	return entries, err
 }
 
 func (s *store) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (hastore.Session, error) {
@@ -136,15 +179,26 @@ type session struct {
 
 func (ss *session) Campaign(ctx context.Context, election, address string) (*hastore.Leadership, error) {
 	key := jobOf(election)
-	_ = ss.s.call(ctx, "campaign", key, hastore.Token{}, func() error { return nil })
+	_ = ss.s.call(ctx, "campaign", key, hastore.Token{}, func(context.Context) error { return nil })
 	l, err := ss.Session.Campaign(ctx, election, address)
 	var t hastore.Token
 	if err == nil {
 		t = l.Token()
 	}
 	// A grant that publishes an address is, for the cases, as a confirm.
+	// The grant's event comes after the campaign's, whatever held it.
 	ss.s.log.Add(Event{Source: "store", Op: "granted", Key: key, Token: t, Err: err, Detail: addressDetail(address)})
 	return l, err
+}
+
+// KeepAlive renews the session; a fault armed for "keep-alive" (key: the
+// session's id, or any) applies to it.
+func (ss *session) KeepAlive(ctx context.Context) (ttl time.Duration, err error) {
+	err = ss.s.call(ctx, "keep-alive", ss.ID(), hastore.Token{}, func(ctx context.Context) error {
+		ttl, err = ss.Session.KeepAlive(ctx)
+		return err
+	})
+	return ttl, err
 }
 
 // addressDetail is the Detail of an event that publishes address.

@@ -1,0 +1,269 @@
+package runner
+
+import (
+	"fmt"
+	"strings"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+)
+
+// The invariants are promises of the contract that hold on every trace,
+// whatever a case tested: after every case the runner checks the case's
+// whole event log against each of them.
+var invariants = []struct {
+	name  string
+	check func(tr *trace) []string
+}{
+	{"persist-before-ack", persistBeforeAck},
+	{"persist-before-run", persistBeforeRun},
+	{"created-once", createdOnce},
+	{"writes-by-the-leader", writesByTheLeader},
+	{"deploy-under-granted-tokens", deployUnderGrantedTokens},
+	{"cleanup-order", cleanupOrder},
+	{"nothing-runs-after-the-result", nothingRunsAfterTheResult},
+	{"acknowledged-jobs-stay-known", acknowledgedJobsStayKnown},
+	{"terminal-is-final", terminalIsFinal},
+}
+
+// trace is what the invariants check: the case's events, by job, and the
+// grants of the whole log (a grant may predate the case on a shared
+// store).
+type trace struct {
+	jobs   map[string][]Event               // the case's events by job id, in order
+	order  []string                         // job ids in order of first event
+	grants map[string]map[hastore.Token]int // election key -> token -> seq of its grant
+}
+
+func newTrace(all []Event, from int, ids string) *trace {
+	tr := &trace{jobs: map[string][]Event{}, grants: map[string]map[hastore.Token]int{}}
+	for _, e := range all {
+		if e.Op == "granted" && e.Err == nil {
+			if tr.grants[e.Key] == nil {
+				tr.grants[e.Key] = map[hastore.Token]int{}
+			}
+			if _, seen := tr.grants[e.Key][e.Token]; !seen {
+				tr.grants[e.Key][e.Token] = e.Seq
+			}
+		}
+		if e.Seq < from || !strings.HasPrefix(e.Key, ids) {
+			continue
+		}
+		if tr.jobs[e.Key] == nil {
+			tr.order = append(tr.order, e.Key)
+		}
+		tr.jobs[e.Key] = append(tr.jobs[e.Key], e)
+	}
+	return tr
+}
+
+// granted reports whether token was granted in the election keyed key
+// (a job id, or "jobmanager") before seq.
+func (tr *trace) granted(key string, tk hastore.Token, seq int) bool {
+	at, ok := tr.grants[key][tk]
+	return ok && at < seq
+}
+
+// checkInvariants checks the case's events, from seq from on, of the
+// jobs whose ids start with ids.
+func checkInvariants(log *Log, from int, ids string) []string {
+	tr := newTrace(log.Events(nil), from, ids)
+	var out []string
+	for _, inv := range invariants {
+		for _, msg := range inv.check(tr) {
+			out = append(out, fmt.Sprintf("invariant %s: %s", inv.name, msg))
+		}
+	}
+	return out
+}
+
+func isWrite(op string) bool {
+	switch op {
+	case "put-plan", "delete-plan", "request-cancel", "create-dirty", "mark-clean", "delete-result":
+		return true
+	}
+	return false
+}
+
+// firstApplied returns the seq of the job's first applied op, or -1.
+func firstApplied(evs []Event, op string) int {
+	for _, e := range evs {
+		if e.Op == op && e.Applied {
+			return e.Seq
+		}
+	}
+	return -1
+}
+
+func persistBeforeAck(tr *trace) []string {
+	var out []string
+	for _, id := range tr.order {
+		put := firstApplied(tr.jobs[id], "put-plan")
+		for _, e := range tr.jobs[id] {
+			if e.Op == "ack" && e.Err == nil && (put < 0 || e.Seq < put) {
+				out = append(out, fmt.Sprintf("%v before any plan put of the job took effect; expected the plan durable before SubmitJob answers", e))
+				break
+			}
+		}
+	}
+	return out
+}
+
+func persistBeforeRun(tr *trace) []string {
+	var out []string
+	for _, id := range tr.order {
+		put := firstApplied(tr.jobs[id], "put-plan")
+		for _, e := range tr.jobs[id] {
+			running := e.Op == "campaign" || e.Op == "confirm" && e.Err == nil || e.Op == "granted" && e.Err == nil && e.Detail != "" ||
+				e.Op == "RequestSlot" || e.Op == "SubmitTask"
+			if running && (put < 0 || e.Seq < put) {
+				out = append(out, fmt.Sprintf("%v before any plan put of the job took effect; expected no campaign, published JobMaster address, slot request or deployment before the plan is durable", e))
+				break
+			}
+		}
+	}
+	return out
+}
+
+func createdOnce(tr *trace) []string {
+	var out []string
+	for _, id := range tr.order {
+		var created []Event
+		for _, e := range tr.jobs[id] {
+			if e.Op == "ack" && e.Err == nil && strings.HasPrefix(e.Detail, "created=true") {
+				created = append(created, e)
+			}
+		}
+		if len(created) > 1 {
+			out = append(out, fmt.Sprintf("%v and %v: two answers created=true for one job; expected exactly one submission to create it", created[0], created[1]))
+		}
+	}
+	return out
+}
+
+func writesByTheLeader(tr *trace) []string {
+	var out []string
+	for _, id := range tr.order {
+		for _, e := range tr.jobs[id] {
+			if e.Source != "store" {
+				continue
+			}
+			switch {
+			case isWrite(e.Op) && !tr.granted(hastore.ElectionJobManager, e.Token, e.Seq):
+				out = append(out, fmt.Sprintf("%v carries no token the %s election granted; expected plans, results and cancel requests written only by the leading Dispatcher", e, hastore.ElectionJobManager))
+			case (e.Op == "confirm" || e.Op == "resign") && !tr.granted(id, e.Token, e.Seq):
+				out = append(out, fmt.Sprintf("%v carries no token granted for job/%s; expected a leadership confirmed or given up only by its holder", e, id))
+			}
+		}
+	}
+	return out
+}
+
+func deployUnderGrantedTokens(tr *trace) []string {
+	var out []string
+	for _, id := range tr.order {
+		var latest hastore.Token // of the job's deployments so far
+		resigned := map[hastore.Token]int{}
+		for _, e := range tr.jobs[id] {
+			if e.Op == "resign" && e.Applied {
+				resigned[e.Token] = e.Seq
+			}
+			if e.Op != "SubmitTask" && e.Op != "RequestSlot" {
+				continue
+			}
+			switch {
+			case !tr.granted(id, e.Token, e.Seq):
+				out = append(out, fmt.Sprintf("%v carries no token granted for job/%s before it; expected deployments and slot requests under the job's JobMaster token", e, id))
+			case e.Op == "SubmitTask" && e.Token.Epoch < latest.Epoch:
+				out = append(out, fmt.Sprintf("%v after a deployment under the newer token %s; expected no deployment under an older token than one already used", e, latest))
+			case resigned[e.Token] > 0:
+				out = append(out, fmt.Sprintf("%v after the leadership of that token was given up (#%d); expected nothing deployed under it", e, resigned[e.Token]))
+			}
+			if e.Op == "SubmitTask" && e.Token.Epoch > latest.Epoch {
+				latest = e.Token
+			}
+		}
+	}
+	return out
+}
+
+func cleanupOrder(tr *trace) []string {
+	var out []string
+	for _, id := range tr.order {
+		evs := tr.jobs[id]
+		dirty, del := firstApplied(evs, "create-dirty"), firstApplied(evs, "delete-plan")
+		for _, e := range evs {
+			switch {
+			case e.Op == "delete-plan" && e.Applied && (dirty < 0 || dirty > e.Seq):
+				out = append(out, fmt.Sprintf("%v before the job's result was written; expected the dirty result first", e))
+			case e.Op == "mark-clean" && e.Applied && (del < 0 || del > e.Seq):
+				out = append(out, fmt.Sprintf("%v before the job's plan was deleted; expected a result marked clean only after its plan delete succeeded", e))
+			}
+		}
+	}
+	return out
+}
+
+func nothingRunsAfterTheResult(tr *trace) []string {
+	var out []string
+	for _, id := range tr.order {
+		evs := tr.jobs[id]
+		dirty := firstApplied(evs, "create-dirty")
+		if dirty < 0 {
+			continue
+		}
+		for _, e := range evs {
+			if e.Seq > dirty && (e.Op == "campaign" || e.Op == "RequestSlot" || e.Op == "SubmitTask") {
+				out = append(out, fmt.Sprintf("%v after the job's result was written (#%d); expected a job with a result never to run again", e, dirty))
+				break
+			}
+		}
+	}
+	return out
+}
+
+func acknowledgedJobsStayKnown(tr *trace) []string {
+	var out []string
+	for _, id := range tr.order {
+		acked, forgotten := -1, false
+		for _, e := range tr.jobs[id] {
+			switch {
+			case e.Op == "ack" && e.Err == nil && acked < 0:
+				acked = e.Seq
+			case e.Op == "delete-result" && e.Applied:
+				forgotten = true
+			case acked >= 0 && !forgotten && e.Source == "client" && reason(e.Err) == "JOB_NOT_FOUND":
+				out = append(out, fmt.Sprintf("%v after the job was acknowledged (#%d); expected an acknowledged job known from then on, also across restarts and failovers", e, acked))
+			}
+		}
+	}
+	return out
+}
+
+func terminalIsFinal(tr *trace) []string {
+	var out []string
+	for _, id := range tr.order {
+		var final jobplanev1.JobStatus
+		var at Event
+		for _, e := range tr.jobs[id] {
+			if e.Source != "client" || e.Err != nil || e.Status == jobplanev1.JobStatus_JOB_STATUS_UNSPECIFIED {
+				continue
+			}
+			switch {
+			case final != jobplanev1.JobStatus_JOB_STATUS_UNSPECIFIED && e.Status != final:
+				out = append(out, fmt.Sprintf("%v after %v; expected a terminal status never to change", e, at))
+			case terminalStatus(e.Status):
+				final, at = e.Status, e
+			}
+		}
+	}
+	return out
+}
+
+func terminalStatus(s jobplanev1.JobStatus) bool {
+	switch s {
+	case jobplanev1.JobStatus_JOB_STATUS_FINISHED, jobplanev1.JobStatus_JOB_STATUS_FAILED, jobplanev1.JobStatus_JOB_STATUS_CANCELED:
+		return true
+	}
+	return false
+}
