@@ -38,7 +38,7 @@ func (t *T) leaderProc() (leader, other *serverProc) {
 var recoveryCases = []Case{
 	{Name: "recovery/standby-takes-over", Requires: []string{FeatureResourceManager, FeatureFailover, featureRunnerStarts}, Instances: 2,
 		Doc: "SIGKILL of the leader: the standby leads, recovers the running job under its id with a new token, and finishes it", Run: func(t *T) {
-			t.handoff(func(leader *serverProc) { leader.kill() })
+			t.handoff(t.killLeader)
 		}},
 	{Name: "recovery/graceful-handoff", Requires: []string{FeatureResourceManager, FeatureFailover, featureRunnerStarts}, Instances: 2,
 		Doc: "SIGTERM of the leader: the standby leads, recovers the running job with a new token, and finishes it", Run: func(t *T) {
@@ -73,7 +73,7 @@ var recoveryCases = []Case{
 			t.waitRunning(id, 2)
 			old := t.leaderOf(hastore.JobElection(id))
 			leader, _ := t.leaderProc()
-			leader.kill()
+			t.killLeader(leader)
 			if _, err := t.env.startServer(0); err != nil {
 				t.Fatalf("restart: %v", err)
 			}
@@ -221,7 +221,7 @@ func cancelSurvivesFailover(t *T) {
 	if len(ok(t.events(id, "request-cancel"))) == 0 {
 		t.Errorf("no RequestJobCancel for the job before CancelJob answered; expected the cancellation recorded in the HA store first")
 	}
-	leader.kill()
+	t.killLeader(leader)
 	var last jobplanev1.JobStatus
 	if !t.wait(90*time.Second, func() bool {
 		last = t.status(id)
@@ -238,6 +238,18 @@ func cancelSurvivesFailover(t *T) {
 	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
 		t.Errorf("job ended %v; expected CANCELED", r.GetStatus())
 	}
+}
+
+// killLeader SIGKILLs the leading instance and ends its session in the
+// store at once, as the session's TTL would a while later: a standby or a
+// restarted instance can lead without waiting the TTL out.
+func (t *T) killLeader(leader *serverProc) {
+	info := t.leaderOf(hastore.ElectionJobManager)
+	leader.kill()
+	if err := t.env.expireSession(t.ctx, info.Token.SessionID); err != nil {
+		t.Fatalf("expire the killed leader's session: %v", err)
+	}
+	t.env.log.Add(Event{Source: "client", Op: "expire", Key: hastore.ElectionJobManager, Token: info.Token})
 }
 
 // handoff runs a job on the leader of two instances, ends the leader with

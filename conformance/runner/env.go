@@ -458,15 +458,22 @@ func (e *env) expire(ctx context.Context, election string) (hastore.Token, error
 	if err != nil || info.Token.IsZero() {
 		return hastore.Token{}, fmt.Errorf("no leader of %q whose session to expire: %v", election, err)
 	}
-	lease, err := strconv.ParseInt(info.Token.SessionID, 16, 64)
-	if err != nil {
-		return hastore.Token{}, fmt.Errorf("session id %q is no lease: %w", info.Token.SessionID, err)
-	}
-	if _, err := e.etcd.Client().Revoke(ctx, clientv3.LeaseID(lease)); err != nil {
+	if err := e.expireSession(ctx, info.Token.SessionID); err != nil {
 		return hastore.Token{}, err
 	}
 	e.log.Add(Event{Source: "client", Op: "expire", Key: jobOf(election), Token: info.Token})
 	return info.Token, nil
+}
+
+// expireSession ends a session at once, as its TTL would once its owner
+// stopped renewing it.
+func (e *env) expireSession(ctx context.Context, id string) error {
+	lease, err := strconv.ParseInt(id, 16, 64)
+	if err != nil {
+		return fmt.Errorf("session id %q is no lease: %w", id, err)
+	}
+	_, err = e.etcd.Client().Revoke(ctx, clientv3.LeaseID(lease))
+	return err
 }
 
 // close stops everything the environment started.

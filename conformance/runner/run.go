@@ -64,7 +64,7 @@ type Config struct {
 // Cases returns every case, in order.
 func Cases() []Case {
 	var all []Case
-	for _, g := range [][]Case{idempotencyCases, persistCases, fencingCases, recoveryCases, lifecycleCases} {
+	for _, g := range [][]Case{idempotencyCases, persistCases, fencingCases, tokenCases(), recoveryCases, lifecycleCases} {
 		all = append(all, g...)
 	}
 	return all

@@ -80,6 +80,21 @@ type Field struct {
 	Description string
 }
 
+// TokenViolation returns the violation of a fencing token at path that is
+// missing or malformed (FencingToken: an empty session_id or a zero
+// epoch), or nil for a well-formed one.
+func TokenViolation(path string, t *jobplanev1.FencingToken) *Field {
+	switch {
+	case t == nil:
+		return &Field{Path: path, Description: "required"}
+	case t.GetSessionId() == "":
+		return &Field{Path: path + ".session_id", Description: "required"}
+	case t.GetEpoch() == 0:
+		return &Field{Path: path + ".epoch", Description: "required (zero is malformed)"}
+	}
+	return nil
+}
+
 // BadRequest returns INVALID_ARGUMENT with one field violation per field.
 func BadRequest(fields ...Field) *connect.Error {
 	br := &errdetails.BadRequest{}

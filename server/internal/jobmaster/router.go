@@ -174,6 +174,9 @@ func (r *Router) Remove(jobID string, jm *JobMaster) {
 // route finds the JobMaster for a call and checks its token: an older
 // token is stale, a newer one means this JobMaster was deposed.
 func (r *Router) route(ctx context.Context, jobID string, t *jobplanev1.FencingToken) (*JobMaster, error) {
+	if v := apierror.TokenViolation("job_master_token", t); v != nil {
+		return nil, apierror.BadRequest(*v)
+	}
 	r.mu.Lock()
 	jm := r.masters[jobID]
 	r.mu.Unlock()
@@ -342,7 +345,9 @@ func (r *Router) HeartbeatFromTaskExecutor(_ context.Context, req *clusterv1.Hea
 			r.unfollowLocked(id, job)
 			resp.Jobs = append(resp.Jobs, &clusterv1.TaskExecutorJobAnswer{JobId: job, Action: clusterv1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_NOT_LEADER})
 			answered[job] = true
-		case token.Epoch < jm.cfg.Token.Epoch:
+		case token != jm.cfg.Token:
+			// Older, or another grant's of an equal epoch: its report is
+			// not taken, and the TaskExecutor learns the current token.
 			r.followLocked(id, link, job, token)
 			resp.Jobs = append(resp.Jobs, &clusterv1.TaskExecutorJobAnswer{
 				JobId: job, Action: clusterv1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_FOLLOW, JobMasterToken: protoToken(jm.cfg.Token),

@@ -39,8 +39,8 @@ func (rm *ResourceManager) checkLocked(t hastore.Token) error {
 // leadership, whose registrations this one does not have.
 func (rm *ResourceManager) checkReceiverLocked(jobID string, t hastore.Token) error {
 	switch {
-	case t.IsZero():
-		return apierror.BadRequest(apierror.Field{Path: "resource_manager_token", Description: "required"})
+	case t.SessionID == "" || t.Epoch == 0:
+		return apierror.BadRequest(*apierror.TokenViolation("resource_manager_token", protoToken(t)))
 	case !rm.leadingLocked() || t.Epoch > rm.token.Epoch:
 		return apierror.NotLeader(hastore.ElectionJobManager, "")
 	case t != rm.token:
@@ -50,12 +50,16 @@ func (rm *ResourceManager) checkReceiverLocked(jobID string, t hastore.Token) er
 }
 
 // checkJobLocked admits a call carrying the JobMaster token t for jobID:
-// refused as stale if a newer JobMaster of the job registered.
+// refused as malformed, or as stale if a newer JobMaster of the job
+// registered or the token is another grant's of the registered epoch.
 func (rm *ResourceManager) checkJobLocked(jobID string, t hastore.Token) error {
+	if t.SessionID == "" || t.Epoch == 0 {
+		return apierror.BadRequest(*apierror.TokenViolation("job_master_token", protoToken(t)))
+	}
 	if !rm.leadingLocked() {
 		return apierror.NotLeader(hastore.ElectionJobManager, "")
 	}
-	if j := rm.pool.jobs[jobID]; j != nil && t.Epoch < j.token.Epoch {
+	if j := rm.pool.jobs[jobID]; j != nil && (t.Epoch < j.token.Epoch || t.Epoch == j.token.Epoch && t != j.token) {
 		return apierror.StaleToken(hastore.JobElection(jobID), j.token.SessionID, j.token.Epoch)
 	}
 	return nil
@@ -124,8 +128,18 @@ func (h *handler) Heartbeat(_ context.Context, req *clusterv1.ResourceManagerSer
 
 func (h *handler) RegisterJobMaster(_ context.Context, req *clusterv1.RegisterJobMasterRequest) (*clusterv1.RegisterJobMasterResponse, error) {
 	rm := h.rm
-	if req.GetJobId() == "" || req.GetJobMasterAddress() == "" || req.GetJobMasterToken().GetEpoch() == 0 {
-		return nil, apierror.BadRequest(apierror.Field{Path: "job_id, job_master_address, job_master_token", Description: "required"})
+	var fields []apierror.Field
+	if req.GetJobId() == "" {
+		fields = append(fields, apierror.Field{Path: "job_id", Description: "required"})
+	}
+	if req.GetJobMasterAddress() == "" {
+		fields = append(fields, apierror.Field{Path: "job_master_address", Description: "required"})
+	}
+	if v := apierror.TokenViolation("job_master_token", req.GetJobMasterToken()); v != nil {
+		fields = append(fields, *v)
+	}
+	if len(fields) > 0 {
+		return nil, apierror.BadRequest(fields...)
 	}
 	rm.mu.Lock()
 	defer rm.mu.Unlock()

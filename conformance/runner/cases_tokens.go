@@ -1,0 +1,250 @@
+package runner
+
+import (
+	"fmt"
+	"strings"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+)
+
+// tokenKind is a token a fenced call may carry that is not the receiver's
+// current one, and the answer the contract gives it (FencingToken).
+type tokenKind struct {
+	name   string
+	token  func(current, revoked hastore.Token) *jobplanev1.FencingToken
+	code   connect.Code
+	reason string
+}
+
+// The tokens other than the current one: older ones (the revoked grant,
+// and forged ones of the same session, or of another session with an
+// equal or lower epoch) are stale; a newer one is NOT_LEADER; a malformed
+// one is invalid.
+var tokenKinds = []tokenKind{
+	{"the revoked token", func(_, r hastore.Token) *jobplanev1.FencingToken { return protoToken(r) }, connect.CodeAborted, "STALE_FENCING_TOKEN"},
+	{"an older epoch of the same session", func(c, _ hastore.Token) *jobplanev1.FencingToken {
+		return &jobplanev1.FencingToken{SessionId: c.SessionID, Epoch: c.Epoch - 1}
+	}, connect.CodeAborted, "STALE_FENCING_TOKEN"},
+	{"another session with an equal epoch", func(c, _ hastore.Token) *jobplanev1.FencingToken {
+		return &jobplanev1.FencingToken{SessionId: c.SessionID + "0", Epoch: c.Epoch}
+	}, connect.CodeAborted, "STALE_FENCING_TOKEN"},
+	{"another session with a lower epoch", func(c, _ hastore.Token) *jobplanev1.FencingToken {
+		return &jobplanev1.FencingToken{SessionId: "conformance", Epoch: c.Epoch - 1}
+	}, connect.CodeAborted, "STALE_FENCING_TOKEN"},
+	{"a newer epoch", func(c, _ hastore.Token) *jobplanev1.FencingToken {
+		return &jobplanev1.FencingToken{SessionId: c.SessionID, Epoch: c.Epoch + 1}
+	}, connect.CodeUnavailable, "NOT_LEADER"},
+	{"a token without a session", func(c, _ hastore.Token) *jobplanev1.FencingToken {
+		return &jobplanev1.FencingToken{Epoch: c.Epoch}
+	}, connect.CodeInvalidArgument, "INVALID_ARGUMENT"},
+	{"a token with epoch zero", func(c, _ hastore.Token) *jobplanev1.FencingToken {
+		return &jobplanev1.FencingToken{SessionId: c.SessionID}
+	}, connect.CodeInvalidArgument, "INVALID_ARGUMENT"},
+	{"no token", func(hastore.Token, hastore.Token) *jobplanev1.FencingToken { return nil }, connect.CodeInvalidArgument, "INVALID_ARGUMENT"},
+}
+
+// fencedCall is one fenced call of the cluster protocol, sent to the
+// server with the given job token; it returns the call's error (for a call
+// that refuses per entry, the entry's).
+type fencedCall struct {
+	name string
+	// rm: the call goes to the ResourceManager, which knows only older
+	// job tokens as stale (a newer one is a new registration) and which
+	// is not asked to judge newer ones here.
+	rm   bool
+	send func(t *T, f *fencing, tk *jobplanev1.FencingToken) error
+}
+
+// fencing is what a fenced-call case works with: a job running under a
+// second grant, the revoked first one, and clients of the server.
+type fencing struct {
+	id               string
+	current, revoked hastore.Token
+	jm               clusterv1connect.JobMasterServiceClient
+	rm               clusterv1connect.ResourceManagerServiceClient
+	rmToken          *jobplanev1.FencingToken
+	te               *taskExec
+}
+
+func (f *fencing) status(attempt *jobplanev1.ExecutionAttemptId, st jobplanev1.ExecutionState) *jobplanev1.TaskExecutionStatus {
+	s := &jobplanev1.TaskExecutionStatus{Attempt: attempt, State: st}
+	if st == jobplanev1.ExecutionState_EXECUTION_STATE_FAILED {
+		s.FailureMessage = "sent with a token not the JobMaster's"
+	}
+	return s
+}
+
+// sinks are the gated subtasks of the job, which run until the gate opens.
+func sinks() []*jobplanev1.ExecutionAttemptId {
+	return []*jobplanev1.ExecutionAttemptId{{VertexId: "sink", SubtaskIndex: 0}, {VertexId: "sink", SubtaskIndex: 1}}
+}
+
+// stateUpdate sends a one-change report of every running subtask in st.
+func stateUpdate(st jobplanev1.ExecutionState) func(t *T, f *fencing, tk *jobplanev1.FencingToken) error {
+	return func(t *T, f *fencing, tk *jobplanev1.FencingToken) error {
+		var first error
+		for _, a := range sinks() {
+			_, err := f.jm.UpdateTaskExecutionState(t.ctx, &clusterv1.UpdateTaskExecutionStateRequest{
+				JobId: f.id, JobMasterToken: tk, TaskExecutorId: f.te.id, Status: f.status(a, st)})
+			if first == nil {
+				first = err
+			}
+		}
+		return first
+	}
+}
+
+func batchUpdate(st jobplanev1.ExecutionState) func(t *T, f *fencing, tk *jobplanev1.FencingToken) error {
+	return func(t *T, f *fencing, tk *jobplanev1.FencingToken) error {
+		var statuses []*jobplanev1.TaskExecutionStatus
+		for _, a := range sinks() {
+			statuses = append(statuses, f.status(a, st))
+		}
+		_, err := f.jm.UpdateTaskExecutionStates(t.ctx, &clusterv1.UpdateTaskExecutionStatesRequest{
+			JobId: f.id, JobMasterToken: tk, TaskExecutorId: f.te.id, Statuses: statuses})
+		if connect.CodeOf(err) == connect.CodeUnimplemented {
+			return stateUpdate(st)(t, f, tk)
+		}
+		return err
+	}
+}
+
+var fencedCalls = []fencedCall{
+	{name: "offer-slots", send: func(t *T, f *fencing, tk *jobplanev1.FencingToken) error {
+		_, err := f.jm.OfferSlots(t.ctx, &clusterv1.OfferSlotsRequest{JobId: f.id, JobMasterToken: tk, TaskExecutorId: f.te.id, Address: f.te.srv.URL(),
+			Offers: []*clusterv1.SlotOffer{{AllocationId: "conformance-forged", SlotIndex: 3}}, DeploymentsInAnswer: true})
+		return err
+	}},
+	{name: "update-state-finished", send: stateUpdate(jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED)},
+	{name: "update-state-failed", send: stateUpdate(jobplanev1.ExecutionState_EXECUTION_STATE_FAILED)},
+	{name: "update-state-canceled", send: stateUpdate(jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED)},
+	{name: "update-states-finished", send: batchUpdate(jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED)},
+	{name: "update-states-failed", send: batchUpdate(jobplanev1.ExecutionState_EXECUTION_STATE_FAILED)},
+	{name: "update-states-of-jobs", send: func(t *T, f *fencing, tk *jobplanev1.FencingToken) error {
+		var statuses []*jobplanev1.TaskExecutionStatus
+		for _, a := range sinks() {
+			statuses = append(statuses, f.status(a, jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED))
+		}
+		resp, err := f.jm.UpdateTaskExecutionStatesOfJobs(t.ctx, &clusterv1.UpdateTaskExecutionStatesOfJobsRequest{TaskExecutorId: f.te.id,
+			Jobs: []*clusterv1.UpdateTaskExecutionStatesRequest{{JobId: f.id, JobMasterToken: tk, TaskExecutorId: f.te.id, Statuses: statuses}}})
+		switch {
+		case connect.CodeOf(err) == connect.CodeUnimplemented:
+			return batchUpdate(jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED)(t, f, tk)
+		case err != nil:
+			return err
+		case len(resp.GetRefused()) == 0:
+			return nil
+		}
+		return itemError(resp.GetRefused()[0])
+	}},
+	{name: "heartbeat", send: func(t *T, f *fencing, tk *jobplanev1.FencingToken) error {
+		var tasks []*jobplanev1.TaskExecutionStatus
+		for _, a := range sinks() {
+			tasks = append(tasks, f.status(a, jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED))
+		}
+		_, err := f.jm.Heartbeat(t.ctx, &clusterv1.JobMasterServiceHeartbeatRequest{JobId: f.id, JobMasterToken: tk, TaskExecutorId: f.te.id, Tasks: tasks})
+		return err
+	}},
+	{name: "register-task-executor", send: func(t *T, f *fencing, tk *jobplanev1.FencingToken) error {
+		_, err := f.jm.RegisterTaskExecutor(t.ctx, &clusterv1.JobMasterServiceRegisterTaskExecutorRequest{JobId: f.id, JobMasterToken: tk,
+			TaskExecutorId: "conformance-forged-te", Address: "http://127.0.0.1:1"})
+		return err
+	}},
+	{name: "disconnect-task-executor", send: func(t *T, f *fencing, tk *jobplanev1.FencingToken) error {
+		_, err := f.jm.DisconnectTaskExecutor(t.ctx, &clusterv1.DisconnectTaskExecutorRequest{JobId: f.id, JobMasterToken: tk, TaskExecutorId: f.te.id,
+			Reason: "sent with a token not the JobMaster's"})
+		return err
+	}},
+	{name: "declare-resource-requirements", rm: true, send: func(t *T, f *fencing, tk *jobplanev1.FencingToken) error {
+		_, err := f.rm.DeclareResourceRequirements(t.ctx, &clusterv1.DeclareResourceRequirementsRequest{JobId: f.id, JobMasterToken: tk,
+			ResourceManagerToken: f.rmToken, Requirements: []*clusterv1.ResourceRequirement{{Slots: 6}}})
+		return err
+	}},
+	{name: "disconnect-job-master", rm: true, send: func(t *T, f *fencing, tk *jobplanev1.FencingToken) error {
+		_, err := f.rm.DisconnectJobMaster(t.ctx, &clusterv1.DisconnectJobMasterRequest{JobId: f.id, JobMasterToken: tk,
+			ResourceManagerToken: f.rmToken, Reason: "sent with a token not the JobMaster's"})
+		return err
+	}},
+	{name: "register-job-master", rm: true, send: func(t *T, f *fencing, tk *jobplanev1.FencingToken) error {
+		_, err := f.rm.RegisterJobMaster(t.ctx, &clusterv1.RegisterJobMasterRequest{JobId: f.id, JobMasterToken: tk, JobMasterAddress: "http://127.0.0.1:1"})
+		return err
+	}},
+}
+
+// tokenCases are the family "every fenced call × every token that is not
+// the current one".
+func tokenCases() []Case {
+	var out []Case
+	for _, call := range fencedCalls {
+		out = append(out, Case{Name: "fencing/tokens/" + call.name, Requires: []string{FeatureResourceManager},
+			Doc: fmt.Sprintf("%s with the revoked token, forged older tokens of the same and of another session (equal or lower epoch), a newer one and malformed ones: each refused as FencingToken says, and nothing changes", call.name),
+			Run: func(t *T) { fencedCallRefused(t, call) }})
+	}
+	return out
+}
+
+// fencedCallRefused runs a gated job, revokes its leadership, and once
+// the job runs under its second grant sends call with every other kind of
+// token. Each must be refused with the answer the contract gives it, and
+// the job must go on as if nothing had been sent: still running, no
+// attempt restarted, no slot requested, and once the gate opens FINISHED.
+func fencedCallRefused(t *T, call fencedCall) {
+	id, revoked, leader := t.revokeRunning()
+	f := &fencing{id: id, current: leader.Token, revoked: revoked, te: t.env.tes[0],
+		jm: clusterv1connect.NewJobMasterServiceClient(t.env.http, leader.Address)}
+	if call.rm {
+		rmLeader := t.leaderOf(hastore.ElectionJobManager)
+		f.rm = clusterv1connect.NewResourceManagerServiceClient(t.env.http, rmLeader.Address)
+		f.rmToken = protoToken(rmLeader.Token)
+	}
+	from := t.env.log.Len()
+	for _, kind := range tokenKinds {
+		if call.rm && kind.code != connect.CodeAborted && kind.code != connect.CodeInvalidArgument {
+			continue // a newer job token is a new JobMaster's registration
+		}
+		err := call.send(t, f, kind.token(f.current, f.revoked))
+		if connect.CodeOf(err) != kind.code || reason(err) != kind.reason {
+			t.Errorf("%s with %s answered %v; expected %v (%s)", call.name, kind.name, err, kind.code, kind.reason)
+		}
+	}
+	t.barrier()
+	if st := t.status(id); st != jobplanev1.JobStatus_JOB_STATUS_RUNNING {
+		t.Errorf("job %s is %v after the refused calls; expected it still RUNNING, the calls having changed nothing", id, st)
+	}
+	for _, e := range t.env.log.Events(nil)[from:] {
+		if e.Key != id {
+			continue
+		}
+		switch e.Op {
+		case "RequestSlot", "SubmitTask", "CancelTask":
+			t.Errorf("%v after the refused calls; expected them to change nothing (no slot requested, no task deployed or canceled)", e)
+		}
+	}
+	t.env.open(id)
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("job ended %v (%s); expected FINISHED, no refused call counting", r.GetStatus(), r.GetFailure().GetMessage())
+	}
+}
+
+// itemError turns an entry's refusal into the error the one-entry call
+// would have answered, for comparison: the code the contract pairs with
+// the reason, and an ErrorInfo with the reason.
+func itemError(item *jobplanev1.ItemError) error {
+	name := strings.TrimPrefix(item.GetReason().String(), "ERROR_REASON_")
+	code := map[string]connect.Code{"STALE_FENCING_TOKEN": connect.CodeAborted, "NOT_LEADER": connect.CodeUnavailable,
+		"INVALID_ARGUMENT": connect.CodeInvalidArgument}[name]
+	if code == 0 {
+		code = connect.CodeUnknown
+	}
+	e := connect.NewError(code, fmt.Errorf("entry refused: %s", item.GetMessage()))
+	if d, err := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: name, Domain: "jobplane"}); err == nil {
+		e.AddDetail(d)
+	}
+	return e
+}
