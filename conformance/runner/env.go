@@ -86,7 +86,7 @@ func newEnv(ctx context.Context, cfg envConfig) (*env, error) {
 		return nil, fmt.Errorf("open the HA store: %w", err)
 	}
 	e.store = &store{Store: e.etcd, log: e.log}
-	path, h := hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: e.store, Logger: e.logger}).Path()
+	path, h := hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: e.store, Logger: e.logger}).Path(connect.WithInterceptors(e.store.answerInterceptor()))
 	mux := http.NewServeMux()
 	mux.Handle(path, h)
 	if e.storeHS, err = serve(cfg.hastoreListen, mux); err != nil {

@@ -64,7 +64,7 @@ type Config struct {
 // Cases returns every case, in order.
 func Cases() []Case {
 	var all []Case
-	for _, g := range [][]Case{idempotencyCases, persistCases, fencingCases, tokenCases(), recoveryCases, lifecycleCases} {
+	for _, g := range [][]Case{idempotencyCases, persistCases, fencingCases, tokenCases(), faultCases(), recoveryCases, lifecycleCases} {
 		all = append(all, g...)
 	}
 	return all
@@ -289,8 +289,9 @@ func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env) (f
 	if cfg.Trace && (len(failures) > 0 || cfg.Verbose) {
 		var b strings.Builder
 		fmt.Fprintf(&b, "--- events of %s\n", c.Name)
-		for _, ev := range e.log.Events(nil)[start:] {
-			fmt.Fprintf(&b, "    %v\n", ev)
+		evs := e.log.Events(nil)[start:]
+		for _, ev := range evs {
+			fmt.Fprintf(&b, "    %7.3fs %v\n", ev.Time.Sub(evs[0].Time).Seconds(), ev)
 		}
 		e.mu.Lock()
 		for i, p := range e.servers {

@@ -2,6 +2,8 @@ package runner
 
 import (
 	"context"
+
+	"connectrpc.com/connect"
 	"strings"
 	"sync"
 	"time"
@@ -19,8 +21,10 @@ type fault struct {
 	delay   time.Duration // hold the call this long first
 	hold    chan struct{} // hold the call until this is closed
 	// giveUp holds the call until the server gives up on it (its context
-	// ends); the call is then failed (before) or applied late.
+	// ends), or for upTo if the server waits longer (default 20s); the
+	// call is then failed (before) or applied late.
 	giveUp bool
+	upTo   time.Duration
 }
 
 // store is the instrumented HA store: a real store (an embedded etcd
@@ -42,6 +46,38 @@ func (s *store) arm(f fault) {
 	s.log.Add(Event{Source: "client", Op: "fault", Key: f.key, Detail: f.op})
 }
 
+// wait holds a call as the fault says, and returns the context to apply
+// it with: one that no longer ends, for a call that lands after the
+// server gave up on it.
+func (f fault) wait(ctx context.Context) context.Context {
+	if f.delay > 0 {
+		select {
+		case <-time.After(f.delay):
+		case <-ctx.Done():
+		}
+	}
+	if f.hold != nil {
+		select {
+		case <-f.hold:
+		case <-ctx.Done():
+		}
+	}
+	if f.giveUp {
+		upTo := f.upTo
+		if upTo <= 0 {
+			upTo = 20 * time.Second
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(upTo):
+		}
+		if f.before == nil {
+			return context.WithoutCancel(ctx) // it lands late
+		}
+	}
+	return ctx
+}
+
 func (s *store) take(op, key string) (fault, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -58,23 +94,8 @@ func (s *store) take(op, key string) (fault, bool) {
 // it once it returned.
 func (s *store) call(ctx context.Context, op, key string, t hastore.Token, f func(context.Context) error) error {
 	flt, armed := s.take(op, key)
-	if armed && flt.delay > 0 {
-		select {
-		case <-time.After(flt.delay):
-		case <-ctx.Done():
-		}
-	}
-	if armed && flt.hold != nil {
-		select {
-		case <-flt.hold:
-		case <-ctx.Done():
-		}
-	}
-	if armed && flt.giveUp {
-		<-ctx.Done()
-		if flt.before == nil {
-			ctx = context.WithoutCancel(ctx) // it lands late
-		}
+	if armed {
+		ctx = flt.wait(ctx)
 	}
 	var err error
 	applied := false
@@ -179,7 +200,15 @@ type session struct {
 
 func (ss *session) Campaign(ctx context.Context, election, address string) (*hastore.Leadership, error) {
 	key := jobOf(election)
-	_ = ss.s.call(ctx, "campaign", key, hastore.Token{}, func(context.Context) error { return nil })
+	flt, armed := ss.s.take("campaign", key)
+	if armed {
+		ctx = flt.wait(ctx)
+	}
+	ss.s.log.Add(Event{Source: "store", Op: "campaign", Key: key})
+	if armed && flt.before != nil {
+		ss.s.log.Add(Event{Source: "store", Op: "granted", Key: key, Err: flt.before})
+		return nil, flt.before
+	}
 	l, err := ss.Session.Campaign(ctx, election, address)
 	var t hastore.Token
 	if err == nil {
@@ -187,7 +216,10 @@ func (ss *session) Campaign(ctx context.Context, election, address string) (*has
 	}
 	// A grant that publishes an address is, for the cases, as a confirm.
 	// The grant's event comes after the campaign's, whatever held it.
-	ss.s.log.Add(Event{Source: "store", Op: "granted", Key: key, Token: t, Err: err, Detail: addressDetail(address)})
+	ss.s.log.Add(Event{Source: "store", Op: "granted", Key: key, Token: t, Err: err, Applied: err == nil, Detail: addressDetail(address)})
+	if err == nil && armed && flt.after != nil {
+		return nil, flt.after // granted, but the answer is lost
+	}
 	return l, err
 }
 
@@ -199,6 +231,28 @@ func (ss *session) KeepAlive(ctx context.Context) (ttl time.Duration, err error)
 		return err
 	})
 	return ttl, err
+}
+
+// answerInterceptor loses the answer of a Campaign call that a fault
+// armed for "campaign-answer" (key: the job, or the election) matches: the
+// candidacy is entered, and the server is answered UNAVAILABLE, as if
+// the answer were lost on the way.
+func (s *store) answerInterceptor() connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			m, isCampaign := req.Any().(*hastorev1.CampaignRequest)
+			if !isCampaign {
+				return next(ctx, req)
+			}
+			flt, armed := s.take("campaign-answer", jobOf(m.GetElection()))
+			resp, err := next(ctx, req)
+			if armed && err == nil {
+				s.log.Add(Event{Source: "store", Op: "campaign-answer", Key: jobOf(m.GetElection()), Err: flt.after, Applied: true})
+				return nil, connect.NewError(connect.CodeUnavailable, flt.after)
+			}
+			return resp, err
+		}
+	}
 }
 
 // addressDetail is the Detail of an event that publishes address.

@@ -169,10 +169,14 @@ func (s *clientSession) renew() {
 		if errors.Is(err, hastore.ErrSessionNotFound) {
 			return
 		}
+		next := interval
 		if err != nil && s.ctx.Err() == nil {
 			s.c.log.Warn("session renewal failed", "session", s.id, "err", err)
+			// Try again soon: a full interval more could outlast the
+			// lease the last renewal bought.
+			next = min(interval/4, time.Second)
 		}
-		timer.Reset(interval)
+		timer.Reset(next)
 	}
 }
 

@@ -555,12 +555,16 @@ func (d *Dispatcher) stepDown(ld *leadership) {
 func (d *Dispatcher) cleanup(ctx context.Context, f hastore.Fence, jobID string) {
 	backoff := 100 * time.Millisecond
 	for step := 0; step < 2; {
+		// Each call is bounded: a store call that hangs is retried, not
+		// waited on for as long as the leadership lasts.
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		var err error
 		if step == 0 {
-			err = d.cfg.Store.DeleteExecutionPlan(ctx, f, jobID)
+			err = d.cfg.Store.DeleteExecutionPlan(cctx, f, jobID)
 		} else {
-			err = d.cfg.Store.MarkJobResultClean(ctx, f, jobID)
+			err = d.cfg.Store.MarkJobResultClean(cctx, f, jobID)
 		}
+		cancel()
 		switch {
 		case err == nil, step == 1 && errors.Is(err, hastore.ErrResultNotFound):
 			step++
