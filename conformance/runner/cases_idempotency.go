@@ -48,7 +48,9 @@ var idempotencyCases = []Case{
 		}},
 	{Name: "idempotency/resubmit-after-finished", Requires: []string{FeatureResourceManager},
 		Doc: "resubmitting a FINISHED job returns FINISHED and never runs it again", Run: func(t *T) {
-			t.resubmitTerminal(noopGraph(2), jobplanev1.JobStatus_JOB_STATUS_FINISHED, nil)
+			for _, sh := range shapes {
+				t.resubmitTerminal(sh.graph, jobplanev1.JobStatus_JOB_STATUS_FINISHED, nil)
+			}
 		}},
 	{Name: "idempotency/resubmit-after-failed", Requires: []string{FeatureResourceManager},
 		Doc: "resubmitting a FAILED job returns FAILED and never runs it again", Run: func(t *T) {
@@ -111,29 +113,33 @@ var idempotencyCases = []Case{
 			}
 		}},
 	{Name: "idempotency/retry-after-lost-ack", Requires: []string{FeatureResourceManager},
-		Doc: "a plan put whose answer is lost, then a client retry: the job runs exactly once", Run: func(t *T) {
-			id := t.job("j")
-			t.env.store.arm(fault{op: "put-plan", key: id, after: hastore.ErrUnavailable})
-			var err error
-			for range 5 {
-				if _, err = t.submit(id, noopGraph(2)); err == nil {
-					break
+		Doc: "a plan put whose answer is lost, then a client retry: the job runs exactly once, for graphs of every shape", Run: func(t *T) {
+			for _, sh := range shapes {
+				id := t.job(sh.name)
+				t.env.store.arm(fault{op: "put-plan", key: id, after: hastore.ErrUnavailable})
+				var err error
+				for range 5 {
+					if _, err = t.submit(id, sh.graph); err == nil {
+						break
+					}
 				}
+				if err != nil {
+					t.Fatalf("%s graph: submit with retries: %v; expected it accepted", sh.name, err)
+				}
+				t.finishedOnce(id, sh.subtasks)
 			}
-			if err != nil {
-				t.Fatalf("submit with retries: %v; expected it accepted", err)
-			}
-			t.finishedOnce(id, 2)
 		}},
 	{Name: "idempotency/resubmit-after-failed-persist", Requires: []string{FeatureResourceManager},
-		Doc: "a submission whose plan put failed is an error; the resubmission runs the job once", Run: func(t *T) {
-			id := t.job("j")
-			t.env.store.arm(fault{op: "put-plan", key: id, before: hastore.ErrUnavailable})
-			if _, err := t.submit(id, noopGraph(2)); err == nil {
-				t.Errorf("submit with a failed plan put succeeded; expected an error")
+		Doc: "a submission whose plan put failed is an error; the resubmission runs the job once, for graphs of every shape", Run: func(t *T) {
+			for _, sh := range shapes {
+				id := t.job(sh.name)
+				t.env.store.arm(fault{op: "put-plan", key: id, before: hastore.ErrUnavailable})
+				if _, err := t.submit(id, sh.graph); err == nil {
+					t.Errorf("%s graph: submit with a failed plan put succeeded; expected an error", sh.name)
+				}
+				t.mustSubmit(id, sh.graph)
+				t.finishedOnce(id, sh.subtasks)
 			}
-			t.mustSubmit(id, noopGraph(2))
-			t.finishedOnce(id, 2)
 		}},
 }
 
@@ -186,7 +192,7 @@ func (t *T) cancel(id string) *jobplanev1.CancelJobResponse {
 // resubmitTerminal runs g to want (after, if set, acts on the running
 // job), resubmits it, and checks that nothing runs again.
 func (t *T) resubmitTerminal(g *jobplanev1.JobGraph, want jobplanev1.JobStatus, after func(id string)) {
-	id := t.job("j")
+	id := t.job(g.GetName())
 	t.mustSubmit(id, g)
 	if after != nil {
 		after(id)

@@ -12,6 +12,8 @@ import (
 )
 
 var lifecycleCases = []Case{
+	{Name: "lifecycle/terminal-survives-restart", Requires: []string{FeatureResourceManager, featureRunnerStarts},
+		Doc: "a FINISHED, a FAILED and a CANCELED job, cleaned up, then SIGKILL and restart: each is still known with its status, an identical resubmission is created=false and runs nothing, another plan is ALREADY_EXISTS", Run: terminalSurvivesRestart},
 	{Name: "lifecycle/errors-carry-errorinfo", Doc: "every refusal a client meets (invalid graph or id, taken id, unknown job, no result yet) carries an ErrorInfo with domain jobplane, its reason and code, and BadRequest field violations where invalid", Run: errorsCarryErrorInfo},
 	{Name: "lifecycle/cancel-running", Requires: []string{FeatureResourceManager},
 		Doc: "canceling a RUNNING job cancels its tasks and ends it CANCELED", Run: func(t *T) {
@@ -259,6 +261,64 @@ func watchResumes(t *T) {
 	for _, m := range resumed {
 		if m.GetCoalesced() {
 			t.Errorf("resumed message %v is marked coalesced; expected the stream to continue exactly, under the same leader", m.GetJob().GetStatus())
+		}
+	}
+}
+
+// terminalSurvivesRestart runs a job to each terminal state and its
+// cleanup, SIGKILLs and restarts the server, and checks that each job is
+// still known as it ended: an identical resubmission is created=false
+// with that status and runs nothing, another plan under its id is
+// ALREADY_EXISTS.
+func terminalSurvivesRestart(t *T) {
+	jobs := []struct {
+		id    string
+		graph *jobplanev1.JobGraph
+		want  jobplanev1.JobStatus
+	}{
+		{t.job("finished"), chainGraph(1), jobplanev1.JobStatus_JOB_STATUS_FINISHED},
+		{t.job("failed"), failGraph(), jobplanev1.JobStatus_JOB_STATUS_FAILED},
+		{t.job("canceled"), gatedGraph(1, "never"), jobplanev1.JobStatus_JOB_STATUS_CANCELED},
+	}
+	t.setup(func() {
+		for _, j := range jobs {
+			t.mustSubmit(j.id, j.graph)
+			if j.want == jobplanev1.JobStatus_JOB_STATUS_CANCELED {
+				t.waitRunning(j.id, 1)
+				t.cancel(j.id)
+			}
+			t.endsCleanly(j.id, j.want, "before the restart")
+		}
+	})
+	deployed := map[string]int{}
+	for _, j := range jobs {
+		deployed[j.id] = len(t.events(j.id, "SubmitTask"))
+	}
+	leader, _ := t.leaderProc()
+	t.killLeader(leader)
+	if _, err := t.env.startServer(0); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	for _, j := range jobs {
+		resp := t.mustSubmit(j.id, j.graph)
+		if resp.GetCreated() || resp.GetStatus() != j.want {
+			t.Errorf("after a restart, resubmitting the %v job %s answered created=%v %v; expected created=false %v", j.want, j.id, resp.GetCreated(), resp.GetStatus(), j.want)
+		}
+		_, err := t.submit(j.id, noopGraph(3))
+		if connect.CodeOf(err) != connect.CodeAlreadyExists || reason(err) != "JOB_ALREADY_EXISTS" {
+			t.Errorf("after a restart, another plan under the %v job's id %s answered %v; expected ALREADY_EXISTS (JOB_ALREADY_EXISTS)", j.want, j.id, err)
+		}
+		if st := t.status(j.id); st != j.want {
+			t.Errorf("after a restart, GetJob of the %v job %s answered %v; expected %v", j.want, j.id, st, j.want)
+		}
+	}
+	t.barrier()
+	for _, j := range jobs {
+		if n := len(t.events(j.id, "SubmitTask")); n != deployed[j.id] {
+			t.Errorf("the %v job %s was deployed %d times more after the restart; expected it never to run again", j.want, j.id, n-deployed[j.id])
+		}
+		if evs := t.events(j.id, "put-plan"); len(evs) > 1 {
+			t.Errorf("%v after the restart; expected no new plan for a job that ended", evs[len(evs)-1])
 		}
 	}
 }

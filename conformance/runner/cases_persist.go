@@ -11,19 +11,21 @@ import (
 // putBefore is a case: the job's plan put precedes its first op (as seen
 // at the store or the TaskExecutors).
 func putBefore(op, what string, needsRM bool) Case {
-	c := Case{Name: "persist/plan-before-" + what, Doc: "the plan put completes before the job's first " + op, Run: func(t *T) {
-		id := t.job("j")
-		t.mustSubmit(id, noopGraph(2))
-		t.wait(30*time.Second, func() bool { return len(t.events(id, op)) > 0 })
-		puts := ok(t.events(id, "put-plan"))
-		later := t.events(id, op)
-		switch {
-		case len(puts) == 0:
-			t.Errorf("no successful plan put for the job; expected one")
-		case len(later) == 0:
-			t.Errorf("no %s for the job; expected at least one", op)
-		case later[0].Seq < puts[0].Seq:
-			t.Errorf("%v came before the plan put %v; expected the put first", later[0], puts[0])
+	c := Case{Name: "persist/plan-before-" + what, Doc: "the plan put completes before the job's first " + op + ", for graphs of every shape", Run: func(t *T) {
+		for _, sh := range shapes {
+			id := t.job(sh.name)
+			t.mustSubmit(id, sh.graph)
+			t.wait(30*time.Second, func() bool { return len(t.events(id, op)) > 0 })
+			puts := ok(t.events(id, "put-plan"))
+			later := t.events(id, op)
+			switch {
+			case len(puts) == 0:
+				t.Errorf("%s graph: no successful plan put for the job; expected one", sh.name)
+			case len(later) == 0:
+				t.Errorf("%s graph: no %s for the job; expected at least one", sh.name, op)
+			case later[0].Seq < puts[0].Seq:
+				t.Errorf("%s graph: %v came before the plan put %v; expected the put first", sh.name, later[0], puts[0])
+			}
 		}
 	}}
 	if needsRM {
