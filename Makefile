@@ -69,6 +69,10 @@ conformance: ## build the reference server and store and run the conformance run
 	bin/jobplane-conformance --server-command '$(CURDIR)/bin/jobplane jobmanager --hastore {hastore} --listen {listen}' $(ARGS)
 	bin/jobplane-conformance --store-command '$(CURDIR)/bin/jobplane hastore --log-level warn --listen {listen} --data-dir {data}' $(ARGS)
 
+.PHONY: mutants
+mutants: ## mutation testing: plant each of the suite's mutants in the server, run the suite, update the table in conformance/README.md
+	$(GO) run ./conformance/internal/mutants -readme conformance/README.md $(ARGS)
+
 # BENCH_QUICK=1 makes `make bench` a smoke run: every row once and briefly,
 # BENCHMARKS.md left alone; it fails only when a scenario cannot run at all.
 BENCH_QUICK ?=

@@ -36,6 +36,38 @@ func (t *T) revokeRunning() (id string, old hastore.Token, info hastore.LeaderIn
 	return id, old, info
 }
 
+// revokeGranted starts a gated job, waits for it to run, revokes its
+// leadership and waits for the server to be granted it again, all as
+// setup. It returns the job id, the revoked token and the new leader.
+func (t *T) revokeGranted() (id string, old hastore.Token, info hastore.LeaderInfo) {
+	t.setup(func() {
+		id = t.job("j")
+		t.mustSubmit(id, gatedGraph(2, id))
+		t.waitRunning(id, 2)
+		var err error
+		if old, err = t.env.revoke(t.ctx, hastore.JobElection(id)); err != nil {
+			t.Fatalf("revoke: %v", err)
+		}
+		info = t.regrant(id, old)
+	})
+	return id, old, info
+}
+
+// deployedSince reports whether the job was deployed after the grant of
+// info.
+func (t *T) deployedSince(id string, info hastore.LeaderInfo) bool {
+	granted := -1
+	for _, e := range t.events(id, "") {
+		if e.Op == "granted" && e.Token == info.Token {
+			granted = e.Seq
+		}
+		if e.Op == "SubmitTask" && granted >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // leaderOf returns an election's current leader, or ends the case.
 func (t *T) leaderOf(election string) hastore.LeaderInfo {
 	info, err := t.env.etcd.Leader(t.ctx, election)
@@ -54,7 +86,14 @@ func (t *T) regrant(id string, old hastore.Token) hastore.LeaderInfo {
 		info, err = t.env.etcd.Leader(t.ctx, hastore.JobElection(id))
 		return err == nil && !info.Token.IsZero() && info.Token != old && info.Address != ""
 	}) {
-		t.Fatalf("no new JobMaster leader of job/%s within 30s of revoking %s (leader %+v); expected the server to campaign again", id, old, info)
+		switch {
+		case info.Token == old:
+			t.Fatalf("job/%s was still led under %s 30s later (leader %+v); expected that leadership ended and the job recovered under a new token", id, old, info)
+		case info.Token.IsZero():
+			t.Fatalf("job/%s had no leader 30s after its leadership %s ended; expected the server to recover the job: campaign for it again and be granted a new token", id, old)
+		default:
+			t.Fatalf("job/%s's new leader %s published no JobMaster address within 30s; expected the address with the grant or by ConfirmLeadership", id, info.Token)
+		}
 	}
 	return info
 }
@@ -104,7 +143,12 @@ var fencingCases = []Case{
 		}},
 	{Name: "fencing/deploy-with-current-token", Requires: []string{FeatureResourceManager},
 		Doc: "every SubmitTask carries the token of the job's latest grant", Run: func(t *T) {
-			id, _, _ := t.revokeRunning()
+			id, _, info := t.revokeGranted()
+			// The new JobMaster redeploys the job; whatever it deploys
+			// must carry its token.
+			if !t.wait(30*time.Second, func() bool { return t.deployedSince(id, info) }) {
+				t.Errorf("no SubmitTask for job %s within 30s of its new grant %s; expected the new JobMaster to redeploy it", id, info.Token)
+			}
 			t.env.open(id)
 			t.result(id)
 			var current hastore.Token
@@ -126,7 +170,25 @@ var fencingCases = []Case{
 		}},
 	{Name: "fencing/no-deploy-after-revoke", Requires: []string{FeatureResourceManager},
 		Doc: "once the server reacted to a revoke (resigned or campaigned again), no SubmitTask carries the revoked token", Run: func(t *T) {
-			id, old, _ := t.revokeRunning()
+			id := t.job("j")
+			t.setup(func() {
+				t.mustSubmit(id, gatedGraph(2, id))
+				t.waitRunning(id, 2)
+			})
+			old, err := t.env.revoke(t.ctx, hastore.JobElection(id))
+			if err != nil {
+				t.Fatalf("revoke: %v", err)
+			}
+			if !t.wait(10*time.Second, func() bool {
+				for _, e := range t.events(id, "") {
+					if e.Source == "store" && (e.Op == "campaign" || e.Op == "resign") && e.Seq > t.revokeSeq(id) {
+						return true
+					}
+				}
+				return false
+			}) {
+				t.Errorf("no campaign or resignation for job/%s within 10s of its revoke; expected the server to learn of the revocation (WatchSession) and stop acting under the revoked token %s", id, old)
+			}
 			t.env.open(id)
 			t.result(id)
 			seen := -1

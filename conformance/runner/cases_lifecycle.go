@@ -81,10 +81,20 @@ var lifecycleCases = []Case{
 			}
 			defer stream.Close()
 			t.waitRunning(id, 1)
-			t.env.open(id)
 			var last jobplanev1.JobStatus
-			for stream.Receive() {
-				last = stream.Msg().GetJob().GetStatus()
+			ended := make(chan struct{})
+			go func() {
+				defer close(ended)
+				for stream.Receive() {
+					last = stream.Msg().GetJob().GetStatus()
+				}
+			}()
+			t.env.open(id)
+			r := t.result(id)
+			select {
+			case <-ended:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the stream did not end within 10s of the job's result (%v); expected WatchJob to end after the terminal status", r.GetStatus())
 			}
 			if err := stream.Err(); err != nil {
 				t.Errorf("the stream ended with %v; expected a clean end", err)

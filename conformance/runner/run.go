@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
@@ -59,6 +60,10 @@ type Config struct {
 	StoreCommand string
 	// StoreMaxPlanBytes is the store's plan size limit. Default: 1 MiB.
 	StoreMaxPlanBytes int
+	// StopAtFirstCatch starts no more cases once one failed by its own
+	// assertion (see CaughtByAssertion); the rest are skipped. For
+	// mutation testing, where one catch is enough.
+	StopAtFirstCatch bool
 }
 
 // Cases returns every case, in order.
@@ -150,6 +155,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 
 	results := make([]Result, len(cases))
 	sem := make(chan struct{}, cfg.Parallel)
+	var caught atomic.Bool
 	var wg sync.WaitGroup
 	var outMu sync.Mutex
 	for i, c := range cases {
@@ -173,6 +179,14 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 		wg.Add(1)
 		sem <- struct{}{}
+		if caught.Load() {
+			<-sem
+			wg.Done()
+			res.Outcome = "skipped"
+			res.Messages = []string{"not run: an earlier case caught a failure (StopAtFirstCatch)"}
+			results[i] = res
+			continue
+		}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
@@ -200,6 +214,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			}
 			res.Messages = msgs
 			results[i] = res
+			if cfg.StopAtFirstCatch && res.Outcome == "failed" && CaughtByAssertion(res) {
+				caught.Store(true)
+			}
 			outMu.Lock()
 			defer outMu.Unlock()
 			switch {

@@ -127,6 +127,31 @@ func (s *store) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (has
 type session struct {
 	hastore.Session
 	s *store
+
+	mu          sync.Mutex
+	failedUntil time.Time // renew-late: renewals fail until then
+}
+
+// KeepAlive, in mode renew-late, renews no sooner than 4s after a renewal
+// failed, as a server that waits a whole interval more after a failure
+// would: a renewal that timed out and the wait then outlast the lease.
+func (ss *session) KeepAlive(ctx context.Context) (time.Duration, error) {
+	if ss.s.mode != "renew-late" {
+		return ss.Session.KeepAlive(ctx)
+	}
+	ss.mu.Lock()
+	late := time.Now().Before(ss.failedUntil)
+	ss.mu.Unlock()
+	if late {
+		return 0, hastore.ErrUnavailable
+	}
+	ttl, err := ss.Session.KeepAlive(ctx)
+	if err != nil {
+		ss.mu.Lock()
+		ss.failedUntil = time.Now().Add(4 * time.Second)
+		ss.mu.Unlock()
+	}
+	return ttl, err
 }
 
 // Campaign publishes the proxy's address, and breaks the leadership the

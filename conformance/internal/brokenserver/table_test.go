@@ -47,6 +47,32 @@ var breaks = map[string][]string{
 	"bare-errors":               {"lifecycle/errors-carry-errorinfo"},
 	"watch-no-resume":           {"lifecycle/watch-resumes"},
 	"rm-ignores-receiver-token": {"fencing/stale-resource-manager-token-refused"},
+	"no-token-check":            {"fencing/tokens/*"},
+	"renew-late":                {"faults/keep-alive"},
+}
+
+// Cases of whole families, caught through the invariants every case's
+// trace is checked against (persist-before-ack, persist-before-run), and
+// the recovery faults also by their own checks.
+func init() {
+	breaks["ack-before-persist"] = append(breaks["ack-before-persist"], "faults/*")
+	breaks["no-recovery"] = append(breaks["no-recovery"], "faults/recovery-reads-*")
+	breaks["rerun-dirty"] = append(breaks["rerun-dirty"], "lifecycle/terminal-survives-restart")
+}
+
+// expand returns the names of the cases that the patterns of a break
+// select.
+func expand(patterns []string) []string {
+	var out []string
+	for _, c := range runner.Cases() {
+		for _, p := range patterns {
+			if ok, _ := filepath.Match(p, c.Name); ok {
+				out = append(out, c.Name)
+				break
+			}
+		}
+	}
+	return out
 }
 
 func build(t *testing.T, dir, out, pkg string) string {
@@ -67,7 +93,12 @@ func TestEveryCaseCatchesABrokenServer(t *testing.T) {
 		t.Skip("builds and runs servers for every case")
 	}
 	covered := map[string]bool{}
-	for _, cases := range breaks {
+	for name, patterns := range breaks {
+		cases := expand(patterns)
+		if len(cases) < len(patterns) {
+			t.Errorf("the table lists %v for %s, which name fewer cases", patterns, name)
+		}
+		breaks[name] = cases
 		for _, c := range cases {
 			covered[c] = true
 		}
@@ -77,9 +108,6 @@ func TestEveryCaseCatchesABrokenServer(t *testing.T) {
 			t.Errorf("no broken server fails %s: the case cannot be shown to catch anything", c.Name)
 		}
 		delete(covered, c.Name)
-	}
-	for c := range covered {
-		t.Errorf("the table lists %s, which is no case", c)
 	}
 
 	dir := t.TempDir()

@@ -1,0 +1,732 @@
+package main
+
+// mutants are the bugs planted, one at a time, in the reference server to
+// measure the conformance suite. Each is what a careful implementer of the
+// contract in another language might get wrong; see Mutant.
+var mutants = []Mutant{
+	// ---------------------------------------------------------------
+	// idempotency
+	// ---------------------------------------------------------------
+	{
+		Name: "idempotency/planid-ignores-vertex-config",
+		Doc:  "Plan identity leaves out each vertex's config map (taken as runtime detail), so a resubmission that changes only a vertex config is answered OK created=false instead of ALREADY_EXISTS, and the digest differs from the contract's canonical one (JobGraph: plan identity, ExecutionPlan.digest).",
+		File: "sdk/planid/planid.go",
+		Old: `		ids[v.GetId()] = true
+		if v.GetName() == v.GetId() {`,
+		New: `		ids[v.GetId()] = true
+		v.Config = nil // handed to the subtasks verbatim; not the plan's shape
+		if v.GetName() == v.GetId() {`,
+	},
+	{
+		Name: "idempotency/planid-unsorted-map-keys",
+		Doc:  "The canonical encoding writes map entries in map iteration order rather than by increasing key, so a graph with two or more entries in a config or overrides map gets a random digest and its identical resubmission may be refused ALREADY_EXISTS (JobGraph: canonical encoding, maps in increasing key order).",
+		File: "sdk/planid/planid.go",
+		Old: `	slices.SortFunc(keys, compareKeys)
+	for _, k := range keys {`,
+		New: `	for _, k := range keys {`,
+	},
+	{
+		Name: "idempotency/planid-drops-parallelism-overrides",
+		Doc:  "Normalization drops every parallelism override (misreading 'before overrides' as 'without them'), so two submissions that differ only in JobConfig.parallelism_overrides count as the same plan and the second gets OK created=false instead of ALREADY_EXISTS (JobGraph: only overrides naming no vertex are removed).",
+		File: "sdk/planid/planid.go",
+		Old: `	for id := range c.GetParallelismOverrides() {
+		if !ids[id] {
+			delete(c.ParallelismOverrides, id)
+		}
+	}`,
+		New: `	// Overrides are applied before the plan is persisted: they are not
+	// part of what was submitted.
+	c.ParallelismOverrides = nil`,
+	},
+	{
+		Name: "idempotency/planid-sorts-edges",
+		Doc:  "Normalization sorts the edges, treating them as a set, so a resubmission with the same edges in another order is taken as the same plan although the contract says the order of edges matters (JobGraph: plan identity).",
+		File: "sdk/planid/planid.go",
+		Old: `	c := n.GetConfig()
+	if c == nil {
+		return n
+	}`,
+		New: `	// Edges form a set: their order carries no meaning.
+	slices.SortFunc(n.Edges, func(a, b *jobplanev1.JobEdge) int {
+		return cmp.Or(cmp.Compare(a.GetSourceVertexId(), b.GetSourceVertexId()), cmp.Compare(a.GetTargetVertexId(), b.GetTargetVertexId()))
+	})
+	c := n.GetConfig()
+	if c == nil {
+		return n
+	}`,
+	},
+	{
+		Name: "idempotency/planid-subsecond-duration-is-zero",
+		Doc:  "Normalization treats a Duration with zero seconds as zero whatever its nanos, so restart delays or heartbeat timeouts below one second are unset and two plans differing only in them count as the same (JobGraph: only a Duration of zero is unset).",
+		File: "sdk/planid/planid.go",
+		Old:  `	if d.GetSeconds() == 0 && d.GetNanos() == 0 {`,
+		New:  `	if d.GetSeconds() == 0 {`,
+	},
+	{
+		Name: "idempotency/planid-keeps-multiplier-two",
+		Doc:  "Normalization forgets that an exponential delay's multiplier of 2 means the same as 0, so resubmitting with the default multiplier written out (or left out) is refused ALREADY_EXISTS although it is the same plan (JobGraph: normalization).",
+		File: "sdk/planid/planid.go",
+		Old: `		if e.GetMultiplier() == 2 {
+			e.Multiplier = 0
+		}`,
+		New: ``,
+	},
+	{
+		Name: "idempotency/digest-after-overrides",
+		Doc:  "The Dispatcher takes the plan digest of the graph after parallelism overrides instead of as submitted, so a graph with an override and one with that parallelism written in are taken as the same plan, and ExecutionPlan.digest is not the contract's (SubmitJob: same plan, the graph as submitted, before overrides).",
+		File: "server/internal/dispatcher/submit.go",
+		Old:  `	digest := planid.Digest(graph)`,
+		New:  `	digest := planid.Digest(prepared)`,
+	},
+	{
+		Name: "idempotency/retry-while-initializing-created-true",
+		Doc:  "A retry of a submission whose job is still INITIALIZING is answered created=true, as if it had accepted the job, although only the first call did (SubmitJobResponse.created; concurrent identical submissions: exactly one sees created=true).",
+		File: "server/internal/dispatcher/submit.go",
+		Old:  `			return SubmitOutcome{Created: false, Status: j.latest().GetStatus()}, nil`,
+		New:  `			return SubmitOutcome{Created: j.latest().GetStatus() == jobstatus.Initializing, Status: j.latest().GetStatus()}, nil`,
+	},
+	{
+		Name: "idempotency/terminal-resubmit-already-exists",
+		Doc:  "As Flink does, a resubmission of a globally terminal job with the same plan is refused ALREADY_EXISTS instead of answered OK with its terminal status and created=false (SubmitJob: same id, same plan, job globally terminal).",
+		File: "server/internal/dispatcher/submit.go",
+		Old:  `			if string(j.digest) != string(digest) {`,
+		New:  `			if string(j.digest) != string(digest) || j.result != nil {`,
+	},
+	{
+		Name: "idempotency/globally-terminated-flag-by-runner",
+		Doc:  "ALREADY_EXISTS says globally_terminated only for jobs known from the store's results (no runner here), so a job that ended under the current leader is reported as not terminated (SubmitJob ALREADY_EXISTS metadata: whether that job is globally terminated).",
+		File: "server/internal/dispatcher/submit.go",
+		Old:  `&ExistsError{JobID: jobID, GloballyTerminated: j.result != nil}`,
+		New:  `&ExistsError{JobID: jobID, GloballyTerminated: j.runner == nil}`,
+	},
+	{
+		Name: "idempotency/registered-after-persist",
+		Doc:  "A submission is entered in the job table only once its plan is persisted (a job 'exists once durable'), so concurrent identical submissions all persist and start, and more than one sees created=true with more than one runner (SubmitJob: concurrent identical submissions, exactly one created=true, one persist, one runner).",
+		File: "server/internal/dispatcher/submit.go",
+		Old: `		j := newJob(plan)
+		ld.jobs[jobID] = j
+		d.mu.Unlock()
+		return d.persistAndStart(ld, j, plan)`,
+		New: `		j := newJob(plan)
+		d.mu.Unlock()
+		out, err := d.persistAndStart(ld, j, plan)
+		if err == nil {
+			// A job exists once its plan is durable.
+			d.mu.Lock()
+			ld.jobs[jobID] = j
+			d.mu.Unlock()
+		}
+		return out, err`,
+	},
+	{
+		Name: "idempotency/readback-ignores-digest",
+		Doc:  "After a failed put, the read-back takes any stored plan of the job id as this submission's, so when another submission's plan holds the id the job runs that plan and the call answers created=true instead of ALREADY_EXISTS (SubmitJob: same id, different plan).",
+		File: "server/internal/dispatcher/submit.go",
+		Old:  `	case err == nil && string(stored.GetDigest()) == string(plan.GetDigest()):`,
+		New:  `	case err == nil:`,
+	},
+	{
+		Name: "idempotency/client-plan-exists-as-success",
+		Doc:  "The HA-store client takes EXECUTION_PLAN_EXISTS as 'the plan is stored, as asked', so a submission whose id holds another (earlier, unanswered) plan runs its own graph and answers created=true instead of ALREADY_EXISTS (PutExecutionPlan: a plan is never replaced; SubmitJob: different plan).",
+		File: "server/hastore/hastorerpc/client.go",
+		Old: `	_, err := c.rpc.PutExecutionPlan(ctx, &hastorev1.PutExecutionPlanRequest{Fence: fenceToProto(f), Plan: plan})
+	return fromConnect(err)`,
+		New: `	_, err := c.rpc.PutExecutionPlan(ctx, &hastorev1.PutExecutionPlanRequest{Fence: fenceToProto(f), Plan: plan})
+	if err = fromConnect(err); errors.Is(err, hastore.ErrPlanExists) {
+		// A plan is never replaced: the job has its plan, as asked.
+		return nil
+	}
+	return err`,
+	},
+
+	// ---------------------------------------------------------------
+	// persist
+	// ---------------------------------------------------------------
+	{
+		Name: "persist/duplicate-acked-before-persist",
+		Doc:  "A submission that arrives while an identical one is being persisted is answered OK created=false at once instead of waiting for that persist's outcome, so a client gets OK for a job whose plan is not durable, and may never be (SubmitJob: no response precedes the persist).",
+		File: "server/internal/dispatcher/submit.go",
+		Old: `				// An identical submission is being persisted: wait for its
+				// outcome, then look again.
+				wait := j.persisting
+				d.mu.Unlock()
+				select {
+				case <-wait:
+				case <-ctx.Done():
+					return SubmitOutcome{}, ctx.Err()
+				}
+				continue`,
+		New: `				// An identical submission is being persisted: the job is
+				// accepted already.
+				defer d.mu.Unlock()
+				if string(j.digest) != string(digest) {
+					return SubmitOutcome{}, &ExistsError{JobID: jobID}
+				}
+				return SubmitOutcome{Created: false, Status: jobstatus.Initializing}, nil`,
+	},
+	{
+		Name: "persist/failed-put-left-registered",
+		Doc:  "A submission whose persist failed (UNAVAILABLE, outcome unknown) stays in the job table, so GetJob shows it and a retry is answered OK created=false while nothing is persisted or runs (a submission that failed leaves nothing behind; a job exists once its plan is durable).",
+		File: "server/internal/dispatcher/submit.go",
+		Old: `	if err != nil {
+		d.mu.Lock()
+		ld.forgetLocked(j)
+		close(j.persisting)`,
+		New: `	if err != nil {
+		d.mu.Lock()
+		if errors.Is(err, hastore.ErrStaleToken) || errors.As(err, new(*ExistsError)) {
+			ld.forgetLocked(j)
+		}
+		close(j.persisting)`,
+	},
+	{
+		Name: "persist/unreadable-outcome-taken-as-persisted",
+		Doc:  "When a plan put fails and the plan cannot be read back, the Dispatcher assumes the write went through, starts the job and answers created=true instead of PERSIST_OUTCOME_UNKNOWN (SubmitJob: only after the persist succeeded does the call return OK).",
+		File: "server/internal/dispatcher/submit.go",
+		Old:  `	return nil, fmt.Errorf("%w: %v", ErrOutcomeUnknown, putErr)`,
+		New: `	// The store took the request; it most likely applied it.
+	return plan, nil`,
+	},
+	{
+		Name: "persist/unknown-outcome-never-settled",
+		Doc:  "After answering PERSIST_OUTCOME_UNKNOWN the Dispatcher never looks again, so a plan that was in fact persisted is not run until the next leader recovers it (PERSIST_OUTCOME_UNKNOWN: if the plan was persisted, the job runs, once, whether or not the client retries).",
+		File: "server/internal/dispatcher/submit.go",
+		Old: `		case errors.Is(err, ErrOutcomeUnknown):
+			go d.settleLater(ld, plan)
+			return SubmitOutcome{}, err`,
+		New: `		case errors.Is(err, ErrOutcomeUnknown):
+			return SubmitOutcome{}, err`,
+	},
+	{
+		Name: "persist/timed-out-put-taken-as-success",
+		Doc:  "A plan put that ends in DEADLINE_EXCEEDED is taken as applied, so the job starts and the client gets created=true although the store never confirmed the plan (SubmitJob: persist before run; PERSIST_OUTCOME_UNKNOWN when the store cannot confirm).",
+		File: "server/internal/dispatcher/submit.go",
+		Old:  `	granted, err := d.cfg.PutPlan(ctx, f, plan)`,
+		New: `	granted, err := d.cfg.PutPlan(ctx, f, plan)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// The store had the write; only its answer was late.
+		err = nil
+	}`,
+	},
+	{
+		Name: "persist/unavailable-put-not-read-back",
+		Doc:  "A plan put answered UNAVAILABLE is reported PERSIST_FAILED without reading back what the store holds, so a put the store did apply is told 'not persisted' while the job later runs anyway (ERROR_REASON_PERSIST_FAILED: the plan is not persisted, as far as the store shows).",
+		File: "server/internal/dispatcher/submit.go",
+		Old:  `	if err != nil && !errors.Is(err, hastore.ErrStaleToken) && !errors.Is(err, hastore.ErrInvalidArgument) && !errors.Is(err, hastore.ErrResultExists) {`,
+		New:  `	if err != nil && !errors.Is(err, hastore.ErrStaleToken) && !errors.Is(err, hastore.ErrInvalidArgument) && !errors.Is(err, hastore.ErrResultExists) && !errors.Is(err, hastore.ErrUnavailable) {`,
+	},
+	{
+		Name: "persist/cancel-unrecorded-still-cancels",
+		Doc:  "When RequestJobCancel fails, CancelJob cancels the job locally and answers OK instead of CANCEL_NOT_RECORDED, so an acknowledged cancellation is lost on a change of leader (CancelJob: durable before it answers; CANCEL_NOT_RECORDED means nothing was done).",
+		File: "server/internal/dispatcher/query.go",
+		Old: `	if err := d.requestCancel(ld, jobID); err != nil {
+		if !errors.Is(err, hastore.ErrPlanNotFound) {`,
+		New: `	if err := d.requestCancel(ld, jobID); err != nil {
+		if errors.Is(err, ErrCancelNotRecorded) {
+			// Best effort: the client asked for it, cancel here anyway.
+			return r.Cancel(ctx), nil
+		}
+		if !errors.Is(err, hastore.ErrPlanNotFound) {`,
+	},
+	{
+		Name: "persist/cancel-initializing-not-recorded",
+		Doc:  "A job still INITIALIZING (no JobMaster yet) is canceled in memory only, without RequestJobCancel, so if the leader changes before it ends the recovered job runs (CancelJob: recorded in the HA store before it answers and before anything is done).",
+		File: "server/internal/dispatcher/query.go",
+		Old: `	// The request is made durable before anything is done for it, so that
+	// a leader that recovers the job cancels it too.`,
+		New: `	if r.JobMaster() == nil {
+		// Nothing runs yet: there is nothing to make durable.
+		return r.Cancel(ctx), nil
+	}
+	// The request is made durable before anything is done for it, so that
+	// a leader that recovers the job cancels it too.`,
+	},
+	{
+		Name: "persist/cancel-acts-before-record",
+		Doc:  "CancelJob starts canceling the job's tasks while it records the request, so tasks are canceled before the request is durable, also when recording then fails with CANCEL_NOT_RECORDED (CancelJob: before it does anything for the request, the Dispatcher records it).",
+		File: "server/internal/dispatcher/query.go",
+		Old: `	// a leader that recovers the job cancels it too.
+	if err := d.requestCancel(ld, jobID); err != nil {`,
+		New: `	// a leader that recovers the job cancels it too. Both at once.
+	go r.Cancel(context.WithoutCancel(ctx))
+	if err := d.requestCancel(ld, jobID); err != nil {`,
+	},
+	{
+		Name: "persist/terminal-published-before-result",
+		Doc:  "The Dispatcher shows a job's globally terminal status (WatchJob, GetJob) before its job result is written, so a client sees FINISHED for a job that a new leader may run again if that write fails (JobStatus: globally terminal means the job has a job result).",
+		File: "server/internal/dispatcher/dispatcher.go",
+		Old: `	cleaned := false
+	for attempt := 0; ; attempt++ {`,
+		New: `	d.mu.Lock()
+	ld.recordLocked(j, summaryOfResult(result))
+	d.mu.Unlock()
+	cleaned := false
+	for attempt := 0; ; attempt++ {`,
+	},
+
+	// ---------------------------------------------------------------
+	// cleanup
+	// ---------------------------------------------------------------
+	{
+		Name: "cleanup/clean-before-plan-delete",
+		Doc:  "Cleanup marks the job result clean before it deletes the plan, so a leader change in between leaves a clean result with a plan that no one will ever remove (persist before run: marked clean only after cleanup succeeded).",
+		File: "server/internal/dispatcher/dispatcher.go",
+		Old: `		if step == 0 {
+			err = d.cfg.Store.DeleteExecutionPlan(cctx, f, jobID)
+		} else {
+			err = d.cfg.Store.MarkJobResultClean(cctx, f, jobID)
+		}`,
+		New: `		if step == 0 {
+			err = d.cfg.Store.MarkJobResultClean(cctx, f, jobID)
+		} else {
+			err = d.cfg.Store.DeleteExecutionPlan(cctx, f, jobID)
+		}`,
+	},
+	{
+		Name: "cleanup/plan-deleted-before-result",
+		Doc:  "When a job ends, the Dispatcher first tries to delete its plan and only then writes the dirty result, so the store sees a plan removal before the job has a result (a job's result is written dirty before its plan is removed; DeleteExecutionPlan only once the job has a result entry).",
+		File: "server/internal/dispatcher/dispatcher.go",
+		Old: `	f := ld.l.Fence()
+	// A store that can (hastore.JobFinisher) records the result and cleans`,
+		New: `	f := ld.l.Fence()
+	// The job is over: its plan goes first, so that no leader runs it again.
+	if err := d.cfg.Store.DeleteExecutionPlan(ld.ctx, f, j.id); err != nil {
+		d.log.Debug("removing the plan of a terminated job", "job", j.id, "err", err)
+	}
+	// A store that can (hastore.JobFinisher) records the result and cleans`,
+	},
+	{
+		Name: "cleanup/canceled-job-not-cleaned",
+		Doc:  "The cleanup after a job ends is skipped for CANCELED jobs (their tasks are gone already), so their plan and cancel request stay and their result stays dirty until the next leader's recovery (dirty result, then cleanup, then mark clean, for every globally terminal job).",
+		File: "server/internal/dispatcher/dispatcher.go",
+		Old: `	if !cleaned {
+		d.cleanup(ld.ctx, f, j.id)
+	}`,
+		New: `	if !cleaned && result.GetStatus() != jobstatus.Canceled {
+		d.cleanup(ld.ctx, f, j.id)
+	}`,
+	},
+	{
+		Name: "cleanup/clean-after-failed-delete",
+		Doc:  "When the plan delete fails, cleanup logs it and goes on to mark the result clean, so a clean result coexists with the job's plan (MarkJobResultClean: once its cleanup is done; marked clean only after cleanup succeeded).",
+		File: "server/internal/dispatcher/dispatcher.go",
+		Old: `		case err == nil, step == 1 && errors.Is(err, hastore.ErrResultNotFound):
+			step++
+			continue`,
+		New: `		case err == nil, step == 1 && errors.Is(err, hastore.ErrResultNotFound):
+			step++
+			continue
+		case step == 0 && !errors.Is(err, hastore.ErrStaleToken):
+			// The plan goes with the next leader's recovery; the result is
+			// final either way.
+			d.log.Warn("deleting a terminated job's plan failed", "job", jobID, "err", err)
+			step++
+			continue`,
+	},
+	{
+		Name: "cleanup/result-unavailable-taken-as-written",
+		Doc:  "A CreateDirtyJobResult answered UNAVAILABLE is taken as written, so the job is published as globally terminal and its cleanup begun without a durable result, and a later leader runs it again (dirty job result written before the plan is removed; terminal means the job has a result).",
+		File: "server/internal/dispatcher/dispatcher.go",
+		Old:  `		if err == nil || errors.Is(err, hastore.ErrResultExists) {`,
+		New:  `		if err == nil || errors.Is(err, hastore.ErrResultExists) || errors.Is(err, hastore.ErrUnavailable) {`,
+	},
+	{
+		Name: "cleanup/store-cancel-request-outlives-plan",
+		Doc:  "The store's plan delete leaves the job's cancel request behind, so once the id is used again (after DeleteJobResultEntry) its new plan reads cancel_requested and a recovering leader cancels it (RequestJobCancel: the record lasts as long as the plan and goes with it).",
+		File: "server/hastore/etcd.go",
+		Old:  `	return []clientv3.Op{clientv3.OpDelete(s.planKey(jobID)), clientv3.OpDelete(s.cancelKey(jobID))}`,
+		New:  `	return []clientv3.Op{clientv3.OpDelete(s.planKey(jobID))}`,
+	},
+	{
+		Name: "cleanup/store-deletes-dirty-result",
+		Doc:  "The store's DeleteJobResultEntry refuses only entries without a state, so a dirty result is deleted and its job's id can run again before its cleanup finished (DeleteJobResultEntry: FAILED_PRECONDITION JOB_RESULT_DIRTY for a dirty entry).",
+		File: "server/hastore/etcd.go",
+		Old: `		case e.GetState() != hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN:
+			return nil, ErrResultDirty`,
+		New: `		case e.GetState() == hastorev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED:
+			return nil, ErrResultDirty`,
+	},
+	{
+		Name: "cleanup/store-deletes-plan-without-result",
+		Doc:  "The store's DeleteExecutionPlan compares the result key's create revision with > -1 instead of > 0, so a plan is removed from a job that has no result entry and the job is left with neither (DeleteExecutionPlan: NOT_FOUND JOB_RESULT_NOT_FOUND without a result entry; a job is never without both).",
+		File: "server/hastore/etcd.go",
+		Old:  `		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.resultKey(jobID)), ">", 0)},`,
+		New:  `		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.resultKey(jobID)), ">", -1)},`,
+	},
+
+	// ---------------------------------------------------------------
+	// recovery
+	// ---------------------------------------------------------------
+	{
+		Name: "recovery/serves-before-recovery",
+		Doc:  "A new leader's Dispatcher serves calls before recovery finished, so meanwhile recovered jobs are NOT_FOUND and a resubmission of one starts a second runner beside the recovered one (on gaining leadership a Dispatcher first finishes cleanups, then recovers every persisted plan).",
+		File: "server/internal/dispatcher/dispatcher.go",
+		Old: `	if err := d.recover(ctx, ld); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("dispatcher: recovery: %w", err)
+	}
+	close(ld.ready)`,
+		New: `	close(ld.ready)
+	if err := d.recover(ctx, ld); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("dispatcher: recovery: %w", err)
+	}`,
+	},
+	{
+		Name: "recovery/clean-results-forgotten",
+		Doc:  "Recovery loads only dirty job results, so after a change of leader a job that ended cleanly is unknown: GetJob answers NOT_FOUND and resubmitting it fails instead of answering its terminal status (GetJob: jobs are known for as long as their result is kept; SubmitJob: job globally terminal).",
+		File: "server/internal/dispatcher/dispatcher.go",
+		Old:  `	entries, err := d.cfg.Store.ListJobResultEntries(ctx, hastorev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED, "", 0)`,
+		New:  `	entries, err := d.cfg.Store.ListJobResultEntries(ctx, hastorev1.JobResultState_JOB_RESULT_STATE_DIRTY, "", 0)`,
+	},
+	{
+		Name: "recovery/dirty-cleanup-not-finished",
+		Doc:  "A new leader records the jobs with a dirty result as terminated but does not finish their cleanup, so their plans stay and their results stay dirty for ever (on gaining leadership a Dispatcher first finishes the cleanup of jobs that have a dirty result).",
+		File: "server/internal/dispatcher/dispatcher.go",
+		Old: `			d.log.Info("finishing the cleanup of a terminated job", "job", res.GetJobId())
+			d.cleanup(ctx, f, res.GetJobId())`,
+		New: `			// Known as terminated: it never runs again.
+			d.log.Info("a terminated job's cleanup is pending", "job", res.GetJobId(), "fence", f)`,
+	},
+	{
+		Name: "recovery/cancel-request-ignored",
+		Doc:  "A recovered job whose cancellation was requested is run normally instead of ended CANCELED without deploying anything (CancelJob: an acknowledged cancellation survives a change of leader; RequestJobCancel).",
+		File: "server/internal/dispatcher/dispatcher.go",
+		Old:  `		err = d.startLocked(ld, j, plan, true, canceled, nil)`,
+		New:  `		err = d.startLocked(ld, j, plan, true, false, nil)`,
+	},
+	{
+		Name: "recovery/unreadable-plan-skipped",
+		Doc:  "A plan that recovery cannot read (a transient store error) is skipped instead of failing the recovery, so an acknowledged job is never run while this leader leads (recovery: every persisted plan without a result is recovered; no acknowledged submission lost).",
+		File: "server/internal/dispatcher/dispatcher.go",
+		Old: `		plan, err := d.cfg.Store.GetExecutionPlan(ctx, id)
+		if errors.Is(err, hastore.ErrPlanNotFound) {
+			continue
+		}`,
+		New: `		plan, err := d.cfg.Store.GetExecutionPlan(ctx, id)
+		if err != nil {
+			d.log.Warn("skipping a plan that cannot be read", "job", id, "err", err)
+			continue
+		}`,
+	},
+	{
+		Name: "recovery/plans-short-page-is-last",
+		Doc:  "The store client stops listing plans at the first page shorter than it asked for, although the store may return fewer and gives a next_page_token, so recovery misses the plans after it (ListExecutionPlansResponse.next_page_token: empty on the last page).",
+		File: "server/hastore/hastorerpc/client.go",
+		Old: `		ids = append(ids, resp.GetJobIds()...)
+		after = resp.GetNextPageToken()
+		if after == "" || limit > 0 && len(ids) >= limit {`,
+		New: `		ids = append(ids, resp.GetJobIds()...)
+		after = resp.GetNextPageToken()
+		if after == "" || len(resp.GetJobIds()) < size || limit > 0 && len(ids) >= limit {`,
+	},
+	{
+		Name: "recovery/results-first-page-only",
+		Doc:  "The store client returns only the first page of job result entries when asked for all, so a leader with many results neither knows the later jobs as terminated nor finishes their dirty cleanups (ListJobResultEntries paging; recovery finishes every dirty cleanup).",
+		File: "server/hastore/hastorerpc/client.go",
+		Old:  `		if after == "" || limit > 0 && len(entries) >= limit {`,
+		New:  `		if after == "" || limit == 0 || len(entries) >= limit {`,
+	},
+	{
+		Name: "recovery/store-list-after-inclusive",
+		Doc:  "The store resumes a listing at the page token's id instead of after it, so every page repeats the last id of the one before, and a client paging one at a time never ends (ListExecutionPlansRequest.page_token: the last job id of the previous page).",
+		File: "server/hastore/etcd.go",
+		Old:  `		from = pfx + after + "\x00"`,
+		New:  `		from = pfx + after`,
+	},
+	{
+		Name: "recovery/store-list-no-next-token",
+		Doc:  "The store's ListExecutionPlans sets a next_page_token only when it found more ids than the page holds, which it never does, so every listing ends after its first page and a recovering leader misses plans (ListExecutionPlansResponse.next_page_token).",
+		File: "server/hastore/hastorerpc/handler.go",
+		Old: `	if len(ids) == size {
+		resp.NextPageToken = ids[len(ids)-1]`,
+		New: `	if len(ids) > size {
+		resp.NextPageToken = ids[len(ids)-1]`,
+	},
+	{
+		Name: "recovery/keepalive-validity-from-receipt",
+		Doc:  "The session's validity is counted from when a KeepAlive's answer arrived rather than when it was sent, so a leader whose renewals are answered late acts past the instant its lease may have expired (KeepAlive: holds until the send time of the last acknowledged KeepAlive plus the TTL; FencingToken rule 1).",
+		File: "server/hastore/hastorerpc/client.go",
+		Old: `	sent := time.Now()
+	resp, err := s.c.rpc.KeepAlive(ctx, &hastorev1.KeepAliveRequest{SessionId: s.id})`,
+		New: `	resp, err := s.c.rpc.KeepAlive(ctx, &hastorev1.KeepAliveRequest{SessionId: s.id})
+	sent := time.Now()`,
+	},
+	{
+		Name: "recovery/paused-leader-answers",
+		Doc:  "A leadership counts as valid while its session has a validity at all, not while that instant is still ahead, so a process that stood still past its lease answers and deploys as leader before its timers fire (FencingToken rule 1: it checks this as it acts; a paused leader never answers as leader).",
+		File: "server/hastore/leadership.go",
+		Old:  `	return l.validUntil == nil || time.Now().Before(l.validUntil())`,
+		New:  `	return l.validUntil == nil || !l.validUntil().IsZero()`,
+	},
+	{
+		Name: "recovery/resync-ignores-missing-leadership",
+		Doc:  "On reconnecting WatchSession, the client ends only leaderships the snapshot shows with another token, not those it lacks, so a leadership revoked while the stream was down keeps acting (WatchSession: a leadership the client believed held and not granted in the snapshot has ended).",
+		File: "server/hastore/hastorerpc/client.go",
+		Old:  `		if !c.token.IsZero() && snapshot[e] != c.token {`,
+		New:  `		if !c.token.IsZero() && !snapshot[e].IsZero() && snapshot[e] != c.token {`,
+	},
+
+	// ---------------------------------------------------------------
+	// fencing
+	// ---------------------------------------------------------------
+	{
+		Name: "fencing/jm-compares-only-epoch",
+		Doc:  "The JobMaster compares only the epoch of a caller's token, so a call carrying the current epoch with another (or a forged) session_id is accepted instead of refused (JobMasterService: every call fenced by the job's token; FencingToken).",
+		File: "server/internal/jobmaster/router.go",
+		Old: `	case token != jm.cfg.Token:
+		return nil, apierror.StaleToken(`,
+		New: `	case token.Epoch != jm.cfg.Token.Epoch:
+		return nil, apierror.StaleToken(`,
+	},
+	{
+		Name: "fencing/jm-compares-only-session",
+		Doc:  "The JobMaster compares only the session of a caller's token, so a token of an older grant held by the same session is accepted instead of ABORTED STALE_FENCING_TOKEN (JobMasterService: a request with an older token is refused).",
+		File: "server/internal/jobmaster/router.go",
+		Old: `	case token != jm.cfg.Token:
+		return nil, apierror.StaleToken(`,
+		New: `	case token.SessionID != jm.cfg.Token.SessionID:
+		return nil, apierror.StaleToken(`,
+	},
+	{
+		Name: "fencing/offer-accepts-older-epoch",
+		Doc:  "OfferSlots under an older JobMaster token of the job is handed to the current JobMaster instead of refused, so slots offered to a deposed JobMaster are taken (OfferSlots: ABORTED STALE_FENCING_TOKEN for an older token).",
+		File: "server/internal/jobmaster/handler.go",
+		Old: `	jm, err := r.route(ctx, req.GetJobId(), req.GetJobMasterToken())
+	if err != nil {
+		return nil, err
+	}
+	resp := &clusterv1.OfferSlotsResponse{`,
+		New: `	jm, err := r.route(ctx, req.GetJobId(), req.GetJobMasterToken())
+	if apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
+		// The slots were allocated to the job: the current JobMaster takes
+		// an offer made under an older token of it.
+		r.mu.Lock()
+		if cur := r.masters[req.GetJobId()]; cur != nil {
+			jm, err = cur, nil
+		}
+		r.mu.Unlock()
+	}
+	if err != nil {
+		return nil, err
+	}
+	resp := &clusterv1.OfferSlotsResponse{`,
+	},
+	{
+		Name: "fencing/finished-update-unfenced",
+		Doc:  "UpdateTaskExecutionState reporting FINISHED is taken whatever its token (a finished task counts as finished), so a stale JobMaster's attempt can finish the current one's subtask instead of being refused STALE_FENCING_TOKEN (UpdateTaskExecutionState: fenced by the job's token).",
+		File: "server/internal/jobmaster/handler.go",
+		Old: `	jm, err := r.route(ctx, req.GetJobId(), req.GetJobMasterToken())
+	if err != nil {
+		return nil, err
+	}
+	var refused []error
+	r.heard(req.GetTaskExecutorId())
+	if err := jm.do(ctx, func() {
+		refused = jm.update(req.GetTaskExecutorId(), req.GetStatus())`,
+		New: `	token := req.GetJobMasterToken()
+	if req.GetStatus().GetState() == jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED {
+		// A task that finished has finished, under whichever JobMaster.
+		r.mu.Lock()
+		if cur := r.masters[req.GetJobId()]; cur != nil {
+			token = protoToken(cur.cfg.Token)
+		}
+		r.mu.Unlock()
+	}
+	jm, err := r.route(ctx, req.GetJobId(), token)
+	if err != nil {
+		return nil, err
+	}
+	var refused []error
+	r.heard(req.GetTaskExecutorId())
+	if err := jm.do(ctx, func() {
+		refused = jm.update(req.GetTaskExecutorId(), req.GetStatus())`,
+	},
+	{
+		Name: "fencing/batched-updates-fenced-by-first-entry",
+		Doc:  "UpdateTaskExecutionStatesOfJobs checks only the first entry's token and takes the other entries unchecked, so a stale token in any later entry is accepted (UpdateTaskExecutionStatesOfJobs: each entry fenced by its own token, refused on its own).",
+		File: "server/internal/jobmaster/handler.go",
+		Old:  `		jm, err := r.route(ctx, entry.GetJobId(), entry.GetJobMasterToken())`,
+		New: `		token := entry.GetJobMasterToken()
+		if i > 0 {
+			// One TaskExecutor, one report: the call was fenced once.
+			r.mu.Lock()
+			if cur := r.masters[entry.GetJobId()]; cur != nil {
+				token = protoToken(cur.cfg.Token)
+			}
+			r.mu.Unlock()
+		}
+		jm, err := r.route(ctx, entry.GetJobId(), token)`,
+	},
+	{
+		Name: "fencing/jm-heartbeat-accepts-missing-token",
+		Doc:  "The per-job Heartbeat without a token (or with epoch 0) is taken as addressed to the current JobMaster instead of refused, so a malformed token is accepted (JobMasterService: every call fenced by the job's token; FencingToken: zero epoch is malformed).",
+		File: "server/internal/jobmaster/handler.go",
+		Old: `func (r *Router) Heartbeat(ctx context.Context, req *clusterv1.JobMasterServiceHeartbeatRequest) (*clusterv1.JobMasterServiceHeartbeatResponse, error) {
+	jm, err := r.route(ctx, req.GetJobId(), req.GetJobMasterToken())`,
+		New: `func (r *Router) Heartbeat(ctx context.Context, req *clusterv1.JobMasterServiceHeartbeatRequest) (*clusterv1.JobMasterServiceHeartbeatResponse, error) {
+	token := req.GetJobMasterToken()
+	if token.GetEpoch() == 0 {
+		// No token: the heartbeat only says the TaskExecutor is alive.
+		r.mu.Lock()
+		if cur := r.masters[req.GetJobId()]; cur != nil {
+			token = protoToken(cur.cfg.Token)
+		}
+		r.mu.Unlock()
+	}
+	jm, err := r.route(ctx, req.GetJobId(), token)`,
+	},
+	{
+		Name: "fencing/disconnect-accepts-any-token",
+		Doc:  "DisconnectTaskExecutor is taken under any token of the job (the ResourceManager may hold an older one), so a stale caller can drop a TaskExecutor and fail its attempts under the current JobMaster (DisconnectTaskExecutor: ABORTED STALE_FENCING_TOKEN).",
+		File: "server/internal/jobmaster/handler.go",
+		Old: `func (r *Router) DisconnectTaskExecutor(ctx context.Context, req *clusterv1.DisconnectTaskExecutorRequest) (*clusterv1.DisconnectTaskExecutorResponse, error) {
+	jm, err := r.route(ctx, req.GetJobId(), req.GetJobMasterToken())`,
+		New: `func (r *Router) DisconnectTaskExecutor(ctx context.Context, req *clusterv1.DisconnectTaskExecutorRequest) (*clusterv1.DisconnectTaskExecutorResponse, error) {
+	// The ResourceManager may carry the token of an earlier registration:
+	// a lost TaskExecutor is lost for the job whatever the token.
+	token := req.GetJobMasterToken()
+	r.mu.Lock()
+	if cur := r.masters[req.GetJobId()]; cur != nil && token.GetEpoch() <= cur.cfg.Token.Epoch {
+		token = protoToken(cur.cfg.Token)
+	}
+	r.mu.Unlock()
+	jm, err := r.route(ctx, req.GetJobId(), token)`,
+	},
+	{
+		Name: "fencing/te-heartbeat-older-token-report-taken",
+		Doc:  "A TaskExecutor heartbeat that reports attempts under an older JobMaster token is handed to the current JobMaster instead of being answered FOLLOW, so attempt states of a deposed JobMaster are applied to the new one (JobMasterService: older token refused; TaskExecutorService: attempts under an older token are never reported).",
+		File: "server/internal/jobmaster/router.go",
+		Old: `		case token != jm.cfg.Token:
+			// Older, or another grant's of an equal epoch: its report is`,
+		New: `		case token != jm.cfg.Token && len(jr.GetAttempts()) == 0 && !jr.GetComplete():
+			// Older, or another grant's of an equal epoch: its report is`,
+	},
+	{
+		Name: "fencing/deploy-after-lease-lapse",
+		Doc:  "The JobMaster sends SubmitTasks without checking, as it sends, that its leadership still certainly holds, so a JobMaster that stood still past its lease deploys beside its successor (FencingToken rule 1: past that instant it deploys nothing; no subtask runs twice at once).",
+		File: "server/internal/jobmaster/deploy.go",
+		Old: `			if !jm.valid() {
+				return // not certainly the leader any more; the JobMaster suspends the job
+			}
+`,
+		New: ``,
+	},
+	{
+		Name: "fencing/rm-register-accepts-older-jobmaster",
+		Doc:  "RegisterJobMaster does not check the JobMaster's token against the newest registered for the job, so a deposed JobMaster's registration replaces the newer one and slot requests go out under its older token (RegisterJobMaster: ABORTED STALE_FENCING_TOKEN if a newer token of the job has registered).",
+		File: "server/internal/resourcemanager/handler.go",
+		Old: `	if err := rm.checkJobLocked(req.GetJobId(), token); err != nil {
+		return nil, err
+	}
+	rm.pool.registerJob(req.GetJobId(), token, req.GetJobMasterAddress())`,
+		New: `	if !rm.leadingLocked() {
+		return nil, apierror.NotLeader(hastore.ElectionJobManager, "")
+	}
+	rm.pool.registerJob(req.GetJobId(), token, req.GetJobMasterAddress())`,
+	},
+	{
+		Name: "fencing/rm-declare-ignores-rm-token",
+		Doc:  "DeclareResourceRequirements does not check the ResourceManager token the JobMaster sends back, so a declaration meant for an earlier (or another) ResourceManager leadership is acted on instead of refused NOT_REGISTERED (ResourceManagerService: fencing in both directions).",
+		File: "server/internal/resourcemanager/handler.go",
+		Old: `	token := tokenOf(req.GetJobMasterToken())
+	if err := rm.checkReceiverLocked(req.GetJobId(), tokenOf(req.GetResourceManagerToken())); err != nil {
+		return nil, err
+	}
+	if err := rm.checkJobLocked(req.GetJobId(), token); err != nil {
+		return nil, err
+	}
+	j := rm.pool.jobs[req.GetJobId()]`,
+		New: `	token := tokenOf(req.GetJobMasterToken())
+	if err := rm.checkJobLocked(req.GetJobId(), token); err != nil {
+		return nil, err
+	}
+	j := rm.pool.jobs[req.GetJobId()]`,
+	},
+	{
+		Name: "fencing/rm-accepts-equal-epoch-other-session",
+		Doc:  "The ResourceManager refuses a TaskExecutor's token only when its epoch is older, so a token with the current epoch and another (or forged) session_id is accepted (ResourceManagerService: a call with another token is refused with ABORTED STALE_FENCING_TOKEN).",
+		File: "server/internal/resourcemanager/handler.go",
+		Old: `	case t != rm.token:
+		return apierror.StaleToken(hastore.ElectionJobManager, rm.token.SessionID, rm.token.Epoch)`,
+		New: `	case t.Epoch < rm.token.Epoch:
+		return apierror.StaleToken(hastore.ElectionJobManager, rm.token.SessionID, rm.token.Epoch)`,
+	},
+	{
+		Name: "fencing/store-fence-ignores-epoch",
+		Doc:  "The store's fence checks only that the writer's session holds a key in the election, not its create revision, so a write under an older grant of the same session, or any epoch, is accepted (Fence: a write succeeds only if token is the election's current grant).",
+		File: "server/hastore/etcd.go",
+		Old:  `		clientv3.Compare(clientv3.CreateRevision(s.leaderKey(f.Election, f.Token.SessionID)), "=", epoch),`,
+		New:  `		clientv3.Compare(clientv3.CreateRevision(s.leaderKey(f.Election, f.Token.SessionID)), ">", 0),`,
+	},
+	{
+		Name: "fencing/store-fence-only-no-older-key",
+		Doc:  "The store's fence checks only that no key of the election is older than the token's epoch, not that the writer holds the leader key, so a deposed leader's older token, or any session with the current epoch, writes (Fence: checked atomically that token is the current grant; STALE_FENCING_TOKEN otherwise).",
+		File: "server/hastore/etcd.go",
+		Old: `	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(s.leaderKey(f.Election, f.Token.SessionID)), "=", epoch),
+		clientv3.Compare(clientv3.CreateRevision(s.electionPrefix(f.Election)+"/").WithPrefix(), ">", epoch-1),
+	}`,
+		New: `	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(s.electionPrefix(f.Election)+"/").WithPrefix(), ">", epoch-1),
+	}`,
+	},
+	{
+		Name: "fencing/store-accepts-zero-epoch",
+		Doc:  "The store does not refuse a token with epoch 0, and its fence then matches any session without a key in the election (create revision 0), so a malformed token writes plans and results (FencingToken.epoch: zero is malformed; INVALID_ARGUMENT for malformed tokens).",
+		File: "server/hastore/validate.go",
+		Old: `	if f.Token.Epoch == 0 {
+		v.add(field+".token.epoch", "must be positive")
+	}`,
+		New: ``,
+	},
+	{
+		Name: "fencing/store-job-election-writes-plans",
+		Doc:  "The store accepts plan and result writes fenced by a job election (the check is inverted to refuse only unknown names), so a JobMaster's token writes plans and results (HAStoreService: a plan or result write fenced by any election other than jobmanager is INVALID_ARGUMENT).",
+		File: "server/hastore/validate.go",
+		Old:  `	if f.Election != ElectionJobManager && ValidElection(f.Election) {`,
+		New:  `	if f.Election != ElectionJobManager && !ValidElection(f.Election) {`,
+	},
+	{
+		Name: "fencing/committer-batch-drops-fence",
+		Doc:  "The group committer sends the writes it batches without their comparisons (only a write that goes alone keeps them), so under concurrent writes a stale token's write, a stale resign and a repeated plan put are all applied (Fence: checked atomically with the write; fenced writes).",
+		File: "server/hastore/committer.go",
+		Old: `	for i, w := range batch {
+		ops[i] = w.op
+	}`,
+		New: `	for i, w := range batch {
+		// Each write was checked when it was queued: send its effects.
+		_, then, _ := w.op.Txn()
+		ops[i] = clientv3.OpTxn(nil, then, nil)
+	}`,
+	},
+	{
+		Name: "fencing/store-resign-ignores-epoch",
+		Doc:  "The store's Resign deletes the session's leader key whatever its create revision, so resigning with an older token of a session that leads again ends its current leadership (Resign: resigning with a token that no longer leads succeeds and changes nothing).",
+		File: "server/hastore/etcd.go",
+		Old: `	epoch := int64(min(f.Token.Epoch, math.MaxInt64))
+	_, _, err := s.commit.do(ctx, clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", epoch)},`,
+		New: `	_, _, err := s.commit.do(ctx, clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), ">", 0)},`,
+	},
+	{
+		Name: "fencing/store-put-fills-missing-token",
+		Doc:  "The store's PutExecutionPlan handler fills a missing fence token with the election's current leader's, so a plan put without a token (or by a non-leader) is accepted instead of INVALID_ARGUMENT (HAStoreService: malformed tokens are INVALID_ARGUMENT; Fence: the writer's token).",
+		File: "server/hastore/hastorerpc/handler.go",
+		Old: `func (h *Handler) PutExecutionPlan(ctx context.Context, req *hastorev1.PutExecutionPlanRequest) (*hastorev1.PutExecutionPlanResponse, error) {
+	f := fenceFromProto(req.GetFence())`,
+		New: `func (h *Handler) PutExecutionPlan(ctx context.Context, req *hastorev1.PutExecutionPlanRequest) (*hastorev1.PutExecutionPlanResponse, error) {
+	f := fenceFromProto(req.GetFence())
+	if f.Token.IsZero() {
+		// No token: the put is made as the election's current leader.
+		if info, err := h.store.Leader(ctx, f.Election); err == nil {
+			f.Token = info.Token
+		}
+	}`,
+	},
+}
