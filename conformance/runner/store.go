@@ -200,11 +200,12 @@ type session struct {
 
 func (ss *session) Campaign(ctx context.Context, election, address string) (*hastore.Leadership, error) {
 	key := jobOf(election)
+	// The campaign as it arrives; its grant (or failure) once it returns.
+	ss.s.log.Add(Event{Source: "store", Op: "campaign", Key: key})
 	flt, armed := ss.s.take("campaign", key)
 	if armed {
 		ctx = flt.wait(ctx)
 	}
-	ss.s.log.Add(Event{Source: "store", Op: "campaign", Key: key})
 	if armed && flt.before != nil {
 		ss.s.log.Add(Event{Source: "store", Op: "granted", Key: key, Err: flt.before})
 		return nil, flt.before
