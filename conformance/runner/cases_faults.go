@@ -129,6 +129,22 @@ func jobCallFaults(t *T, op string) {
 				return
 			}
 			t.submitRetrying(id, blockingGraph(2))
+			if op == "create-dirty" {
+				// Asked while the result is being written: the
+				// invariants judge every status answered.
+				done := make(chan struct{})
+				defer close(done)
+				go func() {
+					for {
+						select {
+						case <-done:
+							return
+						case <-time.After(50 * time.Millisecond):
+							t.status(id)
+						}
+					}
+				}()
+			}
 			t.endsCleanly(id, jobplanev1.JobStatus_JOB_STATUS_FINISHED, what)
 			t.deployedOnce(id, 4)
 		}()

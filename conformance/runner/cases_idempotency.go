@@ -74,6 +74,20 @@ var idempotencyCases = []Case{
 			t.Errorf("%d plan puts for the job; expected 1", n)
 		}
 	}},
+	{Name: "idempotency/plan-identity", Requires: []string{FeatureResourceManager},
+		Doc: "while the job runs and after it ended, a plan that differs in any part (a config entry, the order of edges or vertices, an override, a restart setting, a sub-second duration, a name) is ALREADY_EXISTS, and one written otherwise with the same meaning is created=false", Run: planIdentity},
+	{Name: "idempotency/different-plan-after-lost-ack", Requires: []string{FeatureResourceManager},
+		Doc: "a plan put applied with its answer lost, then another plan under the same id: ALREADY_EXISTS, and the job runs the first plan, once", Run: func(t *T) {
+			id := t.job("j")
+			t.env.store.arm(fault{op: "put-plan", key: id, after: hastore.ErrUnavailable})
+			_, _ = t.submit(id, chainGraph(1))
+			_, err := t.submit(id, noopGraph(2))
+			if connect.CodeOf(err) != connect.CodeAlreadyExists || reason(err) != "JOB_ALREADY_EXISTS" {
+				t.Errorf("another plan under the id of a durable plan (its put's answer lost) answered %v; expected ALREADY_EXISTS (JOB_ALREADY_EXISTS): a plan is never replaced", err)
+			}
+			t.submitRetrying(id, chainGraph(1))
+			t.finishedOnce(id, 3)
+		}},
 	{Name: "idempotency/retry-in-another-encoding", Requires: []string{FeatureResourceManager},
 		Doc: "the same plan resubmitted in JSON, map entries reordered and default or equivalent values written out, is created=false with one plan put", Run: retryInAnotherEncoding},
 	{Name: "idempotency/concurrent-identical", Requires: []string{FeatureResourceManager},
@@ -118,9 +132,12 @@ var idempotencyCases = []Case{
 				id := t.job(sh.name)
 				t.env.store.arm(fault{op: "put-plan", key: id, after: hastore.ErrUnavailable})
 				var err error
-				for range 5 {
+				for i := range 5 {
 					if _, err = t.submit(id, sh.graph); err == nil {
 						break
+					}
+					if i == 0 && reason(err) == "PERSIST_FAILED" {
+						t.Errorf("%s graph: SubmitJob whose plan put the store applied (its answer lost) answered %v; expected success or PERSIST_OUTCOME_UNKNOWN: the plan is durable, which a read-back shows", sh.name, err)
 					}
 				}
 				if err != nil {

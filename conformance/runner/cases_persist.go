@@ -5,6 +5,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -75,14 +76,23 @@ var persistCases = []Case{
 			}
 		}
 	}},
-	{Name: "persist/delayed-put-holds-ack", Doc: "a slow plan put holds the acknowledgement back until it completed", Run: func(t *T) {
+	{Name: "persist/delayed-put-holds-ack", Doc: "a slow plan put holds the acknowledgement back until it completed, also the answer to an identical submission that arrives meanwhile", Run: func(t *T) {
 		id := t.job("j")
 		t.env.store.arm(fault{op: "put-plan", key: id, delay: 800 * time.Millisecond})
 		start := time.Now()
+		second := make(chan struct{})
+		go func() {
+			defer close(second)
+			time.Sleep(200 * time.Millisecond)
+			_, _ = t.submit(id, noopGraph(1)) // the invariants judge its answer
+		}()
 		t.mustSubmit(id, noopGraph(1))
-		puts, acks := ok(t.events(id, "put-plan")), t.events(id, "ack")
-		if len(puts) == 0 || len(acks) == 0 || acks[0].Seq < puts[0].Seq {
-			t.Errorf("puts %v, acks %v; expected the ack after the put", puts, acks)
+		<-second
+		puts, acks := ok(t.events(id, "put-plan")), ok(t.events(id, "ack"))
+		for _, a := range acks {
+			if len(puts) == 0 || a.Seq < puts[0].Seq {
+				t.Errorf("%v before the plan put completed (puts %v); expected every accepting answer after the put", a, puts)
+			}
 		}
 		if d := time.Since(start); d < 800*time.Millisecond {
 			t.Errorf("acknowledged after %v; expected at least the put's 800ms", d)
@@ -120,6 +130,11 @@ var persistCases = []Case{
 			t.Errorf("store calls %v for the invalid job; expected none", evs)
 		}
 	}},
+	{Name: "persist/cancel-not-recorded", Requires: []string{FeatureResourceManager},
+		Doc: "a CancelJob whose request the store refused is UNAVAILABLE (CANCEL_NOT_RECORDED) and does nothing: the tasks run on; canceling again cancels", Run: cancelNotRecorded},
+	{Name: "persist/unknown-outcome-runs", Requires: []string{FeatureResourceManager},
+		Doc: "a plan put applied with its answer lost and the read-back failing: the answer is no PERSIST_FAILED, and the durable plan runs once with no retry by the client", Run: unknownOutcomeRuns},
+	{Name: "persist/failed-put-unreadable", Doc: "a plan put that failed, with its read-back failing too: SubmitJob is an error and nothing runs", Run: failedPutUnreadable},
 	{Name: "persist/plan-digest-canonical", Requires: []string{FeatureResourceManager},
 		Doc: "the stored plan and result carry the plan digest the contract defines (SHA-256 of the normalized graph's canonical encoding), as any implementation computes it", Run: planDigestCanonical},
 }
@@ -133,4 +148,73 @@ func (t *T) cleanedUp() string {
 	t.cancel(id)
 	t.wait(30*time.Second, func() bool { return firstApplied(t.events(id, "mark-clean"), "mark-clean") >= 0 })
 	return id
+}
+
+// cancelNotRecorded fails the job's cancel request at the store: CancelJob
+// must answer CANCEL_NOT_RECORDED and do nothing (the tasks run on); a
+// second CancelJob then cancels the job.
+func cancelNotRecorded(t *T) {
+	id := t.job("j")
+	t.setup(func() {
+		t.mustSubmit(id, gatedGraph(2, "never"))
+		t.waitRunning(id, 2)
+	})
+	from := t.env.log.Len()
+	t.env.store.arm(fault{op: "request-cancel", key: id, before: hastore.ErrUnavailable})
+	_, err := t.dispatcher().CancelJob(t.ctx, &jobplanev1.CancelJobRequest{JobId: id})
+	if connect.CodeOf(err) != connect.CodeUnavailable || reason(err) != "CANCEL_NOT_RECORDED" {
+		t.Errorf("CancelJob whose request the store refused answered %v; expected UNAVAILABLE (CANCEL_NOT_RECORDED): a cancellation is durable before it is answered", err)
+	}
+	t.barrier()
+	for _, e := range t.env.log.Events(nil)[from:] {
+		if e.Key == id && e.Op == "CancelTask" {
+			t.Errorf("%v after a cancellation that was not recorded; expected nothing done for it", e)
+		}
+	}
+	if st := t.status(id); st != jobplanev1.JobStatus_JOB_STATUS_RUNNING {
+		t.Errorf("job %s is %v after a cancellation that was not recorded; expected it RUNNING", id, st)
+	}
+	t.cancel(id)
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
+		t.Errorf("job ended %v after the second CancelJob; expected CANCELED", r.GetStatus())
+	}
+}
+
+// unknownOutcomeRuns applies the job's plan put but loses its answer, and
+// fails the read-back: the server cannot tell, answers an error, and,
+// the plan being durable, must run the job once although the client
+// never retries.
+func unknownOutcomeRuns(t *T) {
+	id := t.job("j")
+	t.env.store.arm(fault{op: "put-plan", key: id, after: hastore.ErrUnavailable})
+	t.env.store.arm(fault{op: "get-plan", key: id, before: hastore.ErrUnavailable})
+	_, err := t.submit(id, noopGraph(2))
+	switch {
+	case err == nil:
+		// It found out after all (a second read); the job runs.
+	case reason(err) == "PERSIST_FAILED":
+		t.Errorf("SubmitJob whose plan the store applied answered %v; expected PERSIST_OUTCOME_UNKNOWN or success: the plan is durable", err)
+	}
+	if !t.wait(45*time.Second, func() bool { return firstApplied(t.events(id, "create-dirty"), "create-dirty") >= 0 }) {
+		t.Errorf("the job whose plan is durable did not run to its end within 45s, with no retry by the client; expected it to run once, as if acknowledged (PERSIST_OUTCOME_UNKNOWN)")
+		return
+	}
+	t.deployedOnce(id, 2)
+}
+
+// failedPutUnreadable fails the job's plan put and its read-back: the
+// server must not take the plan as durable.
+func failedPutUnreadable(t *T) {
+	id := t.job("j")
+	t.env.store.arm(fault{op: "put-plan", key: id, before: hastore.ErrUnavailable})
+	t.env.store.arm(fault{op: "get-plan", key: id, before: hastore.ErrUnavailable})
+	if resp, err := t.submit(id, noopGraph(2)); err == nil {
+		t.Errorf("SubmitJob whose plan put failed, and whose read-back failed too, answered created=%v; expected an error: the plan is not durable", resp.GetCreated())
+	}
+	t.barrier()
+	for _, op := range []string{"campaign", "RequestSlot", "SubmitTask"} {
+		if evs := t.events(id, op); len(evs) > 0 {
+			t.Errorf("%v for a job whose plan was never stored; expected nothing run", evs[0])
+		}
+	}
 }

@@ -67,20 +67,29 @@ var recoveryCases = []Case{
 			}
 		}},
 	{Name: "recovery/restart-recovers-job", Requires: []string{FeatureResourceManager, featureRunnerStarts},
-		Doc: "SIGKILL and restart of the only instance: the running job is recovered with a new token and finishes", Run: func(t *T) {
-			id := t.job("j")
-			t.mustSubmit(id, gatedGraph(2, id))
-			t.waitRunning(id, 2)
-			old := t.leaderOf(hastore.JobElection(id))
+		Doc: "SIGKILL and restart of the only instance: each running job (three, listed by the store a page at a time) is recovered with a new token and finishes", Run: func(t *T) {
+			ids := []string{t.job("a"), t.job("b"), t.job("c")}
+			old := map[string]hastore.Token{}
+			t.setup(func() {
+				for _, id := range ids {
+					t.mustSubmit(id, gatedGraph(2, id))
+				}
+				for _, id := range ids {
+					t.waitRunning(id, 2)
+					old[id] = t.leaderOf(hastore.JobElection(id)).Token
+				}
+			})
 			leader, _ := t.leaderProc()
 			t.killLeader(leader)
 			if _, err := t.env.startServer(0); err != nil {
 				t.Fatalf("restart: %v", err)
 			}
-			t.regrant(id, old.Token)
-			t.env.open(id)
-			if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
-				t.Errorf("job ended %v; expected FINISHED", r.GetStatus())
+			for _, id := range ids {
+				t.regrant(id, old[id])
+				t.env.open(id)
+				if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+					t.Errorf("job %s ended %v; expected FINISHED", id, r.GetStatus())
+				}
 			}
 		}},
 	{Name: "recovery/paused-leader-resumes-deposed", Requires: []string{FeatureResourceManager, FeatureFailover, featureRunnerStarts}, Instances: 2,

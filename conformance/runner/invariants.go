@@ -24,6 +24,7 @@ var invariants = []struct {
 	{"nothing-runs-after-the-result", nothingRunsAfterTheResult},
 	{"acknowledged-jobs-stay-known", acknowledgedJobsStayKnown},
 	{"terminal-is-final", terminalIsFinal},
+	{"terminal-after-the-result", terminalAfterTheResult},
 }
 
 // trace is what the invariants check: the case's events, by job, and the
@@ -268,4 +269,19 @@ func terminalStatus(s jobplanev1.JobStatus) bool {
 		return true
 	}
 	return false
+}
+
+func terminalAfterTheResult(tr *trace) []string {
+	var out []string
+	for _, id := range tr.order {
+		evs := tr.jobs[id]
+		dirty := firstApplied(evs, "create-dirty")
+		for _, e := range evs {
+			if e.Source == "client" && e.Err == nil && terminalStatus(e.Status) && (dirty < 0 || e.Seq < dirty) {
+				out = append(out, fmt.Sprintf("%v before the job's result was written; expected a globally terminal status shown only once the job has a durable result", e))
+				break
+			}
+		}
+	}
+	return out
 }

@@ -234,6 +234,25 @@ func (ss *session) KeepAlive(ctx context.Context) (ttl time.Duration, err error)
 	return ttl, err
 }
 
+// shortPage cuts a listing's page to its first item, with the token of
+// the next page: a store may answer fewer items than asked for, and a
+// server must page on until the token is empty (so every recovery of
+// more than one job pages).
+func shortPage(msg any) {
+	switch m := msg.(type) {
+	case *hastorev1.ListExecutionPlansResponse:
+		if len(m.GetJobIds()) > 1 {
+			m.JobIds = m.JobIds[:1]
+			m.NextPageToken = m.JobIds[0]
+		}
+	case *hastorev1.ListJobResultEntriesResponse:
+		if len(m.GetEntries()) > 1 {
+			m.Entries = m.Entries[:1]
+			m.NextPageToken = m.Entries[0].GetResult().GetJobId()
+		}
+	}
+}
+
 // answerInterceptor loses the answer of a Campaign call that a fault
 // armed for "campaign-answer" (key: the job, or the election) matches: the
 // candidacy is entered, and the server is answered UNAVAILABLE, as if
@@ -243,7 +262,11 @@ func (s *store) answerInterceptor() connect.UnaryInterceptorFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 			m, isCampaign := req.Any().(*hastorev1.CampaignRequest)
 			if !isCampaign {
-				return next(ctx, req)
+				resp, err := next(ctx, req)
+				if err == nil {
+					shortPage(resp.Any())
+				}
+				return resp, err
 			}
 			flt, armed := s.take("campaign-answer", jobOf(m.GetElection()))
 			resp, err := next(ctx, req)

@@ -104,6 +104,16 @@ func (d *Dispatcher) Cancel(ctx context.Context, jobID string) (jobplanev1.JobSt
 	if err := d.stillLeading(ld); err != nil {
 		return 0, err
 	}
+	if st == jobstatus.Canceled {
+		// Globally terminal only once the job's result is durable; until
+		// the Dispatcher wrote it, the job is still being canceled.
+		d.mu.Lock()
+		written := j.result != nil
+		d.mu.Unlock()
+		if !written {
+			st = jobplanev1.JobStatus_JOB_STATUS_CANCELLING
+		}
+	}
 	return st, nil
 }
 

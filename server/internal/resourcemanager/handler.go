@@ -21,10 +21,12 @@ type handler struct {
 }
 
 // checkLocked admits a call carrying the ResourceManager token t: refused
-// as stale if older than ours, as not-leader if we do not lead or a newer
-// leader exists.
+// as malformed, as stale if not ours, as not-leader if we do not lead or
+// a newer leader exists.
 func (rm *ResourceManager) checkLocked(t hastore.Token) error {
 	switch {
+	case t.SessionID == "" || t.Epoch == 0:
+		return apierror.BadRequest(*apierror.TokenViolation("resource_manager_token", protoToken(t)))
 	case !rm.leadingLocked() || t.Epoch > rm.token.Epoch:
 		return apierror.NotLeader(hastore.ElectionJobManager, "")
 	case t != rm.token:
@@ -74,8 +76,8 @@ func (h *handler) RegisterTaskExecutor(_ context.Context, req *clusterv1.Resourc
 	if req.GetAddress() == "" {
 		fields = append(fields, apierror.Field{Path: "address", Description: "required"})
 	}
-	if req.GetResourceManagerToken().GetEpoch() == 0 {
-		fields = append(fields, apierror.Field{Path: "resource_manager_token", Description: "required"})
+	if v := apierror.TokenViolation("resource_manager_token", req.GetResourceManagerToken()); v != nil {
+		fields = append(fields, *v)
 	}
 	if len(fields) > 0 {
 		return nil, apierror.BadRequest(fields...)

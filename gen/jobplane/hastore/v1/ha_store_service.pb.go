@@ -1516,6 +1516,8 @@ type ListExecutionPlansResponse struct {
 	// The ids of jobs with a stored plan, in order.
 	JobIds []string `protobuf:"bytes,1,rep,name=job_ids,json=jobIds,proto3" json:"job_ids,omitempty"`
 	// Passed as `page_token` to get the next page; empty on the last page.
+	// A page may hold fewer ids than asked for and still not be the last:
+	// only an empty token ends the listing.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2165,6 +2167,8 @@ type ListJobResultEntriesResponse struct {
 	// The entries, in job id order.
 	Entries []*JobResultEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
 	// Passed as `page_token` to get the next page; empty on the last page.
+	// A page may hold fewer entries than asked for and still not be the
+	// last: only an empty token ends the listing.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
