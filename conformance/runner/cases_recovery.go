@@ -119,6 +119,8 @@ var recoveryCases = []Case{
 				t.Errorf("result %v; expected the stored FINISHED result", r)
 			}
 		}},
+	{Name: "recovery/revoke-while-watch-down", Requires: []string{FeatureResourceManager},
+		Doc: "the server's WatchSession stream cut, its reconnection held while the job's leadership is revoked: once the stream is back, its snapshot lacks the leadership and the server campaigns again (or resigns) within 10s", Run: revokeWhileWatchDown},
 	{Name: "recovery/standby-answers-not-leader", Requires: []string{FeatureFailover, featureRunnerStarts}, Instances: 2,
 		Doc: "a Dispatcher that does not lead answers NOT_LEADER with the leader's address, and writes nothing", Run: func(t *T) {
 			leader, standby := t.leaderProc()
@@ -310,5 +312,55 @@ func (t *T) seedDirtyResult(id string) {
 	t.env.log.Add(Event{Source: "client", Op: "create-dirty", Key: id, Applied: true, Detail: "seed"})
 	if err := l.Resign(ctx); err != nil {
 		t.Fatalf("seed resign: %v", err)
+	}
+}
+
+// revokeWhileWatchDown cuts the server's WatchSession stream, holds its
+// reconnection, revokes the job's leadership meanwhile, and lets the
+// stream start again: its snapshot lacks the leadership, which the server
+// must then take as ended.
+func revokeWhileWatchDown(t *T) {
+	id := t.job("j")
+	var session string
+	t.setup(func() {
+		t.mustSubmit(id, gatedGraph(2, id))
+		t.waitRunning(id, 2)
+		session = t.leaderOf(hastore.JobElection(id)).Token.SessionID
+	})
+	hold := make(chan struct{})
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(hold)
+		}
+	}
+	defer release()
+	from := t.env.log.Len()
+	t.env.store.arm(fault{op: "watch-session", key: session, hold: hold})
+	t.env.store.cutWatches(session)
+	if !t.wait(10*time.Second, func() bool {
+		return len(t.env.log.Events(func(e Event) bool { return e.Seq > from && e.Op == "watch-session" && e.Key == session })) > 0
+	}) {
+		t.Fatalf("setup: the server did not reconnect WatchSession within 10s of its stream ending; expected it to follow its session again at once")
+	}
+	old, err := t.env.revoke(t.ctx, hastore.JobElection(id))
+	if err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	release()
+	if !t.wait(10*time.Second, func() bool {
+		for _, e := range t.events(id, "") {
+			if e.Source == "store" && (e.Op == "campaign" || e.Op == "resign") && e.Seq > t.revokeSeq(id) {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Errorf("no campaign or resignation for job/%s within 10s of a WatchSession snapshot without its leadership %s; expected the server to take a leadership missing from the snapshot as ended (WatchSession)", id, old)
+	}
+	t.env.open(id)
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("job ended %v; expected FINISHED", r.GetStatus())
 	}
 }

@@ -57,8 +57,11 @@ type fencedCall struct {
 	// rm: the call goes to the ResourceManager, which knows only older
 	// job tokens as stale (a newer one is a new registration) and which
 	// is not asked to judge newer ones here.
-	rm   bool
-	send func(t *T, f *fencing, tk *jobplanev1.FencingToken) error
+	rm bool
+	// anyRefusal: a malformed token may be refused in any way (the call
+	// answers per job, not with an error).
+	anyRefusal bool
+	send       func(t *T, f *fencing, tk *jobplanev1.FencingToken) error
 }
 
 // fencing is what a fenced-call case works with: a job running under a
@@ -162,6 +165,34 @@ var fencedCalls = []fencedCall{
 		_, err := f.jm.Heartbeat(t.ctx, &clusterv1.JobMasterServiceHeartbeatRequest{JobId: f.id, JobMasterToken: tk, TaskExecutorId: f.te.id, Tasks: tasks})
 		return err
 	}},
+	{name: "heartbeat-from-task-executor", anyRefusal: true, send: func(t *T, f *fencing, tk *jobplanev1.FencingToken) error {
+		var attempts []*jobplanev1.TaskExecutionStatus
+		for _, a := range sinks() {
+			attempts = append(attempts, f.status(a, jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED))
+		}
+		resp, err := f.jm.HeartbeatFromTaskExecutor(t.ctx, &clusterv1.HeartbeatFromTaskExecutorRequest{TaskExecutorId: f.te.id, Address: f.te.srv.URL(),
+			Jobs: []*clusterv1.TaskExecutorJobReport{{JobId: f.id, JobMasterToken: tk, Following: true, Attempts: attempts}}})
+		if err != nil {
+			return err
+		}
+		// The answer about the job says how the report was taken: told to
+		// follow the current token, it was refused as stale.
+		for _, a := range resp.GetJobs() {
+			if a.GetJobId() != f.id {
+				continue
+			}
+			switch a.GetAction() {
+			case clusterv1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_FOLLOW:
+				if a.GetJobMasterToken().GetEpoch() != f.current.Epoch || a.GetJobMasterToken().GetSessionId() != f.current.SessionID {
+					t.Errorf("heartbeat-from-task-executor told to follow %v; expected the current token %s", a.GetJobMasterToken(), f.current)
+				}
+				return itemError(&jobplanev1.ItemError{Reason: jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN, Message: "told to follow the current token"})
+			case clusterv1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_NOT_LEADER:
+				return itemError(&jobplanev1.ItemError{Reason: jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER, Message: "answered NOT_LEADER"})
+			}
+		}
+		return nil
+	}},
 	{name: "register-task-executor", send: func(t *T, f *fencing, tk *jobplanev1.FencingToken) error {
 		_, err := f.jm.RegisterTaskExecutor(t.ctx, &clusterv1.JobMasterServiceRegisterTaskExecutorRequest{JobId: f.id, JobMasterToken: tk,
 			TaskExecutorId: "conformance-forged-te", Address: "http://127.0.0.1:1"})
@@ -220,6 +251,12 @@ func fencedCallRefused(t *T, call fencedCall) {
 			continue // a newer job token is a new JobMaster's registration
 		}
 		err := call.send(t, f, kind.token(f.current, f.revoked))
+		if call.anyRefusal && kind.code == connect.CodeInvalidArgument {
+			if err == nil {
+				t.Errorf("%s with %s was taken; expected it refused", call.name, kind.name)
+			}
+			continue
+		}
 		if connect.CodeOf(err) != kind.code || reason(err) != kind.reason {
 			t.Errorf("%s with %s answered %v; expected %v (%s)", call.name, kind.name, err, kind.code, kind.reason)
 		}
@@ -258,4 +295,51 @@ func itemError(item *jobplanev1.ItemError) error {
 		e.AddDetail(d)
 	}
 	return e
+}
+
+// rmCalls are the TaskExecutors' calls to the ResourceManager, fenced by
+// the ResourceManager's token (the `jobmanager` election's).
+var rmCalls = []struct {
+	name string
+	send func(t *T, rm clusterv1connect.ResourceManagerServiceClient, tk *jobplanev1.FencingToken) error
+}{
+	{"register-task-executor", func(t *T, rm clusterv1connect.ResourceManagerServiceClient, tk *jobplanev1.FencingToken) error {
+		_, err := rm.RegisterTaskExecutor(t.ctx, &clusterv1.ResourceManagerServiceRegisterTaskExecutorRequest{
+			TaskExecutorId: "conformance-forged-te", Address: "http://127.0.0.1:1", ResourceManagerToken: tk, Invokables: []string{"noop"}})
+		return err
+	}},
+	{"heartbeat", func(t *T, rm clusterv1connect.ResourceManagerServiceClient, tk *jobplanev1.FencingToken) error {
+		_, err := rm.Heartbeat(t.ctx, &clusterv1.ResourceManagerServiceHeartbeatRequest{
+			TaskExecutorId: "conformance-forged-te", RegistrationId: "conformance-forged", ResourceManagerToken: tk})
+		return err
+	}},
+}
+
+func rmTokenCases() []Case {
+	var out []Case
+	for _, call := range rmCalls {
+		out = append(out, Case{Name: "fencing/tokens/resource-manager-" + call.name, Requires: []string{FeatureResourceManager},
+			Doc: fmt.Sprintf("a TaskExecutor's %s to the ResourceManager with forged older tokens of the same and of another session (equal or lower epoch), a newer one and malformed ones: each refused as FencingToken says, and no TaskExecutor registered", call.name),
+			Run: func(t *T) {
+				info := t.leaderOf(hastore.ElectionJobManager)
+				rm := clusterv1connect.NewResourceManagerServiceClient(t.env.http, info.Address)
+				for _, kind := range tokenKinds {
+					if kind.name == "the revoked token" {
+						continue
+					}
+					err := call.send(t, rm, kind.token(info.Token, hastore.Token{}))
+					if connect.CodeOf(err) != kind.code || reason(err) != kind.reason {
+						t.Errorf("%s with %s answered %v; expected %v (%s)", call.name, kind.name, err, kind.code, kind.reason)
+					}
+				}
+				overview, err := t.dispatcher().GetClusterOverview(t.ctx, &jobplanev1.GetClusterOverviewRequest{})
+				if err != nil {
+					t.Fatalf("GetClusterOverview: %v", err)
+				}
+				if n := int(overview.GetTaskExecutorCount()); n != len(t.env.tes) {
+					t.Errorf("%d TaskExecutors registered after the refused calls; expected the runner's %d, the calls having changed nothing", n, len(t.env.tes))
+				}
+			}})
+	}
+	return out
 }

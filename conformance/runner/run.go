@@ -69,7 +69,7 @@ type Config struct {
 // Cases returns every case, in order.
 func Cases() []Case {
 	var all []Case
-	for _, g := range [][]Case{idempotencyCases, persistCases, fencingCases, tokenCases(), faultCases(), recoveryCases, lifecycleCases} {
+	for _, g := range [][]Case{idempotencyCases, persistCases, fencingCases, tokenCases(), rmTokenCases(), faultCases(), recoveryCases, lifecycleCases} {
 		all = append(all, g...)
 	}
 	return all

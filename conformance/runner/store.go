@@ -9,6 +9,7 @@ import (
 	"time"
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 )
@@ -34,8 +35,9 @@ type store struct {
 	hastore.Store
 	log *Log
 
-	mu     sync.Mutex
-	faults []fault
+	mu      sync.Mutex
+	faults  []fault
+	watches map[string][]context.CancelFunc // a session's WatchSession streams
 }
 
 // arm queues a fault for the next matching call.
@@ -253,30 +255,88 @@ func shortPage(msg any) {
 	}
 }
 
-// answerInterceptor loses the answer of a Campaign call that a fault
-// armed for "campaign-answer" (key: the job, or the election) matches: the
-// candidacy is entered, and the server is answered UNAVAILABLE, as if
-// the answer were lost on the way.
-func (s *store) answerInterceptor() connect.UnaryInterceptorFunc {
-	return func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			m, isCampaign := req.Any().(*hastorev1.CampaignRequest)
-			if !isCampaign {
-				resp, err := next(ctx, req)
-				if err == nil {
-					shortPage(resp.Any())
-				}
-				return resp, err
-			}
-			flt, armed := s.take("campaign-answer", jobOf(m.GetElection()))
+// interceptor is the store's RPC-level instrumentation: it loses the
+// answer of a Campaign call that a fault armed for "campaign-answer" (key:
+// the job, or the election) matches (the candidacy is entered, and the
+// server is answered UNAVAILABLE, as if the answer were lost on the way);
+// cuts a session's WatchSession streams (cutWatches) and holds a
+// reconnecting one where a fault armed for "watch-session" (key: the
+// session) says; and answers listings a page of one at a time.
+type interceptor struct{ s *store }
+
+func (s *store) interceptor() connect.Interceptor { return interceptor{s} }
+
+func (i interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	s := i.s
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		m, isCampaign := req.Any().(*hastorev1.CampaignRequest)
+		if !isCampaign {
 			resp, err := next(ctx, req)
-			if armed && err == nil {
-				s.log.Add(Event{Source: "store", Op: "campaign-answer", Key: jobOf(m.GetElection()), Err: flt.after, Applied: true})
-				return nil, connect.NewError(connect.CodeUnavailable, flt.after)
+			if err == nil {
+				shortPage(resp.Any())
 			}
 			return resp, err
 		}
+		flt, armed := s.take("campaign-answer", jobOf(m.GetElection()))
+		resp, err := next(ctx, req)
+		if armed && err == nil {
+			s.log.Add(Event{Source: "store", Op: "campaign-answer", Key: jobOf(m.GetElection()), Err: flt.after, Applied: true})
+			return nil, connect.NewError(connect.CodeUnavailable, flt.after)
+		}
+		return resp, err
 	}
+}
+
+func (interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		if conn.Spec().Procedure != hastorev1connect.HAStoreServiceWatchSessionProcedure {
+			return next(ctx, conn)
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		return next(ctx, &watchConn{StreamingHandlerConn: conn, s: i.s, ctx: ctx, cancel: cancel})
+	}
+}
+
+// watchConn is a WatchSession stream: once its request names the
+// session, the stream can be cut, and its start held.
+type watchConn struct {
+	connect.StreamingHandlerConn
+	s      *store
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (w *watchConn) Receive(msg any) error {
+	if err := w.StreamingHandlerConn.Receive(msg); err != nil {
+		return err
+	}
+	id := msg.(*hastorev1.WatchSessionRequest).GetSessionId()
+	w.s.log.Add(Event{Source: "store", Op: "watch-session", Key: id})
+	if flt, armed := w.s.take("watch-session", id); armed {
+		flt.wait(w.ctx)
+	}
+	w.s.mu.Lock()
+	w.s.watches[id] = append(w.s.watches[id], w.cancel)
+	w.s.mu.Unlock()
+	return nil
+}
+
+// cutWatches ends every WatchSession stream of the session; its client
+// reconnects.
+func (s *store) cutWatches(id string) {
+	s.mu.Lock()
+	cuts := s.watches[id]
+	delete(s.watches, id)
+	s.mu.Unlock()
+	for _, cut := range cuts {
+		cut()
+	}
+	s.log.Add(Event{Source: "client", Op: "cut-watch", Key: id})
 }
 
 // addressDetail is the Detail of an event that publishes address.

@@ -198,13 +198,20 @@ func passCurrentToken[Req, Resp any, PReq interface {
 }
 
 // currentTokens sets the job_master_token of m, and of the messages in
-// its field jobs, to the current token of the job m names.
+// its field jobs, to the current token of the job m names, and its
+// resource_manager_token to the ResourceManager's current one.
 func (s *store) currentTokens(ctx context.Context, m protoreflect.Message) {
 	fields := m.Descriptor().Fields()
 	if jobs := fields.ByName("jobs"); jobs != nil && jobs.IsList() && jobs.Message() != nil {
 		list := m.Mutable(jobs).List()
 		for i := range list.Len() {
 			s.currentTokens(ctx, list.Get(i).Message())
+		}
+	}
+	if rmTk := fields.ByName("resource_manager_token"); rmTk != nil {
+		if info, err := s.Store.Leader(ctx, hastore.ElectionJobManager); err == nil && !info.Token.IsZero() {
+			current := &jobplanev1.FencingToken{SessionId: info.Token.SessionID, Epoch: info.Token.Epoch}
+			m.Set(rmTk, protoreflect.ValueOfMessage(current.ProtoReflect()))
 		}
 	}
 	id, tk := fields.ByName("job_id"), fields.ByName("job_master_token")
@@ -227,9 +234,12 @@ func mountNoTokenCheck(mux *http.ServeMux, st *store, jm clusterv1connect.JobMas
 	passCurrentToken(mux, clusterv1connect.JobMasterServiceUpdateTaskExecutionStatesProcedure, st, jm.UpdateTaskExecutionStates)
 	passCurrentToken(mux, clusterv1connect.JobMasterServiceUpdateTaskExecutionStatesOfJobsProcedure, st, jm.UpdateTaskExecutionStatesOfJobs)
 	passCurrentToken(mux, clusterv1connect.JobMasterServiceHeartbeatProcedure, st, jm.Heartbeat)
+	passCurrentToken(mux, clusterv1connect.JobMasterServiceHeartbeatFromTaskExecutorProcedure, st, jm.HeartbeatFromTaskExecutor)
 	passCurrentToken(mux, clusterv1connect.JobMasterServiceRegisterTaskExecutorProcedure, st, jm.RegisterTaskExecutor)
 	passCurrentToken(mux, clusterv1connect.JobMasterServiceDisconnectTaskExecutorProcedure, st, jm.DisconnectTaskExecutor)
 	passCurrentToken(mux, clusterv1connect.ResourceManagerServiceDeclareResourceRequirementsProcedure, st, rm.DeclareResourceRequirements)
 	passCurrentToken(mux, clusterv1connect.ResourceManagerServiceDisconnectJobMasterProcedure, st, rm.DisconnectJobMaster)
 	passCurrentToken(mux, clusterv1connect.ResourceManagerServiceRegisterJobMasterProcedure, st, rm.RegisterJobMaster)
+	passCurrentToken(mux, clusterv1connect.ResourceManagerServiceRegisterTaskExecutorProcedure, st, rm.RegisterTaskExecutor)
+	passCurrentToken(mux, clusterv1connect.ResourceManagerServiceHeartbeatProcedure, st, rm.Heartbeat)
 }

@@ -58,6 +58,11 @@ func init() {
 	breaks["ack-before-persist"] = append(breaks["ack-before-persist"], "faults/*")
 	breaks["no-recovery"] = append(breaks["no-recovery"], "faults/recovery-reads-*")
 	breaks["rerun-dirty"] = append(breaks["rerun-dirty"], "lifecycle/terminal-survives-restart")
+	breaks["ack-before-persist"] = append(breaks["ack-before-persist"], "persist/unknown-outcome-runs", "persist/failed-put-unreadable")
+	breaks["no-normalization"] = append(breaks["no-normalization"], "idempotency/plan-identity")
+	breaks["accept-different-plan"] = append(breaks["accept-different-plan"], "idempotency/different-plan-after-lost-ack")
+	breaks["cancel-noop"] = append(breaks["cancel-noop"], "persist/cancel-not-recorded")
+	breaks["ignore-revoke"] = append(breaks["ignore-revoke"], "recovery/revoke-while-watch-down")
 }
 
 // expand returns the names of the cases that the patterns of a break
