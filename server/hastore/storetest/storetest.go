@@ -400,23 +400,53 @@ func testStaleTokenRefusedForEveryWrite(t T, b *Backend) {
 		t.Fatal(err)
 	}
 	stale := l.Fence()
-	wantErr(t, "PutExecutionPlan", s.PutExecutionPlan(ctx, stale, plan("new", "x")), hastore.ErrStaleToken)
-	wantErr(t, "DeleteExecutionPlan", s.DeleteExecutionPlan(ctx, stale, "kept"), hastore.ErrStaleToken)
-	wantErr(t, "RequestCancel", s.RequestCancel(ctx, stale, "kept"), hastore.ErrStaleToken)
-	wantErr(t, "CreateDirtyJobResult", s.CreateDirtyJobResult(ctx, stale, result("new", jobplanev1.JobStatus_JOB_STATUS_FINISHED)), hastore.ErrStaleToken)
-	wantErr(t, "MarkJobResultClean", s.MarkJobResultClean(ctx, stale, "r"), hastore.ErrStaleToken)
-	wantErr(t, "MarkJobResultClean of an absent result", s.MarkJobResultClean(ctx, stale, "absent"), hastore.ErrStaleToken)
-	wantErr(t, "DeleteJobResultEntry", s.DeleteJobResultEntry(ctx, stale, "r"), hastore.ErrStaleToken)
-	wantErr(t, "ConfirmLeadership", s.ConfirmLeadership(ctx, stale, "x"), hastore.ErrStaleToken)
-	// A token whose epoch is off by one, or whose session is another's, is
-	// just as stale.
+	// The session leads again: every token but this grant's is refused,
+	// whatever write it comes with.
 	l2 := campaign(t, sess, hastore.ElectionJobManager, "")
-	off := l2.Fence()
-	off.Token.Epoch++
-	wantErr(t, "PutExecutionPlan with a future epoch", s.PutExecutionPlan(ctx, off, plan("new", "x")), hastore.ErrStaleToken)
-	other := l2.Fence()
-	other.Token.SessionID = "0abc"
-	wantErr(t, "PutExecutionPlan with another session", s.PutExecutionPlan(ctx, other, plan("new", "x")), hastore.ErrStaleToken)
+	current := l2.Fence()
+	withToken := func(sessionID string, epoch uint64) hastore.Fence {
+		return hastore.Fence{Election: hastore.ElectionJobManager, Token: hastore.Token{SessionID: sessionID, Epoch: epoch}}
+	}
+	kinds := []struct {
+		name string
+		f    hastore.Fence
+		want error
+	}{
+		{"the resigned token (an older epoch of the same session)", stale, hastore.ErrStaleToken},
+		{"a newer epoch", withToken(current.Token.SessionID, current.Token.Epoch+1), hastore.ErrStaleToken},
+		{"another session with the current epoch", withToken("0abc", current.Token.Epoch), hastore.ErrStaleToken},
+		{"another session with an older epoch", withToken("0abc", stale.Token.Epoch), hastore.ErrStaleToken},
+		{"a token with epoch zero", withToken(current.Token.SessionID, 0), hastore.ErrInvalidArgument},
+		{"a token without a session", withToken("", current.Token.Epoch), hastore.ErrInvalidArgument},
+	}
+	writes := []struct {
+		name string
+		do   func(f hastore.Fence) error
+	}{
+		{"PutExecutionPlan", func(f hastore.Fence) error { return s.PutExecutionPlan(ctx, f, plan("new", "x")) }},
+		{"DeleteExecutionPlan", func(f hastore.Fence) error { return s.DeleteExecutionPlan(ctx, f, "kept") }},
+		{"RequestCancel", func(f hastore.Fence) error { return s.RequestCancel(ctx, f, "kept") }},
+		{"CreateDirtyJobResult", func(f hastore.Fence) error {
+			return s.CreateDirtyJobResult(ctx, f, result("new", jobplanev1.JobStatus_JOB_STATUS_FINISHED))
+		}},
+		{"MarkJobResultClean", func(f hastore.Fence) error { return s.MarkJobResultClean(ctx, f, "r") }},
+		{"MarkJobResultClean of an absent result", func(f hastore.Fence) error { return s.MarkJobResultClean(ctx, f, "absent") }},
+		{"DeleteJobResultEntry", func(f hastore.Fence) error { return s.DeleteJobResultEntry(ctx, f, "r") }},
+		{"ConfirmLeadership", func(f hastore.Fence) error { return s.ConfirmLeadership(ctx, f, "x") }},
+	}
+	for _, w := range writes {
+		for _, k := range kinds {
+			wantErr(t, w.name+" with "+k.name, w.do(k.f), k.want)
+		}
+	}
+	// Resigning with the older grant's token gives up nothing: the
+	// session's current leadership stands.
+	if err := s.Resign(ctx, stale); err != nil {
+		t.Errorf("Resign with an older token of the session: %v; want it to succeed and change nothing", err)
+	}
+	if info := leader(t, s, hastore.ElectionJobManager); info.Token != current.Token {
+		t.Errorf("leader after a Resign with an older token = %+v; want the current grant %s still leading", info, current.Token)
+	}
 
 	if _, err := s.GetExecutionPlan(ctx, "new"); !errors.Is(err, hastore.ErrPlanNotFound) {
 		t.Errorf("stale put wrote a plan: err = %v", err)
