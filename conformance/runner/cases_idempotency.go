@@ -77,9 +77,10 @@ var idempotencyCases = []Case{
 	{Name: "idempotency/plan-identity", Requires: []string{FeatureResourceManager},
 		Doc: "while the job runs and after it ended, a plan that differs in any part (a config entry, the order of edges or vertices, an override, a restart setting, a sub-second duration, a name) is ALREADY_EXISTS, and one written otherwise with the same meaning is created=false", Run: planIdentity},
 	{Name: "idempotency/different-plan-after-lost-ack", Requires: []string{FeatureResourceManager},
-		Doc: "a plan put applied with its answer lost, then another plan under the same id: ALREADY_EXISTS, and the job runs the first plan, once", Run: func(t *T) {
+		Doc: "a plan put applied with its answer lost (and its read-back failing, so the server cannot tell), then another plan under the same id: ALREADY_EXISTS, and the job runs the first plan, once", Run: func(t *T) {
 			id := t.job("j")
 			t.env.store.arm(fault{op: "put-plan", key: id, after: hastore.ErrUnavailable})
+			t.env.store.arm(fault{op: "get-plan", key: id, before: hastore.ErrUnavailable})
 			_, _ = t.submit(id, chainGraph(1))
 			_, err := t.submit(id, noopGraph(2))
 			if connect.CodeOf(err) != connect.CodeAlreadyExists || reason(err) != "JOB_ALREADY_EXISTS" {
