@@ -75,7 +75,7 @@ func Cases() []Case {
 		{Name: "EpochsIncreaseAcrossRestart", Doc: "epochs keep increasing across a restart of the store", Run: testEpochsIncreaseAcrossRestart},
 		{Name: "DataSurvivesRestart", Doc: "plans and results survive a restart of the store", Run: testDataSurvivesRestart},
 		{Name: "ExecutionPlans", Doc: "plans are created once (the same plan again succeeds, another is refused), listed in order by pages, and deleted only once the job has a result", Run: testExecutionPlans},
-		{Name: "CancelRequests", Doc: "a job's cancel request is recorded only while it has a plan, again without error, and goes with the plan", Run: testCancelRequests},
+		{Name: "CancelRequests", Doc: "a job's cancel request is recorded only while it has a plan, again without error, and goes with the plan: a new plan under the id, once the result is gone too, has none", Run: testCancelRequests},
 		{Name: "JobResults", Doc: "results are created once (the same result again succeeds, another is refused), marked clean, listed by state, and deleted only when clean", Run: testJobResults},
 		{Name: "CandidacyExists", Doc: "a session has one candidacy per election", Run: testCandidacyExists},
 		{Name: "CampaignCancelWithdraws", Doc: "a campaign given up before its grant leaves no candidacy", Run: testCampaignCancelWithdraws},
@@ -654,6 +654,12 @@ func testCancelRequests(t T, b *Backend) {
 	must(t, s.DeleteExecutionPlan(ctx, f, "c"))
 	requested("c", false)
 	wantErr(t, "RequestCancel after the plan was deleted", s.RequestCancel(ctx, f, "c"), hastore.ErrPlanNotFound)
+	requested("c", false)
+	// Nothing of it is left for the id's next use, once its result is
+	// gone too.
+	must(t, s.MarkJobResultClean(ctx, f, "c"))
+	must(t, s.DeleteJobResultEntry(ctx, f, "c"))
+	must(t, s.PutExecutionPlan(ctx, f, plan("c", "again")))
 	requested("c", false)
 }
 
