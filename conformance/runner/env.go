@@ -85,7 +85,7 @@ func newEnv(ctx context.Context, cfg envConfig) (*env, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("open the HA store: %w", err)
 	}
-	e.store = &store{Store: e.etcd, log: e.log, watches: map[string][]context.CancelFunc{}}
+	e.store = &store{Store: e.etcd, log: e.log, watches: map[string][]*watchConn{}}
 	path, h := hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: e.store, Logger: e.logger}).Path(connect.WithInterceptors(e.store.interceptor()))
 	mux := http.NewServeMux()
 	mux.Handle(path, h)

@@ -37,7 +37,7 @@ type store struct {
 
 	mu      sync.Mutex
 	faults  []fault
-	watches map[string][]context.CancelFunc // a session's WatchSession streams
+	watches map[string][]*watchConn // a session's WatchSession streams
 }
 
 // arm queues a fault for the next matching call.
@@ -297,8 +297,10 @@ func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) con
 			return next(ctx, conn)
 		}
 		ctx, cancel := context.WithCancel(ctx)
+		w := &watchConn{StreamingHandlerConn: conn, s: i.s, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+		defer close(w.done)
 		defer cancel()
-		return next(ctx, &watchConn{StreamingHandlerConn: conn, s: i.s, ctx: ctx, cancel: cancel})
+		return next(ctx, w)
 	}
 }
 
@@ -309,6 +311,7 @@ type watchConn struct {
 	s      *store
 	ctx    context.Context
 	cancel context.CancelFunc
+	done   chan struct{} // closed once the stream's handler returned
 }
 
 func (w *watchConn) Receive(msg any) error {
@@ -321,20 +324,25 @@ func (w *watchConn) Receive(msg any) error {
 		flt.wait(w.ctx)
 	}
 	w.s.mu.Lock()
-	w.s.watches[id] = append(w.s.watches[id], w.cancel)
+	w.s.watches[id] = append(w.s.watches[id], w)
 	w.s.mu.Unlock()
 	return nil
 }
 
-// cutWatches ends every WatchSession stream of the session; its client
-// reconnects.
+// cutWatches ends every WatchSession stream of the session, and waits
+// until their handlers returned: nothing more reaches the client on them.
+// The client reconnects.
 func (s *store) cutWatches(id string) {
 	s.mu.Lock()
 	cuts := s.watches[id]
 	delete(s.watches, id)
 	s.mu.Unlock()
-	for _, cut := range cuts {
-		cut()
+	for _, w := range cuts {
+		w.cancel()
+		select {
+		case <-w.done:
+		case <-time.After(5 * time.Second):
+		}
 	}
 	s.log.Add(Event{Source: "client", Op: "cut-watch", Key: id})
 }
