@@ -23,6 +23,11 @@ import (
 // the ErrorInfo of each refusal.
 var storeWireCases = []Case{
 	{
+		Name: "store/list-pages",
+		Doc:  "plans and results listed a page at a time on the wire (pages of 1 and 2): every id once, in order, each next_page_token leading to the next page, empty only on the last",
+		Run:  storeListPages,
+	},
+	{
 		Name: "store/campaign-repeated",
 		Doc:  "a Campaign repeated as after a lost answer (same session, election and address) succeeds and leaves one candidacy; one with another address is ALREADY_EXISTS (CANDIDACY_EXISTS)",
 		Run:  storeCampaignRepeated,
@@ -315,5 +320,60 @@ func storeWatchSessionSnapshot(t *T) {
 	}
 	if got := t.snapshotOf(session); len(got) != 0 {
 		t.Errorf("snapshot after the leadership was resigned = %v; expected it empty, so a reconnecting client learns the leadership ended", got)
+	}
+}
+
+// storeListPages lists plans and results a page at a time on the wire:
+// every id once, in order, each page's token leading to the next, and
+// an empty token only on the last page.
+func storeListPages(t *T) {
+	fence := t.storeDispatcher()
+	rpc := t.store.rpc()
+	ctx, cancel := context.WithTimeout(t.ctx, 20*time.Second)
+	defer cancel()
+	ids := []string{"page-a", "page-b", "page-c"}
+	for _, id := range ids {
+		plan := wirePlan(time.Now())
+		plan.JobId = id
+		if _, err := rpc.PutExecutionPlan(ctx, &hastorev1.PutExecutionPlanRequest{Fence: fence, Plan: plan}); err != nil {
+			t.Fatalf("PutExecutionPlan(%s): %v; expected the plan stored", id, err)
+		}
+		res := &jobplanev1.JobResult{JobId: id, Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED}
+		if _, err := rpc.CreateDirtyJobResult(ctx, &hastorev1.CreateDirtyJobResultRequest{Fence: fence, Result: res}); err != nil {
+			t.Fatalf("CreateDirtyJobResult(%s): %v; expected the result stored", id, err)
+		}
+	}
+	for _, size := range []int32{1, 2} {
+		var plans, results []string
+		token := ""
+		for range 10 {
+			resp, err := rpc.ListExecutionPlans(ctx, &hastorev1.ListExecutionPlansRequest{PageSize: size, PageToken: token})
+			if err != nil {
+				t.Fatalf("ListExecutionPlans: %v", err)
+			}
+			plans = append(plans, resp.GetJobIds()...)
+			if token = resp.GetNextPageToken(); token == "" {
+				break
+			}
+		}
+		token = ""
+		for range 10 {
+			resp, err := rpc.ListJobResultEntries(ctx, &hastorev1.ListJobResultEntriesRequest{PageSize: size, PageToken: token})
+			if err != nil {
+				t.Fatalf("ListJobResultEntries: %v", err)
+			}
+			for _, e := range resp.GetEntries() {
+				results = append(results, e.GetResult().GetJobId())
+			}
+			if token = resp.GetNextPageToken(); token == "" {
+				break
+			}
+		}
+		if fmt.Sprint(plans) != fmt.Sprint(ids) {
+			t.Errorf("ListExecutionPlans by pages of %d listed %v; expected %v, every id once in order, each page's next_page_token leading to the next", size, plans, ids)
+		}
+		if fmt.Sprint(results) != fmt.Sprint(ids) {
+			t.Errorf("ListJobResultEntries by pages of %d listed %v; expected %v, every entry once in order, each page's next_page_token leading to the next", size, results, ids)
+		}
 	}
 }
