@@ -10,7 +10,8 @@
 //	go run ./conformance/internal/mutants [-run REGEXP] [-readme conformance/README.md]
 //
 // Mutants of the HA store's own code (server/hastore, but its client) are
-// run against the store mode of the suite as well.
+// run against the store mode of the suite, the others against the server
+// mode.
 package main
 
 import (
@@ -179,12 +180,15 @@ func storeSide(m Mutant) bool {
 // store-side mutant, against its store) and returns the cases that caught
 // the mutant by their own assertions.
 func runSuite(bin string, m Mutant, parallel int, verbose bool) (status string, by []string, note string) {
+	// The server cases run the server against the runner's own store; the
+	// store cases run the store. A mutant of the store's own code is seen
+	// only by the latter, any other only by the former.
 	configs := []runner.Config{{
 		ServerCommand: bin + " jobmanager --hastore {hastore} --listen {listen}",
 		Features:      map[string]bool{runner.FeatureResourceManager: true, runner.FeatureFailover: true},
 	}}
 	if storeSide(m) {
-		configs = append(configs, runner.Config{StoreCommand: bin + " hastore --log-level warn --listen {listen} --data-dir {data}"})
+		configs = []runner.Config{{StoreCommand: bin + " hastore --log-level warn --listen {listen} --data-dir {data}"}}
 	}
 	var unsure []string
 	for _, cfg := range configs {

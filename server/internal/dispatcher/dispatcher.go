@@ -502,8 +502,16 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 		cancel()
 		if err == nil || errors.Is(err, hastore.ErrResultExists) {
 			// A result that existed already (an earlier attempt's, whose
-			// answer was lost) may still need its cleanup.
+			// answer was lost) may still need its cleanup, and is the one
+			// served: what the store holds, not this attempt's.
 			cleaned = oneWrite && err == nil
+			if err != nil {
+				gctx, gcancel := context.WithTimeout(ld.ctx, 10*time.Second)
+				if entry, gerr := d.cfg.Store.GetJobResultEntry(gctx, j.id); gerr == nil && entry.GetResult() != nil {
+					result = entry.GetResult()
+				}
+				gcancel()
+			}
 			break
 		}
 		if ld.ctx.Err() != nil || errors.Is(err, hastore.ErrStaleToken) {
