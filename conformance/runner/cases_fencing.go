@@ -13,20 +13,12 @@ import (
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
-// revokeRunning starts a gated job, waits for it to run, revokes its
-// leadership and waits for the server to be granted it again. It returns
-// the job id, the revoked token and the new leader.
+// revokeRunning is revokeGranted, and then waits, as setup too, until the
+// job runs again under its new token. It returns the job id, the revoked
+// token and the new leader.
 func (t *T) revokeRunning() (id string, old hastore.Token, info hastore.LeaderInfo) {
+	id, old, info = t.revokeGranted()
 	t.setup(func() {
-		id = t.job("j")
-		t.mustSubmit(id, gatedGraph(2, id))
-		t.waitRunning(id, 2)
-		var err error
-		old, err = t.env.revoke(t.ctx, hastore.JobElection(id))
-		if err != nil {
-			t.Fatalf("revoke: %v", err)
-		}
-		info = t.regrant(id, old)
 		// The new JobMaster is in charge once it deploys under its token (a
 		// server may publish its address before its JobMaster is routed).
 		if !t.wait(30*time.Second, func() bool { return len(t.runningUnder(id, info.Token)) >= 2 }) {
@@ -179,14 +171,7 @@ var fencingCases = []Case{
 			if err != nil {
 				t.Fatalf("revoke: %v", err)
 			}
-			if !t.wait(10*time.Second, func() bool {
-				for _, e := range t.events(id, "") {
-					if e.Source == "store" && (e.Op == "campaign" || e.Op == "resign") && e.Seq > t.revokeSeq(id) {
-						return true
-					}
-				}
-				return false
-			}) {
+			if !t.reactsToRevoke(id) {
 				t.Errorf("no campaign or resignation for job/%s within 10s of its revoke; expected the server to learn of the revocation (WatchSession) and stop acting under the revoked token %s", id, old)
 			}
 			t.env.open(id)
@@ -280,6 +265,19 @@ var fencingCases = []Case{
 			}
 		}
 	}},
+}
+
+// reactsToRevoke waits up to 10s for the server to campaign again for the
+// job, or resign it, after the job's first revoke.
+func (t *T) reactsToRevoke(id string) bool {
+	return t.wait(10*time.Second, func() bool {
+		for _, e := range t.events(id, "") {
+			if e.Source == "store" && (e.Op == "campaign" || e.Op == "resign") && e.Seq > t.revokeSeq(id) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // revokeSeq returns the sequence number of the first revoke of the job.

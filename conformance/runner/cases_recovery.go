@@ -349,14 +349,7 @@ func revokeWhileWatchDown(t *T) {
 		t.Fatalf("revoke: %v", err)
 	}
 	release()
-	if !t.wait(10*time.Second, func() bool {
-		for _, e := range t.events(id, "") {
-			if e.Source == "store" && (e.Op == "campaign" || e.Op == "resign") && e.Seq > t.revokeSeq(id) {
-				return true
-			}
-		}
-		return false
-	}) {
+	if !t.reactsToRevoke(id) {
 		t.Errorf("no campaign or resignation for job/%s within 10s of a WatchSession snapshot without its leadership %s; expected the server to take a leadership missing from the snapshot as ended (WatchSession)", id, old)
 	}
 	t.env.open(id)
