@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -22,6 +23,16 @@ import (
 // language sees them: repeated creates (AIP-155) in another encoding, and
 // the ErrorInfo of each refusal.
 var storeWireCases = []Case{
+	{
+		Name: "store/fence-without-token",
+		Doc:  "a plan or result write whose fence names the election but carries no token is INVALID_ARGUMENT and writes nothing",
+		Run:  storeFenceWithoutToken,
+	},
+	{
+		Name: "store/concurrent-stale-writes",
+		Doc:  "32 plan puts at once, half under the current token and half under a resigned one: every stale put is refused and writes nothing, every current one succeeds",
+		Run:  storeConcurrentStaleWrites,
+	},
 	{
 		Name: "store/list-pages",
 		Doc:  "plans and results listed a page at a time on the wire (pages of 1 and 2): every id once, in order, each next_page_token leading to the next page, empty only on the last",
@@ -375,5 +386,81 @@ func storeListPages(t *T) {
 		if fmt.Sprint(results) != fmt.Sprint(ids) {
 			t.Errorf("ListJobResultEntries by pages of %d listed %v; expected %v, every entry once in order, each page's next_page_token leading to the next", size, results, ids)
 		}
+	}
+}
+
+// storeFenceWithoutToken writes a plan and a result with a fence that
+// names the election but carries no token: INVALID_ARGUMENT, and nothing
+// written.
+func storeFenceWithoutToken(t *T) {
+	t.storeDispatcher() // the election has a leader whose token a store might take
+	rpc := t.store.rpc()
+	ctx, cancel := context.WithTimeout(t.ctx, 20*time.Second)
+	defer cancel()
+	fence := &jobplanev1.Fence{Election: hastore.ElectionJobManager}
+	_, err := rpc.PutExecutionPlan(ctx, &hastorev1.PutExecutionPlanRequest{Fence: fence, Plan: wirePlan(time.Now())})
+	if connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("PutExecutionPlan with a fence without a token: %s; expected INVALID_ARGUMENT", codeAndReason(err))
+	}
+	res := &jobplanev1.JobResult{JobId: "wire", Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED}
+	_, err = rpc.CreateDirtyJobResult(ctx, &hastorev1.CreateDirtyJobResultRequest{Fence: fence, Result: res})
+	if connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("CreateDirtyJobResult with a fence without a token: %s; expected INVALID_ARGUMENT", codeAndReason(err))
+	}
+	if _, err := rpc.GetExecutionPlan(ctx, &hastorev1.GetExecutionPlanRequest{JobId: "wire"}); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("GetExecutionPlan after the refused put: %s; expected NOT_FOUND, nothing written", codeAndReason(err))
+	}
+}
+
+// storeConcurrentStaleWrites sends, at once, plan puts under the current
+// token and under a resigned one: a store that batches writes must check
+// each one's fence, so every stale put is refused and writes nothing.
+func storeConcurrentStaleWrites(t *T) {
+	session := t.storeSession()
+	rpc := t.store.rpc()
+	ctx, cancel := context.WithTimeout(t.ctx, 20*time.Second)
+	defer cancel()
+	campaign := func() *jobplanev1.Fence {
+		if _, err := rpc.Campaign(ctx, &hastorev1.CampaignRequest{Election: hastore.ElectionJobManager, SessionId: session}); err != nil {
+			t.Fatalf("Campaign: %v", err)
+		}
+		return t.storeLeader(hastore.ElectionJobManager, session)
+	}
+	stale := campaign()
+	if _, err := rpc.Resign(ctx, &hastorev1.ResignRequest{Fence: stale}); err != nil {
+		t.Fatalf("Resign: %v", err)
+	}
+	current := campaign()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var applied []string
+	for i := range 32 {
+		f, kind := current, "current"
+		if i%2 == 1 {
+			f, kind = stale, "stale"
+		}
+		id := fmt.Sprintf("concurrent-%s-%d", kind, i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			plan := wirePlan(time.Now())
+			plan.JobId = id
+			_, err := rpc.PutExecutionPlan(ctx, &hastorev1.PutExecutionPlanRequest{Fence: f, Plan: plan})
+			if kind == "stale" && connect.CodeOf(err) != connect.CodeAborted {
+				t.Errorf("a concurrent PutExecutionPlan under a resigned token: %s; expected ABORTED (STALE_FENCING_TOKEN)", codeAndReason(err))
+			}
+			if kind == "current" && err != nil {
+				t.Errorf("a concurrent PutExecutionPlan under the current token: %s; expected OK", codeAndReason(err))
+			}
+			if _, gerr := rpc.GetExecutionPlan(ctx, &hastorev1.GetExecutionPlanRequest{JobId: id}); gerr == nil && kind == "stale" {
+				mu.Lock()
+				applied = append(applied, id)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(applied) > 0 {
+		t.Errorf("plans %v were written under a resigned token; expected every stale write refused, batched with others or not", applied)
 	}
 }
