@@ -80,6 +80,7 @@ func mainErr(run, readme string, checkOnly bool, parallel int, verbose bool) err
 	}
 	defer os.RemoveAll(dir)
 
+	rev, _ := exec.Command("git", "rev-parse", "--short", "HEAD").Output() // the run's commit
 	var results []outcome
 	start := time.Now()
 	for i, m := range mutants {
@@ -99,7 +100,7 @@ func mainErr(run, readme string, checkOnly bool, parallel int, verbose bool) err
 		fmt.Printf("%-55s %-11s %s\n", m.Name, o.status, strings.Join(o.by, ", "))
 		results = append(results, o)
 	}
-	table := report(results, time.Since(start))
+	table := report(results, strings.TrimSpace(string(rev)), time.Since(start))
 	fmt.Print(table)
 	if readme != "" && !checkOnly && run == "" {
 		return replaceTable(readme, table)
@@ -223,7 +224,7 @@ func runSuite(bin string, m Mutant, parallel int, verbose bool) (status string, 
 }
 
 // report renders the outcomes as a Markdown table with the kill rate.
-func report(results []outcome, took time.Duration) string {
+func report(results []outcome, rev string, took time.Duration) string {
 	var b strings.Builder
 	killed, total := 0, 0
 	for _, o := range results {
@@ -234,9 +235,8 @@ func report(results []outcome, took time.Duration) string {
 			total++
 		}
 	}
-	rev, _ := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
 	fmt.Fprintf(&b, "Run on %s at commit %s, in %s: **%d of %d mutants killed",
-		time.Now().UTC().Format("2006-01-02"), strings.TrimSpace(string(rev)), took.Round(time.Second), killed, total)
+		time.Now().UTC().Format("2006-01-02"), rev, took.Round(time.Second), killed, total)
 	if total > 0 {
 		fmt.Fprintf(&b, " (%.0f%%)", 100*float64(killed)/float64(total))
 	}
