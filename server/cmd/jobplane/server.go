@@ -18,7 +18,7 @@ import (
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
-	"github.com/jobplane/jobplane/server/internal/jobgraph"
+	"github.com/jobplane/jobplane/sdk/jobgraph"
 	"github.com/jobplane/jobplane/server/internal/jobmanager"
 	"github.com/jobplane/jobplane/server/taskexecutor"
 )

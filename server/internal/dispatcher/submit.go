@@ -12,7 +12,7 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/planid"
 	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/internal/jobgraph"
+	"github.com/jobplane/jobplane/sdk/jobgraph"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
 )
 

@@ -22,7 +22,7 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/dispatcher"
-	"github.com/jobplane/jobplane/server/internal/jobgraph"
+	"github.com/jobplane/jobplane/sdk/jobgraph"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
 	"github.com/jobplane/jobplane/server/internal/resourcemanager"
 	"github.com/jobplane/jobplane/server/internal/runner"

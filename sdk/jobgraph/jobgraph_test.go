@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/internal/jobgraph"
+	"github.com/jobplane/jobplane/sdk/jobgraph"
 )
 
 func vertex(id string, p int32) *jobplanev1.JobVertex {
