@@ -16,9 +16,9 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/sdk/jobgraph"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
-	"github.com/jobplane/jobplane/sdk/jobgraph"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
 	"github.com/jobplane/jobplane/server/internal/unknownfield"
 )
