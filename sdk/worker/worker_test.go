@@ -17,7 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/sdk/internal/standalonetest"
+	"github.com/jobplane/jobplane/internal/standalonetest"
 	"github.com/jobplane/jobplane/sdk/worker"
 )
 

@@ -1,7 +1,7 @@
 // Package standalonetest starts `jobplane standalone` as a child process
-// for the SDK's tests, which cannot reach the server's internal test
-// harness: the real binary, built once per test binary, on a loopback port
-// of its own and a fresh data directory.
+// for the tests of the SDK and the examples, which cannot import the
+// server's internal test harness: the real binary, built once per test
+// binary, on a loopback port of its own and a fresh data directory.
 //
 // It is for tests only: it builds with the go command found on PATH.
 package standalonetest
