@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jobplane/jobplane/server/hastore/election/electionrpc"
+	"github.com/jobplane/jobplane/server/election/electionrpc"
 	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 

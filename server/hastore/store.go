@@ -6,7 +6,7 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore/election"
+	"github.com/jobplane/jobplane/server/election"
 )
 
 // Token identifies one leadership grant in one election: the session that

@@ -7,7 +7,7 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore/election"
+	"github.com/jobplane/jobplane/server/election"
 )
 
 // Election names the store accepts.

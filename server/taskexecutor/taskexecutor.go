@@ -19,7 +19,7 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore/election"
+	"github.com/jobplane/jobplane/server/election"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jobplane/jobplane/server/hastore/election"
+	"github.com/jobplane/jobplane/server/election"
 )
 
 // A TaskExecutor runs a job's tasks only while it hears from the job's

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/hastore/election"
-	"github.com/jobplane/jobplane/server/hastore/election/electionrpc"
+	"github.com/jobplane/jobplane/server/election"
+	"github.com/jobplane/jobplane/server/election/electionrpc"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 )
 

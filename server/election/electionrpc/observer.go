@@ -12,7 +12,7 @@ import (
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore/election"
+	"github.com/jobplane/jobplane/server/election"
 )
 
 // Retry pauses between attempts to (re)open a broken stream: the first
