@@ -275,3 +275,32 @@ func violationsOf(err error) []sdk.Violation {
 	}
 	return out
 }
+
+// An attached job (client_heartbeat_timeout) lives while Wait waits for
+// it, and is canceled when nobody does.
+func TestWaitKeepsAnAttachedJobAlive(t *testing.T) {
+	c := newClient(t, []string{serverURL})
+	ctx := testContext(t, 60*time.Second)
+	attached := func(name string) *jobplanev1.JobGraph {
+		b := jobgraph.NewBuilder(name)
+		b.Vertex("nap", "sleep").Config("duration", "2500ms")
+		b.ClientHeartbeatTimeout(time.Second)
+		g, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	res, err := c.Execute(ctx, attached("waited"))
+	if err != nil || res.GetStatus() != finished {
+		t.Fatalf("a waited-for attached job: %v, %v; want FINISHED", res, err)
+	}
+	s, err := c.Submit(ctx, attached("abandoned"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Dispatcher(serverURL).GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: s.JobID, Wait: true})
+	if err != nil || r.GetResult().GetStatus() != canceled {
+		t.Fatalf("an attached job nobody waits for: %v, %v; want CANCELED", r, err)
+	}
+}

@@ -121,9 +121,11 @@ const waitChunk = 5 * time.Minute
 
 // Wait waits for the job to end for good and returns its result. It takes
 // as long as the job does, following the leader across changes; bound it
-// with ctx. A job that ends FAILED or CANCELED is not an error: look at
+// with ctx. While it waits it sends the job's client heartbeats (see
+// Attach). A job that ends FAILED or CANCELED is not an error: look at
 // the result's status.
 func (c *Client) Wait(ctx context.Context, jobID string) (*jobplanev1.JobResult, error) {
+	defer c.keepAttached(ctx, jobID)()
 	req := &jobplanev1.GetJobResultRequest{JobId: jobID, Wait: true}
 	for {
 		res, err := call(ctx, c, false, func(ctx context.Context, d jobplanev1connect.DispatcherServiceClient) (*jobplanev1.JobResult, error) {
@@ -338,9 +340,11 @@ func (c *Client) Cluster(ctx context.Context) (*jobplanev1.GetClusterOverviewRes
 // changed in between, nothing is skipped: a new leader cannot resume
 // another's tokens and starts again from the current summary (the
 // contract's "coalesced" case). An error ends the sequence; breaking out
-// of the loop closes the stream.
+// of the loop closes the stream. While the loop runs, the job's client
+// heartbeats are sent (see Attach).
 func (c *Client) Watch(ctx context.Context, jobID string) iter.Seq2[*jobplanev1.JobSummary, error] {
 	return func(yield func(*jobplanev1.JobSummary, error) bool) {
+		defer c.keepAttached(ctx, jobID)()
 		token := ""
 		b := c.backoff()
 		redirects := 0
@@ -415,4 +419,48 @@ func (c *Client) watchOnce(ctx context.Context, url, jobID string, token *string
 		}
 	}
 	return false, stream.Err()
+}
+
+// Attach sends the job's client heartbeats (ReportClientHeartbeat) until
+// the returned function is called or ctx ends. A job whose JobConfig sets
+// a client_heartbeat_timeout (an attached job) is canceled by the cluster
+// when no heartbeat arrives for that long: Attach keeps it alive while its
+// client does, and lets it be canceled once the client is gone. For a
+// detached job it makes one call and stops. Wait and Watch attach by
+// themselves while they run.
+func (c *Client) Attach(ctx context.Context, jobID string) (detach func()) {
+	return c.keepAttached(ctx, jobID)
+}
+
+// keepAttached runs the heartbeats of Attach in a goroutine.
+func (c *Client) keepAttached(ctx context.Context, jobID string) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req := &jobplanev1.ReportClientHeartbeatRequest{JobId: jobID}
+		for {
+			resp, err := call(ctx, c, true, func(ctx context.Context, d jobplanev1connect.DispatcherServiceClient) (*jobplanev1.ReportClientHeartbeatResponse, error) {
+				return d.ReportClientHeartbeat(ctx, req)
+			})
+			if err != nil {
+				return // the job is unknown or gone, or ctx ended
+			}
+			timeout := resp.GetTimeout().AsDuration()
+			if timeout <= 0 {
+				return // a detached job
+			}
+			t := time.NewTimer(timeout / 3)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
