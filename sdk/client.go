@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -392,6 +393,9 @@ func classify(err error) retryKind {
 	if Reason(err) == reasonNotLeader {
 		return retryNotLeader
 	}
+	if isTLSMisconfiguration(err) {
+		return retryNone // retrying cannot fix a certificate
+	}
 	switch connect.CodeOf(err) {
 	case connect.CodeUnavailable, connect.CodeDeadlineExceeded:
 		return retryOther
@@ -443,4 +447,17 @@ func (b *backoff) wait(ctx context.Context) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// isTLSMisconfiguration reports whether err says that TLS cannot work
+// with this server as configured: an untrusted or mismatched certificate,
+// or a server that does not speak TLS.
+func isTLSMisconfiguration(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var unknownCA x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var record tls.RecordHeaderError
+	return errors.As(err, &verify) || errors.As(err, &unknownCA) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.As(err, &record)
 }
