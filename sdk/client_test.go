@@ -1,6 +1,7 @@
 package sdk_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -302,5 +303,25 @@ func TestWaitKeepsAnAttachedJobAlive(t *testing.T) {
 	r, err := c.Dispatcher(serverURL).GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: s.JobID, Wait: true})
 	if err != nil || r.GetResult().GetStatus() != canceled {
 		t.Fatalf("an attached job nobody waits for: %v, %v; want CANCELED", r, err)
+	}
+}
+
+// Interceptors see every call, with the header they set reaching the
+// server.
+func TestInterceptors(t *testing.T) {
+	var calls []string
+	count := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			calls = append(calls, req.Spec().Procedure)
+			req.Header().Set("X-Test", "1")
+			return next(ctx, req)
+		}
+	})
+	c := newClient(t, []string{serverURL}, sdk.WithInterceptors(count))
+	if _, err := c.Cluster(testContext(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(calls, []string{"/jobplane.v1.DispatcherService/GetClusterOverview"}) {
+		t.Fatalf("the interceptor saw %v", calls)
 	}
 }
