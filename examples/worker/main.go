@@ -1,14 +1,15 @@
-// Command worker is a jobplane worker with one task function, "greet":
-// run it beside a cluster (jobplane standalone --task-executors 0), then
-// submit a job whose vertex has invokable "greet".
+// Command worker is a jobplane worker with one task function, "greet", for
+// the cluster at $JOBPLANE_SERVER (default http://127.0.0.1:8080): run it
+// beside `jobplane standalone`, then submit a job whose vertex has
+// invokable "greet".
 //
 // Each subtask prints a greeting, then waits config "linger" (a duration,
 // default none) or until it is canceled.
 package main
 
 import (
+	"cmp"
 	"context"
-	"flag"
 	"fmt"
 	"log"
 	"os"
@@ -20,11 +21,7 @@ import (
 )
 
 func main() {
-	server := flag.String("server", "http://127.0.0.1:8080", "base URL of the jobplane cluster")
-	slots := flag.Int("slots", 2, "subtasks to run at once")
-	flag.Parse()
-
-	w, err := worker.New(worker.Config{Server: *server, Slots: *slots})
+	w, err := worker.New(worker.Config{Server: cmp.Or(os.Getenv("JOBPLANE_SERVER"), "http://127.0.0.1:8080"), Slots: 4})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -27,15 +27,16 @@ type workerProcess struct {
 
 // startWorker builds the example (once) and runs it against c until the
 // test ends, when it is killed if still running.
-func startWorker(t *testing.T, c *standalonetest.Cluster, args ...string) *workerProcess {
+func startWorker(t *testing.T, c *standalonetest.Cluster) *workerProcess {
 	t.Helper()
 	bin := standalonetest.Build(t, "github.com/jobplane/jobplane/examples/worker", "worker")
 	p := &workerProcess{
-		cmd:    exec.Command(bin, append([]string{"-server", c.URL}, args...)...),
+		cmd:    exec.Command(bin),
 		stdout: new(standalonetest.Buffer), stderr: new(standalonetest.Buffer),
 		done: make(chan error, 1),
 	}
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	p.cmd.Env = append(os.Environ(), "JOBPLANE_SERVER="+c.URL)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func (p *workerProcess) waitLines(t *testing.T, want ...string) {
 
 func TestExampleWorkerRunsSubtasks(t *testing.T) {
 	c := standalonetest.Start(t)
-	p := startWorker(t, c, "-slots", "3")
+	p := startWorker(t, c)
 
 	c.Submit(t, "greetings", "greet", 3, map[string]string{"name": "jobplane"})
 	if r := c.Result(t, "greetings"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
