@@ -9,6 +9,8 @@ package standalonetest
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,12 +27,11 @@ import (
 var build struct {
 	once sync.Once
 	dir  string
-	path string
 	err  error
 }
 
-// Main runs m and then removes the binaries that Binary built. Call it
-// from TestMain: os.Exit(standalonetest.Main(m)).
+// Main runs m and then removes the binaries built for it. Call it from
+// TestMain: os.Exit(standalonetest.Main(m)).
 func Main(m *testing.M) int {
 	code := m.Run()
 	if build.dir != "" {
@@ -39,19 +40,26 @@ func Main(m *testing.M) int {
 	return code
 }
 
-// Build builds the Go main package pkg (an import path or a directory)
-// into a temporary directory that Main removes, and returns the program's
-// path. It fails the test if the build fails.
-func Build(t testing.TB, pkg, name string) string {
-	t.Helper()
+// BuildProgram builds the Go main package pkg (an import path) into a
+// temporary directory that Main removes, and returns the program's path.
+func BuildProgram(pkg, name string) (string, error) {
 	build.once.Do(func() { build.dir, build.err = os.MkdirTemp("", "standalonetest-") })
 	if build.err != nil {
-		t.Fatal(build.err)
+		return "", build.err
 	}
 	path := filepath.Join(build.dir, name)
-	cmd := exec.Command("go", "build", "-o", path, pkg)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	if out, err := exec.Command("go", "build", "-o", path, pkg).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return path, nil
+}
+
+// Build is BuildProgram that fails the test if the build fails.
+func Build(t testing.TB, pkg, name string) string {
+	t.Helper()
+	path, err := BuildProgram(pkg, name)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return path
 }
@@ -59,19 +67,16 @@ func Build(t testing.TB, pkg, name string) string {
 var jobplane struct {
 	once sync.Once
 	path string
+	err  error
 }
 
-// Binary returns the path of the jobplane binary, building it on first
+// binary returns the path of the jobplane binary, building it on first
 // use.
-func Binary(t testing.TB) string {
-	t.Helper()
+func binary() (string, error) {
 	jobplane.once.Do(func() {
-		jobplane.path = Build(t, "github.com/jobplane/jobplane/server/cmd/jobplane", "jobplane")
+		jobplane.path, jobplane.err = BuildProgram("github.com/jobplane/jobplane/server/cmd/jobplane", "jobplane")
 	})
-	if jobplane.path == "" {
-		t.Fatal("the jobplane binary failed to build earlier")
-	}
-	return jobplane.path
+	return jobplane.path, jobplane.err
 }
 
 // Cluster is a running `jobplane standalone`.
@@ -81,66 +86,103 @@ type Cluster struct {
 	URL string
 	// Dispatcher calls the cluster's DispatcherService over HTTP/1.1.
 	Dispatcher jobplanev1connect.DispatcherServiceClient
+
+	cmd    *exec.Cmd
+	done   chan error
+	stderr *Buffer
+	dir    string
+	tr     *http.Transport
 }
 
-// Start starts `jobplane standalone` without TaskExecutors of its own
-// (plus args), waits until it answers as the leader, and kills it when the
-// test ends; its log is printed if the test failed.
-func Start(t testing.TB, args ...string) *Cluster {
-	t.Helper()
-	dir := t.TempDir()
+// Launch starts `jobplane standalone` without TaskExecutors of its own
+// (plus args) on a fresh data directory, and waits until it answers as the
+// leader. Stop it with Stop.
+func Launch(args ...string) (*Cluster, error) {
+	bin, err := binary()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "standalone-")
+	if err != nil {
+		return nil, err
+	}
 	addrFile := filepath.Join(dir, "addr")
 	args = append([]string{"standalone", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile,
 		"--data-dir", filepath.Join(dir, "data"), "--task-executors", "0"}, args...)
-	cmd := exec.Command(Binary(t), args...)
-	var stderr Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start jobplane: %v", err)
+	c := &Cluster{cmd: exec.Command(bin, args...), done: make(chan error, 1), stderr: new(Buffer), dir: dir, tr: &http.Transport{}}
+	c.cmd.Stderr = c.stderr
+	if err := c.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start jobplane: %w", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	tr := &http.Transport{}
-	t.Cleanup(func() {
-		tr.CloseIdleConnections()
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			t.Logf("jobplane standalone log:\n%s", stderr.String())
-		}
-	})
+	go func() { c.done <- c.cmd.Wait() }()
+	if err := c.ready(addrFile); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("%w\njobplane standalone log:\n%s", err, c.stderr)
+	}
+	return c, nil
+}
 
+func (c *Cluster) ready(addrFile string) error {
 	deadline := time.Now().Add(30 * time.Second)
-	var addr string
-	for addr == "" {
+	for c.URL == "" {
 		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
-			addr = strings.TrimSpace(string(b))
+			c.URL = "http://" + strings.TrimSpace(string(b))
 			break
 		}
 		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("jobplane standalone exited before listening: %v\n%s", err, stderr.String())
+		case err := <-c.done:
+			c.done <- err
+			return fmt.Errorf("jobplane standalone exited before listening: %v", err)
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("jobplane standalone wrote no address within 30s")
+			return errors.New("jobplane standalone wrote no address within 30s")
 		}
 	}
-	c := &Cluster{URL: "http://" + addr}
-	c.Dispatcher = jobplanev1connect.NewDispatcherServiceClient(&http.Client{Transport: tr}, c.URL)
+	c.Dispatcher = jobplanev1connect.NewDispatcherServiceClient(&http.Client{Transport: c.tr}, c.URL)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err := c.Dispatcher.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
 		cancel()
 		if err == nil {
-			return c
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("jobplane standalone not answering after 30s: %v", err)
+			return fmt.Errorf("jobplane standalone not answering after 30s: %w", err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Stop kills the process, waits for it and removes its data.
+func (c *Cluster) Stop() {
+	c.tr.CloseIdleConnections()
+	_ = c.cmd.Process.Kill()
+	err := <-c.done
+	c.done <- err
+	os.RemoveAll(c.dir)
+}
+
+// Log returns what the process wrote to its stderr so far.
+func (c *Cluster) Log() string { return c.stderr.String() }
+
+// Start is Launch for one test: it fails the test if the cluster does not
+// start, stops the cluster when the test ends, and then prints its log if
+// the test failed.
+func Start(t testing.TB, args ...string) *Cluster {
+	t.Helper()
+	c, err := Launch(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Stop()
+		if t.Failed() {
+			t.Logf("jobplane standalone log:\n%s", c.Log())
+		}
+	})
+	return c
 }
 
 // WaitTaskExecutor waits until a TaskExecutor offering invokable is

@@ -21,8 +21,18 @@ import (
 	"github.com/jobplane/jobplane/sdk/worker"
 )
 
+// serverURL is a cluster's, for the Examples.
+var serverURL string
+
 func TestMain(m *testing.M) {
+	c, err := standalonetest.Launch()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	serverURL = c.URL
 	code := standalonetest.Main(m)
+	c.Stop()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
