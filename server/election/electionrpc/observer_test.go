@@ -12,9 +12,9 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/election"
 	"github.com/jobplane/jobplane/server/election/electionrpc"
+	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 )
 
