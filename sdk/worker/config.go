@@ -42,9 +42,10 @@ type Config struct {
 	Logger *slog.Logger
 	// HTTPClient carries the worker's calls to the cluster (HAStoreService,
 	// ResourceManagerService, JobMasterService). Default: a client that
-	// speaks HTTP/2 to every address, unencrypted with prior knowledge for
-	// http:// URLs (as jobplane's own components do, one connection per
-	// process pair) and over TLS for https:// URLs, with TLSConfig.
+	// speaks unencrypted HTTP/2 with prior knowledge to http:// URLs (as
+	// jobplane's own components do, one connection per process pair), and
+	// HTTP/2 or HTTP/1.1, as the server negotiates, to https:// URLs with
+	// TLSConfig.
 	HTTPClient *http.Client
 	// TLSConfig configures TLS for https:// URLs of the default HTTP
 	// client; ignored when HTTPClient is set. Default: nil, Go's defaults
@@ -106,14 +107,40 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// newHTTPClient returns the default client: HTTP/2 everywhere, h2c with
-// prior knowledge for http:// (what jobplane's endpoints serve).
-func newHTTPClient(tlsConfig *tls.Config) (*http.Client, *http.Transport) {
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	p.SetHTTP2(true)
-	tr := &http.Transport{Protocols: &p, TLSClientConfig: tlsConfig, ForceAttemptHTTP2: true}
-	return &http.Client{Transport: tr}, tr
+// newHTTPClient returns the default client: for http:// URLs unencrypted
+// HTTP/2 with prior knowledge (what jobplane's endpoints serve, one
+// connection per process pair), for https:// URLs HTTP/2 or HTTP/1.1 as
+// the server's TLS negotiation (ALPN) chooses. One transport cannot do
+// both: with HTTP/1 enabled it would use it for http:// URLs.
+func newHTTPClient(tlsConfig *tls.Config) *http.Client {
+	var plain, secure http.Protocols
+	plain.SetUnencryptedHTTP2(true)
+	secure.SetHTTP1(true)
+	secure.SetHTTP2(true)
+	return &http.Client{Transport: &bySchemeTransport{
+		plain:  &http.Transport{Protocols: &plain},
+		secure: &http.Transport{Protocols: &secure, TLSClientConfig: tlsConfig},
+	}}
+}
+
+// bySchemeTransport sends https:// requests on one transport and the
+// others on another.
+type bySchemeTransport struct {
+	plain, secure *http.Transport
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *bySchemeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme == "https" {
+		return t.secure.RoundTrip(r)
+	}
+	return t.plain.RoundTrip(r)
+}
+
+// CloseIdleConnections closes both transports' idle connections.
+func (t *bySchemeTransport) CloseIdleConnections() {
+	t.plain.CloseIdleConnections()
+	t.secure.CloseIdleConnections()
 }
 
 // advertise returns the base URL at which the listener at addr is

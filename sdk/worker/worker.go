@@ -72,8 +72,9 @@ func (w *Worker) Register(name string, f Func) {
 // are canceled), waits for their Funcs to return, closes the listener and
 // returns nil.
 //
-// Run fails at once if the address cannot be bound or Run was called
-// before. A cluster that cannot be reached is no error: the worker keeps
+// A Func that does not return once its context is canceled holds Run up
+// until it does. Run fails at once if the address cannot be bound or Run
+// was called before. A cluster that cannot be reached is no error: the worker keeps
 // trying (and logs why at Warn level) until it can or ctx ends.
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
@@ -90,9 +91,8 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	client := w.cfg.HTTPClient
 	if client == nil {
-		var tr *http.Transport
-		client, tr = newHTTPClient(w.cfg.TLSConfig)
-		defer tr.CloseIdleConnections()
+		client = newHTTPClient(w.cfg.TLSConfig)
+		defer client.CloseIdleConnections()
 	}
 	ln, err := net.Listen("tcp", w.cfg.Listen)
 	if err != nil {
