@@ -40,6 +40,8 @@ type Options struct {
 	HeartbeatTimeout time.Duration
 	// Invokables added to every TaskExecutor.
 	Invokables map[string]taskexecutor.Invokable
+	// AllowExec lets every TaskExecutor run the built-in exec.
+	AllowExec bool
 	// TaskExecutorInterceptors, if set, wrap every TaskExecutor's handler
 	// inside the recording of the task log (for injecting faults: a call
 	// that is handled but whose answer is lost, say).
@@ -178,6 +180,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		cut := new(atomic.Bool)
 		te, err := taskexecutor.New(taskexecutor.Config{
 			Address: tep.URL(), Slots: opts.Slots, Store: store, HTTPClient: client, Invokables: opts.Invokables, Logger: log,
+			AllowExec:     opts.AllowExec,
 			CancelGrace:   100 * time.Millisecond,
 			ClientOptions: []connect.ClientOption{record, connect.WithInterceptors(append(opts.TaskExecutorClientInterceptors, cutOff(cut))...)},
 		})

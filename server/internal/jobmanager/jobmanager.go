@@ -176,6 +176,9 @@ func New(cfg Config) (*JobManager, error) {
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxResponseBytes: cfg.MaxResponseBytes,
 		ResultRetention: cfg.ResultRetention, Address: cfg.Address,
 		TaskExecutors: jm.rm.TaskExecutors,
+		// GetTaskOutput: the ResourceManager's registry says where a
+		// TaskExecutor is.
+		TaskExecutorAddress: jm.rm.TaskExecutorAddress, HTTPClient: cfg.HTTPClient,
 		Overview: func() (int, int, int) {
 			o := jm.rm.Overview()
 			return o.TaskExecutors, o.SlotsTotal, o.SlotsAvailable
