@@ -173,3 +173,46 @@ func TestGetTaskOutputThroughTheDispatcher(t *testing.T) {
 		}
 	}
 }
+
+// Once the TaskExecutor that keeps an output is cut off, reading it
+// answers TASK_EXECUTOR_UNREACHABLE (retry) while the ResourceManager
+// still counts it registered, and EXECUTION_NOT_FOUND once it dropped it.
+func TestGetTaskOutputOfAGoneTaskExecutor(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{AllowExec: true})
+	submit(t, c, "gone", execGraph("echo kept"))
+	if r := result(t, c, "gone"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("result = %v, want FINISHED", r)
+	}
+	req := &jobplanev1.GetTaskOutputRequest{JobId: "gone", VertexId: "sh"}
+	resp, err := taskOutput(t, c, req)
+	if err != nil || string(resp.GetData()) != "kept\n" {
+		t.Fatalf("GetTaskOutput = %v, %v; want the output", resp, err)
+	}
+	for _, te := range c.TaskExecutors {
+		if te.ID == resp.GetTaskExecutorId() {
+			te.Partition()
+		}
+	}
+	reasons := map[jobplanev1.ErrorReason]bool{}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := taskOutput(t, c, req)
+		reason, _, _ := apierror.Info(err)
+		reasons[reason] = true
+		switch {
+		case reason == jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND && connect.CodeOf(err) == connect.CodeNotFound:
+			if !reasons[jobplanev1.ErrorReason_ERROR_REASON_TASK_EXECUTOR_UNREACHABLE] {
+				t.Logf("never saw TASK_EXECUTOR_UNREACHABLE before the TaskExecutor was dropped")
+			}
+			return
+		case err == nil: // an answer on its way as it was cut off
+		case reason == jobplanev1.ErrorReason_ERROR_REASON_TASK_EXECUTOR_UNREACHABLE && connect.CodeOf(err) == connect.CodeUnavailable:
+		default:
+			t.Fatalf("GetTaskOutput of a cut-off TaskExecutor's output: %v, want UNAVAILABLE TASK_EXECUTOR_UNREACHABLE, then NOT_FOUND EXECUTION_NOT_FOUND", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still %v after 30s, want EXECUTION_NOT_FOUND once the TaskExecutor is dropped", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
