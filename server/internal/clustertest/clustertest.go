@@ -42,6 +42,9 @@ type Options struct {
 	Invokables map[string]taskexecutor.Invokable
 	// AllowExec lets every TaskExecutor run the built-in exec.
 	AllowExec bool
+	// OutputRetention is how long the JobManagers know where an ended
+	// job's attempts ran. Default: 10m.
+	OutputRetention time.Duration
 	// TaskExecutorInterceptors, if set, wrap every TaskExecutor's handler
 	// inside the recording of the task log (for injecting faults: a call
 	// that is handled but whose answer is lost, say).
@@ -227,6 +230,7 @@ func startJobManager(t testing.TB, ctx context.Context, store hastore.Store, cli
 		Store: store, Address: ep.URL(), HTTPClient: client, SessionTTL: max(2*opts.HeartbeatTimeout, 2*time.Second),
 		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: opts.HeartbeatTimeout,
 		ResultRetention: opts.ResultRetention, SlotTimeout: opts.SlotTimeout, Clock: opts.Clock, Logger: log,
+		OutputRetention: opts.OutputRetention,
 		MaxRequestBytes: ep.MaxRequestBytes(), MaxResponseBytes: ep.MaxResponseBytes(),
 	})
 	if err != nil {

@@ -216,3 +216,33 @@ func TestGetTaskOutputOfAGoneTaskExecutor(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Where an ended job's attempts ran is kept for the output retention
+// only: past it, the output is not found, though its TaskExecutor still
+// keeps it; a running job's is found for as long as it runs.
+func TestGetTaskOutputPastTheRetention(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{AllowExec: true, OutputRetention: time.Nanosecond})
+	submit(t, c, "running", twoVertices("sleep", map[string]string{"duration": "1h"}))
+	submit(t, c, "ended", execGraph("echo forgotten"))
+	if r := result(t, c, "ended"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("result = %v, want FINISHED", r)
+	}
+	_, err := taskOutput(t, c, &jobplanev1.GetTaskOutputRequest{JobId: "ended", VertexId: "sh"})
+	if connect.CodeOf(err) != connect.CodeNotFound || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND) {
+		t.Errorf("GetTaskOutput past the retention: %v, want NOT_FOUND EXECUTION_NOT_FOUND", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := taskOutput(t, c, &jobplanev1.GetTaskOutputRequest{JobId: "running", VertexId: "sink", SubtaskIndex: 3})
+		if err == nil {
+			if resp.GetEnded() {
+				t.Errorf("a running attempt's output says ended")
+			}
+			break
+		}
+		if !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND) || time.Now().After(deadline) {
+			t.Fatalf("GetTaskOutput of a running subtask: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
