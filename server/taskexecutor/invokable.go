@@ -188,7 +188,7 @@ func execInvokable(allowed bool, grace time.Duration) Invokable {
 		// stdout and stderr share one writer, and so one pipe, which
 		// keeps their order; the tail of both ends the failure message.
 		tail := newOutput(execFailureTail)
-		tail.runs = 1
+		tail.runs = 1 // takes writes until dropped
 		var w io.Writer = tail
 		if t.Output != nil {
 			w = io.MultiWriter(t.Output, tail)

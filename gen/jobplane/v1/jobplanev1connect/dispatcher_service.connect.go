@@ -220,8 +220,9 @@ type DispatcherServiceClient interface {
 	// INVALID_ARGUMENT for a malformed job id, a missing or unknown vertex
 	// id, a subtask index out of the vertex's range, or a negative attempt
 	// number, offset or size (the vertex and subtask are checked while the
-	// server knows the job's graph: for a job that ended before this leader
-	// took over, they are not, and EXECUTION_NOT_FOUND is answered);
+	// server knows the job's graph: while the job runs, and after it ended
+	// while where its attempts ran is kept; otherwise EXECUTION_NOT_FOUND
+	// is answered);
 	// NOT_FOUND (EXECUTION_NOT_FOUND) if the attempt was not deployed (yet),
 	// where it ran is no longer known, or its TaskExecutor no longer keeps
 	// its output (forgotten, or the TaskExecutor left the cluster);
@@ -572,8 +573,9 @@ type DispatcherServiceHandler interface {
 	// INVALID_ARGUMENT for a malformed job id, a missing or unknown vertex
 	// id, a subtask index out of the vertex's range, or a negative attempt
 	// number, offset or size (the vertex and subtask are checked while the
-	// server knows the job's graph: for a job that ended before this leader
-	// took over, they are not, and EXECUTION_NOT_FOUND is answered);
+	// server knows the job's graph: while the job runs, and after it ended
+	// while where its attempts ran is kept; otherwise EXECUTION_NOT_FOUND
+	// is answered);
 	// NOT_FOUND (EXECUTION_NOT_FOUND) if the attempt was not deployed (yet),
 	// where it ran is no longer known, or its TaskExecutor no longer keeps
 	// its output (forgotten, or the TaskExecutor left the cluster);
