@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -178,7 +179,9 @@ func TestGetTaskOutputThroughTheDispatcher(t *testing.T) {
 // answers TASK_EXECUTOR_UNREACHABLE (retry) while the ResourceManager
 // still counts it registered, and EXECUTION_NOT_FOUND once it dropped it.
 func TestGetTaskOutputOfAGoneTaskExecutor(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{AllowExec: true})
+	// The ResourceManager keeps a silent TaskExecutor registered for the
+	// heartbeat timeout: long enough to see it unreachable first.
+	c := clustertest.Start(t, clustertest.Options{AllowExec: true, HeartbeatTimeout: 4 * time.Second})
 	submit(t, c, "gone", execGraph("echo kept"))
 	if r := result(t, c, "gone"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Fatalf("result = %v, want FINISHED", r)
@@ -202,7 +205,7 @@ func TestGetTaskOutputOfAGoneTaskExecutor(t *testing.T) {
 		switch {
 		case reason == jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND && connect.CodeOf(err) == connect.CodeNotFound:
 			if !reasons[jobplanev1.ErrorReason_ERROR_REASON_TASK_EXECUTOR_UNREACHABLE] {
-				t.Logf("never saw TASK_EXECUTOR_UNREACHABLE before the TaskExecutor was dropped")
+				t.Errorf("never saw TASK_EXECUTOR_UNREACHABLE before the TaskExecutor was dropped")
 			}
 			return
 		case err == nil: // an answer on its way as it was cut off
@@ -244,5 +247,35 @@ func TestGetTaskOutputPastTheRetention(t *testing.T) {
 			t.Fatalf("GetTaskOutput of a running subtask: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A subtask that restarted has an output per attempt: the latest is read
+// by default, an earlier one by its number.
+func TestGetTaskOutputOfEachAttempt(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{Invokables: map[string]taskexecutor.Invokable{
+		"flaky": func(_ context.Context, task taskexecutor.Task) error {
+			task.Logger.Info("running", "attempt", task.Attempt)
+			if task.Attempt == 0 {
+				return errors.New("the first attempt fails")
+			}
+			return nil
+		},
+	}})
+	g := &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "f", Invokable: "flaky", Parallelism: 1}}}
+	g.Config = &jobplanev1.JobConfig{RestartStrategy: &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{
+		FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{Attempts: 3},
+	}}}
+	submit(t, c, "flaky", g)
+	if r := result(t, c, "flaky"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || r.GetRestartCount() != 1 {
+		t.Fatalf("result = %v, want FINISHED after one restart", r)
+	}
+	latest, err := taskOutput(t, c, &jobplanev1.GetTaskOutputRequest{JobId: "flaky", VertexId: "f"})
+	if err != nil || latest.GetAttemptNumber() != 1 || !strings.Contains(string(latest.GetData()), "msg=running attempt=1") {
+		t.Errorf("latest output = %v, %v; want attempt 1's", latest, err)
+	}
+	first, err := taskOutput(t, c, &jobplanev1.GetTaskOutputRequest{JobId: "flaky", VertexId: "f", AttemptNumber: proto.Int32(0)})
+	if err != nil || first.GetAttemptNumber() != 0 || !strings.Contains(string(first.GetData()), "msg=running attempt=0") || !first.GetEnded() {
+		t.Errorf("attempt 0's output = %v, %v; want its line, ended", first, err)
 	}
 }

@@ -44,8 +44,9 @@ func (p *Placements) Subtasks() int {
 }
 
 // Find returns where an attempt of a subtask was deployed: attempt
-// number attempt, or the latest deployed one when attempt is negative.
-// It fails with ErrUnknownVertex, ErrSubtaskOutOfRange or ErrNotPlaced.
+// number attempt, or the latest deployed one when attempt is negative. A
+// failed attempt is found where the exception history says it failed;
+// another earlier one, where the latest was deployed. It fails with ErrUnknownVertex, ErrSubtaskOutOfRange or ErrNotPlaced.
 func (p *Placements) Find(vertexID string, subtask, attempt int) (Placement, error) {
 	ps, ok := p.vertices[vertexID]
 	if !ok {
@@ -71,6 +72,12 @@ func findPlacement(parallelism int, at func(int) Placement, failed []*jobplanev1
 			int(a.GetSubtaskIndex()) == subtask && int(a.GetAttemptNumber()) == attempt {
 			return Placement{Attempt: attempt, TaskExecutorID: f.GetTaskExecutorId()}, nil
 		}
+	}
+	if latest.TaskExecutorID != "" && attempt >= 0 && attempt < latest.Attempt {
+		// An earlier attempt that did not fail (canceled with its region,
+		// say): only where the latest went is known, and a subtask often
+		// stays where it was. The TaskExecutor tells if it is not there.
+		return Placement{Attempt: attempt, TaskExecutorID: latest.TaskExecutorID}, nil
 	}
 	return Placement{}, ErrNotPlaced
 }
