@@ -9,6 +9,16 @@
 // refused, and once a job's JobMaster token changes, the attempts deployed
 // under the older one are canceled and never reported.
 //
+// # Task output
+//
+// Each attempt's output (Task.Logger's lines, Task.Output's bytes, an exec
+// command's stdout and stderr) is kept as a tail of Config.OutputBytes
+// (64 KiB by default), for Config.OutputRetention (10 minutes) after the
+// attempt ended and among the last Config.OutputAttempts (512) ended
+// attempts, and served by TaskExecutorService.GetTaskOutput. Expired
+// output is dropped as attempts start and end and as output is read: no
+// timer runs for it.
+//
 // # Exec tasks and their processes
 //
 // The built-in exec invokable runs a command, and what happens to the

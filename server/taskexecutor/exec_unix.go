@@ -3,7 +3,6 @@
 package taskexecutor
 
 import (
-	"bytes"
 	"context"
 	"os/exec"
 	"sync"
@@ -12,18 +11,16 @@ import (
 )
 
 // runCommand runs cmd in a process group of its own (see startGroup) and
-// returns its combined stdout and stderr with its result. When ctx is
+// returns its result; its output goes to cmd.Stdout and cmd.Stderr. When ctx is
 // canceled the whole group gets SIGTERM, and SIGKILL if the direct child
 // has not exited within grace. Whatever ends the command, no process of
 // the group is left when runCommand returns, except one that left the
 // group itself (setsid).
-func runCommand(ctx context.Context, cmd *exec.Cmd, grace time.Duration) ([]byte, error) {
-	out := new(bytes.Buffer)
-	cmd.Stdout, cmd.Stderr = out, out
+func runCommand(ctx context.Context, cmd *exec.Cmd, grace time.Duration) error {
 	cmd.WaitDelay = outputWaitDelay
 	g, err := startGroup(cmd)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	select {
 	case <-g.done:
@@ -39,7 +36,7 @@ func runCommand(ctx context.Context, cmd *exec.Cmd, grace time.Duration) ([]byte
 		}
 	}
 	// g.done was closed after cmd.Wait returned, so the output is complete.
-	return out.Bytes(), g.err
+	return g.err
 }
 
 // group is a running process group whose leader is this process's child.

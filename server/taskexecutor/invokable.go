@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"slices"
@@ -25,6 +27,17 @@ type Task struct {
 	Subtasks int
 	// Config is the vertex's configuration, verbatim from the JobGraph.
 	Config map[string]string
+	// Logger writes text lines (slog's text format, from level Info on)
+	// into the attempt's output, which the TaskExecutor keeps for clients
+	// to read (DispatcherService.GetTaskOutput; see Config.OutputBytes for
+	// how much, and for how long). Set by the TaskExecutor; an invokable
+	// called otherwise must cope with nil.
+	Logger *slog.Logger
+	// Output receives raw bytes into the attempt's output, beside
+	// Logger's lines; the built-in exec writes its command's stdout and
+	// stderr there. Writes never fail, and are dropped once the attempt
+	// has ended. Set by the TaskExecutor; nil otherwise.
+	Output io.Writer
 }
 
 // Invokable runs one subtask. It returns nil when the subtask finished,
@@ -136,9 +149,15 @@ func configListed(t Task, key string, n int) (bool, error) {
 	return slices.Contains(ns, n), nil
 }
 
+// execFailureTail is how much of an exec command's output ends the
+// message of its failure.
+const execFailureTail = 512
+
 // execInvokable runs config "argv" (a JSON array) with config "env" (a
-// JSON object added to the TaskExecutor's environment). It fails with the
-// tail of the command's combined stdout and stderr when the command fails.
+// JSON object added to the TaskExecutor's environment). The command's
+// stdout and stderr go to the task's Output as they come. It fails with
+// the tail of the command's combined stdout and stderr when the command
+// fails.
 //
 // On Unix the command runs in a process group of its own, which gets
 // SIGTERM when ctx is canceled and SIGKILL grace later, or as soon as the
@@ -166,16 +185,20 @@ func execInvokable(allowed bool, grace time.Duration) Invokable {
 		for k, v := range env {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
-		out, err := runCommand(ctx, cmd, grace)
-		if err != nil {
+		// stdout and stderr share one writer, and so one pipe, which
+		// keeps their order; the tail of both ends the failure message.
+		tail := newOutput(execFailureTail)
+		tail.runs = 1 // takes writes until dropped
+		var w io.Writer = tail
+		if t.Output != nil {
+			w = io.MultiWriter(t.Output, tail)
+		}
+		cmd.Stdout, cmd.Stderr = w, w
+		if err := runCommand(ctx, cmd, grace); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			tail := string(out)
-			if len(tail) > 512 {
-				tail = tail[len(tail)-512:]
-			}
-			return fmt.Errorf("%s: %w: %s", argv[0], err, strings.TrimSpace(tail))
+			return fmt.Errorf("%s: %w: %s", argv[0], err, strings.TrimSpace(string(tail.bytes())))
 		}
 		return nil
 	}

@@ -59,6 +59,19 @@ type Config struct {
 	// execution attempt starts and when it stops running here. Default:
 	// none.
 	AttemptLog io.Writer
+	// OutputBytes is how much of each execution attempt's output (see
+	// Task.Logger and Task.Output) is kept: its last OutputBytes bytes,
+	// served by GetTaskOutput. Default: DefaultOutputBytes; negative keeps
+	// none (offsets still count every byte).
+	OutputBytes int
+	// OutputRetention is how long an attempt's output is kept after the
+	// attempt ended. Default: DefaultOutputRetention; negative forgets it
+	// as the attempt ends.
+	OutputRetention time.Duration
+	// OutputAttempts is how many ended attempts' outputs are kept at most;
+	// the oldest are forgotten first. Default: DefaultOutputAttempts;
+	// negative keeps none.
+	OutputAttempts int
 	// ClientOptions apply to the TaskExecutor's clients of the
 	// ResourceManager and of JobMasters (interceptors, say).
 	ClientOptions []connect.ClientOption
@@ -90,6 +103,7 @@ type TaskExecutor struct {
 	invokables map[string]Invokable
 	rmToken    tokenTracker
 	attempts   *attemptLog
+	outputs    *outputs
 
 	mu    sync.Mutex
 	slots []*slot
@@ -212,6 +226,7 @@ func New(cfg Config) (*TaskExecutor, error) {
 		log:        cfg.Logger.With("task_executor", cfg.ID),
 		invokables: inv,
 		attempts:   newAttemptLog(cfg.AttemptLog),
+		outputs:    newOutputs(cfg),
 		jobs:       make(map[string]*job),
 		holding:    make(map[string]*job),
 		wake:       make(chan struct{}, 1),
@@ -397,11 +412,15 @@ func (te *TaskExecutor) runTask(ctx context.Context, t *task, inv Invokable, add
 	req := t.req
 	te.report(t, address, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING, "")
 	te.attempts.record(te.cfg.ID, "start", t, 0)
+	outKey := outputKeyOf(req.GetJobId(), req.GetAttempt())
+	out := te.outputs.start(outKey)
 	err := inv(ctx, Task{
 		JobID: req.GetJobId(), VertexID: req.GetAttempt().GetVertexId(),
 		SubtaskIndex: int(req.GetAttempt().GetSubtaskIndex()), Attempt: int(req.GetAttempt().GetAttemptNumber()),
 		Subtasks: int(req.GetNumberOfSubtasks()), Config: req.GetConfig(),
+		Logger: taskLogger(out), Output: out,
 	})
+	te.outputs.finish(outKey, out)
 	te.mu.Lock()
 	cause := t.stopCause
 	te.mu.Unlock()

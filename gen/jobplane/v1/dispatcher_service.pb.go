@@ -1394,6 +1394,222 @@ func (x *ServerLimits) GetMaxSubtaskPageSize() int32 {
 	return 0
 }
 
+// GetTaskOutputRequest is the request of DispatcherService.GetTaskOutput.
+type GetTaskOutputRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id. Required.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The vertex's id. Required.
+	VertexId string `protobuf:"bytes,2,opt,name=vertex_id,json=vertexId,proto3" json:"vertex_id,omitempty"`
+	// The subtask's index, from 0 to the vertex's parallelism - 1.
+	SubtaskIndex int32 `protobuf:"varint,3,opt,name=subtask_index,json=subtaskIndex,proto3" json:"subtask_index,omitempty"`
+	// The attempt's number; unset for the subtask's latest attempt that was
+	// deployed to a TaskExecutor.
+	AttemptNumber *int32 `protobuf:"varint,4,opt,name=attempt_number,json=attemptNumber,proto3,oneof" json:"attempt_number,omitempty"`
+	// The offset of the first byte wanted, counting every byte the attempt
+	// wrote: 0 for the start, or the previous answer's `next_offset` to
+	// follow. Bytes before it that are no longer kept are skipped (see
+	// `dropped_bytes`); an offset past the end of the output (one from a
+	// run of the attempt on another TaskExecutor, say) reads from the first
+	// byte kept. Must not be negative.
+	Offset int64 `protobuf:"varint,5,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The most bytes to return; the server may return fewer. Zero means
+	// 64 KiB; more than 1 MiB means 1 MiB. Must not be negative.
+	MaxBytes      int32 `protobuf:"varint,6,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTaskOutputRequest) Reset() {
+	*x = GetTaskOutputRequest{}
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTaskOutputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTaskOutputRequest) ProtoMessage() {}
+
+func (x *GetTaskOutputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTaskOutputRequest.ProtoReflect.Descriptor instead.
+func (*GetTaskOutputRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GetTaskOutputRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *GetTaskOutputRequest) GetVertexId() string {
+	if x != nil {
+		return x.VertexId
+	}
+	return ""
+}
+
+func (x *GetTaskOutputRequest) GetSubtaskIndex() int32 {
+	if x != nil {
+		return x.SubtaskIndex
+	}
+	return 0
+}
+
+func (x *GetTaskOutputRequest) GetAttemptNumber() int32 {
+	if x != nil && x.AttemptNumber != nil {
+		return *x.AttemptNumber
+	}
+	return 0
+}
+
+func (x *GetTaskOutputRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *GetTaskOutputRequest) GetMaxBytes() int32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+// GetTaskOutputResponse is the response of DispatcherService.GetTaskOutput.
+type GetTaskOutputResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The output's bytes from `offset` on, at most `max_bytes` of them. The
+	// bytes are as written: usually UTF-8 text lines, but not necessarily.
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// The offset of the first byte of `data`.
+	Offset int64 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The offset right after `data`: pass it as the next request's
+	// `offset` to follow the output.
+	NextOffset int64 `protobuf:"varint,3,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	// How many bytes from the request's offset on were no longer kept, and
+	// skipped: `offset` minus the request's offset when that is positive,
+	// else 0.
+	DroppedBytes int64 `protobuf:"varint,4,opt,name=dropped_bytes,json=droppedBytes,proto3" json:"dropped_bytes,omitempty"`
+	// The offset right after the last byte the attempt wrote so far: the
+	// number of bytes it wrote, dropped ones included. A read reached the
+	// end when `next_offset` equals it.
+	EndOffset int64 `protobuf:"varint,5,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
+	// The attempt has ended: no more output comes after `end_offset`. A
+	// follower stops once `ended` is set and `next_offset` equals
+	// `end_offset`.
+	Ended bool `protobuf:"varint,6,opt,name=ended,proto3" json:"ended,omitempty"`
+	// The attempt whose output this is: the request's, or the latest one
+	// when the request named none.
+	AttemptNumber int32 `protobuf:"varint,7,opt,name=attempt_number,json=attemptNumber,proto3" json:"attempt_number,omitempty"`
+	// The id of the TaskExecutor that keeps the output.
+	TaskExecutorId string `protobuf:"bytes,8,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GetTaskOutputResponse) Reset() {
+	*x = GetTaskOutputResponse{}
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTaskOutputResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTaskOutputResponse) ProtoMessage() {}
+
+func (x *GetTaskOutputResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTaskOutputResponse.ProtoReflect.Descriptor instead.
+func (*GetTaskOutputResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GetTaskOutputResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *GetTaskOutputResponse) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *GetTaskOutputResponse) GetNextOffset() int64 {
+	if x != nil {
+		return x.NextOffset
+	}
+	return 0
+}
+
+func (x *GetTaskOutputResponse) GetDroppedBytes() int64 {
+	if x != nil {
+		return x.DroppedBytes
+	}
+	return 0
+}
+
+func (x *GetTaskOutputResponse) GetEndOffset() int64 {
+	if x != nil {
+		return x.EndOffset
+	}
+	return 0
+}
+
+func (x *GetTaskOutputResponse) GetEnded() bool {
+	if x != nil {
+		return x.Ended
+	}
+	return false
+}
+
+func (x *GetTaskOutputResponse) GetAttemptNumber() int32 {
+	if x != nil {
+		return x.AttemptNumber
+	}
+	return 0
+}
+
+func (x *GetTaskOutputResponse) GetTaskExecutorId() string {
+	if x != nil {
+		return x.TaskExecutorId
+	}
+	return ""
+}
+
 var File_jobplane_v1_dispatcher_service_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
@@ -1486,7 +1702,26 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\fmax_vertices\x18\x04 \x01(\x05R\vmaxVertices\x12!\n" +
 	"\fmax_subtasks\x18\x05 \x01(\x05R\vmaxSubtasks\x12+\n" +
 	"\x12max_list_page_size\x18\x06 \x01(\x05R\x0fmaxListPageSize\x121\n" +
-	"\x15max_subtask_page_size\x18\a \x01(\x05R\x12maxSubtaskPageSize2\xbf\x06\n" +
+	"\x15max_subtask_page_size\x18\a \x01(\x05R\x12maxSubtaskPageSize\"\xe3\x01\n" +
+	"\x14GetTaskOutputRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1b\n" +
+	"\tvertex_id\x18\x02 \x01(\tR\bvertexId\x12#\n" +
+	"\rsubtask_index\x18\x03 \x01(\x05R\fsubtaskIndex\x12*\n" +
+	"\x0eattempt_number\x18\x04 \x01(\x05H\x00R\rattemptNumber\x88\x01\x01\x12\x16\n" +
+	"\x06offset\x18\x05 \x01(\x03R\x06offset\x12\x1b\n" +
+	"\tmax_bytes\x18\x06 \x01(\x05R\bmaxBytesB\x11\n" +
+	"\x0f_attempt_number\"\x8f\x02\n" +
+	"\x15GetTaskOutputResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x1f\n" +
+	"\vnext_offset\x18\x03 \x01(\x03R\n" +
+	"nextOffset\x12#\n" +
+	"\rdropped_bytes\x18\x04 \x01(\x03R\fdroppedBytes\x12\x1d\n" +
+	"\n" +
+	"end_offset\x18\x05 \x01(\x03R\tendOffset\x12\x14\n" +
+	"\x05ended\x18\x06 \x01(\bR\x05ended\x12%\n" +
+	"\x0eattempt_number\x18\a \x01(\x05R\rattemptNumber\x12(\n" +
+	"\x10task_executor_id\x18\b \x01(\tR\x0etaskExecutorId2\x9c\a\n" +
 	"\x11DispatcherService\x12O\n" +
 	"\tSubmitJob\x12\x1d.jobplane.v1.SubmitJobRequest\x1a\x1e.jobplane.v1.SubmitJobResponse\"\x03\x90\x02\x02\x12F\n" +
 	"\x06GetJob\x12\x1a.jobplane.v1.GetJobRequest\x1a\x1b.jobplane.v1.GetJobResponse\"\x03\x90\x02\x01\x12L\n" +
@@ -1495,7 +1730,8 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\fGetJobResult\x12 .jobplane.v1.GetJobResultRequest\x1a!.jobplane.v1.GetJobResultResponse\"\x03\x90\x02\x01\x12N\n" +
 	"\bWatchJob\x12\x1c.jobplane.v1.WatchJobRequest\x1a\x1d.jobplane.v1.WatchJobResponse\"\x03\x90\x02\x010\x01\x12s\n" +
 	"\x15ReportClientHeartbeat\x12).jobplane.v1.ReportClientHeartbeatRequest\x1a*.jobplane.v1.ReportClientHeartbeatResponse\"\x03\x90\x02\x02\x12g\n" +
-	"\x11ListTaskExecutors\x12%.jobplane.v1.ListTaskExecutorsRequest\x1a&.jobplane.v1.ListTaskExecutorsResponse\"\x03\x90\x02\x01\x12j\n" +
+	"\x11ListTaskExecutors\x12%.jobplane.v1.ListTaskExecutorsRequest\x1a&.jobplane.v1.ListTaskExecutorsResponse\"\x03\x90\x02\x01\x12[\n" +
+	"\rGetTaskOutput\x12!.jobplane.v1.GetTaskOutputRequest\x1a\".jobplane.v1.GetTaskOutputResponse\"\x03\x90\x02\x01\x12j\n" +
 	"\x12GetClusterOverview\x12&.jobplane.v1.GetClusterOverviewRequest\x1a'.jobplane.v1.GetClusterOverviewResponse\"\x03\x90\x02\x01B\xaf\x01\n" +
 	"\x0fcom.jobplane.v1B\x16DispatcherServiceProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
 
@@ -1511,7 +1747,7 @@ func file_jobplane_v1_dispatcher_service_proto_rawDescGZIP() []byte {
 	return file_jobplane_v1_dispatcher_service_proto_rawDescData
 }
 
-var file_jobplane_v1_dispatcher_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_jobplane_v1_dispatcher_service_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_jobplane_v1_dispatcher_service_proto_goTypes = []any{
 	(*SubmitJobRequest)(nil),              // 0: jobplane.v1.SubmitJobRequest
 	(*SubmitJobResponse)(nil),             // 1: jobplane.v1.SubmitJobResponse
@@ -1534,32 +1770,34 @@ var file_jobplane_v1_dispatcher_service_proto_goTypes = []any{
 	(*GetClusterOverviewRequest)(nil),     // 18: jobplane.v1.GetClusterOverviewRequest
 	(*GetClusterOverviewResponse)(nil),    // 19: jobplane.v1.GetClusterOverviewResponse
 	(*ServerLimits)(nil),                  // 20: jobplane.v1.ServerLimits
-	(*JobGraph)(nil),                      // 21: jobplane.v1.JobGraph
-	(JobStatus)(0),                        // 22: jobplane.v1.JobStatus
-	(JobView)(0),                          // 23: jobplane.v1.JobView
-	(*JobDetails)(nil),                    // 24: jobplane.v1.JobDetails
-	(*JobSummary)(nil),                    // 25: jobplane.v1.JobSummary
-	(*JobResult)(nil),                     // 26: jobplane.v1.JobResult
-	(*Heartbeat)(nil),                     // 27: jobplane.v1.Heartbeat
-	(*durationpb.Duration)(nil),           // 28: google.protobuf.Duration
-	(*LeaderInfo)(nil),                    // 29: jobplane.v1.LeaderInfo
+	(*GetTaskOutputRequest)(nil),          // 21: jobplane.v1.GetTaskOutputRequest
+	(*GetTaskOutputResponse)(nil),         // 22: jobplane.v1.GetTaskOutputResponse
+	(*JobGraph)(nil),                      // 23: jobplane.v1.JobGraph
+	(JobStatus)(0),                        // 24: jobplane.v1.JobStatus
+	(JobView)(0),                          // 25: jobplane.v1.JobView
+	(*JobDetails)(nil),                    // 26: jobplane.v1.JobDetails
+	(*JobSummary)(nil),                    // 27: jobplane.v1.JobSummary
+	(*JobResult)(nil),                     // 28: jobplane.v1.JobResult
+	(*Heartbeat)(nil),                     // 29: jobplane.v1.Heartbeat
+	(*durationpb.Duration)(nil),           // 30: google.protobuf.Duration
+	(*LeaderInfo)(nil),                    // 31: jobplane.v1.LeaderInfo
 }
 var file_jobplane_v1_dispatcher_service_proto_depIdxs = []int32{
-	21, // 0: jobplane.v1.SubmitJobRequest.job_graph:type_name -> jobplane.v1.JobGraph
-	22, // 1: jobplane.v1.SubmitJobResponse.status:type_name -> jobplane.v1.JobStatus
-	23, // 2: jobplane.v1.GetJobRequest.view:type_name -> jobplane.v1.JobView
-	24, // 3: jobplane.v1.GetJobResponse.job:type_name -> jobplane.v1.JobDetails
-	22, // 4: jobplane.v1.ListJobsRequest.statuses:type_name -> jobplane.v1.JobStatus
-	25, // 5: jobplane.v1.ListJobsResponse.jobs:type_name -> jobplane.v1.JobSummary
-	22, // 6: jobplane.v1.CancelJobResponse.status:type_name -> jobplane.v1.JobStatus
-	26, // 7: jobplane.v1.GetJobResultResponse.result:type_name -> jobplane.v1.JobResult
-	25, // 8: jobplane.v1.WatchJobResponse.job:type_name -> jobplane.v1.JobSummary
-	27, // 9: jobplane.v1.WatchJobResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
-	28, // 10: jobplane.v1.ReportClientHeartbeatResponse.timeout:type_name -> google.protobuf.Duration
+	23, // 0: jobplane.v1.SubmitJobRequest.job_graph:type_name -> jobplane.v1.JobGraph
+	24, // 1: jobplane.v1.SubmitJobResponse.status:type_name -> jobplane.v1.JobStatus
+	25, // 2: jobplane.v1.GetJobRequest.view:type_name -> jobplane.v1.JobView
+	26, // 3: jobplane.v1.GetJobResponse.job:type_name -> jobplane.v1.JobDetails
+	24, // 4: jobplane.v1.ListJobsRequest.statuses:type_name -> jobplane.v1.JobStatus
+	27, // 5: jobplane.v1.ListJobsResponse.jobs:type_name -> jobplane.v1.JobSummary
+	24, // 6: jobplane.v1.CancelJobResponse.status:type_name -> jobplane.v1.JobStatus
+	28, // 7: jobplane.v1.GetJobResultResponse.result:type_name -> jobplane.v1.JobResult
+	27, // 8: jobplane.v1.WatchJobResponse.job:type_name -> jobplane.v1.JobSummary
+	29, // 9: jobplane.v1.WatchJobResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
+	30, // 10: jobplane.v1.ReportClientHeartbeatResponse.timeout:type_name -> google.protobuf.Duration
 	16, // 11: jobplane.v1.ListTaskExecutorsResponse.task_executors:type_name -> jobplane.v1.TaskExecutorInfo
 	17, // 12: jobplane.v1.TaskExecutorInfo.allocated_slots:type_name -> jobplane.v1.AllocatedSlot
-	28, // 13: jobplane.v1.TaskExecutorInfo.silence:type_name -> google.protobuf.Duration
-	29, // 14: jobplane.v1.GetClusterOverviewResponse.leader:type_name -> jobplane.v1.LeaderInfo
+	30, // 13: jobplane.v1.TaskExecutorInfo.silence:type_name -> google.protobuf.Duration
+	31, // 14: jobplane.v1.GetClusterOverviewResponse.leader:type_name -> jobplane.v1.LeaderInfo
 	20, // 15: jobplane.v1.GetClusterOverviewResponse.limits:type_name -> jobplane.v1.ServerLimits
 	0,  // 16: jobplane.v1.DispatcherService.SubmitJob:input_type -> jobplane.v1.SubmitJobRequest
 	2,  // 17: jobplane.v1.DispatcherService.GetJob:input_type -> jobplane.v1.GetJobRequest
@@ -1569,18 +1807,20 @@ var file_jobplane_v1_dispatcher_service_proto_depIdxs = []int32{
 	10, // 21: jobplane.v1.DispatcherService.WatchJob:input_type -> jobplane.v1.WatchJobRequest
 	12, // 22: jobplane.v1.DispatcherService.ReportClientHeartbeat:input_type -> jobplane.v1.ReportClientHeartbeatRequest
 	14, // 23: jobplane.v1.DispatcherService.ListTaskExecutors:input_type -> jobplane.v1.ListTaskExecutorsRequest
-	18, // 24: jobplane.v1.DispatcherService.GetClusterOverview:input_type -> jobplane.v1.GetClusterOverviewRequest
-	1,  // 25: jobplane.v1.DispatcherService.SubmitJob:output_type -> jobplane.v1.SubmitJobResponse
-	3,  // 26: jobplane.v1.DispatcherService.GetJob:output_type -> jobplane.v1.GetJobResponse
-	5,  // 27: jobplane.v1.DispatcherService.ListJobs:output_type -> jobplane.v1.ListJobsResponse
-	7,  // 28: jobplane.v1.DispatcherService.CancelJob:output_type -> jobplane.v1.CancelJobResponse
-	9,  // 29: jobplane.v1.DispatcherService.GetJobResult:output_type -> jobplane.v1.GetJobResultResponse
-	11, // 30: jobplane.v1.DispatcherService.WatchJob:output_type -> jobplane.v1.WatchJobResponse
-	13, // 31: jobplane.v1.DispatcherService.ReportClientHeartbeat:output_type -> jobplane.v1.ReportClientHeartbeatResponse
-	15, // 32: jobplane.v1.DispatcherService.ListTaskExecutors:output_type -> jobplane.v1.ListTaskExecutorsResponse
-	19, // 33: jobplane.v1.DispatcherService.GetClusterOverview:output_type -> jobplane.v1.GetClusterOverviewResponse
-	25, // [25:34] is the sub-list for method output_type
-	16, // [16:25] is the sub-list for method input_type
+	21, // 24: jobplane.v1.DispatcherService.GetTaskOutput:input_type -> jobplane.v1.GetTaskOutputRequest
+	18, // 25: jobplane.v1.DispatcherService.GetClusterOverview:input_type -> jobplane.v1.GetClusterOverviewRequest
+	1,  // 26: jobplane.v1.DispatcherService.SubmitJob:output_type -> jobplane.v1.SubmitJobResponse
+	3,  // 27: jobplane.v1.DispatcherService.GetJob:output_type -> jobplane.v1.GetJobResponse
+	5,  // 28: jobplane.v1.DispatcherService.ListJobs:output_type -> jobplane.v1.ListJobsResponse
+	7,  // 29: jobplane.v1.DispatcherService.CancelJob:output_type -> jobplane.v1.CancelJobResponse
+	9,  // 30: jobplane.v1.DispatcherService.GetJobResult:output_type -> jobplane.v1.GetJobResultResponse
+	11, // 31: jobplane.v1.DispatcherService.WatchJob:output_type -> jobplane.v1.WatchJobResponse
+	13, // 32: jobplane.v1.DispatcherService.ReportClientHeartbeat:output_type -> jobplane.v1.ReportClientHeartbeatResponse
+	15, // 33: jobplane.v1.DispatcherService.ListTaskExecutors:output_type -> jobplane.v1.ListTaskExecutorsResponse
+	22, // 34: jobplane.v1.DispatcherService.GetTaskOutput:output_type -> jobplane.v1.GetTaskOutputResponse
+	19, // 35: jobplane.v1.DispatcherService.GetClusterOverview:output_type -> jobplane.v1.GetClusterOverviewResponse
+	26, // [26:36] is the sub-list for method output_type
+	16, // [16:26] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name
@@ -1599,13 +1839,14 @@ func file_jobplane_v1_dispatcher_service_proto_init() {
 		(*WatchJobResponse_Job)(nil),
 		(*WatchJobResponse_Heartbeat)(nil),
 	}
+	file_jobplane_v1_dispatcher_service_proto_msgTypes[21].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_dispatcher_service_proto_rawDesc), len(file_jobplane_v1_dispatcher_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -139,7 +139,11 @@ const (
 	ErrorReason_ERROR_REASON_UNKNOWN_INVOKABLE ErrorReason = 16
 	// Code NOT_FOUND. The JobMaster knows no execution attempt with this id
 	// (for example one from before a restart); the TaskExecutor cancels it.
-	// Metadata: `job_id`, `vertex_id`, `subtask_index`, `attempt_number`.
+	// From GetTaskOutput (DispatcherService, TaskExecutorService): the
+	// attempt was not deployed, where it ran is no longer known, or its
+	// output is no longer kept. Metadata: `job_id`, `vertex_id`,
+	// `subtask_index`, `attempt_number`, and `task_executor_id` when a
+	// TaskExecutor is known.
 	ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND ErrorReason = 17
 	// Code ALREADY_EXISTS. The HA-store session already has a candidacy in
 	// the election, with another address. Metadata: `session_id`,
@@ -181,6 +185,10 @@ const (
 	// Code INTERNAL. The server failed in a way the contract does not name;
 	// its logs say more. What was done is as for a lost answer.
 	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 29
+	// Code UNAVAILABLE. The TaskExecutor that the call needed
+	// (DispatcherService.GetTaskOutput: the one that keeps the output) did
+	// not answer; nothing was done. Retry. Metadata: `task_executor_id`.
+	ErrorReason_ERROR_REASON_TASK_EXECUTOR_UNREACHABLE ErrorReason = 30
 )
 
 // Enum value maps for ErrorReason.
@@ -216,38 +224,40 @@ var (
 		27: "ERROR_REASON_UNIMPLEMENTED",
 		28: "ERROR_REASON_STREAM_BEHIND",
 		29: "ERROR_REASON_INTERNAL",
+		30: "ERROR_REASON_TASK_EXECUTOR_UNREACHABLE",
 	}
 	ErrorReason_value = map[string]int32{
-		"ERROR_REASON_UNSPECIFIED":              0,
-		"ERROR_REASON_STALE_FENCING_TOKEN":      1,
-		"ERROR_REASON_NOT_LEADER":               2,
-		"ERROR_REASON_JOB_ALREADY_EXISTS":       3,
-		"ERROR_REASON_JOB_NOT_FOUND":            4,
-		"ERROR_REASON_JOB_NOT_TERMINAL":         5,
-		"ERROR_REASON_JOB_TERMINAL":             6,
-		"ERROR_REASON_PERSIST_FAILED":           7,
-		"ERROR_REASON_EXECUTION_PLAN_NOT_FOUND": 8,
-		"ERROR_REASON_JOB_RESULT_EXISTS":        9,
-		"ERROR_REASON_JOB_RESULT_NOT_FOUND":     10,
-		"ERROR_REASON_JOB_RESULT_DIRTY":         11,
-		"ERROR_REASON_SESSION_NOT_FOUND":        12,
-		"ERROR_REASON_NOT_REGISTERED":           13,
-		"ERROR_REASON_SLOT_OCCUPIED":            14,
-		"ERROR_REASON_SLOT_NOT_ALLOCATED":       15,
-		"ERROR_REASON_UNKNOWN_INVOKABLE":        16,
-		"ERROR_REASON_EXECUTION_NOT_FOUND":      17,
-		"ERROR_REASON_CANDIDACY_EXISTS":         18,
-		"ERROR_REASON_EXECUTION_PLAN_EXISTS":    19,
-		"ERROR_REASON_PERSIST_OUTCOME_UNKNOWN":  20,
-		"ERROR_REASON_CANCEL_NOT_RECORDED":      21,
-		"ERROR_REASON_STORE_UNAVAILABLE":        22,
-		"ERROR_REASON_INVALID_ARGUMENT":         23,
-		"ERROR_REASON_REQUEST_TOO_LARGE":        24,
-		"ERROR_REASON_CALL_CANCELED":            25,
-		"ERROR_REASON_CALL_DEADLINE_EXCEEDED":   26,
-		"ERROR_REASON_UNIMPLEMENTED":            27,
-		"ERROR_REASON_STREAM_BEHIND":            28,
-		"ERROR_REASON_INTERNAL":                 29,
+		"ERROR_REASON_UNSPECIFIED":               0,
+		"ERROR_REASON_STALE_FENCING_TOKEN":       1,
+		"ERROR_REASON_NOT_LEADER":                2,
+		"ERROR_REASON_JOB_ALREADY_EXISTS":        3,
+		"ERROR_REASON_JOB_NOT_FOUND":             4,
+		"ERROR_REASON_JOB_NOT_TERMINAL":          5,
+		"ERROR_REASON_JOB_TERMINAL":              6,
+		"ERROR_REASON_PERSIST_FAILED":            7,
+		"ERROR_REASON_EXECUTION_PLAN_NOT_FOUND":  8,
+		"ERROR_REASON_JOB_RESULT_EXISTS":         9,
+		"ERROR_REASON_JOB_RESULT_NOT_FOUND":      10,
+		"ERROR_REASON_JOB_RESULT_DIRTY":          11,
+		"ERROR_REASON_SESSION_NOT_FOUND":         12,
+		"ERROR_REASON_NOT_REGISTERED":            13,
+		"ERROR_REASON_SLOT_OCCUPIED":             14,
+		"ERROR_REASON_SLOT_NOT_ALLOCATED":        15,
+		"ERROR_REASON_UNKNOWN_INVOKABLE":         16,
+		"ERROR_REASON_EXECUTION_NOT_FOUND":       17,
+		"ERROR_REASON_CANDIDACY_EXISTS":          18,
+		"ERROR_REASON_EXECUTION_PLAN_EXISTS":     19,
+		"ERROR_REASON_PERSIST_OUTCOME_UNKNOWN":   20,
+		"ERROR_REASON_CANCEL_NOT_RECORDED":       21,
+		"ERROR_REASON_STORE_UNAVAILABLE":         22,
+		"ERROR_REASON_INVALID_ARGUMENT":          23,
+		"ERROR_REASON_REQUEST_TOO_LARGE":         24,
+		"ERROR_REASON_CALL_CANCELED":             25,
+		"ERROR_REASON_CALL_DEADLINE_EXCEEDED":    26,
+		"ERROR_REASON_UNIMPLEMENTED":             27,
+		"ERROR_REASON_STREAM_BEHIND":             28,
+		"ERROR_REASON_INTERNAL":                  29,
+		"ERROR_REASON_TASK_EXECUTOR_UNREACHABLE": 30,
 	}
 )
 
@@ -474,7 +484,7 @@ const file_jobplane_v1_error_proto_rawDesc = "" +
 	"\bmetadata\x18\x04 \x03(\v2$.jobplane.v1.ItemError.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xad\b\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xd9\b\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12$\n" +
 	" ERROR_REASON_STALE_FENCING_TOKEN\x10\x01\x12\x1b\n" +
@@ -506,7 +516,8 @@ const file_jobplane_v1_error_proto_rawDesc = "" +
 	"#ERROR_REASON_CALL_DEADLINE_EXCEEDED\x10\x1a\x12\x1e\n" +
 	"\x1aERROR_REASON_UNIMPLEMENTED\x10\x1b\x12\x1e\n" +
 	"\x1aERROR_REASON_STREAM_BEHIND\x10\x1c\x12\x19\n" +
-	"\x15ERROR_REASON_INTERNAL\x10\x1dB\xa3\x01\n" +
+	"\x15ERROR_REASON_INTERNAL\x10\x1d\x12*\n" +
+	"&ERROR_REASON_TASK_EXECUTOR_UNREACHABLE\x10\x1eB\xa3\x01\n" +
 	"\x0fcom.jobplane.v1B\n" +
 	"ErrorProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
 

@@ -58,6 +58,8 @@ var codes = map[jobplanev1.ErrorReason]connect.Code{
 	jobplanev1.ErrorReason_ERROR_REASON_UNIMPLEMENTED:            connect.CodeUnimplemented,
 	jobplanev1.ErrorReason_ERROR_REASON_STREAM_BEHIND:            connect.CodeUnavailable,
 	jobplanev1.ErrorReason_ERROR_REASON_INTERNAL:                 connect.CodeInternal,
+
+	jobplanev1.ErrorReason_ERROR_REASON_TASK_EXECUTOR_UNREACHABLE: connect.CodeUnavailable,
 }
 
 // New returns the error for reason, with its code, a message for people,

@@ -40,6 +40,11 @@ type Options struct {
 	HeartbeatTimeout time.Duration
 	// Invokables added to every TaskExecutor.
 	Invokables map[string]taskexecutor.Invokable
+	// AllowExec lets every TaskExecutor run the built-in exec.
+	AllowExec bool
+	// OutputRetention is how long the JobManagers know where an ended
+	// job's attempts ran. Default: 10m.
+	OutputRetention time.Duration
 	// TaskExecutorInterceptors, if set, wrap every TaskExecutor's handler
 	// inside the recording of the task log (for injecting faults: a call
 	// that is handled but whose answer is lost, say).
@@ -178,6 +183,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		cut := new(atomic.Bool)
 		te, err := taskexecutor.New(taskexecutor.Config{
 			Address: tep.URL(), Slots: opts.Slots, Store: store, HTTPClient: client, Invokables: opts.Invokables, Logger: log,
+			AllowExec:     opts.AllowExec,
 			CancelGrace:   100 * time.Millisecond,
 			ClientOptions: []connect.ClientOption{record, connect.WithInterceptors(append(opts.TaskExecutorClientInterceptors, cutOff(cut))...)},
 		})
@@ -224,6 +230,7 @@ func startJobManager(t testing.TB, ctx context.Context, store hastore.Store, cli
 		Store: store, Address: ep.URL(), HTTPClient: client, SessionTTL: max(2*opts.HeartbeatTimeout, 2*time.Second),
 		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: opts.HeartbeatTimeout,
 		ResultRetention: opts.ResultRetention, SlotTimeout: opts.SlotTimeout, Clock: opts.Clock, Logger: log,
+		OutputRetention: opts.OutputRetention,
 		MaxRequestBytes: ep.MaxRequestBytes(), MaxResponseBytes: ep.MaxResponseBytes(),
 	})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -77,6 +78,22 @@ type Config struct {
 	// Overview, if set, reports TaskExecutors and slots for
 	// GetClusterOverview.
 	Overview func() (taskExecutors, slotsTotal, slotsAvailable int)
+	// TaskExecutorAddress, if set, returns the address of a registered
+	// TaskExecutor, for GetTaskOutput; without it (or HTTPClient), no
+	// output is found.
+	TaskExecutorAddress func(id string) (address string, ok bool)
+	// HTTPClient and ClientOptions carry GetTaskOutput's calls to
+	// TaskExecutors.
+	HTTPClient    connect.HTTPClient
+	ClientOptions []connect.ClientOption
+	// OutputRetention is how long where an ended job's attempts ran is
+	// kept, for GetTaskOutput. Default: DefaultOutputRetention, as long as
+	// TaskExecutors keep output by default.
+	OutputRetention time.Duration
+	// OutputSubtasks bounds the subtasks of the ended jobs whose
+	// placements are kept: beyond it, the oldest are forgotten first.
+	// Default: DefaultOutputSubtasks.
+	OutputSubtasks int
 	// PersistTimeout bounds persisting a plan, whatever the client's
 	// deadline, so that a submission's outcome is always known. Default:
 	// 10s.
@@ -108,6 +125,10 @@ type leadership struct {
 	// status for GetClusterOverview and ListJobs.
 	index *jobIndex
 	wg    sync.WaitGroup // runners that have not called back
+	// placed lists the ended jobs whose placements are kept, oldest
+	// first, and placedSubtasks counts their subtasks (output.go).
+	placed         []endedPlacements
+	placedSubtasks int
 }
 
 // job is the Dispatcher's record of one job.
@@ -131,6 +152,11 @@ type job struct {
 	changed     chan struct{}
 	result      *jobplanev1.JobResult // set once globally terminal
 	done        chan struct{}         // closed once the result is recorded
+	// graph is the job's plan while it runs (shared with its JobMaster),
+	// and placements where its attempts ran once it ended, for a while
+	// (output.go).
+	graph      *jobplanev1.JobGraph
+	placements *jobmaster.Placements
 
 	heartbeatTimeout time.Duration
 	heartbeat        *time.Timer
@@ -156,6 +182,12 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	if cfg.PersistTimeout == 0 {
 		cfg.PersistTimeout = 10 * time.Second
+	}
+	if cfg.OutputRetention == 0 {
+		cfg.OutputRetention = DefaultOutputRetention
+	}
+	if cfg.OutputSubtasks == 0 {
+		cfg.OutputSubtasks = DefaultOutputSubtasks
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -341,7 +373,7 @@ func newJob(plan *hastorev1.ExecutionPlan) *job {
 	j := &job{
 		id: plan.GetJobId(), digest: plan.GetDigest(), name: plan.GetJobGraph().GetName(),
 		submitTime: plan.GetSubmitTime().AsTime(), persisting: make(chan struct{}),
-		changed: make(chan struct{}), done: make(chan struct{}),
+		changed: make(chan struct{}), done: make(chan struct{}), graph: plan.GetJobGraph(),
 	}
 	if timeout := plan.GetJobGraph().GetConfig().GetClientHeartbeatTimeout().AsDuration(); timeout > 0 {
 		j.heartbeatTimeout = timeout
@@ -463,6 +495,11 @@ func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *hastorev1.Executi
 		}
 		if j.heartbeat != nil {
 			j.heartbeat.Stop()
+		}
+		if jobstatus.IsGloballyTerminal(res.Status) {
+			d.mu.Lock()
+			d.keepPlacementsLocked(ld, j, res.Placements)
+			d.mu.Unlock()
 		}
 		if !jobstatus.IsGloballyTerminal(res.Status) {
 			d.mu.Lock()

@@ -58,6 +58,10 @@ type Config struct {
 	// ResultRetention, when positive, deletes clean job results older than
 	// it. Default: keep them.
 	ResultRetention time.Duration
+	// OutputRetention is how long the Dispatcher knows where an ended
+	// job's attempts ran, for GetTaskOutput. Default:
+	// dispatcher.DefaultOutputRetention.
+	OutputRetention time.Duration
 	// SlotTimeout bounds a region's wait for slots; see jobmaster.Config.
 	SlotTimeout time.Duration
 	// Clock, if set, drives the JobMasters' restart delays (tests).
@@ -176,6 +180,9 @@ func New(cfg Config) (*JobManager, error) {
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxResponseBytes: cfg.MaxResponseBytes,
 		ResultRetention: cfg.ResultRetention, Address: cfg.Address,
 		TaskExecutors: jm.rm.TaskExecutors,
+		// GetTaskOutput: the ResourceManager's registry says where a
+		// TaskExecutor is.
+		TaskExecutorAddress: jm.rm.TaskExecutorAddress, HTTPClient: cfg.HTTPClient, OutputRetention: cfg.OutputRetention,
 		Overview: func() (int, int, int) {
 			o := jm.rm.Overview()
 			return o.TaskExecutors, o.SlotsTotal, o.SlotsAvailable

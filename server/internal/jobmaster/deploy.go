@@ -67,6 +67,7 @@ func (jm *JobMaster) deploy() {
 		for i, ev := range waiting[:n] {
 			s := free[i]
 			s.ev, jm.tasks[ev].slot = ev, s
+			jm.place(ev, s.executor)
 			jm.setState(ev, jobstatus.ExecDeploying)
 			deployed = append(deployed, ev)
 		}

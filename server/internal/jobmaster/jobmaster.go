@@ -79,6 +79,9 @@ type Result struct {
 	Exceptions []*jobplanev1.FailureInfo
 	// Restarts counts the restarts under this JobMaster.
 	Restarts int
+	// Placements are where the job's attempts were deployed, for a job
+	// that ended (FINISHED, FAILED or CANCELED); nil otherwise.
+	Placements *Placements
 }
 
 // maxExceptions bounds a job's exception history.
@@ -127,6 +130,7 @@ type JobMaster struct {
 	vertexByID map[string]int
 	eager      bool
 	tasks      []task      // by execution vertex: its current attempt's runtime
+	placed     []Placement // by execution vertex: its latest deployed attempt
 	live       int         // execution vertices deployed and not yet terminal
 	ready      []int       // released regions with vertices waiting for slots
 	queued     []bool      // by region: in ready
@@ -221,6 +225,7 @@ func New(cfg Config) (*JobMaster, error) {
 		vertexByID: make(map[string]int, len(cfg.Graph.GetVertices())),
 		eager:      eager,
 		tasks:      make([]task, graph.Subtasks()),
+		placed:     make([]Placement, graph.Subtasks()),
 		vertices:   make([]vertexTimes, len(cfg.Graph.GetVertices())),
 		queued:     make([]bool, graph.Regions()),
 		since:      make([]time.Time, graph.Regions()),
@@ -380,7 +385,7 @@ func (jm *JobMaster) drain() {
 			jm.rpcs.Wait()
 			jm.stopFailovers()
 			jm.release(context.WithoutCancel(ctx))
-			res := Result{Status: jm.status, Restarts: jm.restart.used, Exceptions: jm.exceptions}
+			res := Result{Status: jm.status, Restarts: jm.restart.used, Exceptions: jm.exceptions, Placements: jm.placements()}
 			if jm.status == jobstatus.Failed {
 				res.Failure = jm.failure
 			}

@@ -1238,6 +1238,169 @@ func (x *TaskExecutorServiceHeartbeatResponse) GetTasks() []*v1.TaskExecutionSta
 	return nil
 }
 
+// GetTaskOutputRequest is the request of TaskExecutorService.GetTaskOutput.
+type GetTaskOutputRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id. Required.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The attempt whose output to read. Required.
+	Attempt *v1.ExecutionAttemptId `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The offset of the first byte wanted, counting every byte the attempt
+	// wrote; 0 for the start. Bytes before it that are no longer kept are
+	// skipped (see GetTaskOutputResponse.offset); an offset past the end of
+	// the output reads from the first byte kept. Must not be negative.
+	Offset int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The most bytes to return; the TaskExecutor may return fewer. Zero
+	// means 64 KiB; more than 1 MiB means 1 MiB. Must not be negative.
+	MaxBytes      int32 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTaskOutputRequest) Reset() {
+	*x = GetTaskOutputRequest{}
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTaskOutputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTaskOutputRequest) ProtoMessage() {}
+
+func (x *GetTaskOutputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTaskOutputRequest.ProtoReflect.Descriptor instead.
+func (*GetTaskOutputRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetTaskOutputRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *GetTaskOutputRequest) GetAttempt() *v1.ExecutionAttemptId {
+	if x != nil {
+		return x.Attempt
+	}
+	return nil
+}
+
+func (x *GetTaskOutputRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *GetTaskOutputRequest) GetMaxBytes() int32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+// GetTaskOutputResponse is the response of TaskExecutorService.GetTaskOutput.
+type GetTaskOutputResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The output's bytes from `offset` on, at most `max_bytes` of them.
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// The offset of the first byte of `data`: the request's offset, or the
+	// first byte kept if the bytes from the request's offset on were
+	// dropped (or the request's offset was past the end).
+	Offset int64 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The offset right after `data`: pass it as the next request's offset
+	// to follow the output.
+	NextOffset int64 `protobuf:"varint,3,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	// The offset right after the last byte the attempt wrote so far: the
+	// number of bytes it wrote, dropped ones included.
+	EndOffset int64 `protobuf:"varint,4,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
+	// The attempt has ended here: no more output comes after `end_offset`.
+	Ended         bool `protobuf:"varint,5,opt,name=ended,proto3" json:"ended,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTaskOutputResponse) Reset() {
+	*x = GetTaskOutputResponse{}
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTaskOutputResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTaskOutputResponse) ProtoMessage() {}
+
+func (x *GetTaskOutputResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTaskOutputResponse.ProtoReflect.Descriptor instead.
+func (*GetTaskOutputResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetTaskOutputResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *GetTaskOutputResponse) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *GetTaskOutputResponse) GetNextOffset() int64 {
+	if x != nil {
+		return x.NextOffset
+	}
+	return 0
+}
+
+func (x *GetTaskOutputResponse) GetEndOffset() int64 {
+	if x != nil {
+		return x.EndOffset
+	}
+	return 0
+}
+
+func (x *GetTaskOutputResponse) GetEnded() bool {
+	if x != nil {
+		return x.Ended
+	}
+	return false
+}
+
 // JobMasterSender is a job's JobMaster asking.
 type TaskExecutorServiceHeartbeatRequest_JobMasterSender struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1251,7 +1414,7 @@ type TaskExecutorServiceHeartbeatRequest_JobMasterSender struct {
 
 func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) Reset() {
 	*x = TaskExecutorServiceHeartbeatRequest_JobMasterSender{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[20]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +1426,7 @@ func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) String() string {
 func (*TaskExecutorServiceHeartbeatRequest_JobMasterSender) ProtoMessage() {}
 
 func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[20]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1546,20 @@ const file_jobplane_cluster_v1_task_executor_service_proto_rawDesc = "" +
 	"\x10task_executor_id\x18\x01 \x01(\tR\x0etaskExecutorId\x12@\n" +
 	"\vslot_report\x18\x02 \x01(\v2\x1f.jobplane.cluster.v1.SlotReportR\n" +
 	"slotReport\x126\n" +
-	"\x05tasks\x18\x03 \x03(\v2 .jobplane.v1.TaskExecutionStatusR\x05tasks2\xdc\x06\n" +
+	"\x05tasks\x18\x03 \x03(\v2 .jobplane.v1.TaskExecutionStatusR\x05tasks\"\x9d\x01\n" +
+	"\x14GetTaskOutputRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x129\n" +
+	"\aattempt\x18\x02 \x01(\v2\x1f.jobplane.v1.ExecutionAttemptIdR\aattempt\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1b\n" +
+	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\"\x99\x01\n" +
+	"\x15GetTaskOutputResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x1f\n" +
+	"\vnext_offset\x18\x03 \x01(\x03R\n" +
+	"nextOffset\x12\x1d\n" +
+	"\n" +
+	"end_offset\x18\x04 \x01(\x03R\tendOffset\x12\x14\n" +
+	"\x05ended\x18\x05 \x01(\bR\x05ended2\xc9\a\n" +
 	"\x13TaskExecutorService\x12e\n" +
 	"\vRequestSlot\x12'.jobplane.cluster.v1.RequestSlotRequest\x1a(.jobplane.cluster.v1.RequestSlotResponse\"\x03\x90\x02\x02\x12h\n" +
 	"\fRequestSlots\x12(.jobplane.cluster.v1.RequestSlotsRequest\x1a).jobplane.cluster.v1.RequestSlotsResponse\"\x03\x90\x02\x02\x12b\n" +
@@ -1394,7 +1570,8 @@ const file_jobplane_cluster_v1_task_executor_service_proto_rawDesc = "" +
 	"CancelTask\x12&.jobplane.cluster.v1.CancelTaskRequest\x1a'.jobplane.cluster.v1.CancelTaskResponse\"\x03\x90\x02\x02\x12\\\n" +
 	"\bFreeSlot\x12$.jobplane.cluster.v1.FreeSlotRequest\x1a%.jobplane.cluster.v1.FreeSlotResponse\"\x03\x90\x02\x02\x12_\n" +
 	"\tFreeSlots\x12%.jobplane.cluster.v1.FreeSlotsRequest\x1a&.jobplane.cluster.v1.FreeSlotsResponse\"\x03\x90\x02\x02\x12\x85\x01\n" +
-	"\tHeartbeat\x128.jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest\x1a9.jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse\"\x03\x90\x02\x02B\xe1\x01\n" +
+	"\tHeartbeat\x128.jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest\x1a9.jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse\"\x03\x90\x02\x02\x12k\n" +
+	"\rGetTaskOutput\x12).jobplane.cluster.v1.GetTaskOutputRequest\x1a*.jobplane.cluster.v1.GetTaskOutputResponse\"\x03\x90\x02\x01B\xe1\x01\n" +
 	"\x17com.jobplane.cluster.v1B\x18TaskExecutorServiceProtoP\x01Z>github.com/jobplane/jobplane/gen/jobplane/cluster/v1;clusterv1\xa2\x02\x03JCX\xaa\x02\x13Jobplane.Cluster.V1\xca\x02\x13Jobplane\\Cluster\\V1\xe2\x02\x1fJobplane\\Cluster\\V1\\GPBMetadata\xea\x02\x15Jobplane::Cluster::V1b\x06proto3"
 
 var (
@@ -1409,7 +1586,7 @@ func file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP() []byte {
 	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescData
 }
 
-var file_jobplane_cluster_v1_task_executor_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_jobplane_cluster_v1_task_executor_service_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_jobplane_cluster_v1_task_executor_service_proto_goTypes = []any{
 	(*RequestSlotRequest)(nil),                   // 0: jobplane.cluster.v1.RequestSlotRequest
 	(*RequestSlotResponse)(nil),                  // 1: jobplane.cluster.v1.RequestSlotResponse
@@ -1429,66 +1606,71 @@ var file_jobplane_cluster_v1_task_executor_service_proto_goTypes = []any{
 	(*FreeSlotsResponse)(nil),                    // 15: jobplane.cluster.v1.FreeSlotsResponse
 	(*TaskExecutorServiceHeartbeatRequest)(nil),  // 16: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest
 	(*TaskExecutorServiceHeartbeatResponse)(nil), // 17: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse
-	nil, // 18: jobplane.cluster.v1.SubmitTaskRequest.ConfigEntry
-	nil, // 19: jobplane.cluster.v1.TaskDeployment.ConfigEntry
-	(*TaskExecutorServiceHeartbeatRequest_JobMasterSender)(nil), // 20: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
-	(*v1.FencingToken)(nil),        // 21: jobplane.v1.FencingToken
-	(*ResourceProfile)(nil),        // 22: jobplane.cluster.v1.ResourceProfile
-	(*v1.ItemError)(nil),           // 23: jobplane.v1.ItemError
-	(*v1.ExecutionAttemptId)(nil),  // 24: jobplane.v1.ExecutionAttemptId
-	(*durationpb.Duration)(nil),    // 25: google.protobuf.Duration
-	(*SlotReport)(nil),             // 26: jobplane.cluster.v1.SlotReport
-	(*v1.TaskExecutionStatus)(nil), // 27: jobplane.v1.TaskExecutionStatus
+	(*GetTaskOutputRequest)(nil),                 // 18: jobplane.cluster.v1.GetTaskOutputRequest
+	(*GetTaskOutputResponse)(nil),                // 19: jobplane.cluster.v1.GetTaskOutputResponse
+	nil,                                          // 20: jobplane.cluster.v1.SubmitTaskRequest.ConfigEntry
+	nil,                                          // 21: jobplane.cluster.v1.TaskDeployment.ConfigEntry
+	(*TaskExecutorServiceHeartbeatRequest_JobMasterSender)(nil), // 22: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
+	(*v1.FencingToken)(nil),        // 23: jobplane.v1.FencingToken
+	(*ResourceProfile)(nil),        // 24: jobplane.cluster.v1.ResourceProfile
+	(*v1.ItemError)(nil),           // 25: jobplane.v1.ItemError
+	(*v1.ExecutionAttemptId)(nil),  // 26: jobplane.v1.ExecutionAttemptId
+	(*durationpb.Duration)(nil),    // 27: google.protobuf.Duration
+	(*SlotReport)(nil),             // 28: jobplane.cluster.v1.SlotReport
+	(*v1.TaskExecutionStatus)(nil), // 29: jobplane.v1.TaskExecutionStatus
 }
 var file_jobplane_cluster_v1_task_executor_service_proto_depIdxs = []int32{
-	21, // 0: jobplane.cluster.v1.RequestSlotRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
-	22, // 1: jobplane.cluster.v1.RequestSlotRequest.profile:type_name -> jobplane.cluster.v1.ResourceProfile
-	21, // 2: jobplane.cluster.v1.RequestSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	21, // 3: jobplane.cluster.v1.RequestSlotsRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	23, // 0: jobplane.cluster.v1.RequestSlotRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	24, // 1: jobplane.cluster.v1.RequestSlotRequest.profile:type_name -> jobplane.cluster.v1.ResourceProfile
+	23, // 2: jobplane.cluster.v1.RequestSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	23, // 3: jobplane.cluster.v1.RequestSlotsRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
 	3,  // 4: jobplane.cluster.v1.RequestSlotsRequest.slots:type_name -> jobplane.cluster.v1.SlotRequest
-	21, // 5: jobplane.cluster.v1.SlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	22, // 6: jobplane.cluster.v1.SlotRequest.profile:type_name -> jobplane.cluster.v1.ResourceProfile
-	23, // 7: jobplane.cluster.v1.RequestSlotsResponse.refused:type_name -> jobplane.v1.ItemError
-	21, // 8: jobplane.cluster.v1.SubmitTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	24, // 9: jobplane.cluster.v1.SubmitTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	18, // 10: jobplane.cluster.v1.SubmitTaskRequest.config:type_name -> jobplane.cluster.v1.SubmitTaskRequest.ConfigEntry
-	25, // 11: jobplane.cluster.v1.SubmitTaskRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
-	21, // 12: jobplane.cluster.v1.SubmitTasksRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	23, // 5: jobplane.cluster.v1.SlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	24, // 6: jobplane.cluster.v1.SlotRequest.profile:type_name -> jobplane.cluster.v1.ResourceProfile
+	25, // 7: jobplane.cluster.v1.RequestSlotsResponse.refused:type_name -> jobplane.v1.ItemError
+	23, // 8: jobplane.cluster.v1.SubmitTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	26, // 9: jobplane.cluster.v1.SubmitTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	20, // 10: jobplane.cluster.v1.SubmitTaskRequest.config:type_name -> jobplane.cluster.v1.SubmitTaskRequest.ConfigEntry
+	27, // 11: jobplane.cluster.v1.SubmitTaskRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
+	23, // 12: jobplane.cluster.v1.SubmitTasksRequest.job_master_token:type_name -> jobplane.v1.FencingToken
 	8,  // 13: jobplane.cluster.v1.SubmitTasksRequest.tasks:type_name -> jobplane.cluster.v1.TaskDeployment
-	25, // 14: jobplane.cluster.v1.SubmitTasksRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
-	24, // 15: jobplane.cluster.v1.TaskDeployment.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	19, // 16: jobplane.cluster.v1.TaskDeployment.config:type_name -> jobplane.cluster.v1.TaskDeployment.ConfigEntry
-	23, // 17: jobplane.cluster.v1.SubmitTasksResponse.refused:type_name -> jobplane.v1.ItemError
-	21, // 18: jobplane.cluster.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	24, // 19: jobplane.cluster.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	21, // 20: jobplane.cluster.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	21, // 21: jobplane.cluster.v1.FreeSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	21, // 22: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
-	20, // 23: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.job_master:type_name -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
-	26, // 24: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.cluster.v1.SlotReport
-	27, // 25: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
-	21, // 26: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender.token:type_name -> jobplane.v1.FencingToken
-	0,  // 27: jobplane.cluster.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.cluster.v1.RequestSlotRequest
-	2,  // 28: jobplane.cluster.v1.TaskExecutorService.RequestSlots:input_type -> jobplane.cluster.v1.RequestSlotsRequest
-	5,  // 29: jobplane.cluster.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.cluster.v1.SubmitTaskRequest
-	7,  // 30: jobplane.cluster.v1.TaskExecutorService.SubmitTasks:input_type -> jobplane.cluster.v1.SubmitTasksRequest
-	10, // 31: jobplane.cluster.v1.TaskExecutorService.CancelTask:input_type -> jobplane.cluster.v1.CancelTaskRequest
-	12, // 32: jobplane.cluster.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.cluster.v1.FreeSlotRequest
-	14, // 33: jobplane.cluster.v1.TaskExecutorService.FreeSlots:input_type -> jobplane.cluster.v1.FreeSlotsRequest
-	16, // 34: jobplane.cluster.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest
-	1,  // 35: jobplane.cluster.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.cluster.v1.RequestSlotResponse
-	4,  // 36: jobplane.cluster.v1.TaskExecutorService.RequestSlots:output_type -> jobplane.cluster.v1.RequestSlotsResponse
-	6,  // 37: jobplane.cluster.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.cluster.v1.SubmitTaskResponse
-	9,  // 38: jobplane.cluster.v1.TaskExecutorService.SubmitTasks:output_type -> jobplane.cluster.v1.SubmitTasksResponse
-	11, // 39: jobplane.cluster.v1.TaskExecutorService.CancelTask:output_type -> jobplane.cluster.v1.CancelTaskResponse
-	13, // 40: jobplane.cluster.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.cluster.v1.FreeSlotResponse
-	15, // 41: jobplane.cluster.v1.TaskExecutorService.FreeSlots:output_type -> jobplane.cluster.v1.FreeSlotsResponse
-	17, // 42: jobplane.cluster.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse
-	35, // [35:43] is the sub-list for method output_type
-	27, // [27:35] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	27, // 14: jobplane.cluster.v1.SubmitTasksRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
+	26, // 15: jobplane.cluster.v1.TaskDeployment.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	21, // 16: jobplane.cluster.v1.TaskDeployment.config:type_name -> jobplane.cluster.v1.TaskDeployment.ConfigEntry
+	25, // 17: jobplane.cluster.v1.SubmitTasksResponse.refused:type_name -> jobplane.v1.ItemError
+	23, // 18: jobplane.cluster.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	26, // 19: jobplane.cluster.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	23, // 20: jobplane.cluster.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	23, // 21: jobplane.cluster.v1.FreeSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	23, // 22: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	22, // 23: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.job_master:type_name -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
+	28, // 24: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.cluster.v1.SlotReport
+	29, // 25: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
+	26, // 26: jobplane.cluster.v1.GetTaskOutputRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	23, // 27: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender.token:type_name -> jobplane.v1.FencingToken
+	0,  // 28: jobplane.cluster.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.cluster.v1.RequestSlotRequest
+	2,  // 29: jobplane.cluster.v1.TaskExecutorService.RequestSlots:input_type -> jobplane.cluster.v1.RequestSlotsRequest
+	5,  // 30: jobplane.cluster.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.cluster.v1.SubmitTaskRequest
+	7,  // 31: jobplane.cluster.v1.TaskExecutorService.SubmitTasks:input_type -> jobplane.cluster.v1.SubmitTasksRequest
+	10, // 32: jobplane.cluster.v1.TaskExecutorService.CancelTask:input_type -> jobplane.cluster.v1.CancelTaskRequest
+	12, // 33: jobplane.cluster.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.cluster.v1.FreeSlotRequest
+	14, // 34: jobplane.cluster.v1.TaskExecutorService.FreeSlots:input_type -> jobplane.cluster.v1.FreeSlotsRequest
+	16, // 35: jobplane.cluster.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest
+	18, // 36: jobplane.cluster.v1.TaskExecutorService.GetTaskOutput:input_type -> jobplane.cluster.v1.GetTaskOutputRequest
+	1,  // 37: jobplane.cluster.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.cluster.v1.RequestSlotResponse
+	4,  // 38: jobplane.cluster.v1.TaskExecutorService.RequestSlots:output_type -> jobplane.cluster.v1.RequestSlotsResponse
+	6,  // 39: jobplane.cluster.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.cluster.v1.SubmitTaskResponse
+	9,  // 40: jobplane.cluster.v1.TaskExecutorService.SubmitTasks:output_type -> jobplane.cluster.v1.SubmitTasksResponse
+	11, // 41: jobplane.cluster.v1.TaskExecutorService.CancelTask:output_type -> jobplane.cluster.v1.CancelTaskResponse
+	13, // 42: jobplane.cluster.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.cluster.v1.FreeSlotResponse
+	15, // 43: jobplane.cluster.v1.TaskExecutorService.FreeSlots:output_type -> jobplane.cluster.v1.FreeSlotsResponse
+	17, // 44: jobplane.cluster.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse
+	19, // 45: jobplane.cluster.v1.TaskExecutorService.GetTaskOutput:output_type -> jobplane.cluster.v1.GetTaskOutputResponse
+	37, // [37:46] is the sub-list for method output_type
+	28, // [28:37] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_cluster_v1_task_executor_service_proto_init() }
@@ -1507,7 +1689,7 @@ func file_jobplane_cluster_v1_task_executor_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_cluster_v1_task_executor_service_proto_rawDesc), len(file_jobplane_cluster_v1_task_executor_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -57,6 +57,9 @@ const (
 	// DispatcherServiceListTaskExecutorsProcedure is the fully-qualified name of the
 	// DispatcherService's ListTaskExecutors RPC.
 	DispatcherServiceListTaskExecutorsProcedure = "/jobplane.v1.DispatcherService/ListTaskExecutors"
+	// DispatcherServiceGetTaskOutputProcedure is the fully-qualified name of the DispatcherService's
+	// GetTaskOutput RPC.
+	DispatcherServiceGetTaskOutputProcedure = "/jobplane.v1.DispatcherService/GetTaskOutput"
 	// DispatcherServiceGetClusterOverviewProcedure is the fully-qualified name of the
 	// DispatcherService's GetClusterOverview RPC.
 	DispatcherServiceGetClusterOverviewProcedure = "/jobplane.v1.DispatcherService/GetClusterOverview"
@@ -187,6 +190,45 @@ type DispatcherServiceClient interface {
 	// Errors: INVALID_ARGUMENT for a negative page size or a malformed page
 	// token; UNAVAILABLE (NOT_LEADER).
 	ListTaskExecutors(context.Context, *v1.ListTaskExecutorsRequest) (*v1.ListTaskExecutorsResponse, error)
+	// GetTaskOutput returns the output of one execution attempt of a
+	// subtask, as a TaskExecutor keeps it (Flink shows a TaskManager's logs
+	// in its place): what the subtask's function logged and, for the
+	// built-in exec, its command's stdout and stderr, interleaved as they
+	// came. The Dispatcher finds the TaskExecutor the attempt was deployed
+	// to and reads the output there
+	// (jobplane.cluster.v1.TaskExecutorService.GetTaskOutput).
+	//
+	// What is kept is bounded: a TaskExecutor keeps the tail of each
+	// attempt's output (the reference server: the last 64 KiB; older bytes
+	// are dropped, and `dropped_bytes` says how many a read skipped), and
+	// keeps it after the attempt ended for a bounded time (the reference
+	// server: 10 minutes, and among the 512 attempts that ended last on that
+	// TaskExecutor). Where an ended job's attempts ran is kept as long (the
+	// reference server keeps it in the leader's memory: after a change of
+	// leader, the attempts of jobs that ended before it are no longer
+	// found).
+	//
+	// Following: offsets count every byte the attempt wrote, dropped ones
+	// included. A client follows the output by calling again with the
+	// answer's `next_offset` until `ended` is set; output does not wake a
+	// waiting call, so a follower polls at a pace of its choosing. A
+	// subtask that restarts gets a new attempt: a client that follows the
+	// latest attempt sees `attempt_number` change, and reads the new one
+	// from offset 0. No side effects.
+	//
+	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
+	// INVALID_ARGUMENT for a malformed job id, a missing or unknown vertex
+	// id, a subtask index out of the vertex's range, or a negative attempt
+	// number, offset or size (the vertex and subtask are checked while the
+	// server knows the job's graph: while the job runs, and after it ended
+	// while where its attempts ran is kept; otherwise EXECUTION_NOT_FOUND
+	// is answered);
+	// NOT_FOUND (EXECUTION_NOT_FOUND) if the attempt was not deployed (yet),
+	// where it ran is no longer known, or its TaskExecutor no longer keeps
+	// its output (forgotten, or the TaskExecutor left the cluster);
+	// UNAVAILABLE (TASK_EXECUTOR_UNREACHABLE) if the TaskExecutor that keeps
+	// it did not answer: retry; UNAVAILABLE (NOT_LEADER).
+	GetTaskOutput(context.Context, *v1.GetTaskOutputRequest) (*v1.GetTaskOutputResponse, error)
 	// GetClusterOverview summarizes the cluster: TaskExecutors, slots and
 	// jobs by status. No side effects. Errors: UNAVAILABLE (NOT_LEADER).
 	GetClusterOverview(context.Context, *v1.GetClusterOverviewRequest) (*v1.GetClusterOverviewResponse, error)
@@ -259,6 +301,13 @@ func NewDispatcherServiceClient(httpClient connect.HTTPClient, baseURL string, o
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		getTaskOutput: connect.NewClient[v1.GetTaskOutputRequest, v1.GetTaskOutputResponse](
+			httpClient,
+			baseURL+DispatcherServiceGetTaskOutputProcedure,
+			connect.WithSchema(dispatcherServiceMethods.ByName("GetTaskOutput")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 		getClusterOverview: connect.NewClient[v1.GetClusterOverviewRequest, v1.GetClusterOverviewResponse](
 			httpClient,
 			baseURL+DispatcherServiceGetClusterOverviewProcedure,
@@ -279,6 +328,7 @@ type dispatcherServiceClient struct {
 	watchJob              *connect.Client[v1.WatchJobRequest, v1.WatchJobResponse]
 	reportClientHeartbeat *connect.Client[v1.ReportClientHeartbeatRequest, v1.ReportClientHeartbeatResponse]
 	listTaskExecutors     *connect.Client[v1.ListTaskExecutorsRequest, v1.ListTaskExecutorsResponse]
+	getTaskOutput         *connect.Client[v1.GetTaskOutputRequest, v1.GetTaskOutputResponse]
 	getClusterOverview    *connect.Client[v1.GetClusterOverviewRequest, v1.GetClusterOverviewResponse]
 }
 
@@ -344,6 +394,15 @@ func (c *dispatcherServiceClient) ReportClientHeartbeat(ctx context.Context, req
 // ListTaskExecutors calls jobplane.v1.DispatcherService.ListTaskExecutors.
 func (c *dispatcherServiceClient) ListTaskExecutors(ctx context.Context, req *v1.ListTaskExecutorsRequest) (*v1.ListTaskExecutorsResponse, error) {
 	response, err := c.listTaskExecutors.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// GetTaskOutput calls jobplane.v1.DispatcherService.GetTaskOutput.
+func (c *dispatcherServiceClient) GetTaskOutput(ctx context.Context, req *v1.GetTaskOutputRequest) (*v1.GetTaskOutputResponse, error) {
+	response, err := c.getTaskOutput.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -484,6 +543,45 @@ type DispatcherServiceHandler interface {
 	// Errors: INVALID_ARGUMENT for a negative page size or a malformed page
 	// token; UNAVAILABLE (NOT_LEADER).
 	ListTaskExecutors(context.Context, *v1.ListTaskExecutorsRequest) (*v1.ListTaskExecutorsResponse, error)
+	// GetTaskOutput returns the output of one execution attempt of a
+	// subtask, as a TaskExecutor keeps it (Flink shows a TaskManager's logs
+	// in its place): what the subtask's function logged and, for the
+	// built-in exec, its command's stdout and stderr, interleaved as they
+	// came. The Dispatcher finds the TaskExecutor the attempt was deployed
+	// to and reads the output there
+	// (jobplane.cluster.v1.TaskExecutorService.GetTaskOutput).
+	//
+	// What is kept is bounded: a TaskExecutor keeps the tail of each
+	// attempt's output (the reference server: the last 64 KiB; older bytes
+	// are dropped, and `dropped_bytes` says how many a read skipped), and
+	// keeps it after the attempt ended for a bounded time (the reference
+	// server: 10 minutes, and among the 512 attempts that ended last on that
+	// TaskExecutor). Where an ended job's attempts ran is kept as long (the
+	// reference server keeps it in the leader's memory: after a change of
+	// leader, the attempts of jobs that ended before it are no longer
+	// found).
+	//
+	// Following: offsets count every byte the attempt wrote, dropped ones
+	// included. A client follows the output by calling again with the
+	// answer's `next_offset` until `ended` is set; output does not wake a
+	// waiting call, so a follower polls at a pace of its choosing. A
+	// subtask that restarts gets a new attempt: a client that follows the
+	// latest attempt sees `attempt_number` change, and reads the new one
+	// from offset 0. No side effects.
+	//
+	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
+	// INVALID_ARGUMENT for a malformed job id, a missing or unknown vertex
+	// id, a subtask index out of the vertex's range, or a negative attempt
+	// number, offset or size (the vertex and subtask are checked while the
+	// server knows the job's graph: while the job runs, and after it ended
+	// while where its attempts ran is kept; otherwise EXECUTION_NOT_FOUND
+	// is answered);
+	// NOT_FOUND (EXECUTION_NOT_FOUND) if the attempt was not deployed (yet),
+	// where it ran is no longer known, or its TaskExecutor no longer keeps
+	// its output (forgotten, or the TaskExecutor left the cluster);
+	// UNAVAILABLE (TASK_EXECUTOR_UNREACHABLE) if the TaskExecutor that keeps
+	// it did not answer: retry; UNAVAILABLE (NOT_LEADER).
+	GetTaskOutput(context.Context, *v1.GetTaskOutputRequest) (*v1.GetTaskOutputResponse, error)
 	// GetClusterOverview summarizes the cluster: TaskExecutors, slots and
 	// jobs by status. No side effects. Errors: UNAVAILABLE (NOT_LEADER).
 	GetClusterOverview(context.Context, *v1.GetClusterOverviewRequest) (*v1.GetClusterOverviewResponse, error)
@@ -552,6 +650,13 @@ func NewDispatcherServiceHandler(svc DispatcherServiceHandler, opts ...connect.H
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	dispatcherServiceGetTaskOutputHandler := connect.NewUnaryHandlerSimple(
+		DispatcherServiceGetTaskOutputProcedure,
+		svc.GetTaskOutput,
+		connect.WithSchema(dispatcherServiceMethods.ByName("GetTaskOutput")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	dispatcherServiceGetClusterOverviewHandler := connect.NewUnaryHandlerSimple(
 		DispatcherServiceGetClusterOverviewProcedure,
 		svc.GetClusterOverview,
@@ -577,6 +682,8 @@ func NewDispatcherServiceHandler(svc DispatcherServiceHandler, opts ...connect.H
 			dispatcherServiceReportClientHeartbeatHandler.ServeHTTP(w, r)
 		case DispatcherServiceListTaskExecutorsProcedure:
 			dispatcherServiceListTaskExecutorsHandler.ServeHTTP(w, r)
+		case DispatcherServiceGetTaskOutputProcedure:
+			dispatcherServiceGetTaskOutputHandler.ServeHTTP(w, r)
 		case DispatcherServiceGetClusterOverviewProcedure:
 			dispatcherServiceGetClusterOverviewHandler.ServeHTTP(w, r)
 		default:
@@ -618,6 +725,10 @@ func (UnimplementedDispatcherServiceHandler) ReportClientHeartbeat(context.Conte
 
 func (UnimplementedDispatcherServiceHandler) ListTaskExecutors(context.Context, *v1.ListTaskExecutorsRequest) (*v1.ListTaskExecutorsResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.DispatcherService.ListTaskExecutors is not implemented"))
+}
+
+func (UnimplementedDispatcherServiceHandler) GetTaskOutput(context.Context, *v1.GetTaskOutputRequest) (*v1.GetTaskOutputResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.DispatcherService.GetTaskOutput is not implemented"))
 }
 
 func (UnimplementedDispatcherServiceHandler) GetClusterOverview(context.Context, *v1.GetClusterOverviewRequest) (*v1.GetClusterOverviewResponse, error) {

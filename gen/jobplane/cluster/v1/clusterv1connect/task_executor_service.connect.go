@@ -57,6 +57,9 @@ const (
 	// TaskExecutorServiceHeartbeatProcedure is the fully-qualified name of the TaskExecutorService's
 	// Heartbeat RPC.
 	TaskExecutorServiceHeartbeatProcedure = "/jobplane.cluster.v1.TaskExecutorService/Heartbeat"
+	// TaskExecutorServiceGetTaskOutputProcedure is the fully-qualified name of the
+	// TaskExecutorService's GetTaskOutput RPC.
+	TaskExecutorServiceGetTaskOutputProcedure = "/jobplane.cluster.v1.TaskExecutorService/GetTaskOutput"
 )
 
 // TaskExecutorServiceClient is a client for the jobplane.cluster.v1.TaskExecutorService service.
@@ -151,6 +154,29 @@ type TaskExecutorServiceClient interface {
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a token older than the newest
 	// this TaskExecutor has seen for the sender.
 	Heartbeat(context.Context, *v1.TaskExecutorServiceHeartbeatRequest) (*v1.TaskExecutorServiceHeartbeatResponse, error)
+	// GetTaskOutput returns output that an execution attempt made on this
+	// TaskExecutor: what its function logged and, for the built-in exec,
+	// its command's stdout and stderr, interleaved as they came. The
+	// Dispatcher serves it to clients (DispatcherService.GetTaskOutput).
+	//
+	// The TaskExecutor keeps the tail of each attempt's output: at most a
+	// bounded number of bytes per attempt (the reference TaskExecutor: the
+	// last 64 KiB), older bytes being dropped as newer ones come. Offsets
+	// count every byte the attempt wrote, dropped ones included, so a
+	// caller follows the output by passing back `next_offset`. An attempt
+	// deployed here again under a newer JobMaster of the job (same attempt
+	// id, after a failover) continues the same output. Once the attempt
+	// ended, its output is kept for a bounded time and among a bounded
+	// number of ended attempts (the reference TaskExecutor: 10 minutes,
+	// 512 attempts), and then forgotten; a restart of the TaskExecutor
+	// forgets it too. Not fenced: reading output changes nothing. No side
+	// effects.
+	//
+	// Errors: INVALID_ARGUMENT for a missing job id or attempt, or a
+	// negative offset or size; NOT_FOUND (EXECUTION_NOT_FOUND) if this
+	// TaskExecutor keeps no output of the attempt (it never ran here, or
+	// its output was forgotten).
+	GetTaskOutput(context.Context, *v1.GetTaskOutputRequest) (*v1.GetTaskOutputResponse, error)
 }
 
 // NewTaskExecutorServiceClient constructs a client for the jobplane.cluster.v1.TaskExecutorService
@@ -220,19 +246,27 @@ func NewTaskExecutorServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithIdempotency(connect.IdempotencyIdempotent),
 			connect.WithClientOptions(opts...),
 		),
+		getTaskOutput: connect.NewClient[v1.GetTaskOutputRequest, v1.GetTaskOutputResponse](
+			httpClient,
+			baseURL+TaskExecutorServiceGetTaskOutputProcedure,
+			connect.WithSchema(taskExecutorServiceMethods.ByName("GetTaskOutput")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // taskExecutorServiceClient implements TaskExecutorServiceClient.
 type taskExecutorServiceClient struct {
-	requestSlot  *connect.Client[v1.RequestSlotRequest, v1.RequestSlotResponse]
-	requestSlots *connect.Client[v1.RequestSlotsRequest, v1.RequestSlotsResponse]
-	submitTask   *connect.Client[v1.SubmitTaskRequest, v1.SubmitTaskResponse]
-	submitTasks  *connect.Client[v1.SubmitTasksRequest, v1.SubmitTasksResponse]
-	cancelTask   *connect.Client[v1.CancelTaskRequest, v1.CancelTaskResponse]
-	freeSlot     *connect.Client[v1.FreeSlotRequest, v1.FreeSlotResponse]
-	freeSlots    *connect.Client[v1.FreeSlotsRequest, v1.FreeSlotsResponse]
-	heartbeat    *connect.Client[v1.TaskExecutorServiceHeartbeatRequest, v1.TaskExecutorServiceHeartbeatResponse]
+	requestSlot   *connect.Client[v1.RequestSlotRequest, v1.RequestSlotResponse]
+	requestSlots  *connect.Client[v1.RequestSlotsRequest, v1.RequestSlotsResponse]
+	submitTask    *connect.Client[v1.SubmitTaskRequest, v1.SubmitTaskResponse]
+	submitTasks   *connect.Client[v1.SubmitTasksRequest, v1.SubmitTasksResponse]
+	cancelTask    *connect.Client[v1.CancelTaskRequest, v1.CancelTaskResponse]
+	freeSlot      *connect.Client[v1.FreeSlotRequest, v1.FreeSlotResponse]
+	freeSlots     *connect.Client[v1.FreeSlotsRequest, v1.FreeSlotsResponse]
+	heartbeat     *connect.Client[v1.TaskExecutorServiceHeartbeatRequest, v1.TaskExecutorServiceHeartbeatResponse]
+	getTaskOutput *connect.Client[v1.GetTaskOutputRequest, v1.GetTaskOutputResponse]
 }
 
 // RequestSlot calls jobplane.cluster.v1.TaskExecutorService.RequestSlot.
@@ -301,6 +335,15 @@ func (c *taskExecutorServiceClient) FreeSlots(ctx context.Context, req *v1.FreeS
 // Heartbeat calls jobplane.cluster.v1.TaskExecutorService.Heartbeat.
 func (c *taskExecutorServiceClient) Heartbeat(ctx context.Context, req *v1.TaskExecutorServiceHeartbeatRequest) (*v1.TaskExecutorServiceHeartbeatResponse, error) {
 	response, err := c.heartbeat.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// GetTaskOutput calls jobplane.cluster.v1.TaskExecutorService.GetTaskOutput.
+func (c *taskExecutorServiceClient) GetTaskOutput(ctx context.Context, req *v1.GetTaskOutputRequest) (*v1.GetTaskOutputResponse, error) {
+	response, err := c.getTaskOutput.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -400,6 +443,29 @@ type TaskExecutorServiceHandler interface {
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a token older than the newest
 	// this TaskExecutor has seen for the sender.
 	Heartbeat(context.Context, *v1.TaskExecutorServiceHeartbeatRequest) (*v1.TaskExecutorServiceHeartbeatResponse, error)
+	// GetTaskOutput returns output that an execution attempt made on this
+	// TaskExecutor: what its function logged and, for the built-in exec,
+	// its command's stdout and stderr, interleaved as they came. The
+	// Dispatcher serves it to clients (DispatcherService.GetTaskOutput).
+	//
+	// The TaskExecutor keeps the tail of each attempt's output: at most a
+	// bounded number of bytes per attempt (the reference TaskExecutor: the
+	// last 64 KiB), older bytes being dropped as newer ones come. Offsets
+	// count every byte the attempt wrote, dropped ones included, so a
+	// caller follows the output by passing back `next_offset`. An attempt
+	// deployed here again under a newer JobMaster of the job (same attempt
+	// id, after a failover) continues the same output. Once the attempt
+	// ended, its output is kept for a bounded time and among a bounded
+	// number of ended attempts (the reference TaskExecutor: 10 minutes,
+	// 512 attempts), and then forgotten; a restart of the TaskExecutor
+	// forgets it too. Not fenced: reading output changes nothing. No side
+	// effects.
+	//
+	// Errors: INVALID_ARGUMENT for a missing job id or attempt, or a
+	// negative offset or size; NOT_FOUND (EXECUTION_NOT_FOUND) if this
+	// TaskExecutor keeps no output of the attempt (it never ran here, or
+	// its output was forgotten).
+	GetTaskOutput(context.Context, *v1.GetTaskOutputRequest) (*v1.GetTaskOutputResponse, error)
 }
 
 // NewTaskExecutorServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -465,6 +531,13 @@ func NewTaskExecutorServiceHandler(svc TaskExecutorServiceHandler, opts ...conne
 		connect.WithIdempotency(connect.IdempotencyIdempotent),
 		connect.WithHandlerOptions(opts...),
 	)
+	taskExecutorServiceGetTaskOutputHandler := connect.NewUnaryHandlerSimple(
+		TaskExecutorServiceGetTaskOutputProcedure,
+		svc.GetTaskOutput,
+		connect.WithSchema(taskExecutorServiceMethods.ByName("GetTaskOutput")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/jobplane.cluster.v1.TaskExecutorService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case TaskExecutorServiceRequestSlotProcedure:
@@ -483,6 +556,8 @@ func NewTaskExecutorServiceHandler(svc TaskExecutorServiceHandler, opts ...conne
 			taskExecutorServiceFreeSlotsHandler.ServeHTTP(w, r)
 		case TaskExecutorServiceHeartbeatProcedure:
 			taskExecutorServiceHeartbeatHandler.ServeHTTP(w, r)
+		case TaskExecutorServiceGetTaskOutputProcedure:
+			taskExecutorServiceGetTaskOutputHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -522,4 +597,8 @@ func (UnimplementedTaskExecutorServiceHandler) FreeSlots(context.Context, *v1.Fr
 
 func (UnimplementedTaskExecutorServiceHandler) Heartbeat(context.Context, *v1.TaskExecutorServiceHeartbeatRequest) (*v1.TaskExecutorServiceHeartbeatResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.cluster.v1.TaskExecutorService.Heartbeat is not implemented"))
+}
+
+func (UnimplementedTaskExecutorServiceHandler) GetTaskOutput(context.Context, *v1.GetTaskOutputRequest) (*v1.GetTaskOutputResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.cluster.v1.TaskExecutorService.GetTaskOutput is not implemented"))
 }
