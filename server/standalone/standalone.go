@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -120,7 +121,7 @@ func (c Config) Validate() error {
 	if err := c.Store.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := c.jobManager(nil, "", nil).ValidateTimings(); err != nil {
+	if err := c.jobManager(nil, "", nil, nil).ValidateTimings(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -152,9 +153,9 @@ func (c Config) withDefaults() Config {
 }
 
 // jobManager is the JobManager's configuration.
-func (c Config) jobManager(st hastore.Store, address string, ep *endpoint.Endpoint) jobmanager.Config {
+func (c Config) jobManager(st hastore.Store, address string, ep *endpoint.Endpoint, client *http.Client) jobmanager.Config {
 	jc := jobmanager.Config{
-		Store: st, Address: address, HTTPClient: endpoint.NewClient(),
+		Store: st, Address: address, HTTPClient: client,
 		SessionTTL: c.SessionTTL, HeartbeatInterval: c.HeartbeatInterval, HeartbeatTimeout: c.HeartbeatTimeout,
 		ResultRetention: c.ResultRetention, SlotTimeout: c.SlotTimeout, Logger: c.Logger,
 		Limits: jobgraph.Limits{MaxSubtasks: c.MaxSubtasks},
@@ -171,11 +172,15 @@ type Cluster struct {
 	log   *slog.Logger
 	store *hastore.Etcd
 	ep    *endpoint.Endpoint
-	// actors are the cluster's components, each with a blocking Run; tes
-	// are the endpoints of the TaskExecutors, closed if Run never starts.
-	actors []func(context.Context) error
-	tes    []*endpoint.Endpoint
-	ids    []string
+	// components are the JobManager and the TaskExecutors, each with a
+	// blocking Run; servers are the Run of their endpoints; clients are
+	// the HTTP clients they call each other with. tes are the endpoints of
+	// the TaskExecutors, closed by Close if Run never starts.
+	components []func(context.Context) error
+	servers    []func(context.Context) error
+	clients    []*http.Client
+	tes        []*endpoint.Endpoint
+	ids        []string
 
 	mu     sync.Mutex
 	ran    bool // Run was called: it owns the listeners and the store
@@ -217,7 +222,7 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	// processes) that reach it over the network.
 	c.ep.Mount(hastorev1connect.HAStoreServiceName, hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: c.store, Logger: c.log}).Path)
 
-	jm, err := jobmanager.New(cfg.jobManager(c.store, c.ep.URL(), c.ep))
+	jm, err := jobmanager.New(cfg.jobManager(c.store, c.ep.URL(), c.ep, c.newClient()))
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +231,7 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	// The JobManager campaigns for the cluster's leadership and, while it
 	// leads, runs the Dispatcher and the ResourceManager.
-	c.actors = append(c.actors, jm.Run)
+	c.components = append(c.components, jm.Run)
 
 	for range cfg.TaskExecutors {
 		if err := c.addTaskExecutor(); err != nil {
@@ -234,9 +239,17 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		}
 	}
 	// The JobManager's endpoint serves the services mounted above until
-	// the cluster stops, then drains in-flight requests.
-	c.actors = append(c.actors, c.ep.Run)
+	// the components stopped, then drains in-flight requests.
+	c.servers = append(c.servers, c.ep.Run)
 	return c, nil
+}
+
+// newClient returns a new HTTP client for components' calls to each
+// other, whose idle connections Run closes once the components stopped.
+func (c *Cluster) newClient() *http.Client {
+	client := endpoint.NewClient()
+	c.clients = append(c.clients, client)
+	return client
 }
 
 func prefix(p string) string {
@@ -261,7 +274,7 @@ func (c *Cluster) addTaskExecutor() error {
 	}
 	c.tes = append(c.tes, ep)
 	te, err := taskexecutor.New(taskexecutor.Config{
-		Address: ep.URL(), Slots: c.cfg.Slots, Store: c.store, HTTPClient: endpoint.NewClient(), ClientOptions: endpoint.ClientOptions(),
+		Address: ep.URL(), Slots: c.cfg.Slots, Store: c.store, HTTPClient: c.newClient(), ClientOptions: endpoint.ClientOptions(),
 		Invokables: c.cfg.Invokables, AllowExec: c.cfg.AllowExec, CancelGrace: c.cfg.CancelGrace, AttemptLog: c.cfg.AttemptLog, Logger: c.log,
 	})
 	if err != nil {
@@ -269,9 +282,10 @@ func (c *Cluster) addTaskExecutor() error {
 	}
 	c.ids = append(c.ids, te.ID())
 	ep.Mount(clusterv1connect.TaskExecutorServiceName, te.Handler)
-	// The TaskExecutor's endpoint, and the TaskExecutor itself: it
-	// registers with the ResourceManager leader and runs tasks.
-	c.actors = append(c.actors, ep.Run, te.Run)
+	// The TaskExecutor registers with the ResourceManager leader and runs
+	// tasks; its endpoint serves until it stopped.
+	c.components = append(c.components, te.Run)
+	c.servers = append(c.servers, ep.Run)
 	return nil
 }
 
@@ -284,10 +298,12 @@ func (c *Cluster) URL() string { return c.ep.URL() }
 func (c *Cluster) TaskExecutorIDs() []string { return append([]string(nil), c.ids...) }
 
 // Run serves the cluster until ctx ends or a component fails, then stops
-// every component (the JobManager resigns its leadership, TaskExecutors
-// cancel their tasks, listeners drain for up to Config.ShutdownTimeout)
-// and closes the store. It returns nil after a stop caused by ctx, or the
-// error of the component that failed. Run must be called at most once.
+// it: first the components (the JobManager resigns its leadership,
+// TaskExecutors cancel their tasks and report their ends) while the
+// endpoints still serve them, then the endpoints, which drain in-flight
+// requests for up to Config.ShutdownTimeout; last the store closes. It
+// returns nil after a stop caused by ctx, or the error of the component
+// or endpoint that failed. Run must be called at most once.
 func (c *Cluster) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.ran || c.closed {
@@ -297,21 +313,54 @@ func (c *Cluster) Run(ctx context.Context) error {
 	c.ran = true
 	c.mu.Unlock()
 	defer c.closeStore()
-	var g run.Group
-	for _, a := range c.actors {
-		actx, cancel := context.WithCancel(ctx)
-		g.Add(func() error { return a(actx) }, func(error) { cancel() })
+
+	// The endpoints outlive the components, so that the components'
+	// last calls to each other (a final task report, say) still land.
+	sctx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServing()
+	served := make(chan error, len(c.servers))
+	for _, serve := range c.servers {
+		go func() { served <- serve(sctx) }()
 	}
-	// The caller's context: its end stops every component.
+	endpointFailed := false // read once g.Run returned, after the actor ended
+
+	var g run.Group
+	for _, component := range c.components {
+		cctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error { return component(cctx) }, func(error) { cancel() })
+	}
+	// The caller's context, or an endpoint that fails, stops every
+	// component.
 	stop := make(chan struct{})
 	g.Add(func() error {
 		select {
 		case <-ctx.Done():
+			return nil
+		case err := <-served:
+			endpointFailed = true
+			return err
 		case <-stop:
+			return nil
 		}
-		return nil
 	}, func(error) { close(stop) })
-	return g.Run()
+	err := g.Run()
+
+	// Connections between components are idle now: closing them lets the
+	// endpoints shut down at once instead of waiting for the peers.
+	for _, client := range c.clients {
+		client.CloseIdleConnections()
+	}
+	stopServing()
+	remaining := len(c.servers)
+	if endpointFailed {
+		remaining--
+	}
+	for range remaining {
+		if serr := <-served; serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}
+	return err
 }
 
 // Close releases what New opened, for a cluster whose Run was never
