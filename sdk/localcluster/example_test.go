@@ -6,7 +6,7 @@ import (
 	"log"
 	"sync/atomic"
 
-	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/jobgraph"
 	"github.com/jobplane/jobplane/sdk/localcluster"
 	"github.com/jobplane/jobplane/sdk/worker"
 )
@@ -29,15 +29,44 @@ func Example() {
 	}
 	defer c.Close()
 
-	res, err := c.Execute(ctx, &jobplanev1.JobGraph{
-		Name: "hello",
-		Vertices: []*jobplanev1.JobVertex{
-			{Id: "greet", Invokable: "greet", Parallelism: 3, Config: map[string]string{"who": "world"}},
-		},
-	})
+	b := jobgraph.NewBuilder("hello")
+	b.Vertex("greet", "greet").Parallelism(3).Config("who", "world")
+	g, err := b.Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := c.Execute(ctx, g)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(res.GetStatus(), greeted.Load())
 	// Output: JOB_STATUS_FINISHED 3
+}
+
+// The cluster's SDK client reaches everything else: here, the job that
+// Execute ran.
+func ExampleCluster_Client() {
+	ctx := context.Background()
+	c, err := localcluster.Start(ctx, localcluster.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	b := jobgraph.NewBuilder("nothing")
+	b.Vertex("v", "noop")
+	g, err := b.Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := c.Execute(ctx, g)
+	if err != nil {
+		log.Fatal(err)
+	}
+	details, err := c.Client().Get(ctx, res.GetJobId())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(details.GetSummary().GetName(), details.GetSummary().GetStatus())
+	// Output: nothing JOB_STATUS_FINISHED
 }

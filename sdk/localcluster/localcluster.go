@@ -2,18 +2,15 @@ package localcluster
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"sync"
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/sdk"
 	"github.com/jobplane/jobplane/sdk/worker"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/standalone"
@@ -98,8 +95,7 @@ type Cluster struct {
 	done    chan struct{} // closed when the cluster's Run returned
 	runErr  error         // Run's error, set before done closes
 	tempDir string        // removed on Close; empty for Config.DataDir
-	http    *http.Client
-	api     jobplanev1connect.DispatcherServiceClient
+	client  *sdk.Client
 
 	closeOnce sync.Once
 	closeErr  error
@@ -147,8 +143,9 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		c.runErr = c.cluster.Run(rctx)
 		close(c.done)
 	}()
-	c.http = &http.Client{Transport: &http.Transport{}}
-	c.api = jobplanev1connect.NewDispatcherServiceClient(c.http, c.cluster.URL())
+	if c.client, err = sdk.New([]string{c.cluster.URL()}); err != nil {
+		return nil, errors.Join(fmt.Errorf("localcluster: %w", err), c.Close())
+	}
 	if err := c.waitReady(ctx, cfg.TaskExecutors); err != nil {
 		return nil, errors.Join(fmt.Errorf("localcluster: not ready: %w", err), c.Close())
 	}
@@ -160,9 +157,12 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 // contract has no watch of the cluster's membership, and this runs once,
 // for the tens of milliseconds a start takes.
 func (c *Cluster) waitReady(ctx context.Context, n int) error {
+	// The generated client, not the SDK's, so that a JobManager not yet
+	// leading is asked again at once rather than after a retry backoff.
+	api := c.client.Dispatcher(c.cluster.URL())
 	delay := time.Millisecond
 	for {
-		resp, err := c.api.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+		resp, err := api.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
 		if err == nil && int(resp.GetTaskExecutorCount()) >= n {
 			return nil
 		}
@@ -185,17 +185,25 @@ func (c *Cluster) waitReady(ctx context.Context, n int) error {
 // generated from the contract, curl) reaches the DispatcherService there.
 func (c *Cluster) URL() string { return c.cluster.URL() }
 
-// Execute submits g as a new job (with a new job id), waits until it is
-// globally terminal and returns its result: FINISHED, FAILED (with the
-// failure) or CANCELED. If ctx ends first, Execute cancels the job (it
-// does not outlive the call that started it) and returns ctx's error.
+// Client returns the SDK client of the cluster, for everything beyond
+// Execute: Submit, Watch, Cancel, List, and so on. It is the cluster's
+// own: Close closes it.
+func (c *Cluster) Client() *sdk.Client { return c.client }
+
+// Execute submits g as a new job (with a new job id, from sdk.NewJobID),
+// waits until it is globally terminal and returns its result: FINISHED,
+// FAILED (with the failure) or CANCELED, none of them an error. If ctx
+// ends first, Execute cancels the job, so that it does not outlive the
+// call that started it, and returns ctx's error. An invalid graph fails
+// with an *sdk.InvalidJobError before anything is sent.
 func (c *Cluster) Execute(ctx context.Context, g *jobplanev1.JobGraph) (*jobplanev1.JobResult, error) {
-	id := newJobID()
-	res, err := c.submitAndWait(ctx, id, g)
+	id := sdk.NewJobID()
+	res, err := c.client.Execute(ctx, g, sdk.WithJobID(id))
 	if err != nil && ctx.Err() != nil {
-		// Canceled before the job ended: end it too, briefly, whatever ctx.
+		// Ended before the job did: end the job too, briefly, whatever
+		// ctx. A job never created is no error.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_, _ = c.api.CancelJob(cctx, &jobplanev1.CancelJobRequest{JobId: id})
+		_, _ = c.client.Cancel(cctx, id)
 		cancel()
 		return nil, fmt.Errorf("localcluster: job %s: %w", id, ctx.Err())
 	}
@@ -205,25 +213,6 @@ func (c *Cluster) Execute(ctx context.Context, g *jobplanev1.JobGraph) (*jobplan
 	return res, nil
 }
 
-// submitAndWait submits g as job id and waits for its result.
-func (c *Cluster) submitAndWait(ctx context.Context, id string, g *jobplanev1.JobGraph) (*jobplanev1.JobResult, error) {
-	if _, err := c.api.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: id, JobGraph: g}); err != nil {
-		return nil, err
-	}
-	resp, err := c.api.GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: id, Wait: true})
-	if err != nil {
-		return nil, err
-	}
-	return resp.GetResult(), nil
-}
-
-// newJobID returns a random job id of 32 hex digits.
-func newJobID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // Close stops the cluster: running tasks are canceled, the JobManager
 // resigns, every listener closes and the store stops; the temporary data
 // directory, if the cluster made one, is removed. It returns once every
@@ -231,9 +220,13 @@ func newJobID() string {
 // cluster, if any. Later calls return the same error and do nothing more.
 func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
+		// The client's idle connections first: the endpoint would wait for
+		// them as it shuts down.
+		if c.client != nil {
+			c.client.Close()
+		}
 		c.stop()
 		<-c.done
-		c.http.CloseIdleConnections()
 		c.closeErr = errors.Join(c.runErr, c.removeTemp())
 	})
 	return c.closeErr

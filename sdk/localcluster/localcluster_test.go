@@ -17,6 +17,7 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/sdk"
 	"github.com/jobplane/jobplane/sdk/localcluster"
 	"github.com/jobplane/jobplane/sdk/worker"
 	"github.com/jobplane/jobplane/server/hastore"
@@ -184,19 +185,37 @@ func TestExecuteCanceledContext(t *testing.T) {
 		t.Fatal("the function's context was not canceled within 30s")
 	}
 
-	api := dispatcher(t, c.URL())
 	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer wcancel()
-	list, err := api.ListJobs(wctx, &jobplanev1.ListJobsRequest{})
-	if err != nil || len(list.GetJobs()) != 1 {
-		t.Fatalf("ListJobs: %v, %v; want one job", list, err)
+	var ids []string
+	for job, err := range c.Client().List(wctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, job.GetJobId())
 	}
-	res, err := api.GetJobResult(wctx, &jobplanev1.GetJobResultRequest{JobId: list.GetJobs()[0].GetJobId(), Wait: true})
-	if err != nil || res.GetResult().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
+	if len(ids) != 1 {
+		t.Fatalf("jobs %v, want one", ids)
+	}
+	res, err := c.Client().Wait(wctx, ids[0])
+	if err != nil || res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
 		t.Errorf("result %v, %v; want CANCELED", res, err)
 	}
 }
 
+// An invalid graph fails before anything is sent, with the SDK's typed
+// error.
+func TestExecuteInvalidGraph(t *testing.T) {
+	c := start(t, localcluster.Config{})
+	_, err := c.Execute(context.Background(), oneVertex("noop", 0))
+	var invalid *sdk.InvalidJobError
+	if !errors.As(err, &invalid) || len(invalid.Violations) == 0 {
+		t.Errorf("Execute: %v, want an *sdk.InvalidJobError with violations", err)
+	}
+}
+
+// dispatcher returns a client of the cluster at url that is not the
+// cluster's own.
 func dispatcher(t *testing.T, url string) jobplanev1connect.DispatcherServiceClient {
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
@@ -251,7 +270,7 @@ func TestDataDirKept(t *testing.T) {
 	}
 	c = start(t, localcluster.Config{DataDir: dir})
 	got, err := dispatcher(t, c.URL()).GetJobResult(context.Background(), &jobplanev1.GetJobResultRequest{JobId: res.GetJobId()})
-	if err != nil || got.GetResult().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+	if err != nil || got.GetResult().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || got.GetResult().GetJobId() != res.GetJobId() {
 		t.Errorf("result after restart: %v, %v; want FINISHED", got, err)
 	}
 }
