@@ -1,8 +1,11 @@
 package localcluster_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -359,4 +362,80 @@ func BenchmarkStartToFirstJob(b *testing.B) {
 	b.ReportMetric(float64(start.Milliseconds())/n, "start-ms/op")
 	b.ReportMetric(float64(ready.Milliseconds())/n, "job-ms/op")
 	b.ReportMetric(float64(done.Milliseconds())/n, "close-ms/op")
+}
+
+// lockedBuffer is a bytes.Buffer for concurrent writers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Config.Logger gets the components' logs, and a function's logs with its
+// attempt's job, vertex, subtask and attempt.
+func TestLogger(t *testing.T) {
+	var out lockedBuffer
+	c := start(t, localcluster.Config{
+		Logger: slog.New(slog.NewJSONHandler(&out, nil)),
+		Functions: map[string]worker.Func{"say": func(_ context.Context, task worker.Task) error {
+			task.Logger.Info("said")
+			return nil
+		}},
+	})
+	res := execute(t, c, oneVertex("say", 1))
+	var said, granted bool
+	for line := range strings.Lines(out.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		switch rec["msg"] {
+		case "leadership granted":
+			granted = true
+		case "said":
+			said = true
+			want := map[string]any{"job": res.GetJobId(), "vertex": "v", "subtask": 0.0, "attempt": 0.0}
+			for k, v := range want {
+				if rec[k] != v {
+					t.Errorf("function log %s = %v, want %v", k, rec[k], v)
+				}
+			}
+		}
+	}
+	if !said || !granted {
+		t.Errorf("logs have the function's line: %v, the JobManager's leadership: %v; want both", said, granted)
+	}
+}
+
+// Without Config.Logger a cluster is quiet: nothing reaches the default
+// logger (nor, through it, the standard log package).
+func TestQuietByDefault(t *testing.T) {
+	var out lockedBuffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	defer slog.SetDefault(prev)
+	c, err := localcluster.Start(context.Background(), localcluster.Config{Functions: map[string]worker.Func{
+		"say": func(_ context.Context, task worker.Task) error { task.Logger.Info("said"); return nil },
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	execute(t, c, oneVertex("say", 2))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "" {
+		t.Errorf("a cluster without a logger logged:\n%s", out.String())
+	}
 }
