@@ -128,8 +128,8 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	c.cluster, err = standalone.New(ctx, standalone.Config{
 		Store:         hastore.OpenConfig{DataDir: dir},
 		TaskExecutors: cfg.TaskExecutors, Slots: cfg.Slots, Invokables: invokables,
-		// Nothing outlives the process, whose requests end with it: a
-		// short drain keeps Close quick.
+		// The cluster's clients live in this process and are done by
+		// Close: a short drain for stragglers keeps Close quick.
 		ShutdownTimeout: time.Second,
 		Logger:          cfg.Logger,
 	})
