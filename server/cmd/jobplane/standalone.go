@@ -1,12 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 
-	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/internal/endpoint"
+	"github.com/jobplane/jobplane/server/standalone"
 )
 
 // runStandalone runs a whole jobplane cluster in one process.
@@ -47,15 +47,29 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 	}
 	defer closeLog()
 
-	return runServer(log, listen.cfg, store, debug, func(g *group, ep *endpoint.Endpoint, st hastore.Store) error {
-		if err := addJobManager(g, ep, st, jm, log); err != nil {
-			return err
-		}
-		for range count {
-			if err := addTaskExecutor(g, endpoint.Config{Listen: "127.0.0.1:0", ShutdownTimeout: listen.cfg.ShutdownTimeout, MaxRequestBytes: listen.cfg.MaxRequestBytes}, st, te, log); err != nil {
-				return fmt.Errorf("TaskExecutor: %w", err)
-			}
-		}
-		return nil
+	cluster, err := standalone.New(context.Background(), standalone.Config{
+		Listen: listen.cfg.Listen, AddrFile: listen.cfg.AddrFile, ShutdownTimeout: listen.cfg.ShutdownTimeout,
+		MaxRequestBytes: listen.cfg.MaxRequestBytes, MaxResponseBytes: listen.cfg.MaxResponseBytes,
+		Store:      store.openConfig(log),
+		SessionTTL: jm.sessionTTL, HeartbeatInterval: jm.heartbeatInterval, HeartbeatTimeout: jm.heartbeatTimeout,
+		MaxSubtasks: jm.maxSubtasks, ResultRetention: jm.resultRetention, SlotTimeout: jm.slotTimeout,
+		TaskExecutors: count, Slots: te.slots, AllowExec: te.allowExec, CancelGrace: te.cancelGrace, AttemptLog: te.attemptLog,
+		Logger: log,
 	})
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return exitError
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newGroup(ctx)
+	if err := addDebug(g, debug, listen.cfg.ShutdownTimeout, log); err != nil {
+		cluster.Close()
+		log.Error("cannot start", "err", err)
+		return exitError
+	}
+	// The cluster: the HA store, the JobManager on the -listen endpoint,
+	// and the TaskExecutors, until interrupted.
+	g.actor(cluster.Run)
+	return exitCode(log, g.Run())
 }

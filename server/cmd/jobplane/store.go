@@ -37,12 +37,9 @@ func (s *storeFlags) registerRemote(fs *flag.FlagSet) {
 	fs.StringVar(&s.hastoreURL, "hastore", "", "base URL of an HAStoreService (another process's HA store) to use instead of etcd")
 }
 
-// open opens the store the flags describe.
-func (s *storeFlags) open(ctx context.Context, log *slog.Logger) (hastore.Store, error) {
-	if s.hastoreURL != "" {
-		log.Info("ha store served remotely", "url", s.hastoreURL)
-		return hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: endpoint.NewClient(), BaseURL: s.hastoreURL, Options: endpoint.ClientOptions(), Logger: log}), nil
-	}
+// openConfig describes the etcd store the flags choose: the embedded
+// member on -data-dir, or the external cluster at -etcd-endpoints.
+func (s *storeFlags) openConfig(log *slog.Logger) hastore.OpenConfig {
 	cfg := hastore.OpenConfig{
 		Prefix:       s.prefix,
 		MaxPlanBytes: s.maxPlanBytes,
@@ -54,6 +51,16 @@ func (s *storeFlags) open(ctx context.Context, log *slog.Logger) (hastore.Store,
 	} else {
 		cfg.DataDir = s.dataDir
 	}
+	return cfg
+}
+
+// open opens the store the flags describe.
+func (s *storeFlags) open(ctx context.Context, log *slog.Logger) (hastore.Store, error) {
+	if s.hastoreURL != "" {
+		log.Info("ha store served remotely", "url", s.hastoreURL)
+		return hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: endpoint.NewClient(), BaseURL: s.hastoreURL, Options: endpoint.ClientOptions(), Logger: log}), nil
+	}
+	cfg := s.openConfig(log)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	store, err := hastore.Open(ctx, cfg)

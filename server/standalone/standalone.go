@@ -1,0 +1,393 @@
+package standalone
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/oklog/run"
+
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
+	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
+	"github.com/jobplane/jobplane/sdk/jobgraph"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
+	"github.com/jobplane/jobplane/server/internal/jobmanager"
+	"github.com/jobplane/jobplane/server/taskexecutor"
+)
+
+// Defaults of Config.
+const (
+	// DefaultListen is the default of Config.Listen: a free loopback port.
+	DefaultListen = "127.0.0.1:0"
+	// DefaultShutdownTimeout is the default of Config.ShutdownTimeout.
+	DefaultShutdownTimeout = 5 * time.Second
+	// DefaultStoreOpenTimeout is the default of Config.StoreOpenTimeout.
+	DefaultStoreOpenTimeout = time.Minute
+	// DefaultSlotTimeout is the default of Config.SlotTimeout.
+	DefaultSlotTimeout = 5 * time.Minute
+)
+
+// Config configures a standalone cluster. The zero value of every field
+// but Store is usable; Store needs a data directory or etcd endpoints.
+type Config struct {
+	// Listen is the TCP address on which the JobManager serves Connect,
+	// gRPC and gRPC-Web (HTTP/1.1 and h2c), and the HA store as
+	// HAStoreService. Port 0 picks a free port; Cluster.URL reports it.
+	// Default: DefaultListen.
+	Listen string
+	// AddrFile, when set, names a file into which the bound address is
+	// written once the listener is open. Default: none.
+	AddrFile string
+	// ShutdownTimeout bounds how long in-flight requests get to finish on
+	// shutdown, on every listener of the cluster. Default:
+	// DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// MaxRequestBytes and MaxResponseBytes bound the requests the
+	// listeners read and the messages they send. Defaults: 4 MiB and
+	// 16 MiB.
+	MaxRequestBytes, MaxResponseBytes int64
+
+	// Store says where the HA store keeps its data: an embedded etcd
+	// member on Store.DataDir, or the external etcd cluster at
+	// Store.Endpoints (exactly one of them is required). Its Logger
+	// defaults to Config.Logger.
+	Store hastore.OpenConfig
+	// StoreOpenTimeout bounds opening the store. Default:
+	// DefaultStoreOpenTimeout.
+	StoreOpenTimeout time.Duration
+
+	// SessionTTL, HeartbeatInterval and HeartbeatTimeout are the
+	// JobManager's timings (see jobmanager.Config in the server). Defaults:
+	// 10s, 1s and 6s. The timeout must be at least twice the interval and
+	// less than two thirds of the TTL.
+	SessionTTL, HeartbeatInterval, HeartbeatTimeout time.Duration
+	// MaxSubtasks is the largest number of subtasks a job may have.
+	// Default: jobgraph.DefaultMaxSubtasks.
+	MaxSubtasks int
+	// ResultRetention, when positive, deletes job results this long after
+	// their job ended. Default: keep them.
+	ResultRetention time.Duration
+	// SlotTimeout bounds how long a job's region waits for slots before
+	// its deployment fails. Default: DefaultSlotTimeout.
+	SlotTimeout time.Duration
+
+	// TaskExecutors is the number of TaskExecutors to run, each on a
+	// loopback port of its own. Zero runs none (a JobManager alone, which
+	// TaskExecutors in other processes join through the store).
+	TaskExecutors int
+	// Slots is the number of slots per TaskExecutor. Default: 1.
+	Slots int
+	// Invokables are offered by every TaskExecutor besides the built-ins
+	// (noop, sleep, fail, exec); a name given here replaces a built-in.
+	Invokables map[string]taskexecutor.Invokable
+	// AllowExec lets the built-in exec invokable run commands. Default:
+	// false.
+	AllowExec bool
+	// CancelGrace is how long a canceled task gets to stop before it is
+	// killed. Default: taskexecutor.DefaultCancelGrace.
+	CancelGrace time.Duration
+	// AttemptLog, if set, receives a JSON line whenever an execution
+	// attempt starts or stops running on one of the TaskExecutors.
+	AttemptLog io.Writer
+
+	// Logger receives the logs of every component. Default:
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports whether the configuration can be used, before
+// anything is opened.
+func (c Config) Validate() error {
+	var errs []error
+	if c.TaskExecutors < 0 {
+		errs = append(errs, errors.New("standalone: the number of TaskExecutors must not be negative"))
+	}
+	if c.Slots < 0 {
+		errs = append(errs, errors.New("standalone: slots must not be negative"))
+	}
+	if c.MaxSubtasks < 0 {
+		errs = append(errs, errors.New("standalone: the subtask limit must not be negative"))
+	}
+	if c.ShutdownTimeout < 0 || c.StoreOpenTimeout < 0 || c.SlotTimeout < 0 || c.ResultRetention < 0 || c.CancelGrace < 0 {
+		errs = append(errs, errors.New("standalone: durations must not be negative"))
+	}
+	if err := c.Store.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.jobManager(nil, "", nil, nil).ValidateTimings(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.StoreOpenTimeout == 0 {
+		c.StoreOpenTimeout = DefaultStoreOpenTimeout
+	}
+	if c.MaxSubtasks == 0 {
+		c.MaxSubtasks = jobgraph.DefaultMaxSubtasks
+	}
+	if c.SlotTimeout == 0 {
+		c.SlotTimeout = DefaultSlotTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Store.Logger == nil {
+		c.Store.Logger = c.Logger
+	}
+	return c
+}
+
+// jobManager is the JobManager's configuration.
+func (c Config) jobManager(st hastore.Store, address string, ep *endpoint.Endpoint, client *http.Client) jobmanager.Config {
+	jc := jobmanager.Config{
+		Store: st, Address: address, HTTPClient: client,
+		SessionTTL: c.SessionTTL, HeartbeatInterval: c.HeartbeatInterval, HeartbeatTimeout: c.HeartbeatTimeout,
+		ResultRetention: c.ResultRetention, SlotTimeout: c.SlotTimeout, Logger: c.Logger,
+		Limits: jobgraph.Limits{MaxSubtasks: c.MaxSubtasks},
+	}
+	if ep != nil {
+		jc.MaxRequestBytes, jc.MaxResponseBytes = ep.MaxRequestBytes(), ep.MaxResponseBytes()
+	}
+	return jc
+}
+
+// Cluster is a standalone cluster: opened by New, served by Run.
+type Cluster struct {
+	cfg   Config
+	log   *slog.Logger
+	store *hastore.Etcd
+	ep    *endpoint.Endpoint
+	// components are the JobManager and the TaskExecutors, each with a
+	// blocking Run; servers are the Run of their endpoints; clients are
+	// the HTTP clients they call each other with. tes are the endpoints of
+	// the TaskExecutors, closed by Close if Run never starts.
+	components []func(context.Context) error
+	servers    []func(context.Context) error
+	clients    []*http.Client
+	tes        []*endpoint.Endpoint
+	ids        []string
+
+	mu     sync.Mutex
+	ran    bool // Run was called: it owns the listeners and the store
+	closed bool
+}
+
+// New opens a cluster: its listeners and its HA store, and builds its
+// components; nothing is served until Run. It fails if the configuration
+// is invalid, an address cannot be bound, or the store cannot be opened
+// (within Config.StoreOpenTimeout or ctx). Whatever New opened is closed
+// by Run when it returns, or by Close if Run is never called.
+func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	c := &Cluster{cfg: cfg, log: cfg.Logger}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	c.ep, err = endpoint.Listen(c.endpointConfig(cfg.Listen, cfg.AddrFile), c.log)
+	if err != nil {
+		return nil, err
+	}
+	octx, cancel := context.WithTimeout(ctx, cfg.StoreOpenTimeout)
+	defer cancel()
+	c.store, err = hastore.Open(octx, cfg.Store)
+	if err != nil {
+		return nil, fmt.Errorf("standalone: open ha store: %w", err)
+	}
+	if cfg.Store.DataDir != "" {
+		c.log.Info("ha store on embedded etcd", "data_dir", cfg.Store.DataDir, "prefix", prefix(cfg.Store.Prefix))
+	} else {
+		c.log.Info("ha store on external etcd", "endpoints", cfg.Store.Endpoints, "prefix", prefix(cfg.Store.Prefix))
+	}
+	// The cluster's own store, served for TaskExecutors (and other
+	// processes) that reach it over the network.
+	c.ep.Mount(hastorev1connect.HAStoreServiceName, hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: c.store, Logger: c.log}).Path)
+
+	jm, err := jobmanager.New(cfg.jobManager(c.store, c.ep.URL(), c.ep, c.newClient()))
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range jm.Services() {
+		c.ep.Mount(s.Name, s.Handler)
+	}
+	// The JobManager campaigns for the cluster's leadership and, while it
+	// leads, runs the Dispatcher and the ResourceManager.
+	c.components = append(c.components, jm.Run)
+
+	for range cfg.TaskExecutors {
+		if err := c.addTaskExecutor(); err != nil {
+			return nil, fmt.Errorf("standalone: TaskExecutor: %w", err)
+		}
+	}
+	// The JobManager's endpoint serves the services mounted above until
+	// the components stopped, then drains in-flight requests.
+	c.servers = append(c.servers, c.ep.Run)
+	return c, nil
+}
+
+// newClient returns a new HTTP client for components' calls to each
+// other, whose idle connections Run closes once the components stopped.
+func (c *Cluster) newClient() *http.Client {
+	client := endpoint.NewClient()
+	c.clients = append(c.clients, client)
+	return client
+}
+
+func prefix(p string) string {
+	if p == "" {
+		return hastore.DefaultPrefix
+	}
+	return p
+}
+
+func (c *Cluster) endpointConfig(listen, addrFile string) endpoint.Config {
+	return endpoint.Config{
+		Listen: listen, AddrFile: addrFile, ShutdownTimeout: c.cfg.ShutdownTimeout,
+		MaxRequestBytes: c.cfg.MaxRequestBytes, MaxResponseBytes: c.cfg.MaxResponseBytes,
+	}
+}
+
+// addTaskExecutor builds a TaskExecutor on a loopback endpoint of its own.
+func (c *Cluster) addTaskExecutor() error {
+	ep, err := endpoint.Listen(c.endpointConfig("127.0.0.1:0", ""), c.log)
+	if err != nil {
+		return err
+	}
+	c.tes = append(c.tes, ep)
+	te, err := taskexecutor.New(taskexecutor.Config{
+		Address: ep.URL(), Slots: c.cfg.Slots, Store: c.store, HTTPClient: c.newClient(), ClientOptions: endpoint.ClientOptions(),
+		Invokables: c.cfg.Invokables, AllowExec: c.cfg.AllowExec, CancelGrace: c.cfg.CancelGrace, AttemptLog: c.cfg.AttemptLog, Logger: c.log,
+	})
+	if err != nil {
+		return err
+	}
+	c.ids = append(c.ids, te.ID())
+	ep.Mount(clusterv1connect.TaskExecutorServiceName, te.Handler)
+	// The TaskExecutor registers with the ResourceManager leader and runs
+	// tasks; its endpoint serves until it stopped.
+	c.components = append(c.components, te.Run)
+	c.servers = append(c.servers, ep.Run)
+	return nil
+}
+
+// URL returns the base URL of the cluster's JobManager, such as
+// "http://127.0.0.1:41235", where clients reach the DispatcherService.
+func (c *Cluster) URL() string { return c.ep.URL() }
+
+// TaskExecutorIDs returns the ids of the cluster's TaskExecutors, in start
+// order.
+func (c *Cluster) TaskExecutorIDs() []string { return append([]string(nil), c.ids...) }
+
+// Run serves the cluster until ctx ends or a component fails, then stops
+// it: first the components (the JobManager resigns its leadership,
+// TaskExecutors cancel their tasks and report their ends) while the
+// endpoints still serve them, then the endpoints, which drain in-flight
+// requests for up to Config.ShutdownTimeout; last the store closes. It
+// returns nil after a stop caused by ctx, or the error of the component
+// or endpoint that failed. Run must be called at most once.
+func (c *Cluster) Run(ctx context.Context) error {
+	c.mu.Lock()
+	if c.ran || c.closed {
+		c.mu.Unlock()
+		return errors.New("standalone: Run called twice or after Close")
+	}
+	c.ran = true
+	c.mu.Unlock()
+	defer c.closeStore()
+
+	// The endpoints outlive the components, so that the components'
+	// last calls to each other (a final task report, say) still land.
+	sctx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServing()
+	served := make(chan error, len(c.servers))
+	for _, serve := range c.servers {
+		go func() { served <- serve(sctx) }()
+	}
+	endpointFailed := false // read once g.Run returned, after the actor ended
+
+	var g run.Group
+	for _, component := range c.components {
+		cctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error { return component(cctx) }, func(error) { cancel() })
+	}
+	// The caller's context, or an endpoint that fails, stops every
+	// component.
+	stop := make(chan struct{})
+	g.Add(func() error {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-served:
+			endpointFailed = true
+			return err
+		case <-stop:
+			return nil
+		}
+	}, func(error) { close(stop) })
+	err := g.Run()
+
+	// Connections between components are idle now: closing them lets the
+	// endpoints shut down at once instead of waiting for the peers.
+	for _, client := range c.clients {
+		client.CloseIdleConnections()
+	}
+	stopServing()
+	remaining := len(c.servers)
+	if endpointFailed {
+		remaining--
+	}
+	for range remaining {
+		if serr := <-served; serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}
+	return err
+}
+
+// Close releases what New opened, for a cluster whose Run was never
+// called; after Run, it does nothing.
+func (c *Cluster) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ran || c.closed {
+		return nil
+	}
+	c.closed = true
+	var errs []error
+	if c.ep != nil {
+		errs = append(errs, c.ep.Close())
+	}
+	for _, ep := range c.tes {
+		errs = append(errs, ep.Close())
+	}
+	if c.store != nil {
+		errs = append(errs, c.store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// closeStore closes the store once Run's components have stopped.
+func (c *Cluster) closeStore() {
+	if err := c.store.Close(); err != nil {
+		c.log.Warn("closing the ha store failed", "err", err)
+	}
+}
