@@ -1,0 +1,337 @@
+//go:build sdkclient
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk"
+)
+
+// clientCommands are the client verbs.
+func clientCommands(a *app) []*cobra.Command {
+	return []*cobra.Command{
+		submitCommand(a), listCommand(a), statusCommand(a), cancelCommand(a), waitCommand(a), clusterCommand(a),
+	}
+}
+
+// connect returns an SDK client for the --server URLs.
+func (a *app) connect() (*sdk.Client, error) {
+	urls, err := a.servers()
+	if err != nil {
+		return nil, err
+	}
+	c, err := sdk.New(urls)
+	if err != nil {
+		return nil, exit(exitUsage, fmt.Errorf("--server: %w", err))
+	}
+	return c, nil
+}
+
+// requestContext bounds one request (not the following of a job) by
+// --timeout.
+func (a *app) requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, a.timeout)
+}
+
+// fail maps an error of the SDK to the command's exit: an invalid job
+// lists each violation (placed in file when given), anything else says
+// the SDK's plain sentence.
+func fail(err error, file *jobFile) error {
+	var invalid *sdk.InvalidJobError
+	if errors.As(err, &invalid) {
+		var b strings.Builder
+		b.WriteString("the cluster refused the job as invalid; nothing was submitted:")
+		for _, v := range invalid.Violations {
+			b.WriteString("\n")
+			b.WriteString(file.violation(v.Field, v.Description))
+		}
+		if len(invalid.Violations) == 0 {
+			b.WriteString(" " + err.Error())
+		}
+		return exit(exitInvalidJob, errors.New(b.String()))
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return exit(exitError, fmt.Errorf("%v (the request took longer than --timeout)", err))
+	}
+	return exit(exitError, err)
+}
+
+func submitCommand(a *app) *cobra.Command {
+	var (
+		id       string
+		detached bool
+	)
+	c := &cobra.Command{
+		Use:   "submit FILE",
+		Short: "submit a job graph (YAML or JSON) and follow it to its end",
+		Long: "Submits the JobGraph in FILE (YAML or JSON with the proto's field names; - reads\n" +
+			"standard input), checked first by the contract's rules, so that an invalid graph\n" +
+			"is reported with its place in the file and nothing is submitted.\n\n" +
+			"Attached (the default), it follows the job: a live display on a terminal, one\n" +
+			"line per status change otherwise; it exits 0 when the job FINISHED, 3 when it\n" +
+			"FAILED, 4 when it was CANCELED. Ctrl-C asks whether to cancel the job or detach;\n" +
+			"without a terminal, SIGINT detaches (exit 6) and the job goes on.\n\n" +
+			"Detached (-d), it prints the job id and exits once the job is acknowledged.",
+		Example: "  jobplane submit examples/pipeline.yaml\n  jobplane submit -d --id nightly-2026-12-01 job.json",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := a.format()
+			if err != nil {
+				return err
+			}
+			file, err := readJobFile(args[0], a.s.in)
+			if err != nil {
+				return exit(exitInvalidJob, err)
+			}
+			client, err := a.connect()
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			ctx, cancel := a.requestContext(cmd.Context())
+			var opts []sdk.SubmitOption
+			if id != "" {
+				opts = append(opts, sdk.WithJobID(id))
+			}
+			sub, err := client.Submit(ctx, file.graph, opts...)
+			cancel()
+			if err != nil {
+				return fail(err, file)
+			}
+			if detached {
+				return a.printSubmitted(format, sub)
+			}
+			if !sub.Created {
+				fmt.Fprintf(a.s.err, "job %s exists already with the same graph (%s); following it\n", sub.JobID, statusName(sub.Status))
+			}
+			return a.follow(cmd.Context(), client, sub.JobID, format)
+		},
+	}
+	c.Flags().StringVar(&id, "id", "", "the job's id (the same id and graph submitted again is the same job); made up when empty")
+	c.Flags().BoolVarP(&detached, "detached", "d", false, "print the job id and exit once the job is acknowledged")
+	return c
+}
+
+// printSubmitted reports a detached submission: the job id alone on
+// standard output (for scripts) and a sentence on standard error, or the
+// SubmitJobResponse as JSON or YAML.
+func (a *app) printSubmitted(format string, sub *sdk.Submitted) error {
+	if format != "table" {
+		return printStructured(a.s.out, format, &jobplanev1.SubmitJobResponse{JobId: sub.JobID, Created: sub.Created, Status: sub.Status})
+	}
+	fmt.Fprintln(a.s.out, sub.JobID)
+	verb := "submitted"
+	if !sub.Created {
+		verb = "exists already with the same graph"
+	}
+	fmt.Fprintf(a.s.err, "job %s %s (%s); 'jobplane wait %s' follows it\n", sub.JobID, verb, statusName(sub.Status), sub.JobID)
+	return nil
+}
+
+func waitCommand(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "wait ID",
+		Short: "follow a job to its end; the exit code is the job's, as for submit",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := a.format()
+			if err != nil {
+				return err
+			}
+			client, err := a.connect()
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			return a.follow(cmd.Context(), client, args[0], format)
+		},
+	}
+}
+
+func listCommand(a *app) *cobra.Command {
+	var statuses []string
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "list jobs, running and ended",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := a.format()
+			if err != nil {
+				return err
+			}
+			var opts []sdk.ListOption
+			if len(statuses) > 0 {
+				st, err := parseStatuses(statuses)
+				if err != nil {
+					return exit(exitUsage, err)
+				}
+				opts = append(opts, sdk.WithStatuses(st...))
+			}
+			client, err := a.connect()
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			ctx, cancel := a.requestContext(cmd.Context())
+			defer cancel()
+			var jobs []*jobplanev1.JobSummary
+			for j, err := range client.List(ctx, opts...) {
+				if err != nil {
+					return fail(err, nil)
+				}
+				jobs = append(jobs, j)
+			}
+			if format != "table" {
+				return printStructured(a.s.out, format, &jobplanev1.ListJobsResponse{Jobs: jobs})
+			}
+			renderJobList(a.s.out, jobs, time.Now())
+			return nil
+		},
+	}
+	c.Flags().StringSliceVar(&statuses, "status", nil, "only jobs in these statuses (comma-separated or repeated), such as running,failed")
+	return c
+}
+
+// parseStatuses reads job statuses by name, in any case, with or without
+// the JOB_STATUS_ prefix.
+func parseStatuses(names []string) ([]jobplanev1.JobStatus, error) {
+	var out []jobplanev1.JobStatus
+	for _, n := range names {
+		key := strings.ToUpper(strings.TrimSpace(n))
+		if !strings.HasPrefix(key, "JOB_STATUS_") {
+			key = "JOB_STATUS_" + key
+		}
+		v, ok := jobplanev1.JobStatus_value[key]
+		if !ok || v == 0 {
+			var valid []string
+			for i := 1; i < len(jobplanev1.JobStatus_name); i++ {
+				valid = append(valid, strings.ToLower(statusName(jobplanev1.JobStatus(i))))
+			}
+			return nil, fmt.Errorf("--status %q: want one of %s", n, strings.Join(valid, ", "))
+		}
+		if st := jobplanev1.JobStatus(v); !slices.Contains(out, st) {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+func statusCommand(a *app) *cobra.Command {
+	var all bool
+	c := &cobra.Command{
+		Use:   "status ID",
+		Short: "show a job: its vertices, subtasks and failures",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := a.format()
+			if err != nil {
+				return err
+			}
+			client, err := a.connect()
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			ctx, cancel := a.requestContext(cmd.Context())
+			defer cancel()
+			d, err := client.Get(ctx, args[0])
+			if err != nil {
+				return fail(err, nil)
+			}
+			if format != "table" {
+				return printStructured(a.s.out, format, d)
+			}
+			renderJobDetails(a.s.out, d, time.Now(), all)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&all, "all", false, fmt.Sprintf("list every subtask (by default at most %d)", maxSubtaskRows))
+	return c
+}
+
+func cancelCommand(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel ID",
+		Short: "cancel a job (it ends CANCELED unless it ended already)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := a.format()
+			if err != nil {
+				return err
+			}
+			client, err := a.connect()
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			ctx, cancel := a.requestContext(cmd.Context())
+			defer cancel()
+			st, err := client.Cancel(ctx, args[0])
+			if err != nil {
+				return fail(err, nil)
+			}
+			if format != "table" {
+				return printStructured(a.s.out, format, &jobplanev1.CancelJobResponse{Status: st})
+			}
+			switch {
+			case terminal(st) && st != jobplanev1.JobStatus_JOB_STATUS_CANCELED:
+				fmt.Fprintf(a.s.out, "job %s had ended already: %s\n", args[0], statusName(st))
+			default:
+				fmt.Fprintf(a.s.out, "job %s %s\n", args[0], statusName(st))
+			}
+			return nil
+		},
+	}
+}
+
+func clusterCommand(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cluster",
+		Short: "show the cluster: its leader, TaskExecutors and slots",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := a.format()
+			if err != nil {
+				return err
+			}
+			client, err := a.connect()
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			ctx, cancel := a.requestContext(cmd.Context())
+			defer cancel()
+			o, err := client.Cluster(ctx)
+			if err != nil {
+				return fail(err, nil)
+			}
+			var tes []*jobplanev1.TaskExecutorInfo
+			for te, err := range client.TaskExecutors(ctx) {
+				if err != nil {
+					return fail(err, nil)
+				}
+				tes = append(tes, te)
+			}
+			if format != "table" {
+				msgs := make([]proto.Message, len(tes))
+				for i, te := range tes {
+					msgs[i] = te
+				}
+				return printFields(a.s.out, format, field{name: "overview", msgs: []proto.Message{o}},
+					field{name: "task_executors", msgs: msgs, list: true})
+			}
+			renderCluster(a.s.out, o, tes)
+			return nil
+		},
+	}
+}
