@@ -21,10 +21,9 @@ func progressLines(s *jobplanev1.JobSummary, now time.Time) []string {
 	}
 	lines := []string{
 		fmt.Sprintf("%s  %s  elapsed %s  restarts %d", head, statusName(s.GetStatus()), elapsed(s, now), s.GetRestartCount()),
-		fmt.Sprintf("subtasks: %s", countsText(s.GetTaskCounts())),
 	}
 	if n := total(s.GetTaskCounts()); n > 0 {
-		lines[1] += fmt.Sprintf(" (%d in all)", n)
+		lines = append(lines, fmt.Sprintf("subtasks: %s (%d in all)", countsText(s.GetTaskCounts()), n))
 	}
 	if f := s.GetFailure(); f != nil {
 		lines = append(lines, "last failure: "+failureText(f))
@@ -106,7 +105,13 @@ func (v *jobView) update(s *jobplanev1.JobSummary) (statusChanged bool) {
 		return false
 	}
 	changed := s.GetStatus() != v.cur.GetStatus() || s.GetRestartCount() != v.cur.GetRestartCount()
+	prev := v.cur
 	v.cur = proto.CloneOf(s)
+	if s.GetStatus() == jobplanev1.JobStatus_JOB_STATUS_FINISHED && len(s.GetTaskCounts()) == 0 && total(prev.GetTaskCounts()) > 0 {
+		// An ended job's summary may come without counts; a finished
+		// job's subtasks all finished.
+		v.cur.TaskCounts = []*jobplanev1.ExecutionStateCount{{State: jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED, Count: int32(total(prev.GetTaskCounts()))}}
+	}
 	return changed
 }
 

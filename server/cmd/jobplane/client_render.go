@@ -149,6 +149,13 @@ func renderJobDetails(w io.Writer, d *jobplanev1.JobDetails, now time.Time, all 
 	}
 	tw.Flush()
 
+	if len(d.GetVertices()) == 0 {
+		if terminal(s.GetStatus()) {
+			fmt.Fprintln(w, "\n(the cluster keeps no vertices or subtasks of an ended job)")
+		}
+		renderExceptions(w, d.GetExceptionHistory())
+		return
+	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "VERTEX\tNAME\tPARALLELISM\tSTATE\tSUBTASKS")
@@ -178,10 +185,15 @@ func renderJobDetails(w io.Writer, d *jobplanev1.JobDetails, now time.Time, all 
 		fmt.Fprintf(w, "... and %d more subtasks (--all lists every one)\n", more)
 	}
 
-	if h := d.GetExceptionHistory(); len(h) > 0 {
+	renderExceptions(w, d.GetExceptionHistory())
+}
+
+// renderExceptions writes a job's exception history, if any.
+func renderExceptions(w io.Writer, h []*jobplanev1.FailureInfo) {
+	if len(h) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "Exception history (oldest first):")
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "TIME\tFAILURE")
 		for _, f := range h {
 			fmt.Fprintf(tw, "%s\t%s\n", timeText(f.GetTime()), failureText(f))

@@ -193,6 +193,9 @@ func TestProgress(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("progressLines = %q, want %q", got, want)
 	}
+	if got := progressLines(&jobplanev1.JobSummary{JobId: "j"}, t0); len(got) != 1 || got[0] != "job j  UNSPECIFIED  elapsed -  restarts 0" {
+		t.Errorf("progressLines without counts = %q", got)
+	}
 	if line := statusLine(s); line != "2026-12-01 13:00:01 job j RESTARTING  subtasks: 1 running, 1 failed  restarts: 1  failure: boom" {
 		t.Errorf("statusLine = %q", line)
 	}
@@ -219,9 +222,12 @@ func TestJobViewMerges(t *testing.T) {
 	if total(v.cur.GetTaskCounts()) != 2 || countsText(v.cur.GetTaskCounts()) != "1 running, 1 finished" {
 		t.Errorf("counts = %v", v.cur.GetTaskCounts())
 	}
-	done := &jobplanev1.JobSummary{Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED, StatusTime: ts(2 * time.Second), TaskCounts: counts(finished, 2)}
+	done := &jobplanev1.JobSummary{Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED, StatusTime: ts(2 * time.Second)}
 	if !v.update(done) {
 		t.Error("FINISHED: no change reported")
+	}
+	if countsText(v.cur.GetTaskCounts()) != "2 finished" {
+		t.Errorf("counts of a FINISHED job = %v", v.cur.GetTaskCounts())
 	}
 	// An older answer never takes a job back from a terminal status.
 	if v.update(run) || v.cur.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -68,8 +69,9 @@ func fail(err error, file *jobFile) error {
 
 func submitCommand(a *app) *cobra.Command {
 	var (
-		id       string
-		detached bool
+		id        string
+		detached  bool
+		skipCheck bool
 	)
 	c := &cobra.Command{
 		Use:   "submit FILE",
@@ -99,6 +101,12 @@ func submitCommand(a *app) *cobra.Command {
 			}
 			defer client.Close()
 			ctx, cancel := a.requestContext(cmd.Context())
+			if !skipCheck {
+				if err := checkInvokables(ctx, client, file); err != nil {
+					cancel()
+					return err
+				}
+			}
 			var opts []sdk.SubmitOption
 			if id != "" {
 				opts = append(opts, sdk.WithJobID(id))
@@ -119,7 +127,43 @@ func submitCommand(a *app) *cobra.Command {
 	}
 	c.Flags().StringVar(&id, "id", "", "the job's id (the same id and graph submitted again is the same job); made up when empty")
 	c.Flags().BoolVarP(&detached, "detached", "d", false, "print the job id and exit once the job is acknowledged")
+	c.Flags().BoolVar(&skipCheck, "skip-invokable-check", false,
+		"submit even if no TaskExecutor of the cluster offers a vertex's invokable now (one may register later)")
 	return c
+}
+
+// checkInvokables refuses a job that names an invokable no TaskExecutor
+// of the cluster offers, placing each such vertex in the file; the job
+// would only fail at deployment. A cluster without TaskExecutors, or one
+// whose TaskExecutors cannot be listed, is not checked.
+func checkInvokables(ctx context.Context, client *sdk.Client, file *jobFile) error {
+	offered := map[string]bool{}
+	executors := 0
+	for te, err := range client.TaskExecutors(ctx) {
+		if err != nil {
+			return nil
+		}
+		executors++
+		for _, inv := range te.GetInvokables() {
+			offered[inv] = true
+		}
+	}
+	if executors == 0 {
+		return nil
+	}
+	var missing []string
+	for i, v := range file.graph.GetVertices() {
+		if !offered[v.GetInvokable()] {
+			missing = append(missing, file.violation(fmt.Sprintf("job_graph.vertices[%d].invokable", i),
+				fmt.Sprintf("no TaskExecutor of the cluster offers invokable %q", v.GetInvokable())))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(offered))
+	return exit(exitInvalidJob, fmt.Errorf("%s\nthe cluster's %d TaskExecutors offer: %s; nothing was submitted (--skip-invokable-check submits anyway)",
+		strings.Join(missing, "\n"), executors, strings.Join(names, ", ")))
 }
 
 // printSubmitted reports a detached submission: the job id alone on
