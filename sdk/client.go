@@ -1,0 +1,463 @@
+package sdk
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+)
+
+// Protocol is the RPC protocol a Client speaks. Every jobplane server
+// serves all three on one port.
+type Protocol int
+
+const (
+	// ProtocolConnect is the Connect protocol, over HTTP/1.1 or HTTP/2.
+	// The default.
+	ProtocolConnect Protocol = iota
+	// ProtocolGRPC is gRPC; it needs HTTP/2 (h2c for http:// URLs).
+	ProtocolGRPC
+	// ProtocolGRPCWeb is gRPC-Web, over HTTP/1.1 or HTTP/2.
+	ProtocolGRPCWeb
+)
+
+// String returns the protocol's name.
+func (p Protocol) String() string {
+	switch p {
+	case ProtocolConnect:
+		return "connect"
+	case ProtocolGRPC:
+		return "grpc"
+	case ProtocolGRPCWeb:
+		return "grpcweb"
+	}
+	return fmt.Sprintf("Protocol(%d)", int(p))
+}
+
+// RetryPolicy says how a Client retries a call that may be retried (see
+// the package documentation). Zero fields take their defaults.
+type RetryPolicy struct {
+	// InitialBackoff is the pause before the first retry. Default: 100ms.
+	InitialBackoff time.Duration
+	// MaxBackoff bounds the pause, which doubles after each retry, with
+	// jitter. Default: 2s.
+	MaxBackoff time.Duration
+	// MaxElapsed bounds how long a call keeps retrying, from its first
+	// attempt; the last error is returned then. A negative value turns
+	// retries off (a NOT_LEADER answer is still followed once per URL).
+	// Default: 1 minute.
+	MaxElapsed time.Duration
+}
+
+// DefaultRetryPolicy is the retry policy of a Client made without
+// WithRetry.
+var DefaultRetryPolicy = RetryPolicy{InitialBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second, MaxElapsed: time.Minute}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.InitialBackoff <= 0 {
+		p.InitialBackoff = DefaultRetryPolicy.InitialBackoff
+	}
+	if p.MaxBackoff <= 0 {
+		p.MaxBackoff = DefaultRetryPolicy.MaxBackoff
+	}
+	if p.MaxBackoff < p.InitialBackoff {
+		p.MaxBackoff = p.InitialBackoff
+	}
+	if p.MaxElapsed == 0 {
+		p.MaxElapsed = DefaultRetryPolicy.MaxElapsed
+	}
+	return p
+}
+
+// DefaultCallTimeout bounds each attempt of a unary call of a Client made
+// without WithCallTimeout. It does not bound Wait, Watch or Execute, which
+// take as long as the job does.
+const DefaultCallTimeout = 30 * time.Second
+
+// An Option configures a Client.
+type Option func(*options)
+
+type options struct {
+	http1        bool
+	protocol     Protocol
+	tlsConfig    *tls.Config
+	httpClient   connect.HTTPClient
+	callTimeout  time.Duration
+	retry        RetryPolicy
+	interceptors []connect.Interceptor
+}
+
+// WithHTTP1 makes the Client speak HTTP/1.1 (with TLS for https:// URLs).
+// Default: HTTP/2 — h2c (prior knowledge) for http:// URLs, HTTP/2 by
+// ALPN for https:// URLs.
+func WithHTTP1() Option { return func(o *options) { o.http1 = true } }
+
+// WithProtocol sets the RPC protocol. Default: ProtocolConnect.
+func WithProtocol(p Protocol) Option { return func(o *options) { o.protocol = p } }
+
+// WithTLSConfig sets the TLS configuration for https:// URLs (a client
+// certificate, the CAs to trust). Default: the system's roots.
+func WithTLSConfig(cfg *tls.Config) Option { return func(o *options) { o.tlsConfig = cfg } }
+
+// WithHTTPClient makes the Client send its requests through hc, which
+// then decides the HTTP version and TLS; WithHTTP1 and WithTLSConfig are
+// ignored. Default: a client built from those options.
+func WithHTTPClient(hc connect.HTTPClient) Option { return func(o *options) { o.httpClient = hc } }
+
+// WithCallTimeout bounds each attempt of a unary call; zero or negative
+// means no bound. Default: DefaultCallTimeout.
+func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.callTimeout = d } }
+
+// WithRetry sets the retry policy. Default: DefaultRetryPolicy.
+func WithRetry(p RetryPolicy) Option { return func(o *options) { o.retry = p } }
+
+// WithInterceptors adds connect interceptors to every call (for auth
+// headers, logging or tracing), outermost first.
+func WithInterceptors(i ...connect.Interceptor) Option {
+	return func(o *options) { o.interceptors = append(o.interceptors, i...) }
+}
+
+// Client calls a jobplane cluster's public API. It is safe for concurrent
+// use. Make one with New.
+type Client struct {
+	urls    []string
+	opts    options
+	hc      connect.HTTPClient
+	closeFn func()
+
+	mu      sync.Mutex
+	leader  string // the URL believed to lead; "" when unknown
+	next    int    // the index in urls of the next URL to try
+	clients map[string]jobplanev1connect.DispatcherServiceClient
+}
+
+// New returns a Client of the cluster served at urls: the base URLs of
+// one or more of its JobManagers (or standalone processes), such as
+// "http://127.0.0.1:8080". Any of them may be a standby: the Client finds
+// the leader.
+func New(urls []string, opts ...Option) (*Client, error) {
+	o := options{callTimeout: DefaultCallTimeout, retry: DefaultRetryPolicy}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	o.retry = o.retry.withDefaults()
+	var clean []string
+	for _, u := range urls {
+		for part := range strings.SplitSeq(u, ",") {
+			part = strings.TrimSpace(part)
+			if part == "" {
+				continue
+			}
+			norm, err := normalizeURL(part)
+			if err != nil {
+				return nil, err
+			}
+			clean = append(clean, norm)
+		}
+	}
+	if len(clean) == 0 {
+		return nil, errors.New("sdk: no server URL given")
+	}
+	switch o.protocol {
+	case ProtocolConnect, ProtocolGRPC, ProtocolGRPCWeb:
+	default:
+		return nil, fmt.Errorf("sdk: unknown protocol %v", o.protocol)
+	}
+	if o.protocol == ProtocolGRPC && o.http1 && o.httpClient == nil {
+		return nil, errors.New("sdk: gRPC needs HTTP/2; drop WithHTTP1 or choose Connect or gRPC-Web")
+	}
+	c := &Client{urls: clean, opts: o, clients: map[string]jobplanev1connect.DispatcherServiceClient{}}
+	if o.httpClient != nil {
+		c.hc = o.httpClient
+		c.closeFn = func() {}
+	} else {
+		t := &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			TLSClientConfig:     o.tlsConfig,
+			MaxIdleConnsPerHost: 16,
+			IdleConnTimeout:     90 * time.Second,
+			TLSHandshakeTimeout: 10 * time.Second,
+			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		}
+		var p http.Protocols
+		p.SetHTTP1(true)
+		if !o.http1 {
+			p.SetHTTP2(true)
+			p.SetUnencryptedHTTP2(true)
+			// Prior knowledge for http:// URLs: with both HTTP/1.1 and
+			// unencrypted HTTP/2 on, the transport would speak HTTP/1.1
+			// to them.
+			p.SetHTTP1(false)
+			t.ForceAttemptHTTP2 = true
+		}
+		t.Protocols = &p
+		c.hc = &http.Client{Transport: t}
+		c.closeFn = t.CloseIdleConnections
+	}
+	return c, nil
+}
+
+// normalizeURL checks a server URL and drops a trailing slash.
+func normalizeURL(s string) (string, error) {
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("sdk: server URL %q: %w", s, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("sdk: server URL %q: the scheme must be http or https", s)
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("sdk: server URL %q: no host", s)
+	}
+	return strings.TrimSuffix(u.String(), "/"), nil
+}
+
+// Close releases the Client's idle connections. Calls in flight are not
+// interrupted; cancel their contexts for that.
+func (c *Client) Close() { c.closeFn() }
+
+// URLs returns the server URLs the Client was made with.
+func (c *Client) URLs() []string { return append([]string(nil), c.urls...) }
+
+// Leader returns the URL of the server that answered the Client's last
+// successful call, or "" before any.
+func (c *Client) Leader() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leader
+}
+
+// Dispatcher returns the generated DispatcherService client for the
+// server at url, with the Client's protocol, HTTP client and interceptors,
+// for calls this package does not wrap. It neither follows the leader nor
+// retries.
+func (c *Client) Dispatcher(url string) jobplanev1connect.DispatcherServiceClient {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.clientLocked(url)
+}
+
+func (c *Client) clientLocked(url string) jobplanev1connect.DispatcherServiceClient {
+	if d, ok := c.clients[url]; ok {
+		return d
+	}
+	var copts []connect.ClientOption
+	switch c.opts.protocol {
+	case ProtocolGRPC:
+		copts = append(copts, connect.WithGRPC())
+	case ProtocolGRPCWeb:
+		copts = append(copts, connect.WithGRPCWeb())
+	}
+	if len(c.opts.interceptors) > 0 {
+		copts = append(copts, connect.WithInterceptors(c.opts.interceptors...))
+	}
+	d := jobplanev1connect.NewDispatcherServiceClient(c.hc, url, copts...)
+	c.clients[url] = d
+	return d
+}
+
+// target returns the URL to send the next attempt to.
+func (c *Client) target() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.leader != "" {
+		return c.leader
+	}
+	return c.urls[c.next%len(c.urls)]
+}
+
+// answered records that url answered as the leader.
+func (c *Client) answered(url string) {
+	c.mu.Lock()
+	c.leader = url
+	c.mu.Unlock()
+}
+
+// redirect records that the leader is at address.
+func (c *Client) redirect(address string) {
+	u, err := normalizeURL(address)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	c.leader = u
+	c.mu.Unlock()
+}
+
+// unreachable records that url did not answer as the leader: the next
+// attempt goes to the next of the Client's URLs.
+func (c *Client) unreachable(url string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.leader == url {
+		c.leader = ""
+	}
+	for i, u := range c.urls {
+		if u == url {
+			c.next = i + 1
+			return
+		}
+	}
+}
+
+// attempt is one try of a call, against d.
+type attempt[T any] func(ctx context.Context, d jobplanev1connect.DispatcherServiceClient) (T, error)
+
+// call runs fn against the leader, following NOT_LEADER answers and
+// retrying what may be retried, until it succeeds, fails for good, ctx
+// ends or the retry policy gives up. bounded says whether each attempt
+// gets the call timeout.
+func call[T any](ctx context.Context, c *Client, bounded bool, fn attempt[T]) (T, error) {
+	var zero T
+	b := c.backoff()
+	redirects := 0
+	for {
+		url := c.target()
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if bounded && c.opts.callTimeout > 0 {
+			actx, cancel = context.WithTimeout(ctx, c.opts.callTimeout)
+		}
+		res, err := fn(actx, c.Dispatcher(url))
+		cancel()
+		if err == nil {
+			c.answered(url)
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return zero, contextError(ctx, err)
+		}
+		switch kind := classify(err); kind {
+		case retryNotLeader:
+			var nl *NotLeaderError
+			if errors.As(wrap(err), &nl) && nl.LeaderAddress != "" && redirects < len(c.urls)+2 {
+				// Follow the named leader at once, a bounded number of
+				// times in a row (two servers naming each other while an
+				// election settles must not spin).
+				redirects++
+				c.redirect(nl.LeaderAddress)
+				continue
+			}
+			c.unreachable(url)
+		case retryOther:
+			c.unreachable(url)
+		default:
+			return zero, wrap(err)
+		}
+		redirects = 0
+		if !b.wait(ctx) {
+			if ctx.Err() != nil {
+				return zero, contextError(ctx, err)
+			}
+			return zero, wrap(err)
+		}
+	}
+}
+
+// contextError is the error of a call whose ctx ended, naming the last
+// answer it got.
+func contextError(ctx context.Context, last error) error {
+	if last == nil || errors.Is(last, ctx.Err()) {
+		return ctx.Err()
+	}
+	return fmt.Errorf("%w (last answer: %w)", ctx.Err(), wrap(last))
+}
+
+type retryKind int
+
+const (
+	retryNone retryKind = iota
+	retryNotLeader
+	retryOther
+)
+
+// classify says whether an attempt's error may be retried: UNAVAILABLE
+// (which covers a connection that failed), a connection cut off, and an
+// attempt that ran out of its own time. The caller's context is alive.
+func classify(err error) retryKind {
+	if Reason(err) == reasonNotLeader {
+		return retryNotLeader
+	}
+	if isTLSMisconfiguration(err) {
+		return retryNone // retrying cannot fix a certificate
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable, connect.CodeDeadlineExceeded:
+		return retryOther
+	case connect.CodeUnknown, connect.CodeInternal:
+		// A connection cut mid-answer surfaces as an I/O error.
+		var netErr net.Error
+		if errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return retryOther
+		}
+	case connect.CodeCanceled:
+		// The attempt's own context was not canceled (the caller's is
+		// alive): the server or a proxy canceled it.
+		return retryOther
+	}
+	return retryNone
+}
+
+// backoff paces the retries of one call.
+type backoff struct {
+	policy   RetryPolicy
+	start    time.Time
+	next     time.Duration
+	disabled bool
+}
+
+func (c *Client) backoff() *backoff {
+	return &backoff{policy: c.opts.retry, start: time.Now(), next: c.opts.retry.InitialBackoff, disabled: c.opts.retry.MaxElapsed < 0}
+}
+
+// wait sleeps before the next retry; it returns false when no retry
+// should follow (the policy's time is up, or ctx ended).
+func (b *backoff) wait(ctx context.Context) bool {
+	if b.disabled {
+		return false
+	}
+	remaining := b.policy.MaxElapsed - time.Since(b.start)
+	if remaining <= 0 {
+		return false
+	}
+	// Full jitter on the upper half: between d/2 and d.
+	d := b.next/2 + rand.N(b.next/2+1)
+	d = min(d, remaining)
+	b.next = min(2*b.next, b.policy.MaxBackoff)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// isTLSMisconfiguration reports whether err says that TLS cannot work
+// with this server as configured: an untrusted or mismatched certificate,
+// or a server that does not speak TLS.
+func isTLSMisconfiguration(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var unknownCA x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var record tls.RecordHeaderError
+	return errors.As(err, &verify) || errors.As(err, &unknownCA) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.As(err, &record)
+}

@@ -1,0 +1,39 @@
+// Package sdk is the Go client of a jobplane cluster: submit a JobGraph,
+// watch it, wait for its result, cancel it, list jobs and look at the
+// cluster.
+//
+//	c, err := sdk.New([]string{"http://127.0.0.1:8080"})
+//	if err != nil { ... }
+//	defer c.Close()
+//	res, err := c.Execute(ctx, graph) // submit, then wait for the result
+//
+// # Leaders and retries
+//
+// Only the leading JobManager answers the public API; the others answer
+// UNAVAILABLE (NOT_LEADER) with the leader's address when they know it.
+// A Client is given one or more URLs, finds the leader among them and
+// follows it: a NOT_LEADER answer sends the call to the named leader at
+// once, and a call that cannot reach a server tries the next URL.
+//
+// Every call the contract marks idempotent or free of side effects is
+// retried, with backoff (RetryPolicy), when the answer is UNAVAILABLE or
+// the connection failed or the call's own timeout passed while the
+// caller's context is still alive. Submit is among them: the job id is
+// chosen before the first attempt (a random one when the caller gives
+// none), and the server recognizes a resubmission of the same id and
+// plan, so a retry never creates a second job.
+//
+// # Errors
+//
+// Errors from the cluster are *connect.Error values; the typed errors of
+// this package wrap them and carry the details the contract defines:
+// NotLeaderError, StaleTokenError, DuplicateJobError, InvalidJobError, and
+// ErrJobNotFound for errors.Is. Reason returns the contract's
+// ErrorReason of any error.
+//
+// # Dependencies
+//
+// The client packages (sdk, sdk/jobgraph, sdk/planid, sdk/worker) do not
+// link the server's dependencies (etcd, zap): a client-only program stays
+// small. sdk/localcluster, which runs a whole cluster in the program, does.
+package sdk

@@ -1,0 +1,291 @@
+package sdk
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+)
+
+const (
+	reasonNotLeader      = jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER
+	reasonStaleToken     = jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN
+	reasonAlreadyExists  = jobplanev1.ErrorReason_ERROR_REASON_JOB_ALREADY_EXISTS
+	reasonJobNotFound    = jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_FOUND
+	reasonJobTerminal    = jobplanev1.ErrorReason_ERROR_REASON_JOB_TERMINAL
+	reasonJobNotTerminal = jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_TERMINAL
+	reasonInvalid        = jobplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT
+)
+
+// errorDomain is the ErrorInfo domain of jobplane's errors.
+const errorDomain = "jobplane"
+
+// Sentinel errors, for errors.Is on the errors a Client returns.
+var (
+	// ErrJobNotFound: the cluster does not know the job (JOB_NOT_FOUND).
+	ErrJobNotFound = errors.New("job not found")
+	// ErrJobTerminal: the job already ended FINISHED or FAILED, so it
+	// cannot be canceled (JOB_TERMINAL).
+	ErrJobTerminal = errors.New("job already ended")
+	// ErrJobNotTerminal: the job has no result yet (JOB_NOT_TERMINAL).
+	ErrJobNotTerminal = errors.New("job has not ended")
+)
+
+// Error is an error answered by a jobplane server: a Connect code with
+// the contract's ErrorInfo. The typed errors of this package wrap one.
+type Error struct {
+	// Code is the answer's Connect (gRPC) code.
+	Code connect.Code
+	// Reason is the contract's reason (ErrorInfo.reason), or
+	// ERROR_REASON_UNSPECIFIED when the answer carried none (an error
+	// of the transport, say).
+	Reason jobplanev1.ErrorReason
+	// Message is the server's message, for people.
+	Message string
+	// Metadata is the ErrorInfo's metadata (keys as error.proto lists
+	// them for the reason).
+	Metadata map[string]string
+
+	cause *connect.Error
+}
+
+// Error returns the message with the reason, such as "job "x" not found
+// (JOB_NOT_FOUND)".
+func (e *Error) Error() string {
+	if e.Reason == jobplanev1.ErrorReason_ERROR_REASON_UNSPECIFIED {
+		return fmt.Sprintf("%s (%s)", e.Message, e.Code)
+	}
+	return fmt.Sprintf("%s (%s)", e.Message, ReasonName(e.Reason))
+}
+
+// Unwrap returns the *connect.Error.
+func (e *Error) Unwrap() error { return e.cause }
+
+// Is matches the sentinel errors by reason.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrJobNotFound:
+		return e.Reason == reasonJobNotFound
+	case ErrJobTerminal:
+		return e.Reason == reasonJobTerminal
+	case ErrJobNotTerminal:
+		return e.Reason == reasonJobNotTerminal
+	}
+	return false
+}
+
+// NotLeaderError is UNAVAILABLE (NOT_LEADER): the server called does not
+// lead. A Client follows the leader by itself; this error reaches the
+// caller only when no leader answered before the retry policy gave up.
+type NotLeaderError struct {
+	// Election is the election the server does not lead ("jobmanager"
+	// for the public API).
+	Election string
+	// LeaderAddress is the leader's address, "" when the server did not
+	// know it.
+	LeaderAddress string
+	err           *Error
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderAddress == "" {
+		return fmt.Sprintf("the server called does not lead %q and knows no leader (NOT_LEADER)", e.Election)
+	}
+	return fmt.Sprintf("the server called does not lead %q; the leader is at %s (NOT_LEADER)", e.Election, e.LeaderAddress)
+}
+
+// Unwrap returns the *Error.
+func (e *NotLeaderError) Unwrap() error { return e.err }
+
+// StaleTokenError is ABORTED (STALE_FENCING_TOKEN): a call carried a
+// fencing token older than the current grant of its election.
+type StaleTokenError struct {
+	// Election is the election of the refused token.
+	Election string
+	// Current is the current grant as the server knows it; nil when it
+	// does not.
+	Current *jobplanev1.FencingToken
+	err     *Error
+}
+
+func (e *StaleTokenError) Error() string {
+	if e.Current == nil {
+		return fmt.Sprintf("stale fencing token for %q (STALE_FENCING_TOKEN)", e.Election)
+	}
+	return fmt.Sprintf("stale fencing token for %q: the current grant is epoch %d of session %s (STALE_FENCING_TOKEN)", e.Election, e.Current.GetEpoch(), e.Current.GetSessionId())
+}
+
+// Unwrap returns the *Error.
+func (e *StaleTokenError) Unwrap() error { return e.err }
+
+// DuplicateJobError is ALREADY_EXISTS (JOB_ALREADY_EXISTS): the job id is
+// taken by a job with a different plan. (A resubmission of the same plan
+// is not an error: Submit answers it with Created false.)
+type DuplicateJobError struct {
+	// JobID is the id asked for.
+	JobID string
+	// GloballyTerminated says whether the job holding the id has ended.
+	GloballyTerminated bool
+	err                *Error
+}
+
+func (e *DuplicateJobError) Error() string {
+	state := "still running"
+	if e.GloballyTerminated {
+		state = "which has ended"
+	}
+	return fmt.Sprintf("job id %q is taken by a job with a different plan, %s (JOB_ALREADY_EXISTS)", e.JobID, state)
+}
+
+// Unwrap returns the *Error.
+func (e *DuplicateJobError) Unwrap() error { return e.err }
+
+// Violation is one rule that a request breaks.
+type Violation struct {
+	// Field is the offending field's path in proto names, such as
+	// "job_graph.vertices[2].parallelism".
+	Field string
+	// Description says what is wrong.
+	Description string
+}
+
+// InvalidJobError is INVALID_ARGUMENT: the request, usually the JobGraph
+// or the job id, breaks the contract's rules. Submit reports a graph that
+// breaks them before sending it, with the server's own rules and words.
+type InvalidJobError struct {
+	// Violations lists every broken rule.
+	Violations []Violation
+	err        *Error // nil when found before sending
+}
+
+func (e *InvalidJobError) Error() string {
+	parts := make([]string, len(e.Violations))
+	for i, v := range e.Violations {
+		parts[i] = v.Field + ": " + v.Description
+	}
+	return "invalid job: " + strings.Join(parts, "; ")
+}
+
+// Unwrap returns the *Error, or nil when the error was found before
+// anything was sent.
+func (e *InvalidJobError) Unwrap() error {
+	if e.err == nil {
+		return nil
+	}
+	return e.err
+}
+
+// Reason returns the contract's reason of err (from its ErrorInfo), or
+// ERROR_REASON_UNSPECIFIED when it carries none.
+func Reason(err error) jobplanev1.ErrorReason {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	var cerr *connect.Error
+	if errors.As(err, &cerr) {
+		r, _ := info(cerr)
+		return r
+	}
+	return jobplanev1.ErrorReason_ERROR_REASON_UNSPECIFIED
+}
+
+// ReasonName returns a reason's name as ErrorInfo carries it, such as
+// "JOB_NOT_FOUND".
+func ReasonName(r jobplanev1.ErrorReason) string {
+	return strings.TrimPrefix(r.String(), "ERROR_REASON_")
+}
+
+// info reads the jobplane ErrorInfo of cerr.
+func info(cerr *connect.Error) (jobplanev1.ErrorReason, map[string]string) {
+	for _, d := range cerr.Details() {
+		msg, err := d.Value()
+		if err != nil {
+			continue
+		}
+		if ei, ok := msg.(*errdetails.ErrorInfo); ok && ei.GetDomain() == errorDomain {
+			if v, known := jobplanev1.ErrorReason_value["ERROR_REASON_"+ei.GetReason()]; known {
+				return jobplanev1.ErrorReason(v), ei.GetMetadata()
+			}
+		}
+	}
+	return jobplanev1.ErrorReason_ERROR_REASON_UNSPECIFIED, nil
+}
+
+// wrap turns a call's error into this package's errors: an *Error, or a
+// typed error wrapping one. Errors that are not *connect.Error (a context
+// error, say) are returned as they are.
+func wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	var already *Error
+	if errors.As(err, &already) {
+		return err
+	}
+	var cerr *connect.Error
+	if !errors.As(err, &cerr) {
+		return err
+	}
+	reason, md := info(cerr)
+	e := &Error{Code: cerr.Code(), Reason: reason, Message: cerr.Message(), Metadata: md, cause: cerr}
+	switch reason {
+	case reasonNotLeader:
+		out := &NotLeaderError{Election: md["election"], LeaderAddress: md["leader_address"], err: e}
+		if d, ok := detail[*jobplanev1.NotLeaderDetails](cerr); ok {
+			if a := d.GetLeader().GetAddress(); a != "" {
+				out.LeaderAddress = a
+			}
+			if el := d.GetLeader().GetElection(); el != "" {
+				out.Election = el
+			}
+		}
+		return out
+	case reasonStaleToken:
+		out := &StaleTokenError{Election: md["election"], err: e}
+		if d, ok := detail[*jobplanev1.StaleTokenDetails](cerr); ok {
+			out.Current = d.GetCurrent()
+			if d.GetElection() != "" {
+				out.Election = d.GetElection()
+			}
+		} else if ep, perr := strconv.ParseUint(md["current_epoch"], 10, 64); perr == nil && ep != 0 {
+			out.Current = &jobplanev1.FencingToken{SessionId: md["current_session_id"], Epoch: ep}
+		}
+		return out
+	case reasonAlreadyExists:
+		return &DuplicateJobError{JobID: md["job_id"], GloballyTerminated: md["globally_terminated"] == "true", err: e}
+	case reasonInvalid:
+		out := &InvalidJobError{err: e}
+		if br, ok := detail[*errdetails.BadRequest](cerr); ok {
+			for _, v := range br.GetFieldViolations() {
+				out.Violations = append(out.Violations, Violation{Field: v.GetField(), Description: v.GetDescription()})
+			}
+		}
+		if len(out.Violations) == 0 {
+			out.Violations = []Violation{{Field: "request", Description: cerr.Message()}}
+		}
+		return out
+	}
+	return e
+}
+
+// detail returns the first detail of type M in cerr.
+func detail[M proto.Message](cerr *connect.Error) (M, bool) {
+	for _, d := range cerr.Details() {
+		v, err := d.Value()
+		if err != nil {
+			continue
+		}
+		if typed, ok := v.(M); ok {
+			return typed, true
+		}
+	}
+	var zero M
+	return zero, false
+}

@@ -1,0 +1,124 @@
+package sdk_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk"
+	"github.com/jobplane/jobplane/sdk/jobgraph"
+)
+
+// Submit a job and wait for its result. serverURL is a running cluster's
+// URL, such as "http://127.0.0.1:8080" for `make run`.
+func Example() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := sdk.New([]string{serverURL})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	b := jobgraph.NewBuilder("hello")
+	b.Vertex("greet", "noop").Parallelism(2)
+	g, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	res, err := c.Execute(ctx, g)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(res.GetStatus())
+	// Output: JOB_STATUS_FINISHED
+}
+
+// Watch a job's status changes until it ends.
+func ExampleClient_Watch() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := sdk.New([]string{serverURL})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	s, err := c.Submit(ctx, &jobplanev1.JobGraph{Name: "nap", Vertices: []*jobplanev1.JobVertex{{
+		Id: "nap", Invokable: "sleep", Parallelism: 1, Config: map[string]string{"duration": "100ms"},
+	}}})
+	if err != nil {
+		panic(err)
+	}
+	var last jobplanev1.JobStatus
+	for summary, err := range c.Watch(ctx, s.JobID) {
+		if err != nil {
+			panic(err)
+		}
+		last = summary.GetStatus() // every change, in order
+	}
+	fmt.Println("ended", last)
+	// Output: ended JOB_STATUS_FINISHED
+}
+
+// List the jobs that finished, a page at a time behind the loop.
+func ExampleClient_List() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := sdk.New([]string{serverURL})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	n := 0
+	for job, err := range c.List(ctx, sdk.WithStatuses(jobplanev1.JobStatus_JOB_STATUS_FINISHED)) {
+		if err != nil {
+			panic(err)
+		}
+		if job.GetStatus() == jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+			n++
+		}
+	}
+	fmt.Println(n > 0)
+	// Output: true
+}
+
+// An invalid graph is refused before it is sent, with the server's words.
+func ExampleInvalidJobError() {
+	c, err := sdk.New([]string{serverURL})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	g := &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "a", Invokable: "noop", Parallelism: 0}}}
+	_, err = c.Submit(context.Background(), g)
+	var invalid *sdk.InvalidJobError
+	if errors.As(err, &invalid) {
+		for _, v := range invalid.Violations {
+			fmt.Println(v.Field+":", v.Description)
+		}
+	}
+	// Output: job_graph.vertices[0].parallelism: parallelism 0: must be at least 1
+}
+
+// A job id taken by another plan is a DuplicateJobError.
+func ExampleDuplicateJobError() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := sdk.New([]string{serverURL})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	id := sdk.NewJobID()
+	one := &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "a", Invokable: "noop", Parallelism: 1}}}
+	two := &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "b", Invokable: "noop", Parallelism: 1}}}
+	if _, err := c.Execute(ctx, one, sdk.WithJobID(id)); err != nil {
+		panic(err)
+	}
+	_, err = c.Submit(ctx, two, sdk.WithJobID(id))
+	var dup *sdk.DuplicateJobError
+	fmt.Println(errors.As(err, &dup), dup.GloballyTerminated)
+	// Output: true true
+}
