@@ -1,5 +1,3 @@
-//go:build sdkclient
-
 package main
 
 import (
@@ -72,7 +70,7 @@ func (a *app) follow(ctx context.Context, client *sdk.Client, id, format string)
 				case <-tick.C:
 				}
 				rctx, cancel := a.requestContext(ctx)
-				d, err := client.Get(rctx, id)
+				d, err := client.Get(rctx, id, sdk.WithSummaryView())
 				cancel()
 				if err == nil && !send(jobEvent{summary: d.GetSummary()}) {
 					return

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk"
 )
 
 // progressLines renders a followed job for the live display: its status,
@@ -117,10 +118,4 @@ func (v *jobView) update(s *jobplanev1.JobSummary) (statusChanged bool) {
 
 // terminal reports whether s is a globally terminal job status: the job
 // ends there and never runs again.
-func terminal(s jobplanev1.JobStatus) bool {
-	switch s {
-	case jobplanev1.JobStatus_JOB_STATUS_FINISHED, jobplanev1.JobStatus_JOB_STATUS_FAILED, jobplanev1.JobStatus_JOB_STATUS_CANCELED:
-		return true
-	}
-	return false
-}
+func terminal(s jobplanev1.JobStatus) bool { return sdk.IsGloballyTerminal(s) }

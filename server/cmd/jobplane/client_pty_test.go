@@ -1,4 +1,4 @@
-//go:build sdkclient && !windows
+//go:build !windows
 
 package main
 

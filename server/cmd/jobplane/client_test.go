@@ -1,5 +1,3 @@
-//go:build sdkclient
-
 package main
 
 import (
@@ -332,8 +330,11 @@ func TestClientVerbs(t *testing.T) {
 	t.Run("errors", func(t *testing.T) {
 		expect(t, "status of no job", c.run(t, "status", "no-such-job"), exitError, nil, []string{"no-such-job"})
 		expect(t, "wait for no job", c.run(t, "wait", "no-such-job"), exitError, nil, []string{"no-such-job"})
-		r := (&cliCluster{url: "http://127.0.0.1:1"}).run(t, "--timeout", "3s", "list")
-		expect(t, "unreachable", r, exitError, nil, []string{"jobplane: "})
+		r := (&cliCluster{url: "http://127.0.0.1:1"}).run(t, "--retry", "1s", "list")
+		expect(t, "unreachable", r, exitError, nil, []string{"jobplane: ", "connection refused"})
+		r = (&cliCluster{url: "http://127.0.0.1:1"}).run(t, "--timeout", "1s", "list")
+		expect(t, "unreachable", r, exitError, nil, []string{"jobplane: no answer within --timeout"})
+		expect(t, "cancel an ended job", c.run(t, "cancel", "attached-pipeline"), exitError, nil, []string{"job attached-pipeline has ended already"})
 	})
 }
 

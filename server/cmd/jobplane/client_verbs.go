@@ -1,5 +1,3 @@
-//go:build sdkclient
-
 package main
 
 import (
@@ -31,7 +29,7 @@ func (a *app) connect() (*sdk.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := sdk.New(urls)
+	c, err := sdk.New(urls, sdk.WithRetry(sdk.RetryPolicy{MaxElapsed: a.retry}))
 	if err != nil {
 		return nil, exit(exitUsage, fmt.Errorf("--server: %w", err))
 	}
@@ -62,7 +60,7 @@ func fail(err error, file *jobFile) error {
 		return exit(exitInvalidJob, errors.New(b.String()))
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return exit(exitError, fmt.Errorf("%v (the request took longer than --timeout)", err))
+		return exit(exitError, fmt.Errorf("no answer within --timeout: %v", err))
 	}
 	return exit(exitError, err)
 }
@@ -321,18 +319,16 @@ func cancelCommand(a *app) *cobra.Command {
 			ctx, cancel := a.requestContext(cmd.Context())
 			defer cancel()
 			st, err := client.Cancel(ctx, args[0])
+			if errors.Is(err, sdk.ErrJobTerminal) {
+				return exit(exitError, fmt.Errorf("job %s has ended already (FINISHED or FAILED); there is nothing to cancel", args[0]))
+			}
 			if err != nil {
 				return fail(err, nil)
 			}
 			if format != "table" {
 				return printStructured(a.s.out, format, &jobplanev1.CancelJobResponse{Status: st})
 			}
-			switch {
-			case terminal(st) && st != jobplanev1.JobStatus_JOB_STATUS_CANCELED:
-				fmt.Fprintf(a.s.out, "job %s had ended already: %s\n", args[0], statusName(st))
-			default:
-				fmt.Fprintf(a.s.out, "job %s %s\n", args[0], statusName(st))
-			}
+			fmt.Fprintf(a.s.out, "job %s %s\n", args[0], statusName(st))
 			return nil
 		},
 	}
