@@ -327,6 +327,25 @@ func TestClientVerbs(t *testing.T) {
 		}
 	})
 
+	t.Run("scripting", func(t *testing.T) {
+		r := c.run(t, "submit", "-o", "json", "--id", "json-pipeline", example("pipeline.yaml"))
+		var result jobplanev1.JobResult
+		if err := protojson.Unmarshal([]byte(r.stdout), &result); err != nil || r.code != exitOK ||
+			result.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || result.GetJobId() != "json-pipeline" {
+			t.Errorf("submit -o json: %+v, %v", r, err)
+		}
+		// $JOBPLANE_SERVER is the default of --server.
+		cmd := exec.Command(os.Args[0], "status", "json-pipeline")
+		cmd.Env = append(os.Environ(), runMainEnv+"=1", serverEnv+"="+c.url)
+		out, err := cmd.Output()
+		if err != nil || !strings.Contains(string(out), "Status:     FINISHED") {
+			t.Errorf("status with $%s: %v\n%s", serverEnv, err, out)
+		}
+		// Shell completion, of the verbs and of job ids.
+		expect(t, "completion", c.run(t, "completion", "bash"), exitOK, []string{"bash completion"}, nil)
+		expect(t, "complete a job id", c.run(t, "__complete", "status", "json-"), exitOK, []string{"json-pipeline\tpipeline FINISHED"}, nil)
+	})
+
 	t.Run("errors", func(t *testing.T) {
 		expect(t, "status of no job", c.run(t, "status", "no-such-job"), exitError, nil, []string{"no-such-job"})
 		expect(t, "wait for no job", c.run(t, "wait", "no-such-job"), exitError, nil, []string{"no-such-job"})

@@ -182,9 +182,10 @@ func (a *app) printSubmitted(format string, sub *sdk.Submitted) error {
 
 func waitCommand(a *app) *cobra.Command {
 	return &cobra.Command{
-		Use:   "wait ID",
-		Short: "follow a job to its end; the exit code is the job's, as for submit",
-		Args:  cobra.ExactArgs(1),
+		Use:               "wait ID",
+		ValidArgsFunction: a.completeJobIDs,
+		Short:             "follow a job to its end; the exit code is the job's, as for submit",
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := a.format()
 			if err != nil {
@@ -271,9 +272,10 @@ func parseStatuses(names []string) ([]jobplanev1.JobStatus, error) {
 func statusCommand(a *app) *cobra.Command {
 	var all bool
 	c := &cobra.Command{
-		Use:   "status ID",
-		Short: "show a job: its vertices, subtasks and failures",
-		Args:  cobra.ExactArgs(1),
+		Use:               "status ID",
+		ValidArgsFunction: a.completeJobIDs,
+		Short:             "show a job: its vertices, subtasks and failures",
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := a.format()
 			if err != nil {
@@ -303,9 +305,10 @@ func statusCommand(a *app) *cobra.Command {
 
 func cancelCommand(a *app) *cobra.Command {
 	return &cobra.Command{
-		Use:   "cancel ID",
-		Short: "cancel a job (it ends CANCELED unless it ended already)",
-		Args:  cobra.ExactArgs(1),
+		Use:               "cancel ID",
+		ValidArgsFunction: a.completeJobIDs,
+		Short:             "cancel a job (it ends CANCELED unless it ended already)",
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := a.format()
 			if err != nil {
@@ -374,4 +377,35 @@ func clusterCommand(a *app) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// completeJobIDs completes a job id argument with the ids of the
+// cluster's jobs, running ones first (for shell completion; silent on
+// any error).
+func (a *app) completeJobIDs(cmd *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	client, err := a.connect()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Second)
+	defer cancel()
+	var running, ended []string
+	for j, err := range client.List(ctx) {
+		if err != nil {
+			break
+		}
+		if id := j.GetJobId(); strings.HasPrefix(id, prefix) {
+			line := id + "\t" + j.GetName() + " " + statusName(j.GetStatus())
+			if terminal(j.GetStatus()) {
+				ended = append(ended, line)
+			} else {
+				running = append(running, line)
+			}
+		}
+	}
+	return append(running, ended...), cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveKeepOrder
 }
