@@ -21,7 +21,8 @@ func progressLines(s *jobplanev1.JobSummary, now time.Time) []string {
 		head += " (" + s.GetName() + ")"
 	}
 	lines := []string{
-		fmt.Sprintf("%s  %s  elapsed %s  restarts %d", head, statusName(s.GetStatus()), elapsed(s, now), s.GetRestartCount()),
+		head,
+		fmt.Sprintf("status: %s   elapsed: %s   restarts: %d", statusName(s.GetStatus()), elapsed(s, now), s.GetRestartCount()),
 	}
 	if n := total(s.GetTaskCounts()); n > 0 {
 		lines = append(lines, fmt.Sprintf("subtasks: %s (%d in all)", countsText(s.GetTaskCounts()), n))

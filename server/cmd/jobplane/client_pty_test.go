@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -85,11 +86,14 @@ func TestClientProgressInPTY(t *testing.T) {
 		if redraws := strings.Count(out, "\x1b[J"); redraws < 2 {
 			t.Errorf("%d draws, want a redraw:\n%q", redraws, out)
 		}
-		if !strings.Contains(out, "\x1b[2A") {
-			t.Errorf("no cursor-up of the 2-line display:\n%q", out)
+		if !strings.Contains(out, "\x1b[3A") {
+			t.Errorf("no cursor-up over the 3-line display:\n%q", out)
+		}
+		if sgr := regexp.MustCompile("\x1b\\[[0-9;]*m").FindString(out); sgr != "" {
+			t.Errorf("color or style sequence %q in the display", sgr)
 		}
 		last := lastDraw(out)
-		for _, want := range []string{"job tty-pipeline (pipeline)  FINISHED", "subtasks: 5 finished (5 in all)", "job tty-pipeline FINISHED after"} {
+		for _, want := range []string{"job tty-pipeline (pipeline)\r\nstatus: FINISHED   elapsed: ", "subtasks: 5 finished (5 in all)", "job tty-pipeline FINISHED after"} {
 			if !strings.Contains(last, want) {
 				t.Errorf("last draw lacks %q:\n%q", want, last)
 			}
@@ -98,7 +102,7 @@ func TestClientProgressInPTY(t *testing.T) {
 
 	t.Run("Ctrl-C then cancel", func(t *testing.T) {
 		r := c.startInPTY(t, "submit", "--id", "tty-cancel", writeJob(t, "sleep.yaml", sleepJob))
-		if !r.out.waitFor("RUNNING", 60*time.Second) {
+		if !r.out.waitFor("status: RUNNING", 60*time.Second) {
 			t.Fatalf("no RUNNING:\n%q", r.out.String())
 		}
 		if _, err := r.tty.Write([]byte{0x03}); err != nil { // Ctrl-C: the terminal sends SIGINT

@@ -189,11 +189,11 @@ func TestProgress(t *testing.T) {
 	s := &jobplanev1.JobSummary{JobId: "j", Name: "p", Status: jobplanev1.JobStatus_JOB_STATUS_RESTARTING, SubmitTime: ts(0), StatusTime: ts(time.Second),
 		RestartCount: 1, TaskCounts: counts(running, 1, failed, 1), Failure: &jobplanev1.FailureInfo{Message: "boom"}}
 	got := progressLines(s, t0.Add(2*time.Second))
-	want := []string{"job j (p)  RESTARTING  elapsed 2s  restarts 1", "subtasks: 1 running, 1 failed (2 in all)", "last failure: boom"}
+	want := []string{"job j (p)", "status: RESTARTING   elapsed: 2s   restarts: 1", "subtasks: 1 running, 1 failed (2 in all)", "last failure: boom"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("progressLines = %q, want %q", got, want)
 	}
-	if got := progressLines(&jobplanev1.JobSummary{JobId: "j"}, t0); len(got) != 1 || got[0] != "job j  UNSPECIFIED  elapsed -  restarts 0" {
+	if got := progressLines(&jobplanev1.JobSummary{JobId: "j"}, t0); len(got) != 2 || got[1] != "status: UNSPECIFIED   elapsed: -   restarts: 0" {
 		t.Errorf("progressLines without counts = %q", got)
 	}
 	if line := statusLine(s); line != "2026-12-01 13:00:01 job j RESTARTING  subtasks: 1 running, 1 failed  restarts: 1  failure: boom" {
