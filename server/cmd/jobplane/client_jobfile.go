@@ -15,7 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/sdk/jobgraph"
+	"github.com/jobplane/jobplane/sdk"
 )
 
 // jobFile is a JobGraph read from a YAML or JSON file, with the file's
@@ -51,7 +51,7 @@ var yamlLineError = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // parseJobFile parses data, a JobGraph in YAML or JSON with the proto's
 // field names (or their JSON names), and checks it by the contract's own
-// rules (jobgraph.Prepare). Every error names the file and, where it can,
+// rules (sdk.Validate, which runs the server's jobgraph.Prepare). Every error names the file and, where it can,
 // the line and column, and shows the offending line.
 func parseJobFile(name string, data []byte) (*jobFile, error) {
 	f := &jobFile{name: name, lines: strings.Split(string(data), "\n")}
@@ -84,8 +84,10 @@ func parseJobFile(name string, data []byte) (*jobFile, error) {
 	if err := (protoyaml.UnmarshalOptions{Path: name}).Unmarshal(data, f.graph); err != nil {
 		return nil, f.placed(err)
 	}
-	if _, err := jobgraph.Prepare(f.graph, nil, jobgraph.Limits{}); err != nil {
-		var invalid *jobgraph.Error
+	// The contract's rules, but not the bounds a cluster configures
+	// (vertices, subtasks, size), which the cluster checks itself.
+	if err := sdk.Validate(f.graph); err != nil {
+		var invalid *sdk.InvalidJobError
 		if !errors.As(err, &invalid) {
 			return nil, err
 		}

@@ -26,13 +26,14 @@ type cliCluster struct {
 }
 
 // startCLICluster starts `jobplane standalone` (exec allowed, 2
-// TaskExecutors of 4 slots) on a temporary data directory, and waits until
+// TaskExecutors of 4 slots), with flags added, on a temporary data
+// directory, and waits until
 // `jobplane cluster` sees both TaskExecutors.
-func startCLICluster(t *testing.T) *cliCluster {
+func startCLICluster(t *testing.T, flags ...string) *cliCluster {
 	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "addr")
-	p := startJobplane(t, "standalone", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--data-dir", t.TempDir(),
-		"--allow-exec", "--cancel-grace", "200ms")
+	p := startJobplane(t, append([]string{"standalone", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--data-dir", t.TempDir(),
+		"--allow-exec", "--cancel-grace", "200ms"}, flags...)...)
 	c := &cliCluster{url: "http://" + waitForFile(t, p, addrFile)}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -215,6 +216,7 @@ func TestClientVerbs(t *testing.T) {
 		expect(t, "submit without a file", c.run(t, "submit"), exitUsage, nil, []string{"accepts 1 arg"})
 		expect(t, "bad output", c.run(t, "list", "-o", "xml"), exitUsage, nil, []string{`--output "xml"`})
 		expect(t, "bad status", c.run(t, "list", "--status", "sleepy"), exitUsage, nil, []string{`--status "sleepy"`})
+		expect(t, "bad id", c.run(t, "submit", "--id", "no spaces", example("pipeline.yaml")), exitUsage, nil, []string{`--id "no spaces"`})
 	})
 
 	// Attached, without a terminal: one line per status change, then the
@@ -386,4 +388,16 @@ func (b *syncBuffer) waitFor(s string, within time.Duration) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return true
+}
+
+// A job the cluster refuses by a bound it configures: each of the
+// server's violations is placed in the file, and nothing is submitted.
+func TestClientServerRefusal(t *testing.T) {
+	c := startCLICluster(t, "--max-subtasks-per-job", "3")
+	r := c.run(t, "submit", example("pipeline.yaml"))
+	expect(t, "submit over the limit", r, exitInvalidJob, nil, []string{"the cluster refused the job as invalid; nothing was submitted",
+		"pipeline.yaml:8:1: job_graph.vertices: 5 subtasks in all, over the limit of 3", "    8 | vertices:"})
+	if jobs := c.listJobs(t); len(jobs) != 0 {
+		t.Errorf("jobs after a refused submission: %v", jobs)
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk"
+	"github.com/jobplane/jobplane/sdk/jobgraph"
 )
 
 // clientCommands are the client verbs.
@@ -56,7 +57,11 @@ func fail(err error, file *jobFile) error {
 	var invalid *sdk.InvalidJobError
 	if errors.As(err, &invalid) {
 		var b strings.Builder
-		b.WriteString("the cluster refused the job as invalid; nothing was submitted:")
+		if errors.Unwrap(invalid) == nil {
+			b.WriteString("the job is invalid; nothing was submitted:")
+		} else {
+			b.WriteString("the cluster refused the job as invalid; nothing was submitted:")
+		}
 		for _, v := range invalid.Violations {
 			b.WriteString("\n")
 			b.WriteString(file.violation(v.Field, v.Description))
@@ -95,6 +100,9 @@ func submitCommand(a *app) *cobra.Command {
 			format, err := a.format()
 			if err != nil {
 				return err
+			}
+			if id != "" && !jobgraph.ValidJobID(id) {
+				return exit(exitUsage, fmt.Errorf("--id %q: %s", id, jobgraph.JobIDRule))
 			}
 			file, err := readJobFile(args[0], a.s.in)
 			if err != nil {
