@@ -34,7 +34,7 @@ type jobEvent struct {
 func (a *app) follow(ctx context.Context, client *sdk.Client, id, format string) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	isTerm, width := a.s.terminal()
+	isTerm, _ := a.s.terminal()
 	live := isTerm && format == "table"
 	interactive := live && a.s.interactive()
 
@@ -81,7 +81,7 @@ func (a *app) follow(ctx context.Context, client *sdk.Client, id, format string)
 
 	var (
 		view      jobView
-		screen    = &liveView{w: a.s.out, width: width}
+		screen    = &liveView{w: a.s.out, width: func() int { _, w := a.s.terminal(); return w }}
 		prompting bool
 		answers   chan string
 	)

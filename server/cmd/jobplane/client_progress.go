@@ -48,8 +48,8 @@ func statusLine(s *jobplanev1.JobSummary) string {
 // cursor movement: no color, no animation beyond the redraw.
 type liveView struct {
 	w     io.Writer
-	width int
-	drawn int // lines on screen from the last draw
+	width func() int // the terminal's columns now (it may be resized)
+	drawn int        // lines on screen from the last draw
 }
 
 // draw replaces the block last drawn with lines, each cut to the
@@ -60,8 +60,9 @@ func (v *liveView) draw(lines []string) {
 		fmt.Fprintf(&b, "\x1b[%dA", v.drawn)
 	}
 	b.WriteString("\r\x1b[J")
+	width := v.width()
 	for _, l := range lines {
-		b.WriteString(cut(l, v.width-1))
+		b.WriteString(cut(l, width-1))
 		b.WriteString("\n")
 	}
 	io.WriteString(v.w, b.String())

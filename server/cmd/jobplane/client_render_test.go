@@ -201,7 +201,7 @@ func TestProgress(t *testing.T) {
 	}
 
 	var b bytes.Buffer
-	v := &liveView{w: &b, width: 20}
+	v := &liveView{w: &b, width: func() int { return 20 }}
 	v.draw([]string{"one", "a line longer than twenty"})
 	v.draw([]string{"three"})
 	if want := "\r\x1b[Jone\na line longer than…\n\x1b[2A\r\x1b[Jthree\n"; b.String() != want {
