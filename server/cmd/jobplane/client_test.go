@@ -351,6 +351,7 @@ func TestClientVerbs(t *testing.T) {
 	t.Run("errors", func(t *testing.T) {
 		expect(t, "status of no job", c.run(t, "status", "no-such-job"), exitError, nil, []string{"no-such-job"})
 		expect(t, "wait for no job", c.run(t, "wait", "no-such-job"), exitError, nil, []string{"no-such-job"})
+		expect(t, "malformed id", c.run(t, "status", "no spaces"), exitUsage, nil, []string{"invalid request: job_id: "})
 		r := (&cliCluster{url: "http://127.0.0.1:1"}).run(t, "--retry", "1s", "list")
 		expect(t, "unreachable", r, exitError, nil, []string{"jobplane: ", "connection refused"})
 		r = (&cliCluster{url: "http://127.0.0.1:1"}).run(t, "--timeout", "1s", "list")

@@ -51,10 +51,18 @@ func (a *app) requestContext(ctx context.Context) (context.Context, context.Canc
 }
 
 // fail maps an error of the SDK to the command's exit: an invalid job
-// lists each violation (placed in file when given), anything else says
-// the SDK's plain sentence.
+// (file given: submit) lists each violation placed in the file, another
+// invalid request (a malformed job id, say) is bad usage, and anything
+// else says the SDK's plain sentence.
 func fail(err error, file *jobFile) error {
 	var invalid *sdk.InvalidJobError
+	if errors.As(err, &invalid) && file == nil {
+		parts := make([]string, len(invalid.Violations))
+		for i, v := range invalid.Violations {
+			parts[i] = v.Field + ": " + v.Description
+		}
+		return exit(exitUsage, fmt.Errorf("invalid request: %s", strings.Join(parts, "; ")))
+	}
 	if errors.As(err, &invalid) {
 		var b strings.Builder
 		if errors.Unwrap(invalid) == nil {
