@@ -2,29 +2,17 @@ package hastore
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/election"
 )
 
 // Token identifies one leadership grant in one election: the session that
-// holds it and the grant's epoch. Epochs of one election strictly increase
-// with every grant, also across restarts of the store. The zero Token
-// means "no grant".
-type Token struct {
-	// SessionID is the holding session's id, as Session.ID returns it.
-	SessionID string
-	// Epoch orders the grants of one election; a larger epoch is newer.
-	Epoch uint64
-}
-
-// IsZero reports whether t is the zero Token.
-func (t Token) IsZero() bool { return t == Token{} }
-
-// String formats t for logs.
-func (t Token) String() string { return fmt.Sprintf("%s@%d", t.SessionID, t.Epoch) }
+// holds it (its SessionID is Session.ID) and the grant's epoch. It is
+// election.Token, re-exported.
+type Token = election.Token
 
 // Fence names the leadership on whose behalf a write is made. A store
 // performs a fenced write only if Token is Election's current grant,
@@ -38,15 +26,9 @@ type Fence struct {
 	Token Token
 }
 
-// LeaderInfo is an election's current leader as the store sees it.
-type LeaderInfo struct {
-	// Election is the election's name.
-	Election string
-	// Address is the leader's published base URL; empty until published.
-	Address string
-	// Token is the leader's grant; zero when the election has no leader.
-	Token Token
-}
+// LeaderInfo is an election's current leader as the store sees it. It is
+// election.Leader, re-exported.
+type LeaderInfo = election.Leader
 
 // SessionConfig configures a session.
 type SessionConfig struct {
@@ -206,3 +188,7 @@ type Session interface {
 	// ended session is no error.
 	Close(ctx context.Context) error
 }
+
+// Every Store follows leaders as election.Observer asks, so that programs
+// needing only that (a TaskExecutor) can take a narrower interface.
+var _ election.Observer = Store(nil)

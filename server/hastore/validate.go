@@ -7,21 +7,22 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/election"
 )
 
 // Election names the store accepts.
 const (
 	// ElectionJobManager is the election of a cluster's Dispatcher and
-	// ResourceManager.
-	ElectionJobManager = "jobmanager"
+	// ResourceManager (election.JobManager).
+	ElectionJobManager = election.JobManager
 	// electionJobPrefix starts the election of one job's JobMaster.
-	electionJobPrefix = "job/"
+	electionJobPrefix = election.JobPrefix
 	// MaxJobIDLength is the longest job id accepted.
 	MaxJobIDLength = 64
 )
 
 // JobElection returns the name of the election of jobID's JobMaster.
-func JobElection(jobID string) string { return electionJobPrefix + jobID }
+func JobElection(jobID string) string { return election.Job(jobID) }
 
 // JobIDOfElection returns the job id of a job election, and false for any
 // other name.

@@ -7,7 +7,7 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/election"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
 )
@@ -18,8 +18,8 @@ type handler struct {
 	te *TaskExecutor
 }
 
-func staleJob(jobID string, current hastore.Token) error {
-	return apierror.StaleToken(hastore.JobElection(jobID), current.SessionID, current.Epoch)
+func staleJob(jobID string, current election.Token) error {
+	return apierror.StaleToken(election.Job(jobID), current.SessionID, current.Epoch)
 }
 
 // slotFields lists the fields of a slot request that are missing, or out
@@ -59,7 +59,7 @@ func (h *handler) RequestSlot(_ context.Context, req *clusterv1.RequestSlotReque
 		return nil, apierror.BadRequest(fields...)
 	}
 	if newest, ok := te.rmToken.check(tokenOf(req.GetResourceManagerToken())); !ok {
-		return nil, apierror.StaleToken(hastore.ElectionJobManager, newest.SessionID, newest.Epoch)
+		return nil, apierror.StaleToken(election.JobManager, newest.SessionID, newest.Epoch)
 	}
 	te.mu.Lock()
 	defer te.mu.Unlock()
@@ -82,7 +82,7 @@ func (h *handler) RequestSlots(_ context.Context, req *clusterv1.RequestSlotsReq
 		return nil, apierror.BadRequest(fields...)
 	}
 	if newest, ok := te.rmToken.check(tokenOf(req.GetResourceManagerToken())); !ok {
-		return nil, apierror.StaleToken(hastore.ElectionJobManager, newest.SessionID, newest.Epoch)
+		return nil, apierror.StaleToken(election.JobManager, newest.SessionID, newest.Epoch)
 	}
 	resp := &clusterv1.RequestSlotsResponse{}
 	te.mu.Lock()
@@ -213,7 +213,7 @@ func submitTaskRequest(jobID string, token *jobplanev1.FencingToken, d *clusterv
 // as stale if the job has a newer one (a newer token becomes the job's),
 // and taken only once the job's tasks stopped if its deadline passed
 // (admitLocked). te.mu must be held.
-func (te *TaskExecutor) followLocked(jobID string, token hastore.Token) error {
+func (te *TaskExecutor) followLocked(jobID string, token election.Token) error {
 	current, ok := te.adoptLocked(jobID, token, "")
 	if !ok {
 		return staleJob(jobID, current)
@@ -225,7 +225,7 @@ func (te *TaskExecutor) followLocked(jobID string, token hastore.Token) error {
 // deployLocked deploys one attempt as SubmitTask does, once its
 // JobMaster's token was admitted (followDeploymentLocked); te.mu must be
 // held and req validated.
-func (te *TaskExecutor) deployLocked(req *clusterv1.SubmitTaskRequest, token hastore.Token) error {
+func (te *TaskExecutor) deployLocked(req *clusterv1.SubmitTaskRequest, token election.Token) error {
 	var s *slot
 	for _, cand := range te.slots {
 		if cand.allocationID == req.GetAllocationId() && cand.jobID == req.GetJobId() {
@@ -327,12 +327,12 @@ func (te *TaskExecutor) freeLocked(jobID, allocationID string) {
 func (h *handler) Heartbeat(_ context.Context, req *clusterv1.TaskExecutorServiceHeartbeatRequest) (*clusterv1.TaskExecutorServiceHeartbeatResponse, error) {
 	te := h.te
 	var jobID string
-	var token hastore.Token
+	var token election.Token
 	switch s := req.GetSender().(type) {
 	case *clusterv1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken:
 		token = tokenOf(s.ResourceManagerToken)
 		if newest, ok := te.rmToken.check(token); !ok {
-			return nil, apierror.StaleToken(hastore.ElectionJobManager, newest.SessionID, newest.Epoch)
+			return nil, apierror.StaleToken(election.JobManager, newest.SessionID, newest.Epoch)
 		}
 	case *clusterv1.TaskExecutorServiceHeartbeatRequest_JobMaster:
 		jobID, token = s.JobMaster.GetJobId(), tokenOf(s.JobMaster.GetToken())

@@ -8,7 +8,7 @@ import (
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/election"
 )
 
 // The per-pair heartbeat with JobMaster processes
@@ -23,9 +23,9 @@ import (
 
 // link is this TaskExecutor's side of the heartbeat with one address.
 type link struct {
-	full     bool                     // the next heartbeat lists everything
-	told     map[string]hastore.Token // what the process knows this TaskExecutor follows
-	complete map[string]bool          // jobs to report complete next
+	full     bool                      // the next heartbeat lists everything
+	told     map[string]election.Token // what the process knows this TaskExecutor follows
+	complete map[string]bool           // jobs to report complete next
 	// unacked are state changes whose own report failed, by job and
 	// attempt, sent with the next heartbeats until one is answered.
 	unacked map[string]map[string]*jobplanev1.TaskExecutionStatus
@@ -35,7 +35,7 @@ type link struct {
 func (te *TaskExecutor) linkLocked(address string) *link {
 	l := te.links[address]
 	if l == nil {
-		l = &link{full: true, told: map[string]hastore.Token{}, complete: map[string]bool{}, unacked: map[string]map[string]*jobplanev1.TaskExecutionStatus{}}
+		l = &link{full: true, told: map[string]election.Token{}, complete: map[string]bool{}, unacked: map[string]map[string]*jobplanev1.TaskExecutionStatus{}}
 		te.links[address] = l
 	}
 	return l
@@ -59,8 +59,8 @@ func attemptKey(a *jobplanev1.ExecutionAttemptId) string {
 
 // followedLocked returns the jobs followed at each address: those holding
 // a slot here whose JobMaster's address is known. te.mu must be held.
-func (te *TaskExecutor) followedLocked() map[string]map[string]hastore.Token {
-	out := map[string]map[string]hastore.Token{}
+func (te *TaskExecutor) followedLocked() map[string]map[string]election.Token {
+	out := map[string]map[string]election.Token{}
 	for _, s := range te.slots {
 		if s.jobID == "" {
 			continue
@@ -70,7 +70,7 @@ func (te *TaskExecutor) followedLocked() map[string]map[string]hastore.Token {
 			continue
 		}
 		if out[j.address] == nil {
-			out[j.address] = map[string]hastore.Token{}
+			out[j.address] = map[string]election.Token{}
 		}
 		out[j.address][s.jobID] = j.token
 	}
@@ -79,7 +79,7 @@ func (te *TaskExecutor) followedLocked() map[string]map[string]hastore.Token {
 
 // completeLocked reports everything held here for a job under token;
 // te.mu must be held.
-func (te *TaskExecutor) completeLocked(jobID string, token hastore.Token) *clusterv1.TaskExecutorJobReport {
+func (te *TaskExecutor) completeLocked(jobID string, token election.Token) *clusterv1.TaskExecutorJobReport {
 	r := &clusterv1.TaskExecutorJobReport{JobId: jobID, JobMasterToken: protoToken(token), Following: true, Complete: true}
 	for _, s := range te.slots {
 		if s.jobID != jobID {
@@ -95,7 +95,7 @@ func (te *TaskExecutor) completeLocked(jobID string, token hastore.Token) *clust
 
 // heartbeatRequestLocked builds the heartbeat to address from what is
 // followed there now; te.mu must be held.
-func (te *TaskExecutor) heartbeatRequestLocked(address string, followed map[string]hastore.Token) *clusterv1.HeartbeatFromTaskExecutorRequest {
+func (te *TaskExecutor) heartbeatRequestLocked(address string, followed map[string]election.Token) *clusterv1.HeartbeatFromTaskExecutorRequest {
 	l := te.linkLocked(address)
 	req := &clusterv1.HeartbeatFromTaskExecutorRequest{TaskExecutorId: te.cfg.ID, Address: te.cfg.Address, Full: l.full}
 	for jobID, token := range followed {
@@ -157,7 +157,7 @@ func (te *TaskExecutor) heartbeatRound(ctx context.Context) {
 	type call struct {
 		address  string
 		req      *clusterv1.HeartbeatFromTaskExecutorRequest
-		followed map[string]hastore.Token
+		followed map[string]election.Token
 	}
 	var calls []call
 	te.mu.Lock()
@@ -169,7 +169,7 @@ func (te *TaskExecutor) heartbeatRound(ctx context.Context) {
 	}
 	for address := range te.links {
 		if _, ok := followed[address]; !ok {
-			followed[address] = map[string]hastore.Token{}
+			followed[address] = map[string]election.Token{}
 		}
 	}
 	for address, jobs := range followed {
@@ -201,7 +201,7 @@ func (te *TaskExecutor) heartbeatRound(ctx context.Context) {
 
 // heardLocked applies the answer to a heartbeat sent at sent; te.mu must
 // be held.
-func (te *TaskExecutor) heardLocked(address string, req *clusterv1.HeartbeatFromTaskExecutorRequest, followed map[string]hastore.Token, sent time.Time, resp *clusterv1.HeartbeatFromTaskExecutorResponse) {
+func (te *TaskExecutor) heardLocked(address string, req *clusterv1.HeartbeatFromTaskExecutorRequest, followed map[string]election.Token, sent time.Time, resp *clusterv1.HeartbeatFromTaskExecutorResponse) {
 	l := te.linkLocked(address)
 	// What the process knows now.
 	if req.GetFull() {

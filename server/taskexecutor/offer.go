@@ -8,7 +8,7 @@ import (
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/election"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 )
 
@@ -25,7 +25,7 @@ import (
 // reported to: the job's, under one token, at one address.
 type jobMasterKey struct {
 	jobID, address string
-	token          hastore.Token
+	token          election.Token
 }
 
 // offeredSlot is a slot waiting to be offered.

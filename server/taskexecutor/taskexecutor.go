@@ -19,7 +19,7 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/election"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 )
 
@@ -32,9 +32,11 @@ type Config struct {
 	Address string
 	// Slots is the number of slots. Default: 1.
 	Slots int
-	// Store is the HA store, where the ResourceManager's leadership is
-	// found. Required.
-	Store hastore.Store
+	// Store is where the ResourceManager's leadership is found: the
+	// cluster's HA store (any hastore.Store), or electionrpc.Observer
+	// following it over HAStoreService, which links no store backend.
+	// Only its ObserveLeader is called, for election.JobManager. Required.
+	Store election.Observer
 	// HTTPClient carries calls to the ResourceManager and JobMasters.
 	// Required.
 	HTTPClient connect.HTTPClient
@@ -140,7 +142,7 @@ type slot struct {
 
 // job is what the TaskExecutor knows of a job: its newest JobMaster.
 type job struct {
-	token   hastore.Token
+	token   election.Token
 	address string
 	// contact is when the job's current JobMaster was last heard: a call
 	// from it, or the send time of a call to it that it answered.
@@ -168,7 +170,7 @@ type job struct {
 
 type task struct {
 	req     *clusterv1.SubmitTaskRequest
-	token   hastore.Token
+	token   election.Token
 	cancel  context.CancelFunc
 	state   jobplanev1.ExecutionState
 	failure string // why it FAILED (or was canceled unasked), for probes that see the state first
@@ -236,12 +238,12 @@ func (te *TaskExecutor) Handler(opts ...connect.HandlerOption) (string, http.Han
 // tokenTracker keeps the newest token seen for one sender.
 type tokenTracker struct {
 	mu    sync.Mutex
-	token hastore.Token
+	token election.Token
 }
 
 // check admits t unless it is older than the newest seen; a newer token
 // becomes the newest. It returns the newest token after the check.
-func (tt *tokenTracker) check(t hastore.Token) (newest hastore.Token, ok bool) {
+func (tt *tokenTracker) check(t election.Token) (newest election.Token, ok bool) {
 	tt.mu.Lock()
 	defer tt.mu.Unlock()
 	if t.Epoch < tt.token.Epoch {
@@ -251,11 +253,11 @@ func (tt *tokenTracker) check(t hastore.Token) (newest hastore.Token, ok bool) {
 	return t, true
 }
 
-func tokenOf(t *jobplanev1.FencingToken) hastore.Token {
-	return hastore.Token{SessionID: t.GetSessionId(), Epoch: t.GetEpoch()}
+func tokenOf(t *jobplanev1.FencingToken) election.Token {
+	return election.Token{SessionID: t.GetSessionId(), Epoch: t.GetEpoch()}
 }
 
-func protoToken(t hastore.Token) *jobplanev1.FencingToken {
+func protoToken(t election.Token) *jobplanev1.FencingToken {
 	return &jobplanev1.FencingToken{SessionId: t.SessionID, Epoch: t.Epoch}
 }
 
@@ -271,7 +273,7 @@ func (te *TaskExecutor) slotReportLocked() *clusterv1.SlotReport {
 // adoptLocked records the JobMaster token t for jobID if it is not older
 // than the known one, canceling the attempts of an older token. te.mu must
 // be held.
-func (te *TaskExecutor) adoptLocked(jobID string, t hastore.Token, address string) (current hastore.Token, ok bool) {
+func (te *TaskExecutor) adoptLocked(jobID string, t election.Token, address string) (current election.Token, ok bool) {
 	j := te.jobs[jobID]
 	if j == nil {
 		// Holding nothing yet: forgotten in time unless it comes to.
@@ -454,10 +456,10 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 	te.goRunLocked(func() { te.heartbeatJobMasters(ctx) })
 	te.mu.Unlock()
 
-	leaders := make(chan hastore.LeaderInfo, 1)
+	leaders := make(chan election.Leader, 1)
 	observed := make(chan error, 1)
 	go func() {
-		observed <- te.cfg.Store.ObserveLeader(ctx, hastore.ElectionJobManager, func(info hastore.LeaderInfo) error {
+		observed <- te.cfg.Store.ObserveLeader(ctx, election.JobManager, func(info election.Leader) error {
 			select {
 			case <-leaders: // keep only the newest
 			default:
@@ -468,7 +470,7 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 	}()
 	defer func() { <-observed }()
 
-	var leader hastore.LeaderInfo
+	var leader election.Leader
 	var registration *clusterv1.ResourceManagerServiceRegisterTaskExecutorResponse
 	var rm clusterv1connect.ResourceManagerServiceClient
 	timer := time.NewTimer(0)
@@ -515,7 +517,7 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 	}
 }
 
-func (te *TaskExecutor) register(ctx context.Context, rm clusterv1connect.ResourceManagerServiceClient, token hastore.Token) (*clusterv1.ResourceManagerServiceRegisterTaskExecutorResponse, error) {
+func (te *TaskExecutor) register(ctx context.Context, rm clusterv1connect.ResourceManagerServiceClient, token election.Token) (*clusterv1.ResourceManagerServiceRegisterTaskExecutorResponse, error) {
 	te.mu.Lock()
 	report := te.slotReportLocked()
 	version := te.slotVersion
@@ -544,7 +546,7 @@ func (te *TaskExecutor) register(ctx context.Context, rm clusterv1connect.Resour
 // answer names the JobMasters of jobs holding slots here as they change
 // (after a failover, say); a newer one is followed, and offered the job's
 // slots.
-func (te *TaskExecutor) heartbeat(ctx context.Context, rm clusterv1connect.ResourceManagerServiceClient, token hastore.Token, registrationID string) error {
+func (te *TaskExecutor) heartbeat(ctx context.Context, rm clusterv1connect.ResourceManagerServiceClient, token election.Token, registrationID string) error {
 	req := &clusterv1.ResourceManagerServiceHeartbeatRequest{
 		TaskExecutorId: te.cfg.ID, RegistrationId: registrationID, ResourceManagerToken: protoToken(token),
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/election"
 )
 
 // A TaskExecutor runs a job's tasks only while it hears from the job's
@@ -46,7 +46,7 @@ func (te *TaskExecutor) deadlineLocked(j *job) time.Time {
 // registered records that the job's JobMaster of token took this
 // TaskExecutor's registration, sent at sent, with its heartbeat interval
 // and timeout.
-func (te *TaskExecutor) registered(jobID string, token hastore.Token, sent time.Time, interval, timeout time.Duration) {
+func (te *TaskExecutor) registered(jobID string, token election.Token, sent time.Time, interval, timeout time.Duration) {
 	te.mu.Lock()
 	defer te.mu.Unlock()
 	te.registeredLocked(jobID, token, sent, interval, timeout)
@@ -62,7 +62,7 @@ func (te *TaskExecutor) registered(jobID string, token hastore.Token, sent time.
 // deployment is taken, as the JobMaster may have given them up. With no
 // timeout known at all, the deployment is refused: its attempt could
 // outlive the JobMaster. te.mu must be held.
-func (te *TaskExecutor) followDeploymentLocked(jobID string, token hastore.Token, timeout time.Duration) error {
+func (te *TaskExecutor) followDeploymentLocked(jobID string, token election.Token, timeout time.Duration) error {
 	current, ok := te.adoptLocked(jobID, token, "")
 	if !ok {
 		return staleJob(jobID, current)
@@ -83,7 +83,7 @@ func (te *TaskExecutor) followDeploymentLocked(jobID string, token hastore.Token
 }
 
 // registeredLocked is registered with te.mu held.
-func (te *TaskExecutor) registeredLocked(jobID string, token hastore.Token, sent time.Time, interval, timeout time.Duration) {
+func (te *TaskExecutor) registeredLocked(jobID string, token election.Token, sent time.Time, interval, timeout time.Duration) {
 	if interval > 0 && (te.hbInterval <= 0 || interval < te.hbInterval) {
 		te.hbInterval = interval
 		select {
@@ -126,7 +126,7 @@ func (te *TaskExecutor) wakeWatchdog() {
 // contact: the JobMaster counts only what it hears from this
 // TaskExecutor, so only answers to this TaskExecutor's own calls move the
 // deadline (touchLocked, from when they were sent). te.mu must be held.
-func (te *TaskExecutor) admitLocked(jobID string, token hastore.Token) {
+func (te *TaskExecutor) admitLocked(jobID string, token election.Token) {
 	if j := te.jobs[jobID]; j != nil && j.token == token {
 		if d := te.deadlineLocked(j); !d.IsZero() && !time.Now().Before(d) {
 			te.expireLocked(jobID, j)
@@ -138,7 +138,7 @@ func (te *TaskExecutor) admitLocked(jobID string, token hastore.Token) {
 // if that is still the job's JobMaster. If the job's deadline passed
 // before now, its tasks are stopped first: the JobMaster may have given
 // them up, whatever it says now. te.mu must be held.
-func (te *TaskExecutor) touchLocked(jobID string, token hastore.Token, at time.Time) {
+func (te *TaskExecutor) touchLocked(jobID string, token election.Token, at time.Time) {
 	te.admitLocked(jobID, token)
 	if j := te.jobs[jobID]; j != nil && j.token == token && at.After(j.contact) {
 		j.contact = at

@@ -1,0 +1,159 @@
+package worker
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+)
+
+// Config configures a Worker. Only Server is required.
+type Config struct {
+	// Server is the base URL at which the cluster serves HAStoreService: a
+	// `jobplane standalone` or `jobplane jobmanager` process (one that
+	// embeds its store), or a `jobplane hastore` process, such as
+	// "http://127.0.0.1:8080". The worker follows the ResourceManager's
+	// leader there, so it keeps working across failovers. Required.
+	Server string
+	// Listen is the TCP address on which the worker serves
+	// TaskExecutorService to the cluster's ResourceManager and JobMasters.
+	// Port 0 picks a free port. Default: "127.0.0.1:0", which only a
+	// cluster on the same machine can reach.
+	Listen string
+	// Advertise is the base URL the cluster calls the worker at. Default:
+	// "http://" and the listener's address; a listener on every interface
+	// (such as ":9000" or "0.0.0.0:9000") is advertised with the
+	// machine's host name instead. Set it when the cluster reaches this
+	// machine under another name (behind NAT, in a container).
+	Advertise string
+	// Slots is how many subtasks the worker runs at once. Default: 1.
+	Slots int
+	// ID identifies the worker in the cluster (jobplane's TaskExecutor
+	// id) for as long as it runs. Default: random, "te-" and 12 hex
+	// digits.
+	ID string
+	// Logger receives the worker's logs, and is the base of Task.Logger
+	// when the cluster keeps no output for the attempt. Default:
+	// slog.Default().
+	Logger *slog.Logger
+	// HTTPClient carries the worker's calls to the cluster (HAStoreService,
+	// ResourceManagerService, JobMasterService). Default: a client that
+	// speaks unencrypted HTTP/2 with prior knowledge to http:// URLs (as
+	// jobplane's own components do, one connection per process pair), and
+	// HTTP/2 or HTTP/1.1, as the server negotiates, to https:// URLs with
+	// TLSConfig.
+	HTTPClient *http.Client
+	// TLSConfig configures TLS for https:// URLs of the default HTTP
+	// client; ignored when HTTPClient is set. Default: nil, Go's defaults
+	// (the system's roots).
+	TLSConfig *tls.Config
+	// AllowExec lets the built-in "exec" invokable run commands on this
+	// machine. Default: false, and exec tasks fail with a message saying
+	// so.
+	AllowExec bool
+}
+
+// Validate reports whether the configuration can be used: Server is an
+// absolute http:// or https:// URL, Listen a host:port, Advertise (when
+// set) an absolute URL, and Slots not negative.
+func (c Config) Validate() error {
+	if c.Server == "" {
+		return errors.New("worker: the server URL is required")
+	}
+	if err := checkURL(c.Server); err != nil {
+		return fmt.Errorf("worker: server %w", err)
+	}
+	if c.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+			return fmt.Errorf("worker: listen address %q: %w", c.Listen, err)
+		}
+	}
+	if c.Advertise != "" {
+		if err := checkURL(c.Advertise); err != nil {
+			return fmt.Errorf("worker: advertised %w", err)
+		}
+	}
+	if c.Slots < 0 {
+		return fmt.Errorf("worker: slots must not be negative (got %d)", c.Slots)
+	}
+	return nil
+}
+
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("URL %q: %w", raw, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("URL %q must be an absolute http:// or https:// URL", raw)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:0"
+	}
+	if c.Slots == 0 {
+		c.Slots = 1
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// newHTTPClient returns the default client: for http:// URLs unencrypted
+// HTTP/2 with prior knowledge (what jobplane's endpoints serve, one
+// connection per process pair), for https:// URLs HTTP/2 or HTTP/1.1 as
+// the server's TLS negotiation (ALPN) chooses. One transport cannot do
+// both: with HTTP/1 enabled it would use it for http:// URLs.
+func newHTTPClient(tlsConfig *tls.Config) *http.Client {
+	var plain, secure http.Protocols
+	plain.SetUnencryptedHTTP2(true)
+	secure.SetHTTP1(true)
+	secure.SetHTTP2(true)
+	return &http.Client{Transport: &bySchemeTransport{
+		plain:  &http.Transport{Protocols: &plain},
+		secure: &http.Transport{Protocols: &secure, TLSClientConfig: tlsConfig},
+	}}
+}
+
+// bySchemeTransport sends https:// requests on one transport and the
+// others on another.
+type bySchemeTransport struct {
+	plain, secure *http.Transport
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *bySchemeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme == "https" {
+		return t.secure.RoundTrip(r)
+	}
+	return t.plain.RoundTrip(r)
+}
+
+// CloseIdleConnections closes both transports' idle connections.
+func (t *bySchemeTransport) CloseIdleConnections() {
+	t.plain.CloseIdleConnections()
+	t.secure.CloseIdleConnections()
+}
+
+// advertise returns the base URL at which the listener at addr is
+// reached.
+func advertise(addr net.Addr) (string, error) {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if host, err = os.Hostname(); err != nil {
+			return "", fmt.Errorf("worker: listening on every interface, and the host name to advertise is unknown (set Advertise): %w", err)
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port), nil
+}

@@ -1,0 +1,70 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jobplane/jobplane/sdk"
+	"github.com/jobplane/jobplane/sdk/jobgraph"
+	"github.com/jobplane/jobplane/sdk/worker"
+)
+
+// A worker with one function, and a job that runs it on two subtasks.
+func Example() {
+	ctx, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+
+	w, err := worker.New(worker.Config{Server: serverURL, Slots: 2, Logger: quiet()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	w.Register("wordcount", func(ctx context.Context, t worker.Task) error {
+		// Each subtask counts every Subtasks-th word, from its own index on.
+		words, n := strings.Fields(t.Config["text"]), 0
+		for i := t.SubtaskIndex; i < len(words); i += t.Subtasks {
+			n++
+		}
+		fmt.Printf("subtask %d of %d counted %d words\n", t.SubtaskIndex, t.Subtasks, n)
+		return nil
+	})
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }()
+
+	client, err := sdk.New([]string{serverURL})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	// A job naming an invokable that no worker offers fails at once, so
+	// wait until the worker has joined the cluster.
+	for joined := false; !joined && ctx.Err() == nil; time.Sleep(20 * time.Millisecond) {
+		for te, err := range client.TaskExecutors(ctx) {
+			joined = joined || err == nil && slices.Contains(te.GetInvokables(), "wordcount")
+		}
+	}
+
+	b := jobgraph.NewBuilder("wordcount")
+	b.Vertex("count", "wordcount").Parallelism(2).Config("text", "to be or not to be")
+	g, err := b.Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	result, err := client.Execute(ctx, g)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(result.GetStatus())
+
+	stop() // the worker stops, and Run returns nil
+	if err := <-ran; err != nil {
+		log.Fatal(err)
+	}
+	// Unordered output:
+	// subtask 0 of 2 counted 3 words
+	// subtask 1 of 2 counted 3 words
+	// JOB_STATUS_FINISHED
+}

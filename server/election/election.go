@@ -1,0 +1,57 @@
+package election
+
+import (
+	"context"
+	"fmt"
+)
+
+// Election names.
+const (
+	// JobManager is the election of a cluster's Dispatcher and
+	// ResourceManager.
+	JobManager = "jobmanager"
+	// JobPrefix starts the name of the election of one job's JobMaster:
+	// "job/<job-id>".
+	JobPrefix = "job/"
+)
+
+// Job returns the name of the election of jobID's JobMaster.
+func Job(jobID string) string { return JobPrefix + jobID }
+
+// Token identifies one leadership grant in one election: the session that
+// holds it and the grant's epoch. Epochs of one election strictly increase
+// with every grant, also across restarts of the store. The zero Token
+// means "no grant".
+type Token struct {
+	// SessionID is the holding session's id.
+	SessionID string
+	// Epoch orders the grants of one election; a larger epoch is newer.
+	Epoch uint64
+}
+
+// IsZero reports whether t is the zero Token.
+func (t Token) IsZero() bool { return t == Token{} }
+
+// String formats t for logs.
+func (t Token) String() string { return fmt.Sprintf("%s@%d", t.SessionID, t.Epoch) }
+
+// Leader is an election's current leader as the store sees it.
+type Leader struct {
+	// Election is the election's name.
+	Election string
+	// Address is the leader's published base URL; empty until published.
+	Address string
+	// Token is the leader's grant; zero when the election has no leader.
+	Token Token
+}
+
+// Observer follows an election's leader. Every hastore.Store is one; so is
+// electionrpc.Observer, over HAStoreService.
+type Observer interface {
+	// ObserveLeader calls fn with the election's current leader and then
+	// with every change (a new grant, a published address, the leader
+	// gone), in order, one call at a time. It returns when ctx is done
+	// (with ctx's error) or fn returns an error (with that error), and
+	// fails at once for an election name the store does not accept.
+	ObserveLeader(ctx context.Context, election string, fn func(Leader) error) error
+}
