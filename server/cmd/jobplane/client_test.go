@@ -343,6 +343,17 @@ func TestClientVerbs(t *testing.T) {
 		if err != nil || !strings.Contains(string(out), "Status:     FINISHED") {
 			t.Errorf("status with $%s: %v\n%s", serverEnv, err, out)
 		}
+		// "-" reads the job from standard input.
+		data, err := os.ReadFile(example("pipeline.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd = c.command("submit", "-d", "--id", "from-stdin", "-")
+		cmd.Stdin = bytes.NewReader(data)
+		if out, err := cmd.Output(); err != nil || string(out) != "from-stdin\n" {
+			t.Errorf("submit -: %q, %v", out, err)
+		}
+		expect(t, "wait from-stdin", c.run(t, "wait", "from-stdin"), exitOK, nil, nil)
 		// Shell completion, of the verbs and of job ids.
 		expect(t, "completion", c.run(t, "completion", "bash"), exitOK, []string{"bash completion"}, nil)
 		expect(t, "complete a job id", c.run(t, "__complete", "status", "json-"), exitOK, []string{"json-pipeline\tpipeline FINISHED"}, nil)
