@@ -1,5 +1,6 @@
 // Command jobplane is the reference jobplane server and its command-line
-// client. Each subcommand wires components into one oklog/run group; main
+// client. Each server subcommand wires components into one oklog/run
+// group; the client verbs talk to a cluster through the Go SDK. main
 // itself only parses flags and wires.
 //
 // Usage:
@@ -9,7 +10,18 @@
 //	jobplane taskexecutor [flags]   a TaskExecutor
 //	jobplane hastore [flags]        an HA store for servers in other processes
 //
-// Run `jobplane <subcommand> -h` for the flags of each.
+//	jobplane submit FILE            submit a job graph (YAML or JSON) and follow it
+//	jobplane list                   list jobs
+//	jobplane status ID              a job's vertices, subtasks and failures
+//	jobplane cancel ID              cancel a job
+//	jobplane wait ID                wait for a job to end
+//	jobplane logs ID                a job's task output
+//	jobplane cluster                the leader, TaskExecutors and slots
+//	jobplane completion SHELL       a shell completion script
+//
+// Run `jobplane <subcommand> -h` for the flags of each. The client verbs
+// reach the cluster at --server (or $JOBPLANE_SERVER); their exit codes
+// are listed in exitcode.go.
 package main
 
 import (
@@ -21,61 +33,29 @@ import (
 	"os"
 )
 
-// Exit codes.
-const (
-	exitOK    = 0
-	exitError = 1
-	exitUsage = 2
-)
-
 func main() {
-	os.Exit(jobplaneMain(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(runMain(os.Args[1:], osStreams()))
 }
 
-// subcommand is one verb of the jobplane binary.
-type subcommand struct {
+// jobplaneMain executes the subcommand named by args[0] with stdout and
+// stderr (and no standard input or terminal) and returns the exit code.
+func jobplaneMain(args []string, stdout, stderr io.Writer) int {
+	return runMain(args, streams{in: eofReader{}, out: stdout, err: stderr})
+}
+
+// serverSubcommand is a server verb of the jobplane binary: it parses its
+// own flags with the standard flag package.
+type serverSubcommand struct {
 	name    string
 	summary string
 	run     func(args []string, stdout, stderr io.Writer) int
 }
 
-var subcommands = []subcommand{
+var serverSubcommands = []serverSubcommand{
 	{"standalone", "run a whole cluster in one process, on an embedded HA store", runStandalone},
 	{"jobmanager", "run a JobManager (Dispatcher, ResourceManager, JobMasters) on an HA store", runJobManager},
 	{"taskexecutor", "run a TaskExecutor that joins the cluster through its HA store", runTaskExecutor},
 	{"hastore", "serve an HA store (HAStoreService) for servers in other processes", runHAStore},
-}
-
-// jobplaneMain executes the subcommand named by args[0] and returns the exit code.
-func jobplaneMain(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return exitUsage
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		usage(stdout)
-		return exitOK
-	}
-	for _, sc := range subcommands {
-		if sc.name == args[0] {
-			return sc.run(args[1:], stdout, stderr)
-		}
-	}
-	fmt.Fprintf(stderr, "jobplane: unknown subcommand %q\n\n", args[0])
-	usage(stderr)
-	return exitUsage
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "Usage: jobplane <subcommand> [flags]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Subcommands:")
-	for _, sc := range subcommands {
-		fmt.Fprintf(w, "  %-12s %s\n", sc.name, sc.summary)
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'jobplane <subcommand> -h' for its flags.")
 }
 
 // parseFlags parses args into fs and maps the outcome to an exit code:
@@ -94,8 +74,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 	return exitOK, true
 }
 
-// command is what every subcommand starts with: its flag set, usage text
-// and logging flags.
+// command is what every server subcommand starts with: its flag set,
+// usage text and logging flags.
 type command struct {
 	fs   *flag.FlagSet
 	logs logFlags

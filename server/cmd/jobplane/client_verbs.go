@@ -1,0 +1,434 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk"
+	"github.com/jobplane/jobplane/sdk/jobgraph"
+)
+
+// clientCommands are the client verbs.
+func clientCommands(a *app) []*cobra.Command {
+	cmds := []*cobra.Command{
+		submitCommand(a), listCommand(a), statusCommand(a), cancelCommand(a), waitCommand(a), clusterCommand(a),
+	}
+	for _, c := range moreClientCommands {
+		cmds = append(cmds, c(a))
+	}
+	return cmds
+}
+
+// moreClientCommands are verbs that files built with a tag add.
+var moreClientCommands []func(*app) *cobra.Command
+
+// connect returns an SDK client for the --server URLs.
+func (a *app) connect() (*sdk.Client, error) {
+	urls, err := a.servers()
+	if err != nil {
+		return nil, err
+	}
+	c, err := sdk.New(urls, sdk.WithRetry(sdk.RetryPolicy{MaxElapsed: a.retry}))
+	if err != nil {
+		return nil, exit(exitUsage, fmt.Errorf("--server: %w", err))
+	}
+	return c, nil
+}
+
+// requestContext bounds one request (not the following of a job) by
+// --timeout.
+func (a *app) requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, a.timeout)
+}
+
+// fail maps an error of the SDK to the command's exit: an invalid job
+// (file given: submit) lists each violation placed in the file, another
+// invalid request (a malformed job id, say) is bad usage, and anything
+// else says the SDK's plain sentence.
+func fail(err error, file *jobFile) error {
+	var invalid *sdk.InvalidJobError
+	if errors.As(err, &invalid) && file == nil {
+		parts := make([]string, len(invalid.Violations))
+		for i, v := range invalid.Violations {
+			parts[i] = v.Field + ": " + v.Description
+		}
+		return exit(exitUsage, fmt.Errorf("invalid request: %s", strings.Join(parts, "; ")))
+	}
+	if errors.As(err, &invalid) {
+		var b strings.Builder
+		if errors.Unwrap(invalid) == nil {
+			b.WriteString("the job is invalid; nothing was submitted:")
+		} else {
+			b.WriteString("the cluster refused the job as invalid; nothing was submitted:")
+		}
+		for _, v := range invalid.Violations {
+			b.WriteString("\n")
+			b.WriteString(file.violation(v.Field, v.Description))
+		}
+		if len(invalid.Violations) == 0 {
+			b.WriteString(" " + err.Error())
+		}
+		return exit(exitInvalidJob, errors.New(b.String()))
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return exit(exitError, fmt.Errorf("no answer within --timeout: %v", err))
+	}
+	return exit(exitError, err)
+}
+
+func submitCommand(a *app) *cobra.Command {
+	var (
+		id        string
+		detached  bool
+		skipCheck bool
+	)
+	c := &cobra.Command{
+		Use:   "submit FILE",
+		Short: "submit a job graph (YAML or JSON) and follow it to its end",
+		Long: "Submits the JobGraph in FILE (YAML or JSON with the proto's field names; - reads\n" +
+			"standard input), checked first by the contract's rules, so that an invalid graph\n" +
+			"is reported with its place in the file and nothing is submitted.\n\n" +
+			"Attached (the default), it follows the job: a live display on a terminal, one\n" +
+			"line per status change otherwise; it exits 0 when the job FINISHED, 3 when it\n" +
+			"FAILED, 4 when it was CANCELED. Ctrl-C asks whether to cancel the job or detach;\n" +
+			"without a terminal, SIGINT detaches (exit 6) and the job goes on.\n\n" +
+			"Detached (-d), it prints the job id and exits once the job is acknowledged.",
+		Example: "  jobplane submit examples/pipeline.yaml\n  jobplane submit -d --id nightly-2026-12-01 job.json",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := a.format()
+			if err != nil {
+				return err
+			}
+			if id != "" && !jobgraph.ValidJobID(id) {
+				return exit(exitUsage, fmt.Errorf("--id %q: %s", id, jobgraph.JobIDRule))
+			}
+			file, err := readJobFile(args[0], a.s.in)
+			if err != nil {
+				return exit(exitInvalidJob, err)
+			}
+			client, err := a.connect()
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			ctx, cancel := a.requestContext(cmd.Context())
+			if !skipCheck {
+				if err := checkInvokables(ctx, client, file); err != nil {
+					cancel()
+					return err
+				}
+			}
+			var opts []sdk.SubmitOption
+			if id != "" {
+				opts = append(opts, sdk.WithJobID(id))
+			}
+			sub, err := client.Submit(ctx, file.graph, opts...)
+			cancel()
+			if err != nil {
+				return fail(err, file)
+			}
+			if detached {
+				return a.printSubmitted(format, sub)
+			}
+			if !sub.Created {
+				fmt.Fprintf(a.s.err, "job %s exists already with the same graph (%s); following it\n", sub.JobID, statusName(sub.Status))
+			}
+			return a.follow(cmd.Context(), client, sub.JobID, format)
+		},
+	}
+	c.Flags().StringVar(&id, "id", "", "the job's id (the same id and graph submitted again is the same job); made up when empty")
+	c.Flags().BoolVarP(&detached, "detached", "d", false, "print the job id and exit once the job is acknowledged")
+	c.Flags().BoolVar(&skipCheck, "skip-invokable-check", false,
+		"submit even if no TaskExecutor of the cluster offers a vertex's invokable now (one may register later)")
+	return c
+}
+
+// checkInvokables refuses a job that names an invokable no TaskExecutor
+// of the cluster offers, placing each such vertex in the file; the job
+// would only fail at deployment. A cluster without TaskExecutors, or one
+// whose TaskExecutors cannot be listed, is not checked.
+func checkInvokables(ctx context.Context, client *sdk.Client, file *jobFile) error {
+	offered := map[string]bool{}
+	executors := 0
+	for te, err := range client.TaskExecutors(ctx) {
+		if err != nil {
+			return nil
+		}
+		executors++
+		for _, inv := range te.GetInvokables() {
+			offered[inv] = true
+		}
+	}
+	if executors == 0 {
+		return nil
+	}
+	var missing []string
+	for i, v := range file.graph.GetVertices() {
+		if !offered[v.GetInvokable()] {
+			missing = append(missing, file.violation(fmt.Sprintf("job_graph.vertices[%d].invokable", i),
+				fmt.Sprintf("no TaskExecutor of the cluster offers invokable %q", v.GetInvokable())))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(offered))
+	return exit(exitInvalidJob, fmt.Errorf("%s\nthe cluster's %d TaskExecutors offer: %s; nothing was submitted (--skip-invokable-check submits anyway)",
+		strings.Join(missing, "\n"), executors, strings.Join(names, ", ")))
+}
+
+// printSubmitted reports a detached submission: the job id alone on
+// standard output (for scripts) and a sentence on standard error, or the
+// SubmitJobResponse as JSON or YAML.
+func (a *app) printSubmitted(format string, sub *sdk.Submitted) error {
+	if format != "table" {
+		return printStructured(a.s.out, format, &jobplanev1.SubmitJobResponse{JobId: sub.JobID, Created: sub.Created, Status: sub.Status})
+	}
+	fmt.Fprintln(a.s.out, sub.JobID)
+	verb := "submitted"
+	if !sub.Created {
+		verb = "exists already with the same graph"
+	}
+	fmt.Fprintf(a.s.err, "job %s %s (%s); 'jobplane wait %s' follows it\n", sub.JobID, verb, statusName(sub.Status), sub.JobID)
+	return nil
+}
+
+func waitCommand(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:               "wait ID",
+		ValidArgsFunction: a.completeJobIDs,
+		Short:             "follow a job to its end; the exit code is the job's, as for submit",
+		Args:              cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := a.format()
+			if err != nil {
+				return err
+			}
+			client, err := a.connect()
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			return a.follow(cmd.Context(), client, args[0], format)
+		},
+	}
+}
+
+func listCommand(a *app) *cobra.Command {
+	var statuses []string
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "list jobs, running and ended",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := a.format()
+			if err != nil {
+				return err
+			}
+			var opts []sdk.ListOption
+			if len(statuses) > 0 {
+				st, err := parseStatuses(statuses)
+				if err != nil {
+					return exit(exitUsage, err)
+				}
+				opts = append(opts, sdk.WithStatuses(st...))
+			}
+			client, err := a.connect()
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			ctx, cancel := a.requestContext(cmd.Context())
+			defer cancel()
+			var jobs []*jobplanev1.JobSummary
+			for j, err := range client.List(ctx, opts...) {
+				if err != nil {
+					return fail(err, nil)
+				}
+				jobs = append(jobs, j)
+			}
+			if format != "table" {
+				return printStructured(a.s.out, format, &jobplanev1.ListJobsResponse{Jobs: jobs})
+			}
+			renderJobList(a.s.out, jobs, time.Now())
+			return nil
+		},
+	}
+	c.Flags().StringSliceVar(&statuses, "status", nil, "only jobs in these statuses (comma-separated or repeated), such as running,failed")
+	return c
+}
+
+// parseStatuses reads job statuses by name, in any case, with or without
+// the JOB_STATUS_ prefix.
+func parseStatuses(names []string) ([]jobplanev1.JobStatus, error) {
+	var out []jobplanev1.JobStatus
+	for _, n := range names {
+		key := strings.ToUpper(strings.TrimSpace(n))
+		if !strings.HasPrefix(key, "JOB_STATUS_") {
+			key = "JOB_STATUS_" + key
+		}
+		v, ok := jobplanev1.JobStatus_value[key]
+		if !ok || v == 0 {
+			var valid []string
+			for i := 1; i < len(jobplanev1.JobStatus_name); i++ {
+				valid = append(valid, strings.ToLower(statusName(jobplanev1.JobStatus(i))))
+			}
+			return nil, fmt.Errorf("--status %q: want one of %s", n, strings.Join(valid, ", "))
+		}
+		if st := jobplanev1.JobStatus(v); !slices.Contains(out, st) {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+func statusCommand(a *app) *cobra.Command {
+	var all bool
+	c := &cobra.Command{
+		Use:               "status ID",
+		ValidArgsFunction: a.completeJobIDs,
+		Short:             "show a job: its vertices, subtasks and failures",
+		Args:              cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := a.format()
+			if err != nil {
+				return err
+			}
+			client, err := a.connect()
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			ctx, cancel := a.requestContext(cmd.Context())
+			defer cancel()
+			d, err := client.Get(ctx, args[0])
+			if err != nil {
+				return fail(err, nil)
+			}
+			if format != "table" {
+				return printStructured(a.s.out, format, d)
+			}
+			renderJobDetails(a.s.out, d, time.Now(), all)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&all, "all", false, fmt.Sprintf("list every subtask (by default at most %d)", maxSubtaskRows))
+	return c
+}
+
+func cancelCommand(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:               "cancel ID",
+		ValidArgsFunction: a.completeJobIDs,
+		Short:             "cancel a job (it ends CANCELED unless it ended already)",
+		Args:              cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := a.format()
+			if err != nil {
+				return err
+			}
+			client, err := a.connect()
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			ctx, cancel := a.requestContext(cmd.Context())
+			defer cancel()
+			st, err := client.Cancel(ctx, args[0])
+			if errors.Is(err, sdk.ErrJobTerminal) {
+				return exit(exitError, fmt.Errorf("job %s has ended already (FINISHED or FAILED); there is nothing to cancel", args[0]))
+			}
+			if err != nil {
+				return fail(err, nil)
+			}
+			if format != "table" {
+				return printStructured(a.s.out, format, &jobplanev1.CancelJobResponse{Status: st})
+			}
+			fmt.Fprintf(a.s.out, "job %s %s\n", args[0], statusName(st))
+			return nil
+		},
+	}
+}
+
+func clusterCommand(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cluster",
+		Short: "show the cluster: its leader, TaskExecutors and slots",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := a.format()
+			if err != nil {
+				return err
+			}
+			client, err := a.connect()
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			ctx, cancel := a.requestContext(cmd.Context())
+			defer cancel()
+			o, err := client.Cluster(ctx)
+			if err != nil {
+				return fail(err, nil)
+			}
+			var tes []*jobplanev1.TaskExecutorInfo
+			for te, err := range client.TaskExecutors(ctx) {
+				if err != nil {
+					return fail(err, nil)
+				}
+				tes = append(tes, te)
+			}
+			if format != "table" {
+				msgs := make([]proto.Message, len(tes))
+				for i, te := range tes {
+					msgs[i] = te
+				}
+				return printFields(a.s.out, format, field{name: "overview", msgs: []proto.Message{o}},
+					field{name: "task_executors", msgs: msgs, list: true})
+			}
+			renderCluster(a.s.out, o, tes)
+			return nil
+		},
+	}
+}
+
+// completeJobIDs completes a job id argument with the ids of the
+// cluster's jobs, running ones first (for shell completion; silent on
+// any error).
+func (a *app) completeJobIDs(cmd *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	client, err := a.connect()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Second)
+	defer cancel()
+	var running, ended []string
+	for j, err := range client.List(ctx) {
+		if err != nil {
+			break
+		}
+		if id := j.GetJobId(); strings.HasPrefix(id, prefix) {
+			line := id + "\t" + j.GetName() + " " + statusName(j.GetStatus())
+			if terminal(j.GetStatus()) {
+				ended = append(ended, line)
+			} else {
+				running = append(running, line)
+			}
+		}
+	}
+	return append(running, ended...), cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveKeepOrder
+}
