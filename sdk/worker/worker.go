@@ -176,7 +176,4 @@ func (w *Worker) invokable(name string, f Func) taskexecutor.Invokable {
 
 // attemptLogger returns the logger that writes into the attempt's output
 // as the TaskExecutor keeps it, or nil when it keeps none.
-func attemptLogger(taskexecutor.Task) *slog.Logger {
-	// TODO(sdk-output): return t.Logger once taskexecutor.Task has it.
-	return nil
-}
+func attemptLogger(t taskexecutor.Task) *slog.Logger { return t.Logger }
