@@ -17,6 +17,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 )
 
@@ -354,6 +355,7 @@ func call[T any](ctx context.Context, c *Client, bounded bool, fn attempt[T]) (T
 				continue
 			}
 			c.unreachable(url)
+		case retrySame:
 		case retryOther:
 			c.unreachable(url)
 		default:
@@ -382,7 +384,12 @@ type retryKind int
 
 const (
 	retryNone retryKind = iota
+	// retryNotLeader: the server does not lead; follow the leader.
 	retryNotLeader
+	// retrySame: the leader answered UNAVAILABLE for a reason of its own
+	// (its store, a TaskExecutor): retry there after a pause.
+	retrySame
+	// retryOther: no answer; try the next server after a pause.
 	retryOther
 )
 
@@ -397,7 +404,12 @@ func classify(err error) retryKind {
 		return retryNone // retrying cannot fix a certificate
 	}
 	switch connect.CodeOf(err) {
-	case connect.CodeUnavailable, connect.CodeDeadlineExceeded:
+	case connect.CodeUnavailable:
+		if Reason(err) != jobplanev1.ErrorReason_ERROR_REASON_UNSPECIFIED {
+			return retrySame
+		}
+		return retryOther
+	case connect.CodeDeadlineExceeded:
 		return retryOther
 	case connect.CodeUnknown, connect.CodeInternal:
 		// A connection cut mid-answer surfaces as an I/O error.

@@ -325,3 +325,38 @@ func TestInterceptors(t *testing.T) {
 		t.Fatalf("the interceptor saw %v", calls)
 	}
 }
+
+// A task's output is read through the Client, after the job ended too,
+// and can be followed by offset.
+func TestTaskOutput(t *testing.T) {
+	c := newClient(t, []string{serverURL})
+	ctx := testContext(t, 60*time.Second)
+	g := &jobplanev1.JobGraph{Name: "echo", Vertices: []*jobplanev1.JobVertex{{
+		Id: "echo", Invokable: "exec", Parallelism: 2,
+		Config: map[string]string{"argv": `["sh","-c","echo out-$JOBPLANE_SUBTASK_INDEX; echo err >&2"]`},
+	}}}
+	res, err := c.Execute(ctx, g)
+	if err != nil || res.GetStatus() != finished {
+		t.Fatalf("Execute = %v, %v", res, err)
+	}
+	var got []byte
+	offset := int64(0)
+	for {
+		out, err := c.TaskOutput(ctx, &jobplanev1.GetTaskOutputRequest{JobId: res.GetJobId(), VertexId: "echo", SubtaskIndex: 1, Offset: offset, MaxBytes: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, out.GetData()...)
+		offset = out.GetNextOffset()
+		if out.GetEnded() && offset == out.GetEndOffset() {
+			break
+		}
+	}
+	if string(got) != "out-1\nerr\n" && string(got) != "err\nout-1\n" {
+		t.Fatalf("subtask 1's output, read 3 bytes at a time: %q", got)
+	}
+	_, err = c.TaskOutput(ctx, &jobplanev1.GetTaskOutputRequest{JobId: res.GetJobId(), VertexId: "nope"})
+	if !errors.As(err, new(*sdk.InvalidJobError)) {
+		t.Fatalf("an unknown vertex: %v; want INVALID_ARGUMENT", err)
+	}
+}

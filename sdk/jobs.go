@@ -371,6 +371,7 @@ func (c *Client) Watch(ctx context.Context, jobID string) iter.Seq2[*jobplanev1.
 					continue
 				}
 				c.unreachable(url)
+			case retrySame:
 			case retryOther:
 				c.unreachable(url)
 			default:
@@ -463,4 +464,18 @@ func (c *Client) keepAttached(ctx context.Context, jobID string) func() {
 		cancel()
 		<-done
 	}
+}
+
+// TaskOutput reads the output that the TaskExecutor keeps of one
+// subtask's attempt (the latest, unless the request names one): the bytes
+// from req's offset, at most max_bytes of them. Call it again from the
+// answer's next_offset to follow the output; once the answer says the
+// attempt ended and next_offset reached end_offset, no more will come. A
+// TaskExecutor that did not answer (TASK_EXECUTOR_UNREACHABLE) is retried
+// like an unreachable server; output that is no longer kept is
+// EXECUTION_NOT_FOUND (a NOT_FOUND *Error that is not ErrJobNotFound).
+func (c *Client) TaskOutput(ctx context.Context, req *jobplanev1.GetTaskOutputRequest) (*jobplanev1.GetTaskOutputResponse, error) {
+	return call(ctx, c, true, func(ctx context.Context, d jobplanev1connect.DispatcherServiceClient) (*jobplanev1.GetTaskOutputResponse, error) {
+		return d.GetTaskOutput(ctx, req)
+	})
 }

@@ -116,7 +116,7 @@ func startStandaloneIn(dir string) (*proc, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	p, url, err := spawn(dir, "standalone", "--data-dir", data, "--task-executors", "2", "--slots", "4",
+	p, url, err := spawn(dir, "standalone", "--data-dir", data, "--task-executors", "2", "--slots", "4", "--allow-exec",
 		"--session-ttl", "3s", "--heartbeat-interval", "200ms", "--heartbeat-timeout", "1500ms")
 	if err != nil {
 		return nil, "", err

@@ -154,7 +154,9 @@ func configListed(t Task, key string, n int) (bool, error) {
 const execFailureTail = 512
 
 // execInvokable runs config "argv" (a JSON array) with config "env" (a
-// JSON object added to the TaskExecutor's environment). The command's
+// JSON object added to the TaskExecutor's environment), and the attempt's
+// identity in JOBPLANE_JOB_ID, JOBPLANE_VERTEX_ID,
+// JOBPLANE_SUBTASK_INDEX, JOBPLANE_SUBTASKS and JOBPLANE_ATTEMPT. The command's
 // stdout and stderr go to the task's Output as they come. It fails with
 // the tail of the command's combined stdout and stderr when the command
 // fails.
@@ -181,7 +183,13 @@ func execInvokable(allowed bool, grace time.Duration) Invokable {
 		// exec.Command resolves argv[0] against this process's PATH, as
 		// before, so the shim (Linux) runs exactly the program found here.
 		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = os.Environ()
+		cmd.Env = append(os.Environ(),
+			"JOBPLANE_JOB_ID="+t.JobID,
+			"JOBPLANE_VERTEX_ID="+t.VertexID,
+			"JOBPLANE_SUBTASK_INDEX="+strconv.Itoa(t.SubtaskIndex),
+			"JOBPLANE_SUBTASKS="+strconv.Itoa(t.Subtasks),
+			"JOBPLANE_ATTEMPT="+strconv.Itoa(t.Attempt),
+		)
 		for k, v := range env {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
