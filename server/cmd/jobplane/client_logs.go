@@ -1,5 +1,3 @@
-//go:build taskoutput
-
 package main
 
 import (
@@ -12,11 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/sdk"
 )
-
-func init() { moreClientCommands = append(moreClientCommands, logsCommand) }
 
 // followInterval is how often logs --follow asks for more output: the
 // output of a task does not wake a waiting call, so a follower polls.
@@ -130,21 +125,12 @@ func (a *app) subtasksOf(ctx context.Context, client *sdk.Client, id, vertex str
 // yet, or no longer kept).
 var errNoOutput = errors.New("no output")
 
-// dispatcher is the generated client of the server the SDK found leading.
-func dispatcher(client *sdk.Client) jobplanev1connect.DispatcherServiceClient {
-	url := client.Leader()
-	if url == "" {
-		url = client.URLs()[0]
-	}
-	return client.Dispatcher(url)
-}
-
 // printOutput prints a subtask's output from offset to its current end
 // and returns the answer of the last read.
 func (a *app) printOutput(ctx context.Context, client *sdk.Client, id string, r subtaskRef, attempt *int32, offset int64) (*jobplanev1.GetTaskOutputResponse, int64, error) {
 	for {
 		rctx, cancel := a.requestContext(ctx)
-		resp, err := dispatcher(client).GetTaskOutput(rctx, &jobplanev1.GetTaskOutputRequest{
+		resp, err := client.TaskOutput(rctx, &jobplanev1.GetTaskOutputRequest{
 			JobId: id, VertexId: r.vertex, SubtaskIndex: r.subtask, AttemptNumber: attempt, Offset: offset,
 		})
 		cancel()
@@ -195,7 +181,7 @@ func (a *app) followOutput(ctx context.Context, client *sdk.Client, id string, r
 	defer tick.Stop()
 	for {
 		rctx, cancel := a.requestContext(ctx)
-		resp, err := dispatcher(client).GetTaskOutput(rctx, &jobplanev1.GetTaskOutputRequest{
+		resp, err := client.TaskOutput(rctx, &jobplanev1.GetTaskOutputRequest{
 			JobId: id, VertexId: r.vertex, SubtaskIndex: r.subtask, AttemptNumber: attempt, Offset: offset,
 		})
 		cancel()

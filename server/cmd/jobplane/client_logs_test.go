@@ -1,5 +1,3 @@
-//go:build taskoutput
-
 package main
 
 import (

@@ -19,17 +19,10 @@ import (
 
 // clientCommands are the client verbs.
 func clientCommands(a *app) []*cobra.Command {
-	cmds := []*cobra.Command{
-		submitCommand(a), listCommand(a), statusCommand(a), cancelCommand(a), waitCommand(a), clusterCommand(a),
+	return []*cobra.Command{
+		submitCommand(a), listCommand(a), statusCommand(a), cancelCommand(a), waitCommand(a), logsCommand(a), clusterCommand(a),
 	}
-	for _, c := range moreClientCommands {
-		cmds = append(cmds, c(a))
-	}
-	return cmds
 }
-
-// moreClientCommands are verbs that files built with a tag add.
-var moreClientCommands []func(*app) *cobra.Command
 
 // connect returns an SDK client for the --server URLs.
 func (a *app) connect() (*sdk.Client, error) {
