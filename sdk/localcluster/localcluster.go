@@ -33,7 +33,10 @@ type Config struct {
 	// Functions are the task functions the TaskExecutors offer, by
 	// invokable name (the JobVertex's invokable). A name given here
 	// replaces a built-in. A function that panics fails its attempt with
-	// the panic's value and stack instead of crashing the process.
+	// the panic's value (its stack goes to the task's logger) instead of
+	// crashing the process. A function's Task.Logger writes into the
+	// attempt's output, which the cluster keeps for clients to read
+	// (DispatcherService.GetTaskOutput, `jobplane logs`), and to Logger.
 	Functions map[string]worker.Func
 	// TaskExecutors is the number of TaskExecutors. Default:
 	// DefaultTaskExecutors.
@@ -47,9 +50,10 @@ type Config struct {
 	// StartTimeout bounds Start, besides its context. Default:
 	// DefaultStartTimeout.
 	StartTimeout time.Duration
-	// Logger receives the logs of every component, and is what task
-	// functions log to (Task.Logger, with the attempt's job, vertex,
-	// subtask and attempt as attributes). Default: logs are dropped.
+	// Logger receives the logs of every component, and what task
+	// functions log (Task.Logger), with the attempt's job, vertex, subtask
+	// and attempt as attributes. Default: logs are dropped (the
+	// attempts' outputs are kept all the same).
 	Logger *slog.Logger
 }
 
@@ -123,7 +127,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	invokables := make(map[string]taskexecutor.Invokable, len(cfg.Functions))
 	for name, f := range cfg.Functions {
-		invokables[name] = invokable(f, cfg.Logger)
+		invokables[name] = invokable(name, f, cfg.Logger)
 	}
 	c.cluster, err = standalone.New(ctx, standalone.Config{
 		Store:         hastore.OpenConfig{DataDir: dir},

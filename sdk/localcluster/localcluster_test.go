@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
@@ -482,5 +483,38 @@ func TestQuietByDefault(t *testing.T) {
 	}
 	if out.String() != "" {
 		t.Errorf("a cluster without a logger logged:\n%s", out.String())
+	}
+}
+
+// A function's log lines, and a panic's stack, are kept in the attempt's
+// output for clients to read.
+func TestTaskOutput(t *testing.T) {
+	c := start(t, localcluster.Config{Functions: map[string]worker.Func{
+		"say": func(_ context.Context, task worker.Task) error {
+			task.Logger.Info("said", "who", task.Config["who"])
+			if task.Attempt == 0 {
+				panic("boom")
+			}
+			return nil
+		},
+	}})
+	g := oneVertex("say", 1)
+	g.Vertices[0].Config = map[string]string{"who": "world"}
+	g.Config = fixedDelay(1)
+	res := execute(t, c, g)
+	if res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("status %v, want FINISHED after one restart", res.GetStatus())
+	}
+	api := c.Client().Dispatcher(c.URL())
+	for attempt, want := range []string{"task panicked", "said who=world"} {
+		out, err := api.GetTaskOutput(context.Background(), &jobplanev1.GetTaskOutputRequest{
+			JobId: res.GetJobId(), VertexId: "v", SubtaskIndex: 0, AttemptNumber: proto.Int32(int32(attempt)),
+		})
+		if err != nil {
+			t.Fatalf("attempt %d: GetTaskOutput: %v", attempt, err)
+		}
+		if !strings.Contains(string(out.GetData()), want) {
+			t.Errorf("attempt %d output %q, want %q in it", attempt, out.GetData(), want)
+		}
 	}
 }

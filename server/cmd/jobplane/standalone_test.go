@@ -46,7 +46,7 @@ func startStandalone(t *testing.T, dir string) (*process, jobplanev1connect.Disp
 	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	p := startJobplane(t, "standalone", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile,
-		"--data-dir", dir, "--allow-exec", "--session-ttl", "2s", "--heartbeat-interval", "200ms", "--heartbeat-timeout", "1s", "--cancel-grace", "200ms")
+		"--data-dir", dir, "--allow-exec", "--session-ttl", "3s", "--heartbeat-interval", "200ms", "--heartbeat-timeout", "1900ms", "--cancel-grace", "200ms")
 	url := "http://" + waitForFile(t, p, addrFile)
 	tr := &http.Transport{}
 	client := jobplanev1connect.NewDispatcherServiceClient(&http.Client{Transport: tr}, url)
