@@ -27,6 +27,7 @@ func main() {
 	}
 	w.Register("greet", func(ctx context.Context, t worker.Task) error {
 		fmt.Printf("hello %s from subtask %d of %d\n", t.Config["name"], t.SubtaskIndex, t.Subtasks)
+		t.Logger.Info("greeted", "name", t.Config["name"]) // kept for `jobplane logs`
 		linger, _ := time.ParseDuration(t.Config["linger"])
 		select {
 		case <-time.After(linger):

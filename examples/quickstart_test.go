@@ -1,0 +1,110 @@
+// Package examples_test runs the README's quick start as written.
+package examples_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobplane/jobplane/internal/standalonetest"
+)
+
+func TestMain(m *testing.M) { os.Exit(standalonetest.Main(m)) }
+
+// readmeBlock returns the body of the first fenced block after marker in
+// the README.
+func readmeBlock(t *testing.T, marker string) string {
+	t.Helper()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(readme), "<!-- quickstart:"+marker+" -->\n")
+	if !ok {
+		t.Fatalf("README has no quickstart:%s marker", marker)
+	}
+	m := regexp.MustCompile("(?s)^```[a-z]*\n(.*?)```").FindStringSubmatch(after)
+	if m == nil {
+		t.Fatalf("no fenced block after quickstart:%s", marker)
+	}
+	return m[1]
+}
+
+// The quick start's client steps, run in one shell against a standalone
+// server started as its server step says (on a free port instead of 8080).
+func TestQuickStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the README's programs")
+	}
+	server := readmeBlock(t, "server")
+	if !strings.HasPrefix(server, "make run ARGS=--allow-exec ") {
+		t.Fatalf("the server step changed: %q; update this test", server)
+	}
+	cluster := standalonetest.Start(t, "--task-executors", "2", "--allow-exec")
+	script := readmeBlock(t, "begin")
+
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "JOBPLANE_SERVER="+cluster.URL, "CI=")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// The worker the script leaves running in the background holds the
+	// output: once the shell exits, Wait gives up on it after this.
+	cmd.WaitDelay = 2 * time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	// The worker the script started in the background goes with its group.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if errors.Is(err, exec.ErrWaitDelay) {
+		err = nil
+	}
+	if err != nil {
+		t.Fatalf("the quick start failed: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		"hello from Linux",            // jobplane logs of the exec job
+		"exit code 4: CANCELED",       // jobplane wait of the canceled job
+		"JOB_STATUS_FINISHED",         // examples/hello
+		"hello jobplane from subtask", // the worker ran greet
+		"ok  \tgithub.com/jobplane/jobplane/examples/localcluster", // go test
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the quick start's output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if n := strings.Count(out.String(), "FINISHED"); n < 4 {
+		t.Errorf("%d jobs reported FINISHED, want at least 4 (pipeline, exec, hello, greet):\n%s", n, out.String())
+	}
+}
+
+// The Go program the README shows is examples/hello's, line for line.
+func TestReadmeShowsExamplesHello(t *testing.T) {
+	shown := readmeBlock(t, "hello")
+	src, err := os.ReadFile("hello/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := strings.ReplaceAll(string(src), "\n\t", "\n")
+	if !strings.Contains(body, shown) {
+		t.Fatalf("README's program is not examples/hello/main.go's main body:\n%s", shown)
+	}
+}
