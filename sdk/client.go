@@ -325,9 +325,7 @@ type attempt[T any] func(ctx context.Context, d jobplanev1connect.DispatcherServ
 // ends or the retry policy gives up. bounded says whether each attempt
 // gets the call timeout.
 func call[T any](ctx context.Context, c *Client, bounded bool, fn attempt[T]) (T, error) {
-	var zero T
-	b := c.backoff()
-	redirects := 0
+	r := c.retrier()
 	for {
 		url := c.target()
 		actx, cancel := ctx, context.CancelFunc(func() {})
@@ -340,35 +338,70 @@ func call[T any](ctx context.Context, c *Client, bounded bool, fn attempt[T]) (T
 			c.answered(url)
 			return res, nil
 		}
-		if ctx.Err() != nil {
-			return zero, contextError(ctx, err)
-		}
-		switch kind := classify(err); kind {
-		case retryNotLeader:
-			var nl *NotLeaderError
-			if errors.As(wrap(err), &nl) && nl.LeaderAddress != "" && redirects < len(c.urls)+2 {
-				// Follow the named leader at once, a bounded number of
-				// times in a row (two servers naming each other while an
-				// election settles must not spin).
-				redirects++
-				c.redirect(nl.LeaderAddress)
-				continue
-			}
-			c.unreachable(url)
-		case retrySame:
-		case retryOther:
-			c.unreachable(url)
-		default:
-			return zero, wrap(err)
-		}
-		redirects = 0
-		if !b.wait(ctx) {
-			if ctx.Err() != nil {
-				return zero, contextError(ctx, err)
-			}
-			return zero, wrap(err)
+		if err := r.next(ctx, url, err); err != nil {
+			var zero T
+			return zero, err
 		}
 	}
+}
+
+// retrier decides, after each failed attempt of one call, whether and
+// where the call is tried again.
+type retrier struct {
+	c         *Client
+	b         *backoff
+	redirects int
+}
+
+func (c *Client) retrier() *retrier { return &retrier{c: c, b: c.backoff()} }
+
+// progress says that the call got somewhere (a stream delivered a
+// message): its retry budget starts again.
+func (r *retrier) progress() {
+	r.b = r.c.backoff()
+	r.redirects = 0
+}
+
+// next takes the error of an attempt at url (nil: a stream that ended
+// early) and returns nil when the call is to be tried again, after
+// following the leader or a pause, or the error the call returns.
+func (r *retrier) next(ctx context.Context, url string, err error) error {
+	if ctx.Err() != nil {
+		return contextError(ctx, err)
+	}
+	kind := retrySame
+	if err != nil {
+		kind = classify(err)
+	}
+	switch kind {
+	case retryNotLeader:
+		var nl *NotLeaderError
+		if errors.As(wrap(err), &nl) && nl.LeaderAddress != "" && r.redirects < len(r.c.urls)+2 {
+			// Follow the named leader at once, a bounded number of times
+			// in a row (two servers naming each other while an election
+			// settles must not spin).
+			r.redirects++
+			r.c.redirect(nl.LeaderAddress)
+			return nil
+		}
+		r.c.unreachable(url)
+	case retrySame:
+	case retryOther:
+		r.c.unreachable(url)
+	default:
+		return wrap(err)
+	}
+	r.redirects = 0
+	if r.b.wait(ctx) {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return contextError(ctx, err)
+	}
+	if err == nil {
+		return errors.New("sdk: the stream kept ending before its end")
+	}
+	return wrap(err)
 }
 
 // contextError is the error of a call whose ctx ended, naming the last

@@ -346,50 +346,18 @@ func (c *Client) Watch(ctx context.Context, jobID string) iter.Seq2[*jobplanev1.
 	return func(yield func(*jobplanev1.JobSummary, error) bool) {
 		defer c.keepAttached(ctx, jobID)()
 		token := ""
-		b := c.backoff()
-		redirects := 0
+		r := c.retrier()
 		for {
 			url := c.target()
 			ended, err := c.watchOnce(ctx, url, jobID, &token, func(s *jobplanev1.JobSummary) bool {
-				b = c.backoff() // progress: the retry budget starts again
-				redirects = 0
+				r.progress()
 				return yield(s, nil)
 			})
 			if ended {
 				return
 			}
-			if ctx.Err() != nil {
-				yield(nil, contextError(ctx, err))
-				return
-			}
-			switch classify(err) {
-			case retryNotLeader:
-				var nl *NotLeaderError
-				if errors.As(wrap(err), &nl) && nl.LeaderAddress != "" && redirects < len(c.urls)+2 {
-					redirects++
-					c.redirect(nl.LeaderAddress)
-					continue
-				}
-				c.unreachable(url)
-			case retrySame:
-			case retryOther:
-				c.unreachable(url)
-			default:
-				if err == nil {
-					// The stream ended before a terminal status (the
-					// server shut down, say): watch again.
-					break
-				}
-				yield(nil, wrap(err))
-				return
-			}
-			redirects = 0
-			if !b.wait(ctx) {
-				if ctx.Err() != nil {
-					yield(nil, contextError(ctx, err))
-				} else {
-					yield(nil, wrap(err))
-				}
+			if err := r.next(ctx, url, err); err != nil {
+				yield(nil, err)
 				return
 			}
 		}
