@@ -76,7 +76,7 @@ mutants: ## mutation testing: plant each of the suite's mutants in the server, r
 # BENCH_QUICK=1 makes `make bench` a smoke run: every row once and briefly,
 # BENCHMARKS.md left alone; it fails only when a scenario cannot run at all.
 BENCH_QUICK ?=
-BENCH_PKGS  := ./server/internal/scheduler ./server/hastore/...
+BENCH_PKGS  := ./server/internal/scheduler ./server/hastore/... ./sdk/localcluster
 
 .PHONY: bench
 bench: ## benchmarks: print the table and rewrite BENCHMARKS.md (BENCH_QUICK=1: brief smoke run, no rewrite)
