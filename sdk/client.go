@@ -56,10 +56,12 @@ type RetryPolicy struct {
 	// MaxBackoff bounds the pause, which doubles after each retry, with
 	// jitter. Default: 2s.
 	MaxBackoff time.Duration
-	// MaxElapsed bounds how long a call keeps retrying, from its first
-	// attempt; the last error is returned then. A negative value turns
-	// retries off (a NOT_LEADER answer is still followed once per URL).
-	// Default: 1 minute.
+	// MaxElapsed bounds how long a call keeps retrying, from the first
+	// failure since it last got an answer (a call, a stream's message);
+	// the last error is returned then. A negative value turns retries
+	// off: each of the Client's URLs is tried once, and a NOT_LEADER
+	// answer that names the leader is followed, without pauses. Default:
+	// 1 minute.
 	MaxElapsed time.Duration
 }
 
@@ -102,8 +104,8 @@ type options struct {
 }
 
 // WithHTTP1 makes the Client speak HTTP/1.1 (with TLS for https:// URLs).
-// Default: HTTP/2 — h2c (prior knowledge) for http:// URLs, HTTP/2 by
-// ALPN for https:// URLs.
+// Default: HTTP/2 — h2c (prior knowledge) for http:// URLs; for https://
+// URLs, HTTP/2 or HTTP/1.1 as ALPN settles it.
 func WithHTTP1() Option { return func(o *options) { o.http1 = true } }
 
 // WithProtocol sets the RPC protocol. Default: ProtocolConnect.
@@ -185,7 +187,25 @@ func New(urls []string, opts ...Option) (*Client, error) {
 		c.hc = o.httpClient
 		c.closeFn = func() {}
 	} else {
-		t := &http.Transport{
+		st := newSchemeTransport(o)
+		c.hc = &http.Client{Transport: st}
+		c.closeFn = st.closeIdle
+	}
+	return c, nil
+}
+
+// schemeTransport sends http:// requests over plain HTTP/2 with prior
+// knowledge (h2c), or HTTP/1.1 with WithHTTP1, and https:// requests over
+// TLS with HTTP/2 or HTTP/1.1 as ALPN settles it (HTTP/1.1 only with
+// WithHTTP1). One net/http transport cannot do both: with HTTP/1.1 on, it
+// speaks HTTP/1.1 to http:// URLs.
+type schemeTransport struct {
+	plain, tls *http.Transport
+}
+
+func newSchemeTransport(o options) *schemeTransport {
+	base := func() *http.Transport {
+		return &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
 			TLSClientConfig:     o.tlsConfig,
 			MaxIdleConnsPerHost: 16,
@@ -193,22 +213,32 @@ func New(urls []string, opts ...Option) (*Client, error) {
 			TLSHandshakeTimeout: 10 * time.Second,
 			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		}
-		var p http.Protocols
-		p.SetHTTP1(true)
-		if !o.http1 {
-			p.SetHTTP2(true)
-			p.SetUnencryptedHTTP2(true)
-			// Prior knowledge for http:// URLs: with both HTTP/1.1 and
-			// unencrypted HTTP/2 on, the transport would speak HTTP/1.1
-			// to them.
-			p.SetHTTP1(false)
-			t.ForceAttemptHTTP2 = true
-		}
-		t.Protocols = &p
-		c.hc = &http.Client{Transport: t}
-		c.closeFn = t.CloseIdleConnections
 	}
-	return c, nil
+	plain, secure := base(), base()
+	var pp, sp http.Protocols
+	if o.http1 {
+		pp.SetHTTP1(true)
+		sp.SetHTTP1(true)
+	} else {
+		pp.SetUnencryptedHTTP2(true)
+		sp.SetHTTP1(true)
+		sp.SetHTTP2(true)
+	}
+	plain.Protocols, secure.Protocols = &pp, &sp
+	return &schemeTransport{plain: plain, tls: secure}
+}
+
+// RoundTrip sends req by the transport of its URL's scheme.
+func (t *schemeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme == "https" {
+		return t.tls.RoundTrip(req)
+	}
+	return t.plain.RoundTrip(req)
+}
+
+func (t *schemeTransport) closeIdle() {
+	t.plain.CloseIdleConnections()
+	t.tls.CloseIdleConnections()
 }
 
 // normalizeURL checks a server URL and drops a trailing slash.
@@ -315,6 +345,11 @@ func (c *Client) unreachable(url string) {
 			return
 		}
 	}
+	// An address a server named as the leader, unreachable from here
+	// (advertised under a name this client cannot reach, or gone): the
+	// next attempt goes to the next configured URL, not back to the one
+	// that named it.
+	c.next++
 }
 
 // attempt is one try of a call, against d.
@@ -458,23 +493,33 @@ func classify(err error) retryKind {
 	return retryNone
 }
 
-// backoff paces the retries of one call.
+// backoff paces the retries of one call. Its budget (MaxElapsed) runs
+// from the first failure since the call last got somewhere, not from the
+// call's start: a watch or a wait that ran for an hour still rides out
+// a failover.
 type backoff struct {
 	policy   RetryPolicy
-	start    time.Time
+	start    time.Time // the first failure; zero before
 	next     time.Duration
 	disabled bool
+	tries    int // with retries off: the URLs tried
+	urls     int
 }
 
 func (c *Client) backoff() *backoff {
-	return &backoff{policy: c.opts.retry, start: time.Now(), next: c.opts.retry.InitialBackoff, disabled: c.opts.retry.MaxElapsed < 0}
+	return &backoff{policy: c.opts.retry, next: c.opts.retry.InitialBackoff, disabled: c.opts.retry.MaxElapsed < 0, urls: len(c.urls)}
 }
 
 // wait sleeps before the next retry; it returns false when no retry
-// should follow (the policy's time is up, or ctx ended).
+// should follow (the policy's time is up, or ctx ended). With retries
+// off, it lets each of the Client's URLs be tried once, at once.
 func (b *backoff) wait(ctx context.Context) bool {
 	if b.disabled {
-		return false
+		b.tries++
+		return b.tries < b.urls && ctx.Err() == nil
+	}
+	if b.start.IsZero() {
+		b.start = time.Now()
 	}
 	remaining := b.policy.MaxElapsed - time.Since(b.start)
 	if remaining <= 0 {
@@ -503,6 +548,10 @@ func isTLSMisconfiguration(err error) bool {
 	var hostname x509.HostnameError
 	var invalid x509.CertificateInvalidError
 	var record tls.RecordHeaderError
+	// A TLS alert from the server (a client certificate it refused, no
+	// protocol in common) comes as a "remote error".
+	var op *net.OpError
+	alert := errors.As(err, &op) && op.Op == "remote error"
 	return errors.As(err, &verify) || errors.As(err, &unknownCA) || errors.As(err, &hostname) ||
-		errors.As(err, &invalid) || errors.As(err, &record)
+		errors.As(err, &invalid) || errors.As(err, &record) || alert
 }

@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,6 +9,8 @@ import (
 	"iter"
 	"math"
 	"time"
+
+	"connectrpc.com/connect"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
@@ -334,22 +337,26 @@ func (c *Client) Cluster(ctx context.Context) (*jobplanev1.GetClusterOverviewRes
 
 // Watch streams the job's status changes: first its current summary,
 // then one summary per change, in order, ending after a globally terminal
-// status (see IsGloballyTerminal). When the stream breaks (a dropped
-// connection, a change of leader) Watch reconnects where it left off, with
-// the last resume token, so nothing is repeated and, unless the leader
-// changed in between, nothing is skipped: a new leader cannot resume
-// another's tokens and starts again from the current summary (the
-// contract's "coalesced" case). An error ends the sequence; breaking out
-// of the loop closes the stream. While the loop runs, the job's client
-// heartbeats are sent (see Attach).
+// status (see IsGloballyTerminal), which is never skipped. When the
+// stream breaks (a dropped connection, a change of leader) Watch
+// reconnects where it left off, with the last resume token: nothing is
+// repeated, and nothing is skipped while the same leader can resume.
+// When it cannot (the leader changed, or the stream fell more than the
+// server keeps behind), the stream starts again from the current summary
+// (the contract's "coalesced" case): changes in between are skipped, and
+// that summary is not yielded if its status and restart count are those
+// yielded last. An error ends the sequence; breaking out of the loop
+// closes the stream. While the loop runs, the job's client heartbeats
+// are sent (see Attach).
 func (c *Client) Watch(ctx context.Context, jobID string) iter.Seq2[*jobplanev1.JobSummary, error] {
 	return func(yield func(*jobplanev1.JobSummary, error) bool) {
 		defer c.keepAttached(ctx, jobID)()
 		token := ""
+		var last *jobplanev1.JobSummary
 		r := c.retrier()
 		for {
 			url := c.target()
-			ended, err := c.watchOnce(ctx, url, jobID, &token, func(s *jobplanev1.JobSummary) bool {
+			ended, err := c.watchOnce(ctx, url, jobID, &token, &last, func(s *jobplanev1.JobSummary) bool {
 				r.progress()
 				return yield(s, nil)
 			})
@@ -367,7 +374,7 @@ func (c *Client) Watch(ctx context.Context, jobID string) iter.Seq2[*jobplanev1.
 // watchOnce runs one WatchJob stream at url, from *token, and hands every
 // summary to yield. ended is true when the sequence is over: a globally
 // terminal summary was handed on, or yield asked to stop.
-func (c *Client) watchOnce(ctx context.Context, url, jobID string, token *string, yield func(*jobplanev1.JobSummary) bool) (ended bool, err error) {
+func (c *Client) watchOnce(ctx context.Context, url, jobID string, token *string, last **jobplanev1.JobSummary, yield func(*jobplanev1.JobSummary) bool) (ended bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.Dispatcher(url).WatchJob(ctx, &jobplanev1.WatchJobRequest{JobId: jobID, ResumeToken: *token})
@@ -383,6 +390,10 @@ func (c *Client) watchOnce(ctx context.Context, url, jobID string, token *string
 		}
 		c.answered(url)
 		*token = msg.GetResumeToken()
+		if msg.GetCoalesced() && *last != nil && job.GetStatus() == (*last).GetStatus() && job.GetRestartCount() == (*last).GetRestartCount() {
+			continue // a fresh start that repeats what was yielded last
+		}
+		*last = job
 		if !yield(job) || IsGloballyTerminal(job.GetStatus()) {
 			return true, nil
 		}
@@ -401,25 +412,51 @@ func (c *Client) Attach(ctx context.Context, jobID string) (detach func()) {
 	return c.keepAttached(ctx, jobID)
 }
 
-// keepAttached runs the heartbeats of Attach in a goroutine.
+// keepAttached runs the heartbeats of Attach in a goroutine. It keeps
+// sending until stopped, ctx ends, or the cluster says the job is
+// detached or unknown; a failed heartbeat is sent again soon (to the
+// leader it names, or to the next URL), and each attempt is bounded by a
+// third of the job's timeout, so that a hung server does not outlast it.
 func (c *Client) keepAttached(ctx context.Context, jobID string) func() {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		req := &jobplanev1.ReportClientHeartbeatRequest{JobId: jobID}
+		interval := time.Duration(0) // a third of the job's timeout, once known
 		for {
-			resp, err := call(ctx, c, true, func(ctx context.Context, d jobplanev1connect.DispatcherServiceClient) (*jobplanev1.ReportClientHeartbeatResponse, error) {
-				return d.ReportClientHeartbeat(ctx, req)
-			})
-			if err != nil {
-				return // the job is unknown or gone, or ctx ended
+			limit := c.opts.callTimeout
+			if interval > 0 && (limit <= 0 || interval < limit) {
+				limit = interval
 			}
-			timeout := resp.GetTimeout().AsDuration()
-			if timeout <= 0 {
-				return // a detached job
+			url := c.target()
+			actx, acancel := context.WithTimeout(ctx, cmp.Or(limit, DefaultCallTimeout))
+			resp, err := c.Dispatcher(url).ReportClientHeartbeat(actx, req)
+			acancel()
+			pause := interval
+			switch {
+			case err == nil:
+				c.answered(url)
+				timeout := resp.GetTimeout().AsDuration()
+				if timeout <= 0 {
+					return // a detached job
+				}
+				interval = timeout / 3
+				pause = interval
+			case ctx.Err() != nil:
+				return
+			case connect.CodeOf(err) == connect.CodeNotFound, connect.CodeOf(err) == connect.CodeInvalidArgument:
+				return // the job is unknown (or gone)
+			default:
+				var nl *NotLeaderError
+				if errors.As(wrap(err), &nl) && nl.LeaderAddress != "" {
+					c.redirect(nl.LeaderAddress)
+				} else if classify(err) != retrySame {
+					c.unreachable(url)
+				}
+				pause = min(cmp.Or(interval, heartbeatRetry), heartbeatRetry)
 			}
-			t := time.NewTimer(timeout / 3)
+			t := time.NewTimer(pause)
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -434,14 +471,18 @@ func (c *Client) keepAttached(ctx context.Context, jobID string) func() {
 	}
 }
 
+// heartbeatRetry is the longest pause before a failed client heartbeat
+// is sent again.
+const heartbeatRetry = 500 * time.Millisecond
+
 // TaskOutput reads the output that the TaskExecutor keeps of one
 // subtask's attempt (the latest, unless the request names one): the bytes
 // from req's offset, at most max_bytes of them. Call it again from the
 // answer's next_offset to follow the output; once the answer says the
 // attempt ended and next_offset reached end_offset, no more will come. A
 // TaskExecutor that did not answer (TASK_EXECUTOR_UNREACHABLE) is retried
-// like an unreachable server; output that is no longer kept is
-// EXECUTION_NOT_FOUND (a NOT_FOUND *Error that is not ErrJobNotFound).
+// at the leader; output that is no longer kept is EXECUTION_NOT_FOUND (a
+// NOT_FOUND *Error that is not ErrJobNotFound).
 func (c *Client) TaskOutput(ctx context.Context, req *jobplanev1.GetTaskOutputRequest) (*jobplanev1.GetTaskOutputResponse, error) {
 	return call(ctx, c, true, func(ctx context.Context, d jobplanev1connect.DispatcherServiceClient) (*jobplanev1.GetTaskOutputResponse, error) {
 		return d.GetTaskOutput(ctx, req)
