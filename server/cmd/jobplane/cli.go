@@ -115,7 +115,7 @@ func newRootCommand(s streams) *cobra.Command {
 		"base URL of the cluster (comma-separated for several JobManagers; the leader is followed; default $"+serverEnv+" if set)")
 	root.PersistentFlags().DurationVar(&a.timeout, "timeout", 30*time.Second, "bound on each request to the cluster (not on following a job)")
 	root.PersistentFlags().DurationVar(&a.retry, "retry", 15*time.Second,
-		"how long to retry a cluster that does not answer or has no leader (a failover, a restart); also while following a job")
+		"how long to retry a cluster that does not answer or has no leader (a failover, a restart), from the first failure; also while following a job; 0 tries each server once")
 	root.PersistentFlags().StringVarP(&a.output, "output", "o", "table", "output format of the client commands: table, json or yaml")
 
 	for _, sc := range serverSubcommands {

@@ -91,7 +91,7 @@ func (a *app) follow(ctx context.Context, client *sdk.Client, id, format string)
 		}
 	}
 	detach := func() error {
-		fmt.Fprintf(a.s.err, "detached from job %s, which goes on; 'jobplane wait %s' follows it again, 'jobplane cancel %s' cancels it\n", id, id, id)
+		fmt.Fprintf(a.s.err, "detached from job %s, which goes on (unless its config sets a client_heartbeat_timeout: then the cluster cancels it once no client waits for it); 'jobplane wait %s' follows it again, 'jobplane cancel %s' cancels it\n", id, id, id)
 		return exit(exitDetached, nil)
 	}
 following:

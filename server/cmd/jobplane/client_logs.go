@@ -232,5 +232,10 @@ func (a *app) jobEnded(ctx context.Context, client *sdk.Client, id string) bool 
 	rctx, cancel := a.requestContext(ctx)
 	defer cancel()
 	d, err := client.Get(rctx, id, sdk.WithSummaryView())
-	return err != nil || terminal(d.GetSummary().GetStatus())
+	if err != nil {
+		// An unknown job has ended (its result is gone); a cluster that
+		// does not answer now has not told us so.
+		return errors.Is(err, sdk.ErrJobNotFound)
+	}
+	return terminal(d.GetSummary().GetStatus())
 }

@@ -192,7 +192,7 @@ func renderJobDetails(w io.Writer, d *jobplanev1.JobDetails, now time.Time, all 
 func renderExceptions(w io.Writer, h []*jobplanev1.FailureInfo) {
 	if len(h) > 0 {
 		fmt.Fprintln(w)
-		fmt.Fprintln(w, "Exception history (oldest first):")
+		fmt.Fprintln(w, "Exception history (most recent first):")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "TIME\tFAILURE")
 		for _, f := range h {

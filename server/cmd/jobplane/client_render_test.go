@@ -72,7 +72,7 @@ func TestRenderJobDetails(t *testing.T) {
 		"Failure:    boom at line 2 (vertex v, subtask 1, attempt 0, on te-1)\n",
 		"VERTEX  NAME  PARALLELISM  STATE   SUBTASKS\nv       V     2            FAILED  1 finished, 1 failed\n",
 		"v       0        1        FINISHED  te-2           -\n",
-		"Exception history (oldest first):\nTIME                 FAILURE\n2026-12-01 13:00:01  boom at line 2",
+		"Exception history (most recent first):\nTIME                 FAILURE\n2026-12-01 13:00:01  boom at line 2",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

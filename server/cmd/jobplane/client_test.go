@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -411,5 +412,19 @@ func TestClientServerRefusal(t *testing.T) {
 		"pipeline.yaml:8:1: job_graph.vertices: 5 subtasks in all, over the limit of 3", "    8 | vertices:"})
 	if jobs := c.listJobs(t); len(jobs) != 0 {
 		t.Errorf("jobs after a refused submission: %v", jobs)
+	}
+}
+
+// A submission that gets no answer names the id it was made under, so
+// that the user retries it as the same job.
+func TestClientSubmitWithoutAnswerNamesItsID(t *testing.T) {
+	nowhere := &cliCluster{url: "http://127.0.0.1:1"}
+	r := nowhere.run(t, "--retry", "0", "submit", "--detached", example("pipeline.yaml"))
+	if r.code != exitError {
+		t.Fatalf("exit code %d, want %d\n%s", r.code, exitError, r.stderr)
+	}
+	m := regexp.MustCompile(`job ([0-9a-f]{32}): the submission may or may not have been persisted; 'jobplane submit --id ([0-9a-f]{32}) `).FindStringSubmatch(r.stderr)
+	if m == nil || m[1] != m[2] {
+		t.Fatalf("stderr does not name the id to retry with:\n%s", r.stderr)
 	}
 }

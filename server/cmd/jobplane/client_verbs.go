@@ -30,7 +30,11 @@ func (a *app) connect() (*sdk.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := sdk.New(urls, sdk.WithRetry(sdk.RetryPolicy{MaxElapsed: a.retry}))
+	retry := a.retry
+	if retry <= 0 {
+		retry = -1 // no retries: each URL once
+	}
+	c, err := sdk.New(urls, sdk.WithRetry(sdk.RetryPolicy{MaxElapsed: retry}))
 	if err != nil {
 		return nil, exit(exitUsage, fmt.Errorf("--server: %w", err))
 	}
@@ -121,14 +125,22 @@ func submitCommand(a *app) *cobra.Command {
 					return err
 				}
 			}
-			var opts []sdk.SubmitOption
-			if id != "" {
-				opts = append(opts, sdk.WithJobID(id))
+			// The id is chosen here, not by the SDK, so that a submission
+			// whose outcome is unknown can be named and retried as the
+			// same job.
+			if id == "" {
+				id = sdk.NewJobID()
 			}
-			sub, err := client.Submit(ctx, file.graph, opts...)
+			sub, err := client.Submit(ctx, file.graph, sdk.WithJobID(id))
 			cancel()
 			if err != nil {
+				if !errors.As(err, new(*sdk.InvalidJobError)) && !errors.As(err, new(*sdk.DuplicateJobError)) {
+					fmt.Fprintf(a.s.err, "job %s: the submission may or may not have been persisted; 'jobplane submit --id %s %s' again is safe (the same id and graph are the same job)\n", id, id, args[0])
+				}
 				return fail(err, file)
+			}
+			if hb := file.graph.GetConfig().GetClientHeartbeatTimeout().AsDuration(); hb > 0 && detached {
+				fmt.Fprintf(a.s.err, "job %s is attached (client_heartbeat_timeout %v): the cluster cancels it unless 'jobplane wait %s' attaches within that time\n", sub.JobID, hb, sub.JobID)
 			}
 			if detached {
 				return a.printSubmitted(format, sub)
