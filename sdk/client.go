@@ -266,8 +266,9 @@ func (c *Client) Close() { c.closeFn() }
 // URLs returns the server URLs the Client was made with.
 func (c *Client) URLs() []string { return append([]string(nil), c.urls...) }
 
-// Leader returns the URL of the server that answered the Client's last
-// successful call, or "" before any.
+// Leader returns the URL the Client sends its next call to as the
+// leader's: the server that answered its last call, or the address a
+// server named as the leader since; "" when it knows none.
 func (c *Client) Leader() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"iter"
 	"math"
 	"time"
@@ -235,10 +236,14 @@ func (c *Client) Get(ctx context.Context, jobID string, opts ...GetOption) (*job
 				out.Vertices = append(out.Vertices, v)
 			}
 		}
-		token = resp.GetNextPageToken()
-		if token == "" {
+		next := resp.GetNextPageToken()
+		if next == "" {
 			return out, nil
 		}
+		if next == token {
+			return nil, fmt.Errorf("sdk: GetJob of %s answered the same page token twice", jobID)
+		}
+		token = next
 	}
 }
 
