@@ -230,3 +230,29 @@ func TestEndedJobDetailsAreBounded(t *testing.T) {
 		t.Errorf("the newest job within the bound = %v; want its vertices and plan", d)
 	}
 }
+
+// An ended job's details are not durable: the next leader knows the job
+// by its result alone.
+func TestEndedJobDetailsStayWithTheirLeader(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{JobManagers: 2})
+	submit(t, c, "before", twoVertices("noop", nil))
+	if r := result(t, c, "before"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("result = %v, want FINISHED", r)
+	}
+	if d := getJob(t, c, "before", jobplanev1.JobView_JOB_VIEW_FULL).GetJob(); len(d.GetVertices()) != 2 {
+		t.Fatalf("at the leader it ended under: %v; want its vertices", d)
+	}
+	c.JobManagers[0].Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req := &jobplanev1.GetJobRequest{JobId: "before", View: jobplanev1.JobView_JOB_VIEW_FULL}
+	resp, err := c.JobManagers[1].Dispatcher.GetJob(ctx, req)
+	for err != nil && ctx.Err() == nil {
+		// The standby answers NOT_LEADER until it has taken over.
+		time.Sleep(20 * time.Millisecond)
+		resp, err = c.JobManagers[1].Dispatcher.GetJob(ctx, req)
+	}
+	if d := resp.GetJob(); err != nil || d.GetSummary().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || len(d.GetVertices()) != 0 || d.GetJobGraph() != nil {
+		t.Errorf("at the next leader: %v, %v; want the FINISHED summary alone", resp, err)
+	}
+}
