@@ -173,8 +173,11 @@ func TestEndedJobKeepsItsDetailsFailed(t *testing.T) {
 				t.Errorf("%s = %v; want FINISHED on a TaskExecutor", key, st)
 			}
 		default:
-			if st.GetState() != jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED || st.GetFailure() != nil {
-				t.Errorf("%s = %v; want CANCELED (with the job), without a failure", key, st)
+			// Canceled with the job; on a loaded machine, an attempt whose
+			// deployment the cancellation cut short may fail instead.
+			if !(st.GetState() == jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED && st.GetFailure() == nil) &&
+				!(st.GetState() == jobplanev1.ExecutionState_EXECUTION_STATE_FAILED && st.GetFailure() != nil) {
+				t.Errorf("%s = %v; want CANCELED with the job (or FAILED, with its failure)", key, st)
 			}
 		}
 	}
@@ -182,14 +185,15 @@ func TestEndedJobKeepsItsDetailsFailed(t *testing.T) {
 	for _, v := range vertices {
 		states[v.GetVertexId()] = v.GetState()
 	}
-	if states["nap"] != jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED || states["ok"] != jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED ||
-		states["bad"] != jobplanev1.ExecutionState_EXECUTION_STATE_FAILED {
-		t.Errorf("vertex states %v; want nap CANCELED, ok FINISHED, bad FAILED", states)
+	napEnded := states["nap"] == jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED || states["nap"] == jobplanev1.ExecutionState_EXECUTION_STATE_FAILED
+	if !napEnded || states["ok"] != jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED || states["bad"] != jobplanev1.ExecutionState_EXECUTION_STATE_FAILED {
+		t.Errorf("vertex states %v; want nap CANCELED (or FAILED), ok FINISHED, bad FAILED", states)
 	}
 	d := getJob(t, c, "failed", jobplanev1.JobView_JOB_VIEW_SUMMARY).GetJob()
-	if s := d.GetSummary(); s.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FAILED || countsText(s.GetTaskCounts()) != "FINISHED=1,CANCELED=2,FAILED=1" ||
-		!strings.Contains(s.GetFailure().GetMessage(), "broken on purpose") {
-		t.Errorf("summary = %v; want FAILED, counts FINISHED=1,CANCELED=2,FAILED=1, the root cause", s)
+	counts := countsText(d.GetSummary().GetTaskCounts())
+	if s := d.GetSummary(); s.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FAILED || !strings.Contains(s.GetFailure().GetMessage(), "broken on purpose") ||
+		!slices.Contains([]string{"FINISHED=1,CANCELED=2,FAILED=1", "FINISHED=1,CANCELED=1,FAILED=2", "FINISHED=1,FAILED=3"}, counts) {
+		t.Errorf("summary = %v; want FAILED with the root cause, counts FINISHED=1,CANCELED=2,FAILED=1 (or some canceled ones FAILED)", s)
 	}
 	if len(d.GetVertices()) != 3 || len(d.GetExceptionHistory()) == 0 {
 		t.Errorf("summary view = %v; want 3 vertices and the exception history", d)
