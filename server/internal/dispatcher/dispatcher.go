@@ -173,7 +173,7 @@ type job struct {
 	graph      *jobplanev1.JobGraph
 	placements *jobmaster.Placements
 	// final is the job's details as its JobMaster left them when it
-	// ended, for a while (ended.go); served once result is set.
+	// ended, for a while (ended.go).
 	final *jobmaster.Final
 
 	heartbeatTimeout time.Duration

@@ -9,8 +9,9 @@ import (
 // Ended jobs' details. When a job ends, its JobMaster leaves its final
 // details (jobmaster.Final: every vertex and subtask, and the plan), as
 // Flink's ExecutionGraphInfoStore keeps an ended job's
-// ArchivedExecutionGraph; GetJob serves them, once the job's result is
-// recorded, for DetailsRetention and within DetailsSubtasks. Nothing of
+// ArchivedExecutionGraph; GetJob serves them from then on (the job's
+// status turns terminal once its result is recorded), for
+// DetailsRetention and within DetailsSubtasks. Nothing of
 // it is durable: a new leader, or an expired entry, answers with the
 // summary and the exception history of the job's result alone.
 

@@ -174,15 +174,19 @@ func (d *Dispatcher) Details(ctx context.Context, jobID string, full bool, page 
 	}
 	if det == nil {
 		// No JobMaster answered: the job waits for one, or it ended. An
-		// ended job shows its final details only once its result is
-		// recorded, as its status does.
+		// ended job's final details are served from when its JobMaster
+		// left them, so that a client paging through them sees no gap;
+		// its status turns terminal once its result is recorded.
 		d.mu.Lock()
 		d.expireDetailsLocked(ld)
 		summary, result, final := j.latest(), j.result, j.final
 		d.mu.Unlock()
-		if result != nil && final != nil {
+		switch {
+		case final != nil && result != nil:
 			det, next = final.Details(summary, result.GetExceptionHistory(), full, page)
-		} else {
+		case final != nil:
+			det, next = final.Details(summary, final.Exceptions(), full, page)
+		default:
 			det = &jobplanev1.JobDetails{Summary: summary, ExceptionHistory: result.GetExceptionHistory()}
 		}
 	}

@@ -14,10 +14,11 @@ import (
 // reached its final state, never changes, and may be read by any
 // goroutine. A subtask costs it a few tens of bytes.
 type Final struct {
-	graph    *jobplanev1.JobGraph
-	counts   []*jobplanev1.ExecutionStateCount // job-wide
-	vertices []finalVertex                     // by vertex index
-	n        int
+	graph      *jobplanev1.JobGraph
+	exceptions []*jobplanev1.FailureInfo
+	counts     []*jobplanev1.ExecutionStateCount // job-wide
+	vertices   []finalVertex                     // by vertex index
+	n          int
 }
 
 // finalVertex is one vertex of a Final.
@@ -31,7 +32,7 @@ type finalVertex struct {
 // final returns the job's details as they stand, for Result; called by
 // the goroutine handling events once the job is globally terminal.
 func (jm *JobMaster) final() *Final {
-	f := &Final{graph: jm.cfg.Graph, vertices: make([]finalVertex, len(jm.cfg.Graph.GetVertices())), n: jm.graph.Subtasks()}
+	f := &Final{graph: jm.cfg.Graph, exceptions: jm.exceptions, vertices: make([]finalVertex, len(jm.cfg.Graph.GetVertices())), n: jm.graph.Subtasks()}
 	all := map[jobplanev1.ExecutionState]int32{}
 	for vi, v := range jm.cfg.Graph.GetVertices() {
 		p := int(v.GetParallelism())
@@ -59,6 +60,10 @@ func (f *Final) Subtasks() int {
 	}
 	return f.n
 }
+
+// Exceptions returns the job's exception history as its JobMaster left
+// it, most recent first (as Result.Exceptions).
+func (f *Final) Exceptions() []*jobplanev1.FailureInfo { return f.exceptions }
 
 // Details returns the job's details with summary (a copy of it gets the
 // job-wide counts) and exceptions as its summary and exception history,
