@@ -428,8 +428,15 @@ type JobDetails struct {
 	// The summary: id, name, status, times, counts and latest failure.
 	Summary *JobSummary `protobuf:"bytes,1,opt,name=summary,proto3" json:"summary,omitempty"`
 	// One entry per vertex, in JobGraph order; with JOB_VIEW_FULL, the
-	// vertices that have subtasks in the page. Empty while the job is
-	// INITIALIZING and for jobs known only by their job result.
+	// vertices that have subtasks in the page. Once the job is globally
+	// terminal, the vertices and subtasks in their final states, as its last
+	// JobMaster left them, for as long as the leading Dispatcher keeps them:
+	// in memory only, for a while after the job ended under it and within a
+	// bound on the subtasks of all ended jobs (10 minutes and 1,000,000
+	// subtasks by default in the reference server). Empty while the job is
+	// INITIALIZING, and for a job known only by its job result: one that
+	// ended before the current leader took over, or whose final details
+	// are no longer kept.
 	Vertices []*VertexDetails `protobuf:"bytes,2,rep,name=vertices,proto3" json:"vertices,omitempty"`
 	// The failures that restarted or failed the job under its current (or,
 	// once it ended, its last) JobMaster, most recent first; at most the 16
@@ -438,7 +445,8 @@ type JobDetails struct {
 	// The job's plan: its JobGraph with overrides applied, configuration
 	// included, as persisted. With JOB_VIEW_FULL, on the first page only;
 	// unset for other views, while no JobMaster runs the job, and for jobs
-	// known only by their job result.
+	// known only by their job result. An ended job's plan is kept with its
+	// final vertices (see `vertices`).
 	JobGraph      *JobGraph `protobuf:"bytes,5,opt,name=job_graph,json=jobGraph,proto3" json:"job_graph,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

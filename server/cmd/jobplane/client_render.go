@@ -151,7 +151,9 @@ func renderJobDetails(w io.Writer, d *jobplanev1.JobDetails, now time.Time, all 
 
 	if len(d.GetVertices()) == 0 {
 		if terminal(s.GetStatus()) {
-			fmt.Fprintln(w, "\n(the cluster keeps no vertices or subtasks of an ended job)")
+			// The leader keeps an ended job's vertices for a while only,
+			// and in memory: a new leader knows the job by its result.
+			fmt.Fprintln(w, "\n(the cluster no longer keeps this ended job's vertices and subtasks: its leader keeps them for a while after a job ends)")
 		}
 		renderExceptions(w, d.GetExceptionHistory())
 		return

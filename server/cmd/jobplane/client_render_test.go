@@ -97,6 +97,24 @@ func TestRenderJobDetails(t *testing.T) {
 	}
 }
 
+// An ended job whose vertices the cluster no longer keeps gets a note
+// instead of the tables; a running one without vertices yet, none.
+func TestRenderJobDetailsWithoutVertices(t *testing.T) {
+	for _, tc := range []struct {
+		status jobplanev1.JobStatus
+		note   bool
+	}{
+		{jobplanev1.JobStatus_JOB_STATUS_FINISHED, true},
+		{jobplanev1.JobStatus_JOB_STATUS_INITIALIZING, false},
+	} {
+		var b bytes.Buffer
+		renderJobDetails(&b, &jobplanev1.JobDetails{Summary: &jobplanev1.JobSummary{JobId: "j", Status: tc.status, SubmitTime: ts(0)}}, t0, false)
+		if got := strings.Contains(b.String(), "no longer keeps this ended job's vertices"); got != tc.note || strings.Contains(b.String(), "VERTEX") {
+			t.Errorf("%v: note %v, want %v; no tables:\n%s", tc.status, got, tc.note, b.String())
+		}
+	}
+}
+
 func TestRenderCluster(t *testing.T) {
 	o := &jobplanev1.GetClusterOverviewResponse{
 		Leader:            &jobplanev1.LeaderInfo{Election: "jobmanager", Address: "http://127.0.0.1:8080", Token: &jobplanev1.FencingToken{SessionId: "s", Epoch: 7}},

@@ -250,7 +250,13 @@ func TestClientVerbs(t *testing.T) {
 			expect(t, "wait "+id, c.run(t, "wait", id), exitOK, []string{"job " + id + " FINISHED"}, nil)
 		}
 		r := c.run(t, "status", "detached-pipeline")
-		expect(t, "status", r, exitOK, []string{"Status:     FINISHED", "Duration:", "no vertices or subtasks of an ended job"}, nil)
+		// The leader still keeps the ended job's vertices and subtasks.
+		expect(t, "status", r, exitOK, []string{"Status:     FINISHED", "Duration:", "Subtasks:   5 finished",
+			"VERTEX     NAME       PARALLELISM  STATE     SUBTASKS", "load       Load       1            FINISHED  1 finished",
+			"VERTEX     SUBTASK  ATTEMPT  STATE     TASK EXECUTOR", "transform  1        0        FINISHED  te-"}, nil)
+		if strings.Contains(r.stdout, "no longer keeps") {
+			t.Errorf("status of a job whose vertices are kept says they are not:\n%s", r.stdout)
+		}
 		r = c.run(t, "status", "detached-restart")
 		expect(t, "status", r, exitOK, []string{"Restarts:   1", "Exception history", "flaky: failed on its first attempt"}, nil)
 		r = c.run(t, "status", "detached-restart", "-o", "json")

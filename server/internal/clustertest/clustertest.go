@@ -45,6 +45,10 @@ type Options struct {
 	// OutputRetention is how long the JobManagers know where an ended
 	// job's attempts ran. Default: 10m.
 	OutputRetention time.Duration
+	// DetailsRetention and DetailsSubtasks bound the final details of
+	// ended jobs the JobManagers keep. Defaults: 10m and 1,000,000.
+	DetailsRetention time.Duration
+	DetailsSubtasks  int
 	// TaskExecutorInterceptors, if set, wrap every TaskExecutor's handler
 	// inside the recording of the task log (for injecting faults: a call
 	// that is handled but whose answer is lost, say).
@@ -230,7 +234,8 @@ func startJobManager(t testing.TB, ctx context.Context, store hastore.Store, cli
 		Store: store, Address: ep.URL(), HTTPClient: client, SessionTTL: max(2*opts.HeartbeatTimeout, 2*time.Second),
 		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: opts.HeartbeatTimeout,
 		ResultRetention: opts.ResultRetention, SlotTimeout: opts.SlotTimeout, Clock: opts.Clock, Logger: log,
-		OutputRetention: opts.OutputRetention,
+		OutputRetention:  opts.OutputRetention,
+		DetailsRetention: opts.DetailsRetention, DetailsSubtasks: opts.DetailsSubtasks,
 		MaxRequestBytes: ep.MaxRequestBytes(), MaxResponseBytes: ep.MaxResponseBytes(),
 	})
 	if err != nil {

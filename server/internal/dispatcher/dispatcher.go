@@ -94,6 +94,16 @@ type Config struct {
 	// placements are kept: beyond it, the oldest are forgotten first.
 	// Default: DefaultOutputSubtasks.
 	OutputSubtasks int
+	// DetailsRetention is how long an ended job's final details (its
+	// vertices, subtasks and plan, as its JobMaster left them) are kept
+	// for GetJob, from when the job ended under this leader; after it,
+	// GetJob answers with the summary and the exception history alone.
+	// Negative keeps none. Default: DefaultDetailsRetention.
+	DetailsRetention time.Duration
+	// DetailsSubtasks bounds the subtasks of the ended jobs whose final
+	// details are kept: beyond it, the oldest are forgotten first.
+	// Default: DefaultDetailsSubtasks.
+	DetailsSubtasks int
 	// PersistTimeout bounds persisting a plan, whatever the client's
 	// deadline, so that a submission's outcome is always known. Default:
 	// 10s.
@@ -129,6 +139,11 @@ type leadership struct {
 	// first, and placedSubtasks counts their subtasks (output.go).
 	placed         []endedPlacements
 	placedSubtasks int
+	// finals lists the ended jobs whose final details are kept, oldest
+	// first, and finalSubtasks counts the subtasks of those still kept
+	// (ended.go).
+	finals        []endedDetails
+	finalSubtasks int
 }
 
 // job is the Dispatcher's record of one job.
@@ -157,6 +172,9 @@ type job struct {
 	// (output.go).
 	graph      *jobplanev1.JobGraph
 	placements *jobmaster.Placements
+	// final is the job's details as its JobMaster left them when it
+	// ended, for a while (ended.go).
+	final *jobmaster.Final
 
 	heartbeatTimeout time.Duration
 	heartbeat        *time.Timer
@@ -188,6 +206,12 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	if cfg.OutputSubtasks == 0 {
 		cfg.OutputSubtasks = DefaultOutputSubtasks
+	}
+	if cfg.DetailsRetention == 0 {
+		cfg.DetailsRetention = DefaultDetailsRetention
+	}
+	if cfg.DetailsSubtasks == 0 {
+		cfg.DetailsSubtasks = DefaultDetailsSubtasks
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -442,6 +466,7 @@ func (ld *leadership) forgetLocked(j *job) {
 	if ld.jobs[j.id] == j {
 		delete(ld.jobs, j.id)
 	}
+	dropFinalLocked(ld, j)
 	ld.index.remove(j)
 }
 
@@ -499,6 +524,7 @@ func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *hastorev1.Executi
 		if jobstatus.IsGloballyTerminal(res.Status) {
 			d.mu.Lock()
 			d.keepPlacementsLocked(ld, j, res.Placements)
+			d.keepDetailsLocked(ld, j, res.Final)
 			d.mu.Unlock()
 		}
 		if !jobstatus.IsGloballyTerminal(res.Status) {

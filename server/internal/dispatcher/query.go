@@ -150,16 +150,19 @@ func (d *Dispatcher) requestCancel(ld *leadership, jobID string) error {
 }
 
 // Details returns a job's details; with full, the subtasks of page and
-// the offset of the next page (-1 after the last).
+// the offset of the next page (-1 after the last). A running job's come
+// from its JobMaster; an ended job's from the final details its
+// JobMaster left, while they are kept (ended.go); otherwise only the
+// summary and the exception history are known.
 func (d *Dispatcher) Details(ctx context.Context, jobID string, full bool, page jobmaster.Page) (*jobplanev1.JobDetails, int, error) {
 	ld, j, err := d.find(ctx, jobID)
 	if err != nil {
 		return nil, -1, err
 	}
+	var det *jobplanev1.JobDetails
 	next := -1
 	d.mu.Lock()
-	summary, r := j.latest(), j.runner
-	det := &jobplanev1.JobDetails{Summary: summary, ExceptionHistory: j.result.GetExceptionHistory()}
+	r := j.runner
 	d.mu.Unlock()
 	if r != nil {
 		if jm := r.JobMaster(); jm != nil {
@@ -167,6 +170,24 @@ func (d *Dispatcher) Details(ctx context.Context, jobID string, full bool, page 
 				got.Summary.SubmitTime = timestamppb.New(j.submitTime)
 				det, next = got, n
 			}
+		}
+	}
+	if det == nil {
+		// No JobMaster answered: the job waits for one, or it ended. An
+		// ended job's final details are served from when its JobMaster
+		// left them, so that a client paging through them sees no gap;
+		// its status turns terminal once its result is recorded.
+		d.mu.Lock()
+		d.expireDetailsLocked(ld)
+		summary, result, final := j.latest(), j.result, j.final
+		d.mu.Unlock()
+		switch {
+		case final != nil && result != nil:
+			det, next = final.Details(summary, result.GetExceptionHistory(), full, page)
+		case final != nil:
+			det, next = final.Details(summary, final.Exceptions(), full, page)
+		default:
+			det = &jobplanev1.JobDetails{Summary: summary, ExceptionHistory: result.GetExceptionHistory()}
 		}
 	}
 	if err := d.stillLeading(ld); err != nil {

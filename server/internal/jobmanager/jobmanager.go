@@ -62,6 +62,12 @@ type Config struct {
 	// job's attempts ran, for GetTaskOutput. Default:
 	// dispatcher.DefaultOutputRetention.
 	OutputRetention time.Duration
+	// DetailsRetention and DetailsSubtasks bound the final details of
+	// ended jobs the Dispatcher keeps for GetJob: how long, and how many
+	// subtasks in all. Defaults: dispatcher.DefaultDetailsRetention and
+	// dispatcher.DefaultDetailsSubtasks.
+	DetailsRetention time.Duration
+	DetailsSubtasks  int
 	// SlotTimeout bounds a region's wait for slots; see jobmaster.Config.
 	SlotTimeout time.Duration
 	// Clock, if set, drives the JobMasters' restart delays (tests).
@@ -183,6 +189,7 @@ func New(cfg Config) (*JobManager, error) {
 		// GetTaskOutput: the ResourceManager's registry says where a
 		// TaskExecutor is.
 		TaskExecutorAddress: jm.rm.TaskExecutorAddress, HTTPClient: cfg.HTTPClient, OutputRetention: cfg.OutputRetention,
+		DetailsRetention: cfg.DetailsRetention, DetailsSubtasks: cfg.DetailsSubtasks,
 		Overview: func() (int, int, int) {
 			o := jm.rm.Overview()
 			return o.TaskExecutors, o.SlotsTotal, o.SlotsAvailable

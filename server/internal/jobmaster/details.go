@@ -56,42 +56,78 @@ func (jm *JobMaster) detailsLocked(full bool, page Page) (*jobplanev1.JobDetails
 	if full && page.Offset == 0 {
 		d.JobGraph = jm.cfg.Graph // read only, as every user of the plan
 	}
-	end := page.Offset + page.Size
-	pos := 0
-	for vi, v := range jm.cfg.Graph.GetVertices() {
+	var next int
+	d.Vertices, next = pageVertices(jm.cfg.Graph, full, page, func(vi, first, last int) *jobplanev1.VertexDetails {
+		v := jm.cfg.Graph.GetVertices()[vi]
 		p := int(v.GetParallelism())
-		first, last := max(page.Offset-pos, 0), min(end-pos, p) // the vertex's subtasks in the page
-		pos += p
-		if full && first >= last {
-			continue
-		}
 		vd := &jobplanev1.VertexDetails{VertexId: v.GetId(), Name: v.GetName(), Parallelism: v.GetParallelism()}
 		counts := map[jobplanev1.ExecutionState]int32{}
 		for i := range p {
 			ev := jm.graph.ExecutionVertex(vi, i)
 			counts[jm.graph.State(ev)]++
-			if full && first <= i && i < last {
-				t := &jm.tasks[ev]
-				vd.Subtasks = append(vd.Subtasks, &jobplanev1.SubtaskDetails{
-					SubtaskIndex: int32(i), AttemptNumber: int32(jm.graph.Attempt(ev)), State: jm.graph.State(ev),
-					TaskExecutorId: t.slot.executorID(), Failure: t.failure,
-				})
+			if first <= i && i < last {
+				vd.Subtasks = append(vd.Subtasks, jm.subtaskLocked(ev).details(i))
 			}
 		}
 		vd.TaskCounts = stateCounts(counts)
 		vd.State = vertexState(counts, p)
-		if vt := jm.vertices[vi]; !vt.start.IsZero() {
-			vd.StartTime = timestamppb.New(vt.start)
+		vd.StartTime, vd.EndTime = jm.vertices[vi].times(counts, p)
+		return vd
+	})
+	return d, next
+}
+
+// pageVertices lists the vertices of a job's details: every vertex, or
+// with full those with subtasks in the page, each as vertex makes it
+// with the subtasks of indexes [first, last) (none without full); and the
+// offset of the next page (-1 after the last). A running JobMaster and
+// the details it leaves when the job ends (Final) page alike.
+func pageVertices(graph *jobplanev1.JobGraph, full bool, page Page, vertex func(vi, first, last int) *jobplanev1.VertexDetails) ([]*jobplanev1.VertexDetails, int) {
+	var out []*jobplanev1.VertexDetails
+	end := page.Offset + page.Size
+	pos := 0
+	for vi, v := range graph.GetVertices() {
+		p := int(v.GetParallelism())
+		first, last := max(page.Offset-pos, 0), min(end-pos, p) // the vertex's subtasks in the page
+		pos += p
+		if !full {
+			first, last = 0, 0
+		} else if first >= last {
+			continue
 		}
-		if vt := jm.vertices[vi]; int(counts[jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED]) == p && !vt.lastFinish.IsZero() {
-			vd.EndTime = timestamppb.New(vt.lastFinish)
-		}
-		d.Vertices = append(d.Vertices, vd)
+		out = append(out, vertex(vi, first, last))
 	}
 	if full && pos > end {
-		return d, end
+		return out, end
 	}
-	return d, -1
+	return out, -1
+}
+
+// subtaskState is what the details show of a subtask's current attempt.
+type subtaskState struct {
+	attempt  int32
+	state    jobplanev1.ExecutionState
+	executor string
+	failure  *jobplanev1.FailureInfo
+}
+
+// details returns the state as subtask index i's SubtaskDetails.
+func (s subtaskState) details(i int) *jobplanev1.SubtaskDetails {
+	return &jobplanev1.SubtaskDetails{
+		SubtaskIndex: int32(i), AttemptNumber: s.attempt, State: s.state, TaskExecutorId: s.executor, Failure: s.failure,
+	}
+}
+
+// subtaskLocked returns the state of execution vertex ev's current
+// attempt. Its TaskExecutor is the one it holds a slot of, or, once it
+// ended (its slot given back), the one it was deployed to.
+func (jm *JobMaster) subtaskLocked(ev int32) subtaskState {
+	t := &jm.tasks[ev]
+	s := subtaskState{attempt: int32(jm.graph.Attempt(ev)), state: jm.graph.State(ev), executor: t.slot.executorID(), failure: t.failure}
+	if p := jm.placed[ev]; s.executor == "" && p.TaskExecutorID != "" && p.Attempt == int(s.attempt) {
+		s.executor = p.TaskExecutorID
+	}
+	return s
 }
 
 func protoToken(t hastore.Token) *jobplanev1.FencingToken {
@@ -102,6 +138,18 @@ func protoToken(t hastore.Token) *jobplanev1.FencingToken {
 // finished.
 type vertexTimes struct {
 	start, lastFinish time.Time
+}
+
+// times returns the vertex's start and end times as VertexDetails shows
+// them, given its p subtasks' counts per state.
+func (v vertexTimes) times(counts map[jobplanev1.ExecutionState]int32, p int) (start, end *timestamppb.Timestamp) {
+	if !v.start.IsZero() {
+		start = timestamppb.New(v.start)
+	}
+	if int(counts[jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED]) == p && !v.lastFinish.IsZero() {
+		end = timestamppb.New(v.lastFinish)
+	}
+	return start, end
 }
 
 // moved accounts for one subtask of the vertex moving to state to at now.

@@ -82,6 +82,10 @@ type Result struct {
 	// Placements are where the job's attempts were deployed, for a job
 	// that ended (FINISHED, FAILED or CANCELED); nil otherwise.
 	Placements *Placements
+	// Final is the job's details as they stood once every attempt had
+	// reached its final state, for a job that ended (FINISHED, FAILED or
+	// CANCELED); nil otherwise.
+	Final *Final
 }
 
 // maxExceptions bounds a job's exception history.
@@ -385,7 +389,7 @@ func (jm *JobMaster) drain() {
 			jm.rpcs.Wait()
 			jm.stopFailovers()
 			jm.release(context.WithoutCancel(ctx))
-			res := Result{Status: jm.status, Restarts: jm.restart.used, Exceptions: jm.exceptions, Placements: jm.placements()}
+			res := Result{Status: jm.status, Restarts: jm.restart.used, Exceptions: jm.exceptions, Placements: jm.placements(), Final: jm.final()}
 			if jm.status == jobstatus.Failed {
 				res.Failure = jm.failure
 			}

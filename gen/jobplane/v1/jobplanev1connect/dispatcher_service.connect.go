@@ -109,6 +109,12 @@ type DispatcherServiceClient interface {
 	// JOB_VIEW_FULL view lists subtasks a page at a time (see
 	// GetJobRequest.page_size).
 	//
+	// After a job ended, the leading Dispatcher it ended under serves its
+	// final details (vertices, subtasks and plan, paged as a running job's)
+	// for a while; they are not durable: after a change of leader, or once
+	// they expire, GetJob answers with the summary and the exception history
+	// of the job's result alone (see JobDetails.vertices).
+	//
 	// No side effects. Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// INVALID_ARGUMENT for a malformed id, a negative page size or a page
 	// token that this server did not issue for the job; UNAVAILABLE
@@ -461,6 +467,12 @@ type DispatcherServiceHandler interface {
 	// and, after they end, for as long as their job result is kept. The
 	// JOB_VIEW_FULL view lists subtasks a page at a time (see
 	// GetJobRequest.page_size).
+	//
+	// After a job ended, the leading Dispatcher it ended under serves its
+	// final details (vertices, subtasks and plan, paged as a running job's)
+	// for a while; they are not durable: after a change of leader, or once
+	// they expire, GetJob answers with the summary and the exception history
+	// of the job's result alone (see JobDetails.vertices).
 	//
 	// No side effects. Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// INVALID_ARGUMENT for a malformed id, a negative page size or a page
