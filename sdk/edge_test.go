@@ -128,8 +128,12 @@ func TestWaitRidesOutAFailoverAfterALongWait(t *testing.T) {
 // A standby names a leader at an address this client cannot reach; the
 // client goes on to the next URL it was given, the real leader.
 func TestUnreachableNamedLeaderLeadsToTheNextURL(t *testing.T) {
-	standby := &scripted{overview: func(int) (*jobplanev1.GetClusterOverviewResponse, error) { return nil, notLeaderAt("http://127.0.0.1:1") }}
-	leader := &scripted{overview: func(int) (*jobplanev1.GetClusterOverviewResponse, error) { return &jobplanev1.GetClusterOverviewResponse{}, nil }}
+	standby := &scripted{overview: func(int) (*jobplanev1.GetClusterOverviewResponse, error) {
+		return nil, notLeaderAt("http://127.0.0.1:1")
+	}}
+	leader := &scripted{overview: func(int) (*jobplanev1.GetClusterOverviewResponse, error) {
+		return &jobplanev1.GetClusterOverviewResponse{}, nil
+	}}
 	c := newClient(t, []string{serveScripted(t, standby), serveScripted(t, leader)}, sdk.WithRetry(sdk.RetryPolicy{MaxElapsed: 5 * time.Second}))
 	if _, err := c.Cluster(testContext(t, 30*time.Second)); err != nil {
 		t.Fatalf("standby asked %d times, leader %d times: %v", standby.no.Load(), leader.no.Load(), err)
@@ -139,7 +143,9 @@ func TestUnreachableNamedLeaderLeadsToTheNextURL(t *testing.T) {
 // With retries off, each URL is still tried once.
 func TestRetriesOffTriesEachURLOnce(t *testing.T) {
 	standby := &scripted{overview: func(int) (*jobplanev1.GetClusterOverviewResponse, error) { return nil, notLeaderAt("") }}
-	leader := &scripted{overview: func(int) (*jobplanev1.GetClusterOverviewResponse, error) { return &jobplanev1.GetClusterOverviewResponse{}, nil }}
+	leader := &scripted{overview: func(int) (*jobplanev1.GetClusterOverviewResponse, error) {
+		return &jobplanev1.GetClusterOverviewResponse{}, nil
+	}}
 	c := newClient(t, []string{serveScripted(t, standby), serveScripted(t, leader)}, sdk.WithRetry(sdk.RetryPolicy{MaxElapsed: -1}))
 	if _, err := c.Cluster(testContext(t, 30*time.Second)); err != nil {
 		t.Fatalf("standby %d, leader %d: %v", standby.no.Load(), leader.no.Load(), err)
@@ -226,7 +232,9 @@ func TestWatchDoesNotRepeatACoalescedSummary(t *testing.T) {
 // An https:// server that speaks only HTTP/1.1 (a TLS proxy) is reached
 // by the default Client.
 func TestHTTPSServerOfHTTP1Only(t *testing.T) {
-	leader := &scripted{overview: func(int) (*jobplanev1.GetClusterOverviewResponse, error) { return &jobplanev1.GetClusterOverviewResponse{}, nil }}
+	leader := &scripted{overview: func(int) (*jobplanev1.GetClusterOverviewResponse, error) {
+		return &jobplanev1.GetClusterOverviewResponse{}, nil
+	}}
 	mux := http.NewServeMux()
 	mux.Handle(jobplanev1connect.NewDispatcherServiceHandler(leader))
 	s := httptest.NewUnstartedServer(mux)
