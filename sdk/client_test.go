@@ -282,21 +282,23 @@ func violationsOf(err error) []sdk.Violation {
 func TestWaitKeepsAnAttachedJobAlive(t *testing.T) {
 	c := newClient(t, []string{serverURL})
 	ctx := testContext(t, 60*time.Second)
-	attached := func(name string) *jobplanev1.JobGraph {
+	// A heartbeat timeout of 3s: the waited-for job outlives it, the
+	// abandoned one is canceled well before its task would end.
+	attached := func(name, nap string) *jobplanev1.JobGraph {
 		b := jobgraph.NewBuilder(name)
-		b.Vertex("nap", "sleep").Config("duration", "2500ms")
-		b.ClientHeartbeatTimeout(time.Second)
+		b.Vertex("nap", "sleep").Config("duration", nap)
+		b.ClientHeartbeatTimeout(3 * time.Second)
 		g, err := b.Build()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return g
 	}
-	res, err := c.Execute(ctx, attached("waited"))
+	res, err := c.Execute(ctx, attached("waited", "5s"))
 	if err != nil || res.GetStatus() != finished {
 		t.Fatalf("a waited-for attached job: %v, %v; want FINISHED", res, err)
 	}
-	s, err := c.Submit(ctx, attached("abandoned"))
+	s, err := c.Submit(ctx, attached("abandoned", "1h"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,7 +87,7 @@ func TestClientFollowsTheLeaderAcrossSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stop(t, store) })
-	jmArgs := []string{"jobmanager", "--hastore", storeURL, "--session-ttl", "2s", "--heartbeat-interval", "200ms", "--heartbeat-timeout", "1s"}
+	jmArgs := []string{"jobmanager", "--hastore", storeURL, "--session-ttl", "3s", "--heartbeat-interval", "200ms", "--heartbeat-timeout", "1900ms"}
 	procs := map[string]*proc{}
 	var urls []string
 	for range 2 {
