@@ -481,9 +481,13 @@ func classify(err error) retryKind {
 	case connect.CodeDeadlineExceeded:
 		return retryOther
 	case connect.CodeUnknown, connect.CodeInternal:
-		// A connection cut mid-answer surfaces as an I/O error.
+		// A jobplane server's own INTERNAL answer carries its reason. One
+		// without is the transport's: a connection cut mid-answer (an I/O
+		// error, a truncated message, an HTTP/2 connection closed under
+		// a stream). Every call of the API may be repeated, so it is.
 		var netErr net.Error
-		if errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		if errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+			Reason(err) == jobplanev1.ErrorReason_ERROR_REASON_UNSPECIFIED {
 			return retryOther
 		}
 	case connect.CodeCanceled:
