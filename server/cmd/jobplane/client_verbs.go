@@ -208,24 +208,32 @@ func (a *app) printSubmitted(format string, sub *sdk.Submitted) error {
 	return nil
 }
 
+// clientRun makes the RunE of a client verb: it checks -o, makes the
+// client, and runs fn with both, closing the client after.
+func (a *app) clientRun(fn func(cmd *cobra.Command, args []string, client *sdk.Client, format string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		format, err := a.format()
+		if err != nil {
+			return err
+		}
+		client, err := a.connect()
+		if err != nil {
+			return err
+		}
+		defer client.Close()
+		return fn(cmd, args, client, format)
+	}
+}
+
 func waitCommand(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:               "wait ID",
 		ValidArgsFunction: a.completeJobIDs,
 		Short:             "follow a job to its end; the exit code is the job's, as for submit",
 		Args:              cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := a.format()
-			if err != nil {
-				return err
-			}
-			client, err := a.connect()
-			if err != nil {
-				return err
-			}
-			defer client.Close()
+		RunE: a.clientRun(func(cmd *cobra.Command, args []string, client *sdk.Client, format string) error {
 			return a.follow(cmd.Context(), client, args[0], format)
-		},
+		}),
 	}
 }
 
@@ -235,11 +243,7 @@ func listCommand(a *app) *cobra.Command {
 		Use:   "list",
 		Short: "list jobs, running and ended",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := a.format()
-			if err != nil {
-				return err
-			}
+		RunE: a.clientRun(func(cmd *cobra.Command, _ []string, client *sdk.Client, format string) error {
 			var opts []sdk.ListOption
 			if len(statuses) > 0 {
 				st, err := parseStatuses(statuses)
@@ -248,11 +252,6 @@ func listCommand(a *app) *cobra.Command {
 				}
 				opts = append(opts, sdk.WithStatuses(st...))
 			}
-			client, err := a.connect()
-			if err != nil {
-				return err
-			}
-			defer client.Close()
 			ctx, cancel := a.requestContext(cmd.Context())
 			defer cancel()
 			var jobs []*jobplanev1.JobSummary
@@ -267,7 +266,7 @@ func listCommand(a *app) *cobra.Command {
 			}
 			renderJobList(a.s.out, jobs, time.Now())
 			return nil
-		},
+		}),
 	}
 	c.Flags().StringSliceVar(&statuses, "status", nil, "only jobs in these statuses (comma-separated or repeated), such as running,failed")
 	return c
@@ -304,16 +303,7 @@ func statusCommand(a *app) *cobra.Command {
 		ValidArgsFunction: a.completeJobIDs,
 		Short:             "show a job: its vertices, subtasks and failures",
 		Args:              cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := a.format()
-			if err != nil {
-				return err
-			}
-			client, err := a.connect()
-			if err != nil {
-				return err
-			}
-			defer client.Close()
+		RunE: a.clientRun(func(cmd *cobra.Command, args []string, client *sdk.Client, format string) error {
 			ctx, cancel := a.requestContext(cmd.Context())
 			defer cancel()
 			d, err := client.Get(ctx, args[0])
@@ -325,7 +315,7 @@ func statusCommand(a *app) *cobra.Command {
 			}
 			renderJobDetails(a.s.out, d, time.Now(), all)
 			return nil
-		},
+		}),
 	}
 	c.Flags().BoolVar(&all, "all", false, fmt.Sprintf("list every subtask (by default at most %d)", maxSubtaskRows))
 	return c
@@ -337,16 +327,7 @@ func cancelCommand(a *app) *cobra.Command {
 		ValidArgsFunction: a.completeJobIDs,
 		Short:             "cancel a job (it ends CANCELED unless it ended already)",
 		Args:              cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := a.format()
-			if err != nil {
-				return err
-			}
-			client, err := a.connect()
-			if err != nil {
-				return err
-			}
-			defer client.Close()
+		RunE: a.clientRun(func(cmd *cobra.Command, args []string, client *sdk.Client, format string) error {
 			ctx, cancel := a.requestContext(cmd.Context())
 			defer cancel()
 			st, err := client.Cancel(ctx, args[0])
@@ -361,7 +342,7 @@ func cancelCommand(a *app) *cobra.Command {
 			}
 			fmt.Fprintf(a.s.out, "job %s %s\n", args[0], statusName(st))
 			return nil
-		},
+		}),
 	}
 }
 
@@ -370,16 +351,7 @@ func clusterCommand(a *app) *cobra.Command {
 		Use:   "cluster",
 		Short: "show the cluster: its leader, TaskExecutors and slots",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := a.format()
-			if err != nil {
-				return err
-			}
-			client, err := a.connect()
-			if err != nil {
-				return err
-			}
-			defer client.Close()
+		RunE: a.clientRun(func(cmd *cobra.Command, _ []string, client *sdk.Client, format string) error {
 			ctx, cancel := a.requestContext(cmd.Context())
 			defer cancel()
 			o, err := client.Cluster(ctx)
@@ -403,7 +375,7 @@ func clusterCommand(a *app) *cobra.Command {
 			}
 			renderCluster(a.s.out, o, tes)
 			return nil
-		},
+		}),
 	}
 }
 
