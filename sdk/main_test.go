@@ -16,6 +16,7 @@ import (
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/internal/standalonetest"
 	"github.com/jobplane/jobplane/sdk"
 )
 
@@ -37,11 +38,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	jobplaneBin = filepath.Join(dir, "jobplane")
-	build := exec.Command("go", "build", "-o", jobplaneBin, "github.com/jobplane/jobplane/server/cmd/jobplane")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build jobplane:", err)
+	if jobplaneBin, err = standalonetest.BuildProgram("github.com/jobplane/jobplane/server/cmd/jobplane", "jobplane"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	p, url, err := startStandaloneIn(dir)
@@ -54,7 +52,7 @@ func run(m *testing.M) int {
 		<-p.done
 	}()
 	serverURL = url
-	return m.Run()
+	return standalonetest.Main(m)
 }
 
 // proc is a jobplane child process.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"runtime/debug"
@@ -159,7 +158,7 @@ func (w *Worker) invokable(name string, f Func) taskexecutor.Invokable {
 	return func(ctx context.Context, t taskexecutor.Task) (err error) {
 		task := Task{
 			JobID: t.JobID, VertexID: t.VertexID, SubtaskIndex: t.SubtaskIndex, Subtasks: t.Subtasks,
-			Attempt: t.Attempt, Config: t.Config, Logger: attemptLogger(t),
+			Attempt: t.Attempt, Config: t.Config, Logger: t.Logger,
 		}
 		if task.Logger == nil {
 			task.Logger = w.cfg.Logger.With("job", t.JobID, "vertex", t.VertexID, "subtask", t.SubtaskIndex, "attempt", t.Attempt)
@@ -173,7 +172,3 @@ func (w *Worker) invokable(name string, f Func) taskexecutor.Invokable {
 		return f(ctx, task)
 	}
 }
-
-// attemptLogger returns the logger that writes into the attempt's output
-// as the TaskExecutor keeps it, or nil when it keeps none.
-func attemptLogger(t taskexecutor.Task) *slog.Logger { return t.Logger }
