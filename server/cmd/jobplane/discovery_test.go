@@ -231,9 +231,16 @@ func TestAdvertisedAddressesArePublished(t *testing.T) {
 }
 
 // A TaskExecutor that follows the leader through two jobmanagers keeps
-// working when the leader it observed through is SIGKILLed: it registers
-// with the new leader, and a job submitted after the kill finishes on it.
+// working when the leader it observes through dies (SIGKILL) or freezes
+// (SIGSTOP, so its streams stay open but silent): it registers with the
+// new leader, and a job submitted after the fault finishes on it.
 func TestTaskExecutorFollowsTheLeaderThroughAnyJobManager(t *testing.T) {
+	for name, sig := range map[string]syscall.Signal{"SIGKILL": syscall.SIGKILL, "SIGSTOP": syscall.SIGSTOP} {
+		t.Run(name, func(t *testing.T) { testTaskExecutorFollowsTheLeader(t, sig) })
+	}
+}
+
+func testTaskExecutorFollowsTheLeader(t *testing.T, sig syscall.Signal) {
 	store := startHAStore(t)
 	timings := []string{"--hastore", store, "--session-ttl", "2s", "--heartbeat-interval", "200ms", "--heartbeat-timeout", "1200ms"}
 	procs := map[string]*process{}
@@ -264,18 +271,20 @@ func TestTaskExecutorFollowsTheLeaderThroughAnyJobManager(t *testing.T) {
 	overview(t, leader, 60*time.Second, func(o *jobplanev1.GetClusterOverviewResponse, err error) bool {
 		return err == nil && o.GetTaskExecutorCount() == 1
 	})
-	runJob(t, leader, "before-kill")
+	runJob(t, leader, "before-fault")
 
-	if err := procs[leader].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := procs[leader].cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
-	procs[leader].wait(t, 20*time.Second)
-	killed := time.Now()
+	if sig == syscall.SIGKILL {
+		procs[leader].wait(t, 20*time.Second)
+	}
+	faulted := time.Now()
 	overview(t, standby, 60*time.Second, func(o *jobplanev1.GetClusterOverviewResponse, err error) bool {
 		return err == nil && o.GetLeader().GetAddress() == standby && o.GetTaskExecutorCount() == 1
 	})
-	t.Logf("the TaskExecutor registered with the new leader %v after the kill", time.Since(killed).Round(time.Millisecond))
-	runJob(t, standby, "after-kill")
+	t.Logf("the TaskExecutor registered with the new leader %v after the signal", time.Since(faulted).Round(time.Millisecond))
+	runJob(t, standby, "after-fault")
 	select {
 	case err := <-te.done:
 		te.done <- err
