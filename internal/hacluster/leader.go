@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -66,6 +67,11 @@ func NotLeader(err error) (ok bool, leaderAddr string) {
 // and returns the one that answers as the leader. It fails with ErrNoLeader
 // or ErrTwoLeaders.
 func (c *Cluster) Leader(ctx context.Context) (*JobManager, error) {
+	return c.leaderAmong(ctx, nil)
+}
+
+// leaderAmong is Leader among the running jobmanagers except those in not.
+func (c *Cluster) leaderAmong(ctx context.Context, not []*JobManager) (*JobManager, error) {
 	var (
 		mu      sync.Mutex
 		leaders []*JobManager
@@ -73,7 +79,7 @@ func (c *Cluster) Leader(ctx context.Context) (*JobManager, error) {
 		wg      sync.WaitGroup
 	)
 	for _, jm := range c.JobManagers {
-		if !jm.Running() {
+		if !jm.Running() || slices.Contains(not, jm) {
 			continue
 		}
 		wg.Go(func() {
@@ -102,24 +108,16 @@ func (c *Cluster) Leader(ctx context.Context) (*JobManager, error) {
 	return nil, fmt.Errorf("%w: %s", ErrTwoLeaders, strings.Join(names, ", "))
 }
 
-// WaitLeader waits until exactly one jobmanager leads and it is none of
-// not, and returns it. It polls every 5 ms (a probe of a stopped process
-// waits up to a second) until ctx ends, through answers of no leader or
-// of two.
+// WaitLeader waits until exactly one of the running jobmanagers other than
+// those in not (which it does not ask) leads, and returns it. It polls
+// every 5 ms (a probe of a stopped process waits up to a second) until ctx
+// ends, through answers of no leader or of two.
 func (c *Cluster) WaitLeader(ctx context.Context, not ...*JobManager) (*JobManager, error) {
 	var leader *JobManager
 	err := waitFor(ctx, 5*time.Millisecond, func(ctx context.Context) error {
-		jm, err := c.Leader(ctx)
-		if err != nil {
-			return err
-		}
-		for _, n := range not {
-			if jm == n {
-				return fmt.Errorf("%s still leads", jm.Name)
-			}
-		}
+		jm, err := c.leaderAmong(ctx, not)
 		leader = jm
-		return nil
+		return err
 	})
 	return leader, err
 }

@@ -25,7 +25,7 @@ type Process struct {
 	Dir string
 
 	bin   string
-	args  func() []string              // the arguments of the next run
+	args  func() []string                 // the arguments of the next run
 	ready func(ctx context.Context) error // waits until a new run serves
 
 	mu      sync.Mutex
