@@ -403,10 +403,6 @@ func TestEtcdMembersDie(t *testing.T) {
 
 	// Two down: no quorum. The leader steps down; nothing is written.
 	survivor := order[2]
-	before, err := memberRevision(ctx, survivor)
-	if err != nil {
-		t.Fatal(err)
-	}
 	lostQuorum := time.Now()
 	order[1].Kill()
 	if err := waitFor(ctx, func(ctx context.Context) error {
@@ -418,6 +414,11 @@ func TestEtcdMembersDie(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("without an etcd quorum, no jobmanager leads after %v (session TTL %v)", time.Since(lostQuorum), ttl(t))
+	// By now the survivor has applied all it will ever learn of.
+	before, err := memberRevision(ctx, survivor)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, jm := range c.JobManagers {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := jm.Dispatcher.SubmitJob(sctx, &jobplanev1.SubmitJobRequest{JobId: "no-quorum", JobGraph: hacluster.SleepJob("no-quorum", 1, time.Millisecond)})
