@@ -37,6 +37,7 @@ func (iv Interval) Subtask() string {
 	return fmt.Sprintf("%s/%s/%d", iv.JobID, iv.VertexID, iv.SubtaskIndex)
 }
 
+// String describes the interval on one line.
 func (iv Interval) String() string {
 	stop := "running"
 	if !iv.Stop.IsZero() {

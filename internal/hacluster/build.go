@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sync"
 	"time"
 
@@ -94,16 +93,4 @@ func tempDir() (string, error) {
 		return "", err
 	}
 	return filepath.Clean(dir), nil
-}
-
-// without returns args with the flag name and its value removed.
-func without(args []string, name string) []string {
-	out := slices.Clone(args)
-	for i := 0; i < len(out); i++ {
-		if out[i] == "--"+name || out[i] == "-"+name {
-			out = slices.Delete(out, i, min(i+2, len(out)))
-			i--
-		}
-	}
-	return out
 }

@@ -48,6 +48,13 @@ type Config struct {
 	// their own on the etcd cluster, which the harness never stops, so
 	// that any jobmanager may be killed.
 	TaskExecutorHAStore []int
+	// EmbeddedStore runs no etcd cluster: one `jobplane hastore` process
+	// embeds a single etcd member, and the jobmanagers and TaskExecutors
+	// reach it over HAStoreService (--hastore), as today's one-machine HA
+	// setup does. EtcdMembers, EtcdProxies and TaskExecutorHAStore are
+	// then ignored, and the Cluster's etcd helpers (EtcdClient,
+	// WatchStore, Candidacies) fail. Default: an etcd cluster.
+	EmbeddedStore bool
 }
 
 func (c Config) withDefaults() Config {
@@ -79,7 +86,8 @@ type Cluster struct {
 	// HAStore is the TaskExecutors' HA-store server, nil when they use
 	// jobmanagers (Config.TaskExecutorHAStore).
 	HAStore *Process
-	// Dir holds every process's directory; Close removes it.
+	// Dir holds every process's directory (data, logs, attempt logs);
+	// Close removes it.
 	Dir string
 
 	cfg     Config
@@ -126,11 +134,11 @@ func New(t testing.TB, cfg Config) *Cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		c.Close()
+		c.kill()
 		if t.Failed() {
 			t.Log(c.Logs())
 		}
-		os.RemoveAll(c.Dir)
+		c.Close()
 	})
 	return c
 }
@@ -153,16 +161,18 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	tr := &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: 30 * time.Second}
 	c := &Cluster{Dir: dir, cfg: cfg, tr: tr, hc: &http.Client{Transport: tr}}
 	if err := c.start(ctx, jobplane, etcd); err != nil {
-		c.Close()
+		c.kill()
 		err = fmt.Errorf("hacluster: %w\n%s", err, c.Logs())
-		os.RemoveAll(dir)
+		c.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
 func (c *Cluster) start(ctx context.Context, jobplane, etcd string) error {
-	if err := c.startEtcd(ctx, etcd); err != nil {
+	if c.cfg.EmbeddedStore {
+		c.cfg.EtcdProxies, c.cfg.TaskExecutorHAStore = false, nil
+	} else if err := c.startEtcd(ctx, etcd); err != nil {
 		return err
 	}
 	var storeURLs []string
@@ -171,6 +181,7 @@ func (c *Cluster) start(ctx context.Context, jobplane, etcd string) error {
 		if err != nil {
 			return err
 		}
+		p.url = url
 		c.HAStore, storeURLs = p, []string{url}
 	}
 	for i := range c.cfg.JobManagers {
@@ -296,8 +307,11 @@ func (c *Cluster) EtcdEndpoints() []string {
 }
 
 // EtcdClient returns a new etcd client of every member; the caller closes
-// it.
+// it. It fails with Config.EmbeddedStore.
 func (c *Cluster) EtcdClient() (*clientv3.Client, error) {
+	if len(c.Etcd) == 0 {
+		return nil, errors.New("hacluster: no etcd cluster (Config.EmbeddedStore)")
+	}
 	return clientv3.New(clientv3.Config{Endpoints: c.EtcdEndpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 }
 
@@ -361,9 +375,11 @@ func (c *Cluster) server(ctx context.Context, jobplane, name, verb string, rest 
 }
 
 func (c *Cluster) startHAStore(ctx context.Context, jobplane string) (*Process, string, error) {
-	return c.server(ctx, jobplane, "hastore", "hastore",
-		[]string{"--etcd-endpoints", strings.Join(c.EtcdEndpoints(), ","), "--data-dir", "data"},
-		func(context.Context, *Process, string) error { return nil })
+	args := []string{"--data-dir", "data"}
+	if !c.cfg.EmbeddedStore {
+		args = append(args, "--etcd-endpoints", strings.Join(c.EtcdEndpoints(), ","))
+	}
+	return c.server(ctx, jobplane, "hastore", "hastore", args, func(context.Context, *Process, string) error { return nil })
 }
 
 func (c *Cluster) startJobManager(ctx context.Context, jobplane string, i int) (*JobManager, error) {
@@ -381,7 +397,11 @@ func (c *Cluster) startJobManager(ctx context.Context, jobplane string, i int) (
 			endpoints = append(endpoints, "http://"+px.Addr())
 		}
 	}
-	rest := append([]string{"--etcd-endpoints", strings.Join(endpoints, ","), "--data-dir", "data"}, TimingFlags...)
+	store := []string{"--etcd-endpoints", strings.Join(endpoints, ",")}
+	if c.cfg.EmbeddedStore {
+		store = []string{"--hastore", c.HAStore.url}
+	}
+	rest := append(append(store, "--data-dir", "data"), TimingFlags...)
 	rest = append(rest, c.cfg.JobManagerArgs...)
 	p, url, err := c.server(ctx, jobplane, fmt.Sprintf("jobmanager-%d", i), "jobmanager", rest, func(ctx context.Context, p *Process, url string) error {
 		if jm.Dispatcher == nil {
@@ -433,9 +453,14 @@ func (c *Cluster) Processes() []*Process {
 }
 
 // Close kills every process (SIGKILL; a stopped one too) and waits for
-// them, and closes the proxies and idle connections. It leaves Dir for
-// the caller (New removes it).
+// them, closes the proxies and idle connections, and removes Dir.
 func (c *Cluster) Close() {
+	c.kill()
+	os.RemoveAll(c.Dir)
+}
+
+// kill is Close but for removing Dir.
+func (c *Cluster) kill() {
 	for _, p := range c.Processes() {
 		p.Kill()
 	}

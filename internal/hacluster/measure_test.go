@@ -11,11 +11,12 @@ import (
 
 var (
 	failoverCycles = flag.Int("failover.cycles", 0, "TestMeasureFailover: SIGKILL and SIGTERM cycles of the leader to time (0 skips it)")
-	failoverEtcd   = flag.Int("failover.etcd", 3, "TestMeasureFailover: etcd members")
+	failoverEtcd   = flag.Int("failover.etcd", 3, "TestMeasureFailover: etcd members; 0 for one etcd member embedded in a `jobplane hastore` process")
 )
 
 // TestMeasureFailover times failovers of the leader, when
-// -failover.cycles asks for them (on -failover.etcd external etcd members):
+// -failover.cycles asks for them (on -failover.etcd external etcd members,
+// or 0 for one member embedded in a `jobplane hastore` process):
 //
 //	go test -run TestMeasureFailover -v ./internal/hacluster/ -args -failover.cycles=20 -failover.etcd=1
 func TestMeasureFailover(t *testing.T) {
@@ -24,10 +25,10 @@ func TestMeasureFailover(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(*failoverCycles)*(10*hacluster.SessionTTL()+time.Minute))
 	defer cancel()
-	kill, term, err := hacluster.MeasureFailover(ctx, hacluster.Config{EtcdMembers: *failoverEtcd}, *failoverCycles)
+	kill, term, err := hacluster.MeasureFailover(ctx, hacluster.Config{EtcdMembers: *failoverEtcd, EmbeddedStore: *failoverEtcd == 0}, *failoverCycles)
 	km, kx := hacluster.Summary(kill)
 	tm, tx := hacluster.Summary(term)
-	t.Logf("%d etcd members, session TTL %v, timing flags %q", *failoverEtcd, hacluster.SessionTTL(), hacluster.TimingFlags)
+	t.Logf("%d etcd members (0: embedded in a hastore process), session TTL %v, timing flags %q", *failoverEtcd, hacluster.SessionTTL(), hacluster.TimingFlags)
 	t.Logf("SIGKILL → first recovered job RUNNING: median %v, max %v over %d cycles %v", km, kx, len(kill), kill)
 	t.Logf("SIGTERM → the next leader answers:     median %v, max %v over %d cycles %v", tm, tx, len(term), term)
 	if err != nil {

@@ -25,6 +25,7 @@ type Process struct {
 	Dir string
 
 	bin   string
+	url   string                          // a server's base URL, once known
 	args  func() []string                 // the arguments of the next run
 	ready func(ctx context.Context) error // waits until a new run serves
 
