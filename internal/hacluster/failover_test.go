@@ -301,11 +301,15 @@ func TestPauseLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("SIGSTOP of %s: %s leads after %v", l.Name, next.Name, time.Since(stopped))
+	// The TaskExecutors follow at once, not held by calls to the paused
+	// leader.
+	followed := time.Now()
+	if err := c.WaitTaskExecutors(within(t, 5*time.Second), len(c.TaskExecutors)); err != nil {
+		t.Fatalf("the TaskExecutors did not register with the new leader: %v", err)
+	}
+	t.Logf("every TaskExecutor registered with %s after %v", next.Name, time.Since(followed))
 	if err := next.WaitRunning(ctx, ids...); err != nil {
 		t.Fatal(err)
-	}
-	if since := time.Since(stopped); since < ttl(t) {
-		t.Fatalf("%s leads %v after the stop, before the old leader's session (TTL %v) can have expired", next.Name, since, ttl(t))
 	}
 
 	resumed := time.Now()
