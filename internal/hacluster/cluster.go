@@ -124,7 +124,8 @@ type TaskExecutor struct {
 
 // New starts a Cluster for one test: it fails the test if the cluster
 // does not start within two minutes, closes it when the test ends, and
-// then, if the test failed, logs the end of every process's log.
+// then, if the test failed (or the environment sets HACLUSTER_LOGS), logs
+// the end of every process's log.
 func New(t testing.TB, cfg Config) *Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -135,7 +136,7 @@ func New(t testing.TB, cfg Config) *Cluster {
 	}
 	t.Cleanup(func() {
 		c.kill()
-		if t.Failed() {
+		if t.Failed() || os.Getenv("HACLUSTER_LOGS") != "" {
 			t.Log(c.Logs())
 		}
 		c.Close()
