@@ -347,6 +347,7 @@ func (c *Cluster) server(ctx context.Context, jobplane, name, verb string, rest 
 	args := func() []string {
 		mu.Lock()
 		defer mu.Unlock()
+		// The new run writes its address anew; readAddr waits for it.
 		os.Remove(addrFile)
 		return serverArgs(verb, listen, addrFile, rest...)
 	}

@@ -15,6 +15,16 @@
 // binary when empty); SessionTTL reports the session TTL in force, so that
 // tests bound their waits by it.
 //
+// By default the TaskExecutors reach the HA store through a `jobplane
+// hastore` process of their own on the etcd cluster, so that any
+// jobmanager may be killed; Config.TaskExecutorHAStore points them at
+// jobmanagers instead, and Config.EmbeddedStore runs everything on one
+// etcd member embedded in that hastore process. Config.EtcdProxies puts a
+// cuttable proxy between each jobmanager and etcd (JobManager.CutEtcd).
+//
+// New logs the end of every process's log when its test fails, or always
+// when the environment sets HACLUSTER_LOGS.
+//
 // It is for tests only: it builds with the go command found on PATH, and it
 // listens and connects on 127.0.0.1 only.
 package hacluster

@@ -72,7 +72,6 @@ func startJobs(t *testing.T, cfg hacluster.Config, n int, edit func(*jobplanev1.
 	begin = time.Now()
 	c := hacluster.New(t, cfg)
 	t.Logf("started in %v", time.Since(begin))
-	t.Cleanup(func() { t.Logf("cleanup at %v", time.Now()) })
 	cl, err := c.Client()
 	if err != nil {
 		t.Fatal(err)
