@@ -13,6 +13,8 @@ import (
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // EtcdClientConfig says how to reach an etcd cluster as a client, with
@@ -133,9 +135,75 @@ func NewEtcdClient(ctx context.Context, cfg EtcdClientConfig) (*clientv3.Client,
 		Logger:      zapToSlog(cfg.Logger),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("hastore: etcd client of %v%s: %w", cfg.Endpoints, asUser(cfg.Username), err)
+		return nil, fmt.Errorf("hastore: etcd client of %v%s: %w", cfg.Endpoints, asUser(cfg.Username), explain(ctx, cfg, err))
 	}
 	return c, nil
+}
+
+// explain adds to err, when a call timed out or found no connection,
+// why the endpoints cannot be reached: etcd's client retries until its
+// deadline and then reports only that, while the cause (a refused
+// connection, an untrusted server certificate, a client certificate the
+// server refused) is what the operator needs.
+func explain(ctx context.Context, cfg EtcdClientConfig, err error) error {
+	if !errors.Is(err, context.DeadlineExceeded) && status.Code(err) != codes.Unavailable && status.Code(err) != codes.DeadlineExceeded {
+		return err
+	}
+	tlsCfg, terr := cfg.TLSConfig()
+	if terr != nil {
+		return err
+	}
+	var causes []error
+	for _, ep := range cfg.Endpoints {
+		if cause := dialCheck(ctx, ep, tlsCfg); cause != nil {
+			causes = append(causes, fmt.Errorf("%s: %w", ep, cause))
+		}
+	}
+	if len(causes) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", err, errors.Join(causes...))
+}
+
+// dialCheck connects to the endpoint as the client would, and returns
+// what fails: the connection, the TLS handshake, or the server's verdict
+// on the client's certificate, which a TLS 1.3 server sends after the
+// handshake, as an alert on the first read.
+func dialCheck(ctx context.Context, ep string, tlsCfg *tls.Config) error {
+	host, secure := ep, tlsCfg != nil
+	if u, err := url.Parse(ep); err == nil && strings.Contains(ep, "://") {
+		host, secure = u.Host, u.Scheme == "https"
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if !secure {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", host)
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	}
+	if tlsCfg == nil {
+		tlsCfg = &tls.Config{}
+	}
+	tlsCfg = tlsCfg.Clone()
+	tlsCfg.NextProtos = []string{"h2"}
+	d := tls.Dialer{Config: tlsCfg}
+	conn, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := conn.Read(make([]byte, 1)); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil // the server waits for the client to speak: TLS is fine
+		}
+		return err
+	}
+	return nil
 }
 
 func asUser(name string) string {

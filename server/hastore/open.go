@@ -187,5 +187,5 @@ func probe(ctx context.Context, client *clientv3.Client, cfg OpenConfig) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return fmt.Errorf("hastore: etcd at %v%s: read under %q: %w", cfg.Endpoints, asUser(cfg.Username), cfg.Prefix, err)
+	return fmt.Errorf("hastore: etcd at %v%s: read under %q: %w", cfg.Endpoints, asUser(cfg.Username), cfg.Prefix, explain(ctx, cfg.clientConfig(), err))
 }
