@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +31,53 @@ func loopbackAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// jobManager is a `jobplane jobmanager` process with an embedded etcd
+// member of a cluster.
+type jobManager struct {
+	name      string
+	p         *process
+	url       string
+	dataDir   string
+	peerAddr  string
+	clientURL string // its etcd member's
+	args      []string
+}
+
+// startJobManager starts a jobmanager named name with its member's peer
+// listener on peerAddr, with extra flags (-etcd-peers, -etcd-join), on
+// dataDir, and waits until it serves.
+func startJobManager(t *testing.T, name, dataDir, peerAddr string, extra ...string) *jobManager {
+	t.Helper()
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	clientAddr := loopbackAddr(t)
+	j := &jobManager{name: name, dataDir: dataDir, peerAddr: peerAddr, clientURL: "http://" + clientAddr}
+	j.args = append([]string{"jobmanager", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile,
+		"--data-dir", dataDir, "--etcd-name", name, "--etcd-client-listen", clientAddr}, extra...)
+	j.p = startJobplane(t, j.args...)
+	j.url = "http://" + waitForFile(t, j.p, addrFile)
+	return j
+}
+
+// startJobManagerCluster starts jobmanagers named names whose members
+// form one new cluster (-etcd-peers), and waits until each serves.
+func startJobManagerCluster(t *testing.T, names ...string) []*jobManager {
+	t.Helper()
+	var peers []string
+	addrs := map[string]string{}
+	for _, n := range names {
+		addrs[n] = loopbackAddr(t)
+		peers = append(peers, n+"=http://"+addrs[n])
+	}
+	jms := make([]*jobManager, len(names))
+	for i, n := range names {
+		jms[i] = startJobManager(t, n, filepath.Join(t.TempDir(), "data"), addrs[n], "--etcd-peers", strings.Join(peers, ","))
+	}
+	for _, j := range jms {
+		waitServing(t, j.url)
+	}
+	return jms
+}
+
 // Three `jobplane jobmanager` processes, each embedding an etcd member,
 // form one etcd cluster with -etcd-peers: one of them leads, a job
 // submitted through one is seen through the others (their own members
@@ -37,31 +85,14 @@ func loopbackAddr(t *testing.T) string {
 // members.
 func TestJobManagersOnEmbeddedEtcdCluster(t *testing.T) {
 	names := []string{"jm1", "jm2", "jm3"}
-	var peers, clientURLs []string
-	peerAddrs := map[string]string{}
-	for _, n := range names {
-		peerAddrs[n] = loopbackAddr(t)
-		peers = append(peers, n+"=http://"+peerAddrs[n])
-	}
-	type jm struct {
-		p         *process
-		url       string
-		clientURL string // its etcd member's
-	}
-	jms := make([]*jm, len(names))
-	for i, n := range names {
-		dir := t.TempDir()
-		addrFile := filepath.Join(dir, "addr")
-		clientAddr := loopbackAddr(t)
-		p := startJobplane(t, "jobmanager", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile,
-			"--data-dir", filepath.Join(dir, "data"),
-			"--etcd-name", n, "--etcd-peers", strings.Join(peers, ","), "--etcd-client-listen", clientAddr)
-		jms[i] = &jm{p: p, clientURL: "http://" + clientAddr}
-		jms[i].url = "http://" + waitForFile(t, p, addrFile)
-		clientURLs = append(clientURLs, jms[i].clientURL)
-	}
+	jms := startJobManagerCluster(t, names...)
+	var clientURLs []string
 	for _, j := range jms {
-		waitServing(t, j.url)
+		clientURLs = append(clientURLs, j.clientURL)
+	}
+	peerAddrs := map[string]string{}
+	for _, j := range jms {
+		peerAddrs[j.name] = j.peerAddr
 	}
 
 	tr := &http.Transport{}
@@ -141,6 +172,80 @@ func TestJobManagersOnEmbeddedEtcdCluster(t *testing.T) {
 		if !strings.Contains(stdout.String(), " "+n+" ") || !strings.Contains(stdout.String(), peerAddrs[n]) {
 			t.Errorf("etcd-member list lacks %s at %s:\n%s", n, peerAddrs[n], stdout.String())
 		}
+	}
+}
+
+// The operations on a three-jobmanager cluster, with the commands an
+// operator runs: a jobmanager restarted with the same flags on its data
+// directory rejoins with its data; a dead one is removed with
+// `jobplane etcd-member remove` and replaced by a fresh one that joins
+// with -etcd-join on an empty data directory.
+func TestJobManagerMemberRestartAndReplace(t *testing.T) {
+	jms := startJobManagerCluster(t, "jm1", "jm2", "jm3")
+	jm1, jm2, jm3 := jms[0], jms[1], jms[2]
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	storeOf := func(j *jobManager) *hastorerpc.Client {
+		return hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: &http.Client{Transport: tr}, BaseURL: j.url})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := sdk.New([]string{jm1.url, jm2.url, jm3.url}, sdk.WithHTTP1())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	g := &jobplanev1.JobGraph{Name: "kept", Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}}
+	sub, err := c.Submit(ctx, g)
+	if err != nil {
+		t.Fatalf("Submit: %v", err)
+	}
+	hasPlan := func(j *jobManager) {
+		t.Helper()
+		plan, err := storeOf(j).GetExecutionPlan(ctx, sub.JobID)
+		if err != nil || plan.GetJobGraph().GetName() != "kept" {
+			t.Errorf("plan through %s = %v, %v", j.name, plan, err)
+		}
+	}
+
+	// Restart: SIGTERM, then the same command on the same directory.
+	if err := jm2.p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := jm2.p.wait(t, 30*time.Second); code != exitOK {
+		t.Fatalf("jm2 exit code after SIGTERM = %d", code)
+	}
+	os.Remove(jm2.args[4]) // the address file
+	jm2.p = startJobplane(t, jm2.args...)
+	jm2.url = "http://" + waitForFile(t, jm2.p, jm2.args[4])
+	waitServing(t, jm2.url)
+	hasPlan(jm2)
+
+	// Replacement: jm3 dies with its disk; it is removed, and a fresh
+	// jm3 joins through the running members.
+	if err := jm3.p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	jm3.p.wait(t, 30*time.Second)
+	endpoints := jm1.clientURL + "," + jm2.clientURL
+	var stdout, stderr bytes.Buffer
+	if code := jobplaneMain([]string{"etcd-member", "remove", "jm3", "--etcd-endpoints", endpoints}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("etcd-member remove jm3: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "removed member jm3") {
+		t.Errorf("etcd-member remove says %q", stdout.String())
+	}
+	peerAddr := loopbackAddr(t)
+	fresh := startJobManager(t, "jm3", filepath.Join(t.TempDir(), "data"), peerAddr,
+		"--etcd-peers", "jm3=http://"+peerAddr, "--etcd-join", endpoints)
+	waitServing(t, fresh.url)
+	hasPlan(fresh)
+	stdout.Reset()
+	if code := jobplaneMain([]string{"etcd-member", "list", "--etcd-endpoints", endpoints}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("etcd-member list: exit %d: %s", code, stderr.String())
+	}
+	if got := strings.Count(stdout.String(), "started"); got != 3 || !strings.Contains(stdout.String(), peerAddr) {
+		t.Errorf("etcd-member list after the replacement, want 3 started members with jm3 at %s:\n%s", peerAddr, stdout.String())
 	}
 }
 
