@@ -48,8 +48,8 @@ type MemberConfig struct {
 	// its own entry in Peers as its peer URL, and starts as a member of
 	// that cluster. Requires this member's entry in Peers.
 	Join []string
-	// ClusterToken tells the clusters apart that form from the same
-	// Peers. Default: "jobplane".
+	// ClusterToken tells apart clusters that form from the same Peers; a
+	// single member uses etcd's default. Default: "jobplane".
 	ClusterToken string
 	// HeartbeatInterval is how often a leader tells its followers it
 	// lives. Default: 10ms for a single member, 100ms in a cluster
@@ -244,9 +244,9 @@ func StartMember(ctx context.Context, cfg MemberConfig) (m *Member, err error) {
 	ec.AdvertiseClientUrls = []url.URL{clientURL}
 	ec.ListenPeerUrls = []url.URL{{Scheme: "http", Host: cfg.PeerAddr}}
 	ec.AdvertisePeerUrls = ec.ListenPeerUrls
-	ec.InitialClusterToken = cfg.ClusterToken
 	ec.InitialCluster = ec.InitialClusterFromName(cfg.Name)
 	if self, ok := cfg.self(); ok {
+		ec.InitialClusterToken = cfg.ClusterToken
 		u, err := url.Parse(self.URL)
 		if err != nil {
 			return nil, fmt.Errorf("hastore: peer URL %q: %w", self.URL, err)
