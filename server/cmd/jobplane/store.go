@@ -35,7 +35,7 @@ func (e *etcdClientFlags) register(fs *flag.FlagSet, endpointsUsage string) {
 	fs.StringVar(&e.passwordFile, "etcd-password-file", "", "file holding the password of -etcd-user (its first line; the password never goes on the command line)")
 }
 
-// set reports whether any TLS or authentication flag is set.
+// securitySet reports whether any TLS or authentication flag is set.
 func (e *etcdClientFlags) securitySet() bool {
 	return e.cacert != "" || e.cert != "" || e.key != "" || e.user != "" || e.passwordFile != ""
 }
