@@ -247,6 +247,9 @@ func StartMember(ctx context.Context, cfg MemberConfig) (m *Member, err error) {
 	ec.InitialCluster = ec.InitialClusterFromName(cfg.Name)
 	if self, ok := cfg.self(); ok {
 		ec.InitialClusterToken = cfg.ClusterToken
+		if _, port, _ := net.SplitHostPort(cfg.ClientAddr); port == "0" {
+			cfg.Logger.Warn("etcd member's client listener has no fixed port: the cluster lists it with port 0, and members cannot join through it", "name", cfg.Name, "client_addr", cfg.ClientAddr)
+		}
 		u, err := url.Parse(self.URL)
 		if err != nil {
 			return nil, fmt.Errorf("hastore: peer URL %q: %w", self.URL, err)
