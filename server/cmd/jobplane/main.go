@@ -56,6 +56,7 @@ var serverSubcommands = []serverSubcommand{
 	{"jobmanager", "run a JobManager (Dispatcher, ResourceManager, JobMasters) on an HA store", runJobManager},
 	{"taskexecutor", "run a TaskExecutor that joins the cluster through its HA store", runTaskExecutor},
 	{"hastore", "serve an HA store (HAStoreService) for servers in other processes", runHAStore},
+	{"etcd-member", "list or remove members of the HA store's etcd cluster", runEtcdMember},
 }
 
 // parseFlags parses args into fs and maps the outcome to an exit code:
