@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -261,9 +262,12 @@ func TestBackupAndRestoreStandalone(t *testing.T) {
 		t.Errorf("staging directories left behind: %v", leftovers)
 	}
 
+	// A second copy, for a jobmanager.
+	restoredJM := filepath.Join(t.TempDir(), "restored-jm")
+	mustRunToEnd(t, "restore", "--from", snap, "--data-dir", restoredJM)
+
 	// The restored store serves the default standalone.
 	p, client, tr = startStandalone(t, restored)
-	defer sigtermAndWait(t, p, tr)
 	if got := waitJobResult(t, client, "done", jobplanev1.JobStatus_JOB_STATUS_FINISHED); !got.GetEndTime().AsTime().Equal(doneResult.GetEndTime().AsTime()) {
 		t.Errorf("restored result of done ended %v, want %v", got.GetEndTime().AsTime(), doneResult.GetEndTime().AsTime())
 	}
@@ -277,6 +281,44 @@ func TestBackupAndRestoreStandalone(t *testing.T) {
 	// Fenced writes go on: a new job runs to its end.
 	submitGraph(t, client, "new", noopGraph("new"))
 	waitJobResult(t, client, "new", jobplanev1.JobStatus_JOB_STATUS_FINISHED)
+	sigtermAndWait(t, p, tr)
+
+	// And the default jobmanager (without TaskExecutors: its jobs wait
+	// for slots).
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	p = startJobplane(t, "jobmanager", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--data-dir", restoredJM)
+	tr = &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client = jobplanev1connect.NewDispatcherServiceClient(&http.Client{Transport: tr}, "http://"+waitForFile(t, p, addrFile))
+	for deadline := time.Now().Add(time.Minute); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := client.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jobmanager on the restored store not leading after 1m: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitJobResult(t, client, "done", jobplanev1.JobStatus_JOB_STATUS_FINISHED)
+	for _, id := range []string{"nap1", "nap2"} {
+		for deadline := time.Now().Add(time.Minute); ; {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			resp, err := client.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: id})
+			cancel()
+			if err == nil && resp.GetJob().GetSummary().GetStatus() == jobplanev1.JobStatus_JOB_STATUS_RUNNING {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("jobmanager on the restored store: job %s = %v, %v; want RUNNING (recovered, waiting for slots)", id, resp.GetJob().GetSummary(), err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	assertNoSuchJob(t, client, "after")
+	sigtermAndWait(t, p, tr)
 }
 
 // startBackupMember starts an embedded member on a new directory, with a
