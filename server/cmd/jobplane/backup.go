@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,10 +13,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/client/pkg/v3/types"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
@@ -56,15 +59,16 @@ func runBackup(args []string, stdout, stderr io.Writer) int {
 		"                            endpoints (else the first that answers), after a\n"+
 		"                            quorum read, so it holds every write acknowledged\n"+
 		"                            before the backup began. Refused if no endpoint\n"+
-		"                            answers or the member has no quorum.\n"+
+		"                            answers (a member without a quorum does not).\n"+
 		"  --data-dir D              the embedded member's data directory of a STOPPED\n"+
-		"                            server (standalone, jobmanager or hastore). The\n"+
-		"                            member is started on D alone for the snapshot and\n"+
-		"                            stopped again. Refused while a server runs on D\n"+
-		"                            (it holds the directory's lock: stop it, or use\n"+
-		"                            --etcd-endpoints), if D holds no etcd data, and if\n"+
-		"                            D is one member of a several-member cluster (it\n"+
-		"                            has no quorum alone: use --etcd-endpoints).", stderr)
+		"                            (or crashed) server: standalone, jobmanager or\n"+
+		"                            hastore. The member is started on D alone for\n"+
+		"                            the snapshot and stopped again. Refused while a\n"+
+		"                            server runs on D (it holds the directory's lock:\n"+
+		"                            stop it, or use --etcd-endpoints), if D holds no\n"+
+		"                            etcd data, and if D is one member of a several-\n"+
+		"                            member cluster (it cannot start without the\n"+
+		"                            others: use --etcd-endpoints).", stderr)
 	var (
 		out       string
 		dataDir   string
@@ -125,12 +129,15 @@ func backupDataDir(ctx context.Context, dir, out string, log *slog.Logger) (snap
 	if _, err := os.Stat(filepath.Join(dir, "member")); err != nil {
 		return snapshotInfo{}, fmt.Errorf("%s holds no etcd member data (no %s)", dir, filepath.Join(dir, "member"))
 	}
+	if err := checkSingleMember(dir); err != nil {
+		return snapshotInfo{}, err
+	}
 	m, err := hastore.StartMember(ctx, hastore.MemberConfig{Dir: dir, Logger: log})
 	if errors.Is(err, hastore.ErrDataDirInUse) {
 		return snapshotInfo{}, fmt.Errorf("%w: --data-dir works only while the server is stopped; stop it first, or snapshot its running etcd member with --etcd-endpoints", err)
 	}
 	if err != nil {
-		return snapshotInfo{}, fmt.Errorf("%w (a member of a several-member cluster cannot start alone: back the cluster up through --etcd-endpoints)", err)
+		return snapshotInfo{}, err
 	}
 	defer m.Close()
 	client, err := m.NewClient()
@@ -139,6 +146,39 @@ func backupDataDir(ctx context.Context, dir, out string, log *slog.Logger) (snap
 	}
 	defer client.Close()
 	return saveSnapshot(ctx, client, out)
+}
+
+// checkSingleMember refuses the data directory of one member of a
+// several-member cluster, which cannot start without its peers. It reads
+// the membership from the member's database; a database that another
+// process holds is left for StartMember to report.
+func checkSingleMember(dir string) error {
+	db, err := bolt.Open(filepath.Join(dir, "member", "snap", "db"), 0o400, &bolt.Options{ReadOnly: true, Timeout: 100 * time.Millisecond})
+	if err != nil {
+		return nil
+	}
+	defer db.Close()
+	var names []string
+	err = db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("members"))
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(_, v []byte) error {
+			var m struct {
+				Name string `json:"name"`
+			}
+			if json.Unmarshal(v, &m) == nil {
+				names = append(names, m.Name)
+			}
+			return nil
+		})
+	})
+	if err != nil || len(names) <= 1 {
+		return nil
+	}
+	slices.Sort(names)
+	return fmt.Errorf("%s is a member of a cluster of %d members (%s), which cannot start without the others: back the cluster up through --etcd-endpoints", dir, len(names), strings.Join(names, ", "))
 }
 
 // backupEndpoints snapshots one member of the etcd cluster at endpoints
@@ -168,7 +208,7 @@ func backupEndpoints(ctx context.Context, endpoints []string, out string) (strin
 		}
 	}
 	if chosen == "" {
-		return "", snapshotInfo{}, fmt.Errorf("no etcd endpoint answers: %w", errors.Join(failures...))
+		return "", snapshotInfo{}, fmt.Errorf("no etcd endpoint answers (a member that lost its quorum does not): %w", errors.Join(failures...))
 	}
 	// A snapshot is of the one member it is asked of.
 	client, err := clientv3.New(clientv3.Config{Endpoints: []string{chosen}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
@@ -180,13 +220,20 @@ func backupEndpoints(ctx context.Context, endpoints []string, out string) (strin
 	return chosen, info, err
 }
 
+// quorumTimeout bounds the quorum read before a snapshot: it takes
+// milliseconds, or an election's few seconds, on a member with a quorum.
+const quorumTimeout = 30 * time.Second
+
 // saveSnapshot writes a snapshot of client's member to out through
 // out.part, and checks it before it takes the name out.
 func saveSnapshot(ctx context.Context, client *clientv3.Client, out string) (info snapshotInfo, err error) {
 	// A quorum read first: the member answers it only once it has applied
 	// every write committed before, so the snapshot holds them all.
-	if _, err := client.Get(ctx, "jobplane-backup", clientv3.WithCountOnly()); err != nil {
-		return info, fmt.Errorf("quorum read before the snapshot: %w", err)
+	qctx, cancel := context.WithTimeout(ctx, quorumTimeout)
+	_, err = client.Get(qctx, "jobplane-backup", clientv3.WithCountOnly())
+	cancel()
+	if err != nil {
+		return info, fmt.Errorf("quorum read before the snapshot (has the member a quorum?): %w", err)
 	}
 	resp, err := client.SnapshotWithVersion(ctx)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -416,7 +417,9 @@ func TestBackupFromEtcdEndpoints(t *testing.T) {
 	}
 
 	code, _, stderr := runToEnd(t, "backup", "--etcd-endpoints", dead, "--out", filepath.Join(t.TempDir(), "none.db"), "--timeout", "20s")
-	if code != exitError || !strings.Contains(stderr, "no etcd endpoint answers") {
+	// Refused at its status (once it knows it lost its leader) or at the
+	// quorum read (before).
+	if code != exitError || !strings.Contains(stderr, "no etcd endpoint answers") && !strings.Contains(stderr, "has the member a quorum?") {
 		t.Errorf("backup of a dead endpoint: exit code %d, stderr:\n%s\nwant 1 and a refusal", code, stderr)
 	}
 }
@@ -494,11 +497,13 @@ func TestRestoreThreeMemberCluster(t *testing.T) {
 		}()
 	}
 	var members []*embed.Etcd
+	closers := map[string]func(){}
 	for range names {
 		select {
 		case e := <-started:
 			members = append(members, e)
-			t.Cleanup(e.Close)
+			closers[e.Config().Name] = sync.OnceFunc(e.Close)
+			t.Cleanup(closers[e.Config().Name])
 		case err := <-errs:
 			t.Fatal(err)
 		}
@@ -538,6 +543,22 @@ func TestRestoreThreeMemberCluster(t *testing.T) {
 	if !backupLine.MatchString(out) {
 		t.Errorf("backup of the restored cluster: %q", out)
 	}
+
+	// A member without a quorum is not backed up, neither running nor
+	// from its directory.
+	closers["b"]()
+	closers["c"]()
+	code, _, stderr = runToEnd(t, "backup", "--etcd-endpoints", "http://"+members[0].Clients[0].Addr().String(), "--out", filepath.Join(t.TempDir(), "a.db"), "--timeout", "5s")
+	// Refused at its status (once it knows it lost its leader) or at the
+	// quorum read (before).
+	if code != exitError || !strings.Contains(stderr, "no etcd endpoint answers") && !strings.Contains(stderr, "has the member a quorum?") {
+		t.Errorf("backup of a member without quorum: exit code %d, stderr:\n%s\nwant 1 and a refusal", code, stderr)
+	}
+	closers["a"]()
+	code, _, stderr = runToEnd(t, "backup", "--data-dir", dirs["c"], "--out", filepath.Join(t.TempDir(), "c.db"), "--timeout", "5s")
+	if code != exitError || !strings.Contains(stderr, "is a member of a cluster of 3 members (a, b, c)") {
+		t.Errorf("backup of one member's directory: exit code %d, stderr:\n%s\nwant 1 and a refusal", code, stderr)
+	}
 }
 
 // Bad usage of backup and restore exits 2 before touching anything; their
@@ -550,7 +571,7 @@ func TestBackupRestoreUsage(t *testing.T) {
 		want int
 		says string
 	}{
-		{"backup help", []string{"backup", "-h"}, exitOK, "Refused while a server runs on D"},
+		{"backup help", []string{"backup", "-h"}, exitOK, "stop it, or use"},
 		{"restore help", []string{"restore", "-h"}, exitOK, "Refused (and nothing written)"},
 		{"backup without out", []string{"backup", "--data-dir", dir}, exitUsage, "--out is required"},
 		{"backup without source", []string{"backup", "--out", filepath.Join(dir, "x")}, exitUsage, "exactly one of --data-dir and --etcd-endpoints"},
