@@ -406,6 +406,9 @@ func restoreSnapshot(from, dir, name string, cluster types.URLsMap, bump uint64,
 	// Restore beside dir, on its file system, and rename: a restore cut
 	// short leaves no half-made directory under the name a server opens.
 	parent := filepath.Dir(filepath.Clean(dir))
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return info, err
+	}
 	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".restore-")
 	if err != nil {
 		return info, err

@@ -395,7 +395,8 @@ func TestBackupFromEtcdEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	restored := filepath.Join(t.TempDir(), "restored")
+	// Parents are made as needed.
+	restored := filepath.Join(t.TempDir(), "new", "restored")
 	mustRunToEnd(t, "restore", "--from", snap, "--data-dir", restored)
 	r, err := hastore.StartMember(ctx, hastore.MemberConfig{Dir: restored})
 	if err != nil {
