@@ -52,12 +52,14 @@ type MemberConfig struct {
 	// single member uses etcd's default. Default: "jobplane".
 	ClusterToken string
 	// HeartbeatInterval is how often a leader tells its followers it
-	// lives. Default: 10ms for a single member, 100ms in a cluster
-	// (etcd's default).
+	// lives. Default: 10ms for a single member, 50ms in a cluster.
 	HeartbeatInterval time.Duration
 	// ElectionTimeout is how long a follower waits for its leader before
 	// it calls an election; at least 5 heartbeat intervals. Default: 100ms
-	// for a single member, 1s in a cluster (etcd's default).
+	// for a single member, 500ms in a cluster (half etcd's default), so
+	// that a new etcd leader is elected well within the JobManagers'
+	// default session TTL of 2s: a longer election stops sessions'
+	// renewals long enough to stop running tasks.
 	ElectionTimeout time.Duration
 	// QuotaBytes is the backend's space quota: past it, etcd refuses writes
 	// until space is reclaimed. Default: 2 GiB.
@@ -140,10 +142,10 @@ func (c MemberConfig) withDefaults() MemberConfig {
 	}
 	if c.clustered() {
 		if c.HeartbeatInterval == 0 {
-			c.HeartbeatInterval = 100 * time.Millisecond
+			c.HeartbeatInterval = 50 * time.Millisecond
 		}
 		if c.ElectionTimeout == 0 {
-			c.ElectionTimeout = time.Second
+			c.ElectionTimeout = 500 * time.Millisecond
 		}
 		if c.StartTimeout == 0 {
 			c.StartTimeout = 5 * time.Minute

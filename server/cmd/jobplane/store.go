@@ -112,8 +112,8 @@ func (s *storeFlags) register(fs *flag.FlagSet, defaultDataDir string) {
 	fs.StringVar(&s.peerListen, "etcd-peer-listen", "", "host:port the member's peer listener binds (default: the host:port of its -etcd-peers entry)")
 	fs.StringVar(&s.clientListen, "etcd-client-listen", "127.0.0.1:0", "host:port of the embedded member's etcd client listener (for etcdctl, backups, and members joining through it)")
 	fs.StringVar(&s.join, "etcd-join", "", "comma-separated client URLs of running members: on an empty -data-dir, add this member (its -etcd-peers entry) to their cluster and start as its new member")
-	fs.DurationVar(&s.heartbeatInterval, "etcd-heartbeat-interval", 0, "etcd leader heartbeat interval (default 10ms for a single member, 100ms in a cluster)")
-	fs.DurationVar(&s.electionTimeout, "etcd-election-timeout", 0, "etcd election timeout, at least 5 heartbeat intervals (default 100ms for a single member, 1s in a cluster)")
+	fs.DurationVar(&s.heartbeatInterval, "etcd-heartbeat-interval", 0, "etcd leader heartbeat interval (default 10ms for a single member, 50ms in a cluster)")
+	fs.DurationVar(&s.electionTimeout, "etcd-election-timeout", 0, "etcd election timeout, at least 5 heartbeat intervals (default 100ms for a single member, 500ms in a cluster; keep it well below -session-ttl)")
 }
 
 // registerRemote adds -hastore, for subcommands that can use an HA store
