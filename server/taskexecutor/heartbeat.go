@@ -27,15 +27,25 @@ type link struct {
 	told     map[string]election.Token // what the process knows this TaskExecutor follows
 	complete map[string]bool           // jobs to report complete next
 	// unacked are state changes whose own report failed, by job and
-	// attempt, sent with the next heartbeats until one is answered.
-	unacked map[string]map[string]*jobplanev1.TaskExecutionStatus
+	// attempt, sent with the next heartbeats until one is answered, as
+	// long as the JobMaster they were for is still the job's.
+	unacked map[string]map[string]unackedStatus
+}
+
+// unackedStatus is a state change whose report failed, and the token of
+// the JobMaster it was for. A newer JobMaster of the job, even at the same
+// address, numbers its attempts anew: an older one's change is not about
+// its attempts, and is dropped.
+type unackedStatus struct {
+	token  election.Token
+	status *jobplanev1.TaskExecutionStatus
 }
 
 // linkLocked returns the link to address, made if new; te.mu must be held.
 func (te *TaskExecutor) linkLocked(address string) *link {
 	l := te.links[address]
 	if l == nil {
-		l = &link{full: true, told: map[string]election.Token{}, complete: map[string]bool{}, unacked: map[string]map[string]*jobplanev1.TaskExecutionStatus{}}
+		l = &link{full: true, told: map[string]election.Token{}, complete: map[string]bool{}, unacked: map[string]map[string]unackedStatus{}}
 		te.links[address] = l
 	}
 	return l
@@ -43,14 +53,14 @@ func (te *TaskExecutor) linkLocked(address string) *link {
 
 // unackedLocked keeps a state change whose report failed, for the next
 // heartbeats to its JobMaster's address; te.mu must be held.
-func (te *TaskExecutor) unackedLocked(address, jobID string, st *jobplanev1.TaskExecutionStatus) {
+func (te *TaskExecutor) unackedLocked(address, jobID string, token election.Token, st *jobplanev1.TaskExecutionStatus) {
 	l := te.linkLocked(address)
 	m := l.unacked[jobID]
 	if m == nil {
-		m = map[string]*jobplanev1.TaskExecutionStatus{}
+		m = map[string]unackedStatus{}
 		l.unacked[jobID] = m
 	}
-	m[attemptKey(st.GetAttempt())] = st
+	m[attemptKey(st.GetAttempt())] = unackedStatus{token: token, status: st}
 }
 
 func attemptKey(a *jobplanev1.ExecutionAttemptId) string {
@@ -104,8 +114,12 @@ func (te *TaskExecutor) heartbeatRequestLocked(address string, followed map[stri
 			req.Jobs = append(req.Jobs, te.completeLocked(jobID, token))
 		case l.told[jobID] != token || len(l.unacked[jobID]) > 0:
 			r := &clusterv1.TaskExecutorJobReport{JobId: jobID, JobMasterToken: protoToken(token), Following: true}
-			for _, st := range l.unacked[jobID] {
-				r.Attempts = append(r.Attempts, st)
+			for k, u := range l.unacked[jobID] {
+				if u.token != token {
+					delete(l.unacked[jobID], k) // an older JobMaster's
+					continue
+				}
+				r.Attempts = append(r.Attempts, u.status)
 			}
 			req.Jobs = append(req.Jobs, r)
 		}

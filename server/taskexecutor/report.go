@@ -203,7 +203,7 @@ func (te *TaskExecutor) settle(e reportEntry, errs []error, answered bool, sent 
 			p.t.cancel()
 		default:
 			te.log.Debug("state report failed; it goes with the next heartbeat", "job", key.jobID, "err", err)
-			te.unackedLocked(key.address, key.jobID, p.status)
+			te.unackedLocked(key.address, key.jobID, key.token, p.status)
 		}
 	}
 }

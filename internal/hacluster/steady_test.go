@@ -1,0 +1,117 @@
+package hacluster_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/internal/hacluster"
+	"github.com/jobplane/jobplane/sdk"
+)
+
+var steadyFor = flag.Duration("steady.duration", 0, "how long TestSteadyLeadership runs, half idle and half busy (0: 20s; `make soak` runs 10m)")
+
+// On the default timings, a healthy cluster never changes its leader and
+// never stops a healthy task: three etcd members, two jobmanagers and two
+// TaskExecutors, first idle with one long job running, then busy with
+// clients running short jobs back to back. Any lost lease, leader change
+// or task stopped for a late heartbeat fails the test; the long job has
+// no restart strategy, so a stop of its task would fail it for good.
+func TestSteadyLeadership(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a cluster for a while")
+	}
+	d := *steadyFor
+	if d == 0 {
+		d = 20 * time.Second
+	}
+	c, cl, leader, ids := startJobs(t, hacluster.Config{JobManagers: 2}, 1, nil)
+	begin := time.Now()
+
+	// Idle: nothing but the long job and the heartbeats. The wait is the
+	// measurement's duration, not a guess at how long something takes.
+	time.Sleep(d / 2)
+
+	// Busy: four clients run one-task jobs of 50ms back to back.
+	ctx, cancel := context.WithTimeout(context.Background(), d/2)
+	defer cancel()
+	var (
+		wg             sync.WaitGroup
+		finished, bad  atomic.Int64
+		firstBad       sync.Once
+		firstBadReport string
+	)
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				id := fmt.Sprintf("busy-%d-%d", w, i)
+				jctx, jcancel := context.WithTimeout(context.Background(), time.Minute)
+				res, err := cl.Execute(jctx, hacluster.SleepJob(id, 1, 50*time.Millisecond), sdk.WithJobID(id))
+				jcancel()
+				if err == nil && res.GetStatus() == jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+					finished.Add(1)
+					continue
+				}
+				bad.Add(1)
+				firstBad.Do(func() { firstBadReport = fmt.Sprintf("%s: %v, %v", id, res.GetStatus(), err) })
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(begin)
+
+	if n := bad.Load(); n > 0 {
+		t.Errorf("%d busy jobs did not finish; the first: %s", n, firstBadReport)
+	}
+	if finished.Load() == 0 {
+		t.Error("no busy job finished")
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer scancel()
+	if l, err := c.Leader(sctx); err != nil || l != leader {
+		t.Errorf("leader after %v: %v (%v); want %s throughout", elapsed, l, err, leader.Name)
+	}
+	status, running, total, err := leader.JobState(sctx, ids[0])
+	if err != nil || status != jobplanev1.JobStatus_JOB_STATUS_RUNNING || running != total {
+		t.Errorf("the long job after %v: %v, %d of %d subtasks running (%v); want RUNNING, all", elapsed, status, running, total, err)
+	}
+	var all strings.Builder // every process's whole log (Cluster.Logs keeps tails)
+	for _, p := range c.Processes() {
+		b, err := os.ReadFile(filepath.Join(p.Dir, "log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Write(b)
+	}
+	logs := all.String()
+	for _, bad := range []string{"session lease not renewed in time", "silent past its heartbeat timeout", "leadership ended"} {
+		if n := strings.Count(logs, bad); n > 0 {
+			t.Errorf("%d log lines %q in %v", n, bad, elapsed)
+		}
+	}
+	if n := strings.Count(logs, "leadership granted"); n != 1 {
+		t.Errorf("%d leadership grants in %v; want 1", n, elapsed)
+	}
+	ivs := checkAttempts(t, c)
+	starts := 0
+	for _, iv := range ivs {
+		if iv.JobID == ids[0] {
+			starts++
+		}
+	}
+	if starts != 2 { // its two subtasks, once each
+		t.Errorf("the long job's subtasks started %d times; want 2", starts)
+	}
+	t.Logf("steady for %v (half idle, half busy): %d busy jobs finished, one leader, no task stopped", elapsed, finished.Load())
+	if t.Failed() {
+		t.Log(c.Logs())
+	}
+}
