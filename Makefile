@@ -76,13 +76,13 @@ mutants: ## mutation testing: plant each of the suite's mutants in the server, r
 # BENCH_QUICK=1 makes `make bench` a smoke run: every row once and briefly,
 # BENCHMARKS.md left alone; it fails only when a scenario cannot run at all.
 BENCH_QUICK ?=
-BENCH_PKGS  := ./server/internal/scheduler ./server/hastore/... ./sdk/localcluster
+BENCH_PKGS  := ./server/internal/scheduler ./server/hastore/... ./sdk/localcluster ./internal/hacluster
 
 .PHONY: bench
 bench: ## benchmarks: print the table and rewrite BENCHMARKS.md (BENCH_QUICK=1: brief smoke run, no rewrite)
 	$(GO) build -o bin/jobplane ./server/cmd/jobplane
 	$(GO) build -o bin/jobplane-bench ./bench/cmd/jobplane-bench
-	$(GO) test -run '^$$' -bench . -benchmem $(if $(BENCH_QUICK),-count=1 -benchtime=1x,-count=3) $(BENCH_PKGS) | tee bin/gobench.txt
+	FAILOVER_CYCLES=$(if $(BENCH_QUICK),2,20) $(GO) test -run '^$$' -bench . -benchmem -timeout 60m $(if $(BENCH_QUICK),-count=1 -benchtime=1x,-count=3) $(BENCH_PKGS) | tee bin/gobench.txt
 	bin/jobplane-bench -jobplane bin/jobplane -gobench bin/gobench.txt $(if $(BENCH_QUICK),-quick,-out BENCHMARKS.md) $(ARGS)
 
 .PHONY: bench-quick

@@ -3,6 +3,8 @@ package hacluster_test
 import (
 	"context"
 	"flag"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -54,5 +56,47 @@ func TestSummary(t *testing.T) {
 		if m != tc.median || x != tc.worst {
 			t.Errorf("Summary(%v) = %v, %v; want %v, %v", tc.in, m, x, tc.median, tc.worst)
 		}
+	}
+}
+
+// BenchmarkFailover times failovers of the leader on the default timings,
+// for `make bench` (row 7): SIGKILL → first recovered job RUNNING on the
+// standby, and SIGTERM → the next leader answers, median and maximum over
+// $FAILOVER_CYCLES cycles (default 20), on one etcd member embedded in a
+// `jobplane hastore` process and on three etcd members. Each benchmark
+// iteration runs every cycle; run it with -benchtime=1x.
+func BenchmarkFailover(b *testing.B) {
+	cycles := 20
+	if v, err := strconv.Atoi(os.Getenv("FAILOVER_CYCLES")); err == nil && v > 0 {
+		cycles = v
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  hacluster.Config
+	}{
+		{"embedded-member", hacluster.Config{EmbeddedStore: true}},
+		{"3-etcd-members", hacluster.Config{EtcdMembers: 3}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var kill, term []time.Duration
+			for range b.N {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cycles)*(10*hacluster.SessionTTL()+time.Minute))
+				k, t, err := hacluster.MeasureFailover(ctx, tc.cfg, cycles)
+				cancel()
+				if err != nil {
+					b.Fatal(err)
+				}
+				kill, term = append(kill, k...), append(term, t...)
+			}
+			km, kx := hacluster.Summary(kill)
+			tm, tx := hacluster.Summary(term)
+			ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(ms(km), "failover-kill-p50-ms")
+			b.ReportMetric(ms(kx), "failover-kill-max-ms")
+			b.ReportMetric(ms(tm), "failover-term-p50-ms")
+			b.ReportMetric(ms(tx), "failover-term-max-ms")
+			b.ReportMetric(float64(len(kill)), "failover-cycles")
+		})
 	}
 }
