@@ -151,10 +151,13 @@ func (s *clientSession) ValidUntil() time.Time {
 	return s.validity.Until()
 }
 
-// renew keeps the session alive until it ends. If renewals keep failing,
-// the expiry timer ends the session before the store would expire it.
+// renew keeps the session alive until it ends, renewing every sixth of
+// the TTL (as the etcd backend does): a renewal held until it times out
+// then still leaves most of the lease, which the TaskExecutors use as a
+// deadline for the leader's tasks. If renewals keep failing, the expiry
+// timer ends the session before the store would expire it.
 func (s *clientSession) renew() {
-	interval := max(s.ttl/3, 10*time.Millisecond)
+	interval := max(s.ttl/6, 10*time.Millisecond)
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	for {
