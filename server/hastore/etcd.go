@@ -497,33 +497,32 @@ func (s *Etcd) planDeletes(jobID string) []clientv3.Op {
 	return []clientv3.Op{clientv3.OpDelete(s.planKey(jobID)), clientv3.OpDelete(s.cancelKey(jobID))}
 }
 
-// RequestCancel implements Store: the request is put only if the job's
-// plan exists and it has no result, both checked in the transaction that
-// puts it; if it has one, the transaction reads it instead.
+// RequestCancel implements Store: the request is put only if the job has
+// no result and its plan exists, both checked in the transaction that
+// puts it; if it has a result, the transaction reads it instead.
 func (s *Etcd) RequestCancel(ctx context.Context, f Fence, jobID string) error {
 	if err := ValidateJobWrite(f, jobID); err != nil {
 		return err
 	}
 	resultKey := s.resultKey(jobID)
 	resp, err := s.fenced(ctx, f, clientv3.OpTxn(
-		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.planKey(jobID)), ">", 0)},
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(resultKey), "=", 0)},
 		[]clientv3.Op{clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(resultKey), "=", 0)},
-			[]clientv3.Op{clientv3.OpPut(s.cancelKey(jobID), "")},
-			[]clientv3.Op{clientv3.OpGet(resultKey)})}, nil))
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.planKey(jobID)), ">", 0)},
+			[]clientv3.Op{clientv3.OpPut(s.cancelKey(jobID), "")}, nil)},
+		[]clientv3.Op{clientv3.OpGet(resultKey)}))
 	if err != nil {
 		return err
 	}
 	outer := resp.Responses[0].GetResponseTxn()
-	if !outer.GetSucceeded() {
-		return ErrPlanNotFound
-	}
-	inner := outer.GetResponses()[0].GetResponseTxn()
-	if inner.GetSucceeded() {
+	if outer.GetSucceeded() {
+		if !outer.GetResponses()[0].GetResponseTxn().GetSucceeded() {
+			return ErrPlanNotFound
+		}
 		return nil
 	}
 	terminal := &JobTerminalError{JobID: jobID}
-	if kvs := inner.GetResponses()[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+	if kvs := outer.GetResponses()[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		entry := new(hastorev1.JobResultEntry)
 		if err := proto.Unmarshal(kvs[0].Value, entry); err != nil {
 			return fmt.Errorf("hastore: decode result of job %s: %w", jobID, err)

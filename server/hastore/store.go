@@ -97,12 +97,13 @@ type Store interface {
 
 	// RequestCancel records, fenced by f, that the job's cancellation was
 	// requested, so that a leader that recovers the job cancels it before
-	// running anything. It fails with ErrPlanNotFound, writing nothing, if
-	// the job has no plan, and with a *JobTerminalError (errors.Is
+	// running anything. It fails with a *JobTerminalError (errors.Is
 	// ErrJobTerminal) carrying the result's status, writing nothing, if the
-	// job has a result entry: both are checked with the write, so a cancel
-	// request and a job result are ordered by the store. Requesting again
-	// is no error. The record goes with the plan (DeleteExecutionPlan).
+	// job has a result entry (whether or not its plan is deleted yet), and
+	// otherwise with ErrPlanNotFound, writing nothing, if the job has no
+	// plan: both are checked with the write, so a cancel request and a job
+	// result are ordered by the store. Requesting again is no error. The
+	// record goes with the plan (DeleteExecutionPlan).
 	RequestCancel(ctx context.Context, f Fence, jobID string) error
 	// CancelRequested reports whether the job's cancellation was requested
 	// and its plan is not deleted yet.

@@ -75,7 +75,7 @@ func Cases() []Case {
 		{Name: "EpochsIncreaseAcrossRestart", Doc: "epochs keep increasing across a restart of the store", Run: testEpochsIncreaseAcrossRestart},
 		{Name: "DataSurvivesRestart", Doc: "plans and results survive a restart of the store", Run: testDataSurvivesRestart},
 		{Name: "ExecutionPlans", Doc: "plans are created once (the same plan again succeeds, another is refused), listed in order by pages, and deleted only once the job has a result", Run: testExecutionPlans},
-		{Name: "CancelRequests", Doc: "a job's cancel request is recorded only while it has a plan, again without error, and goes with the plan: a new plan under the id, once the result is gone too, has none", Run: testCancelRequests},
+		{Name: "CancelRequests", Doc: "a job's cancel request is recorded only while it has a plan (and no result), again without error, and goes with the plan: a new plan under the id, once the result is gone too, has none", Run: testCancelRequests},
 		{Name: "CancelBeforeResult", Doc: "once a job's cancellation is requested, a FINISHED or FAILED result is refused (ErrCancelRequested) and nothing is written, by CreateDirtyJobResult and by FinishJob where the store has it; a CANCELED one is written", Run: testCancelBeforeResult},
 		{Name: "ResultBeforeCancel", Doc: "once a job has a result entry, its cancellation is refused (a *JobTerminalError with the result's status) and no request is recorded; the result's repetition still succeeds", Run: testResultBeforeCancel},
 		{Name: "JobResults", Doc: "results are created once (the same result again succeeds, another is refused), marked clean, listed by state, and deleted only when clean", Run: testJobResults},
@@ -655,7 +655,7 @@ func testCancelRequests(t T, b *Backend) {
 	must(t, s.CreateDirtyJobResult(ctx, f, result("c", jobplanev1.JobStatus_JOB_STATUS_CANCELED)))
 	must(t, s.DeleteExecutionPlan(ctx, f, "c"))
 	requested("c", false)
-	wantErr(t, "RequestCancel after the plan was deleted", s.RequestCancel(ctx, f, "c"), hastore.ErrPlanNotFound)
+	wantErr(t, "RequestCancel after the plan was deleted, with the result kept", s.RequestCancel(ctx, f, "c"), hastore.ErrJobTerminal)
 	requested("c", false)
 	// Nothing of it is left for the id's next use, once its result is
 	// gone too.
@@ -735,9 +735,16 @@ func testResultBeforeCancel(t T, b *Backend) {
 		}
 		must(t, s.CreateDirtyJobResult(ctx, f, result(tc.id, tc.status))) // the result's repetition
 	}
-	// Without the plan, the plan's absence is what is said.
+	// The result is what is said, also once the plan is deleted; once the
+	// result is deleted too, the plan's absence.
 	must(t, s.DeleteExecutionPlan(ctx, f, "fin"))
-	wantErr(t, "RequestCancel of a job whose plan is deleted", s.RequestCancel(ctx, f, "fin"), hastore.ErrPlanNotFound)
+	var terminal *hastore.JobTerminalError
+	if err := s.RequestCancel(ctx, f, "fin"); !errors.As(err, &terminal) || terminal.Status != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("RequestCancel of a job whose plan is deleted: err = %v; want a *JobTerminalError with FINISHED", err)
+	}
+	must(t, s.MarkJobResultClean(ctx, f, "fin"))
+	must(t, s.DeleteJobResultEntry(ctx, f, "fin"))
+	wantErr(t, "RequestCancel of a job without plan or result", s.RequestCancel(ctx, f, "fin"), hastore.ErrPlanNotFound)
 }
 
 func testJobResults(t T, b *Backend) {

@@ -210,14 +210,14 @@ type HAStoreServiceClient interface {
 	// write. So a request that succeeded ends the job CANCELED, and a job
 	// whose result came first refuses the request.
 	//
-	// Errors: NOT_FOUND (EXECUTION_PLAN_NOT_FOUND) if the job has no plan,
-	// checked in the same atomic step as the write; FAILED_PRECONDITION
-	// (JOB_TERMINAL) if the job has a plan and a result entry, checked in
-	// the same atomic step, with the result's status in the metadata
-	// `status` (a JobStatus name such as JOB_STATUS_FINISHED): nothing was
-	// written (the Dispatcher answers CancelJob of a CANCELED result OK);
-	// ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
-	// another election.
+	// Errors: FAILED_PRECONDITION (JOB_TERMINAL) if the job has a result
+	// entry, whether or not its plan is deleted yet, with the result's
+	// status in the metadata `status` (a JobStatus name such as
+	// JOB_STATUS_FINISHED): nothing was written (the Dispatcher answers
+	// CancelJob of a CANCELED result OK); otherwise NOT_FOUND
+	// (EXECUTION_PLAN_NOT_FOUND) if the job has no plan; both checked in the
+	// same atomic step as the write; ABORTED (STALE_FENCING_TOKEN);
+	// INVALID_ARGUMENT, also for a fence of another election.
 	RequestJobCancel(context.Context, *v1.RequestJobCancelRequest) (*v1.RequestJobCancelResponse, error)
 	// CreateDirtyJobResult records a job's result as dirty: the job is
 	// globally terminal and its cleanup has not finished. If the job's entry
@@ -725,14 +725,14 @@ type HAStoreServiceHandler interface {
 	// write. So a request that succeeded ends the job CANCELED, and a job
 	// whose result came first refuses the request.
 	//
-	// Errors: NOT_FOUND (EXECUTION_PLAN_NOT_FOUND) if the job has no plan,
-	// checked in the same atomic step as the write; FAILED_PRECONDITION
-	// (JOB_TERMINAL) if the job has a plan and a result entry, checked in
-	// the same atomic step, with the result's status in the metadata
-	// `status` (a JobStatus name such as JOB_STATUS_FINISHED): nothing was
-	// written (the Dispatcher answers CancelJob of a CANCELED result OK);
-	// ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
-	// another election.
+	// Errors: FAILED_PRECONDITION (JOB_TERMINAL) if the job has a result
+	// entry, whether or not its plan is deleted yet, with the result's
+	// status in the metadata `status` (a JobStatus name such as
+	// JOB_STATUS_FINISHED): nothing was written (the Dispatcher answers
+	// CancelJob of a CANCELED result OK); otherwise NOT_FOUND
+	// (EXECUTION_PLAN_NOT_FOUND) if the job has no plan; both checked in the
+	// same atomic step as the write; ABORTED (STALE_FENCING_TOKEN);
+	// INVALID_ARGUMENT, also for a fence of another election.
 	RequestJobCancel(context.Context, *v1.RequestJobCancelRequest) (*v1.RequestJobCancelResponse, error)
 	// CreateDirtyJobResult records a job's result as dirty: the job is
 	// globally terminal and its cleanup has not finished. If the job's entry
