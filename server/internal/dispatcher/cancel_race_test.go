@@ -61,7 +61,11 @@ type gatedStore struct {
 	once    sync.Once
 	reached chan struct{}
 	release chan struct{}
+	opened  sync.Once
 }
+
+// open lets the held write go on; it may be called more than once.
+func (s *gatedStore) open() { s.opened.Do(func() { close(s.release) }) }
 
 func (s *gatedStore) gate(write func() error) error {
 	var held bool
@@ -160,6 +164,7 @@ func TestCancelAndResultOrderedByTheStore(t *testing.T) {
 				}
 				<-done
 			}()
+			defer gs.open() // before the term ends, even if the test fails early
 			var out dispatcher.SubmitOutcome
 			for {
 				if out, err = d.Submit(ctx, id, graph); !errors.Is(err, dispatcher.ErrNotLeading) {
@@ -194,7 +199,7 @@ func TestCancelAndResultOrderedByTheStore(t *testing.T) {
 			case cerr != nil || st != tc.wantCancel:
 				t.Errorf("Cancel = %v, %v; want %v", st, cerr, tc.wantCancel)
 			}
-			close(gs.release)
+			gs.open()
 			res, err := d.Result(ctx, id, true)
 			if err != nil || res.GetStatus() != tc.wantResult {
 				t.Errorf("Result = %v, %v; want %v", res.GetStatus(), err, tc.wantResult)
