@@ -159,10 +159,16 @@ func TestCancelAndResultOrderedByTheStore(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- d.Lead(l.Context(), l) }()
 			defer func() {
-				if err := l.Resign(ctx); err != nil {
+				rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer rcancel()
+				if err := l.Resign(rctx); err != nil {
 					t.Error(err)
 				}
-				<-done
+				select {
+				case <-done:
+				case <-rctx.Done():
+					t.Error("the Dispatcher's term did not end after its resignation")
+				}
 			}()
 			defer gs.open() // before the term ends, even if the test fails early
 			var out dispatcher.SubmitOutcome
@@ -200,7 +206,9 @@ func TestCancelAndResultOrderedByTheStore(t *testing.T) {
 				t.Errorf("Cancel = %v, %v; want %v", st, cerr, tc.wantCancel)
 			}
 			gs.open()
-			res, err := d.Result(ctx, id, true)
+			wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
+			defer wcancel()
+			res, err := d.Result(wctx, id, true)
 			if err != nil || res.GetStatus() != tc.wantResult {
 				t.Errorf("Result = %v, %v; want %v", res.GetStatus(), err, tc.wantResult)
 			}
