@@ -505,22 +505,39 @@ func (s *Etcd) planDeletes(jobID string) []clientv3.Op {
 	return []clientv3.Op{clientv3.OpDelete(s.planKey(jobID)), clientv3.OpDelete(s.cancelKey(jobID))}
 }
 
-// RequestCancel implements Store: the request is put only if the job's
-// plan exists, checked in the transaction that puts it.
+// RequestCancel implements Store: the request is put only if the job has
+// no result and its plan exists, both checked in the transaction that
+// puts it; if it has a result, the transaction reads it instead.
 func (s *Etcd) RequestCancel(ctx context.Context, f Fence, jobID string) error {
 	if err := ValidateJobWrite(f, jobID); err != nil {
 		return err
 	}
+	resultKey := s.resultKey(jobID)
 	resp, err := s.fenced(ctx, f, clientv3.OpTxn(
-		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.planKey(jobID)), ">", 0)},
-		[]clientv3.Op{clientv3.OpPut(s.cancelKey(jobID), "")}, nil))
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(resultKey), "=", 0)},
+		[]clientv3.Op{clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.planKey(jobID)), ">", 0)},
+			[]clientv3.Op{clientv3.OpPut(s.cancelKey(jobID), "")}, nil)},
+		[]clientv3.Op{clientv3.OpGet(resultKey)}))
 	if err != nil {
 		return err
 	}
-	if !resp.Responses[0].GetResponseTxn().GetSucceeded() {
-		return ErrPlanNotFound
+	outer := resp.Responses[0].GetResponseTxn()
+	if outer.GetSucceeded() {
+		if !outer.GetResponses()[0].GetResponseTxn().GetSucceeded() {
+			return ErrPlanNotFound
+		}
+		return nil
 	}
-	return nil
+	terminal := &JobTerminalError{JobID: jobID}
+	if kvs := outer.GetResponses()[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		entry := new(hastorev1.JobResultEntry)
+		if err := proto.Unmarshal(kvs[0].Value, entry); err != nil {
+			return fmt.Errorf("hastore: decode result of job %s: %w", jobID, err)
+		}
+		terminal.Status = entry.GetResult().GetStatus()
+	}
+	return terminal
 }
 
 // CancelRequested implements Store.
@@ -544,6 +561,8 @@ func (s *Etcd) CreateDirtyJobResult(ctx context.Context, f Fence, result *jobpla
 // runs extra in the same fenced transaction. If the job's entry holds an
 // equal result, in state or a later one (clean after dirty), the call is
 // a repetition of the one that created it: it succeeds, changing nothing.
+// A result that a cancel request overrides (FINISHED, FAILED) is put only
+// if the job has no cancel request, checked in the same transaction.
 func (s *Etcd) createResult(ctx context.Context, f Fence, result *jobplanev1.JobResult, state hastorev1.JobResultState, extra ...clientv3.Op) error {
 	if err := ValidateResultWrite(f, result); err != nil {
 		return err
@@ -553,15 +572,25 @@ func (s *Etcd) createResult(ctx context.Context, f Fence, result *jobplanev1.Job
 		return fmt.Errorf("hastore: encode result: %w", err)
 	}
 	key := s.resultKey(result.GetJobId())
+	writes := append([]clientv3.Op{clientv3.OpPut(key, string(data))}, extra...)
+	guarded := cancelOverrides(result.GetStatus())
+	if guarded {
+		writes = []clientv3.Op{clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.cancelKey(result.GetJobId())), "=", 0)},
+			writes, nil)}
+	}
 	resp, err := s.fenced(ctx, f, clientv3.OpTxn(
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
-		append([]clientv3.Op{clientv3.OpPut(key, string(data))}, extra...),
+		writes,
 		[]clientv3.Op{clientv3.OpGet(key)}))
 	if err != nil {
 		return err
 	}
 	txn := resp.Responses[0].GetResponseTxn()
 	if txn.GetSucceeded() {
+		if guarded && !txn.GetResponses()[0].GetResponseTxn().GetSucceeded() {
+			return ErrCancelRequested
+		}
 		return nil
 	}
 	kvs := txn.GetResponses()[0].GetResponseRange().GetKvs()

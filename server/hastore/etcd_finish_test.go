@@ -22,7 +22,9 @@ func TestFinishJobOneWrite(t *testing.T) {
 	if err := env.store.RequestCancel(ctx, env.f, "done"); err != nil {
 		t.Fatal(err)
 	}
-	res := &jobplanev1.JobResult{JobId: "done", Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED}
+	// A job whose cancellation was requested ends CANCELED (a FINISHED
+	// result is refused then: storetest's CancelBeforeResult).
+	res := &jobplanev1.JobResult{JobId: "done", Status: jobplanev1.JobStatus_JOB_STATUS_CANCELED}
 	if err := env.store.FinishJob(ctx, env.f, res); err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +33,7 @@ func TestFinishJobOneWrite(t *testing.T) {
 	}
 	entry, err := env.store.GetJobResultEntry(ctx, "done")
 	if err != nil || entry.GetState() != hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN || entry.GetResult().GetStatus() != res.GetStatus() {
-		t.Errorf("result after FinishJob = %v, %v; want it clean and FINISHED", entry, err)
+		t.Errorf("result after FinishJob = %v, %v; want it clean and CANCELED", entry, err)
 	}
 	if _, err := env.store.GetExecutionPlan(ctx, "done"); !errors.Is(err, hastore.ErrPlanNotFound) {
 		t.Errorf("plan after FinishJob: %v; want it removed", err)

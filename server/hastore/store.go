@@ -2,6 +2,8 @@ package hastore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
@@ -95,9 +97,13 @@ type Store interface {
 
 	// RequestCancel records, fenced by f, that the job's cancellation was
 	// requested, so that a leader that recovers the job cancels it before
-	// running anything. It fails with ErrPlanNotFound, writing nothing, if
-	// the job has no plan (checked with the write); requesting again is no
-	// error. The record goes with the plan (DeleteExecutionPlan).
+	// running anything. It fails with a *JobTerminalError (errors.Is
+	// ErrJobTerminal) carrying the result's status, writing nothing, if the
+	// job has a result entry (whether or not its plan is deleted yet), and
+	// otherwise with ErrPlanNotFound, writing nothing, if the job has no
+	// plan: both are checked with the write, so a cancel request and a job
+	// result are ordered by the store. Requesting again is no error. The
+	// record goes with the plan (DeleteExecutionPlan).
 	RequestCancel(ctx context.Context, f Fence, jobID string) error
 	// CancelRequested reports whether the job's cancellation was requested
 	// and its plan is not deleted yet.
@@ -106,6 +112,10 @@ type Store interface {
 	// CreateDirtyJobResult records result as dirty. If the job's entry
 	// holds an equal result (proto.Equal), dirty or clean, it succeeds and
 	// changes nothing; if it holds another, it fails with ErrResultExists.
+	// A FINISHED or FAILED result of a job without an entry fails with
+	// ErrCancelRequested, writing nothing, if the job's cancellation was
+	// requested (checked with the write): an acknowledged cancel ends the
+	// job CANCELED, so the caller records a CANCELED result instead.
 	CreateDirtyJobResult(ctx context.Context, f Fence, result *jobplanev1.JobResult) error
 	// MarkJobResultClean marks the job's result clean; a clean one stays
 	// clean. It fails with ErrResultNotFound if the job has no entry.
@@ -152,7 +162,8 @@ type JobFinisher interface {
 	// in between is ever seen. If the job's entry is clean and holds an
 	// equal result, it succeeds and changes nothing; it fails with
 	// ErrResultExists, writing nothing, if the job has any other entry.
-	// Its other errors are CreateDirtyJobResult's.
+	// Its other errors are CreateDirtyJobResult's, ErrCancelRequested
+	// among them.
 	FinishJob(ctx context.Context, f Fence, result *jobplanev1.JobResult) error
 }
 
@@ -192,3 +203,38 @@ type Session interface {
 // Every Store follows leaders as election.Observer asks, so that programs
 // needing only that (a TaskExecutor) can take a narrower interface.
 var _ election.Observer = Store(nil)
+
+// Errors of the ordering of cancel requests and job results (RequestCancel,
+// CreateDirtyJobResult, FinishJob). Match them with errors.Is.
+var (
+	// ErrJobTerminal: the job has a result entry, so its cancellation can
+	// no longer be requested. The error is a *JobTerminalError naming the
+	// result's status.
+	ErrJobTerminal = errors.New("hastore: the job has a result")
+	// ErrCancelRequested: the job's cancellation was requested, so it may
+	// not end FINISHED or FAILED; it ends CANCELED.
+	ErrCancelRequested = errors.New("hastore: the job's cancellation was requested")
+)
+
+// JobTerminalError is RequestCancel's refusal for a job that has a result
+// entry. errors.Is(err, ErrJobTerminal) is true for it.
+type JobTerminalError struct {
+	// JobID is the job's id.
+	JobID string
+	// Status is the status of the job's stored result; UNSPECIFIED when a
+	// remote store did not say.
+	Status jobplanev1.JobStatus
+}
+
+func (e *JobTerminalError) Error() string {
+	return fmt.Sprintf("hastore: job %s has a result (%v)", e.JobID, e.Status)
+}
+
+// Is makes errors.Is(err, ErrJobTerminal) true for a JobTerminalError.
+func (e *JobTerminalError) Is(target error) bool { return target == ErrJobTerminal }
+
+// cancelOverrides reports whether a cancel request, once recorded, keeps a
+// job from ending in status: it ends CANCELED instead.
+func cancelOverrides(status jobplanev1.JobStatus) bool {
+	return status == jobplanev1.JobStatus_JOB_STATUS_FINISHED || status == jobplanev1.JobStatus_JOB_STATUS_FAILED
+}

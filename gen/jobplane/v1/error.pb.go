@@ -96,7 +96,8 @@ const (
 	ErrorReason_ERROR_REASON_JOB_NOT_TERMINAL ErrorReason = 5
 	// Code FAILED_PRECONDITION. The job already reached a globally terminal
 	// status that forbids the operation (for example cancelling a FINISHED
-	// job). Metadata: `job_id`, `status`.
+	// job; HAStoreService.RequestJobCancel for a job with a result).
+	// Metadata: `job_id`, `status`.
 	ErrorReason_ERROR_REASON_JOB_TERMINAL ErrorReason = 6
 	// Code UNAVAILABLE. The execution plan could not be persisted to the HA
 	// store: after the write failed, the store showed no plan for the job.
@@ -189,6 +190,11 @@ const (
 	// (DispatcherService.GetTaskOutput: the one that keeps the output) did
 	// not answer; nothing was done. Retry. Metadata: `task_executor_id`.
 	ErrorReason_ERROR_REASON_TASK_EXECUTOR_UNREACHABLE ErrorReason = 30
+	// Code FAILED_PRECONDITION. The job's cancellation was requested
+	// (HAStoreService.RequestJobCancel), so it may not end FINISHED or
+	// FAILED (HAStoreService.CreateDirtyJobResult): nothing was written; the
+	// job ends CANCELED. Metadata: `job_id`.
+	ErrorReason_ERROR_REASON_JOB_CANCEL_REQUESTED ErrorReason = 31
 )
 
 // Enum value maps for ErrorReason.
@@ -225,6 +231,7 @@ var (
 		28: "ERROR_REASON_STREAM_BEHIND",
 		29: "ERROR_REASON_INTERNAL",
 		30: "ERROR_REASON_TASK_EXECUTOR_UNREACHABLE",
+		31: "ERROR_REASON_JOB_CANCEL_REQUESTED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":               0,
@@ -258,6 +265,7 @@ var (
 		"ERROR_REASON_STREAM_BEHIND":             28,
 		"ERROR_REASON_INTERNAL":                  29,
 		"ERROR_REASON_TASK_EXECUTOR_UNREACHABLE": 30,
+		"ERROR_REASON_JOB_CANCEL_REQUESTED":      31,
 	}
 )
 
@@ -484,7 +492,7 @@ const file_jobplane_v1_error_proto_rawDesc = "" +
 	"\bmetadata\x18\x04 \x03(\v2$.jobplane.v1.ItemError.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xd9\b\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\x80\t\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12$\n" +
 	" ERROR_REASON_STALE_FENCING_TOKEN\x10\x01\x12\x1b\n" +
@@ -517,7 +525,8 @@ const file_jobplane_v1_error_proto_rawDesc = "" +
 	"\x1aERROR_REASON_UNIMPLEMENTED\x10\x1b\x12\x1e\n" +
 	"\x1aERROR_REASON_STREAM_BEHIND\x10\x1c\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x1d\x12*\n" +
-	"&ERROR_REASON_TASK_EXECUTOR_UNREACHABLE\x10\x1eB\xa3\x01\n" +
+	"&ERROR_REASON_TASK_EXECUTOR_UNREACHABLE\x10\x1e\x12%\n" +
+	"!ERROR_REASON_JOB_CANCEL_REQUESTED\x10\x1fB\xa3\x01\n" +
 	"\x0fcom.jobplane.v1B\n" +
 	"ErrorProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
 

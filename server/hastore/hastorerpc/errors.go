@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -41,6 +42,8 @@ var domainErrors = []struct {
 	{hastore.ErrResultExists, connect.CodeAlreadyExists, jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_EXISTS},
 	{hastore.ErrResultNotFound, connect.CodeNotFound, jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_NOT_FOUND},
 	{hastore.ErrResultDirty, connect.CodeFailedPrecondition, jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_DIRTY},
+	{hastore.ErrJobTerminal, connect.CodeFailedPrecondition, jobplanev1.ErrorReason_ERROR_REASON_JOB_TERMINAL},
+	{hastore.ErrCancelRequested, connect.CodeFailedPrecondition, jobplanev1.ErrorReason_ERROR_REASON_JOB_CANCEL_REQUESTED},
 	{errStreamBehind, connect.CodeUnavailable, jobplanev1.ErrorReason_ERROR_REASON_STREAM_BEHIND},
 }
 
@@ -60,6 +63,16 @@ func toConnect(log *slog.Logger, err error, metadata map[string]string) error {
 		cerr := connect.NewError(connect.CodeInvalidArgument, err)
 		_ = withDetail(cerr, &errdetails.ErrorInfo{Reason: reasonString(jobplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT), Domain: ErrorDomain, Metadata: metadata})
 		return withDetail(cerr, br)
+	}
+	var terminal *hastore.JobTerminalError
+	if errors.As(err, &terminal) {
+		// The result's status goes with the refusal, so that a remote
+		// store's caller tells an idempotent cancel (CANCELED) apart.
+		metadata = maps.Clone(metadata)
+		if metadata == nil {
+			metadata = map[string]string{}
+		}
+		metadata["status"] = terminal.Status.String()
 	}
 	for _, de := range domainErrors {
 		if errors.Is(err, de.err) {
@@ -108,6 +121,10 @@ func fromConnect(err error) error {
 		case *errdetails.ErrorInfo:
 			if m.GetDomain() != ErrorDomain {
 				continue
+			}
+			if m.GetReason() == reasonString(jobplanev1.ErrorReason_ERROR_REASON_JOB_TERMINAL) {
+				status := jobplanev1.JobStatus(jobplanev1.JobStatus_value[m.GetMetadata()["status"]])
+				return &hastore.JobTerminalError{JobID: m.GetMetadata()["job_id"], Status: status}
 			}
 			for _, de := range domainErrors {
 				if m.GetReason() == reasonString(de.reason) {

@@ -75,7 +75,9 @@ func Cases() []Case {
 		{Name: "EpochsIncreaseAcrossRestart", Doc: "epochs keep increasing across a restart of the store", Run: testEpochsIncreaseAcrossRestart},
 		{Name: "DataSurvivesRestart", Doc: "plans and results survive a restart of the store", Run: testDataSurvivesRestart},
 		{Name: "ExecutionPlans", Doc: "plans are created once (the same plan again succeeds, another is refused), listed in order by pages, and deleted only once the job has a result", Run: testExecutionPlans},
-		{Name: "CancelRequests", Doc: "a job's cancel request is recorded only while it has a plan, again without error, and goes with the plan: a new plan under the id, once the result is gone too, has none", Run: testCancelRequests},
+		{Name: "CancelRequests", Doc: "a job's cancel request is recorded only while it has a plan (and no result), again without error, and goes with the plan: a new plan under the id, once the result is gone too, has none", Run: testCancelRequests},
+		{Name: "CancelBeforeResult", Doc: "once a job's cancellation is requested, a FINISHED or FAILED result is refused (ErrCancelRequested) and nothing is written, by CreateDirtyJobResult and by FinishJob where the store has it; a CANCELED one is written", Run: testCancelBeforeResult},
+		{Name: "ResultBeforeCancel", Doc: "once a job has a result entry, its cancellation is refused (a *JobTerminalError with the result's status) and no request is recorded; the result's repetition still succeeds", Run: testResultBeforeCancel},
 		{Name: "JobResults", Doc: "results are created once (the same result again succeeds, another is refused), marked clean, listed by state, and deleted only when clean", Run: testJobResults},
 		{Name: "CandidacyExists", Doc: "a session has one candidacy per election", Run: testCandidacyExists},
 		{Name: "CampaignCancelWithdraws", Doc: "a campaign given up before its grant leaves no candidacy", Run: testCampaignCancelWithdraws},
@@ -653,7 +655,7 @@ func testCancelRequests(t T, b *Backend) {
 	must(t, s.CreateDirtyJobResult(ctx, f, result("c", jobplanev1.JobStatus_JOB_STATUS_CANCELED)))
 	must(t, s.DeleteExecutionPlan(ctx, f, "c"))
 	requested("c", false)
-	wantErr(t, "RequestCancel after the plan was deleted", s.RequestCancel(ctx, f, "c"), hastore.ErrPlanNotFound)
+	wantErr(t, "RequestCancel after the plan was deleted, with the result kept", s.RequestCancel(ctx, f, "c"), hastore.ErrJobTerminal)
 	requested("c", false)
 	// Nothing of it is left for the id's next use, once its result is
 	// gone too.
@@ -661,6 +663,88 @@ func testCancelRequests(t T, b *Backend) {
 	must(t, s.DeleteJobResultEntry(ctx, f, "c"))
 	must(t, s.PutExecutionPlan(ctx, f, plan("c", "again")))
 	requested("c", false)
+}
+
+func testCancelBeforeResult(t T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	f := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "").Fence()
+	noResult := func(id string) {
+		t.Helper()
+		if e, err := s.GetJobResultEntry(ctx, id); !errors.Is(err, hastore.ErrResultNotFound) {
+			t.Errorf("GetJobResultEntry(%s) after a refused result = %v, %v; want ErrResultNotFound", id, e, err)
+		}
+		if _, err := s.GetExecutionPlan(ctx, id); err != nil {
+			t.Errorf("GetExecutionPlan(%s) after a refused result: %v; want the plan kept", id, err)
+		}
+		if got, err := s.CancelRequested(ctx, id); err != nil || !got {
+			t.Errorf("CancelRequested(%s) after a refused result = %v, %v; want true", id, got, err)
+		}
+	}
+	for _, id := range []string{"fin", "fail", "done"} {
+		must(t, s.PutExecutionPlan(ctx, f, plan(id, id)))
+		must(t, s.RequestCancel(ctx, f, id))
+	}
+	wantErr(t, "CreateDirtyJobResult FINISHED after a cancel request", s.CreateDirtyJobResult(ctx, f, result("fin", jobplanev1.JobStatus_JOB_STATUS_FINISHED)), hastore.ErrCancelRequested)
+	noResult("fin")
+	wantErr(t, "CreateDirtyJobResult FAILED after a cancel request", s.CreateDirtyJobResult(ctx, f, result("fail", jobplanev1.JobStatus_JOB_STATUS_FAILED)), hastore.ErrCancelRequested)
+	noResult("fail")
+	// The job ends CANCELED instead; then the refused result is another.
+	must(t, s.CreateDirtyJobResult(ctx, f, result("fin", jobplanev1.JobStatus_JOB_STATUS_CANCELED)))
+	must(t, s.CreateDirtyJobResult(ctx, f, result("fin", jobplanev1.JobStatus_JOB_STATUS_CANCELED))) // a repetition
+	wantErr(t, "CreateDirtyJobResult FINISHED over the CANCELED one", s.CreateDirtyJobResult(ctx, f, result("fin", jobplanev1.JobStatus_JOB_STATUS_FINISHED)), hastore.ErrResultExists)
+	if e, err := s.GetJobResultEntry(ctx, "fin"); err != nil || e.GetResult().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
+		t.Errorf("entry of the canceled job = %v, %v; want CANCELED", e, err)
+	}
+	// Other jobs are not concerned.
+	must(t, s.PutExecutionPlan(ctx, f, plan("free", "free")))
+	must(t, s.CreateDirtyJobResult(ctx, f, result("free", jobplanev1.JobStatus_JOB_STATUS_FINISHED)))
+	finisher, ok := s.(hastore.JobFinisher)
+	if !ok {
+		return
+	}
+	wantErr(t, "FinishJob FINISHED after a cancel request", finisher.FinishJob(ctx, f, result("done", jobplanev1.JobStatus_JOB_STATUS_FINISHED)), hastore.ErrCancelRequested)
+	noResult("done")
+	must(t, finisher.FinishJob(ctx, f, result("done", jobplanev1.JobStatus_JOB_STATUS_CANCELED)))
+	if _, err := s.GetExecutionPlan(ctx, "done"); !errors.Is(err, hastore.ErrPlanNotFound) {
+		t.Errorf("GetExecutionPlan after FinishJob CANCELED: %v; want ErrPlanNotFound", err)
+	}
+}
+
+func testResultBeforeCancel(t T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	f := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "").Fence()
+	for _, tc := range []struct {
+		id     string
+		status jobplanev1.JobStatus
+	}{
+		{"fin", jobplanev1.JobStatus_JOB_STATUS_FINISHED},
+		{"fail", jobplanev1.JobStatus_JOB_STATUS_FAILED},
+		{"canc", jobplanev1.JobStatus_JOB_STATUS_CANCELED},
+	} {
+		must(t, s.PutExecutionPlan(ctx, f, plan(tc.id, tc.id)))
+		must(t, s.CreateDirtyJobResult(ctx, f, result(tc.id, tc.status)))
+		err := s.RequestCancel(ctx, f, tc.id)
+		var terminal *hastore.JobTerminalError
+		if !errors.As(err, &terminal) || !errors.Is(err, hastore.ErrJobTerminal) || terminal.Status != tc.status {
+			t.Errorf("RequestCancel of a job with a %v result: err = %v; want a *JobTerminalError with that status", tc.status, err)
+		}
+		if got, err := s.CancelRequested(ctx, tc.id); err != nil || got {
+			t.Errorf("CancelRequested(%s) after a refused request = %v, %v; want false", tc.id, got, err)
+		}
+		must(t, s.CreateDirtyJobResult(ctx, f, result(tc.id, tc.status))) // the result's repetition
+	}
+	// The result is what is said, also once the plan is deleted; once the
+	// result is deleted too, the plan's absence.
+	must(t, s.DeleteExecutionPlan(ctx, f, "fin"))
+	var terminal *hastore.JobTerminalError
+	if err := s.RequestCancel(ctx, f, "fin"); !errors.As(err, &terminal) || terminal.Status != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("RequestCancel of a job whose plan is deleted: err = %v; want a *JobTerminalError with FINISHED", err)
+	}
+	must(t, s.MarkJobResultClean(ctx, f, "fin"))
+	must(t, s.DeleteJobResultEntry(ctx, f, "fin"))
+	wantErr(t, "RequestCancel of a job without plan or result", s.RequestCancel(ctx, f, "fin"), hastore.ErrPlanNotFound)
 }
 
 func testJobResults(t T, b *Backend) {

@@ -60,6 +60,7 @@ var codes = map[jobplanev1.ErrorReason]connect.Code{
 	jobplanev1.ErrorReason_ERROR_REASON_INTERNAL:                 connect.CodeInternal,
 
 	jobplanev1.ErrorReason_ERROR_REASON_TASK_EXECUTOR_UNREACHABLE: connect.CodeUnavailable,
+	jobplanev1.ErrorReason_ERROR_REASON_JOB_CANCEL_REQUESTED:      connect.CodeFailedPrecondition,
 }
 
 // New returns the error for reason, with its code, a message for people,

@@ -577,6 +577,14 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 			}
 			break
 		}
+		if errors.Is(err, hastore.ErrCancelRequested) {
+			// A cancel was acknowledged before this result could be
+			// written: the store refused it, and the job ends CANCELED, as
+			// the cancel's answer promised. The exceptions are kept.
+			d.log.Info("the job's cancellation was requested before its result; it ends CANCELED", "job", j.id, "status", result.GetStatus())
+			result.Status, result.Failure = jobstatus.Canceled, nil
+			continue
+		}
 		if ld.ctx.Err() != nil || errors.Is(err, hastore.ErrStaleToken) {
 			return // no longer the leader: the next one recovers the job
 		}

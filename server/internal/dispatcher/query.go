@@ -74,7 +74,13 @@ func (d *Dispatcher) Cancel(ctx context.Context, jobID string) (jobplanev1.JobSt
 	// The request is made durable before anything is done for it, so that
 	// a leader that recovers the job cancels it too.
 	if err := d.requestCancel(ld, jobID); err != nil {
-		if !errors.Is(err, hastore.ErrPlanNotFound) {
+		var terminal *hastore.JobTerminalError
+		if errors.As(err, &terminal) && terminal.Status != jobplanev1.JobStatus_JOB_STATUS_UNSPECIFIED {
+			// The job's result came first, in the store's order: the
+			// cancel is refused, or repeated if the result is CANCELED.
+			return terminalCancel(jobID, &jobplanev1.JobResult{Status: terminal.Status})
+		}
+		if !errors.Is(err, hastore.ErrPlanNotFound) && !errors.Is(err, hastore.ErrJobTerminal) {
 			return 0, err
 		}
 		// The job ended meanwhile: its result is written with the plan's
@@ -104,14 +110,18 @@ func (d *Dispatcher) Cancel(ctx context.Context, jobID string) (jobplanev1.JobSt
 	if err := d.stillLeading(ld); err != nil {
 		return 0, err
 	}
-	if st == jobstatus.Canceled {
+	if jobstatus.IsGloballyTerminal(st) {
 		// Globally terminal only once the job's result is durable; until
-		// the Dispatcher wrote it, the job is still being canceled.
+		// the Dispatcher wrote it, the job is still being canceled. A
+		// JobMaster that reached FINISHED or FAILED before the cancel does
+		// not decide either: the store refuses that result now that the
+		// request is recorded, and the job ends CANCELED (finish).
 		d.mu.Lock()
-		written := j.result != nil
+		result := j.result
 		d.mu.Unlock()
-		if !written {
-			st = jobplanev1.JobStatus_JOB_STATUS_CANCELLING
+		st = jobplanev1.JobStatus_JOB_STATUS_CANCELLING
+		if result != nil {
+			st = result.GetStatus()
 		}
 	}
 	return st, nil
@@ -136,7 +146,7 @@ func (d *Dispatcher) requestCancel(ld *leadership, jobID string) error {
 	defer cancel()
 	err := d.cfg.Store.RequestCancel(ctx, ld.l.Fence(), jobID)
 	switch {
-	case err == nil, errors.Is(err, hastore.ErrPlanNotFound):
+	case err == nil, errors.Is(err, hastore.ErrPlanNotFound), errors.Is(err, hastore.ErrJobTerminal):
 		return err
 	case errors.Is(err, hastore.ErrStaleToken):
 		d.log.Warn("the HA store refused a cancel request as stale; stepping down", "job", jobID)
@@ -168,6 +178,16 @@ func (d *Dispatcher) Details(ctx context.Context, jobID string, full bool, page 
 		if jm := r.JobMaster(); jm != nil {
 			if got, n, err := jm.Details(ctx, full, page); err == nil {
 				got.Summary.SubmitTime = timestamppb.New(j.submitTime)
+				if jobstatus.IsGloballyTerminal(got.GetSummary().GetStatus()) {
+					// The JobMaster ended the job, but the job's status is
+					// the store's answer to its result (a cancel recorded
+					// meanwhile turns FINISHED into CANCELED): until then
+					// the status published by the Dispatcher is served.
+					d.mu.Lock()
+					latest := j.latest()
+					d.mu.Unlock()
+					got.Summary.Status, got.Summary.StatusTime, got.Summary.EndTime = latest.GetStatus(), latest.GetStatusTime(), latest.GetEndTime()
+				}
 				det, next = got, n
 			}
 		}

@@ -203,10 +203,21 @@ type HAStoreServiceClient interface {
 	// (DeleteExecutionPlan). Requesting again succeeds and changes nothing.
 	// Fenced by `jobmanager`. Idempotent.
 	//
-	// Errors: NOT_FOUND (EXECUTION_PLAN_NOT_FOUND) if the job has no plan,
-	// checked in the same atomic step as the write; ABORTED
-	// (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of another
-	// election.
+	// A cancel request and a job result are ordered by the store: the
+	// request is written only while the job has no result entry, and a
+	// FINISHED or FAILED result only while the job has no cancel request
+	// (CreateDirtyJobResult), each checked in the same atomic step as its
+	// write. So a request that succeeded ends the job CANCELED, and a job
+	// whose result came first refuses the request.
+	//
+	// Errors: FAILED_PRECONDITION (JOB_TERMINAL) if the job has a result
+	// entry, whether or not its plan is deleted yet, with the result's
+	// status in the metadata `status` (a JobStatus name such as
+	// JOB_STATUS_FINISHED): nothing was written (the Dispatcher answers
+	// CancelJob of a CANCELED result OK); otherwise NOT_FOUND
+	// (EXECUTION_PLAN_NOT_FOUND) if the job has no plan; both checked in the
+	// same atomic step as the write; ABORTED (STALE_FENCING_TOKEN);
+	// INVALID_ARGUMENT, also for a fence of another election.
 	RequestJobCancel(context.Context, *v1.RequestJobCancelRequest) (*v1.RequestJobCancelResponse, error)
 	// CreateDirtyJobResult records a job's result as dirty: the job is
 	// globally terminal and its cleanup has not finished. If the job's entry
@@ -215,7 +226,11 @@ type HAStoreServiceClient interface {
 	// call that created it. Fenced by `jobmanager`. Idempotent.
 	//
 	// Errors: ALREADY_EXISTS (JOB_RESULT_EXISTS) if the job's entry holds
-	// another result; ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also
+	// another result; FAILED_PRECONDITION (JOB_CANCEL_REQUESTED) for a
+	// FINISHED or FAILED result of a job without an entry whose cancellation
+	// was requested (RequestJobCancel), checked in the same atomic step as
+	// the write: nothing was written, and the caller records a CANCELED
+	// result instead; ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also
 	// for a fence of another election.
 	CreateDirtyJobResult(context.Context, *v1.CreateDirtyJobResultRequest) (*v1.CreateDirtyJobResultResponse, error)
 	// MarkJobResultClean marks a job's result clean once its cleanup is done.
@@ -703,10 +718,21 @@ type HAStoreServiceHandler interface {
 	// (DeleteExecutionPlan). Requesting again succeeds and changes nothing.
 	// Fenced by `jobmanager`. Idempotent.
 	//
-	// Errors: NOT_FOUND (EXECUTION_PLAN_NOT_FOUND) if the job has no plan,
-	// checked in the same atomic step as the write; ABORTED
-	// (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of another
-	// election.
+	// A cancel request and a job result are ordered by the store: the
+	// request is written only while the job has no result entry, and a
+	// FINISHED or FAILED result only while the job has no cancel request
+	// (CreateDirtyJobResult), each checked in the same atomic step as its
+	// write. So a request that succeeded ends the job CANCELED, and a job
+	// whose result came first refuses the request.
+	//
+	// Errors: FAILED_PRECONDITION (JOB_TERMINAL) if the job has a result
+	// entry, whether or not its plan is deleted yet, with the result's
+	// status in the metadata `status` (a JobStatus name such as
+	// JOB_STATUS_FINISHED): nothing was written (the Dispatcher answers
+	// CancelJob of a CANCELED result OK); otherwise NOT_FOUND
+	// (EXECUTION_PLAN_NOT_FOUND) if the job has no plan; both checked in the
+	// same atomic step as the write; ABORTED (STALE_FENCING_TOKEN);
+	// INVALID_ARGUMENT, also for a fence of another election.
 	RequestJobCancel(context.Context, *v1.RequestJobCancelRequest) (*v1.RequestJobCancelResponse, error)
 	// CreateDirtyJobResult records a job's result as dirty: the job is
 	// globally terminal and its cleanup has not finished. If the job's entry
@@ -715,7 +741,11 @@ type HAStoreServiceHandler interface {
 	// call that created it. Fenced by `jobmanager`. Idempotent.
 	//
 	// Errors: ALREADY_EXISTS (JOB_RESULT_EXISTS) if the job's entry holds
-	// another result; ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also
+	// another result; FAILED_PRECONDITION (JOB_CANCEL_REQUESTED) for a
+	// FINISHED or FAILED result of a job without an entry whose cancellation
+	// was requested (RequestJobCancel), checked in the same atomic step as
+	// the write: nothing was written, and the caller records a CANCELED
+	// result instead; ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also
 	// for a fence of another election.
 	CreateDirtyJobResult(context.Context, *v1.CreateDirtyJobResultRequest) (*v1.CreateDirtyJobResultResponse, error)
 	// MarkJobResultClean marks a job's result clean once its cleanup is done.
