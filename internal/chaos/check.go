@@ -20,11 +20,13 @@ var ErrUndecided = errors.New("chaos: the linearizability check did not decide i
 // makes it) against Model, for at most timeout (0: no bound). It returns
 // nil when the history keeps the contract's promises. When it does not,
 // it writes porcupine's visualization of the history as HTML to htmlPath
-// (unless htmlPath is empty) and returns an error that lists, for each
-// job whose operations break a promise, those operations in call order.
-// When the checker times out it returns an error wrapping ErrUndecided.
-func CheckHistory(ops []porcupine.Operation, timeout time.Duration, htmlPath string) error {
+// (unless htmlPath is empty), with the faults as annotations, and
+// returns an error that lists, for each job whose operations break a
+// promise, those operations in call order. When the checker times out it
+// returns an error wrapping ErrUndecided.
+func CheckHistory(ops []porcupine.Operation, timeout time.Duration, htmlPath string, faults ...porcupine.Annotation) error {
 	res, info := porcupine.CheckOperationsVerbose(Model, ops, timeout)
+	info.AddAnnotations(faults)
 	switch res {
 	case porcupine.Ok:
 		return nil

@@ -122,10 +122,11 @@ type Output struct {
 type Recorder struct {
 	start time.Time
 
-	mu    sync.Mutex
-	ops   []porcupine.Operation
-	open  map[*Pending]struct{}
-	lanes []bool // lanes[i]: lane i is taken
+	mu     sync.Mutex
+	ops    []porcupine.Operation
+	open   map[*Pending]struct{}
+	lanes  []bool // lanes[i]: lane i is taken
+	faults []porcupine.Annotation
 }
 
 // NewRecorder returns an empty Recorder whose clock starts now.
@@ -207,4 +208,26 @@ func (r *Recorder) Operations() []porcupine.Operation {
 		ops = append(ops, porcupine.Operation{ClientId: p.lane, Input: p.in, Call: p.call, Output: Output{Outcome: Unknown}, Return: math.MaxInt64})
 	}
 	return ops
+}
+
+// Fault records that a fault described by what (such as "SIGKILL
+// jobmanager-0") begins now; calling the function it returns records its
+// end. Faults are shown in the visualization beside the operations.
+func (r *Recorder) Fault(what string) (end func()) {
+	start := r.now()
+	return func() {
+		stop := r.now()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.faults = append(r.faults, porcupine.Annotation{Tag: "faults", Start: start, End: stop, Description: what,
+			Details: fmt.Sprintf("%s from %v to %v", what, time.Duration(start), time.Duration(stop)), BackgroundColor: "#f7c6c6"})
+	}
+}
+
+// Faults returns the faults recorded so far, as annotations for
+// CheckHistory.
+func (r *Recorder) Faults() []porcupine.Annotation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]porcupine.Annotation(nil), r.faults...)
 }

@@ -297,7 +297,9 @@ func TestCheckHistoryNamesTheBrokenJobAndWritesTheVisualization(t *testing.T) {
 		withJob(op(OpObserve, 2, 3, notFound), "lost"),
 	}
 	path := filepath.Join(t.TempDir(), "history.html")
-	err := CheckHistory(ops, 10*time.Second, path)
+	r := NewRecorder()
+	r.Fault("SIGKILL jobmanager-0")()
+	err := CheckHistory(ops, 10*time.Second, path, r.Faults()...)
 	if err == nil {
 		t.Fatal("CheckHistory = nil, want a violation")
 	}
@@ -315,6 +317,9 @@ func TestCheckHistoryNamesTheBrokenJobAndWritesTheVisualization(t *testing.T) {
 	// JSON in the page escapes ">".
 	if !strings.Contains(string(html), "observe(lost) -\\u003e not-found") {
 		t.Errorf("the visualization (%d bytes) does not show the operations", len(html))
+	}
+	if !strings.Contains(string(html), "SIGKILL jobmanager-0") {
+		t.Errorf("the visualization (%d bytes) does not show the fault", len(html))
 	}
 }
 
