@@ -25,6 +25,7 @@ var ErrUndecided = errors.New("chaos: the linearizability check did not decide i
 // promise, those operations in call order. When the checker times out it
 // returns an error wrapping ErrUndecided.
 func CheckHistory(ops []porcupine.Operation, timeout time.Duration, htmlPath string, faults ...porcupine.Annotation) error {
+	ops = compact(ops)
 	res, info := porcupine.CheckOperationsVerbose(Model, ops, timeout)
 	info.AddAnnotations(faults)
 	switch res {
@@ -65,4 +66,44 @@ func FormatOperation(op porcupine.Operation) string {
 		ret = time.Duration(op.Return).String()
 	}
 	return fmt.Sprintf("[lane %d] %v..%s %s", op.ClientId, time.Duration(op.Call), ret, describe(op.Input.(Input), op.Output.(Output)))
+}
+
+// compact drops from ops the operations of unknown outcome that cannot
+// change the check's answer, and returns the rest (ops itself is left
+// as it is). The checker may place each operation of unknown outcome
+// anywhere after its call, so k of them in one job cost it up to 2^k
+// orders; a client retrying through a failover makes dozens. Dropped:
+//
+//   - every cancel of unknown outcome: Model lets it change nothing;
+//   - every submission of unknown outcome but the earliest called of each
+//     job and plan: placing a later one anywhere is the same as placing
+//     the earliest there (its call came first, and both may take effect
+//     until the end), and once one took effect the others change nothing.
+func compact(ops []porcupine.Operation) []porcupine.Operation {
+	type key struct{ job, plan string }
+	earliest := make(map[key]int) // index in ops of the earliest unknown submission
+	for i, op := range ops {
+		in, out := op.Input.(Input), op.Output.(Output)
+		if in.Op != OpSubmit || out.Outcome != Unknown {
+			continue
+		}
+		k := key{in.JobID, in.Plan}
+		if j, ok := earliest[k]; !ok || op.Call < ops[j].Call {
+			earliest[k] = i
+		}
+	}
+	kept := make([]porcupine.Operation, 0, len(ops))
+	for i, op := range ops {
+		in, out := op.Input.(Input), op.Output.(Output)
+		if out.Outcome == Unknown {
+			if in.Op == OpCancel {
+				continue
+			}
+			if in.Op == OpSubmit && earliest[key{in.JobID, in.Plan}] != i {
+				continue
+			}
+		}
+		kept = append(kept, op)
+	}
+	return kept
 }

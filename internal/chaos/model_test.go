@@ -338,3 +338,31 @@ func TestFormatOperation(t *testing.T) {
 		}
 	}
 }
+
+// A client retrying through a failover records dozens of operations of
+// unknown outcome for one job; the check still decides at once, and
+// still finds a broken promise among them.
+func TestCheckHistoryWithManyOperationsOfUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	var kept, broken []porcupine.Operation
+	for i := range int64(40) {
+		kept = append(kept, op(OpSubmit, 2*i, end, unknown), op(OpCancel, 2*i+1, end, unknown))
+	}
+	kept = append(kept,
+		op(OpSubmit, 100, 101, existing(running)),
+		op(OpObserve, 102, 103, status(finished)),
+		withPlan(op(OpSubmit, 104, end, unknown), "q"),
+		withPlan(op(OpSubmit, 105, end, unknown), "q"),
+		op(OpSubmit, 106, 107, existing(finished)),
+	)
+	broken = append(append(broken, kept...), op(OpObserve, 108, 109, status(canceled)))
+	if err := CheckHistory(kept, 10*time.Second, ""); err != nil {
+		t.Errorf("CheckHistory = %v, want nil", err)
+	}
+	if err := CheckHistory(broken, 10*time.Second, ""); err == nil || errors.Is(err, ErrUndecided) {
+		t.Errorf("CheckHistory of a job observed FINISHED then CANCELED = %v, want a violation", err)
+	}
+	if got := len(compact(kept)); got != 5 {
+		t.Errorf("compact kept %d operations of %d, want 5: the earliest unknown submission of each plan and the 3 answered", got, len(kept))
+	}
+}
