@@ -13,7 +13,7 @@ import (
 )
 
 // OpenSession implements Store: a session is an etcd lease that the
-// session renews itself every third of its TTL. Each acknowledged renewal
+// session renews itself every sixth of its TTL. Each acknowledged renewal
 // moves ValidUntil to the renewal's send time plus the TTL, less a tenth
 // for clock drift; once that instant passes without a newer renewal, the
 // session ends, and so do its leaderships. With ManualKeepAlive the lease
@@ -85,11 +85,14 @@ func (s *etcdSession) ValidUntil() time.Time {
 
 func (s *etcdSession) ended() bool { return s.ctx.Err() != nil }
 
-// renew renews the lease every third of the TTL until the session ends,
+// renew renews the lease every sixth of the TTL until the session ends,
 // retrying failed renewals sooner; the lapse timer ends the session if
-// none succeeds in time.
+// none succeeds in time. Frequent renewals keep the leader's validity
+// (which its TaskExecutors use as a deadline for its tasks) well ahead of
+// now on a loaded machine, where a renewal may take hundreds of
+// milliseconds; they cost one small etcd call each.
 func (s *etcdSession) renew() {
-	interval := max(s.ttl/3, 10*time.Millisecond)
+	interval := max(s.ttl/6, 10*time.Millisecond)
 	retry := max(interval/10, 10*time.Millisecond)
 	timer := time.NewTimer(interval)
 	defer timer.Stop()

@@ -22,9 +22,10 @@ import (
 // TaskExecutor could not be reached.
 
 // grace is how long before a JobMaster's heartbeat timeout its tasks are
-// canceled: the cancel grace, at most half the timeout.
+// canceled: the cancel grace, at most a third of the timeout, so that the
+// JobMaster's silence is tolerated for two thirds of the timeout.
 func (te *TaskExecutor) grace(timeout time.Duration) time.Duration {
-	return min(te.cfg.CancelGrace, timeout/2)
+	return min(te.cfg.CancelGrace, timeout/3)
 }
 
 // deadlineLocked is when the job's tasks must start stopping: the

@@ -981,7 +981,7 @@ func testValidUntilBoundsTheLease(t T, b *Backend) {
 	if !l.Valid() {
 		t.Fatal("a fresh leadership is not valid")
 	}
-	// Renewals move it forward (every third of the TTL).
+	// Renewals move it forward (several come in each TTL).
 	deadline := time.Now().Add(wait)
 	for !sess.ValidUntil().After(first) {
 		if time.Now().After(deadline) {

@@ -89,11 +89,18 @@ type JobManager struct {
 	session hastore.Session // the current session; set by Run
 }
 
-// Defaults of Config's timings.
+// Defaults of Config's timings, chosen from measurement (README,
+// "Operations"): a SIGKILLed leader's jobs run again on a standby about
+// two seconds later (the lease expires between five sixths of the TTL and
+// the TTL after the kill, and etcd looks for expired leases every half
+// second). The heartbeat timeout stays below two thirds of the TTL, as
+// Validate requires, and holds six intervals, so a TaskExecutor stops a
+// silent JobMaster's tasks only after four heartbeats in a row went
+// unanswered (it starts canceling a third of the timeout early).
 const (
-	DefaultSessionTTL        = 10 * time.Second
-	DefaultHeartbeatInterval = time.Second
-	DefaultHeartbeatTimeout  = 6 * time.Second
+	DefaultSessionTTL        = 2 * time.Second
+	DefaultHeartbeatInterval = 200 * time.Millisecond
+	DefaultHeartbeatTimeout  = 1200 * time.Millisecond
 )
 
 func (c Config) withDefaults() Config {
