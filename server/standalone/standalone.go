@@ -1,6 +1,7 @@
 package standalone
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
+	"github.com/jobplane/jobplane/server/election/electionrpc"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
@@ -42,6 +44,14 @@ type Config struct {
 	// HAStoreService. Port 0 picks a free port; Cluster.URL reports it.
 	// Default: DefaultListen.
 	Listen string
+	// Advertise is the base URL at which other processes and clients
+	// reach the JobManager, which it publishes as its address (see
+	// endpoint.Config.Advertise in the server): "http://host1:8080", say.
+	// Required when Listen is on every interface ("0.0.0.0:8080"); the
+	// in-process TaskExecutors keep their loopback addresses, since only
+	// the JobManager in the same process calls them. Default: "http://"
+	// and the bound address.
+	Advertise string
 	// AddrFile, when set, names a file into which the bound address is
 	// written once the listener is open. Default: none.
 	AddrFile string
@@ -119,6 +129,10 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("standalone: durations must not be negative"))
 	}
 	if err := c.Store.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	listen := cmp.Or(c.Listen, DefaultListen)
+	if err := (endpoint.Config{Listen: listen, Advertise: c.Advertise}).Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.jobManager(nil, "", nil, nil).ValidateTimings(); err != nil {
@@ -203,7 +217,9 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			c.Close()
 		}
 	}()
-	c.ep, err = endpoint.Listen(c.endpointConfig(cfg.Listen, cfg.AddrFile), c.log)
+	epCfg := c.endpointConfig(cfg.Listen, cfg.AddrFile)
+	epCfg.Advertise = cfg.Advertise
+	c.ep, err = endpoint.Listen(epCfg, c.log)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +236,7 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	// The cluster's own store, served for TaskExecutors (and other
 	// processes) that reach it over the network.
-	c.ep.Mount(hastorev1connect.HAStoreServiceName, hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: c.store, Logger: c.log}).Path)
+	c.ep.Mount(hastorev1connect.HAStoreServiceName, hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: c.store, Heartbeat: electionrpc.DefaultHeartbeat, Logger: c.log}).Path)
 
 	jm, err := jobmanager.New(cfg.jobManager(c.store, c.ep.URL(), c.ep, c.newClient()))
 	if err != nil {
@@ -290,7 +306,8 @@ func (c *Cluster) addTaskExecutor() error {
 }
 
 // URL returns the base URL of the cluster's JobManager, such as
-// "http://127.0.0.1:41235", where clients reach the DispatcherService.
+// "http://127.0.0.1:41235", where clients reach the DispatcherService:
+// Config.Advertise, or the bound address.
 func (c *Cluster) URL() string { return c.ep.URL() }
 
 // TaskExecutorIDs returns the ids of the cluster's TaskExecutors, in start

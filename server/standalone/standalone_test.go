@@ -96,6 +96,19 @@ func TestCloseWithoutRun(t *testing.T) {
 	}
 }
 
+// The cluster's URL is the advertised one; it still serves on the bound
+// address.
+func TestClusterURLIsAdvertised(t *testing.T) {
+	c, err := standalone.New(context.Background(), standalone.Config{Store: hastore.OpenConfig{DataDir: t.TempDir()}, Advertise: "http://host1:8080", Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := c.URL(); got != "http://host1:8080" {
+		t.Errorf("URL() = %q, want the advertised http://host1:8080", got)
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
@@ -106,6 +119,8 @@ func TestConfigValidate(t *testing.T) {
 		{"negative TaskExecutors", standalone.Config{Store: hastore.OpenConfig{DataDir: dir}, TaskExecutors: -1}},
 		{"negative slots", standalone.Config{Store: hastore.OpenConfig{DataDir: dir}, Slots: -1}},
 		{"timings", standalone.Config{Store: hastore.OpenConfig{DataDir: dir}, HeartbeatInterval: time.Second, HeartbeatTimeout: time.Second}},
+		{"every interface without advertise", standalone.Config{Store: hastore.OpenConfig{DataDir: dir}, Listen: "0.0.0.0:0"}},
+		{"advertise with a path", standalone.Config{Store: hastore.OpenConfig{DataDir: dir}, Advertise: "http://host1:8080/jobplane"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.cfg.Validate(); err == nil {

@@ -477,6 +477,13 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 
 	leaders := make(chan election.Leader, 1)
 	observed := make(chan error, 1)
+	// A call to the ResourceManager ends as soon as the leadership
+	// changes: a leader that stands still (paused, cut off) must not hold
+	// the TaskExecutor for the call's whole timeout while another leads.
+	var (
+		callMu     sync.Mutex
+		cancelCall context.CancelFunc = func() {}
+	)
 	go func() {
 		observed <- te.cfg.Store.ObserveLeader(ctx, election.JobManager, func(info election.Leader) error {
 			select {
@@ -484,6 +491,9 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 			default:
 			}
 			leaders <- info
+			callMu.Lock()
+			cancelCall()
+			callMu.Unlock()
 			return nil
 		})
 	}()
@@ -513,18 +523,30 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 		if leader.Token.IsZero() || leader.Address == "" {
 			continue // wait for a leader with an address
 		}
+		callMu.Lock()
+		callCtx, cancel := context.WithCancel(ctx)
+		cancelCall = cancel
+		changed := len(leaders) > 0
+		callMu.Unlock()
+		if changed {
+			cancel()
+			continue // follow the new leader first
+		}
 		if registration == nil {
 			rm = clusterv1connect.NewResourceManagerServiceClient(te.cfg.HTTPClient, leader.Address, te.cfg.ClientOptions...)
 			var err error
-			registration, err = te.register(ctx, rm, leader.Token)
+			registration, err = te.register(callCtx, rm, leader.Token)
 			if err != nil {
+				cancel()
 				te.log.Debug("registering with the ResourceManager failed", "leader", leader.Address, "err", err)
 				timer.Reset(te.cfg.RetryInterval)
 				continue
 			}
 			te.log.Info("registered with the ResourceManager", "leader", leader.Address, "token", leader.Token)
 		}
-		if err := te.heartbeat(ctx, rm, leader.Token, registration.GetRegistrationId()); err != nil {
+		err := te.heartbeat(callCtx, rm, leader.Token, registration.GetRegistrationId())
+		cancel()
+		if err != nil {
 			te.log.Debug("heartbeat to the ResourceManager failed", "err", err)
 			if apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED) {
 				registration = nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -24,7 +25,7 @@ func runHAStore(args []string, _, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if err := debug.validate(); err != nil {
+	if err := errors.Join(listen.validate(), debug.validate()); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
 		return exitUsage
 	}

@@ -15,7 +15,8 @@ import (
 func runJobManager(args []string, _, stderr io.Writer) int {
 	c := newCommand("jobmanager", "Runs a JobManager: the Dispatcher, the ResourceManager and the JobMasters,\n"+
 		"active while it leads the election \"jobmanager\". TaskExecutors run as\n"+
-		"`jobplane taskexecutor` processes pointed at this process (or the HA store).", stderr)
+		"`jobplane taskexecutor` processes pointed at any of the cluster's jobmanagers\n"+
+		"(or its HA store); each jobmanager answers for the leader.", stderr)
 	var (
 		store  storeFlags
 		listen listenFlags
@@ -31,7 +32,7 @@ func runJobManager(args []string, _, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if err := errors.Join(jm.validate(), debug.validate()); err != nil {
+	if err := errors.Join(listen.validate(), jm.validate(), debug.validate()); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
 		return exitUsage
 	}

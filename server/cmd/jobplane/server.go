@@ -16,6 +16,8 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
+	"github.com/jobplane/jobplane/server/election"
+	"github.com/jobplane/jobplane/server/election/electionrpc"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
@@ -27,11 +29,24 @@ import (
 type listenFlags struct{ cfg endpoint.Config }
 
 func (l *listenFlags) register(fs *flag.FlagSet, def string) {
-	fs.StringVar(&l.cfg.Listen, "listen", def, "address to serve Connect, gRPC and gRPC-Web on (HTTP/1.1 and h2c); port 0 picks a free port")
+	fs.StringVar(&l.cfg.Listen, "listen", def, "address to serve Connect, gRPC and gRPC-Web on (HTTP/1.1 and h2c); port 0 picks a free port; an address on every interface (0.0.0.0:P, [::]:P, :P) needs -advertise")
+	fs.StringVar(&l.cfg.Advertise, "advertise", "", "base URL at which other processes and clients reach this process, such as http://host1:8080 (http:// or https://, a host and a port, nothing else): the address it publishes, "+
+		"a jobmanager's in its leader record, its JobMasters' addresses and the leader named in NOT_LEADER answers, a TaskExecutor's in its registration; "+
+		"needed when -listen binds every interface, or when others reach this process under another name or port than it binds (a proxy, NAT, a container) (default http:// and the bound address)")
 	fs.StringVar(&l.cfg.AddrFile, "listen-addr-file", "", "write the bound address to this file once listening")
 	fs.DurationVar(&l.cfg.ShutdownTimeout, "shutdown-timeout", 5*time.Second, "how long in-flight requests get to finish on shutdown")
 	fs.Int64Var(&l.cfg.MaxResponseBytes, "max-response-bytes", endpoint.DefaultMaxResponseBytes, "largest response message the server sends; a larger answer fails with RESOURCE_EXHAUSTED (lists and a job's subtasks are paged well below it)")
 	fs.Int64Var(&l.cfg.MaxRequestBytes, "max-request-bytes", endpoint.DefaultMaxRequestBytes, "largest request body, and largest request message once decompressed, that the server reads; larger requests get RESOURCE_EXHAUSTED unread (keep it above -max-plan-bytes, with room for JSON)")
+}
+
+// validate checks the flags before anything is opened; it explains a
+// missing -advertise in the flags' terms.
+func (l *listenFlags) validate() error {
+	err := l.cfg.Validate()
+	if errors.Is(err, endpoint.ErrAdvertiseRequired) {
+		return fmt.Errorf("-listen %s binds every interface, an address no one can reach: set -advertise to the base URL that other processes and clients reach this process at (such as http://host1:8080)", l.cfg.Listen)
+	}
+	return err
 }
 
 // jobManagerFlags tune a JobManager.
@@ -178,9 +193,43 @@ func openServer(listen endpoint.Config, store storeFlags, log *slog.Logger) (*en
 		return nil, nil, err
 	}
 	if store.hastoreURL == "" {
-		ep.Mount(hastorev1connect.HAStoreServiceName, hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: st, Logger: log}).Path)
+		ep.Mount(hastorev1connect.HAStoreServiceName, hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: st, Heartbeat: electionrpc.DefaultHeartbeat, Logger: log}).Path)
+		return ep, st, nil
 	}
+	// A remote store is served by its own process; this one relays the
+	// leader (ObserveLeader) from it, so that TaskExecutors can follow the
+	// leader through any process of the cluster.
+	relay, err := newLeaderRelay([]string{store.hastoreURL}, log)
+	if err != nil {
+		ep.Close()
+		st.Close()
+		return nil, nil, err
+	}
+	ep.Mount(hastorev1connect.HAStoreServiceName, relay.Path)
 	return ep, st, nil
+}
+
+// observeIdleTimeout is how long a process following the leader over
+// HAStoreService waits on a silent stream before it gives the server up
+// for the next: a few of the heartbeats that jobplane's servers send.
+const observeIdleTimeout = 5 * electionrpc.DefaultHeartbeat
+
+// newLeaderObserver follows the leader through the HAStoreService at
+// urls, moving to the next when one breaks or stays silent.
+func newLeaderObserver(urls []string, log *slog.Logger) (*electionrpc.Observer, error) {
+	return electionrpc.NewObserver(electionrpc.Config{
+		HTTPClient: endpoint.NewClient(), BaseURLs: urls, Options: endpoint.ClientOptions(),
+		IdleTimeout: observeIdleTimeout, Logger: log,
+	})
+}
+
+// newLeaderRelay serves ObserveLeader from the HAStoreService at urls.
+func newLeaderRelay(urls []string, log *slog.Logger) (*electionrpc.Handler, error) {
+	o, err := newLeaderObserver(urls, log)
+	if err != nil {
+		return nil, err
+	}
+	return electionrpc.NewHandler(electionrpc.HandlerConfig{Observer: o, Logger: log})
 }
 
 // addJobManager mounts a JobManager's services on ep and runs it.
@@ -204,14 +253,15 @@ func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, flags jobM
 	return nil
 }
 
-// addTaskExecutor runs a TaskExecutor on an endpoint of its own.
-func addTaskExecutor(g *group, listen endpoint.Config, st hastore.Store, flags taskExecutorFlags, log *slog.Logger) error {
+// addTaskExecutor runs a TaskExecutor on an endpoint of its own; it
+// follows the ResourceManager's leader with leaders.
+func addTaskExecutor(g *group, listen endpoint.Config, leaders election.Observer, flags taskExecutorFlags, log *slog.Logger) error {
 	ep, err := endpoint.Listen(listen, log)
 	if err != nil {
 		return err
 	}
 	te, err := taskexecutor.New(taskexecutor.Config{
-		Address: ep.URL(), Slots: flags.slots, Store: st, HTTPClient: endpoint.NewClient(), ClientOptions: endpoint.ClientOptions(),
+		Address: ep.URL(), Slots: flags.slots, Store: leaders, HTTPClient: endpoint.NewClient(), ClientOptions: endpoint.ClientOptions(),
 		AllowExec: flags.allowExec, CancelGrace: flags.cancelGrace, AttemptLog: flags.attemptLog, Logger: log,
 	})
 	if err != nil {

@@ -32,7 +32,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if err := errors.Join(jm.validate(), debug.validate()); err != nil {
+	if err := errors.Join(listen.validate(), jm.validate(), debug.validate()); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
 		return exitUsage
 	}
@@ -48,7 +48,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 	defer closeLog()
 
 	cluster, err := standalone.New(context.Background(), standalone.Config{
-		Listen: listen.cfg.Listen, AddrFile: listen.cfg.AddrFile, ShutdownTimeout: listen.cfg.ShutdownTimeout,
+		Listen: listen.cfg.Listen, Advertise: listen.cfg.Advertise, AddrFile: listen.cfg.AddrFile, ShutdownTimeout: listen.cfg.ShutdownTimeout,
 		MaxRequestBytes: listen.cfg.MaxRequestBytes, MaxResponseBytes: listen.cfg.MaxResponseBytes,
 		Store:      store.openConfig(log),
 		SessionTTL: jm.sessionTTL, HeartbeatInterval: jm.heartbeatInterval, HeartbeatTimeout: jm.heartbeatTimeout,

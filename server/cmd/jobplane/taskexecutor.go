@@ -2,37 +2,39 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-
-	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
-	"github.com/jobplane/jobplane/server/internal/endpoint"
+	"net/url"
+	"strings"
 )
 
-// runTaskExecutor runs one TaskExecutor that finds the ResourceManager
-// through an HA store served over HAStoreService.
+// runTaskExecutor runs one TaskExecutor that follows the ResourceManager's
+// leader through any of the cluster's processes serving HAStoreService.
 func runTaskExecutor(args []string, _, stderr io.Writer) int {
-	c := newCommand("taskexecutor", "Runs a TaskExecutor: it finds the ResourceManager through the HA store,\n"+
-		"registers its slots there, and runs the tasks JobMasters deploy to it.", stderr)
+	c := newCommand("taskexecutor", "Runs a TaskExecutor: it follows the ResourceManager's leader through any\n"+
+		"of the cluster's processes named by -hastore, registers its slots with the\n"+
+		"leader, and runs the tasks JobMasters deploy to it.", stderr)
 	var (
 		listen  listenFlags
 		debug   debugFlags
 		te      taskExecutorFlags
-		hastore string
+		servers string
 	)
 	listen.register(c.fs, "127.0.0.1:0")
 	debug.register(c.fs)
 	te.register(c.fs)
-	c.fs.StringVar(&hastore, "hastore", "http://127.0.0.1:8080", "base URL of the HAStoreService (a jobmanager, standalone or hastore process)")
+	c.fs.StringVar(&servers, "hastore", "http://127.0.0.1:8080", "comma-separated base URLs of the cluster's processes that serve HAStoreService (any of its jobmanager, standalone or hastore processes): "+
+		"the TaskExecutor follows the leader through the first that answers, and moves to the next when that one's stream breaks, cannot be opened or stays silent for "+observeIdleTimeout.String())
 	log, code, ok := c.parse(args, stderr)
 	if !ok {
 		return code
 	}
-	if te.slots < 1 {
-		fmt.Fprintln(stderr, "taskexecutor: -slots must be at least 1")
-		return exitUsage
+	urls, err := parseBaseURLs(servers)
+	if err == nil && te.slots < 1 {
+		err = errors.New("-slots must be at least 1")
 	}
-	if err := debug.validate(); err != nil {
+	if err := errors.Join(err, listen.validate(), debug.validate()); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
 		return exitUsage
 	}
@@ -42,7 +44,11 @@ func runTaskExecutor(args []string, _, stderr io.Writer) int {
 		return exitError
 	}
 	defer closeLog()
-	st := hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: endpoint.NewClient(), BaseURL: hastore, Options: endpoint.ClientOptions(), Logger: log})
+	leaders, err := newLeaderObserver(urls, log)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return exitError
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -51,9 +57,24 @@ func runTaskExecutor(args []string, _, stderr io.Writer) int {
 		log.Error("cannot start", "err", err)
 		return exitError
 	}
-	if err := addTaskExecutor(g, listen.cfg, st, te, log); err != nil {
+	if err := addTaskExecutor(g, listen.cfg, leaders, te, log); err != nil {
 		log.Error("cannot start", "err", err)
 		return exitError
 	}
 	return exitCode(log, g.Run())
+}
+
+// parseBaseURLs splits a comma-separated list of base URLs, each an
+// absolute http:// or https:// URL.
+func parseBaseURLs(list string) ([]string, error) {
+	var urls []string
+	for _, raw := range strings.Split(list, ",") {
+		raw = strings.TrimSpace(raw)
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("-hastore: %q is not a base URL such as http://host1:8080", raw)
+		}
+		urls = append(urls, strings.TrimSuffix(raw, "/"))
+	}
+	return urls, nil
 }

@@ -1,9 +1,13 @@
 // Package electionrpc follows an election's leader over HAStoreService:
 // Observer implements election.Observer with the service's ObserveLeader
-// stream, reopened whenever it breaks.
+// stream, served by any of a cluster's processes (Config.BaseURLs), and
+// moves to the next when one breaks, cannot be reached or stays silent.
+// Handler serves ObserveLeader from any election.Observer, so a process
+// whose store lives in another process can still be asked for the leader.
 //
-// It owns only that translation (the wire's LeaderInfo to election.Leader,
-// Connect errors to retries), and links no store backend: a program that
-// only needs to find a cluster's leader (a TaskExecutor, an SDK worker)
-// uses it instead of hastorerpc.Client, which carries the whole Store.
+// It owns only that translation (the wire's LeaderInfo to and from
+// election.Leader, Connect errors to retries), and links no store backend:
+// a program that only needs to find a cluster's leader (a TaskExecutor, an
+// SDK worker) uses it instead of hastorerpc.Client, which carries the
+// whole Store.
 package electionrpc

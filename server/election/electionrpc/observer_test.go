@@ -42,11 +42,16 @@ func startService(t *testing.T) *service {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { store.Close() })
+	return serveStore(t, store)
+}
+
+// serveStore serves store as HAStoreService on a loopback port of its own
+// until the test ends (before the store closes).
+func serveStore(t *testing.T, store *hastore.Etcd) *service {
+	t.Helper()
 	s := &service{store: store, addr: "127.0.0.1:0"}
-	t.Cleanup(func() {
-		s.stop()
-		store.Close()
-	})
+	t.Cleanup(s.stop)
 	s.start(t)
 	return s
 }
@@ -92,6 +97,13 @@ func (s *service) stop() {
 
 func newObserver(t *testing.T, baseURL string, h2c bool) *electionrpc.Observer {
 	t.Helper()
+	return newObserverConfig(t, electionrpc.Config{BaseURL: baseURL}, h2c)
+}
+
+// newObserverConfig returns an Observer of cfg, over a client of its own
+// (h2c or HTTP/1.1) whose idle connections close when the test ends.
+func newObserverConfig(t *testing.T, cfg electionrpc.Config, h2c bool) *electionrpc.Observer {
+	t.Helper()
 	tr := &http.Transport{}
 	if h2c {
 		var p http.Protocols
@@ -99,7 +111,9 @@ func newObserver(t *testing.T, baseURL string, h2c bool) *electionrpc.Observer {
 		tr.Protocols = &p
 	}
 	t.Cleanup(tr.CloseIdleConnections)
-	o, err := electionrpc.NewObserver(electionrpc.Config{HTTPClient: &http.Client{Transport: tr}, BaseURL: baseURL, Logger: quiet()})
+	cfg.HTTPClient = &http.Client{Transport: tr}
+	cfg.Logger = quiet()
+	o, err := electionrpc.NewObserver(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,5 +254,14 @@ func TestNewObserverValidates(t *testing.T) {
 	}
 	if _, err := electionrpc.NewObserver(electionrpc.Config{HTTPClient: http.DefaultClient}); err == nil {
 		t.Error("NewObserver without a base URL: no error")
+	}
+	if _, err := electionrpc.NewObserver(electionrpc.Config{HTTPClient: http.DefaultClient, BaseURLs: []string{"http://x", ""}}); err == nil {
+		t.Error("NewObserver with an empty base URL: no error")
+	}
+	if _, err := electionrpc.NewObserver(electionrpc.Config{HTTPClient: http.DefaultClient, BaseURLs: []string{"http://x"}, IdleTimeout: -time.Second}); err == nil {
+		t.Error("NewObserver with a negative idle timeout: no error")
+	}
+	if _, err := electionrpc.NewObserver(electionrpc.Config{HTTPClient: http.DefaultClient, BaseURLs: []string{"http://x"}}); err != nil {
+		t.Errorf("NewObserver with BaseURLs only: %v", err)
 	}
 }

@@ -44,6 +44,10 @@ func (h *Handler) Path(opts ...connect.HandlerOption) (string, http.Handler) {
 	return jobplanev1connect.NewDispatcherServiceHandler(h, slices.Concat(opts, unknownfield.HandlerOptions())...)
 }
 
+// leaderLookupTimeout bounds the store read that finds the leader's
+// address for a NOT_LEADER answer.
+const leaderLookupTimeout = 300 * time.Millisecond
+
 // wire maps a Dispatcher error to its wire form.
 func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 	var (
@@ -56,8 +60,13 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, ErrNotLeading):
+		// The leader's address is a courtesy: a server cut off from the
+		// store (partitioned, or the store without a quorum) answers
+		// NOT_LEADER all the same, without it, rather than not at all.
 		addr := ""
-		if info, lerr := h.d.cfg.Store.Leader(ctx, hastore.ElectionJobManager); lerr == nil {
+		lctx, cancel := context.WithTimeout(ctx, leaderLookupTimeout)
+		defer cancel()
+		if info, lerr := h.d.cfg.Store.Leader(lctx, hastore.ElectionJobManager); lerr == nil {
 			addr = info.Address
 		}
 		return apierror.NotLeader(hastore.ElectionJobManager, addr)

@@ -7,12 +7,42 @@ import (
 )
 
 // NewClient returns the HTTP client components use to call each other:
-// unencrypted HTTP/2 with prior knowledge, so that every call between two
-// processes shares one connection.
+// for http:// URLs unencrypted HTTP/2 with prior knowledge, so that every
+// call between two processes shares one connection; for https:// URLs (a
+// process advertised behind a TLS-terminating proxy, see
+// Config.Advertise) HTTP/2 or HTTP/1.1 as the proxy's TLS negotiation
+// chooses, trusting the system's roots.
 func NewClient() *http.Client {
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{Protocols: &p}}
+	var plain, secure http.Protocols
+	plain.SetUnencryptedHTTP2(true)
+	secure.SetHTTP1(true)
+	secure.SetHTTP2(true)
+	return &http.Client{Transport: &schemeTransport{
+		plain:  &http.Transport{Protocols: &plain},
+		secure: &http.Transport{Protocols: &secure},
+	}}
+}
+
+// schemeTransport sends https:// requests on one transport and the others
+// on another: one transport cannot do both, since with HTTP/1 enabled (as
+// TLS proxies may need) it would use HTTP/1 for http:// URLs too.
+type schemeTransport struct {
+	plain, secure *http.Transport
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *schemeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme == "https" {
+		return t.secure.RoundTrip(r)
+	}
+	return t.plain.RoundTrip(r)
+}
+
+// CloseIdleConnections closes both transports' idle connections, as
+// http.Client.CloseIdleConnections asks.
+func (t *schemeTransport) CloseIdleConnections() {
+	t.plain.CloseIdleConnections()
+	t.secure.CloseIdleConnections()
 }
 
 // ServerProtocols returns the protocols an endpoint serves on one port:

@@ -31,8 +31,19 @@ const DefaultMaxResponseBytes = 16 << 20
 // Config configures an Endpoint.
 type Config struct {
 	// Listen is the TCP address to listen on, for example "127.0.0.1:8080".
-	// Port 0 picks a free port; Addr reports it. Required.
+	// Port 0 picks a free port; Addr reports it. An unspecified host
+	// (such as "0.0.0.0:8080", "[::]:8080" or ":8080", every interface)
+	// needs Advertise, since no one can reach the process at it. Required.
 	Listen string
+	// Advertise is the base URL at which other processes and clients reach
+	// the endpoint, as URL reports it and the process publishes it (its
+	// leader record, its JobMasters' and TaskExecutors' addresses, the
+	// leader named in NOT_LEADER answers): "http://" or "https://", a host
+	// and a port, nothing else (no path, query or user), such as
+	// "http://host1:8080". Set it when others reach the process under
+	// another name or port than it binds (every interface, a proxy, NAT, a
+	// container). Default: "http://" and the bound address.
+	Advertise string
 	// AddrFile, when set, names a file into which the bound address is
 	// written once the listener is open, so that a parent process or script
 	// can find a port picked with port 0. Default: none.
@@ -62,8 +73,16 @@ func (c Config) Validate() error {
 	if c.Listen == "" {
 		return errors.New("endpoint: listen address is required")
 	}
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
 		return fmt.Errorf("endpoint: listen address %q: %w", c.Listen, err)
+	}
+	if c.Advertise != "" {
+		if _, err := ParseAdvertise(c.Advertise); err != nil {
+			return err
+		}
+	} else if unspecified(host) {
+		return fmt.Errorf("%w: listening on %q", ErrAdvertiseRequired, c.Listen)
 	}
 	if c.ShutdownTimeout < 0 || c.ReadHeaderTimeout < 0 {
 		return errors.New("endpoint: timeouts must not be negative")
@@ -98,6 +117,7 @@ type Endpoint struct {
 	cfg      Config
 	log      *slog.Logger
 	listener net.Listener
+	url      string
 	mux      *http.ServeMux
 	health   *grpchealth.StaticChecker
 
@@ -123,10 +143,15 @@ func Listen(cfg Config, log *slog.Logger) (*Endpoint, error) {
 			return nil, fmt.Errorf("endpoint: write address file: %w", err)
 		}
 	}
+	url := "http://" + ln.Addr().String()
+	if cfg.Advertise != "" {
+		url, _ = ParseAdvertise(cfg.Advertise) // checked by Validate
+	}
 	return &Endpoint{
 		cfg:      cfg,
 		log:      log,
 		listener: ln,
+		url:      url,
 		mux:      http.NewServeMux(),
 		health:   grpchealth.NewStaticChecker(),
 	}, nil
@@ -135,15 +160,16 @@ func Listen(cfg Config, log *slog.Logger) (*Endpoint, error) {
 // Addr returns the bound address, such as "127.0.0.1:41235".
 func (e *Endpoint) Addr() net.Addr { return e.listener.Addr() }
 
-// URL returns the base URL at which the endpoint is reached, such as
-// "http://127.0.0.1:41235".
+// URL returns the base URL at which others reach the endpoint, the one
+// its process publishes: Config.Advertise, or else "http://" and the bound
+// address, such as "http://127.0.0.1:41235".
+func (e *Endpoint) URL() string { return e.url }
+
 // MaxRequestBytes is the largest request the endpoint reads.
 func (e *Endpoint) MaxRequestBytes() int64 { return e.cfg.MaxRequestBytes }
 
 // MaxResponseBytes is the largest answer the endpoint sends.
 func (e *Endpoint) MaxResponseBytes() int64 { return e.cfg.MaxResponseBytes }
-
-func (e *Endpoint) URL() string { return "http://" + e.listener.Addr().String() }
 
 // Mount serves the named protobuf service (its fully qualified name, as the
 // generated `...ServiceName` constant gives it) with the handler that
@@ -196,7 +222,7 @@ func (e *Endpoint) Run(ctx context.Context) error {
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(e.listener) }()
-	e.log.Info("serving", "addr", e.listener.Addr().String(), "services", services)
+	e.log.Info("serving", "addr", e.listener.Addr().String(), "url", e.url, "services", services)
 
 	select {
 	case err := <-served:
