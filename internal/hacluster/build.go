@@ -13,10 +13,9 @@ import (
 )
 
 // TimingFlags are passed to every jobmanager before the caller's own
-// flags. They shorten the session TTL and the heartbeats for as long as the
-// binary's defaults are too slow for tests; with it empty, the jobmanagers
-// run on their defaults.
-var TimingFlags = []string{"--session-ttl", "2s", "--heartbeat-interval", "300ms", "--heartbeat-timeout", "1200ms"}
+// flags. Empty: the jobmanagers run on the binary's default timings, which
+// is what the failover tests and figures are about.
+var TimingFlags []string
 
 // The packages of the two binaries.
 const (

@@ -251,6 +251,9 @@ func (c *Cluster) startEtcd(ctx context.Context, etcd string) error {
 			"--listen-peer-urls", m.PeerURL, "--initial-advertise-peer-urls", m.PeerURL,
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
 			"--initial-cluster-token", "hacluster-" + hex.EncodeToString(token), "--log-level", "warn",
+			// The timings the README recommends beside the default session
+			// TTL: a new etcd leader within about a second.
+			"--heartbeat-interval", "50", "--election-timeout", "500",
 		}
 		p, err := newProcess(fmt.Sprintf("etcd-%d", i), filepath.Join(c.Dir, fmt.Sprintf("etcd-%d", i)), etcd,
 			func() []string { return args }, nil)

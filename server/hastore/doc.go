@@ -2,9 +2,11 @@
 // with fencing tokens, and the durable state a cluster must not lose
 // (execution plans and job results).
 //
-// Store is the interface; Etcd is its backend on etcd, either an embedded
-// single member (StartMember, or Open with a data directory: the default,
-// one-machine deployment) or an external cluster (Open with endpoints).
+// Store is the interface; Etcd is its backend on etcd: an embedded single
+// member (StartMember, or Open with a data directory: the default,
+// one-machine deployment), one of a cluster of embedded members, one per
+// JobManager machine (MemberConfig.Peers and Join), or an external
+// cluster, with TLS and authentication (Open with endpoints).
 // Package hastorerpc serves a Store as HAStoreService and implements Store
 // over that service; package storetest is the contract suite every backend
 // passes.

@@ -290,6 +290,9 @@ func (s *Etcd) ObserveLeader(ctx context.Context, election string, fn func(Leade
 	if err := ValidateElection(election); err != nil {
 		return err
 	}
+	// A member cut off from its cluster's majority fails the reads and
+	// ends the watch ("no leader") instead of going silent.
+	ctx = clientv3.WithRequireLeader(ctx)
 	pfx := s.electionPrefix(election) + "/"
 	var last LeaderInfo
 	first := true

@@ -18,19 +18,49 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 )
 
-// MemberConfig configures an embedded single etcd member.
+// MemberConfig configures an embedded etcd member: a single member on its
+// own (the default), or one member of a cluster of embedded members
+// (Peers or Join set).
 type MemberConfig struct {
 	// Dir is the member's data directory; created if absent. Required.
+	// A directory that already holds a member restarts that member with
+	// its data: Peers then only gives the member's own peer URL, and Join
+	// is ignored.
 	Dir string
-	// Name is the member's name. Default: "jobplane".
+	// Name is the member's name, unique in its cluster. Default:
+	// "jobplane".
 	Name string
-	// ClientAddr is the loopback host:port of the member's client listener.
-	// Port 0 picks a free port; Member.Endpoint reports it. Default:
-	// "127.0.0.1:0".
+	// ClientAddr is the host:port of the member's client listener (for
+	// etcdctl, backups, and members that join through it). Port 0 picks a
+	// free port; Member.Endpoint reports it. Default: "127.0.0.1:0".
 	ClientAddr string
-	// PeerAddr is the loopback host:port of the member's peer listener,
-	// which a single member only needs to exist. Default: "127.0.0.1:0".
+	// PeerAddr is the host:port the member's peer listener binds. Default:
+	// the host:port of the member's own entry in Peers; "127.0.0.1:0" for
+	// a single member, which only needs the listener to exist.
 	PeerAddr string
+	// Peers is the initial cluster: every member's name and peer URL,
+	// this member's (by Name) included, which is the URL it advertises to
+	// its peers. Empty: a single member on its own. A new cluster forms
+	// once a majority of Peers has started.
+	Peers []Peer
+	// Join are client URLs of running members of an existing cluster: a
+	// member new to the cluster (an empty Dir) adds itself there, with
+	// its own entry in Peers as its peer URL, and starts as a member of
+	// that cluster. Requires this member's entry in Peers.
+	Join []string
+	// ClusterToken tells apart clusters that form from the same Peers; a
+	// single member uses etcd's default. Default: "jobplane".
+	ClusterToken string
+	// HeartbeatInterval is how often a leader tells its followers it
+	// lives. Default: 10ms for a single member, 50ms in a cluster.
+	HeartbeatInterval time.Duration
+	// ElectionTimeout is how long a follower waits for its leader before
+	// it calls an election; at least 5 heartbeat intervals. Default: 100ms
+	// for a single member, 500ms in a cluster (half etcd's default), so
+	// that a new etcd leader is elected well within the JobManagers'
+	// default session TTL of 2s: a longer election stops sessions'
+	// renewals long enough to stop running tasks.
+	ElectionTimeout time.Duration
 	// QuotaBytes is the backend's space quota: past it, etcd refuses writes
 	// until space is reclaimed. Default: 2 GiB.
 	QuotaBytes int64
@@ -48,11 +78,27 @@ type MemberConfig struct {
 	// compacts and defragments when history or free pages take too much of
 	// the quota. Default: 30s.
 	MaintenanceInterval time.Duration
-	// StartTimeout bounds the wait for the member to become ready. Default:
-	// 30s.
+	// StartTimeout bounds the wait for the member to become ready: in a
+	// cluster, until a majority of members runs. Default: 30s for a single
+	// member, 5m in a cluster.
 	StartTimeout time.Duration
 	// Logger receives etcd's logs (Info as Debug). Default: slog.Default().
 	Logger *slog.Logger
+}
+
+// clustered reports whether the member is one of a cluster of embedded
+// members rather than a single member on its own.
+func (c MemberConfig) clustered() bool { return len(c.Peers) > 0 || len(c.Join) > 0 }
+
+// self returns the member's own entry in Peers.
+func (c MemberConfig) self() (Peer, bool) {
+	name := c.withDefaults().Name
+	for _, p := range c.Peers {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Peer{}, false
 }
 
 // Validate reports whether the configuration can be used.
@@ -64,18 +110,24 @@ func (c MemberConfig) Validate() error {
 		if addr == "" {
 			continue
 		}
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return fmt.Errorf("hastore: member address %q: %w", addr, err)
 		}
-		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			return fmt.Errorf("hastore: member address %q: the embedded member listens on loopback only", addr)
-		}
 	}
-	if c.QuotaBytes < 0 || c.CompactionRetention < 0 || c.MaintenanceInterval < 0 || c.StartTimeout < 0 {
+	if c.QuotaBytes < 0 || c.CompactionRetention < 0 || c.MaintenanceInterval < 0 || c.StartTimeout < 0 ||
+		c.HeartbeatInterval < 0 || c.ElectionTimeout < 0 {
 		return errors.New("hastore: member sizes and durations must not be negative")
 	}
-	return nil
+	if d := c.withDefaults(); d.ElectionTimeout < 5*d.HeartbeatInterval {
+		return fmt.Errorf("hastore: member election timeout %v must be at least 5 heartbeat intervals (%v)", d.ElectionTimeout, d.HeartbeatInterval)
+	}
+	if err := validatePeers(c.Peers); err != nil {
+		return err
+	}
+	if _, ok := c.self(); !ok && c.clustered() {
+		return fmt.Errorf("hastore: the peers have no entry for this member's name %q", c.withDefaults().Name)
+	}
+	return validateClientURLs(c.Join)
 }
 
 func (c MemberConfig) withDefaults() MemberConfig {
@@ -85,8 +137,36 @@ func (c MemberConfig) withDefaults() MemberConfig {
 	if c.ClientAddr == "" {
 		c.ClientAddr = "127.0.0.1:0"
 	}
-	if c.PeerAddr == "" {
-		c.PeerAddr = "127.0.0.1:0"
+	if c.ClusterToken == "" {
+		c.ClusterToken = "jobplane"
+	}
+	if c.clustered() {
+		if c.HeartbeatInterval == 0 {
+			c.HeartbeatInterval = 50 * time.Millisecond
+		}
+		if c.ElectionTimeout == 0 {
+			c.ElectionTimeout = 500 * time.Millisecond
+		}
+		if c.StartTimeout == 0 {
+			c.StartTimeout = 5 * time.Minute
+		}
+		for _, p := range c.Peers {
+			if u, err := url.Parse(p.URL); err == nil && p.Name == c.Name && c.PeerAddr == "" {
+				c.PeerAddr = u.Host
+			}
+		}
+	} else {
+		// A single member needs no real elections: short ticks make it
+		// ready in tens of milliseconds.
+		if c.HeartbeatInterval == 0 {
+			c.HeartbeatInterval = 10 * time.Millisecond
+		}
+		if c.ElectionTimeout == 0 {
+			c.ElectionTimeout = 100 * time.Millisecond
+		}
+		if c.PeerAddr == "" {
+			c.PeerAddr = "127.0.0.1:0"
+		}
 	}
 	if c.QuotaBytes == 0 {
 		c.QuotaBytes = 2 << 30
@@ -112,8 +192,8 @@ func (c MemberConfig) withDefaults() MemberConfig {
 	return c
 }
 
-// Member is an embedded single etcd member, listening on loopback only.
-// While it runs, a maintenance goroutine keeps its space in check; Close
+// Member is an embedded etcd member, alone or one of a cluster. While it
+// runs, a maintenance goroutine keeps its space in check; Close
 // stops both.
 type Member struct {
 	cfg  MemberConfig
@@ -129,6 +209,14 @@ type Member struct {
 // StartMember starts an embedded member on cfg.Dir and waits until it
 // serves. A member restarted on the same directory has all the data it
 // acknowledged before.
+//
+// With cfg.Peers, the member is one of a cluster of embedded members: on
+// an empty directory it bootstraps a new cluster with Peers (and is ready
+// once a majority of them runs), or, with cfg.Join, adds itself to the
+// running cluster there (etcd's MemberAdd) and starts as its new member.
+// A dead member's replacement joins the same way, on an empty directory,
+// once the dead member was removed (MemberRemove, e.g. with `jobplane
+// etcd-member remove`).
 //
 // The member holds an exclusive lock on cfg.Dir (the file LockFileName in
 // it) until Close. If another member, in this process or another, holds
@@ -151,17 +239,40 @@ func StartMember(ctx context.Context, cfg MemberConfig) (m *Member, err error) {
 	ec := embed.NewConfig()
 	ec.Name = cfg.Name
 	ec.Dir = cfg.Dir
-	// A single member needs no real elections: short ticks make it ready in
-	// tens of milliseconds.
-	ec.TickMs = 10
-	ec.ElectionMs = 100
+	ec.TickMs = uint(cfg.HeartbeatInterval.Milliseconds())
+	ec.ElectionMs = uint(cfg.ElectionTimeout.Milliseconds())
 	clientURL := url.URL{Scheme: "http", Host: cfg.ClientAddr}
-	peerURL := url.URL{Scheme: "http", Host: cfg.PeerAddr}
 	ec.ListenClientUrls = []url.URL{clientURL}
 	ec.AdvertiseClientUrls = []url.URL{clientURL}
-	ec.ListenPeerUrls = []url.URL{peerURL}
-	ec.AdvertisePeerUrls = []url.URL{peerURL}
+	ec.ListenPeerUrls = []url.URL{{Scheme: "http", Host: cfg.PeerAddr}}
+	ec.AdvertisePeerUrls = ec.ListenPeerUrls
 	ec.InitialCluster = ec.InitialClusterFromName(cfg.Name)
+	if self, ok := cfg.self(); ok {
+		ec.InitialClusterToken = cfg.ClusterToken
+		if _, port, _ := net.SplitHostPort(cfg.ClientAddr); port == "0" {
+			cfg.Logger.Warn("etcd member's client listener has no fixed port: the cluster lists it with port 0, and members cannot join through it", "name", cfg.Name, "client_addr", cfg.ClientAddr)
+		}
+		u, err := url.Parse(self.URL)
+		if err != nil {
+			return nil, fmt.Errorf("hastore: peer URL %q: %w", self.URL, err)
+		}
+		ec.AdvertisePeerUrls = []url.URL{*u}
+		restart := hasMemberData(cfg.Dir)
+		switch {
+		case restart:
+			// etcd restarts a member from its write-ahead log and ignores
+			// the initial cluster.
+			ec.InitialCluster = initialCluster([]Peer{self})
+			cfg.Logger.Info("restarting etcd member from its data", "name", cfg.Name, "dir", cfg.Dir)
+		case len(cfg.Join) > 0:
+			if ec.InitialCluster, err = joinCluster(ctx, cfg, cfg.Name, self.URL); err != nil {
+				return nil, err
+			}
+			ec.ClusterState = embed.ClusterStateFlagExisting
+		default:
+			ec.InitialCluster = initialCluster(cfg.Peers)
+		}
+	}
 	ec.QuotaBackendBytes = cfg.QuotaBytes
 	ec.MaxRequestBytes = cfg.MaxRequestBytes
 	ec.MaxTxnOps = cfg.MaxTxnOps
@@ -178,17 +289,32 @@ func StartMember(ctx context.Context, cfg MemberConfig) (m *Member, err error) {
 	}
 	timer := time.NewTimer(cfg.StartTimeout)
 	defer timer.Stop()
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
-		return nil, fmt.Errorf("hastore: etcd member: %w", err)
-	case <-timer.C:
-		e.Close()
-		return nil, fmt.Errorf("hastore: etcd member not ready after %v", cfg.StartTimeout)
-	case <-ctx.Done():
-		e.Close()
-		return nil, ctx.Err()
+	// A member of a cluster is ready once a majority runs; say what it
+	// waits for, now and then, so that an operator starting machines one
+	// by one sees why.
+	waiting := time.NewTicker(5 * time.Second)
+	defer waiting.Stop()
+	for ready := false; !ready; {
+		select {
+		case <-e.Server.ReadyNotify():
+			ready = true
+		case <-waiting.C:
+			if cfg.clustered() {
+				cfg.Logger.Info("etcd member waiting for a majority of its cluster", "name", cfg.Name, "cluster", ec.InitialCluster)
+			}
+		case err := <-e.Err():
+			e.Close()
+			return nil, fmt.Errorf("hastore: etcd member: %w", err)
+		case <-timer.C:
+			e.Close()
+			if cfg.clustered() {
+				return nil, fmt.Errorf("hastore: etcd member %s not ready after %v: no majority of its cluster (%s) runs", cfg.Name, cfg.StartTimeout, ec.InitialCluster)
+			}
+			return nil, fmt.Errorf("hastore: etcd member not ready after %v", cfg.StartTimeout)
+		case <-ctx.Done():
+			e.Close()
+			return nil, ctx.Err()
+		}
 	}
 	m = &Member{cfg: cfg, etcd: e, lock: lock, closing: closing}
 	m.client, err = m.NewClient()
@@ -224,6 +350,13 @@ func (m *Member) NewClient() (*clientv3.Client, error) {
 	}
 	return c, nil
 }
+
+// ID returns the member's ID in its cluster.
+func (m *Member) ID() uint64 { return uint64(m.etcd.Server.MemberID()) }
+
+// Clustered reports whether the member was configured as one of a
+// cluster of embedded members (MemberConfig.Peers or Join).
+func (m *Member) Clustered() bool { return m.cfg.clustered() }
 
 // LocalClient returns a client of the member that calls its server in
 // this process, without gRPC or a socket between them; the caller closes

@@ -11,15 +11,23 @@ import (
 )
 
 // OpenConfig says where the store keeps its data: in an embedded etcd
-// member on a local directory, or in an external etcd cluster.
+// member on a local directory (alone, or one of a cluster of embedded
+// members), or in an external etcd cluster.
 type OpenConfig struct {
-	// DataDir, when set, embeds a single etcd member on this directory
-	// (the default deployment). Exactly one of DataDir and Endpoints is
-	// required.
+	// DataDir, when set, embeds an etcd member on this directory: a
+	// single member (the default deployment), or one of a cluster when
+	// Member.Peers or Member.Join is set. Exactly one of DataDir and
+	// Endpoints is required.
 	DataDir string
 	// Endpoints, when set, are the client URLs of an external etcd
 	// cluster.
 	Endpoints []string
+	// CACertFile, CertFile and KeyFile are the TLS options of the client
+	// of an external cluster (see EtcdClientConfig); Endpoints only.
+	CACertFile, CertFile, KeyFile string
+	// Username and Password authenticate the client of an external
+	// cluster as an etcd user; Endpoints only.
+	Username, Password string
 	// Member tunes the embedded member; its Dir and Logger are taken from
 	// this configuration.
 	Member MemberConfig
@@ -41,22 +49,49 @@ func (c OpenConfig) Validate() error {
 	if c.MaxPlanBytes < 0 {
 		return errors.New("hastore: plan limit must not be negative")
 	}
-	if c.DataDir != "" {
-		// A plan travels in one request with a few hundred bytes of keys
-		// and compares; keep a generous margin.
-		limit := int64(c.MaxPlanBytes)
-		if limit == 0 {
-			limit = DefaultMaxPlanBytes
-		}
-		if room := int64(c.Member.withDefaults().MaxRequestBytes) - 64<<10; limit > room {
-			return fmt.Errorf("hastore: plan limit %d does not fit the member's request limit of %d bytes", limit, c.Member.withDefaults().MaxRequestBytes)
-		}
+	if c.DataDir == "" {
+		return c.clientConfig().Validate()
+	}
+	if cc := c.clientConfig(); cc.tlsSet() || cc.authSet() {
+		return errors.New("hastore: etcd TLS and authentication options apply to an external cluster (endpoints) only")
+	}
+	member := c.Member
+	member.Dir = c.DataDir
+	if err := member.Validate(); err != nil {
+		return err
+	}
+	// A plan travels in one request with a few hundred bytes of keys and
+	// compares; keep a generous margin.
+	limit := int64(c.MaxPlanBytes)
+	if limit == 0 {
+		limit = DefaultMaxPlanBytes
+	}
+	if room := int64(member.withDefaults().MaxRequestBytes) - 64<<10; limit > room {
+		return fmt.Errorf("hastore: plan limit %d does not fit the member's request limit of %d bytes", limit, member.withDefaults().MaxRequestBytes)
 	}
 	return nil
 }
 
+// clientConfig is the client of the external cluster.
+func (c OpenConfig) clientConfig() EtcdClientConfig {
+	return EtcdClientConfig{
+		Endpoints: c.Endpoints, CACertFile: c.CACertFile, CertFile: c.CertFile, KeyFile: c.KeyFile,
+		Username: c.Username, Password: c.Password, DialTimeout: c.DialTimeout, Logger: c.Logger,
+	}
+}
+
 // Open opens the etcd store that cfg describes. The store owns what Open
 // started: its Close closes the client and stops the embedded member.
+//
+// A store on an external cluster reads once under Prefix before it
+// returns, so that a TLS, authentication or permission failure shows
+// here, as an error that names the endpoints and the user.
+//
+// A store on a member of a cluster of embedded members is a client of
+// that member's client URL (over gRPC on its listener, as another process
+// would be), not of the member in-process: a member cut off from its
+// cluster's majority then fails the store's watches with etcd's
+// "no leader" error instead of leaving them silent.
 func Open(ctx context.Context, cfg OpenConfig) (*Etcd, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -66,6 +101,9 @@ func Open(ctx context.Context, cfg OpenConfig) (*Etcd, error) {
 	}
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = 5 * time.Second
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
 	}
 	var (
 		member *Member
@@ -81,22 +119,35 @@ func Open(ctx context.Context, cfg OpenConfig) (*Etcd, error) {
 		mc = mc.withDefaults()
 		limits.MaxTxnOps, limits.MaxRequestBytes = int(mc.MaxTxnOps), int(mc.MaxRequestBytes)
 	}
-	// The embedded member is served in this process: its client calls the
-	// server directly, without gRPC and a socket between them.
-	var client *clientv3.Client
-	if member != nil {
+	// A single embedded member is served in this process: its client
+	// calls the server directly, without gRPC and a socket between them.
+	// The in-process client bypasses etcd's gRPC interceptors, though,
+	// and with them the "require leader" check that ends the watches of a
+	// member cut off from its cluster: a clustered member gets a gRPC
+	// client of its own listener.
+	var (
+		client *clientv3.Client
+		err    error
+	)
+	switch {
+	case member != nil && !member.Clustered():
 		client = member.LocalClient()
-	} else {
-		c, err := clientv3.New(clientv3.Config{
-			Endpoints:   cfg.Endpoints,
-			DialTimeout: cfg.DialTimeout,
-			Context:     context.WithoutCancel(ctx),
-			Logger:      zapToSlog(cfg.Logger),
-		})
-		if err != nil {
-			return nil, fmt.Errorf("hastore: etcd client: %w", err)
+	case member != nil:
+		client, err = member.NewClient()
+	default:
+		client, err = NewEtcdClient(ctx, cfg.clientConfig())
+		if err == nil {
+			err = probe(ctx, client, cfg)
+			if err != nil {
+				client.Close()
+			}
 		}
-		client = c
+	}
+	if err != nil {
+		if member != nil {
+			member.Close()
+		}
+		return nil, err
 	}
 	store, err := NewEtcd(EtcdConfig{
 		Client: client, Prefix: cfg.Prefix, MaxPlanBytes: cfg.MaxPlanBytes, Logger: cfg.Logger,
@@ -121,4 +172,20 @@ func Open(ctx context.Context, cfg OpenConfig) (*Etcd, error) {
 		store.closers = append(store.closers, member.Close)
 	}
 	return store, nil
+}
+
+// probe reads under the prefix, so that a TLS, authentication or
+// permission failure of an external cluster shows before the store is
+// used.
+func probe(ctx context.Context, client *clientv3.Client, cfg OpenConfig) error {
+	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	_, err := client.Get(pctx, cfg.Prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("hastore: etcd at %v%s: read under %q: %w", cfg.Endpoints, asUser(cfg.Username), cfg.Prefix, explain(ctx, cfg.clientConfig(), err))
 }

@@ -186,10 +186,11 @@ type Cluster struct {
 	log   *slog.Logger
 	store *hastore.Etcd
 	ep    *endpoint.Endpoint
-	// components are the JobManager and the TaskExecutors, each with a
-	// blocking Run; servers are the Run of their endpoints; clients are
-	// the HTTP clients they call each other with. tes are the endpoints of
-	// the TaskExecutors, closed by Close if Run never starts.
+	// jobManager and components (the TaskExecutors) each have a blocking
+	// Run; servers are the Run of their endpoints; clients are the HTTP
+	// clients they call each other with. tes are the endpoints of the
+	// TaskExecutors, closed by Close if Run never starts.
+	jobManager func(context.Context) error
 	components []func(context.Context) error
 	servers    []func(context.Context) error
 	clients    []*http.Client
@@ -247,7 +248,7 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	// The JobManager campaigns for the cluster's leadership and, while it
 	// leads, runs the Dispatcher and the ResourceManager.
-	c.components = append(c.components, jm.Run)
+	c.jobManager = jm.Run
 
 	for range cfg.TaskExecutors {
 		if err := c.addTaskExecutor(); err != nil {
@@ -342,9 +343,17 @@ func (c *Cluster) Run(ctx context.Context) error {
 	endpointFailed := false // read once g.Run returned, after the actor ended
 
 	var g run.Group
+	// The TaskExecutors stop only once the JobManager did: it resigns
+	// first, so that its jobs are handed over (suspended) rather than
+	// failed by their tasks' stop.
+	jmCtx, stopJM := context.WithCancel(ctx)
+	jmDone := make(chan struct{})
+	g.Add(func() error { defer close(jmDone); return c.jobManager(jmCtx) }, func(error) { stopJM() })
 	for _, component := range c.components {
-		cctx, cancel := context.WithCancel(ctx)
-		g.Add(func() error { return component(cctx) }, func(error) { cancel() })
+		cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		g.Add(func() error { return component(cctx) }, func(error) {
+			go func() { <-jmDone; cancel() }()
+		})
 	}
 	// The caller's context, or an endpoint that fails, stops every
 	// component.

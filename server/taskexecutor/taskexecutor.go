@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -484,18 +483,41 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 		callMu     sync.Mutex
 		cancelCall context.CancelFunc = func() {}
 	)
+	// Observing fails while the store cannot vouch for a leader (an etcd
+	// member without a quorum fails its watches): the TaskExecutor keeps
+	// its tasks to their deadlines and observes again, pausing 50ms,
+	// doubling to 1s, while attempts keep failing.
 	go func() {
-		observed <- te.cfg.Store.ObserveLeader(ctx, election.JobManager, func(info election.Leader) error {
-			select {
-			case <-leaders: // keep only the newest
-			default:
+		pause := 50 * time.Millisecond
+		for {
+			began := time.Now()
+			err := te.cfg.Store.ObserveLeader(ctx, election.JobManager, func(info election.Leader) error {
+				select {
+				case <-leaders: // keep only the newest
+				default:
+				}
+				leaders <- info
+				callMu.Lock()
+				cancelCall()
+				callMu.Unlock()
+				return nil
+			})
+			if ctx.Err() != nil {
+				observed <- err
+				return
 			}
-			leaders <- info
-			callMu.Lock()
-			cancelCall()
-			callMu.Unlock()
-			return nil
-		})
+			if time.Since(began) > time.Second {
+				pause = 50 * time.Millisecond // it had worked for a while
+			}
+			te.log.Warn("observing the ResourceManager's leader failed; observing again", "err", err, "pause", pause)
+			select {
+			case <-ctx.Done():
+				observed <- ctx.Err()
+				return
+			case <-time.After(pause):
+				pause = min(2*pause, time.Second)
+			}
+		}
 	}()
 	defer func() { <-observed }()
 
@@ -508,12 +530,9 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case err := <-observed:
+		case err := <-observed: // only once ctx ended
 			observed <- err
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("taskexecutor: observe the ResourceManager: %w", err)
+			return nil
 		case leader = <-leaders:
 			registration = nil
 			timer.Reset(0)

@@ -32,7 +32,7 @@ func runJobManager(args []string, _, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if err := errors.Join(listen.validate(), jm.validate(), debug.validate()); err != nil {
+	if err := errors.Join(listen.validate(), jm.validate(), debug.validate(), store.validate()); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
 		return exitUsage
 	}

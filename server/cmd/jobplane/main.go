@@ -9,6 +9,8 @@
 //	jobplane jobmanager [flags]     Dispatcher, ResourceManager and JobMasters
 //	jobplane taskexecutor [flags]   a TaskExecutor
 //	jobplane hastore [flags]        an HA store for servers in other processes
+//	jobplane backup [flags]         snapshot the HA store's etcd to a file
+//	jobplane restore [flags]        restore a snapshot into a new data directory
 //
 //	jobplane submit FILE            submit a job graph (YAML or JSON) and follow it
 //	jobplane list                   list jobs
@@ -56,6 +58,9 @@ var serverSubcommands = []serverSubcommand{
 	{"jobmanager", "run a JobManager (Dispatcher, ResourceManager, JobMasters) on an HA store", runJobManager},
 	{"taskexecutor", "run a TaskExecutor that joins the cluster through its HA store", runTaskExecutor},
 	{"hastore", "serve an HA store (HAStoreService) for servers in other processes", runHAStore},
+	{"etcd-member", "list or remove members of the HA store's etcd cluster", runEtcdMember},
+	{"backup", "write a snapshot of the HA store's etcd to a file; restore makes a data directory of it", runBackup},
+	{"restore", "restore a snapshot into a new, empty data directory for a server's embedded etcd member", runRestore},
 }
 
 // parseFlags parses args into fs and maps the outcome to an exit code:

@@ -40,6 +40,11 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "standalone: -task-executors must not be negative")
 		return exitUsage
 	}
+	storeCfg, err := store.openConfig(log)
+	if err != nil {
+		fmt.Fprintf(stderr, "standalone: %v\n", err)
+		return exitUsage
+	}
 	closeLog, err := te.openAttemptLog()
 	if err != nil {
 		fmt.Fprintf(stderr, "standalone: %v\n", err)
@@ -50,7 +55,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 	cluster, err := standalone.New(context.Background(), standalone.Config{
 		Listen: listen.cfg.Listen, Advertise: listen.cfg.Advertise, AddrFile: listen.cfg.AddrFile, ShutdownTimeout: listen.cfg.ShutdownTimeout,
 		MaxRequestBytes: listen.cfg.MaxRequestBytes, MaxResponseBytes: listen.cfg.MaxResponseBytes,
-		Store:      store.openConfig(log),
+		Store:      storeCfg,
 		SessionTTL: jm.sessionTTL, HeartbeatInterval: jm.heartbeatInterval, HeartbeatTimeout: jm.heartbeatTimeout,
 		MaxSubtasks: jm.maxSubtasks, ResultRetention: jm.resultRetention, SlotTimeout: jm.slotTimeout,
 		TaskExecutors: count, Slots: te.slots, AllowExec: te.allowExec, CancelGrace: te.cancelGrace, AttemptLog: te.attemptLog,
