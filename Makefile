@@ -62,6 +62,10 @@ test: lint check-generated ## everything CI runs: lint, generated-code check, go
 	$(MAKE) conformance
 	$(MAKE) bench-quick
 
+.PHONY: soak
+soak: ## the chaos loop of real processes: 200 cycles or 20 minutes, whichever comes first (CHAOS_OUT=dir keeps the history of a failure)
+	$(GO) test -race -count=1 -timeout 30m -run TestChaos ./internal/chaos -chaos.cycles=200 -chaos.duration=20m -v
+
 .PHONY: conformance
 conformance: ## build the reference server and store and run the conformance runner against both
 	$(GO) build -o bin/jobplane ./server/cmd/jobplane
