@@ -63,8 +63,9 @@ test: lint check-generated ## everything CI runs: lint, generated-code check, go
 	$(MAKE) bench-quick
 
 .PHONY: soak
-soak: ## the chaos loop of real processes: 200 cycles or 20 minutes, whichever comes first (CHAOS_OUT=dir keeps the history of a failure)
+soak: ## the chaos loop of real processes (200 cycles or 20 minutes, CHAOS_OUT=dir keeps the history of a failure), then 10 minutes of a steady cluster on the default timings
 	$(GO) test -race -count=1 -timeout 30m -run TestChaos ./internal/chaos -chaos.cycles=200 -chaos.duration=20m -v
+	$(GO) test -race -count=1 -timeout 20m -run TestSteadyLeadership ./internal/hacluster -steady.duration=10m -v
 
 .PHONY: conformance
 conformance: ## build the reference server and store and run the conformance runner against both
