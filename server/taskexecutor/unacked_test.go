@@ -24,6 +24,7 @@ type unreachableReportsJobMaster struct {
 	clusterv1connect.UnimplementedJobMasterServiceHandler
 
 	mu       sync.Mutex
+	calls    int // heartbeats
 	reported int // refused state reports
 	beats    map[uint64][]*jobplanev1.TaskExecutionStatus
 	beaten   map[uint64]int // heartbeats naming the job, by token epoch
@@ -43,6 +44,7 @@ func (j *unreachableReportsJobMaster) UpdateTaskExecutionStates(context.Context,
 func (j *unreachableReportsJobMaster) HeartbeatFromTaskExecutor(_ context.Context, req *clusterv1.HeartbeatFromTaskExecutorRequest) (*clusterv1.HeartbeatFromTaskExecutorResponse, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.calls++
 	for _, r := range req.GetJobs() {
 		epoch := r.GetJobMasterToken().GetEpoch()
 		j.beaten[epoch]++
@@ -82,10 +84,20 @@ func TestUnackedChangesStayWithTheirJobMaster(t *testing.T) {
 	if _, err := te.RequestSlots(ctx, &clusterv1.RequestSlotsRequest{ResourceManagerToken: token(1), Slots: []*clusterv1.SlotRequest{req}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "heartbeats to the newer JobMaster", func() bool {
+	// Once a heartbeat told the newer JobMaster about the job, three more
+	// heartbeats: a change still waiting to be reported would have gone
+	// with one of them.
+	var after int
+	waitFor(t, "a heartbeat to the newer JobMaster about the job", func() bool {
 		jm.mu.Lock()
 		defer jm.mu.Unlock()
-		return jm.beaten[6] >= 2
+		after = jm.calls
+		return jm.beaten[6] >= 1
+	})
+	waitFor(t, "three more heartbeats", func() bool {
+		jm.mu.Lock()
+		defer jm.mu.Unlock()
+		return jm.calls >= after+3
 	})
 	jm.mu.Lock()
 	defer jm.mu.Unlock()
