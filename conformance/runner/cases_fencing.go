@@ -21,7 +21,12 @@ func (t *T) revokeRunning() (id string, old hastore.Token, info hastore.LeaderIn
 	t.setup(func() {
 		// The new JobMaster is in charge once it deploys under its token (a
 		// server may publish its address before its JobMaster is routed).
-		if !t.wait(30*time.Second, func() bool { return len(t.runningUnder(id, info.Token)) >= 2 }) {
+		// All four subtasks deployed under it, and running reported: a
+		// deployment still to come would look like the work of a call
+		// the case sends next.
+		if !t.wait(30*time.Second, func() bool {
+			return len(t.runningUnder(id, info.Token)) >= 2 && t.deployedUnder(id, info.Token) >= 4
+		}) {
 			t.Fatalf("the job did not run again under the new token %s within 30s; expected the new JobMaster to redeploy it", info.Token)
 		}
 	})
@@ -219,7 +224,12 @@ var fencingCases = []Case{
 				// Counted under the new token: the attempts keep their ids
 				// across grants, and the old grant's reports of them may
 				// still arrive after the new grant's.
-				if !t.wait(30*time.Second, func() bool { return len(t.runningUnder(id, info.Token)) >= 2 }) {
+				// All four subtasks deployed under it, and running reported: a
+		// deployment still to come would look like the work of a call
+		// the case sends next.
+		if !t.wait(30*time.Second, func() bool {
+			return len(t.runningUnder(id, info.Token)) >= 2 && t.deployedUnder(id, info.Token) >= 4
+		}) {
 					t.Fatalf("%d attempts reported RUNNING under the new token %s within 30s; expected 2", len(t.runningUnder(id, info.Token)), info.Token)
 				}
 			}
@@ -289,6 +299,17 @@ func (t *T) revokeSeq(id string) int {
 }
 
 // runningUnder returns the attempts reported RUNNING under token.
+// deployedUnder counts the job's distinct attempts deployed under tk.
+func (t *T) deployedUnder(id string, tk hastore.Token) int {
+	seen := map[string]bool{}
+	for _, e := range t.events(id, "SubmitTask") {
+		if e.Token == tk {
+			seen[fmt.Sprint(e.Attempt)] = true
+		}
+	}
+	return len(seen)
+}
+
 func (t *T) runningUnder(id string, tk hastore.Token) []string {
 	var out []string
 	for _, e := range t.events(id, "UpdateTaskExecutionState") {
