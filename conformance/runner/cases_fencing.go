@@ -225,11 +225,11 @@ var fencingCases = []Case{
 				// across grants, and the old grant's reports of them may
 				// still arrive after the new grant's.
 				// All four subtasks deployed under it, and running reported: a
-		// deployment still to come would look like the work of a call
-		// the case sends next.
-		if !t.wait(30*time.Second, func() bool {
-			return len(t.runningUnder(id, info.Token)) >= 2 && t.deployedUnder(id, info.Token) >= 4
-		}) {
+				// deployment still to come would look like the work of a call
+				// the case sends next.
+				if !t.wait(30*time.Second, func() bool {
+					return len(t.runningUnder(id, info.Token)) >= 2 && t.deployedUnder(id, info.Token) >= 4
+				}) {
 					t.Fatalf("%d attempts reported RUNNING under the new token %s within 30s; expected 2", len(t.runningUnder(id, info.Token)), info.Token)
 				}
 			}
