@@ -183,10 +183,15 @@ func (d *Dispatcher) Details(ctx context.Context, jobID string, full bool, page 
 					// the store's answer to its result (a cancel recorded
 					// meanwhile turns FINISHED into CANCELED): until then
 					// the status published by the Dispatcher is served.
+					// Once the result is written, its status is the job's,
+					// whatever the Dispatcher published last.
 					d.mu.Lock()
-					latest := j.latest()
+					latest, result := j.latest(), j.result
 					d.mu.Unlock()
 					got.Summary.Status, got.Summary.StatusTime, got.Summary.EndTime = latest.GetStatus(), latest.GetStatusTime(), latest.GetEndTime()
+					if result != nil && result.GetStatus() != got.GetSummary().GetStatus() {
+						got.Summary.Status, got.Summary.EndTime = result.GetStatus(), result.GetEndTime()
+					}
 				}
 				det, next = got, n
 			}
