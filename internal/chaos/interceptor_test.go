@@ -129,15 +129,27 @@ func TestInterceptorRecordsARealCluster(t *testing.T) {
 		t.Error("CheckHistory of the history with short1 lost at the end = nil, want a violation")
 	}
 
-	f, err := os.Open(attemptLog)
-	must("open the attempt log", err)
-	defer f.Close()
-	attempts, err := ReadAttemptLog(f, time.Now())
-	must("read the attempt log", err)
-	stopped := 0
-	for _, a := range attempts {
-		if a.Stopped {
-			stopped++
+	// The TaskExecutor writes an attempt's stop once the attempt has
+	// stopped, which may come after the job's end was answered: read the
+	// log until it holds every attempt stopped, for up to 10s.
+	var (
+		attempts []Attempt
+		stopped  int
+	)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		f, err := os.Open(attemptLog)
+		must("open the attempt log", err)
+		attempts, err = ReadAttemptLog(f, time.Now())
+		f.Close()
+		must("read the attempt log", err)
+		stopped = 0
+		for _, a := range attempts {
+			if a.Stopped {
+				stopped++
+			}
+		}
+		if len(attempts) >= 6 && stopped == len(attempts) || time.Now().After(deadline) {
+			break
 		}
 	}
 	// short1, short2 and long ran two subtasks each, to their end.
