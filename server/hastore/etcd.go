@@ -82,6 +82,10 @@ type Etcd struct {
 	manual  map[*etcdSession]struct{} // sessions with an expiry timer
 
 	closers []func() error // what Open started, closed in order by Close
+
+	// jobManagerLed is signaled (without blocking) when a leadership of
+	// the election "jobmanager" is granted through this store.
+	jobManagerLed chan struct{}
 }
 
 // localLeader is the store's handle on a leadership it granted.
@@ -113,13 +117,14 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Etcd{
-		client:  cfg.Client,
-		prefix:  cfg.Prefix,
-		maxPlan: cfg.MaxPlanBytes,
-		log:     cfg.Logger,
-		commit:  newCommitter(cfg.Client, cfg.MaxTxnOps, cfg.MaxRequestBytes),
-		leaders: make(map[Fence]*localLeader),
-		manual:  make(map[*etcdSession]struct{}),
+		client:        cfg.Client,
+		prefix:        cfg.Prefix,
+		maxPlan:       cfg.MaxPlanBytes,
+		log:           cfg.Logger,
+		commit:        newCommitter(cfg.Client, cfg.MaxTxnOps, cfg.MaxRequestBytes),
+		leaders:       make(map[Fence]*localLeader),
+		jobManagerLed: make(chan struct{}, 1),
+		manual:        make(map[*etcdSession]struct{}),
 	}
 	s.gone = newLeaderKeys(s)
 	return s, nil

@@ -299,6 +299,12 @@ func (s *etcdSession) lead(election string, rev int64, reg *keyReg, release func
 	store.mu.Lock()
 	store.leaders[f] = ll
 	store.mu.Unlock()
+	if f.Election == ElectionJobManager {
+		select {
+		case store.jobManagerLed <- struct{}{}:
+		default:
+		}
+	}
 	// The leadership ends with its session, on Resign, or once its key is
 	// deleted; whichever comes first cleans up.
 	context.AfterFunc(l.Context(), func() { ll.end(ErrSessionEnded) })

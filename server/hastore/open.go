@@ -168,6 +168,12 @@ func Open(ctx context.Context, cfg OpenConfig) (*Etcd, error) {
 		}
 		return nil
 	})
+	if member != nil && member.Clustered() {
+		pctx, stop := context.WithCancel(context.Background())
+		placed := make(chan struct{})
+		go func() { defer close(placed); store.placeEtcdLeader(pctx, member) }()
+		store.closers = append([]func() error{func() error { stop(); <-placed; return nil }}, store.closers...)
+	}
 	if member != nil {
 		store.closers = append(store.closers, member.Close)
 	}
