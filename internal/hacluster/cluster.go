@@ -55,6 +55,13 @@ type Config struct {
 	// then ignored, and the Cluster's etcd helpers (EtcdClient,
 	// WatchStore, Candidacies) fail. Default: an etcd cluster.
 	EmbeddedStore bool
+	// EmbeddedPeers runs no etcd processes either: each jobmanager embeds
+	// an etcd member and they form one cluster (--etcd-peers), as the
+	// README's three machines do; the TaskExecutors use every jobmanager
+	// as --hastore. EtcdMembers, EtcdProxies and TaskExecutorHAStore are
+	// then ignored; the etcd helpers reach the embedded members. Killing
+	// a jobmanager kills its member. Default: an etcd cluster.
+	EmbeddedPeers bool
 }
 
 func (c Config) withDefaults() Config {
@@ -79,7 +86,8 @@ type Cluster struct {
 	// Etcd are the etcd members, in --initial-cluster order.
 	Etcd []*EtcdMember
 	// JobManagers are the jobmanagers, in start order: the first led once
-	// Start returned.
+	// Start returned (any of them may with Config.EmbeddedPeers, which
+	// starts them together).
 	JobManagers []*JobManager
 	// TaskExecutors are the TaskExecutors.
 	TaskExecutors []*TaskExecutor
@@ -89,6 +97,9 @@ type Cluster struct {
 	// Dir holds every process's directory (data, logs, attempt logs);
 	// Close removes it.
 	Dir string
+	// PeerClientURLs are the client URLs of the jobmanagers' embedded
+	// members, by jobmanager (Config.EmbeddedPeers).
+	PeerClientURLs []string
 
 	cfg     Config
 	tr      *http.Transport
@@ -171,10 +182,21 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 }
 
 func (c *Cluster) start(ctx context.Context, jobplane, etcd string) error {
-	if c.cfg.EmbeddedStore {
+	switch {
+	case c.cfg.EmbeddedStore:
 		c.cfg.EtcdProxies, c.cfg.TaskExecutorHAStore = false, nil
-	} else if err := c.startEtcd(ctx, etcd); err != nil {
-		return err
+	case c.cfg.EmbeddedPeers:
+		c.cfg.EtcdProxies, c.cfg.TaskExecutorHAStore = false, nil
+		for i := range c.cfg.JobManagers {
+			c.cfg.TaskExecutorHAStore = append(c.cfg.TaskExecutorHAStore, i)
+		}
+		if err := c.startPeers(ctx, jobplane); err != nil {
+			return err
+		}
+	default:
+		if err := c.startEtcd(ctx, etcd); err != nil {
+			return err
+		}
 	}
 	var storeURLs []string
 	if len(c.cfg.TaskExecutorHAStore) == 0 {
@@ -185,8 +207,8 @@ func (c *Cluster) start(ctx context.Context, jobplane, etcd string) error {
 		p.url = url
 		c.HAStore, storeURLs = p, []string{url}
 	}
-	for i := range c.cfg.JobManagers {
-		jm, err := c.startJobManager(ctx, jobplane, i)
+	for i := len(c.JobManagers); i < c.cfg.JobManagers; i++ {
+		jm, err := c.startJobManager(ctx, jobplane, i, nil)
 		if err != nil {
 			return err
 		}
@@ -301,8 +323,12 @@ func (c *Cluster) memberReady(ctx context.Context, m *EtcdMember) error {
 	})
 }
 
-// EtcdEndpoints returns the client URLs of the etcd members.
+// EtcdEndpoints returns the client URLs of the etcd members (of the
+// jobmanagers' embedded members with Config.EmbeddedPeers).
 func (c *Cluster) EtcdEndpoints() []string {
+	if c.cfg.EmbeddedPeers {
+		return c.PeerClientURLs
+	}
 	var eps []string
 	for _, m := range c.Etcd {
 		eps = append(eps, m.ClientURL)
@@ -313,7 +339,7 @@ func (c *Cluster) EtcdEndpoints() []string {
 // EtcdClient returns a new etcd client of every member; the caller closes
 // it. It fails with Config.EmbeddedStore.
 func (c *Cluster) EtcdClient() (*clientv3.Client, error) {
-	if len(c.Etcd) == 0 {
+	if len(c.EtcdEndpoints()) == 0 {
 		return nil, errors.New("hacluster: no etcd cluster (Config.EmbeddedStore)")
 	}
 	return clientv3.New(clientv3.Config{Endpoints: c.EtcdEndpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
@@ -387,7 +413,49 @@ func (c *Cluster) startHAStore(ctx context.Context, jobplane string) (*Process, 
 	return c.server(ctx, jobplane, "hastore", "hastore", args, func(context.Context, *Process, string) error { return nil })
 }
 
-func (c *Cluster) startJobManager(ctx context.Context, jobplane string, i int) (*JobManager, error) {
+// startPeers starts the jobmanagers of Config.EmbeddedPeers together: a
+// member is ready, and its process serves, once a majority of the
+// cluster runs.
+func (c *Cluster) startPeers(ctx context.Context, jobplane string) error {
+	n := c.cfg.JobManagers
+	ports, err := freePorts(2 * n)
+	if err != nil {
+		return err
+	}
+	var peers []string
+	for i := range n {
+		peers = append(peers, fmt.Sprintf("jm%d=http://127.0.0.1:%d", i, ports[2*i]))
+		c.PeerClientURLs = append(c.PeerClientURLs, fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]))
+	}
+	jms := make([]*JobManager, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			jms[i], errs[i] = c.startJobManager(ctx, jobplane, i, []string{
+				"--etcd-name", fmt.Sprintf("jm%d", i), "--etcd-peers", strings.Join(peers, ","),
+				"--etcd-client-listen", strings.TrimPrefix(c.PeerClientURLs[i], "http://"),
+			})
+		})
+	}
+	wg.Wait()
+	for i, jm := range jms {
+		if jm != nil {
+			c.JobManagers = append(c.JobManagers, jm)
+		} else if errs[i] == nil {
+			errs[i] = fmt.Errorf("jobmanager-%d did not start", i)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	_, err = c.WaitLeader(ctx)
+	return err
+}
+
+// startJobManager starts jobmanager i; member, if not nil, are the flags
+// of its embedded member (Config.EmbeddedPeers).
+func (c *Cluster) startJobManager(ctx context.Context, jobplane string, i int, member []string) (*JobManager, error) {
 	jm := &JobManager{}
 	endpoints := c.EtcdEndpoints()
 	if c.cfg.EtcdProxies {
@@ -403,14 +471,17 @@ func (c *Cluster) startJobManager(ctx context.Context, jobplane string, i int) (
 		}
 	}
 	store := []string{"--etcd-endpoints", strings.Join(endpoints, ",")}
-	if c.cfg.EmbeddedStore {
+	switch {
+	case c.cfg.EmbeddedStore:
 		store = []string{"--hastore", c.HAStore.url}
+	case member != nil:
+		store = member
 	}
 	rest := append(append(store, "--data-dir", "data"), TimingFlags...)
 	rest = append(rest, c.cfg.JobManagerArgs...)
 	p, url, err := c.server(ctx, jobplane, fmt.Sprintf("jobmanager-%d", i), "jobmanager", rest, func(ctx context.Context, p *Process, url string) error {
 		if jm.Dispatcher == nil {
-			jm.URL = url
+			jm.Process, jm.URL = p, url
 			jm.Dispatcher = jobplanev1connect.NewDispatcherServiceClient(c.hc, url)
 		}
 		return p.poll(ctx, 20*time.Millisecond, func(ctx context.Context) error {
@@ -533,4 +604,27 @@ func waitFor(ctx context.Context, interval time.Duration, fn func(ctx context.Co
 		case <-time.After(interval):
 		}
 	}
+}
+
+// EtcdLeader returns the jobmanager whose embedded member leads etcd, as
+// the members report it (Config.EmbeddedPeers), or nil if none answers as
+// the leader.
+func (c *Cluster) EtcdLeader(ctx context.Context) (*JobManager, error) {
+	if !c.cfg.EmbeddedPeers {
+		return nil, errors.New("hacluster: the jobmanagers embed no members (Config.EmbeddedPeers)")
+	}
+	cli, err := c.EtcdClient()
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	for i, u := range c.PeerClientURLs {
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err := cli.Status(sctx, u)
+		cancel()
+		if err == nil && st.Leader != 0 && st.Leader == st.Header.GetMemberId() {
+			return c.JobManagers[i], nil
+		}
+	}
+	return nil, nil
 }

@@ -208,9 +208,39 @@ func submitter(t *testing.T, cl *sdk.Client, prefix string, stop <-chan struct{}
 
 // SIGKILL of the leader: a standby leads after the TTL, recovers every
 // running job under a new token, and loses no acknowledged job, also of
-// those submitted while the leader was dead.
+// those submitted while the leader was dead; on three etcd processes,
+// and on the jobmanagers' own embedded members, where the killed process
+// takes its member with it.
 func TestKillLeader(t *testing.T) {
-	c, cl, l, ids := start(t, hacluster.Config{JobManagers: 3}, 3)
+	for _, tc := range []struct {
+		name string
+		cfg  hacluster.Config
+	}{
+		{"3-etcd-members", hacluster.Config{JobManagers: 3}},
+		{"3-embedded-peers", hacluster.Config{JobManagers: 3, EmbeddedPeers: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { killLeader(t, tc.cfg) })
+	}
+}
+
+func killLeader(t *testing.T, cfg hacluster.Config) {
+	c, cl, l, ids := start(t, cfg, 3)
+	if cfg.EmbeddedPeers {
+		// The leader keeps etcd's leadership off its own member, so that
+		// its death costs no etcd election.
+		ctx := within(t, phase(t))
+		for {
+			el, err := c.EtcdLeader(ctx)
+			if err == nil && el != nil && el != l {
+				t.Logf("etcd's leader is %s's member; the JobManager leader is %s", el.Name, l.Name)
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("etcd's leader is still the JobManager leader %s's member (%v)", l.Name, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	stop := make(chan struct{})
 	acked := submitter(t, cl, "during", stop)
 

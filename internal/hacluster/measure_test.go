@@ -14,11 +14,13 @@ import (
 var (
 	failoverCycles = flag.Int("failover.cycles", 0, "TestMeasureFailover: SIGKILL and SIGTERM cycles of the leader to time (0 skips it)")
 	failoverEtcd   = flag.Int("failover.etcd", 3, "TestMeasureFailover: etcd members; 0 for one etcd member embedded in a `jobplane hastore` process")
+	failoverPeers  = flag.Bool("failover.peers", false, "TestMeasureFailover: three jobmanagers on their own embedded members (--etcd-peers) instead of -failover.etcd")
 )
 
 // TestMeasureFailover times failovers of the leader, when
 // -failover.cycles asks for them (on -failover.etcd external etcd members,
-// or 0 for one member embedded in a `jobplane hastore` process):
+// 0 for one member embedded in a `jobplane hastore` process, or with
+// -failover.peers three jobmanagers on their own embedded members):
 //
 //	go test -run TestMeasureFailover -v ./internal/hacluster/ -args -failover.cycles=20 -failover.etcd=1
 func TestMeasureFailover(t *testing.T) {
@@ -27,10 +29,14 @@ func TestMeasureFailover(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(*failoverCycles)*(10*hacluster.SessionTTL()+time.Minute))
 	defer cancel()
-	kill, term, err := hacluster.MeasureFailover(ctx, hacluster.Config{EtcdMembers: *failoverEtcd, EmbeddedStore: *failoverEtcd == 0}, *failoverCycles)
+	cfg := hacluster.Config{EtcdMembers: *failoverEtcd, EmbeddedStore: *failoverEtcd == 0}
+	if *failoverPeers {
+		cfg = hacluster.Config{EmbeddedPeers: true, JobManagers: 3}
+	}
+	kill, term, err := hacluster.MeasureFailover(ctx, cfg, *failoverCycles)
 	km, kx := hacluster.Summary(kill)
 	tm, tx := hacluster.Summary(term)
-	t.Logf("%d etcd members (0: embedded in a hastore process), session TTL %v, timing flags %q", *failoverEtcd, hacluster.SessionTTL(), hacluster.TimingFlags)
+	t.Logf("%d etcd members (0: embedded in a hastore process), embedded peers %v, session TTL %v, timing flags %q", *failoverEtcd, *failoverPeers, hacluster.SessionTTL(), hacluster.TimingFlags)
 	t.Logf("SIGKILL → first recovered job RUNNING: median %v, max %v over %d cycles %v", km, kx, len(kill), kill)
 	t.Logf("SIGTERM → the next leader answers:     median %v, max %v over %d cycles %v", tm, tx, len(term), term)
 	if err != nil {
@@ -63,7 +69,8 @@ func TestSummary(t *testing.T) {
 // for `make bench` (row 7): SIGKILL → first recovered job RUNNING on the
 // standby, and SIGTERM → the next leader answers, median and maximum over
 // $FAILOVER_CYCLES cycles (default 20), on one etcd member embedded in a
-// `jobplane hastore` process and on three etcd members. Each benchmark
+// `jobplane hastore` process, on three etcd members, and on three
+// jobmanagers' own embedded members. Each benchmark
 // iteration runs every cycle; run it with -benchtime=1x.
 func BenchmarkFailover(b *testing.B) {
 	cycles := 20
@@ -76,6 +83,7 @@ func BenchmarkFailover(b *testing.B) {
 	}{
 		{"embedded-member", hacluster.Config{EmbeddedStore: true}},
 		{"3-etcd-members", hacluster.Config{EtcdMembers: 3}},
+		{"3-embedded-peers", hacluster.Config{EmbeddedPeers: true, JobManagers: 3}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			var kill, term []time.Duration

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -287,7 +289,9 @@ func (c *committer) commit(ctx context.Context, batch []*write) {
 	if len(batch) == 1 {
 		w := batch[0]
 		cmps, then, els := w.op.Txn()
-		resp, err := c.client.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+		resp, err := retryDropped(ctx, func() (*clientv3.TxnResponse, error) {
+			return c.client.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+		})
 		if err = c.closedErr(err); err != nil {
 			w.err = err
 			return
@@ -299,7 +303,9 @@ func (c *committer) commit(ctx context.Context, batch []*write) {
 	for i, w := range batch {
 		ops[i] = w.op
 	}
-	resp, err := c.client.Txn(ctx).Then(ops...).Commit()
+	resp, err := retryDropped(ctx, func() (*clientv3.TxnResponse, error) {
+		return c.client.Txn(ctx).Then(ops...).Commit()
+	})
 	err = c.closedErr(err)
 	if err != nil && refusedForContent(err) && ctx.Err() == nil {
 		half := len(batch) / 2
@@ -391,4 +397,31 @@ func opSize(op clientv3.Op) int {
 		}
 	}
 	return n
+}
+
+// retryDropped runs call until etcd does not drop it, while ctx lasts.
+// etcd drops a proposal it cannot take into its log, such as one made
+// while its leadership moves to another member (see leaderplace.go):
+// nothing of it was applied, so sending it again is safe. Pauses grow
+// from 10ms to 200ms.
+func retryDropped[T any](ctx context.Context, call func() (T, error)) (T, error) {
+	pause := 10 * time.Millisecond
+	for {
+		resp, err := call()
+		if err == nil || !proposalDropped(err) {
+			return resp, err
+		}
+		select {
+		case <-ctx.Done():
+			return resp, err
+		case <-time.After(pause):
+			pause = min(2*pause, 200*time.Millisecond)
+		}
+	}
+}
+
+// proposalDropped reports etcd's "raft proposal dropped", which reaches
+// a client without a code of its own (codes.Unknown).
+func proposalDropped(err error) bool {
+	return strings.Contains(err.Error(), "raft proposal dropped")
 }

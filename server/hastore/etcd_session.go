@@ -23,9 +23,22 @@ func (s *Etcd) OpenSession(ctx context.Context, cfg SessionConfig) (Session, err
 		return nil, err
 	}
 	ttlSeconds := int64(math.Ceil(cfg.TTL.Seconds()))
-	sent := time.Now()
-	grant, err := s.client.Grant(ctx, ttlSeconds)
-	if err != nil {
+	// A grant answered after the TTL would be of no use (the session's
+	// validity counts from the send time), and etcd answers a grant that
+	// a member forwarded to a leader that dropped it (see leaderplace.go)
+	// only at its request timeout, 6s: the attempt is bounded by the TTL.
+	var sent time.Time
+	gctx, cancel := context.WithTimeout(ctx, time.Duration(ttlSeconds)*time.Second)
+	grant, err := retryDropped(gctx, func() (*clientv3.LeaseGrantResponse, error) {
+		sent = time.Now()
+		return s.client.Grant(gctx, ttlSeconds)
+	})
+	timedOut := gctx.Err() != nil && ctx.Err() == nil
+	cancel()
+	switch {
+	case err != nil && timedOut:
+		return nil, fmt.Errorf("%w: etcd did not answer a lease grant within the TTL, %ds", ErrUnavailable, ttlSeconds)
+	case err != nil:
 		return nil, unavailable(ctx, err)
 	}
 	// The session renews the lease itself (see renew), rather than on

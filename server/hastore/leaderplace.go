@@ -2,6 +2,7 @@ package hastore
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/types"
@@ -16,28 +17,35 @@ import (
 // session TTL only. The check runs when etcd's leader changes and when
 // this process gains the JobManager leadership: no timer, no polling.
 
-// placeEtcdLeader moves etcd's leadership to another started voting
-// member whenever this process leads the election "jobmanager" and its
-// member m leads etcd, until ctx ends. A transfer that fails (the other
-// members are down, say) is tried again a second later, while the
-// conditions hold.
+// placeEtcdLeader moves etcd's leadership to another voting member
+// whenever this process leads the election "jobmanager" and its member m
+// leads etcd, until ctx ends. The transferee is a member that answers and
+// follows m, the one with the longest log, so that the transfer, during
+// which etcd drops new proposals, is short and does not wait on a member
+// that is down; if none answers, or the transfer fails, it is tried again
+// a second later while the conditions hold. The store's own writes retry
+// a dropped proposal (retryDropped).
 func (s *Etcd) placeEtcdLeader(ctx context.Context, m *Member) {
 	srv := m.etcd.Server
-	retry := (<-chan time.Time)(nil)
 	for {
 		changed := srv.LeaderChangedNotify()
-		retry = nil
+		var retry <-chan time.Time
 		if srv.Leader() == srv.MemberID() && s.leadsJobManager() {
-			if to := otherVoter(m); to != 0 {
-				tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				err := srv.MoveLeader(tctx, uint64(srv.MemberID()), uint64(to))
+			to := s.transferee(ctx, m)
+			err := errNoTransferee
+			if to != 0 {
+				tctx, cancel := context.WithTimeout(ctx, 2*m.cfg.ElectionTimeout)
+				err = srv.MoveLeader(tctx, uint64(srv.MemberID()), uint64(to))
 				cancel()
-				if err != nil && ctx.Err() == nil {
-					s.log.Warn("moving etcd's leadership off the JobManager leader's member failed; trying again", "to", to.String(), "err", err)
-					retry = time.After(time.Second)
-				} else if err == nil {
-					s.log.Info("moved etcd's leadership off the JobManager leader's member", "to", to.String())
-				}
+			}
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				s.log.Warn("moving etcd's leadership off the JobManager leader's member failed; trying again", "to", to.String(), "err", err)
+				retry = time.After(time.Second)
+			default:
+				s.log.Info("moved etcd's leadership off the JobManager leader's member", "to", to.String())
 			}
 		}
 		select {
@@ -50,17 +58,37 @@ func (s *Etcd) placeEtcdLeader(ctx context.Context, m *Member) {
 	}
 }
 
-// otherVoter returns a started voting member of m's cluster other than m,
-// or 0 if there is none.
-func otherVoter(m *Member) types.ID {
+var errNoTransferee = errors.New("no other voting member answers and follows this one")
+
+// transferee returns the voting member, other than m, that answers a
+// status request within a heartbeat's time or so, follows m, and has the
+// longest log; or 0 if there is none.
+func (s *Etcd) transferee(ctx context.Context, m *Member) types.ID {
 	srv := m.etcd.Server
+	var (
+		best  types.ID
+		index uint64
+	)
 	for _, mem := range srv.Cluster().Members() {
-		if mem.ID != srv.MemberID() && !mem.IsLearner && mem.Name != "" {
-			return mem.ID
+		if mem.ID == srv.MemberID() || mem.IsLearner || len(mem.ClientURLs) == 0 {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, statusTimeout(m))
+		st, err := s.client.Status(sctx, mem.ClientURLs[0])
+		cancel()
+		if err != nil || st.Leader != uint64(srv.MemberID()) {
+			continue
+		}
+		if best == 0 || st.RaftIndex > index {
+			best, index = mem.ID, st.RaftIndex
 		}
 	}
-	return 0
+	return best
 }
+
+// statusTimeout bounds a member's status request: a live member on a
+// sound network answers well within an election timeout.
+func statusTimeout(m *Member) time.Duration { return m.cfg.ElectionTimeout / 2 }
 
 // leadsJobManager reports whether a leadership of the election
 // "jobmanager" is held through this store.
