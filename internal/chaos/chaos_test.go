@@ -46,7 +46,7 @@ const (
 // pauses and terminates the leading jobmanager and etcd members, in a
 // seeded random order. At the end every acknowledged job must end, the
 // history must keep the contract's promises (CheckHistory) and no subtask
-// may have run twice at once (CheckAttempts).
+// may have run twice at once (hacluster.CheckAttempts).
 //
 // -chaos.cycles and -chaos.duration bound it (a few cycles by default;
 // `make soak` runs 200 cycles or 20 minutes). On a violation the
@@ -141,27 +141,14 @@ func TestChaos(t *testing.T) {
 		}
 	}
 
-	var attempts []Attempt
-	for _, te := range c.TaskExecutors {
-		end := time.Now()
-		if runs := te.Runs(); len(runs) > 0 && !runs[len(runs)-1].Exit.IsZero() {
-			end = runs[len(runs)-1].Exit
-		}
-		fh, err := os.Open(te.AttemptLog)
-		if err != nil {
-			t.Fatal(err)
-		}
-		as, err := ReadAttemptLog(fh, end)
-		fh.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", te.Name, err)
-		}
-		attempts = append(attempts, as...)
+	attempts, err := c.Attempts()
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(attempts) == 0 {
 		t.Errorf("the TaskExecutors ran no attempt: the attempt check checked nothing")
 	}
-	if err := CheckAttempts(attempts); err != nil {
+	if err := hacluster.CheckAttempts(attempts); err != nil {
 		t.Errorf("seed %d: %v", seed, err)
 	}
 	t.Logf("%d execution attempts checked", len(attempts))

@@ -11,6 +11,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/internal/hacluster"
 	"github.com/jobplane/jobplane/internal/standalonetest"
 	"github.com/jobplane/jobplane/sdk"
 )
@@ -133,18 +134,18 @@ func TestInterceptorRecordsARealCluster(t *testing.T) {
 	// stopped, which may come after the job's end was answered: read the
 	// log until it holds every attempt stopped, for up to 10s.
 	var (
-		attempts []Attempt
+		attempts []hacluster.Interval
 		stopped  int
 	)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		f, err := os.Open(attemptLog)
 		must("open the attempt log", err)
-		attempts, err = ReadAttemptLog(f, time.Now())
+		attempts, err = hacluster.ReadAttemptLog(f, "standalone", nil)
 		f.Close()
 		must("read the attempt log", err)
 		stopped = 0
 		for _, a := range attempts {
-			if a.Stopped {
+			if a.State != "" {
 				stopped++
 			}
 		}
@@ -156,7 +157,7 @@ func TestInterceptorRecordsARealCluster(t *testing.T) {
 	if len(attempts) < 6 || stopped != len(attempts) {
 		t.Errorf("attempt log: %d attempts, %d stopped; want at least 6, all stopped: %v", len(attempts), stopped, attempts)
 	}
-	if err := CheckAttempts(attempts); err != nil {
+	if err := hacluster.CheckAttempts(attempts); err != nil {
 		t.Errorf("CheckAttempts: %v", err)
 	}
 }

@@ -2,9 +2,12 @@ package hacluster
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"slices"
 	"time"
@@ -15,7 +18,8 @@ import (
 // Interval is one execution attempt as a TaskExecutor's attempt log
 // recorded it: from its "start" record to its "stop" record or, without
 // one, to the exit of the TaskExecutor's run that started it (zero Stop:
-// that run still runs).
+// that run still runs). ReadAttemptLog reads them, CheckAttempts checks
+// them.
 type Interval struct {
 	// Process names the TaskExecutor process, TaskExecutor its id.
 	Process, TaskExecutor string
@@ -54,11 +58,20 @@ func (iv Interval) overlaps(o Interval) bool {
 }
 
 // Attempts reads every TaskExecutor's attempt log and returns its
-// attempts, ordered by start.
+// attempts, ordered by start. A TaskExecutor that has not written its log
+// yet has no attempts.
 func (c *Cluster) Attempts() ([]Interval, error) {
 	var all []Interval
 	for _, te := range c.TaskExecutors {
-		ivs, err := readAttemptLog(te.Name, te.AttemptLog, te.Runs())
+		f, err := os.Open(te.AttemptLog)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		ivs, err := ReadAttemptLog(f, te.Name, te.Runs())
+		f.Close()
 		if err != nil {
 			return nil, err
 		}
@@ -75,52 +88,65 @@ type attemptKey struct {
 	epoch            uint64
 }
 
-// readAttemptLog reads one attempt log; runs are its process's runs, which
-// end the attempts left without a stop record.
-func readAttemptLog(process, path string, runs []Run) ([]Interval, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []Interval
-	open := map[attemptKey]int{}
-	sc := bufio.NewScanner(f)
+// ReadAttemptLog reads the attempt log of the TaskExecutor process named
+// process (the JSON lines of taskexecutor.AttemptRecord that `jobplane
+// taskexecutor --attempt-log` writes) and pairs each start with its stop,
+// in the order of the starts. runs are the process's runs: an attempt
+// without a stop record ran until the exit of the run it started in, and
+// is still running (zero Stop) if that run has not exited or is not among
+// runs (pass nil for a process that lives on). A torn last line (a
+// process killed mid-write) is ignored; any other malformed line, a
+// second start of a running attempt, a stop without its start or an
+// unknown event is an error.
+func ReadAttemptLog(r io.Reader, process string, runs []Run) ([]Interval, error) {
+	var lines [][]byte
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for line := 1; sc.Scan(); line++ {
-		var r taskexecutor.AttemptRecord
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			// A process killed in mid-write leaves a torn last line.
-			continue
-		}
-		k := attemptKey{r.TaskExecutor, r.JobID, r.VertexID, r.SubtaskIndex, r.Attempt, r.Epoch}
-		switch r.Event {
-		case "start":
-			open[k] = len(out)
-			out = append(out, Interval{
-				Process: process, TaskExecutor: r.TaskExecutor, JobID: r.JobID, VertexID: r.VertexID,
-				SubtaskIndex: r.SubtaskIndex, Attempt: r.Attempt, Epoch: r.Epoch, Start: r.Time,
-			})
-		case "stop":
-			i, ok := open[k]
-			if !ok {
-				return nil, fmt.Errorf("%s line %d: stop of an attempt that did not start: %s", path, line, sc.Bytes())
-			}
-			delete(open, k)
-			out[i].Stop, out[i].State = r.Time, r.State
-		}
+	for sc.Scan() {
+		lines = append(lines, slices.Clone(sc.Bytes()))
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("hacluster: reading the attempt log of %s: %w", process, err)
 	}
-	// An attempt without a stop record ran until its TaskExecutor exited.
-	for _, i := range open {
+	var out []Interval
+	open := map[attemptKey]int{}
+	for i, line := range lines {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var rec taskexecutor.AttemptRecord
+		if err := json.Unmarshal(line, &rec); err != nil {
+			if i == len(lines)-1 {
+				break
+			}
+			return nil, fmt.Errorf("hacluster: attempt log of %s, line %d: %w", process, i+1, err)
+		}
+		k := attemptKey{rec.TaskExecutor, rec.JobID, rec.VertexID, rec.SubtaskIndex, rec.Attempt, rec.Epoch}
+		switch rec.Event {
+		case "start":
+			if _, dup := open[k]; dup {
+				return nil, fmt.Errorf("hacluster: attempt log of %s, line %d: a second start of a running attempt: %s", process, i+1, line)
+			}
+			open[k] = len(out)
+			out = append(out, Interval{
+				Process: process, TaskExecutor: rec.TaskExecutor, JobID: rec.JobID, VertexID: rec.VertexID,
+				SubtaskIndex: rec.SubtaskIndex, Attempt: rec.Attempt, Epoch: rec.Epoch, Start: rec.Time,
+			})
+		case "stop":
+			j, ok := open[k]
+			if !ok {
+				return nil, fmt.Errorf("hacluster: attempt log of %s, line %d: a stop without its start: %s", process, i+1, line)
+			}
+			delete(open, k)
+			out[j].Stop, out[j].State = rec.Time, rec.State
+		default:
+			return nil, fmt.Errorf("hacluster: attempt log of %s, line %d: unknown event %q", process, i+1, rec.Event)
+		}
+	}
+	for _, j := range open {
 		for _, run := range runs {
-			if !run.Exit.IsZero() && run.Exit.After(out[i].Start) && !run.Start.After(out[i].Start) {
-				out[i].Stop = run.Exit
+			if !run.Exit.IsZero() && run.Exit.After(out[j].Start) && !run.Start.After(out[j].Start) {
+				out[j].Stop = run.Exit
 				break
 			}
 		}
@@ -129,16 +155,19 @@ func readAttemptLog(process, path string, runs []Run) ([]Interval, error) {
 }
 
 // CheckAttempts checks that no subtask ran twice at once: no two attempts
-// of one (job, vertex, subtask) overlap in time, whether under different
-// JobMaster tokens (epochs) or under the same one. It returns an error
-// listing every overlapping pair, or nil.
+// of one (job, vertex, subtask) overlap in time, across every
+// TaskExecutor, whether under different JobMaster tokens (epochs) or under
+// the same one. Attempts that only touch (one stops the instant the other
+// starts) do not overlap; one still running (zero Stop) overlaps every
+// later one. It returns an error listing every overlapping pair, or nil.
 func CheckAttempts(ivs []Interval) error {
 	by := map[string][]Interval{}
 	for _, iv := range ivs {
 		by[iv.Subtask()] = append(by[iv.Subtask()], iv)
 	}
 	var errs []error
-	for _, list := range by {
+	for _, subtask := range slices.Sorted(maps.Keys(by)) {
+		list := by[subtask]
 		slices.SortFunc(list, func(a, b Interval) int { return a.Start.Compare(b.Start) })
 		for i, a := range list {
 			for _, b := range list[i+1:] {
@@ -147,7 +176,7 @@ func CheckAttempts(ivs []Interval) error {
 					if a.Epoch == b.Epoch {
 						what = "twice under one JobMaster"
 					}
-					errs = append(errs, fmt.Errorf("%s ran %s at once:\n  %v\n  %v", a.Subtask(), what, a, b))
+					errs = append(errs, fmt.Errorf("%s ran %s at once:\n  %v\n  %v", subtask, what, a, b))
 				}
 			}
 		}

@@ -8,8 +8,9 @@
 // starts the processes; every Process can be signalled (SIGKILL, SIGTERM,
 // SIGSTOP, SIGCONT) and restarted on its own data directory. Leader finds
 // the jobmanager that leads; Attempts reads the TaskExecutors' attempt logs
-// and CheckAttempts checks that no subtask ever ran twice at once (under
-// two JobMasters or under one). MeasureFailover times failovers.
+// (ReadAttemptLog reads any one, also of a process started elsewhere) and
+// CheckAttempts checks that no subtask ever ran twice at once (under two
+// JobMasters or under one). MeasureFailover times failovers.
 //
 // The timings of the jobmanagers are TimingFlags (the defaults of the
 // binary when empty); SessionTTL reports the session TTL in force, so that

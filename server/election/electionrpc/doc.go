@@ -3,7 +3,8 @@
 // stream, served by any of a cluster's processes (Config.BaseURLs), and
 // moves to the next when one breaks, cannot be reached or stays silent.
 // Handler serves ObserveLeader from any election.Observer, so a process
-// whose store lives in another process can still be asked for the leader.
+// whose store lives in another process can still be asked for the leader;
+// StreamLeader is its stream loop, which hastorerpc's handler shares.
 //
 // It owns only that translation (the wire's LeaderInfo to and from
 // election.Leader, Connect errors to retries), and links no store backend:

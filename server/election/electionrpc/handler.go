@@ -78,12 +78,24 @@ func (h *Handler) Path(opts ...connect.HandlerOption) (string, http.Handler) {
 // the observer's store refuses is answered with the store's
 // INVALID_ARGUMENT; any other failure of the observer with UNAVAILABLE.
 func (h *Handler) ObserveLeader(ctx context.Context, req *hastorev1.ObserveLeaderRequest, stream *connect.ServerStream[hastorev1.ObserveLeaderResponse]) error {
+	return StreamLeader(ctx, h.observer, req.GetElection(), h.heartbeat, stream, h.toConnect)
+}
+
+// StreamLeader serves one HAStoreService ObserveLeader stream from
+// observer: it sends the election's leader and every change the observer
+// reports, and a heartbeat whenever the stream was idle for heartbeat
+// (which must be positive). It returns nil once ctx is done (the client
+// went away), the error of stream.Send if a send fails, and mapErr of the
+// observer's error if the observation ends otherwise; mapErr is where a
+// handler turns the observer's errors into the Connect errors it answers
+// with. Every handler of the service serves ObserveLeader with it.
+func StreamLeader(ctx context.Context, observer election.Observer, name string, heartbeat time.Duration, stream *connect.ServerStream[hastorev1.ObserveLeaderResponse], mapErr func(error) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changes := make(chan election.Leader)
 	observed := make(chan error, 1)
 	go func() {
-		observed <- h.observer.ObserveLeader(ctx, req.GetElection(), func(l election.Leader) error {
+		observed <- observer.ObserveLeader(ctx, name, func(l election.Leader) error {
 			select {
 			case changes <- l:
 				return nil
@@ -92,21 +104,21 @@ func (h *Handler) ObserveLeader(ctx context.Context, req *hastorev1.ObserveLeade
 			}
 		})
 	}()
-	ticker := time.NewTicker(h.heartbeat)
+	ticker := time.NewTicker(heartbeat)
 	defer ticker.Stop()
 	for {
 		var msg *hastorev1.ObserveLeaderResponse
 		select {
 		case l := <-changes:
 			msg = &hastorev1.ObserveLeaderResponse{Event: &hastorev1.ObserveLeaderResponse_Leader{Leader: leaderToProto(l)}}
-			ticker.Reset(h.heartbeat)
+			ticker.Reset(heartbeat)
 		case <-ticker.C:
 			msg = &hastorev1.ObserveLeaderResponse{Event: &hastorev1.ObserveLeaderResponse_Heartbeat{Heartbeat: &jobplanev1.Heartbeat{}}}
 		case err := <-observed:
 			if ctx.Err() != nil {
 				return nil
 			}
-			return h.toConnect(err)
+			return mapErr(err)
 		}
 		if err := stream.Send(msg); err != nil {
 			cancel()

@@ -2,7 +2,9 @@ package electionrpc_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,5 +99,89 @@ func TestRelaySendsHeartbeats(t *testing.T) {
 func TestNewHandlerValidates(t *testing.T) {
 	if _, err := electionrpc.NewHandler(electionrpc.HandlerConfig{}); err == nil {
 		t.Error("NewHandler without an observer: no error")
+	}
+}
+
+// observerFunc is an election.Observer made of a function.
+type observerFunc func(ctx context.Context, name string, fn func(election.Leader) error) error
+
+func (f observerFunc) ObserveLeader(ctx context.Context, name string, fn func(election.Leader) error) error {
+	return f(ctx, name, fn)
+}
+
+// serveObserver serves a Handler of o with the given heartbeat, and
+// returns a client of it whose idle connections close when the test ends.
+func serveObserver(t *testing.T, o election.Observer, heartbeat time.Duration) hastorev1connect.HAStoreServiceClient {
+	t.Helper()
+	h, err := electionrpc.NewHandler(electionrpc.HandlerConfig{Observer: o, Heartbeat: heartbeat, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(h.Path())
+	url := serveHTTP(t, mux)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return hastorev1connect.NewHAStoreServiceClient(&http.Client{Transport: tr}, url)
+}
+
+// An observer's failure other than a refused election name reaches the
+// client as UNAVAILABLE, without its detail.
+func TestHandlerHidesObserverFailures(t *testing.T) {
+	failing := observerFunc(func(context.Context, string, func(election.Leader) error) error {
+		return errors.New("secret internal detail")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stream, err := serveObserver(t, failing, time.Hour).ObserveLeader(ctx, &hastorev1.ObserveLeaderRequest{Election: election.JobManager})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	for stream.Receive() {
+		t.Fatalf("message %v from a failed observer", stream.Msg())
+	}
+	err = stream.Err()
+	if connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("stream error = %v, want UNAVAILABLE", err)
+	}
+	if strings.Contains(err.Error(), "secret") {
+		t.Fatalf("stream error %q carries the observer's detail", err)
+	}
+}
+
+// When the client goes away, the handler ends its observation.
+func TestHandlerEndsTheObservationWithTheClient(t *testing.T) {
+	svc := startService(t)
+	ended := make(chan error, 1)
+	o := observerFunc(func(ctx context.Context, name string, fn func(election.Leader) error) error {
+		err := svc.store.ObserveLeader(ctx, name, fn)
+		ended <- err
+		return err
+	})
+	client := serveObserver(t, o, time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stream, err := client.ObserveLeader(ctx, &hastorev1.ObserveLeaderRequest{Election: election.JobManager})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stream.Receive() || stream.Msg().GetLeader() == nil {
+		t.Fatalf("first message = %v (err %v), want the leader", stream.Msg(), stream.Err())
+	}
+	select {
+	case err := <-ended:
+		t.Fatalf("the observation ended (%v) while the client was there", err)
+	default:
+	}
+	cancel()
+	stream.Close()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("observation ended with %v, want context.Canceled", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the observation did not end within 20s of the client going away")
 	}
 }

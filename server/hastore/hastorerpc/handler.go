@@ -14,6 +14,7 @@ import (
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/election/electionrpc"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -438,47 +439,15 @@ func (h *Handler) GetLeader(ctx context.Context, req *hastorev1.GetLeaderRequest
 	return &hastorev1.GetLeaderResponse{Leader: leaderToProto(info)}, nil
 }
 
-// ObserveLeader implements HAStoreServiceHandler.
+// ObserveLeader implements HAStoreServiceHandler: it validates the
+// election name, then streams the leader, its changes and heartbeats on
+// idle as electionrpc.StreamLeader does, with the store's errors mapped as
+// every other RPC of the handler maps them.
 func (h *Handler) ObserveLeader(ctx context.Context, req *hastorev1.ObserveLeaderRequest, stream *connect.ServerStream[hastorev1.ObserveLeaderResponse]) error {
 	if err := hastore.ValidateElection(req.GetElection()); err != nil {
 		return h.err(err, nil)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	changes := make(chan hastore.LeaderInfo)
-	observed := make(chan error, 1)
-	go func() {
-		observed <- h.store.ObserveLeader(ctx, req.GetElection(), func(info hastore.LeaderInfo) error {
-			select {
-			case changes <- info:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
-	}()
-	ticker := time.NewTicker(h.heartbeat)
-	defer ticker.Stop()
-	for {
-		var msg *hastorev1.ObserveLeaderResponse
-		select {
-		case info := <-changes:
-			msg = &hastorev1.ObserveLeaderResponse{Event: &hastorev1.ObserveLeaderResponse_Leader{Leader: leaderToProto(info)}}
-			ticker.Reset(h.heartbeat)
-		case <-ticker.C:
-			msg = &hastorev1.ObserveLeaderResponse{Event: &hastorev1.ObserveLeaderResponse_Heartbeat{Heartbeat: &jobplanev1.Heartbeat{}}}
-		case err := <-observed:
-			if ctx.Err() != nil {
-				return nil
-			}
-			return h.err(err, nil)
-		}
-		if err := stream.Send(msg); err != nil {
-			cancel()
-			<-observed
-			return err
-		}
-	}
+	return electionrpc.StreamLeader(ctx, h.store, req.GetElection(), h.heartbeat, stream, func(err error) error { return h.err(err, nil) })
 }
 
 // PutExecutionPlan implements HAStoreServiceHandler.
