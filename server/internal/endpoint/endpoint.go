@@ -77,7 +77,9 @@ type Config struct {
 	MaxResponseBytes int64
 }
 
-// Validate reports whether the configuration can be used.
+// Validate reports whether the configuration can be used. It reads the
+// TLS certificate and key, if named, and fails on half a pair, an
+// unreadable or bad file, or a key that does not match its certificate.
 func (c Config) Validate() error {
 	if c.Listen == "" {
 		return errors.New("endpoint: listen address is required")
