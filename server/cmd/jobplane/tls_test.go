@@ -125,4 +125,21 @@ func TestTLSClusterOfProcesses(t *testing.T) {
 	if err != nil || res.GetResult().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Fatalf("result = %v, %v; want FINISHED", res, err)
 	}
+
+	// The client verbs reach it with --tls-ca, and fail without.
+	var stdout, stderr bytes.Buffer
+	if code := jobplaneMain([]string{"status", "tls", "--server", jmURL, "--tls-ca", cert.CertFile, "-o", "json", "--retry", "0"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("jobplane status over TLS: exit %d\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "JOB_STATUS_FINISHED") {
+		t.Errorf("jobplane status over TLS printed:\n%s", stdout.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := jobplaneMain([]string{"status", "tls", "--server", jmURL, "--retry", "0"}, &stdout, &stderr); code == exitOK || !strings.Contains(stderr.String(), "certificate") {
+		t.Errorf("jobplane status without --tls-ca: exit %d, stderr:\n%s\nwant a certificate error", code, stderr.String())
+	}
+	if code := jobplaneMain([]string{"status", "tls", "--server", jmURL, "--tls-ca", filepath.Join(t.TempDir(), "none")}, &stdout, &stderr); code != exitUsage {
+		t.Errorf("jobplane status with a missing --tls-ca: exit %d, want %d", code, exitUsage)
+	}
 }
