@@ -3,6 +3,7 @@ package standalone
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -40,8 +41,8 @@ const (
 // but Store is usable; Store needs a data directory or etcd endpoints.
 type Config struct {
 	// Listen is the TCP address on which the JobManager serves Connect,
-	// gRPC and gRPC-Web (HTTP/1.1 and h2c), and the HA store as
-	// HAStoreService. Port 0 picks a free port; Cluster.URL reports it.
+	// gRPC and gRPC-Web (HTTP/1.1 and h2c, or TLS with TLSCertFile), and
+	// the HA store as HAStoreService. Port 0 picks a free port; Cluster.URL reports it.
 	// Default: DefaultListen.
 	Listen string
 	// Advertise is the base URL at which other processes and clients
@@ -52,6 +53,18 @@ type Config struct {
 	// the JobManager in the same process calls them. Default: "http://"
 	// and the bound address.
 	Advertise string
+	// TLSCertFile and TLSKeyFile, when set (both or neither), name the
+	// PEM certificate and key with which the JobManager's listener serves
+	// TLS (HTTP/2 or HTTP/1.1 by ALPN) instead of HTTP/1.1 and h2c; its
+	// URL is then "https://". The in-process TaskExecutors keep their
+	// loopback listeners in the clear. Default: none.
+	TLSCertFile, TLSKeyFile string
+	// TLSClientConfig is the TLS configuration of the components' calls
+	// to https:// URLs: the TaskExecutors' calls to the JobManager when it
+	// serves TLS. Its RootCAs must trust the certificate of TLSCertFile
+	// (see endpoint.ClientTLSConfig in the server). Default: nil, the
+	// system's roots.
+	TLSClientConfig *tls.Config
 	// AddrFile, when set, names a file into which the bound address is
 	// written once the listener is open. Default: none.
 	AddrFile string
@@ -132,7 +145,7 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	listen := cmp.Or(c.Listen, DefaultListen)
-	if err := (endpoint.Config{Listen: listen, Advertise: c.Advertise}).Validate(); err != nil {
+	if err := (endpoint.Config{Listen: listen, Advertise: c.Advertise, TLSCertFile: c.TLSCertFile, TLSKeyFile: c.TLSKeyFile}).Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.jobManager(nil, "", nil, nil).ValidateTimings(); err != nil {
@@ -220,6 +233,7 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}()
 	epCfg := c.endpointConfig(cfg.Listen, cfg.AddrFile)
 	epCfg.Advertise = cfg.Advertise
+	epCfg.TLSCertFile, epCfg.TLSKeyFile = cfg.TLSCertFile, cfg.TLSKeyFile
 	c.ep, err = endpoint.Listen(epCfg, c.log)
 	if err != nil {
 		return nil, err
@@ -243,9 +257,7 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, s := range jm.Services() {
-		c.ep.Mount(s.Name, s.Handler)
-	}
+	jm.Mount(c.ep)
 	// The JobManager campaigns for the cluster's leadership and, while it
 	// leads, runs the Dispatcher and the ResourceManager.
 	c.jobManager = jm.Run
@@ -264,7 +276,7 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 // newClient returns a new HTTP client for components' calls to each
 // other, whose idle connections Run closes once the components stopped.
 func (c *Cluster) newClient() *http.Client {
-	client := endpoint.NewClient()
+	client := endpoint.NewTLSClient(c.cfg.TLSClientConfig)
 	c.clients = append(c.clients, client)
 	return client
 }
@@ -307,8 +319,8 @@ func (c *Cluster) addTaskExecutor() error {
 }
 
 // URL returns the base URL of the cluster's JobManager, such as
-// "http://127.0.0.1:41235", where clients reach the DispatcherService:
-// Config.Advertise, or the bound address.
+// "http://127.0.0.1:41235" ("https://" with TLS), where clients reach
+// the DispatcherService: Config.Advertise, or the bound address.
 func (c *Cluster) URL() string { return c.ep.URL() }
 
 // TaskExecutorIDs returns the ids of the cluster's TaskExecutors, in start

@@ -58,6 +58,10 @@ const defaultServer = "http://127.0.0.1:8080"
 // --server.
 const serverEnv = "JOBPLANE_SERVER"
 
+// tlsCAEnv names the environment variable that sets the default of
+// --tls-ca.
+const tlsCAEnv = "JOBPLANE_TLS_CA"
+
 // runMain executes the jobplane command line args with streams s and returns
 // the exit code.
 func runMain(args []string, s streams) int {
@@ -113,6 +117,8 @@ func newRootCommand(s streams) *cobra.Command {
 	)
 	root.PersistentFlags().StringVar(&a.server, "server", envOr(serverEnv, defaultServer),
 		"base URL of the cluster (comma-separated for several JobManagers; the leader is followed; default $"+serverEnv+" if set)")
+	root.PersistentFlags().StringVar(&a.tlsCA, "tls-ca", envOr(tlsCAEnv, ""),
+		"PEM file of the certificate authorities to trust, instead of the system's, for https:// servers (default $"+tlsCAEnv+" if set)")
 	root.PersistentFlags().DurationVar(&a.timeout, "timeout", 30*time.Second, "bound on each request to the cluster (not on following a job)")
 	root.PersistentFlags().DurationVar(&a.retry, "retry", 15*time.Second,
 		"how long to retry a cluster that does not answer or has no leader (a failover, a restart), from the first failure; also while following a job; 0 tries each server once")
@@ -161,6 +167,7 @@ func envOr(name, def string) string {
 type app struct {
 	s       streams
 	server  string
+	tlsCA   string
 	output  string
 	timeout time.Duration
 	retry   time.Duration

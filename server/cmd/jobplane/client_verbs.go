@@ -15,6 +15,7 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
 
 // clientCommands are the client verbs.
@@ -34,7 +35,15 @@ func (a *app) connect() (*sdk.Client, error) {
 	if retry <= 0 {
 		retry = -1 // no retries: each URL once
 	}
-	c, err := sdk.New(urls, sdk.WithRetry(sdk.RetryPolicy{MaxElapsed: retry}))
+	opts := []sdk.Option{sdk.WithRetry(sdk.RetryPolicy{MaxElapsed: retry})}
+	if a.tlsCA != "" {
+		cfg, err := endpoint.ClientTLSConfig(a.tlsCA)
+		if err != nil {
+			return nil, exit(exitUsage, fmt.Errorf("--tls-ca: %w", err))
+		}
+		opts = append(opts, sdk.WithTLSConfig(cfg))
+	}
+	c, err := sdk.New(urls, opts...)
 	if err != nil {
 		return nil, exit(exitUsage, fmt.Errorf("--server: %w", err))
 	}

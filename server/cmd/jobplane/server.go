@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"syscall"
 	"time"
@@ -25,29 +27,59 @@ import (
 	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
-// listenFlags configure a process's RPC endpoint.
-type listenFlags struct{ cfg endpoint.Config }
+// listenFlags configure a process's RPC endpoint, and the TLS of its
+// calls to other processes.
+type listenFlags struct {
+	cfg       endpoint.Config
+	caFile    string
+	clientTLS *tls.Config // read from caFile by validate
+}
 
 func (l *listenFlags) register(fs *flag.FlagSet, def string) {
-	fs.StringVar(&l.cfg.Listen, "listen", def, "address to serve Connect, gRPC and gRPC-Web on (HTTP/1.1 and h2c); port 0 picks a free port; an address on every interface (0.0.0.0:P, [::]:P, :P) needs -advertise")
+	fs.StringVar(&l.cfg.Listen, "listen", def, "address to serve Connect, gRPC and gRPC-Web on (HTTP/1.1 and h2c, or TLS with -tls-cert); port 0 picks a free port; an address on every interface (0.0.0.0:P, [::]:P, :P) needs -advertise")
 	fs.StringVar(&l.cfg.Advertise, "advertise", "", "base URL at which other processes and clients reach this process, such as http://host1:8080 (http:// or https://, a host and a port, nothing else): the address it publishes, "+
 		"a jobmanager's in its leader record, its JobMasters' addresses and the leader named in NOT_LEADER answers, a TaskExecutor's in its registration; "+
 		"needed when -listen binds every interface, or when others reach this process under another name or port than it binds (a proxy, NAT, a container) (default http:// and the bound address)")
+	fs.StringVar(&l.cfg.TLSCertFile, "tls-cert", "", "PEM certificate (chain) to serve TLS with (with -tls-key): the endpoint then serves TLS only, HTTP/2 or HTTP/1.1 by ALPN, and its URL is https://; "+
+		"the certificate must name the host others reach the process at (-advertise, or the -listen address, which may be an IP address)")
+	fs.StringVar(&l.cfg.TLSKeyFile, "tls-key", "", "PEM private key of -tls-cert")
+	fs.StringVar(&l.caFile, "tls-ca", "", "PEM file of the certificate authorities to trust, instead of the system's, in this process's calls to https:// peers "+
+		"(other jobmanagers, TaskExecutors, the HA store, and its own URL): set it wherever the cluster's certificates are not signed by a system-trusted authority")
 	fs.StringVar(&l.cfg.AddrFile, "listen-addr-file", "", "write the bound address to this file once listening")
 	fs.DurationVar(&l.cfg.ShutdownTimeout, "shutdown-timeout", 5*time.Second, "how long in-flight requests get to finish on shutdown")
 	fs.Int64Var(&l.cfg.MaxResponseBytes, "max-response-bytes", endpoint.DefaultMaxResponseBytes, "largest response message the server sends; a larger answer fails with RESOURCE_EXHAUSTED (lists and a job's subtasks are paged well below it)")
 	fs.Int64Var(&l.cfg.MaxRequestBytes, "max-request-bytes", endpoint.DefaultMaxRequestBytes, "largest request body, and largest request message once decompressed, that the server reads; larger requests get RESOURCE_EXHAUSTED unread (keep it above -max-plan-bytes, with room for JSON)")
 }
 
-// validate checks the flags before anything is opened; it explains a
-// missing -advertise in the flags' terms.
+// validate checks the flags, and reads the TLS files they name, before
+// anything is opened; it explains a missing -advertise or half a TLS pair
+// in the flags' terms.
 func (l *listenFlags) validate() error {
-	err := l.cfg.Validate()
+	switch {
+	case l.cfg.TLSCertFile != "" && l.cfg.TLSKeyFile == "":
+		return errors.New("-tls-cert needs -tls-key, the certificate's private key")
+	case l.cfg.TLSKeyFile != "" && l.cfg.TLSCertFile == "":
+		return errors.New("-tls-key needs -tls-cert, the certificate of the key")
+	}
+	var err error
+	l.clientTLS, err = endpoint.ClientTLSConfig(l.caFile)
+	if err != nil {
+		return fmt.Errorf("-tls-ca: %w", err)
+	}
+	err = l.cfg.Validate()
 	if errors.Is(err, endpoint.ErrAdvertiseRequired) {
-		return fmt.Errorf("-listen %s binds every interface, an address no one can reach: set -advertise to the base URL that other processes and clients reach this process at (such as http://host1:8080)", l.cfg.Listen)
+		scheme := "http"
+		if l.cfg.TLSCertFile != "" {
+			scheme = "https"
+		}
+		return fmt.Errorf("-listen %s binds every interface, an address no one can reach: set -advertise to the base URL that other processes and clients reach this process at (such as %s://host1:8080)", l.cfg.Listen, scheme)
 	}
 	return err
 }
+
+// newClient returns an HTTP client for the process's calls to other
+// processes, trusting -tls-ca for https:// peers.
+func (l *listenFlags) newClient() *http.Client { return endpoint.NewTLSClient(l.clientTLS) }
 
 // jobManagerFlags tune a JobManager.
 type jobManagerFlags struct {
@@ -140,7 +172,7 @@ func exitCode(log *slog.Logger, err error) int {
 // openServer), what add puts into the run group, the endpoint itself and
 // the debug listener if one is asked for, until a signal or a failure; it
 // returns the exit code.
-func runServer(log *slog.Logger, listen endpoint.Config, store storeFlags, debug debugFlags, add func(g *group, ep *endpoint.Endpoint, st hastore.Store) error) int {
+func runServer(log *slog.Logger, listen listenFlags, store storeFlags, debug debugFlags, add func(g *group, ep *endpoint.Endpoint, st hastore.Store) error) int {
 	ep, st, err := openServer(listen, store, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)
@@ -150,7 +182,7 @@ func runServer(log *slog.Logger, listen endpoint.Config, store storeFlags, debug
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	g := newGroup(ctx)
-	if err := addDebug(g, debug, listen.ShutdownTimeout, log); err != nil {
+	if err := addDebug(g, debug, listen.cfg.ShutdownTimeout, log); err != nil {
 		ep.Close()
 		log.Error("cannot start", "err", err)
 		return exitError
@@ -182,12 +214,12 @@ func addDebug(g *group, debug debugFlags, shutdownTimeout time.Duration, log *sl
 // serves a store of its own on the endpoint as HAStoreService, so that
 // TaskExecutors and other processes can use it (a remote store is served
 // by its own process). The caller closes the store.
-func openServer(listen endpoint.Config, store storeFlags, log *slog.Logger) (*endpoint.Endpoint, hastore.Store, error) {
-	ep, err := endpoint.Listen(listen, log)
+func openServer(listen listenFlags, store storeFlags, log *slog.Logger) (*endpoint.Endpoint, hastore.Store, error) {
+	ep, err := endpoint.Listen(listen.cfg, log)
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := store.open(context.Background(), log)
+	st, err := store.open(context.Background(), listen.newClient(), log)
 	if err != nil {
 		ep.Close()
 		return nil, nil, err
@@ -199,7 +231,7 @@ func openServer(listen endpoint.Config, store storeFlags, log *slog.Logger) (*en
 	// A remote store is served by its own process; this one relays the
 	// leader (ObserveLeader) from it, so that TaskExecutors can follow the
 	// leader through any process of the cluster.
-	relay, err := newLeaderRelay([]string{store.hastoreURL}, log)
+	relay, err := newLeaderRelay([]string{store.hastoreURL}, listen.newClient(), log)
 	if err != nil {
 		ep.Close()
 		st.Close()
@@ -215,27 +247,29 @@ func openServer(listen endpoint.Config, store storeFlags, log *slog.Logger) (*en
 const observeIdleTimeout = 5 * electionrpc.DefaultHeartbeat
 
 // newLeaderObserver follows the leader through the HAStoreService at
-// urls, moving to the next when one breaks or stays silent.
-func newLeaderObserver(urls []string, log *slog.Logger) (*electionrpc.Observer, error) {
+// urls, called with client, moving to the next when one breaks or stays
+// silent.
+func newLeaderObserver(urls []string, client *http.Client, log *slog.Logger) (*electionrpc.Observer, error) {
 	return electionrpc.NewObserver(electionrpc.Config{
-		HTTPClient: endpoint.NewClient(), BaseURLs: urls, Options: endpoint.ClientOptions(),
+		HTTPClient: client, BaseURLs: urls, Options: endpoint.ClientOptions(),
 		IdleTimeout: observeIdleTimeout, Logger: log,
 	})
 }
 
 // newLeaderRelay serves ObserveLeader from the HAStoreService at urls.
-func newLeaderRelay(urls []string, log *slog.Logger) (*electionrpc.Handler, error) {
-	o, err := newLeaderObserver(urls, log)
+func newLeaderRelay(urls []string, client *http.Client, log *slog.Logger) (*electionrpc.Handler, error) {
+	o, err := newLeaderObserver(urls, client, log)
 	if err != nil {
 		return nil, err
 	}
 	return electionrpc.NewHandler(electionrpc.HandlerConfig{Observer: o, Logger: log})
 }
 
-// addJobManager mounts a JobManager's services on ep and runs it.
-func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, flags jobManagerFlags, log *slog.Logger) error {
+// addJobManager mounts a JobManager's services on ep and runs it; it
+// calls other processes with client.
+func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, client *http.Client, flags jobManagerFlags, log *slog.Logger) error {
 	jm, err := jobmanager.New(jobmanager.Config{
-		Store: st, Address: ep.URL(), HTTPClient: endpoint.NewClient(),
+		Store: st, Address: ep.URL(), HTTPClient: client,
 		SessionTTL: flags.sessionTTL, HeartbeatInterval: flags.heartbeatInterval, HeartbeatTimeout: flags.heartbeatTimeout,
 		ResultRetention: flags.resultRetention, SlotTimeout: flags.slotTimeout, Logger: log,
 		Limits:          jobgraph.Limits{MaxSubtasks: flags.maxSubtasks},
@@ -244,9 +278,7 @@ func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, flags jobM
 	if err != nil {
 		return err
 	}
-	for _, s := range jm.Services() {
-		ep.Mount(s.Name, s.Handler)
-	}
+	jm.Mount(ep)
 	// The JobManager: campaigns for the cluster's leadership and, while
 	// it leads, runs the Dispatcher and ResourceManager.
 	g.actor(jm.Run)
@@ -255,13 +287,13 @@ func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, flags jobM
 
 // addTaskExecutor runs a TaskExecutor on an endpoint of its own; it
 // follows the ResourceManager's leader with leaders.
-func addTaskExecutor(g *group, listen endpoint.Config, leaders election.Observer, flags taskExecutorFlags, log *slog.Logger) error {
-	ep, err := endpoint.Listen(listen, log)
+func addTaskExecutor(g *group, listen listenFlags, leaders election.Observer, flags taskExecutorFlags, log *slog.Logger) error {
+	ep, err := endpoint.Listen(listen.cfg, log)
 	if err != nil {
 		return err
 	}
 	te, err := taskexecutor.New(taskexecutor.Config{
-		Address: ep.URL(), Slots: flags.slots, Store: leaders, HTTPClient: endpoint.NewClient(), ClientOptions: endpoint.ClientOptions(),
+		Address: ep.URL(), Slots: flags.slots, Store: leaders, HTTPClient: listen.newClient(), ClientOptions: endpoint.ClientOptions(),
 		AllowExec: flags.allowExec, CancelGrace: flags.cancelGrace, AttemptLog: flags.attemptLog, Logger: log,
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -183,11 +184,12 @@ func (s *storeFlags) openConfig(log *slog.Logger) (hastore.OpenConfig, error) {
 	return cfg, cfg.Validate()
 }
 
-// open opens the store the flags describe.
-func (s *storeFlags) open(ctx context.Context, log *slog.Logger) (hastore.Store, error) {
+// open opens the store the flags describe; a remote one is called with
+// client.
+func (s *storeFlags) open(ctx context.Context, client *http.Client, log *slog.Logger) (hastore.Store, error) {
 	if s.hastoreURL != "" {
 		log.Info("ha store served remotely", "url", s.hastoreURL)
-		return hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: endpoint.NewClient(), BaseURL: s.hastoreURL, Options: endpoint.ClientOptions(), Logger: log}), nil
+		return hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: client, BaseURL: s.hastoreURL, Options: endpoint.ClientOptions(), Logger: log}), nil
 	}
 	cfg, err := s.openConfig(log)
 	if err != nil {

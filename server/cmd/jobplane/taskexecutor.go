@@ -44,7 +44,7 @@ func runTaskExecutor(args []string, _, stderr io.Writer) int {
 		return exitError
 	}
 	defer closeLog()
-	leaders, err := newLeaderObserver(urls, log)
+	leaders, err := newLeaderObserver(urls, listen.newClient(), log)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return exitError
@@ -57,7 +57,7 @@ func runTaskExecutor(args []string, _, stderr io.Writer) int {
 		log.Error("cannot start", "err", err)
 		return exitError
 	}
-	if err := addTaskExecutor(g, listen.cfg, leaders, te, log); err != nil {
+	if err := addTaskExecutor(g, listen, leaders, te, log); err != nil {
 		log.Error("cannot start", "err", err)
 		return exitError
 	}

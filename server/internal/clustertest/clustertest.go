@@ -241,9 +241,7 @@ func startJobManager(t testing.TB, ctx context.Context, store hastore.Store, cli
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range jm.Services() {
-		ep.Mount(s.Name, s.Handler)
-	}
+	jm.Mount(ep)
 	h := &JobManager{URL: ep.URL(), Dispatcher: jobplanev1connect.NewDispatcherServiceClient(client, ep.URL())}
 	h.stop = append(h.stop, run(t, ctx, jm.Run), run(t, ctx, ep.Run))
 	t.Cleanup(h.Stop)

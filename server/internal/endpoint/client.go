@@ -1,6 +1,7 @@
 package endpoint
 
 import (
+	"crypto/tls"
 	"net/http"
 
 	"connectrpc.com/connect"
@@ -12,14 +13,21 @@ import (
 // process advertised behind a TLS-terminating proxy, see
 // Config.Advertise) HTTP/2 or HTTP/1.1 as the proxy's TLS negotiation
 // chooses, trusting the system's roots.
-func NewClient() *http.Client {
+func NewClient() *http.Client { return NewTLSClient(nil) }
+
+// NewTLSClient is NewClient with the TLS configuration tlsConfig for
+// https:// URLs (an endpoint serving TLS, see Config.TLSCertFile, or a
+// TLS-terminating proxy): HTTP/2 where the peer's ALPN offers it, else
+// HTTP/1.1. A nil tlsConfig trusts the system's roots; ClientTLSConfig
+// makes one that trusts other certificate authorities.
+func NewTLSClient(tlsConfig *tls.Config) *http.Client {
 	var plain, secure http.Protocols
 	plain.SetUnencryptedHTTP2(true)
 	secure.SetHTTP1(true)
 	secure.SetHTTP2(true)
 	return &http.Client{Transport: &schemeTransport{
 		plain:  &http.Transport{Protocols: &plain},
-		secure: &http.Transport{Protocols: &secure},
+		secure: &http.Transport{Protocols: &secure, TLSClientConfig: tlsConfig.Clone()},
 	}}
 }
 

@@ -1,7 +1,14 @@
 // Package endpoint serves every RPC service of a jobplane process on one
 // listener: Connect, gRPC and gRPC-Web, over HTTP/1.1 and unencrypted
-// HTTP/2 (h2c), with gRPC health checking and server reflection mounted for
+// HTTP/2 (h2c), or over TLS (HTTP/2 or HTTP/1.1 by ALPN) when given a
+// certificate, with gRPC health checking and server reflection mounted for
 // the services it serves.
+//
+// Health: the process as a whole (the service name "") is SERVING from
+// Run until shutdown begins; a mounted service is SERVING unless its
+// component says otherwise with SetServing (a JobManager's leader-only
+// services are NOT_SERVING on a standby); shutdown turns every name
+// NOT_SERVING before the listener closes, for good.
 //
 // It owns the listener, the http.Server, the limits every request and
 // answer is held to (Config.MaxRequestBytes, Config.MaxResponseBytes), the

@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,8 +44,15 @@ type Config struct {
 	// and a port, nothing else (no path, query or user), such as
 	// "http://host1:8080". Set it when others reach the process under
 	// another name or port than it binds (every interface, a proxy, NAT, a
-	// container). Default: "http://" and the bound address.
+	// container). With TLS it must be "https://". Default: "http://" (or
+	// "https://" with TLS) and the bound address.
 	Advertise string
+	// TLSCertFile and TLSKeyFile, when set (both or neither), name the PEM
+	// certificate (chain) and private key of the endpoint: it then serves
+	// TLS only, HTTP/2 or HTTP/1.1 as the client's ALPN chooses, and its
+	// URL is "https://". Listen reads them and fails on a missing or bad
+	// file. Default: none, HTTP/1.1 and h2c in the clear.
+	TLSCertFile, TLSKeyFile string
 	// AddrFile, when set, names a file into which the bound address is
 	// written once the listener is open, so that a parent process or script
 	// can find a port picked with port 0. Default: none.
@@ -68,7 +77,9 @@ type Config struct {
 	MaxResponseBytes int64
 }
 
-// Validate reports whether the configuration can be used.
+// Validate reports whether the configuration can be used. It reads the
+// TLS certificate and key, if named, and fails on half a pair, an
+// unreadable or bad file, or a key that does not match its certificate.
 func (c Config) Validate() error {
 	if c.Listen == "" {
 		return errors.New("endpoint: listen address is required")
@@ -78,8 +89,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("endpoint: listen address %q: %w", c.Listen, err)
 	}
 	if c.Advertise != "" {
-		if _, err := ParseAdvertise(c.Advertise); err != nil {
+		u, err := ParseAdvertise(c.Advertise)
+		if err != nil {
 			return err
+		}
+		if c.TLSCertFile != "" && !strings.HasPrefix(u, "https://") {
+			return fmt.Errorf("endpoint: advertised URL %q must start with https:// when the endpoint serves TLS", c.Advertise)
 		}
 	} else if unspecified(host) {
 		return fmt.Errorf("%w: listening on %q", ErrAdvertiseRequired, c.Listen)
@@ -92,6 +107,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxResponseBytes < 0 || c.MaxResponseBytes > math.MaxInt32 {
 		return fmt.Errorf("endpoint: response limit %d is out of range (0 for the default, at most %d)", c.MaxResponseBytes, math.MaxInt32)
+	}
+	if _, err := c.loadCertificate(); err != nil {
+		return err
 	}
 	return nil
 }
@@ -120,19 +138,26 @@ type Endpoint struct {
 	url      string
 	mux      *http.ServeMux
 	health   *grpchealth.StaticChecker
+	cert     *tls.Certificate // nil without TLS
 
 	mu       sync.Mutex
 	services []string
 	running  bool
+	stopping bool // health is NOT_SERVING for good
 }
 
 // Listen opens the listener described by cfg. Nothing is served until Run.
-// It fails if the configuration is invalid or the address cannot be bound.
+// It fails if the configuration is invalid, the TLS files cannot be read,
+// or the address cannot be bound.
 func Listen(cfg Config, log *slog.Logger) (*Endpoint, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	cert, err := cfg.loadCertificate()
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("endpoint: %w", err)
@@ -144,6 +169,9 @@ func Listen(cfg Config, log *slog.Logger) (*Endpoint, error) {
 		}
 	}
 	url := "http://" + ln.Addr().String()
+	if cert != nil {
+		url = "https://" + ln.Addr().String()
+	}
 	if cfg.Advertise != "" {
 		url, _ = ParseAdvertise(cfg.Advertise) // checked by Validate
 	}
@@ -154,6 +182,7 @@ func Listen(cfg Config, log *slog.Logger) (*Endpoint, error) {
 		url:      url,
 		mux:      http.NewServeMux(),
 		health:   grpchealth.NewStaticChecker(),
+		cert:     cert,
 	}, nil
 }
 
@@ -161,8 +190,8 @@ func Listen(cfg Config, log *slog.Logger) (*Endpoint, error) {
 func (e *Endpoint) Addr() net.Addr { return e.listener.Addr() }
 
 // URL returns the base URL at which others reach the endpoint, the one
-// its process publishes: Config.Advertise, or else "http://" and the bound
-// address, such as "http://127.0.0.1:41235".
+// its process publishes: Config.Advertise, or else "http://" ("https://"
+// with TLS) and the bound address, such as "http://127.0.0.1:41235".
 func (e *Endpoint) URL() string { return e.url }
 
 // MaxRequestBytes is the largest request the endpoint reads.
@@ -179,8 +208,8 @@ func (e *Endpoint) MaxResponseBytes() int64 { return e.cfg.MaxResponseBytes }
 // Config.MaxResponseBytes, and no compression under CompressMinBytes), so
 // every service gets them, and a component adds its own after them.
 //
-// The service is reported SERVING by gRPC health and listed by reflection.
-// Mount panics if called after Run has started, since the set of services
+// The service is reported SERVING by gRPC health (until SetServing says
+// otherwise) and listed by reflection. Mount panics if called after Run has started, since the set of services
 // is fixed from then on.
 func (e *Endpoint) Mount(service string, newHandler func(opts ...connect.HandlerOption) (string, http.Handler)) {
 	e.mu.Lock()
@@ -192,6 +221,24 @@ func (e *Endpoint) Mount(service string, newHandler func(opts ...connect.Handler
 	e.mux.Handle(path, handler)
 	e.services = append(e.services, service)
 	e.health.SetStatus(service, grpchealth.StatusServing)
+}
+
+// SetServing sets the gRPC health status of a mounted service: SERVING
+// or NOT_SERVING. A component calls it when it starts or stops answering
+// (a leader-only service when the process gains or loses the
+// leadership), before Run or while it serves. Once Run began shutting
+// down, every service stays NOT_SERVING and SetServing does nothing.
+func (e *Endpoint) SetServing(service string, serving bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopping {
+		return
+	}
+	status := grpchealth.StatusNotServing
+	if serving {
+		status = grpchealth.StatusServing
+	}
+	e.health.SetStatus(service, status)
 }
 
 // Run serves until ctx is done, then shuts down gracefully: health turns
@@ -219,9 +266,18 @@ func (e *Endpoint) Run(ctx context.Context) error {
 		ReadHeaderTimeout: e.cfg.ReadHeaderTimeout,
 		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
 	}
+	if e.cert != nil {
+		srv.Protocols, srv.TLSConfig = tlsProtocols(), serverTLS(e.cert)
+	}
 
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(e.listener) }()
+	go func() {
+		if e.cert != nil {
+			served <- srv.ServeTLS(e.listener, "", "")
+			return
+		}
+		served <- srv.Serve(e.listener)
+	}()
 	e.log.Info("serving", "addr", e.listener.Addr().String(), "url", e.url, "services", services)
 
 	select {
@@ -230,10 +286,13 @@ func (e *Endpoint) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 
+	e.mu.Lock()
+	e.stopping = true
 	e.health.SetStatus("", grpchealth.StatusNotServing)
 	for _, s := range services {
 		e.health.SetStatus(s, grpchealth.StatusNotServing)
 	}
+	e.mu.Unlock()
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ShutdownTimeout)
 	defer cancel()
 	err := srv.Shutdown(shutdownCtx)

@@ -87,6 +87,7 @@ type JobManager struct {
 
 	mu      sync.Mutex
 	session hastore.Session // the current session; set by Run
+	health  Endpoint        // where leader-only services' health goes; set by Mount
 }
 
 // Defaults of Config's timings, chosen from measurement (README,
@@ -210,14 +211,16 @@ func New(cfg Config) (*JobManager, error) {
 }
 
 // Services returns the services to mount: the Dispatcher, the
-// ResourceManager and the JobMasters.
+// ResourceManager and the JobMasters. All three are leader-only: a
+// standby answers their calls NOT_LEADER (the JobMasters run where the
+// Dispatcher leads). Mount mounts them with the health that says so.
 func (jm *JobManager) Services() []Service {
 	return []Service{
-		{jobplanev1connect.DispatcherServiceName, dispatcher.NewHandler(jm.dispatcher).Path},
-		{clusterv1connect.ResourceManagerServiceName, jm.rm.Handler},
+		{jobplanev1connect.DispatcherServiceName, dispatcher.NewHandler(jm.dispatcher).Path, true},
+		{clusterv1connect.ResourceManagerServiceName, jm.rm.Handler, true},
 		{clusterv1connect.JobMasterServiceName, func(opts ...connect.HandlerOption) (string, http.Handler) {
 			return clusterv1connect.NewJobMasterServiceHandler(jm.router, opts...)
-		}},
+		}, true},
 	}
 }
 
@@ -228,6 +231,58 @@ type Service struct {
 	// Handler builds the service's HTTP handler with the server's handler
 	// options (such as read limits) and returns it with its URL path.
 	Handler func(opts ...connect.HandlerOption) (string, http.Handler)
+	// LeaderOnly says that only the leading process serves the service;
+	// a standby answers NOT_LEADER.
+	LeaderOnly bool
+}
+
+// Endpoint is where a JobManager's services are served: the server's
+// endpoint.Endpoint.
+type Endpoint interface {
+	// Mount serves a service with the handler newHandler builds.
+	Mount(service string, newHandler func(opts ...connect.HandlerOption) (string, http.Handler))
+	// SetServing sets a mounted service's gRPC health status.
+	SetServing(service string, serving bool)
+}
+
+// Mount mounts the JobManager's services on ep, before ep serves and
+// before Run. The health of the leader-only services follows this
+// process's leadership: NOT_SERVING until Run is granted the leadership,
+// SERVING while it leads, NOT_SERVING again as soon as the leadership
+// ends (lost, resigned, or Run stopping), so that a load balancer that
+// checks them routes to the leader alone.
+func (jm *JobManager) Mount(ep Endpoint) {
+	for _, s := range jm.Services() {
+		ep.Mount(s.Name, s.Handler)
+		if s.LeaderOnly {
+			ep.SetServing(s.Name, false)
+		}
+	}
+	jm.mu.Lock()
+	jm.health = ep
+	jm.mu.Unlock()
+}
+
+// setServing sets the health of the leader-only services, if Mount gave
+// an endpoint.
+func (jm *JobManager) setServing(serving bool) {
+	jm.mu.Lock()
+	ep := jm.health
+	jm.mu.Unlock()
+	if ep == nil {
+		return
+	}
+	for _, name := range leaderOnly {
+		ep.SetServing(name, serving)
+	}
+}
+
+// leaderOnly are the names of the services that Services marks
+// LeaderOnly.
+var leaderOnly = []string{
+	jobplanev1connect.DispatcherServiceName,
+	clusterv1connect.ResourceManagerServiceName,
+	clusterv1connect.JobMasterServiceName,
 }
 
 // putPlan persists a submitted job's plan and, where the session can,
@@ -307,6 +362,7 @@ func (jm *JobManager) lead(ctx context.Context, sess hastore.Session) {
 			return
 		}
 		jm.log.Info("leadership granted", "token", l.Token(), "address", jm.cfg.Address)
+		jm.setServing(true)
 		lctx := l.Context()
 		done := make(chan struct{}, 2)
 		go func() { _ = jm.rm.Lead(lctx, l); done <- struct{}{} }()
@@ -321,11 +377,13 @@ func (jm *JobManager) lead(ctx context.Context, sess hastore.Session) {
 		}()
 		select {
 		case <-ctx.Done():
+			jm.setServing(false)
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			_ = l.Resign(rctx)
 			cancel()
 		case <-lctx.Done():
 		}
+		jm.setServing(false)
 		<-done
 		<-done
 		jm.log.Info("leadership ended", "token", l.Token(), "cause", context.Cause(lctx))
