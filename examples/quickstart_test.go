@@ -19,21 +19,28 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(standalonetest.Main(m)) }
 
-// readmeBlock returns the body of the first fenced block after marker in
-// the README.
-func readmeBlock(t *testing.T, marker string) string {
+// readmeBlock returns the body of the first fenced block after the
+// marker quickstart:name in the README.
+func readmeBlock(t *testing.T, name string) string {
+	t.Helper()
+	return markedBlock(t, "quickstart:"+name)
+}
+
+// markedBlock returns the body of the first fenced block after the marker
+// <!-- marker --> in the README.
+func markedBlock(t *testing.T, marker string) string {
 	t.Helper()
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(readme), "<!-- quickstart:"+marker+" -->\n")
+	_, after, ok := strings.Cut(string(readme), "<!-- "+marker+" -->\n")
 	if !ok {
-		t.Fatalf("README has no quickstart:%s marker", marker)
+		t.Fatalf("README has no %s marker", marker)
 	}
 	m := regexp.MustCompile("(?s)^```[a-z]*\n(.*?)```").FindStringSubmatch(after)
 	if m == nil {
-		t.Fatalf("no fenced block after quickstart:%s", marker)
+		t.Fatalf("no fenced block after %s", marker)
 	}
 	return m[1]
 }

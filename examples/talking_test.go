@@ -1,0 +1,81 @@
+package examples_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobplane/jobplane/internal/standalonetest"
+)
+
+// runReadme runs a README block in bash at the repository's root, with
+// the server's address for 127.0.0.1:8080, and returns what it printed.
+func runReadme(t *testing.T, script, url string, env ...string) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script = strings.ReplaceAll(script, "http://127.0.0.1:8080", url)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = root
+	cmd.Env = append(append(os.Environ(), "JOBPLANE_SERVER="+url), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the README's commands failed: %v\n%s", err, out.String())
+	}
+	return out.String()
+}
+
+// wantAll checks that out holds every string of want.
+func wantAll(t *testing.T, what, out string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("%s: the output lacks %q:\n%s", what, w, out)
+		}
+	}
+}
+
+// The README's curl and buf curl commands, as written.
+func TestTalkingWithCurl(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the README's commands against a server process")
+	}
+	cluster := standalonetest.Start(t, "--task-executors", "1")
+	out := runReadme(t, markedBlock(t, "talk:shell"), cluster.URL)
+	wantAll(t, "talk:shell", out,
+		`"taskExecutorCount":1`,         // curl, Connect JSON
+		"jobplane.v1.DispatcherService", // buf curl --list-services
+		"grpc.health.v1.Health",
+		`"created": true`,                 // SubmitJob over gRPC
+		`"status": "JOB_STATUS_FINISHED"`, // GetJobResult over Connect
+		`"status": "SERVING"`)             // health
+}
+
+// The README's gRPC snippet is examples/grpcclient's, and the program
+// runs against a server.
+func TestTalkingWithGRPC(t *testing.T) {
+	shown := markedBlock(t, "talk:grpc")
+	src, err := os.ReadFile("grpcclient/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := strings.ReplaceAll(string(src), "\n\t", "\n"); !strings.Contains(body, shown) {
+		t.Fatalf("README's gRPC snippet is not examples/grpcclient/main.go's:\n%s", shown)
+	}
+	if testing.Short() {
+		t.Skip("runs examples/grpcclient against a server process")
+	}
+	cluster := standalonetest.Start(t, "--task-executors", "1")
+	out := runReadme(t, "go run ./examples/grpcclient", cluster.URL)
+	wantAll(t, "examples/grpcclient", out, "1 TaskExecutors", "grpc-hello JOB_STATUS_FINISHED")
+}
