@@ -1,0 +1,89 @@
+// Test harness: a real `jobplane jobmanager` process on 127.0.0.1 with
+// its own embedded etcd member in a temporary directory, built from this
+// repository (or taken from $JOBPLANE_BIN).
+
+import { spawn, execFileSync, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, closeSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** The repository's root (this file runs as sdk/ts/dist/test/cluster.js). */
+export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
+
+/** jobplaneBinary returns $JOBPLANE_BIN, or bin/jobplane, built with go if missing. */
+export function jobplaneBinary(): string {
+  const fromEnv = process.env["JOBPLANE_BIN"];
+  if (fromEnv) return fromEnv;
+  const bin = join(repoRoot, "bin", "jobplane");
+  if (!existsSync(bin)) {
+    execFileSync("go", ["build", "-o", bin, "./server/cmd/jobplane"], { cwd: repoRoot, stdio: "inherit" });
+  }
+  return bin;
+}
+
+/** JobManager is a running jobmanager process. */
+export interface JobManager {
+  /** Its base URL, e.g. http://127.0.0.1:41234. */
+  url: string;
+  /** Its process. */
+  proc: ChildProcess;
+  /** What it logged so far. */
+  log(): string;
+  /** stop kills it (SIGTERM, SIGKILL after 5 s), waits for it and removes its directory. */
+  stop(): Promise<void>;
+}
+
+/** waitFor polls cond every 20 ms until it holds, failing after timeoutMs with what. */
+export async function waitFor(what: string, cond: () => boolean, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** startJobManager starts a jobmanager with no TaskExecutors of its own and waits for its address. */
+export async function startJobManager(): Promise<JobManager> {
+  const dir = mkdtempSync(join(tmpdir(), "jobplane-ts-"));
+  const addrFile = join(dir, "addr");
+  const logFile = join(dir, "log");
+  const logFd = openSync(logFile, "w");
+  const proc = spawn(
+    jobplaneBinary(),
+    ["jobmanager", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--data-dir", join(dir, "data"), "--log-level", "warn"],
+    { stdio: ["ignore", logFd, logFd] },
+  );
+  closeSync(logFd);
+  let exited = false;
+  // Should this test process end without stopping it, the jobmanager ends too.
+  const killOnExit = () => proc.kill("SIGKILL");
+  process.once("exit", killOnExit);
+  const exit = new Promise<void>((res) =>
+    proc.once("exit", () => {
+      exited = true;
+      process.removeListener("exit", killOnExit);
+      res();
+    }),
+  );
+  const log = () => (existsSync(logFile) ? readFileSync(logFile, "utf8") : "");
+  const stop = async () => {
+    if (!exited) {
+      proc.kill("SIGTERM");
+      const timer = setTimeout(() => proc.kill("SIGKILL"), 5000);
+      await exit;
+      clearTimeout(timer);
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await waitFor("the jobmanager's address", () => {
+      if (exited) throw new Error("the jobmanager exited:\n" + log());
+      return existsSync(addrFile) && readFileSync(addrFile, "utf8").trim() !== "";
+    });
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return { url: "http://" + readFileSync(addrFile, "utf8").trim(), proc, log, stop };
+}
