@@ -118,7 +118,12 @@ interface JobState {
   leaseUntil: number;
   /** When the first offer to this JobMaster was sent; 0 before. */
   offered: number;
+  /** Since when (performance.now()) the job holds no slot here; 0 while it holds one. */
+  idleSince: number;
 }
+
+/** How long a job that holds nothing here is remembered (its newest token still fencing older ones), as the reference TaskExecutor does. */
+const idleJobMemoryMs = 60_000;
 
 interface OfferQueue {
   jobId: string;
@@ -387,7 +392,7 @@ export class Worker {
   private job(jobId: string): JobState {
     let j = this.jobs.get(jobId);
     if (!j) {
-      j = { address: "", timeoutMs: 0, contact: 0, leaseUntil: 0, offered: 0 };
+      j = { address: "", timeoutMs: 0, contact: 0, leaseUntil: 0, offered: 0, idleSince: performance.now() };
       this.jobs.set(jobId, j);
     }
     return j;
@@ -855,9 +860,23 @@ export class Worker {
     await Promise.all(calls);
   }
 
-  /** expireSilent stops the attempts of jobs whose JobMaster has been silent past its deadline. */
+  /**
+   * expireSilent stops the attempts of jobs whose JobMaster has been
+   * silent past its deadline, and forgets the jobs that held nothing here
+   * for idleJobMemoryMs.
+   */
   private expireSilent(): void {
-    for (const jobId of this.jobs.keys()) if (this.holds(jobId)) this.admit(jobId);
+    const now = performance.now();
+    for (const [jobId, j] of this.jobs) {
+      if (this.holds(jobId)) {
+        j.idleSince = 0;
+        this.admit(jobId);
+      } else if (j.idleSince === 0) {
+        j.idleSince = now;
+      } else if (now - j.idleSince > idleJobMemoryMs) {
+        this.jobs.delete(jobId);
+      }
+    }
   }
 
   // ---- TaskExecutorService ----
