@@ -22,7 +22,7 @@ export function jobplaneBinary(): string {
   return bin;
 }
 
-/** JobManager is a running jobmanager process. */
+/** JobManager is a running jobplane process (a jobmanager, or a taskexecutor). */
 export interface JobManager {
   /** Its base URL, e.g. http://127.0.0.1:41234. */
   url: string;
@@ -44,16 +44,27 @@ export async function waitFor(what: string, cond: () => boolean, timeoutMs = 30_
 }
 
 /** startJobManager starts a jobmanager with no TaskExecutors of its own and waits for its address. */
-export async function startJobManager(): Promise<JobManager> {
+export function startJobManager(): Promise<JobManager> {
+  return startJobplane((dir) => ["jobmanager", "--data-dir", join(dir, "data"), "--log-level", "warn"]);
+}
+
+/**
+ * startTaskExecutor starts the reference (Go) TaskExecutor, following the
+ * leader through the HAStoreService at hastore, and waits for its address.
+ */
+export function startTaskExecutor(hastore: string): Promise<JobManager> {
+  return startJobplane(() => ["taskexecutor", "--hastore", hastore, "--log-level", "error"]);
+}
+
+/** startJobplane starts `jobplane ARGS --listen 127.0.0.1:0 --listen-addr-file F` in a new directory and waits for its address. */
+async function startJobplane(args: (dir: string) => string[]): Promise<JobManager> {
   const dir = mkdtempSync(join(tmpdir(), "jobplane-ts-"));
   const addrFile = join(dir, "addr");
   const logFile = join(dir, "log");
   const logFd = openSync(logFile, "w");
-  const proc = spawn(
-    jobplaneBinary(),
-    ["jobmanager", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--data-dir", join(dir, "data"), "--log-level", "warn"],
-    { stdio: ["ignore", logFd, logFd] },
-  );
+  const proc = spawn(jobplaneBinary(), [...args(dir), "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile], {
+    stdio: ["ignore", logFd, logFd],
+  });
   closeSync(logFd);
   let exited = false;
   // Should this test process end without stopping it, the jobmanager ends too.
@@ -77,8 +88,8 @@ export async function startJobManager(): Promise<JobManager> {
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    await waitFor("the jobmanager's address", () => {
-      if (exited) throw new Error("the jobmanager exited:\n" + log());
+    await waitFor("the process's address", () => {
+      if (exited) throw new Error(`jobplane ${args(dir)[0]} exited:\n` + log());
       return existsSync(addrFile) && readFileSync(addrFile, "utf8").trim() !== "";
     });
   } catch (e) {
