@@ -43,9 +43,13 @@ export async function waitFor(what: string, cond: () => boolean, timeoutMs = 30_
   }
 }
 
-/** startJobManager starts a jobmanager with no TaskExecutors of its own and waits for its address. */
-export function startJobManager(): Promise<JobManager> {
-  return startJobplane((dir) => ["jobmanager", "--data-dir", join(dir, "data"), "--log-level", "warn"]);
+/**
+ * startJobManager starts a jobmanager with no TaskExecutors of its own
+ * and waits for its address: on its own embedded etcd member, or with
+ * extra flags such as ["--hastore", url] on another process's store.
+ */
+export function startJobManager(extra: string[] = []): Promise<JobManager> {
+  return startJobplane((dir) => ["jobmanager", "--data-dir", join(dir, "data"), "--log-level", "warn", ...extra]);
 }
 
 /**

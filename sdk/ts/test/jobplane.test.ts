@@ -14,6 +14,7 @@ import {
   InvalidJobError,
   JobNotFoundError,
   JobStatus,
+  NotLeaderError,
   StaleTokenError,
   Worker,
   newJobId,
@@ -180,6 +181,29 @@ describe("jobplane TypeScript client and worker", { timeout: 5 * testTimeout }, 
       assert.equal(e.code, Code.NotFound);
       return true;
     });
+  });
+
+  test("the client follows NOT_LEADER to the leader, and skips a URL that does not answer", { timeout: testTimeout }, async () => {
+    const signal = AbortSignal.timeout(testTimeout - 5000);
+    const standby = await startJobManager(["--hastore", jm.url]);
+    const c = new Client(["http://127.0.0.1:1", standby.url], { httpVersion: "2" });
+    try {
+      const graph = { name: "follow", vertices: [{ id: "v", name: "v", invokable: "greet", parallelism: 1 }] };
+      const { jobId } = await c.submit(graph, { signal });
+      assert.equal(c.leader, jm.url);
+      assert.equal((await c.wait(jobId, { signal })).status, JobStatus.FINISHED);
+      // What the client followed: the standby's answer names the leader.
+      await assert.rejects(c.dispatcher(standby.url).getJob({ jobId }, { signal }), (e: unknown) => {
+        const typed = toJobplaneError(e);
+        assert.ok(typed instanceof NotLeaderError, `got ${String(e)}`);
+        assert.equal(typed.code, Code.Unavailable);
+        assert.equal(typed.leaderAddress, jm.url);
+        return true;
+      });
+    } finally {
+      c.close();
+      await standby.stop();
+    }
   });
 
   test("fencing: the worker refuses a JobMaster's calls under a token older than the job's newest", { timeout: testTimeout }, async () => {
