@@ -29,10 +29,13 @@ generate: ts-deps ## regenerate gen/ from proto/ (Go, and TypeScript into gen/ts
 	$(BUF) generate --template buf.gen.ts.yaml
 
 # ts-deps installs sdk/ts's pinned packages (protoc-gen-es, the
-# google.rpc protos, the compiler) from its lock file when they are missing.
+# google.rpc protos, the compiler) from its lock file when they are
+# missing or the lock file is newer than the install.
 .PHONY: ts-deps
-ts-deps:
-	@test -x sdk/ts/node_modules/.bin/protoc-gen-es || npm ci --prefix sdk/ts --no-audit --no-fund
+ts-deps: sdk/ts/node_modules/.package-lock.json
+
+sdk/ts/node_modules/.package-lock.json: sdk/ts/package-lock.json
+	npm ci --prefix sdk/ts --no-audit --no-fund --ignore-scripts
 
 # CONTRACT_BASELINE is the commit of the contract's first release,
 # jobplane contract 1.1 (the three packages jobplane.v1,
@@ -75,7 +78,7 @@ test: lint check-generated ## everything CI runs: lint, generated-code check, go
 .PHONY: test-ts
 test-ts: ## the TypeScript SDK's tests (sdk/ts, node's test runner) against a real jobmanager built into bin/
 	$(GO) build -o bin/jobplane ./server/cmd/jobplane
-	npm ci --prefix sdk/ts --no-audit --no-fund
+	npm ci --prefix sdk/ts --no-audit --no-fund --ignore-scripts
 	JOBPLANE_BIN='$(CURDIR)/bin/jobplane' npm test --prefix sdk/ts
 
 .PHONY: soak
