@@ -221,11 +221,11 @@ export class Client {
   }
 
   private retrier(signal: AbortSignal | undefined): Retrier {
-    return new Retrier(this, signal, this.opts.retryInitialBackoffMs, this.opts.retryMaxElapsedMs);
+    return new Retrier((url, address) => this.follow(url, address), signal, this.opts.retryInitialBackoffMs, this.opts.retryMaxElapsedMs);
   }
 
   /** follow makes address the URL to call, or the next one of the list when address is empty. */
-  follow(failedUrl: string, address: string): void {
+  private follow(failedUrl: string, address: string): void {
     if (address !== "") {
       this.current = address.replace(/\/+$/, "");
       return;
@@ -242,7 +242,7 @@ class Retrier {
   private pause: number;
 
   constructor(
-    private readonly client: Client,
+    private readonly follow: (failedUrl: string, address: string) => void,
     private readonly signal: AbortSignal | undefined,
     private readonly initial: number,
     private readonly maxElapsed: number,
@@ -265,15 +265,15 @@ class Retrier {
     if (!(typed instanceof JobplaneError) || now - this.firstFailure > this.maxElapsed) throw typed;
     if (typed instanceof NotLeaderError) {
       const moved = typed.leaderAddress !== "" && typed.leaderAddress !== url;
-      this.client.follow(url, typed.leaderAddress);
+      this.follow(url, typed.leaderAddress);
       if (moved) return; // straight to the leader, no pause
     } else if (typed.code === Code.Unavailable || typed.code === Code.DeadlineExceeded) {
       // Without a reason nothing answered (or a proxy did): try the next URL.
-      if (typed.reason === ErrorReason.UNSPECIFIED) this.client.follow(url, "");
+      if (typed.reason === ErrorReason.UNSPECIFIED) this.follow(url, "");
     } else if (!(typed.reason === ErrorReason.UNSPECIFIED && (typed.code === Code.Unknown || typed.code === Code.Internal))) {
       throw typed; // an answer from a handler: final
     } else {
-      this.client.follow(url, ""); // the connection broke mid-call
+      this.follow(url, ""); // the connection broke mid-call
     }
     await sleep(this.pause, this.signal);
     this.pause = Math.min(this.pause * 2, 2000);

@@ -10,13 +10,14 @@ import { create } from "@bufbuild/protobuf";
 import { durationMs, timestampNow, type Duration } from "@bufbuild/protobuf/wkt";
 import { createClient, type Client as ConnectClient, type ConnectRouter } from "@connectrpc/connect";
 import { connectNodeAdapter, createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
-import { JobMasterService, TaskExecutorJobAction, type TaskExecutorJobReport } from "../gen/jobplane/cluster/v1/job_master_service_pb.js";
+import { JobMasterService, TaskExecutorJobAction, TaskExecutorJobReportSchema, type TaskExecutorJobReport } from "../gen/jobplane/cluster/v1/job_master_service_pb.js";
 import { ResourceManagerService } from "../gen/jobplane/cluster/v1/resource_manager_service_pb.js";
 import { SlotReportSchema, type SlotReport } from "../gen/jobplane/cluster/v1/slot_pb.js";
 import {
   TaskExecutorService,
   type RequestSlotRequest,
   type SlotRequest,
+  SubmitTaskRequestSchema,
   type SubmitTaskRequest,
   type TaskDeployment,
 } from "../gen/jobplane/cluster/v1/task_executor_service_pb.js";
@@ -619,8 +620,7 @@ export class Worker {
   // ---- deployments ----
 
   private submitRequest(jobId: string, token: FencingToken, d: TaskDeployment): SubmitTaskRequest {
-    return {
-      $typeName: "jobplane.cluster.v1.SubmitTaskRequest",
+    return create(SubmitTaskRequestSchema, {
       jobId,
       jobMasterToken: token,
       allocationId: d.allocationId,
@@ -629,7 +629,7 @@ export class Worker {
       invokable: d.invokable,
       config: d.config,
       numberOfSubtasks: d.numberOfSubtasks,
-    };
+    });
   }
 
   private static taskFields(prefix: string, allocationId: string, attempt: ExecutionAttemptId | undefined, invokable: string): Field[] {
@@ -816,15 +816,7 @@ export class Worker {
         attempts.push(create(TaskExecutionStatusSchema, { attempt: t.req.attempt, state: t.state, failureMessage: t.failure }));
       }
     }
-    return {
-      $typeName: "jobplane.cluster.v1.TaskExecutorJobReport",
-      jobId,
-      jobMasterToken: token,
-      following: true,
-      complete: true,
-      attempts,
-      allocationIds,
-    };
+    return create(TaskExecutorJobReportSchema, { jobId, jobMasterToken: token, following: true, complete: true, attempts, allocationIds });
   }
 
   private async heartbeatRound(): Promise<void> {
