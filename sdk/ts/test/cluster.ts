@@ -32,6 +32,8 @@ export interface JobManager {
   log(): string;
   /** stop kills it (SIGTERM, SIGKILL after 5 s), waits for it and removes its directory. */
   stop(): Promise<void>;
+  /** kill kills it with SIGKILL, as a crash, and waits for it; stop still removes its directory. */
+  kill(): Promise<void>;
 }
 
 /** waitFor polls cond every 20 ms until it holds, failing after timeoutMs with what. */
@@ -50,6 +52,11 @@ export async function waitFor(what: string, cond: () => boolean, timeoutMs = 30_
  */
 export function startJobManager(extra: string[] = []): Promise<JobManager> {
   return startJobplane((dir) => ["jobmanager", "--data-dir", join(dir, "data"), "--log-level", "warn", ...extra]);
+}
+
+/** startStore starts an HA store process (`jobplane hastore`) on its own embedded etcd member. */
+export function startStore(): Promise<JobManager> {
+  return startJobplane((dir) => ["hastore", "--data-dir", join(dir, "data"), "--log-level", "warn"]);
 }
 
 /**
@@ -100,5 +107,9 @@ async function startJobplane(args: (dir: string) => string[]): Promise<JobManage
     await stop();
     throw e;
   }
-  return { url: "http://" + readFileSync(addrFile, "utf8").trim(), proc, log, stop };
+  const kill = async () => {
+    if (!exited) proc.kill("SIGKILL");
+    await exit;
+  };
+  return { url: "http://" + readFileSync(addrFile, "utf8").trim(), proc, log, stop, kill };
 }
