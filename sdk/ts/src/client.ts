@@ -65,6 +65,9 @@ export function isGloballyTerminal(s: JobStatus): boolean {
 /** How long one GetJobResult call of wait lasts before wait calls again. */
 const waitChunkMs = 5 * 60 * 1000;
 
+/** The longest pause before a failed client heartbeat is sent again. */
+const heartbeatRetryMs = 500;
+
 /**
  * Client talks to a jobplane cluster's DispatcherService over the Connect
  * protocol (HTTP/1.1 by default, or HTTP/2). It is given one or more of
@@ -145,6 +148,15 @@ export class Client {
    * that ended FAILED or CANCELED is no error: look at the result's status.
    */
   async wait(jobId: string, options: CallOptions = {}): Promise<JobResult> {
+    const detach = this.attach(jobId, options);
+    try {
+      return await this.waitResult(jobId, options);
+    } finally {
+      await detach();
+    }
+  }
+
+  private async waitResult(jobId: string, options: CallOptions): Promise<JobResult> {
     for (;;) {
       const result = await this.call(options.signal, async (d, signal) => {
         const chunk = AbortSignal.any([signal, AbortSignal.timeout(waitChunkMs)]);
@@ -176,6 +188,55 @@ export class Client {
    * (break) closes the stream.
    */
   async *watch(jobId: string, options: CallOptions = {}): AsyncGenerator<JobSummary, void, undefined> {
+    const detach = this.attach(jobId, options);
+    try {
+      yield* this.watchStream(jobId, options);
+    } finally {
+      await detach();
+    }
+  }
+
+  /**
+   * attach sends the job's client heartbeats (ReportClientHeartbeat) until
+   * the returned function is called or options.signal aborts. A job whose
+   * JobConfig sets client_heartbeat_timeout (an attached job) is canceled
+   * by the cluster when no heartbeat arrives for that long: attach keeps
+   * it alive while this client is, at a third of that timeout. For a
+   * detached or unknown job it makes one call and stops. wait and watch
+   * attach by themselves while they run.
+   */
+  attach(jobId: string, options: CallOptions = {}): () => Promise<void> {
+    const stop = new AbortController();
+    const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
+    const beats = (async () => {
+      let intervalMs = 0; // a third of the job's timeout, once known
+      while (!signal.aborted) {
+        const url = this.current;
+        let pause = intervalMs;
+        try {
+          const call = AbortSignal.any([signal, AbortSignal.timeout(intervalMs > 0 ? intervalMs : 10_000)]);
+          const resp = await this.dispatcher(url).reportClientHeartbeat({ jobId }, { signal: call });
+          const timeoutMs = resp.timeout ? Number(resp.timeout.seconds) * 1000 + resp.timeout.nanos / 1e6 : 0;
+          if (timeoutMs <= 0) return; // a detached job
+          intervalMs = pause = Math.max(1, Math.floor(timeoutMs / 3));
+        } catch (e) {
+          if (signal.aborted) return;
+          const typed = toJobplaneError(e);
+          if (typed instanceof JobplaneError && (typed.code === Code.NotFound || typed.code === Code.InvalidArgument)) return;
+          if (typed instanceof NotLeaderError && typed.leaderAddress !== "") this.follow(url, typed.leaderAddress);
+          else if (!(typed instanceof JobplaneError && typed.reason !== ErrorReason.UNSPECIFIED)) this.follow(url, "");
+          pause = Math.min(intervalMs || heartbeatRetryMs, heartbeatRetryMs);
+        }
+        await sleep(pause, signal).catch(() => {});
+      }
+    })();
+    return async () => {
+      stop.abort();
+      await beats;
+    };
+  }
+
+  private async *watchStream(jobId: string, options: CallOptions): AsyncGenerator<JobSummary, void, undefined> {
     let resumeToken = "";
     let last: JobSummary | undefined;
     const retry = this.retrier(options.signal);

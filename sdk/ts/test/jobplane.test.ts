@@ -34,6 +34,7 @@ describe("jobplane TypeScript client and worker", { timeout: 5 * testTimeout }, 
   const attempts = new Map<string, number[]>();
   const blocked = new Map<string, Task>();
   const aborted = new Set<string>();
+  const gates = new Map<string, () => void>();
 
   before(async () => {
     jm = await startJobManager();
@@ -57,6 +58,13 @@ describe("jobplane TypeScript client and worker", { timeout: 5 * testTimeout }, 
           aborted.add(task.jobId);
           resolve();
         });
+      });
+    });
+    // Runs until its gate opens (or it is canceled).
+    worker.register("gate", (task) => {
+      return new Promise<void>((resolve) => {
+        gates.set(task.jobId, resolve);
+        task.signal.addEventListener("abort", () => resolve());
       });
     });
     await worker.start();
@@ -138,6 +146,26 @@ describe("jobplane TypeScript client and worker", { timeout: 5 * testTimeout }, 
     assert.ok(aborted.has(jobId), "the function's signal was not aborted");
     // Cancelling again is no error.
     assert.equal(await client.cancel(jobId, { signal }), JobStatus.CANCELED);
+  });
+
+  test("wait keeps an attached job alive; with no client heartbeats it is canceled", { timeout: testTimeout }, async () => {
+    const signal = AbortSignal.timeout(testTimeout - 5000);
+    const attached = { clientHeartbeatTimeout: durationFromMs(600) };
+    const vertices = [{ id: "v", name: "v", invokable: "gate", parallelism: 1 }];
+
+    const { jobId } = await client.submit({ name: "attached", vertices, config: attached }, { signal });
+    const result = client.wait(jobId, { signal });
+    await waitFor("the function to run", () => gates.has(jobId));
+    // Three timeouts pass while wait sends heartbeats: the job still runs.
+    await new Promise((r) => setTimeout(r, 1800));
+    assert.equal((await client.dispatcher().getJob({ jobId }, { signal })).job?.summary?.status, JobStatus.RUNNING);
+    gates.get(jobId)!();
+    assert.equal((await result).status, JobStatus.FINISHED);
+
+    // The same job with nobody attached: canceled by the cluster.
+    const lone = await client.submit({ name: "attached", vertices, config: attached }, { signal });
+    const r = await client.dispatcher().getJobResult({ jobId: lone.jobId, wait: true }, { signal });
+    assert.equal(r.result?.status, JobStatus.CANCELED);
   });
 
   test("typed errors: invalid graph, duplicate job, unknown job", { timeout: testTimeout }, async () => {
