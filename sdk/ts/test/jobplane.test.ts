@@ -150,14 +150,14 @@ describe("jobplane TypeScript client and worker", { timeout: 5 * testTimeout }, 
 
   test("wait keeps an attached job alive; with no client heartbeats it is canceled", { timeout: testTimeout }, async () => {
     const signal = AbortSignal.timeout(testTimeout - 5000);
-    const attached = { clientHeartbeatTimeout: durationFromMs(600) };
+    const attached = { clientHeartbeatTimeout: durationFromMs(1000) };
     const vertices = [{ id: "v", name: "v", invokable: "gate", parallelism: 1 }];
 
     const { jobId } = await client.submit({ name: "attached", vertices, config: attached }, { signal });
     const result = client.wait(jobId, { signal });
     await waitFor("the function to run", () => gates.has(jobId));
-    // Three timeouts pass while wait sends heartbeats: the job still runs.
-    await new Promise((r) => setTimeout(r, 1800));
+    // Two timeouts and more pass while wait sends heartbeats: the job still runs.
+    await new Promise((r) => setTimeout(r, 2500));
     assert.equal((await client.dispatcher().getJob({ jobId }, { signal })).job?.summary?.status, JobStatus.RUNNING);
     gates.get(jobId)!();
     assert.equal((await result).status, JobStatus.FINISHED);
