@@ -78,7 +78,12 @@ export interface WorkerOptions {
   port?: number;
   /** Pause before a failed registration or report is tried again. Default 100 ms. */
   retryIntervalMs?: number;
-  /** How long a canceled function gets to return before its attempt counts as CANCELED anyway. Default 1000 ms. */
+  /**
+   * How long before a silent JobMaster's deadline the worker cancels its
+   * job's attempts (at most a third of the JobMaster's heartbeat timeout),
+   * and how long stop waits for canceled functions to return. Default
+   * 1000 ms.
+   */
   cancelGraceMs?: number;
   /** Receives the worker's log lines; default: none. */
   log?: (line: string) => void;
@@ -248,12 +253,21 @@ export class Worker {
     return this.addr;
   }
 
-  /** stop cancels every attempt, stops the loops and the server, and resolves once they ended. */
+  /**
+   * stop cancels every attempt, waits up to cancelGraceMs for their
+   * functions to return, stops the loops and the server, and resolves once
+   * they ended.
+   */
   async stop(): Promise<void> {
     this.stopping.abort();
     this.wakeHeartbeat();
     for (const s of this.slots) s.task?.abort.abort();
-    await Promise.allSettled(this.slots.map((s) => s.task?.done));
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled(this.slots.map((s) => s.task?.done)),
+      new Promise((resolve) => (timer = setTimeout(resolve, this.opts.cancelGraceMs))),
+    ]);
+    clearTimeout(timer);
     await Promise.allSettled(this.loops);
     for (const s of this.sessions) s.abort();
     const server = this.server;
@@ -716,22 +730,10 @@ export class Worker {
           signal,
         }),
       );
-      // A canceled function gets the grace to return; then its attempt
-      // counts as canceled whatever it still does.
-      const grace = new Promise<void>((resolve) => {
-        let timer: NodeJS.Timeout | undefined;
-        const onAbort = () => {
-          timer = setTimeout(resolve, this.opts.cancelGraceMs);
-        };
-        if (signal.aborted) onAbort();
-        else signal.addEventListener("abort", onAbort, { once: true });
-        void running.finally(() => {
-          clearTimeout(timer);
-          signal.removeEventListener("abort", onAbort);
-          resolve();
-        }).catch(() => {});
-      });
-      await Promise.race([running, grace]);
+      // As with the reference TaskExecutor's functions, a canceled attempt
+      // ends when its function returns: the slot is not taken by another
+      // attempt meanwhile.
+      await running;
     } catch (e) {
       state = ExecutionState.FAILED;
       failure = e instanceof Error ? e.message : String(e);
