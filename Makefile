@@ -1,6 +1,7 @@
 # jobplane: `make run` starts the standalone server, `make test` checks
 # everything CI checks. Tools (buf and the protoc plugins) are pinned in
-# tools.mod and run through `go tool`, so nothing but Go is needed.
+# tools.mod and run through `go tool`; the TypeScript SDK (sdk/ts) installs
+# its own from its lock file with npm, so Go and node/npm are all it needs.
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -23,8 +24,18 @@ build: ## build the jobplane binary into bin/
 	$(GO) build -o bin/jobplane ./server/cmd/jobplane
 
 .PHONY: generate
-generate: ## regenerate gen/ from proto/
+generate: ts-deps ## regenerate gen/ from proto/ (Go, and TypeScript into gen/ts)
 	$(BUF) generate
+	$(BUF) generate --template buf.gen.ts.yaml
+
+# ts-deps installs sdk/ts's pinned packages (protoc-gen-es, the
+# google.rpc protos, the compiler) from its lock file when they are
+# missing or the lock file is newer than the install.
+.PHONY: ts-deps
+ts-deps: sdk/ts/node_modules/.package-lock.json
+
+sdk/ts/node_modules/.package-lock.json: sdk/ts/package-lock.json
+	npm ci --prefix sdk/ts --no-audit --no-fund --ignore-scripts
 
 # CONTRACT_BASELINE is the commit of the contract's first release,
 # jobplane contract 1.1 (the three packages jobplane.v1,
@@ -48,19 +59,27 @@ lint: ## buf lint, buf format, buf breaking against the contract's baseline, go 
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
 .PHONY: check-generated
-check-generated: ## fail if gen/ differs from what proto/ generates
+check-generated: ts-deps ## fail if gen/ differs from what proto/ generates
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(BUF) generate -o "$$tmp"; \
+	$(BUF) generate --template buf.gen.ts.yaml -o "$$tmp"; \
 	if ! diff -r gen "$$tmp/gen"; then \
 		echo "gen/ is stale: run 'make generate' and commit it with proto/"; exit 1; \
 	fi; \
 	echo "gen/ is up to date"
 
 .PHONY: test
-test: lint check-generated ## everything CI runs: lint, generated-code check, go test -race, conformance, a quick bench
+test: lint check-generated ## everything CI runs: lint, generated-code check, go test -race, the TypeScript tests, conformance, a quick bench
 	$(GO) test -race -count=1 ./...
+	$(MAKE) test-ts
 	$(MAKE) conformance
 	$(MAKE) bench-quick
+
+.PHONY: test-ts
+test-ts: ## the TypeScript SDK's tests (sdk/ts, node's test runner) against a real jobmanager built into bin/
+	$(GO) build -o bin/jobplane ./server/cmd/jobplane
+	npm ci --prefix sdk/ts --no-audit --no-fund --ignore-scripts
+	JOBPLANE_BIN='$(CURDIR)/bin/jobplane' npm test --prefix sdk/ts
 
 .PHONY: soak
 soak: ## the chaos loop of real processes (200 cycles or 20 minutes, CHAOS_OUT=dir keeps the history of a failure), then 10 minutes of a steady cluster on the default timings

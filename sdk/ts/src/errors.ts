@@ -1,0 +1,187 @@
+// Typed errors decoded from the error details that jobplane servers send
+// (proto/jobplane/v1/error.proto): every error a jobplane handler answers
+// carries one google.rpc.ErrorInfo of domain "jobplane" whose reason is an
+// ErrorReason's name without its prefix, and, for some reasons, a typed
+// detail beside it.
+
+import { Code, ConnectError } from "@connectrpc/connect";
+import { BadRequestSchema, ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
+import { ErrorReason, NotLeaderDetailsSchema, StaleTokenDetailsSchema } from "../gen/jobplane/v1/error_pb.js";
+import type { FencingToken } from "../gen/jobplane/v1/leadership_pb.js";
+
+/** The ErrorInfo domain of every jobplane error. */
+export const ERROR_DOMAIN = "jobplane";
+
+/**
+ * JobplaneError is an error answered by a jobplane server (or, with reason
+ * ERROR_REASON_UNSPECIFIED, by something in front of it): its code, its
+ * reason and its ErrorInfo metadata. The more specific classes below extend
+ * it; `cause` is the ConnectError it was decoded from.
+ */
+export class JobplaneError extends Error {
+  /** The gRPC / Connect status code. */
+  readonly code: Code;
+  /** The reason from the jobplane ErrorInfo; UNSPECIFIED when there is none. */
+  readonly reason: ErrorReason;
+  /** The ErrorInfo metadata (snake_case keys, string values). */
+  readonly metadata: Readonly<Record<string, string>>;
+
+  constructor(cause: ConnectError, reason: ErrorReason, metadata: Record<string, string>) {
+    super(cause.message, { cause });
+    this.name = new.target.name;
+    this.code = cause.code;
+    this.reason = reason;
+    this.metadata = metadata;
+  }
+}
+
+/**
+ * NotLeaderError (UNAVAILABLE, NOT_LEADER): the server does not lead the
+ * election that owns the call; `leaderAddress` is the leader's base URL
+ * when the server knows it. The Client follows it by itself.
+ */
+export class NotLeaderError extends JobplaneError {
+  /** The election, e.g. "jobmanager". */
+  readonly election: string;
+  /** The leader's base URL, or "" when unknown. */
+  readonly leaderAddress: string;
+
+  constructor(cause: ConnectError, reason: ErrorReason, metadata: Record<string, string>) {
+    super(cause, reason, metadata);
+    const d = cause.findDetails(NotLeaderDetailsSchema)[0];
+    this.election = d?.leader?.election || metadata["election"] || "";
+    this.leaderAddress = d?.leader?.address || metadata["leader_address"] || "";
+  }
+}
+
+/**
+ * StaleTokenError (ABORTED, STALE_FENCING_TOKEN): the call carried a
+ * fencing token older than the receiver's current one; nothing was done.
+ */
+export class StaleTokenError extends JobplaneError {
+  /** The election of the refused token, e.g. "job/<id>". */
+  readonly election: string;
+  /** The current grant as the receiver knows it, if it does. */
+  readonly current: FencingToken | undefined;
+
+  constructor(cause: ConnectError, reason: ErrorReason, metadata: Record<string, string>) {
+    super(cause, reason, metadata);
+    const d = cause.findDetails(StaleTokenDetailsSchema)[0];
+    this.election = d?.election || metadata["election"] || "";
+    this.current = d?.current;
+  }
+}
+
+/**
+ * DuplicateJobError (ALREADY_EXISTS, JOB_ALREADY_EXISTS): a job with this
+ * id exists with another plan.
+ */
+export class DuplicateJobError extends JobplaneError {
+  /** The job's id. */
+  readonly jobId: string;
+  /** Whether the existing job has ended for good (it has a job result). */
+  readonly globallyTerminated: boolean;
+
+  constructor(cause: ConnectError, reason: ErrorReason, metadata: Record<string, string>) {
+    super(cause, reason, metadata);
+    this.jobId = metadata["job_id"] ?? "";
+    this.globallyTerminated = metadata["globally_terminated"] === "true";
+  }
+}
+
+/** Violation is one offending field of a request. */
+export interface Violation {
+  /** The field's path in proto names, e.g. "job_graph.vertices[0].id". */
+  readonly field: string;
+  /** What is wrong with it. */
+  readonly description: string;
+}
+
+/**
+ * InvalidJobError (INVALID_ARGUMENT): the request was refused unread, one
+ * violation per offending field (google.rpc.BadRequest); nothing was done.
+ */
+export class InvalidJobError extends JobplaneError {
+  /** The offending fields. */
+  readonly violations: readonly Violation[];
+
+  /** Decodes the violations from cause's BadRequest details, unless they are given. */
+  constructor(cause: ConnectError, reason: ErrorReason, metadata: Record<string, string>, violations?: Violation[]) {
+    super(cause, reason, metadata);
+    this.violations =
+      violations ??
+      cause.findDetails(BadRequestSchema).flatMap((br) => br.fieldViolations.map((v) => ({ field: v.field, description: v.description })));
+  }
+}
+
+/** JobNotFoundError (NOT_FOUND, JOB_NOT_FOUND): no job with this id is known. */
+export class JobNotFoundError extends JobplaneError {
+  /** The job's id. */
+  readonly jobId: string;
+
+  constructor(cause: ConnectError, reason: ErrorReason, metadata: Record<string, string>) {
+    super(cause, reason, metadata);
+    this.jobId = metadata["job_id"] ?? "";
+  }
+}
+
+/**
+ * JobTerminalError (FAILED_PRECONDITION, JOB_TERMINAL): the job already
+ * ended in a status that forbids the call (cancelling a FINISHED job).
+ */
+export class JobTerminalError extends JobplaneError {}
+
+/**
+ * JobNotTerminalError (FAILED_PRECONDITION, JOB_NOT_TERMINAL): the job has
+ * not ended, so it has no result yet.
+ */
+export class JobNotTerminalError extends JobplaneError {}
+
+/**
+ * reasonOf returns the jobplane reason that err carries: its ErrorInfo of
+ * domain "jobplane", or ERROR_REASON_UNSPECIFIED when it has none (the
+ * answer of a proxy, the transport or the RPC framework).
+ */
+export function reasonOf(err: unknown): ErrorReason {
+  if (err instanceof JobplaneError) return err.reason;
+  const ce = err instanceof ConnectError ? err : undefined;
+  if (ce === undefined) return ErrorReason.UNSPECIFIED;
+  return info(ce).reason;
+}
+
+function info(ce: ConnectError): { reason: ErrorReason; metadata: Record<string, string> } {
+  for (const d of ce.findDetails(ErrorInfoSchema)) {
+    if (d.domain !== ERROR_DOMAIN) continue;
+    const v = (ErrorReason as unknown as Record<string, number | undefined>)[d.reason];
+    if (typeof v === "number") return { reason: v as ErrorReason, metadata: { ...d.metadata } };
+  }
+  return { reason: ErrorReason.UNSPECIFIED, metadata: {} };
+}
+
+/**
+ * toJobplaneError turns any error of a call into the JobplaneError class
+ * that its reason names (a plain JobplaneError for the others); an error
+ * that is not a ConnectError is returned unchanged.
+ */
+export function toJobplaneError(err: unknown): unknown {
+  if (err instanceof JobplaneError) return err;
+  const ce = ConnectError.from(err);
+  if (!(err instanceof ConnectError) && ce.code === Code.Unknown && !(err instanceof Error)) return err;
+  const { reason, metadata } = info(ce);
+  switch (reason) {
+    case ErrorReason.NOT_LEADER:
+      return new NotLeaderError(ce, reason, metadata);
+    case ErrorReason.STALE_FENCING_TOKEN:
+      return new StaleTokenError(ce, reason, metadata);
+    case ErrorReason.JOB_ALREADY_EXISTS:
+      return new DuplicateJobError(ce, reason, metadata);
+    case ErrorReason.JOB_NOT_FOUND:
+      return new JobNotFoundError(ce, reason, metadata);
+    case ErrorReason.JOB_TERMINAL:
+      return new JobTerminalError(ce, reason, metadata);
+    case ErrorReason.JOB_NOT_TERMINAL:
+      return new JobNotTerminalError(ce, reason, metadata);
+  }
+  if (ce.code === Code.InvalidArgument) return new InvalidJobError(ce, reason, metadata);
+  return new JobplaneError(ce, reason, metadata);
+}

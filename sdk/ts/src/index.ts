@@ -1,0 +1,26 @@
+// @jobplane/sdk: a client of jobplane's DispatcherService, a TaskExecutor
+// (worker) running node functions, and the generated contract.
+
+export { Client, newJobId, isGloballyTerminal } from "./client.js";
+export type { ClientOptions, CallOptions, SubmitOptions, Submitted, JobGraphInit } from "./client.js";
+export {
+  ERROR_DOMAIN,
+  JobplaneError,
+  NotLeaderError,
+  StaleTokenError,
+  DuplicateJobError,
+  InvalidJobError,
+  JobNotFoundError,
+  JobTerminalError,
+  JobNotTerminalError,
+  reasonOf,
+  toJobplaneError,
+} from "./errors.js";
+export type { Violation } from "./errors.js";
+export { Worker } from "./worker.js";
+export type { Task, TaskFunction, WorkerOptions } from "./worker.js";
+export { ErrorReason } from "../gen/jobplane/v1/error_pb.js";
+export { JobStatus } from "../gen/jobplane/v1/job_pb.js";
+export { ExecutionState } from "../gen/jobplane/v1/execution_pb.js";
+export type { JobGraph } from "../gen/jobplane/v1/job_graph_pb.js";
+export type { JobResult, JobSummary } from "../gen/jobplane/v1/job_pb.js";

@@ -1,0 +1,980 @@
+// A TaskExecutor in node: it serves TaskExecutorService
+// (proto/jobplane/cluster/v1), registers its slots with the cluster's
+// ResourceManager leader, and runs the user functions registered by name
+// in the slots that JobMasters deploy attempts to.
+
+import { randomBytes } from "node:crypto";
+import * as http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import { create } from "@bufbuild/protobuf";
+import { durationMs, timestampNow, type Duration } from "@bufbuild/protobuf/wkt";
+import { createClient, type Client as ConnectClient, type ConnectRouter } from "@connectrpc/connect";
+import { connectNodeAdapter, createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { JobMasterService, TaskExecutorJobAction, TaskExecutorJobReportSchema, type TaskExecutorJobReport } from "../gen/jobplane/cluster/v1/job_master_service_pb.js";
+import { ResourceManagerService } from "../gen/jobplane/cluster/v1/resource_manager_service_pb.js";
+import { SlotReportSchema, type SlotReport } from "../gen/jobplane/cluster/v1/slot_pb.js";
+import {
+  TaskExecutorService,
+  type RequestSlotRequest,
+  type SlotRequest,
+  SubmitTaskRequestSchema,
+  type SubmitTaskRequest,
+  type TaskDeployment,
+} from "../gen/jobplane/cluster/v1/task_executor_service_pb.js";
+import { HAStoreService } from "../gen/jobplane/hastore/v1/ha_store_service_pb.js";
+import { ErrorReason, type ItemError } from "../gen/jobplane/v1/error_pb.js";
+import {
+  ExecutionState,
+  TaskExecutionStatusSchema,
+  type ExecutionAttemptId,
+  type TaskExecutionStatus,
+} from "../gen/jobplane/v1/execution_pb.js";
+import { FencingTokenSchema, type FencingToken } from "../gen/jobplane/v1/leadership_pb.js";
+import { reasonOf } from "./errors.js";
+import { apiError, badRequest, itemError, staleToken, type Field } from "./fence.js";
+
+/** Task is what a task function is given: the attempt it runs and a signal that aborts when it is canceled. */
+export interface Task {
+  /** The job's id. */
+  readonly jobId: string;
+  /** The vertex's id. */
+  readonly vertexId: string;
+  /** The vertex's name. */
+  readonly taskName: string;
+  /** This subtask's index, from 0. */
+  readonly subtaskIndex: number;
+  /** The vertex's parallelism. */
+  readonly subtasks: number;
+  /** The attempt's number, from 0: it grows with each restart. */
+  readonly attempt: number;
+  /** The vertex's configuration, verbatim from the JobGraph. */
+  readonly config: Readonly<Record<string, string>>;
+  /** Aborts when the attempt is canceled (by its JobMaster, a newer one, or the worker's stop). */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * TaskFunction runs one attempt: its promise resolving ends it FINISHED,
+ * rejecting ends it FAILED with the error's message, and returning after
+ * its signal aborted ends it CANCELED.
+ */
+export type TaskFunction = (task: Task) => Promise<void> | void;
+
+/** WorkerOptions configure a Worker. */
+export interface WorkerOptions {
+  /**
+   * Base URLs of processes serving HAStoreService (any jobmanager or
+   * standalone process of the cluster): the worker follows the
+   * ResourceManager's leader through the first that answers. Required.
+   */
+  hastore: string | string[];
+  /** Slots, each running one attempt at a time. Default 4. */
+  slots?: number;
+  /** The TaskExecutor's id. Default "ts-" and 16 random hex digits. */
+  id?: string;
+  /** Loopback host to listen on. Default "127.0.0.1". */
+  host?: string;
+  /** Port to listen on; 0 picks a free one. Default 0. */
+  port?: number;
+  /** Pause before a failed registration or report is tried again. Default 100 ms. */
+  retryIntervalMs?: number;
+  /**
+   * How long before a silent JobMaster's deadline the worker cancels its
+   * job's attempts (at most a third of the JobMaster's heartbeat timeout),
+   * and how long stop waits for canceled functions to return. Default
+   * 1000 ms.
+   */
+  cancelGraceMs?: number;
+  /** Receives the worker's log lines; default: none. */
+  log?: (line: string) => void;
+}
+
+const JOBMANAGER = "jobmanager";
+const jobElection = (jobId: string) => "job/" + jobId;
+
+interface RunningTask {
+  readonly req: SubmitTaskRequest;
+  readonly token: FencingToken;
+  readonly abort: AbortController;
+  state: ExecutionState;
+  failure: string;
+  ended: boolean;
+  stopCause: string;
+  done: Promise<void>;
+}
+
+interface Slot {
+  readonly index: number;
+  allocationId: string;
+  jobId: string;
+  task?: RunningTask;
+  freeing: boolean;
+}
+
+interface JobState {
+  /** The newest JobMaster token seen for the job. */
+  token?: FencingToken;
+  /** The JobMaster's base URL, "" when unknown. */
+  address: string;
+  /** The JobMaster's heartbeat timeout; 0 while unknown. */
+  timeoutMs: number;
+  /** When (performance.now()) the JobMaster was last heard, as of when the call was sent. */
+  contact: number;
+  /** The lease the last heartbeat answer granted (performance.now()); 0 for none. */
+  leaseUntil: number;
+  /** When the first offer to this JobMaster was sent; 0 before. */
+  offered: number;
+  /** Since when (performance.now()) the job holds no slot here; 0 while it holds one. */
+  idleSince: number;
+}
+
+/** How long a job that holds nothing here is remembered (its newest token still fencing older ones), as the reference TaskExecutor does. */
+const idleJobMemoryMs = 60_000;
+
+interface OfferQueue {
+  jobId: string;
+  address: string;
+  token: FencingToken;
+  slots: { index: number; allocationId: string }[];
+  sending: boolean;
+}
+
+function epochOf(t: FencingToken | undefined): bigint {
+  return t?.epoch ?? 0n;
+}
+
+function sameToken(a: FencingToken | undefined, b: FencingToken | undefined): boolean {
+  return epochOf(a) === epochOf(b) && (a?.sessionId ?? "") === (b?.sessionId ?? "");
+}
+
+function sameAttempt(a: ExecutionAttemptId | undefined, b: ExecutionAttemptId | undefined): boolean {
+  return a?.vertexId === b?.vertexId && a?.subtaskIndex === b?.subtaskIndex && a?.attemptNumber === b?.attemptNumber;
+}
+
+function isExecTerminal(s: ExecutionState): boolean {
+  return s === ExecutionState.FINISHED || s === ExecutionState.FAILED || s === ExecutionState.CANCELED;
+}
+
+function ms(d: Duration | undefined): number {
+  return d === undefined ? 0 : durationMs(d);
+}
+
+/**
+ * Worker is a TaskExecutor implemented in node. It serves
+ * TaskExecutorService (Connect, gRPC and gRPC-Web over h2c: HTTP/2 without TLS)
+ * on a loopback port, follows the ResourceManager's leader through the HA
+ * store's ObserveLeader, registers and heart-beats there, offers the slots
+ * the ResourceManager allocates to the jobs' JobMasters, runs the attempts
+ * they deploy with the function registered under the attempt's invokable
+ * name, reports every state change, and heart-beats with the JobMasters.
+ *
+ * Fencing follows the contract: a call with a ResourceManager token older
+ * than the newest seen, or a JobMaster token older than the newest seen
+ * for its job, is refused with ABORTED (STALE_FENCING_TOKEN); a newer
+ * JobMaster token becomes the job's, and the attempts deployed under the
+ * older one are canceled and never reported. A job whose JobMaster was not
+ * heard from for its heartbeat timeout has its attempts canceled and its
+ * slots freed.
+ */
+export class Worker {
+  /** The TaskExecutor's id. */
+  readonly id: string;
+  private readonly functions = new Map<string, TaskFunction>();
+  private readonly opts: Required<Omit<WorkerOptions, "hastore" | "id">> & { hastore: string[] };
+  private readonly slots: Slot[];
+  private readonly jobs = new Map<string, JobState>();
+  private readonly offers = new Map<string, OfferQueue>();
+  private readonly jmClients = new Map<string, ConnectClient<typeof JobMasterService>>();
+  private readonly sessions: Http2SessionManager[] = [];
+  private rmToken: FencingToken | undefined;
+  private server: http2.Http2Server | undefined;
+  private readonly h2sessions = new Set<http2.ServerHttp2Session>();
+  private addr = "";
+  private readonly stopping = new AbortController();
+  private loops: Promise<void>[] = [];
+  private hbIntervalMs = 0;
+  private wakeHeartbeat: () => void = () => {};
+
+  /** Creates a worker; register functions, then start it. */
+  constructor(options: WorkerOptions) {
+    const hastore = (Array.isArray(options.hastore) ? options.hastore : [options.hastore]).map((u) => u.replace(/\/+$/, ""));
+    if (hastore.length === 0) throw new TypeError("jobplane worker: want at least one hastore URL");
+    this.id = options.id ?? "ts-" + randomBytes(8).toString("hex");
+    this.opts = {
+      slots: 4,
+      host: "127.0.0.1",
+      port: 0,
+      retryIntervalMs: 100,
+      cancelGraceMs: 1000,
+      log: () => {},
+      ...options,
+      hastore,
+    };
+    this.slots = Array.from({ length: this.opts.slots }, (_, index) => ({ index, allocationId: "", jobId: "", freeing: false }));
+  }
+
+  /** register makes fn run the attempts of vertices whose invokable is name; call it before start. */
+  register(name: string, fn: TaskFunction): this {
+    if (this.server) throw new Error("jobplane worker: register functions before start");
+    this.functions.set(name, fn);
+    return this;
+  }
+
+  /** The base URL the worker serves TaskExecutorService at; "" before start. */
+  get address(): string {
+    return this.addr;
+  }
+
+  /** jobMasterToken returns the newest JobMaster token the worker has seen for a job, if any. */
+  jobMasterToken(jobId: string): FencingToken | undefined {
+    return this.jobs.get(jobId)?.token;
+  }
+
+  /** start listens, then registers with the ResourceManager in the background; it resolves with the worker's address. */
+  async start(): Promise<string> {
+    const handler = connectNodeAdapter({ routes: (router: ConnectRouter) => this.routes(router) });
+    // HTTP/2 with prior knowledge (h2c), as jobplane's processes call
+    // each other. (Node serves HTTP/1.1 and HTTP/2 on one cleartext port
+    // only through its TLS server's ALPN.)
+    const server = http2.createServer(handler);
+    server.on("session", (session) => {
+      this.h2sessions.add(session);
+      session.once("close", () => this.h2sessions.delete(session));
+    });
+    this.server = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(this.opts.port, this.opts.host, () => resolve());
+    });
+    const a = server.address() as AddressInfo;
+    const host = a.family === "IPv6" ? `[${a.address}]` : a.address;
+    this.addr = `http://${host}:${a.port}`;
+    this.loops.push(this.followResourceManager(), this.heartbeatJobMasters());
+    return this.addr;
+  }
+
+  /**
+   * stop cancels every attempt, waits up to cancelGraceMs for their
+   * functions to return, stops the loops and the server, and resolves once
+   * they ended.
+   */
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    this.wakeHeartbeat();
+    for (const s of this.slots) s.task?.abort.abort();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled(this.slots.map((s) => s.task?.done)),
+      new Promise((resolve) => (timer = setTimeout(resolve, this.opts.cancelGraceMs))),
+    ]);
+    clearTimeout(timer);
+    await Promise.allSettled(this.loops);
+    for (const s of this.sessions) s.abort();
+    const server = this.server;
+    if (server) {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const s of this.h2sessions) s.destroy(); // connections clients keep open
+      });
+    }
+  }
+
+  private log(line: string): void {
+    this.opts.log(`taskexecutor ${this.id}: ${line}`);
+  }
+
+  private transport(baseUrl: string) {
+    const sessionManager = new Http2SessionManager(baseUrl);
+    this.sessions.push(sessionManager);
+    return createConnectTransport({ baseUrl, httpVersion: "2", sessionManager });
+  }
+
+  private jobMaster(address: string): ConnectClient<typeof JobMasterService> {
+    let c = this.jmClients.get(address);
+    if (!c) {
+      c = createClient(JobMasterService, this.transport(address));
+      this.jmClients.set(address, c);
+    }
+    return c;
+  }
+
+  private sleep(msec: number): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.stopping.signal.aborted) return resolve();
+      const t = setTimeout(done, msec);
+      const signal = this.stopping.signal;
+      function done() {
+        clearTimeout(t);
+        signal.removeEventListener("abort", done);
+        resolve();
+      }
+      signal.addEventListener("abort", done, { once: true });
+    });
+  }
+
+  // ---- the ResourceManager ----
+
+  /** followResourceManager observes the leader of "jobmanager" and registers and heart-beats at it. */
+  private async followResourceManager(): Promise<void> {
+    const stores = this.opts.hastore.map((url) => createClient(HAStoreService, this.transport(url)));
+    let leader: { address: string; token?: FencingToken } = { address: "" };
+    let session: AbortController | undefined;
+    let running: Promise<void> = Promise.resolve();
+    let i = 0;
+    while (!this.stopping.signal.aborted) {
+      const observing = new AbortController();
+      const signal = AbortSignal.any([this.stopping.signal, observing.signal]);
+      try {
+        for await (const ev of stores[i].observeLeader({ election: JOBMANAGER }, { signal })) {
+          if (ev.event.case !== "leader") continue;
+          const info = ev.event.value;
+          if (info.address === leader.address && sameToken(info.token, leader.token)) continue;
+          leader = { address: info.address, token: info.token };
+          session?.abort();
+          await running;
+          session = new AbortController();
+          if (info.address !== "" && epochOf(info.token) !== 0n) {
+            running = this.serveResourceManager(info.address, info.token!, AbortSignal.any([signal, session.signal]));
+          }
+        }
+      } catch (e) {
+        if (!this.stopping.signal.aborted) this.log(`observing the leader at ${this.opts.hastore[i]} failed: ${String(e)}`);
+      } finally {
+        observing.abort();
+      }
+      i = (i + 1) % stores.length;
+      await this.sleep(this.opts.retryIntervalMs);
+    }
+    session?.abort();
+    await running;
+  }
+
+  /** serveResourceManager registers at the leader and heart-beats there until signal aborts. */
+  private async serveResourceManager(address: string, token: FencingToken, signal: AbortSignal): Promise<void> {
+    const rm = createClient(ResourceManagerService, this.transport(address));
+    let registrationId = "";
+    let intervalMs = this.opts.retryIntervalMs;
+    while (!signal.aborted) {
+      try {
+        const call = AbortSignal.any([signal, AbortSignal.timeout(10_000)]);
+        if (registrationId === "") {
+          const r = await rm.registerTaskExecutor(
+            {
+              taskExecutorId: this.id,
+              address: this.addr,
+              resourceManagerToken: token,
+              slotReport: this.slotReport(),
+              invokables: [...this.functions.keys()],
+            },
+            { signal: call },
+          );
+          registrationId = r.registrationId;
+          intervalMs = Math.max(ms(r.heartbeatInterval), 10);
+          this.log(`registered with the ResourceManager at ${address} (epoch ${token.epoch})`);
+        }
+        const resp = await rm.heartbeat(
+          { taskExecutorId: this.id, registrationId, resourceManagerToken: token, slotReport: this.slotReport() },
+          { signal: call },
+        );
+        for (const info of resp.jobMasters) {
+          const jobId = info.election.startsWith("job/") ? info.election.slice(4) : "";
+          if (jobId === "" || info.address === "" || !this.holds(jobId)) continue;
+          const j = this.jobs.get(jobId);
+          if (!j || epochOf(j.token) < epochOf(info.token) || j.address === "") this.adopt(jobId, info.token!, info.address);
+        }
+        await this.sleep(intervalMs);
+      } catch (e) {
+        if (signal.aborted) return;
+        if (reasonOf(e) === ErrorReason.NOT_REGISTERED) registrationId = "";
+        this.log(`ResourceManager call failed: ${String(e)}`);
+        await this.sleep(this.opts.retryIntervalMs);
+      }
+    }
+  }
+
+  private slotReport(): SlotReport {
+    return create(SlotReportSchema, {
+      slots: this.slots.map((s) => ({ slotIndex: s.index, allocationId: s.allocationId, jobId: s.jobId })),
+    });
+  }
+
+  private holds(jobId: string): boolean {
+    return this.slots.some((s) => s.jobId === jobId);
+  }
+
+  // ---- fencing ----
+
+  private job(jobId: string): JobState {
+    let j = this.jobs.get(jobId);
+    if (!j) {
+      j = { address: "", timeoutMs: 0, contact: 0, leaseUntil: 0, offered: 0, idleSince: performance.now() };
+      this.jobs.set(jobId, j);
+    }
+    return j;
+  }
+
+  /**
+   * adopt records the JobMaster token t for a job unless it is older than
+   * the newest seen: a newer one cancels the older one's attempts, whose
+   * slots are then offered to the newer JobMaster. It returns whether t was
+   * admitted.
+   */
+  private adopt(jobId: string, t: FencingToken, address: string): boolean {
+    const j = this.job(jobId);
+    const cur = epochOf(j.token);
+    if (t.epoch < cur) return false;
+    if (t.epoch > cur) {
+      if (j.token) this.log(`job ${jobId}: newer JobMaster (epoch ${t.epoch}); canceling the older one's attempts`);
+      for (const s of this.slots) {
+        if (s.jobId !== jobId) continue;
+        const previous = s.task && !sameToken(s.task.token, t) ? s.task : undefined;
+        previous?.abort.abort();
+        if (j.token && address !== "") {
+          const allocationId = s.allocationId;
+          void (previous?.done ?? Promise.resolve()).then(() => this.queueOffer(jobId, address, t, s.index, allocationId));
+        }
+      }
+      j.token = t;
+      j.contact = performance.now();
+      j.leaseUntil = 0;
+      j.offered = 0;
+    }
+    if (address !== "") j.address = address;
+    return true;
+  }
+
+  /** follow admits a call from a job's JobMaster (see adopt), or throws STALE_FENCING_TOKEN. */
+  private follow(jobId: string, token: FencingToken | undefined): void {
+    if (!this.adopt(jobId, token ?? create(FencingTokenSchema), "")) throw staleToken(jobElection(jobId), this.jobs.get(jobId)?.token);
+    this.admit(jobId);
+  }
+
+  /** checkResourceManager admits a ResourceManager token unless older than the newest seen. */
+  private checkResourceManager(t: FencingToken | undefined): void {
+    if (epochOf(t) < epochOf(this.rmToken)) throw staleToken(JOBMANAGER, this.rmToken);
+    this.rmToken = t;
+  }
+
+  /** deadline is when the job's attempts must have stopped; 0 for none. */
+  private deadline(j: JobState): number {
+    if (j.timeoutMs <= 0 || j.contact === 0) return 0;
+    let end = j.contact + j.timeoutMs;
+    if (j.leaseUntil !== 0 && j.leaseUntil < end) end = j.leaseUntil;
+    return end - Math.min(this.opts.cancelGraceMs, j.timeoutMs / 3);
+  }
+
+  /** admit stops the job's attempts and frees its slots first if its JobMaster's deadline passed. */
+  private admit(jobId: string): void {
+    const j = this.jobs.get(jobId);
+    if (!j) return;
+    const d = this.deadline(j);
+    if (d !== 0 && performance.now() >= d) {
+      const cause = `JobMaster unreachable for ${j.timeoutMs}ms; the TaskExecutor stopped the job's tasks`;
+      for (const s of this.slots) if (s.jobId === jobId && !s.freeing) this.release(s, cause);
+      j.timeoutMs = 0;
+      j.contact = 0;
+      j.offered = 0;
+    }
+  }
+
+  /** touch records contact at `at` with the job's JobMaster of token. */
+  private touch(jobId: string, token: FencingToken | undefined, at: number): void {
+    this.admit(jobId);
+    const j = this.jobs.get(jobId);
+    if (j && sameToken(j.token, token) && at > j.contact) j.contact = at;
+  }
+
+  private registered(jobId: string, token: FencingToken, sent: number, intervalMs: number, timeoutMs: number): void {
+    if (intervalMs > 0 && (this.hbIntervalMs <= 0 || intervalMs < this.hbIntervalMs)) {
+      this.hbIntervalMs = intervalMs;
+      this.wakeHeartbeat();
+    }
+    const j = this.jobs.get(jobId);
+    if (!j || !sameToken(j.token, token) || timeoutMs <= 0) return;
+    j.timeoutMs = timeoutMs;
+    if (sent > j.contact) j.contact = sent;
+  }
+
+  /** followDeployment admits a deployment under token, taking the JobMaster's timeout from it if none is known. */
+  private followDeployment(jobId: string, token: FencingToken | undefined, timeout: Duration | undefined): void {
+    if (!this.adopt(jobId, token ?? create(FencingTokenSchema), "")) throw staleToken(jobElection(jobId), this.jobs.get(jobId)?.token);
+    const j = this.job(jobId);
+    const t = ms(timeout);
+    if (t > 0 && this.holds(jobId) && j.timeoutMs <= 0) {
+      j.timeoutMs = t;
+      if (j.offered > j.contact) j.contact = j.offered;
+    }
+    this.admit(jobId);
+  }
+
+  // ---- slots and offers ----
+
+  private release(s: Slot, cause: string): void {
+    const t = s.task;
+    if (t && !t.ended) {
+      if (cause !== "" && t.stopCause === "") t.stopCause = cause;
+      t.abort.abort();
+      s.freeing = true;
+      return;
+    }
+    s.allocationId = "";
+    s.jobId = "";
+    s.task = undefined;
+    s.freeing = false;
+  }
+
+  private slotFields(prefix: string, r: SlotRequest | RequestSlotRequest): Field[] {
+    const fs: Field[] = [];
+    const req = (name: string, empty: boolean) => empty && fs.push({ path: prefix + name, description: "required" });
+    req("allocation_id", r.allocationId === "");
+    req("job_id", r.jobId === "");
+    req("job_master_address", r.jobMasterAddress === "");
+    req("job_master_token", epochOf(r.jobMasterToken) === 0n);
+    if (r.slotIndex < 0 || r.slotIndex >= this.slots.length) {
+      fs.push({ path: prefix + "slot_index", description: `${r.slotIndex} is out of range [0, ${this.slots.length})` });
+    }
+    return fs;
+  }
+
+  private allocate(r: SlotRequest | RequestSlotRequest): void {
+    const s = this.slots[r.slotIndex];
+    if (s.allocationId === r.allocationId) return;
+    if (s.allocationId !== "") {
+      throw apiError(ErrorReason.SLOT_OCCUPIED, "slot is allocated to another allocation", {
+        task_executor_id: this.id,
+        slot_index: String(s.index),
+        allocation_id: s.allocationId,
+      });
+    }
+    if (!this.adopt(r.jobId, r.jobMasterToken!, r.jobMasterAddress)) throw staleToken(jobElection(r.jobId), this.jobs.get(r.jobId)?.token);
+    s.allocationId = r.allocationId;
+    s.jobId = r.jobId;
+    this.queueOffer(r.jobId, r.jobMasterAddress, r.jobMasterToken!, s.index, s.allocationId);
+  }
+
+  /** queueOffer queues a slot for the job's JobMaster; the slots queued together go in one OfferSlots. */
+  private queueOffer(jobId: string, address: string, token: FencingToken, index: number, allocationId: string): void {
+    if (this.stopping.signal.aborted) return;
+    const key = `${jobId}\u0000${address}\u0000${token.sessionId}\u0000${token.epoch}`;
+    let q = this.offers.get(key);
+    if (!q) {
+      q = { jobId, address, token, slots: [], sending: false };
+      this.offers.set(key, q);
+    }
+    q.slots.push({ index, allocationId });
+    if (!q.sending) {
+      q.sending = true;
+      const queue = q;
+      setImmediate(() => void this.sendOffers(key, queue));
+    }
+  }
+
+  private async sendOffers(key: string, q: OfferQueue): Promise<void> {
+    while (q.slots.length > 0) {
+      const slots = q.slots;
+      q.slots = [];
+      await this.offer(q, slots);
+    }
+    this.offers.delete(key);
+  }
+
+  /** offer offers slots to a JobMaster, registering this worker with it, and frees those it does not take. */
+  private async offer(q: OfferQueue, slots: { index: number; allocationId: string }[]): Promise<void> {
+    const jm = this.jobMaster(q.address);
+    const accepted = new Set<string>();
+    for (let attempt = 0; attempt < 20 && !this.stopping.signal.aborted; attempt++) {
+      const sent = performance.now();
+      const j = this.jobs.get(q.jobId);
+      if (j && sameToken(j.token, q.token) && j.offered === 0) j.offered = sent;
+      try {
+        const resp = await jm.offerSlots(
+          {
+            jobId: q.jobId,
+            jobMasterToken: q.token,
+            taskExecutorId: this.id,
+            address: this.addr,
+            offers: slots.map((s) => ({ allocationId: s.allocationId, slotIndex: s.index })),
+            deploymentsInAnswer: true,
+          },
+          { signal: AbortSignal.any([this.stopping.signal, AbortSignal.timeout(10_000)]) },
+        );
+        this.registered(q.jobId, q.token, sent, ms(resp.heartbeatInterval), ms(resp.heartbeatTimeout));
+        for (const a of resp.accepted) accepted.add(a.allocationId);
+        if (resp.deployments.length > 0) {
+          try {
+            this.followDeployment(q.jobId, q.token, resp.heartbeatTimeout);
+            for (const d of resp.deployments) {
+              try {
+                this.deploy(this.submitRequest(q.jobId, q.token, d));
+              } catch (e) {
+                this.log(`a deployment in an offer's answer was refused: ${String(e)}`);
+              }
+            }
+          } catch (e) {
+            this.log(`the deployments in an offer's answer were refused: ${String(e)}`);
+          }
+        }
+        break;
+      } catch (e) {
+        const r = reasonOf(e);
+        if (r === ErrorReason.STALE_FENCING_TOKEN || r === ErrorReason.NOT_LEADER) break;
+        this.log(`offering slots of job ${q.jobId} failed; retrying: ${String(e)}`);
+        await this.sleep(this.opts.retryIntervalMs);
+      }
+    }
+    const j = this.jobs.get(q.jobId);
+    for (const o of slots) {
+      if (accepted.has(o.allocationId)) continue;
+      const s = this.slots[o.index];
+      const idle = s.task === undefined || s.task.ended;
+      if (s.allocationId === o.allocationId && idle && j && sameToken(j.token, q.token)) this.release(s, "");
+    }
+  }
+
+  // ---- deployments ----
+
+  private submitRequest(jobId: string, token: FencingToken, d: TaskDeployment): SubmitTaskRequest {
+    return create(SubmitTaskRequestSchema, {
+      jobId,
+      jobMasterToken: token,
+      allocationId: d.allocationId,
+      attempt: d.attempt,
+      taskName: d.taskName,
+      invokable: d.invokable,
+      config: d.config,
+      numberOfSubtasks: d.numberOfSubtasks,
+    });
+  }
+
+  private static taskFields(prefix: string, allocationId: string, attempt: ExecutionAttemptId | undefined, invokable: string): Field[] {
+    const fs: Field[] = [];
+    if (allocationId === "") fs.push({ path: prefix + "allocation_id", description: "required" });
+    if (attempt === undefined) fs.push({ path: prefix + "attempt", description: "required" });
+    if (invokable === "") fs.push({ path: prefix + "invokable", description: "required" });
+    return fs;
+  }
+
+  private static jobFields(jobId: string, token: FencingToken | undefined): Field[] {
+    const fs: Field[] = [];
+    if (jobId === "") fs.push({ path: "job_id", description: "required" });
+    if (epochOf(token) === 0n) fs.push({ path: "job_master_token", description: "required" });
+    return fs;
+  }
+
+  /** deploy deploys one attempt as SubmitTask does, once its JobMaster's token was admitted. */
+  private deploy(req: SubmitTaskRequest): void {
+    const s = this.slots.find((c) => c.allocationId === req.allocationId && c.jobId === req.jobId);
+    if (!s) {
+      throw apiError(ErrorReason.SLOT_NOT_ALLOCATED, "no slot is allocated to this job under this allocation", {
+        allocation_id: req.allocationId,
+        job_id: req.jobId,
+      });
+    }
+    const token = req.jobMasterToken!;
+    const t = s.task;
+    if (t) {
+      if (sameAttempt(t.req.attempt, req.attempt) && sameToken(t.token, token)) return;
+      if (!isExecTerminal(t.state)) {
+        throw apiError(ErrorReason.SLOT_OCCUPIED, "another attempt still runs in the slot", {
+          task_executor_id: this.id,
+          slot_index: String(s.index),
+          allocation_id: s.allocationId,
+        });
+      }
+    }
+    if ((this.jobs.get(req.jobId)?.timeoutMs ?? 0) <= 0) {
+      throw apiError(
+        ErrorReason.NOT_REGISTERED,
+        "no heartbeat timeout is known for the job's JobMaster: it registers this TaskExecutor (or takes an offer with its address) or names its timeout in the deployment",
+        { job_id: req.jobId, task_executor_id: this.id },
+      );
+    }
+    const fn = this.functions.get(req.invokable);
+    if (!fn) {
+      throw apiError(ErrorReason.UNKNOWN_INVOKABLE, `no invokable "${req.invokable}" is registered on TaskExecutor ${this.id}`, {
+        invokable: req.invokable,
+      });
+    }
+    const task: RunningTask = {
+      req,
+      token,
+      abort: new AbortController(),
+      state: ExecutionState.DEPLOYING,
+      failure: "",
+      ended: false,
+      stopCause: "",
+      done: Promise.resolve(),
+    };
+    s.task = task;
+    task.done = this.run(task, fn);
+  }
+
+  /** run runs an attempt and reports its states to the JobMaster that deployed it while that is the job's. */
+  private async run(task: RunningTask, fn: TaskFunction): Promise<void> {
+    const req = task.req;
+    const address = this.jobs.get(req.jobId)?.address ?? "";
+    this.setState(task, ExecutionState.RUNNING, "", address);
+    const signal = task.abort.signal;
+    let state = ExecutionState.FINISHED;
+    let failure = "";
+    try {
+      const running = Promise.resolve().then(() =>
+        fn({
+          jobId: req.jobId,
+          vertexId: req.attempt?.vertexId ?? "",
+          taskName: req.taskName,
+          subtaskIndex: req.attempt?.subtaskIndex ?? 0,
+          subtasks: req.numberOfSubtasks,
+          attempt: req.attempt?.attemptNumber ?? 0,
+          config: { ...req.config },
+          signal,
+        }),
+      );
+      // As with the reference TaskExecutor's functions, a canceled attempt
+      // ends when its function returns: the slot is not taken by another
+      // attempt meanwhile.
+      await running;
+    } catch (e) {
+      state = ExecutionState.FAILED;
+      failure = e instanceof Error ? e.message : String(e);
+    }
+    if (signal.aborted) {
+      state = ExecutionState.CANCELED;
+      failure = task.stopCause;
+    }
+    task.ended = true;
+    for (const s of this.slots) if (s.task === task && s.freeing) this.release(s, "");
+    await this.setState(task, state, failure, address);
+  }
+
+  /** setState records an attempt's state and reports it, unless a newer JobMaster of the job disowned it. */
+  private async setState(task: RunningTask, state: ExecutionState, failure: string, address: string): Promise<void> {
+    task.state = state;
+    task.failure = failure;
+    const jobId = task.req.jobId;
+    const j = this.jobs.get(jobId);
+    if (!j || !sameToken(j.token, task.token) || address === "") return;
+    const status = create(TaskExecutionStatusSchema, { attempt: task.req.attempt, state, failureMessage: failure, time: timestampNow() });
+    for (let attempt = 0; attempt < 3 && !this.stopping.signal.aborted; attempt++) {
+      try {
+        await this.jobMaster(address).updateTaskExecutionState(
+          { jobId, jobMasterToken: task.token, taskExecutorId: this.id, status },
+          { signal: AbortSignal.any([this.stopping.signal, AbortSignal.timeout(10_000)]) },
+        );
+        return;
+      } catch (e) {
+        const r = reasonOf(e);
+        if (r === ErrorReason.EXECUTION_NOT_FOUND) {
+          task.abort.abort();
+          return;
+        }
+        if (r === ErrorReason.STALE_FENCING_TOKEN || r === ErrorReason.NOT_LEADER) return;
+        // Otherwise the heartbeats carry the state (complete reports).
+        await this.sleep(this.opts.retryIntervalMs);
+      }
+    }
+  }
+
+  // ---- heartbeats with the JobMasters ----
+
+  /** heartbeatJobMasters sends one full heartbeat per interval to each address whose JobMasters this worker follows. */
+  private async heartbeatJobMasters(): Promise<void> {
+    while (!this.stopping.signal.aborted) {
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(done, this.hbIntervalMs > 0 ? this.hbIntervalMs : 1000);
+        const wake = () => done();
+        this.wakeHeartbeat = wake;
+        function done() {
+          clearTimeout(t);
+          resolve();
+        }
+      });
+      if (this.stopping.signal.aborted) return;
+      await this.heartbeatRound();
+      this.expireSilent();
+    }
+  }
+
+  private followed(): Map<string, Map<string, FencingToken>> {
+    const out = new Map<string, Map<string, FencingToken>>();
+    for (const s of this.slots) {
+      if (s.jobId === "") continue;
+      const j = this.jobs.get(s.jobId);
+      if (!j || j.address === "" || !j.token) continue;
+      if (!out.has(j.address)) out.set(j.address, new Map());
+      out.get(j.address)!.set(s.jobId, j.token);
+    }
+    return out;
+  }
+
+  private complete(jobId: string, token: FencingToken): TaskExecutorJobReport {
+    const attempts: TaskExecutionStatus[] = [];
+    const allocationIds: string[] = [];
+    for (const s of this.slots) {
+      if (s.jobId !== jobId) continue;
+      allocationIds.push(s.allocationId);
+      const t = s.task;
+      if (t && sameToken(t.token, token)) {
+        attempts.push(create(TaskExecutionStatusSchema, { attempt: t.req.attempt, state: t.state, failureMessage: t.failure }));
+      }
+    }
+    return create(TaskExecutorJobReportSchema, { jobId, jobMasterToken: token, following: true, complete: true, attempts, allocationIds });
+  }
+
+  private async heartbeatRound(): Promise<void> {
+    const calls = [...this.followed()].map(async ([address, jobs]) => {
+      const sent = performance.now();
+      const reports = [...jobs].map(([jobId, token]) => this.complete(jobId, token));
+      try {
+        const resp = await this.jobMaster(address).heartbeatFromTaskExecutor(
+          { taskExecutorId: this.id, address: this.addr, full: true, jobs: reports },
+          { signal: AbortSignal.any([this.stopping.signal, AbortSignal.timeout(Math.max(2 * this.hbIntervalMs, 1000))]) },
+        );
+        const named = new Map(resp.jobs.map((a) => [a.jobId, a]));
+        for (const a of resp.jobs) {
+          const j = this.jobs.get(a.jobId);
+          if (a.action === TaskExecutorJobAction.NOT_LEADER) {
+            if (j && j.address === address && sameToken(j.token, jobs.get(a.jobId))) j.address = "";
+          } else if (a.action === TaskExecutorJobAction.FOLLOW && a.jobMasterToken) {
+            this.adopt(a.jobId, a.jobMasterToken, address);
+          }
+        }
+        const lease = resp.leaseRemaining ? sent + ms(resp.leaseRemaining) : 0;
+        for (const [jobId, token] of jobs) {
+          const a = named.get(jobId);
+          if (a && a.action !== TaskExecutorJobAction.REPORT) continue; // not vouched for
+          this.touch(jobId, token, sent);
+          const j = this.jobs.get(jobId);
+          if (j && sameToken(j.token, token) && lease !== 0) j.leaseUntil = lease;
+        }
+      } catch (e) {
+        if (!this.stopping.signal.aborted) this.log(`heartbeat to the JobMasters at ${address} failed: ${String(e)}`);
+      }
+    });
+    await Promise.all(calls);
+  }
+
+  /**
+   * expireSilent stops the attempts of jobs whose JobMaster has been
+   * silent past its deadline, and forgets the jobs that held nothing here
+   * for idleJobMemoryMs.
+   */
+  private expireSilent(): void {
+    const now = performance.now();
+    for (const [jobId, j] of this.jobs) {
+      if (this.holds(jobId)) {
+        j.idleSince = 0;
+        this.admit(jobId);
+      } else if (j.idleSince === 0) {
+        j.idleSince = now;
+      } else if (now - j.idleSince > idleJobMemoryMs) {
+        this.jobs.delete(jobId);
+      }
+    }
+  }
+
+  // ---- TaskExecutorService ----
+
+  private routes(router: ConnectRouter): void {
+    router.service(TaskExecutorService, {
+      requestSlot: (req) => {
+        this.log(`RequestSlot: job ${req.jobId}, allocation ${req.allocationId}`);
+        const fields = this.slotFields("", req);
+        if (epochOf(req.resourceManagerToken) === 0n) fields.unshift({ path: "resource_manager_token", description: "required" });
+        if (fields.length > 0) throw badRequest(fields);
+        this.checkResourceManager(req.resourceManagerToken);
+        this.allocate(req);
+        return {};
+      },
+      requestSlots: (req) => {
+        this.log(`RequestSlots: ${req.slots.length} slots`);
+        const fields: Field[] = [];
+        if (epochOf(req.resourceManagerToken) === 0n) fields.push({ path: "resource_manager_token", description: "required" });
+        req.slots.forEach((r, i) => fields.push(...this.slotFields(`slots[${i}].`, r)));
+        if (fields.length > 0) throw badRequest(fields);
+        this.checkResourceManager(req.resourceManagerToken);
+        const refused: ItemError[] = [];
+        req.slots.forEach((r, i) => {
+          try {
+            this.allocate(r);
+          } catch (e) {
+            refused.push(itemError(i, e));
+          }
+        });
+        return { refused };
+      },
+      submitTask: (req) => {
+        const fields = [...Worker.jobFields(req.jobId, req.jobMasterToken), ...Worker.taskFields("", req.allocationId, req.attempt, req.invokable)];
+        if (fields.length > 0) throw badRequest(fields);
+        this.followDeployment(req.jobId, req.jobMasterToken, req.heartbeatTimeout);
+        this.deploy(req);
+        return {};
+      },
+      submitTasks: (req) => {
+        const fields = Worker.jobFields(req.jobId, req.jobMasterToken);
+        req.tasks.forEach((d, i) => fields.push(...Worker.taskFields(`tasks[${i}].`, d.allocationId, d.attempt, d.invokable)));
+        if (fields.length > 0) throw badRequest(fields);
+        this.followDeployment(req.jobId, req.jobMasterToken, req.heartbeatTimeout);
+        const refused: ItemError[] = [];
+        req.tasks.forEach((d, i) => {
+          try {
+            this.deploy(this.submitRequest(req.jobId, req.jobMasterToken!, d));
+          } catch (e) {
+            refused.push(itemError(i, e));
+          }
+        });
+        return { refused };
+      },
+      cancelTask: (req) => {
+        this.follow(req.jobId, req.jobMasterToken);
+        for (const s of this.slots) {
+          if (s.jobId === req.jobId && s.task && sameAttempt(s.task.req.attempt, req.attempt)) s.task.abort.abort();
+        }
+        return {};
+      },
+      freeSlot: (req) => {
+        this.follow(req.jobId, req.jobMasterToken);
+        for (const s of this.slots) if (s.allocationId === req.allocationId && s.jobId === req.jobId) this.release(s, "");
+        return {};
+      },
+      freeSlots: (req) => {
+        const fields = Worker.jobFields(req.jobId, req.jobMasterToken);
+        if (fields.length > 0) throw badRequest(fields);
+        this.follow(req.jobId, req.jobMasterToken);
+        const ids = new Set(req.allocationIds);
+        for (const s of this.slots) if (ids.has(s.allocationId) && s.jobId === req.jobId) this.release(s, "");
+        return {};
+      },
+      heartbeat: (req) => {
+        let jobId = "";
+        let token: FencingToken | undefined;
+        switch (req.sender.case) {
+          case "resourceManagerToken":
+            this.checkResourceManager(req.sender.value);
+            break;
+          case "jobMaster":
+            jobId = req.sender.value.jobId;
+            token = req.sender.value.token;
+            if (jobId === "") throw badRequest([{ path: "job_master.job_id", description: "required" }]);
+            this.follow(jobId, token);
+            break;
+          default:
+            throw badRequest([{ path: "sender", description: "required" }]);
+        }
+        const tasks: TaskExecutionStatus[] = [];
+        if (jobId !== "") {
+          for (const s of this.slots) {
+            const t = s.task;
+            if (s.jobId === jobId && t && sameToken(t.token, token)) {
+              tasks.push(create(TaskExecutionStatusSchema, { attempt: t.req.attempt, state: t.state, failureMessage: t.failure }));
+            }
+          }
+        }
+        return { taskExecutorId: this.id, slotReport: this.slotReport(), tasks };
+      },
+      getTaskOutput: () => {
+        throw apiError(ErrorReason.UNIMPLEMENTED, "this TaskExecutor keeps no task output");
+      },
+    });
+  }
+}

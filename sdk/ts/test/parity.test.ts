@@ -1,0 +1,147 @@
+// The node Worker answers the cluster protocol's fencing cases as the
+// reference (Go) TaskExecutor does: the same calls go to a `jobplane
+// taskexecutor` process and to a Worker, and their answers must carry the
+// same code, ErrorInfo (reason and metadata) and typed details, which
+// must also be the ones the contract names.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, createClient, type Client as ConnectClient } from "@connectrpc/connect";
+import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { ErrorInfoSchema, BadRequestSchema } from "../gen/google/rpc/error_details_pb.js";
+import { TaskExecutorService } from "../gen/jobplane/cluster/v1/task_executor_service_pb.js";
+import { StaleTokenDetailsSchema } from "../gen/jobplane/v1/error_pb.js";
+import { Worker } from "../src/index.js";
+import { startTaskExecutor, type JobManager } from "./cluster.js";
+
+// Nothing listens there: neither TaskExecutor finds a leader or reaches
+// the JobMaster, so the only calls they take are the test's.
+const nowhere = "http://127.0.0.1:1";
+
+type TE = ConnectClient<typeof TaskExecutorService>;
+
+interface Answer {
+  code: Code | "ok";
+  reason?: string;
+  metadata?: Record<string, string>;
+  stale?: { election: string; epoch: string; sessionId: string };
+  violations?: string[];
+}
+
+async function answer(call: () => Promise<unknown>): Promise<Answer> {
+  try {
+    await call();
+    return { code: "ok" };
+  } catch (e) {
+    assert.ok(e instanceof ConnectError, `not a ConnectError: ${String(e)}`);
+    const info = e.findDetails(ErrorInfoSchema)[0];
+    const stale = e.findDetails(StaleTokenDetailsSchema)[0];
+    const br = e.findDetails(BadRequestSchema)[0];
+    const metadata = { ...(info?.metadata ?? {}) };
+    delete metadata["task_executor_id"]; // each names itself
+    return {
+      code: e.code,
+      reason: info && `${info.domain}/${info.reason}`,
+      metadata,
+      stale: stale && { election: stale.election, epoch: String(stale.current?.epoch ?? 0n), sessionId: stale.current?.sessionId ?? "" },
+      violations: br?.fieldViolations.map((v) => v.field),
+    };
+  }
+}
+
+describe("fencing answers of the node Worker and the reference TaskExecutor", { timeout: 120_000 }, () => {
+  let goTE: JobManager;
+  let worker: Worker;
+  const sessions: Http2SessionManager[] = [];
+  const clients: Record<string, TE> = {};
+
+  before(async () => {
+    goTE = await startTaskExecutor(nowhere);
+    worker = new Worker({ hastore: nowhere, slots: 4 });
+    worker.register("greet", () => {});
+    await worker.start();
+    for (const [name, url] of [["go", goTE.url], ["node", worker.address]] as const) {
+      const sm = new Http2SessionManager(url);
+      sessions.push(sm);
+      clients[name] = createClient(TaskExecutorService, createConnectTransport({ baseUrl: url, httpVersion: "2", sessionManager: sm }));
+    }
+  });
+
+  after(async () => {
+    for (const s of sessions) s.abort();
+    await worker?.stop();
+    await goTE?.stop();
+  });
+
+  test("same code, reason, metadata and details for each call", { timeout: 60_000 }, async () => {
+    const jobId = "parity-job";
+    const rm = { sessionId: "rm-session", epoch: 50n };
+    const jm = { sessionId: "jm-session", epoch: 100n };
+    const older = { sessionId: "jm-old", epoch: 99n };
+    const newer = { sessionId: "jm-new", epoch: 101n };
+    const attempt = { vertexId: "v", subtaskIndex: 0, attemptNumber: 0 };
+    const signal = AbortSignal.timeout(30_000);
+    // Each case, in order, against each TaskExecutor; the first makes the
+    // job's JobMaster token 100 (and the ResourceManager's 50) current.
+    const cases: [string, (te: TE) => Promise<unknown>, Partial<Answer>][] = [
+      [
+        "RequestSlot under the current tokens",
+        (te) => te.requestSlot({ resourceManagerToken: rm, slotIndex: 0, allocationId: "alloc-0", jobId, jobMasterAddress: nowhere, jobMasterToken: jm }, { signal }),
+        { code: "ok" },
+      ],
+      [
+        "RequestSlot under an older ResourceManager token",
+        (te) => te.requestSlot({ resourceManagerToken: { sessionId: "rm-old", epoch: 49n }, slotIndex: 1, allocationId: "alloc-1", jobId, jobMasterAddress: nowhere, jobMasterToken: jm }, { signal }),
+        { code: Code.Aborted, reason: "jobplane/STALE_FENCING_TOKEN", stale: { election: "jobmanager", epoch: "50", sessionId: "rm-session" } },
+      ],
+      [
+        "RequestSlot under an older JobMaster token",
+        (te) => te.requestSlot({ resourceManagerToken: rm, slotIndex: 1, allocationId: "alloc-1", jobId, jobMasterAddress: nowhere, jobMasterToken: older }, { signal }),
+        { code: Code.Aborted, reason: "jobplane/STALE_FENCING_TOKEN", stale: { election: "job/" + jobId, epoch: "100", sessionId: "jm-session" } },
+      ],
+      [
+        "SubmitTask under an older JobMaster token",
+        (te) => te.submitTask({ jobId, jobMasterToken: older, allocationId: "alloc-0", attempt, invokable: "greet", heartbeatTimeout: durationFromMs(5000) }, { signal }),
+        { code: Code.Aborted, reason: "jobplane/STALE_FENCING_TOKEN", stale: { election: "job/" + jobId, epoch: "100", sessionId: "jm-session" } },
+      ],
+      [
+        "SubmitTasks under an older JobMaster token",
+        (te) => te.submitTasks({ jobId, jobMasterToken: older, tasks: [{ allocationId: "alloc-0", attempt, invokable: "greet" }], heartbeatTimeout: durationFromMs(5000) }, { signal }),
+        { code: Code.Aborted, reason: "jobplane/STALE_FENCING_TOKEN" },
+      ],
+      ["CancelTask under an older JobMaster token", (te) => te.cancelTask({ jobId, jobMasterToken: older, attempt }, { signal }), { code: Code.Aborted, reason: "jobplane/STALE_FENCING_TOKEN" }],
+      ["FreeSlot under an older JobMaster token", (te) => te.freeSlot({ jobId, jobMasterToken: older, allocationId: "alloc-0" }, { signal }), { code: Code.Aborted, reason: "jobplane/STALE_FENCING_TOKEN" }],
+      ["FreeSlots under an older JobMaster token", (te) => te.freeSlots({ jobId, jobMasterToken: older, allocationIds: ["alloc-0"] }, { signal }), { code: Code.Aborted, reason: "jobplane/STALE_FENCING_TOKEN" }],
+      [
+        "Heartbeat from a JobMaster under an older token",
+        (te) => te.heartbeat({ sender: { case: "jobMaster", value: { jobId, token: older } } }, { signal }),
+        { code: Code.Aborted, reason: "jobplane/STALE_FENCING_TOKEN" },
+      ],
+      [
+        "SubmitTask under the current token, to an allocation not held",
+        (te) => te.submitTask({ jobId, jobMasterToken: jm, allocationId: "alloc-unknown", attempt, invokable: "greet", heartbeatTimeout: durationFromMs(5000) }, { signal }),
+        { code: Code.FailedPrecondition, reason: "jobplane/SLOT_NOT_ALLOCATED" },
+      ],
+      [
+        "SubmitTask without a token",
+        (te) => te.submitTask({ jobId, allocationId: "alloc-0", attempt, invokable: "greet" }, { signal }),
+        { code: Code.InvalidArgument, reason: "jobplane/INVALID_ARGUMENT", violations: ["job_master_token"] },
+      ],
+      ["CancelTask under a newer token: adopted", (te) => te.cancelTask({ jobId, jobMasterToken: newer, attempt }, { signal }), { code: "ok" }],
+      [
+        "SubmitTask under the formerly current token, now older",
+        (te) => te.submitTask({ jobId, jobMasterToken: jm, allocationId: "alloc-0", attempt, invokable: "greet", heartbeatTimeout: durationFromMs(5000) }, { signal }),
+        { code: Code.Aborted, reason: "jobplane/STALE_FENCING_TOKEN", stale: { election: "job/" + jobId, epoch: "101", sessionId: "jm-new" } },
+      ],
+    ];
+    for (const [name, call, want] of cases) {
+      const go = await answer(() => call(clients["go"]));
+      const node = await answer(() => call(clients["node"]));
+      assert.deepEqual(node, go, `${name}: the node Worker answered differently from the reference TaskExecutor`);
+      for (const [k, v] of Object.entries(want)) {
+        assert.deepEqual(go[k as keyof Answer], v, `${name}: ${k}`);
+      }
+    }
+  });
+});
