@@ -79,3 +79,15 @@ func TestTalkingWithGRPC(t *testing.T) {
 	out := runReadme(t, "go run ./examples/grpcclient", cluster.URL)
 	wantAll(t, "examples/grpcclient", out, "1 TaskExecutors", "grpc-hello JOB_STATUS_FINISHED")
 }
+
+// The README's TypeScript snippet is sdk/ts's, which its tests run.
+func TestTalkingWithTypeScript(t *testing.T) {
+	shown := markedBlock(t, "talk:ts")
+	ts, err := os.ReadFile("../sdk/ts/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(ts), "```ts\n"+shown+"```") {
+		t.Fatalf("README's TypeScript snippet is not one of sdk/ts/README.md's:\n%s", shown)
+	}
+}
