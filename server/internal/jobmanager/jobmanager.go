@@ -23,9 +23,11 @@ import (
 	"github.com/jobplane/jobplane/sdk/jobgraph"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/dispatcher"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
 	"github.com/jobplane/jobplane/server/internal/resourcemanager"
 	"github.com/jobplane/jobplane/server/internal/runner"
+	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
 // Config configures a JobManager.
@@ -195,7 +197,7 @@ func New(cfg Config) (*JobManager, error) {
 		TaskExecutors: jm.rm.TaskExecutors,
 		// GetTaskOutput: the ResourceManager's registry says where a
 		// TaskExecutor is.
-		TaskExecutorAddress: jm.rm.TaskExecutorAddress, HTTPClient: cfg.HTTPClient, OutputRetention: cfg.OutputRetention,
+		TaskExecutorAddress: jm.rm.TaskExecutorAddress, HTTPClient: cfg.HTTPClient, ClientOptions: endpoint.ClientOptions(), OutputRetention: cfg.OutputRetention,
 		DetailsRetention: cfg.DetailsRetention, DetailsSubtasks: cfg.DetailsSubtasks,
 		Overview: func() (int, int, int) {
 			o := jm.rm.Overview()
@@ -272,6 +274,12 @@ func (jm *JobManager) Run(ctx context.Context) error {
 	rctx, stopRouter := context.WithCancel(ctx)
 	go func() { routed <- jm.router.Run(rctx) }()
 	defer func() { stopRouter(); <-routed }()
+	// The TaskExecutor and slot gauges read the ResourceManager's counters
+	// when the metrics are collected.
+	defer telemetry.ObserveCluster(func() telemetry.Cluster {
+		o := jm.rm.Overview()
+		return telemetry.Cluster{TaskExecutors: o.TaskExecutors, Slots: o.SlotsTotal, FreeSlots: o.SlotsAvailable}
+	})()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		sess, err := jm.cfg.Store.OpenSession(ctx, hastore.SessionConfig{TTL: jm.cfg.SessionTTL})
@@ -307,6 +315,7 @@ func (jm *JobManager) lead(ctx context.Context, sess hastore.Session) {
 			return
 		}
 		jm.log.Info("leadership granted", "token", l.Token(), "address", jm.cfg.Address)
+		telemetry.LeaderChanged(ctx, true)
 		lctx := l.Context()
 		done := make(chan struct{}, 2)
 		go func() { _ = jm.rm.Lead(lctx, l); done <- struct{}{} }()
@@ -329,6 +338,7 @@ func (jm *JobManager) lead(ctx context.Context, sess hastore.Session) {
 		<-done
 		<-done
 		jm.log.Info("leadership ended", "token", l.Token(), "cause", context.Cause(lctx))
+		telemetry.LeaderChanged(ctx, false)
 		select {
 		case <-sess.Done():
 			return
