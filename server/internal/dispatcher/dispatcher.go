@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
 	"github.com/jobplane/jobplane/server/internal/runner"
+	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
 // JobRunner runs one job; runner.Runner is the implementation.
@@ -607,6 +609,7 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 	close(j.done)
 	d.mu.Unlock()
 	d.log.Info("job terminated", "job", j.id, "status", result.GetStatus())
+	telemetry.JobEnded(ld.ctx, strings.TrimPrefix(result.GetStatus().String(), "JOB_STATUS_"))
 	if !cleaned {
 		d.cleanup(ld.ctx, f, j.id)
 	}

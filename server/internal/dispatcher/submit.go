@@ -14,6 +14,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/planid"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
+	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
 // SubmitOutcome is the outcome of a submission.
@@ -41,6 +42,7 @@ func (e *ExistsError) Error() string {
 // Submit accepts a job: validated (a *jobgraph.Error if invalid),
 // idempotent on its id, persisted before anything else happens for it.
 func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1.JobGraph) (SubmitOutcome, error) {
+	start := time.Now()
 	prepared, err := jobgraph.Prepare(graph, d.cfg.ParallelismOverrides, d.cfg.Limits)
 	if err != nil {
 		return SubmitOutcome{}, err
@@ -81,7 +83,11 @@ func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1
 		j := newJob(plan)
 		ld.jobs[jobID] = j
 		d.mu.Unlock()
-		return d.persistAndStart(ld, j, plan)
+		out, err := d.persistAndStart(ld, j, plan)
+		if err == nil && out.Created {
+			telemetry.JobSubmitted(ctx, time.Since(start))
+		}
+		return out, err
 	}
 }
 
