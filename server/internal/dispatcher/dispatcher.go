@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -180,6 +181,9 @@ type job struct {
 
 	heartbeatTimeout time.Duration
 	heartbeat        *time.Timer
+	// trace is the span context of the job's submission, if it was
+	// submitted to this leader: its runner's spans are its children.
+	trace trace.SpanContext
 
 	// indexed and indexedStatus belong to the leadership's jobIndex: whether
 	// the job is in it, and under which status.
@@ -510,7 +514,11 @@ func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *hastorev1.Executi
 		ld.recordLocked(j, s)
 	}
 	ld.wg.Add(1)
-	r.Start(ld.ctx, func(res jobmaster.Result, err error) {
+	rctx := ld.ctx
+	if j.trace.IsValid() {
+		rctx = trace.ContextWithSpanContext(rctx, j.trace)
+	}
+	r.Start(rctx, func(res jobmaster.Result, err error) {
 		defer ld.wg.Done()
 		if errors.Is(err, runner.ErrJobMasterInit) {
 			// As Flink does: a job that cannot be recovered here is left

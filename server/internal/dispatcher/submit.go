@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
@@ -14,6 +17,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/planid"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
+	"github.com/jobplane/jobplane/server/internal/jobtrace"
 	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
@@ -43,10 +47,14 @@ func (e *ExistsError) Error() string {
 // idempotent on its id, persisted before anything else happens for it.
 func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1.JobGraph) (SubmitOutcome, error) {
 	start := time.Now()
+	_, span := jobtrace.Start(ctx, trace.SpanContext{}, "jobplane.validate", trace.WithAttributes(attribute.String("jobplane.job_id", jobID)))
 	prepared, err := jobgraph.Prepare(graph, d.cfg.ParallelismOverrides, d.cfg.Limits)
 	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		span.End()
 		return SubmitOutcome{}, err
 	}
+	span.End()
 	digest := planid.Digest(graph)
 	for {
 		ld, err := d.current(ctx)
@@ -81,6 +89,9 @@ func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1
 		}
 		plan := &hastorev1.ExecutionPlan{JobId: jobID, JobGraph: prepared, Digest: digest, SubmitTime: timestamppb.Now()}
 		j := newJob(plan)
+		// The job's later spans (its runner's, its JobMasters') are the
+		// submission's children.
+		j.trace = trace.SpanContextFromContext(ctx)
 		ld.jobs[jobID] = j
 		d.mu.Unlock()
 		out, err := d.persistAndStart(ld, j, plan)
@@ -99,7 +110,12 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 	ctx, cancel := context.WithTimeout(ld.ctx, d.cfg.PersistTimeout)
 	defer cancel()
 	f := ld.l.Fence()
+	ctx, span := jobtrace.Start(ctx, j.trace, "jobplane.persist", trace.WithAttributes(attribute.String("jobplane.job_id", j.id)))
 	granted, err := d.cfg.PutPlan(ctx, f, plan)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 	if err != nil && !errors.Is(err, hastore.ErrStaleToken) && !errors.Is(err, hastore.ErrInvalidArgument) && !errors.Is(err, hastore.ErrResultExists) {
 		// The put may have been applied although it failed here, or an
 		// earlier attempt's may have been (ErrPlanExists): settle what the
@@ -147,8 +163,10 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 		go d.settleLater(ld, plan)
 		return SubmitOutcome{}, fmt.Errorf("%w: %v", ErrPersistFailed, err)
 	}
+	_, span = jobtrace.Start(ld.ctx, j.trace, "jobplane.runner.start", trace.WithAttributes(attribute.String("jobplane.job_id", j.id)))
 	d.mu.Lock()
 	err = d.startLocked(ld, j, plan, false, false, granted)
+	span.End()
 	if err != nil {
 		ld.forgetLocked(j)
 		close(j.persisting)

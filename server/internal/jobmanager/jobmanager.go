@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
@@ -253,12 +254,13 @@ func (jm *JobManager) newRunner(plan *hastorev1.ExecutionPlan, recovered bool, g
 	return runner.New(runner.Config{
 		JobID: plan.GetJobId(), Session: jm.currentSession(), Store: jm.cfg.Store, Address: jm.cfg.Address, Router: jm.router, Logger: jm.log,
 		Recovered: recovered, Granted: granted,
-		NewJobMaster: func(l *hastore.Leadership) (*jobmaster.JobMaster, error) {
+		NewJobMaster: func(ctx context.Context, l *hastore.Leadership) (*jobmaster.JobMaster, error) {
 			return jobmaster.New(jobmaster.Config{
 				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: l.Token(), Valid: l.Valid, Address: jm.cfg.Address, Router: jm.router,
 				ResourceManager: jm.rmClient, SubmitTime: plan.GetSubmitTime().AsTime(),
 				HeartbeatInterval: jm.cfg.HeartbeatInterval, HeartbeatTimeout: jm.cfg.HeartbeatTimeout,
 				SlotTimeout: jm.cfg.SlotTimeout, Clock: jm.cfg.Clock, OnStatus: onStatus, Logger: jm.log,
+				Trace: trace.SpanContextFromContext(ctx),
 			})
 		},
 	})
