@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -123,15 +125,26 @@ func (r *otlpReceiver) waitSpans(t *testing.T, done func([]exportedSpan) bool) [
 }
 
 // startTracedJobplane starts `jobplane args...` exporting its spans to the
-// receiver, flushing them every 50ms.
-func startTracedJobplane(t *testing.T, r *otlpReceiver, args ...string) *process {
+// receiver, flushing them every 50ms; its logs go to the file logPath.
+func startTracedJobplane(t *testing.T, r *otlpReceiver, logPath string, args ...string) *process {
 	t.Helper()
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close() // the child holds its own descriptor
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), runMainEnv+"=1",
+	// The test's own OTEL_* variables, if any, are not the child's.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "OTEL_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, runMainEnv+"=1",
 		"OTEL_EXPORTER_OTLP_ENDPOINT="+r.url, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
-		"OTEL_BSP_SCHEDULE_DELAY=50", "OTEL_METRICS_EXPORTER=none", "OTEL_SERVICE_NAME=", "OTEL_TRACES_SAMPLER=")
+		"OTEL_BSP_SCHEDULE_DELAY=50", "OTEL_METRICS_EXPORTER=none")
 	p := &process{cmd: cmd, stderr: new(bytes.Buffer), done: make(chan error, 1)}
-	cmd.Stderr = p.stderr
+	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start jobplane: %v", err)
 	}
@@ -140,7 +153,8 @@ func startTracedJobplane(t *testing.T, r *otlpReceiver, args ...string) *process
 		_ = cmd.Process.Kill()
 		<-p.done
 		if t.Failed() {
-			t.Logf("jobplane %s stderr:\n%s", args[0], p.stderr)
+			out, _ := os.ReadFile(logPath)
+			t.Logf("jobplane %s stderr:\n%s", args[0], out)
 		}
 	})
 	return p
@@ -153,10 +167,11 @@ func TestSubmissionTraceAcrossProcesses(t *testing.T) {
 	recv := newOTLPReceiver(t)
 	dir := t.TempDir()
 	jmAddr := filepath.Join(dir, "jm.addr")
-	jm := startTracedJobplane(t, recv, "jobmanager", "--listen", "127.0.0.1:0", "--listen-addr-file", jmAddr, "--data-dir", filepath.Join(dir, "jm"))
+	jmLog := filepath.Join(dir, "jm.log")
+	jm := startTracedJobplane(t, recv, jmLog, "jobmanager", "--log-format", "json", "--listen", "127.0.0.1:0", "--listen-addr-file", jmAddr, "--data-dir", filepath.Join(dir, "jm"))
 	base := "http://" + waitForFile(t, jm, jmAddr)
 	teAddr := filepath.Join(dir, "te.addr")
-	te := startTracedJobplane(t, recv, "taskexecutor", "--hastore", base, "--listen", "127.0.0.1:0", "--listen-addr-file", teAddr, "--slots", "1")
+	te := startTracedJobplane(t, recv, filepath.Join(dir, "te.log"), "taskexecutor", "--hastore", base, "--listen", "127.0.0.1:0", "--listen-addr-file", teAddr, "--slots", "1")
 	waitForFile(t, te, teAddr)
 
 	tr := &http.Transport{}
@@ -247,6 +262,36 @@ func TestSubmissionTraceAcrossProcesses(t *testing.T) {
 	}
 	if got := named["jobplane.task"].attr("jobplane.state"); got != "FINISHED" {
 		t.Errorf("task span state %q, want FINISHED", got)
+	}
+	// Logs: the Dispatcher's line for the submission carries the job and
+	// its trace; the JobMaster's lines the job, its token and the trace.
+	traceID := hex.EncodeToString(named[submit].GetTraceId())
+	logs, err := os.ReadFile(jmLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var submitted, jobMaster bool
+	for _, line := range bytes.Split(logs, []byte("\n")) {
+		var rec map[string]any
+		if json.Unmarshal(line, &rec) != nil || rec["job"] != "traced" {
+			continue
+		}
+		switch {
+		case rec["msg"] == "job submitted":
+			submitted = true
+			if rec["trace_id"] != traceID || rec["span_id"] != hex.EncodeToString(named[submit].GetSpanId()) {
+				t.Errorf("the submission's log line %s; want trace_id %s and SubmitJob's span_id", line, traceID)
+			}
+		case rec["token"] != nil:
+			jobMaster = true
+			tok, _ := rec["token"].(map[string]any)
+			if epoch, _ := tok["Epoch"].(float64); rec["trace_id"] != traceID || epoch < 1 {
+				t.Errorf("a JobMaster's log line %s; want its token with its epoch, and trace_id %s", line, traceID)
+			}
+		}
+	}
+	if !submitted || !jobMaster {
+		t.Errorf("log lines of the job: submission %v, JobMaster %v; want both:\n%s", submitted, jobMaster, logs)
 	}
 	if t.Failed() {
 		for _, s := range byID {

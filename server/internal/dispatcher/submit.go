@@ -146,7 +146,7 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 			// The store no longer takes this leadership's writes: give it
 			// up, so that the process campaigns again under a new token
 			// rather than writing on with this one.
-			d.log.Warn("the HA store refused a plan as stale; stepping down", "job", j.id)
+			d.log.WarnContext(ctx, "the HA store refused a plan as stale; stepping down", "job", j.id)
 			go d.stepDown(ld)
 			return SubmitOutcome{}, ErrNotLeading
 		case errors.Is(err, hastore.ErrInvalidArgument):
@@ -157,7 +157,7 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 		case errors.As(err, new(*ExistsError)):
 			return SubmitOutcome{}, err
 		}
-		d.log.Warn("persisting a plan failed", "job", j.id, "err", err)
+		d.log.WarnContext(ctx, "persisting a plan failed", "job", j.id, "err", err)
 		// A write whose answer was lost may still be applied after the
 		// store showed no plan: look again for a while.
 		go d.settleLater(ld, plan)
@@ -186,7 +186,8 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 		}
 		return SubmitOutcome{}, err
 	}
-	d.log.Info("job submitted", "job", j.id, "name", j.name)
+	// Logged under the submission's span: the line carries its trace.
+	d.log.InfoContext(trace.ContextWithSpanContext(ctx, j.trace), "job submitted", "job", j.id, "name", j.name)
 	return SubmitOutcome{Created: true, Status: jobstatus.Initializing}, nil
 }
 

@@ -77,6 +77,15 @@ type Config struct {
 	Trace trace.SpanContext
 }
 
+// logger is the JobMaster's logger: its lines name the job, the token
+// (session@epoch) and, if the job's submission was traced, the trace.
+func logger(cfg Config) *slog.Logger {
+	if cfg.Trace.IsValid() {
+		return cfg.Logger.With("job", cfg.JobID, "token", cfg.Token, "trace_id", cfg.Trace.TraceID().String())
+	}
+	return cfg.Logger.With("job", cfg.JobID, "token", cfg.Token)
+}
+
 // Result is how a JobMaster ended.
 type Result struct {
 	// Status is FINISHED, FAILED or CANCELED, or SUSPENDED when the
@@ -233,7 +242,7 @@ func New(cfg Config) (*JobMaster, error) {
 		rpcCtx:     rpcCtx,
 		stopRPCs:   stopRPCs,
 		cfg:        cfg,
-		log:        cfg.Logger.With("job", cfg.JobID, "token", cfg.Token),
+		log:        logger(cfg),
 		clock:      cfg.Clock,
 		done:       make(chan struct{}),
 		status:     jobplanev1.JobStatus_JOB_STATUS_CREATED,

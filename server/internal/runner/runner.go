@@ -260,7 +260,7 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, en
 	jm, err := r.cfg.NewJobMaster(cctx, l)
 	span.End()
 	if err != nil {
-		r.log.Error("creating the JobMaster failed", "err", err)
+		r.log.ErrorContext(cctx, "creating the JobMaster failed", "token", l.Token(), "err", err)
 		failure := &jobplanev1.FailureInfo{Message: "JobMaster initialization failed: " + err.Error(), Time: timestamppb.Now()}
 		endTerm(jobmaster.Result{Status: jobstatus.Failed, Failure: failure, Exceptions: []*jobplanev1.FailureInfo{failure}}, true, err)
 		return
