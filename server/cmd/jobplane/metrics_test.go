@@ -122,6 +122,14 @@ func TestStandaloneServesMetricsAfterJobsRan(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want in [%v, %v]", c.series, got, ok, c.min, c.max)
 		}
 	}
+	// Calls are measured by procedure, not by peer: no series per
+	// TaskExecutor address.
+	for s := range m {
+		if strings.Contains(s, "server_port=") || strings.Contains(s, "server_address=") {
+			t.Errorf("a series names its peer: %s", s)
+			break
+		}
+	}
 	if t.Failed() {
 		for s, v := range m {
 			if strings.HasPrefix(s, "jobplane_") || strings.HasPrefix(s, "rpc_server_call_duration_seconds_count") {

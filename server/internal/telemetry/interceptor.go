@@ -7,6 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 	"connectrpc.com/otelconnect"
+	"go.opentelemetry.io/otel/attribute"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/internal/apierror"
@@ -26,6 +27,13 @@ func traced(_ context.Context, spec connect.Spec) bool {
 	return true
 }
 
+// keepAttribute keeps every attribute but those naming the peer of a
+// client call: a JobManager calls every TaskExecutor, and a series per
+// TaskExecutor and method would grow /metrics with the cluster.
+func keepAttribute(_ connect.Spec, kv attribute.KeyValue) bool {
+	return kv.Key != "server.address" && kv.Key != "server.port"
+}
+
 var (
 	rpcMu  sync.Mutex
 	rpc    *otelconnect.Interceptor
@@ -36,13 +44,15 @@ var (
 // that traces and measures every call (otelconnect, with the
 // OpenTelemetry globals as Setup installs them) except heartbeats: client
 // calls carry their trace context, and handlers continue the caller's
-// trace. It is built once per Setup and shared.
+// trace. Calls are measured by procedure and status, not by peer. It is
+// built once per Setup and shared.
 func RPC() connect.Interceptor {
 	rpcMu.Lock()
 	defer rpcMu.Unlock()
 	in := current.Load()
 	if rpc == nil || rpcFor != in {
-		i, err := otelconnect.NewInterceptor(otelconnect.WithTrustRemote(), otelconnect.WithFilter(traced))
+		i, err := otelconnect.NewInterceptor(otelconnect.WithTrustRemote(), otelconnect.WithFilter(traced),
+			otelconnect.WithAttributeFilter(keepAttribute))
 		if err != nil {
 			// Only invalid options fail, and these are fixed.
 			panic("telemetry: otelconnect: " + err.Error())
