@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
@@ -69,5 +71,43 @@ func TestRPCTracesCallsButNotHeartbeats(t *testing.T) {
 	}
 	if server.Parent().SpanID() != client.SpanContext().SpanID() || server.SpanContext().TraceID() != client.SpanContext().TraceID() {
 		t.Errorf("the server span's parent is %v, want the client span %v", server.Parent(), client.SpanContext())
+	}
+}
+
+// Handlers' refusals for a stale fencing token are counted by service,
+// except the HA store's (its store counts them); other errors are not.
+func TestFencingCountsStaleTokenRefusals(t *testing.T) {
+	tel := setup(t)
+	refuse := func(err error) func(context.Context, *connect.Request[emptypb.Empty]) (*connect.Response[emptypb.Empty], error) {
+		return func(context.Context, *connect.Request[emptypb.Empty]) (*connect.Response[emptypb.Empty], error) {
+			return nil, err
+		}
+	}
+	stale := apierror.StaleToken("job/j", "s", 7)
+	mux := http.NewServeMux()
+	for proc, err := range map[string]error{
+		"/jobplane.cluster.v1.TaskExecutorService/SubmitTask":  stale,
+		"/jobplane.hastore.v1.HAStoreService/PutExecutionPlan": stale,
+		"/jobplane.cluster.v1.JobMasterService/OfferSlots":     connect.NewError(connect.CodeInternal, nil),
+	} {
+		mux.Handle(proc, connect.NewUnaryHandler(proc, refuse(err), connect.WithInterceptors(telemetry.Fencing())))
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, proc := range []string{
+		"/jobplane.cluster.v1.TaskExecutorService/SubmitTask", "/jobplane.cluster.v1.TaskExecutorService/SubmitTask",
+		"/jobplane.hastore.v1.HAStoreService/PutExecutionPlan", "/jobplane.cluster.v1.JobMasterService/OfferSlots",
+	} {
+		c := connect.NewClient[emptypb.Empty, emptypb.Empty](srv.Client(), srv.URL+proc)
+		if _, err := c.CallUnary(context.Background(), connect.NewRequest(&emptypb.Empty{})); err == nil {
+			t.Fatalf("%s: no error", proc)
+		}
+	}
+	got := scrape(t, tel)
+	if !strings.Contains(got, `jobplane_fencing_rejections_total{service="TaskExecutorService"} 2`) {
+		t.Errorf("want 2 TaskExecutorService refusals counted:\n%s", got)
+	}
+	if strings.Contains(got, `service="HAStoreService"`) || strings.Contains(got, `service="JobMasterService"`) {
+		t.Errorf("counted a refusal of the store's handler or another error:\n%s", got)
 	}
 }
