@@ -110,7 +110,8 @@ func TestStandaloneServesMetricsAfterJobsRan(t *testing.T) {
 		{"jobplane_submission_duration_seconds_count", 2, 2},
 		{"jobplane_submission_duration_seconds_sum", 1e-6, 30},
 		{"jobplane_job_restarts_total", 1, 1},
-		{`jobplane_leader_changes_total{change="gained"}`, 1, 1},
+		// Once, unless a loaded machine cost the process its lease.
+		{`jobplane_leader_changes_total{change="gained"}`, 1, 3},
 		{"jobplane_taskexecutors", 2, 2},
 		{`jobplane_slots{state="total"}`, 6, 6},
 		{`jobplane_slots{state="free"}`, 0, 6},
