@@ -172,7 +172,7 @@ func TestSubmissionTraceAcrossProcesses(t *testing.T) {
 	base := "http://" + waitForFile(t, jm, jmAddr)
 	teAddr := filepath.Join(dir, "te.addr")
 	te := startTracedJobplane(t, recv, filepath.Join(dir, "te.log"), "taskexecutor", "--hastore", base, "--listen", "127.0.0.1:0", "--listen-addr-file", teAddr, "--slots", "1")
-	waitForFile(t, te, teAddr)
+	teBase := "http://" + waitForFile(t, te, teAddr)
 
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
@@ -263,6 +263,18 @@ func TestSubmissionTraceAcrossProcesses(t *testing.T) {
 	if got := named["jobplane.task"].attr("jobplane.state"); got != "FINISHED" {
 		t.Errorf("task span state %q, want FINISHED", got)
 	}
+	// The taskexecutor process serves its metrics on its port too: its
+	// calls to the JobMaster among them.
+	var offered bool
+	for series, n := range scrapeMetrics(t, &http.Client{Transport: tr}, teBase) {
+		if strings.HasPrefix(series, "rpc_client_call_duration_seconds_count{") && strings.Contains(series, `rpc_method="jobplane.cluster.v1.JobMasterService/OfferSlots"`) && n >= 1 {
+			offered = true
+		}
+	}
+	if !offered {
+		t.Error("the taskexecutor's /metrics shows no OfferSlots call")
+	}
+
 	// Logs: the Dispatcher's line for the submission carries the job and
 	// its trace; the JobMaster's lines the job, its token and the trace.
 	traceID := hex.EncodeToString(named[submit].GetTraceId())
