@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel"
+
 	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
@@ -18,6 +20,9 @@ type processTelemetry struct {
 // setupTelemetry sets up the process's metrics and traces under the
 // service name service (OTEL_SERVICE_NAME overrides it).
 func setupTelemetry(service string, log *slog.Logger) (processTelemetry, error) {
+	// Export failures (a collector down) go to the process log, not to
+	// OpenTelemetry's own logger on stderr.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("telemetry", "err", err) }))
 	t, err := telemetry.Setup(context.Background(), telemetry.Config{ServiceName: service})
 	if err != nil {
 		return processTelemetry{}, err

@@ -263,6 +263,16 @@ func TestSubmissionTraceAcrossProcesses(t *testing.T) {
 	if got := named["jobplane.task"].attr("jobplane.state"); got != "FINISHED" {
 		t.Errorf("task span state %q, want FINISHED", got)
 	}
+	// Liveness is never traced: no span of a heartbeat or a lease
+	// keep-alive, however long the processes ran.
+	recv.mu.Lock()
+	for _, s := range recv.spans {
+		if strings.HasSuffix(s.GetName(), "Heartbeat") || strings.HasSuffix(s.GetName(), "KeepAlive") {
+			t.Errorf("a liveness call was traced: %s from %s", s.GetName(), s.service)
+		}
+	}
+	recv.mu.Unlock()
+
 	// The taskexecutor process serves its metrics on its port too: its
 	// calls to the JobMaster among them.
 	var offered bool
