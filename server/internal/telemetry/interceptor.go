@@ -15,10 +15,14 @@ import (
 
 // untraced are the procedures that otelconnect leaves alone: liveness
 // calls, which run per pair of processes on a timer, so that tracing
-// costs nothing in steady state, whatever the exporter.
+// costs nothing in steady state, whatever the exporter; and gRPC health
+// and reflection (prefix "/grpc."), which load balancers and tools poll.
 var untraced = []string{"/Heartbeat", "/KeepAlive", "/ReportClientHeartbeat"}
 
 func traced(_ context.Context, spec connect.Spec) bool {
+	if strings.HasPrefix(spec.Procedure, "/grpc.") {
+		return false
+	}
 	for _, suffix := range untraced {
 		if strings.HasSuffix(spec.Procedure, suffix) {
 			return false

@@ -19,7 +19,7 @@ import (
 )
 
 // The RPC interceptor traces calls on both ends, the handler continuing
-// the caller's trace, and leaves heartbeats untraced.
+// the caller's trace, and leaves heartbeats and health checks untraced.
 func TestRPCTracesCallsButNotHeartbeats(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -31,7 +31,7 @@ func TestRPCTracesCallsButNotHeartbeats(t *testing.T) {
 		return connect.NewResponse(&emptypb.Empty{}), nil
 	}
 	mux := http.NewServeMux()
-	for _, proc := range []string{"/test.v1.TestService/Work", "/test.v1.TestService/Heartbeat"} {
+	for _, proc := range []string{"/test.v1.TestService/Work", "/test.v1.TestService/Heartbeat", "/grpc.health.v1.Health/Check"} {
 		mux.Handle(proc, connect.NewUnaryHandler(proc, ok, connect.WithInterceptors(telemetry.RPC())))
 	}
 	srv := httptest.NewServer(mux)
@@ -44,6 +44,7 @@ func TestRPCTracesCallsButNotHeartbeats(t *testing.T) {
 	}
 	for range 3 {
 		call("/test.v1.TestService/Heartbeat")
+		call("/grpc.health.v1.Health/Check")
 	}
 	call("/test.v1.TestService/Work")
 
@@ -52,7 +53,7 @@ func TestRPCTracesCallsButNotHeartbeats(t *testing.T) {
 		for _, s := range spans {
 			t.Logf("span %s", s.Name())
 		}
-		t.Fatalf("%d spans, want 2 (client and server of Work; none of Heartbeat)", len(spans))
+		t.Fatalf("%d spans, want 2 (client and server of Work; none of Heartbeat or Check)", len(spans))
 	}
 	var client, server sdktrace.ReadOnlySpan
 	for _, s := range spans {
