@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
 // Limits of one etcd request, as the committer assumes them.
@@ -137,6 +139,7 @@ func (c *committer) do(ctx context.Context, op clientv3.Op, claims ...string) (*
 	w.keys = append(writtenKeys(op, &w.alone, nil), claims...)
 	w.size = opSize(op)
 	w.depth = opDepth(op)
+	start := time.Now()
 
 	c.mu.Lock()
 	if c.closed {
@@ -166,6 +169,7 @@ func (c *committer) do(ctx context.Context, op clientv3.Op, claims ...string) (*
 			return nil, nil, ctx.Err()
 		}
 	}
+	telemetry.StoreWrite(ctx, time.Since(start))
 	switch {
 	case w.err == nil:
 		return w.resp, w.hdr, nil

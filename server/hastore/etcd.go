@@ -16,6 +16,7 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
 // DefaultPrefix is the default key prefix of the etcd backend.
@@ -205,6 +206,7 @@ func (s *Etcd) fenced(ctx context.Context, f Fence, ops ...clientv3.Op) (*pb.Txn
 		return nil, unavailable(ctx, err)
 	}
 	if !resp.Succeeded {
+		telemetry.FencingRejected(ctx, "HAStore")
 		return nil, ErrStaleToken
 	}
 	return resp, nil

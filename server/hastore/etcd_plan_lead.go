@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
+	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
 var _ PlanCandidacy = (*etcdSession)(nil)
@@ -59,6 +60,7 @@ func (s *etcdSession) PutExecutionPlanAndLead(ctx context.Context, f Fence, plan
 		return nil, unavailable(ctx, err)
 	}
 	if !resp.GetSucceeded() {
+		telemetry.FencingRejected(ctx, "HAStore")
 		return nil, ErrStaleToken
 	}
 	created, err := planOutcome(resp.GetResponses()[0], plan)

@@ -123,6 +123,10 @@ type Config struct {
 	// Logger receives the logs of every component. Default:
 	// slog.Default().
 	Logger *slog.Logger
+	// Metrics, if set, is served as GET /metrics on Listen beside the RPC
+	// services: the jobplane server's metrics in the Prometheus format,
+	// as its process's telemetry setup serves them. Default: none (404).
+	Metrics http.Handler
 }
 
 // Validate reports whether the configuration can be used, before
@@ -252,6 +256,10 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	// The cluster's own store, served for TaskExecutors (and other
 	// processes) that reach it over the network.
 	c.ep.Mount(hastorev1connect.HAStoreServiceName, hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: c.store, Heartbeat: electionrpc.DefaultHeartbeat, Logger: c.log}).Path)
+
+	if cfg.Metrics != nil {
+		c.ep.Handle("GET /metrics", cfg.Metrics)
+	}
 
 	jm, err := jobmanager.New(cfg.jobManager(c.store, c.ep.URL(), c.ep, c.newClient()))
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"go.opentelemetry.io/otel/trace"
+
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
@@ -156,7 +158,7 @@ func jobFields(jobID string, token *jobplanev1.FencingToken) []apierror.Field {
 	return fs
 }
 
-func (h *handler) SubmitTask(_ context.Context, req *clusterv1.SubmitTaskRequest) (*clusterv1.SubmitTaskResponse, error) {
+func (h *handler) SubmitTask(ctx context.Context, req *clusterv1.SubmitTaskRequest) (*clusterv1.SubmitTaskResponse, error) {
 	te := h.te
 	fields := jobFields(req.GetJobId(), req.GetJobMasterToken())
 	fields = append(fields, taskFields("", req.GetAllocationId(), req.GetAttempt(), req.GetInvokable())...)
@@ -169,13 +171,13 @@ func (h *handler) SubmitTask(_ context.Context, req *clusterv1.SubmitTaskRequest
 	if err := te.followDeploymentLocked(req.GetJobId(), token, req.GetHeartbeatTimeout().AsDuration()); err != nil {
 		return nil, err
 	}
-	if err := te.deployLocked(req, token); err != nil {
+	if err := te.deployLocked(ctx, req, token); err != nil {
 		return nil, err
 	}
 	return &clusterv1.SubmitTaskResponse{}, nil
 }
 
-func (h *handler) SubmitTasks(_ context.Context, req *clusterv1.SubmitTasksRequest) (*clusterv1.SubmitTasksResponse, error) {
+func (h *handler) SubmitTasks(ctx context.Context, req *clusterv1.SubmitTasksRequest) (*clusterv1.SubmitTasksResponse, error) {
 	te := h.te
 	fields := jobFields(req.GetJobId(), req.GetJobMasterToken())
 	for i, d := range req.GetTasks() {
@@ -192,7 +194,7 @@ func (h *handler) SubmitTasks(_ context.Context, req *clusterv1.SubmitTasksReque
 		return nil, err
 	}
 	for i, d := range req.GetTasks() {
-		if err := te.deployLocked(submitTaskRequest(req.GetJobId(), req.GetJobMasterToken(), d), token); err != nil {
+		if err := te.deployLocked(ctx, submitTaskRequest(req.GetJobId(), req.GetJobMasterToken(), d), token); err != nil {
 			resp.Refused = append(resp.Refused, apierror.Item(i, err))
 		}
 	}
@@ -224,8 +226,9 @@ func (te *TaskExecutor) followLocked(jobID string, token election.Token) error {
 
 // deployLocked deploys one attempt as SubmitTask does, once its
 // JobMaster's token was admitted (followDeploymentLocked); te.mu must be
-// held and req validated.
-func (te *TaskExecutor) deployLocked(req *clusterv1.SubmitTaskRequest, token election.Token) error {
+// held and req validated. The attempt's span is a child of the span in
+// traced (the deployment's), if any.
+func (te *TaskExecutor) deployLocked(traced context.Context, req *clusterv1.SubmitTaskRequest, token election.Token) error {
 	var s *slot
 	for _, cand := range te.slots {
 		if cand.allocationID == req.GetAllocationId() && cand.jobID == req.GetJobId() {
@@ -262,6 +265,9 @@ func (te *TaskExecutor) deployLocked(req *clusterv1.SubmitTaskRequest, token ele
 			map[string]string{"invokable": req.GetInvokable()})
 	}
 	ctx, cancel := context.WithCancel(te.ctx)
+	if sc := trace.SpanContextFromContext(traced); sc.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, sc)
+	}
 	t := &task{req: req, token: token, cancel: cancel, state: jobplanev1.ExecutionState_EXECUTION_STATE_DEPLOYING, done: make(chan struct{})}
 	s.task = t
 	address := te.jobs[req.GetJobId()].address

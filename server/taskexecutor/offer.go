@@ -10,6 +10,7 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/election"
 	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/server/internal/jobtrace"
 )
 
 // Slot offers. A slot allocated to a job is offered to the job's JobMaster,
@@ -95,7 +96,8 @@ func (te *TaskExecutor) offer(ctx context.Context, key jobMasterKey, slots []off
 		}
 		if err == nil {
 			var resp *clusterv1.OfferSlotsResponse
-			resp, err = jm.OfferSlots(ctx, &clusterv1.OfferSlotsRequest{
+			cctx, call := connect.NewClientContext(ctx)
+			resp, err = jm.OfferSlots(cctx, &clusterv1.OfferSlotsRequest{
 				JobId: key.jobID, JobMasterToken: protoToken(key.token), TaskExecutorId: te.cfg.ID, Offers: offers, Address: te.cfg.Address,
 				DeploymentsInAnswer: true,
 			})
@@ -115,7 +117,7 @@ func (te *TaskExecutor) offer(ctx context.Context, key jobMasterKey, slots []off
 				for _, a := range resp.GetAccepted() {
 					accepted[a.GetAllocationId()] = true
 				}
-				te.deployAnswer(key, resp)
+				te.deployAnswer(jobtrace.Deployment(context.Background(), call.ResponseHeader()), key, resp)
 				break
 			}
 		}
@@ -159,7 +161,9 @@ func (te *TaskExecutor) offering(key jobMasterKey, sent time.Time) {
 // SubmitTasks call of the job's JobMaster under the offer's token would.
 // One that is refused here is not reported: the JobMaster, hearing no
 // state of it, sends it again with SubmitTasks, whose answer says why.
-func (te *TaskExecutor) deployAnswer(key jobMasterKey, resp *clusterv1.OfferSlotsResponse) {
+//
+// traced carries the deployments' trace, as the answer's headers gave it.
+func (te *TaskExecutor) deployAnswer(traced context.Context, key jobMasterKey, resp *clusterv1.OfferSlotsResponse) {
 	if len(resp.GetDeployments()) == 0 {
 		return
 	}
@@ -175,7 +179,7 @@ func (te *TaskExecutor) deployAnswer(key jobMasterKey, resp *clusterv1.OfferSlot
 			te.log.Debug("a deployment in an offer's answer is incomplete", "job", key.jobID, "fields", fields)
 			continue
 		}
-		if err := te.deployLocked(submitTaskRequest(key.jobID, token, d), key.token); err != nil {
+		if err := te.deployLocked(traced, submitTaskRequest(key.jobID, token, d), key.token); err != nil {
 			te.log.Debug("a deployment in an offer's answer refused", "job", key.jobID, "attempt", d.GetAttempt(), "err", err)
 		}
 	}

@@ -14,12 +14,16 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/election"
 	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/server/internal/jobtrace"
 )
 
 // Config configures a TaskExecutor.
@@ -409,6 +413,13 @@ func (te *TaskExecutor) releaseLocked(s *slot, cause string) {
 func (te *TaskExecutor) runTask(ctx context.Context, t *task, inv Invokable, address string) {
 	defer close(t.done)
 	req := t.req
+	a := req.GetAttempt()
+	ctx, span := jobtrace.Start(ctx, trace.SpanContext{}, "jobplane.task", trace.WithAttributes(
+		attribute.String("jobplane.job_id", req.GetJobId()), attribute.String("jobplane.vertex_id", a.GetVertexId()),
+		attribute.Int("jobplane.subtask_index", int(a.GetSubtaskIndex())), attribute.Int("jobplane.attempt", int(a.GetAttemptNumber())),
+		attribute.String("jobplane.invokable", req.GetInvokable()), attribute.String("jobplane.task_executor_id", te.cfg.ID),
+		attribute.Int64("jobplane.token_epoch", int64(t.token.Epoch))))
+	defer span.End()
 	te.report(t, address, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING, "")
 	te.attempts.record(te.cfg.ID, "start", t, 0)
 	outKey := outputKeyOf(req.GetJobId(), req.GetAttempt())
@@ -429,6 +440,10 @@ func (te *TaskExecutor) runTask(ctx context.Context, t *task, inv Invokable, add
 		state, msg = jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED, cause
 	case err != nil:
 		state, msg = jobplanev1.ExecutionState_EXECUTION_STATE_FAILED, err.Error()
+	}
+	span.SetAttributes(attribute.String("jobplane.state", strings.TrimPrefix(state.String(), "EXECUTION_STATE_")))
+	if state == jobplanev1.ExecutionState_EXECUTION_STATE_FAILED {
+		span.SetStatus(codes.Error, msg)
 	}
 	// Recorded before the slot can take another attempt.
 	te.attempts.record(te.cfg.ID, "stop", t, state)

@@ -29,5 +29,5 @@ func runHAStore(args []string, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
 		return exitUsage
 	}
-	return runServer(log, listen, store, debug, func(*group, *endpoint.Endpoint, hastore.Store) error { return nil })
+	return runServer(log, "jobplane-hastore", listen, store, debug, func(*group, *endpoint.Endpoint, hastore.Store) error { return nil })
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+
+	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
 // logFlags are the logging flags shared by every server subcommand.
@@ -19,7 +21,8 @@ func (l *logFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.format, "log-format", "text", "log format: text or json")
 }
 
-// logger builds the process logger writing to w.
+// logger builds the process logger writing to w; lines logged with a
+// traced context carry its trace_id and span_id (telemetry.LogHandler).
 func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(l.level)); err != nil {
@@ -28,9 +31,9 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level}
 	switch strings.ToLower(l.format) {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(telemetry.LogHandler(slog.NewTextHandler(w, opts))), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, opts))), nil
 	default:
 		return nil, fmt.Errorf("-log-format %q: want text or json", l.format)
 	}

@@ -172,13 +172,20 @@ func exitCode(log *slog.Logger, err error) int {
 // openServer), what add puts into the run group, the endpoint itself and
 // the debug listener if one is asked for, until a signal or a failure; it
 // returns the exit code.
-func runServer(log *slog.Logger, listen listenFlags, store storeFlags, debug debugFlags, add func(g *group, ep *endpoint.Endpoint, st hastore.Store) error) int {
+func runServer(log *slog.Logger, service string, listen listenFlags, store storeFlags, debug debugFlags, add func(g *group, ep *endpoint.Endpoint, st hastore.Store) error) int {
+	tel, err := setupTelemetry(service, log)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return exitError
+	}
+	defer tel.shutdown()
 	ep, st, err := openServer(listen, store, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return exitError
 	}
 	defer st.Close()
+	ep.Handle("GET /metrics", tel.MetricsHandler())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	g := newGroup(ctx)
@@ -285,13 +292,15 @@ func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, client *ht
 	return nil
 }
 
-// addTaskExecutor runs a TaskExecutor on an endpoint of its own; it
-// follows the ResourceManager's leader with leaders.
-func addTaskExecutor(g *group, listen listenFlags, leaders election.Observer, flags taskExecutorFlags, log *slog.Logger) error {
+// addTaskExecutor runs a TaskExecutor on an endpoint of its own, which
+// serves metrics too; it follows the ResourceManager's leader with
+// leaders.
+func addTaskExecutor(g *group, listen listenFlags, leaders election.Observer, flags taskExecutorFlags, metrics http.Handler, log *slog.Logger) error {
 	ep, err := endpoint.Listen(listen.cfg, log)
 	if err != nil {
 		return err
 	}
+	ep.Handle("GET /metrics", metrics)
 	te, err := taskexecutor.New(taskexecutor.Config{
 		Address: ep.URL(), Slots: flags.slots, Store: leaders, HTTPClient: listen.newClient(), ClientOptions: endpoint.ClientOptions(),
 		AllowExec: flags.allowExec, CancelGrace: flags.cancelGrace, AttemptLog: flags.attemptLog, Logger: log,

@@ -52,6 +52,12 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 	}
 	defer closeLog()
 
+	tel, err := setupTelemetry("jobplane-standalone", log)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return exitError
+	}
+	defer tel.shutdown()
 	cluster, err := standalone.New(context.Background(), standalone.Config{
 		Listen: listen.cfg.Listen, Advertise: listen.cfg.Advertise, AddrFile: listen.cfg.AddrFile, ShutdownTimeout: listen.cfg.ShutdownTimeout,
 		MaxRequestBytes: listen.cfg.MaxRequestBytes, MaxResponseBytes: listen.cfg.MaxResponseBytes,
@@ -60,7 +66,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 		SessionTTL: jm.sessionTTL, HeartbeatInterval: jm.heartbeatInterval, HeartbeatTimeout: jm.heartbeatTimeout,
 		MaxSubtasks: jm.maxSubtasks, ResultRetention: jm.resultRetention, SlotTimeout: jm.slotTimeout,
 		TaskExecutors: count, Slots: te.slots, AllowExec: te.allowExec, CancelGrace: te.cancelGrace, AttemptLog: te.attemptLog,
-		Logger: log,
+		Logger: log, Metrics: tel.MetricsHandler(),
 	})
 	if err != nil {
 		log.Error("cannot start", "err", err)

@@ -44,6 +44,12 @@ func runTaskExecutor(args []string, _, stderr io.Writer) int {
 		return exitError
 	}
 	defer closeLog()
+	tel, err := setupTelemetry("jobplane-taskexecutor", log)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return exitError
+	}
+	defer tel.shutdown()
 	leaders, err := newLeaderObserver(urls, listen.newClient(), log)
 	if err != nil {
 		log.Error("cannot start", "err", err)
@@ -57,7 +63,7 @@ func runTaskExecutor(args []string, _, stderr io.Writer) int {
 		log.Error("cannot start", "err", err)
 		return exitError
 	}
-	if err := addTaskExecutor(g, listen, leaders, te, log); err != nil {
+	if err := addTaskExecutor(g, listen, leaders, te, tel.MetricsHandler(), log); err != nil {
 		log.Error("cannot start", "err", err)
 		return exitError
 	}

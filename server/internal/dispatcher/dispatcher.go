@@ -15,10 +15,12 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -29,6 +31,7 @@ import (
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
 	"github.com/jobplane/jobplane/server/internal/runner"
+	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
 // JobRunner runs one job; runner.Runner is the implementation.
@@ -178,6 +181,9 @@ type job struct {
 
 	heartbeatTimeout time.Duration
 	heartbeat        *time.Timer
+	// trace is the span context of the job's submission, if it was
+	// submitted to this leader: its runner's spans are its children.
+	trace trace.SpanContext
 
 	// indexed and indexedStatus belong to the leadership's jobIndex: whether
 	// the job is in it, and under which status.
@@ -508,7 +514,11 @@ func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *hastorev1.Executi
 		ld.recordLocked(j, s)
 	}
 	ld.wg.Add(1)
-	r.Start(ld.ctx, func(res jobmaster.Result, err error) {
+	rctx := ld.ctx
+	if j.trace.IsValid() {
+		rctx = trace.ContextWithSpanContext(rctx, j.trace)
+	}
+	r.Start(rctx, func(res jobmaster.Result, err error) {
 		defer ld.wg.Done()
 		if errors.Is(err, runner.ErrJobMasterInit) {
 			// As Flink does: a job that cannot be recovered here is left
@@ -607,6 +617,7 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 	close(j.done)
 	d.mu.Unlock()
 	d.log.Info("job terminated", "job", j.id, "status", result.GetStatus())
+	telemetry.JobEnded(ld.ctx, strings.TrimPrefix(result.GetStatus().String(), "JOB_STATUS_"))
 	if !cleaned {
 		d.cleanup(ld.ctx, f, j.id)
 	}

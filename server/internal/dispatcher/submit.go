@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
@@ -14,6 +17,8 @@ import (
 	"github.com/jobplane/jobplane/sdk/planid"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
+	"github.com/jobplane/jobplane/server/internal/jobtrace"
+	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
 // SubmitOutcome is the outcome of a submission.
@@ -41,10 +46,15 @@ func (e *ExistsError) Error() string {
 // Submit accepts a job: validated (a *jobgraph.Error if invalid),
 // idempotent on its id, persisted before anything else happens for it.
 func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1.JobGraph) (SubmitOutcome, error) {
+	start := time.Now()
+	_, span := jobtrace.Start(ctx, trace.SpanContext{}, "jobplane.validate", trace.WithAttributes(attribute.String("jobplane.job_id", jobID)))
 	prepared, err := jobgraph.Prepare(graph, d.cfg.ParallelismOverrides, d.cfg.Limits)
 	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		span.End()
 		return SubmitOutcome{}, err
 	}
+	span.End()
 	digest := planid.Digest(graph)
 	for {
 		ld, err := d.current(ctx)
@@ -79,9 +89,16 @@ func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1
 		}
 		plan := &hastorev1.ExecutionPlan{JobId: jobID, JobGraph: prepared, Digest: digest, SubmitTime: timestamppb.Now()}
 		j := newJob(plan)
+		// The job's later spans (its runner's, its JobMasters') are the
+		// submission's children.
+		j.trace = trace.SpanContextFromContext(ctx)
 		ld.jobs[jobID] = j
 		d.mu.Unlock()
-		return d.persistAndStart(ld, j, plan)
+		out, err := d.persistAndStart(ld, j, plan)
+		if err == nil && out.Created {
+			telemetry.JobSubmitted(ctx, time.Since(start))
+		}
+		return out, err
 	}
 }
 
@@ -93,7 +110,12 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 	ctx, cancel := context.WithTimeout(ld.ctx, d.cfg.PersistTimeout)
 	defer cancel()
 	f := ld.l.Fence()
+	ctx, span := jobtrace.Start(ctx, j.trace, "jobplane.persist", trace.WithAttributes(attribute.String("jobplane.job_id", j.id)))
 	granted, err := d.cfg.PutPlan(ctx, f, plan)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 	if err != nil && !errors.Is(err, hastore.ErrStaleToken) && !errors.Is(err, hastore.ErrInvalidArgument) && !errors.Is(err, hastore.ErrResultExists) {
 		// The put may have been applied although it failed here, or an
 		// earlier attempt's may have been (ErrPlanExists): settle what the
@@ -124,7 +146,7 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 			// The store no longer takes this leadership's writes: give it
 			// up, so that the process campaigns again under a new token
 			// rather than writing on with this one.
-			d.log.Warn("the HA store refused a plan as stale; stepping down", "job", j.id)
+			d.log.WarnContext(ctx, "the HA store refused a plan as stale; stepping down", "job", j.id)
 			go d.stepDown(ld)
 			return SubmitOutcome{}, ErrNotLeading
 		case errors.Is(err, hastore.ErrInvalidArgument):
@@ -135,14 +157,16 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 		case errors.As(err, new(*ExistsError)):
 			return SubmitOutcome{}, err
 		}
-		d.log.Warn("persisting a plan failed", "job", j.id, "err", err)
+		d.log.WarnContext(ctx, "persisting a plan failed", "job", j.id, "err", err)
 		// A write whose answer was lost may still be applied after the
 		// store showed no plan: look again for a while.
 		go d.settleLater(ld, plan)
 		return SubmitOutcome{}, fmt.Errorf("%w: %v", ErrPersistFailed, err)
 	}
+	_, span = jobtrace.Start(ld.ctx, j.trace, "jobplane.runner.start", trace.WithAttributes(attribute.String("jobplane.job_id", j.id)))
 	d.mu.Lock()
 	err = d.startLocked(ld, j, plan, false, false, granted)
+	span.End()
 	if err != nil {
 		ld.forgetLocked(j)
 		close(j.persisting)
@@ -162,7 +186,8 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 		}
 		return SubmitOutcome{}, err
 	}
-	d.log.Info("job submitted", "job", j.id, "name", j.name)
+	// Logged under the submission's span: the line carries its trace.
+	d.log.InfoContext(trace.ContextWithSpanContext(ctx, j.trace), "job submitted", "job", j.id, "name", j.name)
 	return SubmitOutcome{Created: true, Status: jobstatus.Initializing}, nil
 }
 

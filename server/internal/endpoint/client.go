@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	"connectrpc.com/connect"
+
+	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
 // NewClient returns the HTTP client components use to call each other:
@@ -64,7 +66,8 @@ func ServerProtocols() *http.Protocols {
 
 // ClientOptions returns the connect options of every client that
 // components build to call each other, over NewClient: messages under
-// CompressMinBytes are never compressed.
+// CompressMinBytes are never compressed, and every call is traced and
+// measured (telemetry.RPC), carrying the caller's trace context.
 //
 // Requests are sent uncompressed, as connect does by default: between
 // components the CPU that gzip costs is dearer than the bytes it saves. The
@@ -72,5 +75,5 @@ func ServerProtocols() *http.Protocols {
 // compressed by the handler that sends them, above the same threshold (see
 // Endpoint.Mount); these clients accept gzip, as connect clients do.
 func ClientOptions() []connect.ClientOption {
-	return []connect.ClientOption{connect.WithCompressMinBytes(CompressMinBytes)}
+	return []connect.ClientOption{connect.WithCompressMinBytes(CompressMinBytes), connect.WithInterceptors(telemetry.RPC())}
 }

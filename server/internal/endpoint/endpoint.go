@@ -241,6 +241,18 @@ func (e *Endpoint) SetServing(service string, serving bool) {
 	e.health.SetStatus(service, status)
 }
 
+// Handle serves a plain HTTP handler, such as the metrics at
+// "GET /metrics", under pattern (an http.ServeMux pattern) beside the RPC
+// services. It panics if called after Run has started.
+func (e *Endpoint) Handle(pattern string, handler http.Handler) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.running {
+		panic("endpoint: Handle after Run")
+	}
+	e.mux.Handle(pattern, handler)
+}
+
 // Run serves until ctx is done, then shuts down gracefully: health turns
 // NOT_SERVING, the listener closes, and requests in flight get up to
 // Config.ShutdownTimeout to finish. It returns nil after a shutdown caused

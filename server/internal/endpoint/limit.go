@@ -9,6 +9,7 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
 // handlerOptions are the options every handler on the endpoint is built
@@ -19,12 +20,15 @@ import (
 // of sending it. Answers under CompressMinBytes go uncompressed, even to a
 // client that accepts gzip: connect would otherwise compress every one.
 // Every error a handler answers carries its ErrorInfo (apierror.Complete).
+// Every call is traced and measured (telemetry.RPC), continuing the
+// caller's trace, and refusals for a stale fencing token are counted
+// (telemetry.Fencing); both see the completed error.
 func (e *Endpoint) handlerOptions() []connect.HandlerOption {
 	return []connect.HandlerOption{
 		connect.WithReadMaxBytes(int(e.cfg.MaxRequestBytes)),
 		connect.WithSendMaxBytes(int(e.cfg.MaxResponseBytes)),
 		connect.WithCompressMinBytes(CompressMinBytes),
-		connect.WithInterceptors(apierror.Interceptor()),
+		connect.WithInterceptors(telemetry.RPC(), telemetry.Fencing(), apierror.Interceptor()),
 	}
 }
 

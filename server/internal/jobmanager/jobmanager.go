@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
@@ -23,9 +24,11 @@ import (
 	"github.com/jobplane/jobplane/sdk/jobgraph"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/dispatcher"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
 	"github.com/jobplane/jobplane/server/internal/resourcemanager"
 	"github.com/jobplane/jobplane/server/internal/runner"
+	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
 // Config configures a JobManager.
@@ -196,7 +199,7 @@ func New(cfg Config) (*JobManager, error) {
 		TaskExecutors: jm.rm.TaskExecutors,
 		// GetTaskOutput: the ResourceManager's registry says where a
 		// TaskExecutor is.
-		TaskExecutorAddress: jm.rm.TaskExecutorAddress, HTTPClient: cfg.HTTPClient, OutputRetention: cfg.OutputRetention,
+		TaskExecutorAddress: jm.rm.TaskExecutorAddress, HTTPClient: cfg.HTTPClient, ClientOptions: endpoint.ClientOptions(), OutputRetention: cfg.OutputRetention,
 		DetailsRetention: cfg.DetailsRetention, DetailsSubtasks: cfg.DetailsSubtasks,
 		Overview: func() (int, int, int) {
 			o := jm.rm.Overview()
@@ -306,12 +309,13 @@ func (jm *JobManager) newRunner(plan *hastorev1.ExecutionPlan, recovered bool, g
 	return runner.New(runner.Config{
 		JobID: plan.GetJobId(), Session: jm.currentSession(), Store: jm.cfg.Store, Address: jm.cfg.Address, Router: jm.router, Logger: jm.log,
 		Recovered: recovered, Granted: granted,
-		NewJobMaster: func(l *hastore.Leadership) (*jobmaster.JobMaster, error) {
+		NewJobMaster: func(ctx context.Context, l *hastore.Leadership) (*jobmaster.JobMaster, error) {
 			return jobmaster.New(jobmaster.Config{
 				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: l.Token(), Valid: l.Valid, Address: jm.cfg.Address, Router: jm.router,
 				ResourceManager: jm.rmClient, SubmitTime: plan.GetSubmitTime().AsTime(),
 				HeartbeatInterval: jm.cfg.HeartbeatInterval, HeartbeatTimeout: jm.cfg.HeartbeatTimeout,
 				SlotTimeout: jm.cfg.SlotTimeout, Clock: jm.cfg.Clock, OnStatus: onStatus, Logger: jm.log,
+				Trace: trace.SpanContextFromContext(ctx),
 			})
 		},
 	})
@@ -327,6 +331,12 @@ func (jm *JobManager) Run(ctx context.Context) error {
 	rctx, stopRouter := context.WithCancel(ctx)
 	go func() { routed <- jm.router.Run(rctx) }()
 	defer func() { stopRouter(); <-routed }()
+	// The TaskExecutor and slot gauges read the ResourceManager's counters
+	// when the metrics are collected.
+	defer telemetry.ObserveCluster(func() telemetry.Cluster {
+		o := jm.rm.Overview()
+		return telemetry.Cluster{TaskExecutors: o.TaskExecutors, Slots: o.SlotsTotal, FreeSlots: o.SlotsAvailable}
+	})()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		sess, err := jm.cfg.Store.OpenSession(ctx, hastore.SessionConfig{TTL: jm.cfg.SessionTTL})
@@ -363,6 +373,7 @@ func (jm *JobManager) lead(ctx context.Context, sess hastore.Session) {
 		}
 		jm.log.Info("leadership granted", "token", l.Token(), "address", jm.cfg.Address)
 		jm.setServing(true)
+		telemetry.LeaderChanged(ctx, true)
 		lctx := l.Context()
 		done := make(chan struct{}, 2)
 		go func() { _ = jm.rm.Lead(lctx, l); done <- struct{}{} }()
@@ -387,6 +398,7 @@ func (jm *JobManager) lead(ctx context.Context, sess hastore.Session) {
 		<-done
 		<-done
 		jm.log.Info("leadership ended", "token", l.Token(), "cause", context.Cause(lctx))
+		telemetry.LeaderChanged(ctx, false)
 		select {
 		case <-sess.Done():
 			return

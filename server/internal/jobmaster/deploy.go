@@ -8,12 +8,15 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
+	"github.com/jobplane/jobplane/server/internal/jobtrace"
 )
 
 // deploy assigns free slots to the released regions waiting for them and
@@ -156,6 +159,9 @@ func (jm *JobMaster) submit(evs []int32) {
 			}
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
+			ctx, span := jobtrace.Start(ctx, trace.SpanContext{}, "jobplane.deploy", trace.WithAttributes(
+				attribute.String("jobplane.job_id", jm.cfg.JobID), attribute.String("jobplane.task_executor_id", id), attribute.Int("jobplane.tasks", len(tasks))))
+			defer span.End()
 			errs := client.submitTasks(ctx, jm.cfg.JobID, token, durationpb.New(jm.cfg.HeartbeatTimeout), tasks)
 			jm.post(func() {
 				for i, ev := range evs {

@@ -10,6 +10,7 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
+	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
 // failover restarts a set of regions (a union of restart sets) once the
@@ -42,6 +43,7 @@ func (jm *JobMaster) attemptFailed(ev int32, msg, executor string) {
 		jm.setStatus(jobstatus.Failing)
 		jm.stopAll(jobstatus.Failed)
 	} else {
+		telemetry.JobRestarted(context.Background())
 		jm.failover(jm.graph.RestartSet(ev), delay)
 	}
 	jm.progress()

@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"slices"
 
+	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/server/internal/jobtrace"
 )
 
 // RegisterTaskExecutor implements JobMasterServiceHandler.
@@ -97,6 +101,17 @@ func (r *Router) OfferSlots(ctx context.Context, req *clusterv1.OfferSlotsReques
 	}
 	if refused != nil {
 		return nil, refused
+	}
+	if len(resp.GetDeployments()) > 0 {
+		// The deployments travel in the answer to the TaskExecutor's call:
+		// their trace, the job's, goes beside the call's own.
+		dctx, span := jobtrace.Start(context.Background(), jm.cfg.Trace, "jobplane.deploy", trace.WithAttributes(
+			attribute.String("jobplane.job_id", jm.cfg.JobID), attribute.String("jobplane.task_executor_id", req.GetTaskExecutorId()),
+			attribute.Int("jobplane.tasks", len(resp.GetDeployments())), attribute.Bool("jobplane.in_answer", true)))
+		if info, ok := connect.CallInfoForHandlerContext(ctx); ok {
+			jobtrace.SetDeployment(dctx, info.ResponseHeader())
+		}
+		span.End()
 	}
 	return resp, nil
 }

@@ -10,12 +10,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
+	"github.com/jobplane/jobplane/server/internal/jobtrace"
 	"github.com/jobplane/jobplane/server/internal/scheduler"
 )
 
@@ -65,6 +70,20 @@ type Config struct {
 	OnStatus func(*jobplanev1.JobSummary)
 	// Logger receives the JobMaster's logs. Default: slog.Default().
 	Logger *slog.Logger
+	// Trace, if valid, is the span context of the job's submission: the
+	// JobMaster's spans (slot declarations, deployments) are its
+	// children, and its calls carry that trace. Default: none (each span
+	// a root).
+	Trace trace.SpanContext
+}
+
+// logger is the JobMaster's logger: its lines name the job, the token
+// (session@epoch) and, if the job's submission was traced, the trace.
+func logger(cfg Config) *slog.Logger {
+	if cfg.Trace.IsValid() {
+		return cfg.Logger.With("job", cfg.JobID, "token", cfg.Token, "trace_id", cfg.Trace.TraceID().String())
+	}
+	return cfg.Logger.With("job", cfg.JobID, "token", cfg.Token)
 }
 
 // Result is how a JobMaster ended.
@@ -216,11 +235,14 @@ func New(cfg Config) (*JobMaster, error) {
 		return nil, fmt.Errorf("jobmaster: %w", err)
 	}
 	rpcCtx, stopRPCs := context.WithCancel(context.Background())
+	if cfg.Trace.IsValid() {
+		rpcCtx = trace.ContextWithSpanContext(rpcCtx, cfg.Trace)
+	}
 	jm := &JobMaster{
 		rpcCtx:     rpcCtx,
 		stopRPCs:   stopRPCs,
 		cfg:        cfg,
-		log:        cfg.Logger.With("job", cfg.JobID, "token", cfg.Token),
+		log:        logger(cfg),
 		clock:      cfg.Clock,
 		done:       make(chan struct{}),
 		status:     jobplanev1.JobStatus_JOB_STATUS_CREATED,
@@ -455,7 +477,13 @@ func (jm *JobMaster) declare() {
 	invokables := jm.invokables()
 	register := !jm.rmRegistered
 	jm.goRPC(func(ctx context.Context) {
+		ctx, span := jobtrace.Start(ctx, trace.SpanContext{}, "jobplane.slots.declare",
+			trace.WithAttributes(attribute.String("jobplane.job_id", jm.cfg.JobID), attribute.Int("jobplane.slots", needed)))
 		err := jm.connectResourceManager(ctx, register, needed, invokables)
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
 		if err != nil && ctx.Err() == nil {
 			jm.log.Debug("declaring to the ResourceManager failed; will retry", "err", err, "backoff", jm.declareBackoff)
 		}

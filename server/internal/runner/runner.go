@@ -13,12 +13,15 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
+	"github.com/jobplane/jobplane/server/internal/jobtrace"
 )
 
 // Config configures a Runner.
@@ -32,8 +35,10 @@ type Config struct {
 	Store hastore.Store
 	// Address is the base URL the JobMaster publishes. Required.
 	Address string
-	// NewJobMaster creates the JobMaster of one grant. Required.
-	NewJobMaster func(l *hastore.Leadership) (*jobmaster.JobMaster, error)
+	// NewJobMaster creates the JobMaster of one grant. Its ctx carries
+	// the span of the JobMaster's creation, whose trace is the job's
+	// submission's when Start's context carried one. Required.
+	NewJobMaster func(ctx context.Context, l *hastore.Leadership) (*jobmaster.JobMaster, error)
 	// Router routes JobMasterService calls to the current JobMaster.
 	// Required.
 	Router *jobmaster.Router
@@ -248,9 +253,14 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, en
 		return
 	}
 
-	jm, err := r.cfg.NewJobMaster(l)
+	// The submission's trace, if Start's context carries one, goes on in
+	// the JobMaster.
+	cctx, span := jobtrace.Start(context.WithoutCancel(lctx), trace.SpanContextFromContext(ctx), "jobplane.jobmaster.create",
+		trace.WithAttributes(attribute.String("jobplane.job_id", r.cfg.JobID), attribute.Int64("jobplane.token_epoch", int64(l.Token().Epoch))))
+	jm, err := r.cfg.NewJobMaster(cctx, l)
+	span.End()
 	if err != nil {
-		r.log.Error("creating the JobMaster failed", "err", err)
+		r.log.ErrorContext(cctx, "creating the JobMaster failed", "token", l.Token(), "err", err)
 		failure := &jobplanev1.FailureInfo{Message: "JobMaster initialization failed: " + err.Error(), Time: timestamppb.Now()}
 		endTerm(jobmaster.Result{Status: jobstatus.Failed, Failure: failure, Exceptions: []*jobplanev1.FailureInfo{failure}}, true, err)
 		return

@@ -1,0 +1,48 @@
+package examples_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobplane/jobplane/internal/standalonetest"
+)
+
+// The README's scrape of /metrics, run as written against a standalone
+// server after a job ran there.
+func TestReadmeMetricsScrape(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a server")
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("the README's step needs curl")
+	}
+	script := readmeBlock(t, "metrics")
+	cluster := standalonetest.Start(t, "--task-executors", "2", "--slots", "2")
+	cluster.WaitTaskExecutor(t, "noop")
+	cluster.Submit(t, "scraped", "noop", 1, nil)
+	if r := cluster.Result(t, "scraped"); !strings.HasSuffix(r.GetStatus().String(), "FINISHED") {
+		t.Fatalf("job ended %v", r.GetStatus())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	cmd.Env = append(os.Environ(), "JOBPLANE_SERVER="+cluster.URL)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the README's scrape failed: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"jobplane_jobs_submitted_total 1\n",
+		`jobplane_jobs_ended_total{status="FINISHED"} 1` + "\n",
+		"jobplane_taskexecutors 2\n",
+		`jobplane_slots{state="total"} 4` + "\n",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the scrape lacks %q:\n%s", want, out)
+		}
+	}
+}

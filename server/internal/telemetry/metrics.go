@@ -1,0 +1,196 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// meterName is the instrumentation scope of jobplane's own metrics.
+const meterName = "github.com/jobplane/jobplane/server"
+
+// latencyBuckets are the boundaries, in seconds, of the latency
+// histograms: from 100µs (a fenced etcd write on a fast disk) to 10s.
+var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// instruments are jobplane's metrics on one meter provider.
+type instruments struct {
+	provider       metric.MeterProvider
+	submitted      metric.Int64Counter
+	ended          metric.Int64Counter
+	submitDuration metric.Float64Histogram
+	leaderChanges  metric.Int64Counter
+	fencing        metric.Int64Counter
+	restarts       metric.Int64Counter
+	storeWrite     metric.Float64Histogram
+	registration   metric.Registration
+}
+
+// current holds the instruments of the installed provider; nil before
+// Setup and after Shutdown, when recording is a no-op.
+var current atomic.Pointer[instruments]
+
+// install makes mp the provider of the package's instruments.
+func install(mp metric.MeterProvider) error {
+	m := mp.Meter(meterName)
+	in := &instruments{provider: mp}
+	var errs [9]error
+	in.submitted, errs[0] = m.Int64Counter("jobplane.jobs.submitted",
+		metric.WithDescription("Jobs accepted as created by SubmitJob (repeated submissions of a job not counted)."))
+	in.ended, errs[1] = m.Int64Counter("jobplane.jobs.ended",
+		metric.WithDescription("Jobs that reached a globally terminal status, by status (FINISHED, FAILED, CANCELED)."))
+	in.submitDuration, errs[2] = m.Float64Histogram("jobplane.submission.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time the Dispatcher took to answer a SubmitJob that created a job: validation, persist, runner start."),
+		metric.WithExplicitBucketBoundaries(latencyBuckets...))
+	in.leaderChanges, errs[3] = m.Int64Counter("jobplane.leader.changes",
+		metric.WithDescription("Times this process gained or lost the JobManager leadership, by change (gained, lost)."))
+	in.fencing, errs[4] = m.Int64Counter("jobplane.fencing.rejections",
+		metric.WithDescription("Calls and store writes refused for a stale fencing token, by the service that refused them."))
+	in.restarts, errs[5] = m.Int64Counter("jobplane.job.restarts",
+		metric.WithDescription("Restarts of jobs (or their failed regions) that a JobMaster's restart strategy allowed."))
+	in.storeWrite, errs[6] = m.Float64Histogram("jobplane.hastore.write.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time a fenced HA-store write took, from queuing in the group commit to etcd's answer."),
+		metric.WithExplicitBucketBoundaries(latencyBuckets...))
+	executors, err := m.Int64ObservableGauge("jobplane.taskexecutors",
+		metric.WithDescription("TaskExecutors registered at this process's ResourceManager while it leads."))
+	errs[7] = err
+	slots, err := m.Int64ObservableGauge("jobplane.slots",
+		metric.WithDescription("Slots of the TaskExecutors registered at this process's ResourceManager, by state (total, free)."))
+	errs[8] = err
+	for _, err := range errs {
+		if err != nil {
+			return fmt.Errorf("telemetry: instruments: %w", err)
+		}
+	}
+	total := metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "total")))
+	free := metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "free")))
+	in.registration, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		var c Cluster
+		for _, s := range clusterSources.list() {
+			got := s()
+			c.TaskExecutors += got.TaskExecutors
+			c.Slots += got.Slots
+			c.FreeSlots += got.FreeSlots
+		}
+		o.ObserveInt64(executors, int64(c.TaskExecutors))
+		o.ObserveInt64(slots, int64(c.Slots), total)
+		o.ObserveInt64(slots, int64(c.FreeSlots), free)
+		return nil
+	}, executors, slots)
+	if err != nil {
+		return fmt.Errorf("telemetry: instruments: %w", err)
+	}
+	if old := current.Swap(in); old != nil {
+		_ = old.registration.Unregister()
+	}
+	return nil
+}
+
+// uninstall turns recording into a no-op if mp's instruments are the
+// current ones.
+func uninstall(mp metric.MeterProvider) {
+	in := current.Load()
+	if in != nil && in.provider == mp && current.CompareAndSwap(in, nil) {
+		_ = in.registration.Unregister()
+	}
+}
+
+// JobSubmitted counts a job that SubmitJob created, and the time the
+// submission took.
+func JobSubmitted(ctx context.Context, took time.Duration) {
+	if in := current.Load(); in != nil {
+		in.submitted.Add(ctx, 1)
+		in.submitDuration.Record(ctx, took.Seconds())
+	}
+}
+
+// JobEnded counts a job that reached the globally terminal status, such
+// as "FINISHED".
+func JobEnded(ctx context.Context, status string) {
+	if in := current.Load(); in != nil {
+		in.ended.Add(ctx, 1, metric.WithAttributes(attribute.String("status", status)))
+	}
+}
+
+// LeaderChanged counts this process gaining (gained true) or losing the
+// JobManager leadership.
+func LeaderChanged(ctx context.Context, gained bool) {
+	if in := current.Load(); in != nil {
+		change := "lost"
+		if gained {
+			change = "gained"
+		}
+		in.leaderChanges.Add(ctx, 1, metric.WithAttributes(attribute.String("change", change)))
+	}
+}
+
+// FencingRejected counts a call or store write that service (such as
+// "TaskExecutorService" or "HAStore") refused for a stale fencing token.
+func FencingRejected(ctx context.Context, service string) {
+	if in := current.Load(); in != nil {
+		in.fencing.Add(ctx, 1, metric.WithAttributes(attribute.String("service", service)))
+	}
+}
+
+// JobRestarted counts a restart of a job or of a failed region of it.
+func JobRestarted(ctx context.Context) {
+	if in := current.Load(); in != nil {
+		in.restarts.Add(ctx, 1)
+	}
+}
+
+// StoreWrite records the duration of one HA-store write.
+func StoreWrite(ctx context.Context, took time.Duration) {
+	if in := current.Load(); in != nil {
+		in.storeWrite.Record(ctx, took.Seconds())
+	}
+}
+
+// Cluster is what a ResourceManager reports of its TaskExecutors.
+type Cluster struct {
+	// TaskExecutors is the number of registered TaskExecutors.
+	TaskExecutors int
+	// Slots is the number of their slots, and FreeSlots of those free.
+	Slots, FreeSlots int
+}
+
+// sources are the functions read when the gauges are collected.
+type sources struct {
+	mu   sync.Mutex
+	next int
+	fns  map[int]func() Cluster
+}
+
+var clusterSources = &sources{fns: map[int]func() Cluster{}}
+
+func (s *sources) list() []func() Cluster {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]func() Cluster, 0, len(s.fns))
+	for _, fn := range s.fns {
+		out = append(out, fn)
+	}
+	return out
+}
+
+// ObserveCluster makes the TaskExecutor and slot gauges report what fn
+// returns (summed over every function registered), read only when the
+// metrics are collected; fn must be safe to call from any goroutine. The
+// returned function stops it. It may be called before Setup.
+func ObserveCluster(fn func() Cluster) (stop func()) {
+	clusterSources.mu.Lock()
+	defer clusterSources.mu.Unlock()
+	id := clusterSources.next
+	clusterSources.next++
+	clusterSources.fns[id] = fn
+	return func() {
+		clusterSources.mu.Lock()
+		delete(clusterSources.fns, id)
+		clusterSources.mu.Unlock()
+	}
+}
