@@ -3,10 +3,15 @@ package examples_test
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,5 +94,65 @@ func TestTalkingWithTypeScript(t *testing.T) {
 	}
 	if !strings.Contains(string(ts), "```ts\n"+shown+"```") {
 		t.Fatalf("README's TypeScript snippet is not one of sdk/ts/README.md's:\n%s", shown)
+	}
+}
+
+// The README's OTLP command, as written but for the collector's address
+// and the listener: the standalone server sends the submission's spans to
+// an OTLP/HTTP collector.
+func TestTalkingOTLP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a server process")
+	}
+	shown := strings.TrimSpace(markedBlock(t, "talk:otlp"))
+	m := regexp.MustCompile(`^(OTEL_EXPORTER_OTLP_ENDPOINT)=(\S+) bin/jobplane standalone(.*)$`).FindStringSubmatch(shown)
+	if m == nil {
+		t.Fatalf("the README's OTLP command changed: %q; update this test", shown)
+	}
+	// The collector: every span export's body, as received.
+	var (
+		mu     sync.Mutex
+		bodies [][]byte
+	)
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.URL.Path == "/v1/traces" {
+			mu.Lock()
+			bodies = append(bodies, body)
+			mu.Unlock()
+		}
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer collector.Close()
+	t.Setenv(m[1], collector.URL)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+	cluster, err := standalonetest.Launch(strings.Fields(m[3])...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Stop()
+	cluster.WaitTaskExecutor(t, "noop")
+	cluster.Submit(t, "traced", "noop", 1, nil)
+	if r := cluster.Result(t, "traced"); !strings.HasSuffix(r.GetStatus().String(), "FINISHED") {
+		t.Fatalf("job ended %v", r.GetStatus())
+	}
+	// The span names travel as plain bytes in the protobuf body.
+	want := []string{"jobplane.validate", "jobplane.persist", "jobplane.deploy", "jobplane.task"}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		mu.Lock()
+		all := bytes.Join(bodies, nil)
+		mu.Unlock()
+		var missing []string
+		for _, w := range want {
+			if !bytes.Contains(all, []byte(w)) {
+				missing = append(missing, w)
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the collector got no spans %v within a minute of the job's end\n%s", missing, cluster.Log())
+		}
 	}
 }
