@@ -103,20 +103,17 @@ var mutants = []Mutant{
 		Name: "idempotency/registered-after-persist",
 		Doc:  "A submission is entered in the job table only once its plan is persisted (a job 'exists once durable'), so concurrent identical submissions all persist and start, and more than one sees created=true with more than one runner (SubmitJob: concurrent identical submissions, exactly one created=true, one persist, one runner).",
 		File: "server/internal/dispatcher/submit.go",
-		Old: `		j := newJob(plan)
-		ld.jobs[jobID] = j
+		Old: `		ld.jobs[jobID] = j
 		d.mu.Unlock()
-		return d.persistAndStart(ld, j, plan)`,
-		New: `		j := newJob(plan)
-		d.mu.Unlock()
+		out, err := d.persistAndStart(ld, j, plan)`,
+		New: `		d.mu.Unlock()
 		out, err := d.persistAndStart(ld, j, plan)
 		if err == nil {
 			// A job exists once its plan is durable.
 			d.mu.Lock()
 			ld.jobs[jobID] = j
 			d.mu.Unlock()
-		}
-		return out, err`,
+		}`,
 	},
 	{
 		Name: "idempotency/readback-ignores-digest",
