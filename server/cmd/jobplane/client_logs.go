@@ -200,7 +200,7 @@ func (a *app) followOutput(ctx context.Context, client *sdk.Client, id string, r
 			// A new attempt: first the rest of the previous one, then the
 			// new one's from 0.
 			prev := current
-			_, _, _ = a.printOutput(ctx, client, id, r, &prev, offset)
+			a.printRest(ctx, client, id, r, prev, offset)
 			current, offset = resp.GetAttemptNumber(), 0
 			fmt.Fprintf(a.s.err, "[vertex %s, subtask %d: attempt %d]\n", r.vertex, r.subtask, current)
 			continue
@@ -224,6 +224,27 @@ func (a *app) followOutput(ctx context.Context, client *sdk.Client, id string, r
 		case <-tick.C:
 		}
 	}
+}
+
+// printRest prints the output of an ended attempt from offset on. The
+// server may not find the attempt for a moment (while its JobMaster hands
+// its placements over as the job ends): it asks a few times, and says so
+// if the rest stays out of reach.
+func (a *app) printRest(ctx context.Context, client *sdk.Client, id string, r subtaskRef, attempt int32, offset int64) {
+	var err error
+	for try := 0; try < 5; try++ {
+		if try > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(followInterval):
+			}
+		}
+		if _, offset, err = a.printOutput(ctx, client, id, r, &attempt, offset); err == nil {
+			return
+		}
+	}
+	fmt.Fprintf(a.s.err, "[the rest of attempt %d of vertex %s, subtask %d could not be read: %v]\n", attempt, r.vertex, r.subtask, err)
 }
 
 // jobEnded reports whether the job has ended for good, so that no new
