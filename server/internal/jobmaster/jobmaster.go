@@ -138,6 +138,9 @@ type JobMaster struct {
 	draining bool
 	stopped  bool
 	done     chan struct{} // closed once stopped
+	// ended are the placements of a JobMaster that stopped with the
+	// job's end, from which Locate answers from then on.
+	ended    *Placements
 	runCtx   context.Context
 	onExit   func(Result)
 	stopWake func() bool // stops the wake-up at the end of runCtx
@@ -456,7 +459,7 @@ func (jm *JobMaster) finish(res Result) {
 	jm.stopRPCs()
 	jm.rpcs.Wait()
 	jm.mu.Lock()
-	jm.stopped, jm.queue = true, nil
+	jm.stopped, jm.queue, jm.ended = true, nil, res.Placements
 	jm.mu.Unlock()
 	close(jm.done)
 	jm.onExit(res)

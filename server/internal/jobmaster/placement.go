@@ -91,7 +91,9 @@ func (jm *JobMaster) place(ev int32, executor string) {
 // Locate returns where an attempt of a subtask of the job was deployed:
 // attempt number attempt, or the latest deployed one when attempt is
 // negative. It fails with ErrUnknownVertex, ErrSubtaskOutOfRange or
-// ErrNotPlaced, or with NOT_LEADER once the JobMaster has stopped.
+// ErrNotPlaced, or with NOT_LEADER once the JobMaster has stopped
+// without the job's end (after the end, it answers from the placements
+// it ended with).
 func (jm *JobMaster) Locate(ctx context.Context, vertexID string, subtask, attempt int) (Placement, error) {
 	var (
 		p    Placement
@@ -109,6 +111,14 @@ func (jm *JobMaster) Locate(ctx context.Context, vertexID string, subtask, attem
 		}, jm.exceptions, vertexID, subtask, attempt)
 	})
 	if err != nil {
+		// A JobMaster that stopped with the job's end still knows where
+		// its attempts ran, until the Dispatcher keeps its placements.
+		jm.mu.Lock()
+		ended := jm.ended
+		jm.mu.Unlock()
+		if ended != nil && ctx.Err() == nil {
+			return ended.Find(vertexID, subtask, attempt)
+		}
 		return Placement{}, err
 	}
 	return p, ferr
