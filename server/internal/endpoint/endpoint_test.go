@@ -31,7 +31,13 @@ func TestMain(m *testing.M) {
 // start runs an endpoint on a loopback port until the test ends.
 func start(t *testing.T) *endpoint.Endpoint {
 	t.Helper()
-	ep, err := endpoint.Listen(endpoint.Config{Listen: "127.0.0.1:0"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return startWith(t, endpoint.Config{Listen: "127.0.0.1:0"})
+}
+
+// startWith runs an endpoint of cfg until the test ends.
+func startWith(t *testing.T, cfg endpoint.Config) *endpoint.Endpoint {
+	t.Helper()
+	ep, err := endpoint.Listen(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatalf("Listen: %v", err)
 	}

@@ -3,7 +3,6 @@ package endpoint_test
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -40,20 +39,7 @@ const (
 // startLimited runs an endpoint with a request limit of testLimit.
 func startLimited(t *testing.T) *endpoint.Endpoint {
 	t.Helper()
-	ep, err := endpoint.Listen(endpoint.Config{Listen: "127.0.0.1:0", MaxRequestBytes: testLimit}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatalf("Listen: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ep.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return ep
+	return startWith(t, endpoint.Config{Listen: "127.0.0.1:0", MaxRequestBytes: testLimit})
 }
 
 // countingClient wraps base so that every request body is counted as the

@@ -25,20 +25,7 @@ import (
 // test ends.
 func startTLS(t *testing.T, cert *testcert.Cert) *endpoint.Endpoint {
 	t.Helper()
-	ep, err := endpoint.Listen(endpoint.Config{Listen: "127.0.0.1:0", TLSCertFile: cert.CertFile, TLSKeyFile: cert.KeyFile}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatalf("Listen: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ep.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return ep
+	return startWith(t, endpoint.Config{Listen: "127.0.0.1:0", TLSCertFile: cert.CertFile, TLSKeyFile: cert.KeyFile})
 }
 
 // An endpoint with a certificate serves TLS, its URL is https://, and
