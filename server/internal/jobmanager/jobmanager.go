@@ -53,6 +53,10 @@ type Config struct {
 	HeartbeatInterval, HeartbeatTimeout time.Duration
 	// Limits bound submitted JobGraphs.
 	Limits jobgraph.Limits
+	// DispatcherOptions are added to the DispatcherService's handler (the
+	// public API) after the endpoint's own: authentication, authorization
+	// and per-client limits. Default: none.
+	DispatcherOptions []connect.HandlerOption
 	// MaxRequestBytes and MaxResponseBytes are the limits of the endpoint
 	// that serves the JobManager, for GetClusterOverview to report.
 	MaxRequestBytes, MaxResponseBytes int64
@@ -219,7 +223,9 @@ func New(cfg Config) (*JobManager, error) {
 // Dispatcher leads). Mount mounts them with the health that says so.
 func (jm *JobManager) Services() []Service {
 	return []Service{
-		{jobplanev1connect.DispatcherServiceName, dispatcher.NewHandler(jm.dispatcher).Path, true},
+		{jobplanev1connect.DispatcherServiceName, func(opts ...connect.HandlerOption) (string, http.Handler) {
+			return dispatcher.NewHandler(jm.dispatcher).Path(append(opts, jm.cfg.DispatcherOptions...)...)
+		}, true},
 		{clusterv1connect.ResourceManagerServiceName, jm.rm.Handler, true},
 		{clusterv1connect.JobMasterServiceName, func(opts ...connect.HandlerOption) (string, http.Handler) {
 			return clusterv1connect.NewJobMasterServiceHandler(jm.router, opts...)
