@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/oklog/run"
 
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
@@ -94,6 +95,15 @@ type Config struct {
 	// MaxSubtasks is the largest number of subtasks a job may have.
 	// Default: jobgraph.DefaultMaxSubtasks.
 	MaxSubtasks int
+	// MaxJobs and MaxClusterSubtasks bound the cluster's live jobs (not
+	// yet globally terminal) and their subtasks in all: a new job over
+	// either is refused with RESOURCE_EXHAUSTED (TOO_MANY_JOBS,
+	// TOO_MANY_SUBTASKS). Zero: no limit (the default).
+	MaxJobs, MaxClusterSubtasks int
+	// DispatcherOptions are added to the public API's handler
+	// (DispatcherService): authentication, per-client limits. Default:
+	// none.
+	DispatcherOptions []connect.HandlerOption
 	// ResultRetention, when positive, deletes job results this long after
 	// their job ended. Default: keep them.
 	ResultRetention time.Duration
@@ -139,8 +149,8 @@ func (c Config) Validate() error {
 	if c.Slots < 0 {
 		errs = append(errs, errors.New("standalone: slots must not be negative"))
 	}
-	if c.MaxSubtasks < 0 {
-		errs = append(errs, errors.New("standalone: the subtask limit must not be negative"))
+	if c.MaxSubtasks < 0 || c.MaxJobs < 0 || c.MaxClusterSubtasks < 0 {
+		errs = append(errs, errors.New("standalone: the job and subtask limits must not be negative"))
 	}
 	if c.ShutdownTimeout < 0 || c.StoreOpenTimeout < 0 || c.SlotTimeout < 0 || c.ResultRetention < 0 || c.CancelGrace < 0 {
 		errs = append(errs, errors.New("standalone: durations must not be negative"))
@@ -189,7 +199,8 @@ func (c Config) jobManager(st hastore.Store, address string, ep *endpoint.Endpoi
 		Store: st, Address: address, HTTPClient: client,
 		SessionTTL: c.SessionTTL, HeartbeatInterval: c.HeartbeatInterval, HeartbeatTimeout: c.HeartbeatTimeout,
 		ResultRetention: c.ResultRetention, SlotTimeout: c.SlotTimeout, Logger: c.Logger,
-		Limits: jobgraph.Limits{MaxSubtasks: c.MaxSubtasks},
+		Limits:  jobgraph.Limits{MaxSubtasks: c.MaxSubtasks},
+		MaxJobs: c.MaxJobs, MaxClusterSubtasks: c.MaxClusterSubtasks, DispatcherOptions: c.DispatcherOptions,
 	}
 	if ep != nil {
 		jc.MaxRequestBytes, jc.MaxResponseBytes = ep.MaxRequestBytes(), ep.MaxResponseBytes()

@@ -195,6 +195,36 @@ const (
 	// FAILED (HAStoreService.CreateDirtyJobResult): nothing was written; the
 	// job ends CANCELED. Metadata: `job_id`.
 	ErrorReason_ERROR_REASON_JOB_CANCEL_REQUESTED ErrorReason = 31
+	// Code RESOURCE_EXHAUSTED. The client already has as many streams open
+	// on the public API (WatchJob and the other server streams of
+	// DispatcherService) as the server allows one client; the new stream
+	// was refused before it started. Close a stream, then open it again.
+	// A client is its authenticated principal, or its network address when
+	// the server does not authenticate. Metadata: `limit` (the streams a
+	// client may hold open).
+	ErrorReason_ERROR_REASON_TOO_MANY_STREAMS ErrorReason = 32
+	// Code RESOURCE_EXHAUSTED. The client submits faster than the server
+	// allows one client (a token bucket per client: a rate, and a burst
+	// above it): the submission was refused before it was looked at, and
+	// nothing was done. A `google.rpc.RetryInfo` detail comes beside the
+	// ErrorInfo: the same submission succeeds if retried after its
+	// `retry_delay` (unless other submissions of the client take the room
+	// first). A resubmission of an existing job counts as a submission.
+	// Metadata: `rate` (submissions per second, in decimal) and `burst`.
+	ErrorReason_ERROR_REASON_SUBMIT_RATE_EXCEEDED ErrorReason = 33
+	// Code RESOURCE_EXHAUSTED. The cluster already has as many live jobs
+	// (submitted and not yet globally terminal) as it allows: the new job
+	// was refused and nothing was done. It may be submitted again once jobs
+	// end. A resubmission of an existing job is answered as always.
+	// Metadata: `job_id`, `limit`.
+	ErrorReason_ERROR_REASON_TOO_MANY_JOBS ErrorReason = 34
+	// Code RESOURCE_EXHAUSTED. The cluster's live jobs already have so many
+	// subtasks in all that the new job's would go over the cluster's limit:
+	// the new job was refused and nothing was done. It may be submitted again
+	// once jobs end. A resubmission of an existing job is answered as
+	// always. Metadata: `job_id`, `limit`, `job_subtasks` (the new job's),
+	// `live_subtasks` (the live jobs').
+	ErrorReason_ERROR_REASON_TOO_MANY_SUBTASKS ErrorReason = 35
 )
 
 // Enum value maps for ErrorReason.
@@ -232,6 +262,10 @@ var (
 		29: "ERROR_REASON_INTERNAL",
 		30: "ERROR_REASON_TASK_EXECUTOR_UNREACHABLE",
 		31: "ERROR_REASON_JOB_CANCEL_REQUESTED",
+		32: "ERROR_REASON_TOO_MANY_STREAMS",
+		33: "ERROR_REASON_SUBMIT_RATE_EXCEEDED",
+		34: "ERROR_REASON_TOO_MANY_JOBS",
+		35: "ERROR_REASON_TOO_MANY_SUBTASKS",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":               0,
@@ -266,6 +300,10 @@ var (
 		"ERROR_REASON_INTERNAL":                  29,
 		"ERROR_REASON_TASK_EXECUTOR_UNREACHABLE": 30,
 		"ERROR_REASON_JOB_CANCEL_REQUESTED":      31,
+		"ERROR_REASON_TOO_MANY_STREAMS":          32,
+		"ERROR_REASON_SUBMIT_RATE_EXCEEDED":      33,
+		"ERROR_REASON_TOO_MANY_JOBS":             34,
+		"ERROR_REASON_TOO_MANY_SUBTASKS":         35,
 	}
 )
 
@@ -492,7 +530,8 @@ const file_jobplane_v1_error_proto_rawDesc = "" +
 	"\bmetadata\x18\x04 \x03(\v2$.jobplane.v1.ItemError.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\x80\t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\x8e\n" +
+	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12$\n" +
 	" ERROR_REASON_STALE_FENCING_TOKEN\x10\x01\x12\x1b\n" +
@@ -526,7 +565,11 @@ const file_jobplane_v1_error_proto_rawDesc = "" +
 	"\x1aERROR_REASON_STREAM_BEHIND\x10\x1c\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x1d\x12*\n" +
 	"&ERROR_REASON_TASK_EXECUTOR_UNREACHABLE\x10\x1e\x12%\n" +
-	"!ERROR_REASON_JOB_CANCEL_REQUESTED\x10\x1fB\xa3\x01\n" +
+	"!ERROR_REASON_JOB_CANCEL_REQUESTED\x10\x1f\x12!\n" +
+	"\x1dERROR_REASON_TOO_MANY_STREAMS\x10 \x12%\n" +
+	"!ERROR_REASON_SUBMIT_RATE_EXCEEDED\x10!\x12\x1e\n" +
+	"\x1aERROR_REASON_TOO_MANY_JOBS\x10\"\x12\"\n" +
+	"\x1eERROR_REASON_TOO_MANY_SUBTASKS\x10#B\xa3\x01\n" +
 	"\x0fcom.jobplane.v1B\n" +
 	"ErrorProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
 

@@ -10,10 +10,12 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 )
@@ -61,6 +63,10 @@ var codes = map[jobplanev1.ErrorReason]connect.Code{
 
 	jobplanev1.ErrorReason_ERROR_REASON_TASK_EXECUTOR_UNREACHABLE: connect.CodeUnavailable,
 	jobplanev1.ErrorReason_ERROR_REASON_JOB_CANCEL_REQUESTED:      connect.CodeFailedPrecondition,
+	jobplanev1.ErrorReason_ERROR_REASON_TOO_MANY_STREAMS:          connect.CodeResourceExhausted,
+	jobplanev1.ErrorReason_ERROR_REASON_SUBMIT_RATE_EXCEEDED:      connect.CodeResourceExhausted,
+	jobplanev1.ErrorReason_ERROR_REASON_TOO_MANY_JOBS:             connect.CodeResourceExhausted,
+	jobplanev1.ErrorReason_ERROR_REASON_TOO_MANY_SUBTASKS:         connect.CodeResourceExhausted,
 }
 
 // New returns the error for reason, with its code, a message for people,
@@ -144,6 +150,39 @@ func StaleToken(election, currentSessionID string, currentEpoch uint64) *connect
 	}
 	attach(err, details)
 	return err
+}
+
+// RetryAfter returns err with a google.rpc.RetryInfo detail saying to
+// retry after delay (rounded up to the millisecond).
+func RetryAfter(err *connect.Error, delay time.Duration) *connect.Error {
+	attach(err, &errdetails.RetryInfo{RetryDelay: durationpb.New(delay.Round(time.Millisecond) + roundUp(delay))})
+	return err
+}
+
+// roundUp is what rounding delay to the millisecond took off, so that a
+// client that waits the rounded delay does not come back early.
+func roundUp(delay time.Duration) time.Duration {
+	if delay.Round(time.Millisecond) < delay {
+		return time.Millisecond
+	}
+	return 0
+}
+
+// RetryDelay returns the delay of err's google.rpc.RetryInfo detail, if
+// it carries one.
+func RetryDelay(err error) (time.Duration, bool) {
+	var cerr *connect.Error
+	if !errors.As(err, &cerr) {
+		return 0, false
+	}
+	for _, d := range cerr.Details() {
+		if msg, derr := d.Value(); derr == nil {
+			if ri, ok := msg.(*errdetails.RetryInfo); ok {
+				return ri.GetRetryDelay().AsDuration(), true
+			}
+		}
+	}
+	return 0, false
 }
 
 // Info returns the jobplane ErrorInfo of err, if it carries one.

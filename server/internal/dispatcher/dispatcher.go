@@ -66,6 +66,12 @@ type Config struct {
 	PutPlan func(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (granted *hastore.Leadership, err error)
 	// Limits bound submitted JobGraphs.
 	Limits jobgraph.Limits
+	// MaxJobs bounds the cluster's live jobs (submitted and not yet
+	// globally terminal), and MaxClusterSubtasks their subtasks in all: a
+	// new job that would go over either is refused with a *LimitError; a
+	// resubmission of an existing job is answered as always. Recovered
+	// jobs count, even over the limits. Zero: no limit (the default).
+	MaxJobs, MaxClusterSubtasks int
 	// MaxRequestBytes and MaxResponseBytes are the limits of the endpoint
 	// that serves the Dispatcher, reported by GetClusterOverview; zero when
 	// unknown.
@@ -147,6 +153,9 @@ type leadership struct {
 	// (ended.go).
 	finals        []endedDetails
 	finalSubtasks int
+	// liveJobs and liveSubtasks count the live jobs and their subtasks,
+	// for the cluster limits (clusterlimit.go).
+	liveJobs, liveSubtasks int
 }
 
 // job is the Dispatcher's record of one job.
@@ -189,6 +198,10 @@ type job struct {
 	// the job is in it, and under which status.
 	indexed       bool
 	indexedStatus jobplanev1.JobStatus
+	// live says that the job counts against the cluster limits, with
+	// subtasks subtasks (clusterlimit.go).
+	live     bool
+	subtasks int
 }
 
 // ErrNotLeading is returned while the Dispatcher does not lead.
@@ -384,6 +397,7 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 		j := newJob(plan)
 		d.mu.Lock()
 		ld.jobs[id] = j
+		_ = d.admitLocked(ld, j, false)
 		err = d.startLocked(ld, j, plan, true, canceled, nil)
 		d.mu.Unlock()
 		if err != nil {
@@ -472,6 +486,7 @@ func (ld *leadership) forgetLocked(j *job) {
 	if ld.jobs[j.id] == j {
 		delete(ld.jobs, j.id)
 	}
+	ld.releaseLocked(j)
 	dropFinalLocked(ld, j)
 	ld.index.remove(j)
 }
@@ -613,6 +628,7 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 	}
 	d.mu.Lock()
 	j.result = result
+	ld.releaseLocked(j)
 	ld.recordLocked(j, summaryOfResult(result))
 	close(j.done)
 	d.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -53,6 +54,7 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 	var (
 		jerr  *jobgraph.Error
 		exist *ExistsError
+		limit *LimitError
 		term  *TerminalError
 		nterm *NotTerminalError
 	)
@@ -76,6 +78,17 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 			fields[i] = apierror.Field{Path: v.Field, Description: v.Description}
 		}
 		return apierror.BadRequest(fields...)
+	case errors.As(err, &limit):
+		md := map[string]string{"job_id": limit.JobID, "limit": strconv.Itoa(limit.Limit)}
+		reason := jobplanev1.ErrorReason_ERROR_REASON_TOO_MANY_JOBS
+		msg := fmt.Sprintf("the cluster has %d live jobs, the most it allows; submit the job again once jobs end", limit.Limit)
+		if limit.Subtasks {
+			reason = jobplanev1.ErrorReason_ERROR_REASON_TOO_MANY_SUBTASKS
+			md["job_subtasks"], md["live_subtasks"] = strconv.Itoa(limit.JobSubtasks), strconv.Itoa(limit.LiveSubtasks)
+			msg = fmt.Sprintf("the job's %d subtasks and the live jobs' %d are more than the %d the cluster allows; submit the job again once jobs end",
+				limit.JobSubtasks, limit.LiveSubtasks, limit.Limit)
+		}
+		return apierror.New(reason, msg, md)
 	case errors.As(err, &exist):
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_JOB_ALREADY_EXISTS, err.Error(), map[string]string{
 			"job_id": exist.JobID, "globally_terminated": strconv.FormatBool(exist.GloballyTerminated),

@@ -89,6 +89,10 @@ func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1
 		}
 		plan := &hastorev1.ExecutionPlan{JobId: jobID, JobGraph: prepared, Digest: digest, SubmitTime: timestamppb.Now()}
 		j := newJob(plan)
+		if err := d.admitLocked(ld, j, true); err != nil {
+			d.mu.Unlock()
+			return SubmitOutcome{}, err
+		}
 		// The job's later spans (its runner's, its JobMasters') are the
 		// submission's children.
 		j.trace = trace.SpanContextFromContext(ctx)
@@ -231,6 +235,7 @@ func (d *Dispatcher) settleLater(ld *leadership, plan *hastorev1.ExecutionPlan) 
 		d.log.Info("a plan whose put had an unknown outcome is stored; running the job", "job", plan.GetJobId())
 		j := newJob(stored)
 		ld.jobs[j.id] = j
+		_ = d.admitLocked(ld, j, false)
 		if err := d.startLocked(ld, j, stored, true, false, nil); err != nil {
 			ld.forgetLocked(j)
 		}

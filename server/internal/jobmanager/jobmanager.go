@@ -53,6 +53,10 @@ type Config struct {
 	HeartbeatInterval, HeartbeatTimeout time.Duration
 	// Limits bound submitted JobGraphs.
 	Limits jobgraph.Limits
+	// MaxJobs and MaxClusterSubtasks bound the cluster's live jobs and
+	// their subtasks in all; see dispatcher.Config. Zero: no limit (the
+	// default).
+	MaxJobs, MaxClusterSubtasks int
 	// DispatcherOptions are added to the DispatcherService's handler (the
 	// public API) after the endpoint's own: authentication, authorization
 	// and per-client limits. Default: none.
@@ -198,6 +202,7 @@ func New(cfg Config) (*JobManager, error) {
 	jm.rmClient = jm.rm.Local()
 	jm.dispatcher, err = dispatcher.New(dispatcher.Config{
 		Store: cfg.Store, NewRunner: jm.newRunner, PutPlan: jm.putPlan, Limits: cfg.Limits, ParallelismOverrides: cfg.ParallelismOverrides,
+		MaxJobs: cfg.MaxJobs, MaxClusterSubtasks: cfg.MaxClusterSubtasks,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxResponseBytes: cfg.MaxResponseBytes,
 		ResultRetention: cfg.ResultRetention, Address: cfg.Address,
 		TaskExecutors: jm.rm.TaskExecutors,

@@ -102,7 +102,14 @@ type DispatcherServiceClient interface {
 	//     possibly with `created = false`;
 	//   - UNAVAILABLE, reason NOT_LEADER: this Dispatcher does not lead, or
 	//     lost leadership during the call (its write was refused as stale);
-	//     retry at the leader, where the same `job_id` is safe.
+	//     retry at the leader, where the same `job_id` is safe;
+	//   - RESOURCE_EXHAUSTED, reason SUBMIT_RATE_EXCEEDED: the client submits
+	//     too fast; retry the same submission after the RetryInfo detail's
+	//     delay. Resubmissions count;
+	//   - RESOURCE_EXHAUSTED, reason TOO_MANY_JOBS or TOO_MANY_SUBTASKS: the
+	//     new job would take the cluster's live jobs or their subtasks over
+	//     the server's limit; nothing was done. A resubmission of an existing
+	//     job is never refused for these.
 	SubmitJob(context.Context, *v1.SubmitJobRequest) (*v1.SubmitJobResponse, error)
 	// GetJob returns a job's current details. Jobs are known while they run
 	// and, after they end, for as long as their job result is kept. The
@@ -461,7 +468,14 @@ type DispatcherServiceHandler interface {
 	//     possibly with `created = false`;
 	//   - UNAVAILABLE, reason NOT_LEADER: this Dispatcher does not lead, or
 	//     lost leadership during the call (its write was refused as stale);
-	//     retry at the leader, where the same `job_id` is safe.
+	//     retry at the leader, where the same `job_id` is safe;
+	//   - RESOURCE_EXHAUSTED, reason SUBMIT_RATE_EXCEEDED: the client submits
+	//     too fast; retry the same submission after the RetryInfo detail's
+	//     delay. Resubmissions count;
+	//   - RESOURCE_EXHAUSTED, reason TOO_MANY_JOBS or TOO_MANY_SUBTASKS: the
+	//     new job would take the cluster's live jobs or their subtasks over
+	//     the server's limit; nothing was done. A resubmission of an existing
+	//     job is never refused for these.
 	SubmitJob(context.Context, *v1.SubmitJobRequest) (*v1.SubmitJobResponse, error)
 	// GetJob returns a job's current details. Jobs are known while they run
 	// and, after they end, for as long as their job result is kept. The

@@ -963,6 +963,13 @@ export const GetTaskOutputResponseSchema: GenMessage<GetTaskOutputResponse> = /*
  * view), and a job may have at most a bounded number of subtasks (100,000
  * by default; a larger JobGraph is INVALID_ARGUMENT).
  *
+ * Servers may bound what one client holds and does (the reference server
+ * does, see its README's "Limits"): the streams it holds open (reason
+ * TOO_MANY_STREAMS), the rate of its submissions (SUBMIT_RATE_EXCEEDED,
+ * with a `google.rpc.RetryInfo` detail saying when to retry), and the live
+ * jobs and subtasks of the whole cluster (TOO_MANY_JOBS,
+ * TOO_MANY_SUBTASKS); each is RESOURCE_EXHAUSTED, and nothing was done.
+ *
  * @generated from service jobplane.v1.DispatcherService
  */
 export const DispatcherService: GenService<{
@@ -1002,7 +1009,14 @@ export const DispatcherService: GenService<{
    *   possibly with `created = false`;
    * * UNAVAILABLE, reason NOT_LEADER: this Dispatcher does not lead, or
    *   lost leadership during the call (its write was refused as stale);
-   *   retry at the leader, where the same `job_id` is safe.
+   *   retry at the leader, where the same `job_id` is safe;
+   * * RESOURCE_EXHAUSTED, reason SUBMIT_RATE_EXCEEDED: the client submits
+   *   too fast; retry the same submission after the RetryInfo detail's
+   *   delay. Resubmissions count;
+   * * RESOURCE_EXHAUSTED, reason TOO_MANY_JOBS or TOO_MANY_SUBTASKS: the
+   *   new job would take the cluster's live jobs or their subtasks over
+   *   the server's limit; nothing was done. A resubmission of an existing
+   *   job is never refused for these.
    *
    * @generated from rpc jobplane.v1.DispatcherService.SubmitJob
    */
