@@ -60,6 +60,9 @@ func StartJobManager(ctx context.Context, bin string, logLevel string, extra ...
 		"--data-dir", filepath.Join(dir, "data"),
 		"--listen", "127.0.0.1:0", "--listen-addr-file", addrFile,
 		"--log-level", logLevel,
+		// The bench measures the engine: its clients, all on one address,
+		// submit and watch far beyond one client's default limits.
+		"--submit-rate", "0", "--max-streams-per-client", "0",
 	}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile

@@ -421,6 +421,15 @@ func (r *retrier) next(ctx context.Context, url string, err error) error {
 			return nil
 		}
 		r.c.unreachable(url)
+	case retryAfter:
+		delay, _ := RetryDelay(err)
+		if r.b.waitDelay(ctx, delay) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return contextError(ctx, err)
+		}
+		return wrap(err)
 	case retrySame:
 	case retryOther:
 		r.c.unreachable(url)
@@ -460,6 +469,9 @@ const (
 	retrySame
 	// retryOther: no answer; try the next server after a pause.
 	retryOther
+	// retryAfter: the server asked to retry after a delay (RetryInfo):
+	// retry there after it.
+	retryAfter
 )
 
 // classify says whether an attempt's error may be retried: UNAVAILABLE
@@ -480,6 +492,13 @@ func classify(err error) retryKind {
 		return retryOther
 	case connect.CodeDeadlineExceeded:
 		return retryOther
+	case connect.CodeResourceExhausted:
+		// A limit that lifts with time (a submission rate) says when;
+		// one that does not (too many streams, a cluster full of jobs)
+		// does not, and is the caller's to handle.
+		if _, ok := RetryDelay(err); ok {
+			return retryAfter
+		}
 	case connect.CodeUnknown, connect.CodeInternal:
 		// A jobplane server's own INTERNAL answer carries its reason. One
 		// without is the transport's: a connection cut mid-answer (an I/O
@@ -535,6 +554,33 @@ func (b *backoff) wait(ctx context.Context) bool {
 	d = min(d, remaining)
 	b.next = min(2*b.next, b.policy.MaxBackoff)
 	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// waitDelay waits delay, as the server asked, before the next retry; it
+// returns false at once, without waiting, when retries are off or the
+// wait would outlast ctx's deadline or the policy's MaxElapsed, and
+// false when ctx ends while it waits.
+func (b *backoff) waitDelay(ctx context.Context, delay time.Duration) bool {
+	if b.disabled {
+		return false
+	}
+	if b.start.IsZero() {
+		b.start = time.Now()
+	}
+	if b.policy.MaxElapsed-time.Since(b.start) < delay {
+		return false
+	}
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < delay {
+		return false
+	}
+	t := time.NewTimer(delay)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

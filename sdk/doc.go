@@ -23,6 +23,15 @@
 // none), and the server recognizes a resubmission of the same id and
 // plan, so a retry never creates a second job.
 //
+// An answer that says when to retry (RESOURCE_EXHAUSTED with a
+// google.rpc.RetryInfo detail, as a server that limits a client's
+// submissions per second sends) is retried after that delay, unless
+// retries are off, or the wait would outlast the caller's context or the
+// retry policy's MaxElapsed: the error is then returned at once, and
+// RetryDelay reads its delay. Other RESOURCE_EXHAUSTED answers (too many
+// streams, a cluster at its job or subtask limit) are returned as they
+// are.
+//
 // # Errors
 //
 // Errors from the cluster are *connect.Error values; the typed errors of

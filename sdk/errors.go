@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -194,6 +195,25 @@ func Reason(err error) jobplanev1.ErrorReason {
 		return r
 	}
 	return jobplanev1.ErrorReason_ERROR_REASON_UNSPECIFIED
+}
+
+// RetryDelay returns how long the server asked the client to wait before
+// retrying the call that failed with err (a google.rpc.RetryInfo detail,
+// which jobplane servers send with RESOURCE_EXHAUSTED, reason
+// SUBMIT_RATE_EXCEEDED); ok is false when err carries none. A Client
+// retries such a call after the delay on its own (see the package
+// documentation); the error reaches the caller when the caller's context
+// or the retry policy leaves no room for the wait.
+func RetryDelay(err error) (delay time.Duration, ok bool) {
+	var cerr *connect.Error
+	if !errors.As(err, &cerr) {
+		return 0, false
+	}
+	ri, ok := detail[*errdetails.RetryInfo](cerr)
+	if !ok {
+		return 0, false
+	}
+	return max(ri.GetRetryDelay().AsDuration(), 0), true
 }
 
 // ReasonName returns a reason's name as ErrorInfo carries it, such as

@@ -89,6 +89,7 @@ type jobManagerFlags struct {
 	heartbeatTimeout  time.Duration
 	resultRetention   time.Duration
 	slotTimeout       time.Duration
+	limits            limitFlags
 }
 
 func (j *jobManagerFlags) register(fs *flag.FlagSet) {
@@ -99,12 +100,16 @@ func (j *jobManagerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&j.maxSubtasks, "max-subtasks-per-job", jobgraph.DefaultMaxSubtasks, "largest number of subtasks (the sum of a job's parallelisms) a job may have; larger jobs are refused at submission")
 	fs.DurationVar(&j.slotTimeout, "slot-timeout", 5*time.Minute, "how long a job's region may wait for the slots it needs before its deployment fails (and counts against the job's restart strategy)")
 	fs.DurationVar(&j.resultRetention, "result-retention", 0, "delete job results this long after their job ended (0 keeps them); while a result exists, its job id never runs again")
+	j.limits.register(fs)
 }
 
 // validate checks the flags before anything is opened.
 func (j *jobManagerFlags) validate() error {
 	if j.maxSubtasks < 1 {
 		return errors.New("-max-subtasks-per-job must be at least 1")
+	}
+	if err := j.limits.validate(); err != nil {
+		return err
 	}
 	return jobmanager.Config{SessionTTL: j.sessionTTL, HeartbeatInterval: j.heartbeatInterval, HeartbeatTimeout: j.heartbeatTimeout}.ValidateTimings()
 }
@@ -281,6 +286,7 @@ func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, client *ht
 		ResultRetention: flags.resultRetention, SlotTimeout: flags.slotTimeout, Logger: log,
 		Limits:          jobgraph.Limits{MaxSubtasks: flags.maxSubtasks},
 		MaxRequestBytes: ep.MaxRequestBytes(), MaxResponseBytes: ep.MaxResponseBytes(),
+		MaxJobs: flags.limits.maxJobs, MaxClusterSubtasks: flags.limits.maxClusterSubtasks, DispatcherOptions: flags.limits.options,
 	})
 	if err != nil {
 		return err
