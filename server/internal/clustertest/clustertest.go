@@ -68,6 +68,12 @@ type Options struct {
 	SlotTimeout time.Duration
 	// Clock, if set, drives the JobMasters' restart delays.
 	Clock jobmaster.Clock
+	// MaxJobs and MaxClusterSubtasks are the JobManagers' cluster limits.
+	// Default: none.
+	MaxJobs, MaxClusterSubtasks int
+	// DispatcherOptions are added to every JobManager's public API
+	// handler (authentication, per-client limits). Default: none.
+	DispatcherOptions []connect.HandlerOption
 }
 
 // Cluster is a running cluster; it stops when the test ends.
@@ -237,6 +243,7 @@ func startJobManager(t testing.TB, ctx context.Context, store hastore.Store, cli
 		OutputRetention:  opts.OutputRetention,
 		DetailsRetention: opts.DetailsRetention, DetailsSubtasks: opts.DetailsSubtasks,
 		MaxRequestBytes: ep.MaxRequestBytes(), MaxResponseBytes: ep.MaxResponseBytes(),
+		MaxJobs: opts.MaxJobs, MaxClusterSubtasks: opts.MaxClusterSubtasks, DispatcherOptions: opts.DispatcherOptions,
 	})
 	if err != nil {
 		t.Fatal(err)
