@@ -34,7 +34,7 @@ func (e *LimitError) Error() string {
 		return fmt.Sprintf("dispatcher: job %s has %d subtasks; with the live jobs' %d, that is over the cluster's limit of %d subtasks; submit it again once jobs end",
 			e.JobID, e.JobSubtasks, e.LiveSubtasks, e.Limit)
 	}
-	return fmt.Sprintf("dispatcher: the cluster has %d live jobs, its limit; submit job %s again once jobs end", e.Limit, e.JobID)
+	return fmt.Sprintf("dispatcher: the live jobs are at the cluster's limit of %d; job %s was refused", e.Limit, e.JobID)
 }
 
 // admitLocked counts j as live, unless a limit refuses it (check) with a

@@ -81,7 +81,7 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 	case errors.As(err, &limit):
 		md := map[string]string{"job_id": limit.JobID, "limit": strconv.Itoa(limit.Limit)}
 		reason := jobplanev1.ErrorReason_ERROR_REASON_TOO_MANY_JOBS
-		msg := fmt.Sprintf("the cluster has %d live jobs, the most it allows; submit the job again once jobs end", limit.Limit)
+		msg := fmt.Sprintf("the cluster's live jobs are at its limit of %d; submit the job again once jobs end", limit.Limit)
 		if limit.Subtasks {
 			reason = jobplanev1.ErrorReason_ERROR_REASON_TOO_MANY_SUBTASKS
 			md["job_subtasks"], md["live_subtasks"] = strconv.Itoa(limit.JobSubtasks), strconv.Itoa(limit.LiveSubtasks)

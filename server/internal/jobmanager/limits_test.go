@@ -371,3 +371,25 @@ func TestClusterLimitConcurrentSubmissions(t *testing.T) {
 		t.Errorf("accepted %d, plans %v (%v); want 3 of each", accepted, ids, err)
 	}
 }
+
+// A submission that fails leaves no count behind: its job id and its room
+// are free again.
+func TestClusterLimitFailedSubmission(t *testing.T) {
+	var rec *clustertest.Recorder
+	c := clustertest.Start(t, clustertest.Options{TaskExecutors: -1, MaxJobs: 1, WrapStore: func(s hastore.Store) hastore.Store {
+		rec = clustertest.NewRecorder(s)
+		return rec
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rec.FailNext("put-plan", 1)
+	_, err := c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "lost", JobGraph: waitingJob(1)})
+	if !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_PERSIST_FAILED) {
+		t.Fatalf("a submission whose persist failed: %v, want PERSIST_FAILED", err)
+	}
+	if resp, err := c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "next", JobGraph: waitingJob(1)}); err != nil || !resp.GetCreated() {
+		t.Fatalf("the next submission: %v, %v; want created", resp, err)
+	}
+	_, err = c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "over", JobGraph: waitingJob(1)})
+	wantRefused(t, "a job over the limit", err, jobplanev1.ErrorReason_ERROR_REASON_TOO_MANY_JOBS)
+}
