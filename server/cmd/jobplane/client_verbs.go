@@ -35,7 +35,7 @@ func (a *app) connect() (*sdk.Client, error) {
 	if retry <= 0 {
 		retry = -1 // no retries: each URL once
 	}
-	opts := []sdk.Option{sdk.WithRetry(sdk.RetryPolicy{MaxElapsed: retry})}
+	opts := []sdk.Option{sdk.WithRetry(sdk.RetryPolicy{MaxElapsed: retry}), sdk.WithInterceptors(rateNotice(a.s.err))}
 	if a.tlsCA != "" {
 		cfg, err := endpoint.ClientTLSConfig(a.tlsCA)
 		if err != nil {
@@ -143,7 +143,7 @@ func submitCommand(a *app) *cobra.Command {
 			sub, err := client.Submit(ctx, file.graph, sdk.WithJobID(id))
 			cancel()
 			if err != nil {
-				if !errors.As(err, new(*sdk.InvalidJobError)) && !errors.As(err, new(*sdk.DuplicateJobError)) {
+				if !errors.As(err, new(*sdk.InvalidJobError)) && !errors.As(err, new(*sdk.DuplicateJobError)) && !refusedAtLimit(err) {
 					fmt.Fprintf(a.s.err, "job %s: the submission may or may not have been persisted; 'jobplane submit --id %s %s' again is safe (the same id and graph are the same job)\n", id, id, args[0])
 				}
 				return fail(err, file)
