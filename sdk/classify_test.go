@@ -1,13 +1,16 @@
 package sdk
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // answer is a jobplane server's error: a code with its ErrorInfo reason.
@@ -16,6 +19,50 @@ func answer(code connect.Code, reason string) error {
 	d, _ := connect.NewErrorDetail(&errdetails.ErrorInfo{Domain: errorDomain, Reason: reason})
 	e.AddDetail(d)
 	return e
+}
+
+// retryAfterAnswer is a refusal for the submission rate, asking to retry
+// after delay.
+func retryAfterAnswer(delay time.Duration) error {
+	e := answer(connect.CodeResourceExhausted, "SUBMIT_RATE_EXCEEDED").(*connect.Error)
+	d, _ := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)})
+	e.AddDetail(d)
+	return e
+}
+
+func TestRetryDelay(t *testing.T) {
+	if d, ok := RetryDelay(wrap(retryAfterAnswer(250 * time.Millisecond))); !ok || d != 250*time.Millisecond {
+		t.Errorf("RetryDelay = %v, %v; want 250ms", d, ok)
+	}
+	if d, ok := RetryDelay(answer(connect.CodeResourceExhausted, "TOO_MANY_JOBS")); ok {
+		t.Errorf("RetryDelay of an answer without RetryInfo = %v, want none", d)
+	}
+}
+
+// A delay the caller's context or the retry policy cannot wait out is not
+// waited: the answer comes back at once.
+func TestWaitDelayBounded(t *testing.T) {
+	// Had a wait been made, it would last until ctx ends, 10s on.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	b := &backoff{policy: RetryPolicy{MaxElapsed: time.Hour}}
+	if b.waitDelay(ctx, time.Minute) {
+		t.Error("waitDelay past the context's deadline = true, want false")
+	}
+	short := &backoff{policy: RetryPolicy{MaxElapsed: time.Second}}
+	if short.waitDelay(ctx, 5*time.Second) {
+		t.Error("waitDelay past MaxElapsed = true, want false")
+	}
+	if off := (&backoff{disabled: true}); off.waitDelay(ctx, time.Millisecond) {
+		t.Error("waitDelay with retries off = true, want false")
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the refused waits took %v, want no wait", took)
+	}
+	if !b.waitDelay(ctx, time.Millisecond) {
+		t.Error("waitDelay within the bounds = false, want true")
+	}
 }
 
 func TestClassify(t *testing.T) {
@@ -37,6 +84,9 @@ func TestClassify(t *testing.T) {
 		{"not found", answer(connect.CodeNotFound, "JOB_NOT_FOUND"), retryNone},
 		{"duplicate", answer(connect.CodeAlreadyExists, "JOB_ALREADY_EXISTS"), retryNone},
 		{"stale token", answer(connect.CodeAborted, "STALE_FENCING_TOKEN"), retryNone},
+		{"submission rate, with a delay", retryAfterAnswer(250 * time.Millisecond), retryAfter},
+		{"too many streams", answer(connect.CodeResourceExhausted, "TOO_MANY_STREAMS"), retryNone},
+		{"too many jobs", answer(connect.CodeResourceExhausted, "TOO_MANY_JOBS"), retryNone},
 	} {
 		if got := classify(tc.err); got != tc.want {
 			t.Errorf("%s: classify = %d, want %d", tc.name, got, tc.want)
