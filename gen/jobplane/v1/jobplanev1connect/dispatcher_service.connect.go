@@ -186,7 +186,9 @@ type DispatcherServiceClient interface {
 	// for a malformed id or a `resume_token` of another job; UNAVAILABLE
 	// (NOT_LEADER), also when this Dispatcher loses leadership during the
 	// stream: the client watches again at the new leader, with its last
-	// resume token.
+	// resume token; RESOURCE_EXHAUSTED (TOO_MANY_STREAMS) when the client
+	// holds as many streams open as the server allows one client: the
+	// stream did not start.
 	WatchJob(context.Context, *v1.WatchJobRequest) (*connect.ServerStreamForClient[v1.WatchJobResponse], error)
 	// ReportClientHeartbeat tells the Dispatcher that the client of an
 	// attached job is alive. A job whose JobConfig sets a
@@ -552,7 +554,9 @@ type DispatcherServiceHandler interface {
 	// for a malformed id or a `resume_token` of another job; UNAVAILABLE
 	// (NOT_LEADER), also when this Dispatcher loses leadership during the
 	// stream: the client watches again at the new leader, with its last
-	// resume token.
+	// resume token; RESOURCE_EXHAUSTED (TOO_MANY_STREAMS) when the client
+	// holds as many streams open as the server allows one client: the
+	// stream did not start.
 	WatchJob(context.Context, *v1.WatchJobRequest, *connect.ServerStream[v1.WatchJobResponse]) error
 	// ReportClientHeartbeat tells the Dispatcher that the client of an
 	// attached job is alive. A job whose JobConfig sets a

@@ -1133,7 +1133,9 @@ export const DispatcherService: GenService<{
    * for a malformed id or a `resume_token` of another job; UNAVAILABLE
    * (NOT_LEADER), also when this Dispatcher loses leadership during the
    * stream: the client watches again at the new leader, with its last
-   * resume token.
+   * resume token; RESOURCE_EXHAUSTED (TOO_MANY_STREAMS) when the client
+   * holds as many streams open as the server allows one client: the
+   * stream did not start.
    *
    * @generated from rpc jobplane.v1.DispatcherService.WatchJob
    */
