@@ -64,14 +64,3 @@ func (ld *leadership) releaseLocked(j *job) {
 	ld.liveJobs--
 	ld.liveSubtasks -= j.subtasks
 }
-
-// Live returns the live jobs and their subtasks, as the cluster limits
-// count them; zeros while not leading.
-func (d *Dispatcher) Live() (jobs, subtasks int) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.lead == nil {
-		return 0, 0
-	}
-	return d.lead.liveJobs, d.lead.liveSubtasks
-}
