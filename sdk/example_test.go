@@ -122,3 +122,32 @@ func ExampleDuplicateJobError() {
 	fmt.Println(errors.As(err, &dup), dup.GloballyTerminated)
 	// Output: true true
 }
+
+// A server that limits a client's submissions per second refuses one
+// over the rate with the delay after which to retry. A Client waits it
+// on its own; with retries off, as here, the caller waits it.
+func ExampleRetryDelay() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := sdk.New([]string{serverURL}, sdk.WithRetry(sdk.RetryPolicy{MaxElapsed: -1}))
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	g := &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "a", Invokable: "noop", Parallelism: 1}}}
+	id := sdk.NewJobID() // the same id on every try: one job
+	for {
+		_, err = c.Submit(ctx, g, sdk.WithJobID(id))
+		delay, limited := sdk.RetryDelay(err)
+		if !limited {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			panic(ctx.Err())
+		case <-time.After(delay):
+		}
+	}
+	fmt.Println(err)
+	// Output: <nil>
+}
