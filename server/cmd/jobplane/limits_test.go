@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,6 +62,14 @@ func TestCLISubmitAtLimits(t *testing.T) {
 	}
 	if strings.Contains(r.stderr, "may or may not have been persisted") {
 		t.Errorf("a refusal at a limit is said to be of unknown outcome:\n%s", r.stderr)
+	}
+	// The refusals are counted, by reason.
+	hc := &http.Client{}
+	defer hc.CloseIdleConnections()
+	m := scrapeMetrics(t, hc, c.url)
+	if m[`jobplane_limit_refusals_total{reason="SUBMIT_RATE_EXCEEDED"}`] < 1 || m[`jobplane_limit_refusals_total{reason="TOO_MANY_JOBS"}`] != 1 {
+		t.Errorf("limit refusals counted: rate %v, jobs %v; want at least 1 and 1",
+			m[`jobplane_limit_refusals_total{reason="SUBMIT_RATE_EXCEEDED"}`], m[`jobplane_limit_refusals_total{reason="TOO_MANY_JOBS"}`])
 	}
 	if r := c.run(t, "cancel", "first"); r.code != exitOK {
 		t.Fatalf("cancel: %+v", r)

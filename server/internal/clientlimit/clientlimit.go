@@ -32,6 +32,7 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/principal"
+	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
 // Defaults of the limits, as the jobplane command applies them (a zero
@@ -157,6 +158,7 @@ func (l *Limiter) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 			return next(ctx, req)
 		}
 		if delay, ok := l.submit(Client(ctx, req.Peer())); !ok {
+			telemetry.LimitRefused(ctx, apierror.Reason(jobplanev1.ErrorReason_ERROR_REASON_SUBMIT_RATE_EXCEEDED))
 			err := apierror.New(jobplanev1.ErrorReason_ERROR_REASON_SUBMIT_RATE_EXCEEDED,
 				fmt.Sprintf("submission rate exceeded: a client may submit %s jobs per second, in bursts of up to %d; retry in %v",
 					strconv.FormatFloat(l.cfg.SubmitRate, 'g', -1, 64), l.cfg.SubmitBurst, delay.Round(time.Millisecond)),
@@ -215,6 +217,7 @@ func (l *Limiter) WrapStreamingHandler(next connect.StreamingHandlerFunc) connec
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		client := Client(ctx, conn.Peer())
 		if !l.openStream(client) {
+			telemetry.LimitRefused(ctx, apierror.Reason(jobplanev1.ErrorReason_ERROR_REASON_TOO_MANY_STREAMS))
 			return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_TOO_MANY_STREAMS,
 				fmt.Sprintf("too many streams: a client may hold %d streams open at once (this one is %s); close one, then retry", l.cfg.MaxStreams, client),
 				map[string]string{"limit": strconv.Itoa(l.cfg.MaxStreams)})

@@ -21,6 +21,7 @@ import (
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
+	"github.com/jobplane/jobplane/server/internal/telemetry"
 	"github.com/jobplane/jobplane/server/internal/unknownfield"
 )
 
@@ -88,6 +89,7 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 			msg = fmt.Sprintf("the job's %d subtasks and the live jobs' %d are more than the %d the cluster allows; submit the job again once jobs end",
 				limit.JobSubtasks, limit.LiveSubtasks, limit.Limit)
 		}
+		telemetry.LimitRefused(ctx, apierror.Reason(reason))
 		return apierror.New(reason, msg, md)
 	case errors.As(err, &exist):
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_JOB_ALREADY_EXISTS, err.Error(), map[string]string{

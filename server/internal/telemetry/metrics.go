@@ -28,6 +28,7 @@ type instruments struct {
 	fencing        metric.Int64Counter
 	restarts       metric.Int64Counter
 	storeWrite     metric.Float64Histogram
+	limits         metric.Int64Counter
 	registration   metric.Registration
 }
 
@@ -39,7 +40,7 @@ var current atomic.Pointer[instruments]
 func install(mp metric.MeterProvider) error {
 	m := mp.Meter(meterName)
 	in := &instruments{provider: mp}
-	var errs [9]error
+	var errs [10]error
 	in.submitted, errs[0] = m.Int64Counter("jobplane.jobs.submitted",
 		metric.WithDescription("Jobs accepted as created by SubmitJob (repeated submissions of a job not counted)."))
 	in.ended, errs[1] = m.Int64Counter("jobplane.jobs.ended",
@@ -56,6 +57,8 @@ func install(mp metric.MeterProvider) error {
 	in.storeWrite, errs[6] = m.Float64Histogram("jobplane.hastore.write.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time a fenced HA-store write took, from queuing in the group commit to etcd's answer."),
 		metric.WithExplicitBucketBoundaries(latencyBuckets...))
+	in.limits, errs[9] = m.Int64Counter("jobplane.limit.refusals",
+		metric.WithDescription("Calls of the public API refused at a limit, by reason (TOO_MANY_STREAMS, SUBMIT_RATE_EXCEEDED, TOO_MANY_JOBS, TOO_MANY_SUBTASKS)."))
 	executors, err := m.Int64ObservableGauge("jobplane.taskexecutors",
 		metric.WithDescription("TaskExecutors registered at this process's ResourceManager while it leads."))
 	errs[7] = err
@@ -148,6 +151,14 @@ func JobRestarted(ctx context.Context) {
 func StoreWrite(ctx context.Context, took time.Duration) {
 	if in := current.Load(); in != nil {
 		in.storeWrite.Record(ctx, took.Seconds())
+	}
+}
+
+// LimitRefused counts a call of the public API refused at a limit, by
+// the reason of its ErrorInfo (such as "SUBMIT_RATE_EXCEEDED").
+func LimitRefused(ctx context.Context, reason string) {
+	if in := current.Load(); in != nil {
+		in.limits.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", reason)))
 	}
 }
 
