@@ -3,6 +3,7 @@ package endpoint
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,6 +54,19 @@ type Config struct {
 	// URL is "https://". Listen reads them and fails on a missing or bad
 	// file. Default: none, HTTP/1.1 and h2c in the clear.
 	TLSCertFile, TLSKeyFile string
+	// ClientCAFile, when set (with TLSCertFile), names the PEM certificate
+	// authorities that sign the cluster's client certificates (mutual
+	// TLS): every handshake asks for a client certificate and fails if the
+	// client presents one that they did not sign, and every mounted
+	// service not named in PublicServices answers a call without a
+	// verified client certificate UNAUTHENTICATED. Health, reflection and
+	// what Handle serves stay open to any TLS client. Default: none, no
+	// client certificates.
+	ClientCAFile string
+	// PublicServices names the mounted services (fully qualified) that
+	// answer without a client certificate when ClientCAFile is set: the
+	// public API, such as jobplane.v1.DispatcherService. Default: none.
+	PublicServices []string
 	// AddrFile, when set, names a file into which the bound address is
 	// written once the listener is open, so that a parent process or script
 	// can find a port picked with port 0. Default: none.
@@ -111,6 +125,14 @@ func (c Config) Validate() error {
 	if _, err := c.loadCertificate(); err != nil {
 		return err
 	}
+	if c.ClientCAFile != "" {
+		if c.TLSCertFile == "" {
+			return errors.New("endpoint: client certificates (a client CA file) need TLS: a certificate and key")
+		}
+		if _, err := loadPool(c.ClientCAFile); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -138,7 +160,8 @@ type Endpoint struct {
 	url      string
 	mux      *http.ServeMux
 	health   *grpchealth.StaticChecker
-	cert     *tls.Certificate // nil without TLS
+	cert     *reloading[*tls.Certificate] // nil without TLS
+	caPool   *reloading[*x509.CertPool]   // nil without client certificates
 
 	mu       sync.Mutex
 	services []string
@@ -154,7 +177,11 @@ func Listen(cfg Config, log *slog.Logger) (*Endpoint, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	cert, err := cfg.loadCertificate()
+	cert, err := newKeyPair(cfg.TLSCertFile, cfg.TLSKeyFile, log)
+	if err != nil {
+		return nil, err
+	}
+	caPool, err := newPool(cfg.ClientCAFile, log)
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +210,7 @@ func Listen(cfg Config, log *slog.Logger) (*Endpoint, error) {
 		mux:      http.NewServeMux(),
 		health:   grpchealth.NewStaticChecker(),
 		cert:     cert,
+		caPool:   caPool,
 	}, nil
 }
 
@@ -273,13 +301,13 @@ func (e *Endpoint) Run(ctx context.Context) error {
 	e.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, e.handlerOptions()...))
 
 	srv := &http.Server{
-		Handler:           limitBody(e.cfg.MaxRequestBytes, e.mux),
+		Handler:           limitBody(e.cfg.MaxRequestBytes, e.requireClientCert(services, e.mux)),
 		Protocols:         ServerProtocols(),
 		ReadHeaderTimeout: e.cfg.ReadHeaderTimeout,
 		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
 	}
 	if e.cert != nil {
-		srv.Protocols, srv.TLSConfig = tlsProtocols(), serverTLS(e.cert)
+		srv.Protocols, srv.TLSConfig = tlsProtocols(), serverTLS(e.cert, e.caPool)
 	}
 
 	served := make(chan error, 1)
