@@ -16,6 +16,7 @@ import (
 
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
 	"github.com/jobplane/jobplane/server/election/electionrpc"
 	"github.com/jobplane/jobplane/server/hastore"
@@ -65,6 +66,18 @@ type Config struct {
 	// (see endpoint.ClientTLSConfig in the server). Default: nil, the
 	// system's roots.
 	TLSClientConfig *tls.Config
+	// ClientCAFile, when set (with TLSCertFile), names the PEM authorities
+	// that sign the cluster's client certificates: the JobManager's
+	// listener then serves its cluster services (HA store, ResourceManager,
+	// JobMaster) only to callers presenting a certificate they signed,
+	// while the Dispatcher stays open to any TLS client (see
+	// endpoint.Config.ClientCAFile). Default: none.
+	ClientCAFile string
+	// ClientTLS, when set, is used for the components' calls instead of
+	// TLSClientConfig: it trusts its CA file and presents its certificate
+	// (TLSCertFile's, for ClientCAFile), reading them again when they
+	// change. Default: nil.
+	ClientTLS *endpoint.ClientTLS
 	// AddrFile, when set, names a file into which the bound address is
 	// written once the listener is open. Default: none.
 	AddrFile string
@@ -149,7 +162,7 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	listen := cmp.Or(c.Listen, DefaultListen)
-	if err := (endpoint.Config{Listen: listen, Advertise: c.Advertise, TLSCertFile: c.TLSCertFile, TLSKeyFile: c.TLSKeyFile}).Validate(); err != nil {
+	if err := (endpoint.Config{Listen: listen, Advertise: c.Advertise, TLSCertFile: c.TLSCertFile, TLSKeyFile: c.TLSKeyFile, ClientCAFile: c.ClientCAFile}).Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.jobManager(nil, "", nil, nil).ValidateTimings(); err != nil {
@@ -238,6 +251,7 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	epCfg := c.endpointConfig(cfg.Listen, cfg.AddrFile)
 	epCfg.Advertise = cfg.Advertise
 	epCfg.TLSCertFile, epCfg.TLSKeyFile = cfg.TLSCertFile, cfg.TLSKeyFile
+	epCfg.ClientCAFile, epCfg.PublicServices = cfg.ClientCAFile, []string{jobplanev1connect.DispatcherServiceName}
 	c.ep, err = endpoint.Listen(epCfg, c.log)
 	if err != nil {
 		return nil, err
@@ -285,6 +299,9 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 // other, whose idle connections Run closes once the components stopped.
 func (c *Cluster) newClient() *http.Client {
 	client := endpoint.NewTLSClient(c.cfg.TLSClientConfig)
+	if c.cfg.ClientTLS != nil {
+		client = c.cfg.ClientTLS.NewClient()
+	}
 	c.clients = append(c.clients, client)
 	return client
 }

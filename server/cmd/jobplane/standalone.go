@@ -61,7 +61,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 	cluster, err := standalone.New(context.Background(), standalone.Config{
 		Listen: listen.cfg.Listen, Advertise: listen.cfg.Advertise, AddrFile: listen.cfg.AddrFile, ShutdownTimeout: listen.cfg.ShutdownTimeout,
 		MaxRequestBytes: listen.cfg.MaxRequestBytes, MaxResponseBytes: listen.cfg.MaxResponseBytes,
-		TLSCertFile: listen.cfg.TLSCertFile, TLSKeyFile: listen.cfg.TLSKeyFile, TLSClientConfig: listen.clientTLS,
+		TLSCertFile: listen.cfg.TLSCertFile, TLSKeyFile: listen.cfg.TLSKeyFile, ClientCAFile: listen.cfg.ClientCAFile, ClientTLS: listen.security.files,
 		Store:      storeCfg,
 		SessionTTL: jm.sessionTTL, HeartbeatInterval: jm.heartbeatInterval, HeartbeatTimeout: jm.heartbeatTimeout,
 		MaxSubtasks: jm.maxSubtasks, ResultRetention: jm.resultRetention, SlotTimeout: jm.slotTimeout,

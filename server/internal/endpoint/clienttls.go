@@ -35,7 +35,7 @@ type ClientTLS struct {
 
 // NewClientTLS reads the files; it fails on half a pair, an unreadable or
 // bad file, or a key that does not match its certificate. Reload errors
-// go to log.
+// go to log (nil: slog's default logger).
 func NewClientTLS(files ClientFiles, log *slog.Logger) (*ClientTLS, error) {
 	roots, err := newPool(files.CAFile, log)
 	if err != nil {

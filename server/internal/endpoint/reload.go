@@ -51,6 +51,9 @@ type reloading[T any] struct {
 
 // newReloading reads the value once; it fails if that fails.
 func newReloading[T any](what string, files []string, load func() (T, error), log *slog.Logger) (*reloading[T], error) {
+	if log == nil {
+		log = slog.Default()
+	}
 	r := &reloading[T]{what: what, files: files, load: load, log: log}
 	r.seen = r.states()
 	v, err := load()
@@ -86,15 +89,11 @@ func (r *reloading[T]) get() T {
 	r.seen = now
 	v, err := r.load()
 	if err != nil {
-		if r.log != nil {
-			r.log.Error(r.what+" changed but cannot be loaded; keeping the previous one", "files", r.files, "err", err)
-		}
+		r.log.Error(r.what+" changed but cannot be loaded; keeping the previous one", "files", r.files, "err", err)
 		return r.value
 	}
 	r.value = v
-	if r.log != nil {
-		r.log.Info(r.what+" reloaded", "files", r.files)
-	}
+	r.log.Info(r.what+" reloaded", "files", r.files)
 	return r.value
 }
 
