@@ -1,0 +1,247 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
+)
+
+// lockedBuffer is a child's stderr that the test reads while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// loggedProcess is a jobplane child whose log the test reads as it runs.
+type loggedProcess struct {
+	log  *lockedBuffer
+	done chan struct{}
+	addr string // the bound address
+}
+
+// startLogged starts `jobplane sub` on a free loopback port with extra
+// flags, waits for its address, and kills it when the test ends.
+func startLogged(t *testing.T, sub string, extra ...string) *loggedProcess {
+	t.Helper()
+	args, addrFile := listenArgs(t)
+	cmd := exec.Command(os.Args[0], append(append([]string{sub}, args...), extra...)...)
+	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	p := &loggedProcess{log: new(lockedBuffer), done: make(chan struct{})}
+	cmd.Stderr = p.log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", sub, p.log)
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
+			p.addr = strings.TrimSpace(string(b))
+			return p
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited before listening:\n%s", sub, p.log)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not listen within 20s", sub)
+		}
+	}
+}
+
+func (p *loggedProcess) url() string { return "https://" + p.addr }
+
+// running reports whether the process still runs.
+func (p *loggedProcess) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// waitLog waits until the process's log holds every one of want.
+func (p *loggedProcess) waitLog(t *testing.T, within time.Duration, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		log, all := p.log.String(), true
+		for _, w := range want {
+			all = all && strings.Contains(log, w)
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("log lacks %q after %v:\n%s", want, within, log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// testPKI runs `jobplane certs` to make CAs and certificates in a
+// temporary directory.
+type testPKI struct{ dir string }
+
+func newTestPKI(t *testing.T, cas ...string) *testPKI {
+	t.Helper()
+	p := &testPKI{dir: t.TempDir()}
+	for _, ca := range cas {
+		p.run(t, "certs", "ca", "--out", filepath.Join(p.dir, ca), "--name", ca)
+	}
+	return p
+}
+
+func (p *testPKI) run(t *testing.T, args ...string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := jobplaneMain(args, &stdout, &stderr); code != exitOK {
+		t.Fatalf("jobplane %s: exit %d\n%s", strings.Join(args, " "), code, stderr.String())
+	}
+}
+
+// caFile is the certificate of the CA named ca.
+func (p *testPKI) caFile(ca string) string { return filepath.Join(p.dir, ca, "ca.pem") }
+
+// issue makes (or replaces) the certificate name, signed by ca, for
+// loopback, and returns the TLS flags of a process that serves it,
+// trusts trust and asks clients for a certificate trust signed.
+func (p *testPKI) issue(t *testing.T, ca, name, trust string) []string {
+	t.Helper()
+	out := filepath.Join(p.dir, "issued")
+	p.run(t, "certs", "issue", "--ca-dir", filepath.Join(p.dir, ca), "--name", name, "--hosts", "127.0.0.1,localhost", "--out", out)
+	return []string{"--tls-cert", filepath.Join(out, name+".pem"), "--tls-key", filepath.Join(out, name+"-key.pem"),
+		"--tls-ca", trust, "--tls-client-ca", trust}
+}
+
+// publicClient is a TLS client that trusts caFile and has no client
+// certificate, as a public API client has.
+func publicClient(t *testing.T, caFile string) *http.Client {
+	t.Helper()
+	files, err := endpoint.NewClientTLS(endpoint.ClientFiles{CAFile: caFile}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := files.NewClient()
+	t.Cleanup(c.CloseIdleConnections)
+	return c
+}
+
+// waitTaskExecutors waits until the cluster at url lists n TaskExecutors.
+func waitTaskExecutors(t *testing.T, client jobplanev1connect.DispatcherServiceClient, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := client.ListTaskExecutors(ctx, &jobplanev1.ListTaskExecutorsRequest{})
+		cancel()
+		if err == nil && len(resp.GetTaskExecutors()) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("TaskExecutors = %v, %v; want %d", resp, err, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// runJobOn submits a job of parallelism 2 running invokable with config
+// and waits for it to finish.
+func runJobOn(t *testing.T, client jobplanev1connect.DispatcherServiceClient, id, invokable string, config map[string]string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	graph := &jobplanev1.JobGraph{Name: id, Vertices: []*jobplanev1.JobVertex{{Id: "work", Invokable: invokable, Parallelism: 2, Config: config}}}
+	if _, err := client.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: id, JobGraph: graph}); err != nil {
+		t.Fatalf("SubmitJob(%s): %v", id, err)
+	}
+	resp, err := client.GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: id, Wait: true})
+	if err != nil || resp.GetResult().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("result of %s = %v, %v; want FINISHED", id, resp, err)
+	}
+}
+
+// A cluster of processes with mutual TLS, certificates from `jobplane
+// certs`: a hastore, a jobmanager on it and a TaskExecutor run a job; a
+// public client without a certificate reaches the Dispatcher but not the
+// cluster's services; a TaskExecutor with a certificate of another CA
+// cannot register, and a jobmanager with one cannot campaign on the
+// hastore, and the servers' logs say why.
+func TestMTLSClusterOfProcesses(t *testing.T) {
+	pki := newTestPKI(t, "cluster", "rogue")
+	ca := pki.caFile("cluster")
+	store := startLogged(t, "hastore", append([]string{"--data-dir", t.TempDir()}, pki.issue(t, "cluster", "store", ca)...)...)
+	jm := startLogged(t, "jobmanager", append([]string{"--hastore", store.url()}, pki.issue(t, "cluster", "jm", ca)...)...)
+	startLogged(t, "taskexecutor", append([]string{"--hastore", jm.url(), "--slots", "2"}, pki.issue(t, "cluster", "te", ca)...)...)
+
+	client := jobplanev1connect.NewDispatcherServiceClient(publicClient(t, ca), jm.url())
+	waitTaskExecutors(t, client, 1)
+	runJobOn(t, client, "mtls", "noop", nil)
+
+	// The cluster's services answer no caller without a certificate.
+	rm := clusterv1connect.NewResourceManagerServiceClient(publicClient(t, ca), jm.url())
+	_, err := rm.RegisterTaskExecutor(context.Background(), &clusterv1.ResourceManagerServiceRegisterTaskExecutorRequest{TaskExecutorId: "intruder", Address: "https://127.0.0.1:1"})
+	if connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("RegisterTaskExecutor without a client certificate: %v, want UNAUTHENTICATED", err)
+	}
+	// Health stays open, for load balancers.
+	if _, err := grpchealth.NewClient(publicClient(t, ca), jm.url()).Check(context.Background(), &grpchealth.CheckRequest{}); err != nil {
+		t.Errorf("health without a client certificate: %v", err)
+	}
+
+	// A TaskExecutor whose certificate another CA signed (it trusts the
+	// cluster's CA for the servers) is refused at the handshake.
+	rogueTE := pki.issue(t, "rogue", "rogue-te", ca)
+	rogueTEp := startLogged(t, "taskexecutor", append([]string{"--hastore", jm.url(), "--slots", "2"}, rogueTE...)...)
+	// It follows the leader through the jobmanager's HAStoreService, and
+	// is refused there.
+	jm.waitLog(t, 30*time.Second, "TLS handshake error", "certificate signed by unknown authority")
+	waitTaskExecutors(t, client, 1)
+
+	// A jobmanager with such a certificate cannot campaign on the hastore.
+	rogueJM := startLogged(t, "jobmanager", append([]string{"--hastore", store.url()}, pki.issue(t, "rogue", "rogue-jm", ca)...)...)
+	store.waitLog(t, 30*time.Second, "TLS handshake error", "certificate signed by unknown authority")
+	resp, err := client.GetClusterOverview(context.Background(), &jobplanev1.GetClusterOverviewRequest{})
+	if err != nil || resp.GetLeader().GetAddress() != jm.url() {
+		t.Errorf("overview = %v, %v; want the first jobmanager %s leading", resp, err, jm.url())
+	}
+	// Each says why in its own log.
+	rogueJM.waitLog(t, 30*time.Second, "opening an HA-store session failed", "unknown certificate authority")
+	rogueTEp.waitLog(t, 30*time.Second, "unknown certificate authority")
+}
