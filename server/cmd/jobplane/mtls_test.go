@@ -245,3 +245,156 @@ func TestMTLSClusterOfProcesses(t *testing.T) {
 	rogueJM.waitLog(t, 30*time.Second, "opening an HA-store session failed", "unknown certificate authority")
 	rogueTEp.waitLog(t, 30*time.Second, "unknown certificate authority")
 }
+
+// A non-loopback -listen without TLS is refused with exit code 2 and a
+// message naming -insecure, before the process listens; loopback, TLS
+// or -insecure make it acceptable.
+func TestCleartextOffLoopbackRefused(t *testing.T) {
+	for _, sub := range []string{"standalone", "jobmanager", "hastore", "taskexecutor"} {
+		t.Run(sub, func(t *testing.T) {
+			for _, listen := range []string{"0.0.0.0:0", "[::]:0", ":0", "10.1.2.3:0", "host1:8080"} {
+				addrFile := filepath.Join(t.TempDir(), "addr")
+				args := []string{sub, "--listen", listen, "--advertise", "http://host1:8080", "--listen-addr-file", addrFile}
+				if sub != "taskexecutor" {
+					args = append(args, "--data-dir", t.TempDir())
+				}
+				var stdout, stderr bytes.Buffer
+				if code := jobplaneMain(args, &stdout, &stderr); code != exitUsage {
+					t.Errorf("--listen %s: exit %d, want %d; stderr:\n%s", listen, code, exitUsage, stderr.String())
+				}
+				if msg := stderr.String(); !strings.Contains(msg, "-insecure") || !strings.Contains(msg, "not a loopback address") || !strings.Contains(msg, "-tls-cert") {
+					t.Errorf("--listen %s: stderr does not name -insecure and -tls-cert:\n%s", listen, msg)
+				}
+				if _, err := os.Stat(addrFile); err == nil {
+					t.Errorf("--listen %s: the process listened before refusing", listen)
+				}
+				// With -insecure the address passes; a bad -debug-listen
+				// (checked alongside) stops the process before it binds
+				// every interface, which a test must not.
+				stderr.Reset()
+				args = append(args, "--insecure", "--debug-listen", "10.1.2.3:6060")
+				if code := jobplaneMain(args, &stdout, &stderr); code != exitUsage || strings.Contains(stderr.String(), "-insecure") || !strings.Contains(stderr.String(), "-debug-listen") {
+					t.Errorf("--listen %s --insecure: exit %d, stderr:\n%s\nwant only the -debug-listen refusal", listen, code, stderr.String())
+				}
+			}
+		})
+	}
+	// A real process on a loopback address other than 127.0.0.1 (as
+	// the README's operations commands run on one machine) starts in the
+	// clear.
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	p := startJobplane(t, "hastore", "--listen", "127.0.0.3:0", "--listen-addr-file", addrFile, "--data-dir", t.TempDir())
+	waitServing(t, "http://"+waitForFile(t, p, addrFile))
+}
+
+// The refusal's rule: loopback addresses pass; others need TLS or
+// -insecure.
+func TestCheckCleartext(t *testing.T) {
+	for _, tc := range []struct {
+		listen        string
+		tls, insecure bool
+		wantRefused   bool
+	}{
+		{"127.0.0.1:8080", false, false, false},
+		{"127.0.0.5:8080", false, false, false},
+		{"[::1]:8080", false, false, false},
+		{"localhost:8080", false, false, false},
+		{"LOCALHOST:8080", false, false, false},
+		{"0.0.0.0:8080", false, false, true},
+		{"[::]:8080", false, false, true},
+		{":8080", false, false, true},
+		{"192.168.1.10:8080", false, false, true},
+		{"host1:8080", false, false, true},
+		{"0.0.0.0:8080", true, false, false},
+		{"host1:8080", true, false, false},
+		{"0.0.0.0:8080", false, true, false},
+		{"192.168.1.10:8080", false, true, false},
+	} {
+		s := securityFlags{insecure: tc.insecure}
+		err := s.checkCleartext("listen", tc.listen, tc.tls)
+		if (err != nil) != tc.wantRefused {
+			t.Errorf("%s (tls %v, insecure %v): err = %v, want refused %v", tc.listen, tc.tls, tc.insecure, err, tc.wantRefused)
+		}
+	}
+}
+
+// Certificates and CAs rotate under a running cluster: the CA file
+// becomes a bundle of the old and new CAs, the certificates are issued
+// again by the new CA in place, and then the old CA is dropped. New
+// connections use the new files at once; a running job finishes; the
+// processes keep running.
+func TestCertificateRotationWhileRunning(t *testing.T) {
+	pki := newTestPKI(t, "old", "new")
+	trust := filepath.Join(t.TempDir(), "trust.pem")
+	writeCAs := func(cas ...string) {
+		t.Helper()
+		var bundle []byte
+		for _, ca := range cas {
+			b, err := os.ReadFile(pki.caFile(ca))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bundle = append(bundle, b...)
+		}
+		tmp := trust + ".tmp"
+		if err := os.WriteFile(tmp, bundle, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, trust); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeCAs("old")
+	jm := startLogged(t, "jobmanager", append([]string{"--data-dir", t.TempDir()}, pki.issue(t, "old", "jm", trust)...)...)
+	te := startLogged(t, "taskexecutor", append([]string{"--hastore", jm.url(), "--slots", "2"}, pki.issue(t, "old", "te", trust)...)...)
+	client := jobplanev1connect.NewDispatcherServiceClient(publicClient(t, trust), jm.url())
+	waitTaskExecutors(t, client, 1)
+
+	// A job that runs across the rotation.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	graph := &jobplanev1.JobGraph{Name: "long", Vertices: []*jobplanev1.JobVertex{{Id: "work", Invokable: "sleep", Parallelism: 2, Config: map[string]string{"duration": "2s"}}}}
+	if _, err := client.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "long", JobGraph: graph}); err != nil {
+		t.Fatalf("SubmitJob: %v", err)
+	}
+	health := func(caFile string) error {
+		_, err := grpchealth.NewClient(publicClient(t, caFile), jm.url()).Check(ctx, &grpchealth.CheckRequest{})
+		return err
+	}
+	if err := health(pki.caFile("new")); err == nil {
+		t.Fatal("a client trusting only the new CA verified the jobmanager before the rotation")
+	}
+
+	writeCAs("old", "new")
+	pki.issue(t, "new", "jm", trust)
+	pki.issue(t, "new", "te", trust)
+	if err := health(pki.caFile("new")); err != nil {
+		t.Errorf("after rotation, a client trusting only the new CA: %v", err)
+	}
+	if err := health(pki.caFile("old")); err == nil {
+		t.Error("after rotation, a client trusting only the old CA still verified the jobmanager")
+	}
+	// A TaskExecutor with a certificate of the new CA registers: the
+	// jobmanager reloaded the CAs it accepts clients of.
+	startLogged(t, "taskexecutor", append([]string{"--hastore", jm.url(), "--slots", "2"}, pki.issue(t, "new", "te2", trust)...)...)
+	waitTaskExecutors(t, client, 2)
+
+	resp, err := client.GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: "long", Wait: true})
+	if err != nil || resp.GetResult().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("the job across the rotation: %v, %v; want FINISHED", resp, err)
+	}
+	runJobOn(t, client, "after", "noop", nil)
+
+	// The old CA dropped: a TaskExecutor still holding one of its
+	// certificates is refused.
+	writeCAs("new")
+	stale := startLogged(t, "taskexecutor", append([]string{"--hastore", jm.url(), "--slots", "2"}, pki.issue(t, "old", "stale", trust)...)...)
+	jm.waitLog(t, 30*time.Second, "certificate signed by unknown authority")
+	stale.waitLog(t, 30*time.Second, "unknown certificate authority")
+	for _, p := range []*loggedProcess{jm, te} {
+		if !p.running() {
+			t.Errorf("a process stopped during the rotation:\n%s", p.log)
+		}
+	}
+	jm.waitLog(t, time.Second, "TLS certificate reloaded", "TLS certificate authorities reloaded")
+}
