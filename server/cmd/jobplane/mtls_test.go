@@ -17,6 +17,8 @@ import (
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
@@ -397,4 +399,144 @@ func TestCertificateRotationWhileRunning(t *testing.T) {
 		}
 	}
 	jm.waitLog(t, time.Second, "TLS certificate reloaded", "TLS certificate authorities reloaded")
+}
+
+// readAddr waits for the address a child writes into name.
+func readAddr(t *testing.T, name string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if b, err := os.ReadFile(name); err == nil && len(b) > 0 {
+			return strings.TrimSpace(string(b))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no address in %s after 20s", name)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Two jobmanagers with a cluster listener each, on one hastore, and a
+// TaskExecutor that follows the leader through the standby's cluster
+// port: the public ports serve the Dispatcher, health and /metrics and
+// not the cluster's services; the cluster ports serve the cluster's
+// services and not the Dispatcher; the TaskExecutor registers at the
+// leader's cluster URL from the leader record; a job runs; the standby's
+// NOT_LEADER and the overview name the leader's public URL.
+func TestTwoSurfaces(t *testing.T) {
+	store := startHAStore(t)
+	startJM := func() (public, cluster string) {
+		file := filepath.Join(t.TempDir(), "cluster-addr")
+		p := startLogged(t, "jobmanager", "--hastore", store, "--cluster-listen", "127.0.0.1:0", "--cluster-listen-addr-file", file)
+		return "http://" + p.addr, "http://" + readAddr(t, file)
+	}
+	pub1, clu1 := startJM()
+	overview(t, pub1, 30*time.Second, func(r *jobplanev1.GetClusterOverviewResponse, err error) bool { return err == nil })
+	pub2, clu2 := startJM()
+	startLogged(t, "taskexecutor", "--hastore", clu2, "--slots", "2")
+
+	client := dispatcher(t, pub1)
+	waitTaskExecutors(t, client, 1)
+	runJobOn(t, client, "surfaces", "noop", nil)
+
+	resp, err := client.GetClusterOverview(context.Background(), &jobplanev1.GetClusterOverviewRequest{})
+	if err != nil || resp.GetLeader().GetAddress() != pub1 {
+		t.Errorf("overview = %v, %v; want leader %s", resp, err, pub1)
+	}
+	if _, err := dispatcher(t, pub2).GetClusterOverview(context.Background(), &jobplanev1.GetClusterOverviewRequest{}); true {
+		if addr, ok := notLeaderAddress(err); !ok || addr != pub1 {
+			t.Errorf("standby's answer: %v (leader %q); want NOT_LEADER naming %s", err, addr, pub1)
+		}
+	}
+	resps, err := clusterTE(t, clu2).Leader()
+	if err != nil || resps.GetAddress() != pub1 || resps.GetClusterAddress() != clu1 {
+		t.Errorf("leader record = %v, %v; want address %s, cluster address %s", resps, err, pub1, clu1)
+	}
+
+	// Which port serves what.
+	for _, tc := range []struct {
+		name       string
+		url        string
+		call       func(url string) error
+		wantServed bool
+	}{
+		{"Dispatcher on public", pub1, callDispatcher(t), true},
+		{"Dispatcher on cluster", clu1, callDispatcher(t), false},
+		{"ResourceManager on public", pub1, callResourceManager(t), false},
+		{"ResourceManager on cluster", clu1, callResourceManager(t), true},
+		{"HAStore on public", pub1, callHAStore(t), false},
+		{"HAStore on cluster", clu1, callHAStore(t), true},
+	} {
+		err := tc.call(tc.url)
+		served := connect.CodeOf(err) != connect.CodeUnimplemented
+		if served != tc.wantServed {
+			t.Errorf("%s: %v; want served %v", tc.name, err, tc.wantServed)
+		}
+	}
+	for _, tc := range []struct {
+		url  string
+		want int
+	}{{pub1, http.StatusOK}, {clu1, http.StatusNotFound}} {
+		resp, err := http.Get(tc.url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("GET %s/metrics: %d, want %d", tc.url, resp.StatusCode, tc.want)
+		}
+	}
+	for _, url := range []string{pub1, clu1} {
+		waitServing(t, url) // health on both
+	}
+}
+
+// callDispatcher, callResourceManager and callHAStore make a call of
+// each service at a URL; a port that does not serve it answers
+// UNIMPLEMENTED.
+func callDispatcher(t *testing.T) func(string) error {
+	return func(url string) error {
+		_, err := dispatcher(t, url).GetClusterOverview(context.Background(), &jobplanev1.GetClusterOverviewRequest{})
+		return err
+	}
+}
+
+func callResourceManager(t *testing.T) func(string) error {
+	return func(url string) error {
+		_, err := clusterv1connect.NewResourceManagerServiceClient(http.DefaultClient, url).RegisterTaskExecutor(context.Background(), &clusterv1.ResourceManagerServiceRegisterTaskExecutorRequest{})
+		return err
+	}
+}
+
+func callHAStore(t *testing.T) func(string) error {
+	return func(url string) error {
+		_, err := clusterTE(t, url).Leader()
+		return err
+	}
+}
+
+// leaderView reads the jobmanager election's leader record through the
+// HAStoreService at a URL, as a TaskExecutor follows it.
+type leaderView struct {
+	t   *testing.T
+	url string
+}
+
+func clusterTE(t *testing.T, url string) leaderView { return leaderView{t, url} }
+
+// Leader returns the first leader event with a token.
+func (v leaderView) Leader() (*jobplanev1.LeaderInfo, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := hastorev1connect.NewHAStoreServiceClient(http.DefaultClient, v.url).ObserveLeader(ctx, &hastorev1.ObserveLeaderRequest{Election: "jobmanager"})
+	if err != nil {
+		return nil, err
+	}
+	defer stream.Close()
+	for stream.Receive() {
+		if l := stream.Msg().GetLeader(); l.GetToken() != nil {
+			return l, nil
+		}
+	}
+	return nil, stream.Err()
 }

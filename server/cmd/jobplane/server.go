@@ -221,7 +221,7 @@ func addDebug(g *group, debug debugFlags, shutdownTimeout time.Duration, log *sl
 // TaskExecutors and other processes can use it (a remote store is served
 // by its own process). The caller closes the store.
 func openServer(listen listenFlags, store storeFlags, log *slog.Logger) (*endpoint.Endpoint, hastore.Store, error) {
-	ep, err := endpoint.Listen(listen.cfg, log)
+	ep, err := listen.security.listen(listen.cfg, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -275,7 +275,7 @@ func newLeaderRelay(urls []string, client *http.Client, log *slog.Logger) (*elec
 // calls other processes with client.
 func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, client *http.Client, flags jobManagerFlags, log *slog.Logger) error {
 	jm, err := jobmanager.New(jobmanager.Config{
-		Store: st, Address: ep.URL(), HTTPClient: client,
+		Store: st, Address: ep.URL(), ClusterAddress: ep.ClusterURL(), HTTPClient: client,
 		SessionTTL: flags.sessionTTL, HeartbeatInterval: flags.heartbeatInterval, HeartbeatTimeout: flags.heartbeatTimeout,
 		ResultRetention: flags.resultRetention, SlotTimeout: flags.slotTimeout, Logger: log,
 		Limits:          jobgraph.Limits{MaxSubtasks: flags.maxSubtasks},

@@ -164,6 +164,7 @@ type Endpoint struct {
 	caPool   *reloading[*x509.CertPool]   // nil without client certificates
 
 	mu       sync.Mutex
+	cluster  *Endpoint // see SetCluster; nil: one surface
 	services []string
 	running  bool
 	stopping bool // health is NOT_SERVING for good
@@ -240,6 +241,10 @@ func (e *Endpoint) MaxResponseBytes() int64 { return e.cfg.MaxResponseBytes }
 // otherwise) and listed by reflection. Mount panics if called after Run has started, since the set of services
 // is fixed from then on.
 func (e *Endpoint) Mount(service string, newHandler func(opts ...connect.HandlerOption) (string, http.Handler)) {
+	if r := e.routed(service); r != e {
+		r.Mount(service, newHandler)
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.running {
@@ -257,6 +262,10 @@ func (e *Endpoint) Mount(service string, newHandler func(opts ...connect.Handler
 // leadership), before Run or while it serves. Once Run began shutting
 // down, every service stays NOT_SERVING and SetServing does nothing.
 func (e *Endpoint) SetServing(service string, serving bool) {
+	if r := e.routed(service); r != e {
+		r.SetServing(service, serving)
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopping {
@@ -284,8 +293,28 @@ func (e *Endpoint) Handle(pattern string, handler http.Handler) {
 // Run serves until ctx is done, then shuts down gracefully: health turns
 // NOT_SERVING, the listener closes, and requests in flight get up to
 // Config.ShutdownTimeout to finish. It returns nil after a shutdown caused
-// by ctx, or the error that stopped serving.
+// by ctx, or the error that stopped serving. With a cluster endpoint (see
+// SetCluster) it serves both, and stops both when either fails.
 func (e *Endpoint) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cluster := e.runCluster(ctx)
+	if cluster == nil {
+		return e.run(ctx)
+	}
+	public := make(chan error, 1)
+	go func() { public <- e.run(ctx) }()
+	select {
+	case err := <-public:
+		cancel()
+		return errors.Join(err, <-cluster)
+	case err := <-cluster:
+		cancel()
+		return errors.Join(err, <-public)
+	}
+}
+
+func (e *Endpoint) run(ctx context.Context) error {
 	e.mu.Lock()
 	e.running = true
 	services := append([]string(nil), e.services...)
@@ -351,7 +380,7 @@ func (e *Endpoint) Run(ctx context.Context) error {
 }
 
 // Close releases the listener of an endpoint whose Run was never called.
-func (e *Endpoint) Close() error { return e.listener.Close() }
+func (e *Endpoint) Close() error { return errors.Join(e.listener.Close(), e.closeCluster()) }
 
 // writeFileAtomic writes data to a temporary file beside name and renames
 // it into place, so a reader never sees a partial address.
