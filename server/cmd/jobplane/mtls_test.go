@@ -208,9 +208,10 @@ func runJobOn(t *testing.T, client jobplanev1connect.DispatcherServiceClient, id
 func TestMTLSClusterOfProcesses(t *testing.T) {
 	pki := newTestPKI(t, "cluster", "rogue")
 	ca := pki.caFile("cluster")
+	pki.issue(t, "rogue", "rogue-deployer", ca)
 	store := startLogged(t, "hastore", append([]string{"--data-dir", t.TempDir()}, pki.issue(t, "cluster", "store", ca)...)...)
 	jm := startLogged(t, "jobmanager", append([]string{"--hastore", store.url()}, pki.issue(t, "cluster", "jm", ca)...)...)
-	startLogged(t, "taskexecutor", append([]string{"--hastore", jm.url(), "--slots", "2"}, pki.issue(t, "cluster", "te", ca)...)...)
+	te := startLogged(t, "taskexecutor", append([]string{"--hastore", jm.url(), "--slots", "2"}, pki.issue(t, "cluster", "te", ca)...)...)
 
 	client := jobplanev1connect.NewDispatcherServiceClient(publicClient(t, ca), jm.url())
 	waitTaskExecutors(t, client, 1)
@@ -225,6 +226,25 @@ func TestMTLSClusterOfProcesses(t *testing.T) {
 	// Health stays open, for load balancers.
 	if _, err := grpchealth.NewClient(publicClient(t, ca), jm.url()).Check(context.Background(), &grpchealth.CheckRequest{}); err != nil {
 		t.Errorf("health without a client certificate: %v", err)
+	}
+
+	// Nothing is deployed to a TaskExecutor but by a caller with a
+	// certificate of the cluster's CA.
+	submit := func(c *http.Client) error {
+		_, err := clusterv1connect.NewTaskExecutorServiceClient(c, te.url()).SubmitTask(context.Background(), &clusterv1.SubmitTaskRequest{})
+		return err
+	}
+	if err := submit(publicClient(t, ca)); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("SubmitTask without a client certificate: %v, want UNAUTHENTICATED", err)
+	}
+	rogueFiles, err := endpoint.NewClientTLS(endpoint.ClientFiles{CAFile: ca, CertFile: filepath.Join(pki.dir, "issued", "rogue-deployer.pem"), KeyFile: filepath.Join(pki.dir, "issued", "rogue-deployer-key.pem")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rogueClient := rogueFiles.NewClient()
+	defer rogueClient.CloseIdleConnections()
+	if err := submit(rogueClient); err == nil || connect.CodeOf(err) == connect.CodeInvalidArgument {
+		t.Errorf("SubmitTask with a foreign CA's certificate: %v, want the handshake refused", err)
 	}
 
 	// A TaskExecutor whose certificate another CA signed (it trusts the
