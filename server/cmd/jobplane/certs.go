@@ -84,7 +84,7 @@ func runCertsCA(args []string, stdout, stderr io.Writer) int {
 
 func runCertsIssue(args []string, stdout, stderr io.Writer) int {
 	fs := certsFlagSet("issue", stderr)
-	caDir := fs.String("ca-dir", "", "directory of the CA (ca.pem and ca-key.pem, as `certs ca` wrote them)")
+	caDir := fs.String("ca-dir", "", "`directory` of the CA (ca.pem and ca-key.pem, as jobplane certs ca wrote them)")
 	name := fs.String("name", "", "name of the certificate: its common name, and the files' names NAME.pem and NAME-key.pem")
 	hosts := fs.String("hosts", "", "comma-separated host names and IP addresses the certificate is valid for: those others reach the process at (its -advertise host, or its -listen address)")
 	out := fs.String("out", ".", "directory to write NAME.pem and NAME-key.pem into (made if missing)")

@@ -29,10 +29,10 @@ func (s *securityFlags) register(fs *flag.FlagSet, cfg *endpoint.Config) {
 	fs.BoolVar(&s.insecure, "insecure", false, "allow listening on an address other than loopback (127.0.0.0/8, ::1, localhost) without TLS: "+
 		"anyone who reaches the port can then run the cluster's protocol (campaign, offer slots, run tasks); without it such a -listen is refused. "+
 		"Use it only on a network you trust")
-	fs.StringVar(&cfg.ClientCAFile, "tls-client-ca", "", "PEM file of the certificate authorities that sign the cluster's components' certificates (mutual TLS; needs -tls-cert): "+
+	fs.StringVar(&cfg.ClientCAFile, "tls-client-ca", "", "PEM `file` of the certificate authorities that sign the cluster's components' certificates (mutual TLS; needs -tls-cert): "+
 		"the cluster's services here (HA store, ResourceManager, JobMaster, TaskExecutor) then answer only callers presenting a certificate they signed, "+
 		"and a handshake with a certificate they did not sign fails; the Dispatcher, health, reflection and /metrics stay open to any TLS client. "+
-		"Every process presents its -tls-cert as its client certificate, so certificates need both the serverAuth and clientAuth usages (see `jobplane certs`). "+
+		"Every process presents its -tls-cert as its client certificate, so certificates need both the serverAuth and clientAuth usages (see jobplane certs ca|issue). "+
 		"Certificates, keys and CA files are read again when they change, for new connections")
 }
 
