@@ -78,6 +78,12 @@ type Config struct {
 	// (TLSCertFile's, for ClientCAFile), reading them again when they
 	// change. Default: nil.
 	ClientTLS *endpoint.ClientTLS
+	// ClusterListen, when set, is the TCP address on which the cluster
+	// protocol (HA store, ResourceManager, JobMasters) is served apart from
+	// the public API on Listen, with the same TLS; ClusterAdvertise and
+	// ClusterAddrFile are to it what Advertise and AddrFile are to Listen
+	// (see endpoint.Endpoint.SetCluster). Default: none, one listener.
+	ClusterListen, ClusterAdvertise, ClusterAddrFile string
 	// AddrFile, when set, names a file into which the bound address is
 	// written once the listener is open. Default: none.
 	AddrFile string
@@ -256,6 +262,15 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.ClusterListen != "" {
+		clusterCfg := epCfg
+		clusterCfg.Listen, clusterCfg.Advertise, clusterCfg.AddrFile, clusterCfg.PublicServices = cfg.ClusterListen, cfg.ClusterAdvertise, cfg.ClusterAddrFile, nil
+		cluster, err := endpoint.Listen(clusterCfg, c.log.With("surface", "cluster"))
+		if err != nil {
+			return nil, fmt.Errorf("standalone: cluster listener: %w", err)
+		}
+		c.ep.SetCluster(cluster)
+	}
 	octx, cancel := context.WithTimeout(ctx, cfg.StoreOpenTimeout)
 	defer cancel()
 	c.store, err = hastore.Open(octx, cfg.Store)
@@ -275,7 +290,9 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		c.ep.Handle("GET /metrics", cfg.Metrics)
 	}
 
-	jm, err := jobmanager.New(cfg.jobManager(c.store, c.ep.URL(), c.ep, c.newClient()))
+	jmCfg := cfg.jobManager(c.store, c.ep.URL(), c.ep, c.newClient())
+	jmCfg.ClusterAddress = c.ep.ClusterURL()
+	jm, err := jobmanager.New(jmCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -347,6 +364,10 @@ func (c *Cluster) addTaskExecutor() error {
 // "http://127.0.0.1:41235" ("https://" with TLS), where clients reach
 // the DispatcherService: Config.Advertise, or the bound address.
 func (c *Cluster) URL() string { return c.ep.URL() }
+
+// ClusterURL returns the base URL at which the cluster protocol is
+// served: that of Config.ClusterListen, or else URL.
+func (c *Cluster) ClusterURL() string { return c.ep.ClusterURL() }
 
 // TaskExecutorIDs returns the ids of the cluster's TaskExecutors, in start
 // order.

@@ -560,3 +560,26 @@ func (v leaderView) Leader() (*jobplanev1.LeaderInfo, error) {
 	}
 	return nil, stream.Err()
 }
+
+// A standalone with a cluster listener: its own TaskExecutors follow the
+// leader record to the cluster URL and run a job; the public port serves
+// the Dispatcher and not the ResourceManager, the cluster port the
+// reverse.
+func TestStandaloneTwoSurfaces(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cluster-addr")
+	p := startLogged(t, "standalone", "--data-dir", t.TempDir(), "--task-executors", "1", "--slots", "2",
+		"--cluster-listen", "127.0.0.1:0", "--cluster-listen-addr-file", file)
+	public, cluster := "http://"+p.addr, "http://"+readAddr(t, file)
+	client := dispatcher(t, public)
+	waitTaskExecutors(t, client, 1)
+	runJobOn(t, client, "standalone-surfaces", "noop", nil)
+	if err := callDispatcher(t)(cluster); connect.CodeOf(err) != connect.CodeUnimplemented {
+		t.Errorf("Dispatcher on the cluster port: %v, want UNIMPLEMENTED", err)
+	}
+	if err := callResourceManager(t)(public); connect.CodeOf(err) != connect.CodeUnimplemented {
+		t.Errorf("ResourceManager on the public port: %v, want UNIMPLEMENTED", err)
+	}
+	if l, err := clusterTE(t, cluster).Leader(); err != nil || l.GetAddress() != public || l.GetClusterAddress() != cluster {
+		t.Errorf("leader record = %v, %v; want %s and cluster %s", l, err, public, cluster)
+	}
+}
