@@ -5,6 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
+
 	"github.com/jobplane/jobplane/server/election"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
@@ -43,5 +49,26 @@ func TestClusterAddressOverTheWire(t *testing.T) {
 	}
 	if info, err := c.Leader(ctx, hastore.ElectionJobManager); err != nil || info.ClusterAddress != "" || info.Cluster() != "https://host1:8443" {
 		t.Errorf("leader with one address = %+v, %v", info, err)
+	}
+}
+
+// An address with a space (the separator of the stored value) is
+// refused INVALID_ARGUMENT, naming the field.
+func TestAddressWithSpaceRefused(t *testing.T) {
+	srv := startServer(t)
+	rpc := hastorev1connect.NewHAStoreServiceClient(newHTTPClient(t, h2c), srv.url())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open, err := rpc.OpenSession(ctx, &hastorev1.OpenSessionRequest{Ttl: durationpb.New(5 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []*hastorev1.CampaignRequest{
+		{Election: "jobmanager", SessionId: open.GetSessionId(), Address: "http://a:1 http://b:2"},
+		{Election: "jobmanager", SessionId: open.GetSessionId(), Address: "http://a:1", ClusterAddress: "http://b:2 x"},
+	} {
+		if _, err := rpc.Campaign(ctx, req); connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Errorf("Campaign(%q, %q) = %v, want INVALID_ARGUMENT", req.GetAddress(), req.GetClusterAddress(), err)
+		}
 	}
 }

@@ -169,6 +169,9 @@ func (h *Handler) CloseSession(ctx context.Context, req *hastorev1.CloseSessionR
 func (h *Handler) Campaign(ctx context.Context, req *hastorev1.CampaignRequest) (*hastorev1.CampaignResponse, error) {
 	election, address := req.GetElection(), joinAddresses(req.GetAddress(), req.GetClusterAddress())
 	md := map[string]string{"session_id": req.GetSessionId(), "election": election}
+	if err := hastore.ValidatePublishedAddresses(req.GetAddress(), req.GetClusterAddress()); err != nil {
+		return nil, h.err(err, md)
+	}
 	if err := hastore.ValidateCampaign(election, address); err != nil {
 		return nil, h.err(err, md)
 	}
@@ -424,6 +427,9 @@ func (h *Handler) Resign(ctx context.Context, req *hastorev1.ResignRequest) (*ha
 // ConfirmLeadership implements HAStoreServiceHandler.
 func (h *Handler) ConfirmLeadership(ctx context.Context, req *hastorev1.ConfirmLeadershipRequest) (*hastorev1.ConfirmLeadershipResponse, error) {
 	f := fenceFromProto(req.GetFence())
+	if err := hastore.ValidatePublishedAddresses(req.GetAddress(), req.GetClusterAddress()); err != nil {
+		return nil, h.err(err, map[string]string{"election": f.Election})
+	}
 	if err := h.store.ConfirmLeadership(ctx, f, joinAddresses(req.GetAddress(), req.GetClusterAddress())); err != nil {
 		return nil, h.err(err, map[string]string{"election": f.Election})
 	}
