@@ -3,6 +3,7 @@ package election
 import (
 	"context"
 	"fmt"
+	"strings"
 )
 
 // Election names.
@@ -41,8 +42,40 @@ type Leader struct {
 	Election string
 	// Address is the leader's published base URL; empty until published.
 	Address string
+	// ClusterAddress is the base URL at which the leader serves the
+	// cluster protocol when it serves it apart from Address (a JobManager
+	// with a cluster listener); empty when Address serves both. See
+	// Cluster.
+	ClusterAddress string
 	// Token is the leader's grant; zero when the election has no leader.
 	Token Token
+}
+
+// Cluster returns the base URL at which the cluster's components reach
+// the leader: ClusterAddress, or Address when it is empty.
+func (l Leader) Cluster() string {
+	if l.ClusterAddress != "" {
+		return l.ClusterAddress
+	}
+	return l.Address
+}
+
+// JoinAddresses returns the one value a leader publishes in a store
+// (Campaign, ConfirmLeadership, PutExecutionPlanAndLead) for its address
+// and its cluster address: address alone when cluster is empty or the
+// same, else both separated by a space, which no URL holds. Stores keep
+// the value as it is; SplitAddresses reads it back.
+func JoinAddresses(address, cluster string) string {
+	if cluster == "" || cluster == address {
+		return address
+	}
+	return address + " " + cluster
+}
+
+// SplitAddresses is the inverse of JoinAddresses.
+func SplitAddresses(published string) (address, cluster string) {
+	address, cluster, _ = strings.Cut(published, " ")
+	return address, cluster
 }
 
 // Observer follows an election's leader. Every hastore.Store is one; so is

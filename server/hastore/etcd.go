@@ -272,7 +272,7 @@ func (s *Etcd) Leader(ctx context.Context, election string) (LeaderInfo, error) 
 	info := LeaderInfo{Election: election}
 	if len(resp.Kvs) > 0 {
 		kv := resp.Kvs[0]
-		info.Address = string(kv.Value)
+		info.Address, info.ClusterAddress = splitAddresses(string(kv.Value))
 		info.Token = Token{SessionID: s.sessionOfKey(election, string(kv.Key)), Epoch: uint64(kv.CreateRevision)}
 	}
 	return info, nil
@@ -309,7 +309,7 @@ func (s *Etcd) ObserveLeader(ctx context.Context, election string, fn func(Leade
 		for key, c := range cands {
 			if best == 0 || c.createRev < best {
 				best = c.createRev
-				info.Address = c.value
+				info.Address, info.ClusterAddress = splitAddresses(c.value)
 				info.Token = Token{SessionID: strings.TrimPrefix(key, pfx), Epoch: uint64(c.createRev)}
 			}
 		}

@@ -32,6 +32,12 @@ type Fence struct {
 // election.Leader, re-exported.
 type LeaderInfo = election.Leader
 
+// splitAddresses reads the value a leader published (see
+// election.JoinAddresses) back into its address and cluster address.
+func splitAddresses(published string) (address, cluster string) {
+	return election.SplitAddresses(published)
+}
+
 // SessionConfig configures a session.
 type SessionConfig struct {
 	// TTL is how long the session survives without renewal. Stores round it

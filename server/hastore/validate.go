@@ -209,3 +209,19 @@ func ValidateList(after string, limit int) error {
 	}
 	return v.err()
 }
+
+// ValidatePublishedAddresses checks the address and cluster address of a
+// leader as they arrive apart (HAStoreService's Campaign and
+// ConfirmLeadership), before they are joined into the one value a store
+// keeps (election.JoinAddresses): neither may hold a space, which
+// separates them there.
+func ValidatePublishedAddresses(address, cluster string) error {
+	var v validation
+	if strings.ContainsAny(address, " \t\r\n") {
+		v.add("address", "holds white space")
+	}
+	if strings.ContainsAny(cluster, " \t\r\n") {
+		v.add("cluster_address", "holds white space")
+	}
+	return v.err()
+}

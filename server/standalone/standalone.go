@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
 	"github.com/jobplane/jobplane/server/election/electionrpc"
 	"github.com/jobplane/jobplane/server/hastore"
@@ -66,6 +67,24 @@ type Config struct {
 	// (see endpoint.ClientTLSConfig in the server). Default: nil, the
 	// system's roots.
 	TLSClientConfig *tls.Config
+	// ClientCAFile, when set (with TLSCertFile), names the PEM authorities
+	// that sign the cluster's client certificates: the JobManager's
+	// listener then serves its cluster services (HA store, ResourceManager,
+	// JobMaster) only to callers presenting a certificate they signed,
+	// while the Dispatcher stays open to any TLS client (see
+	// endpoint.Config.ClientCAFile). Default: none.
+	ClientCAFile string
+	// ClientTLS, when set, is used for the components' calls instead of
+	// TLSClientConfig: it trusts its CA file and presents its certificate
+	// (TLSCertFile's, for ClientCAFile), reading them again when they
+	// change. Default: nil.
+	ClientTLS *endpoint.ClientTLS
+	// ClusterListen, when set, is the TCP address on which the cluster
+	// protocol (HA store, ResourceManager, JobMasters) is served apart from
+	// the public API on Listen, with the same TLS; ClusterAdvertise and
+	// ClusterAddrFile are to it what Advertise and AddrFile are to Listen
+	// (see endpoint.Endpoint.SetCluster). Default: none, one listener.
+	ClusterListen, ClusterAdvertise, ClusterAddrFile string
 	// AddrFile, when set, names a file into which the bound address is
 	// written once the listener is open. Default: none.
 	AddrFile string
@@ -159,7 +178,7 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	listen := cmp.Or(c.Listen, DefaultListen)
-	if err := (endpoint.Config{Listen: listen, Advertise: c.Advertise, TLSCertFile: c.TLSCertFile, TLSKeyFile: c.TLSKeyFile}).Validate(); err != nil {
+	if err := (endpoint.Config{Listen: listen, Advertise: c.Advertise, TLSCertFile: c.TLSCertFile, TLSKeyFile: c.TLSKeyFile, ClientCAFile: c.ClientCAFile}).Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.jobManager(nil, "", nil, nil).ValidateTimings(); err != nil {
@@ -249,9 +268,19 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	epCfg := c.endpointConfig(cfg.Listen, cfg.AddrFile)
 	epCfg.Advertise = cfg.Advertise
 	epCfg.TLSCertFile, epCfg.TLSKeyFile = cfg.TLSCertFile, cfg.TLSKeyFile
+	epCfg.ClientCAFile, epCfg.PublicServices = cfg.ClientCAFile, []string{jobplanev1connect.DispatcherServiceName}
 	c.ep, err = endpoint.Listen(epCfg, c.log)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.ClusterListen != "" {
+		clusterCfg := epCfg
+		clusterCfg.Listen, clusterCfg.Advertise, clusterCfg.AddrFile, clusterCfg.PublicServices = cfg.ClusterListen, cfg.ClusterAdvertise, cfg.ClusterAddrFile, nil
+		cluster, err := endpoint.Listen(clusterCfg, c.log.With("surface", "cluster"))
+		if err != nil {
+			return nil, fmt.Errorf("standalone: cluster listener: %w", err)
+		}
+		c.ep.SetCluster(cluster)
 	}
 	octx, cancel := context.WithTimeout(ctx, cfg.StoreOpenTimeout)
 	defer cancel()
@@ -272,7 +301,9 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		c.ep.Handle("GET /metrics", cfg.Metrics)
 	}
 
-	jm, err := jobmanager.New(cfg.jobManager(c.store, c.ep.URL(), c.ep, c.newClient()))
+	jmCfg := cfg.jobManager(c.store, c.ep.URL(), c.ep, c.newClient())
+	jmCfg.ClusterAddress = c.ep.ClusterURL()
+	jm, err := jobmanager.New(jmCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -296,6 +327,9 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 // other, whose idle connections Run closes once the components stopped.
 func (c *Cluster) newClient() *http.Client {
 	client := endpoint.NewTLSClient(c.cfg.TLSClientConfig)
+	if c.cfg.ClientTLS != nil {
+		client = c.cfg.ClientTLS.NewClient()
+	}
 	c.clients = append(c.clients, client)
 	return client
 }
@@ -341,6 +375,10 @@ func (c *Cluster) addTaskExecutor() error {
 // "http://127.0.0.1:41235" ("https://" with TLS), where clients reach
 // the DispatcherService: Config.Advertise, or the bound address.
 func (c *Cluster) URL() string { return c.ep.URL() }
+
+// ClusterURL returns the base URL at which the cluster protocol is
+// served: that of Config.ClusterListen, or else URL.
+func (c *Cluster) ClusterURL() string { return c.ep.ClusterURL() }
 
 // TaskExecutorIDs returns the ids of the cluster's TaskExecutors, in start
 // order.

@@ -567,16 +567,18 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 			continue // follow the new leader first
 		}
 		if registration == nil {
-			rm = clusterv1connect.NewResourceManagerServiceClient(te.cfg.HTTPClient, leader.Address, te.cfg.ClientOptions...)
+			// The ResourceManager serves the cluster protocol, which a
+			// leader may serve apart from its public address.
+			rm = clusterv1connect.NewResourceManagerServiceClient(te.cfg.HTTPClient, leader.Cluster(), te.cfg.ClientOptions...)
 			var err error
 			registration, err = te.register(callCtx, rm, leader.Token)
 			if err != nil {
 				cancel()
-				te.log.Debug("registering with the ResourceManager failed", "leader", leader.Address, "err", err)
+				te.log.Debug("registering with the ResourceManager failed", "leader", leader.Cluster(), "err", err)
 				timer.Reset(te.cfg.RetryInterval)
 				continue
 			}
-			te.log.Info("registered with the ResourceManager", "leader", leader.Address, "token", leader.Token)
+			te.log.Info("registered with the ResourceManager", "leader", leader.Cluster(), "token", leader.Token)
 		}
 		err := te.heartbeat(callCtx, rm, leader.Token, registration.GetRegistrationId())
 		cancel()

@@ -188,9 +188,17 @@ type LeaderInfo struct {
 	// Campaign). Empty while the leader has not published an address yet.
 	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	// The current leader's token. Unset when the election has no leader.
-	Token         *FencingToken `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Token *FencingToken `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	// The base URL at which the leader serves the cluster protocol
+	// (ResourceManagerService, JobMasterService, HAStoreService), when it
+	// serves it on another listener than its public API: the one
+	// TaskExecutors and JobMasters call. Clients and NOT_LEADER answers use
+	// `address`. Empty: the cluster protocol is served at `address`, which
+	// readers then use for both (records of implementations that keep
+	// one listener, and of older versions, leave it empty).
+	ClusterAddress string `protobuf:"bytes,4,opt,name=cluster_address,json=clusterAddress,proto3" json:"cluster_address,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *LeaderInfo) Reset() {
@@ -244,6 +252,13 @@ func (x *LeaderInfo) GetToken() *FencingToken {
 	return nil
 }
 
+func (x *LeaderInfo) GetClusterAddress() string {
+	if x != nil {
+		return x.ClusterAddress
+	}
+	return ""
+}
+
 var File_jobplane_v1_leadership_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_leadership_proto_rawDesc = "" +
@@ -255,12 +270,13 @@ const file_jobplane_v1_leadership_proto_rawDesc = "" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"T\n" +
 	"\x05Fence\x12\x1a\n" +
 	"\belection\x18\x01 \x01(\tR\belection\x12/\n" +
-	"\x05token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x05token\"s\n" +
+	"\x05token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x05token\"\x9c\x01\n" +
 	"\n" +
 	"LeaderInfo\x12\x1a\n" +
 	"\belection\x18\x01 \x01(\tR\belection\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12/\n" +
-	"\x05token\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenR\x05tokenB\xa8\x01\n" +
+	"\x05token\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenR\x05token\x12'\n" +
+	"\x0fcluster_address\x18\x04 \x01(\tR\x0eclusterAddressB\xa8\x01\n" +
 	"\x0fcom.jobplane.v1B\x0fLeadershipProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
 
 var (

@@ -26,6 +26,7 @@ func runJobManager(args []string, _, stderr io.Writer) int {
 	store.register(c.fs, "data/jobmanager")
 	store.registerRemote(c.fs)
 	listen.register(c.fs, "127.0.0.1:8080")
+	listen.security.registerCluster(c.fs)
 	debug.register(c.fs)
 	jm.register(c.fs)
 	log, code, ok := c.parse(args, stderr)

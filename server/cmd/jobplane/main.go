@@ -11,6 +11,7 @@
 //	jobplane hastore [flags]        an HA store for servers in other processes
 //	jobplane backup [flags]         snapshot the HA store's etcd to a file
 //	jobplane restore [flags]        restore a snapshot into a new data directory
+//	jobplane certs ca|issue         make a test CA and certificates (mTLS)
 //
 //	jobplane submit FILE            submit a job graph (YAML or JSON) and follow it
 //	jobplane list                   list jobs
@@ -61,6 +62,7 @@ var serverSubcommands = []serverSubcommand{
 	{"etcd-member", "list or remove members of the HA store's etcd cluster", runEtcdMember},
 	{"backup", "write a snapshot of the HA store's etcd to a file; restore makes a data directory of it", runBackup},
 	{"restore", "restore a snapshot into a new, empty data directory for a server's embedded etcd member", runRestore},
+	{"certs", "make a test CA and certificates for TLS and mutual TLS between the cluster's processes", runCerts},
 }
 
 // parseFlags parses args into fs and maps the outcome to an exit code:

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -30,9 +29,9 @@ import (
 // listenFlags configure a process's RPC endpoint, and the TLS of its
 // calls to other processes.
 type listenFlags struct {
-	cfg       endpoint.Config
-	caFile    string
-	clientTLS *tls.Config // read from caFile by validate
+	cfg      endpoint.Config
+	caFile   string
+	security securityFlags
 }
 
 func (l *listenFlags) register(fs *flag.FlagSet, def string) {
@@ -49,6 +48,7 @@ func (l *listenFlags) register(fs *flag.FlagSet, def string) {
 	fs.DurationVar(&l.cfg.ShutdownTimeout, "shutdown-timeout", 5*time.Second, "how long in-flight requests get to finish on shutdown")
 	fs.Int64Var(&l.cfg.MaxResponseBytes, "max-response-bytes", endpoint.DefaultMaxResponseBytes, "largest response message the server sends; a larger answer fails with RESOURCE_EXHAUSTED (lists and a job's subtasks are paged well below it)")
 	fs.Int64Var(&l.cfg.MaxRequestBytes, "max-request-bytes", endpoint.DefaultMaxRequestBytes, "largest request body, and largest request message once decompressed, that the server reads; larger requests get RESOURCE_EXHAUSTED unread (keep it above -max-plan-bytes, with room for JSON)")
+	l.security.register(fs, &l.cfg)
 }
 
 // validate checks the flags, and reads the TLS files they name, before
@@ -61,12 +61,7 @@ func (l *listenFlags) validate() error {
 	case l.cfg.TLSKeyFile != "" && l.cfg.TLSCertFile == "":
 		return errors.New("-tls-key needs -tls-cert, the certificate of the key")
 	}
-	var err error
-	l.clientTLS, err = endpoint.ClientTLSConfig(l.caFile)
-	if err != nil {
-		return fmt.Errorf("-tls-ca: %w", err)
-	}
-	err = l.cfg.Validate()
+	err := l.cfg.Validate()
 	if errors.Is(err, endpoint.ErrAdvertiseRequired) {
 		scheme := "http"
 		if l.cfg.TLSCertFile != "" {
@@ -74,12 +69,16 @@ func (l *listenFlags) validate() error {
 		}
 		return fmt.Errorf("-listen %s binds every interface, an address no one can reach: set -advertise to the base URL that other processes and clients reach this process at (such as %s://host1:8080)", l.cfg.Listen, scheme)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return l.security.check(&l.cfg, l.caFile)
 }
 
 // newClient returns an HTTP client for the process's calls to other
-// processes, trusting -tls-ca for https:// peers.
-func (l *listenFlags) newClient() *http.Client { return endpoint.NewTLSClient(l.clientTLS) }
+// processes, trusting -tls-ca for https:// peers and presenting -tls-cert
+// to those that ask for a client certificate.
+func (l *listenFlags) newClient() *http.Client { return l.security.files.NewClient() }
 
 // jobManagerFlags tune a JobManager.
 type jobManagerFlags struct {
@@ -227,7 +226,7 @@ func addDebug(g *group, debug debugFlags, shutdownTimeout time.Duration, log *sl
 // TaskExecutors and other processes can use it (a remote store is served
 // by its own process). The caller closes the store.
 func openServer(listen listenFlags, store storeFlags, log *slog.Logger) (*endpoint.Endpoint, hastore.Store, error) {
-	ep, err := endpoint.Listen(listen.cfg, log)
+	ep, err := listen.security.listen(listen.cfg, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -281,7 +280,7 @@ func newLeaderRelay(urls []string, client *http.Client, log *slog.Logger) (*elec
 // calls other processes with client.
 func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, client *http.Client, flags jobManagerFlags, log *slog.Logger) error {
 	jm, err := jobmanager.New(jobmanager.Config{
-		Store: st, Address: ep.URL(), HTTPClient: client,
+		Store: st, Address: ep.URL(), ClusterAddress: ep.ClusterURL(), HTTPClient: client,
 		SessionTTL: flags.sessionTTL, HeartbeatInterval: flags.heartbeatInterval, HeartbeatTimeout: flags.heartbeatTimeout,
 		ResultRetention: flags.resultRetention, SlotTimeout: flags.slotTimeout, Logger: log,
 		Limits:          jobgraph.Limits{MaxSubtasks: flags.maxSubtasks},

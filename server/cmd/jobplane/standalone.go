@@ -24,6 +24,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 	)
 	store.register(c.fs, "data/standalone")
 	listen.register(c.fs, "127.0.0.1:8080")
+	listen.security.registerCluster(c.fs)
 	debug.register(c.fs)
 	jm.register(c.fs)
 	te.register(c.fs)
@@ -61,7 +62,8 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 	cluster, err := standalone.New(context.Background(), standalone.Config{
 		Listen: listen.cfg.Listen, Advertise: listen.cfg.Advertise, AddrFile: listen.cfg.AddrFile, ShutdownTimeout: listen.cfg.ShutdownTimeout,
 		MaxRequestBytes: listen.cfg.MaxRequestBytes, MaxResponseBytes: listen.cfg.MaxResponseBytes,
-		TLSCertFile: listen.cfg.TLSCertFile, TLSKeyFile: listen.cfg.TLSKeyFile, TLSClientConfig: listen.clientTLS,
+		TLSCertFile: listen.cfg.TLSCertFile, TLSKeyFile: listen.cfg.TLSKeyFile, ClientCAFile: listen.cfg.ClientCAFile, ClientTLS: listen.security.files,
+		ClusterListen: listen.security.clusterListen, ClusterAdvertise: listen.security.clusterAdvertise, ClusterAddrFile: listen.security.clusterAddrFile,
 		Store:      storeCfg,
 		SessionTTL: jm.sessionTTL, HeartbeatInterval: jm.heartbeatInterval, HeartbeatTimeout: jm.heartbeatTimeout,
 		MaxSubtasks: jm.maxSubtasks, ResultRetention: jm.resultRetention, SlotTimeout: jm.slotTimeout,

@@ -143,7 +143,7 @@ func (h *Handler) toConnect(err error) error {
 }
 
 func leaderToProto(l election.Leader) *jobplanev1.LeaderInfo {
-	info := &jobplanev1.LeaderInfo{Election: l.Election, Address: l.Address}
+	info := &jobplanev1.LeaderInfo{Election: l.Election, Address: l.Address, ClusterAddress: l.ClusterAddress}
 	if !l.Token.IsZero() {
 		info.Token = &jobplanev1.FencingToken{SessionId: l.Token.SessionID, Epoch: l.Token.Epoch}
 	}

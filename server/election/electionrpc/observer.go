@@ -228,8 +228,9 @@ func causeOr(sctx, ctx context.Context, err error) error {
 
 func leaderFromProto(info *jobplanev1.LeaderInfo) election.Leader {
 	return election.Leader{
-		Election: info.GetElection(),
-		Address:  info.GetAddress(),
-		Token:    election.Token{SessionID: info.GetToken().GetSessionId(), Epoch: info.GetToken().GetEpoch()},
+		Election:       info.GetElection(),
+		Address:        info.GetAddress(),
+		ClusterAddress: info.GetClusterAddress(),
+		Token:          election.Token{SessionID: info.GetToken().GetSessionId(), Epoch: info.GetToken().GetEpoch()},
 	}
 }

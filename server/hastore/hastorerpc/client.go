@@ -420,7 +420,8 @@ func (s *clientSession) Campaign(ctx context.Context, election, address string) 
 			withdraw()
 		}
 	}
-	_, err := s.c.rpc.Campaign(ctx, &hastorev1.CampaignRequest{Election: election, SessionId: s.id, Address: address})
+	public, cluster := splitAddresses(address)
+	_, err := s.c.rpc.Campaign(ctx, &hastorev1.CampaignRequest{Election: election, SessionId: s.id, Address: public, ClusterAddress: cluster})
 	if err != nil {
 		err = fromConnect(err)
 		if !errors.Is(err, hastore.ErrCandidacyExists) && !errors.Is(err, hastore.ErrInvalidArgument) && !errors.Is(err, hastore.ErrSessionNotFound) {
@@ -493,7 +494,8 @@ func (c *Client) Resign(ctx context.Context, f hastore.Fence) error {
 
 // ConfirmLeadership implements hastore.Store.
 func (c *Client) ConfirmLeadership(ctx context.Context, f hastore.Fence, address string) error {
-	_, err := c.rpc.ConfirmLeadership(ctx, &hastorev1.ConfirmLeadershipRequest{Fence: fenceToProto(f), Address: address})
+	public, cluster := splitAddresses(address)
+	_, err := c.rpc.ConfirmLeadership(ctx, &hastorev1.ConfirmLeadershipRequest{Fence: fenceToProto(f), Address: public, ClusterAddress: cluster})
 	return fromConnect(err)
 }
 

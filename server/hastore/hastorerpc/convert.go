@@ -3,6 +3,7 @@ package hastorerpc
 import (
 	"context"
 	"errors"
+	"github.com/jobplane/jobplane/server/election"
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
@@ -29,11 +30,11 @@ func fenceFromProto(f *jobplanev1.Fence) hastore.Fence {
 }
 
 func leaderToProto(info hastore.LeaderInfo) *jobplanev1.LeaderInfo {
-	return &jobplanev1.LeaderInfo{Election: info.Election, Address: info.Address, Token: tokenToProto(info.Token)}
+	return &jobplanev1.LeaderInfo{Election: info.Election, Address: info.Address, ClusterAddress: info.ClusterAddress, Token: tokenToProto(info.Token)}
 }
 
 func leaderFromProto(info *jobplanev1.LeaderInfo) hastore.LeaderInfo {
-	return hastore.LeaderInfo{Election: info.GetElection(), Address: info.GetAddress(), Token: tokenFromProto(info.GetToken())}
+	return hastore.LeaderInfo{Election: info.GetElection(), Address: info.GetAddress(), ClusterAddress: info.GetClusterAddress(), Token: tokenFromProto(info.GetToken())}
 }
 
 // revocationReason is the wire reason for the cause of a leadership's end.
@@ -58,4 +59,13 @@ func revocationCause(r hastorev1.RevocationReason) error {
 		return hastore.ErrLeaderDeleted
 	}
 	return hastore.ErrSessionEnded
+}
+
+// joinAddresses is the value a store publishes for a leader's address
+// and cluster address (see election.JoinAddresses).
+func joinAddresses(address, cluster string) string { return election.JoinAddresses(address, cluster) }
+
+// splitAddresses is the inverse of joinAddresses.
+func splitAddresses(published string) (address, cluster string) {
+	return election.SplitAddresses(published)
 }

@@ -167,9 +167,12 @@ func (h *Handler) CloseSession(ctx context.Context, req *hastorev1.CloseSessionR
 // Campaign implements HAStoreServiceHandler: the candidacy campaigns in
 // the background, on a context of its own, until withdrawn or revoked.
 func (h *Handler) Campaign(ctx context.Context, req *hastorev1.CampaignRequest) (*hastorev1.CampaignResponse, error) {
-	election := req.GetElection()
+	election, address := req.GetElection(), joinAddresses(req.GetAddress(), req.GetClusterAddress())
 	md := map[string]string{"session_id": req.GetSessionId(), "election": election}
-	if err := hastore.ValidateCampaign(election, req.GetAddress()); err != nil {
+	if err := hastore.ValidatePublishedAddresses(req.GetAddress(), req.GetClusterAddress()); err != nil {
+		return nil, h.err(err, md)
+	}
+	if err := hastore.ValidateCampaign(election, address); err != nil {
 		return nil, h.err(err, md)
 	}
 	s, err := h.session(req.GetSessionId())
@@ -195,7 +198,7 @@ func (h *Handler) Campaign(ctx context.Context, req *hastorev1.CampaignRequest) 
 			continue
 		}
 		s.mu.Unlock()
-		if c.address == req.GetAddress() {
+		if c.address == address {
 			// The same call again, as after a lost answer: it stands.
 			return &hastorev1.CampaignResponse{}, nil
 		}
@@ -206,7 +209,7 @@ func (h *Handler) Campaign(ctx context.Context, req *hastorev1.CampaignRequest) 
 		return nil, h.err(hastore.ErrSessionNotFound, md)
 	}
 	cctx, withdraw := context.WithCancel(context.Background())
-	c := &candidacy{withdraw: withdraw, done: make(chan struct{}), address: req.GetAddress()}
+	c := &candidacy{withdraw: withdraw, done: make(chan struct{}), address: address}
 	s.candidacies[election] = c
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -214,7 +217,7 @@ func (h *Handler) Campaign(ctx context.Context, req *hastorev1.CampaignRequest) 
 		defer s.wg.Done()
 		defer close(c.done)
 		defer withdraw()
-		h.runCandidacy(cctx, s, c, election, req.GetAddress())
+		h.runCandidacy(cctx, s, c, election, address)
 	}()
 	return &hastorev1.CampaignResponse{}, nil
 }
@@ -424,7 +427,10 @@ func (h *Handler) Resign(ctx context.Context, req *hastorev1.ResignRequest) (*ha
 // ConfirmLeadership implements HAStoreServiceHandler.
 func (h *Handler) ConfirmLeadership(ctx context.Context, req *hastorev1.ConfirmLeadershipRequest) (*hastorev1.ConfirmLeadershipResponse, error) {
 	f := fenceFromProto(req.GetFence())
-	if err := h.store.ConfirmLeadership(ctx, f, req.GetAddress()); err != nil {
+	if err := hastore.ValidatePublishedAddresses(req.GetAddress(), req.GetClusterAddress()); err != nil {
+		return nil, h.err(err, map[string]string{"election": f.Election})
+	}
+	if err := h.store.ConfirmLeadership(ctx, f, joinAddresses(req.GetAddress(), req.GetClusterAddress())); err != nil {
 		return nil, h.err(err, map[string]string{"election": f.Election})
 	}
 	return &hastorev1.ConfirmLeadershipResponse{}, nil

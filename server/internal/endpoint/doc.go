@@ -10,6 +10,14 @@
 // services are NOT_SERVING on a standby); shutdown turns every name
 // NOT_SERVING before the listener closes, for good.
 //
+// TLS files (Config.TLSCertFile, Config.ClientCAFile, and a client's
+// ClientFiles) are read again when they change, at the next handshake.
+// With Config.ClientCAFile the endpoint asks for client certificates and
+// answers the services that Config.PublicServices does not name only to
+// callers with a verified one (mutual TLS between a cluster's
+// components). SetCluster splits a process into two surfaces: the public
+// API on one endpoint, the cluster protocol on another.
+//
 // It owns the listener, the http.Server, the limits every request and
 // answer is held to (Config.MaxRequestBytes, Config.MaxResponseBytes), the
 // size under which nothing is compressed (CompressMinBytes, for handlers

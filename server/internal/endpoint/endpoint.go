@@ -3,6 +3,7 @@ package endpoint
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,6 +54,19 @@ type Config struct {
 	// URL is "https://". Listen reads them and fails on a missing or bad
 	// file. Default: none, HTTP/1.1 and h2c in the clear.
 	TLSCertFile, TLSKeyFile string
+	// ClientCAFile, when set (with TLSCertFile), names the PEM certificate
+	// authorities that sign the cluster's client certificates (mutual
+	// TLS): every handshake asks for a client certificate and fails if the
+	// client presents one that they did not sign, and every mounted
+	// service not named in PublicServices answers a call without a
+	// verified client certificate UNAUTHENTICATED. Health, reflection and
+	// what Handle serves stay open to any TLS client. Default: none, no
+	// client certificates.
+	ClientCAFile string
+	// PublicServices names the mounted services (fully qualified) that
+	// answer without a client certificate when ClientCAFile is set: the
+	// public API, such as jobplane.v1.DispatcherService. Default: none.
+	PublicServices []string
 	// AddrFile, when set, names a file into which the bound address is
 	// written once the listener is open, so that a parent process or script
 	// can find a port picked with port 0. Default: none.
@@ -111,6 +125,14 @@ func (c Config) Validate() error {
 	if _, err := c.loadCertificate(); err != nil {
 		return err
 	}
+	if c.ClientCAFile != "" {
+		if c.TLSCertFile == "" {
+			return errors.New("endpoint: client certificates (a client CA file) need TLS: a certificate and key")
+		}
+		if _, err := loadPool(c.ClientCAFile); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -138,9 +160,11 @@ type Endpoint struct {
 	url      string
 	mux      *http.ServeMux
 	health   *grpchealth.StaticChecker
-	cert     *tls.Certificate // nil without TLS
+	cert     *reloading[*tls.Certificate] // nil without TLS
+	caPool   *reloading[*x509.CertPool]   // nil without client certificates
 
 	mu       sync.Mutex
+	cluster  *Endpoint // see SetCluster; nil: one surface
 	services []string
 	running  bool
 	stopping bool // health is NOT_SERVING for good
@@ -154,7 +178,11 @@ func Listen(cfg Config, log *slog.Logger) (*Endpoint, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	cert, err := cfg.loadCertificate()
+	cert, err := newKeyPair(cfg.TLSCertFile, cfg.TLSKeyFile, log)
+	if err != nil {
+		return nil, err
+	}
+	caPool, err := newPool(cfg.ClientCAFile, log)
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +211,7 @@ func Listen(cfg Config, log *slog.Logger) (*Endpoint, error) {
 		mux:      http.NewServeMux(),
 		health:   grpchealth.NewStaticChecker(),
 		cert:     cert,
+		caPool:   caPool,
 	}, nil
 }
 
@@ -212,6 +241,10 @@ func (e *Endpoint) MaxResponseBytes() int64 { return e.cfg.MaxResponseBytes }
 // otherwise) and listed by reflection. Mount panics if called after Run has started, since the set of services
 // is fixed from then on.
 func (e *Endpoint) Mount(service string, newHandler func(opts ...connect.HandlerOption) (string, http.Handler)) {
+	if r := e.routed(service); r != e {
+		r.Mount(service, newHandler)
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.running {
@@ -229,6 +262,10 @@ func (e *Endpoint) Mount(service string, newHandler func(opts ...connect.Handler
 // leadership), before Run or while it serves. Once Run began shutting
 // down, every service stays NOT_SERVING and SetServing does nothing.
 func (e *Endpoint) SetServing(service string, serving bool) {
+	if r := e.routed(service); r != e {
+		r.SetServing(service, serving)
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopping {
@@ -256,8 +293,28 @@ func (e *Endpoint) Handle(pattern string, handler http.Handler) {
 // Run serves until ctx is done, then shuts down gracefully: health turns
 // NOT_SERVING, the listener closes, and requests in flight get up to
 // Config.ShutdownTimeout to finish. It returns nil after a shutdown caused
-// by ctx, or the error that stopped serving.
+// by ctx, or the error that stopped serving. With a cluster endpoint (see
+// SetCluster) it serves both, and stops both when either fails.
 func (e *Endpoint) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cluster := e.runCluster(ctx)
+	if cluster == nil {
+		return e.run(ctx)
+	}
+	public := make(chan error, 1)
+	go func() { public <- e.run(ctx) }()
+	select {
+	case err := <-public:
+		cancel()
+		return errors.Join(err, <-cluster)
+	case err := <-cluster:
+		cancel()
+		return errors.Join(err, <-public)
+	}
+}
+
+func (e *Endpoint) run(ctx context.Context) error {
 	e.mu.Lock()
 	e.running = true
 	services := append([]string(nil), e.services...)
@@ -273,13 +330,13 @@ func (e *Endpoint) Run(ctx context.Context) error {
 	e.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, e.handlerOptions()...))
 
 	srv := &http.Server{
-		Handler:           limitBody(e.cfg.MaxRequestBytes, e.mux),
+		Handler:           limitBody(e.cfg.MaxRequestBytes, e.requireClientCert(services, e.mux)),
 		Protocols:         ServerProtocols(),
 		ReadHeaderTimeout: e.cfg.ReadHeaderTimeout,
 		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
 	}
 	if e.cert != nil {
-		srv.Protocols, srv.TLSConfig = tlsProtocols(), serverTLS(e.cert)
+		srv.Protocols, srv.TLSConfig = tlsProtocols(), serverTLS(e.cert, e.caPool)
 	}
 
 	served := make(chan error, 1)
@@ -323,7 +380,7 @@ func (e *Endpoint) Run(ctx context.Context) error {
 }
 
 // Close releases the listener of an endpoint whose Run was never called.
-func (e *Endpoint) Close() error { return e.listener.Close() }
+func (e *Endpoint) Close() error { return errors.Join(e.listener.Close(), e.closeCluster()) }
 
 // writeFileAtomic writes data to a temporary file beside name and renames
 // it into place, so a reader never sees a partial address.

@@ -4,9 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"net/http"
-	"os"
 )
 
 // loadCertificate reads the endpoint's certificate and key, if Config
@@ -20,18 +18,30 @@ func (c Config) loadCertificate() (*tls.Certificate, error) {
 	case c.TLSKeyFile == "":
 		return nil, errors.New("endpoint: a TLS certificate needs its key")
 	}
-	cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("endpoint: TLS certificate %s and key %s: %w", c.TLSCertFile, c.TLSKeyFile, err)
-	}
-	return &cert, nil
+	return loadKeyPair(c.TLSCertFile, c.TLSKeyFile)
 }
 
-// serverTLS is the TLS configuration of an endpoint serving cert: TLS 1.2
-// or later, HTTP/2 or HTTP/1.1 as the client's ALPN asks (net/http adds
-// both to NextProtos for the protocols of tlsProtocols).
-func serverTLS(cert *tls.Certificate) *tls.Config {
-	return &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12}
+// serverTLS is the TLS configuration of an endpoint serving the
+// certificate of cert: TLS 1.2 or later, HTTP/2 or HTTP/1.1 as the
+// client's ALPN asks. Each handshake takes the current certificate, and
+// with clientCAs the current authorities: a client certificate is then
+// asked for, and one that they did not sign fails the handshake (a client
+// that presents none gets through; see requireClientCert).
+func serverTLS(cert *reloading[*tls.Certificate], clientCAs *reloading[*x509.CertPool]) *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			c := &tls.Config{
+				MinVersion:   tls.VersionTLS12,
+				NextProtos:   []string{"h2", "http/1.1"},
+				Certificates: []tls.Certificate{*cert.get()},
+			}
+			if clientCAs != nil {
+				c.ClientCAs, c.ClientAuth = clientCAs.get(), tls.VerifyClientCertIfGiven
+			}
+			return c, nil
+		},
+	}
 }
 
 // tlsProtocols are the protocols an endpoint serves over TLS: HTTP/2 and
@@ -48,18 +58,15 @@ func tlsProtocols() *http.Protocols {
 // https:// peers (see NewTLSClient) that trusts the certificate
 // authorities in the PEM file caFile instead of the system's roots. An
 // empty caFile returns nil: the system's roots. It fails if the file
-// cannot be read or holds no PEM certificate.
+// cannot be read or holds no PEM certificate. The file is read once; see
+// NewClientTLS for files read again when they change.
 func ClientTLSConfig(caFile string) (*tls.Config, error) {
 	if caFile == "" {
 		return nil, nil
 	}
-	pem, err := os.ReadFile(caFile)
+	pool, err := loadPool(caFile)
 	if err != nil {
-		return nil, fmt.Errorf("endpoint: TLS certificate authorities: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("endpoint: TLS certificate authorities: %s holds no PEM certificate", caFile)
+		return nil, err
 	}
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }

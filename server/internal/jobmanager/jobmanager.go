@@ -22,6 +22,7 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
+	"github.com/jobplane/jobplane/server/election"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/dispatcher"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
@@ -38,6 +39,13 @@ type Config struct {
 	// Address is the base URL at which this process serves its services.
 	// Required.
 	Address string
+	// ClusterAddress, when set, is the base URL at which this process
+	// serves the cluster protocol (ResourceManager, JobMasters, HA store)
+	// apart from its public API at Address: the leader record publishes
+	// both (election.Leader.ClusterAddress), which TaskExecutors follow,
+	// and the JobMasters publish it as theirs. Clients and NOT_LEADER
+	// answers keep Address. Default: Address.
+	ClusterAddress string
 	// HTTPClient carries calls between components. Required.
 	HTTPClient connect.HTTPClient
 	// SessionTTL is the TTL of the process's HA-store session: how long a
@@ -303,7 +311,7 @@ var leaderOnly = []string{
 // enters the job's election in the same write.
 func (jm *JobManager) putPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (*hastore.Leadership, error) {
 	if pc, ok := jm.currentSession().(hastore.PlanCandidacy); ok {
-		return pc.PutExecutionPlanAndLead(ctx, f, plan, jm.cfg.Address)
+		return pc.PutExecutionPlanAndLead(ctx, f, plan, jm.clusterAddress())
 	}
 	return nil, jm.cfg.Store.PutExecutionPlan(ctx, f, plan)
 }
@@ -318,11 +326,11 @@ func (jm *JobManager) currentSession() hastore.Session {
 
 func (jm *JobManager) newRunner(plan *hastorev1.ExecutionPlan, recovered bool, granted *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 	return runner.New(runner.Config{
-		JobID: plan.GetJobId(), Session: jm.currentSession(), Store: jm.cfg.Store, Address: jm.cfg.Address, Router: jm.router, Logger: jm.log,
+		JobID: plan.GetJobId(), Session: jm.currentSession(), Store: jm.cfg.Store, Address: jm.clusterAddress(), Router: jm.router, Logger: jm.log,
 		Recovered: recovered, Granted: granted,
 		NewJobMaster: func(ctx context.Context, l *hastore.Leadership) (*jobmaster.JobMaster, error) {
 			return jobmaster.New(jobmaster.Config{
-				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: l.Token(), Valid: l.Valid, Address: jm.cfg.Address, Router: jm.router,
+				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: l.Token(), Valid: l.Valid, Address: jm.clusterAddress(), Router: jm.router,
 				ResourceManager: jm.rmClient, SubmitTime: plan.GetSubmitTime().AsTime(),
 				HeartbeatInterval: jm.cfg.HeartbeatInterval, HeartbeatTimeout: jm.cfg.HeartbeatTimeout,
 				SlotTimeout: jm.cfg.SlotTimeout, Clock: jm.cfg.Clock, OnStatus: onStatus, Logger: jm.log,
@@ -375,7 +383,7 @@ func (jm *JobManager) Run(ctx context.Context) error {
 // lead runs leadership terms on one session until it or ctx ends.
 func (jm *JobManager) lead(ctx context.Context, sess hastore.Session) {
 	for ctx.Err() == nil {
-		l, err := sess.Campaign(ctx, hastore.ElectionJobManager, jm.cfg.Address)
+		l, err := sess.Campaign(ctx, hastore.ElectionJobManager, election.JoinAddresses(jm.cfg.Address, jm.cfg.ClusterAddress))
 		if err != nil {
 			if ctx.Err() == nil {
 				jm.log.Warn("campaign for the jobmanager leadership failed", "err", err)
@@ -416,4 +424,13 @@ func (jm *JobManager) lead(ctx context.Context, sess hastore.Session) {
 		default:
 		}
 	}
+}
+
+// clusterAddress is where this process serves the cluster protocol:
+// Config.ClusterAddress, or else Config.Address.
+func (jm *JobManager) clusterAddress() string {
+	if jm.cfg.ClusterAddress != "" {
+		return jm.cfg.ClusterAddress
+	}
+	return jm.cfg.Address
 }

@@ -422,9 +422,14 @@ type CampaignRequest struct {
 	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// The address to publish when granted; empty publishes none until
 	// ConfirmLeadership.
-	Address       string `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Address string `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
+	// The base URL at which the leader serves the cluster protocol, when it
+	// serves it apart from `address` (see
+	// jobplane.v1.LeaderInfo.cluster_address), published with `address`.
+	// Empty: the cluster protocol is served at `address`.
+	ClusterAddress string `protobuf:"bytes,4,opt,name=cluster_address,json=clusterAddress,proto3" json:"cluster_address,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CampaignRequest) Reset() {
@@ -474,6 +479,13 @@ func (x *CampaignRequest) GetSessionId() string {
 func (x *CampaignRequest) GetAddress() string {
 	if x != nil {
 		return x.Address
+	}
+	return ""
+}
+
+func (x *CampaignRequest) GetClusterAddress() string {
+	if x != nil {
+		return x.ClusterAddress
 	}
 	return ""
 }
@@ -865,9 +877,13 @@ type ConfirmLeadershipRequest struct {
 	// The leadership. Required.
 	Fence *v1.Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
 	// The base URL at which the leader serves. Required.
-	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// The base URL at which the leader serves the cluster protocol, when it
+	// serves it apart from `address` (see
+	// jobplane.v1.LeaderInfo.cluster_address). Empty: at `address`.
+	ClusterAddress string `protobuf:"bytes,3,opt,name=cluster_address,json=clusterAddress,proto3" json:"cluster_address,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ConfirmLeadershipRequest) Reset() {
@@ -910,6 +926,13 @@ func (x *ConfirmLeadershipRequest) GetFence() *v1.Fence {
 func (x *ConfirmLeadershipRequest) GetAddress() string {
 	if x != nil {
 		return x.Address
+	}
+	return ""
+}
+
+func (x *ConfirmLeadershipRequest) GetClusterAddress() string {
+	if x != nil {
+		return x.ClusterAddress
 	}
 	return ""
 }
@@ -2488,12 +2511,13 @@ const file_jobplane_hastore_v1_ha_store_service_proto_rawDesc = "" +
 	"\x13CloseSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"\x16\n" +
-	"\x14CloseSessionResponse\"f\n" +
+	"\x14CloseSessionResponse\"\x8f\x01\n" +
 	"\x0fCampaignRequest\x12\x1a\n" +
 	"\belection\x18\x01 \x01(\tR\belection\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x18\n" +
-	"\aaddress\x18\x03 \x01(\tR\aaddress\"\x12\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\x12'\n" +
+	"\x0fcluster_address\x18\x04 \x01(\tR\x0eclusterAddress\"\x12\n" +
 	"\x10CampaignResponse\"L\n" +
 	"\x0fWithdrawRequest\x12\x1a\n" +
 	"\belection\x18\x01 \x01(\tR\belection\x12\x1d\n" +
@@ -2519,10 +2543,11 @@ const file_jobplane_hastore_v1_ha_store_service_proto_rawDesc = "" +
 	"\x05event\"9\n" +
 	"\rResignRequest\x12(\n" +
 	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\"\x10\n" +
-	"\x0eResignResponse\"^\n" +
+	"\x0eResignResponse\"\x87\x01\n" +
 	"\x18ConfirmLeadershipRequest\x12(\n" +
 	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x1b\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12'\n" +
+	"\x0fcluster_address\x18\x03 \x01(\tR\x0eclusterAddress\"\x1b\n" +
 	"\x19ConfirmLeadershipResponse\".\n" +
 	"\x10GetLeaderRequest\x12\x1a\n" +
 	"\belection\x18\x01 \x01(\tR\belection\"D\n" +

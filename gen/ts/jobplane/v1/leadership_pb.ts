@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file jobplane/v1/leadership.proto.
  */
 export const file_jobplane_v1_leadership: GenFile = /*@__PURE__*/
-  fileDesc("Chxqb2JwbGFuZS92MS9sZWFkZXJzaGlwLnByb3RvEgtqb2JwbGFuZS52MSIxCgxGZW5jaW5nVG9rZW4SEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVlcG9jaBgCIAEoBCJDCgVGZW5jZRIQCghlbGVjdGlvbhgBIAEoCRIoCgV0b2tlbhgCIAEoCzIZLmpvYnBsYW5lLnYxLkZlbmNpbmdUb2tlbiJZCgpMZWFkZXJJbmZvEhAKCGVsZWN0aW9uGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSKAoFdG9rZW4YAyABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW5iBnByb3RvMw");
+  fileDesc("Chxqb2JwbGFuZS92MS9sZWFkZXJzaGlwLnByb3RvEgtqb2JwbGFuZS52MSIxCgxGZW5jaW5nVG9rZW4SEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVlcG9jaBgCIAEoBCJDCgVGZW5jZRIQCghlbGVjdGlvbhgBIAEoCRIoCgV0b2tlbhgCIAEoCzIZLmpvYnBsYW5lLnYxLkZlbmNpbmdUb2tlbiJyCgpMZWFkZXJJbmZvEhAKCGVsZWN0aW9uGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSKAoFdG9rZW4YAyABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4SFwoPY2x1c3Rlcl9hZGRyZXNzGAQgASgJYgZwcm90bzM");
 
 /**
  * FencingToken identifies one leadership grant in one election.
@@ -143,6 +143,19 @@ export type LeaderInfo = Message<"jobplane.v1.LeaderInfo"> & {
    * @generated from field: jobplane.v1.FencingToken token = 3;
    */
   token?: FencingToken | undefined;
+
+  /**
+   * The base URL at which the leader serves the cluster protocol
+   * (ResourceManagerService, JobMasterService, HAStoreService), when it
+   * serves it on another listener than its public API: the one
+   * TaskExecutors and JobMasters call. Clients and NOT_LEADER answers use
+   * `address`. Empty: the cluster protocol is served at `address`, which
+   * readers then use for both (records of implementations that keep
+   * one listener, and of older versions, leave it empty).
+   *
+   * @generated from field: string cluster_address = 4;
+   */
+  clusterAddress: string;
 };
 
 /**
