@@ -21,8 +21,19 @@
 //
 // # Exec tasks and their processes
 //
-// The built-in exec invokable runs a command, and what happens to the
-// processes it starts depends on the platform:
+// The built-in exec invokable runs what any authorized submitter asks: a
+// job's vertex names a command, and the TaskExecutor runs it, as its own
+// user unless ExecConfig.Credential names another. It is off unless
+// Config.AllowExec is set. Once on, each attempt's command runs in a
+// working directory of its own, created fresh under ExecConfig.Dir and
+// removed when the attempt ends, with a clean environment: ExecPath, HOME
+// and TMPDIR in that directory, the attempt's JOBPLANE_* variables, the
+// TaskExecutor's variables that ExecConfig.PassEnv names, and the task's
+// own env (see ExecConfig). None of this is a sandbox: the command may do
+// whatever its user may.
+//
+// What happens to the processes the command starts depends on the
+// platform:
 //
 //   - Linux: the command runs under a shim, the running binary re-executed
 //     (whatever program links this package: jobplane, a test binary, a
