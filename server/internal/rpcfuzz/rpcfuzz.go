@@ -221,7 +221,7 @@ func NewRequest(md protoreflect.MethodDescriptor) (proto.Message, error) {
 
 // Decodes decodes call's body as its procedure's request: the envelope
 // (if the call is enveloped and Raw) must be exactly one uncompressed
-// message, and unless unknownOK no field may be unknown, at any depth (in
+// message (an empty one is the zero message), and unless unknownOK no field may be unknown, at any depth (in
 // JSON, unknown names are then dropped, as connect's codec does). It
 // returns the message, or nil when the body does not decode; a server
 // must answer INVALID_ARGUMENT to a nil.
@@ -236,6 +236,11 @@ func Decodes(call Call, unknownOK bool) proto.Message {
 	msg, err := NewRequest(call.Method)
 	if err != nil {
 		return nil
+	}
+	if call.enveloped() && len(body) == 0 {
+		// An empty envelope is the zero message, in every codec: that is
+		// how connect-go reads it.
+		return msg
 	}
 	if call.Protocol == ConnectJSON {
 		err = protojson.UnmarshalOptions{DiscardUnknown: unknownOK}.Unmarshal(body, msg)
