@@ -50,6 +50,9 @@
 //     Package init functions that run before this package's also run in
 //     the shim, so they must not have effects a second process would
 //     repeat.
+//     With ExecConfig.Credential, the shim keeps the TaskExecutor's user
+//     (it must re-execute the running binary) and starts the command as
+//     the credential's user and group.
 //   - Other Unix systems: the command leads a process group of its own,
 //     with the same cancel and end-of-task handling, but nothing kills the
 //     group when the TaskExecutor process dies.
