@@ -87,7 +87,7 @@ FUZZ_TARGETS := \
 	./server/hastore:FuzzParsePeers \
 	./server/cmd/jobplane:FuzzParseJobFile
 FUZZTIME       ?= 60s
-FUZZ_SMOKE_TIME ?= 4s
+FUZZ_SMOKE_TIME ?= 2s
 
 .PHONY: fuzz
 fuzz: ## fuzz every target for FUZZTIME each (default 60s); a failing input is written to its package's testdata/fuzz/FuzzName
