@@ -69,11 +69,37 @@ check-generated: ts-deps ## fail if gen/ differs from what proto/ generates
 	echo "gen/ is up to date"
 
 .PHONY: test
-test: lint check-generated ## everything CI runs: lint, generated-code check, go test -race, the TypeScript tests, conformance, a quick bench
+test: lint check-generated ## everything CI runs: lint, generated-code check, go test -race, a short fuzz pass, the TypeScript tests, conformance, a quick bench
 	$(GO) test -race -count=1 ./...
+	$(MAKE) fuzz-smoke
 	$(MAKE) test-ts
 	$(MAKE) conformance
 	$(MAKE) bench-quick
+
+# FUZZ_TARGETS are the fuzz targets, as package:FuzzName. Go fuzzes one
+# target per invocation; plain `go test` runs each target's seed corpus
+# (its f.Add seeds and testdata/fuzz/FuzzName) as a test.
+FUZZ_TARGETS := \
+	./sdk/jobgraph:FuzzPrepare \
+	./server/internal/dispatcher:FuzzDispatcherRequest \
+	./server/hastore/hastorerpc:FuzzHAStoreRequest \
+	./server/hastore:FuzzKeys \
+	./server/hastore:FuzzParsePeers \
+	./server/cmd/jobplane:FuzzParseJobFile
+FUZZTIME       ?= 60s
+FUZZ_SMOKE_TIME ?= 2s
+
+.PHONY: fuzz
+fuzz: ## fuzz every target for FUZZTIME each (default 60s); a failing input is written to its package's testdata/fuzz/FuzzName
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$name in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
+	done
+
+.PHONY: fuzz-smoke
+fuzz-smoke: ## a short fuzz pass over every target (FUZZ_SMOKE_TIME each), part of make test
+	$(MAKE) fuzz FUZZTIME=$(FUZZ_SMOKE_TIME)
 
 .PHONY: test-ts
 test-ts: ## the TypeScript SDK's tests (sdk/ts, node's test runner) against a real jobmanager built into bin/

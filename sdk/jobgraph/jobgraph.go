@@ -2,6 +2,7 @@ package jobgraph
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -289,10 +290,12 @@ func checkRestart(c *checker, rs *jobplanev1.RestartStrategy) {
 		if e.GetMaxDelay().AsDuration() < e.GetInitialDelay().AsDuration() {
 			c.add(path+".exponential_delay.max_delay", "must be at least initial_delay")
 		}
-		if m := e.GetMultiplier(); m != 0 && m < 1 {
-			c.add(path+".exponential_delay.multiplier", "must be at least 1")
+		// NaN fails every comparison, so each bound is checked as what
+		// must hold, not as what must not.
+		if m := e.GetMultiplier(); m != 0 && !(m >= 1 && m <= math.MaxFloat64) {
+			c.add(path+".exponential_delay.multiplier", "must be a finite number of at least 1")
 		}
-		if j := e.GetJitter(); j < 0 || j > 1 {
+		if j := e.GetJitter(); !(j >= 0 && j <= 1) {
 			c.add(path+".exponential_delay.jitter", "must be in [0, 1]")
 		}
 		if e.GetAttempts() < 0 {

@@ -142,6 +142,9 @@ type Config struct {
 	// AllowExec lets the built-in exec invokable run commands. Default:
 	// false.
 	AllowExec bool
+	// Exec says where, as whom and with what environment exec runs
+	// commands on every TaskExecutor (see taskexecutor.ExecConfig).
+	Exec taskexecutor.ExecConfig
 	// CancelGrace is how long a canceled task gets to stop before it is
 	// killed. Default: taskexecutor.DefaultCancelGrace.
 	CancelGrace time.Duration
@@ -357,7 +360,7 @@ func (c *Cluster) addTaskExecutor() error {
 	c.tes = append(c.tes, ep)
 	te, err := taskexecutor.New(taskexecutor.Config{
 		Address: ep.URL(), Slots: c.cfg.Slots, Store: c.store, HTTPClient: c.newClient(), ClientOptions: endpoint.ClientOptions(),
-		Invokables: c.cfg.Invokables, AllowExec: c.cfg.AllowExec, CancelGrace: c.cfg.CancelGrace, AttemptLog: c.cfg.AttemptLog, Logger: c.log,
+		Invokables: c.cfg.Invokables, AllowExec: c.cfg.AllowExec, Exec: c.cfg.Exec, CancelGrace: c.cfg.CancelGrace, AttemptLog: c.cfg.AttemptLog, Logger: c.log,
 	})
 	if err != nil {
 		return err

@@ -21,8 +21,19 @@
 //
 // # Exec tasks and their processes
 //
-// The built-in exec invokable runs a command, and what happens to the
-// processes it starts depends on the platform:
+// The built-in exec invokable runs what any authorized submitter asks: a
+// job's vertex names a command, and the TaskExecutor runs it, as its own
+// user unless ExecConfig.Credential names another. It is off unless
+// Config.AllowExec is set. Once on, each attempt's command runs in a
+// working directory of its own, created fresh under ExecConfig.Dir and
+// removed when the attempt ends, with a clean environment: ExecPath, HOME
+// and TMPDIR in that directory, the attempt's JOBPLANE_* variables, the
+// TaskExecutor's variables that ExecConfig.PassEnv names, and the task's
+// own env (see ExecConfig). None of this is a sandbox: the command may do
+// whatever its user may.
+//
+// What happens to the processes the command starts depends on the
+// platform:
 //
 //   - Linux: the command runs under a shim, the running binary re-executed
 //     (whatever program links this package: jobplane, a test binary, a
@@ -39,6 +50,9 @@
 //     Package init functions that run before this package's also run in
 //     the shim, so they must not have effects a second process would
 //     repeat.
+//     With ExecConfig.Credential, the shim keeps the TaskExecutor's user
+//     (it must re-execute the running binary) and starts the command as
+//     the credential's user and group.
 //   - Other Unix systems: the command leads a process group of its own,
 //     with the same cancel and end-of-task handling, but nothing kills the
 //     group when the TaskExecutor process dies.

@@ -35,6 +35,12 @@ import (
 // the pid of the TaskExecutor process that started it.
 const shimEnv = "JOBPLANE_EXEC_SHIM"
 
+// shimCredEnv, set beside shimEnv, holds "UID:GID" when the command must
+// run as that user and group. The shim itself keeps the TaskExecutor's
+// user: as another user it could not re-execute /proc/self/exe (the
+// kernel refuses a process that changed its user that link).
+const shimCredEnv = "JOBPLANE_EXEC_SHIM_CRED"
+
 // shimArg0 is the shim's argv[0], so ps shows what the process is.
 const shimArg0 = "jobplane-exec-shim"
 
@@ -67,6 +73,9 @@ func startGroup(cmd *exec.Cmd) (*group, error) {
 		env = os.Environ()
 	}
 	cmd.Env = append(slices.Clip(env), shimEnv+"="+strconv.Itoa(os.Getpid()))
+	if cred := credentialOf(cmd); cred != nil {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d:%d", shimCredEnv, cred.Uid, cred.Gid))
+	}
 	cmd.Args = append([]string{shimArg0, cmd.Path}, cmd.Args...)
 	// /proc/self/exe still works when the binary was replaced or deleted
 	// on disk since it started, where os.Executable's path would not.
@@ -204,7 +213,16 @@ func runShim(parent string, args []string) int {
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		// The command stays in our group. Pdeathsig covers the shim being
 		// SIGKILLed on its own; the TaskExecutor then kills the group.
+		// The kernel sets it after the credential, which would clear it.
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	}
+	if cred, ok := os.LookupEnv(shimCredEnv); ok {
+		var uid, gid uint32
+		if _, err := fmt.Sscanf(cred, "%d:%d", &uid, &gid); err != nil {
+			fmt.Fprintf(status, "start exec: the shim's credential %q: %v", cred, err)
+			return killGroup()
+		}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
 	}
 	started := make(chan error, 1)
 	exited := make(chan struct{})
@@ -242,8 +260,10 @@ func runShim(parent string, args []string) int {
 	}
 }
 
-// withoutShimEnv drops shimEnv, so a command that is itself a program
+// withoutShimEnv drops shimEnv and shimCredEnv, so a command that is itself a program
 // linking this package runs normally.
 func withoutShimEnv(env []string) []string {
-	return slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, shimEnv+"=") })
+	return slices.DeleteFunc(env, func(kv string) bool {
+		return strings.HasPrefix(kv, shimEnv+"=") || strings.HasPrefix(kv, shimCredEnv+"=")
+	})
 }

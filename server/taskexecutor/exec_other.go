@@ -4,7 +4,10 @@ package taskexecutor
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
+	"runtime"
 	"time"
 )
 
@@ -15,8 +18,32 @@ import (
 // grace bounds the wait for the output once the child is gone.
 func runCommand(ctx context.Context, cmd *exec.Cmd, grace time.Duration) error {
 	c := exec.CommandContext(ctx, cmd.Path)
-	c.Args, c.Env, c.Err = cmd.Args, cmd.Env, cmd.Err
+	c.Args, c.Env, c.Err, c.Dir = cmd.Args, cmd.Env, cmd.Err, cmd.Dir
 	c.Stdout, c.Stderr = cmd.Stdout, cmd.Stderr
 	c.WaitDelay = max(grace, outputWaitDelay)
 	return c.Run()
 }
+
+// ExecPath is empty here: an exec command gets the TaskExecutor's PATH
+// (and SystemRoot), which programs on this platform need to start.
+const ExecPath = ""
+
+// baseEnv is the environment every exec command starts from.
+func baseEnv(home, tmp string) []string {
+	env := []string{"HOME=" + home, "USERPROFILE=" + home, "TMPDIR=" + tmp, "TMP=" + tmp, "TEMP=" + tmp}
+	for _, name := range []string{"PATH", "SystemRoot", "SYSTEMROOT", "ComSpec", "PATHEXT"} {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
+}
+
+// checkCredential refuses every credential: this platform cannot start
+// a process as another user.
+func checkCredential(c *ExecCredential, _ int) error {
+	return fmt.Errorf("taskexecutor: exec: running commands as uid %d, gid %d is not supported on %s", c.UID, c.GID, runtime.GOOS)
+}
+
+// setCredential does nothing: checkCredential refused every credential.
+func setCredential(*exec.Cmd, *ExecCredential) {}

@@ -4,6 +4,7 @@ package taskexecutor
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -75,4 +76,42 @@ func (g *group) leaderExited() {
 		_ = syscall.Kill(-g.pgid, syscall.SIGKILL)
 	}
 	g.reaped = true
+}
+
+// ExecPath is the PATH an exec command gets unless the task's env or
+// ExecConfig.PassEnv says otherwise.
+const ExecPath = "/usr/local/bin:/usr/bin:/bin"
+
+// baseEnv is the environment every exec command starts from.
+func baseEnv(home, tmp string) []string {
+	return []string{"PATH=" + ExecPath, "HOME=" + home, "TMPDIR=" + tmp}
+}
+
+// checkCredential refuses a credential that a process running with
+// effective user id euid cannot switch to: only root may start a process
+// as another user or group, or drop its supplementary groups.
+func checkCredential(c *ExecCredential, euid int) error {
+	if euid != 0 {
+		return fmt.Errorf("taskexecutor: exec: running commands as uid %d, gid %d needs a TaskExecutor running as root (it runs as uid %d)", c.UID, c.GID, euid)
+	}
+	return nil
+}
+
+// setCredential makes cmd run as c; startGroup keeps it.
+func setCredential(cmd *exec.Cmd, c *ExecCredential) {
+	if c == nil {
+		return
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: c.UID, Gid: c.GID, Groups: []uint32{}}
+}
+
+// credentialOf is the credential set on cmd, if any.
+func credentialOf(cmd *exec.Cmd) *syscall.Credential {
+	if cmd.SysProcAttr == nil {
+		return nil
+	}
+	return cmd.SysProcAttr.Credential
 }

@@ -12,7 +12,7 @@ import (
 // killed TaskExecutor to kill the group, so it then keeps running; a cancel
 // and the command's end do kill it.
 func startGroup(cmd *exec.Cmd) (*group, error) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: credentialOf(cmd)}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

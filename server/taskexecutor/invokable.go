@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -55,15 +54,15 @@ const DefaultCancelGrace = time.Second
 const outputWaitDelay = time.Second
 
 // builtins returns the invokables every TaskExecutor offers. exec runs
-// commands only when allowExec is set, otherwise it fails with a message
+// commands only when allowExec is set, as ec says, otherwise it fails with a message
 // that says so; a canceled exec task's process group gets cancelGrace
 // between SIGTERM and SIGKILL.
-func builtins(allowExec bool, cancelGrace time.Duration) map[string]Invokable {
+func builtins(allowExec bool, cancelGrace time.Duration, ec ExecConfig) map[string]Invokable {
 	return map[string]Invokable{
 		"noop":  func(context.Context, Task) error { return nil },
 		"sleep": sleepInvokable,
 		"fail":  failInvokable,
-		"exec":  execInvokable(allowExec, cancelGrace),
+		"exec":  execInvokable(allowExec, cancelGrace, ec),
 	}
 }
 
@@ -153,10 +152,15 @@ func configListed(t Task, key string, n int) (bool, error) {
 // message of its failure.
 const execFailureTail = 512
 
-// execInvokable runs config "argv" (a JSON array) with config "env" (a
-// JSON object added to the TaskExecutor's environment), and the attempt's
-// identity in JOBPLANE_JOB_ID, JOBPLANE_VERTEX_ID,
-// JOBPLANE_SUBTASK_INDEX, JOBPLANE_SUBTASKS and JOBPLANE_ATTEMPT. The command's
+// execInvokable runs config "argv" (a JSON array) in a fresh working
+// directory of its own under ec.Dir (removed when the attempt ends, unless
+// ec.KeepDirs), with a clean environment (see ExecConfig and
+// ExecConfig.environ): ExecPath, HOME and TMPDIR in that directory, the
+// variables ec.PassEnv names, the attempt's identity in JOBPLANE_JOB_ID,
+// JOBPLANE_VERTEX_ID, JOBPLANE_SUBTASK_INDEX, JOBPLANE_SUBTASKS and
+// JOBPLANE_ATTEMPT, and config "env" (a JSON object) over all of them; as
+// ec.Credential's user when it is set. argv[0], when it holds no path
+// separator, is looked up in the TaskExecutor's own PATH. The command's
 // stdout and stderr go to the task's Output as they come. It fails with
 // the tail of the command's combined stdout and stderr when the command
 // fails.
@@ -165,7 +169,7 @@ const execFailureTail = 512
 // SIGTERM when ctx is canceled and SIGKILL grace later, or as soon as the
 // command exits; on Linux a shim also kills the group when this process
 // dies (see runCommand and the package doc).
-func execInvokable(allowed bool, grace time.Duration) Invokable {
+func execInvokable(allowed bool, grace time.Duration, ec ExecConfig) Invokable {
 	return func(ctx context.Context, t Task) error {
 		if !allowed {
 			return errors.New("exec is disabled on this TaskExecutor; start it with --allow-exec")
@@ -180,19 +184,23 @@ func execInvokable(allowed bool, grace time.Duration) Invokable {
 				return fmt.Errorf("config \"env\" must be a JSON object of strings: %w", err)
 			}
 		}
+		dir, err := ec.attemptDir(t)
+		if err != nil {
+			return fmt.Errorf("exec: the attempt's working directory: %w", err)
+		}
+		if !ec.KeepDirs {
+			defer func() {
+				if err := removeDir(dir); err != nil && t.Logger != nil {
+					t.Logger.Warn("exec: removing the attempt's working directory failed", "dir", dir, "err", err)
+				}
+			}()
+		}
 		// exec.Command resolves argv[0] against this process's PATH, as
 		// before, so the shim (Linux) runs exactly the program found here.
 		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = append(os.Environ(),
-			"JOBPLANE_JOB_ID="+t.JobID,
-			"JOBPLANE_VERTEX_ID="+t.VertexID,
-			"JOBPLANE_SUBTASK_INDEX="+strconv.Itoa(t.SubtaskIndex),
-			"JOBPLANE_SUBTASKS="+strconv.Itoa(t.Subtasks),
-			"JOBPLANE_ATTEMPT="+strconv.Itoa(t.Attempt),
-		)
-		for k, v := range env {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
+		cmd.Dir = dir
+		cmd.Env = ec.environ(t, dir, env)
+		setCredential(cmd, ec.Credential)
 		// stdout and stderr share one writer, and so one pipe, which
 		// keeps their order; the tail of both ends the failure message.
 		tail := newOutput(execFailureTail)

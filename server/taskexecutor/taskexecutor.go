@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,8 +48,15 @@ type Config struct {
 	// Invokables are offered besides the built-ins (noop, sleep, fail,
 	// exec); a name given here replaces a built-in.
 	Invokables map[string]Invokable
-	// AllowExec lets the built-in exec run commands. Default: false.
+	// AllowExec lets the built-in exec run commands: whatever commands
+	// any submitter that may reach the cluster's API asks for, as this
+	// process's user unless Exec.Credential says otherwise. Default:
+	// false.
 	AllowExec bool
+	// Exec says where, as whom and with what environment exec runs
+	// commands (see ExecConfig for its defaults); only read when
+	// AllowExec is set.
+	Exec ExecConfig
 	// RetryInterval is the pause between attempts to reach the
 	// ResourceManager. Default: 100ms.
 	RetryInterval time.Duration
@@ -96,12 +105,16 @@ func (c Config) Validate() error {
 	case c.CancelGrace < 0:
 		return errors.New("taskexecutor: cancel grace must not be negative")
 	}
+	if c.AllowExec {
+		return c.Exec.Validate()
+	}
 	return nil
 }
 
 // TaskExecutor runs tasks in slots. Serve its Handler, then Run it.
 type TaskExecutor struct {
 	cfg        Config
+	execRoot   string // the default root of exec's directories, if used
 	log        *slog.Logger
 	invokables map[string]Invokable
 	rmToken    tokenTracker
@@ -220,12 +233,18 @@ func New(cfg Config) (*TaskExecutor, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	inv := builtins(cfg.AllowExec, cfg.CancelGrace)
+	var execRoot string // the default root, removed when Run ends
+	if cfg.Exec.Dir == "" {
+		execRoot = filepath.Join(os.TempDir(), "jobplane-exec-"+pathSafe(cfg.ID))
+		cfg.Exec.Dir = execRoot
+	}
+	inv := builtins(cfg.AllowExec, cfg.CancelGrace, cfg.Exec)
 	for name, f := range cfg.Invokables {
 		inv[name] = f
 	}
 	te := &TaskExecutor{
 		cfg:        cfg,
+		execRoot:   execRoot,
 		log:        cfg.Logger.With("task_executor", cfg.ID),
 		invokables: inv,
 		attempts:   newAttemptLog(cfg.AttemptLog),
@@ -482,6 +501,9 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 		}
 		te.mu.Unlock()
 		te.wg.Wait()
+		if te.execRoot != "" {
+			_ = os.Remove(te.execRoot) // only if empty: KeepDirs keeps it
+		}
 	}()
 
 	te.mu.Lock()

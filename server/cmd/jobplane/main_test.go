@@ -49,7 +49,9 @@ type process struct {
 func startJobplane(t *testing.T, args ...string) *process {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	// TMPDIR: what a killed child leaves in its temp directory (exec
+	// tasks' directories) goes with the test.
+	cmd.Env = append(os.Environ(), runMainEnv+"=1", "TMPDIR="+t.TempDir())
 	p := &process{cmd: cmd, stderr: new(bytes.Buffer), done: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {

@@ -120,12 +120,14 @@ type taskExecutorFlags struct {
 	cancelGrace    time.Duration
 	attemptLogPath string
 	attemptLog     io.Writer // opened by openAttemptLog
+	exec           execFlags
 }
 
 func (t *taskExecutorFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&t.slots, "slots", 4, "slots per TaskExecutor")
 	fs.BoolVar(&t.allowExec, "allow-exec", false, "let the built-in exec invokable run commands")
 	fs.DurationVar(&t.cancelGrace, "cancel-grace", taskexecutor.DefaultCancelGrace, "how long a canceled task gets to stop before it is killed (an exec task's process group gets SIGTERM, then SIGKILL)")
+	t.exec.register(fs)
 	fs.StringVar(&t.attemptLogPath, "attempt-log", "", "append a JSON line to this file whenever an execution attempt starts or stops running here")
 }
 
@@ -308,7 +310,7 @@ func addTaskExecutor(g *group, listen listenFlags, leaders election.Observer, fl
 	ep.Handle("GET /metrics", metrics)
 	te, err := taskexecutor.New(taskexecutor.Config{
 		Address: ep.URL(), Slots: flags.slots, Store: leaders, HTTPClient: listen.newClient(), ClientOptions: endpoint.ClientOptions(),
-		AllowExec: flags.allowExec, CancelGrace: flags.cancelGrace, AttemptLog: flags.attemptLog, Logger: log,
+		AllowExec: flags.allowExec, Exec: flags.exec.config(), CancelGrace: flags.cancelGrace, AttemptLog: flags.attemptLog, Logger: log,
 	})
 	if err != nil {
 		ep.Close()

@@ -33,7 +33,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if err := errors.Join(listen.validate(), jm.validate(), debug.validate()); err != nil {
+	if err := errors.Join(listen.validate(), jm.validate(), debug.validate(), te.validate()); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
 		return exitUsage
 	}
@@ -68,7 +68,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 		SessionTTL: jm.sessionTTL, HeartbeatInterval: jm.heartbeatInterval, HeartbeatTimeout: jm.heartbeatTimeout,
 		MaxSubtasks: jm.maxSubtasks, ResultRetention: jm.resultRetention, SlotTimeout: jm.slotTimeout,
 		MaxJobs: jm.limits.maxJobs, MaxClusterSubtasks: jm.limits.maxClusterSubtasks, DispatcherOptions: jm.limits.options,
-		TaskExecutors: count, Slots: te.slots, AllowExec: te.allowExec, CancelGrace: te.cancelGrace, AttemptLog: te.attemptLog,
+		TaskExecutors: count, Slots: te.slots, AllowExec: te.allowExec, Exec: te.exec.config(), CancelGrace: te.cancelGrace, AttemptLog: te.attemptLog,
 		Logger: log, Metrics: tel.MetricsHandler(),
 	})
 	if err != nil {

@@ -34,7 +34,7 @@ func runTaskExecutor(args []string, _, stderr io.Writer) int {
 	if err == nil && te.slots < 1 {
 		err = errors.New("-slots must be at least 1")
 	}
-	if err := errors.Join(err, listen.validate(), debug.validate()); err != nil {
+	if err := errors.Join(err, listen.validate(), debug.validate(), te.validate()); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
 		return exitUsage
 	}

@@ -16,6 +16,7 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/election/electionrpc"
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/framing"
 )
 
 // HandlerConfig configures a Handler.
@@ -57,8 +58,12 @@ func NewHandler(cfg HandlerConfig) *Handler {
 }
 
 // Path returns the URL path and HTTP handler of the service.
+//
+// A malformed envelope (gRPC, gRPC-Web, Connect streaming) gets
+// INVALID_ARGUMENT (see package framing).
 func (h *Handler) Path(opts ...connect.HandlerOption) (string, http.Handler) {
-	return hastorev1connect.NewHAStoreServiceHandler(h, opts...)
+	path, handler := hastorev1connect.NewHAStoreServiceHandler(h, opts...)
+	return path, framing.Strict(handler)
 }
 
 // serverSession is a remote client's session: the store session, the

@@ -20,6 +20,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/jobgraph"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/server/internal/framing"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
 	"github.com/jobplane/jobplane/server/internal/telemetry"
 	"github.com/jobplane/jobplane/server/internal/unknownfield"
@@ -41,9 +42,12 @@ func NewHandler(d *Dispatcher) *Handler { return &Handler{d: d, Heartbeat: 10 * 
 // opts. As the public API, it refuses requests that carry fields it does
 // not know, in binary and JSON, with INVALID_ARGUMENT naming each (see
 // package unknownfield): a misspelt field must not silently mean "unset".
-// Its options come after opts, so that a caller cannot turn this off.
+// Its options come after opts, so that a caller cannot turn this off. A
+// malformed envelope (gRPC, gRPC-Web, Connect streaming) gets
+// INVALID_ARGUMENT too (see package framing).
 func (h *Handler) Path(opts ...connect.HandlerOption) (string, http.Handler) {
-	return jobplanev1connect.NewDispatcherServiceHandler(h, slices.Concat(opts, unknownfield.HandlerOptions())...)
+	path, handler := jobplanev1connect.NewDispatcherServiceHandler(h, slices.Concat(opts, unknownfield.HandlerOptions())...)
+	return path, framing.Strict(handler)
 }
 
 // leaderLookupTimeout bounds the store read that finds the leader's

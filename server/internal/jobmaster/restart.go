@@ -49,7 +49,13 @@ func (p *restartPolicy) next(now time.Time) (time.Duration, bool) {
 		if mult == 0 {
 			mult = 2
 		}
-		p.delay = min(time.Duration(float64(p.delay)*mult), maxDelay)
+		// Compared as a float: a product past the largest Duration (a
+		// large multiplier) would convert to a negative one.
+		if next := float64(p.delay) * mult; next < float64(maxDelay) {
+			p.delay = time.Duration(next)
+		} else {
+			p.delay = maxDelay
+		}
 		if j := e.GetJitter(); j > 0 {
 			// Spread the delay uniformly over d ± j·d.
 			d += time.Duration((2*p.rand() - 1) * j * float64(d))

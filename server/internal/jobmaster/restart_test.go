@@ -80,3 +80,18 @@ func TestExponentialJitter(t *testing.T) {
 		}
 	}
 }
+
+// A multiplier so large that the next delay would overflow a Duration
+// gives the max delay, not a negative one.
+func TestExponentialHugeMultiplier(t *testing.T) {
+	t.Parallel()
+	s := &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_ExponentialDelay_{ExponentialDelay: &jobplanev1.RestartStrategy_ExponentialDelay{
+		InitialDelay: durationpb.New(time.Second), MaxDelay: durationpb.New(time.Hour), Multiplier: 1e300,
+	}}}
+	p := &restartPolicy{strategy: s}
+	for i, want := range []time.Duration{time.Second, time.Hour, time.Hour} {
+		if d, ok := p.next(time.Unix(int64(i), 0)); !ok || d != want {
+			t.Errorf("restart %d: delay %v, %v; want %v", i, d, ok, want)
+		}
+	}
+}
