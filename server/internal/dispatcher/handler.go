@@ -81,7 +81,7 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 		// Nothing of the other principal's job is told, not even whether
 		// it ended.
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_JOB_ALREADY_EXISTS, "job id "+exist.JobID+" is taken by another principal's job; submit under another id", map[string]string{
-			"job_id": exist.JobID,
+			"job_id": exist.JobID, "globally_terminated": "false", "other_principal": "true",
 		})
 	case errors.As(err, &exist):
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_JOB_ALREADY_EXISTS, err.Error(), map[string]string{
