@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/oklog/run"
 
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
@@ -120,6 +121,11 @@ type Config struct {
 	// attempt starts or stops running on one of the TaskExecutors.
 	AttemptLog io.Writer
 
+	// DispatcherOptions are added to the handler of DispatcherService,
+	// the public API (see jobmanager.Config in the server):
+	// authentication, authorization and per-client limits. Default: none.
+	DispatcherOptions []connect.HandlerOption
+
 	// Logger receives the logs of every component. Default:
 	// slog.Default().
 	Logger *slog.Logger
@@ -189,7 +195,7 @@ func (c Config) jobManager(st hastore.Store, address string, ep *endpoint.Endpoi
 		Store: st, Address: address, HTTPClient: client,
 		SessionTTL: c.SessionTTL, HeartbeatInterval: c.HeartbeatInterval, HeartbeatTimeout: c.HeartbeatTimeout,
 		ResultRetention: c.ResultRetention, SlotTimeout: c.SlotTimeout, Logger: c.Logger,
-		Limits: jobgraph.Limits{MaxSubtasks: c.MaxSubtasks},
+		Limits: jobgraph.Limits{MaxSubtasks: c.MaxSubtasks}, DispatcherOptions: c.DispatcherOptions,
 	}
 	if ep != nil {
 		jc.MaxRequestBytes, jc.MaxResponseBytes = ep.MaxRequestBytes(), ep.MaxResponseBytes()
