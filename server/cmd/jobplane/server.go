@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/oklog/run"
 
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
@@ -89,6 +90,9 @@ type jobManagerFlags struct {
 	heartbeatTimeout  time.Duration
 	resultRetention   time.Duration
 	slotTimeout       time.Duration
+	// dispatcherOptions are added to the public API's handler
+	// (authentication, see authFlags).
+	dispatcherOptions []connect.HandlerOption
 }
 
 func (j *jobManagerFlags) register(fs *flag.FlagSet) {
@@ -279,7 +283,7 @@ func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, client *ht
 		Store: st, Address: ep.URL(), HTTPClient: client,
 		SessionTTL: flags.sessionTTL, HeartbeatInterval: flags.heartbeatInterval, HeartbeatTimeout: flags.heartbeatTimeout,
 		ResultRetention: flags.resultRetention, SlotTimeout: flags.slotTimeout, Logger: log,
-		Limits:          jobgraph.Limits{MaxSubtasks: flags.maxSubtasks},
+		Limits: jobgraph.Limits{MaxSubtasks: flags.maxSubtasks}, DispatcherOptions: flags.dispatcherOptions,
 		MaxRequestBytes: ep.MaxRequestBytes(), MaxResponseBytes: ep.MaxResponseBytes(),
 	})
 	if err != nil {

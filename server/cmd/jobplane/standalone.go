@@ -20,6 +20,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 		debug  debugFlags
 		jm     jobManagerFlags
 		te     taskExecutorFlags
+		auth   authFlags
 		count  int
 	)
 	store.register(c.fs, "data/standalone")
@@ -27,12 +28,13 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 	debug.register(c.fs)
 	jm.register(c.fs)
 	te.register(c.fs)
+	auth.register(c.fs)
 	c.fs.IntVar(&count, "task-executors", 2, "TaskExecutors to run in the process, each on its own loopback port")
 	log, code, ok := c.parse(args, stderr)
 	if !ok {
 		return code
 	}
-	if err := errors.Join(listen.validate(), jm.validate(), debug.validate()); err != nil {
+	if err := errors.Join(listen.validate(), jm.validate(), debug.validate(), auth.validate(log)); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
 		return exitUsage
 	}
@@ -66,7 +68,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 		SessionTTL: jm.sessionTTL, HeartbeatInterval: jm.heartbeatInterval, HeartbeatTimeout: jm.heartbeatTimeout,
 		MaxSubtasks: jm.maxSubtasks, ResultRetention: jm.resultRetention, SlotTimeout: jm.slotTimeout,
 		TaskExecutors: count, Slots: te.slots, AllowExec: te.allowExec, CancelGrace: te.cancelGrace, AttemptLog: te.attemptLog,
-		Logger: log, Metrics: tel.MetricsHandler(),
+		Logger: log, Metrics: tel.MetricsHandler(), DispatcherOptions: auth.options,
 	})
 	if err != nil {
 		log.Error("cannot start", "err", err)

@@ -46,6 +46,14 @@ var actions = map[string]string{
 	jobplanev1connect.DispatcherServiceReportClientHeartbeatProcedure: ActionCancel,
 }
 
+// clusterWide are the reads about the cluster rather than its jobs, which
+// submitters may make too (the CLI checks the invokables a job names
+// before it submits it).
+var clusterWide = map[string]bool{
+	jobplanev1connect.DispatcherServiceListTaskExecutorsProcedure:  true,
+	jobplanev1connect.DispatcherServiceGetClusterOverviewProcedure: true,
+}
+
 // Policy is the built-in authorization policy: lists of principal names
 // (Everyone for every authenticated principal) per action. A job's owner
 // (the principal that submitted it) may always read and cancel it; an
@@ -56,7 +64,8 @@ type Policy struct {
 	Admins []string `yaml:"admins"`
 	// Submit may submit jobs.
 	Submit []string `yaml:"submit"`
-	// Read may read every job and the cluster's state.
+	// Read may read every job and the cluster's state (submitters may
+	// read the cluster's TaskExecutors and overview too).
 	Read []string `yaml:"read"`
 	// Cancel may cancel every job (its owner may cancel it anyway).
 	Cancel []string `yaml:"cancel"`
@@ -121,7 +130,7 @@ func (p *Policy) Authorize(_ context.Context, r principal.Request) error {
 		}
 		return fmt.Errorf("%w: %s may not submit jobs", principal.ErrDenied, name)
 	case ActionRead:
-		if isOwner || has(p.Read, name) {
+		if isOwner || has(p.Read, name) || clusterWide[r.Procedure] && has(p.Submit, name) {
 			return nil
 		}
 		if r.JobID == "" {
