@@ -150,9 +150,18 @@ func TestAuthFlagErrors(t *testing.T) {
 		{"unreachable OIDC issuer", []string{"--auth-oidc-issuer", "http://127.0.0.1:1", "--auth-audience", "a"}, "discovering the OpenID Connect issuer"},
 	} {
 		for _, sub := range []string{"standalone", "jobmanager"} {
-			var stdout, stderr bytes.Buffer
+			var stdout, stderr syncBuffer
 			args := append([]string{sub, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "data")}, tc.args...)
-			if code := jobplaneMain(args, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
+			exited := make(chan int, 1)
+			go func() { exited <- jobplaneMain(args, &stdout, &stderr) }()
+			var code int
+			select {
+			case code = <-exited:
+			case <-time.After(30 * time.Second):
+				// It went on to serve: the flags were taken.
+				t.Fatalf("%s %s: still running after 30s, want exit code %d", sub, tc.name, exitUsage)
+			}
+			if code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
 				t.Errorf("%s %s: exit code %d, stderr %q; want %d saying %q", sub, tc.name, code, stderr.String(), exitUsage, tc.want)
 			}
 			if strings.Contains(stderr.String(), cliAliceToken) {
