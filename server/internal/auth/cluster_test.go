@@ -68,10 +68,18 @@ type cluster struct {
 // authentication.
 func newCluster(t *testing.T, authn *auth.Authenticator, authz principal.Authorizer) *cluster {
 	t.Helper()
+	c, _ := newClusterOn(t, t.TempDir(), authn, authz)
+	return c
+}
+
+// newClusterOn is newCluster on the data directory dir; stop stops it
+// (and is called when the test ends, if not before).
+func newClusterOn(t *testing.T, dir string, authn *auth.Authenticator, authz principal.Authorizer) (_ *cluster, stop func()) {
+	t.Helper()
 	lb := &logBuffer{}
 	log := slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg := standalone.Config{
-		Store:         hastore.OpenConfig{DataDir: t.TempDir()},
+		Store:         hastore.OpenConfig{DataDir: dir},
 		TaskExecutors: 1, Slots: 4,
 		Logger: log,
 	}
@@ -85,13 +93,17 @@ func newCluster(t *testing.T, authn *auth.Authenticator, authz principal.Authori
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("cluster: %v", err)
-		}
-	})
-	return &cluster{url: c.URL(), log: lb}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("cluster: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return &cluster{url: c.URL(), log: lb}, stop
 }
 
 // client returns an SDK client of the cluster with opts, that gives up

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobplane/jobplane/sdk"
+	"github.com/jobplane/jobplane/sdk/jobgraph"
 	"github.com/jobplane/jobplane/server/internal/auth"
 )
 
@@ -155,5 +156,65 @@ func TestPrincipalInLogAndSpan(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no server span of CancelJob with %s=carol", auth.SpanAttribute)
+	}
+}
+
+// A job's owner is durable: after a restart on the same store, the new
+// leader knows who submitted a running job (from its plan) and an ended
+// one (from its result), and the policy holds as before.
+func TestOwnerSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	authn, err := auth.New(context.Background(), auth.Config{TokenFile: tokenFile(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	c, stop := newClusterOn(t, dir, authn, auth.DefaultPolicy())
+	alice := c.client(t, sdk.WithToken(aliceToken))
+	if _, err := alice.Submit(ctx, sleepJob(t), sdk.WithJobID("running")); err != nil {
+		t.Fatal(err)
+	}
+	b := jobgraph.NewBuilder("quick")
+	b.Vertex("v", "noop").Parallelism(1)
+	quick, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := alice.Execute(ctx, quick, sdk.WithJobID("ended")); err != nil || res.GetSubmittedBy() != "alice" {
+		t.Fatalf("the ended job's result: %v, %v; want one submitted by alice", res, err)
+	}
+	stop()
+
+	c, _ = newClusterOn(t, dir, authn, auth.DefaultPolicy())
+	alice, bob := c.client(t, sdk.WithToken(aliceToken)), c.client(t, sdk.WithToken(bobToken))
+	for _, id := range []string{"running", "ended"} {
+		det, err := bob.Get(ctx, id) // readers may read every job
+		if err != nil {
+			t.Fatalf("job %s after the restart: %v", id, err)
+		}
+		if got := det.GetSummary().GetSubmittedBy(); got != "alice" {
+			t.Errorf("job %s after the restart: submitted_by %q, want alice", id, got)
+		}
+	}
+	_, err = bob.Cancel(ctx, "running")
+	wantCode(t, "bob cancels alice's recovered job", err, connect.CodePermissionDenied)
+	_, err = bob.Submit(ctx, sleepJob(t), sdk.WithJobID("running"))
+	var dup *sdk.DuplicateJobError
+	if !errors.As(err, &dup) || !dup.OtherPrincipal {
+		t.Errorf("bob's submission of the recovered job's id: %v, want a DuplicateJobError of another principal", err)
+	}
+	if _, err := alice.Cancel(ctx, "running"); err != nil {
+		t.Errorf("alice cancels her recovered job: %v", err)
+	}
+	// The ended job's id is still alice's: her resubmission of its plan is
+	// answered with the job, bob's refused.
+	if sub, err := alice.Submit(ctx, quick, sdk.WithJobID("ended")); err != nil || sub.Created {
+		t.Errorf("alice resubmits her ended job: %+v, %v; want the existing job", sub, err)
+	}
+	if _, err := bob.Submit(ctx, quick, sdk.WithJobID("ended")); !errors.As(err, &dup) || !dup.OtherPrincipal {
+		t.Errorf("bob submits the ended job's id: %v, want a DuplicateJobError of another principal", err)
 	}
 }
