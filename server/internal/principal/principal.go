@@ -1,6 +1,9 @@
 // Package principal carries the authenticated caller of a public RPC in
 // the call's context: the authentication interceptor puts it there, and
-// authorization, limits, logs and spans read it.
+// authorization, limits, logs and spans read it. It also carries the
+// authorization hook (Authorizer) from the interceptor to the handlers,
+// which call Authorize once they know what a call is about (a job and
+// its owner). It decides nothing itself.
 package principal
 
 import (
