@@ -23,6 +23,9 @@ const (
 // DefaultLeeway is the default of Config.Leeway.
 const DefaultLeeway = 30 * time.Second
 
+// DefaultKeyRefresh is the default of Config.KeyRefresh.
+const DefaultKeyRefresh = 10 * time.Second
+
 // DefaultDiscoveryTimeout bounds OIDC discovery in New when the caller's
 // context has no deadline.
 const DefaultDiscoveryTimeout = 10 * time.Second
@@ -49,6 +52,11 @@ type Config struct {
 	// Leeway is how long past its expiry a JWT is still taken, for
 	// clocks a little apart. Default: DefaultLeeway.
 	Leeway time.Duration
+	// KeyRefresh is how often, at most, the OIDC issuer's keys are
+	// fetched again when a JWT's signature matches none of them (the
+	// issuer rotated its keys, or the JWT is bogus). Default:
+	// DefaultKeyRefresh.
+	KeyRefresh time.Duration
 	// HTTPClient fetches the OIDC issuer's discovery document and keys.
 	// Default: an http.Client with a 10s timeout.
 	HTTPClient *http.Client
@@ -82,8 +90,8 @@ func (c Config) Validate() error {
 	if c.JWKSFile != "" && c.OIDCIssuer != "" && c.JWKSIssuer == c.OIDCIssuer {
 		errs = append(errs, errors.New("auth: the JWKS file's issuer and the OIDC issuer are the same"))
 	}
-	if c.Leeway < 0 {
-		errs = append(errs, errors.New("auth: the leeway must not be negative"))
+	if c.Leeway < 0 || c.KeyRefresh < 0 {
+		errs = append(errs, errors.New("auth: the leeway and the key refresh must not be negative"))
 	}
 	return errors.Join(errs...)
 }
@@ -108,6 +116,9 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 	}
 	if cfg.Leeway == 0 {
 		cfg.Leeway = DefaultLeeway
+	}
+	if cfg.KeyRefresh == 0 {
+		cfg.KeyRefresh = DefaultKeyRefresh
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -136,7 +147,7 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 			ctx, cancel = context.WithTimeout(ctx, DefaultDiscoveryTimeout)
 			defer cancel()
 		}
-		v, err := newOIDCVerifier(ctx, cfg.OIDCIssuer, cfg.Audience, cfg.Leeway, cfg.HTTPClient)
+		v, err := newOIDCVerifier(ctx, cfg.OIDCIssuer, cfg.Audience, cfg.Leeway, cfg.KeyRefresh, cfg.HTTPClient)
 		if err != nil {
 			return nil, fmt.Errorf("auth: %w", err)
 		}

@@ -1,12 +1,15 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -83,16 +86,69 @@ func newJWKSVerifier(path, issuer, audience string, leeway time.Duration) (*jwtV
 
 // newOIDCVerifier discovers the OpenID Connect issuer at issuer (its
 // /.well-known/openid-configuration, within ctx) and verifies JWTs
-// against its JWKS, which go-oidc fetches with client when it meets a key
-// id it does not know (so the issuer's key rotation is followed).
-func newOIDCVerifier(ctx context.Context, issuer, audience string, leeway time.Duration, client *http.Client) (*jwtVerifier, error) {
+// against its JWKS, which go-oidc fetches with client when a JWT's
+// signature matches no key it holds (so the issuer's key rotation is
+// followed) — at most once per refresh, answering other fetches with the
+// last keys, so that a flood of bogus JWTs costs the issuer nothing.
+func newOIDCVerifier(ctx context.Context, issuer, audience string, leeway, refresh time.Duration, client *http.Client) (*jwtVerifier, error) {
 	p, err := oidc.NewProvider(oidc.ClientContext(ctx, client), issuer)
 	if err != nil {
 		return nil, fmt.Errorf("discovering the OpenID Connect issuer %s: %w", issuer, err)
 	}
-	v := p.VerifierContext(oidc.ClientContext(context.WithoutCancel(ctx), client), verifierConfig(audience, leeway, nil))
+	keys := &http.Client{Transport: &throttle{next: client, every: refresh}}
+	v := p.VerifierContext(oidc.ClientContext(context.WithoutCancel(ctx), keys), verifierConfig(audience, leeway, nil))
 	return &jwtVerifier{issuer: issuer, v: v}, nil
 }
+
+// throttle sends a GET at most once per period `every`, and answers the
+// GETs in between with the last successful answer (the JWKS fetches of
+// one verifier, all of one URL).
+type throttle struct {
+	next  *http.Client
+	every time.Duration
+
+	mu     sync.Mutex
+	sent   time.Time
+	status int
+	header http.Header
+	body   []byte
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *throttle) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.mu.Lock() // held across the fetch: fetches wait for the one in flight
+	defer t.mu.Unlock()
+	if t.body != nil && time.Since(t.sent) < t.every {
+		return t.answer(req), nil
+	}
+	resp, err := t.next.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes))
+	if err != nil {
+		return nil, err
+	}
+	t.sent = time.Now()
+	if resp.StatusCode != http.StatusOK {
+		// Not kept: the next fetch asks again (once the period passed).
+		t.body = nil
+		return &http.Response{StatusCode: resp.StatusCode, Status: resp.Status, Header: resp.Header,
+			Body: io.NopCloser(bytes.NewReader(body)), Request: req}, nil
+	}
+	t.status, t.header, t.body = resp.StatusCode, resp.Header, body
+	return t.answer(req), nil
+}
+
+// answer is the last successful answer, for req; t.mu is held.
+func (t *throttle) answer(req *http.Request) *http.Response {
+	return &http.Response{StatusCode: t.status, Status: http.StatusText(t.status), Header: t.header.Clone(),
+		Body: io.NopCloser(bytes.NewReader(t.body)), ContentLength: int64(len(t.body)), Request: req}
+}
+
+// maxJWKSBytes bounds the JWKS read from an issuer.
+const maxJWKSBytes = 1 << 20
 
 // verify returns the subject of a valid JWT of the verifier's issuer.
 func (j *jwtVerifier) verify(ctx context.Context, token string) (string, error) {

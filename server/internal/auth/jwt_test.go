@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -76,8 +77,9 @@ func (k signingKey) sign(t *testing.T, c claims) string {
 type issuer struct {
 	url string
 
-	mu   sync.Mutex
-	keys []signingKey
+	mu      sync.Mutex
+	keys    []signingKey
+	fetches int // of the JWKS
 }
 
 func newIssuer(t *testing.T, keys ...signingKey) *issuer {
@@ -96,6 +98,7 @@ func newIssuer(t *testing.T, keys ...signingKey) *issuer {
 	mux.HandleFunc("GET /keys", func(w http.ResponseWriter, _ *http.Request) {
 		is.mu.Lock()
 		defer is.mu.Unlock()
+		is.fetches++
 		set := jose.JSONWebKeySet{}
 		for _, k := range is.keys {
 			set.Keys = append(set.Keys, k.public())
@@ -133,7 +136,7 @@ func TestOIDCIssuer(t *testing.T) {
 	t.Parallel()
 	k1, other := newKey(t, "k1"), newKey(t, "k1") // other: the same key id, another key
 	is := newIssuer(t, k1)
-	authn, err := auth.New(context.Background(), auth.Config{TokenFile: tokenFile(t), OIDCIssuer: is.url, Audience: audience})
+	authn, err := auth.New(context.Background(), auth.Config{TokenFile: tokenFile(t), OIDCIssuer: is.url, Audience: audience, KeyRefresh: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,11 +191,44 @@ func TestOIDCIssuer(t *testing.T) {
 	}
 
 	// The issuer rotates to a new key: JWTs it signs with it are taken
-	// (the keys are fetched again for the unknown key id).
+	// (the keys are fetched again for the unknown key, once KeyRefresh
+	// passed since the last fetch).
 	k2 := newKey(t, "k2")
 	is.rotate(k2)
-	if _, err := c.client(t, sdk.WithToken(k2.sign(t, valid(is.url, "dora")))).Cluster(ctx); err != nil {
-		t.Errorf("a JWT signed with the rotated key: %v", err)
+	rotated := c.client(t, sdk.WithToken(k2.sign(t, valid(is.url, "dora"))))
+	waitFor(t, "a JWT signed with the rotated key to be taken", func() bool {
+		_, err := rotated.Cluster(ctx)
+		return err == nil
+	})
+}
+
+// Bogus JWTs (keys the issuer never had) do not make the server fetch
+// the issuer's keys more than once per KeyRefresh.
+func TestOIDCKeyFetchesThrottled(t *testing.T) {
+	t.Parallel()
+	k := newKey(t, "k")
+	is := newIssuer(t, k)
+	authn, err := auth.New(context.Background(), auth.Config{OIDCIssuer: is.url, Audience: audience, KeyRefresh: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := authn.Authenticate(ctx, k.sign(t, valid(is.url, "dora"))); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		bogus := newKey(t, fmt.Sprintf("bogus-%d", i))
+		if _, err := authn.Authenticate(ctx, bogus.sign(t, valid(is.url, "mallory"))); !errors.Is(err, auth.ErrUnauthenticated) {
+			t.Fatalf("a JWT of a bogus key: %v, want ErrUnauthenticated", err)
+		}
+	}
+	if _, err := authn.Authenticate(ctx, k.sign(t, valid(is.url, "dora"))); err != nil {
+		t.Errorf("a valid JWT after the bogus ones: %v", err)
+	}
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	if is.fetches != 1 {
+		t.Errorf("the issuer's keys were fetched %d times for 20 bogus JWTs within KeyRefresh, want 1", is.fetches)
 	}
 }
 
