@@ -101,6 +101,7 @@ type options struct {
 	callTimeout  time.Duration
 	retry        RetryPolicy
 	interceptors []connect.Interceptor
+	token        func(context.Context) (string, error) // WithToken, WithTokenFile
 }
 
 // WithHTTP1 makes the Client speak HTTP/1.1 (with TLS for https:// URLs).
@@ -181,6 +182,10 @@ func New(urls []string, opts ...Option) (*Client, error) {
 	}
 	if o.protocol == ProtocolGRPC && o.http1 && o.httpClient == nil {
 		return nil, errors.New("sdk: gRPC needs HTTP/2; drop WithHTTP1 or choose Connect or gRPC-Web")
+	}
+	if o.token != nil {
+		// Outermost: the other interceptors see the call as it is sent.
+		o.interceptors = append([]connect.Interceptor{tokenInterceptor{token: o.token}}, o.interceptors...)
 	}
 	c := &Client{urls: clean, opts: o, clients: map[string]jobplanev1connect.DispatcherServiceClient{}}
 	if o.httpClient != nil {

@@ -126,17 +126,25 @@ func (e *StaleTokenError) Error() string {
 func (e *StaleTokenError) Unwrap() error { return e.err }
 
 // DuplicateJobError is ALREADY_EXISTS (JOB_ALREADY_EXISTS): the job id is
-// taken by a job with a different plan. (A resubmission of the same plan
+// taken by a job with a different plan, or by another principal's job.
+// (A resubmission of the same plan by the same principal
 // is not an error: Submit answers it with Created false.)
 type DuplicateJobError struct {
 	// JobID is the id asked for.
 	JobID string
 	// GloballyTerminated says whether the job holding the id has ended.
 	GloballyTerminated bool
-	err                *Error
+	// OtherPrincipal says that the job holding the id was submitted by
+	// another principal (on a server that authenticates its clients);
+	// nothing else of it is told, GloballyTerminated is false.
+	OtherPrincipal bool
+	err            *Error
 }
 
 func (e *DuplicateJobError) Error() string {
+	if e.OtherPrincipal {
+		return fmt.Sprintf("job id %q is taken by another principal's job (JOB_ALREADY_EXISTS)", e.JobID)
+	}
 	state := "still running"
 	if e.GloballyTerminated {
 		state = "which has ended"
@@ -279,7 +287,7 @@ func wrap(err error) error {
 		}
 		return out
 	case reasonAlreadyExists:
-		return &DuplicateJobError{JobID: md["job_id"], GloballyTerminated: md["globally_terminated"] == "true", err: e}
+		return &DuplicateJobError{JobID: md["job_id"], GloballyTerminated: md["globally_terminated"] == "true", OtherPrincipal: md["other_principal"] == "true", err: e}
 	case reasonInvalid:
 		out := &InvalidJobError{err: e}
 		if br, ok := detail[*errdetails.BadRequest](cerr); ok {

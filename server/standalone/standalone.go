@@ -120,8 +120,8 @@ type Config struct {
 	// TOO_MANY_SUBTASKS). Zero: no limit (the default).
 	MaxJobs, MaxClusterSubtasks int
 	// DispatcherOptions are added to the public API's handler
-	// (DispatcherService): authentication, per-client limits. Default:
-	// none.
+	// (DispatcherService), in order: authentication and authorization,
+	// then per-client limits. Default: none.
 	DispatcherOptions []connect.HandlerOption
 	// ResultRetention, when positive, deletes job results this long after
 	// their job ended. Default: keep them.

@@ -119,7 +119,7 @@ var mutants = []Mutant{
 		Name: "idempotency/readback-ignores-digest",
 		Doc:  "After a failed put, the read-back takes any stored plan of the job id as this submission's, so when another submission's plan holds the id the job runs that plan and the call answers created=true instead of ALREADY_EXISTS (SubmitJob: same id, different plan).",
 		File: "server/internal/dispatcher/submit.go",
-		Old:  `	case err == nil && string(stored.GetDigest()) == string(plan.GetDigest()):`,
+		Old:  `	case err == nil && samePlan(stored, plan):`,
 		New:  `	case err == nil:`,
 	},
 	{

@@ -86,8 +86,12 @@ const (
 	// it, so that clients can follow it and retry there.
 	ErrorReason_ERROR_REASON_NOT_LEADER ErrorReason = 2
 	// Code ALREADY_EXISTS. A job with this id exists with a different
-	// execution plan. Metadata: `job_id`, `globally_terminated` (`true` if the
-	// existing job has a job result, `false` otherwise).
+	// execution plan, or was submitted by another principal (on a server
+	// that authenticates its clients). Metadata: `job_id`,
+	// `globally_terminated` (`true` if the existing job has a job result,
+	// `false` otherwise), and `other_principal` (`true`) when the job is
+	// another principal's: then nothing else of it is told, and
+	// `globally_terminated` is `false` whatever its state.
 	ErrorReason_ERROR_REASON_JOB_ALREADY_EXISTS ErrorReason = 3
 	// Code NOT_FOUND. No job with this id is known. Metadata: `job_id`.
 	ErrorReason_ERROR_REASON_JOB_NOT_FOUND ErrorReason = 4

@@ -324,7 +324,11 @@ type JobSummary struct {
 	// a FAILED job, the root cause. Unset when nothing failed, and for
 	// FINISHED and CANCELED jobs: the failures a job recovered from are in
 	// its exception history (JobDetails, JobResult).
-	Failure       *FailureInfo `protobuf:"bytes,9,opt,name=failure,proto3" json:"failure,omitempty"`
+	Failure *FailureInfo `protobuf:"bytes,9,opt,name=failure,proto3" json:"failure,omitempty"`
+	// The principal that submitted the job, as the server authenticated it
+	// (a static token's name, or a JWT's subject); empty when the server
+	// authenticates no one, or did not when the job was submitted.
+	SubmittedBy   string `protobuf:"bytes,10,opt,name=submitted_by,json=submittedBy,proto3" json:"submitted_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -420,6 +424,13 @@ func (x *JobSummary) GetFailure() *FailureInfo {
 		return x.Failure
 	}
 	return nil
+}
+
+func (x *JobSummary) GetSubmittedBy() string {
+	if x != nil {
+		return x.SubmittedBy
+	}
+	return ""
 }
 
 // JobDetails is the full state of a job as its JobMaster sees it.
@@ -738,8 +749,11 @@ type JobResult struct {
 	// The failures that restarted or failed the job under its last
 	// JobMaster, most recent first; at most the 16 most recent.
 	ExceptionHistory []*FailureInfo `protobuf:"bytes,9,rep,name=exception_history,json=exceptionHistory,proto3" json:"exception_history,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The principal that submitted the job (see JobSummary.submitted_by);
+	// empty when the server authenticated no one.
+	SubmittedBy   string `protobuf:"bytes,10,opt,name=submitted_by,json=submittedBy,proto3" json:"submitted_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobResult) Reset() {
@@ -835,6 +849,13 @@ func (x *JobResult) GetExceptionHistory() []*FailureInfo {
 	return nil
 }
 
+func (x *JobResult) GetSubmittedBy() string {
+	if x != nil {
+		return x.SubmittedBy
+	}
+	return ""
+}
+
 var File_jobplane_v1_job_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_job_proto_rawDesc = "" +
@@ -847,7 +868,7 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\x10task_executor_id\x18\x04 \x01(\tR\x0etaskExecutorId\"^\n" +
 	"\x13ExecutionStateCount\x121\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1b.jobplane.v1.ExecutionStateR\x05state\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x05R\x05count\"\xb4\x03\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\"\xd7\x03\n" +
 	"\n" +
 	"JobSummary\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
@@ -861,7 +882,9 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\vtask_counts\x18\a \x03(\v2 .jobplane.v1.ExecutionStateCountR\n" +
 	"taskCounts\x12#\n" +
 	"\rrestart_count\x18\b \x01(\x05R\frestartCount\x122\n" +
-	"\afailure\x18\t \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\x8a\x02\n" +
+	"\afailure\x18\t \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\x12!\n" +
+	"\fsubmitted_by\x18\n" +
+	" \x01(\tR\vsubmittedBy\"\x8a\x02\n" +
 	"\n" +
 	"JobDetails\x121\n" +
 	"\asummary\x18\x01 \x01(\v2\x17.jobplane.v1.JobSummaryR\asummary\x126\n" +
@@ -884,7 +907,7 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\x0eattempt_number\x18\x02 \x01(\x05R\rattemptNumber\x121\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x1b.jobplane.v1.ExecutionStateR\x05state\x12(\n" +
 	"\x10task_executor_id\x18\x04 \x01(\tR\x0etaskExecutorId\x122\n" +
-	"\afailure\x18\x05 \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\x9b\x03\n" +
+	"\afailure\x18\x05 \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\xbe\x03\n" +
 	"\tJobResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12.\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x16.jobplane.v1.JobStatusR\x06status\x12;\n" +
@@ -896,7 +919,9 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\x04name\x18\a \x01(\tR\x04name\x12\x1f\n" +
 	"\vplan_digest\x18\b \x01(\fR\n" +
 	"planDigest\x12E\n" +
-	"\x11exception_history\x18\t \x03(\v2\x18.jobplane.v1.FailureInfoR\x10exceptionHistory*\xa5\x02\n" +
+	"\x11exception_history\x18\t \x03(\v2\x18.jobplane.v1.FailureInfoR\x10exceptionHistory\x12!\n" +
+	"\fsubmitted_by\x18\n" +
+	" \x01(\tR\vsubmittedBy*\xa5\x02\n" +
 	"\tJobStatus\x12\x1a\n" +
 	"\x16JOB_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17JOB_STATUS_INITIALIZING\x10\x01\x12\x16\n" +

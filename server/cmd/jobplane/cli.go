@@ -73,6 +73,7 @@ func runMain(args []string, s streams) int {
 	}
 	var ce *codeError
 	if errors.As(err, &ce) {
+		ce = authFailure(ce)
 		if ce.err != nil {
 			fmt.Fprintf(s.err, "jobplane: %v\n", ce.err)
 		}
@@ -95,7 +96,8 @@ func newRootCommand(s streams) *cobra.Command {
 			"Exit codes of the client verbs: 0 done (submit and wait: the job FINISHED),\n" +
 			"1 error (the cluster unreachable or refusing, the job not found), 2 bad usage,\n" +
 			"3 the job FAILED, 4 the job was CANCELED, 5 the job file is invalid (nothing\n" +
-			"was submitted), 6 detached on an interrupt (the job goes on).",
+			"was submitted), 6 detached on an interrupt (the job goes on), 7 not\n" +
+			"authenticated (no valid --token), 8 permission denied by the cluster's policy.",
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -119,6 +121,7 @@ func newRootCommand(s streams) *cobra.Command {
 		"base URL of the cluster (comma-separated for several JobManagers; the leader is followed; default $"+serverEnv+" if set)")
 	root.PersistentFlags().StringVar(&a.tlsCA, "tls-ca", envOr(tlsCAEnv, ""),
 		"PEM file of the certificate authorities to trust, instead of the system's, for https:// servers (default $"+tlsCAEnv+" if set)")
+	registerTokenFlags(root, a)
 	root.PersistentFlags().DurationVar(&a.timeout, "timeout", 30*time.Second, "bound on each request to the cluster (not on following a job)")
 	root.PersistentFlags().DurationVar(&a.retry, "retry", 15*time.Second,
 		"how long to retry a cluster that does not answer or has no leader (a failover, a restart), from the first failure; also while following a job; 0 tries each server once")
@@ -168,6 +171,7 @@ type app struct {
 	s       streams
 	server  string
 	tlsCA   string
+	token   tokenFlags
 	output  string
 	timeout time.Duration
 	retry   time.Duration

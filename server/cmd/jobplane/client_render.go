@@ -138,6 +138,9 @@ func renderJobDetails(w io.Writer, d *jobplanev1.JobDetails, now time.Time, all 
 	}
 	fmt.Fprintf(tw, "Status:\t%s\n", statusName(s.GetStatus()))
 	fmt.Fprintf(tw, "Submitted:\t%s\n", timeText(s.GetSubmitTime()))
+	if s.GetSubmittedBy() != "" {
+		fmt.Fprintf(tw, "Submitted by:\t%s\n", s.GetSubmittedBy())
+	}
 	if s.GetEndTime() != nil {
 		fmt.Fprintf(tw, "Ended:\t%s\n", timeText(s.GetEndTime()))
 	}

@@ -43,6 +43,13 @@ func (a *app) connect() (*sdk.Client, error) {
 		}
 		opts = append(opts, sdk.WithTLSConfig(cfg))
 	}
+	tokenOpt, err := a.token.option()
+	if err != nil {
+		return nil, err
+	}
+	if tokenOpt != nil {
+		opts = append(opts, tokenOpt)
+	}
 	c, err := sdk.New(urls, opts...)
 	if err != nil {
 		return nil, exit(exitUsage, fmt.Errorf("--server: %w", err))

@@ -25,6 +25,12 @@ const (
 	// (Ctrl-C, then "detach"; or SIGINT without a terminal); the job goes
 	// on in the cluster.
 	exitDetached = 6
+	// exitUnauthenticated: the cluster wants a valid token and did not
+	// get one (UNAUTHENTICATED).
+	exitUnauthenticated = 7
+	// exitPermissionDenied: the cluster's policy refused the request to
+	// the token's principal (PERMISSION_DENIED).
+	exitPermissionDenied = 8
 )
 
 // exitCodeOf is the exit code for a job that ended with status s: 0 for

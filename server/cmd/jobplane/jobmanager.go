@@ -22,6 +22,7 @@ func runJobManager(args []string, _, stderr io.Writer) int {
 		listen listenFlags
 		debug  debugFlags
 		jm     jobManagerFlags
+		auth   authFlags
 	)
 	store.register(c.fs, "data/jobmanager")
 	store.registerRemote(c.fs)
@@ -29,14 +30,16 @@ func runJobManager(args []string, _, stderr io.Writer) int {
 	listen.security.registerCluster(c.fs)
 	debug.register(c.fs)
 	jm.register(c.fs)
+	auth.register(c.fs)
 	log, code, ok := c.parse(args, stderr)
 	if !ok {
 		return code
 	}
-	if err := errors.Join(listen.validate(), jm.validate(), debug.validate(), store.validate()); err != nil {
+	if err := errors.Join(listen.validate(), jm.validate(), debug.validate(), store.validate(), auth.validate(log)); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
 		return exitUsage
 	}
+	jm.dispatcherOptions = append(jm.dispatcherOptions, auth.options...)
 	return runServer(log, "jobplane-jobmanager", listen, store, debug, func(g *group, ep *endpoint.Endpoint, st hastore.Store) error {
 		return addJobManager(g, ep, st, listen.newClient(), jm, log)
 	})

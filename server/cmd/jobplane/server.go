@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/oklog/run"
 
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
@@ -89,6 +90,9 @@ type jobManagerFlags struct {
 	resultRetention   time.Duration
 	slotTimeout       time.Duration
 	limits            limitFlags
+	// dispatcherOptions are added to the public API's handler
+	// (authentication, see authFlags).
+	dispatcherOptions []connect.HandlerOption
 }
 
 func (j *jobManagerFlags) register(fs *flag.FlagSet) {
@@ -287,7 +291,7 @@ func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, client *ht
 		ResultRetention: flags.resultRetention, SlotTimeout: flags.slotTimeout, Logger: log,
 		Limits:          jobgraph.Limits{MaxSubtasks: flags.maxSubtasks},
 		MaxRequestBytes: ep.MaxRequestBytes(), MaxResponseBytes: ep.MaxResponseBytes(),
-		MaxJobs: flags.limits.maxJobs, MaxClusterSubtasks: flags.limits.maxClusterSubtasks, DispatcherOptions: flags.limits.options,
+		MaxJobs: flags.limits.maxJobs, MaxClusterSubtasks: flags.limits.maxClusterSubtasks, DispatcherOptions: append(flags.dispatcherOptions, flags.limits.options...),
 	})
 	if err != nil {
 		return err

@@ -20,6 +20,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 		debug  debugFlags
 		jm     jobManagerFlags
 		te     taskExecutorFlags
+		auth   authFlags
 		count  int
 	)
 	store.register(c.fs, "data/standalone")
@@ -28,12 +29,13 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 	debug.register(c.fs)
 	jm.register(c.fs)
 	te.register(c.fs)
+	auth.register(c.fs)
 	c.fs.IntVar(&count, "task-executors", 2, "TaskExecutors to run in the process, each on its own loopback port")
 	log, code, ok := c.parse(args, stderr)
 	if !ok {
 		return code
 	}
-	if err := errors.Join(listen.validate(), jm.validate(), debug.validate(), te.validate()); err != nil {
+	if err := errors.Join(listen.validate(), jm.validate(), debug.validate(), te.validate(), auth.validate(log)); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
 		return exitUsage
 	}
@@ -67,7 +69,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 		Store:      storeCfg,
 		SessionTTL: jm.sessionTTL, HeartbeatInterval: jm.heartbeatInterval, HeartbeatTimeout: jm.heartbeatTimeout,
 		MaxSubtasks: jm.maxSubtasks, ResultRetention: jm.resultRetention, SlotTimeout: jm.slotTimeout,
-		MaxJobs: jm.limits.maxJobs, MaxClusterSubtasks: jm.limits.maxClusterSubtasks, DispatcherOptions: jm.limits.options,
+		MaxJobs: jm.limits.maxJobs, MaxClusterSubtasks: jm.limits.maxClusterSubtasks, DispatcherOptions: append(auth.options, jm.limits.options...),
 		TaskExecutors: count, Slots: te.slots, AllowExec: te.allowExec, Exec: te.exec.config(), CancelGrace: te.cancelGrace, AttemptLog: te.attemptLog,
 		Logger: log, Metrics: tel.MetricsHandler(),
 	})

@@ -164,6 +164,9 @@ type job struct {
 	digest     []byte
 	name       string
 	submitTime time.Time
+	// owner is the principal that submitted the job (empty when
+	// authentication was off): only it may submit the job's id again.
+	owner string
 	// persisting is closed once the job's plan is persisted (or the
 	// submission failed and the job removed); concurrent submissions of the
 	// same job wait for it.
@@ -362,7 +365,7 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 		}
 		j := &job{
 			id: res.GetJobId(), digest: res.GetPlanDigest(), name: res.GetName(),
-			submitTime: res.GetSubmitTime().AsTime(), result: res,
+			submitTime: res.GetSubmitTime().AsTime(), result: res, owner: res.GetSubmittedBy(),
 			persisting: closedChan(), changed: make(chan struct{}), done: closedChan(),
 		}
 		j.history = []*jobplanev1.JobSummary{summaryOfResult(res)}
@@ -416,7 +419,7 @@ func closedChan() chan struct{} {
 func newJob(plan *hastorev1.ExecutionPlan) *job {
 	j := &job{
 		id: plan.GetJobId(), digest: plan.GetDigest(), name: plan.GetJobGraph().GetName(),
-		submitTime: plan.GetSubmitTime().AsTime(), persisting: make(chan struct{}),
+		submitTime: plan.GetSubmitTime().AsTime(), owner: plan.GetSubmittedBy(), persisting: make(chan struct{}),
 		changed: make(chan struct{}), done: make(chan struct{}), graph: plan.GetJobGraph(),
 	}
 	if timeout := plan.GetJobGraph().GetConfig().GetClientHeartbeatTimeout().AsDuration(); timeout > 0 {
@@ -424,7 +427,7 @@ func newJob(plan *hastorev1.ExecutionPlan) *job {
 	}
 	j.history = []*jobplanev1.JobSummary{{
 		JobId: j.id, Name: j.name, Status: jobstatus.Initializing,
-		SubmitTime: timestamppb.New(j.submitTime), StatusTime: timestamppb.Now(),
+		SubmitTime: timestamppb.New(j.submitTime), StatusTime: timestamppb.Now(), SubmittedBy: j.owner,
 	}}
 	return j
 }
@@ -433,7 +436,7 @@ func summaryOfResult(res *jobplanev1.JobResult) *jobplanev1.JobSummary {
 	return &jobplanev1.JobSummary{
 		JobId: res.GetJobId(), Name: res.GetName(), Status: res.GetStatus(),
 		SubmitTime: res.GetSubmitTime(), StatusTime: res.GetEndTime(), EndTime: res.GetEndTime(),
-		RestartCount: res.GetRestartCount(), Failure: res.GetFailure(),
+		RestartCount: res.GetRestartCount(), Failure: res.GetFailure(), SubmittedBy: res.GetSubmittedBy(),
 	}
 }
 
@@ -464,6 +467,7 @@ func (ld *leadership) recordLocked(j *job, s *jobplanev1.JobSummary) {
 	if s.SubmitTime == nil {
 		s.SubmitTime = timestamppb.New(j.submitTime)
 	}
+	s.SubmittedBy = j.owner
 	if last := j.latest(); last.GetStatus() == s.GetStatus() {
 		j.history[len(j.history)-1] = s
 		return
@@ -573,7 +577,7 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 	result := &jobplanev1.JobResult{
 		JobId: j.id, Status: res.Status, SubmitTime: timestamppb.New(j.submitTime), EndTime: timestamppb.New(now),
 		Failure: res.Failure, RestartCount: int32(res.Restarts), Name: j.name, PlanDigest: j.digest,
-		ExceptionHistory: res.Exceptions,
+		ExceptionHistory: res.Exceptions, SubmittedBy: j.owner,
 	}
 	f := ld.l.Fence()
 	// A store that can (hastore.JobFinisher) records the result and cleans

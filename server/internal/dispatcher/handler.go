@@ -22,6 +22,7 @@ import (
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/framing"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
+	"github.com/jobplane/jobplane/server/internal/principal"
 	"github.com/jobplane/jobplane/server/internal/telemetry"
 	"github.com/jobplane/jobplane/server/internal/unknownfield"
 )
@@ -95,6 +96,12 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 		}
 		telemetry.LimitRefused(ctx, apierror.Reason(reason))
 		return apierror.New(reason, msg, md)
+	case errors.As(err, &exist) && exist.OtherOwner:
+		// Nothing of the other principal's job is told, not even whether
+		// it ended.
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_JOB_ALREADY_EXISTS, "job id "+exist.JobID+" is taken by another principal's job; submit under another id", map[string]string{
+			"job_id": exist.JobID, "globally_terminated": "false", "other_principal": "true",
+		})
 	case errors.As(err, &exist):
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_JOB_ALREADY_EXISTS, err.Error(), map[string]string{
 			"job_id": exist.JobID, "globally_terminated": strconv.FormatBool(exist.GloballyTerminated),
@@ -124,6 +131,37 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 	return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_INTERNAL, "internal error", nil)
 }
 
+// authorize asks the call's Authorizer, if authentication is on (see
+// principal.Authorize), whether its principal may call procedure on
+// jobID (none if empty), whose owner it looks up (but for SubmitJob,
+// which is judged before its job exists: the Dispatcher refuses another
+// principal's job id itself). A job that is not found
+// is judged as one without an owner, so that a refusal does not tell
+// whether a job exists; on a standby, the call is answered NOT_LEADER,
+// as it would be without authentication.
+func (h *Handler) authorize(ctx context.Context, procedure, jobID string) error {
+	if !principal.Authorizing(ctx) {
+		return nil
+	}
+	owner := ""
+	if jobID != "" && procedure != jobplanev1connect.DispatcherServiceSubmitJobProcedure {
+		var err error
+		owner, err = h.d.Owner(ctx, jobID)
+		if err != nil && !errors.Is(err, ErrJobNotFound) {
+			return h.wire(ctx, err, jobID)
+		}
+	}
+	err := principal.Authorize(ctx, procedure, jobID, owner)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, principal.ErrDenied):
+		return connect.NewError(connect.CodePermissionDenied, err)
+	}
+	h.d.log.Error("authorization failed", "procedure", procedure, "job", jobID, "err", err)
+	return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_INTERNAL, "internal error", nil)
+}
+
 func checkJobID(id string) error {
 	if !hastore.ValidJobID(id) {
 		return apierror.BadRequest(apierror.Field{Path: "job_id", Description: "want 1 to 64 characters from [A-Za-z0-9_-]"})
@@ -136,6 +174,9 @@ func (h *Handler) SubmitJob(ctx context.Context, req *jobplanev1.SubmitJobReques
 	if err := checkJobID(req.GetJobId()); err != nil {
 		return nil, err
 	}
+	if err := h.authorize(ctx, jobplanev1connect.DispatcherServiceSubmitJobProcedure, req.GetJobId()); err != nil {
+		return nil, err
+	}
 	out, err := h.d.Submit(ctx, req.GetJobId(), req.GetJobGraph())
 	if err != nil {
 		return nil, h.wire(ctx, err, req.GetJobId())
@@ -146,6 +187,9 @@ func (h *Handler) SubmitJob(ctx context.Context, req *jobplanev1.SubmitJobReques
 // GetJob implements DispatcherServiceHandler.
 func (h *Handler) GetJob(ctx context.Context, req *jobplanev1.GetJobRequest) (*jobplanev1.GetJobResponse, error) {
 	if err := checkJobID(req.GetJobId()); err != nil {
+		return nil, err
+	}
+	if err := h.authorize(ctx, jobplanev1connect.DispatcherServiceGetJobProcedure, req.GetJobId()); err != nil {
 		return nil, err
 	}
 	full := req.GetView() == jobplanev1.JobView_JOB_VIEW_FULL
@@ -206,6 +250,9 @@ func listPageSize(n int32) (int, error) {
 // cursor of the last job listed (see listCursor), so a page costs the same
 // however deep into the list it is, and stays exact while jobs are added.
 func (h *Handler) ListJobs(ctx context.Context, req *jobplanev1.ListJobsRequest) (*jobplanev1.ListJobsResponse, error) {
+	if err := h.authorize(ctx, jobplanev1connect.DispatcherServiceListJobsProcedure, ""); err != nil {
+		return nil, err
+	}
 	size, err := listPageSize(req.GetPageSize())
 	if err != nil {
 		return nil, err
@@ -263,6 +310,9 @@ func (h *Handler) CancelJob(ctx context.Context, req *jobplanev1.CancelJobReques
 	if err := checkJobID(req.GetJobId()); err != nil {
 		return nil, err
 	}
+	if err := h.authorize(ctx, jobplanev1connect.DispatcherServiceCancelJobProcedure, req.GetJobId()); err != nil {
+		return nil, err
+	}
 	st, err := h.d.Cancel(ctx, req.GetJobId())
 	if err != nil {
 		return nil, h.wire(ctx, err, req.GetJobId())
@@ -275,6 +325,9 @@ func (h *Handler) GetJobResult(ctx context.Context, req *jobplanev1.GetJobResult
 	if err := checkJobID(req.GetJobId()); err != nil {
 		return nil, err
 	}
+	if err := h.authorize(ctx, jobplanev1connect.DispatcherServiceGetJobResultProcedure, req.GetJobId()); err != nil {
+		return nil, err
+	}
 	res, err := h.d.Result(ctx, req.GetJobId(), req.GetWait())
 	if err != nil {
 		return nil, h.wire(ctx, err, req.GetJobId())
@@ -285,6 +338,9 @@ func (h *Handler) GetJobResult(ctx context.Context, req *jobplanev1.GetJobResult
 // WatchJob implements DispatcherServiceHandler.
 func (h *Handler) WatchJob(ctx context.Context, req *jobplanev1.WatchJobRequest, stream *connect.ServerStream[jobplanev1.WatchJobResponse]) error {
 	if err := checkJobID(req.GetJobId()); err != nil {
+		return err
+	}
+	if err := h.authorize(ctx, jobplanev1connect.DispatcherServiceWatchJobProcedure, req.GetJobId()); err != nil {
 		return err
 	}
 	err := h.d.Watch(ctx, req.GetJobId(), req.GetResumeToken(), h.Heartbeat, func(ev WatchEvent) error {
@@ -306,6 +362,9 @@ func (h *Handler) ReportClientHeartbeat(ctx context.Context, req *jobplanev1.Rep
 	if err := checkJobID(req.GetJobId()); err != nil {
 		return nil, err
 	}
+	if err := h.authorize(ctx, jobplanev1connect.DispatcherServiceReportClientHeartbeatProcedure, req.GetJobId()); err != nil {
+		return nil, err
+	}
 	deadline, err := h.d.ClientHeartbeat(ctx, req.GetJobId())
 	if err != nil {
 		return nil, h.wire(ctx, err, req.GetJobId())
@@ -320,6 +379,9 @@ func (h *Handler) ReportClientHeartbeat(ctx context.Context, req *jobplanev1.Rep
 // ListTaskExecutors implements DispatcherServiceHandler. The page token
 // is the last TaskExecutor id of the previous page, base64url.
 func (h *Handler) ListTaskExecutors(ctx context.Context, req *jobplanev1.ListTaskExecutorsRequest) (*jobplanev1.ListTaskExecutorsResponse, error) {
+	if err := h.authorize(ctx, jobplanev1connect.DispatcherServiceListTaskExecutorsProcedure, ""); err != nil {
+		return nil, err
+	}
 	size, err := listPageSize(req.GetPageSize())
 	if err != nil {
 		return nil, err
@@ -341,6 +403,9 @@ func (h *Handler) ListTaskExecutors(ctx context.Context, req *jobplanev1.ListTas
 
 // GetClusterOverview implements DispatcherServiceHandler.
 func (h *Handler) GetClusterOverview(ctx context.Context, _ *jobplanev1.GetClusterOverviewRequest) (*jobplanev1.GetClusterOverviewResponse, error) {
+	if err := h.authorize(ctx, jobplanev1connect.DispatcherServiceGetClusterOverviewProcedure, ""); err != nil {
+		return nil, err
+	}
 	resp, err := h.d.Overview(ctx)
 	if err != nil {
 		return nil, h.wire(ctx, err, "")

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
 )
@@ -32,6 +33,9 @@ func (h *Handler) GetTaskOutput(ctx context.Context, req *jobplanev1.GetTaskOutp
 	}
 	if len(fields) > 0 {
 		return nil, apierror.BadRequest(fields...)
+	}
+	if err := h.authorize(ctx, jobplanev1connect.DispatcherServiceGetTaskOutputProcedure, req.GetJobId()); err != nil {
+		return nil, err
 	}
 	q := OutputQuery{
 		JobID: req.GetJobId(), VertexID: req.GetVertexId(), SubtaskIndex: int(req.GetSubtaskIndex()), Attempt: -1,

@@ -59,6 +59,17 @@ func (d *Dispatcher) find(ctx context.Context, jobID string) (*leadership, *job,
 	return ld, j, nil
 }
 
+// Owner returns the principal that submitted a job: empty when the job
+// was submitted while authentication was off; ErrJobNotFound when there
+// is no such job.
+func (d *Dispatcher) Owner(ctx context.Context, jobID string) (string, error) {
+	_, j, err := d.find(ctx, jobID)
+	if err != nil {
+		return "", err
+	}
+	return j.owner, nil
+}
+
 // Cancel cancels a job and returns its status right after.
 func (d *Dispatcher) Cancel(ctx context.Context, jobID string) (jobplanev1.JobStatus, error) {
 	ld, j, err := d.find(ctx, jobID)
@@ -177,7 +188,7 @@ func (d *Dispatcher) Details(ctx context.Context, jobID string, full bool, page 
 	if r != nil {
 		if jm := r.JobMaster(); jm != nil {
 			if got, n, err := jm.Details(ctx, full, page); err == nil {
-				got.Summary.SubmitTime = timestamppb.New(j.submitTime)
+				got.Summary.SubmitTime, got.Summary.SubmittedBy = timestamppb.New(j.submitTime), j.owner
 				if jobstatus.IsGloballyTerminal(got.GetSummary().GetStatus()) {
 					// The JobMaster ended the job, but the job's status is
 					// the store's answer to its result (a cancel recorded

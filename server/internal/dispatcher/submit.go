@@ -18,6 +18,7 @@ import (
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/jobstatus"
 	"github.com/jobplane/jobplane/server/internal/jobtrace"
+	"github.com/jobplane/jobplane/server/internal/principal"
 	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
@@ -33,18 +34,28 @@ var (
 	ErrPersistFailed = errors.New("dispatcher: persisting the plan failed")
 )
 
-// ExistsError says a job id is taken by a different plan.
+// ExistsError says a job id is taken by a different plan, or by another
+// principal's job.
 type ExistsError struct {
 	JobID              string
 	GloballyTerminated bool
+	// OtherOwner: the job was submitted by another principal (whatever
+	// its plan); GloballyTerminated is then not told.
+	OtherOwner bool
 }
 
 func (e *ExistsError) Error() string {
+	if e.OtherOwner {
+		return fmt.Sprintf("dispatcher: job id %s is taken by another principal's job", e.JobID)
+	}
 	return fmt.Sprintf("dispatcher: job %s exists with a different plan", e.JobID)
 }
 
 // Submit accepts a job: validated (a *jobgraph.Error if invalid),
 // idempotent on its id, persisted before anything else happens for it.
+// The principal in ctx, if any, owns the job: a submission of its id by
+// another principal is an *ExistsError with OtherOwner, whatever its plan,
+// so that no one sees or adopts another's job through a resubmission.
 func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1.JobGraph) (SubmitOutcome, error) {
 	start := time.Now()
 	_, span := jobtrace.Start(ctx, trace.SpanContext{}, "jobplane.validate", trace.WithAttributes(attribute.String("jobplane.job_id", jobID)))
@@ -56,6 +67,7 @@ func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1
 	}
 	span.End()
 	digest := planid.Digest(graph)
+	owner, _ := principal.FromContext(ctx)
 	for {
 		ld, err := d.current(ctx)
 		if err != nil {
@@ -82,12 +94,15 @@ func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1
 				continue
 			}
 			defer d.mu.Unlock()
+			if j.owner != owner.Name {
+				return SubmitOutcome{}, &ExistsError{JobID: jobID, OtherOwner: true}
+			}
 			if string(j.digest) != string(digest) {
 				return SubmitOutcome{}, &ExistsError{JobID: jobID, GloballyTerminated: j.result != nil}
 			}
 			return SubmitOutcome{Created: false, Status: j.latest().GetStatus()}, nil
 		}
-		plan := &hastorev1.ExecutionPlan{JobId: jobID, JobGraph: prepared, Digest: digest, SubmitTime: timestamppb.Now()}
+		plan := &hastorev1.ExecutionPlan{JobId: jobID, JobGraph: prepared, Digest: digest, SubmitTime: timestamppb.Now(), SubmittedBy: owner.Name}
 		j := newJob(plan)
 		if err := d.admitLocked(ld, j, true); err != nil {
 			d.mu.Unlock()
@@ -224,7 +239,7 @@ func (d *Dispatcher) settleLater(ld *leadership, plan *hastorev1.ExecutionPlan) 
 			return
 		case err != nil:
 			continue
-		case string(stored.GetDigest()) != string(plan.GetDigest()):
+		case !samePlan(stored, plan):
 			return // another submission's
 		}
 		d.mu.Lock()
@@ -253,14 +268,20 @@ func (d *Dispatcher) settlePut(ld *leadership, plan *hastorev1.ExecutionPlan, pu
 	defer cancel()
 	stored, err := d.cfg.Store.GetExecutionPlan(ctx, plan.GetJobId())
 	switch {
-	case err == nil && string(stored.GetDigest()) == string(plan.GetDigest()):
+	case err == nil && samePlan(stored, plan):
 		d.log.Info("a plan put reported an error but the plan is stored", "job", plan.GetJobId(), "err", putErr)
 		return stored, nil
 	case err == nil:
-		return nil, &ExistsError{JobID: plan.GetJobId()}
+		return nil, &ExistsError{JobID: plan.GetJobId(), OtherOwner: stored.GetSubmittedBy() != plan.GetSubmittedBy()}
 	case errors.Is(err, hastore.ErrPlanNotFound):
 		return nil, putErr
 	}
 	d.log.Warn("a plan put failed and the plan cannot be read", "job", plan.GetJobId(), "put_err", putErr, "read_err", err)
 	return nil, fmt.Errorf("%w: %v", ErrOutcomeUnknown, putErr)
+}
+
+// samePlan tells whether a stored plan is the one of a submission: the
+// same digest, submitted by the same principal.
+func samePlan(stored, plan *hastorev1.ExecutionPlan) bool {
+	return string(stored.GetDigest()) == string(plan.GetDigest()) && stored.GetSubmittedBy() == plan.GetSubmittedBy()
 }

@@ -1215,7 +1215,12 @@ type ExecutionPlan struct {
 	// the store.
 	Digest []byte `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
 	// When the Dispatcher accepted the job.
-	SubmitTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=submit_time,json=submitTime,proto3" json:"submit_time,omitempty"`
+	SubmitTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=submit_time,json=submitTime,proto3" json:"submit_time,omitempty"`
+	// The principal that submitted the job, as the Dispatcher's
+	// authentication named it; empty when it authenticated no one. Not part
+	// of the digest: the same plan submitted by another principal is
+	// another principal's job, which the Dispatcher refuses to share.
+	SubmittedBy   string `protobuf:"bytes,5,opt,name=submitted_by,json=submittedBy,proto3" json:"submitted_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1276,6 +1281,13 @@ func (x *ExecutionPlan) GetSubmitTime() *timestamppb.Timestamp {
 		return x.SubmitTime
 	}
 	return nil
+}
+
+func (x *ExecutionPlan) GetSubmittedBy() string {
+	if x != nil {
+		return x.SubmittedBy
+	}
+	return ""
 }
 
 // PutExecutionPlanRequest is the request of HAStoreService.PutExecutionPlan.
@@ -2558,13 +2570,14 @@ const file_jobplane_hastore_v1_ha_store_service_proto_rawDesc = "" +
 	"\x15ObserveLeaderResponse\x121\n" +
 	"\x06leader\x18\x01 \x01(\v2\x17.jobplane.v1.LeaderInfoH\x00R\x06leader\x126\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x16.jobplane.v1.HeartbeatH\x00R\theartbeatB\a\n" +
-	"\x05event\"\xaf\x01\n" +
+	"\x05event\"\xd2\x01\n" +
 	"\rExecutionPlan\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x122\n" +
 	"\tjob_graph\x18\x02 \x01(\v2\x15.jobplane.v1.JobGraphR\bjobGraph\x12\x16\n" +
 	"\x06digest\x18\x03 \x01(\fR\x06digest\x12;\n" +
 	"\vsubmit_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"submitTime\"{\n" +
+	"submitTime\x12!\n" +
+	"\fsubmitted_by\x18\x05 \x01(\tR\vsubmittedBy\"{\n" +
 	"\x17PutExecutionPlanRequest\x12(\n" +
 	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\x126\n" +
 	"\x04plan\x18\x02 \x01(\v2\".jobplane.hastore.v1.ExecutionPlanR\x04plan\"\x1a\n" +

@@ -193,8 +193,12 @@ export enum ErrorReason {
 
   /**
    * Code ALREADY_EXISTS. A job with this id exists with a different
-   * execution plan. Metadata: `job_id`, `globally_terminated` (`true` if the
-   * existing job has a job result, `false` otherwise).
+   * execution plan, or was submitted by another principal (on a server
+   * that authenticates its clients). Metadata: `job_id`,
+   * `globally_terminated` (`true` if the existing job has a job result,
+   * `false` otherwise), and `other_principal` (`true`) when the job is
+   * another principal's: then nothing else of it is told, and
+   * `globally_terminated` is `false` whatever its state.
    *
    * @generated from enum value: ERROR_REASON_JOB_ALREADY_EXISTS = 3;
    */
