@@ -3,7 +3,7 @@
 
 import { randomBytes } from "node:crypto";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { Code, ConnectError, createClient, type Client as ConnectClient } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client as ConnectClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { DispatcherService } from "../gen/jobplane/v1/dispatcher_service_pb.js";
 import { ErrorReason } from "../gen/jobplane/v1/error_pb.js";
@@ -23,6 +23,13 @@ export interface ClientOptions {
   retryMaxElapsedMs?: number;
   /** The first pause between retries, doubling up to 2 s. Default 100 ms. */
   retryInitialBackoffMs?: number;
+  /**
+   * The bearer token sent with every call (`Authorization: Bearer ...`),
+   * for a cluster that authenticates its clients: a static token or a
+   * JWT, or a function asked before each call (to read a file or refresh
+   * a JWT). Send tokens over https:// only. Default: none.
+   */
+  token?: string | (() => string | Promise<string>);
 }
 
 /** CallOptions bound one call. */
@@ -62,6 +69,15 @@ export function isGloballyTerminal(s: JobStatus): boolean {
   return s === JobStatus.FINISHED || s === JobStatus.FAILED || s === JobStatus.CANCELED;
 }
 
+/** bearer returns an interceptor that sends token on every call. */
+function bearer(token: string | (() => string | Promise<string>)): Interceptor {
+  return (next) => async (req) => {
+    const t = typeof token === "string" ? token : await token();
+    req.header.set("Authorization", `Bearer ${t}`);
+    return next(req);
+  };
+}
+
 /** How long one GetJobResult call of wait lasts before wait calls again. */
 const waitChunkMs = 5 * 60 * 1000;
 
@@ -80,7 +96,7 @@ const heartbeatRetryMs = 500;
  */
 export class Client {
   private readonly urls: string[];
-  private readonly opts: Required<ClientOptions>;
+  private readonly opts: Required<Omit<ClientOptions, "token">> & Pick<ClientOptions, "token">;
   private readonly clients = new Map<string, ConnectClient<typeof DispatcherService>>();
   private readonly sessions: Http2SessionManager[] = [];
   private current: string;
@@ -109,7 +125,12 @@ export class Client {
         sessionManager = new Http2SessionManager(url);
         this.sessions.push(sessionManager);
       }
-      const transport = createConnectTransport({ baseUrl: url, httpVersion: this.opts.httpVersion, sessionManager });
+      const transport = createConnectTransport({
+        baseUrl: url,
+        httpVersion: this.opts.httpVersion,
+        sessionManager,
+        interceptors: this.opts.token === undefined ? [] : [bearer(this.opts.token)],
+      });
       c = createClient(DispatcherService, transport);
       this.clients.set(url, c);
     }
