@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/server/internal/principal"
 )
 
@@ -134,6 +135,9 @@ func bearer(h string) (string, bool) {
 func (i *Interceptor) logCall(ctx context.Context, p principal.Principal, reason, procedure, peer string, start time.Time, err error) {
 	code := "ok"
 	level := slog.LevelDebug
+	if changesJobs(procedure) {
+		level = slog.LevelInfo // who submitted and canceled what: an audit trail
+	}
 	if err != nil {
 		c := connect.CodeOf(err)
 		code = c.String()
@@ -151,4 +155,10 @@ func (i *Interceptor) logCall(ctx context.Context, p principal.Principal, reason
 		attrs = append(attrs, slog.String("peer", peer), slog.String("reason", reason))
 	}
 	i.log.LogAttrs(ctx, level, "call", attrs...)
+}
+
+// changesJobs reports whether procedure changes jobs (SubmitJob,
+// CancelJob), the calls logged at info level whatever their outcome.
+func changesJobs(procedure string) bool {
+	return procedure == jobplanev1connect.DispatcherServiceSubmitJobProcedure || procedure == jobplanev1connect.DispatcherServiceCancelJobProcedure
 }

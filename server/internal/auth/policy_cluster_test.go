@@ -140,6 +140,14 @@ func TestPrincipalInLogAndSpan(t *testing.T) {
 	if !strings.Contains(line, "principal=carol") || !strings.Contains(line, "auth=token") || !strings.Contains(line, "code=ok") {
 		t.Errorf("the CancelJob call's log line %q does not name carol", line)
 	}
+	// Calls that change jobs are an audit trail, at info level; reads are
+	// logged at debug level only.
+	for _, l := range strings.Split(c.log.String(), "\n") {
+		changes := strings.Contains(l, "DispatcherService/CancelJob") || strings.Contains(l, "DispatcherService/SubmitJob")
+		if strings.Contains(l, "msg=call") && changes != strings.Contains(l, "level=INFO") && strings.Contains(l, "code=ok") {
+			t.Errorf("log line %q: SubmitJob and CancelJob at INFO, other calls at DEBUG", l)
+		}
+	}
 	if strings.Contains(c.log.String(), carolToken) {
 		t.Error("the log holds carol's token")
 	}
