@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"connectrpc.com/connect"
@@ -64,4 +65,20 @@ func (a *authFlags) validate(log *slog.Logger) error {
 	}
 	a.options = auth.NewInterceptor(authn, authz, log).HandlerOptions()
 	return nil
+}
+
+// warnOpenCluster warns when clients are authenticated but the cluster's
+// own services, served on the same non-loopback port, take any caller:
+// whoever reaches the port could then write the HA store or offer slots
+// without a token. Client certificates (-tls-client-ca) or a cluster port
+// of its own (-cluster-listen) close that.
+func (a *authFlags) warnOpenCluster(listen listenFlags, log *slog.Logger) {
+	if a.options == nil || listen.cfg.ClientCAFile != "" || listen.security.clusterListen != "" {
+		return
+	}
+	if host, _, err := net.SplitHostPort(listen.cfg.Listen); err != nil || loopback(host) {
+		return
+	}
+	log.Warn("clients of the public API are authenticated, but the cluster's services on the same port (HA store, ResourceManager, JobMaster) take any caller: "+
+		"set -tls-client-ca so that only the cluster's certificates reach them, or serve them on a private -cluster-listen address", "listen", listen.cfg.Listen)
 }

@@ -3,11 +3,16 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
 
 const (
@@ -168,5 +173,34 @@ func TestAuthFlagErrors(t *testing.T) {
 				t.Errorf("%s %s: stderr shows a token", sub, tc.name)
 			}
 		}
+	}
+}
+
+// A server that authenticates clients but serves the cluster's services
+// to any caller on a port others reach says so at start; with client
+// certificates, a cluster port of its own, or on loopback it does not.
+func TestWarnOpenCluster(t *testing.T) {
+	on := []connect.HandlerOption{connect.WithInterceptors()}
+	for _, tc := range []struct {
+		name    string
+		auth    []connect.HandlerOption
+		listen  listenFlags
+		warning bool
+	}{
+		{name: "open", auth: on, listen: listenFlags{cfg: endpoint.Config{Listen: "10.0.0.1:8443"}}, warning: true},
+		{name: "every interface", auth: on, listen: listenFlags{cfg: endpoint.Config{Listen: ":8443"}}, warning: true},
+		{name: "client certificates", auth: on, listen: listenFlags{cfg: endpoint.Config{Listen: "10.0.0.1:8443", ClientCAFile: "ca.pem"}}},
+		{name: "cluster port", auth: on, listen: listenFlags{cfg: endpoint.Config{Listen: "10.0.0.1:8443"}, security: securityFlags{clusterListen: "10.0.1.1:9443"}}},
+		{name: "loopback", auth: on, listen: listenFlags{cfg: endpoint.Config{Listen: "127.0.0.1:8080"}}},
+		{name: "no authentication", listen: listenFlags{cfg: endpoint.Config{Listen: "10.0.0.1:8443"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			a := authFlags{options: tc.auth}
+			a.warnOpenCluster(tc.listen, slog.New(slog.NewTextHandler(&buf, nil)))
+			if got := strings.Contains(buf.String(), "take any caller"); got != tc.warning {
+				t.Errorf("warned %v, want %v: %q", got, tc.warning, buf.String())
+			}
+		})
 	}
 }

@@ -39,6 +39,7 @@ func runJobManager(args []string, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
 		return exitUsage
 	}
+	auth.warnOpenCluster(listen, log)
 	jm.dispatcherOptions = append(jm.dispatcherOptions, auth.options...)
 	return runServer(log, "jobplane-jobmanager", listen, store, debug, func(g *group, ep *endpoint.Endpoint, st hastore.Store) error {
 		return addJobManager(g, ep, st, listen.newClient(), jm, log)

@@ -39,6 +39,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
 		return exitUsage
 	}
+	auth.warnOpenCluster(listen, log)
 	if count < 0 {
 		fmt.Fprintln(stderr, "standalone: -task-executors must not be negative")
 		return exitUsage
