@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,30 +20,13 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/internal/standalonetest"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
 
-// lockedBuffer is a child's stderr that the test reads while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // loggedProcess is a jobplane child whose log the test reads as it runs.
 type loggedProcess struct {
-	log  *lockedBuffer
+	log  *standalonetest.Buffer
 	done chan struct{}
 	addr string // the bound address
 }
@@ -56,7 +38,7 @@ func startLogged(t *testing.T, sub string, extra ...string) *loggedProcess {
 	args, addrFile := listenArgs(t)
 	cmd := exec.Command(os.Args[0], append(append([]string{sub}, args...), extra...)...)
 	cmd.Env = append(os.Environ(), runMainEnv+"=1")
-	p := &loggedProcess{log: new(lockedBuffer), done: make(chan struct{})}
+	p := &loggedProcess{log: new(standalonetest.Buffer), done: make(chan struct{})}
 	cmd.Stderr = p.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

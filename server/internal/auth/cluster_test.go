@@ -1,7 +1,6 @@
 package auth_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/internal/standalonetest"
 	"github.com/jobplane/jobplane/sdk"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
 	"github.com/jobplane/jobplane/server/hastore"
@@ -38,29 +38,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// logBuffer is a log sink that tests read while the cluster writes.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // cluster is a standalone cluster whose public API authenticates with
 // authn and authorizes with authz.
 type cluster struct {
 	url string
-	log *logBuffer
+	log *standalonetest.Buffer
 }
 
 // newCluster runs a standalone cluster (embedded etcd, one TaskExecutor,
@@ -76,7 +58,7 @@ func newCluster(t *testing.T, authn *auth.Authenticator, authz principal.Authori
 // (and is called when the test ends, if not before).
 func newClusterOn(t *testing.T, dir string, authn *auth.Authenticator, authz principal.Authorizer) (_ *cluster, stop func()) {
 	t.Helper()
-	lb := &logBuffer{}
+	lb := new(standalonetest.Buffer)
 	log := slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg := standalone.Config{
 		Store:         hastore.OpenConfig{DataDir: dir},
