@@ -558,6 +558,11 @@ func (b *backoff) wait(ctx context.Context) bool {
 	d := b.next/2 + rand.N(b.next/2+1)
 	d = min(d, remaining)
 	b.next = min(2*b.next, b.policy.MaxBackoff)
+	return sleep(ctx, d)
+}
+
+// sleep waits d; it returns false if ctx ends first.
+func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -585,14 +590,7 @@ func (b *backoff) waitDelay(ctx context.Context, delay time.Duration) bool {
 	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < delay {
 		return false
 	}
-	t := time.NewTimer(delay)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return sleep(ctx, delay)
 }
 
 // isTLSMisconfiguration reports whether err says that TLS cannot work
