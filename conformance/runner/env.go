@@ -39,6 +39,8 @@ type envConfig struct {
 	hastoreListen string
 	// taskExecutors and slots per TaskExecutor.
 	taskExecutors, slots int
+	// token is sent with the calls to the server's public API.
+	token string
 }
 
 // env is what a case runs against: an instrumented HA store on an
@@ -75,7 +77,7 @@ func newEnv(ctx context.Context, cfg envConfig) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{cfg: cfg, log: &Log{}, dir: dir, http: newHTTPClient(), gates: map[string]chan struct{}{},
+	e := &env{cfg: cfg, log: &Log{}, dir: dir, http: newHTTPClient(cfg.token), gates: map[string]chan struct{}{},
 		logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	octx, cancel := context.WithTimeout(ctx, time.Minute)

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 	"time"
+
+	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 )
 
 // httpServer serves h on a loopback port over HTTP/1.1 and h2c, the way
@@ -52,8 +55,28 @@ func (s *httpServer) Close() {
 
 // newHTTPClient returns a client speaking unencrypted HTTP/2 with prior
 // knowledge, for Connect and gRPC alike.
-func newHTTPClient() *http.Client {
+func newHTTPClient(token string) *http.Client {
 	p := new(http.Protocols)
 	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{Protocols: p}}
+	var rt http.RoundTripper = &http.Transport{Protocols: p}
+	if token != "" {
+		rt = bearer{base: rt, token: token}
+	}
+	return &http.Client{Transport: rt}
+}
+
+// bearer sends a bearer token with every call to DispatcherService, the
+// public API, and with no other call.
+type bearer struct {
+	base  http.RoundTripper
+	token string
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !strings.HasPrefix(r.URL.Path, "/"+jobplanev1connect.DispatcherServiceName+"/") {
+		return b.base.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
 }

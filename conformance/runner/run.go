@@ -60,6 +60,11 @@ type Config struct {
 	StoreCommand string
 	// StoreMaxPlanBytes is the store's plan size limit. Default: 1 MiB.
 	StoreMaxPlanBytes int
+	// Token, if set, is the bearer token sent with every call to the
+	// server's public API (DispatcherService), for a server that
+	// authenticates its clients. Its principal must be an admin of the
+	// server's policy, as cases ask about jobs that do not exist.
+	Token string
 	// StopAtFirstCatch starts no more cases once one failed by its own
 	// assertion (see CaughtByAssertion); the rest are skipped. For
 	// mutation testing, where one catch is enough.
@@ -145,7 +150,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		// one at a time on it.
 		cfg.Parallel = 1
 		var err error
-		shared, err = newEnv(ctx, envConfig{hastoreListen: cfg.HAStoreListen, taskExecutors: 2, slots: 4})
+		shared, err = newEnv(ctx, envConfig{hastoreListen: cfg.HAStoreListen, token: cfg.Token, taskExecutors: 2, slots: 4})
 		if err != nil {
 			return Summary{}, err
 		}
@@ -282,7 +287,7 @@ func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env) (f
 	e := shared
 	if e == nil {
 		var err error
-		e, err = newEnv(ctx, envConfig{serverCommand: cfg.ServerCommand, taskExecutors: 2, slots: 4})
+		e, err = newEnv(ctx, envConfig{serverCommand: cfg.ServerCommand, token: cfg.Token, taskExecutors: 2, slots: 4})
 		if err != nil {
 			return []string{"environment: " + err.Error()}, ""
 		}

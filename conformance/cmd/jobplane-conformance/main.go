@@ -73,6 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		knownFail  patterns
 		knownFlaky patterns
 		configFile string
+		tokenFile  string
 		list       bool
 	)
 	fs.StringVar(&cfg.ServerCommand, "server-command", "", "start each server instance with this shell command; {hastore}, {listen}, {data} and {instance} are replaced (also set as JOBPLANE_HASTORE_URL, JOBPLANE_LISTEN, JOBPLANE_DATA_DIR, JOBPLANE_INSTANCE)")
@@ -90,6 +91,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.ReportJSON, "report-json", "", "write a JSON report to this file")
 	fs.StringVar(&cfg.ReportJUnit, "report-junit", "", "write a JUnit XML report to this file")
 	fs.BoolVar(&list, "list", false, "list the cases and what each checks, and exit")
+	fs.StringVar(&tokenFile, "token-file", "", "send the bearer token in this file (default: $JOBPLANE_TOKEN) with every call to the server's DispatcherService, for a server that authenticates its clients; its principal must be an admin of the server's policy, as cases ask about jobs that do not exist")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return exitOK
@@ -105,6 +107,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "%s\n    %s\n", c.Name, c.Doc)
 		}
 		return exitOK
+	}
+	cfg.Token = os.Getenv("JOBPLANE_TOKEN")
+	if tokenFile != "" {
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "jobplane-conformance: --token-file: %v\n", err)
+			return exitUsage
+		}
+		if cfg.Token = strings.TrimSpace(string(b)); cfg.Token == "" {
+			fmt.Fprintf(stderr, "jobplane-conformance: --token-file %s is empty\n", tokenFile)
+			return exitUsage
+		}
 	}
 	if n := btoi(cfg.ServerCommand != "") + btoi(cfg.HAStoreListen != "") + btoi(cfg.StoreCommand != ""); n != 1 {
 		fmt.Fprintln(stderr, "jobplane-conformance: give one of --server-command, --hastore-listen (and start the server yourself), or --store-command (to check an HA store)")

@@ -80,3 +80,51 @@ func TestKnownFailingThatPassesFailsTheRun(t *testing.T) {
 		t.Errorf("JUnit report: %v, %+v", err, suite)
 	}
 }
+
+// Against a server that authenticates its clients, the runner passes with
+// the token (from --token-file or $JOBPLANE_TOKEN), and its cases fail
+// without one.
+func TestAgainstAnAuthenticatingServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the reference server")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "jobplane")
+	if b, err := exec.Command("go", "build", "-o", bin, "github.com/jobplane/jobplane/server/cmd/jobplane").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	const token = "conformance-runner-token-0123456789"
+	tokens, tokenFile, policy := filepath.Join(dir, "tokens"), filepath.Join(dir, "token"), filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(tokens, []byte("conformance "+token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Cases ask about jobs that do not exist, which only an admin may.
+	if err := os.WriteFile(policy, []byte("admins: [conformance]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{
+		"--server-command", bin + " jobmanager --hastore {hastore} --listen {listen} --auth-token-file " + tokens + " --auth-policy " + policy,
+		"--run", "idempotency/resubmit-after-canceled,lifecycle/cancel-unknown",
+	}
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		env   string
+		want  int
+	}{
+		{name: "token file", extra: []string{"--token-file", tokenFile}, want: exitOK},
+		{name: "environment", env: token, want: exitOK},
+		{name: "no token", want: exitFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("JOBPLANE_TOKEN", tc.env)
+			var out, errs bytes.Buffer
+			if code := run(append(args, tc.extra...), &out, &errs); code != tc.want {
+				t.Errorf("exit %d, want %d; output:\n%s\n%s", code, tc.want, out.String(), errs.String())
+			}
+		})
+	}
+}
