@@ -46,7 +46,7 @@ func ParsePeers(s string) ([]Peer, error) {
 	return peers, nil
 }
 
-// validatePeers checks that names are unique and URLs are http URLs with
+// validatePeers checks that names are unique and URLs are http or https URLs with
 // a host and a fixed port: the members of a cluster must find each other.
 func validatePeers(peers []Peer) error {
 	names := make(map[string]bool, len(peers))
@@ -75,12 +75,12 @@ func validatePeerURL(s string) error {
 	if err != nil {
 		return err
 	}
-	if u.Scheme != "http" {
-		return fmt.Errorf("URL %q: want http://host:port (embedded members speak plain HTTP to each other)", s)
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("URL %q: want http://host:port, or https://host:port with peer TLS", s)
 	}
 	_, port, err := net.SplitHostPort(u.Host)
 	if err != nil || port == "0" || u.Hostname() == "" || (u.Path != "" && u.Path != "/") {
-		return fmt.Errorf("URL %q: want http://host:port with a fixed port", s)
+		return fmt.Errorf("URL %q: want http(s)://host:port with a fixed port", s)
 	}
 	return nil
 }

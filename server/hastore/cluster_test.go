@@ -39,6 +39,7 @@ type node struct {
 	clientAddr string // the member's client listener
 	peerAddr   string // the member's peer listener
 	peerURL    string // the peer URL the cluster knows it by (a proxy's, in partition tests)
+	peerTLS    hastore.PeerTLS
 	store      *hastore.Etcd
 }
 
@@ -77,7 +78,7 @@ func (n *node) openConfig(peers []hastore.Peer, join ...string) hastore.OpenConf
 		Logger:  quietLogger(),
 		Member: hastore.MemberConfig{
 			Name: n.name, ClientAddr: n.clientAddr, PeerAddr: n.peerAddr,
-			Peers: peers, Join: join,
+			Peers: peers, Join: join, PeerTLS: n.peerTLS,
 		},
 	}
 }
@@ -288,7 +289,7 @@ func TestParsePeers(t *testing.T) {
 	}
 	for _, bad := range []string{
 		"a", "=http://h:1", "a=", "a=http://h:1,a=http://h:2", "a=http://h:1,b=http://h:1",
-		"a=https://h:2380", "a=http://h:0", "a=http://h", "a=h:2380",
+		"a=ftp://h:2380", "a=http://h:0", "a=https://h", "a=h:2380",
 	} {
 		if _, err := hastore.ParsePeers(bad); err == nil {
 			t.Errorf("ParsePeers(%q) succeeded, want an error", bad)

@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	etcdserverpb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
@@ -48,6 +50,10 @@ type MemberConfig struct {
 	// its own entry in Peers as its peer URL, and starts as a member of
 	// that cluster. Requires this member's entry in Peers.
 	Join []string
+	// PeerTLS, when set, makes the member's traffic with its peers mutual
+	// TLS; the Peers' URLs are then https://. Default: plain HTTP, and
+	// http:// peer URLs.
+	PeerTLS PeerTLS
 	// ClusterToken tells apart clusters that form from the same Peers; a
 	// single member uses etcd's default. Default: "jobplane".
 	ClusterToken string
@@ -86,6 +92,20 @@ type MemberConfig struct {
 	Logger *slog.Logger
 }
 
+// PeerTLS is an embedded member's mutual TLS with its peers: its peer
+// listener serves CertFile and KeyFile and takes only peers that present
+// a certificate CAFile's authorities signed, and the member presents the
+// same certificate in its own connections to its peers (so it needs both
+// the serverAuth and clientAuth usages, and the names of its peer URL).
+// etcd reads the certificate and key again at each handshake, so
+// replacing them in place rotates them; the CA file is read at start.
+type PeerTLS struct {
+	CertFile, KeyFile, CAFile string
+}
+
+// enabled reports whether the files are set.
+func (t PeerTLS) enabled() bool { return t.CertFile != "" }
+
 // clustered reports whether the member is one of a cluster of embedded
 // members rather than a single member on its own.
 func (c MemberConfig) clustered() bool { return len(c.Peers) > 0 || len(c.Join) > 0 }
@@ -123,6 +143,17 @@ func (c MemberConfig) Validate() error {
 	}
 	if err := validatePeers(c.Peers); err != nil {
 		return err
+	}
+	if t := c.PeerTLS; t.enabled() != (t.KeyFile != "") || t.enabled() != (t.CAFile != "") {
+		return errors.New("hastore: peer TLS needs a certificate, its key and the peers' CA, all three")
+	}
+	for _, p := range c.Peers {
+		if https := strings.HasPrefix(p.URL, "https://"); https != c.PeerTLS.enabled() {
+			if https {
+				return fmt.Errorf("hastore: peer %s: an https:// peer URL needs peer TLS (a certificate, its key and the peers' CA)", p.Name)
+			}
+			return fmt.Errorf("hastore: peer %s: with peer TLS, peer URLs are https://, not %q", p.Name, p.URL)
+		}
 	}
 	if _, ok := c.self(); !ok && c.clustered() {
 		return fmt.Errorf("hastore: the peers have no entry for this member's name %q", c.withDefaults().Name)
@@ -244,7 +275,12 @@ func StartMember(ctx context.Context, cfg MemberConfig) (m *Member, err error) {
 	clientURL := url.URL{Scheme: "http", Host: cfg.ClientAddr}
 	ec.ListenClientUrls = []url.URL{clientURL}
 	ec.AdvertiseClientUrls = []url.URL{clientURL}
-	ec.ListenPeerUrls = []url.URL{{Scheme: "http", Host: cfg.PeerAddr}}
+	peerScheme := "http"
+	if t := cfg.PeerTLS; t.enabled() {
+		peerScheme = "https"
+		ec.PeerTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.CAFile, ClientCertAuth: true}
+	}
+	ec.ListenPeerUrls = []url.URL{{Scheme: peerScheme, Host: cfg.PeerAddr}}
 	ec.AdvertisePeerUrls = ec.ListenPeerUrls
 	ec.InitialCluster = ec.InitialClusterFromName(cfg.Name)
 	if self, ok := cfg.self(); ok {

@@ -18,6 +18,8 @@ import (
 	"github.com/jobplane/jobplane/sdk"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
+	"github.com/jobplane/jobplane/server/internal/certs"
+	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
 
 // loopbackAddr returns a loopback host:port that was free a moment ago.
@@ -317,5 +319,71 @@ func TestEtcdMemberUsage(t *testing.T) {
 				t.Errorf("exit code = %d, want %d; stderr:\n%s", code, tc.want, stderr.String())
 			}
 		})
+	}
+}
+
+// Three jobmanagers with TLS and https:// peer URLs: their embedded
+// members form one cluster over mutual TLS with the processes' own
+// certificates (-tls-cert, -tls-key, -tls-client-ca), and a job submitted
+// through one is served.
+func TestJobManagersOverPeerTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := certs.NewCA("jobplane test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(dir, certs.CACertFile)
+	names := []string{"jm1", "jm2", "jm3"}
+	var peers []string
+	addrs := map[string]string{}
+	for _, n := range names {
+		addrs[n] = loopbackAddr(t)
+		peers = append(peers, n+"=https://"+addrs[n])
+	}
+	var urls, clientURLs []string
+	for _, n := range names {
+		certPEM, keyPEM, err := ca.Issue(n, []string{"127.0.0.1"}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certFile, keyFile, err := certs.WriteKeyPair(dir, n, certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := startJobManager(t, n, filepath.Join(t.TempDir(), "data"), addrs[n], "--etcd-peers", strings.Join(peers, ","),
+			"--tls-cert", certFile, "--tls-key", keyFile, "--tls-ca", caFile, "--tls-client-ca", caFile)
+		urls = append(urls, strings.Replace(j.url, "http://", "https://", 1))
+		clientURLs = append(clientURLs, j.clientURL)
+	}
+	tlsCfg, err := endpoint.ClientTLSConfig(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sdk.New(urls, sdk.WithTLSConfig(tlsCfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	g := &jobplanev1.JobGraph{Name: "peer-tls", Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}}
+	sub, err := c.Submit(ctx, g)
+	if err != nil {
+		t.Fatalf("Submit: %v", err)
+	}
+	if got, err := c.Get(ctx, sub.JobID); err != nil || got.GetSummary().GetName() != "peer-tls" {
+		t.Fatalf("job = %v, %v", got.GetSummary(), err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := jobplaneMain([]string{"etcd-member", "list", "--etcd-endpoints", strings.Join(clientURLs, ",")}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("etcd-member list: exit %d: %s", code, stderr.String())
+	}
+	for _, n := range names {
+		if !strings.Contains(stdout.String(), " "+n+" ") || !strings.Contains(stdout.String(), "https://"+addrs[n]) {
+			t.Errorf("etcd-member list lacks %s at https://%s:\n%s", n, addrs[n], stdout.String())
+		}
 	}
 }

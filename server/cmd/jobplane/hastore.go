@@ -25,6 +25,7 @@ func runHAStore(args []string, _, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
+	store.useTLS(listen)
 	if err := errors.Join(listen.validate(), debug.validate(), store.validate()); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
 		return exitUsage

@@ -22,6 +22,7 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/internal/standalonetest"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
+	"github.com/jobplane/jobplane/server/internal/testcert"
 )
 
 // loggedProcess is a jobplane child whose log the test reads as it runs.
@@ -563,5 +564,44 @@ func TestStandaloneTwoSurfaces(t *testing.T) {
 	}
 	if l, err := clusterTE(t, cluster).Leader(); err != nil || l.GetAddress() != public || l.GetClusterAddress() != cluster {
 		t.Errorf("leader record = %v, %v; want %s and cluster %s", l, err, public, cluster)
+	}
+}
+
+// The embedded member's ports follow the same rule: a plain-HTTP peer URL
+// or peer listener, or a client listener, off loopback is refused without
+// -insecure; https:// peers need the process's certificate and CA.
+func TestEmbeddedMemberOffLoopbackRefused(t *testing.T) {
+	tc := testcert.New(t)
+	for _, c := range []struct {
+		name string
+		args []string
+		want string // in stderr; "" for no refusal of the store flags
+	}{
+		{name: "http peer", args: []string{"--etcd-name", "a", "--etcd-peers", "a=http://10.1.2.3:2380"}, want: "not on loopback"},
+		{name: "http peer listener", args: []string{"--etcd-name", "a", "--etcd-peers", "a=http://127.0.0.1:2380", "--etcd-peer-listen", "0.0.0.0:2380"}, want: "not on loopback"},
+		{name: "client listener", args: []string{"--etcd-client-listen", "10.1.2.3:2379"}, want: "-etcd-client-listen"},
+		{name: "https peer without TLS", args: []string{"--etcd-name", "a", "--etcd-peers", "a=https://127.0.0.1:2380"}, want: "needs -tls-cert"},
+		{name: "https peer with TLS", args: []string{"--etcd-name", "a", "--etcd-peers", "a=https://10.1.2.3:2380", "--tls-cert", tc.CertFile, "--tls-key", tc.KeyFile, "--tls-ca", tc.CertFile}},
+		{name: "http peer, insecure", args: []string{"--etcd-name", "a", "--etcd-peers", "a=http://10.1.2.3:2380", "--insecure"}},
+		{name: "client listener, insecure", args: []string{"--etcd-client-listen", "10.1.2.3:2379", "--insecure"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// A bad -debug-listen, checked alongside, stops a process
+			// whose store flags pass before it opens anything.
+			args := append([]string{"jobmanager", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--debug-listen", "10.1.2.3:6060"}, c.args...)
+			var stdout, stderr bytes.Buffer
+			if code := jobplaneMain(args, &stdout, &stderr); code != exitUsage {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr.String())
+			}
+			if c.want == "" {
+				if !strings.Contains(stderr.String(), "-debug-listen") || strings.Contains(stderr.String(), "etcd") {
+					t.Errorf("want only the -debug-listen refusal; stderr:\n%s", stderr.String())
+				}
+				return
+			}
+			if !strings.Contains(stderr.String(), c.want) {
+				t.Errorf("stderr does not say %q:\n%s", c.want, stderr.String())
+			}
+		})
 	}
 }

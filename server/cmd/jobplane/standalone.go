@@ -35,6 +35,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
+	store.useTLS(listen)
 	if err := errors.Join(listen.validate(), jm.validate(), debug.validate(), te.validate(), auth.validate(log)); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.fs.Name(), err)
 		return exitUsage

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -100,6 +101,46 @@ type storeFlags struct {
 	join              string
 	heartbeatInterval time.Duration
 	electionTimeout   time.Duration
+	// Set by useTLS from the process's listen flags.
+	peerTLS  hastore.PeerTLS
+	insecure bool
+}
+
+// useTLS gives the embedded member's https:// peers the process's own
+// certificate (-tls-cert, -tls-key) and trust (-tls-client-ca, or else
+// -tls-ca), and lets -insecure allow plain-HTTP peers off loopback.
+func (s *storeFlags) useTLS(l listenFlags) {
+	ca := l.cfg.ClientCAFile
+	if ca == "" {
+		ca = l.caFile
+	}
+	s.peerTLS = hastore.PeerTLS{CertFile: l.cfg.TLSCertFile, KeyFile: l.cfg.TLSKeyFile, CAFile: ca}
+	s.insecure = l.security.insecure
+}
+
+// memberTLS returns the peer TLS of the embedded member of peers (this
+// one is named name): the process's with https:// peer URLs, none with
+// http:// ones, which are refused off loopback without -insecure.
+func (s *storeFlags) memberTLS(name string, peers []hastore.Peer) (hastore.PeerTLS, error) {
+	for _, p := range peers {
+		if p.Name != name {
+			continue
+		}
+		if strings.HasPrefix(p.URL, "https://") {
+			if s.peerTLS.CertFile == "" || s.peerTLS.CAFile == "" {
+				return hastore.PeerTLS{}, errors.New("-etcd-peers with https:// URLs needs -tls-cert and -tls-key (the member's certificate towards its peers) and -tls-client-ca or -tls-ca (the authorities of the peers' certificates)")
+			}
+			return s.peerTLS, nil
+		}
+		for _, u := range []string{p.URL, "http://" + s.peerListen} {
+			host := strings.TrimPrefix(u, "http://")
+			if h, _, err := net.SplitHostPort(host); err == nil && !loopback(h) && !s.insecure {
+				return hastore.PeerTLS{}, fmt.Errorf("the embedded member's peer URL %s (or -etcd-peer-listen) is not on loopback, and plain HTTP lets anyone who reaches it into the HA store's raft traffic: "+
+					"use https:// peer URLs (the member then uses -tls-cert, -tls-key and -tls-client-ca towards its peers), or pass -insecure on a network you trust", p.URL)
+			}
+		}
+	}
+	return hastore.PeerTLS{}, nil
 }
 
 func (s *storeFlags) register(fs *flag.FlagSet, defaultDataDir string) {
@@ -109,7 +150,7 @@ func (s *storeFlags) register(fs *flag.FlagSet, defaultDataDir string) {
 	fs.IntVar(&s.maxPlanBytes, "max-plan-bytes", hastore.DefaultMaxPlanBytes, "largest encoded execution plan accepted")
 	fs.Int64Var(&s.quotaBytes, "quota-bytes", 2<<30, "space quota of the embedded member")
 	fs.StringVar(&s.name, "etcd-name", "", "name of the embedded member in its cluster (default \"jobplane\")")
-	fs.StringVar(&s.peers, "etcd-peers", "", "the embedded members' initial cluster, name1=http://host1:2380,name2=...: this member (-etcd-name) bootstraps it with the others, listening on its own entry's URL; empty: a single member on its own")
+	fs.StringVar(&s.peers, "etcd-peers", "", "the embedded members' initial cluster, name1=https://host1:2380,name2=...: this member (-etcd-name) bootstraps it with the others, listening on its own entry's URL; https:// peers talk mutual TLS with the process's -tls-cert, -tls-key and -tls-client-ca (or -tls-ca); http:// ones plain HTTP, refused off loopback without -insecure; empty: a single member on its own")
 	fs.StringVar(&s.peerListen, "etcd-peer-listen", "", "host:port the member's peer listener binds (default: the host:port of its -etcd-peers entry)")
 	fs.StringVar(&s.clientListen, "etcd-client-listen", "127.0.0.1:0", "host:port of the embedded member's etcd client listener (for etcdctl, backups, and members joining through it)")
 	fs.StringVar(&s.join, "etcd-join", "", "comma-separated client URLs of running members: on an empty -data-dir, add this member (its -etcd-peers entry) to their cluster and start as its new member")
@@ -169,8 +210,16 @@ func (s *storeFlags) openConfig(log *slog.Logger) (hastore.OpenConfig, error) {
 		if err != nil {
 			return cfg, fmt.Errorf("-etcd-peers: %w", err)
 		}
+		peerTLS, err := s.memberTLS(s.name, peers)
+		if err != nil {
+			return cfg, err
+		}
+		if h, _, err := net.SplitHostPort(s.clientListen); err == nil && !loopback(h) && !s.insecure {
+			return cfg, fmt.Errorf("-etcd-client-listen %s is not on loopback, and the embedded member's client port, plain HTTP, gives whoever reaches it the whole HA store: "+
+				"keep it on loopback (the default), or pass -insecure on a network you trust (a member that joins with -etcd-join needs a client URL it can reach)", s.clientListen)
+		}
 		cfg.Member = hastore.MemberConfig{
-			Name: s.name, Peers: peers, PeerAddr: s.peerListen, ClientAddr: s.clientListen,
+			Name: s.name, Peers: peers, PeerAddr: s.peerListen, ClientAddr: s.clientListen, PeerTLS: peerTLS,
 			HeartbeatInterval: s.heartbeatInterval, ElectionTimeout: s.electionTimeout,
 			QuotaBytes: s.quotaBytes,
 		}
