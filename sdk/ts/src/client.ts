@@ -9,7 +9,7 @@ import { DispatcherService } from "../gen/jobplane/v1/dispatcher_service_pb.js";
 import { ErrorReason } from "../gen/jobplane/v1/error_pb.js";
 import { JobGraphSchema, type JobGraph } from "../gen/jobplane/v1/job_graph_pb.js";
 import { JobStatus, type JobResult, type JobSummary } from "../gen/jobplane/v1/job_pb.js";
-import { InvalidJobError, JobplaneError, NotLeaderError, toJobplaneError } from "./errors.js";
+import { InvalidJobError, JobplaneError, NotLeaderError, retryDelayMs, toJobplaneError } from "./errors.js";
 
 /** ClientOptions configures a Client. Every field is optional. */
 export interface ClientOptions {
@@ -18,7 +18,11 @@ export interface ClientOptions {
   /**
    * How long a call may keep failing with retryable errors (UNAVAILABLE,
    * no leader, a connection lost) before it gives up, counted from its
-   * first failure since it last got an answer. Default 60 000 ms.
+   * first failure since it last got an answer. Default 60 000 ms. A
+   * refusal that carries a google.rpc.RetryInfo (a cluster's submission
+   * rate limit) is retried after the delay it asks when that fits in the
+   * same budget, and thrown at once otherwise (`retryDelayMs(err)` reads
+   * the delay).
    */
   retryMaxElapsedMs?: number;
   /** The first pause between retries, doubling up to 2 s. Default 100 ms. */
@@ -345,6 +349,14 @@ class Retrier {
     const now = Date.now();
     if (this.firstFailure === 0) this.firstFailure = now;
     if (!(typed instanceof JobplaneError) || now - this.firstFailure > this.maxElapsed) throw typed;
+    const delay = retryDelayMs(typed);
+    if (delay !== undefined) {
+      // The server asks for the call again after delay (a rate limit):
+      // wait that long, within the retry budget.
+      if (now + delay - this.firstFailure > this.maxElapsed) throw typed;
+      await sleep(delay, this.signal);
+      return;
+    }
     if (typed instanceof NotLeaderError) {
       const moved = typed.leaderAddress !== "" && typed.leaderAddress !== url;
       this.follow(url, typed.leaderAddress);

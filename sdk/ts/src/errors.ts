@@ -5,7 +5,7 @@
 // detail beside it.
 
 import { Code, ConnectError } from "@connectrpc/connect";
-import { BadRequestSchema, ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
+import { BadRequestSchema, ErrorInfoSchema, RetryInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { ErrorReason, NotLeaderDetailsSchema, StaleTokenDetailsSchema } from "../gen/jobplane/v1/error_pb.js";
 import type { FencingToken } from "../gen/jobplane/v1/leadership_pb.js";
 
@@ -156,6 +156,21 @@ function info(ce: ConnectError): { reason: ErrorReason; metadata: Record<string,
     if (typeof v === "number") return { reason: v as ErrorReason, metadata: { ...d.metadata } };
   }
   return { reason: ErrorReason.UNSPECIFIED, metadata: {} };
+}
+
+/**
+ * retryDelayMs returns the delay, in milliseconds, after which the server
+ * asks the call to be made again (the google.rpc.RetryInfo of a refusal
+ * at a rate limit, such as SUBMIT_RATE_EXCEEDED), or undefined when the
+ * error carries none.
+ */
+export function retryDelayMs(err: unknown): number | undefined {
+  const ce = err instanceof JobplaneError && err.cause instanceof ConnectError ? err.cause : ConnectError.from(err);
+  for (const d of ce.findDetails(RetryInfoSchema)) {
+    if (d.retryDelay === undefined) continue;
+    return Number(d.retryDelay.seconds) * 1000 + Math.ceil(d.retryDelay.nanos / 1e6);
+  }
+  return undefined;
 }
 
 /**

@@ -14,6 +14,7 @@ export {
   JobTerminalError,
   JobNotTerminalError,
   reasonOf,
+  retryDelayMs,
   toJobplaneError,
 } from "./errors.js";
 export type { Violation } from "./errors.js";
