@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -42,20 +41,8 @@ func startAuthCluster(t *testing.T, policy string) *authCluster {
 	p := startJobplane(t, "standalone", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--data-dir", t.TempDir(),
 		"--auth-token-file", tokens, "--auth-policy", policyFile)
 	c := &authCluster{&cliCluster{url: "http://" + waitForFile(t, p, addrFile)}}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r := c.run(t, nil, "--token", cliOpsToken, "cluster", "-o", "json")
-		var out struct {
-			TaskExecutors []any `json:"task_executors"`
-		}
-		if r.code == exitOK && json.Unmarshal([]byte(r.stdout), &out) == nil && len(out.TaskExecutors) == 2 {
-			return c
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster not ready after 30s: %+v", r)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitForTaskExecutors(t, func() cliResult { return c.run(t, nil, "--token", cliOpsToken, "cluster", "-o", "json") })
+	return c
 }
 
 // run runs a client verb with env added to the environment (and the

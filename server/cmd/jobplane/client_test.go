@@ -36,14 +36,22 @@ func startCLICluster(t *testing.T, flags ...string) *cliCluster {
 	p := startJobplane(t, append([]string{"standalone", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--data-dir", t.TempDir(),
 		"--allow-exec", "--cancel-grace", "200ms"}, flags...)...)
 	c := &cliCluster{url: "http://" + waitForFile(t, p, addrFile)}
+	waitForTaskExecutors(t, func() cliResult { return c.run(t, "cluster", "-o", "json") })
+	return c
+}
+
+// waitForTaskExecutors waits until `jobplane cluster -o json`, as cluster
+// runs it, sees a standalone's two TaskExecutors.
+func waitForTaskExecutors(t *testing.T, cluster func() cliResult) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		r := c.run(t, "cluster", "-o", "json")
+		r := cluster()
 		var out struct {
 			TaskExecutors []any `json:"task_executors"`
 		}
 		if r.code == exitOK && json.Unmarshal([]byte(r.stdout), &out) == nil && len(out.TaskExecutors) == 2 {
-			return c
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("cluster not ready after 30s: %+v", r)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -132,9 +133,15 @@ func (s *storeFlags) memberTLS(name string, peers []hastore.Peer) (hastore.PeerT
 			}
 			return s.peerTLS, nil
 		}
-		for _, u := range []string{p.URL, "http://" + s.peerListen} {
-			host := strings.TrimPrefix(u, "http://")
-			if h, _, err := net.SplitHostPort(host); err == nil && !loopback(h) && !s.insecure {
+		var hosts []string // where the member is reached, and what it binds
+		if u, err := url.Parse(p.URL); err == nil {
+			hosts = append(hosts, u.Hostname())
+		}
+		if h, _, err := net.SplitHostPort(s.peerListen); err == nil {
+			hosts = append(hosts, h)
+		}
+		for _, h := range hosts {
+			if !loopback(h) && !s.insecure {
 				return hastore.PeerTLS{}, fmt.Errorf("the embedded member's peer URL %s (or -etcd-peer-listen) is not on loopback, and plain HTTP lets anyone who reaches it into the HA store's raft traffic: "+
 					"use https:// peer URLs (the member then uses -tls-cert, -tls-key and -tls-client-ca towards its peers), or pass -insecure on a network you trust", p.URL)
 			}

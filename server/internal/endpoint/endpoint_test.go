@@ -41,6 +41,12 @@ func startWith(t *testing.T, cfg endpoint.Config) *endpoint.Endpoint {
 	if err != nil {
 		t.Fatalf("Listen: %v", err)
 	}
+	return run(t, ep)
+}
+
+// run serves ep until the test ends, and checks that Run stops cleanly.
+func run(t *testing.T, ep *endpoint.Endpoint) *endpoint.Endpoint {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ep.Run(ctx) }()

@@ -96,16 +96,7 @@ func startMTLS(t *testing.T, certFile, keyFile, clientCA string, log io.Writer) 
 			return "/" + s + "/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 		})
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ep.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return ep
+	return run(t, ep)
 }
 
 // call posts to service on ep with a new client of files; it returns the
