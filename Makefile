@@ -116,8 +116,8 @@ soak: ## the chaos loop of real processes (200 cycles or 20 minutes, CHAOS_OUT=d
 conformance: ## build the reference server and store and run the conformance runner against both
 	$(GO) build -o bin/jobplane ./server/cmd/jobplane
 	$(GO) build -o bin/jobplane-conformance ./conformance/cmd/jobplane-conformance
-	bin/jobplane-conformance --server-command '$(CURDIR)/bin/jobplane jobmanager --hastore {hastore} --listen {listen}' $(ARGS)
-	bin/jobplane-conformance --store-command '$(CURDIR)/bin/jobplane hastore --log-level warn --listen {listen} --data-dir {data}' $(ARGS)
+	bin/jobplane-conformance --trace --server-command '$(CURDIR)/bin/jobplane jobmanager --hastore {hastore} --listen {listen}' $(ARGS)
+	bin/jobplane-conformance --trace --store-command '$(CURDIR)/bin/jobplane hastore --log-level warn --listen {listen} --data-dir {data}' $(ARGS)
 
 .PHONY: mutants
 mutants: ## mutation testing: plant each of the suite's mutants in the server, run the suite, update the table in conformance/README.md

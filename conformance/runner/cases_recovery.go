@@ -92,6 +92,8 @@ var recoveryCases = []Case{
 				}
 			}
 		}},
+	{Name: "recovery/restart-slots-held", Requires: []string{FeatureResourceManager, featureRunnerStarts},
+		Doc: "SIGKILL and restart while three jobs hold parts of the slots they need (two running, one waiting for more than are free): each recovered job, offered again the slots its TaskExecutors hold for it, gets all it needs in turn and finishes; none waits for ever on slots the others hold idle", Run: restartSlotsHeld},
 	{Name: "recovery/paused-leader-resumes-deposed", Requires: []string{FeatureResourceManager, FeatureFailover, featureRunnerStarts}, Instances: 2,
 		Doc: "SIGSTOP of the leader until the standby took over, then SIGCONT: the old leader answers NOT_LEADER at once, and deploys and writes nothing with its old tokens", Run: pausedLeaderResumesDeposed},
 	{Name: "recovery/cancel-survives-failover", Requires: []string{FeatureResourceManager, FeatureFailover, featureRunnerStarts}, Instances: 2,
@@ -355,5 +357,46 @@ func revokeWhileWatchDown(t *T) {
 	t.env.open(id)
 	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Errorf("job ended %v; expected FINISHED", r.GetStatus())
+	}
+}
+
+// restartSlotsHeld runs two jobs of four subtasks whose sources finished
+// (each holds two slots, if the server gives back the sources' slots) and
+// a third of six subtasks that waits, holding the four slots left of the
+// runner's eight, for two more. After a SIGKILL and restart the
+// TaskExecutors offer each new JobMaster the slots its job held: two,
+// two and four, every slot taken, each job short of what it needs. A
+// server whose jobs keep idle slots while they wait for more deadlocks
+// here; the jobs must all finish.
+func restartSlotsHeld(t *T) {
+	a, b, c := t.job("a"), t.job("b"), t.job("c")
+	old := map[string]hastore.Token{}
+	t.setup(func() {
+		for _, id := range []string{a, b} {
+			t.mustSubmit(id, gatedGraph(2, id))
+			t.waitRunning(id, 2)
+		}
+		// The sources' slots given back, if the server does.
+		t.wait(10*time.Second, func() bool { return len(ok(t.events(a, "FreeSlot")))+len(ok(t.events(b, "FreeSlot"))) >= 4 })
+		t.mustSubmit(c, gatedGraph(3, c))
+		// c takes the slots left and waits for more.
+		t.wait(10*time.Second, func() bool { return len(ok(t.events(c, "RequestSlot"))) >= 4 })
+		for _, id := range []string{a, b, c} {
+			old[id] = t.leaderOf(hastore.JobElection(id)).Token
+		}
+	})
+	leader, _ := t.leaderProc()
+	t.killLeader(leader)
+	if _, err := t.env.startServer(0); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	for _, id := range []string{a, b, c} {
+		t.regrant(id, old[id])
+		t.env.open(id)
+	}
+	for _, id := range []string{a, b, c} {
+		if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+			t.Errorf("job %s ended %v (%s); expected FINISHED", id, r.GetStatus(), r.GetFailure().GetMessage())
+		}
 	}
 }

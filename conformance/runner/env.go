@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,6 +25,7 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/internal/freeport"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/taskexecutor"
@@ -242,6 +243,8 @@ type serverProc struct {
 	done chan struct{}
 	out  *tail
 	log  *Log // where its kills, stops, pauses and resumes are recorded
+	// ended: the runner sent it SIGKILL or SIGTERM.
+	ended atomic.Bool
 }
 
 // tail keeps the last bytes written to it.
@@ -330,18 +333,15 @@ func startProc(command string, vars map[string]string) (*serverProc, error) {
 }
 
 // freePort returns a loopback address with a port that was free a moment
-// ago, for a server to listen on.
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+// ago, for a server to listen on: outside the ephemeral range, which the
+// runner's own connections draw from (see internal/freeport).
+func freePort() (string, error) { return freeport.Addr() }
 
 // signal sends sig to the server's process group, and records it.
 func (p *serverProc) signal(sig syscall.Signal) {
+	if sig == syscall.SIGKILL || sig == syscall.SIGTERM {
+		p.ended.Store(true)
+	}
 	if p.log != nil {
 		op := map[syscall.Signal]string{syscall.SIGKILL: "kill", syscall.SIGTERM: "stop", syscall.SIGSTOP: "pause", syscall.SIGCONT: "resume"}[sig]
 		p.log.Add(Event{Source: "client", Op: op, Key: p.url})
@@ -357,6 +357,33 @@ func (p *serverProc) exited() bool {
 	default:
 		return false
 	}
+}
+
+// exits describes the server instances that exited without the runner
+// ending them, with their last lines of output; "" when none did.
+func (e *env) exits() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var b strings.Builder
+	for i, p := range e.servers {
+		if p.exited() && !p.ended.Load() {
+			fmt.Fprintf(&b, "; server instance %d exited by itself (%v), its last output:\n%s", i, p.cmd.ProcessState, lastLines(p.out.String(), 20))
+		}
+	}
+	return b.String()
+}
+
+// allExitedByThemselves reports whether no server instance runs and the
+// last one started exited without the runner ending it: none will lead.
+func (e *env) allExitedByThemselves() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, p := range e.servers {
+		if !p.exited() {
+			return false
+		}
+	}
+	return len(e.servers) > 0 && !e.servers[len(e.servers)-1].ended.Load()
 }
 
 // kill SIGKILLs the server and waits for it.
@@ -384,6 +411,9 @@ func (e *env) leader(ctx context.Context, election string) (hastore.LeaderInfo, 
 		info, err := e.etcd.Leader(ctx, election)
 		if err == nil && !info.Token.IsZero() && info.Address != "" {
 			return info, nil
+		}
+		if e.allExitedByThemselves() {
+			return info, fmt.Errorf("no leader of %q with an address, and no server instance running%s", election, e.exits())
 		}
 		select {
 		case <-ctx.Done():

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/internal/freeport"
 	"github.com/jobplane/jobplane/sdk"
 )
 
@@ -235,16 +235,16 @@ func (c *Cluster) start(ctx context.Context, jobplane, etcd string) error {
 	return c.WaitTaskExecutors(ctx, c.cfg.TaskExecutors)
 }
 
-// freePorts reserves n distinct free loopback ports and releases them.
+// freePorts returns n distinct loopback ports that were free a moment ago
+// (see internal/freeport).
 func freePorts(n int) ([]int, error) {
 	var ports []int
 	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		p, err := freeport.Port()
 		if err != nil {
 			return nil, err
 		}
-		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, p)
 	}
 	return ports, nil
 }

@@ -129,6 +129,10 @@ type Config struct {
 	// SlotTimeout bounds how long a job's region waits for slots before
 	// its deployment fails. Default: DefaultSlotTimeout.
 	SlotTimeout time.Duration
+	// SlotYield is how long a job's region waits for slots while the job
+	// holds idle ones before it gives those back, once per wait.
+	// Default: 5s; negative: never.
+	SlotYield time.Duration
 
 	// TaskExecutors is the number of TaskExecutors to run, each on a
 	// loopback port of its own. Zero runs none (a JobManager alone, which
@@ -220,7 +224,7 @@ func (c Config) jobManager(st hastore.Store, address string, ep *endpoint.Endpoi
 	jc := jobmanager.Config{
 		Store: st, Address: address, HTTPClient: client,
 		SessionTTL: c.SessionTTL, HeartbeatInterval: c.HeartbeatInterval, HeartbeatTimeout: c.HeartbeatTimeout,
-		ResultRetention: c.ResultRetention, SlotTimeout: c.SlotTimeout, Logger: c.Logger,
+		ResultRetention: c.ResultRetention, SlotTimeout: c.SlotTimeout, SlotYield: c.SlotYield, Logger: c.Logger,
 		Limits:  jobgraph.Limits{MaxSubtasks: c.MaxSubtasks},
 		MaxJobs: c.MaxJobs, MaxClusterSubtasks: c.MaxClusterSubtasks, DispatcherOptions: c.DispatcherOptions,
 	}

@@ -132,3 +132,19 @@ func buildJobplane(t *testing.T, dir string) string {
 	}
 	return bin
 }
+
+// A server that exits by itself (here: as one whose port was taken would)
+// fails the case at once, and the failure shows the server's last output.
+func TestServerThatExitsIsReported(t *testing.T) {
+	var out, errs bytes.Buffer
+	code := run([]string{
+		"--server-command", `sh -c "echo 'listen tcp {listen}: bind: address already in use' >&2; exit 3"`,
+		"--run", "lifecycle/cancel-unknown",
+	}, &out, &errs)
+	// "no server instance running": the wait for a leader ended when the
+	// server did, not after its 30s.
+	if code != exitFailed || !strings.Contains(out.String(), "no server instance running; server instance 0 exited by itself (exit status 3)") ||
+		!strings.Contains(out.String(), "bind: address already in use") {
+		t.Errorf("exit %d, output:\n%s\n%s", code, out.String(), errs.String())
+	}
+}

@@ -86,9 +86,14 @@ func run(mode, jobplane, hastoreURL, listen, dataDir string) error {
 	}
 	addrFile := filepath.Join(dataDir, "child-addr")
 	_ = os.Remove(addrFile)
-	child := exec.Command(jobplane, "jobmanager", "--hastore", "http://"+haLn.Addr().String(),
+	args := []string{"jobmanager", "--hastore", "http://" + haLn.Addr().String(),
 		"--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--session-ttl", "3s",
-		"--heartbeat-interval", "300ms", "--heartbeat-timeout", "1800ms")
+		"--heartbeat-interval", "300ms", "--heartbeat-timeout", "1800ms"}
+	if mode == "hoard-slots" {
+		// Jobs keep the idle slots they hold while they wait for more.
+		args = append(args, "--slot-yield", "0")
+	}
+	child := exec.Command(jobplane, args...)
 	child.Stdout, child.Stderr = os.Stderr, os.Stderr
 	if err := child.Start(); err != nil {
 		return err

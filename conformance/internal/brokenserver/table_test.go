@@ -49,6 +49,7 @@ var breaks = map[string][]string{
 	"rm-ignores-receiver-token": {"fencing/stale-resource-manager-token-refused"},
 	"no-token-check":            {"fencing/tokens/*"},
 	"renew-late":                {"faults/keep-alive"},
+	"hoard-slots":               {"recovery/restart-slots-held"},
 }
 
 // Cases of whole families, caught through the invariants every case's

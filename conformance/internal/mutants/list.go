@@ -454,6 +454,13 @@ var mutants = []Mutant{
 	sent := time.Now()`,
 	},
 	{
+		Name: "recovery/jobs-hoard-idle-slots",
+		Doc:  "A JobMaster whose region waits for slots keeps the idle slots it holds however long it waits, so after a restart recovered jobs that each hold part of what they need, offered again by their TaskExecutors, wait for one another until the slot timeout (jobs that could run in turn all finish).",
+		File: "server/internal/jobmaster/jobmaster.go",
+		Old:  `	if jm.cfg.SlotYield > 0 && jm.cfg.SlotYield < jm.cfg.SlotTimeout {`,
+		New:  `	if false {`,
+	},
+	{
 		Name: "recovery/paused-leader-answers",
 		Doc:  "A leadership counts as valid while its session has a validity at all, not while that instant is still ahead, so a process that stood still past its lease answers and deploys as leader before its timers fire (FencingToken rule 1: it checks this as it acts; a paused leader never answers as leader).",
 		File: "server/hastore/leadership.go",

@@ -66,6 +66,9 @@ type Options struct {
 	ResultRetention time.Duration
 	// SlotTimeout bounds a region's wait for slots. Default: 5m.
 	SlotTimeout time.Duration
+	// SlotYield is how long a waiting region's job keeps idle slots.
+	// Default: 5s; negative: for ever.
+	SlotYield time.Duration
 	// Clock, if set, drives the JobMasters' restart delays.
 	Clock jobmaster.Clock
 	// MaxJobs and MaxClusterSubtasks are the JobManagers' cluster limits.
@@ -239,7 +242,7 @@ func startJobManager(t testing.TB, ctx context.Context, store hastore.Store, cli
 	jm, err := jobmanager.New(jobmanager.Config{
 		Store: store, Address: ep.URL(), HTTPClient: client, SessionTTL: max(2*opts.HeartbeatTimeout, 2*time.Second),
 		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: opts.HeartbeatTimeout,
-		ResultRetention: opts.ResultRetention, SlotTimeout: opts.SlotTimeout, Clock: opts.Clock, Logger: log,
+		ResultRetention: opts.ResultRetention, SlotTimeout: opts.SlotTimeout, SlotYield: opts.SlotYield, Clock: opts.Clock, Logger: log,
 		OutputRetention:  opts.OutputRetention,
 		DetailsRetention: opts.DetailsRetention, DetailsSubtasks: opts.DetailsSubtasks,
 		MaxRequestBytes: ep.MaxRequestBytes(), MaxResponseBytes: ep.MaxResponseBytes(),

@@ -87,8 +87,10 @@ type Config struct {
 	// dispatcher.DefaultDetailsSubtasks.
 	DetailsRetention time.Duration
 	DetailsSubtasks  int
-	// SlotTimeout bounds a region's wait for slots; see jobmaster.Config.
-	SlotTimeout time.Duration
+	// SlotTimeout bounds a region's wait for slots, and after SlotYield a
+	// job gives back the idle slots it holds while it waits; see
+	// jobmaster.Config.
+	SlotTimeout, SlotYield time.Duration
 	// Clock, if set, drives the JobMasters' restart delays (tests).
 	Clock jobmaster.Clock
 	// Logger receives the JobManager's logs. Default: slog.Default().
@@ -333,7 +335,7 @@ func (jm *JobManager) newRunner(plan *hastorev1.ExecutionPlan, recovered bool, g
 				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: l.Token(), Valid: l.Valid, Address: jm.clusterAddress(), Router: jm.router,
 				ResourceManager: jm.rmClient, SubmitTime: plan.GetSubmitTime().AsTime(),
 				HeartbeatInterval: jm.cfg.HeartbeatInterval, HeartbeatTimeout: jm.cfg.HeartbeatTimeout,
-				SlotTimeout: jm.cfg.SlotTimeout, Clock: jm.cfg.Clock, OnStatus: onStatus, Logger: jm.log,
+				SlotTimeout: jm.cfg.SlotTimeout, SlotYield: jm.cfg.SlotYield, Clock: jm.cfg.Clock, OnStatus: onStatus, Logger: jm.log,
 				Trace: trace.SpanContextFromContext(ctx),
 			})
 		},

@@ -55,6 +55,11 @@ type Config struct {
 	// for the slots it needs; then its deployment fails, which counts
 	// against the restart strategy like a task failure. Default: 5m.
 	SlotTimeout time.Duration
+	// SlotYield is how long a region may wait for slots while the job
+	// holds idle ones before the job gives those back, once per wait, so
+	// that jobs holding part of what each needs do not wait for one
+	// another (see yieldSlots). Default: 5s; negative: never.
+	SlotYield time.Duration
 	// Clock, if set, replaces the real clock for restart delays and the
 	// restart strategy's failure times (tests drive restarts with it).
 	// Liveness is always judged on the real monotonic clock.
@@ -228,6 +233,9 @@ func New(cfg Config) (*JobMaster, error) {
 	}
 	if cfg.SlotTimeout <= 0 {
 		cfg.SlotTimeout = 5 * time.Minute
+	}
+	if cfg.SlotYield == 0 {
+		cfg.SlotYield = 5 * time.Second
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = realClock{}
@@ -598,6 +606,11 @@ func (jm *JobMaster) waitForSlots(r int) {
 	jm.cfg.Router.after(jm.cfg.SlotTimeout, func() {
 		jm.post(func() { jm.slotTimedOut(r, since) })
 	})
+	if jm.cfg.SlotYield > 0 && jm.cfg.SlotYield < jm.cfg.SlotTimeout {
+		jm.cfg.Router.after(jm.cfg.SlotYield, func() {
+			jm.post(func() { jm.yieldSlots(r, since) })
+		})
+	}
 }
 
 // setState records a new state of ev's current attempt and keeps the

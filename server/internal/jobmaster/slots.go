@@ -56,35 +56,80 @@ func (jm *JobMaster) trimSlots() {
 	if excess <= 0 {
 		return
 	}
-	idle := map[string][]string{} // TaskExecutor id -> allocation ids
-	var order []string
-	for aid, s := range jm.slots {
-		if excess <= 0 {
+	var idle []*slotRef
+	for _, s := range jm.slots {
+		if len(idle) == excess {
 			break
 		}
-		if s.ev >= 0 {
-			continue
+		if s.ev < 0 {
+			idle = append(idle, s)
 		}
-		delete(jm.slots, aid)
-		excess--
+	}
+	jm.giveBack(idle, "no longer needed")
+}
+
+// yieldSlots gives back every idle slot of a job whose region r still
+// waits, since `since`, for more slots than the job holds idle. The
+// job's requirement stays declared, so the ResourceManager hands the
+// slots out again, oldest request first: to this job if it asked first,
+// else to a job that asked before it.
+//
+// Without it, jobs that each hold part of what they need could wait for
+// one another until the slot timeout: after a failover, the
+// TaskExecutors offer the new JobMasters the slots their jobs held
+// before, outside the ResourceManager's order, and three recovered jobs
+// of four subtasks each may hold three, two and three of eight slots.
+// Once every waiting job gave back what it held, slots go out in request
+// order again, and in that order only the oldest waiting job holds part
+// of what it needs. A region yields once per wait.
+func (jm *JobMaster) yieldSlots(r int, since time.Time) {
+	if jm.status != jobstatus.Running || !jm.queued[r] || !jm.since[r].Equal(since) || jm.restarting[r] != nil || !jm.graph.Released(r) {
+		return // deployed, restarted (waiting anew) or the job ended meanwhile
+	}
+	waiting := 0
+	for _, ev := range jm.graph.Region(r) {
+		if jm.graph.State(ev) == jobstatus.ExecCreated {
+			waiting++
+		}
+	}
+	var idle []*slotRef
+	for _, s := range jm.slots {
+		if s.ev < 0 {
+			idle = append(idle, s)
+		}
+	}
+	if len(idle) == 0 || len(idle) >= waiting {
+		return // nothing held, or the region waits for something else
+	}
+	jm.log.Info("giving back idle slots while waiting for more", "region_subtasks", waiting, "idle_slots", len(idle), "waited", time.Since(since).Round(time.Millisecond))
+	jm.giveBack(idle, "given back while the job waits for more")
+}
+
+// giveBack frees the given idle slots at their TaskExecutors, one
+// FreeSlots call per TaskExecutor, and forgets them.
+func (jm *JobMaster) giveBack(idle []*slotRef, reason string) {
+	byExecutor := map[string][]string{} // TaskExecutor id -> allocation ids
+	var order []string
+	for _, s := range idle {
+		delete(jm.slots, s.allocationID)
 		if jm.executors[s.executor] == nil {
 			continue
 		}
-		jm.dropped[aid] = s.executor // freed again while the TaskExecutor still shows it
-		if idle[s.executor] == nil {
+		jm.dropped[s.allocationID] = s.executor // freed again while the TaskExecutor still shows it
+		if byExecutor[s.executor] == nil {
 			order = append(order, s.executor)
 		}
-		idle[s.executor] = append(idle[s.executor], aid)
+		byExecutor[s.executor] = append(byExecutor[s.executor], s.allocationID)
 	}
 	token := protoToken(jm.cfg.Token)
 	for _, id := range order {
-		client, aids := jm.executors[id].client, idle[id]
+		client, aids := jm.executors[id].client, byExecutor[id]
 		jm.goRPC(func(ctx context.Context) {
 			// Not cut off when the JobMaster stops: the slots are no longer listed
 			// for release, so this call is the only one to free them.
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			if freed := client.freeSlots(ctx, jm.cfg.JobID, token, aids, "no longer needed"); len(freed) < len(aids) {
+			if freed := client.freeSlots(ctx, jm.cfg.JobID, token, aids, reason); len(freed) < len(aids) {
 				jm.log.Debug("freeing idle slots", "task_executor", id, "slots", len(aids), "freed", len(freed))
 			}
 		})

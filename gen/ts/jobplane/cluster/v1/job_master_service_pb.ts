@@ -874,6 +874,15 @@ export const JobMasterService: GenService<{
    * Offering an accepted slot again answers again with the deployment of
    * the attempt still in flight in it.
    *
+   * Accepted slots that wait idle for more (a region is deployed once all
+   * its slots are at hand) are not kept for ever: after a change of
+   * leader the TaskExecutors offer each new JobMaster the slots its job
+   * held, outside the ResourceManager's order, and jobs that each hold
+   * part of what they need would wait for one another. A JobMaster whose
+   * deployment has waited a while (the reference server: 5 s) gives its
+   * idle slots back with FreeSlots and keeps its declared requirement, so
+   * that the ResourceManager hands them out again in request order.
+   *
    * Errors: INVALID_ARGUMENT for a missing field; FAILED_PRECONDITION
    * (NOT_REGISTERED) if the TaskExecutor did not register and the offer
    * carries no address; ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE
