@@ -130,7 +130,8 @@ type Config struct {
 	// its deployment fails. Default: DefaultSlotTimeout.
 	SlotTimeout time.Duration
 	// SlotYield is how long a job's region waits for slots while the job
-	// holds idle ones before it gives those back, once per wait.
+	// holds idle ones before it gives those back (and again after twice
+	// as long, and so on).
 	// Default: 5s; negative: never.
 	SlotYield time.Duration
 

@@ -56,9 +56,10 @@ type Config struct {
 	// against the restart strategy like a task failure. Default: 5m.
 	SlotTimeout time.Duration
 	// SlotYield is how long a region may wait for slots while the job
-	// holds idle ones before the job gives those back, once per wait, so
-	// that jobs holding part of what each needs do not wait for one
-	// another (see yieldSlots). Default: 5s; negative: never.
+	// holds idle ones before the job gives those back, and then again
+	// after twice as long, and so on, so that jobs holding part of what
+	// each needs do not wait for one another (see yieldSlots). Default:
+	// 5s; negative: never.
 	SlotYield time.Duration
 	// Clock, if set, replaces the real clock for restart delays and the
 	// restart strategy's failure times (tests drive restarts with it).
@@ -606,11 +607,23 @@ func (jm *JobMaster) waitForSlots(r int) {
 	jm.cfg.Router.after(jm.cfg.SlotTimeout, func() {
 		jm.post(func() { jm.slotTimedOut(r, since) })
 	})
-	if jm.cfg.SlotYield > 0 && jm.cfg.SlotYield < jm.cfg.SlotTimeout {
-		jm.cfg.Router.after(jm.cfg.SlotYield, func() {
-			jm.post(func() { jm.yieldSlots(r, since) })
-		})
+	jm.yieldLater(r, since, jm.cfg.SlotYield)
+}
+
+// yieldLater has the job give back its idle slots after d if region r
+// still waits since `since` (see yieldSlots), and again after twice as
+// long, and so on, within the slot timeout.
+func (jm *JobMaster) yieldLater(r int, since time.Time, d time.Duration) {
+	if d <= 0 || time.Since(since)+d >= jm.cfg.SlotTimeout {
+		return
 	}
+	jm.cfg.Router.after(d, func() {
+		jm.post(func() {
+			if jm.yieldSlots(r, since) {
+				jm.yieldLater(r, since, 2*d)
+			}
+		})
+	})
 }
 
 // setState records a new state of ev's current attempt and keeps the

@@ -69,22 +69,25 @@ func (jm *JobMaster) trimSlots() {
 }
 
 // yieldSlots gives back every idle slot of a job whose region r still
-// waits, since `since`, for more slots than the job holds idle. The
-// job's requirement stays declared, so the ResourceManager hands the
-// slots out again, oldest request first: to this job if it asked first,
-// else to a job that asked before it.
+// waits, since `since`, for more slots than the job holds idle, and
+// reports whether the region still waits. The job's requirement stays
+// declared, so the ResourceManager hands the slots out again, oldest
+// request first: to this job if it asked first, else to a job that asked
+// before it.
 //
 // Without it, jobs that each hold part of what they need could wait for
 // one another until the slot timeout: after a failover, the
 // TaskExecutors offer the new JobMasters the slots their jobs held
 // before, outside the ResourceManager's order, and three recovered jobs
 // of four subtasks each may hold three, two and three of eight slots.
-// Once every waiting job gave back what it held, slots go out in request
-// order again, and in that order only the oldest waiting job holds part
-// of what it needs. A region yields once per wait.
-func (jm *JobMaster) yieldSlots(r int, since time.Time) {
+// Slots given back go to the job first in the ResourceManager's line,
+// which gets all it needs once the others gave back theirs. As the
+// ResourceManager learns of freed slots from the TaskExecutors' reports,
+// one at a time, a round may still leave two jobs short; the next round
+// comes after twice the wait (see yieldLater).
+func (jm *JobMaster) yieldSlots(r int, since time.Time) bool {
 	if jm.status != jobstatus.Running || !jm.queued[r] || !jm.since[r].Equal(since) || jm.restarting[r] != nil || !jm.graph.Released(r) {
-		return // deployed, restarted (waiting anew) or the job ended meanwhile
+		return false // deployed, restarted (waiting anew) or the job ended meanwhile
 	}
 	waiting := 0
 	for _, ev := range jm.graph.Region(r) {
@@ -99,10 +102,11 @@ func (jm *JobMaster) yieldSlots(r int, since time.Time) {
 		}
 	}
 	if len(idle) == 0 || len(idle) >= waiting {
-		return // nothing held, or the region waits for something else
+		return true // nothing held, or the region waits for something else
 	}
 	jm.log.Info("giving back idle slots while waiting for more", "region_subtasks", waiting, "idle_slots", len(idle), "waited", time.Since(since).Round(time.Millisecond))
 	jm.giveBack(idle, "given back while the job waits for more")
+	return true
 }
 
 // giveBack frees the given idle slots at their TaskExecutors, one
