@@ -456,8 +456,8 @@ var mutants = []Mutant{
 	{
 		Name: "recovery/jobs-hoard-idle-slots",
 		Doc:  "A JobMaster whose region waits for slots keeps the idle slots it holds however long it waits, so after a restart recovered jobs that each hold part of what they need, offered again by their TaskExecutors, wait for one another until the slot timeout (jobs that could run in turn all finish).",
-		File: "server/internal/jobmaster/jobmaster.go",
-		Old:  `	if d <= 0 || time.Since(since)+d >= jm.cfg.SlotTimeout {`,
+		File: "server/internal/jobmaster/slots.go",
+		Old:  `	if jm.yieldArmed || jm.yieldDelay <= 0 {`,
 		New:  `	if true {`,
 	},
 	{

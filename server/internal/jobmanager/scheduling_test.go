@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/internal/clustertest"
 	"github.com/jobplane/jobplane/server/taskexecutor"
@@ -266,6 +269,60 @@ func TestRestartDelays(t *testing.T) {
 		}
 		if n := clock.Pending(); n != 0 {
 			t.Errorf("%s: %d timers armed beyond the restarts allowed", tc.name, n)
+		}
+	}
+}
+
+// A job whose region waits for more slots than it holds gives the idle
+// ones back after the slot yield delay (so that jobs holding parts of
+// what each needs cannot wait for one another), keeps its requirement,
+// and runs once the slots it needs are free.
+func TestWaitingJobGivesBackIdleSlots(t *testing.T) {
+	var yields atomic.Int32 // FreeSlots calls that give back the waiting job's slots
+	count := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			switch m := req.Any().(type) {
+			case *clusterv1.FreeSlotsRequest:
+				if m.GetJobId() == "waits" && strings.Contains(m.GetReason(), "waits for more") {
+					yields.Add(1)
+				}
+			case *clusterv1.FreeSlotRequest:
+				if m.GetJobId() == "waits" && strings.Contains(m.GetReason(), "waits for more") {
+					yields.Add(1)
+				}
+			}
+			return next(ctx, req)
+		}
+	})
+	open := make(chan struct{})
+	c := clustertest.Start(t, clustertest.Options{TaskExecutors: 1, Slots: 3, SlotYield: 200 * time.Millisecond,
+		Invokables:               map[string]taskexecutor.Invokable{"gate": gate(open)},
+		TaskExecutorInterceptors: []connect.Interceptor{count}})
+	// "runs" keeps one slot (its source's is given back); "waits" needs
+	// three at once and gets the two left.
+	submit(t, c, "runs", &jobplanev1.JobGraph{
+		Vertices: []*jobplanev1.JobVertex{{Id: "src", Invokable: "noop", Parallelism: 1}, {Id: "sink", Invokable: "gate", Parallelism: 1}},
+		Edges:    []*jobplanev1.JobEdge{jobEdge("src", "sink", true, false)},
+	})
+	running := jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING
+	waitJob(t, c, "runs", func(d *jobplanev1.JobDetails) bool { return subtask(d, "sink", 0).GetState() == running })
+	submit(t, c, "waits", &jobplanev1.JobGraph{
+		Vertices: []*jobplanev1.JobVertex{{Id: "src", Invokable: "noop", Parallelism: 1}, {Id: "sink", Invokable: "gate", Parallelism: 2}},
+		Edges:    []*jobplanev1.JobEdge{jobEdge("src", "sink", true, false)},
+	})
+	for deadline := time.Now().Add(30 * time.Second); yields.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiting job gave back no idle slot within 30s; expected it to after 200ms")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := len(submits(c, "waits")); n != 0 {
+		t.Errorf("%d attempts of the waiting job deployed before it had its three slots", n)
+	}
+	close(open)
+	for _, id := range []string{"runs", "waits"} {
+		if r := result(t, c, id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+			t.Errorf("job %s: %v; want FINISHED", id, r)
 		}
 	}
 }

@@ -83,6 +83,12 @@ func (jm *JobMaster) deploy() {
 	}
 	clear(jm.ready[len(kept):])
 	jm.ready = kept
+	if len(deployed) > 0 {
+		jm.yieldDelay = jm.cfg.SlotYield
+	}
+	if len(kept) > 0 && len(free) > 0 {
+		jm.armYield() // idle slots, and a region that waits for more
+	}
 	jm.submit(deployed)
 }
 

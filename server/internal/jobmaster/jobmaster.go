@@ -55,11 +55,11 @@ type Config struct {
 	// for the slots it needs; then its deployment fails, which counts
 	// against the restart strategy like a task failure. Default: 5m.
 	SlotTimeout time.Duration
-	// SlotYield is how long a region may wait for slots while the job
-	// holds idle ones before the job gives those back, and then again
-	// after twice as long, and so on, so that jobs holding part of what
-	// each needs do not wait for one another (see yieldSlots). Default:
-	// 5s; negative: never.
+	// SlotYield is how long a job may hold idle slots while a region
+	// waits for more before it gives them back, and then twice as long
+	// each time it holds some again during the wait, so that jobs holding
+	// part of what each needs do not wait for one another (see
+	// yieldSlots). Default: 5s; negative: never.
 	SlotYield time.Duration
 	// Clock, if set, replaces the real clock for restart delays and the
 	// restart strategy's failure times (tests drive restarts with it).
@@ -180,6 +180,10 @@ type JobMaster struct {
 	// answer, while an offer that takes deployments in its answer is
 	// handled, collects them (see submit).
 	answer *offerAnswer
+	// yieldArmed: a yieldSlots is due after yieldDelay, which doubles
+	// with each yield and starts over when a region deploys.
+	yieldArmed bool
+	yieldDelay time.Duration
 	// Declarations to the ResourceManager.
 	declaring      bool                                    // one is in flight
 	declared       int                                     // the slots it took last; -1 before the first
@@ -267,6 +271,7 @@ func New(cfg Config) (*JobMaster, error) {
 		vertices:   make([]vertexTimes, len(cfg.Graph.GetVertices())),
 		queued:     make([]bool, graph.Regions()),
 		since:      make([]time.Time, graph.Regions()),
+		yieldDelay: cfg.SlotYield,
 		restarting: make([]*failover, graph.Regions()),
 		slots:      make(map[string]*slotRef),
 		executors:  make(map[string]*executorRef),
@@ -606,23 +611,6 @@ func (jm *JobMaster) waitForSlots(r int) {
 	jm.since[r] = since
 	jm.cfg.Router.after(jm.cfg.SlotTimeout, func() {
 		jm.post(func() { jm.slotTimedOut(r, since) })
-	})
-	jm.yieldLater(r, since, jm.cfg.SlotYield)
-}
-
-// yieldLater has the job give back its idle slots after d if region r
-// still waits since `since` (see yieldSlots), and again after twice as
-// long, and so on, within the slot timeout.
-func (jm *JobMaster) yieldLater(r int, since time.Time, d time.Duration) {
-	if d <= 0 || time.Since(since)+d >= jm.cfg.SlotTimeout {
-		return
-	}
-	jm.cfg.Router.after(d, func() {
-		jm.post(func() {
-			if jm.yieldSlots(r, since) {
-				jm.yieldLater(r, since, 2*d)
-			}
-		})
 	})
 }
 

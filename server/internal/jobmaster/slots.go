@@ -68,9 +68,19 @@ func (jm *JobMaster) trimSlots() {
 	jm.giveBack(idle, "no longer needed")
 }
 
-// yieldSlots gives back every idle slot of a job whose region r still
-// waits, since `since`, for more slots than the job holds idle, and
-// reports whether the region still waits. The job's requirement stays
+// armYield has yieldSlots run after the yield delay, unless it is due
+// already: the job holds idle slots while a region waits for more.
+func (jm *JobMaster) armYield() {
+	if jm.yieldArmed || jm.yieldDelay <= 0 {
+		return
+	}
+	jm.yieldArmed = true
+	jm.cfg.Router.after(jm.yieldDelay, func() { jm.post(jm.yieldSlots) })
+}
+
+// yieldSlots gives back every idle slot of a job that holds fewer than a
+// waiting region needs, and doubles the delay before it does so again
+// (armYield, once it holds idle slots again). The job's requirement stays
 // declared, so the ResourceManager hands the slots out again, oldest
 // request first: to this job if it asked first, else to a job that asked
 // before it.
@@ -83,17 +93,12 @@ func (jm *JobMaster) trimSlots() {
 // Slots given back go to the job first in the ResourceManager's line,
 // which gets all it needs once the others gave back theirs. As the
 // ResourceManager learns of freed slots from the TaskExecutors' reports,
-// one at a time, a round may still leave two jobs short; the next round
-// comes after twice the wait (see yieldLater).
-func (jm *JobMaster) yieldSlots(r int, since time.Time) bool {
-	if jm.status != jobstatus.Running || !jm.queued[r] || !jm.since[r].Equal(since) || jm.restarting[r] != nil || !jm.graph.Released(r) {
-		return false // deployed, restarted (waiting anew) or the job ended meanwhile
-	}
-	waiting := 0
-	for _, ev := range jm.graph.Region(r) {
-		if jm.graph.State(ev) == jobstatus.ExecCreated {
-			waiting++
-		}
+// one at a time, a round may still leave two jobs short; the next comes
+// after twice the delay. A job that holds no idle slot arms nothing.
+func (jm *JobMaster) yieldSlots() {
+	jm.yieldArmed = false
+	if jm.status != jobstatus.Running {
+		return
 	}
 	var idle []*slotRef
 	for _, s := range jm.slots {
@@ -101,12 +106,28 @@ func (jm *JobMaster) yieldSlots(r int, since time.Time) bool {
 			idle = append(idle, s)
 		}
 	}
-	if len(idle) == 0 || len(idle) >= waiting {
-		return true // nothing held, or the region waits for something else
+	short := 0 // subtasks of a region that waits for more slots than idle
+	for _, r := range jm.ready {
+		if jm.restarting[r] != nil || !jm.graph.Released(r) {
+			continue
+		}
+		waiting := 0
+		for _, ev := range jm.graph.Region(r) {
+			if jm.graph.State(ev) == jobstatus.ExecCreated {
+				waiting++
+			}
+		}
+		if waiting > len(idle) {
+			short = waiting
+			break
+		}
 	}
-	jm.log.Info("giving back idle slots while waiting for more", "region_subtasks", waiting, "idle_slots", len(idle), "waited", time.Since(since).Round(time.Millisecond))
+	if len(idle) == 0 || short == 0 {
+		return // nothing held, or no region waits for slots
+	}
+	jm.yieldDelay = min(2*jm.yieldDelay, jm.cfg.SlotTimeout)
+	jm.log.Info("giving back idle slots while waiting for more", "region_subtasks", short, "idle_slots", len(idle))
 	jm.giveBack(idle, "given back while the job waits for more")
-	return true
 }
 
 // giveBack frees the given idle slots at their TaskExecutors, one
