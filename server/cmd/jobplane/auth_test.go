@@ -57,13 +57,7 @@ func (c *authCluster) run(t *testing.T, env []string, args ...string) cliResult 
 		}
 	}
 	cmd.Env = append(clean, env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	code := waitExit(t, cmd, cliTimeout)
-	return cliResult{stdout: stdout.String(), stderr: stderr.String(), code: code}
+	return runCommand(t, cmd)
 }
 
 const sleepJobFile = `name: sleeper

@@ -73,7 +73,13 @@ const cliTimeout = 90 * time.Second
 // cliTimeout, without a terminal.
 func (c *cliCluster) run(t *testing.T, args ...string) cliResult {
 	t.Helper()
-	cmd := c.command(args...)
+	return runCommand(t, c.command(args...))
+}
+
+// runCommand runs cmd to its end, bounded by cliTimeout, and returns its
+// output and exit code.
+func runCommand(t *testing.T, cmd *exec.Cmd) cliResult {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {

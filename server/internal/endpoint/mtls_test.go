@@ -1,7 +1,6 @@
 package endpoint_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"connectrpc.com/grpchealth"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/jobplane/jobplane/internal/standalonetest"
 	"github.com/jobplane/jobplane/server/internal/certs"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
@@ -54,25 +53,6 @@ func (p *pki) issue(t *testing.T, dir, name string) (certFile, keyFile string) {
 		t.Fatal(err)
 	}
 	return certFile, keyFile
-}
-
-// syncBuffer is a log destination that tests read while the endpoint
-// writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 const (
@@ -195,7 +175,7 @@ func TestCertificateReload(t *testing.T) {
 	srvCA, cliCA := filepath.Join(srvDir, "clients-ca.pem"), filepath.Join(cliDir, "ca.pem")
 	copyFile(t, oldCA.caFile(), srvCA)
 	copyFile(t, oldCA.caFile(), cliCA)
-	var log syncBuffer
+	var log standalonetest.Buffer
 	ep := startMTLS(t, srvCert, srvKey, srvCA, &log)
 
 	files := endpoint.ClientFiles{CAFile: cliCA, CertFile: cliCert, KeyFile: cliKey}
