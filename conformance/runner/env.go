@@ -438,9 +438,10 @@ func (e *env) dispatcher(ctx context.Context) (jobplanev1connect.DispatcherServi
 func (e *env) dispatcherAt(address string) jobplanev1connect.DispatcherServiceClient {
 	record := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			sent := e.log.Len()
 			resp, err := next(ctx, req)
 			withID, _ := req.Any().(interface{ GetJobId() string })
-			ev := Event{Source: "client", Op: path.Base(req.Spec().Procedure), Err: err}
+			ev := Event{Source: "client", Op: path.Base(req.Spec().Procedure), Err: err, Sent: sent}
 			if withID != nil {
 				ev.Key = withID.GetJobId()
 			}

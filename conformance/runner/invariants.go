@@ -253,10 +253,16 @@ func terminalIsFinal(tr *trace) []string {
 				continue
 			}
 			switch {
-			case final != jobplanev1.JobStatus_JOB_STATUS_UNSPECIFIED && e.Status != final:
+			case final == jobplanev1.JobStatus_JOB_STATUS_UNSPECIFIED:
+				if terminalStatus(e.Status) {
+					final, at = e.Status, e
+				}
+			case e.Status == final:
+			case terminalStatus(e.Status) || e.Sent > at.Seq:
+				// Another terminal status, or a call sent after the
+				// terminal answer arrived (one sent before may have been
+				// answered from the state before).
 				out = append(out, fmt.Sprintf("%v after %v; expected a terminal status never to change", e, at))
-			case terminalStatus(e.Status):
-				final, at = e.Status, e
 			}
 		}
 	}

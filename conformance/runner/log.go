@@ -38,6 +38,10 @@ type Event struct {
 	// then lost), or a write the runner made itself.
 	Applied bool
 	Detail  string
+	// Sent, for a client's call to the Dispatcher, is the log's length
+	// when the call was sent: the call overlaps the events from Sent to
+	// its own, and its answer may reflect a state before any of them.
+	Sent int
 }
 
 func (e Event) String() string {
