@@ -13,6 +13,8 @@ require (
 	github.com/creack/pty v1.1.24
 	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/google/btree v1.1.3
+	github.com/jobplane/jobplane/gen v0.0.0-00010101000000-000000000000
+	github.com/jobplane/jobplane/sdk v0.0.0-00010101000000-000000000000
 	github.com/oklog/run v1.2.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/spf13/cobra v1.10.2
@@ -98,4 +100,11 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261104224025-d1e00e9f33ab
+)
+
+// The SDK and the generated code are modules of this repository; a build
+// inside the repository takes them from their folders (go.work does too).
+replace (
+	github.com/jobplane/jobplane/gen => ./gen
+	github.com/jobplane/jobplane/sdk => ./sdk
 )

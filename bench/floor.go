@@ -23,6 +23,7 @@ import (
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/planid"
 	"github.com/jobplane/jobplane/server/hastore"
 )
@@ -105,7 +106,7 @@ func RunFloor(ctx context.Context, in io.Reader, out io.Writer) error {
 		return err
 	}
 	defer sess.Close(context.WithoutCancel(ctx))
-	l, err := sess.Campaign(octx, hastore.ElectionJobManager, "")
+	l, err := sess.Campaign(octx, election.JobManager, "")
 	if err != nil {
 		return err
 	}

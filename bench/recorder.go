@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jobplane/jobplane/server/taskexecutor"
+	"github.com/jobplane/jobplane/sdk/taskexecutor"
 )
 
 // Names of the bench's invokables, offered by every bench TaskExecutor.

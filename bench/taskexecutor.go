@@ -12,8 +12,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/jobplane/jobplane/sdk/taskexecutor"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
-	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
 // RPCCounter counts the RPCs the bench TaskExecutors exchange with the

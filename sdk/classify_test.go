@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -16,7 +17,7 @@ import (
 // answer is a jobplane server's error: a code with its ErrorInfo reason.
 func answer(code connect.Code, reason string) error {
 	e := connect.NewError(code, errors.New(reason))
-	d, _ := connect.NewErrorDetail(&errdetails.ErrorInfo{Domain: errorDomain, Reason: reason})
+	d, _ := connect.NewErrorDetail(&errdetails.ErrorInfo{Domain: apierror.Domain, Reason: reason})
 	e.AddDetail(d)
 	return e
 }

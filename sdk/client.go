@@ -19,6 +19,7 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/sdk/wire/transport"
 )
 
 // Protocol is the RPC protocol a Client speaks. Every jobplane server
@@ -192,58 +193,13 @@ func New(urls []string, opts ...Option) (*Client, error) {
 		c.hc = o.httpClient
 		c.closeFn = func() {}
 	} else {
-		st := newSchemeTransport(o)
-		c.hc = &http.Client{Transport: st}
-		c.closeFn = st.closeIdle
+		// http:// over h2c (HTTP/1.1 with WithHTTP1), https:// over TLS
+		// with HTTP/2 or HTTP/1.1 as ALPN settles it.
+		t := transport.New(transport.Config{TLS: o.tlsConfig, HTTP1: o.http1, Proxy: http.ProxyFromEnvironment})
+		c.hc = &http.Client{Transport: t}
+		c.closeFn = t.CloseIdleConnections
 	}
 	return c, nil
-}
-
-// schemeTransport sends http:// requests over plain HTTP/2 with prior
-// knowledge (h2c), or HTTP/1.1 with WithHTTP1, and https:// requests over
-// TLS with HTTP/2 or HTTP/1.1 as ALPN settles it (HTTP/1.1 only with
-// WithHTTP1). One net/http transport cannot do both: with HTTP/1.1 on, it
-// speaks HTTP/1.1 to http:// URLs.
-type schemeTransport struct {
-	plain, tls *http.Transport
-}
-
-func newSchemeTransport(o options) *schemeTransport {
-	base := func() *http.Transport {
-		return &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
-			TLSClientConfig:     o.tlsConfig,
-			MaxIdleConnsPerHost: 16,
-			IdleConnTimeout:     90 * time.Second,
-			TLSHandshakeTimeout: 10 * time.Second,
-			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		}
-	}
-	plain, secure := base(), base()
-	var pp, sp http.Protocols
-	if o.http1 {
-		pp.SetHTTP1(true)
-		sp.SetHTTP1(true)
-	} else {
-		pp.SetUnencryptedHTTP2(true)
-		sp.SetHTTP1(true)
-		sp.SetHTTP2(true)
-	}
-	plain.Protocols, secure.Protocols = &pp, &sp
-	return &schemeTransport{plain: plain, tls: secure}
-}
-
-// RoundTrip sends req by the transport of its URL's scheme.
-func (t *schemeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Scheme == "https" {
-		return t.tls.RoundTrip(req)
-	}
-	return t.plain.RoundTrip(req)
-}
-
-func (t *schemeTransport) closeIdle() {
-	t.plain.CloseIdleConnections()
-	t.tls.CloseIdleConnections()
 }
 
 // normalizeURL checks a server URL and drops a trailing slash.

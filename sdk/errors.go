@@ -9,9 +9,9 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/protobuf/proto"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
 )
 
 const (
@@ -23,9 +23,6 @@ const (
 	reasonJobNotTerminal = jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_TERMINAL
 	reasonInvalid        = jobplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT
 )
-
-// errorDomain is the ErrorInfo domain of jobplane's errors.
-const errorDomain = "jobplane"
 
 // Sentinel errors, for errors.Is on the errors a Client returns.
 var (
@@ -197,12 +194,8 @@ func Reason(err error) jobplanev1.ErrorReason {
 	if errors.As(err, &e) {
 		return e.Reason
 	}
-	var cerr *connect.Error
-	if errors.As(err, &cerr) {
-		r, _ := info(cerr)
-		return r
-	}
-	return jobplanev1.ErrorReason_ERROR_REASON_UNSPECIFIED
+	r, _, _ := apierror.Info(err)
+	return r
 }
 
 // RetryDelay returns how long the server asked the client to wait before
@@ -212,39 +205,11 @@ func Reason(err error) jobplanev1.ErrorReason {
 // retries such a call after the delay on its own (see the package
 // documentation); the error reaches the caller when the caller's context
 // or the retry policy leaves no room for the wait.
-func RetryDelay(err error) (delay time.Duration, ok bool) {
-	var cerr *connect.Error
-	if !errors.As(err, &cerr) {
-		return 0, false
-	}
-	ri, ok := detail[*errdetails.RetryInfo](cerr)
-	if !ok {
-		return 0, false
-	}
-	return max(ri.GetRetryDelay().AsDuration(), 0), true
-}
+func RetryDelay(err error) (delay time.Duration, ok bool) { return apierror.RetryDelay(err) }
 
 // ReasonName returns a reason's name as ErrorInfo carries it, such as
 // "JOB_NOT_FOUND".
-func ReasonName(r jobplanev1.ErrorReason) string {
-	return strings.TrimPrefix(r.String(), "ERROR_REASON_")
-}
-
-// info reads the jobplane ErrorInfo of cerr.
-func info(cerr *connect.Error) (jobplanev1.ErrorReason, map[string]string) {
-	for _, d := range cerr.Details() {
-		msg, err := d.Value()
-		if err != nil {
-			continue
-		}
-		if ei, ok := msg.(*errdetails.ErrorInfo); ok && ei.GetDomain() == errorDomain {
-			if v, known := jobplanev1.ErrorReason_value["ERROR_REASON_"+ei.GetReason()]; known {
-				return jobplanev1.ErrorReason(v), ei.GetMetadata()
-			}
-		}
-	}
-	return jobplanev1.ErrorReason_ERROR_REASON_UNSPECIFIED, nil
-}
+func ReasonName(r jobplanev1.ErrorReason) string { return apierror.Reason(r) }
 
 // wrap turns a call's error into this package's errors: an *Error, or a
 // typed error wrapping one. Errors that are not *connect.Error (a context
@@ -261,12 +226,12 @@ func wrap(err error) error {
 	if !errors.As(err, &cerr) {
 		return err
 	}
-	reason, md := info(cerr)
+	reason, md, _ := apierror.Info(cerr)
 	e := &Error{Code: cerr.Code(), Reason: reason, Message: cerr.Message(), Metadata: md, cause: cerr}
 	switch reason {
 	case reasonNotLeader:
 		out := &NotLeaderError{Election: md["election"], LeaderAddress: md["leader_address"], err: e}
-		if d, ok := detail[*jobplanev1.NotLeaderDetails](cerr); ok {
+		if d, ok := apierror.Detail[*jobplanev1.NotLeaderDetails](cerr); ok {
 			if a := d.GetLeader().GetAddress(); a != "" {
 				out.LeaderAddress = a
 			}
@@ -277,7 +242,7 @@ func wrap(err error) error {
 		return out
 	case reasonStaleToken:
 		out := &StaleTokenError{Election: md["election"], err: e}
-		if d, ok := detail[*jobplanev1.StaleTokenDetails](cerr); ok {
+		if d, ok := apierror.Detail[*jobplanev1.StaleTokenDetails](cerr); ok {
 			out.Current = d.GetCurrent()
 			if d.GetElection() != "" {
 				out.Election = d.GetElection()
@@ -290,7 +255,7 @@ func wrap(err error) error {
 		return &DuplicateJobError{JobID: md["job_id"], GloballyTerminated: md["globally_terminated"] == "true", OtherPrincipal: md["other_principal"] == "true", err: e}
 	case reasonInvalid:
 		out := &InvalidJobError{err: e}
-		if br, ok := detail[*errdetails.BadRequest](cerr); ok {
+		if br, ok := apierror.Detail[*errdetails.BadRequest](cerr); ok {
 			for _, v := range br.GetFieldViolations() {
 				out.Violations = append(out.Violations, Violation{Field: v.GetField(), Description: v.GetDescription()})
 			}
@@ -301,19 +266,4 @@ func wrap(err error) error {
 		return out
 	}
 	return e
-}
-
-// detail returns the first detail of type M in cerr.
-func detail[M proto.Message](cerr *connect.Error) (M, bool) {
-	for _, d := range cerr.Details() {
-		v, err := d.Value()
-		if err != nil {
-			continue
-		}
-		if typed, ok := v.(M); ok {
-			return typed, true
-		}
-	}
-	var zero M
-	return zero, false
 }

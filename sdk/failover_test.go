@@ -3,12 +3,12 @@ package sdk_test
 import (
 	"context"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk"
+	"github.com/jobplane/jobplane/sdk/internal/servertest"
 )
 
 // An answer lost after the server acted: Submit retries with the same id
@@ -82,28 +82,16 @@ func TestWatchResumesAcrossDroppedConnections(t *testing.T) {
 // the end.
 func TestClientFollowsTheLeaderAcrossSIGKILL(t *testing.T) {
 	dir := t.TempDir()
-	store, storeURL, err := spawn(dir, "hastore", "--data-dir", dir+"/store")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stop(t, store) })
+	storeURL := servertest.SpawnT(t, dir, "hastore", "--data-dir", dir+"/store").URL
 	jmArgs := []string{"jobmanager", "--hastore", storeURL, "--session-ttl", "3s", "--heartbeat-interval", "200ms", "--heartbeat-timeout", "1900ms"}
-	procs := map[string]*proc{}
+	procs := map[string]*servertest.Process{}
 	var urls []string
 	for range 2 {
-		p, u, err := spawn(dir, jmArgs...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { stop(t, p) })
-		procs[u] = p
-		urls = append(urls, u)
+		p := servertest.SpawnT(t, dir, jmArgs...)
+		procs[p.URL] = p
+		urls = append(urls, p.URL)
 	}
-	te, _, err := spawn(dir, "taskexecutor", "--hastore", storeURL, "--slots", "4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stop(t, te) })
+	servertest.SpawnT(t, dir, "taskexecutor", "--hastore", storeURL, "--slots", "4")
 	for _, u := range urls {
 		if err := waitLeaderKnown(u); err != nil {
 			t.Fatal(err)
@@ -146,10 +134,7 @@ func TestClientFollowsTheLeaderAcrossSIGKILL(t *testing.T) {
 	}()
 	<-started
 
-	if err := procs[leader].cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-procs[leader].done
+	procs[leader].Kill()
 	killed := time.Now()
 	s, err := c.Submit(ctx, sleepGraph("after-kill", 1, 10*time.Millisecond), sdk.WithJobID("after-kill"))
 	if err != nil {

@@ -1,28 +1,20 @@
 package sdk_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/internal/standalonetest"
 	"github.com/jobplane/jobplane/sdk"
+	"github.com/jobplane/jobplane/sdk/internal/servertest"
 )
-
-// jobplaneBin is the jobplane binary, built once for the package's tests:
-// the SDK is tested against real server processes, as its users run them.
-var jobplaneBin string
 
 // serverURL is the URL of a standalone server that the Examples use.
 var serverURL string
@@ -31,6 +23,8 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
+// run starts the Examples' server, runs the tests, and stops it: the SDK
+// is tested against real server processes, as its users run them.
 func run(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "sdk-test")
 	if err != nil {
@@ -38,94 +32,34 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if jobplaneBin, err = standalonetest.BuildProgram("github.com/jobplane/jobplane/server/cmd/jobplane", "jobplane"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	p, url, err := startStandaloneIn(dir)
+	p, err := startStandaloneIn(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		<-p.done
-	}()
-	serverURL = url
-	return standalonetest.Main(m)
-}
-
-// proc is a jobplane child process.
-type proc struct {
-	cmd    *exec.Cmd
-	stderr *syncBuffer
-	done   chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// spawn starts `jobplane args...` and returns it with the address it
-// wrote to its --listen-addr-file.
-func spawn(dir string, args ...string) (*proc, string, error) {
-	addrFile := filepath.Join(dir, fmt.Sprintf("addr-%d", time.Now().UnixNano()))
-	args = append(args, "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--log-level", "warn")
-	cmd := exec.Command(jobplaneBin, args...)
-	p := &proc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		return nil, "", err
-	}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
-			return p, "http://" + strings.TrimSpace(string(b)), nil
-		}
-		select {
-		case <-p.done:
-			return nil, "", fmt.Errorf("jobplane %s exited before listening:\n%s", args[0], p.stderr)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	_ = cmd.Process.Kill()
-	<-p.done
-	return nil, "", fmt.Errorf("jobplane %s: no address after 30s", args[0])
+	defer p.Stop()
+	serverURL = p.URL
+	return servertest.Main(m)
 }
 
 // startStandaloneIn starts a standalone server with data under dir and
 // waits until it serves jobs.
-func startStandaloneIn(dir string) (*proc, string, error) {
+func startStandaloneIn(dir string) (*servertest.Process, error) {
 	data, err := os.MkdirTemp(dir, "data")
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	// The default TTL and heartbeats: nothing here kills this server, so
 	// nothing gains by timeouts that a loaded machine could outlast.
-	p, url, err := spawn(dir, "standalone", "--data-dir", data, "--task-executors", "2", "--slots", "4", "--allow-exec")
+	p, err := servertest.Spawn(dir, "standalone", "--data-dir", data, "--task-executors", "2", "--slots", "4", "--allow-exec")
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	if err := waitReady(url, 2); err != nil {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		return nil, "", fmt.Errorf("%w\n%s", err, p.stderr)
+	if err := waitReady(p.URL, 2); err != nil {
+		p.Kill()
+		return nil, fmt.Errorf("%w\n%s", err, p.Log())
 	}
-	return p, url, nil
+	return p, nil
 }
 
 // waitReady waits until the cluster at url leads with tes TaskExecutors.
@@ -152,20 +86,17 @@ func waitReady(url string, tes int) error {
 // startStandalone starts a standalone server for one test.
 func startStandalone(t *testing.T) string {
 	t.Helper()
-	p, url, err := startStandaloneIn(t.TempDir())
+	p, err := startStandaloneIn(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { stop(t, p) })
-	return url
-}
-
-func stop(t *testing.T, p *proc) {
-	_ = p.cmd.Process.Kill()
-	<-p.done
-	if t.Failed() {
-		t.Logf("jobplane %s stderr:\n%s", p.cmd.Args[1], p.stderr)
-	}
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("jobplane standalone log:\n%s", p.Log())
+		}
+	})
+	return p.URL
 }
 
 // newClient makes a Client for a test.

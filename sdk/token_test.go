@@ -6,13 +6,13 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/jobplane/jobplane/sdk"
+	"github.com/jobplane/jobplane/sdk/internal/servertest"
 )
 
 // startAuthenticating starts a standalone server that authenticates its
@@ -24,15 +24,7 @@ func startAuthenticating(t *testing.T, tokens string) string {
 	if err := os.WriteFile(file, []byte(tokens), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p, url, err := spawn(dir, "standalone", "--data-dir", filepath.Join(dir, "data"), "--task-executors", "0", "--auth-token-file", file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		<-p.done
-	})
-	return url
+	return servertest.SpawnT(t, dir, "standalone", "--data-dir", filepath.Join(dir, "data"), "--task-executors", "0", "--auth-token-file", file).URL
 }
 
 // WithToken and WithTokenFile send the token on every call; a token file

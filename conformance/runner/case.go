@@ -15,7 +15,7 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/sdk/election"
 )
 
 // Features a server declares; a case that needs one the server lacks is
@@ -220,7 +220,7 @@ func (t *T) dispatcher() jobplanev1connect.DispatcherServiceClient {
 	defer cancel()
 	d, err := t.env.dispatcher(ctx)
 	if err != nil {
-		t.Fatalf("server: %v; expected a Dispatcher that publishes its address with ConfirmLeadership in %q", err, hastore.ElectionJobManager)
+		t.Fatalf("server: %v; expected a Dispatcher that publishes its address with ConfirmLeadership in %q", err, election.JobManager)
 	}
 	return d
 }

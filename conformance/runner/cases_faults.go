@@ -6,6 +6,7 @@ import (
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -163,7 +164,7 @@ func recoveryReadFaults(t *T, sf storeFault) {
 		t.endsCleanly(finished, jobplanev1.JobStatus_JOB_STATUS_FINISHED, "before the restart")
 		t.waitRunning(running, 1)
 	})
-	old := t.leaderOf(hastore.JobElection(running)).Token
+	old := t.leaderOf(election.Job(running)).Token
 	for _, op := range []string{"list-plans", "get-plan", "list-results", "get-result"} {
 		f := sf.f
 		f.op, f.upTo = op, 3*time.Second

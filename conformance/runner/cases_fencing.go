@@ -10,13 +10,14 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
 // revokeRunning is revokeGranted, and then waits, as setup too, until the
 // job runs again under its new token. It returns the job id, the revoked
 // token and the new leader.
-func (t *T) revokeRunning() (id string, old hastore.Token, info hastore.LeaderInfo) {
+func (t *T) revokeRunning() (id string, old election.Token, info election.Leader) {
 	id, old, info = t.revokeGranted()
 	t.setup(func() {
 		// The new JobMaster is in charge once it deploys under its token (a
@@ -36,13 +37,13 @@ func (t *T) revokeRunning() (id string, old hastore.Token, info hastore.LeaderIn
 // revokeGranted starts a gated job, waits for it to run, revokes its
 // leadership and waits for the server to be granted it again, all as
 // setup. It returns the job id, the revoked token and the new leader.
-func (t *T) revokeGranted() (id string, old hastore.Token, info hastore.LeaderInfo) {
+func (t *T) revokeGranted() (id string, old election.Token, info election.Leader) {
 	t.setup(func() {
 		id = t.job("j")
 		t.mustSubmit(id, gatedGraph(2, id))
 		t.waitRunning(id, 2)
 		var err error
-		if old, err = t.env.revoke(t.ctx, hastore.JobElection(id)); err != nil {
+		if old, err = t.env.revoke(t.ctx, election.Job(id)); err != nil {
 			t.Fatalf("revoke: %v", err)
 		}
 		info = t.regrant(id, old)
@@ -52,7 +53,7 @@ func (t *T) revokeGranted() (id string, old hastore.Token, info hastore.LeaderIn
 
 // deployedSince reports whether the job was deployed after the grant of
 // info.
-func (t *T) deployedSince(id string, info hastore.LeaderInfo) bool {
+func (t *T) deployedSince(id string, info election.Leader) bool {
 	granted := -1
 	for _, e := range t.events(id, "") {
 		if e.Op == "granted" && e.Token == info.Token {
@@ -66,7 +67,7 @@ func (t *T) deployedSince(id string, info hastore.LeaderInfo) bool {
 }
 
 // leaderOf returns an election's current leader, or ends the case.
-func (t *T) leaderOf(election string) hastore.LeaderInfo {
+func (t *T) leaderOf(election string) election.Leader {
 	info, err := t.env.etcd.Leader(t.ctx, election)
 	if err != nil || info.Token.IsZero() {
 		t.Fatalf("no leader of %q (%v); expected one", election, err)
@@ -76,11 +77,11 @@ func (t *T) leaderOf(election string) hastore.LeaderInfo {
 
 // regrant waits until the job's election has a leader other than old,
 // with an address.
-func (t *T) regrant(id string, old hastore.Token) hastore.LeaderInfo {
-	var info hastore.LeaderInfo
+func (t *T) regrant(id string, old election.Token) election.Leader {
+	var info election.Leader
 	if !t.wait(30*time.Second, func() bool {
 		var err error
-		info, err = t.env.etcd.Leader(t.ctx, hastore.JobElection(id))
+		info, err = t.env.etcd.Leader(t.ctx, election.Job(id))
 		return err == nil && !info.Token.IsZero() && info.Token != old && info.Address != ""
 	}) {
 		switch {
@@ -95,7 +96,7 @@ func (t *T) regrant(id string, old hastore.Token) hastore.LeaderInfo {
 	return info
 }
 
-func protoToken(tk hastore.Token) *jobplanev1.FencingToken {
+func protoToken(tk election.Token) *jobplanev1.FencingToken {
 	return &jobplanev1.FencingToken{SessionId: tk.SessionID, Epoch: tk.Epoch}
 }
 
@@ -148,7 +149,7 @@ var fencingCases = []Case{
 			}
 			t.env.open(id)
 			t.result(id)
-			var current hastore.Token
+			var current election.Token
 			n := 0
 			for _, e := range t.events(id, "") {
 				switch {
@@ -172,7 +173,7 @@ var fencingCases = []Case{
 				t.mustSubmit(id, gatedGraph(2, id))
 				t.waitRunning(id, 2)
 			})
-			old, err := t.env.revoke(t.ctx, hastore.JobElection(id))
+			old, err := t.env.revoke(t.ctx, election.Job(id))
 			if err != nil {
 				t.Fatalf("revoke: %v", err)
 			}
@@ -198,10 +199,10 @@ var fencingCases = []Case{
 		Doc: "each grant of a job's leadership yields a new token, and its deployments use it", Run: func(t *T) {
 			id := t.job("j")
 			t.mustSubmit(id, gatedGraph(2, id))
-			tokens := map[hastore.Token]bool{}
+			tokens := map[election.Token]bool{}
 			t.waitRunning(id, 2)
 			for round := range 3 {
-				old, err := t.env.revoke(t.ctx, hastore.JobElection(id))
+				old, err := t.env.revoke(t.ctx, election.Job(id))
 				if err != nil {
 					t.Fatalf("revoke %d: %v", round, err)
 				}
@@ -251,7 +252,7 @@ var fencingCases = []Case{
 		ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
 		defer cancel()
 		for {
-			info, err := t.env.etcd.Leader(ctx, hastore.ElectionJobManager)
+			info, err := t.env.etcd.Leader(ctx, election.JobManager)
 			if err == nil && !info.Token.IsZero() && info.Token != bad && info.Address != "" {
 				break
 			}
@@ -300,7 +301,7 @@ func (t *T) revokeSeq(id string) int {
 
 // runningUnder returns the attempts reported RUNNING under token.
 // deployedUnder counts the job's distinct attempts deployed under tk.
-func (t *T) deployedUnder(id string, tk hastore.Token) int {
+func (t *T) deployedUnder(id string, tk election.Token) int {
 	seen := map[string]bool{}
 	for _, e := range t.events(id, "SubmitTask") {
 		if e.Token == tk {
@@ -310,7 +311,7 @@ func (t *T) deployedUnder(id string, tk hastore.Token) int {
 	return len(seen)
 }
 
-func (t *T) runningUnder(id string, tk hastore.Token) []string {
+func (t *T) runningUnder(id string, tk election.Token) []string {
 	var out []string
 	for _, e := range t.events(id, "UpdateTaskExecutionState") {
 		if e.Token == tk && e.State == jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING {
@@ -325,7 +326,7 @@ func (t *T) runningUnder(id string, tk hastore.Token) []string {
 func staleReceiverRefused(t *T) {
 	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
 	defer cancel()
-	info := t.leaderOf(hastore.ElectionJobManager)
+	info := t.leaderOf(election.JobManager)
 	rm := clusterv1connect.NewResourceManagerServiceClient(t.env.http, info.Address)
 	id := t.job("j")
 	jmToken := &jobplanev1.FencingToken{SessionId: "conformance", Epoch: 1}
@@ -335,7 +336,7 @@ func staleReceiverRefused(t *T) {
 	}
 	current := reg.GetResourceManagerToken()
 	if current.GetEpoch() != info.Token.Epoch || current.GetSessionId() != info.Token.SessionID {
-		t.Errorf("RegisterJobMaster answered the ResourceManager token %v; expected the %s election's current one, %s", current, hastore.ElectionJobManager, info.Token)
+		t.Errorf("RegisterJobMaster answered the ResourceManager token %v; expected the %s election's current one, %s", current, election.JobManager, info.Token)
 	}
 	for _, tc := range []struct {
 		name   string

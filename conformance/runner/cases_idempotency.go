@@ -15,6 +15,7 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/planid"
 	"github.com/jobplane/jobplane/server/hastore"
 )
@@ -262,7 +263,7 @@ func retryInAnotherEncoding(t *T) {
 	t.mustSubmit(id, identityGraph(id))
 	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
 	defer cancel()
-	info, err := t.env.leader(ctx, hastore.ElectionJobManager)
+	info, err := t.env.leader(ctx, election.JobManager)
 	if err != nil {
 		t.Fatalf("the Dispatcher's address: %v", err)
 	}

@@ -11,12 +11,13 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
 // leaderProc returns the server instance that leads, and another one.
 func (t *T) leaderProc() (leader, other *serverProc) {
-	info, err := t.env.leader(t.ctx, hastore.ElectionJobManager)
+	info, err := t.env.leader(t.ctx, election.JobManager)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -53,7 +54,7 @@ var recoveryCases = []Case{
 			id := t.job("j")
 			t.mustSubmit(id, gatedGraph(2, id))
 			t.waitRunning(id, 2)
-			old, err := t.env.expire(t.ctx, hastore.JobElection(id))
+			old, err := t.env.expire(t.ctx, election.Job(id))
 			if err != nil {
 				t.Fatalf("expire: %v", err)
 			}
@@ -69,14 +70,14 @@ var recoveryCases = []Case{
 	{Name: "recovery/restart-recovers-job", Requires: []string{FeatureResourceManager, featureRunnerStarts},
 		Doc: "SIGKILL and restart of the only instance: each running job (three, listed by the store a page at a time) is recovered with a new token and finishes", Run: func(t *T) {
 			ids := []string{t.job("a"), t.job("b"), t.job("c")}
-			old := map[string]hastore.Token{}
+			old := map[string]election.Token{}
 			t.setup(func() {
 				for _, id := range ids {
 					t.mustSubmit(id, gatedGraph(2, id))
 				}
 				for _, id := range ids {
 					t.waitRunning(id, 2)
-					old[id] = t.leaderOf(hastore.JobElection(id)).Token
+					old[id] = t.leaderOf(election.Job(id)).Token
 				}
 			})
 			leader, _ := t.leaderProc()
@@ -163,8 +164,8 @@ func pausedLeaderResumesDeposed(t *T) {
 	id := t.job("j")
 	t.mustSubmit(id, gatedGraph(2, id))
 	t.waitRunning(id, 2)
-	oldJob := t.leaderOf(hastore.JobElection(id)).Token
-	oldManager := t.leaderOf(hastore.ElectionJobManager).Token
+	oldJob := t.leaderOf(election.Job(id)).Token
+	oldManager := t.leaderOf(election.JobManager).Token
 	leader, standby := t.leaderProc()
 	if standby == nil {
 		t.Fatalf("no standby instance running; expected 2 instances")
@@ -178,13 +179,13 @@ func pausedLeaderResumesDeposed(t *T) {
 	}()
 	// The standby takes over once the paused leader's session has expired.
 	t.regrant(id, oldJob)
-	var info hastore.LeaderInfo
+	var info election.Leader
 	if !t.wait(60*time.Second, func() bool {
 		var err error
-		info, err = t.env.etcd.Leader(t.ctx, hastore.ElectionJobManager)
+		info, err = t.env.etcd.Leader(t.ctx, election.JobManager)
 		return err == nil && !info.Token.IsZero() && info.Token != oldManager && info.Address != ""
 	}) {
-		t.Fatalf("no new leader of %s within 60s of pausing the old one (leader %+v); expected the standby to take over", hastore.ElectionJobManager, info)
+		t.Fatalf("no new leader of %s within 60s of pausing the old one (leader %+v); expected the standby to take over", election.JobManager, info)
 	}
 	from := t.env.log.Len()
 	leader.signal(syscall.SIGCONT)
@@ -257,12 +258,12 @@ func cancelSurvivesFailover(t *T) {
 // store at once, as the session's TTL would a while later: a standby or a
 // restarted instance can lead without waiting the TTL out.
 func (t *T) killLeader(leader *serverProc) {
-	info := t.leaderOf(hastore.ElectionJobManager)
+	info := t.leaderOf(election.JobManager)
 	leader.kill()
 	if err := t.env.expireSession(t.ctx, info.Token.SessionID); err != nil {
 		t.Fatalf("expire the killed leader's session: %v", err)
 	}
-	t.env.log.Add(Event{Source: "client", Op: "expire", Key: hastore.ElectionJobManager, Token: info.Token})
+	t.env.log.Add(Event{Source: "client", Op: "expire", Key: election.JobManager, Token: info.Token})
 }
 
 // handoff runs a job on the leader of two instances, ends the leader with
@@ -272,7 +273,7 @@ func (t *T) handoff(end func(leader *serverProc)) {
 	id := t.job("j")
 	t.mustSubmit(id, gatedGraph(2, id))
 	t.waitRunning(id, 2)
-	old := t.leaderOf(hastore.JobElection(id))
+	old := t.leaderOf(election.Job(id))
 	leader, standby := t.leaderProc()
 	if standby == nil {
 		t.Fatalf("no standby instance running; expected 2 instances")
@@ -298,7 +299,7 @@ func (t *T) seedDirtyResult(id string) {
 		t.Fatalf("seed: %v", err)
 	}
 	defer func() { _ = sess.Close(context.WithoutCancel(ctx)) }()
-	l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "")
+	l, err := sess.Campaign(ctx, election.JobManager, "")
 	if err != nil {
 		t.Fatalf("seed: %v", err)
 	}
@@ -327,7 +328,7 @@ func revokeWhileWatchDown(t *T) {
 	t.setup(func() {
 		t.mustSubmit(id, gatedGraph(2, id))
 		t.waitRunning(id, 2)
-		session = t.leaderOf(hastore.JobElection(id)).Token.SessionID
+		session = t.leaderOf(election.Job(id)).Token.SessionID
 	})
 	hold := make(chan struct{})
 	released := false
@@ -346,7 +347,7 @@ func revokeWhileWatchDown(t *T) {
 	}) {
 		t.Fatalf("setup: the server did not reconnect WatchSession within 10s of its stream ending; expected it to follow its session again at once")
 	}
-	old, err := t.env.revoke(t.ctx, hastore.JobElection(id))
+	old, err := t.env.revoke(t.ctx, election.Job(id))
 	if err != nil {
 		t.Fatalf("revoke: %v", err)
 	}
@@ -370,7 +371,7 @@ func revokeWhileWatchDown(t *T) {
 // here; the jobs must all finish.
 func restartSlotsHeld(t *T) {
 	a, b, c := t.job("a"), t.job("b"), t.job("c")
-	old := map[string]hastore.Token{}
+	old := map[string]election.Token{}
 	t.setup(func() {
 		for _, id := range []string{a, b} {
 			t.mustSubmit(id, gatedGraph(2, id))
@@ -382,7 +383,7 @@ func restartSlotsHeld(t *T) {
 		// c takes the slots left and waits for more.
 		t.wait(10*time.Second, func() bool { return len(ok(t.events(c, "RequestSlot"))) >= 4 })
 		for _, id := range []string{a, b, c} {
-			old[id] = t.leaderOf(hastore.JobElection(id)).Token
+			old[id] = t.leaderOf(election.Job(id)).Token
 		}
 	})
 	leader, _ := t.leaderProc()

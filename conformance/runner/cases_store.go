@@ -16,7 +16,7 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/sdk/election"
 )
 
 // storeWireCases check the store's answers on the wire, as a client in any
@@ -109,10 +109,10 @@ func (t *T) storeDispatcher() *jobplanev1.Fence {
 	session := t.storeSession()
 	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
 	defer cancel()
-	if _, err := t.store.rpc().Campaign(ctx, &hastorev1.CampaignRequest{Election: hastore.ElectionJobManager, SessionId: session}); err != nil {
-		t.Fatalf("Campaign(%s): %v; expected the candidacy entered", hastore.ElectionJobManager, err)
+	if _, err := t.store.rpc().Campaign(ctx, &hastorev1.CampaignRequest{Election: election.JobManager, SessionId: session}); err != nil {
+		t.Fatalf("Campaign(%s): %v; expected the candidacy entered", election.JobManager, err)
 	}
-	return t.storeLeader(hastore.ElectionJobManager, session)
+	return t.storeLeader(election.JobManager, session)
 }
 
 // postJSON calls a store method with a hand-written JSON body (the Connect
@@ -146,7 +146,7 @@ func storeCampaignRepeated(t *T) {
 	campaign := func(address string) error {
 		ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
 		defer cancel()
-		_, err := rpc.Campaign(ctx, &hastorev1.CampaignRequest{Election: hastore.ElectionJobManager, SessionId: session, Address: address})
+		_, err := rpc.Campaign(ctx, &hastorev1.CampaignRequest{Election: election.JobManager, SessionId: session, Address: address})
 		return err
 	}
 	if err := campaign("http://127.0.0.1:1"); err != nil {
@@ -155,7 +155,7 @@ func storeCampaignRepeated(t *T) {
 	if err := campaign("http://127.0.0.1:1"); err != nil {
 		t.Errorf("Campaign repeated with the same address: %v; expected OK, the first call's success (AIP-155)", err)
 	}
-	fence := t.storeLeader(hastore.ElectionJobManager, session)
+	fence := t.storeLeader(election.JobManager, session)
 	if err := campaign("http://127.0.0.1:2"); connect.CodeOf(err) != connect.CodeAlreadyExists || reason(err) != "CANDIDACY_EXISTS" {
 		t.Errorf("Campaign with another address: %s; expected ALREADY_EXISTS (CANDIDACY_EXISTS)", codeAndReason(err))
 	}
@@ -167,7 +167,7 @@ func storeCampaignRepeated(t *T) {
 	}
 	var last *jobplanev1.LeaderInfo
 	if !t.wait(5*time.Second, func() bool {
-		resp, err := rpc.GetLeader(ctx, &hastorev1.GetLeaderRequest{Election: hastore.ElectionJobManager})
+		resp, err := rpc.GetLeader(ctx, &hastorev1.GetLeaderRequest{Election: election.JobManager})
 		last = resp.GetLeader()
 		return err == nil && last.GetToken() == nil
 	}) {
@@ -319,12 +319,12 @@ func storeWatchSessionSnapshot(t *T) {
 	}
 	ctx, cancel := context.WithTimeout(t.ctx, 20*time.Second)
 	defer cancel()
-	if _, err := t.store.rpc().Campaign(ctx, &hastorev1.CampaignRequest{Election: hastore.ElectionJobManager, SessionId: session}); err != nil {
+	if _, err := t.store.rpc().Campaign(ctx, &hastorev1.CampaignRequest{Election: election.JobManager, SessionId: session}); err != nil {
 		t.Fatalf("Campaign: %v", err)
 	}
-	fence := t.storeLeader(hastore.ElectionJobManager, session)
-	if got := t.snapshotOf(session); fmt.Sprint(got) != "["+hastore.ElectionJobManager+"]" {
-		t.Errorf("snapshot of a session leading %s = %v; expected exactly that leadership", hastore.ElectionJobManager, got)
+	fence := t.storeLeader(election.JobManager, session)
+	if got := t.snapshotOf(session); fmt.Sprint(got) != "["+election.JobManager+"]" {
+		t.Errorf("snapshot of a session leading %s = %v; expected exactly that leadership", election.JobManager, got)
 	}
 	if _, err := t.store.rpc().Resign(ctx, &hastorev1.ResignRequest{Fence: fence}); err != nil {
 		t.Fatalf("Resign: %v", err)
@@ -397,7 +397,7 @@ func storeFenceWithoutToken(t *T) {
 	rpc := t.store.rpc()
 	ctx, cancel := context.WithTimeout(t.ctx, 20*time.Second)
 	defer cancel()
-	fence := &jobplanev1.Fence{Election: hastore.ElectionJobManager}
+	fence := &jobplanev1.Fence{Election: election.JobManager}
 	_, err := rpc.PutExecutionPlan(ctx, &hastorev1.PutExecutionPlanRequest{Fence: fence, Plan: wirePlan(time.Now())})
 	if connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Errorf("PutExecutionPlan with a fence without a token: %s; expected INVALID_ARGUMENT", codeAndReason(err))
@@ -421,10 +421,10 @@ func storeConcurrentStaleWrites(t *T) {
 	ctx, cancel := context.WithTimeout(t.ctx, 20*time.Second)
 	defer cancel()
 	campaign := func() *jobplanev1.Fence {
-		if _, err := rpc.Campaign(ctx, &hastorev1.CampaignRequest{Election: hastore.ElectionJobManager, SessionId: session}); err != nil {
+		if _, err := rpc.Campaign(ctx, &hastorev1.CampaignRequest{Election: election.JobManager, SessionId: session}); err != nil {
 			t.Fatalf("Campaign: %v", err)
 		}
-		return t.storeLeader(hastore.ElectionJobManager, session)
+		return t.storeLeader(election.JobManager, session)
 	}
 	stale := campaign()
 	if _, err := rpc.Resign(ctx, &hastorev1.ResignRequest{Fence: stale}); err != nil {

@@ -10,14 +10,14 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/sdk/election"
 )
 
 // tokenKind is a token a fenced call may carry that is not the receiver's
 // current one, and the answer the contract gives it (FencingToken).
 type tokenKind struct {
 	name   string
-	token  func(current, revoked hastore.Token) *jobplanev1.FencingToken
+	token  func(current, revoked election.Token) *jobplanev1.FencingToken
 	code   connect.Code
 	reason string
 }
@@ -27,26 +27,26 @@ type tokenKind struct {
 // equal or lower epoch) are stale; a newer one is NOT_LEADER; a malformed
 // one is invalid.
 var tokenKinds = []tokenKind{
-	{"the revoked token", func(_, r hastore.Token) *jobplanev1.FencingToken { return protoToken(r) }, connect.CodeAborted, "STALE_FENCING_TOKEN"},
-	{"an older epoch of the same session", func(c, _ hastore.Token) *jobplanev1.FencingToken {
+	{"the revoked token", func(_, r election.Token) *jobplanev1.FencingToken { return protoToken(r) }, connect.CodeAborted, "STALE_FENCING_TOKEN"},
+	{"an older epoch of the same session", func(c, _ election.Token) *jobplanev1.FencingToken {
 		return &jobplanev1.FencingToken{SessionId: c.SessionID, Epoch: c.Epoch - 1}
 	}, connect.CodeAborted, "STALE_FENCING_TOKEN"},
-	{"another session with an equal epoch", func(c, _ hastore.Token) *jobplanev1.FencingToken {
+	{"another session with an equal epoch", func(c, _ election.Token) *jobplanev1.FencingToken {
 		return &jobplanev1.FencingToken{SessionId: c.SessionID + "0", Epoch: c.Epoch}
 	}, connect.CodeAborted, "STALE_FENCING_TOKEN"},
-	{"another session with a lower epoch", func(c, _ hastore.Token) *jobplanev1.FencingToken {
+	{"another session with a lower epoch", func(c, _ election.Token) *jobplanev1.FencingToken {
 		return &jobplanev1.FencingToken{SessionId: "conformance", Epoch: c.Epoch - 1}
 	}, connect.CodeAborted, "STALE_FENCING_TOKEN"},
-	{"a newer epoch", func(c, _ hastore.Token) *jobplanev1.FencingToken {
+	{"a newer epoch", func(c, _ election.Token) *jobplanev1.FencingToken {
 		return &jobplanev1.FencingToken{SessionId: c.SessionID, Epoch: c.Epoch + 1}
 	}, connect.CodeUnavailable, "NOT_LEADER"},
-	{"a token without a session", func(c, _ hastore.Token) *jobplanev1.FencingToken {
+	{"a token without a session", func(c, _ election.Token) *jobplanev1.FencingToken {
 		return &jobplanev1.FencingToken{Epoch: c.Epoch}
 	}, connect.CodeInvalidArgument, "INVALID_ARGUMENT"},
-	{"a token with epoch zero", func(c, _ hastore.Token) *jobplanev1.FencingToken {
+	{"a token with epoch zero", func(c, _ election.Token) *jobplanev1.FencingToken {
 		return &jobplanev1.FencingToken{SessionId: c.SessionID}
 	}, connect.CodeInvalidArgument, "INVALID_ARGUMENT"},
-	{"no token", func(hastore.Token, hastore.Token) *jobplanev1.FencingToken { return nil }, connect.CodeInvalidArgument, "INVALID_ARGUMENT"},
+	{"no token", func(election.Token, election.Token) *jobplanev1.FencingToken { return nil }, connect.CodeInvalidArgument, "INVALID_ARGUMENT"},
 }
 
 // fencedCall is one fenced call of the cluster protocol, sent to the
@@ -68,7 +68,7 @@ type fencedCall struct {
 // second grant, the revoked first one, and clients of the server.
 type fencing struct {
 	id               string
-	current, revoked hastore.Token
+	current, revoked election.Token
 	jm               clusterv1connect.JobMasterServiceClient
 	rm               clusterv1connect.ResourceManagerServiceClient
 	rmToken          *jobplanev1.FencingToken
@@ -241,7 +241,7 @@ func fencedCallRefused(t *T, call fencedCall) {
 	f := &fencing{id: id, current: leader.Token, revoked: revoked, te: t.env.tes[0],
 		jm: clusterv1connect.NewJobMasterServiceClient(t.env.http, leader.Address)}
 	if call.rm {
-		rmLeader := t.leaderOf(hastore.ElectionJobManager)
+		rmLeader := t.leaderOf(election.JobManager)
 		f.rm = clusterv1connect.NewResourceManagerServiceClient(t.env.http, rmLeader.Address)
 		f.rmToken = protoToken(rmLeader.Token)
 	}
@@ -321,13 +321,13 @@ func rmTokenCases() []Case {
 		out = append(out, Case{Name: "fencing/tokens/resource-manager-" + call.name, Requires: []string{FeatureResourceManager},
 			Doc: fmt.Sprintf("a TaskExecutor's %s to the ResourceManager with forged older tokens of the same and of another session (equal or lower epoch), a newer one and malformed ones: each refused as FencingToken says, and no TaskExecutor registered", call.name),
 			Run: func(t *T) {
-				info := t.leaderOf(hastore.ElectionJobManager)
+				info := t.leaderOf(election.JobManager)
 				rm := clusterv1connect.NewResourceManagerServiceClient(t.env.http, info.Address)
 				for _, kind := range tokenKinds {
 					if kind.name == "the revoked token" {
 						continue
 					}
-					err := call.send(t, rm, kind.token(info.Token, hastore.Token{}))
+					err := call.send(t, rm, kind.token(info.Token, election.Token{}))
 					if connect.CodeOf(err) != kind.code || reason(err) != kind.reason {
 						t.Errorf("%s with %s answered %v; expected %v (%s)", call.name, kind.name, err, kind.code, kind.reason)
 					}

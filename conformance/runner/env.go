@@ -26,9 +26,10 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/internal/freeport"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/taskexecutor"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
-	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
 // envConfig shapes an environment.
@@ -406,18 +407,18 @@ func (p *serverProc) stop() bool {
 }
 
 // leader waits for the election's leader to have an address.
-func (e *env) leader(ctx context.Context, election string) (hastore.LeaderInfo, error) {
+func (e *env) leader(ctx context.Context, name string) (election.Leader, error) {
 	for {
-		info, err := e.etcd.Leader(ctx, election)
+		info, err := e.etcd.Leader(ctx, name)
 		if err == nil && !info.Token.IsZero() && info.Address != "" {
 			return info, nil
 		}
 		if e.allExitedByThemselves() {
-			return info, fmt.Errorf("no leader of %q with an address, and no server instance running%s", election, e.exits())
+			return info, fmt.Errorf("no leader of %q with an address, and no server instance running%s", name, e.exits())
 		}
 		select {
 		case <-ctx.Done():
-			return info, fmt.Errorf("no leader of %q with an address: %w", election, ctx.Err())
+			return info, fmt.Errorf("no leader of %q with an address: %w", name, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -425,7 +426,7 @@ func (e *env) leader(ctx context.Context, election string) (hastore.LeaderInfo, 
 
 // dispatcher returns a client of the leading Dispatcher.
 func (e *env) dispatcher(ctx context.Context) (jobplanev1connect.DispatcherServiceClient, error) {
-	info, err := e.leader(ctx, hastore.ElectionJobManager)
+	info, err := e.leader(ctx, election.JobManager)
 	if err != nil {
 		return nil, err
 	}
@@ -470,31 +471,31 @@ func (e *env) dispatcherAt(address string) jobplanev1connect.DispatcherServiceCl
 // leader key, as an operator or a lost lease would; the server's
 // candidacy is revoked and it may campaign again. It returns the token
 // that was revoked.
-func (e *env) revoke(ctx context.Context, election string) (hastore.Token, error) {
-	info, err := e.etcd.Leader(ctx, election)
+func (e *env) revoke(ctx context.Context, name string) (election.Token, error) {
+	info, err := e.etcd.Leader(ctx, name)
 	if err != nil || info.Token.IsZero() {
-		return hastore.Token{}, fmt.Errorf("no leader of %q to revoke: %v", election, err)
+		return election.Token{}, fmt.Errorf("no leader of %q to revoke: %v", name, err)
 	}
-	key := hastore.DefaultPrefix + "elections/" + election + "/" + info.Token.SessionID
+	key := hastore.DefaultPrefix + "elections/" + name + "/" + info.Token.SessionID
 	if _, err := e.etcd.Client().Delete(ctx, key); err != nil {
-		return hastore.Token{}, err
+		return election.Token{}, err
 	}
-	e.log.Add(Event{Source: "client", Op: "revoke", Key: jobOf(election), Token: info.Token})
+	e.log.Add(Event{Source: "client", Op: "revoke", Key: jobOf(name), Token: info.Token})
 	return info.Token, nil
 }
 
 // expire revokes the lease of the session that leads an election, as if
 // the session's owner stopped renewing it: every leadership of that
 // session ends at once. It returns the leader's token.
-func (e *env) expire(ctx context.Context, election string) (hastore.Token, error) {
-	info, err := e.etcd.Leader(ctx, election)
+func (e *env) expire(ctx context.Context, name string) (election.Token, error) {
+	info, err := e.etcd.Leader(ctx, name)
 	if err != nil || info.Token.IsZero() {
-		return hastore.Token{}, fmt.Errorf("no leader of %q whose session to expire: %v", election, err)
+		return election.Token{}, fmt.Errorf("no leader of %q whose session to expire: %v", name, err)
 	}
 	if err := e.expireSession(ctx, info.Token.SessionID); err != nil {
-		return hastore.Token{}, err
+		return election.Token{}, err
 	}
-	e.log.Add(Event{Source: "client", Op: "expire", Key: jobOf(election), Token: info.Token})
+	e.log.Add(Event{Source: "client", Op: "expire", Key: jobOf(name), Token: info.Token})
 	return info.Token, nil
 }
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/sdk/election"
 )
 
 // The invariants are promises of the contract that hold on every trace,
@@ -31,17 +31,17 @@ var invariants = []struct {
 // grants of the whole log (a grant may predate the case on a shared
 // store).
 type trace struct {
-	jobs   map[string][]Event               // the case's events by job id, in order
-	order  []string                         // job ids in order of first event
-	grants map[string]map[hastore.Token]int // election key -> token -> seq of its grant
+	jobs   map[string][]Event                // the case's events by job id, in order
+	order  []string                          // job ids in order of first event
+	grants map[string]map[election.Token]int // election key -> token -> seq of its grant
 }
 
 func newTrace(all []Event, from int, ids string) *trace {
-	tr := &trace{jobs: map[string][]Event{}, grants: map[string]map[hastore.Token]int{}}
+	tr := &trace{jobs: map[string][]Event{}, grants: map[string]map[election.Token]int{}}
 	for _, e := range all {
 		if e.Op == "granted" && e.Err == nil {
 			if tr.grants[e.Key] == nil {
-				tr.grants[e.Key] = map[hastore.Token]int{}
+				tr.grants[e.Key] = map[election.Token]int{}
 			}
 			if _, seen := tr.grants[e.Key][e.Token]; !seen {
 				tr.grants[e.Key][e.Token] = e.Seq
@@ -60,7 +60,7 @@ func newTrace(all []Event, from int, ids string) *trace {
 
 // granted reports whether token was granted in the election keyed key
 // (a job id, or "jobmanager") before seq.
-func (tr *trace) granted(key string, tk hastore.Token, seq int) bool {
+func (tr *trace) granted(key string, tk election.Token, seq int) bool {
 	at, ok := tr.grants[key][tk]
 	return ok && at < seq
 }
@@ -150,8 +150,8 @@ func writesByTheLeader(tr *trace) []string {
 				continue
 			}
 			switch {
-			case isWrite(e.Op) && !tr.granted(hastore.ElectionJobManager, e.Token, e.Seq):
-				out = append(out, fmt.Sprintf("%v carries no token the %s election granted; expected plans, results and cancel requests written only by the leading Dispatcher", e, hastore.ElectionJobManager))
+			case isWrite(e.Op) && !tr.granted(election.JobManager, e.Token, e.Seq):
+				out = append(out, fmt.Sprintf("%v carries no token the %s election granted; expected plans, results and cancel requests written only by the leading Dispatcher", e, election.JobManager))
 			case (e.Op == "confirm" || e.Op == "resign") && !tr.granted(id, e.Token, e.Seq):
 				out = append(out, fmt.Sprintf("%v carries no token granted for job/%s; expected a leadership confirmed or given up only by its holder", e, id))
 			}
@@ -163,8 +163,8 @@ func writesByTheLeader(tr *trace) []string {
 func deployUnderGrantedTokens(tr *trace) []string {
 	var out []string
 	for _, id := range tr.order {
-		var latest hastore.Token // of the job's deployments so far
-		resigned := map[hastore.Token]int{}
+		var latest election.Token // of the job's deployments so far
+		resigned := map[election.Token]int{}
 		for _, e := range tr.jobs[id] {
 			if e.Op == "resign" && e.Applied {
 				resigned[e.Token] = e.Seq

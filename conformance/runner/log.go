@@ -7,7 +7,7 @@ import (
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/sdk/election"
 )
 
 // Event is one observation of a case: a call the server made to the
@@ -28,9 +28,9 @@ type Event struct {
 	// injected fault), "revoke", "expire", "seed" (a write of its own), and
 	// "kill", "stop", "pause", "resume", "start" of a server instance.
 	Op      string
-	Key     string        // the job id, or the election
-	Token   hastore.Token // the token the call carried, or was granted
-	Attempt string        // vertex/subtask#attempt, for task calls
+	Key     string         // the job id, or the election
+	Token   election.Token // the token the call carried, or was granted
+	Attempt string         // vertex/subtask#attempt, for task calls
 	State   jobplanev1.ExecutionState
 	Status  jobplanev1.JobStatus // the job's status a client call answered
 	Err     error
@@ -116,6 +116,6 @@ func attemptKey(a *jobplanev1.ExecutionAttemptId) string {
 	return fmt.Sprintf("%s/%d#%d", a.GetVertexId(), a.GetSubtaskIndex(), a.GetAttemptNumber())
 }
 
-func token(t *jobplanev1.FencingToken) hastore.Token {
-	return hastore.Token{SessionID: t.GetSessionId(), Epoch: t.GetEpoch()}
+func token(t *jobplanev1.FencingToken) election.Token {
+	return election.Token{SessionID: t.GetSessionId(), Epoch: t.GetEpoch()}
 }

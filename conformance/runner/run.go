@@ -21,6 +21,7 @@ import (
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -374,7 +375,7 @@ func (t *T) ready(withTaskExecutors bool, d time.Duration) {
 		return lastErr == nil && (!withTaskExecutors || int(last.GetTaskExecutorCount()) >= len(t.env.tes))
 	}) {
 		t.Fatalf("within %v: GetClusterOverview of the leading Dispatcher answered %v, %v; expected it to serve, with the runner's %d TaskExecutors registered (they find the ResourceManager as the leader of %q)",
-			d, last, lastErr, len(t.env.tes), hastore.ElectionJobManager)
+			d, last, lastErr, len(t.env.tes), election.JobManager)
 	}
 }
 

@@ -3,14 +3,16 @@ package runner
 import (
 	"context"
 
-	"connectrpc.com/connect"
 	"strings"
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
+
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -94,7 +96,7 @@ func (s *store) take(op, key string) (fault, bool) {
 
 // call runs f as op on key, with its fault if one is armed, and records
 // it once it returned.
-func (s *store) call(ctx context.Context, op, key string, t hastore.Token, f func(context.Context) error) error {
+func (s *store) call(ctx context.Context, op, key string, t election.Token, f func(context.Context) error) error {
 	flt, armed := s.take(op, key)
 	if armed {
 		ctx = flt.wait(ctx)
@@ -156,7 +158,7 @@ func (s *store) Resign(ctx context.Context, f hastore.Fence) error {
 }
 
 func (s *store) GetExecutionPlan(ctx context.Context, jobID string) (plan *hastorev1.ExecutionPlan, err error) {
-	err = s.call(ctx, "get-plan", jobID, hastore.Token{}, func(ctx context.Context) error {
+	err = s.call(ctx, "get-plan", jobID, election.Token{}, func(ctx context.Context) error {
 		plan, err = s.Store.GetExecutionPlan(ctx, jobID)
 		return err
 	})
@@ -164,7 +166,7 @@ func (s *store) GetExecutionPlan(ctx context.Context, jobID string) (plan *hasto
 }
 
 func (s *store) ListExecutionPlans(ctx context.Context, after string, limit int) (ids []string, err error) {
-	err = s.call(ctx, "list-plans", "", hastore.Token{}, func(ctx context.Context) error {
+	err = s.call(ctx, "list-plans", "", election.Token{}, func(ctx context.Context) error {
 		ids, err = s.Store.ListExecutionPlans(ctx, after, limit)
 		return err
 	})
@@ -172,7 +174,7 @@ func (s *store) ListExecutionPlans(ctx context.Context, after string, limit int)
 }
 
 func (s *store) GetJobResultEntry(ctx context.Context, jobID string) (entry *hastorev1.JobResultEntry, err error) {
-	err = s.call(ctx, "get-result", jobID, hastore.Token{}, func(ctx context.Context) error {
+	err = s.call(ctx, "get-result", jobID, election.Token{}, func(ctx context.Context) error {
 		entry, err = s.Store.GetJobResultEntry(ctx, jobID)
 		return err
 	})
@@ -180,7 +182,7 @@ func (s *store) GetJobResultEntry(ctx context.Context, jobID string) (entry *has
 }
 
 func (s *store) ListJobResultEntries(ctx context.Context, state hastorev1.JobResultState, after string, limit int) (entries []*hastorev1.JobResultEntry, err error) {
-	err = s.call(ctx, "list-results", "", hastore.Token{}, func(ctx context.Context) error {
+	err = s.call(ctx, "list-results", "", election.Token{}, func(ctx context.Context) error {
 		entries, err = s.Store.ListJobResultEntries(ctx, state, after, limit)
 		return err
 	})
@@ -200,8 +202,8 @@ type session struct {
 	s *store
 }
 
-func (ss *session) Campaign(ctx context.Context, election, address string) (*hastore.Leadership, error) {
-	key := jobOf(election)
+func (ss *session) Campaign(ctx context.Context, name, address string) (*hastore.Leadership, error) {
+	key := jobOf(name)
 	// The campaign as it arrives; its grant (or failure) once it returns.
 	ss.s.log.Add(Event{Source: "store", Op: "campaign", Key: key})
 	flt, armed := ss.s.take("campaign", key)
@@ -212,8 +214,8 @@ func (ss *session) Campaign(ctx context.Context, election, address string) (*has
 		ss.s.log.Add(Event{Source: "store", Op: "granted", Key: key, Err: flt.before})
 		return nil, flt.before
 	}
-	l, err := ss.Session.Campaign(ctx, election, address)
-	var t hastore.Token
+	l, err := ss.Session.Campaign(ctx, name, address)
+	var t election.Token
 	if err == nil {
 		t = l.Token()
 	}
@@ -229,7 +231,7 @@ func (ss *session) Campaign(ctx context.Context, election, address string) (*has
 // KeepAlive renews the session; a fault armed for "keep-alive" (key: the
 // session's id, or any) applies to it.
 func (ss *session) KeepAlive(ctx context.Context) (ttl time.Duration, err error) {
-	err = ss.s.call(ctx, "keep-alive", ss.ID(), hastore.Token{}, func(ctx context.Context) error {
+	err = ss.s.call(ctx, "keep-alive", ss.ID(), election.Token{}, func(ctx context.Context) error {
 		ttl, err = ss.Session.KeepAlive(ctx)
 		return err
 	})

@@ -17,6 +17,7 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/hastore/storetest"
@@ -102,7 +103,7 @@ func (s *storeProc) start(ctx context.Context) error {
 		s.proc = p
 		for {
 			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, err := s.rpc().GetLeader(rctx, &hastorev1.GetLeaderRequest{Election: hastore.ElectionJobManager})
+			_, err := s.rpc().GetLeader(rctx, &hastorev1.GetLeaderRequest{Election: election.JobManager})
 			cancel()
 			if err == nil {
 				return nil

@@ -11,8 +11,8 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
-	"github.com/jobplane/jobplane/sdk/localcluster"
 	"github.com/jobplane/jobplane/sdk/worker"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 func TestGreetRunsOncePerSubtask(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jobplane/jobplane/server/taskexecutor"
+	"github.com/jobplane/jobplane/sdk/taskexecutor"
 )
 
 // Interval is one execution attempt as a TaskExecutor's attempt log

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobplane/jobplane/server/taskexecutor"
+	"github.com/jobplane/jobplane/sdk/taskexecutor"
 )
 
 var t0 = time.Date(2026, 12, 1, 16, 0, 0, 0, time.UTC)

@@ -107,42 +107,6 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// newHTTPClient returns the default client: for http:// URLs unencrypted
-// HTTP/2 with prior knowledge (what jobplane's endpoints serve, one
-// connection per process pair), for https:// URLs HTTP/2 or HTTP/1.1 as
-// the server's TLS negotiation (ALPN) chooses. One transport cannot do
-// both: with HTTP/1 enabled it would use it for http:// URLs.
-func newHTTPClient(tlsConfig *tls.Config) *http.Client {
-	var plain, secure http.Protocols
-	plain.SetUnencryptedHTTP2(true)
-	secure.SetHTTP1(true)
-	secure.SetHTTP2(true)
-	return &http.Client{Transport: &bySchemeTransport{
-		plain:  &http.Transport{Protocols: &plain},
-		secure: &http.Transport{Protocols: &secure, TLSClientConfig: tlsConfig},
-	}}
-}
-
-// bySchemeTransport sends https:// requests on one transport and the
-// others on another.
-type bySchemeTransport struct {
-	plain, secure *http.Transport
-}
-
-// RoundTrip implements http.RoundTripper.
-func (t *bySchemeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.URL.Scheme == "https" {
-		return t.secure.RoundTrip(r)
-	}
-	return t.plain.RoundTrip(r)
-}
-
-// CloseIdleConnections closes both transports' idle connections.
-func (t *bySchemeTransport) CloseIdleConnections() {
-	t.plain.CloseIdleConnections()
-	t.secure.CloseIdleConnections()
-}
-
 // advertise returns the base URL at which the listener at addr is
 // reached.
 func advertise(addr net.Addr) (string, error) {

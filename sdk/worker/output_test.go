@@ -8,14 +8,14 @@ import (
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/internal/standalonetest"
+	"github.com/jobplane/jobplane/sdk/internal/servertest"
 	"github.com/jobplane/jobplane/sdk/worker"
 )
 
 // What a function logs with Task.Logger is the attempt's output, which
 // clients read with GetTaskOutput.
 func TestTaskLoggerWritesTheAttemptsOutput(t *testing.T) {
-	c := standalonetest.Start(t)
+	c := servertest.Start(t)
 	w := newWorker(t, worker.Config{Server: c.URL, Slots: 2})
 	w.Register("chatty", func(ctx context.Context, task worker.Task) error {
 		task.Logger.Info("hello from the function", "subtask", task.SubtaskIndex)

@@ -10,14 +10,14 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/jobplane/jobplane/internal/standalonetest"
+	"github.com/jobplane/jobplane/sdk/internal/servertest"
 	"github.com/jobplane/jobplane/sdk/worker"
 )
 
 // A worker finds the cluster through an https:// Server that speaks only
 // HTTP/1.1 (a TLS front), with the TLSConfig it is given.
 func TestServerBehindTLSFront(t *testing.T) {
-	c := standalonetest.Start(t)
+	c := servertest.Start(t)
 	target, err := url.Parse(c.URL)
 	if err != nil {
 		t.Fatal(err)

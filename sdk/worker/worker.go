@@ -10,8 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jobplane/jobplane/server/election/electionrpc"
-	"github.com/jobplane/jobplane/server/taskexecutor"
+	"github.com/jobplane/jobplane/sdk/election/electionrpc"
+	"github.com/jobplane/jobplane/sdk/taskexecutor"
+	"github.com/jobplane/jobplane/sdk/wire/transport"
 )
 
 // shutdownTimeout bounds how long Run waits for calls still being served
@@ -90,7 +91,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	client := w.cfg.HTTPClient
 	if client == nil {
-		client = newHTTPClient(w.cfg.TLSConfig)
+		client = transport.NewClient(w.cfg.TLSConfig)
 		defer client.CloseIdleConnections()
 	}
 	ln, err := net.Listen("tcp", w.cfg.Listen)

@@ -17,7 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/internal/standalonetest"
+	"github.com/jobplane/jobplane/sdk/internal/servertest"
 	"github.com/jobplane/jobplane/sdk/worker"
 )
 
@@ -25,14 +25,14 @@ import (
 var serverURL string
 
 func TestMain(m *testing.M) {
-	c, err := standalonetest.Launch()
+	c, err := servertest.Launch()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	serverURL = c.URL
-	code := standalonetest.Main(m)
-	c.Stop()
+	code := servertest.Main(m)
+	c.Close()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
@@ -98,7 +98,7 @@ func newWorker(t *testing.T, cfg worker.Config) *worker.Worker {
 }
 
 func TestWorkerRunsRegisteredFunction(t *testing.T) {
-	c := standalonetest.Start(t)
+	c := servertest.Start(t)
 	var (
 		mu   sync.Mutex
 		seen []worker.Task
@@ -146,7 +146,7 @@ func TestWorkerRunsRegisteredFunction(t *testing.T) {
 }
 
 func TestFailingFunctionFailsJob(t *testing.T) {
-	c := standalonetest.Start(t)
+	c := servertest.Start(t)
 	w := newWorker(t, worker.Config{Server: c.URL})
 	w.Register("errs", func(context.Context, worker.Task) error { return errors.New("the input is bad") })
 	w.Register("panics", func(context.Context, worker.Task) error { panic("out of range") })
@@ -205,7 +205,7 @@ func receive[T any](t *testing.T, c <-chan T, what string) T {
 }
 
 func TestCancelJobCancelsFunctionContext(t *testing.T) {
-	c := standalonetest.Start(t)
+	c := servertest.Start(t)
 	b := newBlocking()
 	w := newWorker(t, worker.Config{Server: c.URL, Slots: 2})
 	w.Register("block", b.run)
@@ -227,7 +227,7 @@ func TestCancelJobCancelsFunctionContext(t *testing.T) {
 }
 
 func TestRunEndsCleanlyOnCancel(t *testing.T) {
-	c := standalonetest.Start(t)
+	c := servertest.Start(t)
 	b := newBlocking()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

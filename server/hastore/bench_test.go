@@ -12,6 +12,7 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/storetest"
 )
@@ -50,7 +51,7 @@ func BenchmarkPlanPut(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "")
+	l, err := sess.Campaign(ctx, election.JobManager, "")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func BenchmarkPlanPut(b *testing.B) {
 		fencedTxns += len(after) - len(before)
 		rawRates, fencedRates = append(rawRates, r), append(fencedRates, f)
 	}
-	leaderKey := hastore.DefaultPrefix + "elections/" + hastore.ElectionJobManager + "/" + l.Token().SessionID
+	leaderKey := hastore.DefaultPrefix + "elections/" + election.JobManager + "/" + l.Token().SessionID
 	minimal, err := storetest.Measure(b.N, benchWriters, func(i int) error {
 		_, err := raw.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(leaderKey), "=", int64(l.Token().Epoch))).
@@ -117,7 +118,7 @@ func BenchmarkJobWrites(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "")
+	l, err := sess.Campaign(ctx, election.JobManager, "")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -155,7 +156,7 @@ func BenchmarkJobLife(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	dispatcher, err := sess.Campaign(ctx, hastore.ElectionJobManager, "")
+	dispatcher, err := sess.Campaign(ctx, election.JobManager, "")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func BenchmarkJobLife(b *testing.B) {
 
 	b.ResetTimer()
 	jobs, err := storetest.Measure(b.N, benchWriters, func(i int) error {
-		l, err := sess.Campaign(ctx, hastore.JobElection(plans[i].GetJobId()), "")
+		l, err := sess.Campaign(ctx, election.Job(plans[i].GetJobId()), "")
 		if err != nil {
 			return err
 		}

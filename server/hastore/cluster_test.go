@@ -17,6 +17,7 @@ import (
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/internal/freeport"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -171,7 +172,7 @@ func leadAndPut(t *testing.T, s hastore.Store, id string) {
 		t.Fatalf("OpenSession: %v", err)
 	}
 	defer sess.Close(ctx)
-	l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "http://"+id)
+	l, err := sess.Campaign(ctx, election.JobManager, "http://"+id)
 	if err != nil {
 		t.Fatalf("Campaign: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -41,7 +42,7 @@ func newCommitted(t *testing.T, e *embedded, cfg hastore.EtcdConfig) *committed 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sess.Close(context.Background()) })
-	l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "")
+	l, err := sess.Campaign(ctx, election.JobManager, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestGroupCommitMixedOutcomes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	f := c.leader.Fence()
-	stale := hastore.Fence{Election: f.Election, Token: hastore.Token{SessionID: f.Token.SessionID, Epoch: f.Token.Epoch + 1000}}
+	stale := hastore.Fence{Election: f.Election, Token: election.Token{SessionID: f.Token.SessionID, Epoch: f.Token.Epoch + 1000}}
 	result := func(id string) *jobplanev1.JobResult {
 		return &jobplanev1.JobResult{JobId: id, Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED}
 	}
@@ -230,7 +231,7 @@ func TestGroupCommitMixedOutcomes(t *testing.T) {
 			t.Errorf("entry %s = %v, %v; want %v", id, e, err, want)
 		}
 	}
-	if info, err := c.store.Leader(ctx, hastore.ElectionJobManager); err != nil || info.Address != "" {
+	if info, err := c.store.Leader(ctx, election.JobManager); err != nil || info.Address != "" {
 		t.Errorf("leader after a stale confirm = %+v, %v", info, err)
 	}
 }
@@ -261,7 +262,7 @@ func TestGroupCommitSameKeyInOrder(t *testing.T) {
 	if _, refused := c.txns.snapshot(); refused != 0 {
 		t.Errorf("%d transactions refused", refused)
 	}
-	if info, err := c.store.Leader(ctx, hastore.ElectionJobManager); err != nil || info.Address != "http://three" {
+	if info, err := c.store.Leader(ctx, election.JobManager); err != nil || info.Address != "http://three" {
 		t.Errorf("leader = %+v, %v; want the address confirmed last", info, err)
 	}
 }
@@ -398,7 +399,7 @@ func TestGroupCommitCandidacies(t *testing.T) {
 	c := newCommitted(t, startEmbedded(t, hastore.MemberConfig{}), hastore.EtcdConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	x, y := hastore.JobElection("x"), hastore.JobElection("y")
+	x, y := election.Job("x"), election.Job("y")
 	elections := []string{x, x, y}
 	sessions := make([]hastore.Session, len(elections))
 	for i := range sessions {
@@ -486,7 +487,7 @@ func TestGroupCommitLeaseGoneInBatch(t *testing.T) {
 	f := c.leader.Fence()
 	firstErr, errs, sizes := c.lineUp(t, func() error { return c.store.PutExecutionPlan(ctx, f, testPlan("first")) },
 		func() error {
-			_, err := sess.Campaign(ctx, hastore.JobElection("gone"), "")
+			_, err := sess.Campaign(ctx, election.Job("gone"), "")
 			return err
 		},
 		func() error { return c.store.PutExecutionPlan(ctx, f, testPlan("beside")) })()

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -55,10 +56,10 @@ func crashChild(dir string) int {
 	}
 	// The killed run's leadership is ended at once, rather than waited out
 	// with its lease, so that this run is granted at once.
-	if info, err := store.Leader(ctx, hastore.ElectionJobManager); err == nil && !info.Token.IsZero() {
-		_ = store.Resign(ctx, hastore.Fence{Election: hastore.ElectionJobManager, Token: info.Token})
+	if info, err := store.Leader(ctx, election.JobManager); err == nil && !info.Token.IsZero() {
+		_ = store.Resign(ctx, hastore.Fence{Election: election.JobManager, Token: info.Token})
 	}
-	l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "")
+	l, err := sess.Campaign(ctx, election.JobManager, "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "campaign:", err)
 		return 1

@@ -16,6 +16,7 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
@@ -261,19 +262,19 @@ func (s *Etcd) ConfirmLeadership(ctx context.Context, f Fence, address string) e
 }
 
 // Leader implements Store.
-func (s *Etcd) Leader(ctx context.Context, election string) (LeaderInfo, error) {
-	if err := ValidateElection(election); err != nil {
-		return LeaderInfo{}, err
+func (s *Etcd) Leader(ctx context.Context, name string) (election.Leader, error) {
+	if err := ValidateElection(name); err != nil {
+		return election.Leader{}, err
 	}
-	resp, err := s.client.Get(ctx, s.electionPrefix(election)+"/", clientv3.WithFirstCreate()...)
+	resp, err := s.client.Get(ctx, s.electionPrefix(name)+"/", clientv3.WithFirstCreate()...)
 	if err != nil {
-		return LeaderInfo{}, unavailable(ctx, err)
+		return election.Leader{}, unavailable(ctx, err)
 	}
-	info := LeaderInfo{Election: election}
+	info := election.Leader{Election: name}
 	if len(resp.Kvs) > 0 {
 		kv := resp.Kvs[0]
-		info.Address, info.ClusterAddress = splitAddresses(string(kv.Value))
-		info.Token = Token{SessionID: s.sessionOfKey(election, string(kv.Key)), Epoch: uint64(kv.CreateRevision)}
+		info.Address, info.ClusterAddress = election.SplitAddresses(string(kv.Value))
+		info.Token = election.Token{SessionID: s.sessionOfKey(name, string(kv.Key)), Epoch: uint64(kv.CreateRevision)}
 	}
 	return info, nil
 }
@@ -293,24 +294,24 @@ type candidate struct {
 // reports each change of leader in order. If the watch breaks (for example
 // after a compaction), it re-reads the election and reports the state from
 // there on.
-func (s *Etcd) ObserveLeader(ctx context.Context, election string, fn func(LeaderInfo) error) error {
-	if err := ValidateElection(election); err != nil {
+func (s *Etcd) ObserveLeader(ctx context.Context, name string, fn func(election.Leader) error) error {
+	if err := ValidateElection(name); err != nil {
 		return err
 	}
 	// A member cut off from its cluster's majority fails the reads and
 	// ends the watch ("no leader") instead of going silent.
 	ctx = clientv3.WithRequireLeader(ctx)
-	pfx := s.electionPrefix(election) + "/"
-	var last LeaderInfo
+	pfx := s.electionPrefix(name) + "/"
+	var last election.Leader
 	first := true
 	emit := func(cands map[string]candidate) error {
-		info := LeaderInfo{Election: election}
+		info := election.Leader{Election: name}
 		var best int64
 		for key, c := range cands {
 			if best == 0 || c.createRev < best {
 				best = c.createRev
-				info.Address, info.ClusterAddress = splitAddresses(c.value)
-				info.Token = Token{SessionID: strings.TrimPrefix(key, pfx), Epoch: uint64(c.createRev)}
+				info.Address, info.ClusterAddress = election.SplitAddresses(c.value)
+				info.Token = election.Token{SessionID: strings.TrimPrefix(key, pfx), Epoch: uint64(c.createRev)}
 			}
 		}
 		if !first && info == last {

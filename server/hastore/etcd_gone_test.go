@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -29,12 +30,12 @@ func TestEtcdLeaderKeyDeletedEndsOnlyThatLeadership(t *testing.T) {
 	const jobs = 40
 	leaders := make([]*hastore.Leadership, jobs)
 	for i := range leaders {
-		if leaders[i], err = sess.Campaign(ctx, hastore.JobElection(fmt.Sprintf("j%d", i)), "http://a"); err != nil {
+		if leaders[i], err = sess.Campaign(ctx, election.Job(fmt.Sprintf("j%d", i)), "http://a"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := 0; i < jobs; i += 2 {
-		key := fmt.Sprintf("/gone/elections/%s/%s", hastore.JobElection(fmt.Sprintf("j%d", i)), sess.ID())
+		key := fmt.Sprintf("/gone/elections/%s/%s", election.Job(fmt.Sprintf("j%d", i)), sess.ID())
 		if resp, err := raw.Delete(ctx, key); err != nil || resp.Deleted != 1 {
 			t.Fatalf("delete %s: %v, %v", key, resp, err)
 		}
@@ -73,26 +74,26 @@ func TestEtcdEarlierIncarnationDeletionIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sess.Close(context.Background())
-	election := hastore.JobElection("again")
+	name := election.Job("again")
 	var l *hastore.Leadership
 	for range 50 {
-		if l, err = sess.Campaign(ctx, election, "http://a"); err != nil {
+		if l, err = sess.Campaign(ctx, name, "http://a"); err != nil {
 			t.Fatal(err)
 		}
 		if err := l.Resign(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if l, err = sess.Campaign(ctx, election, "http://a"); err != nil {
+	if l, err = sess.Campaign(ctx, name, "http://a"); err != nil {
 		t.Fatal(err)
 	}
 	// A deletion made after all the resignations, seen once the watch has
 	// reported everything before it.
-	marker, err := sess.Campaign(ctx, hastore.JobElection("marker"), "http://a")
+	marker, err := sess.Campaign(ctx, election.Job("marker"), "http://a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := raw.Delete(ctx, fmt.Sprintf("/again/elections/%s/%s", hastore.JobElection("marker"), sess.ID())); err != nil {
+	if _, err := raw.Delete(ctx, fmt.Sprintf("/again/elections/%s/%s", election.Job("marker"), sess.ID())); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
@@ -21,7 +22,7 @@ var _ PlanCandidacy = (*etcdSession)(nil)
 // before its creation, as for any campaign.
 func (s *etcdSession) PutExecutionPlanAndLead(ctx context.Context, f Fence, plan *hastorev1.ExecutionPlan, address string) (*Leadership, error) {
 	store := s.store
-	election := JobElection(plan.GetJobId())
+	election := election.Job(plan.GetJobId())
 	key := store.leaderKey(election, s.ID())
 	pfx := store.electionPrefix(election) + "/"
 	candidacy := clientv3.OpTxn(

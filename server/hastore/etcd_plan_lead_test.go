@@ -7,6 +7,7 @@ import (
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -30,7 +31,7 @@ func newPlanLeadEnv(t *testing.T, prefix string) (*planLeadEnv, context.Context)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sess.Close(context.Background()) })
-	l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "http://jm")
+	l, err := sess.Campaign(ctx, election.JobManager, "http://jm")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func TestPlanAndLeadGrantsAFreshJob(t *testing.T) {
 	if !l.Valid() || l.Context().Err() != nil {
 		t.Errorf("a fresh grant is not valid")
 	}
-	info, err := env.store.Leader(ctx, hastore.JobElection("fresh"))
+	info, err := env.store.Leader(ctx, election.Job("fresh"))
 	if err != nil || info.Token != l.Token() || info.Address != "http://jm" {
 		t.Errorf("leader of the job = %+v, %v; want %v at http://jm", info, err, l.Token())
 	}
@@ -67,7 +68,7 @@ func TestPlanAndLeadGrantsAFreshJob(t *testing.T) {
 	if err := l.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if again, err := env.sess.Campaign(ctx, hastore.JobElection("fresh"), "http://jm"); err != nil || again.Token().Epoch <= l.Token().Epoch {
+	if again, err := env.sess.Campaign(ctx, election.Job("fresh"), "http://jm"); err != nil || again.Token().Epoch <= l.Token().Epoch {
 		t.Errorf("campaign after resigning = %v, %v; want a newer grant", again, err)
 	}
 }
@@ -85,7 +86,7 @@ func TestPlanAndLeadAllOrNothing(t *testing.T) {
 	if _, err := env.store.GetExecutionPlan(ctx, "stale"); !errors.Is(err, hastore.ErrPlanNotFound) {
 		t.Errorf("plan of a stale put: %v; want none", err)
 	}
-	if info, err := env.store.Leader(ctx, hastore.JobElection("stale")); err != nil || !info.Token.IsZero() {
+	if info, err := env.store.Leader(ctx, election.Job("stale")); err != nil || !info.Token.IsZero() {
 		t.Errorf("leader after a stale put = %+v, %v; want none", info, err)
 	}
 
@@ -96,11 +97,11 @@ func TestPlanAndLeadAllOrNothing(t *testing.T) {
 	if l, err := env.pl.PutExecutionPlanAndLead(ctx, env.f, testPlan("done"), "http://jm"); !errors.Is(err, hastore.ErrResultExists) || l != nil {
 		t.Errorf("for a job with a result = %v, %v; want ErrResultExists", l, err)
 	}
-	if info, err := env.store.Leader(ctx, hastore.JobElection("done")); err != nil || !info.Token.IsZero() {
+	if info, err := env.store.Leader(ctx, election.Job("done")); err != nil || !info.Token.IsZero() {
 		t.Errorf("leader of a job with a result = %+v, %v; want none", info, err)
 	}
 	// The refused calls left the session free to campaign.
-	if _, err := env.sess.Campaign(ctx, hastore.JobElection("stale"), "http://jm"); err != nil {
+	if _, err := env.sess.Campaign(ctx, election.Job("stale"), "http://jm"); err != nil {
 		t.Errorf("campaign after a refused call: %v", err)
 	}
 }
@@ -115,7 +116,7 @@ func TestPlanAndLeadLeavesAContestedElection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close(context.Background())
-	older, err := other.Campaign(ctx, hastore.JobElection("held"), "http://old")
+	older, err := other.Campaign(ctx, election.Job("held"), "http://old")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,12 +127,12 @@ func TestPlanAndLeadLeavesAContestedElection(t *testing.T) {
 	if _, err := env.store.GetExecutionPlan(ctx, "held"); err != nil {
 		t.Errorf("plan not stored: %v", err)
 	}
-	if info, err := env.store.Leader(ctx, hastore.JobElection("held")); err != nil || info.Token != older.Token() {
+	if info, err := env.store.Leader(ctx, election.Job("held")); err != nil || info.Token != older.Token() {
 		t.Errorf("leader = %+v, %v; want the older candidate %v", info, err, older.Token())
 	}
 	granted := make(chan *hastore.Leadership, 1)
 	go func() {
-		l, err := env.sess.Campaign(ctx, hastore.JobElection("held"), "http://jm")
+		l, err := env.sess.Campaign(ctx, election.Job("held"), "http://jm")
 		if err != nil {
 			t.Error(err)
 		}
@@ -149,7 +150,7 @@ func TestPlanAndLeadLeavesAContestedElection(t *testing.T) {
 func TestPlanAndLeadCandidacyExists(t *testing.T) {
 	t.Parallel()
 	env, ctx := newPlanLeadEnv(t, "/pl/")
-	if _, err := env.sess.Campaign(ctx, hastore.JobElection("twice"), "http://jm"); err != nil {
+	if _, err := env.sess.Campaign(ctx, election.Job("twice"), "http://jm"); err != nil {
 		t.Fatal(err)
 	}
 	if l, err := env.pl.PutExecutionPlanAndLead(ctx, env.f, testPlan("twice"), "http://jm"); !errors.Is(err, hastore.ErrCandidacyExists) || l != nil {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobplane/jobplane/sdk/election"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -291,9 +292,9 @@ func (s *etcdSession) campaign(ctx context.Context, election, address string, re
 // lead returns the leadership of the session's candidacy in election,
 // created at revision rev (its epoch), whose key reg watches. Ending it
 // frees the candidacy (release).
-func (s *etcdSession) lead(election string, rev int64, reg *keyReg, release func()) *Leadership {
+func (s *etcdSession) lead(name string, rev int64, reg *keyReg, release func()) *Leadership {
 	store := s.store
-	f := Fence{Election: election, Token: Token{SessionID: s.ID(), Epoch: uint64(rev)}}
+	f := Fence{Election: name, Token: election.Token{SessionID: s.ID(), Epoch: uint64(rev)}}
 	l, end := NewLeadership(s.ctx, f, store, s.ValidUntil)
 	var cleanup sync.Once
 	ll := &localLeader{}
@@ -312,7 +313,7 @@ func (s *etcdSession) lead(election string, rev int64, reg *keyReg, release func
 	store.mu.Lock()
 	store.leaders[f] = ll
 	store.mu.Unlock()
-	if f.Election == ElectionJobManager {
+	if f.Election == election.JobManager {
 		select {
 		case store.jobManagerLed <- struct{}{}:
 		default:

@@ -13,6 +13,7 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/storetest"
 )
@@ -114,7 +115,7 @@ func TestEtcdPrefixesIsolateClusters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	la, err := sa.Campaign(ctx, hastore.ElectionJobManager, "a")
+	la, err := sa.Campaign(ctx, election.JobManager, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestEtcdPrefixesIsolateClusters(t *testing.T) {
 		t.Fatal(err)
 	}
 	// b's campaign is granted although a leads the same election name.
-	lb, err := sb.Campaign(ctx, hastore.ElectionJobManager, "b")
+	lb, err := sb.Campaign(ctx, election.JobManager, "b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestEtcdPrefixesIsolateClusters(t *testing.T) {
 	if err := b.PutExecutionPlan(ctx, la.Fence(), testPlan("p")); err == nil {
 		t.Error("cluster b accepted a write fenced by cluster a's leader")
 	}
-	if info, _ := b.Leader(ctx, hastore.ElectionJobManager); info.Token != lb.Token() {
+	if info, _ := b.Leader(ctx, election.JobManager); info.Token != lb.Token() {
 		t.Errorf("cluster b's leader = %+v, want its own", info)
 	}
 }

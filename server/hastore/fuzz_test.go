@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/jobplane/jobplane/sdk/election"
 )
 
 // idPattern is the contract's job and session id: 1 to 64 characters
@@ -31,7 +33,7 @@ func FuzzKeys(f *testing.F) {
 		f.Add(seed.election, seed.other, seed.session, seed.job, seed.epoch)
 	}
 	s := &Etcd{prefix: DefaultPrefix}
-	f.Fuzz(func(t *testing.T, election, other, session, jobID string, epoch uint64) {
+	f.Fuzz(func(t *testing.T, name, other, session, jobID string, epoch uint64) {
 		if got, want := ValidJobID(jobID), idPattern.MatchString(jobID); got != want {
 			t.Fatalf("ValidJobID(%q) = %v, want %v", jobID, got, want)
 		}
@@ -39,22 +41,22 @@ func FuzzKeys(f *testing.F) {
 			t.Fatalf("ValidateJobID(%q) disagrees with ValidJobID", jobID)
 		}
 		if ValidJobID(jobID) {
-			e := JobElection(jobID)
+			e := election.Job(jobID)
 			if id, ok := JobIDOfElection(e); !ok || id != jobID || !ValidElection(e) {
 				t.Fatalf("the election %q of job %q parses as %q, %v", e, jobID, id, ok)
 			}
 		}
-		id, ok := JobIDOfElection(election)
-		if ok && (!ValidJobID(id) || JobElection(id) != election) {
-			t.Fatalf("JobIDOfElection(%q) = %q: not the job whose election it is", election, id)
+		id, ok := JobIDOfElection(name)
+		if ok && (!ValidJobID(id) || election.Job(id) != name) {
+			t.Fatalf("JobIDOfElection(%q) = %q: not the job whose election it is", name, id)
 		}
-		if want := election == ElectionJobManager || ok; ValidElection(election) != want {
-			t.Fatalf("ValidElection(%q) = %v, want %v", election, !want, want)
+		if want := name == election.JobManager || ok; ValidElection(name) != want {
+			t.Fatalf("ValidElection(%q) = %v, want %v", name, !want, want)
 		}
 
-		fence := Fence{Election: election, Token: Token{SessionID: session, Epoch: epoch}}
+		fence := Fence{Election: name, Token: election.Token{SessionID: session, Epoch: epoch}}
 		err := ValidateFence(fence)
-		if want := ValidElection(election) && idPattern.MatchString(session) && epoch > 0; (err == nil) != want {
+		if want := ValidElection(name) && idPattern.MatchString(session) && epoch > 0; (err == nil) != want {
 			t.Fatalf("ValidateFence(%+v) = %v, want valid: %v", fence, err, want)
 		}
 		var verr *ValidationError
@@ -65,20 +67,20 @@ func FuzzKeys(f *testing.F) {
 			t.Fatalf("ValidateFence's refusal %q names no fence field", err)
 		}
 
-		if !ValidElection(election) || !idPattern.MatchString(session) {
+		if !ValidElection(name) || !idPattern.MatchString(session) {
 			return
 		}
-		key := s.leaderKey(election, session)
-		if got := s.sessionOfKey(election, key); got != session {
+		key := s.leaderKey(name, session)
+		if got := s.sessionOfKey(name, key); got != session {
 			t.Fatalf("the leader key %q of session %q parses as %q", key, session, got)
 		}
-		if ValidElection(other) && other != election && strings.HasPrefix(key, s.electionPrefix(other)+"/") {
-			t.Fatalf("the leader key %q of %q lies under the election %q", key, election, other)
+		if ValidElection(other) && other != name && strings.HasPrefix(key, s.electionPrefix(other)+"/") {
+			t.Fatalf("the leader key %q of %q lies under the election %q", key, name, other)
 		}
 		if ValidJobID(jobID) {
 			for _, k := range []string{s.planKey(jobID), s.resultKey(jobID), s.cancelKey(jobID)} {
-				if strings.HasPrefix(k, s.electionPrefix(election)) {
-					t.Fatalf("the job key %q lies under the election %q", k, election)
+				if strings.HasPrefix(k, s.electionPrefix(name)) {
+					t.Fatalf("the job key %q lies under the election %q", k, name)
 				}
 			}
 			if got := strings.TrimPrefix(s.planKey(jobID), s.planPrefix()); got != jobID {

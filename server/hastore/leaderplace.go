@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jobplane/jobplane/sdk/election"
 	"go.etcd.io/etcd/client/pkg/v3/types"
 )
 
@@ -96,7 +97,7 @@ func (s *Etcd) leadsJobManager() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for f := range s.leaders {
-		if f.Election == ElectionJobManager {
+		if f.Election == election.JobManager {
 			return true
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -55,7 +56,7 @@ func TestJobManagerLeaderMovesEtcdLeaderAway(t *testing.T) {
 		t.Fatalf("etcd's leader moved from %s to %s for a per-job leadership", lead.name, got.name)
 	}
 
-	if _, err := sess.Campaign(ctx, hastore.ElectionJobManager, "http://"+lead.name); err != nil {
+	if _, err := sess.Campaign(ctx, election.JobManager, "http://"+lead.name); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); etcdLeader(t, nodes) == lead; time.Sleep(20 * time.Millisecond) {
@@ -144,7 +145,7 @@ func TestWritesSurviveEtcdLeaderTransfers(t *testing.T) {
 			paused.Unlock()
 		}
 		waitWrites(20)
-		l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "http://"+lead.name)
+		l, err := sess.Campaign(ctx, election.JobManager, "http://"+lead.name)
 		if err != nil {
 			t.Fatal(err)
 		}

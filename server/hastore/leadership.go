@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/jobplane/jobplane/sdk/election"
 )
 
 // Leadership is a granted candidacy. Its Context is done when the
@@ -50,7 +52,7 @@ func (l *Leadership) end(cause error) { l.once.Do(func() { l.cancel(cause) }) }
 func (l *Leadership) Election() string { return l.fence.Election }
 
 // Token returns the grant's token.
-func (l *Leadership) Token() Token { return l.fence.Token }
+func (l *Leadership) Token() election.Token { return l.fence.Token }
 
 // Fence returns the fence that writes made as this leader carry.
 func (l *Leadership) Fence() Fence { return l.fence }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/jobplane/jobplane/sdk/election"
 )
 
 // A leadership whose context still looks alive is not valid once its
@@ -11,7 +13,7 @@ import (
 // instant passed before any timer could end the context.
 func TestLeadershipValidFollowsTheLease(t *testing.T) {
 	until := time.Now().Add(time.Hour)
-	l, end := NewLeadership(context.Background(), Fence{Election: ElectionJobManager, Token: Token{SessionID: "s", Epoch: 1}}, nil,
+	l, end := NewLeadership(context.Background(), Fence{Election: election.JobManager, Token: election.Token{SessionID: "s", Epoch: 1}}, nil,
 		func() time.Time { return until })
 	if !l.Valid() {
 		t.Fatal("Valid = false before the lease's end")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -36,7 +37,7 @@ func TestChurnStaysWithinQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "")
+	l, err := sess.Campaign(ctx, election.JobManager, "")
 	if err != nil {
 		t.Fatal(err)
 	}

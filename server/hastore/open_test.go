@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -23,7 +24,7 @@ func TestOpenEmbedded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sess.Campaign(ctx, hastore.JobElection("open"), "http://a"); err != nil {
+	if _, err := sess.Campaign(ctx, election.Job("open"), "http://a"); err != nil {
 		t.Fatal(err)
 	}
 	ended, stop := context.WithCancel(ctx)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -161,13 +162,13 @@ func TestEmbeddedMemberCutOffEndsSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "http://c")
+	l, err := sess.Campaign(ctx, election.JobManager, "http://c")
 	if err != nil {
 		t.Fatal(err)
 	}
 	observed := make(chan error, 1)
 	go func() {
-		observed <- c.store.ObserveLeader(ctx, hastore.ElectionJobManager, func(hastore.LeaderInfo) error { return nil })
+		observed <- c.store.ObserveLeader(ctx, election.JobManager, func(election.Leader) error { return nil })
 	}()
 	// The session renews through the cluster: it outlives its TTL.
 	select {

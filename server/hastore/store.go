@@ -8,34 +8,19 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/election"
+	"github.com/jobplane/jobplane/sdk/election"
 )
-
-// Token identifies one leadership grant in one election: the session that
-// holds it (its SessionID is Session.ID) and the grant's epoch. It is
-// election.Token, re-exported.
-type Token = election.Token
 
 // Fence names the leadership on whose behalf a write is made. A store
 // performs a fenced write only if Token is Election's current grant,
 // checked atomically with the write. Plans and results are covered only by
-// the ElectionJobManager election's tokens: a plan or result write fenced
+// the election.JobManager election's tokens: a plan or result write fenced
 // by a job's election is invalid, whether or not its token leads.
 type Fence struct {
 	// Election is the election's name, such as "jobmanager" or "job/<id>".
 	Election string
 	// Token is the writer's grant in Election.
-	Token Token
-}
-
-// LeaderInfo is an election's current leader as the store sees it. It is
-// election.Leader, re-exported.
-type LeaderInfo = election.Leader
-
-// splitAddresses reads the value a leader published (see
-// election.JoinAddresses) back into its address and cluster address.
-func splitAddresses(published string) (address, cluster string) {
-	return election.SplitAddresses(published)
+	Token election.Token
 }
 
 // SessionConfig configures a session.
@@ -75,12 +60,12 @@ type Store interface {
 	ConfirmLeadership(ctx context.Context, f Fence, address string) error
 	// Leader returns the election's current leader; its Token is zero when
 	// there is none.
-	Leader(ctx context.Context, election string) (LeaderInfo, error)
+	Leader(ctx context.Context, election string) (election.Leader, error)
 	// ObserveLeader calls fn with the election's current leader and then
 	// with every change (a new grant, a published address, the leader
 	// gone), in order, one call at a time. It returns when ctx is done
 	// (with ctx's error) or fn returns an error (with that error).
-	ObserveLeader(ctx context.Context, election string, fn func(LeaderInfo) error) error
+	ObserveLeader(ctx context.Context, election string, fn func(election.Leader) error) error
 
 	// PutExecutionPlan stores plan if its job has none. A plan is never
 	// replaced: if the job's stored plan equals plan (proto.Equal), the
@@ -149,7 +134,7 @@ type Store interface {
 type PlanCandidacy interface {
 	// PutExecutionPlanAndLead is Store.PutExecutionPlan of plan, fenced by
 	// f, together with this session's candidacy, carrying address, in the
-	// election of plan's job (JobElection): both or neither. The candidacy
+	// election of plan's job (election.Job): both or neither. The candidacy
 	// is entered only if the election has no candidate at all, and then it
 	// leads at once: granted is that leadership, which began with the plan
 	// written and no job result present. If the election has a candidate,

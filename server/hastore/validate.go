@@ -7,27 +7,19 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/election"
+	"github.com/jobplane/jobplane/sdk/election"
 )
 
 // Election names the store accepts.
 const (
-	// ElectionJobManager is the election of a cluster's Dispatcher and
-	// ResourceManager (election.JobManager).
-	ElectionJobManager = election.JobManager
-	// electionJobPrefix starts the election of one job's JobMaster.
-	electionJobPrefix = election.JobPrefix
 	// MaxJobIDLength is the longest job id accepted.
 	MaxJobIDLength = 64
 )
 
-// JobElection returns the name of the election of jobID's JobMaster.
-func JobElection(jobID string) string { return election.Job(jobID) }
-
 // JobIDOfElection returns the job id of a job election, and false for any
 // other name.
-func JobIDOfElection(election string) (string, bool) {
-	id, ok := strings.CutPrefix(election, electionJobPrefix)
+func JobIDOfElection(name string) (string, bool) {
+	id, ok := strings.CutPrefix(name, election.JobPrefix)
 	return id, ok && ValidJobID(id)
 }
 
@@ -51,7 +43,7 @@ func isIDChar(c byte) bool {
 
 // ValidElection reports whether name is an election the store accepts.
 func ValidElection(name string) bool {
-	if name == ElectionJobManager {
+	if name == election.JobManager {
 		return true
 	}
 	_, ok := JobIDOfElection(name)
@@ -60,7 +52,7 @@ func ValidElection(name string) bool {
 
 func (v *validation) election(field, name string) {
 	if !ValidElection(name) {
-		v.add(field, fmt.Sprintf("unknown election %q: want %q or %q", name, ElectionJobManager, electionJobPrefix+"<job_id>"))
+		v.add(field, fmt.Sprintf("unknown election %q: want %q or %q", name, election.JobManager, election.JobPrefix+"<job_id>"))
 	}
 }
 
@@ -89,8 +81,8 @@ func (v *validation) fence(field string, f Fence) {
 // results.
 func (v *validation) dataFence(field string, f Fence) {
 	v.fence(field, f)
-	if f.Election != ElectionJobManager && ValidElection(f.Election) {
-		v.add(field+".election", fmt.Sprintf("%q: plans and results are written only by the leader of %q; a job election's token covers only its own leader entry", f.Election, ElectionJobManager))
+	if f.Election != election.JobManager && ValidElection(f.Election) {
+		v.add(field+".election", fmt.Sprintf("%q: plans and results are written only by the leader of %q; a job election's token covers only its own leader entry", f.Election, election.JobManager))
 	}
 }
 

@@ -18,13 +18,14 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/sdk/election/electionrpc"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
-	"github.com/jobplane/jobplane/server/election/electionrpc"
+	"github.com/jobplane/jobplane/sdk/taskexecutor"
+	"github.com/jobplane/jobplane/sdk/wire/transport"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobmanager"
-	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
 // Defaults of Config.
@@ -334,7 +335,7 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 // newClient returns a new HTTP client for components' calls to each
 // other, whose idle connections Run closes once the components stopped.
 func (c *Cluster) newClient() *http.Client {
-	client := endpoint.NewTLSClient(c.cfg.TLSClientConfig)
+	client := transport.NewClient(c.cfg.TLSClientConfig)
 	if c.cfg.ClientTLS != nil {
 		client = c.cfg.ClientTLS.NewClient()
 	}

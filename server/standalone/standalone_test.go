@@ -14,9 +14,9 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/sdk/taskexecutor"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/standalone"
-	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -15,7 +15,7 @@ import (
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/sdk/election"
 )
 
 // mountBreaks mounts, in front of the proxy's pass-through, the API calls
@@ -209,7 +209,7 @@ func (s *store) currentTokens(ctx context.Context, m protoreflect.Message) {
 		}
 	}
 	if rmTk := fields.ByName("resource_manager_token"); rmTk != nil {
-		if info, err := s.Store.Leader(ctx, hastore.ElectionJobManager); err == nil && !info.Token.IsZero() {
+		if info, err := s.Store.Leader(ctx, election.JobManager); err == nil && !info.Token.IsZero() {
 			current := &jobplanev1.FencingToken{SessionId: info.Token.SessionID, Epoch: info.Token.Epoch}
 			m.Set(rmTk, protoreflect.ValueOfMessage(current.ProtoReflect()))
 		}
@@ -218,7 +218,7 @@ func (s *store) currentTokens(ctx context.Context, m protoreflect.Message) {
 	if id == nil || tk == nil {
 		return
 	}
-	info, err := s.Store.Leader(ctx, hastore.JobElection(m.Get(id).String()))
+	info, err := s.Store.Leader(ctx, election.Job(m.Get(id).String()))
 	if err != nil || info.Token.IsZero() {
 		return
 	}

@@ -12,6 +12,7 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -24,12 +25,12 @@ type store struct {
 	public string // the proxy's base URL
 
 	mu         sync.Mutex
-	dispatcher hastore.Fence            // the latest jobmanager grant
-	grants     map[string]hastore.Token // by job election: the first grant
+	dispatcher hastore.Fence             // the latest jobmanager grant
+	grants     map[string]election.Token // by job election: the first grant
 }
 
 func newStore(inner hastore.Store, mode, public string) *store {
-	return &store{Store: inner, mode: mode, public: public, grants: map[string]hastore.Token{}}
+	return &store{Store: inner, mode: mode, public: public, grants: map[string]election.Token{}}
 }
 
 func (s *store) fence() hastore.Fence {
@@ -156,31 +157,31 @@ func (ss *session) KeepAlive(ctx context.Context) (time.Duration, error) {
 
 // Campaign publishes the proxy's address, and breaks the leadership the
 // server gets where the mode says so.
-func (ss *session) Campaign(ctx context.Context, election, _ string) (*hastore.Leadership, error) {
+func (ss *session) Campaign(ctx context.Context, name, _ string) (*hastore.Leadership, error) {
 	s := ss.s
-	l, err := ss.Session.Campaign(ctx, election, s.public)
+	l, err := ss.Session.Campaign(ctx, name, s.public)
 	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if election == hastore.ElectionJobManager {
+	if name == election.JobManager {
 		s.dispatcher = l.Fence()
 		return l, nil
 	}
-	first, seen := s.grants[election]
+	first, seen := s.grants[name]
 	if !seen {
-		s.grants[election] = l.Token()
+		s.grants[name] = l.Token()
 	}
 	switch {
-	case s.mode == "runs-twice" && strings.HasPrefix(election, "job/") && !seen:
+	case s.mode == "runs-twice" && strings.HasPrefix(name, "job/") && !seen:
 		// Give the job's first leadership up: the server runs the job
 		// under a second JobMaster.
 		_ = s.Store.Resign(ctx, l.Fence())
 		return l, nil
 	case s.mode == "stale-token-deploys" && seen:
 		// The server keeps deploying under its first token.
-		stale, _ := hastore.NewLeadership(l.Context(), hastore.Fence{Election: election, Token: first}, s, ss.Session.ValidUntil)
+		stale, _ := hastore.NewLeadership(l.Context(), hastore.Fence{Election: name, Token: first}, s, ss.Session.ValidUntil)
 		return stale, nil
 	case s.mode == "ignore-revoke":
 		// The server never learns that the leadership ended.

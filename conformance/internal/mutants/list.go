@@ -629,7 +629,7 @@ var mutants = []Mutant{
 	}
 	rm.pool.registerJob(req.GetJobId(), token, req.GetJobMasterAddress())`,
 		New: `	if !rm.leadingLocked() {
-		return nil, apierror.NotLeader(hastore.ElectionJobManager, "")
+		return nil, apierror.NotLeader(election.JobManager, "")
 	}
 	rm.pool.registerJob(req.GetJobId(), token, req.GetJobMasterAddress())`,
 	},
@@ -656,9 +656,9 @@ var mutants = []Mutant{
 		Doc:  "The ResourceManager refuses a TaskExecutor's token only when its epoch is older, so a token with the current epoch and another (or forged) session_id is accepted (ResourceManagerService: a call with another token is refused with ABORTED STALE_FENCING_TOKEN).",
 		File: "server/internal/resourcemanager/handler.go",
 		Old: `	case t != rm.token:
-		return apierror.StaleToken(hastore.ElectionJobManager, rm.token.SessionID, rm.token.Epoch)`,
+		return apierror.StaleToken(election.JobManager, rm.token.SessionID, rm.token.Epoch)`,
 		New: `	case t.Epoch < rm.token.Epoch:
-		return apierror.StaleToken(hastore.ElectionJobManager, rm.token.SessionID, rm.token.Epoch)`,
+		return apierror.StaleToken(election.JobManager, rm.token.SessionID, rm.token.Epoch)`,
 	},
 	{
 		Name: "fencing/store-fence-ignores-epoch",
@@ -692,8 +692,8 @@ var mutants = []Mutant{
 		Name: "fencing/store-job-election-writes-plans",
 		Doc:  "The store accepts plan and result writes fenced by a job election (the check is inverted to refuse only unknown names), so a JobMaster's token writes plans and results (HAStoreService: a plan or result write fenced by any election other than jobmanager is INVALID_ARGUMENT).",
 		File: "server/hastore/validate.go",
-		Old:  `	if f.Election != ElectionJobManager && ValidElection(f.Election) {`,
-		New:  `	if f.Election != ElectionJobManager && !ValidElection(f.Election) {`,
+		Old:  `	if f.Election != election.JobManager && ValidElection(f.Election) {`,
+		New:  `	if f.Election != election.JobManager && !ValidElection(f.Election) {`,
 	},
 	{
 		Name: "fencing/committer-batch-drops-fence",

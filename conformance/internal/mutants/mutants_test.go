@@ -20,7 +20,7 @@ func TestMutantsApply(t *testing.T) {
 		t.Errorf("%d mutants; the suite's measure needs at least 40", len(mutants))
 	}
 	for _, m := range mutants {
-		if strings.HasPrefix(m.File, "server/taskexecutor/") || strings.HasSuffix(m.File, "_test.go") {
+		if strings.HasPrefix(m.File, "sdk/taskexecutor/") || strings.HasSuffix(m.File, "_test.go") {
 			t.Errorf("mutant %s changes %s: mutants are of the server and store processes the suite checks", m.Name, m.File)
 		}
 	}

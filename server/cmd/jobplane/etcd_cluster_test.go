@@ -16,7 +16,7 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/internal/freeport"
 	"github.com/jobplane/jobplane/sdk"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/internal/certs"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
@@ -112,7 +112,7 @@ func TestJobManagersOnEmbeddedEtcdCluster(t *testing.T) {
 	defer cancel()
 	var leader string
 	for deadline := time.Now().Add(60 * time.Second); leader == ""; {
-		info, err := stores[0].Leader(ctx, hastore.ElectionJobManager)
+		info, err := stores[0].Leader(ctx, election.JobManager)
 		if err == nil && info.Address != "" {
 			leader = info.Address
 			break
@@ -126,7 +126,7 @@ func TestJobManagersOnEmbeddedEtcdCluster(t *testing.T) {
 		t.Fatalf("leader %q is none of the jobmanagers %v", leader, urls)
 	}
 	for i, s := range stores {
-		info, err := s.Leader(ctx, hastore.ElectionJobManager)
+		info, err := s.Leader(ctx, election.JobManager)
 		if err != nil || info.Address != leader {
 			t.Errorf("leader through %s = %v, %v; want %s", names[i], info, err, leader)
 		}

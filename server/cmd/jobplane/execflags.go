@@ -5,7 +5,7 @@ import (
 	"flag"
 	"strings"
 
-	"github.com/jobplane/jobplane/server/taskexecutor"
+	"github.com/jobplane/jobplane/sdk/taskexecutor"
 )
 
 // execFlags say where, as whom and with what environment a TaskExecutor's

@@ -20,6 +20,7 @@ import (
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 )
@@ -173,7 +174,7 @@ func TestHAStoreServesTheStoreDurably(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OpenSession: %v", err)
 	}
-	l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "http://127.0.0.1:1")
+	l, err := sess.Campaign(ctx, election.JobManager, "http://127.0.0.1:1")
 	if err != nil {
 		t.Fatalf("Campaign: %v", err)
 	}

@@ -23,7 +23,7 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/internal/testcert"
 )
 
@@ -214,7 +214,7 @@ func TestProtocols(t *testing.T) {
 
 				// ObserveLeader: the first event names the leader.
 				observe, err := hastorev1connect.NewHAStoreServiceClient(httpClient, tc.server.url, tc.opts...).
-					ObserveLeader(ctx, &hastorev1.ObserveLeaderRequest{Election: hastore.ElectionJobManager})
+					ObserveLeader(ctx, &hastorev1.ObserveLeaderRequest{Election: election.JobManager})
 				if err != nil {
 					t.Fatalf("ObserveLeader: %v", err)
 				}

@@ -17,14 +17,14 @@ import (
 
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/election/electionrpc"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
-	"github.com/jobplane/jobplane/server/election"
-	"github.com/jobplane/jobplane/server/election/electionrpc"
+	"github.com/jobplane/jobplane/sdk/taskexecutor"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobmanager"
-	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
 // listenFlags configure a process's RPC endpoint, and the TLS of its

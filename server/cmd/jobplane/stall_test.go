@@ -19,10 +19,11 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/taskexecutor"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
-	"github.com/jobplane/jobplane/server/internal/apierror"
-	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
 // Timings of the HA cluster tests: short, and valid together (the
@@ -99,7 +100,7 @@ func (c *haCluster) leader(t *testing.T) int {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		info, err := c.store.Leader(ctx, hastore.ElectionJobManager)
+		info, err := c.store.Leader(ctx, election.JobManager)
 		cancel()
 		if err == nil {
 			for i, jm := range c.jobManagers {
@@ -120,7 +121,7 @@ func (c *haCluster) waitLeader(t *testing.T, i int) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		info, err := c.store.Leader(ctx, hastore.ElectionJobManager)
+		info, err := c.store.Leader(ctx, election.JobManager)
 		cancel()
 		if err == nil && info.Address == c.jobManagers[i].url {
 			return

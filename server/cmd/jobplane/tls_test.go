@@ -11,7 +11,7 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
-	"github.com/jobplane/jobplane/server/internal/endpoint"
+	"github.com/jobplane/jobplane/sdk/wire/transport"
 	"github.com/jobplane/jobplane/server/internal/testcert"
 )
 
@@ -95,7 +95,7 @@ func TestTLSClusterOfProcesses(t *testing.T) {
 	jmURL := "https://" + jmAddr
 	_, teAddr := startServer(t, "taskexecutor", append([]string{"--hastore", jmURL, "--slots", "2"}, tls...)...)
 
-	httpClient := endpoint.NewTLSClient(cert.ClientConfig())
+	httpClient := transport.NewClient(cert.ClientConfig())
 	t.Cleanup(httpClient.CloseIdleConnections)
 	client := jobplanev1connect.NewDispatcherServiceClient(httpClient, jmURL)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

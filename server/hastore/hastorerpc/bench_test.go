@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/hastore/storetest"
@@ -28,7 +29,7 @@ func BenchmarkRemotePlanPut(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "")
+	l, err := sess.Campaign(ctx, election.JobManager, "")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -134,10 +135,10 @@ type clientSession struct {
 // clientCandidacy is a candidacy of the session: waiting for its grant,
 // then leading until its end. Its fields are guarded by the session's mu.
 type clientCandidacy struct {
-	granted chan hastore.Token // receives the grant once
-	token   hastore.Token      // set once granted
-	end     func(cause error)  // ends the leadership and frees the election
-	revoked error              // a revocation that came before end was set
+	granted chan election.Token // receives the grant once
+	token   election.Token      // set once granted
+	end     func(cause error)   // ends the leadership and frees the election
+	revoked error               // a revocation that came before end was set
 }
 
 func (s *clientSession) ID() string            { return s.id }
@@ -222,7 +223,7 @@ func (s *clientSession) watchOnce() error {
 	// The snapshot: the leaderships the session holds now. Those that
 	// ended while no stream was open were never reported: those this side
 	// still holds and the snapshot lacks.
-	snapshot := map[string]hastore.Token{}
+	snapshot := map[string]election.Token{}
 	for stream.Receive() {
 		switch ev := stream.Msg().GetEvent().(type) {
 		case *hastorev1.WatchSessionResponse_Granted:
@@ -243,19 +244,19 @@ func (s *clientSession) watchOnce() error {
 	return stream.Err()
 }
 
-func (s *clientSession) granted(election string, token hastore.Token) {
+func (s *clientSession) granted(name string, token election.Token) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.candidacies[election]
+	c := s.candidacies[name]
 	switch {
 	case c == nil:
 		// A candidacy this side gave up on (a campaign whose outcome was
 		// lost, or a failed withdrawal) was granted: hand it back, or the
 		// election would be held by no one.
-		if s.orphans[election] == nil {
+		if s.orphans[name] == nil {
 			done := make(chan struct{})
-			s.orphans[election] = done
-			go s.resignOrphan(hastore.Fence{Election: election, Token: token}, done)
+			s.orphans[name] = done
+			go s.resignOrphan(hastore.Fence{Election: name, Token: token}, done)
 		}
 	case c.token.IsZero():
 		c.token = token
@@ -293,9 +294,9 @@ func (s *clientSession) resignOrphan(f hastore.Fence, done chan struct{}) {
 	}
 }
 
-func (s *clientSession) revoked(election string, token hastore.Token, cause error) {
+func (s *clientSession) revoked(name string, token election.Token, cause error) {
 	s.mu.Lock()
-	c := s.candidacies[election]
+	c := s.candidacies[name]
 	if c == nil || c.token != token {
 		s.mu.Unlock()
 		return
@@ -313,10 +314,10 @@ func (s *clientSession) revoked(election string, token hastore.Token, cause erro
 
 // resync ends the leaderships this side holds that the store's snapshot
 // of the session lacks: they ended while no stream was open.
-func (s *clientSession) resync(snapshot map[string]hastore.Token) {
+func (s *clientSession) resync(snapshot map[string]election.Token) {
 	type held struct {
 		election string
-		token    hastore.Token
+		token    election.Token
 	}
 	s.mu.Lock()
 	var gone []held
@@ -354,12 +355,12 @@ func (s *clientSession) Close(ctx context.Context) error {
 	return fromConnect(err)
 }
 
-func (s *clientSession) Campaign(ctx context.Context, election, address string) (*hastore.Leadership, error) {
-	if err := hastore.ValidateCampaign(election, address); err != nil {
+func (s *clientSession) Campaign(ctx context.Context, name, address string) (*hastore.Leadership, error) {
+	if err := hastore.ValidateCampaign(name, address); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
-	for orphan := s.orphans[election]; orphan != nil; orphan = s.orphans[election] {
+	for orphan := s.orphans[name]; orphan != nil; orphan = s.orphans[name] {
 		s.mu.Unlock()
 		select {
 		case <-orphan:
@@ -376,17 +377,17 @@ func (s *clientSession) Campaign(ctx context.Context, election, address string) 
 	case s.ctx.Err() != nil:
 		s.mu.Unlock()
 		return nil, hastore.ErrSessionNotFound
-	case s.candidacies[election] != nil:
+	case s.candidacies[name] != nil:
 		s.mu.Unlock()
 		return nil, hastore.ErrCandidacyExists
 	}
-	c := &clientCandidacy{granted: make(chan hastore.Token, 1)}
-	s.candidacies[election] = c
+	c := &clientCandidacy{granted: make(chan election.Token, 1)}
+	s.candidacies[name] = c
 	s.mu.Unlock()
 	release := func() {
 		s.mu.Lock()
-		if s.candidacies[election] == c {
-			delete(s.candidacies, election)
+		if s.candidacies[name] == c {
+			delete(s.candidacies, name)
 		}
 		s.mu.Unlock()
 	}
@@ -396,8 +397,8 @@ func (s *clientSession) Campaign(ctx context.Context, election, address string) 
 		// finds no local candidacy and is handed back (see granted).
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if _, err := s.c.rpc.Withdraw(wctx, &hastorev1.WithdrawRequest{Election: election, SessionId: s.id}); err != nil && s.ctx.Err() == nil {
-			s.c.log.Warn("withdrawing a candidacy", "election", election, "err", err)
+		if _, err := s.c.rpc.Withdraw(wctx, &hastorev1.WithdrawRequest{Election: name, SessionId: s.id}); err != nil && s.ctx.Err() == nil {
+			s.c.log.Warn("withdrawing a candidacy", "election", name, "err", err)
 		}
 	}
 	// giveUp ends the candidacy this side gives up on: a grant it already
@@ -406,14 +407,14 @@ func (s *clientSession) Campaign(ctx context.Context, election, address string) 
 	// withdrawn, and a grant that comes later is an orphan's anyway.
 	giveUp := func() {
 		s.mu.Lock()
-		if s.candidacies[election] == c {
-			delete(s.candidacies, election)
+		if s.candidacies[name] == c {
+			delete(s.candidacies, name)
 		}
 		token := c.token
-		if !token.IsZero() && s.orphans[election] == nil {
+		if !token.IsZero() && s.orphans[name] == nil {
 			done := make(chan struct{})
-			s.orphans[election] = done
-			go s.resignOrphan(hastore.Fence{Election: election, Token: token}, done)
+			s.orphans[name] = done
+			go s.resignOrphan(hastore.Fence{Election: name, Token: token}, done)
 		}
 		s.mu.Unlock()
 		if token.IsZero() {
@@ -421,7 +422,7 @@ func (s *clientSession) Campaign(ctx context.Context, election, address string) 
 		}
 	}
 	public, cluster := splitAddresses(address)
-	_, err := s.c.rpc.Campaign(ctx, &hastorev1.CampaignRequest{Election: election, SessionId: s.id, Address: public, ClusterAddress: cluster})
+	_, err := s.c.rpc.Campaign(ctx, &hastorev1.CampaignRequest{Election: name, SessionId: s.id, Address: public, ClusterAddress: cluster})
 	if err != nil {
 		err = fromConnect(err)
 		if !errors.Is(err, hastore.ErrCandidacyExists) && !errors.Is(err, hastore.ErrInvalidArgument) && !errors.Is(err, hastore.ErrSessionNotFound) {
@@ -432,7 +433,7 @@ func (s *clientSession) Campaign(ctx context.Context, election, address string) 
 		}
 		return nil, err
 	}
-	var token hastore.Token
+	var token election.Token
 	select {
 	case token = <-c.granted:
 	case <-s.ctx.Done():
@@ -442,7 +443,7 @@ func (s *clientSession) Campaign(ctx context.Context, election, address string) 
 		giveUp()
 		return nil, ctx.Err()
 	}
-	l, end := hastore.NewLeadership(s.ctx, hastore.Fence{Election: election, Token: token}, s.c, s.ValidUntil)
+	l, end := hastore.NewLeadership(s.ctx, hastore.Fence{Election: name, Token: token}, s.c, s.ValidUntil)
 	var once sync.Once
 	endAndRelease := func(cause error) {
 		end(cause)
@@ -500,10 +501,10 @@ func (c *Client) ConfirmLeadership(ctx context.Context, f hastore.Fence, address
 }
 
 // Leader implements hastore.Store.
-func (c *Client) Leader(ctx context.Context, election string) (hastore.LeaderInfo, error) {
-	resp, err := c.rpc.GetLeader(ctx, &hastorev1.GetLeaderRequest{Election: election})
+func (c *Client) Leader(ctx context.Context, name string) (election.Leader, error) {
+	resp, err := c.rpc.GetLeader(ctx, &hastorev1.GetLeaderRequest{Election: name})
 	if err != nil {
-		return hastore.LeaderInfo{}, fromConnect(err)
+		return election.Leader{}, fromConnect(err)
 	}
 	return leaderFromProto(resp.GetLeader()), nil
 }
@@ -511,17 +512,17 @@ func (c *Client) Leader(ctx context.Context, election string) (hastore.LeaderInf
 // ObserveLeader implements hastore.Store. A broken stream is reopened;
 // the state after reopening is reported only if it differs from the last
 // one reported.
-func (c *Client) ObserveLeader(ctx context.Context, election string, fn func(hastore.LeaderInfo) error) error {
-	if err := hastore.ValidateElection(election); err != nil {
+func (c *Client) ObserveLeader(ctx context.Context, name string, fn func(election.Leader) error) error {
+	if err := hastore.ValidateElection(name); err != nil {
 		return err
 	}
 	var (
-		last     hastore.LeaderInfo
+		last     election.Leader
 		reported bool
 	)
 	backoff := 50 * time.Millisecond
 	for {
-		stream, err := c.rpc.ObserveLeader(ctx, &hastorev1.ObserveLeaderRequest{Election: election})
+		stream, err := c.rpc.ObserveLeader(ctx, &hastorev1.ObserveLeaderRequest{Election: name})
 		if err == nil {
 			for stream.Receive() {
 				msg := stream.Msg()

@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/transport"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/hastore/storetest"
-	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
 
 func quietLogger() *slog.Logger {
@@ -68,7 +69,7 @@ func (s *server) start(t testing.TB) {
 	mux := http.NewServeMux()
 	mux.Handle(hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: store, Logger: quietLogger(), Heartbeat: time.Second}).Path())
 	s.store = store
-	s.http = &http.Server{Handler: mux, Protocols: endpoint.ServerProtocols()}
+	s.http = &http.Server{Handler: mux, Protocols: transport.ServerProtocols()}
 	s.done = make(chan struct{})
 	go func() {
 		defer close(s.done)
@@ -88,14 +89,14 @@ func (s *server) stop() {
 
 func (s *server) url() string { return "http://" + s.addr }
 
-type transport int
+type protocol int
 
 const (
-	http1 transport = iota
+	http1 protocol = iota
 	h2c
 )
 
-func newHTTPClient(t testing.TB, tr transport) *http.Client {
+func newHTTPClient(t testing.TB, tr protocol) *http.Client {
 	rt := &http.Transport{}
 	if tr == h2c {
 		var p http.Protocols
@@ -107,7 +108,7 @@ func newHTTPClient(t testing.TB, tr transport) *http.Client {
 }
 
 func TestRemoteContract(t *testing.T) {
-	for name, tr := range map[string]transport{"http1.1": http1, "h2c": h2c} {
+	for name, tr := range map[string]protocol{"http1.1": http1, "h2c": h2c} {
 		t.Run(name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) *storetest.Backend {
 				srv := startServer(t)
@@ -151,7 +152,7 @@ func TestVanishedClientLosesLeadershipAfterTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, err := sess.Campaign(ctx, hastore.ElectionJobManager, "gone")
+	old, err := sess.Campaign(ctx, election.JobManager, "gone")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func TestVanishedClientLosesLeadershipAfterTTL(t *testing.T) {
 	observer := hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: newHTTPClient(t, http1), BaseURL: srv.url(), Logger: quietLogger()})
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
-		info, err := observer.Leader(ctx, hastore.ElectionJobManager)
+		info, err := observer.Leader(ctx, election.JobManager)
 		if err != nil || info.Token != old.Token() {
 			t.Fatalf("leader while the client lives = %+v, %v; want %v", info, err, old.Token())
 		}
@@ -173,7 +174,7 @@ func TestVanishedClientLosesLeadershipAfterTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer osess.Close(context.Background())
-	next, err := osess.Campaign(ctx, hastore.ElectionJobManager, "next")
+	next, err := osess.Campaign(ctx, election.JobManager, "next")
 	if err != nil {
 		t.Fatalf("takeover: %v", err)
 	}

@@ -11,7 +11,7 @@ import (
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 
-	"github.com/jobplane/jobplane/server/election"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 )
@@ -29,25 +29,25 @@ func TestClusterAddressOverTheWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sess.Close(context.WithoutCancel(ctx))
-	l, err := sess.Campaign(ctx, hastore.ElectionJobManager, election.JoinAddresses("https://host1:8443", "https://10.0.0.11:9443"))
+	l, err := sess.Campaign(ctx, election.JobManager, election.JoinAddresses("https://host1:8443", "https://10.0.0.11:9443"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := c.Leader(ctx, hastore.ElectionJobManager)
+	info, err := c.Leader(ctx, election.JobManager)
 	if err != nil || info.Address != "https://host1:8443" || info.ClusterAddress != "https://10.0.0.11:9443" || info.Token != l.Token() {
 		t.Fatalf("leader after campaign = %+v, %v", info, err)
 	}
 	if err := l.Confirm(ctx, election.JoinAddresses("https://host1:8443", "https://10.0.0.11:9444")); err != nil {
 		t.Fatal(err)
 	}
-	if info, err := c.Leader(ctx, hastore.ElectionJobManager); err != nil || info.ClusterAddress != "https://10.0.0.11:9444" {
+	if info, err := c.Leader(ctx, election.JobManager); err != nil || info.ClusterAddress != "https://10.0.0.11:9444" {
 		t.Errorf("leader after confirm = %+v, %v", info, err)
 	}
 	// A leader that publishes one address has no cluster address.
 	if err := l.Confirm(ctx, "https://host1:8443"); err != nil {
 		t.Fatal(err)
 	}
-	if info, err := c.Leader(ctx, hastore.ElectionJobManager); err != nil || info.ClusterAddress != "" || info.Cluster() != "https://host1:8443" {
+	if info, err := c.Leader(ctx, election.JobManager); err != nil || info.ClusterAddress != "" || info.Cluster() != "https://host1:8443" {
 		t.Errorf("leader with one address = %+v, %v", info, err)
 	}
 }

@@ -3,22 +3,23 @@ package hastorerpc
 import (
 	"context"
 	"errors"
-	"github.com/jobplane/jobplane/server/election"
+
+	"github.com/jobplane/jobplane/sdk/election"
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
-func tokenToProto(t hastore.Token) *jobplanev1.FencingToken {
+func tokenToProto(t election.Token) *jobplanev1.FencingToken {
 	if t.IsZero() {
 		return nil
 	}
 	return &jobplanev1.FencingToken{SessionId: t.SessionID, Epoch: t.Epoch}
 }
 
-func tokenFromProto(t *jobplanev1.FencingToken) hastore.Token {
-	return hastore.Token{SessionID: t.GetSessionId(), Epoch: t.GetEpoch()}
+func tokenFromProto(t *jobplanev1.FencingToken) election.Token {
+	return election.Token{SessionID: t.GetSessionId(), Epoch: t.GetEpoch()}
 }
 
 func fenceToProto(f hastore.Fence) *jobplanev1.Fence {
@@ -29,12 +30,12 @@ func fenceFromProto(f *jobplanev1.Fence) hastore.Fence {
 	return hastore.Fence{Election: f.GetElection(), Token: tokenFromProto(f.GetToken())}
 }
 
-func leaderToProto(info hastore.LeaderInfo) *jobplanev1.LeaderInfo {
+func leaderToProto(info election.Leader) *jobplanev1.LeaderInfo {
 	return &jobplanev1.LeaderInfo{Election: info.Election, Address: info.Address, ClusterAddress: info.ClusterAddress, Token: tokenToProto(info.Token)}
 }
 
-func leaderFromProto(info *jobplanev1.LeaderInfo) hastore.LeaderInfo {
-	return hastore.LeaderInfo{Election: info.GetElection(), Address: info.GetAddress(), ClusterAddress: info.GetClusterAddress(), Token: tokenFromProto(info.GetToken())}
+func leaderFromProto(info *jobplanev1.LeaderInfo) election.Leader {
+	return election.Leader{Election: info.GetElection(), Address: info.GetAddress(), ClusterAddress: info.GetClusterAddress(), Token: tokenFromProto(info.GetToken())}
 }
 
 // revocationReason is the wire reason for the cause of a leadership's end.

@@ -13,6 +13,7 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/internal/rpcfuzz"
@@ -61,7 +62,7 @@ func storeInvalid(msg proto.Message) bool {
 	}
 	if r, ok := msg.(interface{ GetFence() *jobplanev1.Fence }); ok {
 		f := r.GetFence()
-		if hastore.ValidateFence(hastore.Fence{Election: f.GetElection(), Token: hastore.Token{SessionID: f.GetToken().GetSessionId(), Epoch: f.GetToken().GetEpoch()}}) != nil {
+		if hastore.ValidateFence(hastore.Fence{Election: f.GetElection(), Token: election.Token{SessionID: f.GetToken().GetSessionId(), Epoch: f.GetToken().GetEpoch()}}) != nil {
 			return true
 		}
 	}

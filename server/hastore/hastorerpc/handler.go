@@ -14,7 +14,8 @@ import (
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/election/electionrpc"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/election/electionrpc"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/framing"
 )
@@ -73,7 +74,7 @@ type serverSession struct {
 
 	mu          sync.Mutex
 	candidacies map[string]*candidacy
-	held        map[string]hastore.Token // granted leaderships, by election
+	held        map[string]election.Token // granted leaderships, by election
 	watchers    map[chan *hastorev1.WatchSessionResponse]struct{}
 	ending      bool           // the session is over; no new candidacies
 	ended       bool           // and every candidacy has published its end
@@ -115,7 +116,7 @@ func (h *Handler) OpenSession(ctx context.Context, req *hastorev1.OpenSessionReq
 	s := &serverSession{
 		sess:        sess,
 		candidacies: make(map[string]*candidacy),
-		held:        make(map[string]hastore.Token),
+		held:        make(map[string]election.Token),
 		watchers:    make(map[chan *hastorev1.WatchSessionResponse]struct{}),
 	}
 	h.mu.Lock()

@@ -20,6 +20,7 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -180,11 +181,11 @@ func awaitEnd(t T, l *hastore.Leadership, want error) {
 	}
 }
 
-func leader(t T, s hastore.Store, election string) hastore.LeaderInfo {
+func leader(t T, s hastore.Store, name string) election.Leader {
 	t.Helper()
-	info, err := s.Leader(ctxFor(t), election)
+	info, err := s.Leader(ctxFor(t), name)
 	if err != nil {
-		t.Fatalf("Leader(%s): %v", election, err)
+		t.Fatalf("Leader(%s): %v", name, err)
 	}
 	return info
 }
@@ -212,33 +213,33 @@ func wantErr(t T, what string, err, want error) {
 func testGrantConfirmLeader(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
-	if info := leader(t, s, hastore.ElectionJobManager); !info.Token.IsZero() {
+	if info := leader(t, s, election.JobManager); !info.Token.IsZero() {
 		t.Fatalf("leader before any campaign = %+v, want none", info)
 	}
 	sess := session(t, s, hastore.SessionConfig{})
-	l := campaign(t, sess, hastore.ElectionJobManager, "")
+	l := campaign(t, sess, election.JobManager, "")
 	if l.Token().SessionID != sess.ID() || l.Token().Epoch == 0 {
 		t.Errorf("token = %v, want session %s and a positive epoch", l.Token(), sess.ID())
 	}
-	if l.Election() != hastore.ElectionJobManager {
+	if l.Election() != election.JobManager {
 		t.Errorf("election = %q", l.Election())
 	}
-	if info := leader(t, s, hastore.ElectionJobManager); info.Token != l.Token() || info.Address != "" {
+	if info := leader(t, s, election.JobManager); info.Token != l.Token() || info.Address != "" {
 		t.Errorf("leader = %+v, want token %v and no address", info, l.Token())
 	}
 	if err := l.Confirm(ctx, "http://127.0.0.1:1"); err != nil {
 		t.Fatalf("Confirm: %v", err)
 	}
-	if info := leader(t, s, hastore.ElectionJobManager); info.Token != l.Token() || info.Address != "http://127.0.0.1:1" {
+	if info := leader(t, s, election.JobManager); info.Token != l.Token() || info.Address != "http://127.0.0.1:1" {
 		t.Errorf("leader after confirm = %+v", info)
 	}
 	// A campaign with an address publishes it with the grant.
-	job := campaign(t, sess, hastore.JobElection("j1"), "http://127.0.0.1:2")
-	if info := leader(t, s, hastore.JobElection("j1")); info.Token != job.Token() || info.Address != "http://127.0.0.1:2" {
+	job := campaign(t, sess, election.Job("j1"), "http://127.0.0.1:2")
+	if info := leader(t, s, election.Job("j1")); info.Token != job.Token() || info.Address != "http://127.0.0.1:2" {
 		t.Errorf("job leader = %+v", info)
 	}
 	// Another store on the same backend sees the same leader.
-	if info := leader(t, open(t, b), hastore.ElectionJobManager); info.Token != l.Token() {
+	if info := leader(t, open(t, b), election.JobManager); info.Token != l.Token() {
 		t.Errorf("leader seen by a second store = %+v, want %v", info, l.Token())
 	}
 	select {
@@ -251,10 +252,10 @@ func testGrantConfirmLeader(t T, b *Backend) {
 func testResignGrantsNext(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
-	a := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "a")
-	next := campaignAsync(ctx, session(t, open(t, b), hastore.SessionConfig{}), hastore.ElectionJobManager, "b")
+	a := campaign(t, session(t, s, hastore.SessionConfig{}), election.JobManager, "a")
+	next := campaignAsync(ctx, session(t, open(t, b), hastore.SessionConfig{}), election.JobManager, "b")
 	// While a leads, the second candidate waits.
-	if info := leader(t, s, hastore.ElectionJobManager); info.Token != a.Token() {
+	if info := leader(t, s, election.JobManager); info.Token != a.Token() {
 		t.Fatalf("leader = %+v, want a", info)
 	}
 	select {
@@ -270,14 +271,14 @@ func testResignGrantsNext(t T, b *Backend) {
 	if bl.Token().Epoch <= a.Token().Epoch {
 		t.Errorf("epoch after resign = %d, want > %d", bl.Token().Epoch, a.Token().Epoch)
 	}
-	if info := leader(t, s, hastore.ElectionJobManager); info.Token != bl.Token() || info.Address != "b" {
+	if info := leader(t, s, election.JobManager); info.Token != bl.Token() || info.Address != "b" {
 		t.Errorf("leader = %+v, want b", info)
 	}
 	// Resigning again with the old token changes nothing.
 	if err := s.Resign(ctx, a.Fence()); err != nil {
 		t.Errorf("second Resign: %v", err)
 	}
-	if info := leader(t, s, hastore.ElectionJobManager); info.Token != bl.Token() {
+	if info := leader(t, s, election.JobManager); info.Token != bl.Token() {
 		t.Errorf("leader after stale resign = %+v, want b", info)
 	}
 }
@@ -286,9 +287,9 @@ func testSessionCloseRevokes(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	sa := session(t, s, hastore.SessionConfig{})
-	a := campaign(t, sa, hastore.ElectionJobManager, "a")
-	ja := campaign(t, sa, hastore.JobElection("j"), "a")
-	next := campaignAsync(ctx, session(t, open(t, b), hastore.SessionConfig{}), hastore.ElectionJobManager, "b")
+	a := campaign(t, sa, election.JobManager, "a")
+	ja := campaign(t, sa, election.Job("j"), "a")
+	next := campaignAsync(ctx, session(t, open(t, b), hastore.SessionConfig{}), election.JobManager, "b")
 	if err := sa.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -303,10 +304,10 @@ func testSessionCloseRevokes(t T, b *Backend) {
 	if bl.Token().Epoch <= a.Token().Epoch {
 		t.Errorf("epoch = %d, want > %d", bl.Token().Epoch, a.Token().Epoch)
 	}
-	if _, err := sa.Campaign(ctx, hastore.ElectionJobManager, ""); !errors.Is(err, hastore.ErrSessionNotFound) {
+	if _, err := sa.Campaign(ctx, election.JobManager, ""); !errors.Is(err, hastore.ErrSessionNotFound) {
 		t.Errorf("Campaign on a closed session: err = %v, want ErrSessionNotFound", err)
 	}
-	if info := leader(t, s, hastore.JobElection("j")); !info.Token.IsZero() {
+	if info := leader(t, s, election.Job("j")); !info.Token.IsZero() {
 		t.Errorf("job election still led after its session closed: %+v", info)
 	}
 }
@@ -318,7 +319,7 @@ func testLeaseExpiryRevokes(t T, b *Backend) {
 	if ttl, err := sess.KeepAlive(ctx); err != nil || ttl != time.Second {
 		t.Fatalf("KeepAlive = %v, %v; want 1s", ttl, err)
 	}
-	l := campaign(t, sess, hastore.ElectionJobManager, "")
+	l := campaign(t, sess, election.JobManager, "")
 	// No more renewals: the session expires after its TTL.
 	awaitEnd(t, l, hastore.ErrSessionEnded)
 	select {
@@ -331,7 +332,7 @@ func testLeaseExpiryRevokes(t T, b *Backend) {
 	}
 	// A remote client gives its session up a little before the store
 	// expires it; the store follows within the TTL.
-	awaitNoLeader(t, s, hastore.ElectionJobManager)
+	awaitNoLeader(t, s, election.JobManager)
 }
 
 // awaitNoLeader polls until the election has no leader, within wait.
@@ -354,14 +355,14 @@ func testStaleWriteFromPausedLeader(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	paused := session(t, s, hastore.SessionConfig{TTL: time.Second, ManualKeepAlive: true})
-	old := campaign(t, paused, hastore.ElectionJobManager, "old")
+	old := campaign(t, paused, election.JobManager, "old")
 	if err := s.PutExecutionPlan(ctx, old.Fence(), plan("j", "old-1")); err != nil {
 		t.Fatalf("write while leading: %v", err)
 	}
 	// The old leader stops renewing, as a paused process would; a new
 	// leader takes over once the lease has expired.
 	other := open(t, b)
-	fresh := awaitGrant(t, campaignAsync(ctx, session(t, other, hastore.SessionConfig{}), hastore.ElectionJobManager, "new"))
+	fresh := awaitGrant(t, campaignAsync(ctx, session(t, other, hastore.SessionConfig{}), election.JobManager, "new"))
 	if err := other.PutExecutionPlan(ctx, fresh.Fence(), plan("n", "new")); err != nil {
 		t.Fatalf("write by the new leader: %v", err)
 	}
@@ -381,7 +382,7 @@ func testStaleWriteFromPausedLeader(t T, b *Backend) {
 	if _, err := other.GetJobResultEntry(ctx, "j"); !errors.Is(err, hastore.ErrResultNotFound) {
 		t.Errorf("result written by the paused leader: err = %v", err)
 	}
-	if info := leader(t, other, hastore.ElectionJobManager); info.Address != "new" {
+	if info := leader(t, other, election.JobManager); info.Address != "new" {
 		t.Errorf("leader address = %q, want the new leader's", info.Address)
 	}
 	awaitEnd(t, old, hastore.ErrSessionEnded)
@@ -391,7 +392,7 @@ func testStaleTokenRefusedForEveryWrite(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	sess := session(t, s, hastore.SessionConfig{})
-	l := campaign(t, sess, hastore.ElectionJobManager, "")
+	l := campaign(t, sess, election.JobManager, "")
 	if err := s.PutExecutionPlan(ctx, l.Fence(), plan("kept", "kept")); err != nil {
 		t.Fatal(err)
 	}
@@ -404,10 +405,10 @@ func testStaleTokenRefusedForEveryWrite(t T, b *Backend) {
 	stale := l.Fence()
 	// The session leads again: every token but this grant's is refused,
 	// whatever write it comes with.
-	l2 := campaign(t, sess, hastore.ElectionJobManager, "")
+	l2 := campaign(t, sess, election.JobManager, "")
 	current := l2.Fence()
 	withToken := func(sessionID string, epoch uint64) hastore.Fence {
-		return hastore.Fence{Election: hastore.ElectionJobManager, Token: hastore.Token{SessionID: sessionID, Epoch: epoch}}
+		return hastore.Fence{Election: election.JobManager, Token: election.Token{SessionID: sessionID, Epoch: epoch}}
 	}
 	kinds := []struct {
 		name string
@@ -446,7 +447,7 @@ func testStaleTokenRefusedForEveryWrite(t T, b *Backend) {
 	if err := s.Resign(ctx, stale); err != nil {
 		t.Errorf("Resign with an older token of the session: %v; want it to succeed and change nothing", err)
 	}
-	if info := leader(t, s, hastore.ElectionJobManager); info.Token != current.Token {
+	if info := leader(t, s, election.JobManager); info.Token != current.Token {
 		t.Errorf("leader after a Resign with an older token = %+v; want the current grant %s still leading", info, current.Token)
 	}
 
@@ -468,9 +469,9 @@ func testTokenOfAnotherElectionRefused(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	sess := session(t, s, hastore.SessionConfig{})
-	job := campaign(t, sess, hastore.JobElection("j"), "")
+	job := campaign(t, sess, election.Job("j"), "")
 	f := job.Fence()
-	f.Election = hastore.ElectionJobManager
+	f.Election = election.JobManager
 	wantErr(t, "write with a job token under jobmanager", s.PutExecutionPlan(ctx, f, plan("j", "x")), hastore.ErrStaleToken)
 	// A job election's token covers only its own leader entry: no plan and
 	// no result, of its own job or another's, although it leads.
@@ -511,7 +512,7 @@ func testEpochsIncrease(t T, b *Backend) {
 	sessions := []hastore.Session{session(t, s, hastore.SessionConfig{}), session(t, open(t, b), hastore.SessionConfig{})}
 	var last uint64
 	for i := range 10 {
-		l := campaign(t, sessions[i%2], hastore.ElectionJobManager, "")
+		l := campaign(t, sessions[i%2], election.JobManager, "")
 		if l.Token().Epoch <= last {
 			t.Fatalf("grant %d: epoch %d, want > %d", i, l.Token().Epoch, last)
 		}
@@ -527,7 +528,7 @@ func testEpochsIncreaseAcrossRestart(t T, b *Backend) {
 		t.Skip("backend cannot restart")
 	}
 	s := b.Open(t)
-	l := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "")
+	l := campaign(t, session(t, s, hastore.SessionConfig{}), election.JobManager, "")
 	before := l.Token().Epoch
 	must(t, l.Resign(ctxFor(t)))
 	s.Close()
@@ -536,7 +537,7 @@ func testEpochsIncreaseAcrossRestart(t T, b *Backend) {
 	ctx := ctxFor(t)
 	// The old leader's lease may survive the restart until its TTL; the new
 	// grant comes after it either way.
-	next := awaitGrant(t, campaignAsync(ctx, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, ""))
+	next := awaitGrant(t, campaignAsync(ctx, session(t, s, hastore.SessionConfig{}), election.JobManager, ""))
 	if next.Token().Epoch <= before {
 		t.Errorf("epoch after restart = %d, want > %d", next.Token().Epoch, before)
 	}
@@ -549,7 +550,7 @@ func testDataSurvivesRestart(t T, b *Backend) {
 	s := b.Open(t)
 	ctx := ctxFor(t)
 	sess := session(t, s, hastore.SessionConfig{})
-	l := campaign(t, sess, hastore.ElectionJobManager, "")
+	l := campaign(t, sess, election.JobManager, "")
 	p := plan("p1", "survivor")
 	must(t, s.PutExecutionPlan(ctx, l.Fence(), p))
 	must(t, s.CreateDirtyJobResult(ctx, l.Fence(), result("dirty", jobplanev1.JobStatus_JOB_STATUS_FAILED)))
@@ -581,7 +582,7 @@ func must(t T, err error) {
 func testExecutionPlans(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
-	l := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "")
+	l := campaign(t, session(t, s, hastore.SessionConfig{}), election.JobManager, "")
 	if _, err := s.GetExecutionPlan(ctx, "nope"); !errors.Is(err, hastore.ErrPlanNotFound) {
 		t.Errorf("Get of an absent plan: err = %v", err)
 	}
@@ -635,7 +636,7 @@ func testExecutionPlans(t T, b *Backend) {
 func testCancelRequests(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
-	f := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "").Fence()
+	f := campaign(t, session(t, s, hastore.SessionConfig{}), election.JobManager, "").Fence()
 	requested := func(id string, want bool) {
 		t.Helper()
 		if got, err := s.CancelRequested(ctx, id); err != nil || got != want {
@@ -668,7 +669,7 @@ func testCancelRequests(t T, b *Backend) {
 func testCancelBeforeResult(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
-	f := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "").Fence()
+	f := campaign(t, session(t, s, hastore.SessionConfig{}), election.JobManager, "").Fence()
 	noResult := func(id string) {
 		t.Helper()
 		if e, err := s.GetJobResultEntry(ctx, id); !errors.Is(err, hastore.ErrResultNotFound) {
@@ -714,7 +715,7 @@ func testCancelBeforeResult(t T, b *Backend) {
 func testResultBeforeCancel(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
-	f := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "").Fence()
+	f := campaign(t, session(t, s, hastore.SessionConfig{}), election.JobManager, "").Fence()
 	for _, tc := range []struct {
 		id     string
 		status jobplanev1.JobStatus
@@ -750,7 +751,7 @@ func testResultBeforeCancel(t T, b *Backend) {
 func testJobResults(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
-	f := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "").Fence()
+	f := campaign(t, session(t, s, hastore.SessionConfig{}), election.JobManager, "").Fence()
 	wantErr(t, "MarkJobResultClean without an entry", s.MarkJobResultClean(ctx, f, "a"), hastore.ErrResultNotFound)
 	if _, err := s.GetJobResultEntry(ctx, "a"); !errors.Is(err, hastore.ErrResultNotFound) {
 		t.Errorf("Get of an absent result: err = %v", err)
@@ -807,15 +808,15 @@ func testCandidacyExists(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	sess := session(t, s, hastore.SessionConfig{})
-	l := campaign(t, sess, hastore.ElectionJobManager, "")
-	if _, err := sess.Campaign(ctx, hastore.ElectionJobManager, ""); !errors.Is(err, hastore.ErrCandidacyExists) {
+	l := campaign(t, sess, election.JobManager, "")
+	if _, err := sess.Campaign(ctx, election.JobManager, ""); !errors.Is(err, hastore.ErrCandidacyExists) {
 		t.Errorf("second campaign on one session: err = %v, want ErrCandidacyExists", err)
 	}
 	// Other elections on the same session are fine.
-	campaign(t, sess, hastore.JobElection("j"), "")
+	campaign(t, sess, election.Job("j"), "")
 	// Once the leadership ends, the session may campaign again.
 	must(t, l.Resign(ctx))
-	again := campaign(t, sess, hastore.ElectionJobManager, "")
+	again := campaign(t, sess, election.JobManager, "")
 	if again.Token().Epoch <= l.Token().Epoch {
 		t.Errorf("epoch = %d, want > %d", again.Token().Epoch, l.Token().Epoch)
 	}
@@ -824,9 +825,9 @@ func testCandidacyExists(t T, b *Backend) {
 func testCampaignCancelWithdraws(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
-	a := campaign(t, session(t, s, hastore.SessionConfig{}), hastore.ElectionJobManager, "")
+	a := campaign(t, session(t, s, hastore.SessionConfig{}), election.JobManager, "")
 	cctx, cancel := context.WithCancel(ctx)
-	waiting := campaignAsync(cctx, session(t, open(t, b), hastore.SessionConfig{}), hastore.ElectionJobManager, "")
+	waiting := campaignAsync(cctx, session(t, open(t, b), hastore.SessionConfig{}), election.JobManager, "")
 	cancel()
 	select {
 	case r := <-waiting:
@@ -837,7 +838,7 @@ func testCampaignCancelWithdraws(t T, b *Backend) {
 		t.Fatal("canceled campaign did not return")
 	}
 	must(t, a.Resign(ctx))
-	if info := leader(t, s, hastore.ElectionJobManager); !info.Token.IsZero() {
+	if info := leader(t, s, election.JobManager); !info.Token.IsZero() {
 		t.Errorf("withdrawn candidate became leader: %+v", info)
 	}
 }
@@ -845,12 +846,12 @@ func testCampaignCancelWithdraws(t T, b *Backend) {
 func testObserveEveryChangeInOrder(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
-	election := hastore.JobElection("observed")
-	events := make(chan hastore.LeaderInfo, 16)
+	name := election.Job("observed")
+	events := make(chan election.Leader, 16)
 	octx, stop := context.WithCancel(ctx)
 	observed := make(chan error, 1)
 	go func() {
-		observed <- s.ObserveLeader(octx, election, func(info hastore.LeaderInfo) error {
+		observed <- s.ObserveLeader(octx, name, func(info election.Leader) error {
 			events <- info
 			return nil
 		})
@@ -861,22 +862,22 @@ func testObserveEveryChangeInOrder(t T, b *Backend) {
 			t.Errorf("ObserveLeader returned %v, want context.Canceled", err)
 		}
 	}()
-	next := func(what string) hastore.LeaderInfo {
+	next := func(what string) election.Leader {
 		t.Helper()
 		select {
 		case info := <-events:
 			return info
 		case <-time.After(wait):
 			t.Fatalf("no event for %s within %v", what, wait)
-			return hastore.LeaderInfo{}
+			return election.Leader{}
 		}
 	}
 	if info := next("the initial state"); !info.Token.IsZero() {
 		t.Fatalf("initial = %+v, want no leader", info)
 	}
 	sa := session(t, open(t, b), hastore.SessionConfig{})
-	a := campaign(t, sa, election, "")
-	if info := next("a's grant"); info.Token != a.Token() || info.Address != "" || info.Election != election {
+	a := campaign(t, sa, name, "")
+	if info := next("a's grant"); info.Token != a.Token() || info.Address != "" || info.Election != name {
 		t.Fatalf("event = %+v, want a without address", info)
 	}
 	must(t, a.Confirm(ctx, "a-addr"))
@@ -884,7 +885,7 @@ func testObserveEveryChangeInOrder(t T, b *Backend) {
 		t.Fatalf("event = %+v, want a at a-addr", info)
 	}
 	sb := session(t, open(t, b), hastore.SessionConfig{})
-	bwait := campaignAsync(ctx, sb, election, "b-addr")
+	bwait := campaignAsync(ctx, sb, name, "b-addr")
 	// A waiting candidate changes nothing an observer sees; resigning a
 	// hands over to it.
 	must(t, a.Resign(ctx))
@@ -915,7 +916,7 @@ func testNeverTwoLeaders(t T, b *Backend) {
 		rounds      = 5
 	)
 	ctx := ctxFor(t)
-	election := hastore.JobElection("contended")
+	name := election.Job("contended")
 	var (
 		holder  atomic.Value // the token of the leader that believes it leads
 		mu      sync.Mutex
@@ -923,7 +924,7 @@ func testNeverTwoLeaders(t T, b *Backend) {
 		wg      sync.WaitGroup
 		failure = make(chan error, campaigners)
 	)
-	holder.Store(hastore.Token{})
+	holder.Store(election.Token{})
 	for i := range campaigners {
 		s := open(t, b)
 		sess := session(t, s, hastore.SessionConfig{})
@@ -931,12 +932,12 @@ func testNeverTwoLeaders(t T, b *Backend) {
 		go func() {
 			defer wg.Done()
 			for r := range rounds {
-				l, err := sess.Campaign(ctx, election, fmt.Sprint(i))
+				l, err := sess.Campaign(ctx, name, fmt.Sprint(i))
 				if err != nil {
 					failure <- fmt.Errorf("campaigner %d round %d: %w", i, r, err)
 					return
 				}
-				if !holder.CompareAndSwap(hastore.Token{}, l.Token()) {
+				if !holder.CompareAndSwap(election.Token{}, l.Token()) {
 					failure <- fmt.Errorf("campaigner %d granted %v while %v leads", i, l.Token(), holder.Load())
 					return
 				}
@@ -948,7 +949,7 @@ func testNeverTwoLeaders(t T, b *Backend) {
 				mu.Lock()
 				epochs = append(epochs, l.Token().Epoch)
 				mu.Unlock()
-				holder.Store(hastore.Token{})
+				holder.Store(election.Token{})
 				if err := l.Resign(ctx); err != nil {
 					failure <- fmt.Errorf("campaigner %d resign: %w", i, err)
 					return
@@ -975,7 +976,7 @@ func testBadInput(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
 	sess := session(t, s, hastore.SessionConfig{})
-	good := campaign(t, sess, hastore.ElectionJobManager, "").Fence()
+	good := campaign(t, sess, election.JobManager, "").Fence()
 	badElection := good
 	badElection.Election = "workers"
 	noEpoch := good
@@ -1034,7 +1035,7 @@ func testBadInput(t T, b *Backend) {
 	if entries, err := s.ListJobResultEntries(ctx, hastorev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED, "", 0); err != nil || len(entries) != 0 {
 		t.Errorf("results after bad input = %v, %v; want none", entries, err)
 	}
-	if info := leader(t, s, hastore.ElectionJobManager); info.Token != good.Token || info.Address != "" {
+	if info := leader(t, s, election.JobManager); info.Token != good.Token || info.Address != "" {
 		t.Errorf("leader after bad input = %+v", info)
 	}
 }
@@ -1061,7 +1062,7 @@ func testValidUntilBoundsTheLease(t T, b *Backend) {
 	if !first.After(after) || first.After(after.Add(sess.TTL())) || first.Before(before.Add(sess.TTL()/2)) {
 		t.Fatalf("ValidUntil right after opening = now%+v, want within (now, now+TTL]", time.Until(first))
 	}
-	l := campaign(t, sess, hastore.ElectionJobManager, "http://127.0.0.1:1")
+	l := campaign(t, sess, election.JobManager, "http://127.0.0.1:1")
 	if !l.Valid() {
 		t.Fatal("a fresh leadership is not valid")
 	}

@@ -21,11 +21,13 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/taskexecutor"
+	"github.com/jobplane/jobplane/sdk/wire/transport"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobmanager"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
-	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
 // Options shape a cluster.
@@ -169,7 +171,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	client := endpoint.NewClient()
+	client := transport.NewClient(nil)
 	t.Cleanup(client.CloseIdleConnections)
 
 	if opts.JobManagers == 0 {
@@ -263,7 +265,7 @@ func waitLeader(t testing.TB, store hastore.Store, address string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		info, err := store.Leader(context.Background(), hastore.ElectionJobManager)
+		info, err := store.Leader(context.Background(), election.JobManager)
 		if err == nil && info.Address == address {
 			return
 		}

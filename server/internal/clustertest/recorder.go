@@ -6,6 +6,7 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
@@ -175,7 +176,7 @@ func (s *recordedSession) PutExecutionPlanAndLead(ctx context.Context, f hastore
 	case err != nil || l == nil:
 		return nil, err
 	}
-	election := hastore.JobElection(plan.GetJobId())
+	election := election.Job(plan.GetJobId())
 	s.r.mu.Lock()
 	s.r.events = append(s.r.events, Event{Op: "campaign", Key: election}, Event{Op: "granted", Key: election})
 	s.r.mu.Unlock()

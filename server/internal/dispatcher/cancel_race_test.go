@@ -12,10 +12,11 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/dispatcher"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
-	"github.com/jobplane/jobplane/server/internal/jobstatus"
 )
 
 // endingRunner ends its job with the status the test sends, and then,
@@ -152,7 +153,7 @@ func TestCancelAndResultOrderedByTheStore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "")
+			l, err := sess.Campaign(ctx, election.JobManager, "")
 			if err != nil {
 				t.Fatal(err)
 			}

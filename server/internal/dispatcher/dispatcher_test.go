@@ -14,10 +14,11 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/dispatcher"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
-	"github.com/jobplane/jobplane/server/internal/jobstatus"
 	"github.com/jobplane/jobplane/server/internal/runner"
 )
 
@@ -66,7 +67,7 @@ func TestRecoveryFailureStepsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	lead := func() (*hastore.Leadership, chan error) {
-		l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "")
+		l, err := sess.Campaign(ctx, election.JobManager, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +203,7 @@ func TestQueriesFollowJobs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "")
+		l, err := sess.Campaign(ctx, election.JobManager, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,11 +14,12 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
+	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/dispatcher"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
-	"github.com/jobplane/jobplane/server/internal/jobstatus"
 	"github.com/jobplane/jobplane/server/internal/rpcfuzz"
 )
 
@@ -57,7 +58,7 @@ func newLeadingHandler(tb testing.TB) http.Handler {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	l, err := sess.Campaign(ctx, hastore.ElectionJobManager, "http://127.0.0.1:1")
+	l, err := sess.Campaign(ctx, election.JobManager, "http://127.0.0.1:1")
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -17,9 +17,10 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
 	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/framing"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
 	"github.com/jobplane/jobplane/server/internal/principal"
@@ -74,10 +75,10 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 		addr := ""
 		lctx, cancel := context.WithTimeout(ctx, leaderLookupTimeout)
 		defer cancel()
-		if info, lerr := h.d.cfg.Store.Leader(lctx, hastore.ElectionJobManager); lerr == nil {
+		if info, lerr := h.d.cfg.Store.Leader(lctx, election.JobManager); lerr == nil {
 			addr = info.Address
 		}
-		return apierror.NotLeader(hastore.ElectionJobManager, addr)
+		return apierror.NotLeader(election.JobManager, addr)
 	case errors.As(err, &jerr):
 		fields := make([]apierror.Field, len(jerr.Violations))
 		for i, v := range jerr.Violations {

@@ -12,8 +12,9 @@ import (
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
 	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/internal/jobstatus"
 )
 
 // allStatuses are the job statuses a job can be recorded in.
@@ -27,7 +28,7 @@ var allStatuses = []jobplanev1.JobStatus{
 // queries, which read only the leadership's jobs and index.
 func newTestLeadership(tb testing.TB) (*Dispatcher, *leadership) {
 	tb.Helper()
-	l, end := hastore.NewLeadership(context.Background(), hastore.Fence{Election: hastore.ElectionJobManager}, nil, nil)
+	l, end := hastore.NewLeadership(context.Background(), hastore.Fence{Election: election.JobManager}, nil, nil)
 	tb.Cleanup(func() { end(hastore.ErrResigned) })
 	ld := &leadership{l: l, ctx: l.Context(), ready: closedChan(), jobs: make(map[string]*job), index: newJobIndex()}
 	d := &Dispatcher{log: slog.New(slog.NewTextHandler(io.Discard, nil)), lead: ld}

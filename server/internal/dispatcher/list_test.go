@@ -10,7 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/internal/jobstatus"
+	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
 )
 
 // A client paging through 5,000 jobs with cursors sees each of them

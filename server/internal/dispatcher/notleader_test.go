@@ -11,8 +11,9 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
 	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/dispatcher"
 )
 
@@ -20,9 +21,9 @@ import (
 // context ends, as on a server partitioned from etcd.
 type unreachableStore struct{ hastore.Store }
 
-func (unreachableStore) Leader(ctx context.Context, _ string) (hastore.LeaderInfo, error) {
+func (unreachableStore) Leader(ctx context.Context, _ string) (election.Leader, error) {
 	<-ctx.Done()
-	return hastore.LeaderInfo{}, ctx.Err()
+	return election.Leader{}, ctx.Err()
 }
 
 // A Dispatcher that does not lead answers NOT_LEADER at once, also when

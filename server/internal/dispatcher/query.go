@@ -11,9 +11,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
-	"github.com/jobplane/jobplane/server/internal/jobstatus"
 )
 
 // ErrJobNotFound: no job with this id is known.
@@ -487,7 +488,7 @@ func (d *Dispatcher) Overview(ctx context.Context) (*jobplanev1.GetClusterOvervi
 	resp.RunningJobCount = int32(ld.index.len()) - resp.FinishedJobCount - resp.CanceledJobCount - resp.FailedJobCount
 	resp.Limits = d.limits()
 	tok := ld.l.Token()
-	resp.Leader = &jobplanev1.LeaderInfo{Election: hastore.ElectionJobManager, Address: d.cfg.Address, Token: &jobplanev1.FencingToken{SessionId: tok.SessionID, Epoch: tok.Epoch}}
+	resp.Leader = &jobplanev1.LeaderInfo{Election: election.JobManager, Address: d.cfg.Address, Token: &jobplanev1.FencingToken{SessionId: tok.SessionID, Epoch: tok.Epoch}}
 	if d.lead != ld || !ld.l.Valid() {
 		return nil, ErrNotLeading
 	}

@@ -15,9 +15,9 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
 	"github.com/jobplane/jobplane/sdk/planid"
+	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
+	"github.com/jobplane/jobplane/sdk/wire/jobtrace"
 	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/internal/jobstatus"
-	"github.com/jobplane/jobplane/server/internal/jobtrace"
 	"github.com/jobplane/jobplane/server/internal/principal"
 	"github.com/jobplane/jobplane/server/internal/telemetry"
 )

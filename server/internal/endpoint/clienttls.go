@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/jobplane/jobplane/sdk/wire/transport"
 )
 
 // ClientFiles name the TLS files of a process's calls to other processes.
@@ -61,22 +63,19 @@ func (c *ClientTLS) config(serverName string) *tls.Config {
 	return cfg
 }
 
-// NewClient is NewTLSClient with the files' TLS: it trusts CAFile and
-// presents CertFile when a peer asks for a client certificate. A nil
-// ClientTLS gives NewClient().
+// NewClient is transport.NewClient with the files' TLS: it trusts CAFile
+// and presents CertFile when a peer asks for a client certificate. A nil
+// ClientTLS gives transport.NewClient(nil).
 func (c *ClientTLS) NewClient() *http.Client {
-	client := NewTLSClient(nil)
 	if c == nil {
-		return client
+		return transport.NewClient(nil)
 	}
-	secure := client.Transport.(*schemeTransport).secure
-	secure.TLSClientConfig = nil
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-	// The transport cannot take a new configuration per connection, so
-	// the connection is dialed and its handshake made here, with the
-	// files as they are now; net/http then speaks HTTP/2 or HTTP/1.1 as
-	// the handshake's ALPN chose.
-	secure.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+	// A transport cannot take a new configuration per connection, so the
+	// connection is dialed and its handshake made here, with the files as
+	// they are now; net/http then speaks HTTP/2 or HTTP/1.1 as the
+	// handshake's ALPN chose.
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		host, _, err := net.SplitHostPort(addr)
 		if err != nil {
 			return nil, err
@@ -92,5 +91,5 @@ func (c *ClientTLS) NewClient() *http.Client {
 		}
 		return conn, nil
 	}
-	return client
+	return &http.Client{Transport: transport.New(transport.Config{DialTLS: dial})}
 }

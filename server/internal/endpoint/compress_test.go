@@ -16,6 +16,7 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/sdk/wire/transport"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
 
@@ -141,7 +142,7 @@ func TestAnswersCompressedOnlyOverThreshold(t *testing.T) {
 func TestClientOptionsThreshold(t *testing.T) {
 	ep, requestEncodings := startSizer(t)
 	opts := append(endpoint.ClientOptions(), connect.WithSendGzip())
-	hc := endpoint.NewClient()
+	hc := transport.NewClient(nil)
 	t.Cleanup(hc.CloseIdleConnections)
 	client := jobplanev1connect.NewDispatcherServiceClient(hc, ep.URL(), opts...)
 	ctx := context.Background()

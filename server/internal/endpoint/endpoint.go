@@ -18,6 +18,7 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
+	"github.com/jobplane/jobplane/sdk/wire/transport"
 )
 
 // DefaultMaxRequestBytes is the default of Config.MaxRequestBytes: 4 MiB.
@@ -331,7 +332,7 @@ func (e *Endpoint) run(ctx context.Context) error {
 
 	srv := &http.Server{
 		Handler:           limitBody(e.cfg.MaxRequestBytes, e.requireClientCert(services, e.mux)),
-		Protocols:         ServerProtocols(),
+		Protocols:         transport.ServerProtocols(),
 		ReadHeaderTimeout: e.cfg.ReadHeaderTimeout,
 		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
 	}

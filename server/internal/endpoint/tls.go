@@ -55,7 +55,7 @@ func tlsProtocols() *http.Protocols {
 }
 
 // ClientTLSConfig returns the TLS configuration of a process's calls to
-// https:// peers (see NewTLSClient) that trusts the certificate
+// https:// peers (see transport.NewClient) that trusts the certificate
 // authorities in the PEM file caFile instead of the system's roots. An
 // empty caFile returns nil: the system's roots. It fails if the file
 // cannot be read or holds no PEM certificate. The file is read once; see

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/jobplane/jobplane/sdk/wire/transport"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/testcert"
 )
@@ -41,7 +42,7 @@ func TestTLSServesEveryProtocolByALPN(t *testing.T) {
 	h1.SetHTTP1(true)
 	h1Transport := &http.Transport{Protocols: &h1, TLSClientConfig: cert.ClientConfig()}
 	t.Cleanup(h1Transport.CloseIdleConnections)
-	h2Client := endpoint.NewTLSClient(cert.ClientConfig())
+	h2Client := transport.NewClient(cert.ClientConfig())
 	t.Cleanup(h2Client.CloseIdleConnections)
 
 	for _, tc := range []struct {
@@ -101,7 +102,7 @@ func TestTLSServesEveryProtocolByALPN(t *testing.T) {
 	})
 
 	t.Run("untrusted", func(t *testing.T) {
-		c := endpoint.NewTLSClient(testcert.New(t).ClientConfig())
+		c := transport.NewClient(testcert.New(t).ClientConfig())
 		defer c.CloseIdleConnections()
 		_, err := grpchealth.NewClient(c, ep.URL()).Check(context.Background(), &grpchealth.CheckRequest{})
 		if err == nil || !strings.Contains(err.Error(), "certificate") {
@@ -168,7 +169,7 @@ func TestClientTLSConfig(t *testing.T) {
 	}
 	// The configuration verifies the endpoint's certificate.
 	ep := startTLS(t, cert)
-	c := endpoint.NewTLSClient(cfg)
+	c := transport.NewClient(cfg)
 	defer c.CloseIdleConnections()
 	if _, err := grpchealth.NewClient(c, ep.URL()).Check(context.Background(), &grpchealth.CheckRequest{}); err != nil {
 		t.Errorf("Check through ClientTLSConfig's roots: %v", err)

@@ -14,10 +14,11 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/taskexecutor"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
 	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/internal/apierror"
 	"github.com/jobplane/jobplane/server/internal/clustertest"
-	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
 // runs counts the runs of every subtask of the "count" invokable, and
@@ -103,7 +104,7 @@ func TestConcurrentIdenticalSubmissions(t *testing.T) {
 	if got := rec.Count("put-plan", "same"); got != 1 {
 		t.Errorf("%d plan puts, want 1", got)
 	}
-	if got := rec.Count("granted", hastore.JobElection("same")); got != 1 {
+	if got := rec.Count("granted", election.Job("same")); got != 1 {
 		t.Errorf("%d job grants (runners, JobMasters), want 1", got)
 	}
 	for i := range 3 {
@@ -124,7 +125,7 @@ func TestPersistBeforeRun(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeUnavailable || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_PERSIST_FAILED) {
 		t.Fatalf("submit with a failing put: err = %v, want UNAVAILABLE PERSIST_FAILED", err)
 	}
-	if got := rec.Count("campaign", hastore.JobElection("p")); got != 0 {
+	if got := rec.Count("campaign", election.Job("p")); got != 0 {
 		t.Errorf("a job whose persist failed campaigned %d times", got)
 	}
 	if _, err := c.Store.GetExecutionPlan(ctx, "p"); err == nil {
@@ -148,7 +149,7 @@ func TestPersistBeforeRun(t *testing.T) {
 	}
 	events := rec.Events()
 	put := slices.IndexFunc(events, func(e clustertest.Event) bool { return e.Op == "put-plan" && e.Key == "p" && e.Err == nil })
-	campaign := slices.IndexFunc(events, func(e clustertest.Event) bool { return e.Op == "campaign" && e.Key == hastore.JobElection("p") })
+	campaign := slices.IndexFunc(events, func(e clustertest.Event) bool { return e.Op == "campaign" && e.Key == election.Job("p") })
 	if put < 0 || campaign < 0 || put > campaign {
 		t.Errorf("plan put at event %d, job campaign at %d: the put must come first", put, campaign)
 	}
@@ -203,15 +204,15 @@ func TestJobLeadershipFlapping(t *testing.T) {
 	submit(t, c, "flap", twoVertices("sleep", map[string]string{"duration": "1h"}))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	election := hastore.JobElection("flap")
+	name := election.Job("flap")
 	jmClient := clusterv1connect.NewJobMasterServiceClient(c.HTTP, c.URL)
 	// leaderWithJobMaster waits until the job's leader has a JobMaster
 	// running under its token: one that answers a call with that token
 	// (refusing the unknown attempt it names) instead of NOT_LEADER.
-	leaderWithJobMaster := func(after uint64) hastore.Token {
+	leaderWithJobMaster := func(after uint64) election.Token {
 		t.Helper()
 		for {
-			info, err := c.Store.Leader(ctx, election)
+			info, err := c.Store.Leader(ctx, name)
 			if err == nil && info.Token.Epoch > after {
 				_, err := jmClient.UpdateTaskExecutionStates(ctx, &clusterv1.UpdateTaskExecutionStatesRequest{
 					JobId: "flap", JobMasterToken: &jobplanev1.FencingToken{SessionId: info.Token.SessionID, Epoch: info.Token.Epoch}, TaskExecutorId: "probe",
@@ -227,10 +228,10 @@ func TestJobLeadershipFlapping(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	tokens := []hastore.Token{leaderWithJobMaster(0)}
+	tokens := []election.Token{leaderWithJobMaster(0)}
 	for range 10 {
 		old := tokens[len(tokens)-1]
-		if err := c.Store.Resign(ctx, hastore.Fence{Election: election, Token: old}); err != nil {
+		if err := c.Store.Resign(ctx, hastore.Fence{Election: name, Token: old}); err != nil {
 			t.Fatal(err)
 		}
 		tokens = append(tokens, leaderWithJobMaster(old.Epoch))

@@ -15,7 +15,9 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
-	"github.com/jobplane/jobplane/server/election/electionrpc"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/election/electionrpc"
+	"github.com/jobplane/jobplane/sdk/wire/transport"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/internal/clustertest"
@@ -40,7 +42,7 @@ func startHealthProcess(t *testing.T, store hastore.Store) *healthProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := endpoint.NewClient()
+	client := transport.NewClient(nil)
 	t.Cleanup(client.CloseIdleConnections)
 	jm, err := jobmanager.New(jobmanager.Config{
 		Store: store, Address: ep.URL(), HTTPClient: client, SessionTTL: 2 * time.Second,
@@ -153,7 +155,7 @@ func TestHealthFollowsLeadership(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitWatch(t, "a", aWatch, healthpb.HealthCheckResponse_SERVING)
-	if info, err := store.Leader(ctx, hastore.ElectionJobManager); err != nil || info.Address != a.ep.URL() {
+	if info, err := store.Leader(ctx, election.JobManager); err != nil || info.Address != a.ep.URL() {
 		t.Fatalf("leader = %+v, %v; want %s", info, err, a.ep.URL())
 	}
 	b := startHealthProcess(t, store)
@@ -183,7 +185,7 @@ func TestHealthFollowsLeadership(t *testing.T) {
 			break
 		}
 	}
-	if info, err := store.Leader(ctx, hastore.ElectionJobManager); err != nil || info.Address != b.ep.URL() {
+	if info, err := store.Leader(ctx, election.JobManager); err != nil || info.Address != b.ep.URL() {
 		t.Fatalf("leader after a resigned = %+v, %v; want %s", info, err, b.ep.URL())
 	}
 	a.wantHealth(t, false)

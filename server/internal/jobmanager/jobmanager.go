@@ -21,8 +21,8 @@ import (
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
-	"github.com/jobplane/jobplane/server/election"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/dispatcher"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
@@ -185,7 +185,7 @@ func New(cfg Config) (*JobManager, error) {
 	jm.router = jobmaster.NewRouter(jobmaster.RouterConfig{
 		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, HTTPClient: cfg.HTTPClient,
 		LeaderAddress: func(ctx context.Context, jobID string) string {
-			info, err := cfg.Store.Leader(ctx, hastore.JobElection(jobID))
+			info, err := cfg.Store.Leader(ctx, election.Job(jobID))
 			if err != nil {
 				return ""
 			}
@@ -385,7 +385,7 @@ func (jm *JobManager) Run(ctx context.Context) error {
 // lead runs leadership terms on one session until it or ctx ends.
 func (jm *JobManager) lead(ctx context.Context, sess hastore.Session) {
 	for ctx.Err() == nil {
-		l, err := sess.Campaign(ctx, hastore.ElectionJobManager, election.JoinAddresses(jm.cfg.Address, jm.cfg.ClusterAddress))
+		l, err := sess.Campaign(ctx, election.JobManager, election.JoinAddresses(jm.cfg.Address, jm.cfg.ClusterAddress))
 		if err != nil {
 			if ctx.Err() == nil {
 				jm.log.Warn("campaign for the jobmanager leadership failed", "err", err)

@@ -16,9 +16,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/sdk/taskexecutor"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
 	"github.com/jobplane/jobplane/server/internal/clustertest"
-	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
 // taskOutput reads the output of a subtask through the Dispatcher.

@@ -13,8 +13,8 @@ import (
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/taskexecutor"
 	"github.com/jobplane/jobplane/server/internal/clustertest"
-	"github.com/jobplane/jobplane/server/taskexecutor"
 )
 
 func jobEdge(from, to string, allToAll, blocking bool) *jobplanev1.JobEdge {

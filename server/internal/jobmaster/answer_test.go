@@ -10,8 +10,8 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/internal/endpoint"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/transport"
 )
 
 // An offer that takes deployments in its answer gets the attempt deployed
@@ -45,11 +45,11 @@ func TestDeploymentsInTheOfferAnswer(t *testing.T) {
 			mux := http.NewServeMux()
 			mux.Handle(clusterv1connect.NewTaskExecutorServiceHandler(fake))
 			srv := httptest.NewUnstartedServer(mux)
-			srv.Config.Protocols = endpoint.ServerProtocols() // the JobMaster's client speaks h2c
+			srv.Config.Protocols = transport.ServerProtocols() // the JobMaster's client speaks h2c
 			srv.Start()
 			t.Cleanup(srv.Close)
 			r := NewRouter(RouterConfig{})
-			token := hastore.Token{SessionID: "s", Epoch: 1}
+			token := election.Token{SessionID: "s", Epoch: 1}
 			jm := startRoutedWith(t, r, "j", token, tc.interval)
 			ctx := context.Background()
 			offer := &clusterv1.OfferSlotsRequest{

@@ -13,8 +13,8 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
 
@@ -26,7 +26,7 @@ func TestJobMastersShareOneClientPerTaskExecutor(t *testing.T) {
 	r := NewRouter(RouterConfig{})
 	newJM := func(job string) *JobMaster {
 		jm, err := New(Config{
-			JobID: job, Token: hastore.Token{SessionID: "s", Epoch: 1}, Address: "http://127.0.0.1:1", Router: r,
+			JobID: job, Token: election.Token{SessionID: "s", Epoch: 1}, Address: "http://127.0.0.1:1", Router: r,
 			Graph:           &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}},
 			ResourceManager: clusterv1connect.NewResourceManagerServiceClient(http.DefaultClient, "http://127.0.0.1:1"),
 		})

@@ -6,8 +6,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/internal/jobstatus"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
 )
 
 func (jm *JobMaster) summaryLocked() *jobplanev1.JobSummary {
@@ -130,7 +130,7 @@ func (jm *JobMaster) subtaskLocked(ev int32) subtaskState {
 	return s
 }
 
-func protoToken(t hastore.Token) *jobplanev1.FencingToken {
+func protoToken(t election.Token) *jobplanev1.FencingToken {
 	return &jobplanev1.FencingToken{SessionId: t.SessionID, Epoch: t.Epoch}
 }
 

@@ -12,8 +12,8 @@ import (
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/internal/apierror"
-	"github.com/jobplane/jobplane/server/internal/jobtrace"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
+	"github.com/jobplane/jobplane/sdk/wire/jobtrace"
 )
 
 // RegisterTaskExecutor implements JobMasterServiceHandler.

@@ -11,7 +11,7 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/sdk/election"
 )
 
 // An offer that registers a TaskExecutor coming back after it was lost
@@ -22,7 +22,7 @@ import (
 func TestOfferFromALostTaskExecutorSkipsSlotsBeingFreed(t *testing.T) {
 	t.Parallel()
 	r := NewRouter(RouterConfig{})
-	token := hastore.Token{SessionID: "s", Epoch: 1}
+	token := election.Token{SessionID: "s", Epoch: 1}
 	jm := startRouted(t, r, "j", token)
 	ctx := context.Background()
 	if err := jm.do(ctx, func() { jm.gone["te-1"] = &gone{frees: []string{"given-up"}} }); err != nil {
@@ -45,14 +45,14 @@ func TestOfferFromALostTaskExecutorSkipsSlotsBeingFreed(t *testing.T) {
 
 // startRouted starts a JobMaster of a one-subtask job under token and
 // routes its calls through r, until the test ends.
-func startRouted(t *testing.T, r *Router, job string, token hastore.Token) *JobMaster {
+func startRouted(t *testing.T, r *Router, job string, token election.Token) *JobMaster {
 	t.Helper()
 	return startRoutedWith(t, r, job, token, 0)
 }
 
 // startRoutedWith is startRouted with the JobMaster's heartbeat interval
 // (0: its default).
-func startRoutedWith(t *testing.T, r *Router, job string, token hastore.Token, interval time.Duration) *JobMaster {
+func startRoutedWith(t *testing.T, r *Router, job string, token election.Token, interval time.Duration) *JobMaster {
 	t.Helper()
 	jm, err := New(Config{
 		JobID: job, Token: token, Address: "http://127.0.0.1:1", Router: r, HeartbeatInterval: interval,
@@ -77,7 +77,7 @@ func startRoutedWith(t *testing.T, r *Router, job string, token hastore.Token, i
 func TestStateReportsOfSeveralJobsAreRoutedAndFencedEach(t *testing.T) {
 	t.Parallel()
 	r := NewRouter(RouterConfig{})
-	t1, t2 := hastore.Token{SessionID: "s", Epoch: 1}, hastore.Token{SessionID: "s", Epoch: 2}
+	t1, t2 := election.Token{SessionID: "s", Epoch: 1}, election.Token{SessionID: "s", Epoch: 2}
 	startRouted(t, r, "j1", t1)
 	startRouted(t, r, "j2", t2)
 	ctx := context.Background()
@@ -85,7 +85,7 @@ func TestStateReportsOfSeveralJobsAreRoutedAndFencedEach(t *testing.T) {
 	resp, err := r.UpdateTaskExecutionStatesOfJobs(ctx, &clusterv1.UpdateTaskExecutionStatesOfJobsRequest{TaskExecutorId: "te-1", Jobs: []*clusterv1.UpdateTaskExecutionStatesRequest{
 		{JobId: "nobody", JobMasterToken: protoToken(t1)},
 		{JobId: "j1", JobMasterToken: protoToken(t1), Statuses: []*jobplanev1.TaskExecutionStatus{unknown}},
-		{JobId: "j2", JobMasterToken: protoToken(hastore.Token{SessionID: "other", Epoch: 2})},
+		{JobId: "j2", JobMasterToken: protoToken(election.Token{SessionID: "other", Epoch: 2})},
 		{JobId: "j2", JobMasterToken: protoToken(t2)},
 	}})
 	if err != nil {

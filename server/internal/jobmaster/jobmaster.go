@@ -17,10 +17,10 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/internal/apierror"
-	"github.com/jobplane/jobplane/server/internal/jobstatus"
-	"github.com/jobplane/jobplane/server/internal/jobtrace"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
+	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
+	"github.com/jobplane/jobplane/sdk/wire/jobtrace"
 	"github.com/jobplane/jobplane/server/internal/scheduler"
 )
 
@@ -32,7 +32,7 @@ type Config struct {
 	Graph *jobplanev1.JobGraph
 	// Token is the JobMaster's fencing token: its grant in "job/<id>".
 	// Required.
-	Token hastore.Token
+	Token election.Token
 	// Address is the base URL at which this process serves
 	// JobMasterService. Required.
 	Address string
@@ -290,7 +290,7 @@ func New(cfg Config) (*JobMaster, error) {
 }
 
 // Token returns the JobMaster's fencing token.
-func (jm *JobMaster) Token() hastore.Token { return jm.cfg.Token }
+func (jm *JobMaster) Token() election.Token { return jm.cfg.Token }
 
 // valid reports whether the JobMaster's leadership certainly holds.
 func (jm *JobMaster) valid() bool { return jm.cfg.Valid == nil || jm.cfg.Valid() }
@@ -304,7 +304,7 @@ func (jm *JobMaster) do(ctx context.Context, f func()) error {
 
 // notLeader is the error of a call to a JobMaster that has stopped.
 func (jm *JobMaster) notLeader() error {
-	return apierror.NotLeader(hastore.JobElection(jm.cfg.JobID), "")
+	return apierror.NotLeader(election.Job(jm.cfg.JobID), "")
 }
 
 // begin queues f among the JobMaster's events, as do does, and returns

@@ -10,8 +10,8 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/internal/endpoint"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/transport"
 )
 
 // A JobMaster that stopped with the job's end still tells where its
@@ -23,12 +23,12 @@ func TestLocateAfterTheJobEnded(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.Handle(clusterv1connect.NewTaskExecutorServiceHandler(fake))
 	srv := httptest.NewUnstartedServer(mux)
-	srv.Config.Protocols = endpoint.ServerProtocols()
+	srv.Config.Protocols = transport.ServerProtocols()
 	srv.Start()
 	t.Cleanup(srv.Close)
 
 	r := NewRouter(RouterConfig{})
-	token := hastore.Token{SessionID: "s", Epoch: 1}
+	token := election.Token{SessionID: "s", Epoch: 1}
 	jm, err := New(Config{
 		JobID: "j", Token: token, Address: "http://127.0.0.1:1", Router: r,
 		Graph:           &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}},

@@ -11,8 +11,9 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
+	"github.com/jobplane/jobplane/sdk/wire/transport"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/liveness"
 )
@@ -53,7 +54,7 @@ type RouterConfig struct {
 	// grant TaskExecutors.
 	LeaseUntil func() time.Time
 	// HTTPClient carries the JobMasters' calls to TaskExecutors. Default:
-	// endpoint.NewClient().
+	// transport.NewClient(nil).
 	HTTPClient connect.HTTPClient
 }
 
@@ -63,7 +64,7 @@ type RouterConfig struct {
 type executorLink struct {
 	address string
 	heard   liveness.Mark
-	jobs    map[string]hastore.Token // followed here, with the token followed
+	jobs    map[string]election.Token // followed here, with the token followed
 	owed    map[string]*clusterv1.TaskExecutorJobAnswer
 	// client is the process's client of the TaskExecutor at address, made
 	// when a JobMaster here first registers it; nil before.
@@ -79,7 +80,7 @@ func NewRouter(cfg RouterConfig) *Router {
 		cfg.HeartbeatTimeout = 10 * time.Second
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = endpoint.NewClient()
+		cfg.HTTPClient = transport.NewClient(nil)
 	}
 	return &Router{
 		cfg:       cfg,
@@ -187,16 +188,16 @@ func (r *Router) route(ctx context.Context, jobID string, t *jobplanev1.FencingT
 		if r.cfg.LeaderAddress != nil {
 			addr = r.cfg.LeaderAddress(ctx, jobID)
 		}
-		return nil, apierror.NotLeader(hastore.JobElection(jobID), addr)
+		return nil, apierror.NotLeader(election.Job(jobID), addr)
 	case token != jm.cfg.Token:
-		return nil, apierror.StaleToken(hastore.JobElection(jobID), jm.cfg.Token.SessionID, jm.cfg.Token.Epoch)
+		return nil, apierror.StaleToken(election.Job(jobID), jm.cfg.Token.SessionID, jm.cfg.Token.Epoch)
 	}
 	return jm, nil
 }
 
 // followLocked records that TaskExecutor id follows job's JobMaster of
 // token here; r.mu must be held.
-func (r *Router) followLocked(id string, link *executorLink, job string, token hastore.Token) {
+func (r *Router) followLocked(id string, link *executorLink, job string, token election.Token) {
 	link.jobs[job] = token
 	f := r.followers[job]
 	if f == nil {
@@ -235,7 +236,7 @@ func (r *Router) oweLocked(link *executorLink, a *clusterv1.TaskExecutorJobAnswe
 // (a call from it: it is heard) and that it follows the JobMaster's job.
 // It returns the process's client of the TaskExecutor, shared by every
 // JobMaster here: one per TaskExecutor, not one per job.
-func (r *Router) registered(id, address, job string, token hastore.Token) *executorClient {
+func (r *Router) registered(id, address, job string, token election.Token) *executorClient {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	link := r.linkLocked(id, address)
@@ -254,7 +255,7 @@ func (r *Router) registered(id, address, job string, token hastore.Token) *execu
 func (r *Router) linkLocked(id, address string) *executorLink {
 	link := r.executors[id]
 	if link == nil {
-		link = &executorLink{address: address, heard: r.judge.Heard(time.Now()), jobs: make(map[string]hastore.Token)}
+		link = &executorLink{address: address, heard: r.judge.Heard(time.Now()), jobs: make(map[string]election.Token)}
 		r.executors[id] = link
 	}
 	if address != "" && address != link.address {
@@ -387,6 +388,6 @@ func (r *Router) HeartbeatFromTaskExecutor(_ context.Context, req *clusterv1.Hea
 	return resp, nil
 }
 
-func tokenOf(t *jobplanev1.FencingToken) hastore.Token {
-	return hastore.Token{SessionID: t.GetSessionId(), Epoch: t.GetEpoch()}
+func tokenOf(t *jobplanev1.FencingToken) election.Token {
+	return election.Token{SessionID: t.GetSessionId(), Epoch: t.GetEpoch()}
 }

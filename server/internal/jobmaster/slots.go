@@ -7,7 +7,7 @@ import (
 	"time"
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
-	"github.com/jobplane/jobplane/server/internal/jobstatus"
+	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
 )
 
 // suspend stops the JobMaster without a result: its attempts are canceled

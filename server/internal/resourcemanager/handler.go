@@ -10,8 +10,8 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
 
@@ -23,14 +23,14 @@ type handler struct {
 // checkLocked admits a call carrying the ResourceManager token t: refused
 // as malformed, as stale if not ours, as not-leader if we do not lead or
 // a newer leader exists.
-func (rm *ResourceManager) checkLocked(t hastore.Token) error {
+func (rm *ResourceManager) checkLocked(t election.Token) error {
 	switch {
 	case t.SessionID == "" || t.Epoch == 0:
 		return apierror.BadRequest(*apierror.TokenViolation("resource_manager_token", protoToken(t)))
 	case !rm.leadingLocked() || t.Epoch > rm.token.Epoch:
-		return apierror.NotLeader(hastore.ElectionJobManager, "")
+		return apierror.NotLeader(election.JobManager, "")
 	case t != rm.token:
-		return apierror.StaleToken(hastore.ElectionJobManager, rm.token.SessionID, rm.token.Epoch)
+		return apierror.StaleToken(election.JobManager, rm.token.SessionID, rm.token.Epoch)
 	}
 	return nil
 }
@@ -39,12 +39,12 @@ func (rm *ResourceManager) checkLocked(t hastore.Token) error {
 // this ResourceManager, as RegisterJobMaster answered it: a newer one
 // means this one was deposed; any other was meant for an earlier
 // leadership, whose registrations this one does not have.
-func (rm *ResourceManager) checkReceiverLocked(jobID string, t hastore.Token) error {
+func (rm *ResourceManager) checkReceiverLocked(jobID string, t election.Token) error {
 	switch {
 	case t.SessionID == "" || t.Epoch == 0:
 		return apierror.BadRequest(*apierror.TokenViolation("resource_manager_token", protoToken(t)))
 	case !rm.leadingLocked() || t.Epoch > rm.token.Epoch:
-		return apierror.NotLeader(hastore.ElectionJobManager, "")
+		return apierror.NotLeader(election.JobManager, "")
 	case t != rm.token:
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED, "the call was meant for an earlier leadership of the ResourceManager; register again", map[string]string{"job_id": jobID})
 	}
@@ -54,15 +54,15 @@ func (rm *ResourceManager) checkReceiverLocked(jobID string, t hastore.Token) er
 // checkJobLocked admits a call carrying the JobMaster token t for jobID:
 // refused as malformed, or as stale if a newer JobMaster of the job
 // registered or the token is another grant's of the registered epoch.
-func (rm *ResourceManager) checkJobLocked(jobID string, t hastore.Token) error {
+func (rm *ResourceManager) checkJobLocked(jobID string, t election.Token) error {
 	if t.SessionID == "" || t.Epoch == 0 {
 		return apierror.BadRequest(*apierror.TokenViolation("job_master_token", protoToken(t)))
 	}
 	if !rm.leadingLocked() {
-		return apierror.NotLeader(hastore.ElectionJobManager, "")
+		return apierror.NotLeader(election.JobManager, "")
 	}
 	if j := rm.pool.jobs[jobID]; j != nil && (t.Epoch < j.token.Epoch || t.Epoch == j.token.Epoch && t != j.token) {
-		return apierror.StaleToken(hastore.JobElection(jobID), j.token.SessionID, j.token.Epoch)
+		return apierror.StaleToken(election.Job(jobID), j.token.SessionID, j.token.Epoch)
 	}
 	return nil
 }

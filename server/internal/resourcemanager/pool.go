@@ -8,7 +8,7 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/internal/liveness"
 )
 
@@ -56,12 +56,12 @@ type executor struct {
 	reportVersion uint64    // of the slot report applied last
 	// told are the JobMasters this TaskExecutor was told of, by job, and
 	// owed the jobs whose JobMaster to tell it at its next heartbeat.
-	told map[string]hastore.Token
+	told map[string]election.Token
 	owed map[string]bool
 }
 
 type jobNeeds struct {
-	token      hastore.Token
+	token      election.Token
 	address    string
 	required   int
 	invokables []string
@@ -106,7 +106,7 @@ func (p *pool) wake(jobID string) {
 func (p *pool) addExecutor(e *executor) {
 	p.removeExecutor(e.id)
 	e.used = make(map[int]*allocation)
-	e.told = make(map[string]hastore.Token)
+	e.told = make(map[string]election.Token)
 	e.owed = make(map[string]bool)
 	p.executors[e.id] = e
 	i, _ := slices.BinarySearch(p.order, e.id)
@@ -329,7 +329,7 @@ func (p *pool) allocated(id string, version uint64) {
 
 // registerJob records a JobMaster for a job; a newer token replaces an
 // older one, and the TaskExecutors holding the job's slots are told of it.
-func (p *pool) registerJob(jobID string, token hastore.Token, address string) {
+func (p *pool) registerJob(jobID string, token election.Token, address string) {
 	j := p.jobs[jobID]
 	if j != nil && j.token == token {
 		return
@@ -362,7 +362,7 @@ func (p *pool) jobMastersOwed(e *executor) []*jobplanev1.LeaderInfo {
 			continue
 		}
 		e.told[jobID] = j.token
-		out = append(out, &jobplanev1.LeaderInfo{Election: hastore.JobElection(jobID), Address: j.address, Token: protoToken(j.token)})
+		out = append(out, &jobplanev1.LeaderInfo{Election: election.Job(jobID), Address: j.address, Token: protoToken(j.token)})
 	}
 	clear(e.owed)
 	return out

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/sdk/election"
 )
 
 // servedInOrder frees one slot at a time and returns the jobs served, in
@@ -33,12 +33,12 @@ func TestPoolServesOldestFirstAndKeepsUnservable(t *testing.T) {
 	var want []string
 	for i := range 10 {
 		id := fmt.Sprintf("job-%02d", i)
-		p.registerJob(id, hastore.Token{Epoch: 1}, "http://jm")
+		p.registerJob(id, election.Token{Epoch: 1}, "http://jm")
 		p.declare(id, 1, []string{"noop"})
 		want = append(want, id)
 		if i == 2 {
 			// Waits for "other", whose only slot is taken first.
-			p.registerJob("blocked", hastore.Token{Epoch: 1}, "http://jm")
+			p.registerJob("blocked", election.Token{Epoch: 1}, "http://jm")
 			p.declare("blocked", 1, []string{"other"})
 		}
 	}
@@ -71,7 +71,7 @@ func BenchmarkPoolServe(b *testing.B) {
 			p.addExecutor(&executor{id: "te", slots: 1, invokables: []string{"noop"}})
 			declare := func(i int) {
 				id := fmt.Sprintf("job-%d", i)
-				p.registerJob(id, hastore.Token{Epoch: 1}, "http://jm")
+				p.registerJob(id, election.Token{Epoch: 1}, "http://jm")
 				p.declare(id, 1, []string{"noop"})
 			}
 			for i := range waiting {

@@ -18,9 +18,10 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
+	"github.com/jobplane/jobplane/sdk/wire/batch"
 	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/internal/apierror"
-	"github.com/jobplane/jobplane/server/internal/batch"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/liveness"
 )
@@ -57,7 +58,7 @@ type ResourceManager struct {
 
 	mu    sync.Mutex
 	lead  *hastore.Leadership // nil while not leading
-	token hastore.Token       // zero while not leading
+	token election.Token      // zero while not leading
 	judge *liveness.Judge     // TaskExecutors' silence, less the ResourceManager's own stalls
 	pool  *pool               // nil while not leading
 	kick  chan struct{}
@@ -111,7 +112,7 @@ func (rm *ResourceManager) Lead(ctx context.Context, l *hastore.Leadership) erro
 	rm.log.Info("leading", "token", token)
 	defer func() {
 		rm.mu.Lock()
-		rm.lead, rm.token, rm.judge, rm.pool = nil, hastore.Token{}, nil, nil
+		rm.lead, rm.token, rm.judge, rm.pool = nil, election.Token{}, nil, nil
 		rm.mu.Unlock()
 	}()
 	var wg sync.WaitGroup
@@ -292,12 +293,12 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func protoToken(t hastore.Token) *jobplanev1.FencingToken {
+func protoToken(t election.Token) *jobplanev1.FencingToken {
 	return &jobplanev1.FencingToken{SessionId: t.SessionID, Epoch: t.Epoch}
 }
 
-func tokenOf(t *jobplanev1.FencingToken) hastore.Token {
-	return hastore.Token{SessionID: t.GetSessionId(), Epoch: t.GetEpoch()}
+func tokenOf(t *jobplanev1.FencingToken) election.Token {
+	return election.Token{SessionID: t.GetSessionId(), Epoch: t.GetEpoch()}
 }
 
 // Overview summarizes the registered TaskExecutors and their slots.

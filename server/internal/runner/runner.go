@@ -18,10 +18,11 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
+	"github.com/jobplane/jobplane/sdk/wire/jobtrace"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
-	"github.com/jobplane/jobplane/server/internal/jobstatus"
-	"github.com/jobplane/jobplane/server/internal/jobtrace"
 )
 
 // Config configures a Runner.
@@ -119,7 +120,7 @@ func (r *Runner) Start(ctx context.Context, done func(jobmaster.Result, error)) 
 // term; the term's end continues the runner (afterTerm), and the next
 // term runs on a new loop.
 func (r *Runner) loop(ctx context.Context, granted *hastore.Leadership, backoff time.Duration, done func(jobmaster.Result, error)) {
-	election := hastore.JobElection(r.cfg.JobID)
+	election := election.Job(r.cfg.JobID)
 	for {
 		var (
 			l   *hastore.Leadership

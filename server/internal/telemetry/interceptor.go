@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/internal/apierror"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
 )
 
 // untraced are the procedures that otelconnect leaves alone: liveness
