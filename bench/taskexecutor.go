@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/jobplane/jobplane/sdk/taskexecutor"
+	"github.com/jobplane/jobplane/server/component"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 )
 
@@ -89,28 +90,23 @@ func StartTaskExecutors(jmURL string, n, slots int, rec *Recorder, log *slog.Log
 	fromJM := connect.WithInterceptors(counting{&tes.Calls.FromJobManager})
 	toStore := connect.WithInterceptors(counting{&tes.Calls.ToStore})
 	for i := range n {
-		srv, err := Listen()
-		if err != nil {
-			tes.Stop()
-			return nil, err
-		}
 		store := hastorerpc.NewClient(hastorerpc.ClientConfig{
 			HTTPClient: NewHTTPClient(H2C), BaseURL: jmURL, Options: []connect.ClientOption{toStore}, Logger: log,
 		})
-		te, err := taskexecutor.New(taskexecutor.Config{
-			ID:      fmt.Sprintf("bench-te-%d", i),
-			Address: srv.URL(), Slots: slots, Store: store, HTTPClient: NewHTTPClient(H2C),
-			Invokables:    rec.Invokables(),
-			ClientOptions: []connect.ClientOption{toJM},
-			Logger:        log,
+		te, err := component.NewTaskExecutor(component.TaskExecutorConfig{
+			TaskExecutor: taskexecutor.Config{
+				ID:    fmt.Sprintf("bench-te-%d", i),
+				Slots: slots, Store: store, HTTPClient: NewHTTPClient(H2C),
+				Invokables:    rec.Invokables(),
+				ClientOptions: []connect.ClientOption{toJM},
+				Logger:        log,
+			},
+			HandlerOptions: []connect.HandlerOption{fromJM},
 		})
 		if err != nil {
-			srv.Close()
 			tes.Stop()
 			return nil, err
 		}
-		srv.Handle(te.Handler(fromJM, connect.WithCompressMinBytes(compressMinBytes)))
-		tes.run(ctx, srv.Run)
 		tes.run(ctx, te.Run)
 	}
 	return tes, nil

@@ -120,7 +120,7 @@ func batchUpdate(st jobplanev1.ExecutionState) func(t *T, f *fencing, tk *jobpla
 
 var fencedCalls = []fencedCall{
 	{name: "offer-slots", send: func(t *T, f *fencing, tk *jobplanev1.FencingToken) error {
-		_, err := f.jm.OfferSlots(t.ctx, &clusterv1.OfferSlotsRequest{JobId: f.id, JobMasterToken: tk, TaskExecutorId: f.te.id, Address: f.te.srv.URL(),
+		_, err := f.jm.OfferSlots(t.ctx, &clusterv1.OfferSlotsRequest{JobId: f.id, JobMasterToken: tk, TaskExecutorId: f.te.id, Address: f.te.url,
 			Offers: []*clusterv1.SlotOffer{{AllocationId: "conformance-forged", SlotIndex: 3}}, DeploymentsInAnswer: true})
 		return err
 	}},
@@ -170,7 +170,7 @@ var fencedCalls = []fencedCall{
 		for _, a := range sinks() {
 			attempts = append(attempts, f.status(a, jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED))
 		}
-		resp, err := f.jm.HeartbeatFromTaskExecutor(t.ctx, &clusterv1.HeartbeatFromTaskExecutorRequest{TaskExecutorId: f.te.id, Address: f.te.srv.URL(),
+		resp, err := f.jm.HeartbeatFromTaskExecutor(t.ctx, &clusterv1.HeartbeatFromTaskExecutorRequest{TaskExecutorId: f.te.id, Address: f.te.url,
 			Jobs: []*clusterv1.TaskExecutorJobReport{{JobId: f.id, JobMasterToken: tk, Following: true, Attempts: attempts}}})
 		if err != nil {
 			return err

@@ -28,6 +28,7 @@ import (
 	"github.com/jobplane/jobplane/internal/freeport"
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/taskexecutor"
+	"github.com/jobplane/jobplane/server/component"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 )
@@ -71,7 +72,7 @@ type env struct {
 
 type taskExec struct {
 	id  string
-	srv *httpServer
+	url string
 }
 
 func newEnv(ctx context.Context, cfg envConfig) (*env, error) {
@@ -110,25 +111,20 @@ func newEnv(ctx context.Context, cfg envConfig) (*env, error) {
 // recorded. Besides the built-ins it offers "gate", which runs until the
 // case opens the gate named by its config key "gate".
 func (e *env) startTaskExecutor(i int) error {
-	mux := http.NewServeMux()
-	srv, err := serve("", mux)
-	if err != nil {
-		return err
-	}
 	id := fmt.Sprintf("te-%d", i)
 	record := connect.WithInterceptors(e.taskInterceptor(id))
-	te, err := taskexecutor.New(taskexecutor.Config{
-		ID: id, Address: srv.URL(), Slots: e.cfg.slots, Store: e.etcd, HTTPClient: e.http,
-		Invokables:    map[string]taskexecutor.Invokable{"gate": e.gateInvokable},
-		ClientOptions: []connect.ClientOption{record}, Logger: e.logger,
+	te, err := component.NewTaskExecutor(component.TaskExecutorConfig{
+		TaskExecutor: taskexecutor.Config{
+			ID: id, Slots: e.cfg.slots, Store: e.etcd, HTTPClient: e.http,
+			Invokables:    map[string]taskexecutor.Invokable{"gate": e.gateInvokable},
+			ClientOptions: []connect.ClientOption{record}, Logger: e.logger,
+		},
+		HandlerOptions: []connect.HandlerOption{record},
 	})
 	if err != nil {
-		srv.Close()
 		return err
 	}
-	path, h := te.Handler(record)
-	mux.Handle(path, h)
-	e.tes = append(e.tes, &taskExec{id: id, srv: srv})
+	e.tes = append(e.tes, &taskExec{id: id, url: te.URL()})
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
@@ -523,9 +519,6 @@ func (e *env) close() {
 	}
 	e.cancel()
 	e.wg.Wait()
-	for _, te := range e.tes {
-		te.srv.Close()
-	}
 	if e.storeHS != nil {
 		e.storeHS.Close()
 	}

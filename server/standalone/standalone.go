@@ -15,15 +15,12 @@ import (
 	"connectrpc.com/connect"
 	"github.com/oklog/run"
 
-	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
-	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
-	"github.com/jobplane/jobplane/sdk/election/electionrpc"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
 	"github.com/jobplane/jobplane/sdk/taskexecutor"
 	"github.com/jobplane/jobplane/sdk/wire/transport"
+	"github.com/jobplane/jobplane/server/component"
 	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobmanager"
 )
@@ -190,7 +187,7 @@ func (c Config) Validate() error {
 	if err := (endpoint.Config{Listen: listen, Advertise: c.Advertise, TLSCertFile: c.TLSCertFile, TLSKeyFile: c.TLSKeyFile, ClientCAFile: c.ClientCAFile}).Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := c.jobManager(nil, "", nil, nil).ValidateTimings(); err != nil {
+	if err := c.jobManager(nil, nil).ValidateTimings(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -222,18 +219,14 @@ func (c Config) withDefaults() Config {
 }
 
 // jobManager is the JobManager's configuration.
-func (c Config) jobManager(st hastore.Store, address string, ep *endpoint.Endpoint, client *http.Client) jobmanager.Config {
-	jc := jobmanager.Config{
-		Store: st, Address: address, HTTPClient: client,
+func (c Config) jobManager(st hastore.Store, client *http.Client) jobmanager.Config {
+	return jobmanager.Config{
+		Store: st, HTTPClient: client,
 		SessionTTL: c.SessionTTL, HeartbeatInterval: c.HeartbeatInterval, HeartbeatTimeout: c.HeartbeatTimeout,
 		ResultRetention: c.ResultRetention, SlotTimeout: c.SlotTimeout, SlotYield: c.SlotYield, Logger: c.Logger,
 		Limits:  jobgraph.Limits{MaxSubtasks: c.MaxSubtasks},
 		MaxJobs: c.MaxJobs, MaxClusterSubtasks: c.MaxClusterSubtasks, DispatcherOptions: c.DispatcherOptions,
 	}
-	if ep != nil {
-		jc.MaxRequestBytes, jc.MaxResponseBytes = ep.MaxRequestBytes(), ep.MaxResponseBytes()
-	}
-	return jc
 }
 
 // Cluster is a standalone cluster: opened by New, served by Run.
@@ -242,16 +235,16 @@ type Cluster struct {
 	log   *slog.Logger
 	store *hastore.Etcd
 	ep    *endpoint.Endpoint
-	// jobManager and components (the TaskExecutors) each have a blocking
-	// Run; servers are the Run of their endpoints; clients are the HTTP
-	// clients they call each other with. tes are the endpoints of the
-	// TaskExecutors, closed by Close if Run never starts.
+	// jobManager and components (the TaskExecutors, each with its own
+	// endpoint) each have a blocking Run; servers are the Run of the
+	// process's endpoint; clients are the HTTP clients they call each
+	// other with. tes are the TaskExecutors, closed by Close if Run never
+	// starts.
 	jobManager func(context.Context) error
 	components []func(context.Context) error
 	servers    []func(context.Context) error
 	clients    []*http.Client
-	tes        []*endpoint.Endpoint
-	ids        []string
+	tes        []*component.TaskExecutor
 
 	mu     sync.Mutex
 	ran    bool // Run was called: it owns the listeners and the store
@@ -304,19 +297,16 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	// The cluster's own store, served for TaskExecutors (and other
 	// processes) that reach it over the network.
-	c.ep.Mount(hastorev1connect.HAStoreServiceName, hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: c.store, Heartbeat: electionrpc.DefaultHeartbeat, Logger: c.log}).Path)
+	component.ServeStore(c.ep, c.store, c.log)
 
 	if cfg.Metrics != nil {
 		c.ep.Handle("GET /metrics", cfg.Metrics)
 	}
 
-	jmCfg := cfg.jobManager(c.store, c.ep.URL(), c.ep, c.newClient())
-	jmCfg.ClusterAddress = c.ep.ClusterURL()
-	jm, err := jobmanager.New(jmCfg)
+	jm, err := component.NewJobManager(c.ep, cfg.jobManager(c.store, c.newClient()))
 	if err != nil {
 		return nil, err
 	}
-	jm.Mount(c.ep)
 	// The JobManager campaigns for the cluster's leadership and, while it
 	// leads, runs the Dispatcher and the ResourceManager.
 	c.jobManager = jm.Run
@@ -359,24 +349,20 @@ func (c *Cluster) endpointConfig(listen, addrFile string) endpoint.Config {
 
 // addTaskExecutor builds a TaskExecutor on a loopback endpoint of its own.
 func (c *Cluster) addTaskExecutor() error {
-	ep, err := endpoint.Listen(c.endpointConfig("127.0.0.1:0", ""), c.log)
-	if err != nil {
-		return err
-	}
-	c.tes = append(c.tes, ep)
-	te, err := taskexecutor.New(taskexecutor.Config{
-		Address: ep.URL(), Slots: c.cfg.Slots, Store: c.store, HTTPClient: c.newClient(), ClientOptions: endpoint.ClientOptions(),
-		Invokables: c.cfg.Invokables, AllowExec: c.cfg.AllowExec, Exec: c.cfg.Exec, CancelGrace: c.cfg.CancelGrace, AttemptLog: c.cfg.AttemptLog, Logger: c.log,
+	te, err := component.NewTaskExecutor(component.TaskExecutorConfig{
+		Endpoint: c.endpointConfig("127.0.0.1:0", ""),
+		TaskExecutor: taskexecutor.Config{
+			Slots: c.cfg.Slots, Store: c.store, HTTPClient: c.newClient(), ClientOptions: endpoint.ClientOptions(),
+			Invokables: c.cfg.Invokables, AllowExec: c.cfg.AllowExec, Exec: c.cfg.Exec, CancelGrace: c.cfg.CancelGrace, AttemptLog: c.cfg.AttemptLog, Logger: c.log,
+		},
 	})
 	if err != nil {
 		return err
 	}
-	c.ids = append(c.ids, te.ID())
-	ep.Mount(clusterv1connect.TaskExecutorServiceName, te.Handler)
+	c.tes = append(c.tes, te)
 	// The TaskExecutor registers with the ResourceManager leader and runs
 	// tasks; its endpoint serves until it stopped.
 	c.components = append(c.components, te.Run)
-	c.servers = append(c.servers, ep.Run)
 	return nil
 }
 
@@ -391,7 +377,13 @@ func (c *Cluster) ClusterURL() string { return c.ep.ClusterURL() }
 
 // TaskExecutorIDs returns the ids of the cluster's TaskExecutors, in start
 // order.
-func (c *Cluster) TaskExecutorIDs() []string { return append([]string(nil), c.ids...) }
+func (c *Cluster) TaskExecutorIDs() []string {
+	ids := make([]string, len(c.tes))
+	for i, te := range c.tes {
+		ids[i] = te.ID()
+	}
+	return ids
+}
 
 // Run serves the cluster until ctx ends or a component fails, then stops
 // it: first the components (the JobManager resigns its leadership,
@@ -480,8 +472,8 @@ func (c *Cluster) Close() error {
 	if c.ep != nil {
 		errs = append(errs, c.ep.Close())
 	}
-	for _, ep := range c.tes {
-		errs = append(errs, ep.Close())
+	for _, te := range c.tes {
+		errs = append(errs, te.Close())
 	}
 	if c.store != nil {
 		errs = append(errs, c.store.Close())

@@ -15,14 +15,11 @@ import (
 	"connectrpc.com/connect"
 	"github.com/oklog/run"
 
-	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
-	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	"github.com/jobplane/jobplane/sdk/election"
-	"github.com/jobplane/jobplane/sdk/election/electionrpc"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
 	"github.com/jobplane/jobplane/sdk/taskexecutor"
+	"github.com/jobplane/jobplane/server/component"
 	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobmanager"
 )
@@ -253,61 +250,33 @@ func openServer(listen listenFlags, store storeFlags, log *slog.Logger) (*endpoi
 		return nil, nil, err
 	}
 	if store.hastoreURL == "" {
-		ep.Mount(hastorev1connect.HAStoreServiceName, hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: st, Heartbeat: electionrpc.DefaultHeartbeat, Logger: log}).Path)
+		component.ServeStore(ep, st, log)
 		return ep, st, nil
 	}
 	// A remote store is served by its own process; this one relays the
 	// leader (ObserveLeader) from it, so that TaskExecutors can follow the
 	// leader through any process of the cluster.
-	relay, err := newLeaderRelay([]string{store.hastoreURL}, listen.newClient(), log)
-	if err != nil {
+	if err := component.RelayLeader(ep, []string{store.hastoreURL}, listen.newClient(), log); err != nil {
 		ep.Close()
 		st.Close()
 		return nil, nil, err
 	}
-	ep.Mount(hastorev1connect.HAStoreServiceName, relay.Path)
 	return ep, st, nil
-}
-
-// observeIdleTimeout is how long a process following the leader over
-// HAStoreService waits on a silent stream before it gives the server up
-// for the next: a few of the heartbeats that jobplane's servers send.
-const observeIdleTimeout = 5 * electionrpc.DefaultHeartbeat
-
-// newLeaderObserver follows the leader through the HAStoreService at
-// urls, called with client, moving to the next when one breaks or stays
-// silent.
-func newLeaderObserver(urls []string, client *http.Client, log *slog.Logger) (*electionrpc.Observer, error) {
-	return electionrpc.NewObserver(electionrpc.Config{
-		HTTPClient: client, BaseURLs: urls, Options: endpoint.ClientOptions(),
-		IdleTimeout: observeIdleTimeout, Logger: log,
-	})
-}
-
-// newLeaderRelay serves ObserveLeader from the HAStoreService at urls.
-func newLeaderRelay(urls []string, client *http.Client, log *slog.Logger) (*electionrpc.Handler, error) {
-	o, err := newLeaderObserver(urls, client, log)
-	if err != nil {
-		return nil, err
-	}
-	return electionrpc.NewHandler(electionrpc.HandlerConfig{Observer: o, Logger: log})
 }
 
 // addJobManager mounts a JobManager's services on ep and runs it; it
 // calls other processes with client.
 func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, client *http.Client, flags jobManagerFlags, log *slog.Logger) error {
-	jm, err := jobmanager.New(jobmanager.Config{
-		Store: st, Address: ep.URL(), ClusterAddress: ep.ClusterURL(), HTTPClient: client,
+	jm, err := component.NewJobManager(ep, jobmanager.Config{
+		Store: st, HTTPClient: client,
 		SessionTTL: flags.sessionTTL, HeartbeatInterval: flags.heartbeatInterval, HeartbeatTimeout: flags.heartbeatTimeout,
 		ResultRetention: flags.resultRetention, SlotTimeout: flags.slotTimeout, SlotYield: flags.slotYieldConfig(), Logger: log,
-		Limits:          jobgraph.Limits{MaxSubtasks: flags.maxSubtasks},
-		MaxRequestBytes: ep.MaxRequestBytes(), MaxResponseBytes: ep.MaxResponseBytes(),
+		Limits:  jobgraph.Limits{MaxSubtasks: flags.maxSubtasks},
 		MaxJobs: flags.limits.maxJobs, MaxClusterSubtasks: flags.limits.maxClusterSubtasks, DispatcherOptions: append(flags.dispatcherOptions, flags.limits.options...),
 	})
 	if err != nil {
 		return err
 	}
-	jm.Mount(ep)
 	// The JobManager: campaigns for the cluster's leadership and, while
 	// it leads, runs the Dispatcher and ResourceManager.
 	g.actor(jm.Run)
@@ -318,23 +287,19 @@ func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, client *ht
 // serves metrics too; it follows the ResourceManager's leader with
 // leaders.
 func addTaskExecutor(g *group, listen listenFlags, leaders election.Observer, flags taskExecutorFlags, metrics http.Handler, log *slog.Logger) error {
-	ep, err := endpoint.Listen(listen.cfg, log)
-	if err != nil {
-		return err
-	}
-	ep.Handle("GET /metrics", metrics)
-	te, err := taskexecutor.New(taskexecutor.Config{
-		Address: ep.URL(), Slots: flags.slots, Store: leaders, HTTPClient: listen.newClient(), ClientOptions: endpoint.ClientOptions(),
-		AllowExec: flags.allowExec, Exec: flags.exec.config(), CancelGrace: flags.cancelGrace, AttemptLog: flags.attemptLog, Logger: log,
+	te, err := component.NewTaskExecutor(component.TaskExecutorConfig{
+		Endpoint: listen.cfg, Metrics: metrics,
+		TaskExecutor: taskexecutor.Config{
+			Slots: flags.slots, Store: leaders, HTTPClient: listen.newClient(), ClientOptions: endpoint.ClientOptions(),
+			AllowExec: flags.allowExec, Exec: flags.exec.config(), CancelGrace: flags.cancelGrace, AttemptLog: flags.attemptLog, Logger: log,
+		},
 	})
 	if err != nil {
-		ep.Close()
 		return err
 	}
-	ep.Mount(clusterv1connect.TaskExecutorServiceName, te.Handler)
-	// The TaskExecutor's endpoint, and the TaskExecutor itself: it
-	// registers with the ResourceManager leader and runs tasks.
-	g.actor(ep.Run)
+	// The TaskExecutor and its endpoint: it registers with the
+	// ResourceManager leader and runs tasks; on shutdown it stops them,
+	// and then its endpoint drains.
 	g.actor(te.Run)
 	return nil
 }

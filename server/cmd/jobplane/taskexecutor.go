@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/url"
 	"strings"
+
+	"github.com/jobplane/jobplane/server/component"
 )
 
 // runTaskExecutor runs one TaskExecutor that follows the ResourceManager's
@@ -25,7 +27,7 @@ func runTaskExecutor(args []string, _, stderr io.Writer) int {
 	debug.register(c.fs)
 	te.register(c.fs)
 	c.fs.StringVar(&servers, "hastore", "http://127.0.0.1:8080", "comma-separated base URLs of the cluster's processes that serve HAStoreService (any of its jobmanager, standalone or hastore processes): "+
-		"the TaskExecutor follows the leader through the first that answers, and moves to the next when that one's stream breaks, cannot be opened or stays silent for "+observeIdleTimeout.String())
+		"the TaskExecutor follows the leader through the first that answers, and moves to the next when that one's stream breaks, cannot be opened or stays silent for "+component.ObserveIdleTimeout.String())
 	log, code, ok := c.parse(args, stderr)
 	if !ok {
 		return code
@@ -50,7 +52,7 @@ func runTaskExecutor(args []string, _, stderr io.Writer) int {
 		return exitError
 	}
 	defer tel.shutdown()
-	leaders, err := newLeaderObserver(urls, listen.newClient(), log)
+	leaders, err := component.NewLeaderObserver(urls, listen.newClient(), log)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return exitError

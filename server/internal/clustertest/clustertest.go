@@ -18,12 +18,12 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/taskexecutor"
 	"github.com/jobplane/jobplane/sdk/wire/transport"
+	"github.com/jobplane/jobplane/server/component"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobmanager"
@@ -97,24 +97,35 @@ type Cluster struct {
 
 // TaskExecutor is one TaskExecutor of a cluster.
 type TaskExecutor struct {
-	ID       string
-	stopServ func()
-	cut      *atomic.Bool
+	ID  string
+	cut *atomic.Bool
 }
 
 // Partition cuts the TaskExecutor off the cluster, both ways, as a
-// network partition would, while it keeps running: its endpoint closes
-// and its calls fail. To the JobManager it falls silent.
-func (te *TaskExecutor) Partition() {
-	te.cut.Store(true)
-	te.stopServ()
-}
+// network partition would, while it keeps running: calls to it go
+// unanswered until their callers give up, and its own calls fail. To the
+// JobManager it falls silent.
+func (te *TaskExecutor) Partition() { te.cut.Store(true) }
 
 // cutOff fails a TaskExecutor's calls once cut is set.
 func cutOff(cut *atomic.Bool) connect.UnaryInterceptorFunc {
 	return func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 			if cut.Load() {
+				return nil, connect.NewError(connect.CodeUnavailable, errors.New("partitioned"))
+			}
+			return next(ctx, req)
+		}
+	}
+}
+
+// silence leaves the calls to a TaskExecutor unanswered once cut is set,
+// until their callers give up, as a network that drops packets does.
+func silence(cut *atomic.Bool) connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if cut.Load() {
+				<-ctx.Done()
 				return nil, connect.NewError(connect.CodeUnavailable, errors.New("partitioned"))
 			}
 			return next(ctx, req)
@@ -192,27 +203,25 @@ func Start(t testing.TB, opts Options) *Cluster {
 	var tes []*TaskExecutor
 	tasks := &TaskLog{}
 	for range opts.TaskExecutors {
-		tep := listen(t, log)
 		id := new(string)
 		record := connect.WithInterceptors(tasks.interceptor(id))
 		cut := new(atomic.Bool)
-		te, err := taskexecutor.New(taskexecutor.Config{
-			Address: tep.URL(), Slots: opts.Slots, Store: store, HTTPClient: client, Invokables: opts.Invokables, Logger: log,
-			AllowExec:     opts.AllowExec,
-			CancelGrace:   100 * time.Millisecond,
-			ClientOptions: []connect.ClientOption{record, connect.WithInterceptors(append(opts.TaskExecutorClientInterceptors, cutOff(cut))...)},
+		te, err := component.NewTaskExecutor(component.TaskExecutorConfig{
+			Endpoint: endpoint.Config{ShutdownTimeout: time.Second},
+			TaskExecutor: taskexecutor.Config{
+				Slots: opts.Slots, Store: store, HTTPClient: client, Invokables: opts.Invokables, Logger: log,
+				AllowExec:     opts.AllowExec,
+				CancelGrace:   100 * time.Millisecond,
+				ClientOptions: []connect.ClientOption{record, connect.WithInterceptors(append(opts.TaskExecutorClientInterceptors, cutOff(cut))...)},
+			},
+			HandlerOptions: []connect.HandlerOption{record, connect.WithInterceptors(append(opts.TaskExecutorInterceptors, silence(cut))...)},
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		*id = te.ID()
-		faults := connect.WithInterceptors(opts.TaskExecutorInterceptors...)
-		tep.Mount(clusterv1connect.TaskExecutorServiceName, func(hopts ...connect.HandlerOption) (string, http.Handler) {
-			return te.Handler(append(hopts, record, faults)...)
-		})
-		stopServ := run(t, ctx, tep.Run)
 		run(t, ctx, te.Run)
-		tes = append(tes, &TaskExecutor{ID: te.ID(), stopServ: stopServ, cut: cut})
+		tes = append(tes, &TaskExecutor{ID: te.ID(), cut: cut})
 	}
 	c := &Cluster{Store: store, URL: jms[0].URL, HTTP: client, Dispatcher: jms[0].Dispatcher, JobManagers: jms, TaskExecutors: tes, Tasks: tasks}
 	c.WaitReady(t, opts.TaskExecutors)
@@ -241,19 +250,17 @@ func (c *Cluster) WaitReady(t testing.TB, n int) {
 func startJobManager(t testing.TB, ctx context.Context, store hastore.Store, client *http.Client, opts Options, log *slog.Logger) *JobManager {
 	t.Helper()
 	ep := listen(t, log)
-	jm, err := jobmanager.New(jobmanager.Config{
-		Store: store, Address: ep.URL(), HTTPClient: client, SessionTTL: max(2*opts.HeartbeatTimeout, 2*time.Second),
+	jm, err := component.NewJobManager(ep, jobmanager.Config{
+		Store: store, HTTPClient: client, SessionTTL: max(2*opts.HeartbeatTimeout, 2*time.Second),
 		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: opts.HeartbeatTimeout,
 		ResultRetention: opts.ResultRetention, SlotTimeout: opts.SlotTimeout, SlotYield: opts.SlotYield, Clock: opts.Clock, Logger: log,
 		OutputRetention:  opts.OutputRetention,
 		DetailsRetention: opts.DetailsRetention, DetailsSubtasks: opts.DetailsSubtasks,
-		MaxRequestBytes: ep.MaxRequestBytes(), MaxResponseBytes: ep.MaxResponseBytes(),
 		MaxJobs: opts.MaxJobs, MaxClusterSubtasks: opts.MaxClusterSubtasks, DispatcherOptions: opts.DispatcherOptions,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	jm.Mount(ep)
 	h := &JobManager{URL: ep.URL(), Dispatcher: jobplanev1connect.NewDispatcherServiceClient(client, ep.URL())}
 	h.stop = append(h.stop, run(t, ctx, jm.Run), run(t, ctx, ep.Run))
 	t.Cleanup(h.Stop)
