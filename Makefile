@@ -90,7 +90,7 @@ FUZZ_TARGETS := \
 	./server/hastore/hastorerpc:FuzzHAStoreRequest \
 	./server/hastore:FuzzKeys \
 	./server/hastore:FuzzParsePeers \
-	./server/cmd/jobplane:FuzzParseJobFile
+	./server/internal/cli:FuzzParseJobFile
 FUZZTIME       ?= 60s
 FUZZ_SMOKE_TIME ?= 2s
 

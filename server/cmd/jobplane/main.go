@@ -23,8 +23,9 @@
 //	jobplane completion SHELL       a shell completion script
 //
 // Run `jobplane <subcommand> -h` for the flags of each. The client verbs
-// reach the cluster at --server (or $JOBPLANE_SERVER); their exit codes
-// are listed in exitcode.go.
+// live in package cli (server/internal/cli), which root.go adds to the
+// command tree; they reach the cluster at --server (or $JOBPLANE_SERVER),
+// and their exit codes are listed in cli's exitcode.go.
 package main
 
 import (
@@ -34,6 +35,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+
+	"github.com/jobplane/jobplane/server/internal/cli"
 )
 
 func main() {
@@ -43,8 +46,13 @@ func main() {
 // jobplaneMain executes the subcommand named by args[0] with stdout and
 // stderr (and no standard input or terminal) and returns the exit code.
 func jobplaneMain(args []string, stdout, stderr io.Writer) int {
-	return runMain(args, streams{in: eofReader{}, out: stdout, err: stderr})
+	return runMain(args, cli.Streams{In: eofReader{}, Out: stdout, Err: stderr})
 }
+
+// eofReader is an empty standard input.
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
 
 // serverSubcommand is a server verb of the jobplane binary: it parses its
 // own flags with the standard flag package.

@@ -1,10 +1,13 @@
-package main
+package cli
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -15,7 +18,6 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
-	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
 
 // clientCommands are the client verbs.
@@ -35,9 +37,9 @@ func (a *app) connect() (*sdk.Client, error) {
 	if retry <= 0 {
 		retry = -1 // no retries: each URL once
 	}
-	opts := []sdk.Option{sdk.WithRetry(sdk.RetryPolicy{MaxElapsed: retry}), sdk.WithInterceptors(rateNotice(a.s.err))}
+	opts := []sdk.Option{sdk.WithRetry(sdk.RetryPolicy{MaxElapsed: retry}), sdk.WithInterceptors(rateNotice(a.s.Err))}
 	if a.tlsCA != "" {
-		cfg, err := endpoint.ClientTLSConfig(a.tlsCA)
+		cfg, err := tlsConfig(a.tlsCA)
 		if err != nil {
 			return nil, exit(exitUsage, fmt.Errorf("--tls-ca: %w", err))
 		}
@@ -55,6 +57,21 @@ func (a *app) connect() (*sdk.Client, error) {
 		return nil, exit(exitUsage, fmt.Errorf("--server: %w", err))
 	}
 	return c, nil
+}
+
+// tlsConfig returns the TLS configuration that trusts the certificate
+// authorities in the PEM file caFile instead of the system's roots. It
+// fails if the file cannot be read or holds no PEM certificate.
+func tlsConfig(caFile string) (*tls.Config, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint: TLS certificate authorities: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("endpoint: TLS certificate authorities: %s holds no PEM certificate", caFile)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 // requestContext bounds one request (not the following of a job) by
@@ -125,7 +142,7 @@ func submitCommand(a *app) *cobra.Command {
 			if id != "" && !jobgraph.ValidJobID(id) {
 				return exit(exitUsage, fmt.Errorf("--id %q: %s", id, jobgraph.JobIDRule))
 			}
-			file, err := readJobFile(args[0], a.s.in)
+			file, err := readJobFile(args[0], a.s.In)
 			if err != nil {
 				return exit(exitInvalidJob, err)
 			}
@@ -151,18 +168,18 @@ func submitCommand(a *app) *cobra.Command {
 			cancel()
 			if err != nil {
 				if !errors.As(err, new(*sdk.InvalidJobError)) && !errors.As(err, new(*sdk.DuplicateJobError)) && !refusedAtLimit(err) {
-					fmt.Fprintf(a.s.err, "job %s: the submission may or may not have been persisted; 'jobplane submit --id %s %s' again is safe (the same id and graph are the same job)\n", id, id, args[0])
+					fmt.Fprintf(a.s.Err, "job %s: the submission may or may not have been persisted; 'jobplane submit --id %s %s' again is safe (the same id and graph are the same job)\n", id, id, args[0])
 				}
 				return fail(err, file)
 			}
 			if hb := file.graph.GetConfig().GetClientHeartbeatTimeout().AsDuration(); hb > 0 && detached {
-				fmt.Fprintf(a.s.err, "job %s is attached (client_heartbeat_timeout %v): the cluster cancels it unless 'jobplane wait %s' attaches within that time\n", sub.JobID, hb, sub.JobID)
+				fmt.Fprintf(a.s.Err, "job %s is attached (client_heartbeat_timeout %v): the cluster cancels it unless 'jobplane wait %s' attaches within that time\n", sub.JobID, hb, sub.JobID)
 			}
 			if detached {
 				return a.printSubmitted(format, sub)
 			}
 			if !sub.Created {
-				fmt.Fprintf(a.s.err, "job %s exists already with the same graph (%s); following it\n", sub.JobID, statusName(sub.Status))
+				fmt.Fprintf(a.s.Err, "job %s exists already with the same graph (%s); following it\n", sub.JobID, statusName(sub.Status))
 			}
 			return a.follow(cmd.Context(), client, sub.JobID, format)
 		},
@@ -213,14 +230,14 @@ func checkInvokables(ctx context.Context, client *sdk.Client, file *jobFile) err
 // SubmitJobResponse as JSON or YAML.
 func (a *app) printSubmitted(format string, sub *sdk.Submitted) error {
 	if format != "table" {
-		return printStructured(a.s.out, format, &jobplanev1.SubmitJobResponse{JobId: sub.JobID, Created: sub.Created, Status: sub.Status})
+		return printStructured(a.s.Out, format, &jobplanev1.SubmitJobResponse{JobId: sub.JobID, Created: sub.Created, Status: sub.Status})
 	}
-	fmt.Fprintln(a.s.out, sub.JobID)
+	fmt.Fprintln(a.s.Out, sub.JobID)
 	verb := "submitted"
 	if !sub.Created {
 		verb = "exists already with the same graph"
 	}
-	fmt.Fprintf(a.s.err, "job %s %s (%s); 'jobplane wait %s' follows it\n", sub.JobID, verb, statusName(sub.Status), sub.JobID)
+	fmt.Fprintf(a.s.Err, "job %s %s (%s); 'jobplane wait %s' follows it\n", sub.JobID, verb, statusName(sub.Status), sub.JobID)
 	return nil
 }
 
@@ -278,9 +295,9 @@ func listCommand(a *app) *cobra.Command {
 				jobs = append(jobs, j)
 			}
 			if format != "table" {
-				return printStructured(a.s.out, format, &jobplanev1.ListJobsResponse{Jobs: jobs})
+				return printStructured(a.s.Out, format, &jobplanev1.ListJobsResponse{Jobs: jobs})
 			}
-			renderJobList(a.s.out, jobs, time.Now())
+			renderJobList(a.s.Out, jobs, time.Now())
 			return nil
 		}),
 	}
@@ -327,9 +344,9 @@ func statusCommand(a *app) *cobra.Command {
 				return fail(err, nil)
 			}
 			if format != "table" {
-				return printStructured(a.s.out, format, d)
+				return printStructured(a.s.Out, format, d)
 			}
-			renderJobDetails(a.s.out, d, time.Now(), all)
+			renderJobDetails(a.s.Out, d, time.Now(), all)
 			return nil
 		}),
 	}
@@ -354,9 +371,9 @@ func cancelCommand(a *app) *cobra.Command {
 				return fail(err, nil)
 			}
 			if format != "table" {
-				return printStructured(a.s.out, format, &jobplanev1.CancelJobResponse{Status: st})
+				return printStructured(a.s.Out, format, &jobplanev1.CancelJobResponse{Status: st})
 			}
-			fmt.Fprintf(a.s.out, "job %s %s\n", args[0], statusName(st))
+			fmt.Fprintf(a.s.Out, "job %s %s\n", args[0], statusName(st))
 			return nil
 		}),
 	}
@@ -386,10 +403,10 @@ func clusterCommand(a *app) *cobra.Command {
 				for i, te := range tes {
 					msgs[i] = te
 				}
-				return printFields(a.s.out, format, field{name: "overview", msgs: []proto.Message{o}},
+				return printFields(a.s.Out, format, field{name: "overview", msgs: []proto.Message{o}},
 					field{name: "task_executors", msgs: msgs, list: true})
 			}
-			renderCluster(a.s.out, o, tes)
+			renderCluster(a.s.Out, o, tes)
 			return nil
 		}),
 	}

@@ -1,10 +1,11 @@
-package main
+package cli
 
 import jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 
-// Exit codes of the jobplane binary. The server subcommands use exitOK,
-// exitError and exitUsage; the client verbs that follow a job to its end
-// (submit, wait) exit with the code of the job's final status.
+// Exit codes of the client verbs. The jobplane binary's server
+// subcommands share exitOK, exitError and exitUsage; the verbs that follow
+// a job to its end (submit, wait) exit with the code of the job's final
+// status.
 const (
 	// exitOK: done; for submit and wait, the job FINISHED.
 	exitOK = 0
@@ -48,13 +49,15 @@ func exitCodeOf(s jobplanev1.JobStatus) int {
 	}
 }
 
-// codeError ends a command with an exit code; err, when not nil, is
-// printed first on standard error.
+// codeError ends a client verb with an exit code; err, when not nil, is
+// printed first on standard error (by the binary's main: see
+// AddCommands).
 type codeError struct {
 	code int
 	err  error
 }
 
+// Error returns err's message, or "" when there is nothing to print.
 func (e *codeError) Error() string {
 	if e.err == nil {
 		return ""
@@ -62,7 +65,11 @@ func (e *codeError) Error() string {
 	return e.err.Error()
 }
 
+// Unwrap returns err.
 func (e *codeError) Unwrap() error { return e.err }
+
+// ExitCode returns the process exit code.
+func (e *codeError) ExitCode() int { return e.code }
 
 // exit returns an error that ends the command with code after printing
 // err (if not nil).

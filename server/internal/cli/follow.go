@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -81,7 +81,7 @@ func (a *app) follow(ctx context.Context, client *sdk.Client, id, format string)
 
 	var (
 		view      jobView
-		screen    = &liveView{w: a.s.out, width: func() int { _, w := a.s.terminal(); return w }}
+		screen    = &liveView{w: a.s.Out, width: func() int { _, w := a.s.terminal(); return w }}
 		prompting bool
 		answers   chan string
 	)
@@ -91,7 +91,7 @@ func (a *app) follow(ctx context.Context, client *sdk.Client, id, format string)
 		}
 	}
 	detach := func() error {
-		fmt.Fprintf(a.s.err, "detached from job %s, which goes on (unless its config sets a client_heartbeat_timeout: then the cluster cancels it once no client waits for it); 'jobplane wait %s' follows it again, 'jobplane cancel %s' cancels it\n", id, id, id)
+		fmt.Fprintf(a.s.Err, "detached from job %s, which goes on (unless its config sets a client_heartbeat_timeout: then the cluster cancels it once no client waits for it); 'jobplane wait %s' follows it again, 'jobplane cancel %s' cancels it\n", id, id, id)
 		return exit(exitDetached, nil)
 	}
 following:
@@ -101,7 +101,7 @@ following:
 			switch {
 			case ev.err != nil:
 				if prompting {
-					fmt.Fprintln(a.s.out)
+					fmt.Fprintln(a.s.Out)
 				}
 				return fail(ev.err, nil)
 			case ev.end:
@@ -112,21 +112,21 @@ following:
 			case live:
 				redraw()
 			case format == "table" && ev.watch && changed:
-				fmt.Fprintln(a.s.out, statusLine(view.cur))
+				fmt.Fprintln(a.s.Out, statusLine(view.cur))
 			}
 		case <-sigs:
 			if !interactive {
-				fmt.Fprintln(a.s.err, "interrupted")
+				fmt.Fprintln(a.s.Err, "interrupted")
 				return detach()
 			}
 			if prompting { // a second interrupt does not wait for the answer
-				fmt.Fprintln(a.s.out)
+				fmt.Fprintln(a.s.Out)
 				return detach()
 			}
 			prompting = true
-			fmt.Fprintf(a.s.out, "\nInterrupted: [c]ancel job %s, [d]etach (it goes on), or [f]ollow on? ", id)
+			fmt.Fprintf(a.s.Out, "\nInterrupted: [c]ancel job %s, [d]etach (it goes on), or [f]ollow on? ", id)
 			if answers == nil {
-				answers = readLines(a.s.in)
+				answers = readLines(a.s.In)
 			}
 		case answer, ok := <-answers:
 			if !prompting {
@@ -135,7 +135,7 @@ following:
 			prompting = false
 			screen.forget()
 			if !ok {
-				fmt.Fprintln(a.s.out)
+				fmt.Fprintln(a.s.Out)
 				return detach()
 			}
 			switch strings.ToLower(strings.TrimSpace(answer)) {
@@ -144,9 +144,9 @@ following:
 				st, err := client.Cancel(rctx, id)
 				cancel()
 				if err != nil {
-					fmt.Fprintf(a.s.err, "could not cancel job %s: %v\n", id, err)
+					fmt.Fprintf(a.s.Err, "could not cancel job %s: %v\n", id, err)
 				} else {
-					fmt.Fprintf(a.s.out, "canceling job %s (%s)\n", id, statusName(st))
+					fmt.Fprintf(a.s.Out, "canceling job %s (%s)\n", id, statusName(st))
 				}
 			case "d", "detach":
 				return detach()
@@ -165,7 +165,7 @@ following:
 			RestartCount: s.GetRestartCount(), Failure: s.GetFailure(), Name: s.GetName()}
 	}
 	if prompting {
-		fmt.Fprintln(a.s.out)
+		fmt.Fprintln(a.s.Out)
 		prompting = false
 		screen.forget()
 	}
@@ -176,8 +176,8 @@ following:
 		redraw()
 	}
 	if format == "table" {
-		fmt.Fprintln(a.s.out, resultText(result))
-	} else if err := printStructured(a.s.out, format, result); err != nil {
+		fmt.Fprintln(a.s.Out, resultText(result))
+	} else if err := printStructured(a.s.Out, format, result); err != nil {
 		return exit(exitError, err)
 	}
 	if code := exitCodeOf(result.GetStatus()); code != exitOK {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -21,9 +21,16 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 )
 
-// cliCluster is a `jobplane standalone` process for the client verbs.
+// cliCluster is a `jobplane standalone` process for the client verbs,
+// and the jobplane binary that runs them.
 type cliCluster struct {
 	url string
+	bin string
+}
+
+// unreachable is a cliCluster whose server nothing listens at.
+func unreachable(t *testing.T) *cliCluster {
+	return &cliCluster{url: "http://127.0.0.1:1", bin: jobplaneBinary(t)}
 }
 
 // startCLICluster starts `jobplane standalone` (exec allowed, 2
@@ -35,7 +42,7 @@ func startCLICluster(t *testing.T, flags ...string) *cliCluster {
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	p := startJobplane(t, append([]string{"standalone", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--data-dir", t.TempDir(),
 		"--allow-exec", "--cancel-grace", "200ms"}, flags...)...)
-	c := &cliCluster{url: "http://" + waitForFile(t, p, addrFile)}
+	c := &cliCluster{url: "http://" + waitForFile(t, p, addrFile), bin: jobplaneBinary(t)}
 	waitForTaskExecutors(t, func() cliResult { return c.run(t, "cluster", "-o", "json") })
 	return c
 }
@@ -91,9 +98,7 @@ func runCommand(t *testing.T, cmd *exec.Cmd) cliResult {
 
 // command is `jobplane --server URL args...`, not started.
 func (c *cliCluster) command(args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], append([]string{"--server", c.url}, args...)...)
-	cmd.Env = append(os.Environ(), runMainEnv+"=1")
-	return cmd
+	return exec.Command(c.bin, append([]string{"--server", c.url}, args...)...)
 }
 
 // waitExit waits for a started command and returns its exit code,
@@ -358,8 +363,8 @@ func TestClientVerbs(t *testing.T) {
 			t.Errorf("submit -o json: %+v, %v", r, err)
 		}
 		// $JOBPLANE_SERVER is the default of --server.
-		cmd := exec.Command(os.Args[0], "status", "json-pipeline")
-		cmd.Env = append(os.Environ(), runMainEnv+"=1", serverEnv+"="+c.url)
+		cmd := exec.Command(c.bin, "status", "json-pipeline")
+		cmd.Env = append(os.Environ(), serverEnv+"="+c.url)
 		out, err := cmd.Output()
 		if err != nil || !strings.Contains(string(out), "Status:     FINISHED") {
 			t.Errorf("status with $%s: %v\n%s", serverEnv, err, out)
@@ -384,9 +389,9 @@ func TestClientVerbs(t *testing.T) {
 		expect(t, "status of no job", c.run(t, "status", "no-such-job"), exitError, nil, []string{"no-such-job"})
 		expect(t, "wait for no job", c.run(t, "wait", "no-such-job"), exitError, nil, []string{"no-such-job"})
 		expect(t, "malformed id", c.run(t, "status", "no spaces"), exitUsage, nil, []string{"invalid request: job_id: "})
-		r := (&cliCluster{url: "http://127.0.0.1:1"}).run(t, "--retry", "1s", "list")
+		r := unreachable(t).run(t, "--retry", "1s", "list")
 		expect(t, "unreachable", r, exitError, nil, []string{"jobplane: ", "connection refused"})
-		r = (&cliCluster{url: "http://127.0.0.1:1"}).run(t, "--timeout", "1s", "list")
+		r = unreachable(t).run(t, "--timeout", "1s", "list")
 		expect(t, "unreachable", r, exitError, nil, []string{"jobplane: no answer within --timeout"})
 		expect(t, "cancel an ended job", c.run(t, "cancel", "attached-pipeline"), exitError, nil, []string{"job attached-pipeline has ended already"})
 	})
@@ -438,8 +443,7 @@ func TestClientServerRefusal(t *testing.T) {
 // A submission that gets no answer names the id it was made under, so
 // that the user retries it as the same job.
 func TestClientSubmitWithoutAnswerNamesItsID(t *testing.T) {
-	nowhere := &cliCluster{url: "http://127.0.0.1:1"}
-	r := nowhere.run(t, "--retry", "0", "submit", "--detached", example("pipeline.yaml"))
+	r := unreachable(t).run(t, "--retry", "0", "submit", "--detached", example("pipeline.yaml"))
 	if r.code != exitError {
 		t.Fatalf("exit code %d, want %d\n%s", r.code, exitError, r.stderr)
 	}

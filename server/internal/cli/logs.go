@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -65,15 +65,15 @@ func logsCommand(a *app) *cobra.Command {
 			for i, r := range refs {
 				if len(refs) > 1 {
 					if i > 0 {
-						fmt.Fprintln(a.s.out)
+						fmt.Fprintln(a.s.Out)
 					}
-					fmt.Fprintf(a.s.out, "==> vertex %s, subtask %d <==\n", r.vertex, r.subtask)
+					fmt.Fprintf(a.s.Out, "==> vertex %s, subtask %d <==\n", r.vertex, r.subtask)
 				}
 				if _, _, err := a.printOutput(cmd.Context(), client, id, r, att, 0); err != nil {
 					if len(refs) == 1 || !errors.Is(err, errNoOutput) {
 						return err
 					}
-					fmt.Fprintf(a.s.out, "(%v)\n", err)
+					fmt.Fprintf(a.s.Out, "(%v)\n", err)
 				}
 			}
 			return nil
@@ -138,9 +138,9 @@ func (a *app) printOutput(ctx context.Context, client *sdk.Client, id string, r 
 			return nil, offset, outputError(err, id, r)
 		}
 		if n := resp.GetDroppedBytes(); n > 0 {
-			fmt.Fprintf(a.s.err, "[%d earlier bytes of vertex %s, subtask %d are no longer kept]\n", n, r.vertex, r.subtask)
+			fmt.Fprintf(a.s.Err, "[%d earlier bytes of vertex %s, subtask %d are no longer kept]\n", n, r.vertex, r.subtask)
 		}
-		a.s.out.Write(resp.GetData())
+		a.s.Out.Write(resp.GetData())
 		offset = resp.GetNextOffset()
 		if offset >= resp.GetEndOffset() || len(resp.GetData()) == 0 {
 			return resp, offset, nil
@@ -202,14 +202,14 @@ func (a *app) followOutput(ctx context.Context, client *sdk.Client, id string, r
 			prev := current
 			a.printRest(ctx, client, id, r, prev, offset)
 			current, offset = resp.GetAttemptNumber(), 0
-			fmt.Fprintf(a.s.err, "[vertex %s, subtask %d: attempt %d]\n", r.vertex, r.subtask, current)
+			fmt.Fprintf(a.s.Err, "[vertex %s, subtask %d: attempt %d]\n", r.vertex, r.subtask, current)
 			continue
 		default:
 			current = resp.GetAttemptNumber()
 			if n := resp.GetDroppedBytes(); n > 0 {
-				fmt.Fprintf(a.s.err, "[%d earlier bytes of vertex %s, subtask %d are no longer kept]\n", n, r.vertex, r.subtask)
+				fmt.Fprintf(a.s.Err, "[%d earlier bytes of vertex %s, subtask %d are no longer kept]\n", n, r.vertex, r.subtask)
 			}
-			a.s.out.Write(resp.GetData())
+			a.s.Out.Write(resp.GetData())
 			offset = resp.GetNextOffset()
 			if offset < resp.GetEndOffset() && len(resp.GetData()) > 0 {
 				continue // more is there already
@@ -244,7 +244,7 @@ func (a *app) printRest(ctx context.Context, client *sdk.Client, id string, r su
 			return
 		}
 	}
-	fmt.Fprintf(a.s.err, "[the rest of attempt %d of vertex %s, subtask %d could not be read: %v]\n", attempt, r.vertex, r.subtask, err)
+	fmt.Fprintf(a.s.Err, "[the rest of attempt %d of vertex %s, subtask %d could not be read: %v]\n", attempt, r.vertex, r.subtask, err)
 }
 
 // jobEnded reports whether the job has ended for good, so that no new

@@ -1,0 +1,5 @@
+//go:build race
+
+package cli
+
+func init() { raceBuild = []string{"-race"} }
