@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -326,7 +327,9 @@ func TestProtocols(t *testing.T) {
 }
 
 // bufCurl runs `buf curl args...` from tools.mod at the repository's root
-// and returns its standard output.
+// and returns its standard output. The tools module stands outside the
+// repository's workspace (GOWORK=off), so that its dependencies never
+// choose the server's versions.
 func bufCurl(t *testing.T, args ...string) string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
@@ -335,6 +338,7 @@ func bufCurl(t *testing.T, args ...string) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "-modfile=tools.mod", "buf", "curl"}, args...)...)
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOWORK=off")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
