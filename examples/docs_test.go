@@ -17,8 +17,8 @@ import (
 // repository's root, or why no test runs it.
 var docUses = map[string]struct{ test, notRun string }{
 	"readme:setup": {notRun: "make test is the suite these tests belong to, and make run serves 127.0.0.1:8080 until stopped: " +
-		"TestQuickStart starts the server make run starts (jobplane standalone) on a free port in its place, " +
-		"and TestDocsBlocksAreAccountedFor checks that both targets exist"},
+		"TestQuickStart checks (make -n) that make run is go run ./server/cmd/jobplane standalone and starts that " +
+		"server on a free port in its place; TestDocsBlocksAreAccountedFor checks that both targets exist"},
 	"readme:server": {test: "examples.TestQuickStart"},
 	"readme:tour":   {test: "examples.TestQuickStart"},
 	"readme:hello":  {test: "examples.TestReadmeShowsExamplesHello"},

@@ -29,6 +29,14 @@ func TestQuickStart(t *testing.T) {
 	if !strings.HasPrefix(server, "make run ARGS=--allow-exec ") {
 		t.Fatalf("the server step changed: %q; update this test", server)
 	}
+	// make run is jobplane standalone (its default two TaskExecutors), which
+	// the test starts on a free port instead.
+	makeRun := exec.Command("make", "-s", "-n", "--no-print-directory", "-C", "..", "run", "ARGS=--allow-exec")
+	makeRun.Env = append(os.Environ(), "MAKEFLAGS=", "MAKELEVEL=")
+	recipe, err := makeRun.Output()
+	if err != nil || strings.TrimSpace(string(recipe)) != "go run ./server/cmd/jobplane standalone --allow-exec" {
+		t.Fatalf("make run no longer runs go run ./server/cmd/jobplane standalone: %q, %v; update this test", recipe, err)
+	}
 	cluster := standalonetest.Start(t, "--task-executors", "2", "--allow-exec")
 	script := docBlock(t, "readme:tour")
 
