@@ -11,16 +11,16 @@ import (
 	"github.com/jobplane/jobplane/internal/standalonetest"
 )
 
-// The README's scrape of /metrics, run as written against a standalone
-// server after a job ran there.
-func TestReadmeMetricsScrape(t *testing.T) {
+// docs/operations.md's scrape of /metrics, run as written against a
+// standalone server after a job ran there.
+func TestDocsMetricsScrape(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a server")
 	}
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("the README's step needs curl")
+		t.Skip("the scrape needs curl")
 	}
-	script := readmeBlock(t, "metrics")
+	script := docBlock(t, "ops:metrics")
 	cluster := standalonetest.Start(t, "--task-executors", "2", "--slots", "2")
 	cluster.WaitTaskExecutor(t, "noop")
 	cluster.Submit(t, "scraped", "noop", 1, nil)
@@ -33,7 +33,7 @@ func TestReadmeMetricsScrape(t *testing.T) {
 	cmd.Env = append(os.Environ(), "JOBPLANE_SERVER="+cluster.URL)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("the README's scrape failed: %v\n%s", err, out)
+		t.Fatalf("the scrape of docs/operations.md failed: %v\n%s", err, out)
 	}
 	for _, want := range []string{
 		"jobplane_jobs_submitted_total 1\n",

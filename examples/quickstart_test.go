@@ -1,4 +1,5 @@
-// Package examples_test runs the README's quick start as written.
+// Package examples_test runs the commands and snippets that the README
+// and docs/ show, as written (see docs_test.go for which test runs which).
 package examples_test
 
 import (
@@ -8,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,44 +19,26 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(standalonetest.Main(m)) }
 
-// readmeBlock returns the body of the first fenced block after the
-// marker quickstart:name in the README.
-func readmeBlock(t *testing.T, name string) string {
-	t.Helper()
-	return markedBlock(t, "quickstart:"+name)
-}
-
-// markedBlock returns the body of the first fenced block after the marker
-// <!-- marker --> in the README.
-func markedBlock(t *testing.T, marker string) string {
-	t.Helper()
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(readme), "<!-- "+marker+" -->\n")
-	if !ok {
-		t.Fatalf("README has no %s marker", marker)
-	}
-	m := regexp.MustCompile("(?s)^```[a-z]*\n(.*?)```").FindStringSubmatch(after)
-	if m == nil {
-		t.Fatalf("no fenced block after %s", marker)
-	}
-	return m[1]
-}
-
-// The quick start's client steps, run in one shell against a standalone
+// The README's tour: its CLI steps, run in one shell against a standalone
 // server started as its server step says (on a free port instead of 8080).
 func TestQuickStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the README's programs")
 	}
-	server := readmeBlock(t, "server")
+	server := docBlock(t, "readme:server")
 	if !strings.HasPrefix(server, "make run ARGS=--allow-exec ") {
 		t.Fatalf("the server step changed: %q; update this test", server)
 	}
+	// make run is jobplane standalone (its default two TaskExecutors), which
+	// the test starts on a free port instead.
+	makeRun := exec.Command("make", "-s", "-n", "--no-print-directory", "-C", "..", "run", "ARGS=--allow-exec")
+	makeRun.Env = append(os.Environ(), "MAKEFLAGS=", "MAKELEVEL=")
+	recipe, err := makeRun.Output()
+	if err != nil || strings.TrimSpace(string(recipe)) != "go run ./server/cmd/jobplane standalone --allow-exec" {
+		t.Fatalf("make run no longer runs go run ./server/cmd/jobplane standalone: %q, %v; update this test", recipe, err)
+	}
 	cluster := standalonetest.Start(t, "--task-executors", "2", "--allow-exec")
-	script := readmeBlock(t, "begin")
+	script := docBlock(t, "readme:tour")
 
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -105,7 +87,7 @@ func TestQuickStart(t *testing.T) {
 
 // The Go program the README shows is examples/hello's, line for line.
 func TestReadmeShowsExamplesHello(t *testing.T) {
-	shown := readmeBlock(t, "hello")
+	shown := docBlock(t, "readme:hello")
 	src, err := os.ReadFile("hello/main.go")
 	if err != nil {
 		t.Fatal(err)

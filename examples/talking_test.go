@@ -18,9 +18,10 @@ import (
 	"github.com/jobplane/jobplane/internal/standalonetest"
 )
 
-// runReadme runs a README block in bash at the repository's root, with
-// the server's address for 127.0.0.1:8080, and returns what it printed.
-func runReadme(t *testing.T, script, url string, env ...string) string {
+// runDoc runs a block of the README or docs/ in bash at the
+// repository's root, with the server's address for 127.0.0.1:8080 (and as
+// $JOBPLANE_SERVER), and returns what it printed.
+func runDoc(t *testing.T, script, url string, env ...string) string {
 	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -35,7 +36,7 @@ func runReadme(t *testing.T, script, url string, env ...string) string {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("the README's commands failed: %v\n%s", err, out.String())
+		t.Fatalf("the commands failed: %v\n%s", err, out.String())
 	}
 	return out.String()
 }
@@ -50,14 +51,14 @@ func wantAll(t *testing.T, what, out string, want ...string) {
 	}
 }
 
-// The README's curl and buf curl commands, as written.
-func TestTalkingWithCurl(t *testing.T) {
+// docs/clients.md's curl and buf curl commands, as written.
+func TestDocsBufCurl(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the README's commands against a server process")
+		t.Skip("runs the docs' commands against a server process")
 	}
 	cluster := standalonetest.Start(t, "--task-executors", "1")
-	out := runReadme(t, markedBlock(t, "talk:shell"), cluster.URL)
-	wantAll(t, "talk:shell", out,
+	out := runDoc(t, docBlock(t, "clients:buf-curl"), cluster.URL)
+	wantAll(t, "clients:buf-curl", out,
 		`"taskExecutorCount":1`,         // curl, Connect JSON
 		"jobplane.v1.DispatcherService", // buf curl --list-services
 		"grpc.health.v1.Health",
@@ -66,48 +67,36 @@ func TestTalkingWithCurl(t *testing.T) {
 		`"status": "SERVING"`)             // health
 }
 
-// The README's gRPC snippet is examples/grpcclient's, and the program
-// runs against a server.
-func TestTalkingWithGRPC(t *testing.T) {
-	shown := markedBlock(t, "talk:grpc")
+// docs/clients.md's gRPC snippet is examples/grpcclient's, and the
+// program runs against a server.
+func TestDocsGRPC(t *testing.T) {
+	shown := docBlock(t, "clients:grpc")
 	src, err := os.ReadFile("grpcclient/main.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if body := strings.ReplaceAll(string(src), "\n\t", "\n"); !strings.Contains(body, shown) {
-		t.Fatalf("README's gRPC snippet is not examples/grpcclient/main.go's:\n%s", shown)
+		t.Fatalf("the gRPC snippet of docs/clients.md is not examples/grpcclient/main.go's:\n%s", shown)
 	}
 	if testing.Short() {
 		t.Skip("runs examples/grpcclient against a server process")
 	}
 	cluster := standalonetest.Start(t, "--task-executors", "1")
-	out := runReadme(t, "go run ./examples/grpcclient", cluster.URL)
+	out := runDoc(t, "go run ./examples/grpcclient", cluster.URL)
 	wantAll(t, "examples/grpcclient", out, "1 TaskExecutors", "grpc-hello JOB_STATUS_FINISHED")
 }
 
-// The README's TypeScript snippet is sdk/ts's, which its tests run.
-func TestTalkingWithTypeScript(t *testing.T) {
-	shown := markedBlock(t, "talk:ts")
-	ts, err := os.ReadFile("../sdk/ts/README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(ts), "```ts\n"+shown+"```") {
-		t.Fatalf("README's TypeScript snippet is not one of sdk/ts/README.md's:\n%s", shown)
-	}
-}
-
-// The README's OTLP command, as written but for the collector's address
-// and the listener: the standalone server sends the submission's spans to
-// an OTLP/HTTP collector.
-func TestTalkingOTLP(t *testing.T) {
+// docs/operations.md's OTLP command, as written but for the collector's
+// address and the listener: the standalone server sends the submission's
+// spans to an OTLP/HTTP collector.
+func TestDocsOTLP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a server process")
 	}
-	shown := strings.TrimSpace(markedBlock(t, "talk:otlp"))
+	shown := strings.TrimSpace(docBlock(t, "ops:otlp"))
 	m := regexp.MustCompile(`^(OTEL_EXPORTER_OTLP_ENDPOINT)=(\S+) bin/jobplane standalone(.*)$`).FindStringSubmatch(shown)
 	if m == nil {
-		t.Fatalf("the README's OTLP command changed: %q; update this test", shown)
+		t.Fatalf("the OTLP command of docs/operations.md changed: %q; update this test", shown)
 	}
 	// The collector: every span export's body, as received.
 	var (

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -44,5 +45,26 @@ func TestReadmeListsEveryCase(t *testing.T) {
 	}
 	if len(names) < 30 {
 		t.Errorf("%d cases; the suite promises at least 30", len(names))
+	}
+}
+
+// The repository's README and docs/contract.md state how many cases the
+// suite has, as the runner counts them.
+func TestDocsStateTheCaseCounts(t *testing.T) {
+	server, store := len(Cases()), len(StoreCases())
+	for file, want := range map[string][]string{
+		"../../README.md":        {fmt.Sprintf("%d cases against any server and %d against any HA", server, store)},
+		"../../docs/contract.md": {fmt.Sprintf("%d cases on idempotency", server), fmt.Sprintf("%d store cases", store)},
+	} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Join(strings.Fields(string(b)), " ")
+		for _, w := range want {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s does not say %q", file, w)
+			}
+		}
 	}
 }

@@ -1,5 +1,6 @@
 // Package localcluster_test shows a test of your own task functions on a
-// whole cluster inside the test process (sdk/localcluster).
+// whole cluster inside the test process (server/localcluster). Its middle
+// is shown in docs/clients.md.
 package localcluster_test
 
 import (
@@ -27,11 +28,13 @@ func TestGreetRunsOncePerSubtask(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := localcluster.Start(ctx, localcluster.Config{Functions: map[string]worker.Func{"greet": greet}})
+	c, err := localcluster.Start(ctx, localcluster.Config{ // defaults: 1 TaskExecutor, 4 slots
+		Functions: map[string]worker.Func{"greet": greet},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close() // stops everything, removes the temporary directory
 
 	b := jobgraph.NewBuilder("greet")
 	b.Vertex("greet", "greet").Parallelism(3).Config("name", "jobplane")
@@ -39,7 +42,7 @@ func TestGreetRunsOncePerSubtask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Execute(ctx, g)
+	res, err := c.Execute(ctx, g) // submits under a new job id, waits, returns the JobResult
 	if err != nil || res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Fatalf("Execute = %v, %v; want FINISHED", res, err)
 	}

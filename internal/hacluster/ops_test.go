@@ -1,29 +1,37 @@
 package hacluster_test
 
 import (
-	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jobplane/jobplane/internal/freeport"
 	"github.com/jobplane/jobplane/internal/hacluster"
+	"github.com/jobplane/jobplane/internal/standalonetest"
 )
 
-// ops runs the README's Operations commands on loopback: hostN stands for
-// 127.0.0.N, each host:port the README names gets a free port of its own,
-// and /var/lib/... becomes a directory of the command's host.
+// ops runs the multi-machine commands of docs/operations.md and
+// docs/security.md on loopback. Each machine the docs name gets an
+// address of its own under 127.0.0.0/8: hostN is 127.0.0.N, and the
+// private address 10.0.0.X is 127.0.1.X. Each host:port they name gets a
+// free port of its own, /var/lib/... becomes a directory of the command's
+// host, and the commands a host runs start in that host's directory.
+// Client commands run in a directory of their own (the workstation),
+// where examples/ is the repository's.
 type ops struct {
 	t     *testing.T
-	root  string // the repository: commands run there, as the README says
-	tmp   string
+	root  string // the repository
+	tmp   string // the workstation's directory; hosts' directories are tmp/hostN
 	path  string // PATH with the jobplane binary first
 	ports map[string]string
 	mu    sync.Mutex
@@ -31,9 +39,11 @@ type ops struct {
 }
 
 var (
-	hostPort = regexp.MustCompile(`host(\d):(\d+)`)
-	hostName = regexp.MustCompile(`\bhost(\d)\b`)
-	listenOn = regexp.MustCompile(`--(?:listen|etcd-name) host(\d)`)
+	hostPort   = regexp.MustCompile(`\b(host\d|10\.0\.0\.\d+):(\d+)\b`)
+	hostName   = regexp.MustCompile(`\bhost(\d)\b`)
+	privateIP  = regexp.MustCompile(`\b10\.0\.0\.(\d+)\b`)
+	hostHeader = regexp.MustCompile(`^#\s*(host\d)\b`)
+	listenOn   = regexp.MustCompile(`--(?:listen|etcd-name) (host\d)\b`)
 )
 
 func newOps(t *testing.T) *ops {
@@ -47,119 +57,184 @@ func newOps(t *testing.T) *ops {
 	}
 	o := &ops{t: t, root: root, tmp: t.TempDir(), path: filepath.Dir(jobplane) + ":" + os.Getenv("PATH"),
 		ports: map[string]string{}, procs: map[string]*exec.Cmd{}}
+	if err := os.Symlink(filepath.Join(root, "examples"), filepath.Join(o.tmp, "examples")); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(o.stopAll)
 	return o
 }
 
-// block returns the commands of the README's fenced block after the
-// marker <!-- ops:name -->, continuation lines joined, comments dropped.
-func (o *ops) block(name string) []string {
+// A hostCommand is one command of a block and the host it runs on ("" for
+// the workstation).
+type hostCommand struct{ host, cmd string }
+
+// block returns the commands of the fenced block marked <!-- marker -->
+// in README.md or docs/*.md: continuation lines joined, comments dropped,
+// each with its host: the last "# hostN" line above it, or else the host
+// of its --listen or --etcd-name.
+func (o *ops) block(marker string) []hostCommand {
 	o.t.Helper()
-	readme, err := os.ReadFile(filepath.Join(o.root, "README.md"))
-	if err != nil {
-		o.t.Fatal(err)
+	pages, _ := filepath.Glob(filepath.Join(o.root, "docs", "*.md"))
+	var found []string
+	for _, page := range append([]string{filepath.Join(o.root, "README.md")}, pages...) {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			o.t.Fatal(err)
+		}
+		rest := string(text)
+		for {
+			_, after, ok := strings.Cut(rest, "<!-- "+marker+" -->\n")
+			if !ok {
+				break
+			}
+			m := regexp.MustCompile("(?s)^```[a-z]*\n(.*?)```").FindStringSubmatch(after)
+			if m == nil {
+				o.t.Fatalf("no fenced block right after <!-- %s --> in %s", marker, page)
+			}
+			found = append(found, m[1])
+			rest = after
+		}
 	}
-	_, after, ok := strings.Cut(string(readme), "<!-- ops:"+name+" -->\n")
-	if !ok {
-		o.t.Fatalf("README has no ops:%s marker", name)
+	if len(found) != 1 {
+		o.t.Fatalf("%d blocks are marked <!-- %s --> in README.md and docs/, want 1", len(found), marker)
 	}
-	m := regexp.MustCompile("(?s)^```[a-z]*\n(.*?)```").FindStringSubmatch(after)
-	if m == nil {
-		o.t.Fatalf("no fenced block after ops:%s", name)
-	}
-	var cmds []string
-	for _, line := range strings.Split(strings.ReplaceAll(m[1], "\\\n", " "), "\n") {
+	var cmds []hostCommand
+	host := ""
+	for _, line := range strings.Split(strings.ReplaceAll(found[0], "\\\n", " "), "\n") {
+		if m := hostHeader.FindStringSubmatch(line); m != nil {
+			host = m[1]
+		}
 		if i := strings.Index(line, "#"); i >= 0 {
 			line = line[:i]
 		}
-		if line = strings.TrimSpace(line); line != "" {
-			cmds = append(cmds, line)
+		if line = strings.TrimSpace(line); line == "" {
+			continue
 		}
+		h := host
+		if m := listenOn.FindStringSubmatch(line); m != nil && h == "" {
+			h = m[1]
+		}
+		cmds = append(cmds, hostCommand{host: h, cmd: line})
 	}
 	return cmds
 }
 
-// local rewrites a README command for this machine's loopback.
-func (o *ops) local(cmd string) string {
-	o.t.Helper()
-	host := ""
-	if m := listenOn.FindStringSubmatch(cmd); m != nil {
-		host = "host" + m[1]
+// ip is the loopback address that stands for a host or private address.
+func ip(addr string) string {
+	if m := hostName.FindStringSubmatch(addr); m != nil {
+		return "127.0.0." + m[1]
 	}
+	if m := privateIP.FindStringSubmatch(addr); m != nil {
+		return "127.0.1." + m[1]
+	}
+	return addr
+}
+
+// local rewrites a command of host for this machine's loopback.
+func (o *ops) local(host, cmd string) string {
+	o.t.Helper()
 	cmd = hostPort.ReplaceAllStringFunc(cmd, func(hp string) string {
 		if p, ok := o.ports[hp]; ok {
 			return p
 		}
-		m := hostPort.FindStringSubmatch(hp)
-		l, err := net.Listen("tcp", "127.0.0."+m[1]+":0")
-		if err != nil {
-			o.t.Fatalf("a port on 127.0.0.%s: %v", m[1], err)
-		}
-		defer l.Close()
-		o.ports[hp] = l.Addr().String()
+		addr := ip(hostPort.FindStringSubmatch(hp)[1])
+		o.ports[hp] = o.freeAddr(addr)
 		return o.ports[hp]
 	})
 	cmd = hostName.ReplaceAllString(cmd, "127.0.0.$1")
+	cmd = privateIP.ReplaceAllString(cmd, "127.0.1.$1")
 	if strings.Contains(cmd, "/var/lib/") {
-		if host == "" {
-			host = "any"
+		dir := host
+		if dir == "" {
+			dir = "any"
 		}
-		cmd = strings.ReplaceAll(cmd, "/var/lib/", filepath.Join(o.tmp, host)+"/")
+		cmd = strings.ReplaceAll(cmd, "/var/lib/", filepath.Join(o.tmp, dir)+"/")
 	}
 	return cmd
 }
 
-func (o *ops) command(ctx context.Context, script string) *exec.Cmd {
+// freeAddr returns addr:PORT for a port outside the ephemeral range that
+// is free on addr.
+func (o *ops) freeAddr(addr string) string {
+	o.t.Helper()
+	for range 100 {
+		port, err := freeport.Port()
+		if err != nil {
+			o.t.Fatal(err)
+		}
+		hp := net.JoinHostPort(addr, strconv.Itoa(port))
+		if l, err := net.Listen("tcp", hp); err == nil {
+			l.Close()
+			return hp
+		}
+	}
+	o.t.Fatalf("no free port on %s", addr)
+	return ""
+}
+
+// hostDir returns the host's directory, made if missing.
+func (o *ops) hostDir(host string) string {
+	o.t.Helper()
+	dir := filepath.Join(o.tmp, host)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		o.t.Fatal(err)
+	}
+	return dir
+}
+
+func (o *ops) command(ctx context.Context, dir, script string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
-	cmd.Dir = o.root
-	cmd.Env = append(os.Environ(), "PATH="+o.path, "CI=")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PATH="+o.path, "CI=", "JOBPLANE_SERVER=", "JOBPLANE_TLS_CA=")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	return cmd
 }
 
-// run runs the block's commands in one shell and returns their output.
-func (o *ops) run(name string, timeout time.Duration) string {
-	o.t.Helper()
+// script returns the block's commands as one script for the workstation.
+func (o *ops) script(marker string) string {
 	var script []string
-	for _, c := range o.block(name) {
-		script = append(script, o.local(c))
+	for _, c := range o.block(marker) {
+		script = append(script, o.local(c.host, c.cmd))
 	}
+	return strings.Join(script, "\n")
+}
+
+// run runs the block's commands in one shell on the workstation and
+// returns their output.
+func (o *ops) run(marker string, timeout time.Duration) string {
+	o.t.Helper()
+	script := o.script(marker)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := o.command(ctx, strings.Join(script, "\n"))
-	cmd.Dir = o.tmp // files the commands write (a backup) go here
-	if strings.Contains(strings.Join(script, "\n"), "examples/") {
-		cmd.Dir = o.root
-	}
-	out, err := cmd.CombinedOutput()
+	out, err := o.command(ctx, o.tmp, script).CombinedOutput()
 	if err != nil {
-		o.t.Fatalf("README ops:%s: %v\n%s\n%s", name, err, strings.Join(script, "\n"), out)
+		o.t.Fatalf("%s: %v\n%s\n%s", marker, err, script, out)
 	}
 	return string(out)
 }
 
-// start starts each of the block's commands as a process of its own, kept
-// by the host it runs on.
-func (o *ops) start(name string) {
+// start starts each of the block's commands as a process of its own, in
+// its host's directory, kept by that host.
+func (o *ops) start(marker string) {
 	o.t.Helper()
-	for _, c := range o.block(name) {
-		m := listenOn.FindStringSubmatch(c)
-		if m == nil {
-			o.t.Fatalf("README ops:%s: no host in %q", name, c)
+	for _, c := range o.block(marker) {
+		if c.host == "" {
+			o.t.Fatalf("%s: no host for %q", marker, c.cmd)
 		}
-		var out bytes.Buffer
-		cmd := o.command(context.Background(), "exec "+o.local(c))
-		cmd.Stdout, cmd.Stderr = &out, &out
+		out := new(standalonetest.Buffer)
+		cmd := o.command(context.Background(), o.hostDir(c.host), "exec "+o.local(c.host, c.cmd))
+		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			o.t.Fatal(err)
 		}
 		o.mu.Lock()
-		o.procs["host"+m[1]] = cmd
+		o.procs[c.host] = cmd
 		o.mu.Unlock()
+		host := c.host
 		o.t.Cleanup(func() {
 			if o.t.Failed() {
-				o.t.Logf("host%s: %s", m[1], lastLines(out.String(), 30))
+				o.t.Logf("%s: %s", host, lastLines(out.String(), 30))
 			}
 		})
 	}
@@ -193,62 +268,112 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// eventually runs the block until its output matches want, for up to
-// timeout.
-func (o *ops) eventually(name string, want *regexp.Regexp, timeout time.Duration) string {
+// eventually runs the block on the workstation until it succeeds and its
+// output matches want, for up to timeout.
+func (o *ops) eventually(marker string, want *regexp.Regexp, timeout time.Duration) string {
 	o.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		var script []string
-		for _, c := range o.block(name) {
-			script = append(script, o.local(c))
-		}
+		script := o.script(marker)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		cmd := o.command(ctx, strings.Join(script, "\n"))
-		out, err := cmd.CombinedOutput()
+		out, err := o.command(ctx, o.tmp, script).CombinedOutput()
 		cancel()
 		if err == nil && want.Match(out) {
 			return string(out)
 		}
 		if time.Now().After(deadline) {
-			o.t.Fatalf("README ops:%s never printed %v: %v\n%s", name, want, err, out)
+			o.t.Fatalf("%s never printed %v: %v\n%s", marker, want, err, out)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 }
 
-// The README's Operations section, run as written on loopback: three
-// jobmanagers form one embedded etcd cluster, a TaskExecutor and a client
-// reach the leader through any of them, a dead machine's member is
-// removed and a new machine joins, and a backup is taken and restored.
-func TestReadmeOperations(t *testing.T) {
+// copyFile copies the workstation's file from to the host's directory,
+// as the docs tell the reader to.
+func (o *ops) copyFile(from, host string) {
+	o.t.Helper()
+	b, err := os.ReadFile(filepath.Join(o.tmp, from))
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(o.hostDir(host), filepath.Base(from)), b, 0o600); err != nil {
+		o.t.Fatal(err)
+	}
+}
+
+// docs/operations.md's etcd cluster of jobmanagers, run as written on
+// loopback: three jobmanagers form one embedded etcd cluster, a
+// TaskExecutor and a client reach the leader through any of them, a dead
+// machine's member is removed and a new machine joins, and a backup is
+// taken and restored.
+func TestDocsOperations(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a three-machine cluster on loopback")
 	}
 	o := newOps(t)
-	o.start("jobmanagers")
-	o.start("taskexecutor")
-	out := o.run("client", 2*time.Minute)
+	o.start("ops:jobmanagers")
+	o.start("ops:taskexecutor")
+	out := o.eventually("ops:client", regexp.MustCompile(`FINISHED`), 2*time.Minute)
 	// (Member names are the hosts' addresses here, as every hostN is.)
-	for _, want := range []string{"FINISHED", "127.0.0.1", "127.0.0.2", "127.0.0.3"} {
+	for _, want := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"} {
 		if !strings.Contains(out, want) {
-			t.Errorf("README ops:client output has no %q:\n%s", want, out)
+			t.Errorf("ops:client output has no %q:\n%s", want, out)
 		}
 	}
 
 	// host3 dies; its member is removed and host5 joins in its place.
 	o.kill("host3")
-	o.run("replace", time.Minute)
-	o.start("join")
-	o.eventually("client", regexp.MustCompile(`(?s)FINISHED.*127\.0\.0\.5`), 2*time.Minute)
+	o.run("ops:replace", time.Minute)
+	o.start("ops:join")
+	o.eventually("ops:client", regexp.MustCompile(`(?s)FINISHED.*127\.0\.0\.5`), 2*time.Minute)
 
-	out = o.run("backup", 2*time.Minute)
+	out = o.run("ops:backup", 2*time.Minute)
 	if _, err := os.Stat(filepath.Join(o.tmp, "store.db")); err != nil {
 		t.Errorf("no store.db after the backup: %v\n%s", err, out)
 	}
 	for _, dir := range []string{"any/jobplane-restored", "host1/jobplane-restored-cluster"} {
 		if _, err := os.Stat(filepath.Join(o.tmp, dir, "member")); err != nil {
 			t.Errorf("restore made no member in %s: %v\n%s", dir, err, out)
+		}
+	}
+}
+
+// docs/operations.md's HA store in a process of its own, with two
+// jobmanagers and a TaskExecutor on it, run as written on loopback.
+func TestDocsProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs four processes on loopback")
+	}
+	o := newOps(t)
+	o.start("ops:processes")
+	o.eventually("ops:processes-client", regexp.MustCompile(`FINISHED`), 2*time.Minute)
+}
+
+// docs/security.md's closed three-machine cluster, run as written on
+// loopback: a CA and certificates made with jobplane certs and copied to
+// each host, jobmanagers on mutual TLS with the cluster protocol and
+// etcd's peers on the private addresses, a TaskExecutor there, and a
+// client that holds only the CA.
+func TestDocsSecureCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a three-machine cluster on loopback")
+	}
+	o := newOps(t)
+	o.run("security:certs", time.Minute)
+	for _, host := range []string{"host1", "host2", "host3", "host4"} {
+		name := ip(host)
+		o.copyFile("ca/ca.pem", host)
+		o.copyFile(fmt.Sprintf("certs/%s.pem", name), host)
+		o.copyFile(fmt.Sprintf("certs/%s-key.pem", name), host)
+	}
+	o.start("security:jobmanagers")
+	o.start("security:taskexecutor")
+	out := o.eventually("security:client", regexp.MustCompile(`FINISHED`), 2*time.Minute)
+	// The cluster names the public addresses; the TaskExecutor registered
+	// on its private one, over mutual TLS.
+	for _, want := range []string{"https://127.0.0.", "127.0.1.14"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("security:client output has no %q:\n%s", want, out)
 		}
 	}
 }

@@ -70,6 +70,11 @@ var jobplane struct {
 	err  error
 }
 
+// Binary returns the path of the jobplane binary that Launch runs,
+// building it on first use, for tests that run it themselves (with flags
+// Launch cannot wait on, such as authentication).
+func Binary() (string, error) { return binary() }
+
 // binary returns the path of the jobplane binary, building it on first
 // use.
 func binary() (string, error) {
