@@ -10,7 +10,7 @@ import (
 )
 
 // limitFlags bound what clients of the public API may hold and do, per
-// client and for the whole cluster (README, "Limits").
+// client and for the whole cluster (docs/operations.md, "Limits").
 type limitFlags struct {
 	maxStreams         int
 	submitRate         float64

@@ -34,7 +34,7 @@ const DefaultDiscoveryTimeout = 10 * time.Second
 // JWKSFile and OIDCIssuer is required (see Enabled).
 type Config struct {
 	// TokenFile names a static token file: lines `NAME TOKEN` (see
-	// README.md), reloaded within a second of a change. Default: none.
+	// docs/security.md), reloaded within a second of a change. Default: none.
 	TokenFile string
 	// JWKSFile names a JWKS file (RFC 7517) whose public keys sign the
 	// JWTs of JWKSIssuer, which is then required. Default: none.

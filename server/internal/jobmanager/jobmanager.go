@@ -111,8 +111,8 @@ type JobManager struct {
 	health  Endpoint        // where leader-only services' health goes; set by Mount
 }
 
-// Defaults of Config's timings, chosen from measurement (README,
-// "Operations"): a SIGKILLed leader's jobs run again on a standby about
+// Defaults of Config's timings, chosen from measurement
+// (docs/operations.md, "Timings and failover"): a SIGKILLed leader's jobs run again on a standby about
 // two seconds later (the lease expires between five sixths of the TTL and
 // the TTL after the kill, and etcd looks for expired leases every half
 // second). The heartbeat timeout stays below two thirds of the TTL, as
