@@ -23,7 +23,6 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/sdk"
 	"github.com/jobplane/jobplane/sdk/worker"
-	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/localcluster"
 )
 
@@ -283,7 +282,7 @@ func TestDataDirKept(t *testing.T) {
 func TestDataDirInUse(t *testing.T) {
 	dir := t.TempDir()
 	start(t, localcluster.Config{DataDir: dir})
-	if _, err := localcluster.Start(context.Background(), localcluster.Config{DataDir: dir}); !errors.Is(err, hastore.ErrDataDirInUse) {
+	if _, err := localcluster.Start(context.Background(), localcluster.Config{DataDir: dir}); !errors.Is(err, localcluster.ErrDataDirInUse) {
 		t.Errorf("second Start: %v, want ErrDataDirInUse", err)
 	}
 }
@@ -322,10 +321,11 @@ func TestStartCanceled(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	for _, cfg := range []localcluster.Config{
-		{TaskExecutors: -1},
+		{JobManagers: -1},
 		{Slots: -1},
 		{StartTimeout: -time.Second},
 		{Functions: map[string]worker.Func{"nil": nil}},
+		{HeartbeatInterval: time.Second, HeartbeatTimeout: time.Second},
 	} {
 		if err := cfg.Validate(); err == nil {
 			t.Errorf("Validate(%+v): nil, want an error", cfg)
@@ -516,5 +516,40 @@ func TestTaskOutput(t *testing.T) {
 		if !strings.Contains(string(out.GetData()), want) {
 			t.Errorf("attempt %d output %q, want %q in it", attempt, out.GetData(), want)
 		}
+	}
+}
+
+// With two JobManagers, the first leads; stopped, it hands over to the
+// standby, which the cluster's client follows.
+func TestStandbyTakesOver(t *testing.T) {
+	c := localcluster.New(t, localcluster.Config{JobManagers: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	jms := c.JobManagers()
+	if len(jms) != 2 || jms[0].URL() != c.URL() || jms[0].URL() == jms[1].URL() {
+		t.Fatalf("JobManagers at %v and %v, the cluster at %s; want two, the first the cluster's", jms[0].URL(), jms[len(jms)-1].URL(), c.URL())
+	}
+	if ov, err := jms[1].Dispatcher().GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{}); err == nil {
+		t.Fatalf("the standby answered as the leader: %v", ov)
+	}
+	if err := jms[0].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	res := execute(t, c, oneVertex("noop", 2))
+	if res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("status %v, want FINISHED", res.GetStatus())
+	}
+	ov, err := jms[1].Dispatcher().GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+	if err != nil || ov.GetLeader().GetAddress() != jms[1].URL() {
+		t.Errorf("overview of the standby: %v, %v; want it leading", ov, err)
+	}
+}
+
+// A negative number of TaskExecutors starts a JobManager alone.
+func TestNoTaskExecutors(t *testing.T) {
+	c := localcluster.New(t, localcluster.Config{TaskExecutors: -1})
+	ov, err := c.Dispatcher().GetClusterOverview(context.Background(), &jobplanev1.GetClusterOverviewRequest{})
+	if err != nil || ov.GetTaskExecutorCount() != 0 || len(c.TaskExecutors()) != 0 {
+		t.Errorf("overview %v, %v, with %d TaskExecutors; want none", ov, err, len(c.TaskExecutors()))
 	}
 }
