@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobplane/jobplane/internal/standalonetest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // The README's scrape of /metrics, run as written against a standalone
@@ -21,7 +21,7 @@ func TestReadmeMetricsScrape(t *testing.T) {
 		t.Skip("the README's step needs curl")
 	}
 	script := readmeBlock(t, "metrics")
-	cluster := standalonetest.Start(t, "--task-executors", "2", "--slots", "2")
+	cluster := localcluster.NewStandalone(t, "--task-executors", "2", "--slots", "2")
 	cluster.WaitTaskExecutor(t, "noop")
 	cluster.Submit(t, "scraped", "noop", 1, nil)
 	if r := cluster.Result(t, "scraped"); !strings.HasSuffix(r.GetStatus().String(), "FINISHED") {
@@ -30,7 +30,7 @@ func TestReadmeMetricsScrape(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
-	cmd.Env = append(os.Environ(), "JOBPLANE_SERVER="+cluster.URL)
+	cmd.Env = append(os.Environ(), "JOBPLANE_SERVER="+cluster.URL())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the README's scrape failed: %v\n%s", err, out)

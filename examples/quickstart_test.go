@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobplane/jobplane/internal/standalonetest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
-func TestMain(m *testing.M) { os.Exit(standalonetest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(localcluster.Main(m)) }
 
 // readmeBlock returns the body of the first fenced block after the
 // marker quickstart:name in the README.
@@ -55,7 +55,7 @@ func TestQuickStart(t *testing.T) {
 	if !strings.HasPrefix(server, "make run ARGS=--allow-exec ") {
 		t.Fatalf("the server step changed: %q; update this test", server)
 	}
-	cluster := standalonetest.Start(t, "--task-executors", "2", "--allow-exec")
+	cluster := localcluster.NewStandalone(t, "--task-executors", "2", "--allow-exec")
 	script := readmeBlock(t, "begin")
 
 	root, err := filepath.Abs("..")
@@ -66,7 +66,7 @@ func TestQuickStart(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "JOBPLANE_SERVER="+cluster.URL, "CI=")
+	cmd.Env = append(os.Environ(), "JOBPLANE_SERVER="+cluster.URL(), "CI=")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	// The worker the script leaves running in the background holds the

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobplane/jobplane/internal/standalonetest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // runReadme runs a README block in bash at the repository's root, with
@@ -55,8 +55,8 @@ func TestTalkingWithCurl(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the README's commands against a server process")
 	}
-	cluster := standalonetest.Start(t, "--task-executors", "1")
-	out := runReadme(t, markedBlock(t, "talk:shell"), cluster.URL)
+	cluster := localcluster.NewStandalone(t, "--task-executors", "1")
+	out := runReadme(t, markedBlock(t, "talk:shell"), cluster.URL())
 	wantAll(t, "talk:shell", out,
 		`"taskExecutorCount":1`,         // curl, Connect JSON
 		"jobplane.v1.DispatcherService", // buf curl --list-services
@@ -80,8 +80,8 @@ func TestTalkingWithGRPC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs examples/grpcclient against a server process")
 	}
-	cluster := standalonetest.Start(t, "--task-executors", "1")
-	out := runReadme(t, "go run ./examples/grpcclient", cluster.URL)
+	cluster := localcluster.NewStandalone(t, "--task-executors", "1")
+	out := runReadme(t, "go run ./examples/grpcclient", cluster.URL())
 	wantAll(t, "examples/grpcclient", out, "1 TaskExecutors", "grpc-hello JOB_STATUS_FINISHED")
 }
 
@@ -126,7 +126,7 @@ func TestTalkingOTLP(t *testing.T) {
 	defer collector.Close()
 	t.Setenv(m[1], collector.URL)
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
-	cluster, err := standalonetest.Launch(strings.Fields(m[3])...)
+	cluster, err := localcluster.StartStandalone(context.Background(), strings.Fields(m[3])...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,5 +44,6 @@
 //
 // The client packages (sdk, sdk/jobgraph, sdk/planid, sdk/worker) do not
 // link the server's dependencies (etcd, zap): a client-only program stays
-// small. sdk/localcluster, which runs a whole cluster in the program, does.
+// small. server/localcluster, in the server's module, which runs a whole
+// cluster in the program, does.
 package sdk

@@ -1,5 +1,5 @@
 // Package localcluster_test shows a test of your own task functions on a
-// whole cluster inside the test process (sdk/localcluster).
+// whole cluster inside the test process (server/localcluster).
 package localcluster_test
 
 import (

@@ -1,7 +1,6 @@
 package localcluster_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,7 +25,13 @@ import (
 	"github.com/jobplane/jobplane/server/localcluster"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// The test binary is also the child program of the Process tests.
+	if mode := os.Getenv(childEnv); mode != "" {
+		os.Exit(child(mode))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // start starts a cluster that Closes when the test ends.
 func start(t testing.TB, cfg localcluster.Config) *localcluster.Cluster {
@@ -410,28 +415,10 @@ func (m *milestones) since(msg string, t0 time.Time) time.Duration {
 	return m.at[msg].Sub(t0)
 }
 
-// lockedBuffer is a bytes.Buffer for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // Config.Logger gets the components' logs, and a function's logs with its
 // attempt's job, vertex, subtask and attempt.
 func TestLogger(t *testing.T) {
-	var out lockedBuffer
+	var out localcluster.Buffer
 	c := start(t, localcluster.Config{
 		Logger: slog.New(slog.NewJSONHandler(&out, nil)),
 		Functions: map[string]worker.Func{"say": func(_ context.Context, task worker.Task) error {
@@ -467,7 +454,7 @@ func TestLogger(t *testing.T) {
 // Without Config.Logger a cluster is quiet: nothing reaches the default
 // logger (nor, through it, the standard log package).
 func TestQuietByDefault(t *testing.T) {
-	var out lockedBuffer
+	var out localcluster.Buffer
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	defer slog.SetDefault(prev)

@@ -17,12 +17,12 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/internal/standalonetest"
 	"github.com/jobplane/jobplane/sdk"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/auth"
 	"github.com/jobplane/jobplane/server/internal/principal"
+	"github.com/jobplane/jobplane/server/localcluster"
 	"github.com/jobplane/jobplane/server/standalone"
 )
 
@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 // authn and authorizes with authz.
 type cluster struct {
 	url string
-	log *standalonetest.Buffer
+	log *localcluster.Buffer
 }
 
 // newCluster runs a standalone cluster (embedded etcd, one TaskExecutor,
@@ -58,7 +58,7 @@ func newCluster(t *testing.T, authn *auth.Authenticator, authz principal.Authori
 // (and is called when the test ends, if not before).
 func newClusterOn(t *testing.T, dir string, authn *auth.Authenticator, authz principal.Authorizer) (_ *cluster, stop func()) {
 	t.Helper()
-	lb := new(standalonetest.Buffer)
+	lb := new(localcluster.Buffer)
 	log := slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg := standalone.Config{
 		Store:         hastore.OpenConfig{DataDir: dir},

@@ -1,4 +1,4 @@
-package hacluster_test
+package failover
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobplane/jobplane/internal/hacluster"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // ops runs the README's Operations commands on loopback: hostN stands for
@@ -37,7 +37,7 @@ var (
 )
 
 func newOps(t *testing.T) *ops {
-	jobplane, _, err := hacluster.Binaries()
+	jobplane, err := localcluster.JobplaneBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
