@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,11 +19,15 @@ type Command struct {
 	// Name names the process in its log and in errors, such as
 	// "jobmanager-1". Required.
 	Name string
-	// Dir is the process's own directory, created if missing: its
-	// working directory, and where its log (the file "log": stdout and
-	// stderr of every run) is kept. Required.
+	// Dir is the process's own directory, created if missing, where its
+	// log (the file "log": stdout and stderr of every run) is kept.
+	// Required.
 	Dir string
-	// Path is the program. Required.
+	// WorkDir is the working directory of every run, where the program
+	// finds the relative paths it was given. Default: Dir.
+	WorkDir string
+	// Path is the program: a path, relative to the calling process's
+	// working directory, or a name looked up in PATH. Required.
 	Path string
 	// Args returns the arguments of each run, called before each start,
 	// so that a run may differ from the first (listen on the address the
@@ -95,6 +100,14 @@ func newProcess(cmd Command) (*Process, error) {
 	if err := os.MkdirAll(cmd.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	// exec would take a relative path from the run's working directory.
+	if strings.ContainsRune(cmd.Path, filepath.Separator) {
+		abs, err := filepath.Abs(cmd.Path)
+		if err != nil {
+			return nil, err
+		}
+		cmd.Path = abs
+	}
 	closed := make(chan struct{})
 	close(closed)
 	return &Process{Name: cmd.Name, Dir: cmd.Dir, cmd: cmd, exited: closed}, nil
@@ -121,6 +134,9 @@ func (p *Process) start() error {
 	}
 	cmd := exec.Command(p.cmd.Path, args...)
 	cmd.Dir, cmd.Env = p.Dir, p.cmd.Env
+	if p.cmd.WorkDir != "" {
+		cmd.Dir = p.cmd.WorkDir
+	}
 	// The log is a file: the child writes it directly, and no pipe is
 	// left for a grandchild to hold open.
 	cmd.Stdout, cmd.Stderr = log, log

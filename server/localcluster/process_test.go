@@ -208,3 +208,22 @@ func TestProcessGroup(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A relative program path is the caller's, not the process directory's.
+func TestProcessRelativePath(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(wd, os.Args[0])
+	if err != nil || !strings.ContainsRune(rel, filepath.Separator) {
+		t.Skipf("no relative path with a directory to the test binary (%q, %v)", rel, err)
+	}
+	cmd := childCommand(t, "serve", "")
+	cmd.Path = rel
+	p, err := localcluster.StartProcess(within(t, 30*time.Second), cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Kill()
+}
