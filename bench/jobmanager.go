@@ -47,7 +47,7 @@ func StartJobManager(ctx context.Context, bin string, logLevel string, extra ...
 	ctx, cancel := context.WithTimeout(ctx, jobManagerStartTimeout)
 	defer cancel()
 	// The process dies with the bench, whatever kills the bench.
-	p, err := localcluster.StartServer(ctx, localcluster.Server{
+	p, err := localcluster.StartServer(ctx, localcluster.ServerCommand{
 		Name: "jobmanager", Dir: dir, Program: bin, Verb: "jobmanager",
 		Args: append([]string{
 			"--data-dir", filepath.Join(dir, "data"),

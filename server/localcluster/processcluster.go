@@ -141,12 +141,12 @@ func (te *TaskExecutorProcess) AttemptLog() string { return te.attemptLog }
 
 // logsEnv, when set in the environment, makes NewProcessCluster log the
 // processes' logs at the end of every test, not only of a failed one.
-const logsEnv = "LOCALCLUSTER_LOGS"
+const logsEnv = "JOBPLANE_TEST_LOGS"
 
 // NewProcessCluster is StartProcessCluster for a test: it fails the test
 // if the cluster does not start within two minutes, closes it when the
 // test ends, and then, if the test failed (or the environment sets
-// LOCALCLUSTER_LOGS), logs the end of every process's log.
+// JOBPLANE_TEST_LOGS), logs the end of every process's log.
 func NewProcessCluster(t TB, cfg ProcessClusterConfig) *ProcessCluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -363,7 +363,7 @@ func (c *ProcessCluster) EtcdClient() (*clientv3.Client, error) {
 
 // server starts a jobplane server process of the cluster named name.
 func (c *ProcessCluster) server(ctx context.Context, jobplane, name, verb string, args []string, ready func(ctx context.Context, p *Process) error) (*Process, error) {
-	return StartServer(ctx, Server{Name: name, Dir: filepath.Join(c.dir, name), Program: jobplane, Verb: verb, Args: args, Ready: ready})
+	return StartServer(ctx, ServerCommand{Name: name, Dir: filepath.Join(c.dir, name), Program: jobplane, Verb: verb, Args: args, Ready: ready})
 }
 
 func (c *ProcessCluster) startHAStore(ctx context.Context, jobplane string) (*Process, error) {

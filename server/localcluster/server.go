@@ -10,9 +10,10 @@ import (
 	"time"
 )
 
-// Server says how a jobplane server process runs: Program Verb --listen
-// ADDR --listen-addr-file DIR/addr Args..., in its directory Dir.
-type Server struct {
+// ServerCommand says how a jobplane server process runs: Program Verb
+// --listen ADDR --listen-addr-file DIR/addr Args..., in its directory
+// Dir.
+type ServerCommand struct {
 	// Name names the process, as Command.Name. Required.
 	Name string
 	// Dir is the process's directory, as Command.Dir. Required.
@@ -42,7 +43,7 @@ const addrFileName = "addr"
 // says it serves. Every restart listens on the address of the first run,
 // so that its URL (Process.URL, "http://" and the address) stays the
 // same. It fails as StartProcess does.
-func StartServer(ctx context.Context, s Server) (*Process, error) {
+func StartServer(ctx context.Context, s ServerCommand) (*Process, error) {
 	addrFile := filepath.Join(s.Dir, addrFileName)
 	var (
 		mu     sync.Mutex

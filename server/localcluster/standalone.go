@@ -41,7 +41,7 @@ func StartStandalone(ctx context.Context, args ...string) (*Standalone, error) {
 	s := &Standalone{tr: &http.Transport{}}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	s.Process, err = StartServer(ctx, Server{
+	s.Process, err = StartServer(ctx, ServerCommand{
 		Name: "standalone", Dir: dir, Program: bin, Verb: "standalone",
 		Args: append([]string{"--data-dir", filepath.Join(dir, "data"), "--task-executors", "0"}, args...),
 		Ready: func(ctx context.Context, p *Process) error {
