@@ -55,11 +55,13 @@ type Cluster struct {
 
 // Start starts an in-process cluster and returns once its first
 // JobManager leads and all its TaskExecutors have registered, so a job
-// submitted next finds its slots. It fails if the configuration is
-// invalid, the data directory is in use by another cluster
-// (ErrDataDirInUse), a component fails, or the cluster is not ready
-// within Config.StartTimeout or before ctx ends; nothing is left running
-// then.
+// submitted next finds its slots. (Behind Config.DispatcherOptions that
+// authenticate callers, the leader's Dispatcher may then still be
+// recovering the jobs of Config.DataDir, and answer UNAVAILABLE for a
+// moment.) It fails if the configuration is invalid, the data directory
+// is in use by another cluster (ErrDataDirInUse), a component fails, or
+// the cluster is not ready within Config.StartTimeout or before ctx ends;
+// nothing is left running then.
 func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -179,8 +181,9 @@ func (c *Cluster) startTaskExecutor(i int, invokables map[string]taskexecutor.In
 	id := new(string) // known once it is built, before any call
 	record := connect.WithInterceptors(c.tasks.interceptor(id))
 	cut := new(atomic.Bool)
+	registered := make(chan struct{})
 	client := transport.NewClient(nil)
-	clientOptions := append(endpoint.ClientOptions(), record,
+	clientOptions := append(endpoint.ClientOptions(), record, connect.WithInterceptors(signalRegistered(registered)),
 		connect.WithInterceptors(append(c.cfg.TaskExecutorClientInterceptors, cutOff(cut))...))
 	te, err := component.NewTaskExecutor(component.TaskExecutorConfig{
 		Endpoint: endpoint.Config{ShutdownTimeout: shutdownTimeout},
@@ -194,7 +197,7 @@ func (c *Cluster) startTaskExecutor(i int, invokables map[string]taskexecutor.In
 		return err
 	}
 	*id = te.ID()
-	c.tes = append(c.tes, &TaskExecutor{id: te.ID(), url: te.URL(), cut: cut, client: client,
+	c.tes = append(c.tes, &TaskExecutor{id: te.ID(), url: te.URL(), cut: cut, client: client, registered: registered,
 		run: goRun(fmt.Sprintf("taskexecutor %d", i), te.Run, c.fail.set)})
 	return nil
 }
@@ -230,15 +233,31 @@ func (c *Cluster) waitLeader(ctx context.Context, url string) error {
 	return fmt.Errorf("%s not leading: %w", url, err)
 }
 
-// waitReady waits until the first JobManager answers as the leader and
-// counts n TaskExecutors. It asks again every few milliseconds: the
-// contract has no watch of the cluster's membership, and this runs once,
-// for the tens of milliseconds a start takes.
+// waitReady waits until every TaskExecutor has registered with the
+// leader, and then until the first JobManager's Dispatcher answers as the
+// leader and counts n TaskExecutors. It asks again every few
+// milliseconds: the contract has no watch of the cluster's membership,
+// and this runs once, for the tens of milliseconds a start takes. A
+// refusal by the authentication of Config.DispatcherOptions counts as an
+// answer: the cluster cannot prove who it is, and the leadership and the
+// registrations were seen already.
 func (c *Cluster) waitReady(ctx context.Context, n int) error {
+	for _, te := range c.tes {
+		select {
+		case <-te.registered:
+		case <-ctx.Done():
+			return fmt.Errorf("%s not registered: %w", te.id, ctx.Err())
+		case <-c.fail.done:
+			return c.fail.err
+		}
+	}
 	delay := time.Millisecond
 	for {
 		resp, err := c.dispatcher.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
-		if err == nil && int(resp.GetTaskExecutorCount()) >= n {
+		switch {
+		case err == nil && int(resp.GetTaskExecutorCount()) >= n:
+			return nil
+		case connect.CodeOf(err) == connect.CodeUnauthenticated, connect.CodeOf(err) == connect.CodePermissionDenied:
 			return nil
 		}
 		timer := time.NewTimer(delay)

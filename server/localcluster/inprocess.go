@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 )
 
@@ -45,10 +46,11 @@ func (j *JobManager) Stop() error {
 // TaskExecutor is one TaskExecutor of an in-process cluster, serving on a
 // loopback endpoint of its own.
 type TaskExecutor struct {
-	id, url string
-	cut     *atomic.Bool
-	client  *http.Client
-	run     *running
+	id, url    string
+	cut        *atomic.Bool
+	client     *http.Client
+	registered chan struct{} // closed once it registered with a ResourceManager
+	run        *running
 }
 
 // ID returns the TaskExecutor's id, under which the JobManagers know it.
@@ -87,6 +89,21 @@ func silence(cut *atomic.Bool) connect.UnaryInterceptorFunc {
 				return nil, connect.NewError(connect.CodeUnavailable, errors.New("partitioned"))
 			}
 			return next(ctx, req)
+		}
+	}
+}
+
+// signalRegistered closes registered once a TaskExecutor's registration
+// with a ResourceManager succeeded.
+func signalRegistered(registered chan struct{}) connect.UnaryInterceptorFunc {
+	var once sync.Once
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			resp, err := next(ctx, req)
+			if err == nil && req.Spec().Procedure == clusterv1connect.ResourceManagerServiceRegisterTaskExecutorProcedure {
+				once.Do(func() { close(registered) })
+			}
+			return resp, err
 		}
 	}
 }

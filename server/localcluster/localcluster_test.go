@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -538,5 +539,26 @@ func TestNoTaskExecutors(t *testing.T) {
 	ov, err := c.Dispatcher().GetClusterOverview(context.Background(), &jobplanev1.GetClusterOverviewRequest{})
 	if err != nil || ov.GetTaskExecutorCount() != 0 || len(c.TaskExecutors()) != 0 {
 		t.Errorf("overview %v, %v, with %d TaskExecutors; want none", ov, err, len(c.TaskExecutors()))
+	}
+}
+
+// A cluster whose public API refuses every caller it cannot
+// authenticate, itself included, starts all the same once its
+// TaskExecutors have registered.
+func TestStartBehindAuthentication(t *testing.T) {
+	refuse := connect.UnaryInterceptorFunc(func(connect.UnaryFunc) connect.UnaryFunc {
+		return func(context.Context, connect.AnyRequest) (connect.AnyResponse, error) {
+			return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("who are you?"))
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := localcluster.Start(ctx, localcluster.Config{TaskExecutors: 2, DispatcherOptions: []connect.HandlerOption{connect.WithInterceptors(refuse)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Dispatcher().GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{}); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("GetClusterOverview: %v, want UNAUTHENTICATED", err)
 	}
 }
