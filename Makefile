@@ -115,7 +115,7 @@ test-ts: ## the TypeScript SDK's tests (sdk/ts, node's test runner) against a re
 .PHONY: soak
 soak: ## the chaos loop of real processes (200 cycles or 20 minutes, CHAOS_OUT=dir keeps the history of a failure), then 10 minutes of a steady cluster on the default timings
 	$(GO) test -race -count=1 -timeout 30m -run TestChaos ./internal/chaos -chaos.cycles=200 -chaos.duration=20m -v
-	$(GO) test -race -count=1 -timeout 20m -run TestSteadyLeadership ./internal/hacluster -steady.duration=10m -v
+	$(GO) test -race -count=1 -timeout 20m -run TestSteadyLeadership ./internal/failover -steady.duration=10m -v
 
 .PHONY: conformance
 conformance: ## build the reference server and store and run the conformance runner against both
@@ -139,7 +139,7 @@ bench: ## benchmarks: print the table and rewrite BENCHMARKS.md (BENCH_QUICK=1: 
 	$(GO) build -o bin/jobplane-bench ./bench/cmd/jobplane-bench
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m $(if $(BENCH_QUICK),-count=1 -benchtime=1x,-count=3) $(BENCH_PKGS) | tee bin/gobench.txt
 	@# Failover (row 7): one run per store of FAILOVER_CYCLES cycles, each a few seconds of real processes.
-	FAILOVER_CYCLES=$(if $(BENCH_QUICK),2,20) $(GO) test -run '^$$' -bench BenchmarkFailover -benchtime=1x -count=1 -timeout 60m ./internal/hacluster | tee -a bin/gobench.txt
+	FAILOVER_CYCLES=$(if $(BENCH_QUICK),2,20) $(GO) test -run '^$$' -bench BenchmarkFailover -benchtime=1x -count=1 -timeout 60m ./internal/failover | tee -a bin/gobench.txt
 	bin/jobplane-bench -jobplane bin/jobplane -gobench bin/gobench.txt $(if $(BENCH_QUICK),-quick,-out BENCHMARKS.md) $(ARGS)
 
 .PHONY: bench-quick

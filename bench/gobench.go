@@ -94,7 +94,7 @@ func goBenchRows(bs []*GoBenchmark) []Row {
 			if target, ok := failoverTargets[u]; ok {
 				rows = append(rows, Row{ID: "7", Scenario: "failover of the leader, default timings, " + strings.TrimPrefix(b.Name, "BenchmarkFailover/"),
 					Measure: strings.TrimPrefix(u, "failover-"), Value: SpreadOf(b.Metrics[u]), Target: target,
-					Note: fmt.Sprintf("%s cycles per run (internal/hacluster): kill = SIGKILL → first recovered job RUNNING on the standby; term = SIGTERM → the next leader answers", FormatNumber(Median(b.Metrics["failover-cycles"])))})
+					Note: fmt.Sprintf("%s cycles per run (internal/failover): kill = SIGKILL → first recovered job RUNNING on the standby; term = SIGTERM → the next leader answers", FormatNumber(Median(b.Metrics["failover-cycles"])))})
 				continue
 			}
 			if strings.HasPrefix(u, "raw") || !(strings.HasSuffix(u, "acks/s") || strings.HasSuffix(u, "p99-ms")) {
@@ -118,7 +118,7 @@ func goBenchRows(bs []*GoBenchmark) []Row {
 }
 
 // failoverTargets are DESIGN.md §6's failover targets, by the metric of
-// BenchmarkFailover (internal/hacluster); TTL + 1 s is 3 s with the
+// BenchmarkFailover (internal/failover); TTL + 1 s is 3 s with the
 // default session TTL of 2 s.
 var failoverTargets = map[string]string{
 	"failover-kill-p50-ms": "≤ 3000",

@@ -1,19 +1,17 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // Bounds of a JobManager process's life.
@@ -33,10 +31,7 @@ type JobManager struct {
 	// Dispatcher is an h2c client of its DispatcherService.
 	Dispatcher jobplanev1connect.DispatcherServiceClient
 
-	cmd  *exec.Cmd
-	dir  string
-	done chan struct{} // closed once the process has been reaped
-	err  error         // the process's exit, valid once done is closed
+	proc *localcluster.Process // nil once stopped
 }
 
 // StartJobManager starts bin (the jobplane binary) as `jobplane
@@ -49,68 +44,34 @@ func StartJobManager(ctx context.Context, bin string, logLevel string, extra ...
 	if err != nil {
 		return nil, err
 	}
-	addrFile := filepath.Join(dir, "addr")
-	logFile, err := os.Create(filepath.Join(dir, "jobmanager.log"))
+	ctx, cancel := context.WithTimeout(ctx, jobManagerStartTimeout)
+	defer cancel()
+	// The process dies with the bench, whatever kills the bench.
+	p, err := localcluster.StartServer(ctx, localcluster.ServerCommand{
+		Name: "jobmanager", Dir: dir, Program: bin, Verb: "jobmanager",
+		Args: append([]string{
+			"--data-dir", filepath.Join(dir, "data"),
+			"--log-level", logLevel,
+			// The bench measures the engine: its clients, all on one
+			// address, submit and watch far beyond one client's default
+			// limits.
+			"--submit-rate", "0", "--max-streams-per-client", "0",
+		}, extra...),
+	})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	defer logFile.Close()
-	args := append([]string{"jobmanager",
-		"--data-dir", filepath.Join(dir, "data"),
-		"--listen", "127.0.0.1:0", "--listen-addr-file", addrFile,
-		"--log-level", logLevel,
-		// The bench measures the engine: its clients, all on one address,
-		// submit and watch far beyond one client's default limits.
-		"--submit-rate", "0", "--max-streams-per-client", "0",
-	}, extra...)
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// The JobManager dies with the bench, whatever kills the bench.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	jm := &JobManager{cmd: cmd, dir: dir, done: make(chan struct{})}
-	go func() { jm.err = cmd.Wait(); close(jm.done) }()
-
-	addr, err := jm.waitAddr(ctx, addrFile)
-	if err != nil {
-		jm.Stop()
-		return nil, err
-	}
-	jm.URL = "http://" + addr
-	jm.Dispatcher = jobplanev1connect.NewDispatcherServiceClient(NewHTTPClient(H2C), jm.URL)
-	return jm, nil
-}
-
-func (jm *JobManager) waitAddr(ctx context.Context, addrFile string) (string, error) {
-	deadline := time.Now().Add(jobManagerStartTimeout)
-	for {
-		if b, err := os.ReadFile(addrFile); err == nil && len(bytes.TrimSpace(b)) > 0 {
-			return string(bytes.TrimSpace(b)), nil
-		}
-		select {
-		case <-jm.done:
-			return "", fmt.Errorf("jobmanager exited before listening (%v): %s", jm.err, jm.LogTail(20))
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("jobmanager wrote no address within %v: %s", jobManagerStartTimeout, jm.LogTail(20))
-		}
-	}
+	return &JobManager{URL: p.URL(), Dispatcher: jobplanev1connect.NewDispatcherServiceClient(NewHTTPClient(H2C), p.URL()), proc: p}, nil
 }
 
 // PID returns the process id.
-func (jm *JobManager) PID() int { return jm.cmd.Process.Pid }
+func (jm *JobManager) PID() int { return jm.proc.PID() }
 
 // Exited reports whether the process has ended.
 func (jm *JobManager) Exited() bool {
 	select {
-	case <-jm.done:
+	case <-jm.proc.Exited():
 		return true
 	default:
 		return false
@@ -119,11 +80,7 @@ func (jm *JobManager) Exited() bool {
 
 // LogTail returns the last n lines of the process's log.
 func (jm *JobManager) LogTail(n int) string {
-	b, err := os.ReadFile(filepath.Join(jm.dir, "jobmanager.log"))
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	lines := strings.Split(strings.TrimRight(jm.proc.Log(), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
@@ -143,7 +100,8 @@ func (jm *JobManager) WaitReady(ctx context.Context, taskExecutors, slots int, t
 			return nil
 		}
 		if jm.Exited() {
-			return fmt.Errorf("jobmanager exited (%v): %s", jm.err, jm.LogTail(20))
+			runs := jm.proc.Runs()
+			return fmt.Errorf("jobmanager exited (%v): %s", runs[len(runs)-1].State, jm.LogTail(20))
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("cluster not ready within %v (want %d TaskExecutors, %d slots): overview %v, err %v", timeout, taskExecutors, slots, resp, err)
@@ -159,20 +117,12 @@ func (jm *JobManager) WaitReady(ctx context.Context, taskExecutors, slots int, t
 // Stop stops the process (SIGTERM, then SIGKILL after 5s), reaps it and
 // removes its directory. It may be called more than once.
 func (jm *JobManager) Stop() {
-	if jm.cmd == nil {
+	if jm.proc == nil {
 		return
 	}
-	if !jm.Exited() {
-		_ = jm.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-jm.done:
-		case <-time.After(jobManagerStopTimeout):
-			_ = jm.cmd.Process.Kill()
-			<-jm.done
-		}
+	jm.proc.Terminate(jobManagerStopTimeout)
+	if err := os.RemoveAll(jm.proc.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(os.Stderr, "bench: removing %s: %v\n", jm.proc.Dir, err)
 	}
-	if err := os.RemoveAll(jm.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		fmt.Fprintf(os.Stderr, "bench: removing %s: %v\n", jm.dir, err)
-	}
-	jm.cmd = nil
+	jm.proc = nil
 }

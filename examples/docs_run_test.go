@@ -14,14 +14,14 @@ import (
 	"time"
 
 	"github.com/jobplane/jobplane/internal/freeport"
-	"github.com/jobplane/jobplane/internal/standalonetest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // jobplanePath returns PATH with the jobplane binary's directory first, as
 // `make build && export PATH=$PWD/bin:$PATH` leaves it.
 func jobplanePath(t *testing.T) string {
 	t.Helper()
-	bin, err := standalonetest.Binary()
+	bin, err := localcluster.JobplaneBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,9 +34,9 @@ func TestDocsCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the docs' commands against a server process")
 	}
-	cluster := standalonetest.Start(t, "--task-executors", "2")
+	cluster := localcluster.NewStandalone(t, "--task-executors", "2")
 	cluster.WaitTaskExecutor(t, "sleep")
-	out := runDoc(t, docBlock(t, "clients:cli"), cluster.URL, jobplanePath(t))
+	out := runDoc(t, docBlock(t, "clients:cli"), cluster.URL(), jobplanePath(t))
 	wantAll(t, "clients:cli", out,
 		"nightly",                            // submit -d prints the id
 		"Exception",                          // status shows the failed first attempt
@@ -60,9 +60,9 @@ func TestDocsCurl(t *testing.T) {
 	}
 	// As make run: two TaskExecutors of 4 slots, as the job's one
 	// pipelined region of 5 subtasks needs.
-	cluster := standalonetest.Start(t, "--task-executors", "2")
+	cluster := localcluster.NewStandalone(t, "--task-executors", "2")
 	cluster.WaitTaskExecutor(t, "sleep")
-	out := runDoc(t, docBlock(t, "clients:curl"), cluster.URL)
+	out := runDoc(t, docBlock(t, "clients:curl"), cluster.URL())
 	wantAll(t, "clients:curl", out,
 		`"jobId":"hello"`, `"created":true`, // SubmitJob
 		`"status":"JOB_STATUS_FINISHED"`, // GetJobResult
@@ -154,7 +154,7 @@ func startAuthenticating(t *testing.T, args ...string) string {
 	args = append([]string{"standalone", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile,
 		"--data-dir", filepath.Join(dir, "data"), "--task-executors", "1"}, args...)
 	cmd := exec.Command(mustBinary(t), args...)
-	var log standalonetest.Buffer
+	var log localcluster.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -221,7 +221,7 @@ func TestDocsPprof(t *testing.T) {
 		t.Fatal(err)
 	}
 	debug := fmt.Sprintf("127.0.0.1:%d", port)
-	standalonetest.Start(t, "--debug-listen", debug)
+	localcluster.NewStandalone(t, "--debug-listen", debug)
 	script := strings.ReplaceAll(docBlock(t, "ops:pprof"), "127.0.0.1:6060", debug)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -234,7 +234,7 @@ func TestDocsPprof(t *testing.T) {
 
 func mustBinary(t *testing.T) string {
 	t.Helper()
-	bin, err := standalonetest.Binary()
+	bin, err := localcluster.JobplaneBinary()
 	if err != nil {
 		t.Fatal(err)
 	}

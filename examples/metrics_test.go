@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobplane/jobplane/internal/standalonetest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // docs/operations.md's scrape of /metrics, run as written against a
@@ -21,7 +21,7 @@ func TestDocsMetricsScrape(t *testing.T) {
 		t.Skip("the scrape needs curl")
 	}
 	script := docBlock(t, "ops:metrics")
-	cluster := standalonetest.Start(t, "--task-executors", "2", "--slots", "2")
+	cluster := localcluster.NewStandalone(t, "--task-executors", "2", "--slots", "2")
 	cluster.WaitTaskExecutor(t, "noop")
 	cluster.Submit(t, "scraped", "noop", 1, nil)
 	if r := cluster.Result(t, "scraped"); !strings.HasSuffix(r.GetStatus().String(), "FINISHED") {
@@ -30,7 +30,7 @@ func TestDocsMetricsScrape(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
-	cmd.Env = append(os.Environ(), "JOBPLANE_SERVER="+cluster.URL)
+	cmd.Env = append(os.Environ(), "JOBPLANE_SERVER="+cluster.URL())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the scrape of docs/operations.md failed: %v\n%s", err, out)

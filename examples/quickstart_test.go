@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobplane/jobplane/internal/standalonetest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
-func TestMain(m *testing.M) { os.Exit(standalonetest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(localcluster.Main(m)) }
 
 // The README's tour: its CLI steps, run in one shell against a standalone
 // server started as its server step says (on a free port instead of 8080).
@@ -37,7 +37,7 @@ func TestQuickStart(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(recipe)) != "go run ./server/cmd/jobplane standalone --allow-exec" {
 		t.Fatalf("make run no longer runs go run ./server/cmd/jobplane standalone: %q, %v; update this test", recipe, err)
 	}
-	cluster := standalonetest.Start(t, "--task-executors", "2", "--allow-exec")
+	cluster := localcluster.NewStandalone(t, "--task-executors", "2", "--allow-exec")
 	script := docBlock(t, "readme:tour")
 
 	root, err := filepath.Abs("..")
@@ -48,7 +48,7 @@ func TestQuickStart(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "JOBPLANE_SERVER="+cluster.URL, "CI=")
+	cmd.Env = append(os.Environ(), "JOBPLANE_SERVER="+cluster.URL(), "CI=")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	// The worker the script leaves running in the background holds the

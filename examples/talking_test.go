@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobplane/jobplane/internal/standalonetest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // runDoc runs a block of the README or docs/ in bash at the
@@ -56,8 +56,8 @@ func TestDocsBufCurl(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the docs' commands against a server process")
 	}
-	cluster := standalonetest.Start(t, "--task-executors", "1")
-	out := runDoc(t, docBlock(t, "clients:buf-curl"), cluster.URL)
+	cluster := localcluster.NewStandalone(t, "--task-executors", "1")
+	out := runDoc(t, docBlock(t, "clients:buf-curl"), cluster.URL())
 	wantAll(t, "clients:buf-curl", out,
 		`"taskExecutorCount":1`,         // curl, Connect JSON
 		"jobplane.v1.DispatcherService", // buf curl --list-services
@@ -81,8 +81,8 @@ func TestDocsGRPC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs examples/grpcclient against a server process")
 	}
-	cluster := standalonetest.Start(t, "--task-executors", "1")
-	out := runDoc(t, "go run ./examples/grpcclient", cluster.URL)
+	cluster := localcluster.NewStandalone(t, "--task-executors", "1")
+	out := runDoc(t, "go run ./examples/grpcclient", cluster.URL())
 	wantAll(t, "examples/grpcclient", out, "1 TaskExecutors", "grpc-hello JOB_STATUS_FINISHED")
 }
 
@@ -115,7 +115,7 @@ func TestDocsOTLP(t *testing.T) {
 	defer collector.Close()
 	t.Setenv(m[1], collector.URL)
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
-	cluster, err := standalonetest.Launch(strings.Fields(m[3])...)
+	cluster, err := localcluster.StartStandalone(context.Background(), strings.Fields(m[3])...)
 	if err != nil {
 		t.Fatal(err)
 	}

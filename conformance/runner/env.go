@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"strconv"
@@ -31,6 +29,7 @@ import (
 	"github.com/jobplane/jobplane/server/component"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // envConfig shapes an environment.
@@ -236,34 +235,10 @@ func (e *env) logStates(id string, m *clusterv1.UpdateTaskExecutionStatesRequest
 // serverProc is one server instance the runner started.
 type serverProc struct {
 	url  string // the base URL it was told to listen at
-	cmd  *exec.Cmd
-	done chan struct{}
-	out  *tail
+	proc *localcluster.Process
 	log  *Log // where its kills, stops, pauses and resumes are recorded
 	// ended: the runner sent it SIGKILL or SIGTERM.
 	ended atomic.Bool
-}
-
-// tail keeps the last bytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - 16<<10; over > 0 {
-		t.buf = t.buf[over:]
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(bytes.Clone(t.buf))
 }
 
 // startServer starts server instance i with the configured command. The
@@ -287,7 +262,7 @@ func (e *env) startServer(i int) (*serverProc, error) {
 	if e.closed {
 		return nil, errors.New("the environment is closed")
 	}
-	p, err := startProc(e.cfg.serverCommand, vars)
+	p, err := startProc(fmt.Sprintf("server-%d", i), filepath.Join(e.dir, "output", fmt.Sprintf("server-%d", i)), e.cfg.serverCommand, vars)
 	if err != nil {
 		return nil, fmt.Errorf("start the server: %w", err)
 	}
@@ -297,11 +272,12 @@ func (e *env) startServer(i int) (*serverProc, error) {
 	return p, nil
 }
 
-// startProc runs command by /bin/sh, in a process group of its own, with
-// each placeholder {k} replaced by vars[k] and also set as the
-// environment variable JOBPLANE_K (JOBPLANE_HASTORE_URL for hastore,
-// JOBPLANE_DATA_DIR for data). Its url is http:// and vars["listen"].
-func startProc(command string, vars map[string]string) (*serverProc, error) {
+// startProc runs command by /bin/sh in the runner's working directory,
+// in a process group of its own, with each placeholder {k} replaced by
+// vars[k] and also set as the environment variable JOBPLANE_K
+// (JOBPLANE_HASTORE_URL for hastore, JOBPLANE_DATA_DIR for data). Its url
+// is http:// and vars["listen"]; its output goes to a log in dir.
+func startProc(name, dir, command string, vars map[string]string) (*serverProc, error) {
 	line := command
 	environ := os.Environ()
 	for k, v := range vars {
@@ -312,21 +288,20 @@ func startProc(command string, vars map[string]string) (*serverProc, error) {
 		}
 		environ = append(environ, "JOBPLANE_"+name+"="+v)
 	}
-	cmd := exec.Command("/bin/sh", "-c", "exec "+line)
-	cmd.Env = environ
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// A child left holding the output pipe must not hang the runner.
-	cmd.WaitDelay = 5 * time.Second
-	p := &serverProc{url: "http://" + vars["listen"], cmd: cmd, done: make(chan struct{}), out: &tail{}}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	if err := cmd.Start(); err != nil {
+	wd, err := os.Getwd()
+	if err != nil {
 		return nil, err
 	}
-	go func() {
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
+	// The group takes signals whole: a command that runs the server as a
+	// child of its own (go run, a wrapper script) is stopped with it.
+	proc, err := localcluster.StartProcess(context.Background(), localcluster.Command{
+		Name: name, Dir: dir, WorkDir: wd, Path: "/bin/sh", Env: environ, Group: true,
+		Args: func() []string { return []string{"-c", "exec " + line} },
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &serverProc{url: "http://" + vars["listen"], proc: proc}, nil
 }
 
 // freePort returns a loopback address with a port that was free a moment
@@ -334,7 +309,8 @@ func startProc(command string, vars map[string]string) (*serverProc, error) {
 // runner's own connections draw from (see internal/freeport).
 func freePort() (string, error) { return freeport.Addr() }
 
-// signal sends sig to the server's process group, and records it.
+// signal sends sig to the server's process group, and records it. A
+// server that has exited takes no signal.
 func (p *serverProc) signal(sig syscall.Signal) {
 	if sig == syscall.SIGKILL || sig == syscall.SIGTERM {
 		p.ended.Store(true)
@@ -343,18 +319,27 @@ func (p *serverProc) signal(sig syscall.Signal) {
 		op := map[syscall.Signal]string{syscall.SIGKILL: "kill", syscall.SIGTERM: "stop", syscall.SIGSTOP: "pause", syscall.SIGCONT: "resume"}[sig]
 		p.log.Add(Event{Source: "client", Op: op, Key: p.url})
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+	_ = p.proc.Signal(sig)
 }
 
 // exited reports whether the server has exited.
 func (p *serverProc) exited() bool {
 	select {
-	case <-p.done:
+	case <-p.proc.Exited():
 		return true
 	default:
 		return false
 	}
 }
+
+// exitState is how the server's last run exited (nil while it runs).
+func (p *serverProc) exitState() *os.ProcessState {
+	runs := p.proc.Runs()
+	return runs[len(runs)-1].State
+}
+
+// output is the end of what the server wrote to stdout and stderr.
+func (p *serverProc) output() string { return p.proc.Log() }
 
 // exits describes the server instances that exited without the runner
 // ending them, with their last lines of output; "" when none did.
@@ -364,7 +349,7 @@ func (e *env) exits() string {
 	var b strings.Builder
 	for i, p := range e.servers {
 		if p.exited() && !p.ended.Load() {
-			fmt.Fprintf(&b, "; server instance %d exited by itself (%v), its last output:\n%s", i, p.cmd.ProcessState, lastLines(p.out.String(), 20))
+			fmt.Fprintf(&b, "; server instance %d exited by itself (%v), its last output:\n%s", i, p.exitState(), lastLines(p.output(), 20))
 		}
 	}
 	return b.String()
@@ -386,17 +371,19 @@ func (e *env) allExitedByThemselves() bool {
 // kill SIGKILLs the server and waits for it.
 func (p *serverProc) kill() {
 	p.signal(syscall.SIGKILL)
-	<-p.done
+	p.proc.Kill()
 }
 
 // stop asks the server to stop (SIGTERM), and kills it after 10s; it
 // reports whether the server stopped by itself.
 func (p *serverProc) stop() bool {
 	p.signal(syscall.SIGTERM)
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
 	select {
-	case <-p.done:
+	case <-p.proc.Exited():
 		return true
-	case <-time.After(10 * time.Second):
+	case <-timer.C:
 		p.kill()
 		return false
 	}

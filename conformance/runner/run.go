@@ -318,7 +318,7 @@ func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env) (f
 		}
 		e.mu.Lock()
 		for i, p := range e.servers {
-			fmt.Fprintf(&b, "--- output of server instance %d (last lines)\n%s\n", i, lastLines(p.out.String(), 400))
+			fmt.Fprintf(&b, "--- output of server instance %d (last lines)\n%s\n", i, lastLines(p.output(), 400))
 		}
 		e.mu.Unlock()
 		trace = b.String()

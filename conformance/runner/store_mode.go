@@ -55,6 +55,7 @@ func kebab(name string) string {
 // on a fresh data directory; it can be restarted on the same data and
 // address.
 type storeProc struct {
+	dir          string // the store's output is kept here
 	command      string
 	vars         map[string]string // listen, data
 	maxPlanBytes int
@@ -72,6 +73,7 @@ func startStore(ctx context.Context, command, dir string, maxPlanBytes int) (*st
 	p := new(http.Protocols)
 	p.SetUnencryptedHTTP2(true)
 	s := &storeProc{
+		dir:          dir,
 		command:      command,
 		vars:         map[string]string{"listen": addr, "data": filepath.Join(dir, "store")},
 		maxPlanBytes: maxPlanBytes,
@@ -90,17 +92,23 @@ func (s *storeProc) rpc(opts ...connect.ClientOption) hastorev1connect.HAStoreSe
 	return hastorev1connect.NewHAStoreServiceClient(s.http, s.url(), opts...)
 }
 
-// start runs the command and waits up to 60s until the store answers
-// GetLeader. A port that a killed store held may take a moment to come
-// free: the command is started again while it exits at once.
+// start runs the command (a new run of the same process after the
+// first) and waits up to 60s until the store answers GetLeader. A port
+// that a killed store held may take a moment to come free: the command
+// is started again while it exits at once.
 func (s *storeProc) start(ctx context.Context) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		p, err := startProc(s.command, s.vars)
-		if err != nil {
+		if s.proc == nil {
+			p, err := startProc("store", filepath.Join(s.dir, "output"), s.command, s.vars)
+			if err != nil {
+				return fmt.Errorf("start the store: %w", err)
+			}
+			s.proc = p
+		} else if err := s.proc.proc.Restart(ctx); err != nil {
 			return fmt.Errorf("start the store: %w", err)
 		}
-		s.proc = p
+		p := s.proc
 		for {
 			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			_, err := s.rpc().GetLeader(rctx, &hastorev1.GetLeaderRequest{Election: election.JobManager})
@@ -115,7 +123,7 @@ func (s *storeProc) start(ctx context.Context) error {
 		}
 		if !p.exited() || ctx.Err() != nil || time.Now().After(deadline) {
 			p.kill()
-			return fmt.Errorf("the store did not serve HAStoreService.GetLeader at %s within 60s; its last output:\n%s", s.url(), lastLines(p.out.String(), 40))
+			return fmt.Errorf("the store did not serve HAStoreService.GetLeader at %s within 60s; its last output:\n%s", s.url(), lastLines(p.output(), 40))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -171,7 +179,7 @@ func runStoreCase(ctx context.Context, cfg Config, c Case) (failures []string, s
 	t := &T{ctx: ctx, store: sp}
 	failures, skipped = t.run(cfg.CaseTimeout, func() { c.Run(t) })
 	if cfg.Trace && (len(failures) > 0 || cfg.Verbose) {
-		trace = fmt.Sprintf("--- output of the store (last lines)\n%s\n", lastLines(sp.proc.out.String(), 200))
+		trace = fmt.Sprintf("--- output of the store (last lines)\n%s\n", lastLines(sp.proc.output(), 200))
 	}
 	return failures, skipped, trace
 }

@@ -10,33 +10,33 @@ import (
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/internal/standalonetest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(standalonetest.Main(m))
+	os.Exit(localcluster.Main(m))
 }
 
 // workerProcess is the example program, running against a cluster.
 type workerProcess struct {
 	cmd    *exec.Cmd
-	stdout *standalonetest.Buffer
-	stderr *standalonetest.Buffer
+	stdout *localcluster.Buffer
+	stderr *localcluster.Buffer
 	done   chan error
 }
 
 // startWorker builds the example (once) and runs it against c until the
 // test ends, when it is killed if still running.
-func startWorker(t *testing.T, c *standalonetest.Cluster) *workerProcess {
+func startWorker(t *testing.T, c *localcluster.Standalone) *workerProcess {
 	t.Helper()
-	bin := standalonetest.Build(t, "github.com/jobplane/jobplane/examples/worker", "worker")
+	bin := localcluster.Build(t, "github.com/jobplane/jobplane/examples/worker", "worker")
 	p := &workerProcess{
 		cmd:    exec.Command(bin),
-		stdout: new(standalonetest.Buffer), stderr: new(standalonetest.Buffer),
+		stdout: new(localcluster.Buffer), stderr: new(localcluster.Buffer),
 		done: make(chan error, 1),
 	}
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	p.cmd.Env = append(os.Environ(), "JOBPLANE_SERVER="+c.URL)
+	p.cmd.Env = append(os.Environ(), "JOBPLANE_SERVER="+c.URL())
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func (p *workerProcess) waitLines(t *testing.T, want ...string) {
 }
 
 func TestExampleWorkerRunsSubtasks(t *testing.T) {
-	c := standalonetest.Start(t)
+	c := localcluster.NewStandalone(t)
 	p := startWorker(t, c)
 
 	c.Submit(t, "greetings", "greet", 3, map[string]string{"name": "jobplane"})
@@ -100,7 +100,7 @@ func TestExampleWorkerRunsSubtasks(t *testing.T) {
 }
 
 func TestExampleWorkerSubtasksCanceledWithJob(t *testing.T) {
-	c := standalonetest.Start(t)
+	c := localcluster.NewStandalone(t)
 	p := startWorker(t, c)
 
 	c.Submit(t, "lingering", "greet", 2, map[string]string{"name": "canceler", "linger": "1h"})

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/internal/standalonetest"
 	"github.com/jobplane/jobplane/sdk"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // TestCancelNearTheEndOfAJob cancels jobs of a 100ms subtask at times
@@ -19,10 +19,10 @@ import (
 // too.
 func TestCancelNearTheEndOfAJob(t *testing.T) {
 	t.Parallel()
-	c := standalonetest.Start(t, "--task-executors", "1")
+	c := localcluster.NewStandalone(t, "--task-executors", "1")
 	c.WaitTaskExecutor(t, "sleep")
 	rec := NewRecorder()
-	client, err := sdk.New([]string{c.URL}, sdk.WithInterceptors(rec.Interceptor()))
+	client, err := sdk.New([]string{c.URL()}, sdk.WithInterceptors(rec.Interceptor()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/internal/hacluster"
 	"github.com/jobplane/jobplane/sdk"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 var (
@@ -46,7 +46,7 @@ const (
 // pauses and terminates the leading jobmanager and etcd members, in a
 // seeded random order. At the end every acknowledged job must end, the
 // history must keep the contract's promises (CheckHistory) and no subtask
-// may have run twice at once (hacluster.CheckAttempts).
+// may have run twice at once (CheckAttempts).
 //
 // -chaos.cycles and -chaos.duration bound it (a few cycles by default;
 // `make soak` runs 200 cycles or 20 minutes). On a violation the
@@ -63,9 +63,9 @@ func TestChaos(t *testing.T) {
 	t.Logf("seed %d (reproduce the choices with -chaos.seed=%d)", seed, seed)
 
 	began := time.Now()
-	c := hacluster.New(t, hacluster.Config{EtcdMembers: 3, JobManagers: 2, TaskExecutors: 2, Slots: 8})
+	c := localcluster.NewProcessCluster(t, localcluster.ProcessClusterConfig{EtcdMembers: 3, JobManagers: 2, TaskExecutors: 2, Slots: 8})
 	t.Logf("cluster up in %v", time.Since(began).Round(time.Millisecond))
-	ttl := hacluster.SessionTTL()
+	ttl := c.SessionTTL()
 	rec := NewRecorder()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -141,14 +141,14 @@ func TestChaos(t *testing.T) {
 		}
 	}
 
-	attempts, err := c.Attempts()
+	attempts, err := Attempts(c.TaskExecutors())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(attempts) == 0 {
 		t.Errorf("the TaskExecutors ran no attempt: the attempt check checked nothing")
 	}
-	if err := hacluster.CheckAttempts(attempts); err != nil {
+	if err := CheckAttempts(attempts); err != nil {
 		t.Errorf("seed %d: %v", seed, err)
 	}
 	t.Logf("%d execution attempts checked", len(attempts))
@@ -192,7 +192,7 @@ type jobRecord struct {
 
 // workload is the clients' side of TestChaos.
 type workload struct {
-	c   *hacluster.Cluster
+	c   *localcluster.ProcessCluster
 	rec *Recorder
 
 	mu   sync.Mutex
@@ -244,7 +244,7 @@ func (w *workload) run(ctx context.Context, stop <-chan struct{}, cl *sdk.Client
 		if long {
 			d = time.Duration(2000+rng.IntN(3000)) * time.Millisecond
 		}
-		g := hacluster.SleepJob(id, int32(1+rng.IntN(2)), d)
+		g := sleeping(id, int32(1+rng.IntN(2)), d)
 		submit := func() error {
 			sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
@@ -340,7 +340,7 @@ func (w *workload) settle(ctx context.Context, t *testing.T) {
 
 // faults is the fault side of TestChaos.
 type faults struct {
-	c   *hacluster.Cluster
+	c   *localcluster.ProcessCluster
 	rec *Recorder
 	ttl time.Duration
 	rng *rand.Rand
@@ -448,15 +448,15 @@ func (f *faults) leader(ctx context.Context, sig syscall.Signal) error {
 // after up to 3s (n == 1) or up to 1.5 session TTLs (n == 2, the
 // cluster without quorum).
 func (f *faults) etcd(ctx context.Context, sig syscall.Signal, n int) error {
-	members := f.rng.Perm(len(f.c.Etcd))[:n]
+	members := f.rng.Perm(len(f.c.Etcd()))[:n]
 	var names []string
 	for _, i := range members {
-		names = append(names, f.c.Etcd[i].Name)
+		names = append(names, f.c.Etcd()[i].Name)
 	}
 	end := f.rec.Fault(fmt.Sprintf("%s %s", sigName(sig), strings.Join(names, " ")))
 	defer end()
 	for _, i := range members {
-		if err := f.c.Etcd[i].Signal(sig); err != nil {
+		if err := f.c.Etcd()[i].Signal(sig); err != nil {
 			return err
 		}
 	}
@@ -469,7 +469,7 @@ func (f *faults) etcd(ctx context.Context, sig syscall.Signal, n int) error {
 	}
 	pause(ctx, down)
 	for _, i := range members {
-		m := f.c.Etcd[i]
+		m := f.c.Etcd()[i]
 		if sig == syscall.SIGSTOP {
 			if err := m.Signal(syscall.SIGCONT); err != nil {
 				return err
@@ -503,4 +503,13 @@ func sigName(sig syscall.Signal) string {
 		return "SIGSTOP"
 	}
 	return sig.String()
+}
+
+// sleeping returns a one-vertex JobGraph named name whose parallelism
+// subtasks run the built-in sleep invokable for d each.
+func sleeping(name string, parallelism int32, d time.Duration) *jobplanev1.JobGraph {
+	return &jobplanev1.JobGraph{Name: name, Vertices: []*jobplanev1.JobVertex{{
+		Id: "sleep", Name: "sleep", Invokable: "sleep", Parallelism: parallelism,
+		Config: map[string]string{"duration": d.String()},
+	}}}
 }

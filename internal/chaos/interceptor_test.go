@@ -11,12 +11,11 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/internal/hacluster"
-	"github.com/jobplane/jobplane/internal/standalonetest"
 	"github.com/jobplane/jobplane/sdk"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
-func TestMain(m *testing.M) { os.Exit(standalonetest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(localcluster.Main(m)) }
 
 // sleepJob is a job of one vertex of parallelism 2 that sleeps for d.
 func sleepJob(name, d string) *jobplanev1.JobGraph {
@@ -31,10 +30,10 @@ func sleepJob(name, d string) *jobplanev1.JobGraph {
 func TestInterceptorRecordsARealCluster(t *testing.T) {
 	t.Parallel()
 	attemptLog := filepath.Join(t.TempDir(), "attempts.jsonl")
-	c := standalonetest.Start(t, "--task-executors", "2", "--attempt-log", attemptLog)
+	c := localcluster.NewStandalone(t, "--task-executors", "2", "--attempt-log", attemptLog)
 	c.WaitTaskExecutor(t, "sleep")
 	rec := NewRecorder()
-	client, err := sdk.New([]string{c.URL}, sdk.WithInterceptors(rec.Interceptor()))
+	client, err := sdk.New([]string{c.URL()}, sdk.WithInterceptors(rec.Interceptor()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,13 +133,13 @@ func TestInterceptorRecordsARealCluster(t *testing.T) {
 	// stopped, which may come after the job's end was answered: read the
 	// log until it holds every attempt stopped, for up to 10s.
 	var (
-		attempts []hacluster.Interval
+		attempts []Interval
 		stopped  int
 	)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		f, err := os.Open(attemptLog)
 		must("open the attempt log", err)
-		attempts, err = hacluster.ReadAttemptLog(f, "standalone", nil)
+		attempts, err = ReadAttemptLog(f, "standalone", nil)
 		f.Close()
 		must("read the attempt log", err)
 		stopped = 0
@@ -157,7 +156,7 @@ func TestInterceptorRecordsARealCluster(t *testing.T) {
 	if len(attempts) < 6 || stopped != len(attempts) {
 		t.Errorf("attempt log: %d attempts, %d stopped; want at least 6, all stopped: %v", len(attempts), stopped, attempts)
 	}
-	if err := hacluster.CheckAttempts(attempts); err != nil {
+	if err := CheckAttempts(attempts); err != nil {
 		t.Errorf("CheckAttempts: %v", err)
 	}
 }

@@ -1,7 +1,6 @@
 package localcluster_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -23,11 +23,16 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/sdk"
 	"github.com/jobplane/jobplane/sdk/worker"
-	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/localcluster"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// The test binary is also the child program of the Process tests.
+	if mode := os.Getenv(childEnv); mode != "" {
+		os.Exit(child(mode))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // start starts a cluster that Closes when the test ends.
 func start(t testing.TB, cfg localcluster.Config) *localcluster.Cluster {
@@ -283,7 +288,7 @@ func TestDataDirKept(t *testing.T) {
 func TestDataDirInUse(t *testing.T) {
 	dir := t.TempDir()
 	start(t, localcluster.Config{DataDir: dir})
-	if _, err := localcluster.Start(context.Background(), localcluster.Config{DataDir: dir}); !errors.Is(err, hastore.ErrDataDirInUse) {
+	if _, err := localcluster.Start(context.Background(), localcluster.Config{DataDir: dir}); !errors.Is(err, localcluster.ErrDataDirInUse) {
 		t.Errorf("second Start: %v, want ErrDataDirInUse", err)
 	}
 }
@@ -322,10 +327,11 @@ func TestStartCanceled(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	for _, cfg := range []localcluster.Config{
-		{TaskExecutors: -1},
+		{JobManagers: -1},
 		{Slots: -1},
 		{StartTimeout: -time.Second},
 		{Functions: map[string]worker.Func{"nil": nil}},
+		{HeartbeatInterval: time.Second, HeartbeatTimeout: time.Second},
 	} {
 		if err := cfg.Validate(); err == nil {
 			t.Errorf("Validate(%+v): nil, want an error", cfg)
@@ -410,28 +416,10 @@ func (m *milestones) since(msg string, t0 time.Time) time.Duration {
 	return m.at[msg].Sub(t0)
 }
 
-// lockedBuffer is a bytes.Buffer for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // Config.Logger gets the components' logs, and a function's logs with its
 // attempt's job, vertex, subtask and attempt.
 func TestLogger(t *testing.T) {
-	var out lockedBuffer
+	var out localcluster.Buffer
 	c := start(t, localcluster.Config{
 		Logger: slog.New(slog.NewJSONHandler(&out, nil)),
 		Functions: map[string]worker.Func{"say": func(_ context.Context, task worker.Task) error {
@@ -467,7 +455,7 @@ func TestLogger(t *testing.T) {
 // Without Config.Logger a cluster is quiet: nothing reaches the default
 // logger (nor, through it, the standard log package).
 func TestQuietByDefault(t *testing.T) {
-	var out lockedBuffer
+	var out localcluster.Buffer
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	defer slog.SetDefault(prev)
@@ -516,5 +504,61 @@ func TestTaskOutput(t *testing.T) {
 		if !strings.Contains(string(out.GetData()), want) {
 			t.Errorf("attempt %d output %q, want %q in it", attempt, out.GetData(), want)
 		}
+	}
+}
+
+// With two JobManagers, the first leads; stopped, it hands over to the
+// standby, which the cluster's client follows.
+func TestStandbyTakesOver(t *testing.T) {
+	c := localcluster.New(t, localcluster.Config{JobManagers: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	jms := c.JobManagers()
+	if len(jms) != 2 || jms[0].URL() != c.URL() || jms[0].URL() == jms[1].URL() {
+		t.Fatalf("JobManagers at %v and %v, the cluster at %s; want two, the first the cluster's", jms[0].URL(), jms[len(jms)-1].URL(), c.URL())
+	}
+	if ov, err := jms[1].Dispatcher().GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{}); err == nil {
+		t.Fatalf("the standby answered as the leader: %v", ov)
+	}
+	if err := jms[0].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	res := execute(t, c, oneVertex("noop", 2))
+	if res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("status %v, want FINISHED", res.GetStatus())
+	}
+	ov, err := jms[1].Dispatcher().GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+	if err != nil || ov.GetLeader().GetAddress() != jms[1].URL() {
+		t.Errorf("overview of the standby: %v, %v; want it leading", ov, err)
+	}
+}
+
+// A negative number of TaskExecutors starts a JobManager alone.
+func TestNoTaskExecutors(t *testing.T) {
+	c := localcluster.New(t, localcluster.Config{TaskExecutors: -1})
+	ov, err := c.Dispatcher().GetClusterOverview(context.Background(), &jobplanev1.GetClusterOverviewRequest{})
+	if err != nil || ov.GetTaskExecutorCount() != 0 || len(c.TaskExecutors()) != 0 {
+		t.Errorf("overview %v, %v, with %d TaskExecutors; want none", ov, err, len(c.TaskExecutors()))
+	}
+}
+
+// A cluster whose public API refuses every caller it cannot
+// authenticate, itself included, starts all the same once its
+// TaskExecutors have registered.
+func TestStartBehindAuthentication(t *testing.T) {
+	refuse := connect.UnaryInterceptorFunc(func(connect.UnaryFunc) connect.UnaryFunc {
+		return func(context.Context, connect.AnyRequest) (connect.AnyResponse, error) {
+			return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("who are you?"))
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := localcluster.Start(ctx, localcluster.Config{TaskExecutors: 2, DispatcherOptions: []connect.HandlerOption{connect.WithInterceptors(refuse)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Dispatcher().GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{}); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("GetClusterOverview: %v, want UNAUTHENTICATED", err)
 	}
 }

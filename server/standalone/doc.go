@@ -5,8 +5,7 @@
 // listener, and any number of TaskExecutors, each on a loopback port of its
 // own, offering the built-in invokables and the caller's.
 //
-// It is the one wiring of `jobplane standalone`, and what the SDK's
-// localcluster starts inside a program or a test. The components talk to
+// It is the one wiring of `jobplane standalone`. The components talk to
 // each other through the generated Connect clients over real sockets,
 // exactly as separate processes would.
 //

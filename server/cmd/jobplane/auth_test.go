@@ -11,8 +11,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/jobplane/jobplane/internal/standalonetest"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 const aliceToken = "alice-cli-token-0123456789"
@@ -45,7 +45,7 @@ func TestAuthFlagErrors(t *testing.T) {
 		{"unreachable OIDC issuer", []string{"--auth-oidc-issuer", "http://127.0.0.1:1", "--auth-audience", "a"}, "discovering the OpenID Connect issuer"},
 	} {
 		for _, sub := range []string{"standalone", "jobmanager"} {
-			var stdout, stderr standalonetest.Buffer
+			var stdout, stderr localcluster.Buffer
 			args := append([]string{sub, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "data")}, tc.args...)
 			exited := make(chan int, 1)
 			go func() { exited <- jobplaneMain(args, &stdout, &stderr) }()

@@ -20,14 +20,14 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
-	"github.com/jobplane/jobplane/internal/standalonetest"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/testcert"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // loggedProcess is a jobplane child whose log the test reads as it runs.
 type loggedProcess struct {
-	log  *standalonetest.Buffer
+	log  *localcluster.Buffer
 	done chan struct{}
 	addr string // the bound address
 }
@@ -39,7 +39,7 @@ func startLogged(t *testing.T, sub string, extra ...string) *loggedProcess {
 	args, addrFile := listenArgs(t)
 	cmd := exec.Command(os.Args[0], append(append([]string{sub}, args...), extra...)...)
 	cmd.Env = append(os.Environ(), runMainEnv+"=1")
-	p := &loggedProcess{log: new(standalonetest.Buffer), done: make(chan struct{})}
+	p := &loggedProcess{log: new(localcluster.Buffer), done: make(chan struct{})}
 	cmd.Stderr = p.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

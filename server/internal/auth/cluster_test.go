@@ -17,13 +17,11 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/internal/standalonetest"
 	"github.com/jobplane/jobplane/sdk"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
-	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/auth"
 	"github.com/jobplane/jobplane/server/internal/principal"
-	"github.com/jobplane/jobplane/server/standalone"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // spans records the spans of every test of the package: the telemetry
@@ -38,14 +36,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// cluster is a standalone cluster whose public API authenticates with
+// cluster is an in-process cluster whose public API authenticates with
 // authn and authorizes with authz.
 type cluster struct {
 	url string
-	log *standalonetest.Buffer
+	log *localcluster.Buffer
 }
 
-// newCluster runs a standalone cluster (embedded etcd, one TaskExecutor,
+// newCluster runs an in-process cluster (embedded etcd, one TaskExecutor,
 // real HTTP on loopback) until the test ends; authn nil runs it without
 // authentication.
 func newCluster(t *testing.T, authn *auth.Authenticator, authz principal.Authorizer) *cluster {
@@ -58,28 +56,20 @@ func newCluster(t *testing.T, authn *auth.Authenticator, authz principal.Authori
 // (and is called when the test ends, if not before).
 func newClusterOn(t *testing.T, dir string, authn *auth.Authenticator, authz principal.Authorizer) (_ *cluster, stop func()) {
 	t.Helper()
-	lb := new(standalonetest.Buffer)
+	lb := new(localcluster.Buffer)
 	log := slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg := standalone.Config{
-		Store:         hastore.OpenConfig{DataDir: dir},
-		TaskExecutors: 1, Slots: 4,
-		Logger: log,
-	}
+	cfg := localcluster.Config{DataDir: dir, TaskExecutors: 1, Slots: 4, Logger: log}
 	if authn != nil {
 		cfg.DispatcherOptions = auth.NewInterceptor(authn, authz, log).HandlerOptions()
 	}
-	c, err := standalone.New(context.Background(), cfg)
+	c, err := localcluster.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
+			if err := c.Close(); err != nil {
 				t.Errorf("cluster: %v", err)
 			}
 		})

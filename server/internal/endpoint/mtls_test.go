@@ -15,9 +15,9 @@ import (
 	"connectrpc.com/grpchealth"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/jobplane/jobplane/internal/standalonetest"
 	"github.com/jobplane/jobplane/server/internal/certs"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // pki is a CA in a directory, and the certificates it issued.
@@ -175,7 +175,7 @@ func TestCertificateReload(t *testing.T) {
 	srvCA, cliCA := filepath.Join(srvDir, "clients-ca.pem"), filepath.Join(cliDir, "ca.pem")
 	copyFile(t, oldCA.caFile(), srvCA)
 	copyFile(t, oldCA.caFile(), cliCA)
-	var log standalonetest.Buffer
+	var log localcluster.Buffer
 	ep := startMTLS(t, srvCert, srvKey, srvCA, &log)
 
 	files := endpoint.ClientFiles{CAFile: cliCA, CertFile: cliCert, KeyFile: cliKey}

@@ -10,13 +10,13 @@ import (
 	"connectrpc.com/connect"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/internal/clustertest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // WatchJob's first message is the job's current state, task counts
 // included, not the summary of its last status change.
 func TestWatchJobStartsWithTheCurrentState(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := newCluster(t, localcluster.Config{})
 	submit(t, c, "watched", &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "sleep", Parallelism: 2, Config: map[string]string{"duration": "1h"}}}})
 	running := func(s *jobplanev1.JobSummary) int32 {
 		for _, n := range s.GetTaskCounts() {
@@ -29,7 +29,7 @@ func TestWatchJobStartsWithTheCurrentState(t *testing.T) {
 	waitJob(t, c, "watched", func(d *jobplanev1.JobDetails) bool { return running(d.GetSummary()) == 2 })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	stream, err := c.Dispatcher.WatchJob(ctx, &jobplanev1.WatchJobRequest{JobId: "watched"})
+	stream, err := c.Dispatcher().WatchJob(ctx, &jobplanev1.WatchJobRequest{JobId: "watched"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,15 +45,15 @@ func TestWatchJobStartsWithTheCurrentState(t *testing.T) {
 
 // GetClusterOverview names the leader by its address as well as its token.
 func TestClusterOverviewNamesTheLeader(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := newCluster(t, localcluster.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := c.Dispatcher.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+	resp, err := c.Dispatcher().GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := resp.GetLeader().GetAddress(); got != c.URL {
-		t.Errorf("leader address = %q, want %q", got, c.URL)
+	if got := resp.GetLeader().GetAddress(); got != c.URL() {
+		t.Errorf("leader address = %q, want %q", got, c.URL())
 	}
 	if resp.GetLeader().GetToken().GetEpoch() == 0 {
 		t.Error("no leader token")
@@ -65,7 +65,7 @@ func TestClusterOverviewNamesTheLeader(t *testing.T) {
 // The job is one pipelined region of two subtasks, so it runs only once
 // both slots were offered to it and taken.
 func TestSlotsFreeWhenResultIsWritten(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TaskExecutors: 1, Slots: 2})
+	c := newCluster(t, localcluster.Config{TaskExecutors: 1, Slots: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for i := range 5 {
@@ -76,7 +76,7 @@ func TestSlotsFreeWhenResultIsWritten(t *testing.T) {
 		if res := result(t, c, id); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 			t.Fatalf("%s: %v", id, res)
 		}
-		resp, err := c.Dispatcher.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+		resp, err := c.Dispatcher().GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +89,7 @@ func TestSlotsFreeWhenResultIsWritten(t *testing.T) {
 // The full view of a job lists its subtasks a page at a time, each once,
 // in vertex order; a page token works only for the job it was issued for.
 func TestGetJobFullViewIsPaged(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := newCluster(t, localcluster.Config{})
 	g := &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{
 		{Id: "a", Invokable: "sleep", Parallelism: 1500, Config: map[string]string{"duration": "1h"}},
 		{Id: "b", Invokable: "sleep", Parallelism: 700, Config: map[string]string{"duration": "1h"}},
@@ -102,7 +102,7 @@ func TestGetJobFullViewIsPaged(t *testing.T) {
 	var sizes []int
 	token := ""
 	for {
-		resp, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "wide", View: jobplanev1.JobView_JOB_VIEW_FULL, PageToken: token})
+		resp, err := c.Dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "wide", View: jobplanev1.JobView_JOB_VIEW_FULL, PageToken: token})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +131,7 @@ func TestGetJobFullViewIsPaged(t *testing.T) {
 	if len(seen) != 2200 || fmt.Sprint(sizes) != "[1000 1000 200]" {
 		t.Errorf("listed %d subtasks in pages of %v, want 2200 in [1000 1000 200]", len(seen), sizes)
 	}
-	small, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "wide", View: jobplanev1.JobView_JOB_VIEW_FULL, PageSize: 10})
+	small, err := c.Dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "wide", View: jobplanev1.JobView_JOB_VIEW_FULL, PageSize: 10})
 	if err != nil || len(small.GetJob().GetVertices()) != 1 || len(small.GetJob().GetVertices()[0].GetSubtasks()) != 10 || small.GetNextPageToken() == "" {
 		t.Errorf("page of 10 = %v, %v", small, err)
 	}
@@ -141,7 +141,7 @@ func TestGetJobFullViewIsPaged(t *testing.T) {
 		{JobId: "wide", View: jobplanev1.JobView_JOB_VIEW_FULL, PageToken: "bogus!"},
 		{JobId: "wide", View: jobplanev1.JobView_JOB_VIEW_FULL, PageSize: -1},
 	} {
-		if _, err := c.Dispatcher.GetJob(ctx, req); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		if _, err := c.Dispatcher().GetJob(ctx, req); connect.CodeOf(err) != connect.CodeInvalidArgument {
 			t.Errorf("GetJob(%v): %v, want INVALID_ARGUMENT", req, err)
 		}
 	}
@@ -150,16 +150,16 @@ func TestGetJobFullViewIsPaged(t *testing.T) {
 // A job of a million subtasks is refused at submission, naming the limit,
 // and nothing of it is stored.
 func TestHugeJobIsRefused(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := newCluster(t, localcluster.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "huge", JobGraph: &jobplanev1.JobGraph{
+	_, err := c.Dispatcher().SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "huge", JobGraph: &jobplanev1.JobGraph{
 		Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1_000_000, MaxParallelism: 1_000_000}},
 	}})
 	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "over the limit of 100000") {
 		t.Errorf("submit of 1e6 subtasks: %v, want INVALID_ARGUMENT naming the limit", err)
 	}
-	if _, err := c.Store.GetExecutionPlan(ctx, "huge"); err == nil {
+	if _, err := c.Store().GetExecutionPlan(ctx, "huge"); err == nil {
 		t.Error("the refused job's plan is stored")
 	}
 }
@@ -167,7 +167,7 @@ func TestHugeJobIsRefused(t *testing.T) {
 // GetJob's full view shows each vertex's state and times, and, on its
 // first page, the job's plan.
 func TestJobDetailsShowVerticesAndPlan(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := newCluster(t, localcluster.Config{})
 	g := twoVertices("sleep", map[string]string{"duration": "1h"})
 	g.Edges[0].ResultType = jobplanev1.ResultPartitionType_RESULT_PARTITION_TYPE_BLOCKING
 	submit(t, c, "views", g)
@@ -187,15 +187,15 @@ func TestJobDetailsShowVerticesAndPlan(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	second, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "views", View: jobplanev1.JobView_JOB_VIEW_FULL, PageSize: 4})
+	second, err := c.Dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "views", View: jobplanev1.JobView_JOB_VIEW_FULL, PageSize: 4})
 	if err != nil || second.GetNextPageToken() == "" {
 		t.Fatalf("first page of 4 = %v, %v", second, err)
 	}
-	next, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "views", View: jobplanev1.JobView_JOB_VIEW_FULL, PageSize: 4, PageToken: second.GetNextPageToken()})
+	next, err := c.Dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "views", View: jobplanev1.JobView_JOB_VIEW_FULL, PageSize: 4, PageToken: second.GetNextPageToken()})
 	if err != nil || next.GetJob().GetJobGraph() != nil {
 		t.Errorf("second page = %v, %v; want no plan in it", next.GetJob().GetJobGraph(), err)
 	}
-	summary, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "views"})
+	summary, err := c.Dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "views"})
 	if err != nil || summary.GetJob().GetJobGraph() != nil || summary.GetJob().GetVertices()[0].GetState() != jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED {
 		t.Errorf("summary view = %v, %v; want vertex states and no plan", summary.GetJob(), err)
 	}

@@ -16,15 +16,15 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/sdk/wire/apierror"
-	"github.com/jobplane/jobplane/server/internal/clustertest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 func TestWatchJobOverHTTP1(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := newCluster(t, localcluster.Config{})
 	submit(t, c, "watched", twoVertices("sleep", map[string]string{"duration": "100ms"}))
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
-	client := jobplanev1connect.NewDispatcherServiceClient(&http.Client{Transport: tr}, c.URL)
+	client := jobplanev1connect.NewDispatcherServiceClient(&http.Client{Transport: tr}, c.URL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stream, err := client.WatchJob(ctx, &jobplanev1.WatchJobRequest{JobId: "watched"})
@@ -55,23 +55,23 @@ func TestWatchJobOverHTTP1(t *testing.T) {
 }
 
 func TestDispatcherErrors(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := newCluster(t, localcluster.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := c.Dispatcher.GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: "ghost"}); connect.CodeOf(err) != connect.CodeNotFound || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_FOUND) {
+	if _, err := c.Dispatcher().GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: "ghost"}); connect.CodeOf(err) != connect.CodeNotFound || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_FOUND) {
 		t.Errorf("GetJobResult of an unknown job: %v", err)
 	}
-	if _, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "bad id"}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+	if _, err := c.Dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "bad id"}); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Errorf("GetJob with a malformed id: %v", err)
 	}
 	submit(t, c, "busy", twoVertices("sleep", map[string]string{"duration": "1h"}))
-	if _, err := c.Dispatcher.GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: "busy"}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_TERMINAL) {
+	if _, err := c.Dispatcher().GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: "busy"}); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_TERMINAL) {
 		t.Errorf("GetJobResult of a running job: %v, want JOB_NOT_TERMINAL", err)
 	}
 	// "busy" keeps the slots of its running sinks; "quick" fits beside it.
 	submit(t, c, "quick", &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 2}}})
 	result(t, c, "quick")
-	if _, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "quick"}); connect.CodeOf(err) != connect.CodeFailedPrecondition || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_JOB_TERMINAL) {
+	if _, err := c.Dispatcher().CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "quick"}); connect.CodeOf(err) != connect.CodeFailedPrecondition || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_JOB_TERMINAL) {
 		t.Errorf("cancel of a FINISHED job: %v, want FAILED_PRECONDITION JOB_TERMINAL", err)
 	}
 	// An invokable no TaskExecutor offers fails the job with a clear cause.
@@ -84,7 +84,7 @@ func TestDispatcherErrors(t *testing.T) {
 	var ids []string
 	token := ""
 	for {
-		page, err := c.Dispatcher.ListJobs(ctx, &jobplanev1.ListJobsRequest{PageSize: 2, PageToken: token})
+		page, err := c.Dispatcher().ListJobs(ctx, &jobplanev1.ListJobsRequest{PageSize: 2, PageToken: token})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,17 +98,17 @@ func TestDispatcherErrors(t *testing.T) {
 	if strings.Join(ids, ",") != "unknown,quick,busy" {
 		t.Errorf("listed %v, want unknown,quick,busy", ids)
 	}
-	running, err := c.Dispatcher.ListJobs(ctx, &jobplanev1.ListJobsRequest{Statuses: []jobplanev1.JobStatus{jobplanev1.JobStatus_JOB_STATUS_RUNNING}})
+	running, err := c.Dispatcher().ListJobs(ctx, &jobplanev1.ListJobsRequest{Statuses: []jobplanev1.JobStatus{jobplanev1.JobStatus_JOB_STATUS_RUNNING}})
 	if err != nil || len(running.GetJobs()) != 1 || running.GetJobs()[0].GetJobId() != "busy" {
 		t.Errorf("running jobs = %v, %v", running, err)
 	}
-	if _, err := c.Dispatcher.ListJobs(ctx, &jobplanev1.ListJobsRequest{PageToken: "bogus!"}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+	if _, err := c.Dispatcher().ListJobs(ctx, &jobplanev1.ListJobsRequest{PageToken: "bogus!"}); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Errorf("ListJobs with a foreign token: %v", err)
 	}
 }
 
 func TestAttachedJobWithoutHeartbeatsIsCanceled(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := newCluster(t, localcluster.Config{})
 	g := twoVertices("sleep", map[string]string{"duration": "1h"})
 	g.Config = &jobplanev1.JobConfig{ClientHeartbeatTimeout: durationpb.New(300 * time.Millisecond)}
 	submit(t, c, "attached", g)
@@ -116,13 +116,13 @@ func TestAttachedJobWithoutHeartbeatsIsCanceled(t *testing.T) {
 	defer cancel()
 	// Heart-beating keeps it alive...
 	for range 5 {
-		resp, err := c.Dispatcher.ReportClientHeartbeat(ctx, &jobplanev1.ReportClientHeartbeatRequest{JobId: "attached"})
+		resp, err := c.Dispatcher().ReportClientHeartbeat(ctx, &jobplanev1.ReportClientHeartbeatRequest{JobId: "attached"})
 		if timeout := resp.GetTimeout().AsDuration(); err != nil || timeout <= 0 || timeout > 300*time.Millisecond {
 			t.Fatalf("ReportClientHeartbeat = %v, %v", resp, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	st, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "attached"})
+	st, err := c.Dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "attached"})
 	if err != nil || st.GetJob().GetSummary().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_RUNNING {
 		t.Fatalf("while heart-beating: %v, %v", st, err)
 	}
@@ -134,11 +134,11 @@ func TestAttachedJobWithoutHeartbeatsIsCanceled(t *testing.T) {
 
 func TestCancelBeforeAnyTaskRuns(t *testing.T) {
 	// No TaskExecutor: the job can never deploy a task.
-	c := clustertest.Start(t, clustertest.Options{TaskExecutors: -1})
+	c := newCluster(t, localcluster.Config{TaskExecutors: -1})
 	submit(t, c, "early", twoVertices("noop", nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "early"}); err != nil {
+	if _, err := c.Dispatcher().CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "early"}); err != nil {
 		t.Fatal(err)
 	}
 	if res := result(t, c, "early"); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
@@ -147,7 +147,7 @@ func TestCancelBeforeAnyTaskRuns(t *testing.T) {
 }
 
 func TestResultRetention(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{ResultRetention: 300 * time.Millisecond})
+	c := newCluster(t, localcluster.Config{ResultRetention: 300 * time.Millisecond})
 	submit(t, c, "brief", twoVertices("noop", nil))
 	if res := result(t, c, "brief"); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Fatalf("result = %v", res)
@@ -155,7 +155,7 @@ func TestResultRetention(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {
-		_, err := c.Store.GetJobResultEntry(ctx, "brief")
+		_, err := c.Store().GetJobResultEntry(ctx, "brief")
 		if err != nil {
 			break
 		}
@@ -166,7 +166,7 @@ func TestResultRetention(t *testing.T) {
 	}
 	// The Dispatcher forgets the job right after the store deleted it.
 	for {
-		_, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "brief"})
+		_, err := c.Dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "brief"})
 		if connect.CodeOf(err) == connect.CodeNotFound {
 			break
 		}
@@ -183,8 +183,8 @@ func TestResultRetention(t *testing.T) {
 
 // watchAll reads a WatchJob stream to its end: the status messages, with
 // their tokens and coalesced flags, and the stream's error.
-func watchAll(ctx context.Context, c *clustertest.Cluster, id, resume string, upTo int) ([]*jobplanev1.WatchJobResponse, error) {
-	stream, err := c.Dispatcher.WatchJob(ctx, &jobplanev1.WatchJobRequest{JobId: id, ResumeToken: resume})
+func watchAll(ctx context.Context, c *localcluster.Cluster, id, resume string, upTo int) ([]*jobplanev1.WatchJobResponse, error) {
+	stream, err := c.Dispatcher().WatchJob(ctx, &jobplanev1.WatchJobRequest{JobId: id, ResumeToken: resume})
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +201,7 @@ func watchAll(ctx context.Context, c *clustertest.Cluster, id, resume string, up
 // A watch resumed with the token of a message continues right after it,
 // under the same leader; other tokens start over, coalesced.
 func TestWatchJobResumes(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := newCluster(t, localcluster.Config{})
 	submit(t, c, "resumed", &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "sleep", Parallelism: 1, Config: map[string]string{"duration": "1h"}}}})
 	waitJob(t, c, "resumed", func(d *jobplanev1.JobDetails) bool {
 		return d.GetSummary().GetStatus() == jobplanev1.JobStatus_JOB_STATUS_RUNNING
@@ -212,7 +212,7 @@ func TestWatchJobResumes(t *testing.T) {
 	if err != nil || len(first) != 1 || first[0].GetResumeToken() == "" || first[0].GetCoalesced() {
 		t.Fatalf("first watch = %v, %v; want one RUNNING message with a token", first, err)
 	}
-	if _, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "resumed"}); err != nil {
+	if _, err := c.Dispatcher().CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "resumed"}); err != nil {
 		t.Fatal(err)
 	}
 	if res := result(t, c, "resumed"); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
@@ -252,12 +252,12 @@ func TestWatchJobResumes(t *testing.T) {
 // newer one finds a deposed receiver, any other one an earlier leadership
 // that this one's registrations are not from.
 func TestResourceManagerFencedBothWays(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := newCluster(t, localcluster.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rm := clusterv1connect.NewResourceManagerServiceClient(c.HTTP, c.URL)
+	rm := clusterv1connect.NewResourceManagerServiceClient(c.HTTPClient(), c.URL())
 	jmToken := &jobplanev1.FencingToken{SessionId: "jm", Epoch: 1}
-	reg, err := rm.RegisterJobMaster(ctx, &clusterv1.RegisterJobMasterRequest{JobId: "fenced", JobMasterAddress: c.URL, JobMasterToken: jmToken})
+	reg, err := rm.RegisterJobMaster(ctx, &clusterv1.RegisterJobMasterRequest{JobId: "fenced", JobMasterAddress: c.URL(), JobMasterToken: jmToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,10 +298,10 @@ func TestResourceManagerFencedBothWays(t *testing.T) {
 
 // GetClusterOverview tells a client the limits it must keep within.
 func TestOverviewReportsLimits(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := newCluster(t, localcluster.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ov, err := c.Dispatcher.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+	ov, err := c.Dispatcher().GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func TestOverviewReportsLimits(t *testing.T) {
 		t.Errorf("limits = %v; want every one set", l)
 	}
 	// A larger page is lowered to the limit the overview names.
-	list, err := c.Dispatcher.ListJobs(ctx, &jobplanev1.ListJobsRequest{PageSize: l.GetMaxListPageSize() + 1})
+	list, err := c.Dispatcher().ListJobs(ctx, &jobplanev1.ListJobsRequest{PageSize: l.GetMaxListPageSize() + 1})
 	if err != nil || len(list.GetJobs()) != 0 {
 		t.Errorf("ListJobs over the page limit = %v, %v", list, err)
 	}
@@ -320,7 +320,7 @@ func TestOverviewReportsLimits(t *testing.T) {
 // ListTaskExecutors shows the TaskExecutors with their slots, a page at a
 // time, and the slots a running job holds.
 func TestListTaskExecutors(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := newCluster(t, localcluster.Config{})
 	submit(t, c, "held", &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "sleep", Parallelism: 1, Config: map[string]string{"duration": "1h"}}}})
 	waitJob(t, c, "held", func(d *jobplanev1.JobDetails) bool {
 		return d.GetSummary().GetStatus() == jobplanev1.JobStatus_JOB_STATUS_RUNNING
@@ -330,7 +330,7 @@ func TestListTaskExecutors(t *testing.T) {
 	var all []*jobplanev1.TaskExecutorInfo
 	token := ""
 	for page := 0; ; page++ {
-		resp, err := c.Dispatcher.ListTaskExecutors(ctx, &jobplanev1.ListTaskExecutorsRequest{PageSize: 1, PageToken: token})
+		resp, err := c.Dispatcher().ListTaskExecutors(ctx, &jobplanev1.ListTaskExecutorsRequest{PageSize: 1, PageToken: token})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -342,7 +342,7 @@ func TestListTaskExecutors(t *testing.T) {
 			break
 		}
 	}
-	ov, err := c.Dispatcher.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+	ov, err := c.Dispatcher().GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
 	if err != nil || len(all) != int(ov.GetTaskExecutorCount()) || len(all) == 0 {
 		t.Fatalf("listed %d TaskExecutors; the overview counts %d (%v)", len(all), ov.GetTaskExecutorCount(), err)
 	}
@@ -364,7 +364,7 @@ func TestListTaskExecutors(t *testing.T) {
 	if held != 1 || slots != ov.GetSlotCount() || free != ov.GetFreeSlotCount() {
 		t.Errorf("slots: %d held by the job, %d in all, %d free; want 1, and the overview's %d and %d", held, slots, free, ov.GetSlotCount(), ov.GetFreeSlotCount())
 	}
-	if _, err := c.Dispatcher.ListTaskExecutors(ctx, &jobplanev1.ListTaskExecutorsRequest{PageToken: "%%"}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+	if _, err := c.Dispatcher().ListTaskExecutors(ctx, &jobplanev1.ListTaskExecutorsRequest{PageToken: "%%"}); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Errorf("a malformed page token: err = %v, want INVALID_ARGUMENT", err)
 	}
 }
@@ -372,7 +372,7 @@ func TestListTaskExecutors(t *testing.T) {
 // A job that restarts for ever keeps only its last status changes for
 // watches: a resume from a dropped one starts over, coalesced.
 func TestWatchHistoryIsBounded(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := newCluster(t, localcluster.Config{})
 	g := &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "fail", Parallelism: 1}}}
 	g.Config = &jobplanev1.JobConfig{RestartStrategy: &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{
 		FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{}, // unlimited, at once
@@ -389,7 +389,7 @@ func TestWatchHistoryIsBounded(t *testing.T) {
 	if err != nil || len(resumed) != 1 || !resumed[0].GetCoalesced() {
 		t.Errorf("watch resumed from a change long dropped = %v, %v; want one message, coalesced", resumed, err)
 	}
-	if _, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "flapping"}); err != nil {
+	if _, err := c.Dispatcher().CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "flapping"}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
-	"github.com/jobplane/jobplane/server/internal/clustertest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // callCounter counts unary calls by procedure, and the OfferSlots
@@ -70,7 +70,7 @@ func (c *callCounter) get(procedure string) int {
 // leadership once; one call per slot would be sixteen times as many.)
 func TestDeploymentIsBatchedPerTaskExecutor(t *testing.T) {
 	received, sent := &callCounter{calls: map[string]int{}}, &callCounter{calls: map[string]int{}}
-	c := clustertest.Start(t, clustertest.Options{
+	c := newCluster(t, localcluster.Config{
 		TaskExecutors: 2, Slots: 16,
 		TaskExecutorInterceptors:       []connect.Interceptor{received},
 		TaskExecutorClientInterceptors: []connect.Interceptor{sent},
@@ -84,7 +84,7 @@ func TestDeploymentIsBatchedPerTaskExecutor(t *testing.T) {
 	if r := result(t, c, "batched"); r.GetStatus().String() != "JOB_STATUS_FINISHED" {
 		t.Fatalf("result = %v, want FINISHED", r)
 	}
-	tes := len(c.TaskExecutors)
+	tes := len(c.TaskExecutors())
 	for _, tc := range []struct {
 		counter   *callCounter
 		procedure string

@@ -18,7 +18,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/taskexecutor"
 	"github.com/jobplane/jobplane/sdk/wire/apierror"
 	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/internal/clustertest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // runs counts the runs of every subtask of the "count" invokable, and
@@ -26,7 +26,7 @@ import (
 type runs struct {
 	mu    sync.Mutex
 	count map[string]int
-	rec   *clustertest.Recorder
+	rec   *localcluster.StoreRecorder
 	first map[string]int // job -> number of store events when its first task ran
 }
 
@@ -52,13 +52,13 @@ func countJob() *jobplanev1.JobGraph {
 	return &jobplanev1.JobGraph{Name: "count", Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "count", Parallelism: 3}}}
 }
 
-func startRecorded(t *testing.T) (*clustertest.Cluster, *clustertest.Recorder, *runs) {
+func startRecorded(t *testing.T) (*localcluster.Cluster, *localcluster.StoreRecorder, *runs) {
 	r := newRuns()
-	var rec *clustertest.Recorder
-	c := clustertest.Start(t, clustertest.Options{
+	var rec *localcluster.StoreRecorder
+	c := newCluster(t, localcluster.Config{
 		Invokables: map[string]taskexecutor.Invokable{"count": r.invokable},
 		WrapStore: func(s hastore.Store) hastore.Store {
-			rec = clustertest.NewRecorder(s)
+			rec = localcluster.NewStoreRecorder(s)
 			return rec
 		},
 	})
@@ -81,7 +81,7 @@ func TestConcurrentIdenticalSubmissions(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			resp, err := c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "same", JobGraph: countJob()})
+			resp, err := c.Dispatcher().SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "same", JobGraph: countJob()})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -121,35 +121,35 @@ func TestPersistBeforeRun(t *testing.T) {
 
 	// A failed persist: an error, and nothing happens for the job.
 	rec.FailNext("put-plan", 1)
-	_, err := c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "p", JobGraph: countJob()})
+	_, err := c.Dispatcher().SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "p", JobGraph: countJob()})
 	if connect.CodeOf(err) != connect.CodeUnavailable || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_PERSIST_FAILED) {
 		t.Fatalf("submit with a failing put: err = %v, want UNAVAILABLE PERSIST_FAILED", err)
 	}
 	if got := rec.Count("campaign", election.Job("p")); got != 0 {
 		t.Errorf("a job whose persist failed campaigned %d times", got)
 	}
-	if _, err := c.Store.GetExecutionPlan(ctx, "p"); err == nil {
+	if _, err := c.Store().GetExecutionPlan(ctx, "p"); err == nil {
 		t.Error("a plan whose persist failed is in the store")
 	}
-	if _, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "p"}); connect.CodeOf(err) != connect.CodeNotFound {
+	if _, err := c.Dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "p"}); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("GetJob after a failed submit: %v, want NOT_FOUND", err)
 	}
 
 	// The same submission again: persisted first, then run exactly once.
-	resp, err := c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "p", JobGraph: countJob()})
+	resp, err := c.Dispatcher().SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "p", JobGraph: countJob()})
 	if err != nil || !resp.GetCreated() {
 		t.Fatalf("retry: %v, %v", resp, err)
 	}
 	atAck := rec.Events()
-	if !slices.ContainsFunc(atAck, func(e clustertest.Event) bool { return e.Op == "put-plan" && e.Key == "p" && e.Err == nil }) {
+	if !slices.ContainsFunc(atAck, func(e localcluster.StoreCall) bool { return e.Op == "put-plan" && e.Key == "p" && e.Err == nil }) {
 		t.Error("the submission was acknowledged before its plan was put")
 	}
 	if res := result(t, c, "p"); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Fatalf("result = %v", res)
 	}
 	events := rec.Events()
-	put := slices.IndexFunc(events, func(e clustertest.Event) bool { return e.Op == "put-plan" && e.Key == "p" && e.Err == nil })
-	campaign := slices.IndexFunc(events, func(e clustertest.Event) bool { return e.Op == "campaign" && e.Key == election.Job("p") })
+	put := slices.IndexFunc(events, func(e localcluster.StoreCall) bool { return e.Op == "put-plan" && e.Key == "p" && e.Err == nil })
+	campaign := slices.IndexFunc(events, func(e localcluster.StoreCall) bool { return e.Op == "campaign" && e.Key == election.Job("p") })
 	if put < 0 || campaign < 0 || put > campaign {
 		t.Errorf("plan put at event %d, job campaign at %d: the put must come first", put, campaign)
 	}
@@ -180,7 +180,7 @@ func TestResultDirtyThenCleanupThenClean(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if e, err := c.Store.GetJobResultEntry(context.Background(), "r"); err != nil || e.GetState() != hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN {
+	if e, err := c.Store().GetJobResultEntry(context.Background(), "r"); err != nil || e.GetState() != hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN {
 		t.Errorf("entry = %v, %v; want clean", e, err)
 	}
 	var order []string
@@ -200,19 +200,19 @@ func TestResultDirtyThenCleanupThenClean(t *testing.T) {
 }
 
 func TestJobLeadershipFlapping(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := newCluster(t, localcluster.Config{})
 	submit(t, c, "flap", twoVertices("sleep", map[string]string{"duration": "1h"}))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	name := election.Job("flap")
-	jmClient := clusterv1connect.NewJobMasterServiceClient(c.HTTP, c.URL)
+	jmClient := clusterv1connect.NewJobMasterServiceClient(c.HTTPClient(), c.URL())
 	// leaderWithJobMaster waits until the job's leader has a JobMaster
 	// running under its token: one that answers a call with that token
 	// (refusing the unknown attempt it names) instead of NOT_LEADER.
 	leaderWithJobMaster := func(after uint64) election.Token {
 		t.Helper()
 		for {
-			info, err := c.Store.Leader(ctx, name)
+			info, err := c.Store().Leader(ctx, name)
 			if err == nil && info.Token.Epoch > after {
 				_, err := jmClient.UpdateTaskExecutionStates(ctx, &clusterv1.UpdateTaskExecutionStatesRequest{
 					JobId: "flap", JobMasterToken: &jobplanev1.FencingToken{SessionId: info.Token.SessionID, Epoch: info.Token.Epoch}, TaskExecutorId: "probe",
@@ -231,7 +231,7 @@ func TestJobLeadershipFlapping(t *testing.T) {
 	tokens := []election.Token{leaderWithJobMaster(0)}
 	for range 10 {
 		old := tokens[len(tokens)-1]
-		if err := c.Store.Resign(ctx, hastore.Fence{Election: name, Token: old}); err != nil {
+		if err := c.Store().Resign(ctx, hastore.Fence{Election: name, Token: old}); err != nil {
 			t.Fatal(err)
 		}
 		tokens = append(tokens, leaderWithJobMaster(old.Epoch))
@@ -272,7 +272,7 @@ func TestJobLeadershipFlapping(t *testing.T) {
 		}
 	}
 	// The job still runs under its newest JobMaster and can be canceled.
-	if _, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "flap"}); err != nil {
+	if _, err := c.Dispatcher().CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "flap"}); err != nil {
 		t.Fatal(err)
 	}
 	if res := result(t, c, "flap"); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
@@ -310,11 +310,11 @@ func TestLostPutAnswerUnread(t *testing.T) {
 	rec.FailNext("get-plan", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "unread", JobGraph: countJob()})
+	_, err := c.Dispatcher().SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "unread", JobGraph: countJob()})
 	if connect.CodeOf(err) != connect.CodeUnavailable || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_PERSIST_OUTCOME_UNKNOWN) {
 		t.Fatalf("SubmitJob with the outcome unknown: err = %v, want UNAVAILABLE (PERSIST_OUTCOME_UNKNOWN)", err)
 	}
-	stored, err := c.Store.GetExecutionPlan(ctx, "unread")
+	stored, err := c.Store().GetExecutionPlan(ctx, "unread")
 	if err != nil {
 		t.Fatalf("the first attempt's plan: %v", err)
 	}
@@ -341,7 +341,7 @@ func TestLostPutAnswerUnreadRetried(t *testing.T) {
 	rec.FailNext("get-plan", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "retried", JobGraph: countJob()}); connect.CodeOf(err) != connect.CodeUnavailable {
+	if _, err := c.Dispatcher().SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "retried", JobGraph: countJob()}); connect.CodeOf(err) != connect.CodeUnavailable {
 		t.Fatalf("SubmitJob with the outcome unknown: err = %v, want UNAVAILABLE", err)
 	}
 	submit(t, c, "retried", countJob()) // created or not, depending on who found the plan first
@@ -367,13 +367,13 @@ func TestCancelRecordedFirst(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rec.FailNext("request-cancel", 1)
-	if _, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "c"}); connect.CodeOf(err) != connect.CodeUnavailable {
+	if _, err := c.Dispatcher().CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "c"}); connect.CodeOf(err) != connect.CodeUnavailable {
 		t.Fatalf("CancelJob with the request unrecorded: err = %v, want UNAVAILABLE", err)
 	}
-	if resp, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "c"}); err != nil || resp.GetJob().GetSummary().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_RUNNING {
+	if resp, err := c.Dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "c"}); err != nil || resp.GetJob().GetSummary().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_RUNNING {
 		t.Errorf("job after an unrecorded cancel = %v, %v; want it RUNNING: nothing done", resp.GetJob().GetSummary(), err)
 	}
-	resp, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "c"})
+	resp, err := c.Dispatcher().CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "c"})
 	if err != nil {
 		t.Fatalf("CancelJob again: %v", err)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/internal/clustertest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // endedSubtask is one subtask of an ended job as GetJob lists it.
@@ -21,7 +21,7 @@ type endedSubtask struct {
 // allPages lists a job's full view with page_size 1: every subtask, in
 // order, the vertices as each page showed them, and the pages that
 // carried the plan.
-func allPages(t *testing.T, c *clustertest.Cluster, id string) ([]endedSubtask, []*jobplanev1.VertexDetails, []int) {
+func allPages(t *testing.T, c *localcluster.Cluster, id string) ([]endedSubtask, []*jobplanev1.VertexDetails, []int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -32,7 +32,7 @@ func allPages(t *testing.T, c *clustertest.Cluster, id string) ([]endedSubtask, 
 		token     string
 	)
 	for page := 0; ; page++ {
-		resp, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: id, View: jobplanev1.JobView_JOB_VIEW_FULL, PageSize: 1, PageToken: token})
+		resp, err := c.Dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: id, View: jobplanev1.JobView_JOB_VIEW_FULL, PageSize: 1, PageToken: token})
 		if err != nil {
 			t.Fatalf("GetJob(%s) page %d: %v", id, page, err)
 		}
@@ -60,11 +60,11 @@ func allPages(t *testing.T, c *clustertest.Cluster, id string) ([]endedSubtask, 
 }
 
 // getJob returns GetJob's answer in a view.
-func getJob(t *testing.T, c *clustertest.Cluster, id string, view jobplanev1.JobView) *jobplanev1.GetJobResponse {
+func getJob(t *testing.T, c *localcluster.Cluster, id string, view jobplanev1.JobView) *jobplanev1.GetJobResponse {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: id, View: view})
+	resp, err := c.Dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: id, View: view})
 	if err != nil {
 		t.Fatalf("GetJob(%s, %v): %v", id, view, err)
 	}
@@ -85,14 +85,14 @@ func countsText(counts []*jobplanev1.ExecutionStateCount) string {
 // running job's, the plan on the first page; the summary view shows the
 // vertices' counts.
 func TestEndedJobKeepsItsDetailsFinished(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := newCluster(t, localcluster.Config{})
 	submit(t, c, "done", twoVertices("noop", nil))
 	if r := result(t, c, "done"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Fatalf("result = %v, want FINISHED", r)
 	}
 	executors := map[string]bool{}
-	for _, te := range c.TaskExecutors {
-		executors[te.ID] = true
+	for _, te := range c.TaskExecutors() {
+		executors[te.ID()] = true
 	}
 	subtasks, vertices, withGraph := allPages(t, c, "done")
 	var got []string
@@ -135,7 +135,7 @@ func TestEndedJobKeepsItsDetailsFinished(t *testing.T) {
 // failure and the TaskExecutor it ran on, and the others in their final
 // states, as they stood once every attempt had stopped.
 func TestEndedJobKeepsItsDetailsFailed(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := newCluster(t, localcluster.Config{})
 	g := &jobplanev1.JobGraph{
 		Name: "failing",
 		Vertices: []*jobplanev1.JobVertex{
@@ -203,7 +203,7 @@ func TestEndedJobKeepsItsDetailsFailed(t *testing.T) {
 // Past the details retention, an ended job is known by its result
 // alone: the summary and the exception history, no vertices, no plan.
 func TestEndedJobDetailsPastTheRetention(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{DetailsRetention: time.Nanosecond})
+	c := newCluster(t, localcluster.Config{DetailsRetention: time.Nanosecond})
 	submit(t, c, "gone", twoVertices("noop", nil))
 	if r := result(t, c, "gone"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Fatalf("result = %v, want FINISHED", r)
@@ -220,7 +220,7 @@ func TestEndedJobDetailsPastTheRetention(t *testing.T) {
 // The details of ended jobs are bounded by their subtasks in all: beyond
 // the bound, the oldest job's go first.
 func TestEndedJobDetailsAreBounded(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{DetailsSubtasks: 12})
+	c := newCluster(t, localcluster.Config{DetailsSubtasks: 12})
 	for _, id := range []string{"first", "second"} {
 		submit(t, c, id, twoVertices("noop", nil)) // 8 subtasks each
 		if r := result(t, c, id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
@@ -238,7 +238,7 @@ func TestEndedJobDetailsAreBounded(t *testing.T) {
 // An ended job's details are not durable: the next leader knows the job
 // by its result alone.
 func TestEndedJobDetailsStayWithTheirLeader(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{JobManagers: 2})
+	c := newCluster(t, localcluster.Config{JobManagers: 2})
 	submit(t, c, "before", twoVertices("noop", nil))
 	if r := result(t, c, "before"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Fatalf("result = %v, want FINISHED", r)
@@ -246,15 +246,15 @@ func TestEndedJobDetailsStayWithTheirLeader(t *testing.T) {
 	if d := getJob(t, c, "before", jobplanev1.JobView_JOB_VIEW_FULL).GetJob(); len(d.GetVertices()) != 2 {
 		t.Fatalf("at the leader it ended under: %v; want its vertices", d)
 	}
-	c.JobManagers[0].Stop()
+	c.JobManagers()[0].Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	req := &jobplanev1.GetJobRequest{JobId: "before", View: jobplanev1.JobView_JOB_VIEW_FULL}
-	resp, err := c.JobManagers[1].Dispatcher.GetJob(ctx, req)
+	resp, err := c.JobManagers()[1].Dispatcher().GetJob(ctx, req)
 	for err != nil && ctx.Err() == nil {
 		// The standby answers NOT_LEADER until it has taken over.
 		time.Sleep(20 * time.Millisecond)
-		resp, err = c.JobManagers[1].Dispatcher.GetJob(ctx, req)
+		resp, err = c.JobManagers()[1].Dispatcher().GetJob(ctx, req)
 	}
 	if d := resp.GetJob(); err != nil || d.GetSummary().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || len(d.GetVertices()) != 0 || d.GetJobGraph() != nil {
 		t.Errorf("at the next leader: %v, %v; want the FINISHED summary alone", resp, err)

@@ -12,7 +12,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/taskexecutor"
 	"github.com/jobplane/jobplane/sdk/wire/apierror"
 	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/internal/clustertest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // Two Dispatchers share one store: the leader stops, and the other takes
@@ -20,12 +20,12 @@ import (
 // finished one without running it again.
 func TestStandbyTakesOver(t *testing.T) {
 	r := newRuns()
-	var rec *clustertest.Recorder
-	c := clustertest.Start(t, clustertest.Options{
+	var rec *localcluster.StoreRecorder
+	c := newCluster(t, localcluster.Config{
 		JobManagers: 2,
 		Invokables:  map[string]taskexecutor.Invokable{"count": r.invokable},
 		WrapStore: func(s hastore.Store) hastore.Store {
-			rec = clustertest.NewRecorder(s)
+			rec = localcluster.NewStoreRecorder(s)
 			return rec
 		},
 	})
@@ -34,14 +34,14 @@ func TestStandbyTakesOver(t *testing.T) {
 
 	// The standby answers NOT_LEADER with the leader's address, and
 	// writes nothing.
-	_, err := c.JobManagers[1].Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "elsewhere", JobGraph: countJob()})
+	_, err := c.JobManagers()[1].Dispatcher().SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "elsewhere", JobGraph: countJob()})
 	if connect.CodeOf(err) != connect.CodeUnavailable || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER) {
 		t.Fatalf("submit to the standby: err = %v, want UNAVAILABLE NOT_LEADER", err)
 	}
-	if _, md, _ := apierror.Info(err); md["leader_address"] != c.JobManagers[0].URL {
-		t.Errorf("leader_address = %q, want %q", md["leader_address"], c.JobManagers[0].URL)
+	if _, md, _ := apierror.Info(err); md["leader_address"] != c.JobManagers()[0].URL() {
+		t.Errorf("leader_address = %q, want %q", md["leader_address"], c.JobManagers()[0].URL())
 	}
-	if _, err := c.Store.GetExecutionPlan(ctx, "elsewhere"); err == nil {
+	if _, err := c.Store().GetExecutionPlan(ctx, "elsewhere"); err == nil {
 		t.Error("the standby persisted a plan")
 	}
 
@@ -52,14 +52,14 @@ func TestStandbyTakesOver(t *testing.T) {
 	if res := result(t, c, "done"); res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Fatalf("result = %v", res)
 	}
-	if e, err := c.Store.GetJobResultEntry(ctx, "done"); err != nil || e.GetState() != hastorev1.JobResultState_JOB_RESULT_STATE_DIRTY {
+	if e, err := c.Store().GetJobResultEntry(ctx, "done"); err != nil || e.GetState() != hastorev1.JobResultState_JOB_RESULT_STATE_DIRTY {
 		t.Fatalf("entry before takeover = %v, %v; want dirty", e, err)
 	}
 	// A job still running when the leader stops.
 	submit(t, c, "running", twoVertices("sleep", map[string]string{"duration": "1s"}))
 
-	c.JobManagers[0].Stop()
-	standby := c.JobManagers[1].Dispatcher
+	c.JobManagers()[0].Stop()
+	standby := c.JobManagers()[1].Dispatcher()
 	resp, err := standby.GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: "running", Wait: true})
 	for err != nil && ctx.Err() == nil {
 		// The standby answers NOT_LEADER until it has taken over.
@@ -71,7 +71,7 @@ func TestStandbyTakesOver(t *testing.T) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		e, err := c.Store.GetJobResultEntry(ctx, "done")
+		e, err := c.Store().GetJobResultEntry(ctx, "done")
 		if err == nil && e.GetState() == hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN {
 			break
 		}
@@ -80,7 +80,7 @@ func TestStandbyTakesOver(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, err := c.Store.GetExecutionPlan(ctx, "done"); err == nil {
+	if _, err := c.Store().GetExecutionPlan(ctx, "done"); err == nil {
 		t.Error("the finished job's plan is still stored")
 	}
 	for i := range 3 {
@@ -99,7 +99,7 @@ func TestStandbyTakesOver(t *testing.T) {
 // ResourceManager still hears from it) is lost after the heartbeat
 // timeout, and the job finishes on the other one.
 func TestSilentTaskExecutorIsLost(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{Slots: 2})
+	c := newCluster(t, localcluster.Config{Slots: 2})
 	// The attempts outlast the heartbeat timeout (1s in the harness), so
 	// the JobMaster gives up on the partitioned TaskExecutor before they
 	// end, and deploys them again on the other one once they certainly
@@ -116,7 +116,7 @@ func TestSilentTaskExecutorIsLost(t *testing.T) {
 	defer cancel()
 	// Wait until both TaskExecutors run attempts, then silence the first.
 	for {
-		resp, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "silent", View: jobplanev1.JobView_JOB_VIEW_FULL})
+		resp, err := c.Dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "silent", View: jobplanev1.JobView_JOB_VIEW_FULL})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +128,7 @@ func TestSilentTaskExecutorIsLost(t *testing.T) {
 				}
 			}
 		}
-		if on[c.TaskExecutors[0].ID] && len(on) == 2 {
+		if on[c.TaskExecutors()[0].ID()] && len(on) == 2 {
 			break
 		}
 		if ctx.Err() != nil {
@@ -136,7 +136,7 @@ func TestSilentTaskExecutorIsLost(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	c.TaskExecutors[0].Partition()
+	c.TaskExecutors()[0].Partition()
 	res := result(t, c, "silent")
 	if res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || res.GetRestartCount() < 1 {
 		t.Errorf("result = %v, want FINISHED after a restart", res)

@@ -20,7 +20,6 @@ import (
 	"github.com/jobplane/jobplane/sdk/wire/transport"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
-	"github.com/jobplane/jobplane/server/internal/clustertest"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobmanager"
 )
@@ -37,7 +36,7 @@ type healthProcess struct {
 
 func startHealthProcess(t *testing.T, store hastore.Store) *healthProcess {
 	t.Helper()
-	log := clustertest.Logger()
+	log := testLogger()
 	ep, err := endpoint.Listen(endpoint.Config{Listen: "127.0.0.1:0", ShutdownTimeout: time.Second}, log)
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +141,7 @@ func awaitWatch(t *testing.T, what string, stream grpc.ServerStreamingClient[hea
 func TestHealthFollowsLeadership(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	store, err := hastore.Open(ctx, hastore.OpenConfig{DataDir: t.TempDir(), Logger: clustertest.Logger()})
+	store, err := hastore.Open(ctx, hastore.OpenConfig{DataDir: t.TempDir(), Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

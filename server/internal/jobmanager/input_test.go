@@ -19,7 +19,7 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/sdk/wire/apierror"
 	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/internal/clustertest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // misspelt is a JSON SubmitJob whose restart strategy is misspelt at
@@ -44,7 +44,7 @@ func (rawJSON) Unmarshal(b []byte, m any) error {
 // violation naming the field, and no job. The same job spelt right is
 // then accepted, restart strategy and all.
 func TestUnknownFieldsAreRefused(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TaskExecutors: -1})
+	c := newCluster(t, localcluster.Config{TaskExecutors: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var h2c http.Protocols
@@ -76,7 +76,7 @@ func TestUnknownFieldsAreRefused(t *testing.T) {
 		{"binary/grpc-h2c", h2, []connect.ClientOption{connect.WithGRPC()}, "job_graph.config.99"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			client := jobplanev1connect.NewDispatcherServiceClient(tc.client, c.URL, tc.opts...)
+			client := jobplanev1connect.NewDispatcherServiceClient(tc.client, c.URL(), tc.opts...)
 			_, err := client.SubmitJob(ctx, binary)
 			if connect.CodeOf(err) != connect.CodeInvalidArgument {
 				t.Fatalf("SubmitJob = %v, want invalid_argument", err)
@@ -96,7 +96,7 @@ func TestUnknownFieldsAreRefused(t *testing.T) {
 	}
 
 	// What a curl user sees: a 400 whose body names the field.
-	resp, err := h1.Post(c.URL+jobplanev1connect.DispatcherServiceSubmitJobProcedure, "application/json", strings.NewReader(misspelt))
+	resp, err := h1.Post(c.URL()+jobplanev1connect.DispatcherServiceSubmitJobProcedure, "application/json", strings.NewReader(misspelt))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestUnknownFieldsAreRefused(t *testing.T) {
 
 	// A stream refuses its request alike.
 	watch := withUnknownField(&jobplanev1.WatchJobRequest{JobId: "typo"}, 5)
-	stream, err := c.Dispatcher.WatchJob(ctx, watch)
+	stream, err := c.Dispatcher().WatchJob(ctx, watch)
 	if err == nil {
 		for stream.Receive() {
 		}
@@ -122,24 +122,24 @@ func TestUnknownFieldsAreRefused(t *testing.T) {
 
 	// The server is fine, and the same job spelt right is accepted.
 	fixed := strings.Replace(misspelt, "restartStrateg", "restartStrategy", 1)
-	client := jobplanev1connect.NewDispatcherServiceClient(h1, c.URL, connect.WithCodec(rawJSON(fixed)))
+	client := jobplanev1connect.NewDispatcherServiceClient(h1, c.URL(), connect.WithCodec(rawJSON(fixed)))
 	out, err := client.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{})
 	if err != nil || !out.GetCreated() {
 		t.Fatalf("SubmitJob spelt right = %v, %v; want created", out, err)
 	}
-	plan, err := c.Store.GetExecutionPlan(ctx, "typo")
+	plan, err := c.Store().GetExecutionPlan(ctx, "typo")
 	if err != nil || plan.GetJobGraph().GetConfig().GetRestartStrategy().GetFixedDelay().GetAttempts() != 3 {
 		t.Errorf("stored plan = %v, %v; want the fixed-delay restart strategy", plan, err)
 	}
 }
 
 // assertNoJob fails the test if job id exists in any form.
-func assertNoJob(t *testing.T, ctx context.Context, c *clustertest.Cluster, id string) {
+func assertNoJob(t *testing.T, ctx context.Context, c *localcluster.Cluster, id string) {
 	t.Helper()
-	if _, err := c.Store.GetExecutionPlan(ctx, id); !errors.Is(err, hastore.ErrPlanNotFound) {
+	if _, err := c.Store().GetExecutionPlan(ctx, id); !errors.Is(err, hastore.ErrPlanNotFound) {
 		t.Errorf("plan of %s: %v, want none", id, err)
 	}
-	if _, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: id}); connect.CodeOf(err) != connect.CodeNotFound {
+	if _, err := c.Dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: id}); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("GetJob(%s) = %v, want not_found", id, err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/wire/apierror"
-	"github.com/jobplane/jobplane/server/internal/clustertest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 func twoVertices(invokable string, config map[string]string) *jobplanev1.JobGraph {
@@ -28,22 +28,22 @@ func twoVertices(invokable string, config map[string]string) *jobplanev1.JobGrap
 	}
 }
 
-func submit(t *testing.T, c *clustertest.Cluster, id string, g *jobplanev1.JobGraph) *jobplanev1.SubmitJobResponse {
+func submit(t *testing.T, c *localcluster.Cluster, id string, g *jobplanev1.JobGraph) *jobplanev1.SubmitJobResponse {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: id, JobGraph: g})
+	resp, err := c.Dispatcher().SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: id, JobGraph: g})
 	if err != nil {
 		t.Fatalf("SubmitJob(%s): %v", id, err)
 	}
 	return resp
 }
 
-func result(t *testing.T, c *clustertest.Cluster, id string) *jobplanev1.JobResult {
+func result(t *testing.T, c *localcluster.Cluster, id string) *jobplanev1.JobResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	resp, err := c.Dispatcher.GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: id, Wait: true})
+	resp, err := c.Dispatcher().GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: id, Wait: true})
 	if err != nil {
 		t.Fatalf("GetJobResult(%s): %v", id, err)
 	}
@@ -51,7 +51,7 @@ func result(t *testing.T, c *clustertest.Cluster, id string) *jobplanev1.JobResu
 }
 
 func TestJobRunsToFinished(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := newCluster(t, localcluster.Config{})
 	resp := submit(t, c, "finish", twoVertices("sleep", map[string]string{"duration": "20ms"}))
 	if !resp.GetCreated() || resp.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_INITIALIZING {
 		t.Errorf("SubmitJob = %v, want created INITIALIZING", resp)
@@ -61,13 +61,13 @@ func TestJobRunsToFinished(t *testing.T) {
 	}
 	// The result is in the store, clean, and the plan is gone.
 	ctx := context.Background()
-	entry, err := c.Store.GetJobResultEntry(ctx, "finish")
+	entry, err := c.Store().GetJobResultEntry(ctx, "finish")
 	if err != nil || entry.GetResult().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Errorf("stored result = %v, %v", entry, err)
 	}
 	// The cleanup follows the result: the plan goes soon after.
 	for deadline := time.Now().Add(20 * time.Second); ; {
-		ids, _ := c.Store.ListExecutionPlans(ctx, "", 0)
+		ids, _ := c.Store().ListExecutionPlans(ctx, "", 0)
 		if len(ids) == 0 {
 			break
 		}
@@ -82,7 +82,7 @@ func TestJobRunsToFinished(t *testing.T) {
 		t.Errorf("resubmit after FINISHED = %v, want created=false FINISHED", again)
 	}
 	// A different plan under the same id is refused.
-	_, err = c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "finish", JobGraph: twoVertices("noop", nil)})
+	_, err = c.Dispatcher().SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "finish", JobGraph: twoVertices("noop", nil)})
 	if connect.CodeOf(err) != connect.CodeAlreadyExists || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_JOB_ALREADY_EXISTS) {
 		t.Fatalf("different plan: err = %v, want ALREADY_EXISTS", err)
 	}
@@ -92,7 +92,7 @@ func TestJobRunsToFinished(t *testing.T) {
 }
 
 func TestRestartStrategies(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := newCluster(t, localcluster.Config{})
 	flaky := twoVertices("fail", map[string]string{"attempts": "0,1", "message": "boom"})
 	flaky.Config = &jobplanev1.JobConfig{RestartStrategy: &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{
 		FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{Attempts: 3, Delay: durationpb.New(10 * time.Millisecond)},
@@ -111,7 +111,7 @@ func TestRestartStrategies(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if resp, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "flaky"}); err != nil || resp.GetJob().GetSummary().GetFailure() != nil || len(resp.GetJob().GetExceptionHistory()) != 2 {
+		if resp, err := c.Dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "flaky"}); err != nil || resp.GetJob().GetSummary().GetFailure() != nil || len(resp.GetJob().GetExceptionHistory()) != 2 {
 			t.Errorf("GetJob of the FINISHED job = %v, %v; want no failure and 2 exceptions", resp, err)
 		}
 	}
@@ -124,13 +124,13 @@ func TestRestartStrategies(t *testing.T) {
 }
 
 func TestCancelRunningJob(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := newCluster(t, localcluster.Config{})
 	submit(t, c, "long", twoVertices("sleep", map[string]string{"duration": "1h"}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// Wait until it runs.
 	for {
-		resp, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "long"})
+		resp, err := c.Dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "long"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,28 +145,28 @@ func TestCancelRunningJob(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "long"}); err != nil {
+	if _, err := c.Dispatcher().CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "long"}); err != nil {
 		t.Fatal(err)
 	}
 	if r := result(t, c, "long"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
 		t.Errorf("result = %v, want CANCELED", r)
 	}
-	if _, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "long"}); err != nil {
+	if _, err := c.Dispatcher().CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "long"}); err != nil {
 		t.Errorf("second cancel: %v", err)
 	}
-	_, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "nope"})
+	_, err := c.Dispatcher().CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "nope"})
 	if connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("cancel of an unknown job: %v", err)
 	}
 }
 
 func TestInvalidGraphRefused(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TaskExecutors: 1, Slots: 1})
-	_, err := c.Dispatcher.SubmitJob(context.Background(), &jobplanev1.SubmitJobRequest{JobId: "bad", JobGraph: &jobplanev1.JobGraph{}})
+	c := newCluster(t, localcluster.Config{TaskExecutors: 1, Slots: 1})
+	_, err := c.Dispatcher().SubmitJob(context.Background(), &jobplanev1.SubmitJobRequest{JobId: "bad", JobGraph: &jobplanev1.JobGraph{}})
 	if connect.CodeOf(err) != connect.CodeInvalidArgument || len(apierror.Violations(err)) == 0 {
 		t.Fatalf("err = %v, want INVALID_ARGUMENT with violations", err)
 	}
-	if ids, _ := c.Store.ListExecutionPlans(context.Background(), "", 0); len(ids) != 0 {
+	if ids, _ := c.Store().ListExecutionPlans(context.Background(), "", 0); len(ids) != 0 {
 		t.Errorf("an invalid plan was persisted: %v", ids)
 	}
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/jobplane/jobplane/sdk/wire/apierror"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/clientlimit"
-	"github.com/jobplane/jobplane/server/internal/clustertest"
 	"github.com/jobplane/jobplane/server/internal/principal"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // principalHeader names the caller in these tests, as authentication
@@ -92,9 +92,9 @@ func wantRefused(t *testing.T, what string, err error, reason jobplanev1.ErrorRe
 }
 
 // wantNoPlan checks that a refused job left nothing in the store.
-func wantNoPlan(t *testing.T, c *clustertest.Cluster, id string) {
+func wantNoPlan(t *testing.T, c *localcluster.Cluster, id string) {
 	t.Helper()
-	if _, err := c.Store.GetExecutionPlan(context.Background(), id); !errors.Is(err, hastore.ErrPlanNotFound) {
+	if _, err := c.Store().GetExecutionPlan(context.Background(), id); !errors.Is(err, hastore.ErrPlanNotFound) {
 		t.Errorf("plan of the refused job %s: err = %v, want none", id, err)
 	}
 }
@@ -104,7 +104,7 @@ func TestStreamsPerClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := clustertest.Start(t, clustertest.Options{TaskExecutors: -1, DispatcherOptions: []connect.HandlerOption{connect.WithInterceptors(asPrincipal{}, lim)}})
+	c := newCluster(t, localcluster.Config{TaskExecutors: -1, DispatcherOptions: []connect.HandlerOption{connect.WithInterceptors(asPrincipal{}, lim)}})
 	submit(t, c, "watched", waitingJob(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -113,7 +113,7 @@ func TestStreamsPerClient(t *testing.T) {
 	// alone) and returns it once it delivered the job's first event, or
 	// with the error that ended it.
 	watch := func(who string) (*connect.ServerStreamForClient[jobplanev1.WatchJobResponse], error) {
-		s, err := c.Dispatcher.WatchJob(as(ctx, who), &jobplanev1.WatchJobRequest{JobId: "watched"})
+		s, err := c.Dispatcher().WatchJob(as(ctx, who), &jobplanev1.WatchJobRequest{JobId: "watched"})
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +164,7 @@ func TestStreamsPerClient(t *testing.T) {
 	_, err = watch("")
 	wantRefused(t, "a stream over the limit again", err, jobplanev1.ErrorReason_ERROR_REASON_TOO_MANY_STREAMS)
 	// A stream the server ends (its job ended) makes room too.
-	if _, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "watched"}); err != nil {
+	if _, err := c.Dispatcher().CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "watched"}); err != nil {
 		t.Fatal(err)
 	}
 	for s2.Receive() {
@@ -205,11 +205,11 @@ func TestSubmitRatePerClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := clustertest.Start(t, clustertest.Options{TaskExecutors: -1, DispatcherOptions: []connect.HandlerOption{connect.WithInterceptors(asPrincipal{}, lim)}})
+	c := newCluster(t, localcluster.Config{TaskExecutors: -1, DispatcherOptions: []connect.HandlerOption{connect.WithInterceptors(asPrincipal{}, lim)}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	submitAs := func(who, id string) (*jobplanev1.SubmitJobResponse, error) {
-		return c.Dispatcher.SubmitJob(as(ctx, who), &jobplanev1.SubmitJobRequest{JobId: id, JobGraph: waitingJob(1)})
+		return c.Dispatcher().SubmitJob(as(ctx, who), &jobplanev1.SubmitJobRequest{JobId: id, JobGraph: waitingJob(1)})
 	}
 	refusedFor := func(what string, err error, want time.Duration) {
 		t.Helper()
@@ -271,7 +271,7 @@ func TestSubmitRatePerClient(t *testing.T) {
 }
 
 func TestClusterLimits(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TaskExecutors: -1, JobManagers: 2, MaxJobs: 2, MaxClusterSubtasks: 5})
+	c := newCluster(t, localcluster.Config{TaskExecutors: -1, JobManagers: 2, MaxJobs: 2, MaxClusterSubtasks: 5})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	try := func(d jobplanev1connect.DispatcherServiceClient, id string, p int32) (*jobplanev1.SubmitJobResponse, error) {
@@ -304,7 +304,7 @@ func TestClusterLimits(t *testing.T) {
 		wantNoPlan(t, c, id)
 	}
 
-	leader := c.Dispatcher
+	leader := c.Dispatcher()
 	submit(t, c, "a", waitingJob(2))
 	_, err := try(leader, "big", 4)
 	wantSubtasksRefused(err, "big", 4, 2)
@@ -327,8 +327,8 @@ func TestClusterLimits(t *testing.T) {
 
 	// The standby takes over: it counts the jobs it recovers (b and c:
 	// two jobs, four subtasks).
-	c.JobManagers[0].Stop()
-	standby := c.JobManagers[1].Dispatcher
+	c.JobManagers()[0].Stop()
+	standby := c.JobManagers()[1].Dispatcher()
 	until(t, "the standby does not lead", func() bool {
 		_, err = try(standby, "d", 1)
 		return !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER)
@@ -345,7 +345,7 @@ func TestClusterLimits(t *testing.T) {
 // Concurrent submissions cannot together take the cluster over its
 // limit: each new job counts from when its submission takes its id.
 func TestClusterLimitConcurrentSubmissions(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TaskExecutors: -1, MaxJobs: 3})
+	c := newCluster(t, localcluster.Config{TaskExecutors: -1, MaxJobs: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const n = 12
@@ -353,7 +353,7 @@ func TestClusterLimitConcurrentSubmissions(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			_, errs[i] = c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "j" + strconv.Itoa(i), JobGraph: waitingJob(1)})
+			_, errs[i] = c.Dispatcher().SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "j" + strconv.Itoa(i), JobGraph: waitingJob(1)})
 		})
 	}
 	wg.Wait()
@@ -366,7 +366,7 @@ func TestClusterLimitConcurrentSubmissions(t *testing.T) {
 			t.Errorf("j%d: %v, want OK or TOO_MANY_JOBS", i, err)
 		}
 	}
-	ids, err := c.Store.ListExecutionPlans(ctx, "", 0)
+	ids, err := c.Store().ListExecutionPlans(ctx, "", 0)
 	if accepted != 3 || err != nil || len(ids) != 3 {
 		t.Errorf("accepted %d, plans %v (%v); want 3 of each", accepted, ids, err)
 	}
@@ -375,21 +375,21 @@ func TestClusterLimitConcurrentSubmissions(t *testing.T) {
 // A submission that fails leaves no count behind: its job id and its room
 // are free again.
 func TestClusterLimitFailedSubmission(t *testing.T) {
-	var rec *clustertest.Recorder
-	c := clustertest.Start(t, clustertest.Options{TaskExecutors: -1, MaxJobs: 1, WrapStore: func(s hastore.Store) hastore.Store {
-		rec = clustertest.NewRecorder(s)
+	var rec *localcluster.StoreRecorder
+	c := newCluster(t, localcluster.Config{TaskExecutors: -1, MaxJobs: 1, WrapStore: func(s hastore.Store) hastore.Store {
+		rec = localcluster.NewStoreRecorder(s)
 		return rec
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	rec.FailNext("put-plan", 1)
-	_, err := c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "lost", JobGraph: waitingJob(1)})
+	_, err := c.Dispatcher().SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "lost", JobGraph: waitingJob(1)})
 	if !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_PERSIST_FAILED) {
 		t.Fatalf("a submission whose persist failed: %v, want PERSIST_FAILED", err)
 	}
-	if resp, err := c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "next", JobGraph: waitingJob(1)}); err != nil || !resp.GetCreated() {
+	if resp, err := c.Dispatcher().SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "next", JobGraph: waitingJob(1)}); err != nil || !resp.GetCreated() {
 		t.Fatalf("the next submission: %v, %v; want created", resp, err)
 	}
-	_, err = c.Dispatcher.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "over", JobGraph: waitingJob(1)})
+	_, err = c.Dispatcher().SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "over", JobGraph: waitingJob(1)})
 	wantRefused(t, "a job over the limit", err, jobplanev1.ErrorReason_ERROR_REASON_TOO_MANY_JOBS)
 }

@@ -13,7 +13,7 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/taskexecutor"
-	"github.com/jobplane/jobplane/server/internal/clustertest"
+	"github.com/jobplane/jobplane/server/localcluster"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -89,7 +89,7 @@ func slowToStop(ctx context.Context, _ taskexecutor.Task) error {
 // holds the new deployment back.
 func TestLostDeploymentAnswerNeverRunsTwice(t *testing.T) {
 	f := &faults{cutTime: time.Second}
-	c := clustertest.Start(t, clustertest.Options{
+	c := newCluster(t, localcluster.Config{
 		Slots:                          1,
 		HeartbeatTimeout:               3 * time.Second, // the cut-off is not a loss
 		Invokables:                     map[string]taskexecutor.Invokable{"slow-to-stop": slowToStop},
@@ -106,7 +106,7 @@ func TestLostDeploymentAnswerNeverRunsTwice(t *testing.T) {
 	// Wait for the deployment after the lost answer.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		submits := 0
-		for _, e := range c.Tasks.Events() {
+		for _, e := range c.Tasks().Events() {
 			if e.JobID == "lost" && e.Method == "SubmitTask" && e.Attempt.GetVertexId() == "a" {
 				submits++
 			}
@@ -120,7 +120,7 @@ func TestLostDeploymentAnswerNeverRunsTwice(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := c.Dispatcher.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "lost"}); err != nil {
+	if _, err := c.Dispatcher().CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "lost"}); err != nil {
 		t.Fatal(err)
 	}
 	result(t, c, "lost")
@@ -134,11 +134,11 @@ func TestLostDeploymentAnswerNeverRunsTwice(t *testing.T) {
 // same attempt under the same token again to the TaskExecutor running it,
 // which SubmitTask's idempotency makes a no-op (a JobMaster that has not
 // yet heard of the attempt's state may deploy it again).
-func neverTwice(t *testing.T, c *clustertest.Cluster, job, vertex string) {
+func neverTwice(t *testing.T, c *localcluster.Cluster, job, vertex string) {
 	t.Helper()
 	var log []string
-	running := map[string]clustertest.TaskEvent{} // TaskExecutor -> its SubmitTask
-	for _, e := range c.Tasks.Events() {
+	running := map[string]localcluster.TaskEvent{} // TaskExecutor -> its SubmitTask
+	for _, e := range c.Tasks().Events() {
 		if e.JobID != job || e.Attempt.GetVertexId() != vertex {
 			continue
 		}
@@ -191,7 +191,7 @@ func (l *lostOfferAnswer) WrapStreamingHandler(next connect.StreamingHandlerFunc
 // job finishes without a restart, and the subtask never runs twice.
 func TestLostOfferAnswerStillDeploys(t *testing.T) {
 	l := &lostOfferAnswer{}
-	c := clustertest.Start(t, clustertest.Options{
+	c := newCluster(t, localcluster.Config{
 		TaskExecutors: 1, Slots: 1,
 		TaskExecutorClientInterceptors: []connect.Interceptor{l},
 	})
@@ -209,7 +209,7 @@ func TestLostOfferAnswerStillDeploys(t *testing.T) {
 
 // redelivery reports whether b deploys the attempt a deployed, under the
 // same token.
-func redelivery(a, b clustertest.TaskEvent) bool {
+func redelivery(a, b localcluster.TaskEvent) bool {
 	return a.Attempt.GetSubtaskIndex() == b.Attempt.GetSubtaskIndex() && a.Attempt.GetAttemptNumber() == b.Attempt.GetAttemptNumber() &&
 		proto.Equal(a.Token, b.Token)
 }

@@ -18,21 +18,21 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/taskexecutor"
 	"github.com/jobplane/jobplane/sdk/wire/apierror"
-	"github.com/jobplane/jobplane/server/internal/clustertest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // taskOutput reads the output of a subtask through the Dispatcher.
-func taskOutput(t *testing.T, c *clustertest.Cluster, req *jobplanev1.GetTaskOutputRequest) (*jobplanev1.GetTaskOutputResponse, error) {
+func taskOutput(t *testing.T, c *localcluster.Cluster, req *jobplanev1.GetTaskOutputRequest) (*jobplanev1.GetTaskOutputResponse, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return c.Dispatcher.GetTaskOutput(ctx, req)
+	return c.Dispatcher().GetTaskOutput(ctx, req)
 }
 
 // follow reads a subtask's output from offset 0 in reads of at most max
 // bytes, following next_offset until the attempt has ended and all was
 // read.
-func follow(t *testing.T, c *clustertest.Cluster, jobID, vertex string, subtask int32, max int32) ([]byte, *jobplanev1.GetTaskOutputResponse) {
+func follow(t *testing.T, c *localcluster.Cluster, jobID, vertex string, subtask int32, max int32) ([]byte, *jobplanev1.GetTaskOutputResponse) {
 	t.Helper()
 	var out bytes.Buffer
 	var offset int64
@@ -71,7 +71,7 @@ func execGraph(script string) *jobplanev1.JobGraph {
 // NOT_FOUND for an unknown job or an attempt that never ran.
 func TestGetTaskOutputThroughTheDispatcher(t *testing.T) {
 	release := make(chan struct{})
-	c := clustertest.Start(t, clustertest.Options{AllowExec: true, Invokables: map[string]taskexecutor.Invokable{
+	c := newCluster(t, localcluster.Config{AllowExec: true, Invokables: map[string]taskexecutor.Invokable{
 		"chatty": func(ctx context.Context, task taskexecutor.Task) error {
 			for i := range 3 {
 				task.Logger.Info("working", "subtask", task.SubtaskIndex, "step", i)
@@ -86,8 +86,8 @@ func TestGetTaskOutputThroughTheDispatcher(t *testing.T) {
 		},
 	}})
 	var executors []string
-	for _, te := range c.TaskExecutors {
-		executors = append(executors, te.ID)
+	for _, te := range c.TaskExecutors() {
+		executors = append(executors, te.ID())
 	}
 
 	submit(t, c, "logs", &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "chat", Invokable: "chatty", Parallelism: 2}}})
@@ -181,7 +181,7 @@ func TestGetTaskOutputThroughTheDispatcher(t *testing.T) {
 func TestGetTaskOutputOfAGoneTaskExecutor(t *testing.T) {
 	// The ResourceManager keeps a silent TaskExecutor registered for the
 	// heartbeat timeout: long enough to see it unreachable first.
-	c := clustertest.Start(t, clustertest.Options{AllowExec: true, HeartbeatTimeout: 4 * time.Second})
+	c := newCluster(t, localcluster.Config{AllowExec: true, HeartbeatTimeout: 4 * time.Second})
 	submit(t, c, "gone", execGraph("echo kept"))
 	if r := result(t, c, "gone"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Fatalf("result = %v, want FINISHED", r)
@@ -191,8 +191,8 @@ func TestGetTaskOutputOfAGoneTaskExecutor(t *testing.T) {
 	if err != nil || string(resp.GetData()) != "kept\n" {
 		t.Fatalf("GetTaskOutput = %v, %v; want the output", resp, err)
 	}
-	for _, te := range c.TaskExecutors {
-		if te.ID == resp.GetTaskExecutorId() {
+	for _, te := range c.TaskExecutors() {
+		if te.ID() == resp.GetTaskExecutorId() {
 			te.Partition()
 		}
 	}
@@ -224,7 +224,7 @@ func TestGetTaskOutputOfAGoneTaskExecutor(t *testing.T) {
 // only: past it, the output is not found, though its TaskExecutor still
 // keeps it; a running job's is found for as long as it runs.
 func TestGetTaskOutputPastTheRetention(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{AllowExec: true, OutputRetention: time.Nanosecond})
+	c := newCluster(t, localcluster.Config{AllowExec: true, OutputRetention: time.Nanosecond})
 	submit(t, c, "running", twoVertices("sleep", map[string]string{"duration": "1h"}))
 	submit(t, c, "ended", execGraph("echo forgotten"))
 	if r := result(t, c, "ended"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
@@ -253,7 +253,7 @@ func TestGetTaskOutputPastTheRetention(t *testing.T) {
 // A subtask that restarted has an output per attempt: the latest is read
 // by default, an earlier one by its number.
 func TestGetTaskOutputOfEachAttempt(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{Invokables: map[string]taskexecutor.Invokable{
+	c := newCluster(t, localcluster.Config{Invokables: map[string]taskexecutor.Invokable{
 		"flaky": func(_ context.Context, task taskexecutor.Task) error {
 			task.Logger.Info("running", "attempt", task.Attempt)
 			if task.Attempt == 0 {

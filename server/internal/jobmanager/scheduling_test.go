@@ -14,7 +14,7 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/taskexecutor"
-	"github.com/jobplane/jobplane/server/internal/clustertest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 func jobEdge(from, to string, allToAll, blocking bool) *jobplanev1.JobEdge {
@@ -35,9 +35,9 @@ func attemptKey(a *jobplanev1.ExecutionAttemptId) string {
 }
 
 // submits counts the SubmitTask calls of a job per attempt.
-func submits(c *clustertest.Cluster, job string) map[string]int {
+func submits(c *localcluster.Cluster, job string) map[string]int {
 	out := map[string]int{}
-	for _, e := range c.Tasks.Events() {
+	for _, e := range c.Tasks().Events() {
 		if e.JobID == job && e.Method == "SubmitTask" {
 			out[attemptKey(e.Attempt)]++
 		}
@@ -49,7 +49,7 @@ func submits(c *clustertest.Cluster, job string) map[string]int {
 // TaskExecutors with 4 slots each; the consumer region is deployed only
 // after every producer reported FINISHED.
 func TestBlockingEdgeOrdersDeployment(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TaskExecutors: 2, Slots: 4})
+	c := newCluster(t, localcluster.Config{TaskExecutors: 2, Slots: 4})
 	g := &jobplanev1.JobGraph{
 		Name: "three",
 		Vertices: []*jobplanev1.JobVertex{
@@ -65,7 +65,7 @@ func TestBlockingEdgeOrdersDeployment(t *testing.T) {
 	}
 	lastProducerFinished, firstSinkSubmit := -1, -1
 	executors := map[string]bool{}
-	for _, e := range c.Tasks.Events() {
+	for _, e := range c.Tasks().Events() {
 		v := e.Attempt.GetVertexId()
 		switch {
 		case e.Method == "UpdateTaskExecutionState" && e.State == jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED && v != "sink":
@@ -78,7 +78,7 @@ func TestBlockingEdgeOrdersDeployment(t *testing.T) {
 	}
 	if firstSinkSubmit < 0 || lastProducerFinished < 0 || firstSinkSubmit < lastProducerFinished {
 		t.Errorf("first sink deployment at #%d, last producer FINISHED at #%d; want the deployment after:\n%v",
-			firstSinkSubmit, lastProducerFinished, c.Tasks.Events())
+			firstSinkSubmit, lastProducerFinished, c.Tasks().Events())
 	}
 	if len(executors) != 2 {
 		t.Errorf("the producer region ran on %d TaskExecutors, want 2 (it needs all 8 slots)", len(executors))
@@ -127,13 +127,13 @@ func gate(open <-chan struct{}) taskexecutor.Invokable {
 }
 
 // waitJob polls GetJob (full view) until ok accepts the details.
-func waitJob(t *testing.T, c *clustertest.Cluster, id string, ok func(*jobplanev1.JobDetails) bool) *jobplanev1.JobDetails {
+func waitJob(t *testing.T, c *localcluster.Cluster, id string, ok func(*jobplanev1.JobDetails) bool) *jobplanev1.JobDetails {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var last *jobplanev1.JobDetails
 	for {
-		resp, err := c.Dispatcher.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: id, View: jobplanev1.JobView_JOB_VIEW_FULL})
+		resp, err := c.Dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: id, View: jobplanev1.JobView_JOB_VIEW_FULL})
 		if err == nil {
 			last = resp.GetJob()
 			if ok(last) {
@@ -161,7 +161,7 @@ func subtask(d *jobplanev1.JobDetails, vertex string, index int) *jobplanev1.Sub
 // the other regions keep running with their attempt numbers.
 func TestRegionFailover(t *testing.T) {
 	open := make(chan struct{})
-	c := clustertest.Start(t, clustertest.Options{Invokables: map[string]taskexecutor.Invokable{"gate": gate(open)}})
+	c := newCluster(t, localcluster.Config{Invokables: map[string]taskexecutor.Invokable{"gate": gate(open)}})
 
 	// Eager: both sinks run while map1 fails. sink1 consumes map1 and
 	// restarts; sink0 and region {src0, map0} keep their attempts.
@@ -214,8 +214,8 @@ func TestRegionFailover(t *testing.T) {
 // Each restart strategy allows its number of restarts with its delays,
 // read off a fake clock.
 func TestRestartDelays(t *testing.T) {
-	clock := clustertest.NewFakeClock(time.Unix(1_800_000_000, 0))
-	c := clustertest.Start(t, clustertest.Options{Clock: clock})
+	clock := localcluster.NewFakeClock(time.Unix(1_800_000_000, 0))
+	c := newCluster(t, localcluster.Config{Clock: clock})
 	strategy := func(s *jobplanev1.RestartStrategy) *jobplanev1.JobGraph {
 		return &jobplanev1.JobGraph{
 			Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "fail", Parallelism: 1, Config: map[string]string{"attempts": "0,1,2,3,4,5"}}},
@@ -295,7 +295,7 @@ func TestWaitingJobGivesBackIdleSlots(t *testing.T) {
 		}
 	})
 	open := make(chan struct{})
-	c := clustertest.Start(t, clustertest.Options{TaskExecutors: 1, Slots: 3, SlotYield: 200 * time.Millisecond,
+	c := newCluster(t, localcluster.Config{TaskExecutors: 1, Slots: 3, SlotYield: 200 * time.Millisecond,
 		Invokables:               map[string]taskexecutor.Invokable{"gate": gate(open)},
 		TaskExecutorInterceptors: []connect.Interceptor{count}})
 	// "runs" keeps one slot (its source's is given back); "waits" needs
@@ -330,7 +330,7 @@ func TestWaitingJobGivesBackIdleSlots(t *testing.T) {
 // A region larger than the cluster's slots fails with a cause once it
 // waited out the slot timeout, rather than waiting forever.
 func TestRegionWithoutSlotsFails(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TaskExecutors: 1, Slots: 2, SlotTimeout: 300 * time.Millisecond})
+	c := newCluster(t, localcluster.Config{TaskExecutors: 1, Slots: 2, SlotTimeout: 300 * time.Millisecond})
 	submit(t, c, "too-big", &jobplanev1.JobGraph{
 		Vertices: []*jobplanev1.JobVertex{{Id: "a", Invokable: "noop", Parallelism: 1}, {Id: "b", Invokable: "noop", Parallelism: 2}},
 		Edges:    []*jobplanev1.JobEdge{jobEdge("a", "b", true, false)},

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/internal/clustertest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // A job waiting for slots costs no goroutine: with hundreds of jobs
@@ -16,7 +16,7 @@ import (
 // goroutines as with none. Each job's JobMaster runs only while something
 // happens to it.
 func TestWaitingJobsKeepNoGoroutine(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TaskExecutors: -1})
+	c := newCluster(t, localcluster.Config{TaskExecutors: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// The process settles before the count.
@@ -39,7 +39,7 @@ func TestWaitingJobsKeepNoGoroutine(t *testing.T) {
 		submit(t, c, fmt.Sprintf("wait-%d", i), g)
 	}
 	for {
-		resp, err := c.Dispatcher.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+		resp, err := c.Dispatcher().GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}

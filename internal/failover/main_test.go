@@ -1,4 +1,4 @@
-package hacluster_test
+package failover
 
 import (
 	"os"
@@ -6,11 +6,11 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/jobplane/jobplane/internal/standalonetest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 func TestMain(m *testing.M) {
-	code := standalonetest.Main(m)
+	code := localcluster.Main(m)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			println("goroutines left behind:", err.Error())

@@ -1,4 +1,4 @@
-package hacluster
+package chaos
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jobplane/jobplane/sdk/taskexecutor"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // Interval is one execution attempt as a TaskExecutor's attempt log
@@ -57,13 +58,13 @@ func (iv Interval) overlaps(o Interval) bool {
 	return (iv.Stop.IsZero() || o.Start.Before(iv.Stop)) && (o.Stop.IsZero() || iv.Start.Before(o.Stop))
 }
 
-// Attempts reads every TaskExecutor's attempt log and returns its
-// attempts, ordered by start. A TaskExecutor that has not written its log
-// yet has no attempts.
-func (c *Cluster) Attempts() ([]Interval, error) {
+// Attempts reads the attempt log of every TaskExecutor process of a
+// cluster and returns its attempts, ordered by start. A TaskExecutor
+// that has not written its log yet has no attempts.
+func Attempts(tes []*localcluster.TaskExecutorProcess) ([]Interval, error) {
 	var all []Interval
-	for _, te := range c.TaskExecutors {
-		f, err := os.Open(te.AttemptLog)
+	for _, te := range tes {
+		f, err := os.Open(te.AttemptLog())
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -98,7 +99,7 @@ type attemptKey struct {
 // process killed mid-write) is ignored; any other malformed line, a
 // second start of a running attempt, a stop without its start or an
 // unknown event is an error.
-func ReadAttemptLog(r io.Reader, process string, runs []Run) ([]Interval, error) {
+func ReadAttemptLog(r io.Reader, process string, runs []localcluster.ProcessRun) ([]Interval, error) {
 	var lines [][]byte
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -106,7 +107,7 @@ func ReadAttemptLog(r io.Reader, process string, runs []Run) ([]Interval, error)
 		lines = append(lines, slices.Clone(sc.Bytes()))
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("hacluster: reading the attempt log of %s: %w", process, err)
+		return nil, fmt.Errorf("chaos: reading the attempt log of %s: %w", process, err)
 	}
 	var out []Interval
 	open := map[attemptKey]int{}
@@ -119,13 +120,13 @@ func ReadAttemptLog(r io.Reader, process string, runs []Run) ([]Interval, error)
 			if i == len(lines)-1 {
 				break
 			}
-			return nil, fmt.Errorf("hacluster: attempt log of %s, line %d: %w", process, i+1, err)
+			return nil, fmt.Errorf("chaos: attempt log of %s, line %d: %w", process, i+1, err)
 		}
 		k := attemptKey{rec.TaskExecutor, rec.JobID, rec.VertexID, rec.SubtaskIndex, rec.Attempt, rec.Epoch}
 		switch rec.Event {
 		case "start":
 			if _, dup := open[k]; dup {
-				return nil, fmt.Errorf("hacluster: attempt log of %s, line %d: a second start of a running attempt: %s", process, i+1, line)
+				return nil, fmt.Errorf("chaos: attempt log of %s, line %d: a second start of a running attempt: %s", process, i+1, line)
 			}
 			open[k] = len(out)
 			out = append(out, Interval{
@@ -135,12 +136,12 @@ func ReadAttemptLog(r io.Reader, process string, runs []Run) ([]Interval, error)
 		case "stop":
 			j, ok := open[k]
 			if !ok {
-				return nil, fmt.Errorf("hacluster: attempt log of %s, line %d: a stop without its start: %s", process, i+1, line)
+				return nil, fmt.Errorf("chaos: attempt log of %s, line %d: a stop without its start: %s", process, i+1, line)
 			}
 			delete(open, k)
 			out[j].Stop, out[j].State = rec.Time, rec.State
 		default:
-			return nil, fmt.Errorf("hacluster: attempt log of %s, line %d: unknown event %q", process, i+1, rec.Event)
+			return nil, fmt.Errorf("chaos: attempt log of %s, line %d: unknown event %q", process, i+1, rec.Event)
 		}
 	}
 	for _, j := range open {

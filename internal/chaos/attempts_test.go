@@ -1,4 +1,4 @@
-package hacluster
+package chaos
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobplane/jobplane/sdk/taskexecutor"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 var t0 = time.Date(2026, 12, 1, 16, 0, 0, 0, time.UTC)
@@ -136,7 +137,7 @@ func TestReadAttemptLog(t *testing.T) {
 	other.SubtaskIndex = 1
 	log := logOf(t, rec("start", "te1", 0, 7, 1), other, rec("stop", "te1", 0, 7, 3)) + `{"event":"start","task_exec`
 	died := at(9)
-	ivs, err := ReadAttemptLog(strings.NewReader(log), "te-0", []Run{{Start: at(-60), Exit: died}})
+	ivs, err := ReadAttemptLog(strings.NewReader(log), "te-0", []localcluster.ProcessRun{{Start: at(-60), Exit: died}})
 	if err != nil {
 		t.Fatal(err)
 	}

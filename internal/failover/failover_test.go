@@ -1,4 +1,4 @@
-package hacluster_test
+package failover
 
 import (
 	"context"
@@ -16,17 +16,17 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/internal/hacluster"
+	"github.com/jobplane/jobplane/internal/chaos"
 	"github.com/jobplane/jobplane/sdk"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
-// ttl is the jobmanagers' session TTL; every bound on a failover derives
-// from it.
-func ttl(t *testing.T) time.Duration {
+// ttl is the jobmanagers' session TTL, the binary's default, on which
+// these tests run them; every bound on a failover derives from it.
+func ttl(t testing.TB) time.Duration {
 	t.Helper()
-	d := hacluster.SessionTTL()
-	if d <= 0 {
-		_, _, err := hacluster.Binaries()
+	d, err := localcluster.DefaultSessionTTL()
+	if err != nil {
 		t.Fatalf("no session TTL: %v", err)
 	}
 	return d
@@ -48,7 +48,7 @@ func phase(t *testing.T) time.Duration { return 3*ttl(t) + 20*time.Second }
 // start starts a cluster and an SDK client of it, and runs n jobs of two
 // subtasks that sleep for an hour (ids job-0, job-1, ...) until they all
 // run at the leader, which it returns.
-func start(t *testing.T, cfg hacluster.Config, n int) (*hacluster.Cluster, *sdk.Client, *hacluster.JobManager, []string) {
+func start(t *testing.T, cfg localcluster.ProcessClusterConfig, n int) (*localcluster.ProcessCluster, *sdk.Client, *localcluster.JobManagerProcess, []string) {
 	return startJobs(t, cfg, n, nil)
 }
 
@@ -62,15 +62,15 @@ func restarting(g *jobplanev1.JobGraph) {
 }
 
 // startJobs is start with the jobs' graphs changed by edit, if not nil.
-func startJobs(t *testing.T, cfg hacluster.Config, n int, edit func(*jobplanev1.JobGraph)) (*hacluster.Cluster, *sdk.Client, *hacluster.JobManager, []string) {
+func startJobs(t *testing.T, cfg localcluster.ProcessClusterConfig, n int, edit func(*jobplanev1.JobGraph)) (*localcluster.ProcessCluster, *sdk.Client, *localcluster.JobManagerProcess, []string) {
 	t.Helper()
 	begin := time.Now()
-	if _, _, err := hacluster.Binaries(); err != nil {
+	if _, _, err := localcluster.Binaries(); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("built in %v", time.Since(begin))
 	begin = time.Now()
-	c := hacluster.New(t, cfg)
+	c := localcluster.NewProcessCluster(t, cfg)
 	t.Logf("started in %v", time.Since(begin))
 	cl, err := c.Client()
 	if err != nil {
@@ -81,7 +81,7 @@ func startJobs(t *testing.T, cfg hacluster.Config, n int, edit func(*jobplanev1.
 	var ids []string
 	for i := range n {
 		id := fmt.Sprintf("job-%d", i)
-		g := hacluster.SleepJob(id, 2, time.Hour)
+		g := sleepJob(id, 2, time.Hour)
 		if edit != nil {
 			edit(g)
 		}
@@ -94,23 +94,23 @@ func startJobs(t *testing.T, cfg hacluster.Config, n int, edit func(*jobplanev1.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l != c.JobManagers[0] && !cfg.EmbeddedPeers {
+	if l != c.JobManagers()[0] && !cfg.EmbeddedPeers {
 		t.Fatalf("%s leads, want the first jobmanager", l.Name)
 	}
-	if err := l.WaitRunning(ctx, ids...); err != nil {
+	if err := waitRunning(ctx, l, ids...); err != nil {
 		t.Fatal(err)
 	}
 	return c, cl, l, ids
 }
 
 // checkAttempts runs the attempt-log check, and returns the attempts.
-func checkAttempts(t *testing.T, c *hacluster.Cluster) []hacluster.Interval {
+func checkAttempts(t *testing.T, c *localcluster.ProcessCluster) []chaos.Interval {
 	t.Helper()
-	ivs, err := c.Attempts()
+	ivs, err := chaos.Attempts(c.TaskExecutors())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := hacluster.CheckAttempts(ivs); err != nil {
+	if err := chaos.CheckAttempts(ivs); err != nil {
 		t.Error(err)
 	}
 	return ivs
@@ -118,9 +118,9 @@ func checkAttempts(t *testing.T, c *hacluster.Cluster) []hacluster.Interval {
 
 // checkRecovered checks that every job ran again after the instant at,
 // only under JobMaster tokens it had not run under before at.
-func checkRecovered(t *testing.T, ivs []hacluster.Interval, at time.Time, ids []string) {
+func checkRecovered(t *testing.T, ivs []chaos.Interval, at time.Time, ids []string) {
 	t.Helper()
-	old := hacluster.Epochs(ivs, at)
+	old := chaos.Epochs(ivs, at)
 	again := map[string]bool{}
 	for _, iv := range ivs {
 		if iv.Start.Before(at) {
@@ -184,7 +184,7 @@ func submitter(t *testing.T, cl *sdk.Client, prefix string, stop <-chan struct{}
 			}
 			id := fmt.Sprintf("%s-%d", prefix, i)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			_, err := cl.Submit(ctx, hacluster.SleepJob(id, 1, 100*time.Millisecond), sdk.WithJobID(id))
+			_, err := cl.Submit(ctx, sleepJob(id, 1, 100*time.Millisecond), sdk.WithJobID(id))
 			cancel()
 			if err == nil {
 				mu.Lock()
@@ -214,16 +214,16 @@ func submitter(t *testing.T, cl *sdk.Client, prefix string, stop <-chan struct{}
 func TestKillLeader(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		cfg  hacluster.Config
+		cfg  localcluster.ProcessClusterConfig
 	}{
-		{"3-etcd-members", hacluster.Config{JobManagers: 3}},
-		{"3-embedded-peers", hacluster.Config{JobManagers: 3, EmbeddedPeers: true}},
+		{"3-etcd-members", localcluster.ProcessClusterConfig{JobManagers: 3}},
+		{"3-embedded-peers", localcluster.ProcessClusterConfig{JobManagers: 3, EmbeddedPeers: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { killLeader(t, tc.cfg) })
 	}
 }
 
-func killLeader(t *testing.T, cfg hacluster.Config) {
+func killLeader(t *testing.T, cfg localcluster.ProcessClusterConfig) {
 	c, cl, l, ids := start(t, cfg, 3)
 	if cfg.EmbeddedPeers {
 		// The leader keeps etcd's leadership off its own member, so that
@@ -253,12 +253,12 @@ func killLeader(t *testing.T, cfg hacluster.Config) {
 		acked()
 		t.Fatal(err)
 	}
-	at, err := next.WaitAnyRunning(ctx, ids...)
+	at, err := waitAnyRunning(ctx, next, ids...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("SIGKILL of %s: %s leads; first recovered job RUNNING after %v (session TTL %v)", l.Name, next.Name, at.Sub(killed), ttl(t))
-	if err := next.WaitRunning(ctx, ids...); err != nil {
+	if err := waitRunning(ctx, next, ids...); err != nil {
 		t.Fatal(err)
 	}
 	close(stop)
@@ -269,7 +269,7 @@ func killLeader(t *testing.T, cfg hacluster.Config) {
 
 	// Every job is still known to the new leader, and reaches its end.
 	for _, id := range append(append([]string(nil), ids...), during...) {
-		if _, _, _, err := next.JobState(ctx, id); err != nil {
+		if _, _, _, err := jobState(ctx, next, id); err != nil {
 			t.Errorf("job %s, acknowledged, unknown to the new leader: %v", id, err)
 		}
 	}
@@ -280,7 +280,7 @@ func killLeader(t *testing.T, cfg hacluster.Config) {
 
 // SIGTERM of the leader: it hands over at once, well within the TTL.
 func TestTermLeader(t *testing.T) {
-	c, cl, l, ids := start(t, hacluster.Config{JobManagers: 3}, 2)
+	c, cl, l, ids := start(t, localcluster.ProcessClusterConfig{JobManagers: 3}, 2)
 	termed := time.Now()
 	if err := l.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -298,7 +298,7 @@ func TestTermLeader(t *testing.T) {
 	if err := l.Wait(ctx); err != nil {
 		t.Errorf("the old leader did not exit: %v", err)
 	}
-	if err := next.WaitRunning(ctx, ids...); err != nil {
+	if err := waitRunning(ctx, next, ids...); err != nil {
 		t.Fatal(err)
 	}
 	finish(t, cl, ids, jobplanev1.JobStatus_JOB_STATUS_CANCELED)
@@ -309,13 +309,13 @@ func TestTermLeader(t *testing.T) {
 // NOT_LEADER, deploys and writes nothing under its old session, and
 // rejoins as a standby that leads again when the new leader dies.
 func TestPauseLeader(t *testing.T) {
-	c, cl, l, ids := start(t, hacluster.Config{JobManagers: 2}, 2)
+	c, cl, l, ids := start(t, localcluster.ProcessClusterConfig{JobManagers: 2}, 2)
 	ctx := within(t, 3*phase(t))
-	old, err := c.CandidacyOf(ctx, l)
+	old, err := candidacyOf(ctx, c, l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := c.WatchStore(ctx)
+	w, err := watchStore(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,11 +333,11 @@ func TestPauseLeader(t *testing.T) {
 	// The TaskExecutors follow at once, not held by calls to the paused
 	// leader.
 	followed := time.Now()
-	if err := c.WaitTaskExecutors(within(t, 5*time.Second), len(c.TaskExecutors)); err != nil {
+	if err := c.WaitTaskExecutors(within(t, 5*time.Second), len(c.TaskExecutors())); err != nil {
 		t.Fatalf("the TaskExecutors did not register with the new leader: %v", err)
 	}
 	t.Logf("every TaskExecutor registered with %s after %v", next.Name, time.Since(followed))
-	if err := next.WaitRunning(ctx, ids...); err != nil {
+	if err := waitRunning(ctx, next, ids...); err != nil {
 		t.Fatal(err)
 	}
 
@@ -358,12 +358,12 @@ func TestPauseLeader(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if addr != next.URL {
-		t.Errorf("the old leader names %q as the leader, want %q", addr, next.URL)
+	if addr != next.URL() {
+		t.Errorf("the old leader names %q as the leader, want %q", addr, next.URL())
 	}
 	// It rejoins: a candidacy of a new session.
 	if err := waitFor(ctx, func(ctx context.Context) error {
-		cd, err := c.CandidacyOf(ctx, l)
+		cd, err := candidacyOf(ctx, c, l)
 		if err == nil && cd.Lease == old.Lease {
 			return errors.New("still the old session's candidacy")
 		}
@@ -398,7 +398,7 @@ func TestPauseLeader(t *testing.T) {
 	if again != l {
 		t.Fatalf("%s leads, want the rejoined %s", again.Name, l.Name)
 	}
-	if err := l.WaitRunning(ctx, ids...); err != nil {
+	if err := waitRunning(ctx, l, ids...); err != nil {
 		t.Fatal(err)
 	}
 	finish(t, cl, ids, jobplanev1.JobStatus_JOB_STATUS_CANCELED)
@@ -414,7 +414,7 @@ func TestPauseLeader(t *testing.T) {
 // timeout) the TaskExecutors stop the tasks of the JobMasters that could
 // not prove their leadership in time.
 func TestEtcdMembersDie(t *testing.T) {
-	c, cl, _, ids := startJobs(t, hacluster.Config{JobManagers: 2}, 2, restarting)
+	c, cl, _, ids := startJobs(t, localcluster.ProcessClusterConfig{JobManagers: 2}, 2, restarting)
 	ctx := within(t, 3*phase(t))
 	order, err := etcdLeaderFirst(ctx, c)
 	if err != nil {
@@ -424,13 +424,13 @@ func TestEtcdMembersDie(t *testing.T) {
 	// One member down (the raft leader): a job submitted now runs and
 	// finishes.
 	order[0].Kill()
-	if _, err := cl.Submit(ctx, hacluster.SleepJob("one-down", 1, 100*time.Millisecond), sdk.WithJobID("one-down")); err != nil {
+	if _, err := cl.Submit(ctx, sleepJob("one-down", 1, 100*time.Millisecond), sdk.WithJobID("one-down")); err != nil {
 		t.Fatalf("submit with one member down: %v", err)
 	}
 	finish(t, cl, []string{"one-down"}, jobplanev1.JobStatus_JOB_STATUS_FINISHED)
 	if l, err := c.WaitLeader(ctx); err != nil {
 		t.Fatal(err)
-	} else if err := l.WaitRunning(ctx, ids...); err != nil {
+	} else if err := waitRunning(ctx, l, ids...); err != nil {
 		t.Fatal(err)
 	}
 
@@ -452,9 +452,9 @@ func TestEtcdMembersDie(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, jm := range c.JobManagers {
+	for _, jm := range c.JobManagers() {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := jm.Dispatcher.SubmitJob(sctx, &jobplanev1.SubmitJobRequest{JobId: "no-quorum", JobGraph: hacluster.SleepJob("no-quorum", 1, time.Millisecond)})
+		_, err := jm.Dispatcher().SubmitJob(sctx, &jobplanev1.SubmitJobRequest{JobId: "no-quorum", JobGraph: sleepJob("no-quorum", 1, time.Millisecond)})
 		cancel()
 		if connect.CodeOf(err) != connect.CodeUnavailable {
 			t.Errorf("submit to %s without a quorum: %v, want UNAVAILABLE", jm.Name, err)
@@ -474,14 +474,14 @@ func TestEtcdMembersDie(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := next.WaitRunning(ctx, ids...); err != nil {
+	if err := waitRunning(ctx, next, ids...); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("quorum back: %s leads with every job running after %v", next.Name, time.Since(returned))
 	if _, err := cl.Get(ctx, "no-quorum"); sdk.Reason(err) != jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_FOUND {
 		t.Errorf("the submission refused without a quorum: get = %v, want JOB_NOT_FOUND", err)
 	}
-	if _, err := cl.Submit(ctx, hacluster.SleepJob("quorum-back", 1, 100*time.Millisecond), sdk.WithJobID("quorum-back")); err != nil {
+	if _, err := cl.Submit(ctx, sleepJob("quorum-back", 1, 100*time.Millisecond), sdk.WithJobID("quorum-back")); err != nil {
 		t.Fatalf("submit after the quorum returned: %v", err)
 	}
 	finish(t, cl, []string{"quorum-back"}, jobplanev1.JobStatus_JOB_STATUS_FINISHED)
@@ -496,7 +496,7 @@ func TestEtcdMembersDie(t *testing.T) {
 // within the TTL, a standby leads, and no subtask runs under two
 // JobMasters.
 func TestPartitionLeader(t *testing.T) {
-	c, cl, l, ids := start(t, hacluster.Config{JobManagers: 2, EtcdProxies: true}, 2)
+	c, cl, l, ids := start(t, localcluster.ProcessClusterConfig{JobManagers: 2, EtcdProxies: true}, 2)
 	ctx := within(t, 3*phase(t))
 	cut := time.Now()
 	if err := l.CutEtcd(); err != nil {
@@ -522,7 +522,7 @@ func TestPartitionLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := next.WaitRunning(ctx, ids...); err != nil {
+	if err := waitRunning(ctx, next, ids...); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.HealEtcd(); err != nil {
@@ -530,7 +530,7 @@ func TestPartitionLeader(t *testing.T) {
 	}
 	// Healed, it stays a standby.
 	if err := waitFor(ctx, func(ctx context.Context) error {
-		_, err := c.CandidacyOf(ctx, l)
+		_, err := candidacyOf(ctx, c, l)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -543,9 +543,9 @@ func TestPartitionLeader(t *testing.T) {
 }
 
 // etcdLeaderFirst returns the etcd members, the raft leader first.
-func etcdLeaderFirst(ctx context.Context, c *hacluster.Cluster) ([]*hacluster.EtcdMember, error) {
-	var leader, rest []*hacluster.EtcdMember
-	for _, m := range c.Etcd {
+func etcdLeaderFirst(ctx context.Context, c *localcluster.ProcessCluster) ([]*localcluster.EtcdMember, error) {
+	var leader, rest []*localcluster.EtcdMember
+	for _, m := range c.Etcd() {
 		st, err := memberStatus(ctx, m)
 		if err != nil {
 			return nil, err
@@ -562,38 +562,23 @@ func etcdLeaderFirst(ctx context.Context, c *hacluster.Cluster) ([]*hacluster.Et
 	return append(leader, rest...), nil
 }
 
-func memberStatus(ctx context.Context, m *hacluster.EtcdMember) (*clientv3.StatusResponse, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL}, DialTimeout: time.Second, Logger: zap.NewNop()})
+func memberStatus(ctx context.Context, m *localcluster.EtcdMember) (*clientv3.StatusResponse, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL()}, DialTimeout: time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return nil, err
 	}
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return cli.Status(ctx, m.ClientURL)
+	return cli.Status(ctx, m.ClientURL())
 }
 
 // memberRevision is the store revision a member has applied, as it says
 // on its own (no quorum needed).
-func memberRevision(ctx context.Context, m *hacluster.EtcdMember) (int64, error) {
+func memberRevision(ctx context.Context, m *localcluster.EtcdMember) (int64, error) {
 	st, err := memberStatus(ctx, m)
 	if err != nil {
 		return 0, err
 	}
 	return st.Header.Revision, nil
-}
-
-// waitFor calls fn every 20 ms until it returns nil or ctx ends.
-func waitFor(ctx context.Context, fn func(ctx context.Context) error) error {
-	for {
-		err := fn(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package clustertest
+package localcluster
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
-// Event is one recorded HA-store call.
-type Event struct {
+// StoreCall is one recorded HA-store call.
+type StoreCall struct {
 	// Op is the call: "put-plan", "delete-plan", "request-cancel",
 	// "create-dirty", "mark-clean", "campaign" or "granted".
 	Op string
@@ -21,47 +21,47 @@ type Event struct {
 	Err error
 }
 
-// Recorder is a hastore.Store that records the calls that matter for the
+// StoreRecorder is a hastore.Store that records the calls that matter for the
 // contract's ordering promises, in order, and can fail the next call of an
 // operation.
-type Recorder struct {
+type StoreRecorder struct {
 	hastore.Store
 
 	mu        sync.Mutex
-	events    []Event
+	events    []StoreCall
 	fail      map[string]int // op -> calls still to fail
 	failAfter map[string]int // op -> calls still to apply, then fail
 }
 
-// NewRecorder wraps s.
-func NewRecorder(s hastore.Store) *Recorder {
-	return &Recorder{Store: s, fail: map[string]int{}, failAfter: map[string]int{}}
+// NewStoreRecorder wraps s.
+func NewStoreRecorder(s hastore.Store) *StoreRecorder {
+	return &StoreRecorder{Store: s, fail: map[string]int{}, failAfter: map[string]int{}}
 }
 
 // FailAfterNext makes the next n calls of op take effect in the store and
 // then fail with ErrUnavailable, as a call whose answer was lost.
-func (r *Recorder) FailAfterNext(op string, n int) {
+func (r *StoreRecorder) FailAfterNext(op string, n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.failAfter[op] = n
 }
 
 // FailNext makes the next n calls of op fail with ErrUnavailable.
-func (r *Recorder) FailNext(op string, n int) {
+func (r *StoreRecorder) FailNext(op string, n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.fail[op] = n
 }
 
 // Events returns the events so far.
-func (r *Recorder) Events() []Event {
+func (r *StoreRecorder) Events() []StoreCall {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Event(nil), r.events...)
+	return append([]StoreCall(nil), r.events...)
 }
 
 // Count returns how many successful events of op with key were recorded.
-func (r *Recorder) Count(op, key string) int {
+func (r *StoreRecorder) Count(op, key string) int {
 	n := 0
 	for _, e := range r.Events() {
 		if e.Op == op && e.Key == key && e.Err == nil {
@@ -73,7 +73,7 @@ func (r *Recorder) Count(op, key string) int {
 
 // GetExecutionPlan reads through, unrecorded; FailNext("get-plan", n)
 // fails the next n reads.
-func (r *Recorder) GetExecutionPlan(ctx context.Context, jobID string) (*hastorev1.ExecutionPlan, error) {
+func (r *StoreRecorder) GetExecutionPlan(ctx context.Context, jobID string) (*hastorev1.ExecutionPlan, error) {
 	r.mu.Lock()
 	failing := r.fail["get-plan"] > 0
 	if failing {
@@ -87,7 +87,7 @@ func (r *Recorder) GetExecutionPlan(ctx context.Context, jobID string) (*hastore
 }
 
 // call records op on key around f, failing it if asked to.
-func (r *Recorder) call(op, key string, f func() error) error {
+func (r *StoreRecorder) call(op, key string, f func() error) error {
 	r.mu.Lock()
 	var err error
 	if r.fail[op] > 0 {
@@ -103,32 +103,39 @@ func (r *Recorder) call(op, key string, f func() error) error {
 		r.failAfter[op]--
 		err = hastore.ErrUnavailable
 	}
-	r.events = append(r.events, Event{Op: op, Key: key, Err: err})
+	r.events = append(r.events, StoreCall{Op: op, Key: key, Err: err})
 	r.mu.Unlock()
 	return err
 }
 
-func (r *Recorder) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) error {
+// PutExecutionPlan is recorded as "put-plan".
+func (r *StoreRecorder) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) error {
 	return r.call("put-plan", plan.GetJobId(), func() error { return r.Store.PutExecutionPlan(ctx, f, plan) })
 }
 
-func (r *Recorder) DeleteExecutionPlan(ctx context.Context, f hastore.Fence, jobID string) error {
+// DeleteExecutionPlan is recorded as "delete-plan".
+func (r *StoreRecorder) DeleteExecutionPlan(ctx context.Context, f hastore.Fence, jobID string) error {
 	return r.call("delete-plan", jobID, func() error { return r.Store.DeleteExecutionPlan(ctx, f, jobID) })
 }
 
-func (r *Recorder) RequestCancel(ctx context.Context, f hastore.Fence, jobID string) error {
+// RequestCancel is recorded as "request-cancel".
+func (r *StoreRecorder) RequestCancel(ctx context.Context, f hastore.Fence, jobID string) error {
 	return r.call("request-cancel", jobID, func() error { return r.Store.RequestCancel(ctx, f, jobID) })
 }
 
-func (r *Recorder) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, res *jobplanev1.JobResult) error {
+// CreateDirtyJobResult is recorded as "create-dirty".
+func (r *StoreRecorder) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, res *jobplanev1.JobResult) error {
 	return r.call("create-dirty", res.GetJobId(), func() error { return r.Store.CreateDirtyJobResult(ctx, f, res) })
 }
 
-func (r *Recorder) MarkJobResultClean(ctx context.Context, f hastore.Fence, jobID string) error {
+// MarkJobResultClean is recorded as "mark-clean".
+func (r *StoreRecorder) MarkJobResultClean(ctx context.Context, f hastore.Fence, jobID string) error {
 	return r.call("mark-clean", jobID, func() error { return r.Store.MarkJobResultClean(ctx, f, jobID) })
 }
 
-func (r *Recorder) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (hastore.Session, error) {
+// OpenSession opens a session whose campaigns are recorded as
+// "campaign" when they start and "granted" when they end.
+func (r *StoreRecorder) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (hastore.Session, error) {
 	s, err := r.Store.OpenSession(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -138,7 +145,7 @@ func (r *Recorder) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (
 
 type recordedSession struct {
 	hastore.Session
-	r *Recorder
+	r *StoreRecorder
 }
 
 func (s *recordedSession) Campaign(ctx context.Context, election, address string) (*hastore.Leadership, error) {
@@ -178,7 +185,7 @@ func (s *recordedSession) PutExecutionPlanAndLead(ctx context.Context, f hastore
 	}
 	election := election.Job(plan.GetJobId())
 	s.r.mu.Lock()
-	s.r.events = append(s.r.events, Event{Op: "campaign", Key: election}, Event{Op: "granted", Key: election})
+	s.r.events = append(s.r.events, StoreCall{Op: "campaign", Key: election}, StoreCall{Op: "granted", Key: election})
 	s.r.mu.Unlock()
 	return l, nil
 }

@@ -1,4 +1,4 @@
-package hacluster
+package localcluster
 
 import (
 	"context"
@@ -18,23 +18,15 @@ import (
 // probeTimeout bounds one call to a jobmanager that may be stopped.
 const probeTimeout = time.Second
 
-// Errors of Leader.
-var (
-	// ErrNoLeader: no running jobmanager answered as the leader.
-	ErrNoLeader = errors.New("hacluster: no jobmanager leads")
-	// ErrTwoLeaders: more than one jobmanager answered as the leader.
-	ErrTwoLeaders = errors.New("hacluster: two jobmanagers answer as the leader")
-)
-
 // Probe asks the jobmanager for the cluster overview (within one second):
 // leader reports that it answered as the leader; a standby answers
 // UNAVAILABLE with reason NOT_LEADER, and then leader is false, leaderAddr
 // is the leader it names (if any) and err is nil. Any other failure is
 // err.
-func (jm *JobManager) Probe(ctx context.Context) (leader bool, leaderAddr string, err error) {
+func (jm *JobManagerProcess) Probe(ctx context.Context) (leader bool, leaderAddr string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	_, err = jm.Dispatcher.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+	_, err = jm.dispatcher.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
 	if err == nil {
 		return true, "", nil
 	}
@@ -66,19 +58,19 @@ func NotLeader(err error) (ok bool, leaderAddr string) {
 // Leader probes every running jobmanager (not exited, not stopped) at once
 // and returns the one that answers as the leader. It fails with ErrNoLeader
 // or ErrTwoLeaders.
-func (c *Cluster) Leader(ctx context.Context) (*JobManager, error) {
+func (c *ProcessCluster) Leader(ctx context.Context) (*JobManagerProcess, error) {
 	return c.leaderAmong(ctx, nil)
 }
 
 // leaderAmong is Leader among the running jobmanagers except those in not.
-func (c *Cluster) leaderAmong(ctx context.Context, not []*JobManager) (*JobManager, error) {
+func (c *ProcessCluster) leaderAmong(ctx context.Context, not []*JobManagerProcess) (*JobManagerProcess, error) {
 	var (
 		mu      sync.Mutex
-		leaders []*JobManager
+		leaders []*JobManagerProcess
 		errs    []error
 		wg      sync.WaitGroup
 	)
-	for _, jm := range c.JobManagers {
+	for _, jm := range c.jms {
 		if !jm.Running() || slices.Contains(not, jm) {
 			continue
 		}
@@ -112,8 +104,8 @@ func (c *Cluster) leaderAmong(ctx context.Context, not []*JobManager) (*JobManag
 // those in not (which it does not ask) leads, and returns it. It polls
 // every 5 ms (a probe of a stopped process waits up to a second) until ctx
 // ends, through answers of no leader or of two.
-func (c *Cluster) WaitLeader(ctx context.Context, not ...*JobManager) (*JobManager, error) {
-	var leader *JobManager
+func (c *ProcessCluster) WaitLeader(ctx context.Context, not ...*JobManagerProcess) (*JobManagerProcess, error) {
+	var leader *JobManagerProcess
 	err := waitFor(ctx, 5*time.Millisecond, func(ctx context.Context) error {
 		jm, err := c.leaderAmong(ctx, not)
 		leader = jm

@@ -1,12 +1,11 @@
-package clustertest
+package localcluster
 
 import (
 	"sync"
-	"testing"
 	"time"
 )
 
-// FakeClock is a jobmaster.Clock that a test drives: its time moves only
+// FakeClock is a Clock (Config.Clock) that a test drives: its time moves only
 // when the test says, and each timer armed on it is handed to the test,
 // which fires it.
 type FakeClock struct {
@@ -31,14 +30,14 @@ func NewFakeClock(start time.Time) *FakeClock {
 	return &FakeClock{now: start, armed: make(chan *FakeTimer, 1024)}
 }
 
-// Now implements jobmaster.Clock.
+// Now implements Clock.
 func (c *FakeClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
-// AfterFunc implements jobmaster.Clock.
+// AfterFunc implements Clock.
 func (c *FakeClock) AfterFunc(d time.Duration, f func()) func() bool {
 	t := &FakeTimer{Delay: d, clock: c, f: f}
 	c.armed <- t
@@ -54,7 +53,7 @@ func (c *FakeClock) Advance(d time.Duration) {
 
 // Next waits (in real time, at most wait) for the next timer armed on the
 // clock.
-func (c *FakeClock) Next(t testing.TB, wait time.Duration) *FakeTimer {
+func (c *FakeClock) Next(t TB, wait time.Duration) *FakeTimer {
 	t.Helper()
 	select {
 	case timer := <-c.armed:

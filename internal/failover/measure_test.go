@@ -1,4 +1,4 @@
-package hacluster_test
+package failover
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobplane/jobplane/internal/hacluster"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 var (
@@ -22,21 +22,21 @@ var (
 // 0 for one member embedded in a `jobplane hastore` process, or with
 // -failover.peers three jobmanagers on their own embedded members):
 //
-//	go test -run TestMeasureFailover -v ./internal/hacluster/ -args -failover.cycles=20 -failover.etcd=1
+//	go test -run TestMeasureFailover -v ./internal/failover/ -args -failover.cycles=20 -failover.etcd=1
 func TestMeasureFailover(t *testing.T) {
 	if *failoverCycles <= 0 || testing.Short() {
 		t.Skip("set -failover.cycles to measure failovers")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(*failoverCycles)*(10*hacluster.SessionTTL()+time.Minute))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(*failoverCycles)*(10*ttl(t)+time.Minute))
 	defer cancel()
-	cfg := hacluster.Config{EtcdMembers: *failoverEtcd, EmbeddedStore: *failoverEtcd == 0}
+	cfg := localcluster.ProcessClusterConfig{EtcdMembers: *failoverEtcd, EmbeddedStore: *failoverEtcd == 0}
 	if *failoverPeers {
-		cfg = hacluster.Config{EmbeddedPeers: true, JobManagers: 3}
+		cfg = localcluster.ProcessClusterConfig{EmbeddedPeers: true, JobManagers: 3}
 	}
-	kill, term, err := hacluster.MeasureFailover(ctx, cfg, *failoverCycles)
-	km, kx := hacluster.Summary(kill)
-	tm, tx := hacluster.Summary(term)
-	t.Logf("%d etcd members (0: embedded in a hastore process), embedded peers %v, session TTL %v, timing flags %q", *failoverEtcd, *failoverPeers, hacluster.SessionTTL(), hacluster.TimingFlags)
+	kill, term, err := measureFailover(ctx, cfg, *failoverCycles)
+	km, kx := summary(kill)
+	tm, tx := summary(term)
+	t.Logf("%d etcd members (0: embedded in a hastore process), embedded peers %v, session TTL %v", *failoverEtcd, *failoverPeers, ttl(t))
 	t.Logf("SIGKILL → first recovered job RUNNING: median %v, max %v over %d cycles %v", km, kx, len(kill), kill)
 	t.Logf("SIGTERM → the next leader answers:     median %v, max %v over %d cycles %v", tm, tx, len(term), term)
 	if err != nil {
@@ -47,7 +47,7 @@ func TestMeasureFailover(t *testing.T) {
 	}
 }
 
-// Summary is the median and the maximum.
+// summary is the median and the maximum.
 func TestSummary(t *testing.T) {
 	for _, tc := range []struct {
 		in            []time.Duration
@@ -58,9 +58,9 @@ func TestSummary(t *testing.T) {
 		{[]time.Duration{4, 1, 3}, 3, 4},
 		{[]time.Duration{4, 1, 3, 2}, 2, 4},
 	} {
-		m, x := hacluster.Summary(tc.in)
+		m, x := summary(tc.in)
 		if m != tc.median || x != tc.worst {
-			t.Errorf("Summary(%v) = %v, %v; want %v, %v", tc.in, m, x, tc.median, tc.worst)
+			t.Errorf("summary(%v) = %v, %v; want %v, %v", tc.in, m, x, tc.median, tc.worst)
 		}
 	}
 }
@@ -79,25 +79,25 @@ func BenchmarkFailover(b *testing.B) {
 	}
 	for _, tc := range []struct {
 		name string
-		cfg  hacluster.Config
+		cfg  localcluster.ProcessClusterConfig
 	}{
-		{"embedded-member", hacluster.Config{EmbeddedStore: true}},
-		{"3-etcd-members", hacluster.Config{EtcdMembers: 3}},
-		{"3-embedded-peers", hacluster.Config{EmbeddedPeers: true, JobManagers: 3}},
+		{"embedded-member", localcluster.ProcessClusterConfig{EmbeddedStore: true}},
+		{"3-etcd-members", localcluster.ProcessClusterConfig{EtcdMembers: 3}},
+		{"3-embedded-peers", localcluster.ProcessClusterConfig{EmbeddedPeers: true, JobManagers: 3}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			var kill, term []time.Duration
 			for range b.N {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cycles)*(10*hacluster.SessionTTL()+time.Minute))
-				k, t, err := hacluster.MeasureFailover(ctx, tc.cfg, cycles)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cycles)*(10*ttl(b)+time.Minute))
+				k, t, err := measureFailover(ctx, tc.cfg, cycles)
 				cancel()
 				if err != nil {
 					b.Fatal(err)
 				}
 				kill, term = append(kill, k...), append(term, t...)
 			}
-			km, kx := hacluster.Summary(kill)
-			tm, tx := hacluster.Summary(term)
+			km, kx := summary(kill)
+			tm, tx := summary(term)
 			ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(ms(km), "failover-kill-p50-ms")

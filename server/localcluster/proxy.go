@@ -1,7 +1,6 @@
-package hacluster
+package localcluster
 
 import (
-	"errors"
 	"io"
 	"net"
 	"sync"
@@ -145,12 +144,9 @@ func (p *Proxy) pipe(dst io.Writer, src io.Reader) {
 	}
 }
 
-// ErrNoProxies: the cluster was started without Config.EtcdProxies.
-var ErrNoProxies = errors.New("hacluster: the jobmanager reaches etcd directly (Config.EtcdProxies is off)")
-
 // CutEtcd partitions the jobmanager from every etcd member (see Proxy):
-// it needs Config.EtcdProxies.
-func (jm *JobManager) CutEtcd() error {
+// it needs ProcessClusterConfig.EtcdProxies.
+func (jm *JobManagerProcess) CutEtcd() error {
 	if len(jm.proxies) == 0 {
 		return ErrNoProxies
 	}
@@ -161,7 +157,7 @@ func (jm *JobManager) CutEtcd() error {
 }
 
 // HealEtcd ends CutEtcd's partition.
-func (jm *JobManager) HealEtcd() error {
+func (jm *JobManagerProcess) HealEtcd() error {
 	if len(jm.proxies) == 0 {
 		return ErrNoProxies
 	}

@@ -1,4 +1,4 @@
-package hacluster
+package failover
 
 import (
 	"context"
@@ -12,15 +12,16 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
-// JobManagerElectionPrefix is where the jobmanagers' candidacies live:
+// jobManagerElectionPrefix is where the jobmanagers' candidacies live:
 // one key per session, named by its lease in hex, whose value is the
 // jobmanager's URL; the oldest leads.
-const JobManagerElectionPrefix = hastore.DefaultPrefix + "elections/" + "jobmanager/"
+const jobManagerElectionPrefix = hastore.DefaultPrefix + "elections/" + "jobmanager/"
 
-// StoreEvent is one change of a key under the store's prefix.
-type StoreEvent struct {
+// storeEvent is one change of a key under the store's prefix.
+type storeEvent struct {
 	// Revision is the change's etcd revision.
 	Revision int64
 	// Put is true for a put, false for a delete.
@@ -33,9 +34,9 @@ type StoreEvent struct {
 	Lease int64
 }
 
-// StoreWatch records every change under hastore.DefaultPrefix from the
+// storeWatch records every change under hastore.DefaultPrefix from the
 // revision after the one current when it was made.
-type StoreWatch struct {
+type storeWatch struct {
 	cli    *clientv3.Client
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -43,24 +44,24 @@ type StoreWatch struct {
 	Start int64
 
 	mu     sync.Mutex
-	events []StoreEvent
+	events []storeEvent
 	err    error
 }
 
-// WatchStore starts recording changes under hastore.DefaultPrefix. It needs
+// watchStore starts recording changes under hastore.DefaultPrefix. It needs
 // an etcd quorum to start; Close it.
-func (c *Cluster) WatchStore(ctx context.Context) (*StoreWatch, error) {
+func watchStore(ctx context.Context, c *localcluster.ProcessCluster) (*storeWatch, error) {
 	cli, err := c.EtcdClient()
 	if err != nil {
 		return nil, err
 	}
-	resp, err := cli.Get(ctx, "hacluster-watch-start")
+	resp, err := cli.Get(ctx, "failover-watch-start")
 	if err != nil {
 		cli.Close()
 		return nil, err
 	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
-	w := &StoreWatch{cli: cli, cancel: cancel, done: make(chan struct{}), Start: resp.Header.Revision}
+	w := &storeWatch{cli: cli, cancel: cancel, done: make(chan struct{}), Start: resp.Header.Revision}
 	ch := cli.Watch(wctx, hastore.DefaultPrefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
 	go func() {
 		defer close(w.done)
@@ -70,10 +71,10 @@ func (c *Cluster) WatchStore(ctx context.Context) (*StoreWatch, error) {
 				w.err = err
 			}
 			if wresp.Canceled && wctx.Err() == nil && w.err == nil {
-				w.err = fmt.Errorf("hacluster: store watch canceled: %v", wresp.Err())
+				w.err = fmt.Errorf("store watch canceled: %v", wresp.Err())
 			}
 			for _, ev := range wresp.Events {
-				w.events = append(w.events, StoreEvent{
+				w.events = append(w.events, storeEvent{
 					Revision: ev.Kv.ModRevision, Put: ev.Type == mvccpb.PUT,
 					Key: string(ev.Kv.Key), Value: ev.Kv.Value, Lease: ev.Kv.Lease,
 				})
@@ -85,16 +86,16 @@ func (c *Cluster) WatchStore(ctx context.Context) (*StoreWatch, error) {
 }
 
 // Events returns the changes recorded so far, in revision order.
-func (w *StoreWatch) Events() []StoreEvent {
+func (w *storeWatch) Events() []storeEvent {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]StoreEvent(nil), w.events...)
+	return append([]storeEvent(nil), w.events...)
 }
 
 // Close stops the watch and returns its failure, if it failed (with
 // WithRequireLeader, a watch that lost its member's leader is canceled: a
 // failure).
-func (w *StoreWatch) Close() error {
+func (w *storeWatch) Close() error {
 	w.cancel()
 	<-w.done
 	w.cli.Close()
@@ -103,8 +104,8 @@ func (w *StoreWatch) Close() error {
 	return w.err
 }
 
-// Candidacy is a jobmanager's candidacy in the election "jobmanager".
-type Candidacy struct {
+// candidacy is a jobmanager's candidacy in the election "jobmanager".
+type candidacy struct {
 	// Lease is the session's lease; the key ends in it in hex.
 	Lease int64
 	// URL is the jobmanager's, the key's value.
@@ -113,40 +114,40 @@ type Candidacy struct {
 	CreateRevision int64
 }
 
-// Candidacies reads the candidacies of the election "jobmanager", oldest
+// candidacies reads the candidacies of the election "jobmanager", oldest
 // (the leader) first. It needs an etcd quorum.
-func (c *Cluster) Candidacies(ctx context.Context) ([]Candidacy, error) {
+func candidacies(ctx context.Context, c *localcluster.ProcessCluster) ([]candidacy, error) {
 	cli, err := c.EtcdClient()
 	if err != nil {
 		return nil, err
 	}
 	defer cli.Close()
-	resp, err := cli.Get(ctx, JobManagerElectionPrefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	resp, err := cli.Get(ctx, jobManagerElectionPrefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		return nil, err
 	}
-	var out []Candidacy
+	var out []candidacy
 	for _, kv := range resp.Kvs {
-		id, err := strconv.ParseInt(strings.TrimPrefix(string(kv.Key), JobManagerElectionPrefix), 16, 64)
+		id, err := strconv.ParseInt(strings.TrimPrefix(string(kv.Key), jobManagerElectionPrefix), 16, 64)
 		if err != nil {
 			return nil, fmt.Errorf("candidacy key %q: %w", kv.Key, err)
 		}
-		out = append(out, Candidacy{Lease: id, URL: string(kv.Value), CreateRevision: kv.CreateRevision})
+		out = append(out, candidacy{Lease: id, URL: string(kv.Value), CreateRevision: kv.CreateRevision})
 	}
 	return out, nil
 }
 
-// CandidacyOf returns the jobmanager's candidacy, or an error if it has
+// candidacyOf returns the jobmanager's candidacy, or an error if it has
 // none (or the store did not answer).
-func (c *Cluster) CandidacyOf(ctx context.Context, jm *JobManager) (Candidacy, error) {
-	all, err := c.Candidacies(ctx)
+func candidacyOf(ctx context.Context, c *localcluster.ProcessCluster, jm *localcluster.JobManagerProcess) (candidacy, error) {
+	all, err := candidacies(ctx, c)
 	if err != nil {
-		return Candidacy{}, err
+		return candidacy{}, err
 	}
 	for _, cd := range all {
-		if cd.URL == jm.URL {
+		if cd.URL == jm.URL() {
 			return cd, nil
 		}
 	}
-	return Candidacy{}, errors.New(jm.Name + " has no candidacy")
+	return candidacy{}, errors.New(jm.Name + " has no candidacy")
 }

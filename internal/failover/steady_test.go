@@ -1,4 +1,4 @@
-package hacluster_test
+package failover
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/internal/hacluster"
 	"github.com/jobplane/jobplane/sdk"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 var steadyFor = flag.Duration("steady.duration", 0, "how long TestSteadyLeadership runs, half idle and half busy, and strictly: no task may be stopped either (0: 20s, and stopped tasks are only logged; `make soak` runs 10m)")
@@ -36,7 +36,7 @@ func TestSteadyLeadership(t *testing.T) {
 	if !strict {
 		d, edit = 20*time.Second, restarting
 	}
-	c, cl, leader, ids := startJobs(t, hacluster.Config{JobManagers: 2}, 1, edit)
+	c, cl, leader, ids := startJobs(t, localcluster.ProcessClusterConfig{JobManagers: 2}, 1, edit)
 	begin := time.Now()
 
 	// Idle: nothing but the long job and the heartbeats. The wait is the
@@ -57,7 +57,7 @@ func TestSteadyLeadership(t *testing.T) {
 			for i := 0; ctx.Err() == nil; i++ {
 				id := fmt.Sprintf("busy-%d-%d", w, i)
 				jctx, jcancel := context.WithTimeout(context.Background(), time.Minute)
-				res, err := cl.Execute(jctx, hacluster.SleepJob(id, 1, 50*time.Millisecond), sdk.WithJobID(id))
+				res, err := cl.Execute(jctx, sleepJob(id, 1, 50*time.Millisecond), sdk.WithJobID(id))
 				jcancel()
 				if err == nil && res.GetStatus() == jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 					finished.Add(1)
@@ -82,7 +82,7 @@ func TestSteadyLeadership(t *testing.T) {
 	if l, err := c.Leader(sctx); err != nil || l != leader {
 		t.Errorf("leader after %v: %v (%v); want %s throughout", elapsed, l, err, leader.Name)
 	}
-	if err := leader.WaitRunning(sctx, ids[0]); err != nil {
+	if err := waitRunning(sctx, leader, ids[0]); err != nil {
 		t.Errorf("the long job after %v: %v; want RUNNING", elapsed, err)
 	}
 	var all strings.Builder // every process's whole log (Cluster.Logs keeps tails)

@@ -1,4 +1,4 @@
-package hacluster
+package localcluster
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package clustertest
+package localcluster
 
 import (
 	"context"
@@ -27,6 +27,8 @@ type TaskEvent struct {
 	Token        *jobplanev1.FencingToken
 }
 
+// String describes the event on one line: its order, TaskExecutor,
+// method and attempt, and the state it reports.
 func (e TaskEvent) String() string {
 	a := e.Attempt
 	s := fmt.Sprintf("#%d %s %s %s/%d#%d", e.Seq, e.TaskExecutor, e.Method, a.GetVertexId(), a.GetSubtaskIndex(), a.GetAttemptNumber())

@@ -1,4 +1,4 @@
-package hacluster
+package failover
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/jobplane/jobplane/sdk"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // measureJobs is how many long-running jobs MeasureFailover keeps running,
 // each with two subtasks.
 const measureJobs = 2
 
-// MeasureFailover starts a cluster of cfg (it needs at least two
+// measureFailover starts a cluster of cfg (it needs at least two
 // jobmanagers) with a few long-running jobs and runs cycles cycles, each a
 // SIGKILL of the leader and then a SIGTERM of the next one:
 //   - killToRunning: from the SIGKILL to the first job seen RUNNING, with
@@ -27,11 +28,11 @@ const measureJobs = 2
 // After each signal the old leader is restarted as a standby, and the next
 // signal waits until every job runs again. It returns the durations
 // measured so far with the first failure, and closes the cluster.
-func MeasureFailover(ctx context.Context, cfg Config, cycles int) (killToRunning, termHandoff []time.Duration, err error) {
-	if cfg.withDefaults().JobManagers < 2 {
-		return nil, nil, errors.New("hacluster: MeasureFailover needs two jobmanagers or more")
+func measureFailover(ctx context.Context, cfg localcluster.ProcessClusterConfig, cycles int) (killToRunning, termHandoff []time.Duration, err error) {
+	if cfg.JobManagers != 0 && cfg.JobManagers < 2 {
+		return nil, nil, errors.New("measureFailover needs two jobmanagers or more")
 	}
-	c, err := Start(ctx, cfg)
+	c, err := localcluster.StartProcessCluster(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -44,22 +45,22 @@ func MeasureFailover(ctx context.Context, cfg Config, cycles int) (killToRunning
 	var ids []string
 	for i := range measureJobs {
 		id := fmt.Sprintf("measure-%d", i)
-		if _, err := cl.Submit(ctx, SleepJob(id, 2, 24*time.Hour), sdk.WithJobID(id)); err != nil {
+		if _, err := cl.Submit(ctx, sleepJob(id, 2, 24*time.Hour), sdk.WithJobID(id)); err != nil {
 			return nil, nil, err
 		}
 		ids = append(ids, id)
 	}
 	bound := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(ctx, 4*SessionTTL()+30*time.Second)
+		return context.WithTimeout(ctx, 4*c.SessionTTL()+30*time.Second)
 	}
-	steady := func() (*JobManager, error) {
+	steady := func() (*localcluster.JobManagerProcess, error) {
 		ctx, cancel := bound()
 		defer cancel()
 		l, err := c.WaitLeader(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return l, l.WaitRunning(ctx, ids...)
+		return l, waitRunning(ctx, l, ids...)
 	}
 	for cycle := range cycles {
 		for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
@@ -67,7 +68,7 @@ func MeasureFailover(ctx context.Context, cfg Config, cycles int) (killToRunning
 			if err != nil {
 				return killToRunning, termHandoff, fmt.Errorf("cycle %d, before %v: %w\n%s", cycle, sig, err, c.Logs())
 			}
-			d, err := c.failover(ctx, l, sig, ids, bound)
+			d, err := failover(c, l, sig, ids, bound)
 			if err != nil {
 				return killToRunning, termHandoff, fmt.Errorf("cycle %d, %v: %w\n%s", cycle, sig, err, c.Logs())
 			}
@@ -84,7 +85,7 @@ func MeasureFailover(ctx context.Context, cfg Config, cycles int) (killToRunning
 // failover signals the leader l and measures: for SIGKILL until a job runs
 // at the next leader, for SIGTERM until the next leader answers. Then it
 // restarts l.
-func (c *Cluster) failover(ctx context.Context, l *JobManager, sig syscall.Signal, ids []string, bound func() (context.Context, context.CancelFunc)) (time.Duration, error) {
+func failover(c *localcluster.ProcessCluster, l *localcluster.JobManagerProcess, sig syscall.Signal, ids []string, bound func() (context.Context, context.CancelFunc)) (time.Duration, error) {
 	ctx, cancel := bound()
 	defer cancel()
 	start := time.Now()
@@ -97,7 +98,7 @@ func (c *Cluster) failover(ctx context.Context, l *JobManager, sig syscall.Signa
 	}
 	d := time.Since(start)
 	if sig == syscall.SIGKILL {
-		at, err := next.WaitAnyRunning(ctx, ids...)
+		at, err := waitAnyRunning(ctx, next, ids...)
 		if err != nil {
 			return 0, err
 		}
@@ -109,8 +110,8 @@ func (c *Cluster) failover(ctx context.Context, l *JobManager, sig syscall.Signa
 	return d, l.Restart(ctx)
 }
 
-// Summary returns the median and the maximum of ds (zeros for none).
-func Summary(ds []time.Duration) (median, maximum time.Duration) {
+// summary returns the median and the maximum of ds (zeros for none).
+func summary(ds []time.Duration) (median, maximum time.Duration) {
 	if len(ds) == 0 {
 		return 0, 0
 	}

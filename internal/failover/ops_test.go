@@ -1,4 +1,4 @@
-package hacluster_test
+package failover
 
 import (
 	"context"
@@ -16,8 +16,7 @@ import (
 	"time"
 
 	"github.com/jobplane/jobplane/internal/freeport"
-	"github.com/jobplane/jobplane/internal/hacluster"
-	"github.com/jobplane/jobplane/internal/standalonetest"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // ops runs the multi-machine commands of docs/operations.md and
@@ -47,7 +46,7 @@ var (
 )
 
 func newOps(t *testing.T) *ops {
-	jobplane, _, err := hacluster.Binaries()
+	jobplane, err := localcluster.JobplaneBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +221,7 @@ func (o *ops) start(marker string) {
 		if c.host == "" {
 			o.t.Fatalf("%s: no host for %q", marker, c.cmd)
 		}
-		out := new(standalonetest.Buffer)
+		out := new(localcluster.Buffer)
 		cmd := o.command(context.Background(), o.hostDir(c.host), "exec "+o.local(c.host, c.cmd))
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
