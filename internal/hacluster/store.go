@@ -11,13 +11,13 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 )
 
 // JobManagerElectionPrefix is where the jobmanagers' candidacies live:
 // one key per session, named by its lease in hex, whose value is the
 // jobmanager's URL; the oldest leads.
-const JobManagerElectionPrefix = hastore.DefaultPrefix + "elections/" + "jobmanager/"
+const JobManagerElectionPrefix = etcdstore.DefaultPrefix + "elections/" + "jobmanager/"
 
 // StoreEvent is one change of a key under the store's prefix.
 type StoreEvent struct {
@@ -33,7 +33,7 @@ type StoreEvent struct {
 	Lease int64
 }
 
-// StoreWatch records every change under hastore.DefaultPrefix from the
+// StoreWatch records every change under etcdstore.DefaultPrefix from the
 // revision after the one current when it was made.
 type StoreWatch struct {
 	cli    *clientv3.Client
@@ -47,7 +47,7 @@ type StoreWatch struct {
 	err    error
 }
 
-// WatchStore starts recording changes under hastore.DefaultPrefix. It needs
+// WatchStore starts recording changes under etcdstore.DefaultPrefix. It needs
 // an etcd quorum to start; Close it.
 func (c *Cluster) WatchStore(ctx context.Context) (*StoreWatch, error) {
 	cli, err := c.EtcdClient()
@@ -61,7 +61,7 @@ func (c *Cluster) WatchStore(ctx context.Context) (*StoreWatch, error) {
 	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
 	w := &StoreWatch{cli: cli, cancel: cancel, done: make(chan struct{}), Start: resp.Header.Revision}
-	ch := cli.Watch(wctx, hastore.DefaultPrefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	ch := cli.Watch(wctx, etcdstore.DefaultPrefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
 	go func() {
 		defer close(w.done)
 		for wresp := range ch {

@@ -224,8 +224,9 @@ func (e *JobTerminalError) Error() string {
 // Is makes errors.Is(err, ErrJobTerminal) true for a JobTerminalError.
 func (e *JobTerminalError) Is(target error) bool { return target == ErrJobTerminal }
 
-// cancelOverrides reports whether a cancel request, once recorded, keeps a
-// job from ending in status: it ends CANCELED instead.
-func cancelOverrides(status jobplanev1.JobStatus) bool {
+// CancelOverrides reports whether a cancel request, once recorded, keeps a
+// job from ending in status: it ends CANCELED instead. A backend refuses
+// such a result with ErrCancelRequested (see CreateDirtyJobResult).
+func CancelOverrides(status jobplanev1.JobStatus) bool {
 	return status == jobplanev1.JobStatus_JOB_STATUS_FINISHED || status == jobplanev1.JobStatus_JOB_STATUS_FAILED
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/jobplane/jobplane/sdk"
 	"github.com/jobplane/jobplane/sdk/taskexecutor"
 	"github.com/jobplane/jobplane/sdk/worker"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/standalone"
 )
 
@@ -130,7 +130,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		invokables[name] = invokable(name, f, cfg.Logger)
 	}
 	c.cluster, err = standalone.New(ctx, standalone.Config{
-		Store:         hastore.OpenConfig{DataDir: dir},
+		Store:         etcdstore.OpenConfig{DataDir: dir},
 		TaskExecutors: cfg.TaskExecutors, Slots: cfg.Slots, Invokables: invokables,
 		// The cluster's clients live in this process and are done by
 		// Close: a short drain for stragglers keeps Close quick.

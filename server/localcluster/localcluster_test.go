@@ -23,7 +23,7 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/sdk"
 	"github.com/jobplane/jobplane/sdk/worker"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdmember"
 	"github.com/jobplane/jobplane/server/localcluster"
 )
 
@@ -283,7 +283,7 @@ func TestDataDirKept(t *testing.T) {
 func TestDataDirInUse(t *testing.T) {
 	dir := t.TempDir()
 	start(t, localcluster.Config{DataDir: dir})
-	if _, err := localcluster.Start(context.Background(), localcluster.Config{DataDir: dir}); !errors.Is(err, hastore.ErrDataDirInUse) {
+	if _, err := localcluster.Start(context.Background(), localcluster.Config{DataDir: dir}); !errors.Is(err, etcdmember.ErrDataDirInUse) {
 		t.Errorf("second Start: %v, want ErrDataDirInUse", err)
 	}
 }

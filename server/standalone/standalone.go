@@ -23,6 +23,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/taskexecutor"
 	"github.com/jobplane/jobplane/sdk/wire/transport"
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobmanager"
@@ -102,7 +103,7 @@ type Config struct {
 	// member on Store.DataDir, or the external etcd cluster at
 	// Store.Endpoints (exactly one of them is required). Its Logger
 	// defaults to Config.Logger.
-	Store hastore.OpenConfig
+	Store etcdstore.OpenConfig
 	// StoreOpenTimeout bounds opening the store. Default:
 	// DefaultStoreOpenTimeout.
 	StoreOpenTimeout time.Duration
@@ -240,7 +241,7 @@ func (c Config) jobManager(st hastore.Store, address string, ep *endpoint.Endpoi
 type Cluster struct {
 	cfg   Config
 	log   *slog.Logger
-	store *hastore.Etcd
+	store *etcdstore.Store
 	ep    *endpoint.Endpoint
 	// jobManager and components (the TaskExecutors) each have a blocking
 	// Run; servers are the Run of their endpoints; clients are the HTTP
@@ -293,7 +294,7 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	octx, cancel := context.WithTimeout(ctx, cfg.StoreOpenTimeout)
 	defer cancel()
-	c.store, err = hastore.Open(octx, cfg.Store)
+	c.store, err = etcdstore.Open(octx, cfg.Store)
 	if err != nil {
 		return nil, fmt.Errorf("standalone: open ha store: %w", err)
 	}
@@ -345,7 +346,7 @@ func (c *Cluster) newClient() *http.Client {
 
 func prefix(p string) string {
 	if p == "" {
-		return hastore.DefaultPrefix
+		return etcdstore.DefaultPrefix
 	}
 	return p
 }

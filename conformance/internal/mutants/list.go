@@ -330,23 +330,23 @@ var mutants = []Mutant{
 	{
 		Name: "cleanup/store-cancel-request-outlives-plan",
 		Doc:  "The store's plan delete leaves the job's cancel request behind, so once the id is used again (after DeleteJobResultEntry) its new plan reads cancel_requested and a recovering leader cancels it (RequestJobCancel: the record lasts as long as the plan and goes with it).",
-		File: "server/hastore/etcd.go",
+		File: "server/hastore/etcdstore/store.go",
 		Old:  `	return []clientv3.Op{clientv3.OpDelete(s.planKey(jobID)), clientv3.OpDelete(s.cancelKey(jobID))}`,
 		New:  `	return []clientv3.Op{clientv3.OpDelete(s.planKey(jobID))}`,
 	},
 	{
 		Name: "cleanup/store-deletes-dirty-result",
 		Doc:  "The store's DeleteJobResultEntry refuses only entries without a state, so a dirty result is deleted and its job's id can run again before its cleanup finished (DeleteJobResultEntry: FAILED_PRECONDITION JOB_RESULT_DIRTY for a dirty entry).",
-		File: "server/hastore/etcd.go",
+		File: "server/hastore/etcdstore/store.go",
 		Old: `		case e.GetState() != hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN:
-			return nil, ErrResultDirty`,
+			return nil, hastore.ErrResultDirty`,
 		New: `		case e.GetState() == hastorev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED:
-			return nil, ErrResultDirty`,
+			return nil, hastore.ErrResultDirty`,
 	},
 	{
 		Name: "cleanup/store-deletes-plan-without-result",
 		Doc:  "The store's DeleteExecutionPlan compares the result key's create revision with > -1 instead of > 0, so a plan is removed from a job that has no result entry and the job is left with neither (DeleteExecutionPlan: NOT_FOUND JOB_RESULT_NOT_FOUND without a result entry; a job is never without both).",
-		File: "server/hastore/etcd.go",
+		File: "server/hastore/etcdstore/store.go",
 		Old:  `		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.resultKey(jobID)), ">", 0)},`,
 		New:  `		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.resultKey(jobID)), ">", -1)},`,
 	},
@@ -431,7 +431,7 @@ var mutants = []Mutant{
 	{
 		Name: "recovery/store-list-after-inclusive",
 		Doc:  "The store resumes a listing at the page token's id instead of after it, so every page repeats the last id of the one before, and a client paging one at a time never ends (ListExecutionPlansRequest.page_token: the last job id of the previous page).",
-		File: "server/hastore/etcd.go",
+		File: "server/hastore/etcdstore/store.go",
 		Old:  `		from = pfx + after + "\x00"`,
 		New:  `		from = pfx + after`,
 	},
@@ -663,14 +663,14 @@ var mutants = []Mutant{
 	{
 		Name: "fencing/store-fence-ignores-epoch",
 		Doc:  "The store's fence checks only that the writer's session holds a key in the election, not its create revision, so a write under an older grant of the same session, or any epoch, is accepted (Fence: a write succeeds only if token is the election's current grant).",
-		File: "server/hastore/etcd.go",
+		File: "server/hastore/etcdstore/store.go",
 		Old:  `		clientv3.Compare(clientv3.CreateRevision(s.leaderKey(f.Election, f.Token.SessionID)), "=", epoch),`,
 		New:  `		clientv3.Compare(clientv3.CreateRevision(s.leaderKey(f.Election, f.Token.SessionID)), ">", 0),`,
 	},
 	{
 		Name: "fencing/store-fence-only-no-older-key",
 		Doc:  "The store's fence checks only that no key of the election is older than the token's epoch, not that the writer holds the leader key, so a deposed leader's older token, or any session with the current epoch, writes (Fence: checked atomically that token is the current grant; STALE_FENCING_TOKEN otherwise).",
-		File: "server/hastore/etcd.go",
+		File: "server/hastore/etcdstore/store.go",
 		Old: `	return []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(s.leaderKey(f.Election, f.Token.SessionID)), "=", epoch),
 		clientv3.Compare(clientv3.CreateRevision(s.electionPrefix(f.Election)+"/").WithPrefix(), ">", epoch-1),
@@ -698,7 +698,7 @@ var mutants = []Mutant{
 	{
 		Name: "fencing/committer-batch-drops-fence",
 		Doc:  "The group committer sends the writes it batches without their comparisons (only a write that goes alone keeps them), so under concurrent writes a stale token's write, a stale resign and a repeated plan put are all applied (Fence: checked atomically with the write; fenced writes).",
-		File: "server/hastore/committer.go",
+		File: "server/hastore/etcdstore/committer.go",
 		Old: `	for i, w := range batch {
 		ops[i] = w.op
 	}`,
@@ -711,7 +711,7 @@ var mutants = []Mutant{
 	{
 		Name: "fencing/store-resign-ignores-epoch",
 		Doc:  "The store's Resign deletes the session's leader key whatever its create revision, so resigning with an older token of a session that leads again ends its current leadership (Resign: resigning with a token that no longer leads succeeds and changes nothing).",
-		File: "server/hastore/etcd.go",
+		File: "server/hastore/etcdstore/store.go",
 		Old: `	epoch := int64(min(f.Token.Epoch, math.MaxInt64))
 	_, _, err := s.commit.do(ctx, clientv3.OpTxn(
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", epoch)},`,

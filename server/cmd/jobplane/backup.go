@@ -24,11 +24,11 @@ import (
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
 
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdmember"
 )
 
 // The member that `jobplane standalone` and `jobplane jobmanager` embed by
-// default (hastore.MemberConfig's documented defaults): its name, and the
+// default (etcdmember.Config's documented defaults): its name, and the
 // peer URL it records for itself, which a single member never dials. A
 // snapshot restored without --etcd-peers makes this member, so the
 // default server starts on the restored directory as on its own.
@@ -132,8 +132,8 @@ func backupDataDir(ctx context.Context, dir, out string, log *slog.Logger) (snap
 	if err := checkSingleMember(dir); err != nil {
 		return snapshotInfo{}, err
 	}
-	m, err := hastore.StartMember(ctx, hastore.MemberConfig{Dir: dir, Logger: log})
-	if errors.Is(err, hastore.ErrDataDirInUse) {
+	m, err := etcdmember.Start(ctx, etcdmember.Config{Dir: dir, Logger: log})
+	if errors.Is(err, etcdmember.ErrDataDirInUse) {
 		return snapshotInfo{}, fmt.Errorf("%w: --data-dir works only while the server is stopped; stop it first, or snapshot its running etcd member with --etcd-endpoints", err)
 	}
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 	"github.com/jobplane/jobplane/internal/standalonetest"
 	"github.com/jobplane/jobplane/sdk"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/internal/auth"
 	"github.com/jobplane/jobplane/server/internal/principal"
 	"github.com/jobplane/jobplane/server/standalone"
@@ -61,7 +61,7 @@ func newClusterOn(t *testing.T, dir string, authn *auth.Authenticator, authz pri
 	lb := new(standalonetest.Buffer)
 	log := slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg := standalone.Config{
-		Store:         hastore.OpenConfig{DataDir: dir},
+		Store:         etcdstore.OpenConfig{DataDir: dir},
 		TaskExecutors: 1, Slots: 4,
 		Logger: log,
 	}

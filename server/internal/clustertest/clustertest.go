@@ -25,6 +25,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/taskexecutor"
 	"github.com/jobplane/jobplane/sdk/wire/transport"
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobmanager"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
@@ -83,7 +84,7 @@ type Options struct {
 
 // Cluster is a running cluster; it stops when the test ends.
 type Cluster struct {
-	Store      *hastore.Etcd
+	Store      *etcdstore.Store
 	URL        string // the first JobManager's base URL
 	Dispatcher jobplanev1connect.DispatcherServiceClient
 	HTTP       *http.Client
@@ -166,7 +167,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	t.Cleanup(cancel)
 	octx, ocancel := context.WithTimeout(ctx, 30*time.Second)
 	defer ocancel()
-	store, err := hastore.Open(octx, hastore.OpenConfig{DataDir: t.TempDir(), Logger: log})
+	store, err := etcdstore.Open(octx, etcdstore.OpenConfig{DataDir: t.TempDir(), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

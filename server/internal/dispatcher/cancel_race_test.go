@@ -15,6 +15,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/internal/dispatcher"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
 )
@@ -109,7 +110,7 @@ func TestCancelAndResultOrderedByTheStore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	etcd, err := hastore.Open(ctx, hastore.OpenConfig{DataDir: t.TempDir(), Logger: quiet})
+	etcd, err := etcdstore.Open(ctx, etcdstore.OpenConfig{DataDir: t.TempDir(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

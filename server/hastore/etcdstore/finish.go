@@ -1,0 +1,18 @@
+package etcdstore
+
+import (
+	"context"
+
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+)
+
+var _ hastore.JobFinisher = (*Store)(nil)
+
+// FinishJob implements hastore.JobFinisher: one fenced transaction puts the result,
+// clean, if the job has none, and deletes its plan (and cancel request) in
+// the same branch.
+func (s *Store) FinishJob(ctx context.Context, f hastore.Fence, result *jobplanev1.JobResult) error {
+	return s.createResult(ctx, f, result, hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN, s.planDeletes(result.GetJobId())...)
+}
