@@ -8,6 +8,16 @@
 // the backends and the RPC layer (validate.go), and Validity, the
 // session lease measure both backends use.
 //
+// Behaviour a backend may have in one write or in steps is part of the
+// interface: Store.FinishJob (record a result and clean up) and
+// Session.PutExecutionPlanAndLead (put a plan and lead the job). Each
+// method says what a backend may do and what its caller may rely on
+// either way; a backend without the fused write uses the plain
+// implementation here (FinishJobInSteps, PutExecutionPlanNoLead). Callers
+// never look for optional behaviour by type assertion, and a Store that
+// wraps another to watch or change its writes implements these methods
+// itself (it would otherwise get the inner store's, which bypass it).
+//
 // The backends live in packages of their own, as Temporal's persistence
 // layer keeps each store apart from the interfaces it implements:
 //

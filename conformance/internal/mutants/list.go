@@ -268,12 +268,12 @@ var mutants = []Mutant{
 		Name: "cleanup/clean-before-plan-delete",
 		Doc:  "Cleanup marks the job result clean before it deletes the plan, so a leader change in between leaves a clean result with a plan that no one will ever remove (persist before run: marked clean only after cleanup succeeded).",
 		File: "server/internal/dispatcher/dispatcher.go",
-		Old: `		if step == 0 {
+		Old: `		} else if step == 0 {
 			err = d.cfg.Store.DeleteExecutionPlan(cctx, f, jobID)
 		} else {
 			err = d.cfg.Store.MarkJobResultClean(cctx, f, jobID)
 		}`,
-		New: `		if step == 0 {
+		New: `		} else if step == 0 {
 			err = d.cfg.Store.MarkJobResultClean(cctx, f, jobID)
 		} else {
 			err = d.cfg.Store.DeleteExecutionPlan(cctx, f, jobID)
@@ -284,23 +284,23 @@ var mutants = []Mutant{
 		Doc:  "When a job ends, the Dispatcher first tries to delete its plan and only then writes the dirty result, so the store sees a plan removal before the job has a result (a job's result is written dirty before its plan is removed; DeleteExecutionPlan only once the job has a result entry).",
 		File: "server/internal/dispatcher/dispatcher.go",
 		Old: `	f := ld.l.Fence()
-	// A store that can (hastore.JobFinisher) records the result and cleans`,
+	// The store records the result and cleans up after the job, in one`,
 		New: `	f := ld.l.Fence()
 	// The job is over: its plan goes first, so that no leader runs it again.
 	if err := d.cfg.Store.DeleteExecutionPlan(ld.ctx, f, j.id); err != nil {
 		d.log.Debug("removing the plan of a terminated job", "job", j.id, "err", err)
 	}
-	// A store that can (hastore.JobFinisher) records the result and cleans`,
+	// The store records the result and cleans up after the job, in one`,
 	},
 	{
 		Name: "cleanup/canceled-job-not-cleaned",
 		Doc:  "The cleanup after a job ends is skipped for CANCELED jobs (their tasks are gone already), so their plan and cancel request stay and their result stays dirty until the next leader's recovery (dirty result, then cleanup, then mark clean, for every globally terminal job).",
 		File: "server/internal/dispatcher/dispatcher.go",
 		Old: `	if !cleaned {
-		d.cleanup(ld.ctx, f, j.id)
+		d.cleanup(ld.ctx, f, j.id, pending)
 	}`,
 		New: `	if !cleaned && result.GetStatus() != jobstatus.Canceled {
-		d.cleanup(ld.ctx, f, j.id)
+		d.cleanup(ld.ctx, f, j.id, pending)
 	}`,
 	},
 	{
@@ -385,7 +385,7 @@ var mutants = []Mutant{
 		Doc:  "A new leader records the jobs with a dirty result as terminated but does not finish their cleanup, so their plans stay and their results stay dirty for ever (on gaining leadership a Dispatcher first finishes the cleanup of jobs that have a dirty result).",
 		File: "server/internal/dispatcher/dispatcher.go",
 		Old: `			d.log.Info("finishing the cleanup of a terminated job", "job", res.GetJobId())
-			d.cleanup(ctx, f, res.GetJobId())`,
+			d.cleanup(ctx, f, res.GetJobId(), nil)`,
 		New: `			// Known as terminated: it never runs again.
 			d.log.Info("a terminated job's cleanup is pending", "job", res.GetJobId(), "fence", f)`,
 	},

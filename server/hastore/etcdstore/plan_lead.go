@@ -13,11 +13,10 @@ import (
 	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
-var _ hastore.PlanCandidacy = (*etcdSession)(nil)
-
-// PutExecutionPlanAndLead implements hastore.PlanCandidacy: one fenced transaction
-// puts the plan if no result exists and, in the same branch, creates the
-// session's candidacy key if the job's election has no key at all. The
+// PutExecutionPlanAndLead implements hastore.Session in one write: one
+// fenced transaction puts the plan if no result exists and, in the same
+// branch, creates the session's candidacy key if the job's election has
+// no key at all. The
 // candidacy then leads from that revision on, with no predecessor to wait
 // for; the store's watch of leader keys learns of its deletion from
 // before its creation, as for any campaign.

@@ -19,7 +19,6 @@ type planLeadEnv struct {
 	store *etcdstore.Store
 	f     hastore.Fence
 	sess  hastore.Session
-	pl    hastore.PlanCandidacy
 }
 
 func newPlanLeadEnv(t *testing.T, prefix string) (*planLeadEnv, context.Context) {
@@ -37,11 +36,7 @@ func newPlanLeadEnv(t *testing.T, prefix string) (*planLeadEnv, context.Context)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, ok := sess.(hastore.PlanCandidacy)
-	if !ok {
-		t.Fatal("an Etcd session does not implement PlanCandidacy")
-	}
-	return &planLeadEnv{store: s, f: l.Fence(), sess: sess, pl: pl}, ctx
+	return &planLeadEnv{store: s, f: l.Fence(), sess: sess}, ctx
 }
 
 // A fresh job's plan and candidacy go in one write: the candidacy leads at
@@ -49,7 +44,7 @@ func newPlanLeadEnv(t *testing.T, prefix string) (*planLeadEnv, context.Context)
 func TestPlanAndLeadGrantsAFreshJob(t *testing.T) {
 	t.Parallel()
 	env, ctx := newPlanLeadEnv(t, "/pl/")
-	l, err := env.pl.PutExecutionPlanAndLead(ctx, env.f, testPlan("fresh"), "http://jm")
+	l, err := env.sess.PutExecutionPlanAndLead(ctx, env.f, testPlan("fresh"), "http://jm")
 	if err != nil || l == nil {
 		t.Fatalf("PutExecutionPlanAndLead = %v, %v; want a leadership", l, err)
 	}
@@ -82,7 +77,7 @@ func TestPlanAndLeadAllOrNothing(t *testing.T) {
 	env, ctx := newPlanLeadEnv(t, "/pl/")
 	stale := env.f
 	stale.Token.Epoch--
-	if l, err := env.pl.PutExecutionPlanAndLead(ctx, stale, testPlan("stale"), "http://jm"); !errors.Is(err, hastore.ErrStaleToken) || l != nil {
+	if l, err := env.sess.PutExecutionPlanAndLead(ctx, stale, testPlan("stale"), "http://jm"); !errors.Is(err, hastore.ErrStaleToken) || l != nil {
 		t.Errorf("with a stale token = %v, %v; want ErrStaleToken", l, err)
 	}
 	if _, err := env.store.GetExecutionPlan(ctx, "stale"); !errors.Is(err, hastore.ErrPlanNotFound) {
@@ -96,7 +91,7 @@ func TestPlanAndLeadAllOrNothing(t *testing.T) {
 	if err := env.store.CreateDirtyJobResult(ctx, env.f, res); err != nil {
 		t.Fatal(err)
 	}
-	if l, err := env.pl.PutExecutionPlanAndLead(ctx, env.f, testPlan("done"), "http://jm"); !errors.Is(err, hastore.ErrResultExists) || l != nil {
+	if l, err := env.sess.PutExecutionPlanAndLead(ctx, env.f, testPlan("done"), "http://jm"); !errors.Is(err, hastore.ErrResultExists) || l != nil {
 		t.Errorf("for a job with a result = %v, %v; want ErrResultExists", l, err)
 	}
 	if info, err := env.store.Leader(ctx, election.Job("done")); err != nil || !info.Token.IsZero() {
@@ -122,7 +117,7 @@ func TestPlanAndLeadLeavesAContestedElection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := env.pl.PutExecutionPlanAndLead(ctx, env.f, testPlan("held"), "http://jm")
+	l, err := env.sess.PutExecutionPlanAndLead(ctx, env.f, testPlan("held"), "http://jm")
 	if err != nil || l != nil {
 		t.Fatalf("with an older candidate = %v, %v; want the plan alone (nil, nil)", l, err)
 	}
@@ -155,7 +150,7 @@ func TestPlanAndLeadCandidacyExists(t *testing.T) {
 	if _, err := env.sess.Campaign(ctx, election.Job("twice"), "http://jm"); err != nil {
 		t.Fatal(err)
 	}
-	if l, err := env.pl.PutExecutionPlanAndLead(ctx, env.f, testPlan("twice"), "http://jm"); !errors.Is(err, hastore.ErrCandidacyExists) || l != nil {
+	if l, err := env.sess.PutExecutionPlanAndLead(ctx, env.f, testPlan("twice"), "http://jm"); !errors.Is(err, hastore.ErrCandidacyExists) || l != nil {
 		t.Errorf("with a candidacy in the election = %v, %v; want ErrCandidacyExists", l, err)
 	}
 }

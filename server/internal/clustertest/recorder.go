@@ -128,6 +128,14 @@ func (r *Recorder) MarkJobResultClean(ctx context.Context, f hastore.Fence, jobI
 	return r.call("mark-clean", jobID, func() error { return r.Store.MarkJobResultClean(ctx, f, jobID) })
 }
 
+// FinishJob takes the contract's three steps through the Recorder's own
+// CreateDirtyJobResult, DeleteExecutionPlan and MarkJobResultClean, so
+// that each is recorded, and can be failed, as its own call, whatever
+// the wrapped store would do in one write.
+func (r *Recorder) FinishJob(ctx context.Context, f hastore.Fence, res *jobplanev1.JobResult) error {
+	return hastore.FinishJobInSteps(ctx, r, f, res)
+}
+
 func (r *Recorder) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (hastore.Session, error) {
 	s, err := r.Store.OpenSession(ctx, cfg)
 	if err != nil {
@@ -152,21 +160,18 @@ func (s *recordedSession) Campaign(ctx context.Context, election, address string
 	return l, err
 }
 
-// PutExecutionPlanAndLead records the combined write as a plan put, then,
-// if it granted the job's leadership, that leadership's campaign and
-// grant. A plan put failed after taking effect (FailAfterNext) loses the
-// grant with its answer: the leadership is given up, so that the job's
-// runner campaigns for it, as it would after a real lost answer. A session
-// whose store cannot combine the two puts the plan alone.
+// PutExecutionPlanAndLead records the wrapped session's call, in one
+// write or not, as a plan put, then, if it granted the job's leadership,
+// that leadership's campaign and grant. A plan put failed after taking
+// effect (FailAfterNext) loses the grant with its answer: the leadership
+// is given up, so that the job's runner campaigns for it, as it would
+// after a real lost answer. A session whose store cannot combine the two
+// puts the plan alone, and grants nothing.
 func (s *recordedSession) PutExecutionPlanAndLead(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan, address string) (*hastore.Leadership, error) {
-	pc, ok := s.Session.(hastore.PlanCandidacy)
-	if !ok {
-		return nil, s.r.PutExecutionPlan(ctx, f, plan)
-	}
 	var l *hastore.Leadership
 	err := s.r.call("put-plan", plan.GetJobId(), func() error {
 		var err error
-		l, err = pc.PutExecutionPlanAndLead(ctx, f, plan, address)
+		l, err = s.Session.PutExecutionPlanAndLead(ctx, f, plan, address)
 		return err
 	})
 	switch {

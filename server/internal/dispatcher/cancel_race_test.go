@@ -90,12 +90,18 @@ func (s *gatedStore) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, 
 	return s.gate(func() error { return s.Store.CreateDirtyJobResult(ctx, f, r) })
 }
 
-// gatedFinisher is a gatedStore whose store records a result and cleans
-// up in one write (hastore.JobFinisher).
+// FinishJob takes the contract's three steps through the gatedStore, so
+// that the result's write is the gated CreateDirtyJobResult.
+func (s *gatedStore) FinishJob(ctx context.Context, f hastore.Fence, r *jobplanev1.JobResult) error {
+	return hastore.FinishJobInSteps(ctx, s, f, r)
+}
+
+// gatedFinisher is a gatedStore whose result's write is the real store's
+// FinishJob, in one write: the gate holds that write.
 type gatedFinisher struct{ *gatedStore }
 
 func (s gatedFinisher) FinishJob(ctx context.Context, f hastore.Fence, r *jobplanev1.JobResult) error {
-	return s.gate(func() error { return s.Store.(hastore.JobFinisher).FinishJob(ctx, f, r) })
+	return s.gate(func() error { return s.Store.FinishJob(ctx, f, r) })
 }
 
 // A cancel and the result of a job whose JobMaster has just ended it are
