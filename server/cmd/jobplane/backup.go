@@ -124,7 +124,7 @@ func runBackup(args []string, stdout, stderr io.Writer) int {
 // backupDataDir snapshots the member on the stopped server's data
 // directory dir into out.
 func backupDataDir(ctx context.Context, dir, out string, log *slog.Logger) (snapshotInfo, error) {
-	// StartMember would make a new, empty member on a directory without
+	// etcdmember.Start would make a new, empty member on a directory without
 	// one, and back that up.
 	if _, err := os.Stat(filepath.Join(dir, "member")); err != nil {
 		return snapshotInfo{}, fmt.Errorf("%s holds no etcd member data (no %s)", dir, filepath.Join(dir, "member"))
@@ -151,7 +151,7 @@ func backupDataDir(ctx context.Context, dir, out string, log *slog.Logger) (snap
 // checkSingleMember refuses the data directory of one member of a
 // several-member cluster, which cannot start without its peers. It reads
 // the membership from the member's database; a database that another
-// process holds is left for StartMember to report.
+// process holds is left for etcdmember.Start to report.
 func checkSingleMember(dir string) error {
 	db, err := bolt.Open(filepath.Join(dir, "member", "snap", "db"), 0o400, &bolt.Options{ReadOnly: true, Timeout: 100 * time.Millisecond})
 	if err != nil {

@@ -74,14 +74,14 @@ func TestHeldDataDirFailsFast(t *testing.T) {
 	defer cancelStart()
 	first, err := etcdmember.Start(startCtx, etcdmember.Config{Dir: dir, Logger: quietLogger()})
 	if err != nil {
-		t.Fatalf("StartMember: %v", err)
+		t.Fatalf("Start: %v", err)
 	}
 	wantMsg := fmt.Sprintf("hastore: data directory %s is in use by another process (pid %d)", dir, os.Getpid())
 	for _, tc := range []struct {
 		name string
 		open func(ctx context.Context) (io.Closer, error)
 	}{
-		{"StartMember", func(ctx context.Context) (io.Closer, error) {
+		{"Start", func(ctx context.Context) (io.Closer, error) {
 			return etcdmember.Start(ctx, etcdmember.Config{Dir: dir, Logger: quietLogger()})
 		}},
 		{"Open", func(ctx context.Context) (io.Closer, error) {
@@ -127,7 +127,7 @@ func TestHeldDataDirFailsFast(t *testing.T) {
 	}
 	m, err := etcdmember.Start(startCtx, etcdmember.Config{Dir: dir, Logger: quietLogger()})
 	if err != nil {
-		t.Fatalf("StartMember after the holder closed: %v", err)
+		t.Fatalf("Start after the holder closed: %v", err)
 	}
 	m.Close()
 }

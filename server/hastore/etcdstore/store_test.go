@@ -56,7 +56,7 @@ func (e *embedded) start(t *testing.T) {
 	defer cancel()
 	m, err := etcdmember.Start(ctx, e.cfg)
 	if err != nil {
-		t.Fatalf("StartMember: %v", err)
+		t.Fatalf("Start: %v", err)
 	}
 	e.member = m
 }
