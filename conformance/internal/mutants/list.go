@@ -280,6 +280,23 @@ var mutants = []Mutant{
 		}`,
 	},
 	{
+		Name: "cleanup/steps-clean-before-plan-delete",
+		Doc:  "FinishJob in steps, as a store without a fused write takes it, marks the result clean before it deletes the plan, so a leader change in between leaves a clean result with a plan that no one will ever remove (persist before run: marked clean only after cleanup succeeded).",
+		File: "server/hastore/fallback.go",
+		Old: `	if err := s.DeleteExecutionPlan(ctx, f, jobID); err != nil {
+		return &CleanupPendingError{JobID: jobID, Err: err}
+	}
+	if err := s.MarkJobResultClean(ctx, f, jobID); err != nil {
+		return &CleanupPendingError{JobID: jobID, PlanDeleted: true, Err: err}
+	}`,
+		New: `	if err := s.MarkJobResultClean(ctx, f, jobID); err != nil {
+		return &CleanupPendingError{JobID: jobID, Err: err}
+	}
+	if err := s.DeleteExecutionPlan(ctx, f, jobID); err != nil {
+		return &CleanupPendingError{JobID: jobID, PlanDeleted: true, Err: err}
+	}`,
+	},
+	{
 		Name: "cleanup/plan-deleted-before-result",
 		Doc:  "When a job ends, the Dispatcher first tries to delete its plan and only then writes the dirty result, so the store sees a plan removal before the job has a result (a job's result is written dirty before its plan is removed; DeleteExecutionPlan only once the job has a result entry).",
 		File: "server/internal/dispatcher/dispatcher.go",
@@ -296,12 +313,13 @@ var mutants = []Mutant{
 		Name: "cleanup/canceled-job-not-cleaned",
 		Doc:  "The cleanup after a job ends is skipped for CANCELED jobs (their tasks are gone already), so their plan and cancel request stay and their result stays dirty until the next leader's recovery (dirty result, then cleanup, then mark clean, for every globally terminal job).",
 		File: "server/internal/dispatcher/dispatcher.go",
-		Old: `	if !cleaned {
-		d.cleanup(ld.ctx, f, j.id, pending)
-	}`,
-		New: `	if !cleaned && result.GetStatus() != jobstatus.Canceled {
-		d.cleanup(ld.ctx, f, j.id, pending)
-	}`,
+		Old:  `		err := d.cfg.Store.FinishJob(ctx, f, result)`,
+		New: `		finish := d.cfg.Store.FinishJob
+		if result.GetStatus() == jobstatus.Canceled {
+			// Its tasks are gone already: only the result is left to write.
+			finish = d.cfg.Store.CreateDirtyJobResult
+		}
+		err := finish(ctx, f, result)`,
 	},
 	{
 		Name: "cleanup/clean-after-failed-delete",
