@@ -12,8 +12,8 @@ import (
 // puts the result, clean, if the job has none, and deletes its plan (and
 // cancel request) in the same branch. If the job's entry is clean and
 // holds an equal result, it succeeds and changes nothing; it fails with
-// ErrResultExists, writing nothing, if the job has any other entry (an
-// equal result still dirty among them). It never returns a
+// hastore.ErrResultExists, writing nothing, if the job has any other
+// entry (an equal result still dirty among them). It never returns a
 // *hastore.CleanupPendingError.
 func (s *Store) FinishJob(ctx context.Context, f hastore.Fence, result *jobplanev1.JobResult) error {
 	return s.createResult(ctx, f, result, hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN, s.planDeletes(result.GetJobId())...)
