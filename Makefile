@@ -88,8 +88,8 @@ FUZZ_TARGETS := \
 	./sdk/jobgraph:FuzzPrepare \
 	./server/internal/dispatcher:FuzzDispatcherRequest \
 	./server/hastore/hastorerpc:FuzzHAStoreRequest \
-	./server/hastore:FuzzKeys \
-	./server/hastore:FuzzParsePeers \
+	./server/hastore/etcdstore:FuzzKeys \
+	./server/hastore/etcdmember:FuzzParsePeers \
 	./server/internal/cli:FuzzParseJobFile
 FUZZTIME       ?= 60s
 FUZZ_SMOKE_TIME ?= 2s

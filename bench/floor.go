@@ -26,6 +26,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/planid"
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 )
 
 // The floor is the least a durable submission can cost on this machine:
@@ -50,7 +51,7 @@ const floorSessionTTL = 10 * time.Second
 // validation and idempotency are left out, on purpose.
 type floorHandler struct {
 	jobplanev1connect.UnimplementedDispatcherServiceHandler
-	store *hastore.Etcd
+	store *etcdstore.Store
 	fence hastore.Fence
 }
 
@@ -96,7 +97,7 @@ func RunFloor(ctx context.Context, in io.Reader, out io.Writer) error {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	store, err := hastore.Open(octx, hastore.OpenConfig{DataDir: filepath.Join(dir, "data"), Logger: log})
+	store, err := etcdstore.Open(octx, etcdstore.OpenConfig{DataDir: filepath.Join(dir, "data"), Logger: log})
 	if err != nil {
 		return err
 	}
@@ -165,7 +166,7 @@ func fmtSscan(s, format string, args ...any) bool {
 
 // rawPuts puts the encoded plan of a one-task job (fresh keys) from
 // writers goroutines for d, with the store's own etcd client.
-func rawPuts(ctx context.Context, store *hastore.Etcd, d time.Duration, writers int, graph *jobplanev1.JobGraph) RawResult {
+func rawPuts(ctx context.Context, store *etcdstore.Store, d time.Duration, writers int, graph *jobplanev1.JobGraph) RawResult {
 	data, err := proto.Marshal(floorPlan("raw", graph))
 	if err != nil {
 		return RawResult{Error: err.Error()}

@@ -27,7 +27,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/taskexecutor"
 	"github.com/jobplane/jobplane/server/component"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/localcluster"
 )
@@ -52,7 +52,7 @@ type env struct {
 	cfg     envConfig
 	log     *Log
 	dir     string
-	etcd    *hastore.Etcd
+	etcd    *etcdstore.Store
 	store   *store
 	storeHS *httpServer
 	http    *http.Client
@@ -84,7 +84,7 @@ func newEnv(ctx context.Context, cfg envConfig) (*env, error) {
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	octx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	e.etcd, err = hastore.Open(octx, hastore.OpenConfig{DataDir: filepath.Join(dir, "etcd"), Logger: e.logger})
+	e.etcd, err = etcdstore.Open(octx, etcdstore.OpenConfig{DataDir: filepath.Join(dir, "etcd"), Logger: e.logger})
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("open the HA store: %w", err)
@@ -459,7 +459,7 @@ func (e *env) revoke(ctx context.Context, name string) (election.Token, error) {
 	if err != nil || info.Token.IsZero() {
 		return election.Token{}, fmt.Errorf("no leader of %q to revoke: %v", name, err)
 	}
-	key := hastore.DefaultPrefix + "elections/" + name + "/" + info.Token.SessionID
+	key := etcdstore.DefaultPrefix + "elections/" + name + "/" + info.Token.SessionID
 	if _, err := e.etcd.Client().Delete(ctx, key); err != nil {
 		return election.Token{}, err
 	}

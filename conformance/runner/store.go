@@ -145,6 +145,14 @@ func (s *store) MarkJobResultClean(ctx context.Context, f hastore.Fence, jobID s
 	return s.call(ctx, "mark-clean", jobID, f.Token, func(ctx context.Context) error { return s.Store.MarkJobResultClean(ctx, f, jobID) })
 }
 
+// FinishJob takes the contract's three steps through the instrumented
+// store's own calls, so that each is logged, and faulted, as a call of
+// its own: as a server reaching the store over HAStoreService, which has
+// no call for the three at once, makes them.
+func (s *store) FinishJob(ctx context.Context, f hastore.Fence, res *jobplanev1.JobResult) error {
+	return hastore.FinishJobInSteps(ctx, s, f, res)
+}
+
 func (s *store) DeleteJobResultEntry(ctx context.Context, f hastore.Fence, jobID string) error {
 	return s.call(ctx, "delete-result", jobID, f.Token, func(ctx context.Context) error { return s.Store.DeleteJobResultEntry(ctx, f, jobID) })
 }
@@ -226,6 +234,14 @@ func (ss *session) Campaign(ctx context.Context, name, address string) (*hastore
 		return nil, flt.after // granted, but the answer is lost
 	}
 	return l, err
+}
+
+// PutExecutionPlanAndLead puts the plan through the instrumented store and
+// enters no candidacy, so that the put is logged and faulted as a plan
+// put and the caller's campaign as a campaign: as over HAStoreService,
+// which has no call for the two at once.
+func (ss *session) PutExecutionPlanAndLead(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan, _ string) (*hastore.Leadership, error) {
+	return hastore.PutExecutionPlanNoLead(ctx, ss.s, f, plan)
 }
 
 // KeepAlive renews the session; a fault armed for "keep-alive" (key: the

@@ -11,14 +11,14 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // jobManagerElectionPrefix is where the jobmanagers' candidacies live:
 // one key per session, named by its lease in hex, whose value is the
 // jobmanager's URL; the oldest leads.
-const jobManagerElectionPrefix = hastore.DefaultPrefix + "elections/" + "jobmanager/"
+const jobManagerElectionPrefix = etcdstore.DefaultPrefix + "elections/" + "jobmanager/"
 
 // storeEvent is one change of a key under the store's prefix.
 type storeEvent struct {
@@ -34,7 +34,7 @@ type storeEvent struct {
 	Lease int64
 }
 
-// storeWatch records every change under hastore.DefaultPrefix from the
+// storeWatch records every change under etcdstore.DefaultPrefix from the
 // revision after the one current when it was made.
 type storeWatch struct {
 	cli    *clientv3.Client
@@ -48,7 +48,7 @@ type storeWatch struct {
 	err    error
 }
 
-// watchStore starts recording changes under hastore.DefaultPrefix. It needs
+// watchStore starts recording changes under etcdstore.DefaultPrefix. It needs
 // an etcd quorum to start; Close it.
 func watchStore(ctx context.Context, c *localcluster.ProcessCluster) (*storeWatch, error) {
 	cli, err := c.EtcdClient()
@@ -62,7 +62,7 @@ func watchStore(ctx context.Context, c *localcluster.ProcessCluster) (*storeWatc
 	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
 	w := &storeWatch{cli: cli, cancel: cancel, done: make(chan struct{}), Start: resp.Header.Revision}
-	ch := cli.Watch(wctx, hastore.DefaultPrefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	ch := cli.Watch(wctx, etcdstore.DefaultPrefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
 	go func() {
 		defer close(w.done)
 		for wresp := range ch {

@@ -1,61 +1,43 @@
-// Package hastore is jobplane's high-availability store: leader election
-// with fencing tokens, and the durable state a cluster must not lose
-// (execution plans and job results).
+// Package hastore is the contract of jobplane's high-availability store:
+// leader election with fencing tokens, and the durable state a cluster
+// must not lose (execution plans and job results).
 //
-// Store is the interface; Etcd is its backend on etcd: an embedded single
-// member (StartMember, or Open with a data directory: the default,
-// one-machine deployment), one of a cluster of embedded members, one per
-// JobManager machine (MemberConfig.Peers and Join), or an external
-// cluster, with TLS and authentication (Open with endpoints).
-// Package hastorerpc serves a Store as HAStoreService and implements Store
-// over that service; package storetest is the contract suite every backend
-// passes.
+// It declares what every backend implements and every caller may rely
+// on: the Store and Session interfaces, Fence, SessionConfig and
+// Leadership, the errors (errors.go), the validation of input shared by
+// the backends and the RPC layer (validate.go), and Validity, the
+// session lease measure both backends use.
 //
-// The package owns storage only: it holds no RPC code, and runs no
-// goroutines beyond what its backend needs (lease renewal, watching leader
-// keys, and the embedded member's maintenance).
+// Behaviour a backend may have in one write or in steps is part of the
+// interface: Store.FinishJob (record a result and clean up) and
+// Session.PutExecutionPlanAndLead (put a plan and lead the job). Each
+// method says what a backend may do and what its caller may rely on
+// either way; a backend without the fused write uses the plain
+// implementation here (FinishJobInSteps, PutExecutionPlanNoLead). Callers
+// never look for optional behaviour by type assertion, and a Store that
+// wraps another to watch or change its writes implements these methods
+// itself (it would otherwise get the inner store's, which bypass it).
+//
+// The backends live in packages of their own, as Temporal's persistence
+// layer keeps each store apart from the interfaces it implements:
+//
+//   - etcdstore: the store on etcd (an embedded member, one of a cluster
+//     of embedded members, or an external cluster), with Open;
+//   - etcdmember: the embedded etcd member that etcdstore runs on;
+//   - hastorerpc: a Store served as HAStoreService, and a Store over that
+//     service in another process;
+//   - storetest: the contract suite every backend passes.
+//
+// The package must not import etcd (go.etcd.io) or zap, nor any backend:
+// a program that needs only the contract (the Dispatcher, a remote
+// store's client) links no storage engine. A test here fails if it does.
 //
 // # Fencing
 //
-// A grant's token is {session id, epoch}: the session id is the etcd lease
-// (in hex) and the epoch is the create revision of the leader's key, so
-// epochs of an election strictly increase, also across restarts. Every
-// write is one etcd transaction that compares the writer's leader key's
-// create revision with the token's epoch, and that no key of the election
-// is older, in the same transaction as the write itself. A leader whose
-// lease expired while it was paused is refused however late it wakes up.
-//
-// # Group commit
-//
-// Under load, the Etcd backend sends the writes that queued while its
-// previous transaction was in flight as one etcd transaction, each write a
-// nested transaction with its own comparisons (fence and conditions) and
-// its own answer; a write that finds no transaction in flight goes out at
-// once. A job's several writes then no longer divide the store's write
-// rate. Batches respect etcd's max-txn-ops and request size limits, and
-// never hold two writes to one key, so writes to a key apply in order.
-//
-// # Key layout
-//
-// All keys live under a prefix (default "/jobplane/"), so several clusters
-// can share one etcd:
-//
-//	<prefix>elections/<election>/<lease-hex>  a candidacy; value: the published address
-//	<prefix>plans/<job-id>                    ExecutionPlan, protobuf binary
-//	<prefix>results/<job-id>                  JobResultEntry (result + dirty/clean), protobuf binary
-//	<prefix>checkpoints/<job-id>/...          reserved for checkpoint metadata
-//
-// Elections are "jobmanager" and "job/<job-id>"; the leader of an election
-// is its candidacy key with the lowest create revision (etcd's concurrency
-// recipe).
-//
-// # Space
-//
-// The embedded member runs periodic auto-compaction (default: keep 5
-// minutes of history) under a space quota (default 2 GiB). Its maintenance
-// loop checks the database every 30 seconds: past half the quota it
-// compacts all history; when free pages exceed half the file it
-// defragments; and if the quota alarm went off anyway it does both and
-// clears the alarm, so job churn never leaves the store read-only. An
-// external cluster is its operator's to compact and defragment.
+// A grant's token is {session id, epoch}; the epochs of an election
+// strictly increase, also across restarts of the store. A backend
+// performs a fenced write only if its token is the election's current
+// grant, checked atomically with the write itself, so that a leader whose
+// session expired while it was paused is refused however late it wakes
+// up.
 package hastore

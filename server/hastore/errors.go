@@ -30,10 +30,6 @@ var (
 	ErrInvalidArgument = errors.New("hastore: invalid argument")
 	// ErrUnavailable: the store cannot reach its storage.
 	ErrUnavailable = errors.New("hastore: unavailable")
-	// ErrDataDirInUse: another embedded member holds the data directory;
-	// the error is a *DataDirInUseError naming the directory and, when it
-	// can be known, the holder's process id.
-	ErrDataDirInUse = errors.New("hastore: data directory is in use by another process")
 )
 
 // Reasons a leadership ends, as context.Cause of Leadership.Context.

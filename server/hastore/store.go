@@ -122,40 +122,37 @@ type Store interface {
 	// error. It fails with ErrResultDirty for a dirty entry.
 	DeleteJobResultEntry(ctx context.Context, f Fence, jobID string) error
 
+	// FinishJob records a globally terminal job's result and cleans up
+	// after the job: what CreateDirtyJobResult, DeleteExecutionPlan and
+	// MarkJobResultClean do in turn, each fenced by f.
+	//
+	// A backend does it either as one write (the etcd backend: the result
+	// is stored clean and the plan and cancel request removed, both or
+	// neither, so no state in between is ever seen), or in those three
+	// steps, in that order, stopping at the first error
+	// (FinishJobInSteps: the remote backend, whose service has no such
+	// write). What the caller may rely on, either way:
+	//   - nil: the job's entry holds result (or an equal one), clean, and
+	//     the job has neither plan nor cancel request;
+	//   - a *CleanupPendingError (only in steps): the result is recorded,
+	//     dirty, and a cleanup step failed with the error it wraps; the
+	//     caller finishes the cleanup from that step, as it would after
+	//     CreateDirtyJobResult;
+	//   - ErrResultExists: the job already had an entry, which this call
+	//     did not complete (another result; or, in one write, an equal
+	//     one still dirty); the caller reads the entry and finishes its
+	//     cleanup (DeleteExecutionPlan, then MarkJobResultClean), which
+	//     is harmless if it was done;
+	//   - any other error is CreateDirtyJobResult's (ErrCancelRequested
+	//     and ErrStaleToken among them) and leaves what it would leave:
+	//     nothing, or, from an unavailable store, perhaps the write.
+	// Calling FinishJob again with the same result is safe: what an
+	// earlier call wrote counts as done.
+	FinishJob(ctx context.Context, f Fence, result *jobplanev1.JobResult) error
+
 	// Close releases the store's resources; it does not close sessions
 	// opened from it, whose leases then expire by their TTL.
 	Close() error
-}
-
-// PlanCandidacy is implemented by sessions whose store can put a job's
-// execution plan and enter the job's election in one write (the Etcd
-// backend does). Submission then costs the store one write before the
-// acknowledgement and none after it before the job runs.
-type PlanCandidacy interface {
-	// PutExecutionPlanAndLead is Store.PutExecutionPlan of plan, fenced by
-	// f, together with this session's candidacy, carrying address, in the
-	// election of plan's job (election.Job): both or neither. The candidacy
-	// is entered only if the election has no candidate at all, and then it
-	// leads at once: granted is that leadership, which began with the plan
-	// written and no job result present. If the election has a candidate,
-	// only the plan is written and granted is nil: the caller campaigns as
-	// usual. The errors are PutExecutionPlan's, and ErrCandidacyExists if
-	// the session already has a candidacy in the election.
-	PutExecutionPlanAndLead(ctx context.Context, f Fence, plan *hastorev1.ExecutionPlan, address string) (granted *Leadership, err error)
-}
-
-// JobFinisher is implemented by stores that can record a job's result and
-// clean up after the job in one write (the Etcd backend does).
-type JobFinisher interface {
-	// FinishJob does what CreateDirtyJobResult, DeleteExecutionPlan and
-	// MarkJobResultClean do in turn, as one write fenced by f: the result
-	// is stored clean and the plan removed, both or neither, so no state
-	// in between is ever seen. If the job's entry is clean and holds an
-	// equal result, it succeeds and changes nothing; it fails with
-	// ErrResultExists, writing nothing, if the job has any other entry.
-	// Its other errors are CreateDirtyJobResult's, ErrCancelRequested
-	// among them.
-	FinishJob(ctx context.Context, f Fence, result *jobplanev1.JobResult) error
 }
 
 // Session is a store session (on etcd, a lease). Its candidacies and
@@ -182,6 +179,28 @@ type Session interface {
 	// or leadership in election, and with ErrSessionNotFound if the session
 	// ended.
 	Campaign(ctx context.Context, election, address string) (*Leadership, error)
+	// PutExecutionPlanAndLead is Store.PutExecutionPlan of plan, fenced by
+	// f, by the store this session was opened from, and may enter this
+	// session's candidacy, carrying address, in the election of plan's job
+	// (election.Job) in the same write.
+	//
+	// A backend that can write both at once (the etcd backend) does: both
+	// or neither, and the candidacy is entered only if the election has no
+	// candidate at all; it then leads at once, and granted is that
+	// leadership, which began with the plan written and no job result
+	// present. Submission then costs the store one write before the
+	// acknowledgement and none after it before the job runs. A backend
+	// that cannot (the remote one) only puts the plan
+	// (PutExecutionPlanNoLead).
+	//
+	// What the caller may rely on: on success, the plan is stored; if
+	// granted is nil, no candidacy was entered for the caller, which
+	// campaigns as usual (Campaign); if it is not, the session leads the
+	// job's election with it. The errors are PutExecutionPlan's, and
+	// ErrCandidacyExists if the session already has a candidacy in the
+	// election (a backend that enters none may not check it); on an error
+	// the session holds no leadership from the call.
+	PutExecutionPlanAndLead(ctx context.Context, f Fence, plan *hastorev1.ExecutionPlan, address string) (granted *Leadership, err error)
 	// KeepAlive renews a session opened with ManualKeepAlive for another
 	// TTL and returns the TTL. It fails with ErrSessionNotFound if the
 	// session ended. On other sessions it only reports the TTL.
@@ -224,8 +243,9 @@ func (e *JobTerminalError) Error() string {
 // Is makes errors.Is(err, ErrJobTerminal) true for a JobTerminalError.
 func (e *JobTerminalError) Is(target error) bool { return target == ErrJobTerminal }
 
-// cancelOverrides reports whether a cancel request, once recorded, keeps a
-// job from ending in status: it ends CANCELED instead.
-func cancelOverrides(status jobplanev1.JobStatus) bool {
+// CancelOverrides reports whether a cancel request, once recorded, keeps a
+// job from ending in status: it ends CANCELED instead. A backend refuses
+// such a result with ErrCancelRequested (see CreateDirtyJobResult).
+func CancelOverrides(status jobplanev1.JobStatus) bool {
 	return status == jobplanev1.JobStatus_JOB_STATUS_FINISHED || status == jobplanev1.JobStatus_JOB_STATUS_FAILED
 }

@@ -16,6 +16,10 @@ const (
 	MaxJobIDLength = 64
 )
 
+// DefaultMaxPlanBytes is the default limit on an encoded execution plan:
+// the contract's 1 MiB, unless a store is configured otherwise.
+const DefaultMaxPlanBytes = 1 << 20
+
 // JobIDOfElection returns the job id of a job election, and false for any
 // other name.
 func JobIDOfElection(name string) (string, bool) {

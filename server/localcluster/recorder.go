@@ -133,6 +133,14 @@ func (r *StoreRecorder) MarkJobResultClean(ctx context.Context, f hastore.Fence,
 	return r.call("mark-clean", jobID, func() error { return r.Store.MarkJobResultClean(ctx, f, jobID) })
 }
 
+// FinishJob takes the contract's three steps through the StoreRecorder's own
+// CreateDirtyJobResult, DeleteExecutionPlan and MarkJobResultClean, so
+// that each is recorded, and can be failed, as its own call, whatever
+// the wrapped store would do in one write.
+func (r *StoreRecorder) FinishJob(ctx context.Context, f hastore.Fence, res *jobplanev1.JobResult) error {
+	return hastore.FinishJobInSteps(ctx, r, f, res)
+}
+
 // OpenSession opens a session whose campaigns are recorded as
 // "campaign" when they start and "granted" when they end.
 func (r *StoreRecorder) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (hastore.Session, error) {
@@ -159,21 +167,18 @@ func (s *recordedSession) Campaign(ctx context.Context, election, address string
 	return l, err
 }
 
-// PutExecutionPlanAndLead records the combined write as a plan put, then,
-// if it granted the job's leadership, that leadership's campaign and
-// grant. A plan put failed after taking effect (FailAfterNext) loses the
-// grant with its answer: the leadership is given up, so that the job's
-// runner campaigns for it, as it would after a real lost answer. A session
-// whose store cannot combine the two puts the plan alone.
+// PutExecutionPlanAndLead records the wrapped session's call, in one
+// write or not, as a plan put, then, if it granted the job's leadership,
+// that leadership's campaign and grant. A plan put failed after taking
+// effect (FailAfterNext) loses the grant with its answer: the leadership
+// is given up, so that the job's runner campaigns for it, as it would
+// after a real lost answer. A session whose store cannot combine the two
+// puts the plan alone, and grants nothing.
 func (s *recordedSession) PutExecutionPlanAndLead(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan, address string) (*hastore.Leadership, error) {
-	pc, ok := s.Session.(hastore.PlanCandidacy)
-	if !ok {
-		return nil, s.r.PutExecutionPlan(ctx, f, plan)
-	}
 	var l *hastore.Leadership
 	err := s.r.call("put-plan", plan.GetJobId(), func() error {
 		var err error
-		l, err = pc.PutExecutionPlanAndLead(ctx, f, plan, address)
+		l, err = s.Session.PutExecutionPlanAndLead(ctx, f, plan, address)
 		return err
 	})
 	switch {

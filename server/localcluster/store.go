@@ -5,6 +5,8 @@ import (
 	"log/slog"
 
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdmember"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 )
 
 // This file is the one place where the in-process cluster names its HA
@@ -13,7 +15,7 @@ import (
 
 // ErrDataDirInUse is the error (tested with errors.Is) with which Start
 // fails when another cluster or process holds Config.DataDir.
-var ErrDataDirInUse = hastore.ErrDataDirInUse
+var ErrDataDirInUse = etcdmember.ErrDataDirInUse
 
 // storeLogMessage is what the cluster logs once its store is open.
 const storeLogMessage = "ha store on embedded etcd"
@@ -21,7 +23,7 @@ const storeLogMessage = "ha store on embedded etcd"
 // openStore opens an HA store on a single etcd member embedded in this
 // process, on dir; close stops the member.
 func openStore(ctx context.Context, dir string, log *slog.Logger) (store hastore.Store, close func() error, err error) {
-	st, err := hastore.Open(ctx, hastore.OpenConfig{DataDir: dir, Logger: log})
+	st, err := etcdstore.Open(ctx, etcdstore.OpenConfig{DataDir: dir, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}

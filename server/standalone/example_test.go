@@ -9,7 +9,7 @@ import (
 
 	"github.com/jobplane/jobplane/sdk"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/standalone"
 )
 
@@ -21,7 +21,7 @@ func Example() {
 	}
 	defer os.RemoveAll(dir)
 	cluster, err := standalone.New(context.Background(), standalone.Config{
-		Store:         hastore.OpenConfig{DataDir: dir},
+		Store:         etcdstore.OpenConfig{DataDir: dir},
 		TaskExecutors: 1,
 		Logger:        slog.New(slog.DiscardHandler),
 	})

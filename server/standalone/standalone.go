@@ -21,6 +21,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/wire/transport"
 	"github.com/jobplane/jobplane/server/component"
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobmanager"
 )
@@ -99,7 +100,7 @@ type Config struct {
 	// member on Store.DataDir, or the external etcd cluster at
 	// Store.Endpoints (exactly one of them is required). Its Logger
 	// defaults to Config.Logger.
-	Store hastore.OpenConfig
+	Store etcdstore.OpenConfig
 	// StoreOpenTimeout bounds opening the store. Default:
 	// DefaultStoreOpenTimeout.
 	StoreOpenTimeout time.Duration
@@ -233,7 +234,7 @@ func (c Config) jobManager(st hastore.Store, client *http.Client) jobmanager.Con
 type Cluster struct {
 	cfg   Config
 	log   *slog.Logger
-	store *hastore.Etcd
+	store *etcdstore.Store
 	ep    *endpoint.Endpoint
 	// jobManager and components (the TaskExecutors, each with its own
 	// endpoint) each have a blocking Run; servers are the Run of the
@@ -286,7 +287,7 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	octx, cancel := context.WithTimeout(ctx, cfg.StoreOpenTimeout)
 	defer cancel()
-	c.store, err = hastore.Open(octx, cfg.Store)
+	c.store, err = etcdstore.Open(octx, cfg.Store)
 	if err != nil {
 		return nil, fmt.Errorf("standalone: open ha store: %w", err)
 	}
@@ -335,7 +336,7 @@ func (c *Cluster) newClient() *http.Client {
 
 func prefix(p string) string {
 	if p == "" {
-		return hastore.DefaultPrefix
+		return etcdstore.DefaultPrefix
 	}
 	return p
 }

@@ -15,7 +15,8 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/sdk/taskexecutor"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdmember"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/standalone"
 )
 
@@ -28,7 +29,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 func TestClusterRunsInvokable(t *testing.T) {
 	var ran atomic.Int32
 	c, err := standalone.New(context.Background(), standalone.Config{
-		Store:         hastore.OpenConfig{DataDir: t.TempDir()},
+		Store:         etcdstore.OpenConfig{DataDir: t.TempDir()},
 		TaskExecutors: 2, Slots: 2,
 		Invokables: map[string]taskexecutor.Invokable{"count": func(context.Context, taskexecutor.Task) error {
 			ran.Add(1)
@@ -86,7 +87,7 @@ func TestClusterRunsInvokable(t *testing.T) {
 func TestCloseWithoutRun(t *testing.T) {
 	dir := t.TempDir()
 	for range 2 {
-		c, err := standalone.New(context.Background(), standalone.Config{Store: hastore.OpenConfig{DataDir: dir}, TaskExecutors: 1, Logger: quiet()})
+		c, err := standalone.New(context.Background(), standalone.Config{Store: etcdstore.OpenConfig{DataDir: dir}, TaskExecutors: 1, Logger: quiet()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +100,7 @@ func TestCloseWithoutRun(t *testing.T) {
 // The cluster's URL is the advertised one; it still serves on the bound
 // address.
 func TestClusterURLIsAdvertised(t *testing.T) {
-	c, err := standalone.New(context.Background(), standalone.Config{Store: hastore.OpenConfig{DataDir: t.TempDir()}, Advertise: "http://host1:8080", Logger: quiet()})
+	c, err := standalone.New(context.Background(), standalone.Config{Store: etcdstore.OpenConfig{DataDir: t.TempDir()}, Advertise: "http://host1:8080", Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,11 +117,11 @@ func TestConfigValidate(t *testing.T) {
 		cfg  standalone.Config
 	}{
 		{"no store", standalone.Config{}},
-		{"negative TaskExecutors", standalone.Config{Store: hastore.OpenConfig{DataDir: dir}, TaskExecutors: -1}},
-		{"negative slots", standalone.Config{Store: hastore.OpenConfig{DataDir: dir}, Slots: -1}},
-		{"timings", standalone.Config{Store: hastore.OpenConfig{DataDir: dir}, HeartbeatInterval: time.Second, HeartbeatTimeout: time.Second}},
-		{"every interface without advertise", standalone.Config{Store: hastore.OpenConfig{DataDir: dir}, Listen: "0.0.0.0:0"}},
-		{"advertise with a path", standalone.Config{Store: hastore.OpenConfig{DataDir: dir}, Advertise: "http://host1:8080/jobplane"}},
+		{"negative TaskExecutors", standalone.Config{Store: etcdstore.OpenConfig{DataDir: dir}, TaskExecutors: -1}},
+		{"negative slots", standalone.Config{Store: etcdstore.OpenConfig{DataDir: dir}, Slots: -1}},
+		{"timings", standalone.Config{Store: etcdstore.OpenConfig{DataDir: dir}, HeartbeatInterval: time.Second, HeartbeatTimeout: time.Second}},
+		{"every interface without advertise", standalone.Config{Store: etcdstore.OpenConfig{DataDir: dir}, Listen: "0.0.0.0:0"}},
+		{"advertise with a path", standalone.Config{Store: etcdstore.OpenConfig{DataDir: dir}, Advertise: "http://host1:8080/jobplane"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.cfg.Validate(); err == nil {
@@ -137,13 +138,13 @@ func TestConfigValidate(t *testing.T) {
 // the first one intact.
 func TestDataDirInUse(t *testing.T) {
 	dir := t.TempDir()
-	c, err := standalone.New(context.Background(), standalone.Config{Store: hastore.OpenConfig{DataDir: dir}, Logger: quiet()})
+	c, err := standalone.New(context.Background(), standalone.Config{Store: etcdstore.OpenConfig{DataDir: dir}, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_, err = standalone.New(context.Background(), standalone.Config{Store: hastore.OpenConfig{DataDir: dir}, Logger: quiet()})
-	if !errors.Is(err, hastore.ErrDataDirInUse) {
+	_, err = standalone.New(context.Background(), standalone.Config{Store: etcdstore.OpenConfig{DataDir: dir}, Logger: quiet()})
+	if !errors.Is(err, etcdmember.ErrDataDirInUse) {
 		t.Errorf("second New: %v, want ErrDataDirInUse", err)
 	}
 }

@@ -96,6 +96,13 @@ func (s *store) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, res *
 	return s.Store.CreateDirtyJobResult(ctx, f, res)
 }
 
+// FinishJob takes the contract's three steps through this store, so that
+// its modes break the result's write (CreateDirtyJobResult) whatever the
+// inner store would do in one write.
+func (s *store) FinishJob(ctx context.Context, f hastore.Fence, res *jobplanev1.JobResult) error {
+	return hastore.FinishJobInSteps(ctx, s, f, res)
+}
+
 func (s *store) ListExecutionPlans(ctx context.Context, after string, limit int) ([]string, error) {
 	if s.mode == "no-recovery" {
 		return nil, nil
@@ -153,6 +160,14 @@ func (ss *session) KeepAlive(ctx context.Context) (time.Duration, error) {
 		ss.mu.Unlock()
 	}
 	return ttl, err
+}
+
+// PutExecutionPlanAndLead puts the plan through this store (its modes
+// apply) and enters no candidacy, so that the job's leadership comes from
+// Campaign, which publishes the proxy's address and breaks it as the mode
+// says.
+func (ss *session) PutExecutionPlanAndLead(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan, _ string) (*hastore.Leadership, error) {
+	return hastore.PutExecutionPlanNoLead(ctx, ss.s, f, plan)
 }
 
 // Campaign publishes the proxy's address, and breaks the leadership the

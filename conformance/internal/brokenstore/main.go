@@ -28,7 +28,7 @@ import (
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 )
 
@@ -51,7 +51,7 @@ func run(mode, listen, dataDir string) error {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	store, err := hastore.Open(ctx, hastore.OpenConfig{DataDir: dataDir, Logger: log})
+	store, err := etcdstore.Open(ctx, etcdstore.OpenConfig{DataDir: dataDir, Logger: log})
 	if err != nil {
 		return err
 	}

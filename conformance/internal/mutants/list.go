@@ -268,40 +268,58 @@ var mutants = []Mutant{
 		Name: "cleanup/clean-before-plan-delete",
 		Doc:  "Cleanup marks the job result clean before it deletes the plan, so a leader change in between leaves a clean result with a plan that no one will ever remove (persist before run: marked clean only after cleanup succeeded).",
 		File: "server/internal/dispatcher/dispatcher.go",
-		Old: `		if step == 0 {
+		Old: `		} else if step == 0 {
 			err = d.cfg.Store.DeleteExecutionPlan(cctx, f, jobID)
 		} else {
 			err = d.cfg.Store.MarkJobResultClean(cctx, f, jobID)
 		}`,
-		New: `		if step == 0 {
+		New: `		} else if step == 0 {
 			err = d.cfg.Store.MarkJobResultClean(cctx, f, jobID)
 		} else {
 			err = d.cfg.Store.DeleteExecutionPlan(cctx, f, jobID)
 		}`,
+	},
+	{
+		Name: "cleanup/steps-clean-before-plan-delete",
+		Doc:  "FinishJob in steps, as a store without a fused write takes it, marks the result clean before it deletes the plan, so a leader change in between leaves a clean result with a plan that no one will ever remove (persist before run: marked clean only after cleanup succeeded).",
+		File: "server/hastore/fallback.go",
+		Old: `	if err := s.DeleteExecutionPlan(ctx, f, jobID); err != nil {
+		return &CleanupPendingError{JobID: jobID, Err: err}
+	}
+	if err := s.MarkJobResultClean(ctx, f, jobID); err != nil {
+		return &CleanupPendingError{JobID: jobID, PlanDeleted: true, Err: err}
+	}`,
+		New: `	if err := s.MarkJobResultClean(ctx, f, jobID); err != nil {
+		return &CleanupPendingError{JobID: jobID, Err: err}
+	}
+	if err := s.DeleteExecutionPlan(ctx, f, jobID); err != nil {
+		return &CleanupPendingError{JobID: jobID, PlanDeleted: true, Err: err}
+	}`,
 	},
 	{
 		Name: "cleanup/plan-deleted-before-result",
 		Doc:  "When a job ends, the Dispatcher first tries to delete its plan and only then writes the dirty result, so the store sees a plan removal before the job has a result (a job's result is written dirty before its plan is removed; DeleteExecutionPlan only once the job has a result entry).",
 		File: "server/internal/dispatcher/dispatcher.go",
 		Old: `	f := ld.l.Fence()
-	// A store that can (hastore.JobFinisher) records the result and cleans`,
+	// The store records the result and cleans up after the job, in one`,
 		New: `	f := ld.l.Fence()
 	// The job is over: its plan goes first, so that no leader runs it again.
 	if err := d.cfg.Store.DeleteExecutionPlan(ld.ctx, f, j.id); err != nil {
 		d.log.Debug("removing the plan of a terminated job", "job", j.id, "err", err)
 	}
-	// A store that can (hastore.JobFinisher) records the result and cleans`,
+	// The store records the result and cleans up after the job, in one`,
 	},
 	{
 		Name: "cleanup/canceled-job-not-cleaned",
 		Doc:  "The cleanup after a job ends is skipped for CANCELED jobs (their tasks are gone already), so their plan and cancel request stay and their result stays dirty until the next leader's recovery (dirty result, then cleanup, then mark clean, for every globally terminal job).",
 		File: "server/internal/dispatcher/dispatcher.go",
-		Old: `	if !cleaned {
-		d.cleanup(ld.ctx, f, j.id)
-	}`,
-		New: `	if !cleaned && result.GetStatus() != jobstatus.Canceled {
-		d.cleanup(ld.ctx, f, j.id)
-	}`,
+		Old:  `		err := d.cfg.Store.FinishJob(ctx, f, result)`,
+		New: `		finish := d.cfg.Store.FinishJob
+		if result.GetStatus() == jobstatus.Canceled {
+			// Its tasks are gone already: only the result is left to write.
+			finish = d.cfg.Store.CreateDirtyJobResult
+		}
+		err := finish(ctx, f, result)`,
 	},
 	{
 		Name: "cleanup/clean-after-failed-delete",
@@ -330,23 +348,23 @@ var mutants = []Mutant{
 	{
 		Name: "cleanup/store-cancel-request-outlives-plan",
 		Doc:  "The store's plan delete leaves the job's cancel request behind, so once the id is used again (after DeleteJobResultEntry) its new plan reads cancel_requested and a recovering leader cancels it (RequestJobCancel: the record lasts as long as the plan and goes with it).",
-		File: "server/hastore/etcd.go",
+		File: "server/hastore/etcdstore/store.go",
 		Old:  `	return []clientv3.Op{clientv3.OpDelete(s.planKey(jobID)), clientv3.OpDelete(s.cancelKey(jobID))}`,
 		New:  `	return []clientv3.Op{clientv3.OpDelete(s.planKey(jobID))}`,
 	},
 	{
 		Name: "cleanup/store-deletes-dirty-result",
 		Doc:  "The store's DeleteJobResultEntry refuses only entries without a state, so a dirty result is deleted and its job's id can run again before its cleanup finished (DeleteJobResultEntry: FAILED_PRECONDITION JOB_RESULT_DIRTY for a dirty entry).",
-		File: "server/hastore/etcd.go",
+		File: "server/hastore/etcdstore/store.go",
 		Old: `		case e.GetState() != hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN:
-			return nil, ErrResultDirty`,
+			return nil, hastore.ErrResultDirty`,
 		New: `		case e.GetState() == hastorev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED:
-			return nil, ErrResultDirty`,
+			return nil, hastore.ErrResultDirty`,
 	},
 	{
 		Name: "cleanup/store-deletes-plan-without-result",
 		Doc:  "The store's DeleteExecutionPlan compares the result key's create revision with > -1 instead of > 0, so a plan is removed from a job that has no result entry and the job is left with neither (DeleteExecutionPlan: NOT_FOUND JOB_RESULT_NOT_FOUND without a result entry; a job is never without both).",
-		File: "server/hastore/etcd.go",
+		File: "server/hastore/etcdstore/store.go",
 		Old:  `		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.resultKey(jobID)), ">", 0)},`,
 		New:  `		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.resultKey(jobID)), ">", -1)},`,
 	},
@@ -385,7 +403,7 @@ var mutants = []Mutant{
 		Doc:  "A new leader records the jobs with a dirty result as terminated but does not finish their cleanup, so their plans stay and their results stay dirty for ever (on gaining leadership a Dispatcher first finishes the cleanup of jobs that have a dirty result).",
 		File: "server/internal/dispatcher/dispatcher.go",
 		Old: `			d.log.Info("finishing the cleanup of a terminated job", "job", res.GetJobId())
-			d.cleanup(ctx, f, res.GetJobId())`,
+			d.cleanup(ctx, f, res.GetJobId(), nil)`,
 		New: `			// Known as terminated: it never runs again.
 			d.log.Info("a terminated job's cleanup is pending", "job", res.GetJobId(), "fence", f)`,
 	},
@@ -431,7 +449,7 @@ var mutants = []Mutant{
 	{
 		Name: "recovery/store-list-after-inclusive",
 		Doc:  "The store resumes a listing at the page token's id instead of after it, so every page repeats the last id of the one before, and a client paging one at a time never ends (ListExecutionPlansRequest.page_token: the last job id of the previous page).",
-		File: "server/hastore/etcd.go",
+		File: "server/hastore/etcdstore/store.go",
 		Old:  `		from = pfx + after + "\x00"`,
 		New:  `		from = pfx + after`,
 	},
@@ -663,14 +681,14 @@ var mutants = []Mutant{
 	{
 		Name: "fencing/store-fence-ignores-epoch",
 		Doc:  "The store's fence checks only that the writer's session holds a key in the election, not its create revision, so a write under an older grant of the same session, or any epoch, is accepted (Fence: a write succeeds only if token is the election's current grant).",
-		File: "server/hastore/etcd.go",
+		File: "server/hastore/etcdstore/store.go",
 		Old:  `		clientv3.Compare(clientv3.CreateRevision(s.leaderKey(f.Election, f.Token.SessionID)), "=", epoch),`,
 		New:  `		clientv3.Compare(clientv3.CreateRevision(s.leaderKey(f.Election, f.Token.SessionID)), ">", 0),`,
 	},
 	{
 		Name: "fencing/store-fence-only-no-older-key",
 		Doc:  "The store's fence checks only that no key of the election is older than the token's epoch, not that the writer holds the leader key, so a deposed leader's older token, or any session with the current epoch, writes (Fence: checked atomically that token is the current grant; STALE_FENCING_TOKEN otherwise).",
-		File: "server/hastore/etcd.go",
+		File: "server/hastore/etcdstore/store.go",
 		Old: `	return []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(s.leaderKey(f.Election, f.Token.SessionID)), "=", epoch),
 		clientv3.Compare(clientv3.CreateRevision(s.electionPrefix(f.Election)+"/").WithPrefix(), ">", epoch-1),
@@ -698,7 +716,7 @@ var mutants = []Mutant{
 	{
 		Name: "fencing/committer-batch-drops-fence",
 		Doc:  "The group committer sends the writes it batches without their comparisons (only a write that goes alone keeps them), so under concurrent writes a stale token's write, a stale resign and a repeated plan put are all applied (Fence: checked atomically with the write; fenced writes).",
-		File: "server/hastore/committer.go",
+		File: "server/hastore/etcdstore/committer.go",
 		Old: `	for i, w := range batch {
 		ops[i] = w.op
 	}`,
@@ -711,7 +729,7 @@ var mutants = []Mutant{
 	{
 		Name: "fencing/store-resign-ignores-epoch",
 		Doc:  "The store's Resign deletes the session's leader key whatever its create revision, so resigning with an older token of a session that leads again ends its current leadership (Resign: resigning with a token that no longer leads succeeds and changes nothing).",
-		File: "server/hastore/etcd.go",
+		File: "server/hastore/etcdstore/store.go",
 		Old: `	epoch := int64(min(f.Token.Epoch, math.MaxInt64))
 	_, _, err := s.commit.do(ctx, clientv3.OpTxn(
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", epoch)},`,

@@ -9,9 +9,9 @@
 //
 //	go run ./conformance/internal/mutants [-run REGEXP] [-readme conformance/README.md]
 //
-// Mutants of the HA store's own code (server/hastore, but its client) are
-// run against the store mode of the suite, the others against the server
-// mode.
+// Mutants of the HA store's own code (server/hastore, but its client and
+// the contract's fallbacks, which run in the server) are run against the
+// store mode of the suite, the others against the server mode.
 package main
 
 import (
@@ -172,9 +172,11 @@ func buildMutant(root, dir string, m Mutant) (string, error) {
 }
 
 // storeSide reports whether m changes the HA store's own code, which the
-// store mode of the suite checks.
+// store mode of the suite checks. The store's client (hastorerpc.Client)
+// and the contract's fallbacks (FinishJob in steps) run in the server that
+// calls the store, and are checked with it.
 func storeSide(m Mutant) bool {
-	return strings.HasPrefix(m.File, "server/hastore/") && !strings.HasSuffix(m.File, "/client.go")
+	return strings.HasPrefix(m.File, "server/hastore/") && !strings.HasSuffix(m.File, "/client.go") && m.File != "server/hastore/fallback.go"
 }
 
 // runSuite runs the suite against the mutated server bin (and, for a

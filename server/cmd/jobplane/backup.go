@@ -24,11 +24,11 @@ import (
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
 
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdmember"
 )
 
 // The member that `jobplane standalone` and `jobplane jobmanager` embed by
-// default (hastore.MemberConfig's documented defaults): its name, and the
+// default (etcdmember.Config's documented defaults): its name, and the
 // peer URL it records for itself, which a single member never dials. A
 // snapshot restored without --etcd-peers makes this member, so the
 // default server starts on the restored directory as on its own.
@@ -124,7 +124,7 @@ func runBackup(args []string, stdout, stderr io.Writer) int {
 // backupDataDir snapshots the member on the stopped server's data
 // directory dir into out.
 func backupDataDir(ctx context.Context, dir, out string, log *slog.Logger) (snapshotInfo, error) {
-	// StartMember would make a new, empty member on a directory without
+	// etcdmember.Start would make a new, empty member on a directory without
 	// one, and back that up.
 	if _, err := os.Stat(filepath.Join(dir, "member")); err != nil {
 		return snapshotInfo{}, fmt.Errorf("%s holds no etcd member data (no %s)", dir, filepath.Join(dir, "member"))
@@ -132,8 +132,8 @@ func backupDataDir(ctx context.Context, dir, out string, log *slog.Logger) (snap
 	if err := checkSingleMember(dir); err != nil {
 		return snapshotInfo{}, err
 	}
-	m, err := hastore.StartMember(ctx, hastore.MemberConfig{Dir: dir, Logger: log})
-	if errors.Is(err, hastore.ErrDataDirInUse) {
+	m, err := etcdmember.Start(ctx, etcdmember.Config{Dir: dir, Logger: log})
+	if errors.Is(err, etcdmember.ErrDataDirInUse) {
 		return snapshotInfo{}, fmt.Errorf("%w: --data-dir works only while the server is stopped; stop it first, or snapshot its running etcd member with --etcd-endpoints", err)
 	}
 	if err != nil {
@@ -151,7 +151,7 @@ func backupDataDir(ctx context.Context, dir, out string, log *slog.Logger) (snap
 // checkSingleMember refuses the data directory of one member of a
 // several-member cluster, which cannot start without its peers. It reads
 // the membership from the member's database; a database that another
-// process holds is left for StartMember to report.
+// process holds is left for etcdmember.Start to report.
 func checkSingleMember(dir string) error {
 	db, err := bolt.Open(filepath.Join(dir, "member", "snap", "db"), 0o400, &bolt.Options{ReadOnly: true, Timeout: 100 * time.Millisecond})
 	if err != nil {

@@ -27,7 +27,7 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdmember"
 )
 
 // runToEnd runs `jobplane args...` as a child process to its end,
@@ -324,11 +324,11 @@ func TestBackupAndRestoreStandalone(t *testing.T) {
 
 // startBackupMember starts an embedded member on a new directory, with a
 // client URL that other processes reach.
-func startBackupMember(t *testing.T) *hastore.Member {
+func startBackupMember(t *testing.T) *etcdmember.Member {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	m, err := hastore.StartMember(ctx, hastore.MemberConfig{Dir: t.TempDir()})
+	m, err := etcdmember.Start(ctx, etcdmember.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("StartMember: %v", err)
 	}
@@ -398,7 +398,7 @@ func TestBackupFromEtcdEndpoints(t *testing.T) {
 	// Parents are made as needed.
 	restored := filepath.Join(t.TempDir(), "new", "restored")
 	mustRunToEnd(t, "restore", "--from", snap, "--data-dir", restored)
-	r, err := hastore.StartMember(ctx, hastore.MemberConfig{Dir: restored})
+	r, err := etcdmember.Start(ctx, etcdmember.Config{Dir: restored})
 	if err != nil {
 		t.Fatalf("StartMember on the restored directory: %v", err)
 	}

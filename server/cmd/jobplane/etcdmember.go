@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdmember"
 )
 
 // runEtcdMember lists or removes members of the etcd cluster the HA store
@@ -71,7 +71,7 @@ func runEtcdMember(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	c, err := hastore.NewEtcdClient(ctx, cfg)
+	c, err := etcdmember.NewClient(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "etcd-member: %v\n", err)
 		return exitError

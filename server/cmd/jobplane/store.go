@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdmember"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
@@ -46,8 +48,8 @@ func (e *etcdClientFlags) securitySet() bool {
 // config returns the client configuration the flags describe, reading
 // the password file; it fails on flags that do not go together and on
 // files that cannot be read.
-func (e *etcdClientFlags) config(log *slog.Logger) (hastore.EtcdClientConfig, error) {
-	cfg := hastore.EtcdClientConfig{CACertFile: e.cacert, CertFile: e.cert, KeyFile: e.key, Username: e.user, Logger: log}
+func (e *etcdClientFlags) config(log *slog.Logger) (etcdmember.ClientConfig, error) {
+	cfg := etcdmember.ClientConfig{CACertFile: e.cacert, CertFile: e.cert, KeyFile: e.key, Username: e.user, Logger: log}
 	if e.endpoints != "" {
 		cfg.Endpoints = strings.Split(e.endpoints, ",")
 	}
@@ -103,7 +105,7 @@ type storeFlags struct {
 	heartbeatInterval time.Duration
 	electionTimeout   time.Duration
 	// Set by useTLS from the process's listen flags.
-	peerTLS  hastore.PeerTLS
+	peerTLS  etcdmember.PeerTLS
 	insecure bool
 }
 
@@ -115,21 +117,21 @@ func (s *storeFlags) useTLS(l listenFlags) {
 	if ca == "" {
 		ca = l.caFile
 	}
-	s.peerTLS = hastore.PeerTLS{CertFile: l.cfg.TLSCertFile, KeyFile: l.cfg.TLSKeyFile, CAFile: ca}
+	s.peerTLS = etcdmember.PeerTLS{CertFile: l.cfg.TLSCertFile, KeyFile: l.cfg.TLSKeyFile, CAFile: ca}
 	s.insecure = l.security.insecure
 }
 
 // memberTLS returns the peer TLS of the embedded member of peers (this
 // one is named name): the process's with https:// peer URLs, none with
 // http:// ones, which are refused off loopback without -insecure.
-func (s *storeFlags) memberTLS(name string, peers []hastore.Peer) (hastore.PeerTLS, error) {
+func (s *storeFlags) memberTLS(name string, peers []etcdmember.Peer) (etcdmember.PeerTLS, error) {
 	for _, p := range peers {
 		if p.Name != name {
 			continue
 		}
 		if strings.HasPrefix(p.URL, "https://") {
 			if s.peerTLS.CertFile == "" || s.peerTLS.CAFile == "" {
-				return hastore.PeerTLS{}, errors.New("-etcd-peers with https:// URLs needs -tls-cert and -tls-key (the member's certificate towards its peers) and -tls-client-ca or -tls-ca (the authorities of the peers' certificates)")
+				return etcdmember.PeerTLS{}, errors.New("-etcd-peers with https:// URLs needs -tls-cert and -tls-key (the member's certificate towards its peers) and -tls-client-ca or -tls-ca (the authorities of the peers' certificates)")
 			}
 			return s.peerTLS, nil
 		}
@@ -142,18 +144,18 @@ func (s *storeFlags) memberTLS(name string, peers []hastore.Peer) (hastore.PeerT
 		}
 		for _, h := range hosts {
 			if !loopback(h) && !s.insecure {
-				return hastore.PeerTLS{}, fmt.Errorf("the embedded member's peer URL %s (or -etcd-peer-listen) is not on loopback, and plain HTTP lets anyone who reaches it into the HA store's raft traffic: "+
+				return etcdmember.PeerTLS{}, fmt.Errorf("the embedded member's peer URL %s (or -etcd-peer-listen) is not on loopback, and plain HTTP lets anyone who reaches it into the HA store's raft traffic: "+
 					"use https:// peer URLs (the member then uses -tls-cert, -tls-key and -tls-client-ca towards its peers), or pass -insecure on a network you trust", p.URL)
 			}
 		}
 	}
-	return hastore.PeerTLS{}, nil
+	return etcdmember.PeerTLS{}, nil
 }
 
 func (s *storeFlags) register(fs *flag.FlagSet, defaultDataDir string) {
 	fs.StringVar(&s.dataDir, "data-dir", defaultDataDir, "embed an etcd member on this directory (ignored with -etcd-endpoints); a directory that holds a member restarts it with its data")
 	s.client.register(fs, "comma-separated client URLs of an external etcd cluster, instead of the embedded member")
-	fs.StringVar(&s.prefix, "etcd-prefix", hastore.DefaultPrefix, "key prefix, so several clusters can share one etcd")
+	fs.StringVar(&s.prefix, "etcd-prefix", etcdstore.DefaultPrefix, "key prefix, so several clusters can share one etcd")
 	fs.IntVar(&s.maxPlanBytes, "max-plan-bytes", hastore.DefaultMaxPlanBytes, "largest encoded execution plan accepted")
 	fs.Int64Var(&s.quotaBytes, "quota-bytes", 2<<30, "space quota of the embedded member")
 	fs.StringVar(&s.name, "etcd-name", "", "name of the embedded member in its cluster (default \"jobplane\")")
@@ -188,8 +190,8 @@ func (s *storeFlags) validate() error {
 // member on -data-dir (alone, or one of the cluster of -etcd-peers), or
 // the external cluster at -etcd-endpoints. It fails on flags that do not
 // go together and on files that cannot be read.
-func (s *storeFlags) openConfig(log *slog.Logger) (hastore.OpenConfig, error) {
-	cfg := hastore.OpenConfig{
+func (s *storeFlags) openConfig(log *slog.Logger) (etcdstore.OpenConfig, error) {
+	cfg := etcdstore.OpenConfig{
 		Prefix:       s.prefix,
 		MaxPlanBytes: s.maxPlanBytes,
 		Logger:       log,
@@ -213,7 +215,7 @@ func (s *storeFlags) openConfig(log *slog.Logger) (hastore.OpenConfig, error) {
 	cfg.Username, cfg.Password = client.Username, client.Password
 	if s.client.endpoints == "" {
 		cfg.DataDir = s.dataDir
-		peers, err := hastore.ParsePeers(s.peers)
+		peers, err := etcdmember.ParsePeers(s.peers)
 		if err != nil {
 			return cfg, fmt.Errorf("-etcd-peers: %w", err)
 		}
@@ -225,7 +227,7 @@ func (s *storeFlags) openConfig(log *slog.Logger) (hastore.OpenConfig, error) {
 			return cfg, fmt.Errorf("-etcd-client-listen %s is not on loopback, and the embedded member's client port, plain HTTP, gives whoever reaches it the whole HA store: "+
 				"keep it on loopback (the default), or pass -insecure on a network you trust (a member that joins with -etcd-join needs a client URL it can reach)", s.clientListen)
 		}
-		cfg.Member = hastore.MemberConfig{
+		cfg.Member = etcdmember.Config{
 			Name: s.name, Peers: peers, PeerAddr: s.peerListen, ClientAddr: s.clientListen, PeerTLS: peerTLS,
 			HeartbeatInterval: s.heartbeatInterval, ElectionTimeout: s.electionTimeout,
 			QuotaBytes: s.quotaBytes,
@@ -259,7 +261,7 @@ func (s *storeFlags) open(ctx context.Context, client *http.Client, log *slog.Lo
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	store, err := hastore.Open(ctx, cfg)
+	store, err := etcdstore.Open(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open ha store: %w", err)
 	}

@@ -355,6 +355,14 @@ func (s *clientSession) Close(ctx context.Context) error {
 	return fromConnect(err)
 }
 
+// PutExecutionPlanAndLead implements hastore.Session without a candidacy:
+// HAStoreService has no call that puts a plan and campaigns at once, so it
+// puts the plan (hastore.PutExecutionPlanNoLead) and the caller campaigns
+// for the job as usual.
+func (s *clientSession) PutExecutionPlanAndLead(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan, _ string) (*hastore.Leadership, error) {
+	return hastore.PutExecutionPlanNoLead(ctx, s.c, f, plan)
+}
+
 func (s *clientSession) Campaign(ctx context.Context, name, address string) (*hastore.Leadership, error) {
 	if err := hastore.ValidateCampaign(name, address); err != nil {
 		return nil, err
@@ -667,4 +675,12 @@ func (c *Client) ListJobResultEntries(ctx context.Context, state hastorev1.JobRe
 func (c *Client) DeleteJobResultEntry(ctx context.Context, f hastore.Fence, jobID string) error {
 	_, err := c.rpc.DeleteJobResultEntry(ctx, &hastorev1.DeleteJobResultEntryRequest{Fence: fenceToProto(f), JobId: jobID})
 	return fromConnect(err)
+}
+
+// FinishJob implements hastore.Store in steps: HAStoreService has no call
+// that records a result and cleans up at once, so it calls
+// CreateDirtyJobResult, DeleteExecutionPlan and MarkJobResultClean in turn
+// (hastore.FinishJobInSteps).
+func (c *Client) FinishJob(ctx context.Context, f hastore.Fence, result *jobplanev1.JobResult) error {
+	return hastore.FinishJobInSteps(ctx, c, f, result)
 }

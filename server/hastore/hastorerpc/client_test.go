@@ -15,6 +15,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/wire/transport"
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/hastore/storetest"
 )
@@ -32,7 +33,7 @@ func quietLogger() *slog.Logger {
 type server struct {
 	dir   string
 	addr  string
-	store *hastore.Etcd
+	store *etcdstore.Store
 	http  *http.Server
 	done  chan struct{}
 }
@@ -49,7 +50,7 @@ func (s *server) start(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store, err := hastore.Open(ctx, hastore.OpenConfig{DataDir: s.dir, Logger: quietLogger()})
+	store, err := etcdstore.Open(ctx, etcdstore.OpenConfig{DataDir: s.dir, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

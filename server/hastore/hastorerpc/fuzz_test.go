@@ -15,6 +15,7 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/internal/rpcfuzz"
 )
@@ -77,7 +78,7 @@ func storeInvalid(msg proto.Message) bool {
 func FuzzHAStoreRequest(f *testing.F) {
 	rpcfuzz.AddSeeds(f, storeMethods, storeSeeds())
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := hastore.Open(context.Background(), hastore.OpenConfig{DataDir: f.TempDir(), Logger: quiet})
+	store, err := etcdstore.Open(context.Background(), etcdstore.OpenConfig{DataDir: f.TempDir(), Logger: quiet})
 	if err != nil {
 		f.Fatal(err)
 	}

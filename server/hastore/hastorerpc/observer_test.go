@@ -13,6 +13,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/election/electionrpc"
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 )
 
@@ -22,7 +23,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // HAStoreService on a loopback port; its HTTP server can be stopped and
 // started again on the same address while the store stays up.
 type service struct {
-	store *hastore.Etcd
+	store *etcdstore.Store
 	addr  string
 	http  *http.Server
 	done  chan struct{}
@@ -32,7 +33,7 @@ func startService(t *testing.T) *service {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store, err := hastore.Open(ctx, hastore.OpenConfig{DataDir: t.TempDir(), Logger: quiet()})
+	store, err := etcdstore.Open(ctx, etcdstore.OpenConfig{DataDir: t.TempDir(), Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func startService(t *testing.T) *service {
 
 // serveStore serves store as HAStoreService on a loopback port of its own
 // until the test ends (before the store closes).
-func serveStore(t *testing.T, store *hastore.Etcd) *service {
+func serveStore(t *testing.T, store *etcdstore.Store) *service {
 	t.Helper()
 	s := &service{store: store, addr: "127.0.0.1:0"}
 	t.Cleanup(s.stop)

@@ -77,9 +77,11 @@ func Cases() []Case {
 		{Name: "DataSurvivesRestart", Doc: "plans and results survive a restart of the store", Run: testDataSurvivesRestart},
 		{Name: "ExecutionPlans", Doc: "plans are created once (the same plan again succeeds, another is refused), listed in order by pages, and deleted only once the job has a result", Run: testExecutionPlans},
 		{Name: "CancelRequests", Doc: "a job's cancel request is recorded only while it has a plan (and no result), again without error, and goes with the plan: a new plan under the id, once the result is gone too, has none", Run: testCancelRequests},
-		{Name: "CancelBeforeResult", Doc: "once a job's cancellation is requested, a FINISHED or FAILED result is refused (ErrCancelRequested) and nothing is written, by CreateDirtyJobResult and by FinishJob where the store has it; a CANCELED one is written", Run: testCancelBeforeResult},
+		{Name: "CancelBeforeResult", Doc: "once a job's cancellation is requested, a FINISHED or FAILED result is refused (ErrCancelRequested) and nothing is written, by CreateDirtyJobResult and by FinishJob; a CANCELED one is written", Run: testCancelBeforeResult},
 		{Name: "ResultBeforeCancel", Doc: "once a job has a result entry, its cancellation is refused (a *JobTerminalError with the result's status) and no request is recorded; the result's repetition still succeeds", Run: testResultBeforeCancel},
 		{Name: "JobResults", Doc: "results are created once (the same result again succeeds, another is refused), marked clean, listed by state, and deleted only when clean", Run: testJobResults},
+		{Name: "FinishJob", Doc: "FinishJob leaves the job's result clean with neither plan nor cancel request, again without error; over another result, or with a stale token, it is refused and writes nothing; over an equal dirty result it either completes the cleanup or is refused and writes nothing", Run: testFinishJob},
+		{Name: "PutExecutionPlanAndLead", Doc: "PutExecutionPlanAndLead stores the plan as PutExecutionPlan does, with its errors, and either grants the session the job's leadership at once or leaves the campaign to the caller; a refused put enters no candidacy, and a job whose election has a candidate keeps it", Run: testPutExecutionPlanAndLead},
 		{Name: "CandidacyExists", Doc: "a session has one candidacy per election", Run: testCandidacyExists},
 		{Name: "CampaignCancelWithdraws", Doc: "a campaign given up before its grant leaves no candidacy", Run: testCampaignCancelWithdraws},
 		{Name: "ObserveEveryChangeInOrder", Doc: "ObserveLeader reports every change of leader, in order", Run: testObserveEveryChangeInOrder},
@@ -436,6 +438,16 @@ func testStaleTokenRefusedForEveryWrite(t T, b *Backend) {
 		{"MarkJobResultClean of an absent result", func(f hastore.Fence) error { return s.MarkJobResultClean(ctx, f, "absent") }},
 		{"DeleteJobResultEntry", func(f hastore.Fence) error { return s.DeleteJobResultEntry(ctx, f, "r") }},
 		{"ConfirmLeadership", func(f hastore.Fence) error { return s.ConfirmLeadership(ctx, f, "x") }},
+		{"FinishJob", func(f hastore.Fence) error {
+			return s.FinishJob(ctx, f, result("new", jobplanev1.JobStatus_JOB_STATUS_FINISHED))
+		}},
+		{"PutExecutionPlanAndLead", func(f hastore.Fence) error {
+			l, err := sess.PutExecutionPlanAndLead(ctx, f, plan("new", "x"), "")
+			if l != nil {
+				t.Errorf("PutExecutionPlanAndLead with a refused fence granted %v", l.Token())
+			}
+			return err
+		}},
 	}
 	for _, w := range writes {
 		for _, k := range kinds {
@@ -453,6 +465,12 @@ func testStaleTokenRefusedForEveryWrite(t T, b *Backend) {
 
 	if _, err := s.GetExecutionPlan(ctx, "new"); !errors.Is(err, hastore.ErrPlanNotFound) {
 		t.Errorf("stale put wrote a plan: err = %v", err)
+	}
+	if _, err := s.GetJobResultEntry(ctx, "new"); !errors.Is(err, hastore.ErrResultNotFound) {
+		t.Errorf("stale result write wrote a result: err = %v", err)
+	}
+	if info := leader(t, s, election.Job("new")); !info.Token.IsZero() {
+		t.Errorf("stale plan put entered a candidacy: leader of the job = %+v", info)
 	}
 	if _, err := s.GetExecutionPlan(ctx, "kept"); err != nil {
 		t.Errorf("stale delete removed a plan: %v", err)
@@ -700,13 +718,9 @@ func testCancelBeforeResult(t T, b *Backend) {
 	// Other jobs are not concerned.
 	must(t, s.PutExecutionPlan(ctx, f, plan("free", "free")))
 	must(t, s.CreateDirtyJobResult(ctx, f, result("free", jobplanev1.JobStatus_JOB_STATUS_FINISHED)))
-	finisher, ok := s.(hastore.JobFinisher)
-	if !ok {
-		return
-	}
-	wantErr(t, "FinishJob FINISHED after a cancel request", finisher.FinishJob(ctx, f, result("done", jobplanev1.JobStatus_JOB_STATUS_FINISHED)), hastore.ErrCancelRequested)
+	wantErr(t, "FinishJob FINISHED after a cancel request", s.FinishJob(ctx, f, result("done", jobplanev1.JobStatus_JOB_STATUS_FINISHED)), hastore.ErrCancelRequested)
 	noResult("done")
-	must(t, finisher.FinishJob(ctx, f, result("done", jobplanev1.JobStatus_JOB_STATUS_CANCELED)))
+	must(t, s.FinishJob(ctx, f, result("done", jobplanev1.JobStatus_JOB_STATUS_CANCELED)))
 	if _, err := s.GetExecutionPlan(ctx, "done"); !errors.Is(err, hastore.ErrPlanNotFound) {
 		t.Errorf("GetExecutionPlan after FinishJob CANCELED: %v; want ErrPlanNotFound", err)
 	}
@@ -1015,6 +1029,13 @@ func testBadInput(t T, b *Backend) {
 			return s.CreateDirtyJobResult(ctx, good, result("", jobplanev1.JobStatus_JOB_STATUS_FINISHED))
 		}},
 		{"mark clean with empty id", "job_id", func() error { return s.MarkJobResultClean(ctx, good, "") }},
+		{"finish without status", "result.status", func() error {
+			return s.FinishJob(ctx, good, result("x", jobplanev1.JobStatus_JOB_STATUS_RUNNING))
+		}},
+		{"plan and lead without graph", "plan.job_graph", func() error {
+			_, err := sess.PutExecutionPlanAndLead(ctx, good, &hastorev1.ExecutionPlan{JobId: "x"}, "")
+			return err
+		}},
 		{"confirm without address", "address", func() error { return s.ConfirmLeadership(ctx, good, "") }},
 		{"resign with malformed token", "fence.token.epoch", func() error { return s.Resign(ctx, noEpoch) }},
 		{"negative page size", "page_size", func() error { _, err := s.ListExecutionPlans(ctx, "", -1); return err }},

@@ -15,6 +15,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/internal/dispatcher"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
 )
@@ -89,12 +90,18 @@ func (s *gatedStore) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, 
 	return s.gate(func() error { return s.Store.CreateDirtyJobResult(ctx, f, r) })
 }
 
-// gatedFinisher is a gatedStore whose store records a result and cleans
-// up in one write (hastore.JobFinisher).
+// FinishJob takes the contract's three steps through the gatedStore, so
+// that the result's write is the gated CreateDirtyJobResult.
+func (s *gatedStore) FinishJob(ctx context.Context, f hastore.Fence, r *jobplanev1.JobResult) error {
+	return hastore.FinishJobInSteps(ctx, s, f, r)
+}
+
+// gatedFinisher is a gatedStore whose result's write is the real store's
+// FinishJob, in one write: the gate holds that write.
 type gatedFinisher struct{ *gatedStore }
 
 func (s gatedFinisher) FinishJob(ctx context.Context, f hastore.Fence, r *jobplanev1.JobResult) error {
-	return s.gate(func() error { return s.Store.(hastore.JobFinisher).FinishJob(ctx, f, r) })
+	return s.gate(func() error { return s.Store.FinishJob(ctx, f, r) })
 }
 
 // A cancel and the result of a job whose JobMaster has just ended it are
@@ -109,7 +116,7 @@ func TestCancelAndResultOrderedByTheStore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	etcd, err := hastore.Open(ctx, hastore.OpenConfig{DataDir: t.TempDir(), Logger: quiet})
+	etcd, err := etcdstore.Open(ctx, etcdstore.OpenConfig{DataDir: t.TempDir(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,9 +60,9 @@ type Config struct {
 	NewRunner func(plan *hastorev1.ExecutionPlan, recovered bool, granted *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (JobRunner, error)
 	// PutPlan, if set, persists a submitted job's plan in place of
 	// Store.PutExecutionPlan, and may enter the job's election in the same
-	// write (hastore.PlanCandidacy): granted is then the job's leadership,
-	// which its runner takes as its first grant. It fails as
-	// PutExecutionPlan does.
+	// write (hastore.Session's PutExecutionPlanAndLead): granted is then
+	// the job's leadership, which its runner takes as its first grant. It
+	// fails as PutExecutionPlan does.
 	PutPlan func(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (granted *hastore.Leadership, err error)
 	// Limits bound submitted JobGraphs.
 	Limits jobgraph.Limits
@@ -361,7 +361,7 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 		res := e.GetResult()
 		if e.GetState() == hastorev1.JobResultState_JOB_RESULT_STATE_DIRTY {
 			d.log.Info("finishing the cleanup of a terminated job", "job", res.GetJobId())
-			d.cleanup(ctx, f, res.GetJobId())
+			d.cleanup(ctx, f, res.GetJobId(), nil)
 		}
 		j := &job{
 			id: res.GetJobId(), digest: res.GetPlanDigest(), name: res.GetName(),
@@ -580,23 +580,25 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 		ExceptionHistory: res.Exceptions, SubmittedBy: j.owner,
 	}
 	f := ld.l.Fence()
-	// A store that can (hastore.JobFinisher) records the result and cleans
-	// up in one write; others take the three steps of the contract.
-	record := d.cfg.Store.CreateDirtyJobResult
-	finisher, oneWrite := d.cfg.Store.(hastore.JobFinisher)
-	if oneWrite {
-		record = finisher.FinishJob
-	}
+	// The store records the result and cleans up after the job, in one
+	// write or in the contract's three steps (Store.FinishJob); whatever
+	// of the cleanup it did not finish, cleanup does below.
+	var pending *hastore.CleanupPendingError
 	cleaned := false
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(ld.ctx, 10*time.Second)
-		err := record(ctx, f, result)
+		err := d.cfg.Store.FinishJob(ctx, f, result)
 		cancel()
+		if errors.As(err, &pending) {
+			// The result is recorded; a step of its cleanup failed, and
+			// cleanup goes on from there.
+			break
+		}
 		if err == nil || errors.Is(err, hastore.ErrResultExists) {
 			// A result that existed already (an earlier attempt's, whose
 			// answer was lost) may still need its cleanup, and is the one
 			// served: what the store holds, not this attempt's.
-			cleaned = oneWrite && err == nil
+			cleaned = err == nil
 			if err != nil {
 				gctx, gcancel := context.WithTimeout(ld.ctx, 10*time.Second)
 				if entry, gerr := d.cfg.Store.GetJobResultEntry(gctx, j.id); gerr == nil && entry.GetResult() != nil {
@@ -639,7 +641,7 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 	d.log.Info("job terminated", "job", j.id, "status", result.GetStatus())
 	telemetry.JobEnded(ld.ctx, strings.TrimPrefix(result.GetStatus().String(), "JOB_STATUS_"))
 	if !cleaned {
-		d.cleanup(ld.ctx, f, j.id)
+		d.cleanup(ld.ctx, f, j.id, pending)
 	}
 }
 
@@ -662,14 +664,23 @@ func (d *Dispatcher) stepDown(ld *leadership) {
 
 // cleanup removes a terminated job's plan and marks its result clean,
 // retrying with backoff while leading; failures are logged, not fatal.
-func (d *Dispatcher) cleanup(ctx context.Context, f hastore.Fence, jobID string) {
+// pending, if set, is FinishJob's report of the cleanup it began: its
+// failed step is where cleanup starts, and its error counts as that
+// step's first attempt.
+func (d *Dispatcher) cleanup(ctx context.Context, f hastore.Fence, jobID string, pending *hastore.CleanupPendingError) {
 	backoff := 100 * time.Millisecond
-	for step := 0; step < 2; {
+	step := 0
+	if pending != nil && pending.PlanDeleted {
+		step = 1
+	}
+	for step < 2 {
 		// Each call is bounded: a store call that hangs is retried, not
 		// waited on for as long as the leadership lasts.
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		var err error
-		if step == 0 {
+		if pending != nil {
+			err, pending = pending.Err, nil
+		} else if step == 0 {
 			err = d.cfg.Store.DeleteExecutionPlan(cctx, f, jobID)
 		} else {
 			err = d.cfg.Store.MarkJobResultClean(cctx, f, jobID)

@@ -18,6 +18,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/jobgraph"
 	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/internal/dispatcher"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
 	"github.com/jobplane/jobplane/server/internal/rpcfuzz"
@@ -41,7 +42,7 @@ func newLeadingHandler(tb testing.TB) http.Handler {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := hastore.Open(ctx, hastore.OpenConfig{DataDir: tb.TempDir(), Logger: quiet})
+	store, err := etcdstore.Open(ctx, etcdstore.OpenConfig{DataDir: tb.TempDir(), Logger: quiet})
 	if err != nil {
 		tb.Fatal(err)
 	}

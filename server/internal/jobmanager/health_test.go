@@ -19,6 +19,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/election/electionrpc"
 	"github.com/jobplane/jobplane/sdk/wire/transport"
 	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobmanager"
@@ -141,7 +142,7 @@ func awaitWatch(t *testing.T, what string, stream grpc.ServerStreamingClient[hea
 func TestHealthFollowsLeadership(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	store, err := hastore.Open(ctx, hastore.OpenConfig{DataDir: t.TempDir(), Logger: testLogger()})
+	store, err := etcdstore.Open(ctx, etcdstore.OpenConfig{DataDir: t.TempDir(), Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -309,11 +309,11 @@ var leaderOnly = []string{
 	clusterv1connect.JobMasterServiceName,
 }
 
-// putPlan persists a submitted job's plan and, where the session can,
-// enters the job's election in the same write.
+// putPlan persists a submitted job's plan and, where the session's store
+// can, enters the job's election in the same write.
 func (jm *JobManager) putPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (*hastore.Leadership, error) {
-	if pc, ok := jm.currentSession().(hastore.PlanCandidacy); ok {
-		return pc.PutExecutionPlanAndLead(ctx, f, plan, jm.clusterAddress())
+	if sess := jm.currentSession(); sess != nil {
+		return sess.PutExecutionPlanAndLead(ctx, f, plan, jm.clusterAddress())
 	}
 	return nil, jm.cfg.Store.PutExecutionPlan(ctx, f, plan)
 }

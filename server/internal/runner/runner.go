@@ -49,9 +49,10 @@ type Config struct {
 	// leader: Start passes ErrJobMasterInit, and the Dispatcher steps down.
 	Recovered bool
 	// Granted, if set, is the job's leadership, granted by the write that
-	// persisted its plan (hastore.PlanCandidacy): the runner's first term,
-	// with no campaign, and no result to look for (that write found
-	// none, and only a leader of the job can bring one about).
+	// persisted its plan (hastore.Session's PutExecutionPlanAndLead): the
+	// runner's first term, with no campaign, and no result to look for
+	// (that write found none, and only a leader of the job can bring one
+	// about).
 	Granted *hastore.Leadership
 	// Logger receives the runner's logs. Default: slog.Default().
 	Logger *slog.Logger

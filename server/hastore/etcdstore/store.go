@@ -1,0 +1,725 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/telemetry"
+)
+
+// DefaultPrefix is the default key prefix of the etcd backend.
+const DefaultPrefix = "/jobplane/"
+
+// Config configures the etcd backend.
+type Config struct {
+	// Client is the etcd client to use; the store does not close it.
+	// Required.
+	Client *clientv3.Client
+	// Prefix is prepended to every key, so several clusters can share one
+	// etcd. It must end in "/". Default: DefaultPrefix.
+	Prefix string
+	// MaxPlanBytes limits an encoded execution plan. It must stay below the
+	// etcd server's request limit (1.5 MiB by default; the embedded member
+	// raises it to fit). Default: hastore.DefaultMaxPlanBytes.
+	MaxPlanBytes int
+	// MaxTxnOps is the etcd server's limit on the operations of one
+	// transaction level (its --max-txn-ops); the store never sends a
+	// batch of writes past it. Default: DefaultMaxTxnOps, etcd's default.
+	MaxTxnOps int
+	// MaxRequestBytes is the etcd server's request size limit (its
+	// --max-request-bytes); the store keeps every batch of writes well
+	// below it, and below the client's own 2 MiB. Default:
+	// DefaultMaxRequestBytes, etcd's default.
+	MaxRequestBytes int
+	// Logger receives the backend's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports whether the configuration can be used.
+func (c Config) Validate() error {
+	if c.Client == nil {
+		return errors.New("hastore: etcd client is required")
+	}
+	if c.Prefix != "" && !strings.HasSuffix(c.Prefix, "/") {
+		return fmt.Errorf("hastore: prefix %q must end in /", c.Prefix)
+	}
+	if c.MaxPlanBytes < 0 || c.MaxTxnOps < 0 || c.MaxRequestBytes < 0 {
+		return errors.New("hastore: plan and request limits must not be negative")
+	}
+	return nil
+}
+
+// Store is the hastore.Store on etcd. Elections follow etcd's election recipe, one
+// lease per session; fenced writes are transactions that compare the
+// writer's leader key within the write, and reach etcd through one group
+// committer, which sends writes that queue while a transaction is in flight
+// together as the next one (see committer). See the package documentation
+// for the key layout.
+type Store struct {
+	client  *clientv3.Client
+	prefix  string
+	maxPlan int
+	log     *slog.Logger
+	commit  *committer
+	gone    *leaderKeys // ends leaderships whose key is deleted
+
+	mu      sync.Mutex
+	leaders map[hastore.Fence]*localLeader // leaderships held through this store
+	manual  map[*etcdSession]struct{}      // sessions with an expiry timer
+
+	closers []func() error // what Open started, closed in order by Close
+
+	// jobManagerLed is signaled (without blocking) when a leadership of
+	// the election "jobmanager" is granted through this store.
+	jobManagerLed chan struct{}
+}
+
+// localLeader is the store's handle on a leadership it granted.
+type localLeader struct {
+	end       func(cause error)
+	resigning atomic.Bool
+}
+
+var _ hastore.Store = (*Store)(nil)
+
+// New returns a hastore.Store on the etcd reached by cfg.Client.
+func New(cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if cfg.MaxPlanBytes == 0 {
+		cfg.MaxPlanBytes = hastore.DefaultMaxPlanBytes
+	}
+	if cfg.MaxTxnOps == 0 {
+		cfg.MaxTxnOps = DefaultMaxTxnOps
+	}
+	if cfg.MaxRequestBytes == 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Store{
+		client:        cfg.Client,
+		prefix:        cfg.Prefix,
+		maxPlan:       cfg.MaxPlanBytes,
+		log:           cfg.Logger,
+		commit:        newCommitter(cfg.Client, cfg.MaxTxnOps, cfg.MaxRequestBytes),
+		leaders:       make(map[hastore.Fence]*localLeader),
+		jobManagerLed: make(chan struct{}, 1),
+		manual:        make(map[*etcdSession]struct{}),
+	}
+	s.gone = newLeaderKeys(s)
+	return s, nil
+}
+
+// Close implements hastore.Store. Writes still waiting or in flight fail with
+// hastore.ErrUnavailable, and so do writes made after Close. A store made by
+// New leaves its client open; one made by Open closes its client and
+// embedded member. Sessions opened from the store end when their client
+// closes or their TTL passes.
+func (s *Store) Close() error {
+	s.commit.close()
+	s.gone.close()
+	// Expiry timers must not fire into a closed client; the leases of
+	// these sessions expire by their TTL instead.
+	s.mu.Lock()
+	manual := s.manual
+	s.manual = make(map[*etcdSession]struct{})
+	s.mu.Unlock()
+	for sess := range manual {
+		sess.mu.Lock()
+		sess.closed = true
+		sess.expiry.Stop()
+		sess.mu.Unlock()
+	}
+	var errs []error
+	for _, c := range s.closers {
+		errs = append(errs, c())
+	}
+	s.closers = nil
+	return errors.Join(errs...)
+}
+
+// Client returns the etcd client the store uses, for tools and
+// measurements that need raw etcd access beside the store.
+func (s *Store) Client() *clientv3.Client { return s.client }
+
+// Key layout, under the prefix.
+func (s *Store) electionPrefix(election string) string { return s.prefix + "elections/" + election }
+func (s *Store) leaderKey(election, sessionID string) string {
+	return s.electionPrefix(election) + "/" + sessionID
+}
+func (s *Store) planPrefix() string            { return s.prefix + "plans/" }
+func (s *Store) planKey(jobID string) string   { return s.planPrefix() + jobID }
+func (s *Store) resultPrefix() string          { return s.prefix + "results/" }
+func (s *Store) resultKey(jobID string) string { return s.resultPrefix() + jobID }
+func (s *Store) cancelKey(jobID string) string { return s.prefix + "cancels/" + jobID }
+
+// unavailable wraps a backend failure, leaving the caller's own context
+// errors, and errors that already say so, as they are. A call whose ctx
+// ended fails with ctx's error: an in-process client of an embedded member
+// returns etcd's own timeout or cancellation error then, not ctx's.
+func unavailable(ctx context.Context, err error) error {
+	if ctx.Err() != nil && !errors.Is(err, hastore.ErrUnavailable) {
+		return ctx.Err()
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, hastore.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", hastore.ErrUnavailable, err)
+}
+
+// fenceCmps are the comparisons that make a transaction fenced by f: the
+// writer's leader key exists with the token's epoch as its create revision,
+// and no key of the election is older, so the writer is the leader.
+func (s *Store) fenceCmps(f hastore.Fence) []clientv3.Cmp {
+	epoch := int64(min(f.Token.Epoch, math.MaxInt64))
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(s.leaderKey(f.Election, f.Token.SessionID)), "=", epoch),
+		clientv3.Compare(clientv3.CreateRevision(s.electionPrefix(f.Election)+"/").WithPrefix(), ">", epoch-1),
+	}
+}
+
+// fenced runs ops in one transaction fenced by f, through the committer.
+func (s *Store) fenced(ctx context.Context, f hastore.Fence, ops ...clientv3.Op) (*pb.TxnResponse, error) {
+	resp, _, err := s.commit.do(ctx, clientv3.OpTxn(s.fenceCmps(f), ops, nil))
+	if err != nil {
+		return nil, unavailable(ctx, err)
+	}
+	if !resp.Succeeded {
+		telemetry.FencingRejected(ctx, "HAStore")
+		return nil, hastore.ErrStaleToken
+	}
+	return resp, nil
+}
+
+// fencedCAS runs ops fenced by f and only if key's mod revision is still
+// modRev (0: the key is absent). conflict reports that key changed.
+func (s *Store) fencedCAS(ctx context.Context, f hastore.Fence, key string, modRev int64, ops ...clientv3.Op) (conflict bool, err error) {
+	inner := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", modRev)}, ops, nil)
+	resp, err := s.fenced(ctx, f, inner)
+	if err != nil {
+		return false, err
+	}
+	return !resp.Responses[0].GetResponseTxn().GetSucceeded(), nil
+}
+
+// Resign implements hastore.Store.
+func (s *Store) Resign(ctx context.Context, f hastore.Fence) error {
+	if err := hastore.ValidateFence(f); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	ll := s.leaders[f]
+	s.mu.Unlock()
+	if ll != nil {
+		ll.resigning.Store(true)
+	}
+	key := s.leaderKey(f.Election, f.Token.SessionID)
+	epoch := int64(min(f.Token.Epoch, math.MaxInt64))
+	_, _, err := s.commit.do(ctx, clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", epoch)},
+		[]clientv3.Op{clientv3.OpDelete(key)}, nil))
+	if err != nil {
+		if ll != nil {
+			ll.resigning.Store(false)
+		}
+		return unavailable(ctx, err)
+	}
+	if ll != nil {
+		ll.end(hastore.ErrResigned)
+	}
+	return nil
+}
+
+// ConfirmLeadership implements hastore.Store.
+func (s *Store) ConfirmLeadership(ctx context.Context, f hastore.Fence, address string) error {
+	if err := hastore.ValidateConfirm(f, address); err != nil {
+		return err
+	}
+	_, err := s.fenced(ctx, f, clientv3.OpPut(s.leaderKey(f.Election, f.Token.SessionID), address, clientv3.WithIgnoreLease()))
+	return err
+}
+
+// Leader implements hastore.Store.
+func (s *Store) Leader(ctx context.Context, name string) (election.Leader, error) {
+	if err := hastore.ValidateElection(name); err != nil {
+		return election.Leader{}, err
+	}
+	resp, err := s.client.Get(ctx, s.electionPrefix(name)+"/", clientv3.WithFirstCreate()...)
+	if err != nil {
+		return election.Leader{}, unavailable(ctx, err)
+	}
+	info := election.Leader{Election: name}
+	if len(resp.Kvs) > 0 {
+		kv := resp.Kvs[0]
+		info.Address, info.ClusterAddress = election.SplitAddresses(string(kv.Value))
+		info.Token = election.Token{SessionID: s.sessionOfKey(name, string(kv.Key)), Epoch: uint64(kv.CreateRevision)}
+	}
+	return info, nil
+}
+
+func (s *Store) sessionOfKey(election, key string) string {
+	return strings.TrimPrefix(key, s.electionPrefix(election)+"/")
+}
+
+// candidate is one key of an election, as ObserveLeader tracks it.
+type candidate struct {
+	createRev int64
+	value     string
+}
+
+// ObserveLeader implements hastore.Store. It tracks every candidate key of the
+// election from one consistent read and the watch events after it, so it
+// reports each change of leader in order. If the watch breaks (for example
+// after a compaction), it re-reads the election and reports the state from
+// there on.
+func (s *Store) ObserveLeader(ctx context.Context, name string, fn func(election.Leader) error) error {
+	if err := hastore.ValidateElection(name); err != nil {
+		return err
+	}
+	// A member cut off from its cluster's majority fails the reads and
+	// ends the watch ("no leader") instead of going silent.
+	ctx = clientv3.WithRequireLeader(ctx)
+	pfx := s.electionPrefix(name) + "/"
+	var last election.Leader
+	first := true
+	emit := func(cands map[string]candidate) error {
+		info := election.Leader{Election: name}
+		var best int64
+		for key, c := range cands {
+			if best == 0 || c.createRev < best {
+				best = c.createRev
+				info.Address, info.ClusterAddress = election.SplitAddresses(c.value)
+				info.Token = election.Token{SessionID: strings.TrimPrefix(key, pfx), Epoch: uint64(c.createRev)}
+			}
+		}
+		if !first && info == last {
+			return nil
+		}
+		first, last = false, info
+		return fn(info)
+	}
+	for {
+		resp, err := s.client.Get(ctx, pfx, clientv3.WithPrefix())
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return unavailable(ctx, err)
+		}
+		cands := make(map[string]candidate, len(resp.Kvs))
+		for _, kv := range resp.Kvs {
+			cands[string(kv.Key)] = candidate{kv.CreateRevision, string(kv.Value)}
+		}
+		if err := emit(cands); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		for wresp := range s.client.Watch(wctx, pfx, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
+			if wresp.Err() != nil {
+				break
+			}
+			for _, ev := range wresp.Events {
+				key := string(ev.Kv.Key)
+				if ev.Type == clientv3.EventTypeDelete {
+					delete(cands, key)
+				} else {
+					cands[key] = candidate{ev.Kv.CreateRevision, string(ev.Kv.Value)}
+				}
+				if err := emit(cands); err != nil {
+					cancel()
+					return err
+				}
+			}
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// planPut validates and encodes plan, and returns the op that creates it,
+// with extra in the same branch, if the job has neither a result nor a
+// plan: a job with a result never runs again, and a plan is never
+// replaced. planOutcome reads the op's response.
+func (s *Store) planPut(f hastore.Fence, plan *hastorev1.ExecutionPlan, extra ...clientv3.Op) (clientv3.Op, error) {
+	data, err := proto.Marshal(plan)
+	if err != nil {
+		return clientv3.Op{}, fmt.Errorf("hastore: encode plan: %w", err)
+	}
+	if err := hastore.ValidatePlanWrite(f, plan, len(data), s.maxPlan); err != nil {
+		return clientv3.Op{}, err
+	}
+	key := s.planKey(plan.GetJobId())
+	create := clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+		append([]clientv3.Op{clientv3.OpPut(key, string(data))}, extra...),
+		[]clientv3.Op{clientv3.OpGet(key)})
+	return clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.resultKey(plan.GetJobId())), "=", 0)},
+		[]clientv3.Op{create}, nil), nil
+}
+
+// planOutcome reads the response of planPut's op: created, with the
+// responses of the ops that ran (the put, then extra's); or not, with nil
+// if the stored plan equals plan (a repeated put), hastore.ErrPlanExists if it
+// does not, and hastore.ErrResultExists if the job has a result.
+func planOutcome(resp *pb.ResponseOp, plan *hastorev1.ExecutionPlan) (created []*pb.ResponseOp, err error) {
+	outer := resp.GetResponseTxn()
+	if !outer.GetSucceeded() {
+		return nil, hastore.ErrResultExists
+	}
+	inner := outer.GetResponses()[0].GetResponseTxn()
+	if inner.GetSucceeded() {
+		return inner.GetResponses(), nil
+	}
+	kvs := inner.GetResponses()[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return nil, hastore.ErrPlanExists // removed in the same transaction; cannot be told apart
+	}
+	stored := new(hastorev1.ExecutionPlan)
+	if err := proto.Unmarshal(kvs[0].Value, stored); err != nil {
+		return nil, fmt.Errorf("hastore: decode plan of job %s: %w", plan.GetJobId(), err)
+	}
+	if !proto.Equal(stored, plan) {
+		return nil, hastore.ErrPlanExists
+	}
+	return nil, nil
+}
+
+// PutExecutionPlan implements hastore.Store.
+func (s *Store) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) error {
+	put, err := s.planPut(f, plan)
+	if err != nil {
+		return err
+	}
+	resp, err := s.fenced(ctx, f, put)
+	if err != nil {
+		return err
+	}
+	_, err = planOutcome(resp.Responses[0], plan)
+	return err
+}
+
+// GetExecutionPlan implements hastore.Store.
+func (s *Store) GetExecutionPlan(ctx context.Context, jobID string) (*hastorev1.ExecutionPlan, error) {
+	if err := hastore.ValidateJobID(jobID); err != nil {
+		return nil, err
+	}
+	resp, err := s.client.Get(ctx, s.planKey(jobID))
+	if err != nil {
+		return nil, unavailable(ctx, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, hastore.ErrPlanNotFound
+	}
+	plan := new(hastorev1.ExecutionPlan)
+	if err := proto.Unmarshal(resp.Kvs[0].Value, plan); err != nil {
+		return nil, fmt.Errorf("hastore: decode plan of job %s: %w", jobID, err)
+	}
+	return plan, nil
+}
+
+// ListExecutionPlans implements hastore.Store.
+func (s *Store) ListExecutionPlans(ctx context.Context, after string, limit int) ([]string, error) {
+	if err := hastore.ValidateList(after, limit); err != nil {
+		return nil, err
+	}
+	var ids []string
+	err := s.scan(ctx, s.planPrefix(), after, true, func(key string, _ []byte) bool {
+		ids = append(ids, key)
+		return limit == 0 || len(ids) < limit
+	})
+	return ids, err
+}
+
+// scan calls fn with each key (stripped of pfx) and value under pfx after
+// the key `after`, in key order, until fn returns false.
+func (s *Store) scan(ctx context.Context, pfx, after string, keysOnly bool, fn func(key string, value []byte) bool) error {
+	const batch = 500
+	end := clientv3.GetPrefixRangeEnd(pfx)
+	from := pfx
+	if after != "" {
+		from = pfx + after + "\x00"
+	}
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(batch)}
+		if keysOnly {
+			opts = append(opts, clientv3.WithKeysOnly())
+		}
+		resp, err := s.client.Get(ctx, from, opts...)
+		if err != nil {
+			return unavailable(ctx, err)
+		}
+		for _, kv := range resp.Kvs {
+			if !fn(strings.TrimPrefix(string(kv.Key), pfx), kv.Value) {
+				return nil
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// DeleteExecutionPlan implements hastore.Store: the plan goes only if the job has
+// a result entry, checked in the transaction that deletes it.
+func (s *Store) DeleteExecutionPlan(ctx context.Context, f hastore.Fence, jobID string) error {
+	if err := hastore.ValidateJobWrite(f, jobID); err != nil {
+		return err
+	}
+	resp, err := s.fenced(ctx, f, clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.resultKey(jobID)), ">", 0)},
+		s.planDeletes(jobID), nil))
+	if err != nil {
+		return err
+	}
+	if !resp.Responses[0].GetResponseTxn().GetSucceeded() {
+		return hastore.ErrResultNotFound
+	}
+	return nil
+}
+
+// planDeletes are the ops that remove a job's plan and its cancel request.
+func (s *Store) planDeletes(jobID string) []clientv3.Op {
+	return []clientv3.Op{clientv3.OpDelete(s.planKey(jobID)), clientv3.OpDelete(s.cancelKey(jobID))}
+}
+
+// RequestCancel implements hastore.Store: the request is put only if the job has
+// no result and its plan exists, both checked in the transaction that
+// puts it; if it has a result, the transaction reads it instead.
+func (s *Store) RequestCancel(ctx context.Context, f hastore.Fence, jobID string) error {
+	if err := hastore.ValidateJobWrite(f, jobID); err != nil {
+		return err
+	}
+	resultKey := s.resultKey(jobID)
+	resp, err := s.fenced(ctx, f, clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(resultKey), "=", 0)},
+		[]clientv3.Op{clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.planKey(jobID)), ">", 0)},
+			[]clientv3.Op{clientv3.OpPut(s.cancelKey(jobID), "")}, nil)},
+		[]clientv3.Op{clientv3.OpGet(resultKey)}))
+	if err != nil {
+		return err
+	}
+	outer := resp.Responses[0].GetResponseTxn()
+	if outer.GetSucceeded() {
+		if !outer.GetResponses()[0].GetResponseTxn().GetSucceeded() {
+			return hastore.ErrPlanNotFound
+		}
+		return nil
+	}
+	terminal := &hastore.JobTerminalError{JobID: jobID}
+	if kvs := outer.GetResponses()[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		entry := new(hastorev1.JobResultEntry)
+		if err := proto.Unmarshal(kvs[0].Value, entry); err != nil {
+			return fmt.Errorf("hastore: decode result of job %s: %w", jobID, err)
+		}
+		terminal.Status = entry.GetResult().GetStatus()
+	}
+	return terminal
+}
+
+// CancelRequested implements hastore.Store.
+func (s *Store) CancelRequested(ctx context.Context, jobID string) (bool, error) {
+	if err := hastore.ValidateJobID(jobID); err != nil {
+		return false, err
+	}
+	resp, err := s.client.Get(ctx, s.cancelKey(jobID), clientv3.WithCountOnly())
+	if err != nil {
+		return false, unavailable(ctx, err)
+	}
+	return resp.Count > 0, nil
+}
+
+// CreateDirtyJobResult implements hastore.Store.
+func (s *Store) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, result *jobplanev1.JobResult) error {
+	return s.createResult(ctx, f, result, hastorev1.JobResultState_JOB_RESULT_STATE_DIRTY)
+}
+
+// createResult puts result in state if the job has no result yet, and
+// runs extra in the same fenced transaction. If the job's entry holds an
+// equal result, in state or a later one (clean after dirty), the call is
+// a repetition of the one that created it: it succeeds, changing nothing.
+// A result that a cancel request overrides (FINISHED, FAILED) is put only
+// if the job has no cancel request, checked in the same transaction.
+func (s *Store) createResult(ctx context.Context, f hastore.Fence, result *jobplanev1.JobResult, state hastorev1.JobResultState, extra ...clientv3.Op) error {
+	if err := hastore.ValidateResultWrite(f, result); err != nil {
+		return err
+	}
+	data, err := proto.Marshal(&hastorev1.JobResultEntry{Result: result, State: state})
+	if err != nil {
+		return fmt.Errorf("hastore: encode result: %w", err)
+	}
+	key := s.resultKey(result.GetJobId())
+	writes := append([]clientv3.Op{clientv3.OpPut(key, string(data))}, extra...)
+	guarded := hastore.CancelOverrides(result.GetStatus())
+	if guarded {
+		writes = []clientv3.Op{clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.cancelKey(result.GetJobId())), "=", 0)},
+			writes, nil)}
+	}
+	resp, err := s.fenced(ctx, f, clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+		writes,
+		[]clientv3.Op{clientv3.OpGet(key)}))
+	if err != nil {
+		return err
+	}
+	txn := resp.Responses[0].GetResponseTxn()
+	if txn.GetSucceeded() {
+		if guarded && !txn.GetResponses()[0].GetResponseTxn().GetSucceeded() {
+			return hastore.ErrCancelRequested
+		}
+		return nil
+	}
+	kvs := txn.GetResponses()[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return hastore.ErrResultExists
+	}
+	stored := new(hastorev1.JobResultEntry)
+	if err := proto.Unmarshal(kvs[0].Value, stored); err != nil {
+		return fmt.Errorf("hastore: decode result of job %s: %w", result.GetJobId(), err)
+	}
+	if !proto.Equal(stored.GetResult(), result) || stored.GetState() < state {
+		return hastore.ErrResultExists
+	}
+	return nil
+}
+
+// getResult reads a result entry and its mod revision; entry is nil and
+// modRev 0 when absent.
+func (s *Store) getResult(ctx context.Context, jobID string) (entry *hastorev1.JobResultEntry, modRev int64, err error) {
+	resp, err := s.client.Get(ctx, s.resultKey(jobID))
+	if err != nil {
+		return nil, 0, unavailable(ctx, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, 0, nil
+	}
+	entry = new(hastorev1.JobResultEntry)
+	if err := proto.Unmarshal(resp.Kvs[0].Value, entry); err != nil {
+		return nil, 0, fmt.Errorf("hastore: decode result of job %s: %w", jobID, err)
+	}
+	return entry, resp.Kvs[0].ModRevision, nil
+}
+
+// updateResult applies change to the job's entry in a fenced
+// compare-and-swap, retrying while the entry changes underneath. change
+// returns the ops to apply, or an error to return after the fence check.
+func (s *Store) updateResult(ctx context.Context, f hastore.Fence, jobID string, change func(*hastorev1.JobResultEntry) ([]clientv3.Op, error)) error {
+	for {
+		entry, modRev, err := s.getResult(ctx, jobID)
+		if err != nil {
+			return err
+		}
+		ops, outcome := change(entry)
+		conflict, err := s.fencedCAS(ctx, f, s.resultKey(jobID), modRev, ops...)
+		if err != nil {
+			return err
+		}
+		if !conflict {
+			return outcome
+		}
+	}
+}
+
+// MarkJobResultClean implements hastore.Store.
+func (s *Store) MarkJobResultClean(ctx context.Context, f hastore.Fence, jobID string) error {
+	if err := hastore.ValidateJobWrite(f, jobID); err != nil {
+		return err
+	}
+	return s.updateResult(ctx, f, jobID, func(e *hastorev1.JobResultEntry) ([]clientv3.Op, error) {
+		switch {
+		case e == nil:
+			return nil, hastore.ErrResultNotFound
+		case e.GetState() == hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN:
+			return nil, nil
+		}
+		clean := proto.CloneOf(e)
+		clean.State = hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN
+		data, err := proto.Marshal(clean)
+		if err != nil {
+			return nil, fmt.Errorf("hastore: encode result: %w", err)
+		}
+		return []clientv3.Op{clientv3.OpPut(s.resultKey(jobID), string(data))}, nil
+	})
+}
+
+// DeleteJobResultEntry implements hastore.Store.
+func (s *Store) DeleteJobResultEntry(ctx context.Context, f hastore.Fence, jobID string) error {
+	if err := hastore.ValidateJobWrite(f, jobID); err != nil {
+		return err
+	}
+	return s.updateResult(ctx, f, jobID, func(e *hastorev1.JobResultEntry) ([]clientv3.Op, error) {
+		switch {
+		case e == nil:
+			return nil, nil
+		case e.GetState() != hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN:
+			return nil, hastore.ErrResultDirty
+		}
+		return []clientv3.Op{clientv3.OpDelete(s.resultKey(jobID))}, nil
+	})
+}
+
+// GetJobResultEntry implements hastore.Store.
+func (s *Store) GetJobResultEntry(ctx context.Context, jobID string) (*hastorev1.JobResultEntry, error) {
+	if err := hastore.ValidateJobID(jobID); err != nil {
+		return nil, err
+	}
+	entry, _, err := s.getResult(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	if entry == nil {
+		return nil, hastore.ErrResultNotFound
+	}
+	return entry, nil
+}
+
+// ListJobResultEntries implements hastore.Store.
+func (s *Store) ListJobResultEntries(ctx context.Context, state hastorev1.JobResultState, after string, limit int) ([]*hastorev1.JobResultEntry, error) {
+	if err := hastore.ValidateList(after, limit); err != nil {
+		return nil, err
+	}
+	var (
+		entries []*hastorev1.JobResultEntry
+		decErr  error
+	)
+	err := s.scan(ctx, s.resultPrefix(), after, false, func(key string, value []byte) bool {
+		e := new(hastorev1.JobResultEntry)
+		if err := proto.Unmarshal(value, e); err != nil {
+			decErr = fmt.Errorf("hastore: decode result of job %s: %w", key, err)
+			return false
+		}
+		if state == hastorev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED || e.GetState() == state {
+			entries = append(entries, e)
+		}
+		return limit == 0 || len(entries) < limit
+	})
+	if err != nil {
+		return nil, err
+	}
+	return entries, decErr
+}

@@ -1,9 +1,0 @@
-package hastore
-
-// QueuedWrites reports how many writes wait in s's committer, not yet
-// sent, so that tests can line writes up behind one in flight.
-func QueuedWrites(s *Etcd) int {
-	s.commit.mu.Lock()
-	defer s.commit.mu.Unlock()
-	return len(s.commit.queue)
-}
