@@ -153,9 +153,9 @@ func TestCancelAndResultOrderedByTheStore(t *testing.T) {
 			r := &endingRunner{end: make(chan jobplanev1.JobStatus, 1)}
 			d, err := dispatcher.New(dispatcher.Config{
 				Store: store, Logger: quiet,
-				NewRunner: func(*hastorev1.ExecutionPlan, bool, *hastore.Leadership, func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+				Jobs: jobsOf(store, func(*hastorev1.ExecutionPlan, bool, *hastore.Leadership, func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 					return r, nil
-				},
+				}),
 			})
 			if err != nil {
 				t.Fatal(err)

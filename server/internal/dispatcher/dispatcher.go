@@ -47,23 +47,45 @@ type JobRunner interface {
 
 var _ JobRunner = (*runner.Runner)(nil)
 
+// Jobs persists submitted jobs and starts the runs of jobs; the
+// JobManager implements it, under its HA-store session.
+type Jobs interface {
+	// PersistPlan persists a submitted job's plan, as
+	// Store.PutExecutionPlan does and failing as it fails, and may enter
+	// the job's election in the same write
+	// (Session.PutExecutionPlanAndLead): granted is then the job's
+	// leadership, which its runner takes as its first grant; nil, the
+	// runner campaigns.
+	PersistPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (granted *hastore.Leadership, err error)
+	// NewRunner creates the runner of a job, submitted (with the
+	// leadership PersistPlan granted, if any) or recovered; onStatus
+	// receives the job's status changes. A recovered job's runner returns
+	// an error wrapping runner.ErrJobMasterInit if its JobMaster cannot be
+	// created, and the Dispatcher then steps down.
+	NewRunner(plan *hastorev1.ExecutionPlan, recovered bool, granted *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (JobRunner, error)
+}
+
+// TaskExecutors tells the Dispatcher of the cluster's registered
+// TaskExecutors; the JobManager implements it from its ResourceManager.
+type TaskExecutors interface {
+	// ListTaskExecutors lists up to n registered TaskExecutors after the
+	// id after, in id order, and whether more follow.
+	ListTaskExecutors(after string, n int) ([]*jobplanev1.TaskExecutorInfo, bool)
+	// TaskExecutorAddress returns the address of a registered
+	// TaskExecutor, where GetTaskOutput asks for its output.
+	TaskExecutorAddress(id string) (address string, ok bool)
+	// SlotOverview counts the TaskExecutors and their slots, for
+	// GetClusterOverview.
+	SlotOverview() (taskExecutors, slotsTotal, slotsAvailable int)
+}
+
 // Config configures a Dispatcher.
 type Config struct {
 	// Store is the HA store. Required.
 	Store hastore.Store
-	// NewRunner creates the runner of a job, submitted or recovered;
-	// onStatus receives the job's status changes. A recovered job's runner
-	// returns an error wrapping runner.ErrJobMasterInit if its JobMaster
-	// cannot be created, and the Dispatcher then steps down. Required.
-	// A submitted job's runner may be given the job's leadership, granted
-	// by the write that persisted the plan (see PutPlan).
-	NewRunner func(plan *hastorev1.ExecutionPlan, recovered bool, granted *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (JobRunner, error)
-	// PutPlan, if set, persists a submitted job's plan in place of
-	// Store.PutExecutionPlan, and may enter the job's election in the same
-	// write (hastore.Session's PutExecutionPlanAndLead): granted is then
-	// the job's leadership, which its runner takes as its first grant. It
-	// fails as PutExecutionPlan does.
-	PutPlan func(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (granted *hastore.Leadership, err error)
+	// Jobs persists submitted jobs' plans and creates jobs' runners.
+	// Required.
+	Jobs Jobs
 	// Limits bound submitted JobGraphs.
 	Limits jobgraph.Limits
 	// MaxJobs bounds the cluster's live jobs (submitted and not yet
@@ -81,16 +103,10 @@ type Config struct {
 	// Address is the base URL at which this process serves, reported as
 	// the leader's address by GetClusterOverview.
 	Address string
-	// TaskExecutors, if set, lists up to n registered TaskExecutors after
-	// the id `after`, in id order, and whether more follow.
-	TaskExecutors func(after string, n int) ([]*jobplanev1.TaskExecutorInfo, bool)
-	// Overview, if set, reports TaskExecutors and slots for
-	// GetClusterOverview.
-	Overview func() (taskExecutors, slotsTotal, slotsAvailable int)
-	// TaskExecutorAddress, if set, returns the address of a registered
-	// TaskExecutor, for GetTaskOutput; without it (or HTTPClient), no
-	// output is found.
-	TaskExecutorAddress func(id string) (address string, ok bool)
+	// TaskExecutors, if set, tells of the cluster's TaskExecutors, for
+	// ListTaskExecutors, GetClusterOverview and GetTaskOutput. Without
+	// it, the cluster has none.
+	TaskExecutors TaskExecutors
 	// HTTPClient and ClientOptions carry GetTaskOutput's calls to
 	// TaskExecutors.
 	HTTPClient    connect.HTTPClient
@@ -212,13 +228,8 @@ var ErrNotLeading = errors.New("dispatcher: not the leader")
 
 // New returns a Dispatcher for cfg.
 func New(cfg Config) (*Dispatcher, error) {
-	if cfg.Store == nil || cfg.NewRunner == nil {
-		return nil, errors.New("dispatcher: store and runner factory are required")
-	}
-	if cfg.PutPlan == nil {
-		cfg.PutPlan = func(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (*hastore.Leadership, error) {
-			return nil, cfg.Store.PutExecutionPlan(ctx, f, plan)
-		}
+	if cfg.Store == nil || cfg.Jobs == nil {
+		return nil, errors.New("dispatcher: store and jobs are required")
 	}
 	if cfg.PersistTimeout == 0 {
 		cfg.PersistTimeout = 10 * time.Second
@@ -501,7 +512,7 @@ func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *hastorev1.Executi
 	if d.lead != ld || ld.ctx.Err() != nil {
 		return ErrNotLeading
 	}
-	r, err := d.cfg.NewRunner(plan, recovered, granted, func(s *jobplanev1.JobSummary) {
+	r, err := d.cfg.Jobs.NewRunner(plan, recovered, granted, func(s *jobplanev1.JobSummary) {
 		// A globally terminal status is published by finish, once the
 		// result is durable; until then the job shows as still running.
 		if jobstatus.IsGloballyTerminal(s.GetStatus()) {

@@ -60,9 +60,9 @@ func TestRecoveryFailureStepsDown(t *testing.T) {
 	defer sess.Close(context.Background())
 	d, err := dispatcher.New(dispatcher.Config{
 		Store: store, Logger: quiet,
-		NewRunner: func(_ *hastorev1.ExecutionPlan, recovered bool, _ *hastore.Leadership, _ func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+		Jobs: jobsOf(store, func(_ *hastorev1.ExecutionPlan, recovered bool, _ *hastore.Leadership, _ func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 			return &stuckRunner{recovered: recovered}, nil
-		},
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -193,13 +193,13 @@ func TestQueriesFollowJobs(t *testing.T) {
 	term := func(retention time.Duration) (*dispatcher.Dispatcher, func()) {
 		d, err := dispatcher.New(dispatcher.Config{
 			Store: store, Logger: quiet, ResultRetention: retention,
-			NewRunner: func(plan *hastorev1.ExecutionPlan, _ bool, _ *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+			Jobs: jobsOf(store, func(plan *hastorev1.ExecutionPlan, _ bool, _ *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 				r := &scriptedRunner{onStatus: onStatus, end: make(chan jobplanev1.JobStatus, 1)}
 				mu.Lock()
 				runners[plan.GetJobId()] = r
 				mu.Unlock()
 				return r, nil
-			},
+			}),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -268,4 +268,25 @@ func TestQueriesFollowJobs(t *testing.T) {
 		t.Errorf("after retention: List = %v, want %v", got, want)
 	}
 	resign()
+}
+
+// testJobs persists plans in a store and creates runners with a test's
+// function.
+type testJobs struct {
+	store     hastore.Store
+	newRunner func(*hastorev1.ExecutionPlan, bool, *hastore.Leadership, func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error)
+}
+
+// jobsOf returns the Jobs of a test: plans put into store, runners made by
+// newRunner.
+func jobsOf(store hastore.Store, newRunner func(*hastorev1.ExecutionPlan, bool, *hastore.Leadership, func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error)) testJobs {
+	return testJobs{store: store, newRunner: newRunner}
+}
+
+func (j testJobs) PersistPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (*hastore.Leadership, error) {
+	return nil, j.store.PutExecutionPlan(ctx, f, plan)
+}
+
+func (j testJobs) NewRunner(plan *hastorev1.ExecutionPlan, recovered bool, granted *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+	return j.newRunner(plan, recovered, granted, onStatus)
 }

@@ -52,9 +52,9 @@ func newLeadingHandler(tb testing.TB) http.Handler {
 	}
 	d, err := dispatcher.New(dispatcher.Config{
 		Store: store, Logger: quiet,
-		NewRunner: func(*hastorev1.ExecutionPlan, bool, *hastore.Leadership, func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+		Jobs: jobsOf(store, func(*hastorev1.ExecutionPlan, bool, *hastore.Leadership, func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 			return finishingRunner{}, nil
-		},
+		}),
 	})
 	if err != nil {
 		tb.Fatal(err)

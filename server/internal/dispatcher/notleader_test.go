@@ -40,9 +40,9 @@ func TestNotLeaderWithoutStore(t *testing.T) {
 	defer store.Close()
 	d, err := dispatcher.New(dispatcher.Config{
 		Store: unreachableStore{store}, Logger: quiet,
-		NewRunner: func(*hastorev1.ExecutionPlan, bool, *hastore.Leadership, func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+		Jobs: jobsOf(store, func(*hastorev1.ExecutionPlan, bool, *hastore.Leadership, func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 			return &stuckRunner{}, nil
-		},
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)

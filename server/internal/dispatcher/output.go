@@ -177,8 +177,8 @@ func (d *Dispatcher) TaskOutput(ctx context.Context, q OutputQuery) (*jobplanev1
 	}
 	notFound := &OutputNotFoundError{Query: q, Attempt: p.Attempt, TaskExecutorID: p.TaskExecutorID}
 	address, ok := "", false
-	if d.cfg.TaskExecutorAddress != nil {
-		address, ok = d.cfg.TaskExecutorAddress(p.TaskExecutorID)
+	if d.cfg.TaskExecutors != nil {
+		address, ok = d.cfg.TaskExecutors.TaskExecutorAddress(p.TaskExecutorID)
 	}
 	if !ok || d.cfg.HTTPClient == nil {
 		notFound.Why = "TaskExecutor " + p.TaskExecutorID + " is no longer registered"

@@ -474,8 +474,8 @@ func (d *Dispatcher) Overview(ctx context.Context) (*jobplanev1.GetClusterOvervi
 		return nil, err
 	}
 	resp := &jobplanev1.GetClusterOverviewResponse{}
-	if d.cfg.Overview != nil {
-		te, total, free := d.cfg.Overview()
+	if d.cfg.TaskExecutors != nil {
+		te, total, free := d.cfg.TaskExecutors.SlotOverview()
 		resp.TaskExecutorCount, resp.SlotCount, resp.FreeSlotCount = int32(te), int32(total), int32(free)
 	}
 	d.mu.Lock()
@@ -523,7 +523,7 @@ func (d *Dispatcher) TaskExecutors(ctx context.Context, after string, n int) ([]
 	if d.cfg.TaskExecutors == nil {
 		return nil, "", nil
 	}
-	tes, more := d.cfg.TaskExecutors(after, n)
+	tes, more := d.cfg.TaskExecutors.ListTaskExecutors(after, n)
 	if err := d.stillLeading(ld); err != nil {
 		return nil, "", err
 	}

@@ -130,7 +130,7 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 	defer cancel()
 	f := ld.l.Fence()
 	ctx, span := jobtrace.Start(ctx, j.trace, "jobplane.persist", trace.WithAttributes(attribute.String("jobplane.job_id", j.id)))
-	granted, err := d.cfg.PutPlan(ctx, f, plan)
+	granted, err := d.cfg.Jobs.PersistPlan(ctx, f, plan)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 	}

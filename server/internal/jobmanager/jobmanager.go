@@ -211,19 +211,14 @@ func New(cfg Config) (*JobManager, error) {
 	// The JobMasters run beside the ResourceManager: they call it directly.
 	jm.rmClient = jm.rm.Local()
 	jm.dispatcher, err = dispatcher.New(dispatcher.Config{
-		Store: cfg.Store, NewRunner: jm.newRunner, PutPlan: jm.putPlan, Limits: cfg.Limits, ParallelismOverrides: cfg.ParallelismOverrides,
+		Store: cfg.Store, Jobs: jobs{jm}, Limits: cfg.Limits, ParallelismOverrides: cfg.ParallelismOverrides,
 		MaxJobs: cfg.MaxJobs, MaxClusterSubtasks: cfg.MaxClusterSubtasks,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxResponseBytes: cfg.MaxResponseBytes,
 		ResultRetention: cfg.ResultRetention, Address: cfg.Address,
-		TaskExecutors: jm.rm.TaskExecutors,
-		// GetTaskOutput: the ResourceManager's registry says where a
-		// TaskExecutor is.
-		TaskExecutorAddress: jm.rm.TaskExecutorAddress, HTTPClient: cfg.HTTPClient, ClientOptions: endpoint.ClientOptions(), OutputRetention: cfg.OutputRetention,
+		// The ResourceManager's registry says which TaskExecutors there
+		// are, and where (GetTaskOutput).
+		TaskExecutors: taskExecutors{jm.rm}, HTTPClient: cfg.HTTPClient, ClientOptions: endpoint.ClientOptions(), OutputRetention: cfg.OutputRetention,
 		DetailsRetention: cfg.DetailsRetention, DetailsSubtasks: cfg.DetailsSubtasks,
-		Overview: func() (int, int, int) {
-			o := jm.rm.Overview()
-			return o.TaskExecutors, o.SlotsTotal, o.SlotsAvailable
-		},
 		Logger: cfg.Logger,
 	})
 	if err != nil {
@@ -309,9 +304,17 @@ var leaderOnly = []string{
 	clusterv1connect.JobMasterServiceName,
 }
 
-// putPlan persists a submitted job's plan and, where the session's store
-// can, enters the job's election in the same write.
-func (jm *JobManager) putPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (*hastore.Leadership, error) {
+// jobs are the JobManager's side of the Dispatcher's jobs: their plans
+// persisted under the process's session, their runners under its
+// JobMasters' router.
+type jobs struct{ jm *JobManager }
+
+var _ dispatcher.Jobs = jobs{}
+
+// PersistPlan persists a submitted job's plan and, where the session's
+// store can, enters the job's election in the same write.
+func (j jobs) PersistPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (*hastore.Leadership, error) {
+	jm := j.jm
 	if sess := jm.currentSession(); sess != nil {
 		return sess.PutExecutionPlanAndLead(ctx, f, plan, jm.clusterAddress())
 	}
@@ -326,7 +329,10 @@ func (jm *JobManager) currentSession() hastore.Session {
 	return jm.session
 }
 
-func (jm *JobManager) newRunner(plan *hastorev1.ExecutionPlan, recovered bool, granted *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+// NewRunner creates the runner of a job: it campaigns for the job on the
+// process's session and runs the job's JobMaster while it leads.
+func (j jobs) NewRunner(plan *hastorev1.ExecutionPlan, recovered bool, granted *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+	jm := j.jm
 	return runner.New(runner.Config{
 		JobID: plan.GetJobId(), Session: jm.currentSession(), Store: jm.cfg.Store, Address: jm.clusterAddress(), Router: jm.router, Logger: jm.log,
 		Recovered: recovered, Granted: granted,
@@ -435,4 +441,28 @@ func (jm *JobManager) clusterAddress() string {
 		return jm.cfg.ClusterAddress
 	}
 	return jm.cfg.Address
+}
+
+// taskExecutors tells the Dispatcher of the TaskExecutors registered at
+// the ResourceManager.
+type taskExecutors struct {
+	rm *resourcemanager.ResourceManager
+}
+
+var _ dispatcher.TaskExecutors = taskExecutors{}
+
+// ListTaskExecutors lists the registered TaskExecutors, in id order.
+func (t taskExecutors) ListTaskExecutors(after string, n int) ([]*jobplanev1.TaskExecutorInfo, bool) {
+	return t.rm.TaskExecutors(after, n)
+}
+
+// TaskExecutorAddress returns a registered TaskExecutor's address.
+func (t taskExecutors) TaskExecutorAddress(id string) (string, bool) {
+	return t.rm.TaskExecutorAddress(id)
+}
+
+// SlotOverview counts the registered TaskExecutors and their slots.
+func (t taskExecutors) SlotOverview() (taskExecutors, slotsTotal, slotsAvailable int) {
+	o := t.rm.Overview()
+	return o.TaskExecutors, o.SlotsTotal, o.SlotsAvailable
 }
