@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobplane/jobplane/internal/freeport"
+	"github.com/jobplane/jobplane/server/localcluster/freeport"
 	"github.com/jobplane/jobplane/server/localcluster"
 )
 
