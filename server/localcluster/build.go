@@ -74,9 +74,19 @@ func (b *built) get(pkg, name string) (string, error) {
 
 var jobplaneBin, etcdBin built
 
-// JobplaneBinary builds the jobplane binary, once per process, and
-// returns its path.
-func JobplaneBinary() (string, error) { return jobplaneBin.get(jobplanePkg, "jobplane") }
+// BinEnv names the environment variable that gives the jobplane binary to
+// run instead of building one: make sets it to the bin/jobplane it built,
+// so that the tests of every package share one build.
+const BinEnv = "JOBPLANE_BIN"
+
+// JobplaneBinary returns the path of the jobplane binary: $JOBPLANE_BIN,
+// or one built once per process.
+func JobplaneBinary() (string, error) {
+	if bin := os.Getenv(BinEnv); bin != "" {
+		return bin, nil
+	}
+	return jobplaneBin.get(jobplanePkg, "jobplane")
+}
 
 // Binaries builds the jobplane binary and the etcd server of this
 // module's go.mod, once per process (in parallel), and returns their

@@ -1,5 +1,7 @@
 package localcluster
 
+import "os"
+
 // TB is the part of testing.TB that the package's test helpers (New,
 // NewProcessCluster, NewStandalone, Build, FakeClock.Next and the
 // Standalone's job helpers) use; *testing.T and *testing.B satisfy it.
@@ -19,3 +21,12 @@ type TB interface {
 type M interface {
 	Run() int
 }
+
+// LongEnv names the environment variable that asks for the long versions
+// of the process tests: `make test-long` sets it to 1. `make test` runs
+// their smoke versions, which check the same promises on fewer cases,
+// cycles or seconds.
+const LongEnv = "JOBPLANE_TEST_LONG"
+
+// Long reports whether LongEnv asks for the long versions of the tests.
+func Long() bool { return os.Getenv(LongEnv) == "1" }

@@ -6,12 +6,12 @@ import (
 	"encoding/xml"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/jobplane/jobplane/conformance/runner"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 func TestUsage(t *testing.T) {
@@ -42,7 +42,7 @@ func TestKnownFailingThatPassesFailsTheRun(t *testing.T) {
 		t.Skip("builds and runs the reference server")
 	}
 	dir := t.TempDir()
-	bin := buildJobplane(t, dir)
+	bin := buildJobplane(t)
 	list := filepath.Join(dir, "known-failing")
 	if err := os.WriteFile(list, []byte("# passes on the reference server\nlifecycle/cancel-unknown\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestAgainstAnAuthenticatingServer(t *testing.T) {
 		t.Skip("builds and runs the reference server")
 	}
 	dir := t.TempDir()
-	bin := buildJobplane(t, dir)
+	bin := buildJobplane(t)
 	const token = "conformance-runner-token-0123456789"
 	tokens, tokenFile, policy := filepath.Join(dir, "tokens"), filepath.Join(dir, "token"), filepath.Join(dir, "policy.yaml")
 	if err := os.WriteFile(tokens, []byte("conformance "+token+"\n"), 0o600); err != nil {
@@ -123,12 +123,13 @@ func TestAgainstAnAuthenticatingServer(t *testing.T) {
 	}
 }
 
-// buildJobplane builds the reference server's binary into dir.
-func buildJobplane(t *testing.T, dir string) string {
+// buildJobplane returns the reference server's binary ($JOBPLANE_BIN, or
+// one localcluster builds).
+func buildJobplane(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(dir, "jobplane")
-	if b, err := exec.Command("go", "build", "-o", bin, "github.com/jobplane/jobplane/server/cmd/jobplane").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
+	bin, err := localcluster.JobplaneBinary()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/jobplane/jobplane/conformance/runner"
+	"github.com/jobplane/jobplane/server/localcluster"
 )
 
 // breaks maps each broken server to the cases it must fail. Every case
@@ -96,11 +97,14 @@ func build(t *testing.T, dir, out, pkg string) string {
 // server, where it must pass, and against the broken servers listed for
 // it, where it must fail.
 //
-// With -short (make test) it runs each broken server against the first
-// case listed for it only, and not the reference, which `make
-// conformance` runs: every break is still shown caught, in a third of
-// the time. `make test-long` runs the whole table.
+// Its smoke version (make test) runs each broken server against the
+// first case listed for it only, and not the reference, which `make
+// conformance` runs: every break is still shown caught, in a fraction of
+// the time. `make test-long` (localcluster.Long) runs the whole table.
 func TestEveryCaseCatchesABrokenServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs servers for every break")
+	}
 	covered := map[string]bool{}
 	for name, patterns := range breaks {
 		cases := expand(patterns)
@@ -120,18 +124,22 @@ func TestEveryCaseCatchesABrokenServer(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	jobplane := build(t, dir, "jobplane", "github.com/jobplane/jobplane/server/cmd/jobplane")
+	jobplane, err := localcluster.JobplaneBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
 	broken := build(t, dir, "brokenserver", "github.com/jobplane/jobplane/conformance/internal/brokenserver")
 	ctx := context.Background()
 
-	if testing.Short() {
+	smoke := !localcluster.Long()
+	if smoke {
 		for name, cases := range breaks {
 			breaks[name] = cases[:1]
 		}
 	}
 	t.Run("reference", func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("make conformance runs the suite against the reference server")
+		if smoke {
+			t.Skip("smoke version: make conformance runs the suite against the reference server")
 		}
 		var out bytes.Buffer
 		sum, err := runner.Run(ctx, runner.Config{
@@ -186,7 +194,7 @@ func TestEveryCaseCatchesABrokenServer(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if testing.Short() {
+	if smoke {
 		return
 	}
 	for _, c := range runner.Cases() {

@@ -14,11 +14,16 @@ import (
 // The client verbs are tested as a user runs them: the real jobplane
 // binary against a `jobplane standalone` child process. Package cli cannot
 // build that binary itself (its main links the server), so the tests
-// build it once per test binary, or take the one $JOBPLANE_BIN names.
+// build it once per test binary, or take the one $JOBPLANE_BIN names
+// ($JOBPLANE_RACE_BIN when this test binary is race-detected).
 
-// binEnv names the environment variable that gives a jobplane binary to
-// use instead of building one.
-const binEnv = "JOBPLANE_BIN"
+// binEnv and raceBinEnv name the environment variables that give a
+// jobplane binary to use instead of building one: a race-detected one
+// for a race-detected test binary.
+const (
+	binEnv     = "JOBPLANE_BIN"
+	raceBinEnv = "JOBPLANE_RACE_BIN"
+)
 
 // jobplanePackage is the import path of the jobplane binary's main
 // package.
@@ -44,12 +49,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// jobplaneBinary returns the path of the jobplane binary: $JOBPLANE_BIN,
-// or one built on first use into a temporary directory that TestMain
-// removes. It fails the test if the build fails.
+// jobplaneBinary returns the path of the jobplane binary: $JOBPLANE_BIN
+// (or $JOBPLANE_RACE_BIN), or one built on first use into a temporary
+// directory that TestMain removes. It fails the test if the build fails.
 func jobplaneBinary(t testing.TB) string {
 	t.Helper()
-	if bin := os.Getenv(binEnv); bin != "" {
+	env := binEnv
+	if raceBuild != nil {
+		env = raceBinEnv
+	}
+	if bin := os.Getenv(env); bin != "" {
 		return bin
 	}
 	build.once.Do(func() {
