@@ -23,13 +23,13 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
-	"github.com/jobplane/jobplane/server/localcluster/freeport"
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/taskexecutor"
 	"github.com/jobplane/jobplane/server/component"
 	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 	"github.com/jobplane/jobplane/server/localcluster"
+	"github.com/jobplane/jobplane/server/localcluster/freeport"
 )
 
 // envConfig shapes an environment.

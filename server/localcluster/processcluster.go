@@ -19,8 +19,8 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
-	"github.com/jobplane/jobplane/server/localcluster/freeport"
 	"github.com/jobplane/jobplane/sdk"
+	"github.com/jobplane/jobplane/server/localcluster/freeport"
 )
 
 // ProcessClusterConfig describes a ProcessCluster. Zero fields take their

@@ -15,11 +15,11 @@ import (
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
-	"github.com/jobplane/jobplane/server/localcluster/freeport"
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/etcdmember"
 	"github.com/jobplane/jobplane/server/hastore/etcdstore"
+	"github.com/jobplane/jobplane/server/localcluster/freeport"
 )
 
 // freeAddr returns a loopback host:port that was free a moment ago.
