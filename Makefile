@@ -73,13 +73,32 @@ check-generated: ts-deps ## fail if gen/ differs from what proto/ generates
 	fi; \
 	echo "gen/ is up to date"
 
+# The tests of every package share one jobplane binary (and one built
+# with -race for the CLI's tests), built here once, instead of each
+# package building its own; localcluster.Long (JOBPLANE_TEST_LONG=1)
+# asks for the long versions of the process tests.
+TEST_BINS := JOBPLANE_BIN='$(CURDIR)/bin/jobplane' JOBPLANE_RACE_BIN='$(CURDIR)/bin/jobplane-race'
+
+.PHONY: test-bins
+test-bins:
+	$(GO) build -o bin/jobplane ./server/cmd/jobplane
+	$(GO) build -race -o bin/jobplane-race ./server/cmd/jobplane
+
 .PHONY: test
-test: lint check-generated ## everything CI runs: lint, generated-code check, go test -race, a short fuzz pass, the TypeScript tests, conformance, a quick bench
-	$(GO) test -race -count=1 $(GO_PKGS)
+test: lint check-generated ## everything CI runs: lint, generated-code check, go test -race (smoke versions of the long process tests), a short fuzz pass, the TypeScript tests, conformance, a quick bench
+	$(MAKE) test-go
 	$(MAKE) fuzz-smoke
 	$(MAKE) test-ts
 	$(MAKE) conformance
 	$(MAKE) bench-quick
+
+.PHONY: test-go
+test-go: test-bins ## go test -race of the three modules, with the smoke versions of the long process tests
+	$(TEST_BINS) $(GO) test -race -count=1 $(GO_PKGS)
+
+.PHONY: test-long
+test-long: test-bins ## go test -race with the long versions of the process tests (the whole broken-server and broken-store tables, ...)
+	$(TEST_BINS) JOBPLANE_TEST_LONG=1 $(GO) test -race -count=1 -timeout 60m $(GO_PKGS)
 
 # FUZZ_TARGETS are the fuzz targets, as package:FuzzName. Go fuzzes one
 # target per invocation; plain `go test` runs each target's seed corpus
