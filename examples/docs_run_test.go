@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobplane/jobplane/server/localcluster/freeport"
 	"github.com/jobplane/jobplane/server/localcluster"
+	"github.com/jobplane/jobplane/server/localcluster/freeport"
 )
 
 // jobplanePath returns PATH with the jobplane binary's directory first, as

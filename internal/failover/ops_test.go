@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobplane/jobplane/server/localcluster/freeport"
 	"github.com/jobplane/jobplane/server/localcluster"
+	"github.com/jobplane/jobplane/server/localcluster/freeport"
 )
 
 // ops runs the multi-machine commands of docs/operations.md and
