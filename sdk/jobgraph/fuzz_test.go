@@ -137,7 +137,10 @@ func FuzzPrepare(f *testing.F) {
 
 // hasUnknown reports whether m or a message in it holds unknown fields.
 func hasUnknown(m protoreflect.Message) bool {
-	found := len(m.GetUnknown()) > 0
+	if len(m.GetUnknown()) > 0 {
+		return true
+	}
+	found := false
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		switch {
 		case fd.IsMap() && fd.MapValue().Message() != nil:
@@ -150,7 +153,7 @@ func hasUnknown(m protoreflect.Message) bool {
 				found = hasUnknown(v.List().Get(i).Message())
 			}
 		case !fd.IsMap() && !fd.IsList() && fd.Message() != nil:
-			found = hasUnknown(v.Message())
+			found = found || hasUnknown(v.Message())
 		}
 		return !found
 	})
