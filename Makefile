@@ -79,14 +79,45 @@ check-generated: ts-deps ## fail if gen/ differs from what proto/ generates
 # asks for the long versions of the process tests.
 TEST_BINS := JOBPLANE_BIN='$(CURDIR)/bin/jobplane' JOBPLANE_RACE_BIN='$(CURDIR)/bin/jobplane-race'
 
-.PHONY: test-bins
-test-bins:
-	$(GO) build -o bin/jobplane ./server/cmd/jobplane
-	$(GO) build -race -o bin/jobplane-race ./server/cmd/jobplane
+# bins builds the binaries the tests, conformance and bench run, in one
+# go build; tools compiles buf once (go tool caches it) so that tests
+# calling buf curl do not compile it on their clock. BUILT=1 (set by
+# `make test` once it has built them) skips both: a binary rebuilt while
+# another lane's tests run it could be caught half written.
+.PHONY: bins tools
+bins:
+ifndef BUILT
+	$(GO) build -o bin/ ./server/cmd/jobplane ./conformance/cmd/jobplane-conformance ./bench/cmd/jobplane-bench
+endif
 
+tools:
+ifndef BUILT
+	$(BUF) --version >/dev/null
+endif
+
+.PHONY: test-bins
+test-bins: bins tools
+ifndef BUILT
+	$(GO) build -race -o bin/jobplane-race ./server/cmd/jobplane
+endif
+
+# GO_TEST_P is how many test binaries go test runs at once. Most of the
+# process tests wait on timeouts and leaderships, not the CPU, so two
+# cores keep more than two packages busy.
+GO_TEST_P ?= 3
+
+# `make test` builds once, then runs two lanes side by side: go test,
+# whose process tests spend most of their time waiting, and the rest in
+# sequence (test-rest). --output-sync=line keeps each line whole.
 .PHONY: test
-test: lint check-generated ## everything CI runs: lint, generated-code check, go test -race (smoke versions of the long process tests), a short fuzz pass, the TypeScript tests, conformance, a quick bench
-	$(MAKE) test-go
+test: ## everything CI runs: lint, generated-code check, go test -race (smoke versions of the long process tests), a short fuzz pass, the TypeScript tests, conformance, a quick bench
+	$(MAKE) test-bins
+	$(MAKE) -j2 --output-sync=line BUILT=1 test-go test-rest
+
+.PHONY: test-rest
+test-rest: ## lint, the generated-code check, fuzz smoke, the TypeScript tests, conformance and the quick bench, in sequence
+	$(MAKE) lint
+	$(MAKE) check-generated
 	$(MAKE) fuzz-smoke
 	$(MAKE) test-ts
 	$(MAKE) conformance
@@ -94,7 +125,7 @@ test: lint check-generated ## everything CI runs: lint, generated-code check, go
 
 .PHONY: test-go
 test-go: test-bins ## go test -race of the three modules, with the smoke versions of the long process tests
-	$(TEST_BINS) $(GO) test -race -count=1 $(GO_PKGS)
+	$(TEST_BINS) $(GO) test -race -count=1 -p $(GO_TEST_P) $(GO_PKGS)
 
 .PHONY: test-long
 test-long: test-bins ## go test -race with the long versions of the process tests (the whole broken-server and broken-store tables, ...)
@@ -126,8 +157,7 @@ fuzz-smoke: ## a short fuzz pass over every target (FUZZ_SMOKE_TIME each), part 
 	$(MAKE) fuzz FUZZTIME=$(FUZZ_SMOKE_TIME)
 
 .PHONY: test-ts
-test-ts: ## the TypeScript SDK's tests (sdk/ts, node's test runner) against a real jobmanager built into bin/
-	$(GO) build -o bin/jobplane ./server/cmd/jobplane
+test-ts: bins ## the TypeScript SDK's tests (sdk/ts, node's test runner) against a real jobmanager built into bin/
 	npm ci --prefix sdk/ts --no-audit --no-fund --ignore-scripts
 	JOBPLANE_BIN='$(CURDIR)/bin/jobplane' npm test --prefix sdk/ts
 
@@ -137,9 +167,7 @@ soak: ## the chaos loop of real processes (200 cycles or 20 minutes, CHAOS_OUT=d
 	$(GO) test -race -count=1 -timeout 20m -run TestSteadyLeadership ./internal/failover -steady.duration=10m -v
 
 .PHONY: conformance
-conformance: ## build the reference server and store and run the conformance runner against both
-	$(GO) build -o bin/jobplane ./server/cmd/jobplane
-	$(GO) build -o bin/jobplane-conformance ./conformance/cmd/jobplane-conformance
+conformance: bins ## build the reference server and store and run the conformance runner against both
 	bin/jobplane-conformance --trace --server-command '$(CURDIR)/bin/jobplane jobmanager --hastore {hastore} --listen {listen}' $(ARGS)
 	bin/jobplane-conformance --trace --store-command '$(CURDIR)/bin/jobplane hastore --log-level warn --listen {listen} --data-dir {data}' $(ARGS)
 
@@ -153,9 +181,7 @@ BENCH_QUICK ?=
 BENCH_PKGS  := ./server/internal/scheduler ./server/hastore/... ./server/localcluster
 
 .PHONY: bench
-bench: ## benchmarks: print the table and rewrite BENCHMARKS.md (BENCH_QUICK=1: brief smoke run, no rewrite)
-	$(GO) build -o bin/jobplane ./server/cmd/jobplane
-	$(GO) build -o bin/jobplane-bench ./bench/cmd/jobplane-bench
+bench: bins ## benchmarks: print the table and rewrite BENCHMARKS.md (BENCH_QUICK=1: brief smoke run, no rewrite)
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m $(if $(BENCH_QUICK),-count=1 -benchtime=1x,-count=3) $(BENCH_PKGS) | tee bin/gobench.txt
 	@# Failover (row 7): one run per store of FAILOVER_CYCLES cycles, each a few seconds of real processes.
 	FAILOVER_CYCLES=$(if $(BENCH_QUICK),2,20) $(GO) test -run '^$$' -bench BenchmarkFailover -benchtime=1x -count=1 -timeout 60m ./internal/failover | tee -a bin/gobench.txt
