@@ -82,8 +82,7 @@ TEST_BINS := JOBPLANE_BIN='$(CURDIR)/bin/jobplane' JOBPLANE_RACE_BIN='$(CURDIR)/
 # bins builds the binaries the tests, conformance and bench run, in one
 # go build; tools compiles buf once (go tool caches it) so that tests
 # calling buf curl do not compile it on their clock. BUILT=1 (set by
-# `make test` once it has built them) skips both: a binary rebuilt while
-# another lane's tests run it could be caught half written.
+# `make test` once it has built them) skips both.
 .PHONY: bins tools
 bins:
 ifndef BUILT
@@ -101,31 +100,14 @@ ifndef BUILT
 	$(GO) build -race -o bin/jobplane-race ./server/cmd/jobplane
 endif
 
-# GO_TEST_P is how many test binaries go test runs at once. Most of the
-# process tests wait on timeouts and leaderships, not the CPU, so two
-# cores keep more than two packages busy.
-GO_TEST_P ?= 3
-
-# `make test` builds once, then runs two lanes side by side: go test,
-# whose process tests spend most of their time waiting, and the rest in
-# sequence (test-rest). --output-sync=line keeps each line whole.
 .PHONY: test
 test: ## everything CI runs: lint, generated-code check, go test -race (smoke versions of the long process tests), a short fuzz pass, the TypeScript tests, conformance, a quick bench
 	$(MAKE) test-bins
-	$(MAKE) -j2 --output-sync=line BUILT=1 test-go test-rest
-
-.PHONY: test-rest
-test-rest: ## lint, the generated-code check, fuzz smoke, the TypeScript tests, conformance and the quick bench, in sequence
-	$(MAKE) lint
-	$(MAKE) check-generated
-	$(MAKE) fuzz-smoke
-	$(MAKE) test-ts
-	$(MAKE) conformance
-	$(MAKE) bench-quick
+	$(MAKE) BUILT=1 lint check-generated test-go fuzz-smoke test-ts conformance bench-quick
 
 .PHONY: test-go
 test-go: test-bins ## go test -race of the three modules, with the smoke versions of the long process tests
-	$(TEST_BINS) $(GO) test -race -count=1 -p $(GO_TEST_P) $(GO_PKGS)
+	$(TEST_BINS) $(GO) test -race -count=1 $(GO_PKGS)
 
 .PHONY: test-long
 test-long: test-bins ## go test -race with the long versions of the process tests (the whole broken-server and broken-store tables, ...)

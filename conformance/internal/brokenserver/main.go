@@ -91,7 +91,12 @@ func run(mode, jobplane, hastoreURL, listen, dataDir string) error {
 		"--heartbeat-interval", "300ms", "--heartbeat-timeout", "1800ms"}
 	if mode == "hoard-slots" {
 		// Jobs keep the idle slots they hold while they wait for more.
-		args = append(args, "--slot-yield", "0")
+		// The case catches that only if the TaskExecutors still hold
+		// the jobs' slots when the restarted server's JobMasters come:
+		// a heartbeat timeout of 10s outlasts a restart slowed by a
+		// loaded machine, where 1.8s did not (the TaskExecutors freed
+		// every slot first, and the jobs then finished in turn).
+		args = append(args, "--slot-yield", "0", "--session-ttl", "16s", "--heartbeat-timeout", "10s")
 	}
 	child := exec.Command(jobplane, args...)
 	child.Stdout, child.Stderr = os.Stderr, os.Stderr

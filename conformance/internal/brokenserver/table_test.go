@@ -68,15 +68,6 @@ func init() {
 	breaks["ignore-revoke"] = append(breaks["ignore-revoke"], "recovery/revoke-while-watch-down")
 }
 
-// retries is how many more runs a break gets when a case it must fail
-// passed. hoard-slots is caught only when the recovered JobMasters reach
-// the TaskExecutors while these still hold the jobs' slots; a restart
-// slowed by a loaded machine past the TaskExecutors' heartbeat timeout
-// frees every slot first, and the jobs then finish in turn whatever the
-// server does with idle slots (seen beside the whole go test -race run;
-// alone it is caught 4 runs in 4).
-var retries = map[string]int{"hoard-slots": 2}
-
 // expand returns the names of the cases that the patterns of a break
 // select.
 func expand(patterns []string) []string {
@@ -168,10 +159,9 @@ func TestEveryCaseCatchesABrokenServer(t *testing.T) {
 	sort.Strings(names)
 	var mu sync.Mutex
 	failedBy := map[string][]string{}
-	// Each case runs processes of its own that mostly wait on timeouts;
-	// more at once than the machine has cores would test the machine
-	// rather than the cases.
-	sem := make(chan struct{}, runtime.NumCPU())
+	// Each case runs processes of its own; more at once than the
+	// machine has cores would test the machine rather than the cases.
+	sem := make(chan struct{}, max(1, runtime.NumCPU()/2))
 	var wg sync.WaitGroup
 	for _, name := range names {
 		wg.Add(1)
@@ -180,19 +170,11 @@ func TestEveryCaseCatchesABrokenServer(t *testing.T) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			var out bytes.Buffer
-			var sum runner.Summary
-			var err error
-			for range 1 + retries[name] {
-				out.Reset()
-				sum, err = runner.Run(ctx, runner.Config{
-					ServerCommand: fmt.Sprintf("%s --break %s --jobplane %s --hastore {hastore} --listen {listen} --data {data}", broken, name, jobplane),
-					Features:      map[string]bool{runner.FeatureResourceManager: true, runner.FeatureFailover: true},
-					Run:           breaks[name], Parallel: 1, Out: &out,
-				})
-				if err != nil || sum.Passed == 0 {
-					break
-				}
-			}
+			sum, err := runner.Run(ctx, runner.Config{
+				ServerCommand: fmt.Sprintf("%s --break %s --jobplane %s --hastore {hastore} --listen {listen} --data {data}", broken, name, jobplane),
+				Features:      map[string]bool{runner.FeatureResourceManager: true, runner.FeatureFailover: true},
+				Run:           breaks[name], Parallel: 1, Out: &out,
+			})
 			if err != nil {
 				t.Errorf("%s: %v", name, err)
 				return
