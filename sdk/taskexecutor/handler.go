@@ -268,12 +268,14 @@ func (te *TaskExecutor) deployLocked(traced context.Context, req *clusterv1.Subm
 	if sc := trace.SpanContextFromContext(traced); sc.IsValid() {
 		ctx = trace.ContextWithSpanContext(ctx, sc)
 	}
-	t := &task{req: req, token: token, cancel: cancel, state: jobplanev1.ExecutionState_EXECUTION_STATE_DEPLOYING, done: make(chan struct{})}
+	t := &task{
+		req: req, token: token, deployed: token, address: te.jobs[req.GetJobId()].address,
+		cancel: cancel, state: jobplanev1.ExecutionState_EXECUTION_STATE_DEPLOYING, done: make(chan struct{}),
+	}
 	s.task = t
-	address := te.jobs[req.GetJobId()].address
 	te.goRunLocked(func() {
 		defer cancel()
-		te.runTask(ctx, t, inv, address)
+		te.runTask(ctx, t, inv)
 	})
 	return nil
 }

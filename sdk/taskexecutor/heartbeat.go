@@ -92,8 +92,8 @@ func (te *TaskExecutor) followedLocked() map[string]map[string]election.Token {
 func (te *TaskExecutor) completeLocked(jobID string, token election.Token) *clusterv1.TaskExecutorJobReport {
 	r := &clusterv1.TaskExecutorJobReport{JobId: jobID, JobMasterToken: protoToken(token), Following: true, Complete: true}
 	for _, s := range te.slots {
-		if s.jobID != jobID {
-			continue
+		if s.jobID != jobID || heldLocked(s, te.jobs[jobID]) {
+			continue // held for this JobMaster to adopt: not yet under its token
 		}
 		r.AllocationIds = append(r.AllocationIds, s.allocationID)
 		if t := s.task; t != nil && t.token == token {
@@ -272,9 +272,12 @@ func (te *TaskExecutor) heardLocked(address string, req *clusterv1.HeartbeatFrom
 			continue // not vouched for by this answer
 		}
 		te.touchLocked(jobID, token, sent)
-		if j := te.jobs[jobID]; j != nil && j.token == token && !lease.IsZero() {
+		if j := te.jobs[jobID]; j != nil && j.token == token {
 			before := te.deadlineLocked(j)
-			j.leaseUntil = lease
+			j.taskLease = resp.GetTaskLease().AsDuration()
+			if !lease.IsZero() {
+				j.leaseUntil = lease
+			}
 			if after := te.deadlineLocked(j); !after.IsZero() && (before.IsZero() || after.Before(before)) {
 				sooner = true
 			}

@@ -36,16 +36,16 @@ type pendingReport struct {
 }
 
 // report records a state change of an attempt and queues it for the
-// JobMaster that deployed the attempt, if that JobMaster is still the
+// JobMaster that deployed (or adopted) the attempt, if that JobMaster is still the
 // job's. The returned channel is closed once the change was delivered or
 // given up. Only a task's own goroutine (runTask) calls it, so that Run,
 // which waits for those, waits for the sender too.
-func (te *TaskExecutor) report(t *task, address string, state jobplanev1.ExecutionState, msg string) <-chan struct{} {
+func (te *TaskExecutor) report(t *task, state jobplanev1.ExecutionState, msg string) <-chan struct{} {
 	done := make(chan struct{})
 	te.mu.Lock()
 	defer te.mu.Unlock()
 	t.state, t.failure = state, msg
-	jobID := t.req.GetJobId()
+	jobID, address := t.req.GetJobId(), t.address
 	if j := te.jobs[jobID]; j == nil || j.token != t.token {
 		close(done)
 		return done

@@ -196,14 +196,32 @@ type job struct {
 	// idleSince when it last fell to zero.
 	held      int
 	idleSince time.Time
+	// taskLease, if set, is the task lease the last heartbeat answer that
+	// vouched for the job granted: the job's tasks stop by contact +
+	// taskLease, whatever the heartbeat timeout and leaseUntil say, and a
+	// newer JobMaster holds the older one's attempts instead of canceling
+	// them (see held.go).
+	taskLease time.Duration
+	// adoptedUntil is the latest deadline of the attempts the current
+	// JobMaster adopted (AdoptAttempts): the job's tasks run at least
+	// until then, as they would have under their older token.
+	adoptedUntil time.Time
 }
 
 type task struct {
-	req     *clusterv1.SubmitTaskRequest
-	token   election.Token
-	cancel  context.CancelFunc
-	state   jobplanev1.ExecutionState
-	failure string // why it FAILED (or was canceled unasked), for probes that see the state first
+	req *clusterv1.SubmitTaskRequest
+	// token is the JobMaster token the attempt runs under: the one it was
+	// deployed under (deployed), or the newer one that adopted it.
+	token    election.Token
+	deployed election.Token
+	// address is where its state changes are reported: its JobMaster's.
+	address string
+	// heldUntil, if set, says the attempt is held for a newer JobMaster
+	// to adopt, and when it stops if none does (see held.go).
+	heldUntil time.Time
+	cancel    context.CancelFunc
+	state     jobplanev1.ExecutionState
+	failure   string // why it FAILED (or was canceled unasked), for probes that see the state first
 	// stopCause says why the TaskExecutor canceled the attempt on its own,
 	// reported as the failure message of its CANCELED state.
 	stopCause string
@@ -325,8 +343,9 @@ func (te *TaskExecutor) adoptLocked(jobID string, t election.Token, address stri
 		if !j.token.IsZero() {
 			te.log.Info("newer JobMaster; canceling the older one's attempts", "job", jobID, "old", j.token, "new", t)
 		}
+		held := te.keepForAdoptionLocked(jobID, j)
 		for _, s := range te.slots {
-			if s.jobID != jobID {
+			if s.jobID != jobID || held[s] {
 				continue
 			}
 			var previous <-chan struct{}
@@ -360,6 +379,8 @@ func (te *TaskExecutor) adoptLocked(jobID string, t election.Token, address stri
 		// until the newer one's is learnt (registration, offer answer or
 		// deployment), which replaces it.
 		j.token, j.contact, j.leaseUntil, j.offered, j.provisional = t, time.Now(), time.Time{}, time.Time{}, j.timeout > 0
+		// The newer JobMaster grants a task lease of its own, or none.
+		j.taskLease, j.adoptedUntil = 0, time.Time{}
 	}
 	if address != "" {
 		j.address = address
@@ -429,7 +450,7 @@ func (te *TaskExecutor) releaseLocked(s *slot, cause string) {
 // invokable starts while its RUNNING report travels (as in Flink, the
 // report does not hold the task back); the final report is delivered, or
 // given up, before the attempt counts as done.
-func (te *TaskExecutor) runTask(ctx context.Context, t *task, inv Invokable, address string) {
+func (te *TaskExecutor) runTask(ctx context.Context, t *task, inv Invokable) {
 	defer close(t.done)
 	req := t.req
 	a := req.GetAttempt()
@@ -439,7 +460,7 @@ func (te *TaskExecutor) runTask(ctx context.Context, t *task, inv Invokable, add
 		attribute.String("jobplane.invokable", req.GetInvokable()), attribute.String("jobplane.task_executor_id", te.cfg.ID),
 		attribute.Int64("jobplane.token_epoch", int64(t.token.Epoch))))
 	defer span.End()
-	te.report(t, address, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING, "")
+	te.report(t, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING, "")
 	te.attempts.record(te.cfg.ID, "start", t, 0)
 	outKey := outputKeyOf(req.GetJobId(), req.GetAttempt())
 	out := te.outputs.start(outKey)
@@ -474,7 +495,7 @@ func (te *TaskExecutor) runTask(ctx context.Context, t *task, inv Invokable, add
 		}
 	}
 	te.mu.Unlock()
-	<-te.report(t, address, state, msg)
+	<-te.report(t, state, msg)
 }
 
 func isDone(c <-chan struct{}) bool {

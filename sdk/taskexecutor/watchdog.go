@@ -34,14 +34,22 @@ func (te *TaskExecutor) grace(timeout time.Duration) time.Duration {
 // the cancel grace. Zero when no deadline applies (no JobMaster
 // registered yet). te.mu must be held.
 func (te *TaskExecutor) deadlineLocked(j *job) time.Time {
-	if j.timeout <= 0 || j.contact.IsZero() {
-		return time.Time{}
+	var d time.Time
+	switch {
+	case j.contact.IsZero():
+	case j.taskLease > 0:
+		d = j.contact.Add(j.taskLease - te.grace(j.taskLease))
+	case j.timeout > 0:
+		end := j.contact.Add(j.timeout)
+		if !j.leaseUntil.IsZero() && j.leaseUntil.Before(end) {
+			end = j.leaseUntil
+		}
+		d = end.Add(-te.grace(j.timeout))
 	}
-	end := j.contact.Add(j.timeout)
-	if !j.leaseUntil.IsZero() && j.leaseUntil.Before(end) {
-		end = j.leaseUntil
+	if !d.IsZero() && j.adoptedUntil.After(d) {
+		d = j.adoptedUntil // adopted attempts run as long as they were held
 	}
-	return end.Add(-te.grace(j.timeout))
+	return d
 }
 
 // registered records that the job's JobMaster of token took this
@@ -152,7 +160,7 @@ func (te *TaskExecutor) expireLocked(jobID string, j *job) {
 	cause := fmt.Sprintf("JobMaster unreachable for %v; the TaskExecutor stopped the job's tasks", j.timeout)
 	freed := 0
 	for _, s := range te.slots {
-		if s.jobID == jobID && !s.freeing {
+		if s.jobID == jobID && !s.freeing && !heldLocked(s, j) {
 			te.releaseLocked(s, cause)
 			freed++
 		}
@@ -183,6 +191,9 @@ func (te *TaskExecutor) watchdog(ctx context.Context) {
 		now := time.Now()
 		var next time.Time
 		te.mu.Lock()
+		if held := te.expireHeldLocked(now); !held.IsZero() {
+			next = held
+		}
 		for jobID, j := range te.holding {
 			d := te.deadlineLocked(j)
 			switch {

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,6 +36,12 @@ type jobMaster struct {
 	answering atomic.Bool
 	// lease, if set, is the lease each heartbeat answer grants.
 	lease time.Duration
+	// taskLease, if set, is the task lease each heartbeat answer grants;
+	// answered counts the heartbeats answered.
+	taskLease time.Duration
+	answered  atomic.Int32
+	mu        sync.Mutex
+	reports   []string
 	// release, if set, ends unanswered offers once closed.
 	release chan struct{}
 }
@@ -46,6 +54,10 @@ func (j *jobMaster) HeartbeatFromTaskExecutor(context.Context, *clusterv1.Heartb
 	if j.lease > 0 {
 		resp.LeaseRemaining = durationpb.New(j.lease)
 	}
+	if j.taskLease > 0 {
+		resp.TaskLease = durationpb.New(j.taskLease)
+	}
+	j.answered.Add(1)
 	return resp, nil
 }
 
@@ -84,8 +96,18 @@ func (j *jobMaster) OfferSlots(ctx context.Context, req *clusterv1.OfferSlotsReq
 	return &clusterv1.OfferSlotsResponse{Accepted: req.GetOffers(), HeartbeatTimeout: durationpb.New(j.timeout), HeartbeatInterval: durationpb.New(j.timeout / 5)}, nil
 }
 
-func (j *jobMaster) UpdateTaskExecutionState(context.Context, *clusterv1.UpdateTaskExecutionStateRequest) (*clusterv1.UpdateTaskExecutionStateResponse, error) {
+func (j *jobMaster) UpdateTaskExecutionState(_ context.Context, req *clusterv1.UpdateTaskExecutionStateRequest) (*clusterv1.UpdateTaskExecutionStateResponse, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.reports = append(j.reports, fmt.Sprintf("%s@%d", req.GetStatus().GetState(), req.GetJobMasterToken().GetEpoch()))
 	return &clusterv1.UpdateTaskExecutionStateResponse{}, nil
+}
+
+// reported returns the states reported so far, as STATE@epoch.
+func (j *jobMaster) reported() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.reports)
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.

@@ -1121,8 +1121,24 @@ type HeartbeatFromTaskExecutorResponse struct {
 	// TaskExecutor stops the jobs' attempts by then unless a later
 	// heartbeat extends it. Unset: no bound beyond the heartbeat timeout.
 	LeaseRemaining *durationpb.Duration `protobuf:"bytes,3,opt,name=lease_remaining,json=leaseRemaining,proto3" json:"lease_remaining,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// A task lease: how long, from when the heartbeat was sent, the
+	// TaskExecutor may keep the attempts of the jobs this answer counts as
+	// heard running without hearing from any JobMaster of theirs. Set by a
+	// server whose JobMasters adopt attempts (TaskExecutorService.
+	// AdoptAttempts), and only while its leadership holds when it answers.
+	// For those jobs the TaskExecutor then bounds the attempts by this lease
+	// alone (neither the heartbeat timeout nor lease_remaining applies), and
+	// a newer JobMaster of a job no longer cancels them: they keep running,
+	// held for it to adopt, until this lease ends. The server, in return,
+	// deploys a subtask anew after a change of leader only if an answer
+	// listed it ended, or once the longest task lease the previous leader
+	// could have granted has ended (a TaskExecutor it cannot reach may still
+	// run it until then). Unset: no task lease; the job's next answer
+	// without one ends it. A newer JobMaster of the job ends it too, until
+	// an answer of its own grants one.
+	TaskLease     *durationpb.Duration `protobuf:"bytes,4,opt,name=task_lease,json=taskLease,proto3" json:"task_lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatFromTaskExecutorResponse) Reset() {
@@ -1172,6 +1188,13 @@ func (x *HeartbeatFromTaskExecutorResponse) GetJobs() []*TaskExecutorJobAnswer {
 func (x *HeartbeatFromTaskExecutorResponse) GetLeaseRemaining() *durationpb.Duration {
 	if x != nil {
 		return x.LeaseRemaining
+	}
+	return nil
+}
+
+func (x *HeartbeatFromTaskExecutorResponse) GetTaskLease() *durationpb.Duration {
+	if x != nil {
+		return x.TaskLease
 	}
 	return nil
 }
@@ -1419,11 +1442,13 @@ const file_jobplane_cluster_v1_job_master_service_proto_rawDesc = "" +
 	"\tfollowing\x18\x03 \x01(\bR\tfollowing\x12\x1a\n" +
 	"\bcomplete\x18\x04 \x01(\bR\bcomplete\x12<\n" +
 	"\battempts\x18\x05 \x03(\v2 .jobplane.v1.TaskExecutionStatusR\battempts\x12%\n" +
-	"\x0eallocation_ids\x18\x06 \x03(\tR\rallocationIds\"\xce\x01\n" +
+	"\x0eallocation_ids\x18\x06 \x03(\tR\rallocationIds\"\x88\x02\n" +
 	"!HeartbeatFromTaskExecutorResponse\x12%\n" +
 	"\x0efull_requested\x18\x01 \x01(\bR\rfullRequested\x12>\n" +
 	"\x04jobs\x18\x02 \x03(\v2*.jobplane.cluster.v1.TaskExecutorJobAnswerR\x04jobs\x12B\n" +
-	"\x0flease_remaining\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x0eleaseRemaining\"\xb7\x01\n" +
+	"\x0flease_remaining\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x0eleaseRemaining\x128\n" +
+	"\n" +
+	"task_lease\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\ttaskLease\"\xb7\x01\n" +
 	"\x15TaskExecutorJobAnswer\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12B\n" +
 	"\x06action\x18\x02 \x01(\x0e2*.jobplane.cluster.v1.TaskExecutorJobActionR\x06action\x12C\n" +
@@ -1519,30 +1544,31 @@ var file_jobplane_cluster_v1_job_master_service_proto_depIdxs = []int32{
 	24, // 22: jobplane.cluster.v1.TaskExecutorJobReport.attempts:type_name -> jobplane.v1.TaskExecutionStatus
 	17, // 23: jobplane.cluster.v1.HeartbeatFromTaskExecutorResponse.jobs:type_name -> jobplane.cluster.v1.TaskExecutorJobAnswer
 	21, // 24: jobplane.cluster.v1.HeartbeatFromTaskExecutorResponse.lease_remaining:type_name -> google.protobuf.Duration
-	0,  // 25: jobplane.cluster.v1.TaskExecutorJobAnswer.action:type_name -> jobplane.cluster.v1.TaskExecutorJobAction
-	20, // 26: jobplane.cluster.v1.TaskExecutorJobAnswer.job_master_token:type_name -> jobplane.v1.FencingToken
-	20, // 27: jobplane.cluster.v1.DisconnectTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	1,  // 28: jobplane.cluster.v1.JobMasterService.RegisterTaskExecutor:input_type -> jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorRequest
-	4,  // 29: jobplane.cluster.v1.JobMasterService.OfferSlots:input_type -> jobplane.cluster.v1.OfferSlotsRequest
-	6,  // 30: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionState:input_type -> jobplane.cluster.v1.UpdateTaskExecutionStateRequest
-	8,  // 31: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStates:input_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesRequest
-	10, // 32: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs:input_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsRequest
-	14, // 33: jobplane.cluster.v1.JobMasterService.HeartbeatFromTaskExecutor:input_type -> jobplane.cluster.v1.HeartbeatFromTaskExecutorRequest
-	12, // 34: jobplane.cluster.v1.JobMasterService.Heartbeat:input_type -> jobplane.cluster.v1.JobMasterServiceHeartbeatRequest
-	18, // 35: jobplane.cluster.v1.JobMasterService.DisconnectTaskExecutor:input_type -> jobplane.cluster.v1.DisconnectTaskExecutorRequest
-	2,  // 36: jobplane.cluster.v1.JobMasterService.RegisterTaskExecutor:output_type -> jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorResponse
-	5,  // 37: jobplane.cluster.v1.JobMasterService.OfferSlots:output_type -> jobplane.cluster.v1.OfferSlotsResponse
-	7,  // 38: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionState:output_type -> jobplane.cluster.v1.UpdateTaskExecutionStateResponse
-	9,  // 39: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStates:output_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesResponse
-	11, // 40: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs:output_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsResponse
-	16, // 41: jobplane.cluster.v1.JobMasterService.HeartbeatFromTaskExecutor:output_type -> jobplane.cluster.v1.HeartbeatFromTaskExecutorResponse
-	13, // 42: jobplane.cluster.v1.JobMasterService.Heartbeat:output_type -> jobplane.cluster.v1.JobMasterServiceHeartbeatResponse
-	19, // 43: jobplane.cluster.v1.JobMasterService.DisconnectTaskExecutor:output_type -> jobplane.cluster.v1.DisconnectTaskExecutorResponse
-	36, // [36:44] is the sub-list for method output_type
-	28, // [28:36] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	21, // 25: jobplane.cluster.v1.HeartbeatFromTaskExecutorResponse.task_lease:type_name -> google.protobuf.Duration
+	0,  // 26: jobplane.cluster.v1.TaskExecutorJobAnswer.action:type_name -> jobplane.cluster.v1.TaskExecutorJobAction
+	20, // 27: jobplane.cluster.v1.TaskExecutorJobAnswer.job_master_token:type_name -> jobplane.v1.FencingToken
+	20, // 28: jobplane.cluster.v1.DisconnectTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	1,  // 29: jobplane.cluster.v1.JobMasterService.RegisterTaskExecutor:input_type -> jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorRequest
+	4,  // 30: jobplane.cluster.v1.JobMasterService.OfferSlots:input_type -> jobplane.cluster.v1.OfferSlotsRequest
+	6,  // 31: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionState:input_type -> jobplane.cluster.v1.UpdateTaskExecutionStateRequest
+	8,  // 32: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStates:input_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesRequest
+	10, // 33: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs:input_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsRequest
+	14, // 34: jobplane.cluster.v1.JobMasterService.HeartbeatFromTaskExecutor:input_type -> jobplane.cluster.v1.HeartbeatFromTaskExecutorRequest
+	12, // 35: jobplane.cluster.v1.JobMasterService.Heartbeat:input_type -> jobplane.cluster.v1.JobMasterServiceHeartbeatRequest
+	18, // 36: jobplane.cluster.v1.JobMasterService.DisconnectTaskExecutor:input_type -> jobplane.cluster.v1.DisconnectTaskExecutorRequest
+	2,  // 37: jobplane.cluster.v1.JobMasterService.RegisterTaskExecutor:output_type -> jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorResponse
+	5,  // 38: jobplane.cluster.v1.JobMasterService.OfferSlots:output_type -> jobplane.cluster.v1.OfferSlotsResponse
+	7,  // 39: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionState:output_type -> jobplane.cluster.v1.UpdateTaskExecutionStateResponse
+	9,  // 40: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStates:output_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesResponse
+	11, // 41: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs:output_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsResponse
+	16, // 42: jobplane.cluster.v1.JobMasterService.HeartbeatFromTaskExecutor:output_type -> jobplane.cluster.v1.HeartbeatFromTaskExecutorResponse
+	13, // 43: jobplane.cluster.v1.JobMasterService.Heartbeat:output_type -> jobplane.cluster.v1.JobMasterServiceHeartbeatResponse
+	19, // 44: jobplane.cluster.v1.JobMasterService.DisconnectTaskExecutor:output_type -> jobplane.cluster.v1.DisconnectTaskExecutorResponse
+	37, // [37:45] is the sub-list for method output_type
+	29, // [29:37] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_cluster_v1_job_master_service_proto_init() }

@@ -1401,6 +1401,302 @@ func (x *GetTaskOutputResponse) GetEnded() bool {
 	return false
 }
 
+// AdoptAttemptsRequest is the request of TaskExecutorService.AdoptAttempts.
+type AdoptAttemptsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The jobs taken over, at most one entry per job. Required.
+	Jobs          []*JobAdoption `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdoptAttemptsRequest) Reset() {
+	*x = AdoptAttemptsRequest{}
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdoptAttemptsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdoptAttemptsRequest) ProtoMessage() {}
+
+func (x *AdoptAttemptsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdoptAttemptsRequest.ProtoReflect.Descriptor instead.
+func (*AdoptAttemptsRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AdoptAttemptsRequest) GetJobs() []*JobAdoption {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+// JobAdoption names a job and the JobMaster that takes its attempts.
+type JobAdoption struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id. Required.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The JobMaster's token. Required.
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	// The address of the JobMaster's process (JobMasterService there), where
+	// the TaskExecutor reports and heartbeats from now on. Required.
+	JobMasterAddress string `protobuf:"bytes,3,opt,name=job_master_address,json=jobMasterAddress,proto3" json:"job_master_address,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *JobAdoption) Reset() {
+	*x = JobAdoption{}
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobAdoption) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobAdoption) ProtoMessage() {}
+
+func (x *JobAdoption) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobAdoption.ProtoReflect.Descriptor instead.
+func (*JobAdoption) Descriptor() ([]byte, []int) {
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *JobAdoption) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *JobAdoption) GetJobMasterToken() *v1.FencingToken {
+	if x != nil {
+		return x.JobMasterToken
+	}
+	return nil
+}
+
+func (x *JobAdoption) GetJobMasterAddress() string {
+	if x != nil {
+		return x.JobMasterAddress
+	}
+	return ""
+}
+
+// AdoptAttemptsResponse is the response of TaskExecutorService.AdoptAttempts.
+type AdoptAttemptsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One entry per request entry, in order; a refused entry's is empty but
+	// for its job id.
+	Jobs []*AdoptedJob `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// The entries refused, by their index in the request's `jobs`.
+	Refused       []*v1.ItemError `protobuf:"bytes,2,rep,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdoptAttemptsResponse) Reset() {
+	*x = AdoptAttemptsResponse{}
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdoptAttemptsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdoptAttemptsResponse) ProtoMessage() {}
+
+func (x *AdoptAttemptsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdoptAttemptsResponse.ProtoReflect.Descriptor instead.
+func (*AdoptAttemptsResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *AdoptAttemptsResponse) GetJobs() []*AdoptedJob {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *AdoptAttemptsResponse) GetRefused() []*v1.ItemError {
+	if x != nil {
+		return x.Refused
+	}
+	return nil
+}
+
+// AdoptedJob is what a TaskExecutor holds for one job, now under the
+// adopting JobMaster's token.
+type AdoptedJob struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The attempts held for the job, running or ended, one per slot.
+	Attempts []*HeldAttempt `protobuf:"bytes,2,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	// Every allocation held here for the job, with or without an attempt.
+	AllocationIds []string `protobuf:"bytes,3,rep,name=allocation_ids,json=allocationIds,proto3" json:"allocation_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdoptedJob) Reset() {
+	*x = AdoptedJob{}
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdoptedJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdoptedJob) ProtoMessage() {}
+
+func (x *AdoptedJob) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdoptedJob.ProtoReflect.Descriptor instead.
+func (*AdoptedJob) Descriptor() ([]byte, []int) {
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *AdoptedJob) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *AdoptedJob) GetAttempts() []*HeldAttempt {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+func (x *AdoptedJob) GetAllocationIds() []string {
+	if x != nil {
+		return x.AllocationIds
+	}
+	return nil
+}
+
+// HeldAttempt is one attempt a TaskExecutor holds.
+type HeldAttempt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The allocation (slot) the attempt runs in.
+	AllocationId string `protobuf:"bytes,1,opt,name=allocation_id,json=allocationId,proto3" json:"allocation_id,omitempty"`
+	// The attempt and its state now.
+	Status *v1.TaskExecutionStatus `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// The token the attempt was deployed under.
+	DeployedUnder *v1.FencingToken `protobuf:"bytes,3,opt,name=deployed_under,json=deployedUnder,proto3" json:"deployed_under,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeldAttempt) Reset() {
+	*x = HeldAttempt{}
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeldAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeldAttempt) ProtoMessage() {}
+
+func (x *HeldAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeldAttempt.ProtoReflect.Descriptor instead.
+func (*HeldAttempt) Descriptor() ([]byte, []int) {
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *HeldAttempt) GetAllocationId() string {
+	if x != nil {
+		return x.AllocationId
+	}
+	return ""
+}
+
+func (x *HeldAttempt) GetStatus() *v1.TaskExecutionStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *HeldAttempt) GetDeployedUnder() *v1.FencingToken {
+	if x != nil {
+		return x.DeployedUnder
+	}
+	return nil
+}
+
 // JobMasterSender is a job's JobMaster asking.
 type TaskExecutorServiceHeartbeatRequest_JobMasterSender struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1414,7 +1710,7 @@ type TaskExecutorServiceHeartbeatRequest_JobMasterSender struct {
 
 func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) Reset() {
 	*x = TaskExecutorServiceHeartbeatRequest_JobMasterSender{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[22]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1722,7 @@ func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) String() string {
 func (*TaskExecutorServiceHeartbeatRequest_JobMasterSender) ProtoMessage() {}
 
 func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[22]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1855,25 @@ const file_jobplane_cluster_v1_task_executor_service_proto_rawDesc = "" +
 	"nextOffset\x12\x1d\n" +
 	"\n" +
 	"end_offset\x18\x04 \x01(\x03R\tendOffset\x12\x14\n" +
-	"\x05ended\x18\x05 \x01(\bR\x05ended2\xc9\a\n" +
+	"\x05ended\x18\x05 \x01(\bR\x05ended\"L\n" +
+	"\x14AdoptAttemptsRequest\x124\n" +
+	"\x04jobs\x18\x01 \x03(\v2 .jobplane.cluster.v1.JobAdoptionR\x04jobs\"\x97\x01\n" +
+	"\vJobAdoption\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
+	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12,\n" +
+	"\x12job_master_address\x18\x03 \x01(\tR\x10jobMasterAddress\"~\n" +
+	"\x15AdoptAttemptsResponse\x123\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x1f.jobplane.cluster.v1.AdoptedJobR\x04jobs\x120\n" +
+	"\arefused\x18\x02 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\"\x88\x01\n" +
+	"\n" +
+	"AdoptedJob\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12<\n" +
+	"\battempts\x18\x02 \x03(\v2 .jobplane.cluster.v1.HeldAttemptR\battempts\x12%\n" +
+	"\x0eallocation_ids\x18\x03 \x03(\tR\rallocationIds\"\xae\x01\n" +
+	"\vHeldAttempt\x12#\n" +
+	"\rallocation_id\x18\x01 \x01(\tR\fallocationId\x128\n" +
+	"\x06status\x18\x02 \x01(\v2 .jobplane.v1.TaskExecutionStatusR\x06status\x12@\n" +
+	"\x0edeployed_under\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenR\rdeployedUnder2\xb6\b\n" +
 	"\x13TaskExecutorService\x12e\n" +
 	"\vRequestSlot\x12'.jobplane.cluster.v1.RequestSlotRequest\x1a(.jobplane.cluster.v1.RequestSlotResponse\"\x03\x90\x02\x02\x12h\n" +
 	"\fRequestSlots\x12(.jobplane.cluster.v1.RequestSlotsRequest\x1a).jobplane.cluster.v1.RequestSlotsResponse\"\x03\x90\x02\x02\x12b\n" +
@@ -1571,6 +1885,7 @@ const file_jobplane_cluster_v1_task_executor_service_proto_rawDesc = "" +
 	"\bFreeSlot\x12$.jobplane.cluster.v1.FreeSlotRequest\x1a%.jobplane.cluster.v1.FreeSlotResponse\"\x03\x90\x02\x02\x12_\n" +
 	"\tFreeSlots\x12%.jobplane.cluster.v1.FreeSlotsRequest\x1a&.jobplane.cluster.v1.FreeSlotsResponse\"\x03\x90\x02\x02\x12\x85\x01\n" +
 	"\tHeartbeat\x128.jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest\x1a9.jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse\"\x03\x90\x02\x02\x12k\n" +
+	"\rAdoptAttempts\x12).jobplane.cluster.v1.AdoptAttemptsRequest\x1a*.jobplane.cluster.v1.AdoptAttemptsResponse\"\x03\x90\x02\x02\x12k\n" +
 	"\rGetTaskOutput\x12).jobplane.cluster.v1.GetTaskOutputRequest\x1a*.jobplane.cluster.v1.GetTaskOutputResponse\"\x03\x90\x02\x01B\xe1\x01\n" +
 	"\x17com.jobplane.cluster.v1B\x18TaskExecutorServiceProtoP\x01Z>github.com/jobplane/jobplane/gen/jobplane/cluster/v1;clusterv1\xa2\x02\x03JCX\xaa\x02\x13Jobplane.Cluster.V1\xca\x02\x13Jobplane\\Cluster\\V1\xe2\x02\x1fJobplane\\Cluster\\V1\\GPBMetadata\xea\x02\x15Jobplane::Cluster::V1b\x06proto3"
 
@@ -1586,7 +1901,7 @@ func file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP() []byte {
 	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescData
 }
 
-var file_jobplane_cluster_v1_task_executor_service_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_jobplane_cluster_v1_task_executor_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_jobplane_cluster_v1_task_executor_service_proto_goTypes = []any{
 	(*RequestSlotRequest)(nil),                   // 0: jobplane.cluster.v1.RequestSlotRequest
 	(*RequestSlotResponse)(nil),                  // 1: jobplane.cluster.v1.RequestSlotResponse
@@ -1608,69 +1923,83 @@ var file_jobplane_cluster_v1_task_executor_service_proto_goTypes = []any{
 	(*TaskExecutorServiceHeartbeatResponse)(nil), // 17: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse
 	(*GetTaskOutputRequest)(nil),                 // 18: jobplane.cluster.v1.GetTaskOutputRequest
 	(*GetTaskOutputResponse)(nil),                // 19: jobplane.cluster.v1.GetTaskOutputResponse
-	nil,                                          // 20: jobplane.cluster.v1.SubmitTaskRequest.ConfigEntry
-	nil,                                          // 21: jobplane.cluster.v1.TaskDeployment.ConfigEntry
-	(*TaskExecutorServiceHeartbeatRequest_JobMasterSender)(nil), // 22: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
-	(*v1.FencingToken)(nil),        // 23: jobplane.v1.FencingToken
-	(*ResourceProfile)(nil),        // 24: jobplane.cluster.v1.ResourceProfile
-	(*v1.ItemError)(nil),           // 25: jobplane.v1.ItemError
-	(*v1.ExecutionAttemptId)(nil),  // 26: jobplane.v1.ExecutionAttemptId
-	(*durationpb.Duration)(nil),    // 27: google.protobuf.Duration
-	(*SlotReport)(nil),             // 28: jobplane.cluster.v1.SlotReport
-	(*v1.TaskExecutionStatus)(nil), // 29: jobplane.v1.TaskExecutionStatus
+	(*AdoptAttemptsRequest)(nil),                 // 20: jobplane.cluster.v1.AdoptAttemptsRequest
+	(*JobAdoption)(nil),                          // 21: jobplane.cluster.v1.JobAdoption
+	(*AdoptAttemptsResponse)(nil),                // 22: jobplane.cluster.v1.AdoptAttemptsResponse
+	(*AdoptedJob)(nil),                           // 23: jobplane.cluster.v1.AdoptedJob
+	(*HeldAttempt)(nil),                          // 24: jobplane.cluster.v1.HeldAttempt
+	nil,                                          // 25: jobplane.cluster.v1.SubmitTaskRequest.ConfigEntry
+	nil,                                          // 26: jobplane.cluster.v1.TaskDeployment.ConfigEntry
+	(*TaskExecutorServiceHeartbeatRequest_JobMasterSender)(nil), // 27: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
+	(*v1.FencingToken)(nil),        // 28: jobplane.v1.FencingToken
+	(*ResourceProfile)(nil),        // 29: jobplane.cluster.v1.ResourceProfile
+	(*v1.ItemError)(nil),           // 30: jobplane.v1.ItemError
+	(*v1.ExecutionAttemptId)(nil),  // 31: jobplane.v1.ExecutionAttemptId
+	(*durationpb.Duration)(nil),    // 32: google.protobuf.Duration
+	(*SlotReport)(nil),             // 33: jobplane.cluster.v1.SlotReport
+	(*v1.TaskExecutionStatus)(nil), // 34: jobplane.v1.TaskExecutionStatus
 }
 var file_jobplane_cluster_v1_task_executor_service_proto_depIdxs = []int32{
-	23, // 0: jobplane.cluster.v1.RequestSlotRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
-	24, // 1: jobplane.cluster.v1.RequestSlotRequest.profile:type_name -> jobplane.cluster.v1.ResourceProfile
-	23, // 2: jobplane.cluster.v1.RequestSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	23, // 3: jobplane.cluster.v1.RequestSlotsRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	28, // 0: jobplane.cluster.v1.RequestSlotRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	29, // 1: jobplane.cluster.v1.RequestSlotRequest.profile:type_name -> jobplane.cluster.v1.ResourceProfile
+	28, // 2: jobplane.cluster.v1.RequestSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	28, // 3: jobplane.cluster.v1.RequestSlotsRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
 	3,  // 4: jobplane.cluster.v1.RequestSlotsRequest.slots:type_name -> jobplane.cluster.v1.SlotRequest
-	23, // 5: jobplane.cluster.v1.SlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	24, // 6: jobplane.cluster.v1.SlotRequest.profile:type_name -> jobplane.cluster.v1.ResourceProfile
-	25, // 7: jobplane.cluster.v1.RequestSlotsResponse.refused:type_name -> jobplane.v1.ItemError
-	23, // 8: jobplane.cluster.v1.SubmitTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	26, // 9: jobplane.cluster.v1.SubmitTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	20, // 10: jobplane.cluster.v1.SubmitTaskRequest.config:type_name -> jobplane.cluster.v1.SubmitTaskRequest.ConfigEntry
-	27, // 11: jobplane.cluster.v1.SubmitTaskRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
-	23, // 12: jobplane.cluster.v1.SubmitTasksRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	28, // 5: jobplane.cluster.v1.SlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	29, // 6: jobplane.cluster.v1.SlotRequest.profile:type_name -> jobplane.cluster.v1.ResourceProfile
+	30, // 7: jobplane.cluster.v1.RequestSlotsResponse.refused:type_name -> jobplane.v1.ItemError
+	28, // 8: jobplane.cluster.v1.SubmitTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	31, // 9: jobplane.cluster.v1.SubmitTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	25, // 10: jobplane.cluster.v1.SubmitTaskRequest.config:type_name -> jobplane.cluster.v1.SubmitTaskRequest.ConfigEntry
+	32, // 11: jobplane.cluster.v1.SubmitTaskRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
+	28, // 12: jobplane.cluster.v1.SubmitTasksRequest.job_master_token:type_name -> jobplane.v1.FencingToken
 	8,  // 13: jobplane.cluster.v1.SubmitTasksRequest.tasks:type_name -> jobplane.cluster.v1.TaskDeployment
-	27, // 14: jobplane.cluster.v1.SubmitTasksRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
-	26, // 15: jobplane.cluster.v1.TaskDeployment.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	21, // 16: jobplane.cluster.v1.TaskDeployment.config:type_name -> jobplane.cluster.v1.TaskDeployment.ConfigEntry
-	25, // 17: jobplane.cluster.v1.SubmitTasksResponse.refused:type_name -> jobplane.v1.ItemError
-	23, // 18: jobplane.cluster.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	26, // 19: jobplane.cluster.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	23, // 20: jobplane.cluster.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	23, // 21: jobplane.cluster.v1.FreeSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	23, // 22: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
-	22, // 23: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.job_master:type_name -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
-	28, // 24: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.cluster.v1.SlotReport
-	29, // 25: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
-	26, // 26: jobplane.cluster.v1.GetTaskOutputRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	23, // 27: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender.token:type_name -> jobplane.v1.FencingToken
-	0,  // 28: jobplane.cluster.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.cluster.v1.RequestSlotRequest
-	2,  // 29: jobplane.cluster.v1.TaskExecutorService.RequestSlots:input_type -> jobplane.cluster.v1.RequestSlotsRequest
-	5,  // 30: jobplane.cluster.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.cluster.v1.SubmitTaskRequest
-	7,  // 31: jobplane.cluster.v1.TaskExecutorService.SubmitTasks:input_type -> jobplane.cluster.v1.SubmitTasksRequest
-	10, // 32: jobplane.cluster.v1.TaskExecutorService.CancelTask:input_type -> jobplane.cluster.v1.CancelTaskRequest
-	12, // 33: jobplane.cluster.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.cluster.v1.FreeSlotRequest
-	14, // 34: jobplane.cluster.v1.TaskExecutorService.FreeSlots:input_type -> jobplane.cluster.v1.FreeSlotsRequest
-	16, // 35: jobplane.cluster.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest
-	18, // 36: jobplane.cluster.v1.TaskExecutorService.GetTaskOutput:input_type -> jobplane.cluster.v1.GetTaskOutputRequest
-	1,  // 37: jobplane.cluster.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.cluster.v1.RequestSlotResponse
-	4,  // 38: jobplane.cluster.v1.TaskExecutorService.RequestSlots:output_type -> jobplane.cluster.v1.RequestSlotsResponse
-	6,  // 39: jobplane.cluster.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.cluster.v1.SubmitTaskResponse
-	9,  // 40: jobplane.cluster.v1.TaskExecutorService.SubmitTasks:output_type -> jobplane.cluster.v1.SubmitTasksResponse
-	11, // 41: jobplane.cluster.v1.TaskExecutorService.CancelTask:output_type -> jobplane.cluster.v1.CancelTaskResponse
-	13, // 42: jobplane.cluster.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.cluster.v1.FreeSlotResponse
-	15, // 43: jobplane.cluster.v1.TaskExecutorService.FreeSlots:output_type -> jobplane.cluster.v1.FreeSlotsResponse
-	17, // 44: jobplane.cluster.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse
-	19, // 45: jobplane.cluster.v1.TaskExecutorService.GetTaskOutput:output_type -> jobplane.cluster.v1.GetTaskOutputResponse
-	37, // [37:46] is the sub-list for method output_type
-	28, // [28:37] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	32, // 14: jobplane.cluster.v1.SubmitTasksRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
+	31, // 15: jobplane.cluster.v1.TaskDeployment.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	26, // 16: jobplane.cluster.v1.TaskDeployment.config:type_name -> jobplane.cluster.v1.TaskDeployment.ConfigEntry
+	30, // 17: jobplane.cluster.v1.SubmitTasksResponse.refused:type_name -> jobplane.v1.ItemError
+	28, // 18: jobplane.cluster.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	31, // 19: jobplane.cluster.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	28, // 20: jobplane.cluster.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	28, // 21: jobplane.cluster.v1.FreeSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	28, // 22: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	27, // 23: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.job_master:type_name -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
+	33, // 24: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.cluster.v1.SlotReport
+	34, // 25: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
+	31, // 26: jobplane.cluster.v1.GetTaskOutputRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	21, // 27: jobplane.cluster.v1.AdoptAttemptsRequest.jobs:type_name -> jobplane.cluster.v1.JobAdoption
+	28, // 28: jobplane.cluster.v1.JobAdoption.job_master_token:type_name -> jobplane.v1.FencingToken
+	23, // 29: jobplane.cluster.v1.AdoptAttemptsResponse.jobs:type_name -> jobplane.cluster.v1.AdoptedJob
+	30, // 30: jobplane.cluster.v1.AdoptAttemptsResponse.refused:type_name -> jobplane.v1.ItemError
+	24, // 31: jobplane.cluster.v1.AdoptedJob.attempts:type_name -> jobplane.cluster.v1.HeldAttempt
+	34, // 32: jobplane.cluster.v1.HeldAttempt.status:type_name -> jobplane.v1.TaskExecutionStatus
+	28, // 33: jobplane.cluster.v1.HeldAttempt.deployed_under:type_name -> jobplane.v1.FencingToken
+	28, // 34: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender.token:type_name -> jobplane.v1.FencingToken
+	0,  // 35: jobplane.cluster.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.cluster.v1.RequestSlotRequest
+	2,  // 36: jobplane.cluster.v1.TaskExecutorService.RequestSlots:input_type -> jobplane.cluster.v1.RequestSlotsRequest
+	5,  // 37: jobplane.cluster.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.cluster.v1.SubmitTaskRequest
+	7,  // 38: jobplane.cluster.v1.TaskExecutorService.SubmitTasks:input_type -> jobplane.cluster.v1.SubmitTasksRequest
+	10, // 39: jobplane.cluster.v1.TaskExecutorService.CancelTask:input_type -> jobplane.cluster.v1.CancelTaskRequest
+	12, // 40: jobplane.cluster.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.cluster.v1.FreeSlotRequest
+	14, // 41: jobplane.cluster.v1.TaskExecutorService.FreeSlots:input_type -> jobplane.cluster.v1.FreeSlotsRequest
+	16, // 42: jobplane.cluster.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest
+	20, // 43: jobplane.cluster.v1.TaskExecutorService.AdoptAttempts:input_type -> jobplane.cluster.v1.AdoptAttemptsRequest
+	18, // 44: jobplane.cluster.v1.TaskExecutorService.GetTaskOutput:input_type -> jobplane.cluster.v1.GetTaskOutputRequest
+	1,  // 45: jobplane.cluster.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.cluster.v1.RequestSlotResponse
+	4,  // 46: jobplane.cluster.v1.TaskExecutorService.RequestSlots:output_type -> jobplane.cluster.v1.RequestSlotsResponse
+	6,  // 47: jobplane.cluster.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.cluster.v1.SubmitTaskResponse
+	9,  // 48: jobplane.cluster.v1.TaskExecutorService.SubmitTasks:output_type -> jobplane.cluster.v1.SubmitTasksResponse
+	11, // 49: jobplane.cluster.v1.TaskExecutorService.CancelTask:output_type -> jobplane.cluster.v1.CancelTaskResponse
+	13, // 50: jobplane.cluster.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.cluster.v1.FreeSlotResponse
+	15, // 51: jobplane.cluster.v1.TaskExecutorService.FreeSlots:output_type -> jobplane.cluster.v1.FreeSlotsResponse
+	17, // 52: jobplane.cluster.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse
+	22, // 53: jobplane.cluster.v1.TaskExecutorService.AdoptAttempts:output_type -> jobplane.cluster.v1.AdoptAttemptsResponse
+	19, // 54: jobplane.cluster.v1.TaskExecutorService.GetTaskOutput:output_type -> jobplane.cluster.v1.GetTaskOutputResponse
+	45, // [45:55] is the sub-list for method output_type
+	35, // [35:45] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_cluster_v1_task_executor_service_proto_init() }
@@ -1689,7 +2018,7 @@ func file_jobplane_cluster_v1_task_executor_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_cluster_v1_task_executor_service_proto_rawDesc), len(file_jobplane_cluster_v1_task_executor_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -57,6 +57,9 @@ const (
 	// TaskExecutorServiceHeartbeatProcedure is the fully-qualified name of the TaskExecutorService's
 	// Heartbeat RPC.
 	TaskExecutorServiceHeartbeatProcedure = "/jobplane.cluster.v1.TaskExecutorService/Heartbeat"
+	// TaskExecutorServiceAdoptAttemptsProcedure is the fully-qualified name of the
+	// TaskExecutorService's AdoptAttempts RPC.
+	TaskExecutorServiceAdoptAttemptsProcedure = "/jobplane.cluster.v1.TaskExecutorService/AdoptAttempts"
 	// TaskExecutorServiceGetTaskOutputProcedure is the fully-qualified name of the
 	// TaskExecutorService's GetTaskOutput RPC.
 	TaskExecutorServiceGetTaskOutputProcedure = "/jobplane.cluster.v1.TaskExecutorService/GetTaskOutput"
@@ -154,6 +157,42 @@ type TaskExecutorServiceClient interface {
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a token older than the newest
 	// this TaskExecutor has seen for the sender.
 	Heartbeat(context.Context, *v1.TaskExecutorServiceHeartbeatRequest) (*v1.TaskExecutorServiceHeartbeatResponse, error)
+	// AdoptAttempts hands the attempts this TaskExecutor holds for jobs to
+	// the JobMasters that took the jobs over, so that a change of JobMaster
+	// (a new leader after the old one died, paused or stepped down) costs
+	// the running work nothing. A JobMaster that takes a job over calls it
+	// on every TaskExecutor it can reach before it deploys anything of the
+	// job, and deploys anew only the subtasks that no answer lists.
+	//
+	// Each entry names a job, its JobMaster's token and the address of the
+	// JobMaster's process, and is taken as one JobMaster call: a token
+	// older than the newest this TaskExecutor has seen for the job is
+	// refused (the entry's ItemError, STALE_FENCING_TOKEN); an equal or
+	// newer one is followed. Then, in one step, every attempt held here for
+	// the job, under whatever older token it was deployed, moves to the
+	// entry's token: from then on a call under an older token is refused
+	// for it, its state changes are reported to this JobMaster only, and it
+	// stops by this JobMaster's deadlines (until this JobMaster's first
+	// answered heartbeat, by the deadline it had under the older one). The
+	// answer lists each such attempt with its state now, running or ended:
+	// an attempt that ended while no JobMaster took its state is listed in
+	// the answers until the JobMaster frees its slot, and nowhere else. It
+	// lists too every allocation held here for the job, which the JobMaster
+	// takes as offered (OfferSlots).
+	//
+	// Attempts are held rather than canceled when a newer JobMaster of their
+	// job appears only under a task lease
+	// (JobMasterService.HeartbeatFromTaskExecutorResponse.task_lease): they
+	// keep running until the lease of the last heartbeat answered under
+	// their token ends, and are then canceled and their slots offered to the
+	// newer JobMaster. Without a task lease a newer JobMaster cancels them,
+	// as the service comment says, and this call lists only what already
+	// runs under its own token. Repeating a call changes nothing more.
+	// Idempotent.
+	//
+	// Errors: INVALID_ARGUMENT for an entry without job id, token or
+	// address (the whole call is refused).
+	AdoptAttempts(context.Context, *v1.AdoptAttemptsRequest) (*v1.AdoptAttemptsResponse, error)
 	// GetTaskOutput returns output that an execution attempt made on this
 	// TaskExecutor: what its function logged and, for the built-in exec,
 	// its command's stdout and stderr, interleaved as they came. The
@@ -246,6 +285,13 @@ func NewTaskExecutorServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithIdempotency(connect.IdempotencyIdempotent),
 			connect.WithClientOptions(opts...),
 		),
+		adoptAttempts: connect.NewClient[v1.AdoptAttemptsRequest, v1.AdoptAttemptsResponse](
+			httpClient,
+			baseURL+TaskExecutorServiceAdoptAttemptsProcedure,
+			connect.WithSchema(taskExecutorServiceMethods.ByName("AdoptAttempts")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
 		getTaskOutput: connect.NewClient[v1.GetTaskOutputRequest, v1.GetTaskOutputResponse](
 			httpClient,
 			baseURL+TaskExecutorServiceGetTaskOutputProcedure,
@@ -266,6 +312,7 @@ type taskExecutorServiceClient struct {
 	freeSlot      *connect.Client[v1.FreeSlotRequest, v1.FreeSlotResponse]
 	freeSlots     *connect.Client[v1.FreeSlotsRequest, v1.FreeSlotsResponse]
 	heartbeat     *connect.Client[v1.TaskExecutorServiceHeartbeatRequest, v1.TaskExecutorServiceHeartbeatResponse]
+	adoptAttempts *connect.Client[v1.AdoptAttemptsRequest, v1.AdoptAttemptsResponse]
 	getTaskOutput *connect.Client[v1.GetTaskOutputRequest, v1.GetTaskOutputResponse]
 }
 
@@ -335,6 +382,15 @@ func (c *taskExecutorServiceClient) FreeSlots(ctx context.Context, req *v1.FreeS
 // Heartbeat calls jobplane.cluster.v1.TaskExecutorService.Heartbeat.
 func (c *taskExecutorServiceClient) Heartbeat(ctx context.Context, req *v1.TaskExecutorServiceHeartbeatRequest) (*v1.TaskExecutorServiceHeartbeatResponse, error) {
 	response, err := c.heartbeat.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// AdoptAttempts calls jobplane.cluster.v1.TaskExecutorService.AdoptAttempts.
+func (c *taskExecutorServiceClient) AdoptAttempts(ctx context.Context, req *v1.AdoptAttemptsRequest) (*v1.AdoptAttemptsResponse, error) {
+	response, err := c.adoptAttempts.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -443,6 +499,42 @@ type TaskExecutorServiceHandler interface {
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a token older than the newest
 	// this TaskExecutor has seen for the sender.
 	Heartbeat(context.Context, *v1.TaskExecutorServiceHeartbeatRequest) (*v1.TaskExecutorServiceHeartbeatResponse, error)
+	// AdoptAttempts hands the attempts this TaskExecutor holds for jobs to
+	// the JobMasters that took the jobs over, so that a change of JobMaster
+	// (a new leader after the old one died, paused or stepped down) costs
+	// the running work nothing. A JobMaster that takes a job over calls it
+	// on every TaskExecutor it can reach before it deploys anything of the
+	// job, and deploys anew only the subtasks that no answer lists.
+	//
+	// Each entry names a job, its JobMaster's token and the address of the
+	// JobMaster's process, and is taken as one JobMaster call: a token
+	// older than the newest this TaskExecutor has seen for the job is
+	// refused (the entry's ItemError, STALE_FENCING_TOKEN); an equal or
+	// newer one is followed. Then, in one step, every attempt held here for
+	// the job, under whatever older token it was deployed, moves to the
+	// entry's token: from then on a call under an older token is refused
+	// for it, its state changes are reported to this JobMaster only, and it
+	// stops by this JobMaster's deadlines (until this JobMaster's first
+	// answered heartbeat, by the deadline it had under the older one). The
+	// answer lists each such attempt with its state now, running or ended:
+	// an attempt that ended while no JobMaster took its state is listed in
+	// the answers until the JobMaster frees its slot, and nowhere else. It
+	// lists too every allocation held here for the job, which the JobMaster
+	// takes as offered (OfferSlots).
+	//
+	// Attempts are held rather than canceled when a newer JobMaster of their
+	// job appears only under a task lease
+	// (JobMasterService.HeartbeatFromTaskExecutorResponse.task_lease): they
+	// keep running until the lease of the last heartbeat answered under
+	// their token ends, and are then canceled and their slots offered to the
+	// newer JobMaster. Without a task lease a newer JobMaster cancels them,
+	// as the service comment says, and this call lists only what already
+	// runs under its own token. Repeating a call changes nothing more.
+	// Idempotent.
+	//
+	// Errors: INVALID_ARGUMENT for an entry without job id, token or
+	// address (the whole call is refused).
+	AdoptAttempts(context.Context, *v1.AdoptAttemptsRequest) (*v1.AdoptAttemptsResponse, error)
 	// GetTaskOutput returns output that an execution attempt made on this
 	// TaskExecutor: what its function logged and, for the built-in exec,
 	// its command's stdout and stderr, interleaved as they came. The
@@ -531,6 +623,13 @@ func NewTaskExecutorServiceHandler(svc TaskExecutorServiceHandler, opts ...conne
 		connect.WithIdempotency(connect.IdempotencyIdempotent),
 		connect.WithHandlerOptions(opts...),
 	)
+	taskExecutorServiceAdoptAttemptsHandler := connect.NewUnaryHandlerSimple(
+		TaskExecutorServiceAdoptAttemptsProcedure,
+		svc.AdoptAttempts,
+		connect.WithSchema(taskExecutorServiceMethods.ByName("AdoptAttempts")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
 	taskExecutorServiceGetTaskOutputHandler := connect.NewUnaryHandlerSimple(
 		TaskExecutorServiceGetTaskOutputProcedure,
 		svc.GetTaskOutput,
@@ -556,6 +655,8 @@ func NewTaskExecutorServiceHandler(svc TaskExecutorServiceHandler, opts ...conne
 			taskExecutorServiceFreeSlotsHandler.ServeHTTP(w, r)
 		case TaskExecutorServiceHeartbeatProcedure:
 			taskExecutorServiceHeartbeatHandler.ServeHTTP(w, r)
+		case TaskExecutorServiceAdoptAttemptsProcedure:
+			taskExecutorServiceAdoptAttemptsHandler.ServeHTTP(w, r)
 		case TaskExecutorServiceGetTaskOutputProcedure:
 			taskExecutorServiceGetTaskOutputHandler.ServeHTTP(w, r)
 		default:
@@ -597,6 +698,10 @@ func (UnimplementedTaskExecutorServiceHandler) FreeSlots(context.Context, *v1.Fr
 
 func (UnimplementedTaskExecutorServiceHandler) Heartbeat(context.Context, *v1.TaskExecutorServiceHeartbeatRequest) (*v1.TaskExecutorServiceHeartbeatResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.cluster.v1.TaskExecutorService.Heartbeat is not implemented"))
+}
+
+func (UnimplementedTaskExecutorServiceHandler) AdoptAttempts(context.Context, *v1.AdoptAttemptsRequest) (*v1.AdoptAttemptsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.cluster.v1.TaskExecutorService.AdoptAttempts is not implemented"))
 }
 
 func (UnimplementedTaskExecutorServiceHandler) GetTaskOutput(context.Context, *v1.GetTaskOutputRequest) (*v1.GetTaskOutputResponse, error) {

@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file jobplane/cluster/v1/task_executor_service.proto.
  */
 export const file_jobplane_cluster_v1_task_executor_service: GenFile = /*@__PURE__*/
-  fileDesc("Ci9qb2JwbGFuZS9jbHVzdGVyL3YxL3Rhc2tfZXhlY3V0b3Jfc2VydmljZS5wcm90bxITam9icGxhbmUuY2x1c3Rlci52MSKSAgoSUmVxdWVzdFNsb3RSZXF1ZXN0EjkKFnJlc291cmNlX21hbmFnZXJfdG9rZW4YASABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4SEgoKc2xvdF9pbmRleBgCIAEoBRIVCg1hbGxvY2F0aW9uX2lkGAMgASgJEg4KBmpvYl9pZBgEIAEoCRIaChJqb2JfbWFzdGVyX2FkZHJlc3MYBSABKAkSNQoHcHJvZmlsZRgGIAEoCzIkLmpvYnBsYW5lLmNsdXN0ZXIudjEuUmVzb3VyY2VQcm9maWxlEjMKEGpvYl9tYXN0ZXJfdG9rZW4YByABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4iMgoTUmVxdWVzdFNsb3RSZXNwb25zZRIbChNzbG90X3JlcG9ydF92ZXJzaW9uGAEgASgEIoEBChNSZXF1ZXN0U2xvdHNSZXF1ZXN0EjkKFnJlc291cmNlX21hbmFnZXJfdG9rZW4YASABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4SLwoFc2xvdHMYAiADKAsyIC5qb2JwbGFuZS5jbHVzdGVyLnYxLlNsb3RSZXF1ZXN0ItABCgtTbG90UmVxdWVzdBISCgpzbG90X2luZGV4GAEgASgFEhUKDWFsbG9jYXRpb25faWQYAiABKAkSDgoGam9iX2lkGAMgASgJEhoKEmpvYl9tYXN0ZXJfYWRkcmVzcxgEIAEoCRIzChBqb2JfbWFzdGVyX3Rva2VuGAUgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuEjUKB3Byb2ZpbGUYBiABKAsyJC5qb2JwbGFuZS5jbHVzdGVyLnYxLlJlc291cmNlUHJvZmlsZSJcChRSZXF1ZXN0U2xvdHNSZXNwb25zZRIbChNzbG90X3JlcG9ydF92ZXJzaW9uGAEgASgEEicKB3JlZnVzZWQYAiADKAsyFi5qb2JwbGFuZS52MS5JdGVtRXJyb3IijAMKEVN1Ym1pdFRhc2tSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIzChBqb2JfbWFzdGVyX3Rva2VuGAIgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuEhUKDWFsbG9jYXRpb25faWQYAyABKAkSMAoHYXR0ZW1wdBgEIAEoCzIfLmpvYnBsYW5lLnYxLkV4ZWN1dGlvbkF0dGVtcHRJZBIRCgl0YXNrX25hbWUYBSABKAkSEQoJaW52b2thYmxlGAYgASgJEkIKBmNvbmZpZxgHIAMoCzIyLmpvYnBsYW5lLmNsdXN0ZXIudjEuU3VibWl0VGFza1JlcXVlc3QuQ29uZmlnRW50cnkSGgoSbnVtYmVyX29mX3N1YnRhc2tzGAggASgFEjQKEWhlYXJ0YmVhdF90aW1lb3V0GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uGi0KC0NvbmZpZ0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiFAoSU3VibWl0VGFza1Jlc3BvbnNlIsMBChJTdWJtaXRUYXNrc1JlcXVlc3QSDgoGam9iX2lkGAEgASgJEjMKEGpvYl9tYXN0ZXJfdG9rZW4YAiABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4SMgoFdGFza3MYAyADKAsyIy5qb2JwbGFuZS5jbHVzdGVyLnYxLlRhc2tEZXBsb3ltZW50EjQKEWhlYXJ0YmVhdF90aW1lb3V0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIosCCg5UYXNrRGVwbG95bWVudBIVCg1hbGxvY2F0aW9uX2lkGAEgASgJEjAKB2F0dGVtcHQYAiABKAsyHy5qb2JwbGFuZS52MS5FeGVjdXRpb25BdHRlbXB0SWQSEQoJdGFza19uYW1lGAMgASgJEhEKCWludm9rYWJsZRgEIAEoCRI/CgZjb25maWcYBSADKAsyLy5qb2JwbGFuZS5jbHVzdGVyLnYxLlRhc2tEZXBsb3ltZW50LkNvbmZpZ0VudHJ5EhoKEm51bWJlcl9vZl9zdWJ0YXNrcxgGIAEoBRotCgtDb25maWdFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIj4KE1N1Ym1pdFRhc2tzUmVzcG9uc2USJwoHcmVmdXNlZBgBIAMoCzIWLmpvYnBsYW5lLnYxLkl0ZW1FcnJvciKKAQoRQ2FuY2VsVGFza1JlcXVlc3QSDgoGam9iX2lkGAEgASgJEjMKEGpvYl9tYXN0ZXJfdG9rZW4YAiABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4SMAoHYXR0ZW1wdBgDIAEoCzIfLmpvYnBsYW5lLnYxLkV4ZWN1dGlvbkF0dGVtcHRJZCIUChJDYW5jZWxUYXNrUmVzcG9uc2UifQoPRnJlZVNsb3RSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIzChBqb2JfbWFzdGVyX3Rva2VuGAIgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuEhUKDWFsbG9jYXRpb25faWQYAyABKAkSDgoGcmVhc29uGAQgASgJIhIKEEZyZWVTbG90UmVzcG9uc2UifwoQRnJlZVNsb3RzUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSMwoQam9iX21hc3Rlcl90b2tlbhgCIAEoCzIZLmpvYnBsYW5lLnYxLkZlbmNpbmdUb2tlbhIWCg5hbGxvY2F0aW9uX2lkcxgDIAMoCRIOCgZyZWFzb24YBCABKAkiEwoRRnJlZVNsb3RzUmVzcG9uc2UitAIKI1Rhc2tFeGVjdXRvclNlcnZpY2VIZWFydGJlYXRSZXF1ZXN0EjsKFnJlc291cmNlX21hbmFnZXJfdG9rZW4YAyABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW5IABJeCgpqb2JfbWFzdGVyGAQgASgLMkguam9icGxhbmUuY2x1c3Rlci52MS5UYXNrRXhlY3V0b3JTZXJ2aWNlSGVhcnRiZWF0UmVxdWVzdC5Kb2JNYXN0ZXJTZW5kZXJIABpLCg9Kb2JNYXN0ZXJTZW5kZXISDgoGam9iX2lkGAEgASgJEigKBXRva2VuGAIgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuQggKBnNlbmRlckoECAEQAkoECAIQA1IGam9iX2lkUgV0b2tlbiKnAQokVGFza0V4ZWN1dG9yU2VydmljZUhlYXJ0YmVhdFJlc3BvbnNlEhgKEHRhc2tfZXhlY3V0b3JfaWQYASABKAkSNAoLc2xvdF9yZXBvcnQYAiABKAsyHy5qb2JwbGFuZS5jbHVzdGVyLnYxLlNsb3RSZXBvcnQSLwoFdGFza3MYAyADKAsyIC5qb2JwbGFuZS52MS5UYXNrRXhlY3V0aW9uU3RhdHVzInsKFEdldFRhc2tPdXRwdXRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIwCgdhdHRlbXB0GAIgASgLMh8uam9icGxhbmUudjEuRXhlY3V0aW9uQXR0ZW1wdElkEg4KBm9mZnNldBgDIAEoAxIRCgltYXhfYnl0ZXMYBCABKAUibQoVR2V0VGFza091dHB1dFJlc3BvbnNlEgwKBGRhdGEYASABKAwSDgoGb2Zmc2V0GAIgASgDEhMKC25leHRfb2Zmc2V0GAMgASgDEhIKCmVuZF9vZmZzZXQYBCABKAMSDQoFZW5kZWQYBSABKAgyyQcKE1Rhc2tFeGVjdXRvclNlcnZpY2USZQoLUmVxdWVzdFNsb3QSJy5qb2JwbGFuZS5jbHVzdGVyLnYxLlJlcXVlc3RTbG90UmVxdWVzdBooLmpvYnBsYW5lLmNsdXN0ZXIudjEuUmVxdWVzdFNsb3RSZXNwb25zZSIDkAICEmgKDFJlcXVlc3RTbG90cxIoLmpvYnBsYW5lLmNsdXN0ZXIudjEuUmVxdWVzdFNsb3RzUmVxdWVzdBopLmpvYnBsYW5lLmNsdXN0ZXIudjEuUmVxdWVzdFNsb3RzUmVzcG9uc2UiA5ACAhJiCgpTdWJtaXRUYXNrEiYuam9icGxhbmUuY2x1c3Rlci52MS5TdWJtaXRUYXNrUmVxdWVzdBonLmpvYnBsYW5lLmNsdXN0ZXIudjEuU3VibWl0VGFza1Jlc3BvbnNlIgOQAgISZQoLU3VibWl0VGFza3MSJy5qb2JwbGFuZS5jbHVzdGVyLnYxLlN1Ym1pdFRhc2tzUmVxdWVzdBooLmpvYnBsYW5lLmNsdXN0ZXIudjEuU3VibWl0VGFza3NSZXNwb25zZSIDkAICEmIKCkNhbmNlbFRhc2sSJi5qb2JwbGFuZS5jbHVzdGVyLnYxLkNhbmNlbFRhc2tSZXF1ZXN0Gicuam9icGxhbmUuY2x1c3Rlci52MS5DYW5jZWxUYXNrUmVzcG9uc2UiA5ACAhJcCghGcmVlU2xvdBIkLmpvYnBsYW5lLmNsdXN0ZXIudjEuRnJlZVNsb3RSZXF1ZXN0GiUuam9icGxhbmUuY2x1c3Rlci52MS5GcmVlU2xvdFJlc3BvbnNlIgOQAgISXwoJRnJlZVNsb3RzEiUuam9icGxhbmUuY2x1c3Rlci52MS5GcmVlU2xvdHNSZXF1ZXN0GiYuam9icGxhbmUuY2x1c3Rlci52MS5GcmVlU2xvdHNSZXNwb25zZSIDkAICEoUBCglIZWFydGJlYXQSOC5qb2JwbGFuZS5jbHVzdGVyLnYxLlRhc2tFeGVjdXRvclNlcnZpY2VIZWFydGJlYXRSZXF1ZXN0Gjkuam9icGxhbmUuY2x1c3Rlci52MS5UYXNrRXhlY3V0b3JTZXJ2aWNlSGVhcnRiZWF0UmVzcG9uc2UiA5ACAhJrCg1HZXRUYXNrT3V0cHV0Eikuam9icGxhbmUuY2x1c3Rlci52MS5HZXRUYXNrT3V0cHV0UmVxdWVzdBoqLmpvYnBsYW5lLmNsdXN0ZXIudjEuR2V0VGFza091dHB1dFJlc3BvbnNlIgOQAgFiBnByb3RvMw", [file_google_protobuf_duration, file_jobplane_cluster_v1_slot, file_jobplane_v1_error, file_jobplane_v1_execution, file_jobplane_v1_leadership]);
+  fileDesc("Ci9qb2JwbGFuZS9jbHVzdGVyL3YxL3Rhc2tfZXhlY3V0b3Jfc2VydmljZS5wcm90bxITam9icGxhbmUuY2x1c3Rlci52MSKSAgoSUmVxdWVzdFNsb3RSZXF1ZXN0EjkKFnJlc291cmNlX21hbmFnZXJfdG9rZW4YASABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4SEgoKc2xvdF9pbmRleBgCIAEoBRIVCg1hbGxvY2F0aW9uX2lkGAMgASgJEg4KBmpvYl9pZBgEIAEoCRIaChJqb2JfbWFzdGVyX2FkZHJlc3MYBSABKAkSNQoHcHJvZmlsZRgGIAEoCzIkLmpvYnBsYW5lLmNsdXN0ZXIudjEuUmVzb3VyY2VQcm9maWxlEjMKEGpvYl9tYXN0ZXJfdG9rZW4YByABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4iMgoTUmVxdWVzdFNsb3RSZXNwb25zZRIbChNzbG90X3JlcG9ydF92ZXJzaW9uGAEgASgEIoEBChNSZXF1ZXN0U2xvdHNSZXF1ZXN0EjkKFnJlc291cmNlX21hbmFnZXJfdG9rZW4YASABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4SLwoFc2xvdHMYAiADKAsyIC5qb2JwbGFuZS5jbHVzdGVyLnYxLlNsb3RSZXF1ZXN0ItABCgtTbG90UmVxdWVzdBISCgpzbG90X2luZGV4GAEgASgFEhUKDWFsbG9jYXRpb25faWQYAiABKAkSDgoGam9iX2lkGAMgASgJEhoKEmpvYl9tYXN0ZXJfYWRkcmVzcxgEIAEoCRIzChBqb2JfbWFzdGVyX3Rva2VuGAUgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuEjUKB3Byb2ZpbGUYBiABKAsyJC5qb2JwbGFuZS5jbHVzdGVyLnYxLlJlc291cmNlUHJvZmlsZSJcChRSZXF1ZXN0U2xvdHNSZXNwb25zZRIbChNzbG90X3JlcG9ydF92ZXJzaW9uGAEgASgEEicKB3JlZnVzZWQYAiADKAsyFi5qb2JwbGFuZS52MS5JdGVtRXJyb3IijAMKEVN1Ym1pdFRhc2tSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIzChBqb2JfbWFzdGVyX3Rva2VuGAIgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuEhUKDWFsbG9jYXRpb25faWQYAyABKAkSMAoHYXR0ZW1wdBgEIAEoCzIfLmpvYnBsYW5lLnYxLkV4ZWN1dGlvbkF0dGVtcHRJZBIRCgl0YXNrX25hbWUYBSABKAkSEQoJaW52b2thYmxlGAYgASgJEkIKBmNvbmZpZxgHIAMoCzIyLmpvYnBsYW5lLmNsdXN0ZXIudjEuU3VibWl0VGFza1JlcXVlc3QuQ29uZmlnRW50cnkSGgoSbnVtYmVyX29mX3N1YnRhc2tzGAggASgFEjQKEWhlYXJ0YmVhdF90aW1lb3V0GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uGi0KC0NvbmZpZ0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiFAoSU3VibWl0VGFza1Jlc3BvbnNlIsMBChJTdWJtaXRUYXNrc1JlcXVlc3QSDgoGam9iX2lkGAEgASgJEjMKEGpvYl9tYXN0ZXJfdG9rZW4YAiABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4SMgoFdGFza3MYAyADKAsyIy5qb2JwbGFuZS5jbHVzdGVyLnYxLlRhc2tEZXBsb3ltZW50EjQKEWhlYXJ0YmVhdF90aW1lb3V0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIosCCg5UYXNrRGVwbG95bWVudBIVCg1hbGxvY2F0aW9uX2lkGAEgASgJEjAKB2F0dGVtcHQYAiABKAsyHy5qb2JwbGFuZS52MS5FeGVjdXRpb25BdHRlbXB0SWQSEQoJdGFza19uYW1lGAMgASgJEhEKCWludm9rYWJsZRgEIAEoCRI/CgZjb25maWcYBSADKAsyLy5qb2JwbGFuZS5jbHVzdGVyLnYxLlRhc2tEZXBsb3ltZW50LkNvbmZpZ0VudHJ5EhoKEm51bWJlcl9vZl9zdWJ0YXNrcxgGIAEoBRotCgtDb25maWdFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIj4KE1N1Ym1pdFRhc2tzUmVzcG9uc2USJwoHcmVmdXNlZBgBIAMoCzIWLmpvYnBsYW5lLnYxLkl0ZW1FcnJvciKKAQoRQ2FuY2VsVGFza1JlcXVlc3QSDgoGam9iX2lkGAEgASgJEjMKEGpvYl9tYXN0ZXJfdG9rZW4YAiABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4SMAoHYXR0ZW1wdBgDIAEoCzIfLmpvYnBsYW5lLnYxLkV4ZWN1dGlvbkF0dGVtcHRJZCIUChJDYW5jZWxUYXNrUmVzcG9uc2UifQoPRnJlZVNsb3RSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIzChBqb2JfbWFzdGVyX3Rva2VuGAIgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuEhUKDWFsbG9jYXRpb25faWQYAyABKAkSDgoGcmVhc29uGAQgASgJIhIKEEZyZWVTbG90UmVzcG9uc2UifwoQRnJlZVNsb3RzUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSMwoQam9iX21hc3Rlcl90b2tlbhgCIAEoCzIZLmpvYnBsYW5lLnYxLkZlbmNpbmdUb2tlbhIWCg5hbGxvY2F0aW9uX2lkcxgDIAMoCRIOCgZyZWFzb24YBCABKAkiEwoRRnJlZVNsb3RzUmVzcG9uc2UitAIKI1Rhc2tFeGVjdXRvclNlcnZpY2VIZWFydGJlYXRSZXF1ZXN0EjsKFnJlc291cmNlX21hbmFnZXJfdG9rZW4YAyABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW5IABJeCgpqb2JfbWFzdGVyGAQgASgLMkguam9icGxhbmUuY2x1c3Rlci52MS5UYXNrRXhlY3V0b3JTZXJ2aWNlSGVhcnRiZWF0UmVxdWVzdC5Kb2JNYXN0ZXJTZW5kZXJIABpLCg9Kb2JNYXN0ZXJTZW5kZXISDgoGam9iX2lkGAEgASgJEigKBXRva2VuGAIgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuQggKBnNlbmRlckoECAEQAkoECAIQA1IGam9iX2lkUgV0b2tlbiKnAQokVGFza0V4ZWN1dG9yU2VydmljZUhlYXJ0YmVhdFJlc3BvbnNlEhgKEHRhc2tfZXhlY3V0b3JfaWQYASABKAkSNAoLc2xvdF9yZXBvcnQYAiABKAsyHy5qb2JwbGFuZS5jbHVzdGVyLnYxLlNsb3RSZXBvcnQSLwoFdGFza3MYAyADKAsyIC5qb2JwbGFuZS52MS5UYXNrRXhlY3V0aW9uU3RhdHVzInsKFEdldFRhc2tPdXRwdXRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIwCgdhdHRlbXB0GAIgASgLMh8uam9icGxhbmUudjEuRXhlY3V0aW9uQXR0ZW1wdElkEg4KBm9mZnNldBgDIAEoAxIRCgltYXhfYnl0ZXMYBCABKAUibQoVR2V0VGFza091dHB1dFJlc3BvbnNlEgwKBGRhdGEYASABKAwSDgoGb2Zmc2V0GAIgASgDEhMKC25leHRfb2Zmc2V0GAMgASgDEhIKCmVuZF9vZmZzZXQYBCABKAMSDQoFZW5kZWQYBSABKAgiRgoUQWRvcHRBdHRlbXB0c1JlcXVlc3QSLgoEam9icxgBIAMoCzIgLmpvYnBsYW5lLmNsdXN0ZXIudjEuSm9iQWRvcHRpb24ibgoLSm9iQWRvcHRpb24SDgoGam9iX2lkGAEgASgJEjMKEGpvYl9tYXN0ZXJfdG9rZW4YAiABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4SGgoSam9iX21hc3Rlcl9hZGRyZXNzGAMgASgJIm8KFUFkb3B0QXR0ZW1wdHNSZXNwb25zZRItCgRqb2JzGAEgAygLMh8uam9icGxhbmUuY2x1c3Rlci52MS5BZG9wdGVkSm9iEicKB3JlZnVzZWQYAiADKAsyFi5qb2JwbGFuZS52MS5JdGVtRXJyb3IiaAoKQWRvcHRlZEpvYhIOCgZqb2JfaWQYASABKAkSMgoIYXR0ZW1wdHMYAiADKAsyIC5qb2JwbGFuZS5jbHVzdGVyLnYxLkhlbGRBdHRlbXB0EhYKDmFsbG9jYXRpb25faWRzGAMgAygJIokBCgtIZWxkQXR0ZW1wdBIVCg1hbGxvY2F0aW9uX2lkGAEgASgJEjAKBnN0YXR1cxgCIAEoCzIgLmpvYnBsYW5lLnYxLlRhc2tFeGVjdXRpb25TdGF0dXMSMQoOZGVwbG95ZWRfdW5kZXIYAyABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4ytggKE1Rhc2tFeGVjdXRvclNlcnZpY2USZQoLUmVxdWVzdFNsb3QSJy5qb2JwbGFuZS5jbHVzdGVyLnYxLlJlcXVlc3RTbG90UmVxdWVzdBooLmpvYnBsYW5lLmNsdXN0ZXIudjEuUmVxdWVzdFNsb3RSZXNwb25zZSIDkAICEmgKDFJlcXVlc3RTbG90cxIoLmpvYnBsYW5lLmNsdXN0ZXIudjEuUmVxdWVzdFNsb3RzUmVxdWVzdBopLmpvYnBsYW5lLmNsdXN0ZXIudjEuUmVxdWVzdFNsb3RzUmVzcG9uc2UiA5ACAhJiCgpTdWJtaXRUYXNrEiYuam9icGxhbmUuY2x1c3Rlci52MS5TdWJtaXRUYXNrUmVxdWVzdBonLmpvYnBsYW5lLmNsdXN0ZXIudjEuU3VibWl0VGFza1Jlc3BvbnNlIgOQAgISZQoLU3VibWl0VGFza3MSJy5qb2JwbGFuZS5jbHVzdGVyLnYxLlN1Ym1pdFRhc2tzUmVxdWVzdBooLmpvYnBsYW5lLmNsdXN0ZXIudjEuU3VibWl0VGFza3NSZXNwb25zZSIDkAICEmIKCkNhbmNlbFRhc2sSJi5qb2JwbGFuZS5jbHVzdGVyLnYxLkNhbmNlbFRhc2tSZXF1ZXN0Gicuam9icGxhbmUuY2x1c3Rlci52MS5DYW5jZWxUYXNrUmVzcG9uc2UiA5ACAhJcCghGcmVlU2xvdBIkLmpvYnBsYW5lLmNsdXN0ZXIudjEuRnJlZVNsb3RSZXF1ZXN0GiUuam9icGxhbmUuY2x1c3Rlci52MS5GcmVlU2xvdFJlc3BvbnNlIgOQAgISXwoJRnJlZVNsb3RzEiUuam9icGxhbmUuY2x1c3Rlci52MS5GcmVlU2xvdHNSZXF1ZXN0GiYuam9icGxhbmUuY2x1c3Rlci52MS5GcmVlU2xvdHNSZXNwb25zZSIDkAICEoUBCglIZWFydGJlYXQSOC5qb2JwbGFuZS5jbHVzdGVyLnYxLlRhc2tFeGVjdXRvclNlcnZpY2VIZWFydGJlYXRSZXF1ZXN0Gjkuam9icGxhbmUuY2x1c3Rlci52MS5UYXNrRXhlY3V0b3JTZXJ2aWNlSGVhcnRiZWF0UmVzcG9uc2UiA5ACAhJrCg1BZG9wdEF0dGVtcHRzEikuam9icGxhbmUuY2x1c3Rlci52MS5BZG9wdEF0dGVtcHRzUmVxdWVzdBoqLmpvYnBsYW5lLmNsdXN0ZXIudjEuQWRvcHRBdHRlbXB0c1Jlc3BvbnNlIgOQAgISawoNR2V0VGFza091dHB1dBIpLmpvYnBsYW5lLmNsdXN0ZXIudjEuR2V0VGFza091dHB1dFJlcXVlc3QaKi5qb2JwbGFuZS5jbHVzdGVyLnYxLkdldFRhc2tPdXRwdXRSZXNwb25zZSIDkAIBYgZwcm90bzM", [file_google_protobuf_duration, file_jobplane_cluster_v1_slot, file_jobplane_v1_error, file_jobplane_v1_execution, file_jobplane_v1_leadership]);
 
 /**
  * RequestSlotRequest is the request of TaskExecutorService.RequestSlot.
@@ -822,6 +822,163 @@ export const GetTaskOutputResponseSchema: GenMessage<GetTaskOutputResponse> = /*
   messageDesc(file_jobplane_cluster_v1_task_executor_service, 19);
 
 /**
+ * AdoptAttemptsRequest is the request of TaskExecutorService.AdoptAttempts.
+ *
+ * @generated from message jobplane.cluster.v1.AdoptAttemptsRequest
+ */
+export type AdoptAttemptsRequest = Message<"jobplane.cluster.v1.AdoptAttemptsRequest"> & {
+  /**
+   * The jobs taken over, at most one entry per job. Required.
+   *
+   * @generated from field: repeated jobplane.cluster.v1.JobAdoption jobs = 1;
+   */
+  jobs: JobAdoption[];
+};
+
+/**
+ * Describes the message jobplane.cluster.v1.AdoptAttemptsRequest.
+ * Use `create(AdoptAttemptsRequestSchema)` to create a new message.
+ */
+export const AdoptAttemptsRequestSchema: GenMessage<AdoptAttemptsRequest> = /*@__PURE__*/
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 20);
+
+/**
+ * JobAdoption names a job and the JobMaster that takes its attempts.
+ *
+ * @generated from message jobplane.cluster.v1.JobAdoption
+ */
+export type JobAdoption = Message<"jobplane.cluster.v1.JobAdoption"> & {
+  /**
+   * The job's id. Required.
+   *
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * The JobMaster's token. Required.
+   *
+   * @generated from field: jobplane.v1.FencingToken job_master_token = 2;
+   */
+  jobMasterToken?: FencingToken | undefined;
+
+  /**
+   * The address of the JobMaster's process (JobMasterService there), where
+   * the TaskExecutor reports and heartbeats from now on. Required.
+   *
+   * @generated from field: string job_master_address = 3;
+   */
+  jobMasterAddress: string;
+};
+
+/**
+ * Describes the message jobplane.cluster.v1.JobAdoption.
+ * Use `create(JobAdoptionSchema)` to create a new message.
+ */
+export const JobAdoptionSchema: GenMessage<JobAdoption> = /*@__PURE__*/
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 21);
+
+/**
+ * AdoptAttemptsResponse is the response of TaskExecutorService.AdoptAttempts.
+ *
+ * @generated from message jobplane.cluster.v1.AdoptAttemptsResponse
+ */
+export type AdoptAttemptsResponse = Message<"jobplane.cluster.v1.AdoptAttemptsResponse"> & {
+  /**
+   * One entry per request entry, in order; a refused entry's is empty but
+   * for its job id.
+   *
+   * @generated from field: repeated jobplane.cluster.v1.AdoptedJob jobs = 1;
+   */
+  jobs: AdoptedJob[];
+
+  /**
+   * The entries refused, by their index in the request's `jobs`.
+   *
+   * @generated from field: repeated jobplane.v1.ItemError refused = 2;
+   */
+  refused: ItemError[];
+};
+
+/**
+ * Describes the message jobplane.cluster.v1.AdoptAttemptsResponse.
+ * Use `create(AdoptAttemptsResponseSchema)` to create a new message.
+ */
+export const AdoptAttemptsResponseSchema: GenMessage<AdoptAttemptsResponse> = /*@__PURE__*/
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 22);
+
+/**
+ * AdoptedJob is what a TaskExecutor holds for one job, now under the
+ * adopting JobMaster's token.
+ *
+ * @generated from message jobplane.cluster.v1.AdoptedJob
+ */
+export type AdoptedJob = Message<"jobplane.cluster.v1.AdoptedJob"> & {
+  /**
+   * The job's id.
+   *
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * The attempts held for the job, running or ended, one per slot.
+   *
+   * @generated from field: repeated jobplane.cluster.v1.HeldAttempt attempts = 2;
+   */
+  attempts: HeldAttempt[];
+
+  /**
+   * Every allocation held here for the job, with or without an attempt.
+   *
+   * @generated from field: repeated string allocation_ids = 3;
+   */
+  allocationIds: string[];
+};
+
+/**
+ * Describes the message jobplane.cluster.v1.AdoptedJob.
+ * Use `create(AdoptedJobSchema)` to create a new message.
+ */
+export const AdoptedJobSchema: GenMessage<AdoptedJob> = /*@__PURE__*/
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 23);
+
+/**
+ * HeldAttempt is one attempt a TaskExecutor holds.
+ *
+ * @generated from message jobplane.cluster.v1.HeldAttempt
+ */
+export type HeldAttempt = Message<"jobplane.cluster.v1.HeldAttempt"> & {
+  /**
+   * The allocation (slot) the attempt runs in.
+   *
+   * @generated from field: string allocation_id = 1;
+   */
+  allocationId: string;
+
+  /**
+   * The attempt and its state now.
+   *
+   * @generated from field: jobplane.v1.TaskExecutionStatus status = 2;
+   */
+  status?: TaskExecutionStatus | undefined;
+
+  /**
+   * The token the attempt was deployed under.
+   *
+   * @generated from field: jobplane.v1.FencingToken deployed_under = 3;
+   */
+  deployedUnder?: FencingToken | undefined;
+};
+
+/**
+ * Describes the message jobplane.cluster.v1.HeldAttempt.
+ * Use `create(HeldAttemptSchema)` to create a new message.
+ */
+export const HeldAttemptSchema: GenMessage<HeldAttempt> = /*@__PURE__*/
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 24);
+
+/**
  * TaskExecutorService runs tasks in slots.
  *
  * The ResourceManager allocates a slot with RequestSlot, fenced by the
@@ -1038,6 +1195,50 @@ export const TaskExecutorService: GenService<{
     methodKind: "unary";
     input: typeof TaskExecutorServiceHeartbeatRequestSchema;
     output: typeof TaskExecutorServiceHeartbeatResponseSchema;
+  },
+  /**
+   * AdoptAttempts hands the attempts this TaskExecutor holds for jobs to
+   * the JobMasters that took the jobs over, so that a change of JobMaster
+   * (a new leader after the old one died, paused or stepped down) costs
+   * the running work nothing. A JobMaster that takes a job over calls it
+   * on every TaskExecutor it can reach before it deploys anything of the
+   * job, and deploys anew only the subtasks that no answer lists.
+   *
+   * Each entry names a job, its JobMaster's token and the address of the
+   * JobMaster's process, and is taken as one JobMaster call: a token
+   * older than the newest this TaskExecutor has seen for the job is
+   * refused (the entry's ItemError, STALE_FENCING_TOKEN); an equal or
+   * newer one is followed. Then, in one step, every attempt held here for
+   * the job, under whatever older token it was deployed, moves to the
+   * entry's token: from then on a call under an older token is refused
+   * for it, its state changes are reported to this JobMaster only, and it
+   * stops by this JobMaster's deadlines (until this JobMaster's first
+   * answered heartbeat, by the deadline it had under the older one). The
+   * answer lists each such attempt with its state now, running or ended:
+   * an attempt that ended while no JobMaster took its state is listed in
+   * the answers until the JobMaster frees its slot, and nowhere else. It
+   * lists too every allocation held here for the job, which the JobMaster
+   * takes as offered (OfferSlots).
+   *
+   * Attempts are held rather than canceled when a newer JobMaster of their
+   * job appears only under a task lease
+   * (JobMasterService.HeartbeatFromTaskExecutorResponse.task_lease): they
+   * keep running until the lease of the last heartbeat answered under
+   * their token ends, and are then canceled and their slots offered to the
+   * newer JobMaster. Without a task lease a newer JobMaster cancels them,
+   * as the service comment says, and this call lists only what already
+   * runs under its own token. Repeating a call changes nothing more.
+   * Idempotent.
+   *
+   * Errors: INVALID_ARGUMENT for an entry without job id, token or
+   * address (the whole call is refused).
+   *
+   * @generated from rpc jobplane.cluster.v1.TaskExecutorService.AdoptAttempts
+   */
+  adoptAttempts: {
+    methodKind: "unary";
+    input: typeof AdoptAttemptsRequestSchema;
+    output: typeof AdoptAttemptsResponseSchema;
   },
   /**
    * GetTaskOutput returns output that an execution attempt made on this

@@ -1,0 +1,169 @@
+package taskexecutor_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
+)
+
+// heldSetup runs an hour-long attempt of job "j" under JobMaster token 1,
+// whose heartbeat answers grant taskLease, and waits until an answer
+// vouched for the job.
+func heldSetup(ctx context.Context, t *testing.T, taskLease time.Duration) (jm string, client clusterv1connect.TaskExecutorServiceClient, log *syncBuffer, fake *jobMaster) {
+	t.Helper()
+	fake = &jobMaster{timeout: time.Second, offers: offerRegisters, taskLease: taskLease}
+	fake.answering.Store(true)
+	jm, client, log = startWithJobMaster(t, fake)
+	if _, err := client.RequestSlot(ctx, &clusterv1.RequestSlotRequest{
+		ResourceManagerToken: token(1), AllocationId: "a", JobId: "j", JobMasterAddress: jm, JobMasterToken: token(1),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	deploySleep(ctx, t, client, "a", 0, durationpb.New(time.Second))
+	for base := fake.answered.Load(); fake.answered.Load() < base+2; time.Sleep(10 * time.Millisecond) {
+		if ctx.Err() != nil {
+			t.Fatal("no heartbeat answered since the deployment")
+		}
+	}
+	return jm, client, log, fake
+}
+
+// newerJobMaster makes token 2 the job's by a fenced call of its own.
+func newerJobMaster(ctx context.Context, t *testing.T, client clusterv1connect.TaskExecutorServiceClient) {
+	t.Helper()
+	if _, err := client.CancelTask(ctx, &clusterv1.CancelTaskRequest{
+		JobId: "j", JobMasterToken: token(2), Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "other"},
+	}); err != nil {
+		t.Fatalf("CancelTask under the newer token: %v", err)
+	}
+}
+
+func adopt(ctx context.Context, client clusterv1connect.TaskExecutorServiceClient, jm string, epoch uint64) (*clusterv1.AdoptAttemptsResponse, error) {
+	return client.AdoptAttempts(ctx, &clusterv1.AdoptAttemptsRequest{Jobs: []*clusterv1.JobAdoption{
+		{JobId: "j", JobMasterToken: token(epoch), JobMasterAddress: jm},
+	}})
+}
+
+// Under a task lease, a newer JobMaster of the job does not cancel the
+// older one's attempt: it keeps running, held, and AdoptAttempts moves it
+// to the newer token in one step, after which the older token is refused
+// for it and the newer one acts on it.
+func TestHeldAttemptIsAdopted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	jm, client, log, fake := heldSetup(ctx, t, 30*time.Second)
+	newerJobMaster(ctx, t, client)
+	// Past the older JobMaster's heartbeat timeout (1s): held, not stopped.
+	time.Sleep(1500 * time.Millisecond)
+	if slotFree(ctx, t, client) || stopped(t, log) {
+		t.Fatalf("the older JobMaster's attempt stopped as a newer one appeared, under a task lease: %+v", log.records(t))
+	}
+	resp, err := adopt(ctx, client, jm, 2)
+	if err != nil {
+		t.Fatalf("AdoptAttempts: %v", err)
+	}
+	check := func(resp *clusterv1.AdoptAttemptsResponse) {
+		t.Helper()
+		if len(resp.GetRefused()) > 0 || len(resp.GetJobs()) != 1 {
+			t.Fatalf("AdoptAttempts = %v, want one job, nothing refused", resp)
+		}
+		got := resp.GetJobs()[0]
+		if len(got.GetAttempts()) != 1 || len(got.GetAllocationIds()) != 1 || got.GetAllocationIds()[0] != "a" {
+			t.Fatalf("adopted %v, want the one attempt in allocation a", got)
+		}
+		a := got.GetAttempts()[0]
+		if a.GetAllocationId() != "a" || a.GetStatus().GetAttempt().GetVertexId() != "v" ||
+			a.GetStatus().GetState() != jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING || a.GetDeployedUnder().GetEpoch() != 1 {
+			t.Fatalf("adopted attempt %v, want v's RUNNING attempt deployed under epoch 1", a)
+		}
+	}
+	check(resp)
+	resp, err = adopt(ctx, client, jm, 2) // idempotent
+	if err != nil {
+		t.Fatalf("AdoptAttempts again: %v", err)
+	}
+	check(resp)
+	resp, err = adopt(ctx, client, jm, 1)
+	if err != nil || len(resp.GetRefused()) != 1 || resp.GetRefused()[0].GetReason() != jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN {
+		t.Fatalf("AdoptAttempts under the older token = %v, %v; want it refused STALE_FENCING_TOKEN", resp, err)
+	}
+	// The older token can no longer touch it; the newer one can.
+	_, err = client.CancelTask(ctx, &clusterv1.CancelTaskRequest{JobId: "j", JobMasterToken: token(1), Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v"}})
+	if !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
+		t.Fatalf("CancelTask under the older token: %v, want STALE_FENCING_TOKEN", err)
+	}
+	if slotFree(ctx, t, client) {
+		t.Fatal("the adopted attempt stopped")
+	}
+	if _, err := client.CancelTask(ctx, &clusterv1.CancelTaskRequest{JobId: "j", JobMasterToken: token(2), Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v"}}); err != nil {
+		t.Fatalf("CancelTask under the adopting token: %v", err)
+	}
+	// Its end is reported to the adopting JobMaster, under its token.
+	for !slices.Contains(fake.reported(), "EXECUTION_STATE_CANCELED@2") {
+		if ctx.Err() != nil {
+			t.Fatalf("reported %v; want the adopted attempt's CANCELED under epoch 2 (%+v)", fake.reported(), log.records(t))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A held attempt that no JobMaster adopts stops once the task lease of the
+// last answer under its token has ended, while the job itself, heard
+// under the newer token, goes on; without a task lease, a newer JobMaster
+// cancels it at once, and AdoptAttempts lists nothing of it.
+func TestHeldAttemptStopsAtItsLease(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		taskLease time.Duration
+	}{{"lease", 2 * time.Second}, {"no lease", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			jm, client, log, _ := heldSetup(ctx, t, tc.taskLease)
+			newerJobMaster(ctx, t, client)
+			for !stopped(t, log) {
+				if ctx.Err() != nil {
+					t.Fatalf("the unadopted attempt still runs: %+v", log.records(t))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			resp, err := adopt(ctx, client, jm, 2)
+			if err != nil || len(resp.GetJobs()) != 1 || len(resp.GetJobs()[0].GetAttempts()) != 0 {
+				t.Fatalf("AdoptAttempts after the attempt stopped = %v, %v; want nothing to adopt", resp, err)
+			}
+		})
+	}
+}
+
+func TestAdoptAttemptsRefusesBadEntries(t *testing.T) {
+	ctx := context.Background()
+	_, client, _ := startWithJobMaster(t, &jobMaster{timeout: time.Second})
+	for name, req := range map[string]*clusterv1.AdoptAttemptsRequest{
+		"no jobs":    {},
+		"no token":   {Jobs: []*clusterv1.JobAdoption{{JobId: "j", JobMasterAddress: "http://127.0.0.1:1"}}},
+		"no address": {Jobs: []*clusterv1.JobAdoption{{JobId: "j", JobMasterToken: token(1)}}},
+		"no job":     {Jobs: []*clusterv1.JobAdoption{{JobMasterToken: token(1), JobMasterAddress: "http://127.0.0.1:1"}}},
+	} {
+		if _, err := client.AdoptAttempts(ctx, req); !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT) {
+			t.Errorf("%s: %v, want INVALID_ARGUMENT", name, err)
+		}
+	}
+}
+
+// stopped says whether the attempt log records a stop.
+func stopped(t *testing.T, log *syncBuffer) bool {
+	for _, r := range log.records(t) {
+		if r.Event == "stop" {
+			return true
+		}
+	}
+	return false
+}
