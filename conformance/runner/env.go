@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -117,6 +118,7 @@ func (e *env) startTaskExecutor(i int) error {
 			ID: id, Slots: e.cfg.slots, Store: e.etcd, HTTPClient: e.http,
 			Invokables:    map[string]taskexecutor.Invokable{"gate": e.gateInvokable},
 			ClientOptions: []connect.ClientOption{record}, Logger: e.logger,
+			AttemptLog: attemptEvents{log: e.log, id: id},
 		},
 		HandlerOptions: []connect.HandlerOption{record},
 	})
@@ -206,6 +208,10 @@ func (e *env) taskInterceptor(id string) connect.UnaryInterceptorFunc {
 				ev.State = m.GetStatus().GetState()
 			case *clusterv1.OfferSlotsRequest:
 				ev.Op, ev.Key, ev.Token = "OfferSlots", m.GetJobId(), token(m.GetJobMasterToken())
+			case *clusterv1.AdoptAttemptsRequest:
+				for _, j := range m.GetJobs() {
+					e.log.Add(Event{Source: id, Op: "AdoptAttempts", Key: j.GetJobId(), Token: token(j.GetJobMasterToken()), Detail: j.GetJobMasterAddress()})
+				}
 			}
 			if ev.Op != "" {
 				e.log.Add(ev)
@@ -514,4 +520,25 @@ func (e *env) close() {
 	}
 	e.http.CloseIdleConnections()
 	_ = os.RemoveAll(e.dir)
+}
+
+// attemptEvents turns a runner TaskExecutor's attempt log (one JSON
+// record per write) into "attempt-start" and "attempt-stop" events: what
+// ran there, and when, as the TaskExecutor saw it, for the invariant that
+// no subtask runs twice at once.
+type attemptEvents struct {
+	log *Log
+	id  string
+}
+
+func (a attemptEvents) Write(p []byte) (int, error) {
+	var r taskexecutor.AttemptRecord
+	if err := json.Unmarshal(p, &r); err != nil {
+		return 0, fmt.Errorf("attempt log record %q: %w", p, err)
+	}
+	a.log.Add(Event{
+		Source: a.id, Op: "attempt-" + r.Event, Key: r.JobID, Token: election.Token{Epoch: r.Epoch},
+		Attempt: attemptKey(&jobplanev1.ExecutionAttemptId{VertexId: r.VertexID, SubtaskIndex: int32(r.SubtaskIndex), AttemptNumber: int32(r.Attempt)}),
+	})
+	return len(p), nil
 }

@@ -25,6 +25,7 @@ var invariants = []struct {
 	{"acknowledged-jobs-stay-known", acknowledgedJobsStayKnown},
 	{"terminal-is-final", terminalIsFinal},
 	{"terminal-after-the-result", terminalAfterTheResult},
+	{"one-attempt-at-a-time", oneAttemptAtATime},
 }
 
 // trace is what the invariants check: the case's events, by job, and the
@@ -286,6 +287,37 @@ func terminalAfterTheResult(tr *trace) []string {
 			if e.Source == "client" && e.Err == nil && terminalStatus(e.Status) && (dirty < 0 || e.Seq < dirty) {
 				out = append(out, fmt.Sprintf("%v before the job's result was written; expected a globally terminal status shown only once the job has a durable result", e))
 				break
+			}
+		}
+	}
+	return out
+}
+
+// oneAttemptAtATime: no subtask runs twice at once. The runner's
+// TaskExecutors log each attempt's start and stop as they see them (the
+// stop once the attempt's function has returned, before its slot can take
+// another); a start of a subtask while another start of it, on any
+// TaskExecutor, has no stop yet is two attempts running at once, whatever
+// tokens they ran under.
+func oneAttemptAtATime(tr *trace) []string {
+	var out []string
+	for _, id := range tr.order {
+		running := map[string]Event{} // subtask -> its running attempt's start
+		for _, e := range tr.jobs[id] {
+			if e.Op != "attempt-start" && e.Op != "attempt-stop" {
+				continue
+			}
+			subtask, _, _ := strings.Cut(e.Attempt, "#")
+			start, ok := running[subtask]
+			switch {
+			case e.Op == "attempt-stop":
+				if ok && start.Source == e.Source && start.Attempt == e.Attempt {
+					delete(running, subtask)
+				}
+			case ok:
+				out = append(out, fmt.Sprintf("job %s: subtask %s started again (%s) while it ran (%s); expected each attempt to stop before another of the subtask starts", id, subtask, e, start))
+			default:
+				running[subtask] = e
 			}
 		}
 	}
