@@ -54,7 +54,7 @@ func (l *attemptLog) record(te, event string, t *task, state jobplanev1.Executio
 	a := t.req.GetAttempt()
 	r := AttemptRecord{
 		Event: event, TaskExecutor: te, JobID: t.req.GetJobId(), VertexID: a.GetVertexId(),
-		SubtaskIndex: int(a.GetSubtaskIndex()), Attempt: int(a.GetAttemptNumber()), Epoch: t.token.Epoch, Time: time.Now(),
+		SubtaskIndex: int(a.GetSubtaskIndex()), Attempt: int(a.GetAttemptNumber()), Epoch: t.deployed.Epoch, Time: time.Now(),
 	}
 	if event == "stop" {
 		r.State = state.String()

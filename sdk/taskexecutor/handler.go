@@ -168,7 +168,7 @@ func (h *handler) SubmitTask(ctx context.Context, req *clusterv1.SubmitTaskReque
 	token := tokenOf(req.GetJobMasterToken())
 	te.mu.Lock()
 	defer te.mu.Unlock()
-	if err := te.followDeploymentLocked(req.GetJobId(), token, req.GetHeartbeatTimeout().AsDuration()); err != nil {
+	if err := te.followDeploymentLocked(req.GetJobId(), token, req.GetHeartbeatTimeout().AsDuration(), req.GetTaskLease().AsDuration()); err != nil {
 		return nil, err
 	}
 	if err := te.deployLocked(ctx, req, token); err != nil {
@@ -190,7 +190,7 @@ func (h *handler) SubmitTasks(ctx context.Context, req *clusterv1.SubmitTasksReq
 	resp := &clusterv1.SubmitTasksResponse{}
 	te.mu.Lock()
 	defer te.mu.Unlock()
-	if err := te.followDeploymentLocked(req.GetJobId(), token, req.GetHeartbeatTimeout().AsDuration()); err != nil {
+	if err := te.followDeploymentLocked(req.GetJobId(), token, req.GetHeartbeatTimeout().AsDuration(), req.GetTaskLease().AsDuration()); err != nil {
 		return nil, err
 	}
 	for i, d := range req.GetTasks() {

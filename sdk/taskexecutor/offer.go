@@ -91,7 +91,7 @@ func (te *TaskExecutor) offer(ctx context.Context, key jobMasterKey, slots []off
 				JobId: key.jobID, JobMasterToken: protoToken(key.token), TaskExecutorId: te.cfg.ID, Address: te.cfg.Address,
 			})
 			if err == nil {
-				te.registered(key.jobID, key.token, sent, reg.GetHeartbeatInterval().AsDuration(), reg.GetHeartbeatTimeout().AsDuration())
+				te.registered(key.jobID, key.token, sent, reg.GetHeartbeatInterval().AsDuration(), reg.GetHeartbeatTimeout().AsDuration(), reg.GetTaskLease().AsDuration())
 			}
 		}
 		if err == nil {
@@ -112,7 +112,7 @@ func (te *TaskExecutor) offer(ctx context.Context, key jobMasterKey, slots []off
 			}
 			if err == nil {
 				if !separate {
-					te.registered(key.jobID, key.token, sent, resp.GetHeartbeatInterval().AsDuration(), resp.GetHeartbeatTimeout().AsDuration())
+					te.registered(key.jobID, key.token, sent, resp.GetHeartbeatInterval().AsDuration(), resp.GetHeartbeatTimeout().AsDuration(), resp.GetTaskLease().AsDuration())
 				}
 				for _, a := range resp.GetAccepted() {
 					accepted[a.GetAllocationId()] = true
@@ -170,7 +170,7 @@ func (te *TaskExecutor) deployAnswer(traced context.Context, key jobMasterKey, r
 	token := protoToken(key.token)
 	te.mu.Lock()
 	defer te.mu.Unlock()
-	if err := te.followDeploymentLocked(key.jobID, key.token, resp.GetHeartbeatTimeout().AsDuration()); err != nil {
+	if err := te.followDeploymentLocked(key.jobID, key.token, resp.GetHeartbeatTimeout().AsDuration(), resp.GetTaskLease().AsDuration()); err != nil {
 		te.log.Debug("deployments in an offer's answer refused", "job", key.jobID, "err", err)
 		return
 	}

@@ -55,10 +55,10 @@ func (te *TaskExecutor) deadlineLocked(j *job) time.Time {
 // registered records that the job's JobMaster of token took this
 // TaskExecutor's registration, sent at sent, with its heartbeat interval
 // and timeout.
-func (te *TaskExecutor) registered(jobID string, token election.Token, sent time.Time, interval, timeout time.Duration) {
+func (te *TaskExecutor) registered(jobID string, token election.Token, sent time.Time, interval, timeout, lease time.Duration) {
 	te.mu.Lock()
 	defer te.mu.Unlock()
-	te.registeredLocked(jobID, token, sent, interval, timeout)
+	te.registeredLocked(jobID, token, sent, interval, timeout, lease)
 }
 
 // followDeploymentLocked admits a deployment from the job's JobMaster
@@ -71,18 +71,21 @@ func (te *TaskExecutor) registered(jobID string, token election.Token, sent time
 // deployment is taken, as the JobMaster may have given them up. With no
 // timeout known at all, the deployment is refused: its attempt could
 // outlive the JobMaster. te.mu must be held.
-func (te *TaskExecutor) followDeploymentLocked(jobID string, token election.Token, timeout time.Duration) error {
+func (te *TaskExecutor) followDeploymentLocked(jobID string, token election.Token, timeout, lease time.Duration) error {
 	current, ok := te.adoptLocked(jobID, token, "")
 	if !ok {
 		return staleJob(jobID, current)
 	}
 	j := te.jobs[jobID]
+	if lease > 0 && j.held > 0 {
+		j.taskLease = lease
+	}
 	switch {
 	case timeout <= 0 || j.held == 0:
 		// (A job holding nothing here gets no deadline: the deployment
 		// finds no slot.)
 	case j.timeout <= 0:
-		te.registeredLocked(jobID, token, j.offered, 0, timeout)
+		te.registeredLocked(jobID, token, j.offered, 0, timeout, lease)
 	case j.provisional:
 		j.timeout, j.provisional = timeout, false
 		te.wakeWatchdog()
@@ -92,7 +95,7 @@ func (te *TaskExecutor) followDeploymentLocked(jobID string, token election.Toke
 }
 
 // registeredLocked is registered with te.mu held.
-func (te *TaskExecutor) registeredLocked(jobID string, token election.Token, sent time.Time, interval, timeout time.Duration) {
+func (te *TaskExecutor) registeredLocked(jobID string, token election.Token, sent time.Time, interval, timeout, lease time.Duration) {
 	if interval > 0 && (te.hbInterval <= 0 || interval < te.hbInterval) {
 		te.hbInterval = interval
 		select {
@@ -103,6 +106,9 @@ func (te *TaskExecutor) registeredLocked(jobID string, token election.Token, sen
 	j := te.jobs[jobID]
 	if j == nil || j.token != token || timeout <= 0 {
 		return
+	}
+	if lease > 0 {
+		j.taskLease = lease // the job's attempts run under the lease from the start
 	}
 	if j.timeout > 0 {
 		j.timeout, j.provisional = timeout, false

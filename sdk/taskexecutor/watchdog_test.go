@@ -156,7 +156,10 @@ func TestTasksStopWhenTheJobMasterFallsSilent(t *testing.T) {
 }
 
 func testTasksStopWhenSilent(t *testing.T, offers offerAnswer) {
-	const timeout = 600 * time.Millisecond
+	// Long enough that a loaded machine (two CPU hogs beside -race) does
+	// not delay heartbeats or a deployment past it: at 600ms, 3 runs in
+	// 20 failed that way.
+	const timeout = 2 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	fake := &jobMaster{timeout: timeout, offers: offers}

@@ -110,6 +110,8 @@ type Config struct {
 	// 10s, 1s and 6s. The timeout must be at least twice the interval and
 	// less than two thirds of the TTL.
 	SessionTTL, HeartbeatInterval, HeartbeatTimeout time.Duration
+	// TaskLease is the JobManager's (jobmanager.Config.TaskLease).
+	TaskLease time.Duration
 	// MaxSubtasks is the largest number of subtasks a job may have.
 	// Default: jobgraph.DefaultMaxSubtasks.
 	MaxSubtasks int
@@ -223,7 +225,7 @@ func (c Config) withDefaults() Config {
 func (c Config) jobManager(st hastore.Store, client *http.Client) jobmanager.Config {
 	return jobmanager.Config{
 		Store: st, HTTPClient: client,
-		SessionTTL: c.SessionTTL, HeartbeatInterval: c.HeartbeatInterval, HeartbeatTimeout: c.HeartbeatTimeout,
+		SessionTTL: c.SessionTTL, HeartbeatInterval: c.HeartbeatInterval, HeartbeatTimeout: c.HeartbeatTimeout, TaskLease: c.TaskLease,
 		ResultRetention: c.ResultRetention, SlotTimeout: c.SlotTimeout, SlotYield: c.SlotYield, Logger: c.Logger,
 		Limits:  jobgraph.Limits{MaxSubtasks: c.MaxSubtasks},
 		MaxJobs: c.MaxJobs, MaxClusterSubtasks: c.MaxClusterSubtasks, DispatcherOptions: c.DispatcherOptions,

@@ -84,6 +84,7 @@ type jobManagerFlags struct {
 	sessionTTL        time.Duration
 	heartbeatInterval time.Duration
 	heartbeatTimeout  time.Duration
+	taskLease         time.Duration
 	resultRetention   time.Duration
 	slotTimeout       time.Duration
 	slotYield         time.Duration
@@ -107,6 +108,8 @@ func (j *jobManagerFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&j.heartbeatInterval, "heartbeat-interval", jobmanager.DefaultHeartbeatInterval, "how often TaskExecutors heart-beat and JobMasters probe them")
 	fs.DurationVar(&j.heartbeatTimeout, "heartbeat-timeout", jobmanager.DefaultHeartbeatTimeout,
 		"how long a TaskExecutor may stay silent before its slots are released, and a JobMaster before its TaskExecutors stop its tasks; at least twice -heartbeat-interval and less than two thirds of -session-ttl")
+	fs.DurationVar(&j.taskLease, "task-lease", 0,
+		"keep running tasks across a change of leader: TaskExecutors keep a job's tasks running this long without hearing from any JobMaster of it, and a new leader adopts them instead of deploying them again (a subtask no TaskExecutor holds is deployed again only after this long); at least -heartbeat-timeout, the same on every jobmanager of the cluster (0: off, tasks stop with their leader)")
 	fs.IntVar(&j.maxSubtasks, "max-subtasks-per-job", jobgraph.DefaultMaxSubtasks, "largest number of subtasks (the sum of a job's parallelisms) a job may have; larger jobs are refused at submission")
 	fs.DurationVar(&j.slotTimeout, "slot-timeout", 5*time.Minute, "how long a job's region may wait for the slots it needs before its deployment fails (and counts against the job's restart strategy)")
 	fs.DurationVar(&j.slotYield, "slot-yield", 5*time.Second, "how long a job's region may wait for slots while the job holds idle ones before it gives those back (and again after twice as long, and so on), so that jobs holding part of what each needs do not wait for one another (0: never)")
@@ -122,7 +125,7 @@ func (j *jobManagerFlags) validate() error {
 	if err := j.limits.validate(); err != nil {
 		return err
 	}
-	return jobmanager.Config{SessionTTL: j.sessionTTL, HeartbeatInterval: j.heartbeatInterval, HeartbeatTimeout: j.heartbeatTimeout}.ValidateTimings()
+	return jobmanager.Config{SessionTTL: j.sessionTTL, HeartbeatInterval: j.heartbeatInterval, HeartbeatTimeout: j.heartbeatTimeout, TaskLease: j.taskLease}.ValidateTimings()
 }
 
 // taskExecutorFlags tune TaskExecutors.
@@ -269,7 +272,7 @@ func openServer(listen listenFlags, store storeFlags, log *slog.Logger) (*endpoi
 func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, client *http.Client, flags jobManagerFlags, log *slog.Logger) error {
 	jm, err := component.NewJobManager(ep, jobmanager.Config{
 		Store: st, HTTPClient: client,
-		SessionTTL: flags.sessionTTL, HeartbeatInterval: flags.heartbeatInterval, HeartbeatTimeout: flags.heartbeatTimeout,
+		SessionTTL: flags.sessionTTL, HeartbeatInterval: flags.heartbeatInterval, HeartbeatTimeout: flags.heartbeatTimeout, TaskLease: flags.taskLease,
 		ResultRetention: flags.resultRetention, SlotTimeout: flags.slotTimeout, SlotYield: flags.slotYieldConfig(), Logger: log,
 		Limits:  jobgraph.Limits{MaxSubtasks: flags.maxSubtasks},
 		MaxJobs: flags.limits.maxJobs, MaxClusterSubtasks: flags.limits.maxClusterSubtasks, DispatcherOptions: append(flags.dispatcherOptions, flags.limits.options...),

@@ -59,6 +59,15 @@ type Config struct {
 	// Validate). Defaults: DefaultHeartbeatInterval and
 	// DefaultHeartbeatTimeout.
 	HeartbeatInterval, HeartbeatTimeout time.Duration
+	// TaskLease, if set, makes a change of leader cost the running work
+	// nothing: heartbeat answers grant TaskExecutors this task lease, a
+	// JobMaster that loses its leadership leaves its running attempts, and
+	// the next adopts them; a subtask no TaskExecutor holds is deployed
+	// again only once the lease has passed since the new JobMaster began
+	// (see jobmaster.Config.TaskLease). It must be at least the heartbeat
+	// timeout, and the same on every JobManager of the cluster. Default 0:
+	// none; attempts stop with their JobMaster's leadership.
+	TaskLease time.Duration
 	// Limits bound submitted JobGraphs.
 	Limits jobgraph.Limits
 	// MaxJobs and MaxClusterSubtasks bound the cluster's live jobs and
@@ -155,10 +164,13 @@ func (c Config) Validate() error {
 // ValidateTimings checks the session TTL and heartbeat settings alone, as
 // Validate does; a command line checks them before opening anything.
 func (c Config) ValidateTimings() error {
-	if c.SessionTTL < 0 || c.HeartbeatInterval < 0 || c.HeartbeatTimeout < 0 {
+	if c.SessionTTL < 0 || c.HeartbeatInterval < 0 || c.HeartbeatTimeout < 0 || c.TaskLease < 0 {
 		return errors.New("jobmanager: durations must not be negative")
 	}
 	c = c.withDefaults()
+	if c.TaskLease > 0 && c.TaskLease < c.HeartbeatTimeout {
+		return fmt.Errorf("jobmanager: the task lease (%v) must be at least the heartbeat timeout (%v)", c.TaskLease, c.HeartbeatTimeout)
+	}
 	if c.HeartbeatTimeout < 2*c.HeartbeatInterval {
 		return fmt.Errorf("jobmanager: the heartbeat timeout (%v) must be at least twice the heartbeat interval (%v), or one late heartbeat loses a TaskExecutor",
 			c.HeartbeatTimeout, c.HeartbeatInterval)
@@ -183,7 +195,7 @@ func New(cfg Config) (*JobManager, error) {
 	}
 	jm := &JobManager{cfg: cfg, log: cfg.Logger}
 	jm.router = jobmaster.NewRouter(jobmaster.RouterConfig{
-		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, HTTPClient: cfg.HTTPClient,
+		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, HTTPClient: cfg.HTTPClient, TaskLease: cfg.TaskLease,
 		LeaderAddress: func(ctx context.Context, jobID string) string {
 			info, err := cfg.Store.Leader(ctx, election.Job(jobID))
 			if err != nil {
@@ -341,6 +353,7 @@ func (j jobs) NewRunner(plan *hastorev1.ExecutionPlan, recovered bool, granted *
 				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: l.Token(), Valid: l.Valid, Address: jm.clusterAddress(), Router: jm.router,
 				ResourceManager: jm.rmClient, SubmitTime: plan.GetSubmitTime().AsTime(),
 				HeartbeatInterval: jm.cfg.HeartbeatInterval, HeartbeatTimeout: jm.cfg.HeartbeatTimeout,
+				TaskLease: jm.cfg.TaskLease, Adopt: l != granted,
 				SlotTimeout: jm.cfg.SlotTimeout, SlotYield: jm.cfg.SlotYield, Clock: jm.cfg.Clock, OnStatus: onStatus, Logger: jm.log,
 				Trace: trace.SpanContextFromContext(ctx),
 			})

@@ -32,17 +32,17 @@ type executorClient struct {
 // each: nil if deployed, else the error SubmitTask would have answered.
 // Each call carries the JobMaster's heartbeat timeout, which a
 // TaskExecutor that registered by offering may not have heard yet.
-func (c *executorClient) submitTasks(ctx context.Context, jobID string, token *jobplanev1.FencingToken, timeout *durationpb.Duration, tasks []*clusterv1.TaskDeployment) []error {
+func (c *executorClient) submitTasks(ctx context.Context, jobID string, token *jobplanev1.FencingToken, timeout, lease *durationpb.Duration, tasks []*clusterv1.TaskDeployment) []error {
 	return batch.Send(&c.single, tasks, batch.Split,
 		func(run []*clusterv1.TaskDeployment) ([]error, error) {
-			resp, err := c.SubmitTasks(ctx, &clusterv1.SubmitTasksRequest{JobId: jobID, JobMasterToken: token, Tasks: run, HeartbeatTimeout: timeout})
+			resp, err := c.SubmitTasks(ctx, &clusterv1.SubmitTasksRequest{JobId: jobID, JobMasterToken: token, Tasks: run, HeartbeatTimeout: timeout, TaskLease: lease})
 			return apierror.ItemErrors(len(run), err, resp.GetRefused()), err
 		},
 		func(d *clusterv1.TaskDeployment) error {
 			_, err := c.SubmitTask(ctx, &clusterv1.SubmitTaskRequest{
 				JobId: jobID, JobMasterToken: token, AllocationId: d.GetAllocationId(), Attempt: d.GetAttempt(),
 				TaskName: d.GetTaskName(), Invokable: d.GetInvokable(), Config: d.GetConfig(), NumberOfSubtasks: d.GetNumberOfSubtasks(),
-				HeartbeatTimeout: timeout,
+				HeartbeatTimeout: timeout, TaskLease: lease,
 			})
 			return err
 		})

@@ -150,7 +150,7 @@ func TestExecutorClientBatchesAndFallsBack(t *testing.T) {
 				tasks = append(tasks, &clusterv1.TaskDeployment{AllocationId: aid, Attempt: &jobplanev1.ExecutionAttemptId{VertexId: aid}, Invokable: "noop"})
 			}
 			for round := range 2 { // the second round knows whether batches work
-				errs := c.submitTasks(ctx, "j", token, nil, tasks)
+				errs := c.submitTasks(ctx, "j", token, nil, nil, tasks)
 				for i, err := range errs {
 					if want := i == 1; (err != nil) != want || want && !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED) {
 						t.Errorf("round %d: task %d: %v, want refused: %v (SLOT_OCCUPIED)", round, i, err, want)

@@ -168,7 +168,7 @@ func (jm *JobMaster) submit(evs []int32) {
 			ctx, span := jobtrace.Start(ctx, trace.SpanContext{}, "jobplane.deploy", trace.WithAttributes(
 				attribute.String("jobplane.job_id", jm.cfg.JobID), attribute.String("jobplane.task_executor_id", id), attribute.Int("jobplane.tasks", len(tasks))))
 			defer span.End()
-			errs := client.submitTasks(ctx, jm.cfg.JobID, token, durationpb.New(jm.cfg.HeartbeatTimeout), tasks)
+			errs := client.submitTasks(ctx, jm.cfg.JobID, token, durationpb.New(jm.cfg.HeartbeatTimeout), jm.taskLease(), tasks)
 			jm.post(func() {
 				for i, ev := range evs {
 					jm.submitted(ev, attempts[i], errs[i])

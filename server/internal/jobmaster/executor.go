@@ -256,7 +256,7 @@ func (jm *JobMaster) lostExecutor(id, reason string) {
 	if heard.IsZero() {
 		heard = time.Now() // dropped by the Router already: as late as it can have been
 	}
-	stopBy := heard.Add(jm.cfg.HeartbeatTimeout + jm.stopMargin())
+	stopBy := heard.Add(max(jm.cfg.HeartbeatTimeout, jm.cfg.TaskLease) + jm.stopMargin())
 	g := jm.gone[id]
 	if g == nil {
 		g = &gone{}

@@ -30,6 +30,7 @@ func (r *Router) RegisterTaskExecutor(ctx context.Context, req *clusterv1.JobMas
 	}
 	return &clusterv1.JobMasterServiceRegisterTaskExecutorResponse{
 		HeartbeatInterval: durationpb.New(jm.cfg.HeartbeatInterval), HeartbeatTimeout: durationpb.New(jm.cfg.HeartbeatTimeout),
+		TaskLease: jm.taskLease(),
 	}, nil
 }
 
@@ -49,6 +50,7 @@ func (r *Router) OfferSlots(ctx context.Context, req *clusterv1.OfferSlotsReques
 	}
 	resp := &clusterv1.OfferSlotsResponse{
 		HeartbeatInterval: durationpb.New(jm.cfg.HeartbeatInterval), HeartbeatTimeout: durationpb.New(jm.cfg.HeartbeatTimeout),
+		TaskLease: jm.taskLease(),
 	}
 	var refused error
 	r.heard(req.GetTaskExecutorId())

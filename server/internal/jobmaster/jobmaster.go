@@ -51,6 +51,20 @@ type Config struct {
 	// its attempts count as lost, and after which it stops the attempts of
 	// a JobMaster it does not hear from. Default: 10s.
 	HeartbeatTimeout time.Duration
+	// TaskLease, if set, is the task lease the process's Router grants the
+	// TaskExecutors (RouterConfig.TaskLease): the JobMaster then leaves its
+	// running attempts to its successor when its leadership ends, counts
+	// a lost TaskExecutor's attempts as running for the lease (not the
+	// heartbeat timeout), and, with Adopt, adopts its predecessor's.
+	// Every JobManager of a cluster must use the same. Default 0: none.
+	TaskLease time.Duration
+	// Adopt says the job may have attempts of an older JobMaster running
+	// (it is not the first grant of a job this process just submitted):
+	// under a TaskLease the JobMaster deploys nothing before it has asked
+	// the TaskExecutors that follow it for them (AdoptAttempts), and
+	// deploys a subtask no TaskExecutor listed only once the lease has
+	// passed since it started (see adopt.go).
+	Adopt bool
 	// SlotTimeout is how long a region released for deployment may wait
 	// for the slots it needs; then its deployment fails, which counts
 	// against the restart strategy like a task failure. Default: 5m.
@@ -198,6 +212,11 @@ type JobMaster struct {
 	rpcCtx   context.Context
 	stopRPCs context.CancelFunc
 	rpcs     sync.WaitGroup
+	// adopting is set while the JobMaster still looks for its
+	// predecessor's attempts (read by the Router); adoptAsked are the
+	// TaskExecutors asked meanwhile.
+	adopting   atomic.Bool
+	adoptAsked map[string]bool
 }
 
 // task is the runtime of an execution vertex's current attempt; the
@@ -411,6 +430,9 @@ func (jm *JobMaster) Start(ctx context.Context, onExit func(Result)) {
 		jm.push(func() {})
 	})
 	jm.setStatus(jobstatus.Running)
+	if jm.cfg.Adopt && jm.cfg.TaskLease > 0 {
+		jm.beginAdoption()
+	}
 	jm.enqueue(jm.graph.Release()...)
 	jm.declare()
 	jm.drain()
@@ -427,7 +449,7 @@ func (jm *JobMaster) drain() {
 			jm.stopRPCs()
 			jm.rpcs.Wait()
 			jm.stopFailovers()
-			jm.release(context.WithoutCancel(ctx))
+			jm.release(context.WithoutCancel(ctx), false)
 			res := Result{Status: jm.status, Restarts: jm.restart.used, Exceptions: jm.exceptions, Placements: jm.placements(), Final: jm.final()}
 			if jm.status == jobstatus.Failed {
 				res.Failure = jm.failure

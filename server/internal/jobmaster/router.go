@@ -53,6 +53,9 @@ type RouterConfig struct {
 	// lead (the process's session validity), for the lease heartbeats
 	// grant TaskExecutors.
 	LeaseUntil func() time.Time
+	// TaskLease, if set, is the task lease heartbeat answers grant while
+	// LeaseUntil is still to come (see jobmaster.Config.TaskLease).
+	TaskLease time.Duration
 	// HTTPClient carries the JobMasters' calls to TaskExecutors. Default:
 	// transport.NewClient(nil).
 	HTTPClient connect.HTTPClient
@@ -314,6 +317,7 @@ func (r *Router) HeartbeatFromTaskExecutor(_ context.Context, req *clusterv1.Hea
 		report *clusterv1.TaskExecutorJobReport
 	}
 	var deliveries []delivery
+	var adopters []*JobMaster
 	r.mu.Lock()
 	link := r.executors[id]
 	if link == nil && !req.GetFull() {
@@ -359,6 +363,9 @@ func (r *Router) HeartbeatFromTaskExecutor(_ context.Context, req *clusterv1.Hea
 			if len(jr.GetAttempts()) > 0 || jr.GetComplete() {
 				deliveries = append(deliveries, delivery{jm, jr})
 			}
+			if jm.adopting.Load() {
+				adopters = append(adopters, jm)
+			}
 		}
 	}
 	for job, a := range link.owed {
@@ -370,6 +377,9 @@ func (r *Router) HeartbeatFromTaskExecutor(_ context.Context, req *clusterv1.Hea
 	if r.cfg.LeaseUntil != nil {
 		if until := r.cfg.LeaseUntil(); !until.IsZero() {
 			resp.LeaseRemaining = durationpb.New(max(time.Until(until), 0))
+			if r.cfg.TaskLease > 0 && time.Now().Before(until) {
+				resp.TaskLease = durationpb.New(r.cfg.TaskLease)
+			}
 		}
 	}
 	var releases []*JobMaster
@@ -384,6 +394,9 @@ func (r *Router) HeartbeatFromTaskExecutor(_ context.Context, req *clusterv1.Hea
 	}
 	for _, jm := range releases {
 		jm.post(func() { jm.released(id) })
+	}
+	for _, jm := range adopters {
+		jm.post(func() { jm.adoptFrom(id, address) })
 	}
 	return resp, nil
 }

@@ -11,9 +11,17 @@ import (
 )
 
 // suspend stops the JobMaster without a result: its attempts are canceled
-// and its slots freed, best effort and bounded.
+// and its slots freed, best effort and bounded. Under a task lease the
+// running attempts are left to the successor, which adopts them, and
+// only the idle slots are freed.
 func (jm *JobMaster) suspend() {
 	jm.stopFailovers()
+	if jm.cfg.TaskLease > 0 {
+		jm.log.Info("suspending; the running attempts are left for the next JobMaster to adopt", "live", jm.live)
+		jm.release(context.Background(), true)
+		jm.suspended()
+		return
+	}
 	jm.log.Info("suspending")
 	// Cancel every attempt at once, under one deadline.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -34,7 +42,12 @@ func (jm *JobMaster) suspend() {
 	}
 	wg.Wait()
 	cancel()
-	jm.release(context.Background())
+	jm.release(context.Background(), false)
+	jm.suspended()
+}
+
+// suspended tells OnStatus that the JobMaster suspended.
+func (jm *JobMaster) suspended() {
 	if jm.cfg.OnStatus != nil {
 		s := jm.summaryLocked()
 		s.Status = jobstatus.Suspended
@@ -161,13 +174,17 @@ func (jm *JobMaster) giveBack(idle []*slotRef, reason string) {
 	}
 }
 
-// release frees every slot and disconnects from the ResourceManager.
-func (jm *JobMaster) release(ctx context.Context) {
+// release frees every slot (or, with keepLive, every slot but those of
+// live attempts) and disconnects from the ResourceManager.
+func (jm *JobMaster) release(ctx context.Context, keepLive bool) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	token := protoToken(jm.cfg.Token)
 	held := map[string]string{} // allocation id -> TaskExecutor id
 	for aid, s := range jm.slots {
+		if keepLive && s.ev >= 0 && isLive(jm.graph.State(s.ev)) {
+			continue
+		}
 		held[aid] = s.executor
 	}
 	for aid, executor := range jm.dropped {

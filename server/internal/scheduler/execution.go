@@ -90,6 +90,11 @@ func (x *ExecutionGraph) release(r int) {
 // Attempt returns the current attempt number of execution vertex ev.
 func (x *ExecutionGraph) Attempt(ev int32) int { return int(x.attempt[ev]) }
 
+// SetAttempt sets ev's attempt number: that of an attempt a new
+// JobMaster adopted, which runs under its number; a restart of ev
+// continues from it.
+func (x *ExecutionGraph) SetAttempt(ev int32, n int) { x.attempt[ev] = int32(n) }
+
 // State returns the state of execution vertex ev's current attempt.
 func (x *ExecutionGraph) State(ev int32) jobplanev1.ExecutionState { return x.state[ev] }
 

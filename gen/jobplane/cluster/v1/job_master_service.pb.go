@@ -169,8 +169,14 @@ type JobMasterServiceRegisterTaskExecutorResponse struct {
 	// a TaskExecutor that has not heard from the JobMaster for this long has
 	// stopped the job's attempts and freed its slots.
 	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,2,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The JobMaster's task lease, if it grants one (see
+	// HeartbeatFromTaskExecutorResponse.task_lease): from the start, the
+	// job's attempts here run under it rather than under the heartbeat
+	// timeout, counted from the same instant. Set only while the
+	// JobMaster's leadership holds.
+	TaskLease     *durationpb.Duration `protobuf:"bytes,3,opt,name=task_lease,json=taskLease,proto3" json:"task_lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobMasterServiceRegisterTaskExecutorResponse) Reset() {
@@ -213,6 +219,13 @@ func (x *JobMasterServiceRegisterTaskExecutorResponse) GetHeartbeatInterval() *d
 func (x *JobMasterServiceRegisterTaskExecutorResponse) GetHeartbeatTimeout() *durationpb.Duration {
 	if x != nil {
 		return x.HeartbeatTimeout
+	}
+	return nil
+}
+
+func (x *JobMasterServiceRegisterTaskExecutorResponse) GetTaskLease() *durationpb.Duration {
+	if x != nil {
+		return x.TaskLease
 	}
 	return nil
 }
@@ -399,7 +412,13 @@ type OfferSlotsResponse struct {
 	// heartbeat_timeout. The TaskExecutor reports nothing back for them
 	// beyond their states: one it refuses reaches the JobMaster again with
 	// SubmitTasks, whose answer says why.
-	Deployments   []*TaskDeployment `protobuf:"bytes,4,rep,name=deployments,proto3" json:"deployments,omitempty"`
+	Deployments []*TaskDeployment `protobuf:"bytes,4,rep,name=deployments,proto3" json:"deployments,omitempty"`
+	// The JobMaster's task lease, if it grants one (see
+	// HeartbeatFromTaskExecutorResponse.task_lease): from the start, the
+	// job's attempts here run under it rather than under the heartbeat
+	// timeout, counted from the same instant. Set only while the
+	// JobMaster's leadership holds.
+	TaskLease     *durationpb.Duration `protobuf:"bytes,5,opt,name=task_lease,json=taskLease,proto3" json:"task_lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -458,6 +477,13 @@ func (x *OfferSlotsResponse) GetHeartbeatTimeout() *durationpb.Duration {
 func (x *OfferSlotsResponse) GetDeployments() []*TaskDeployment {
 	if x != nil {
 		return x.Deployments
+	}
+	return nil
+}
+
+func (x *OfferSlotsResponse) GetTaskLease() *durationpb.Duration {
+	if x != nil {
+		return x.TaskLease
 	}
 	return nil
 }
@@ -1385,10 +1411,12 @@ const file_jobplane_cluster_v1_job_master_service_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12(\n" +
 	"\x10task_executor_id\x18\x03 \x01(\tR\x0etaskExecutorId\x12\x18\n" +
-	"\aaddress\x18\x04 \x01(\tR\aaddress\"\xc0\x01\n" +
+	"\aaddress\x18\x04 \x01(\tR\aaddress\"\xfa\x01\n" +
 	",JobMasterServiceRegisterTaskExecutorResponse\x12H\n" +
 	"\x12heartbeat_interval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12F\n" +
-	"\x11heartbeat_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\"\x8f\x01\n" +
+	"\x11heartbeat_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x128\n" +
+	"\n" +
+	"task_lease\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\ttaskLease\"\x8f\x01\n" +
 	"\tSlotOffer\x12#\n" +
 	"\rallocation_id\x18\x01 \x01(\tR\fallocationId\x12\x1d\n" +
 	"\n" +
@@ -1400,12 +1428,14 @@ const file_jobplane_cluster_v1_job_master_service_proto_rawDesc = "" +
 	"\x10task_executor_id\x18\x03 \x01(\tR\x0etaskExecutorId\x126\n" +
 	"\x06offers\x18\x04 \x03(\v2\x1e.jobplane.cluster.v1.SlotOfferR\x06offers\x12\x18\n" +
 	"\aaddress\x18\x05 \x01(\tR\aaddress\x122\n" +
-	"\x15deployments_in_answer\x18\x06 \x01(\bR\x13deploymentsInAnswer\"\xa9\x02\n" +
+	"\x15deployments_in_answer\x18\x06 \x01(\bR\x13deploymentsInAnswer\"\xe3\x02\n" +
 	"\x12OfferSlotsResponse\x12:\n" +
 	"\baccepted\x18\x01 \x03(\v2\x1e.jobplane.cluster.v1.SlotOfferR\baccepted\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12F\n" +
 	"\x11heartbeat_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x12E\n" +
-	"\vdeployments\x18\x04 \x03(\v2#.jobplane.cluster.v1.TaskDeploymentR\vdeployments\"\xe1\x01\n" +
+	"\vdeployments\x18\x04 \x03(\v2#.jobplane.cluster.v1.TaskDeploymentR\vdeployments\x128\n" +
+	"\n" +
+	"task_lease\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\ttaskLease\"\xe1\x01\n" +
 	"\x1fUpdateTaskExecutionStateRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12(\n" +
@@ -1522,53 +1552,55 @@ var file_jobplane_cluster_v1_job_master_service_proto_depIdxs = []int32{
 	20, // 0: jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
 	21, // 1: jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorResponse.heartbeat_interval:type_name -> google.protobuf.Duration
 	21, // 2: jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
-	22, // 3: jobplane.cluster.v1.SlotOffer.profile:type_name -> jobplane.cluster.v1.ResourceProfile
-	20, // 4: jobplane.cluster.v1.OfferSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	3,  // 5: jobplane.cluster.v1.OfferSlotsRequest.offers:type_name -> jobplane.cluster.v1.SlotOffer
-	3,  // 6: jobplane.cluster.v1.OfferSlotsResponse.accepted:type_name -> jobplane.cluster.v1.SlotOffer
-	21, // 7: jobplane.cluster.v1.OfferSlotsResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	21, // 8: jobplane.cluster.v1.OfferSlotsResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
-	23, // 9: jobplane.cluster.v1.OfferSlotsResponse.deployments:type_name -> jobplane.cluster.v1.TaskDeployment
-	20, // 10: jobplane.cluster.v1.UpdateTaskExecutionStateRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	24, // 11: jobplane.cluster.v1.UpdateTaskExecutionStateRequest.status:type_name -> jobplane.v1.TaskExecutionStatus
-	20, // 12: jobplane.cluster.v1.UpdateTaskExecutionStatesRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	24, // 13: jobplane.cluster.v1.UpdateTaskExecutionStatesRequest.statuses:type_name -> jobplane.v1.TaskExecutionStatus
-	25, // 14: jobplane.cluster.v1.UpdateTaskExecutionStatesResponse.refused:type_name -> jobplane.v1.ItemError
-	8,  // 15: jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsRequest.jobs:type_name -> jobplane.cluster.v1.UpdateTaskExecutionStatesRequest
-	25, // 16: jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsResponse.refused:type_name -> jobplane.v1.ItemError
-	9,  // 17: jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsResponse.results:type_name -> jobplane.cluster.v1.UpdateTaskExecutionStatesResponse
-	20, // 18: jobplane.cluster.v1.JobMasterServiceHeartbeatRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	24, // 19: jobplane.cluster.v1.JobMasterServiceHeartbeatRequest.tasks:type_name -> jobplane.v1.TaskExecutionStatus
-	15, // 20: jobplane.cluster.v1.HeartbeatFromTaskExecutorRequest.jobs:type_name -> jobplane.cluster.v1.TaskExecutorJobReport
-	20, // 21: jobplane.cluster.v1.TaskExecutorJobReport.job_master_token:type_name -> jobplane.v1.FencingToken
-	24, // 22: jobplane.cluster.v1.TaskExecutorJobReport.attempts:type_name -> jobplane.v1.TaskExecutionStatus
-	17, // 23: jobplane.cluster.v1.HeartbeatFromTaskExecutorResponse.jobs:type_name -> jobplane.cluster.v1.TaskExecutorJobAnswer
-	21, // 24: jobplane.cluster.v1.HeartbeatFromTaskExecutorResponse.lease_remaining:type_name -> google.protobuf.Duration
-	21, // 25: jobplane.cluster.v1.HeartbeatFromTaskExecutorResponse.task_lease:type_name -> google.protobuf.Duration
-	0,  // 26: jobplane.cluster.v1.TaskExecutorJobAnswer.action:type_name -> jobplane.cluster.v1.TaskExecutorJobAction
-	20, // 27: jobplane.cluster.v1.TaskExecutorJobAnswer.job_master_token:type_name -> jobplane.v1.FencingToken
-	20, // 28: jobplane.cluster.v1.DisconnectTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	1,  // 29: jobplane.cluster.v1.JobMasterService.RegisterTaskExecutor:input_type -> jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorRequest
-	4,  // 30: jobplane.cluster.v1.JobMasterService.OfferSlots:input_type -> jobplane.cluster.v1.OfferSlotsRequest
-	6,  // 31: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionState:input_type -> jobplane.cluster.v1.UpdateTaskExecutionStateRequest
-	8,  // 32: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStates:input_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesRequest
-	10, // 33: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs:input_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsRequest
-	14, // 34: jobplane.cluster.v1.JobMasterService.HeartbeatFromTaskExecutor:input_type -> jobplane.cluster.v1.HeartbeatFromTaskExecutorRequest
-	12, // 35: jobplane.cluster.v1.JobMasterService.Heartbeat:input_type -> jobplane.cluster.v1.JobMasterServiceHeartbeatRequest
-	18, // 36: jobplane.cluster.v1.JobMasterService.DisconnectTaskExecutor:input_type -> jobplane.cluster.v1.DisconnectTaskExecutorRequest
-	2,  // 37: jobplane.cluster.v1.JobMasterService.RegisterTaskExecutor:output_type -> jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorResponse
-	5,  // 38: jobplane.cluster.v1.JobMasterService.OfferSlots:output_type -> jobplane.cluster.v1.OfferSlotsResponse
-	7,  // 39: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionState:output_type -> jobplane.cluster.v1.UpdateTaskExecutionStateResponse
-	9,  // 40: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStates:output_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesResponse
-	11, // 41: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs:output_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsResponse
-	16, // 42: jobplane.cluster.v1.JobMasterService.HeartbeatFromTaskExecutor:output_type -> jobplane.cluster.v1.HeartbeatFromTaskExecutorResponse
-	13, // 43: jobplane.cluster.v1.JobMasterService.Heartbeat:output_type -> jobplane.cluster.v1.JobMasterServiceHeartbeatResponse
-	19, // 44: jobplane.cluster.v1.JobMasterService.DisconnectTaskExecutor:output_type -> jobplane.cluster.v1.DisconnectTaskExecutorResponse
-	37, // [37:45] is the sub-list for method output_type
-	29, // [29:37] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	21, // 3: jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorResponse.task_lease:type_name -> google.protobuf.Duration
+	22, // 4: jobplane.cluster.v1.SlotOffer.profile:type_name -> jobplane.cluster.v1.ResourceProfile
+	20, // 5: jobplane.cluster.v1.OfferSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	3,  // 6: jobplane.cluster.v1.OfferSlotsRequest.offers:type_name -> jobplane.cluster.v1.SlotOffer
+	3,  // 7: jobplane.cluster.v1.OfferSlotsResponse.accepted:type_name -> jobplane.cluster.v1.SlotOffer
+	21, // 8: jobplane.cluster.v1.OfferSlotsResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	21, // 9: jobplane.cluster.v1.OfferSlotsResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
+	23, // 10: jobplane.cluster.v1.OfferSlotsResponse.deployments:type_name -> jobplane.cluster.v1.TaskDeployment
+	21, // 11: jobplane.cluster.v1.OfferSlotsResponse.task_lease:type_name -> google.protobuf.Duration
+	20, // 12: jobplane.cluster.v1.UpdateTaskExecutionStateRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	24, // 13: jobplane.cluster.v1.UpdateTaskExecutionStateRequest.status:type_name -> jobplane.v1.TaskExecutionStatus
+	20, // 14: jobplane.cluster.v1.UpdateTaskExecutionStatesRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	24, // 15: jobplane.cluster.v1.UpdateTaskExecutionStatesRequest.statuses:type_name -> jobplane.v1.TaskExecutionStatus
+	25, // 16: jobplane.cluster.v1.UpdateTaskExecutionStatesResponse.refused:type_name -> jobplane.v1.ItemError
+	8,  // 17: jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsRequest.jobs:type_name -> jobplane.cluster.v1.UpdateTaskExecutionStatesRequest
+	25, // 18: jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsResponse.refused:type_name -> jobplane.v1.ItemError
+	9,  // 19: jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsResponse.results:type_name -> jobplane.cluster.v1.UpdateTaskExecutionStatesResponse
+	20, // 20: jobplane.cluster.v1.JobMasterServiceHeartbeatRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	24, // 21: jobplane.cluster.v1.JobMasterServiceHeartbeatRequest.tasks:type_name -> jobplane.v1.TaskExecutionStatus
+	15, // 22: jobplane.cluster.v1.HeartbeatFromTaskExecutorRequest.jobs:type_name -> jobplane.cluster.v1.TaskExecutorJobReport
+	20, // 23: jobplane.cluster.v1.TaskExecutorJobReport.job_master_token:type_name -> jobplane.v1.FencingToken
+	24, // 24: jobplane.cluster.v1.TaskExecutorJobReport.attempts:type_name -> jobplane.v1.TaskExecutionStatus
+	17, // 25: jobplane.cluster.v1.HeartbeatFromTaskExecutorResponse.jobs:type_name -> jobplane.cluster.v1.TaskExecutorJobAnswer
+	21, // 26: jobplane.cluster.v1.HeartbeatFromTaskExecutorResponse.lease_remaining:type_name -> google.protobuf.Duration
+	21, // 27: jobplane.cluster.v1.HeartbeatFromTaskExecutorResponse.task_lease:type_name -> google.protobuf.Duration
+	0,  // 28: jobplane.cluster.v1.TaskExecutorJobAnswer.action:type_name -> jobplane.cluster.v1.TaskExecutorJobAction
+	20, // 29: jobplane.cluster.v1.TaskExecutorJobAnswer.job_master_token:type_name -> jobplane.v1.FencingToken
+	20, // 30: jobplane.cluster.v1.DisconnectTaskExecutorRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	1,  // 31: jobplane.cluster.v1.JobMasterService.RegisterTaskExecutor:input_type -> jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorRequest
+	4,  // 32: jobplane.cluster.v1.JobMasterService.OfferSlots:input_type -> jobplane.cluster.v1.OfferSlotsRequest
+	6,  // 33: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionState:input_type -> jobplane.cluster.v1.UpdateTaskExecutionStateRequest
+	8,  // 34: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStates:input_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesRequest
+	10, // 35: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs:input_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsRequest
+	14, // 36: jobplane.cluster.v1.JobMasterService.HeartbeatFromTaskExecutor:input_type -> jobplane.cluster.v1.HeartbeatFromTaskExecutorRequest
+	12, // 37: jobplane.cluster.v1.JobMasterService.Heartbeat:input_type -> jobplane.cluster.v1.JobMasterServiceHeartbeatRequest
+	18, // 38: jobplane.cluster.v1.JobMasterService.DisconnectTaskExecutor:input_type -> jobplane.cluster.v1.DisconnectTaskExecutorRequest
+	2,  // 39: jobplane.cluster.v1.JobMasterService.RegisterTaskExecutor:output_type -> jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorResponse
+	5,  // 40: jobplane.cluster.v1.JobMasterService.OfferSlots:output_type -> jobplane.cluster.v1.OfferSlotsResponse
+	7,  // 41: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionState:output_type -> jobplane.cluster.v1.UpdateTaskExecutionStateResponse
+	9,  // 42: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStates:output_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesResponse
+	11, // 43: jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs:output_type -> jobplane.cluster.v1.UpdateTaskExecutionStatesOfJobsResponse
+	16, // 44: jobplane.cluster.v1.JobMasterService.HeartbeatFromTaskExecutor:output_type -> jobplane.cluster.v1.HeartbeatFromTaskExecutorResponse
+	13, // 45: jobplane.cluster.v1.JobMasterService.Heartbeat:output_type -> jobplane.cluster.v1.JobMasterServiceHeartbeatResponse
+	19, // 46: jobplane.cluster.v1.JobMasterService.DisconnectTaskExecutor:output_type -> jobplane.cluster.v1.DisconnectTaskExecutorResponse
+	39, // [39:47] is the sub-list for method output_type
+	31, // [31:39] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_cluster_v1_job_master_service_proto_init() }

@@ -415,8 +415,14 @@ type SubmitTaskRequest struct {
 	// (FAILED_PRECONDITION, NOT_REGISTERED): nothing could stop its
 	// attempt should the JobMaster fall silent.
 	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,9,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The JobMaster's task lease, if it grants one (see
+	// HeartbeatFromTaskExecutorResponse.task_lease): from the start, the
+	// job's attempts here run under it rather than under the heartbeat
+	// timeout, counted from the same instant. Set only while the
+	// JobMaster's leadership holds.
+	TaskLease     *durationpb.Duration `protobuf:"bytes,10,opt,name=task_lease,json=taskLease,proto3" json:"task_lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitTaskRequest) Reset() {
@@ -512,6 +518,13 @@ func (x *SubmitTaskRequest) GetHeartbeatTimeout() *durationpb.Duration {
 	return nil
 }
 
+func (x *SubmitTaskRequest) GetTaskLease() *durationpb.Duration {
+	if x != nil {
+		return x.TaskLease
+	}
+	return nil
+}
+
 // SubmitTaskResponse is the response of TaskExecutorService.SubmitTask.
 type SubmitTaskResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -560,8 +573,10 @@ type SubmitTasksRequest struct {
 	Tasks []*TaskDeployment `protobuf:"bytes,3,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	// The deploying JobMaster's heartbeat timeout, as in SubmitTaskRequest.
 	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,4,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The deploying JobMaster's task lease, as in SubmitTaskRequest.
+	TaskLease     *durationpb.Duration `protobuf:"bytes,5,opt,name=task_lease,json=taskLease,proto3" json:"task_lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitTasksRequest) Reset() {
@@ -618,6 +633,13 @@ func (x *SubmitTasksRequest) GetTasks() []*TaskDeployment {
 func (x *SubmitTasksRequest) GetHeartbeatTimeout() *durationpb.Duration {
 	if x != nil {
 		return x.HeartbeatTimeout
+	}
+	return nil
+}
+
+func (x *SubmitTasksRequest) GetTaskLease() *durationpb.Duration {
+	if x != nil {
+		return x.TaskLease
 	}
 	return nil
 }
@@ -1781,7 +1803,7 @@ const file_jobplane_cluster_v1_task_executor_service_proto_rawDesc = "" +
 	"\aprofile\x18\x06 \x01(\v2$.jobplane.cluster.v1.ResourceProfileR\aprofile\"x\n" +
 	"\x14RequestSlotsResponse\x12.\n" +
 	"\x13slot_report_version\x18\x01 \x01(\x04R\x11slotReportVersion\x120\n" +
-	"\arefused\x18\x02 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\"\x87\x04\n" +
+	"\arefused\x18\x02 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\"\xc1\x04\n" +
 	"\x11SubmitTaskRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12#\n" +
@@ -1791,16 +1813,21 @@ const file_jobplane_cluster_v1_task_executor_service_proto_rawDesc = "" +
 	"\tinvokable\x18\x06 \x01(\tR\tinvokable\x12J\n" +
 	"\x06config\x18\a \x03(\v22.jobplane.cluster.v1.SubmitTaskRequest.ConfigEntryR\x06config\x12,\n" +
 	"\x12number_of_subtasks\x18\b \x01(\x05R\x10numberOfSubtasks\x12F\n" +
-	"\x11heartbeat_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x1a9\n" +
+	"\x11heartbeat_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x128\n" +
+	"\n" +
+	"task_lease\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\ttaskLease\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x14\n" +
-	"\x12SubmitTaskResponse\"\xf3\x01\n" +
+	"\x12SubmitTaskResponse\"\xad\x02\n" +
 	"\x12SubmitTasksRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x129\n" +
 	"\x05tasks\x18\x03 \x03(\v2#.jobplane.cluster.v1.TaskDeploymentR\x05tasks\x12F\n" +
-	"\x11heartbeat_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\"\xdd\x02\n" +
+	"\x11heartbeat_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x128\n" +
+	"\n" +
+	"task_lease\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\ttaskLease\"\xdd\x02\n" +
 	"\x0eTaskDeployment\x12#\n" +
 	"\rallocation_id\x18\x01 \x01(\tR\fallocationId\x129\n" +
 	"\aattempt\x18\x02 \x01(\v2\x1f.jobplane.v1.ExecutionAttemptIdR\aattempt\x12\x1b\n" +
@@ -1952,54 +1979,56 @@ var file_jobplane_cluster_v1_task_executor_service_proto_depIdxs = []int32{
 	31, // 9: jobplane.cluster.v1.SubmitTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
 	25, // 10: jobplane.cluster.v1.SubmitTaskRequest.config:type_name -> jobplane.cluster.v1.SubmitTaskRequest.ConfigEntry
 	32, // 11: jobplane.cluster.v1.SubmitTaskRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
-	28, // 12: jobplane.cluster.v1.SubmitTasksRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	8,  // 13: jobplane.cluster.v1.SubmitTasksRequest.tasks:type_name -> jobplane.cluster.v1.TaskDeployment
-	32, // 14: jobplane.cluster.v1.SubmitTasksRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
-	31, // 15: jobplane.cluster.v1.TaskDeployment.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	26, // 16: jobplane.cluster.v1.TaskDeployment.config:type_name -> jobplane.cluster.v1.TaskDeployment.ConfigEntry
-	30, // 17: jobplane.cluster.v1.SubmitTasksResponse.refused:type_name -> jobplane.v1.ItemError
-	28, // 18: jobplane.cluster.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	31, // 19: jobplane.cluster.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	28, // 20: jobplane.cluster.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	28, // 21: jobplane.cluster.v1.FreeSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	28, // 22: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
-	27, // 23: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.job_master:type_name -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
-	33, // 24: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.cluster.v1.SlotReport
-	34, // 25: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
-	31, // 26: jobplane.cluster.v1.GetTaskOutputRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	21, // 27: jobplane.cluster.v1.AdoptAttemptsRequest.jobs:type_name -> jobplane.cluster.v1.JobAdoption
-	28, // 28: jobplane.cluster.v1.JobAdoption.job_master_token:type_name -> jobplane.v1.FencingToken
-	23, // 29: jobplane.cluster.v1.AdoptAttemptsResponse.jobs:type_name -> jobplane.cluster.v1.AdoptedJob
-	30, // 30: jobplane.cluster.v1.AdoptAttemptsResponse.refused:type_name -> jobplane.v1.ItemError
-	24, // 31: jobplane.cluster.v1.AdoptedJob.attempts:type_name -> jobplane.cluster.v1.HeldAttempt
-	34, // 32: jobplane.cluster.v1.HeldAttempt.status:type_name -> jobplane.v1.TaskExecutionStatus
-	28, // 33: jobplane.cluster.v1.HeldAttempt.deployed_under:type_name -> jobplane.v1.FencingToken
-	28, // 34: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender.token:type_name -> jobplane.v1.FencingToken
-	0,  // 35: jobplane.cluster.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.cluster.v1.RequestSlotRequest
-	2,  // 36: jobplane.cluster.v1.TaskExecutorService.RequestSlots:input_type -> jobplane.cluster.v1.RequestSlotsRequest
-	5,  // 37: jobplane.cluster.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.cluster.v1.SubmitTaskRequest
-	7,  // 38: jobplane.cluster.v1.TaskExecutorService.SubmitTasks:input_type -> jobplane.cluster.v1.SubmitTasksRequest
-	10, // 39: jobplane.cluster.v1.TaskExecutorService.CancelTask:input_type -> jobplane.cluster.v1.CancelTaskRequest
-	12, // 40: jobplane.cluster.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.cluster.v1.FreeSlotRequest
-	14, // 41: jobplane.cluster.v1.TaskExecutorService.FreeSlots:input_type -> jobplane.cluster.v1.FreeSlotsRequest
-	16, // 42: jobplane.cluster.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest
-	20, // 43: jobplane.cluster.v1.TaskExecutorService.AdoptAttempts:input_type -> jobplane.cluster.v1.AdoptAttemptsRequest
-	18, // 44: jobplane.cluster.v1.TaskExecutorService.GetTaskOutput:input_type -> jobplane.cluster.v1.GetTaskOutputRequest
-	1,  // 45: jobplane.cluster.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.cluster.v1.RequestSlotResponse
-	4,  // 46: jobplane.cluster.v1.TaskExecutorService.RequestSlots:output_type -> jobplane.cluster.v1.RequestSlotsResponse
-	6,  // 47: jobplane.cluster.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.cluster.v1.SubmitTaskResponse
-	9,  // 48: jobplane.cluster.v1.TaskExecutorService.SubmitTasks:output_type -> jobplane.cluster.v1.SubmitTasksResponse
-	11, // 49: jobplane.cluster.v1.TaskExecutorService.CancelTask:output_type -> jobplane.cluster.v1.CancelTaskResponse
-	13, // 50: jobplane.cluster.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.cluster.v1.FreeSlotResponse
-	15, // 51: jobplane.cluster.v1.TaskExecutorService.FreeSlots:output_type -> jobplane.cluster.v1.FreeSlotsResponse
-	17, // 52: jobplane.cluster.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse
-	22, // 53: jobplane.cluster.v1.TaskExecutorService.AdoptAttempts:output_type -> jobplane.cluster.v1.AdoptAttemptsResponse
-	19, // 54: jobplane.cluster.v1.TaskExecutorService.GetTaskOutput:output_type -> jobplane.cluster.v1.GetTaskOutputResponse
-	45, // [45:55] is the sub-list for method output_type
-	35, // [35:45] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	32, // 12: jobplane.cluster.v1.SubmitTaskRequest.task_lease:type_name -> google.protobuf.Duration
+	28, // 13: jobplane.cluster.v1.SubmitTasksRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	8,  // 14: jobplane.cluster.v1.SubmitTasksRequest.tasks:type_name -> jobplane.cluster.v1.TaskDeployment
+	32, // 15: jobplane.cluster.v1.SubmitTasksRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
+	32, // 16: jobplane.cluster.v1.SubmitTasksRequest.task_lease:type_name -> google.protobuf.Duration
+	31, // 17: jobplane.cluster.v1.TaskDeployment.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	26, // 18: jobplane.cluster.v1.TaskDeployment.config:type_name -> jobplane.cluster.v1.TaskDeployment.ConfigEntry
+	30, // 19: jobplane.cluster.v1.SubmitTasksResponse.refused:type_name -> jobplane.v1.ItemError
+	28, // 20: jobplane.cluster.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	31, // 21: jobplane.cluster.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	28, // 22: jobplane.cluster.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	28, // 23: jobplane.cluster.v1.FreeSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	28, // 24: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	27, // 25: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.job_master:type_name -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
+	33, // 26: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.cluster.v1.SlotReport
+	34, // 27: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
+	31, // 28: jobplane.cluster.v1.GetTaskOutputRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	21, // 29: jobplane.cluster.v1.AdoptAttemptsRequest.jobs:type_name -> jobplane.cluster.v1.JobAdoption
+	28, // 30: jobplane.cluster.v1.JobAdoption.job_master_token:type_name -> jobplane.v1.FencingToken
+	23, // 31: jobplane.cluster.v1.AdoptAttemptsResponse.jobs:type_name -> jobplane.cluster.v1.AdoptedJob
+	30, // 32: jobplane.cluster.v1.AdoptAttemptsResponse.refused:type_name -> jobplane.v1.ItemError
+	24, // 33: jobplane.cluster.v1.AdoptedJob.attempts:type_name -> jobplane.cluster.v1.HeldAttempt
+	34, // 34: jobplane.cluster.v1.HeldAttempt.status:type_name -> jobplane.v1.TaskExecutionStatus
+	28, // 35: jobplane.cluster.v1.HeldAttempt.deployed_under:type_name -> jobplane.v1.FencingToken
+	28, // 36: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender.token:type_name -> jobplane.v1.FencingToken
+	0,  // 37: jobplane.cluster.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.cluster.v1.RequestSlotRequest
+	2,  // 38: jobplane.cluster.v1.TaskExecutorService.RequestSlots:input_type -> jobplane.cluster.v1.RequestSlotsRequest
+	5,  // 39: jobplane.cluster.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.cluster.v1.SubmitTaskRequest
+	7,  // 40: jobplane.cluster.v1.TaskExecutorService.SubmitTasks:input_type -> jobplane.cluster.v1.SubmitTasksRequest
+	10, // 41: jobplane.cluster.v1.TaskExecutorService.CancelTask:input_type -> jobplane.cluster.v1.CancelTaskRequest
+	12, // 42: jobplane.cluster.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.cluster.v1.FreeSlotRequest
+	14, // 43: jobplane.cluster.v1.TaskExecutorService.FreeSlots:input_type -> jobplane.cluster.v1.FreeSlotsRequest
+	16, // 44: jobplane.cluster.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest
+	20, // 45: jobplane.cluster.v1.TaskExecutorService.AdoptAttempts:input_type -> jobplane.cluster.v1.AdoptAttemptsRequest
+	18, // 46: jobplane.cluster.v1.TaskExecutorService.GetTaskOutput:input_type -> jobplane.cluster.v1.GetTaskOutputRequest
+	1,  // 47: jobplane.cluster.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.cluster.v1.RequestSlotResponse
+	4,  // 48: jobplane.cluster.v1.TaskExecutorService.RequestSlots:output_type -> jobplane.cluster.v1.RequestSlotsResponse
+	6,  // 49: jobplane.cluster.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.cluster.v1.SubmitTaskResponse
+	9,  // 50: jobplane.cluster.v1.TaskExecutorService.SubmitTasks:output_type -> jobplane.cluster.v1.SubmitTasksResponse
+	11, // 51: jobplane.cluster.v1.TaskExecutorService.CancelTask:output_type -> jobplane.cluster.v1.CancelTaskResponse
+	13, // 52: jobplane.cluster.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.cluster.v1.FreeSlotResponse
+	15, // 53: jobplane.cluster.v1.TaskExecutorService.FreeSlots:output_type -> jobplane.cluster.v1.FreeSlotsResponse
+	17, // 54: jobplane.cluster.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse
+	22, // 55: jobplane.cluster.v1.TaskExecutorService.AdoptAttempts:output_type -> jobplane.cluster.v1.AdoptAttemptsResponse
+	19, // 56: jobplane.cluster.v1.TaskExecutorService.GetTaskOutput:output_type -> jobplane.cluster.v1.GetTaskOutputResponse
+	47, // [47:57] is the sub-list for method output_type
+	37, // [37:47] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_cluster_v1_task_executor_service_proto_init() }

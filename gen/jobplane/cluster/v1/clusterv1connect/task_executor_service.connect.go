@@ -184,8 +184,8 @@ type TaskExecutorServiceClient interface {
 	// job appears only under a task lease
 	// (JobMasterService.HeartbeatFromTaskExecutorResponse.task_lease): they
 	// keep running until the lease of the last heartbeat answered under
-	// their token ends, and are then canceled and their slots offered to the
-	// newer JobMaster. Without a task lease a newer JobMaster cancels them,
+	// their token ends, and are then canceled and their slots freed.
+	// Without a task lease a newer JobMaster cancels them,
 	// as the service comment says, and this call lists only what already
 	// runs under its own token. Repeating a call changes nothing more.
 	// Idempotent.
@@ -526,8 +526,8 @@ type TaskExecutorServiceHandler interface {
 	// job appears only under a task lease
 	// (JobMasterService.HeartbeatFromTaskExecutorResponse.task_lease): they
 	// keep running until the lease of the last heartbeat answered under
-	// their token ends, and are then canceled and their slots offered to the
-	// newer JobMaster. Without a task lease a newer JobMaster cancels them,
+	// their token ends, and are then canceled and their slots freed.
+	// Without a task lease a newer JobMaster cancels them,
 	// as the service comment says, and this call lists only what already
 	// runs under its own token. Repeating a call changes nothing more.
 	// Idempotent.

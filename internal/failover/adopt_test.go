@@ -1,0 +1,58 @@
+package failover
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/localcluster"
+)
+
+// With a task lease, a change of leader costs the running work nothing:
+// after a SIGKILL or a SIGTERM of the leader, the new leader adopts the
+// running attempts from the TaskExecutors instead of deploying them again.
+// No attempt starts after the change; every job is RUNNING again under
+// the new leader, on the attempts that ran before, and its cancel (under
+// the new token) stops them.
+func TestAdoptAcrossFailover(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sig  syscall.Signal
+	}{{"SIGKILL", syscall.SIGKILL}, {"SIGTERM", syscall.SIGTERM}} {
+		t.Run(tc.name, func(t *testing.T) {
+			const lease = 30 * time.Second // longer than the test waits: a job RUNNING again was adopted
+			c, cl, l, ids := start(t, localcluster.ProcessClusterConfig{JobManagers: 2, JobManagerArgs: []string{"--task-lease", lease.String()}}, 2)
+			changed := time.Now()
+			if err := l.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			ctx := within(t, phase(t))
+			next, err := c.WaitLeader(ctx, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := waitRunning(ctx, next, ids...); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s of %s: every job RUNNING again under %s after %v (task lease %v)", tc.name, l.Name, next.Name, time.Since(changed), lease)
+			if time.Since(changed) >= lease {
+				t.Fatalf("the jobs ran again only after the task lease: deployed anew, not adopted")
+			}
+			finish(t, cl, ids, jobplanev1.JobStatus_JOB_STATUS_CANCELED)
+			ivs := checkAttempts(t, c)
+			started := map[string]int{}
+			for _, iv := range ivs {
+				started[iv.JobID]++
+				if iv.Start.After(changed) {
+					t.Errorf("an attempt started after the change of leader: %v", iv)
+				}
+			}
+			for _, id := range ids {
+				if started[id] != 2 {
+					t.Errorf("job %s ran %d attempts; want its 2 subtasks' first, adopted", id, started[id])
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,141 @@
+package jobmaster
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
+)
+
+// Adoption: a JobMaster that takes a job over under a task lease
+// (Config.TaskLease, Config.Adopt) keeps its predecessor's running
+// attempts instead of deploying them again.
+//
+// Every subtask starts as an orphan "not yet found" (adoptingKey): it may
+// run on some TaskExecutor under an older token, so it is not deployed.
+// Each TaskExecutor that follows the job here (it heart-beats this
+// process under this JobMaster's token: it learnt the token from the
+// ResourceManager, a slot request or an earlier call) is asked once,
+// with AdoptAttempts, for what it holds of the job; the attempts it lists
+// become this JobMaster's, in their slots and states, and stop being
+// orphans. A subtask still not found once the task lease has passed since
+// the start (plus the stop margin) is deployed anew: any attempt of it
+// under an older token was granted its lease before the older leadership
+// ended, which was before this one began, and has stopped by then.
+
+// adoptingKey is the executor of the "not yet found" orphans.
+const adoptingKey = "(adopting)"
+
+// beginAdoption makes every subtask an orphan until it is found or the
+// task lease has passed.
+func (jm *JobMaster) beginAdoption() {
+	jm.adoptAsked = map[string]bool{}
+	for ev := range jm.graph.Subtasks() {
+		jm.orphan(int32(ev), 0, adoptingKey)
+	}
+	jm.adopting.Store(true)
+	cutoff := time.Now()
+	wait := jm.cfg.TaskLease + jm.stopMargin()
+	jm.log.Info("looking for the previous JobMaster's attempts to adopt", "lease", jm.cfg.TaskLease)
+	jm.cfg.Router.after(wait, func() {
+		jm.post(func() {
+			jm.adopting.Store(false)
+			found := jm.graph.Subtasks() - int(jm.orphanedOn(adoptingKey))
+			jm.resolveOn(adoptingKey, cutoff)
+			jm.log.Info("adoption over; deploying what no TaskExecutor holds", "adopted_or_ended", found, "subtasks", jm.graph.Subtasks())
+			jm.progress()
+		})
+	})
+}
+
+// taskLease is the task lease to grant with a registration or a
+// deployment: Config.TaskLease, while the leadership certainly holds.
+func (jm *JobMaster) taskLease() *durationpb.Duration {
+	if jm.cfg.TaskLease <= 0 || !jm.valid() {
+		return nil
+	}
+	return durationpb.New(jm.cfg.TaskLease)
+}
+
+// orphanedOn counts the orphans on executor.
+func (jm *JobMaster) orphanedOn(executor string) int32 {
+	var n int32
+	for key := range jm.orphans {
+		if key.executor == executor {
+			n++
+		}
+	}
+	return n
+}
+
+// adoptFrom asks a TaskExecutor that follows the job here for the
+// attempts it holds of it, once while the JobMaster adopts.
+func (jm *JobMaster) adoptFrom(id, address string) {
+	if !jm.adopting.Load() || jm.adoptAsked[id] {
+		return
+	}
+	jm.adoptAsked[id] = true
+	client := jm.cfg.Router.registered(id, address, jm.cfg.JobID, jm.cfg.Token)
+	req := &clusterv1.AdoptAttemptsRequest{Jobs: []*clusterv1.JobAdoption{{
+		JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), JobMasterAddress: jm.cfg.Address,
+	}}}
+	jm.goRPC(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		resp, err := client.AdoptAttempts(ctx, req)
+		jm.post(func() {
+			switch {
+			case err != nil:
+				jm.log.Warn("AdoptAttempts failed; asking again at its next heartbeat", "task_executor", id, "err", err)
+				delete(jm.adoptAsked, id)
+			case len(resp.GetRefused()) > 0 || len(resp.GetJobs()) != 1:
+				jm.log.Warn("AdoptAttempts refused", "task_executor", id, "refused", resp.GetRefused())
+			default:
+				jm.adopted(id, address, resp.GetJobs()[0])
+			}
+		})
+	})
+}
+
+// adopted takes what a TaskExecutor holds of the job as this JobMaster's:
+// its allocations as slots, its attempts as deployed there, each in the
+// state it listed.
+func (jm *JobMaster) adopted(id, address string, held *clusterv1.AdoptedJob) {
+	if jm.status != jobstatus.Running {
+		return
+	}
+	jm.registerExecutor(id, address)
+	for _, aid := range held.GetAllocationIds() {
+		if jm.slots[aid] == nil {
+			jm.slots[aid] = &slotRef{allocationID: aid, executor: id, index: -1, ev: -1}
+		}
+	}
+	for _, h := range held.GetAttempts() {
+		st := h.GetStatus()
+		ev := jm.find(st.GetAttempt())
+		s := jm.slots[h.GetAllocationId()]
+		key := orphanKey{ev, 0, adoptingKey}
+		if ev < 0 || s == nil || s.ev >= 0 || !jm.isOrphan(key) {
+			// Not of this graph, or found already: two live attempts of
+			// one subtask cannot be (each runs under one token, and each
+			// older JobMaster's stopped before the next deployed); keep
+			// the first, and leave this one to the TaskExecutor's
+			// deadline.
+			jm.log.Warn("AdoptAttempts listed an attempt that cannot be adopted", "task_executor", id, "attempt", st.GetAttempt())
+			continue
+		}
+		jm.resolve(key)
+		jm.graph.SetAttempt(ev, int(st.GetAttempt().GetAttemptNumber()))
+		s.ev, jm.tasks[ev].slot = ev, s
+		jm.place(ev, id)
+		jm.setState(ev, jobstatus.ExecRunning)
+		if jobstatus.IsExecTerminal(st.GetState()) {
+			_ = jm.apply(id, st) // it ended while no JobMaster listened: as if reported now
+		}
+	}
+	jm.log.Info("adopted attempts", "task_executor", id, "attempts", len(held.GetAttempts()), "slots", len(held.GetAllocationIds()))
+	jm.progress()
+}
