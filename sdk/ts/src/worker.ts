@@ -14,7 +14,10 @@ import { JobMasterService, TaskExecutorJobAction, TaskExecutorJobReportSchema, t
 import { ResourceManagerService } from "../gen/jobplane/cluster/v1/resource_manager_service_pb.js";
 import { SlotReportSchema, type SlotReport } from "../gen/jobplane/cluster/v1/slot_pb.js";
 import {
+  AdoptedJobSchema,
+  HeldAttemptSchema,
   TaskExecutorService,
+  type AdoptedJob,
   type RequestSlotRequest,
   type SlotRequest,
   SubmitTaskRequestSchema,
@@ -94,7 +97,17 @@ const jobElection = (jobId: string) => "job/" + jobId;
 
 interface RunningTask {
   readonly req: SubmitTaskRequest;
-  readonly token: FencingToken;
+  /** The JobMaster token the attempt runs under: the one it was deployed under, or the newer one that adopted it (AdoptAttempts). */
+  token: FencingToken;
+  /** The token the attempt was deployed under. */
+  readonly deployed: FencingToken;
+  /** Where its state changes are reported: its JobMaster's address. */
+  address: string;
+  /**
+   * If not 0, the attempt is held for a newer JobMaster of its job to
+   * adopt, and this is when (performance.now()) it stops if none does.
+   */
+  heldUntil: number;
   readonly abort: AbortController;
   state: ExecutionState;
   failure: string;
@@ -126,7 +139,20 @@ interface JobState {
   offered: number;
   /** Since when (performance.now()) the job holds no slot here; 0 while it holds one. */
   idleSince: number;
+  /**
+   * The task lease the last heartbeat answer that vouched for the job
+   * granted; 0 for none. With one, the job's attempts stop by contact +
+   * taskLeaseMs (neither the heartbeat timeout nor leaseUntil applies), and
+   * a newer JobMaster holds the older one's attempts instead of canceling
+   * them.
+   */
+  taskLeaseMs: number;
+  /** The latest deadline (performance.now()) of the attempts the current JobMaster adopted: the job's attempts run at least until then. 0 for none. */
+  adoptedUntil: number;
 }
+
+/** The stop cause of a held attempt that no JobMaster adopted by its deadline. */
+const notAdopted = "held for a newer JobMaster past its task lease, and not adopted";
 
 /** How long a job that holds nothing here is remembered (its newest token still fencing older ones), as the reference TaskExecutor does. */
 const idleJobMemoryMs = 60_000;
@@ -175,6 +201,14 @@ function ms(d: Duration | undefined): number {
  * older one are canceled and never reported. A job whose JobMaster was not
  * heard from for its heartbeat timeout has its attempts canceled and its
  * slots freed.
+ *
+ * Under a task lease (the JobMaster's heartbeat answers grant one), a
+ * newer JobMaster does not cancel the older one's attempts: they keep
+ * running, held, until the deadline they had under their own token (which
+ * nothing extends), reporting nothing and keeping their slots, for the
+ * newer JobMaster to adopt (TaskExecutorService.AdoptAttempts); adopted,
+ * they run under the newer token and report there. One that no JobMaster
+ * adopts by its deadline is canceled and its slot freed.
  */
 export class Worker {
   /** The TaskExecutor's id. */
@@ -194,6 +228,8 @@ export class Worker {
   private loops: Promise<void>[] = [];
   private hbIntervalMs = 0;
   private wakeHeartbeat: () => void = () => {};
+  /** Fires at the earliest deadline of the held attempts (see scheduleHeld). */
+  private heldTimer: NodeJS.Timeout | undefined;
 
   /** Creates a worker; register functions, then start it. */
   constructor(options: WorkerOptions) {
@@ -261,6 +297,7 @@ export class Worker {
   async stop(): Promise<void> {
     this.stopping.abort();
     this.wakeHeartbeat();
+    clearTimeout(this.heldTimer);
     for (const s of this.slots) s.task?.abort.abort();
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
@@ -407,7 +444,7 @@ export class Worker {
   private job(jobId: string): JobState {
     let j = this.jobs.get(jobId);
     if (!j) {
-      j = { address: "", timeoutMs: 0, contact: 0, leaseUntil: 0, offered: 0, idleSince: performance.now() };
+      j = { address: "", timeoutMs: 0, contact: 0, leaseUntil: 0, offered: 0, idleSince: performance.now(), taskLeaseMs: 0, adoptedUntil: 0 };
       this.jobs.set(jobId, j);
     }
     return j;
@@ -416,8 +453,8 @@ export class Worker {
   /**
    * adopt records the JobMaster token t for a job unless it is older than
    * the newest seen: a newer one cancels the older one's attempts, whose
-   * slots are then offered to the newer JobMaster. It returns whether t was
-   * admitted.
+   * slots are then offered to the newer JobMaster, unless they are held for
+   * it to adopt (see keepForAdoption). It returns whether t was admitted.
    */
   private adopt(jobId: string, t: FencingToken, address: string): boolean {
     const j = this.job(jobId);
@@ -425,8 +462,9 @@ export class Worker {
     if (t.epoch < cur) return false;
     if (t.epoch > cur) {
       if (j.token) this.log(`job ${jobId}: newer JobMaster (epoch ${t.epoch}); canceling the older one's attempts`);
+      const held = this.keepForAdoption(jobId, j);
       for (const s of this.slots) {
-        if (s.jobId !== jobId) continue;
+        if (s.jobId !== jobId || held.has(s)) continue;
         const previous = s.task && !sameToken(s.task.token, t) ? s.task : undefined;
         previous?.abort.abort();
         if (j.token && address !== "") {
@@ -438,9 +476,105 @@ export class Worker {
       j.contact = performance.now();
       j.leaseUntil = 0;
       j.offered = 0;
+      // The newer JobMaster grants a task lease of its own, or none.
+      j.taskLeaseMs = 0;
+      j.adoptedUntil = 0;
+      // Held (their token no longer the job's) from now on: stopped at their deadline.
+      if (held.size > 0) this.scheduleHeld();
     }
     if (address !== "") j.address = address;
     return true;
+  }
+
+  // ---- attempts held for a newer JobMaster to adopt ----
+
+  /** held says whether slot s holds an attempt held for a newer JobMaster of its job. */
+  private static held(s: Slot, j: JobState | undefined): boolean {
+    return s.task !== undefined && s.task.heldUntil !== 0 && !sameToken(s.task.token, j?.token);
+  }
+
+  /**
+   * keepForAdoption, called as a newer JobMaster of the job appears (before
+   * it becomes the job's), holds the attempts of the current one if it
+   * granted a task lease, until the job's deadline now (if still to come);
+   * it returns the slots held, those held for an older one included.
+   */
+  private keepForAdoption(jobId: string, j: JobState): Set<Slot> {
+    const held = new Set<Slot>();
+    let until = 0;
+    if (j.taskLeaseMs > 0) {
+      const d = this.deadline(j);
+      if (d > performance.now()) until = d;
+    }
+    for (const s of this.slots) {
+      const t = s.task;
+      if (s.jobId !== jobId || !t) continue;
+      if (t.heldUntil !== 0) {
+        held.add(s);
+      } else if (until !== 0 && sameToken(t.token, j.token)) {
+        t.heldUntil = until;
+        held.add(s);
+      }
+    }
+    if (held.size > 0) this.log(`job ${jobId}: newer JobMaster; holding ${held.size} of the older one's attempts for it to adopt`);
+    return held;
+  }
+
+  /**
+   * expireHeld cancels the held attempts whose deadline has come, freeing
+   * their slots, and returns the earliest deadline still to come (0 for
+   * none).
+   */
+  private expireHeld(now: number): number {
+    let next = 0;
+    for (const s of this.slots) {
+      const t = s.task;
+      if (!t || !Worker.held(s, this.jobs.get(s.jobId))) continue;
+      if (now < t.heldUntil) {
+        if (next === 0 || t.heldUntil < next) next = t.heldUntil;
+        continue;
+      }
+      t.heldUntil = 0;
+      this.log(`job ${s.jobId}: no JobMaster adopted a held attempt within its task lease; canceling it and freeing its slot`);
+      this.release(s, notAdopted);
+    }
+    return next;
+  }
+
+  /** scheduleHeld has expireHeld run at the earliest deadline of the held attempts. */
+  private scheduleHeld(): void {
+    clearTimeout(this.heldTimer);
+    this.heldTimer = undefined;
+    if (this.stopping.signal.aborted) return;
+    const next = this.expireHeld(performance.now());
+    if (next === 0) return;
+    this.heldTimer = setTimeout(() => this.scheduleHeld(), Math.max(next - performance.now(), 0) + 1);
+    this.heldTimer.unref();
+  }
+
+  /**
+   * adoptHeld moves the job's held attempts to token (reported at address
+   * from now on), and lists in out every attempt and allocation the job
+   * holds here under it.
+   */
+  private adoptHeld(j: JobState, out: AdoptedJob, token: FencingToken, address: string): void {
+    for (const s of this.slots) {
+      if (s.jobId !== out.jobId || s.freeing) continue;
+      out.allocationIds.push(s.allocationId);
+      const t = s.task;
+      if (!t || (!sameToken(t.token, token) && t.heldUntil === 0)) continue; // none, or an older attempt being canceled
+      if (t.heldUntil > j.adoptedUntil) j.adoptedUntil = t.heldUntil;
+      t.token = token;
+      t.address = address;
+      t.heldUntil = 0;
+      out.attempts.push(
+        create(HeldAttemptSchema, {
+          allocationId: s.allocationId,
+          deployedUnder: t.deployed,
+          status: { attempt: t.req.attempt, state: t.state, failureMessage: t.failure },
+        }),
+      );
+    }
   }
 
   /** follow admits a call from a job's JobMaster (see adopt), or throws STALE_FENCING_TOKEN. */
@@ -455,12 +589,31 @@ export class Worker {
     this.rmToken = t;
   }
 
-  /** deadline is when the job's attempts must have stopped; 0 for none. */
+  /** grace is how long before a deadline of length d the attempts are canceled: the cancel grace, at most a third of d. */
+  private grace(d: number): number {
+    return Math.min(this.opts.cancelGraceMs, d / 3);
+  }
+
+  /**
+   * deadline is when the job's attempts must start stopping; 0 for none.
+   * Under a task lease: contact + the lease, less the grace; else the
+   * heartbeat timeout after contact or the end of the heartbeat lease,
+   * whichever comes first, less the grace. Attempts the JobMaster adopted
+   * run at least as long as they were held.
+   */
   private deadline(j: JobState): number {
-    if (j.timeoutMs <= 0 || j.contact === 0) return 0;
-    let end = j.contact + j.timeoutMs;
-    if (j.leaseUntil !== 0 && j.leaseUntil < end) end = j.leaseUntil;
-    return end - Math.min(this.opts.cancelGraceMs, j.timeoutMs / 3);
+    let d = 0;
+    if (j.contact === 0) {
+      // no contact yet: no deadline
+    } else if (j.taskLeaseMs > 0) {
+      d = j.contact + j.taskLeaseMs - this.grace(j.taskLeaseMs);
+    } else if (j.timeoutMs > 0) {
+      let end = j.contact + j.timeoutMs;
+      if (j.leaseUntil !== 0 && j.leaseUntil < end) end = j.leaseUntil;
+      d = end - this.grace(j.timeoutMs);
+    }
+    if (d !== 0 && j.adoptedUntil > d) d = j.adoptedUntil;
+    return d;
   }
 
   /** admit stops the job's attempts and frees its slots first if its JobMaster's deadline passed. */
@@ -470,7 +623,8 @@ export class Worker {
     const d = this.deadline(j);
     if (d !== 0 && performance.now() >= d) {
       const cause = `JobMaster unreachable for ${j.timeoutMs}ms; the TaskExecutor stopped the job's tasks`;
-      for (const s of this.slots) if (s.jobId === jobId && !s.freeing) this.release(s, cause);
+      // A held attempt stops by its own deadline (expireHeld), not the job's.
+      for (const s of this.slots) if (s.jobId === jobId && !s.freeing && !Worker.held(s, j)) this.release(s, cause);
       j.timeoutMs = 0;
       j.contact = 0;
       j.offered = 0;
@@ -698,6 +852,9 @@ export class Worker {
     const task: RunningTask = {
       req,
       token,
+      deployed: token,
+      address: this.jobs.get(req.jobId)?.address ?? "",
+      heldUntil: 0,
       abort: new AbortController(),
       state: ExecutionState.DEPLOYING,
       failure: "",
@@ -709,11 +866,10 @@ export class Worker {
     task.done = this.run(task, fn);
   }
 
-  /** run runs an attempt and reports its states to the JobMaster that deployed it while that is the job's. */
+  /** run runs an attempt and reports its states to the JobMaster that deployed (or adopted) it while that is the job's. */
   private async run(task: RunningTask, fn: TaskFunction): Promise<void> {
     const req = task.req;
-    const address = this.jobs.get(req.jobId)?.address ?? "";
-    this.setState(task, ExecutionState.RUNNING, "", address);
+    this.setState(task, ExecutionState.RUNNING, "");
     const signal = task.abort.signal;
     let state = ExecutionState.FINISHED;
     let failure = "";
@@ -744,15 +900,20 @@ export class Worker {
     }
     task.ended = true;
     for (const s of this.slots) if (s.task === task && s.freeing) this.release(s, "");
-    await this.setState(task, state, failure, address);
+    await this.setState(task, state, failure);
   }
 
-  /** setState records an attempt's state and reports it, unless a newer JobMaster of the job disowned it. */
-  private async setState(task: RunningTask, state: ExecutionState, failure: string, address: string): Promise<void> {
+  /**
+   * setState records an attempt's state and reports it to the attempt's
+   * JobMaster under the attempt's token, unless that is not the job's (a
+   * newer JobMaster disowned the attempt, or holds it for adoption).
+   */
+  private async setState(task: RunningTask, state: ExecutionState, failure: string): Promise<void> {
     task.state = state;
     task.failure = failure;
     const jobId = task.req.jobId;
     const j = this.jobs.get(jobId);
+    const address = task.address;
     if (!j || !sameToken(j.token, task.token) || address === "") return;
     const status = create(TaskExecutionStatusSchema, { attempt: task.req.attempt, state, failureMessage: failure, time: timestampNow() });
     for (let attempt = 0; attempt < 3 && !this.stopping.signal.aborted; attempt++) {
@@ -810,8 +971,9 @@ export class Worker {
   private complete(jobId: string, token: FencingToken): TaskExecutorJobReport {
     const attempts: TaskExecutionStatus[] = [];
     const allocationIds: string[] = [];
+    const j = this.jobs.get(jobId);
     for (const s of this.slots) {
-      if (s.jobId !== jobId) continue;
+      if (s.jobId !== jobId || Worker.held(s, j)) continue; // held for this JobMaster to adopt: not yet under its token
       allocationIds.push(s.allocationId);
       const t = s.task;
       if (t && sameToken(t.token, token)) {
@@ -845,7 +1007,10 @@ export class Worker {
           if (a && a.action !== TaskExecutorJobAction.REPORT) continue; // not vouched for
           this.touch(jobId, token, sent);
           const j = this.jobs.get(jobId);
-          if (j && sameToken(j.token, token) && lease !== 0) j.leaseUntil = lease;
+          if (j && sameToken(j.token, token)) {
+            j.taskLeaseMs = ms(resp.taskLease);
+            if (lease !== 0) j.leaseUntil = lease;
+          }
         }
       } catch (e) {
         if (!this.stopping.signal.aborted) this.log(`heartbeat to the JobMasters at ${address} failed: ${String(e)}`);
@@ -855,12 +1020,14 @@ export class Worker {
   }
 
   /**
-   * expireSilent stops the attempts of jobs whose JobMaster has been
-   * silent past its deadline, and forgets the jobs that held nothing here
+   * expireSilent stops the held attempts past their deadline and the
+   * (other) attempts of jobs whose JobMaster has been silent past its
+   * deadline, and forgets the jobs that held nothing here
    * for idleJobMemoryMs.
    */
   private expireSilent(): void {
     const now = performance.now();
+    this.scheduleHeld(); // held attempts past their deadline first
     for (const [jobId, j] of this.jobs) {
       if (this.holds(jobId)) {
         j.idleSince = 0;
@@ -971,6 +1138,33 @@ export class Worker {
           }
         }
         return { taskExecutorId: this.id, slotReport: this.slotReport(), tasks };
+      },
+      adoptAttempts: (req) => {
+        const fields: Field[] = [];
+        req.jobs.forEach((e, i) => {
+          for (const f of Worker.jobFields(e.jobId, e.jobMasterToken)) fields.push({ path: `jobs[${i}].${f.path}`, description: f.description });
+          if (e.jobMasterAddress === "") fields.push({ path: `jobs[${i}].job_master_address`, description: "required" });
+        });
+        if (req.jobs.length === 0) fields.push({ path: "jobs", description: "required" });
+        if (fields.length > 0) throw badRequest(fields);
+        this.log(`AdoptAttempts: ${req.jobs.length} jobs`);
+        // A held attempt past its deadline stops before anything is taken.
+        this.scheduleHeld();
+        const jobs: AdoptedJob[] = [];
+        const refused: ItemError[] = [];
+        req.jobs.forEach((e, i) => {
+          const out = create(AdoptedJobSchema, { jobId: e.jobId });
+          jobs.push(out);
+          const token = e.jobMasterToken!;
+          if (!this.adopt(e.jobId, token, e.jobMasterAddress)) {
+            refused.push(itemError(i, staleToken(jobElection(e.jobId), this.jobs.get(e.jobId)?.token)));
+            return;
+          }
+          this.admit(e.jobId);
+          this.adoptHeld(this.job(e.jobId), out, token, e.jobMasterAddress);
+        });
+        this.scheduleHeld(); // the adopted attempts are held no longer
+        return { jobs, refused };
       },
       getTaskOutput: () => {
         throw apiError(ErrorReason.UNIMPLEMENTED, "this TaskExecutor keeps no task output");

@@ -2,15 +2,17 @@
 // reference (Go) TaskExecutor does: the same calls go to a `jobplane
 // taskexecutor` process and to a Worker, and their answers must carry the
 // same code, ErrorInfo (reason and metadata) and typed details, which
-// must also be the ones the contract names.
+// must also be the ones the contract names. For the calls whose answer is
+// compared too (AdoptAttempts), a success must carry the same response.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { toJson, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client as ConnectClient } from "@connectrpc/connect";
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { ErrorInfoSchema, BadRequestSchema } from "../gen/google/rpc/error_details_pb.js";
-import { TaskExecutorService } from "../gen/jobplane/cluster/v1/task_executor_service_pb.js";
+import { AdoptAttemptsResponseSchema, TaskExecutorService, type JobAdoptionSchema } from "../gen/jobplane/cluster/v1/task_executor_service_pb.js";
 import { StaleTokenDetailsSchema } from "../gen/jobplane/v1/error_pb.js";
 import { Worker } from "../src/index.js";
 import { startTaskExecutor, type JobManager } from "./cluster.js";
@@ -27,12 +29,19 @@ interface Answer {
   metadata?: Record<string, string>;
   stale?: { election: string; epoch: string; sessionId: string };
   violations?: string[];
+  /** The response, for a call that returns it as Compared. */
+  body?: JsonValue;
+}
+
+/** Compared is a response to compare beside the code (its JSON, without volatile fields). */
+class Compared {
+  constructor(readonly body: JsonValue) {}
 }
 
 async function answer(call: () => Promise<unknown>): Promise<Answer> {
   try {
-    await call();
-    return { code: "ok" };
+    const r = await call();
+    return r instanceof Compared ? { code: "ok", body: r.body } : { code: "ok" };
   } catch (e) {
     assert.ok(e instanceof ConnectError, `not a ConnectError: ${String(e)}`);
     const info = e.findDetails(ErrorInfoSchema)[0];
@@ -82,6 +91,12 @@ describe("fencing answers of the node Worker and the reference TaskExecutor", { 
     const newer = { sessionId: "jm-new", epoch: 101n };
     const attempt = { vertexId: "v", subtaskIndex: 0, attemptNumber: 0 };
     const signal = AbortSignal.timeout(30_000);
+    // AdoptAttempts, its whole answer compared. (Nothing in it is
+    // volatile: the ItemErrors' metadata names no TaskExecutor.)
+    const adopt = (jobs: MessageInitShape<typeof JobAdoptionSchema>[]) => async (te: TE) =>
+      new Compared(toJson(AdoptAttemptsResponseSchema, await te.adoptAttempts({ jobs }, { signal })));
+    const adoptJob = "parity-adopt";
+    const adoptToken = { sessionId: "jm-adopt", epoch: 7n };
     // Each case, in order, against each TaskExecutor; the first makes the
     // job's JobMaster token 100 (and the ResourceManager's 50) current.
     const cases: [string, (te: TE) => Promise<unknown>, Partial<Answer>][] = [
@@ -133,6 +148,85 @@ describe("fencing answers of the node Worker and the reference TaskExecutor", { 
         "SubmitTask under the formerly current token, now older",
         (te) => te.submitTask({ jobId, jobMasterToken: jm, allocationId: "alloc-0", attempt, invokable: "greet", heartbeatTimeout: durationFromMs(5000) }, { signal }),
         { code: Code.Aborted, reason: "jobplane/STALE_FENCING_TOKEN", stale: { election: "job/" + jobId, epoch: "101", sessionId: "jm-new" } },
+      ],
+      ["AdoptAttempts without entries", adopt([]), { code: Code.InvalidArgument, reason: "jobplane/INVALID_ARGUMENT", violations: ["jobs"] }],
+      [
+        "AdoptAttempts with an entry without address",
+        adopt([{ jobId, jobMasterToken: newer }]),
+        { code: Code.InvalidArgument, reason: "jobplane/INVALID_ARGUMENT", violations: ["jobs[0].job_master_address"] },
+      ],
+      [
+        "AdoptAttempts with a complete entry and an empty one: the whole call refused",
+        adopt([{ jobId, jobMasterToken: newer, jobMasterAddress: nowhere }, {}]),
+        {
+          code: Code.InvalidArgument,
+          reason: "jobplane/INVALID_ARGUMENT",
+          violations: ["jobs[1].job_id", "jobs[1].job_master_token", "jobs[1].job_master_address"],
+        },
+      ],
+      [
+        "AdoptAttempts under a token older than the job's newest: its entry refused",
+        adopt([{ jobId, jobMasterToken: jm, jobMasterAddress: nowhere }]),
+        {
+          code: "ok",
+          body: {
+            jobs: [{ jobId }],
+            refused: [
+              {
+                // index 0: the default, left out of the JSON
+                reason: "ERROR_REASON_STALE_FENCING_TOKEN",
+                message: "stale fencing token for job/" + jobId,
+                metadata: { election: "job/" + jobId, current_epoch: "101", current_session_id: "jm-new" },
+              },
+            ],
+          },
+        },
+      ],
+      [
+        "AdoptAttempts of a job unknown here, under a fresh token: nothing held",
+        adopt([{ jobId: "parity-unknown", jobMasterToken: { sessionId: "jm-u", epoch: 3n }, jobMasterAddress: nowhere }]),
+        { code: "ok", body: { jobs: [{ jobId: "parity-unknown" }] } },
+      ],
+      [
+        "AdoptAttempts of two jobs, the second under an older token: refused by its index",
+        adopt([
+          { jobId: "parity-unknown-2", jobMasterToken: { sessionId: "jm-u2", epoch: 1n }, jobMasterAddress: nowhere },
+          { jobId, jobMasterToken: older, jobMasterAddress: nowhere },
+        ]),
+        {
+          code: "ok",
+          body: {
+            jobs: [{ jobId: "parity-unknown-2" }, { jobId }],
+            refused: [
+              {
+                index: 1,
+                reason: "ERROR_REASON_STALE_FENCING_TOKEN",
+                message: "stale fencing token for job/" + jobId,
+                metadata: { election: "job/" + jobId, current_epoch: "101", current_session_id: "jm-new" },
+              },
+            ],
+          },
+        },
+      ],
+      [
+        "RequestSlot for another job",
+        (te) => te.requestSlot({ resourceManagerToken: rm, slotIndex: 2, allocationId: "alloc-adopt", jobId: adoptJob, jobMasterAddress: nowhere, jobMasterToken: adoptToken }, { signal }),
+        { code: "ok" },
+      ],
+      [
+        "AdoptAttempts of that job under its token: its allocation listed",
+        adopt([{ jobId: adoptJob, jobMasterToken: adoptToken, jobMasterAddress: nowhere }]),
+        { code: "ok", body: { jobs: [{ jobId: adoptJob, allocationIds: ["alloc-adopt"] }] } },
+      ],
+      [
+        "AdoptAttempts of that job under a newer token: its allocation listed",
+        adopt([{ jobId: adoptJob, jobMasterToken: { sessionId: "jm-adopt-2", epoch: 8n }, jobMasterAddress: nowhere }]),
+        { code: "ok", body: { jobs: [{ jobId: adoptJob, allocationIds: ["alloc-adopt"] }] } },
+      ],
+      [
+        "AdoptAttempts of that job, repeated: the same answer",
+        adopt([{ jobId: adoptJob, jobMasterToken: { sessionId: "jm-adopt-2", epoch: 8n }, jobMasterAddress: nowhere }]),
+        { code: "ok", body: { jobs: [{ jobId: adoptJob, allocationIds: ["alloc-adopt"] }] } },
       ],
     ];
     for (const [name, call, want] of cases) {
