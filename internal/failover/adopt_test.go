@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"context"
 	"syscall"
 	"testing"
 	"time"
@@ -54,5 +55,65 @@ func TestAdoptAcrossFailover(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// With a task lease, a leader paused past its session TTL (SIGSTOP) loses
+// the leadership, and the new leader adopts the running attempts; resumed
+// (SIGCONT), the old leader answers nothing as the leader and stops
+// nothing; when the new leader dies in turn, the old one, now a standby,
+// takes the jobs back and adopts them again. No attempt ever starts
+// again.
+func TestAdoptAcrossPause(t *testing.T) {
+	const lease = 30 * time.Second
+	c, cl, l, ids := start(t, localcluster.ProcessClusterConfig{JobManagers: 2, JobManagerArgs: []string{"--task-lease", lease.String()}}, 2)
+	ctx := within(t, 3*phase(t))
+	stopped := time.Now()
+	if err := l.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	next, err := c.WaitLeader(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := waitRunning(ctx, next, ids...); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("SIGSTOP of %s: every job RUNNING under %s after %v", l.Name, next.Name, time.Since(stopped))
+	resumed := time.Now()
+	if err := l.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(ctx, func(ctx context.Context) error {
+		leads, _, err := l.Probe(ctx)
+		if leads {
+			t.Errorf("%s answered as the leader %v after SIGCONT", l.Name, time.Since(resumed))
+			return nil
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitRunning(ctx, next, ids...); err != nil {
+		t.Fatalf("after the old leader resumed: %v", err)
+	}
+	back := time.Now()
+	next.Kill()
+	again, err := c.WaitLeader(ctx, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := waitRunning(ctx, again, ids...); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("SIGKILL of %s: every job RUNNING under %s after %v", next.Name, again.Name, time.Since(back))
+	if time.Since(stopped) >= lease {
+		t.Fatalf("the test outlasted the task lease (%v): a job RUNNING again may have been deployed anew", lease)
+	}
+	finish(t, cl, ids, jobplanev1.JobStatus_JOB_STATUS_CANCELED)
+	for _, iv := range checkAttempts(t, c) {
+		if iv.Start.After(stopped) {
+			t.Errorf("an attempt started after the pause: %v", iv)
+		}
 	}
 }
