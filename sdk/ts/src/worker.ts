@@ -140,11 +140,13 @@ interface JobState {
   /** Since when (performance.now()) the job holds no slot here; 0 while it holds one. */
   idleSince: number;
   /**
-   * The task lease the last heartbeat answer that vouched for the job
-   * granted; 0 for none. With one, the job's attempts stop by contact +
-   * taskLeaseMs (neither the heartbeat timeout nor leaseUntil applies), and
-   * a newer JobMaster holds the older one's attempts instead of canceling
-   * them.
+   * The task lease the current JobMaster granted: in the last heartbeat
+   * answer that vouched for the job, or since, in the answer to an offer
+   * that registered this worker or in a deployment (OfferSlotsResponse,
+   * SubmitTask(s)Request .task_lease); 0 for none. With one, the job's
+   * attempts stop by contact + taskLeaseMs (neither the heartbeat timeout
+   * nor leaseUntil applies), and a newer JobMaster holds the older one's
+   * attempts instead of canceling them.
    */
   taskLeaseMs: number;
   /** The latest deadline (performance.now()) of the attempts the current JobMaster adopted: the job's attempts run at least until then. 0 for none. */
@@ -202,13 +204,15 @@ function ms(d: Duration | undefined): number {
  * heard from for its heartbeat timeout has its attempts canceled and its
  * slots freed.
  *
- * Under a task lease (the JobMaster's heartbeat answers grant one), a
- * newer JobMaster does not cancel the older one's attempts: they keep
- * running, held, until the deadline they had under their own token (which
- * nothing extends), reporting nothing and keeping their slots, for the
- * newer JobMaster to adopt (TaskExecutorService.AdoptAttempts); adopted,
- * they run under the newer token and report there. One that no JobMaster
- * adopts by its deadline is canceled and its slot freed.
+ * Under a task lease (the JobMaster's heartbeat answers grant one, as do,
+ * from the start, its answer to the offer that registered the worker and
+ * its deployments), a newer JobMaster does not cancel the older one's
+ * attempts: they keep running, held, until the deadline they had under
+ * their own token (which nothing extends), reporting nothing and keeping
+ * their slots, for the newer JobMaster to adopt
+ * (TaskExecutorService.AdoptAttempts); adopted, they run under the newer
+ * token and report there. One that no JobMaster adopts by its deadline is
+ * canceled and its slot freed.
  */
 export class Worker {
   /** The TaskExecutor's id. */
@@ -638,21 +642,34 @@ export class Worker {
     if (j && sameToken(j.token, token) && at > j.contact) j.contact = at;
   }
 
-  private registered(jobId: string, token: FencingToken, sent: number, intervalMs: number, timeoutMs: number): void {
+  /**
+   * registered records that the job's JobMaster of token took this
+   * worker's registration (an offer), sent at sent, with its heartbeat
+   * interval and timeout, and the task lease it grants (0 for none): under
+   * one the job's attempts run under the lease from the start.
+   */
+  private registered(jobId: string, token: FencingToken, sent: number, intervalMs: number, timeoutMs: number, leaseMs: number): void {
     if (intervalMs > 0 && (this.hbIntervalMs <= 0 || intervalMs < this.hbIntervalMs)) {
       this.hbIntervalMs = intervalMs;
       this.wakeHeartbeat();
     }
     const j = this.jobs.get(jobId);
     if (!j || !sameToken(j.token, token) || timeoutMs <= 0) return;
+    if (leaseMs > 0) j.taskLeaseMs = leaseMs;
     j.timeoutMs = timeoutMs;
     if (sent > j.contact) j.contact = sent;
   }
 
-  /** followDeployment admits a deployment under token, taking the JobMaster's timeout from it if none is known. */
-  private followDeployment(jobId: string, token: FencingToken | undefined, timeout: Duration | undefined): void {
+  /**
+   * followDeployment admits a deployment under token, taking the
+   * JobMaster's timeout from it if none is known, and the task lease it
+   * carries (if any) while the job holds slots here.
+   */
+  private followDeployment(jobId: string, token: FencingToken | undefined, timeout: Duration | undefined, lease: Duration | undefined): void {
     if (!this.adopt(jobId, token ?? create(FencingTokenSchema), "")) throw staleToken(jobElection(jobId), this.jobs.get(jobId)?.token);
     const j = this.job(jobId);
+    const leaseMs = ms(lease);
+    if (leaseMs > 0 && this.holds(jobId)) j.taskLeaseMs = leaseMs;
     const t = ms(timeout);
     if (t > 0 && this.holds(jobId) && j.timeoutMs <= 0) {
       j.timeoutMs = t;
@@ -752,11 +769,11 @@ export class Worker {
           },
           { signal: AbortSignal.any([this.stopping.signal, AbortSignal.timeout(10_000)]) },
         );
-        this.registered(q.jobId, q.token, sent, ms(resp.heartbeatInterval), ms(resp.heartbeatTimeout));
+        this.registered(q.jobId, q.token, sent, ms(resp.heartbeatInterval), ms(resp.heartbeatTimeout), ms(resp.taskLease));
         for (const a of resp.accepted) accepted.add(a.allocationId);
         if (resp.deployments.length > 0) {
           try {
-            this.followDeployment(q.jobId, q.token, resp.heartbeatTimeout);
+            this.followDeployment(q.jobId, q.token, resp.heartbeatTimeout, resp.taskLease);
             for (const d of resp.deployments) {
               try {
                 this.deploy(this.submitRequest(q.jobId, q.token, d));
@@ -1073,7 +1090,7 @@ export class Worker {
       submitTask: (req) => {
         const fields = [...Worker.jobFields(req.jobId, req.jobMasterToken), ...Worker.taskFields("", req.allocationId, req.attempt, req.invokable)];
         if (fields.length > 0) throw badRequest(fields);
-        this.followDeployment(req.jobId, req.jobMasterToken, req.heartbeatTimeout);
+        this.followDeployment(req.jobId, req.jobMasterToken, req.heartbeatTimeout, req.taskLease);
         this.deploy(req);
         return {};
       },
@@ -1081,7 +1098,7 @@ export class Worker {
         const fields = Worker.jobFields(req.jobId, req.jobMasterToken);
         req.tasks.forEach((d, i) => fields.push(...Worker.taskFields(`tasks[${i}].`, d.allocationId, d.attempt, d.invokable)));
         if (fields.length > 0) throw badRequest(fields);
-        this.followDeployment(req.jobId, req.jobMasterToken, req.heartbeatTimeout);
+        this.followDeployment(req.jobId, req.jobMasterToken, req.heartbeatTimeout, req.taskLease);
         const refused: ItemError[] = [];
         req.tasks.forEach((d, i) => {
           try {

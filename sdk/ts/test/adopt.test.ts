@@ -5,18 +5,27 @@
 // newer token (the older token is refused for it from then on, and its
 // state is reported to the adopter under the newer token), and a held
 // attempt that no JobMaster adopts stops when its lease ends. Without a
-// task lease a newer JobMaster cancels the attempt, as before.
+// task lease a newer JobMaster cancels the attempt, as before. A lease
+// that comes with the answer to the worker's offer (the registration) or
+// with a deployment holds the attempt from the start: before any heartbeat
+// was answered.
 
 import assert from "node:assert/strict";
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { after, afterEach, describe, test } from "node:test";
-import { toJson } from "@bufbuild/protobuf";
+import { create, toJson } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client as ConnectClient, type ConnectRouter } from "@connectrpc/connect";
 import { connectNodeAdapter, createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { JobMasterService } from "../gen/jobplane/cluster/v1/job_master_service_pb.js";
-import { AdoptAttemptsResponseSchema, AdoptedJobSchema, TaskExecutorService } from "../gen/jobplane/cluster/v1/task_executor_service_pb.js";
+import {
+  AdoptAttemptsResponseSchema,
+  AdoptedJobSchema,
+  TaskDeploymentSchema,
+  TaskExecutorService,
+  type TaskDeployment,
+} from "../gen/jobplane/cluster/v1/task_executor_service_pb.js";
 import { ErrorReason } from "../gen/jobplane/v1/error_pb.js";
 import { ExecutionState } from "../gen/jobplane/v1/execution_pb.js";
 import { Worker, reasonOf, type Task } from "../src/index.js";
@@ -34,6 +43,10 @@ interface FakeJobMaster {
   url: string;
   /** The task lease each heartbeat answer grants; 0 for none. */
   taskLeaseMs: number;
+  /** The task lease each OfferSlots answer grants; 0 for none. */
+  offerTaskLeaseMs: number;
+  /** The deployments each OfferSlots answer carries (under the offer's token). */
+  offerDeployments: TaskDeployment[];
   /** While false, heartbeats are answered UNAVAILABLE. */
   answering: boolean;
   /** The heartbeats answered so far. */
@@ -47,12 +60,18 @@ interface FakeJobMaster {
 
 async function startJobMaster(taskLeaseMs: number): Promise<FakeJobMaster> {
   const sessions = new Set<http2.ServerHttp2Session>();
-  const fake: FakeJobMaster = { url: "", taskLeaseMs, answering: true, answered: 0, offers: 0, reports: [], close: async () => {} };
+  const fake: FakeJobMaster = { url: "", taskLeaseMs, offerTaskLeaseMs: 0, offerDeployments: [], answering: true, answered: 0, offers: 0, reports: [], close: async () => {} };
   const routes = (router: ConnectRouter) =>
     router.service(JobMasterService, {
       offerSlots: (req) => {
         fake.offers++;
-        return { accepted: req.offers, heartbeatTimeout: durationFromMs(1000), heartbeatInterval: durationFromMs(100) };
+        return {
+          accepted: req.offers,
+          heartbeatTimeout: durationFromMs(1000),
+          heartbeatInterval: durationFromMs(100),
+          deployments: fake.offerDeployments,
+          taskLease: fake.offerTaskLeaseMs > 0 ? durationFromMs(fake.offerTaskLeaseMs) : undefined,
+        };
       },
       heartbeatFromTaskExecutor: () => {
         if (!fake.answering) throw new ConnectError("not answering", Code.Unavailable);
@@ -233,4 +252,105 @@ describe("adoption under a task lease with the node worker", { timeout: 120_000 
     assert.equal(resp.jobs.length, 1);
     assert.deepEqual(resp.jobs[0].attempts, []);
   });
+});
+
+/** Where the lease comes from, in the cases below, and how the attempt is deployed. */
+interface LeaseSource {
+  name: string;
+  /** Sets up the fake JobMaster's OfferSlots answers before the slot is offered. */
+  offer(fake: FakeJobMaster): void;
+  /** Deploys the attempt under the older token unless the offer's answer did. */
+  deploy?(te: TE, signal: AbortSignal): Promise<unknown>;
+}
+
+const lease = durationFromMs(30_000);
+const deployment = create(TaskDeploymentSchema, { allocationId: "a", attempt, invokable: "hold" });
+const sources: LeaseSource[] = [
+  {
+    name: "the answer to the offer that registered the worker (OfferSlotsResponse.task_lease)",
+    offer: (fake) => (fake.offerTaskLeaseMs = 30_000),
+    deploy: (te, signal) =>
+      te.submitTask({ jobId: "j", jobMasterToken: older, allocationId: "a", attempt, invokable: "hold", heartbeatTimeout: durationFromMs(1000) }, { signal }),
+  },
+  {
+    name: "an offer's answer that carries the deployment",
+    offer: (fake) => {
+      fake.offerTaskLeaseMs = 30_000;
+      fake.offerDeployments = [deployment];
+    },
+  },
+  {
+    name: "SubmitTaskRequest.task_lease",
+    offer: () => {},
+    deploy: (te, signal) =>
+      te.submitTask(
+        { jobId: "j", jobMasterToken: older, allocationId: "a", attempt, invokable: "hold", heartbeatTimeout: durationFromMs(1000), taskLease: lease },
+        { signal },
+      ),
+  },
+  {
+    name: "SubmitTasksRequest.task_lease",
+    offer: () => {},
+    deploy: async (te, signal) => {
+      const r = await te.submitTasks({ jobId: "j", jobMasterToken: older, tasks: [deployment], heartbeatTimeout: durationFromMs(1000), taskLease: lease }, { signal });
+      assert.deepEqual(r.refused, []);
+    },
+  },
+];
+
+describe("a task lease from the registration or a deployment, before any heartbeat answer", { timeout: 120_000 }, () => {
+  afterEach(async () => {
+    for (const c of cleanups.splice(0)) await c();
+  });
+
+  for (const src of sources) {
+    test(`the lease of ${src.name} holds the attempt for a newer JobMaster`, { timeout: 60_000 }, async () => {
+      const signal = AbortSignal.timeout(50_000);
+      // Heartbeats grant no task lease, and none is answered at all: the
+      // lease comes only with the offer's answer or the deployment.
+      const fake = await startJobMaster(0);
+      fake.answering = false;
+      src.offer(fake);
+      const worker = new Worker({ hastore: nowhere, slots: 2, cancelGraceMs: 1000 });
+      const runs: Task[] = [];
+      worker.register("hold", async (task) => {
+        runs.push(task);
+        await waitFor("the attempt's cancellation", () => task.signal.aborted, 60_000);
+      });
+      await worker.start();
+      const sm = new Http2SessionManager(worker.address);
+      const te = createClient(TaskExecutorService, createConnectTransport({ baseUrl: worker.address, httpVersion: "2", sessionManager: sm }));
+      cleanups.push(async () => {
+        sm.abort();
+        await worker.stop();
+        await fake.close();
+      });
+      await te.requestSlot(
+        { resourceManagerToken: rm, slotIndex: 0, allocationId: "a", jobId: "j", jobMasterAddress: fake.url, jobMasterToken: older },
+        { signal },
+      );
+      await waitFor("the slot's offer", () => fake.offers > 0);
+      await src.deploy?.(te, signal);
+      await waitFor("the attempt to run", () => runs.length === 1);
+      const task = runs[0];
+
+      await newerJobMaster(te, signal);
+      assert.equal(worker.jobMasterToken("j")?.epoch, 2n);
+      assert.equal(fake.answered, 0, "a heartbeat was answered");
+      // Past the heartbeat timeout (1 s): held under the 30 s lease, not stopped.
+      await sleep(1500);
+      assert.equal(task.signal.aborted, false, "the older JobMaster's attempt was canceled as a newer one appeared, under the lease of " + src.name);
+      assert.equal(await slotOf(te, signal), "a");
+
+      const resp = await adopt(te, fake.url, newer, signal);
+      assert.deepEqual(resp.refused, []);
+      assert.equal(resp.jobs.length, 1);
+      assert.deepEqual(resp.jobs[0].allocationIds, ["a"]);
+      assert.equal(resp.jobs[0].attempts.length, 1);
+      assert.equal(resp.jobs[0].attempts[0].status?.state, ExecutionState.RUNNING);
+      assert.equal(resp.jobs[0].attempts[0].deployedUnder?.epoch, 1n);
+      assert.equal(task.signal.aborted, false, "the adopted attempt stopped");
+      assert.equal(fake.answered, 0, "a heartbeat was answered");
+    });
+  }
 });
