@@ -278,6 +278,8 @@ func terminalStatus(s jobplanev1.JobStatus) bool {
 	return false
 }
 
+// terminalAfterTheResult: a client sees a job globally terminal only once
+// the job's result is durable (its dirty result write took effect).
 func terminalAfterTheResult(tr *trace) []string {
 	var out []string
 	for _, id := range tr.order {
