@@ -57,6 +57,9 @@ func TestDocsBufCurl(t *testing.T) {
 		t.Skip("runs the docs' commands against a server process")
 	}
 	cluster := localcluster.NewStandalone(t, "--task-executors", "1")
+	// The overview counts the TaskExecutor once it has registered, which
+	// a loaded machine may delay past the server's first answer.
+	cluster.WaitTaskExecutor(t, "noop")
 	out := runDoc(t, docBlock(t, "clients:buf-curl"), cluster.URL())
 	wantAll(t, "clients:buf-curl", out,
 		`"taskExecutorCount":1`,         // curl, Connect JSON
@@ -82,6 +85,7 @@ func TestDocsGRPC(t *testing.T) {
 		t.Skip("runs examples/grpcclient against a server process")
 	}
 	cluster := localcluster.NewStandalone(t, "--task-executors", "1")
+	cluster.WaitTaskExecutor(t, "noop") // it prints the TaskExecutors registered
 	out := runDoc(t, "go run ./examples/grpcclient", cluster.URL())
 	wantAll(t, "examples/grpcclient", out, "1 TaskExecutors", "grpc-hello JOB_STATUS_FINISHED")
 }
