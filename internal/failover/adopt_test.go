@@ -22,7 +22,7 @@ func TestAdoptAcrossFailover(t *testing.T) {
 		sig  syscall.Signal
 	}{{"SIGKILL", syscall.SIGKILL}, {"SIGTERM", syscall.SIGTERM}} {
 		t.Run(tc.name, func(t *testing.T) {
-			const lease = 30 * time.Second // longer than the test waits: a job RUNNING again was adopted
+			const lease = time.Minute // longer than the test waits: a job RUNNING again was adopted
 			c, cl, l, ids := start(t, localcluster.ProcessClusterConfig{JobManagers: 2, JobManagerArgs: []string{"--task-lease", lease.String()}}, 2)
 			changed := time.Now()
 			if err := l.Signal(tc.sig); err != nil {
@@ -65,7 +65,7 @@ func TestAdoptAcrossFailover(t *testing.T) {
 // takes the jobs back and adopts them again. No attempt ever starts
 // again.
 func TestAdoptAcrossPause(t *testing.T) {
-	const lease = 30 * time.Second
+	const lease = time.Minute
 	c, cl, l, ids := start(t, localcluster.ProcessClusterConfig{JobManagers: 2, JobManagerArgs: []string{"--task-lease", lease.String()}}, 2)
 	ctx := within(t, 3*phase(t))
 	stopped := time.Now()
