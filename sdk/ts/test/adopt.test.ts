@@ -113,14 +113,11 @@ interface Setup {
 const cleanups: (() => Promise<void>)[] = [];
 
 /**
- * setup runs an attempt of job "j" under JobMaster token 1 on a fresh
- * Worker, with a fake JobMaster whose answers grant taskLeaseMs, and waits
- * until two heartbeat answers came after the attempt started.
+ * startWorker starts a Worker of two slots whose function "hold" runs until
+ * its attempt is canceled, and a client of it; both end with the test.
  */
-async function setup(taskLeaseMs: number, signal: AbortSignal): Promise<Setup> {
-  const fake = await startJobMaster(taskLeaseMs);
-  const logs: string[] = [];
-  const worker = new Worker({ hastore: nowhere, slots: 2, cancelGraceMs: 1000, log: (l) => logs.push(l) });
+async function startWorker(fake: FakeJobMaster, logs?: string[]): Promise<{ worker: Worker; te: TE; runs: Task[] }> {
+  const worker = new Worker({ hastore: nowhere, slots: 2, cancelGraceMs: 1000, ...(logs ? { log: (l: string) => logs.push(l) } : {}) });
   const runs: Task[] = [];
   worker.register("hold", async (task) => {
     runs.push(task);
@@ -134,6 +131,18 @@ async function setup(taskLeaseMs: number, signal: AbortSignal): Promise<Setup> {
     await worker.stop();
     await fake.close();
   });
+  return { worker, te, runs };
+}
+
+/**
+ * setup runs an attempt of job "j" under JobMaster token 1 on a fresh
+ * Worker, with a fake JobMaster whose answers grant taskLeaseMs, and waits
+ * until two heartbeat answers came after the attempt started.
+ */
+async function setup(taskLeaseMs: number, signal: AbortSignal): Promise<Setup> {
+  const fake = await startJobMaster(taskLeaseMs);
+  const logs: string[] = [];
+  const { worker, te, runs } = await startWorker(fake, logs);
   await te.requestSlot({ resourceManagerToken: rm, slotIndex: 0, allocationId: "a", jobId: "j", jobMasterAddress: fake.url, jobMasterToken: older }, { signal });
   await waitFor("the slot's offer", () => fake.offers > 0);
   await te.submitTask({ jobId: "j", jobMasterToken: older, allocationId: "a", attempt, invokable: "hold", heartbeatTimeout: durationFromMs(1000) }, { signal });
@@ -311,20 +320,7 @@ describe("a task lease from the registration or a deployment, before any heartbe
       const fake = await startJobMaster(0);
       fake.answering = false;
       src.offer(fake);
-      const worker = new Worker({ hastore: nowhere, slots: 2, cancelGraceMs: 1000 });
-      const runs: Task[] = [];
-      worker.register("hold", async (task) => {
-        runs.push(task);
-        await waitFor("the attempt's cancellation", () => task.signal.aborted, 60_000);
-      });
-      await worker.start();
-      const sm = new Http2SessionManager(worker.address);
-      const te = createClient(TaskExecutorService, createConnectTransport({ baseUrl: worker.address, httpVersion: "2", sessionManager: sm }));
-      cleanups.push(async () => {
-        sm.abort();
-        await worker.stop();
-        await fake.close();
-      });
+      const { worker, te, runs } = await startWorker(fake);
       await te.requestSlot(
         { resourceManagerToken: rm, slotIndex: 0, allocationId: "a", jobId: "j", jobMasterAddress: fake.url, jobMasterToken: older },
         { signal },
