@@ -340,10 +340,10 @@ func (te *TaskExecutor) adoptLocked(jobID string, t election.Token, address stri
 	case t.Epoch < j.token.Epoch:
 		return j.token, false
 	case t.Epoch > j.token.Epoch:
-		if !j.token.IsZero() {
+		held := te.keepForAdoptionLocked(jobID, j)
+		if !j.token.IsZero() && len(held) == 0 {
 			te.log.Info("newer JobMaster; canceling the older one's attempts", "job", jobID, "old", j.token, "new", t)
 		}
-		held := te.keepForAdoptionLocked(jobID, j)
 		for _, s := range te.slots {
 			if s.jobID != jobID || held[s] {
 				continue
