@@ -90,6 +90,9 @@ func (c OpenConfig) clientConfig() etcdmember.ClientConfig {
 // returns, so that a TLS, authentication or permission failure shows
 // here, as an error that names the endpoints and the user.
 //
+// A store on an embedded member revokes, before it returns, the sessions
+// that the process before it on DataDir opened (see SessionsFileName).
+//
 // A store on a member of a cluster of embedded members is a client of
 // that member's client URL (over gRPC on its listener, as another process
 // would be), not of the member in-process: a member cut off from its
@@ -179,6 +182,7 @@ func Open(ctx context.Context, cfg OpenConfig) (*Store, error) {
 	}
 	if member != nil {
 		store.closers = append(store.closers, member.Close)
+		store.revokePredecessors(ctx, cfg.DataDir)
 	}
 	return store, nil
 }

@@ -56,6 +56,11 @@ func (s *Store) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (has
 		end:         end,
 		candidacies: make(map[string]bool),
 	}
+	if own := s.own; own != nil && !cfg.ManualKeepAlive {
+		if err := own.add(grant.ID); err != nil {
+			s.log.Warn("cannot record the session in the data directory; a restart on it will wait for the session's TTL", "file", own.path, "err", err)
+		}
+	}
 	sess.validity = hastore.NewValidity(sent, sess.ttl, sess.lapsed)
 	context.AfterFunc(sctx, sess.validity.Stop)
 	go sess.renew()
@@ -195,6 +200,9 @@ func (s *etcdSession) Close(ctx context.Context) error {
 	s.end(hastore.ErrSessionEnded)
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return unavailable(ctx, err)
+	}
+	if s.store.own != nil {
+		s.store.own.remove(s.lease) // gone: nothing left to revoke after a restart
 	}
 	return nil
 }

@@ -81,6 +81,8 @@ type Store struct {
 	leaders map[hastore.Fence]*localLeader // leaderships held through this store
 	manual  map[*etcdSession]struct{}      // sessions with an expiry timer
 
+	own *ownSessions // of a store on an embedded member: SessionsFileName
+
 	closers []func() error // what Open started, closed in order by Close
 
 	// jobManagerLed is signaled (without blocking) when a leadership of
