@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk"
 	"github.com/jobplane/jobplane/server/localcluster"
 )
@@ -45,7 +46,6 @@ func TestMeasureAdoption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
 	var ids []string
 	for i := range *adoptJobs {
 		id := fmt.Sprintf("adopt-%d", i)
@@ -104,5 +104,71 @@ func TestMeasureAdoption(t *testing.T) {
 	t.Logf("task restarts: %d (attempts started after the jobs first ran, of %d)", restarted, len(ivs))
 	if restarted > 0 {
 		t.Errorf("%d tasks started again across the changes of leader; want 0", restarted)
+	}
+}
+
+var pauseRounds = flag.Int("pause.rounds", 0, "TestMeasurePause: SIGSTOP rounds of each length (0 skips it)")
+
+// TestMeasurePause pauses the leader (SIGSTOP) for half, twice and ten
+// times the session TTL, -pause.rounds times each, with jobs running
+// under a task lease, then resumes it (SIGCONT); it fails on any task
+// that started again, any two attempts of a subtask that overlapped, and
+// any answer as leader from a process paused past its TTL once another
+// leads:
+//
+//	go test -run TestMeasurePause -v -timeout 2h ./internal/failover/ -args -pause.rounds=20
+func TestMeasurePause(t *testing.T) {
+	if *pauseRounds <= 0 || testing.Short() {
+		t.Skip("set -pause.rounds to measure pauses")
+	}
+	const lease = time.Minute // longer than the longest pause and its takeover
+	c, cl, l, ids := start(t, localcluster.ProcessClusterConfig{JobManagers: 2, JobManagerArgs: []string{"--task-lease", lease.String()}}, 4)
+	first := time.Now()
+	answered, changes := 0, 0
+	for _, factor := range []float64{0.5, 2, 10} {
+		pause := time.Duration(factor * float64(ttl(t)))
+		var back []time.Duration
+		for round := range *pauseRounds {
+			ctx := within(t, pause+phase(t))
+			if err := l.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(pause) // the pause is the scenario's input
+			if err := l.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			resumed := time.Now()
+			next, err := c.WaitLeader(ctx)
+			if err != nil {
+				t.Fatalf("%v pause, round %d: %v", pause, round, err)
+			}
+			if next != l {
+				changes++
+				// The paused process lost its lease: never an answer as leader.
+				if leads, _, _ := l.Probe(ctx); leads {
+					answered++
+					t.Errorf("%v pause, round %d: %s answered as the leader after SIGCONT while %s leads", pause, round, l.Name, next.Name)
+				}
+			}
+			if err := waitRunning(ctx, next, ids...); err != nil {
+				t.Fatalf("%v pause, round %d: %v", pause, round, err)
+			}
+			back = append(back, time.Since(resumed))
+			l = next
+		}
+		m, x := summary(back)
+		t.Logf("SIGSTOP for %v (%.1f× the TTL), %d rounds: every job running under the leader %v (median) and %v (max) after SIGCONT", pause, factor, len(back), m, x)
+	}
+	finish(t, cl, ids, jobplanev1.JobStatus_JOB_STATUS_CANCELED)
+	ivs := checkAttempts(t, c) // fails on overlapping attempts
+	restarted := 0
+	for _, iv := range ivs {
+		if iv.Start.After(first) {
+			restarted++
+		}
+	}
+	t.Logf("leader changes %d, answers as leader from a deposed paused process %d, task restarts %d (of %d attempts)", changes, answered, restarted, len(ivs))
+	if restarted > 0 {
+		t.Errorf("%d tasks started again across the pauses; want 0", restarted)
 	}
 }

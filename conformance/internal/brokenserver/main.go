@@ -89,6 +89,8 @@ func run(mode, jobplane, hastoreURL, listen, dataDir string) error {
 	args := []string{"jobmanager", "--hastore", "http://" + haLn.Addr().String(),
 		"--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--session-ttl", "3s",
 		"--heartbeat-interval", "300ms", "--heartbeat-timeout", "1800ms"}
+	// "no-adoption" is the child as it is: without a task lease, running
+	// attempts stop with their JobMaster and are deployed again.
 	if mode == "hoard-slots" {
 		// Jobs keep the idle slots they hold while they wait for more.
 		// The case catches that only if the TaskExecutors still hold

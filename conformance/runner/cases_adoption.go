@@ -1,0 +1,219 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"time"
+
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
+)
+
+// FeatureAdoption: a JobMaster that takes a job over adopts the attempts
+// the TaskExecutors still run (TaskExecutorService.AdoptAttempts under a
+// task lease) instead of deploying them again.
+const FeatureAdoption = "supports_adoption"
+
+var adoptionRequires = []string{FeatureResourceManager, FeatureFailover, featureRunnerStarts, FeatureAdoption}
+
+var adoptionCases = []Case{
+	{Name: "adoption/leader-killed", Requires: adoptionRequires, Instances: 2,
+		Doc: "SIGKILL of the leader while a job's two subtasks run: the standby adopts both running attempts instead of deploying them again (one deployment and one start per subtask), and the job finishes", Run: func(t *T) {
+			t.adoptAcross(t.killLeader)
+		}},
+	{Name: "adoption/graceful-handoff", Requires: adoptionRequires, Instances: 2,
+		Doc: "SIGTERM of the leader while a job's two subtasks run: the standby adopts both running attempts (one deployment and one start per subtask), and the job finishes", Run: func(t *T) {
+			t.adoptAcross(func(leader *serverProc) {
+				if !leader.stop() {
+					t.Errorf("the leader did not exit within 10s of SIGTERM (killed); expected a graceful stop")
+				}
+			})
+		}},
+	{Name: "adoption/paused-leader", Requires: adoptionRequires, Instances: 2,
+		Doc: "SIGSTOP of the leader past its session's TTL while a job's two subtasks run, then SIGCONT: the standby adopts both attempts, the old leader's token is refused for them at their TaskExecutors, they keep running, and the job finishes with one start per subtask", Run: adoptPausedLeader},
+	{Name: "adoption/finished-in-the-gap", Requires: adoptionRequires, Instances: 1,
+		Doc: "SIGKILL of the only instance while a job's two subtasks run; one finishes before the restarted instance leads: it counts as finished (never deployed again), the other is adopted, and the job finishes", Run: finishedInTheGap},
+}
+
+// gateGraph is one vertex of n "gate" subtasks that run until the case
+// opens gate: nothing of the job has ended while they run.
+func gateGraph(n int32, gate string) *jobplanev1.JobGraph {
+	return &jobplanev1.JobGraph{Name: "gate", Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "gate", Parallelism: n,
+		Config: map[string]string{"gate": gate}}}}
+}
+
+// adoptAcross runs a job of two gate subtasks on the leader of two
+// instances, ends the leader with end, and checks that the standby
+// adopts the running attempts: it deploys nothing of the job, each
+// subtask started once, and the job finishes.
+func (t *T) adoptAcross(end func(leader *serverProc)) {
+	id := t.job("j")
+	t.mustSubmit(id, gateGraph(2, id))
+	t.waitRunning(id, 2)
+	old := t.leaderOf(election.Job(id))
+	leader, standby := t.leaderProc()
+	if standby == nil {
+		t.Fatalf("no standby instance running; expected 2 instances")
+	}
+	end(leader)
+	info := t.regrant(id, old.Token)
+	t.waitAdopted(id, info.Token)
+	t.env.open(id)
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("job ended %v (%s); expected FINISHED", r.GetStatus(), r.GetFailure().GetMessage())
+	}
+	t.ranOnce(id, 2)
+}
+
+// waitAdopted waits until the job's new JobMaster (token now) has asked a
+// TaskExecutor for what it holds of the job: AdoptAttempts, or any call
+// that moves the TaskExecutor to the new token (which ends the old
+// token's standing there). An implementation that adopts some other way
+// still makes some call under the new token before the attempts end.
+func (t *T) waitAdopted(id string, now election.Token) {
+	if !t.wait(30*time.Second, func() bool {
+		for _, e := range t.events(id, "") {
+			if e.Token == now && e.Source != "store" && e.Source != "client" {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Errorf("no call to a TaskExecutor under the job's new token %s within 30s of its grant; expected the new JobMaster to find the running attempts (AdoptAttempts)", now)
+	}
+}
+
+// ranOnce checks that each of the job's subtasks was deployed once and
+// started once: the attempts running when the leader changed were
+// adopted, not deployed again.
+func (t *T) ranOnce(id string, subtasks int) {
+	deployed, started := map[string]int{}, map[string]int{}
+	for _, e := range t.events(id, "") {
+		subtask, _, _ := strings.Cut(e.Attempt, "#")
+		switch e.Op {
+		case "SubmitTask":
+			deployed[subtask]++
+		case "attempt-start":
+			started[subtask]++
+		}
+	}
+	if len(started) != subtasks {
+		t.Errorf("subtasks started: %v; expected %d subtasks", started, subtasks)
+	}
+	for subtask, n := range started {
+		if n != 1 || deployed[subtask] != 1 {
+			t.Errorf("subtask %s was deployed %d times and started %d times; expected once each: an attempt that runs on when its JobMaster changes is adopted by the new one, not deployed again", subtask, deployed[subtask], n)
+		}
+	}
+}
+
+// adoptPausedLeader pauses the leader until the standby has taken the
+// job over and adopted its attempts, resumes it, and checks that the old
+// token is refused for the adopted attempts, which run on.
+func adoptPausedLeader(t *T) {
+	id := t.job("j")
+	t.mustSubmit(id, gateGraph(2, id))
+	t.waitRunning(id, 2)
+	old := t.leaderOf(election.Job(id))
+	leader, standby := t.leaderProc()
+	if standby == nil {
+		t.Fatalf("no standby instance running; expected 2 instances")
+	}
+	leader.signal(syscall.SIGSTOP)
+	resumed := false
+	defer func() {
+		if !resumed {
+			leader.signal(syscall.SIGCONT)
+		}
+	}()
+	info := t.regrant(id, old.Token)
+	t.waitAdopted(id, info.Token)
+	leader.signal(syscall.SIGCONT)
+	resumed = true
+	// Where each attempt runs, as its TaskExecutor logged the start.
+	for _, e := range t.events(id, "attempt-start") {
+		te := t.env.taskExecutor(e.Source)
+		if te == nil {
+			continue
+		}
+		a := attemptID(e.Attempt)
+		client := clusterv1connect.NewTaskExecutorServiceClient(t.env.http, te.url)
+		ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
+		_, err := client.CancelTask(ctx, &clusterv1.CancelTaskRequest{JobId: id, JobMasterToken: protoToken(old.Token), Attempt: a})
+		cancel()
+		if err == nil {
+			t.Errorf("CancelTask of %s with the old leader's token %s succeeded at %s; expected it refused (STALE_FENCING_TOKEN): the new JobMaster adopted the attempt under its token %s", e.Attempt, old.Token, e.Source, info.Token)
+		}
+	}
+	if evs := t.events(id, "attempt-stop"); len(evs) > 0 {
+		t.Errorf("%v before the job's gate opened; expected the adopted attempts to run on", evs[0])
+	}
+	t.env.open(id)
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("job ended %v (%s); expected FINISHED", r.GetStatus(), r.GetFailure().GetMessage())
+	}
+	t.ranOnce(id, 2)
+}
+
+// finishedInTheGap kills the only instance while a job's two subtasks
+// run, lets one finish while no JobMaster listens, restarts the instance,
+// and checks that the finished attempt counts as it would have: not
+// deployed again; the other is adopted.
+func finishedInTheGap(t *T) {
+	id := t.job("j")
+	first, second := id+"-first", id+"-second"
+	g := &jobplanev1.JobGraph{Name: "two-gates", Vertices: []*jobplanev1.JobVertex{
+		{Id: "first", Invokable: "gate", Parallelism: 1, Config: map[string]string{"gate": first}},
+		{Id: "second", Invokable: "gate", Parallelism: 1, Config: map[string]string{"gate": second}},
+	}}
+	t.mustSubmit(id, g)
+	t.waitRunning(id, 2)
+	old := t.leaderOf(election.Job(id))
+	leader, _ := t.leaderProc()
+	t.killLeader(leader)
+	t.env.open(first)
+	t.setup(func() {
+		if !t.wait(30*time.Second, func() bool { return len(t.events(id, "attempt-stop")) > 0 }) {
+			t.Fatalf("the first subtask did not stop within 30s of its gate opening")
+		}
+	})
+	if _, err := t.env.startServer(0); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	info := t.regrant(id, old.Token)
+	t.waitAdopted(id, info.Token)
+	t.env.open(second)
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("job ended %v (%s); expected FINISHED", r.GetStatus(), r.GetFailure().GetMessage())
+	}
+	t.ranOnce(id, 2)
+}
+
+// taskExecutor returns the runner's TaskExecutor with the id, or nil.
+func (e *env) taskExecutor(id string) *taskExec {
+	for _, te := range e.tes {
+		if te.id == id {
+			return te
+		}
+	}
+	return nil
+}
+
+// attemptID parses an attempt key, vertex/subtask#attempt (attemptKey).
+func attemptID(key string) *jobplanev1.ExecutionAttemptId {
+	var (
+		vertex           string
+		subtask, attempt int32
+	)
+	i, j := strings.LastIndexByte(key, '/'), strings.LastIndexByte(key, '#')
+	if i < 0 || j < i {
+		return &jobplanev1.ExecutionAttemptId{VertexId: key}
+	}
+	vertex = key[:i]
+	_, _ = fmt.Sscanf(key[i+1:], "%d#%d", &subtask, &attempt)
+	return &jobplanev1.ExecutionAttemptId{VertexId: vertex, SubtaskIndex: subtask, AttemptNumber: attempt}
+}
