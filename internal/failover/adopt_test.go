@@ -117,3 +117,16 @@ func TestAdoptAcrossPause(t *testing.T) {
 		}
 	}
 }
+
+// A job's first JobMaster, in the term of the jobmanager leadership that
+// took the job's submission, has no predecessor to adopt from and
+// deploys at once, even where the plan's write and the job's leadership
+// are two calls (jobmanagers on a `jobplane hastore`, over
+// HAStoreService). Under an hour's task lease, a JobMaster that looked
+// for attempts to adopt would leave the job waiting for the hour.
+func TestFirstJobMasterDeploysAtOnce(t *testing.T) {
+	const lease = time.Hour
+	begin := time.Now()
+	start(t, localcluster.ProcessClusterConfig{JobManagers: 1, EmbeddedStore: true, JobManagerArgs: []string{"--task-lease", lease.String()}}, 2)
+	t.Logf("2 jobs submitted and running under a task lease of %v after %v", lease, time.Since(begin))
+}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -116,7 +117,8 @@ type JobManager struct {
 	rmClient   clusterv1connect.ResourceManagerServiceClient
 
 	mu      sync.Mutex
-	session hastore.Session // the current session; set by Run
+	session hastore.Session     // the current session; set by Run
+	leading *hastore.Leadership // the jobmanager leadership of the current term, or nil
 	health  Endpoint        // where leader-only services' health goes; set by Mount
 }
 
@@ -345,6 +347,22 @@ func (jm *JobManager) currentSession() hastore.Session {
 // process's session and runs the job's JobMaster while it leads.
 func (j jobs) NewRunner(plan *hastorev1.ExecutionPlan, recovered bool, granted *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 	jm := j.jm
+	// Whether a JobMaster of the job adopts its predecessor's attempts
+	// (with a task lease): every one does, but the first of a job
+	// submitted in this term of the jobmanager leadership while that term
+	// certainly holds. No other JobMaster of such a job can have run: its
+	// plan was created in this term (a plan from before it would have
+	// been recovered), and only a leader of jobmanager starts JobMasters.
+	// Such a first JobMaster deploys at once rather than waiting out the
+	// lease for attempts that cannot exist.
+	jm.mu.Lock()
+	term := jm.leading
+	jm.mu.Unlock()
+	var started atomic.Bool
+	adopt := func() bool {
+		first := !started.Swap(true)
+		return recovered || !first || term == nil || !term.Valid()
+	}
 	return runner.New(runner.Config{
 		JobID: plan.GetJobId(), Session: jm.currentSession(), Store: jm.cfg.Store, Address: jm.clusterAddress(), Router: jm.router, Logger: jm.log,
 		Recovered: recovered, Granted: granted,
@@ -353,7 +371,7 @@ func (j jobs) NewRunner(plan *hastorev1.ExecutionPlan, recovered bool, granted *
 				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: l.Token(), Valid: l.Valid, Address: jm.clusterAddress(), Router: jm.router,
 				ResourceManager: jm.rmClient, SubmitTime: plan.GetSubmitTime().AsTime(),
 				HeartbeatInterval: jm.cfg.HeartbeatInterval, HeartbeatTimeout: jm.cfg.HeartbeatTimeout,
-				TaskLease: jm.cfg.TaskLease, Adopt: l != granted,
+				TaskLease: jm.cfg.TaskLease, Adopt: adopt(),
 				SlotTimeout: jm.cfg.SlotTimeout, SlotYield: jm.cfg.SlotYield, Clock: jm.cfg.Clock, OnStatus: onStatus, Logger: jm.log,
 				Trace: trace.SpanContextFromContext(ctx),
 			})
@@ -412,6 +430,9 @@ func (jm *JobManager) lead(ctx context.Context, sess hastore.Session) {
 			return
 		}
 		jm.log.Info("leadership granted", "token", l.Token(), "address", jm.cfg.Address)
+		jm.mu.Lock()
+		jm.leading = l
+		jm.mu.Unlock()
 		jm.setServing(true)
 		telemetry.LeaderChanged(ctx, true)
 		lctx := l.Context()
@@ -437,6 +458,9 @@ func (jm *JobManager) lead(ctx context.Context, sess hastore.Session) {
 		jm.setServing(false)
 		<-done
 		<-done
+		jm.mu.Lock()
+		jm.leading = nil
+		jm.mu.Unlock()
 		jm.log.Info("leadership ended", "token", l.Token(), "cause", context.Cause(lctx))
 		telemetry.LeaderChanged(ctx, false)
 		select {
