@@ -389,36 +389,87 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
+	// Each job's plan and cancel flag are read ahead, recoveryReads at a
+	// time, and the jobs start in the listed order as their reads come
+	// in: with thousands of jobs, one read after another would keep the
+	// last job waiting for seconds.
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	reads := d.readAhead(rctx, ids, func(id string) bool {
 		d.mu.Lock()
+		defer d.mu.Unlock()
 		_, known := ld.jobs[id]
-		d.mu.Unlock()
-		if known {
-			continue // it has a result: never run again
+		return known // it has a result: never run again
+	})
+	for i, id := range ids {
+		r := reads[i]
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		plan, err := d.cfg.Store.GetExecutionPlan(ctx, id)
-		if errors.Is(err, hastore.ErrPlanNotFound) {
+		switch {
+		case r.skip || errors.Is(r.err, hastore.ErrPlanNotFound):
 			continue
+		case r.err != nil:
+			return r.err
 		}
-		if err != nil {
-			return err
-		}
-		canceled, err := d.cfg.Store.CancelRequested(ctx, id)
-		if err != nil {
-			return err
-		}
-		d.log.Info("recovering a job", "job", id, "cancel_requested", canceled)
-		j := newJob(plan)
+		d.log.Info("recovering a job", "job", id, "cancel_requested", r.canceled)
+		j := newJob(r.plan)
 		d.mu.Lock()
 		ld.jobs[id] = j
 		_ = d.admitLocked(ld, j, false)
-		err = d.startLocked(ld, j, plan, true, canceled, nil)
+		err = d.startLocked(ld, j, r.plan, true, r.canceled, nil)
 		d.mu.Unlock()
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// recoveryReads bounds the store reads of a recovery in flight at once.
+const recoveryReads = 32
+
+// planRead is what recovery reads of one listed job.
+type planRead struct {
+	done     chan struct{} // closed once the fields below are set
+	skip     bool          // the job is known; nothing was read
+	plan     *hastorev1.ExecutionPlan
+	canceled bool
+	err      error
+}
+
+// readAhead reads, recoveryReads at a time, the plan and cancel flag of
+// each listed job that known does not skip, until ctx ends.
+func (d *Dispatcher) readAhead(ctx context.Context, ids []string, known func(string) bool) []*planRead {
+	reads := make([]*planRead, len(ids))
+	for i := range reads {
+		reads[i] = &planRead{done: make(chan struct{})}
+	}
+	go func() {
+		sem := make(chan struct{}, recoveryReads)
+		for i, id := range ids {
+			r := reads[i]
+			if known(id) {
+				r.skip = true
+				close(r.done)
+				continue
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return // the recovery returned; nobody waits for the rest
+			}
+			go func() {
+				defer func() { <-sem; close(r.done) }()
+				if r.plan, r.err = d.cfg.Store.GetExecutionPlan(ctx, id); r.err == nil {
+					r.canceled, r.err = d.cfg.Store.CancelRequested(ctx, id)
+				}
+			}()
+		}
+	}()
+	return reads
 }
 
 func closedChan() chan struct{} {
