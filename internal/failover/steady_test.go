@@ -17,7 +17,10 @@ import (
 	"github.com/jobplane/jobplane/server/localcluster"
 )
 
-var steadyFor = flag.Duration("steady.duration", 0, "how long TestSteadyLeadership runs, half idle and half busy, and strictly: no task may be stopped either (0: 20s, and stopped tasks are only logged; `make soak` runs 10m)")
+var (
+	steadyFor   = flag.Duration("steady.duration", 0, "how long TestSteadyLeadership runs, half idle and half busy, and strictly: no task may be stopped either (0: 20s, and stopped tasks are only logged; `make soak` runs 10m)")
+	steadyLease = flag.Duration("steady.task-lease", 0, "TestSteadyLeadership: the jobmanagers' --task-lease (0: none, the default)")
+)
 
 // On the default timings, a healthy cluster never changes its leader:
 // three etcd members, two jobmanagers and two TaskExecutors, first idle
@@ -36,7 +39,11 @@ func TestSteadyLeadership(t *testing.T) {
 	if !strict {
 		d, edit = 20*time.Second, restarting
 	}
-	c, cl, leader, ids := startJobs(t, localcluster.ProcessClusterConfig{JobManagers: 2}, 1, edit)
+	cfg := localcluster.ProcessClusterConfig{JobManagers: 2}
+	if *steadyLease > 0 {
+		cfg.JobManagerArgs = []string{"--task-lease", steadyLease.String()}
+	}
+	c, cl, leader, ids := startJobs(t, cfg, 1, edit)
 	begin := time.Now()
 
 	// Idle: nothing but the long job and the heartbeats. The wait is the
