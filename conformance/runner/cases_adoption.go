@@ -51,18 +51,18 @@ func gateGraph(n int32, gate string) *jobplanev1.JobGraph {
 // adopts the running attempts: it deploys nothing of the job, each
 // subtask started once, and the job finishes.
 func (t *T) adoptAcross(end func(leader *serverProc)) {
-	id := t.job("j")
-	t.mustSubmit(id, gateGraph(2, id))
-	t.waitRunning(id, 2)
-	old := t.leaderOf(election.Job(id))
-	leader, standby := t.leaderProc()
-	if standby == nil {
-		t.Fatalf("no standby instance running; expected 2 instances")
-	}
+	id, old, leader := t.runningBesideStandby(gateGraph)
 	end(leader)
-	info := t.regrant(id, old.Token)
+	t.adoptedAndFinished(id, old.Token, id)
+}
+
+// adoptedAndFinished waits for the job's leadership after old and its
+// new JobMaster's adoption, opens gate, and checks that the job finishes
+// with each of its two subtasks deployed and started once.
+func (t *T) adoptedAndFinished(id string, old election.Token, gate string) {
+	info := t.regrant(id, old)
 	t.waitAdopted(id, info.Token)
-	t.env.open(id)
+	t.env.open(gate)
 	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Errorf("job ended %v (%s); expected FINISHED", r.GetStatus(), r.GetFailure().GetMessage())
 	}
@@ -115,14 +115,7 @@ func (t *T) ranOnce(id string, subtasks int) {
 // job over and adopted its attempts, resumes it, and checks that the old
 // token is refused for the adopted attempts, which run on.
 func adoptPausedLeader(t *T) {
-	id := t.job("j")
-	t.mustSubmit(id, gateGraph(2, id))
-	t.waitRunning(id, 2)
-	old := t.leaderOf(election.Job(id))
-	leader, standby := t.leaderProc()
-	if standby == nil {
-		t.Fatalf("no standby instance running; expected 2 instances")
-	}
+	id, old, leader := t.runningBesideStandby(gateGraph)
 	leader.signal(syscall.SIGSTOP)
 	resumed := false
 	defer func() {
@@ -184,13 +177,7 @@ func finishedInTheGap(t *T) {
 	if _, err := t.env.startServer(0); err != nil {
 		t.Fatalf("restart: %v", err)
 	}
-	info := t.regrant(id, old.Token)
-	t.waitAdopted(id, info.Token)
-	t.env.open(second)
-	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
-		t.Errorf("job ended %v (%s); expected FINISHED", r.GetStatus(), r.GetFailure().GetMessage())
-	}
-	t.ranOnce(id, 2)
+	t.adoptedAndFinished(id, old.Token, second)
 }
 
 // taskExecutor returns the runner's TaskExecutor with the id, or nil.

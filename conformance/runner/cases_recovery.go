@@ -254,6 +254,21 @@ func cancelSurvivesFailover(t *T) {
 	}
 }
 
+// runningBesideStandby submits graph(2, id) for a new job id, waits until
+// two of its attempts run, and returns the id, the job's leader and the
+// instance that leads, checking that another one stands by.
+func (t *T) runningBesideStandby(graph func(n int32, gate string) *jobplanev1.JobGraph) (id string, old election.Leader, leader *serverProc) {
+	id = t.job("j")
+	t.mustSubmit(id, graph(2, id))
+	t.waitRunning(id, 2)
+	old = t.leaderOf(election.Job(id))
+	leader, standby := t.leaderProc()
+	if standby == nil {
+		t.Fatalf("no standby instance running; expected 2 instances")
+	}
+	return id, old, leader
+}
+
 // killLeader SIGKILLs the leading instance and ends its session in the
 // store at once, as the session's TTL would a while later: a standby or a
 // restarted instance can lead without waiting the TTL out.
@@ -270,14 +285,7 @@ func (t *T) killLeader(leader *serverProc) {
 // end, and checks that the standby recovers the job under its id with a
 // token of its own session and finishes it.
 func (t *T) handoff(end func(leader *serverProc)) {
-	id := t.job("j")
-	t.mustSubmit(id, gatedGraph(2, id))
-	t.waitRunning(id, 2)
-	old := t.leaderOf(election.Job(id))
-	leader, standby := t.leaderProc()
-	if standby == nil {
-		t.Fatalf("no standby instance running; expected 2 instances")
-	}
+	id, old, leader := t.runningBesideStandby(gatedGraph)
 	end(leader)
 	info := t.regrant(id, old.Token)
 	if info.Token.SessionID == old.Token.SessionID {
