@@ -144,9 +144,10 @@ test-ts: bins ## the TypeScript SDK's tests (sdk/ts, node's test runner) against
 	JOBPLANE_BIN='$(CURDIR)/bin/jobplane' npm test --prefix sdk/ts
 
 .PHONY: soak
-soak: ## the chaos loop of real processes (200 cycles or 20 minutes, CHAOS_OUT=dir keeps the history of a failure), then 10 minutes of a steady cluster on the default timings
+soak: ## the chaos loop of real processes (200 cycles or 20 minutes, CHAOS_OUT=dir keeps the history of a failure), then 10 minutes of a steady cluster on the default timings, and 10 more with a task lease
 	$(GO) test -race -count=1 -timeout 30m -run TestChaos ./internal/chaos -chaos.cycles=200 -chaos.duration=20m -v
 	$(GO) test -race -count=1 -timeout 20m -run TestSteadyLeadership ./internal/failover -steady.duration=10m -v
+	$(GO) test -race -count=1 -timeout 20m -run TestSteadyLeadership ./internal/failover -steady.duration=10m -steady.task-lease=1m -v
 
 .PHONY: conformance
 conformance: bins ## build the reference server and store and run the conformance runner against both
