@@ -119,7 +119,7 @@ type JobManager struct {
 	mu      sync.Mutex
 	session hastore.Session     // the current session; set by Run
 	leading *hastore.Leadership // the jobmanager leadership of the current term, or nil
-	health  Endpoint        // where leader-only services' health goes; set by Mount
+	health  Endpoint            // where leader-only services' health goes; set by Mount
 }
 
 // Defaults of Config's timings, chosen from measurement
