@@ -411,22 +411,18 @@ var mutants = []Mutant{
 		Name: "recovery/cancel-request-ignored",
 		Doc:  "A recovered job whose cancellation was requested is run normally instead of ended CANCELED without deploying anything (CancelJob: an acknowledged cancellation survives a change of leader; RequestJobCancel).",
 		File: "server/internal/dispatcher/dispatcher.go",
-		Old:  `		err = d.startLocked(ld, j, plan, true, canceled, nil)`,
-		New:  `		err = d.startLocked(ld, j, plan, true, false, nil)`,
+		Old:  `		err = d.startLocked(ld, j, r.plan, true, r.canceled, nil)`,
+		New:  `		err = d.startLocked(ld, j, r.plan, true, false, nil)`,
 	},
 	{
 		Name: "recovery/unreadable-plan-skipped",
 		Doc:  "A plan that recovery cannot read (a transient store error) is skipped instead of failing the recovery, so an acknowledged job is never run while this leader leads (recovery: every persisted plan without a result is recovered; no acknowledged submission lost).",
 		File: "server/internal/dispatcher/dispatcher.go",
-		Old: `		plan, err := d.cfg.Store.GetExecutionPlan(ctx, id)
-		if errors.Is(err, hastore.ErrPlanNotFound) {
-			continue
-		}`,
-		New: `		plan, err := d.cfg.Store.GetExecutionPlan(ctx, id)
-		if err != nil {
-			d.log.Warn("skipping a plan that cannot be read", "job", id, "err", err)
-			continue
-		}`,
+		Old: `		case r.skip || errors.Is(r.err, hastore.ErrPlanNotFound):
+			continue`,
+		New: `		case r.skip || r.err != nil:
+			d.log.Warn("skipping a plan that cannot be read", "job", id, "err", r.err)
+			continue`,
 	},
 	{
 		Name: "recovery/plans-short-page-is-last",
