@@ -1,12 +1,12 @@
 package jobmaster
 
 import (
-	"context"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
 )
 
@@ -32,7 +32,9 @@ const adoptingKey = "(adopting)"
 // beginAdoption makes every subtask an orphan until it is found or the
 // task lease has passed.
 func (jm *JobMaster) beginAdoption() {
+	jm.adoptMu.Lock()
 	jm.adoptAsked = map[string]bool{}
+	jm.adoptMu.Unlock()
 	for ev := range jm.graph.Subtasks() {
 		jm.orphan(int32(ev), 0, adoptingKey)
 	}
@@ -71,33 +73,36 @@ func (jm *JobMaster) orphanedOn(executor string) int32 {
 	return n
 }
 
-// adoptFrom asks a TaskExecutor that follows the job here for the
-// attempts it holds of it, once while the JobMaster adopts.
-func (jm *JobMaster) adoptFrom(id, address string) {
+// claimAdoption returns the job's entry of an AdoptAttempts request to
+// TaskExecutor id if the JobMaster is to ask it now what it holds of the
+// job: once while it adopts (again after a failed call). Safe from any
+// goroutine: the Router asks every adopting JobMaster of a TaskExecutor
+// in one call (Router.adopt).
+func (jm *JobMaster) claimAdoption(id string) *clusterv1.JobAdoption {
+	jm.adoptMu.Lock()
+	defer jm.adoptMu.Unlock()
 	if !jm.adopting.Load() || jm.adoptAsked[id] {
-		return
+		return nil
 	}
 	jm.adoptAsked[id] = true
-	client := jm.cfg.Router.registered(id, address, jm.cfg.JobID, jm.cfg.Token)
-	req := &clusterv1.AdoptAttemptsRequest{Jobs: []*clusterv1.JobAdoption{{
-		JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), JobMasterAddress: jm.cfg.Address,
-	}}}
-	jm.goRPC(func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		resp, err := client.AdoptAttempts(ctx, req)
-		jm.post(func() {
-			switch {
-			case err != nil:
-				jm.log.Warn("AdoptAttempts failed; asking again at its next heartbeat", "task_executor", id, "err", err)
-				delete(jm.adoptAsked, id)
-			case len(resp.GetRefused()) > 0 || len(resp.GetJobs()) != 1:
-				jm.log.Warn("AdoptAttempts refused", "task_executor", id, "refused", resp.GetRefused())
-			default:
-				jm.adopted(id, address, resp.GetJobs()[0])
-			}
-		})
-	})
+	return &clusterv1.JobAdoption{JobId: jm.cfg.JobID, JobMasterToken: protoToken(jm.cfg.Token), JobMasterAddress: jm.cfg.Address}
+}
+
+// adoptAnswer takes TaskExecutor id's answer to the job's entry of an
+// AdoptAttempts call: what it holds of the job, its refusal, or the
+// call's error (asked again at its next heartbeat).
+func (jm *JobMaster) adoptAnswer(id, address string, held *clusterv1.AdoptedJob, refused *jobplanev1.ItemError, err error) {
+	switch {
+	case err != nil:
+		jm.log.Warn("AdoptAttempts failed; asking again at its next heartbeat", "task_executor", id, "err", err)
+		jm.adoptMu.Lock()
+		delete(jm.adoptAsked, id)
+		jm.adoptMu.Unlock()
+	case refused != nil:
+		jm.log.Warn("AdoptAttempts refused", "task_executor", id, "refused", refused)
+	default:
+		jm.adopted(id, address, held)
+	}
 }
 
 // adopted takes what a TaskExecutor holds of the job as this JobMaster's:

@@ -216,7 +216,8 @@ type JobMaster struct {
 	// predecessor's attempts (read by the Router); adoptAsked are the
 	// TaskExecutors asked meanwhile.
 	adopting   atomic.Bool
-	adoptAsked map[string]bool
+	adoptMu    sync.Mutex
+	adoptAsked map[string]bool // guarded by adoptMu
 }
 
 // task is the runtime of an execution vertex's current attempt; the

@@ -2,6 +2,7 @@ package jobmaster
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -395,10 +396,57 @@ func (r *Router) HeartbeatFromTaskExecutor(_ context.Context, req *clusterv1.Hea
 	for _, jm := range releases {
 		jm.post(func() { jm.released(id) })
 	}
-	for _, jm := range adopters {
-		jm.post(func() { jm.adoptFrom(id, address) })
+	if len(adopters) > 0 {
+		r.adopt(id, address, adopters)
 	}
 	return resp, nil
+}
+
+// adoptBatch bounds the jobs of one AdoptAttempts call.
+const adoptBatch = 256
+
+// adopt asks TaskExecutor id what it holds of each job whose JobMaster
+// adopts and has not asked it yet: in one AdoptAttempts call for up to
+// adoptBatch jobs, rather than one call per job. Each JobMaster takes its
+// entry of the answer on its own goroutine.
+func (r *Router) adopt(id, address string, adopters []*JobMaster) {
+	var (
+		asking []*JobMaster
+		req    = &clusterv1.AdoptAttemptsRequest{}
+		client *executorClient
+	)
+	for _, jm := range adopters {
+		if a := jm.claimAdoption(id); a != nil {
+			client = r.registered(id, address, jm.cfg.JobID, jm.cfg.Token)
+			asking, req.Jobs = append(asking, jm), append(req.Jobs, a)
+		}
+	}
+	for len(asking) > 0 {
+		n := min(len(asking), adoptBatch)
+		batch, breq := asking[:n], &clusterv1.AdoptAttemptsRequest{Jobs: req.GetJobs()[:n]}
+		asking, req.Jobs = asking[n:], req.GetJobs()[n:]
+		// The call runs as one of the JobMasters' calls: it ends with that
+		// JobMaster, and the others ask again at the next heartbeat.
+		batch[0].goRPC(func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			resp, err := client.AdoptAttempts(ctx, breq)
+			if err == nil && len(resp.GetJobs()) != len(batch) {
+				err = fmt.Errorf("AdoptAttempts answered %d entries for %d jobs", len(resp.GetJobs()), len(batch))
+			}
+			refused := map[int32]*jobplanev1.ItemError{}
+			for _, e := range resp.GetRefused() {
+				refused[e.GetIndex()] = e
+			}
+			for i, jm := range batch {
+				var held *clusterv1.AdoptedJob
+				if err == nil {
+					held = resp.GetJobs()[i]
+				}
+				jm.post(func() { jm.adoptAnswer(id, address, held, refused[int32(i)], err) })
+			}
+		})
+	}
 }
 
 func tokenOf(t *jobplanev1.FencingToken) election.Token {
