@@ -29,11 +29,8 @@ func TestAdoptAcrossFailover(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := within(t, phase(t))
-			next, err := c.WaitLeader(ctx, l)
+			next, err := leadsRunning(ctx, c, ids, l)
 			if err != nil {
-				t.Fatal(err)
-			}
-			if err := waitRunning(ctx, next, ids...); err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("%s of %s: every job RUNNING again under %s after %v (task lease %v)", tc.name, l.Name, next.Name, time.Since(changed), lease)
@@ -72,11 +69,8 @@ func TestAdoptAcrossPause(t *testing.T) {
 	if err := l.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	next, err := c.WaitLeader(ctx, l)
+	next, err := leadsRunning(ctx, c, ids, l)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := waitRunning(ctx, next, ids...); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("SIGSTOP of %s: every job RUNNING under %s after %v", l.Name, next.Name, time.Since(stopped))
@@ -99,11 +93,8 @@ func TestAdoptAcrossPause(t *testing.T) {
 	}
 	back := time.Now()
 	next.Kill()
-	again, err := c.WaitLeader(ctx, next)
+	again, err := leadsRunning(ctx, c, ids, next)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := waitRunning(ctx, again, ids...); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("SIGKILL of %s: every job RUNNING under %s after %v", next.Name, again.Name, time.Since(back))

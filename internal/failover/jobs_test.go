@@ -42,6 +42,16 @@ func jobState(ctx context.Context, jm *localcluster.JobManagerProcess, jobID str
 	return resp.GetJob().GetSummary().GetStatus(), running, total, nil
 }
 
+// leadsRunning waits for a leader, not one of not, and until it reports
+// every one of the jobs running, and returns it.
+func leadsRunning(ctx context.Context, c *localcluster.ProcessCluster, ids []string, not ...*localcluster.JobManagerProcess) (*localcluster.JobManagerProcess, error) {
+	l, err := c.WaitLeader(ctx, not...)
+	if err != nil {
+		return nil, err
+	}
+	return l, waitRunning(ctx, l, ids...)
+}
+
 // waitRunning waits until the jobmanager reports every one of the jobs
 // RUNNING with all its subtasks RUNNING, or ctx ends.
 func waitRunning(ctx context.Context, jm *localcluster.JobManagerProcess, jobIDs ...string) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -182,7 +183,8 @@ func Open(ctx context.Context, cfg OpenConfig) (*Store, error) {
 	}
 	if member != nil {
 		store.closers = append(store.closers, member.Close)
-		store.revokePredecessors(ctx, cfg.DataDir)
+		store.own = &ownSessions{path: filepath.Join(cfg.DataDir, SessionsFileName)}
+		store.revokePredecessors(ctx)
 	}
 	return store, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +12,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/jobplane/jobplane/server/internal/atomicfile"
 )
 
 // SessionsFileName is the file in an embedded member's data directory
@@ -60,30 +61,14 @@ func (o *ownSessions) writeLocked() error {
 	for _, id := range o.live {
 		fmt.Fprintf(&b, "%x\n", int64(id))
 	}
-	tmp := o.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(b.String())
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, o.path)
-	}
-	return err
+	return atomicfile.Write(o.path, []byte(b.String()), 0o600)
 }
 
-// revokePredecessors revokes the sessions the file lists, which are the
-// previous process's (the caller holds the directory's lock), and empties
-// the file. It gives up on a lease etcd cannot revoke in time: that one
-// expires by its TTL.
-func (s *Store) revokePredecessors(ctx context.Context, dir string) {
-	s.own = &ownSessions{path: filepath.Join(dir, SessionsFileName)}
+// revokePredecessors revokes the sessions s.own's file lists, which are
+// the previous process's (the caller holds the directory's lock), and
+// empties the file. It gives up on a lease etcd cannot revoke in time:
+// that one expires by its TTL.
+func (s *Store) revokePredecessors(ctx context.Context) {
 	b, err := os.ReadFile(s.own.path)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {

@@ -21,6 +21,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/jobplane/jobplane/server/internal/atomicfile"
 )
 
 // The files of a CA directory (see CA.Write and LoadCA).
@@ -219,33 +221,13 @@ func WriteKeyPair(dir, name string, certPEM, keyPEM []byte) (certFile, keyFile s
 		return "", "", err
 	}
 	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
-	if err := writeAtomic(keyFile, keyPEM, 0o600); err != nil {
+	if err := atomicfile.Write(keyFile, keyPEM, 0o600); err != nil {
 		return "", "", err
 	}
-	if err := writeAtomic(certFile, certPEM, 0o644); err != nil {
+	if err := atomicfile.Write(certFile, certPEM, 0o644); err != nil {
 		return "", "", err
 	}
 	return certFile, keyFile, nil
-}
-
-func writeAtomic(name string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), name)
 }
 
 func newSerial() (*big.Int, error) {

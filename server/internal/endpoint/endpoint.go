@@ -10,7 +10,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"github.com/jobplane/jobplane/sdk/wire/transport"
+	"github.com/jobplane/jobplane/server/internal/atomicfile"
 )
 
 // DefaultMaxRequestBytes is the default of Config.MaxRequestBytes: 4 MiB.
@@ -192,7 +192,7 @@ func Listen(cfg Config, log *slog.Logger) (*Endpoint, error) {
 		return nil, fmt.Errorf("endpoint: %w", err)
 	}
 	if cfg.AddrFile != "" {
-		if err := writeFileAtomic(cfg.AddrFile, []byte(ln.Addr().String()+"\n")); err != nil {
+		if err := atomicfile.Write(cfg.AddrFile, []byte(ln.Addr().String()+"\n"), 0o644); err != nil {
 			ln.Close()
 			return nil, fmt.Errorf("endpoint: write address file: %w", err)
 		}
@@ -382,13 +382,3 @@ func (e *Endpoint) run(ctx context.Context) error {
 
 // Close releases the listener of an endpoint whose Run was never called.
 func (e *Endpoint) Close() error { return errors.Join(e.listener.Close(), e.closeCluster()) }
-
-// writeFileAtomic writes data to a temporary file beside name and renames
-// it into place, so a reader never sees a partial address.
-func writeFileAtomic(name string, data []byte) error {
-	tmp := name + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, name)
-}

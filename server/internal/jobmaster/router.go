@@ -412,25 +412,24 @@ const adoptBatch = 256
 func (r *Router) adopt(id, address string, adopters []*JobMaster) {
 	var (
 		asking []*JobMaster
-		req    = &clusterv1.AdoptAttemptsRequest{}
+		claims []*clusterv1.JobAdoption
 		client *executorClient
 	)
 	for _, jm := range adopters {
 		if a := jm.claimAdoption(id); a != nil {
 			client = r.registered(id, address, jm.cfg.JobID, jm.cfg.Token)
-			asking, req.Jobs = append(asking, jm), append(req.Jobs, a)
+			asking, claims = append(asking, jm), append(claims, a)
 		}
 	}
-	for len(asking) > 0 {
-		n := min(len(asking), adoptBatch)
-		batch, breq := asking[:n], &clusterv1.AdoptAttemptsRequest{Jobs: req.GetJobs()[:n]}
-		asking, req.Jobs = asking[n:], req.GetJobs()[n:]
+	for from := 0; from < len(asking); from += adoptBatch {
+		to := min(from+adoptBatch, len(asking))
+		batch, req := asking[from:to], &clusterv1.AdoptAttemptsRequest{Jobs: claims[from:to]}
 		// The call runs as one of the JobMasters' calls: it ends with that
 		// JobMaster, and the others ask again at the next heartbeat.
 		batch[0].goRPC(func(ctx context.Context) {
 			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			resp, err := client.AdoptAttempts(ctx, breq)
+			resp, err := client.AdoptAttempts(ctx, req)
 			if err == nil && len(resp.GetJobs()) != len(batch) {
 				err = fmt.Errorf("AdoptAttempts answered %d entries for %d jobs", len(resp.GetJobs()), len(batch))
 			}
