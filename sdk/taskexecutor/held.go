@@ -34,14 +34,17 @@ func heldLocked(s *slot, j *job) bool {
 	return s.task != nil && !s.task.heldUntil.IsZero() && s.task.token != j.token
 }
 
-// keepForAdoptionLocked, called as a newer JobMaster of the job appears, holds the
-// attempts of the current one if it granted a task lease, until the
-// job's deadline now; it returns the slots held, those held for an older
-// one included. te.mu must be held.
+// keepForAdoptionLocked, called as a newer JobMaster of the job appears,
+// holds the attempts of the current one if it granted a task lease (or
+// adopted them), until the job's deadline now; it returns the slots held,
+// those held for an older one included. te.mu must be held.
 func (te *TaskExecutor) keepForAdoptionLocked(jobID string, j *job) map[*slot]bool {
 	held := map[*slot]bool{}
 	until := time.Time{}
-	if j.taskLease > 0 {
+	// Attempts this JobMaster adopted run as long as they were held, even
+	// before it granted a lease of its own (its first heartbeat answer
+	// may come later than the adoption).
+	if j.taskLease > 0 || !j.adoptedUntil.IsZero() {
 		if d := te.deadlineLocked(j); d.After(time.Now()) {
 			until = d
 		}

@@ -167,3 +167,26 @@ func stopped(t *testing.T, log *syncBuffer) bool {
 	}
 	return false
 }
+
+// An adopted attempt runs as long as it was held, even before its
+// adopting JobMaster answered a heartbeat (which grants a lease of its
+// own): when a yet newer JobMaster appears meanwhile, the attempt is held
+// again for it, not canceled, and it adopts it in turn.
+func TestAdoptedAttemptIsHeldBeforeItsLease(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	jm, client, log, _ := heldSetup(ctx, t, 30*time.Second)
+	newerJobMaster(ctx, t, client)
+	// Adopted by a JobMaster that never answers a heartbeat.
+	const silent = "http://127.0.0.1:1"
+	if resp, err := adopt(ctx, client, silent, 2); err != nil || len(resp.GetJobs()[0].GetAttempts()) != 1 {
+		t.Fatalf("AdoptAttempts under epoch 2 = %v, %v; want the attempt", resp, err)
+	}
+	resp, err := adopt(ctx, client, jm, 3)
+	if err != nil || len(resp.GetRefused()) > 0 || len(resp.GetJobs()[0].GetAttempts()) != 1 {
+		t.Fatalf("AdoptAttempts under epoch 3 = %v, %v; want the attempt adopted again", resp, err)
+	}
+	if stopped(t, log) {
+		t.Fatalf("the adopted attempt stopped as a newer JobMaster appeared: %+v", log.records(t))
+	}
+}

@@ -314,8 +314,12 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	// leads, runs the Dispatcher and the ResourceManager.
 	c.jobManager = jm.Run
 
-	for range cfg.TaskExecutors {
-		if err := c.addTaskExecutor(); err != nil {
+	ids, err := taskExecutorIDs(cfg.Store.DataDir, cfg.TaskExecutors)
+	if err != nil {
+		return nil, fmt.Errorf("standalone: TaskExecutor ids: %w", err)
+	}
+	for _, id := range ids {
+		if err := c.addTaskExecutor(id); err != nil {
 			return nil, fmt.Errorf("standalone: TaskExecutor: %w", err)
 		}
 	}
@@ -350,12 +354,13 @@ func (c *Cluster) endpointConfig(listen, addrFile string) endpoint.Config {
 	}
 }
 
-// addTaskExecutor builds a TaskExecutor on a loopback endpoint of its own.
-func (c *Cluster) addTaskExecutor() error {
+// addTaskExecutor builds TaskExecutor id ("": a random one) on a
+// loopback endpoint of its own.
+func (c *Cluster) addTaskExecutor(id string) error {
 	te, err := component.NewTaskExecutor(component.TaskExecutorConfig{
 		Endpoint: c.endpointConfig("127.0.0.1:0", ""),
 		TaskExecutor: taskexecutor.Config{
-			Slots: c.cfg.Slots, Store: c.store, HTTPClient: c.newClient(), ClientOptions: endpoint.ClientOptions(),
+			ID: id, Slots: c.cfg.Slots, Store: c.store, HTTPClient: c.newClient(), ClientOptions: endpoint.ClientOptions(),
 			Invokables: c.cfg.Invokables, AllowExec: c.cfg.AllowExec, Exec: c.cfg.Exec, CancelGrace: c.cfg.CancelGrace, AttemptLog: c.cfg.AttemptLog, Logger: c.log,
 		},
 	})

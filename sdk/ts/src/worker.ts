@@ -500,13 +500,14 @@ export class Worker {
   /**
    * keepForAdoption, called as a newer JobMaster of the job appears (before
    * it becomes the job's), holds the attempts of the current one if it
-   * granted a task lease, until the job's deadline now (if still to come);
+   * granted a task lease (or adopted them: they run as long as they were
+   * held, even before its first heartbeat answer grants a lease), until the job's deadline now (if still to come);
    * it returns the slots held, those held for an older one included.
    */
   private keepForAdoption(jobId: string, j: JobState): Set<Slot> {
     const held = new Set<Slot>();
     let until = 0;
-    if (j.taskLeaseMs > 0) {
+    if (j.taskLeaseMs > 0 || j.adoptedUntil !== 0) {
       const d = this.deadline(j);
       if (d > performance.now()) until = d;
     }

@@ -198,6 +198,7 @@ func New(cfg Config) (*JobManager, error) {
 	jm := &JobManager{cfg: cfg, log: cfg.Logger}
 	jm.router = jobmaster.NewRouter(jobmaster.RouterConfig{
 		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, HTTPClient: cfg.HTTPClient, TaskLease: cfg.TaskLease,
+		Members: func() (map[string]string, bool) { return jm.rm.Members() },
 		LeaderAddress: func(ctx context.Context, jobID string) string {
 			info, err := cfg.Store.Leader(ctx, election.Job(jobID))
 			if err != nil {
@@ -216,8 +217,12 @@ func New(cfg Config) (*JobManager, error) {
 		},
 	})
 	var err error
+	// A store that keeps the TaskExecutor membership lets an adopting
+	// JobMaster end its adoption once every member answered.
+	members, _ := cfg.Store.(hastore.Members)
 	jm.rm, err = resourcemanager.New(resourcemanager.Config{
 		HTTPClient: cfg.HTTPClient, HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, Logger: cfg.Logger,
+		Members: members, TaskLease: cfg.TaskLease,
 	})
 	if err != nil {
 		return nil, err

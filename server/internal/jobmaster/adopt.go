@@ -29,28 +29,57 @@ import (
 // adoptingKey is the executor of the "not yet found" orphans.
 const adoptingKey = "(adopting)"
 
-// beginAdoption makes every subtask an orphan until it is found or the
-// task lease has passed.
+// beginAdoption makes every subtask an orphan until it is found, or
+// until every member TaskExecutor answered (RouterConfig.Members), or
+// the task lease has passed.
 func (jm *JobMaster) beginAdoption() {
 	jm.adoptMu.Lock()
 	jm.adoptAsked = map[string]bool{}
 	jm.adoptMu.Unlock()
+	jm.adoptAnswered = map[string]bool{}
 	for ev := range jm.graph.Subtasks() {
 		jm.orphan(int32(ev), 0, adoptingKey)
 	}
 	jm.adopting.Store(true)
-	cutoff := time.Now()
 	wait := jm.cfg.TaskLease + jm.stopMargin()
 	jm.log.Info("looking for the previous JobMaster's attempts to adopt", "lease", jm.cfg.TaskLease)
+	jm.cfg.Router.adoptionBegan(jm)
 	jm.cfg.Router.after(wait, func() {
-		jm.post(func() {
-			jm.adopting.Store(false)
-			found := jm.graph.Subtasks() - int(jm.orphanedOn(adoptingKey))
-			jm.resolveOn(adoptingKey, cutoff)
-			jm.log.Info("adoption over; deploying what no TaskExecutor holds", "adopted_or_ended", found, "subtasks", jm.graph.Subtasks())
-			jm.progress()
-		})
+		jm.post(func() { jm.endAdoption("the task lease has passed") })
 	})
+}
+
+// endAdoption deploys what no TaskExecutor holds: once every member
+// answered, or the task lease has passed since the adoption began.
+func (jm *JobMaster) endAdoption(why string) {
+	if !jm.adopting.Load() {
+		return
+	}
+	jm.adopting.Store(false)
+	jm.cfg.Router.adoptionEnded(jm)
+	found := jm.graph.Subtasks() - int(jm.orphanedOn(adoptingKey))
+	jm.resolveOn(adoptingKey, time.Now())
+	jm.log.Info("adoption over; deploying what no TaskExecutor holds", "why", why, "adopted_or_ended", found, "subtasks", jm.graph.Subtasks())
+	jm.progress()
+}
+
+// adoptionAnswered ends the adoption if every member TaskExecutor has
+// answered AdoptAttempts for the job. Each answer moved the job to this
+// JobMaster's token there, so that no older JobMaster can deploy on it
+// any more, and listed all it holds of the job; every TaskExecutor on
+// which any JobMaster deployed is a member (it was recorded before its
+// registration was answered, and stays one until its lease has ended).
+// A subtask none of them listed runs nowhere.
+func (jm *JobMaster) adoptionAnswered(members map[string]string) {
+	if !jm.adopting.Load() {
+		return
+	}
+	for id := range members {
+		if !jm.adoptAnswered[id] {
+			return
+		}
+	}
+	jm.endAdoption("every member TaskExecutor answered")
 }
 
 // taskLease is the task lease to grant with a registration or a
@@ -101,7 +130,11 @@ func (jm *JobMaster) adoptAnswer(id, address string, held *clusterv1.AdoptedJob,
 	case refused != nil:
 		jm.log.Warn("AdoptAttempts refused", "task_executor", id, "refused", refused)
 	default:
+		jm.adoptAnswered[id] = true
 		jm.adopted(id, address, held)
+		if members, ok := jm.cfg.Router.members(); ok {
+			jm.adoptionAnswered(members)
+		}
 	}
 }
 
@@ -109,8 +142,8 @@ func (jm *JobMaster) adoptAnswer(id, address string, held *clusterv1.AdoptedJob,
 // its allocations as slots, its attempts as deployed there, each in the
 // state it listed.
 func (jm *JobMaster) adopted(id, address string, held *clusterv1.AdoptedJob) {
-	if jm.status != jobstatus.Running {
-		return
+	if jm.status != jobstatus.Running || len(held.GetAllocationIds()) == 0 && len(held.GetAttempts()) == 0 {
+		return // nothing of the job there (a member asked by the Router's sweep)
 	}
 	jm.registerExecutor(id, address)
 	for _, aid := range held.GetAllocationIds() {

@@ -216,6 +216,9 @@ type JobMaster struct {
 	// predecessor's attempts (read by the Router); adoptAsked are the
 	// TaskExecutors asked meanwhile.
 	adopting   atomic.Bool
+	// adoptAnswered are the TaskExecutors that answered AdoptAttempts
+	// for the job during the adoption.
+	adoptAnswered map[string]bool
 	adoptMu    sync.Mutex
 	adoptAsked map[string]bool // guarded by adoptMu
 }

@@ -35,6 +35,10 @@ type Router struct {
 	executors map[string]*executorLink       // by TaskExecutor id
 	followers map[string]map[string]struct{} // job id -> ids of TaskExecutors that follow it here
 	judge     *liveness.Judge
+	// adopters are the JobMasters still looking for attempts to adopt,
+	// and sweepQueued says a sweep of the membership for them is due.
+	adopters    map[*JobMaster]struct{}
+	sweepQueued bool
 
 	deadlines deadlines
 }
@@ -60,6 +64,13 @@ type RouterConfig struct {
 	// HTTPClient carries the JobMasters' calls to TaskExecutors. Default:
 	// transport.NewClient(nil).
 	HTTPClient connect.HTTPClient
+	// Members, if set, returns the TaskExecutor membership (see
+	// hastore.Members) with the address each member registered with
+	// ("" if unknown), and false while it is not known. An adopting
+	// JobMaster then asks every member what it holds of its job, and
+	// ends its adoption once all have answered, rather than when the
+	// task lease has passed.
+	Members func() (map[string]string, bool)
 }
 
 // executorLink is what the process knows of one TaskExecutor: when it was
@@ -92,6 +103,7 @@ func NewRouter(cfg RouterConfig) *Router {
 		executors: make(map[string]*executorLink),
 		followers: make(map[string]map[string]struct{}),
 		judge:     liveness.New(cfg.HeartbeatInterval),
+		adopters:  make(map[*JobMaster]struct{}),
 	}
 }
 
@@ -107,6 +119,7 @@ func (r *Router) Run(ctx context.Context) error {
 			return nil
 		case <-ticker.C:
 			r.judgeSilence(time.Now())
+			r.sweep()
 		}
 	}
 }
@@ -169,6 +182,7 @@ func (r *Router) Remove(jobID string, jm *JobMaster) {
 		return
 	}
 	delete(r.masters, jobID)
+	delete(r.adopters, jm)
 	for id := range r.followers[jobID] {
 		if link := r.executors[id]; link != nil {
 			r.oweLocked(link, &clusterv1.TaskExecutorJobAnswer{JobId: jobID, Action: clusterv1.TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_NOT_LEADER})
@@ -246,6 +260,19 @@ func (r *Router) registered(id, address, job string, token election.Token) *exec
 	link := r.linkLocked(id, address)
 	link.heard = r.judge.Heard(time.Now())
 	r.followLocked(id, link, job, token)
+	return r.clientLocked(link)
+}
+
+// clientOf returns the process's client of the TaskExecutor, as
+// registered does, without taking it as heard or following any job.
+func (r *Router) clientOf(id, address string) *executorClient {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.clientLocked(r.linkLocked(id, address))
+}
+
+// clientLocked returns the link's client, made if new; r.mu must be held.
+func (r *Router) clientLocked(link *executorLink) *executorClient {
 	if link.client == nil {
 		link.client = &executorClient{
 			TaskExecutorServiceClient: clusterv1connect.NewTaskExecutorServiceClient(r.cfg.HTTPClient, link.address, endpoint.ClientOptions()...),
@@ -417,9 +444,11 @@ func (r *Router) adopt(id, address string, adopters []*JobMaster) {
 	)
 	for _, jm := range adopters {
 		if a := jm.claimAdoption(id); a != nil {
-			client = r.registered(id, address, jm.cfg.JobID, jm.cfg.Token)
 			asking, claims = append(asking, jm), append(claims, a)
 		}
+	}
+	if len(asking) > 0 {
+		client = r.clientOf(id, address)
 	}
 	for from := 0; from < len(asking); from += adoptBatch {
 		to := min(from+adoptBatch, len(asking))
@@ -445,6 +474,70 @@ func (r *Router) adopt(id, address string, adopters []*JobMaster) {
 				jm.post(func() { jm.adoptAnswer(id, address, held, refused[int32(i)], err) })
 			}
 		})
+	}
+}
+
+// adoptionBegan counts jm among the adopting JobMasters, and has the
+// members asked soon: the JobMasters that begin adopting together are
+// asked in the same calls.
+func (r *Router) adoptionBegan(jm *JobMaster) {
+	if r.cfg.Members == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.adopters[jm] = struct{}{}
+	if !r.sweepQueued {
+		r.sweepQueued = true
+		r.after(sweepDelay, r.sweep)
+	}
+}
+
+// sweepDelay gathers the JobMasters that begin adopting at about the same
+// time (a new leader recovering its jobs) into one sweep.
+const sweepDelay = 20 * time.Millisecond
+
+// members returns RouterConfig.Members' answer; false without it.
+func (r *Router) members() (map[string]string, bool) {
+	if r.cfg.Members == nil {
+		return nil, false
+	}
+	return r.cfg.Members()
+}
+
+// adoptionEnded stops counting jm among the adopting JobMasters.
+func (r *Router) adoptionEnded(jm *JobMaster) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.adopters, jm)
+}
+
+// sweep asks every member TaskExecutor that registered here what it holds
+// of the jobs of the adopting JobMasters that have not asked it yet, and
+// has each of those JobMasters check whether every member has answered.
+// It costs nothing while no JobMaster adopts.
+func (r *Router) sweep() {
+	r.mu.Lock()
+	r.sweepQueued = false
+	adopters := make([]*JobMaster, 0, len(r.adopters))
+	for jm := range r.adopters {
+		adopters = append(adopters, jm)
+	}
+	r.mu.Unlock()
+	if len(adopters) == 0 || r.cfg.Members == nil {
+		return
+	}
+	members, ok := r.cfg.Members()
+	if !ok {
+		return
+	}
+	for id, address := range members {
+		if address != "" {
+			r.adopt(id, address, adopters)
+		}
+	}
+	for _, jm := range adopters {
+		jm.post(func() { jm.adoptionAnswered(members) })
 	}
 }
 

@@ -67,7 +67,7 @@ func (rm *ResourceManager) checkJobLocked(jobID string, t election.Token) error 
 	return nil
 }
 
-func (h *handler) RegisterTaskExecutor(_ context.Context, req *clusterv1.ResourceManagerServiceRegisterTaskExecutorRequest) (*clusterv1.ResourceManagerServiceRegisterTaskExecutorResponse, error) {
+func (h *handler) RegisterTaskExecutor(ctx context.Context, req *clusterv1.ResourceManagerServiceRegisterTaskExecutorRequest) (*clusterv1.ResourceManagerServiceRegisterTaskExecutorResponse, error) {
 	rm := h.rm
 	var fields []apierror.Field
 	if req.GetTaskExecutorId() == "" {
@@ -82,9 +82,20 @@ func (h *handler) RegisterTaskExecutor(_ context.Context, req *clusterv1.Resourc
 	if len(fields) > 0 {
 		return nil, apierror.BadRequest(fields...)
 	}
+	token := tokenOf(req.GetResourceManagerToken())
+	rm.mu.Lock()
+	err := rm.checkLocked(token)
+	rm.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	// A member before it hears a word: nothing is deployed on it before.
+	if err := rm.record(ctx, token, req.GetTaskExecutorId()); err != nil {
+		return nil, err
+	}
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
-	if err := rm.checkLocked(tokenOf(req.GetResourceManagerToken())); err != nil {
+	if err := rm.checkLocked(token); err != nil {
 		return nil, err
 	}
 	e := &executor{

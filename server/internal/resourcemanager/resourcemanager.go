@@ -37,6 +37,14 @@ type Config struct {
 	HeartbeatTimeout time.Duration
 	// Logger receives the ResourceManager's logs. Default: slog.Default().
 	Logger *slog.Logger
+	// Members, if set, keeps the TaskExecutor membership (see
+	// hastore.Members): the ResourceManager records each TaskExecutor
+	// before it answers its registration, and removes it once it has
+	// been gone for longer than the task lease (or the heartbeat timeout).
+	Members hastore.Members
+	// TaskLease is the task lease the JobMasters grant (see
+	// jobmaster.Config.TaskLease); zero if they grant none.
+	TaskLease time.Duration
 }
 
 // Validate reports whether the configuration can be used.
@@ -61,7 +69,10 @@ type ResourceManager struct {
 	token election.Token      // zero while not leading
 	judge *liveness.Judge     // TaskExecutors' silence, less the ResourceManager's own stalls
 	pool  *pool               // nil while not leading
-	kick  chan struct{}
+	// members is the TaskExecutor membership as this leadership knows
+	// it; nil while not leading or without Config.Members.
+	members *members
+	kick    chan struct{}
 }
 
 // New returns a ResourceManager for cfg.
@@ -108,15 +119,22 @@ func (rm *ResourceManager) Lead(ctx context.Context, l *hastore.Leadership) erro
 	rm.lead, rm.token = l, token
 	rm.judge = liveness.New(tick)
 	rm.pool = newPool()
+	if rm.cfg.Members != nil {
+		rm.members = newMembers()
+	}
+	m := rm.members
 	rm.mu.Unlock()
 	rm.log.Info("leading", "token", token)
 	defer func() {
 		rm.mu.Lock()
-		rm.lead, rm.token, rm.judge, rm.pool = nil, election.Token{}, nil, nil
+		rm.lead, rm.token, rm.judge, rm.pool, rm.members = nil, election.Token{}, nil, nil, nil
 		rm.mu.Unlock()
 	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	if m != nil {
+		wg.Go(func() { rm.loadMembers(ctx, m) })
+	}
 	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
 	for {
@@ -175,6 +193,7 @@ func (rm *ResourceManager) expire(ctx context.Context, wg *sync.WaitGroup) {
 		}
 		rm.poke()
 	}
+	rm.expireMembersLocked(ctx, now, rm.token)
 }
 
 func (rm *ResourceManager) tellLost(ctx context.Context, jobID string, j jobNeeds, executorID string) {
