@@ -215,12 +215,12 @@ type JobMaster struct {
 	// adopting is set while the JobMaster still looks for its
 	// predecessor's attempts (read by the Router); adoptAsked are the
 	// TaskExecutors asked meanwhile.
-	adopting   atomic.Bool
+	adopting atomic.Bool
 	// adoptAnswered are the TaskExecutors that answered AdoptAttempts
 	// for the job during the adoption.
 	adoptAnswered map[string]bool
-	adoptMu    sync.Mutex
-	adoptAsked map[string]bool // guarded by adoptMu
+	adoptMu       sync.Mutex
+	adoptAsked    map[string]bool // guarded by adoptMu
 }
 
 // task is the runtime of an execution vertex's current attempt; the
