@@ -298,20 +298,25 @@ func (t *T) revokeSeq(id string) int {
 // inChargeUnder says whether the JobMaster of token tk runs the whole of
 // a gated job (gatedGraph(2, ...)) taken over from an earlier one, with
 // none of its deployments still to come: it deployed all four subtasks
-// and the two sinks reported RUNNING; or, on a server that adopts, it
-// adopted the running sinks (AdoptAttempts under tk) and deployed again
-// the two finished sources, which no TaskExecutor held (after its task
-// lease, which the 30s the cases wait must cover).
+// and the two sinks reported RUNNING; or, on a server that adopts, each
+// subtask was adopted under tk (the running sinks, and sources that
+// finished while no JobMaster listened) or deployed again (sources that
+// had finished and freed their slots, which no TaskExecutor held: after
+// the task lease, which the 30s the cases wait must cover, unless the
+// server knows every TaskExecutor answered).
 func (t *T) inChargeUnder(id string, tk election.Token) bool {
 	if len(t.runningUnder(id, tk)) >= 2 && t.deployedUnder(id, tk) >= 4 {
 		return true
 	}
-	for _, e := range t.events(id, "AdoptAttempts") {
+	// Adopting: every subtask adopted (running, or ended while no
+	// JobMaster listened) or deployed anew under tk.
+	adopted := map[string]bool{}
+	for _, e := range t.events(id, "Adopted") {
 		if e.Token == tk {
-			return t.deployedUnder(id, tk) >= 2
+			adopted[fmt.Sprint(e.Attempt)] = true
 		}
 	}
-	return false
+	return len(adopted) > 0 && len(adopted)+t.deployedUnder(id, tk) >= 4
 }
 
 // runningUnder returns the attempts reported RUNNING under token.

@@ -217,6 +217,18 @@ func (e *env) taskInterceptor(id string) connect.UnaryInterceptorFunc {
 				e.log.Add(ev)
 			}
 			resp, err := next(ctx, req)
+			// What an AdoptAttempts answer lists becomes the caller's.
+			if adopt, ok := req.Any().(*clusterv1.AdoptAttemptsRequest); ok && err == nil {
+				for i, j := range resp.Any().(*clusterv1.AdoptAttemptsResponse).GetJobs() {
+					if i >= len(adopt.GetJobs()) {
+						break
+					}
+					for _, h := range j.GetAttempts() {
+						e.log.Add(Event{Source: id, Op: "Adopted", Key: j.GetJobId(), Token: token(adopt.GetJobs()[i].GetJobMasterToken()),
+							Attempt: attemptKey(h.GetStatus().GetAttempt()), State: h.GetStatus().GetState()})
+					}
+				}
+			}
 			// Deployments in an offer's answer are received as the
 			// answer is, before they are handled.
 			if offer, ok := req.Any().(*clusterv1.OfferSlotsRequest); ok && err == nil {

@@ -141,6 +141,11 @@ func checkRecovered(t *testing.T, ivs []chaos.Interval, at time.Time, ids []stri
 	}
 }
 
+// noLease runs jobmanagers without a task lease: the tests that use it
+// check the recovery that deploys a job anew under the new leader
+// (adoption, the default, has tests of its own: adopt_test.go).
+var noLease = []string{"--task-lease", "0"}
+
 // finish cancels the jobs and waits until each is CANCELED, through the
 // SDK (which follows the leader): none of them was lost.
 func finish(t *testing.T, cl *sdk.Client, ids []string, want jobplanev1.JobStatus) {
@@ -216,8 +221,8 @@ func TestKillLeader(t *testing.T) {
 		name string
 		cfg  localcluster.ProcessClusterConfig
 	}{
-		{"3-etcd-members", localcluster.ProcessClusterConfig{JobManagers: 3}},
-		{"3-embedded-peers", localcluster.ProcessClusterConfig{JobManagers: 3, EmbeddedPeers: true}},
+		{"3-etcd-members", localcluster.ProcessClusterConfig{JobManagers: 3, JobManagerArgs: noLease}},
+		{"3-embedded-peers", localcluster.ProcessClusterConfig{JobManagers: 3, EmbeddedPeers: true, JobManagerArgs: noLease}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { killLeader(t, tc.cfg) })
 	}
@@ -280,7 +285,7 @@ func killLeader(t *testing.T, cfg localcluster.ProcessClusterConfig) {
 
 // SIGTERM of the leader: it hands over at once, well within the TTL.
 func TestTermLeader(t *testing.T) {
-	c, cl, l, ids := start(t, localcluster.ProcessClusterConfig{JobManagers: 3}, 2)
+	c, cl, l, ids := start(t, localcluster.ProcessClusterConfig{JobManagers: 3, JobManagerArgs: noLease}, 2)
 	termed := time.Now()
 	if err := l.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -309,7 +314,7 @@ func TestTermLeader(t *testing.T) {
 // NOT_LEADER, deploys and writes nothing under its old session, and
 // rejoins as a standby that leads again when the new leader dies.
 func TestPauseLeader(t *testing.T) {
-	c, cl, l, ids := start(t, localcluster.ProcessClusterConfig{JobManagers: 2}, 2)
+	c, cl, l, ids := start(t, localcluster.ProcessClusterConfig{JobManagers: 2, JobManagerArgs: noLease}, 2)
 	ctx := within(t, 3*phase(t))
 	old, err := candidacyOf(ctx, c, l)
 	if err != nil {
@@ -414,7 +419,7 @@ func TestPauseLeader(t *testing.T) {
 // timeout) the TaskExecutors stop the tasks of the JobMasters that could
 // not prove their leadership in time.
 func TestEtcdMembersDie(t *testing.T) {
-	c, cl, _, ids := startJobs(t, localcluster.ProcessClusterConfig{JobManagers: 2}, 2, restarting)
+	c, cl, _, ids := startJobs(t, localcluster.ProcessClusterConfig{JobManagers: 2, JobManagerArgs: noLease}, 2, restarting)
 	ctx := within(t, 3*phase(t))
 	order, err := etcdLeaderFirst(ctx, c)
 	if err != nil {
@@ -496,7 +501,7 @@ func TestEtcdMembersDie(t *testing.T) {
 // within the TTL, a standby leads, and no subtask runs under two
 // JobMasters.
 func TestPartitionLeader(t *testing.T) {
-	c, cl, l, ids := start(t, localcluster.ProcessClusterConfig{JobManagers: 2, EtcdProxies: true}, 2)
+	c, cl, l, ids := start(t, localcluster.ProcessClusterConfig{JobManagers: 2, EtcdProxies: true, JobManagerArgs: noLease}, 2)
 	ctx := within(t, 3*phase(t))
 	cut := time.Now()
 	if err := l.CutEtcd(); err != nil {

@@ -19,7 +19,7 @@ import (
 
 var (
 	steadyFor   = flag.Duration("steady.duration", 0, "how long TestSteadyLeadership runs, half idle and half busy, and strictly: no task may be stopped either (0: 20s, and stopped tasks are only logged; `make soak` runs 10m)")
-	steadyLease = flag.Duration("steady.task-lease", 0, "TestSteadyLeadership: the jobmanagers' --task-lease (0: none, the default)")
+	steadyLease = flag.Duration("steady.task-lease", -1, "TestSteadyLeadership: the jobmanagers' --task-lease (0: none; negative: their default)")
 )
 
 // On the default timings, a healthy cluster never changes its leader:
@@ -40,7 +40,7 @@ func TestSteadyLeadership(t *testing.T) {
 		d, edit = 20*time.Second, restarting
 	}
 	cfg := localcluster.ProcessClusterConfig{JobManagers: 2}
-	if *steadyLease > 0 {
+	if *steadyLease >= 0 {
 		cfg.JobManagerArgs = []string{"--task-lease", steadyLease.String()}
 	}
 	c, cl, leader, ids := startJobs(t, cfg, 1, edit)

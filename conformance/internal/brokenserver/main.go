@@ -88,9 +88,11 @@ func run(mode, jobplane, hastoreURL, listen, dataDir string) error {
 	_ = os.Remove(addrFile)
 	args := []string{"jobmanager", "--hastore", "http://" + haLn.Addr().String(),
 		"--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--session-ttl", "3s",
-		"--heartbeat-interval", "300ms", "--heartbeat-timeout", "1800ms"}
-	// "no-adoption" is the child as it is: without a task lease, running
-	// attempts stop with their JobMaster and are deployed again.
+		"--heartbeat-interval", "300ms", "--heartbeat-timeout", "1800ms", "--task-lease", "0"}
+	// The breaks apply to the reference without a task lease, where each
+	// case a break must fail was measured; "no-adoption" is the child as
+	// it is then: running attempts stop with their JobMaster and are
+	// deployed again.
 	if mode == "hoard-slots" {
 		// Jobs keep the idle slots they hold while they wait for more.
 		// The case catches that only if the TaskExecutors still hold

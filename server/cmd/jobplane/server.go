@@ -84,7 +84,7 @@ type jobManagerFlags struct {
 	sessionTTL        time.Duration
 	heartbeatInterval time.Duration
 	heartbeatTimeout  time.Duration
-	taskLease         time.Duration
+	taskLease         leaseFlag
 	resultRetention   time.Duration
 	slotTimeout       time.Duration
 	slotYield         time.Duration
@@ -108,13 +108,44 @@ func (j *jobManagerFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&j.heartbeatInterval, "heartbeat-interval", jobmanager.DefaultHeartbeatInterval, "how often TaskExecutors heart-beat and JobMasters probe them")
 	fs.DurationVar(&j.heartbeatTimeout, "heartbeat-timeout", jobmanager.DefaultHeartbeatTimeout,
 		"how long a TaskExecutor may stay silent before its slots are released, and a JobMaster before its TaskExecutors stop its tasks; at least twice -heartbeat-interval and less than two thirds of -session-ttl")
-	fs.DurationVar(&j.taskLease, "task-lease", 0,
-		"keep running tasks across a change of leader: TaskExecutors keep a job's tasks running this long without hearing from any JobMaster of it, and a new leader adopts them instead of deploying them again (a subtask no TaskExecutor holds is deployed again only after this long); at least -heartbeat-timeout, the same on every jobmanager of the cluster (0: off, tasks stop with their leader)")
+	fs.Var(&j.taskLease, "task-lease",
+		"keep running tasks across a change of leader: TaskExecutors keep a job's tasks running this long without hearing from any JobMaster of it, and a new leader adopts them instead of deploying them again; the subtasks of a TaskExecutor that dies outright are deployed elsewhere only after this long. At least -heartbeat-timeout, the same on every jobmanager of the cluster (default: 10s, or twice -session-ttl if longer; 0: off, tasks stop with their leader)")
 	fs.IntVar(&j.maxSubtasks, "max-subtasks-per-job", jobgraph.DefaultMaxSubtasks, "largest number of subtasks (the sum of a job's parallelisms) a job may have; larger jobs are refused at submission")
 	fs.DurationVar(&j.slotTimeout, "slot-timeout", 5*time.Minute, "how long a job's region may wait for the slots it needs before its deployment fails (and counts against the job's restart strategy)")
 	fs.DurationVar(&j.slotYield, "slot-yield", 5*time.Second, "how long a job's region may wait for slots while the job holds idle ones before it gives those back (and again after twice as long, and so on), so that jobs holding part of what each needs do not wait for one another (0: never)")
 	fs.DurationVar(&j.resultRetention, "result-retention", 0, "delete job results this long after their job ended (0 keeps them); while a result exists, its job id never runs again")
 	j.limits.register(fs)
+}
+
+// leaseFlag is -task-lease: a duration, or unset (the lease then follows
+// the other timings: jobmanager.AutoTaskLease).
+type leaseFlag struct {
+	d   time.Duration
+	set bool
+}
+
+func (f *leaseFlag) String() string {
+	if f == nil || !f.set {
+		return "auto"
+	}
+	return f.d.String()
+}
+
+func (f *leaseFlag) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	f.d, f.set = d, true
+	return nil
+}
+
+// lease is the task lease the flags ask for.
+func (j *jobManagerFlags) lease() time.Duration {
+	if j.taskLease.set {
+		return j.taskLease.d
+	}
+	return jobmanager.AutoTaskLease(j.sessionTTL, j.heartbeatTimeout)
 }
 
 // validate checks the flags before anything is opened.
@@ -125,7 +156,7 @@ func (j *jobManagerFlags) validate() error {
 	if err := j.limits.validate(); err != nil {
 		return err
 	}
-	return jobmanager.Config{SessionTTL: j.sessionTTL, HeartbeatInterval: j.heartbeatInterval, HeartbeatTimeout: j.heartbeatTimeout, TaskLease: j.taskLease}.ValidateTimings()
+	return jobmanager.Config{SessionTTL: j.sessionTTL, HeartbeatInterval: j.heartbeatInterval, HeartbeatTimeout: j.heartbeatTimeout, TaskLease: j.lease()}.ValidateTimings()
 }
 
 // taskExecutorFlags tune TaskExecutors.
@@ -272,7 +303,7 @@ func openServer(listen listenFlags, store storeFlags, log *slog.Logger) (*endpoi
 func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, client *http.Client, flags jobManagerFlags, log *slog.Logger) error {
 	jm, err := component.NewJobManager(ep, jobmanager.Config{
 		Store: st, HTTPClient: client,
-		SessionTTL: flags.sessionTTL, HeartbeatInterval: flags.heartbeatInterval, HeartbeatTimeout: flags.heartbeatTimeout, TaskLease: flags.taskLease,
+		SessionTTL: flags.sessionTTL, HeartbeatInterval: flags.heartbeatInterval, HeartbeatTimeout: flags.heartbeatTimeout, TaskLease: flags.lease(),
 		ResultRetention: flags.resultRetention, SlotTimeout: flags.slotTimeout, SlotYield: flags.slotYieldConfig(), Logger: log,
 		Limits:  jobgraph.Limits{MaxSubtasks: flags.maxSubtasks},
 		MaxJobs: flags.limits.maxJobs, MaxClusterSubtasks: flags.limits.maxClusterSubtasks, DispatcherOptions: append(flags.dispatcherOptions, flags.limits.options...),

@@ -65,7 +65,11 @@ func startHACluster(t *testing.T) *haCluster {
 	for i := range 2 {
 		addr := filepath.Join(dir, fmt.Sprintf("jm%d-addr", i))
 		p := startJobplane(t, "jobmanager", "--hastore", hsURL, "--listen", "127.0.0.1:0", "--listen-addr-file", addr,
-			"--session-ttl", haSessionTTL.String(), "--heartbeat-interval", "200ms", "--heartbeat-timeout", haTimeout.String())
+			"--session-ttl", haSessionTTL.String(), "--heartbeat-interval", "200ms", "--heartbeat-timeout", haTimeout.String(),
+			// Without a task lease: these tests check that TaskExecutors
+			// stop a silent leader's tasks after the heartbeat timeout
+			// (with a lease, they keep running: internal/failover).
+			"--task-lease", "0")
 		c.jobManagers = append(c.jobManagers, &jobManagerProc{process: p, url: "http://" + waitForFile(t, p, addr)})
 		if i == 0 {
 			c.waitLeader(t, 0) // the first one leads

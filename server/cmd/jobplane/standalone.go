@@ -69,7 +69,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 		TLSCertFile: listen.cfg.TLSCertFile, TLSKeyFile: listen.cfg.TLSKeyFile, ClientCAFile: listen.cfg.ClientCAFile, ClientTLS: listen.security.files,
 		ClusterListen: listen.security.clusterListen, ClusterAdvertise: listen.security.clusterAdvertise, ClusterAddrFile: listen.security.clusterAddrFile,
 		Store:      storeCfg,
-		SessionTTL: jm.sessionTTL, HeartbeatInterval: jm.heartbeatInterval, HeartbeatTimeout: jm.heartbeatTimeout, TaskLease: jm.taskLease,
+		SessionTTL: jm.sessionTTL, HeartbeatInterval: jm.heartbeatInterval, HeartbeatTimeout: jm.heartbeatTimeout, TaskLease: jm.lease(),
 		MaxSubtasks: jm.maxSubtasks, ResultRetention: jm.resultRetention, SlotTimeout: jm.slotTimeout, SlotYield: jm.slotYieldConfig(),
 		MaxJobs: jm.limits.maxJobs, MaxClusterSubtasks: jm.limits.maxClusterSubtasks, DispatcherOptions: append(auth.options, jm.limits.options...),
 		TaskExecutors: count, Slots: te.slots, AllowExec: te.allowExec, Exec: te.exec.config(), CancelGrace: te.cancelGrace, AttemptLog: te.attemptLog,

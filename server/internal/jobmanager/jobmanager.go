@@ -134,7 +134,23 @@ const (
 	DefaultSessionTTL        = 2 * time.Second
 	DefaultHeartbeatInterval = 200 * time.Millisecond
 	DefaultHeartbeatTimeout  = 1200 * time.Millisecond
+	// DefaultTaskLease is the commands' task lease unless set
+	// (AutoTaskLease): long enough that a busy machine's stalls (about a
+	// second at worst in our soaks) and a change of leader (about four
+	// seconds after a SIGKILL) cost the running work nothing, short
+	// enough that a TaskExecutor killed outright has its subtasks
+	// deployed elsewhere ten seconds later (Flink waits 50 s).
+	DefaultTaskLease = 10 * time.Second
 )
+
+// AutoTaskLease is the task lease the commands take unless one is set:
+// DefaultTaskLease, or longer with longer timings, so that a leader
+// paused for less than twice its session's TTL, or a TaskExecutor cut off
+// for as long, stops nothing: at least twice the TTL and the heartbeat
+// timeout.
+func AutoTaskLease(sessionTTL, heartbeatTimeout time.Duration) time.Duration {
+	return max(DefaultTaskLease, 2*sessionTTL, heartbeatTimeout)
+}
 
 func (c Config) withDefaults() Config {
 	if c.SessionTTL == 0 {
