@@ -29,7 +29,9 @@ describe("failover with the node worker", { timeout: 150_000 }, () => {
   before(async () => {
     store = await startStore();
     procs.push(store);
-    const flags = ["--hastore", store.url, "--session-ttl", "2s"];
+    // Without a task lease: this test checks the deployment anew under the
+    // new leader (with the default lease, the worker's attempt is adopted).
+    const flags = ["--hastore", store.url, "--session-ttl", "2s", "--task-lease", "0"];
     jm1 = await startJobManager(flags);
     procs.push(jm1);
     worker = new Worker({ hastore: store.url, slots: 2 });
@@ -62,7 +64,7 @@ describe("failover with the node worker", { timeout: 150_000 }, () => {
     await waitFor("the first attempt to run", () => runs.length === 1);
     const first = runs[0];
     assert.ok(first.token && first.token.epoch > 0n);
-    jm2 = await startJobManager(["--hastore", store.url, "--session-ttl", "2s"]);
+    jm2 = await startJobManager(["--hastore", store.url, "--session-ttl", "2s", "--task-lease", "0"]);
     procs.push(jm2);
     client.close();
     client = new Client([jm1.url, jm2.url]);
