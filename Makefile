@@ -168,6 +168,8 @@ bench: bins ## benchmarks: print the table and rewrite BENCHMARKS.md (BENCH_QUIC
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m $(if $(BENCH_QUICK),-count=1 -benchtime=1x,-count=3) $(BENCH_PKGS) | tee bin/gobench.txt
 	@# Failover (row 7): one run per store of FAILOVER_CYCLES cycles, each a few seconds of real processes.
 	FAILOVER_CYCLES=$(if $(BENCH_QUICK),2,20) $(GO) test -run '^$$' -bench BenchmarkFailover -benchtime=1x -count=1 -timeout 60m ./internal/failover | tee -a bin/gobench.txt
+	@# Adoption (row 8): ADOPT_CYCLES SIGKILLs and SIGTERMs of the leader with ADOPT_JOBS running jobs, and with one job (the floor).
+	ADOPT_JOBS=$(if $(BENCH_QUICK),50,1000) ADOPT_CYCLES=$(if $(BENCH_QUICK),1,5) $(GO) test -run '^$$' -bench BenchmarkAdoption -benchtime=1x -count=1 -timeout 60m ./internal/failover | tee -a bin/gobench.txt
 	bin/jobplane-bench -jobplane bin/jobplane -gobench bin/gobench.txt $(if $(BENCH_QUICK),-quick,-out BENCHMARKS.md) $(ARGS)
 
 .PHONY: bench-quick

@@ -48,3 +48,31 @@ func TestParseGoBench(t *testing.T) {
 		t.Errorf("store row = %+v, want fenced-p99-ms beside raw 29.59", r)
 	}
 }
+
+func TestAdoptionRows(t *testing.T) {
+	t.Parallel()
+	const out = `pkg: github.com/jobplane/jobplane/internal/failover
+BenchmarkAdoption-2   	       1	      3770 adopt-kill-p50-ms	      4290 adopt-kill-max-ms	      2020 adopt-term-p50-ms	      2140 adopt-term-max-ms	         0 adopt-restarts	      2100 adopt-floor-kill-p50-ms	      2200 adopt-floor-kill-max-ms	       240 adopt-floor-term-p50-ms	       260 adopt-floor-term-max-ms	         0 adopt-floor-restarts	      1000 adopt-jobs	         5 adopt-cycles
+`
+	bs, err := ParseGoBench(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := goBenchRows(bs)
+	if len(rows) != 5 {
+		t.Fatalf("got %d rows, want 5 (kill and term p50 and max, restarts): %+v", len(rows), rows)
+	}
+	byMeasure := map[string]Row{}
+	for _, r := range rows {
+		if r.ID != "8" || !strings.Contains(r.Scenario, "1000 one-task jobs") {
+			t.Errorf("row %+v: want row 8 of 1000 jobs", r)
+		}
+		byMeasure[r.Measure] = r
+	}
+	if r := byMeasure["kill-p50-ms"]; r.Value.Median != 3770 || r.Floor.Median != 2100 || r.Target != "≤ 2000" {
+		t.Errorf("kill-p50-ms row = %+v, want 3770 beside the one-job floor 2100, target ≤ 2000", r)
+	}
+	if r := byMeasure["restarts"]; r.Value.Median != 0 || r.Floor.N != 0 || r.Target != "0" {
+		t.Errorf("restarts row = %+v, want 0 without a floor, target 0", r)
+	}
+}

@@ -37,6 +37,8 @@ var adoptionCases = []Case{
 		Doc: "SIGSTOP of the leader past its session's TTL while a job's two subtasks run, then SIGCONT: the standby adopts both attempts, the old leader's token is refused for them at their TaskExecutors, they keep running, and the job finishes with one start per subtask", Run: adoptPausedLeader},
 	{Name: "adoption/finished-in-the-gap", Requires: adoptionRequires, Instances: 1,
 		Doc: "SIGKILL of the only instance while a job's two subtasks run; one finishes before the restarted instance leads: it counts as finished (never deployed again), the other is adopted, and the job finishes", Run: finishedInTheGap},
+	{Name: "adoption/unreachable-task-executor", Requires: adoptionRequires, Instances: 2,
+		Doc: "SIGKILL of the leader while a job's two subtasks run and one of their TaskExecutors is cut off the network: the subtasks it runs are deployed anew only after it stopped them at the end of its task lease (never two attempts at once), those elsewhere are adopted, and the job finishes", Run: unreachableTaskExecutor},
 }
 
 // gateGraph is one vertex of n "gate" subtasks that run until the case
@@ -178,6 +180,95 @@ func finishedInTheGap(t *T) {
 		t.Fatalf("restart: %v", err)
 	}
 	t.adoptedAndFinished(id, old.Token, second)
+}
+
+// unreachableTaskExecutor cuts one TaskExecutor of a running job off the
+// network once it holds a task lease, kills the leader, and checks that
+// the new JobMaster deploys the subtasks that TaskExecutor runs anew only
+// after it stopped them (the lease it was granted ended), and adopts the
+// others.
+func unreachableTaskExecutor(t *T) {
+	id, old, leader := t.runningBesideStandby(gateGraph)
+	starts := t.events(id, "attempt-start")
+	if len(starts) == 0 {
+		t.Fatalf("no attempt of job %s started on the runner's TaskExecutors", id)
+	}
+	cut := t.env.taskExecutor(starts[0].Source)
+	if cut == nil {
+		t.Fatalf("attempt %s started at %s, not a TaskExecutor of the runner", starts[0].Attempt, starts[0].Source)
+	}
+	cutSubtasks := map[string]bool{}
+	var since time.Time
+	for _, e := range starts {
+		if e.Source == cut.id {
+			subtask, _, _ := strings.Cut(e.Attempt, "#")
+			cutSubtasks[subtask] = true
+			since = e.Time
+		}
+	}
+	// The lease that keeps the cut TaskExecutor's attempts running is
+	// one granted after they started.
+	if !t.wait(30*time.Second, func() bool { return cut.leasedSince(since) }) {
+		t.Fatalf("no heartbeat of %s was answered with a task lease within 30s of its attempts' start; expected the server to grant one (HeartbeatFromTaskExecutorResponse.task_lease), as a server that adopts does", cut.id)
+	}
+	cut.cut.Store(true)
+	t.Cleanup(func() { cut.cut.Store(false) })
+	t.env.log.Add(Event{Source: "client", Op: "cut", Key: id, Detail: cut.id})
+	t.killLeader(leader)
+	info := t.regrant(id, old.Token)
+	// The subtasks cut off are deployed anew, once their lease ended.
+	redeployed := func() map[string]Event {
+		out := map[string]Event{}
+		for _, e := range t.events(id, "SubmitTask") {
+			subtask, _, _ := strings.Cut(e.Attempt, "#")
+			if e.Token == info.Token && cutSubtasks[subtask] {
+				if _, seen := out[subtask]; !seen {
+					out[subtask] = e
+				}
+			}
+		}
+		return out
+	}
+	if !t.wait(90*time.Second, func() bool { return len(redeployed()) == len(cutSubtasks) }) {
+		t.Fatalf("subtasks deployed anew under the new token %s within 90s: %v; expected %d (those that ran on the unreachable %s) once its task lease ended", info.Token, redeployed(), len(cutSubtasks), cut.id)
+	}
+	t.env.open(id)
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("job ended %v (%s); expected FINISHED", r.GetStatus(), r.GetFailure().GetMessage())
+	}
+	// Each subtask cut off stopped at the unreachable TaskExecutor before
+	// it was deployed anew.
+	for subtask, deploy := range redeployed() {
+		stopped := false
+		for _, e := range t.events(id, "attempt-stop") {
+			if e.Source == cut.id && strings.HasPrefix(e.Attempt, subtask+"#") && e.Seq < deploy.Seq {
+				stopped = true
+			}
+		}
+		if !stopped {
+			t.Errorf("subtask %s was deployed anew at %s under %s while its attempt at the unreachable %s still ran; expected the new JobMaster to deploy it only once the task lease granted there had ended", subtask, deploy.Source, info.Token, cut.id)
+		}
+	}
+	// The others were adopted: deployed and started once.
+	deployed, started := map[string]int{}, map[string]int{}
+	for _, e := range t.events(id, "") {
+		subtask, _, _ := strings.Cut(e.Attempt, "#")
+		switch e.Op {
+		case "SubmitTask":
+			deployed[subtask]++
+		case "attempt-start":
+			started[subtask]++
+		}
+	}
+	for subtask, n := range started {
+		want := 1
+		if cutSubtasks[subtask] {
+			want = 2
+		}
+		if n != want || deployed[subtask] != want {
+			t.Errorf("subtask %s was deployed %d times and started %d times; expected %d each: an attempt at a reachable TaskExecutor is adopted, one at an unreachable one deployed anew once", subtask, deployed[subtask], n, want)
+		}
+	}
 }
 
 // taskExecutor returns the runner's TaskExecutor with the id, or nil.

@@ -73,6 +73,23 @@ type env struct {
 type taskExec struct {
 	id  string
 	url string
+	// cut: the runner has cut the TaskExecutor off the network; every
+	// call it sends or receives fails as unreachable.
+	cut atomic.Bool
+
+	mu sync.Mutex
+	// leased: when the TaskExecutor sent the latest heartbeat whose
+	// answer granted a task lease (to the attempts of every job it
+	// follows at that process).
+	leased time.Time
+}
+
+// leasedSince reports whether a heartbeat the TaskExecutor sent at or
+// after since was answered with a task lease.
+func (te *taskExec) leasedSince(since time.Time) bool {
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	return !te.leased.Before(since)
 }
 
 func newEnv(ctx context.Context, cfg envConfig) (*env, error) {
@@ -112,7 +129,8 @@ func newEnv(ctx context.Context, cfg envConfig) (*env, error) {
 // case opens the gate named by its config key "gate".
 func (e *env) startTaskExecutor(i int) error {
 	id := fmt.Sprintf("te-%d", i)
-	record := connect.WithInterceptors(e.taskInterceptor(id))
+	tx := &taskExec{id: id}
+	record := connect.WithInterceptors(e.taskInterceptor(tx))
 	te, err := component.NewTaskExecutor(component.TaskExecutorConfig{
 		TaskExecutor: taskexecutor.Config{
 			ID: id, Slots: e.cfg.slots, Store: e.etcd, HTTPClient: e.http,
@@ -125,7 +143,8 @@ func (e *env) startTaskExecutor(i int) error {
 	if err != nil {
 		return err
 	}
-	e.tes = append(e.tes, &taskExec{id: id, url: te.URL()})
+	tx.url = te.URL()
+	e.tes = append(e.tes, tx)
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
@@ -171,10 +190,17 @@ func (e *env) gateInvokable(ctx context.Context, t taskexecutor.Task) error {
 // batch call is recorded as its items, each under the one-item call's
 // name (a SubmitTasks of three attempts as three SubmitTask events), and
 // so are the deployments an OfferSlots answer carries, so that cases hold
-// whichever form a server uses.
-func (e *env) taskInterceptor(id string) connect.UnaryInterceptorFunc {
+// whichever form a server uses. A TaskExecutor the runner has cut off
+// sends and receives nothing: each call fails, unrecorded, as if the
+// network had dropped it.
+func (e *env) taskInterceptor(tx *taskExec) connect.UnaryInterceptorFunc {
+	id := tx.id
 	return func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if tx.cut.Load() {
+				return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("the runner cut TaskExecutor %s off the network", id))
+			}
+			sent := time.Now()
 			ev := Event{Source: id}
 			switch m := req.Any().(type) {
 			case *clusterv1.RequestSlotsRequest:
@@ -227,6 +253,15 @@ func (e *env) taskInterceptor(id string) connect.UnaryInterceptorFunc {
 						e.log.Add(Event{Source: id, Op: "Adopted", Key: j.GetJobId(), Token: token(adopt.GetJobs()[i].GetJobMasterToken()),
 							Attempt: attemptKey(h.GetStatus().GetAttempt()), State: h.GetStatus().GetState()})
 					}
+				}
+			}
+			// A heartbeat answered with a task lease: the lease holds the
+			// attempts from the heartbeat's sending.
+			if _, ok := req.Any().(*clusterv1.HeartbeatFromTaskExecutorRequest); ok && err == nil {
+				if hb := resp.Any().(*clusterv1.HeartbeatFromTaskExecutorResponse); hb.GetTaskLease().AsDuration() > 0 && !hb.GetFullRequested() {
+					tx.mu.Lock()
+					tx.leased = sent
+					tx.mu.Unlock()
 				}
 			}
 			// Deployments in an offer's answer are received as the

@@ -26,7 +26,8 @@ type Event struct {
 	// TaskExecutors the RPC's name; for the client "ack" (a SubmitJob
 	// answer), the name of another Dispatcher call it made, "fault" (an
 	// injected fault), "revoke", "expire", "seed" (a write of its own), and
-	// "kill", "stop", "pause", "resume", "start" of a server instance.
+	// "kill", "stop", "pause", "resume", "start" of a server instance, and
+	// "cut" (Detail: the TaskExecutor cut off the network).
 	Op      string
 	Key     string         // the job id, or the election
 	Token   election.Token // the token the call carried, or was granted

@@ -4,11 +4,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/internal/chaos"
 	"github.com/jobplane/jobplane/sdk"
 	"github.com/jobplane/jobplane/server/localcluster"
 )
@@ -34,71 +37,157 @@ func TestMeasureAdoption(t *testing.T) {
 	const lease = time.Minute // longer than any cycle waits: a job running again was adopted
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(*adoptCycles)*(10*ttl(t)+2*time.Minute)+5*time.Minute)
 	defer cancel()
-	c, err := localcluster.StartProcessCluster(ctx, localcluster.ProcessClusterConfig{
-		JobManagers: 2, TaskExecutors: *adoptTEs, Slots: (*adoptJobs + *adoptTEs - 1) / *adoptTEs,
-		JobManagerArgs: []string{"--task-lease", lease.String()},
-	})
+	m, err := measureAdoption(ctx, *adoptJobs, *adoptTEs, *adoptCycles, lease)
 	if err != nil {
 		t.Fatal(err)
+	}
+	km, kx := summary(m.kill)
+	tm, tx := summary(m.term)
+	t.Logf("%d one-task jobs on %d TaskExecutors, task lease %v, session TTL %v", *adoptJobs, *adoptTEs, lease, ttl(t))
+	t.Logf("SIGKILL → every job running under the new leader: median %v, max %v over %d cycles", km, kx, len(m.kill))
+	t.Logf("SIGTERM → every job running under the new leader: median %v, max %v over %d cycles", tm, tx, len(m.term))
+	if kx >= lease || tx >= lease {
+		t.Errorf("a cycle outlasted the task lease: jobs may have been deployed anew")
+	}
+	if m.overlap != nil {
+		t.Error(m.overlap)
+	}
+	t.Logf("task restarts: %d (attempts started after the jobs first ran, of %d)", m.restarted, m.attempts)
+	if m.restarted > 0 {
+		t.Errorf("%d tasks started again across the changes of leader; want 0", m.restarted)
+	}
+}
+
+// BenchmarkAdoption times changes of leader with running work, on the
+// default timings (and the default task lease), for `make bench`: with
+// $ADOPT_JOBS one-task jobs (default 1000) on 10 TaskExecutors, and, as
+// its floor side by side, with one job; the leader SIGKILLed and then
+// SIGTERMed $ADOPT_CYCLES times each (default 5). It reports the median
+// and maximum time from the signal until the next leader reports every
+// job running, and the tasks that started again (adoption wants none).
+// Each benchmark iteration runs every cycle; run it with -benchtime=1x.
+func BenchmarkAdoption(b *testing.B) {
+	jobs, cycles := 1000, 5
+	if v, err := strconv.Atoi(os.Getenv("ADOPT_JOBS")); err == nil && v > 0 {
+		jobs = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("ADOPT_CYCLES")); err == nil && v > 0 {
+		cycles = v
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	var all, one adoption
+	for range b.N {
+		for _, run := range []struct {
+			jobs int
+			into *adoption
+		}{{1, &one}, {jobs, &all}} {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cycles)*(10*ttl(b)+2*time.Minute)+5*time.Minute)
+			m, err := measureAdoption(ctx, run.jobs, 10, cycles, 0)
+			cancel()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if m.overlap != nil {
+				b.Error(m.overlap)
+			}
+			run.into.kill, run.into.term = append(run.into.kill, m.kill...), append(run.into.term, m.term...)
+			run.into.restarted += m.restarted
+		}
+	}
+	for _, r := range []struct {
+		prefix string
+		m      adoption
+	}{{"adopt-", all}, {"adopt-floor-", one}} {
+		km, kx := summary(r.m.kill)
+		tm, tx := summary(r.m.term)
+		b.ReportMetric(ms(km), r.prefix+"kill-p50-ms")
+		b.ReportMetric(ms(kx), r.prefix+"kill-max-ms")
+		b.ReportMetric(ms(tm), r.prefix+"term-p50-ms")
+		b.ReportMetric(ms(tx), r.prefix+"term-max-ms")
+		b.ReportMetric(float64(r.m.restarted), r.prefix+"restarts")
+	}
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(jobs), "adopt-jobs")
+	b.ReportMetric(float64(len(all.kill)), "adopt-cycles")
+}
+
+// adoption is what measureAdoption measured.
+type adoption struct {
+	kill, term []time.Duration // signal → every job running under the new leader
+	restarted  int             // attempts started after every job first ran
+	attempts   int             // attempts logged in all
+	overlap    error           // two attempts of a subtask at once, if any
+}
+
+// measureAdoption runs jobs one-task jobs on tes TaskExecutors under two
+// jobmanagers with the task lease given (0: the default), SIGKILLs and
+// then SIGTERMs the leader cycles times each (restarting it as a standby
+// each time), and times each signal until the next leader reports every
+// job running.
+func measureAdoption(ctx context.Context, jobs, tes, cycles int, lease time.Duration) (adoption, error) {
+	var m adoption
+	cfg := localcluster.ProcessClusterConfig{JobManagers: 2, TaskExecutors: tes, Slots: (jobs + tes - 1) / tes}
+	if lease > 0 {
+		cfg.JobManagerArgs = []string{"--task-lease", lease.String()}
+	}
+	c, err := localcluster.StartProcessCluster(ctx, cfg)
+	if err != nil {
+		return m, err
 	}
 	defer c.Close()
 	cl, err := c.Client()
 	if err != nil {
-		t.Fatal(err)
+		return m, err
 	}
 	var ids []string
-	for i := range *adoptJobs {
+	for i := range jobs {
 		id := fmt.Sprintf("adopt-%d", i)
 		if _, err := cl.Submit(ctx, sleepJob(id, 1, 24*time.Hour), sdk.WithJobID(id)); err != nil {
-			t.Fatal(err)
+			return m, err
 		}
 		ids = append(ids, id)
 	}
 	l, err := leadsRunning(ctx, c, ids)
 	if err != nil {
-		t.Fatal(err)
+		return m, err
 	}
 	first := time.Now() // every job's task has started
-	took := map[syscall.Signal][]time.Duration{}
-	for cycle := range *adoptCycles {
+	for cycle := range cycles {
 		for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
 			start := time.Now()
 			if err := l.Signal(sig); err != nil {
-				t.Fatal(err)
+				return m, err
 			}
 			next, err := leadsRunning(ctx, c, ids, l)
 			if err != nil {
-				t.Fatalf("cycle %d, %v: %v", cycle, sig, err)
+				return m, fmt.Errorf("cycle %d, %v: %w", cycle, sig, err)
 			}
-			took[sig] = append(took[sig], time.Since(start))
+			if sig == syscall.SIGKILL {
+				m.kill = append(m.kill, time.Since(start))
+			} else {
+				m.term = append(m.term, time.Since(start))
+			}
 			if err := l.Wait(ctx); err != nil {
-				t.Fatal(err)
+				return m, err
 			}
 			if err := l.Restart(ctx); err != nil {
-				t.Fatal(err)
+				return m, err
 			}
 			l = next
 		}
 	}
-	km, kx := summary(took[syscall.SIGKILL])
-	tm, tx := summary(took[syscall.SIGTERM])
-	t.Logf("%d one-task jobs on %d TaskExecutors, task lease %v, session TTL %v", *adoptJobs, *adoptTEs, lease, ttl(t))
-	t.Logf("SIGKILL → every job running under the new leader: median %v, max %v over %d cycles", km, kx, len(took[syscall.SIGKILL]))
-	t.Logf("SIGTERM → every job running under the new leader: median %v, max %v over %d cycles", tm, tx, len(took[syscall.SIGTERM]))
-	if kx >= lease || tx >= lease {
-		t.Errorf("a cycle outlasted the task lease: jobs may have been deployed anew")
+	ivs, err := chaos.Attempts(c.TaskExecutors())
+	if err != nil {
+		return m, err
 	}
-	ivs := checkAttempts(t, c)
-	restarted := 0
+	m.overlap = chaos.CheckAttempts(ivs)
+	m.attempts = len(ivs)
 	for _, iv := range ivs {
 		if iv.Start.After(first) {
-			restarted++
+			m.restarted++
 		}
 	}
-	t.Logf("task restarts: %d (attempts started after the jobs first ran, of %d)", restarted, len(ivs))
-	if restarted > 0 {
-		t.Errorf("%d tasks started again across the changes of leader; want 0", restarted)
-	}
+	return m, nil
 }
 
 var pauseRounds = flag.Int("pause.rounds", 0, "TestMeasurePause: SIGSTOP rounds of each length (0 skips it)")

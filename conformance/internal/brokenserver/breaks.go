@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
@@ -153,6 +155,13 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 			<-ctx.Done() // the stream never ends by itself
 			return ctx.Err()
 		}))
+	case "lease-outlives-wait":
+		// The TaskExecutors are granted a task lease far longer than the
+		// child waits (its own) before it deploys anew what no
+		// reachable TaskExecutor listed.
+		passLongerLease(mux, clusterv1connect.JobMasterServiceHeartbeatFromTaskExecutorProcedure, jm.HeartbeatFromTaskExecutor)
+		passLongerLease(mux, clusterv1connect.JobMasterServiceOfferSlotsProcedure, jm.OfferSlots)
+		passLongerLease(mux, clusterv1connect.JobMasterServiceRegisterTaskExecutorProcedure, jm.RegisterTaskExecutor)
 	case "ignore-stale-tokens":
 		po := clusterv1connect.JobMasterServiceOfferSlotsProcedure
 		mux.Handle(po, connect.NewUnaryHandler(po, func(ctx context.Context, req *connect.Request[clusterv1.OfferSlotsRequest]) (*connect.Response[clusterv1.OfferSlotsResponse], error) {
@@ -177,6 +186,29 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 			return connect.NewResponse(resp), nil
 		}))
 	}
+}
+
+// longerLease is the task lease the "lease-outlives-wait" break grants in
+// place of the child's own.
+const longerLease = time.Minute
+
+// passLongerLease mounts procedure so that an answer of the child's that
+// grants a task lease grants longerLease instead.
+func passLongerLease[Req, Resp any, PResp interface {
+	*Resp
+	proto.Message
+}](mux *http.ServeMux, procedure string, call func(context.Context, *Req) (PResp, error)) {
+	mux.Handle(procedure, connect.NewUnaryHandler(procedure, func(ctx context.Context, req *connect.Request[Req]) (*connect.Response[Resp], error) {
+		resp, err := call(ctx, req.Msg)
+		if err != nil {
+			return nil, err
+		}
+		m := resp.ProtoReflect()
+		if f := m.Descriptor().Fields().ByName("task_lease"); f != nil && m.Has(f) {
+			m.Set(f, protoreflect.ValueOfMessage(durationpb.New(longerLease).ProtoReflect()))
+		}
+		return connect.NewResponse((*Resp)(resp)), nil
+	}))
 }
 
 // passCurrentToken mounts procedure so that it reaches the child with the

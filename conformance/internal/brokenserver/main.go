@@ -93,6 +93,12 @@ func run(mode, jobplane, hastoreURL, listen, dataDir string) error {
 	// case a break must fail was measured; "no-adoption" is the child as
 	// it is then: running attempts stop with their JobMaster and are
 	// deployed again.
+	if mode == "lease-outlives-wait" {
+		// A lease of its own, which it waits out before it deploys anew;
+		// the TaskExecutors reach its JobMasters through the API proxy,
+		// which grants them a longer one.
+		args = append(args, "--task-lease", "3s", "--advertise", public)
+	}
 	if mode == "hoard-slots" {
 		// Jobs keep the idle slots they hold while they wait for more.
 		// The case catches that only if the TaskExecutors still hold

@@ -53,6 +53,7 @@ var breaks = map[string][]string{
 	"renew-late":                {"faults/keep-alive"},
 	"hoard-slots":               {"recovery/restart-slots-held"},
 	"no-adoption":               {"adoption/*"},
+	"lease-outlives-wait":       {"adoption/unreachable-task-executor"},
 }
 
 // Cases of whole families, caught through the invariants every case's

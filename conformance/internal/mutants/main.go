@@ -116,7 +116,7 @@ func mainErr(run, readme string, checkOnly bool, parallel int, verbose bool) err
 // validate checks the list itself: unique names of a known family, each
 // Old found exactly once in its file.
 func validate(ms []Mutant) error {
-	families := []string{"idempotency", "persist", "fencing", "cleanup", "recovery"}
+	families := []string{"idempotency", "persist", "fencing", "cleanup", "recovery", "adoption"}
 	seen := map[string]bool{}
 	for _, m := range ms {
 		family, _, ok := strings.Cut(m.Name, "/")
@@ -188,7 +188,7 @@ func runSuite(bin string, m Mutant, parallel int, verbose bool) (status string, 
 	// only by the latter, any other only by the former.
 	configs := []runner.Config{{
 		ServerCommand: bin + " jobmanager --hastore {hastore} --listen {listen}",
-		Features:      map[string]bool{runner.FeatureResourceManager: true, runner.FeatureFailover: true},
+		Features:      map[string]bool{runner.FeatureResourceManager: true, runner.FeatureFailover: true, runner.FeatureAdoption: true},
 	}}
 	if storeSide(m) {
 		configs = []runner.Config{{StoreCommand: bin + " hastore --log-level warn --listen {listen} --data-dir {data}"}}

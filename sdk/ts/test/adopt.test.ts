@@ -230,6 +230,25 @@ describe("adoption under a task lease with the node worker", { timeout: 120_000 
     assert.ok(!fake.reports.some((r) => r.endsWith("@1") && r !== "RUNNING@1"), `reports: ${fake.reports}`);
   });
 
+  test("an adopted attempt is held for a yet newer JobMaster before its adopter granted a lease", { timeout: 60_000 }, async () => {
+    const signal = AbortSignal.timeout(50_000);
+    const { fake, te, runs } = await setup(30_000, signal);
+    const task = runs[0];
+    await newerJobMaster(te, signal);
+    // Adopted under epoch 2 by a JobMaster that never answers a heartbeat,
+    // so it grants no lease of its own.
+    const first = await adopt(te, nowhere, newer, signal);
+    assert.deepEqual(first.refused, []);
+    assert.equal(first.jobs[0]?.attempts.length, 1);
+    // A yet newer JobMaster adopts it again: held, not canceled.
+    const newest = { sessionId: "jm-3", epoch: 3n };
+    const again = await adopt(te, fake.url, newest, signal);
+    assert.deepEqual(again.refused, []);
+    assert.equal(again.jobs[0]?.attempts.length, 1, "the attempt adopted under epoch 2 was not held for epoch 3");
+    assert.equal(again.jobs[0]?.attempts[0]?.status?.state, ExecutionState.RUNNING);
+    assert.equal(task.signal.aborted, false, "the adopted attempt stopped as a newer JobMaster appeared");
+  });
+
   test("a held attempt that no JobMaster adopts stops at its task lease's end, and its slot is freed", { timeout: 60_000 }, async () => {
     const signal = AbortSignal.timeout(50_000);
     // A lease of 1.5 s: the attempt stops by 1 s (the lease less a third) after the last answer.
