@@ -22,7 +22,8 @@ type Event struct {
 	// Op is the call: for the store "campaign", "granted", "confirm",
 	// "resign", "put-plan", "delete-plan", "request-cancel",
 	// "create-dirty", "mark-clean", "delete-result", "list-plans",
-	// "get-plan", "list-results", "get-result", "keep-alive"; for
+	// "get-plan", "list-results", "get-result", "keep-alive", "add-member",
+	// "remove-member", "list-members"; for
 	// TaskExecutors the RPC's name; for the client "ack" (a SubmitJob
 	// answer), the name of another Dispatcher call it made, "fault" (an
 	// injected fault), "revoke", "expire", "seed" (a write of its own), and

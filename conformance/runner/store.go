@@ -157,6 +157,38 @@ func (s *store) DeleteJobResultEntry(ctx context.Context, f hastore.Fence, jobID
 	return s.call(ctx, "delete-result", jobID, f.Token, func(ctx context.Context) error { return s.Store.DeleteJobResultEntry(ctx, f, jobID) })
 }
 
+// AddTaskExecutor, RemoveTaskExecutor and TaskExecutors pass the
+// TaskExecutor membership (hastore.Members) through, recorded as
+// "add-member", "remove-member" and "list-members" keyed by the
+// TaskExecutor's id.
+func (s *store) AddTaskExecutor(ctx context.Context, f hastore.Fence, id string) error {
+	m, ok := s.Store.(hastore.Members)
+	if !ok {
+		return hastore.ErrMembersUnsupported
+	}
+	return s.call(ctx, "add-member", id, f.Token, func(ctx context.Context) error { return m.AddTaskExecutor(ctx, f, id) })
+}
+
+func (s *store) RemoveTaskExecutor(ctx context.Context, f hastore.Fence, id string) error {
+	m, ok := s.Store.(hastore.Members)
+	if !ok {
+		return hastore.ErrMembersUnsupported
+	}
+	return s.call(ctx, "remove-member", id, f.Token, func(ctx context.Context) error { return m.RemoveTaskExecutor(ctx, f, id) })
+}
+
+func (s *store) TaskExecutors(ctx context.Context) (ids []string, err error) {
+	m, ok := s.Store.(hastore.Members)
+	if !ok {
+		return nil, hastore.ErrMembersUnsupported
+	}
+	err = s.call(ctx, "list-members", "", election.Token{}, func(ctx context.Context) error {
+		ids, err = m.TaskExecutors(ctx)
+		return err
+	})
+	return ids, err
+}
+
 func (s *store) ConfirmLeadership(ctx context.Context, f hastore.Fence, address string) error {
 	return s.call(ctx, "confirm", jobOf(f.Election), f.Token, func(ctx context.Context) error { return s.Store.ConfirmLeadership(ctx, f, address) })
 }

@@ -2,8 +2,15 @@ package hastore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
+
+// ErrMembersUnsupported is returned by a Members whose store keeps no
+// membership after all: a remote store that does not implement the
+// membership calls (HAStoreService before 1.2). The caller goes on
+// without a membership.
+var ErrMembersUnsupported = errors.New("the HA store keeps no TaskExecutor membership")
 
 // MaxTaskExecutorIDLength is the longest TaskExecutor id a Members store
 // records.

@@ -105,6 +105,7 @@ var breaks = map[string]string{
 	"no-expiry":               "the store renews every session itself, so none expires",
 	"cancel-request-lost":     "RequestJobCancel answers OK and records nothing",
 	"no-snapshot-end":         "WatchSession never marks the end of its snapshot",
+	"members-unfenced":        "membership writes refused as stale answer OK",
 }
 
 // broken wraps the reference handler.
@@ -138,6 +139,22 @@ func (b *broken) OpenSession(ctx context.Context, req *hastorev1.OpenSessionRequ
 				}
 			}
 		}()
+	}
+	return resp, err
+}
+
+func (b *broken) AddTaskExecutor(ctx context.Context, req *hastorev1.AddTaskExecutorRequest) (*hastorev1.AddTaskExecutorResponse, error) {
+	resp, err := b.HAStoreServiceHandler.AddTaskExecutor(ctx, req)
+	if b.mode == "members-unfenced" && hastorerpcReason(err) == "STALE_FENCING_TOKEN" {
+		return &hastorev1.AddTaskExecutorResponse{}, nil
+	}
+	return resp, err
+}
+
+func (b *broken) RemoveTaskExecutor(ctx context.Context, req *hastorev1.RemoveTaskExecutorRequest) (*hastorev1.RemoveTaskExecutorResponse, error) {
+	resp, err := b.HAStoreServiceHandler.RemoveTaskExecutor(ctx, req)
+	if b.mode == "members-unfenced" && hastorerpcReason(err) == "STALE_FENCING_TOKEN" {
+		return &hastorev1.RemoveTaskExecutorResponse{}, nil
 	}
 	return resp, err
 }

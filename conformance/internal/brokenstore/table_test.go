@@ -35,6 +35,7 @@ var mustFail = map[string][]string{
 	"no-expiry":               {"store/lease-expiry-revokes", "store/stale-write-from-paused-leader"},
 	"cancel-request-lost":     {"store/cancel-requests"},
 	"no-snapshot-end":         {"store/watch-session-snapshot"},
+	"members-unfenced":        {"store/task-executor-membership"},
 }
 
 // covered are the store cases that must fail against some broken store.

@@ -3,6 +3,7 @@ package hastorerpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -674,6 +675,44 @@ func (c *Client) ListJobResultEntries(ctx context.Context, state hastorev1.JobRe
 // DeleteJobResultEntry implements hastore.Store.
 func (c *Client) DeleteJobResultEntry(ctx context.Context, f hastore.Fence, jobID string) error {
 	_, err := c.rpc.DeleteJobResultEntry(ctx, &hastorev1.DeleteJobResultEntryRequest{Fence: fenceToProto(f), JobId: jobID})
+	return fromConnect(err)
+}
+
+// AddTaskExecutor implements hastore.Members; a store without the
+// membership calls answers hastore.ErrMembersUnsupported.
+func (c *Client) AddTaskExecutor(ctx context.Context, f hastore.Fence, id string) error {
+	_, err := c.rpc.AddTaskExecutor(ctx, &hastorev1.AddTaskExecutorRequest{Fence: fenceToProto(f), TaskExecutorId: id})
+	return membersErr(err)
+}
+
+// RemoveTaskExecutor implements hastore.Members.
+func (c *Client) RemoveTaskExecutor(ctx context.Context, f hastore.Fence, id string) error {
+	_, err := c.rpc.RemoveTaskExecutor(ctx, &hastorev1.RemoveTaskExecutorRequest{Fence: fenceToProto(f), TaskExecutorId: id})
+	return membersErr(err)
+}
+
+// TaskExecutors implements hastore.Members, a page at a time.
+func (c *Client) TaskExecutors(ctx context.Context) ([]string, error) {
+	var ids []string
+	after := ""
+	for {
+		resp, err := c.rpc.ListTaskExecutors(ctx, &hastorev1.ListTaskExecutorsRequest{PageSize: defaultPageSize, PageToken: after})
+		if err != nil {
+			return nil, membersErr(err)
+		}
+		ids = append(ids, resp.GetTaskExecutorIds()...)
+		if after = resp.GetNextPageToken(); after == "" {
+			return ids, nil
+		}
+	}
+}
+
+// membersErr is fromConnect, with UNIMPLEMENTED (a store older than the
+// membership calls) as hastore.ErrMembersUnsupported.
+func membersErr(err error) error {
+	if connect.CodeOf(err) == connect.CodeUnimplemented {
+		return fmt.Errorf("%w: %v", hastore.ErrMembersUnsupported, err)
+	}
 	return fromConnect(err)
 }
 

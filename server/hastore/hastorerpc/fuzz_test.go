@@ -49,6 +49,9 @@ func storeSeeds() map[protoreflect.Name][]proto.Message {
 		"GetJobResultEntry":    {&hastorev1.GetJobResultEntryRequest{JobId: "j1"}},
 		"ListJobResultEntries": {&hastorev1.ListJobResultEntriesRequest{PageSize: -1}},
 		"DeleteJobResultEntry": {&hastorev1.DeleteJobResultEntryRequest{Fence: fence, JobId: "j1"}},
+		"AddTaskExecutor":      {&hastorev1.AddTaskExecutorRequest{Fence: fence, TaskExecutorId: "te-1"}, &hastorev1.AddTaskExecutorRequest{Fence: badFence}},
+		"RemoveTaskExecutor":   {&hastorev1.RemoveTaskExecutorRequest{Fence: fence, TaskExecutorId: "te-1"}},
+		"ListTaskExecutors":    {&hastorev1.ListTaskExecutorsRequest{PageSize: 1, PageToken: "te-0"}, &hastorev1.ListTaskExecutorsRequest{PageSize: -1}},
 	}
 }
 

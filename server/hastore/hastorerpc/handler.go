@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -582,4 +583,71 @@ func (h *Handler) DeleteJobResultEntry(ctx context.Context, req *hastorev1.Delet
 		return nil, h.err(err, map[string]string{"election": f.Election, "job_id": req.GetJobId()})
 	}
 	return &hastorev1.DeleteJobResultEntryResponse{}, nil
+}
+
+// members returns the store's TaskExecutor membership, or an UNIMPLEMENTED
+// error for a store without one.
+func (h *Handler) members() (hastore.Members, error) {
+	m, ok := h.store.(hastore.Members)
+	if !ok {
+		return nil, connect.NewError(connect.CodeUnimplemented, hastore.ErrMembersUnsupported)
+	}
+	return m, nil
+}
+
+// AddTaskExecutor implements HAStoreServiceHandler.
+func (h *Handler) AddTaskExecutor(ctx context.Context, req *hastorev1.AddTaskExecutorRequest) (*hastorev1.AddTaskExecutorResponse, error) {
+	m, err := h.members()
+	if err != nil {
+		return nil, err
+	}
+	f := fenceFromProto(req.GetFence())
+	if err := m.AddTaskExecutor(ctx, f, req.GetTaskExecutorId()); err != nil {
+		return nil, h.err(err, map[string]string{"election": f.Election, "task_executor_id": req.GetTaskExecutorId()})
+	}
+	return &hastorev1.AddTaskExecutorResponse{}, nil
+}
+
+// RemoveTaskExecutor implements HAStoreServiceHandler.
+func (h *Handler) RemoveTaskExecutor(ctx context.Context, req *hastorev1.RemoveTaskExecutorRequest) (*hastorev1.RemoveTaskExecutorResponse, error) {
+	m, err := h.members()
+	if err != nil {
+		return nil, err
+	}
+	f := fenceFromProto(req.GetFence())
+	if err := m.RemoveTaskExecutor(ctx, f, req.GetTaskExecutorId()); err != nil {
+		return nil, h.err(err, map[string]string{"election": f.Election, "task_executor_id": req.GetTaskExecutorId()})
+	}
+	return &hastorev1.RemoveTaskExecutorResponse{}, nil
+}
+
+// ListTaskExecutors implements HAStoreServiceHandler. The page token is
+// the last id of the previous page.
+func (h *Handler) ListTaskExecutors(ctx context.Context, req *hastorev1.ListTaskExecutorsRequest) (*hastorev1.ListTaskExecutorsResponse, error) {
+	m, err := h.members()
+	if err != nil {
+		return nil, err
+	}
+	if req.GetPageSize() < 0 {
+		return nil, h.err(hastore.ValidateList("", -1), nil)
+	}
+	size := pageSize(req.GetPageSize())
+	ids, err := m.TaskExecutors(ctx)
+	if err != nil {
+		return nil, h.err(err, nil)
+	}
+	// The membership is small (one id per TaskExecutor): a page is cut
+	// from the whole list.
+	from, _ := slices.BinarySearch(ids, req.GetPageToken())
+	if from < len(ids) && ids[from] == req.GetPageToken() {
+		from++
+	}
+	ids = ids[from:]
+	resp := &hastorev1.ListTaskExecutorsResponse{}
+	if len(ids) > size {
+		ids = ids[:size]
+		resp.NextPageToken = ids[size-1]
+	}
+	resp.TaskExecutorIds = ids
+	return resp, nil
 }

@@ -86,6 +86,7 @@ func Cases() []Case {
 		{Name: "CampaignCancelWithdraws", Doc: "a campaign given up before its grant leaves no candidacy", Run: testCampaignCancelWithdraws},
 		{Name: "ObserveEveryChangeInOrder", Doc: "ObserveLeader reports every change of leader, in order", Run: testObserveEveryChangeInOrder},
 		{Name: "NeverTwoLeaders", Doc: "under contention, grants never overlap and epochs increase", Run: testNeverTwoLeaders},
+		{Name: "TaskExecutorMembership", Doc: "the TaskExecutor membership: adds and removes fenced by the jobmanager election (a stale token refused, a job election's token invalid), repeated without error, listed in id order to any client, and kept across a restart", Run: testTaskExecutorMembership},
 		{Name: "BadInput", Doc: "malformed input is refused with a field violation naming the field, and writes nothing", Run: testBadInput},
 	}
 }

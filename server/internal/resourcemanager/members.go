@@ -65,6 +65,10 @@ func (rm *ResourceManager) Members() (map[string]string, bool) {
 func (rm *ResourceManager) loadMembers(ctx context.Context, m *members) {
 	for {
 		ids, err := rm.cfg.Members.TaskExecutors(ctx)
+		if errors.Is(err, hastore.ErrMembersUnsupported) {
+			rm.noMembers(m, err)
+			return
+		}
 		if err == nil {
 			rm.mu.Lock()
 			start := time.Now()
@@ -113,6 +117,9 @@ func (rm *ResourceManager) record(ctx context.Context, token election.Token, id 
 	}
 	err := rm.cfg.Members.AddTaskExecutor(ctx, hastore.Fence{Election: election.JobManager, Token: token}, id)
 	switch {
+	case errors.Is(err, hastore.ErrMembersUnsupported):
+		rm.noMembers(m, err)
+		return nil
 	case errors.Is(err, hastore.ErrStaleToken):
 		return apierror.NotLeader(election.JobManager, "")
 	case err != nil:
@@ -124,6 +131,19 @@ func (rm *ResourceManager) record(ctx context.Context, token election.Token, id 
 		m.seen[id] = time.Now()
 	}
 	return nil
+}
+
+// noMembers gives up the membership m for the rest of its leadership:
+// the store keeps none after all (a remote store without the membership
+// calls). Its JobMasters then wait out the task lease for what no
+// TaskExecutor lists, as without a membership.
+func (rm *ResourceManager) noMembers(m *members, err error) {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	if rm.members == m {
+		rm.members = nil
+		rm.log.Info("the HA store keeps no TaskExecutor membership; adoption waits out the task lease for subtasks not found", "err", err)
+	}
 }
 
 // expireMembersLocked removes the members gone for longer than any lease

@@ -2,9 +2,11 @@ package resourcemanager
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/etcdstore"
+	"github.com/jobplane/jobplane/server/hastore/hastorerpc"
 )
 
 // A TaskExecutor is a member, in the store, once its registration is
@@ -119,5 +122,63 @@ func TestMembershipFollowsRegistrations(t *testing.T) {
 			t.Fatal("the new leader never read the members")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A remote store without the membership calls (HAStoreService before
+// 1.2) answers them UNIMPLEMENTED: TaskExecutors still register, and the
+// ResourceManager goes on without a membership (its JobMasters wait out
+// the task lease for what no TaskExecutor lists).
+func TestStoreWithoutMembership(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store, err := etcdstore.Open(ctx, etcdstore.OpenConfig{DataDir: t.TempDir(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	// Served without its membership: only hastore.Store's methods.
+	mux := http.NewServeMux()
+	mux.Handle(hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: struct{ hastore.Store }{store}, Logger: quiet}).Path())
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	remote := hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: srv.Client(), BaseURL: srv.URL, Logger: quiet})
+	if _, err := remote.TaskExecutors(ctx); !errors.Is(err, hastore.ErrMembersUnsupported) {
+		t.Fatalf("TaskExecutors of a store without the calls: %v, want ErrMembersUnsupported", err)
+	}
+	sess, err := remote.OpenSession(ctx, hastore.SessionConfig{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sess.Close(context.Background()) })
+	l, err := sess.Campaign(ctx, election.JobManager, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, err := New(Config{HTTPClient: http.DefaultClient, HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 200 * time.Millisecond,
+		Logger: quiet, Members: remote, TaskLease: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = rm.Lead(lctx, l) }()
+	defer func() { stop(); <-done }()
+	token := l.Token()
+	for {
+		_, err := rm.Local().RegisterTaskExecutor(ctx, &clusterv1.ResourceManagerServiceRegisterTaskExecutorRequest{
+			TaskExecutorId: "te-1", Address: "http://127.0.0.1:1", ResourceManagerToken: &jobplanev1.FencingToken{SessionId: token.SessionID, Epoch: token.Epoch},
+		})
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("RegisterTaskExecutor on a store without the membership calls: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // until it leads
+	}
+	if m, ok := rm.Members(); ok {
+		t.Errorf("Members() = %v, true on a store without a membership; want false", m)
 	}
 }

@@ -2347,6 +2347,309 @@ func (*DeleteJobResultEntryResponse) Descriptor() ([]byte, []int) {
 	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{41}
 }
 
+// AddTaskExecutorRequest is the request of HAStoreService.AddTaskExecutor.
+type AddTaskExecutorRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The writer's leadership: a `jobmanager` one. Required.
+	Fence *v1.Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
+	// The TaskExecutor's id, 1 to 128 bytes. Required.
+	TaskExecutorId string `protobuf:"bytes,2,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AddTaskExecutorRequest) Reset() {
+	*x = AddTaskExecutorRequest{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddTaskExecutorRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddTaskExecutorRequest) ProtoMessage() {}
+
+func (x *AddTaskExecutorRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddTaskExecutorRequest.ProtoReflect.Descriptor instead.
+func (*AddTaskExecutorRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *AddTaskExecutorRequest) GetFence() *v1.Fence {
+	if x != nil {
+		return x.Fence
+	}
+	return nil
+}
+
+func (x *AddTaskExecutorRequest) GetTaskExecutorId() string {
+	if x != nil {
+		return x.TaskExecutorId
+	}
+	return ""
+}
+
+// AddTaskExecutorResponse is the response of
+// HAStoreService.AddTaskExecutor.
+type AddTaskExecutorResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddTaskExecutorResponse) Reset() {
+	*x = AddTaskExecutorResponse{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddTaskExecutorResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddTaskExecutorResponse) ProtoMessage() {}
+
+func (x *AddTaskExecutorResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddTaskExecutorResponse.ProtoReflect.Descriptor instead.
+func (*AddTaskExecutorResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{43}
+}
+
+// RemoveTaskExecutorRequest is the request of
+// HAStoreService.RemoveTaskExecutor.
+type RemoveTaskExecutorRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The writer's leadership: a `jobmanager` one. Required.
+	Fence *v1.Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
+	// The TaskExecutor's id, 1 to 128 bytes. Required.
+	TaskExecutorId string `protobuf:"bytes,2,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RemoveTaskExecutorRequest) Reset() {
+	*x = RemoveTaskExecutorRequest{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveTaskExecutorRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveTaskExecutorRequest) ProtoMessage() {}
+
+func (x *RemoveTaskExecutorRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveTaskExecutorRequest.ProtoReflect.Descriptor instead.
+func (*RemoveTaskExecutorRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *RemoveTaskExecutorRequest) GetFence() *v1.Fence {
+	if x != nil {
+		return x.Fence
+	}
+	return nil
+}
+
+func (x *RemoveTaskExecutorRequest) GetTaskExecutorId() string {
+	if x != nil {
+		return x.TaskExecutorId
+	}
+	return ""
+}
+
+// RemoveTaskExecutorResponse is the response of
+// HAStoreService.RemoveTaskExecutor.
+type RemoveTaskExecutorResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveTaskExecutorResponse) Reset() {
+	*x = RemoveTaskExecutorResponse{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveTaskExecutorResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveTaskExecutorResponse) ProtoMessage() {}
+
+func (x *RemoveTaskExecutorResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveTaskExecutorResponse.ProtoReflect.Descriptor instead.
+func (*RemoveTaskExecutorResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{45}
+}
+
+// ListTaskExecutorsRequest is the request of
+// HAStoreService.ListTaskExecutors.
+type ListTaskExecutorsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The largest number of ids to return. Zero, or more than 1,000, means
+	// 1,000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The `next_page_token` of the previous call; empty for the first page.
+	// A token is the last id of the previous page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTaskExecutorsRequest) Reset() {
+	*x = ListTaskExecutorsRequest{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTaskExecutorsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTaskExecutorsRequest) ProtoMessage() {}
+
+func (x *ListTaskExecutorsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTaskExecutorsRequest.ProtoReflect.Descriptor instead.
+func (*ListTaskExecutorsRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ListTaskExecutorsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListTaskExecutorsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListTaskExecutorsResponse is the response of
+// HAStoreService.ListTaskExecutors.
+type ListTaskExecutorsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The members' ids, in order.
+	TaskExecutorIds []string `protobuf:"bytes,1,rep,name=task_executor_ids,json=taskExecutorIds,proto3" json:"task_executor_ids,omitempty"`
+	// Passed as `page_token` to get the next page; empty on the last page.
+	// A page may hold fewer ids than asked for and still not be the last:
+	// only an empty token ends the listing.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTaskExecutorsResponse) Reset() {
+	*x = ListTaskExecutorsResponse{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTaskExecutorsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTaskExecutorsResponse) ProtoMessage() {}
+
+func (x *ListTaskExecutorsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTaskExecutorsResponse.ProtoReflect.Descriptor instead.
+func (*ListTaskExecutorsResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ListTaskExecutorsResponse) GetTaskExecutorIds() []string {
+	if x != nil {
+		return x.TaskExecutorIds
+	}
+	return nil
+}
+
+func (x *ListTaskExecutorsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 // LeadershipGranted says a candidacy of the session leads its election.
 type WatchSessionResponse_LeadershipGranted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2360,7 +2663,7 @@ type WatchSessionResponse_LeadershipGranted struct {
 
 func (x *WatchSessionResponse_LeadershipGranted) Reset() {
 	*x = WatchSessionResponse_LeadershipGranted{}
-	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[42]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2372,7 +2675,7 @@ func (x *WatchSessionResponse_LeadershipGranted) String() string {
 func (*WatchSessionResponse_LeadershipGranted) ProtoMessage() {}
 
 func (x *WatchSessionResponse_LeadershipGranted) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[42]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2720,7 @@ type WatchSessionResponse_LeadershipRevoked struct {
 
 func (x *WatchSessionResponse_LeadershipRevoked) Reset() {
 	*x = WatchSessionResponse_LeadershipRevoked{}
-	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[43]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +2732,7 @@ func (x *WatchSessionResponse_LeadershipRevoked) String() string {
 func (*WatchSessionResponse_LeadershipRevoked) ProtoMessage() {}
 
 func (x *WatchSessionResponse_LeadershipRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[43]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2476,7 +2779,7 @@ type WatchSessionResponse_SnapshotEnd struct {
 
 func (x *WatchSessionResponse_SnapshotEnd) Reset() {
 	*x = WatchSessionResponse_SnapshotEnd{}
-	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[44]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2488,7 +2791,7 @@ func (x *WatchSessionResponse_SnapshotEnd) String() string {
 func (*WatchSessionResponse_SnapshotEnd) ProtoMessage() {}
 
 func (x *WatchSessionResponse_SnapshotEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[44]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2628,7 +2931,22 @@ const file_jobplane_hastore_v1_ha_store_service_proto_rawDesc = "" +
 	"\x1bDeleteJobResultEntryRequest\x12(\n" +
 	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\x1e\n" +
-	"\x1cDeleteJobResultEntryResponse*\x99\x01\n" +
+	"\x1cDeleteJobResultEntryResponse\"l\n" +
+	"\x16AddTaskExecutorRequest\x12(\n" +
+	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\x12(\n" +
+	"\x10task_executor_id\x18\x02 \x01(\tR\x0etaskExecutorId\"\x19\n" +
+	"\x17AddTaskExecutorResponse\"o\n" +
+	"\x19RemoveTaskExecutorRequest\x12(\n" +
+	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\x12(\n" +
+	"\x10task_executor_id\x18\x02 \x01(\tR\x0etaskExecutorId\"\x1c\n" +
+	"\x1aRemoveTaskExecutorResponse\"V\n" +
+	"\x18ListTaskExecutorsRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"o\n" +
+	"\x19ListTaskExecutorsResponse\x12*\n" +
+	"\x11task_executor_ids\x18\x01 \x03(\tR\x0ftaskExecutorIds\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x99\x01\n" +
 	"\x10RevocationReason\x12!\n" +
 	"\x1dREVOCATION_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aREVOCATION_REASON_RESIGNED\x10\x01\x12#\n" +
@@ -2637,7 +2955,7 @@ const file_jobplane_hastore_v1_ha_store_service_proto_rawDesc = "" +
 	"\x0eJobResultState\x12 \n" +
 	"\x1cJOB_RESULT_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16JOB_RESULT_STATE_DIRTY\x10\x01\x12\x1a\n" +
-	"\x16JOB_RESULT_STATE_CLEAN\x10\x022\xe1\x11\n" +
+	"\x16JOB_RESULT_STATE_CLEAN\x10\x022\xc9\x14\n" +
 	"\x0eHAStoreService\x12`\n" +
 	"\vOpenSession\x12'.jobplane.hastore.v1.OpenSessionRequest\x1a(.jobplane.hastore.v1.OpenSessionResponse\x12_\n" +
 	"\tKeepAlive\x12%.jobplane.hastore.v1.KeepAliveRequest\x1a&.jobplane.hastore.v1.KeepAliveResponse\"\x03\x90\x02\x02\x12h\n" +
@@ -2658,7 +2976,10 @@ const file_jobplane_hastore_v1_ha_store_service_proto_rawDesc = "" +
 	"\x12MarkJobResultClean\x12..jobplane.hastore.v1.MarkJobResultCleanRequest\x1a/.jobplane.hastore.v1.MarkJobResultCleanResponse\"\x03\x90\x02\x02\x12w\n" +
 	"\x11GetJobResultEntry\x12-.jobplane.hastore.v1.GetJobResultEntryRequest\x1a..jobplane.hastore.v1.GetJobResultEntryResponse\"\x03\x90\x02\x01\x12\x80\x01\n" +
 	"\x14ListJobResultEntries\x120.jobplane.hastore.v1.ListJobResultEntriesRequest\x1a1.jobplane.hastore.v1.ListJobResultEntriesResponse\"\x03\x90\x02\x01\x12\x80\x01\n" +
-	"\x14DeleteJobResultEntry\x120.jobplane.hastore.v1.DeleteJobResultEntryRequest\x1a1.jobplane.hastore.v1.DeleteJobResultEntryResponse\"\x03\x90\x02\x02B\xdc\x01\n" +
+	"\x14DeleteJobResultEntry\x120.jobplane.hastore.v1.DeleteJobResultEntryRequest\x1a1.jobplane.hastore.v1.DeleteJobResultEntryResponse\"\x03\x90\x02\x02\x12q\n" +
+	"\x0fAddTaskExecutor\x12+.jobplane.hastore.v1.AddTaskExecutorRequest\x1a,.jobplane.hastore.v1.AddTaskExecutorResponse\"\x03\x90\x02\x02\x12z\n" +
+	"\x12RemoveTaskExecutor\x12..jobplane.hastore.v1.RemoveTaskExecutorRequest\x1a/.jobplane.hastore.v1.RemoveTaskExecutorResponse\"\x03\x90\x02\x02\x12w\n" +
+	"\x11ListTaskExecutors\x12-.jobplane.hastore.v1.ListTaskExecutorsRequest\x1a..jobplane.hastore.v1.ListTaskExecutorsResponse\"\x03\x90\x02\x01B\xdc\x01\n" +
 	"\x17com.jobplane.hastore.v1B\x13HaStoreServiceProtoP\x01Z>github.com/jobplane/jobplane/gen/jobplane/hastore/v1;hastorev1\xa2\x02\x03JHX\xaa\x02\x13Jobplane.Hastore.V1\xca\x02\x13Jobplane\\Hastore\\V1\xe2\x02\x1fJobplane\\Hastore\\V1\\GPBMetadata\xea\x02\x15Jobplane::Hastore::V1b\x06proto3"
 
 var (
@@ -2674,7 +2995,7 @@ func file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobplane_hastore_v1_ha_store_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_jobplane_hastore_v1_ha_store_service_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_jobplane_hastore_v1_ha_store_service_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_jobplane_hastore_v1_ha_store_service_proto_goTypes = []any{
 	(RevocationReason)(0),                          // 0: jobplane.hastore.v1.RevocationReason
 	(JobResultState)(0),                            // 1: jobplane.hastore.v1.JobResultState
@@ -2720,95 +3041,109 @@ var file_jobplane_hastore_v1_ha_store_service_proto_goTypes = []any{
 	(*ListJobResultEntriesResponse)(nil),           // 41: jobplane.hastore.v1.ListJobResultEntriesResponse
 	(*DeleteJobResultEntryRequest)(nil),            // 42: jobplane.hastore.v1.DeleteJobResultEntryRequest
 	(*DeleteJobResultEntryResponse)(nil),           // 43: jobplane.hastore.v1.DeleteJobResultEntryResponse
-	(*WatchSessionResponse_LeadershipGranted)(nil), // 44: jobplane.hastore.v1.WatchSessionResponse.LeadershipGranted
-	(*WatchSessionResponse_LeadershipRevoked)(nil), // 45: jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked
-	(*WatchSessionResponse_SnapshotEnd)(nil),       // 46: jobplane.hastore.v1.WatchSessionResponse.SnapshotEnd
-	(*durationpb.Duration)(nil),                    // 47: google.protobuf.Duration
-	(*v1.Heartbeat)(nil),                           // 48: jobplane.v1.Heartbeat
-	(*v1.Fence)(nil),                               // 49: jobplane.v1.Fence
-	(*v1.LeaderInfo)(nil),                          // 50: jobplane.v1.LeaderInfo
-	(*v1.JobGraph)(nil),                            // 51: jobplane.v1.JobGraph
-	(*timestamppb.Timestamp)(nil),                  // 52: google.protobuf.Timestamp
-	(*v1.JobResult)(nil),                           // 53: jobplane.v1.JobResult
-	(*v1.FencingToken)(nil),                        // 54: jobplane.v1.FencingToken
+	(*AddTaskExecutorRequest)(nil),                 // 44: jobplane.hastore.v1.AddTaskExecutorRequest
+	(*AddTaskExecutorResponse)(nil),                // 45: jobplane.hastore.v1.AddTaskExecutorResponse
+	(*RemoveTaskExecutorRequest)(nil),              // 46: jobplane.hastore.v1.RemoveTaskExecutorRequest
+	(*RemoveTaskExecutorResponse)(nil),             // 47: jobplane.hastore.v1.RemoveTaskExecutorResponse
+	(*ListTaskExecutorsRequest)(nil),               // 48: jobplane.hastore.v1.ListTaskExecutorsRequest
+	(*ListTaskExecutorsResponse)(nil),              // 49: jobplane.hastore.v1.ListTaskExecutorsResponse
+	(*WatchSessionResponse_LeadershipGranted)(nil), // 50: jobplane.hastore.v1.WatchSessionResponse.LeadershipGranted
+	(*WatchSessionResponse_LeadershipRevoked)(nil), // 51: jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked
+	(*WatchSessionResponse_SnapshotEnd)(nil),       // 52: jobplane.hastore.v1.WatchSessionResponse.SnapshotEnd
+	(*durationpb.Duration)(nil),                    // 53: google.protobuf.Duration
+	(*v1.Heartbeat)(nil),                           // 54: jobplane.v1.Heartbeat
+	(*v1.Fence)(nil),                               // 55: jobplane.v1.Fence
+	(*v1.LeaderInfo)(nil),                          // 56: jobplane.v1.LeaderInfo
+	(*v1.JobGraph)(nil),                            // 57: jobplane.v1.JobGraph
+	(*timestamppb.Timestamp)(nil),                  // 58: google.protobuf.Timestamp
+	(*v1.JobResult)(nil),                           // 59: jobplane.v1.JobResult
+	(*v1.FencingToken)(nil),                        // 60: jobplane.v1.FencingToken
 }
 var file_jobplane_hastore_v1_ha_store_service_proto_depIdxs = []int32{
-	47, // 0: jobplane.hastore.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	47, // 1: jobplane.hastore.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	47, // 2: jobplane.hastore.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
-	44, // 3: jobplane.hastore.v1.WatchSessionResponse.granted:type_name -> jobplane.hastore.v1.WatchSessionResponse.LeadershipGranted
-	45, // 4: jobplane.hastore.v1.WatchSessionResponse.revoked:type_name -> jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked
-	48, // 5: jobplane.hastore.v1.WatchSessionResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
-	46, // 6: jobplane.hastore.v1.WatchSessionResponse.snapshot_end:type_name -> jobplane.hastore.v1.WatchSessionResponse.SnapshotEnd
-	49, // 7: jobplane.hastore.v1.ResignRequest.fence:type_name -> jobplane.v1.Fence
-	49, // 8: jobplane.hastore.v1.ConfirmLeadershipRequest.fence:type_name -> jobplane.v1.Fence
-	50, // 9: jobplane.hastore.v1.GetLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
-	50, // 10: jobplane.hastore.v1.ObserveLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
-	48, // 11: jobplane.hastore.v1.ObserveLeaderResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
-	51, // 12: jobplane.hastore.v1.ExecutionPlan.job_graph:type_name -> jobplane.v1.JobGraph
-	52, // 13: jobplane.hastore.v1.ExecutionPlan.submit_time:type_name -> google.protobuf.Timestamp
-	49, // 14: jobplane.hastore.v1.PutExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
+	53, // 0: jobplane.hastore.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	53, // 1: jobplane.hastore.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	53, // 2: jobplane.hastore.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	50, // 3: jobplane.hastore.v1.WatchSessionResponse.granted:type_name -> jobplane.hastore.v1.WatchSessionResponse.LeadershipGranted
+	51, // 4: jobplane.hastore.v1.WatchSessionResponse.revoked:type_name -> jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked
+	54, // 5: jobplane.hastore.v1.WatchSessionResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
+	52, // 6: jobplane.hastore.v1.WatchSessionResponse.snapshot_end:type_name -> jobplane.hastore.v1.WatchSessionResponse.SnapshotEnd
+	55, // 7: jobplane.hastore.v1.ResignRequest.fence:type_name -> jobplane.v1.Fence
+	55, // 8: jobplane.hastore.v1.ConfirmLeadershipRequest.fence:type_name -> jobplane.v1.Fence
+	56, // 9: jobplane.hastore.v1.GetLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
+	56, // 10: jobplane.hastore.v1.ObserveLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
+	54, // 11: jobplane.hastore.v1.ObserveLeaderResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
+	57, // 12: jobplane.hastore.v1.ExecutionPlan.job_graph:type_name -> jobplane.v1.JobGraph
+	58, // 13: jobplane.hastore.v1.ExecutionPlan.submit_time:type_name -> google.protobuf.Timestamp
+	55, // 14: jobplane.hastore.v1.PutExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
 	22, // 15: jobplane.hastore.v1.PutExecutionPlanRequest.plan:type_name -> jobplane.hastore.v1.ExecutionPlan
 	22, // 16: jobplane.hastore.v1.GetExecutionPlanResponse.plan:type_name -> jobplane.hastore.v1.ExecutionPlan
-	49, // 17: jobplane.hastore.v1.DeleteExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
-	49, // 18: jobplane.hastore.v1.RequestJobCancelRequest.fence:type_name -> jobplane.v1.Fence
-	53, // 19: jobplane.hastore.v1.JobResultEntry.result:type_name -> jobplane.v1.JobResult
+	55, // 17: jobplane.hastore.v1.DeleteExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
+	55, // 18: jobplane.hastore.v1.RequestJobCancelRequest.fence:type_name -> jobplane.v1.Fence
+	59, // 19: jobplane.hastore.v1.JobResultEntry.result:type_name -> jobplane.v1.JobResult
 	1,  // 20: jobplane.hastore.v1.JobResultEntry.state:type_name -> jobplane.hastore.v1.JobResultState
-	49, // 21: jobplane.hastore.v1.CreateDirtyJobResultRequest.fence:type_name -> jobplane.v1.Fence
-	53, // 22: jobplane.hastore.v1.CreateDirtyJobResultRequest.result:type_name -> jobplane.v1.JobResult
-	49, // 23: jobplane.hastore.v1.MarkJobResultCleanRequest.fence:type_name -> jobplane.v1.Fence
+	55, // 21: jobplane.hastore.v1.CreateDirtyJobResultRequest.fence:type_name -> jobplane.v1.Fence
+	59, // 22: jobplane.hastore.v1.CreateDirtyJobResultRequest.result:type_name -> jobplane.v1.JobResult
+	55, // 23: jobplane.hastore.v1.MarkJobResultCleanRequest.fence:type_name -> jobplane.v1.Fence
 	33, // 24: jobplane.hastore.v1.GetJobResultEntryResponse.entry:type_name -> jobplane.hastore.v1.JobResultEntry
 	1,  // 25: jobplane.hastore.v1.ListJobResultEntriesRequest.state:type_name -> jobplane.hastore.v1.JobResultState
 	33, // 26: jobplane.hastore.v1.ListJobResultEntriesResponse.entries:type_name -> jobplane.hastore.v1.JobResultEntry
-	49, // 27: jobplane.hastore.v1.DeleteJobResultEntryRequest.fence:type_name -> jobplane.v1.Fence
-	54, // 28: jobplane.hastore.v1.WatchSessionResponse.LeadershipGranted.token:type_name -> jobplane.v1.FencingToken
-	54, // 29: jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked.token:type_name -> jobplane.v1.FencingToken
-	0,  // 30: jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked.reason:type_name -> jobplane.hastore.v1.RevocationReason
-	2,  // 31: jobplane.hastore.v1.HAStoreService.OpenSession:input_type -> jobplane.hastore.v1.OpenSessionRequest
-	4,  // 32: jobplane.hastore.v1.HAStoreService.KeepAlive:input_type -> jobplane.hastore.v1.KeepAliveRequest
-	6,  // 33: jobplane.hastore.v1.HAStoreService.CloseSession:input_type -> jobplane.hastore.v1.CloseSessionRequest
-	8,  // 34: jobplane.hastore.v1.HAStoreService.Campaign:input_type -> jobplane.hastore.v1.CampaignRequest
-	10, // 35: jobplane.hastore.v1.HAStoreService.Withdraw:input_type -> jobplane.hastore.v1.WithdrawRequest
-	12, // 36: jobplane.hastore.v1.HAStoreService.WatchSession:input_type -> jobplane.hastore.v1.WatchSessionRequest
-	14, // 37: jobplane.hastore.v1.HAStoreService.Resign:input_type -> jobplane.hastore.v1.ResignRequest
-	16, // 38: jobplane.hastore.v1.HAStoreService.ConfirmLeadership:input_type -> jobplane.hastore.v1.ConfirmLeadershipRequest
-	18, // 39: jobplane.hastore.v1.HAStoreService.GetLeader:input_type -> jobplane.hastore.v1.GetLeaderRequest
-	20, // 40: jobplane.hastore.v1.HAStoreService.ObserveLeader:input_type -> jobplane.hastore.v1.ObserveLeaderRequest
-	23, // 41: jobplane.hastore.v1.HAStoreService.PutExecutionPlan:input_type -> jobplane.hastore.v1.PutExecutionPlanRequest
-	25, // 42: jobplane.hastore.v1.HAStoreService.GetExecutionPlan:input_type -> jobplane.hastore.v1.GetExecutionPlanRequest
-	27, // 43: jobplane.hastore.v1.HAStoreService.ListExecutionPlans:input_type -> jobplane.hastore.v1.ListExecutionPlansRequest
-	29, // 44: jobplane.hastore.v1.HAStoreService.DeleteExecutionPlan:input_type -> jobplane.hastore.v1.DeleteExecutionPlanRequest
-	31, // 45: jobplane.hastore.v1.HAStoreService.RequestJobCancel:input_type -> jobplane.hastore.v1.RequestJobCancelRequest
-	34, // 46: jobplane.hastore.v1.HAStoreService.CreateDirtyJobResult:input_type -> jobplane.hastore.v1.CreateDirtyJobResultRequest
-	36, // 47: jobplane.hastore.v1.HAStoreService.MarkJobResultClean:input_type -> jobplane.hastore.v1.MarkJobResultCleanRequest
-	38, // 48: jobplane.hastore.v1.HAStoreService.GetJobResultEntry:input_type -> jobplane.hastore.v1.GetJobResultEntryRequest
-	40, // 49: jobplane.hastore.v1.HAStoreService.ListJobResultEntries:input_type -> jobplane.hastore.v1.ListJobResultEntriesRequest
-	42, // 50: jobplane.hastore.v1.HAStoreService.DeleteJobResultEntry:input_type -> jobplane.hastore.v1.DeleteJobResultEntryRequest
-	3,  // 51: jobplane.hastore.v1.HAStoreService.OpenSession:output_type -> jobplane.hastore.v1.OpenSessionResponse
-	5,  // 52: jobplane.hastore.v1.HAStoreService.KeepAlive:output_type -> jobplane.hastore.v1.KeepAliveResponse
-	7,  // 53: jobplane.hastore.v1.HAStoreService.CloseSession:output_type -> jobplane.hastore.v1.CloseSessionResponse
-	9,  // 54: jobplane.hastore.v1.HAStoreService.Campaign:output_type -> jobplane.hastore.v1.CampaignResponse
-	11, // 55: jobplane.hastore.v1.HAStoreService.Withdraw:output_type -> jobplane.hastore.v1.WithdrawResponse
-	13, // 56: jobplane.hastore.v1.HAStoreService.WatchSession:output_type -> jobplane.hastore.v1.WatchSessionResponse
-	15, // 57: jobplane.hastore.v1.HAStoreService.Resign:output_type -> jobplane.hastore.v1.ResignResponse
-	17, // 58: jobplane.hastore.v1.HAStoreService.ConfirmLeadership:output_type -> jobplane.hastore.v1.ConfirmLeadershipResponse
-	19, // 59: jobplane.hastore.v1.HAStoreService.GetLeader:output_type -> jobplane.hastore.v1.GetLeaderResponse
-	21, // 60: jobplane.hastore.v1.HAStoreService.ObserveLeader:output_type -> jobplane.hastore.v1.ObserveLeaderResponse
-	24, // 61: jobplane.hastore.v1.HAStoreService.PutExecutionPlan:output_type -> jobplane.hastore.v1.PutExecutionPlanResponse
-	26, // 62: jobplane.hastore.v1.HAStoreService.GetExecutionPlan:output_type -> jobplane.hastore.v1.GetExecutionPlanResponse
-	28, // 63: jobplane.hastore.v1.HAStoreService.ListExecutionPlans:output_type -> jobplane.hastore.v1.ListExecutionPlansResponse
-	30, // 64: jobplane.hastore.v1.HAStoreService.DeleteExecutionPlan:output_type -> jobplane.hastore.v1.DeleteExecutionPlanResponse
-	32, // 65: jobplane.hastore.v1.HAStoreService.RequestJobCancel:output_type -> jobplane.hastore.v1.RequestJobCancelResponse
-	35, // 66: jobplane.hastore.v1.HAStoreService.CreateDirtyJobResult:output_type -> jobplane.hastore.v1.CreateDirtyJobResultResponse
-	37, // 67: jobplane.hastore.v1.HAStoreService.MarkJobResultClean:output_type -> jobplane.hastore.v1.MarkJobResultCleanResponse
-	39, // 68: jobplane.hastore.v1.HAStoreService.GetJobResultEntry:output_type -> jobplane.hastore.v1.GetJobResultEntryResponse
-	41, // 69: jobplane.hastore.v1.HAStoreService.ListJobResultEntries:output_type -> jobplane.hastore.v1.ListJobResultEntriesResponse
-	43, // 70: jobplane.hastore.v1.HAStoreService.DeleteJobResultEntry:output_type -> jobplane.hastore.v1.DeleteJobResultEntryResponse
-	51, // [51:71] is the sub-list for method output_type
-	31, // [31:51] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	55, // 27: jobplane.hastore.v1.DeleteJobResultEntryRequest.fence:type_name -> jobplane.v1.Fence
+	55, // 28: jobplane.hastore.v1.AddTaskExecutorRequest.fence:type_name -> jobplane.v1.Fence
+	55, // 29: jobplane.hastore.v1.RemoveTaskExecutorRequest.fence:type_name -> jobplane.v1.Fence
+	60, // 30: jobplane.hastore.v1.WatchSessionResponse.LeadershipGranted.token:type_name -> jobplane.v1.FencingToken
+	60, // 31: jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked.token:type_name -> jobplane.v1.FencingToken
+	0,  // 32: jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked.reason:type_name -> jobplane.hastore.v1.RevocationReason
+	2,  // 33: jobplane.hastore.v1.HAStoreService.OpenSession:input_type -> jobplane.hastore.v1.OpenSessionRequest
+	4,  // 34: jobplane.hastore.v1.HAStoreService.KeepAlive:input_type -> jobplane.hastore.v1.KeepAliveRequest
+	6,  // 35: jobplane.hastore.v1.HAStoreService.CloseSession:input_type -> jobplane.hastore.v1.CloseSessionRequest
+	8,  // 36: jobplane.hastore.v1.HAStoreService.Campaign:input_type -> jobplane.hastore.v1.CampaignRequest
+	10, // 37: jobplane.hastore.v1.HAStoreService.Withdraw:input_type -> jobplane.hastore.v1.WithdrawRequest
+	12, // 38: jobplane.hastore.v1.HAStoreService.WatchSession:input_type -> jobplane.hastore.v1.WatchSessionRequest
+	14, // 39: jobplane.hastore.v1.HAStoreService.Resign:input_type -> jobplane.hastore.v1.ResignRequest
+	16, // 40: jobplane.hastore.v1.HAStoreService.ConfirmLeadership:input_type -> jobplane.hastore.v1.ConfirmLeadershipRequest
+	18, // 41: jobplane.hastore.v1.HAStoreService.GetLeader:input_type -> jobplane.hastore.v1.GetLeaderRequest
+	20, // 42: jobplane.hastore.v1.HAStoreService.ObserveLeader:input_type -> jobplane.hastore.v1.ObserveLeaderRequest
+	23, // 43: jobplane.hastore.v1.HAStoreService.PutExecutionPlan:input_type -> jobplane.hastore.v1.PutExecutionPlanRequest
+	25, // 44: jobplane.hastore.v1.HAStoreService.GetExecutionPlan:input_type -> jobplane.hastore.v1.GetExecutionPlanRequest
+	27, // 45: jobplane.hastore.v1.HAStoreService.ListExecutionPlans:input_type -> jobplane.hastore.v1.ListExecutionPlansRequest
+	29, // 46: jobplane.hastore.v1.HAStoreService.DeleteExecutionPlan:input_type -> jobplane.hastore.v1.DeleteExecutionPlanRequest
+	31, // 47: jobplane.hastore.v1.HAStoreService.RequestJobCancel:input_type -> jobplane.hastore.v1.RequestJobCancelRequest
+	34, // 48: jobplane.hastore.v1.HAStoreService.CreateDirtyJobResult:input_type -> jobplane.hastore.v1.CreateDirtyJobResultRequest
+	36, // 49: jobplane.hastore.v1.HAStoreService.MarkJobResultClean:input_type -> jobplane.hastore.v1.MarkJobResultCleanRequest
+	38, // 50: jobplane.hastore.v1.HAStoreService.GetJobResultEntry:input_type -> jobplane.hastore.v1.GetJobResultEntryRequest
+	40, // 51: jobplane.hastore.v1.HAStoreService.ListJobResultEntries:input_type -> jobplane.hastore.v1.ListJobResultEntriesRequest
+	42, // 52: jobplane.hastore.v1.HAStoreService.DeleteJobResultEntry:input_type -> jobplane.hastore.v1.DeleteJobResultEntryRequest
+	44, // 53: jobplane.hastore.v1.HAStoreService.AddTaskExecutor:input_type -> jobplane.hastore.v1.AddTaskExecutorRequest
+	46, // 54: jobplane.hastore.v1.HAStoreService.RemoveTaskExecutor:input_type -> jobplane.hastore.v1.RemoveTaskExecutorRequest
+	48, // 55: jobplane.hastore.v1.HAStoreService.ListTaskExecutors:input_type -> jobplane.hastore.v1.ListTaskExecutorsRequest
+	3,  // 56: jobplane.hastore.v1.HAStoreService.OpenSession:output_type -> jobplane.hastore.v1.OpenSessionResponse
+	5,  // 57: jobplane.hastore.v1.HAStoreService.KeepAlive:output_type -> jobplane.hastore.v1.KeepAliveResponse
+	7,  // 58: jobplane.hastore.v1.HAStoreService.CloseSession:output_type -> jobplane.hastore.v1.CloseSessionResponse
+	9,  // 59: jobplane.hastore.v1.HAStoreService.Campaign:output_type -> jobplane.hastore.v1.CampaignResponse
+	11, // 60: jobplane.hastore.v1.HAStoreService.Withdraw:output_type -> jobplane.hastore.v1.WithdrawResponse
+	13, // 61: jobplane.hastore.v1.HAStoreService.WatchSession:output_type -> jobplane.hastore.v1.WatchSessionResponse
+	15, // 62: jobplane.hastore.v1.HAStoreService.Resign:output_type -> jobplane.hastore.v1.ResignResponse
+	17, // 63: jobplane.hastore.v1.HAStoreService.ConfirmLeadership:output_type -> jobplane.hastore.v1.ConfirmLeadershipResponse
+	19, // 64: jobplane.hastore.v1.HAStoreService.GetLeader:output_type -> jobplane.hastore.v1.GetLeaderResponse
+	21, // 65: jobplane.hastore.v1.HAStoreService.ObserveLeader:output_type -> jobplane.hastore.v1.ObserveLeaderResponse
+	24, // 66: jobplane.hastore.v1.HAStoreService.PutExecutionPlan:output_type -> jobplane.hastore.v1.PutExecutionPlanResponse
+	26, // 67: jobplane.hastore.v1.HAStoreService.GetExecutionPlan:output_type -> jobplane.hastore.v1.GetExecutionPlanResponse
+	28, // 68: jobplane.hastore.v1.HAStoreService.ListExecutionPlans:output_type -> jobplane.hastore.v1.ListExecutionPlansResponse
+	30, // 69: jobplane.hastore.v1.HAStoreService.DeleteExecutionPlan:output_type -> jobplane.hastore.v1.DeleteExecutionPlanResponse
+	32, // 70: jobplane.hastore.v1.HAStoreService.RequestJobCancel:output_type -> jobplane.hastore.v1.RequestJobCancelResponse
+	35, // 71: jobplane.hastore.v1.HAStoreService.CreateDirtyJobResult:output_type -> jobplane.hastore.v1.CreateDirtyJobResultResponse
+	37, // 72: jobplane.hastore.v1.HAStoreService.MarkJobResultClean:output_type -> jobplane.hastore.v1.MarkJobResultCleanResponse
+	39, // 73: jobplane.hastore.v1.HAStoreService.GetJobResultEntry:output_type -> jobplane.hastore.v1.GetJobResultEntryResponse
+	41, // 74: jobplane.hastore.v1.HAStoreService.ListJobResultEntries:output_type -> jobplane.hastore.v1.ListJobResultEntriesResponse
+	43, // 75: jobplane.hastore.v1.HAStoreService.DeleteJobResultEntry:output_type -> jobplane.hastore.v1.DeleteJobResultEntryResponse
+	45, // 76: jobplane.hastore.v1.HAStoreService.AddTaskExecutor:output_type -> jobplane.hastore.v1.AddTaskExecutorResponse
+	47, // 77: jobplane.hastore.v1.HAStoreService.RemoveTaskExecutor:output_type -> jobplane.hastore.v1.RemoveTaskExecutorResponse
+	49, // 78: jobplane.hastore.v1.HAStoreService.ListTaskExecutors:output_type -> jobplane.hastore.v1.ListTaskExecutorsResponse
+	56, // [56:79] is the sub-list for method output_type
+	33, // [33:56] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_hastore_v1_ha_store_service_proto_init() }
@@ -2832,7 +3167,7 @@ func file_jobplane_hastore_v1_ha_store_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_hastore_v1_ha_store_service_proto_rawDesc), len(file_jobplane_hastore_v1_ha_store_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   45,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

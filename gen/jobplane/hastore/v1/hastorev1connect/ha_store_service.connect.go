@@ -90,6 +90,15 @@ const (
 	// HAStoreServiceDeleteJobResultEntryProcedure is the fully-qualified name of the HAStoreService's
 	// DeleteJobResultEntry RPC.
 	HAStoreServiceDeleteJobResultEntryProcedure = "/jobplane.hastore.v1.HAStoreService/DeleteJobResultEntry"
+	// HAStoreServiceAddTaskExecutorProcedure is the fully-qualified name of the HAStoreService's
+	// AddTaskExecutor RPC.
+	HAStoreServiceAddTaskExecutorProcedure = "/jobplane.hastore.v1.HAStoreService/AddTaskExecutor"
+	// HAStoreServiceRemoveTaskExecutorProcedure is the fully-qualified name of the HAStoreService's
+	// RemoveTaskExecutor RPC.
+	HAStoreServiceRemoveTaskExecutorProcedure = "/jobplane.hastore.v1.HAStoreService/RemoveTaskExecutor"
+	// HAStoreServiceListTaskExecutorsProcedure is the fully-qualified name of the HAStoreService's
+	// ListTaskExecutors RPC.
+	HAStoreServiceListTaskExecutorsProcedure = "/jobplane.hastore.v1.HAStoreService/ListTaskExecutors"
 )
 
 // HAStoreServiceClient is a client for the jobplane.hastore.v1.HAStoreService service.
@@ -256,6 +265,26 @@ type HAStoreServiceClient interface {
 	// ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
 	// another election.
 	DeleteJobResultEntry(context.Context, *v1.DeleteJobResultEntryRequest) (*v1.DeleteJobResultEntryResponse, error)
+	// AddTaskExecutor makes a TaskExecutor a member of the TaskExecutor
+	// membership (see above); the member lasts until RemoveTaskExecutor,
+	// across restarts of the store. Adding a member again succeeds and
+	// changes nothing. Fenced by `jobmanager`. Idempotent. Since 1.2.
+	//
+	// Errors: ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT for an empty
+	// id or one longer than 128 bytes, and for a fence of another election.
+	AddTaskExecutor(context.Context, *v1.AddTaskExecutorRequest) (*v1.AddTaskExecutorResponse, error)
+	// RemoveTaskExecutor removes a member; removing one that is not a member
+	// succeeds. The ResourceManager removes a TaskExecutor only once every
+	// task lease it could hold has ended. Fenced by `jobmanager`.
+	// Idempotent. Since 1.2.
+	//
+	// Errors: ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT as for
+	// AddTaskExecutor.
+	RemoveTaskExecutor(context.Context, *v1.RemoveTaskExecutorRequest) (*v1.RemoveTaskExecutorResponse, error)
+	// ListTaskExecutors lists the members' ids, in id order, a page at a
+	// time. It reflects every AddTaskExecutor and RemoveTaskExecutor that
+	// succeeded before it was called. No side effects. Since 1.2.
+	ListTaskExecutors(context.Context, *v1.ListTaskExecutorsRequest) (*v1.ListTaskExecutorsResponse, error)
 }
 
 // NewHAStoreServiceClient constructs a client for the jobplane.hastore.v1.HAStoreService service.
@@ -408,6 +437,27 @@ func NewHAStoreServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithIdempotency(connect.IdempotencyIdempotent),
 			connect.WithClientOptions(opts...),
 		),
+		addTaskExecutor: connect.NewClient[v1.AddTaskExecutorRequest, v1.AddTaskExecutorResponse](
+			httpClient,
+			baseURL+HAStoreServiceAddTaskExecutorProcedure,
+			connect.WithSchema(hAStoreServiceMethods.ByName("AddTaskExecutor")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
+		removeTaskExecutor: connect.NewClient[v1.RemoveTaskExecutorRequest, v1.RemoveTaskExecutorResponse](
+			httpClient,
+			baseURL+HAStoreServiceRemoveTaskExecutorProcedure,
+			connect.WithSchema(hAStoreServiceMethods.ByName("RemoveTaskExecutor")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
+		listTaskExecutors: connect.NewClient[v1.ListTaskExecutorsRequest, v1.ListTaskExecutorsResponse](
+			httpClient,
+			baseURL+HAStoreServiceListTaskExecutorsProcedure,
+			connect.WithSchema(hAStoreServiceMethods.ByName("ListTaskExecutors")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -433,6 +483,9 @@ type hAStoreServiceClient struct {
 	getJobResultEntry    *connect.Client[v1.GetJobResultEntryRequest, v1.GetJobResultEntryResponse]
 	listJobResultEntries *connect.Client[v1.ListJobResultEntriesRequest, v1.ListJobResultEntriesResponse]
 	deleteJobResultEntry *connect.Client[v1.DeleteJobResultEntryRequest, v1.DeleteJobResultEntryResponse]
+	addTaskExecutor      *connect.Client[v1.AddTaskExecutorRequest, v1.AddTaskExecutorResponse]
+	removeTaskExecutor   *connect.Client[v1.RemoveTaskExecutorRequest, v1.RemoveTaskExecutorResponse]
+	listTaskExecutors    *connect.Client[v1.ListTaskExecutorsRequest, v1.ListTaskExecutorsResponse]
 }
 
 // OpenSession calls jobplane.hastore.v1.HAStoreService.OpenSession.
@@ -607,6 +660,33 @@ func (c *hAStoreServiceClient) DeleteJobResultEntry(ctx context.Context, req *v1
 	return nil, err
 }
 
+// AddTaskExecutor calls jobplane.hastore.v1.HAStoreService.AddTaskExecutor.
+func (c *hAStoreServiceClient) AddTaskExecutor(ctx context.Context, req *v1.AddTaskExecutorRequest) (*v1.AddTaskExecutorResponse, error) {
+	response, err := c.addTaskExecutor.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// RemoveTaskExecutor calls jobplane.hastore.v1.HAStoreService.RemoveTaskExecutor.
+func (c *hAStoreServiceClient) RemoveTaskExecutor(ctx context.Context, req *v1.RemoveTaskExecutorRequest) (*v1.RemoveTaskExecutorResponse, error) {
+	response, err := c.removeTaskExecutor.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ListTaskExecutors calls jobplane.hastore.v1.HAStoreService.ListTaskExecutors.
+func (c *hAStoreServiceClient) ListTaskExecutors(ctx context.Context, req *v1.ListTaskExecutorsRequest) (*v1.ListTaskExecutorsResponse, error) {
+	response, err := c.listTaskExecutors.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // HAStoreServiceHandler is an implementation of the jobplane.hastore.v1.HAStoreService service.
 type HAStoreServiceHandler interface {
 	// OpenSession opens a session. The TTL is rounded up to whole seconds and
@@ -771,6 +851,26 @@ type HAStoreServiceHandler interface {
 	// ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
 	// another election.
 	DeleteJobResultEntry(context.Context, *v1.DeleteJobResultEntryRequest) (*v1.DeleteJobResultEntryResponse, error)
+	// AddTaskExecutor makes a TaskExecutor a member of the TaskExecutor
+	// membership (see above); the member lasts until RemoveTaskExecutor,
+	// across restarts of the store. Adding a member again succeeds and
+	// changes nothing. Fenced by `jobmanager`. Idempotent. Since 1.2.
+	//
+	// Errors: ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT for an empty
+	// id or one longer than 128 bytes, and for a fence of another election.
+	AddTaskExecutor(context.Context, *v1.AddTaskExecutorRequest) (*v1.AddTaskExecutorResponse, error)
+	// RemoveTaskExecutor removes a member; removing one that is not a member
+	// succeeds. The ResourceManager removes a TaskExecutor only once every
+	// task lease it could hold has ended. Fenced by `jobmanager`.
+	// Idempotent. Since 1.2.
+	//
+	// Errors: ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT as for
+	// AddTaskExecutor.
+	RemoveTaskExecutor(context.Context, *v1.RemoveTaskExecutorRequest) (*v1.RemoveTaskExecutorResponse, error)
+	// ListTaskExecutors lists the members' ids, in id order, a page at a
+	// time. It reflects every AddTaskExecutor and RemoveTaskExecutor that
+	// succeeded before it was called. No side effects. Since 1.2.
+	ListTaskExecutors(context.Context, *v1.ListTaskExecutorsRequest) (*v1.ListTaskExecutorsResponse, error)
 }
 
 // NewHAStoreServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -919,6 +1019,27 @@ func NewHAStoreServiceHandler(svc HAStoreServiceHandler, opts ...connect.Handler
 		connect.WithIdempotency(connect.IdempotencyIdempotent),
 		connect.WithHandlerOptions(opts...),
 	)
+	hAStoreServiceAddTaskExecutorHandler := connect.NewUnaryHandlerSimple(
+		HAStoreServiceAddTaskExecutorProcedure,
+		svc.AddTaskExecutor,
+		connect.WithSchema(hAStoreServiceMethods.ByName("AddTaskExecutor")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
+	hAStoreServiceRemoveTaskExecutorHandler := connect.NewUnaryHandlerSimple(
+		HAStoreServiceRemoveTaskExecutorProcedure,
+		svc.RemoveTaskExecutor,
+		connect.WithSchema(hAStoreServiceMethods.ByName("RemoveTaskExecutor")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
+	hAStoreServiceListTaskExecutorsHandler := connect.NewUnaryHandlerSimple(
+		HAStoreServiceListTaskExecutorsProcedure,
+		svc.ListTaskExecutors,
+		connect.WithSchema(hAStoreServiceMethods.ByName("ListTaskExecutors")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/jobplane.hastore.v1.HAStoreService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HAStoreServiceOpenSessionProcedure:
@@ -961,6 +1082,12 @@ func NewHAStoreServiceHandler(svc HAStoreServiceHandler, opts ...connect.Handler
 			hAStoreServiceListJobResultEntriesHandler.ServeHTTP(w, r)
 		case HAStoreServiceDeleteJobResultEntryProcedure:
 			hAStoreServiceDeleteJobResultEntryHandler.ServeHTTP(w, r)
+		case HAStoreServiceAddTaskExecutorProcedure:
+			hAStoreServiceAddTaskExecutorHandler.ServeHTTP(w, r)
+		case HAStoreServiceRemoveTaskExecutorProcedure:
+			hAStoreServiceRemoveTaskExecutorHandler.ServeHTTP(w, r)
+		case HAStoreServiceListTaskExecutorsProcedure:
+			hAStoreServiceListTaskExecutorsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1048,4 +1175,16 @@ func (UnimplementedHAStoreServiceHandler) ListJobResultEntries(context.Context, 
 
 func (UnimplementedHAStoreServiceHandler) DeleteJobResultEntry(context.Context, *v1.DeleteJobResultEntryRequest) (*v1.DeleteJobResultEntryResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.hastore.v1.HAStoreService.DeleteJobResultEntry is not implemented"))
+}
+
+func (UnimplementedHAStoreServiceHandler) AddTaskExecutor(context.Context, *v1.AddTaskExecutorRequest) (*v1.AddTaskExecutorResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.hastore.v1.HAStoreService.AddTaskExecutor is not implemented"))
+}
+
+func (UnimplementedHAStoreServiceHandler) RemoveTaskExecutor(context.Context, *v1.RemoveTaskExecutorRequest) (*v1.RemoveTaskExecutorResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.hastore.v1.HAStoreService.RemoveTaskExecutor is not implemented"))
+}
+
+func (UnimplementedHAStoreServiceHandler) ListTaskExecutors(context.Context, *v1.ListTaskExecutorsRequest) (*v1.ListTaskExecutorsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.hastore.v1.HAStoreService.ListTaskExecutors is not implemented"))
 }
