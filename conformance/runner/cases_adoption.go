@@ -93,7 +93,21 @@ func (t *T) waitAdopted(id string, now election.Token) {
 // started once: the attempts running when the leader changed were
 // adopted, not deployed again.
 func (t *T) ranOnce(id string, subtasks int) {
-	deployed, started := map[string]int{}, map[string]int{}
+	deployed, started := t.deploysAndStarts(id)
+	if len(started) != subtasks {
+		t.Errorf("subtasks started: %v; expected %d subtasks", started, subtasks)
+	}
+	for subtask, n := range started {
+		if n != 1 || deployed[subtask] != 1 {
+			t.Errorf("subtask %s was deployed %d times and started %d times; expected once each: an attempt that runs on when its JobMaster changes is adopted by the new one, not deployed again", subtask, deployed[subtask], n)
+		}
+	}
+}
+
+// deploysAndStarts counts, by subtask, the job's deployments (SubmitTask
+// at any TaskExecutor) and its attempts' starts.
+func (t *T) deploysAndStarts(id string) (deployed, started map[string]int) {
+	deployed, started = map[string]int{}, map[string]int{}
 	for _, e := range t.events(id, "") {
 		subtask, _, _ := strings.Cut(e.Attempt, "#")
 		switch e.Op {
@@ -103,14 +117,7 @@ func (t *T) ranOnce(id string, subtasks int) {
 			started[subtask]++
 		}
 	}
-	if len(started) != subtasks {
-		t.Errorf("subtasks started: %v; expected %d subtasks", started, subtasks)
-	}
-	for subtask, n := range started {
-		if n != 1 || deployed[subtask] != 1 {
-			t.Errorf("subtask %s was deployed %d times and started %d times; expected once each: an attempt that runs on when its JobMaster changes is adopted by the new one, not deployed again", subtask, deployed[subtask], n)
-		}
-	}
+	return deployed, started
 }
 
 // adoptPausedLeader pauses the leader until the standby has taken the
@@ -250,16 +257,7 @@ func unreachableTaskExecutor(t *T) {
 		}
 	}
 	// The others were adopted: deployed and started once.
-	deployed, started := map[string]int{}, map[string]int{}
-	for _, e := range t.events(id, "") {
-		subtask, _, _ := strings.Cut(e.Attempt, "#")
-		switch e.Op {
-		case "SubmitTask":
-			deployed[subtask]++
-		case "attempt-start":
-			started[subtask]++
-		}
-	}
+	deployed, started := t.deploysAndStarts(id)
 	for subtask, n := range started {
 		want := 1
 		if cutSubtasks[subtask] {

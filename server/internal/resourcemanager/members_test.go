@@ -56,18 +56,7 @@ func TestMembershipFollowsRegistrations(t *testing.T) {
 	}
 	register := func(rm *ResourceManager, token election.Token) {
 		t.Helper()
-		for {
-			_, err := rm.Local().RegisterTaskExecutor(ctx, &clusterv1.ResourceManagerServiceRegisterTaskExecutorRequest{
-				TaskExecutorId: "te-1", Address: "http://127.0.0.1:1", ResourceManagerToken: &jobplanev1.FencingToken{SessionId: token.SessionID, Epoch: token.Epoch},
-			})
-			if err == nil {
-				return
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("RegisterTaskExecutor: %v", err)
-			}
-			time.Sleep(10 * time.Millisecond) // until it leads
-		}
+		registerTaskExecutor(ctx, t, rm, token)
 	}
 	members := func() []string {
 		t.Helper()
@@ -165,20 +154,26 @@ func TestStoreWithoutMembership(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = rm.Lead(lctx, l) }()
 	defer func() { stop(); <-done }()
-	token := l.Token()
+	registerTaskExecutor(ctx, t, rm, l.Token())
+	if m, ok := rm.Members(); ok {
+		t.Errorf("Members() = %v, true on a store without a membership; want false", m)
+	}
+}
+
+// registerTaskExecutor registers TaskExecutor te-1 with rm under token,
+// trying again until rm leads; it fails the test if ctx ends first.
+func registerTaskExecutor(ctx context.Context, t *testing.T, rm *ResourceManager, token election.Token) {
+	t.Helper()
 	for {
 		_, err := rm.Local().RegisterTaskExecutor(ctx, &clusterv1.ResourceManagerServiceRegisterTaskExecutorRequest{
 			TaskExecutorId: "te-1", Address: "http://127.0.0.1:1", ResourceManagerToken: &jobplanev1.FencingToken{SessionId: token.SessionID, Epoch: token.Epoch},
 		})
 		if err == nil {
-			break
+			return
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("RegisterTaskExecutor on a store without the membership calls: %v", err)
+			t.Fatalf("RegisterTaskExecutor: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond) // until it leads
-	}
-	if m, ok := rm.Members(); ok {
-		t.Errorf("Members() = %v, true on a store without a membership; want false", m)
 	}
 }
