@@ -98,6 +98,9 @@ func TestStandaloneServesMetricsAfterJobsRan(t *testing.T) {
 	waitJobResult(t, client, "failing", jobplanev1.JobStatus_JOB_STATUS_FAILED)
 	// A repeated submission is no new job.
 	submitWhenLeading(t, client, "ok", noopGraph("ok"))
+	// The jobs needed one TaskExecutor; the gauges count both once the
+	// second one has registered too.
+	waitTaskExecutors(t, client, 2)
 
 	m := scrapeMetrics(t, httpClient, base)
 	for _, c := range []struct {
