@@ -313,7 +313,7 @@ func (t *T) inChargeUnder(id string, tk election.Token) bool {
 	adopted := map[string]bool{}
 	for _, e := range t.events(id, "Adopted") {
 		if e.Token == tk {
-			adopted[fmt.Sprint(e.Attempt)] = true
+			adopted[e.Attempt] = true
 		}
 	}
 	return len(adopted) > 0 && len(adopted)+t.deployedUnder(id, tk) >= 4

@@ -161,26 +161,34 @@ func (s *store) DeleteJobResultEntry(ctx context.Context, f hastore.Fence, jobID
 // TaskExecutor membership (hastore.Members) through, recorded as
 // "add-member", "remove-member" and "list-members" keyed by the
 // TaskExecutor's id.
+// members is the wrapped store's membership, if it keeps one.
+func (s *store) members() (hastore.Members, error) {
+	if m, ok := s.Store.(hastore.Members); ok {
+		return m, nil
+	}
+	return nil, hastore.ErrMembersUnsupported
+}
+
 func (s *store) AddTaskExecutor(ctx context.Context, f hastore.Fence, id string) error {
-	m, ok := s.Store.(hastore.Members)
-	if !ok {
-		return hastore.ErrMembersUnsupported
+	m, err := s.members()
+	if err != nil {
+		return err
 	}
 	return s.call(ctx, "add-member", id, f.Token, func(ctx context.Context) error { return m.AddTaskExecutor(ctx, f, id) })
 }
 
 func (s *store) RemoveTaskExecutor(ctx context.Context, f hastore.Fence, id string) error {
-	m, ok := s.Store.(hastore.Members)
-	if !ok {
-		return hastore.ErrMembersUnsupported
+	m, err := s.members()
+	if err != nil {
+		return err
 	}
 	return s.call(ctx, "remove-member", id, f.Token, func(ctx context.Context) error { return m.RemoveTaskExecutor(ctx, f, id) })
 }
 
 func (s *store) TaskExecutors(ctx context.Context) (ids []string, err error) {
-	m, ok := s.Store.(hastore.Members)
-	if !ok {
-		return nil, hastore.ErrMembersUnsupported
+	m, err := s.members()
+	if err != nil {
+		return nil, err
 	}
 	err = s.call(ctx, "list-members", "", election.Token{}, func(ctx context.Context) error {
 		ids, err = m.TaskExecutors(ctx)

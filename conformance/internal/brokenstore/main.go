@@ -105,7 +105,6 @@ var breaks = map[string]string{
 	"no-expiry":               "the store renews every session itself, so none expires",
 	"cancel-request-lost":     "RequestJobCancel answers OK and records nothing",
 	"no-snapshot-end":         "WatchSession never marks the end of its snapshot",
-	"members-unfenced":        "membership writes refused as stale answer OK",
 }
 
 // broken wraps the reference handler.
@@ -145,16 +144,16 @@ func (b *broken) OpenSession(ctx context.Context, req *hastorev1.OpenSessionRequ
 
 func (b *broken) AddTaskExecutor(ctx context.Context, req *hastorev1.AddTaskExecutorRequest) (*hastorev1.AddTaskExecutorResponse, error) {
 	resp, err := b.HAStoreServiceHandler.AddTaskExecutor(ctx, req)
-	if b.mode == "members-unfenced" && hastorerpcReason(err) == "STALE_FENCING_TOKEN" {
-		return &hastorev1.AddTaskExecutorResponse{}, nil
+	if err = b.lie(err); err == nil {
+		resp = &hastorev1.AddTaskExecutorResponse{}
 	}
 	return resp, err
 }
 
 func (b *broken) RemoveTaskExecutor(ctx context.Context, req *hastorev1.RemoveTaskExecutorRequest) (*hastorev1.RemoveTaskExecutorResponse, error) {
 	resp, err := b.HAStoreServiceHandler.RemoveTaskExecutor(ctx, req)
-	if b.mode == "members-unfenced" && hastorerpcReason(err) == "STALE_FENCING_TOKEN" {
-		return &hastorev1.RemoveTaskExecutorResponse{}, nil
+	if err = b.lie(err); err == nil {
+		resp = &hastorev1.RemoveTaskExecutorResponse{}
 	}
 	return resp, err
 }

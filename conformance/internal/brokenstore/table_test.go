@@ -28,14 +28,13 @@ var mustFail = map[string][]string{
 	"delete-without-result":   {"store/execution-plans", "store/plan-delete-needs-result"},
 	"job-token-writes":        {"store/token-of-another-election-refused"},
 	"campaign-repeat-refused": {"store/campaign-repeated"},
-	"ignore-stale-tokens":     {"store/stale-token-refused-for-every-write", "store/stale-write-from-paused-leader"},
+	"ignore-stale-tokens":     {"store/stale-token-refused-for-every-write", "store/stale-write-from-paused-leader", "store/task-executor-membership"},
 	"accept-invalid":          {"store/bad-input"},
 	"leader-without-address":  {"store/grant-confirm-leader"},
 	"resign-noop":             {"store/resign-grants-next"},
 	"no-expiry":               {"store/lease-expiry-revokes", "store/stale-write-from-paused-leader"},
 	"cancel-request-lost":     {"store/cancel-requests"},
 	"no-snapshot-end":         {"store/watch-session-snapshot"},
-	"members-unfenced":        {"store/task-executor-membership"},
 }
 
 // covered are the store cases that must fail against some broken store.

@@ -13,10 +13,7 @@ import (
 // and removes idempotent, listed in id order to any client, and durable.
 func testTaskExecutorMembership(t T, b *Backend) {
 	s := open(t, b)
-	m, ok := s.(hastore.Members)
-	if !ok {
-		t.Fatalf("the store keeps no TaskExecutor membership (hastore.Members)")
-	}
+	m := membersOf(t, s)
 	ctx := ctxFor(t)
 	old := campaign(t, session(t, s, hastore.SessionConfig{}), election.JobManager, "")
 	for _, id := range []string{"te-b", "te-a", "te-c", "te-a"} {
@@ -45,20 +42,23 @@ func testTaskExecutorMembership(t T, b *Backend) {
 	must(t, m.RemoveTaskExecutor(ctx, current.Fence(), "te-b"))
 	must(t, m.RemoveTaskExecutor(ctx, current.Fence(), "te-b"))      // idempotent
 	must(t, m.RemoveTaskExecutor(ctx, current.Fence(), "te-absent")) // never a member
-	other, ok := open(t, b).(hastore.Members)
-	if !ok {
-		t.Fatalf("a second store of the backend keeps no membership")
-	}
-	list("from another client", other, "te-a", "te-c")
+	list("from another client", membersOf(t, open(t, b)), "te-a", "te-c")
 	if b.Restart == nil {
 		return
 	}
 	must(t, current.Resign(ctx))
 	must(t, job.Resign(ctx))
 	b.Restart(t)
-	after, ok := open(t, b).(hastore.Members)
+	list("after a restart of the store", membersOf(t, open(t, b)), "te-a", "te-c")
+}
+
+// membersOf returns the store's TaskExecutor membership, failing the test
+// if it keeps none.
+func membersOf(t T, s hastore.Store) hastore.Members {
+	t.Helper()
+	m, ok := s.(hastore.Members)
 	if !ok {
-		t.Fatalf("the store keeps no membership after a restart")
+		t.Fatalf("the store keeps no TaskExecutor membership (hastore.Members)")
 	}
-	list("after a restart of the store", after, "te-a", "te-c")
+	return m
 }

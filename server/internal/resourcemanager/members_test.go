@@ -27,12 +27,7 @@ import (
 func TestMembershipFollowsRegistrations(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := etcdstore.Open(ctx, etcdstore.OpenConfig{DataDir: t.TempDir(), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store, quiet := openStore(ctx, t)
 	const lease = 500 * time.Millisecond
 	lead := func() (*ResourceManager, election.Token, context.CancelFunc) {
 		t.Helper()
@@ -54,10 +49,6 @@ func TestMembershipFollowsRegistrations(t *testing.T) {
 		go func() { defer close(done); _ = rm.Lead(lctx, l) }()
 		return rm, l.Token(), func() { stop(); <-done; _ = sess.Close(context.Background()) }
 	}
-	register := func(rm *ResourceManager, token election.Token) {
-		t.Helper()
-		registerTaskExecutor(ctx, t, rm, token)
-	}
 	members := func() []string {
 		t.Helper()
 		ids, err := store.TaskExecutors(ctx)
@@ -68,7 +59,7 @@ func TestMembershipFollowsRegistrations(t *testing.T) {
 	}
 	rm, token, stop := lead()
 	before := time.Now()
-	register(rm, token)
+	registerTaskExecutor(ctx, t, rm, token)
 	if got := members(); !slices.Equal(got, []string{"te-1"}) {
 		t.Fatalf("members once the registration was answered = %v, want [te-1]", got)
 	}
@@ -92,7 +83,7 @@ func TestMembershipFollowsRegistrations(t *testing.T) {
 	if d := time.Since(before); d < lease {
 		t.Fatalf("removed %v after it registered; want no sooner than its lease (%v) after it was last heard", d, lease)
 	}
-	register(rm, token)
+	registerTaskExecutor(ctx, t, rm, token)
 	stop()
 	if got := members(); !slices.Equal(got, []string{"te-1"}) {
 		t.Fatalf("members after registering again = %v, want [te-1]", got)
@@ -121,12 +112,7 @@ func TestMembershipFollowsRegistrations(t *testing.T) {
 func TestStoreWithoutMembership(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := etcdstore.Open(ctx, etcdstore.OpenConfig{DataDir: t.TempDir(), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store, quiet := openStore(ctx, t)
 	// Served without its membership: only hastore.Store's methods.
 	mux := http.NewServeMux()
 	mux.Handle(hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: struct{ hastore.Store }{store}, Logger: quiet}).Path())
@@ -176,4 +162,17 @@ func registerTaskExecutor(ctx context.Context, t *testing.T, rm *ResourceManager
 		}
 		time.Sleep(10 * time.Millisecond) // until it leads
 	}
+}
+
+// openStore opens an embedded etcd store on a fresh directory, closed
+// with the test, and returns it with a logger that drops everything.
+func openStore(ctx context.Context, t *testing.T) (*etcdstore.Store, *slog.Logger) {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store, err := etcdstore.Open(ctx, etcdstore.OpenConfig{DataDir: t.TempDir(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store, quiet
 }
