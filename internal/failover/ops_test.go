@@ -367,7 +367,10 @@ func TestDocsSecureCluster(t *testing.T) {
 	}
 	o.start("security:jobmanagers")
 	o.start("security:taskexecutor")
-	out := o.eventually("security:client", regexp.MustCompile(`FINISHED`), 2*time.Minute)
+	// Until the cluster lists the TaskExecutor, which may register after
+	// the jobmanagers answer: a job submitted before waits for its slots,
+	// and the first run's listing may show none.
+	out := o.eventually("security:client", regexp.MustCompile(`(?s)127\.0\.1\.14.*FINISHED`), 2*time.Minute)
 	// The cluster names the public addresses; the TaskExecutor registered
 	// on its private one, over mutual TLS.
 	for _, want := range []string{"https://127.0.0.", "127.0.1.14"} {
