@@ -229,6 +229,18 @@ const (
 	// always. Metadata: `job_id`, `limit`, `job_subtasks` (the new job's),
 	// `live_subtasks` (the live jobs').
 	ErrorReason_ERROR_REASON_TOO_MANY_SUBTASKS ErrorReason = 35
+	// Code FAILED_PRECONDITION. A checkpoint or savepoint of a job was not
+	// stored because its id is not greater than every id the job's
+	// checkpoints and savepoints used before (HAStoreService.AddCheckpoint,
+	// AddSavepoint). Metadata: `job_id`, `checkpoint_id`, `last_checkpoint_id`.
+	// Since 1.2.
+	ErrorReason_ERROR_REASON_CHECKPOINT_ID_NOT_INCREASING ErrorReason = 36
+	// Code NOT_FOUND. No savepoint with this id is stored. Metadata:
+	// `savepoint_id`. Since 1.2.
+	ErrorReason_ERROR_REASON_SAVEPOINT_NOT_FOUND ErrorReason = 37
+	// Code ALREADY_EXISTS. A different savepoint with this id is stored.
+	// Metadata: `savepoint_id`. Since 1.2.
+	ErrorReason_ERROR_REASON_SAVEPOINT_EXISTS ErrorReason = 38
 )
 
 // Enum value maps for ErrorReason.
@@ -270,44 +282,50 @@ var (
 		33: "ERROR_REASON_SUBMIT_RATE_EXCEEDED",
 		34: "ERROR_REASON_TOO_MANY_JOBS",
 		35: "ERROR_REASON_TOO_MANY_SUBTASKS",
+		36: "ERROR_REASON_CHECKPOINT_ID_NOT_INCREASING",
+		37: "ERROR_REASON_SAVEPOINT_NOT_FOUND",
+		38: "ERROR_REASON_SAVEPOINT_EXISTS",
 	}
 	ErrorReason_value = map[string]int32{
-		"ERROR_REASON_UNSPECIFIED":               0,
-		"ERROR_REASON_STALE_FENCING_TOKEN":       1,
-		"ERROR_REASON_NOT_LEADER":                2,
-		"ERROR_REASON_JOB_ALREADY_EXISTS":        3,
-		"ERROR_REASON_JOB_NOT_FOUND":             4,
-		"ERROR_REASON_JOB_NOT_TERMINAL":          5,
-		"ERROR_REASON_JOB_TERMINAL":              6,
-		"ERROR_REASON_PERSIST_FAILED":            7,
-		"ERROR_REASON_EXECUTION_PLAN_NOT_FOUND":  8,
-		"ERROR_REASON_JOB_RESULT_EXISTS":         9,
-		"ERROR_REASON_JOB_RESULT_NOT_FOUND":      10,
-		"ERROR_REASON_JOB_RESULT_DIRTY":          11,
-		"ERROR_REASON_SESSION_NOT_FOUND":         12,
-		"ERROR_REASON_NOT_REGISTERED":            13,
-		"ERROR_REASON_SLOT_OCCUPIED":             14,
-		"ERROR_REASON_SLOT_NOT_ALLOCATED":        15,
-		"ERROR_REASON_UNKNOWN_INVOKABLE":         16,
-		"ERROR_REASON_EXECUTION_NOT_FOUND":       17,
-		"ERROR_REASON_CANDIDACY_EXISTS":          18,
-		"ERROR_REASON_EXECUTION_PLAN_EXISTS":     19,
-		"ERROR_REASON_PERSIST_OUTCOME_UNKNOWN":   20,
-		"ERROR_REASON_CANCEL_NOT_RECORDED":       21,
-		"ERROR_REASON_STORE_UNAVAILABLE":         22,
-		"ERROR_REASON_INVALID_ARGUMENT":          23,
-		"ERROR_REASON_REQUEST_TOO_LARGE":         24,
-		"ERROR_REASON_CALL_CANCELED":             25,
-		"ERROR_REASON_CALL_DEADLINE_EXCEEDED":    26,
-		"ERROR_REASON_UNIMPLEMENTED":             27,
-		"ERROR_REASON_STREAM_BEHIND":             28,
-		"ERROR_REASON_INTERNAL":                  29,
-		"ERROR_REASON_TASK_EXECUTOR_UNREACHABLE": 30,
-		"ERROR_REASON_JOB_CANCEL_REQUESTED":      31,
-		"ERROR_REASON_TOO_MANY_STREAMS":          32,
-		"ERROR_REASON_SUBMIT_RATE_EXCEEDED":      33,
-		"ERROR_REASON_TOO_MANY_JOBS":             34,
-		"ERROR_REASON_TOO_MANY_SUBTASKS":         35,
+		"ERROR_REASON_UNSPECIFIED":                  0,
+		"ERROR_REASON_STALE_FENCING_TOKEN":          1,
+		"ERROR_REASON_NOT_LEADER":                   2,
+		"ERROR_REASON_JOB_ALREADY_EXISTS":           3,
+		"ERROR_REASON_JOB_NOT_FOUND":                4,
+		"ERROR_REASON_JOB_NOT_TERMINAL":             5,
+		"ERROR_REASON_JOB_TERMINAL":                 6,
+		"ERROR_REASON_PERSIST_FAILED":               7,
+		"ERROR_REASON_EXECUTION_PLAN_NOT_FOUND":     8,
+		"ERROR_REASON_JOB_RESULT_EXISTS":            9,
+		"ERROR_REASON_JOB_RESULT_NOT_FOUND":         10,
+		"ERROR_REASON_JOB_RESULT_DIRTY":             11,
+		"ERROR_REASON_SESSION_NOT_FOUND":            12,
+		"ERROR_REASON_NOT_REGISTERED":               13,
+		"ERROR_REASON_SLOT_OCCUPIED":                14,
+		"ERROR_REASON_SLOT_NOT_ALLOCATED":           15,
+		"ERROR_REASON_UNKNOWN_INVOKABLE":            16,
+		"ERROR_REASON_EXECUTION_NOT_FOUND":          17,
+		"ERROR_REASON_CANDIDACY_EXISTS":             18,
+		"ERROR_REASON_EXECUTION_PLAN_EXISTS":        19,
+		"ERROR_REASON_PERSIST_OUTCOME_UNKNOWN":      20,
+		"ERROR_REASON_CANCEL_NOT_RECORDED":          21,
+		"ERROR_REASON_STORE_UNAVAILABLE":            22,
+		"ERROR_REASON_INVALID_ARGUMENT":             23,
+		"ERROR_REASON_REQUEST_TOO_LARGE":            24,
+		"ERROR_REASON_CALL_CANCELED":                25,
+		"ERROR_REASON_CALL_DEADLINE_EXCEEDED":       26,
+		"ERROR_REASON_UNIMPLEMENTED":                27,
+		"ERROR_REASON_STREAM_BEHIND":                28,
+		"ERROR_REASON_INTERNAL":                     29,
+		"ERROR_REASON_TASK_EXECUTOR_UNREACHABLE":    30,
+		"ERROR_REASON_JOB_CANCEL_REQUESTED":         31,
+		"ERROR_REASON_TOO_MANY_STREAMS":             32,
+		"ERROR_REASON_SUBMIT_RATE_EXCEEDED":         33,
+		"ERROR_REASON_TOO_MANY_JOBS":                34,
+		"ERROR_REASON_TOO_MANY_SUBTASKS":            35,
+		"ERROR_REASON_CHECKPOINT_ID_NOT_INCREASING": 36,
+		"ERROR_REASON_SAVEPOINT_NOT_FOUND":          37,
+		"ERROR_REASON_SAVEPOINT_EXISTS":             38,
 	}
 )
 
@@ -534,8 +552,7 @@ const file_jobplane_v1_error_proto_rawDesc = "" +
 	"\bmetadata\x18\x04 \x03(\v2$.jobplane.v1.ItemError.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\x8e\n" +
-	"\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\x86\v\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12$\n" +
 	" ERROR_REASON_STALE_FENCING_TOKEN\x10\x01\x12\x1b\n" +
@@ -573,7 +590,10 @@ const file_jobplane_v1_error_proto_rawDesc = "" +
 	"\x1dERROR_REASON_TOO_MANY_STREAMS\x10 \x12%\n" +
 	"!ERROR_REASON_SUBMIT_RATE_EXCEEDED\x10!\x12\x1e\n" +
 	"\x1aERROR_REASON_TOO_MANY_JOBS\x10\"\x12\"\n" +
-	"\x1eERROR_REASON_TOO_MANY_SUBTASKS\x10#B\xa3\x01\n" +
+	"\x1eERROR_REASON_TOO_MANY_SUBTASKS\x10#\x12-\n" +
+	")ERROR_REASON_CHECKPOINT_ID_NOT_INCREASING\x10$\x12$\n" +
+	" ERROR_REASON_SAVEPOINT_NOT_FOUND\x10%\x12!\n" +
+	"\x1dERROR_REASON_SAVEPOINT_EXISTS\x10&B\xa3\x01\n" +
 	"\x0fcom.jobplane.v1B\n" +
 	"ErrorProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
 

@@ -524,8 +524,10 @@ type JobConfig struct {
 	ClientHeartbeatTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=client_heartbeat_timeout,json=clientHeartbeatTimeout,proto3" json:"client_heartbeat_timeout,omitempty"`
 	// How the JobMaster deploys tasks. Unset means pipelined regions.
 	SchedulingMode SchedulingMode `protobuf:"varint,4,opt,name=scheduling_mode,json=schedulingMode,proto3,enum=jobplane.v1.SchedulingMode" json:"scheduling_mode,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Periodic checkpoints. Unset means none. Since 1.2.
+	Checkpoints   *CheckpointConfig `protobuf:"bytes,5,opt,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobConfig) Reset() {
@@ -584,6 +586,13 @@ func (x *JobConfig) GetSchedulingMode() SchedulingMode {
 		return x.SchedulingMode
 	}
 	return SchedulingMode_SCHEDULING_MODE_UNSPECIFIED
+}
+
+func (x *JobConfig) GetCheckpoints() *CheckpointConfig {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return nil
 }
 
 // RestartStrategy decides whether and when failed tasks are restarted.
@@ -967,7 +976,7 @@ var File_jobplane_v1_job_graph_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_job_graph_proto_rawDesc = "" +
 	"\n" +
-	"\x1bjobplane/v1/job_graph.proto\x12\vjobplane.v1\x1a\x1egoogle/protobuf/duration.proto\"\xae\x01\n" +
+	"\x1bjobplane/v1/job_graph.proto\x12\vjobplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cjobplane/v1/checkpoint.proto\"\xae\x01\n" +
 	"\bJobGraph\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\bvertices\x18\x02 \x03(\v2\x16.jobplane.v1.JobVertexR\bvertices\x12*\n" +
@@ -988,12 +997,13 @@ const file_jobplane_v1_job_graph_proto_rawDesc = "" +
 	"\x10target_vertex_id\x18\x02 \x01(\tR\x0etargetVertexId\x12D\n" +
 	"\fdistribution\x18\x03 \x01(\x0e2 .jobplane.v1.DistributionPatternR\fdistribution\x12A\n" +
 	"\vresult_type\x18\x04 \x01(\x0e2 .jobplane.v1.ResultPartitionTypeR\n" +
-	"resultType\"\x9f\x03\n" +
+	"resultType\"\xe0\x03\n" +
 	"\tJobConfig\x12G\n" +
 	"\x10restart_strategy\x18\x01 \x01(\v2\x1c.jobplane.v1.RestartStrategyR\x0frestartStrategy\x12e\n" +
 	"\x15parallelism_overrides\x18\x02 \x03(\v20.jobplane.v1.JobConfig.ParallelismOverridesEntryR\x14parallelismOverrides\x12S\n" +
 	"\x18client_heartbeat_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x16clientHeartbeatTimeout\x12D\n" +
-	"\x0fscheduling_mode\x18\x04 \x01(\x0e2\x1b.jobplane.v1.SchedulingModeR\x0eschedulingMode\x1aG\n" +
+	"\x0fscheduling_mode\x18\x04 \x01(\x0e2\x1b.jobplane.v1.SchedulingModeR\x0eschedulingMode\x12?\n" +
+	"\vcheckpoints\x18\x05 \x01(\v2\x1d.jobplane.v1.CheckpointConfigR\vcheckpoints\x1aG\n" +
 	"\x19ParallelismOverridesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xf4\x06\n" +
@@ -1068,6 +1078,7 @@ var file_jobplane_v1_job_graph_proto_goTypes = []any{
 	(*RestartStrategy_ExponentialDelay)(nil), // 12: jobplane.v1.RestartStrategy.ExponentialDelay
 	(*RestartStrategy_FailureRate)(nil),      // 13: jobplane.v1.RestartStrategy.FailureRate
 	(*durationpb.Duration)(nil),              // 14: google.protobuf.Duration
+	(*CheckpointConfig)(nil),                 // 15: jobplane.v1.CheckpointConfig
 }
 var file_jobplane_v1_job_graph_proto_depIdxs = []int32{
 	4,  // 0: jobplane.v1.JobGraph.vertices:type_name -> jobplane.v1.JobVertex
@@ -1080,21 +1091,22 @@ var file_jobplane_v1_job_graph_proto_depIdxs = []int32{
 	9,  // 7: jobplane.v1.JobConfig.parallelism_overrides:type_name -> jobplane.v1.JobConfig.ParallelismOverridesEntry
 	14, // 8: jobplane.v1.JobConfig.client_heartbeat_timeout:type_name -> google.protobuf.Duration
 	2,  // 9: jobplane.v1.JobConfig.scheduling_mode:type_name -> jobplane.v1.SchedulingMode
-	10, // 10: jobplane.v1.RestartStrategy.none:type_name -> jobplane.v1.RestartStrategy.NoRestart
-	11, // 11: jobplane.v1.RestartStrategy.fixed_delay:type_name -> jobplane.v1.RestartStrategy.FixedDelay
-	12, // 12: jobplane.v1.RestartStrategy.exponential_delay:type_name -> jobplane.v1.RestartStrategy.ExponentialDelay
-	13, // 13: jobplane.v1.RestartStrategy.failure_rate:type_name -> jobplane.v1.RestartStrategy.FailureRate
-	14, // 14: jobplane.v1.RestartStrategy.FixedDelay.delay:type_name -> google.protobuf.Duration
-	14, // 15: jobplane.v1.RestartStrategy.ExponentialDelay.initial_delay:type_name -> google.protobuf.Duration
-	14, // 16: jobplane.v1.RestartStrategy.ExponentialDelay.max_delay:type_name -> google.protobuf.Duration
-	14, // 17: jobplane.v1.RestartStrategy.ExponentialDelay.reset_after:type_name -> google.protobuf.Duration
-	14, // 18: jobplane.v1.RestartStrategy.FailureRate.interval:type_name -> google.protobuf.Duration
-	14, // 19: jobplane.v1.RestartStrategy.FailureRate.delay:type_name -> google.protobuf.Duration
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	15, // 10: jobplane.v1.JobConfig.checkpoints:type_name -> jobplane.v1.CheckpointConfig
+	10, // 11: jobplane.v1.RestartStrategy.none:type_name -> jobplane.v1.RestartStrategy.NoRestart
+	11, // 12: jobplane.v1.RestartStrategy.fixed_delay:type_name -> jobplane.v1.RestartStrategy.FixedDelay
+	12, // 13: jobplane.v1.RestartStrategy.exponential_delay:type_name -> jobplane.v1.RestartStrategy.ExponentialDelay
+	13, // 14: jobplane.v1.RestartStrategy.failure_rate:type_name -> jobplane.v1.RestartStrategy.FailureRate
+	14, // 15: jobplane.v1.RestartStrategy.FixedDelay.delay:type_name -> google.protobuf.Duration
+	14, // 16: jobplane.v1.RestartStrategy.ExponentialDelay.initial_delay:type_name -> google.protobuf.Duration
+	14, // 17: jobplane.v1.RestartStrategy.ExponentialDelay.max_delay:type_name -> google.protobuf.Duration
+	14, // 18: jobplane.v1.RestartStrategy.ExponentialDelay.reset_after:type_name -> google.protobuf.Duration
+	14, // 19: jobplane.v1.RestartStrategy.FailureRate.interval:type_name -> google.protobuf.Duration
+	14, // 20: jobplane.v1.RestartStrategy.FailureRate.delay:type_name -> google.protobuf.Duration
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_job_graph_proto_init() }
@@ -1102,6 +1114,7 @@ func file_jobplane_v1_job_graph_proto_init() {
 	if File_jobplane_v1_job_graph_proto != nil {
 		return
 	}
+	file_jobplane_v1_checkpoint_proto_init()
 	file_jobplane_v1_job_graph_proto_msgTypes[4].OneofWrappers = []any{
 		(*RestartStrategy_None)(nil),
 		(*RestartStrategy_FixedDelay_)(nil),

@@ -23,6 +23,203 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// TriggerCheckpointRequest is the request of
+// TaskExecutorService.TriggerCheckpoint.
+type TriggerCheckpointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id. Required.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The triggering JobMaster's token. Required.
+	JobMasterToken *v1.FencingToken `protobuf:"bytes,2,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
+	// The checkpoint's id. Required (not 0).
+	CheckpointId uint64 `protobuf:"varint,3,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	// The attempts to ask, all of this job. Required.
+	Attempts []*v1.ExecutionAttemptId `protobuf:"bytes,4,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	// Whether it is a savepoint (the task may write more, or elsewhere).
+	Savepoint     bool `protobuf:"varint,5,opt,name=savepoint,proto3" json:"savepoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TriggerCheckpointRequest) Reset() {
+	*x = TriggerCheckpointRequest{}
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerCheckpointRequest) ProtoMessage() {}
+
+func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*TriggerCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TriggerCheckpointRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *TriggerCheckpointRequest) GetJobMasterToken() *v1.FencingToken {
+	if x != nil {
+		return x.JobMasterToken
+	}
+	return nil
+}
+
+func (x *TriggerCheckpointRequest) GetCheckpointId() uint64 {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return 0
+}
+
+func (x *TriggerCheckpointRequest) GetAttempts() []*v1.ExecutionAttemptId {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+func (x *TriggerCheckpointRequest) GetSavepoint() bool {
+	if x != nil {
+		return x.Savepoint
+	}
+	return false
+}
+
+// TriggerCheckpointResponse is the response of
+// TaskExecutorService.TriggerCheckpoint.
+type TriggerCheckpointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One answer per requested attempt, in the request's order.
+	Acks          []*CheckpointAck `protobuf:"bytes,1,rep,name=acks,proto3" json:"acks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TriggerCheckpointResponse) Reset() {
+	*x = TriggerCheckpointResponse{}
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerCheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerCheckpointResponse) ProtoMessage() {}
+
+func (x *TriggerCheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerCheckpointResponse.ProtoReflect.Descriptor instead.
+func (*TriggerCheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TriggerCheckpointResponse) GetAcks() []*CheckpointAck {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
+// CheckpointAck is one attempt's answer to a checkpoint.
+type CheckpointAck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The attempt.
+	Attempt *v1.ExecutionAttemptId `protobuf:"bytes,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// Its state, when it acknowledged; `vertex_id` and `subtask_index` are
+	// the attempt's. Unset state means it had none to keep.
+	State *v1.SubtaskState `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// Why it declined (it is not running here, it failed to give its
+	// state, its state is over the inline limit); empty when it
+	// acknowledged. A declined checkpoint is discarded.
+	Declined      string `protobuf:"bytes,3,opt,name=declined,proto3" json:"declined,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointAck) Reset() {
+	*x = CheckpointAck{}
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointAck) ProtoMessage() {}
+
+func (x *CheckpointAck) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointAck.ProtoReflect.Descriptor instead.
+func (*CheckpointAck) Descriptor() ([]byte, []int) {
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CheckpointAck) GetAttempt() *v1.ExecutionAttemptId {
+	if x != nil {
+		return x.Attempt
+	}
+	return nil
+}
+
+func (x *CheckpointAck) GetState() *v1.SubtaskState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *CheckpointAck) GetDeclined() string {
+	if x != nil {
+		return x.Declined
+	}
+	return ""
+}
+
 // RequestSlotRequest is the request of TaskExecutorService.RequestSlot.
 type RequestSlotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -50,7 +247,7 @@ type RequestSlotRequest struct {
 
 func (x *RequestSlotRequest) Reset() {
 	*x = RequestSlotRequest{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[0]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -62,7 +259,7 @@ func (x *RequestSlotRequest) String() string {
 func (*RequestSlotRequest) ProtoMessage() {}
 
 func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[0]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -75,7 +272,7 @@ func (x *RequestSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestSlotRequest.ProtoReflect.Descriptor instead.
 func (*RequestSlotRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{0}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RequestSlotRequest) GetResourceManagerToken() *v1.FencingToken {
@@ -141,7 +338,7 @@ type RequestSlotResponse struct {
 
 func (x *RequestSlotResponse) Reset() {
 	*x = RequestSlotResponse{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[1]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -153,7 +350,7 @@ func (x *RequestSlotResponse) String() string {
 func (*RequestSlotResponse) ProtoMessage() {}
 
 func (x *RequestSlotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[1]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -166,7 +363,7 @@ func (x *RequestSlotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestSlotResponse.ProtoReflect.Descriptor instead.
 func (*RequestSlotResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{1}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RequestSlotResponse) GetSlotReportVersion() uint64 {
@@ -189,7 +386,7 @@ type RequestSlotsRequest struct {
 
 func (x *RequestSlotsRequest) Reset() {
 	*x = RequestSlotsRequest{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[2]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -201,7 +398,7 @@ func (x *RequestSlotsRequest) String() string {
 func (*RequestSlotsRequest) ProtoMessage() {}
 
 func (x *RequestSlotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[2]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -214,7 +411,7 @@ func (x *RequestSlotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestSlotsRequest.ProtoReflect.Descriptor instead.
 func (*RequestSlotsRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{2}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RequestSlotsRequest) GetResourceManagerToken() *v1.FencingToken {
@@ -253,7 +450,7 @@ type SlotRequest struct {
 
 func (x *SlotRequest) Reset() {
 	*x = SlotRequest{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[3]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -265,7 +462,7 @@ func (x *SlotRequest) String() string {
 func (*SlotRequest) ProtoMessage() {}
 
 func (x *SlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[3]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -278,7 +475,7 @@ func (x *SlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotRequest.ProtoReflect.Descriptor instead.
 func (*SlotRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{3}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SlotRequest) GetSlotIndex() int32 {
@@ -338,7 +535,7 @@ type RequestSlotsResponse struct {
 
 func (x *RequestSlotsResponse) Reset() {
 	*x = RequestSlotsResponse{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[4]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -350,7 +547,7 @@ func (x *RequestSlotsResponse) String() string {
 func (*RequestSlotsResponse) ProtoMessage() {}
 
 func (x *RequestSlotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[4]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -363,7 +560,7 @@ func (x *RequestSlotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestSlotsResponse.ProtoReflect.Descriptor instead.
 func (*RequestSlotsResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{4}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RequestSlotsResponse) GetSlotReportVersion() uint64 {
@@ -420,14 +617,21 @@ type SubmitTaskRequest struct {
 	// job's attempts here run under it rather than under the heartbeat
 	// timeout, counted from the same instant. Set only while the
 	// JobMaster's leadership holds.
-	TaskLease     *durationpb.Duration `protobuf:"bytes,10,opt,name=task_lease,json=taskLease,proto3" json:"task_lease,omitempty"`
+	TaskLease *durationpb.Duration `protobuf:"bytes,10,opt,name=task_lease,json=taskLease,proto3" json:"task_lease,omitempty"`
+	// The subtask's state from the job's latest completed checkpoint (or
+	// the savepoint the job was submitted to restore from), which the task
+	// starts from; unset when there is none for this subtask. Since 1.2.
+	RestoredState *v1.SubtaskState `protobuf:"bytes,11,opt,name=restored_state,json=restoredState,proto3" json:"restored_state,omitempty"`
+	// The id of the checkpoint (its decimal id) or savepoint
+	// `restored_state` comes from; empty when the subtask starts afresh.
+	RestoredFrom  string `protobuf:"bytes,12,opt,name=restored_from,json=restoredFrom,proto3" json:"restored_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitTaskRequest) Reset() {
 	*x = SubmitTaskRequest{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[5]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +643,7 @@ func (x *SubmitTaskRequest) String() string {
 func (*SubmitTaskRequest) ProtoMessage() {}
 
 func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[5]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +656,7 @@ func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskRequest.ProtoReflect.Descriptor instead.
 func (*SubmitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{5}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SubmitTaskRequest) GetJobId() string {
@@ -525,6 +729,20 @@ func (x *SubmitTaskRequest) GetTaskLease() *durationpb.Duration {
 	return nil
 }
 
+func (x *SubmitTaskRequest) GetRestoredState() *v1.SubtaskState {
+	if x != nil {
+		return x.RestoredState
+	}
+	return nil
+}
+
+func (x *SubmitTaskRequest) GetRestoredFrom() string {
+	if x != nil {
+		return x.RestoredFrom
+	}
+	return ""
+}
+
 // SubmitTaskResponse is the response of TaskExecutorService.SubmitTask.
 type SubmitTaskResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -534,7 +752,7 @@ type SubmitTaskResponse struct {
 
 func (x *SubmitTaskResponse) Reset() {
 	*x = SubmitTaskResponse{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[6]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -546,7 +764,7 @@ func (x *SubmitTaskResponse) String() string {
 func (*SubmitTaskResponse) ProtoMessage() {}
 
 func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[6]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -559,7 +777,7 @@ func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskResponse.ProtoReflect.Descriptor instead.
 func (*SubmitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{6}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{9}
 }
 
 // SubmitTasksRequest is the request of TaskExecutorService.SubmitTasks.
@@ -581,7 +799,7 @@ type SubmitTasksRequest struct {
 
 func (x *SubmitTasksRequest) Reset() {
 	*x = SubmitTasksRequest{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[7]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +811,7 @@ func (x *SubmitTasksRequest) String() string {
 func (*SubmitTasksRequest) ProtoMessage() {}
 
 func (x *SubmitTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[7]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +824,7 @@ func (x *SubmitTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTasksRequest.ProtoReflect.Descriptor instead.
 func (*SubmitTasksRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{7}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SubmitTasksRequest) GetJobId() string {
@@ -660,13 +878,17 @@ type TaskDeployment struct {
 	Config map[string]string `protobuf:"bytes,5,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The vertex's parallelism.
 	NumberOfSubtasks int32 `protobuf:"varint,6,opt,name=number_of_subtasks,json=numberOfSubtasks,proto3" json:"number_of_subtasks,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The subtask's state to start from, as in SubmitTaskRequest.
+	RestoredState *v1.SubtaskState `protobuf:"bytes,7,opt,name=restored_state,json=restoredState,proto3" json:"restored_state,omitempty"`
+	// The checkpoint or savepoint it comes from, as in SubmitTaskRequest.
+	RestoredFrom  string `protobuf:"bytes,8,opt,name=restored_from,json=restoredFrom,proto3" json:"restored_from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskDeployment) Reset() {
 	*x = TaskDeployment{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[8]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +900,7 @@ func (x *TaskDeployment) String() string {
 func (*TaskDeployment) ProtoMessage() {}
 
 func (x *TaskDeployment) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[8]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +913,7 @@ func (x *TaskDeployment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskDeployment.ProtoReflect.Descriptor instead.
 func (*TaskDeployment) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{8}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TaskDeployment) GetAllocationId() string {
@@ -736,6 +958,20 @@ func (x *TaskDeployment) GetNumberOfSubtasks() int32 {
 	return 0
 }
 
+func (x *TaskDeployment) GetRestoredState() *v1.SubtaskState {
+	if x != nil {
+		return x.RestoredState
+	}
+	return nil
+}
+
+func (x *TaskDeployment) GetRestoredFrom() string {
+	if x != nil {
+		return x.RestoredFrom
+	}
+	return ""
+}
+
 // SubmitTasksResponse is the response of TaskExecutorService.SubmitTasks.
 type SubmitTasksResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -748,7 +984,7 @@ type SubmitTasksResponse struct {
 
 func (x *SubmitTasksResponse) Reset() {
 	*x = SubmitTasksResponse{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[9]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +996,7 @@ func (x *SubmitTasksResponse) String() string {
 func (*SubmitTasksResponse) ProtoMessage() {}
 
 func (x *SubmitTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[9]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +1009,7 @@ func (x *SubmitTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTasksResponse.ProtoReflect.Descriptor instead.
 func (*SubmitTasksResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{9}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SubmitTasksResponse) GetRefused() []*v1.ItemError {
@@ -798,7 +1034,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[10]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +1046,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[10]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +1059,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{10}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CancelTaskRequest) GetJobId() string {
@@ -856,7 +1092,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[11]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +1104,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[11]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +1117,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{11}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{14}
 }
 
 // FreeSlotRequest is the request of TaskExecutorService.FreeSlot.
@@ -901,7 +1137,7 @@ type FreeSlotRequest struct {
 
 func (x *FreeSlotRequest) Reset() {
 	*x = FreeSlotRequest{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[12]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1149,7 @@ func (x *FreeSlotRequest) String() string {
 func (*FreeSlotRequest) ProtoMessage() {}
 
 func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[12]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1162,7 @@ func (x *FreeSlotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotRequest.ProtoReflect.Descriptor instead.
 func (*FreeSlotRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{12}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FreeSlotRequest) GetJobId() string {
@@ -966,7 +1202,7 @@ type FreeSlotResponse struct {
 
 func (x *FreeSlotResponse) Reset() {
 	*x = FreeSlotResponse{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[13]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1214,7 @@ func (x *FreeSlotResponse) String() string {
 func (*FreeSlotResponse) ProtoMessage() {}
 
 func (x *FreeSlotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[13]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1227,7 @@ func (x *FreeSlotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotResponse.ProtoReflect.Descriptor instead.
 func (*FreeSlotResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{13}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{16}
 }
 
 // FreeSlotsRequest is the request of TaskExecutorService.FreeSlots.
@@ -1011,7 +1247,7 @@ type FreeSlotsRequest struct {
 
 func (x *FreeSlotsRequest) Reset() {
 	*x = FreeSlotsRequest{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[14]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1023,7 +1259,7 @@ func (x *FreeSlotsRequest) String() string {
 func (*FreeSlotsRequest) ProtoMessage() {}
 
 func (x *FreeSlotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[14]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1036,7 +1272,7 @@ func (x *FreeSlotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotsRequest.ProtoReflect.Descriptor instead.
 func (*FreeSlotsRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{14}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FreeSlotsRequest) GetJobId() string {
@@ -1076,7 +1312,7 @@ type FreeSlotsResponse struct {
 
 func (x *FreeSlotsResponse) Reset() {
 	*x = FreeSlotsResponse{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[15]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1324,7 @@ func (x *FreeSlotsResponse) String() string {
 func (*FreeSlotsResponse) ProtoMessage() {}
 
 func (x *FreeSlotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[15]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1337,7 @@ func (x *FreeSlotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeSlotsResponse.ProtoReflect.Descriptor instead.
 func (*FreeSlotsResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{15}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{18}
 }
 
 // TaskExecutorServiceHeartbeatRequest is the request of
@@ -1121,7 +1357,7 @@ type TaskExecutorServiceHeartbeatRequest struct {
 
 func (x *TaskExecutorServiceHeartbeatRequest) Reset() {
 	*x = TaskExecutorServiceHeartbeatRequest{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[16]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1133,7 +1369,7 @@ func (x *TaskExecutorServiceHeartbeatRequest) String() string {
 func (*TaskExecutorServiceHeartbeatRequest) ProtoMessage() {}
 
 func (x *TaskExecutorServiceHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[16]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1146,7 +1382,7 @@ func (x *TaskExecutorServiceHeartbeatRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use TaskExecutorServiceHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*TaskExecutorServiceHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{16}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TaskExecutorServiceHeartbeatRequest) GetSender() isTaskExecutorServiceHeartbeatRequest_Sender {
@@ -1211,7 +1447,7 @@ type TaskExecutorServiceHeartbeatResponse struct {
 
 func (x *TaskExecutorServiceHeartbeatResponse) Reset() {
 	*x = TaskExecutorServiceHeartbeatResponse{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[17]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1223,7 +1459,7 @@ func (x *TaskExecutorServiceHeartbeatResponse) String() string {
 func (*TaskExecutorServiceHeartbeatResponse) ProtoMessage() {}
 
 func (x *TaskExecutorServiceHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[17]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1236,7 +1472,7 @@ func (x *TaskExecutorServiceHeartbeatResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use TaskExecutorServiceHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*TaskExecutorServiceHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{17}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TaskExecutorServiceHeartbeatResponse) GetTaskExecutorId() string {
@@ -1281,7 +1517,7 @@ type GetTaskOutputRequest struct {
 
 func (x *GetTaskOutputRequest) Reset() {
 	*x = GetTaskOutputRequest{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[18]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1529,7 @@ func (x *GetTaskOutputRequest) String() string {
 func (*GetTaskOutputRequest) ProtoMessage() {}
 
 func (x *GetTaskOutputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[18]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1542,7 @@ func (x *GetTaskOutputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskOutputRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskOutputRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{18}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetTaskOutputRequest) GetJobId() string {
@@ -1360,7 +1596,7 @@ type GetTaskOutputResponse struct {
 
 func (x *GetTaskOutputResponse) Reset() {
 	*x = GetTaskOutputResponse{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[19]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1372,7 +1608,7 @@ func (x *GetTaskOutputResponse) String() string {
 func (*GetTaskOutputResponse) ProtoMessage() {}
 
 func (x *GetTaskOutputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[19]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1385,7 +1621,7 @@ func (x *GetTaskOutputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskOutputResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskOutputResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{19}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetTaskOutputResponse) GetData() []byte {
@@ -1434,7 +1670,7 @@ type AdoptAttemptsRequest struct {
 
 func (x *AdoptAttemptsRequest) Reset() {
 	*x = AdoptAttemptsRequest{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[20]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1682,7 @@ func (x *AdoptAttemptsRequest) String() string {
 func (*AdoptAttemptsRequest) ProtoMessage() {}
 
 func (x *AdoptAttemptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[20]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1695,7 @@ func (x *AdoptAttemptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdoptAttemptsRequest.ProtoReflect.Descriptor instead.
 func (*AdoptAttemptsRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{20}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AdoptAttemptsRequest) GetJobs() []*JobAdoption {
@@ -1485,7 +1721,7 @@ type JobAdoption struct {
 
 func (x *JobAdoption) Reset() {
 	*x = JobAdoption{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[21]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1733,7 @@ func (x *JobAdoption) String() string {
 func (*JobAdoption) ProtoMessage() {}
 
 func (x *JobAdoption) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[21]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1746,7 @@ func (x *JobAdoption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobAdoption.ProtoReflect.Descriptor instead.
 func (*JobAdoption) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{21}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *JobAdoption) GetJobId() string {
@@ -1548,7 +1784,7 @@ type AdoptAttemptsResponse struct {
 
 func (x *AdoptAttemptsResponse) Reset() {
 	*x = AdoptAttemptsResponse{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[22]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +1796,7 @@ func (x *AdoptAttemptsResponse) String() string {
 func (*AdoptAttemptsResponse) ProtoMessage() {}
 
 func (x *AdoptAttemptsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[22]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +1809,7 @@ func (x *AdoptAttemptsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdoptAttemptsResponse.ProtoReflect.Descriptor instead.
 func (*AdoptAttemptsResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{22}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AdoptAttemptsResponse) GetJobs() []*AdoptedJob {
@@ -1606,7 +1842,7 @@ type AdoptedJob struct {
 
 func (x *AdoptedJob) Reset() {
 	*x = AdoptedJob{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[23]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1854,7 @@ func (x *AdoptedJob) String() string {
 func (*AdoptedJob) ProtoMessage() {}
 
 func (x *AdoptedJob) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[23]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1867,7 @@ func (x *AdoptedJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdoptedJob.ProtoReflect.Descriptor instead.
 func (*AdoptedJob) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{23}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AdoptedJob) GetJobId() string {
@@ -1670,7 +1906,7 @@ type HeldAttempt struct {
 
 func (x *HeldAttempt) Reset() {
 	*x = HeldAttempt{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[24]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +1918,7 @@ func (x *HeldAttempt) String() string {
 func (*HeldAttempt) ProtoMessage() {}
 
 func (x *HeldAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[24]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1695,7 +1931,7 @@ func (x *HeldAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldAttempt.ProtoReflect.Descriptor instead.
 func (*HeldAttempt) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{24}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HeldAttempt) GetAllocationId() string {
@@ -1732,7 +1968,7 @@ type TaskExecutorServiceHeartbeatRequest_JobMasterSender struct {
 
 func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) Reset() {
 	*x = TaskExecutorServiceHeartbeatRequest_JobMasterSender{}
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[27]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1980,7 @@ func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) String() string {
 func (*TaskExecutorServiceHeartbeatRequest_JobMasterSender) ProtoMessage() {}
 
 func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[27]
+	mi := &file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1993,7 @@ func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) ProtoReflect() pro
 
 // Deprecated: Use TaskExecutorServiceHeartbeatRequest_JobMasterSender.ProtoReflect.Descriptor instead.
 func (*TaskExecutorServiceHeartbeatRequest_JobMasterSender) Descriptor() ([]byte, []int) {
-	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{16, 0}
+	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP(), []int{19, 0}
 }
 
 func (x *TaskExecutorServiceHeartbeatRequest_JobMasterSender) GetJobId() string {
@@ -1778,7 +2014,19 @@ var File_jobplane_cluster_v1_task_executor_service_proto protoreflect.FileDescri
 
 const file_jobplane_cluster_v1_task_executor_service_proto_rawDesc = "" +
 	"\n" +
-	"/jobplane/cluster/v1/task_executor_service.proto\x12\x13jobplane.cluster.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1ejobplane/cluster/v1/slot.proto\x1a\x17jobplane/v1/error.proto\x1a\x1bjobplane/v1/execution.proto\x1a\x1cjobplane/v1/leadership.proto\"\xf3\x02\n" +
+	"/jobplane/cluster/v1/task_executor_service.proto\x12\x13jobplane.cluster.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1ejobplane/cluster/v1/slot.proto\x1a\x1cjobplane/v1/checkpoint.proto\x1a\x17jobplane/v1/error.proto\x1a\x1bjobplane/v1/execution.proto\x1a\x1cjobplane/v1/leadership.proto\"\xf6\x01\n" +
+	"\x18TriggerCheckpointRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
+	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12#\n" +
+	"\rcheckpoint_id\x18\x03 \x01(\x04R\fcheckpointId\x12;\n" +
+	"\battempts\x18\x04 \x03(\v2\x1f.jobplane.v1.ExecutionAttemptIdR\battempts\x12\x1c\n" +
+	"\tsavepoint\x18\x05 \x01(\bR\tsavepoint\"S\n" +
+	"\x19TriggerCheckpointResponse\x126\n" +
+	"\x04acks\x18\x01 \x03(\v2\".jobplane.cluster.v1.CheckpointAckR\x04acks\"\x97\x01\n" +
+	"\rCheckpointAck\x129\n" +
+	"\aattempt\x18\x01 \x01(\v2\x1f.jobplane.v1.ExecutionAttemptIdR\aattempt\x12/\n" +
+	"\x05state\x18\x02 \x01(\v2\x19.jobplane.v1.SubtaskStateR\x05state\x12\x1a\n" +
+	"\bdeclined\x18\x03 \x01(\tR\bdeclined\"\xf3\x02\n" +
 	"\x12RequestSlotRequest\x12O\n" +
 	"\x16resource_manager_token\x18\x01 \x01(\v2\x19.jobplane.v1.FencingTokenR\x14resourceManagerToken\x12\x1d\n" +
 	"\n" +
@@ -1803,7 +2051,7 @@ const file_jobplane_cluster_v1_task_executor_service_proto_rawDesc = "" +
 	"\aprofile\x18\x06 \x01(\v2$.jobplane.cluster.v1.ResourceProfileR\aprofile\"x\n" +
 	"\x14RequestSlotsResponse\x12.\n" +
 	"\x13slot_report_version\x18\x01 \x01(\x04R\x11slotReportVersion\x120\n" +
-	"\arefused\x18\x02 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\"\xc1\x04\n" +
+	"\arefused\x18\x02 \x03(\v2\x16.jobplane.v1.ItemErrorR\arefused\"\xa8\x05\n" +
 	"\x11SubmitTaskRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12C\n" +
 	"\x10job_master_token\x18\x02 \x01(\v2\x19.jobplane.v1.FencingTokenR\x0ejobMasterToken\x12#\n" +
@@ -1816,7 +2064,9 @@ const file_jobplane_cluster_v1_task_executor_service_proto_rawDesc = "" +
 	"\x11heartbeat_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x128\n" +
 	"\n" +
 	"task_lease\x18\n" +
-	" \x01(\v2\x19.google.protobuf.DurationR\ttaskLease\x1a9\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\ttaskLease\x12@\n" +
+	"\x0erestored_state\x18\v \x01(\v2\x19.jobplane.v1.SubtaskStateR\rrestoredState\x12#\n" +
+	"\rrestored_from\x18\f \x01(\tR\frestoredFrom\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x14\n" +
@@ -1827,14 +2077,16 @@ const file_jobplane_cluster_v1_task_executor_service_proto_rawDesc = "" +
 	"\x05tasks\x18\x03 \x03(\v2#.jobplane.cluster.v1.TaskDeploymentR\x05tasks\x12F\n" +
 	"\x11heartbeat_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x128\n" +
 	"\n" +
-	"task_lease\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\ttaskLease\"\xdd\x02\n" +
+	"task_lease\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\ttaskLease\"\xc4\x03\n" +
 	"\x0eTaskDeployment\x12#\n" +
 	"\rallocation_id\x18\x01 \x01(\tR\fallocationId\x129\n" +
 	"\aattempt\x18\x02 \x01(\v2\x1f.jobplane.v1.ExecutionAttemptIdR\aattempt\x12\x1b\n" +
 	"\ttask_name\x18\x03 \x01(\tR\btaskName\x12\x1c\n" +
 	"\tinvokable\x18\x04 \x01(\tR\tinvokable\x12G\n" +
 	"\x06config\x18\x05 \x03(\v2/.jobplane.cluster.v1.TaskDeployment.ConfigEntryR\x06config\x12,\n" +
-	"\x12number_of_subtasks\x18\x06 \x01(\x05R\x10numberOfSubtasks\x1a9\n" +
+	"\x12number_of_subtasks\x18\x06 \x01(\x05R\x10numberOfSubtasks\x12@\n" +
+	"\x0erestored_state\x18\a \x01(\v2\x19.jobplane.v1.SubtaskStateR\rrestoredState\x12#\n" +
+	"\rrestored_from\x18\b \x01(\tR\frestoredFrom\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"G\n" +
@@ -1900,7 +2152,7 @@ const file_jobplane_cluster_v1_task_executor_service_proto_rawDesc = "" +
 	"\vHeldAttempt\x12#\n" +
 	"\rallocation_id\x18\x01 \x01(\tR\fallocationId\x128\n" +
 	"\x06status\x18\x02 \x01(\v2 .jobplane.v1.TaskExecutionStatusR\x06status\x12@\n" +
-	"\x0edeployed_under\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenR\rdeployedUnder2\xb6\b\n" +
+	"\x0edeployed_under\x18\x03 \x01(\v2\x19.jobplane.v1.FencingTokenR\rdeployedUnder2\xaa\t\n" +
 	"\x13TaskExecutorService\x12e\n" +
 	"\vRequestSlot\x12'.jobplane.cluster.v1.RequestSlotRequest\x1a(.jobplane.cluster.v1.RequestSlotResponse\"\x03\x90\x02\x02\x12h\n" +
 	"\fRequestSlots\x12(.jobplane.cluster.v1.RequestSlotsRequest\x1a).jobplane.cluster.v1.RequestSlotsResponse\"\x03\x90\x02\x02\x12b\n" +
@@ -1913,7 +2165,8 @@ const file_jobplane_cluster_v1_task_executor_service_proto_rawDesc = "" +
 	"\tFreeSlots\x12%.jobplane.cluster.v1.FreeSlotsRequest\x1a&.jobplane.cluster.v1.FreeSlotsResponse\"\x03\x90\x02\x02\x12\x85\x01\n" +
 	"\tHeartbeat\x128.jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest\x1a9.jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse\"\x03\x90\x02\x02\x12k\n" +
 	"\rAdoptAttempts\x12).jobplane.cluster.v1.AdoptAttemptsRequest\x1a*.jobplane.cluster.v1.AdoptAttemptsResponse\"\x03\x90\x02\x02\x12k\n" +
-	"\rGetTaskOutput\x12).jobplane.cluster.v1.GetTaskOutputRequest\x1a*.jobplane.cluster.v1.GetTaskOutputResponse\"\x03\x90\x02\x01B\xe1\x01\n" +
+	"\rGetTaskOutput\x12).jobplane.cluster.v1.GetTaskOutputRequest\x1a*.jobplane.cluster.v1.GetTaskOutputResponse\"\x03\x90\x02\x01\x12r\n" +
+	"\x11TriggerCheckpoint\x12-.jobplane.cluster.v1.TriggerCheckpointRequest\x1a..jobplane.cluster.v1.TriggerCheckpointResponseB\xe1\x01\n" +
 	"\x17com.jobplane.cluster.v1B\x18TaskExecutorServiceProtoP\x01Z>github.com/jobplane/jobplane/gen/jobplane/cluster/v1;clusterv1\xa2\x02\x03JCX\xaa\x02\x13Jobplane.Cluster.V1\xca\x02\x13Jobplane\\Cluster\\V1\xe2\x02\x1fJobplane\\Cluster\\V1\\GPBMetadata\xea\x02\x15Jobplane::Cluster::V1b\x06proto3"
 
 var (
@@ -1928,107 +2181,120 @@ func file_jobplane_cluster_v1_task_executor_service_proto_rawDescGZIP() []byte {
 	return file_jobplane_cluster_v1_task_executor_service_proto_rawDescData
 }
 
-var file_jobplane_cluster_v1_task_executor_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_jobplane_cluster_v1_task_executor_service_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_jobplane_cluster_v1_task_executor_service_proto_goTypes = []any{
-	(*RequestSlotRequest)(nil),                   // 0: jobplane.cluster.v1.RequestSlotRequest
-	(*RequestSlotResponse)(nil),                  // 1: jobplane.cluster.v1.RequestSlotResponse
-	(*RequestSlotsRequest)(nil),                  // 2: jobplane.cluster.v1.RequestSlotsRequest
-	(*SlotRequest)(nil),                          // 3: jobplane.cluster.v1.SlotRequest
-	(*RequestSlotsResponse)(nil),                 // 4: jobplane.cluster.v1.RequestSlotsResponse
-	(*SubmitTaskRequest)(nil),                    // 5: jobplane.cluster.v1.SubmitTaskRequest
-	(*SubmitTaskResponse)(nil),                   // 6: jobplane.cluster.v1.SubmitTaskResponse
-	(*SubmitTasksRequest)(nil),                   // 7: jobplane.cluster.v1.SubmitTasksRequest
-	(*TaskDeployment)(nil),                       // 8: jobplane.cluster.v1.TaskDeployment
-	(*SubmitTasksResponse)(nil),                  // 9: jobplane.cluster.v1.SubmitTasksResponse
-	(*CancelTaskRequest)(nil),                    // 10: jobplane.cluster.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),                   // 11: jobplane.cluster.v1.CancelTaskResponse
-	(*FreeSlotRequest)(nil),                      // 12: jobplane.cluster.v1.FreeSlotRequest
-	(*FreeSlotResponse)(nil),                     // 13: jobplane.cluster.v1.FreeSlotResponse
-	(*FreeSlotsRequest)(nil),                     // 14: jobplane.cluster.v1.FreeSlotsRequest
-	(*FreeSlotsResponse)(nil),                    // 15: jobplane.cluster.v1.FreeSlotsResponse
-	(*TaskExecutorServiceHeartbeatRequest)(nil),  // 16: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest
-	(*TaskExecutorServiceHeartbeatResponse)(nil), // 17: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse
-	(*GetTaskOutputRequest)(nil),                 // 18: jobplane.cluster.v1.GetTaskOutputRequest
-	(*GetTaskOutputResponse)(nil),                // 19: jobplane.cluster.v1.GetTaskOutputResponse
-	(*AdoptAttemptsRequest)(nil),                 // 20: jobplane.cluster.v1.AdoptAttemptsRequest
-	(*JobAdoption)(nil),                          // 21: jobplane.cluster.v1.JobAdoption
-	(*AdoptAttemptsResponse)(nil),                // 22: jobplane.cluster.v1.AdoptAttemptsResponse
-	(*AdoptedJob)(nil),                           // 23: jobplane.cluster.v1.AdoptedJob
-	(*HeldAttempt)(nil),                          // 24: jobplane.cluster.v1.HeldAttempt
-	nil,                                          // 25: jobplane.cluster.v1.SubmitTaskRequest.ConfigEntry
-	nil,                                          // 26: jobplane.cluster.v1.TaskDeployment.ConfigEntry
-	(*TaskExecutorServiceHeartbeatRequest_JobMasterSender)(nil), // 27: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
-	(*v1.FencingToken)(nil),        // 28: jobplane.v1.FencingToken
-	(*ResourceProfile)(nil),        // 29: jobplane.cluster.v1.ResourceProfile
-	(*v1.ItemError)(nil),           // 30: jobplane.v1.ItemError
-	(*v1.ExecutionAttemptId)(nil),  // 31: jobplane.v1.ExecutionAttemptId
-	(*durationpb.Duration)(nil),    // 32: google.protobuf.Duration
-	(*SlotReport)(nil),             // 33: jobplane.cluster.v1.SlotReport
-	(*v1.TaskExecutionStatus)(nil), // 34: jobplane.v1.TaskExecutionStatus
+	(*TriggerCheckpointRequest)(nil),             // 0: jobplane.cluster.v1.TriggerCheckpointRequest
+	(*TriggerCheckpointResponse)(nil),            // 1: jobplane.cluster.v1.TriggerCheckpointResponse
+	(*CheckpointAck)(nil),                        // 2: jobplane.cluster.v1.CheckpointAck
+	(*RequestSlotRequest)(nil),                   // 3: jobplane.cluster.v1.RequestSlotRequest
+	(*RequestSlotResponse)(nil),                  // 4: jobplane.cluster.v1.RequestSlotResponse
+	(*RequestSlotsRequest)(nil),                  // 5: jobplane.cluster.v1.RequestSlotsRequest
+	(*SlotRequest)(nil),                          // 6: jobplane.cluster.v1.SlotRequest
+	(*RequestSlotsResponse)(nil),                 // 7: jobplane.cluster.v1.RequestSlotsResponse
+	(*SubmitTaskRequest)(nil),                    // 8: jobplane.cluster.v1.SubmitTaskRequest
+	(*SubmitTaskResponse)(nil),                   // 9: jobplane.cluster.v1.SubmitTaskResponse
+	(*SubmitTasksRequest)(nil),                   // 10: jobplane.cluster.v1.SubmitTasksRequest
+	(*TaskDeployment)(nil),                       // 11: jobplane.cluster.v1.TaskDeployment
+	(*SubmitTasksResponse)(nil),                  // 12: jobplane.cluster.v1.SubmitTasksResponse
+	(*CancelTaskRequest)(nil),                    // 13: jobplane.cluster.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),                   // 14: jobplane.cluster.v1.CancelTaskResponse
+	(*FreeSlotRequest)(nil),                      // 15: jobplane.cluster.v1.FreeSlotRequest
+	(*FreeSlotResponse)(nil),                     // 16: jobplane.cluster.v1.FreeSlotResponse
+	(*FreeSlotsRequest)(nil),                     // 17: jobplane.cluster.v1.FreeSlotsRequest
+	(*FreeSlotsResponse)(nil),                    // 18: jobplane.cluster.v1.FreeSlotsResponse
+	(*TaskExecutorServiceHeartbeatRequest)(nil),  // 19: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest
+	(*TaskExecutorServiceHeartbeatResponse)(nil), // 20: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse
+	(*GetTaskOutputRequest)(nil),                 // 21: jobplane.cluster.v1.GetTaskOutputRequest
+	(*GetTaskOutputResponse)(nil),                // 22: jobplane.cluster.v1.GetTaskOutputResponse
+	(*AdoptAttemptsRequest)(nil),                 // 23: jobplane.cluster.v1.AdoptAttemptsRequest
+	(*JobAdoption)(nil),                          // 24: jobplane.cluster.v1.JobAdoption
+	(*AdoptAttemptsResponse)(nil),                // 25: jobplane.cluster.v1.AdoptAttemptsResponse
+	(*AdoptedJob)(nil),                           // 26: jobplane.cluster.v1.AdoptedJob
+	(*HeldAttempt)(nil),                          // 27: jobplane.cluster.v1.HeldAttempt
+	nil,                                          // 28: jobplane.cluster.v1.SubmitTaskRequest.ConfigEntry
+	nil,                                          // 29: jobplane.cluster.v1.TaskDeployment.ConfigEntry
+	(*TaskExecutorServiceHeartbeatRequest_JobMasterSender)(nil), // 30: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
+	(*v1.FencingToken)(nil),        // 31: jobplane.v1.FencingToken
+	(*v1.ExecutionAttemptId)(nil),  // 32: jobplane.v1.ExecutionAttemptId
+	(*v1.SubtaskState)(nil),        // 33: jobplane.v1.SubtaskState
+	(*ResourceProfile)(nil),        // 34: jobplane.cluster.v1.ResourceProfile
+	(*v1.ItemError)(nil),           // 35: jobplane.v1.ItemError
+	(*durationpb.Duration)(nil),    // 36: google.protobuf.Duration
+	(*SlotReport)(nil),             // 37: jobplane.cluster.v1.SlotReport
+	(*v1.TaskExecutionStatus)(nil), // 38: jobplane.v1.TaskExecutionStatus
 }
 var file_jobplane_cluster_v1_task_executor_service_proto_depIdxs = []int32{
-	28, // 0: jobplane.cluster.v1.RequestSlotRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
-	29, // 1: jobplane.cluster.v1.RequestSlotRequest.profile:type_name -> jobplane.cluster.v1.ResourceProfile
-	28, // 2: jobplane.cluster.v1.RequestSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	28, // 3: jobplane.cluster.v1.RequestSlotsRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
-	3,  // 4: jobplane.cluster.v1.RequestSlotsRequest.slots:type_name -> jobplane.cluster.v1.SlotRequest
-	28, // 5: jobplane.cluster.v1.SlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	29, // 6: jobplane.cluster.v1.SlotRequest.profile:type_name -> jobplane.cluster.v1.ResourceProfile
-	30, // 7: jobplane.cluster.v1.RequestSlotsResponse.refused:type_name -> jobplane.v1.ItemError
-	28, // 8: jobplane.cluster.v1.SubmitTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	31, // 9: jobplane.cluster.v1.SubmitTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	25, // 10: jobplane.cluster.v1.SubmitTaskRequest.config:type_name -> jobplane.cluster.v1.SubmitTaskRequest.ConfigEntry
-	32, // 11: jobplane.cluster.v1.SubmitTaskRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
-	32, // 12: jobplane.cluster.v1.SubmitTaskRequest.task_lease:type_name -> google.protobuf.Duration
-	28, // 13: jobplane.cluster.v1.SubmitTasksRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	8,  // 14: jobplane.cluster.v1.SubmitTasksRequest.tasks:type_name -> jobplane.cluster.v1.TaskDeployment
-	32, // 15: jobplane.cluster.v1.SubmitTasksRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
-	32, // 16: jobplane.cluster.v1.SubmitTasksRequest.task_lease:type_name -> google.protobuf.Duration
-	31, // 17: jobplane.cluster.v1.TaskDeployment.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	26, // 18: jobplane.cluster.v1.TaskDeployment.config:type_name -> jobplane.cluster.v1.TaskDeployment.ConfigEntry
-	30, // 19: jobplane.cluster.v1.SubmitTasksResponse.refused:type_name -> jobplane.v1.ItemError
-	28, // 20: jobplane.cluster.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	31, // 21: jobplane.cluster.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	28, // 22: jobplane.cluster.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	28, // 23: jobplane.cluster.v1.FreeSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
-	28, // 24: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
-	27, // 25: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.job_master:type_name -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
-	33, // 26: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.cluster.v1.SlotReport
-	34, // 27: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
-	31, // 28: jobplane.cluster.v1.GetTaskOutputRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	21, // 29: jobplane.cluster.v1.AdoptAttemptsRequest.jobs:type_name -> jobplane.cluster.v1.JobAdoption
-	28, // 30: jobplane.cluster.v1.JobAdoption.job_master_token:type_name -> jobplane.v1.FencingToken
-	23, // 31: jobplane.cluster.v1.AdoptAttemptsResponse.jobs:type_name -> jobplane.cluster.v1.AdoptedJob
-	30, // 32: jobplane.cluster.v1.AdoptAttemptsResponse.refused:type_name -> jobplane.v1.ItemError
-	24, // 33: jobplane.cluster.v1.AdoptedJob.attempts:type_name -> jobplane.cluster.v1.HeldAttempt
-	34, // 34: jobplane.cluster.v1.HeldAttempt.status:type_name -> jobplane.v1.TaskExecutionStatus
-	28, // 35: jobplane.cluster.v1.HeldAttempt.deployed_under:type_name -> jobplane.v1.FencingToken
-	28, // 36: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender.token:type_name -> jobplane.v1.FencingToken
-	0,  // 37: jobplane.cluster.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.cluster.v1.RequestSlotRequest
-	2,  // 38: jobplane.cluster.v1.TaskExecutorService.RequestSlots:input_type -> jobplane.cluster.v1.RequestSlotsRequest
-	5,  // 39: jobplane.cluster.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.cluster.v1.SubmitTaskRequest
-	7,  // 40: jobplane.cluster.v1.TaskExecutorService.SubmitTasks:input_type -> jobplane.cluster.v1.SubmitTasksRequest
-	10, // 41: jobplane.cluster.v1.TaskExecutorService.CancelTask:input_type -> jobplane.cluster.v1.CancelTaskRequest
-	12, // 42: jobplane.cluster.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.cluster.v1.FreeSlotRequest
-	14, // 43: jobplane.cluster.v1.TaskExecutorService.FreeSlots:input_type -> jobplane.cluster.v1.FreeSlotsRequest
-	16, // 44: jobplane.cluster.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest
-	20, // 45: jobplane.cluster.v1.TaskExecutorService.AdoptAttempts:input_type -> jobplane.cluster.v1.AdoptAttemptsRequest
-	18, // 46: jobplane.cluster.v1.TaskExecutorService.GetTaskOutput:input_type -> jobplane.cluster.v1.GetTaskOutputRequest
-	1,  // 47: jobplane.cluster.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.cluster.v1.RequestSlotResponse
-	4,  // 48: jobplane.cluster.v1.TaskExecutorService.RequestSlots:output_type -> jobplane.cluster.v1.RequestSlotsResponse
-	6,  // 49: jobplane.cluster.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.cluster.v1.SubmitTaskResponse
-	9,  // 50: jobplane.cluster.v1.TaskExecutorService.SubmitTasks:output_type -> jobplane.cluster.v1.SubmitTasksResponse
-	11, // 51: jobplane.cluster.v1.TaskExecutorService.CancelTask:output_type -> jobplane.cluster.v1.CancelTaskResponse
-	13, // 52: jobplane.cluster.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.cluster.v1.FreeSlotResponse
-	15, // 53: jobplane.cluster.v1.TaskExecutorService.FreeSlots:output_type -> jobplane.cluster.v1.FreeSlotsResponse
-	17, // 54: jobplane.cluster.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse
-	22, // 55: jobplane.cluster.v1.TaskExecutorService.AdoptAttempts:output_type -> jobplane.cluster.v1.AdoptAttemptsResponse
-	19, // 56: jobplane.cluster.v1.TaskExecutorService.GetTaskOutput:output_type -> jobplane.cluster.v1.GetTaskOutputResponse
-	47, // [47:57] is the sub-list for method output_type
-	37, // [37:47] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	31, // 0: jobplane.cluster.v1.TriggerCheckpointRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	32, // 1: jobplane.cluster.v1.TriggerCheckpointRequest.attempts:type_name -> jobplane.v1.ExecutionAttemptId
+	2,  // 2: jobplane.cluster.v1.TriggerCheckpointResponse.acks:type_name -> jobplane.cluster.v1.CheckpointAck
+	32, // 3: jobplane.cluster.v1.CheckpointAck.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	33, // 4: jobplane.cluster.v1.CheckpointAck.state:type_name -> jobplane.v1.SubtaskState
+	31, // 5: jobplane.cluster.v1.RequestSlotRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	34, // 6: jobplane.cluster.v1.RequestSlotRequest.profile:type_name -> jobplane.cluster.v1.ResourceProfile
+	31, // 7: jobplane.cluster.v1.RequestSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	31, // 8: jobplane.cluster.v1.RequestSlotsRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	6,  // 9: jobplane.cluster.v1.RequestSlotsRequest.slots:type_name -> jobplane.cluster.v1.SlotRequest
+	31, // 10: jobplane.cluster.v1.SlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	34, // 11: jobplane.cluster.v1.SlotRequest.profile:type_name -> jobplane.cluster.v1.ResourceProfile
+	35, // 12: jobplane.cluster.v1.RequestSlotsResponse.refused:type_name -> jobplane.v1.ItemError
+	31, // 13: jobplane.cluster.v1.SubmitTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	32, // 14: jobplane.cluster.v1.SubmitTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	28, // 15: jobplane.cluster.v1.SubmitTaskRequest.config:type_name -> jobplane.cluster.v1.SubmitTaskRequest.ConfigEntry
+	36, // 16: jobplane.cluster.v1.SubmitTaskRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
+	36, // 17: jobplane.cluster.v1.SubmitTaskRequest.task_lease:type_name -> google.protobuf.Duration
+	33, // 18: jobplane.cluster.v1.SubmitTaskRequest.restored_state:type_name -> jobplane.v1.SubtaskState
+	31, // 19: jobplane.cluster.v1.SubmitTasksRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	11, // 20: jobplane.cluster.v1.SubmitTasksRequest.tasks:type_name -> jobplane.cluster.v1.TaskDeployment
+	36, // 21: jobplane.cluster.v1.SubmitTasksRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
+	36, // 22: jobplane.cluster.v1.SubmitTasksRequest.task_lease:type_name -> google.protobuf.Duration
+	32, // 23: jobplane.cluster.v1.TaskDeployment.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	29, // 24: jobplane.cluster.v1.TaskDeployment.config:type_name -> jobplane.cluster.v1.TaskDeployment.ConfigEntry
+	33, // 25: jobplane.cluster.v1.TaskDeployment.restored_state:type_name -> jobplane.v1.SubtaskState
+	35, // 26: jobplane.cluster.v1.SubmitTasksResponse.refused:type_name -> jobplane.v1.ItemError
+	31, // 27: jobplane.cluster.v1.CancelTaskRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	32, // 28: jobplane.cluster.v1.CancelTaskRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	31, // 29: jobplane.cluster.v1.FreeSlotRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	31, // 30: jobplane.cluster.v1.FreeSlotsRequest.job_master_token:type_name -> jobplane.v1.FencingToken
+	31, // 31: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.resource_manager_token:type_name -> jobplane.v1.FencingToken
+	30, // 32: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.job_master:type_name -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender
+	37, // 33: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse.slot_report:type_name -> jobplane.cluster.v1.SlotReport
+	38, // 34: jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse.tasks:type_name -> jobplane.v1.TaskExecutionStatus
+	32, // 35: jobplane.cluster.v1.GetTaskOutputRequest.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	24, // 36: jobplane.cluster.v1.AdoptAttemptsRequest.jobs:type_name -> jobplane.cluster.v1.JobAdoption
+	31, // 37: jobplane.cluster.v1.JobAdoption.job_master_token:type_name -> jobplane.v1.FencingToken
+	26, // 38: jobplane.cluster.v1.AdoptAttemptsResponse.jobs:type_name -> jobplane.cluster.v1.AdoptedJob
+	35, // 39: jobplane.cluster.v1.AdoptAttemptsResponse.refused:type_name -> jobplane.v1.ItemError
+	27, // 40: jobplane.cluster.v1.AdoptedJob.attempts:type_name -> jobplane.cluster.v1.HeldAttempt
+	38, // 41: jobplane.cluster.v1.HeldAttempt.status:type_name -> jobplane.v1.TaskExecutionStatus
+	31, // 42: jobplane.cluster.v1.HeldAttempt.deployed_under:type_name -> jobplane.v1.FencingToken
+	31, // 43: jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest.JobMasterSender.token:type_name -> jobplane.v1.FencingToken
+	3,  // 44: jobplane.cluster.v1.TaskExecutorService.RequestSlot:input_type -> jobplane.cluster.v1.RequestSlotRequest
+	5,  // 45: jobplane.cluster.v1.TaskExecutorService.RequestSlots:input_type -> jobplane.cluster.v1.RequestSlotsRequest
+	8,  // 46: jobplane.cluster.v1.TaskExecutorService.SubmitTask:input_type -> jobplane.cluster.v1.SubmitTaskRequest
+	10, // 47: jobplane.cluster.v1.TaskExecutorService.SubmitTasks:input_type -> jobplane.cluster.v1.SubmitTasksRequest
+	13, // 48: jobplane.cluster.v1.TaskExecutorService.CancelTask:input_type -> jobplane.cluster.v1.CancelTaskRequest
+	15, // 49: jobplane.cluster.v1.TaskExecutorService.FreeSlot:input_type -> jobplane.cluster.v1.FreeSlotRequest
+	17, // 50: jobplane.cluster.v1.TaskExecutorService.FreeSlots:input_type -> jobplane.cluster.v1.FreeSlotsRequest
+	19, // 51: jobplane.cluster.v1.TaskExecutorService.Heartbeat:input_type -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatRequest
+	23, // 52: jobplane.cluster.v1.TaskExecutorService.AdoptAttempts:input_type -> jobplane.cluster.v1.AdoptAttemptsRequest
+	21, // 53: jobplane.cluster.v1.TaskExecutorService.GetTaskOutput:input_type -> jobplane.cluster.v1.GetTaskOutputRequest
+	0,  // 54: jobplane.cluster.v1.TaskExecutorService.TriggerCheckpoint:input_type -> jobplane.cluster.v1.TriggerCheckpointRequest
+	4,  // 55: jobplane.cluster.v1.TaskExecutorService.RequestSlot:output_type -> jobplane.cluster.v1.RequestSlotResponse
+	7,  // 56: jobplane.cluster.v1.TaskExecutorService.RequestSlots:output_type -> jobplane.cluster.v1.RequestSlotsResponse
+	9,  // 57: jobplane.cluster.v1.TaskExecutorService.SubmitTask:output_type -> jobplane.cluster.v1.SubmitTaskResponse
+	12, // 58: jobplane.cluster.v1.TaskExecutorService.SubmitTasks:output_type -> jobplane.cluster.v1.SubmitTasksResponse
+	14, // 59: jobplane.cluster.v1.TaskExecutorService.CancelTask:output_type -> jobplane.cluster.v1.CancelTaskResponse
+	16, // 60: jobplane.cluster.v1.TaskExecutorService.FreeSlot:output_type -> jobplane.cluster.v1.FreeSlotResponse
+	18, // 61: jobplane.cluster.v1.TaskExecutorService.FreeSlots:output_type -> jobplane.cluster.v1.FreeSlotsResponse
+	20, // 62: jobplane.cluster.v1.TaskExecutorService.Heartbeat:output_type -> jobplane.cluster.v1.TaskExecutorServiceHeartbeatResponse
+	25, // 63: jobplane.cluster.v1.TaskExecutorService.AdoptAttempts:output_type -> jobplane.cluster.v1.AdoptAttemptsResponse
+	22, // 64: jobplane.cluster.v1.TaskExecutorService.GetTaskOutput:output_type -> jobplane.cluster.v1.GetTaskOutputResponse
+	1,  // 65: jobplane.cluster.v1.TaskExecutorService.TriggerCheckpoint:output_type -> jobplane.cluster.v1.TriggerCheckpointResponse
+	55, // [55:66] is the sub-list for method output_type
+	44, // [44:55] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_cluster_v1_task_executor_service_proto_init() }
@@ -2037,7 +2303,7 @@ func file_jobplane_cluster_v1_task_executor_service_proto_init() {
 		return
 	}
 	file_jobplane_cluster_v1_slot_proto_init()
-	file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[16].OneofWrappers = []any{
+	file_jobplane_cluster_v1_task_executor_service_proto_msgTypes[19].OneofWrappers = []any{
 		(*TaskExecutorServiceHeartbeatRequest_ResourceManagerToken)(nil),
 		(*TaskExecutorServiceHeartbeatRequest_JobMaster)(nil),
 	}
@@ -2047,7 +2313,7 @@ func file_jobplane_cluster_v1_task_executor_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_cluster_v1_task_executor_service_proto_rawDesc), len(file_jobplane_cluster_v1_task_executor_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

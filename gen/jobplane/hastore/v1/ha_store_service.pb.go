@@ -2650,6 +2650,943 @@ func (x *ListTaskExecutorsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// CompletedCheckpoint is a checkpoint every triggered subtask of a job
+// acknowledged, as the store keeps it.
+type CompletedCheckpoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id. Required.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The checkpoint's id, greater than every id the job used before.
+	// Required (not 0).
+	CheckpointId uint64 `protobuf:"varint,2,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	// When the JobMaster triggered it.
+	TriggerTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=trigger_time,json=triggerTime,proto3" json:"trigger_time,omitempty"`
+	// When the last subtask acknowledged it (before the store write).
+	AckTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=ack_time,json=ackTime,proto3" json:"ack_time,omitempty"`
+	// The subtasks' states, at most one per subtask. A subtask without an
+	// entry had no state to keep (it had finished, or its task keeps none).
+	States []*v1.SubtaskState `protobuf:"bytes,5,rep,name=states,proto3" json:"states,omitempty"`
+	// The job's checkpoint counts as of this checkpoint (itself included),
+	// so that they outlive the JobMaster that counted them. Opaque to the
+	// store.
+	Counts *v1.CheckpointCounts `protobuf:"bytes,6,opt,name=counts,proto3" json:"counts,omitempty"`
+	// The id of the checkpoint or savepoint the job's subtasks were restored
+	// from when this one was taken; empty if none.
+	RestoredFrom  string `protobuf:"bytes,7,opt,name=restored_from,json=restoredFrom,proto3" json:"restored_from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompletedCheckpoint) Reset() {
+	*x = CompletedCheckpoint{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompletedCheckpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompletedCheckpoint) ProtoMessage() {}
+
+func (x *CompletedCheckpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompletedCheckpoint.ProtoReflect.Descriptor instead.
+func (*CompletedCheckpoint) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *CompletedCheckpoint) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *CompletedCheckpoint) GetCheckpointId() uint64 {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return 0
+}
+
+func (x *CompletedCheckpoint) GetTriggerTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TriggerTime
+	}
+	return nil
+}
+
+func (x *CompletedCheckpoint) GetAckTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AckTime
+	}
+	return nil
+}
+
+func (x *CompletedCheckpoint) GetStates() []*v1.SubtaskState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *CompletedCheckpoint) GetCounts() *v1.CheckpointCounts {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *CompletedCheckpoint) GetRestoredFrom() string {
+	if x != nil {
+		return x.RestoredFrom
+	}
+	return ""
+}
+
+// Savepoint is a checkpoint a user asked for: it belongs to the user, is
+// never subsumed, and outlives its job.
+type Savepoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The savepoint's id, 1 to 128 bytes. Required.
+	SavepointId string `protobuf:"bytes,1,opt,name=savepoint_id,json=savepointId,proto3" json:"savepoint_id,omitempty"`
+	// The job's id. Required.
+	JobId string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The checkpoint id it was taken under, from the job's sequence.
+	// Required (not 0).
+	CheckpointId uint64 `protobuf:"varint,3,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	// When the JobMaster triggered it.
+	TriggerTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=trigger_time,json=triggerTime,proto3" json:"trigger_time,omitempty"`
+	// When the last subtask acknowledged it.
+	AckTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=ack_time,json=ackTime,proto3" json:"ack_time,omitempty"`
+	// The subtasks' states, as in CompletedCheckpoint.
+	States        []*v1.SubtaskState `protobuf:"bytes,6,rep,name=states,proto3" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Savepoint) Reset() {
+	*x = Savepoint{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Savepoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Savepoint) ProtoMessage() {}
+
+func (x *Savepoint) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Savepoint.ProtoReflect.Descriptor instead.
+func (*Savepoint) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *Savepoint) GetSavepointId() string {
+	if x != nil {
+		return x.SavepointId
+	}
+	return ""
+}
+
+func (x *Savepoint) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *Savepoint) GetCheckpointId() uint64 {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return 0
+}
+
+func (x *Savepoint) GetTriggerTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TriggerTime
+	}
+	return nil
+}
+
+func (x *Savepoint) GetAckTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AckTime
+	}
+	return nil
+}
+
+func (x *Savepoint) GetStates() []*v1.SubtaskState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+// AddCheckpointRequest is the request of HAStoreService.AddCheckpoint.
+type AddCheckpointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The writer's leadership: `job/<job_id>` of the checkpoint's job.
+	// Required.
+	Fence *v1.Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
+	// The checkpoint. Required.
+	Checkpoint *CompletedCheckpoint `protobuf:"bytes,2,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// How many of the job's newest checkpoints to keep, this one included.
+	// Zero means 1; at most 100.
+	Retain        int32 `protobuf:"varint,3,opt,name=retain,proto3" json:"retain,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddCheckpointRequest) Reset() {
+	*x = AddCheckpointRequest{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddCheckpointRequest) ProtoMessage() {}
+
+func (x *AddCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*AddCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *AddCheckpointRequest) GetFence() *v1.Fence {
+	if x != nil {
+		return x.Fence
+	}
+	return nil
+}
+
+func (x *AddCheckpointRequest) GetCheckpoint() *CompletedCheckpoint {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *AddCheckpointRequest) GetRetain() int32 {
+	if x != nil {
+		return x.Retain
+	}
+	return 0
+}
+
+// AddCheckpointResponse is the response of HAStoreService.AddCheckpoint.
+type AddCheckpointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ids of the checkpoints this call removed, in order.
+	SubsumedCheckpointIds []uint64 `protobuf:"varint,1,rep,packed,name=subsumed_checkpoint_ids,json=subsumedCheckpointIds,proto3" json:"subsumed_checkpoint_ids,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *AddCheckpointResponse) Reset() {
+	*x = AddCheckpointResponse{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddCheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddCheckpointResponse) ProtoMessage() {}
+
+func (x *AddCheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddCheckpointResponse.ProtoReflect.Descriptor instead.
+func (*AddCheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *AddCheckpointResponse) GetSubsumedCheckpointIds() []uint64 {
+	if x != nil {
+		return x.SubsumedCheckpointIds
+	}
+	return nil
+}
+
+// GetLatestCheckpointRequest is the request of
+// HAStoreService.GetLatestCheckpoint.
+type GetLatestCheckpointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id. Required.
+	JobId         string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLatestCheckpointRequest) Reset() {
+	*x = GetLatestCheckpointRequest{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLatestCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLatestCheckpointRequest) ProtoMessage() {}
+
+func (x *GetLatestCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLatestCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*GetLatestCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *GetLatestCheckpointRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+// GetLatestCheckpointResponse is the response of
+// HAStoreService.GetLatestCheckpoint.
+type GetLatestCheckpointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's stored checkpoint of the greatest id; unset if it has none.
+	Checkpoint *CompletedCheckpoint `protobuf:"bytes,1,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// The greatest id the job's checkpoints and savepoints ever used,
+	// subsumed ones included; 0 if none.
+	LastCheckpointId uint64 `protobuf:"varint,2,opt,name=last_checkpoint_id,json=lastCheckpointId,proto3" json:"last_checkpoint_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *GetLatestCheckpointResponse) Reset() {
+	*x = GetLatestCheckpointResponse{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLatestCheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLatestCheckpointResponse) ProtoMessage() {}
+
+func (x *GetLatestCheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLatestCheckpointResponse.ProtoReflect.Descriptor instead.
+func (*GetLatestCheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *GetLatestCheckpointResponse) GetCheckpoint() *CompletedCheckpoint {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *GetLatestCheckpointResponse) GetLastCheckpointId() uint64 {
+	if x != nil {
+		return x.LastCheckpointId
+	}
+	return 0
+}
+
+// ListCheckpointsRequest is the request of HAStoreService.ListCheckpoints.
+type ListCheckpointsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id. Required.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The largest number of checkpoints to return. Zero, or more than 100,
+	// means 100.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The `next_page_token` of the previous call; empty for the first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCheckpointsRequest) Reset() {
+	*x = ListCheckpointsRequest{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCheckpointsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCheckpointsRequest) ProtoMessage() {}
+
+func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCheckpointsRequest.ProtoReflect.Descriptor instead.
+func (*ListCheckpointsRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *ListCheckpointsRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ListCheckpointsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListCheckpointsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListCheckpointsResponse is the response of HAStoreService.ListCheckpoints.
+type ListCheckpointsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The checkpoints, in id order.
+	Checkpoints []*CompletedCheckpoint `protobuf:"bytes,1,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	// Passed as `page_token` to get the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCheckpointsResponse) Reset() {
+	*x = ListCheckpointsResponse{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCheckpointsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCheckpointsResponse) ProtoMessage() {}
+
+func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCheckpointsResponse.ProtoReflect.Descriptor instead.
+func (*ListCheckpointsResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ListCheckpointsResponse) GetCheckpoints() []*CompletedCheckpoint {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return nil
+}
+
+func (x *ListCheckpointsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// AddSavepointRequest is the request of HAStoreService.AddSavepoint.
+type AddSavepointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The writer's leadership: `job/<job_id>` of the savepoint's job.
+	// Required.
+	Fence *v1.Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
+	// The savepoint. Required.
+	Savepoint     *Savepoint `protobuf:"bytes,2,opt,name=savepoint,proto3" json:"savepoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddSavepointRequest) Reset() {
+	*x = AddSavepointRequest{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddSavepointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddSavepointRequest) ProtoMessage() {}
+
+func (x *AddSavepointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddSavepointRequest.ProtoReflect.Descriptor instead.
+func (*AddSavepointRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *AddSavepointRequest) GetFence() *v1.Fence {
+	if x != nil {
+		return x.Fence
+	}
+	return nil
+}
+
+func (x *AddSavepointRequest) GetSavepoint() *Savepoint {
+	if x != nil {
+		return x.Savepoint
+	}
+	return nil
+}
+
+// AddSavepointResponse is the response of HAStoreService.AddSavepoint.
+type AddSavepointResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddSavepointResponse) Reset() {
+	*x = AddSavepointResponse{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddSavepointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddSavepointResponse) ProtoMessage() {}
+
+func (x *AddSavepointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddSavepointResponse.ProtoReflect.Descriptor instead.
+func (*AddSavepointResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{57}
+}
+
+// GetSavepointRequest is the request of HAStoreService.GetSavepoint.
+type GetSavepointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The savepoint's id. Required.
+	SavepointId   string `protobuf:"bytes,1,opt,name=savepoint_id,json=savepointId,proto3" json:"savepoint_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSavepointRequest) Reset() {
+	*x = GetSavepointRequest{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSavepointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSavepointRequest) ProtoMessage() {}
+
+func (x *GetSavepointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSavepointRequest.ProtoReflect.Descriptor instead.
+func (*GetSavepointRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *GetSavepointRequest) GetSavepointId() string {
+	if x != nil {
+		return x.SavepointId
+	}
+	return ""
+}
+
+// GetSavepointResponse is the response of HAStoreService.GetSavepoint.
+type GetSavepointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The savepoint.
+	Savepoint     *Savepoint `protobuf:"bytes,1,opt,name=savepoint,proto3" json:"savepoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSavepointResponse) Reset() {
+	*x = GetSavepointResponse{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSavepointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSavepointResponse) ProtoMessage() {}
+
+func (x *GetSavepointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSavepointResponse.ProtoReflect.Descriptor instead.
+func (*GetSavepointResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *GetSavepointResponse) GetSavepoint() *Savepoint {
+	if x != nil {
+		return x.Savepoint
+	}
+	return nil
+}
+
+// ListSavepointsRequest is the request of HAStoreService.ListSavepoints.
+type ListSavepointsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only the savepoints of this job; empty means every job's.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The largest number of savepoints to return. Zero, or more than 100,
+	// means 100.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The `next_page_token` of the previous call with the same filter;
+	// empty for the first page. A token is the last savepoint id of the
+	// previous page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSavepointsRequest) Reset() {
+	*x = ListSavepointsRequest{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSavepointsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSavepointsRequest) ProtoMessage() {}
+
+func (x *ListSavepointsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSavepointsRequest.ProtoReflect.Descriptor instead.
+func (*ListSavepointsRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *ListSavepointsRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ListSavepointsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListSavepointsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListSavepointsResponse is the response of HAStoreService.ListSavepoints.
+type ListSavepointsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The savepoints, in savepoint id order.
+	Savepoints []*Savepoint `protobuf:"bytes,1,rep,name=savepoints,proto3" json:"savepoints,omitempty"`
+	// Passed as `page_token` to get the next page; empty on the last page.
+	// A page may hold fewer savepoints than asked for and still not be the
+	// last: only an empty token ends the listing.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSavepointsResponse) Reset() {
+	*x = ListSavepointsResponse{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSavepointsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSavepointsResponse) ProtoMessage() {}
+
+func (x *ListSavepointsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSavepointsResponse.ProtoReflect.Descriptor instead.
+func (*ListSavepointsResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *ListSavepointsResponse) GetSavepoints() []*Savepoint {
+	if x != nil {
+		return x.Savepoints
+	}
+	return nil
+}
+
+func (x *ListSavepointsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// DeleteSavepointRequest is the request of HAStoreService.DeleteSavepoint.
+type DeleteSavepointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The writer's leadership: a `jobmanager` one. Required.
+	Fence *v1.Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
+	// The savepoint's id. Required.
+	SavepointId   string `protobuf:"bytes,2,opt,name=savepoint_id,json=savepointId,proto3" json:"savepoint_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSavepointRequest) Reset() {
+	*x = DeleteSavepointRequest{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSavepointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSavepointRequest) ProtoMessage() {}
+
+func (x *DeleteSavepointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSavepointRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSavepointRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *DeleteSavepointRequest) GetFence() *v1.Fence {
+	if x != nil {
+		return x.Fence
+	}
+	return nil
+}
+
+func (x *DeleteSavepointRequest) GetSavepointId() string {
+	if x != nil {
+		return x.SavepointId
+	}
+	return ""
+}
+
+// DeleteSavepointResponse is the response of
+// HAStoreService.DeleteSavepoint.
+type DeleteSavepointResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSavepointResponse) Reset() {
+	*x = DeleteSavepointResponse{}
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSavepointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSavepointResponse) ProtoMessage() {}
+
+func (x *DeleteSavepointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSavepointResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSavepointResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{63}
+}
+
 // LeadershipGranted says a candidacy of the session leads its election.
 type WatchSessionResponse_LeadershipGranted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2663,7 +3600,7 @@ type WatchSessionResponse_LeadershipGranted struct {
 
 func (x *WatchSessionResponse_LeadershipGranted) Reset() {
 	*x = WatchSessionResponse_LeadershipGranted{}
-	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[48]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +3612,7 @@ func (x *WatchSessionResponse_LeadershipGranted) String() string {
 func (*WatchSessionResponse_LeadershipGranted) ProtoMessage() {}
 
 func (x *WatchSessionResponse_LeadershipGranted) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[48]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2720,7 +3657,7 @@ type WatchSessionResponse_LeadershipRevoked struct {
 
 func (x *WatchSessionResponse_LeadershipRevoked) Reset() {
 	*x = WatchSessionResponse_LeadershipRevoked{}
-	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[49]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2732,7 +3669,7 @@ func (x *WatchSessionResponse_LeadershipRevoked) String() string {
 func (*WatchSessionResponse_LeadershipRevoked) ProtoMessage() {}
 
 func (x *WatchSessionResponse_LeadershipRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[49]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2779,7 +3716,7 @@ type WatchSessionResponse_SnapshotEnd struct {
 
 func (x *WatchSessionResponse_SnapshotEnd) Reset() {
 	*x = WatchSessionResponse_SnapshotEnd{}
-	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[50]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2791,7 +3728,7 @@ func (x *WatchSessionResponse_SnapshotEnd) String() string {
 func (*WatchSessionResponse_SnapshotEnd) ProtoMessage() {}
 
 func (x *WatchSessionResponse_SnapshotEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[50]
+	mi := &file_jobplane_hastore_v1_ha_store_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2811,7 +3748,7 @@ var File_jobplane_hastore_v1_ha_store_service_proto protoreflect.FileDescriptor
 
 const file_jobplane_hastore_v1_ha_store_service_proto_rawDesc = "" +
 	"\n" +
-	"*jobplane/hastore/v1/ha_store_service.proto\x12\x13jobplane.hastore.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15jobplane/v1/job.proto\x1a\x1bjobplane/v1/job_graph.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x18jobplane/v1/stream.proto\"A\n" +
+	"*jobplane/hastore/v1/ha_store_service.proto\x12\x13jobplane.hastore.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cjobplane/v1/checkpoint.proto\x1a\x15jobplane/v1/job.proto\x1a\x1bjobplane/v1/job_graph.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x18jobplane/v1/stream.proto\"A\n" +
 	"\x12OpenSessionRequest\x12+\n" +
 	"\x03ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"a\n" +
 	"\x13OpenSessionResponse\x12\x1d\n" +
@@ -2946,7 +3883,67 @@ const file_jobplane_hastore_v1_ha_store_service_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"o\n" +
 	"\x19ListTaskExecutorsResponse\x12*\n" +
 	"\x11task_executor_ids\x18\x01 \x03(\tR\x0ftaskExecutorIds\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x99\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd6\x02\n" +
+	"\x13CompletedCheckpoint\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12#\n" +
+	"\rcheckpoint_id\x18\x02 \x01(\x04R\fcheckpointId\x12=\n" +
+	"\ftrigger_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vtriggerTime\x125\n" +
+	"\back_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\aackTime\x121\n" +
+	"\x06states\x18\x05 \x03(\v2\x19.jobplane.v1.SubtaskStateR\x06states\x125\n" +
+	"\x06counts\x18\x06 \x01(\v2\x1d.jobplane.v1.CheckpointCountsR\x06counts\x12#\n" +
+	"\rrestored_from\x18\a \x01(\tR\frestoredFrom\"\x93\x02\n" +
+	"\tSavepoint\x12!\n" +
+	"\fsavepoint_id\x18\x01 \x01(\tR\vsavepointId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12#\n" +
+	"\rcheckpoint_id\x18\x03 \x01(\x04R\fcheckpointId\x12=\n" +
+	"\ftrigger_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vtriggerTime\x125\n" +
+	"\back_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aackTime\x121\n" +
+	"\x06states\x18\x06 \x03(\v2\x19.jobplane.v1.SubtaskStateR\x06states\"\xa2\x01\n" +
+	"\x14AddCheckpointRequest\x12(\n" +
+	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\x12H\n" +
+	"\n" +
+	"checkpoint\x18\x02 \x01(\v2(.jobplane.hastore.v1.CompletedCheckpointR\n" +
+	"checkpoint\x12\x16\n" +
+	"\x06retain\x18\x03 \x01(\x05R\x06retain\"O\n" +
+	"\x15AddCheckpointResponse\x126\n" +
+	"\x17subsumed_checkpoint_ids\x18\x01 \x03(\x04R\x15subsumedCheckpointIds\"3\n" +
+	"\x1aGetLatestCheckpointRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\x95\x01\n" +
+	"\x1bGetLatestCheckpointResponse\x12H\n" +
+	"\n" +
+	"checkpoint\x18\x01 \x01(\v2(.jobplane.hastore.v1.CompletedCheckpointR\n" +
+	"checkpoint\x12,\n" +
+	"\x12last_checkpoint_id\x18\x02 \x01(\x04R\x10lastCheckpointId\"k\n" +
+	"\x16ListCheckpointsRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x8d\x01\n" +
+	"\x17ListCheckpointsResponse\x12J\n" +
+	"\vcheckpoints\x18\x01 \x03(\v2(.jobplane.hastore.v1.CompletedCheckpointR\vcheckpoints\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"}\n" +
+	"\x13AddSavepointRequest\x12(\n" +
+	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\x12<\n" +
+	"\tsavepoint\x18\x02 \x01(\v2\x1e.jobplane.hastore.v1.SavepointR\tsavepoint\"\x16\n" +
+	"\x14AddSavepointResponse\"8\n" +
+	"\x13GetSavepointRequest\x12!\n" +
+	"\fsavepoint_id\x18\x01 \x01(\tR\vsavepointId\"T\n" +
+	"\x14GetSavepointResponse\x12<\n" +
+	"\tsavepoint\x18\x01 \x01(\v2\x1e.jobplane.hastore.v1.SavepointR\tsavepoint\"j\n" +
+	"\x15ListSavepointsRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x80\x01\n" +
+	"\x16ListSavepointsResponse\x12>\n" +
+	"\n" +
+	"savepoints\x18\x01 \x03(\v2\x1e.jobplane.hastore.v1.SavepointR\n" +
+	"savepoints\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"e\n" +
+	"\x16DeleteSavepointRequest\x12(\n" +
+	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\x12!\n" +
+	"\fsavepoint_id\x18\x02 \x01(\tR\vsavepointId\"\x19\n" +
+	"\x17DeleteSavepointResponse*\x99\x01\n" +
 	"\x10RevocationReason\x12!\n" +
 	"\x1dREVOCATION_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aREVOCATION_REASON_RESIGNED\x10\x01\x12#\n" +
@@ -2955,7 +3952,7 @@ const file_jobplane_hastore_v1_ha_store_service_proto_rawDesc = "" +
 	"\x0eJobResultState\x12 \n" +
 	"\x1cJOB_RESULT_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16JOB_RESULT_STATE_DIRTY\x10\x01\x12\x1a\n" +
-	"\x16JOB_RESULT_STATE_CLEAN\x10\x022\xc9\x14\n" +
+	"\x16JOB_RESULT_STATE_CLEAN\x10\x022\xdf\x1a\n" +
 	"\x0eHAStoreService\x12`\n" +
 	"\vOpenSession\x12'.jobplane.hastore.v1.OpenSessionRequest\x1a(.jobplane.hastore.v1.OpenSessionResponse\x12_\n" +
 	"\tKeepAlive\x12%.jobplane.hastore.v1.KeepAliveRequest\x1a&.jobplane.hastore.v1.KeepAliveResponse\"\x03\x90\x02\x02\x12h\n" +
@@ -2979,7 +3976,14 @@ const file_jobplane_hastore_v1_ha_store_service_proto_rawDesc = "" +
 	"\x14DeleteJobResultEntry\x120.jobplane.hastore.v1.DeleteJobResultEntryRequest\x1a1.jobplane.hastore.v1.DeleteJobResultEntryResponse\"\x03\x90\x02\x02\x12q\n" +
 	"\x0fAddTaskExecutor\x12+.jobplane.hastore.v1.AddTaskExecutorRequest\x1a,.jobplane.hastore.v1.AddTaskExecutorResponse\"\x03\x90\x02\x02\x12z\n" +
 	"\x12RemoveTaskExecutor\x12..jobplane.hastore.v1.RemoveTaskExecutorRequest\x1a/.jobplane.hastore.v1.RemoveTaskExecutorResponse\"\x03\x90\x02\x02\x12w\n" +
-	"\x11ListTaskExecutors\x12-.jobplane.hastore.v1.ListTaskExecutorsRequest\x1a..jobplane.hastore.v1.ListTaskExecutorsResponse\"\x03\x90\x02\x01B\xdc\x01\n" +
+	"\x11ListTaskExecutors\x12-.jobplane.hastore.v1.ListTaskExecutorsRequest\x1a..jobplane.hastore.v1.ListTaskExecutorsResponse\"\x03\x90\x02\x01\x12k\n" +
+	"\rAddCheckpoint\x12).jobplane.hastore.v1.AddCheckpointRequest\x1a*.jobplane.hastore.v1.AddCheckpointResponse\"\x03\x90\x02\x02\x12}\n" +
+	"\x13GetLatestCheckpoint\x12/.jobplane.hastore.v1.GetLatestCheckpointRequest\x1a0.jobplane.hastore.v1.GetLatestCheckpointResponse\"\x03\x90\x02\x01\x12q\n" +
+	"\x0fListCheckpoints\x12+.jobplane.hastore.v1.ListCheckpointsRequest\x1a,.jobplane.hastore.v1.ListCheckpointsResponse\"\x03\x90\x02\x01\x12h\n" +
+	"\fAddSavepoint\x12(.jobplane.hastore.v1.AddSavepointRequest\x1a).jobplane.hastore.v1.AddSavepointResponse\"\x03\x90\x02\x02\x12h\n" +
+	"\fGetSavepoint\x12(.jobplane.hastore.v1.GetSavepointRequest\x1a).jobplane.hastore.v1.GetSavepointResponse\"\x03\x90\x02\x01\x12n\n" +
+	"\x0eListSavepoints\x12*.jobplane.hastore.v1.ListSavepointsRequest\x1a+.jobplane.hastore.v1.ListSavepointsResponse\"\x03\x90\x02\x01\x12q\n" +
+	"\x0fDeleteSavepoint\x12+.jobplane.hastore.v1.DeleteSavepointRequest\x1a,.jobplane.hastore.v1.DeleteSavepointResponse\"\x03\x90\x02\x02B\xdc\x01\n" +
 	"\x17com.jobplane.hastore.v1B\x13HaStoreServiceProtoP\x01Z>github.com/jobplane/jobplane/gen/jobplane/hastore/v1;hastorev1\xa2\x02\x03JHX\xaa\x02\x13Jobplane.Hastore.V1\xca\x02\x13Jobplane\\Hastore\\V1\xe2\x02\x1fJobplane\\Hastore\\V1\\GPBMetadata\xea\x02\x15Jobplane::Hastore::V1b\x06proto3"
 
 var (
@@ -2995,7 +3999,7 @@ func file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobplane_hastore_v1_ha_store_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_jobplane_hastore_v1_ha_store_service_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_jobplane_hastore_v1_ha_store_service_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_jobplane_hastore_v1_ha_store_service_proto_goTypes = []any{
 	(RevocationReason)(0),                          // 0: jobplane.hastore.v1.RevocationReason
 	(JobResultState)(0),                            // 1: jobplane.hastore.v1.JobResultState
@@ -3047,103 +4051,151 @@ var file_jobplane_hastore_v1_ha_store_service_proto_goTypes = []any{
 	(*RemoveTaskExecutorResponse)(nil),             // 47: jobplane.hastore.v1.RemoveTaskExecutorResponse
 	(*ListTaskExecutorsRequest)(nil),               // 48: jobplane.hastore.v1.ListTaskExecutorsRequest
 	(*ListTaskExecutorsResponse)(nil),              // 49: jobplane.hastore.v1.ListTaskExecutorsResponse
-	(*WatchSessionResponse_LeadershipGranted)(nil), // 50: jobplane.hastore.v1.WatchSessionResponse.LeadershipGranted
-	(*WatchSessionResponse_LeadershipRevoked)(nil), // 51: jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked
-	(*WatchSessionResponse_SnapshotEnd)(nil),       // 52: jobplane.hastore.v1.WatchSessionResponse.SnapshotEnd
-	(*durationpb.Duration)(nil),                    // 53: google.protobuf.Duration
-	(*v1.Heartbeat)(nil),                           // 54: jobplane.v1.Heartbeat
-	(*v1.Fence)(nil),                               // 55: jobplane.v1.Fence
-	(*v1.LeaderInfo)(nil),                          // 56: jobplane.v1.LeaderInfo
-	(*v1.JobGraph)(nil),                            // 57: jobplane.v1.JobGraph
-	(*timestamppb.Timestamp)(nil),                  // 58: google.protobuf.Timestamp
-	(*v1.JobResult)(nil),                           // 59: jobplane.v1.JobResult
-	(*v1.FencingToken)(nil),                        // 60: jobplane.v1.FencingToken
+	(*CompletedCheckpoint)(nil),                    // 50: jobplane.hastore.v1.CompletedCheckpoint
+	(*Savepoint)(nil),                              // 51: jobplane.hastore.v1.Savepoint
+	(*AddCheckpointRequest)(nil),                   // 52: jobplane.hastore.v1.AddCheckpointRequest
+	(*AddCheckpointResponse)(nil),                  // 53: jobplane.hastore.v1.AddCheckpointResponse
+	(*GetLatestCheckpointRequest)(nil),             // 54: jobplane.hastore.v1.GetLatestCheckpointRequest
+	(*GetLatestCheckpointResponse)(nil),            // 55: jobplane.hastore.v1.GetLatestCheckpointResponse
+	(*ListCheckpointsRequest)(nil),                 // 56: jobplane.hastore.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),                // 57: jobplane.hastore.v1.ListCheckpointsResponse
+	(*AddSavepointRequest)(nil),                    // 58: jobplane.hastore.v1.AddSavepointRequest
+	(*AddSavepointResponse)(nil),                   // 59: jobplane.hastore.v1.AddSavepointResponse
+	(*GetSavepointRequest)(nil),                    // 60: jobplane.hastore.v1.GetSavepointRequest
+	(*GetSavepointResponse)(nil),                   // 61: jobplane.hastore.v1.GetSavepointResponse
+	(*ListSavepointsRequest)(nil),                  // 62: jobplane.hastore.v1.ListSavepointsRequest
+	(*ListSavepointsResponse)(nil),                 // 63: jobplane.hastore.v1.ListSavepointsResponse
+	(*DeleteSavepointRequest)(nil),                 // 64: jobplane.hastore.v1.DeleteSavepointRequest
+	(*DeleteSavepointResponse)(nil),                // 65: jobplane.hastore.v1.DeleteSavepointResponse
+	(*WatchSessionResponse_LeadershipGranted)(nil), // 66: jobplane.hastore.v1.WatchSessionResponse.LeadershipGranted
+	(*WatchSessionResponse_LeadershipRevoked)(nil), // 67: jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked
+	(*WatchSessionResponse_SnapshotEnd)(nil),       // 68: jobplane.hastore.v1.WatchSessionResponse.SnapshotEnd
+	(*durationpb.Duration)(nil),                    // 69: google.protobuf.Duration
+	(*v1.Heartbeat)(nil),                           // 70: jobplane.v1.Heartbeat
+	(*v1.Fence)(nil),                               // 71: jobplane.v1.Fence
+	(*v1.LeaderInfo)(nil),                          // 72: jobplane.v1.LeaderInfo
+	(*v1.JobGraph)(nil),                            // 73: jobplane.v1.JobGraph
+	(*timestamppb.Timestamp)(nil),                  // 74: google.protobuf.Timestamp
+	(*v1.JobResult)(nil),                           // 75: jobplane.v1.JobResult
+	(*v1.SubtaskState)(nil),                        // 76: jobplane.v1.SubtaskState
+	(*v1.CheckpointCounts)(nil),                    // 77: jobplane.v1.CheckpointCounts
+	(*v1.FencingToken)(nil),                        // 78: jobplane.v1.FencingToken
 }
 var file_jobplane_hastore_v1_ha_store_service_proto_depIdxs = []int32{
-	53, // 0: jobplane.hastore.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	53, // 1: jobplane.hastore.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	53, // 2: jobplane.hastore.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
-	50, // 3: jobplane.hastore.v1.WatchSessionResponse.granted:type_name -> jobplane.hastore.v1.WatchSessionResponse.LeadershipGranted
-	51, // 4: jobplane.hastore.v1.WatchSessionResponse.revoked:type_name -> jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked
-	54, // 5: jobplane.hastore.v1.WatchSessionResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
-	52, // 6: jobplane.hastore.v1.WatchSessionResponse.snapshot_end:type_name -> jobplane.hastore.v1.WatchSessionResponse.SnapshotEnd
-	55, // 7: jobplane.hastore.v1.ResignRequest.fence:type_name -> jobplane.v1.Fence
-	55, // 8: jobplane.hastore.v1.ConfirmLeadershipRequest.fence:type_name -> jobplane.v1.Fence
-	56, // 9: jobplane.hastore.v1.GetLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
-	56, // 10: jobplane.hastore.v1.ObserveLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
-	54, // 11: jobplane.hastore.v1.ObserveLeaderResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
-	57, // 12: jobplane.hastore.v1.ExecutionPlan.job_graph:type_name -> jobplane.v1.JobGraph
-	58, // 13: jobplane.hastore.v1.ExecutionPlan.submit_time:type_name -> google.protobuf.Timestamp
-	55, // 14: jobplane.hastore.v1.PutExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
+	69, // 0: jobplane.hastore.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	69, // 1: jobplane.hastore.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	69, // 2: jobplane.hastore.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	66, // 3: jobplane.hastore.v1.WatchSessionResponse.granted:type_name -> jobplane.hastore.v1.WatchSessionResponse.LeadershipGranted
+	67, // 4: jobplane.hastore.v1.WatchSessionResponse.revoked:type_name -> jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked
+	70, // 5: jobplane.hastore.v1.WatchSessionResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
+	68, // 6: jobplane.hastore.v1.WatchSessionResponse.snapshot_end:type_name -> jobplane.hastore.v1.WatchSessionResponse.SnapshotEnd
+	71, // 7: jobplane.hastore.v1.ResignRequest.fence:type_name -> jobplane.v1.Fence
+	71, // 8: jobplane.hastore.v1.ConfirmLeadershipRequest.fence:type_name -> jobplane.v1.Fence
+	72, // 9: jobplane.hastore.v1.GetLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
+	72, // 10: jobplane.hastore.v1.ObserveLeaderResponse.leader:type_name -> jobplane.v1.LeaderInfo
+	70, // 11: jobplane.hastore.v1.ObserveLeaderResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
+	73, // 12: jobplane.hastore.v1.ExecutionPlan.job_graph:type_name -> jobplane.v1.JobGraph
+	74, // 13: jobplane.hastore.v1.ExecutionPlan.submit_time:type_name -> google.protobuf.Timestamp
+	71, // 14: jobplane.hastore.v1.PutExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
 	22, // 15: jobplane.hastore.v1.PutExecutionPlanRequest.plan:type_name -> jobplane.hastore.v1.ExecutionPlan
 	22, // 16: jobplane.hastore.v1.GetExecutionPlanResponse.plan:type_name -> jobplane.hastore.v1.ExecutionPlan
-	55, // 17: jobplane.hastore.v1.DeleteExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
-	55, // 18: jobplane.hastore.v1.RequestJobCancelRequest.fence:type_name -> jobplane.v1.Fence
-	59, // 19: jobplane.hastore.v1.JobResultEntry.result:type_name -> jobplane.v1.JobResult
+	71, // 17: jobplane.hastore.v1.DeleteExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
+	71, // 18: jobplane.hastore.v1.RequestJobCancelRequest.fence:type_name -> jobplane.v1.Fence
+	75, // 19: jobplane.hastore.v1.JobResultEntry.result:type_name -> jobplane.v1.JobResult
 	1,  // 20: jobplane.hastore.v1.JobResultEntry.state:type_name -> jobplane.hastore.v1.JobResultState
-	55, // 21: jobplane.hastore.v1.CreateDirtyJobResultRequest.fence:type_name -> jobplane.v1.Fence
-	59, // 22: jobplane.hastore.v1.CreateDirtyJobResultRequest.result:type_name -> jobplane.v1.JobResult
-	55, // 23: jobplane.hastore.v1.MarkJobResultCleanRequest.fence:type_name -> jobplane.v1.Fence
+	71, // 21: jobplane.hastore.v1.CreateDirtyJobResultRequest.fence:type_name -> jobplane.v1.Fence
+	75, // 22: jobplane.hastore.v1.CreateDirtyJobResultRequest.result:type_name -> jobplane.v1.JobResult
+	71, // 23: jobplane.hastore.v1.MarkJobResultCleanRequest.fence:type_name -> jobplane.v1.Fence
 	33, // 24: jobplane.hastore.v1.GetJobResultEntryResponse.entry:type_name -> jobplane.hastore.v1.JobResultEntry
 	1,  // 25: jobplane.hastore.v1.ListJobResultEntriesRequest.state:type_name -> jobplane.hastore.v1.JobResultState
 	33, // 26: jobplane.hastore.v1.ListJobResultEntriesResponse.entries:type_name -> jobplane.hastore.v1.JobResultEntry
-	55, // 27: jobplane.hastore.v1.DeleteJobResultEntryRequest.fence:type_name -> jobplane.v1.Fence
-	55, // 28: jobplane.hastore.v1.AddTaskExecutorRequest.fence:type_name -> jobplane.v1.Fence
-	55, // 29: jobplane.hastore.v1.RemoveTaskExecutorRequest.fence:type_name -> jobplane.v1.Fence
-	60, // 30: jobplane.hastore.v1.WatchSessionResponse.LeadershipGranted.token:type_name -> jobplane.v1.FencingToken
-	60, // 31: jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked.token:type_name -> jobplane.v1.FencingToken
-	0,  // 32: jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked.reason:type_name -> jobplane.hastore.v1.RevocationReason
-	2,  // 33: jobplane.hastore.v1.HAStoreService.OpenSession:input_type -> jobplane.hastore.v1.OpenSessionRequest
-	4,  // 34: jobplane.hastore.v1.HAStoreService.KeepAlive:input_type -> jobplane.hastore.v1.KeepAliveRequest
-	6,  // 35: jobplane.hastore.v1.HAStoreService.CloseSession:input_type -> jobplane.hastore.v1.CloseSessionRequest
-	8,  // 36: jobplane.hastore.v1.HAStoreService.Campaign:input_type -> jobplane.hastore.v1.CampaignRequest
-	10, // 37: jobplane.hastore.v1.HAStoreService.Withdraw:input_type -> jobplane.hastore.v1.WithdrawRequest
-	12, // 38: jobplane.hastore.v1.HAStoreService.WatchSession:input_type -> jobplane.hastore.v1.WatchSessionRequest
-	14, // 39: jobplane.hastore.v1.HAStoreService.Resign:input_type -> jobplane.hastore.v1.ResignRequest
-	16, // 40: jobplane.hastore.v1.HAStoreService.ConfirmLeadership:input_type -> jobplane.hastore.v1.ConfirmLeadershipRequest
-	18, // 41: jobplane.hastore.v1.HAStoreService.GetLeader:input_type -> jobplane.hastore.v1.GetLeaderRequest
-	20, // 42: jobplane.hastore.v1.HAStoreService.ObserveLeader:input_type -> jobplane.hastore.v1.ObserveLeaderRequest
-	23, // 43: jobplane.hastore.v1.HAStoreService.PutExecutionPlan:input_type -> jobplane.hastore.v1.PutExecutionPlanRequest
-	25, // 44: jobplane.hastore.v1.HAStoreService.GetExecutionPlan:input_type -> jobplane.hastore.v1.GetExecutionPlanRequest
-	27, // 45: jobplane.hastore.v1.HAStoreService.ListExecutionPlans:input_type -> jobplane.hastore.v1.ListExecutionPlansRequest
-	29, // 46: jobplane.hastore.v1.HAStoreService.DeleteExecutionPlan:input_type -> jobplane.hastore.v1.DeleteExecutionPlanRequest
-	31, // 47: jobplane.hastore.v1.HAStoreService.RequestJobCancel:input_type -> jobplane.hastore.v1.RequestJobCancelRequest
-	34, // 48: jobplane.hastore.v1.HAStoreService.CreateDirtyJobResult:input_type -> jobplane.hastore.v1.CreateDirtyJobResultRequest
-	36, // 49: jobplane.hastore.v1.HAStoreService.MarkJobResultClean:input_type -> jobplane.hastore.v1.MarkJobResultCleanRequest
-	38, // 50: jobplane.hastore.v1.HAStoreService.GetJobResultEntry:input_type -> jobplane.hastore.v1.GetJobResultEntryRequest
-	40, // 51: jobplane.hastore.v1.HAStoreService.ListJobResultEntries:input_type -> jobplane.hastore.v1.ListJobResultEntriesRequest
-	42, // 52: jobplane.hastore.v1.HAStoreService.DeleteJobResultEntry:input_type -> jobplane.hastore.v1.DeleteJobResultEntryRequest
-	44, // 53: jobplane.hastore.v1.HAStoreService.AddTaskExecutor:input_type -> jobplane.hastore.v1.AddTaskExecutorRequest
-	46, // 54: jobplane.hastore.v1.HAStoreService.RemoveTaskExecutor:input_type -> jobplane.hastore.v1.RemoveTaskExecutorRequest
-	48, // 55: jobplane.hastore.v1.HAStoreService.ListTaskExecutors:input_type -> jobplane.hastore.v1.ListTaskExecutorsRequest
-	3,  // 56: jobplane.hastore.v1.HAStoreService.OpenSession:output_type -> jobplane.hastore.v1.OpenSessionResponse
-	5,  // 57: jobplane.hastore.v1.HAStoreService.KeepAlive:output_type -> jobplane.hastore.v1.KeepAliveResponse
-	7,  // 58: jobplane.hastore.v1.HAStoreService.CloseSession:output_type -> jobplane.hastore.v1.CloseSessionResponse
-	9,  // 59: jobplane.hastore.v1.HAStoreService.Campaign:output_type -> jobplane.hastore.v1.CampaignResponse
-	11, // 60: jobplane.hastore.v1.HAStoreService.Withdraw:output_type -> jobplane.hastore.v1.WithdrawResponse
-	13, // 61: jobplane.hastore.v1.HAStoreService.WatchSession:output_type -> jobplane.hastore.v1.WatchSessionResponse
-	15, // 62: jobplane.hastore.v1.HAStoreService.Resign:output_type -> jobplane.hastore.v1.ResignResponse
-	17, // 63: jobplane.hastore.v1.HAStoreService.ConfirmLeadership:output_type -> jobplane.hastore.v1.ConfirmLeadershipResponse
-	19, // 64: jobplane.hastore.v1.HAStoreService.GetLeader:output_type -> jobplane.hastore.v1.GetLeaderResponse
-	21, // 65: jobplane.hastore.v1.HAStoreService.ObserveLeader:output_type -> jobplane.hastore.v1.ObserveLeaderResponse
-	24, // 66: jobplane.hastore.v1.HAStoreService.PutExecutionPlan:output_type -> jobplane.hastore.v1.PutExecutionPlanResponse
-	26, // 67: jobplane.hastore.v1.HAStoreService.GetExecutionPlan:output_type -> jobplane.hastore.v1.GetExecutionPlanResponse
-	28, // 68: jobplane.hastore.v1.HAStoreService.ListExecutionPlans:output_type -> jobplane.hastore.v1.ListExecutionPlansResponse
-	30, // 69: jobplane.hastore.v1.HAStoreService.DeleteExecutionPlan:output_type -> jobplane.hastore.v1.DeleteExecutionPlanResponse
-	32, // 70: jobplane.hastore.v1.HAStoreService.RequestJobCancel:output_type -> jobplane.hastore.v1.RequestJobCancelResponse
-	35, // 71: jobplane.hastore.v1.HAStoreService.CreateDirtyJobResult:output_type -> jobplane.hastore.v1.CreateDirtyJobResultResponse
-	37, // 72: jobplane.hastore.v1.HAStoreService.MarkJobResultClean:output_type -> jobplane.hastore.v1.MarkJobResultCleanResponse
-	39, // 73: jobplane.hastore.v1.HAStoreService.GetJobResultEntry:output_type -> jobplane.hastore.v1.GetJobResultEntryResponse
-	41, // 74: jobplane.hastore.v1.HAStoreService.ListJobResultEntries:output_type -> jobplane.hastore.v1.ListJobResultEntriesResponse
-	43, // 75: jobplane.hastore.v1.HAStoreService.DeleteJobResultEntry:output_type -> jobplane.hastore.v1.DeleteJobResultEntryResponse
-	45, // 76: jobplane.hastore.v1.HAStoreService.AddTaskExecutor:output_type -> jobplane.hastore.v1.AddTaskExecutorResponse
-	47, // 77: jobplane.hastore.v1.HAStoreService.RemoveTaskExecutor:output_type -> jobplane.hastore.v1.RemoveTaskExecutorResponse
-	49, // 78: jobplane.hastore.v1.HAStoreService.ListTaskExecutors:output_type -> jobplane.hastore.v1.ListTaskExecutorsResponse
-	56, // [56:79] is the sub-list for method output_type
-	33, // [33:56] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	71, // 27: jobplane.hastore.v1.DeleteJobResultEntryRequest.fence:type_name -> jobplane.v1.Fence
+	71, // 28: jobplane.hastore.v1.AddTaskExecutorRequest.fence:type_name -> jobplane.v1.Fence
+	71, // 29: jobplane.hastore.v1.RemoveTaskExecutorRequest.fence:type_name -> jobplane.v1.Fence
+	74, // 30: jobplane.hastore.v1.CompletedCheckpoint.trigger_time:type_name -> google.protobuf.Timestamp
+	74, // 31: jobplane.hastore.v1.CompletedCheckpoint.ack_time:type_name -> google.protobuf.Timestamp
+	76, // 32: jobplane.hastore.v1.CompletedCheckpoint.states:type_name -> jobplane.v1.SubtaskState
+	77, // 33: jobplane.hastore.v1.CompletedCheckpoint.counts:type_name -> jobplane.v1.CheckpointCounts
+	74, // 34: jobplane.hastore.v1.Savepoint.trigger_time:type_name -> google.protobuf.Timestamp
+	74, // 35: jobplane.hastore.v1.Savepoint.ack_time:type_name -> google.protobuf.Timestamp
+	76, // 36: jobplane.hastore.v1.Savepoint.states:type_name -> jobplane.v1.SubtaskState
+	71, // 37: jobplane.hastore.v1.AddCheckpointRequest.fence:type_name -> jobplane.v1.Fence
+	50, // 38: jobplane.hastore.v1.AddCheckpointRequest.checkpoint:type_name -> jobplane.hastore.v1.CompletedCheckpoint
+	50, // 39: jobplane.hastore.v1.GetLatestCheckpointResponse.checkpoint:type_name -> jobplane.hastore.v1.CompletedCheckpoint
+	50, // 40: jobplane.hastore.v1.ListCheckpointsResponse.checkpoints:type_name -> jobplane.hastore.v1.CompletedCheckpoint
+	71, // 41: jobplane.hastore.v1.AddSavepointRequest.fence:type_name -> jobplane.v1.Fence
+	51, // 42: jobplane.hastore.v1.AddSavepointRequest.savepoint:type_name -> jobplane.hastore.v1.Savepoint
+	51, // 43: jobplane.hastore.v1.GetSavepointResponse.savepoint:type_name -> jobplane.hastore.v1.Savepoint
+	51, // 44: jobplane.hastore.v1.ListSavepointsResponse.savepoints:type_name -> jobplane.hastore.v1.Savepoint
+	71, // 45: jobplane.hastore.v1.DeleteSavepointRequest.fence:type_name -> jobplane.v1.Fence
+	78, // 46: jobplane.hastore.v1.WatchSessionResponse.LeadershipGranted.token:type_name -> jobplane.v1.FencingToken
+	78, // 47: jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked.token:type_name -> jobplane.v1.FencingToken
+	0,  // 48: jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked.reason:type_name -> jobplane.hastore.v1.RevocationReason
+	2,  // 49: jobplane.hastore.v1.HAStoreService.OpenSession:input_type -> jobplane.hastore.v1.OpenSessionRequest
+	4,  // 50: jobplane.hastore.v1.HAStoreService.KeepAlive:input_type -> jobplane.hastore.v1.KeepAliveRequest
+	6,  // 51: jobplane.hastore.v1.HAStoreService.CloseSession:input_type -> jobplane.hastore.v1.CloseSessionRequest
+	8,  // 52: jobplane.hastore.v1.HAStoreService.Campaign:input_type -> jobplane.hastore.v1.CampaignRequest
+	10, // 53: jobplane.hastore.v1.HAStoreService.Withdraw:input_type -> jobplane.hastore.v1.WithdrawRequest
+	12, // 54: jobplane.hastore.v1.HAStoreService.WatchSession:input_type -> jobplane.hastore.v1.WatchSessionRequest
+	14, // 55: jobplane.hastore.v1.HAStoreService.Resign:input_type -> jobplane.hastore.v1.ResignRequest
+	16, // 56: jobplane.hastore.v1.HAStoreService.ConfirmLeadership:input_type -> jobplane.hastore.v1.ConfirmLeadershipRequest
+	18, // 57: jobplane.hastore.v1.HAStoreService.GetLeader:input_type -> jobplane.hastore.v1.GetLeaderRequest
+	20, // 58: jobplane.hastore.v1.HAStoreService.ObserveLeader:input_type -> jobplane.hastore.v1.ObserveLeaderRequest
+	23, // 59: jobplane.hastore.v1.HAStoreService.PutExecutionPlan:input_type -> jobplane.hastore.v1.PutExecutionPlanRequest
+	25, // 60: jobplane.hastore.v1.HAStoreService.GetExecutionPlan:input_type -> jobplane.hastore.v1.GetExecutionPlanRequest
+	27, // 61: jobplane.hastore.v1.HAStoreService.ListExecutionPlans:input_type -> jobplane.hastore.v1.ListExecutionPlansRequest
+	29, // 62: jobplane.hastore.v1.HAStoreService.DeleteExecutionPlan:input_type -> jobplane.hastore.v1.DeleteExecutionPlanRequest
+	31, // 63: jobplane.hastore.v1.HAStoreService.RequestJobCancel:input_type -> jobplane.hastore.v1.RequestJobCancelRequest
+	34, // 64: jobplane.hastore.v1.HAStoreService.CreateDirtyJobResult:input_type -> jobplane.hastore.v1.CreateDirtyJobResultRequest
+	36, // 65: jobplane.hastore.v1.HAStoreService.MarkJobResultClean:input_type -> jobplane.hastore.v1.MarkJobResultCleanRequest
+	38, // 66: jobplane.hastore.v1.HAStoreService.GetJobResultEntry:input_type -> jobplane.hastore.v1.GetJobResultEntryRequest
+	40, // 67: jobplane.hastore.v1.HAStoreService.ListJobResultEntries:input_type -> jobplane.hastore.v1.ListJobResultEntriesRequest
+	42, // 68: jobplane.hastore.v1.HAStoreService.DeleteJobResultEntry:input_type -> jobplane.hastore.v1.DeleteJobResultEntryRequest
+	44, // 69: jobplane.hastore.v1.HAStoreService.AddTaskExecutor:input_type -> jobplane.hastore.v1.AddTaskExecutorRequest
+	46, // 70: jobplane.hastore.v1.HAStoreService.RemoveTaskExecutor:input_type -> jobplane.hastore.v1.RemoveTaskExecutorRequest
+	48, // 71: jobplane.hastore.v1.HAStoreService.ListTaskExecutors:input_type -> jobplane.hastore.v1.ListTaskExecutorsRequest
+	52, // 72: jobplane.hastore.v1.HAStoreService.AddCheckpoint:input_type -> jobplane.hastore.v1.AddCheckpointRequest
+	54, // 73: jobplane.hastore.v1.HAStoreService.GetLatestCheckpoint:input_type -> jobplane.hastore.v1.GetLatestCheckpointRequest
+	56, // 74: jobplane.hastore.v1.HAStoreService.ListCheckpoints:input_type -> jobplane.hastore.v1.ListCheckpointsRequest
+	58, // 75: jobplane.hastore.v1.HAStoreService.AddSavepoint:input_type -> jobplane.hastore.v1.AddSavepointRequest
+	60, // 76: jobplane.hastore.v1.HAStoreService.GetSavepoint:input_type -> jobplane.hastore.v1.GetSavepointRequest
+	62, // 77: jobplane.hastore.v1.HAStoreService.ListSavepoints:input_type -> jobplane.hastore.v1.ListSavepointsRequest
+	64, // 78: jobplane.hastore.v1.HAStoreService.DeleteSavepoint:input_type -> jobplane.hastore.v1.DeleteSavepointRequest
+	3,  // 79: jobplane.hastore.v1.HAStoreService.OpenSession:output_type -> jobplane.hastore.v1.OpenSessionResponse
+	5,  // 80: jobplane.hastore.v1.HAStoreService.KeepAlive:output_type -> jobplane.hastore.v1.KeepAliveResponse
+	7,  // 81: jobplane.hastore.v1.HAStoreService.CloseSession:output_type -> jobplane.hastore.v1.CloseSessionResponse
+	9,  // 82: jobplane.hastore.v1.HAStoreService.Campaign:output_type -> jobplane.hastore.v1.CampaignResponse
+	11, // 83: jobplane.hastore.v1.HAStoreService.Withdraw:output_type -> jobplane.hastore.v1.WithdrawResponse
+	13, // 84: jobplane.hastore.v1.HAStoreService.WatchSession:output_type -> jobplane.hastore.v1.WatchSessionResponse
+	15, // 85: jobplane.hastore.v1.HAStoreService.Resign:output_type -> jobplane.hastore.v1.ResignResponse
+	17, // 86: jobplane.hastore.v1.HAStoreService.ConfirmLeadership:output_type -> jobplane.hastore.v1.ConfirmLeadershipResponse
+	19, // 87: jobplane.hastore.v1.HAStoreService.GetLeader:output_type -> jobplane.hastore.v1.GetLeaderResponse
+	21, // 88: jobplane.hastore.v1.HAStoreService.ObserveLeader:output_type -> jobplane.hastore.v1.ObserveLeaderResponse
+	24, // 89: jobplane.hastore.v1.HAStoreService.PutExecutionPlan:output_type -> jobplane.hastore.v1.PutExecutionPlanResponse
+	26, // 90: jobplane.hastore.v1.HAStoreService.GetExecutionPlan:output_type -> jobplane.hastore.v1.GetExecutionPlanResponse
+	28, // 91: jobplane.hastore.v1.HAStoreService.ListExecutionPlans:output_type -> jobplane.hastore.v1.ListExecutionPlansResponse
+	30, // 92: jobplane.hastore.v1.HAStoreService.DeleteExecutionPlan:output_type -> jobplane.hastore.v1.DeleteExecutionPlanResponse
+	32, // 93: jobplane.hastore.v1.HAStoreService.RequestJobCancel:output_type -> jobplane.hastore.v1.RequestJobCancelResponse
+	35, // 94: jobplane.hastore.v1.HAStoreService.CreateDirtyJobResult:output_type -> jobplane.hastore.v1.CreateDirtyJobResultResponse
+	37, // 95: jobplane.hastore.v1.HAStoreService.MarkJobResultClean:output_type -> jobplane.hastore.v1.MarkJobResultCleanResponse
+	39, // 96: jobplane.hastore.v1.HAStoreService.GetJobResultEntry:output_type -> jobplane.hastore.v1.GetJobResultEntryResponse
+	41, // 97: jobplane.hastore.v1.HAStoreService.ListJobResultEntries:output_type -> jobplane.hastore.v1.ListJobResultEntriesResponse
+	43, // 98: jobplane.hastore.v1.HAStoreService.DeleteJobResultEntry:output_type -> jobplane.hastore.v1.DeleteJobResultEntryResponse
+	45, // 99: jobplane.hastore.v1.HAStoreService.AddTaskExecutor:output_type -> jobplane.hastore.v1.AddTaskExecutorResponse
+	47, // 100: jobplane.hastore.v1.HAStoreService.RemoveTaskExecutor:output_type -> jobplane.hastore.v1.RemoveTaskExecutorResponse
+	49, // 101: jobplane.hastore.v1.HAStoreService.ListTaskExecutors:output_type -> jobplane.hastore.v1.ListTaskExecutorsResponse
+	53, // 102: jobplane.hastore.v1.HAStoreService.AddCheckpoint:output_type -> jobplane.hastore.v1.AddCheckpointResponse
+	55, // 103: jobplane.hastore.v1.HAStoreService.GetLatestCheckpoint:output_type -> jobplane.hastore.v1.GetLatestCheckpointResponse
+	57, // 104: jobplane.hastore.v1.HAStoreService.ListCheckpoints:output_type -> jobplane.hastore.v1.ListCheckpointsResponse
+	59, // 105: jobplane.hastore.v1.HAStoreService.AddSavepoint:output_type -> jobplane.hastore.v1.AddSavepointResponse
+	61, // 106: jobplane.hastore.v1.HAStoreService.GetSavepoint:output_type -> jobplane.hastore.v1.GetSavepointResponse
+	63, // 107: jobplane.hastore.v1.HAStoreService.ListSavepoints:output_type -> jobplane.hastore.v1.ListSavepointsResponse
+	65, // 108: jobplane.hastore.v1.HAStoreService.DeleteSavepoint:output_type -> jobplane.hastore.v1.DeleteSavepointResponse
+	79, // [79:109] is the sub-list for method output_type
+	49, // [49:79] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_hastore_v1_ha_store_service_proto_init() }
@@ -3167,7 +4219,7 @@ func file_jobplane_hastore_v1_ha_store_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_hastore_v1_ha_store_service_proto_rawDesc), len(file_jobplane_hastore_v1_ha_store_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   51,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

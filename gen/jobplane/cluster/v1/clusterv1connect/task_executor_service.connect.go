@@ -63,6 +63,9 @@ const (
 	// TaskExecutorServiceGetTaskOutputProcedure is the fully-qualified name of the
 	// TaskExecutorService's GetTaskOutput RPC.
 	TaskExecutorServiceGetTaskOutputProcedure = "/jobplane.cluster.v1.TaskExecutorService/GetTaskOutput"
+	// TaskExecutorServiceTriggerCheckpointProcedure is the fully-qualified name of the
+	// TaskExecutorService's TriggerCheckpoint RPC.
+	TaskExecutorServiceTriggerCheckpointProcedure = "/jobplane.cluster.v1.TaskExecutorService/TriggerCheckpoint"
 )
 
 // TaskExecutorServiceClient is a client for the jobplane.cluster.v1.TaskExecutorService service.
@@ -216,6 +219,20 @@ type TaskExecutorServiceClient interface {
 	// TaskExecutor keeps no output of the attempt (it never ran here, or
 	// its output was forgotten).
 	GetTaskOutput(context.Context, *v1.GetTaskOutputRequest) (*v1.GetTaskOutputResponse, error)
+	// TriggerCheckpoint asks the named attempts of a job for their state
+	// under one checkpoint id, and answers once each has given it or
+	// declined (the call's deadline bounds the wait: the JobMaster sets it
+	// from the checkpoint's timeout). Each attempt's task is asked once per
+	// id; a repeat of the call answers what the first got. A task that
+	// keeps no state acknowledges with none at once. Fenced by the
+	// JobMaster's token, as SubmitTask: the attempts must be ones that token
+	// deployed or adopted. Since 1.2.
+	//
+	// Errors: ABORTED (STALE_FENCING_TOKEN) if a newer JobMaster of the job
+	// is known here; INVALID_ARGUMENT for a missing job id, token or
+	// attempt, or a checkpoint id of 0. An attempt not running here is no
+	// error: its answer declines.
+	TriggerCheckpoint(context.Context, *v1.TriggerCheckpointRequest) (*v1.TriggerCheckpointResponse, error)
 }
 
 // NewTaskExecutorServiceClient constructs a client for the jobplane.cluster.v1.TaskExecutorService
@@ -299,21 +316,28 @@ func NewTaskExecutorServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		triggerCheckpoint: connect.NewClient[v1.TriggerCheckpointRequest, v1.TriggerCheckpointResponse](
+			httpClient,
+			baseURL+TaskExecutorServiceTriggerCheckpointProcedure,
+			connect.WithSchema(taskExecutorServiceMethods.ByName("TriggerCheckpoint")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // taskExecutorServiceClient implements TaskExecutorServiceClient.
 type taskExecutorServiceClient struct {
-	requestSlot   *connect.Client[v1.RequestSlotRequest, v1.RequestSlotResponse]
-	requestSlots  *connect.Client[v1.RequestSlotsRequest, v1.RequestSlotsResponse]
-	submitTask    *connect.Client[v1.SubmitTaskRequest, v1.SubmitTaskResponse]
-	submitTasks   *connect.Client[v1.SubmitTasksRequest, v1.SubmitTasksResponse]
-	cancelTask    *connect.Client[v1.CancelTaskRequest, v1.CancelTaskResponse]
-	freeSlot      *connect.Client[v1.FreeSlotRequest, v1.FreeSlotResponse]
-	freeSlots     *connect.Client[v1.FreeSlotsRequest, v1.FreeSlotsResponse]
-	heartbeat     *connect.Client[v1.TaskExecutorServiceHeartbeatRequest, v1.TaskExecutorServiceHeartbeatResponse]
-	adoptAttempts *connect.Client[v1.AdoptAttemptsRequest, v1.AdoptAttemptsResponse]
-	getTaskOutput *connect.Client[v1.GetTaskOutputRequest, v1.GetTaskOutputResponse]
+	requestSlot       *connect.Client[v1.RequestSlotRequest, v1.RequestSlotResponse]
+	requestSlots      *connect.Client[v1.RequestSlotsRequest, v1.RequestSlotsResponse]
+	submitTask        *connect.Client[v1.SubmitTaskRequest, v1.SubmitTaskResponse]
+	submitTasks       *connect.Client[v1.SubmitTasksRequest, v1.SubmitTasksResponse]
+	cancelTask        *connect.Client[v1.CancelTaskRequest, v1.CancelTaskResponse]
+	freeSlot          *connect.Client[v1.FreeSlotRequest, v1.FreeSlotResponse]
+	freeSlots         *connect.Client[v1.FreeSlotsRequest, v1.FreeSlotsResponse]
+	heartbeat         *connect.Client[v1.TaskExecutorServiceHeartbeatRequest, v1.TaskExecutorServiceHeartbeatResponse]
+	adoptAttempts     *connect.Client[v1.AdoptAttemptsRequest, v1.AdoptAttemptsResponse]
+	getTaskOutput     *connect.Client[v1.GetTaskOutputRequest, v1.GetTaskOutputResponse]
+	triggerCheckpoint *connect.Client[v1.TriggerCheckpointRequest, v1.TriggerCheckpointResponse]
 }
 
 // RequestSlot calls jobplane.cluster.v1.TaskExecutorService.RequestSlot.
@@ -400,6 +424,15 @@ func (c *taskExecutorServiceClient) AdoptAttempts(ctx context.Context, req *v1.A
 // GetTaskOutput calls jobplane.cluster.v1.TaskExecutorService.GetTaskOutput.
 func (c *taskExecutorServiceClient) GetTaskOutput(ctx context.Context, req *v1.GetTaskOutputRequest) (*v1.GetTaskOutputResponse, error) {
 	response, err := c.getTaskOutput.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// TriggerCheckpoint calls jobplane.cluster.v1.TaskExecutorService.TriggerCheckpoint.
+func (c *taskExecutorServiceClient) TriggerCheckpoint(ctx context.Context, req *v1.TriggerCheckpointRequest) (*v1.TriggerCheckpointResponse, error) {
+	response, err := c.triggerCheckpoint.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -558,6 +591,20 @@ type TaskExecutorServiceHandler interface {
 	// TaskExecutor keeps no output of the attempt (it never ran here, or
 	// its output was forgotten).
 	GetTaskOutput(context.Context, *v1.GetTaskOutputRequest) (*v1.GetTaskOutputResponse, error)
+	// TriggerCheckpoint asks the named attempts of a job for their state
+	// under one checkpoint id, and answers once each has given it or
+	// declined (the call's deadline bounds the wait: the JobMaster sets it
+	// from the checkpoint's timeout). Each attempt's task is asked once per
+	// id; a repeat of the call answers what the first got. A task that
+	// keeps no state acknowledges with none at once. Fenced by the
+	// JobMaster's token, as SubmitTask: the attempts must be ones that token
+	// deployed or adopted. Since 1.2.
+	//
+	// Errors: ABORTED (STALE_FENCING_TOKEN) if a newer JobMaster of the job
+	// is known here; INVALID_ARGUMENT for a missing job id, token or
+	// attempt, or a checkpoint id of 0. An attempt not running here is no
+	// error: its answer declines.
+	TriggerCheckpoint(context.Context, *v1.TriggerCheckpointRequest) (*v1.TriggerCheckpointResponse, error)
 }
 
 // NewTaskExecutorServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -637,6 +684,12 @@ func NewTaskExecutorServiceHandler(svc TaskExecutorServiceHandler, opts ...conne
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	taskExecutorServiceTriggerCheckpointHandler := connect.NewUnaryHandlerSimple(
+		TaskExecutorServiceTriggerCheckpointProcedure,
+		svc.TriggerCheckpoint,
+		connect.WithSchema(taskExecutorServiceMethods.ByName("TriggerCheckpoint")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/jobplane.cluster.v1.TaskExecutorService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case TaskExecutorServiceRequestSlotProcedure:
@@ -659,6 +712,8 @@ func NewTaskExecutorServiceHandler(svc TaskExecutorServiceHandler, opts ...conne
 			taskExecutorServiceAdoptAttemptsHandler.ServeHTTP(w, r)
 		case TaskExecutorServiceGetTaskOutputProcedure:
 			taskExecutorServiceGetTaskOutputHandler.ServeHTTP(w, r)
+		case TaskExecutorServiceTriggerCheckpointProcedure:
+			taskExecutorServiceTriggerCheckpointHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -706,4 +761,8 @@ func (UnimplementedTaskExecutorServiceHandler) AdoptAttempts(context.Context, *v
 
 func (UnimplementedTaskExecutorServiceHandler) GetTaskOutput(context.Context, *v1.GetTaskOutputRequest) (*v1.GetTaskOutputResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.cluster.v1.TaskExecutorService.GetTaskOutput is not implemented"))
+}
+
+func (UnimplementedTaskExecutorServiceHandler) TriggerCheckpoint(context.Context, *v1.TriggerCheckpointRequest) (*v1.TriggerCheckpointResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.cluster.v1.TaskExecutorService.TriggerCheckpoint is not implemented"))
 }

@@ -99,6 +99,27 @@ const (
 	// HAStoreServiceListTaskExecutorsProcedure is the fully-qualified name of the HAStoreService's
 	// ListTaskExecutors RPC.
 	HAStoreServiceListTaskExecutorsProcedure = "/jobplane.hastore.v1.HAStoreService/ListTaskExecutors"
+	// HAStoreServiceAddCheckpointProcedure is the fully-qualified name of the HAStoreService's
+	// AddCheckpoint RPC.
+	HAStoreServiceAddCheckpointProcedure = "/jobplane.hastore.v1.HAStoreService/AddCheckpoint"
+	// HAStoreServiceGetLatestCheckpointProcedure is the fully-qualified name of the HAStoreService's
+	// GetLatestCheckpoint RPC.
+	HAStoreServiceGetLatestCheckpointProcedure = "/jobplane.hastore.v1.HAStoreService/GetLatestCheckpoint"
+	// HAStoreServiceListCheckpointsProcedure is the fully-qualified name of the HAStoreService's
+	// ListCheckpoints RPC.
+	HAStoreServiceListCheckpointsProcedure = "/jobplane.hastore.v1.HAStoreService/ListCheckpoints"
+	// HAStoreServiceAddSavepointProcedure is the fully-qualified name of the HAStoreService's
+	// AddSavepoint RPC.
+	HAStoreServiceAddSavepointProcedure = "/jobplane.hastore.v1.HAStoreService/AddSavepoint"
+	// HAStoreServiceGetSavepointProcedure is the fully-qualified name of the HAStoreService's
+	// GetSavepoint RPC.
+	HAStoreServiceGetSavepointProcedure = "/jobplane.hastore.v1.HAStoreService/GetSavepoint"
+	// HAStoreServiceListSavepointsProcedure is the fully-qualified name of the HAStoreService's
+	// ListSavepoints RPC.
+	HAStoreServiceListSavepointsProcedure = "/jobplane.hastore.v1.HAStoreService/ListSavepoints"
+	// HAStoreServiceDeleteSavepointProcedure is the fully-qualified name of the HAStoreService's
+	// DeleteSavepoint RPC.
+	HAStoreServiceDeleteSavepointProcedure = "/jobplane.hastore.v1.HAStoreService/DeleteSavepoint"
 )
 
 // HAStoreServiceClient is a client for the jobplane.hastore.v1.HAStoreService service.
@@ -194,8 +215,8 @@ type HAStoreServiceClient interface {
 	// ListExecutionPlans lists the ids of jobs with a stored plan, in id
 	// order, a page at a time. No side effects.
 	ListExecutionPlans(context.Context, *v1.ListExecutionPlansRequest) (*v1.ListExecutionPlansResponse, error)
-	// DeleteExecutionPlan removes a job's plan, and its cancel request if
-	// any, once the job has a result entry (dirty or clean): a plan is the
+	// DeleteExecutionPlan removes a job's plan, and its cancel request and
+	// checkpoints (since 1.2) if any, once the job has a result entry (dirty or clean): a plan is the
 	// only record of a job that has no result, and is kept until one
 	// exists. Deleting an absent plan of a job
 	// with a result entry succeeds. Fenced by `jobmanager`. Idempotent.
@@ -285,6 +306,54 @@ type HAStoreServiceClient interface {
 	// time. It reflects every AddTaskExecutor and RemoveTaskExecutor that
 	// succeeded before it was called. No side effects. Since 1.2.
 	ListTaskExecutors(context.Context, *v1.ListTaskExecutorsRequest) (*v1.ListTaskExecutorsResponse, error)
+	// AddCheckpoint stores a completed checkpoint of a job and, in the same
+	// atomic step, removes the job's oldest checkpoints beyond the newest
+	// `retain` (the new one counts). The checkpoint counts as completed only
+	// once this call succeeded. A checkpoint equal (see Equality) to the
+	// job's stored one of the same id succeeds and changes nothing: it is a
+	// retry of the call that stored it. Fenced by `job/<job_id>` of the
+	// checkpoint's job. Idempotent. Since 1.2.
+	//
+	// Errors: ABORTED (STALE_FENCING_TOKEN); NOT_FOUND
+	// (EXECUTION_PLAN_NOT_FOUND) if the job has no plan; FAILED_PRECONDITION
+	// (JOB_TERMINAL) if it has a result entry; FAILED_PRECONDITION
+	// (CHECKPOINT_ID_NOT_INCREASING) if the id is not greater than the job's
+	// `last_checkpoint_id` (and the call is no retry); all checked in the
+	// same atomic step as the write; INVALID_ARGUMENT, also for a fence of
+	// another election, a checkpoint of 0 or over the store's size limit
+	// (the plan limit, 1 MiB unless configured), and two states of one
+	// subtask.
+	AddCheckpoint(context.Context, *v1.AddCheckpointRequest) (*v1.AddCheckpointResponse, error)
+	// GetLatestCheckpoint returns a job's completed checkpoint of the
+	// greatest id, and the greatest id its checkpoints and savepoints used.
+	// A job without checkpoints answers with neither set. No side effects.
+	// Since 1.2.
+	GetLatestCheckpoint(context.Context, *v1.GetLatestCheckpointRequest) (*v1.GetLatestCheckpointResponse, error)
+	// ListCheckpoints lists a job's stored checkpoints, in id order, a page
+	// at a time. No side effects. Since 1.2.
+	ListCheckpoints(context.Context, *v1.ListCheckpointsRequest) (*v1.ListCheckpointsResponse, error)
+	// AddSavepoint stores a savepoint of a job. Its id counts in the job's
+	// `last_checkpoint_id` as a checkpoint's does. A savepoint equal to the
+	// stored one of the same `savepoint_id` succeeds and changes nothing.
+	// Fenced by `job/<job_id>` of the savepoint's job. Idempotent. Since
+	// 1.2.
+	//
+	// Errors: ALREADY_EXISTS (SAVEPOINT_EXISTS) if another savepoint has the
+	// id; then as AddCheckpoint.
+	AddSavepoint(context.Context, *v1.AddSavepointRequest) (*v1.AddSavepointResponse, error)
+	// GetSavepoint returns a savepoint. No side effects. Since 1.2.
+	//
+	// Errors: NOT_FOUND (SAVEPOINT_NOT_FOUND).
+	GetSavepoint(context.Context, *v1.GetSavepointRequest) (*v1.GetSavepointResponse, error)
+	// ListSavepoints lists savepoints, in savepoint id order, a page at a
+	// time, optionally only those of one job. No side effects. Since 1.2.
+	ListSavepoints(context.Context, *v1.ListSavepointsRequest) (*v1.ListSavepointsResponse, error)
+	// DeleteSavepoint removes a savepoint; removing an absent one succeeds.
+	// Fenced by `jobmanager`. Idempotent. Since 1.2.
+	//
+	// Errors: ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a
+	// fence of another election.
+	DeleteSavepoint(context.Context, *v1.DeleteSavepointRequest) (*v1.DeleteSavepointResponse, error)
 }
 
 // NewHAStoreServiceClient constructs a client for the jobplane.hastore.v1.HAStoreService service.
@@ -458,6 +527,55 @@ func NewHAStoreServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		addCheckpoint: connect.NewClient[v1.AddCheckpointRequest, v1.AddCheckpointResponse](
+			httpClient,
+			baseURL+HAStoreServiceAddCheckpointProcedure,
+			connect.WithSchema(hAStoreServiceMethods.ByName("AddCheckpoint")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
+		getLatestCheckpoint: connect.NewClient[v1.GetLatestCheckpointRequest, v1.GetLatestCheckpointResponse](
+			httpClient,
+			baseURL+HAStoreServiceGetLatestCheckpointProcedure,
+			connect.WithSchema(hAStoreServiceMethods.ByName("GetLatestCheckpoint")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		listCheckpoints: connect.NewClient[v1.ListCheckpointsRequest, v1.ListCheckpointsResponse](
+			httpClient,
+			baseURL+HAStoreServiceListCheckpointsProcedure,
+			connect.WithSchema(hAStoreServiceMethods.ByName("ListCheckpoints")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		addSavepoint: connect.NewClient[v1.AddSavepointRequest, v1.AddSavepointResponse](
+			httpClient,
+			baseURL+HAStoreServiceAddSavepointProcedure,
+			connect.WithSchema(hAStoreServiceMethods.ByName("AddSavepoint")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
+		getSavepoint: connect.NewClient[v1.GetSavepointRequest, v1.GetSavepointResponse](
+			httpClient,
+			baseURL+HAStoreServiceGetSavepointProcedure,
+			connect.WithSchema(hAStoreServiceMethods.ByName("GetSavepoint")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		listSavepoints: connect.NewClient[v1.ListSavepointsRequest, v1.ListSavepointsResponse](
+			httpClient,
+			baseURL+HAStoreServiceListSavepointsProcedure,
+			connect.WithSchema(hAStoreServiceMethods.ByName("ListSavepoints")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		deleteSavepoint: connect.NewClient[v1.DeleteSavepointRequest, v1.DeleteSavepointResponse](
+			httpClient,
+			baseURL+HAStoreServiceDeleteSavepointProcedure,
+			connect.WithSchema(hAStoreServiceMethods.ByName("DeleteSavepoint")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -486,6 +604,13 @@ type hAStoreServiceClient struct {
 	addTaskExecutor      *connect.Client[v1.AddTaskExecutorRequest, v1.AddTaskExecutorResponse]
 	removeTaskExecutor   *connect.Client[v1.RemoveTaskExecutorRequest, v1.RemoveTaskExecutorResponse]
 	listTaskExecutors    *connect.Client[v1.ListTaskExecutorsRequest, v1.ListTaskExecutorsResponse]
+	addCheckpoint        *connect.Client[v1.AddCheckpointRequest, v1.AddCheckpointResponse]
+	getLatestCheckpoint  *connect.Client[v1.GetLatestCheckpointRequest, v1.GetLatestCheckpointResponse]
+	listCheckpoints      *connect.Client[v1.ListCheckpointsRequest, v1.ListCheckpointsResponse]
+	addSavepoint         *connect.Client[v1.AddSavepointRequest, v1.AddSavepointResponse]
+	getSavepoint         *connect.Client[v1.GetSavepointRequest, v1.GetSavepointResponse]
+	listSavepoints       *connect.Client[v1.ListSavepointsRequest, v1.ListSavepointsResponse]
+	deleteSavepoint      *connect.Client[v1.DeleteSavepointRequest, v1.DeleteSavepointResponse]
 }
 
 // OpenSession calls jobplane.hastore.v1.HAStoreService.OpenSession.
@@ -687,6 +812,69 @@ func (c *hAStoreServiceClient) ListTaskExecutors(ctx context.Context, req *v1.Li
 	return nil, err
 }
 
+// AddCheckpoint calls jobplane.hastore.v1.HAStoreService.AddCheckpoint.
+func (c *hAStoreServiceClient) AddCheckpoint(ctx context.Context, req *v1.AddCheckpointRequest) (*v1.AddCheckpointResponse, error) {
+	response, err := c.addCheckpoint.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// GetLatestCheckpoint calls jobplane.hastore.v1.HAStoreService.GetLatestCheckpoint.
+func (c *hAStoreServiceClient) GetLatestCheckpoint(ctx context.Context, req *v1.GetLatestCheckpointRequest) (*v1.GetLatestCheckpointResponse, error) {
+	response, err := c.getLatestCheckpoint.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ListCheckpoints calls jobplane.hastore.v1.HAStoreService.ListCheckpoints.
+func (c *hAStoreServiceClient) ListCheckpoints(ctx context.Context, req *v1.ListCheckpointsRequest) (*v1.ListCheckpointsResponse, error) {
+	response, err := c.listCheckpoints.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// AddSavepoint calls jobplane.hastore.v1.HAStoreService.AddSavepoint.
+func (c *hAStoreServiceClient) AddSavepoint(ctx context.Context, req *v1.AddSavepointRequest) (*v1.AddSavepointResponse, error) {
+	response, err := c.addSavepoint.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// GetSavepoint calls jobplane.hastore.v1.HAStoreService.GetSavepoint.
+func (c *hAStoreServiceClient) GetSavepoint(ctx context.Context, req *v1.GetSavepointRequest) (*v1.GetSavepointResponse, error) {
+	response, err := c.getSavepoint.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ListSavepoints calls jobplane.hastore.v1.HAStoreService.ListSavepoints.
+func (c *hAStoreServiceClient) ListSavepoints(ctx context.Context, req *v1.ListSavepointsRequest) (*v1.ListSavepointsResponse, error) {
+	response, err := c.listSavepoints.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// DeleteSavepoint calls jobplane.hastore.v1.HAStoreService.DeleteSavepoint.
+func (c *hAStoreServiceClient) DeleteSavepoint(ctx context.Context, req *v1.DeleteSavepointRequest) (*v1.DeleteSavepointResponse, error) {
+	response, err := c.deleteSavepoint.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // HAStoreServiceHandler is an implementation of the jobplane.hastore.v1.HAStoreService service.
 type HAStoreServiceHandler interface {
 	// OpenSession opens a session. The TTL is rounded up to whole seconds and
@@ -780,8 +968,8 @@ type HAStoreServiceHandler interface {
 	// ListExecutionPlans lists the ids of jobs with a stored plan, in id
 	// order, a page at a time. No side effects.
 	ListExecutionPlans(context.Context, *v1.ListExecutionPlansRequest) (*v1.ListExecutionPlansResponse, error)
-	// DeleteExecutionPlan removes a job's plan, and its cancel request if
-	// any, once the job has a result entry (dirty or clean): a plan is the
+	// DeleteExecutionPlan removes a job's plan, and its cancel request and
+	// checkpoints (since 1.2) if any, once the job has a result entry (dirty or clean): a plan is the
 	// only record of a job that has no result, and is kept until one
 	// exists. Deleting an absent plan of a job
 	// with a result entry succeeds. Fenced by `jobmanager`. Idempotent.
@@ -871,6 +1059,54 @@ type HAStoreServiceHandler interface {
 	// time. It reflects every AddTaskExecutor and RemoveTaskExecutor that
 	// succeeded before it was called. No side effects. Since 1.2.
 	ListTaskExecutors(context.Context, *v1.ListTaskExecutorsRequest) (*v1.ListTaskExecutorsResponse, error)
+	// AddCheckpoint stores a completed checkpoint of a job and, in the same
+	// atomic step, removes the job's oldest checkpoints beyond the newest
+	// `retain` (the new one counts). The checkpoint counts as completed only
+	// once this call succeeded. A checkpoint equal (see Equality) to the
+	// job's stored one of the same id succeeds and changes nothing: it is a
+	// retry of the call that stored it. Fenced by `job/<job_id>` of the
+	// checkpoint's job. Idempotent. Since 1.2.
+	//
+	// Errors: ABORTED (STALE_FENCING_TOKEN); NOT_FOUND
+	// (EXECUTION_PLAN_NOT_FOUND) if the job has no plan; FAILED_PRECONDITION
+	// (JOB_TERMINAL) if it has a result entry; FAILED_PRECONDITION
+	// (CHECKPOINT_ID_NOT_INCREASING) if the id is not greater than the job's
+	// `last_checkpoint_id` (and the call is no retry); all checked in the
+	// same atomic step as the write; INVALID_ARGUMENT, also for a fence of
+	// another election, a checkpoint of 0 or over the store's size limit
+	// (the plan limit, 1 MiB unless configured), and two states of one
+	// subtask.
+	AddCheckpoint(context.Context, *v1.AddCheckpointRequest) (*v1.AddCheckpointResponse, error)
+	// GetLatestCheckpoint returns a job's completed checkpoint of the
+	// greatest id, and the greatest id its checkpoints and savepoints used.
+	// A job without checkpoints answers with neither set. No side effects.
+	// Since 1.2.
+	GetLatestCheckpoint(context.Context, *v1.GetLatestCheckpointRequest) (*v1.GetLatestCheckpointResponse, error)
+	// ListCheckpoints lists a job's stored checkpoints, in id order, a page
+	// at a time. No side effects. Since 1.2.
+	ListCheckpoints(context.Context, *v1.ListCheckpointsRequest) (*v1.ListCheckpointsResponse, error)
+	// AddSavepoint stores a savepoint of a job. Its id counts in the job's
+	// `last_checkpoint_id` as a checkpoint's does. A savepoint equal to the
+	// stored one of the same `savepoint_id` succeeds and changes nothing.
+	// Fenced by `job/<job_id>` of the savepoint's job. Idempotent. Since
+	// 1.2.
+	//
+	// Errors: ALREADY_EXISTS (SAVEPOINT_EXISTS) if another savepoint has the
+	// id; then as AddCheckpoint.
+	AddSavepoint(context.Context, *v1.AddSavepointRequest) (*v1.AddSavepointResponse, error)
+	// GetSavepoint returns a savepoint. No side effects. Since 1.2.
+	//
+	// Errors: NOT_FOUND (SAVEPOINT_NOT_FOUND).
+	GetSavepoint(context.Context, *v1.GetSavepointRequest) (*v1.GetSavepointResponse, error)
+	// ListSavepoints lists savepoints, in savepoint id order, a page at a
+	// time, optionally only those of one job. No side effects. Since 1.2.
+	ListSavepoints(context.Context, *v1.ListSavepointsRequest) (*v1.ListSavepointsResponse, error)
+	// DeleteSavepoint removes a savepoint; removing an absent one succeeds.
+	// Fenced by `jobmanager`. Idempotent. Since 1.2.
+	//
+	// Errors: ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a
+	// fence of another election.
+	DeleteSavepoint(context.Context, *v1.DeleteSavepointRequest) (*v1.DeleteSavepointResponse, error)
 }
 
 // NewHAStoreServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -1040,6 +1276,55 @@ func NewHAStoreServiceHandler(svc HAStoreServiceHandler, opts ...connect.Handler
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	hAStoreServiceAddCheckpointHandler := connect.NewUnaryHandlerSimple(
+		HAStoreServiceAddCheckpointProcedure,
+		svc.AddCheckpoint,
+		connect.WithSchema(hAStoreServiceMethods.ByName("AddCheckpoint")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
+	hAStoreServiceGetLatestCheckpointHandler := connect.NewUnaryHandlerSimple(
+		HAStoreServiceGetLatestCheckpointProcedure,
+		svc.GetLatestCheckpoint,
+		connect.WithSchema(hAStoreServiceMethods.ByName("GetLatestCheckpoint")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	hAStoreServiceListCheckpointsHandler := connect.NewUnaryHandlerSimple(
+		HAStoreServiceListCheckpointsProcedure,
+		svc.ListCheckpoints,
+		connect.WithSchema(hAStoreServiceMethods.ByName("ListCheckpoints")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	hAStoreServiceAddSavepointHandler := connect.NewUnaryHandlerSimple(
+		HAStoreServiceAddSavepointProcedure,
+		svc.AddSavepoint,
+		connect.WithSchema(hAStoreServiceMethods.ByName("AddSavepoint")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
+	hAStoreServiceGetSavepointHandler := connect.NewUnaryHandlerSimple(
+		HAStoreServiceGetSavepointProcedure,
+		svc.GetSavepoint,
+		connect.WithSchema(hAStoreServiceMethods.ByName("GetSavepoint")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	hAStoreServiceListSavepointsHandler := connect.NewUnaryHandlerSimple(
+		HAStoreServiceListSavepointsProcedure,
+		svc.ListSavepoints,
+		connect.WithSchema(hAStoreServiceMethods.ByName("ListSavepoints")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	hAStoreServiceDeleteSavepointHandler := connect.NewUnaryHandlerSimple(
+		HAStoreServiceDeleteSavepointProcedure,
+		svc.DeleteSavepoint,
+		connect.WithSchema(hAStoreServiceMethods.ByName("DeleteSavepoint")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/jobplane.hastore.v1.HAStoreService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HAStoreServiceOpenSessionProcedure:
@@ -1088,6 +1373,20 @@ func NewHAStoreServiceHandler(svc HAStoreServiceHandler, opts ...connect.Handler
 			hAStoreServiceRemoveTaskExecutorHandler.ServeHTTP(w, r)
 		case HAStoreServiceListTaskExecutorsProcedure:
 			hAStoreServiceListTaskExecutorsHandler.ServeHTTP(w, r)
+		case HAStoreServiceAddCheckpointProcedure:
+			hAStoreServiceAddCheckpointHandler.ServeHTTP(w, r)
+		case HAStoreServiceGetLatestCheckpointProcedure:
+			hAStoreServiceGetLatestCheckpointHandler.ServeHTTP(w, r)
+		case HAStoreServiceListCheckpointsProcedure:
+			hAStoreServiceListCheckpointsHandler.ServeHTTP(w, r)
+		case HAStoreServiceAddSavepointProcedure:
+			hAStoreServiceAddSavepointHandler.ServeHTTP(w, r)
+		case HAStoreServiceGetSavepointProcedure:
+			hAStoreServiceGetSavepointHandler.ServeHTTP(w, r)
+		case HAStoreServiceListSavepointsProcedure:
+			hAStoreServiceListSavepointsHandler.ServeHTTP(w, r)
+		case HAStoreServiceDeleteSavepointProcedure:
+			hAStoreServiceDeleteSavepointHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1187,4 +1486,32 @@ func (UnimplementedHAStoreServiceHandler) RemoveTaskExecutor(context.Context, *v
 
 func (UnimplementedHAStoreServiceHandler) ListTaskExecutors(context.Context, *v1.ListTaskExecutorsRequest) (*v1.ListTaskExecutorsResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.hastore.v1.HAStoreService.ListTaskExecutors is not implemented"))
+}
+
+func (UnimplementedHAStoreServiceHandler) AddCheckpoint(context.Context, *v1.AddCheckpointRequest) (*v1.AddCheckpointResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.hastore.v1.HAStoreService.AddCheckpoint is not implemented"))
+}
+
+func (UnimplementedHAStoreServiceHandler) GetLatestCheckpoint(context.Context, *v1.GetLatestCheckpointRequest) (*v1.GetLatestCheckpointResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.hastore.v1.HAStoreService.GetLatestCheckpoint is not implemented"))
+}
+
+func (UnimplementedHAStoreServiceHandler) ListCheckpoints(context.Context, *v1.ListCheckpointsRequest) (*v1.ListCheckpointsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.hastore.v1.HAStoreService.ListCheckpoints is not implemented"))
+}
+
+func (UnimplementedHAStoreServiceHandler) AddSavepoint(context.Context, *v1.AddSavepointRequest) (*v1.AddSavepointResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.hastore.v1.HAStoreService.AddSavepoint is not implemented"))
+}
+
+func (UnimplementedHAStoreServiceHandler) GetSavepoint(context.Context, *v1.GetSavepointRequest) (*v1.GetSavepointResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.hastore.v1.HAStoreService.GetSavepoint is not implemented"))
+}
+
+func (UnimplementedHAStoreServiceHandler) ListSavepoints(context.Context, *v1.ListSavepointsRequest) (*v1.ListSavepointsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.hastore.v1.HAStoreService.ListSavepoints is not implemented"))
+}
+
+func (UnimplementedHAStoreServiceHandler) DeleteSavepoint(context.Context, *v1.DeleteSavepointRequest) (*v1.DeleteSavepointResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.hastore.v1.HAStoreService.DeleteSavepoint is not implemented"))
 }

@@ -8,6 +8,8 @@ import type { Duration } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
 import type { ResourceProfile, SlotReport } from "./slot_pb.js";
 import { file_jobplane_cluster_v1_slot } from "./slot_pb.js";
+import type { SubtaskState } from "../../v1/checkpoint_pb.js";
+import { file_jobplane_v1_checkpoint } from "../../v1/checkpoint_pb.js";
 import type { ItemError } from "../../v1/error_pb.js";
 import { file_jobplane_v1_error } from "../../v1/error_pb.js";
 import type { ExecutionAttemptId, TaskExecutionStatus } from "../../v1/execution_pb.js";
@@ -20,7 +22,117 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file jobplane/cluster/v1/task_executor_service.proto.
  */
 export const file_jobplane_cluster_v1_task_executor_service: GenFile = /*@__PURE__*/
-  fileDesc("Ci9qb2JwbGFuZS9jbHVzdGVyL3YxL3Rhc2tfZXhlY3V0b3Jfc2VydmljZS5wcm90bxITam9icGxhbmUuY2x1c3Rlci52MSKSAgoSUmVxdWVzdFNsb3RSZXF1ZXN0EjkKFnJlc291cmNlX21hbmFnZXJfdG9rZW4YASABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4SEgoKc2xvdF9pbmRleBgCIAEoBRIVCg1hbGxvY2F0aW9uX2lkGAMgASgJEg4KBmpvYl9pZBgEIAEoCRIaChJqb2JfbWFzdGVyX2FkZHJlc3MYBSABKAkSNQoHcHJvZmlsZRgGIAEoCzIkLmpvYnBsYW5lLmNsdXN0ZXIudjEuUmVzb3VyY2VQcm9maWxlEjMKEGpvYl9tYXN0ZXJfdG9rZW4YByABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4iMgoTUmVxdWVzdFNsb3RSZXNwb25zZRIbChNzbG90X3JlcG9ydF92ZXJzaW9uGAEgASgEIoEBChNSZXF1ZXN0U2xvdHNSZXF1ZXN0EjkKFnJlc291cmNlX21hbmFnZXJfdG9rZW4YASABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4SLwoFc2xvdHMYAiADKAsyIC5qb2JwbGFuZS5jbHVzdGVyLnYxLlNsb3RSZXF1ZXN0ItABCgtTbG90UmVxdWVzdBISCgpzbG90X2luZGV4GAEgASgFEhUKDWFsbG9jYXRpb25faWQYAiABKAkSDgoGam9iX2lkGAMgASgJEhoKEmpvYl9tYXN0ZXJfYWRkcmVzcxgEIAEoCRIzChBqb2JfbWFzdGVyX3Rva2VuGAUgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuEjUKB3Byb2ZpbGUYBiABKAsyJC5qb2JwbGFuZS5jbHVzdGVyLnYxLlJlc291cmNlUHJvZmlsZSJcChRSZXF1ZXN0U2xvdHNSZXNwb25zZRIbChNzbG90X3JlcG9ydF92ZXJzaW9uGAEgASgEEicKB3JlZnVzZWQYAiADKAsyFi5qb2JwbGFuZS52MS5JdGVtRXJyb3IiuwMKEVN1Ym1pdFRhc2tSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIzChBqb2JfbWFzdGVyX3Rva2VuGAIgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuEhUKDWFsbG9jYXRpb25faWQYAyABKAkSMAoHYXR0ZW1wdBgEIAEoCzIfLmpvYnBsYW5lLnYxLkV4ZWN1dGlvbkF0dGVtcHRJZBIRCgl0YXNrX25hbWUYBSABKAkSEQoJaW52b2thYmxlGAYgASgJEkIKBmNvbmZpZxgHIAMoCzIyLmpvYnBsYW5lLmNsdXN0ZXIudjEuU3VibWl0VGFza1JlcXVlc3QuQ29uZmlnRW50cnkSGgoSbnVtYmVyX29mX3N1YnRhc2tzGAggASgFEjQKEWhlYXJ0YmVhdF90aW1lb3V0GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi0KCnRhc2tfbGVhc2UYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24aLQoLQ29uZmlnRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIUChJTdWJtaXRUYXNrUmVzcG9uc2Ui8gEKElN1Ym1pdFRhc2tzUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSMwoQam9iX21hc3Rlcl90b2tlbhgCIAEoCzIZLmpvYnBsYW5lLnYxLkZlbmNpbmdUb2tlbhIyCgV0YXNrcxgDIAMoCzIjLmpvYnBsYW5lLmNsdXN0ZXIudjEuVGFza0RlcGxveW1lbnQSNAoRaGVhcnRiZWF0X3RpbWVvdXQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLQoKdGFza19sZWFzZRgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKLAgoOVGFza0RlcGxveW1lbnQSFQoNYWxsb2NhdGlvbl9pZBgBIAEoCRIwCgdhdHRlbXB0GAIgASgLMh8uam9icGxhbmUudjEuRXhlY3V0aW9uQXR0ZW1wdElkEhEKCXRhc2tfbmFtZRgDIAEoCRIRCglpbnZva2FibGUYBCABKAkSPwoGY29uZmlnGAUgAygLMi8uam9icGxhbmUuY2x1c3Rlci52MS5UYXNrRGVwbG95bWVudC5Db25maWdFbnRyeRIaChJudW1iZXJfb2Zfc3VidGFza3MYBiABKAUaLQoLQ29uZmlnRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI+ChNTdWJtaXRUYXNrc1Jlc3BvbnNlEicKB3JlZnVzZWQYASADKAsyFi5qb2JwbGFuZS52MS5JdGVtRXJyb3IiigEKEUNhbmNlbFRhc2tSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIzChBqb2JfbWFzdGVyX3Rva2VuGAIgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuEjAKB2F0dGVtcHQYAyABKAsyHy5qb2JwbGFuZS52MS5FeGVjdXRpb25BdHRlbXB0SWQiFAoSQ2FuY2VsVGFza1Jlc3BvbnNlIn0KD0ZyZWVTbG90UmVxdWVzdBIOCgZqb2JfaWQYASABKAkSMwoQam9iX21hc3Rlcl90b2tlbhgCIAEoCzIZLmpvYnBsYW5lLnYxLkZlbmNpbmdUb2tlbhIVCg1hbGxvY2F0aW9uX2lkGAMgASgJEg4KBnJlYXNvbhgEIAEoCSISChBGcmVlU2xvdFJlc3BvbnNlIn8KEEZyZWVTbG90c1JlcXVlc3QSDgoGam9iX2lkGAEgASgJEjMKEGpvYl9tYXN0ZXJfdG9rZW4YAiABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4SFgoOYWxsb2NhdGlvbl9pZHMYAyADKAkSDgoGcmVhc29uGAQgASgJIhMKEUZyZWVTbG90c1Jlc3BvbnNlIrQCCiNUYXNrRXhlY3V0b3JTZXJ2aWNlSGVhcnRiZWF0UmVxdWVzdBI7ChZyZXNvdXJjZV9tYW5hZ2VyX3Rva2VuGAMgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuSAASXgoKam9iX21hc3RlchgEIAEoCzJILmpvYnBsYW5lLmNsdXN0ZXIudjEuVGFza0V4ZWN1dG9yU2VydmljZUhlYXJ0YmVhdFJlcXVlc3QuSm9iTWFzdGVyU2VuZGVySAAaSwoPSm9iTWFzdGVyU2VuZGVyEg4KBmpvYl9pZBgBIAEoCRIoCgV0b2tlbhgCIAEoCzIZLmpvYnBsYW5lLnYxLkZlbmNpbmdUb2tlbkIICgZzZW5kZXJKBAgBEAJKBAgCEANSBmpvYl9pZFIFdG9rZW4ipwEKJFRhc2tFeGVjdXRvclNlcnZpY2VIZWFydGJlYXRSZXNwb25zZRIYChB0YXNrX2V4ZWN1dG9yX2lkGAEgASgJEjQKC3Nsb3RfcmVwb3J0GAIgASgLMh8uam9icGxhbmUuY2x1c3Rlci52MS5TbG90UmVwb3J0Ei8KBXRhc2tzGAMgAygLMiAuam9icGxhbmUudjEuVGFza0V4ZWN1dGlvblN0YXR1cyJ7ChRHZXRUYXNrT3V0cHV0UmVxdWVzdBIOCgZqb2JfaWQYASABKAkSMAoHYXR0ZW1wdBgCIAEoCzIfLmpvYnBsYW5lLnYxLkV4ZWN1dGlvbkF0dGVtcHRJZBIOCgZvZmZzZXQYAyABKAMSEQoJbWF4X2J5dGVzGAQgASgFIm0KFUdldFRhc2tPdXRwdXRSZXNwb25zZRIMCgRkYXRhGAEgASgMEg4KBm9mZnNldBgCIAEoAxITCgtuZXh0X29mZnNldBgDIAEoAxISCgplbmRfb2Zmc2V0GAQgASgDEg0KBWVuZGVkGAUgASgIIkYKFEFkb3B0QXR0ZW1wdHNSZXF1ZXN0Ei4KBGpvYnMYASADKAsyIC5qb2JwbGFuZS5jbHVzdGVyLnYxLkpvYkFkb3B0aW9uIm4KC0pvYkFkb3B0aW9uEg4KBmpvYl9pZBgBIAEoCRIzChBqb2JfbWFzdGVyX3Rva2VuGAIgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuEhoKEmpvYl9tYXN0ZXJfYWRkcmVzcxgDIAEoCSJvChVBZG9wdEF0dGVtcHRzUmVzcG9uc2USLQoEam9icxgBIAMoCzIfLmpvYnBsYW5lLmNsdXN0ZXIudjEuQWRvcHRlZEpvYhInCgdyZWZ1c2VkGAIgAygLMhYuam9icGxhbmUudjEuSXRlbUVycm9yImgKCkFkb3B0ZWRKb2ISDgoGam9iX2lkGAEgASgJEjIKCGF0dGVtcHRzGAIgAygLMiAuam9icGxhbmUuY2x1c3Rlci52MS5IZWxkQXR0ZW1wdBIWCg5hbGxvY2F0aW9uX2lkcxgDIAMoCSKJAQoLSGVsZEF0dGVtcHQSFQoNYWxsb2NhdGlvbl9pZBgBIAEoCRIwCgZzdGF0dXMYAiABKAsyIC5qb2JwbGFuZS52MS5UYXNrRXhlY3V0aW9uU3RhdHVzEjEKDmRlcGxveWVkX3VuZGVyGAMgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuMrYIChNUYXNrRXhlY3V0b3JTZXJ2aWNlEmUKC1JlcXVlc3RTbG90Eicuam9icGxhbmUuY2x1c3Rlci52MS5SZXF1ZXN0U2xvdFJlcXVlc3QaKC5qb2JwbGFuZS5jbHVzdGVyLnYxLlJlcXVlc3RTbG90UmVzcG9uc2UiA5ACAhJoCgxSZXF1ZXN0U2xvdHMSKC5qb2JwbGFuZS5jbHVzdGVyLnYxLlJlcXVlc3RTbG90c1JlcXVlc3QaKS5qb2JwbGFuZS5jbHVzdGVyLnYxLlJlcXVlc3RTbG90c1Jlc3BvbnNlIgOQAgISYgoKU3VibWl0VGFzaxImLmpvYnBsYW5lLmNsdXN0ZXIudjEuU3VibWl0VGFza1JlcXVlc3QaJy5qb2JwbGFuZS5jbHVzdGVyLnYxLlN1Ym1pdFRhc2tSZXNwb25zZSIDkAICEmUKC1N1Ym1pdFRhc2tzEicuam9icGxhbmUuY2x1c3Rlci52MS5TdWJtaXRUYXNrc1JlcXVlc3QaKC5qb2JwbGFuZS5jbHVzdGVyLnYxLlN1Ym1pdFRhc2tzUmVzcG9uc2UiA5ACAhJiCgpDYW5jZWxUYXNrEiYuam9icGxhbmUuY2x1c3Rlci52MS5DYW5jZWxUYXNrUmVxdWVzdBonLmpvYnBsYW5lLmNsdXN0ZXIudjEuQ2FuY2VsVGFza1Jlc3BvbnNlIgOQAgISXAoIRnJlZVNsb3QSJC5qb2JwbGFuZS5jbHVzdGVyLnYxLkZyZWVTbG90UmVxdWVzdBolLmpvYnBsYW5lLmNsdXN0ZXIudjEuRnJlZVNsb3RSZXNwb25zZSIDkAICEl8KCUZyZWVTbG90cxIlLmpvYnBsYW5lLmNsdXN0ZXIudjEuRnJlZVNsb3RzUmVxdWVzdBomLmpvYnBsYW5lLmNsdXN0ZXIudjEuRnJlZVNsb3RzUmVzcG9uc2UiA5ACAhKFAQoJSGVhcnRiZWF0Ejguam9icGxhbmUuY2x1c3Rlci52MS5UYXNrRXhlY3V0b3JTZXJ2aWNlSGVhcnRiZWF0UmVxdWVzdBo5LmpvYnBsYW5lLmNsdXN0ZXIudjEuVGFza0V4ZWN1dG9yU2VydmljZUhlYXJ0YmVhdFJlc3BvbnNlIgOQAgISawoNQWRvcHRBdHRlbXB0cxIpLmpvYnBsYW5lLmNsdXN0ZXIudjEuQWRvcHRBdHRlbXB0c1JlcXVlc3QaKi5qb2JwbGFuZS5jbHVzdGVyLnYxLkFkb3B0QXR0ZW1wdHNSZXNwb25zZSIDkAICEmsKDUdldFRhc2tPdXRwdXQSKS5qb2JwbGFuZS5jbHVzdGVyLnYxLkdldFRhc2tPdXRwdXRSZXF1ZXN0Giouam9icGxhbmUuY2x1c3Rlci52MS5HZXRUYXNrT3V0cHV0UmVzcG9uc2UiA5ACAWIGcHJvdG8z", [file_google_protobuf_duration, file_jobplane_cluster_v1_slot, file_jobplane_v1_error, file_jobplane_v1_execution, file_jobplane_v1_leadership]);
+  fileDesc("Ci9qb2JwbGFuZS9jbHVzdGVyL3YxL3Rhc2tfZXhlY3V0b3Jfc2VydmljZS5wcm90bxITam9icGxhbmUuY2x1c3Rlci52MSK8AQoYVHJpZ2dlckNoZWNrcG9pbnRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIzChBqb2JfbWFzdGVyX3Rva2VuGAIgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuEhUKDWNoZWNrcG9pbnRfaWQYAyABKAQSMQoIYXR0ZW1wdHMYBCADKAsyHy5qb2JwbGFuZS52MS5FeGVjdXRpb25BdHRlbXB0SWQSEQoJc2F2ZXBvaW50GAUgASgIIk0KGVRyaWdnZXJDaGVja3BvaW50UmVzcG9uc2USMAoEYWNrcxgBIAMoCzIiLmpvYnBsYW5lLmNsdXN0ZXIudjEuQ2hlY2twb2ludEFjayJ9Cg1DaGVja3BvaW50QWNrEjAKB2F0dGVtcHQYASABKAsyHy5qb2JwbGFuZS52MS5FeGVjdXRpb25BdHRlbXB0SWQSKAoFc3RhdGUYAiABKAsyGS5qb2JwbGFuZS52MS5TdWJ0YXNrU3RhdGUSEAoIZGVjbGluZWQYAyABKAkikgIKElJlcXVlc3RTbG90UmVxdWVzdBI5ChZyZXNvdXJjZV9tYW5hZ2VyX3Rva2VuGAEgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuEhIKCnNsb3RfaW5kZXgYAiABKAUSFQoNYWxsb2NhdGlvbl9pZBgDIAEoCRIOCgZqb2JfaWQYBCABKAkSGgoSam9iX21hc3Rlcl9hZGRyZXNzGAUgASgJEjUKB3Byb2ZpbGUYBiABKAsyJC5qb2JwbGFuZS5jbHVzdGVyLnYxLlJlc291cmNlUHJvZmlsZRIzChBqb2JfbWFzdGVyX3Rva2VuGAcgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuIjIKE1JlcXVlc3RTbG90UmVzcG9uc2USGwoTc2xvdF9yZXBvcnRfdmVyc2lvbhgBIAEoBCKBAQoTUmVxdWVzdFNsb3RzUmVxdWVzdBI5ChZyZXNvdXJjZV9tYW5hZ2VyX3Rva2VuGAEgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuEi8KBXNsb3RzGAIgAygLMiAuam9icGxhbmUuY2x1c3Rlci52MS5TbG90UmVxdWVzdCLQAQoLU2xvdFJlcXVlc3QSEgoKc2xvdF9pbmRleBgBIAEoBRIVCg1hbGxvY2F0aW9uX2lkGAIgASgJEg4KBmpvYl9pZBgDIAEoCRIaChJqb2JfbWFzdGVyX2FkZHJlc3MYBCABKAkSMwoQam9iX21hc3Rlcl90b2tlbhgFIAEoCzIZLmpvYnBsYW5lLnYxLkZlbmNpbmdUb2tlbhI1Cgdwcm9maWxlGAYgASgLMiQuam9icGxhbmUuY2x1c3Rlci52MS5SZXNvdXJjZVByb2ZpbGUiXAoUUmVxdWVzdFNsb3RzUmVzcG9uc2USGwoTc2xvdF9yZXBvcnRfdmVyc2lvbhgBIAEoBBInCgdyZWZ1c2VkGAIgAygLMhYuam9icGxhbmUudjEuSXRlbUVycm9yIoUEChFTdWJtaXRUYXNrUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSMwoQam9iX21hc3Rlcl90b2tlbhgCIAEoCzIZLmpvYnBsYW5lLnYxLkZlbmNpbmdUb2tlbhIVCg1hbGxvY2F0aW9uX2lkGAMgASgJEjAKB2F0dGVtcHQYBCABKAsyHy5qb2JwbGFuZS52MS5FeGVjdXRpb25BdHRlbXB0SWQSEQoJdGFza19uYW1lGAUgASgJEhEKCWludm9rYWJsZRgGIAEoCRJCCgZjb25maWcYByADKAsyMi5qb2JwbGFuZS5jbHVzdGVyLnYxLlN1Ym1pdFRhc2tSZXF1ZXN0LkNvbmZpZ0VudHJ5EhoKEm51bWJlcl9vZl9zdWJ0YXNrcxgIIAEoBRI0ChFoZWFydGJlYXRfdGltZW91dBgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgp0YXNrX2xlYXNlGAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDnJlc3RvcmVkX3N0YXRlGAsgASgLMhkuam9icGxhbmUudjEuU3VidGFza1N0YXRlEhUKDXJlc3RvcmVkX2Zyb20YDCABKAkaLQoLQ29uZmlnRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIUChJTdWJtaXRUYXNrUmVzcG9uc2Ui8gEKElN1Ym1pdFRhc2tzUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSMwoQam9iX21hc3Rlcl90b2tlbhgCIAEoCzIZLmpvYnBsYW5lLnYxLkZlbmNpbmdUb2tlbhIyCgV0YXNrcxgDIAMoCzIjLmpvYnBsYW5lLmNsdXN0ZXIudjEuVGFza0RlcGxveW1lbnQSNAoRaGVhcnRiZWF0X3RpbWVvdXQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLQoKdGFza19sZWFzZRgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLVAgoOVGFza0RlcGxveW1lbnQSFQoNYWxsb2NhdGlvbl9pZBgBIAEoCRIwCgdhdHRlbXB0GAIgASgLMh8uam9icGxhbmUudjEuRXhlY3V0aW9uQXR0ZW1wdElkEhEKCXRhc2tfbmFtZRgDIAEoCRIRCglpbnZva2FibGUYBCABKAkSPwoGY29uZmlnGAUgAygLMi8uam9icGxhbmUuY2x1c3Rlci52MS5UYXNrRGVwbG95bWVudC5Db25maWdFbnRyeRIaChJudW1iZXJfb2Zfc3VidGFza3MYBiABKAUSMQoOcmVzdG9yZWRfc3RhdGUYByABKAsyGS5qb2JwbGFuZS52MS5TdWJ0YXNrU3RhdGUSFQoNcmVzdG9yZWRfZnJvbRgIIAEoCRotCgtDb25maWdFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIj4KE1N1Ym1pdFRhc2tzUmVzcG9uc2USJwoHcmVmdXNlZBgBIAMoCzIWLmpvYnBsYW5lLnYxLkl0ZW1FcnJvciKKAQoRQ2FuY2VsVGFza1JlcXVlc3QSDgoGam9iX2lkGAEgASgJEjMKEGpvYl9tYXN0ZXJfdG9rZW4YAiABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4SMAoHYXR0ZW1wdBgDIAEoCzIfLmpvYnBsYW5lLnYxLkV4ZWN1dGlvbkF0dGVtcHRJZCIUChJDYW5jZWxUYXNrUmVzcG9uc2UifQoPRnJlZVNsb3RSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIzChBqb2JfbWFzdGVyX3Rva2VuGAIgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuEhUKDWFsbG9jYXRpb25faWQYAyABKAkSDgoGcmVhc29uGAQgASgJIhIKEEZyZWVTbG90UmVzcG9uc2UifwoQRnJlZVNsb3RzUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSMwoQam9iX21hc3Rlcl90b2tlbhgCIAEoCzIZLmpvYnBsYW5lLnYxLkZlbmNpbmdUb2tlbhIWCg5hbGxvY2F0aW9uX2lkcxgDIAMoCRIOCgZyZWFzb24YBCABKAkiEwoRRnJlZVNsb3RzUmVzcG9uc2UitAIKI1Rhc2tFeGVjdXRvclNlcnZpY2VIZWFydGJlYXRSZXF1ZXN0EjsKFnJlc291cmNlX21hbmFnZXJfdG9rZW4YAyABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW5IABJeCgpqb2JfbWFzdGVyGAQgASgLMkguam9icGxhbmUuY2x1c3Rlci52MS5UYXNrRXhlY3V0b3JTZXJ2aWNlSGVhcnRiZWF0UmVxdWVzdC5Kb2JNYXN0ZXJTZW5kZXJIABpLCg9Kb2JNYXN0ZXJTZW5kZXISDgoGam9iX2lkGAEgASgJEigKBXRva2VuGAIgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuQggKBnNlbmRlckoECAEQAkoECAIQA1IGam9iX2lkUgV0b2tlbiKnAQokVGFza0V4ZWN1dG9yU2VydmljZUhlYXJ0YmVhdFJlc3BvbnNlEhgKEHRhc2tfZXhlY3V0b3JfaWQYASABKAkSNAoLc2xvdF9yZXBvcnQYAiABKAsyHy5qb2JwbGFuZS5jbHVzdGVyLnYxLlNsb3RSZXBvcnQSLwoFdGFza3MYAyADKAsyIC5qb2JwbGFuZS52MS5UYXNrRXhlY3V0aW9uU3RhdHVzInsKFEdldFRhc2tPdXRwdXRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIwCgdhdHRlbXB0GAIgASgLMh8uam9icGxhbmUudjEuRXhlY3V0aW9uQXR0ZW1wdElkEg4KBm9mZnNldBgDIAEoAxIRCgltYXhfYnl0ZXMYBCABKAUibQoVR2V0VGFza091dHB1dFJlc3BvbnNlEgwKBGRhdGEYASABKAwSDgoGb2Zmc2V0GAIgASgDEhMKC25leHRfb2Zmc2V0GAMgASgDEhIKCmVuZF9vZmZzZXQYBCABKAMSDQoFZW5kZWQYBSABKAgiRgoUQWRvcHRBdHRlbXB0c1JlcXVlc3QSLgoEam9icxgBIAMoCzIgLmpvYnBsYW5lLmNsdXN0ZXIudjEuSm9iQWRvcHRpb24ibgoLSm9iQWRvcHRpb24SDgoGam9iX2lkGAEgASgJEjMKEGpvYl9tYXN0ZXJfdG9rZW4YAiABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4SGgoSam9iX21hc3Rlcl9hZGRyZXNzGAMgASgJIm8KFUFkb3B0QXR0ZW1wdHNSZXNwb25zZRItCgRqb2JzGAEgAygLMh8uam9icGxhbmUuY2x1c3Rlci52MS5BZG9wdGVkSm9iEicKB3JlZnVzZWQYAiADKAsyFi5qb2JwbGFuZS52MS5JdGVtRXJyb3IiaAoKQWRvcHRlZEpvYhIOCgZqb2JfaWQYASABKAkSMgoIYXR0ZW1wdHMYAiADKAsyIC5qb2JwbGFuZS5jbHVzdGVyLnYxLkhlbGRBdHRlbXB0EhYKDmFsbG9jYXRpb25faWRzGAMgAygJIokBCgtIZWxkQXR0ZW1wdBIVCg1hbGxvY2F0aW9uX2lkGAEgASgJEjAKBnN0YXR1cxgCIAEoCzIgLmpvYnBsYW5lLnYxLlRhc2tFeGVjdXRpb25TdGF0dXMSMQoOZGVwbG95ZWRfdW5kZXIYAyABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4yqgkKE1Rhc2tFeGVjdXRvclNlcnZpY2USZQoLUmVxdWVzdFNsb3QSJy5qb2JwbGFuZS5jbHVzdGVyLnYxLlJlcXVlc3RTbG90UmVxdWVzdBooLmpvYnBsYW5lLmNsdXN0ZXIudjEuUmVxdWVzdFNsb3RSZXNwb25zZSIDkAICEmgKDFJlcXVlc3RTbG90cxIoLmpvYnBsYW5lLmNsdXN0ZXIudjEuUmVxdWVzdFNsb3RzUmVxdWVzdBopLmpvYnBsYW5lLmNsdXN0ZXIudjEuUmVxdWVzdFNsb3RzUmVzcG9uc2UiA5ACAhJiCgpTdWJtaXRUYXNrEiYuam9icGxhbmUuY2x1c3Rlci52MS5TdWJtaXRUYXNrUmVxdWVzdBonLmpvYnBsYW5lLmNsdXN0ZXIudjEuU3VibWl0VGFza1Jlc3BvbnNlIgOQAgISZQoLU3VibWl0VGFza3MSJy5qb2JwbGFuZS5jbHVzdGVyLnYxLlN1Ym1pdFRhc2tzUmVxdWVzdBooLmpvYnBsYW5lLmNsdXN0ZXIudjEuU3VibWl0VGFza3NSZXNwb25zZSIDkAICEmIKCkNhbmNlbFRhc2sSJi5qb2JwbGFuZS5jbHVzdGVyLnYxLkNhbmNlbFRhc2tSZXF1ZXN0Gicuam9icGxhbmUuY2x1c3Rlci52MS5DYW5jZWxUYXNrUmVzcG9uc2UiA5ACAhJcCghGcmVlU2xvdBIkLmpvYnBsYW5lLmNsdXN0ZXIudjEuRnJlZVNsb3RSZXF1ZXN0GiUuam9icGxhbmUuY2x1c3Rlci52MS5GcmVlU2xvdFJlc3BvbnNlIgOQAgISXwoJRnJlZVNsb3RzEiUuam9icGxhbmUuY2x1c3Rlci52MS5GcmVlU2xvdHNSZXF1ZXN0GiYuam9icGxhbmUuY2x1c3Rlci52MS5GcmVlU2xvdHNSZXNwb25zZSIDkAICEoUBCglIZWFydGJlYXQSOC5qb2JwbGFuZS5jbHVzdGVyLnYxLlRhc2tFeGVjdXRvclNlcnZpY2VIZWFydGJlYXRSZXF1ZXN0Gjkuam9icGxhbmUuY2x1c3Rlci52MS5UYXNrRXhlY3V0b3JTZXJ2aWNlSGVhcnRiZWF0UmVzcG9uc2UiA5ACAhJrCg1BZG9wdEF0dGVtcHRzEikuam9icGxhbmUuY2x1c3Rlci52MS5BZG9wdEF0dGVtcHRzUmVxdWVzdBoqLmpvYnBsYW5lLmNsdXN0ZXIudjEuQWRvcHRBdHRlbXB0c1Jlc3BvbnNlIgOQAgISawoNR2V0VGFza091dHB1dBIpLmpvYnBsYW5lLmNsdXN0ZXIudjEuR2V0VGFza091dHB1dFJlcXVlc3QaKi5qb2JwbGFuZS5jbHVzdGVyLnYxLkdldFRhc2tPdXRwdXRSZXNwb25zZSIDkAIBEnIKEVRyaWdnZXJDaGVja3BvaW50Ei0uam9icGxhbmUuY2x1c3Rlci52MS5UcmlnZ2VyQ2hlY2twb2ludFJlcXVlc3QaLi5qb2JwbGFuZS5jbHVzdGVyLnYxLlRyaWdnZXJDaGVja3BvaW50UmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_duration, file_jobplane_cluster_v1_slot, file_jobplane_v1_checkpoint, file_jobplane_v1_error, file_jobplane_v1_execution, file_jobplane_v1_leadership]);
+
+/**
+ * TriggerCheckpointRequest is the request of
+ * TaskExecutorService.TriggerCheckpoint.
+ *
+ * @generated from message jobplane.cluster.v1.TriggerCheckpointRequest
+ */
+export type TriggerCheckpointRequest = Message<"jobplane.cluster.v1.TriggerCheckpointRequest"> & {
+  /**
+   * The job's id. Required.
+   *
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * The triggering JobMaster's token. Required.
+   *
+   * @generated from field: jobplane.v1.FencingToken job_master_token = 2;
+   */
+  jobMasterToken?: FencingToken | undefined;
+
+  /**
+   * The checkpoint's id. Required (not 0).
+   *
+   * @generated from field: uint64 checkpoint_id = 3;
+   */
+  checkpointId: bigint;
+
+  /**
+   * The attempts to ask, all of this job. Required.
+   *
+   * @generated from field: repeated jobplane.v1.ExecutionAttemptId attempts = 4;
+   */
+  attempts: ExecutionAttemptId[];
+
+  /**
+   * Whether it is a savepoint (the task may write more, or elsewhere).
+   *
+   * @generated from field: bool savepoint = 5;
+   */
+  savepoint: boolean;
+};
+
+/**
+ * Describes the message jobplane.cluster.v1.TriggerCheckpointRequest.
+ * Use `create(TriggerCheckpointRequestSchema)` to create a new message.
+ */
+export const TriggerCheckpointRequestSchema: GenMessage<TriggerCheckpointRequest> = /*@__PURE__*/
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 0);
+
+/**
+ * TriggerCheckpointResponse is the response of
+ * TaskExecutorService.TriggerCheckpoint.
+ *
+ * @generated from message jobplane.cluster.v1.TriggerCheckpointResponse
+ */
+export type TriggerCheckpointResponse = Message<"jobplane.cluster.v1.TriggerCheckpointResponse"> & {
+  /**
+   * One answer per requested attempt, in the request's order.
+   *
+   * @generated from field: repeated jobplane.cluster.v1.CheckpointAck acks = 1;
+   */
+  acks: CheckpointAck[];
+};
+
+/**
+ * Describes the message jobplane.cluster.v1.TriggerCheckpointResponse.
+ * Use `create(TriggerCheckpointResponseSchema)` to create a new message.
+ */
+export const TriggerCheckpointResponseSchema: GenMessage<TriggerCheckpointResponse> = /*@__PURE__*/
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 1);
+
+/**
+ * CheckpointAck is one attempt's answer to a checkpoint.
+ *
+ * @generated from message jobplane.cluster.v1.CheckpointAck
+ */
+export type CheckpointAck = Message<"jobplane.cluster.v1.CheckpointAck"> & {
+  /**
+   * The attempt.
+   *
+   * @generated from field: jobplane.v1.ExecutionAttemptId attempt = 1;
+   */
+  attempt?: ExecutionAttemptId | undefined;
+
+  /**
+   * Its state, when it acknowledged; `vertex_id` and `subtask_index` are
+   * the attempt's. Unset state means it had none to keep.
+   *
+   * @generated from field: jobplane.v1.SubtaskState state = 2;
+   */
+  state?: SubtaskState | undefined;
+
+  /**
+   * Why it declined (it is not running here, it failed to give its
+   * state, its state is over the inline limit); empty when it
+   * acknowledged. A declined checkpoint is discarded.
+   *
+   * @generated from field: string declined = 3;
+   */
+  declined: string;
+};
+
+/**
+ * Describes the message jobplane.cluster.v1.CheckpointAck.
+ * Use `create(CheckpointAckSchema)` to create a new message.
+ */
+export const CheckpointAckSchema: GenMessage<CheckpointAck> = /*@__PURE__*/
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 2);
 
 /**
  * RequestSlotRequest is the request of TaskExecutorService.RequestSlot.
@@ -87,7 +199,7 @@ export type RequestSlotRequest = Message<"jobplane.cluster.v1.RequestSlotRequest
  * Use `create(RequestSlotRequestSchema)` to create a new message.
  */
 export const RequestSlotRequestSchema: GenMessage<RequestSlotRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 0);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 3);
 
 /**
  * RequestSlotResponse is the response of TaskExecutorService.RequestSlot.
@@ -111,7 +223,7 @@ export type RequestSlotResponse = Message<"jobplane.cluster.v1.RequestSlotRespon
  * Use `create(RequestSlotResponseSchema)` to create a new message.
  */
 export const RequestSlotResponseSchema: GenMessage<RequestSlotResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 1);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 4);
 
 /**
  * RequestSlotsRequest is the request of TaskExecutorService.RequestSlots.
@@ -139,7 +251,7 @@ export type RequestSlotsRequest = Message<"jobplane.cluster.v1.RequestSlotsReque
  * Use `create(RequestSlotsRequestSchema)` to create a new message.
  */
 export const RequestSlotsRequestSchema: GenMessage<RequestSlotsRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 2);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 5);
 
 /**
  * SlotRequest is one slot of RequestSlotsRequest; its fields mean what
@@ -196,7 +308,7 @@ export type SlotRequest = Message<"jobplane.cluster.v1.SlotRequest"> & {
  * Use `create(SlotRequestSchema)` to create a new message.
  */
 export const SlotRequestSchema: GenMessage<SlotRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 3);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 6);
 
 /**
  * RequestSlotsResponse is the response of TaskExecutorService.RequestSlots.
@@ -226,7 +338,7 @@ export type RequestSlotsResponse = Message<"jobplane.cluster.v1.RequestSlotsResp
  * Use `create(RequestSlotsResponseSchema)` to create a new message.
  */
 export const RequestSlotsResponseSchema: GenMessage<RequestSlotsResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 4);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 7);
 
 /**
  * SubmitTaskRequest is the request of TaskExecutorService.SubmitTask: a
@@ -321,6 +433,23 @@ export type SubmitTaskRequest = Message<"jobplane.cluster.v1.SubmitTaskRequest">
    * @generated from field: google.protobuf.Duration task_lease = 10;
    */
   taskLease?: Duration | undefined;
+
+  /**
+   * The subtask's state from the job's latest completed checkpoint (or
+   * the savepoint the job was submitted to restore from), which the task
+   * starts from; unset when there is none for this subtask. Since 1.2.
+   *
+   * @generated from field: jobplane.v1.SubtaskState restored_state = 11;
+   */
+  restoredState?: SubtaskState | undefined;
+
+  /**
+   * The id of the checkpoint (its decimal id) or savepoint
+   * `restored_state` comes from; empty when the subtask starts afresh.
+   *
+   * @generated from field: string restored_from = 12;
+   */
+  restoredFrom: string;
 };
 
 /**
@@ -328,7 +457,7 @@ export type SubmitTaskRequest = Message<"jobplane.cluster.v1.SubmitTaskRequest">
  * Use `create(SubmitTaskRequestSchema)` to create a new message.
  */
 export const SubmitTaskRequestSchema: GenMessage<SubmitTaskRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 5);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 8);
 
 /**
  * SubmitTaskResponse is the response of TaskExecutorService.SubmitTask.
@@ -343,7 +472,7 @@ export type SubmitTaskResponse = Message<"jobplane.cluster.v1.SubmitTaskResponse
  * Use `create(SubmitTaskResponseSchema)` to create a new message.
  */
 export const SubmitTaskResponseSchema: GenMessage<SubmitTaskResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 6);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 9);
 
 /**
  * SubmitTasksRequest is the request of TaskExecutorService.SubmitTasks.
@@ -392,7 +521,7 @@ export type SubmitTasksRequest = Message<"jobplane.cluster.v1.SubmitTasksRequest
  * Use `create(SubmitTasksRequestSchema)` to create a new message.
  */
 export const SubmitTasksRequestSchema: GenMessage<SubmitTasksRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 7);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 10);
 
 /**
  * TaskDeployment is one attempt of SubmitTasksRequest; its fields mean
@@ -442,6 +571,20 @@ export type TaskDeployment = Message<"jobplane.cluster.v1.TaskDeployment"> & {
    * @generated from field: int32 number_of_subtasks = 6;
    */
   numberOfSubtasks: number;
+
+  /**
+   * The subtask's state to start from, as in SubmitTaskRequest.
+   *
+   * @generated from field: jobplane.v1.SubtaskState restored_state = 7;
+   */
+  restoredState?: SubtaskState | undefined;
+
+  /**
+   * The checkpoint or savepoint it comes from, as in SubmitTaskRequest.
+   *
+   * @generated from field: string restored_from = 8;
+   */
+  restoredFrom: string;
 };
 
 /**
@@ -449,7 +592,7 @@ export type TaskDeployment = Message<"jobplane.cluster.v1.TaskDeployment"> & {
  * Use `create(TaskDeploymentSchema)` to create a new message.
  */
 export const TaskDeploymentSchema: GenMessage<TaskDeployment> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 8);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 11);
 
 /**
  * SubmitTasksResponse is the response of TaskExecutorService.SubmitTasks.
@@ -471,7 +614,7 @@ export type SubmitTasksResponse = Message<"jobplane.cluster.v1.SubmitTasksRespon
  * Use `create(SubmitTasksResponseSchema)` to create a new message.
  */
 export const SubmitTasksResponseSchema: GenMessage<SubmitTasksResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 9);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 12);
 
 /**
  * CancelTaskRequest is the request of TaskExecutorService.CancelTask.
@@ -506,7 +649,7 @@ export type CancelTaskRequest = Message<"jobplane.cluster.v1.CancelTaskRequest">
  * Use `create(CancelTaskRequestSchema)` to create a new message.
  */
 export const CancelTaskRequestSchema: GenMessage<CancelTaskRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 10);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 13);
 
 /**
  * CancelTaskResponse is the response of TaskExecutorService.CancelTask.
@@ -521,7 +664,7 @@ export type CancelTaskResponse = Message<"jobplane.cluster.v1.CancelTaskResponse
  * Use `create(CancelTaskResponseSchema)` to create a new message.
  */
 export const CancelTaskResponseSchema: GenMessage<CancelTaskResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 11);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 14);
 
 /**
  * FreeSlotRequest is the request of TaskExecutorService.FreeSlot.
@@ -563,7 +706,7 @@ export type FreeSlotRequest = Message<"jobplane.cluster.v1.FreeSlotRequest"> & {
  * Use `create(FreeSlotRequestSchema)` to create a new message.
  */
 export const FreeSlotRequestSchema: GenMessage<FreeSlotRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 12);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 15);
 
 /**
  * FreeSlotResponse is the response of TaskExecutorService.FreeSlot.
@@ -578,7 +721,7 @@ export type FreeSlotResponse = Message<"jobplane.cluster.v1.FreeSlotResponse"> &
  * Use `create(FreeSlotResponseSchema)` to create a new message.
  */
 export const FreeSlotResponseSchema: GenMessage<FreeSlotResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 13);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 16);
 
 /**
  * FreeSlotsRequest is the request of TaskExecutorService.FreeSlots.
@@ -620,7 +763,7 @@ export type FreeSlotsRequest = Message<"jobplane.cluster.v1.FreeSlotsRequest"> &
  * Use `create(FreeSlotsRequestSchema)` to create a new message.
  */
 export const FreeSlotsRequestSchema: GenMessage<FreeSlotsRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 14);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 17);
 
 /**
  * FreeSlotsResponse is the response of TaskExecutorService.FreeSlots.
@@ -635,7 +778,7 @@ export type FreeSlotsResponse = Message<"jobplane.cluster.v1.FreeSlotsResponse">
  * Use `create(FreeSlotsResponseSchema)` to create a new message.
  */
 export const FreeSlotsResponseSchema: GenMessage<FreeSlotsResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 15);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 18);
 
 /**
  * TaskExecutorServiceHeartbeatRequest is the request of
@@ -673,7 +816,7 @@ export type TaskExecutorServiceHeartbeatRequest = Message<"jobplane.cluster.v1.T
  * Use `create(TaskExecutorServiceHeartbeatRequestSchema)` to create a new message.
  */
 export const TaskExecutorServiceHeartbeatRequestSchema: GenMessage<TaskExecutorServiceHeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 16);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 19);
 
 /**
  * JobMasterSender is a job's JobMaster asking.
@@ -701,7 +844,7 @@ export type TaskExecutorServiceHeartbeatRequest_JobMasterSender = Message<"jobpl
  * Use `create(TaskExecutorServiceHeartbeatRequest_JobMasterSenderSchema)` to create a new message.
  */
 export const TaskExecutorServiceHeartbeatRequest_JobMasterSenderSchema: GenMessage<TaskExecutorServiceHeartbeatRequest_JobMasterSender> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 16, 0);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 19, 0);
 
 /**
  * TaskExecutorServiceHeartbeatResponse is the response of
@@ -738,7 +881,7 @@ export type TaskExecutorServiceHeartbeatResponse = Message<"jobplane.cluster.v1.
  * Use `create(TaskExecutorServiceHeartbeatResponseSchema)` to create a new message.
  */
 export const TaskExecutorServiceHeartbeatResponseSchema: GenMessage<TaskExecutorServiceHeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 17);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 20);
 
 /**
  * GetTaskOutputRequest is the request of TaskExecutorService.GetTaskOutput.
@@ -784,7 +927,7 @@ export type GetTaskOutputRequest = Message<"jobplane.cluster.v1.GetTaskOutputReq
  * Use `create(GetTaskOutputRequestSchema)` to create a new message.
  */
 export const GetTaskOutputRequestSchema: GenMessage<GetTaskOutputRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 18);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 21);
 
 /**
  * GetTaskOutputResponse is the response of TaskExecutorService.GetTaskOutput.
@@ -837,7 +980,7 @@ export type GetTaskOutputResponse = Message<"jobplane.cluster.v1.GetTaskOutputRe
  * Use `create(GetTaskOutputResponseSchema)` to create a new message.
  */
 export const GetTaskOutputResponseSchema: GenMessage<GetTaskOutputResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 19);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 22);
 
 /**
  * AdoptAttemptsRequest is the request of TaskExecutorService.AdoptAttempts.
@@ -858,7 +1001,7 @@ export type AdoptAttemptsRequest = Message<"jobplane.cluster.v1.AdoptAttemptsReq
  * Use `create(AdoptAttemptsRequestSchema)` to create a new message.
  */
 export const AdoptAttemptsRequestSchema: GenMessage<AdoptAttemptsRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 20);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 23);
 
 /**
  * JobAdoption names a job and the JobMaster that takes its attempts.
@@ -894,7 +1037,7 @@ export type JobAdoption = Message<"jobplane.cluster.v1.JobAdoption"> & {
  * Use `create(JobAdoptionSchema)` to create a new message.
  */
 export const JobAdoptionSchema: GenMessage<JobAdoption> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 21);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 24);
 
 /**
  * AdoptAttemptsResponse is the response of TaskExecutorService.AdoptAttempts.
@@ -923,7 +1066,7 @@ export type AdoptAttemptsResponse = Message<"jobplane.cluster.v1.AdoptAttemptsRe
  * Use `create(AdoptAttemptsResponseSchema)` to create a new message.
  */
 export const AdoptAttemptsResponseSchema: GenMessage<AdoptAttemptsResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 22);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 25);
 
 /**
  * AdoptedJob is what a TaskExecutor holds for one job, now under the
@@ -959,7 +1102,7 @@ export type AdoptedJob = Message<"jobplane.cluster.v1.AdoptedJob"> & {
  * Use `create(AdoptedJobSchema)` to create a new message.
  */
 export const AdoptedJobSchema: GenMessage<AdoptedJob> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 23);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 26);
 
 /**
  * HeldAttempt is one attempt a TaskExecutor holds.
@@ -994,7 +1137,7 @@ export type HeldAttempt = Message<"jobplane.cluster.v1.HeldAttempt"> & {
  * Use `create(HeldAttemptSchema)` to create a new message.
  */
 export const HeldAttemptSchema: GenMessage<HeldAttempt> = /*@__PURE__*/
-  messageDesc(file_jobplane_cluster_v1_task_executor_service, 24);
+  messageDesc(file_jobplane_cluster_v1_task_executor_service, 27);
 
 /**
  * TaskExecutorService runs tasks in slots.
@@ -1288,6 +1431,28 @@ export const TaskExecutorService: GenService<{
     methodKind: "unary";
     input: typeof GetTaskOutputRequestSchema;
     output: typeof GetTaskOutputResponseSchema;
+  },
+  /**
+   * TriggerCheckpoint asks the named attempts of a job for their state
+   * under one checkpoint id, and answers once each has given it or
+   * declined (the call's deadline bounds the wait: the JobMaster sets it
+   * from the checkpoint's timeout). Each attempt's task is asked once per
+   * id; a repeat of the call answers what the first got. A task that
+   * keeps no state acknowledges with none at once. Fenced by the
+   * JobMaster's token, as SubmitTask: the attempts must be ones that token
+   * deployed or adopted. Since 1.2.
+   *
+   * Errors: ABORTED (STALE_FENCING_TOKEN) if a newer JobMaster of the job
+   * is known here; INVALID_ARGUMENT for a missing job id, token or
+   * attempt, or a checkpoint id of 0. An attempt not running here is no
+   * error: its answer declines.
+   *
+   * @generated from rpc jobplane.cluster.v1.TaskExecutorService.TriggerCheckpoint
+   */
+  triggerCheckpoint: {
+    methodKind: "unary";
+    input: typeof TriggerCheckpointRequestSchema;
+    output: typeof TriggerCheckpointResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_jobplane_cluster_v1_task_executor_service, 0);

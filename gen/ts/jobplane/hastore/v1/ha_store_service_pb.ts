@@ -6,6 +6,8 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { CheckpointCounts, SubtaskState } from "../../v1/checkpoint_pb.js";
+import { file_jobplane_v1_checkpoint } from "../../v1/checkpoint_pb.js";
 import type { JobResult } from "../../v1/job_pb.js";
 import { file_jobplane_v1_job } from "../../v1/job_pb.js";
 import type { JobGraph } from "../../v1/job_graph_pb.js";
@@ -20,7 +22,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file jobplane/hastore/v1/ha_store_service.proto.
  */
 export const file_jobplane_hastore_v1_ha_store_service: GenFile = /*@__PURE__*/
-  fileDesc("Cipqb2JwbGFuZS9oYXN0b3JlL3YxL2hhX3N0b3JlX3NlcnZpY2UucHJvdG8SE2pvYnBsYW5lLmhhc3RvcmUudjEiPAoST3BlblNlc3Npb25SZXF1ZXN0EiYKA3R0bBgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiJRChNPcGVuU2Vzc2lvblJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSJgoDdHRsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIiYKEEtlZXBBbGl2ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSI7ChFLZWVwQWxpdmVSZXNwb25zZRImCgN0dGwYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iKQoTQ2xvc2VTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhYKFENsb3NlU2Vzc2lvblJlc3BvbnNlImEKD0NhbXBhaWduUmVxdWVzdBIQCghlbGVjdGlvbhgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEg8KB2FkZHJlc3MYAyABKAkSFwoPY2x1c3Rlcl9hZGRyZXNzGAQgASgJIhIKEENhbXBhaWduUmVzcG9uc2UiNwoPV2l0aGRyYXdSZXF1ZXN0EhAKCGVsZWN0aW9uGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkiEgoQV2l0aGRyYXdSZXNwb25zZSIpChNXYXRjaFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkipAQKFFdhdGNoU2Vzc2lvblJlc3BvbnNlEk4KB2dyYW50ZWQYASABKAsyOy5qb2JwbGFuZS5oYXN0b3JlLnYxLldhdGNoU2Vzc2lvblJlc3BvbnNlLkxlYWRlcnNoaXBHcmFudGVkSAASTgoHcmV2b2tlZBgCIAEoCzI7LmpvYnBsYW5lLmhhc3RvcmUudjEuV2F0Y2hTZXNzaW9uUmVzcG9uc2UuTGVhZGVyc2hpcFJldm9rZWRIABIrCgloZWFydGJlYXQYAyABKAsyFi5qb2JwbGFuZS52MS5IZWFydGJlYXRIABJNCgxzbmFwc2hvdF9lbmQYBCABKAsyNS5qb2JwbGFuZS5oYXN0b3JlLnYxLldhdGNoU2Vzc2lvblJlc3BvbnNlLlNuYXBzaG90RW5kSAAaTwoRTGVhZGVyc2hpcEdyYW50ZWQSEAoIZWxlY3Rpb24YASABKAkSKAoFdG9rZW4YAiABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4ahgEKEUxlYWRlcnNoaXBSZXZva2VkEhAKCGVsZWN0aW9uGAEgASgJEigKBXRva2VuGAIgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuEjUKBnJlYXNvbhgDIAEoDjIlLmpvYnBsYW5lLmhhc3RvcmUudjEuUmV2b2NhdGlvblJlYXNvbhoNCgtTbmFwc2hvdEVuZEIHCgVldmVudCIyCg1SZXNpZ25SZXF1ZXN0EiEKBWZlbmNlGAEgASgLMhIuam9icGxhbmUudjEuRmVuY2UiEAoOUmVzaWduUmVzcG9uc2UiZwoYQ29uZmlybUxlYWRlcnNoaXBSZXF1ZXN0EiEKBWZlbmNlGAEgASgLMhIuam9icGxhbmUudjEuRmVuY2USDwoHYWRkcmVzcxgCIAEoCRIXCg9jbHVzdGVyX2FkZHJlc3MYAyABKAkiGwoZQ29uZmlybUxlYWRlcnNoaXBSZXNwb25zZSIkChBHZXRMZWFkZXJSZXF1ZXN0EhAKCGVsZWN0aW9uGAEgASgJIjwKEUdldExlYWRlclJlc3BvbnNlEicKBmxlYWRlchgBIAEoCzIXLmpvYnBsYW5lLnYxLkxlYWRlckluZm8iKAoUT2JzZXJ2ZUxlYWRlclJlcXVlc3QSEAoIZWxlY3Rpb24YASABKAkieAoVT2JzZXJ2ZUxlYWRlclJlc3BvbnNlEikKBmxlYWRlchgBIAEoCzIXLmpvYnBsYW5lLnYxLkxlYWRlckluZm9IABIrCgloZWFydGJlYXQYAiABKAsyFi5qb2JwbGFuZS52MS5IZWFydGJlYXRIAEIHCgVldmVudCKgAQoNRXhlY3V0aW9uUGxhbhIOCgZqb2JfaWQYASABKAkSKAoJam9iX2dyYXBoGAIgASgLMhUuam9icGxhbmUudjEuSm9iR3JhcGgSDgoGZGlnZXN0GAMgASgMEi8KC3N1Ym1pdF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgxzdWJtaXR0ZWRfYnkYBSABKAkibgoXUHV0RXhlY3V0aW9uUGxhblJlcXVlc3QSIQoFZmVuY2UYASABKAsyEi5qb2JwbGFuZS52MS5GZW5jZRIwCgRwbGFuGAIgASgLMiIuam9icGxhbmUuaGFzdG9yZS52MS5FeGVjdXRpb25QbGFuIhoKGFB1dEV4ZWN1dGlvblBsYW5SZXNwb25zZSIpChdHZXRFeGVjdXRpb25QbGFuUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiZgoYR2V0RXhlY3V0aW9uUGxhblJlc3BvbnNlEjAKBHBsYW4YASABKAsyIi5qb2JwbGFuZS5oYXN0b3JlLnYxLkV4ZWN1dGlvblBsYW4SGAoQY2FuY2VsX3JlcXVlc3RlZBgCIAEoCCJCChlMaXN0RXhlY3V0aW9uUGxhbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIkYKGkxpc3RFeGVjdXRpb25QbGFuc1Jlc3BvbnNlEg8KB2pvYl9pZHMYASADKAkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk8KGkRlbGV0ZUV4ZWN1dGlvblBsYW5SZXF1ZXN0EiEKBWZlbmNlGAEgASgLMhIuam9icGxhbmUudjEuRmVuY2USDgoGam9iX2lkGAIgASgJIh0KG0RlbGV0ZUV4ZWN1dGlvblBsYW5SZXNwb25zZSJMChdSZXF1ZXN0Sm9iQ2FuY2VsUmVxdWVzdBIhCgVmZW5jZRgBIAEoCzISLmpvYnBsYW5lLnYxLkZlbmNlEg4KBmpvYl9pZBgCIAEoCSIaChhSZXF1ZXN0Sm9iQ2FuY2VsUmVzcG9uc2UibAoOSm9iUmVzdWx0RW50cnkSJgoGcmVzdWx0GAEgASgLMhYuam9icGxhbmUudjEuSm9iUmVzdWx0EjIKBXN0YXRlGAIgASgOMiMuam9icGxhbmUuaGFzdG9yZS52MS5Kb2JSZXN1bHRTdGF0ZSJoChtDcmVhdGVEaXJ0eUpvYlJlc3VsdFJlcXVlc3QSIQoFZmVuY2UYASABKAsyEi5qb2JwbGFuZS52MS5GZW5jZRImCgZyZXN1bHQYAiABKAsyFi5qb2JwbGFuZS52MS5Kb2JSZXN1bHQiHgocQ3JlYXRlRGlydHlKb2JSZXN1bHRSZXNwb25zZSJOChlNYXJrSm9iUmVzdWx0Q2xlYW5SZXF1ZXN0EiEKBWZlbmNlGAEgASgLMhIuam9icGxhbmUudjEuRmVuY2USDgoGam9iX2lkGAIgASgJIhwKGk1hcmtKb2JSZXN1bHRDbGVhblJlc3BvbnNlIioKGEdldEpvYlJlc3VsdEVudHJ5UmVxdWVzdBIOCgZqb2JfaWQYASABKAkiTwoZR2V0Sm9iUmVzdWx0RW50cnlSZXNwb25zZRIyCgVlbnRyeRgBIAEoCzIjLmpvYnBsYW5lLmhhc3RvcmUudjEuSm9iUmVzdWx0RW50cnkieAobTGlzdEpvYlJlc3VsdEVudHJpZXNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEjIKBXN0YXRlGAMgASgOMiMuam9icGxhbmUuaGFzdG9yZS52MS5Kb2JSZXN1bHRTdGF0ZSJtChxMaXN0Sm9iUmVzdWx0RW50cmllc1Jlc3BvbnNlEjQKB2VudHJpZXMYASADKAsyIy5qb2JwbGFuZS5oYXN0b3JlLnYxLkpvYlJlc3VsdEVudHJ5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJQChtEZWxldGVKb2JSZXN1bHRFbnRyeVJlcXVlc3QSIQoFZmVuY2UYASABKAsyEi5qb2JwbGFuZS52MS5GZW5jZRIOCgZqb2JfaWQYAiABKAkiHgocRGVsZXRlSm9iUmVzdWx0RW50cnlSZXNwb25zZSJVChZBZGRUYXNrRXhlY3V0b3JSZXF1ZXN0EiEKBWZlbmNlGAEgASgLMhIuam9icGxhbmUudjEuRmVuY2USGAoQdGFza19leGVjdXRvcl9pZBgCIAEoCSIZChdBZGRUYXNrRXhlY3V0b3JSZXNwb25zZSJYChlSZW1vdmVUYXNrRXhlY3V0b3JSZXF1ZXN0EiEKBWZlbmNlGAEgASgLMhIuam9icGxhbmUudjEuRmVuY2USGAoQdGFza19leGVjdXRvcl9pZBgCIAEoCSIcChpSZW1vdmVUYXNrRXhlY3V0b3JSZXNwb25zZSJBChhMaXN0VGFza0V4ZWN1dG9yc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiTwoZTGlzdFRhc2tFeGVjdXRvcnNSZXNwb25zZRIZChF0YXNrX2V4ZWN1dG9yX2lkcxgBIAMoCRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkqmQEKEFJldm9jYXRpb25SZWFzb24SIQodUkVWT0NBVElPTl9SRUFTT05fVU5TUEVDSUZJRUQQABIeChpSRVZPQ0FUSU9OX1JFQVNPTl9SRVNJR05FRBABEiMKH1JFVk9DQVRJT05fUkVBU09OX1NFU1NJT05fRU5ERUQQAhIdChlSRVZPQ0FUSU9OX1JFQVNPTl9ERUxFVEVEEAMqagoOSm9iUmVzdWx0U3RhdGUSIAocSk9CX1JFU1VMVF9TVEFURV9VTlNQRUNJRklFRBAAEhoKFkpPQl9SRVNVTFRfU1RBVEVfRElSVFkQARIaChZKT0JfUkVTVUxUX1NUQVRFX0NMRUFOEAIyyRQKDkhBU3RvcmVTZXJ2aWNlEmAKC09wZW5TZXNzaW9uEicuam9icGxhbmUuaGFzdG9yZS52MS5PcGVuU2Vzc2lvblJlcXVlc3QaKC5qb2JwbGFuZS5oYXN0b3JlLnYxLk9wZW5TZXNzaW9uUmVzcG9uc2USXwoJS2VlcEFsaXZlEiUuam9icGxhbmUuaGFzdG9yZS52MS5LZWVwQWxpdmVSZXF1ZXN0GiYuam9icGxhbmUuaGFzdG9yZS52MS5LZWVwQWxpdmVSZXNwb25zZSIDkAICEmgKDENsb3NlU2Vzc2lvbhIoLmpvYnBsYW5lLmhhc3RvcmUudjEuQ2xvc2VTZXNzaW9uUmVxdWVzdBopLmpvYnBsYW5lLmhhc3RvcmUudjEuQ2xvc2VTZXNzaW9uUmVzcG9uc2UiA5ACAhJcCghDYW1wYWlnbhIkLmpvYnBsYW5lLmhhc3RvcmUudjEuQ2FtcGFpZ25SZXF1ZXN0GiUuam9icGxhbmUuaGFzdG9yZS52MS5DYW1wYWlnblJlc3BvbnNlIgOQAgISXAoIV2l0aGRyYXcSJC5qb2JwbGFuZS5oYXN0b3JlLnYxLldpdGhkcmF3UmVxdWVzdBolLmpvYnBsYW5lLmhhc3RvcmUudjEuV2l0aGRyYXdSZXNwb25zZSIDkAICEmoKDFdhdGNoU2Vzc2lvbhIoLmpvYnBsYW5lLmhhc3RvcmUudjEuV2F0Y2hTZXNzaW9uUmVxdWVzdBopLmpvYnBsYW5lLmhhc3RvcmUudjEuV2F0Y2hTZXNzaW9uUmVzcG9uc2UiA5ACATABElYKBlJlc2lnbhIiLmpvYnBsYW5lLmhhc3RvcmUudjEuUmVzaWduUmVxdWVzdBojLmpvYnBsYW5lLmhhc3RvcmUudjEuUmVzaWduUmVzcG9uc2UiA5ACAhJ3ChFDb25maXJtTGVhZGVyc2hpcBItLmpvYnBsYW5lLmhhc3RvcmUudjEuQ29uZmlybUxlYWRlcnNoaXBSZXF1ZXN0Gi4uam9icGxhbmUuaGFzdG9yZS52MS5Db25maXJtTGVhZGVyc2hpcFJlc3BvbnNlIgOQAgISXwoJR2V0TGVhZGVyEiUuam9icGxhbmUuaGFzdG9yZS52MS5HZXRMZWFkZXJSZXF1ZXN0GiYuam9icGxhbmUuaGFzdG9yZS52MS5HZXRMZWFkZXJSZXNwb25zZSIDkAIBEm0KDU9ic2VydmVMZWFkZXISKS5qb2JwbGFuZS5oYXN0b3JlLnYxLk9ic2VydmVMZWFkZXJSZXF1ZXN0Giouam9icGxhbmUuaGFzdG9yZS52MS5PYnNlcnZlTGVhZGVyUmVzcG9uc2UiA5ACATABEnQKEFB1dEV4ZWN1dGlvblBsYW4SLC5qb2JwbGFuZS5oYXN0b3JlLnYxLlB1dEV4ZWN1dGlvblBsYW5SZXF1ZXN0Gi0uam9icGxhbmUuaGFzdG9yZS52MS5QdXRFeGVjdXRpb25QbGFuUmVzcG9uc2UiA5ACAhJ0ChBHZXRFeGVjdXRpb25QbGFuEiwuam9icGxhbmUuaGFzdG9yZS52MS5HZXRFeGVjdXRpb25QbGFuUmVxdWVzdBotLmpvYnBsYW5lLmhhc3RvcmUudjEuR2V0RXhlY3V0aW9uUGxhblJlc3BvbnNlIgOQAgESegoSTGlzdEV4ZWN1dGlvblBsYW5zEi4uam9icGxhbmUuaGFzdG9yZS52MS5MaXN0RXhlY3V0aW9uUGxhbnNSZXF1ZXN0Gi8uam9icGxhbmUuaGFzdG9yZS52MS5MaXN0RXhlY3V0aW9uUGxhbnNSZXNwb25zZSIDkAIBEn0KE0RlbGV0ZUV4ZWN1dGlvblBsYW4SLy5qb2JwbGFuZS5oYXN0b3JlLnYxLkRlbGV0ZUV4ZWN1dGlvblBsYW5SZXF1ZXN0GjAuam9icGxhbmUuaGFzdG9yZS52MS5EZWxldGVFeGVjdXRpb25QbGFuUmVzcG9uc2UiA5ACAhJ0ChBSZXF1ZXN0Sm9iQ2FuY2VsEiwuam9icGxhbmUuaGFzdG9yZS52MS5SZXF1ZXN0Sm9iQ2FuY2VsUmVxdWVzdBotLmpvYnBsYW5lLmhhc3RvcmUudjEuUmVxdWVzdEpvYkNhbmNlbFJlc3BvbnNlIgOQAgISgAEKFENyZWF0ZURpcnR5Sm9iUmVzdWx0EjAuam9icGxhbmUuaGFzdG9yZS52MS5DcmVhdGVEaXJ0eUpvYlJlc3VsdFJlcXVlc3QaMS5qb2JwbGFuZS5oYXN0b3JlLnYxLkNyZWF0ZURpcnR5Sm9iUmVzdWx0UmVzcG9uc2UiA5ACAhJ6ChJNYXJrSm9iUmVzdWx0Q2xlYW4SLi5qb2JwbGFuZS5oYXN0b3JlLnYxLk1hcmtKb2JSZXN1bHRDbGVhblJlcXVlc3QaLy5qb2JwbGFuZS5oYXN0b3JlLnYxLk1hcmtKb2JSZXN1bHRDbGVhblJlc3BvbnNlIgOQAgISdwoRR2V0Sm9iUmVzdWx0RW50cnkSLS5qb2JwbGFuZS5oYXN0b3JlLnYxLkdldEpvYlJlc3VsdEVudHJ5UmVxdWVzdBouLmpvYnBsYW5lLmhhc3RvcmUudjEuR2V0Sm9iUmVzdWx0RW50cnlSZXNwb25zZSIDkAIBEoABChRMaXN0Sm9iUmVzdWx0RW50cmllcxIwLmpvYnBsYW5lLmhhc3RvcmUudjEuTGlzdEpvYlJlc3VsdEVudHJpZXNSZXF1ZXN0GjEuam9icGxhbmUuaGFzdG9yZS52MS5MaXN0Sm9iUmVzdWx0RW50cmllc1Jlc3BvbnNlIgOQAgESgAEKFERlbGV0ZUpvYlJlc3VsdEVudHJ5EjAuam9icGxhbmUuaGFzdG9yZS52MS5EZWxldGVKb2JSZXN1bHRFbnRyeVJlcXVlc3QaMS5qb2JwbGFuZS5oYXN0b3JlLnYxLkRlbGV0ZUpvYlJlc3VsdEVudHJ5UmVzcG9uc2UiA5ACAhJxCg9BZGRUYXNrRXhlY3V0b3ISKy5qb2JwbGFuZS5oYXN0b3JlLnYxLkFkZFRhc2tFeGVjdXRvclJlcXVlc3QaLC5qb2JwbGFuZS5oYXN0b3JlLnYxLkFkZFRhc2tFeGVjdXRvclJlc3BvbnNlIgOQAgISegoSUmVtb3ZlVGFza0V4ZWN1dG9yEi4uam9icGxhbmUuaGFzdG9yZS52MS5SZW1vdmVUYXNrRXhlY3V0b3JSZXF1ZXN0Gi8uam9icGxhbmUuaGFzdG9yZS52MS5SZW1vdmVUYXNrRXhlY3V0b3JSZXNwb25zZSIDkAICEncKEUxpc3RUYXNrRXhlY3V0b3JzEi0uam9icGxhbmUuaGFzdG9yZS52MS5MaXN0VGFza0V4ZWN1dG9yc1JlcXVlc3QaLi5qb2JwbGFuZS5oYXN0b3JlLnYxLkxpc3RUYXNrRXhlY3V0b3JzUmVzcG9uc2UiA5ACAWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_jobplane_v1_job, file_jobplane_v1_job_graph, file_jobplane_v1_leadership, file_jobplane_v1_stream]);
+  fileDesc("Cipqb2JwbGFuZS9oYXN0b3JlL3YxL2hhX3N0b3JlX3NlcnZpY2UucHJvdG8SE2pvYnBsYW5lLmhhc3RvcmUudjEiPAoST3BlblNlc3Npb25SZXF1ZXN0EiYKA3R0bBgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiJRChNPcGVuU2Vzc2lvblJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSJgoDdHRsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIiYKEEtlZXBBbGl2ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSI7ChFLZWVwQWxpdmVSZXNwb25zZRImCgN0dGwYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iKQoTQ2xvc2VTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhYKFENsb3NlU2Vzc2lvblJlc3BvbnNlImEKD0NhbXBhaWduUmVxdWVzdBIQCghlbGVjdGlvbhgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEg8KB2FkZHJlc3MYAyABKAkSFwoPY2x1c3Rlcl9hZGRyZXNzGAQgASgJIhIKEENhbXBhaWduUmVzcG9uc2UiNwoPV2l0aGRyYXdSZXF1ZXN0EhAKCGVsZWN0aW9uGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkiEgoQV2l0aGRyYXdSZXNwb25zZSIpChNXYXRjaFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkipAQKFFdhdGNoU2Vzc2lvblJlc3BvbnNlEk4KB2dyYW50ZWQYASABKAsyOy5qb2JwbGFuZS5oYXN0b3JlLnYxLldhdGNoU2Vzc2lvblJlc3BvbnNlLkxlYWRlcnNoaXBHcmFudGVkSAASTgoHcmV2b2tlZBgCIAEoCzI7LmpvYnBsYW5lLmhhc3RvcmUudjEuV2F0Y2hTZXNzaW9uUmVzcG9uc2UuTGVhZGVyc2hpcFJldm9rZWRIABIrCgloZWFydGJlYXQYAyABKAsyFi5qb2JwbGFuZS52MS5IZWFydGJlYXRIABJNCgxzbmFwc2hvdF9lbmQYBCABKAsyNS5qb2JwbGFuZS5oYXN0b3JlLnYxLldhdGNoU2Vzc2lvblJlc3BvbnNlLlNuYXBzaG90RW5kSAAaTwoRTGVhZGVyc2hpcEdyYW50ZWQSEAoIZWxlY3Rpb24YASABKAkSKAoFdG9rZW4YAiABKAsyGS5qb2JwbGFuZS52MS5GZW5jaW5nVG9rZW4ahgEKEUxlYWRlcnNoaXBSZXZva2VkEhAKCGVsZWN0aW9uGAEgASgJEigKBXRva2VuGAIgASgLMhkuam9icGxhbmUudjEuRmVuY2luZ1Rva2VuEjUKBnJlYXNvbhgDIAEoDjIlLmpvYnBsYW5lLmhhc3RvcmUudjEuUmV2b2NhdGlvblJlYXNvbhoNCgtTbmFwc2hvdEVuZEIHCgVldmVudCIyCg1SZXNpZ25SZXF1ZXN0EiEKBWZlbmNlGAEgASgLMhIuam9icGxhbmUudjEuRmVuY2UiEAoOUmVzaWduUmVzcG9uc2UiZwoYQ29uZmlybUxlYWRlcnNoaXBSZXF1ZXN0EiEKBWZlbmNlGAEgASgLMhIuam9icGxhbmUudjEuRmVuY2USDwoHYWRkcmVzcxgCIAEoCRIXCg9jbHVzdGVyX2FkZHJlc3MYAyABKAkiGwoZQ29uZmlybUxlYWRlcnNoaXBSZXNwb25zZSIkChBHZXRMZWFkZXJSZXF1ZXN0EhAKCGVsZWN0aW9uGAEgASgJIjwKEUdldExlYWRlclJlc3BvbnNlEicKBmxlYWRlchgBIAEoCzIXLmpvYnBsYW5lLnYxLkxlYWRlckluZm8iKAoUT2JzZXJ2ZUxlYWRlclJlcXVlc3QSEAoIZWxlY3Rpb24YASABKAkieAoVT2JzZXJ2ZUxlYWRlclJlc3BvbnNlEikKBmxlYWRlchgBIAEoCzIXLmpvYnBsYW5lLnYxLkxlYWRlckluZm9IABIrCgloZWFydGJlYXQYAiABKAsyFi5qb2JwbGFuZS52MS5IZWFydGJlYXRIAEIHCgVldmVudCKgAQoNRXhlY3V0aW9uUGxhbhIOCgZqb2JfaWQYASABKAkSKAoJam9iX2dyYXBoGAIgASgLMhUuam9icGxhbmUudjEuSm9iR3JhcGgSDgoGZGlnZXN0GAMgASgMEi8KC3N1Ym1pdF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgxzdWJtaXR0ZWRfYnkYBSABKAkibgoXUHV0RXhlY3V0aW9uUGxhblJlcXVlc3QSIQoFZmVuY2UYASABKAsyEi5qb2JwbGFuZS52MS5GZW5jZRIwCgRwbGFuGAIgASgLMiIuam9icGxhbmUuaGFzdG9yZS52MS5FeGVjdXRpb25QbGFuIhoKGFB1dEV4ZWN1dGlvblBsYW5SZXNwb25zZSIpChdHZXRFeGVjdXRpb25QbGFuUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiZgoYR2V0RXhlY3V0aW9uUGxhblJlc3BvbnNlEjAKBHBsYW4YASABKAsyIi5qb2JwbGFuZS5oYXN0b3JlLnYxLkV4ZWN1dGlvblBsYW4SGAoQY2FuY2VsX3JlcXVlc3RlZBgCIAEoCCJCChlMaXN0RXhlY3V0aW9uUGxhbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIkYKGkxpc3RFeGVjdXRpb25QbGFuc1Jlc3BvbnNlEg8KB2pvYl9pZHMYASADKAkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk8KGkRlbGV0ZUV4ZWN1dGlvblBsYW5SZXF1ZXN0EiEKBWZlbmNlGAEgASgLMhIuam9icGxhbmUudjEuRmVuY2USDgoGam9iX2lkGAIgASgJIh0KG0RlbGV0ZUV4ZWN1dGlvblBsYW5SZXNwb25zZSJMChdSZXF1ZXN0Sm9iQ2FuY2VsUmVxdWVzdBIhCgVmZW5jZRgBIAEoCzISLmpvYnBsYW5lLnYxLkZlbmNlEg4KBmpvYl9pZBgCIAEoCSIaChhSZXF1ZXN0Sm9iQ2FuY2VsUmVzcG9uc2UibAoOSm9iUmVzdWx0RW50cnkSJgoGcmVzdWx0GAEgASgLMhYuam9icGxhbmUudjEuSm9iUmVzdWx0EjIKBXN0YXRlGAIgASgOMiMuam9icGxhbmUuaGFzdG9yZS52MS5Kb2JSZXN1bHRTdGF0ZSJoChtDcmVhdGVEaXJ0eUpvYlJlc3VsdFJlcXVlc3QSIQoFZmVuY2UYASABKAsyEi5qb2JwbGFuZS52MS5GZW5jZRImCgZyZXN1bHQYAiABKAsyFi5qb2JwbGFuZS52MS5Kb2JSZXN1bHQiHgocQ3JlYXRlRGlydHlKb2JSZXN1bHRSZXNwb25zZSJOChlNYXJrSm9iUmVzdWx0Q2xlYW5SZXF1ZXN0EiEKBWZlbmNlGAEgASgLMhIuam9icGxhbmUudjEuRmVuY2USDgoGam9iX2lkGAIgASgJIhwKGk1hcmtKb2JSZXN1bHRDbGVhblJlc3BvbnNlIioKGEdldEpvYlJlc3VsdEVudHJ5UmVxdWVzdBIOCgZqb2JfaWQYASABKAkiTwoZR2V0Sm9iUmVzdWx0RW50cnlSZXNwb25zZRIyCgVlbnRyeRgBIAEoCzIjLmpvYnBsYW5lLmhhc3RvcmUudjEuSm9iUmVzdWx0RW50cnkieAobTGlzdEpvYlJlc3VsdEVudHJpZXNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEjIKBXN0YXRlGAMgASgOMiMuam9icGxhbmUuaGFzdG9yZS52MS5Kb2JSZXN1bHRTdGF0ZSJtChxMaXN0Sm9iUmVzdWx0RW50cmllc1Jlc3BvbnNlEjQKB2VudHJpZXMYASADKAsyIy5qb2JwbGFuZS5oYXN0b3JlLnYxLkpvYlJlc3VsdEVudHJ5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJQChtEZWxldGVKb2JSZXN1bHRFbnRyeVJlcXVlc3QSIQoFZmVuY2UYASABKAsyEi5qb2JwbGFuZS52MS5GZW5jZRIOCgZqb2JfaWQYAiABKAkiHgocRGVsZXRlSm9iUmVzdWx0RW50cnlSZXNwb25zZSJVChZBZGRUYXNrRXhlY3V0b3JSZXF1ZXN0EiEKBWZlbmNlGAEgASgLMhIuam9icGxhbmUudjEuRmVuY2USGAoQdGFza19leGVjdXRvcl9pZBgCIAEoCSIZChdBZGRUYXNrRXhlY3V0b3JSZXNwb25zZSJYChlSZW1vdmVUYXNrRXhlY3V0b3JSZXF1ZXN0EiEKBWZlbmNlGAEgASgLMhIuam9icGxhbmUudjEuRmVuY2USGAoQdGFza19leGVjdXRvcl9pZBgCIAEoCSIcChpSZW1vdmVUYXNrRXhlY3V0b3JSZXNwb25zZSJBChhMaXN0VGFza0V4ZWN1dG9yc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiTwoZTGlzdFRhc2tFeGVjdXRvcnNSZXNwb25zZRIZChF0YXNrX2V4ZWN1dG9yX2lkcxgBIAMoCRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkijQIKE0NvbXBsZXRlZENoZWNrcG9pbnQSDgoGam9iX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfaWQYAiABKAQSMAoMdHJpZ2dlcl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghhY2tfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoGc3RhdGVzGAUgAygLMhkuam9icGxhbmUudjEuU3VidGFza1N0YXRlEi0KBmNvdW50cxgGIAEoCzIdLmpvYnBsYW5lLnYxLkNoZWNrcG9pbnRDb3VudHMSFQoNcmVzdG9yZWRfZnJvbRgHIAEoCSLTAQoJU2F2ZXBvaW50EhQKDHNhdmVwb2ludF9pZBgBIAEoCRIOCgZqb2JfaWQYAiABKAkSFQoNY2hlY2twb2ludF9pZBgDIAEoBBIwCgx0cmlnZ2VyX3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGFja190aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgZzdGF0ZXMYBiADKAsyGS5qb2JwbGFuZS52MS5TdWJ0YXNrU3RhdGUihwEKFEFkZENoZWNrcG9pbnRSZXF1ZXN0EiEKBWZlbmNlGAEgASgLMhIuam9icGxhbmUudjEuRmVuY2USPAoKY2hlY2twb2ludBgCIAEoCzIoLmpvYnBsYW5lLmhhc3RvcmUudjEuQ29tcGxldGVkQ2hlY2twb2ludBIOCgZyZXRhaW4YAyABKAUiOAoVQWRkQ2hlY2twb2ludFJlc3BvbnNlEh8KF3N1YnN1bWVkX2NoZWNrcG9pbnRfaWRzGAEgAygEIiwKGkdldExhdGVzdENoZWNrcG9pbnRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSJ3ChtHZXRMYXRlc3RDaGVja3BvaW50UmVzcG9uc2USPAoKY2hlY2twb2ludBgBIAEoCzIoLmpvYnBsYW5lLmhhc3RvcmUudjEuQ29tcGxldGVkQ2hlY2twb2ludBIaChJsYXN0X2NoZWNrcG9pbnRfaWQYAiABKAQiTwoWTGlzdENoZWNrcG9pbnRzUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkicQoXTGlzdENoZWNrcG9pbnRzUmVzcG9uc2USPQoLY2hlY2twb2ludHMYASADKAsyKC5qb2JwbGFuZS5oYXN0b3JlLnYxLkNvbXBsZXRlZENoZWNrcG9pbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJImsKE0FkZFNhdmVwb2ludFJlcXVlc3QSIQoFZmVuY2UYASABKAsyEi5qb2JwbGFuZS52MS5GZW5jZRIxCglzYXZlcG9pbnQYAiABKAsyHi5qb2JwbGFuZS5oYXN0b3JlLnYxLlNhdmVwb2ludCIWChRBZGRTYXZlcG9pbnRSZXNwb25zZSIrChNHZXRTYXZlcG9pbnRSZXF1ZXN0EhQKDHNhdmVwb2ludF9pZBgBIAEoCSJJChRHZXRTYXZlcG9pbnRSZXNwb25zZRIxCglzYXZlcG9pbnQYASABKAsyHi5qb2JwbGFuZS5oYXN0b3JlLnYxLlNhdmVwb2ludCJOChVMaXN0U2F2ZXBvaW50c1JlcXVlc3QSDgoGam9iX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImUKFkxpc3RTYXZlcG9pbnRzUmVzcG9uc2USMgoKc2F2ZXBvaW50cxgBIAMoCzIeLmpvYnBsYW5lLmhhc3RvcmUudjEuU2F2ZXBvaW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJRChZEZWxldGVTYXZlcG9pbnRSZXF1ZXN0EiEKBWZlbmNlGAEgASgLMhIuam9icGxhbmUudjEuRmVuY2USFAoMc2F2ZXBvaW50X2lkGAIgASgJIhkKF0RlbGV0ZVNhdmVwb2ludFJlc3BvbnNlKpkBChBSZXZvY2F0aW9uUmVhc29uEiEKHVJFVk9DQVRJT05fUkVBU09OX1VOU1BFQ0lGSUVEEAASHgoaUkVWT0NBVElPTl9SRUFTT05fUkVTSUdORUQQARIjCh9SRVZPQ0FUSU9OX1JFQVNPTl9TRVNTSU9OX0VOREVEEAISHQoZUkVWT0NBVElPTl9SRUFTT05fREVMRVRFRBADKmoKDkpvYlJlc3VsdFN0YXRlEiAKHEpPQl9SRVNVTFRfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZKT0JfUkVTVUxUX1NUQVRFX0RJUlRZEAESGgoWSk9CX1JFU1VMVF9TVEFURV9DTEVBThACMt8aCg5IQVN0b3JlU2VydmljZRJgCgtPcGVuU2Vzc2lvbhInLmpvYnBsYW5lLmhhc3RvcmUudjEuT3BlblNlc3Npb25SZXF1ZXN0Giguam9icGxhbmUuaGFzdG9yZS52MS5PcGVuU2Vzc2lvblJlc3BvbnNlEl8KCUtlZXBBbGl2ZRIlLmpvYnBsYW5lLmhhc3RvcmUudjEuS2VlcEFsaXZlUmVxdWVzdBomLmpvYnBsYW5lLmhhc3RvcmUudjEuS2VlcEFsaXZlUmVzcG9uc2UiA5ACAhJoCgxDbG9zZVNlc3Npb24SKC5qb2JwbGFuZS5oYXN0b3JlLnYxLkNsb3NlU2Vzc2lvblJlcXVlc3QaKS5qb2JwbGFuZS5oYXN0b3JlLnYxLkNsb3NlU2Vzc2lvblJlc3BvbnNlIgOQAgISXAoIQ2FtcGFpZ24SJC5qb2JwbGFuZS5oYXN0b3JlLnYxLkNhbXBhaWduUmVxdWVzdBolLmpvYnBsYW5lLmhhc3RvcmUudjEuQ2FtcGFpZ25SZXNwb25zZSIDkAICElwKCFdpdGhkcmF3EiQuam9icGxhbmUuaGFzdG9yZS52MS5XaXRoZHJhd1JlcXVlc3QaJS5qb2JwbGFuZS5oYXN0b3JlLnYxLldpdGhkcmF3UmVzcG9uc2UiA5ACAhJqCgxXYXRjaFNlc3Npb24SKC5qb2JwbGFuZS5oYXN0b3JlLnYxLldhdGNoU2Vzc2lvblJlcXVlc3QaKS5qb2JwbGFuZS5oYXN0b3JlLnYxLldhdGNoU2Vzc2lvblJlc3BvbnNlIgOQAgEwARJWCgZSZXNpZ24SIi5qb2JwbGFuZS5oYXN0b3JlLnYxLlJlc2lnblJlcXVlc3QaIy5qb2JwbGFuZS5oYXN0b3JlLnYxLlJlc2lnblJlc3BvbnNlIgOQAgISdwoRQ29uZmlybUxlYWRlcnNoaXASLS5qb2JwbGFuZS5oYXN0b3JlLnYxLkNvbmZpcm1MZWFkZXJzaGlwUmVxdWVzdBouLmpvYnBsYW5lLmhhc3RvcmUudjEuQ29uZmlybUxlYWRlcnNoaXBSZXNwb25zZSIDkAICEl8KCUdldExlYWRlchIlLmpvYnBsYW5lLmhhc3RvcmUudjEuR2V0TGVhZGVyUmVxdWVzdBomLmpvYnBsYW5lLmhhc3RvcmUudjEuR2V0TGVhZGVyUmVzcG9uc2UiA5ACARJtCg1PYnNlcnZlTGVhZGVyEikuam9icGxhbmUuaGFzdG9yZS52MS5PYnNlcnZlTGVhZGVyUmVxdWVzdBoqLmpvYnBsYW5lLmhhc3RvcmUudjEuT2JzZXJ2ZUxlYWRlclJlc3BvbnNlIgOQAgEwARJ0ChBQdXRFeGVjdXRpb25QbGFuEiwuam9icGxhbmUuaGFzdG9yZS52MS5QdXRFeGVjdXRpb25QbGFuUmVxdWVzdBotLmpvYnBsYW5lLmhhc3RvcmUudjEuUHV0RXhlY3V0aW9uUGxhblJlc3BvbnNlIgOQAgISdAoQR2V0RXhlY3V0aW9uUGxhbhIsLmpvYnBsYW5lLmhhc3RvcmUudjEuR2V0RXhlY3V0aW9uUGxhblJlcXVlc3QaLS5qb2JwbGFuZS5oYXN0b3JlLnYxLkdldEV4ZWN1dGlvblBsYW5SZXNwb25zZSIDkAIBEnoKEkxpc3RFeGVjdXRpb25QbGFucxIuLmpvYnBsYW5lLmhhc3RvcmUudjEuTGlzdEV4ZWN1dGlvblBsYW5zUmVxdWVzdBovLmpvYnBsYW5lLmhhc3RvcmUudjEuTGlzdEV4ZWN1dGlvblBsYW5zUmVzcG9uc2UiA5ACARJ9ChNEZWxldGVFeGVjdXRpb25QbGFuEi8uam9icGxhbmUuaGFzdG9yZS52MS5EZWxldGVFeGVjdXRpb25QbGFuUmVxdWVzdBowLmpvYnBsYW5lLmhhc3RvcmUudjEuRGVsZXRlRXhlY3V0aW9uUGxhblJlc3BvbnNlIgOQAgISdAoQUmVxdWVzdEpvYkNhbmNlbBIsLmpvYnBsYW5lLmhhc3RvcmUudjEuUmVxdWVzdEpvYkNhbmNlbFJlcXVlc3QaLS5qb2JwbGFuZS5oYXN0b3JlLnYxLlJlcXVlc3RKb2JDYW5jZWxSZXNwb25zZSIDkAICEoABChRDcmVhdGVEaXJ0eUpvYlJlc3VsdBIwLmpvYnBsYW5lLmhhc3RvcmUudjEuQ3JlYXRlRGlydHlKb2JSZXN1bHRSZXF1ZXN0GjEuam9icGxhbmUuaGFzdG9yZS52MS5DcmVhdGVEaXJ0eUpvYlJlc3VsdFJlc3BvbnNlIgOQAgISegoSTWFya0pvYlJlc3VsdENsZWFuEi4uam9icGxhbmUuaGFzdG9yZS52MS5NYXJrSm9iUmVzdWx0Q2xlYW5SZXF1ZXN0Gi8uam9icGxhbmUuaGFzdG9yZS52MS5NYXJrSm9iUmVzdWx0Q2xlYW5SZXNwb25zZSIDkAICEncKEUdldEpvYlJlc3VsdEVudHJ5Ei0uam9icGxhbmUuaGFzdG9yZS52MS5HZXRKb2JSZXN1bHRFbnRyeVJlcXVlc3QaLi5qb2JwbGFuZS5oYXN0b3JlLnYxLkdldEpvYlJlc3VsdEVudHJ5UmVzcG9uc2UiA5ACARKAAQoUTGlzdEpvYlJlc3VsdEVudHJpZXMSMC5qb2JwbGFuZS5oYXN0b3JlLnYxLkxpc3RKb2JSZXN1bHRFbnRyaWVzUmVxdWVzdBoxLmpvYnBsYW5lLmhhc3RvcmUudjEuTGlzdEpvYlJlc3VsdEVudHJpZXNSZXNwb25zZSIDkAIBEoABChREZWxldGVKb2JSZXN1bHRFbnRyeRIwLmpvYnBsYW5lLmhhc3RvcmUudjEuRGVsZXRlSm9iUmVzdWx0RW50cnlSZXF1ZXN0GjEuam9icGxhbmUuaGFzdG9yZS52MS5EZWxldGVKb2JSZXN1bHRFbnRyeVJlc3BvbnNlIgOQAgIScQoPQWRkVGFza0V4ZWN1dG9yEisuam9icGxhbmUuaGFzdG9yZS52MS5BZGRUYXNrRXhlY3V0b3JSZXF1ZXN0Giwuam9icGxhbmUuaGFzdG9yZS52MS5BZGRUYXNrRXhlY3V0b3JSZXNwb25zZSIDkAICEnoKElJlbW92ZVRhc2tFeGVjdXRvchIuLmpvYnBsYW5lLmhhc3RvcmUudjEuUmVtb3ZlVGFza0V4ZWN1dG9yUmVxdWVzdBovLmpvYnBsYW5lLmhhc3RvcmUudjEuUmVtb3ZlVGFza0V4ZWN1dG9yUmVzcG9uc2UiA5ACAhJ3ChFMaXN0VGFza0V4ZWN1dG9ycxItLmpvYnBsYW5lLmhhc3RvcmUudjEuTGlzdFRhc2tFeGVjdXRvcnNSZXF1ZXN0Gi4uam9icGxhbmUuaGFzdG9yZS52MS5MaXN0VGFza0V4ZWN1dG9yc1Jlc3BvbnNlIgOQAgESawoNQWRkQ2hlY2twb2ludBIpLmpvYnBsYW5lLmhhc3RvcmUudjEuQWRkQ2hlY2twb2ludFJlcXVlc3QaKi5qb2JwbGFuZS5oYXN0b3JlLnYxLkFkZENoZWNrcG9pbnRSZXNwb25zZSIDkAICEn0KE0dldExhdGVzdENoZWNrcG9pbnQSLy5qb2JwbGFuZS5oYXN0b3JlLnYxLkdldExhdGVzdENoZWNrcG9pbnRSZXF1ZXN0GjAuam9icGxhbmUuaGFzdG9yZS52MS5HZXRMYXRlc3RDaGVja3BvaW50UmVzcG9uc2UiA5ACARJxCg9MaXN0Q2hlY2twb2ludHMSKy5qb2JwbGFuZS5oYXN0b3JlLnYxLkxpc3RDaGVja3BvaW50c1JlcXVlc3QaLC5qb2JwbGFuZS5oYXN0b3JlLnYxLkxpc3RDaGVja3BvaW50c1Jlc3BvbnNlIgOQAgESaAoMQWRkU2F2ZXBvaW50Eiguam9icGxhbmUuaGFzdG9yZS52MS5BZGRTYXZlcG9pbnRSZXF1ZXN0Gikuam9icGxhbmUuaGFzdG9yZS52MS5BZGRTYXZlcG9pbnRSZXNwb25zZSIDkAICEmgKDEdldFNhdmVwb2ludBIoLmpvYnBsYW5lLmhhc3RvcmUudjEuR2V0U2F2ZXBvaW50UmVxdWVzdBopLmpvYnBsYW5lLmhhc3RvcmUudjEuR2V0U2F2ZXBvaW50UmVzcG9uc2UiA5ACARJuCg5MaXN0U2F2ZXBvaW50cxIqLmpvYnBsYW5lLmhhc3RvcmUudjEuTGlzdFNhdmVwb2ludHNSZXF1ZXN0Gisuam9icGxhbmUuaGFzdG9yZS52MS5MaXN0U2F2ZXBvaW50c1Jlc3BvbnNlIgOQAgEScQoPRGVsZXRlU2F2ZXBvaW50Eisuam9icGxhbmUuaGFzdG9yZS52MS5EZWxldGVTYXZlcG9pbnRSZXF1ZXN0Giwuam9icGxhbmUuaGFzdG9yZS52MS5EZWxldGVTYXZlcG9pbnRSZXNwb25zZSIDkAICYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_jobplane_v1_checkpoint, file_jobplane_v1_job, file_jobplane_v1_job_graph, file_jobplane_v1_leadership, file_jobplane_v1_stream]);
 
 /**
  * OpenSessionRequest is the request of HAStoreService.OpenSession.
@@ -1331,6 +1333,505 @@ export const ListTaskExecutorsResponseSchema: GenMessage<ListTaskExecutorsRespon
   messageDesc(file_jobplane_hastore_v1_ha_store_service, 47);
 
 /**
+ * CompletedCheckpoint is a checkpoint every triggered subtask of a job
+ * acknowledged, as the store keeps it.
+ *
+ * @generated from message jobplane.hastore.v1.CompletedCheckpoint
+ */
+export type CompletedCheckpoint = Message<"jobplane.hastore.v1.CompletedCheckpoint"> & {
+  /**
+   * The job's id. Required.
+   *
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * The checkpoint's id, greater than every id the job used before.
+   * Required (not 0).
+   *
+   * @generated from field: uint64 checkpoint_id = 2;
+   */
+  checkpointId: bigint;
+
+  /**
+   * When the JobMaster triggered it.
+   *
+   * @generated from field: google.protobuf.Timestamp trigger_time = 3;
+   */
+  triggerTime?: Timestamp | undefined;
+
+  /**
+   * When the last subtask acknowledged it (before the store write).
+   *
+   * @generated from field: google.protobuf.Timestamp ack_time = 4;
+   */
+  ackTime?: Timestamp | undefined;
+
+  /**
+   * The subtasks' states, at most one per subtask. A subtask without an
+   * entry had no state to keep (it had finished, or its task keeps none).
+   *
+   * @generated from field: repeated jobplane.v1.SubtaskState states = 5;
+   */
+  states: SubtaskState[];
+
+  /**
+   * The job's checkpoint counts as of this checkpoint (itself included),
+   * so that they outlive the JobMaster that counted them. Opaque to the
+   * store.
+   *
+   * @generated from field: jobplane.v1.CheckpointCounts counts = 6;
+   */
+  counts?: CheckpointCounts | undefined;
+
+  /**
+   * The id of the checkpoint or savepoint the job's subtasks were restored
+   * from when this one was taken; empty if none.
+   *
+   * @generated from field: string restored_from = 7;
+   */
+  restoredFrom: string;
+};
+
+/**
+ * Describes the message jobplane.hastore.v1.CompletedCheckpoint.
+ * Use `create(CompletedCheckpointSchema)` to create a new message.
+ */
+export const CompletedCheckpointSchema: GenMessage<CompletedCheckpoint> = /*@__PURE__*/
+  messageDesc(file_jobplane_hastore_v1_ha_store_service, 48);
+
+/**
+ * Savepoint is a checkpoint a user asked for: it belongs to the user, is
+ * never subsumed, and outlives its job.
+ *
+ * @generated from message jobplane.hastore.v1.Savepoint
+ */
+export type Savepoint = Message<"jobplane.hastore.v1.Savepoint"> & {
+  /**
+   * The savepoint's id, 1 to 128 bytes. Required.
+   *
+   * @generated from field: string savepoint_id = 1;
+   */
+  savepointId: string;
+
+  /**
+   * The job's id. Required.
+   *
+   * @generated from field: string job_id = 2;
+   */
+  jobId: string;
+
+  /**
+   * The checkpoint id it was taken under, from the job's sequence.
+   * Required (not 0).
+   *
+   * @generated from field: uint64 checkpoint_id = 3;
+   */
+  checkpointId: bigint;
+
+  /**
+   * When the JobMaster triggered it.
+   *
+   * @generated from field: google.protobuf.Timestamp trigger_time = 4;
+   */
+  triggerTime?: Timestamp | undefined;
+
+  /**
+   * When the last subtask acknowledged it.
+   *
+   * @generated from field: google.protobuf.Timestamp ack_time = 5;
+   */
+  ackTime?: Timestamp | undefined;
+
+  /**
+   * The subtasks' states, as in CompletedCheckpoint.
+   *
+   * @generated from field: repeated jobplane.v1.SubtaskState states = 6;
+   */
+  states: SubtaskState[];
+};
+
+/**
+ * Describes the message jobplane.hastore.v1.Savepoint.
+ * Use `create(SavepointSchema)` to create a new message.
+ */
+export const SavepointSchema: GenMessage<Savepoint> = /*@__PURE__*/
+  messageDesc(file_jobplane_hastore_v1_ha_store_service, 49);
+
+/**
+ * AddCheckpointRequest is the request of HAStoreService.AddCheckpoint.
+ *
+ * @generated from message jobplane.hastore.v1.AddCheckpointRequest
+ */
+export type AddCheckpointRequest = Message<"jobplane.hastore.v1.AddCheckpointRequest"> & {
+  /**
+   * The writer's leadership: `job/<job_id>` of the checkpoint's job.
+   * Required.
+   *
+   * @generated from field: jobplane.v1.Fence fence = 1;
+   */
+  fence?: Fence | undefined;
+
+  /**
+   * The checkpoint. Required.
+   *
+   * @generated from field: jobplane.hastore.v1.CompletedCheckpoint checkpoint = 2;
+   */
+  checkpoint?: CompletedCheckpoint | undefined;
+
+  /**
+   * How many of the job's newest checkpoints to keep, this one included.
+   * Zero means 1; at most 100.
+   *
+   * @generated from field: int32 retain = 3;
+   */
+  retain: number;
+};
+
+/**
+ * Describes the message jobplane.hastore.v1.AddCheckpointRequest.
+ * Use `create(AddCheckpointRequestSchema)` to create a new message.
+ */
+export const AddCheckpointRequestSchema: GenMessage<AddCheckpointRequest> = /*@__PURE__*/
+  messageDesc(file_jobplane_hastore_v1_ha_store_service, 50);
+
+/**
+ * AddCheckpointResponse is the response of HAStoreService.AddCheckpoint.
+ *
+ * @generated from message jobplane.hastore.v1.AddCheckpointResponse
+ */
+export type AddCheckpointResponse = Message<"jobplane.hastore.v1.AddCheckpointResponse"> & {
+  /**
+   * The ids of the checkpoints this call removed, in order.
+   *
+   * @generated from field: repeated uint64 subsumed_checkpoint_ids = 1;
+   */
+  subsumedCheckpointIds: bigint[];
+};
+
+/**
+ * Describes the message jobplane.hastore.v1.AddCheckpointResponse.
+ * Use `create(AddCheckpointResponseSchema)` to create a new message.
+ */
+export const AddCheckpointResponseSchema: GenMessage<AddCheckpointResponse> = /*@__PURE__*/
+  messageDesc(file_jobplane_hastore_v1_ha_store_service, 51);
+
+/**
+ * GetLatestCheckpointRequest is the request of
+ * HAStoreService.GetLatestCheckpoint.
+ *
+ * @generated from message jobplane.hastore.v1.GetLatestCheckpointRequest
+ */
+export type GetLatestCheckpointRequest = Message<"jobplane.hastore.v1.GetLatestCheckpointRequest"> & {
+  /**
+   * The job's id. Required.
+   *
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+};
+
+/**
+ * Describes the message jobplane.hastore.v1.GetLatestCheckpointRequest.
+ * Use `create(GetLatestCheckpointRequestSchema)` to create a new message.
+ */
+export const GetLatestCheckpointRequestSchema: GenMessage<GetLatestCheckpointRequest> = /*@__PURE__*/
+  messageDesc(file_jobplane_hastore_v1_ha_store_service, 52);
+
+/**
+ * GetLatestCheckpointResponse is the response of
+ * HAStoreService.GetLatestCheckpoint.
+ *
+ * @generated from message jobplane.hastore.v1.GetLatestCheckpointResponse
+ */
+export type GetLatestCheckpointResponse = Message<"jobplane.hastore.v1.GetLatestCheckpointResponse"> & {
+  /**
+   * The job's stored checkpoint of the greatest id; unset if it has none.
+   *
+   * @generated from field: jobplane.hastore.v1.CompletedCheckpoint checkpoint = 1;
+   */
+  checkpoint?: CompletedCheckpoint | undefined;
+
+  /**
+   * The greatest id the job's checkpoints and savepoints ever used,
+   * subsumed ones included; 0 if none.
+   *
+   * @generated from field: uint64 last_checkpoint_id = 2;
+   */
+  lastCheckpointId: bigint;
+};
+
+/**
+ * Describes the message jobplane.hastore.v1.GetLatestCheckpointResponse.
+ * Use `create(GetLatestCheckpointResponseSchema)` to create a new message.
+ */
+export const GetLatestCheckpointResponseSchema: GenMessage<GetLatestCheckpointResponse> = /*@__PURE__*/
+  messageDesc(file_jobplane_hastore_v1_ha_store_service, 53);
+
+/**
+ * ListCheckpointsRequest is the request of HAStoreService.ListCheckpoints.
+ *
+ * @generated from message jobplane.hastore.v1.ListCheckpointsRequest
+ */
+export type ListCheckpointsRequest = Message<"jobplane.hastore.v1.ListCheckpointsRequest"> & {
+  /**
+   * The job's id. Required.
+   *
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * The largest number of checkpoints to return. Zero, or more than 100,
+   * means 100.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * The `next_page_token` of the previous call; empty for the first page.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message jobplane.hastore.v1.ListCheckpointsRequest.
+ * Use `create(ListCheckpointsRequestSchema)` to create a new message.
+ */
+export const ListCheckpointsRequestSchema: GenMessage<ListCheckpointsRequest> = /*@__PURE__*/
+  messageDesc(file_jobplane_hastore_v1_ha_store_service, 54);
+
+/**
+ * ListCheckpointsResponse is the response of HAStoreService.ListCheckpoints.
+ *
+ * @generated from message jobplane.hastore.v1.ListCheckpointsResponse
+ */
+export type ListCheckpointsResponse = Message<"jobplane.hastore.v1.ListCheckpointsResponse"> & {
+  /**
+   * The checkpoints, in id order.
+   *
+   * @generated from field: repeated jobplane.hastore.v1.CompletedCheckpoint checkpoints = 1;
+   */
+  checkpoints: CompletedCheckpoint[];
+
+  /**
+   * Passed as `page_token` to get the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message jobplane.hastore.v1.ListCheckpointsResponse.
+ * Use `create(ListCheckpointsResponseSchema)` to create a new message.
+ */
+export const ListCheckpointsResponseSchema: GenMessage<ListCheckpointsResponse> = /*@__PURE__*/
+  messageDesc(file_jobplane_hastore_v1_ha_store_service, 55);
+
+/**
+ * AddSavepointRequest is the request of HAStoreService.AddSavepoint.
+ *
+ * @generated from message jobplane.hastore.v1.AddSavepointRequest
+ */
+export type AddSavepointRequest = Message<"jobplane.hastore.v1.AddSavepointRequest"> & {
+  /**
+   * The writer's leadership: `job/<job_id>` of the savepoint's job.
+   * Required.
+   *
+   * @generated from field: jobplane.v1.Fence fence = 1;
+   */
+  fence?: Fence | undefined;
+
+  /**
+   * The savepoint. Required.
+   *
+   * @generated from field: jobplane.hastore.v1.Savepoint savepoint = 2;
+   */
+  savepoint?: Savepoint | undefined;
+};
+
+/**
+ * Describes the message jobplane.hastore.v1.AddSavepointRequest.
+ * Use `create(AddSavepointRequestSchema)` to create a new message.
+ */
+export const AddSavepointRequestSchema: GenMessage<AddSavepointRequest> = /*@__PURE__*/
+  messageDesc(file_jobplane_hastore_v1_ha_store_service, 56);
+
+/**
+ * AddSavepointResponse is the response of HAStoreService.AddSavepoint.
+ *
+ * @generated from message jobplane.hastore.v1.AddSavepointResponse
+ */
+export type AddSavepointResponse = Message<"jobplane.hastore.v1.AddSavepointResponse"> & {
+};
+
+/**
+ * Describes the message jobplane.hastore.v1.AddSavepointResponse.
+ * Use `create(AddSavepointResponseSchema)` to create a new message.
+ */
+export const AddSavepointResponseSchema: GenMessage<AddSavepointResponse> = /*@__PURE__*/
+  messageDesc(file_jobplane_hastore_v1_ha_store_service, 57);
+
+/**
+ * GetSavepointRequest is the request of HAStoreService.GetSavepoint.
+ *
+ * @generated from message jobplane.hastore.v1.GetSavepointRequest
+ */
+export type GetSavepointRequest = Message<"jobplane.hastore.v1.GetSavepointRequest"> & {
+  /**
+   * The savepoint's id. Required.
+   *
+   * @generated from field: string savepoint_id = 1;
+   */
+  savepointId: string;
+};
+
+/**
+ * Describes the message jobplane.hastore.v1.GetSavepointRequest.
+ * Use `create(GetSavepointRequestSchema)` to create a new message.
+ */
+export const GetSavepointRequestSchema: GenMessage<GetSavepointRequest> = /*@__PURE__*/
+  messageDesc(file_jobplane_hastore_v1_ha_store_service, 58);
+
+/**
+ * GetSavepointResponse is the response of HAStoreService.GetSavepoint.
+ *
+ * @generated from message jobplane.hastore.v1.GetSavepointResponse
+ */
+export type GetSavepointResponse = Message<"jobplane.hastore.v1.GetSavepointResponse"> & {
+  /**
+   * The savepoint.
+   *
+   * @generated from field: jobplane.hastore.v1.Savepoint savepoint = 1;
+   */
+  savepoint?: Savepoint | undefined;
+};
+
+/**
+ * Describes the message jobplane.hastore.v1.GetSavepointResponse.
+ * Use `create(GetSavepointResponseSchema)` to create a new message.
+ */
+export const GetSavepointResponseSchema: GenMessage<GetSavepointResponse> = /*@__PURE__*/
+  messageDesc(file_jobplane_hastore_v1_ha_store_service, 59);
+
+/**
+ * ListSavepointsRequest is the request of HAStoreService.ListSavepoints.
+ *
+ * @generated from message jobplane.hastore.v1.ListSavepointsRequest
+ */
+export type ListSavepointsRequest = Message<"jobplane.hastore.v1.ListSavepointsRequest"> & {
+  /**
+   * Only the savepoints of this job; empty means every job's.
+   *
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * The largest number of savepoints to return. Zero, or more than 100,
+   * means 100.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * The `next_page_token` of the previous call with the same filter;
+   * empty for the first page. A token is the last savepoint id of the
+   * previous page.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message jobplane.hastore.v1.ListSavepointsRequest.
+ * Use `create(ListSavepointsRequestSchema)` to create a new message.
+ */
+export const ListSavepointsRequestSchema: GenMessage<ListSavepointsRequest> = /*@__PURE__*/
+  messageDesc(file_jobplane_hastore_v1_ha_store_service, 60);
+
+/**
+ * ListSavepointsResponse is the response of HAStoreService.ListSavepoints.
+ *
+ * @generated from message jobplane.hastore.v1.ListSavepointsResponse
+ */
+export type ListSavepointsResponse = Message<"jobplane.hastore.v1.ListSavepointsResponse"> & {
+  /**
+   * The savepoints, in savepoint id order.
+   *
+   * @generated from field: repeated jobplane.hastore.v1.Savepoint savepoints = 1;
+   */
+  savepoints: Savepoint[];
+
+  /**
+   * Passed as `page_token` to get the next page; empty on the last page.
+   * A page may hold fewer savepoints than asked for and still not be the
+   * last: only an empty token ends the listing.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message jobplane.hastore.v1.ListSavepointsResponse.
+ * Use `create(ListSavepointsResponseSchema)` to create a new message.
+ */
+export const ListSavepointsResponseSchema: GenMessage<ListSavepointsResponse> = /*@__PURE__*/
+  messageDesc(file_jobplane_hastore_v1_ha_store_service, 61);
+
+/**
+ * DeleteSavepointRequest is the request of HAStoreService.DeleteSavepoint.
+ *
+ * @generated from message jobplane.hastore.v1.DeleteSavepointRequest
+ */
+export type DeleteSavepointRequest = Message<"jobplane.hastore.v1.DeleteSavepointRequest"> & {
+  /**
+   * The writer's leadership: a `jobmanager` one. Required.
+   *
+   * @generated from field: jobplane.v1.Fence fence = 1;
+   */
+  fence?: Fence | undefined;
+
+  /**
+   * The savepoint's id. Required.
+   *
+   * @generated from field: string savepoint_id = 2;
+   */
+  savepointId: string;
+};
+
+/**
+ * Describes the message jobplane.hastore.v1.DeleteSavepointRequest.
+ * Use `create(DeleteSavepointRequestSchema)` to create a new message.
+ */
+export const DeleteSavepointRequestSchema: GenMessage<DeleteSavepointRequest> = /*@__PURE__*/
+  messageDesc(file_jobplane_hastore_v1_ha_store_service, 62);
+
+/**
+ * DeleteSavepointResponse is the response of
+ * HAStoreService.DeleteSavepoint.
+ *
+ * @generated from message jobplane.hastore.v1.DeleteSavepointResponse
+ */
+export type DeleteSavepointResponse = Message<"jobplane.hastore.v1.DeleteSavepointResponse"> & {
+};
+
+/**
+ * Describes the message jobplane.hastore.v1.DeleteSavepointResponse.
+ * Use `create(DeleteSavepointResponseSchema)` to create a new message.
+ */
+export const DeleteSavepointResponseSchema: GenMessage<DeleteSavepointResponse> = /*@__PURE__*/
+  messageDesc(file_jobplane_hastore_v1_ha_store_service, 63);
+
+/**
  * RevocationReason says why a leadership ended.
  *
  * @generated from enum jobplane.hastore.v1.RevocationReason
@@ -1487,8 +1988,38 @@ export const JobResultStateSchema: GenEnum<JobResultState> = /*@__PURE__*/
  * calls (UNIMPLEMENTED) leaves the server to wait out the lease for every
  * subtask not found.
  *
- * Checkpoint metadata will be stored beside plans and results; it has no
- * calls yet.
+ * Checkpoints and savepoints (since 1.2) are the store's
+ * CompletedCheckpointStore and CheckpointIDCounter, kept beside plans and
+ * results. A job's JobMaster adds them, fenced by the job's own election:
+ *
+ * * `job/<job_id>` covers the checkpoints and savepoints of job `job_id`
+ *   (AddCheckpoint, AddSavepoint), and no other job's: a checkpoint or
+ *   savepoint whose `job_id` is not the fence's job, or one fenced by
+ *   `jobmanager`, is INVALID_ARGUMENT with a field violation on
+ *   `fence.election`, and writes nothing.
+ * * `jobmanager` deletes savepoints (DeleteSavepoint), which belong to the
+ *   user.
+ *
+ * Their ordering rules, each checked in the same atomic step as the write
+ * it guards:
+ *
+ * * Ids strictly increase per job, across leaders and restarts of the
+ *   store: the store keeps the largest id the job's checkpoints and
+ *   savepoints ever used (its `last_checkpoint_id`, which outlives
+ *   subsumed checkpoints), and stores a checkpoint or savepoint only with
+ *   a greater id. A new leader reads it (GetLatestCheckpoint) and goes on
+ *   above it.
+ * * A checkpoint is added only while the job has a plan and no result
+ *   entry, so none is left behind once the job is cleaned up.
+ * * A subsumed checkpoint is removed only in the same write that adds a
+ *   newer one, so the job always has its latest durable checkpoint.
+ * * A job's checkpoints, and its `last_checkpoint_id`, are removed with its
+ *   plan (DeleteExecutionPlan), which needs a result entry: never while
+ *   the job may still run.
+ * * Savepoints outlive their job: only DeleteSavepoint removes them.
+ *
+ * A store without these calls (UNIMPLEMENTED, a store of 1.1) leaves the
+ * server to run jobs without checkpoints.
  *
  * @generated from service jobplane.hastore.v1.HAStoreService
  */
@@ -1689,8 +2220,8 @@ export const HAStoreService: GenService<{
     output: typeof ListExecutionPlansResponseSchema;
   },
   /**
-   * DeleteExecutionPlan removes a job's plan, and its cancel request if
-   * any, once the job has a result entry (dirty or clean): a plan is the
+   * DeleteExecutionPlan removes a job's plan, and its cancel request and
+   * checkpoints (since 1.2) if any, once the job has a result entry (dirty or clean): a plan is the
    * only record of a job that has no result, and is kept until one
    * exists. Deleting an absent plan of a job
    * with a result entry succeeds. Fenced by `jobmanager`. Idempotent.
@@ -1858,6 +2389,110 @@ export const HAStoreService: GenService<{
     methodKind: "unary";
     input: typeof ListTaskExecutorsRequestSchema;
     output: typeof ListTaskExecutorsResponseSchema;
+  },
+  /**
+   * AddCheckpoint stores a completed checkpoint of a job and, in the same
+   * atomic step, removes the job's oldest checkpoints beyond the newest
+   * `retain` (the new one counts). The checkpoint counts as completed only
+   * once this call succeeded. A checkpoint equal (see Equality) to the
+   * job's stored one of the same id succeeds and changes nothing: it is a
+   * retry of the call that stored it. Fenced by `job/<job_id>` of the
+   * checkpoint's job. Idempotent. Since 1.2.
+   *
+   * Errors: ABORTED (STALE_FENCING_TOKEN); NOT_FOUND
+   * (EXECUTION_PLAN_NOT_FOUND) if the job has no plan; FAILED_PRECONDITION
+   * (JOB_TERMINAL) if it has a result entry; FAILED_PRECONDITION
+   * (CHECKPOINT_ID_NOT_INCREASING) if the id is not greater than the job's
+   * `last_checkpoint_id` (and the call is no retry); all checked in the
+   * same atomic step as the write; INVALID_ARGUMENT, also for a fence of
+   * another election, a checkpoint of 0 or over the store's size limit
+   * (the plan limit, 1 MiB unless configured), and two states of one
+   * subtask.
+   *
+   * @generated from rpc jobplane.hastore.v1.HAStoreService.AddCheckpoint
+   */
+  addCheckpoint: {
+    methodKind: "unary";
+    input: typeof AddCheckpointRequestSchema;
+    output: typeof AddCheckpointResponseSchema;
+  },
+  /**
+   * GetLatestCheckpoint returns a job's completed checkpoint of the
+   * greatest id, and the greatest id its checkpoints and savepoints used.
+   * A job without checkpoints answers with neither set. No side effects.
+   * Since 1.2.
+   *
+   * @generated from rpc jobplane.hastore.v1.HAStoreService.GetLatestCheckpoint
+   */
+  getLatestCheckpoint: {
+    methodKind: "unary";
+    input: typeof GetLatestCheckpointRequestSchema;
+    output: typeof GetLatestCheckpointResponseSchema;
+  },
+  /**
+   * ListCheckpoints lists a job's stored checkpoints, in id order, a page
+   * at a time. No side effects. Since 1.2.
+   *
+   * @generated from rpc jobplane.hastore.v1.HAStoreService.ListCheckpoints
+   */
+  listCheckpoints: {
+    methodKind: "unary";
+    input: typeof ListCheckpointsRequestSchema;
+    output: typeof ListCheckpointsResponseSchema;
+  },
+  /**
+   * AddSavepoint stores a savepoint of a job. Its id counts in the job's
+   * `last_checkpoint_id` as a checkpoint's does. A savepoint equal to the
+   * stored one of the same `savepoint_id` succeeds and changes nothing.
+   * Fenced by `job/<job_id>` of the savepoint's job. Idempotent. Since
+   * 1.2.
+   *
+   * Errors: ALREADY_EXISTS (SAVEPOINT_EXISTS) if another savepoint has the
+   * id; then as AddCheckpoint.
+   *
+   * @generated from rpc jobplane.hastore.v1.HAStoreService.AddSavepoint
+   */
+  addSavepoint: {
+    methodKind: "unary";
+    input: typeof AddSavepointRequestSchema;
+    output: typeof AddSavepointResponseSchema;
+  },
+  /**
+   * GetSavepoint returns a savepoint. No side effects. Since 1.2.
+   *
+   * Errors: NOT_FOUND (SAVEPOINT_NOT_FOUND).
+   *
+   * @generated from rpc jobplane.hastore.v1.HAStoreService.GetSavepoint
+   */
+  getSavepoint: {
+    methodKind: "unary";
+    input: typeof GetSavepointRequestSchema;
+    output: typeof GetSavepointResponseSchema;
+  },
+  /**
+   * ListSavepoints lists savepoints, in savepoint id order, a page at a
+   * time, optionally only those of one job. No side effects. Since 1.2.
+   *
+   * @generated from rpc jobplane.hastore.v1.HAStoreService.ListSavepoints
+   */
+  listSavepoints: {
+    methodKind: "unary";
+    input: typeof ListSavepointsRequestSchema;
+    output: typeof ListSavepointsResponseSchema;
+  },
+  /**
+   * DeleteSavepoint removes a savepoint; removing an absent one succeeds.
+   * Fenced by `jobmanager`. Idempotent. Since 1.2.
+   *
+   * Errors: ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a
+   * fence of another election.
+   *
+   * @generated from rpc jobplane.hastore.v1.HAStoreService.DeleteSavepoint
+   */
+  deleteSavepoint: {
+    methodKind: "unary";
+    input: typeof DeleteSavepointRequestSchema;
+    output: typeof DeleteSavepointResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_jobplane_hastore_v1_ha_store_service, 0);
