@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -195,10 +196,36 @@ func Prepare(g *jobplanev1.JobGraph, clusterOverrides map[string]int32, limits L
 	if d := g.GetConfig().GetClientHeartbeatTimeout(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
 		c.add("job_graph.config.client_heartbeat_timeout", "must be a valid, non-negative duration")
 	}
+	checkCheckpoints(&c, g.GetConfig().GetCheckpoints())
 	if len(c.vs) > 0 {
 		return nil, &Error{c.vs}
 	}
 	return out, nil
+}
+
+// MinCheckpointInterval is the shortest checkpoint interval a JobGraph
+// may ask for.
+const MinCheckpointInterval = 10 * time.Millisecond
+
+// MaxRetainedCheckpoints is the most completed checkpoints a job may keep.
+const MaxRetainedCheckpoints = 100
+
+func checkCheckpoints(c *checker, cp *jobplanev1.CheckpointConfig) {
+	const path = "job_graph.config.checkpoints"
+	for field, d := range map[string]*durationpb.Duration{"interval": cp.GetInterval(), "timeout": cp.GetTimeout(), "min_pause": cp.GetMinPause()} {
+		if d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
+			c.add(path+"."+field, "must be a valid, non-negative duration")
+		}
+	}
+	if d := cp.GetInterval(); d != nil && d.CheckValid() == nil && d.AsDuration() > 0 && d.AsDuration() < MinCheckpointInterval {
+		c.add(path+".interval", "must be at least %v (or unset: no checkpoints)", MinCheckpointInterval)
+	}
+	if r := cp.GetRetained(); r < 0 || r > MaxRetainedCheckpoints {
+		c.add(path+".retained", "must be from 0 (meaning 1) to %d", MaxRetainedCheckpoints)
+	}
+	if cp.GetTolerableFailures() < 0 {
+		c.add(path+".tolerable_failures", "must not be negative (unset tolerates any number)")
+	}
 }
 
 func validVertexID(id string) bool {

@@ -46,6 +46,8 @@ func Same(a, b *jobplanev1.JobGraph) bool {
 //     (`client_heartbeat_timeout`, and every delay, interval and
 //     `reset_after` of a restart strategy);
 //   - `scheduling_mode` PIPELINED_REGION is UNSPECIFIED;
+//   - `checkpoints` without an interval is unset; in one with an interval,
+//     a zero Duration is unset and `retained` 1 is 0;
 //   - an exponential delay's `multiplier` of 2 is 0, and a double of
 //     negative zero is 0;
 //   - a JobConfig left empty by the above is unset.
@@ -92,6 +94,16 @@ func Normalize(g *jobplanev1.JobGraph) *jobplanev1.JobGraph {
 	case *jobplanev1.RestartStrategy_FailureRate_:
 		f := s.FailureRate
 		f.Interval, f.Delay = duration(f.GetInterval()), duration(f.GetDelay())
+	}
+	if cp := c.GetCheckpoints(); cp != nil {
+		if duration(cp.GetInterval()) == nil {
+			c.Checkpoints = nil
+		} else {
+			cp.Timeout, cp.MinPause = duration(cp.GetTimeout()), duration(cp.GetMinPause())
+			if cp.GetRetained() == 1 {
+				cp.Retained = 0
+			}
+		}
 	}
 	if proto.Size(c) == 0 {
 		n.Config = nil

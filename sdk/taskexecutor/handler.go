@@ -208,6 +208,7 @@ func submitTaskRequest(jobID string, token *jobplanev1.FencingToken, d *clusterv
 		JobId: jobID, JobMasterToken: token, AllocationId: d.GetAllocationId(),
 		Attempt: d.GetAttempt(), TaskName: d.GetTaskName(), Invokable: d.GetInvokable(),
 		Config: d.GetConfig(), NumberOfSubtasks: d.GetNumberOfSubtasks(),
+		RestoredState: d.GetRestoredState(), RestoredFrom: d.GetRestoredFrom(),
 	}
 }
 
@@ -270,7 +271,7 @@ func (te *TaskExecutor) deployLocked(traced context.Context, req *clusterv1.Subm
 	}
 	t := &task{
 		req: req, token: token, deployed: token, address: te.jobs[req.GetJobId()].address,
-		cancel: cancel, state: jobplanev1.ExecutionState_EXECUTION_STATE_DEPLOYING, done: make(chan struct{}),
+		cancel: cancel, state: jobplanev1.ExecutionState_EXECUTION_STATE_DEPLOYING, done: make(chan struct{}), ctx: ctx,
 	}
 	s.task = t
 	te.goRunLocked(func() {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -37,6 +38,17 @@ type Task struct {
 	// stderr there. Writes never fail, and are dropped once the attempt
 	// has ended. Set by the TaskExecutor; nil otherwise.
 	Output io.Writer
+	// Restored is the subtask's state from the job's latest completed
+	// checkpoint (or the savepoint the job restores from), which the task
+	// starts from; nil when it starts afresh. RestoredFrom names that
+	// checkpoint (its id) or savepoint.
+	Restored     *State
+	RestoredFrom string
+	// OnCheckpoint registers fn to give the task's state when the job
+	// checkpoints; a later call replaces it. Until a task registers one,
+	// its checkpoints keep the state it was restored from. Set by the
+	// TaskExecutor; nil otherwise.
+	OnCheckpoint func(fn SnapshotFunc)
 }
 
 // Invokable runs one subtask. It returns nil when the subtask finished,
@@ -62,6 +74,7 @@ func builtins(allowExec bool, cancelGrace time.Duration, ec ExecConfig) map[stri
 		"noop":  func(context.Context, Task) error { return nil },
 		"sleep": sleepInvokable,
 		"fail":  failInvokable,
+		"count": countInvokable,
 		"exec":  execInvokable(allowExec, cancelGrace, ec),
 	}
 }
@@ -128,6 +141,82 @@ func failInvokable(ctx context.Context, t Task) error {
 		msg = "the fail task failed as configured"
 	}
 	return errors.New(msg)
+}
+
+// countInvokable counts from 0 (or from its restored state) to config
+// "to" (default 100), one step each config "every" (default 100ms), and
+// keeps its count in every checkpoint, so that a restarted attempt goes
+// on where the job's latest completed checkpoint left it. It fails when
+// it reaches config "fail_at" (if set), on the attempts listed in config
+// "attempts" (default: attempt 0 only). Its output says where it started
+// and ended: "counting from N to M" and "counted to M".
+func countInvokable(ctx context.Context, t Task) error {
+	every, err := configDuration(t, "every", 100*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	to, err := configInt(t, "to", 100)
+	if err != nil {
+		return err
+	}
+	failAt, err := configInt(t, "fail_at", -1)
+	if err != nil {
+		return err
+	}
+	failing := false
+	if failAt >= 0 {
+		if t.Config["attempts"] == "" {
+			failing = t.Attempt == 0
+		} else if failing, err = configListed(t, "attempts", t.Attempt); err != nil {
+			return err
+		}
+	}
+	var count atomic.Int64
+	if st := t.Restored; st != nil {
+		n, err := strconv.ParseInt(string(st.Data), 10, 64)
+		if err != nil {
+			return fmt.Errorf("restored state %q is no count: %w", st.Data, err)
+		}
+		count.Store(n)
+	}
+	if t.OnCheckpoint != nil {
+		t.OnCheckpoint(func(context.Context, uint64) (State, error) {
+			return State{Data: strconv.AppendInt(nil, count.Load(), 10)}, nil
+		})
+	}
+	if t.Logger != nil {
+		t.Logger.Info(fmt.Sprintf("counting from %d to %d", count.Load(), to), "restored_from", t.RestoredFrom)
+	}
+	ticker := time.NewTicker(max(every, time.Millisecond))
+	defer ticker.Stop()
+	for count.Load() < int64(to) {
+		if failing && count.Load() == int64(failAt) {
+			return fmt.Errorf("the count task failed at %d as configured", failAt)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ticker.C:
+			count.Add(1)
+		}
+	}
+	if t.Logger != nil {
+		t.Logger.Info(fmt.Sprintf("counted to %d", count.Load()))
+	}
+	return nil
+}
+
+// configInt reads an integer from the task's config.
+func configInt(t Task, key string, def int) (int, error) {
+	v, ok := t.Config[key]
+	if !ok || v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("config %q: %w", key, err)
+	}
+	return n, nil
 }
 
 // configListed reports whether n is in the task's config key, a

@@ -227,6 +227,12 @@ type task struct {
 	stopCause string
 	ended     bool // the invokable returned
 	done      chan struct{}
+	// ctx is the attempt's; it ends when the attempt is canceled or ends.
+	ctx context.Context
+	// snapshotFn is what the task registered to give its state
+	// (Task.OnCheckpoint); snapshot is the latest checkpoint asked of it.
+	snapshotFn SnapshotFunc
+	snapshot   *snapshot
 }
 
 // New returns a TaskExecutor for cfg.
@@ -469,6 +475,12 @@ func (te *TaskExecutor) runTask(ctx context.Context, t *task, inv Invokable) {
 		SubtaskIndex: int(req.GetAttempt().GetSubtaskIndex()), Attempt: int(req.GetAttempt().GetAttemptNumber()),
 		Subtasks: int(req.GetNumberOfSubtasks()), Config: req.GetConfig(),
 		Logger: taskLogger(out), Output: out,
+		Restored: stateOf(req.GetRestoredState()), RestoredFrom: req.GetRestoredFrom(),
+		OnCheckpoint: func(fn SnapshotFunc) {
+			te.mu.Lock()
+			t.snapshotFn = fn
+			te.mu.Unlock()
+		},
 	})
 	te.outputs.finish(outKey, out)
 	te.mu.Lock()

@@ -32,7 +32,10 @@ export const file_jobplane_v1_job_graph: GenFile = /*@__PURE__*/
  *   cycle;
  * * every vertex names an invokable, and 1 <= parallelism <=
  *   max_parallelism after overrides are applied;
- * * the encoded graph fits the HA store's plan limit (1 MiB by default).
+ * * the encoded graph fits the HA store's plan limit (1 MiB by default);
+ * * `config.checkpoints`: valid, non-negative durations, an `interval` of
+ *   at least 10ms when set, `retained` from 0 to 100, and
+ *   `tolerable_failures` not negative.
  *
  * Plan identity. Two submissions carry the same plan when their JobGraphs,
  * as submitted (before any override) and normalized, are equal as protobuf
@@ -50,6 +53,9 @@ export const file_jobplane_v1_job_graph: GenFile = /*@__PURE__*/
  * * a Duration of zero is unset (`client_heartbeat_timeout`, and every
  *   delay, interval and `reset_after` of a restart strategy);
  * * `scheduling_mode` SCHEDULING_MODE_PIPELINED_REGION is UNSPECIFIED;
+ * * `checkpoints` without an `interval` (checkpoints off) is unset; in
+ *   one with an interval, a Duration of zero is unset and `retained` 1 is
+ *   0;
  * * an exponential delay's `multiplier` of 2 is 0, and a double of
  *   negative zero is 0;
  * * a `config` left empty by the above is unset.
