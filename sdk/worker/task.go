@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"log/slog"
+
+	"github.com/jobplane/jobplane/sdk/taskexecutor"
 )
 
 // Task is what a Func gets to run one subtask: one execution attempt of
@@ -24,6 +26,34 @@ type Task struct {
 	// Logger writes into the attempt's output, whose tail the
 	// TaskExecutor keeps and clients read (jobplane logs).
 	Logger *slog.Logger
+	// Restored is the subtask's state from the job's latest completed
+	// checkpoint, which it goes on from; nil when it starts afresh (the
+	// job's first run, or no checkpoint completed yet). RestoredFrom names
+	// that checkpoint (its id).
+	Restored     *State
+	RestoredFrom string
+
+	onCheckpoint func(taskexecutor.SnapshotFunc)
+}
+
+// State is a subtask's part of a checkpoint: Data, kept with the
+// checkpoint in the HA store (64 KiB at most, by default), or a Pointer to
+// state the task wrote elsewhere (a file or object URL), which jobplane
+// keeps and hands back but never reads.
+type State = taskexecutor.State
+
+// OnCheckpoint registers fn to give the task's state whenever the job
+// checkpoints (JobConfig.checkpoints); a later call replaces it. fn runs
+// on its own goroutine while the Func runs, so it must synchronize with
+// it; an error declines the checkpoint. Until a task registers a
+// function, its checkpoints keep the state it was restored from.
+//
+// A task that counts, say, keeps its count in an atomic.Int64, starts
+// from Restored, and registers a function that returns the count.
+func (t Task) OnCheckpoint(fn func(ctx context.Context, checkpointID uint64) (State, error)) {
+	if t.onCheckpoint != nil {
+		t.onCheckpoint(fn)
+	}
 }
 
 // Func runs one subtask. It returns nil when the subtask finished, and an

@@ -160,6 +160,7 @@ func (w *Worker) invokable(name string, f Func) taskexecutor.Invokable {
 		task := Task{
 			JobID: t.JobID, VertexID: t.VertexID, SubtaskIndex: t.SubtaskIndex, Subtasks: t.Subtasks,
 			Attempt: t.Attempt, Config: t.Config, Logger: t.Logger,
+			Restored: t.Restored, RestoredFrom: t.RestoredFrom, onCheckpoint: t.OnCheckpoint,
 		}
 		if task.Logger == nil {
 			task.Logger = w.cfg.Logger.With("job", t.JobID, "vertex", t.VertexID, "subtask", t.SubtaskIndex, "attempt", t.Attempt)

@@ -388,13 +388,14 @@ func (j jobs) NewRunner(plan *hastorev1.ExecutionPlan, recovered bool, granted *
 		JobID: plan.GetJobId(), Session: jm.currentSession(), Store: jm.cfg.Store, Address: jm.clusterAddress(), Router: jm.router, Logger: jm.log,
 		Recovered: recovered, Granted: granted,
 		NewJobMaster: func(ctx context.Context, l *hastore.Leadership) (*jobmaster.JobMaster, error) {
+			checkpoints, _ := jm.cfg.Store.(hastore.Checkpoints)
 			return jobmaster.New(jobmaster.Config{
 				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: l.Token(), Valid: l.Valid, Address: jm.clusterAddress(), Router: jm.router,
 				ResourceManager: jm.rmClient, SubmitTime: plan.GetSubmitTime().AsTime(),
 				HeartbeatInterval: jm.cfg.HeartbeatInterval, HeartbeatTimeout: jm.cfg.HeartbeatTimeout,
 				TaskLease: jm.cfg.TaskLease, Adopt: adopt(),
 				SlotTimeout: jm.cfg.SlotTimeout, SlotYield: jm.cfg.SlotYield, Clock: jm.cfg.Clock, OnStatus: onStatus, Logger: jm.log,
-				Trace: trace.SpanContextFromContext(ctx),
+				Trace: trace.SpanContextFromContext(ctx), Checkpoints: checkpoints,
 			})
 		},
 	})

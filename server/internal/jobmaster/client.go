@@ -42,6 +42,7 @@ func (c *executorClient) submitTasks(ctx context.Context, jobID string, token *j
 			_, err := c.SubmitTask(ctx, &clusterv1.SubmitTaskRequest{
 				JobId: jobID, JobMasterToken: token, AllocationId: d.GetAllocationId(), Attempt: d.GetAttempt(),
 				TaskName: d.GetTaskName(), Invokable: d.GetInvokable(), Config: d.GetConfig(), NumberOfSubtasks: d.GetNumberOfSubtasks(),
+				RestoredState: d.GetRestoredState(), RestoredFrom: d.GetRestoredFrom(),
 				HeartbeatTimeout: timeout, TaskLease: lease,
 			})
 			return err

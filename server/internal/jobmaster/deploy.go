@@ -27,7 +27,7 @@ import (
 // The attempts deployed together go to each TaskExecutor in one batch
 // (see submit).
 func (jm *JobMaster) deploy() {
-	if jm.status != jobstatus.Running || len(jm.ready) == 0 {
+	if jm.status != jobstatus.Running || len(jm.ready) == 0 || jm.ckpt != nil && jm.ckpt.loading {
 		return
 	}
 	var free []*slotRef
@@ -181,9 +181,11 @@ func (jm *JobMaster) submit(evs []int32) {
 // deployment is the TaskDeployment of ev's current attempt.
 func (jm *JobMaster) deployment(ev int32) *clusterv1.TaskDeployment {
 	v, _ := jm.vertex(ev)
+	restored, from := jm.restoredState(ev)
 	return &clusterv1.TaskDeployment{
 		AllocationId: jm.tasks[ev].slot.allocationID, Attempt: jm.attemptID(ev), TaskName: v.GetName(),
 		Invokable: v.GetInvokable(), Config: v.GetConfig(), NumberOfSubtasks: v.GetParallelism(),
+		RestoredState: restored, RestoredFrom: from,
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/wire/apierror"
 	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
 	"github.com/jobplane/jobplane/sdk/wire/jobtrace"
+	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/scheduler"
 )
 
@@ -90,6 +91,15 @@ type Config struct {
 	OnStatus func(*jobplanev1.JobSummary)
 	// Logger receives the JobMaster's logs. Default: slog.Default().
 	Logger *slog.Logger
+	// Checkpoints, if set, is the HA store's checkpoint store: the job's
+	// checkpoint config (JobConfig.checkpoints) is carried out, and every
+	// subtask deployed starts from the job's latest completed checkpoint,
+	// which a JobMaster with Adopt reads before it deploys anything (a
+	// first JobMaster of a job has none to read). Nil: no checkpoints.
+	Checkpoints hastore.Checkpoints
+	// MaxInlineStateBytes is the largest state a subtask may give inline
+	// in a checkpoint. Default: DefaultMaxInlineStateBytes.
+	MaxInlineStateBytes int
 	// Trace, if valid, is the span context of the job's submission: the
 	// JobMaster's spans (slot declarations, deployments) are its
 	// children, and its calls carry that trace. Default: none (each span
@@ -221,6 +231,8 @@ type JobMaster struct {
 	adoptAnswered map[string]bool
 	adoptMu       sync.Mutex
 	adoptAsked    map[string]bool // guarded by adoptMu
+	// ckpt is the checkpoint coordinator; nil when the job keeps none.
+	ckpt *coordinator
 }
 
 // task is the runtime of an execution vertex's current attempt; the
@@ -434,6 +446,7 @@ func (jm *JobMaster) Start(ctx context.Context, onExit func(Result)) {
 		jm.push(func() {})
 	})
 	jm.setStatus(jobstatus.Running)
+	jm.initCheckpoints()
 	if jm.cfg.Adopt && jm.cfg.TaskLease > 0 {
 		jm.beginAdoption()
 	}
@@ -453,6 +466,7 @@ func (jm *JobMaster) drain() {
 			jm.stopRPCs()
 			jm.rpcs.Wait()
 			jm.stopFailovers()
+			jm.stopCheckpoints()
 			jm.release(context.WithoutCancel(ctx), false)
 			res := Result{Status: jm.status, Restarts: jm.restart.used, Exceptions: jm.exceptions, Placements: jm.placements(), Final: jm.final()}
 			if jm.status == jobstatus.Failed {
@@ -470,6 +484,7 @@ func (jm *JobMaster) drain() {
 			}
 			jm.stopRPCs()
 			jm.rpcs.Wait()
+			jm.stopCheckpoints()
 			jm.suspend()
 			jm.finish(Result{Status: jobstatus.Suspended, Restarts: jm.restart.used})
 			return
@@ -666,6 +681,7 @@ func (jm *JobMaster) setState(ev int32, to jobplanev1.ExecutionState) {
 	}
 	if jobstatus.IsExecTerminal(to) {
 		jm.attemptEnded(ev)
+		jm.abortCheckpointOf(ev, to)
 	}
 }
 

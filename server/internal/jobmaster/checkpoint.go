@@ -1,0 +1,422 @@
+package jobmaster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/internal/telemetry"
+)
+
+// Checkpoint defaults and limits.
+const (
+	// DefaultCheckpointTimeout is how long a checkpoint may take when the
+	// job's config does not say.
+	DefaultCheckpointTimeout = 10 * time.Minute
+	// DefaultMaxInlineStateBytes is the largest state a subtask may give
+	// inline (ServerLimits.max_inline_state_bytes).
+	DefaultMaxInlineStateBytes = 64 << 10
+	// DefaultMaxCheckpointBytes bounds a checkpoint's encoding; it must fit
+	// the HA store's limit (the plan limit, 1 MiB by default).
+	DefaultMaxCheckpointBytes = 1 << 20
+)
+
+// coordinator is the JobMaster's checkpoint coordinator: it triggers the
+// job's periodic checkpoints, one at a time, on every RUNNING subtask,
+// collects their states, and stores each completed checkpoint with one
+// HA-store write; a checkpoint counts as completed only once that write
+// returned. It keeps the latest completed checkpoint's states, from which
+// every subtask deployed again starts. Owned by the draining goroutine.
+type coordinator struct {
+	cfg     *jobplanev1.CheckpointConfig
+	store   hastore.Checkpoints
+	timeout time.Duration
+	retain  int
+	// loading is set while the latest checkpoint is read from the store;
+	// nothing is deployed meanwhile.
+	loading bool
+	loadTry time.Duration // the backoff of the next read
+	lastID  uint64        // the greatest id the job used, as stored
+	// states are the latest completed checkpoint's, by execution vertex;
+	// from is its name (its decimal id), empty if none.
+	states   map[int32]*jobplanev1.SubtaskState
+	from     string
+	counts   *jobplanev1.CheckpointCounts
+	failures int // checkpoints failed in a row
+	pending  *pendingCheckpoint
+	// next is when the next checkpoint is due; stopTimer stops its wake-up.
+	next      time.Time
+	stopTimer func() bool
+}
+
+// pendingCheckpoint is the checkpoint in flight.
+type pendingCheckpoint struct {
+	id       uint64
+	trigger  time.Time
+	attempts map[int32]int // the triggered execution vertices, with their attempt numbers
+	waiting  int           // TaskExecutors yet to answer
+	states   map[int32]*jobplanev1.SubtaskState
+	storing  bool // every ack is in; the store write is in flight
+	stop     func() bool
+}
+
+// initCheckpoints sets up the coordinator from the job's config, and
+// starts reading the latest checkpoint when the job may have one (an
+// earlier JobMaster of the job ran).
+func (jm *JobMaster) initCheckpoints() {
+	cp := jm.cfg.Graph.GetConfig().GetCheckpoints()
+	if jm.cfg.Checkpoints == nil {
+		if cp.GetInterval().AsDuration() > 0 {
+			jm.log.Warn("the HA store keeps no checkpoints; the job runs without them")
+		}
+		return
+	}
+	c := &coordinator{cfg: cp, store: jm.cfg.Checkpoints, counts: &jobplanev1.CheckpointCounts{}, stopTimer: func() bool { return false }}
+	c.timeout = cp.GetTimeout().AsDuration()
+	if c.timeout <= 0 {
+		c.timeout = DefaultCheckpointTimeout
+	}
+	c.retain = max(int(cp.GetRetained()), 1)
+	jm.ckpt = c
+	if jm.cfg.Adopt {
+		c.loading = true
+		jm.loadCheckpoint()
+	}
+	jm.scheduleCheckpoint(time.Now())
+}
+
+// loadCheckpoint reads the job's latest checkpoint, retrying with a
+// backoff while the store fails.
+func (jm *JobMaster) loadCheckpoint() {
+	c := jm.ckpt
+	jm.goRPC(func(ctx context.Context) {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cp, last, err := c.store.LatestCheckpoint(rctx, jm.cfg.JobID)
+		cancel()
+		jm.post(func() {
+			if err != nil {
+				if errors.Is(err, hastore.ErrCheckpointsUnsupported) {
+					jm.log.Warn("the HA store keeps no checkpoints; the job runs without them")
+					c.stopTimer()
+					jm.ckpt = nil
+					jm.progress()
+					return
+				}
+				c.loadTry = min(max(2*c.loadTry, 50*time.Millisecond), 5*time.Second)
+				jm.log.Warn("reading the job's latest checkpoint failed; retrying", "err", err, "backoff", c.loadTry)
+				jm.cfg.Router.after(c.loadTry, func() { jm.post(jm.loadCheckpoint) })
+				return
+			}
+			c.loading, c.lastID = false, last
+			if cp != nil {
+				jm.takeCheckpoint(cp)
+				if cp.GetCounts() != nil {
+					c.counts = proto.CloneOf(cp.GetCounts())
+				}
+				jm.log.Info("restoring from checkpoint", "checkpoint", cp.GetCheckpointId(), "states", len(cp.GetStates()))
+			}
+			jm.progress()
+		})
+	})
+}
+
+// takeCheckpoint makes cp the one subtasks deployed from now on start
+// from.
+func (jm *JobMaster) takeCheckpoint(cp *hastorev1.CompletedCheckpoint) {
+	c := jm.ckpt
+	c.states = make(map[int32]*jobplanev1.SubtaskState, len(cp.GetStates()))
+	for _, st := range cp.GetStates() {
+		if vi, ok := jm.vertexByID[st.GetVertexId()]; ok && st.GetSubtaskIndex() >= 0 && st.GetSubtaskIndex() < jm.cfg.Graph.GetVertices()[vi].GetParallelism() {
+			c.states[jm.graph.ExecutionVertex(vi, int(st.GetSubtaskIndex()))] = st
+		}
+	}
+	c.from = strconv.FormatUint(cp.GetCheckpointId(), 10)
+}
+
+// restoredState returns the state ev's next attempt starts from, and the
+// checkpoint it comes from.
+func (jm *JobMaster) restoredState(ev int32) (*jobplanev1.SubtaskState, string) {
+	c := jm.ckpt
+	if c == nil || c.states[ev] == nil {
+		return nil, ""
+	}
+	return c.states[ev], c.from
+}
+
+// checkpointsEnabled reports whether the job takes periodic checkpoints.
+func (c *coordinator) enabled() bool {
+	return c != nil && c.cfg.GetInterval().AsDuration() > 0
+}
+
+// scheduleCheckpoint arms the next trigger: an interval after the last
+// trigger (from), and at least the minimum pause after the last end.
+func (jm *JobMaster) scheduleCheckpoint(from time.Time) {
+	c := jm.ckpt
+	if !c.enabled() {
+		return
+	}
+	c.stopTimer()
+	at := from.Add(c.cfg.GetInterval().AsDuration())
+	if pause := c.cfg.GetMinPause().AsDuration(); pause > 0 {
+		at = later(at, time.Now().Add(pause))
+	}
+	c.next = at
+	c.stopTimer = jm.cfg.Router.after(time.Until(at), func() { jm.post(jm.triggerCheckpoint) })
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// triggerCheckpoint starts a checkpoint when one is due: every RUNNING
+// subtask is asked for its state, one call per TaskExecutor.
+func (jm *JobMaster) triggerCheckpoint() {
+	c := jm.ckpt
+	if !c.enabled() || c.pending != nil || time.Now().Before(c.next) {
+		return
+	}
+	if c.loading || jm.status != jobstatus.Running {
+		jm.scheduleCheckpoint(time.Now())
+		return
+	}
+	byExecutor := map[string][]int32{}
+	for ev := range int32(jm.graph.Subtasks()) {
+		if jm.graph.State(ev) == jobstatus.ExecRunning && jm.tasks[ev].slot != nil {
+			id := jm.tasks[ev].slot.executor
+			byExecutor[id] = append(byExecutor[id], ev)
+		}
+	}
+	if len(byExecutor) == 0 {
+		jm.scheduleCheckpoint(time.Now()) // nothing runs: nothing to keep
+		return
+	}
+	c.lastID++
+	c.counts.Triggered++
+	p := &pendingCheckpoint{id: c.lastID, trigger: time.Now(), attempts: map[int32]int{}, states: map[int32]*jobplanev1.SubtaskState{}, waiting: len(byExecutor)}
+	c.pending = p
+	p.stop = jm.cfg.Router.after(c.timeout, func() {
+		jm.post(func() {
+			if !p.storing { // a store write in flight ends by its own deadline
+				jm.checkpointFailed(p, fmt.Sprintf("checkpoint %d timed out after %v", p.id, c.timeout))
+			}
+		})
+	})
+	token := protoToken(jm.cfg.Token)
+	for id, evs := range byExecutor {
+		e := jm.executors[id]
+		if e == nil {
+			jm.checkpointFailed(p, "TaskExecutor "+id+" is not registered")
+			return
+		}
+		attempts := make([]*jobplanev1.ExecutionAttemptId, len(evs))
+		for i, ev := range evs {
+			attempts[i] = jm.attemptID(ev)
+			p.attempts[ev] = jm.graph.Attempt(ev)
+		}
+		client := e.client
+		jm.goRPC(func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(ctx, c.timeout)
+			defer cancel()
+			resp, err := client.TriggerCheckpoint(ctx, &clusterv1.TriggerCheckpointRequest{
+				JobId: jm.cfg.JobID, JobMasterToken: token, CheckpointId: p.id, Attempts: attempts,
+			})
+			jm.post(func() { jm.acknowledged(p, id, evs, resp, err) })
+		})
+	}
+}
+
+// acknowledged takes one TaskExecutor's answer to a pending checkpoint.
+func (jm *JobMaster) acknowledged(p *pendingCheckpoint, executor string, evs []int32, resp *clusterv1.TriggerCheckpointResponse, err error) {
+	c := jm.ckpt
+	if c == nil || c.pending != p {
+		return // discarded meanwhile
+	}
+	if err != nil {
+		jm.checkpointFailed(p, fmt.Sprintf("checkpoint %d: TaskExecutor %s: %v", p.id, executor, err))
+		return
+	}
+	if len(resp.GetAcks()) != len(evs) {
+		jm.checkpointFailed(p, fmt.Sprintf("checkpoint %d: TaskExecutor %s answered %d of %d attempts", p.id, executor, len(resp.GetAcks()), len(evs)))
+		return
+	}
+	limit := jm.maxInlineState()
+	for i, ack := range resp.GetAcks() {
+		ev := evs[i]
+		if why := ack.GetDeclined(); why != "" {
+			jm.checkpointFailed(p, fmt.Sprintf("checkpoint %d declined by %s: %s", p.id, jm.attemptName(ev), why))
+			return
+		}
+		st := ack.GetState()
+		if n := len(st.GetInline()); n > limit {
+			jm.checkpointFailed(p, fmt.Sprintf("checkpoint %d: %s gave %d bytes of state, over the limit of %d; write larger state elsewhere and give a pointer", p.id, jm.attemptName(ev), n, limit))
+			return
+		}
+		if st.GetState() != nil {
+			v, subtask := jm.vertex(ev)
+			p.states[ev] = &jobplanev1.SubtaskState{VertexId: v.GetId(), SubtaskIndex: int32(subtask), State: st.GetState()}
+		}
+	}
+	if p.waiting--; p.waiting > 0 {
+		return
+	}
+	jm.storeCheckpoint(p)
+}
+
+// storeCheckpoint writes the checkpoint whose every ack is in: the
+// subtasks' states, and for each subtask not asked (not running) the
+// state it had in the latest completed checkpoint, which it still starts
+// from.
+func (jm *JobMaster) storeCheckpoint(p *pendingCheckpoint) {
+	c := jm.ckpt
+	p.storing = true
+	now := time.Now()
+	c.counts.Completed++ // as of this checkpoint, if it completes
+	counts := proto.CloneOf(c.counts)
+	c.counts.Completed--
+	cp := &hastorev1.CompletedCheckpoint{
+		JobId: jm.cfg.JobID, CheckpointId: p.id, TriggerTime: timestamppb.New(p.trigger), AckTime: timestamppb.New(now),
+		Counts: counts, RestoredFrom: c.from,
+	}
+	for ev := range int32(jm.graph.Subtasks()) {
+		st := p.states[ev]
+		if _, asked := p.attempts[ev]; !asked {
+			st = c.states[ev]
+		}
+		if st != nil {
+			cp.States = append(cp.States, st)
+		}
+	}
+	if n := proto.Size(cp); n > DefaultMaxCheckpointBytes {
+		jm.checkpointFailed(p, fmt.Sprintf("checkpoint %d is %d bytes, over the store's limit of %d; give pointers to larger state", p.id, n, DefaultMaxCheckpointBytes))
+		return
+	}
+	fence := hastore.Fence{Election: election.Job(jm.cfg.JobID), Token: jm.cfg.Token}
+	jm.goRPC(func(ctx context.Context) {
+		if !jm.valid() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := c.store.AddCheckpoint(ctx, fence, cp, c.retain)
+		jm.post(func() {
+			if c.pending != p {
+				return
+			}
+			if err != nil {
+				jm.checkpointFailed(p, fmt.Sprintf("storing checkpoint %d failed: %v", p.id, err))
+				if !errors.Is(err, hastore.ErrStaleToken) && !errors.Is(err, hastore.ErrInvalidArgument) && jm.ckpt == c && !c.loading {
+					// The write may have been applied after all (its answer
+					// lost), or the store knows a greater id: read back what
+					// it holds before anything is deployed again.
+					c.loading = true
+					jm.loadCheckpoint()
+				}
+				return
+			}
+			p.stop()
+			c.pending, c.failures = nil, 0
+			c.counts.Completed++
+			jm.takeCheckpoint(cp)
+			jm.log.Debug("checkpoint completed", "checkpoint", p.id, "states", len(cp.GetStates()), "bytes", proto.Size(cp), "took", time.Since(p.trigger))
+			jm.scheduleCheckpoint(p.trigger)
+		})
+	})
+}
+
+// checkpointFailed discards the pending checkpoint p and counts it; past
+// the tolerated failures in a row, the job's running subtasks restart (as
+// the restart strategy says) from the latest completed checkpoint.
+func (jm *JobMaster) checkpointFailed(p *pendingCheckpoint, why string) {
+	c := jm.ckpt
+	if c == nil || c.pending != p {
+		return
+	}
+	if p.storing && jm.rpcCtx.Err() != nil {
+		return // the leadership ended with the write in flight; its outcome is unknown
+	}
+	p.stop()
+	c.pending = nil
+	c.counts.Failed++
+	c.failures++
+	jm.log.Info("checkpoint failed", "checkpoint", p.id, "cause", why, "in_a_row", c.failures)
+	jm.scheduleCheckpoint(p.trigger)
+	if tol := c.cfg.TolerableFailures; tol != nil && c.failures > int(*tol) && jm.status == jobstatus.Running {
+		c.failures = 0
+		jm.jobFailed(fmt.Sprintf("%d checkpoints failed in a row, more than the %d tolerated; the last: %s", int(*tol)+1, *tol, why))
+	}
+}
+
+// abortCheckpointOf discards the pending checkpoint if ev's attempt was
+// asked for its state and has stopped other than FINISHED: its state
+// could be newer than what the subtask restarts from.
+func (jm *JobMaster) abortCheckpointOf(ev int32, to jobplanev1.ExecutionState) {
+	c := jm.ckpt
+	if c == nil || c.pending == nil || c.pending.storing || to == jobstatus.ExecFinished {
+		return
+	}
+	if _, asked := c.pending.attempts[ev]; asked {
+		jm.checkpointFailed(c.pending, fmt.Sprintf("checkpoint %d: %s stopped (%v) before the checkpoint completed", c.pending.id, jm.attemptName(ev), to))
+	}
+}
+
+// stopCheckpoints stops the coordinator's timers when the JobMaster
+// stops.
+func (jm *JobMaster) stopCheckpoints() {
+	if c := jm.ckpt; c != nil {
+		c.stopTimer()
+		if c.pending != nil {
+			c.pending.stop()
+		}
+	}
+}
+
+// jobFailed fails the job as a whole, as a task failure would fail its
+// region: every region restarts, or the job fails, as the restart
+// strategy says.
+func (jm *JobMaster) jobFailed(msg string) {
+	info := &jobplanev1.FailureInfo{Message: msg, Time: timestamppb.Now()}
+	jm.failure = info
+	jm.exceptions = append([]*jobplanev1.FailureInfo{info}, jm.exceptions[:min(len(jm.exceptions), maxExceptions-1)]...)
+	jm.log.Info("job failed", "cause", msg)
+	delay, ok := jm.restart.next(jm.clock.Now())
+	if !ok {
+		jm.setStatus(jobstatus.Failing)
+		jm.stopAll(jobstatus.Failed)
+	} else {
+		telemetry.JobRestarted(context.Background())
+		all := make([]int, jm.graph.Regions())
+		for r := range all {
+			all[r] = r
+		}
+		jm.failover(all, delay)
+	}
+	jm.progress()
+}
+
+// attemptName names ev's current attempt for messages.
+func (jm *JobMaster) attemptName(ev int32) string {
+	v, subtask := jm.vertex(ev)
+	return fmt.Sprintf("subtask %s[%d] attempt %d", v.GetId(), subtask, jm.graph.Attempt(ev))
+}
+
+// maxInlineState is the largest state a subtask may give inline.
+func (jm *JobMaster) maxInlineState() int {
+	if jm.cfg.MaxInlineStateBytes > 0 {
+		return jm.cfg.MaxInlineStateBytes
+	}
+	return DefaultMaxInlineStateBytes
+}
