@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -294,11 +295,232 @@ func (x *CheckpointCounts) GetFailed() int64 {
 	return 0
 }
 
+// CheckpointInfo describes a completed checkpoint or a savepoint, without
+// its states.
+type CheckpointInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The checkpoint's id in the job's sequence.
+	CheckpointId uint64 `protobuf:"varint,1,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	// When it was triggered.
+	TriggerTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=trigger_time,json=triggerTime,proto3" json:"trigger_time,omitempty"`
+	// When the last subtask acknowledged it (its store write followed).
+	AckTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=ack_time,json=ackTime,proto3" json:"ack_time,omitempty"`
+	// The bytes of inline state it keeps, over all subtasks.
+	StateBytes int64 `protobuf:"varint,4,opt,name=state_bytes,json=stateBytes,proto3" json:"state_bytes,omitempty"`
+	// How many subtasks have state in it (inline or a pointer).
+	SubtaskStates int32 `protobuf:"varint,5,opt,name=subtask_states,json=subtaskStates,proto3" json:"subtask_states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointInfo) Reset() {
+	*x = CheckpointInfo{}
+	mi := &file_jobplane_v1_checkpoint_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointInfo) ProtoMessage() {}
+
+func (x *CheckpointInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_checkpoint_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointInfo.ProtoReflect.Descriptor instead.
+func (*CheckpointInfo) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_checkpoint_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CheckpointInfo) GetCheckpointId() uint64 {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return 0
+}
+
+func (x *CheckpointInfo) GetTriggerTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TriggerTime
+	}
+	return nil
+}
+
+func (x *CheckpointInfo) GetAckTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AckTime
+	}
+	return nil
+}
+
+func (x *CheckpointInfo) GetStateBytes() int64 {
+	if x != nil {
+		return x.StateBytes
+	}
+	return 0
+}
+
+func (x *CheckpointInfo) GetSubtaskStates() int32 {
+	if x != nil {
+		return x.SubtaskStates
+	}
+	return 0
+}
+
+// CheckpointStats is a job's checkpoint statistics.
+type CheckpointStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The counts since the job was submitted.
+	Counts *CheckpointCounts `protobuf:"bytes,1,opt,name=counts,proto3" json:"counts,omitempty"`
+	// The id of the checkpoint in flight; 0 if none.
+	InProgressId uint64 `protobuf:"varint,2,opt,name=in_progress_id,json=inProgressId,proto3" json:"in_progress_id,omitempty"`
+	// The latest completed checkpoint; unset if none.
+	Latest *CheckpointInfo `protobuf:"bytes,3,opt,name=latest,proto3" json:"latest,omitempty"`
+	// What the job's subtasks were last restored from: a checkpoint id or a
+	// savepoint id; empty if they started afresh.
+	RestoredFrom  string `protobuf:"bytes,4,opt,name=restored_from,json=restoredFrom,proto3" json:"restored_from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointStats) Reset() {
+	*x = CheckpointStats{}
+	mi := &file_jobplane_v1_checkpoint_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointStats) ProtoMessage() {}
+
+func (x *CheckpointStats) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_checkpoint_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointStats.ProtoReflect.Descriptor instead.
+func (*CheckpointStats) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_checkpoint_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CheckpointStats) GetCounts() *CheckpointCounts {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *CheckpointStats) GetInProgressId() uint64 {
+	if x != nil {
+		return x.InProgressId
+	}
+	return 0
+}
+
+func (x *CheckpointStats) GetLatest() *CheckpointInfo {
+	if x != nil {
+		return x.Latest
+	}
+	return nil
+}
+
+func (x *CheckpointStats) GetRestoredFrom() string {
+	if x != nil {
+		return x.RestoredFrom
+	}
+	return ""
+}
+
+// SavepointInfo describes a savepoint, without its states.
+type SavepointInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The savepoint's id: what JobConfig.restore_from_savepoint names.
+	SavepointId string `protobuf:"bytes,1,opt,name=savepoint_id,json=savepointId,proto3" json:"savepoint_id,omitempty"`
+	// The job it was taken of.
+	JobId string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// When it was triggered, when acknowledged, its size.
+	Checkpoint    *CheckpointInfo `protobuf:"bytes,3,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SavepointInfo) Reset() {
+	*x = SavepointInfo{}
+	mi := &file_jobplane_v1_checkpoint_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SavepointInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SavepointInfo) ProtoMessage() {}
+
+func (x *SavepointInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_checkpoint_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SavepointInfo.ProtoReflect.Descriptor instead.
+func (*SavepointInfo) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_checkpoint_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SavepointInfo) GetSavepointId() string {
+	if x != nil {
+		return x.SavepointId
+	}
+	return ""
+}
+
+func (x *SavepointInfo) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *SavepointInfo) GetCheckpoint() *CheckpointInfo {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
 var File_jobplane_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	"\x1cjobplane/v1/checkpoint.proto\x12\vjobplane.v1\x1a\x1egoogle/protobuf/duration.proto\"\x9d\x02\n" +
+	"\x1cjobplane/v1/checkpoint.proto\x12\vjobplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9d\x02\n" +
 	"\x10CheckpointConfig\x125\n" +
 	"\binterval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\binterval\x123\n" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x126\n" +
@@ -315,7 +537,25 @@ const file_jobplane_v1_checkpoint_proto_rawDesc = "" +
 	"\x10CheckpointCounts\x12\x1c\n" +
 	"\ttriggered\x18\x01 \x01(\x03R\ttriggered\x12\x1c\n" +
 	"\tcompleted\x18\x02 \x01(\x03R\tcompleted\x12\x16\n" +
-	"\x06failed\x18\x03 \x01(\x03R\x06failedB\xa8\x01\n" +
+	"\x06failed\x18\x03 \x01(\x03R\x06failed\"\xf3\x01\n" +
+	"\x0eCheckpointInfo\x12#\n" +
+	"\rcheckpoint_id\x18\x01 \x01(\x04R\fcheckpointId\x12=\n" +
+	"\ftrigger_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vtriggerTime\x125\n" +
+	"\back_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\aackTime\x12\x1f\n" +
+	"\vstate_bytes\x18\x04 \x01(\x03R\n" +
+	"stateBytes\x12%\n" +
+	"\x0esubtask_states\x18\x05 \x01(\x05R\rsubtaskStates\"\xc8\x01\n" +
+	"\x0fCheckpointStats\x125\n" +
+	"\x06counts\x18\x01 \x01(\v2\x1d.jobplane.v1.CheckpointCountsR\x06counts\x12$\n" +
+	"\x0ein_progress_id\x18\x02 \x01(\x04R\finProgressId\x123\n" +
+	"\x06latest\x18\x03 \x01(\v2\x1b.jobplane.v1.CheckpointInfoR\x06latest\x12#\n" +
+	"\rrestored_from\x18\x04 \x01(\tR\frestoredFrom\"\x86\x01\n" +
+	"\rSavepointInfo\x12!\n" +
+	"\fsavepoint_id\x18\x01 \x01(\tR\vsavepointId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12;\n" +
+	"\n" +
+	"checkpoint\x18\x03 \x01(\v2\x1b.jobplane.v1.CheckpointInfoR\n" +
+	"checkpointB\xa8\x01\n" +
 	"\x0fcom.jobplane.v1B\x0fCheckpointProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
 
 var (
@@ -330,22 +570,31 @@ func file_jobplane_v1_checkpoint_proto_rawDescGZIP() []byte {
 	return file_jobplane_v1_checkpoint_proto_rawDescData
 }
 
-var file_jobplane_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_jobplane_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_jobplane_v1_checkpoint_proto_goTypes = []any{
-	(*CheckpointConfig)(nil),    // 0: jobplane.v1.CheckpointConfig
-	(*SubtaskState)(nil),        // 1: jobplane.v1.SubtaskState
-	(*CheckpointCounts)(nil),    // 2: jobplane.v1.CheckpointCounts
-	(*durationpb.Duration)(nil), // 3: google.protobuf.Duration
+	(*CheckpointConfig)(nil),      // 0: jobplane.v1.CheckpointConfig
+	(*SubtaskState)(nil),          // 1: jobplane.v1.SubtaskState
+	(*CheckpointCounts)(nil),      // 2: jobplane.v1.CheckpointCounts
+	(*CheckpointInfo)(nil),        // 3: jobplane.v1.CheckpointInfo
+	(*CheckpointStats)(nil),       // 4: jobplane.v1.CheckpointStats
+	(*SavepointInfo)(nil),         // 5: jobplane.v1.SavepointInfo
+	(*durationpb.Duration)(nil),   // 6: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 }
 var file_jobplane_v1_checkpoint_proto_depIdxs = []int32{
-	3, // 0: jobplane.v1.CheckpointConfig.interval:type_name -> google.protobuf.Duration
-	3, // 1: jobplane.v1.CheckpointConfig.timeout:type_name -> google.protobuf.Duration
-	3, // 2: jobplane.v1.CheckpointConfig.min_pause:type_name -> google.protobuf.Duration
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	6, // 0: jobplane.v1.CheckpointConfig.interval:type_name -> google.protobuf.Duration
+	6, // 1: jobplane.v1.CheckpointConfig.timeout:type_name -> google.protobuf.Duration
+	6, // 2: jobplane.v1.CheckpointConfig.min_pause:type_name -> google.protobuf.Duration
+	7, // 3: jobplane.v1.CheckpointInfo.trigger_time:type_name -> google.protobuf.Timestamp
+	7, // 4: jobplane.v1.CheckpointInfo.ack_time:type_name -> google.protobuf.Timestamp
+	2, // 5: jobplane.v1.CheckpointStats.counts:type_name -> jobplane.v1.CheckpointCounts
+	3, // 6: jobplane.v1.CheckpointStats.latest:type_name -> jobplane.v1.CheckpointInfo
+	3, // 7: jobplane.v1.SavepointInfo.checkpoint:type_name -> jobplane.v1.CheckpointInfo
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_checkpoint_proto_init() }
@@ -364,7 +613,7 @@ func file_jobplane_v1_checkpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_checkpoint_proto_rawDesc), len(file_jobplane_v1_checkpoint_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -22,6 +22,416 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ListCheckpointsRequest is the request of DispatcherService.ListCheckpoints.
+type ListCheckpointsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id. Required.
+	JobId         string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCheckpointsRequest) Reset() {
+	*x = ListCheckpointsRequest{}
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCheckpointsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCheckpointsRequest) ProtoMessage() {}
+
+func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCheckpointsRequest.ProtoReflect.Descriptor instead.
+func (*ListCheckpointsRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ListCheckpointsRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+// ListCheckpointsResponse is the response of
+// DispatcherService.ListCheckpoints.
+type ListCheckpointsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The checkpoints the store keeps, in id order.
+	Checkpoints []*CheckpointInfo `protobuf:"bytes,1,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	// The job's checkpoint statistics (as in JobDetails.checkpoints).
+	Stats         *CheckpointStats `protobuf:"bytes,2,opt,name=stats,proto3" json:"stats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCheckpointsResponse) Reset() {
+	*x = ListCheckpointsResponse{}
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCheckpointsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCheckpointsResponse) ProtoMessage() {}
+
+func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCheckpointsResponse.ProtoReflect.Descriptor instead.
+func (*ListCheckpointsResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListCheckpointsResponse) GetCheckpoints() []*CheckpointInfo {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return nil
+}
+
+func (x *ListCheckpointsResponse) GetStats() *CheckpointStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
+// TriggerSavepointRequest is the request of
+// DispatcherService.TriggerSavepoint.
+type TriggerSavepointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id. Required.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Cancel the job once the savepoint is durable.
+	Stop          bool `protobuf:"varint,2,opt,name=stop,proto3" json:"stop,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TriggerSavepointRequest) Reset() {
+	*x = TriggerSavepointRequest{}
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerSavepointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerSavepointRequest) ProtoMessage() {}
+
+func (x *TriggerSavepointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerSavepointRequest.ProtoReflect.Descriptor instead.
+func (*TriggerSavepointRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *TriggerSavepointRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *TriggerSavepointRequest) GetStop() bool {
+	if x != nil {
+		return x.Stop
+	}
+	return false
+}
+
+// TriggerSavepointResponse is the response of
+// DispatcherService.TriggerSavepoint.
+type TriggerSavepointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The savepoint, durable.
+	Savepoint     *SavepointInfo `protobuf:"bytes,1,opt,name=savepoint,proto3" json:"savepoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TriggerSavepointResponse) Reset() {
+	*x = TriggerSavepointResponse{}
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerSavepointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerSavepointResponse) ProtoMessage() {}
+
+func (x *TriggerSavepointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerSavepointResponse.ProtoReflect.Descriptor instead.
+func (*TriggerSavepointResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TriggerSavepointResponse) GetSavepoint() *SavepointInfo {
+	if x != nil {
+		return x.Savepoint
+	}
+	return nil
+}
+
+// ListSavepointsRequest is the request of DispatcherService.ListSavepoints.
+type ListSavepointsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this job's savepoints; empty for all.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The largest number to return. Zero, or more than 100, means 100.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The previous answer's `next_page_token`; empty for the first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSavepointsRequest) Reset() {
+	*x = ListSavepointsRequest{}
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSavepointsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSavepointsRequest) ProtoMessage() {}
+
+func (x *ListSavepointsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSavepointsRequest.ProtoReflect.Descriptor instead.
+func (*ListSavepointsRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListSavepointsRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ListSavepointsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListSavepointsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListSavepointsResponse is the response of
+// DispatcherService.ListSavepoints.
+type ListSavepointsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The savepoints, in id order.
+	Savepoints []*SavepointInfo `protobuf:"bytes,1,rep,name=savepoints,proto3" json:"savepoints,omitempty"`
+	// Passed as `page_token` for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSavepointsResponse) Reset() {
+	*x = ListSavepointsResponse{}
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSavepointsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSavepointsResponse) ProtoMessage() {}
+
+func (x *ListSavepointsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSavepointsResponse.ProtoReflect.Descriptor instead.
+func (*ListSavepointsResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListSavepointsResponse) GetSavepoints() []*SavepointInfo {
+	if x != nil {
+		return x.Savepoints
+	}
+	return nil
+}
+
+func (x *ListSavepointsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// DeleteSavepointRequest is the request of
+// DispatcherService.DeleteSavepoint.
+type DeleteSavepointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The savepoint's id. Required.
+	SavepointId   string `protobuf:"bytes,1,opt,name=savepoint_id,json=savepointId,proto3" json:"savepoint_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSavepointRequest) Reset() {
+	*x = DeleteSavepointRequest{}
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSavepointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSavepointRequest) ProtoMessage() {}
+
+func (x *DeleteSavepointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSavepointRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSavepointRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DeleteSavepointRequest) GetSavepointId() string {
+	if x != nil {
+		return x.SavepointId
+	}
+	return ""
+}
+
+// DeleteSavepointResponse is the response of
+// DispatcherService.DeleteSavepoint.
+type DeleteSavepointResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSavepointResponse) Reset() {
+	*x = DeleteSavepointResponse{}
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSavepointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSavepointResponse) ProtoMessage() {}
+
+func (x *DeleteSavepointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSavepointResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSavepointResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{7}
+}
+
 // SubmitJobRequest is the request of DispatcherService.SubmitJob.
 type SubmitJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -37,7 +447,7 @@ type SubmitJobRequest struct {
 
 func (x *SubmitJobRequest) Reset() {
 	*x = SubmitJobRequest{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[0]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -49,7 +459,7 @@ func (x *SubmitJobRequest) String() string {
 func (*SubmitJobRequest) ProtoMessage() {}
 
 func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[0]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -62,7 +472,7 @@ func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobRequest.ProtoReflect.Descriptor instead.
 func (*SubmitJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{0}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SubmitJobRequest) GetJobId() string {
@@ -95,7 +505,7 @@ type SubmitJobResponse struct {
 
 func (x *SubmitJobResponse) Reset() {
 	*x = SubmitJobResponse{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[1]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -107,7 +517,7 @@ func (x *SubmitJobResponse) String() string {
 func (*SubmitJobResponse) ProtoMessage() {}
 
 func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[1]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -120,7 +530,7 @@ func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobResponse.ProtoReflect.Descriptor instead.
 func (*SubmitJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{1}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SubmitJobResponse) GetJobId() string {
@@ -169,7 +579,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[2]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -181,7 +591,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[2]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -194,7 +604,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{2}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -239,7 +649,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[3]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -251,7 +661,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[3]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -264,7 +674,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{3}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetJobResponse) GetJob() *JobDetails {
@@ -303,7 +713,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[4]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -315,7 +725,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[4]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -328,7 +738,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{4}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListJobsRequest) GetPageSize() int32 {
@@ -365,7 +775,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[5]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +787,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[5]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +800,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{5}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobSummary {
@@ -418,7 +828,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[6]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -430,7 +840,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[6]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -443,7 +853,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{6}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelJobRequest) GetJobId() string {
@@ -464,7 +874,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[7]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -476,7 +886,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[7]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -489,7 +899,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{7}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelJobResponse) GetStatus() JobStatus {
@@ -513,7 +923,7 @@ type GetJobResultRequest struct {
 
 func (x *GetJobResultRequest) Reset() {
 	*x = GetJobResultRequest{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[8]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -525,7 +935,7 @@ func (x *GetJobResultRequest) String() string {
 func (*GetJobResultRequest) ProtoMessage() {}
 
 func (x *GetJobResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[8]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -538,7 +948,7 @@ func (x *GetJobResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResultRequest.ProtoReflect.Descriptor instead.
 func (*GetJobResultRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{8}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetJobResultRequest) GetJobId() string {
@@ -566,7 +976,7 @@ type GetJobResultResponse struct {
 
 func (x *GetJobResultResponse) Reset() {
 	*x = GetJobResultResponse{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[9]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +988,7 @@ func (x *GetJobResultResponse) String() string {
 func (*GetJobResultResponse) ProtoMessage() {}
 
 func (x *GetJobResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[9]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +1001,7 @@ func (x *GetJobResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResultResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResultResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{9}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetJobResultResponse) GetResult() *JobResult {
@@ -615,7 +1025,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[10]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +1037,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[10]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +1050,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{10}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -680,7 +1090,7 @@ type WatchJobResponse struct {
 
 func (x *WatchJobResponse) Reset() {
 	*x = WatchJobResponse{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[11]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +1102,7 @@ func (x *WatchJobResponse) String() string {
 func (*WatchJobResponse) ProtoMessage() {}
 
 func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[11]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +1115,7 @@ func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{11}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchJobResponse) GetEvent() isWatchJobResponse_Event {
@@ -777,7 +1187,7 @@ type ReportClientHeartbeatRequest struct {
 
 func (x *ReportClientHeartbeatRequest) Reset() {
 	*x = ReportClientHeartbeatRequest{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[12]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +1199,7 @@ func (x *ReportClientHeartbeatRequest) String() string {
 func (*ReportClientHeartbeatRequest) ProtoMessage() {}
 
 func (x *ReportClientHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[12]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +1212,7 @@ func (x *ReportClientHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportClientHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*ReportClientHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{12}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReportClientHeartbeatRequest) GetJobId() string {
@@ -826,7 +1236,7 @@ type ReportClientHeartbeatResponse struct {
 
 func (x *ReportClientHeartbeatResponse) Reset() {
 	*x = ReportClientHeartbeatResponse{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[13]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +1248,7 @@ func (x *ReportClientHeartbeatResponse) String() string {
 func (*ReportClientHeartbeatResponse) ProtoMessage() {}
 
 func (x *ReportClientHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[13]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +1261,7 @@ func (x *ReportClientHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportClientHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*ReportClientHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{13}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReportClientHeartbeatResponse) GetTimeout() *durationpb.Duration {
@@ -879,7 +1289,7 @@ type ListTaskExecutorsRequest struct {
 
 func (x *ListTaskExecutorsRequest) Reset() {
 	*x = ListTaskExecutorsRequest{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[14]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1301,7 @@ func (x *ListTaskExecutorsRequest) String() string {
 func (*ListTaskExecutorsRequest) ProtoMessage() {}
 
 func (x *ListTaskExecutorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[14]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1314,7 @@ func (x *ListTaskExecutorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTaskExecutorsRequest.ProtoReflect.Descriptor instead.
 func (*ListTaskExecutorsRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{14}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListTaskExecutorsRequest) GetPageSize() int32 {
@@ -935,7 +1345,7 @@ type ListTaskExecutorsResponse struct {
 
 func (x *ListTaskExecutorsResponse) Reset() {
 	*x = ListTaskExecutorsResponse{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[15]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1357,7 @@ func (x *ListTaskExecutorsResponse) String() string {
 func (*ListTaskExecutorsResponse) ProtoMessage() {}
 
 func (x *ListTaskExecutorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[15]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1370,7 @@ func (x *ListTaskExecutorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTaskExecutorsResponse.ProtoReflect.Descriptor instead.
 func (*ListTaskExecutorsResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{15}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListTaskExecutorsResponse) GetTaskExecutors() []*TaskExecutorInfo {
@@ -1001,7 +1411,7 @@ type TaskExecutorInfo struct {
 
 func (x *TaskExecutorInfo) Reset() {
 	*x = TaskExecutorInfo{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[16]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1423,7 @@ func (x *TaskExecutorInfo) String() string {
 func (*TaskExecutorInfo) ProtoMessage() {}
 
 func (x *TaskExecutorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[16]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1436,7 @@ func (x *TaskExecutorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskExecutorInfo.ProtoReflect.Descriptor instead.
 func (*TaskExecutorInfo) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{16}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TaskExecutorInfo) GetTaskExecutorId() string {
@@ -1091,7 +1501,7 @@ type AllocatedSlot struct {
 
 func (x *AllocatedSlot) Reset() {
 	*x = AllocatedSlot{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[17]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1513,7 @@ func (x *AllocatedSlot) String() string {
 func (*AllocatedSlot) ProtoMessage() {}
 
 func (x *AllocatedSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[17]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1526,7 @@ func (x *AllocatedSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocatedSlot.ProtoReflect.Descriptor instead.
 func (*AllocatedSlot) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{17}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AllocatedSlot) GetSlotIndex() int32 {
@@ -1143,7 +1553,7 @@ type GetClusterOverviewRequest struct {
 
 func (x *GetClusterOverviewRequest) Reset() {
 	*x = GetClusterOverviewRequest{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[18]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1565,7 @@ func (x *GetClusterOverviewRequest) String() string {
 func (*GetClusterOverviewRequest) ProtoMessage() {}
 
 func (x *GetClusterOverviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[18]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1578,7 @@ func (x *GetClusterOverviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterOverviewRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterOverviewRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{18}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{26}
 }
 
 // GetClusterOverviewResponse is the response of
@@ -1199,7 +1609,7 @@ type GetClusterOverviewResponse struct {
 
 func (x *GetClusterOverviewResponse) Reset() {
 	*x = GetClusterOverviewResponse{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[19]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1621,7 @@ func (x *GetClusterOverviewResponse) String() string {
 func (*GetClusterOverviewResponse) ProtoMessage() {}
 
 func (x *GetClusterOverviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[19]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1634,7 @@ func (x *GetClusterOverviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterOverviewResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterOverviewResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{19}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetClusterOverviewResponse) GetLeader() *LeaderInfo {
@@ -1317,7 +1727,7 @@ type ServerLimits struct {
 
 func (x *ServerLimits) Reset() {
 	*x = ServerLimits{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[20]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1739,7 @@ func (x *ServerLimits) String() string {
 func (*ServerLimits) ProtoMessage() {}
 
 func (x *ServerLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[20]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1752,7 @@ func (x *ServerLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerLimits.ProtoReflect.Descriptor instead.
 func (*ServerLimits) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{20}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ServerLimits) GetMaxRequestBytes() int64 {
@@ -1422,7 +1832,7 @@ type GetTaskOutputRequest struct {
 
 func (x *GetTaskOutputRequest) Reset() {
 	*x = GetTaskOutputRequest{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[21]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1844,7 @@ func (x *GetTaskOutputRequest) String() string {
 func (*GetTaskOutputRequest) ProtoMessage() {}
 
 func (x *GetTaskOutputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[21]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1857,7 @@ func (x *GetTaskOutputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskOutputRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskOutputRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{21}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetTaskOutputRequest) GetJobId() string {
@@ -1526,7 +1936,7 @@ type GetTaskOutputResponse struct {
 
 func (x *GetTaskOutputResponse) Reset() {
 	*x = GetTaskOutputResponse{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[22]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1538,7 +1948,7 @@ func (x *GetTaskOutputResponse) String() string {
 func (*GetTaskOutputResponse) ProtoMessage() {}
 
 func (x *GetTaskOutputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[22]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1551,7 +1961,7 @@ func (x *GetTaskOutputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskOutputResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskOutputResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{22}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetTaskOutputResponse) GetData() []byte {
@@ -1614,7 +2024,30 @@ var File_jobplane_v1_dispatcher_service_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\n" +
-	"$jobplane/v1/dispatcher_service.proto\x12\vjobplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x15jobplane/v1/job.proto\x1a\x1bjobplane/v1/job_graph.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x18jobplane/v1/stream.proto\"]\n" +
+	"$jobplane/v1/dispatcher_service.proto\x12\vjobplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cjobplane/v1/checkpoint.proto\x1a\x15jobplane/v1/job.proto\x1a\x1bjobplane/v1/job_graph.proto\x1a\x1cjobplane/v1/leadership.proto\x1a\x18jobplane/v1/stream.proto\"/\n" +
+	"\x16ListCheckpointsRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\x8c\x01\n" +
+	"\x17ListCheckpointsResponse\x12=\n" +
+	"\vcheckpoints\x18\x01 \x03(\v2\x1b.jobplane.v1.CheckpointInfoR\vcheckpoints\x122\n" +
+	"\x05stats\x18\x02 \x01(\v2\x1c.jobplane.v1.CheckpointStatsR\x05stats\"D\n" +
+	"\x17TriggerSavepointRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
+	"\x04stop\x18\x02 \x01(\bR\x04stop\"T\n" +
+	"\x18TriggerSavepointResponse\x128\n" +
+	"\tsavepoint\x18\x01 \x01(\v2\x1a.jobplane.v1.SavepointInfoR\tsavepoint\"j\n" +
+	"\x15ListSavepointsRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"|\n" +
+	"\x16ListSavepointsResponse\x12:\n" +
+	"\n" +
+	"savepoints\x18\x01 \x03(\v2\x1a.jobplane.v1.SavepointInfoR\n" +
+	"savepoints\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\";\n" +
+	"\x16DeleteSavepointRequest\x12!\n" +
+	"\fsavepoint_id\x18\x01 \x01(\tR\vsavepointId\"\x19\n" +
+	"\x17DeleteSavepointResponse\"]\n" +
 	"\x10SubmitJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x122\n" +
 	"\tjob_graph\x18\x02 \x01(\v2\x15.jobplane.v1.JobGraphR\bjobGraph\"t\n" +
@@ -1721,7 +2154,8 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"end_offset\x18\x05 \x01(\x03R\tendOffset\x12\x14\n" +
 	"\x05ended\x18\x06 \x01(\bR\x05ended\x12%\n" +
 	"\x0eattempt_number\x18\a \x01(\x05R\rattemptNumber\x12(\n" +
-	"\x10task_executor_id\x18\b \x01(\tR\x0etaskExecutorId2\x9c\a\n" +
+	"\x10task_executor_id\x18\b \x01(\tR\x0etaskExecutorId2\xa3\n" +
+	"\n" +
 	"\x11DispatcherService\x12O\n" +
 	"\tSubmitJob\x12\x1d.jobplane.v1.SubmitJobRequest\x1a\x1e.jobplane.v1.SubmitJobResponse\"\x03\x90\x02\x02\x12F\n" +
 	"\x06GetJob\x12\x1a.jobplane.v1.GetJobRequest\x1a\x1b.jobplane.v1.GetJobResponse\"\x03\x90\x02\x01\x12L\n" +
@@ -1732,7 +2166,11 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\x15ReportClientHeartbeat\x12).jobplane.v1.ReportClientHeartbeatRequest\x1a*.jobplane.v1.ReportClientHeartbeatResponse\"\x03\x90\x02\x02\x12g\n" +
 	"\x11ListTaskExecutors\x12%.jobplane.v1.ListTaskExecutorsRequest\x1a&.jobplane.v1.ListTaskExecutorsResponse\"\x03\x90\x02\x01\x12[\n" +
 	"\rGetTaskOutput\x12!.jobplane.v1.GetTaskOutputRequest\x1a\".jobplane.v1.GetTaskOutputResponse\"\x03\x90\x02\x01\x12j\n" +
-	"\x12GetClusterOverview\x12&.jobplane.v1.GetClusterOverviewRequest\x1a'.jobplane.v1.GetClusterOverviewResponse\"\x03\x90\x02\x01B\xaf\x01\n" +
+	"\x12GetClusterOverview\x12&.jobplane.v1.GetClusterOverviewRequest\x1a'.jobplane.v1.GetClusterOverviewResponse\"\x03\x90\x02\x01\x12a\n" +
+	"\x0fListCheckpoints\x12#.jobplane.v1.ListCheckpointsRequest\x1a$.jobplane.v1.ListCheckpointsResponse\"\x03\x90\x02\x01\x12_\n" +
+	"\x10TriggerSavepoint\x12$.jobplane.v1.TriggerSavepointRequest\x1a%.jobplane.v1.TriggerSavepointResponse\x12^\n" +
+	"\x0eListSavepoints\x12\".jobplane.v1.ListSavepointsRequest\x1a#.jobplane.v1.ListSavepointsResponse\"\x03\x90\x02\x01\x12a\n" +
+	"\x0fDeleteSavepoint\x12#.jobplane.v1.DeleteSavepointRequest\x1a$.jobplane.v1.DeleteSavepointResponse\"\x03\x90\x02\x02B\xaf\x01\n" +
 	"\x0fcom.jobplane.v1B\x16DispatcherServiceProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
 
 var (
@@ -1747,83 +2185,106 @@ func file_jobplane_v1_dispatcher_service_proto_rawDescGZIP() []byte {
 	return file_jobplane_v1_dispatcher_service_proto_rawDescData
 }
 
-var file_jobplane_v1_dispatcher_service_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_jobplane_v1_dispatcher_service_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_jobplane_v1_dispatcher_service_proto_goTypes = []any{
-	(*SubmitJobRequest)(nil),              // 0: jobplane.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),             // 1: jobplane.v1.SubmitJobResponse
-	(*GetJobRequest)(nil),                 // 2: jobplane.v1.GetJobRequest
-	(*GetJobResponse)(nil),                // 3: jobplane.v1.GetJobResponse
-	(*ListJobsRequest)(nil),               // 4: jobplane.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),              // 5: jobplane.v1.ListJobsResponse
-	(*CancelJobRequest)(nil),              // 6: jobplane.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),             // 7: jobplane.v1.CancelJobResponse
-	(*GetJobResultRequest)(nil),           // 8: jobplane.v1.GetJobResultRequest
-	(*GetJobResultResponse)(nil),          // 9: jobplane.v1.GetJobResultResponse
-	(*WatchJobRequest)(nil),               // 10: jobplane.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),              // 11: jobplane.v1.WatchJobResponse
-	(*ReportClientHeartbeatRequest)(nil),  // 12: jobplane.v1.ReportClientHeartbeatRequest
-	(*ReportClientHeartbeatResponse)(nil), // 13: jobplane.v1.ReportClientHeartbeatResponse
-	(*ListTaskExecutorsRequest)(nil),      // 14: jobplane.v1.ListTaskExecutorsRequest
-	(*ListTaskExecutorsResponse)(nil),     // 15: jobplane.v1.ListTaskExecutorsResponse
-	(*TaskExecutorInfo)(nil),              // 16: jobplane.v1.TaskExecutorInfo
-	(*AllocatedSlot)(nil),                 // 17: jobplane.v1.AllocatedSlot
-	(*GetClusterOverviewRequest)(nil),     // 18: jobplane.v1.GetClusterOverviewRequest
-	(*GetClusterOverviewResponse)(nil),    // 19: jobplane.v1.GetClusterOverviewResponse
-	(*ServerLimits)(nil),                  // 20: jobplane.v1.ServerLimits
-	(*GetTaskOutputRequest)(nil),          // 21: jobplane.v1.GetTaskOutputRequest
-	(*GetTaskOutputResponse)(nil),         // 22: jobplane.v1.GetTaskOutputResponse
-	(*JobGraph)(nil),                      // 23: jobplane.v1.JobGraph
-	(JobStatus)(0),                        // 24: jobplane.v1.JobStatus
-	(JobView)(0),                          // 25: jobplane.v1.JobView
-	(*JobDetails)(nil),                    // 26: jobplane.v1.JobDetails
-	(*JobSummary)(nil),                    // 27: jobplane.v1.JobSummary
-	(*JobResult)(nil),                     // 28: jobplane.v1.JobResult
-	(*Heartbeat)(nil),                     // 29: jobplane.v1.Heartbeat
-	(*durationpb.Duration)(nil),           // 30: google.protobuf.Duration
-	(*LeaderInfo)(nil),                    // 31: jobplane.v1.LeaderInfo
+	(*ListCheckpointsRequest)(nil),        // 0: jobplane.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),       // 1: jobplane.v1.ListCheckpointsResponse
+	(*TriggerSavepointRequest)(nil),       // 2: jobplane.v1.TriggerSavepointRequest
+	(*TriggerSavepointResponse)(nil),      // 3: jobplane.v1.TriggerSavepointResponse
+	(*ListSavepointsRequest)(nil),         // 4: jobplane.v1.ListSavepointsRequest
+	(*ListSavepointsResponse)(nil),        // 5: jobplane.v1.ListSavepointsResponse
+	(*DeleteSavepointRequest)(nil),        // 6: jobplane.v1.DeleteSavepointRequest
+	(*DeleteSavepointResponse)(nil),       // 7: jobplane.v1.DeleteSavepointResponse
+	(*SubmitJobRequest)(nil),              // 8: jobplane.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),             // 9: jobplane.v1.SubmitJobResponse
+	(*GetJobRequest)(nil),                 // 10: jobplane.v1.GetJobRequest
+	(*GetJobResponse)(nil),                // 11: jobplane.v1.GetJobResponse
+	(*ListJobsRequest)(nil),               // 12: jobplane.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),              // 13: jobplane.v1.ListJobsResponse
+	(*CancelJobRequest)(nil),              // 14: jobplane.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),             // 15: jobplane.v1.CancelJobResponse
+	(*GetJobResultRequest)(nil),           // 16: jobplane.v1.GetJobResultRequest
+	(*GetJobResultResponse)(nil),          // 17: jobplane.v1.GetJobResultResponse
+	(*WatchJobRequest)(nil),               // 18: jobplane.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),              // 19: jobplane.v1.WatchJobResponse
+	(*ReportClientHeartbeatRequest)(nil),  // 20: jobplane.v1.ReportClientHeartbeatRequest
+	(*ReportClientHeartbeatResponse)(nil), // 21: jobplane.v1.ReportClientHeartbeatResponse
+	(*ListTaskExecutorsRequest)(nil),      // 22: jobplane.v1.ListTaskExecutorsRequest
+	(*ListTaskExecutorsResponse)(nil),     // 23: jobplane.v1.ListTaskExecutorsResponse
+	(*TaskExecutorInfo)(nil),              // 24: jobplane.v1.TaskExecutorInfo
+	(*AllocatedSlot)(nil),                 // 25: jobplane.v1.AllocatedSlot
+	(*GetClusterOverviewRequest)(nil),     // 26: jobplane.v1.GetClusterOverviewRequest
+	(*GetClusterOverviewResponse)(nil),    // 27: jobplane.v1.GetClusterOverviewResponse
+	(*ServerLimits)(nil),                  // 28: jobplane.v1.ServerLimits
+	(*GetTaskOutputRequest)(nil),          // 29: jobplane.v1.GetTaskOutputRequest
+	(*GetTaskOutputResponse)(nil),         // 30: jobplane.v1.GetTaskOutputResponse
+	(*CheckpointInfo)(nil),                // 31: jobplane.v1.CheckpointInfo
+	(*CheckpointStats)(nil),               // 32: jobplane.v1.CheckpointStats
+	(*SavepointInfo)(nil),                 // 33: jobplane.v1.SavepointInfo
+	(*JobGraph)(nil),                      // 34: jobplane.v1.JobGraph
+	(JobStatus)(0),                        // 35: jobplane.v1.JobStatus
+	(JobView)(0),                          // 36: jobplane.v1.JobView
+	(*JobDetails)(nil),                    // 37: jobplane.v1.JobDetails
+	(*JobSummary)(nil),                    // 38: jobplane.v1.JobSummary
+	(*JobResult)(nil),                     // 39: jobplane.v1.JobResult
+	(*Heartbeat)(nil),                     // 40: jobplane.v1.Heartbeat
+	(*durationpb.Duration)(nil),           // 41: google.protobuf.Duration
+	(*LeaderInfo)(nil),                    // 42: jobplane.v1.LeaderInfo
 }
 var file_jobplane_v1_dispatcher_service_proto_depIdxs = []int32{
-	23, // 0: jobplane.v1.SubmitJobRequest.job_graph:type_name -> jobplane.v1.JobGraph
-	24, // 1: jobplane.v1.SubmitJobResponse.status:type_name -> jobplane.v1.JobStatus
-	25, // 2: jobplane.v1.GetJobRequest.view:type_name -> jobplane.v1.JobView
-	26, // 3: jobplane.v1.GetJobResponse.job:type_name -> jobplane.v1.JobDetails
-	24, // 4: jobplane.v1.ListJobsRequest.statuses:type_name -> jobplane.v1.JobStatus
-	27, // 5: jobplane.v1.ListJobsResponse.jobs:type_name -> jobplane.v1.JobSummary
-	24, // 6: jobplane.v1.CancelJobResponse.status:type_name -> jobplane.v1.JobStatus
-	28, // 7: jobplane.v1.GetJobResultResponse.result:type_name -> jobplane.v1.JobResult
-	27, // 8: jobplane.v1.WatchJobResponse.job:type_name -> jobplane.v1.JobSummary
-	29, // 9: jobplane.v1.WatchJobResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
-	30, // 10: jobplane.v1.ReportClientHeartbeatResponse.timeout:type_name -> google.protobuf.Duration
-	16, // 11: jobplane.v1.ListTaskExecutorsResponse.task_executors:type_name -> jobplane.v1.TaskExecutorInfo
-	17, // 12: jobplane.v1.TaskExecutorInfo.allocated_slots:type_name -> jobplane.v1.AllocatedSlot
-	30, // 13: jobplane.v1.TaskExecutorInfo.silence:type_name -> google.protobuf.Duration
-	31, // 14: jobplane.v1.GetClusterOverviewResponse.leader:type_name -> jobplane.v1.LeaderInfo
-	20, // 15: jobplane.v1.GetClusterOverviewResponse.limits:type_name -> jobplane.v1.ServerLimits
-	0,  // 16: jobplane.v1.DispatcherService.SubmitJob:input_type -> jobplane.v1.SubmitJobRequest
-	2,  // 17: jobplane.v1.DispatcherService.GetJob:input_type -> jobplane.v1.GetJobRequest
-	4,  // 18: jobplane.v1.DispatcherService.ListJobs:input_type -> jobplane.v1.ListJobsRequest
-	6,  // 19: jobplane.v1.DispatcherService.CancelJob:input_type -> jobplane.v1.CancelJobRequest
-	8,  // 20: jobplane.v1.DispatcherService.GetJobResult:input_type -> jobplane.v1.GetJobResultRequest
-	10, // 21: jobplane.v1.DispatcherService.WatchJob:input_type -> jobplane.v1.WatchJobRequest
-	12, // 22: jobplane.v1.DispatcherService.ReportClientHeartbeat:input_type -> jobplane.v1.ReportClientHeartbeatRequest
-	14, // 23: jobplane.v1.DispatcherService.ListTaskExecutors:input_type -> jobplane.v1.ListTaskExecutorsRequest
-	21, // 24: jobplane.v1.DispatcherService.GetTaskOutput:input_type -> jobplane.v1.GetTaskOutputRequest
-	18, // 25: jobplane.v1.DispatcherService.GetClusterOverview:input_type -> jobplane.v1.GetClusterOverviewRequest
-	1,  // 26: jobplane.v1.DispatcherService.SubmitJob:output_type -> jobplane.v1.SubmitJobResponse
-	3,  // 27: jobplane.v1.DispatcherService.GetJob:output_type -> jobplane.v1.GetJobResponse
-	5,  // 28: jobplane.v1.DispatcherService.ListJobs:output_type -> jobplane.v1.ListJobsResponse
-	7,  // 29: jobplane.v1.DispatcherService.CancelJob:output_type -> jobplane.v1.CancelJobResponse
-	9,  // 30: jobplane.v1.DispatcherService.GetJobResult:output_type -> jobplane.v1.GetJobResultResponse
-	11, // 31: jobplane.v1.DispatcherService.WatchJob:output_type -> jobplane.v1.WatchJobResponse
-	13, // 32: jobplane.v1.DispatcherService.ReportClientHeartbeat:output_type -> jobplane.v1.ReportClientHeartbeatResponse
-	15, // 33: jobplane.v1.DispatcherService.ListTaskExecutors:output_type -> jobplane.v1.ListTaskExecutorsResponse
-	22, // 34: jobplane.v1.DispatcherService.GetTaskOutput:output_type -> jobplane.v1.GetTaskOutputResponse
-	19, // 35: jobplane.v1.DispatcherService.GetClusterOverview:output_type -> jobplane.v1.GetClusterOverviewResponse
-	26, // [26:36] is the sub-list for method output_type
-	16, // [16:26] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	31, // 0: jobplane.v1.ListCheckpointsResponse.checkpoints:type_name -> jobplane.v1.CheckpointInfo
+	32, // 1: jobplane.v1.ListCheckpointsResponse.stats:type_name -> jobplane.v1.CheckpointStats
+	33, // 2: jobplane.v1.TriggerSavepointResponse.savepoint:type_name -> jobplane.v1.SavepointInfo
+	33, // 3: jobplane.v1.ListSavepointsResponse.savepoints:type_name -> jobplane.v1.SavepointInfo
+	34, // 4: jobplane.v1.SubmitJobRequest.job_graph:type_name -> jobplane.v1.JobGraph
+	35, // 5: jobplane.v1.SubmitJobResponse.status:type_name -> jobplane.v1.JobStatus
+	36, // 6: jobplane.v1.GetJobRequest.view:type_name -> jobplane.v1.JobView
+	37, // 7: jobplane.v1.GetJobResponse.job:type_name -> jobplane.v1.JobDetails
+	35, // 8: jobplane.v1.ListJobsRequest.statuses:type_name -> jobplane.v1.JobStatus
+	38, // 9: jobplane.v1.ListJobsResponse.jobs:type_name -> jobplane.v1.JobSummary
+	35, // 10: jobplane.v1.CancelJobResponse.status:type_name -> jobplane.v1.JobStatus
+	39, // 11: jobplane.v1.GetJobResultResponse.result:type_name -> jobplane.v1.JobResult
+	38, // 12: jobplane.v1.WatchJobResponse.job:type_name -> jobplane.v1.JobSummary
+	40, // 13: jobplane.v1.WatchJobResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
+	41, // 14: jobplane.v1.ReportClientHeartbeatResponse.timeout:type_name -> google.protobuf.Duration
+	24, // 15: jobplane.v1.ListTaskExecutorsResponse.task_executors:type_name -> jobplane.v1.TaskExecutorInfo
+	25, // 16: jobplane.v1.TaskExecutorInfo.allocated_slots:type_name -> jobplane.v1.AllocatedSlot
+	41, // 17: jobplane.v1.TaskExecutorInfo.silence:type_name -> google.protobuf.Duration
+	42, // 18: jobplane.v1.GetClusterOverviewResponse.leader:type_name -> jobplane.v1.LeaderInfo
+	28, // 19: jobplane.v1.GetClusterOverviewResponse.limits:type_name -> jobplane.v1.ServerLimits
+	8,  // 20: jobplane.v1.DispatcherService.SubmitJob:input_type -> jobplane.v1.SubmitJobRequest
+	10, // 21: jobplane.v1.DispatcherService.GetJob:input_type -> jobplane.v1.GetJobRequest
+	12, // 22: jobplane.v1.DispatcherService.ListJobs:input_type -> jobplane.v1.ListJobsRequest
+	14, // 23: jobplane.v1.DispatcherService.CancelJob:input_type -> jobplane.v1.CancelJobRequest
+	16, // 24: jobplane.v1.DispatcherService.GetJobResult:input_type -> jobplane.v1.GetJobResultRequest
+	18, // 25: jobplane.v1.DispatcherService.WatchJob:input_type -> jobplane.v1.WatchJobRequest
+	20, // 26: jobplane.v1.DispatcherService.ReportClientHeartbeat:input_type -> jobplane.v1.ReportClientHeartbeatRequest
+	22, // 27: jobplane.v1.DispatcherService.ListTaskExecutors:input_type -> jobplane.v1.ListTaskExecutorsRequest
+	29, // 28: jobplane.v1.DispatcherService.GetTaskOutput:input_type -> jobplane.v1.GetTaskOutputRequest
+	26, // 29: jobplane.v1.DispatcherService.GetClusterOverview:input_type -> jobplane.v1.GetClusterOverviewRequest
+	0,  // 30: jobplane.v1.DispatcherService.ListCheckpoints:input_type -> jobplane.v1.ListCheckpointsRequest
+	2,  // 31: jobplane.v1.DispatcherService.TriggerSavepoint:input_type -> jobplane.v1.TriggerSavepointRequest
+	4,  // 32: jobplane.v1.DispatcherService.ListSavepoints:input_type -> jobplane.v1.ListSavepointsRequest
+	6,  // 33: jobplane.v1.DispatcherService.DeleteSavepoint:input_type -> jobplane.v1.DeleteSavepointRequest
+	9,  // 34: jobplane.v1.DispatcherService.SubmitJob:output_type -> jobplane.v1.SubmitJobResponse
+	11, // 35: jobplane.v1.DispatcherService.GetJob:output_type -> jobplane.v1.GetJobResponse
+	13, // 36: jobplane.v1.DispatcherService.ListJobs:output_type -> jobplane.v1.ListJobsResponse
+	15, // 37: jobplane.v1.DispatcherService.CancelJob:output_type -> jobplane.v1.CancelJobResponse
+	17, // 38: jobplane.v1.DispatcherService.GetJobResult:output_type -> jobplane.v1.GetJobResultResponse
+	19, // 39: jobplane.v1.DispatcherService.WatchJob:output_type -> jobplane.v1.WatchJobResponse
+	21, // 40: jobplane.v1.DispatcherService.ReportClientHeartbeat:output_type -> jobplane.v1.ReportClientHeartbeatResponse
+	23, // 41: jobplane.v1.DispatcherService.ListTaskExecutors:output_type -> jobplane.v1.ListTaskExecutorsResponse
+	30, // 42: jobplane.v1.DispatcherService.GetTaskOutput:output_type -> jobplane.v1.GetTaskOutputResponse
+	27, // 43: jobplane.v1.DispatcherService.GetClusterOverview:output_type -> jobplane.v1.GetClusterOverviewResponse
+	1,  // 44: jobplane.v1.DispatcherService.ListCheckpoints:output_type -> jobplane.v1.ListCheckpointsResponse
+	3,  // 45: jobplane.v1.DispatcherService.TriggerSavepoint:output_type -> jobplane.v1.TriggerSavepointResponse
+	5,  // 46: jobplane.v1.DispatcherService.ListSavepoints:output_type -> jobplane.v1.ListSavepointsResponse
+	7,  // 47: jobplane.v1.DispatcherService.DeleteSavepoint:output_type -> jobplane.v1.DeleteSavepointResponse
+	34, // [34:48] is the sub-list for method output_type
+	20, // [20:34] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_dispatcher_service_proto_init() }
@@ -1831,22 +2292,23 @@ func file_jobplane_v1_dispatcher_service_proto_init() {
 	if File_jobplane_v1_dispatcher_service_proto != nil {
 		return
 	}
+	file_jobplane_v1_checkpoint_proto_init()
 	file_jobplane_v1_job_proto_init()
 	file_jobplane_v1_job_graph_proto_init()
 	file_jobplane_v1_leadership_proto_init()
 	file_jobplane_v1_stream_proto_init()
-	file_jobplane_v1_dispatcher_service_proto_msgTypes[11].OneofWrappers = []any{
+	file_jobplane_v1_dispatcher_service_proto_msgTypes[19].OneofWrappers = []any{
 		(*WatchJobResponse_Job)(nil),
 		(*WatchJobResponse_Heartbeat)(nil),
 	}
-	file_jobplane_v1_dispatcher_service_proto_msgTypes[21].OneofWrappers = []any{}
+	file_jobplane_v1_dispatcher_service_proto_msgTypes[29].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_dispatcher_service_proto_rawDesc), len(file_jobplane_v1_dispatcher_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -458,7 +458,13 @@ type JobDetails struct {
 	// unset for other views, while no JobMaster runs the job, and for jobs
 	// known only by their job result. An ended job's plan is kept with its
 	// final vertices (see `vertices`).
-	JobGraph      *JobGraph `protobuf:"bytes,5,opt,name=job_graph,json=jobGraph,proto3" json:"job_graph,omitempty"`
+	JobGraph *JobGraph `protobuf:"bytes,5,opt,name=job_graph,json=jobGraph,proto3" json:"job_graph,omitempty"`
+	// The job's checkpoints, while a JobMaster runs it (and in the final
+	// details of an ended job): counts, the one in progress, the latest
+	// completed. The counts and the latest come from the HA store, so they
+	// survive a change of leader. Unset for a job without checkpoints.
+	// Since 1.2.
+	Checkpoints   *CheckpointStats `protobuf:"bytes,6,opt,name=checkpoints,proto3" json:"checkpoints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -517,6 +523,13 @@ func (x *JobDetails) GetExceptionHistory() []*FailureInfo {
 func (x *JobDetails) GetJobGraph() *JobGraph {
 	if x != nil {
 		return x.JobGraph
+	}
+	return nil
+}
+
+func (x *JobDetails) GetCheckpoints() *CheckpointStats {
+	if x != nil {
+		return x.Checkpoints
 	}
 	return nil
 }
@@ -860,7 +873,7 @@ var File_jobplane_v1_job_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\n" +
-	"\x15jobplane/v1/job.proto\x12\vjobplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bjobplane/v1/execution.proto\x1a\x1bjobplane/v1/job_graph.proto\"\xbc\x01\n" +
+	"\x15jobplane/v1/job.proto\x12\vjobplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cjobplane/v1/checkpoint.proto\x1a\x1bjobplane/v1/execution.proto\x1a\x1bjobplane/v1/job_graph.proto\"\xbc\x01\n" +
 	"\vFailureInfo\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x129\n" +
@@ -884,13 +897,14 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\rrestart_count\x18\b \x01(\x05R\frestartCount\x122\n" +
 	"\afailure\x18\t \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\x12!\n" +
 	"\fsubmitted_by\x18\n" +
-	" \x01(\tR\vsubmittedBy\"\x8a\x02\n" +
+	" \x01(\tR\vsubmittedBy\"\xca\x02\n" +
 	"\n" +
 	"JobDetails\x121\n" +
 	"\asummary\x18\x01 \x01(\v2\x17.jobplane.v1.JobSummaryR\asummary\x126\n" +
 	"\bvertices\x18\x02 \x03(\v2\x1a.jobplane.v1.VertexDetailsR\bvertices\x12E\n" +
 	"\x11exception_history\x18\x04 \x03(\v2\x18.jobplane.v1.FailureInfoR\x10exceptionHistory\x122\n" +
-	"\tjob_graph\x18\x05 \x01(\v2\x15.jobplane.v1.JobGraphR\bjobGraphJ\x04\b\x03\x10\x04R\x10job_master_token\"\x83\x03\n" +
+	"\tjob_graph\x18\x05 \x01(\v2\x15.jobplane.v1.JobGraphR\bjobGraph\x12>\n" +
+	"\vcheckpoints\x18\x06 \x01(\v2\x1c.jobplane.v1.CheckpointStatsR\vcheckpointsJ\x04\b\x03\x10\x04R\x10job_master_token\"\x83\x03\n" +
 	"\rVertexDetails\x12\x1b\n" +
 	"\tvertex_id\x18\x01 \x01(\tR\bvertexId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -969,6 +983,7 @@ var file_jobplane_v1_job_proto_goTypes = []any{
 	(*ExecutionAttemptId)(nil),    // 10: jobplane.v1.ExecutionAttemptId
 	(ExecutionState)(0),           // 11: jobplane.v1.ExecutionState
 	(*JobGraph)(nil),              // 12: jobplane.v1.JobGraph
+	(*CheckpointStats)(nil),       // 13: jobplane.v1.CheckpointStats
 }
 var file_jobplane_v1_job_proto_depIdxs = []int32{
 	9,  // 0: jobplane.v1.FailureInfo.time:type_name -> google.protobuf.Timestamp
@@ -984,23 +999,24 @@ var file_jobplane_v1_job_proto_depIdxs = []int32{
 	6,  // 10: jobplane.v1.JobDetails.vertices:type_name -> jobplane.v1.VertexDetails
 	2,  // 11: jobplane.v1.JobDetails.exception_history:type_name -> jobplane.v1.FailureInfo
 	12, // 12: jobplane.v1.JobDetails.job_graph:type_name -> jobplane.v1.JobGraph
-	3,  // 13: jobplane.v1.VertexDetails.task_counts:type_name -> jobplane.v1.ExecutionStateCount
-	7,  // 14: jobplane.v1.VertexDetails.subtasks:type_name -> jobplane.v1.SubtaskDetails
-	11, // 15: jobplane.v1.VertexDetails.state:type_name -> jobplane.v1.ExecutionState
-	9,  // 16: jobplane.v1.VertexDetails.start_time:type_name -> google.protobuf.Timestamp
-	9,  // 17: jobplane.v1.VertexDetails.end_time:type_name -> google.protobuf.Timestamp
-	11, // 18: jobplane.v1.SubtaskDetails.state:type_name -> jobplane.v1.ExecutionState
-	2,  // 19: jobplane.v1.SubtaskDetails.failure:type_name -> jobplane.v1.FailureInfo
-	0,  // 20: jobplane.v1.JobResult.status:type_name -> jobplane.v1.JobStatus
-	9,  // 21: jobplane.v1.JobResult.submit_time:type_name -> google.protobuf.Timestamp
-	9,  // 22: jobplane.v1.JobResult.end_time:type_name -> google.protobuf.Timestamp
-	2,  // 23: jobplane.v1.JobResult.failure:type_name -> jobplane.v1.FailureInfo
-	2,  // 24: jobplane.v1.JobResult.exception_history:type_name -> jobplane.v1.FailureInfo
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	13, // 13: jobplane.v1.JobDetails.checkpoints:type_name -> jobplane.v1.CheckpointStats
+	3,  // 14: jobplane.v1.VertexDetails.task_counts:type_name -> jobplane.v1.ExecutionStateCount
+	7,  // 15: jobplane.v1.VertexDetails.subtasks:type_name -> jobplane.v1.SubtaskDetails
+	11, // 16: jobplane.v1.VertexDetails.state:type_name -> jobplane.v1.ExecutionState
+	9,  // 17: jobplane.v1.VertexDetails.start_time:type_name -> google.protobuf.Timestamp
+	9,  // 18: jobplane.v1.VertexDetails.end_time:type_name -> google.protobuf.Timestamp
+	11, // 19: jobplane.v1.SubtaskDetails.state:type_name -> jobplane.v1.ExecutionState
+	2,  // 20: jobplane.v1.SubtaskDetails.failure:type_name -> jobplane.v1.FailureInfo
+	0,  // 21: jobplane.v1.JobResult.status:type_name -> jobplane.v1.JobStatus
+	9,  // 22: jobplane.v1.JobResult.submit_time:type_name -> google.protobuf.Timestamp
+	9,  // 23: jobplane.v1.JobResult.end_time:type_name -> google.protobuf.Timestamp
+	2,  // 24: jobplane.v1.JobResult.failure:type_name -> jobplane.v1.FailureInfo
+	2,  // 25: jobplane.v1.JobResult.exception_history:type_name -> jobplane.v1.FailureInfo
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_job_proto_init() }
@@ -1008,6 +1024,7 @@ func file_jobplane_v1_job_proto_init() {
 	if File_jobplane_v1_job_proto != nil {
 		return
 	}
+	file_jobplane_v1_checkpoint_proto_init()
 	file_jobplane_v1_execution_proto_init()
 	file_jobplane_v1_job_graph_proto_init()
 	type x struct{}

@@ -531,9 +531,16 @@ type JobConfig struct {
 	// How the JobMaster deploys tasks. Unset means pipelined regions.
 	SchedulingMode SchedulingMode `protobuf:"varint,4,opt,name=scheduling_mode,json=schedulingMode,proto3,enum=jobplane.v1.SchedulingMode" json:"scheduling_mode,omitempty"`
 	// Periodic checkpoints. Unset means none. Since 1.2.
-	Checkpoints   *CheckpointConfig `protobuf:"bytes,5,opt,name=checkpoints,proto3" json:"checkpoints,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Checkpoints *CheckpointConfig `protobuf:"bytes,5,opt,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	// A savepoint (its id) the job's subtasks start from on its first run:
+	// each subtask gets its own state in it (by vertex id and subtask
+	// index; states that match no subtask are ignored). The savepoint must
+	// exist when the job is submitted (else NOT_FOUND, SAVEPOINT_NOT_FOUND);
+	// if it is deleted before the job first runs, the job fails. Part of the
+	// plan. Since 1.2.
+	RestoreFromSavepoint string `protobuf:"bytes,6,opt,name=restore_from_savepoint,json=restoreFromSavepoint,proto3" json:"restore_from_savepoint,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *JobConfig) Reset() {
@@ -599,6 +606,13 @@ func (x *JobConfig) GetCheckpoints() *CheckpointConfig {
 		return x.Checkpoints
 	}
 	return nil
+}
+
+func (x *JobConfig) GetRestoreFromSavepoint() string {
+	if x != nil {
+		return x.RestoreFromSavepoint
+	}
+	return ""
 }
 
 // RestartStrategy decides whether and when failed tasks are restarted.
@@ -1003,13 +1017,14 @@ const file_jobplane_v1_job_graph_proto_rawDesc = "" +
 	"\x10target_vertex_id\x18\x02 \x01(\tR\x0etargetVertexId\x12D\n" +
 	"\fdistribution\x18\x03 \x01(\x0e2 .jobplane.v1.DistributionPatternR\fdistribution\x12A\n" +
 	"\vresult_type\x18\x04 \x01(\x0e2 .jobplane.v1.ResultPartitionTypeR\n" +
-	"resultType\"\xe0\x03\n" +
+	"resultType\"\x96\x04\n" +
 	"\tJobConfig\x12G\n" +
 	"\x10restart_strategy\x18\x01 \x01(\v2\x1c.jobplane.v1.RestartStrategyR\x0frestartStrategy\x12e\n" +
 	"\x15parallelism_overrides\x18\x02 \x03(\v20.jobplane.v1.JobConfig.ParallelismOverridesEntryR\x14parallelismOverrides\x12S\n" +
 	"\x18client_heartbeat_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x16clientHeartbeatTimeout\x12D\n" +
 	"\x0fscheduling_mode\x18\x04 \x01(\x0e2\x1b.jobplane.v1.SchedulingModeR\x0eschedulingMode\x12?\n" +
-	"\vcheckpoints\x18\x05 \x01(\v2\x1d.jobplane.v1.CheckpointConfigR\vcheckpoints\x1aG\n" +
+	"\vcheckpoints\x18\x05 \x01(\v2\x1d.jobplane.v1.CheckpointConfigR\vcheckpoints\x124\n" +
+	"\x16restore_from_savepoint\x18\x06 \x01(\tR\x14restoreFromSavepoint\x1aG\n" +
 	"\x19ParallelismOverridesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xf4\x06\n" +

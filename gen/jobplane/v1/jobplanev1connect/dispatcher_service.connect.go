@@ -63,6 +63,18 @@ const (
 	// DispatcherServiceGetClusterOverviewProcedure is the fully-qualified name of the
 	// DispatcherService's GetClusterOverview RPC.
 	DispatcherServiceGetClusterOverviewProcedure = "/jobplane.v1.DispatcherService/GetClusterOverview"
+	// DispatcherServiceListCheckpointsProcedure is the fully-qualified name of the DispatcherService's
+	// ListCheckpoints RPC.
+	DispatcherServiceListCheckpointsProcedure = "/jobplane.v1.DispatcherService/ListCheckpoints"
+	// DispatcherServiceTriggerSavepointProcedure is the fully-qualified name of the DispatcherService's
+	// TriggerSavepoint RPC.
+	DispatcherServiceTriggerSavepointProcedure = "/jobplane.v1.DispatcherService/TriggerSavepoint"
+	// DispatcherServiceListSavepointsProcedure is the fully-qualified name of the DispatcherService's
+	// ListSavepoints RPC.
+	DispatcherServiceListSavepointsProcedure = "/jobplane.v1.DispatcherService/ListSavepoints"
+	// DispatcherServiceDeleteSavepointProcedure is the fully-qualified name of the DispatcherService's
+	// DeleteSavepoint RPC.
+	DispatcherServiceDeleteSavepointProcedure = "/jobplane.v1.DispatcherService/DeleteSavepoint"
 )
 
 // DispatcherServiceClient is a client for the jobplane.v1.DispatcherService service.
@@ -247,6 +259,43 @@ type DispatcherServiceClient interface {
 	// GetClusterOverview summarizes the cluster: TaskExecutors, slots and
 	// jobs by status. No side effects. Errors: UNAVAILABLE (NOT_LEADER).
 	GetClusterOverview(context.Context, *v1.GetClusterOverviewRequest) (*v1.GetClusterOverviewResponse, error)
+	// ListCheckpoints lists a running job's completed checkpoints that the
+	// HA store keeps (the newest `retained` of its config), in id order. No
+	// side effects. Since 1.2.
+	//
+	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
+	// for a malformed id; UNAVAILABLE (NOT_LEADER); UNIMPLEMENTED if the
+	// server's HA store keeps no checkpoints.
+	ListCheckpoints(context.Context, *v1.ListCheckpointsRequest) (*v1.ListCheckpointsResponse, error)
+	// TriggerSavepoint takes a savepoint of a running job: every running
+	// subtask gives its state, as for a checkpoint, and the states are
+	// stored as a savepoint that belongs to the user: never subsumed, kept
+	// after the job ends, until DeleteSavepoint. It answers once the
+	// savepoint is durable. With `stop`, the job is then canceled (it ends
+	// CANCELED), and a job submitted with `restore_from_savepoint` naming
+	// the savepoint goes on from it. Not idempotent: a retry takes another
+	// savepoint (or, with `stop`, finds the job CANCELLING: FAILED_PRECONDITION).
+	// Since 1.2.
+	//
+	// Errors: NOT_FOUND (JOB_NOT_FOUND); FAILED_PRECONDITION (JOB_TERMINAL)
+	// for a job that is ending or ended; ABORTED (SAVEPOINT_FAILED) if the
+	// savepoint could not be taken (the job runs on); INVALID_ARGUMENT for a
+	// malformed id; UNAVAILABLE (NOT_LEADER); UNIMPLEMENTED if the server's
+	// HA store keeps no checkpoints.
+	TriggerSavepoint(context.Context, *v1.TriggerSavepointRequest) (*v1.TriggerSavepointResponse, error)
+	// ListSavepoints lists savepoints, in savepoint id order, a page at a
+	// time, optionally only one job's (whether or not that job still
+	// exists). No side effects. Since 1.2.
+	//
+	// Errors: INVALID_ARGUMENT for a negative page size; UNAVAILABLE
+	// (NOT_LEADER); UNIMPLEMENTED as for TriggerSavepoint.
+	ListSavepoints(context.Context, *v1.ListSavepointsRequest) (*v1.ListSavepointsResponse, error)
+	// DeleteSavepoint deletes a savepoint; deleting an absent one succeeds.
+	// Jobs that restored from it keep running. Idempotent. Since 1.2.
+	//
+	// Errors: INVALID_ARGUMENT for an empty id; UNAVAILABLE (NOT_LEADER);
+	// UNIMPLEMENTED as for TriggerSavepoint.
+	DeleteSavepoint(context.Context, *v1.DeleteSavepointRequest) (*v1.DeleteSavepointResponse, error)
 }
 
 // NewDispatcherServiceClient constructs a client for the jobplane.v1.DispatcherService service. By
@@ -330,6 +379,33 @@ func NewDispatcherServiceClient(httpClient connect.HTTPClient, baseURL string, o
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		listCheckpoints: connect.NewClient[v1.ListCheckpointsRequest, v1.ListCheckpointsResponse](
+			httpClient,
+			baseURL+DispatcherServiceListCheckpointsProcedure,
+			connect.WithSchema(dispatcherServiceMethods.ByName("ListCheckpoints")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		triggerSavepoint: connect.NewClient[v1.TriggerSavepointRequest, v1.TriggerSavepointResponse](
+			httpClient,
+			baseURL+DispatcherServiceTriggerSavepointProcedure,
+			connect.WithSchema(dispatcherServiceMethods.ByName("TriggerSavepoint")),
+			connect.WithClientOptions(opts...),
+		),
+		listSavepoints: connect.NewClient[v1.ListSavepointsRequest, v1.ListSavepointsResponse](
+			httpClient,
+			baseURL+DispatcherServiceListSavepointsProcedure,
+			connect.WithSchema(dispatcherServiceMethods.ByName("ListSavepoints")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		deleteSavepoint: connect.NewClient[v1.DeleteSavepointRequest, v1.DeleteSavepointResponse](
+			httpClient,
+			baseURL+DispatcherServiceDeleteSavepointProcedure,
+			connect.WithSchema(dispatcherServiceMethods.ByName("DeleteSavepoint")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -345,6 +421,10 @@ type dispatcherServiceClient struct {
 	listTaskExecutors     *connect.Client[v1.ListTaskExecutorsRequest, v1.ListTaskExecutorsResponse]
 	getTaskOutput         *connect.Client[v1.GetTaskOutputRequest, v1.GetTaskOutputResponse]
 	getClusterOverview    *connect.Client[v1.GetClusterOverviewRequest, v1.GetClusterOverviewResponse]
+	listCheckpoints       *connect.Client[v1.ListCheckpointsRequest, v1.ListCheckpointsResponse]
+	triggerSavepoint      *connect.Client[v1.TriggerSavepointRequest, v1.TriggerSavepointResponse]
+	listSavepoints        *connect.Client[v1.ListSavepointsRequest, v1.ListSavepointsResponse]
+	deleteSavepoint       *connect.Client[v1.DeleteSavepointRequest, v1.DeleteSavepointResponse]
 }
 
 // SubmitJob calls jobplane.v1.DispatcherService.SubmitJob.
@@ -427,6 +507,42 @@ func (c *dispatcherServiceClient) GetTaskOutput(ctx context.Context, req *v1.Get
 // GetClusterOverview calls jobplane.v1.DispatcherService.GetClusterOverview.
 func (c *dispatcherServiceClient) GetClusterOverview(ctx context.Context, req *v1.GetClusterOverviewRequest) (*v1.GetClusterOverviewResponse, error) {
 	response, err := c.getClusterOverview.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ListCheckpoints calls jobplane.v1.DispatcherService.ListCheckpoints.
+func (c *dispatcherServiceClient) ListCheckpoints(ctx context.Context, req *v1.ListCheckpointsRequest) (*v1.ListCheckpointsResponse, error) {
+	response, err := c.listCheckpoints.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// TriggerSavepoint calls jobplane.v1.DispatcherService.TriggerSavepoint.
+func (c *dispatcherServiceClient) TriggerSavepoint(ctx context.Context, req *v1.TriggerSavepointRequest) (*v1.TriggerSavepointResponse, error) {
+	response, err := c.triggerSavepoint.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ListSavepoints calls jobplane.v1.DispatcherService.ListSavepoints.
+func (c *dispatcherServiceClient) ListSavepoints(ctx context.Context, req *v1.ListSavepointsRequest) (*v1.ListSavepointsResponse, error) {
+	response, err := c.listSavepoints.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// DeleteSavepoint calls jobplane.v1.DispatcherService.DeleteSavepoint.
+func (c *dispatcherServiceClient) DeleteSavepoint(ctx context.Context, req *v1.DeleteSavepointRequest) (*v1.DeleteSavepointResponse, error) {
+	response, err := c.deleteSavepoint.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -615,6 +731,43 @@ type DispatcherServiceHandler interface {
 	// GetClusterOverview summarizes the cluster: TaskExecutors, slots and
 	// jobs by status. No side effects. Errors: UNAVAILABLE (NOT_LEADER).
 	GetClusterOverview(context.Context, *v1.GetClusterOverviewRequest) (*v1.GetClusterOverviewResponse, error)
+	// ListCheckpoints lists a running job's completed checkpoints that the
+	// HA store keeps (the newest `retained` of its config), in id order. No
+	// side effects. Since 1.2.
+	//
+	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
+	// for a malformed id; UNAVAILABLE (NOT_LEADER); UNIMPLEMENTED if the
+	// server's HA store keeps no checkpoints.
+	ListCheckpoints(context.Context, *v1.ListCheckpointsRequest) (*v1.ListCheckpointsResponse, error)
+	// TriggerSavepoint takes a savepoint of a running job: every running
+	// subtask gives its state, as for a checkpoint, and the states are
+	// stored as a savepoint that belongs to the user: never subsumed, kept
+	// after the job ends, until DeleteSavepoint. It answers once the
+	// savepoint is durable. With `stop`, the job is then canceled (it ends
+	// CANCELED), and a job submitted with `restore_from_savepoint` naming
+	// the savepoint goes on from it. Not idempotent: a retry takes another
+	// savepoint (or, with `stop`, finds the job CANCELLING: FAILED_PRECONDITION).
+	// Since 1.2.
+	//
+	// Errors: NOT_FOUND (JOB_NOT_FOUND); FAILED_PRECONDITION (JOB_TERMINAL)
+	// for a job that is ending or ended; ABORTED (SAVEPOINT_FAILED) if the
+	// savepoint could not be taken (the job runs on); INVALID_ARGUMENT for a
+	// malformed id; UNAVAILABLE (NOT_LEADER); UNIMPLEMENTED if the server's
+	// HA store keeps no checkpoints.
+	TriggerSavepoint(context.Context, *v1.TriggerSavepointRequest) (*v1.TriggerSavepointResponse, error)
+	// ListSavepoints lists savepoints, in savepoint id order, a page at a
+	// time, optionally only one job's (whether or not that job still
+	// exists). No side effects. Since 1.2.
+	//
+	// Errors: INVALID_ARGUMENT for a negative page size; UNAVAILABLE
+	// (NOT_LEADER); UNIMPLEMENTED as for TriggerSavepoint.
+	ListSavepoints(context.Context, *v1.ListSavepointsRequest) (*v1.ListSavepointsResponse, error)
+	// DeleteSavepoint deletes a savepoint; deleting an absent one succeeds.
+	// Jobs that restored from it keep running. Idempotent. Since 1.2.
+	//
+	// Errors: INVALID_ARGUMENT for an empty id; UNAVAILABLE (NOT_LEADER);
+	// UNIMPLEMENTED as for TriggerSavepoint.
+	DeleteSavepoint(context.Context, *v1.DeleteSavepointRequest) (*v1.DeleteSavepointResponse, error)
 }
 
 // NewDispatcherServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -694,6 +847,33 @@ func NewDispatcherServiceHandler(svc DispatcherServiceHandler, opts ...connect.H
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	dispatcherServiceListCheckpointsHandler := connect.NewUnaryHandlerSimple(
+		DispatcherServiceListCheckpointsProcedure,
+		svc.ListCheckpoints,
+		connect.WithSchema(dispatcherServiceMethods.ByName("ListCheckpoints")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	dispatcherServiceTriggerSavepointHandler := connect.NewUnaryHandlerSimple(
+		DispatcherServiceTriggerSavepointProcedure,
+		svc.TriggerSavepoint,
+		connect.WithSchema(dispatcherServiceMethods.ByName("TriggerSavepoint")),
+		connect.WithHandlerOptions(opts...),
+	)
+	dispatcherServiceListSavepointsHandler := connect.NewUnaryHandlerSimple(
+		DispatcherServiceListSavepointsProcedure,
+		svc.ListSavepoints,
+		connect.WithSchema(dispatcherServiceMethods.ByName("ListSavepoints")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	dispatcherServiceDeleteSavepointHandler := connect.NewUnaryHandlerSimple(
+		DispatcherServiceDeleteSavepointProcedure,
+		svc.DeleteSavepoint,
+		connect.WithSchema(dispatcherServiceMethods.ByName("DeleteSavepoint")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/jobplane.v1.DispatcherService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case DispatcherServiceSubmitJobProcedure:
@@ -716,6 +896,14 @@ func NewDispatcherServiceHandler(svc DispatcherServiceHandler, opts ...connect.H
 			dispatcherServiceGetTaskOutputHandler.ServeHTTP(w, r)
 		case DispatcherServiceGetClusterOverviewProcedure:
 			dispatcherServiceGetClusterOverviewHandler.ServeHTTP(w, r)
+		case DispatcherServiceListCheckpointsProcedure:
+			dispatcherServiceListCheckpointsHandler.ServeHTTP(w, r)
+		case DispatcherServiceTriggerSavepointProcedure:
+			dispatcherServiceTriggerSavepointHandler.ServeHTTP(w, r)
+		case DispatcherServiceListSavepointsProcedure:
+			dispatcherServiceListSavepointsHandler.ServeHTTP(w, r)
+		case DispatcherServiceDeleteSavepointProcedure:
+			dispatcherServiceDeleteSavepointHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -763,4 +951,20 @@ func (UnimplementedDispatcherServiceHandler) GetTaskOutput(context.Context, *v1.
 
 func (UnimplementedDispatcherServiceHandler) GetClusterOverview(context.Context, *v1.GetClusterOverviewRequest) (*v1.GetClusterOverviewResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.DispatcherService.GetClusterOverview is not implemented"))
+}
+
+func (UnimplementedDispatcherServiceHandler) ListCheckpoints(context.Context, *v1.ListCheckpointsRequest) (*v1.ListCheckpointsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.DispatcherService.ListCheckpoints is not implemented"))
+}
+
+func (UnimplementedDispatcherServiceHandler) TriggerSavepoint(context.Context, *v1.TriggerSavepointRequest) (*v1.TriggerSavepointResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.DispatcherService.TriggerSavepoint is not implemented"))
+}
+
+func (UnimplementedDispatcherServiceHandler) ListSavepoints(context.Context, *v1.ListSavepointsRequest) (*v1.ListSavepointsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.DispatcherService.ListSavepoints is not implemented"))
+}
+
+func (UnimplementedDispatcherServiceHandler) DeleteSavepoint(context.Context, *v1.DeleteSavepointRequest) (*v1.DeleteSavepointResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.DispatcherService.DeleteSavepoint is not implemented"))
 }

@@ -4,15 +4,15 @@
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Duration } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file jobplane/v1/checkpoint.proto.
  */
 export const file_jobplane_v1_checkpoint: GenFile = /*@__PURE__*/
-  fileDesc("Chxqb2JwbGFuZS92MS9jaGVja3BvaW50LnByb3RvEgtqb2JwbGFuZS52MSLjAQoQQ2hlY2twb2ludENvbmZpZxIrCghpbnRlcnZhbBgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIqCgd0aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEiwKCW1pbl9wYXVzZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIQCghyZXRhaW5lZBgEIAEoBRIfChJ0b2xlcmFibGVfZmFpbHVyZXMYBSABKAVIAIgBAUIVChNfdG9sZXJhYmxlX2ZhaWx1cmVzImYKDFN1YnRhc2tTdGF0ZRIRCgl2ZXJ0ZXhfaWQYASABKAkSFQoNc3VidGFza19pbmRleBgCIAEoBRIQCgZpbmxpbmUYAyABKAxIABIRCgdwb2ludGVyGAQgASgJSABCBwoFc3RhdGUiSAoQQ2hlY2twb2ludENvdW50cxIRCgl0cmlnZ2VyZWQYASABKAMSEQoJY29tcGxldGVkGAIgASgDEg4KBmZhaWxlZBgDIAEoA2IGcHJvdG8z", [file_google_protobuf_duration]);
+  fileDesc("Chxqb2JwbGFuZS92MS9jaGVja3BvaW50LnByb3RvEgtqb2JwbGFuZS52MSLjAQoQQ2hlY2twb2ludENvbmZpZxIrCghpbnRlcnZhbBgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIqCgd0aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEiwKCW1pbl9wYXVzZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIQCghyZXRhaW5lZBgEIAEoBRIfChJ0b2xlcmFibGVfZmFpbHVyZXMYBSABKAVIAIgBAUIVChNfdG9sZXJhYmxlX2ZhaWx1cmVzImYKDFN1YnRhc2tTdGF0ZRIRCgl2ZXJ0ZXhfaWQYASABKAkSFQoNc3VidGFza19pbmRleBgCIAEoBRIQCgZpbmxpbmUYAyABKAxIABIRCgdwb2ludGVyGAQgASgJSABCBwoFc3RhdGUiSAoQQ2hlY2twb2ludENvdW50cxIRCgl0cmlnZ2VyZWQYASABKAMSEQoJY29tcGxldGVkGAIgASgDEg4KBmZhaWxlZBgDIAEoAyK0AQoOQ2hlY2twb2ludEluZm8SFQoNY2hlY2twb2ludF9pZBgBIAEoBBIwCgx0cmlnZ2VyX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGFja190aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtzdGF0ZV9ieXRlcxgEIAEoAxIWCg5zdWJ0YXNrX3N0YXRlcxgFIAEoBSKcAQoPQ2hlY2twb2ludFN0YXRzEi0KBmNvdW50cxgBIAEoCzIdLmpvYnBsYW5lLnYxLkNoZWNrcG9pbnRDb3VudHMSFgoOaW5fcHJvZ3Jlc3NfaWQYAiABKAQSKwoGbGF0ZXN0GAMgASgLMhsuam9icGxhbmUudjEuQ2hlY2twb2ludEluZm8SFQoNcmVzdG9yZWRfZnJvbRgEIAEoCSJmCg1TYXZlcG9pbnRJbmZvEhQKDHNhdmVwb2ludF9pZBgBIAEoCRIOCgZqb2JfaWQYAiABKAkSLwoKY2hlY2twb2ludBgDIAEoCzIbLmpvYnBsYW5lLnYxLkNoZWNrcG9pbnRJbmZvYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * CheckpointConfig turns on a job's periodic checkpoints (since 1.2).
@@ -169,4 +169,132 @@ export type CheckpointCounts = Message<"jobplane.v1.CheckpointCounts"> & {
  */
 export const CheckpointCountsSchema: GenMessage<CheckpointCounts> = /*@__PURE__*/
   messageDesc(file_jobplane_v1_checkpoint, 2);
+
+/**
+ * CheckpointInfo describes a completed checkpoint or a savepoint, without
+ * its states.
+ *
+ * @generated from message jobplane.v1.CheckpointInfo
+ */
+export type CheckpointInfo = Message<"jobplane.v1.CheckpointInfo"> & {
+  /**
+   * The checkpoint's id in the job's sequence.
+   *
+   * @generated from field: uint64 checkpoint_id = 1;
+   */
+  checkpointId: bigint;
+
+  /**
+   * When it was triggered.
+   *
+   * @generated from field: google.protobuf.Timestamp trigger_time = 2;
+   */
+  triggerTime?: Timestamp | undefined;
+
+  /**
+   * When the last subtask acknowledged it (its store write followed).
+   *
+   * @generated from field: google.protobuf.Timestamp ack_time = 3;
+   */
+  ackTime?: Timestamp | undefined;
+
+  /**
+   * The bytes of inline state it keeps, over all subtasks.
+   *
+   * @generated from field: int64 state_bytes = 4;
+   */
+  stateBytes: bigint;
+
+  /**
+   * How many subtasks have state in it (inline or a pointer).
+   *
+   * @generated from field: int32 subtask_states = 5;
+   */
+  subtaskStates: number;
+};
+
+/**
+ * Describes the message jobplane.v1.CheckpointInfo.
+ * Use `create(CheckpointInfoSchema)` to create a new message.
+ */
+export const CheckpointInfoSchema: GenMessage<CheckpointInfo> = /*@__PURE__*/
+  messageDesc(file_jobplane_v1_checkpoint, 3);
+
+/**
+ * CheckpointStats is a job's checkpoint statistics.
+ *
+ * @generated from message jobplane.v1.CheckpointStats
+ */
+export type CheckpointStats = Message<"jobplane.v1.CheckpointStats"> & {
+  /**
+   * The counts since the job was submitted.
+   *
+   * @generated from field: jobplane.v1.CheckpointCounts counts = 1;
+   */
+  counts?: CheckpointCounts | undefined;
+
+  /**
+   * The id of the checkpoint in flight; 0 if none.
+   *
+   * @generated from field: uint64 in_progress_id = 2;
+   */
+  inProgressId: bigint;
+
+  /**
+   * The latest completed checkpoint; unset if none.
+   *
+   * @generated from field: jobplane.v1.CheckpointInfo latest = 3;
+   */
+  latest?: CheckpointInfo | undefined;
+
+  /**
+   * What the job's subtasks were last restored from: a checkpoint id or a
+   * savepoint id; empty if they started afresh.
+   *
+   * @generated from field: string restored_from = 4;
+   */
+  restoredFrom: string;
+};
+
+/**
+ * Describes the message jobplane.v1.CheckpointStats.
+ * Use `create(CheckpointStatsSchema)` to create a new message.
+ */
+export const CheckpointStatsSchema: GenMessage<CheckpointStats> = /*@__PURE__*/
+  messageDesc(file_jobplane_v1_checkpoint, 4);
+
+/**
+ * SavepointInfo describes a savepoint, without its states.
+ *
+ * @generated from message jobplane.v1.SavepointInfo
+ */
+export type SavepointInfo = Message<"jobplane.v1.SavepointInfo"> & {
+  /**
+   * The savepoint's id: what JobConfig.restore_from_savepoint names.
+   *
+   * @generated from field: string savepoint_id = 1;
+   */
+  savepointId: string;
+
+  /**
+   * The job it was taken of.
+   *
+   * @generated from field: string job_id = 2;
+   */
+  jobId: string;
+
+  /**
+   * When it was triggered, when acknowledged, its size.
+   *
+   * @generated from field: jobplane.v1.CheckpointInfo checkpoint = 3;
+   */
+  checkpoint?: CheckpointInfo | undefined;
+};
+
+/**
+ * Describes the message jobplane.v1.SavepointInfo.
+ * Use `create(SavepointInfoSchema)` to create a new message.
+ */
+export const SavepointInfoSchema: GenMessage<SavepointInfo> = /*@__PURE__*/
+  messageDesc(file_jobplane_v1_checkpoint, 5);
 

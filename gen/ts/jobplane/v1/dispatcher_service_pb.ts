@@ -6,6 +6,8 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
+import type { CheckpointInfo, CheckpointStats, SavepointInfo } from "./checkpoint_pb.js";
+import { file_jobplane_v1_checkpoint } from "./checkpoint_pb.js";
 import type { JobDetails, JobResult, JobStatus, JobSummary, JobView } from "./job_pb.js";
 import { file_jobplane_v1_job } from "./job_pb.js";
 import type { JobGraph } from "./job_graph_pb.js";
@@ -20,7 +22,210 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file jobplane/v1/dispatcher_service.proto.
  */
 export const file_jobplane_v1_dispatcher_service: GenFile = /*@__PURE__*/
-  fileDesc("CiRqb2JwbGFuZS92MS9kaXNwYXRjaGVyX3NlcnZpY2UucHJvdG8SC2pvYnBsYW5lLnYxIkwKEFN1Ym1pdEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJEigKCWpvYl9ncmFwaBgCIAEoCzIVLmpvYnBsYW5lLnYxLkpvYkdyYXBoIlwKEVN1Ym1pdEpvYlJlc3BvbnNlEg4KBmpvYl9pZBgBIAEoCRIPCgdjcmVhdGVkGAIgASgIEiYKBnN0YXR1cxgDIAEoDjIWLmpvYnBsYW5lLnYxLkpvYlN0YXR1cyJqCg1HZXRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIiCgR2aWV3GAIgASgOMhQuam9icGxhbmUudjEuSm9iVmlldxIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJPCg5HZXRKb2JSZXNwb25zZRIkCgNqb2IYASABKAsyFy5qb2JwbGFuZS52MS5Kb2JEZXRhaWxzEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJiCg9MaXN0Sm9ic1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSKAoIc3RhdHVzZXMYAyADKA4yFi5qb2JwbGFuZS52MS5Kb2JTdGF0dXMiUgoQTGlzdEpvYnNSZXNwb25zZRIlCgRqb2JzGAEgAygLMhcuam9icGxhbmUudjEuSm9iU3VtbWFyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIgoQQ2FuY2VsSm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiOwoRQ2FuY2VsSm9iUmVzcG9uc2USJgoGc3RhdHVzGAEgASgOMhYuam9icGxhbmUudjEuSm9iU3RhdHVzIjMKE0dldEpvYlJlc3VsdFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEgwKBHdhaXQYAiABKAgiPgoUR2V0Sm9iUmVzdWx0UmVzcG9uc2USJgoGcmVzdWx0GAEgASgLMhYuam9icGxhbmUudjEuSm9iUmVzdWx0IjcKD1dhdGNoSm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSFAoMcmVzdW1lX3Rva2VuGAIgASgJIpkBChBXYXRjaEpvYlJlc3BvbnNlEiYKA2pvYhgBIAEoCzIXLmpvYnBsYW5lLnYxLkpvYlN1bW1hcnlIABIrCgloZWFydGJlYXQYBCABKAsyFi5qb2JwbGFuZS52MS5IZWFydGJlYXRIABIUCgxyZXN1bWVfdG9rZW4YAiABKAkSEQoJY29hbGVzY2VkGAMgASgIQgcKBWV2ZW50Ii4KHFJlcG9ydENsaWVudEhlYXJ0YmVhdFJlcXVlc3QSDgoGam9iX2lkGAEgASgJIlsKHVJlcG9ydENsaWVudEhlYXJ0YmVhdFJlc3BvbnNlEioKB3RpbWVvdXQYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25KBAgBEAJSCGRlYWRsaW5lIkEKGExpc3RUYXNrRXhlY3V0b3JzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJrChlMaXN0VGFza0V4ZWN1dG9yc1Jlc3BvbnNlEjUKDnRhc2tfZXhlY3V0b3JzGAEgAygLMh0uam9icGxhbmUudjEuVGFza0V4ZWN1dG9ySW5mbxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki3wEKEFRhc2tFeGVjdXRvckluZm8SGAoQdGFza19leGVjdXRvcl9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEhIKCmludm9rYWJsZXMYAyADKAkSEgoKc2xvdF9jb3VudBgEIAEoBRIXCg9mcmVlX3Nsb3RfY291bnQYBSABKAUSMwoPYWxsb2NhdGVkX3Nsb3RzGAYgAygLMhouam9icGxhbmUudjEuQWxsb2NhdGVkU2xvdBIqCgdzaWxlbmNlGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjMKDUFsbG9jYXRlZFNsb3QSEgoKc2xvdF9pbmRleBgBIAEoBRIOCgZqb2JfaWQYAiABKAkiGwoZR2V0Q2x1c3Rlck92ZXJ2aWV3UmVxdWVzdCKnAgoaR2V0Q2x1c3Rlck92ZXJ2aWV3UmVzcG9uc2USJwoGbGVhZGVyGAEgASgLMhcuam9icGxhbmUudjEuTGVhZGVySW5mbxIbChN0YXNrX2V4ZWN1dG9yX2NvdW50GAIgASgFEhIKCnNsb3RfY291bnQYAyABKAUSFwoPZnJlZV9zbG90X2NvdW50GAQgASgFEhkKEXJ1bm5pbmdfam9iX2NvdW50GAUgASgFEhoKEmZpbmlzaGVkX2pvYl9jb3VudBgGIAEoBRIaChJjYW5jZWxlZF9qb2JfY291bnQYByABKAUSGAoQZmFpbGVkX2pvYl9jb3VudBgIIAEoBRIpCgZsaW1pdHMYCSABKAsyGS5qb2JwbGFuZS52MS5TZXJ2ZXJMaW1pdHMixQEKDFNlcnZlckxpbWl0cxIZChFtYXhfcmVxdWVzdF9ieXRlcxgBIAEoAxIaChJtYXhfcmVzcG9uc2VfYnl0ZXMYAiABKAMSFwoPbWF4X2dyYXBoX2J5dGVzGAMgASgDEhQKDG1heF92ZXJ0aWNlcxgEIAEoBRIUCgxtYXhfc3VidGFza3MYBSABKAUSGgoSbWF4X2xpc3RfcGFnZV9zaXplGAYgASgFEh0KFW1heF9zdWJ0YXNrX3BhZ2Vfc2l6ZRgHIAEoBSKjAQoUR2V0VGFza091dHB1dFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhEKCXZlcnRleF9pZBgCIAEoCRIVCg1zdWJ0YXNrX2luZGV4GAMgASgFEhsKDmF0dGVtcHRfbnVtYmVyGAQgASgFSACIAQESDgoGb2Zmc2V0GAUgASgDEhEKCW1heF9ieXRlcxgGIAEoBUIRCg9fYXR0ZW1wdF9udW1iZXIitgEKFUdldFRhc2tPdXRwdXRSZXNwb25zZRIMCgRkYXRhGAEgASgMEg4KBm9mZnNldBgCIAEoAxITCgtuZXh0X29mZnNldBgDIAEoAxIVCg1kcm9wcGVkX2J5dGVzGAQgASgDEhIKCmVuZF9vZmZzZXQYBSABKAMSDQoFZW5kZWQYBiABKAgSFgoOYXR0ZW1wdF9udW1iZXIYByABKAUSGAoQdGFza19leGVjdXRvcl9pZBgIIAEoCTKcBwoRRGlzcGF0Y2hlclNlcnZpY2USTwoJU3VibWl0Sm9iEh0uam9icGxhbmUudjEuU3VibWl0Sm9iUmVxdWVzdBoeLmpvYnBsYW5lLnYxLlN1Ym1pdEpvYlJlc3BvbnNlIgOQAgISRgoGR2V0Sm9iEhouam9icGxhbmUudjEuR2V0Sm9iUmVxdWVzdBobLmpvYnBsYW5lLnYxLkdldEpvYlJlc3BvbnNlIgOQAgESTAoITGlzdEpvYnMSHC5qb2JwbGFuZS52MS5MaXN0Sm9ic1JlcXVlc3QaHS5qb2JwbGFuZS52MS5MaXN0Sm9ic1Jlc3BvbnNlIgOQAgESTwoJQ2FuY2VsSm9iEh0uam9icGxhbmUudjEuQ2FuY2VsSm9iUmVxdWVzdBoeLmpvYnBsYW5lLnYxLkNhbmNlbEpvYlJlc3BvbnNlIgOQAgISWAoMR2V0Sm9iUmVzdWx0EiAuam9icGxhbmUudjEuR2V0Sm9iUmVzdWx0UmVxdWVzdBohLmpvYnBsYW5lLnYxLkdldEpvYlJlc3VsdFJlc3BvbnNlIgOQAgESTgoIV2F0Y2hKb2ISHC5qb2JwbGFuZS52MS5XYXRjaEpvYlJlcXVlc3QaHS5qb2JwbGFuZS52MS5XYXRjaEpvYlJlc3BvbnNlIgOQAgEwARJzChVSZXBvcnRDbGllbnRIZWFydGJlYXQSKS5qb2JwbGFuZS52MS5SZXBvcnRDbGllbnRIZWFydGJlYXRSZXF1ZXN0Giouam9icGxhbmUudjEuUmVwb3J0Q2xpZW50SGVhcnRiZWF0UmVzcG9uc2UiA5ACAhJnChFMaXN0VGFza0V4ZWN1dG9ycxIlLmpvYnBsYW5lLnYxLkxpc3RUYXNrRXhlY3V0b3JzUmVxdWVzdBomLmpvYnBsYW5lLnYxLkxpc3RUYXNrRXhlY3V0b3JzUmVzcG9uc2UiA5ACARJbCg1HZXRUYXNrT3V0cHV0EiEuam9icGxhbmUudjEuR2V0VGFza091dHB1dFJlcXVlc3QaIi5qb2JwbGFuZS52MS5HZXRUYXNrT3V0cHV0UmVzcG9uc2UiA5ACARJqChJHZXRDbHVzdGVyT3ZlcnZpZXcSJi5qb2JwbGFuZS52MS5HZXRDbHVzdGVyT3ZlcnZpZXdSZXF1ZXN0Gicuam9icGxhbmUudjEuR2V0Q2x1c3Rlck92ZXJ2aWV3UmVzcG9uc2UiA5ACAWIGcHJvdG8z", [file_google_protobuf_duration, file_jobplane_v1_job, file_jobplane_v1_job_graph, file_jobplane_v1_leadership, file_jobplane_v1_stream]);
+  fileDesc("CiRqb2JwbGFuZS92MS9kaXNwYXRjaGVyX3NlcnZpY2UucHJvdG8SC2pvYnBsYW5lLnYxIigKFkxpc3RDaGVja3BvaW50c1JlcXVlc3QSDgoGam9iX2lkGAEgASgJIngKF0xpc3RDaGVja3BvaW50c1Jlc3BvbnNlEjAKC2NoZWNrcG9pbnRzGAEgAygLMhsuam9icGxhbmUudjEuQ2hlY2twb2ludEluZm8SKwoFc3RhdHMYAiABKAsyHC5qb2JwbGFuZS52MS5DaGVja3BvaW50U3RhdHMiNwoXVHJpZ2dlclNhdmVwb2ludFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEgwKBHN0b3AYAiABKAgiSQoYVHJpZ2dlclNhdmVwb2ludFJlc3BvbnNlEi0KCXNhdmVwb2ludBgBIAEoCzIaLmpvYnBsYW5lLnYxLlNhdmVwb2ludEluZm8iTgoVTGlzdFNhdmVwb2ludHNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJhChZMaXN0U2F2ZXBvaW50c1Jlc3BvbnNlEi4KCnNhdmVwb2ludHMYASADKAsyGi5qb2JwbGFuZS52MS5TYXZlcG9pbnRJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIuChZEZWxldGVTYXZlcG9pbnRSZXF1ZXN0EhQKDHNhdmVwb2ludF9pZBgBIAEoCSIZChdEZWxldGVTYXZlcG9pbnRSZXNwb25zZSJMChBTdWJtaXRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIoCglqb2JfZ3JhcGgYAiABKAsyFS5qb2JwbGFuZS52MS5Kb2JHcmFwaCJcChFTdWJtaXRKb2JSZXNwb25zZRIOCgZqb2JfaWQYASABKAkSDwoHY3JlYXRlZBgCIAEoCBImCgZzdGF0dXMYAyABKA4yFi5qb2JwbGFuZS52MS5Kb2JTdGF0dXMiagoNR2V0Sm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSIgoEdmlldxgCIAEoDjIULmpvYnBsYW5lLnYxLkpvYlZpZXcSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiTwoOR2V0Sm9iUmVzcG9uc2USJAoDam9iGAEgASgLMhcuam9icGxhbmUudjEuSm9iRGV0YWlscxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiYgoPTGlzdEpvYnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEigKCHN0YXR1c2VzGAMgAygOMhYuam9icGxhbmUudjEuSm9iU3RhdHVzIlIKEExpc3RKb2JzUmVzcG9uc2USJQoEam9icxgBIAMoCzIXLmpvYnBsYW5lLnYxLkpvYlN1bW1hcnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiIKEENhbmNlbEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjsKEUNhbmNlbEpvYlJlc3BvbnNlEiYKBnN0YXR1cxgBIAEoDjIWLmpvYnBsYW5lLnYxLkpvYlN0YXR1cyIzChNHZXRKb2JSZXN1bHRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIMCgR3YWl0GAIgASgIIj4KFEdldEpvYlJlc3VsdFJlc3BvbnNlEiYKBnJlc3VsdBgBIAEoCzIWLmpvYnBsYW5lLnYxLkpvYlJlc3VsdCI3Cg9XYXRjaEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhQKDHJlc3VtZV90b2tlbhgCIAEoCSKZAQoQV2F0Y2hKb2JSZXNwb25zZRImCgNqb2IYASABKAsyFy5qb2JwbGFuZS52MS5Kb2JTdW1tYXJ5SAASKwoJaGVhcnRiZWF0GAQgASgLMhYuam9icGxhbmUudjEuSGVhcnRiZWF0SAASFAoMcmVzdW1lX3Rva2VuGAIgASgJEhEKCWNvYWxlc2NlZBgDIAEoCEIHCgVldmVudCIuChxSZXBvcnRDbGllbnRIZWFydGJlYXRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSJbCh1SZXBvcnRDbGllbnRIZWFydGJlYXRSZXNwb25zZRIqCgd0aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uSgQIARACUghkZWFkbGluZSJBChhMaXN0VGFza0V4ZWN1dG9yc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiawoZTGlzdFRhc2tFeGVjdXRvcnNSZXNwb25zZRI1Cg50YXNrX2V4ZWN1dG9ycxgBIAMoCzIdLmpvYnBsYW5lLnYxLlRhc2tFeGVjdXRvckluZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIt8BChBUYXNrRXhlY3V0b3JJbmZvEhgKEHRhc2tfZXhlY3V0b3JfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRISCgppbnZva2FibGVzGAMgAygJEhIKCnNsb3RfY291bnQYBCABKAUSFwoPZnJlZV9zbG90X2NvdW50GAUgASgFEjMKD2FsbG9jYXRlZF9zbG90cxgGIAMoCzIaLmpvYnBsYW5lLnYxLkFsbG9jYXRlZFNsb3QSKgoHc2lsZW5jZRgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIzCg1BbGxvY2F0ZWRTbG90EhIKCnNsb3RfaW5kZXgYASABKAUSDgoGam9iX2lkGAIgASgJIhsKGUdldENsdXN0ZXJPdmVydmlld1JlcXVlc3QipwIKGkdldENsdXN0ZXJPdmVydmlld1Jlc3BvbnNlEicKBmxlYWRlchgBIAEoCzIXLmpvYnBsYW5lLnYxLkxlYWRlckluZm8SGwoTdGFza19leGVjdXRvcl9jb3VudBgCIAEoBRISCgpzbG90X2NvdW50GAMgASgFEhcKD2ZyZWVfc2xvdF9jb3VudBgEIAEoBRIZChFydW5uaW5nX2pvYl9jb3VudBgFIAEoBRIaChJmaW5pc2hlZF9qb2JfY291bnQYBiABKAUSGgoSY2FuY2VsZWRfam9iX2NvdW50GAcgASgFEhgKEGZhaWxlZF9qb2JfY291bnQYCCABKAUSKQoGbGltaXRzGAkgASgLMhkuam9icGxhbmUudjEuU2VydmVyTGltaXRzIsUBCgxTZXJ2ZXJMaW1pdHMSGQoRbWF4X3JlcXVlc3RfYnl0ZXMYASABKAMSGgoSbWF4X3Jlc3BvbnNlX2J5dGVzGAIgASgDEhcKD21heF9ncmFwaF9ieXRlcxgDIAEoAxIUCgxtYXhfdmVydGljZXMYBCABKAUSFAoMbWF4X3N1YnRhc2tzGAUgASgFEhoKEm1heF9saXN0X3BhZ2Vfc2l6ZRgGIAEoBRIdChVtYXhfc3VidGFza19wYWdlX3NpemUYByABKAUiowEKFEdldFRhc2tPdXRwdXRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIRCgl2ZXJ0ZXhfaWQYAiABKAkSFQoNc3VidGFza19pbmRleBgDIAEoBRIbCg5hdHRlbXB0X251bWJlchgEIAEoBUgAiAEBEg4KBm9mZnNldBgFIAEoAxIRCgltYXhfYnl0ZXMYBiABKAVCEQoPX2F0dGVtcHRfbnVtYmVyIrYBChVHZXRUYXNrT3V0cHV0UmVzcG9uc2USDAoEZGF0YRgBIAEoDBIOCgZvZmZzZXQYAiABKAMSEwoLbmV4dF9vZmZzZXQYAyABKAMSFQoNZHJvcHBlZF9ieXRlcxgEIAEoAxISCgplbmRfb2Zmc2V0GAUgASgDEg0KBWVuZGVkGAYgASgIEhYKDmF0dGVtcHRfbnVtYmVyGAcgASgFEhgKEHRhc2tfZXhlY3V0b3JfaWQYCCABKAkyowoKEURpc3BhdGNoZXJTZXJ2aWNlEk8KCVN1Ym1pdEpvYhIdLmpvYnBsYW5lLnYxLlN1Ym1pdEpvYlJlcXVlc3QaHi5qb2JwbGFuZS52MS5TdWJtaXRKb2JSZXNwb25zZSIDkAICEkYKBkdldEpvYhIaLmpvYnBsYW5lLnYxLkdldEpvYlJlcXVlc3QaGy5qb2JwbGFuZS52MS5HZXRKb2JSZXNwb25zZSIDkAIBEkwKCExpc3RKb2JzEhwuam9icGxhbmUudjEuTGlzdEpvYnNSZXF1ZXN0Gh0uam9icGxhbmUudjEuTGlzdEpvYnNSZXNwb25zZSIDkAIBEk8KCUNhbmNlbEpvYhIdLmpvYnBsYW5lLnYxLkNhbmNlbEpvYlJlcXVlc3QaHi5qb2JwbGFuZS52MS5DYW5jZWxKb2JSZXNwb25zZSIDkAICElgKDEdldEpvYlJlc3VsdBIgLmpvYnBsYW5lLnYxLkdldEpvYlJlc3VsdFJlcXVlc3QaIS5qb2JwbGFuZS52MS5HZXRKb2JSZXN1bHRSZXNwb25zZSIDkAIBEk4KCFdhdGNoSm9iEhwuam9icGxhbmUudjEuV2F0Y2hKb2JSZXF1ZXN0Gh0uam9icGxhbmUudjEuV2F0Y2hKb2JSZXNwb25zZSIDkAIBMAEScwoVUmVwb3J0Q2xpZW50SGVhcnRiZWF0Eikuam9icGxhbmUudjEuUmVwb3J0Q2xpZW50SGVhcnRiZWF0UmVxdWVzdBoqLmpvYnBsYW5lLnYxLlJlcG9ydENsaWVudEhlYXJ0YmVhdFJlc3BvbnNlIgOQAgISZwoRTGlzdFRhc2tFeGVjdXRvcnMSJS5qb2JwbGFuZS52MS5MaXN0VGFza0V4ZWN1dG9yc1JlcXVlc3QaJi5qb2JwbGFuZS52MS5MaXN0VGFza0V4ZWN1dG9yc1Jlc3BvbnNlIgOQAgESWwoNR2V0VGFza091dHB1dBIhLmpvYnBsYW5lLnYxLkdldFRhc2tPdXRwdXRSZXF1ZXN0GiIuam9icGxhbmUudjEuR2V0VGFza091dHB1dFJlc3BvbnNlIgOQAgESagoSR2V0Q2x1c3Rlck92ZXJ2aWV3EiYuam9icGxhbmUudjEuR2V0Q2x1c3Rlck92ZXJ2aWV3UmVxdWVzdBonLmpvYnBsYW5lLnYxLkdldENsdXN0ZXJPdmVydmlld1Jlc3BvbnNlIgOQAgESYQoPTGlzdENoZWNrcG9pbnRzEiMuam9icGxhbmUudjEuTGlzdENoZWNrcG9pbnRzUmVxdWVzdBokLmpvYnBsYW5lLnYxLkxpc3RDaGVja3BvaW50c1Jlc3BvbnNlIgOQAgESXwoQVHJpZ2dlclNhdmVwb2ludBIkLmpvYnBsYW5lLnYxLlRyaWdnZXJTYXZlcG9pbnRSZXF1ZXN0GiUuam9icGxhbmUudjEuVHJpZ2dlclNhdmVwb2ludFJlc3BvbnNlEl4KDkxpc3RTYXZlcG9pbnRzEiIuam9icGxhbmUudjEuTGlzdFNhdmVwb2ludHNSZXF1ZXN0GiMuam9icGxhbmUudjEuTGlzdFNhdmVwb2ludHNSZXNwb25zZSIDkAIBEmEKD0RlbGV0ZVNhdmVwb2ludBIjLmpvYnBsYW5lLnYxLkRlbGV0ZVNhdmVwb2ludFJlcXVlc3QaJC5qb2JwbGFuZS52MS5EZWxldGVTYXZlcG9pbnRSZXNwb25zZSIDkAICYgZwcm90bzM", [file_google_protobuf_duration, file_jobplane_v1_checkpoint, file_jobplane_v1_job, file_jobplane_v1_job_graph, file_jobplane_v1_leadership, file_jobplane_v1_stream]);
+
+/**
+ * ListCheckpointsRequest is the request of DispatcherService.ListCheckpoints.
+ *
+ * @generated from message jobplane.v1.ListCheckpointsRequest
+ */
+export type ListCheckpointsRequest = Message<"jobplane.v1.ListCheckpointsRequest"> & {
+  /**
+   * The job's id. Required.
+   *
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+};
+
+/**
+ * Describes the message jobplane.v1.ListCheckpointsRequest.
+ * Use `create(ListCheckpointsRequestSchema)` to create a new message.
+ */
+export const ListCheckpointsRequestSchema: GenMessage<ListCheckpointsRequest> = /*@__PURE__*/
+  messageDesc(file_jobplane_v1_dispatcher_service, 0);
+
+/**
+ * ListCheckpointsResponse is the response of
+ * DispatcherService.ListCheckpoints.
+ *
+ * @generated from message jobplane.v1.ListCheckpointsResponse
+ */
+export type ListCheckpointsResponse = Message<"jobplane.v1.ListCheckpointsResponse"> & {
+  /**
+   * The checkpoints the store keeps, in id order.
+   *
+   * @generated from field: repeated jobplane.v1.CheckpointInfo checkpoints = 1;
+   */
+  checkpoints: CheckpointInfo[];
+
+  /**
+   * The job's checkpoint statistics (as in JobDetails.checkpoints).
+   *
+   * @generated from field: jobplane.v1.CheckpointStats stats = 2;
+   */
+  stats?: CheckpointStats | undefined;
+};
+
+/**
+ * Describes the message jobplane.v1.ListCheckpointsResponse.
+ * Use `create(ListCheckpointsResponseSchema)` to create a new message.
+ */
+export const ListCheckpointsResponseSchema: GenMessage<ListCheckpointsResponse> = /*@__PURE__*/
+  messageDesc(file_jobplane_v1_dispatcher_service, 1);
+
+/**
+ * TriggerSavepointRequest is the request of
+ * DispatcherService.TriggerSavepoint.
+ *
+ * @generated from message jobplane.v1.TriggerSavepointRequest
+ */
+export type TriggerSavepointRequest = Message<"jobplane.v1.TriggerSavepointRequest"> & {
+  /**
+   * The job's id. Required.
+   *
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * Cancel the job once the savepoint is durable.
+   *
+   * @generated from field: bool stop = 2;
+   */
+  stop: boolean;
+};
+
+/**
+ * Describes the message jobplane.v1.TriggerSavepointRequest.
+ * Use `create(TriggerSavepointRequestSchema)` to create a new message.
+ */
+export const TriggerSavepointRequestSchema: GenMessage<TriggerSavepointRequest> = /*@__PURE__*/
+  messageDesc(file_jobplane_v1_dispatcher_service, 2);
+
+/**
+ * TriggerSavepointResponse is the response of
+ * DispatcherService.TriggerSavepoint.
+ *
+ * @generated from message jobplane.v1.TriggerSavepointResponse
+ */
+export type TriggerSavepointResponse = Message<"jobplane.v1.TriggerSavepointResponse"> & {
+  /**
+   * The savepoint, durable.
+   *
+   * @generated from field: jobplane.v1.SavepointInfo savepoint = 1;
+   */
+  savepoint?: SavepointInfo | undefined;
+};
+
+/**
+ * Describes the message jobplane.v1.TriggerSavepointResponse.
+ * Use `create(TriggerSavepointResponseSchema)` to create a new message.
+ */
+export const TriggerSavepointResponseSchema: GenMessage<TriggerSavepointResponse> = /*@__PURE__*/
+  messageDesc(file_jobplane_v1_dispatcher_service, 3);
+
+/**
+ * ListSavepointsRequest is the request of DispatcherService.ListSavepoints.
+ *
+ * @generated from message jobplane.v1.ListSavepointsRequest
+ */
+export type ListSavepointsRequest = Message<"jobplane.v1.ListSavepointsRequest"> & {
+  /**
+   * Only this job's savepoints; empty for all.
+   *
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * The largest number to return. Zero, or more than 100, means 100.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * The previous answer's `next_page_token`; empty for the first page.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message jobplane.v1.ListSavepointsRequest.
+ * Use `create(ListSavepointsRequestSchema)` to create a new message.
+ */
+export const ListSavepointsRequestSchema: GenMessage<ListSavepointsRequest> = /*@__PURE__*/
+  messageDesc(file_jobplane_v1_dispatcher_service, 4);
+
+/**
+ * ListSavepointsResponse is the response of
+ * DispatcherService.ListSavepoints.
+ *
+ * @generated from message jobplane.v1.ListSavepointsResponse
+ */
+export type ListSavepointsResponse = Message<"jobplane.v1.ListSavepointsResponse"> & {
+  /**
+   * The savepoints, in id order.
+   *
+   * @generated from field: repeated jobplane.v1.SavepointInfo savepoints = 1;
+   */
+  savepoints: SavepointInfo[];
+
+  /**
+   * Passed as `page_token` for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message jobplane.v1.ListSavepointsResponse.
+ * Use `create(ListSavepointsResponseSchema)` to create a new message.
+ */
+export const ListSavepointsResponseSchema: GenMessage<ListSavepointsResponse> = /*@__PURE__*/
+  messageDesc(file_jobplane_v1_dispatcher_service, 5);
+
+/**
+ * DeleteSavepointRequest is the request of
+ * DispatcherService.DeleteSavepoint.
+ *
+ * @generated from message jobplane.v1.DeleteSavepointRequest
+ */
+export type DeleteSavepointRequest = Message<"jobplane.v1.DeleteSavepointRequest"> & {
+  /**
+   * The savepoint's id. Required.
+   *
+   * @generated from field: string savepoint_id = 1;
+   */
+  savepointId: string;
+};
+
+/**
+ * Describes the message jobplane.v1.DeleteSavepointRequest.
+ * Use `create(DeleteSavepointRequestSchema)` to create a new message.
+ */
+export const DeleteSavepointRequestSchema: GenMessage<DeleteSavepointRequest> = /*@__PURE__*/
+  messageDesc(file_jobplane_v1_dispatcher_service, 6);
+
+/**
+ * DeleteSavepointResponse is the response of
+ * DispatcherService.DeleteSavepoint.
+ *
+ * @generated from message jobplane.v1.DeleteSavepointResponse
+ */
+export type DeleteSavepointResponse = Message<"jobplane.v1.DeleteSavepointResponse"> & {
+};
+
+/**
+ * Describes the message jobplane.v1.DeleteSavepointResponse.
+ * Use `create(DeleteSavepointResponseSchema)` to create a new message.
+ */
+export const DeleteSavepointResponseSchema: GenMessage<DeleteSavepointResponse> = /*@__PURE__*/
+  messageDesc(file_jobplane_v1_dispatcher_service, 7);
 
 /**
  * SubmitJobRequest is the request of DispatcherService.SubmitJob.
@@ -50,7 +255,7 @@ export type SubmitJobRequest = Message<"jobplane.v1.SubmitJobRequest"> & {
  * Use `create(SubmitJobRequestSchema)` to create a new message.
  */
 export const SubmitJobRequestSchema: GenMessage<SubmitJobRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 0);
+  messageDesc(file_jobplane_v1_dispatcher_service, 8);
 
 /**
  * SubmitJobResponse is the response of DispatcherService.SubmitJob.
@@ -86,7 +291,7 @@ export type SubmitJobResponse = Message<"jobplane.v1.SubmitJobResponse"> & {
  * Use `create(SubmitJobResponseSchema)` to create a new message.
  */
 export const SubmitJobResponseSchema: GenMessage<SubmitJobResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 1);
+  messageDesc(file_jobplane_v1_dispatcher_service, 9);
 
 /**
  * GetJobRequest is the request of DispatcherService.GetJob.
@@ -136,7 +341,7 @@ export type GetJobRequest = Message<"jobplane.v1.GetJobRequest"> & {
  * Use `create(GetJobRequestSchema)` to create a new message.
  */
 export const GetJobRequestSchema: GenMessage<GetJobRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 2);
+  messageDesc(file_jobplane_v1_dispatcher_service, 10);
 
 /**
  * GetJobResponse is the response of DispatcherService.GetJob.
@@ -165,7 +370,7 @@ export type GetJobResponse = Message<"jobplane.v1.GetJobResponse"> & {
  * Use `create(GetJobResponseSchema)` to create a new message.
  */
 export const GetJobResponseSchema: GenMessage<GetJobResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 3);
+  messageDesc(file_jobplane_v1_dispatcher_service, 11);
 
 /**
  * ListJobsRequest is the request of DispatcherService.ListJobs.
@@ -207,7 +412,7 @@ export type ListJobsRequest = Message<"jobplane.v1.ListJobsRequest"> & {
  * Use `create(ListJobsRequestSchema)` to create a new message.
  */
 export const ListJobsRequestSchema: GenMessage<ListJobsRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 4);
+  messageDesc(file_jobplane_v1_dispatcher_service, 12);
 
 /**
  * ListJobsResponse is the response of DispatcherService.ListJobs.
@@ -235,7 +440,7 @@ export type ListJobsResponse = Message<"jobplane.v1.ListJobsResponse"> & {
  * Use `create(ListJobsResponseSchema)` to create a new message.
  */
 export const ListJobsResponseSchema: GenMessage<ListJobsResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 5);
+  messageDesc(file_jobplane_v1_dispatcher_service, 13);
 
 /**
  * CancelJobRequest is the request of DispatcherService.CancelJob.
@@ -256,7 +461,7 @@ export type CancelJobRequest = Message<"jobplane.v1.CancelJobRequest"> & {
  * Use `create(CancelJobRequestSchema)` to create a new message.
  */
 export const CancelJobRequestSchema: GenMessage<CancelJobRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 6);
+  messageDesc(file_jobplane_v1_dispatcher_service, 14);
 
 /**
  * CancelJobResponse is the response of DispatcherService.CancelJob.
@@ -277,7 +482,7 @@ export type CancelJobResponse = Message<"jobplane.v1.CancelJobResponse"> & {
  * Use `create(CancelJobResponseSchema)` to create a new message.
  */
 export const CancelJobResponseSchema: GenMessage<CancelJobResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 7);
+  messageDesc(file_jobplane_v1_dispatcher_service, 15);
 
 /**
  * GetJobResultRequest is the request of DispatcherService.GetJobResult.
@@ -306,7 +511,7 @@ export type GetJobResultRequest = Message<"jobplane.v1.GetJobResultRequest"> & {
  * Use `create(GetJobResultRequestSchema)` to create a new message.
  */
 export const GetJobResultRequestSchema: GenMessage<GetJobResultRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 8);
+  messageDesc(file_jobplane_v1_dispatcher_service, 16);
 
 /**
  * GetJobResultResponse is the response of DispatcherService.GetJobResult.
@@ -327,7 +532,7 @@ export type GetJobResultResponse = Message<"jobplane.v1.GetJobResultResponse"> &
  * Use `create(GetJobResultResponseSchema)` to create a new message.
  */
 export const GetJobResultResponseSchema: GenMessage<GetJobResultResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 9);
+  messageDesc(file_jobplane_v1_dispatcher_service, 17);
 
 /**
  * WatchJobRequest is the request of DispatcherService.WatchJob.
@@ -356,7 +561,7 @@ export type WatchJobRequest = Message<"jobplane.v1.WatchJobRequest"> & {
  * Use `create(WatchJobRequestSchema)` to create a new message.
  */
 export const WatchJobRequestSchema: GenMessage<WatchJobRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 10);
+  messageDesc(file_jobplane_v1_dispatcher_service, 18);
 
 /**
  * WatchJobResponse is one message of DispatcherService.WatchJob.
@@ -410,7 +615,7 @@ export type WatchJobResponse = Message<"jobplane.v1.WatchJobResponse"> & {
  * Use `create(WatchJobResponseSchema)` to create a new message.
  */
 export const WatchJobResponseSchema: GenMessage<WatchJobResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 11);
+  messageDesc(file_jobplane_v1_dispatcher_service, 19);
 
 /**
  * ReportClientHeartbeatRequest is the request of
@@ -432,7 +637,7 @@ export type ReportClientHeartbeatRequest = Message<"jobplane.v1.ReportClientHear
  * Use `create(ReportClientHeartbeatRequestSchema)` to create a new message.
  */
 export const ReportClientHeartbeatRequestSchema: GenMessage<ReportClientHeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 12);
+  messageDesc(file_jobplane_v1_dispatcher_service, 20);
 
 /**
  * ReportClientHeartbeatResponse is the response of
@@ -456,7 +661,7 @@ export type ReportClientHeartbeatResponse = Message<"jobplane.v1.ReportClientHea
  * Use `create(ReportClientHeartbeatResponseSchema)` to create a new message.
  */
 export const ReportClientHeartbeatResponseSchema: GenMessage<ReportClientHeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 13);
+  messageDesc(file_jobplane_v1_dispatcher_service, 21);
 
 /**
  * ListTaskExecutorsRequest is the request of
@@ -489,7 +694,7 @@ export type ListTaskExecutorsRequest = Message<"jobplane.v1.ListTaskExecutorsReq
  * Use `create(ListTaskExecutorsRequestSchema)` to create a new message.
  */
 export const ListTaskExecutorsRequestSchema: GenMessage<ListTaskExecutorsRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 14);
+  messageDesc(file_jobplane_v1_dispatcher_service, 22);
 
 /**
  * ListTaskExecutorsResponse is the response of
@@ -518,7 +723,7 @@ export type ListTaskExecutorsResponse = Message<"jobplane.v1.ListTaskExecutorsRe
  * Use `create(ListTaskExecutorsResponseSchema)` to create a new message.
  */
 export const ListTaskExecutorsResponseSchema: GenMessage<ListTaskExecutorsResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 15);
+  messageDesc(file_jobplane_v1_dispatcher_service, 23);
 
 /**
  * TaskExecutorInfo is a TaskExecutor as the ResourceManager knows it.
@@ -582,7 +787,7 @@ export type TaskExecutorInfo = Message<"jobplane.v1.TaskExecutorInfo"> & {
  * Use `create(TaskExecutorInfoSchema)` to create a new message.
  */
 export const TaskExecutorInfoSchema: GenMessage<TaskExecutorInfo> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 16);
+  messageDesc(file_jobplane_v1_dispatcher_service, 24);
 
 /**
  * AllocatedSlot is a slot of a TaskExecutor allocated to a job.
@@ -610,7 +815,7 @@ export type AllocatedSlot = Message<"jobplane.v1.AllocatedSlot"> & {
  * Use `create(AllocatedSlotSchema)` to create a new message.
  */
 export const AllocatedSlotSchema: GenMessage<AllocatedSlot> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 17);
+  messageDesc(file_jobplane_v1_dispatcher_service, 25);
 
 /**
  * GetClusterOverviewRequest is the request of
@@ -626,7 +831,7 @@ export type GetClusterOverviewRequest = Message<"jobplane.v1.GetClusterOverviewR
  * Use `create(GetClusterOverviewRequestSchema)` to create a new message.
  */
 export const GetClusterOverviewRequestSchema: GenMessage<GetClusterOverviewRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 18);
+  messageDesc(file_jobplane_v1_dispatcher_service, 26);
 
 /**
  * GetClusterOverviewResponse is the response of
@@ -704,7 +909,7 @@ export type GetClusterOverviewResponse = Message<"jobplane.v1.GetClusterOverview
  * Use `create(GetClusterOverviewResponseSchema)` to create a new message.
  */
 export const GetClusterOverviewResponseSchema: GenMessage<GetClusterOverviewResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 19);
+  messageDesc(file_jobplane_v1_dispatcher_service, 27);
 
 /**
  * ServerLimits are the limits a server enforces on what it is sent and
@@ -771,7 +976,7 @@ export type ServerLimits = Message<"jobplane.v1.ServerLimits"> & {
  * Use `create(ServerLimitsSchema)` to create a new message.
  */
 export const ServerLimitsSchema: GenMessage<ServerLimits> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 20);
+  messageDesc(file_jobplane_v1_dispatcher_service, 28);
 
 /**
  * GetTaskOutputRequest is the request of DispatcherService.GetTaskOutput.
@@ -834,7 +1039,7 @@ export type GetTaskOutputRequest = Message<"jobplane.v1.GetTaskOutputRequest"> &
  * Use `create(GetTaskOutputRequestSchema)` to create a new message.
  */
 export const GetTaskOutputRequestSchema: GenMessage<GetTaskOutputRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 21);
+  messageDesc(file_jobplane_v1_dispatcher_service, 29);
 
 /**
  * GetTaskOutputResponse is the response of DispatcherService.GetTaskOutput.
@@ -913,7 +1118,7 @@ export type GetTaskOutputResponse = Message<"jobplane.v1.GetTaskOutputResponse">
  * Use `create(GetTaskOutputResponseSchema)` to create a new message.
  */
 export const GetTaskOutputResponseSchema: GenMessage<GetTaskOutputResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 22);
+  messageDesc(file_jobplane_v1_dispatcher_service, 30);
 
 /**
  * DispatcherService is the public API of a jobplane cluster: clients submit,
@@ -1232,6 +1437,75 @@ export const DispatcherService: GenService<{
     methodKind: "unary";
     input: typeof GetClusterOverviewRequestSchema;
     output: typeof GetClusterOverviewResponseSchema;
+  },
+  /**
+   * ListCheckpoints lists a running job's completed checkpoints that the
+   * HA store keeps (the newest `retained` of its config), in id order. No
+   * side effects. Since 1.2.
+   *
+   * Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
+   * for a malformed id; UNAVAILABLE (NOT_LEADER); UNIMPLEMENTED if the
+   * server's HA store keeps no checkpoints.
+   *
+   * @generated from rpc jobplane.v1.DispatcherService.ListCheckpoints
+   */
+  listCheckpoints: {
+    methodKind: "unary";
+    input: typeof ListCheckpointsRequestSchema;
+    output: typeof ListCheckpointsResponseSchema;
+  },
+  /**
+   * TriggerSavepoint takes a savepoint of a running job: every running
+   * subtask gives its state, as for a checkpoint, and the states are
+   * stored as a savepoint that belongs to the user: never subsumed, kept
+   * after the job ends, until DeleteSavepoint. It answers once the
+   * savepoint is durable. With `stop`, the job is then canceled (it ends
+   * CANCELED), and a job submitted with `restore_from_savepoint` naming
+   * the savepoint goes on from it. Not idempotent: a retry takes another
+   * savepoint (or, with `stop`, finds the job CANCELLING: FAILED_PRECONDITION).
+   * Since 1.2.
+   *
+   * Errors: NOT_FOUND (JOB_NOT_FOUND); FAILED_PRECONDITION (JOB_TERMINAL)
+   * for a job that is ending or ended; ABORTED (SAVEPOINT_FAILED) if the
+   * savepoint could not be taken (the job runs on); INVALID_ARGUMENT for a
+   * malformed id; UNAVAILABLE (NOT_LEADER); UNIMPLEMENTED if the server's
+   * HA store keeps no checkpoints.
+   *
+   * @generated from rpc jobplane.v1.DispatcherService.TriggerSavepoint
+   */
+  triggerSavepoint: {
+    methodKind: "unary";
+    input: typeof TriggerSavepointRequestSchema;
+    output: typeof TriggerSavepointResponseSchema;
+  },
+  /**
+   * ListSavepoints lists savepoints, in savepoint id order, a page at a
+   * time, optionally only one job's (whether or not that job still
+   * exists). No side effects. Since 1.2.
+   *
+   * Errors: INVALID_ARGUMENT for a negative page size; UNAVAILABLE
+   * (NOT_LEADER); UNIMPLEMENTED as for TriggerSavepoint.
+   *
+   * @generated from rpc jobplane.v1.DispatcherService.ListSavepoints
+   */
+  listSavepoints: {
+    methodKind: "unary";
+    input: typeof ListSavepointsRequestSchema;
+    output: typeof ListSavepointsResponseSchema;
+  },
+  /**
+   * DeleteSavepoint deletes a savepoint; deleting an absent one succeeds.
+   * Jobs that restored from it keep running. Idempotent. Since 1.2.
+   *
+   * Errors: INVALID_ARGUMENT for an empty id; UNAVAILABLE (NOT_LEADER);
+   * UNIMPLEMENTED as for TriggerSavepoint.
+   *
+   * @generated from rpc jobplane.v1.DispatcherService.DeleteSavepoint
+   */
+  deleteSavepoint: {
+    methodKind: "unary";
+    input: typeof DeleteSavepointRequestSchema;
+    output: typeof DeleteSavepointResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_jobplane_v1_dispatcher_service, 0);
