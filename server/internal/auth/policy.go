@@ -23,11 +23,13 @@ const Everyone = "*"
 const (
 	// ActionSubmit: SubmitJob.
 	ActionSubmit = "submit"
-	// ActionRead: GetJob, WatchJob, GetJobResult and GetTaskOutput of a
-	// job, ListJobs, ListTaskExecutors and GetClusterOverview.
+	// ActionRead: GetJob, WatchJob, GetJobResult, GetTaskOutput and
+	// ListCheckpoints of a job, ListJobs, ListSavepoints, ListTaskExecutors
+	// and GetClusterOverview.
 	ActionRead = "read"
-	// ActionCancel: CancelJob and ReportClientHeartbeat of a job (the
-	// heartbeat keeps an attached job alive).
+	// ActionCancel: CancelJob, ReportClientHeartbeat (the heartbeat keeps
+	// an attached job alive) and TriggerSavepoint of a job, and
+	// DeleteSavepoint of a savepoint of the job.
 	ActionCancel = "cancel"
 )
 
@@ -44,6 +46,10 @@ var actions = map[string]string{
 	jobplanev1connect.DispatcherServiceGetClusterOverviewProcedure:    ActionRead,
 	jobplanev1connect.DispatcherServiceCancelJobProcedure:             ActionCancel,
 	jobplanev1connect.DispatcherServiceReportClientHeartbeatProcedure: ActionCancel,
+	jobplanev1connect.DispatcherServiceListCheckpointsProcedure:       ActionRead,
+	jobplanev1connect.DispatcherServiceListSavepointsProcedure:        ActionRead,
+	jobplanev1connect.DispatcherServiceTriggerSavepointProcedure:      ActionCancel,
+	jobplanev1connect.DispatcherServiceDeleteSavepointProcedure:       ActionCancel,
 }
 
 // clusterWide are the reads about the cluster rather than its jobs, which

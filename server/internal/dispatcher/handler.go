@@ -64,6 +64,8 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 		limit *LimitError
 		term  *TerminalError
 		nterm *NotTerminalError
+		nosp  *SavepointNotFoundError
+		cerr  *connect.Error
 	)
 	switch {
 	case err == nil:
@@ -127,6 +129,14 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 		return apierror.Complete(err)
 	case errors.Is(err, hastore.ErrUnavailable):
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_STORE_UNAVAILABLE, "the HA store is unavailable; retry", nil)
+	case errors.Is(err, ErrNoCheckpoints):
+		return connect.NewError(connect.CodeUnimplemented, err)
+	case errors.As(err, &nosp):
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_SAVEPOINT_NOT_FOUND, err.Error(), map[string]string{"savepoint_id": nosp.ID})
+	case errors.Is(err, ErrSavepointNotTaken):
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_SAVEPOINT_FAILED, err.Error(), map[string]string{"job_id": jobID})
+	case errors.As(err, &cerr):
+		return cerr // the JobMaster's own answer (SAVEPOINT_FAILED, NOT_LEADER)
 	}
 	h.d.log.Error("dispatcher call failed", "job", jobID, "err", err)
 	return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_INTERNAL, "internal error", nil)

@@ -68,6 +68,9 @@ func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1
 	span.End()
 	digest := planid.Digest(graph)
 	owner, _ := principal.FromContext(ctx)
+	if err := d.checkRestore(ctx, jobID, prepared.GetConfig().GetRestoreFromSavepoint()); err != nil {
+		return SubmitOutcome{}, err
+	}
 	for {
 		ld, err := d.current(ctx)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -14,6 +15,7 @@ import (
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
 	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/telemetry"
@@ -52,12 +54,33 @@ type coordinator struct {
 	// from is its name (its decimal id), empty if none.
 	states   map[int32]*jobplanev1.SubtaskState
 	from     string
+	// restoredFrom is what a subtask was last deployed from.
+	restoredFrom string
 	counts   *jobplanev1.CheckpointCounts
-	failures int // checkpoints failed in a row
+	latest   *jobplanev1.CheckpointInfo // the latest completed checkpoint's
+	failures int                        // checkpoints failed in a row
 	pending  *pendingCheckpoint
-	// next is when the next checkpoint is due; stopTimer stops its wake-up.
-	next      time.Time
-	stopTimer func() bool
+	// savepoints are the savepoints asked for while another checkpoint
+	// was in flight, in order.
+	savepoints []*savepointRequest
+	// lastTrigger is when the latest periodic checkpoint was triggered;
+	// next is when the next one is due; stopTimer stops its wake-up.
+	lastTrigger time.Time
+	next        time.Time
+	stopTimer   func() bool
+}
+
+// savepointRequest is a user's request for a savepoint (Savepoint):
+// done is closed once sp or err is set.
+type savepointRequest struct {
+	done chan struct{}
+	sp   *hastorev1.Savepoint
+	err  error
+}
+
+func (r *savepointRequest) end(sp *hastorev1.Savepoint, err error) {
+	r.sp, r.err = sp, err
+	close(r.done)
 }
 
 // pendingCheckpoint is the checkpoint in flight.
@@ -69,6 +92,8 @@ type pendingCheckpoint struct {
 	states   map[int32]*jobplanev1.SubtaskState
 	storing  bool // every ack is in; the store write is in flight
 	stop     func() bool
+	// savepoint, if set, makes it a savepoint of that request.
+	savepoint *savepointRequest
 }
 
 // initCheckpoints sets up the coordinator from the job's config, and
@@ -76,8 +101,9 @@ type pendingCheckpoint struct {
 // earlier JobMaster of the job ran).
 func (jm *JobMaster) initCheckpoints() {
 	cp := jm.cfg.Graph.GetConfig().GetCheckpoints()
+	restore := jm.cfg.Graph.GetConfig().GetRestoreFromSavepoint()
 	if jm.cfg.Checkpoints == nil {
-		if cp.GetInterval().AsDuration() > 0 {
+		if cp.GetInterval().AsDuration() > 0 || restore != "" {
 			jm.log.Warn("the HA store keeps no checkpoints; the job runs without them")
 		}
 		return
@@ -89,11 +115,14 @@ func (jm *JobMaster) initCheckpoints() {
 	}
 	c.retain = max(int(cp.GetRetained()), 1)
 	jm.ckpt = c
-	if jm.cfg.Adopt {
+	// A job without periodic checkpoints never has any to read; its
+	// savepoints are not restored from but by a job that names them.
+	if jm.cfg.Adopt && c.enabled() || restore != "" {
 		c.loading = true
 		jm.loadCheckpoint()
 	}
-	jm.scheduleCheckpoint(time.Now())
+	c.lastTrigger = time.Now()
+	jm.scheduleCheckpoint()
 }
 
 // loadCheckpoint reads the job's latest checkpoint, retrying with a
@@ -102,9 +131,23 @@ func (jm *JobMaster) loadCheckpoint() {
 	c := jm.ckpt
 	jm.goRPC(func(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		cp, last, err := c.store.LatestCheckpoint(rctx, jm.cfg.JobID)
+		var cp *hastorev1.CompletedCheckpoint
+		var last uint64
+		var err error
+		if jm.cfg.Adopt {
+			cp, last, err = c.store.LatestCheckpoint(rctx, jm.cfg.JobID)
+		}
+		var sp *hastorev1.Savepoint
+		if restore := jm.cfg.Graph.GetConfig().GetRestoreFromSavepoint(); err == nil && cp == nil && restore != "" {
+			sp, err = c.store.GetSavepoint(rctx, restore)
+		}
 		cancel()
 		jm.post(func() {
+			if errors.Is(err, hastore.ErrSavepointNotFound) {
+				c.loading = false
+				jm.failJob(fmt.Sprintf("the savepoint %q the job restores from does not exist (deleted after the job was submitted?)", jm.cfg.Graph.GetConfig().GetRestoreFromSavepoint()))
+				return
+			}
 			if err != nil {
 				if errors.Is(err, hastore.ErrCheckpointsUnsupported) {
 					jm.log.Warn("the HA store keeps no checkpoints; the job runs without them")
@@ -125,6 +168,9 @@ func (jm *JobMaster) loadCheckpoint() {
 					c.counts = proto.CloneOf(cp.GetCounts())
 				}
 				jm.log.Info("restoring from checkpoint", "checkpoint", cp.GetCheckpointId(), "states", len(cp.GetStates()))
+			} else if sp != nil {
+				jm.takeStates(sp.GetStates(), sp.GetSavepointId())
+				jm.log.Info("restoring from savepoint", "savepoint", sp.GetSavepointId(), "states", len(sp.GetStates()))
 			}
 			jm.progress()
 		})
@@ -134,14 +180,58 @@ func (jm *JobMaster) loadCheckpoint() {
 // takeCheckpoint makes cp the one subtasks deployed from now on start
 // from.
 func (jm *JobMaster) takeCheckpoint(cp *hastorev1.CompletedCheckpoint) {
+	jm.takeStates(cp.GetStates(), strconv.FormatUint(cp.GetCheckpointId(), 10))
+	jm.ckpt.latest = checkpointInfo(cp.GetCheckpointId(), cp.GetTriggerTime(), cp.GetAckTime(), cp.GetStates())
+}
+
+// takeStates makes states, named from, the ones subtasks deployed from
+// now on start from; states that name no subtask of the job are ignored.
+func (jm *JobMaster) takeStates(states []*jobplanev1.SubtaskState, from string) {
 	c := jm.ckpt
-	c.states = make(map[int32]*jobplanev1.SubtaskState, len(cp.GetStates()))
-	for _, st := range cp.GetStates() {
+	c.states = make(map[int32]*jobplanev1.SubtaskState, len(states))
+	for _, st := range states {
 		if vi, ok := jm.vertexByID[st.GetVertexId()]; ok && st.GetSubtaskIndex() >= 0 && st.GetSubtaskIndex() < jm.cfg.Graph.GetVertices()[vi].GetParallelism() {
 			c.states[jm.graph.ExecutionVertex(vi, int(st.GetSubtaskIndex()))] = st
 		}
 	}
-	c.from = strconv.FormatUint(cp.GetCheckpointId(), 10)
+	c.from = from
+}
+
+// checkpointInfo describes a checkpoint or savepoint without its states.
+func checkpointInfo(id uint64, trigger, ack *timestamppb.Timestamp, states []*jobplanev1.SubtaskState) *jobplanev1.CheckpointInfo {
+	info := &jobplanev1.CheckpointInfo{CheckpointId: id, TriggerTime: trigger, AckTime: ack}
+	for _, st := range states {
+		if st.GetState() != nil {
+			info.SubtaskStates++
+			info.StateBytes += int64(len(st.GetInline()))
+		}
+	}
+	return info
+}
+
+// CheckpointInfo describes a stored checkpoint without its states.
+func CheckpointInfo(cp *hastorev1.CompletedCheckpoint) *jobplanev1.CheckpointInfo {
+	return checkpointInfo(cp.GetCheckpointId(), cp.GetTriggerTime(), cp.GetAckTime(), cp.GetStates())
+}
+
+// SavepointInfo describes a stored savepoint without its states.
+func SavepointInfo(sp *hastorev1.Savepoint) *jobplanev1.SavepointInfo {
+	return &jobplanev1.SavepointInfo{SavepointId: sp.GetSavepointId(), JobId: sp.GetJobId(),
+		Checkpoint: checkpointInfo(sp.GetCheckpointId(), sp.GetTriggerTime(), sp.GetAckTime(), sp.GetStates())}
+}
+
+// checkpointStats is the job's checkpoint statistics; nil when it keeps
+// no checkpoints.
+func (jm *JobMaster) checkpointStats() *jobplanev1.CheckpointStats {
+	c := jm.ckpt
+	if c == nil || !c.enabled() && c.from == "" && c.latest == nil {
+		return nil
+	}
+	st := &jobplanev1.CheckpointStats{Counts: proto.CloneOf(c.counts), Latest: c.latest, RestoredFrom: c.restoredFrom}
+	if c.pending != nil && c.pending.savepoint == nil {
+		st.InProgressId = c.pending.id
+	}
+	return st
 }
 
 // restoredState returns the state ev's next attempt starts from, and the
@@ -151,6 +241,7 @@ func (jm *JobMaster) restoredState(ev int32) (*jobplanev1.SubtaskState, string) 
 	if c == nil || c.states[ev] == nil {
 		return nil, ""
 	}
+	c.restoredFrom = c.from
 	return c.states[ev], c.from
 }
 
@@ -159,15 +250,16 @@ func (c *coordinator) enabled() bool {
 	return c != nil && c.cfg.GetInterval().AsDuration() > 0
 }
 
-// scheduleCheckpoint arms the next trigger: an interval after the last
-// trigger (from), and at least the minimum pause after the last end.
-func (jm *JobMaster) scheduleCheckpoint(from time.Time) {
+// scheduleCheckpoint arms the next periodic trigger: an interval after
+// the last, and at least the minimum pause after now (the end of the
+// last checkpoint).
+func (jm *JobMaster) scheduleCheckpoint() {
 	c := jm.ckpt
 	if !c.enabled() {
 		return
 	}
 	c.stopTimer()
-	at := from.Add(c.cfg.GetInterval().AsDuration())
+	at := c.lastTrigger.Add(c.cfg.GetInterval().AsDuration())
 	if pause := c.cfg.GetMinPause().AsDuration(); pause > 0 {
 		at = later(at, time.Now().Add(pause))
 	}
@@ -182,17 +274,70 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// triggerCheckpoint starts a checkpoint when one is due: every RUNNING
-// subtask is asked for its state, one call per TaskExecutor.
+// triggerCheckpoint starts a periodic checkpoint when one is due; one
+// in flight reschedules it when it ends.
 func (jm *JobMaster) triggerCheckpoint() {
 	c := jm.ckpt
 	if !c.enabled() || c.pending != nil || time.Now().Before(c.next) {
 		return
 	}
+	c.lastTrigger = time.Now()
 	if c.loading || jm.status != jobstatus.Running {
-		jm.scheduleCheckpoint(time.Now())
+		jm.scheduleCheckpoint()
 		return
 	}
+	if why := jm.trigger(nil); why != "" {
+		jm.log.Debug("no checkpoint", "cause", why)
+		jm.scheduleCheckpoint()
+	}
+}
+
+// Savepoint takes a savepoint of the job and returns it once it is
+// durable; it fails with SAVEPOINT_FAILED if the savepoint could not be
+// taken, and UNIMPLEMENTED if the store keeps no checkpoints.
+func (jm *JobMaster) Savepoint(ctx context.Context) (*hastorev1.Savepoint, error) {
+	req := &savepointRequest{done: make(chan struct{})}
+	if err := jm.do(ctx, func() { jm.requestSavepoint(req) }); err != nil {
+		return nil, err
+	}
+	select {
+	case <-req.done:
+		return req.sp, req.err
+	case <-jm.done:
+		return nil, jm.notLeader()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// savepointFailed is the error of a savepoint that could not be taken.
+func (jm *JobMaster) savepointFailed(why string) error {
+	return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_SAVEPOINT_FAILED, "no savepoint: "+why, map[string]string{"job_id": jm.cfg.JobID})
+}
+
+func (jm *JobMaster) requestSavepoint(req *savepointRequest) {
+	c := jm.ckpt
+	switch {
+	case c == nil:
+		req.end(nil, connect.NewError(connect.CodeUnimplemented, errors.New("the server's HA store keeps no checkpoints, so no savepoints")))
+	case jm.status != jobstatus.Running:
+		req.end(nil, jm.savepointFailed(fmt.Sprintf("the job is %v, not RUNNING; retry once it runs", jm.status)))
+	case c.loading:
+		req.end(nil, jm.savepointFailed("the job is being restored; retry once it runs"))
+	case c.pending != nil:
+		c.savepoints = append(c.savepoints, req)
+	default:
+		if why := jm.trigger(req); why != "" {
+			req.end(nil, jm.savepointFailed(why))
+		}
+	}
+}
+
+// trigger starts a checkpoint, or a savepoint for sp: every RUNNING
+// subtask is asked for its state, one call per TaskExecutor. It returns
+// why it started none.
+func (jm *JobMaster) trigger(sp *savepointRequest) (why string) {
+	c := jm.ckpt
 	byExecutor := map[string][]int32{}
 	for ev := range int32(jm.graph.Subtasks()) {
 		if jm.graph.State(ev) == jobstatus.ExecRunning && jm.tasks[ev].slot != nil {
@@ -201,12 +346,18 @@ func (jm *JobMaster) triggerCheckpoint() {
 		}
 	}
 	if len(byExecutor) == 0 {
-		jm.scheduleCheckpoint(time.Now()) // nothing runs: nothing to keep
-		return
+		return "no subtask runs"
+	}
+	for id := range byExecutor {
+		if jm.executors[id] == nil {
+			return "TaskExecutor " + id + " is not registered"
+		}
 	}
 	c.lastID++
-	c.counts.Triggered++
-	p := &pendingCheckpoint{id: c.lastID, trigger: time.Now(), attempts: map[int32]int{}, states: map[int32]*jobplanev1.SubtaskState{}, waiting: len(byExecutor)}
+	if sp == nil {
+		c.counts.Triggered++
+	}
+	p := &pendingCheckpoint{id: c.lastID, trigger: time.Now(), attempts: map[int32]int{}, states: map[int32]*jobplanev1.SubtaskState{}, waiting: len(byExecutor), savepoint: sp}
 	c.pending = p
 	p.stop = jm.cfg.Router.after(c.timeout, func() {
 		jm.post(func() {
@@ -218,10 +369,6 @@ func (jm *JobMaster) triggerCheckpoint() {
 	token := protoToken(jm.cfg.Token)
 	for id, evs := range byExecutor {
 		e := jm.executors[id]
-		if e == nil {
-			jm.checkpointFailed(p, "TaskExecutor "+id+" is not registered")
-			return
-		}
 		attempts := make([]*jobplanev1.ExecutionAttemptId, len(evs))
 		for i, ev := range evs {
 			attempts[i] = jm.attemptID(ev)
@@ -232,11 +379,12 @@ func (jm *JobMaster) triggerCheckpoint() {
 			ctx, cancel := context.WithTimeout(ctx, c.timeout)
 			defer cancel()
 			resp, err := client.TriggerCheckpoint(ctx, &clusterv1.TriggerCheckpointRequest{
-				JobId: jm.cfg.JobID, JobMasterToken: token, CheckpointId: p.id, Attempts: attempts,
+				JobId: jm.cfg.JobID, JobMasterToken: token, CheckpointId: p.id, Attempts: attempts, Savepoint: sp != nil,
 			})
 			jm.post(func() { jm.acknowledged(p, id, evs, resp, err) })
 		})
 	}
+	return ""
 }
 
 // acknowledged takes one TaskExecutor's answer to a pending checkpoint.
@@ -284,23 +432,38 @@ func (jm *JobMaster) storeCheckpoint(p *pendingCheckpoint) {
 	c := jm.ckpt
 	p.storing = true
 	now := time.Now()
-	c.counts.Completed++ // as of this checkpoint, if it completes
-	counts := proto.CloneOf(c.counts)
-	c.counts.Completed--
-	cp := &hastorev1.CompletedCheckpoint{
-		JobId: jm.cfg.JobID, CheckpointId: p.id, TriggerTime: timestamppb.New(p.trigger), AckTime: timestamppb.New(now),
-		Counts: counts, RestoredFrom: c.from,
-	}
+	var states []*jobplanev1.SubtaskState
 	for ev := range int32(jm.graph.Subtasks()) {
 		st := p.states[ev]
 		if _, asked := p.attempts[ev]; !asked {
 			st = c.states[ev]
 		}
 		if st != nil {
-			cp.States = append(cp.States, st)
+			states = append(states, st)
 		}
 	}
-	if n := proto.Size(cp); n > DefaultMaxCheckpointBytes {
+	var (
+		cp   *hastorev1.CompletedCheckpoint
+		save *hastorev1.Savepoint
+		msg  proto.Message
+	)
+	if p.savepoint != nil {
+		save = &hastorev1.Savepoint{
+			SavepointId: fmt.Sprintf("sp-%s-%d", jm.cfg.JobID, p.id), JobId: jm.cfg.JobID, CheckpointId: p.id,
+			TriggerTime: timestamppb.New(p.trigger), AckTime: timestamppb.New(now), States: states,
+		}
+		msg = save
+	} else {
+		c.counts.Completed++ // as of this checkpoint, if it completes
+		counts := proto.CloneOf(c.counts)
+		c.counts.Completed--
+		cp = &hastorev1.CompletedCheckpoint{
+			JobId: jm.cfg.JobID, CheckpointId: p.id, TriggerTime: timestamppb.New(p.trigger), AckTime: timestamppb.New(now),
+			Counts: counts, RestoredFrom: c.from, States: states,
+		}
+		msg = cp
+	}
+	if n := proto.Size(msg); n > DefaultMaxCheckpointBytes {
 		jm.checkpointFailed(p, fmt.Sprintf("checkpoint %d is %d bytes, over the store's limit of %d; give pointers to larger state", p.id, n, DefaultMaxCheckpointBytes))
 		return
 	}
@@ -311,7 +474,12 @@ func (jm *JobMaster) storeCheckpoint(p *pendingCheckpoint) {
 		}
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		_, err := c.store.AddCheckpoint(ctx, fence, cp, c.retain)
+		var err error
+		if save != nil {
+			err = c.store.AddSavepoint(ctx, fence, save)
+		} else {
+			_, err = c.store.AddCheckpoint(ctx, fence, cp, c.retain)
+		}
 		jm.post(func() {
 			if c.pending != p {
 				return
@@ -328,13 +496,31 @@ func (jm *JobMaster) storeCheckpoint(p *pendingCheckpoint) {
 				return
 			}
 			p.stop()
-			c.pending, c.failures = nil, 0
-			c.counts.Completed++
-			jm.takeCheckpoint(cp)
-			jm.log.Debug("checkpoint completed", "checkpoint", p.id, "states", len(cp.GetStates()), "bytes", proto.Size(cp), "took", time.Since(p.trigger))
-			jm.scheduleCheckpoint(p.trigger)
+			c.pending = nil
+			if save != nil {
+				jm.log.Info("savepoint completed", "savepoint", save.GetSavepointId(), "states", len(states), "took", time.Since(p.trigger))
+				p.savepoint.end(save, nil)
+			} else {
+				c.failures = 0
+				c.counts.Completed++
+				jm.takeCheckpoint(cp)
+				jm.log.Debug("checkpoint completed", "checkpoint", p.id, "states", len(states), "bytes", proto.Size(cp), "took", time.Since(p.trigger))
+			}
+			jm.checkpointEnded()
 		})
 	})
+}
+
+// checkpointEnded starts what waited for the checkpoint in flight to end:
+// the next savepoint asked for, or else the next periodic checkpoint.
+func (jm *JobMaster) checkpointEnded() {
+	c := jm.ckpt
+	for len(c.savepoints) > 0 && c.pending == nil {
+		req := c.savepoints[0]
+		c.savepoints = c.savepoints[1:]
+		jm.requestSavepoint(req)
+	}
+	jm.scheduleCheckpoint()
 }
 
 // checkpointFailed discards the pending checkpoint p and counts it; past
@@ -350,10 +536,16 @@ func (jm *JobMaster) checkpointFailed(p *pendingCheckpoint, why string) {
 	}
 	p.stop()
 	c.pending = nil
+	if p.savepoint != nil {
+		jm.log.Info("savepoint failed", "checkpoint", p.id, "cause", why)
+		p.savepoint.end(nil, jm.savepointFailed(why))
+		jm.checkpointEnded()
+		return
+	}
 	c.counts.Failed++
 	c.failures++
 	jm.log.Info("checkpoint failed", "checkpoint", p.id, "cause", why, "in_a_row", c.failures)
-	jm.scheduleCheckpoint(p.trigger)
+	jm.checkpointEnded()
 	if tol := c.cfg.TolerableFailures; tol != nil && c.failures > int(*tol) && jm.status == jobstatus.Running {
 		c.failures = 0
 		jm.jobFailed(fmt.Sprintf("%d checkpoints failed in a row, more than the %d tolerated; the last: %s", int(*tol)+1, *tol, why))
@@ -376,12 +568,32 @@ func (jm *JobMaster) abortCheckpointOf(ev int32, to jobplanev1.ExecutionState) {
 // stopCheckpoints stops the coordinator's timers when the JobMaster
 // stops.
 func (jm *JobMaster) stopCheckpoints() {
-	if c := jm.ckpt; c != nil {
-		c.stopTimer()
-		if c.pending != nil {
-			c.pending.stop()
+	c := jm.ckpt
+	if c == nil {
+		return
+	}
+	c.stopTimer()
+	if p := c.pending; p != nil {
+		p.stop()
+		if p.savepoint != nil {
+			p.savepoint.end(nil, jm.savepointFailed(fmt.Sprintf("the job's JobMaster stopped (the job is %v)", jm.status)))
 		}
 	}
+	for _, req := range c.savepoints {
+		req.end(nil, jm.savepointFailed(fmt.Sprintf("the job's JobMaster stopped (the job is %v)", jm.status)))
+	}
+	c.savepoints = nil
+}
+
+// failJob fails the job without a restart.
+func (jm *JobMaster) failJob(msg string) {
+	info := &jobplanev1.FailureInfo{Message: msg, Time: timestamppb.Now()}
+	jm.failure = info
+	jm.exceptions = append([]*jobplanev1.FailureInfo{info}, jm.exceptions[:min(len(jm.exceptions), maxExceptions-1)]...)
+	jm.log.Info("job failed", "cause", msg)
+	jm.setStatus(jobstatus.Failing)
+	jm.stopAll(jobstatus.Failed)
+	jm.progress()
 }
 
 // jobFailed fails the job as a whole, as a task failure would fail its

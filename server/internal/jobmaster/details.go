@@ -52,7 +52,7 @@ type Page struct {
 // detailsLocked returns the job's details; with full, the page's
 // subtasks, and the offset of the next page (-1 after the last).
 func (jm *JobMaster) detailsLocked(full bool, page Page) (*jobplanev1.JobDetails, int) {
-	d := &jobplanev1.JobDetails{Summary: jm.summaryLocked(), ExceptionHistory: jm.exceptions}
+	d := &jobplanev1.JobDetails{Summary: jm.summaryLocked(), ExceptionHistory: jm.exceptions, Checkpoints: jm.checkpointStats()}
 	if full && page.Offset == 0 {
 		d.JobGraph = jm.cfg.Graph // read only, as every user of the plan
 	}

@@ -19,6 +19,7 @@ type Final struct {
 	counts     []*jobplanev1.ExecutionStateCount // job-wide
 	vertices   []finalVertex                     // by vertex index
 	n          int
+	ckpt       *jobplanev1.CheckpointStats // nil without checkpoints
 }
 
 // finalVertex is one vertex of a Final.
@@ -32,7 +33,7 @@ type finalVertex struct {
 // final returns the job's details as they stand, for Result; called by
 // the goroutine handling events once the job is globally terminal.
 func (jm *JobMaster) final() *Final {
-	f := &Final{graph: jm.cfg.Graph, exceptions: jm.exceptions, vertices: make([]finalVertex, len(jm.cfg.Graph.GetVertices())), n: jm.graph.Subtasks()}
+	f := &Final{graph: jm.cfg.Graph, exceptions: jm.exceptions, vertices: make([]finalVertex, len(jm.cfg.Graph.GetVertices())), n: jm.graph.Subtasks(), ckpt: jm.checkpointStats()}
 	all := map[jobplanev1.ExecutionState]int32{}
 	for vi, v := range jm.cfg.Graph.GetVertices() {
 		p := int(v.GetParallelism())
@@ -73,7 +74,7 @@ func (f *Final) Exceptions() []*jobplanev1.FailureInfo { return f.exceptions }
 func (f *Final) Details(summary *jobplanev1.JobSummary, exceptions []*jobplanev1.FailureInfo, full bool, page Page) (*jobplanev1.JobDetails, int) {
 	s := proto.CloneOf(summary)
 	s.TaskCounts = f.counts
-	d := &jobplanev1.JobDetails{Summary: s, ExceptionHistory: exceptions}
+	d := &jobplanev1.JobDetails{Summary: s, ExceptionHistory: exceptions, Checkpoints: f.ckpt}
 	if full && page.Offset == 0 {
 		d.JobGraph = f.graph
 	}
