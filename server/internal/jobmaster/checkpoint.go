@@ -52,14 +52,14 @@ type coordinator struct {
 	lastID  uint64        // the greatest id the job used, as stored
 	// states are the latest completed checkpoint's, by execution vertex;
 	// from is its name (its decimal id), empty if none.
-	states   map[int32]*jobplanev1.SubtaskState
-	from     string
+	states map[int32]*jobplanev1.SubtaskState
+	from   string
 	// restoredFrom is what a subtask was last deployed from.
 	restoredFrom string
-	counts   *jobplanev1.CheckpointCounts
-	latest   *jobplanev1.CheckpointInfo // the latest completed checkpoint's
-	failures int                        // checkpoints failed in a row
-	pending  *pendingCheckpoint
+	counts       *jobplanev1.CheckpointCounts
+	latest       *jobplanev1.CheckpointInfo // the latest completed checkpoint's
+	failures     int                        // checkpoints failed in a row
+	pending      *pendingCheckpoint
 	// savepoints are the savepoints asked for while another checkpoint
 	// was in flight, in order.
 	savepoints []*savepointRequest
