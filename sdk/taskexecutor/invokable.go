@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"log/slog"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -254,6 +257,16 @@ const execFailureTail = 512
 // the tail of the command's combined stdout and stderr when the command
 // fails.
 //
+// Checkpoints: the command keeps its state in files of the directory
+// JOBPLANE_CHECKPOINT_DIR (in its working directory): "state" (bytes kept
+// in the checkpoint) or "pointer" (a URL of state it wrote elsewhere),
+// each replaced whole (written aside, then renamed), as often as it likes.
+// A checkpoint takes what they hold when it comes; a command that wrote
+// neither keeps the state it was restored from. A restored attempt finds
+// that state in "restored" (bytes) or "restored-pointer" (a URL), and
+// JOBPLANE_RESTORED_FROM names its checkpoint (empty when it starts
+// afresh).
+//
 // On Unix the command runs in a process group of its own, which gets
 // SIGTERM when ctx is canceled and SIGKILL grace later, or as soon as the
 // command exits; on Linux a shim also kills the group when this process
@@ -286,9 +299,13 @@ func execInvokable(allowed bool, grace time.Duration, ec ExecConfig) Invokable {
 		}
 		// exec.Command resolves argv[0] against this process's PATH, as
 		// before, so the shim (Linux) runs exactly the program found here.
+		ckptDir, err := execCheckpointDir(t, dir, ec)
+		if err != nil {
+			return fmt.Errorf("exec: the attempt's checkpoint directory: %w", err)
+		}
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Dir = dir
-		cmd.Env = ec.environ(t, dir, env)
+		cmd.Env = append(ec.environ(t, dir, env), "JOBPLANE_CHECKPOINT_DIR="+ckptDir, "JOBPLANE_RESTORED_FROM="+t.RestoredFrom)
 		setCredential(cmd, ec.Credential)
 		// stdout and stderr share one writer, and so one pipe, which
 		// keeps their order; the tail of both ends the failure message.
@@ -307,4 +324,49 @@ func execInvokable(allowed bool, grace time.Duration, ec ExecConfig) Invokable {
 		}
 		return nil
 	}
+}
+
+// execCheckpointDir makes the exec attempt's checkpoint directory in dir,
+// writes the state the attempt was restored from into it, and registers
+// the snapshot that reads the command's state files (see execInvokable).
+func execCheckpointDir(t Task, dir string, ec ExecConfig) (string, error) {
+	ckpt := filepath.Join(dir, "checkpoint")
+	if err := os.Mkdir(ckpt, 0o700); err != nil {
+		return "", err
+	}
+	if st := t.Restored; st != nil {
+		name, data := "restored", st.Data
+		if st.Pointer != "" {
+			name, data = "restored-pointer", []byte(st.Pointer)
+		}
+		if err := os.WriteFile(filepath.Join(ckpt, name), data, 0o600); err != nil {
+			return "", err
+		}
+	}
+	if c := ec.Credential; c != nil {
+		if err := os.Lchown(ckpt, int(c.UID), int(c.GID)); err != nil {
+			return "", err
+		}
+	}
+	if t.OnCheckpoint != nil {
+		t.OnCheckpoint(func(context.Context, uint64) (State, error) {
+			if p, err := os.ReadFile(filepath.Join(ckpt, "pointer")); err == nil {
+				return State{Pointer: strings.TrimSpace(string(p))}, nil
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return State{}, err
+			}
+			data, err := os.ReadFile(filepath.Join(ckpt, "state"))
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				if t.Restored != nil {
+					return *t.Restored, nil
+				}
+				return State{}, nil
+			case err != nil:
+				return State{}, err
+			}
+			return State{Data: data}, nil
+		})
+	}
+	return ckpt, nil
 }
