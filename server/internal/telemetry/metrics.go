@@ -29,6 +29,8 @@ type instruments struct {
 	restarts       metric.Int64Counter
 	storeWrite     metric.Float64Histogram
 	limits         metric.Int64Counter
+	checkpoints    metric.Int64Counter
+	checkpointTook metric.Float64Histogram
 	registration   metric.Registration
 }
 
@@ -40,7 +42,7 @@ var current atomic.Pointer[instruments]
 func install(mp metric.MeterProvider) error {
 	m := mp.Meter(meterName)
 	in := &instruments{provider: mp}
-	var errs [10]error
+	var errs [12]error
 	in.submitted, errs[0] = m.Int64Counter("jobplane.jobs.submitted",
 		metric.WithDescription("Jobs accepted as created by SubmitJob (repeated submissions of a job not counted)."))
 	in.ended, errs[1] = m.Int64Counter("jobplane.jobs.ended",
@@ -59,6 +61,11 @@ func install(mp metric.MeterProvider) error {
 		metric.WithExplicitBucketBoundaries(latencyBuckets...))
 	in.limits, errs[9] = m.Int64Counter("jobplane.limit.refusals",
 		metric.WithDescription("Calls of the public API refused at a limit, by reason (TOO_MANY_STREAMS, SUBMIT_RATE_EXCEEDED, TOO_MANY_JOBS, TOO_MANY_SUBTASKS)."))
+	in.checkpoints, errs[10] = m.Int64Counter("jobplane.checkpoints",
+		metric.WithDescription("Checkpoints and savepoints that ended, by kind (checkpoint, savepoint) and outcome (completed, failed)."))
+	in.checkpointTook, errs[11] = m.Float64Histogram("jobplane.checkpoint.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from a completed checkpoint's or savepoint's trigger to its durable store write."),
+		metric.WithExplicitBucketBoundaries(latencyBuckets...))
 	executors, err := m.Int64ObservableGauge("jobplane.taskexecutors",
 		metric.WithDescription("TaskExecutors registered at this process's ResourceManager while it leads."))
 	errs[7] = err
@@ -145,6 +152,24 @@ func JobRestarted(ctx context.Context) {
 	if in := current.Load(); in != nil {
 		in.restarts.Add(ctx, 1)
 	}
+}
+
+// CheckpointEnded counts a checkpoint or savepoint that ended, and the
+// duration of a completed one.
+func CheckpointEnded(ctx context.Context, savepoint, completed bool, took time.Duration) {
+	in := current.Load()
+	if in == nil {
+		return
+	}
+	kind, outcome := "checkpoint", "failed"
+	if savepoint {
+		kind = "savepoint"
+	}
+	if completed {
+		outcome = "completed"
+		in.checkpointTook.Record(ctx, took.Seconds(), metric.WithAttributes(attribute.String("kind", kind)))
+	}
+	in.checkpoints.Add(ctx, 1, metric.WithAttributes(attribute.String("kind", kind), attribute.String("outcome", outcome)))
 }
 
 // StoreWrite records the duration of one HA-store write.
