@@ -67,6 +67,11 @@ var codes = map[jobplanev1.ErrorReason]connect.Code{
 	jobplanev1.ErrorReason_ERROR_REASON_SUBMIT_RATE_EXCEEDED:      connect.CodeResourceExhausted,
 	jobplanev1.ErrorReason_ERROR_REASON_TOO_MANY_JOBS:             connect.CodeResourceExhausted,
 	jobplanev1.ErrorReason_ERROR_REASON_TOO_MANY_SUBTASKS:         connect.CodeResourceExhausted,
+
+	jobplanev1.ErrorReason_ERROR_REASON_CHECKPOINT_ID_NOT_INCREASING: connect.CodeFailedPrecondition,
+	jobplanev1.ErrorReason_ERROR_REASON_SAVEPOINT_NOT_FOUND:          connect.CodeNotFound,
+	jobplanev1.ErrorReason_ERROR_REASON_SAVEPOINT_EXISTS:             connect.CodeAlreadyExists,
+	jobplanev1.ErrorReason_ERROR_REASON_SAVEPOINT_FAILED:             connect.CodeAborted,
 }
 
 // New returns the error for reason, with its code, a message for people,
