@@ -63,7 +63,10 @@ var errClosed = fmt.Errorf("%w: store closed", hastore.ErrUnavailable)
 // later write to a key that a waiting write holds, so writes to a key
 // apply in the order they were queued. Nor do two writes that create
 // candidacies in the same election, which would get one create revision
-// and so one epoch.
+// and so one epoch. A write that deletes a key prefix (a job's
+// checkpoints, with its plan) claims the prefix as a key, and every write
+// to a key under it claims the prefix too, so the same holds for them; a
+// write that deletes any other range goes alone.
 //
 // A batch respects etcd's limits: at most maxOps operations on any level
 // (the batch's writes, plus the deepest write's own levels below), and at
@@ -103,8 +106,8 @@ type write struct {
 	// and a batch stops waiting for etcd once all its callers gave up.
 	ctx   context.Context
 	op    clientv3.Op // a Txn op: the write and its comparisons
-	keys  []string    // keys it puts or deletes, and exclusive claims
-	alone bool        // it deletes a range: never batched
+	keys  []string    // keys it puts or deletes, prefixes it deletes, and exclusive claims
+	alone bool        // it deletes a range other than a prefix: never batched
 	size  int         // estimated encoded size
 	depth int         // ops etcd counts for it below the batch's level
 
@@ -363,7 +366,12 @@ func writtenKeys(op clientv3.Op, ranged *bool, keys []string) []string {
 		keys = append(keys, string(op.KeyBytes()))
 	case op.IsDelete():
 		keys = append(keys, string(op.KeyBytes()))
-		*ranged = *ranged || len(op.RangeBytes()) > 0
+		// A delete of a whole prefix claims the prefix, like a key: every
+		// write of the store to a key under such a prefix claims it too
+		// (a checkpoint write claims its job's checkpoint prefix), so
+		// they never share a batch. Any other range goes alone.
+		isPrefix := string(op.RangeBytes()) == clientv3.GetPrefixRangeEnd(string(op.KeyBytes()))
+		*ranged = *ranged || len(op.RangeBytes()) > 0 && !isPrefix
 	}
 	return keys
 }

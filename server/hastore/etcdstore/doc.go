@@ -43,7 +43,10 @@
 //	<prefix>plans/<job-id>                    ExecutionPlan, protobuf binary
 //	<prefix>results/<job-id>                  JobResultEntry (result + dirty/clean), protobuf binary
 //	<prefix>cancels/<job-id>                  a cancel request; goes with the plan
-//	<prefix>checkpoints/<job-id>/...          reserved for checkpoint metadata
+//	<prefix>checkpoints/<job-id>/last         the greatest checkpoint id the job used (decimal); goes with the plan
+//	<prefix>checkpoints/<job-id>/ids/<id>     CompletedCheckpoint, the id in 20 digits; goes with the plan
+//	<prefix>savepoints/<savepoint-id>         Savepoint, protobuf binary; outlives its job
+//	<prefix>taskexecutors/<id>                a member of the TaskExecutor membership
 //
 // Elections are "jobmanager" and "job/<job-id>"; the leader of an election
 // is its candidacy key with the lowest create revision (etcd's concurrency

@@ -202,7 +202,13 @@ func (s *Store) fenceCmps(f hastore.Fence) []clientv3.Cmp {
 
 // fenced runs ops in one transaction fenced by f, through the committer.
 func (s *Store) fenced(ctx context.Context, f hastore.Fence, ops ...clientv3.Op) (*pb.TxnResponse, error) {
-	resp, _, err := s.commit.do(ctx, clientv3.OpTxn(s.fenceCmps(f), ops, nil))
+	return s.fencedClaiming(ctx, f, nil, ops...)
+}
+
+// fencedClaiming is fenced, with claims passed to the committer: keys (or
+// deleted prefixes) that no other write of the same batch may claim.
+func (s *Store) fencedClaiming(ctx context.Context, f hastore.Fence, claims []string, ops ...clientv3.Op) (*pb.TxnResponse, error) {
+	resp, _, err := s.commit.do(ctx, clientv3.OpTxn(s.fenceCmps(f), ops, nil), claims...)
 	if err != nil {
 		return nil, unavailable(ctx, err)
 	}
@@ -458,7 +464,11 @@ func (s *Store) ListExecutionPlans(ctx context.Context, after string, limit int)
 // scan calls fn with each key (stripped of pfx) and value under pfx after
 // the key `after`, in key order, until fn returns false.
 func (s *Store) scan(ctx context.Context, pfx, after string, keysOnly bool, fn func(key string, value []byte) bool) error {
-	const batch = 500
+	return s.scanBatches(ctx, pfx, after, keysOnly, 500, fn)
+}
+
+// scanBatches is scan, reading batch keys at a time.
+func (s *Store) scanBatches(ctx context.Context, pfx, after string, keysOnly bool, batch int64, fn func(key string, value []byte) bool) error {
 	end := clientv3.GetPrefixRangeEnd(pfx)
 	from := pfx
 	if after != "" {
@@ -503,9 +513,14 @@ func (s *Store) DeleteExecutionPlan(ctx context.Context, f hastore.Fence, jobID 
 	return nil
 }
 
-// planDeletes are the ops that remove a job's plan and its cancel request.
+// planDeletes are the ops that remove a job's plan, its cancel request,
+// and its checkpoints with its last checkpoint id.
 func (s *Store) planDeletes(jobID string) []clientv3.Op {
-	return []clientv3.Op{clientv3.OpDelete(s.planKey(jobID)), clientv3.OpDelete(s.cancelKey(jobID))}
+	return []clientv3.Op{
+		clientv3.OpDelete(s.planKey(jobID)),
+		clientv3.OpDelete(s.cancelKey(jobID)),
+		clientv3.OpDelete(s.checkpointPrefix(jobID), clientv3.WithPrefix()),
+	}
 }
 
 // RequestCancel implements hastore.Store: the request is put only if the job has
@@ -532,8 +547,14 @@ func (s *Store) RequestCancel(ctx context.Context, f hastore.Fence, jobID string
 		}
 		return nil
 	}
+	return jobTerminal(jobID, outer.GetResponses()[0])
+}
+
+// jobTerminal is the refusal of a write to a job with a result entry,
+// from a read of the entry in the refusing transaction.
+func jobTerminal(jobID string, read *pb.ResponseOp) error {
 	terminal := &hastore.JobTerminalError{JobID: jobID}
-	if kvs := outer.GetResponses()[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+	if kvs := read.GetResponseRange().GetKvs(); len(kvs) > 0 {
 		entry := new(hastorev1.JobResultEntry)
 		if err := proto.Unmarshal(kvs[0].Value, entry); err != nil {
 			return fmt.Errorf("hastore: decode result of job %s: %w", jobID, err)
