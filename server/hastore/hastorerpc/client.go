@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -712,6 +713,111 @@ func (c *Client) TaskExecutors(ctx context.Context) ([]string, error) {
 func membersErr(err error) error {
 	if connect.CodeOf(err) == connect.CodeUnimplemented {
 		return fmt.Errorf("%w: %v", hastore.ErrMembersUnsupported, err)
+	}
+	return fromConnect(err)
+}
+
+var _ hastore.Checkpoints = (*Client)(nil)
+
+// AddCheckpoint implements hastore.Checkpoints; a store without the
+// checkpoint calls answers hastore.ErrCheckpointsUnsupported.
+func (c *Client) AddCheckpoint(ctx context.Context, f hastore.Fence, cp *hastorev1.CompletedCheckpoint, retain int) ([]uint64, error) {
+	if retain < 0 || retain > hastore.MaxRetainedCheckpoints {
+		// Checked here too: the wire's int32 would not carry every int.
+		return nil, hastore.ValidateCheckpointWrite(f, cp, retain, 0, 1)
+	}
+	resp, err := c.rpc.AddCheckpoint(ctx, &hastorev1.AddCheckpointRequest{Fence: fenceToProto(f), Checkpoint: cp, Retain: int32(retain)})
+	if err != nil {
+		return nil, checkpointsErr(err)
+	}
+	return resp.GetSubsumedCheckpointIds(), nil
+}
+
+// LatestCheckpoint implements hastore.Checkpoints.
+func (c *Client) LatestCheckpoint(ctx context.Context, jobID string) (*hastorev1.CompletedCheckpoint, uint64, error) {
+	resp, err := c.rpc.GetLatestCheckpoint(ctx, &hastorev1.GetLatestCheckpointRequest{JobId: jobID})
+	if err != nil {
+		return nil, 0, checkpointsErr(err)
+	}
+	return resp.GetCheckpoint(), resp.GetLastCheckpointId(), nil
+}
+
+// ListCheckpoints implements hastore.Checkpoints, a page at a time.
+func (c *Client) ListCheckpoints(ctx context.Context, jobID string, after uint64, limit int) ([]*hastorev1.CompletedCheckpoint, error) {
+	if err := hastore.ValidateCheckpointList(jobID, limit); err != nil {
+		return nil, err
+	}
+	var cps []*hastorev1.CompletedCheckpoint
+	token := ""
+	if after > 0 {
+		token = strconv.FormatUint(after, 10)
+	}
+	for {
+		size := maxCheckpointPage
+		if limit > 0 {
+			size = min(size, limit-len(cps))
+		}
+		resp, err := c.rpc.ListCheckpoints(ctx, &hastorev1.ListCheckpointsRequest{JobId: jobID, PageSize: int32(size), PageToken: token})
+		if err != nil {
+			return nil, checkpointsErr(err)
+		}
+		cps = append(cps, resp.GetCheckpoints()...)
+		token = resp.GetNextPageToken()
+		if token == "" || limit > 0 && len(cps) >= limit {
+			return cps, nil
+		}
+	}
+}
+
+// AddSavepoint implements hastore.Checkpoints.
+func (c *Client) AddSavepoint(ctx context.Context, f hastore.Fence, sp *hastorev1.Savepoint) error {
+	_, err := c.rpc.AddSavepoint(ctx, &hastorev1.AddSavepointRequest{Fence: fenceToProto(f), Savepoint: sp})
+	return checkpointsErr(err)
+}
+
+// GetSavepoint implements hastore.Checkpoints.
+func (c *Client) GetSavepoint(ctx context.Context, id string) (*hastorev1.Savepoint, error) {
+	resp, err := c.rpc.GetSavepoint(ctx, &hastorev1.GetSavepointRequest{SavepointId: id})
+	if err != nil {
+		return nil, checkpointsErr(err)
+	}
+	return resp.GetSavepoint(), nil
+}
+
+// ListSavepoints implements hastore.Checkpoints, a page at a time.
+func (c *Client) ListSavepoints(ctx context.Context, jobID, after string, limit int) ([]*hastorev1.Savepoint, error) {
+	if err := hastore.ValidateSavepointList(jobID, after, limit); err != nil {
+		return nil, err
+	}
+	var sps []*hastorev1.Savepoint
+	for {
+		size := maxCheckpointPage
+		if limit > 0 {
+			size = min(size, limit-len(sps))
+		}
+		resp, err := c.rpc.ListSavepoints(ctx, &hastorev1.ListSavepointsRequest{JobId: jobID, PageSize: int32(size), PageToken: after})
+		if err != nil {
+			return nil, checkpointsErr(err)
+		}
+		sps = append(sps, resp.GetSavepoints()...)
+		after = resp.GetNextPageToken()
+		if after == "" || limit > 0 && len(sps) >= limit {
+			return sps, nil
+		}
+	}
+}
+
+// DeleteSavepoint implements hastore.Checkpoints.
+func (c *Client) DeleteSavepoint(ctx context.Context, f hastore.Fence, id string) error {
+	_, err := c.rpc.DeleteSavepoint(ctx, &hastorev1.DeleteSavepointRequest{Fence: fenceToProto(f), SavepointId: id})
+	return checkpointsErr(err)
+}
+
+// checkpointsErr is fromConnect, with UNIMPLEMENTED (a store older than
+// the checkpoint calls) as hastore.ErrCheckpointsUnsupported.
+func checkpointsErr(err error) error {
+	if connect.CodeOf(err) == connect.CodeUnimplemented {
+		return fmt.Errorf("%w: %v", hastore.ErrCheckpointsUnsupported, err)
 	}
 	return fromConnect(err)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strconv"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -44,6 +45,9 @@ var domainErrors = []struct {
 	{hastore.ErrResultDirty, connect.CodeFailedPrecondition, jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_DIRTY},
 	{hastore.ErrJobTerminal, connect.CodeFailedPrecondition, jobplanev1.ErrorReason_ERROR_REASON_JOB_TERMINAL},
 	{hastore.ErrCancelRequested, connect.CodeFailedPrecondition, jobplanev1.ErrorReason_ERROR_REASON_JOB_CANCEL_REQUESTED},
+	{hastore.ErrCheckpointIDNotIncreasing, connect.CodeFailedPrecondition, jobplanev1.ErrorReason_ERROR_REASON_CHECKPOINT_ID_NOT_INCREASING},
+	{hastore.ErrSavepointNotFound, connect.CodeNotFound, jobplanev1.ErrorReason_ERROR_REASON_SAVEPOINT_NOT_FOUND},
+	{hastore.ErrSavepointExists, connect.CodeAlreadyExists, jobplanev1.ErrorReason_ERROR_REASON_SAVEPOINT_EXISTS},
 	{errStreamBehind, connect.CodeUnavailable, jobplanev1.ErrorReason_ERROR_REASON_STREAM_BEHIND},
 }
 
@@ -73,6 +77,18 @@ func toConnect(log *slog.Logger, err error, metadata map[string]string) error {
 			metadata = map[string]string{}
 		}
 		metadata["status"] = terminal.Status.String()
+	}
+	var idErr *hastore.CheckpointIDError
+	if errors.As(err, &idErr) {
+		// The job's last id goes with the refusal, so that the caller
+		// goes on above it.
+		metadata = maps.Clone(metadata)
+		if metadata == nil {
+			metadata = map[string]string{}
+		}
+		metadata["job_id"] = idErr.JobID
+		metadata["checkpoint_id"] = strconv.FormatUint(idErr.ID, 10)
+		metadata["last_checkpoint_id"] = strconv.FormatUint(idErr.Last, 10)
 	}
 	for _, de := range domainErrors {
 		if errors.Is(err, de.err) {
@@ -125,6 +141,12 @@ func fromConnect(err error) error {
 			if m.GetReason() == reasonString(jobplanev1.ErrorReason_ERROR_REASON_JOB_TERMINAL) {
 				status := jobplanev1.JobStatus(jobplanev1.JobStatus_value[m.GetMetadata()["status"]])
 				return &hastore.JobTerminalError{JobID: m.GetMetadata()["job_id"], Status: status}
+			}
+			if m.GetReason() == reasonString(jobplanev1.ErrorReason_ERROR_REASON_CHECKPOINT_ID_NOT_INCREASING) {
+				md := m.GetMetadata()
+				id, _ := strconv.ParseUint(md["checkpoint_id"], 10, 64)
+				last, _ := strconv.ParseUint(md["last_checkpoint_id"], 10, 64)
+				return &hastore.CheckpointIDError{JobID: md["job_id"], ID: id, Last: last}
 			}
 			for _, de := range domainErrors {
 				if m.GetReason() == reasonString(de.reason) {

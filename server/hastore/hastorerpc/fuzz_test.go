@@ -28,6 +28,11 @@ func storeSeeds() map[protoreflect.Name][]proto.Message {
 	fence := &jobplanev1.Fence{Election: "jobmanager", Token: &jobplanev1.FencingToken{SessionId: "s1", Epoch: 7}}
 	badFence := &jobplanev1.Fence{Election: "job/", Token: &jobplanev1.FencingToken{SessionId: "a b"}}
 	graph := &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}}
+	jobFence := &jobplanev1.Fence{Election: "job/j1", Token: &jobplanev1.FencingToken{SessionId: "s1", Epoch: 8}}
+	checkpoint := &hastorev1.CompletedCheckpoint{JobId: "j1", CheckpointId: 3, States: []*jobplanev1.SubtaskState{
+		{VertexId: "v", State: &jobplanev1.SubtaskState_Inline{Inline: []byte("state")}},
+		{VertexId: "v", SubtaskIndex: 1, State: &jobplanev1.SubtaskState_Pointer{Pointer: "file:///s/1"}},
+	}}
 	return map[protoreflect.Name][]proto.Message{
 		"OpenSession":          {&hastorev1.OpenSessionRequest{Ttl: durationpb.New(time.Second)}, &hastorev1.OpenSessionRequest{Ttl: durationpb.New(-time.Second)}},
 		"KeepAlive":            {&hastorev1.KeepAliveRequest{SessionId: "s1"}},
@@ -52,6 +57,16 @@ func storeSeeds() map[protoreflect.Name][]proto.Message {
 		"AddTaskExecutor":      {&hastorev1.AddTaskExecutorRequest{Fence: fence, TaskExecutorId: "te-1"}, &hastorev1.AddTaskExecutorRequest{Fence: badFence}},
 		"RemoveTaskExecutor":   {&hastorev1.RemoveTaskExecutorRequest{Fence: fence, TaskExecutorId: "te-1"}},
 		"ListTaskExecutors":    {&hastorev1.ListTaskExecutorsRequest{PageSize: 1, PageToken: "te-0"}, &hastorev1.ListTaskExecutorsRequest{PageSize: -1}},
+		"AddCheckpoint": {
+			&hastorev1.AddCheckpointRequest{Fence: jobFence, Checkpoint: checkpoint, Retain: 2},
+			&hastorev1.AddCheckpointRequest{Fence: fence, Checkpoint: checkpoint, Retain: -1},
+		},
+		"GetLatestCheckpoint": {&hastorev1.GetLatestCheckpointRequest{JobId: "j1"}},
+		"ListCheckpoints":     {&hastorev1.ListCheckpointsRequest{JobId: "j1", PageSize: 1, PageToken: "3"}, &hastorev1.ListCheckpointsRequest{JobId: "j1", PageToken: "x"}},
+		"AddSavepoint":        {&hastorev1.AddSavepointRequest{Fence: jobFence, Savepoint: &hastorev1.Savepoint{SavepointId: "sp-1", JobId: "j1", CheckpointId: 4}}},
+		"GetSavepoint":        {&hastorev1.GetSavepointRequest{SavepointId: "sp-1"}},
+		"ListSavepoints":      {&hastorev1.ListSavepointsRequest{PageSize: 1, PageToken: "sp-0"}, &hastorev1.ListSavepointsRequest{JobId: "j1", PageSize: -1}},
+		"DeleteSavepoint":     {&hastorev1.DeleteSavepointRequest{Fence: fence, SavepointId: "sp-1"}},
 	}
 }
 
@@ -59,7 +74,10 @@ func storeSeeds() map[protoreflect.Name][]proto.Message {
 // invalid, whatever its state: a malformed job id, election or fence.
 func storeInvalid(msg proto.Message) bool {
 	if r, ok := msg.(interface{ GetJobId() string }); ok && !hastore.ValidJobID(r.GetJobId()) {
-		return true
+		// ListSavepoints of no job lists every job's.
+		if l, isList := msg.(*hastorev1.ListSavepointsRequest); !isList || l.GetJobId() != "" {
+			return true
+		}
 	}
 	if r, ok := msg.(interface{ GetElection() string }); ok && !hastore.ValidElection(r.GetElection()) {
 		return true

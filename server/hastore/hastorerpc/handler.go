@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -650,4 +651,144 @@ func (h *Handler) ListTaskExecutors(ctx context.Context, req *hastorev1.ListTask
 	}
 	resp.TaskExecutorIds = ids
 	return resp, nil
+}
+
+// checkpoints returns the store's checkpoints and savepoints, or an
+// UNIMPLEMENTED error for a store without them.
+func (h *Handler) checkpoints() (hastore.Checkpoints, error) {
+	c, ok := h.store.(hastore.Checkpoints)
+	if !ok {
+		return nil, connect.NewError(connect.CodeUnimplemented, hastore.ErrCheckpointsUnsupported)
+	}
+	return c, nil
+}
+
+// maxCheckpointPage is the default and largest page of ListCheckpoints
+// and ListSavepoints: their items may be as large as a plan.
+const maxCheckpointPage = 100
+
+func checkpointPageSize(n int32) int {
+	if n <= 0 || n > maxCheckpointPage {
+		return maxCheckpointPage
+	}
+	return int(n)
+}
+
+// AddCheckpoint implements HAStoreServiceHandler.
+func (h *Handler) AddCheckpoint(ctx context.Context, req *hastorev1.AddCheckpointRequest) (*hastorev1.AddCheckpointResponse, error) {
+	c, err := h.checkpoints()
+	if err != nil {
+		return nil, err
+	}
+	f := fenceFromProto(req.GetFence())
+	cp := req.GetCheckpoint()
+	subsumed, err := c.AddCheckpoint(ctx, f, cp, int(req.GetRetain()))
+	if err != nil {
+		return nil, h.err(err, map[string]string{"election": f.Election, "job_id": cp.GetJobId(), "checkpoint_id": strconv.FormatUint(cp.GetCheckpointId(), 10)})
+	}
+	return &hastorev1.AddCheckpointResponse{SubsumedCheckpointIds: subsumed}, nil
+}
+
+// GetLatestCheckpoint implements HAStoreServiceHandler.
+func (h *Handler) GetLatestCheckpoint(ctx context.Context, req *hastorev1.GetLatestCheckpointRequest) (*hastorev1.GetLatestCheckpointResponse, error) {
+	c, err := h.checkpoints()
+	if err != nil {
+		return nil, err
+	}
+	cp, last, err := c.LatestCheckpoint(ctx, req.GetJobId())
+	if err != nil {
+		return nil, h.err(err, map[string]string{"job_id": req.GetJobId()})
+	}
+	return &hastorev1.GetLatestCheckpointResponse{Checkpoint: cp, LastCheckpointId: last}, nil
+}
+
+// ListCheckpoints implements HAStoreServiceHandler. The page token is the
+// last checkpoint id of the previous page, in decimal.
+func (h *Handler) ListCheckpoints(ctx context.Context, req *hastorev1.ListCheckpointsRequest) (*hastorev1.ListCheckpointsResponse, error) {
+	c, err := h.checkpoints()
+	if err != nil {
+		return nil, err
+	}
+	md := map[string]string{"job_id": req.GetJobId()}
+	if req.GetPageSize() < 0 {
+		return nil, h.err(hastore.ValidateCheckpointList(req.GetJobId(), -1), md)
+	}
+	var after uint64
+	if tok := req.GetPageToken(); tok != "" {
+		if after, err = strconv.ParseUint(tok, 10, 64); err != nil {
+			return nil, h.err(&hastore.ValidationError{Violations: []hastore.FieldViolation{{Field: "page_token", Description: "not a token of this listing"}}}, md)
+		}
+	}
+	size := checkpointPageSize(req.GetPageSize())
+	cps, err := c.ListCheckpoints(ctx, req.GetJobId(), after, size)
+	if err != nil {
+		return nil, h.err(err, md)
+	}
+	resp := &hastorev1.ListCheckpointsResponse{Checkpoints: cps}
+	if len(cps) == size {
+		resp.NextPageToken = strconv.FormatUint(cps[len(cps)-1].GetCheckpointId(), 10)
+	}
+	return resp, nil
+}
+
+// AddSavepoint implements HAStoreServiceHandler.
+func (h *Handler) AddSavepoint(ctx context.Context, req *hastorev1.AddSavepointRequest) (*hastorev1.AddSavepointResponse, error) {
+	c, err := h.checkpoints()
+	if err != nil {
+		return nil, err
+	}
+	f := fenceFromProto(req.GetFence())
+	sp := req.GetSavepoint()
+	if err := c.AddSavepoint(ctx, f, sp); err != nil {
+		return nil, h.err(err, map[string]string{"election": f.Election, "job_id": sp.GetJobId(), "savepoint_id": sp.GetSavepointId(), "checkpoint_id": strconv.FormatUint(sp.GetCheckpointId(), 10)})
+	}
+	return &hastorev1.AddSavepointResponse{}, nil
+}
+
+// GetSavepoint implements HAStoreServiceHandler.
+func (h *Handler) GetSavepoint(ctx context.Context, req *hastorev1.GetSavepointRequest) (*hastorev1.GetSavepointResponse, error) {
+	c, err := h.checkpoints()
+	if err != nil {
+		return nil, err
+	}
+	sp, err := c.GetSavepoint(ctx, req.GetSavepointId())
+	if err != nil {
+		return nil, h.err(err, map[string]string{"savepoint_id": req.GetSavepointId()})
+	}
+	return &hastorev1.GetSavepointResponse{Savepoint: sp}, nil
+}
+
+// ListSavepoints implements HAStoreServiceHandler. The page token is the
+// last savepoint id of the previous page.
+func (h *Handler) ListSavepoints(ctx context.Context, req *hastorev1.ListSavepointsRequest) (*hastorev1.ListSavepointsResponse, error) {
+	c, err := h.checkpoints()
+	if err != nil {
+		return nil, err
+	}
+	if req.GetPageSize() < 0 {
+		return nil, h.err(hastore.ValidateSavepointList(req.GetJobId(), req.GetPageToken(), -1), nil)
+	}
+	size := checkpointPageSize(req.GetPageSize())
+	sps, err := c.ListSavepoints(ctx, req.GetJobId(), req.GetPageToken(), size)
+	if err != nil {
+		return nil, h.err(err, nil)
+	}
+	resp := &hastorev1.ListSavepointsResponse{Savepoints: sps}
+	if len(sps) == size {
+		resp.NextPageToken = sps[len(sps)-1].GetSavepointId()
+	}
+	return resp, nil
+}
+
+// DeleteSavepoint implements HAStoreServiceHandler.
+func (h *Handler) DeleteSavepoint(ctx context.Context, req *hastorev1.DeleteSavepointRequest) (*hastorev1.DeleteSavepointResponse, error) {
+	c, err := h.checkpoints()
+	if err != nil {
+		return nil, err
+	}
+	f := fenceFromProto(req.GetFence())
+	if err := c.DeleteSavepoint(ctx, f, req.GetSavepointId()); err != nil {
+		return nil, h.err(err, map[string]string{"election": f.Election, "savepoint_id": req.GetSavepointId()})
+	}
+	return &hastorev1.DeleteSavepointResponse{}, nil
 }
