@@ -87,6 +87,12 @@ func Cases() []Case {
 		{Name: "ObserveEveryChangeInOrder", Doc: "ObserveLeader reports every change of leader, in order", Run: testObserveEveryChangeInOrder},
 		{Name: "NeverTwoLeaders", Doc: "under contention, grants never overlap and epochs increase", Run: testNeverTwoLeaders},
 		{Name: "TaskExecutorMembership", Doc: "the TaskExecutor membership: adds and removes fenced by the jobmanager election (a stale token refused, a job election's token invalid), repeated without error, listed in id order to any client, and kept across a restart", Run: testTaskExecutorMembership},
+		{Name: "CheckpointFencing", Doc: "a job's checkpoints and savepoints are written only under its own election's current token (a stale token refused, the jobmanager's or another job's invalid, the fence checked before the id), and savepoints deleted only under the jobmanager's", Run: testCheckpointFencing},
+		{Name: "CheckpointIDsIncrease", Doc: "a job's checkpoint and savepoint ids strictly increase: a lower or used id is refused with the job's last id, the same checkpoint again is a retry that changes nothing, and the last id holds under a new leader and across a restart", Run: testCheckpointIDsIncrease},
+		{Name: "CheckpointRetention", Doc: "a job keeps its newest retained checkpoints (0 means 1): the older ones go in the write that adds a newer one and are answered as subsumed, the latest is always there, the last id outlives them, and they are listed in id order by pages", Run: testCheckpointRetention},
+		{Name: "CheckpointsGoWithTheJob", Doc: "checkpoints are added only while the job has a plan and no result entry, and go with its plan, last id included, by DeleteExecutionPlan and by FinishJob; its savepoints stay", Run: testCheckpointsGoWithTheJob},
+		{Name: "Savepoints", Doc: "savepoints are created once (the same again succeeds, another under the id is refused), listed by job and by pages, outlive their job's cleanup and a restart, and are deleted only under the jobmanager's token, idempotently", Run: testSavepoints},
+		{Name: "CheckpointBadInput", Doc: "malformed checkpoints and savepoints (id 0, two states of one subtask, a state without vertex, a pointer or savepoint id too long, over the size limit) are refused with a field violation naming the field, and write nothing", Run: testCheckpointBadInput},
 		{Name: "BadInput", Doc: "malformed input is refused with a field violation naming the field, and writes nothing", Run: testBadInput},
 	}
 }
