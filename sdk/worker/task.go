@@ -61,3 +61,14 @@ func (t Task) OnCheckpoint(fn func(ctx context.Context, checkpointID uint64) (St
 // ctx is canceled when the attempt is canceled (CancelTask) or the worker
 // shuts down; the Func must then return promptly.
 type Func func(ctx context.Context, task Task) error
+
+// NewTask returns the Task a Func gets to run the TaskExecutor's task t,
+// logging to logger: for programs that run Funcs on a TaskExecutor of
+// their own rather than a Worker.
+func NewTask(t taskexecutor.Task, logger *slog.Logger) Task {
+	return Task{
+		JobID: t.JobID, VertexID: t.VertexID, SubtaskIndex: t.SubtaskIndex, Subtasks: t.Subtasks,
+		Attempt: t.Attempt, Config: t.Config, Logger: logger,
+		Restored: t.Restored, RestoredFrom: t.RestoredFrom, onCheckpoint: t.OnCheckpoint,
+	}
+}

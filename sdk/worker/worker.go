@@ -157,14 +157,11 @@ func (w *Worker) Run(ctx context.Context) error {
 // panic in f into the subtask's failure rather than the worker's crash.
 func (w *Worker) invokable(name string, f Func) taskexecutor.Invokable {
 	return func(ctx context.Context, t taskexecutor.Task) (err error) {
-		task := Task{
-			JobID: t.JobID, VertexID: t.VertexID, SubtaskIndex: t.SubtaskIndex, Subtasks: t.Subtasks,
-			Attempt: t.Attempt, Config: t.Config, Logger: t.Logger,
-			Restored: t.Restored, RestoredFrom: t.RestoredFrom, onCheckpoint: t.OnCheckpoint,
+		logger := t.Logger
+		if logger == nil {
+			logger = w.cfg.Logger.With("job", t.JobID, "vertex", t.VertexID, "subtask", t.SubtaskIndex, "attempt", t.Attempt)
 		}
-		if task.Logger == nil {
-			task.Logger = w.cfg.Logger.With("job", t.JobID, "vertex", t.VertexID, "subtask", t.SubtaskIndex, "attempt", t.Attempt)
-		}
+		task := NewTask(t, logger)
 		defer func() {
 			if p := recover(); p != nil {
 				task.Logger.Error("task panicked", "invokable", name, "panic", p, "stack", string(debug.Stack()))

@@ -28,9 +28,6 @@ func invokable(name string, f worker.Func, log *slog.Logger) taskexecutor.Invoka
 				err = fmt.Errorf("%s panicked: %v", name, p)
 			}
 		}()
-		return f(ctx, worker.Task{
-			JobID: t.JobID, VertexID: t.VertexID, SubtaskIndex: t.SubtaskIndex, Subtasks: t.Subtasks, Attempt: t.Attempt,
-			Config: t.Config, Logger: logger,
-		})
+		return f(ctx, worker.NewTask(t, logger))
 	}
 }
