@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -88,9 +89,41 @@ func TestClassify(t *testing.T) {
 		{"submission rate, with a delay", retryAfterAnswer(250 * time.Millisecond), retryAfter},
 		{"too many streams", answer(connect.CodeResourceExhausted, "TOO_MANY_STREAMS"), retryNone},
 		{"too many jobs", answer(connect.CodeResourceExhausted, "TOO_MANY_JOBS"), retryNone},
+		{"savepoint failed", answer(connect.CodeAborted, "SAVEPOINT_FAILED"), retryNone},
+		{"no such savepoint", answer(connect.CodeNotFound, "SAVEPOINT_NOT_FOUND"), retryNone},
+		{"no checkpoints kept", connect.NewError(connect.CodeUnimplemented, errors.New("no checkpoints")), retryNone},
 	} {
 		if got := classify(tc.err); got != tc.want {
 			t.Errorf("%s: classify = %d, want %d", tc.name, got, tc.want)
 		}
+	}
+}
+
+// The sentinels of the 1.2 reasons match by reason, and the Client's
+// error for UNIMPLEMENTED is ErrCheckpointsUnsupported.
+func TestCheckpointSentinels(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		target error
+	}{
+		{answer(connect.CodeNotFound, "SAVEPOINT_NOT_FOUND"), ErrSavepointNotFound},
+		{answer(connect.CodeAborted, "SAVEPOINT_FAILED"), ErrSavepointFailed},
+		{connect.NewError(connect.CodeUnimplemented, errors.New("no checkpoints")), ErrCheckpointsUnsupported},
+	} {
+		for _, other := range []error{ErrSavepointNotFound, ErrSavepointFailed, ErrCheckpointsUnsupported, ErrJobNotFound} {
+			if got, want := errors.Is(wrap(tc.err), other), other == tc.target; got != want {
+				t.Errorf("errors.Is(%v, %v) = %v, want %v", tc.err, other, got, want)
+			}
+		}
+	}
+}
+
+// An attempt of a call that is not idempotent is repeated only when it
+// reached no server: a connection that could not be made.
+func TestUnsent(t *testing.T) {
+	dial := connect.NewError(connect.CodeUnavailable, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")})
+	read := connect.NewError(connect.CodeUnavailable, &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset")})
+	if !unsent(dial) || unsent(read) || unsent(answer(connect.CodeUnavailable, "STORE_UNAVAILABLE")) {
+		t.Errorf("unsent(dial, read, answer) = %v, %v, %v; want true, false, false", unsent(dial), unsent(read), unsent(answer(connect.CodeUnavailable, "STORE_UNAVAILABLE")))
 	}
 }

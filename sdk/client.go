@@ -322,7 +322,22 @@ type attempt[T any] func(ctx context.Context, d jobplanev1connect.DispatcherServ
 // ends or the retry policy gives up. bounded says whether each attempt
 // gets the call timeout.
 func call[T any](ctx context.Context, c *Client, bounded bool, fn attempt[T]) (T, error) {
+	return callWith(ctx, c, c.retrier(), bounded, fn)
+}
+
+// callOnce is call for a call that is not idempotent, each attempt
+// bounded: it is tried again only where the earlier attempt certainly did
+// nothing (an answer of NOT_LEADER or one that asks for a delay, a
+// connection that could not be made). An attempt whose outcome is unknown
+// (no answer, a connection cut, the leader's own UNAVAILABLE) ends the
+// call with its error.
+func callOnce[T any](ctx context.Context, c *Client, fn attempt[T]) (T, error) {
 	r := c.retrier()
+	r.notIdempotent = true
+	return callWith(ctx, c, r, true, fn)
+}
+
+func callWith[T any](ctx context.Context, c *Client, r *retrier, bounded bool, fn attempt[T]) (T, error) {
 	for {
 		url := c.target()
 		actx, cancel := ctx, context.CancelFunc(func() {})
@@ -348,6 +363,9 @@ type retrier struct {
 	c         *Client
 	b         *backoff
 	redirects int
+	// notIdempotent: an attempt that may have reached the server's
+	// handler is not repeated (see callOnce).
+	notIdempotent bool
 }
 
 func (c *Client) retrier() *retrier { return &retrier{c: c, b: c.backoff()} }
@@ -369,6 +387,9 @@ func (r *retrier) next(ctx context.Context, url string, err error) error {
 	kind := retrySame
 	if err != nil {
 		kind = classify(err)
+	}
+	if r.notIdempotent && err != nil && (kind == retrySame || kind == retryOther) && !unsent(err) {
+		return wrap(err)
 	}
 	switch kind {
 	case retryNotLeader:
@@ -417,6 +438,13 @@ func contextError(ctx context.Context, last error) error {
 		return ctx.Err()
 	}
 	return fmt.Errorf("%w (last answer: %w)", ctx.Err(), wrap(last))
+}
+
+// unsent reports whether err says that the request reached no server:
+// the connection could not be made.
+func unsent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 type retryKind int

@@ -1,5 +1,6 @@
 // Package sdk is the Go client of a jobplane cluster: submit a JobGraph,
-// watch it, wait for its result, cancel it, list jobs and look at the
+// watch it, wait for its result, cancel it, list jobs, look at a job's
+// checkpoints, take, list and delete savepoints, and look at the
 // cluster.
 //
 //	c, err := sdk.New([]string{"http://127.0.0.1:8080"})
@@ -23,6 +24,11 @@
 // none), and the server recognizes a resubmission of the same id and
 // plan, so a retry never creates a second job.
 //
+// TriggerSavepoint is not idempotent (a repeat takes a second savepoint,
+// or finds a stopped job ending): it is tried again only where the
+// cluster certainly did nothing (NOT_LEADER, a connection that could not
+// be made), and an attempt that got no answer returns its error.
+//
 // An answer that says when to retry (RESOURCE_EXHAUSTED with a
 // google.rpc.RetryInfo detail, as a server that limits a client's
 // submissions per second sends) is retried after that delay, unless
@@ -37,8 +43,9 @@
 // Errors from the cluster are *connect.Error values; the typed errors of
 // this package wrap them and carry the details the contract defines:
 // NotLeaderError, StaleTokenError, DuplicateJobError, InvalidJobError, and
-// ErrJobNotFound for errors.Is. Reason returns the contract's
-// ErrorReason of any error.
+// for errors.Is ErrJobNotFound, ErrJobTerminal, ErrJobNotTerminal,
+// ErrSavepointNotFound, ErrSavepointFailed and ErrCheckpointsUnsupported.
+// Reason returns the contract's ErrorReason of any error.
 //
 // # Dependencies
 //

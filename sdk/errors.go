@@ -22,6 +22,9 @@ const (
 	reasonJobTerminal    = jobplanev1.ErrorReason_ERROR_REASON_JOB_TERMINAL
 	reasonJobNotTerminal = jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_TERMINAL
 	reasonInvalid        = jobplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT
+
+	reasonSavepointNotFound = jobplanev1.ErrorReason_ERROR_REASON_SAVEPOINT_NOT_FOUND
+	reasonSavepointFailed   = jobplanev1.ErrorReason_ERROR_REASON_SAVEPOINT_FAILED
 )
 
 // Sentinel errors, for errors.Is on the errors a Client returns.
@@ -33,6 +36,18 @@ var (
 	ErrJobTerminal = errors.New("job already ended")
 	// ErrJobNotTerminal: the job has no result yet (JOB_NOT_TERMINAL).
 	ErrJobNotTerminal = errors.New("job has not ended")
+	// ErrSavepointNotFound: no savepoint has the id (SAVEPOINT_NOT_FOUND),
+	// such as the one a submitted job's restore_from_savepoint names.
+	ErrSavepointNotFound = errors.New("savepoint not found")
+	// ErrSavepointFailed: the savepoint could not be taken, and nothing
+	// was stored (SAVEPOINT_FAILED): the job was not running all its
+	// subtasks, a subtask declined or did not answer in time, or the
+	// store refused the write. The job runs on; try again once it runs.
+	ErrSavepointFailed = errors.New("savepoint failed")
+	// ErrCheckpointsUnsupported: the server keeps no checkpoints or
+	// savepoints (UNIMPLEMENTED): its HA store does not, or it predates
+	// contract 1.2.
+	ErrCheckpointsUnsupported = errors.New("the server keeps no checkpoints or savepoints")
 )
 
 // Error is an error answered by a jobplane server: a Connect code with
@@ -74,6 +89,14 @@ func (e *Error) Is(target error) bool {
 		return e.Reason == reasonJobTerminal
 	case ErrJobNotTerminal:
 		return e.Reason == reasonJobNotTerminal
+	case ErrSavepointNotFound:
+		return e.Reason == reasonSavepointNotFound
+	case ErrSavepointFailed:
+		return e.Reason == reasonSavepointFailed
+	case ErrCheckpointsUnsupported:
+		// Only the checkpoint and savepoint calls are ever unimplemented
+		// by a jobplane server.
+		return e.Code == connect.CodeUnimplemented
 	}
 	return false
 }

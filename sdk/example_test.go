@@ -151,3 +151,86 @@ func ExampleRetryDelay() {
 	fmt.Println(err)
 	// Output: <nil>
 }
+
+// Stop a checkpointed job with a savepoint, and go on from it in a new
+// job; then delete the savepoint.
+func ExampleClient_TriggerSavepoint() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := sdk.New([]string{serverURL})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	graph := func(to, savepoint string) *jobplanev1.JobGraph {
+		b := jobgraph.NewBuilder("count")
+		b.Vertex("count", "count").Config("to", to).Config("every", "10ms")
+		b.Checkpoints(100 * time.Millisecond).RestoreFromSavepoint(savepoint)
+		g, err := b.Build()
+		if err != nil {
+			panic(err)
+		}
+		return g
+	}
+	s, err := c.Submit(ctx, graph("1000000", ""))
+	if err != nil {
+		panic(err)
+	}
+	// A savepoint needs every subtask running: wait for a checkpoint.
+	for {
+		cps, err := c.Checkpoints(ctx, s.JobID)
+		if err != nil {
+			panic(err)
+		}
+		if cps.GetStats().GetLatest() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	sp, err := c.TriggerSavepoint(ctx, s.JobID, sdk.WithStop())
+	if err != nil {
+		panic(err)
+	}
+	stopped, err := c.Wait(ctx, s.JobID)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("stopped:", stopped.GetStatus())
+
+	res, err := c.Execute(ctx, graph("1", sp.GetSavepointId()))
+	if err != nil {
+		panic(err)
+	}
+	d, err := c.Get(ctx, res.GetJobId(), sdk.WithSummaryView())
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("restored:", res.GetStatus(), d.GetCheckpoints().GetRestoredFrom() == sp.GetSavepointId())
+	if err := c.DeleteSavepoint(ctx, sp.GetSavepointId()); err != nil {
+		panic(err)
+	}
+	// Output:
+	// stopped: JOB_STATUS_CANCELED
+	// restored: JOB_STATUS_FINISHED true
+}
+
+// List the savepoints of every job, a page at a time behind the loop.
+func ExampleClient_Savepoints() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := sdk.New([]string{serverURL})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	n := 0
+	for sp, err := range c.Savepoints(ctx, "") {
+		if err != nil {
+			panic(err)
+		}
+		_ = sp.GetSavepointId() // what JobConfig.restore_from_savepoint names
+		n++
+	}
+	fmt.Println(n >= 0)
+	// Output: true
+}

@@ -108,6 +108,32 @@ func (b *Builder) ClientHeartbeatTimeout(d time.Duration) *Builder {
 	return b
 }
 
+// Checkpoints takes a checkpoint of the job every interval, with the
+// contract's defaults for the rest of CheckpointConfig (a 10-minute
+// timeout, no pause, one checkpoint kept, any number of failures
+// tolerated). A restarted subtask then goes on from its state in the
+// latest completed checkpoint. An interval of zero turns checkpoints off
+// (the default); a positive one must be at least MinCheckpointInterval.
+func (b *Builder) Checkpoints(interval time.Duration) *Builder {
+	b.config().Checkpoints = &jobplanev1.CheckpointConfig{Interval: durationpb.New(interval)}
+	return b
+}
+
+// CheckpointConfig sets any checkpoint configuration the contract
+// defines; nil turns checkpoints off.
+func (b *Builder) CheckpointConfig(cc *jobplanev1.CheckpointConfig) *Builder {
+	b.config().Checkpoints = cc
+	return b
+}
+
+// RestoreFromSavepoint makes the job's subtasks start from their states
+// in the savepoint with this id (from TriggerSavepoint), which must exist
+// when the job is submitted. Default: "", a fresh start.
+func (b *Builder) RestoreFromSavepoint(savepointID string) *Builder {
+	b.config().RestoreFromSavepoint = savepointID
+	return b
+}
+
 // Build returns the JobGraph, or an *Error listing every rule it breaks
 // (the server's rules; the bounds a cluster configures, such as its
 // largest job, are left to the cluster). The Builder may be changed and

@@ -33,3 +33,24 @@ func ExampleBuilder_invalid() {
 	fmt.Println(err)
 	// Output: jobgraph: invalid: job_graph.vertices[1].parallelism: parallelism 0: must be at least 1; job_graph.edges: the edges form a cycle through vertex "a"
 }
+
+// Checkpoint a counting job every second, restarting it from its latest
+// checkpoint after a failure; start it from a savepoint's states.
+func ExampleBuilder_Checkpoints() {
+	b := jobgraph.NewBuilder("count")
+	b.Vertex("count", "count").Config("to", "100").Config("every", "100ms")
+	b.Checkpoints(time.Second).FixedDelayRestart(3, time.Second)
+	b.RestoreFromSavepoint("sp-0123")
+	g, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(g.GetConfig().GetCheckpoints().GetInterval().AsDuration(), g.GetConfig().GetRestoreFromSavepoint())
+
+	// Below the shortest interval, Build says so.
+	_, err = jobgraph.NewBuilder("fast").Checkpoints(time.Millisecond).Build()
+	fmt.Println(err != nil)
+	// Output:
+	// 1s sp-0123
+	// true
+}
