@@ -23,7 +23,9 @@ type Event struct {
 	// "resign", "put-plan", "delete-plan", "request-cancel",
 	// "create-dirty", "mark-clean", "delete-result", "list-plans",
 	// "get-plan", "list-results", "get-result", "keep-alive", "add-member",
-	// "remove-member", "list-members"; for
+	// "remove-member", "list-members", "add-checkpoint",
+	// "latest-checkpoint", "list-checkpoints", "add-savepoint",
+	// "get-savepoint", "list-savepoints", "delete-savepoint"; for
 	// TaskExecutors the RPC's name; for the client "ack" (a SubmitJob
 	// answer), the name of another Dispatcher call it made, "fault" (an
 	// injected fault), "revoke", "expire", "seed" (a write of its own), and

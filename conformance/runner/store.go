@@ -2,7 +2,7 @@ package runner
 
 import (
 	"context"
-
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -197,6 +197,98 @@ func (s *store) TaskExecutors(ctx context.Context) (ids []string, err error) {
 	return ids, err
 }
 
+// The checkpoint calls pass the store's checkpoints and savepoints
+// (hastore.Checkpoints) through, recorded as "add-checkpoint",
+// "latest-checkpoint" and "list-checkpoints" keyed by the job, and
+// "add-savepoint", "get-savepoint", "list-savepoints" and
+// "delete-savepoint" keyed by the savepoint (the listing by its job
+// filter).
+var _ hastore.Checkpoints = (*store)(nil)
+
+// checkpoints is the wrapped store's checkpoints, if it keeps them.
+func (s *store) checkpoints() (hastore.Checkpoints, error) {
+	if c, ok := s.Store.(hastore.Checkpoints); ok {
+		return c, nil
+	}
+	return nil, hastore.ErrCheckpointsUnsupported
+}
+
+func (s *store) AddCheckpoint(ctx context.Context, f hastore.Fence, cp *hastorev1.CompletedCheckpoint, retain int) (subsumed []uint64, err error) {
+	c, err := s.checkpoints()
+	if err != nil {
+		return nil, err
+	}
+	err = s.call(ctx, "add-checkpoint", cp.GetJobId(), f.Token, func(ctx context.Context) error {
+		subsumed, err = c.AddCheckpoint(ctx, f, cp, retain)
+		return err
+	})
+	return subsumed, err
+}
+
+func (s *store) LatestCheckpoint(ctx context.Context, jobID string) (cp *hastorev1.CompletedCheckpoint, last uint64, err error) {
+	c, err := s.checkpoints()
+	if err != nil {
+		return nil, 0, err
+	}
+	err = s.call(ctx, "latest-checkpoint", jobID, election.Token{}, func(ctx context.Context) error {
+		cp, last, err = c.LatestCheckpoint(ctx, jobID)
+		return err
+	})
+	return cp, last, err
+}
+
+func (s *store) ListCheckpoints(ctx context.Context, jobID string, after uint64, limit int) (cps []*hastorev1.CompletedCheckpoint, err error) {
+	c, err := s.checkpoints()
+	if err != nil {
+		return nil, err
+	}
+	err = s.call(ctx, "list-checkpoints", jobID, election.Token{}, func(ctx context.Context) error {
+		cps, err = c.ListCheckpoints(ctx, jobID, after, limit)
+		return err
+	})
+	return cps, err
+}
+
+func (s *store) AddSavepoint(ctx context.Context, f hastore.Fence, sp *hastorev1.Savepoint) error {
+	c, err := s.checkpoints()
+	if err != nil {
+		return err
+	}
+	return s.call(ctx, "add-savepoint", sp.GetSavepointId(), f.Token, func(ctx context.Context) error { return c.AddSavepoint(ctx, f, sp) })
+}
+
+func (s *store) GetSavepoint(ctx context.Context, id string) (sp *hastorev1.Savepoint, err error) {
+	c, err := s.checkpoints()
+	if err != nil {
+		return nil, err
+	}
+	err = s.call(ctx, "get-savepoint", id, election.Token{}, func(ctx context.Context) error {
+		sp, err = c.GetSavepoint(ctx, id)
+		return err
+	})
+	return sp, err
+}
+
+func (s *store) ListSavepoints(ctx context.Context, jobID, after string, limit int) (sps []*hastorev1.Savepoint, err error) {
+	c, err := s.checkpoints()
+	if err != nil {
+		return nil, err
+	}
+	err = s.call(ctx, "list-savepoints", jobID, election.Token{}, func(ctx context.Context) error {
+		sps, err = c.ListSavepoints(ctx, jobID, after, limit)
+		return err
+	})
+	return sps, err
+}
+
+func (s *store) DeleteSavepoint(ctx context.Context, f hastore.Fence, id string) error {
+	c, err := s.checkpoints()
+	if err != nil {
+		return err
+	}
+	return s.call(ctx, "delete-savepoint", id, f.Token, func(ctx context.Context) error { return c.DeleteSavepoint(ctx, f, id) })
+}
+
 func (s *store) ConfirmLeadership(ctx context.Context, f hastore.Fence, address string) error {
 	return s.call(ctx, "confirm", jobOf(f.Election), f.Token, func(ctx context.Context) error { return s.Store.ConfirmLeadership(ctx, f, address) })
 }
@@ -309,6 +401,17 @@ func shortPage(msg any) {
 		if len(m.GetEntries()) > 1 {
 			m.Entries = m.Entries[:1]
 			m.NextPageToken = m.Entries[0].GetResult().GetJobId()
+		}
+	case *hastorev1.ListCheckpointsResponse:
+		// The reference handler's token: the last id, in decimal.
+		if len(m.GetCheckpoints()) > 1 {
+			m.Checkpoints = m.Checkpoints[:1]
+			m.NextPageToken = strconv.FormatUint(m.Checkpoints[0].GetCheckpointId(), 10)
+		}
+	case *hastorev1.ListSavepointsResponse:
+		if len(m.GetSavepoints()) > 1 {
+			m.Savepoints = m.Savepoints[:1]
+			m.NextPageToken = m.Savepoints[0].GetSavepointId()
 		}
 	}
 }
