@@ -505,3 +505,64 @@ func TestGroupCommitLeaseGoneInBatch(t *testing.T) {
 		t.Errorf("transactions sent (Then sizes) %v, %d refused; want [1 2 2 1], 2: the batch refused and resent in halves", sizes, refused)
 	}
 }
+
+// A job's plan deletes remove its checkpoint prefix, and still share a
+// batch with writes outside it; a checkpoint write of the same job claims
+// the prefix, so it waits for a later batch and sees the job finished.
+func TestGroupCommitBatchesCheckpointPrefixDeletes(t *testing.T) {
+	t.Parallel()
+	c := newCommitted(t, startEmbedded(t, etcdmember.Config{}), etcdstore.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := c.leader.Fence()
+	sess, err := c.store.OpenSession(ctx, hastore.SessionConfig{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Close(context.Background()) })
+	fences := map[string]hastore.Fence{}
+	for _, id := range []string{"a", "b"} {
+		if err := c.store.PutExecutionPlan(ctx, f, testPlan(id)); err != nil {
+			t.Fatal(err)
+		}
+		l, err := sess.Campaign(ctx, election.Job(id), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fences[id] = l.Fence()
+	}
+	if _, err := c.store.AddCheckpoint(ctx, fences["b"], &hastorev1.CompletedCheckpoint{JobId: "b", CheckpointId: 1}, 1); err != nil {
+		t.Fatal(err)
+	}
+	add := func(jobID string, id uint64) func() error {
+		return func() error {
+			_, err := c.store.AddCheckpoint(ctx, fences[jobID], &hastorev1.CompletedCheckpoint{JobId: jobID, CheckpointId: id}, 1)
+			return err
+		}
+	}
+	firstErr, errs, sizes := c.lineUp(t,
+		func() error { return c.store.PutExecutionPlan(ctx, f, testPlan("first")) },
+		func() error {
+			return c.store.FinishJob(ctx, f, &jobplanev1.JobResult{JobId: "b", Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED})
+		},
+		add("a", 1),
+		add("b", 2),
+	)()
+	if firstErr != nil || errs[0] != nil || errs[1] != nil {
+		t.Fatalf("errors = %v, %v; want the plan put, FinishJob and a's checkpoint to succeed", firstErr, errs)
+	}
+	if !errors.Is(errs[2], hastore.ErrJobTerminal) {
+		t.Errorf("checkpoint of b queued behind its FinishJob: err = %v, want ErrJobTerminal", errs[2])
+	}
+	// The first write; the reads of the two checkpoint writes (3 ops
+	// each); FinishJob with a's checkpoint; b's checkpoint alone.
+	if want := "[1 3 3 2 1]"; fmt.Sprint(sizes) != want {
+		t.Errorf("transactions sent (Then sizes) = %v, want %s", sizes, want)
+	}
+	if cp, last, err := c.store.LatestCheckpoint(ctx, "b"); err != nil || cp != nil || last != 0 {
+		t.Errorf("LatestCheckpoint of b after FinishJob = %v, %d, %v; want none", cp, last, err)
+	}
+	if cp, _, err := c.store.LatestCheckpoint(ctx, "a"); err != nil || cp.GetCheckpointId() != 1 {
+		t.Errorf("LatestCheckpoint of a = %v, %v; want checkpoint 1", cp, err)
+	}
+}
