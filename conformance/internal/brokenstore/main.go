@@ -1,7 +1,7 @@
 // Command brokenstore is the reference HA store with one promise of the
 // contract broken, for the conformance suite's store mode: every store
-// case that checks a promise of contract 1.1 must fail against some
-// broken store. It embeds an etcd member on --data-dir and serves
+// case that checks a promise of contract 1.1, or of 1.2's checkpoints,
+// must fail against some broken store. It embeds an etcd member on --data-dir and serves
 // HAStoreService on --listen, through a wrapper that breaks what --break
 // names.
 package main
@@ -61,7 +61,7 @@ func run(mode, listen, dataDir string) error {
 		return err
 	}
 	real := hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: store, Logger: log})
-	b := &broken{HAStoreServiceHandler: real, mode: mode, campaigned: map[string]bool{}}
+	b := &broken{HAStoreServiceHandler: real, mode: mode, campaigned: map[string]bool{}, latest: map[string]*hastorev1.GetLatestCheckpointResponse{}}
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
@@ -91,20 +91,25 @@ func run(mode, listen, dataDir string) error {
 
 // breaks lists the modes and what each breaks.
 var breaks = map[string]string{
-	"replace-answers-ok":      "PutExecutionPlan of another plan for a job with one answers OK (and keeps the first)",
-	"plan-repeat-refused":     "PutExecutionPlan of the plan a job already has is ALREADY_EXISTS: creates are not idempotent",
-	"result-repeat-refused":   "CreateDirtyJobResult of the result a job already has is ALREADY_EXISTS: creates are not idempotent",
-	"equality-by-encoding":    "a repeated create in JSON is compared by its encoding, so it is ALREADY_EXISTS",
-	"delete-without-result":   "DeleteExecutionPlan of a job without a result entry answers OK",
-	"job-token-writes":        "plan and result writes fenced by a job election answer OK",
-	"campaign-repeat-refused": "a Campaign repeated by a session with a candidacy is CANDIDACY_EXISTS",
-	"ignore-stale-tokens":     "writes refused as stale answer OK",
-	"accept-invalid":          "writes refused as invalid answer OK",
-	"leader-without-address":  "GetLeader answers the leader without its published address",
-	"resign-noop":             "Resign answers OK and ends nothing",
-	"no-expiry":               "the store renews every session itself, so none expires",
-	"cancel-request-lost":     "RequestJobCancel answers OK and records nothing",
-	"no-snapshot-end":         "WatchSession never marks the end of its snapshot",
+	"replace-answers-ok":         "PutExecutionPlan of another plan for a job with one answers OK (and keeps the first)",
+	"plan-repeat-refused":        "PutExecutionPlan of the plan a job already has is ALREADY_EXISTS: creates are not idempotent",
+	"result-repeat-refused":      "CreateDirtyJobResult of the result a job already has is ALREADY_EXISTS: creates are not idempotent",
+	"equality-by-encoding":       "a repeated create in JSON is compared by its encoding, so it is ALREADY_EXISTS",
+	"delete-without-result":      "DeleteExecutionPlan of a job without a result entry answers OK",
+	"job-token-writes":           "plan and result writes fenced by a job election answer OK",
+	"campaign-repeat-refused":    "a Campaign repeated by a session with a candidacy is CANDIDACY_EXISTS",
+	"ignore-stale-tokens":        "writes refused as stale answer OK",
+	"accept-invalid":             "writes refused as invalid answer OK",
+	"leader-without-address":     "GetLeader answers the leader without its published address",
+	"resign-noop":                "Resign answers OK and ends nothing",
+	"no-expiry":                  "the store renews every session itself, so none expires",
+	"cancel-request-lost":        "RequestJobCancel answers OK and records nothing",
+	"no-snapshot-end":            "WatchSession never marks the end of its snapshot",
+	"checkpoint-any-fence":       "checkpoint and savepoint writes refused for their fence's election (the jobmanager's, another job's; a job's for DeleteSavepoint) answer OK",
+	"checkpoint-ids-not-checked": "a checkpoint or savepoint refused for an id not above the job's last answers OK",
+	"keep-all-checkpoints":       "AddCheckpoint keeps 100 checkpoints, whatever retain asks",
+	"checkpoints-outlive-plan":   "GetLatestCheckpoint answers, for a job the store has no checkpoint of, the last one the store acknowledged for it: DeleteExecutionPlan and FinishJob leave them behind",
+	"savepoints-go-with-the-job": "DeleteExecutionPlan also deletes the job's savepoints",
 }
 
 // broken wraps the reference handler.
@@ -114,7 +119,8 @@ type broken struct {
 	inner hastorev1connect.HAStoreServiceClient // the reference handler, served apart
 
 	mu         sync.Mutex
-	campaigned map[string]bool // session/election
+	campaigned map[string]bool                                   // session/election
+	latest     map[string]*hastorev1.GetLatestCheckpointResponse // by job, in checkpoints-outlive-plan
 }
 
 func (b *broken) lie(err error) error {
@@ -228,6 +234,15 @@ func (b *broken) DeleteExecutionPlan(ctx context.Context, req *hastorev1.DeleteE
 	if b.mode == "delete-without-result" && hastorerpcReason(err) == "JOB_RESULT_NOT_FOUND" {
 		return &hastorev1.DeleteExecutionPlanResponse{}, nil
 	}
+	if b.mode == "savepoints-go-with-the-job" && err == nil {
+		sps, lerr := b.ListSavepoints(ctx, &hastorev1.ListSavepointsRequest{JobId: req.GetJobId()})
+		for _, sp := range sps.GetSavepoints() {
+			if lerr == nil {
+				_, lerr = b.DeleteSavepoint(ctx, &hastorev1.DeleteSavepointRequest{Fence: req.GetFence(), SavepointId: sp.GetSavepointId()})
+			}
+		}
+		err = lerr
+	}
 	if err = b.lie(err); err == nil {
 		resp = &hastorev1.DeleteExecutionPlanResponse{}
 	}
@@ -289,6 +304,82 @@ func (b *broken) ConfirmLeadership(ctx context.Context, req *hastorev1.ConfirmLe
 		resp = &hastorev1.ConfirmLeadershipResponse{}
 	}
 	return resp, err
+}
+
+// checkpointLie is lie, and also answers OK for what the checkpoint
+// breaks let through.
+func (b *broken) checkpointLie(err error) error {
+	switch {
+	case b.mode == "checkpoint-any-fence" && violates(err, "fence.election"),
+		b.mode == "checkpoint-ids-not-checked" && hastorerpcReason(err) == "CHECKPOINT_ID_NOT_INCREASING":
+		return nil
+	}
+	return b.lie(err)
+}
+
+func (b *broken) AddCheckpoint(ctx context.Context, req *hastorev1.AddCheckpointRequest) (*hastorev1.AddCheckpointResponse, error) {
+	if b.mode == "keep-all-checkpoints" {
+		req.Retain = 100
+	}
+	resp, err := b.HAStoreServiceHandler.AddCheckpoint(ctx, req)
+	if err == nil && b.mode == "checkpoints-outlive-plan" {
+		b.mu.Lock()
+		b.latest[req.GetCheckpoint().GetJobId()] = &hastorev1.GetLatestCheckpointResponse{Checkpoint: req.GetCheckpoint(), LastCheckpointId: req.GetCheckpoint().GetCheckpointId()}
+		b.mu.Unlock()
+	}
+	if err = b.checkpointLie(err); err == nil && resp == nil {
+		resp = &hastorev1.AddCheckpointResponse{}
+	}
+	return resp, err
+}
+
+func (b *broken) GetLatestCheckpoint(ctx context.Context, req *hastorev1.GetLatestCheckpointRequest) (*hastorev1.GetLatestCheckpointResponse, error) {
+	resp, err := b.HAStoreServiceHandler.GetLatestCheckpoint(ctx, req)
+	if err == nil && b.mode == "checkpoints-outlive-plan" && resp.GetCheckpoint() == nil {
+		b.mu.Lock()
+		if kept := b.latest[req.GetJobId()]; kept != nil {
+			resp = kept
+		}
+		b.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (b *broken) AddSavepoint(ctx context.Context, req *hastorev1.AddSavepointRequest) (*hastorev1.AddSavepointResponse, error) {
+	resp, err := b.HAStoreServiceHandler.AddSavepoint(ctx, req)
+	if err = b.checkpointLie(err); err == nil {
+		resp = &hastorev1.AddSavepointResponse{}
+	}
+	return resp, err
+}
+
+func (b *broken) DeleteSavepoint(ctx context.Context, req *hastorev1.DeleteSavepointRequest) (*hastorev1.DeleteSavepointResponse, error) {
+	resp, err := b.HAStoreServiceHandler.DeleteSavepoint(ctx, req)
+	if err = b.checkpointLie(err); err == nil {
+		resp = &hastorev1.DeleteSavepointResponse{}
+	}
+	return resp, err
+}
+
+// violates reports whether a handler's error names field in its
+// BadRequest.
+func violates(err error, field string) bool {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return false
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if br, ok := v.(*errdetails.BadRequest); ok {
+				for _, fv := range br.GetFieldViolations() {
+					if fv.GetField() == field {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
 }
 
 // encodingSensitive, in the equality-by-encoding mode, refuses a create

@@ -18,23 +18,28 @@ import (
 )
 
 // mustFail maps each broken store to the store cases it must fail. Every
-// case that checks a promise of contract 1.1 is listed under at least one
-// (see covered).
+// case that checks a promise of contract 1.1, or of 1.2's checkpoints, is
+// listed under at least one (see covered).
 var mustFail = map[string][]string{
-	"replace-answers-ok":      {"store/execution-plans", "store/plan-repeated-in-json"},
-	"plan-repeat-refused":     {"store/execution-plans", "store/plan-repeated-in-json"},
-	"result-repeat-refused":   {"store/job-results", "store/result-repeated-in-json"},
-	"equality-by-encoding":    {"store/plan-repeated-in-json", "store/result-repeated-in-json"},
-	"delete-without-result":   {"store/execution-plans", "store/plan-delete-needs-result"},
-	"job-token-writes":        {"store/token-of-another-election-refused"},
-	"campaign-repeat-refused": {"store/campaign-repeated"},
-	"ignore-stale-tokens":     {"store/stale-token-refused-for-every-write", "store/stale-write-from-paused-leader", "store/task-executor-membership"},
-	"accept-invalid":          {"store/bad-input"},
-	"leader-without-address":  {"store/grant-confirm-leader"},
-	"resign-noop":             {"store/resign-grants-next"},
-	"no-expiry":               {"store/lease-expiry-revokes", "store/stale-write-from-paused-leader"},
-	"cancel-request-lost":     {"store/cancel-requests"},
-	"no-snapshot-end":         {"store/watch-session-snapshot"},
+	"replace-answers-ok":         {"store/execution-plans", "store/plan-repeated-in-json"},
+	"plan-repeat-refused":        {"store/execution-plans", "store/plan-repeated-in-json"},
+	"result-repeat-refused":      {"store/job-results", "store/result-repeated-in-json"},
+	"equality-by-encoding":       {"store/plan-repeated-in-json", "store/result-repeated-in-json"},
+	"delete-without-result":      {"store/execution-plans", "store/plan-delete-needs-result"},
+	"job-token-writes":           {"store/token-of-another-election-refused"},
+	"campaign-repeat-refused":    {"store/campaign-repeated"},
+	"ignore-stale-tokens":        {"store/stale-token-refused-for-every-write", "store/stale-write-from-paused-leader", "store/task-executor-membership", "store/checkpoint-fencing"},
+	"accept-invalid":             {"store/bad-input", "store/checkpoint-bad-input"},
+	"leader-without-address":     {"store/grant-confirm-leader"},
+	"resign-noop":                {"store/resign-grants-next"},
+	"no-expiry":                  {"store/lease-expiry-revokes", "store/stale-write-from-paused-leader"},
+	"cancel-request-lost":        {"store/cancel-requests"},
+	"no-snapshot-end":            {"store/watch-session-snapshot"},
+	"checkpoint-any-fence":       {"store/checkpoint-fencing", "store/savepoints"},
+	"checkpoint-ids-not-checked": {"store/checkpoint-ids-increase", "store/checkpoint-retention"},
+	"keep-all-checkpoints":       {"store/checkpoint-retention"},
+	"checkpoints-outlive-plan":   {"store/checkpoints-go-with-the-job"},
+	"savepoints-go-with-the-job": {"store/savepoints", "store/checkpoints-go-with-the-job"},
 }
 
 // covered are the store cases that must fail against some broken store.
@@ -48,6 +53,8 @@ var covered = []string{
 	"store/campaign-repeated", "store/plan-repeated-in-json", "store/result-repeated-in-json", "store/plan-delete-needs-result",
 	"store/bad-input", "store/grant-confirm-leader", "store/resign-grants-next", "store/lease-expiry-revokes",
 	"store/cancel-requests", "store/watch-session-snapshot",
+	"store/checkpoint-fencing", "store/checkpoint-ids-increase", "store/checkpoint-retention",
+	"store/checkpoints-go-with-the-job", "store/savepoints", "store/checkpoint-bad-input",
 }
 
 func build(t *testing.T, dir, out, pkg string) string {
