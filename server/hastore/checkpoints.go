@@ -55,7 +55,8 @@ const (
 //     *JobTerminalError).
 //   - The checkpoints beyond the newest retain are removed in the same
 //     write that adds a newer one.
-//   - DeleteExecutionPlan removes the job's checkpoints and last id.
+//   - DeleteExecutionPlan, and FinishJob, remove the job's checkpoints
+//     and last id with its plan, in the same write.
 //   - Savepoints outlive their job; DeleteSavepoint, fenced by the
 //     jobmanager election, removes them.
 //

@@ -80,8 +80,9 @@ type Store interface {
 	// order, starting after the id `after` ("" for the first page). A
 	// limit of 0 means all.
 	ListExecutionPlans(ctx context.Context, after string, limit int) ([]string, error)
-	// DeleteExecutionPlan removes the job's plan and its cancel request,
-	// once the job has a result entry: without one it fails with
+	// DeleteExecutionPlan removes the job's plan and its cancel request
+	// (and, in a store that keeps checkpoints, its checkpoints and last
+	// checkpoint id), once the job has a result entry: without one it fails with
 	// ErrResultNotFound, checked with the delete. An absent plan is no
 	// error.
 	DeleteExecutionPlan(ctx context.Context, f Fence, jobID string) error
