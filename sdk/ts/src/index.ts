@@ -19,7 +19,7 @@ export {
 } from "./errors.js";
 export type { Violation } from "./errors.js";
 export { Worker } from "./worker.js";
-export type { Task, TaskFunction, WorkerOptions } from "./worker.js";
+export type { CheckpointFunction, State, Task, TaskFunction, WorkerOptions } from "./worker.js";
 export { ErrorReason } from "../gen/jobplane/v1/error_pb.js";
 export { JobStatus } from "../gen/jobplane/v1/job_pb.js";
 export { ExecutionState } from "../gen/jobplane/v1/execution_pb.js";

@@ -8,23 +8,29 @@ import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { create } from "@bufbuild/protobuf";
 import { durationMs, timestampNow, type Duration } from "@bufbuild/protobuf/wkt";
-import { createClient, type Client as ConnectClient, type ConnectRouter } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client as ConnectClient, type ConnectRouter, type HandlerContext } from "@connectrpc/connect";
 import { connectNodeAdapter, createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { JobMasterService, TaskExecutorJobAction, TaskExecutorJobReportSchema, type TaskExecutorJobReport } from "../gen/jobplane/cluster/v1/job_master_service_pb.js";
 import { ResourceManagerService } from "../gen/jobplane/cluster/v1/resource_manager_service_pb.js";
 import { SlotReportSchema, type SlotReport } from "../gen/jobplane/cluster/v1/slot_pb.js";
 import {
   AdoptedJobSchema,
+  CheckpointAckSchema,
   HeldAttemptSchema,
   TaskExecutorService,
   type AdoptedJob,
+  type CheckpointAck,
   type RequestSlotRequest,
   type SlotRequest,
   SubmitTaskRequestSchema,
   type SubmitTaskRequest,
   type TaskDeployment,
+  type TriggerCheckpointRequest,
+  TriggerCheckpointResponseSchema,
+  type TriggerCheckpointResponse,
 } from "../gen/jobplane/cluster/v1/task_executor_service_pb.js";
 import { HAStoreService } from "../gen/jobplane/hastore/v1/ha_store_service_pb.js";
+import { SubtaskStateSchema, type SubtaskState } from "../gen/jobplane/v1/checkpoint_pb.js";
 import { ErrorReason, type ItemError } from "../gen/jobplane/v1/error_pb.js";
 import {
   ExecutionState,
@@ -35,6 +41,35 @@ import {
 import { FencingTokenSchema, type FencingToken } from "../gen/jobplane/v1/leadership_pb.js";
 import { reasonOf } from "./errors.js";
 import { apiError, badRequest, itemError, staleToken, type Field } from "./fence.js";
+
+/**
+ * State is a subtask's part of a checkpoint: the bytes its task gives, or
+ * a pointer to state it wrote elsewhere. Set at most one of the two; a
+ * State with neither means the task keeps nothing.
+ */
+export interface State {
+  /**
+   * The state itself, kept in the HA store with the checkpoint (the
+   * JobManager limits its size: ServerLimits.max_inline_state_bytes, 64
+   * KiB by default). An empty array is kept as empty state.
+   */
+  data?: Uint8Array;
+  /**
+   * Names state the task wrote elsewhere, such as a file or object URL
+   * (1 to 2,048 bytes); jobplane keeps it and hands it back, and never
+   * reads it. Empty means none.
+   */
+  pointer?: string;
+}
+
+/**
+ * CheckpointFunction gives a task's state for a checkpoint. It is called
+ * while the attempt runs, once per checkpoint id, beside the task
+ * function; signal aborts when the attempt is canceled or ends. Throwing
+ * (or rejecting) declines the checkpoint, which is then discarded, as
+ * does a State with both data and pointer.
+ */
+export type CheckpointFunction = (checkpointId: bigint, signal: AbortSignal) => Promise<State> | State;
 
 /** Task is what a task function is given: the attempt it runs and a signal that aborts when it is canceled. */
 export interface Task {
@@ -54,6 +89,22 @@ export interface Task {
   readonly config: Readonly<Record<string, string>>;
   /** Aborts when the attempt is canceled (by its JobMaster, a newer one, or the worker's stop). */
   readonly signal: AbortSignal;
+  /**
+   * The subtask's state from the job's latest completed checkpoint (or
+   * the savepoint the job was submitted to restore from), which it goes
+   * on from; undefined when it starts afresh (the job's first run, or no
+   * checkpoint completed yet).
+   */
+  readonly restored?: Readonly<State>;
+  /** The checkpoint (its decimal id) or savepoint that restored comes from; "" when the subtask starts afresh. */
+  readonly restoredFrom: string;
+  /**
+   * onCheckpoint registers fn to give the task's state whenever the job
+   * checkpoints (JobConfig.checkpoints); a later call replaces it. Until
+   * a task registers a function, its checkpoints keep the state it was
+   * restored from (none if it started afresh).
+   */
+  onCheckpoint(fn: CheckpointFunction): void;
 }
 
 /**
@@ -114,6 +165,12 @@ interface RunningTask {
   ended: boolean;
   stopCause: string;
   done: Promise<void>;
+  /** Aborts once the attempt is canceled or its function returned: its checkpoint functions' signal. */
+  readonly ending: AbortController;
+  /** The task's checkpoint function, once it registered one. */
+  checkpointFn?: CheckpointFunction;
+  /** The latest checkpoint the task was asked for, and its answer: a repeat of that id gets the same answer. */
+  snapshot?: { id: bigint; ack: Promise<CheckpointAck> };
 }
 
 interface Slot {
@@ -181,6 +238,25 @@ function sameAttempt(a: ExecutionAttemptId | undefined, b: ExecutionAttemptId | 
 
 function isExecTerminal(s: ExecutionState): boolean {
   return s === ExecutionState.FINISHED || s === ExecutionState.FAILED || s === ExecutionState.CANCELED;
+}
+
+/** stateOf returns the State a SubtaskState holds; undefined for none. */
+function stateOf(s: SubtaskState | undefined): State | undefined {
+  switch (s?.state.case) {
+    case "inline":
+      return { data: s.state.value };
+    case "pointer":
+      return { pointer: s.state.value };
+  }
+  return undefined;
+}
+
+/** subtaskState returns a task's state as the SubtaskState of attempt a. */
+function subtaskState(a: ExecutionAttemptId | undefined, st: State | undefined): SubtaskState {
+  const out = create(SubtaskStateSchema, { vertexId: a?.vertexId ?? "", subtaskIndex: a?.subtaskIndex ?? 0 });
+  if (st?.pointer) out.state = { case: "pointer", value: st.pointer };
+  else if (st?.data !== undefined) out.state = { case: "inline", value: st.data };
+  return out;
 }
 
 function ms(d: Duration | undefined): number {
@@ -815,6 +891,8 @@ export class Worker {
       invokable: d.invokable,
       config: d.config,
       numberOfSubtasks: d.numberOfSubtasks,
+      restoredState: d.restoredState,
+      restoredFrom: d.restoredFrom,
     });
   }
 
@@ -879,7 +957,9 @@ export class Worker {
       ended: false,
       stopCause: "",
       done: Promise.resolve(),
+      ending: new AbortController(),
     };
+    task.abort.signal.addEventListener("abort", () => task.ending.abort(), { once: true });
     s.task = task;
     task.done = this.run(task, fn);
   }
@@ -902,6 +982,11 @@ export class Worker {
           attempt: req.attempt?.attemptNumber ?? 0,
           config: { ...req.config },
           signal,
+          restored: stateOf(req.restoredState),
+          restoredFrom: req.restoredFrom,
+          onCheckpoint: (cp: CheckpointFunction) => {
+            task.checkpointFn = cp;
+          },
         }),
       );
       // As with the reference TaskExecutor's functions, a canceled attempt
@@ -917,6 +1002,7 @@ export class Worker {
       failure = task.stopCause;
     }
     task.ended = true;
+    task.ending.abort();
     for (const s of this.slots) if (s.task === task && s.freeing) this.release(s, "");
     await this.setState(task, state, failure);
   }
@@ -1187,6 +1273,81 @@ export class Worker {
       getTaskOutput: () => {
         throw apiError(ErrorReason.UNIMPLEMENTED, "this TaskExecutor keeps no task output");
       },
+      triggerCheckpoint: (req, ctx) => this.triggerCheckpoint(req, ctx),
     });
+  }
+
+  // ---- checkpoints ----
+
+  /**
+   * triggerCheckpoint asks the named attempts for their state (see the
+   * proto) and answers once each gave it or declined; the wait is bounded
+   * by the call's deadline (DEADLINE_EXCEEDED) and by each attempt's end.
+   */
+  private async triggerCheckpoint(req: TriggerCheckpointRequest, ctx: HandlerContext): Promise<TriggerCheckpointResponse> {
+    const fields = Worker.jobFields(req.jobId, req.jobMasterToken);
+    if (req.checkpointId === 0n) fields.push({ path: "checkpoint_id", description: "required" });
+    if (req.attempts.length === 0) fields.push({ path: "attempts", description: "required" });
+    req.attempts.forEach((a, i) => a.vertexId === "" && fields.push({ path: `attempts[${i}].vertex_id`, description: "required" }));
+    if (fields.length > 0) throw badRequest(fields);
+    this.follow(req.jobId, req.jobMasterToken);
+    const acks = req.attempts.map((a) => {
+      const t = this.slots.find((s) => s.jobId === req.jobId && s.task && sameAttempt(s.task.req.attempt, a))?.task;
+      if (!t || !sameToken(t.token, req.jobMasterToken) || t.ended || t.state !== ExecutionState.RUNNING) {
+        return Promise.resolve(
+          create(CheckpointAckSchema, { attempt: a, declined: `the attempt is not running under this JobMaster on TaskExecutor ${this.id}` }),
+        );
+      }
+      return this.snapshot(t, req.checkpointId);
+    });
+    let onAbort: () => void = () => {};
+    const expired = new Promise<never>((_, reject) => {
+      onAbort = () =>
+        reject(new ConnectError(`checkpoint ${req.checkpointId}: waiting for the tasks' state: ${String(ctx.signal.reason)}`, Code.DeadlineExceeded));
+      if (ctx.signal.aborted) onAbort();
+      else ctx.signal.addEventListener("abort", onAbort, { once: true });
+    });
+    try {
+      return create(TriggerCheckpointResponseSchema, { acks: await Promise.race([Promise.all(acks), expired]) });
+    } finally {
+      ctx.signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /**
+   * snapshot returns the attempt's answer to checkpoint id, asking its
+   * task once per id (a repeat waits for the same answer). A task that
+   * registered no function answers with the state it was restored from:
+   * it has not said it keeps any other.
+   */
+  private snapshot(t: RunningTask, id: bigint): Promise<CheckpointAck> {
+    if (t.snapshot?.id === id) return t.snapshot.ack;
+    const a = t.req.attempt;
+    const fn = t.checkpointFn;
+    let ack: Promise<CheckpointAck>;
+    if (!fn) {
+      ack = Promise.resolve(create(CheckpointAckSchema, { attempt: a, state: subtaskState(a, stateOf(t.req.restoredState)) }));
+    } else {
+      const declined = (why: string) => create(CheckpointAckSchema, { attempt: a, declined: why });
+      const signal = t.ending.signal;
+      let end: () => void = () => {};
+      const ended = new Promise<CheckpointAck>((resolve) => {
+        end = () => resolve(declined(`the attempt ended before it gave its state for checkpoint ${id} on TaskExecutor ${this.id}`));
+      });
+      if (signal.aborted) end();
+      else signal.addEventListener("abort", end, { once: true });
+      const given = Promise.resolve()
+        .then(() => fn(id, signal))
+        .then(
+          (st) => {
+            if (st?.pointer && st.data !== undefined) return declined(`the task gave both state bytes and a pointer for checkpoint ${id}; give one`);
+            return create(CheckpointAckSchema, { attempt: a, state: subtaskState(a, st ?? undefined) });
+          },
+          (e: unknown) => declined(`the task declined checkpoint ${id} on TaskExecutor ${this.id}: ${e instanceof Error ? e.message : String(e)}`),
+        );
+      ack = Promise.race([given, ended]).finally(() => signal.removeEventListener("abort", end));
+    }
+    t.snapshot = { id, ack };
+    return ack;
   }
 }
