@@ -3,7 +3,8 @@
 // taskexecutor` process and to a Worker, and their answers must carry the
 // same code, ErrorInfo (reason and metadata) and typed details, which
 // must also be the ones the contract names. For the calls whose answer is
-// compared too (AdoptAttempts), a success must carry the same response.
+// compared too (AdoptAttempts, TriggerCheckpoint), a success must carry
+// the same response.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -14,6 +15,7 @@ import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect
 import { ErrorInfoSchema, BadRequestSchema } from "../gen/google/rpc/error_details_pb.js";
 import { AdoptAttemptsResponseSchema, TaskExecutorService, type JobAdoptionSchema } from "../gen/jobplane/cluster/v1/task_executor_service_pb.js";
 import { StaleTokenDetailsSchema } from "../gen/jobplane/v1/error_pb.js";
+import { ExecutionAttemptIdSchema } from "../gen/jobplane/v1/execution_pb.js";
 import { Worker } from "../src/index.js";
 import { startTaskExecutor, type JobManager } from "./cluster.js";
 
@@ -227,6 +229,25 @@ describe("fencing answers of the node Worker and the reference TaskExecutor", { 
         "AdoptAttempts of that job, repeated: the same answer",
         adopt([{ jobId: adoptJob, jobMasterToken: { sessionId: "jm-adopt-2", epoch: 8n }, jobMasterAddress: nowhere }]),
         { code: "ok", body: { jobs: [{ jobId: adoptJob, allocationIds: ["alloc-adopt"] }] } },
+      ],
+      [
+        "TriggerCheckpoint under an older JobMaster token",
+        (te) => te.triggerCheckpoint({ jobId, jobMasterToken: jm, checkpointId: 1n, attempts: [attempt] }, { signal }),
+        { code: Code.Aborted, reason: "jobplane/STALE_FENCING_TOKEN", stale: { election: "job/" + jobId, epoch: "101", sessionId: "jm-new" } },
+      ],
+      [
+        "TriggerCheckpoint without a checkpoint id or attempts",
+        (te) => te.triggerCheckpoint({ jobId, jobMasterToken: newer }, { signal }),
+        { code: Code.InvalidArgument, reason: "jobplane/INVALID_ARGUMENT", violations: ["checkpoint_id", "attempts"] },
+      ],
+      [
+        "TriggerCheckpoint of an attempt not running here: declined in the answer",
+        async (te) => {
+          const r = await te.triggerCheckpoint({ jobId, jobMasterToken: newer, checkpointId: 1n, attempts: [attempt] }, { signal });
+          // The reason names the TaskExecutor: only whether it declined is compared.
+          return new Compared(r.acks.map((a) => ({ attempt: toJson(ExecutionAttemptIdSchema, a.attempt!), state: a.state !== undefined, declined: a.declined !== "" })));
+        },
+        { code: "ok", body: [{ attempt: { vertexId: "v" }, state: false, declined: true }] },
       ],
     ];
     for (const [name, call, want] of cases) {
