@@ -1,6 +1,7 @@
 // The README's TypeScript snippets run as written (only the cluster's URL
 // changed): the client's against a jobmanager with a Worker that has
-// "greet", the worker's on its own.
+// "greet", the worker's on its own, the checkpoint one (a worker and a
+// client) against a jobmanager of its own.
 
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -62,5 +63,20 @@ describe("README snippets", { timeout: 120_000 }, () => {
     const w = snippets()[1];
     assert.ok(w?.includes("new Worker("), "no worker snippet in README.md");
     await run("worker", w.replaceAll("http://127.0.0.1:8080", jm.url));
+  });
+
+  test("the checkpoint snippet runs a counting job with checkpoints to its end", { timeout: 60_000 }, async () => {
+    const c = snippets()[2];
+    assert.ok(c?.includes("onCheckpoint("), "no checkpoint snippet in README.md");
+    // A jobmanager of its own: with the Worker above (no "count") among
+    // its TaskExecutors, the job could be placed there before the
+    // snippet's worker registered.
+    const own = await startJobManager();
+    try {
+      const out = await run("checkpoint", c.replaceAll("http://127.0.0.1:8080", own.url));
+      assert.equal(out.trim().split("\n").at(-1), "FINISHED", out);
+    } finally {
+      await own.stop();
+    }
   });
 });
