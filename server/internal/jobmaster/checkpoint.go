@@ -497,7 +497,7 @@ func (jm *JobMaster) storeCheckpoint(p *pendingCheckpoint) {
 			}
 			p.stop()
 			c.pending = nil
-			telemetry.CheckpointEnded(context.Background(), save != nil, true, time.Since(p.trigger))
+			telemetry.CheckpointEnded(context.Background(), save != nil, true, time.Since(p.trigger), time.Since(now))
 			if save != nil {
 				jm.log.Info("savepoint completed", "savepoint", save.GetSavepointId(), "states", len(states), "took", time.Since(p.trigger))
 				p.savepoint.end(save, nil)
@@ -537,7 +537,7 @@ func (jm *JobMaster) checkpointFailed(p *pendingCheckpoint, why string) {
 	}
 	p.stop()
 	c.pending = nil
-	telemetry.CheckpointEnded(context.Background(), p.savepoint != nil, false, 0)
+	telemetry.CheckpointEnded(context.Background(), p.savepoint != nil, false, 0, 0)
 	if p.savepoint != nil {
 		jm.log.Info("savepoint failed", "checkpoint", p.id, "cause", why)
 		p.savepoint.end(nil, jm.savepointFailed(why))

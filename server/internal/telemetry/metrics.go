@@ -31,6 +31,7 @@ type instruments struct {
 	limits         metric.Int64Counter
 	checkpoints    metric.Int64Counter
 	checkpointTook metric.Float64Histogram
+	checkpointSave metric.Float64Histogram
 	registration   metric.Registration
 }
 
@@ -42,7 +43,7 @@ var current atomic.Pointer[instruments]
 func install(mp metric.MeterProvider) error {
 	m := mp.Meter(meterName)
 	in := &instruments{provider: mp}
-	var errs [12]error
+	var errs [13]error
 	in.submitted, errs[0] = m.Int64Counter("jobplane.jobs.submitted",
 		metric.WithDescription("Jobs accepted as created by SubmitJob (repeated submissions of a job not counted)."))
 	in.ended, errs[1] = m.Int64Counter("jobplane.jobs.ended",
@@ -65,6 +66,9 @@ func install(mp metric.MeterProvider) error {
 		metric.WithDescription("Checkpoints and savepoints that ended, by kind (checkpoint, savepoint) and outcome (completed, failed)."))
 	in.checkpointTook, errs[11] = m.Float64Histogram("jobplane.checkpoint.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from a completed checkpoint's or savepoint's trigger to its durable store write."),
+		metric.WithExplicitBucketBoundaries(latencyBuckets...))
+	in.checkpointSave, errs[12] = m.Float64Histogram("jobplane.checkpoint.store.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from a completed checkpoint's or savepoint's last acknowledgement to its durable store write."),
 		metric.WithExplicitBucketBoundaries(latencyBuckets...))
 	executors, err := m.Int64ObservableGauge("jobplane.taskexecutors",
 		metric.WithDescription("TaskExecutors registered at this process's ResourceManager while it leads."))
@@ -154,9 +158,10 @@ func JobRestarted(ctx context.Context) {
 	}
 }
 
-// CheckpointEnded counts a checkpoint or savepoint that ended, and the
-// duration of a completed one.
-func CheckpointEnded(ctx context.Context, savepoint, completed bool, took time.Duration) {
+// CheckpointEnded counts a checkpoint or savepoint that ended, and for a
+// completed one the time from its trigger (took) and from its last
+// acknowledgement (stored) to its durable store write.
+func CheckpointEnded(ctx context.Context, savepoint, completed bool, took, stored time.Duration) {
 	in := current.Load()
 	if in == nil {
 		return
@@ -168,6 +173,7 @@ func CheckpointEnded(ctx context.Context, savepoint, completed bool, took time.D
 	if completed {
 		outcome = "completed"
 		in.checkpointTook.Record(ctx, took.Seconds(), metric.WithAttributes(attribute.String("kind", kind)))
+		in.checkpointSave.Record(ctx, stored.Seconds(), metric.WithAttributes(attribute.String("kind", kind)))
 	}
 	in.checkpoints.Add(ctx, 1, metric.WithAttributes(attribute.String("kind", kind), attribute.String("outcome", outcome)))
 }
