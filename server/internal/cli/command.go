@@ -57,7 +57,8 @@ const serverEnv = "JOBPLANE_SERVER"
 const tlsCAEnv = "JOBPLANE_TLS_CA"
 
 // AddCommands adds the client verbs (submit, list, status, cancel, wait,
-// logs and cluster) to root, in root's command group groupID, which root
+// logs, cluster, checkpoints, savepoint, savepoints and delete-savepoint)
+// to root, in root's command group groupID, which root
 // must have (cobra panics on an unknown group). It adds the flags the
 // verbs share to root's persistent flags: --server (default
 // $JOBPLANE_SERVER, else http://127.0.0.1:8080), --tls-ca (default

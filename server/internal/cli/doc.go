@@ -1,5 +1,6 @@
 // Package cli is the command-line client of the jobplane binary: the
-// client verbs submit, list, status, cancel, wait, logs and cluster, and
+// client verbs submit, list, status, cancel, wait, logs, cluster,
+// checkpoints, savepoint, savepoints and delete-savepoint, and
 // what they share: the global flags that say which cluster to reach and
 // how (--server, --tls-ca, --token, --token-file, --timeout, --retry,
 // -o), the bearer token's sources, the job file's parsing with every

@@ -147,6 +147,9 @@ func renderJobDetails(w io.Writer, d *jobplanev1.JobDetails, now time.Time, all 
 	fmt.Fprintf(tw, "Duration:\t%s\n", elapsed(s, now))
 	fmt.Fprintf(tw, "Restarts:\t%d\n", s.GetRestartCount())
 	fmt.Fprintf(tw, "Subtasks:\t%s\n", countsText(s.GetTaskCounts()))
+	if cp := d.GetCheckpoints(); cp != nil {
+		fmt.Fprintf(tw, "Checkpoints:\t%s\n", checkpointsText(cp, now))
+	}
 	if f := s.GetFailure(); f != nil {
 		fmt.Fprintf(tw, "Failure:\t%s\n", failureText(f))
 	}
@@ -252,6 +255,128 @@ func renderCluster(w io.Writer, o *jobplanev1.GetClusterOverviewResponse, tes []
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", te.GetTaskExecutorId(), orDash(te.GetAddress()), te.GetSlotCount(),
 			te.GetFreeSlotCount(), heard, orDash(strings.Join(te.GetInvokables(), ",")))
+	}
+	tw.Flush()
+}
+
+// checkpointsText summarizes a job's checkpoint statistics on one line,
+// such as "5 completed, 1 failed, 6 in progress; latest 5 (1.2s ago);
+// restored from savepoint sp-j-3".
+func checkpointsText(st *jobplanev1.CheckpointStats, now time.Time) string {
+	c := st.GetCounts()
+	text := fmt.Sprintf("%d completed, %d failed", c.GetCompleted(), c.GetFailed())
+	if id := st.GetInProgressId(); id != 0 {
+		text += fmt.Sprintf(", %d in progress", id)
+	}
+	if l := st.GetLatest(); l != nil {
+		text += fmt.Sprintf("; latest %d", l.GetCheckpointId())
+		if at := l.GetAckTime(); at != nil {
+			text += fmt.Sprintf(" (%s ago)", durationText(now.Sub(at.AsTime())))
+		}
+	}
+	if from := st.GetRestoredFrom(); from != "" {
+		text += "; restored from " + restoredText(from)
+	}
+	return text
+}
+
+// restoredText names what subtasks were restored from: a checkpoint id
+// (digits) or a savepoint id.
+func restoredText(from string) string {
+	if strings.Trim(from, "0123456789") == "" {
+		return "checkpoint " + from
+	}
+	return "savepoint " + from
+}
+
+// sizeText formats a size in bytes with a binary unit, such as "512 B"
+// or "1.5 KiB".
+func sizeText(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// checkpointDuration is how long a checkpoint took, from its trigger to
+// its last acknowledgement: microseconds under a millisecond,
+// milliseconds under a second, else as durationText; "-" when either time is unknown.
+func checkpointDuration(cp *jobplanev1.CheckpointInfo) string {
+	if cp.GetTriggerTime() == nil || cp.GetAckTime() == nil {
+		return "-"
+	}
+	d := max(cp.GetAckTime().AsTime().Sub(cp.GetTriggerTime().AsTime()), 0)
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	}
+	return durationText(d)
+}
+
+// renderCheckpoints writes a job's checkpoint statistics and the
+// completed checkpoints the cluster keeps.
+func renderCheckpoints(w io.Writer, jobID string, resp *jobplanev1.ListCheckpointsResponse, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "Job:\t%s\n", jobID)
+	if st := resp.GetStats(); st != nil {
+		c := st.GetCounts()
+		fmt.Fprintf(tw, "Triggered:\t%d\n", c.GetTriggered())
+		fmt.Fprintf(tw, "Completed:\t%d\n", c.GetCompleted())
+		fmt.Fprintf(tw, "Failed:\t%d\n", c.GetFailed())
+		if id := st.GetInProgressId(); id != 0 {
+			fmt.Fprintf(tw, "In progress:\t%d\n", id)
+		}
+		if l := st.GetLatest(); l != nil {
+			age := ""
+			if at := l.GetAckTime(); at != nil {
+				age = fmt.Sprintf(" (%s ago)", durationText(now.Sub(at.AsTime())))
+			}
+			fmt.Fprintf(tw, "Latest:\t%d%s\n", l.GetCheckpointId(), age)
+		}
+		if from := st.GetRestoredFrom(); from != "" {
+			fmt.Fprintf(tw, "Restored from:\t%s\n", restoredText(from))
+		}
+	}
+	tw.Flush()
+	if len(resp.GetCheckpoints()) == 0 {
+		if resp.GetStats() == nil {
+			fmt.Fprintln(w, "\n(no checkpoints: the job takes none (its config sets no checkpoints.interval), it has ended "+
+				"(its checkpoints go with it; its savepoints stay), or no JobMaster runs it now)")
+		} else {
+			fmt.Fprintln(w, "\n(no completed checkpoint is kept yet)")
+		}
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTRIGGERED\tDURATION\tSIZE\tSUBTASK STATES")
+	for _, cp := range resp.GetCheckpoints() {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\n", cp.GetCheckpointId(), timeText(cp.GetTriggerTime()), checkpointDuration(cp),
+			sizeText(cp.GetStateBytes()), cp.GetSubtaskStates())
+	}
+	tw.Flush()
+}
+
+// renderSavepoints writes savepoints as a table.
+func renderSavepoints(w io.Writer, sps []*jobplanev1.SavepointInfo) {
+	if len(sps) == 0 {
+		fmt.Fprintln(w, "(no savepoints)")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SAVEPOINT\tJOB ID\tCHECKPOINT\tTRIGGERED\tDURATION\tSIZE\tSUBTASK STATES")
+	for _, sp := range sps {
+		cp := sp.GetCheckpoint()
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\n", sp.GetSavepointId(), sp.GetJobId(), cp.GetCheckpointId(),
+			timeText(cp.GetTriggerTime()), checkpointDuration(cp), sizeText(cp.GetStateBytes()), cp.GetSubtaskStates())
 	}
 	tw.Flush()
 }

@@ -24,6 +24,7 @@ import (
 func clientCommands(a *app) []*cobra.Command {
 	return []*cobra.Command{
 		submitCommand(a), listCommand(a), statusCommand(a), cancelCommand(a), waitCommand(a), logsCommand(a), clusterCommand(a),
+		checkpointsCommand(a), savepointCommand(a), savepointsCommand(a), deleteSavepointCommand(a),
 	}
 }
 
@@ -117,9 +118,10 @@ func fail(err error, file *jobFile) error {
 
 func submitCommand(a *app) *cobra.Command {
 	var (
-		id        string
-		detached  bool
-		skipCheck bool
+		id          string
+		detached    bool
+		skipCheck   bool
+		restoreFrom string
 	)
 	c := &cobra.Command{
 		Use:   "submit FILE",
@@ -131,9 +133,12 @@ func submitCommand(a *app) *cobra.Command {
 			"line per status change otherwise; it exits 0 when the job FINISHED, 3 when it\n" +
 			"FAILED, 4 when it was CANCELED. Ctrl-C asks whether to cancel the job or detach;\n" +
 			"without a terminal, SIGINT detaches (exit 6) and the job goes on.\n\n" +
-			"Detached (-d), it prints the job id and exits once the job is acknowledged.",
-		Example: "  jobplane submit examples/pipeline.yaml\n  jobplane submit -d --id nightly-2026-12-01 job.json",
-		Args:    cobra.ExactArgs(1),
+			"Detached (-d), it prints the job id and exits once the job is acknowledged.\n\n" +
+			"--restore-from starts the job's subtasks from their states in a savepoint\n" +
+			"('jobplane savepoint'), in place of the file's config.restore_from_savepoint.",
+		Example: "  jobplane submit examples/pipeline.yaml\n  jobplane submit -d --id nightly-2026-12-01 job.json\n" +
+			"  jobplane submit --restore-from sp-nightly-42 examples/checkpoints.yaml",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := a.format()
 			if err != nil {
@@ -145,6 +150,14 @@ func submitCommand(a *app) *cobra.Command {
 			file, err := readJobFile(args[0], a.s.In)
 			if err != nil {
 				return exit(exitInvalidJob, err)
+			}
+			restoreBy := "the job file's config.restore_from_savepoint"
+			if restoreFrom != "" {
+				if file.graph.Config == nil {
+					file.graph.Config = &jobplanev1.JobConfig{}
+				}
+				file.graph.Config.RestoreFromSavepoint = restoreFrom
+				restoreBy = "--restore-from"
 			}
 			client, err := a.connect()
 			if err != nil {
@@ -166,6 +179,12 @@ func submitCommand(a *app) *cobra.Command {
 			}
 			sub, err := client.Submit(ctx, file.graph, sdk.WithJobID(id))
 			cancel()
+			if errors.Is(err, sdk.ErrSavepointNotFound) {
+				return savepointNotFound(file.graph.GetConfig().GetRestoreFromSavepoint(), restoreBy)
+			}
+			if errors.Is(err, sdk.ErrCheckpointsUnsupported) {
+				return checkpointFail(err)
+			}
 			if err != nil {
 				if !errors.As(err, new(*sdk.InvalidJobError)) && !errors.As(err, new(*sdk.DuplicateJobError)) && !refusedAtLimit(err) {
 					fmt.Fprintf(a.s.Err, "job %s: the submission may or may not have been persisted; 'jobplane submit --id %s %s' again is safe (the same id and graph are the same job)\n", id, id, args[0])
@@ -188,6 +207,9 @@ func submitCommand(a *app) *cobra.Command {
 	c.Flags().BoolVarP(&detached, "detached", "d", false, "print the job id and exit once the job is acknowledged")
 	c.Flags().BoolVar(&skipCheck, "skip-invokable-check", false,
 		"submit even if no TaskExecutor of the cluster offers a vertex's invokable now (one may register later)")
+	c.Flags().StringVar(&restoreFrom, "restore-from", "",
+		"start the job's subtasks from their states in this savepoint (its id, from 'jobplane savepoint'); overrides the file's config.restore_from_savepoint")
+	_ = c.RegisterFlagCompletionFunc("restore-from", a.completeSavepointIDs)
 	return c
 }
 
