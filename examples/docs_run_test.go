@@ -49,6 +49,27 @@ func TestDocsCLI(t *testing.T) {
 	}
 }
 
+// docs/clients.md's checkpoint commands: the example resumes from a
+// checkpoint after its failure, and a job stopped with a savepoint goes
+// on from it in a new job.
+func TestDocsCheckpoints(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the docs' commands against a server process")
+	}
+	cluster := localcluster.NewStandalone(t, "--task-executors", "2")
+	cluster.WaitTaskExecutor(t, "count")
+	out := runDoc(t, docBlock(t, "clients:checkpoints"), cluster.URL(), jobplanePath(t))
+	wantAll(t, "clients:checkpoints", out,
+		"job counter FINISHED",      // submit follows it to its end
+		"restored from checkpoint ", // status after the restart
+		"ID  TRIGGERED  ",           // checkpoints lists the kept ones
+		"job counter2 was stopped",  // savepoint --stop
+		"job counter3 FINISHED",     // restored from the savepoint
+		"sp-counter2-",              // savepoints lists it
+		" deleted",
+	)
+}
+
 // docs/clients.md's curl calls: submit, wait for the result, read a
 // subtask's output.
 func TestDocsCurl(t *testing.T) {

@@ -27,6 +27,7 @@ var docUses = map[string]struct{ test, notRun string }{
 	"design:model":  {notRun: "a diagram, not a command"},
 
 	"clients:cli":          {test: "examples.TestDocsCLI"},
+	"clients:checkpoints":  {test: "examples.TestDocsCheckpoints"},
 	"clients:worker":       {test: "examples.TestDocsShowExamples"},
 	"clients:localcluster": {test: "examples.TestDocsShowExamples"},
 	"clients:curl":         {test: "examples.TestDocsCurl"},
