@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path"
@@ -68,6 +69,8 @@ type env struct {
 	closed  bool // no server starts any more
 	servers []*serverProc
 	gates   map[string]chan struct{}
+	// counters are the runs of "counter" tasks, by job and attempt key.
+	counters map[string]*counterRun
 }
 
 type taskExec struct {
@@ -97,7 +100,7 @@ func newEnv(ctx context.Context, cfg envConfig) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{cfg: cfg, log: &Log{}, dir: dir, http: newHTTPClient(cfg.token), gates: map[string]chan struct{}{},
+	e := &env{cfg: cfg, log: &Log{}, dir: dir, http: newHTTPClient(cfg.token), gates: map[string]chan struct{}{}, counters: map[string]*counterRun{},
 		logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	octx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -126,7 +129,8 @@ func newEnv(ctx context.Context, cfg envConfig) (*env, error) {
 
 // startTaskExecutor starts a reference TaskExecutor whose calls are
 // recorded. Besides the built-ins it offers "gate", which runs until the
-// case opens the gate named by its config key "gate".
+// case opens the gate named by its config key "gate", and "counter" (see
+// counterInvokable).
 func (e *env) startTaskExecutor(i int) error {
 	id := fmt.Sprintf("te-%d", i)
 	tx := &taskExec{id: id}
@@ -134,7 +138,7 @@ func (e *env) startTaskExecutor(i int) error {
 	te, err := component.NewTaskExecutor(component.TaskExecutorConfig{
 		TaskExecutor: taskexecutor.Config{
 			ID: id, Slots: e.cfg.slots, Store: e.etcd, HTTPClient: e.http,
-			Invokables:    map[string]taskexecutor.Invokable{"gate": e.gateInvokable},
+			Invokables:    map[string]taskexecutor.Invokable{"gate": e.gateInvokable, "counter": e.counterInvokable},
 			ClientOptions: []connect.ClientOption{record}, Logger: e.logger,
 			AttemptLog: attemptEvents{log: e.log, id: id},
 		},
@@ -183,6 +187,82 @@ func (e *env) gateInvokable(ctx context.Context, t taskexecutor.Task) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// counterRun is one attempt of a "counter" task: the state it started
+// from, and the count it gave for each checkpoint.
+type counterRun struct {
+	restored *taskexecutor.State
+	from     string
+	given    map[uint64]int64
+}
+
+// counterInvokable counts, one step every 2ms, from its restored count (a
+// decimal number) until the gate named by config "gate" opens; it gives
+// its count when asked at a checkpoint, and fails when the gate named by
+// config "fail" opens, unless that gate was open when it started (so the
+// attempt that replaces it runs on).
+func (e *env) counterInvokable(ctx context.Context, t taskexecutor.Task) error {
+	run := &counterRun{restored: t.Restored, from: t.RestoredFrom, given: map[uint64]int64{}}
+	var n atomic.Int64
+	if st := t.Restored; st != nil {
+		v, err := strconv.ParseInt(string(st.Data), 10, 64)
+		if err != nil {
+			return fmt.Errorf("restored state %q is no count: %w", st.Data, err)
+		}
+		n.Store(v)
+	}
+	key := counterKey(t.JobID, t.VertexID, t.SubtaskIndex, t.Attempt)
+	e.mu.Lock()
+	e.counters[key] = run
+	e.mu.Unlock()
+	fail := e.gate(t.Config["fail"])
+	select {
+	case <-fail:
+		fail = nil // open already: this attempt runs on
+	default:
+	}
+	if t.OnCheckpoint != nil {
+		t.OnCheckpoint(func(_ context.Context, id uint64) (taskexecutor.State, error) {
+			v := n.Load()
+			e.mu.Lock()
+			run.given[id] = v
+			e.mu.Unlock()
+			return taskexecutor.State{Data: strconv.AppendInt(nil, v, 10)}, nil
+		})
+	}
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.gate(t.Config["gate"]):
+			return nil
+		case <-fail:
+			return errors.New("the counter failed as the case asked")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			n.Add(1)
+		}
+	}
+}
+
+func counterKey(job, vertex string, subtask, attempt int) string {
+	return fmt.Sprintf("%s:%s/%d#%d", job, vertex, subtask, attempt)
+}
+
+// counter returns a copy of the run of a counter attempt, and whether it
+// ran.
+func (e *env) counter(job, vertex string, subtask, attempt int) (counterRun, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r, ok := e.counters[counterKey(job, vertex, subtask, attempt)]
+	if !ok {
+		return counterRun{}, false
+	}
+	c := *r
+	c.given = maps.Clone(r.given)
+	return c, true
 }
 
 // taskInterceptor records a TaskExecutor's task calls: those it
@@ -234,6 +314,8 @@ func (e *env) taskInterceptor(tx *taskExec) connect.UnaryInterceptorFunc {
 				ev.State = m.GetStatus().GetState()
 			case *clusterv1.OfferSlotsRequest:
 				ev.Op, ev.Key, ev.Token = "OfferSlots", m.GetJobId(), token(m.GetJobMasterToken())
+			case *clusterv1.TriggerCheckpointRequest:
+				ev.Op, ev.Key, ev.Token, ev.Detail = "TriggerCheckpoint", m.GetJobId(), token(m.GetJobMasterToken()), strconv.FormatUint(m.GetCheckpointId(), 10)
 			case *clusterv1.AdoptAttemptsRequest:
 				for _, j := range m.GetJobs() {
 					e.log.Add(Event{Source: id, Op: "AdoptAttempts", Key: j.GetJobId(), Token: token(j.GetJobMasterToken()), Detail: j.GetJobMasterAddress()})

@@ -29,7 +29,7 @@ const (
 	exitOK      = 0
 	exitFailed  = 1
 	exitUsage   = 2
-	defaultConf = `{"features": {"implements_resource_manager": true, "supports_failover": true, "supports_adoption": true}}`
+	defaultConf = `{"features": {"implements_resource_manager": true, "supports_failover": true, "supports_adoption": true, "supports_checkpoints": true}}`
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -80,7 +80,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.HAStoreListen, "hastore-listen", "", "without --server-command: serve the runner's HA store here, and check the server you start pointed at it")
 	fs.StringVar(&cfg.StoreCommand, "store-command", "", "check an HA store instead of a server: start a store for each store case with this shell command; {listen} and {data} are replaced (also set as JOBPLANE_LISTEN, JOBPLANE_DATA_DIR)")
 	fs.IntVar(&cfg.StoreMaxPlanBytes, "store-max-plan-bytes", 1<<20, "with --store-command: the store's limit on an encoded execution plan")
-	fs.StringVar(&configFile, "config", "", `JSON file declaring the server's features, e.g. `+defaultConf+` (default: all three)`)
+	fs.StringVar(&configFile, "config", "", `JSON file declaring the server's features, e.g. `+defaultConf+` (default: all of them)`)
 	fs.Var(&run, "run", "run only cases matching these patterns (comma-separated, repeatable, or @file)")
 	fs.Var(&skip, "skip", "skip cases matching these patterns")
 	fs.Var(&knownFail, "known-failing", "cases that must fail (patterns or @file); one that passes fails the run")

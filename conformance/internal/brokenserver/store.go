@@ -205,3 +205,58 @@ func (ss *session) Campaign(ctx context.Context, name, _ string) (*hastore.Leade
 	}
 	return l, nil
 }
+
+// The checkpoint calls pass through to the runner's store, but for the
+// checkpoint breaks.
+var _ hastore.Checkpoints = (*store)(nil)
+
+func (s *store) checkpoints() hastore.Checkpoints {
+	c, _ := s.Store.(hastore.Checkpoints)
+	return c
+}
+
+func (s *store) AddCheckpoint(ctx context.Context, f hastore.Fence, cp *hastorev1.CompletedCheckpoint, retain int) ([]uint64, error) {
+	switch s.mode {
+	case "ack-checkpoint-early":
+		// Answers at once; the write lands a second later.
+		go func() {
+			time.Sleep(time.Second)
+			_, _ = s.checkpoints().AddCheckpoint(context.Background(), f, cp, retain)
+		}()
+		return nil, nil
+	case "checkpoint-errors-ignored":
+		subsumed, _ := s.checkpoints().AddCheckpoint(ctx, f, cp, retain)
+		return subsumed, nil
+	}
+	return s.checkpoints().AddCheckpoint(ctx, f, cp, retain)
+}
+
+func (s *store) LatestCheckpoint(ctx context.Context, jobID string) (*hastorev1.CompletedCheckpoint, uint64, error) {
+	if s.mode == "forget-checkpoints" {
+		return nil, 0, nil // as if the job had never checkpointed
+	}
+	return s.checkpoints().LatestCheckpoint(ctx, jobID)
+}
+
+func (s *store) ListCheckpoints(ctx context.Context, jobID string, after uint64, limit int) ([]*hastorev1.CompletedCheckpoint, error) {
+	return s.checkpoints().ListCheckpoints(ctx, jobID, after, limit)
+}
+
+func (s *store) AddSavepoint(ctx context.Context, f hastore.Fence, sp *hastorev1.Savepoint) error {
+	if s.mode == "savepoint-not-durable" {
+		return nil // acknowledged, never stored
+	}
+	return s.checkpoints().AddSavepoint(ctx, f, sp)
+}
+
+func (s *store) GetSavepoint(ctx context.Context, id string) (*hastorev1.Savepoint, error) {
+	return s.checkpoints().GetSavepoint(ctx, id)
+}
+
+func (s *store) ListSavepoints(ctx context.Context, jobID, after string, limit int) ([]*hastorev1.Savepoint, error) {
+	return s.checkpoints().ListSavepoints(ctx, jobID, after, limit)
+}
+
+func (s *store) DeleteSavepoint(ctx context.Context, f hastore.Fence, id string) error {
+	return s.checkpoints().DeleteSavepoint(ctx, f, id)
+}

@@ -119,22 +119,24 @@ func (jm *JobMaster) initCheckpoints() {
 	// savepoints are not restored from but by a job that names them.
 	if jm.cfg.Adopt && c.enabled() || restore != "" {
 		c.loading = true
-		jm.loadCheckpoint()
+		jm.loadCheckpoint(jm.cfg.Adopt)
 	}
 	c.lastTrigger = time.Now()
 	jm.scheduleCheckpoint()
 }
 
-// loadCheckpoint reads the job's latest checkpoint, retrying with a
-// backoff while the store fails.
-func (jm *JobMaster) loadCheckpoint() {
+// loadCheckpoint reads the job's latest checkpoint (with latest: a
+// JobMaster that took the job over, or one whose checkpoint write had an
+// unknown outcome), or else the savepoint the job restores from,
+// retrying with a backoff while the store fails.
+func (jm *JobMaster) loadCheckpoint(latest bool) {
 	c := jm.ckpt
 	jm.goRPC(func(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		var cp *hastorev1.CompletedCheckpoint
 		var last uint64
 		var err error
-		if jm.cfg.Adopt {
+		if latest {
 			cp, last, err = c.store.LatestCheckpoint(rctx, jm.cfg.JobID)
 		}
 		var sp *hastorev1.Savepoint
@@ -158,14 +160,17 @@ func (jm *JobMaster) loadCheckpoint() {
 				}
 				c.loadTry = min(max(2*c.loadTry, 50*time.Millisecond), 5*time.Second)
 				jm.log.Warn("reading the job's latest checkpoint failed; retrying", "err", err, "backoff", c.loadTry)
-				jm.cfg.Router.after(c.loadTry, func() { jm.post(jm.loadCheckpoint) })
+				jm.cfg.Router.after(c.loadTry, func() { jm.post(func() { jm.loadCheckpoint(latest) }) })
 				return
 			}
-			c.loading, c.lastID = false, last
+			c.loading = false
+			if latest {
+				c.lastID = max(c.lastID, last)
+			}
 			if cp != nil {
 				jm.takeCheckpoint(cp)
-				if cp.GetCounts() != nil {
-					c.counts = proto.CloneOf(cp.GetCounts())
+				if cp.GetCounts() != nil && c.counts.GetTriggered() == 0 {
+					c.counts = proto.CloneOf(cp.GetCounts()) // a new JobMaster counts on
 				}
 				jm.log.Info("restoring from checkpoint", "checkpoint", cp.GetCheckpointId(), "states", len(cp.GetStates()))
 			} else if sp != nil {
@@ -491,7 +496,7 @@ func (jm *JobMaster) storeCheckpoint(p *pendingCheckpoint) {
 					// lost), or the store knows a greater id: read back what
 					// it holds before anything is deployed again.
 					c.loading = true
-					jm.loadCheckpoint()
+					jm.loadCheckpoint(true)
 				}
 				return
 			}
