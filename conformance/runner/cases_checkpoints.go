@@ -101,7 +101,9 @@ func completedWhenDurable(t *T) {
 		if st.GetLatest() == nil {
 			continue
 		}
-		if cps := t.durable(id); !slices.ContainsFunc(cps, func(cp *hastorev1.CompletedCheckpoint) bool { return cp.GetCheckpointId() == st.GetLatest().GetCheckpointId() }) {
+		if cps := t.durable(id); !slices.ContainsFunc(cps, func(cp *hastorev1.CompletedCheckpoint) bool {
+			return cp.GetCheckpointId() == st.GetLatest().GetCheckpointId()
+		}) {
 			t.Fatalf("GetJob reported checkpoint %d completed (%d completed) while the store held %v; expected a checkpoint completed only once AddCheckpoint succeeded", st.GetLatest().GetCheckpointId(), st.GetCounts().GetCompleted(), ids(cps))
 		}
 	}
@@ -110,7 +112,9 @@ func completedWhenDurable(t *T) {
 	if !t.wait(30*time.Second, func() bool { st = t.checkpointStats(id); return st.GetLatest() != nil }) {
 		t.Fatalf("no checkpoint reported completed within 30s of the store write's release (statistics %v); expected the completed checkpoints in JobDetails.checkpoints", st)
 	}
-	if cps := t.durable(id); !slices.ContainsFunc(cps, func(cp *hastorev1.CompletedCheckpoint) bool { return cp.GetCheckpointId() == st.GetLatest().GetCheckpointId() }) {
+	if cps := t.durable(id); !slices.ContainsFunc(cps, func(cp *hastorev1.CompletedCheckpoint) bool {
+		return cp.GetCheckpointId() == st.GetLatest().GetCheckpointId()
+	}) {
 		t.Errorf("GetJob reported checkpoint %d completed; the store holds %v", st.GetLatest().GetCheckpointId(), ids(cps))
 	}
 	t.env.open(id)
