@@ -170,6 +170,8 @@ bench: bins ## benchmarks: print the table and rewrite BENCHMARKS.md (BENCH_QUIC
 	FAILOVER_CYCLES=$(if $(BENCH_QUICK),2,20) $(GO) test -run '^$$' -bench BenchmarkFailover -benchtime=1x -count=1 -timeout 60m ./internal/failover | tee -a bin/gobench.txt
 	@# Adoption (row 8): ADOPT_CYCLES SIGKILLs and SIGTERMs of the leader with ADOPT_JOBS running jobs, and with one job (the floor).
 	ADOPT_JOBS=$(if $(BENCH_QUICK),50,1000) ADOPT_CYCLES=$(if $(BENCH_QUICK),1,5) $(GO) test -run '^$$' -bench BenchmarkAdoption -benchtime=1x -count=1 -timeout 60m ./internal/failover | tee -a bin/gobench.txt
+	@# Checkpoints (row 9): 9a one job of 100 subtasks checkpointing every second over CHECKPOINT_WINDOW, 9b CHECKPOINT_JOBS one-subtask jobs every 10 s over CHECKPOINT_JOBS_WINDOW (each beside the same jobs without checkpoints), 9c CHECKPOINT_KILLS SIGKILLs of a checkpointing job's TaskExecutor.
+	CHECKPOINT_WINDOW=$(if $(BENCH_QUICK),5s,60s) CHECKPOINT_JOBS=$(if $(BENCH_QUICK),50,1000) CHECKPOINT_JOBS_WINDOW=$(if $(BENCH_QUICK),15s,60s) CHECKPOINT_KILLS=$(if $(BENCH_QUICK),2,20) $(GO) test -run '^$$' -bench BenchmarkCheckpoints -benchtime=1x -count=1 -timeout 60m ./internal/failover | tee -a bin/gobench.txt
 	bin/jobplane-bench -jobplane bin/jobplane -gobench bin/gobench.txt $(if $(BENCH_QUICK),-quick,-out BENCHMARKS.md) $(ARGS)
 
 .PHONY: bench-quick

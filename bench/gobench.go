@@ -72,6 +72,10 @@ func ParseGoBench(r io.Reader) ([]*GoBenchmark, error) {
 func goBenchRows(bs []*GoBenchmark) []Row {
 	var rows []Row
 	for _, b := range bs {
+		if sub, ok := strings.CutPrefix(b.Name, "BenchmarkCheckpoints/"); ok && checkpointIDs[sub] != "" {
+			rows = append(rows, checkpointRows(checkpointIDs[sub], b)...)
+			continue
+		}
 		short := b.Package[strings.LastIndexByte(b.Package, '/')+1:] + "." + strings.TrimPrefix(b.Name, "Benchmark")
 		if ns, ok := b.Metrics["ns/op"]; ok {
 			ms := make([]float64, len(ns))
@@ -148,6 +152,85 @@ var adoptionTargets = map[string]string{
 	"adopt-term-p50-ms": "",
 	"adopt-term-max-ms": "",
 	"adopt-restarts":    "0",
+}
+
+// checkpointIDs are the rows of BenchmarkCheckpoints' sub-benchmarks
+// (internal/failover).
+var checkpointIDs = map[string]string{"one-job": "9a", "many-jobs": "9b", "taskexecutor-kill": "9c"}
+
+// checkpointTargets are issue 30's targets for BenchmarkCheckpoints, by
+// row and metric; each metric listed becomes a row (in key order), an
+// empty target a row without one. 9a: the JobManager's cores with one job
+// of 100 subtasks checkpointing every second, one HA-store write per
+// completed checkpoint, and a checkpoint durable within 20 ms (p50) of
+// its last acknowledgement; 9b: the JobManager's cores and RSS growth
+// with 1,000 one-subtask jobs checkpointing every 10 s; 9c: the work a
+// SIGKILLed TaskExecutor loses, at most one checkpoint interval (1 s)
+// and the checkpoint's own duration, restored from the latest completed
+// checkpoint.
+var checkpointTargets = map[string]string{
+	"9a ckpt-cores":                 "≤ 0.1",
+	"9a ckpt-writes-per-checkpoint": "1",
+	"9a ckpt-store-p50-ms":          "≤ 20",
+	"9b ckpt-cores":                 "≤ 0.2",
+	"9b ckpt-rss-growth-mib":        "≤ 100",
+	"9b ckpt-writes-per-checkpoint": "1",
+	"9b ckpt-store-p50-ms":          "",
+	"9c ckpt-lost-p50-ms":           "",
+	"9c ckpt-lost-max-ms":           "≤ 1000 + own",
+	"9c ckpt-not-latest":            "0",
+}
+
+// checkpointRows turns one of BenchmarkCheckpoints' sub-benchmarks into
+// row id (9a, 9b or 9c), one row per metric of checkpointTargets.
+func checkpointRows(id string, b *GoBenchmark) []Row {
+	med := func(unit string) string { return FormatNumber(Median(b.Metrics[unit])) }
+	var scenario, note string
+	switch id {
+	case "9c":
+		scenario = fmt.Sprintf("work lost when the TaskExecutor of a one-subtask `count` job checkpointing every 1 s is SIGKILLed, %s runs", med("ckpt-kills"))
+		note = fmt.Sprintf("internal/failover: 3 TaskExecutors; each run SIGKILLs the job's TaskExecutor at a random phase of its checkpoints once 2 completed; lost = SIGKILL − ack_time of the checkpoint the next attempt restored (restored_from in its output), at most %s ms from that checkpoint's trigger_time; own = a checkpoint's trigger → last ack, at most %s ms; not-latest: runs restored from a checkpoint older than the latest completed before the SIGKILL; the next attempt ran %s ms (p50; max %s) after the SIGKILL (the loss noticed, restart, deploy: not lost work)",
+			med("ckpt-lost-trigger-max-ms"), med("ckpt-own-max-ms"), med("ckpt-redeploy-p50-ms"), med("ckpt-redeploy-max-ms"))
+	default:
+		what := fmt.Sprintf("one job of %s `count` subtasks", med("ckpt-subtasks"))
+		if id == "9b" {
+			what = fmt.Sprintf("%s one-subtask `count` jobs", med("ckpt-jobs"))
+		}
+		scenario = fmt.Sprintf("checkpoints every %s s, %s, %s s window", med("ckpt-interval-s"), what, med("ckpt-window-s"))
+		note = fmt.Sprintf("internal/failover: the jobmanager process (JobMasters and the store, on one etcd member) over the window; floor: the same jobs without checkpoints, on a cluster of their own; %s checkpoints completed in the window, %s failed",
+			med("ckpt-completed"), med("ckpt-failed"))
+	}
+	var keys []string
+	for k := range checkpointTargets {
+		if strings.HasPrefix(k, id+" ") {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var rows []Row
+	for _, k := range keys {
+		unit := strings.TrimPrefix(k, id+" ")
+		if len(b.Metrics[unit]) == 0 {
+			continue
+		}
+		row := Row{ID: id, Scenario: scenario, Measure: strings.TrimPrefix(unit, "ckpt-"), Value: SpreadOf(b.Metrics[unit]), Target: checkpointTargets[k], Note: note}
+		switch unit {
+		case "ckpt-cores", "ckpt-rss-growth-mib":
+			row.Floor = SpreadOf(b.Metrics[strings.Replace(unit, "ckpt-", "ckpt-floor-", 1)])
+		}
+		switch unit {
+		case "ckpt-cores":
+			row.Note += fmt.Sprintf("; cost of checkpoints: %.3f cores (with − without)", Median(b.Metrics["ckpt-cores"])-Median(b.Metrics["ckpt-floor-cores"]))
+		case "ckpt-rss-growth-mib":
+			row.Note += fmt.Sprintf("; RSS (VmRSS) at the window's start vs its end; at the end %s MiB (without checkpoints %s MiB)", med("ckpt-rss-mib"), med("ckpt-floor-rss-mib"))
+		case "ckpt-writes-per-checkpoint":
+			row.Note += fmt.Sprintf("; the jobmanager's fenced store writes (jobplane_hastore_write_duration_seconds count) over its completed checkpoints; other writes in the steady state: %s by the jobmanager without checkpoints, %s by the TaskExecutors' HA-store process", med("ckpt-floor-writes"), med("ckpt-te-store-writes"))
+		case "ckpt-store-p50-ms":
+			row.Note += fmt.Sprintf("; last ack → durable write (jobplane_checkpoint_store_duration_seconds over the window): p50 interpolated in its bucket (≤ %s ms), mean %s ms; trigger → durable p50 %s ms", med("ckpt-store-p50-bucket-ms"), med("ckpt-store-mean-ms"), med("ckpt-took-p50-ms"))
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 // schedulerTarget is DESIGN.md §6's target for a scheduler benchmark.

@@ -76,3 +76,53 @@ BenchmarkAdoption-2   	       1	      3770 adopt-kill-p50-ms	      4290 adopt-ki
 		t.Errorf("restarts row = %+v, want 0 without a floor, target 0", r)
 	}
 }
+
+func TestCheckpointRows(t *testing.T) {
+	t.Parallel()
+	const out = `pkg: github.com/jobplane/jobplane/internal/failover
+BenchmarkCheckpoints/one-job-2         	       1	         5.000 ckpt-completed	         0.02398 ckpt-cores	         0 ckpt-failed	         0.02200 ckpt-floor-cores	         0.8672 ckpt-floor-rss-growth-mib	        53.22 ckpt-floor-rss-mib	         0 ckpt-floor-writes	         1.000 ckpt-interval-s	         1.000 ckpt-jobs	         1.098 ckpt-rss-growth-mib	        53.50 ckpt-rss-mib	         6.641 ckpt-store-mean-ms	        10.00 ckpt-store-p50-bucket-ms	         7.500 ckpt-store-p50-ms	       100.0 ckpt-subtasks	         0 ckpt-te-store-writes	        15.62 ckpt-took-p50-ms	         5.000 ckpt-window-s	         1.000 ckpt-writes-per-checkpoint
+--- BENCH: BenchmarkCheckpoints/one-job-2
+BenchmarkCheckpoints/many-jobs-2       	       1	        50.00 ckpt-completed	         0.06198 ckpt-cores	         0 ckpt-failed	         0.05665 ckpt-floor-cores	         0.06641 ckpt-floor-rss-growth-mib	        55.71 ckpt-floor-rss-mib	         0 ckpt-floor-writes	        10.00 ckpt-interval-s	        50.00 ckpt-jobs	         0.7891 ckpt-rss-growth-mib	        56.41 ckpt-rss-mib	        10.03 ckpt-store-mean-ms	        10.00 ckpt-store-p50-bucket-ms	         9.583 ckpt-store-p50-ms	        50.00 ckpt-subtasks	         0 ckpt-te-store-writes	        13.39 ckpt-took-p50-ms	        15.00 ckpt-window-s	         1.000 ckpt-writes-per-checkpoint
+BenchmarkCheckpoints/taskexecutor-kill-2         	       1	         2.000 ckpt-kills	       808.2 ckpt-lost-max-ms	       514.3 ckpt-lost-p50-ms	       809.8 ckpt-lost-trigger-max-ms	         0 ckpt-not-latest	         3.1 ckpt-own-max-ms	     11270 ckpt-redeploy-max-ms	     10612 ckpt-redeploy-p50-ms
+`
+	bs, err := ParseGoBench(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := goBenchRows(bs)
+	got := map[string]Row{}
+	for _, r := range rows {
+		got[r.ID+" "+r.Measure] = r
+	}
+	if len(rows) != len(checkpointTargets) || len(got) != len(rows) {
+		t.Fatalf("got %d rows, want one per checkpoint target (%d): %+v", len(rows), len(checkpointTargets), rows)
+	}
+	for _, tc := range []struct {
+		key           string
+		value, floor  float64
+		target, inSce string
+	}{
+		{"9a cores", 0.02398, 0.022, "≤ 0.1", "one job of 100 `count` subtasks"},
+		{"9a writes-per-checkpoint", 1, 0, "1", "every 1 s"},
+		{"9a store-p50-ms", 7.5, 0, "≤ 20", "5 s window"},
+		{"9b cores", 0.06198, 0.05665, "≤ 0.2", "50 one-subtask `count` jobs"},
+		{"9b rss-growth-mib", 0.7891, 0.06641, "≤ 100", "every 10 s"},
+		{"9c lost-max-ms", 808.2, 0, "≤ 1000 + own", "2 runs"},
+		{"9c not-latest", 0, 0, "0", "SIGKILLed"},
+	} {
+		r, ok := got[tc.key]
+		if !ok {
+			t.Errorf("no row %s", tc.key)
+			continue
+		}
+		if r.Value.Median != tc.value || r.Floor.Median != tc.floor || r.Target != tc.target || !strings.Contains(r.Scenario, tc.inSce) {
+			t.Errorf("row %s = %+v; want %v beside the floor %v, target %q, a scenario with %q", tc.key, r, tc.value, tc.floor, tc.target, tc.inSce)
+		}
+	}
+	if r := got["9a store-p50-ms"]; !strings.Contains(r.Note, "≤ 10 ms") || !strings.Contains(r.Note, "mean 6.64 ms") {
+		t.Errorf("9a store-p50-ms note = %q; want the bucket's bound and the mean", r.Note)
+	}
+	if r := got["9a cores"]; !strings.Contains(r.Note, "cost of checkpoints: 0.002") {
+		t.Errorf("9a cores note = %q; want the cost with − without", r.Note)
+	}
+}
