@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -479,6 +480,9 @@ type killRuns struct {
 	// notLatest counts runs restored from a checkpoint older than the
 	// latest completed before the SIGKILL.
 	notLatest int
+	// log says, for each run, which TaskExecutor was killed at which
+	// phase, the checkpoint and count restored, and the work lost.
+	log []string
 }
 
 // countingFrom is the count invokable's first line of output.
@@ -510,6 +514,8 @@ func measureCheckpointKills(ctx context.Context, b *testing.B, kills int, interv
 			return r, fmt.Errorf("run %d (seed %d): %w\n%s", run, seed, err, c.Logs())
 		}
 	}
+	// One line: the benchmark's log keeps only its first lines.
+	b.Logf("runs (TaskExecutor@phase→checkpoint/count:lost): %s", strings.Join(r.log, " "))
 	ivs, err := chaos.Attempts(c.TaskExecutors())
 	if err != nil {
 		return r, err
@@ -606,8 +612,7 @@ func killOnce(ctx context.Context, b *testing.B, c *localcluster.ProcessCluster,
 	r.fromTrigger = append(r.fromTrigger, killed.Sub(restored.GetTriggerTime().AsTime()))
 	r.redeploy = append(r.redeploy, redeployed)
 	r.own = append(r.own, own)
-	b.Logf("run %d: SIGKILL of %s at phase %.2f; restored checkpoint %d (count %d; latest completed before: %d), acknowledged %v before the SIGKILL (triggered %v before); running again after %v",
-		run, te.Name, phase, restored.GetCheckpointId(), count, latest, lost.Round(time.Millisecond), killed.Sub(restored.GetTriggerTime().AsTime()).Round(time.Millisecond), redeployed.Round(time.Millisecond))
+	r.log = append(r.log, fmt.Sprintf("%s@%.2f→%d/%d:%v", te.Name[len("taskexecutor-"):], phase, restored.GetCheckpointId(), count, lost.Round(time.Millisecond)))
 
 	if _, err := cl.Cancel(ctx, id); err != nil {
 		return err
