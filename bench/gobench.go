@@ -215,14 +215,13 @@ func checkpointRows(id string, b *GoBenchmark) []Row {
 		}
 		row := Row{ID: id, Scenario: scenario, Measure: strings.TrimPrefix(unit, "ckpt-"), Value: SpreadOf(b.Metrics[unit]), Target: checkpointTargets[k], Note: note}
 		switch unit {
-		case "ckpt-cores", "ckpt-rss-growth-mib":
-			row.Floor = SpreadOf(b.Metrics[strings.Replace(unit, "ckpt-", "ckpt-floor-", 1)])
-		}
-		switch unit {
 		case "ckpt-cores":
+			row.Floor = SpreadOf(b.Metrics["ckpt-floor-cores"])
 			row.Note += fmt.Sprintf("; cost of checkpoints: %.3f cores (with − without)", Median(b.Metrics["ckpt-cores"])-Median(b.Metrics["ckpt-floor-cores"]))
 		case "ckpt-rss-growth-mib":
-			row.Note += fmt.Sprintf("; RSS (VmRSS) at the window's start vs its end; at the end %s MiB (without checkpoints %s MiB)", med("ckpt-rss-mib"), med("ckpt-floor-rss-mib"))
+			// A growth may be negative, which makes a ratio meaningless:
+			// the floor's is in the note.
+			row.Note += fmt.Sprintf("; RSS (VmRSS) at the window's end minus at its start; without checkpoints %s MiB; at the end %s MiB (without checkpoints %s MiB)", med("ckpt-floor-rss-growth-mib"), med("ckpt-rss-mib"), med("ckpt-floor-rss-mib"))
 		case "ckpt-writes-per-checkpoint":
 			row.Note += fmt.Sprintf("; the jobmanager's fenced store writes (jobplane_hastore_write_duration_seconds count) over its completed checkpoints; other writes in the steady state: %s by the jobmanager without checkpoints, %s by the TaskExecutors' HA-store process", med("ckpt-floor-writes"), med("ckpt-te-store-writes"))
 		case "ckpt-store-p50-ms":
