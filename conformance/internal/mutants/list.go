@@ -349,8 +349,8 @@ var mutants = []Mutant{
 		Name: "cleanup/store-cancel-request-outlives-plan",
 		Doc:  "The store's plan delete leaves the job's cancel request behind, so once the id is used again (after DeleteJobResultEntry) its new plan reads cancel_requested and a recovering leader cancels it (RequestJobCancel: the record lasts as long as the plan and goes with it).",
 		File: "server/hastore/etcdstore/store.go",
-		Old:  `	return []clientv3.Op{clientv3.OpDelete(s.planKey(jobID)), clientv3.OpDelete(s.cancelKey(jobID))}`,
-		New:  `	return []clientv3.Op{clientv3.OpDelete(s.planKey(jobID))}`,
+		Old:  `		clientv3.OpDelete(s.cancelKey(jobID)),`,
+		New:  ``,
 	},
 	{
 		Name: "cleanup/store-deletes-dirty-result",
@@ -764,5 +764,39 @@ var mutants = []Mutant{
 		File: "server/internal/jobmaster/adopt.go",
 		Old:  `	if jm.status != jobstatus.Running || len(held.GetAllocationIds()) == 0 && len(held.GetAttempts()) == 0 {`,
 		New:  `	if true {`,
+	},
+
+	// ---------------------------------------------------------------
+	// Checkpoints (contract 1.2)
+	// ---------------------------------------------------------------
+	{
+		Name: "checkpoints/ids-not-read-at-takeover",
+		Doc:  "A JobMaster that takes a job over does not go on from the store's last checkpoint id: it numbers its checkpoints from 1 again (HAStoreService.AddCheckpoint: ids strictly increase per job, across leaders; a new leader reads last_checkpoint_id and goes on above it).",
+		File: "server/internal/jobmaster/checkpoint.go",
+		Old:  `				c.lastID = max(c.lastID, last)`,
+		New:  `				c.lastID = max(c.lastID, last*0)`,
+	},
+	{
+		Name: "checkpoints/restore-nothing",
+		Doc:  "A subtask deployed again starts afresh, without its state from the latest completed checkpoint (TaskDeployment.restored_state: every subtask deployed again gets its own state from the latest completed checkpoint).",
+		File: "server/internal/jobmaster/checkpoint.go",
+		Old:  `	if c == nil || c.states[ev] == nil {`,
+		New:  `	if true {`,
+	},
+	{
+		Name: "checkpoints/completed-before-durable",
+		Doc:  "A checkpoint is reported completed (JobDetails.checkpoints.latest) once every subtask acknowledged it, before its store write is durable (CheckpointConfig: a checkpoint counts as completed only once AddCheckpoint succeeded).",
+		File: "server/internal/jobmaster/checkpoint.go",
+		Old:  `	p.storing = true`,
+		New:  `	p.storing = true; c.latest = &jobplanev1.CheckpointInfo{CheckpointId: p.id}`,
+	},
+	{
+		Name: "checkpoints/store-errors-ignored",
+		Doc:  "A checkpoint whose store write failed counts as completed, and restarted subtasks start from it (a checkpoint is completed only once its write is durable; a discarded one is never restored from).",
+		File: "server/internal/jobmaster/checkpoint.go",
+		Old: `			if err != nil {
+				jm.checkpointFailed(p, fmt.Sprintf("storing checkpoint %d failed: %v", p.id, err))`,
+		New: `			if false {
+				jm.checkpointFailed(p, fmt.Sprintf("storing checkpoint %d failed: %v", p.id, err))`,
 	},
 }
