@@ -127,6 +127,10 @@ func TestSavepointStopAndRestore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	d := c.Dispatcher()
+	ov, err := d.GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+	if err != nil || ov.GetLimits().GetMaxInlineStateBytes() <= 0 || ov.GetLimits().GetMaxCheckpointBytes() < ov.GetLimits().GetMaxInlineStateBytes() {
+		t.Fatalf("GetClusterOverview limits = %v, %v; want the inline state and checkpoint limits of a server that keeps checkpoints", ov.GetLimits(), err)
+	}
 	g := oneVertex("count", 1)
 	if _, err := d.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "first", JobGraph: g}); err != nil {
 		t.Fatal(err)

@@ -1721,6 +1721,15 @@ type ServerLimits struct {
 	// The largest `page_size` GetJob honours for the subtasks of its full
 	// view.
 	MaxSubtaskPageSize int32 `protobuf:"varint,7,opt,name=max_subtask_page_size,json=maxSubtaskPageSize,proto3" json:"max_subtask_page_size,omitempty"`
+	// The largest state a subtask may give inline in a checkpoint or
+	// savepoint (SubtaskState.inline); a larger one declines the checkpoint,
+	// and the task gives a pointer to state it wrote elsewhere instead. 0
+	// when the server keeps no checkpoints. Since 1.2.
+	MaxInlineStateBytes int64 `protobuf:"varint,8,opt,name=max_inline_state_bytes,json=maxInlineStateBytes,proto3" json:"max_inline_state_bytes,omitempty"`
+	// The largest encoded checkpoint or savepoint, all its subtasks' states
+	// together; it must fit the HA store's limit (1 MiB by default). A
+	// larger one fails. 0 when the server keeps no checkpoints. Since 1.2.
+	MaxCheckpointBytes int64 `protobuf:"varint,9,opt,name=max_checkpoint_bytes,json=maxCheckpointBytes,proto3" json:"max_checkpoint_bytes,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -1800,6 +1809,20 @@ func (x *ServerLimits) GetMaxListPageSize() int32 {
 func (x *ServerLimits) GetMaxSubtaskPageSize() int32 {
 	if x != nil {
 		return x.MaxSubtaskPageSize
+	}
+	return 0
+}
+
+func (x *ServerLimits) GetMaxInlineStateBytes() int64 {
+	if x != nil {
+		return x.MaxInlineStateBytes
+	}
+	return 0
+}
+
+func (x *ServerLimits) GetMaxCheckpointBytes() int64 {
+	if x != nil {
+		return x.MaxCheckpointBytes
 	}
 	return 0
 }
@@ -2127,7 +2150,7 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\x12finished_job_count\x18\x06 \x01(\x05R\x10finishedJobCount\x12,\n" +
 	"\x12canceled_job_count\x18\a \x01(\x05R\x10canceledJobCount\x12(\n" +
 	"\x10failed_job_count\x18\b \x01(\x05R\x0efailedJobCount\x121\n" +
-	"\x06limits\x18\t \x01(\v2\x19.jobplane.v1.ServerLimitsR\x06limits\"\xb6\x02\n" +
+	"\x06limits\x18\t \x01(\v2\x19.jobplane.v1.ServerLimitsR\x06limits\"\x9d\x03\n" +
 	"\fServerLimits\x12*\n" +
 	"\x11max_request_bytes\x18\x01 \x01(\x03R\x0fmaxRequestBytes\x12,\n" +
 	"\x12max_response_bytes\x18\x02 \x01(\x03R\x10maxResponseBytes\x12&\n" +
@@ -2135,7 +2158,9 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\fmax_vertices\x18\x04 \x01(\x05R\vmaxVertices\x12!\n" +
 	"\fmax_subtasks\x18\x05 \x01(\x05R\vmaxSubtasks\x12+\n" +
 	"\x12max_list_page_size\x18\x06 \x01(\x05R\x0fmaxListPageSize\x121\n" +
-	"\x15max_subtask_page_size\x18\a \x01(\x05R\x12maxSubtaskPageSize\"\xe3\x01\n" +
+	"\x15max_subtask_page_size\x18\a \x01(\x05R\x12maxSubtaskPageSize\x123\n" +
+	"\x16max_inline_state_bytes\x18\b \x01(\x03R\x13maxInlineStateBytes\x120\n" +
+	"\x14max_checkpoint_bytes\x18\t \x01(\x03R\x12maxCheckpointBytes\"\xe3\x01\n" +
 	"\x14GetTaskOutputRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1b\n" +
 	"\tvertex_id\x18\x02 \x01(\tR\bvertexId\x12#\n" +

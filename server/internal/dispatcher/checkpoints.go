@@ -55,8 +55,7 @@ func (e *SavepointNotFoundError) Error() string {
 // Checkpoints returns a job's checkpoints as the store keeps them, and
 // its checkpoint statistics while a JobMaster runs it.
 func (d *Dispatcher) Checkpoints(ctx context.Context, jobID string) ([]*hastorev1.CompletedCheckpoint, *jobplanev1.CheckpointStats, error) {
-	_, j, err := d.find(ctx, jobID)
-	if err != nil {
+	if _, _, err := d.find(ctx, jobID); err != nil {
 		return nil, nil, err
 	}
 	c, err := d.checkpoints()
@@ -67,16 +66,11 @@ func (d *Dispatcher) Checkpoints(ctx context.Context, jobID string) ([]*hastorev
 	if err != nil {
 		return nil, nil, err
 	}
+	// The statistics of a running job, or of an ended one whose final
+	// details are still kept.
 	var stats *jobplanev1.CheckpointStats
-	d.mu.Lock()
-	r := j.runner
-	d.mu.Unlock()
-	if r != nil {
-		if jm := r.JobMaster(); jm != nil {
-			if det, _, err := jm.Details(ctx, false, jobmaster.Page{}); err == nil {
-				stats = det.GetCheckpoints()
-			}
-		}
+	if det, _, err := d.Details(ctx, jobID, false, jobmaster.Page{}); err == nil {
+		stats = det.GetCheckpoints()
 	}
 	return cps, stats, nil
 }

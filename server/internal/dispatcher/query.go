@@ -506,11 +506,15 @@ const (
 // reports them.
 func (d *Dispatcher) limits() *jobplanev1.ServerLimits {
 	l := d.cfg.Limits.WithDefaults()
-	return &jobplanev1.ServerLimits{
+	out := &jobplanev1.ServerLimits{
 		MaxRequestBytes: d.cfg.MaxRequestBytes, MaxResponseBytes: d.cfg.MaxResponseBytes,
 		MaxGraphBytes: int64(l.MaxEncodedBytes), MaxVertices: int32(l.MaxVertices), MaxSubtasks: int32(l.MaxSubtasks),
 		MaxListPageSize: maxListPageSize, MaxSubtaskPageSize: maxSubtaskPageSize,
 	}
+	if _, err := d.checkpoints(); err == nil {
+		out.MaxInlineStateBytes, out.MaxCheckpointBytes = jobmaster.DefaultMaxInlineStateBytes, jobmaster.DefaultMaxCheckpointBytes
+	}
+	return out
 }
 
 // TaskExecutors lists up to n registered TaskExecutors after the id
