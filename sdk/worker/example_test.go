@@ -2,10 +2,13 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobplane/jobplane/sdk"
@@ -66,5 +69,77 @@ func Example() {
 	// Unordered output:
 	// subtask 0 of 2 counted 3 words
 	// subtask 1 of 2 counted 3 words
+	// JOB_STATUS_FINISHED
+}
+
+// A function that keeps its progress in the job's checkpoints: it counts
+// from where its restored state says, gives its count whenever the job
+// checkpoints, and its first attempt fails halfway; the restarted attempt
+// goes on from the latest completed checkpoint instead of from zero.
+func ExampleTask_OnCheckpoint() {
+	ctx, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+
+	w, err := worker.New(worker.Config{Server: serverURL, Slots: 1, Logger: quiet()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	w.Register("counter", func(ctx context.Context, t worker.Task) error {
+		var n atomic.Int64
+		if t.Restored != nil {
+			v, err := strconv.ParseInt(string(t.Restored.Data), 10, 64)
+			if err != nil {
+				return err
+			}
+			n.Store(v)
+			fmt.Printf("attempt %d restored from a checkpoint: %v; its count is above zero: %v\n", t.Attempt, t.RestoredFrom != "", v > 0)
+		}
+		t.OnCheckpoint(func(context.Context, uint64) (worker.State, error) {
+			return worker.State{Data: strconv.AppendInt(nil, n.Load(), 10)}, nil
+		})
+		for ; n.Load() < 200; n.Add(1) {
+			if t.Attempt == 0 && n.Load() == 100 {
+				return errors.New("the first attempt fails halfway")
+			}
+			select {
+			case <-time.After(2 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }()
+
+	client, err := sdk.New([]string{serverURL})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	for joined := false; !joined && ctx.Err() == nil; time.Sleep(20 * time.Millisecond) {
+		for te, err := range client.TaskExecutors(ctx) {
+			joined = joined || err == nil && slices.Contains(te.GetInvokables(), "counter")
+		}
+	}
+
+	b := jobgraph.NewBuilder("counter").Checkpoints(20*time.Millisecond).FixedDelayRestart(3, 0)
+	b.Vertex("count", "counter")
+	g, err := b.Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	result, err := client.Execute(ctx, g)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(result.GetStatus())
+
+	stop()
+	if err := <-ran; err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// attempt 1 restored from a checkpoint: true; its count is above zero: true
 	// JOB_STATUS_FINISHED
 }
