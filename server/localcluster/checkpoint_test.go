@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -207,5 +208,43 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Checkpoints that fail in a row past the tolerated number restart the
+// job's subtasks, and the failure says why; declined checkpoints count
+// as failed.
+func TestCheckpointTolerableFailures(t *testing.T) {
+	var declined atomic.Int32
+	c := start(t, localcluster.Config{TaskExecutors: 1, Slots: 1, Functions: map[string]worker.Func{
+		"decliner": func(ctx context.Context, task worker.Task) error {
+			if task.Attempt > 0 {
+				return nil
+			}
+			task.OnCheckpoint(func(context.Context, uint64) (worker.State, error) {
+				declined.Add(1)
+				return worker.State{}, errors.New("not now")
+			})
+			<-ctx.Done() // only a restart ends it
+			return ctx.Err()
+		},
+	}})
+	g := oneVertex("decliner", 1)
+	g.Config = checkpointed(20 * time.Millisecond)
+	tolerated := int32(2)
+	g.Config.Checkpoints.TolerableFailures = &tolerated
+	res := execute(t, c, g)
+	if res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("status %v (%v), want FINISHED once attempt 1 ran", res.GetStatus(), res.GetFailure())
+	}
+	if n := declined.Load(); n != 3 {
+		t.Errorf("attempt 0 declined %d checkpoints; want 3 (2 tolerated, the third restarts the job)", n)
+	}
+	found := false
+	for _, e := range res.GetExceptionHistory() {
+		found = found || strings.Contains(e.GetMessage(), "3 checkpoints failed in a row")
+	}
+	if !found {
+		t.Errorf("exception history %v; want the restart's cause: 3 checkpoints failed in a row", res.GetExceptionHistory())
 	}
 }
