@@ -68,6 +68,9 @@ type coordinator struct {
 	lastTrigger time.Time
 	next        time.Time
 	stopTimer   func() bool
+	// idle: the last periodic trigger found no subtask running, and no
+	// trigger is armed until one runs.
+	idle bool
 }
 
 // savepointRequest is a user's request for a savepoint (Savepoint):
@@ -291,8 +294,26 @@ func (jm *JobMaster) triggerCheckpoint() {
 		jm.scheduleCheckpoint()
 		return
 	}
-	if why := jm.trigger(nil); why != "" {
+	switch why := jm.trigger(nil); why {
+	case "":
+	case noneRuns:
+		// Nothing to keep: no wake-up until a subtask runs (a waiting job
+		// costs nothing).
+		c.idle = true
+	default:
 		jm.log.Debug("no checkpoint", "cause", why)
+		jm.scheduleCheckpoint()
+	}
+}
+
+// noneRuns is trigger's answer when no subtask runs.
+const noneRuns = "no subtask runs"
+
+// checkpointRunning wakes the periodic checkpoints of a job that had no
+// subtask running, now that one runs.
+func (jm *JobMaster) checkpointRunning() {
+	if c := jm.ckpt; c != nil && c.idle {
+		c.idle = false
 		jm.scheduleCheckpoint()
 	}
 }
@@ -351,7 +372,7 @@ func (jm *JobMaster) trigger(sp *savepointRequest) (why string) {
 		}
 	}
 	if len(byExecutor) == 0 {
-		return "no subtask runs"
+		return noneRuns
 	}
 	for id := range byExecutor {
 		if jm.executors[id] == nil {

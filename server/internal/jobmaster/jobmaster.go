@@ -683,6 +683,9 @@ func (jm *JobMaster) setState(ev int32, to jobplanev1.ExecutionState) {
 		jm.attemptEnded(ev)
 		jm.abortCheckpointOf(ev, to)
 	}
+	if to == jobstatus.ExecRunning {
+		jm.checkpointRunning()
+	}
 }
 
 // isLive reports whether an attempt in state s was deployed and has not
