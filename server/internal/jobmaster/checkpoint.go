@@ -615,36 +615,20 @@ func (jm *JobMaster) stopCheckpoints() {
 
 // failJob fails the job without a restart.
 func (jm *JobMaster) failJob(msg string) {
-	info := &jobplanev1.FailureInfo{Message: msg, Time: timestamppb.Now()}
-	jm.failure = info
-	jm.exceptions = append([]*jobplanev1.FailureInfo{info}, jm.exceptions[:min(len(jm.exceptions), maxExceptions-1)]...)
 	jm.log.Info("job failed", "cause", msg)
-	jm.setStatus(jobstatus.Failing)
-	jm.stopAll(jobstatus.Failed)
-	jm.progress()
+	jm.restartOrFail(&jobplanev1.FailureInfo{Message: msg, Time: timestamppb.Now()}, nil, false)
 }
 
 // jobFailed fails the job as a whole, as a task failure would fail its
 // region: every region restarts, or the job fails, as the restart
 // strategy says.
 func (jm *JobMaster) jobFailed(msg string) {
-	info := &jobplanev1.FailureInfo{Message: msg, Time: timestamppb.Now()}
-	jm.failure = info
-	jm.exceptions = append([]*jobplanev1.FailureInfo{info}, jm.exceptions[:min(len(jm.exceptions), maxExceptions-1)]...)
 	jm.log.Info("job failed", "cause", msg)
-	delay, ok := jm.restart.next(jm.clock.Now())
-	if !ok {
-		jm.setStatus(jobstatus.Failing)
-		jm.stopAll(jobstatus.Failed)
-	} else {
-		telemetry.JobRestarted(context.Background())
-		all := make([]int, jm.graph.Regions())
-		for r := range all {
-			all[r] = r
-		}
-		jm.failover(all, delay)
+	all := make([]int, jm.graph.Regions())
+	for r := range all {
+		all[r] = r
 	}
-	jm.progress()
+	jm.restartOrFail(&jobplanev1.FailureInfo{Message: msg, Time: timestamppb.Now()}, all, true)
 }
 
 // attemptName names ev's current attempt for messages.

@@ -34,17 +34,27 @@ func (jm *JobMaster) attemptFailed(ev int32, msg, executor string) {
 		jm.progress()
 		return
 	}
-	jm.failure = info
-	jm.exceptions = append([]*jobplanev1.FailureInfo{info}, jm.exceptions[:min(len(jm.exceptions), maxExceptions-1)]...)
 	a := info.GetAttempt()
 	jm.log.Info("task failed", "vertex", a.GetVertexId(), "subtask", a.GetSubtaskIndex(), "attempt", a.GetAttemptNumber(), "cause", msg)
-	delay, ok := jm.restart.next(jm.clock.Now())
-	if !ok {
+	jm.restartOrFail(info, jm.graph.RestartSet(ev), true)
+}
+
+// restartOrFail records a failure that restarts or fails the job: with
+// restart, the regions of set restart if the restart strategy allows it,
+// and otherwise (or without restart) the job fails.
+func (jm *JobMaster) restartOrFail(info *jobplanev1.FailureInfo, set []int, restart bool) {
+	jm.failure = info
+	jm.exceptions = append([]*jobplanev1.FailureInfo{info}, jm.exceptions[:min(len(jm.exceptions), maxExceptions-1)]...)
+	var delay time.Duration
+	if restart {
+		delay, restart = jm.restart.next(jm.clock.Now())
+	}
+	if !restart {
 		jm.setStatus(jobstatus.Failing)
 		jm.stopAll(jobstatus.Failed)
 	} else {
 		telemetry.JobRestarted(context.Background())
-		jm.failover(jm.graph.RestartSet(ev), delay)
+		jm.failover(set, delay)
 	}
 	jm.progress()
 }
