@@ -1,15 +1,17 @@
-// The jobplane client: submit, watch, wait and cancel jobs through a
-// cluster's DispatcherService, following its leader.
+// The jobplane client: submit, watch, wait and cancel jobs, and list and
+// take their checkpoints and savepoints, through a cluster's
+// DispatcherService, following its leader.
 
 import { randomBytes } from "node:crypto";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Client as ConnectClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
-import { DispatcherService } from "../gen/jobplane/v1/dispatcher_service_pb.js";
+import type { SavepointInfo } from "../gen/jobplane/v1/checkpoint_pb.js";
+import { DispatcherService, type ListCheckpointsResponse } from "../gen/jobplane/v1/dispatcher_service_pb.js";
 import { ErrorReason } from "../gen/jobplane/v1/error_pb.js";
 import { JobGraphSchema, type JobGraph } from "../gen/jobplane/v1/job_graph_pb.js";
 import { JobStatus, type JobResult, type JobSummary } from "../gen/jobplane/v1/job_pb.js";
-import { InvalidJobError, JobplaneError, NotLeaderError, retryDelayMs, toJobplaneError } from "./errors.js";
+import { checkpointsError, InvalidJobError, JobplaneError, NotLeaderError, retryDelayMs, toJobplaneError, unsent } from "./errors.js";
 
 /** ClientOptions configures a Client. Every field is optional. */
 export interface ClientOptions {
@@ -46,6 +48,23 @@ export interface CallOptions {
 export interface SubmitOptions extends CallOptions {
   /** The job's id: 1 to 64 characters from [A-Za-z0-9_-]. Default: newJobId(). */
   jobId?: string;
+}
+
+/** SavepointOptions configure Client.triggerSavepoint. */
+export interface SavepointOptions extends CallOptions {
+  /**
+   * Cancel the job once its savepoint is durable (stop with savepoint):
+   * the job ends CANCELED, and a job submitted with
+   * config.restoreFromSavepoint naming the savepoint goes on from where it
+   * stopped. Default false: the job runs on.
+   */
+  stop?: boolean;
+}
+
+/** SavepointsOptions configure Client.savepoints. */
+export interface SavepointsOptions extends CallOptions {
+  /** The most savepoints one call asks for. Default 0: the server's choice (100). */
+  pageSize?: number;
 }
 
 /** Submitted is what Client.submit returns. */
@@ -93,10 +112,11 @@ const heartbeatRetryMs = 500;
  * protocol (HTTP/1.1 by default, or HTTP/2). It is given one or more of
  * the cluster's URLs, calls the one that led last, follows NOT_LEADER
  * answers to the leader they name, and moves to the next URL when one does
- * not answer. Every call it makes is safe to repeat (submission is
- * idempotent by job id), so it retries UNAVAILABLE answers and lost
- * connections with a backoff, bounded by retryMaxElapsedMs. Errors are
- * thrown as the JobplaneError classes of errors.ts.
+ * not answer. Every call it makes but triggerSavepoint is safe to repeat
+ * (submission is idempotent by job id), so it retries UNAVAILABLE answers
+ * and lost connections with a backoff, bounded by retryMaxElapsedMs;
+ * triggerSavepoint is retried only where the cluster certainly did
+ * nothing. Errors are thrown as the JobplaneError classes of errors.ts.
  */
 export class Client {
   private readonly urls: string[];
@@ -261,6 +281,76 @@ export class Client {
     };
   }
 
+  /**
+   * checkpoints resolves with the job's completed checkpoints that the
+   * cluster's HA store keeps (the newest `retained` of its
+   * config.checkpoints), in id order, and its checkpoint statistics
+   * (`stats`: counts, the latest, what it restored from; unset while no
+   * JobMaster runs the job). A job without checkpoints has neither.
+   * Throws JobNotFoundError for an unknown job and
+   * CheckpointsUnsupportedError when the server keeps no checkpoints.
+   */
+  async checkpoints(jobId: string, options: CallOptions = {}): Promise<ListCheckpointsResponse> {
+    return this.call(options.signal, (d, signal) => d.listCheckpoints({ jobId }, { signal })).catch(rethrowCheckpoints);
+  }
+
+  /**
+   * triggerSavepoint takes a savepoint of a running job and resolves with
+   * it once it is durable: every running subtask gives its state, and the
+   * states are kept until deleteSavepoint, whatever becomes of the job.
+   * Its savepointId is what config.restoreFromSavepoint names. With
+   * options.stop the job is then canceled.
+   *
+   * The call is not idempotent (a repeat takes a second savepoint, or
+   * finds a stopped job ending), so it is retried only where the cluster
+   * certainly did nothing: a NOT_LEADER answer, a connection that could
+   * not be made. A failure whose outcome is unknown (no answer, a
+   * connection cut, the leader's own UNAVAILABLE) is thrown at once: the
+   * savepoint may or may not have been taken (savepoints(jobId) lists the
+   * job's), and with stop the job may be ending.
+   *
+   * Throws JobNotFoundError; JobTerminalError for a job that is ending or
+   * has ended; SavepointFailedError when the savepoint could not be taken
+   * (the job runs on; try again once all its subtasks run);
+   * CheckpointsUnsupportedError.
+   */
+  async triggerSavepoint(jobId: string, options: SavepointOptions = {}): Promise<SavepointInfo> {
+    const stop = options.stop ?? false;
+    const resp = await this.call(options.signal, (d, signal) => d.triggerSavepoint({ jobId, stop }, { signal }), false).catch(
+      rethrowCheckpoints,
+    );
+    if (resp.savepoint === undefined) throw new Error("jobplane: TriggerSavepoint answered without its savepoint");
+    return resp.savepoint;
+  }
+
+  /**
+   * savepoints yields the savepoints the cluster keeps, in savepoint id
+   * order, reading a page at a time as the loop goes: only jobId's unless
+   * it is "" or omitted (whether or not that job still exists). Each page
+   * is retried as any call; an error ends the loop by throwing
+   * (CheckpointsUnsupportedError when the server keeps no savepoints).
+   */
+  async *savepoints(jobId = "", options: SavepointsOptions = {}): AsyncGenerator<SavepointInfo, void, undefined> {
+    const pageSize = options.pageSize ?? 0;
+    let pageToken = "";
+    do {
+      const page = await this.call(options.signal, (d, signal) => d.listSavepoints({ jobId, pageSize, pageToken }, { signal })).catch(
+        rethrowCheckpoints,
+      );
+      yield* page.savepoints;
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+  }
+
+  /**
+   * deleteSavepoint deletes a savepoint. Deleting one that does not exist
+   * (or no longer does) is no error; jobs that restored from it run on.
+   * Throws CheckpointsUnsupportedError when the server keeps no savepoints.
+   */
+  async deleteSavepoint(savepointId: string, options: CallOptions = {}): Promise<void> {
+    await this.call(options.signal, (d, signal) => d.deleteSavepoint({ savepointId }, { signal })).catch(rethrowCheckpoints);
+  }
+
   private async *watchStream(jobId: string, options: CallOptions): AsyncGenerator<JobSummary, void, undefined> {
     let resumeToken = "";
     let last: JobSummary | undefined;
@@ -291,11 +381,18 @@ export class Client {
     }
   }
 
+  /**
+   * call runs fn at the leader until it succeeds, following NOT_LEADER and
+   * retrying what may be retried. A call that is not idempotent is tried
+   * again only where the earlier attempt certainly did nothing (see
+   * Retrier.next).
+   */
   private async call<T>(
     signal: AbortSignal | undefined,
     fn: (d: ConnectClient<typeof DispatcherService>, signal: AbortSignal) => Promise<T>,
+    idempotent = true,
   ): Promise<T> {
-    const retry = this.retrier(signal);
+    const retry = this.retrier(signal, idempotent);
     for (;;) {
       const url = this.current;
       try {
@@ -306,8 +403,9 @@ export class Client {
     }
   }
 
-  private retrier(signal: AbortSignal | undefined): Retrier {
-    return new Retrier((url, address) => this.follow(url, address), signal, this.opts.retryInitialBackoffMs, this.opts.retryMaxElapsedMs);
+  private retrier(signal: AbortSignal | undefined, idempotent = true): Retrier {
+    const follow = (url: string, address: string) => this.follow(url, address);
+    return new Retrier(follow, signal, this.opts.retryInitialBackoffMs, this.opts.retryMaxElapsedMs, idempotent);
   }
 
   /** follow makes address the URL to call, or the next one of the list when address is empty. */
@@ -332,6 +430,8 @@ class Retrier {
     private readonly signal: AbortSignal | undefined,
     private readonly initial: number,
     private readonly maxElapsed: number,
+    /** False for a call that must not be repeated once it may have reached a handler. */
+    private readonly idempotent: boolean,
   ) {
     this.pause = initial;
   }
@@ -357,6 +457,12 @@ class Retrier {
       await sleep(delay, this.signal);
       return;
     }
+    if (!this.idempotent && !(typed instanceof NotLeaderError) && !unsent(err)) {
+      // Not a refusal that did nothing (NOT_LEADER, a delay asked for, a
+      // connection never made): the attempt may have taken effect, and a
+      // repeat could take it again.
+      throw typed;
+    }
     if (typed instanceof NotLeaderError) {
       const moved = typed.leaderAddress !== "" && typed.leaderAddress !== url;
       this.follow(url, typed.leaderAddress);
@@ -372,6 +478,11 @@ class Retrier {
     await sleep(this.pause, this.signal);
     this.pause = Math.min(this.pause * 2, 2000);
   }
+}
+
+/** rethrowCheckpoints throws a checkpoint or savepoint call's error, UNIMPLEMENTED as CheckpointsUnsupportedError. */
+function rethrowCheckpoints(err: unknown): never {
+  throw checkpointsError(err);
 }
 
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {

@@ -138,6 +138,46 @@ export class JobTerminalError extends JobplaneError {}
 export class JobNotTerminalError extends JobplaneError {}
 
 /**
+ * SavepointNotFoundError (NOT_FOUND, SAVEPOINT_NOT_FOUND): no savepoint has
+ * this id, such as the one a submitted job's restoreFromSavepoint names.
+ */
+export class SavepointNotFoundError extends JobplaneError {
+  /** The savepoint's id, or "" when the server did not say. */
+  readonly savepointId: string;
+
+  constructor(cause: ConnectError, reason: ErrorReason, metadata: Record<string, string>) {
+    super(cause, reason, metadata);
+    this.savepointId = metadata["savepoint_id"] ?? "";
+  }
+}
+
+/**
+ * SavepointFailedError (ABORTED, SAVEPOINT_FAILED): the savepoint could not
+ * be taken, and nothing was stored: the job was not running all its
+ * subtasks, a subtask declined or did not answer in time, or the store
+ * refused the write (the message says which). The job runs on; try again
+ * once it runs.
+ */
+export class SavepointFailedError extends JobplaneError {
+  /** The job's id, or "" when the server did not say. */
+  readonly jobId: string;
+
+  constructor(cause: ConnectError, reason: ErrorReason, metadata: Record<string, string>) {
+    super(cause, reason, metadata);
+    this.jobId = metadata["job_id"] ?? "";
+  }
+}
+
+/**
+ * CheckpointsUnsupportedError (UNIMPLEMENTED): the server keeps no
+ * checkpoints or savepoints, because its HA store does not or because it
+ * predates contract 1.2. The Client's checkpoint and savepoint calls throw
+ * it; toJobplaneError does not, since other calls (a Worker's
+ * GetTaskOutput) may be unimplemented for other reasons.
+ */
+export class CheckpointsUnsupportedError extends JobplaneError {}
+
+/**
  * reasonOf returns the jobplane reason that err carries: its ErrorInfo of
  * domain "jobplane", or ERROR_REASON_UNSPECIFIED when it has none (the
  * answer of a proxy, the transport or the RPC framework).
@@ -174,6 +214,36 @@ export function retryDelayMs(err: unknown): number | undefined {
 }
 
 /**
+ * checkpointsError is toJobplaneError for the checkpoint and savepoint
+ * calls, where UNIMPLEMENTED, with or without a reason, means that the
+ * server keeps none: a CheckpointsUnsupportedError.
+ */
+export function checkpointsError(err: unknown): unknown {
+  const typed = toJobplaneError(err);
+  if (!(typed instanceof JobplaneError) || typed.code !== Code.Unimplemented || typed instanceof CheckpointsUnsupportedError) return typed;
+  return new CheckpointsUnsupportedError(typed.cause as ConnectError, typed.reason, { ...typed.metadata });
+}
+
+/**
+ * unsent reports whether err says that the request reached no server: the
+ * connection could not be made (refused, its host not resolved, its
+ * connect timed out). Only then is a call that is not idempotent certainly
+ * without effect.
+ */
+export function unsent(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 16; e = e.cause, depth++) {
+    if (e instanceof JobplaneError || e instanceof ConnectError) continue;
+    const { code, syscall } = e as { code?: unknown; syscall?: unknown };
+    if (syscall === "connect" || syscall === "getaddrinfo") return true;
+    if (code === "ECONNREFUSED" || code === "ENOTFOUND" || code === "EAI_AGAIN") return true;
+    // Node tries each address of a name in turn (autoSelectFamily): none connected.
+    if (e instanceof AggregateError) return e.errors.length > 0 && e.errors.every((x) => unsent(x));
+    return false;
+  }
+  return false;
+}
+
+/**
  * toJobplaneError turns any error of a call into the JobplaneError class
  * that its reason names (a plain JobplaneError for the others); an error
  * that is not a ConnectError is returned unchanged.
@@ -196,6 +266,10 @@ export function toJobplaneError(err: unknown): unknown {
       return new JobTerminalError(ce, reason, metadata);
     case ErrorReason.JOB_NOT_TERMINAL:
       return new JobNotTerminalError(ce, reason, metadata);
+    case ErrorReason.SAVEPOINT_NOT_FOUND:
+      return new SavepointNotFoundError(ce, reason, metadata);
+    case ErrorReason.SAVEPOINT_FAILED:
+      return new SavepointFailedError(ce, reason, metadata);
   }
   if (ce.code === Code.InvalidArgument) return new InvalidJobError(ce, reason, metadata);
   return new JobplaneError(ce, reason, metadata);

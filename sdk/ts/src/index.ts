@@ -2,7 +2,7 @@
 // (worker) running node functions, and the generated contract.
 
 export { Client, newJobId, isGloballyTerminal } from "./client.js";
-export type { ClientOptions, CallOptions, SubmitOptions, Submitted, JobGraphInit } from "./client.js";
+export type { ClientOptions, CallOptions, SubmitOptions, Submitted, JobGraphInit, SavepointOptions, SavepointsOptions } from "./client.js";
 export {
   ERROR_DOMAIN,
   JobplaneError,
@@ -13,6 +13,9 @@ export {
   JobNotFoundError,
   JobTerminalError,
   JobNotTerminalError,
+  SavepointNotFoundError,
+  SavepointFailedError,
+  CheckpointsUnsupportedError,
   reasonOf,
   retryDelayMs,
   toJobplaneError,
@@ -25,3 +28,5 @@ export { JobStatus } from "../gen/jobplane/v1/job_pb.js";
 export { ExecutionState } from "../gen/jobplane/v1/execution_pb.js";
 export type { JobGraph } from "../gen/jobplane/v1/job_graph_pb.js";
 export type { JobResult, JobSummary } from "../gen/jobplane/v1/job_pb.js";
+export type { CheckpointCounts, CheckpointInfo, CheckpointStats, SavepointInfo } from "../gen/jobplane/v1/checkpoint_pb.js";
+export type { ListCheckpointsResponse } from "../gen/jobplane/v1/dispatcher_service_pb.js";
