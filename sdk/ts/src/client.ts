@@ -420,6 +420,16 @@ export class Client {
   }
 }
 
+/**
+ * The codes of a call whose connection broke (or that a proxy ended) when
+ * they come without a jobplane reason: a jobplane handler's own answers
+ * with these codes carry one. Node reports a connection reset (a server
+ * that died, a proxy that hung up) as ABORTED, an HTTP/2 stream reset
+ * as CANCELED or INTERNAL, an answer cut short as INTERNAL or UNKNOWN.
+ * The caller's own abort is told apart by its signal.
+ */
+const transportCodes: ReadonlySet<Code> = new Set([Code.Unknown, Code.Internal, Code.Aborted, Code.Canceled]);
+
 /** Retrier paces the retries of one call and decides which errors are retried. */
 class Retrier {
   private firstFailure = 0;
@@ -470,7 +480,7 @@ class Retrier {
     } else if (typed.code === Code.Unavailable || typed.code === Code.DeadlineExceeded) {
       // Without a reason nothing answered (or a proxy did): try the next URL.
       if (typed.reason === ErrorReason.UNSPECIFIED) this.follow(url, "");
-    } else if (!(typed.reason === ErrorReason.UNSPECIFIED && (typed.code === Code.Unknown || typed.code === Code.Internal))) {
+    } else if (!(typed.reason === ErrorReason.UNSPECIFIED && transportCodes.has(typed.code))) {
       throw typed; // an answer from a handler: final
     } else {
       this.follow(url, ""); // the connection broke mid-call

@@ -269,6 +269,18 @@ describe("triggerSavepoint is tried again only where the cluster certainly did n
     }
   });
 
+  test("deleteSavepoint, idempotent, is tried again after a connection closed unanswered", { timeout: 30_000 }, async () => {
+    const fake = await startDispatcher((n) => (n === 1 ? "cut" : "ok"));
+    const client = new Client(fake.url, { retryInitialBackoffMs: 1, retryMaxElapsedMs: 5_000 });
+    try {
+      await client.deleteSavepoint("sp-1", { signal: AbortSignal.timeout(20_000) });
+      assert.equal(fake.calls.delete, 2);
+    } finally {
+      client.close();
+      await fake.close();
+    }
+  });
+
   test("savepoints reads the pages as the loop goes", { timeout: 30_000 }, async () => {
     const fake = await startDispatcher(() => "ok", ["a", "b", "c"]);
     const client = new Client(fake.url, { retryInitialBackoffMs: 1, retryMaxElapsedMs: 5_000 });
