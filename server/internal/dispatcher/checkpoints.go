@@ -76,7 +76,8 @@ func (d *Dispatcher) Checkpoints(ctx context.Context, jobID string) ([]*hastorev
 }
 
 // Savepoint takes a savepoint of a running job and, with stop, cancels the
-// job once it is durable.
+// job once it is durable; if that cancel fails, it returns the savepoint
+// with the cancel's error.
 func (d *Dispatcher) Savepoint(ctx context.Context, jobID string, stop bool) (*hastorev1.Savepoint, error) {
 	_, j, err := d.find(ctx, jobID)
 	if err != nil {
@@ -104,7 +105,7 @@ func (d *Dispatcher) Savepoint(ctx context.Context, jobID string, stop bool) (*h
 	}
 	if stop {
 		if _, err := d.Cancel(ctx, jobID); err != nil {
-			return nil, fmt.Errorf("savepoint %s is durable, but canceling the job failed: %w", sp.GetSavepointId(), err)
+			return sp, err // durable, and the job not stopped
 		}
 	}
 	return sp, nil

@@ -2,6 +2,10 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
@@ -41,6 +45,11 @@ func (h *Handler) TriggerSavepoint(ctx context.Context, req *jobplanev1.TriggerS
 		return nil, err
 	}
 	sp, err := h.d.Savepoint(ctx, req.GetJobId(), req.GetStop())
+	if err != nil && sp != nil {
+		// The savepoint is durable, the cancel failed: the answer says
+		// both, with the cancel's reason.
+		return nil, withSavepoint(h.wire(ctx, err, req.GetJobId()), sp.GetSavepointId())
+	}
 	if err != nil {
 		return nil, h.wire(ctx, err, req.GetJobId())
 	}
@@ -97,4 +106,18 @@ func (h *Handler) DeleteSavepoint(ctx context.Context, req *jobplanev1.DeleteSav
 		return nil, h.wire(ctx, err, jobID)
 	}
 	return &jobplanev1.DeleteSavepointResponse{}, nil
+}
+
+// withSavepoint prefixes err's message with the durable savepoint id,
+// keeping its code and details.
+func withSavepoint(err error, id string) error {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	out := connect.NewError(ce.Code(), fmt.Errorf("savepoint %s is durable, but stopping the job failed: %s", id, ce.Message()))
+	for _, d := range ce.Details() {
+		out.AddDetail(d)
+	}
+	return out
 }

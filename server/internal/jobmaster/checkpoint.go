@@ -330,7 +330,12 @@ func (jm *JobMaster) Savepoint(ctx context.Context) (*hastorev1.Savepoint, error
 	case <-req.done:
 		return req.sp, req.err
 	case <-jm.done:
-		return nil, jm.notLeader()
+		select {
+		case <-req.done: // ended as the JobMaster stopped: its own answer
+			return req.sp, req.err
+		default:
+			return nil, jm.notLeader()
+		}
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
