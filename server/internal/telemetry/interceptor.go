@@ -13,22 +13,18 @@ import (
 	"github.com/jobplane/jobplane/sdk/wire/apierror"
 )
 
-// untraced are the procedures that otelconnect leaves alone: liveness
-// calls, which run per pair of processes on a timer, so that tracing
-// costs nothing in steady state, whatever the exporter; and gRPC health
-// and reflection (prefix "/grpc."), which load balancers and tools poll.
-var untraced = []string{"/Heartbeat", "/KeepAlive", "/ReportClientHeartbeat"}
+// liveness are the methods that otelconnect leaves alone, neither traced
+// nor timed: liveness calls, which run per pair of processes on a timer,
+// so that tracing costs nothing in steady state, whatever the exporter.
+// gRPC health and reflection (prefix "/grpc."), which load balancers and
+// tools poll, are left alone too.
+var liveness = map[string]bool{"Heartbeat": true, "HeartbeatFromTaskExecutor": true, "KeepAlive": true, "ReportClientHeartbeat": true}
 
 func traced(_ context.Context, spec connect.Spec) bool {
 	if strings.HasPrefix(spec.Procedure, "/grpc.") {
 		return false
 	}
-	for _, suffix := range untraced {
-		if strings.HasSuffix(spec.Procedure, suffix) {
-			return false
-		}
-	}
-	return true
+	return !liveness[spec.Procedure[strings.LastIndexByte(spec.Procedure, '/')+1:]]
 }
 
 // keepAttribute keeps every attribute but those naming the peer of a
