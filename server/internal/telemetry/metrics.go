@@ -9,6 +9,9 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
 )
 
 // meterName is the instrumentation scope of jobplane's own metrics.
@@ -81,6 +84,7 @@ func install(mp metric.MeterProvider) error {
 			return fmt.Errorf("telemetry: instruments: %w", err)
 		}
 	}
+	zeroCounters(in)
 	total := metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "total")))
 	free := metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "free")))
 	in.registration, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -103,6 +107,36 @@ func install(mp metric.MeterProvider) error {
 		_ = old.registration.Unregister()
 	}
 	return nil
+}
+
+// zeroCounters adds 0 to every counter under each attribute value it can
+// take, so that /metrics lists them from the start (a dashboard's rate of
+// a series that appears only at its first increment misses that one).
+func zeroCounters(in *instruments) {
+	ctx := context.Background()
+	with := func(kvs ...attribute.KeyValue) metric.AddOption { return metric.WithAttributes(kvs...) }
+	in.submitted.Add(ctx, 0)
+	in.restarts.Add(ctx, 0)
+	for _, status := range []string{"FINISHED", "FAILED", "CANCELED"} {
+		in.ended.Add(ctx, 0, with(attribute.String("status", status)))
+	}
+	for _, change := range []string{"gained", "lost"} {
+		in.leaderChanges.Add(ctx, 0, with(attribute.String("change", change)))
+	}
+	for _, service := range []string{"JobMasterService", "TaskExecutorService", "ResourceManagerService", "HAStore"} {
+		in.fencing.Add(ctx, 0, with(attribute.String("service", service)))
+	}
+	for _, reason := range []jobplanev1.ErrorReason{
+		jobplanev1.ErrorReason_ERROR_REASON_TOO_MANY_STREAMS, jobplanev1.ErrorReason_ERROR_REASON_SUBMIT_RATE_EXCEEDED,
+		jobplanev1.ErrorReason_ERROR_REASON_TOO_MANY_JOBS, jobplanev1.ErrorReason_ERROR_REASON_TOO_MANY_SUBTASKS,
+	} {
+		in.limits.Add(ctx, 0, with(attribute.String("reason", apierror.Reason(reason))))
+	}
+	for _, kind := range []string{"checkpoint", "savepoint"} {
+		for _, outcome := range []string{"completed", "failed"} {
+			in.checkpoints.Add(ctx, 0, with(attribute.String("kind", kind), attribute.String("outcome", outcome)))
+		}
+	}
 }
 
 // uninstall turns recording into a no-op if mp's instruments are the

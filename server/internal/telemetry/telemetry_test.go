@@ -111,3 +111,24 @@ func TestSetupExportsTracesWhenAnEndpointIsSet(t *testing.T) {
 		t.Fatal("Tracing() = false with OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set")
 	}
 }
+
+// Every counter is listed from the start, at 0 under each attribute
+// value it can take, before anything happened.
+func TestCountersPresentFromTheStart(t *testing.T) {
+	got := scrape(t, setup(t))
+	for _, want := range []string{
+		"jobplane_jobs_submitted_total 0",
+		"jobplane_job_restarts_total 0",
+		`jobplane_jobs_ended_total{status="FAILED"} 0`,
+		`jobplane_leader_changes_total{change="lost"} 0`,
+		`jobplane_fencing_rejections_total{service="HAStore"} 0`,
+		`jobplane_fencing_rejections_total{service="ResourceManagerService"} 0`,
+		`jobplane_limit_refusals_total{reason="TOO_MANY_JOBS"} 0`,
+		`jobplane_limit_refusals_total{reason="SUBMIT_RATE_EXCEEDED"} 0`,
+		`jobplane_checkpoints_total{kind="savepoint",outcome="failed"} 0`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("/metrics lacks %q before any event; got:\n%s", want, got)
+		}
+	}
+}
