@@ -113,6 +113,10 @@ func TestStandaloneServesMetricsAfterJobsRan(t *testing.T) {
 		{"jobplane_submission_duration_seconds_count", 2, 2},
 		{"jobplane_submission_duration_seconds_sum", 1e-6, 30},
 		{"jobplane_job_restarts_total", 1, 1},
+		{`jobplane_jobs{status="FINISHED"}`, 1, 1},
+		{`jobplane_jobs{status="FAILED"}`, 1, 1},
+		{`jobplane_jobs{status="RUNNING"}`, 0, 0},
+		{`jobplane_job_duration_seconds_count{status="FINISHED"}`, 1, 1},
 		// Once, unless a loaded machine cost the process its lease.
 		{`jobplane_leader_changes_total{change="gained"}`, 1, 3},
 		{"jobplane_taskexecutors", 2, 2},

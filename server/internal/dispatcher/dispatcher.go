@@ -701,7 +701,7 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 	close(j.done)
 	d.mu.Unlock()
 	d.log.Info("job terminated", "job", j.id, "status", result.GetStatus())
-	telemetry.JobEnded(ld.ctx, strings.TrimPrefix(result.GetStatus().String(), "JOB_STATUS_"))
+	telemetry.JobEnded(ld.ctx, strings.TrimPrefix(result.GetStatus().String(), "JOB_STATUS_"), result.GetEndTime().AsTime().Sub(result.GetSubmitTime().AsTime()))
 	if !cleaned {
 		d.cleanup(ld.ctx, f, j.id, pending)
 	}

@@ -495,6 +495,25 @@ func (d *Dispatcher) Overview(ctx context.Context) (*jobplanev1.GetClusterOvervi
 	return resp, nil
 }
 
+// JobCounts returns the number of jobs the leading Dispatcher knows in
+// each status (from the counters its index maintains); nil while it does
+// not lead.
+func (d *Dispatcher) JobCounts() map[jobplanev1.JobStatus]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ld := d.lead
+	if ld == nil {
+		return nil
+	}
+	out := map[jobplanev1.JobStatus]int{}
+	for st := range jobplanev1.JobStatus_name {
+		if n := ld.index.count(jobplanev1.JobStatus(st)); n > 0 {
+			out[jobplanev1.JobStatus(st)] = n
+		}
+	}
+	return out
+}
+
 // Page sizes the Dispatcher honours at most: ListJobs' jobs, and the
 // subtasks of GetJob's full view.
 const (

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,7 @@ type instruments struct {
 	checkpoints    metric.Int64Counter
 	checkpointTook metric.Float64Histogram
 	checkpointSave metric.Float64Histogram
+	jobDuration    metric.Float64Histogram
 	registration   metric.Registration
 }
 
@@ -46,7 +48,7 @@ var current atomic.Pointer[instruments]
 func install(mp metric.MeterProvider) error {
 	m := mp.Meter(meterName)
 	in := &instruments{provider: mp}
-	var errs [13]error
+	var errs [15]error
 	in.submitted, errs[0] = m.Int64Counter("jobplane.jobs.submitted",
 		metric.WithDescription("Jobs accepted as created by SubmitJob (repeated submissions of a job not counted)."))
 	in.ended, errs[1] = m.Int64Counter("jobplane.jobs.ended",
@@ -79,6 +81,12 @@ func install(mp metric.MeterProvider) error {
 	slots, err := m.Int64ObservableGauge("jobplane.slots",
 		metric.WithDescription("Slots of the TaskExecutors registered at this process's ResourceManager, by state (total, free)."))
 	errs[8] = err
+	jobs, err := m.Int64ObservableGauge("jobplane.jobs",
+		metric.WithDescription("Jobs the leading Dispatcher of this process knows, by current status (every status, 0 on a standby)."))
+	errs[13] = err
+	in.jobDuration, errs[14] = m.Float64Histogram("jobplane.job.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from a job's submission to its globally terminal status, by status."),
+		metric.WithExplicitBucketBoundaries(jobBuckets...))
 	for _, err := range errs {
 		if err != nil {
 			return fmt.Errorf("telemetry: instruments: %w", err)
@@ -94,12 +102,23 @@ func install(mp metric.MeterProvider) error {
 			c.TaskExecutors += got.TaskExecutors
 			c.Slots += got.Slots
 			c.FreeSlots += got.FreeSlots
+			for st, n := range got.Jobs {
+				if c.Jobs == nil {
+					c.Jobs = map[jobplanev1.JobStatus]int{}
+				}
+				c.Jobs[st] += n
+			}
 		}
 		o.ObserveInt64(executors, int64(c.TaskExecutors))
 		o.ObserveInt64(slots, int64(c.Slots), total)
 		o.ObserveInt64(slots, int64(c.FreeSlots), free)
+		for st, name := range jobplanev1.JobStatus_name {
+			if st != 0 {
+				o.ObserveInt64(jobs, int64(c.Jobs[jobplanev1.JobStatus(st)]), metric.WithAttributes(attribute.String("status", strings.TrimPrefix(name, "JOB_STATUS_"))))
+			}
+		}
 		return nil
-	}, executors, slots)
+	}, executors, slots, jobs)
 	if err != nil {
 		return fmt.Errorf("telemetry: instruments: %w", err)
 	}
@@ -159,11 +178,16 @@ func JobSubmitted(ctx context.Context, took time.Duration) {
 
 // JobEnded counts a job that reached the globally terminal status, such
 // as "FINISHED".
-func JobEnded(ctx context.Context, status string) {
+func JobEnded(ctx context.Context, status string, took time.Duration) {
 	if in := current.Load(); in != nil {
 		in.ended.Add(ctx, 1, metric.WithAttributes(attribute.String("status", status)))
+		in.jobDuration.Record(ctx, took.Seconds(), metric.WithAttributes(attribute.String("status", status)))
 	}
 }
+
+// jobBuckets are the bounds of the job duration histogram, in seconds:
+// from a tenth of a second to a day.
+var jobBuckets = []float64{0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 24 * 3600}
 
 // LeaderChanged counts this process gaining (gained true) or losing the
 // JobManager leadership.
@@ -233,6 +257,8 @@ type Cluster struct {
 	TaskExecutors int
 	// Slots is the number of their slots, and FreeSlots of those free.
 	Slots, FreeSlots int
+	// Jobs counts the jobs the leading Dispatcher knows, by status.
+	Jobs map[jobplanev1.JobStatus]int
 }
 
 // sources are the functions read when the gauges are collected.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/internal/telemetry"
 )
 
@@ -45,12 +46,14 @@ func TestMetricsServedInPrometheusNames(t *testing.T) {
 	ctx := context.Background()
 	telemetry.JobSubmitted(ctx, 3*time.Millisecond)
 	telemetry.JobSubmitted(ctx, 4*time.Millisecond)
-	telemetry.JobEnded(ctx, "FINISHED")
+	telemetry.JobEnded(ctx, "FINISHED", 3*time.Second)
 	telemetry.LeaderChanged(ctx, true)
 	telemetry.FencingRejected(ctx, "TaskExecutorService")
 	telemetry.JobRestarted(ctx)
 	telemetry.StoreWrite(ctx, time.Millisecond)
-	stop := telemetry.ObserveCluster(func() telemetry.Cluster { return telemetry.Cluster{TaskExecutors: 2, Slots: 8, FreeSlots: 5} })
+	stop := telemetry.ObserveCluster(func() telemetry.Cluster {
+		return telemetry.Cluster{TaskExecutors: 2, Slots: 8, FreeSlots: 5, Jobs: map[jobplanev1.JobStatus]int{jobplanev1.JobStatus_JOB_STATUS_RUNNING: 7}}
+	})
 	defer stop()
 
 	got := scrape(t, tel)
@@ -66,6 +69,10 @@ func TestMetricsServedInPrometheusNames(t *testing.T) {
 		"jobplane_taskexecutors 2",
 		`jobplane_slots{state="total"} 8`,
 		`jobplane_slots{state="free"} 5`,
+		`jobplane_jobs{status="RUNNING"} 7`,
+		`jobplane_jobs{status="FAILED"} 0`,
+		`jobplane_job_duration_seconds_bucket{status="FINISHED",le="5"} 1`,
+		`jobplane_job_duration_seconds_bucket{status="FINISHED",le="1"} 0`,
 		"go_goroutines ",
 	} {
 		if !strings.Contains(got, want) {
