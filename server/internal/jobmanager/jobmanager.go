@@ -415,7 +415,7 @@ func (jm *JobManager) Run(ctx context.Context) error {
 	// when the metrics are collected.
 	defer telemetry.ObserveCluster(func() telemetry.Cluster {
 		o := jm.rm.Overview()
-		return telemetry.Cluster{TaskExecutors: o.TaskExecutors, Slots: o.SlotsTotal, FreeSlots: o.SlotsAvailable, Jobs: jm.dispatcher.JobCounts()}
+		return telemetry.Cluster{TaskExecutors: o.TaskExecutors, Slots: o.SlotsTotal, FreeSlots: o.SlotsAvailable, Jobs: jm.dispatcher.JobCounts(), JobsWaiting: o.JobsWaiting}
 	})()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {

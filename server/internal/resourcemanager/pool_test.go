@@ -49,15 +49,15 @@ func TestPoolServesOldestFirstAndKeepsUnservable(t *testing.T) {
 	}
 	// The job that no free slot could serve kept its place and is served
 	// as soon as a slot for it frees.
-	if q := p.waiting[p.head:]; !slices.Equal(q, []string{"blocked"}) {
-		t.Fatalf("queue after serving: %v, want [blocked]", q)
+	if q := p.waiting[p.head:]; !slices.Equal(q, []string{"blocked"}) || len(p.queued) != 1 {
+		t.Fatalf("queue after serving: %v (%d waiting), want [blocked], the one job waiting (the jobs_waiting gauge)", q, len(p.queued))
 	}
 	p.removeAllocation("a-other")
 	if got := servedInOrder(t, p, 1); !slices.Equal(got, []string{"blocked"}) {
 		t.Fatalf("served %v after its slot freed, want [blocked]", got)
 	}
-	if q := p.waiting[p.head:]; len(q) != 0 {
-		t.Fatalf("queue %v, want empty", q)
+	if q := p.waiting[p.head:]; len(q) != 0 || len(p.queued) != 0 {
+		t.Fatalf("queue %v (%d waiting), want empty", q, len(p.queued))
 	}
 }
 

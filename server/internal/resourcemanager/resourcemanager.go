@@ -323,6 +323,9 @@ func tokenOf(t *jobplanev1.FencingToken) election.Token {
 // Overview summarizes the registered TaskExecutors and their slots.
 type Overview struct {
 	TaskExecutors, SlotsTotal, SlotsAvailable int
+	// JobsWaiting counts the jobs that declared more slots than they
+	// hold: queued for slots.
+	JobsWaiting int
 }
 
 // Overview returns the current summary; zero while not leading.
@@ -332,7 +335,7 @@ func (rm *ResourceManager) Overview() Overview {
 	if rm.pool == nil {
 		return Overview{}
 	}
-	return Overview{TaskExecutors: len(rm.pool.executors), SlotsTotal: rm.pool.total, SlotsAvailable: rm.pool.free()}
+	return Overview{TaskExecutors: len(rm.pool.executors), SlotsTotal: rm.pool.total, SlotsAvailable: rm.pool.free(), JobsWaiting: len(rm.pool.queued)}
 }
 
 // TaskExecutors returns up to n registered TaskExecutors in id order,

@@ -48,7 +48,7 @@ var current atomic.Pointer[instruments]
 func install(mp metric.MeterProvider) error {
 	m := mp.Meter(meterName)
 	in := &instruments{provider: mp}
-	var errs [15]error
+	var errs [16]error
 	in.submitted, errs[0] = m.Int64Counter("jobplane.jobs.submitted",
 		metric.WithDescription("Jobs accepted as created by SubmitJob (repeated submissions of a job not counted)."))
 	in.ended, errs[1] = m.Int64Counter("jobplane.jobs.ended",
@@ -84,6 +84,9 @@ func install(mp metric.MeterProvider) error {
 	jobs, err := m.Int64ObservableGauge("jobplane.jobs",
 		metric.WithDescription("Jobs the leading Dispatcher of this process knows, by current status (every status, 0 on a standby)."))
 	errs[13] = err
+	waiting, err := m.Int64ObservableGauge("jobplane.jobs.waiting",
+		metric.WithDescription("Jobs that declared more slots than they hold, queued for slots at this process's ResourceManager while it leads."))
+	errs[15] = err
 	in.jobDuration, errs[14] = m.Float64Histogram("jobplane.job.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from a job's submission to its globally terminal status, by status."),
 		metric.WithExplicitBucketBoundaries(jobBuckets...))
@@ -102,6 +105,7 @@ func install(mp metric.MeterProvider) error {
 			c.TaskExecutors += got.TaskExecutors
 			c.Slots += got.Slots
 			c.FreeSlots += got.FreeSlots
+			c.JobsWaiting += got.JobsWaiting
 			for st, n := range got.Jobs {
 				if c.Jobs == nil {
 					c.Jobs = map[jobplanev1.JobStatus]int{}
@@ -117,8 +121,9 @@ func install(mp metric.MeterProvider) error {
 				o.ObserveInt64(jobs, int64(c.Jobs[jobplanev1.JobStatus(st)]), metric.WithAttributes(attribute.String("status", strings.TrimPrefix(name, "JOB_STATUS_"))))
 			}
 		}
+		o.ObserveInt64(waiting, int64(c.JobsWaiting))
 		return nil
-	}, executors, slots, jobs)
+	}, executors, slots, jobs, waiting)
 	if err != nil {
 		return fmt.Errorf("telemetry: instruments: %w", err)
 	}
@@ -259,6 +264,9 @@ type Cluster struct {
 	Slots, FreeSlots int
 	// Jobs counts the jobs the leading Dispatcher knows, by status.
 	Jobs map[jobplanev1.JobStatus]int
+	// JobsWaiting counts the jobs waiting for slots at the leading
+	// ResourceManager.
+	JobsWaiting int
 }
 
 // sources are the functions read when the gauges are collected.

@@ -52,7 +52,7 @@ func TestMetricsServedInPrometheusNames(t *testing.T) {
 	telemetry.JobRestarted(ctx)
 	telemetry.StoreWrite(ctx, time.Millisecond)
 	stop := telemetry.ObserveCluster(func() telemetry.Cluster {
-		return telemetry.Cluster{TaskExecutors: 2, Slots: 8, FreeSlots: 5, Jobs: map[jobplanev1.JobStatus]int{jobplanev1.JobStatus_JOB_STATUS_RUNNING: 7}}
+		return telemetry.Cluster{TaskExecutors: 2, Slots: 8, FreeSlots: 5, Jobs: map[jobplanev1.JobStatus]int{jobplanev1.JobStatus_JOB_STATUS_RUNNING: 7}, JobsWaiting: 3}
 	})
 	defer stop()
 
@@ -70,6 +70,7 @@ func TestMetricsServedInPrometheusNames(t *testing.T) {
 		`jobplane_slots{state="total"} 8`,
 		`jobplane_slots{state="free"} 5`,
 		`jobplane_jobs{status="RUNNING"} 7`,
+		"jobplane_jobs_waiting 3",
 		`jobplane_jobs{status="FAILED"} 0`,
 		`jobplane_job_duration_seconds_bucket{status="FINISHED",le="5"} 1`,
 		`jobplane_job_duration_seconds_bucket{status="FINISHED",le="1"} 0`,
