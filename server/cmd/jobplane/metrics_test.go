@@ -131,6 +131,16 @@ func TestStandaloneServesMetricsAfterJobsRan(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want in [%v, %v]", c.series, got, ok, c.min, c.max)
 		}
 	}
+	// Each TaskExecutor's slots, summing to the cluster's.
+	perTotal := 0.0
+	for s, v := range m {
+		if strings.HasPrefix(s, `jobplane_taskexecutor_slots{state="total",task_executor=`) {
+			perTotal += v
+		}
+	}
+	if perTotal != m[`jobplane_slots{state="total"}`] {
+		t.Errorf("jobplane_taskexecutor_slots total over the TaskExecutors = %v; want the cluster's %v", perTotal, m[`jobplane_slots{state="total"}`])
+	}
 	// Calls are measured by procedure, not by peer: no series per
 	// TaskExecutor address.
 	for s := range m {

@@ -415,7 +415,12 @@ func (jm *JobManager) Run(ctx context.Context) error {
 	// when the metrics are collected.
 	defer telemetry.ObserveCluster(func() telemetry.Cluster {
 		o := jm.rm.Overview()
-		return telemetry.Cluster{TaskExecutors: o.TaskExecutors, Slots: o.SlotsTotal, FreeSlots: o.SlotsAvailable, Jobs: jm.dispatcher.JobCounts(), JobsWaiting: o.JobsWaiting}
+		per := make(map[string][2]int, len(o.Executors))
+		for id, s := range o.Executors {
+			per[id] = [2]int{s.Total, s.Total - s.Used}
+		}
+		return telemetry.Cluster{TaskExecutors: o.TaskExecutors, Slots: o.SlotsTotal, FreeSlots: o.SlotsAvailable,
+			Jobs: jm.dispatcher.JobCounts(), JobsWaiting: o.JobsWaiting, ExecutorSlots: per}
 	})()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {

@@ -326,7 +326,12 @@ type Overview struct {
 	// JobsWaiting counts the jobs that declared more slots than they
 	// hold: queued for slots.
 	JobsWaiting int
+	// Executors are each TaskExecutor's slots, by id.
+	Executors map[string]ExecutorSlots
 }
+
+// ExecutorSlots are one TaskExecutor's slots: all, and those allocated.
+type ExecutorSlots struct{ Total, Used int }
 
 // Overview returns the current summary; zero while not leading.
 func (rm *ResourceManager) Overview() Overview {
@@ -335,7 +340,12 @@ func (rm *ResourceManager) Overview() Overview {
 	if rm.pool == nil {
 		return Overview{}
 	}
-	return Overview{TaskExecutors: len(rm.pool.executors), SlotsTotal: rm.pool.total, SlotsAvailable: rm.pool.free(), JobsWaiting: len(rm.pool.queued)}
+	o := Overview{TaskExecutors: len(rm.pool.executors), SlotsTotal: rm.pool.total, SlotsAvailable: rm.pool.free(), JobsWaiting: len(rm.pool.queued),
+		Executors: make(map[string]ExecutorSlots, len(rm.pool.executors))}
+	for id, e := range rm.pool.executors {
+		o.Executors[id] = ExecutorSlots{Total: e.slots, Used: len(e.used)}
+	}
+	return o
 }
 
 // TaskExecutors returns up to n registered TaskExecutors in id order,
