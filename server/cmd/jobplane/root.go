@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
@@ -79,6 +81,7 @@ func newRootCommand(s cli.Streams) *cobra.Command {
 			"3 the job FAILED, 4 the job was CANCELED, 5 the job file is invalid (nothing\n" +
 			"was submitted), 6 detached on an interrupt (the job goes on), 7 not\n" +
 			"authenticated (no valid --token), 8 permission denied by the cluster's policy.",
+		Version:       version(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -123,3 +126,33 @@ func serverCommand(sc serverSubcommand, s cli.Streams) *cobra.Command {
 	c.SetHelpFunc(func(*cobra.Command, []string) { sc.run([]string{"-h"}, s.Out, s.Err) })
 	return c
 }
+
+// version is what `jobplane --version` prints: the module's version, the
+// commit it was built from (with "+dirty" for uncommitted changes), and
+// the contract it serves.
+func version() string {
+	v, rev, dirty := "(devel)", "unknown", false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "+dirty"
+	}
+	return fmt.Sprintf("%s, commit %s, contract %s, %s", v, rev, contractVersion, runtime.Version())
+}
+
+// contractVersion is the contract (proto/) this build serves.
+const contractVersion = "1.2"
