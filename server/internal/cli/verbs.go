@@ -387,7 +387,12 @@ func cancelCommand(a *app) *cobra.Command {
 			defer cancel()
 			st, err := client.Cancel(ctx, args[0])
 			if errors.Is(err, sdk.ErrJobTerminal) {
-				return exit(exitError, fmt.Errorf("job %s has ended already (FINISHED or FAILED); there is nothing to cancel", args[0]))
+				status := "FINISHED or FAILED"
+				var e *sdk.Error
+				if errors.As(err, &e) && e.Metadata["status"] != "" {
+					status = strings.TrimPrefix(e.Metadata["status"], "JOB_STATUS_")
+				}
+				return exit(exitError, fmt.Errorf("job %s has ended already (%s); there is nothing to cancel", args[0], status))
 			}
 			if err != nil {
 				return fail(err, nil)

@@ -294,6 +294,7 @@ func TestClientVerbs(t *testing.T) {
 		r = c.run(t, "submit", "--skip-invokable-check", "--id", "missing", writeJob(t, "missing.yaml", missingInvokableJob))
 		expect(t, "missing invokable", r, exitJobFailed, []string{"job missing FAILED", `no invokable "no-such-invokable"`}, nil)
 		expect(t, "wait failing", c.run(t, "wait", "failing"), exitJobFailed, []string{"FAILED"}, nil)
+		expect(t, "cancel an ended job", c.run(t, "cancel", "failing"), exitError, nil, []string{"job failing has ended already (FAILED); there is nothing to cancel"})
 	})
 
 	t.Run("cancel", func(t *testing.T) {
