@@ -19,6 +19,8 @@ import (
 	"connectrpc.com/grpcreflect"
 	"github.com/jobplane/jobplane/sdk/wire/transport"
 	"github.com/jobplane/jobplane/server/internal/atomicfile"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 // DefaultMaxRequestBytes is the default of Config.MaxRequestBytes: 4 MiB.
@@ -169,6 +171,11 @@ type Endpoint struct {
 	services []string
 	running  bool
 	stopping bool // health is NOT_SERVING for good
+
+	// streams ends when the shutdown begins, and with it the contract's
+	// long-lived streams (see endStreams).
+	streams    context.Context
+	endStreams context.CancelFunc
 }
 
 // Listen opens the listener described by cfg. Nothing is served until Run.
@@ -204,15 +211,18 @@ func Listen(cfg Config, log *slog.Logger) (*Endpoint, error) {
 	if cfg.Advertise != "" {
 		url, _ = ParseAdvertise(cfg.Advertise) // checked by Validate
 	}
+	streams, endStreams := context.WithCancel(context.Background())
 	return &Endpoint{
-		cfg:      cfg,
-		log:      log,
-		listener: ln,
-		url:      url,
-		mux:      http.NewServeMux(),
-		health:   grpchealth.NewStaticChecker(),
-		cert:     cert,
-		caPool:   caPool,
+		cfg:        cfg,
+		log:        log,
+		listener:   ln,
+		url:        url,
+		mux:        http.NewServeMux(),
+		health:     grpchealth.NewStaticChecker(),
+		cert:       cert,
+		caPool:     caPool,
+		streams:    streams,
+		endStreams: endStreams,
 	}, nil
 }
 
@@ -331,7 +341,7 @@ func (e *Endpoint) run(ctx context.Context) error {
 	e.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, e.handlerOptions()...))
 
 	srv := &http.Server{
-		Handler:           limitBody(e.cfg.MaxRequestBytes, e.requireClientCert(services, e.mux)),
+		Handler:           e.endingStreams(limitBody(e.cfg.MaxRequestBytes, e.requireClientCert(services, e.mux))),
 		Protocols:         transport.ServerProtocols(),
 		ReadHeaderTimeout: e.cfg.ReadHeaderTimeout,
 		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
@@ -356,6 +366,7 @@ func (e *Endpoint) run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 
+	e.endStreams()
 	e.mu.Lock()
 	e.stopping = true
 	e.health.SetStatus("", grpchealth.StatusNotServing)
@@ -381,4 +392,48 @@ func (e *Endpoint) run(ctx context.Context) error {
 }
 
 // Close releases the listener of an endpoint whose Run was never called.
-func (e *Endpoint) Close() error { return errors.Join(e.listener.Close(), e.closeCluster()) }
+func (e *Endpoint) Close() error {
+	e.endStreams()
+	return errors.Join(e.listener.Close(), e.closeCluster())
+}
+
+// streamingProcedures are the contract's server-streaming procedures
+// (WatchJob, ObserveLeader, WatchSession, ...), from the descriptors the
+// binary registered.
+var streamingProcedures = sync.OnceValue(func() map[string]bool {
+	out := map[string]bool{}
+	protoregistry.GlobalFiles.RangeFiles(func(f protoreflect.FileDescriptor) bool {
+		if !strings.HasPrefix(string(f.Package()), "jobplane.") {
+			return true
+		}
+		for i := range f.Services().Len() {
+			svc := f.Services().Get(i)
+			for j := range svc.Methods().Len() {
+				if m := svc.Methods().Get(j); m.IsStreamingServer() {
+					out["/"+string(svc.FullName())+"/"+string(m.Name())] = true
+				}
+			}
+		}
+		return true
+	})
+	return out
+})
+
+// endingStreams ends the contract's long-lived streams once the shutdown
+// begins: the graceful shutdown waits for every request, and a stream a
+// client keeps open (a worker following the leader, a client watching a
+// job) would hold it for the whole ShutdownTimeout. Their clients
+// reconnect elsewhere, as after any broken stream. Unary calls in flight
+// finish as before.
+func (e *Endpoint) endingStreams(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !streamingProcedures()[r.URL.Path] {
+			h.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(e.streams, cancel)()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
