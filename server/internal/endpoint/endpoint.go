@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -176,6 +177,8 @@ type Endpoint struct {
 	// long-lived streams (see endStreams).
 	streams    context.Context
 	endStreams context.CancelFunc
+	// active counts the requests being served.
+	active atomic.Int64
 }
 
 // Listen opens the listener described by cfg. Nothing is served until Run.
@@ -376,6 +379,31 @@ func (e *Endpoint) run(ctx context.Context) error {
 	e.mu.Unlock()
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ShutdownTimeout)
 	defer cancel()
+	// Shutdown waits for idle HTTP/2 connections to close after its
+	// GOAWAY, a second per connection that a client keeps open (a
+	// worker's): once no request has run for two polls, nothing is left
+	// to finish, and the connections are closed.
+	quiet := make(chan struct{})
+	defer close(quiet)
+	go func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for idle := 0; idle < 2; {
+			select {
+			case <-quiet:
+				return
+			case <-shutdownCtx.Done():
+				return
+			case <-tick.C:
+			}
+			if e.active.Load() == 0 {
+				idle++
+			} else {
+				idle = 0
+			}
+		}
+		_ = srv.Close()
+	}()
 	err := srv.Shutdown(shutdownCtx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		e.log.Warn("shutdown timed out; closing remaining connections", "timeout", e.cfg.ShutdownTimeout)
@@ -427,6 +455,8 @@ var streamingProcedures = sync.OnceValue(func() map[string]bool {
 // finish as before.
 func (e *Endpoint) endingStreams(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.active.Add(1)
+		defer e.active.Add(-1)
 		if !streamingProcedures()[r.URL.Path] {
 			h.ServeHTTP(w, r)
 			return
