@@ -1162,7 +1162,7 @@ type isWatchJobResponse_Event interface {
 }
 
 type WatchJobResponse_Job struct {
-	// The job's summary at this status change.
+	// The job's summary at this status change (or restart, see WatchJob).
 	Job *JobSummary `protobuf:"bytes,1,opt,name=job,proto3,oneof"`
 }
 
@@ -1730,8 +1730,18 @@ type ServerLimits struct {
 	// together; it must fit the HA store's limit (1 MiB by default). A
 	// larger one fails. 0 when the server keeps no checkpoints. Since 1.2.
 	MaxCheckpointBytes int64 `protobuf:"varint,9,opt,name=max_checkpoint_bytes,json=maxCheckpointBytes,proto3" json:"max_checkpoint_bytes,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The largest value one task may return (TaskExecutionStatus.value); a
+	// task that returns a larger one FAILS. Since 1.2.
+	MaxTaskValueBytes int64 `protobuf:"varint,10,opt,name=max_task_value_bytes,json=maxTaskValueBytes,proto3" json:"max_task_value_bytes,omitempty"`
+	// The largest sum of the values of one job's subtasks kept in its
+	// result (JobResult.values); a job whose values go over it FAILS. It
+	// must fit the HA store's limit, with the rest of the result. Since 1.2.
+	MaxResultValueBytes int64 `protobuf:"varint,11,opt,name=max_result_value_bytes,json=maxResultValueBytes,proto3" json:"max_result_value_bytes,omitempty"`
+	// The most accumulator names one job may use (JobResult.accumulators);
+	// a job whose tasks use more FAILS. Since 1.2.
+	MaxAccumulators int32 `protobuf:"varint,12,opt,name=max_accumulators,json=maxAccumulators,proto3" json:"max_accumulators,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ServerLimits) Reset() {
@@ -1823,6 +1833,27 @@ func (x *ServerLimits) GetMaxInlineStateBytes() int64 {
 func (x *ServerLimits) GetMaxCheckpointBytes() int64 {
 	if x != nil {
 		return x.MaxCheckpointBytes
+	}
+	return 0
+}
+
+func (x *ServerLimits) GetMaxTaskValueBytes() int64 {
+	if x != nil {
+		return x.MaxTaskValueBytes
+	}
+	return 0
+}
+
+func (x *ServerLimits) GetMaxResultValueBytes() int64 {
+	if x != nil {
+		return x.MaxResultValueBytes
+	}
+	return 0
+}
+
+func (x *ServerLimits) GetMaxAccumulators() int32 {
+	if x != nil {
+		return x.MaxAccumulators
 	}
 	return 0
 }
@@ -2150,7 +2181,7 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\x12finished_job_count\x18\x06 \x01(\x05R\x10finishedJobCount\x12,\n" +
 	"\x12canceled_job_count\x18\a \x01(\x05R\x10canceledJobCount\x12(\n" +
 	"\x10failed_job_count\x18\b \x01(\x05R\x0efailedJobCount\x121\n" +
-	"\x06limits\x18\t \x01(\v2\x19.jobplane.v1.ServerLimitsR\x06limits\"\x9d\x03\n" +
+	"\x06limits\x18\t \x01(\v2\x19.jobplane.v1.ServerLimitsR\x06limits\"\xae\x04\n" +
 	"\fServerLimits\x12*\n" +
 	"\x11max_request_bytes\x18\x01 \x01(\x03R\x0fmaxRequestBytes\x12,\n" +
 	"\x12max_response_bytes\x18\x02 \x01(\x03R\x10maxResponseBytes\x12&\n" +
@@ -2160,7 +2191,11 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\x12max_list_page_size\x18\x06 \x01(\x05R\x0fmaxListPageSize\x121\n" +
 	"\x15max_subtask_page_size\x18\a \x01(\x05R\x12maxSubtaskPageSize\x123\n" +
 	"\x16max_inline_state_bytes\x18\b \x01(\x03R\x13maxInlineStateBytes\x120\n" +
-	"\x14max_checkpoint_bytes\x18\t \x01(\x03R\x12maxCheckpointBytes\"\xe3\x01\n" +
+	"\x14max_checkpoint_bytes\x18\t \x01(\x03R\x12maxCheckpointBytes\x12/\n" +
+	"\x14max_task_value_bytes\x18\n" +
+	" \x01(\x03R\x11maxTaskValueBytes\x123\n" +
+	"\x16max_result_value_bytes\x18\v \x01(\x03R\x13maxResultValueBytes\x12)\n" +
+	"\x10max_accumulators\x18\f \x01(\x05R\x0fmaxAccumulators\"\xe3\x01\n" +
 	"\x14GetTaskOutputRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1b\n" +
 	"\tvertex_id\x18\x02 \x01(\tR\bvertexId\x12#\n" +

@@ -182,8 +182,16 @@ type TaskExecutionStatus struct {
 	Time *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
 	// Why the attempt failed; set only with EXECUTION_STATE_FAILED.
 	FailureMessage string `protobuf:"bytes,4,opt,name=failure_message,json=failureMessage,proto3" json:"failure_message,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The value the task returned, set only with EXECUTION_STATE_FINISHED;
+	// at most ServerLimits.max_task_value_bytes. Empty when it returned
+	// none. Since 1.2.
+	Value []byte `protobuf:"bytes,5,opt,name=value,proto3" json:"value,omitempty"`
+	// The task's accumulators (named counters it incremented: the name, at
+	// most 128 bytes of `[A-Za-z0-9_.-]`, and the attempt's total), set only
+	// with EXECUTION_STATE_FINISHED. Since 1.2.
+	Accumulators  map[string]int64 `protobuf:"bytes,6,rep,name=accumulators,proto3" json:"accumulators,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskExecutionStatus) Reset() {
@@ -244,6 +252,20 @@ func (x *TaskExecutionStatus) GetFailureMessage() string {
 	return ""
 }
 
+func (x *TaskExecutionStatus) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *TaskExecutionStatus) GetAccumulators() map[string]int64 {
+	if x != nil {
+		return x.Accumulators
+	}
+	return nil
+}
+
 var File_jobplane_v1_execution_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_execution_proto_rawDesc = "" +
@@ -252,12 +274,17 @@ const file_jobplane_v1_execution_proto_rawDesc = "" +
 	"\x12ExecutionAttemptId\x12\x1b\n" +
 	"\tvertex_id\x18\x01 \x01(\tR\bvertexId\x12#\n" +
 	"\rsubtask_index\x18\x02 \x01(\x05R\fsubtaskIndex\x12%\n" +
-	"\x0eattempt_number\x18\x03 \x01(\x05R\rattemptNumber\"\xdc\x01\n" +
+	"\x0eattempt_number\x18\x03 \x01(\x05R\rattemptNumber\"\x8b\x03\n" +
 	"\x13TaskExecutionStatus\x129\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1f.jobplane.v1.ExecutionAttemptIdR\aattempt\x121\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1b.jobplane.v1.ExecutionStateR\x05state\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12'\n" +
-	"\x0ffailure_message\x18\x04 \x01(\tR\x0efailureMessage*\xc2\x02\n" +
+	"\x0ffailure_message\x18\x04 \x01(\tR\x0efailureMessage\x12\x14\n" +
+	"\x05value\x18\x05 \x01(\fR\x05value\x12V\n" +
+	"\faccumulators\x18\x06 \x03(\v22.jobplane.v1.TaskExecutionStatus.AccumulatorsEntryR\faccumulators\x1a?\n" +
+	"\x11AccumulatorsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01*\xc2\x02\n" +
 	"\x0eExecutionState\x12\x1f\n" +
 	"\x1bEXECUTION_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17EXECUTION_STATE_CREATED\x10\x01\x12\x1d\n" +
@@ -284,22 +311,24 @@ func file_jobplane_v1_execution_proto_rawDescGZIP() []byte {
 }
 
 var file_jobplane_v1_execution_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jobplane_v1_execution_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_jobplane_v1_execution_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_jobplane_v1_execution_proto_goTypes = []any{
 	(ExecutionState)(0),           // 0: jobplane.v1.ExecutionState
 	(*ExecutionAttemptId)(nil),    // 1: jobplane.v1.ExecutionAttemptId
 	(*TaskExecutionStatus)(nil),   // 2: jobplane.v1.TaskExecutionStatus
-	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
+	nil,                           // 3: jobplane.v1.TaskExecutionStatus.AccumulatorsEntry
+	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
 }
 var file_jobplane_v1_execution_proto_depIdxs = []int32{
 	1, // 0: jobplane.v1.TaskExecutionStatus.attempt:type_name -> jobplane.v1.ExecutionAttemptId
 	0, // 1: jobplane.v1.TaskExecutionStatus.state:type_name -> jobplane.v1.ExecutionState
-	3, // 2: jobplane.v1.TaskExecutionStatus.time:type_name -> google.protobuf.Timestamp
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	4, // 2: jobplane.v1.TaskExecutionStatus.time:type_name -> google.protobuf.Timestamp
+	3, // 3: jobplane.v1.TaskExecutionStatus.accumulators:type_name -> jobplane.v1.TaskExecutionStatus.AccumulatorsEntry
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_execution_proto_init() }
@@ -313,7 +342,7 @@ func file_jobplane_v1_execution_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_execution_proto_rawDesc), len(file_jobplane_v1_execution_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

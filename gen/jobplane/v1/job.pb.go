@@ -764,7 +764,23 @@ type JobResult struct {
 	ExceptionHistory []*FailureInfo `protobuf:"bytes,9,rep,name=exception_history,json=exceptionHistory,proto3" json:"exception_history,omitempty"`
 	// The principal that submitted the job (see JobSummary.submitted_by);
 	// empty when the server authenticated no one.
-	SubmittedBy   string `protobuf:"bytes,10,opt,name=submitted_by,json=submittedBy,proto3" json:"submitted_by,omitempty"`
+	SubmittedBy string `protobuf:"bytes,10,opt,name=submitted_by,json=submittedBy,proto3" json:"submitted_by,omitempty"`
+	// The values the subtasks returned (TaskExecutionStatus.value): for each
+	// subtask whose FINISHED attempt returned one, that value, in JobGraph
+	// vertex order, then subtask index. Set for FINISHED jobs; a FAILED or
+	// CANCELED job has the values of the subtasks that had FINISHED. Since
+	// 1.2.
+	Values []*SubtaskValue `protobuf:"bytes,11,rep,name=values,proto3" json:"values,omitempty"`
+	// The job's accumulators: for each name, the sum over the subtasks of
+	// the accumulator's total in each subtask's FINISHED attempt (one
+	// attempt per subtask, so restarts never count twice). Since 1.2.
+	Accumulators map[string]int64 `protobuf:"bytes,12,rep,name=accumulators,proto3" json:"accumulators,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Where the attempts ran, so their output can be read after the job
+	// ended (DispatcherService.GetTaskOutput), also after a restart or a
+	// change of leader: per subtask its most recent attempts, at most 8, in
+	// JobGraph vertex order, then subtask index, then attempt number. Since
+	// 1.2.
+	Placements    []*AttemptPlacement `protobuf:"bytes,13,rep,name=placements,proto3" json:"placements,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -869,6 +885,148 @@ func (x *JobResult) GetSubmittedBy() string {
 	return ""
 }
 
+func (x *JobResult) GetValues() []*SubtaskValue {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *JobResult) GetAccumulators() map[string]int64 {
+	if x != nil {
+		return x.Accumulators
+	}
+	return nil
+}
+
+func (x *JobResult) GetPlacements() []*AttemptPlacement {
+	if x != nil {
+		return x.Placements
+	}
+	return nil
+}
+
+// SubtaskValue is the value one subtask returned.
+type SubtaskValue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The attempt that returned it.
+	Attempt *ExecutionAttemptId `protobuf:"bytes,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The value, as the task returned it.
+	Value         []byte `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubtaskValue) Reset() {
+	*x = SubtaskValue{}
+	mi := &file_jobplane_v1_job_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubtaskValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubtaskValue) ProtoMessage() {}
+
+func (x *SubtaskValue) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_job_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubtaskValue.ProtoReflect.Descriptor instead.
+func (*SubtaskValue) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_job_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SubtaskValue) GetAttempt() *ExecutionAttemptId {
+	if x != nil {
+		return x.Attempt
+	}
+	return nil
+}
+
+func (x *SubtaskValue) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// AttemptPlacement says where one execution attempt ran.
+type AttemptPlacement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The attempt.
+	Attempt *ExecutionAttemptId `protobuf:"bytes,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The TaskExecutor it was deployed to.
+	TaskExecutorId string `protobuf:"bytes,2,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
+	// That TaskExecutor's address when the attempt was deployed there (its
+	// base URL on the cluster protocol); a Dispatcher prefers the address
+	// the TaskExecutor registered with since, when it knows one.
+	TaskExecutorAddress string `protobuf:"bytes,3,opt,name=task_executor_address,json=taskExecutorAddress,proto3" json:"task_executor_address,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *AttemptPlacement) Reset() {
+	*x = AttemptPlacement{}
+	mi := &file_jobplane_v1_job_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttemptPlacement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttemptPlacement) ProtoMessage() {}
+
+func (x *AttemptPlacement) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_job_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttemptPlacement.ProtoReflect.Descriptor instead.
+func (*AttemptPlacement) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_job_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AttemptPlacement) GetAttempt() *ExecutionAttemptId {
+	if x != nil {
+		return x.Attempt
+	}
+	return nil
+}
+
+func (x *AttemptPlacement) GetTaskExecutorId() string {
+	if x != nil {
+		return x.TaskExecutorId
+	}
+	return ""
+}
+
+func (x *AttemptPlacement) GetTaskExecutorAddress() string {
+	if x != nil {
+		return x.TaskExecutorAddress
+	}
+	return ""
+}
+
 var File_jobplane_v1_job_proto protoreflect.FileDescriptor
 
 const file_jobplane_v1_job_proto_rawDesc = "" +
@@ -921,7 +1079,7 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\x0eattempt_number\x18\x02 \x01(\x05R\rattemptNumber\x121\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x1b.jobplane.v1.ExecutionStateR\x05state\x12(\n" +
 	"\x10task_executor_id\x18\x04 \x01(\tR\x0etaskExecutorId\x122\n" +
-	"\afailure\x18\x05 \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\xbe\x03\n" +
+	"\afailure\x18\x05 \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\xbf\x05\n" +
 	"\tJobResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12.\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x16.jobplane.v1.JobStatusR\x06status\x12;\n" +
@@ -935,7 +1093,22 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"planDigest\x12E\n" +
 	"\x11exception_history\x18\t \x03(\v2\x18.jobplane.v1.FailureInfoR\x10exceptionHistory\x12!\n" +
 	"\fsubmitted_by\x18\n" +
-	" \x01(\tR\vsubmittedBy*\xa5\x02\n" +
+	" \x01(\tR\vsubmittedBy\x121\n" +
+	"\x06values\x18\v \x03(\v2\x19.jobplane.v1.SubtaskValueR\x06values\x12L\n" +
+	"\faccumulators\x18\f \x03(\v2(.jobplane.v1.JobResult.AccumulatorsEntryR\faccumulators\x12=\n" +
+	"\n" +
+	"placements\x18\r \x03(\v2\x1d.jobplane.v1.AttemptPlacementR\n" +
+	"placements\x1a?\n" +
+	"\x11AccumulatorsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"_\n" +
+	"\fSubtaskValue\x129\n" +
+	"\aattempt\x18\x01 \x01(\v2\x1f.jobplane.v1.ExecutionAttemptIdR\aattempt\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xab\x01\n" +
+	"\x10AttemptPlacement\x129\n" +
+	"\aattempt\x18\x01 \x01(\v2\x1f.jobplane.v1.ExecutionAttemptIdR\aattempt\x12(\n" +
+	"\x10task_executor_id\x18\x02 \x01(\tR\x0etaskExecutorId\x122\n" +
+	"\x15task_executor_address\x18\x03 \x01(\tR\x13taskExecutorAddress*\xa5\x02\n" +
 	"\tJobStatus\x12\x1a\n" +
 	"\x16JOB_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17JOB_STATUS_INITIALIZING\x10\x01\x12\x16\n" +
@@ -968,7 +1141,7 @@ func file_jobplane_v1_job_proto_rawDescGZIP() []byte {
 }
 
 var file_jobplane_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_jobplane_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_jobplane_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_jobplane_v1_job_proto_goTypes = []any{
 	(JobStatus)(0),                // 0: jobplane.v1.JobStatus
 	(JobView)(0),                  // 1: jobplane.v1.JobView
@@ -979,44 +1152,52 @@ var file_jobplane_v1_job_proto_goTypes = []any{
 	(*VertexDetails)(nil),         // 6: jobplane.v1.VertexDetails
 	(*SubtaskDetails)(nil),        // 7: jobplane.v1.SubtaskDetails
 	(*JobResult)(nil),             // 8: jobplane.v1.JobResult
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
-	(*ExecutionAttemptId)(nil),    // 10: jobplane.v1.ExecutionAttemptId
-	(ExecutionState)(0),           // 11: jobplane.v1.ExecutionState
-	(*JobGraph)(nil),              // 12: jobplane.v1.JobGraph
-	(*CheckpointStats)(nil),       // 13: jobplane.v1.CheckpointStats
+	(*SubtaskValue)(nil),          // 9: jobplane.v1.SubtaskValue
+	(*AttemptPlacement)(nil),      // 10: jobplane.v1.AttemptPlacement
+	nil,                           // 11: jobplane.v1.JobResult.AccumulatorsEntry
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*ExecutionAttemptId)(nil),    // 13: jobplane.v1.ExecutionAttemptId
+	(ExecutionState)(0),           // 14: jobplane.v1.ExecutionState
+	(*JobGraph)(nil),              // 15: jobplane.v1.JobGraph
+	(*CheckpointStats)(nil),       // 16: jobplane.v1.CheckpointStats
 }
 var file_jobplane_v1_job_proto_depIdxs = []int32{
-	9,  // 0: jobplane.v1.FailureInfo.time:type_name -> google.protobuf.Timestamp
-	10, // 1: jobplane.v1.FailureInfo.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	11, // 2: jobplane.v1.ExecutionStateCount.state:type_name -> jobplane.v1.ExecutionState
+	12, // 0: jobplane.v1.FailureInfo.time:type_name -> google.protobuf.Timestamp
+	13, // 1: jobplane.v1.FailureInfo.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	14, // 2: jobplane.v1.ExecutionStateCount.state:type_name -> jobplane.v1.ExecutionState
 	0,  // 3: jobplane.v1.JobSummary.status:type_name -> jobplane.v1.JobStatus
-	9,  // 4: jobplane.v1.JobSummary.submit_time:type_name -> google.protobuf.Timestamp
-	9,  // 5: jobplane.v1.JobSummary.status_time:type_name -> google.protobuf.Timestamp
-	9,  // 6: jobplane.v1.JobSummary.end_time:type_name -> google.protobuf.Timestamp
+	12, // 4: jobplane.v1.JobSummary.submit_time:type_name -> google.protobuf.Timestamp
+	12, // 5: jobplane.v1.JobSummary.status_time:type_name -> google.protobuf.Timestamp
+	12, // 6: jobplane.v1.JobSummary.end_time:type_name -> google.protobuf.Timestamp
 	3,  // 7: jobplane.v1.JobSummary.task_counts:type_name -> jobplane.v1.ExecutionStateCount
 	2,  // 8: jobplane.v1.JobSummary.failure:type_name -> jobplane.v1.FailureInfo
 	4,  // 9: jobplane.v1.JobDetails.summary:type_name -> jobplane.v1.JobSummary
 	6,  // 10: jobplane.v1.JobDetails.vertices:type_name -> jobplane.v1.VertexDetails
 	2,  // 11: jobplane.v1.JobDetails.exception_history:type_name -> jobplane.v1.FailureInfo
-	12, // 12: jobplane.v1.JobDetails.job_graph:type_name -> jobplane.v1.JobGraph
-	13, // 13: jobplane.v1.JobDetails.checkpoints:type_name -> jobplane.v1.CheckpointStats
+	15, // 12: jobplane.v1.JobDetails.job_graph:type_name -> jobplane.v1.JobGraph
+	16, // 13: jobplane.v1.JobDetails.checkpoints:type_name -> jobplane.v1.CheckpointStats
 	3,  // 14: jobplane.v1.VertexDetails.task_counts:type_name -> jobplane.v1.ExecutionStateCount
 	7,  // 15: jobplane.v1.VertexDetails.subtasks:type_name -> jobplane.v1.SubtaskDetails
-	11, // 16: jobplane.v1.VertexDetails.state:type_name -> jobplane.v1.ExecutionState
-	9,  // 17: jobplane.v1.VertexDetails.start_time:type_name -> google.protobuf.Timestamp
-	9,  // 18: jobplane.v1.VertexDetails.end_time:type_name -> google.protobuf.Timestamp
-	11, // 19: jobplane.v1.SubtaskDetails.state:type_name -> jobplane.v1.ExecutionState
+	14, // 16: jobplane.v1.VertexDetails.state:type_name -> jobplane.v1.ExecutionState
+	12, // 17: jobplane.v1.VertexDetails.start_time:type_name -> google.protobuf.Timestamp
+	12, // 18: jobplane.v1.VertexDetails.end_time:type_name -> google.protobuf.Timestamp
+	14, // 19: jobplane.v1.SubtaskDetails.state:type_name -> jobplane.v1.ExecutionState
 	2,  // 20: jobplane.v1.SubtaskDetails.failure:type_name -> jobplane.v1.FailureInfo
 	0,  // 21: jobplane.v1.JobResult.status:type_name -> jobplane.v1.JobStatus
-	9,  // 22: jobplane.v1.JobResult.submit_time:type_name -> google.protobuf.Timestamp
-	9,  // 23: jobplane.v1.JobResult.end_time:type_name -> google.protobuf.Timestamp
+	12, // 22: jobplane.v1.JobResult.submit_time:type_name -> google.protobuf.Timestamp
+	12, // 23: jobplane.v1.JobResult.end_time:type_name -> google.protobuf.Timestamp
 	2,  // 24: jobplane.v1.JobResult.failure:type_name -> jobplane.v1.FailureInfo
 	2,  // 25: jobplane.v1.JobResult.exception_history:type_name -> jobplane.v1.FailureInfo
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	9,  // 26: jobplane.v1.JobResult.values:type_name -> jobplane.v1.SubtaskValue
+	11, // 27: jobplane.v1.JobResult.accumulators:type_name -> jobplane.v1.JobResult.AccumulatorsEntry
+	10, // 28: jobplane.v1.JobResult.placements:type_name -> jobplane.v1.AttemptPlacement
+	13, // 29: jobplane.v1.SubtaskValue.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	13, // 30: jobplane.v1.AttemptPlacement.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_job_proto_init() }
@@ -1033,7 +1214,7 @@ func file_jobplane_v1_job_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_job_proto_rawDesc), len(file_jobplane_v1_job_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   7,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -206,7 +206,10 @@ func (SchedulingMode) EnumDescriptor() ([]byte, []int) {
 //   - the encoded graph fits the HA store's plan limit (1 MiB by default);
 //   - `config.checkpoints`: valid, non-negative durations, an `interval` of
 //     at least 10ms when set, `retained` from 0 to 100, and
-//     `tolerable_failures` not negative.
+//     `tolerable_failures` not negative;
+//   - `config.restart_strategy`: a fixed or exponential delay has either
+//     `attempts` of at least 1 or `unlimited`, not both (since 1.2; see
+//     RestartStrategy.FixedDelay.attempts for clients of 1.1).
 //
 // Plan identity. Two submissions carry the same plan when their JobGraphs,
 // as submitted (before any override) and normalized, are equal as protobuf
@@ -348,11 +351,18 @@ type JobVertex struct {
 	// subtask, e.g. `noop`, `sleep`, or a function registered through the SDK's
 	// TaskExecutor runtime. Required. The job's subtasks go to slots of
 	// TaskExecutors that offer all of its invokables, and wait for such
-	// slots while some registered TaskExecutor offers them all. While none
-	// does, the job does not wait: its subtasks are deployed to any slot
-	// and fail there (UNKNOWN_INVOKABLE), and the restart strategy decides
-	// what follows, so a misspelt invokable fails the job rather than
-	// hanging it. The submission itself never checks invokables.
+	// slots while some registered TaskExecutor offers them all.
+	//
+	// Since 1.2 the submission checks invokables where it can: a new job
+	// naming an invokable that no registered TaskExecutor offers, while at
+	// least one is registered, is refused with FAILED_PRECONDITION
+	// (INVOKABLE_NOT_OFFERED), which names the invokables that are offered.
+	// A job submitted while no TaskExecutor is registered (a cluster that is
+	// starting) is accepted and waits for slots; if the TaskExecutors that
+	// join then do not offer its invokables, its subtasks are deployed to
+	// any slot and fail there (UNKNOWN_INVOKABLE), and the restart strategy
+	// decides what follows, so a misspelt invokable fails the job rather
+	// than hanging it. A TaskExecutor offers `exec` only when it runs it.
 	Invokable string `protobuf:"bytes,3,opt,name=invokable,proto3" json:"invokable,omitempty"`
 	// Configuration handed to every subtask of the vertex, verbatim.
 	Config map[string]string `protobuf:"bytes,4,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
@@ -778,11 +788,16 @@ func (*RestartStrategy_NoRestart) Descriptor() ([]byte, []int) {
 // Restart up to `attempts` times, waiting `delay` before each restart.
 type RestartStrategy_FixedDelay struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The number of restarts allowed; zero means unlimited, as for every
-	// strategy. Must not be negative.
+	// The number of restarts allowed: at least 1, unless `unlimited` is
+	// set. Since 1.2 zero is refused (INVALID_ARGUMENT naming this field)
+	// rather than meaning unlimited, as it did in 1.1: a client of 1.1 that
+	// sent 0 for "unlimited" is told so and sets `unlimited`; a plan stored
+	// under 1.1 with 0 keeps its meaning (unlimited) when it is recovered.
 	Attempts int32 `protobuf:"varint,1,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	// The wait before each restart; unset or zero restarts at once.
-	Delay         *durationpb.Duration `protobuf:"bytes,2,opt,name=delay,proto3" json:"delay,omitempty"`
+	Delay *durationpb.Duration `protobuf:"bytes,2,opt,name=delay,proto3" json:"delay,omitempty"`
+	// Restart without a bound; `attempts` must then be 0. Since 1.2.
+	Unlimited     bool `protobuf:"varint,3,opt,name=unlimited,proto3" json:"unlimited,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -831,6 +846,13 @@ func (x *RestartStrategy_FixedDelay) GetDelay() *durationpb.Duration {
 	return nil
 }
 
+func (x *RestartStrategy_FixedDelay) GetUnlimited() bool {
+	if x != nil {
+		return x.Unlimited
+	}
+	return false
+}
+
 // Restart with a delay that grows by `multiplier` after each failure, up
 // to `max_delay`, and falls back to `initial_delay` after the job ran
 // `reset_after` without failure.
@@ -848,9 +870,12 @@ type RestartStrategy_ExponentialDelay struct {
 	ResetAfter *durationpb.Duration `protobuf:"bytes,4,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
 	// Randomizes each delay by up to this fraction of it, in [0, 1].
 	Jitter float64 `protobuf:"fixed64,5,opt,name=jitter,proto3" json:"jitter,omitempty"`
-	// The number of restarts allowed; zero means unlimited, as for every
-	// strategy. Must not be negative.
-	Attempts      int32 `protobuf:"varint,6,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// The number of restarts allowed: at least 1, unless `unlimited` is
+	// set. Since 1.2 zero is refused, as for FixedDelay.attempts (a plan
+	// stored under 1.1 with 0 keeps its meaning, unlimited).
+	Attempts int32 `protobuf:"varint,6,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// Restart without a bound; `attempts` must then be 0. Since 1.2.
+	Unlimited     bool `protobuf:"varint,7,opt,name=unlimited,proto3" json:"unlimited,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -925,6 +950,13 @@ func (x *RestartStrategy_ExponentialDelay) GetAttempts() int32 {
 		return x.Attempts
 	}
 	return 0
+}
+
+func (x *RestartStrategy_ExponentialDelay) GetUnlimited() bool {
+	if x != nil {
+		return x.Unlimited
+	}
+	return false
 }
 
 // Restart after `delay` unless more than `max_failures` failures happened
@@ -1027,18 +1059,19 @@ const file_jobplane_v1_job_graph_proto_rawDesc = "" +
 	"\x16restore_from_savepoint\x18\x06 \x01(\tR\x14restoreFromSavepoint\x1aG\n" +
 	"\x19ParallelismOverridesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xf4\x06\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xb0\a\n" +
 	"\x0fRestartStrategy\x12<\n" +
 	"\x04none\x18\x01 \x01(\v2&.jobplane.v1.RestartStrategy.NoRestartH\x00R\x04none\x12J\n" +
 	"\vfixed_delay\x18\x02 \x01(\v2'.jobplane.v1.RestartStrategy.FixedDelayH\x00R\n" +
 	"fixedDelay\x12\\\n" +
 	"\x11exponential_delay\x18\x03 \x01(\v2-.jobplane.v1.RestartStrategy.ExponentialDelayH\x00R\x10exponentialDelay\x12M\n" +
 	"\ffailure_rate\x18\x04 \x01(\v2(.jobplane.v1.RestartStrategy.FailureRateH\x00R\vfailureRate\x1a\v\n" +
-	"\tNoRestart\x1aY\n" +
+	"\tNoRestart\x1aw\n" +
 	"\n" +
 	"FixedDelay\x12\x1a\n" +
 	"\battempts\x18\x01 \x01(\x05R\battempts\x12/\n" +
-	"\x05delay\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05delay\x1a\x9a\x02\n" +
+	"\x05delay\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05delay\x12\x1c\n" +
+	"\tunlimited\x18\x03 \x01(\bR\tunlimited\x1a\xb8\x02\n" +
 	"\x10ExponentialDelay\x12>\n" +
 	"\rinitial_delay\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\finitialDelay\x126\n" +
 	"\tmax_delay\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bmaxDelay\x12\x1e\n" +
@@ -1048,7 +1081,8 @@ const file_jobplane_v1_job_graph_proto_rawDesc = "" +
 	"\vreset_after\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"resetAfter\x12\x16\n" +
 	"\x06jitter\x18\x05 \x01(\x01R\x06jitter\x12\x1a\n" +
-	"\battempts\x18\x06 \x01(\x05R\battempts\x1a\x98\x01\n" +
+	"\battempts\x18\x06 \x01(\x05R\battempts\x12\x1c\n" +
+	"\tunlimited\x18\a \x01(\bR\tunlimited\x1a\x98\x01\n" +
 	"\vFailureRate\x12!\n" +
 	"\fmax_failures\x18\x01 \x01(\x05R\vmaxFailures\x125\n" +
 	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12/\n" +

@@ -121,7 +121,11 @@ type DispatcherServiceClient interface {
 	//   - RESOURCE_EXHAUSTED, reason TOO_MANY_JOBS or TOO_MANY_SUBTASKS: the
 	//     new job would take the cluster's live jobs or their subtasks over
 	//     the server's limit; nothing was done. A resubmission of an existing
-	//     job is never refused for these.
+	//     job is never refused for these;
+	//   - FAILED_PRECONDITION, reason INVOKABLE_NOT_OFFERED: the new job names
+	//     an invokable that no registered TaskExecutor offers (see
+	//     JobVertex.invokable); nothing was done. A resubmission of an
+	//     existing job is never refused for this. Since 1.2.
 	SubmitJob(context.Context, *v1.SubmitJobRequest) (*v1.SubmitJobResponse, error)
 	// GetJob returns a job's current details. Jobs are known while they run
 	// and, after they end, for as long as their job result is kept. The
@@ -176,7 +180,12 @@ type DispatcherServiceClient interface {
 	// WatchJob streams a job's status changes.
 	//
 	// The first message is the job's current summary; then one message per
-	// status change, in order, none skipped. The stream ends successfully
+	// status change, in order, none skipped. Since 1.2 a restart is a change
+	// too: a message is sent whenever the summary's `restart_count` grows
+	// (with the failure that caused it in `failure`), also while the job's
+	// status stays RUNNING, so a watcher sees a job that keeps failing.
+	// Restarts that follow each other faster than the stream is read may be
+	// reported by one message (its `restart_count` counts them all). The stream ends successfully
 	// after a globally terminal status. A `heartbeat` is sent when nothing
 	// changed for 10 seconds. Works over HTTP/1.1. No side effects.
 	//
@@ -228,12 +237,13 @@ type DispatcherServiceClient interface {
 	// What is kept is bounded: a TaskExecutor keeps the tail of each
 	// attempt's output (the reference server: the last 64 KiB; older bytes
 	// are dropped, and `dropped_bytes` says how many a read skipped), and
-	// keeps it after the attempt ended for a bounded time (the reference
-	// server: 10 minutes, and among the 512 attempts that ended last on that
-	// TaskExecutor). Where an ended job's attempts ran is kept as long (the
-	// reference server keeps it in the leader's memory: after a change of
-	// leader, the attempts of jobs that ended before it are no longer
-	// found).
+	// keeps it after the attempt ended for a bounded time and size (the
+	// reference server: on its disk, 24 hours and 256 MiB by default, see
+	// its `--output-dir` flags; in memory, 10 minutes and 512 attempts,
+	// when it has no output directory). Since 1.2 where every attempt of an
+	// ended job ran is kept with its job result (JobResult.placements), so
+	// the output of an ended job is found after a restart or a change of
+	// leader for as long as its TaskExecutor keeps it.
 	//
 	// Following: offsets count every byte the attempt wrote, dropped ones
 	// included. A client follows the output by calling again with the
@@ -593,7 +603,11 @@ type DispatcherServiceHandler interface {
 	//   - RESOURCE_EXHAUSTED, reason TOO_MANY_JOBS or TOO_MANY_SUBTASKS: the
 	//     new job would take the cluster's live jobs or their subtasks over
 	//     the server's limit; nothing was done. A resubmission of an existing
-	//     job is never refused for these.
+	//     job is never refused for these;
+	//   - FAILED_PRECONDITION, reason INVOKABLE_NOT_OFFERED: the new job names
+	//     an invokable that no registered TaskExecutor offers (see
+	//     JobVertex.invokable); nothing was done. A resubmission of an
+	//     existing job is never refused for this. Since 1.2.
 	SubmitJob(context.Context, *v1.SubmitJobRequest) (*v1.SubmitJobResponse, error)
 	// GetJob returns a job's current details. Jobs are known while they run
 	// and, after they end, for as long as their job result is kept. The
@@ -648,7 +662,12 @@ type DispatcherServiceHandler interface {
 	// WatchJob streams a job's status changes.
 	//
 	// The first message is the job's current summary; then one message per
-	// status change, in order, none skipped. The stream ends successfully
+	// status change, in order, none skipped. Since 1.2 a restart is a change
+	// too: a message is sent whenever the summary's `restart_count` grows
+	// (with the failure that caused it in `failure`), also while the job's
+	// status stays RUNNING, so a watcher sees a job that keeps failing.
+	// Restarts that follow each other faster than the stream is read may be
+	// reported by one message (its `restart_count` counts them all). The stream ends successfully
 	// after a globally terminal status. A `heartbeat` is sent when nothing
 	// changed for 10 seconds. Works over HTTP/1.1. No side effects.
 	//
@@ -700,12 +719,13 @@ type DispatcherServiceHandler interface {
 	// What is kept is bounded: a TaskExecutor keeps the tail of each
 	// attempt's output (the reference server: the last 64 KiB; older bytes
 	// are dropped, and `dropped_bytes` says how many a read skipped), and
-	// keeps it after the attempt ended for a bounded time (the reference
-	// server: 10 minutes, and among the 512 attempts that ended last on that
-	// TaskExecutor). Where an ended job's attempts ran is kept as long (the
-	// reference server keeps it in the leader's memory: after a change of
-	// leader, the attempts of jobs that ended before it are no longer
-	// found).
+	// keeps it after the attempt ended for a bounded time and size (the
+	// reference server: on its disk, 24 hours and 256 MiB by default, see
+	// its `--output-dir` flags; in memory, 10 minutes and 512 attempts,
+	// when it has no output directory). Since 1.2 where every attempt of an
+	// ended job ran is kept with its job result (JobResult.placements), so
+	// the output of an ended job is found after a restart or a change of
+	// leader for as long as its TaskExecutor keeps it.
 	//
 	// Following: offsets count every byte the attempt wrote, dropped ones
 	// included. A client follows the output by calling again with the

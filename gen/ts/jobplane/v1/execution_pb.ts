@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file jobplane/v1/execution.proto.
  */
 export const file_jobplane_v1_execution: GenFile = /*@__PURE__*/
-  fileDesc("Chtqb2JwbGFuZS92MS9leGVjdXRpb24ucHJvdG8SC2pvYnBsYW5lLnYxIlYKEkV4ZWN1dGlvbkF0dGVtcHRJZBIRCgl2ZXJ0ZXhfaWQYASABKAkSFQoNc3VidGFza19pbmRleBgCIAEoBRIWCg5hdHRlbXB0X251bWJlchgDIAEoBSK2AQoTVGFza0V4ZWN1dGlvblN0YXR1cxIwCgdhdHRlbXB0GAEgASgLMh8uam9icGxhbmUudjEuRXhlY3V0aW9uQXR0ZW1wdElkEioKBXN0YXRlGAIgASgOMhsuam9icGxhbmUudjEuRXhlY3V0aW9uU3RhdGUSKAoEdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPZmFpbHVyZV9tZXNzYWdlGAQgASgJKsICCg5FeGVjdXRpb25TdGF0ZRIfChtFWEVDVVRJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIbChdFWEVDVVRJT05fU1RBVEVfQ1JFQVRFRBABEh0KGUVYRUNVVElPTl9TVEFURV9TQ0hFRFVMRUQQAhIdChlFWEVDVVRJT05fU1RBVEVfREVQTE9ZSU5HEAMSIAocRVhFQ1VUSU9OX1NUQVRFX0lOSVRJQUxJWklORxAEEhsKF0VYRUNVVElPTl9TVEFURV9SVU5OSU5HEAUSHAoYRVhFQ1VUSU9OX1NUQVRFX0ZJTklTSEVEEAYSHQoZRVhFQ1VUSU9OX1NUQVRFX0NBTkNFTElORxAHEhwKGEVYRUNVVElPTl9TVEFURV9DQU5DRUxFRBAIEhoKFkVYRUNVVElPTl9TVEFURV9GQUlMRUQQCWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("Chtqb2JwbGFuZS92MS9leGVjdXRpb24ucHJvdG8SC2pvYnBsYW5lLnYxIlYKEkV4ZWN1dGlvbkF0dGVtcHRJZBIRCgl2ZXJ0ZXhfaWQYASABKAkSFQoNc3VidGFza19pbmRleBgCIAEoBRIWCg5hdHRlbXB0X251bWJlchgDIAEoBSLEAgoTVGFza0V4ZWN1dGlvblN0YXR1cxIwCgdhdHRlbXB0GAEgASgLMh8uam9icGxhbmUudjEuRXhlY3V0aW9uQXR0ZW1wdElkEioKBXN0YXRlGAIgASgOMhsuam9icGxhbmUudjEuRXhlY3V0aW9uU3RhdGUSKAoEdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPZmFpbHVyZV9tZXNzYWdlGAQgASgJEg0KBXZhbHVlGAUgASgMEkgKDGFjY3VtdWxhdG9ycxgGIAMoCzIyLmpvYnBsYW5lLnYxLlRhc2tFeGVjdXRpb25TdGF0dXMuQWNjdW11bGF0b3JzRW50cnkaMwoRQWNjdW11bGF0b3JzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgDOgI4ASrCAgoORXhlY3V0aW9uU3RhdGUSHwobRVhFQ1VUSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASGwoXRVhFQ1VUSU9OX1NUQVRFX0NSRUFURUQQARIdChlFWEVDVVRJT05fU1RBVEVfU0NIRURVTEVEEAISHQoZRVhFQ1VUSU9OX1NUQVRFX0RFUExPWUlORxADEiAKHEVYRUNVVElPTl9TVEFURV9JTklUSUFMSVpJTkcQBBIbChdFWEVDVVRJT05fU1RBVEVfUlVOTklORxAFEhwKGEVYRUNVVElPTl9TVEFURV9GSU5JU0hFRBAGEh0KGUVYRUNVVElPTl9TVEFURV9DQU5DRUxJTkcQBxIcChhFWEVDVVRJT05fU1RBVEVfQ0FOQ0VMRUQQCBIaChZFWEVDVVRJT05fU1RBVEVfRkFJTEVEEAliBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * ExecutionAttemptId identifies one execution attempt of one subtask of a
@@ -85,6 +85,24 @@ export type TaskExecutionStatus = Message<"jobplane.v1.TaskExecutionStatus"> & {
    * @generated from field: string failure_message = 4;
    */
   failureMessage: string;
+
+  /**
+   * The value the task returned, set only with EXECUTION_STATE_FINISHED;
+   * at most ServerLimits.max_task_value_bytes. Empty when it returned
+   * none. Since 1.2.
+   *
+   * @generated from field: bytes value = 5;
+   */
+  value: Uint8Array;
+
+  /**
+   * The task's accumulators (named counters it incremented: the name, at
+   * most 128 bytes of `[A-Za-z0-9_.-]`, and the attempt's total), set only
+   * with EXECUTION_STATE_FINISHED. Since 1.2.
+   *
+   * @generated from field: map<string, int64> accumulators = 6;
+   */
+  accumulators: { [key: string]: bigint };
 };
 
 /**

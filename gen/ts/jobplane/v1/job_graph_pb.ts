@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file jobplane/v1/job_graph.proto.
  */
 export const file_jobplane_v1_job_graph: GenFile = /*@__PURE__*/
-  fileDesc("Chtqb2JwbGFuZS92MS9qb2JfZ3JhcGgucHJvdG8SC2pvYnBsYW5lLnYxIo8BCghKb2JHcmFwaBIMCgRuYW1lGAEgASgJEigKCHZlcnRpY2VzGAIgAygLMhYuam9icGxhbmUudjEuSm9iVmVydGV4EiMKBWVkZ2VzGAMgAygLMhQuam9icGxhbmUudjEuSm9iRWRnZRImCgZjb25maWcYBCABKAsyFi5qb2JwbGFuZS52MS5Kb2JDb25maWciyQEKCUpvYlZlcnRleBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhEKCWludm9rYWJsZRgDIAEoCRIyCgZjb25maWcYBCADKAsyIi5qb2JwbGFuZS52MS5Kb2JWZXJ0ZXguQ29uZmlnRW50cnkSEwoLcGFyYWxsZWxpc20YBSABKAUSFwoPbWF4X3BhcmFsbGVsaXNtGAYgASgFGi0KC0NvbmZpZ0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEirAEKB0pvYkVkZ2USGAoQc291cmNlX3ZlcnRleF9pZBgBIAEoCRIYChB0YXJnZXRfdmVydGV4X2lkGAIgASgJEjYKDGRpc3RyaWJ1dGlvbhgDIAEoDjIgLmpvYnBsYW5lLnYxLkRpc3RyaWJ1dGlvblBhdHRlcm4SNQoLcmVzdWx0X3R5cGUYBCABKA4yIC5qb2JwbGFuZS52MS5SZXN1bHRQYXJ0aXRpb25UeXBlIpgDCglKb2JDb25maWcSNgoQcmVzdGFydF9zdHJhdGVneRgBIAEoCzIcLmpvYnBsYW5lLnYxLlJlc3RhcnRTdHJhdGVneRJPChVwYXJhbGxlbGlzbV9vdmVycmlkZXMYAiADKAsyMC5qb2JwbGFuZS52MS5Kb2JDb25maWcuUGFyYWxsZWxpc21PdmVycmlkZXNFbnRyeRI7ChhjbGllbnRfaGVhcnRiZWF0X3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SNAoPc2NoZWR1bGluZ19tb2RlGAQgASgOMhsuam9icGxhbmUudjEuU2NoZWR1bGluZ01vZGUSMgoLY2hlY2twb2ludHMYBSABKAsyHS5qb2JwbGFuZS52MS5DaGVja3BvaW50Q29uZmlnEh4KFnJlc3RvcmVfZnJvbV9zYXZlcG9pbnQYBiABKAkaOwoZUGFyYWxsZWxpc21PdmVycmlkZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAU6AjgBItEFCg9SZXN0YXJ0U3RyYXRlZ3kSNgoEbm9uZRgBIAEoCzImLmpvYnBsYW5lLnYxLlJlc3RhcnRTdHJhdGVneS5Ob1Jlc3RhcnRIABI+CgtmaXhlZF9kZWxheRgCIAEoCzInLmpvYnBsYW5lLnYxLlJlc3RhcnRTdHJhdGVneS5GaXhlZERlbGF5SAASSgoRZXhwb25lbnRpYWxfZGVsYXkYAyABKAsyLS5qb2JwbGFuZS52MS5SZXN0YXJ0U3RyYXRlZ3kuRXhwb25lbnRpYWxEZWxheUgAEkAKDGZhaWx1cmVfcmF0ZRgEIAEoCzIoLmpvYnBsYW5lLnYxLlJlc3RhcnRTdHJhdGVneS5GYWlsdXJlUmF0ZUgAGgsKCU5vUmVzdGFydBpICgpGaXhlZERlbGF5EhAKCGF0dGVtcHRzGAEgASgFEigKBWRlbGF5GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uGtgBChBFeHBvbmVudGlhbERlbGF5EjAKDWluaXRpYWxfZGVsYXkYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLAoJbWF4X2RlbGF5GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhIKCm11bHRpcGxpZXIYAyABKAESLgoLcmVzZXRfYWZ0ZXIYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDgoGaml0dGVyGAUgASgBEhAKCGF0dGVtcHRzGAYgASgFGnoKC0ZhaWx1cmVSYXRlEhQKDG1heF9mYWlsdXJlcxgBIAEoBRIrCghpbnRlcnZhbBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIoCgVkZWxheRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIKCghzdHJhdGVneSqEAQoTRGlzdHJpYnV0aW9uUGF0dGVybhIkCiBESVNUUklCVVRJT05fUEFUVEVSTl9VTlNQRUNJRklFRBAAEiIKHkRJU1RSSUJVVElPTl9QQVRURVJOX1BPSU5UV0lTRRABEiMKH0RJU1RSSUJVVElPTl9QQVRURVJOX0FMTF9UT19BTEwQAiqFAQoTUmVzdWx0UGFydGl0aW9uVHlwZRIlCiFSRVNVTFRfUEFSVElUSU9OX1RZUEVfVU5TUEVDSUZJRUQQABIjCh9SRVNVTFRfUEFSVElUSU9OX1RZUEVfUElQRUxJTkVEEAESIgoeUkVTVUxUX1BBUlRJVElPTl9UWVBFX0JMT0NLSU5HEAIqcgoOU2NoZWR1bGluZ01vZGUSHwobU0NIRURVTElOR19NT0RFX1VOU1BFQ0lGSUVEEAASJAogU0NIRURVTElOR19NT0RFX1BJUEVMSU5FRF9SRUdJT04QARIZChVTQ0hFRFVMSU5HX01PREVfRUFHRVIQAmIGcHJvdG8z", [file_google_protobuf_duration, file_jobplane_v1_checkpoint]);
+  fileDesc("Chtqb2JwbGFuZS92MS9qb2JfZ3JhcGgucHJvdG8SC2pvYnBsYW5lLnYxIo8BCghKb2JHcmFwaBIMCgRuYW1lGAEgASgJEigKCHZlcnRpY2VzGAIgAygLMhYuam9icGxhbmUudjEuSm9iVmVydGV4EiMKBWVkZ2VzGAMgAygLMhQuam9icGxhbmUudjEuSm9iRWRnZRImCgZjb25maWcYBCABKAsyFi5qb2JwbGFuZS52MS5Kb2JDb25maWciyQEKCUpvYlZlcnRleBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhEKCWludm9rYWJsZRgDIAEoCRIyCgZjb25maWcYBCADKAsyIi5qb2JwbGFuZS52MS5Kb2JWZXJ0ZXguQ29uZmlnRW50cnkSEwoLcGFyYWxsZWxpc20YBSABKAUSFwoPbWF4X3BhcmFsbGVsaXNtGAYgASgFGi0KC0NvbmZpZ0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEirAEKB0pvYkVkZ2USGAoQc291cmNlX3ZlcnRleF9pZBgBIAEoCRIYChB0YXJnZXRfdmVydGV4X2lkGAIgASgJEjYKDGRpc3RyaWJ1dGlvbhgDIAEoDjIgLmpvYnBsYW5lLnYxLkRpc3RyaWJ1dGlvblBhdHRlcm4SNQoLcmVzdWx0X3R5cGUYBCABKA4yIC5qb2JwbGFuZS52MS5SZXN1bHRQYXJ0aXRpb25UeXBlIpgDCglKb2JDb25maWcSNgoQcmVzdGFydF9zdHJhdGVneRgBIAEoCzIcLmpvYnBsYW5lLnYxLlJlc3RhcnRTdHJhdGVneRJPChVwYXJhbGxlbGlzbV9vdmVycmlkZXMYAiADKAsyMC5qb2JwbGFuZS52MS5Kb2JDb25maWcuUGFyYWxsZWxpc21PdmVycmlkZXNFbnRyeRI7ChhjbGllbnRfaGVhcnRiZWF0X3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SNAoPc2NoZWR1bGluZ19tb2RlGAQgASgOMhsuam9icGxhbmUudjEuU2NoZWR1bGluZ01vZGUSMgoLY2hlY2twb2ludHMYBSABKAsyHS5qb2JwbGFuZS52MS5DaGVja3BvaW50Q29uZmlnEh4KFnJlc3RvcmVfZnJvbV9zYXZlcG9pbnQYBiABKAkaOwoZUGFyYWxsZWxpc21PdmVycmlkZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAU6AjgBIvcFCg9SZXN0YXJ0U3RyYXRlZ3kSNgoEbm9uZRgBIAEoCzImLmpvYnBsYW5lLnYxLlJlc3RhcnRTdHJhdGVneS5Ob1Jlc3RhcnRIABI+CgtmaXhlZF9kZWxheRgCIAEoCzInLmpvYnBsYW5lLnYxLlJlc3RhcnRTdHJhdGVneS5GaXhlZERlbGF5SAASSgoRZXhwb25lbnRpYWxfZGVsYXkYAyABKAsyLS5qb2JwbGFuZS52MS5SZXN0YXJ0U3RyYXRlZ3kuRXhwb25lbnRpYWxEZWxheUgAEkAKDGZhaWx1cmVfcmF0ZRgEIAEoCzIoLmpvYnBsYW5lLnYxLlJlc3RhcnRTdHJhdGVneS5GYWlsdXJlUmF0ZUgAGgsKCU5vUmVzdGFydBpbCgpGaXhlZERlbGF5EhAKCGF0dGVtcHRzGAEgASgFEigKBWRlbGF5GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCXVubGltaXRlZBgDIAEoCBrrAQoQRXhwb25lbnRpYWxEZWxheRIwCg1pbml0aWFsX2RlbGF5GAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEiwKCW1heF9kZWxheRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhISCgptdWx0aXBsaWVyGAMgASgBEi4KC3Jlc2V0X2FmdGVyGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBmppdHRlchgFIAEoARIQCghhdHRlbXB0cxgGIAEoBRIRCgl1bmxpbWl0ZWQYByABKAgaegoLRmFpbHVyZVJhdGUSFAoMbWF4X2ZhaWx1cmVzGAEgASgFEisKCGludGVydmFsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEigKBWRlbGF5GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uQgoKCHN0cmF0ZWd5KoQBChNEaXN0cmlidXRpb25QYXR0ZXJuEiQKIERJU1RSSUJVVElPTl9QQVRURVJOX1VOU1BFQ0lGSUVEEAASIgoeRElTVFJJQlVUSU9OX1BBVFRFUk5fUE9JTlRXSVNFEAESIwofRElTVFJJQlVUSU9OX1BBVFRFUk5fQUxMX1RPX0FMTBACKoUBChNSZXN1bHRQYXJ0aXRpb25UeXBlEiUKIVJFU1VMVF9QQVJUSVRJT05fVFlQRV9VTlNQRUNJRklFRBAAEiMKH1JFU1VMVF9QQVJUSVRJT05fVFlQRV9QSVBFTElORUQQARIiCh5SRVNVTFRfUEFSVElUSU9OX1RZUEVfQkxPQ0tJTkcQAipyCg5TY2hlZHVsaW5nTW9kZRIfChtTQ0hFRFVMSU5HX01PREVfVU5TUEVDSUZJRUQQABIkCiBTQ0hFRFVMSU5HX01PREVfUElQRUxJTkVEX1JFR0lPThABEhkKFVNDSEVEVUxJTkdfTU9ERV9FQUdFUhACYgZwcm90bzM", [file_google_protobuf_duration, file_jobplane_v1_checkpoint]);
 
 /**
  * JobGraph is what a client submits: a directed acyclic graph of vertices,
@@ -35,7 +35,10 @@ export const file_jobplane_v1_job_graph: GenFile = /*@__PURE__*/
  * * the encoded graph fits the HA store's plan limit (1 MiB by default);
  * * `config.checkpoints`: valid, non-negative durations, an `interval` of
  *   at least 10ms when set, `retained` from 0 to 100, and
- *   `tolerable_failures` not negative.
+ *   `tolerable_failures` not negative;
+ * * `config.restart_strategy`: a fixed or exponential delay has either
+ *   `attempts` of at least 1 or `unlimited`, not both (since 1.2; see
+ *   RestartStrategy.FixedDelay.attempts for clients of 1.1).
  *
  * Plan identity. Two submissions carry the same plan when their JobGraphs,
  * as submitted (before any override) and normalized, are equal as protobuf
@@ -159,11 +162,18 @@ export type JobVertex = Message<"jobplane.v1.JobVertex"> & {
    * subtask, e.g. `noop`, `sleep`, or a function registered through the SDK's
    * TaskExecutor runtime. Required. The job's subtasks go to slots of
    * TaskExecutors that offer all of its invokables, and wait for such
-   * slots while some registered TaskExecutor offers them all. While none
-   * does, the job does not wait: its subtasks are deployed to any slot
-   * and fail there (UNKNOWN_INVOKABLE), and the restart strategy decides
-   * what follows, so a misspelt invokable fails the job rather than
-   * hanging it. The submission itself never checks invokables.
+   * slots while some registered TaskExecutor offers them all.
+   *
+   * Since 1.2 the submission checks invokables where it can: a new job
+   * naming an invokable that no registered TaskExecutor offers, while at
+   * least one is registered, is refused with FAILED_PRECONDITION
+   * (INVOKABLE_NOT_OFFERED), which names the invokables that are offered.
+   * A job submitted while no TaskExecutor is registered (a cluster that is
+   * starting) is accepted and waits for slots; if the TaskExecutors that
+   * join then do not offer its invokables, its subtasks are deployed to
+   * any slot and fail there (UNKNOWN_INVOKABLE), and the restart strategy
+   * decides what follows, so a misspelt invokable fails the job rather
+   * than hanging it. A TaskExecutor offers `exec` only when it runs it.
    *
    * @generated from field: string invokable = 3;
    */
@@ -388,8 +398,11 @@ export const RestartStrategy_NoRestartSchema: GenMessage<RestartStrategy_NoResta
  */
 export type RestartStrategy_FixedDelay = Message<"jobplane.v1.RestartStrategy.FixedDelay"> & {
   /**
-   * The number of restarts allowed; zero means unlimited, as for every
-   * strategy. Must not be negative.
+   * The number of restarts allowed: at least 1, unless `unlimited` is
+   * set. Since 1.2 zero is refused (INVALID_ARGUMENT naming this field)
+   * rather than meaning unlimited, as it did in 1.1: a client of 1.1 that
+   * sent 0 for "unlimited" is told so and sets `unlimited`; a plan stored
+   * under 1.1 with 0 keeps its meaning (unlimited) when it is recovered.
    *
    * @generated from field: int32 attempts = 1;
    */
@@ -401,6 +414,13 @@ export type RestartStrategy_FixedDelay = Message<"jobplane.v1.RestartStrategy.Fi
    * @generated from field: google.protobuf.Duration delay = 2;
    */
   delay?: Duration | undefined;
+
+  /**
+   * Restart without a bound; `attempts` must then be 0. Since 1.2.
+   *
+   * @generated from field: bool unlimited = 3;
+   */
+  unlimited: boolean;
 };
 
 /**
@@ -456,12 +476,20 @@ export type RestartStrategy_ExponentialDelay = Message<"jobplane.v1.RestartStrat
   jitter: number;
 
   /**
-   * The number of restarts allowed; zero means unlimited, as for every
-   * strategy. Must not be negative.
+   * The number of restarts allowed: at least 1, unless `unlimited` is
+   * set. Since 1.2 zero is refused, as for FixedDelay.attempts (a plan
+   * stored under 1.1 with 0 keeps its meaning, unlimited).
    *
    * @generated from field: int32 attempts = 6;
    */
   attempts: number;
+
+  /**
+   * Restart without a bound; `attempts` must then be 0. Since 1.2.
+   *
+   * @generated from field: bool unlimited = 7;
+   */
+  unlimited: boolean;
 };
 
 /**

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file jobplane/v1/job.proto.
  */
 export const file_jobplane_v1_job: GenFile = /*@__PURE__*/
-  fileDesc("ChVqb2JwbGFuZS92MS9qb2IucHJvdG8SC2pvYnBsYW5lLnYxIpQBCgtGYWlsdXJlSW5mbxIPCgdtZXNzYWdlGAEgASgJEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKB2F0dGVtcHQYAyABKAsyHy5qb2JwbGFuZS52MS5FeGVjdXRpb25BdHRlbXB0SWQSGAoQdGFza19leGVjdXRvcl9pZBgEIAEoCSJQChNFeGVjdXRpb25TdGF0ZUNvdW50EioKBXN0YXRlGAEgASgOMhsuam9icGxhbmUudjEuRXhlY3V0aW9uU3RhdGUSDQoFY291bnQYAiABKAUi8QIKCkpvYlN1bW1hcnkSDgoGam9iX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJgoGc3RhdHVzGAMgASgOMhYuam9icGxhbmUudjEuSm9iU3RhdHVzEi8KC3N1Ym1pdF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtzdGF0dXNfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjUKC3Rhc2tfY291bnRzGAcgAygLMiAuam9icGxhbmUudjEuRXhlY3V0aW9uU3RhdGVDb3VudBIVCg1yZXN0YXJ0X2NvdW50GAggASgFEikKB2ZhaWx1cmUYCSABKAsyGC5qb2JwbGFuZS52MS5GYWlsdXJlSW5mbxIUCgxzdWJtaXR0ZWRfYnkYCiABKAkijgIKCkpvYkRldGFpbHMSKAoHc3VtbWFyeRgBIAEoCzIXLmpvYnBsYW5lLnYxLkpvYlN1bW1hcnkSLAoIdmVydGljZXMYAiADKAsyGi5qb2JwbGFuZS52MS5WZXJ0ZXhEZXRhaWxzEjMKEWV4Y2VwdGlvbl9oaXN0b3J5GAQgAygLMhguam9icGxhbmUudjEuRmFpbHVyZUluZm8SKAoJam9iX2dyYXBoGAUgASgLMhUuam9icGxhbmUudjEuSm9iR3JhcGgSMQoLY2hlY2twb2ludHMYBiABKAsyHC5qb2JwbGFuZS52MS5DaGVja3BvaW50U3RhdHNKBAgDEARSEGpvYl9tYXN0ZXJfdG9rZW4itQIKDVZlcnRleERldGFpbHMSEQoJdmVydGV4X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLcGFyYWxsZWxpc20YAyABKAUSNQoLdGFza19jb3VudHMYBCADKAsyIC5qb2JwbGFuZS52MS5FeGVjdXRpb25TdGF0ZUNvdW50Ei0KCHN1YnRhc2tzGAUgAygLMhsuam9icGxhbmUudjEuU3VidGFza0RldGFpbHMSKgoFc3RhdGUYBiABKA4yGy5qb2JwbGFuZS52MS5FeGVjdXRpb25TdGF0ZRIuCgpzdGFydF90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAisAEKDlN1YnRhc2tEZXRhaWxzEhUKDXN1YnRhc2tfaW5kZXgYASABKAUSFgoOYXR0ZW1wdF9udW1iZXIYAiABKAUSKgoFc3RhdGUYAyABKA4yGy5qb2JwbGFuZS52MS5FeGVjdXRpb25TdGF0ZRIYChB0YXNrX2V4ZWN1dG9yX2lkGAQgASgJEikKB2ZhaWx1cmUYBSABKAsyGC5qb2JwbGFuZS52MS5GYWlsdXJlSW5mbyLSAgoJSm9iUmVzdWx0Eg4KBmpvYl9pZBgBIAEoCRImCgZzdGF0dXMYAiABKA4yFi5qb2JwbGFuZS52MS5Kb2JTdGF0dXMSLwoLc3VibWl0X3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgdmYWlsdXJlGAUgASgLMhguam9icGxhbmUudjEuRmFpbHVyZUluZm8SFQoNcmVzdGFydF9jb3VudBgGIAEoBRIMCgRuYW1lGAcgASgJEhMKC3BsYW5fZGlnZXN0GAggASgMEjMKEWV4Y2VwdGlvbl9oaXN0b3J5GAkgAygLMhguam9icGxhbmUudjEuRmFpbHVyZUluZm8SFAoMc3VibWl0dGVkX2J5GAogASgJKqUCCglKb2JTdGF0dXMSGgoWSk9CX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF0pPQl9TVEFUVVNfSU5JVElBTElaSU5HEAESFgoSSk9CX1NUQVRVU19DUkVBVEVEEAISFgoSSk9CX1NUQVRVU19SVU5OSU5HEAMSFgoSSk9CX1NUQVRVU19GQUlMSU5HEAQSFQoRSk9CX1NUQVRVU19GQUlMRUQQBRIZChVKT0JfU1RBVFVTX0NBTkNFTExJTkcQBhIXChNKT0JfU1RBVFVTX0NBTkNFTEVEEAcSFwoTSk9CX1NUQVRVU19GSU5JU0hFRBAIEhkKFUpPQl9TVEFUVVNfUkVTVEFSVElORxAJEhgKFEpPQl9TVEFUVVNfU1VTUEVOREVEEAoqTAoHSm9iVmlldxIYChRKT0JfVklFV19VTlNQRUNJRklFRBAAEhQKEEpPQl9WSUVXX1NVTU1BUlkQARIRCg1KT0JfVklFV19GVUxMEAJiBnByb3RvMw", [file_google_protobuf_timestamp, file_jobplane_v1_checkpoint, file_jobplane_v1_execution, file_jobplane_v1_job_graph]);
+  fileDesc("ChVqb2JwbGFuZS92MS9qb2IucHJvdG8SC2pvYnBsYW5lLnYxIpQBCgtGYWlsdXJlSW5mbxIPCgdtZXNzYWdlGAEgASgJEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKB2F0dGVtcHQYAyABKAsyHy5qb2JwbGFuZS52MS5FeGVjdXRpb25BdHRlbXB0SWQSGAoQdGFza19leGVjdXRvcl9pZBgEIAEoCSJQChNFeGVjdXRpb25TdGF0ZUNvdW50EioKBXN0YXRlGAEgASgOMhsuam9icGxhbmUudjEuRXhlY3V0aW9uU3RhdGUSDQoFY291bnQYAiABKAUi8QIKCkpvYlN1bW1hcnkSDgoGam9iX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJgoGc3RhdHVzGAMgASgOMhYuam9icGxhbmUudjEuSm9iU3RhdHVzEi8KC3N1Ym1pdF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtzdGF0dXNfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjUKC3Rhc2tfY291bnRzGAcgAygLMiAuam9icGxhbmUudjEuRXhlY3V0aW9uU3RhdGVDb3VudBIVCg1yZXN0YXJ0X2NvdW50GAggASgFEikKB2ZhaWx1cmUYCSABKAsyGC5qb2JwbGFuZS52MS5GYWlsdXJlSW5mbxIUCgxzdWJtaXR0ZWRfYnkYCiABKAkijgIKCkpvYkRldGFpbHMSKAoHc3VtbWFyeRgBIAEoCzIXLmpvYnBsYW5lLnYxLkpvYlN1bW1hcnkSLAoIdmVydGljZXMYAiADKAsyGi5qb2JwbGFuZS52MS5WZXJ0ZXhEZXRhaWxzEjMKEWV4Y2VwdGlvbl9oaXN0b3J5GAQgAygLMhguam9icGxhbmUudjEuRmFpbHVyZUluZm8SKAoJam9iX2dyYXBoGAUgASgLMhUuam9icGxhbmUudjEuSm9iR3JhcGgSMQoLY2hlY2twb2ludHMYBiABKAsyHC5qb2JwbGFuZS52MS5DaGVja3BvaW50U3RhdHNKBAgDEARSEGpvYl9tYXN0ZXJfdG9rZW4itQIKDVZlcnRleERldGFpbHMSEQoJdmVydGV4X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLcGFyYWxsZWxpc20YAyABKAUSNQoLdGFza19jb3VudHMYBCADKAsyIC5qb2JwbGFuZS52MS5FeGVjdXRpb25TdGF0ZUNvdW50Ei0KCHN1YnRhc2tzGAUgAygLMhsuam9icGxhbmUudjEuU3VidGFza0RldGFpbHMSKgoFc3RhdGUYBiABKA4yGy5qb2JwbGFuZS52MS5FeGVjdXRpb25TdGF0ZRIuCgpzdGFydF90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAisAEKDlN1YnRhc2tEZXRhaWxzEhUKDXN1YnRhc2tfaW5kZXgYASABKAUSFgoOYXR0ZW1wdF9udW1iZXIYAiABKAUSKgoFc3RhdGUYAyABKA4yGy5qb2JwbGFuZS52MS5FeGVjdXRpb25TdGF0ZRIYChB0YXNrX2V4ZWN1dG9yX2lkGAQgASgJEikKB2ZhaWx1cmUYBSABKAsyGC5qb2JwbGFuZS52MS5GYWlsdXJlSW5mbyKlBAoJSm9iUmVzdWx0Eg4KBmpvYl9pZBgBIAEoCRImCgZzdGF0dXMYAiABKA4yFi5qb2JwbGFuZS52MS5Kb2JTdGF0dXMSLwoLc3VibWl0X3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgdmYWlsdXJlGAUgASgLMhguam9icGxhbmUudjEuRmFpbHVyZUluZm8SFQoNcmVzdGFydF9jb3VudBgGIAEoBRIMCgRuYW1lGAcgASgJEhMKC3BsYW5fZGlnZXN0GAggASgMEjMKEWV4Y2VwdGlvbl9oaXN0b3J5GAkgAygLMhguam9icGxhbmUudjEuRmFpbHVyZUluZm8SFAoMc3VibWl0dGVkX2J5GAogASgJEikKBnZhbHVlcxgLIAMoCzIZLmpvYnBsYW5lLnYxLlN1YnRhc2tWYWx1ZRI+CgxhY2N1bXVsYXRvcnMYDCADKAsyKC5qb2JwbGFuZS52MS5Kb2JSZXN1bHQuQWNjdW11bGF0b3JzRW50cnkSMQoKcGxhY2VtZW50cxgNIAMoCzIdLmpvYnBsYW5lLnYxLkF0dGVtcHRQbGFjZW1lbnQaMwoRQWNjdW11bGF0b3JzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgDOgI4ASJPCgxTdWJ0YXNrVmFsdWUSMAoHYXR0ZW1wdBgBIAEoCzIfLmpvYnBsYW5lLnYxLkV4ZWN1dGlvbkF0dGVtcHRJZBINCgV2YWx1ZRgCIAEoDCJ9ChBBdHRlbXB0UGxhY2VtZW50EjAKB2F0dGVtcHQYASABKAsyHy5qb2JwbGFuZS52MS5FeGVjdXRpb25BdHRlbXB0SWQSGAoQdGFza19leGVjdXRvcl9pZBgCIAEoCRIdChV0YXNrX2V4ZWN1dG9yX2FkZHJlc3MYAyABKAkqpQIKCUpvYlN0YXR1cxIaChZKT0JfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXSk9CX1NUQVRVU19JTklUSUFMSVpJTkcQARIWChJKT0JfU1RBVFVTX0NSRUFURUQQAhIWChJKT0JfU1RBVFVTX1JVTk5JTkcQAxIWChJKT0JfU1RBVFVTX0ZBSUxJTkcQBBIVChFKT0JfU1RBVFVTX0ZBSUxFRBAFEhkKFUpPQl9TVEFUVVNfQ0FOQ0VMTElORxAGEhcKE0pPQl9TVEFUVVNfQ0FOQ0VMRUQQBxIXChNKT0JfU1RBVFVTX0ZJTklTSEVEEAgSGQoVSk9CX1NUQVRVU19SRVNUQVJUSU5HEAkSGAoUSk9CX1NUQVRVU19TVVNQRU5ERUQQCipMCgdKb2JWaWV3EhgKFEpPQl9WSUVXX1VOU1BFQ0lGSUVEEAASFAoQSk9CX1ZJRVdfU1VNTUFSWRABEhEKDUpPQl9WSUVXX0ZVTEwQAmIGcHJvdG8z", [file_google_protobuf_timestamp, file_jobplane_v1_checkpoint, file_jobplane_v1_execution, file_jobplane_v1_job_graph]);
 
 /**
  * FailureInfo describes a failure: of a task, or of the job as a whole.
@@ -462,6 +462,37 @@ export type JobResult = Message<"jobplane.v1.JobResult"> & {
    * @generated from field: string submitted_by = 10;
    */
   submittedBy: string;
+
+  /**
+   * The values the subtasks returned (TaskExecutionStatus.value): for each
+   * subtask whose FINISHED attempt returned one, that value, in JobGraph
+   * vertex order, then subtask index. Set for FINISHED jobs; a FAILED or
+   * CANCELED job has the values of the subtasks that had FINISHED. Since
+   * 1.2.
+   *
+   * @generated from field: repeated jobplane.v1.SubtaskValue values = 11;
+   */
+  values: SubtaskValue[];
+
+  /**
+   * The job's accumulators: for each name, the sum over the subtasks of
+   * the accumulator's total in each subtask's FINISHED attempt (one
+   * attempt per subtask, so restarts never count twice). Since 1.2.
+   *
+   * @generated from field: map<string, int64> accumulators = 12;
+   */
+  accumulators: { [key: string]: bigint };
+
+  /**
+   * Where the attempts ran, so their output can be read after the job
+   * ended (DispatcherService.GetTaskOutput), also after a restart or a
+   * change of leader: per subtask its most recent attempts, at most 8, in
+   * JobGraph vertex order, then subtask index, then attempt number. Since
+   * 1.2.
+   *
+   * @generated from field: repeated jobplane.v1.AttemptPlacement placements = 13;
+   */
+  placements: AttemptPlacement[];
 };
 
 /**
@@ -470,6 +501,71 @@ export type JobResult = Message<"jobplane.v1.JobResult"> & {
  */
 export const JobResultSchema: GenMessage<JobResult> = /*@__PURE__*/
   messageDesc(file_jobplane_v1_job, 6);
+
+/**
+ * SubtaskValue is the value one subtask returned.
+ *
+ * @generated from message jobplane.v1.SubtaskValue
+ */
+export type SubtaskValue = Message<"jobplane.v1.SubtaskValue"> & {
+  /**
+   * The attempt that returned it.
+   *
+   * @generated from field: jobplane.v1.ExecutionAttemptId attempt = 1;
+   */
+  attempt?: ExecutionAttemptId | undefined;
+
+  /**
+   * The value, as the task returned it.
+   *
+   * @generated from field: bytes value = 2;
+   */
+  value: Uint8Array;
+};
+
+/**
+ * Describes the message jobplane.v1.SubtaskValue.
+ * Use `create(SubtaskValueSchema)` to create a new message.
+ */
+export const SubtaskValueSchema: GenMessage<SubtaskValue> = /*@__PURE__*/
+  messageDesc(file_jobplane_v1_job, 7);
+
+/**
+ * AttemptPlacement says where one execution attempt ran.
+ *
+ * @generated from message jobplane.v1.AttemptPlacement
+ */
+export type AttemptPlacement = Message<"jobplane.v1.AttemptPlacement"> & {
+  /**
+   * The attempt.
+   *
+   * @generated from field: jobplane.v1.ExecutionAttemptId attempt = 1;
+   */
+  attempt?: ExecutionAttemptId | undefined;
+
+  /**
+   * The TaskExecutor it was deployed to.
+   *
+   * @generated from field: string task_executor_id = 2;
+   */
+  taskExecutorId: string;
+
+  /**
+   * That TaskExecutor's address when the attempt was deployed there (its
+   * base URL on the cluster protocol); a Dispatcher prefers the address
+   * the TaskExecutor registered with since, when it knows one.
+   *
+   * @generated from field: string task_executor_address = 3;
+   */
+  taskExecutorAddress: string;
+};
+
+/**
+ * Describes the message jobplane.v1.AttemptPlacement.
+ * Use `create(AttemptPlacementSchema)` to create a new message.
+ */
+export const AttemptPlacementSchema: GenMessage<AttemptPlacement> = /*@__PURE__*/
+  messageDesc(file_jobplane_v1_job, 8);
 
 /**
  * JobStatus is the status of a job, as in Flink.
