@@ -110,12 +110,17 @@ func TokenViolation(path string, t *jobplanev1.FencingToken) *Field {
 	return nil
 }
 
-// BadRequest returns INVALID_ARGUMENT with one field violation per field.
+// BadRequest returns INVALID_ARGUMENT with one field violation per field;
+// a field with an empty path is the request as a whole.
 func BadRequest(fields ...Field) *connect.Error {
 	br := &errdetails.BadRequest{}
 	msgs := make([]string, 0, len(fields))
 	for _, f := range fields {
 		br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: f.Path, Description: f.Description})
+		if f.Path == "" { // the request as a whole
+			msgs = append(msgs, f.Description)
+			continue
+		}
 		msgs = append(msgs, f.Path+": "+f.Description)
 	}
 	err := New(jobplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "invalid argument: "+strings.Join(msgs, "; "), nil)

@@ -12,12 +12,16 @@ import (
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 )
 
@@ -97,8 +101,8 @@ func TestOversizedRequestIsRefusedUnread(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			_, err := hc.Check(ctx, huge)
-			if got := connect.CodeOf(err); got != connect.CodeResourceExhausted {
-				t.Errorf("oversized Check: code %v (%.200v), want resource_exhausted", got, err)
+			if !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE) {
+				t.Errorf("oversized Check: %.200v, want RESOURCE_EXHAUSTED with reason REQUEST_TOO_LARGE", err)
 			}
 			t.Logf("sent %d KiB", read.Load()>>10)
 			if n := read.Load(); n > readBound {
@@ -132,8 +136,8 @@ func TestCompressedRequestOverLimitIsRefused(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			_, err := hc.Check(ctx, &grpchealth.CheckRequest{Service: strings.Repeat("x", 8*testLimit)})
-			if got := connect.CodeOf(err); got != connect.CodeResourceExhausted {
-				t.Errorf("inflating Check: code %v (%.200v), want resource_exhausted", got, err)
+			if !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE) {
+				t.Errorf("inflating Check: %.200v, want RESOURCE_EXHAUSTED with reason REQUEST_TOO_LARGE", err)
 			}
 			if n := read.Load(); n > testLimit {
 				t.Fatalf("the compressed body is %d bytes, not under the limit: the case tests nothing", n)
@@ -170,6 +174,9 @@ func TestOversizedRequestFromGRPCGo(t *testing.T) {
 	_, err = client.Check(ctx, &healthpb.HealthCheckRequest{Service: strings.Repeat("x", hugeBytes)})
 	if got := status.Code(err); got != codes.ResourceExhausted {
 		t.Errorf("oversized Check: code %v (%.200v), want ResourceExhausted", got, err)
+	}
+	if reason := grpcReason(err); reason != "REQUEST_TOO_LARGE" {
+		t.Errorf("oversized Check: ErrorInfo reason %q, want REQUEST_TOO_LARGE", reason)
 	}
 	t.Logf("wrote %d KiB", written.Load()>>10)
 	if n := written.Load(); n > readBound {
@@ -209,4 +216,59 @@ func TestDefaultLimit(t *testing.T) {
 	if got := connect.CodeOf(err); got != connect.CodeNotFound {
 		t.Errorf("Check under the default limit: code %v (%.200v), want not_found (read, unknown service)", got, err)
 	}
+}
+
+// grpcReason is the reason of the ErrorInfo of a grpc-go error, or "".
+func grpcReason(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
+
+// A request the endpoint cannot decode is refused as INVALID_ARGUMENT
+// with its ErrorInfo and a BadRequest on the whole body, in every
+// protocol, and the endpoint serves normally afterwards.
+func TestUndecodableRequestIsRefusedWithDetails(t *testing.T) {
+	ep := startLimited(t)
+	for _, tc := range []struct {
+		name   string
+		client *http.Client
+		opts   []connect.ClientOption
+	}{
+		{"connect/http1.1", http1Client(t), nil},
+		{"connect/h2c", h2cClient(t), nil},
+		{"grpc/h2c", h2cClient(t), []connect.ClientOption{connect.WithGRPC()}},
+		{"grpcweb/http1.1", http1Client(t), []connect.ClientOption{connect.WithGRPCWeb()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			garbage := grpchealth.NewClient(tc.client, ep.URL(), append([]connect.ClientOption{connect.WithCodec(garbageCodec{})}, tc.opts...)...)
+			_, err := garbage.Check(ctx, &grpchealth.CheckRequest{})
+			if !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT) {
+				t.Errorf("garbage Check: %.200v, want INVALID_ARGUMENT with its ErrorInfo", err)
+			}
+			if v := apierror.Violations(err); len(v) != 1 || v[0].Path != "" {
+				t.Errorf("garbage Check: violations %+v, want one on the whole body", v)
+			}
+			hc := grpchealth.NewClient(tc.client, ep.URL(), tc.opts...)
+			resp, err := hc.Check(ctx, &grpchealth.CheckRequest{})
+			if err != nil || resp.Status != grpchealth.StatusServing {
+				t.Errorf("Check after the refusal = %v, %.200v; want SERVING", resp, err)
+			}
+		})
+	}
+}
+
+// garbageCodec sends bytes that are no protobuf message, whatever the
+// message.
+type garbageCodec struct{}
+
+func (garbageCodec) Name() string                { return "proto" }
+func (garbageCodec) Marshal(any) ([]byte, error) { return []byte("\x08\xff\xff"), nil }
+func (garbageCodec) Unmarshal(b []byte, m any) error {
+	return proto.Unmarshal(b, m.(proto.Message))
 }

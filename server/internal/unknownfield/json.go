@@ -3,7 +3,6 @@ package unknownfield
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -25,7 +24,14 @@ import (
 // Refusing in the codec itself would be simpler, but connect wraps a
 // codec's error as INVALID_ARGUMENT without details, and the contract
 // promises BadRequest field violations.
-type jsonCodec struct{ name string }
+//
+// A lenient one (DecodeOptions, for every handler) records only a body
+// it cannot decode at all (see recordMalformed), and leaves unknown keys
+// dropped.
+type jsonCodec struct {
+	name    string
+	lenient bool
+}
 
 func (c *jsonCodec) Name() string { return c.name }
 
@@ -51,16 +57,22 @@ func (c *jsonCodec) Unmarshal(data []byte, msg any) error {
 		return fmt.Errorf("%T is not a protobuf message", msg)
 	}
 	if len(data) == 0 {
-		return errors.New("zero-length payload is not a valid JSON object")
+		recordMalformed(m, errEmptyJSON)
+		return nil
 	}
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(data, m); err != nil {
-		return fmt.Errorf("unmarshal into %T: %w", msg, err)
+		recordMalformed(m, err)
+		return nil
+	}
+	if c.lenient {
+		return nil
 	}
 	var tree any
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	if err := dec.Decode(&tree); err != nil {
-		return fmt.Errorf("unmarshal into %T: %w", msg, err)
+		recordMalformed(m, err)
+		return nil
 	}
 	var fields []apierror.Field
 	unknownJSON(m.ProtoReflect().Descriptor(), tree, "", &fields)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -46,8 +47,8 @@ func TestFindInBinary(t *testing.T) {
 		{"nested", &jobplanev1.SubmitJobRequest{JobGraph: &jobplanev1.JobGraph{Config: withUnknown(&jobplanev1.JobConfig{}, 99)}}, []string{"job_graph.config.99"}},
 		{"list element", &jobplanev1.SubmitJobRequest{JobGraph: &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "a"}, withUnknown(&jobplanev1.JobVertex{Id: "b"}, 7)}}}, []string{"job_graph.vertices[1].7"}},
 		{"oneof member", &jobplanev1.SubmitJobRequest{JobGraph: &jobplanev1.JobGraph{Config: &jobplanev1.JobConfig{RestartStrategy: &jobplanev1.RestartStrategy{
-			Strategy: &jobplanev1.RestartStrategy_FixedDelay_{FixedDelay: withUnknown(&jobplanev1.RestartStrategy_FixedDelay{Attempts: 1}, 3)},
-		}}}}, []string{"job_graph.config.restart_strategy.fixed_delay.3"}},
+			Strategy: &jobplanev1.RestartStrategy_FixedDelay_{FixedDelay: withUnknown(&jobplanev1.RestartStrategy_FixedDelay{Attempts: 1}, 9)},
+		}}}}, []string{"job_graph.config.restart_strategy.fixed_delay.9"}},
 		{"several, sorted", withUnknown(&jobplanev1.SubmitJobRequest{JobGraph: withUnknown(&jobplanev1.JobGraph{}, 12)}, 10), []string{"10", "job_graph.12"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,13 +110,100 @@ func TestFindInJSON(t *testing.T) {
 	}
 }
 
-func TestMalformedJSONIsStillAnError(t *testing.T) {
+// A body the JSON codec cannot decode is not an error of the codec
+// (connect would answer it without details) but recorded in the message,
+// for the interceptor to refuse.
+func TestMalformedJSONIsRecorded(t *testing.T) {
 	t.Parallel()
 	for _, body := range []string{``, `{`, `{"jobId":1}`, `[]`} {
-		if err := unknownfield.NewJSONCodec().Unmarshal([]byte(body), &jobplanev1.SubmitJobRequest{}); err == nil {
-			t.Errorf("Unmarshal(%q) = nil, want an error", body)
+		msg := &jobplanev1.SubmitJobRequest{}
+		if err := unknownfield.NewJSONCodec().Unmarshal([]byte(body), msg); err != nil {
+			t.Errorf("Unmarshal(%q) = %v, want nil", body, err)
+		}
+		if err := unknownfield.Malformed(msg); connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Errorf("Unmarshal(%q) recorded nothing: malformed = %v", body, err)
 		}
 	}
+}
+
+// A request that cannot be decoded, in binary or JSON, in a unary or a
+// server-streaming call, over Connect or gRPC-Web, is refused with
+// INVALID_ARGUMENT and a BadRequest on the whole body (an empty path),
+// and the implementation never runs; on the public API's handlers
+// (HandlerOptions on top) and on the lenient ones alike.
+func TestHandlerRefusesUndecodable(t *testing.T) {
+	t.Parallel()
+	for _, handler := range []struct {
+		name string
+		opts []connect.HandlerOption
+	}{
+		{"lenient", unknownfield.DecodeOptions()},
+		{"public", append(unknownfield.DecodeOptions(), unknownfield.HandlerOptions()...)},
+	} {
+		var calls atomic.Int32
+		mux := http.NewServeMux()
+		mux.Handle("/test.v1.Test/Unary", connect.NewUnaryHandler("/test.v1.Test/Unary",
+			func(context.Context, *connect.Request[jobplanev1.SubmitJobRequest]) (*connect.Response[jobplanev1.SubmitJobResponse], error) {
+				calls.Add(1)
+				return connect.NewResponse(&jobplanev1.SubmitJobResponse{}), nil
+			}, handler.opts...))
+		mux.Handle("/test.v1.Test/Stream", connect.NewServerStreamHandler("/test.v1.Test/Stream",
+			func(_ context.Context, _ *connect.Request[jobplanev1.SubmitJobRequest], s *connect.ServerStream[jobplanev1.SubmitJobResponse]) error {
+				calls.Add(1)
+				return s.Send(&jobplanev1.SubmitJobResponse{})
+			}, handler.opts...))
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		for _, tc := range []struct {
+			name string
+			opts []connect.ClientOption
+		}{
+			{"connect/binary", []connect.ClientOption{connect.WithCodec(rawBinary("\x08\xff\xff"))}},
+			{"grpcweb/binary", []connect.ClientOption{connect.WithGRPCWeb(), connect.WithCodec(rawBinary("\x0a\x05ab"))}},
+			{"connect/json", []connect.ClientOption{connect.WithCodec(rawJSON(`garbage{{`))}},
+			{"grpcweb/json", []connect.ClientOption{connect.WithGRPCWeb(), connect.WithCodec(rawJSON(`{"jobId": 1}`))}},
+		} {
+			t.Run(handler.name+"/"+tc.name, func(t *testing.T) {
+				unary := connect.NewClient[jobplanev1.SubmitJobRequest, jobplanev1.SubmitJobResponse](srv.Client(), srv.URL+"/test.v1.Test/Unary", tc.opts...)
+				_, err := unary.CallUnary(context.Background(), connect.NewRequest(&jobplanev1.SubmitJobRequest{}))
+				expectUndecodable(t, "unary", err)
+				stream := connect.NewClient[jobplanev1.SubmitJobRequest, jobplanev1.SubmitJobResponse](srv.Client(), srv.URL+"/test.v1.Test/Stream", tc.opts...)
+				s, err := stream.CallServerStream(context.Background(), connect.NewRequest(&jobplanev1.SubmitJobRequest{}))
+				if err == nil {
+					for s.Receive() {
+					}
+					err = s.Err()
+					s.Close()
+				}
+				expectUndecodable(t, "stream", err)
+			})
+		}
+		if n := calls.Load(); n != 0 {
+			t.Errorf("%s: the implementation ran %d times, want 0", handler.name, n)
+		}
+	}
+}
+
+func expectUndecodable(t *testing.T, call string, err error) {
+	t.Helper()
+	if !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT) {
+		t.Errorf("%s: err = %v, want INVALID_ARGUMENT with its ErrorInfo", call, err)
+		return
+	}
+	v := apierror.Violations(err)
+	if len(v) != 1 || v[0].Path != "" || !strings.Contains(v[0].Description, "cannot be decoded") {
+		t.Errorf("%s: violations = %+v, want one on the whole body", call, v)
+	}
+}
+
+// rawBinary is a client codec that sends fixed bytes, whatever the
+// message.
+type rawBinary string
+
+func (rawBinary) Name() string                  { return "proto" }
+func (r rawBinary) Marshal(any) ([]byte, error) { return []byte(r), nil }
+func (rawBinary) Unmarshal(b []byte, m any) error {
+	return proto.Unmarshal(b, m.(proto.Message))
 }
 
 // A handler with HandlerOptions refuses unknown fields in unary and
