@@ -31,13 +31,18 @@ const (
 //     API version) and whose `reason` is the value's name without the
 //     `ERROR_REASON_` prefix, e.g. `STALE_FENCING_TOKEN`. Clients switch on
 //     the reason, never on the message.
+//   - A request the server cannot decode is INVALID_ARGUMENT with a
+//     BadRequest whose one violation has an empty `field` (the body as a
+//     whole), and a body over the server's limit, however it is sent
+//     (chunked, or compressed and inflating past it), is
+//     RESOURCE_EXHAUSTED (REQUEST_TOO_LARGE): both carry their ErrorInfo
+//     (since 1.2; the framework's own answers to them had none).
 //   - An error without such an ErrorInfo did not come from a jobplane
 //     handler: a proxy, the transport, or the RPC framework answered it. If
-//     the framework refused the request before a handler ran (a message it
-//     could not decode, an unknown method, a body cut off at the size
-//     limit), nothing was done; otherwise (a connection lost, a proxy's
-//     timeout) the outcome is unknown, and only calls that are idempotent,
-//     as SubmitJob and CancelJob are, may be retried blindly.
+//     the framework refused the request before a handler ran (an unknown
+//     method, say), nothing was done; otherwise (a connection lost, a
+//     proxy's timeout) the outcome is unknown, and only calls that are
+//     idempotent, as SubmitJob and CancelJob are, may be retried blindly.
 //   - The gRPC / Connect status code that accompanies each reason is given
 //     below; a reason never appears with another code.
 //   - `ErrorInfo.metadata` carries the keys listed for each reason, in
