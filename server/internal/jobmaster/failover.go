@@ -182,6 +182,7 @@ func (jm *JobMaster) stopAll(end jobplanev1.JobStatus) {
 // be reached, the attempt counts as canceled.
 func (jm *JobMaster) cancelAttempt(ev int32) {
 	t := &jm.tasks[ev]
+	t.canceled = true
 	if jm.graph.State(ev) != jobstatus.ExecDeploying {
 		jm.setState(ev, jobstatus.ExecCanceling)
 	}

@@ -241,6 +241,7 @@ type task struct {
 	slot     *slotRef
 	failure  *jobplanev1.FailureInfo
 	cancelOn bool         // cancel once its deployment returns
+	canceled bool         // the JobMaster asked its TaskExecutor to cancel it
 	answered *answerBatch // deployed in an offer's answer, not yet confirmed
 	since    time.Time    // when the JobMaster last learnt the attempt's state
 }
@@ -735,10 +736,12 @@ func (jm *JobMaster) apply(executor string, status *jobplanev1.TaskExecutionStat
 			msg = "the attempt failed on TaskExecutor " + t.slot.executorID() + " (no cause given)"
 		}
 		jm.attemptFailed(ev, msg, t.slot.executorID())
-	case to == jobstatus.ExecCanceled && from != jobstatus.ExecCanceling && !t.cancelOn:
+	case to == jobstatus.ExecCanceled && from != jobstatus.ExecCanceling && !t.cancelOn && !t.canceled:
 		// Canceled without being asked to (the TaskExecutor stopped, or
 		// stopped hearing from this JobMaster): the attempt is lost like a
-		// failed one.
+		// failed one. An attempt asked to cancel while it was DEPLOYING
+		// stays DEPLOYING until a state comes (see cancelAttempt): its
+		// CANCELED is the answer, not a loss.
 		msg := "the attempt was canceled on TaskExecutor " + t.slot.executorID()
 		if why := truncate(status.GetFailureMessage()); why != "" {
 			msg += ": " + why
