@@ -2,8 +2,12 @@ package taskexecutor_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
@@ -69,5 +73,40 @@ func TestFinishedStateCarriesTheTaskResult(t *testing.T) {
 		if st.GetState() != jobplanev1.ExecutionState_EXECUTION_STATE_FAILED || !strings.Contains(st.GetFailureMessage(), want) || len(st.GetValue()) != 0 {
 			t.Errorf("%s: final state = %v %q (value %d bytes), want FAILED naming %q and no value", inv, st.GetState(), st.GetFailureMessage(), len(st.GetValue()), want)
 		}
+	}
+}
+
+// An attempt that finished under an older JobMaster that granted a task
+// lease, and whose slot that JobMaster did not free, is listed to the
+// newer JobMaster that adopts it with its value and accumulators: the
+// built-in count returns its count and counts its steps.
+func TestAdoptedFinishedAttemptCarriesItsResult(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fake := &jobMaster{timeout: time.Second, offers: offerRegisters, taskLease: 30 * time.Second}
+	fake.answering.Store(true)
+	jm, client, _ := startWithJobMaster(t, fake)
+	if _, err := client.RequestSlot(ctx, &clusterv1.RequestSlotRequest{
+		ResourceManagerToken: token(1), AllocationId: "a", JobId: "j", JobMasterAddress: jm, JobMasterToken: token(1),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a heartbeat answer that grants the lease", func() bool { return fake.answered.Load() >= 2 })
+	waitFor(t, "the deployment to be taken", func() bool {
+		_, err := client.SubmitTask(ctx, &clusterv1.SubmitTaskRequest{
+			JobId: "j", JobMasterToken: token(1), AllocationId: "a", HeartbeatTimeout: durationpb.New(time.Second),
+			Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v"}, Invokable: "count", Config: map[string]string{"to": "3", "every": "1ms"},
+		})
+		return err == nil
+	})
+	waitFor(t, "the FINISHED report", func() bool { return slices.Contains(fake.reported(), "EXECUTION_STATE_FINISHED@1") })
+	newerJobMaster(ctx, t, client)
+	resp, err := adopt(ctx, client, jm, 2)
+	if err != nil || len(resp.GetJobs()) != 1 || len(resp.GetJobs()[0].GetAttempts()) != 1 {
+		t.Fatalf("AdoptAttempts = %v, %v; want the one finished attempt", resp, err)
+	}
+	st := resp.GetJobs()[0].GetAttempts()[0].GetStatus()
+	if st.GetState() != jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED || string(st.GetValue()) != "3" || st.GetAccumulators()["count.steps"] != 3 {
+		t.Errorf("adopted status %v, want FINISHED with value 3 and count.steps 3", st)
 	}
 }
