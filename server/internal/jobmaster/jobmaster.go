@@ -267,8 +267,9 @@ type task struct {
 	since    time.Time    // when the JobMaster last learnt the attempt's state
 	// value and accums are what the attempt returned, once FINISHED
 	// (result.go); a restart of the subtask drops them.
-	value  []byte
-	accums map[string]int64
+	value     []byte
+	valueSize int // the value's share of the job's bound (result.go)
+	accums    map[string]int64
 }
 
 type slotRef struct {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
@@ -21,12 +23,18 @@ import (
 // subtask finishes: a value over MaxTaskValueBytes, or an invalid
 // accumulator name, fails the attempt (the restart strategy decides what
 // follows: the TaskExecutor normally fails it first); values that
-// together go over MaxResultValueBytes, or accumulator names past
+// together go over MaxResultValueBytes (each counted as its entry of
+// JobResult.values is encoded, attempt id included, so that many small
+// values cannot take the result past the store's limit either), or
+// accumulator names past
 // MaxAccumulators, fail the job, and the attempt that went over is not
 // kept, so the result always fits.
 
 // results are the running totals of the kept results, which bound them.
 type results struct {
+	// valueBytes counts each kept value as its entry of JobResult.values
+	// is encoded (the value, its attempt's id and the framing), so that
+	// many small values cannot take the result past the store's limit.
 	valueBytes int
 	names      map[string]int // accumulator name -> subtasks using it
 }
@@ -69,7 +77,11 @@ func (jm *JobMaster) attemptResultError(st *jobplanev1.TaskExecutionStatus) stri
 // the job's over its bounds: then it returns why, and keeps nothing.
 func (jm *JobMaster) keepResult(ev int32, st *jobplanev1.TaskExecutionStatus) string {
 	value, accums := st.GetValue(), st.GetAccumulators()
-	if total, limit := jm.results.valueBytes+len(value), jm.resultValueMax(); total > limit {
+	size := 0
+	if len(value) > 0 {
+		size = protowire.SizeBytes(proto.Size(&jobplanev1.SubtaskValue{Attempt: st.GetAttempt(), Value: value})) + 1
+	}
+	if total, limit := jm.results.valueBytes+size, jm.resultValueMax(); total > limit {
 		return fmt.Sprintf("the values of the job's subtasks come to %d bytes, over the limit of %d (ServerLimits.max_result_value_bytes)", total, limit)
 	}
 	added := 0
@@ -87,22 +99,22 @@ func (jm *JobMaster) keepResult(ev int32, st *jobplanev1.TaskExecutionStatus) st
 	for name := range accums {
 		jm.results.names[name]++
 	}
-	jm.results.valueBytes += len(value)
+	jm.results.valueBytes += size
 	t := &jm.tasks[ev]
-	t.value, t.accums = value, maps.Clone(accums)
+	t.value, t.valueSize, t.accums = value, size, maps.Clone(accums)
 	return ""
 }
 
 // forgetResult drops ev's kept result, as its subtask runs again.
 func (jm *JobMaster) forgetResult(ev int32) {
 	t := &jm.tasks[ev]
-	jm.results.valueBytes -= len(t.value)
+	jm.results.valueBytes -= t.valueSize
 	for name := range t.accums {
 		if jm.results.names[name]--; jm.results.names[name] == 0 {
 			delete(jm.results.names, name)
 		}
 	}
-	t.value, t.accums = nil, nil
+	t.value, t.valueSize, t.accums = nil, 0, nil
 }
 
 // finished takes ev's FINISHED status: an attempt whose result breaks the
