@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,4 +184,71 @@ func TestResultLimits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A subtask that finished under the old leader, in a job that finishes
+// under the new one: its value survives, because the new leader's
+// JobMaster, which finds no attempt to adopt, runs it again (docs/design.md,
+// "What a change of leader loses"), and its accumulators count once, for
+// the attempt that finished last.
+func TestResultAcrossLeaderChange(t *testing.T) {
+	var earlyRuns, lateRuns atomic.Int32
+	release := make(chan struct{})
+	c := start(t, localcluster.Config{JobManagers: 2, Slots: 2, Functions: map[string]worker.Func{
+		"early": func(_ context.Context, task worker.Task) error {
+			earlyRuns.Add(1)
+			task.SetValue([]byte("early"))
+			task.Add("runs", 1)
+			return nil
+		},
+		"late": func(ctx context.Context, task worker.Task) error {
+			lateRuns.Add(1)
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			task.SetValue([]byte("late"))
+			task.Add("runs", 1)
+			return nil
+		},
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := c.Client().Submit(ctx, &jobplanev1.JobGraph{Name: "across", Vertices: []*jobplanev1.JobVertex{
+		{Id: "early", Invokable: "early", Parallelism: 1},
+		{Id: "late", Invokable: "late", Parallelism: 1},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.JobManagers()[0].Dispatcher()
+	for !vertexFinished(ctx, d, s.JobID, "early") || lateRuns.Load() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("early never finished beside a running late under the first leader")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := c.JobManagers()[0].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for lateRuns.Load() < 2 {
+		if ctx.Err() != nil {
+			t.Fatal("the new leader never ran late again")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	res, err := c.Client().Wait(ctx, s.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values []string
+	for _, v := range res.GetValues() {
+		values = append(values, v.GetAttempt().GetVertexId()+"="+string(v.GetValue()))
+	}
+	if res.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || strings.Join(values, " ") != "early=early late=late" || res.GetAccumulators()["runs"] != 2 {
+		t.Errorf("result %v with values %v and accumulators %v; want FINISHED, early=early late=late, runs 2 (once per subtask)", res.GetStatus(), values, res.GetAccumulators())
+	}
+	t.Logf("early ran %d times", earlyRuns.Load())
 }
