@@ -70,10 +70,11 @@ func TestQuickStart(t *testing.T) {
 		t.Fatalf("the quick start failed: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{
-		"hello from Linux",            // jobplane logs of the exec job
-		"exit code 4: CANCELED",       // jobplane wait of the canceled job
-		"JOB_STATUS_FINISHED",         // examples/hello
-		"hello jobplane from subtask", // the worker ran greet
+		"hello from Linux",                                         // jobplane logs of the exec job
+		"0        hello from Linux",                                // jobplane result of the exec job: subtask 0's value
+		"exit code 4: CANCELED",                                    // jobplane wait of the canceled job
+		"JOB_STATUS_FINISHED",                                      // examples/hello
+		"hello jobplane from subtask",                              // the worker ran greet
 		"ok  \tgithub.com/jobplane/jobplane/examples/localcluster", // go test
 	} {
 		if !strings.Contains(out.String(), want) {

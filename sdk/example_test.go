@@ -234,3 +234,37 @@ func ExampleClient_Savepoints() {
 	fmt.Println(n >= 0)
 	// Output: true
 }
+
+// Read an ended job's result: what each subtask returned, and the
+// accumulators its tasks counted. The built-in count returns its final
+// count as its value and adds the steps it counted to "count.steps".
+func ExampleClient_Result() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := sdk.New([]string{serverURL})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	s, err := c.Submit(ctx, &jobplanev1.JobGraph{Name: "count", Vertices: []*jobplanev1.JobVertex{{
+		Id: "count", Invokable: "count", Parallelism: 2, Config: map[string]string{"to": "3", "every": "1ms"},
+	}}})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := c.Wait(ctx, s.JobID); err != nil {
+		panic(err)
+	}
+	res, err := c.Result(ctx, s.JobID) // also after a restart or a change of leader
+	if err != nil {
+		panic(err)
+	}
+	for _, v := range res.GetValues() {
+		fmt.Printf("subtask %d returned %s\n", v.GetAttempt().GetSubtaskIndex(), v.GetValue())
+	}
+	fmt.Println("count.steps:", res.GetAccumulators()["count.steps"])
+	// Output:
+	// subtask 0 returned 3
+	// subtask 1 returned 3
+	// count.steps: 6
+}

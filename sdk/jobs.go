@@ -150,6 +150,25 @@ func (c *Client) Wait(ctx context.Context, jobID string) (*jobplanev1.JobResult,
 	}
 }
 
+// Result returns the result of a job that has ended for good, as the
+// cluster keeps it in its HA store (after a restart or a change of
+// leader too): its status and failure, and what its tasks returned
+// (JobResult.values, one per subtask whose finished attempt returned a
+// value, and JobResult.accumulators, each summed over one finished
+// attempt per subtask). It does not wait: a job that has not ended yet
+// is ErrJobNotTerminal (Wait waits); an unknown one, or one whose result
+// was deleted, ErrJobNotFound.
+func (c *Client) Result(ctx context.Context, jobID string) (*jobplanev1.JobResult, error) {
+	req := &jobplanev1.GetJobResultRequest{JobId: jobID}
+	return call(ctx, c, false, func(ctx context.Context, d jobplanev1connect.DispatcherServiceClient) (*jobplanev1.JobResult, error) {
+		r, err := d.GetJobResult(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return r.GetResult(), nil
+	})
+}
+
 // Execute submits the job g and waits for its result: Submit, then Wait.
 func (c *Client) Execute(ctx context.Context, g *jobplanev1.JobGraph, opts ...SubmitOption) (*jobplanev1.JobResult, error) {
 	s, err := c.Submit(ctx, g, opts...)

@@ -5,6 +5,7 @@ package taskexecutor
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -114,4 +115,11 @@ func credentialOf(cmd *exec.Cmd) *syscall.Credential {
 		return nil
 	}
 	return cmd.SysProcAttr.Credential
+}
+
+// openNoFollow opens path for reading, refusing a symbolic link: a
+// command running as another user must not make the TaskExecutor read a
+// file it may not.
+func openNoFollow(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 }

@@ -97,7 +97,7 @@ func (te *TaskExecutor) completeLocked(jobID string, token election.Token) *clus
 		}
 		r.AllocationIds = append(r.AllocationIds, s.allocationID)
 		if t := s.task; t != nil && t.token == token {
-			r.Attempts = append(r.Attempts, &jobplanev1.TaskExecutionStatus{Attempt: t.req.GetAttempt(), State: t.state, FailureMessage: t.failure})
+			r.Attempts = append(r.Attempts, t.statusLocked())
 		}
 	}
 	return r

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
-	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/wire/apierror"
 )
@@ -149,9 +148,7 @@ func (te *TaskExecutor) adoptAttemptsLocked(j *job, out *clusterv1.AdoptedJob, t
 		out.Attempts = append(out.Attempts, &clusterv1.HeldAttempt{
 			AllocationId:  s.allocationID,
 			DeployedUnder: protoToken(t.deployed),
-			Status: &jobplanev1.TaskExecutionStatus{
-				Attempt: t.req.GetAttempt(), State: t.state, FailureMessage: t.failure,
-			},
+			Status:        t.statusLocked(),
 		})
 	}
 }

@@ -52,6 +52,19 @@ type Task struct {
 	// its checkpoints keep the state it was restored from. Set by the
 	// TaskExecutor; nil otherwise.
 	OnCheckpoint func(fn SnapshotFunc)
+	// SetValue sets the value the task returns when it finishes
+	// (TaskExecutionStatus.value, kept in the job's result); a later call
+	// replaces it, and the bytes are copied. A value over
+	// Config.MaxValueBytes fails the attempt when it finishes. A value set
+	// by an attempt that fails or is canceled is dropped. Set by the
+	// TaskExecutor; nil otherwise.
+	SetValue func(value []byte)
+	// Add adds delta to the task's accumulator name (a named counter,
+	// summed over the job's subtasks in the job's result). A name that is
+	// not 1 to 128 bytes of [A-Za-z0-9_.-], or more than
+	// Config.MaxAccumulators names, fails the attempt when it finishes.
+	// Safe for concurrent use. Set by the TaskExecutor; nil otherwise.
+	Add func(name string, delta int64)
 }
 
 // Invokable runs one subtask. It returns nil when the subtask finished,
@@ -72,13 +85,14 @@ const outputWaitDelay = time.Second
 // commands only when allowExec is set, as ec says, otherwise it fails with a message
 // that says so; a canceled exec task's process group gets cancelGrace
 // between SIGTERM and SIGKILL.
-func builtins(allowExec bool, cancelGrace time.Duration, ec ExecConfig) map[string]Invokable {
+// maxValue bounds the value file exec reads (see execInvokable).
+func builtins(allowExec bool, cancelGrace time.Duration, ec ExecConfig, maxValue int) map[string]Invokable {
 	return map[string]Invokable{
 		"noop":  func(context.Context, Task) error { return nil },
 		"sleep": sleepInvokable,
 		"fail":  failInvokable,
 		"count": countInvokable,
-		"exec":  execInvokable(allowExec, cancelGrace, ec),
+		"exec":  execInvokable(allowExec, cancelGrace, ec, maxValue),
 	}
 }
 
@@ -147,7 +161,9 @@ func failInvokable(ctx context.Context, t Task) error {
 }
 
 // countInvokable counts from 0 (or from its restored state) to config
-// "to" (default 100), one step each config "every" (default 100ms), and
+// "to" (default 100), one step each config "every" (default 100ms),
+// returns its final count as its value (in decimal) and adds the steps it
+// counted itself to the accumulator "count.steps", and
 // keeps its count in every checkpoint, so that a restarted attempt goes
 // on where the job's latest completed checkpoint left it. It fails when
 // it reaches config "fail_at" (if set), on the attempts listed in config
@@ -190,6 +206,7 @@ func countInvokable(ctx context.Context, t Task) error {
 	if t.Logger != nil {
 		t.Logger.Info(fmt.Sprintf("counting from %d to %d", count.Load(), to), "restored_from", t.RestoredFrom)
 	}
+	from := count.Load()
 	ticker := time.NewTicker(max(every, time.Millisecond))
 	defer ticker.Stop()
 	for count.Load() < int64(to) {
@@ -205,6 +222,12 @@ func countInvokable(ctx context.Context, t Task) error {
 	}
 	if t.Logger != nil {
 		t.Logger.Info(fmt.Sprintf("counted to %d", count.Load()))
+	}
+	if t.SetValue != nil {
+		t.SetValue(strconv.AppendInt(nil, count.Load(), 10))
+	}
+	if t.Add != nil {
+		t.Add("count.steps", count.Load()-from)
 	}
 	return nil
 }
@@ -267,11 +290,18 @@ const execFailureTail = 512
 // JOBPLANE_RESTORED_FROM names its checkpoint (empty when it starts
 // afresh).
 //
+// Value: a command that writes the file JOBPLANE_VALUE_FILE (in its
+// working directory) returns what the file holds once it exits with
+// status 0 as the task's value (TaskExecutionStatus.value); the file is
+// read as the TaskExecutor's user, never through a symbolic link (on
+// Unix), and one over maxValue bytes fails the task. A command that writes
+// no such file returns no value.
+//
 // On Unix the command runs in a process group of its own, which gets
 // SIGTERM when ctx is canceled and SIGKILL grace later, or as soon as the
 // command exits; on Linux a shim also kills the group when this process
 // dies (see runCommand and the package doc).
-func execInvokable(allowed bool, grace time.Duration, ec ExecConfig) Invokable {
+func execInvokable(allowed bool, grace time.Duration, ec ExecConfig, maxValue int) Invokable {
 	return func(ctx context.Context, t Task) error {
 		if !allowed {
 			return errors.New("exec is disabled on this TaskExecutor; start it with --allow-exec")
@@ -305,7 +335,9 @@ func execInvokable(allowed bool, grace time.Duration, ec ExecConfig) Invokable {
 		}
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Dir = dir
-		cmd.Env = append(ec.environ(t, dir, env), "JOBPLANE_CHECKPOINT_DIR="+ckptDir, "JOBPLANE_RESTORED_FROM="+t.RestoredFrom)
+		valueFile := filepath.Join(dir, execValueFile)
+		cmd.Env = append(ec.environ(t, dir, env), "JOBPLANE_CHECKPOINT_DIR="+ckptDir, "JOBPLANE_RESTORED_FROM="+t.RestoredFrom,
+			"JOBPLANE_VALUE_FILE="+valueFile)
 		setCredential(cmd, ec.Credential)
 		// stdout and stderr share one writer, and so one pipe, which
 		// keeps their order; the tail of both ends the failure message.
@@ -322,8 +354,37 @@ func execInvokable(allowed bool, grace time.Duration, ec ExecConfig) Invokable {
 			}
 			return fmt.Errorf("%s: %w: %s", argv[0], err, strings.TrimSpace(string(tail.bytes())))
 		}
+		return readValueFile(t, valueFile, maxValue)
+	}
+}
+
+// execValueFile is the name of the file in which an exec command leaves
+// its value (JOBPLANE_VALUE_FILE).
+const execValueFile = "jobplane-value"
+
+// readValueFile sets t's value from the file path, if the command wrote
+// it: at most max+1 bytes, so that a larger value fails the attempt
+// (runTask checks the size) without being read whole.
+func readValueFile(t Task, path string, max int) error {
+	f, err := openNoFollow(path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
+	if err != nil {
+		return fmt.Errorf("exec: reading JOBPLANE_VALUE_FILE: %w", err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("exec: JOBPLANE_VALUE_FILE is not a regular file")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return fmt.Errorf("exec: reading JOBPLANE_VALUE_FILE: %w", err)
+	}
+	if t.SetValue != nil {
+		t.SetValue(data)
+	}
+	return nil
 }
 
 // execCheckpointDir makes the exec attempt's checkpoint directory in dir,

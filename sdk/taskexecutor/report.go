@@ -50,9 +50,9 @@ func (te *TaskExecutor) report(t *task, state jobplanev1.ExecutionState, msg str
 		close(done)
 		return done
 	}
-	p := &pendingReport{key: jobMasterKey{address: address, jobID: jobID, token: t.token}, t: t, done: done, status: &jobplanev1.TaskExecutionStatus{
-		Attempt: t.req.GetAttempt(), State: state, Time: timestamppb.Now(), FailureMessage: msg,
-	}}
+	status := t.statusLocked()
+	status.Time = timestamppb.Now()
+	p := &pendingReport{key: jobMasterKey{address: address, jobID: jobID, token: t.token}, t: t, done: done, status: status}
 	queued, sending := te.reports[address]
 	te.reports[address] = append(queued, p)
 	if !sending {

@@ -26,6 +26,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/wire/apierror"
 	"github.com/jobplane/jobplane/sdk/wire/jobtrace"
+	"github.com/jobplane/jobplane/sdk/wire/taskvalue"
 )
 
 // Config configures a TaskExecutor.
@@ -84,6 +85,16 @@ type Config struct {
 	// the oldest are forgotten first. Default: DefaultOutputAttempts;
 	// negative keeps none.
 	OutputAttempts int
+	// MaxValueBytes is the largest value a task may return
+	// (Task.SetValue); a task that finishes with a larger one FAILS with a
+	// message that says so. It should be the cluster's
+	// ServerLimits.max_task_value_bytes, which the JobMaster also
+	// enforces. Default: taskvalue.DefaultMaxTaskValueBytes.
+	MaxValueBytes int
+	// MaxAccumulators is the most accumulator names a task may use
+	// (Task.Add); a task that finishes with more FAILS. Default:
+	// taskvalue.DefaultMaxAccumulators.
+	MaxAccumulators int
 	// ClientOptions apply to the TaskExecutor's clients of the
 	// ResourceManager and of JobMasters (interceptors, say).
 	ClientOptions []connect.ClientOption
@@ -104,6 +115,8 @@ func (c Config) Validate() error {
 		return errors.New("taskexecutor: slots must not be negative")
 	case c.CancelGrace < 0:
 		return errors.New("taskexecutor: cancel grace must not be negative")
+	case c.MaxValueBytes < 0 || c.MaxAccumulators < 0:
+		return errors.New("taskexecutor: value and accumulator limits must not be negative")
 	}
 	if c.AllowExec {
 		return c.Exec.Validate()
@@ -233,6 +246,9 @@ type task struct {
 	// (Task.OnCheckpoint); snapshot is the latest checkpoint asked of it.
 	snapshotFn SnapshotFunc
 	snapshot   *snapshot
+	// result is what the task returns (Task.SetValue, Task.Add); reported
+	// only with its FINISHED state.
+	result taskResult
 }
 
 // New returns a TaskExecutor for cfg.
@@ -257,12 +273,18 @@ func New(cfg Config) (*TaskExecutor, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.MaxValueBytes == 0 {
+		cfg.MaxValueBytes = taskvalue.DefaultMaxTaskValueBytes
+	}
+	if cfg.MaxAccumulators == 0 {
+		cfg.MaxAccumulators = taskvalue.DefaultMaxAccumulators
+	}
 	var execRoot string // the default root, removed when Run ends
 	if cfg.Exec.Dir == "" {
 		execRoot = filepath.Join(os.TempDir(), "jobplane-exec-"+pathSafe(cfg.ID))
 		cfg.Exec.Dir = execRoot
 	}
-	inv := builtins(cfg.AllowExec, cfg.CancelGrace, cfg.Exec)
+	inv := builtins(cfg.AllowExec, cfg.CancelGrace, cfg.Exec, cfg.MaxValueBytes)
 	for name, f := range cfg.Invokables {
 		inv[name] = f
 	}
@@ -481,6 +503,17 @@ func (te *TaskExecutor) runTask(ctx context.Context, t *task, inv Invokable) {
 			t.snapshotFn = fn
 			te.mu.Unlock()
 		},
+		SetValue: func(v []byte) {
+			v = append([]byte(nil), v...)
+			te.mu.Lock()
+			t.result.setValue(v)
+			te.mu.Unlock()
+		},
+		Add: func(name string, delta int64) {
+			te.mu.Lock()
+			t.result.add(name, delta)
+			te.mu.Unlock()
+		},
 	})
 	te.outputs.finish(outKey, out)
 	te.mu.Lock()
@@ -492,6 +525,13 @@ func (te *TaskExecutor) runTask(ctx context.Context, t *task, inv Invokable) {
 		state, msg = jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED, cause
 	case err != nil:
 		state, msg = jobplanev1.ExecutionState_EXECUTION_STATE_FAILED, err.Error()
+	default:
+		te.mu.Lock()
+		err = t.result.check(te.cfg.MaxValueBytes, te.cfg.MaxAccumulators)
+		te.mu.Unlock()
+		if err != nil {
+			state, msg = jobplanev1.ExecutionState_EXECUTION_STATE_FAILED, err.Error()
+		}
 	}
 	span.SetAttributes(attribute.String("jobplane.state", strings.TrimPrefix(state.String(), "EXECUTION_STATE_")))
 	if state == jobplanev1.ExecutionState_EXECUTION_STATE_FAILED {

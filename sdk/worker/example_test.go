@@ -143,3 +143,67 @@ func ExampleTask_OnCheckpoint() {
 	// attempt 1 restored from a checkpoint: true; its count is above zero: true
 	// JOB_STATUS_FINISHED
 }
+
+// A function that returns a value and counts with accumulators: each
+// subtask returns what it found, and the job's result sums each
+// accumulator over the subtasks (one finished attempt each, so a restart
+// never counts twice).
+func ExampleTask_SetValue() {
+	ctx, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+
+	w, err := worker.New(worker.Config{Server: serverURL, Slots: 2, Logger: quiet()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	w.Register("longest", func(ctx context.Context, t worker.Task) error {
+		// Each subtask looks at every Subtasks-th word, from its own index on.
+		words, longest := strings.Fields(t.Config["text"]), ""
+		for i := t.SubtaskIndex; i < len(words); i += t.Subtasks {
+			t.Add("words", 1)
+			t.Add("letters", int64(len(words[i])))
+			if len(words[i]) > len(longest) {
+				longest = words[i]
+			}
+		}
+		t.SetValue([]byte(longest))
+		return nil
+	})
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }()
+
+	client, err := sdk.New([]string{serverURL})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	for joined := false; !joined && ctx.Err() == nil; time.Sleep(20 * time.Millisecond) {
+		for te, err := range client.TaskExecutors(ctx) {
+			joined = joined || err == nil && slices.Contains(te.GetInvokables(), "longest")
+		}
+	}
+
+	b := jobgraph.NewBuilder("longest")
+	b.Vertex("find", "longest").Parallelism(2).Config("text", "the quick brown fox jumps over the lazy dog")
+	g, err := b.Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	result, err := client.Execute(ctx, g)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, v := range result.GetValues() {
+		fmt.Printf("subtask %d: %s\n", v.GetAttempt().GetSubtaskIndex(), v.GetValue())
+	}
+	fmt.Println("words:", result.GetAccumulators()["words"], "letters:", result.GetAccumulators()["letters"])
+
+	stop()
+	if err := <-ran; err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// subtask 0: brown
+	// subtask 1: quick
+	// words: 9 letters: 35
+}

@@ -34,6 +34,8 @@ type Task struct {
 	RestoredFrom string
 
 	onCheckpoint func(taskexecutor.SnapshotFunc)
+	setValue     func([]byte)
+	add          func(string, int64)
 }
 
 // State is a subtask's part of a checkpoint: Data, kept with the
@@ -56,6 +58,33 @@ func (t Task) OnCheckpoint(fn func(ctx context.Context, checkpointID uint64) (St
 	}
 }
 
+// SetValue sets the value the subtask returns when its Func returns nil:
+// the job's result carries it (JobResult.values, `jobplane result`). A
+// later call replaces it; the bytes are copied. A value over the
+// cluster's limit (ServerLimits.max_task_value_bytes, 64 KiB by default)
+// fails the attempt, and the values of a job's subtasks together must stay
+// within max_result_value_bytes (512 KiB by default) or the job fails.
+// The value of an attempt that fails or is canceled is dropped.
+func (t Task) SetValue(value []byte) {
+	if t.setValue != nil {
+		t.setValue(value)
+	}
+}
+
+// Add adds delta to the subtask's accumulator name, a named counter: the
+// job's result carries, per name, the sum over its subtasks of their
+// finished attempts' totals (JobResult.accumulators), so a restarted
+// subtask never counts twice. A name must be 1 to 128 bytes of
+// [A-Za-z0-9_.-], and a job may use at most max_accumulators names (1000
+// by default); an invalid name fails the attempt when it finishes, and
+// too many names fail it or the job. Add is safe to call from several
+// goroutines.
+func (t Task) Add(name string, delta int64) {
+	if t.add != nil {
+		t.add(name, delta)
+	}
+}
+
 // Func runs one subtask. It returns nil when the subtask finished, and an
 // error when it failed (the job's restart strategy decides what follows).
 // ctx is canceled when the attempt is canceled (CancelTask) or the worker
@@ -70,5 +99,6 @@ func NewTask(t taskexecutor.Task, logger *slog.Logger) Task {
 		JobID: t.JobID, VertexID: t.VertexID, SubtaskIndex: t.SubtaskIndex, Subtasks: t.Subtasks,
 		Attempt: t.Attempt, Config: t.Config, Logger: logger,
 		Restored: t.Restored, RestoredFrom: t.RestoredFrom, onCheckpoint: t.OnCheckpoint,
+		setValue: t.SetValue, add: t.Add,
 	}
 }

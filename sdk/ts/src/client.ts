@@ -217,6 +217,21 @@ export class Client {
   }
 
   /**
+   * result resolves with the result of a job that has ended for good, as
+   * the cluster keeps it in its HA store (also after a restart or a change
+   * of leader): its status and failure, the values its subtasks' finished
+   * attempts returned (values, in vertex then subtask order) and its
+   * accumulators (each summed over one finished attempt per subtask). It
+   * does not wait: a job that has not ended throws JobNotTerminalError
+   * (wait waits), an unknown one JobNotFoundError.
+   */
+  async result(jobId: string, options: CallOptions = {}): Promise<JobResult> {
+    const resp = await this.call(options.signal, (d, signal) => d.getJobResult({ jobId }, { signal }));
+    if (!resp.result) throw new Error(`jobplane: GetJobResult answered no result for job ${jobId}`);
+    return resp.result;
+  }
+
+  /**
    * cancel cancels the job and resolves with its status then: CANCELLING,
    * or CANCELED once it ended. Cancelling a cancelled job again is no
    * error; one that FINISHED or FAILED throws JobTerminalError.

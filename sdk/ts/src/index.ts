@@ -21,12 +21,12 @@ export {
   toJobplaneError,
 } from "./errors.js";
 export type { Violation } from "./errors.js";
-export { Worker } from "./worker.js";
+export { Worker, DEFAULT_MAX_TASK_VALUE_BYTES, DEFAULT_MAX_ACCUMULATORS } from "./worker.js";
 export type { CheckpointFunction, State, Task, TaskFunction, WorkerOptions } from "./worker.js";
 export { ErrorReason } from "../gen/jobplane/v1/error_pb.js";
 export { JobStatus } from "../gen/jobplane/v1/job_pb.js";
 export { ExecutionState } from "../gen/jobplane/v1/execution_pb.js";
 export type { JobGraph } from "../gen/jobplane/v1/job_graph_pb.js";
-export type { JobResult, JobSummary } from "../gen/jobplane/v1/job_pb.js";
+export type { JobResult, JobSummary, SubtaskValue } from "../gen/jobplane/v1/job_pb.js";
 export type { CheckpointCounts, CheckpointInfo, CheckpointStats, SavepointInfo } from "../gen/jobplane/v1/checkpoint_pb.js";
 export type { ListCheckpointsResponse } from "../gen/jobplane/v1/dispatcher_service_pb.js";

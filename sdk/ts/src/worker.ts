@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { create } from "@bufbuild/protobuf";
-import { durationMs, timestampNow, type Duration } from "@bufbuild/protobuf/wkt";
+import { durationMs, timestampNow, type Duration, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client as ConnectClient, type ConnectRouter, type HandlerContext } from "@connectrpc/connect";
 import { connectNodeAdapter, createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { JobMasterService, TaskExecutorJobAction, TaskExecutorJobReportSchema, type TaskExecutorJobReport } from "../gen/jobplane/cluster/v1/job_master_service_pb.js";
@@ -105,7 +105,29 @@ export interface Task {
    * restored from (none if it started afresh).
    */
   onCheckpoint(fn: CheckpointFunction): void;
+  /**
+   * setValue sets the value the subtask returns when its function
+   * resolves: the job's result carries it (JobResult.values). A later call
+   * replaces it; the bytes are copied, and a string is encoded as UTF-8.
+   * A value over WorkerOptions.maxValueBytes (the cluster's
+   * ServerLimits.max_task_value_bytes, 64 KiB by default) fails the
+   * attempt; the value of an attempt that fails or is canceled is dropped.
+   */
+  setValue(value: Uint8Array | string): void;
+  /**
+   * add adds delta (default 1) to the subtask's accumulator name, a
+   * named counter the job's result sums over its subtasks, one finished
+   * attempt each (JobResult.accumulators). A name must be 1 to 128 bytes
+   * of [A-Za-z0-9_.-]; an invalid name, or more than
+   * WorkerOptions.maxAccumulators names, fails the attempt when it ends.
+   */
+  add(name: string, delta?: number | bigint): void;
 }
+
+/** The reference limits of task results (ServerLimits.max_task_value_bytes and max_accumulators). */
+export const DEFAULT_MAX_TASK_VALUE_BYTES = 64 << 10;
+export const DEFAULT_MAX_ACCUMULATORS = 1000;
+const ACCUMULATOR_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 
 /**
  * TaskFunction runs one attempt: its promise resolving ends it FINISHED,
@@ -141,6 +163,10 @@ export interface WorkerOptions {
   cancelGraceMs?: number;
   /** Receives the worker's log lines; default: none. */
   log?: (line: string) => void;
+  /** The largest value a task may return (Task.setValue); a larger one fails the attempt. Default DEFAULT_MAX_TASK_VALUE_BYTES. */
+  maxValueBytes?: number;
+  /** The most accumulator names a task may use (Task.add); more fail the attempt. Default DEFAULT_MAX_ACCUMULATORS. */
+  maxAccumulators?: number;
 }
 
 const JOBMANAGER = "jobmanager";
@@ -171,6 +197,24 @@ interface RunningTask {
   checkpointFn?: CheckpointFunction;
   /** The latest checkpoint the task was asked for, and its answer: a repeat of that id gets the same answer. */
   snapshot?: { id: bigint; ack: Promise<CheckpointAck> };
+  /** What the task returns (setValue, add), reported only with its FINISHED state; final once its function returned. */
+  value?: Uint8Array;
+  accumulators: Map<string, bigint>;
+  badName?: string;
+  final: boolean;
+}
+
+/** statusOf is an attempt's status as every report carries it: its state, failure and, once FINISHED, its result. */
+function statusOf(t: RunningTask, time?: Timestamp): TaskExecutionStatus {
+  const finished = t.state === ExecutionState.FINISHED;
+  return create(TaskExecutionStatusSchema, {
+    attempt: t.req.attempt,
+    state: t.state,
+    failureMessage: t.failure,
+    time,
+    value: finished ? t.value : undefined,
+    accumulators: finished ? Object.fromEntries(t.accumulators) : undefined,
+  });
 }
 
 interface Slot {
@@ -323,6 +367,8 @@ export class Worker {
       retryIntervalMs: 100,
       cancelGraceMs: 1000,
       log: () => {},
+      maxValueBytes: DEFAULT_MAX_TASK_VALUE_BYTES,
+      maxAccumulators: DEFAULT_MAX_ACCUMULATORS,
       ...options,
       hastore,
     };
@@ -652,7 +698,7 @@ export class Worker {
         create(HeldAttemptSchema, {
           allocationId: s.allocationId,
           deployedUnder: t.deployed,
-          status: { attempt: t.req.attempt, state: t.state, failureMessage: t.failure },
+          status: statusOf(t),
         }),
       );
     }
@@ -958,6 +1004,8 @@ export class Worker {
       stopCause: "",
       done: Promise.resolve(),
       ending: new AbortController(),
+      accumulators: new Map(),
+      final: false,
     };
     task.abort.signal.addEventListener("abort", () => task.ending.abort(), { once: true });
     s.task = task;
@@ -987,6 +1035,18 @@ export class Worker {
           onCheckpoint: (cp: CheckpointFunction) => {
             task.checkpointFn = cp;
           },
+          setValue: (value: Uint8Array | string) => {
+            if (task.final) return;
+            task.value = typeof value === "string" ? new TextEncoder().encode(value) : Uint8Array.from(value);
+          },
+          add: (name: string, delta: number | bigint = 1) => {
+            if (task.final) return;
+            if (!task.accumulators.has(name) && !ACCUMULATOR_NAME.test(name)) {
+              task.badName ??= name;
+              return;
+            }
+            task.accumulators.set(name, (task.accumulators.get(name) ?? 0n) + BigInt(delta));
+          },
         }),
       );
       // As with the reference TaskExecutor's functions, a canceled attempt
@@ -997,14 +1057,36 @@ export class Worker {
       state = ExecutionState.FAILED;
       failure = e instanceof Error ? e.message : String(e);
     }
+    task.final = true;
     if (signal.aborted) {
       state = ExecutionState.CANCELED;
       failure = task.stopCause;
+    } else if (state === ExecutionState.FINISHED) {
+      const why = this.resultError(task);
+      if (why !== "") {
+        state = ExecutionState.FAILED;
+        failure = why;
+      }
     }
     task.ended = true;
     task.ending.abort();
     for (const s of this.slots) if (s.task === task && s.freeing) this.release(s, "");
     await this.setState(task, state, failure);
+  }
+
+  /** resultError says why a finished attempt's result breaks the limits; "" when it does not. */
+  private resultError(t: RunningTask): string {
+    if (t.badName !== undefined) {
+      return `the task used an invalid accumulator name ${JSON.stringify(t.badName)}: it must be 1 to 128 bytes of [A-Za-z0-9_.-]`;
+    }
+    const n = t.value?.length ?? 0;
+    if (n > this.opts.maxValueBytes) {
+      return `the task's value is ${n} bytes, over the limit of ${this.opts.maxValueBytes} (ServerLimits.max_task_value_bytes)`;
+    }
+    if (t.accumulators.size > this.opts.maxAccumulators) {
+      return `the task used ${t.accumulators.size} accumulators, over the limit of ${this.opts.maxAccumulators} (ServerLimits.max_accumulators)`;
+    }
+    return "";
   }
 
   /**
@@ -1019,7 +1101,7 @@ export class Worker {
     const j = this.jobs.get(jobId);
     const address = task.address;
     if (!j || !sameToken(j.token, task.token) || address === "") return;
-    const status = create(TaskExecutionStatusSchema, { attempt: task.req.attempt, state, failureMessage: failure, time: timestampNow() });
+    const status = statusOf(task, timestampNow());
     for (let attempt = 0; attempt < 3 && !this.stopping.signal.aborted; attempt++) {
       try {
         await this.jobMaster(address).updateTaskExecutionState(
@@ -1081,7 +1163,7 @@ export class Worker {
       allocationIds.push(s.allocationId);
       const t = s.task;
       if (t && sameToken(t.token, token)) {
-        attempts.push(create(TaskExecutionStatusSchema, { attempt: t.req.attempt, state: t.state, failureMessage: t.failure }));
+        attempts.push(statusOf(t));
       }
     }
     return create(TaskExecutorJobReportSchema, { jobId, jobMasterToken: token, following: true, complete: true, attempts, allocationIds });
@@ -1237,7 +1319,7 @@ export class Worker {
           for (const s of this.slots) {
             const t = s.task;
             if (s.jobId === jobId && t && sameToken(t.token, token)) {
-              tasks.push(create(TaskExecutionStatusSchema, { attempt: t.req.attempt, state: t.state, failureMessage: t.failure }));
+              tasks.push(statusOf(t));
             }
           }
         }

@@ -2,12 +2,18 @@ package cli
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -226,6 +232,47 @@ func resultText(r *jobplanev1.JobResult) string {
 		fmt.Fprintf(&b, ": %s", failureText(f))
 	}
 	return b.String()
+}
+
+// renderResult writes an ended job's result: how it ended, then the
+// values its subtasks returned and its accumulators, when it has any.
+func renderResult(w io.Writer, r *jobplanev1.JobResult) {
+	fmt.Fprintln(w, resultText(r))
+	if vs := r.GetValues(); len(vs) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Values:")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "VERTEX\tSUBTASK\tATTEMPT\tVALUE")
+		for _, v := range vs {
+			a := v.GetAttempt()
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", a.GetVertexId(), a.GetSubtaskIndex(), a.GetAttemptNumber(), valueText(v.GetValue()))
+		}
+		tw.Flush()
+	}
+	if acc := r.GetAccumulators(); len(acc) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Accumulators:")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tVALUE")
+		for _, name := range slices.Sorted(maps.Keys(acc)) {
+			fmt.Fprintf(tw, "%s\t%d\n", name, acc[name])
+		}
+		tw.Flush()
+	}
+}
+
+// valueText shows a task's value: as text (quoted when it holds control
+// characters or spaces at its ends) when it is valid UTF-8, else as
+// "base64:" and its standard base64 encoding.
+func valueText(v []byte) string {
+	if !utf8.Valid(v) {
+		return "base64:" + base64.StdEncoding.EncodeToString(v)
+	}
+	s := string(v)
+	if strings.TrimSpace(s) != s || strings.ContainsFunc(s, unicode.IsControl) || strings.HasPrefix(s, "base64:") || strings.HasPrefix(s, `"`) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // renderCluster writes the cluster overview and its TaskExecutors.

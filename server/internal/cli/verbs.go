@@ -23,7 +23,7 @@ import (
 // clientCommands are the client verbs.
 func clientCommands(a *app) []*cobra.Command {
 	return []*cobra.Command{
-		submitCommand(a), listCommand(a), statusCommand(a), cancelCommand(a), waitCommand(a), logsCommand(a), clusterCommand(a),
+		submitCommand(a), listCommand(a), statusCommand(a), cancelCommand(a), waitCommand(a), resultCommand(a), logsCommand(a), clusterCommand(a),
 		checkpointsCommand(a), savepointCommand(a), savepointsCommand(a), deleteSavepointCommand(a),
 	}
 }
@@ -288,6 +288,45 @@ func waitCommand(a *app) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		RunE: a.clientRun(func(cmd *cobra.Command, args []string, client *sdk.Client, format string) error {
 			return a.follow(cmd.Context(), client, args[0], format)
+		}),
+	}
+}
+
+func resultCommand(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:               "result ID",
+		ValidArgsFunction: a.completeJobIDs,
+		Short:             "show an ended job's result: its status, the values its tasks returned, its accumulators",
+		Long: "Shows the result the cluster keeps for an ended job (also after a restart or a\n" +
+			"change of leader): how it ended, the value each subtask's finished attempt\n" +
+			"returned (as text when it is valid UTF-8, else as base64), and its accumulators\n" +
+			"(each summed over one finished attempt per subtask). It does not wait: a job\n" +
+			"that has not ended yet is an error ('jobplane wait' follows it). The exit code is\n" +
+			"the job's, as for wait: 0 FINISHED, 3 FAILED, 4 CANCELED. -o json prints the\n" +
+			"JobResult as protojson (values in base64).",
+		Example: "  jobplane result nightly-2026-12-01\n  jobplane result -o json nightly-2026-12-01 | jq '.accumulators'",
+		Args:    cobra.ExactArgs(1),
+		RunE: a.clientRun(func(cmd *cobra.Command, args []string, client *sdk.Client, format string) error {
+			ctx, cancel := a.requestContext(cmd.Context())
+			defer cancel()
+			res, err := client.Result(ctx, args[0])
+			if errors.Is(err, sdk.ErrJobNotTerminal) {
+				return exit(exitError, fmt.Errorf("job %s has not ended yet; 'jobplane wait %s' follows it to its end", args[0], args[0]))
+			}
+			if err != nil {
+				return fail(err, nil)
+			}
+			if format != "table" {
+				if err := printStructured(a.s.Out, format, res); err != nil {
+					return err
+				}
+			} else {
+				renderResult(a.s.Out, res)
+			}
+			if code := exitCodeOf(res.GetStatus()); code != exitOK {
+				return exit(code, nil)
+			}
+			return nil
 		}),
 	}
 }

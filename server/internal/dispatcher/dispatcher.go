@@ -640,6 +640,7 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 		JobId: j.id, Status: res.Status, SubmitTime: timestamppb.New(j.submitTime), EndTime: timestamppb.New(now),
 		Failure: res.Failure, RestartCount: int32(res.Restarts), Name: j.name, PlanDigest: j.digest,
 		ExceptionHistory: res.Exceptions, SubmittedBy: j.owner,
+		Values: res.Values, Accumulators: res.Accumulators,
 	}
 	f := ld.l.Fence()
 	// The store records the result and cleans up after the job, in one

@@ -13,6 +13,7 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
+	"github.com/jobplane/jobplane/sdk/wire/taskvalue"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
 )
@@ -529,6 +530,9 @@ func (d *Dispatcher) limits() *jobplanev1.ServerLimits {
 		MaxRequestBytes: d.cfg.MaxRequestBytes, MaxResponseBytes: d.cfg.MaxResponseBytes,
 		MaxGraphBytes: int64(l.MaxEncodedBytes), MaxVertices: int32(l.MaxVertices), MaxSubtasks: int32(l.MaxSubtasks),
 		MaxListPageSize: maxListPageSize, MaxSubtaskPageSize: maxSubtaskPageSize,
+		// The JobMasters enforce the reference limits of task results.
+		MaxTaskValueBytes: taskvalue.DefaultMaxTaskValueBytes, MaxResultValueBytes: taskvalue.DefaultMaxResultValueBytes,
+		MaxAccumulators: taskvalue.DefaultMaxAccumulators,
 	}
 	if _, err := d.checkpoints(); err == nil {
 		out.MaxInlineStateBytes, out.MaxCheckpointBytes = jobmaster.DefaultMaxInlineStateBytes, jobmaster.DefaultMaxCheckpointBytes

@@ -135,6 +135,7 @@ func (jm *JobMaster) restartDue() {
 		for _, r := range f.regions {
 			jm.restarting[r] = nil
 			for _, ev := range jm.graph.Region(r) {
+				jm.forgetResult(ev) // only the attempt that finally finishes counts
 				jm.tasks[ev] = task{}
 			}
 		}

@@ -100,6 +100,18 @@ type Config struct {
 	// MaxInlineStateBytes is the largest state a subtask may give inline
 	// in a checkpoint. Default: DefaultMaxInlineStateBytes.
 	MaxInlineStateBytes int
+	// MaxTaskValueBytes is the largest value one task may return; a
+	// FINISHED attempt with a larger one fails. Default:
+	// taskvalue.DefaultMaxTaskValueBytes.
+	MaxTaskValueBytes int
+	// MaxResultValueBytes bounds the sum of the values of the job's
+	// subtasks; the job fails when a finished subtask's value takes them
+	// over it. Default: taskvalue.DefaultMaxResultValueBytes.
+	MaxResultValueBytes int
+	// MaxAccumulators bounds the accumulator names the job's tasks use;
+	// the job fails when a finished subtask takes them over it. Default:
+	// taskvalue.DefaultMaxAccumulators.
+	MaxAccumulators int
 	// Trace, if valid, is the span context of the job's submission: the
 	// JobMaster's spans (slot declarations, deployments) are its
 	// children, and its calls carry that trace. Default: none (each span
@@ -131,6 +143,14 @@ type Result struct {
 	// Placements are where the job's attempts were deployed, for a job
 	// that ended (FINISHED, FAILED or CANCELED); nil otherwise.
 	Placements *Placements
+	// Values are the values the subtasks whose attempt FINISHED returned,
+	// in JobGraph vertex order, then subtask index (JobResult.values), for
+	// a job that ended; nil otherwise.
+	Values []*jobplanev1.SubtaskValue
+	// Accumulators sums, per name, the accumulators of the subtasks
+	// whose attempt FINISHED (JobResult.accumulators), for a job that
+	// ended; nil otherwise.
+	Accumulators map[string]int64
 	// Final is the job's details as they stood once every attempt had
 	// reached its final state, for a job that ended (FINISHED, FAILED or
 	// CANCELED); nil otherwise.
@@ -233,6 +253,8 @@ type JobMaster struct {
 	adoptAsked    map[string]bool // guarded by adoptMu
 	// ckpt is the checkpoint coordinator; nil when the job keeps none.
 	ckpt *coordinator
+	// results are the totals of the task results kept (result.go).
+	results results
 }
 
 // task is the runtime of an execution vertex's current attempt; the
@@ -244,6 +266,11 @@ type task struct {
 	canceled bool         // the JobMaster asked its TaskExecutor to cancel it
 	answered *answerBatch // deployed in an offer's answer, not yet confirmed
 	since    time.Time    // when the JobMaster last learnt the attempt's state
+	// value and accums are what the attempt returned, once FINISHED
+	// (result.go); a restart of the subtask drops them.
+	value     []byte
+	valueSize int // the value's share of the job's bound (result.go)
+	accums    map[string]int64
 }
 
 type slotRef struct {
@@ -469,7 +496,8 @@ func (jm *JobMaster) drain() {
 			jm.stopFailovers()
 			jm.stopCheckpoints()
 			jm.release(context.WithoutCancel(ctx), false)
-			res := Result{Status: jm.status, Restarts: jm.restart.used, Exceptions: jm.exceptions, Placements: jm.placements(), Final: jm.final()}
+			res := Result{Status: jm.status, Restarts: jm.restart.used, Exceptions: jm.exceptions, Placements: jm.placements(), Final: jm.final(),
+				Values: jm.resultValues(), Accumulators: jm.resultAccumulators()}
 			if jm.status == jobstatus.Failed {
 				res.Failure = jm.failure
 			}
@@ -747,6 +775,8 @@ func (jm *JobMaster) apply(executor string, status *jobplanev1.TaskExecutionStat
 			msg += ": " + why
 		}
 		jm.attemptFailed(ev, msg, t.slot.executorID())
+	case to == jobstatus.ExecFinished && jobstatus.CanMoveExec(from, to):
+		jm.finished(ev, status, t.slot.executorID())
 	case jobstatus.CanMoveExec(from, to):
 		jm.setState(ev, to)
 	}
