@@ -1734,7 +1734,9 @@ type ServerLimits struct {
 	// task that returns a larger one FAILS. Since 1.2.
 	MaxTaskValueBytes int64 `protobuf:"varint,10,opt,name=max_task_value_bytes,json=maxTaskValueBytes,proto3" json:"max_task_value_bytes,omitempty"`
 	// The largest sum of the values of one job's subtasks kept in its
-	// result (JobResult.values); a job whose values go over it FAILS. It
+	// result (JobResult.values), each counted as its encoded SubtaskValue
+	// (the attempt id included, so that many small values count as what
+	// they take in the store); a job whose values go over it FAILS. It
 	// must fit the HA store's limit, with the rest of the result. Since 1.2.
 	MaxResultValueBytes int64 `protobuf:"varint,11,opt,name=max_result_value_bytes,json=maxResultValueBytes,proto3" json:"max_result_value_bytes,omitempty"`
 	// The most accumulator names one job may use (JobResult.accumulators);

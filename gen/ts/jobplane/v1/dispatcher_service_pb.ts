@@ -999,7 +999,9 @@ export type ServerLimits = Message<"jobplane.v1.ServerLimits"> & {
 
   /**
    * The largest sum of the values of one job's subtasks kept in its
-   * result (JobResult.values); a job whose values go over it FAILS. It
+   * result (JobResult.values), each counted as its encoded SubtaskValue
+   * (the attempt id included, so that many small values count as what
+   * they take in the store); a job whose values go over it FAILS. It
    * must fit the HA store's limit, with the rest of the result. Since 1.2.
    *
    * @generated from field: int64 max_result_value_bytes = 11;
