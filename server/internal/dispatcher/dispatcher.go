@@ -641,6 +641,10 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 		Failure: res.Failure, RestartCount: int32(res.Restarts), Name: j.name, PlanDigest: j.digest,
 		ExceptionHistory: res.Exceptions, SubmittedBy: j.owner,
 	}
+	// Where the attempts ran goes with the result, so that their output
+	// is found after a restart or a change of leader (output.go).
+	result.Placements = res.Placements.Proto()
+
 	f := ld.l.Fence()
 	// The store records the result and cleans up after the job, in one
 	// write or in the contract's three steps (Store.FinishJob); whatever
