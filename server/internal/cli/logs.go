@@ -33,11 +33,21 @@ func logsCommand(a *app) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "logs ID",
 		Short: "print the output of a job's tasks",
-		Long: "Prints what a job's tasks wrote (standard output and error, as the TaskExecutors\n" +
-			"keep it: the tail of each attempt, for a while after it ended). Without --vertex,\n" +
-			"every subtask of the job, each under a header; --vertex alone, every subtask of\n" +
-			"the vertex. --follow prints the output of one subtask as it comes, going on to\n" +
-			"its next attempt if it restarts, until the job ends (or Ctrl-C).",
+		Long: "Prints the output of a job's tasks, as their TaskExecutors keep it: the last\n" +
+			"64 KiB of each attempt, for a while after it ended (24 hours on disk with\n" +
+			"--output-dir, a standalone's default; else 10 minutes in memory).\n" +
+			"\n" +
+			"What is captured: an exec task's standard output and error; a Go function's\n" +
+			"Task.Logger lines and what it writes to Task.Output. Not captured: a Go worker\n" +
+			"process's own standard output and error (fmt.Printf, os.Stdout), which belong\n" +
+			"to no one task.\n" +
+			"\n" +
+			"Without --vertex, every subtask of the job, each under a header; --vertex\n" +
+			"alone, every subtask of the vertex; an ended job's graph is forgotten after a\n" +
+			"while, then name the subtask with --vertex and --subtask. Without --attempt,\n" +
+			"the subtask's latest attempt. --follow prints the output of one subtask as it\n" +
+			"comes, going on to its next attempt if it restarts, until the job ends (or\n" +
+			"Ctrl-C).",
 		Example:           "  jobplane logs nightly --vertex greet --subtask 1\n  jobplane logs nightly --vertex greet --subtask 0 --follow",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: a.completeJobIDs,
