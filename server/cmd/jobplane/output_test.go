@@ -86,6 +86,11 @@ func TestStandaloneServesOutputAfterSIGKILL(t *testing.T) {
 	if code != 0 || stdout != want {
 		t.Errorf("jobplane logs after the restart: exit %d, stdout %q, stderr %q; want %q", code, stdout, stderr, want)
 	}
+	// Without --vertex: the subtasks the result says ran.
+	stdout, stderr, code = runClient(t, "logs", "printer", "--server", ov.GetLeader().GetAddress())
+	if code != 0 || stdout != want {
+		t.Errorf("jobplane logs printer after the restart: exit %d, stdout %q, stderr %q; want %q", code, stdout, stderr, want)
+	}
 	// What the data directory holds: the output, in a directory of the
 	// TaskExecutor's own.
 	if m, _ := filepath.Glob(filepath.Join(dir, "output", "te-*", "*.out")); len(m) != 1 {

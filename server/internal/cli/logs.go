@@ -43,11 +43,10 @@ func logsCommand(a *app) *cobra.Command {
 			"to no one task.\n" +
 			"\n" +
 			"Without --vertex, every subtask of the job, each under a header; --vertex\n" +
-			"alone, every subtask of the vertex; an ended job's graph is forgotten after a\n" +
-			"while, then name the subtask with --vertex and --subtask. Without --attempt,\n" +
-			"the subtask's latest attempt. --follow prints the output of one subtask as it\n" +
-			"comes, going on to its next attempt if it restarts, until the job ends (or\n" +
-			"Ctrl-C).",
+			"alone, every subtask of the vertex (of a job that ended a while ago, or before\n" +
+			"a restart, those its result says ran). Without --attempt, the subtask's latest\n" +
+			"attempt. --follow prints the output of one subtask as it comes, going on to its\n" +
+			"next attempt if it restarts, until the job ends (or Ctrl-C).",
 		Example:           "  jobplane logs nightly --vertex greet --subtask 1\n  jobplane logs nightly --vertex greet --subtask 0 --follow",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: a.completeJobIDs,
@@ -114,6 +113,11 @@ func (a *app) subtasksOf(ctx context.Context, client *sdk.Client, id, vertex str
 	}
 	vertices := d.GetJobGraph().GetVertices()
 	if len(vertices) == 0 {
+		if terminal(d.GetSummary().GetStatus()) {
+			if refs := a.placedSubtasks(ctx, client, id, vertex); len(refs) > 0 {
+				return refs, nil
+			}
+		}
 		return nil, exit(exitUsage, fmt.Errorf("job %s has ended and the cluster no longer keeps its graph: name the subtask with --vertex and --subtask", id))
 	}
 	var refs []subtaskRef
@@ -129,6 +133,26 @@ func (a *app) subtasksOf(ctx context.Context, client *sdk.Client, id, vertex str
 		return nil, exit(exitUsage, fmt.Errorf("job %s has no vertex %q", id, vertex))
 	}
 	return refs, nil
+}
+
+// placedSubtasks returns the subtasks of an ended job (of vertex, if
+// named) that its result says were deployed (JobResult.placements), in
+// the graph's order; none if the result cannot be read.
+func (a *app) placedSubtasks(ctx context.Context, client *sdk.Client, id, vertex string) []subtaskRef {
+	rctx, cancel := a.requestContext(ctx)
+	defer cancel()
+	res, err := client.Wait(rctx, id) // the job has ended: answered at once
+	if err != nil {
+		return nil
+	}
+	var refs []subtaskRef
+	for _, p := range res.GetPlacements() {
+		r := subtaskRef{p.GetAttempt().GetVertexId(), p.GetAttempt().GetSubtaskIndex()}
+		if (vertex == "" || r.vertex == vertex) && (len(refs) == 0 || refs[len(refs)-1] != r) {
+			refs = append(refs, r)
+		}
+	}
+	return refs
 }
 
 // errNoOutput marks a subtask whose output is not there (not deployed

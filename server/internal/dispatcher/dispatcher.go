@@ -112,8 +112,9 @@ type Config struct {
 	HTTPClient    connect.HTTPClient
 	ClientOptions []connect.ClientOption
 	// OutputRetention is how long where an ended job's attempts ran is
-	// kept, for GetTaskOutput. Default: DefaultOutputRetention, as long as
-	// TaskExecutors keep output by default.
+	// kept in memory, with the job's graph, for GetTaskOutput; after it,
+	// the placements kept with the job's result serve (without the graph
+	// to check a vertex against). Default: DefaultOutputRetention.
 	OutputRetention time.Duration
 	// OutputSubtasks bounds the subtasks of the ended jobs whose
 	// placements are kept: beyond it, the oldest are forgotten first.

@@ -27,7 +27,8 @@ import (
 // Defaults of the placements kept for ended jobs (see Config).
 const (
 	// DefaultOutputRetention is how long an ended job's placements are
-	// kept: as long as TaskExecutors keep output by default.
+	// kept in memory (where a vertex or subtask is still checked against
+	// the job's graph); after it, those kept with the job's result serve.
 	DefaultOutputRetention = 10 * time.Minute
 	// DefaultOutputSubtasks bounds the subtasks of the ended jobs whose
 	// placements are kept.
