@@ -5,15 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/server/localcluster/freeport"
 )
 
 // runClient runs `jobplane args...` (a client verb) to its end and
@@ -115,5 +118,88 @@ func readOutput(ctx context.Context, t *testing.T, client jobplanev1connect.Disp
 			t.Fatalf("GetTaskOutput(%v) after the restart: %v", req, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A `jobplane taskexecutor` gets a new id at each start: restarted with
+// its --output-dir on its --listen address, it serves the output of the
+// attempts that ended before, which the Dispatcher reads at the address
+// recorded with the attempt once the old id is no longer registered.
+func TestTaskExecutorServesOutputAtItsAddressAfterSIGKILL(t *testing.T) {
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	jm := startJobplane(t, "standalone", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, "--data-dir", t.TempDir(),
+		"--task-executors", "0", "--session-ttl", "2s", "--heartbeat-interval", "200ms", "--heartbeat-timeout", "1s")
+	url := "http://" + waitForFile(t, jm, addrFile)
+	listen, err := freeport.Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outDir := t.TempDir()
+	teArgs := []string{"taskexecutor", "--hastore", url, "--listen", listen, "--allow-exec", "--output-dir", outDir}
+	te := startJobplane(t, teArgs...)
+
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := jobplanev1connect.NewDispatcherServiceClient(&http.Client{Transport: tr}, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	executors := func() []string {
+		var ids []string
+		resp, err := client.ListTaskExecutors(ctx, &jobplanev1.ListTaskExecutorsRequest{})
+		if err != nil {
+			return nil
+		}
+		for _, te := range resp.GetTaskExecutors() {
+			ids = append(ids, te.GetTaskExecutorId())
+		}
+		return ids
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			if ctx.Err() != nil {
+				t.Fatalf("%s: not within 90s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	var first []string
+	waitFor("the TaskExecutor registers", func() bool { first = executors(); return len(first) == 1 })
+
+	argv, _ := json.Marshal([]string{"sh", "-c", "echo kept by a taskexecutor"})
+	g := &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "say", Invokable: "exec", Parallelism: 1, Config: map[string]string{"argv": string(argv)}}}}
+	if _, err := client.SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "kept", JobGraph: g}); err != nil {
+		t.Fatalf("SubmitJob: %v", err)
+	}
+	if res, err := client.GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: "kept", Wait: true}); err != nil || res.GetResult().GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("GetJobResult = %v, %v; want FINISHED", res, err)
+	}
+	te.cmd.Process.Signal(syscall.SIGKILL)
+	te.wait(t, 20*time.Second)
+	startJobplane(t, teArgs...)
+	// The old id is dropped (heartbeat timeout) and the new one registers.
+	waitFor("the old TaskExecutor is dropped and a new one registers", func() bool {
+		ids := executors()
+		return len(ids) == 1 && ids[0] != first[0]
+	})
+	resp := readOutput(ctx, t, client, &jobplanev1.GetTaskOutputRequest{JobId: "kept", VertexId: "say"})
+	if string(resp.GetData()) != "kept by a taskexecutor\n" || resp.GetTaskExecutorId() != first[0] {
+		t.Errorf("output after the restart = %q from %s; want the attempt's line, from %s", resp.GetData(), resp.GetTaskExecutorId(), first[0])
+	}
+}
+
+// Output bounds that make no sense are refused before anything starts.
+func TestOutputFlagsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"taskexecutor", "--output-max-bytes", "0"}, "-output-max-bytes must be positive"},
+		{[]string{"standalone", "--output-max-age", "-1s"}, "-output-max-age must be positive"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if got := jobplaneMain(tc.args, &stdout, &stderr); got != exitUsage || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: exit code %d, stderr %q; want %d and %q", tc.args, got, stderr.String(), exitUsage, tc.want)
+		}
 	}
 }
