@@ -154,8 +154,8 @@ func (d *diskOutput) rotate(at int64) {
 		d.drop()
 	}
 	keep := 0
-	if n := len(d.segs); n > 0 && d.segs[n-1].start+d.segs[n-1].size == at {
-		keep = 1
+	if n := len(d.segs); n > 0 && d.segs[n-1].size > 0 && d.segs[n-1].start+d.segs[n-1].size == at {
+		keep = 1 // an empty one would share the new one's name
 	}
 	for len(d.segs) > keep {
 		d.removeSegment(d.segs[0])

@@ -133,6 +133,37 @@ func TestOutputOnDiskOutlivesTheProcess(t *testing.T) {
 	}
 }
 
+// An attempt that ran again goes on in its files, whether it wrote
+// before or not, and takes no more room than its bytes.
+func TestOutputOnDiskOfAnAttemptThatRunsAgain(t *testing.T) {
+	t.Parallel()
+	for _, first := range []string{"", "first run\n"} {
+		dir := t.TempDir()
+		s := openDisk(t, Config{OutputDir: dir, OutputBytes: 64})
+		key := outputKey{jobID: "j", vertexID: "v"}
+		o := s.start(key)
+		_, _ = o.Write([]byte(first))
+		s.finish(key, o)
+		o = s.start(key)
+		_, _ = o.Write([]byte("second run\n"))
+		s.finish(key, o)
+		want := first + "second run\n"
+		if data, _, end := o.read(0, 100); string(data) != want || end != int64(len(want)) {
+			t.Errorf("after writing %q, then again: %q (end %d), want %q", first, data, end, want)
+		}
+		names := files(t, dir)
+		if len(names) > 2 || s.used.Load() != int64(len(names))*outputBlock {
+			t.Errorf("after writing %q, then again: files %v, %d bytes counted; want at most two, a block each", first, names, s.used.Load())
+		}
+		s2 := openDisk(t, Config{OutputDir: dir, OutputBytes: 64})
+		if o, _, ok := s2.get(key); !ok {
+			t.Errorf("after writing %q, then again: not found after a restart", first)
+		} else if data, _, _ := o.read(0, 100); string(data) != want {
+			t.Errorf("after writing %q, then again, and a restart: %q, want %q", first, data, want)
+		}
+	}
+}
+
 // Ended outputs on disk go after the retention, and beyond the bytes
 // kept, those that ended first go first; running ones stay.
 func TestOutputsOnDiskExpire(t *testing.T) {
