@@ -17,12 +17,15 @@
 // # Task output
 //
 // Each attempt's output (Task.Logger's lines, Task.Output's bytes, an exec
-// command's stdout and stderr) is kept as a tail of Config.OutputBytes
-// (64 KiB by default), for Config.OutputRetention (10 minutes) after the
-// attempt ended and among the last Config.OutputAttempts (512) ended
-// attempts, and served by TaskExecutorService.GetTaskOutput. Expired
-// output is dropped as attempts start and end and as output is read: no
-// timer runs for it.
+// command's stdout and stderr; not the process's own standard output) is
+// kept as a tail of Config.OutputBytes (64 KiB by default) and served by
+// TaskExecutorService.GetTaskOutput. In memory, it is kept for
+// Config.OutputRetention (10 minutes) after the attempt ended and among
+// the last Config.OutputAttempts (512) ended attempts. With
+// Config.OutputDir, it is kept in files there instead, for 24 hours and
+// within Config.OutputMaxBytes (256 MiB), and a TaskExecutor started again
+// on the directory serves what ended before. Expired output is dropped as
+// attempts start and end and as output is read: no timer runs for it.
 //
 // # Exec tasks and their processes
 //

@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
+	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
@@ -21,7 +25,8 @@ import (
 // is forgotten. Nothing wakes up to forget it: expired buffers are
 // dropped when an attempt starts or ends and when output is read. So a
 // TaskExecutor holds at most (slots + OutputAttempts) × OutputBytes bytes
-// of output.
+// of output. With Config.OutputDir, the outputs are files on disk instead
+// (outputdisk.go), bounded by Config.OutputMaxBytes.
 
 // Defaults of the output a TaskExecutor keeps (see Config).
 const (
@@ -56,7 +61,9 @@ type output struct {
 	mu    sync.Mutex
 	limit int // bytes kept; 0 keeps none
 	buf   []byte
-	end   int64 // bytes written in all: the offset after the last one
+	// disk, if set, keeps the bytes on disk instead of buf.
+	disk *diskOutput
+	end  int64 // bytes written in all: the offset after the last one
 	// runs counts the runs of the attempt writing here (a newer JobMaster
 	// may deploy the same attempt again); writes made while none runs are
 	// dropped, so that nothing comes after an ended attempt's end.
@@ -93,6 +100,11 @@ func (o *output) write(p []byte) {
 		o.end += int64(n - o.limit)
 		p = p[n-o.limit:]
 	}
+	if o.disk != nil {
+		o.disk.write(p, o.end, o.limit)
+		o.end += int64(len(p))
+		return
+	}
 	if len(o.buf) < o.limit && o.end+int64(len(p)) > int64(o.limit) {
 		// The ring is about to wrap: give it its full size.
 		grown := make([]byte, o.limit)
@@ -118,6 +130,10 @@ func (o *output) write(p []byte) {
 func (o *output) read(from int64, n int) (data []byte, offset, end int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.disk != nil {
+		data, offset = o.disk.read(from, n, o.end, o.limit)
+		return data, offset, o.end
+	}
 	first := o.end - int64(min(int64(len(o.buf)), o.end))
 	if from < first || from > o.end {
 		from = first
@@ -144,6 +160,11 @@ type outputs struct {
 	retention time.Duration
 	keep      int // ended outputs kept at most
 	now       func() time.Time
+	// dir, if set, is where outputs are kept, and maxBytes bounds the
+	// bytes they take there (used).
+	dir      string
+	maxBytes int64
+	used     atomic.Int64
 
 	mu sync.Mutex
 	m  map[outputKey]*output
@@ -177,6 +198,51 @@ func newOutputs(cfg Config) *outputs {
 	return s
 }
 
+// openOutputs returns the outputs of a TaskExecutor of cfg: in memory, or
+// on disk under cfg.OutputDir (created if need be) with the outputs
+// found there, as attempts that ended when their files were last written.
+func openOutputs(cfg Config) (*outputs, error) {
+	if cfg.OutputDir == "" {
+		return newOutputs(cfg), nil
+	}
+	if cfg.OutputRetention == 0 {
+		cfg.OutputRetention = DefaultOutputDiskRetention
+	}
+	if cfg.OutputAttempts == 0 {
+		cfg.OutputAttempts = math.MaxInt // OutputMaxBytes bounds them
+	}
+	s := newOutputs(cfg)
+	s.dir, s.maxBytes = cfg.OutputDir, cfg.OutputMaxBytes
+	if s.maxBytes == 0 {
+		s.maxBytes = DefaultOutputMaxBytes
+	}
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("taskexecutor: output directory: %w", err)
+	}
+	found, times, err := loadOutputs(s.dir, &s.used)
+	if err != nil {
+		return nil, fmt.Errorf("taskexecutor: output directory: %w", err)
+	}
+	loaded := make([]endedOutput, 0, len(found))
+	for key, d := range found {
+		o := newOutput(s.limit)
+		o.disk, o.end, o.endedAt = d, d.end(), times[key]
+		s.m[key] = o
+		loaded = append(loaded, endedOutput{key: key, o: o})
+	}
+	slices.SortFunc(loaded, func(a, b endedOutput) int { return a.o.endedAt.Compare(b.o.endedAt) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range loaded {
+		s.seq++
+		e.o.ended, e.seq = s.seq, s.seq
+		s.ended = append(s.ended, e)
+		s.count++
+	}
+	s.expireLocked()
+	return s, nil
+}
+
 // start returns the output a run of the attempt writes to: the
 // attempt's, continued if it ran here before and is still kept.
 func (s *outputs) start(key outputKey) *output {
@@ -186,6 +252,9 @@ func (s *outputs) start(key outputKey) *output {
 	o := s.m[key]
 	if o == nil {
 		o = newOutput(s.limit)
+		if s.dir != "" && s.limit > 0 {
+			o.disk = newDiskOutput(s.dir, key, &s.used)
+		}
 		s.m[key] = o
 	} else if !o.endedAt.IsZero() {
 		o.endedAt = time.Time{}
@@ -193,6 +262,11 @@ func (s *outputs) start(key outputKey) *output {
 	}
 	o.mu.Lock()
 	o.runs++
+	if o.disk != nil && len(o.disk.segs) == 0 {
+		// A file from the start, so that an attempt that writes nothing
+		// is found after a restart too.
+		o.disk.rotate(o.end)
+	}
 	o.mu.Unlock()
 	return o
 }
@@ -205,6 +279,11 @@ func (s *outputs) finish(key outputKey, o *output) {
 	o.mu.Lock()
 	o.runs--
 	running := o.runs > 0
+	if !running && o.disk != nil {
+		if o.disk.closeFile() != nil {
+			o.disk.drop()
+		}
+	}
 	o.mu.Unlock()
 	if !running && s.m[key] == o {
 		s.seq++
@@ -235,7 +314,7 @@ func (s *outputs) expireLocked() {
 	for len(s.ended) > 0 {
 		e := s.ended[0]
 		current := e.o.ended == e.seq && !e.o.endedAt.IsZero() && s.m[e.key] == e.o
-		if current && s.count <= s.keep && now.Sub(e.o.endedAt) < s.retention {
+		if current && s.count <= s.keep && (s.dir == "" || s.used.Load() <= s.maxBytes) && now.Sub(e.o.endedAt) < s.retention {
 			return
 		}
 		s.ended[0] = endedOutput{}
@@ -243,6 +322,11 @@ func (s *outputs) expireLocked() {
 		if current {
 			delete(s.m, e.key)
 			s.count--
+			if e.o.disk != nil {
+				e.o.mu.Lock()
+				e.o.disk.drop()
+				e.o.mu.Unlock()
+			}
 		}
 	}
 }

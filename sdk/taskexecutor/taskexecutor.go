@@ -78,11 +78,13 @@ type Config struct {
 	// none (offsets still count every byte).
 	OutputBytes int
 	// OutputRetention is how long an attempt's output is kept after the
-	// attempt ended. Default: DefaultOutputRetention; negative forgets it
-	// as the attempt ends.
+	// attempt ended. Default: DefaultOutputRetention in memory,
+	// DefaultOutputDiskRetention with OutputDir; negative forgets it as
+	// the attempt ends.
 	OutputRetention time.Duration
 	// OutputAttempts is how many ended attempts' outputs are kept at most;
-	// the oldest are forgotten first. Default: DefaultOutputAttempts;
+	// the oldest are forgotten first. Default: DefaultOutputAttempts in
+	// memory, no bound with OutputDir (OutputMaxBytes bounds them there);
 	// negative keeps none.
 	OutputAttempts int
 	// MaxValueBytes is the largest value a task may return
@@ -95,6 +97,20 @@ type Config struct {
 	// (Task.Add); a task that finishes with more FAILS. Default:
 	// taskvalue.DefaultMaxAccumulators.
 	MaxAccumulators int
+	// OutputDir, if set, is the directory (created if need be) where the
+	// attempts' outputs are kept, one file per segment of OutputBytes
+	// bytes, instead of in memory: they outlive the process, and a
+	// TaskExecutor that starts with the directory again (with the same
+	// ID, for the cluster to find it) serves the outputs of the attempts
+	// that ended before. Writes are buffered and never synced. Default:
+	// none, outputs are kept in memory.
+	OutputDir string
+	// OutputMaxBytes bounds the bytes the outputs take in OutputDir (each
+	// file counting for whole blocks of 4 KiB): beyond it, the outputs of
+	// the attempts that ended first are removed first; running attempts
+	// are never cut. Default: DefaultOutputMaxBytes. Ignored without
+	// OutputDir.
+	OutputMaxBytes int64
 	// ClientOptions apply to the TaskExecutor's clients of the
 	// ResourceManager and of JobMasters (interceptors, say).
 	ClientOptions []connect.ClientOption
@@ -117,6 +133,8 @@ func (c Config) Validate() error {
 		return errors.New("taskexecutor: cancel grace must not be negative")
 	case c.MaxValueBytes < 0 || c.MaxAccumulators < 0:
 		return errors.New("taskexecutor: value and accumulator limits must not be negative")
+	case c.OutputMaxBytes < 0:
+		return errors.New("taskexecutor: output max bytes must not be negative")
 	}
 	if c.AllowExec {
 		return c.Exec.Validate()
@@ -288,13 +306,17 @@ func New(cfg Config) (*TaskExecutor, error) {
 	for name, f := range cfg.Invokables {
 		inv[name] = f
 	}
+	outputs, err := openOutputs(cfg)
+	if err != nil {
+		return nil, err
+	}
 	te := &TaskExecutor{
 		cfg:        cfg,
 		execRoot:   execRoot,
 		log:        cfg.Logger.With("task_executor", cfg.ID),
 		invokables: inv,
 		attempts:   newAttemptLog(cfg.AttemptLog),
-		outputs:    newOutputs(cfg),
+		outputs:    outputs,
 		jobs:       make(map[string]*job),
 		holding:    make(map[string]*job),
 		wake:       make(chan struct{}, 1),

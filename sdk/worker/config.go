@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"time"
 )
 
 // Config configures a Worker. Only Server is required.
@@ -55,6 +56,22 @@ type Config struct {
 	// machine. Default: false, and exec tasks fail with a message saying
 	// so.
 	AllowExec bool
+	// OutputDir, if set, is the directory (created if need be) where the
+	// worker keeps its attempts' output (Task.Logger, Task.Output, exec's
+	// stdout and stderr) instead of memory: each attempt's last 64 KiB,
+	// for OutputMaxAge after it ended, within OutputMaxBytes. A worker
+	// started again on the directory serves the output of the attempts
+	// that ended before, once the cluster finds it: with the same ID (or
+	// at the same Advertise address). Default: none, output is kept in
+	// memory for 10 minutes, at most 512 ended attempts.
+	OutputDir string
+	// OutputMaxAge is how long an ended attempt's output is kept in
+	// OutputDir. Default: 24 hours.
+	OutputMaxAge time.Duration
+	// OutputMaxBytes bounds the bytes the output takes in OutputDir; the
+	// output of the attempts that ended first is removed first. Default:
+	// 256 MiB.
+	OutputMaxBytes int64
 }
 
 // Validate reports whether the configuration can be used: Server is an
@@ -79,6 +96,9 @@ func (c Config) Validate() error {
 	}
 	if c.Slots < 0 {
 		return fmt.Errorf("worker: slots must not be negative (got %d)", c.Slots)
+	}
+	if c.OutputMaxAge < 0 || c.OutputMaxBytes < 0 {
+		return errors.New("worker: the output bounds must not be negative")
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 package worker
 
 import (
+	"cmp"
 	"context"
+	"io"
 	"log/slog"
 
 	"github.com/jobplane/jobplane/sdk/taskexecutor"
@@ -23,9 +25,19 @@ type Task struct {
 	Attempt int
 	// Config is the vertex's configuration, verbatim from the JobGraph.
 	Config map[string]string
-	// Logger writes into the attempt's output, whose tail the
-	// TaskExecutor keeps and clients read (jobplane logs).
+	// Logger writes text lines (slog's text format, from level Info on)
+	// into the attempt's output, whose tail the worker keeps and clients
+	// read (DispatcherService.GetTaskOutput, jobplane logs).
 	Logger *slog.Logger
+	// Output receives raw bytes into the attempt's output, beside
+	// Logger's lines: fmt.Fprintf(task.Output, ...) is how a Func prints.
+	// The worker process's own standard output and error (fmt.Printf,
+	// os.Stdout, the log package's default logger) are not captured: a
+	// worker runs many tasks at once, and those streams belong to none of
+	// them. Writes never fail, and are dropped once the attempt has
+	// ended. Never nil (io.Discard for a Task made by NewTask without a
+	// TaskExecutor's).
+	Output io.Writer
 	// Restored is the subtask's state from the job's latest completed
 	// checkpoint, which it goes on from; nil when it starts afresh (the
 	// job's first run, or no checkpoint completed yet). RestoredFrom names
@@ -97,7 +109,7 @@ type Func func(ctx context.Context, task Task) error
 func NewTask(t taskexecutor.Task, logger *slog.Logger) Task {
 	return Task{
 		JobID: t.JobID, VertexID: t.VertexID, SubtaskIndex: t.SubtaskIndex, Subtasks: t.Subtasks,
-		Attempt: t.Attempt, Config: t.Config, Logger: logger,
+		Attempt: t.Attempt, Config: t.Config, Logger: logger, Output: cmp.Or[io.Writer](t.Output, io.Discard),
 		Restored: t.Restored, RestoredFrom: t.RestoredFrom, onCheckpoint: t.OnCheckpoint,
 		setValue: t.SetValue, add: t.Add,
 	}

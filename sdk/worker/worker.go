@@ -109,10 +109,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	te, err := taskexecutor.New(taskexecutor.Config{
+	tcfg := taskexecutor.Config{
 		ID: w.cfg.ID, Address: address, Slots: w.cfg.Slots, Store: leaders, HTTPClient: client,
 		Invokables: invokables, AllowExec: w.cfg.AllowExec, Logger: w.cfg.Logger,
-	})
+		OutputDir: w.cfg.OutputDir, OutputMaxBytes: w.cfg.OutputMaxBytes,
+	}
+	if w.cfg.OutputDir != "" {
+		tcfg.OutputRetention = w.cfg.OutputMaxAge
+	}
+	te, err := taskexecutor.New(tcfg)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}

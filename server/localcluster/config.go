@@ -81,8 +81,9 @@ type Config struct {
 	// ResultRetention, when positive, deletes job results this long after
 	// their job ended. Default: keep them.
 	ResultRetention time.Duration
-	// OutputRetention is how long the JobManagers know where an ended
-	// job's attempts ran, for GetTaskOutput. Default: 10m.
+	// OutputRetention is how long the JobManagers keep in memory where an
+	// ended job's attempts ran, with its graph, for GetTaskOutput; after
+	// it, the placements kept with the job's result serve. Default: 10m.
 	OutputRetention time.Duration
 	// DetailsRetention and DetailsSubtasks bound the final details of
 	// ended jobs the JobManagers keep for GetJob: how long, and how many

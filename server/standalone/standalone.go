@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -157,6 +158,20 @@ type Config struct {
 	// AttemptLog, if set, receives a JSON line whenever an execution
 	// attempt starts or stops running on one of the TaskExecutors.
 	AttemptLog io.Writer
+	// OutputDir, if set, is where the TaskExecutors keep their attempts'
+	// output, each in a directory of its own under it (te-0, te-1, ...),
+	// so that a process restarted on the same data directory (whose
+	// TaskExecutors keep their ids) serves the output of the attempts
+	// that ended before. Default: none, output is kept in memory (see
+	// taskexecutor.Config.OutputDir).
+	OutputDir string
+	// OutputMaxAge is how long an ended attempt's output is kept in
+	// OutputDir. Default: taskexecutor.DefaultOutputDiskRetention.
+	OutputMaxAge time.Duration
+	// OutputMaxBytes bounds the bytes all the TaskExecutors' output takes
+	// in OutputDir, each TaskExecutor getting an equal share. Default:
+	// taskexecutor.DefaultOutputMaxBytes.
+	OutputMaxBytes int64
 
 	// Logger receives the logs of every component. Default:
 	// slog.Default().
@@ -180,7 +195,10 @@ func (c Config) Validate() error {
 	if c.MaxSubtasks < 0 || c.MaxJobs < 0 || c.MaxClusterSubtasks < 0 {
 		errs = append(errs, errors.New("standalone: the job and subtask limits must not be negative"))
 	}
-	if c.ShutdownTimeout < 0 || c.StoreOpenTimeout < 0 || c.SlotTimeout < 0 || c.ResultRetention < 0 || c.CancelGrace < 0 {
+	if c.OutputMaxBytes < 0 {
+		errs = append(errs, errors.New("standalone: output max bytes must not be negative"))
+	}
+	if c.ShutdownTimeout < 0 || c.StoreOpenTimeout < 0 || c.SlotTimeout < 0 || c.ResultRetention < 0 || c.CancelGrace < 0 || c.OutputMaxAge < 0 {
 		errs = append(errs, errors.New("standalone: durations must not be negative"))
 	}
 	if err := c.Store.Validate(); err != nil {
@@ -318,8 +336,8 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("standalone: TaskExecutor ids: %w", err)
 	}
-	for _, id := range ids {
-		if err := c.addTaskExecutor(id); err != nil {
+	for i, id := range ids {
+		if err := c.addTaskExecutor(i, id); err != nil {
 			return nil, fmt.Errorf("standalone: TaskExecutor: %w", err)
 		}
 	}
@@ -354,15 +372,27 @@ func (c *Cluster) endpointConfig(listen, addrFile string) endpoint.Config {
 	}
 }
 
-// addTaskExecutor builds TaskExecutor id ("": a random one) on a
-// loopback endpoint of its own.
-func (c *Cluster) addTaskExecutor(id string) error {
+// addTaskExecutor builds TaskExecutor id ("": a random one), the i-th,
+// on a loopback endpoint of its own.
+func (c *Cluster) addTaskExecutor(i int, id string) error {
+	tcfg := taskexecutor.Config{
+		ID: id, Slots: c.cfg.Slots, Store: c.store, HTTPClient: c.newClient(), ClientOptions: endpoint.ClientOptions(),
+		Invokables: c.cfg.Invokables, AllowExec: c.cfg.AllowExec, Exec: c.cfg.Exec, CancelGrace: c.cfg.CancelGrace, AttemptLog: c.cfg.AttemptLog, Logger: c.log,
+	}
+	if c.cfg.OutputDir != "" {
+		// By position, as the ids on a data directory are: the i-th
+		// TaskExecutor finds its predecessor's output.
+		tcfg.OutputDir = filepath.Join(c.cfg.OutputDir, fmt.Sprintf("te-%d", i))
+		tcfg.OutputRetention = c.cfg.OutputMaxAge
+		maxBytes := c.cfg.OutputMaxBytes
+		if maxBytes == 0 {
+			maxBytes = taskexecutor.DefaultOutputMaxBytes
+		}
+		tcfg.OutputMaxBytes = max(maxBytes/int64(max(c.cfg.TaskExecutors, 1)), 1)
+	}
 	te, err := component.NewTaskExecutor(component.TaskExecutorConfig{
-		Endpoint: c.endpointConfig("127.0.0.1:0", ""),
-		TaskExecutor: taskexecutor.Config{
-			ID: id, Slots: c.cfg.Slots, Store: c.store, HTTPClient: c.newClient(), ClientOptions: endpoint.ClientOptions(),
-			Invokables: c.cfg.Invokables, AllowExec: c.cfg.AllowExec, Exec: c.cfg.Exec, CancelGrace: c.cfg.CancelGrace, AttemptLog: c.cfg.AttemptLog, Logger: c.log,
-		},
+		Endpoint:     c.endpointConfig("127.0.0.1:0", ""),
+		TaskExecutor: tcfg,
 	})
 	if err != nil {
 		return err

@@ -43,6 +43,9 @@ func (e *execFlags) config() taskexecutor.ExecConfig {
 // anything starts; they are checked only when exec is allowed.
 func (t *taskExecutorFlags) validate() error {
 	e := t.exec
+	if err := t.output.validate(); err != nil {
+		return err
+	}
 	switch {
 	case (e.uid >= 0) != (e.gid >= 0):
 		return errors.New("-exec-uid and -exec-gid go together")

@@ -167,6 +167,7 @@ type taskExecutorFlags struct {
 	attemptLogPath string
 	attemptLog     io.Writer // opened by openAttemptLog
 	exec           execFlags
+	output         outputFlags
 }
 
 func (t *taskExecutorFlags) register(fs *flag.FlagSet) {
@@ -175,6 +176,7 @@ func (t *taskExecutorFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&t.cancelGrace, "cancel-grace", taskexecutor.DefaultCancelGrace, "how long a canceled task gets to stop before it is killed (an exec task's process group gets SIGTERM, then SIGKILL)")
 	t.exec.register(fs)
 	fs.StringVar(&t.attemptLogPath, "attempt-log", "", "append a JSON line to this file whenever an execution attempt starts or stops running here")
+	t.output.register(fs)
 }
 
 // openAttemptLog opens the -attempt-log file, if one is named; close
@@ -326,6 +328,7 @@ func addTaskExecutor(g *group, listen listenFlags, leaders election.Observer, fl
 		TaskExecutor: taskexecutor.Config{
 			Slots: flags.slots, Store: leaders, HTTPClient: listen.newClient(), ClientOptions: endpoint.ClientOptions(),
 			AllowExec: flags.allowExec, Exec: flags.exec.config(), CancelGrace: flags.cancelGrace, AttemptLog: flags.attemptLog, Logger: log,
+			OutputDir: flags.output.dir, OutputRetention: flags.output.maxAge, OutputMaxBytes: flags.output.maxBytes,
 		},
 	})
 	if err != nil {

@@ -50,6 +50,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "standalone: %v\n", err)
 		return exitUsage
 	}
+	te.output.defaultDir(storeCfg.DataDir)
 	closeLog, err := te.openAttemptLog()
 	if err != nil {
 		fmt.Fprintf(stderr, "standalone: %v\n", err)
@@ -73,6 +74,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 		MaxSubtasks: jm.maxSubtasks, ResultRetention: jm.resultRetention, SlotTimeout: jm.slotTimeout, SlotYield: jm.slotYieldConfig(),
 		MaxJobs: jm.limits.maxJobs, MaxClusterSubtasks: jm.limits.maxClusterSubtasks, DispatcherOptions: append(auth.options, jm.limits.options...),
 		TaskExecutors: count, Slots: te.slots, AllowExec: te.allowExec, Exec: te.exec.config(), CancelGrace: te.cancelGrace, AttemptLog: te.attemptLog,
+		OutputDir: te.output.dir, OutputMaxAge: te.output.maxAge, OutputMaxBytes: te.output.maxBytes,
 		Logger: log, Metrics: tel.MetricsHandler(),
 	})
 	if err != nil {

@@ -33,11 +33,20 @@ func logsCommand(a *app) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "logs ID",
 		Short: "print the output of a job's tasks",
-		Long: "Prints what a job's tasks wrote (standard output and error, as the TaskExecutors\n" +
-			"keep it: the tail of each attempt, for a while after it ended). Without --vertex,\n" +
-			"every subtask of the job, each under a header; --vertex alone, every subtask of\n" +
-			"the vertex. --follow prints the output of one subtask as it comes, going on to\n" +
-			"its next attempt if it restarts, until the job ends (or Ctrl-C).",
+		Long: "Prints the output of a job's tasks, as their TaskExecutors keep it: the last\n" +
+			"64 KiB of each attempt, for a while after it ended (24 hours on disk with\n" +
+			"--output-dir, a standalone's default; else 10 minutes in memory).\n" +
+			"\n" +
+			"What is captured: an exec task's standard output and error; a Go function's\n" +
+			"Task.Logger lines and what it writes to Task.Output. Not captured: a Go worker\n" +
+			"process's own standard output and error (fmt.Printf, os.Stdout), which belong\n" +
+			"to no one task.\n" +
+			"\n" +
+			"Without --vertex, every subtask of the job, each under a header; --vertex\n" +
+			"alone, every subtask of the vertex (of a job that ended a while ago, or before\n" +
+			"a restart, those its result says ran). Without --attempt, the subtask's latest\n" +
+			"attempt. --follow prints the output of one subtask as it comes, going on to its\n" +
+			"next attempt if it restarts, until the job ends (or Ctrl-C).",
 		Example:           "  jobplane logs nightly --vertex greet --subtask 1\n  jobplane logs nightly --vertex greet --subtask 0 --follow",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: a.completeJobIDs,
@@ -104,6 +113,11 @@ func (a *app) subtasksOf(ctx context.Context, client *sdk.Client, id, vertex str
 	}
 	vertices := d.GetJobGraph().GetVertices()
 	if len(vertices) == 0 {
+		if terminal(d.GetSummary().GetStatus()) {
+			if refs := a.placedSubtasks(ctx, client, id, vertex); len(refs) > 0 {
+				return refs, nil
+			}
+		}
 		return nil, exit(exitUsage, fmt.Errorf("job %s has ended and the cluster no longer keeps its graph: name the subtask with --vertex and --subtask", id))
 	}
 	var refs []subtaskRef
@@ -119,6 +133,26 @@ func (a *app) subtasksOf(ctx context.Context, client *sdk.Client, id, vertex str
 		return nil, exit(exitUsage, fmt.Errorf("job %s has no vertex %q", id, vertex))
 	}
 	return refs, nil
+}
+
+// placedSubtasks returns the subtasks of an ended job (of vertex, if
+// named) that its result says were deployed (JobResult.placements), in
+// the graph's order; none if the result cannot be read.
+func (a *app) placedSubtasks(ctx context.Context, client *sdk.Client, id, vertex string) []subtaskRef {
+	rctx, cancel := a.requestContext(ctx)
+	defer cancel()
+	res, err := client.Wait(rctx, id) // the job has ended: answered at once
+	if err != nil {
+		return nil
+	}
+	var refs []subtaskRef
+	for _, p := range res.GetPlacements() {
+		r := subtaskRef{p.GetAttempt().GetVertexId(), p.GetAttempt().GetSubtaskIndex()}
+		if (vertex == "" || r.vertex == vertex) && (len(refs) == 0 || refs[len(refs)-1] != r) {
+			refs = append(refs, r)
+		}
+	}
+	return refs
 }
 
 // errNoOutput marks a subtask whose output is not there (not deployed

@@ -112,8 +112,9 @@ type Config struct {
 	HTTPClient    connect.HTTPClient
 	ClientOptions []connect.ClientOption
 	// OutputRetention is how long where an ended job's attempts ran is
-	// kept, for GetTaskOutput. Default: DefaultOutputRetention, as long as
-	// TaskExecutors keep output by default.
+	// kept in memory, with the job's graph, for GetTaskOutput; after it,
+	// the placements kept with the job's result serve (without the graph
+	// to check a vertex against). Default: DefaultOutputRetention.
 	OutputRetention time.Duration
 	// OutputSubtasks bounds the subtasks of the ended jobs whose
 	// placements are kept: beyond it, the oldest are forgotten first.
@@ -642,6 +643,10 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 		ExceptionHistory: res.Exceptions, SubmittedBy: j.owner,
 		Values: res.Values, Accumulators: res.Accumulators,
 	}
+	// Where the attempts ran goes with the result, so that their output
+	// is found after a restart or a change of leader (output.go).
+	result.Placements = res.Placements.Proto()
+
 	f := ld.l.Fence()
 	// The store records the result and cleans up after the job, in one
 	// write or in the contract's three steps (Store.FinishJob); whatever

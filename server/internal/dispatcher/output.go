@@ -17,14 +17,18 @@ import (
 
 // Task output. The Dispatcher finds where the attempt was deployed (the
 // running job's JobMaster knows; for an ended job, the placements its
-// JobMaster left are kept for OutputRetention), finds that
-// TaskExecutor's address in the ResourceManager's registry, and reads
-// the output there with TaskExecutorService.GetTaskOutput.
+// JobMaster left are kept for OutputRetention, and after that, or under
+// a later leader, those kept with the job's result), finds that
+// TaskExecutor's address in the ResourceManager's registry (or, for a
+// TaskExecutor no longer registered, the address the placement
+// recorded), and reads the output there with
+// TaskExecutorService.GetTaskOutput.
 
 // Defaults of the placements kept for ended jobs (see Config).
 const (
 	// DefaultOutputRetention is how long an ended job's placements are
-	// kept: as long as TaskExecutors keep output by default.
+	// kept in memory (where a vertex or subtask is still checked against
+	// the job's graph); after it, those kept with the job's result serve.
 	DefaultOutputRetention = 10 * time.Minute
 	// DefaultOutputSubtasks bounds the subtasks of the ended jobs whose
 	// placements are kept.
@@ -120,10 +124,16 @@ func (d *Dispatcher) expirePlacementsLocked(ld *leadership) {
 func (d *Dispatcher) locate(ctx context.Context, ld *leadership, j *job, q OutputQuery) (jobmaster.Placement, error) {
 	d.mu.Lock()
 	d.expirePlacementsLocked(ld)
-	placements, graph, r := j.placements, j.graph, j.runner
+	placements, graph, r, result := j.placements, j.graph, j.runner, j.result
 	d.mu.Unlock()
 	if placements != nil {
 		return placements.Find(q.VertexID, q.SubtaskIndex, q.Attempt)
+	}
+	if result != nil && graph == nil {
+		// Ended before this leader took over, or long enough ago that
+		// the graph is forgotten: where its attempts ran is kept with its
+		// result, which knows no graph to check the vertex against.
+		return jobmaster.PlacementsOf(result.GetPlacements()).Find(q.VertexID, q.SubtaskIndex, q.Attempt)
 	}
 	if r != nil {
 		if jm := r.JobMaster(); jm != nil {
@@ -180,6 +190,12 @@ func (d *Dispatcher) TaskOutput(ctx context.Context, q OutputQuery) (*jobplanev1
 	if d.cfg.TaskExecutors != nil {
 		address, ok = d.cfg.TaskExecutors.TaskExecutorAddress(p.TaskExecutorID)
 	}
+	lastKnown := false
+	if !ok && p.Address != "" {
+		// Not registered (yet, or any more): a TaskExecutor that keeps
+		// output on disk may answer at its old address.
+		address, ok, lastKnown = p.Address, true, true
+	}
 	if !ok || d.cfg.HTTPClient == nil {
 		notFound.Why = "TaskExecutor " + p.TaskExecutorID + " is no longer registered"
 		return nil, notFound
@@ -202,6 +218,11 @@ func (d *Dispatcher) TaskOutput(ctx context.Context, q OutputQuery) (*jobplanev1
 		return nil, notFound
 	case connect.CodeOf(err) == connect.CodeUnimplemented:
 		notFound.Why = "TaskExecutor " + p.TaskExecutorID + " keeps no output (it lacks GetTaskOutput)"
+		return nil, notFound
+	case lastKnown:
+		// Nothing answers for an unregistered TaskExecutor: it is gone,
+		// not merely slow, as far as anyone can tell.
+		notFound.Why = "TaskExecutor " + p.TaskExecutorID + " is no longer registered, and its last known address did not answer"
 		return nil, notFound
 	case connect.CodeOf(err) == connect.CodeUnavailable, connect.CodeOf(err) == connect.CodeDeadlineExceeded:
 		return nil, &UnreachableError{TaskExecutorID: p.TaskExecutorID, Err: err}

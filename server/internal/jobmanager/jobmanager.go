@@ -87,8 +87,9 @@ type Config struct {
 	// ResultRetention, when positive, deletes clean job results older than
 	// it. Default: keep them.
 	ResultRetention time.Duration
-	// OutputRetention is how long the Dispatcher knows where an ended
-	// job's attempts ran, for GetTaskOutput. Default:
+	// OutputRetention is how long the Dispatcher keeps in memory where an
+	// ended job's attempts ran, with its graph, for GetTaskOutput; after
+	// it, the placements kept with the job's result serve. Default:
 	// dispatcher.DefaultOutputRetention.
 	OutputRetention time.Duration
 	// DetailsRetention and DetailsSubtasks bound the final details of

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -220,19 +221,31 @@ func TestGetTaskOutputOfAGoneTaskExecutor(t *testing.T) {
 	}
 }
 
-// Where an ended job's attempts ran is kept for the output retention
-// only: past it, the output is not found, though its TaskExecutor still
-// keeps it; a running job's is found for as long as it runs.
+// Where an ended job's attempts ran is kept in memory for the output
+// retention only; past it, the placements kept with the job's result
+// find the output for as long as its TaskExecutor keeps it, though the
+// graph is no longer known to check a vertex against. A running job's
+// output is found for as long as it runs.
 func TestGetTaskOutputPastTheRetention(t *testing.T) {
 	c := newCluster(t, localcluster.Config{AllowExec: true, OutputRetention: time.Nanosecond})
 	submit(t, c, "running", twoVertices("sleep", map[string]string{"duration": "1h"}))
-	submit(t, c, "ended", execGraph("echo forgotten"))
+	submit(t, c, "ended", execGraph("echo kept with the result"))
 	if r := result(t, c, "ended"); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Fatalf("result = %v, want FINISHED", r)
 	}
-	_, err := taskOutput(t, c, &jobplanev1.GetTaskOutputRequest{JobId: "ended", VertexId: "sh"})
-	if connect.CodeOf(err) != connect.CodeNotFound || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND) {
-		t.Errorf("GetTaskOutput past the retention: %v, want NOT_FOUND EXECUTION_NOT_FOUND", err)
+	resp, err := taskOutput(t, c, &jobplanev1.GetTaskOutputRequest{JobId: "ended", VertexId: "sh"})
+	if err != nil || string(resp.GetData()) != "kept with the result\n" || !resp.GetEnded() {
+		t.Errorf("GetTaskOutput past the retention = %v, %v; want the output, from the result's placements", resp, err)
+	}
+	for _, req := range []*jobplanev1.GetTaskOutputRequest{
+		{JobId: "ended", VertexId: "nope"},
+		{JobId: "ended", VertexId: "sh", SubtaskIndex: 1},
+		{JobId: "ended", VertexId: "sh", AttemptNumber: proto.Int32(1)},
+	} {
+		_, err := taskOutput(t, c, req)
+		if connect.CodeOf(err) != connect.CodeNotFound || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND) {
+			t.Errorf("GetTaskOutput(%v) past the retention: %v, want NOT_FOUND EXECUTION_NOT_FOUND", req, err)
+		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -247,6 +260,72 @@ func TestGetTaskOutputPastTheRetention(t *testing.T) {
 			t.Fatalf("GetTaskOutput of a running subtask: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The job's result keeps where each attempt ran, so the next leader
+// finds the output of a job that ended before it took over: the latest
+// attempt by default, an earlier one by its number.
+func TestGetTaskOutputAfterALeaderChange(t *testing.T) {
+	c := newCluster(t, localcluster.Config{JobManagers: 2, Invokables: map[string]taskexecutor.Invokable{
+		"flaky": func(_ context.Context, task taskexecutor.Task) error {
+			task.Logger.Info("running", "attempt", task.Attempt)
+			if task.Attempt == 0 {
+				return errors.New("the first attempt fails")
+			}
+			return nil
+		},
+	}})
+	addresses := map[string]string{}
+	for _, te := range c.TaskExecutors() {
+		addresses[te.ID()] = te.URL()
+	}
+	g := &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "f", Invokable: "flaky", Parallelism: 2}}}
+	g.Config = &jobplanev1.JobConfig{RestartStrategy: &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{
+		FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{Attempts: 3},
+	}}}
+	submit(t, c, "before", g)
+	r := result(t, c, "before")
+	if r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("result = %v, want FINISHED", r)
+	}
+	// Per subtask, attempts 0 and 1, in order, each where it ran.
+	var got []string
+	for _, p := range r.GetPlacements() {
+		a := p.GetAttempt()
+		got = append(got, fmt.Sprintf("%s/%d/%d", a.GetVertexId(), a.GetSubtaskIndex(), a.GetAttemptNumber()))
+		if want, ok := addresses[p.GetTaskExecutorId()]; !ok || p.GetTaskExecutorAddress() != want {
+			t.Errorf("placement %v: want a TaskExecutor of the cluster, at its address %q", p, want)
+		}
+	}
+	if want := []string{"f/0/0", "f/0/1", "f/1/0", "f/1/1"}; !slices.Equal(got, want) {
+		t.Errorf("the result's placements are %v, want %v", got, want)
+	}
+
+	c.JobManagers()[0].Stop()
+	next := c.JobManagers()[1].Dispatcher()
+	read := func(req *jobplanev1.GetTaskOutputRequest) (*jobplanev1.GetTaskOutputResponse, error) {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			resp, err := next.GetTaskOutput(ctx, req)
+			cancel()
+			// The standby answers NOT_LEADER until it has taken over.
+			if err == nil || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER) || time.Now().After(deadline) {
+				return resp, err
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for _, subtask := range []int32{0, 1} {
+		latest, err := read(&jobplanev1.GetTaskOutputRequest{JobId: "before", VertexId: "f", SubtaskIndex: subtask})
+		if err != nil || latest.GetAttemptNumber() != 1 || !strings.Contains(string(latest.GetData()), "msg=running attempt=1") || !latest.GetEnded() {
+			t.Errorf("subtask %d at the next leader: %v, %v; want attempt 1's output, ended", subtask, latest, err)
+		}
+		first, err := read(&jobplanev1.GetTaskOutputRequest{JobId: "before", VertexId: "f", SubtaskIndex: subtask, AttemptNumber: proto.Int32(0)})
+		if err != nil || first.GetAttemptNumber() != 0 || !strings.Contains(string(first.GetData()), "msg=running attempt=0") {
+			t.Errorf("attempt 0 of subtask %d at the next leader: %v, %v; want its output", subtask, first, err)
+		}
 	}
 }
 

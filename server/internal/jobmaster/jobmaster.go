@@ -207,6 +207,10 @@ type JobMaster struct {
 	eager      bool
 	tasks      []task      // by execution vertex: its current attempt's runtime
 	placed     []Placement // by execution vertex: its latest deployed attempt
+	// earlier holds, by execution vertex, where its earlier attempts went,
+	// oldest first (at most maxPlacements-1); only for those that ran more
+	// than once.
+	earlier    map[int32][]Placement
 	live       int         // execution vertices deployed and not yet terminal
 	ready      []int       // released regions with vertices waiting for slots
 	queued     []bool      // by region: in ready
