@@ -778,8 +778,10 @@ type JobResult struct {
 	// Where the attempts ran, so their output can be read after the job
 	// ended (DispatcherService.GetTaskOutput), also after a restart or a
 	// change of leader: per subtask its most recent attempts, at most 8, in
-	// JobGraph vertex order, then subtask index, then attempt number. Since
-	// 1.2.
+	// JobGraph vertex order, then subtask index, then attempt number. The
+	// list is bounded so the result fits the HA store (the reference
+	// server: 256 KiB encoded): past the bound, each subtask's latest
+	// attempt only, and past that the subtasks that come first. Since 1.2.
 	Placements    []*AttemptPlacement `protobuf:"bytes,13,rep,name=placements,proto3" json:"placements,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -487,8 +487,10 @@ export type JobResult = Message<"jobplane.v1.JobResult"> & {
    * Where the attempts ran, so their output can be read after the job
    * ended (DispatcherService.GetTaskOutput), also after a restart or a
    * change of leader: per subtask its most recent attempts, at most 8, in
-   * JobGraph vertex order, then subtask index, then attempt number. Since
-   * 1.2.
+   * JobGraph vertex order, then subtask index, then attempt number. The
+   * list is bounded so the result fits the HA store (the reference
+   * server: 256 KiB encoded): past the bound, each subtask's latest
+   * attempt only, and past that the subtasks that come first. Since 1.2.
    *
    * @generated from field: repeated jobplane.v1.AttemptPlacement placements = 13;
    */
