@@ -219,7 +219,9 @@ func submitCommand(a *app) *cobra.Command {
 }
 
 // checkInvokables refuses a job that names an invokable no TaskExecutor
-// of the cluster offers, placing each such vertex in the file; the job
+// of the cluster offers, placing each such vertex in the file. A cluster
+// of contract 1.2 refuses such a job itself (INVOKABLE_NOT_OFFERED, which
+// invokablesNotOffered places the same way); with an older one the job
 // would only fail at deployment. A cluster without TaskExecutors, or one
 // whose TaskExecutors cannot be listed, is not checked.
 func checkInvokables(ctx context.Context, client *sdk.Client, file *jobFile) error {
@@ -251,7 +253,7 @@ func checkInvokables(ctx context.Context, client *sdk.Client, file *jobFile) err
 		return nil
 	}
 	names := slices.Sorted(maps.Keys(offered))
-	return exit(exitInvalidJob, fmt.Errorf("%s\nthe cluster's %d TaskExecutors offer: %s; nothing was submitted (--skip-invokable-check submits anyway)",
+	return exit(exitInvalidJob, fmt.Errorf("%s\nthe cluster's %d TaskExecutors offer: %s; nothing was submitted",
 		strings.Join(missing, "\n"), executors, strings.Join(names, ", ")))
 }
 
