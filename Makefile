@@ -19,9 +19,15 @@ ARGS ?=
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
+# RUN_FLAGS are make run's own flags. make run is the local development
+# cluster, on 127.0.0.1 only, so it allows exec (examples/exec.yaml and
+# the README's tour use it); `jobplane standalone` itself keeps exec off
+# unless it is given --allow-exec. `make run RUN_FLAGS=` runs it closed.
+RUN_FLAGS ?= --allow-exec
+
 .PHONY: run
-run: ## run the standalone server on 127.0.0.1:8080 (extra flags: ARGS='...')
-	$(GO) run ./server/cmd/jobplane standalone $(ARGS)
+run: ## run the standalone server on 127.0.0.1:8080, exec allowed (extra flags: ARGS='...'; RUN_FLAGS= without exec)
+	$(GO) run ./server/cmd/jobplane standalone $(RUN_FLAGS) $(ARGS)
 
 .PHONY: build
 build: ## build the jobplane binary into bin/

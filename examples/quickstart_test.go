@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,18 +27,23 @@ func TestQuickStart(t *testing.T) {
 		t.Skip("builds and runs the README's programs")
 	}
 	server := docBlock(t, "readme:server")
-	if !strings.HasPrefix(server, "make run ARGS=--allow-exec ") {
-		t.Fatalf("the server step changed: %q; update this test", server)
+	if !strings.HasPrefix(server, "make run ") || strings.Contains(strings.SplitN(server, "#", 2)[0], "ARGS") {
+		t.Fatalf("the server step changed: %q, want make run as it is; update this test", server)
 	}
-	// make run is jobplane standalone (its default two TaskExecutors), which
-	// the test starts on a free port instead.
-	makeRun := exec.Command("make", "-s", "-n", "--no-print-directory", "-C", "..", "run", "ARGS=--allow-exec")
-	makeRun.Env = append(os.Environ(), "MAKEFLAGS=", "MAKELEVEL=")
+	// make run is jobplane standalone (its default two TaskExecutors) with
+	// the flags its recipe gives, which the test starts with those flags on
+	// a free port instead.
+	makeRun := exec.Command("make", "-s", "-n", "--no-print-directory", "-C", "..", "run")
+	// As typed in a shell: neither ARGS nor RUN_FLAGS from the environment.
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "ARGS=") || strings.HasPrefix(kv, "RUN_FLAGS=") })
+	makeRun.Env = append(env, "MAKEFLAGS=", "MAKELEVEL=")
 	recipe, err := makeRun.Output()
-	if err != nil || strings.TrimSpace(string(recipe)) != "go run ./server/cmd/jobplane standalone --allow-exec" {
-		t.Fatalf("make run no longer runs go run ./server/cmd/jobplane standalone: %q, %v; update this test", recipe, err)
+	const prefix = "go run ./server/cmd/jobplane standalone"
+	if err != nil || !strings.HasPrefix(strings.TrimSpace(string(recipe)), prefix) {
+		t.Fatalf("make run no longer runs %s: %q, %v; update this test", prefix, recipe, err)
 	}
-	cluster := localcluster.NewStandalone(t, "--task-executors", "2", "--allow-exec")
+	flags := strings.Fields(strings.TrimPrefix(strings.TrimSpace(string(recipe)), prefix))
+	cluster := localcluster.NewStandalone(t, append([]string{"--task-executors", "2"}, flags...)...)
 	script := docBlock(t, "readme:tour")
 
 	root, err := filepath.Abs("..")

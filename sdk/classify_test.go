@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -125,5 +126,45 @@ func TestUnsent(t *testing.T) {
 	read := connect.NewError(connect.CodeUnavailable, &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset")})
 	if !unsent(dial) || unsent(read) || unsent(answer(connect.CodeUnavailable, "STORE_UNAVAILABLE")) {
 		t.Errorf("unsent(dial, read, answer) = %v, %v, %v; want true, false, false", unsent(dial), unsent(read), unsent(answer(connect.CodeUnavailable, "STORE_UNAVAILABLE")))
+	}
+}
+
+// INVOKABLE_NOT_OFFERED (1.2) decodes into an *InvokableNotOfferedError
+// carrying what is missing, what is offered and the vertices' fields, and
+// is not retried.
+func TestInvokableNotOffered(t *testing.T) {
+	e := connect.NewError(connect.CodeFailedPrecondition, errors.New("no registered TaskExecutor offers the invokables exec, nosuch"))
+	info, _ := connect.NewErrorDetail(&errdetails.ErrorInfo{Domain: apierror.Domain, Reason: "INVOKABLE_NOT_OFFERED",
+		Metadata: map[string]string{"invokables": "exec,nosuch", "offered": "fail,noop,sleep"}})
+	br, _ := connect.NewErrorDetail(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
+		{Field: "job_graph.vertices[1].invokable", Description: `no registered TaskExecutor offers invokable "nosuch"`},
+		{Field: "job_graph.vertices[2].invokable", Description: `no registered TaskExecutor offers invokable "exec"`},
+	}})
+	e.AddDetail(info)
+	e.AddDetail(br)
+
+	var got *InvokableNotOfferedError
+	if !errors.As(wrap(e), &got) {
+		t.Fatalf("wrap = %T (%v), want *InvokableNotOfferedError", wrap(e), wrap(e))
+	}
+	if !slices.Equal(got.Invokables, []string{"exec", "nosuch"}) || !slices.Equal(got.Offered, []string{"fail", "noop", "sleep"}) {
+		t.Errorf("Invokables %q, Offered %q; want [exec nosuch] and [fail noop sleep]", got.Invokables, got.Offered)
+	}
+	if len(got.Violations) != 2 || got.Violations[0].Field != "job_graph.vertices[1].invokable" || got.Violations[1].Field != "job_graph.vertices[2].invokable" {
+		t.Errorf("Violations %+v, want vertices[1] and [2]'s invokable", got.Violations)
+	}
+	if want := "no TaskExecutor of the cluster offers exec, nosuch; they offer: fail, noop, sleep (INVOKABLE_NOT_OFFERED)"; got.Error() != want {
+		t.Errorf("Error() = %q, want %q", got.Error(), want)
+	}
+	if r := Reason(got); r != reasonInvokableNotOffered {
+		t.Errorf("Reason = %v, want INVOKABLE_NOT_OFFERED", r)
+	}
+	if k := classify(e); k != retryNone {
+		t.Errorf("classify = %d, want no retry", k)
+	}
+	// With nothing offered at all, the lists are empty, not [""].
+	bare := answer(connect.CodeFailedPrecondition, "INVOKABLE_NOT_OFFERED")
+	if errors.As(wrap(bare), &got); got.Offered != nil || got.Invokables != nil {
+		t.Errorf("empty metadata: Invokables %q, Offered %q; want none", got.Invokables, got.Offered)
 	}
 }

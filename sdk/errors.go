@@ -25,6 +25,8 @@ const (
 
 	reasonSavepointNotFound = jobplanev1.ErrorReason_ERROR_REASON_SAVEPOINT_NOT_FOUND
 	reasonSavepointFailed   = jobplanev1.ErrorReason_ERROR_REASON_SAVEPOINT_FAILED
+
+	reasonInvokableNotOffered = jobplanev1.ErrorReason_ERROR_REASON_INVOKABLE_NOT_OFFERED
 )
 
 // Sentinel errors, for errors.Is on the errors a Client returns.
@@ -210,6 +212,45 @@ func (e *InvalidJobError) Unwrap() error {
 	return e.err
 }
 
+// InvokableNotOfferedError is FAILED_PRECONDITION (INVOKABLE_NOT_OFFERED):
+// the new job names invokables that no TaskExecutor registered with the
+// cluster offers, so nothing was done. Submit it again once a
+// TaskExecutor that offers them has joined (an SDK worker that registered
+// them, say, or for exec one allowed to run it). A cluster with no
+// TaskExecutor registered at all accepts the job instead, and it waits.
+// Servers of contract 1.2 send it; older ones accept such a job, which
+// then fails.
+type InvokableNotOfferedError struct {
+	// Invokables are the invokables not offered, in increasing order.
+	Invokables []string
+	// Offered are every invokable the registered TaskExecutors offer, in
+	// increasing order.
+	Offered []string
+	// Violations names the invokable field of each vertex that needs one
+	// of Invokables, such as "job_graph.vertices[2].invokable".
+	Violations []Violation
+	err        *Error
+}
+
+func (e *InvokableNotOfferedError) Error() string {
+	offered := strings.Join(e.Offered, ", ")
+	if offered == "" {
+		offered = "none"
+	}
+	return fmt.Sprintf("no TaskExecutor of the cluster offers %s; they offer: %s (INVOKABLE_NOT_OFFERED)", strings.Join(e.Invokables, ", "), offered)
+}
+
+// Unwrap returns the *Error.
+func (e *InvokableNotOfferedError) Unwrap() error { return e.err }
+
+// splitList splits a comma-separated metadata list; "" is no item.
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
 // Reason returns the contract's reason of err (from its ErrorInfo), or
 // ERROR_REASON_UNSPECIFIED when it carries none.
 func Reason(err error) jobplanev1.ErrorReason {
@@ -276,17 +317,30 @@ func wrap(err error) error {
 		return out
 	case reasonAlreadyExists:
 		return &DuplicateJobError{JobID: md["job_id"], GloballyTerminated: md["globally_terminated"] == "true", OtherPrincipal: md["other_principal"] == "true", err: e}
+	case reasonInvokableNotOffered:
+		out := &InvokableNotOfferedError{Invokables: splitList(md["invokables"]), Offered: splitList(md["offered"]), err: e}
+		out.Violations = violations(cerr)
+		return out
 	case reasonInvalid:
 		out := &InvalidJobError{err: e}
-		if br, ok := apierror.Detail[*errdetails.BadRequest](cerr); ok {
-			for _, v := range br.GetFieldViolations() {
-				out.Violations = append(out.Violations, Violation{Field: v.GetField(), Description: v.GetDescription()})
-			}
-		}
+		out.Violations = violations(cerr)
 		if len(out.Violations) == 0 {
 			out.Violations = []Violation{{Field: "request", Description: cerr.Message()}}
 		}
 		return out
 	}
 	return e
+}
+
+// violations returns the field violations of err's BadRequest detail.
+func violations(err *connect.Error) []Violation {
+	br, ok := apierror.Detail[*errdetails.BadRequest](err)
+	if !ok {
+		return nil
+	}
+	out := make([]Violation, 0, len(br.GetFieldViolations()))
+	for _, v := range br.GetFieldViolations() {
+		out = append(out, Violation{Field: v.GetField(), Description: v.GetDescription()})
+	}
+	return out
 }

@@ -42,7 +42,7 @@ func TestExecHelperProcess(t *testing.T) {
 		return
 	}
 	task := shellTask(`echo $$ > "$DIR/shell"; sleep 30 & echo $! > "$DIR/child"; wait`, dir)
-	err := execInvokable(true, DefaultCancelGrace, ExecConfig{}, 64<<10)(context.Background(), task)
+	err := execInvokable(DefaultCancelGrace, ExecConfig{}, 64<<10)(context.Background(), task)
 	t.Fatalf("the task ended while it should have been killed with this process: %v", err)
 }
 

@@ -124,7 +124,7 @@ func TestExecCancelKillsTheProcessGroup(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			script := tc.trap + ` echo $$ > "$DIR/shell"; sleep 30 & echo $! > "$DIR/child"; wait`
-			done := runAsync(ctx, execInvokable(true, tc.grace, ExecConfig{}, 64<<10), shellTask(script, dir))
+			done := runAsync(ctx, execInvokable(tc.grace, ExecConfig{}, 64<<10), shellTask(script, dir))
 			pids := waitForPids(t, dir, done, "shell", "child")
 
 			cancel()
@@ -161,7 +161,7 @@ func TestExecEndedTaskLeavesNoProcess(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			done := runAsync(context.Background(), execInvokable(true, DefaultCancelGrace, ExecConfig{}, 64<<10), shellTask(tc.script, dir))
+			done := runAsync(context.Background(), execInvokable(DefaultCancelGrace, ExecConfig{}, 64<<10), shellTask(tc.script, dir))
 			// The child's pid is written before the task can end.
 			pids := waitForPids(t, dir, nil, "child")
 			var err error
@@ -206,7 +206,7 @@ func TestExecResult(t *testing.T) {
 			task := Task{Config: map[string]string{"argv": string(argv), "env": string(env)}}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			err := execInvokable(true, DefaultCancelGrace, ExecConfig{}, 64<<10)(ctx, task)
+			err := execInvokable(DefaultCancelGrace, ExecConfig{}, 64<<10)(ctx, task)
 			if len(tc.wantErr) == 0 {
 				if err != nil {
 					t.Errorf("err = %v, want nil", err)

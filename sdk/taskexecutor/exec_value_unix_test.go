@@ -31,7 +31,7 @@ func TestExecReturnsTheValueFile(t *testing.T) {
 			set := false
 			task := Task{JobID: "j", VertexID: "v", Config: map[string]string{"argv": string(argv)},
 				SetValue: func(v []byte) { got, set = v, true }}
-			err := execInvokable(true, DefaultCancelGrace, ExecConfig{Dir: t.TempDir()}, 10)(context.Background(), task)
+			err := execInvokable(DefaultCancelGrace, ExecConfig{Dir: t.TempDir()}, 10)(context.Background(), task)
 			if (err != nil) != tc.fails {
 				t.Fatalf("exec: %v, want failure %v", err, tc.fails)
 			}

@@ -34,7 +34,7 @@ func runEnvTask(t *testing.T, ec ExecConfig, attempt int) map[string]string {
 		JobID: "job/../1", VertexID: "v", SubtaskIndex: 2, Attempt: attempt, Subtasks: 3, Output: &out,
 		Config: map[string]string{"argv": string(argv), "env": string(env)},
 	}
-	if err := execInvokable(true, DefaultCancelGrace, ec, 64<<10)(context.Background(), task); err != nil {
+	if err := execInvokable(DefaultCancelGrace, ec, 64<<10)(context.Background(), task); err != nil {
 		t.Fatalf("exec task: %v (output %q)", err, out.String())
 	}
 	seen := map[string]string{}
@@ -113,7 +113,7 @@ func TestExecRemovesAnUnwritableDirectory(t *testing.T) {
 	root := t.TempDir()
 	argv, _ := json.Marshal([]string{"sh", "-c", `mkdir -p locked/deep && touch locked/deep/f && chmod 000 locked/deep locked`})
 	task := Task{JobID: "j", VertexID: "v", Config: map[string]string{"argv": string(argv)}}
-	if err := execInvokable(true, DefaultCancelGrace, ExecConfig{Dir: root}, 64<<10)(context.Background(), task); err != nil {
+	if err := execInvokable(DefaultCancelGrace, ExecConfig{Dir: root}, 64<<10)(context.Background(), task); err != nil {
 		t.Fatalf("exec task: %v", err)
 	}
 	if left, _ := os.ReadDir(root); len(left) != 0 {

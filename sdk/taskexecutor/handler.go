@@ -261,9 +261,11 @@ func (te *TaskExecutor) deployLocked(traced context.Context, req *clusterv1.Subm
 	}
 	inv, ok := te.invokables[req.GetInvokable()]
 	if !ok {
-		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_UNKNOWN_INVOKABLE,
-			fmt.Sprintf("no invokable %q is registered on TaskExecutor %s", req.GetInvokable(), te.cfg.ID),
-			map[string]string{"invokable": req.GetInvokable()})
+		msg := fmt.Sprintf("no invokable %q is registered on TaskExecutor %s", req.GetInvokable(), te.cfg.ID)
+		if req.GetInvokable() == "exec" {
+			msg += execNotAllowed
+		}
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_UNKNOWN_INVOKABLE, msg, map[string]string{"invokable": req.GetInvokable()})
 	}
 	ctx, cancel := context.WithCancel(te.ctx)
 	if sc := trace.SpanContextFromContext(traced); sc.IsValid() {

@@ -81,19 +81,29 @@ const DefaultCancelGrace = time.Second
 // daemon) may still hold the output pipe, and the task must not wait for it.
 const outputWaitDelay = time.Second
 
-// builtins returns the invokables every TaskExecutor offers. exec runs
-// commands only when allowExec is set, as ec says, otherwise it fails with a message
-// that says so; a canceled exec task's process group gets cancelGrace
-// between SIGTERM and SIGKILL.
-// maxValue bounds the value file exec reads (see execInvokable).
+// execNotAllowed ends the message of a deployment of exec to a
+// TaskExecutor that does not run it (which a cluster does only when its
+// check of offered invokables was out of date).
+const execNotAllowed = ": exec is offered only by TaskExecutors that run it (jobplane taskexecutor or standalone with --allow-exec, an SDK worker with worker.Config.AllowExec)"
+
+// builtins returns the built-in invokables a TaskExecutor offers: noop,
+// sleep, fail and count, and exec only when allowExec is set (running
+// commands as ec says; a canceled exec task's process group gets
+// cancelGrace between SIGTERM and SIGKILL). A TaskExecutor that would not
+// run exec does not offer it, so that the cluster neither places exec
+// subtasks there nor accepts a job that needs it when no TaskExecutor
+// runs it. maxValue bounds the value file exec reads (see execInvokable).
 func builtins(allowExec bool, cancelGrace time.Duration, ec ExecConfig, maxValue int) map[string]Invokable {
-	return map[string]Invokable{
+	inv := map[string]Invokable{
 		"noop":  func(context.Context, Task) error { return nil },
 		"sleep": sleepInvokable,
 		"fail":  failInvokable,
 		"count": countInvokable,
-		"exec":  execInvokable(allowExec, cancelGrace, ec, maxValue),
 	}
+	if allowExec {
+		inv["exec"] = execInvokable(cancelGrace, ec, maxValue)
+	}
+	return inv
 }
 
 // configDuration reads a duration from the task's config.
@@ -301,11 +311,8 @@ const execFailureTail = 512
 // SIGTERM when ctx is canceled and SIGKILL grace later, or as soon as the
 // command exits; on Linux a shim also kills the group when this process
 // dies (see runCommand and the package doc).
-func execInvokable(allowed bool, grace time.Duration, ec ExecConfig, maxValue int) Invokable {
+func execInvokable(grace time.Duration, ec ExecConfig, maxValue int) Invokable {
 	return func(ctx context.Context, t Task) error {
-		if !allowed {
-			return errors.New("exec is disabled on this TaskExecutor; start it with --allow-exec")
-		}
 		var argv []string
 		if err := json.Unmarshal([]byte(t.Config["argv"]), &argv); err != nil || len(argv) == 0 {
 			return fmt.Errorf("config \"argv\" must be a non-empty JSON array of strings")

@@ -47,12 +47,15 @@ type Config struct {
 	// Required.
 	HTTPClient connect.HTTPClient
 	// Invokables are offered besides the built-ins (noop, sleep, fail,
-	// exec); a name given here replaces a built-in.
+	// count, and exec with AllowExec); a name given here replaces a
+	// built-in.
 	Invokables map[string]Invokable
-	// AllowExec lets the built-in exec run commands: whatever commands
-	// any submitter that may reach the cluster's API asks for, as this
-	// process's user unless Exec.Credential says otherwise. Default:
-	// false.
+	// AllowExec offers the built-in exec, which runs commands: whatever
+	// commands any submitter that may reach the cluster's API asks for,
+	// as this process's user unless Exec.Credential says otherwise.
+	// Without it the TaskExecutor does not offer exec at all, so the
+	// cluster neither places exec subtasks here nor (when no TaskExecutor
+	// offers it) accepts a job that needs it. Default: false.
 	AllowExec bool
 	// Exec says where, as whom and with what environment exec runs
 	// commands (see ExecConfig for its defaults); only read when

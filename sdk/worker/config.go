@@ -52,9 +52,11 @@ type Config struct {
 	// client; ignored when HTTPClient is set. Default: nil, Go's defaults
 	// (the system's roots).
 	TLSConfig *tls.Config
-	// AllowExec lets the built-in "exec" invokable run commands on this
-	// machine. Default: false, and exec tasks fail with a message saying
-	// so.
+	// AllowExec offers the built-in "exec" invokable, which runs
+	// commands on this machine. Default: false: the worker does not offer
+	// exec, so the cluster places no exec subtask here, and refuses a job
+	// that needs exec at submission when no TaskExecutor offers it
+	// (INVOKABLE_NOT_OFFERED).
 	AllowExec bool
 	// OutputDir, if set, is the directory (created if need be) where the
 	// worker keeps its attempts' output (Task.Logger, Task.Output, exec's

@@ -17,8 +17,13 @@
 // A job then runs the function by naming it as a vertex's invokable; the
 // cluster deploys the vertex's subtasks to TaskExecutors that offer every
 // invokable the job needs, so a job using "wordcount" runs on workers that
-// registered it. A job naming an invokable that no registered worker
-// offers fails (UNKNOWN_INVOKABLE) rather than waiting.
+// registered it. A new job naming an invokable that no registered
+// TaskExecutor offers is refused at submission (FAILED_PRECONDITION,
+// INVOKABLE_NOT_OFFERED, which lists the invokables that are offered),
+// unless no TaskExecutor is registered at all: the job is then accepted
+// and waits for one, and if the TaskExecutors that join do not offer its
+// invokables either, its subtasks fail (UNKNOWN_INVOKABLE) rather than
+// wait for ever.
 //
 // # The cluster
 //
@@ -47,7 +52,8 @@
 //
 // A worker runs at most Config.Slots subtasks at once, of any jobs.
 // Besides the registered functions it offers the built-in invokables
-// noop, sleep and fail, and exec when Config.AllowExec is set.
+// noop, sleep, fail and count, and exec only when Config.AllowExec is set
+// (without it the worker does not offer exec at all).
 //
 // # Stopping
 //

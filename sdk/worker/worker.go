@@ -22,8 +22,8 @@ const shutdownTimeout = 5 * time.Second
 // Worker is a TaskExecutor that runs registered Funcs, besides the
 // built-in invokables every TaskExecutor offers: "noop" (finishes at
 // once), "sleep" (config "duration", default 1s), "fail" (config
-// "message", "delay", "attempts", "subtasks") and "exec" (only with
-// Config.AllowExec). Register the functions, then Run it.
+// "message", "delay", "attempts", "subtasks"), "count" and "exec" (offered
+// only with Config.AllowExec). Register the functions, then Run it.
 type Worker struct {
 	cfg Config
 

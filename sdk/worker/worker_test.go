@@ -117,10 +117,13 @@ func TestWorkerRunsRegisteredFunction(t *testing.T) {
 	if te.GetTaskExecutorId() != "w-runs" || te.GetSlotCount() != 3 {
 		t.Errorf("registered as %q with %d slots, want w-runs with 3", te.GetTaskExecutorId(), te.GetSlotCount())
 	}
-	for _, name := range []string{"record", "noop", "sleep", "fail", "exec"} {
+	for _, name := range []string{"record", "noop", "sleep", "fail"} {
 		if !slices.Contains(te.GetInvokables(), name) {
 			t.Errorf("invokables %v lack %q", te.GetInvokables(), name)
 		}
+	}
+	if slices.Contains(te.GetInvokables(), "exec") {
+		t.Errorf("invokables %v offer exec without AllowExec", te.GetInvokables())
 	}
 	if !strings.HasPrefix(te.GetAddress(), "http://127.0.0.1:") {
 		t.Errorf("advertised address %q, want http://127.0.0.1:<port>", te.GetAddress())

@@ -27,7 +27,7 @@ const (
 
 // Config configures an in-process cluster. The zero value is a usable
 // cluster of one JobManager and one TaskExecutor that runs the built-in
-// invokables (noop, sleep, fail) only.
+// invokables (noop, sleep, fail, count) only.
 //
 // The first fields are what a program or a test of task functions sets;
 // those after JobManagers shape the cluster for tests of the server
@@ -102,8 +102,9 @@ type Config struct {
 	// and Functions, as the TaskExecutor runtime takes them; a name in
 	// both Invokables and Functions runs the function. Default: none.
 	Invokables map[string]taskexecutor.Invokable
-	// AllowExec lets every TaskExecutor run the built-in exec, which runs
-	// whatever command a job names. Default: false.
+	// AllowExec makes every TaskExecutor offer the built-in exec, which
+	// runs whatever command a job names. Default: false: exec is not
+	// offered, and a job that needs it is refused at submission.
 	AllowExec bool
 	// CancelGrace is how long a canceled task gets to stop before it is
 	// killed. Default: taskexecutor.DefaultCancelGrace.

@@ -144,10 +144,12 @@ type Config struct {
 	// Slots is the number of slots per TaskExecutor. Default: 1.
 	Slots int
 	// Invokables are offered by every TaskExecutor besides the built-ins
-	// (noop, sleep, fail, exec); a name given here replaces a built-in.
+	// (noop, sleep, fail, count, and exec with AllowExec); a name given
+	// here replaces a built-in.
 	Invokables map[string]taskexecutor.Invokable
-	// AllowExec lets the built-in exec invokable run commands. Default:
-	// false.
+	// AllowExec makes the TaskExecutors offer the built-in exec, which
+	// runs commands. Default: false: exec is not offered, and a job that
+	// needs it is refused at submission (INVOKABLE_NOT_OFFERED).
 	AllowExec bool
 	// Exec says where, as whom and with what environment exec runs
 	// commands on every TaskExecutor (see taskexecutor.ExecConfig).

@@ -29,7 +29,7 @@ const (
 	exitOK      = 0
 	exitFailed  = 1
 	exitUsage   = 2
-	defaultConf = `{"features": {"implements_resource_manager": true, "supports_failover": true, "supports_adoption": true, "supports_checkpoints": true}}`
+	defaultConf = `{"features": {"implements_resource_manager": true, "supports_failover": true, "supports_adoption": true, "supports_checkpoints": true, "checks_invokables": true}}`
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }

@@ -67,6 +67,20 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 			}
 			return nil, err
 		})
+	case "accept-not-offered":
+		// Contract 1.1's behaviour: a job naming an invokable no
+		// TaskExecutor offers is acknowledged (and would fail at
+		// deployment), not refused.
+		unary(jobplanev1connect.DispatcherServiceSubmitJobProcedure, func(ctx context.Context, req *connect.Request[jobplanev1.SubmitJobRequest]) (*connect.Response[jobplanev1.SubmitJobResponse], error) {
+			resp, err := submit(ctx, req)
+			if connect.CodeOf(err) == connect.CodeFailedPrecondition {
+				return connect.NewResponse(&jobplanev1.SubmitJobResponse{JobId: req.Msg.GetJobId(), Created: true, Status: jobplanev1.JobStatus_JOB_STATUS_INITIALIZING}), nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
+		})
 	case "no-normalization":
 		// Compares the graph as sent with the stored one, without
 		// normalizing either.

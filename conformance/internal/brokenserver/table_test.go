@@ -58,6 +58,7 @@ var breaks = map[string][]string{
 	"checkpoint-errors-ignored": {"checkpoint/restore-latest-durable"},
 	"forget-checkpoints":        {"checkpoint/ids-increase-across-failover"},
 	"savepoint-not-durable":     {"checkpoint/savepoint-survives-job-and-failover"},
+	"accept-not-offered":        {"lifecycle/invokable-not-offered-refused"},
 }
 
 // Cases of whole families, caught through the invariants every case's
@@ -157,7 +158,7 @@ func TestEveryCaseCatchesABrokenServer(t *testing.T) {
 			var out bytes.Buffer
 			sum, err := runner.Run(ctx, runner.Config{
 				ServerCommand: jobplane + " jobmanager --hastore {hastore} --listen {listen}" + run.args,
-				Features:      map[string]bool{runner.FeatureResourceManager: true, runner.FeatureFailover: true, runner.FeatureAdoption: true, runner.FeatureCheckpoints: true},
+				Features:      map[string]bool{runner.FeatureResourceManager: true, runner.FeatureFailover: true, runner.FeatureAdoption: true, runner.FeatureCheckpoints: true, runner.FeatureInvokableCheck: true},
 				Skip:          run.skip, Parallel: 2, Out: &out,
 			})
 			if err != nil || sum.Failed > 0 || sum.Passed != len(runner.Cases())-len(expand(run.skip)) {
@@ -186,7 +187,7 @@ func TestEveryCaseCatchesABrokenServer(t *testing.T) {
 			var out bytes.Buffer
 			sum, err := runner.Run(ctx, runner.Config{
 				ServerCommand: fmt.Sprintf("%s --break %s --jobplane %s --hastore {hastore} --listen {listen} --data {data}", broken, name, jobplane),
-				Features:      map[string]bool{runner.FeatureResourceManager: true, runner.FeatureFailover: true, runner.FeatureAdoption: true, runner.FeatureCheckpoints: true},
+				Features:      map[string]bool{runner.FeatureResourceManager: true, runner.FeatureFailover: true, runner.FeatureAdoption: true, runner.FeatureCheckpoints: true, runner.FeatureInvokableCheck: true},
 				Run:           breaks[name], Parallel: 1, Out: &out,
 			})
 			if err != nil {

@@ -188,7 +188,7 @@ func runSuite(bin string, m Mutant, parallel int, verbose bool) (status string, 
 	// only by the latter, any other only by the former.
 	configs := []runner.Config{{
 		ServerCommand: bin + " jobmanager --hastore {hastore} --listen {listen}",
-		Features:      map[string]bool{runner.FeatureResourceManager: true, runner.FeatureFailover: true, runner.FeatureAdoption: true, runner.FeatureCheckpoints: true},
+		Features:      map[string]bool{runner.FeatureResourceManager: true, runner.FeatureFailover: true, runner.FeatureAdoption: true, runner.FeatureCheckpoints: true, runner.FeatureInvokableCheck: true},
 	}}
 	if storeSide(m) {
 		configs = []runner.Config{{StoreCommand: bin + " hastore --log-level warn --listen {listen} --data-dir {data}"}}

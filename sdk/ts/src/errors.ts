@@ -114,6 +114,31 @@ export class InvalidJobError extends JobplaneError {
   }
 }
 
+/**
+ * InvokableNotOfferedError (FAILED_PRECONDITION, INVOKABLE_NOT_OFFERED): the
+ * new job names invokables that no TaskExecutor registered with the cluster
+ * offers, so nothing was done. Submit it again once a TaskExecutor that
+ * offers them has joined (a Worker that registered them, or for exec one
+ * allowed to run it). A cluster with no TaskExecutor registered at all
+ * accepts the job instead, and it waits. Since contract 1.2.
+ */
+export class InvokableNotOfferedError extends JobplaneError {
+  /** The invokables not offered, in increasing order. */
+  readonly invokables: readonly string[];
+  /** Every invokable the registered TaskExecutors offer, in increasing order. */
+  readonly offered: readonly string[];
+  /** The invokable field of each vertex that needs one, e.g. "job_graph.vertices[2].invokable". */
+  readonly violations: readonly Violation[];
+
+  constructor(cause: ConnectError, reason: ErrorReason, metadata: Record<string, string>) {
+    super(cause, reason, metadata);
+    const list = (s: string | undefined) => (s ? s.split(",") : []);
+    this.invokables = list(metadata["invokables"]);
+    this.offered = list(metadata["offered"]);
+    this.violations = cause.findDetails(BadRequestSchema).flatMap((br) => br.fieldViolations.map((v) => ({ field: v.field, description: v.description })));
+  }
+}
+
 /** JobNotFoundError (NOT_FOUND, JOB_NOT_FOUND): no job with this id is known. */
 export class JobNotFoundError extends JobplaneError {
   /** The job's id. */
@@ -270,6 +295,8 @@ export function toJobplaneError(err: unknown): unknown {
       return new SavepointNotFoundError(ce, reason, metadata);
     case ErrorReason.SAVEPOINT_FAILED:
       return new SavepointFailedError(ce, reason, metadata);
+    case ErrorReason.INVOKABLE_NOT_OFFERED:
+      return new InvokableNotOfferedError(ce, reason, metadata);
   }
   if (ce.code === Code.InvalidArgument) return new InvalidJobError(ce, reason, metadata);
   return new JobplaneError(ce, reason, metadata);

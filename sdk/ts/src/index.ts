@@ -10,6 +10,7 @@ export {
   StaleTokenError,
   DuplicateJobError,
   InvalidJobError,
+  InvokableNotOfferedError,
   JobNotFoundError,
   JobTerminalError,
   JobNotTerminalError,

@@ -12,6 +12,7 @@ import {
   DuplicateJobError,
   ErrorReason,
   InvalidJobError,
+  InvokableNotOfferedError,
   JobNotFoundError,
   JobStatus,
   NotLeaderError,
@@ -105,6 +106,27 @@ describe("jobplane TypeScript client and worker", { timeout: 5 * testTimeout }, 
     );
     assert.equal(again.created, false);
     assert.equal(again.status, JobStatus.FINISHED);
+  });
+
+  test("a job naming an invokable no worker offers is refused at submission", { timeout: testTimeout }, async () => {
+    const signal = AbortSignal.timeout(testTimeout - 5000);
+    const jobId = newJobId();
+    await assert.rejects(
+      client.submit(
+        { name: "typo", vertices: [{ id: "a", name: "a", invokable: "greet", parallelism: 1 }, { id: "b", name: "b", invokable: "greeet", parallelism: 1 }] },
+        { jobId, signal },
+      ),
+      (e: unknown) => {
+        assert.ok(e instanceof InvokableNotOfferedError, `got ${String(e)}`);
+        assert.equal(e.code, Code.FailedPrecondition);
+        assert.equal(e.reason, ErrorReason.INVOKABLE_NOT_OFFERED);
+        assert.deepEqual(e.invokables, ["greeet"]);
+        assert.deepEqual(e.offered, ["block", "boom", "flaky", "gate", "greet"]);
+        assert.deepEqual(e.violations.map((v) => v.field), ["job_graph.vertices[1].invokable"]);
+        return true;
+      },
+    );
+    await assert.rejects(client.cancel(jobId, { signal }), JobNotFoundError);
   });
 
   test("a failing function fails the job", { timeout: testTimeout }, async () => {

@@ -172,7 +172,7 @@ type taskExecutorFlags struct {
 
 func (t *taskExecutorFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&t.slots, "slots", 4, "slots per TaskExecutor")
-	fs.BoolVar(&t.allowExec, "allow-exec", false, "let the built-in exec invokable run commands")
+	fs.BoolVar(&t.allowExec, "allow-exec", false, "offer the built-in exec invokable, which runs commands (without it, exec is not offered at all)")
 	fs.DurationVar(&t.cancelGrace, "cancel-grace", taskexecutor.DefaultCancelGrace, "how long a canceled task gets to stop before it is killed (an exec task's process group gets SIGTERM, then SIGKILL)")
 	t.exec.register(fs)
 	fs.StringVar(&t.attemptLogPath, "attempt-log", "", "append a JSON line to this file whenever an execution attempt starts or stops running here")

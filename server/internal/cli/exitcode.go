@@ -19,8 +19,9 @@ const (
 	// exitJobCanceled: the job ended CANCELED.
 	exitJobCanceled = 4
 	// exitInvalidJob: the job file is not a valid JobGraph (bad YAML or
-	// JSON, an unknown field, a rule of the contract broken) or the cluster
-	// refused it as invalid; nothing was submitted.
+	// JSON, an unknown field, a rule of the contract broken), names an
+	// invokable that no TaskExecutor of the cluster offers, or the cluster
+	// refused it as invalid or for its invokables; nothing was submitted.
 	exitInvalidJob = 5
 	// exitDetached: the command stopped following the job on an interrupt
 	// (Ctrl-C, then "detach"; or SIGINT without a terminal); the job goes

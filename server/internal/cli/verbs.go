@@ -86,6 +86,10 @@ func (a *app) requestContext(ctx context.Context) (context.Context, context.Canc
 // invalid request (a malformed job id, say) is bad usage, and anything
 // else says the SDK's plain sentence.
 func fail(err error, file *jobFile) error {
+	var notOffered *sdk.InvokableNotOfferedError
+	if errors.As(err, &notOffered) {
+		return invokablesNotOffered(notOffered, file)
+	}
 	var invalid *sdk.InvalidJobError
 	if errors.As(err, &invalid) && file == nil {
 		parts := make([]string, len(invalid.Violations))
@@ -186,7 +190,8 @@ func submitCommand(a *app) *cobra.Command {
 				return checkpointFail(err)
 			}
 			if err != nil {
-				if !errors.As(err, new(*sdk.InvalidJobError)) && !errors.As(err, new(*sdk.DuplicateJobError)) && !refusedAtLimit(err) {
+				if !errors.As(err, new(*sdk.InvalidJobError)) && !errors.As(err, new(*sdk.DuplicateJobError)) &&
+					!errors.As(err, new(*sdk.InvokableNotOfferedError)) && !refusedAtLimit(err) {
 					fmt.Fprintf(a.s.Err, "job %s: the submission may or may not have been persisted; 'jobplane submit --id %s %s' again is safe (the same id and graph are the same job)\n", id, id, args[0])
 				}
 				return fail(err, file)
@@ -206,7 +211,7 @@ func submitCommand(a *app) *cobra.Command {
 	c.Flags().StringVar(&id, "id", "", "the job's id (the same id and graph submitted again is the same job); made up when empty")
 	c.Flags().BoolVarP(&detached, "detached", "d", false, "print the job id and exit once the job is acknowledged")
 	c.Flags().BoolVar(&skipCheck, "skip-invokable-check", false,
-		"submit even if no TaskExecutor of the cluster offers a vertex's invokable now (one may register later)")
+		"skip this command's own check that the cluster's TaskExecutors offer every vertex's invokable (a cluster of contract 1.2 checks it again itself)")
 	c.Flags().StringVar(&restoreFrom, "restore-from", "",
 		"start the job's subtasks from their states in this savepoint (its id, from 'jobplane savepoint'); overrides the file's config.restore_from_savepoint")
 	_ = c.RegisterFlagCompletionFunc("restore-from", a.completeSavepointIDs)
@@ -214,7 +219,9 @@ func submitCommand(a *app) *cobra.Command {
 }
 
 // checkInvokables refuses a job that names an invokable no TaskExecutor
-// of the cluster offers, placing each such vertex in the file; the job
+// of the cluster offers, placing each such vertex in the file. A cluster
+// of contract 1.2 refuses such a job itself (INVOKABLE_NOT_OFFERED, which
+// invokablesNotOffered places the same way); with an older one the job
 // would only fail at deployment. A cluster without TaskExecutors, or one
 // whose TaskExecutors cannot be listed, is not checked.
 func checkInvokables(ctx context.Context, client *sdk.Client, file *jobFile) error {
@@ -235,16 +242,41 @@ func checkInvokables(ctx context.Context, client *sdk.Client, file *jobFile) err
 	var missing []string
 	for i, v := range file.graph.GetVertices() {
 		if !offered[v.GetInvokable()] {
-			missing = append(missing, file.violation(fmt.Sprintf("job_graph.vertices[%d].invokable", i),
-				fmt.Sprintf("no TaskExecutor of the cluster offers invokable %q", v.GetInvokable())))
+			desc := fmt.Sprintf("no TaskExecutor of the cluster offers invokable %q", v.GetInvokable())
+			if v.GetInvokable() == "exec" {
+				desc += "; exec is offered only by TaskExecutors started with --allow-exec"
+			}
+			missing = append(missing, file.violation(fmt.Sprintf("job_graph.vertices[%d].invokable", i), desc))
 		}
 	}
 	if len(missing) == 0 {
 		return nil
 	}
 	names := slices.Sorted(maps.Keys(offered))
-	return exit(exitInvalidJob, fmt.Errorf("%s\nthe cluster's %d TaskExecutors offer: %s; nothing was submitted (--skip-invokable-check submits anyway)",
+	return exit(exitInvalidJob, fmt.Errorf("%s\nthe cluster's %d TaskExecutors offer: %s; nothing was submitted",
 		strings.Join(missing, "\n"), executors, strings.Join(names, ", ")))
+}
+
+// invokablesNotOffered reports the cluster's refusal of a job whose
+// invokables no registered TaskExecutor offers (INVOKABLE_NOT_OFFERED),
+// placing each such vertex's invokable in the file, as checkInvokables
+// does before submitting.
+func invokablesNotOffered(e *sdk.InvokableNotOfferedError, file *jobFile) error {
+	var b strings.Builder
+	b.WriteString("the cluster refused the job: no registered TaskExecutor offers its invokables; nothing was submitted:")
+	for _, v := range e.Violations {
+		b.WriteString("\n")
+		b.WriteString(file.violation(v.Field, v.Description))
+	}
+	if len(e.Violations) == 0 {
+		b.WriteString(" " + strings.Join(e.Invokables, ", "))
+	}
+	offered := strings.Join(e.Offered, ", ")
+	if offered == "" {
+		offered = "none"
+	}
+	fmt.Fprintf(&b, "\nthe cluster's TaskExecutors offer: %s; submit the job again once a TaskExecutor that offers its invokables has joined", offered)
+	return exit(exitInvalidJob, errors.New(b.String()))
 }
 
 // printSubmitted reports a detached submission: the job id alone on

@@ -291,8 +291,15 @@ func TestClientVerbs(t *testing.T) {
 	t.Run("failing job", func(t *testing.T) {
 		r := c.run(t, "submit", "--id", "failing", writeJob(t, "failing.yaml", failingJob))
 		expect(t, "failing", r, exitJobFailed, []string{"job failing FAILED", "broken on purpose"}, nil)
+		// Past the command's own check, the cluster refuses the job, and
+		// its answer is placed in the file as the check's would be.
 		r = c.run(t, "submit", "--skip-invokable-check", "--id", "missing", writeJob(t, "missing.yaml", missingInvokableJob))
-		expect(t, "missing invokable", r, exitJobFailed, []string{"job missing FAILED", `no invokable "no-such-invokable"`}, nil)
+		expect(t, "missing invokable", r, exitInvalidJob, nil, []string{"the cluster refused the job: no registered TaskExecutor offers its invokables; nothing was submitted:",
+			"missing.yaml:4:5: job_graph.vertices[0].invokable: no registered TaskExecutor offers invokable \"no-such-invokable\"\n    4 |     invokable: no-such-invokable\n      |     ^",
+			"the cluster's TaskExecutors offer: count, exec, fail, noop, sleep;"})
+		if strings.Contains(r.stderr, "may or may not have been persisted") {
+			t.Errorf("a refused job is said to be perhaps persisted:\n%s", r.stderr)
+		}
 		expect(t, "wait failing", c.run(t, "wait", "failing"), exitJobFailed, []string{"FAILED"}, nil)
 		expect(t, "cancel an ended job", c.run(t, "cancel", "failing"), exitError, nil, []string{"job failing has ended already (FAILED); there is nothing to cancel"})
 	})

@@ -77,6 +77,12 @@ type TaskExecutors interface {
 	// SlotOverview counts the TaskExecutors and their slots, for
 	// GetClusterOverview.
 	SlotOverview() (taskExecutors, slotsTotal, slotsAvailable int)
+	// NotOffered returns the indexes of the vertices whose invokable no
+	// registered TaskExecutor offers, in increasing order, with every
+	// invokable the registered TaskExecutors offer, sorted; both nil when
+	// all are offered or no TaskExecutor is registered. SubmitJob refuses
+	// a new job that names one (see NotOfferedError).
+	NotOffered(vertices []*jobplanev1.JobVertex) (missing []int, offered []string)
 }
 
 // Config configures a Dispatcher.
@@ -104,8 +110,9 @@ type Config struct {
 	// the leader's address by GetClusterOverview.
 	Address string
 	// TaskExecutors, if set, tells of the cluster's TaskExecutors, for
-	// ListTaskExecutors, GetClusterOverview and GetTaskOutput. Without
-	// it, the cluster has none.
+	// ListTaskExecutors, GetClusterOverview, GetTaskOutput and the check
+	// of a new job's invokables. Without it, the cluster has none (and no
+	// job is refused for its invokables).
 	TaskExecutors TaskExecutors
 	// HTTPClient and ClientOptions carry GetTaskOutput's calls to
 	// TaskExecutors.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
@@ -65,6 +66,7 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 		term  *TerminalError
 		nterm *NotTerminalError
 		nosp  *SavepointNotFoundError
+		notof *NotOfferedError
 		cerr  *connect.Error
 	)
 	switch {
@@ -99,6 +101,8 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 		}
 		telemetry.LimitRefused(ctx, apierror.Reason(reason))
 		return apierror.New(reason, msg, md)
+	case errors.As(err, &notof):
+		return notOffered(notof)
 	case errors.As(err, &exist) && exist.OtherOwner:
 		// Nothing of the other principal's job is told, not even whether
 		// it ended.
@@ -422,4 +426,38 @@ func (h *Handler) GetClusterOverview(ctx context.Context, _ *jobplanev1.GetClust
 		return nil, h.wire(ctx, err, "")
 	}
 	return resp, nil
+}
+
+// execHint is added to the violation of a vertex that names exec, which
+// TaskExecutors offer only when they are allowed to run it.
+const execHint = "; exec is offered only by TaskExecutors that run it: jobplane taskexecutor or standalone with --allow-exec, or an SDK worker with worker.Config.AllowExec"
+
+// notOffered is the wire form of e: FAILED_PRECONDITION
+// (INVOKABLE_NOT_OFFERED) with a BadRequest violation for each vertex's
+// invokable field.
+func notOffered(e *NotOfferedError) *connect.Error {
+	missing := e.Missing()
+	offered := strings.Join(e.Offered, ", ")
+	if offered == "" {
+		offered = "none"
+	}
+	msg := fmt.Sprintf("no registered TaskExecutor offers the invokables %s (they offer: %s); nothing was done: submit the job again once a TaskExecutor that offers them has joined",
+		strings.Join(missing, ", "), offered)
+	err := apierror.New(jobplanev1.ErrorReason_ERROR_REASON_INVOKABLE_NOT_OFFERED, msg, map[string]string{
+		"invokables": strings.Join(missing, ","), "offered": strings.Join(e.Offered, ","),
+	})
+	br := &errdetails.BadRequest{}
+	for k, i := range e.Vertices {
+		desc := fmt.Sprintf("no registered TaskExecutor offers invokable %q", e.Invokables[k])
+		if e.Invokables[k] == "exec" {
+			desc += execHint
+		}
+		br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{
+			Field: fmt.Sprintf("job_graph.vertices[%d].invokable", i), Description: desc,
+		})
+	}
+	if d, derr := connect.NewErrorDetail(br); derr == nil {
+		err.AddDetail(d)
+	}
+	return err
 }

@@ -53,6 +53,8 @@ func (e *ExistsError) Error() string {
 
 // Submit accepts a job: validated (a *jobgraph.Error if invalid),
 // idempotent on its id, persisted before anything else happens for it.
+// A new job naming an invokable that no registered TaskExecutor offers,
+// while one is registered, is a *NotOfferedError (invokables.go).
 // The principal in ctx, if any, owns the job: a submission of its id by
 // another principal is an *ExistsError with OtherOwner, whatever its plan,
 // so that no one sees or adopts another's job through a resubmission.
@@ -71,6 +73,10 @@ func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1
 	if err := d.checkRestore(ctx, jobID, prepared.GetConfig().GetRestoreFromSavepoint()); err != nil {
 		return SubmitOutcome{}, err
 	}
+	// Checked before d.mu is taken (the ResourceManager has a lock of its
+	// own), and told only if the job turns out to be new: a resubmission
+	// is answered as always.
+	notOffered := d.checkInvokables(jobID, graph)
 	for {
 		ld, err := d.current(ctx)
 		if err != nil {
@@ -104,6 +110,10 @@ func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1
 				return SubmitOutcome{}, &ExistsError{JobID: jobID, GloballyTerminated: j.result != nil}
 			}
 			return SubmitOutcome{Created: false, Status: j.latest().GetStatus()}, nil
+		}
+		if notOffered != nil {
+			d.mu.Unlock()
+			return SubmitOutcome{}, notOffered
 		}
 		plan := &hastorev1.ExecutionPlan{JobId: jobID, JobGraph: prepared, Digest: digest, SubmitTime: timestamppb.Now(), SubmittedBy: owner.Name}
 		j := newJob(plan)

@@ -531,3 +531,9 @@ func (t taskExecutors) SlotOverview() (taskExecutors, slotsTotal, slotsAvailable
 	o := t.rm.Overview()
 	return o.TaskExecutors, o.SlotsTotal, o.SlotsAvailable
 }
+
+// NotOffered checks a job's invokables against the registered
+// TaskExecutors (see ResourceManager.NotOffered).
+func (t taskExecutors) NotOffered(vertices []*jobplanev1.JobVertex) (missing []int, offered []string) {
+	return t.rm.NotOffered(vertices)
+}

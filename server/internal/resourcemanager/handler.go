@@ -2,6 +2,7 @@ package resourcemanager
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
@@ -100,7 +101,8 @@ func (h *handler) RegisterTaskExecutor(ctx context.Context, req *clusterv1.Resou
 	}
 	e := &executor{
 		id: req.GetTaskExecutorId(), address: req.GetAddress(), registrationID: newID(), heard: rm.judge.Heard(time.Now()),
-		invokables: req.GetInvokables(),
+		// Sorted and without repeats: the pool counts each name once.
+		invokables: slices.Compact(slices.Sorted(slices.Values(req.GetInvokables()))),
 		client:     clusterv1connect.NewTaskExecutorServiceClient(rm.cfg.HTTPClient, req.GetAddress(), endpoint.ClientOptions()...),
 	}
 	// Registering again starts over: what it holds now is in the report.

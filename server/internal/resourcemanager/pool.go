@@ -39,6 +39,10 @@ type pool struct {
 	freed map[string]string
 	// total and used count all slots and the allocated ones.
 	total, used int
+	// offered counts, for each invokable, the registered TaskExecutors
+	// that offer it, so that a submission checks its invokables without
+	// a pass over the TaskExecutors (see NotOffered).
+	offered map[string]int
 }
 
 type executor struct {
@@ -88,6 +92,7 @@ func newPool() *pool {
 		byJob:       make(map[string]map[string]*allocation),
 		queued:      make(map[string]bool),
 		freed:       make(map[string]string),
+		offered:     make(map[string]int),
 	}
 }
 
@@ -112,6 +117,9 @@ func (p *pool) addExecutor(e *executor) {
 	i, _ := slices.BinarySearch(p.order, e.id)
 	p.order = slices.Insert(p.order, i, e.id)
 	p.total += e.slots
+	for _, name := range e.invokables {
+		p.offered[name]++
+	}
 }
 
 // removeExecutor drops a TaskExecutor with its allocations, and returns
@@ -127,6 +135,11 @@ func (p *pool) removeExecutor(id string) map[string]bool {
 		p.removeAllocation(a.id)
 	}
 	p.total -= e.slots
+	for _, name := range e.invokables {
+		if p.offered[name]--; p.offered[name] <= 0 {
+			delete(p.offered, name)
+		}
+	}
 	delete(p.executors, id)
 	if i, ok := slices.BinarySearch(p.order, id); ok {
 		p.order = slices.Delete(p.order, i, i+1)

@@ -2,10 +2,12 @@ package resourcemanager
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
 
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/election"
 )
 
@@ -88,5 +90,52 @@ func BenchmarkPoolServe(b *testing.B) {
 				p.allocate(time.Now(), func(got *allocation, _ *executor, _ *jobNeeds) { a = got })
 			}
 		})
+	}
+}
+
+// The pool counts the TaskExecutors offering each invokable as they come
+// and go, and a registration again replaces what the TaskExecutor
+// offered: NotOffered answers from these counts.
+func TestPoolCountsOfferedInvokables(t *testing.T) {
+	p := newPool()
+	p.addExecutor(&executor{id: "a", slots: 1, invokables: []string{"noop", "x"}})
+	p.addExecutor(&executor{id: "b", slots: 1, invokables: []string{"x", "y"}})
+	p.addExecutor(&executor{id: "b", slots: 1, invokables: []string{"x", "z"}}) // registered again
+	want := map[string]int{"noop": 1, "x": 2, "z": 1}
+	if !maps.Equal(p.offered, want) {
+		t.Fatalf("offered %v, want %v", p.offered, want)
+	}
+	p.removeExecutor("a")
+	if want := map[string]int{"x": 1, "z": 1}; !maps.Equal(p.offered, want) {
+		t.Fatalf("offered after a left %v, want %v", p.offered, want)
+	}
+	p.removeExecutor("b")
+	p.removeExecutor("b")
+	if len(p.offered) != 0 {
+		t.Fatalf("offered with no TaskExecutor %v, want none", p.offered)
+	}
+}
+
+// NotOffered names the vertices whose invokable no registered
+// TaskExecutor offers, with what is offered; it says nothing with no
+// TaskExecutor registered, or while not leading, and allocates nothing
+// when every invokable is offered (SubmitJob is a hot path).
+func TestNotOffered(t *testing.T) {
+	vertices := []*jobplanev1.JobVertex{{Invokable: "noop"}, {Invokable: "nosuch"}, {Invokable: "x"}, {Invokable: "nosuch"}}
+	rm := &ResourceManager{}
+	if missing, offered := rm.NotOffered(vertices); missing != nil || offered != nil {
+		t.Errorf("not leading: %v, %v; want nothing", missing, offered)
+	}
+	rm.pool = newPool()
+	if missing, offered := rm.NotOffered(vertices); missing != nil || offered != nil {
+		t.Errorf("no TaskExecutor: %v, %v; want nothing", missing, offered)
+	}
+	rm.pool.addExecutor(&executor{id: "a", slots: 1, invokables: []string{"x", "noop"}})
+	missing, offered := rm.NotOffered(vertices)
+	if !slices.Equal(missing, []int{1, 3}) || !slices.Equal(offered, []string{"noop", "x"}) {
+		t.Errorf("NotOffered = %v, %v; want [1 3], [noop x]", missing, offered)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { rm.NotOffered(vertices[:1]) }); allocs != 0 {
+		t.Errorf("NotOffered of offered invokables allocates %v times, want 0", allocs)
 	}
 }
