@@ -46,8 +46,8 @@ func TestFindInBinary(t *testing.T) {
 		{"nested", &jobplanev1.SubmitJobRequest{JobGraph: &jobplanev1.JobGraph{Config: withUnknown(&jobplanev1.JobConfig{}, 99)}}, []string{"job_graph.config.99"}},
 		{"list element", &jobplanev1.SubmitJobRequest{JobGraph: &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "a"}, withUnknown(&jobplanev1.JobVertex{Id: "b"}, 7)}}}, []string{"job_graph.vertices[1].7"}},
 		{"oneof member", &jobplanev1.SubmitJobRequest{JobGraph: &jobplanev1.JobGraph{Config: &jobplanev1.JobConfig{RestartStrategy: &jobplanev1.RestartStrategy{
-			Strategy: &jobplanev1.RestartStrategy_FixedDelay_{FixedDelay: withUnknown(&jobplanev1.RestartStrategy_FixedDelay{Attempts: 1}, 3)},
-		}}}}, []string{"job_graph.config.restart_strategy.fixed_delay.3"}},
+			Strategy: &jobplanev1.RestartStrategy_FixedDelay_{FixedDelay: withUnknown(&jobplanev1.RestartStrategy_FixedDelay{Attempts: 1}, 9)},
+		}}}}, []string{"job_graph.config.restart_strategy.fixed_delay.9"}},
 		{"several, sorted", withUnknown(&jobplanev1.SubmitJobRequest{JobGraph: withUnknown(&jobplanev1.JobGraph{}, 12)}, 10), []string{"10", "job_graph.12"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
