@@ -18,10 +18,11 @@ const maxHistory = 64
 // maxHistory changes are kept, and a restart replaces the restart
 // recorded just before it, if no status change came between them: the
 // newer one, which counts both, takes the next number. So a crash loop
-// that never changes the job's status keeps two changes, not one per
-// restart, and a slow watcher that resumes after a replaced restart gets
-// the newer one (the contract lets restarts that follow each other faster
-// than the stream is read be reported by one message).
+// that never changes the job's status adds one change for all its
+// restarts, not one per restart, and a slow watcher that resumes after a
+// replaced restart gets the newer one (the contract lets restarts that
+// follow each other faster than the stream is read be reported by one
+// message).
 type history struct {
 	changes []change // oldest first, in increasing seq; never empty
 }

@@ -58,7 +58,7 @@ func TestHistoryRecord(t *testing.T) {
 	}
 }
 
-// A crash loop keeps two changes however long it lasts, and a watch
+// A crash loop adds one change however long it lasts, and a watch
 // that was sent any of its restarts, or none, resumes to the newest.
 func TestHistoryCrashLoop(t *testing.T) {
 	t.Parallel()
