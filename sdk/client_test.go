@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,6 +168,13 @@ func TestValidateAgreesWithServer(t *testing.T) {
 		"bad restart": {Vertices: []*jobplanev1.JobVertex{v("a", "noop", 1)}, Config: &jobplanev1.JobConfig{RestartStrategy: &jobplanev1.RestartStrategy{
 			Strategy: &jobplanev1.RestartStrategy_FixedDelay_{FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{Attempts: -1}},
 		}}},
+		// Before contract 1.2, attempts 0 meant unlimited.
+		"restart attempts 0": {Vertices: []*jobplanev1.JobVertex{v("a", "noop", 1)}, Config: &jobplanev1.JobConfig{RestartStrategy: &jobplanev1.RestartStrategy{
+			Strategy: &jobplanev1.RestartStrategy_FixedDelay_{FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{}},
+		}}},
+		"restart attempts and unlimited": {Vertices: []*jobplanev1.JobVertex{v("a", "noop", 1)}, Config: &jobplanev1.JobConfig{RestartStrategy: &jobplanev1.RestartStrategy{
+			Strategy: &jobplanev1.RestartStrategy_FixedDelay_{FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{Attempts: 2, Unlimited: true}},
+		}}},
 	}
 	for name, g := range bad {
 		t.Run(name, func(t *testing.T) {
@@ -189,10 +197,16 @@ func TestValidateAgreesWithServer(t *testing.T) {
 			}
 		})
 	}
+	// The server names the field of attempts 0 and says what to write.
+	_, err := c.Dispatcher(serverURL).SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: sdk.NewJobID(), JobGraph: bad["restart attempts 0"]})
+	if got := violationsOf(err); len(got) != 1 || got[0].Field != "job_graph.config.restart_strategy.fixed_delay.attempts" ||
+		!strings.Contains(got[0].Description, "unlimited: true") {
+		t.Fatalf("attempts 0: server's violations %v; want job_graph.config.restart_strategy.fixed_delay.attempts, naming unlimited: true", got)
+	}
 	if _, err := c.Submit(ctx, sleepGraph("x", 1, 0), sdk.WithJobID("bad id!")); !errors.As(err, new(*sdk.InvalidJobError)) {
 		t.Fatalf("a malformed job id: %v; want an InvalidJobError", err)
 	}
-	_, err := c.Dispatcher(serverURL).SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "bad id!", JobGraph: sleepGraph("x", 1, 0)})
+	_, err = c.Dispatcher(serverURL).SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: "bad id!", JobGraph: sleepGraph("x", 1, 0)})
 	want := []sdk.Violation{{Field: "job_id", Description: jobgraph.JobIDRule}}
 	if got := violationsOf(err); !slices.Equal(got, want) {
 		t.Fatalf("server's job id violation %v, want %v", got, want)

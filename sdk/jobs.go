@@ -361,7 +361,10 @@ func (c *Client) Cluster(ctx context.Context) (*jobplanev1.GetClusterOverviewRes
 
 // Watch streams the job's status changes: first its current summary,
 // then one summary per change, in order, ending after a globally terminal
-// status (see IsGloballyTerminal), which is never skipped. When the
+// status (see IsGloballyTerminal), which is never skipped. A restart is a
+// change too: a server of contract 1.2 sends a summary whenever the
+// restart count grows, also while the status stays RUNNING (restarts
+// faster than the loop reads may come as one, counting them all). When the
 // stream breaks (a dropped connection, a change of leader) Watch
 // reconnects where it left off, with the last resume token: nothing is
 // repeated, and nothing is skipped while the same leader can resume.

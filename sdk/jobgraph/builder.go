@@ -87,10 +87,22 @@ func (b *Builder) NoRestart() *Builder {
 }
 
 // FixedDelayRestart restarts after a failure, up to attempts times, each
-// after delay.
+// after delay. attempts must be at least 1: Build refuses 0, which meant
+// unlimited before contract 1.2; UnlimitedRestart restarts without a
+// bound, and NoRestart never restarts.
 func (b *Builder) FixedDelayRestart(attempts int, delay time.Duration) *Builder {
 	b.config().RestartStrategy = &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{
 		Attempts: clamp32(attempts), Delay: durationpb.New(delay),
+	}}}
+	return b
+}
+
+// UnlimitedRestart restarts after every failure, without a bound, each
+// time after delay: a fixed delay with `unlimited` set. A job that keeps
+// failing then runs until it is canceled.
+func (b *Builder) UnlimitedRestart(delay time.Duration) *Builder {
+	b.config().RestartStrategy = &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{
+		Unlimited: true, Delay: durationpb.New(delay),
 	}}}
 	return b
 }

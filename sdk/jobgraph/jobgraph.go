@@ -303,9 +303,7 @@ func checkRestart(c *checker, rs *jobplanev1.RestartStrategy) {
 	}
 	switch s := rs.GetStrategy().(type) {
 	case *jobplanev1.RestartStrategy_FixedDelay_:
-		if s.FixedDelay.GetAttempts() < 0 {
-			c.add(path+".fixed_delay.attempts", "must not be negative")
-		}
+		checkAttempts(c, path+".fixed_delay", s.FixedDelay.GetAttempts(), s.FixedDelay.GetUnlimited())
 		if s.FixedDelay.GetDelay().AsDuration() < 0 {
 			c.add(path+".fixed_delay.delay", "must not be negative")
 		}
@@ -325,9 +323,7 @@ func checkRestart(c *checker, rs *jobplanev1.RestartStrategy) {
 		if j := e.GetJitter(); !(j >= 0 && j <= 1) {
 			c.add(path+".exponential_delay.jitter", "must be in [0, 1]")
 		}
-		if e.GetAttempts() < 0 {
-			c.add(path+".exponential_delay.attempts", "must not be negative")
-		}
+		checkAttempts(c, path+".exponential_delay", e.GetAttempts(), e.GetUnlimited())
 	case *jobplanev1.RestartStrategy_FailureRate_:
 		f := s.FailureRate
 		if f.GetMaxFailures() < 1 {
@@ -339,6 +335,23 @@ func checkRestart(c *checker, rs *jobplanev1.RestartStrategy) {
 		if f.GetDelay().AsDuration() < 0 {
 			c.add(path+".failure_rate.delay", "must not be negative")
 		}
+	}
+}
+
+// checkAttempts checks the bound of a fixed or exponential delay (path
+// names the strategy): at least one restart, or unlimited, not both.
+// Before contract 1.2, attempts 0 meant unlimited; it is refused rather
+// than given another meaning, so that a client written for 1.1 learns
+// that it must say unlimited.
+func checkAttempts(c *checker, path string, attempts int32, unlimited bool) {
+	switch {
+	case attempts < 0:
+		c.add(path+".attempts", "must not be negative: set a count of at least 1, or unlimited: true")
+	case attempts == 0 && !unlimited:
+		c.add(path+".attempts", "0 no longer means unlimited (since contract 1.2): set unlimited: true to restart without a bound, "+
+			"a count of at least 1, or use the none strategy for no restarts")
+	case attempts > 0 && unlimited:
+		c.add(path+".unlimited", "unlimited is set together with attempts %d: set one or the other", attempts)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -118,5 +119,68 @@ func TestInvalidDurationsRefused(t *testing.T) {
 		if !errors.As(err, &jerr) || len(jerr.Violations) != 1 || jerr.Violations[0].Field != "job_graph.config.restart_strategy.fixed_delay.delay" {
 			t.Errorf("%s: Prepare = %v; want one violation on the delay", name, err)
 		}
+	}
+}
+
+// A fixed or exponential delay says its bound: attempts 0 (unlimited
+// before contract 1.2) is refused naming the field and saying what to
+// write instead, attempts together with unlimited is refused naming
+// unlimited, and either alone is accepted.
+func TestRestartBound(t *testing.T) {
+	t.Parallel()
+	fixed := func(attempts int32, unlimited bool) *jobplanev1.RestartStrategy {
+		return &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{
+			Attempts: attempts, Unlimited: unlimited}}}
+	}
+	expo := func(attempts int32, unlimited bool) *jobplanev1.RestartStrategy {
+		return &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_ExponentialDelay_{ExponentialDelay: &jobplanev1.RestartStrategy_ExponentialDelay{
+			InitialDelay: durationpb.New(time.Second), MaxDelay: durationpb.New(time.Minute), Attempts: attempts, Unlimited: unlimited}}}
+	}
+	const path = "job_graph.config.restart_strategy."
+	for _, tc := range []struct {
+		name  string
+		rs    *jobplanev1.RestartStrategy
+		field string // "" when accepted
+		says  string
+	}{
+		{"fixed, attempts 0", fixed(0, false), path + "fixed_delay.attempts", "0 no longer means unlimited"},
+		{"fixed, attempts and unlimited", fixed(3, true), path + "fixed_delay.unlimited", "set one or the other"},
+		{"fixed, negative attempts", fixed(-1, false), path + "fixed_delay.attempts", "must not be negative"},
+		{"fixed, attempts", fixed(3, false), "", ""},
+		{"fixed, unlimited", fixed(0, true), "", ""},
+		{"exponential, attempts 0", expo(0, false), path + "exponential_delay.attempts", "0 no longer means unlimited"},
+		{"exponential, attempts and unlimited", expo(1, true), path + "exponential_delay.unlimited", "set one or the other"},
+		{"exponential, attempts", expo(6, false), "", ""},
+		{"exponential, unlimited", expo(0, true), "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := graph([]*jobplanev1.JobVertex{vertex("a", 1)})
+			g.Config = &jobplanev1.JobConfig{RestartStrategy: tc.rs}
+			_, err := jobgraph.Prepare(g, nil, jobgraph.Limits{})
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("Prepare = %v, want it accepted", err)
+				}
+				return
+			}
+			var jerr *jobgraph.Error
+			if !errors.As(err, &jerr) || len(jerr.Violations) != 1 {
+				t.Fatalf("Prepare = %v, want one violation of %s", err, tc.field)
+			}
+			if v := jerr.Violations[0]; v.Field != tc.field || !strings.Contains(v.Description, tc.says) {
+				t.Errorf("violation %+v, want field %s saying %q", v, tc.field, tc.says)
+			}
+		})
+	}
+	withVertex := func(name string) *jobgraph.Builder {
+		b := jobgraph.NewBuilder(name)
+		b.Vertex("v", "noop")
+		return b
+	}
+	if _, err := withVertex("forever").UnlimitedRestart(time.Second).Build(); err != nil {
+		t.Errorf("UnlimitedRestart: Build = %v", err)
+	}
+	if _, err := withVertex("zero").FixedDelayRestart(0, time.Second).Build(); err == nil {
+		t.Error("FixedDelayRestart(0): Build accepted it")
 	}
 }

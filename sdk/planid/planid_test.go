@@ -164,6 +164,20 @@ func TestNormalization(t *testing.T) {
 			t.Errorf("%s: the same plan as the graph without it", name)
 		}
 	}
+	// unlimited (field 3 of a fixed delay, 7 of an exponential one, since
+	// contract 1.2) is part of the plan: a 1.1 plan with attempts 0 and
+	// the 1.2 plan that says unlimited are two plans.
+	unlimited := func(u bool) [2]*jobplanev1.JobGraph {
+		return [2]*jobplanev1.JobGraph{
+			strategy(&jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{Unlimited: u}}}),
+			exponential(&jobplanev1.RestartStrategy_ExponentialDelay{InitialDelay: durationpb.New(1e9), Unlimited: u}),
+		}
+	}
+	for i, kind := range []string{"fixed", "exponential"} {
+		if a, b := unlimited(true)[i], unlimited(false)[i]; string(planid.Digest(a)) == string(planid.Digest(b)) || planid.Same(a, b) {
+			t.Errorf("%s delay: unlimited and attempts 0 are the same plan", kind)
+		}
+	}
 	if g := base(); planid.Normalize(g) == g {
 		t.Error("Normalize returned its argument, not a copy")
 	}

@@ -244,8 +244,10 @@ export class Client {
   /**
    * watch yields the job's summary as its status changes, from its current
    * one, until a globally terminal one (which it yields last), resuming
-   * the stream where it broke off across leader changes. Leaving the loop
-   * (break) closes the stream.
+   * the stream where it broke off across leader changes. A restart is a
+   * change too (a server of contract 1.2 sends one when the restart count
+   * grows, also while the job stays RUNNING; restarts faster than the loop
+   * reads may come as one). Leaving the loop (break) closes the stream.
    */
   async *watch(jobId: string, options: CallOptions = {}): AsyncGenerator<JobSummary, void, undefined> {
     const detach = this.attach(jobId, options);

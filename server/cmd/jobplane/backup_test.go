@@ -87,7 +87,7 @@ func napGraph(name string) *jobplanev1.JobGraph {
 			Id: "nap", Invokable: "sleep", Parallelism: 1, Config: map[string]string{"duration": "1h"},
 		}},
 		Config: &jobplanev1.JobConfig{RestartStrategy: &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{
-			FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{Delay: durationpb.New(100 * time.Millisecond)},
+			FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{Unlimited: true, Delay: durationpb.New(100 * time.Millisecond)},
 		}}},
 	}
 }

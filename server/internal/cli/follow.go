@@ -27,8 +27,9 @@ type jobEvent struct {
 
 // follow attaches to job id until it ends, and returns the exit of its
 // final status. On a terminal (with -o table) it redraws a live display;
-// otherwise it writes one line per status change (-o table) or nothing
-// until the end (-o json|yaml, which print the JobResult). An interrupt
+// otherwise it writes one line per status change and per restart (-o
+// table) or nothing until the end (-o json|yaml, which print the
+// JobResult). An interrupt
 // asks, on a terminal, whether to cancel the job or detach; without one,
 // it detaches.
 func (a *app) follow(ctx context.Context, client *sdk.Client, id, format string) error {
@@ -107,12 +108,13 @@ following:
 			case ev.end:
 				break following
 			}
+			prev := view.cur
 			changed := view.update(ev.summary)
 			switch {
 			case live:
 				redraw()
 			case format == "table" && ev.watch && changed:
-				fmt.Fprintln(a.s.Out, statusLine(view.cur))
+				fmt.Fprintln(a.s.Out, statusLine(prev, view.cur))
 			}
 		case <-sigs:
 			if !interactive {

@@ -86,6 +86,12 @@ edges:
 			[]string{"job.yaml:4:5: job_graph.edges[0].target_vertex_id: unknown vertex \"nowhere\""}},
 		{"bad override placed at its key", "vertices: [{id: a.b, invokable: noop, parallelism: 1}]\nconfig:\n  parallelism_overrides:\n    a.b: -1\n",
 			[]string{`job.yaml:4:5: job_graph.config.parallelism_overrides["a.b"]`}},
+		// The user who wrote attempts 0 for "no restarts" (it meant
+		// unlimited before contract 1.2) is told at the line.
+		{"restart attempts 0", "vertices: [{id: a, invokable: noop, parallelism: 1}]\nconfig:\n  restartStrategy:\n    fixedDelay:\n      attempts: 0\n      delay: 1s\n",
+			[]string{"job.yaml:5:7: job_graph.config.restart_strategy.fixed_delay.attempts: 0 no longer means unlimited", "unlimited: true", "none strategy"}},
+		{"restart attempts with unlimited", "vertices: [{id: a, invokable: noop, parallelism: 1}]\nconfig:\n  restart_strategy:\n    exponential_delay: {initial_delay: 1s, max_delay: 1m, attempts: 3, unlimited: true}\n",
+			[]string{"job.yaml:4:", "job_graph.config.restart_strategy.exponential_delay.unlimited: unlimited is set together with attempts 3"}},
 		{"not YAML", "name: [unclosed\nvertices: {\n", []string{"job.yaml:", "not valid YAML or JSON"}},
 		{"not JSON", `{"name": "j", "vertices": [}`, []string{"job.yaml:1:28: not valid JSON"}},
 		{"prose", "this is not a job\n", []string{"job.yaml:1:1: not a JobGraph"}},

@@ -33,15 +33,39 @@ func progressLines(s *jobplanev1.JobSummary, now time.Time) []string {
 	return lines
 }
 
-// statusLine renders one status change of a followed job for output that
-// is not a terminal: one line, no redraw.
-func statusLine(s *jobplanev1.JobSummary) string {
+// statusLine renders one change of a followed job for output that is not
+// a terminal: one line, no redraw. prev is the summary of the line before
+// (nil for the first). A restart that left the status as it was (a region
+// restart while RUNNING) says how many restarts there were and why the
+// last one happened, at the time of that failure; restarts that came
+// faster than the job was watched are counted in one line.
+func statusLine(prev, s *jobplanev1.JobSummary) string {
+	if prev != nil && s.GetStatus() == prev.GetStatus() && s.GetRestartCount() > prev.GetRestartCount() {
+		at := s.GetStatusTime()
+		if t := s.GetFailure().GetTime(); t != nil {
+			at = t
+		}
+		line := fmt.Sprintf("%s job %s %s  %s", timeText(at), s.GetJobId(), statusName(s.GetStatus()), restartedText(s.GetRestartCount()))
+		if f := s.GetFailure(); f != nil {
+			line += "; last failure: " + failureText(f)
+		}
+		return line
+	}
 	line := fmt.Sprintf("%s job %s %s  subtasks: %s  restarts: %d", timeText(s.GetStatusTime()), s.GetJobId(),
 		statusName(s.GetStatus()), countsText(s.GetTaskCounts()), s.GetRestartCount())
 	if f := s.GetFailure(); f != nil && s.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_RUNNING {
 		line += "  failure: " + failureText(f)
 	}
 	return line
+}
+
+// restartedText says how often a job restarted, such as "restarted 3
+// times".
+func restartedText(n int32) string {
+	if n == 1 {
+		return "restarted once"
+	}
+	return fmt.Sprintf("restarted %d times", n)
 }
 
 // liveView redraws a block of lines in place on a terminal with ANSI

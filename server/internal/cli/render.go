@@ -157,7 +157,12 @@ func renderJobDetails(w io.Writer, d *jobplanev1.JobDetails, now time.Time, all 
 		fmt.Fprintf(tw, "Checkpoints:\t%s\n", checkpointsText(cp, now))
 	}
 	if f := s.GetFailure(); f != nil {
-		fmt.Fprintf(tw, "Failure:\t%s\n", failureText(f))
+		if s.GetStatus() == jobplanev1.JobStatus_JOB_STATUS_FAILED {
+			fmt.Fprintf(tw, "Failure:\t%s\n", failureText(f))
+		} else {
+			// The failure that caused the latest restart: the job runs on.
+			fmt.Fprintf(tw, "Last failure:\t%s, at %s\n", failureText(f), timeText(f.GetTime()))
+		}
 	}
 	tw.Flush()
 

@@ -79,6 +79,17 @@ func TestRenderJobDetails(t *testing.T) {
 		}
 	}
 
+	// A running job's failure is the last one, that restarted it.
+	b.Reset()
+	runningJob := &jobplanev1.JobDetails{Summary: &jobplanev1.JobSummary{JobId: "j2", Status: jobplanev1.JobStatus_JOB_STATUS_RUNNING,
+		SubmitTime: ts(0), RestartCount: 7, Failure: fail}}
+	renderJobDetails(&b, runningJob, t0.Add(time.Hour), false)
+	for _, want := range []string{"Restarts:      7\n", "Last failure:  boom at line 2 (vertex v, subtask 1, attempt 0, on te-1), at 2026-12-01 13:00:01\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output of a running job lacks %q:\n%s", want, b.String())
+		}
+	}
+
 	// Past maxSubtaskRows, the rest is counted unless all is asked for.
 	v := &jobplanev1.VertexDetails{VertexId: "big", Parallelism: maxSubtaskRows + 5}
 	for i := range maxSubtaskRows + 5 {
@@ -214,8 +225,26 @@ func TestProgress(t *testing.T) {
 	if got := progressLines(&jobplanev1.JobSummary{JobId: "j"}, t0); len(got) != 2 || got[1] != "status: UNSPECIFIED   elapsed: -   restarts: 0" {
 		t.Errorf("progressLines without counts = %q", got)
 	}
-	if line := statusLine(s); line != "2026-12-01 13:00:01 job j RESTARTING  subtasks: 1 running, 1 failed  restarts: 1  failure: boom" {
+	if line := statusLine(nil, s); line != "2026-12-01 13:00:01 job j RESTARTING  subtasks: 1 running, 1 failed  restarts: 1  failure: boom" {
 		t.Errorf("statusLine = %q", line)
+	}
+	// A restart that leaves the job RUNNING (a region restart) says how
+	// many there were and why, at the time of the failure.
+	run := &jobplanev1.JobSummary{JobId: "j", Status: jobplanev1.JobStatus_JOB_STATUS_RUNNING, StatusTime: ts(time.Second), RestartCount: 1}
+	again := &jobplanev1.JobSummary{JobId: "j", Status: jobplanev1.JobStatus_JOB_STATUS_RUNNING, StatusTime: ts(time.Second), RestartCount: 3,
+		Failure: &jobplanev1.FailureInfo{Message: "boom", Time: ts(5 * time.Second),
+			Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "v", SubtaskIndex: 0, AttemptNumber: 2}, TaskExecutorId: "te-1"}}
+	for _, tc := range []struct {
+		prev, s *jobplanev1.JobSummary
+		want    string
+	}{
+		{run, again, "2026-12-01 13:00:05 job j RUNNING  restarted 3 times; last failure: boom (vertex v, subtask 0, attempt 2, on te-1)"},
+		{&jobplanev1.JobSummary{Status: jobplanev1.JobStatus_JOB_STATUS_RUNNING}, run, "2026-12-01 13:00:01 job j RUNNING  restarted once"},
+		{s, again, "2026-12-01 13:00:01 job j RUNNING  subtasks: -  restarts: 3"}, // a status change
+	} {
+		if line := statusLine(tc.prev, tc.s); line != tc.want {
+			t.Errorf("statusLine after %d restarts = %q, want %q", tc.prev.GetRestartCount(), line, tc.want)
+		}
 	}
 
 	var b bytes.Buffer

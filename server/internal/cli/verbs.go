@@ -134,9 +134,10 @@ func submitCommand(a *app) *cobra.Command {
 			"standard input), checked first by the contract's rules, so that an invalid graph\n" +
 			"is reported with its place in the file and nothing is submitted.\n\n" +
 			"Attached (the default), it follows the job: a live display on a terminal, one\n" +
-			"line per status change otherwise; it exits 0 when the job FINISHED, 3 when it\n" +
-			"FAILED, 4 when it was CANCELED. Ctrl-C asks whether to cancel the job or detach;\n" +
-			"without a terminal, SIGINT detaches (exit 6) and the job goes on.\n\n" +
+			"line per status change and per restart otherwise; it exits 0 when the job\n" +
+			"FINISHED, 3 when it FAILED, 4 when it was CANCELED. Ctrl-C asks whether to\n" +
+			"cancel the job or detach; without a terminal, SIGINT detaches (exit 6) and the\n" +
+			"job goes on.\n\n" +
 			"Detached (-d), it prints the job id and exits once the job is acknowledged.\n\n" +
 			"--restore-from starts the job's subtasks from their states in a savepoint\n" +
 			"('jobplane savepoint'), in place of the file's config.restore_from_savepoint.",

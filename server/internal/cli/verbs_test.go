@@ -188,7 +188,15 @@ edges:
 `
 	missingInvokableJob = "name: missing\nvertices:\n  - id: v\n    invokable: no-such-invokable\n    parallelism: 1\n"
 	failingJob          = "name: failing\nvertices:\n  - id: v\n    invokable: fail\n    parallelism: 1\n    config: {message: broken on purpose}\nconfig:\n  restart_strategy: {none: {}}\n"
-	sleepJob            = "name: long\nvertices:\n  - id: nap\n    invokable: sleep\n    parallelism: 2\n    config: {duration: 2m}\n"
+	// Two regions: flaky fails twice and restarts alone, steady finishes.
+	regionRestartJob = `name: regions
+vertices:
+  - {id: flaky, invokable: fail, parallelism: 1, config: {attempts: "0,1", delay: 100ms, message: flaky region failed}}
+  - {id: steady, invokable: noop, parallelism: 1}
+config:
+  restartStrategy: {fixedDelay: {attempts: 2, delay: 100ms}}
+`
+	sleepJob = "name: long\nvertices:\n  - id: nap\n    invokable: sleep\n    parallelism: 2\n    config: {duration: 2m}\n"
 )
 
 // The client verbs, run as a user runs them against `jobplane standalone`.
@@ -256,6 +264,18 @@ func TestClientVerbs(t *testing.T) {
 				t.Errorf("%s: escape sequences without a terminal:\n%q", tc.file, r.stdout)
 			}
 		}
+	})
+
+	// A restart of one region leaves the job RUNNING: the attached view
+	// says so as it happens, with the failure, and status shows it.
+	t.Run("submit attached, region restarts", func(t *testing.T) {
+		r := c.run(t, "submit", "--id", "regions", writeJob(t, "regions.yaml", regionRestartJob))
+		expect(t, "regions.yaml", r, exitOK, []string{" RUNNING ", "RUNNING  restarted 2 times; last failure: flaky region failed (vertex flaky, subtask 0, attempt 1",
+			"FINISHED after", "(2 restarts)"}, nil)
+		if strings.Contains(r.stdout, " RESTARTING ") {
+			t.Errorf("a region restart shown as a job status change:\n%s", r.stdout)
+		}
+		expect(t, "status regions", c.run(t, "status", "regions"), exitOK, []string{"Restarts:   2", "flaky region failed"}, nil)
 	})
 
 	t.Run("submit detached, wait, status", func(t *testing.T) {

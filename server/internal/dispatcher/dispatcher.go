@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -196,16 +195,12 @@ type job struct {
 	// same job wait for it.
 	persisting chan struct{}
 	runner     JobRunner
-	// history holds the job's summary after each status change; changed
-	// is closed and replaced at each change, to wake watchers.
-	history []*jobplanev1.JobSummary
-	// historyBase is the number of the first entry of history: entries
-	// are numbered from the job's first status on, and only the last
-	// maxHistory are kept.
-	historyBase int
-	changed     chan struct{}
-	result      *jobplanev1.JobResult // set once globally terminal
-	done        chan struct{}         // closed once the result is recorded
+	// history holds the job's recent changes (history.go); changed is
+	// closed and replaced at each change, to wake watchers.
+	history history
+	changed chan struct{}
+	result  *jobplanev1.JobResult // set once globally terminal
+	done    chan struct{}         // closed once the result is recorded
 	// graph is the job's plan while it runs (shared with its JobMaster),
 	// and placements where its attempts ran once it ended, for a while
 	// (output.go).
@@ -387,7 +382,7 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 			submitTime: res.GetSubmitTime().AsTime(), result: res, owner: res.GetSubmittedBy(),
 			persisting: closedChan(), changed: make(chan struct{}), done: closedChan(),
 		}
-		j.history = []*jobplanev1.JobSummary{summaryOfResult(res)}
+		j.history = newHistory(summaryOfResult(res))
 		d.mu.Lock()
 		ld.jobs[j.id] = j
 		ld.index.add(j)
@@ -495,10 +490,10 @@ func newJob(plan *hastorev1.ExecutionPlan) *job {
 	if timeout := plan.GetJobGraph().GetConfig().GetClientHeartbeatTimeout().AsDuration(); timeout > 0 {
 		j.heartbeatTimeout = timeout
 	}
-	j.history = []*jobplanev1.JobSummary{{
+	j.history = newHistory(&jobplanev1.JobSummary{
 		JobId: j.id, Name: j.name, Status: jobstatus.Initializing,
 		SubmitTime: timestamppb.New(j.submitTime), StatusTime: timestamppb.Now(), SubmittedBy: j.owner,
-	}}
+	})
 	return j
 }
 
@@ -511,43 +506,19 @@ func summaryOfResult(res *jobplanev1.JobResult) *jobplanev1.JobSummary {
 }
 
 // latest returns the job's current summary; d.mu must be held.
-func (j *job) latest() *jobplanev1.JobSummary { return j.history[len(j.history)-1] }
+func (j *job) latest() *jobplanev1.JobSummary { return j.history.latest() }
 
-// maxHistory bounds the status changes a job keeps for watches to resume
-// from.
-const maxHistory = 64
-
-// historyEnd is the number the next status change of j will get; d.mu
-// must be held.
-func (j *job) historyEnd() int { return j.historyBase + len(j.history) }
-
-// entry returns status change number i of j, if it is kept; d.mu must be
-// held.
-func (j *job) entry(i int) (*jobplanev1.JobSummary, bool) {
-	if i < j.historyBase || i >= j.historyEnd() {
-		return nil, false
-	}
-	return j.history[i-j.historyBase], true
-}
-
-// recordLocked appends a status change of j, moves j in the index and
-// wakes watchers; d.mu must be held. A change that repeats the current
-// status only refreshes it.
+// recordLocked records the job's summary s, after a status change or a
+// restart, moves j in the index and wakes watchers; d.mu must be held. A
+// summary that neither changes the status nor grows the restart count
+// only refreshes the current one.
 func (ld *leadership) recordLocked(j *job, s *jobplanev1.JobSummary) {
 	if s.SubmitTime == nil {
 		s.SubmitTime = timestamppb.New(j.submitTime)
 	}
 	s.SubmittedBy = j.owner
-	if last := j.latest(); last.GetStatus() == s.GetStatus() {
-		j.history[len(j.history)-1] = s
+	if !j.history.record(s) {
 		return
-	}
-	j.history = append(j.history, s)
-	if len(j.history) > maxHistory {
-		// Bounded, as a job may flap for ever: a watch resumed from a
-		// dropped entry starts over, coalesced.
-		j.history = slices.Delete(j.history, 0, 1)
-		j.historyBase++
 	}
 	ld.index.setStatus(j, s.GetStatus())
 	close(j.changed)

@@ -306,13 +306,15 @@ func parseResumeToken(ld *leadership, j *job, token string) (int, bool, error) {
 	return i, true, nil
 }
 
-// Watch calls fn with the job's current summary and then with every status
+// Watch calls fn with the job's current summary and then with every
 // change, in order, until the job is globally terminal (nil), ctx ends
-// (ctx's error) or leadership is lost (ErrNotLeading). Every heartbeat
-// without a change, fn is called with an event without a summary. With a
-// resume token of this leadership, the watch continues right after the
-// message it names; with any other, it starts with the current summary,
-// marked coalesced.
+// (ctx's error) or leadership is lost (ErrNotLeading). A change is a new
+// status, or a restart count grown under the same status (history.go:
+// restarts that follow each other before fn is called again may come as
+// one). Every heartbeat without a change, fn is called with an event
+// without a summary. With a resume token of this leadership, the watch
+// continues right after the message it names; with any other, it starts
+// with the current summary, marked coalesced.
 func (d *Dispatcher) Watch(ctx context.Context, jobID, resume string, heartbeat time.Duration, fn func(WatchEvent) error) error {
 	ld, j, err := d.find(ctx, jobID)
 	if err != nil {
@@ -322,44 +324,40 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID, resume string, heartbeat 
 	at, exact, err := parseResumeToken(ld, j, resume)
 	var (
 		pending []WatchEvent
-		last    jobplanev1.JobStatus
+		last    *jobplanev1.JobSummary // the summary the watcher has seen last
 		next    int
 		r       = j.runner
 	)
-	if from, kept := j.entry(at); exact && kept {
+	if from, kept := j.history.at(at); exact && kept {
 		// Continue after the message the token names.
-		last = from.GetStatus()
-		for i := at + 1; i < j.historyEnd(); i++ {
-			s, _ := j.entry(i)
-			pending = append(pending, WatchEvent{Summary: s, ResumeToken: resumeToken(ld, j, i)})
-		}
-		next = j.historyEnd()
+		last = from
+		pending = d.eventsLocked(ld, j, at+1)
 	} else {
 		exact = false
-		next = j.historyEnd()
-		pending = []WatchEvent{{Summary: j.latest(), ResumeToken: resumeToken(ld, j, next-1), Coalesced: resume != ""}}
+		pending = []WatchEvent{{Summary: j.latest(), ResumeToken: resumeToken(ld, j, j.history.end()-1), Coalesced: resume != ""}}
 	}
+	next = j.history.end()
 	d.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	if exact && jobstatus.IsGloballyTerminal(last) {
+	if exact && jobstatus.IsGloballyTerminal(last.GetStatus()) {
 		return nil // nothing comes after a terminal status
 	}
 	if !exact && r != nil {
 		// The first message is the current state: the JobMaster's own
 		// summary while it runs the job (the recorded one dates from the
-		// last status change, with the task counts of then), else the
-		// recorded one. It stands for the latest recorded change, whose
-		// token it takes, only if it shows that change's status.
+		// last change, with the task counts of then), else the recorded
+		// one. It stands for the latest recorded change, whose token it
+		// takes, only if it shows that change's status and restarts.
 		if jm := r.JobMaster(); jm != nil {
 			// A globally terminal status is shown only once its result is
 			// durable, as recorded by finish.
 			if s, err := jm.Summary(ctx); err == nil && !jobstatus.IsGloballyTerminal(s.GetStatus()) {
 				s.SubmitTime = timestamppb.New(j.submitTime)
 				d.mu.Lock()
-				if j.latest().GetStatus() == s.GetStatus() {
-					next = j.historyEnd()
+				if l := j.latest(); l.GetStatus() == s.GetStatus() && l.GetRestartCount() == s.GetRestartCount() {
+					next = j.history.end()
 					pending[0].Summary, pending[0].ResumeToken = s, resumeToken(ld, j, next-1)
 				}
 				d.mu.Unlock()
@@ -368,7 +366,7 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID, resume string, heartbeat 
 	}
 	for {
 		for _, ev := range pending {
-			if ev.Summary.GetStatus() == last {
+			if last != nil && ev.Summary.GetStatus() == last.GetStatus() && ev.Summary.GetRestartCount() == last.GetRestartCount() {
 				continue // the JobMaster's summary showed this change already
 			}
 			if err := d.stillLeading(ld); err != nil {
@@ -377,24 +375,20 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID, resume string, heartbeat 
 			if err := fn(ev); err != nil {
 				return err
 			}
-			last = ev.Summary.GetStatus()
-			if jobstatus.IsGloballyTerminal(last) {
+			last = ev.Summary
+			if jobstatus.IsGloballyTerminal(last.GetStatus()) {
 				return nil
 			}
 		}
 		d.mu.Lock()
-		if next < j.historyBase {
+		if next < j.history.first() {
 			// The job changed faster than this stream was read: what it
 			// missed is gone. The client resumes, and starts over.
 			d.mu.Unlock()
 			return ErrStreamBehind
 		}
-		pending = pending[:0]
-		for i := next; i < j.historyEnd(); i++ {
-			s, _ := j.entry(i)
-			pending = append(pending, WatchEvent{Summary: s, ResumeToken: resumeToken(ld, j, i)})
-		}
-		next = j.historyEnd()
+		pending = d.eventsLocked(ld, j, next)
+		next = j.history.end()
 		changed := j.changed
 		d.mu.Unlock()
 		if len(pending) > 0 {
@@ -415,6 +409,16 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID, resume string, heartbeat 
 			return ctx.Err()
 		}
 	}
+}
+
+// eventsLocked returns the events of j's changes kept from number i on,
+// each with the token that resumes after it; d.mu must be held.
+func (d *Dispatcher) eventsLocked(ld *leadership, j *job, i int) []WatchEvent {
+	var out []WatchEvent
+	for _, c := range j.history.since(i) {
+		out = append(out, WatchEvent{Summary: c.summary, ResumeToken: resumeToken(ld, j, c.seq)})
+	}
+	return out
 }
 
 // ClientHeartbeat records that an attached job's client is alive and

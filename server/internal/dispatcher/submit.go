@@ -158,7 +158,7 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 			// the job runs from it, as a later leader would.
 			d.mu.Lock()
 			j.submitTime = stored.GetSubmitTime().AsTime()
-			j.history[0].SubmitTime = stored.GetSubmitTime()
+			j.history.changes[0].summary.SubmitTime = stored.GetSubmitTime()
 			d.mu.Unlock()
 			plan = stored
 		}

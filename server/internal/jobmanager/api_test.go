@@ -375,7 +375,7 @@ func TestWatchHistoryIsBounded(t *testing.T) {
 	c := newCluster(t, localcluster.Config{})
 	g := &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "fail", Parallelism: 1}}}
 	g.Config = &jobplanev1.JobConfig{RestartStrategy: &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{
-		FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{}, // unlimited, at once
+		FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{Unlimited: true}, // at once
 	}}}
 	submit(t, c, "flapping", g)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -24,9 +24,13 @@ func (jm *JobMaster) summaryLocked() *jobplanev1.JobSummary {
 	if jobstatus.IsGloballyTerminal(jm.status) {
 		s.EndTime = timestamppb.New(jm.statusTime)
 	}
+	// From the graph's counters: the summary goes out at every status
+	// change and restart, and a job may have many subtasks.
 	counts := map[jobplanev1.ExecutionState]int32{}
-	for ev := range int32(jm.graph.Subtasks()) {
-		counts[jm.graph.State(ev)]++
+	for state := jobplanev1.ExecutionState(1); int(state) < len(jobplanev1.ExecutionState_name); state++ {
+		if n := jm.graph.Count(state); n > 0 {
+			counts[state] = int32(n)
+		}
 	}
 	s.TaskCounts = stateCounts(counts)
 	return s

@@ -54,7 +54,15 @@ func (jm *JobMaster) restartOrFail(info *jobplanev1.FailureInfo, set []int, rest
 		jm.stopAll(jobstatus.Failed)
 	} else {
 		telemetry.JobRestarted(context.Background())
+		before := jm.status
 		jm.failover(set, delay)
+		if jm.status == before && jm.cfg.OnStatus != nil {
+			// A restart of some regions leaves the job RUNNING: its
+			// watchers are told of the restart all the same (WatchJob,
+			// since contract 1.2). A restart of every region moved the job
+			// to RESTARTING, which setStatus reported with this count.
+			jm.cfg.OnStatus(jm.summaryLocked())
+		}
 	}
 	jm.progress()
 }

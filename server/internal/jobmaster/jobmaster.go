@@ -87,7 +87,9 @@ type Config struct {
 	Valid func() bool
 	// OnStatus, if set, is called from the goroutine handling the
 	// JobMaster's events with the job's summary after every status
-	// change; it must not block.
+	// change, and after every restart that leaves the status as it was
+	// (a restart of some of the job's regions: the summary's restart
+	// count grew); it must not block.
 	OnStatus func(*jobplanev1.JobSummary)
 	// Logger receives the JobMaster's logs. Default: slog.Default().
 	Logger *slog.Logger

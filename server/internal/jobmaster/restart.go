@@ -26,7 +26,7 @@ type restartPolicy struct {
 func (p *restartPolicy) next(now time.Time) (time.Duration, bool) {
 	switch s := p.strategy.GetStrategy().(type) {
 	case *jobplanev1.RestartStrategy_FixedDelay_:
-		if a := s.FixedDelay.GetAttempts(); a > 0 && p.used >= int(a) {
+		if p.exhausted(s.FixedDelay.GetAttempts(), s.FixedDelay.GetUnlimited()) {
 			return 0, false
 		}
 		p.used++
@@ -34,7 +34,7 @@ func (p *restartPolicy) next(now time.Time) (time.Duration, bool) {
 
 	case *jobplanev1.RestartStrategy_ExponentialDelay_:
 		e := s.ExponentialDelay
-		if e.GetAttempts() > 0 && p.used >= int(e.GetAttempts()) {
+		if p.exhausted(e.GetAttempts(), e.GetUnlimited()) {
 			return 0, false
 		}
 		initial, maxDelay := e.GetInitialDelay().AsDuration(), e.GetMaxDelay().AsDuration()
@@ -82,6 +82,18 @@ func (p *restartPolicy) next(now time.Time) (time.Duration, bool) {
 	}
 	// None and unset: no restart.
 	return 0, false
+}
+
+// exhausted reports whether a fixed or exponential delay bounded by
+// attempts and unlimited allows no more restarts. Submission refuses
+// attempts 0 without unlimited (contract 1.2), but a plan stored under
+// 1.1, when 0 meant unlimited, keeps that meaning when it is recovered:
+// so 0 is unlimited here, whatever unlimited says.
+func (p *restartPolicy) exhausted(attempts int32, unlimited bool) bool {
+	if unlimited || attempts <= 0 {
+		return false
+	}
+	return p.used >= int(attempts)
 }
 
 func (p *restartPolicy) rand() float64 {

@@ -23,7 +23,18 @@ func TestRestartPolicy(t *testing.T) {
 		MaxFailures: 2, Interval: durationpb.New(time.Minute), Delay: durationpb.New(ms(10)),
 	}}}
 	unlimited := &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{
+		Unlimited: true, Delay: durationpb.New(ms(50)),
+	}}}
+	// A plan stored under contract 1.1, when attempts 0 meant unlimited,
+	// keeps that meaning when it is recovered (submission refuses it now).
+	zero := &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{
 		Delay: durationpb.New(ms(50)),
+	}}}
+	expoUnlimited := &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_ExponentialDelay_{ExponentialDelay: &jobplanev1.RestartStrategy_ExponentialDelay{
+		InitialDelay: durationpb.New(ms(100)), MaxDelay: durationpb.New(ms(100)), Unlimited: true,
+	}}}
+	expoZero := &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_ExponentialDelay_{ExponentialDelay: &jobplanev1.RestartStrategy_ExponentialDelay{
+		InitialDelay: durationpb.New(ms(100)), MaxDelay: durationpb.New(ms(100)),
 	}}}
 	none := &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_None{None: &jobplanev1.RestartStrategy_NoRestart{}}}
 	t0 := time.Unix(1_000_000, 0)
@@ -31,6 +42,13 @@ func TestRestartPolicy(t *testing.T) {
 		at    time.Duration // failure time after t0
 		delay time.Duration
 		ok    bool
+	}
+	many := func(delay time.Duration) []step {
+		var steps []step
+		for i := range 20 {
+			steps = append(steps, step{time.Duration(i) * time.Second, delay, true})
+		}
+		return steps
 	}
 	for _, tc := range []struct {
 		name  string
@@ -40,7 +58,10 @@ func TestRestartPolicy(t *testing.T) {
 		{"unset", nil, []step{{0, 0, false}}},
 		{"none", none, []step{{0, 0, false}}},
 		{"fixed delay", fixed, []step{{0, ms(50), true}, {1, ms(50), true}, {2, ms(50), true}, {3, 0, false}}},
-		{"fixed delay, unlimited", unlimited, []step{{0, ms(50), true}, {1, ms(50), true}, {2, ms(50), true}, {3, ms(50), true}, {4, ms(50), true}}},
+		{"fixed delay, unlimited", unlimited, many(ms(50))},
+		{"fixed delay, attempts 0 of a 1.1 plan", zero, many(ms(50))},
+		{"exponential, unlimited", expoUnlimited, many(ms(100))},
+		{"exponential, attempts 0 of a 1.1 plan", expoZero, many(ms(100))},
 		{"exponential grows to its max", expo, []step{
 			{0, ms(100), true}, {time.Second, ms(200), true}, {2 * time.Second, ms(400), true}, {3 * time.Second, ms(500), true},
 		}},

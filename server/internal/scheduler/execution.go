@@ -34,6 +34,9 @@ type ExecutionGraph struct {
 
 	demand   int // unfinished execution vertices of released regions
 	finished int // FINISHED execution vertices
+	// counts counts the execution vertices in each state, by the state's
+	// number, so that a job's summary costs no walk of its subtasks.
+	counts []int32
 }
 
 // NewExecutionGraph builds the execution graph of g (final parallelism,
@@ -54,10 +57,12 @@ func NewExecutionGraph(g *jobplanev1.JobGraph, eager bool) (*ExecutionGraph, err
 		waiting:    make([]int32, nr),
 		released:   make([]bool, nr),
 		pending:    make([]int32, len(t.groups)),
+		counts:     make([]int32, len(jobplanev1.ExecutionState_name)),
 	}
 	for ev := range x.state {
 		x.state[ev] = created
 	}
+	x.counts[created] = int32(n)
 	for r, evs := range t.regions {
 		x.unfinished[r] = int32(len(evs))
 		x.waiting[r] = int32(len(t.consumes[r]))
@@ -105,6 +110,14 @@ func (x *ExecutionGraph) Released(r int) bool { return x.released[r] }
 // execution vertex of a released region that has not finished.
 func (x *ExecutionGraph) Demand() int { return x.demand }
 
+// Count returns the number of execution vertices in state s, in O(1).
+func (x *ExecutionGraph) Count(s jobplanev1.ExecutionState) int {
+	if int(s) < 0 || int(s) >= len(x.counts) {
+		return 0
+	}
+	return int(x.counts[s])
+}
+
 // Finished reports whether every execution vertex has finished.
 func (x *ExecutionGraph) Finished() bool { return x.finished == len(x.state) }
 
@@ -117,6 +130,8 @@ func (x *ExecutionGraph) SetState(ev int32, s jobplanev1.ExecutionState) []int {
 		return nil
 	}
 	x.state[ev] = s
+	x.counts[old]--
+	x.counts[s]++
 	r := x.region[ev]
 	switch {
 	case s == finished:
@@ -197,6 +212,8 @@ func (x *ExecutionGraph) Restart(regions []int) []int {
 				x.finished--
 				x.unfinish(int32(r))
 			}
+			x.counts[x.state[ev]]--
+			x.counts[created]++
 			x.state[ev] = created
 			x.attempt[ev]++
 		}

@@ -224,3 +224,39 @@ func BenchmarkFailover(b *testing.B) {
 		x.Restart(set)
 	}
 }
+
+// Count agrees with the states of the execution vertices after any walk
+// of state changes and restarts.
+func TestCountFollowsStates(t *testing.T) {
+	t.Parallel()
+	x := newGraph(t, false, []*jobplanev1.JobVertex{vertex("src", 3), vertex("map", 3), vertex("sink", 2)},
+		edge("src", "map", false, false), edge("map", "sink", true, true))
+	x.Release()
+	states := []jobplanev1.ExecutionState{created, running, finished, failed, jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED}
+	check := func(step int) {
+		t.Helper()
+		want := map[jobplanev1.ExecutionState]int{}
+		for ev := range int32(x.Subtasks()) {
+			want[x.State(ev)]++
+		}
+		for s := range jobplanev1.ExecutionState(len(jobplanev1.ExecutionState_name)) {
+			if got := x.Count(s); got != want[s] {
+				t.Fatalf("step %d: Count(%v) = %d, want %d", step, s, got, want[s])
+			}
+		}
+	}
+	check(0)
+	// A fixed walk that visits every kind of move: each vertex in turn
+	// through the states, with a restart of its set every third step.
+	for step := 1; step <= 60; step++ {
+		ev := int32(step*7) % int32(x.Subtasks())
+		x.SetState(ev, states[step%len(states)])
+		if step%3 == 0 {
+			x.Restart(x.RestartSet(ev))
+		}
+		check(step)
+	}
+	if x.Count(jobplanev1.ExecutionState(-1)) != 0 || x.Count(jobplanev1.ExecutionState(99)) != 0 {
+		t.Error("Count of a state out of range is not 0")
+	}
+}

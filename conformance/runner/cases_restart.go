@@ -1,0 +1,117 @@
+package runner
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+)
+
+// restartCases check what contract 1.2 says of restarts: a restart
+// strategy states its bound, and a watcher sees every restart.
+var restartCases = []Case{
+	{Name: "lifecycle/restart-bound-explicit",
+		Doc: "a fixed or exponential delay with attempts 0 (unlimited before 1.2) is INVALID_ARGUMENT naming its attempts field, one with attempts and unlimited names unlimited, and unlimited alone runs", Run: restartBoundExplicit},
+	{Name: "lifecycle/watch-reports-restarts", Requires: []string{FeatureResourceManager},
+		Doc: "WatchJob sends a message when a task failure restarts part of a job (its restart_count grown, with the failure), although the job stays RUNNING", Run: watchReportsRestarts},
+}
+
+// withRestart returns g with the restart strategy rs.
+func withRestart(g *jobplanev1.JobGraph, rs *jobplanev1.RestartStrategy) *jobplanev1.JobGraph {
+	g.Config = &jobplanev1.JobConfig{RestartStrategy: rs}
+	return g
+}
+
+func fixedDelay(fd *jobplanev1.RestartStrategy_FixedDelay) *jobplanev1.RestartStrategy {
+	return &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{FixedDelay: fd}}
+}
+
+func restartBoundExplicit(t *T) {
+	expo := &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_ExponentialDelay_{ExponentialDelay: &jobplanev1.RestartStrategy_ExponentialDelay{
+		InitialDelay: durationpb.New(time.Second), MaxDelay: durationpb.New(time.Minute)}}}
+	for _, tc := range []struct {
+		name  string
+		rs    *jobplanev1.RestartStrategy
+		field string // the suffix of the field violation's path
+	}{
+		{"a fixed delay of attempts 0", fixedDelay(&jobplanev1.RestartStrategy_FixedDelay{}), "fixed_delay.attempts"},
+		{"an exponential delay of attempts 0", expo, "exponential_delay.attempts"},
+		{"a fixed delay of attempts 2 and unlimited", fixedDelay(&jobplanev1.RestartStrategy_FixedDelay{Attempts: 2, Unlimited: true}), "fixed_delay.unlimited"},
+	} {
+		_, err := t.submit(t.job("bad"), withRestart(noopGraph(1), tc.rs))
+		br, _ := errorDetail[*errdetails.BadRequest](err)
+		named := false
+		for _, v := range br.GetFieldViolations() {
+			named = named || strings.HasSuffix(v.GetField(), tc.field)
+		}
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || !named {
+			t.Errorf("a job with %s answered %v; expected INVALID_ARGUMENT with a field violation naming %s", tc.name, err, tc.field)
+		}
+	}
+	id := t.job("unlimited")
+	t.mustSubmit(id, withRestart(noopGraph(1), fixedDelay(&jobplanev1.RestartStrategy_FixedDelay{Unlimited: true})))
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("a job with an unlimited fixed delay ended %v; expected FINISHED", r.GetStatus())
+	}
+}
+
+// watchReportsRestarts runs two regions, a counter and a gate: the
+// counter fails once when the case opens its fail gate, which restarts
+// its region alone, and the watch must report that restart before the
+// job goes on to its end.
+func watchReportsRestarts(t *T) {
+	id := t.job("j")
+	g := &jobplanev1.JobGraph{Name: "region-restart", Vertices: []*jobplanev1.JobVertex{
+		{Id: "flaky", Invokable: "counter", Parallelism: 1, Config: map[string]string{"gate": id, "fail": id + "-fail"}},
+		{Id: "steady", Invokable: "gate", Parallelism: 1, Config: map[string]string{"gate": id}},
+	}}
+	t.mustSubmit(id, withRestart(g, fixedDelay(&jobplanev1.RestartStrategy_FixedDelay{Attempts: 1})))
+	ctx, cancel := context.WithTimeout(t.ctx, 60*time.Second)
+	defer cancel()
+	stream, err := t.dispatcher().WatchJob(ctx, &jobplanev1.WatchJobRequest{JobId: id})
+	if err != nil {
+		t.Fatalf("WatchJob: %v", err)
+	}
+	defer stream.Close()
+	summaries := make(chan *jobplanev1.JobSummary)
+	go func() {
+		defer close(summaries)
+		for stream.Receive() {
+			if s := stream.Msg().GetJob(); s != nil {
+				select {
+				case summaries <- s:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	t.waitRunning(id, 2)
+	t.env.open(id + "-fail")
+	timeout := time.After(30 * time.Second)
+	for restarted := false; !restarted; {
+		select {
+		case s, ok := <-summaries:
+			if !ok {
+				t.Fatalf("the watch ended (%v) without reporting the restart; expected a message with restart_count 1", stream.Err())
+			}
+			if s.GetRestartCount() >= 1 {
+				restarted = true
+				if s.GetFailure() == nil {
+					t.Errorf("the restart's message (%v, restart_count %d) carries no failure; expected the task failure that caused it", s.GetStatus(), s.GetRestartCount())
+				}
+			}
+		case <-timeout:
+			t.Fatalf("no WatchJob message with restart_count 1 within 30s of a task failure that restarted part of the job; expected one (since 1.2), also while the job stays RUNNING")
+		}
+	}
+	t.env.open(id)
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || r.GetRestartCount() != 1 {
+		t.Errorf("job ended %v after %d restarts; expected FINISHED after 1", r.GetStatus(), r.GetRestartCount())
+	}
+}
