@@ -26,8 +26,14 @@ help: ## list the targets
 RUN_FLAGS ?= --allow-exec
 
 .PHONY: run
+# make run says what it does while it builds: the first build on a fresh
+# machine compiles every dependency (minutes), and go build -v names each
+# package as it compiles it (a warm build names none).
 run: ## run the standalone server on 127.0.0.1:8080, exec allowed (extra flags: ARGS='...'; RUN_FLAGS= without exec)
-	$(GO) run ./server/cmd/jobplane standalone $(RUN_FLAGS) $(ARGS)
+	@echo "make run: building bin/jobplane; the first build compiles every dependency and takes a few minutes, naming each package it compiles"
+	$(GO) build -v -o bin/jobplane ./server/cmd/jobplane
+	@echo "make run: starting jobplane standalone (Ctrl-C stops it)"
+	exec bin/jobplane standalone $(RUN_FLAGS) $(ARGS)
 
 .PHONY: build
 build: ## build the jobplane binary into bin/

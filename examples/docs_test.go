@@ -17,7 +17,7 @@ import (
 // repository's root, or why no test runs it.
 var docUses = map[string]struct{ test, notRun string }{
 	"readme:setup": {notRun: "make test is the suite these tests belong to, and make run serves 127.0.0.1:8080 until stopped: " +
-		"TestQuickStart checks (make -n) that make run is go run ./server/cmd/jobplane standalone and starts that " +
+		"TestQuickStart checks (make -n) that make run says it builds, builds bin/jobplane with -v and runs its standalone, and starts that " +
 		"server, with the flags of make run's recipe, on a free port in its place; TestDocsBlocksAreAccountedFor checks that both targets exist"},
 	"readme:server": {test: "examples.TestQuickStart"},
 	"readme:tour":   {test: "examples.TestQuickStart"},

@@ -38,11 +38,10 @@ func TestQuickStart(t *testing.T) {
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "ARGS=") || strings.HasPrefix(kv, "RUN_FLAGS=") })
 	makeRun.Env = append(env, "MAKEFLAGS=", "MAKELEVEL=")
 	recipe, err := makeRun.Output()
-	const prefix = "go run ./server/cmd/jobplane standalone"
-	if err != nil || !strings.HasPrefix(strings.TrimSpace(string(recipe)), prefix) {
-		t.Fatalf("make run no longer runs %s: %q, %v; update this test", prefix, recipe, err)
+	if err != nil {
+		t.Fatalf("make -n run: %v", err)
 	}
-	flags := strings.Fields(strings.TrimPrefix(strings.TrimSpace(string(recipe)), prefix))
+	flags := runRecipe(t, string(recipe))
 	cluster := localcluster.NewStandalone(t, append([]string{"--task-executors", "2"}, flags...)...)
 	script := docBlock(t, "readme:tour")
 
@@ -103,4 +102,24 @@ func TestReadmeShowsExamplesHello(t *testing.T) {
 	if !strings.Contains(body, shown) {
 		t.Fatalf("README's program is not examples/hello/main.go's main body:\n%s", shown)
 	}
+}
+
+// runRecipe checks make run's recipe (as make -n prints it) and returns
+// the flags it starts the standalone with. make run says what it does
+// before it builds (the first build compiles for minutes), builds with
+// -v so that each package compiled is named, and then runs the binary it
+// built: jobplane standalone.
+func runRecipe(t *testing.T, recipe string) []string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(recipe), "\n")
+	const build, run = "go build -v -o bin/jobplane ./server/cmd/jobplane", "exec bin/jobplane standalone"
+	b := slices.Index(lines, build)
+	if b < 1 || !strings.HasPrefix(lines[b-1], "echo ") || !strings.Contains(lines[b-1], "build") {
+		t.Fatalf("make run does not say that it builds before %q:\n%s", build, recipe)
+	}
+	last := strings.TrimSpace(lines[len(lines)-1])
+	if !strings.HasPrefix(last, run) {
+		t.Fatalf("make run no longer ends with %q:\n%s; update this test", run, recipe)
+	}
+	return strings.Fields(strings.TrimPrefix(last, run))
 }
