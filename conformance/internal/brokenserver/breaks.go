@@ -81,6 +81,23 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 			}
 			return connect.NewResponse(resp), nil
 		})
+	case "zero-means-unlimited":
+		// Contract 1.1's behaviour: a fixed or exponential delay of
+		// attempts 0 is taken as unlimited, not refused.
+		unary(jobplanev1connect.DispatcherServiceSubmitJobProcedure, func(ctx context.Context, req *connect.Request[jobplanev1.SubmitJobRequest]) (*connect.Response[jobplanev1.SubmitJobResponse], error) {
+			rs := req.Msg.GetJobGraph().GetConfig().GetRestartStrategy()
+			if fd := rs.GetFixedDelay(); fd != nil && fd.GetAttempts() == 0 {
+				fd.Unlimited = true
+			}
+			if ed := rs.GetExponentialDelay(); ed != nil && ed.GetAttempts() == 0 {
+				ed.Unlimited = true
+			}
+			resp, err := submit(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
+		})
 	case "no-normalization":
 		// Compares the graph as sent with the stored one, without
 		// normalizing either.
@@ -143,6 +160,30 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 				return nil, err
 			}
 			return connect.NewResponse(resp), nil
+		}))
+	case "restarts-not-watched":
+		// Contract 1.1's behaviour: WatchJob reports status changes
+		// only, not the restarts of a job that stays RUNNING.
+		p := jobplanev1connect.DispatcherServiceWatchJobProcedure
+		mux.Handle(p, connect.NewServerStreamHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.WatchJobRequest], out *connect.ServerStream[jobplanev1.WatchJobResponse]) error {
+			in, err := d.WatchJob(ctx, req.Msg)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			last := jobplanev1.JobStatus_JOB_STATUS_UNSPECIFIED
+			for in.Receive() {
+				if job := in.Msg().GetJob(); job != nil {
+					if job.GetStatus() == last {
+						continue
+					}
+					last = job.GetStatus()
+				}
+				if err := out.Send(in.Msg()); err != nil {
+					return err
+				}
+			}
+			return in.Err()
 		}))
 	case "watch-never-ends", "watch-no-resume":
 		p := jobplanev1connect.DispatcherServiceWatchJobProcedure

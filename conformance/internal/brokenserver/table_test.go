@@ -59,6 +59,8 @@ var breaks = map[string][]string{
 	"forget-checkpoints":        {"checkpoint/ids-increase-across-failover"},
 	"savepoint-not-durable":     {"checkpoint/savepoint-survives-job-and-failover"},
 	"accept-not-offered":        {"lifecycle/invokable-not-offered-refused"},
+	"zero-means-unlimited":      {"lifecycle/restart-bound-explicit"},
+	"restarts-not-watched":      {"lifecycle/watch-reports-restarts"},
 }
 
 // Cases of whole families, caught through the invariants every case's

@@ -138,4 +138,28 @@ func TestNotOffered(t *testing.T) {
 	if allocs := testing.AllocsPerRun(100, func() { rm.NotOffered(vertices[:1]) }); allocs != 0 {
 		t.Errorf("NotOffered of offered invokables allocates %v times, want 0", allocs)
 	}
+
+	// A new leadership refuses nothing while it may not know every
+	// TaskExecutor: one of the store's members has not registered again
+	// (it may offer what is missing), or, without a membership, within
+	// the grace a TaskExecutor has to find the new leader.
+	rm.members = newMembers()
+	if missing, _ := rm.NotOffered(vertices); missing != nil {
+		t.Errorf("membership not read yet: missing %v, want nothing", missing)
+	}
+	rm.members.loaded = true
+	rm.members.seen["a"], rm.members.seen["b"] = time.Now(), time.Now()
+	if missing, _ := rm.NotOffered(vertices); missing != nil {
+		t.Errorf("member b not registered again: missing %v, want nothing", missing)
+	}
+	rm.pool.addExecutor(&executor{id: "b", slots: 1, invokables: []string{"noop"}})
+	if missing, _ := rm.NotOffered(vertices); !slices.Equal(missing, []int{1, 3}) {
+		t.Errorf("every member registered: missing %v, want [1 3]", missing)
+	}
+	rm.members = nil
+	rm.cfg.HeartbeatInterval = time.Hour
+	rm.leadSince = time.Now()
+	if missing, _ := rm.NotOffered(vertices); missing != nil {
+		t.Errorf("no membership, within the grace: missing %v, want nothing", missing)
+	}
 }

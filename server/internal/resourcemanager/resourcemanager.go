@@ -64,11 +64,13 @@ type ResourceManager struct {
 	cfg Config
 	log *slog.Logger
 
-	mu    sync.Mutex
-	lead  *hastore.Leadership // nil while not leading
-	token election.Token      // zero while not leading
-	judge *liveness.Judge     // TaskExecutors' silence, less the ResourceManager's own stalls
-	pool  *pool               // nil while not leading
+	mu   sync.Mutex
+	lead *hastore.Leadership // nil while not leading
+	// leadSince is when the current leadership began.
+	leadSince time.Time
+	token     election.Token  // zero while not leading
+	judge     *liveness.Judge // TaskExecutors' silence, less the ResourceManager's own stalls
+	pool      *pool           // nil while not leading
 	// members is the TaskExecutor membership as this leadership knows
 	// it; nil while not leading or without Config.Members.
 	members *members
@@ -116,7 +118,7 @@ func (rm *ResourceManager) Lead(ctx context.Context, l *hastore.Leadership) erro
 	token := l.Token()
 	tick := max(rm.cfg.HeartbeatInterval/2, 10*time.Millisecond)
 	rm.mu.Lock()
-	rm.lead, rm.token = l, token
+	rm.lead, rm.token, rm.leadSince = l, token, time.Now()
 	rm.judge = liveness.New(tick)
 	rm.pool = newPool()
 	if rm.cfg.Members != nil {
