@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { promisify } from "node:util";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { Client, ErrorReason, JobStatus, Worker, reasonOf, type Task } from "../src/index.js";
+import { Client, ErrorReason, JobStatus, JobplaneError, Worker, reasonOf, toJobplaneError, type Task } from "../src/index.js";
 import { Outputs, logLine, outputName, parseOutputName, type OutputKey } from "../src/output.js";
 import { jobplaneBinary, startJobManager, type JobManager } from "./cluster.js";
 
@@ -89,9 +89,25 @@ describe("task output, in process", () => {
   test("on disk, file names stay in the directory and the oldest ended attempts go first beyond outputMaxBytes", (t) => {
     const dir = tempDir(t);
     const evil: OutputKey = { jobId: "../../etc/passwd", vertexId: "a/b.c", subtask: 1, attempt: 2 };
-    const name = outputName(evil, 0);
-    assert.doesNotMatch(name, /[/\\]|\.\./);
-    assert.deepEqual(parseOutputName(name), { key: evil, start: 0 });
+    // The Go TaskExecutor's cases (outputdisk_test.go): each a plain name that parses back.
+    for (const k of [
+      evil,
+      { jobId: "../../escape", vertexId: "v", subtask: 0, attempt: 0 },
+      { jobId: "/abs/path", vertexId: "/", subtask: 0, attempt: 0 },
+      { jobId: "..", vertexId: "..", subtask: 0, attempt: 0 },
+      { jobId: ".", vertexId: "", subtask: 0, attempt: 0 },
+      { jobId: "j.1.2", vertexId: "v.out", subtask: 3, attempt: 4 },
+      { jobId: "naïve\u0000nul", vertexId: "\\back\\slash", subtask: 0, attempt: 0 },
+    ]) {
+      const name = outputName(k, 12);
+      assert.match(name, /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.\d+\.\d+\.12\.out$/, JSON.stringify(k));
+      assert.deepEqual(parseOutputName(name), { key: k, start: 12 });
+    }
+    assert.equal(outputName({ jobId: "a", vertexId: "v", subtask: 1, attempt: 2 }, 3), "YQ.dg.1.2.3.out", "the Go TaskExecutor's name");
+    assert.equal(outputName({ jobId: "j".repeat(200), vertexId: "v", subtask: 0, attempt: 0 }, 0), "", "too long a name");
+    for (const bad of ["x.out", "a.b.c.d.e.out", "YQ.dg.1.2.-3.out", "YQ.dg.01.2.3.out", "YQ==.dg.1.2.3.out"]) {
+      assert.equal(parseOutputName(bad), undefined, bad);
+    }
     let now = 1_000;
     // Each attempt's file counts one 4 KiB block: three fit in 12 KiB.
     const outs = new Outputs({ outputDir: dir, outputMaxBytes: 3 * 4096, now: () => now });
@@ -211,7 +227,7 @@ describe("task output of the node Worker, read through the Dispatcher", { timeou
     }
   });
 
-  test("the TaskExecutor answers as the Go one: the log line first, EXECUTION_NOT_FOUND with its metadata, INVALID_ARGUMENT", { timeout: 90_000 }, async () => {
+  test("the TaskExecutor answers as the Go one: the start dropped, EXECUTION_NOT_FOUND with its metadata, INVALID_ARGUMENT", { timeout: 90_000 }, async () => {
     const w = newWorker({ id: "ts-output-direct" });
     await w.start();
     try {
@@ -232,6 +248,13 @@ describe("task output of the node Worker, read through the Dispatcher", { timeou
         assert.equal(reasonOf(e), ErrorReason.EXECUTION_NOT_FOUND);
         assert.equal(ConnectError.from(e).code, Code.NotFound);
         assert.match(String(e), /TaskExecutor ts-output-direct keeps no output of attempt 3 of subtask 0 of vertex w of job/);
+        assert.deepEqual((toJobplaneError(e) as JobplaneError).metadata, {
+          job_id: jobId,
+          vertex_id: "w",
+          subtask_index: "0",
+          attempt_number: "3",
+          task_executor_id: "ts-output-direct",
+        });
       }
       for (const req of [{ jobId, attempt, offset: -1n }, { jobId, attempt, maxBytes: -1 }, { jobId }]) {
         await assert.rejects(te.getTaskOutput(req), (e: unknown) => reasonOf(e) === ErrorReason.INVALID_ARGUMENT);
