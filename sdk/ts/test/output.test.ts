@@ -18,7 +18,7 @@ import { promisify } from "node:util";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { Client, ErrorReason, JobStatus, JobplaneError, Worker, reasonOf, toJobplaneError, type Task } from "../src/index.js";
 import { Outputs, logLine, outputName, parseOutputName, type OutputKey } from "../src/output.js";
-import { jobplaneBinary, startJobManager, type JobManager } from "./cluster.js";
+import { jobplaneBinary, startJobManager, startTaskExecutor, type JobManager } from "./cluster.js";
 
 const enc = new TextEncoder();
 const text = (b: Uint8Array) => Buffer.from(b).toString("utf8");
@@ -262,6 +262,27 @@ describe("task output of the node Worker, read through the Dispatcher", { timeou
     } finally {
       await w.stop();
     }
+  });
+
+  test("the files a Go TaskExecutor keeps in its --output-dir are read by the node Worker's outputs", { timeout: 90_000 }, async (t) => {
+    const dir = tempDir(t);
+    const te = await startTaskExecutor(jm.url, ["--output-dir", dir]);
+    let jobId: string;
+    try {
+      const signal = AbortSignal.timeout(60_000);
+      // Only the Go TaskExecutor offers "count".
+      ({ jobId } = await client.submit(
+        { name: "go-output", vertices: [{ id: "c", name: "c", invokable: "count", parallelism: 1, config: { to: "3", every: "1ms" } }], config: noRestart },
+        { signal },
+      ));
+      const result = await client.wait(jobId, { signal });
+      assert.equal(result.status, JobStatus.FINISHED, `${JobStatus[result.status]}: ${result.failure?.message ?? ""}`);
+    } finally {
+      await te.stop();
+    }
+    const r = new Outputs({ outputDir: dir }).get({ jobId, vertexId: "c", subtask: 0, attempt: 0 });
+    assert.equal(r?.ended, true, `files: ${readdirSync(dir).join(", ")}`);
+    assert.match(text(r!.o.read(0, 1 << 20).data), /counting from 0 to 3/);
   });
 
   test("on disk, the output survives a restart of the worker with the same directory and id", { timeout: 120_000 }, async (t) => {
