@@ -23,7 +23,14 @@ export {
 } from "./errors.js";
 export type { Violation } from "./errors.js";
 export { Worker, DEFAULT_MAX_TASK_VALUE_BYTES, DEFAULT_MAX_ACCUMULATORS } from "./worker.js";
-export type { CheckpointFunction, State, Task, TaskFunction, WorkerOptions } from "./worker.js";
+export type { CheckpointFunction, State, Task, TaskFunction, TaskOutput, WorkerOptions } from "./worker.js";
+export {
+  DEFAULT_OUTPUT_BYTES,
+  DEFAULT_OUTPUT_RETENTION_MS,
+  DEFAULT_OUTPUT_ATTEMPTS,
+  DEFAULT_OUTPUT_DISK_RETENTION_MS,
+  DEFAULT_OUTPUT_MAX_BYTES,
+} from "./output.js";
 export { ErrorReason } from "../gen/jobplane/v1/error_pb.js";
 export { JobStatus } from "../gen/jobplane/v1/job_pb.js";
 export { ExecutionState } from "../gen/jobplane/v1/execution_pb.js";

@@ -41,6 +41,7 @@ import {
 import { FencingTokenSchema, type FencingToken } from "../gen/jobplane/v1/leadership_pb.js";
 import { reasonOf } from "./errors.js";
 import { apiError, badRequest, itemError, staleToken, type Field } from "./fence.js";
+import { DEFAULT_OUTPUT_READ, MAX_OUTPUT_READ, Outputs, logLine, type OutputKey } from "./output.js";
 
 /**
  * State is a subtask's part of a checkpoint: the bytes its task gives, or
@@ -122,6 +123,28 @@ export interface Task {
    * WorkerOptions.maxAccumulators names, fails the attempt when it ends.
    */
   add(name: string, delta?: number | bigint): void;
+  /**
+   * log writes one line to the attempt's output, as the Go TaskExecutor's
+   * Task.Logger does: `time=… level=INFO msg=… key=value…`, each value
+   * quoted when it holds a space, a quote or an equals sign. The output
+   * is what GetTaskOutput (`jobplane logs`) serves.
+   */
+  log(message: string, attrs?: Record<string, unknown>): void;
+  /**
+   * output takes bytes (a string is encoded as UTF-8) into the attempt's
+   * output, after the lines log wrote before; the Go TaskExecutor's
+   * Task.Output. The worker keeps the last WorkerOptions.outputBytes
+   * bytes of it (offsets count every byte written), and drops what is
+   * written once the attempt ended. Writing never fails nor blocks. What
+   * the function prints with console.log is not captured.
+   */
+  readonly output: TaskOutput;
+}
+
+/** TaskOutput is where a task writes its output (Task.output). */
+export interface TaskOutput {
+  /** write appends data, a string as UTF-8; it never fails, and drops the data once the attempt ended. */
+  write(data: Uint8Array | string): void;
 }
 
 /** The reference limits of task results (ServerLimits.max_task_value_bytes and max_accumulators). */
@@ -167,7 +190,48 @@ export interface WorkerOptions {
   maxValueBytes?: number;
   /** The most accumulator names a task may use (Task.add); more fail the attempt. Default DEFAULT_MAX_ACCUMULATORS. */
   maxAccumulators?: number;
+  /**
+   * How much of each attempt's output (Task.log and Task.output) is kept:
+   * its last outputBytes bytes, served by GetTaskOutput. Default
+   * DEFAULT_OUTPUT_BYTES (64 KiB); negative keeps none (offsets still
+   * count).
+   */
+  outputBytes?: number;
+  /**
+   * How long an attempt's output is kept after the attempt ended.
+   * Default DEFAULT_OUTPUT_RETENTION_MS (10 minutes) in memory,
+   * DEFAULT_OUTPUT_DISK_RETENTION_MS (24 hours) with outputDir; negative
+   * forgets it as soon as the attempt ended.
+   */
+  outputRetentionMs?: number;
+  /**
+   * How many ended attempts' outputs are kept at most; the oldest are
+   * forgotten first. Default DEFAULT_OUTPUT_ATTEMPTS (512) in memory, no
+   * bound with outputDir (outputMaxBytes bounds them there).
+   */
+  outputAttempts?: number;
+  /**
+   * If set, the directory (created if need be) where the attempts'
+   * outputs are kept instead of memory: one file per segment of
+   * outputBytes bytes, named after the ids in base64url (no id can name
+   * a path outside it), written through a buffer and never synced. A
+   * worker started on a directory serves the outputs found there (those
+   * the attempts run by a worker of the same id wrote before it
+   * restarted) as ended attempts, until they expire. The files are the
+   * Go TaskExecutor's (--output-dir). Default: none, in memory.
+   */
+  outputDir?: string;
+  /**
+   * Bounds the bytes the outputs take in outputDir (each file counts
+   * whole 4 KiB blocks, at least one); beyond it, the outputs of the
+   * attempts that ended first are removed first. Running attempts'
+   * outputs are never cut. Default DEFAULT_OUTPUT_MAX_BYTES (256 MiB).
+   * Ignored without outputDir.
+   */
+  outputMaxBytes?: number;
 }
+
+type OutputOption = "outputBytes" | "outputRetentionMs" | "outputAttempts" | "outputDir" | "outputMaxBytes";
 
 const JOBMANAGER = "jobmanager";
 const jobElection = (jobId: string) => "job/" + jobId;
@@ -338,7 +402,9 @@ export class Worker {
   /** The TaskExecutor's id. */
   readonly id: string;
   private readonly functions = new Map<string, TaskFunction>();
-  private readonly opts: Required<Omit<WorkerOptions, "hastore" | "id">> & { hastore: string[] };
+  private readonly opts: Required<Omit<WorkerOptions, "hastore" | "id" | OutputOption>> & { hastore: string[] };
+  /** The outputs of the attempts that run or ran here. */
+  private readonly outputs: Outputs;
   private readonly slots: Slot[];
   private readonly jobs = new Map<string, JobState>();
   private readonly offers = new Map<string, OfferQueue>();
@@ -355,7 +421,11 @@ export class Worker {
   /** Fires at the earliest deadline of the held attempts (see scheduleHeld). */
   private heldTimer: NodeJS.Timeout | undefined;
 
-  /** Creates a worker; register functions, then start it. */
+  /**
+   * Creates a worker; register functions, then start it. With outputDir,
+   * it creates the directory and loads the outputs there, and throws if
+   * it cannot.
+   */
   constructor(options: WorkerOptions) {
     const hastore = (Array.isArray(options.hastore) ? options.hastore : [options.hastore]).map((u) => u.replace(/\/+$/, ""));
     if (hastore.length === 0) throw new TypeError("jobplane worker: want at least one hastore URL");
@@ -372,6 +442,7 @@ export class Worker {
       ...options,
       hastore,
     };
+    this.outputs = new Outputs(options);
     this.slots = Array.from({ length: this.opts.slots }, (_, index) => ({ index, allocationId: "", jobId: "", freeing: false }));
   }
 
@@ -1019,6 +1090,9 @@ export class Worker {
     const signal = task.abort.signal;
     let state = ExecutionState.FINISHED;
     let failure = "";
+    const outKey: OutputKey = { jobId: req.jobId, vertexId: req.attempt?.vertexId ?? "", subtask: req.attempt?.subtaskIndex ?? 0, attempt: req.attempt?.attemptNumber ?? 0 };
+    const out = this.outputs.start(outKey);
+    const encoder = new TextEncoder();
     try {
       const running = Promise.resolve().then(() =>
         fn({
@@ -1047,6 +1121,8 @@ export class Worker {
             }
             task.accumulators.set(name, (task.accumulators.get(name) ?? 0n) + BigInt(delta));
           },
+          log: (message: string, attrs?: Record<string, unknown>) => out.write(encoder.encode(logLine(message, attrs))),
+          output: { write: (data: Uint8Array | string) => out.write(typeof data === "string" ? encoder.encode(data) : data) },
         }),
       );
       // As with the reference TaskExecutor's functions, a canceled attempt
@@ -1058,6 +1134,7 @@ export class Worker {
       failure = e instanceof Error ? e.message : String(e);
     }
     task.final = true;
+    this.outputs.finish(outKey, out);
     if (signal.aborted) {
       state = ExecutionState.CANCELED;
       failure = task.stopCause;
@@ -1352,8 +1429,33 @@ export class Worker {
         this.scheduleHeld(); // the adopted attempts are held no longer
         return { jobs, refused };
       },
-      getTaskOutput: () => {
-        throw apiError(ErrorReason.UNIMPLEMENTED, "this TaskExecutor keeps no task output");
+      getTaskOutput: (req) => {
+        const fields: Field[] = [];
+        if (req.jobId === "") fields.push({ path: "job_id", description: "required" });
+        if (req.attempt === undefined) fields.push({ path: "attempt", description: "required" });
+        if (req.offset < 0n) fields.push({ path: "offset", description: "must not be negative" });
+        if (req.maxBytes < 0) fields.push({ path: "max_bytes", description: "must not be negative" });
+        if (fields.length > 0) throw badRequest(fields);
+        const a = req.attempt!;
+        const kept = this.outputs.get({ jobId: req.jobId, vertexId: a.vertexId, subtask: a.subtaskIndex, attempt: a.attemptNumber });
+        if (!kept) {
+          throw apiError(
+            ErrorReason.EXECUTION_NOT_FOUND,
+            `TaskExecutor ${this.id} keeps no output of attempt ${a.attemptNumber} of subtask ${a.subtaskIndex} of vertex ${a.vertexId} of job ${req.jobId}`,
+            {
+              job_id: req.jobId,
+              vertex_id: a.vertexId,
+              subtask_index: String(a.subtaskIndex),
+              attempt_number: String(a.attemptNumber),
+              task_executor_id: this.id,
+            },
+          );
+        }
+        const n = req.maxBytes === 0 ? DEFAULT_OUTPUT_READ : Math.min(req.maxBytes, MAX_OUTPUT_READ);
+        // Offsets past 2^53 cannot be reached by bytes written here: read from the first kept.
+        const from = req.offset > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(req.offset);
+        const { data, offset, end } = kept.o.read(from, n);
+        return { data, offset: BigInt(offset), nextOffset: BigInt(offset + data.length), endOffset: BigInt(end), ended: kept.ended };
       },
       triggerCheckpoint: (req, ctx) => this.triggerCheckpoint(req, ctx),
     });

@@ -61,10 +61,11 @@ export function startStore(): Promise<JobManager> {
 
 /**
  * startTaskExecutor starts the reference (Go) TaskExecutor, following the
- * leader through the HAStoreService at hastore, and waits for its address.
+ * leader through the HAStoreService at hastore, with extra flags such as
+ * ["--output-dir", dir], and waits for its address.
  */
-export function startTaskExecutor(hastore: string): Promise<JobManager> {
-  return startJobplane(() => ["taskexecutor", "--hastore", hastore, "--log-level", "error"]);
+export function startTaskExecutor(hastore: string, extra: string[] = []): Promise<JobManager> {
+  return startJobplane(() => ["taskexecutor", "--hastore", hastore, "--log-level", "error", ...extra]);
 }
 
 /** startJobplane starts `jobplane ARGS --listen 127.0.0.1:0 --listen-addr-file F` in a new directory and waits for its address. */

@@ -2,7 +2,8 @@
 // reference (Go) TaskExecutor does: the same calls go to a `jobplane
 // taskexecutor` process and to a Worker, and their answers must carry the
 // same code, ErrorInfo (reason and metadata) and typed details, which
-// must also be the ones the contract names. For the calls whose answer is
+// must also be the ones the contract names (GetTaskOutput's refusals
+// too, though it takes no token). For the calls whose answer is
 // compared too (AdoptAttempts, TriggerCheckpoint), a success must carry
 // the same response.
 
@@ -248,6 +249,20 @@ describe("fencing answers of the node Worker and the reference TaskExecutor", { 
           return new Compared(r.acks.map((a) => ({ attempt: toJson(ExecutionAttemptIdSchema, a.attempt!), state: a.state !== undefined, declined: a.declined !== "" })));
         },
         { code: "ok", body: [{ attempt: { vertexId: "v" }, state: false, declined: true }] },
+      ],
+      [
+        "GetTaskOutput of an attempt that never ran here",
+        (te) => te.getTaskOutput({ jobId, attempt: { vertexId: "v", subtaskIndex: 2, attemptNumber: 3 } }, { signal }),
+        {
+          code: Code.NotFound,
+          reason: "jobplane/EXECUTION_NOT_FOUND",
+          metadata: { job_id: jobId, vertex_id: "v", subtask_index: "2", attempt_number: "3" },
+        },
+      ],
+      [
+        "GetTaskOutput without a job or attempt, with a negative offset and max_bytes",
+        (te) => te.getTaskOutput({ offset: -1n, maxBytes: -1 }, { signal }),
+        { code: Code.InvalidArgument, reason: "jobplane/INVALID_ARGUMENT", violations: ["job_id", "attempt", "offset", "max_bytes"] },
       ],
     ];
     for (const [name, call, want] of cases) {

@@ -1,7 +1,7 @@
 // The README's TypeScript snippets run as written (only the cluster's URL
 // changed): the client's against a jobmanager with a Worker that has
 // "greet", the worker's on its own, the checkpoint one (a worker and a
-// client) against a jobmanager of its own.
+// client) and the task output one against jobmanagers of their own.
 
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -75,6 +75,18 @@ describe("README snippets", { timeout: 120_000 }, () => {
     try {
       const out = await run("checkpoint", c.replaceAll("http://127.0.0.1:8080", own.url));
       assert.equal(out.trim().split("\n").at(-1), "FINISHED", out);
+    } finally {
+      await own.stop();
+    }
+  });
+
+  test("the task output snippet prints what the task logged and wrote", { timeout: 60_000 }, async () => {
+    const o = snippets()[3];
+    assert.ok(o?.includes("task.output.write("), "no task output snippet in README.md");
+    const own = await startJobManager(); // its worker the only one with "report"
+    try {
+      const out = await run("output", o.replaceAll("http://127.0.0.1:8080", own.url));
+      assert.match(out, /^time=\S+ level=INFO msg=starting subtask=0\nline 1\nline 2\nline 3\ntrue\n$/, out);
     } finally {
       await own.stop();
     }
