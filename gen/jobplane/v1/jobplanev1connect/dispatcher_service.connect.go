@@ -240,10 +240,10 @@ type DispatcherServiceClient interface {
 	// keeps it after the attempt ended for a bounded time and size (the
 	// reference server: on its disk, 24 hours and 256 MiB by default, see
 	// its `--output-dir` flags; in memory, 10 minutes and 512 attempts,
-	// when it has no output directory). Since 1.2 where every attempt of an
-	// ended job ran is kept with its job result (JobResult.placements), so
-	// the output of an ended job is found after a restart or a change of
-	// leader for as long as its TaskExecutor keeps it.
+	// when it has no output directory). Since 1.2 where the most recent
+	// attempts of an ended job ran is kept with its job result (see
+	// JobResult.placements), so their output is found after a restart or a
+	// change of leader for as long as their TaskExecutor keeps it.
 	//
 	// Following: offsets count every byte the attempt wrote, dropped ones
 	// included. A client follows the output by calling again with the
@@ -722,10 +722,10 @@ type DispatcherServiceHandler interface {
 	// keeps it after the attempt ended for a bounded time and size (the
 	// reference server: on its disk, 24 hours and 256 MiB by default, see
 	// its `--output-dir` flags; in memory, 10 minutes and 512 attempts,
-	// when it has no output directory). Since 1.2 where every attempt of an
-	// ended job ran is kept with its job result (JobResult.placements), so
-	// the output of an ended job is found after a restart or a change of
-	// leader for as long as its TaskExecutor keeps it.
+	// when it has no output directory). Since 1.2 where the most recent
+	// attempts of an ended job ran is kept with its job result (see
+	// JobResult.placements), so their output is found after a restart or a
+	// change of leader for as long as their TaskExecutor keeps it.
 	//
 	// Following: offsets count every byte the attempt wrote, dropped ones
 	// included. A client follows the output by calling again with the
