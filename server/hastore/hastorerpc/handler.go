@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
@@ -571,10 +572,28 @@ func (h *Handler) ListJobResultEntries(ctx context.Context, req *hastorev1.ListJ
 		return nil, h.err(err, nil)
 	}
 	resp := &hastorev1.ListJobResultEntriesResponse{Entries: entries}
-	if len(entries) == size {
-		resp.NextPageToken = entries[len(entries)-1].GetResult().GetJobId()
+	if kept := fitPage(entries); kept < len(entries) || len(entries) == size {
+		resp.Entries = entries[:kept]
+		resp.NextPageToken = entries[kept-1].GetResult().GetJobId()
 	}
 	return resp, nil
+}
+
+// maxPageBytes bounds the encoded entries of one page of job results, far
+// under any answer limit a server runs with (16 MiB by default): a result
+// may take up to the store's limit (1 MiB by default) with its values and
+// placements, so a page of a thousand could not be sent.
+const maxPageBytes = 4 << 20
+
+// fitPage returns how many of entries (at least one) fit maxPageBytes.
+func fitPage(entries []*hastorev1.JobResultEntry) int {
+	n := 0
+	for i, e := range entries {
+		if n += proto.Size(e) + 8; n > maxPageBytes && i > 0 {
+			return i
+		}
+	}
+	return len(entries)
 }
 
 // DeleteJobResultEntry implements HAStoreServiceHandler.
