@@ -124,6 +124,8 @@ var recoveryCases = []Case{
 		}},
 	{Name: "recovery/revoke-while-watch-down", Requires: []string{FeatureResourceManager},
 		Doc: "the server's WatchSession stream cut, its reconnection held while the job's leadership is revoked: once the stream is back, its snapshot lacks the leadership and the server campaigns again (or resigns) within 10s", Run: revokeWhileWatchDown},
+	{Name: "recovery/job-leaderships-follow-jobmanager", Requires: []string{FeatureResourceManager},
+		Doc: "the server's `jobmanager` leadership revoked while its session lives on: it resigns the jobs' leaderships (DispatcherService, since 1.2), so the running job is led under a new token within 30s and ends FINISHED", Run: jobLeadershipsFollowJobManager},
 	{Name: "recovery/standby-answers-not-leader", Requires: []string{FeatureFailover, featureRunnerStarts}, Instances: 2,
 		Doc: "a Dispatcher that does not lead answers NOT_LEADER with the leader's address, and writes nothing", Run: func(t *T) {
 			leader, standby := t.leaderProc()
@@ -407,5 +409,34 @@ func restartSlotsHeld(t *T) {
 		if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 			t.Errorf("job %s ended %v (%s); expected FINISHED", id, r.GetStatus(), r.GetFailure().GetMessage())
 		}
+	}
+}
+
+// jobLeadershipsFollowJobManager revokes the server's `jobmanager`
+// leadership while a job runs under its session. The session lives on, so
+// the job's grant would outlive the revoke unless the server resigns it:
+// the case expects the job's election granted anew (the server, leading
+// `jobmanager` again, recovers the job under a new token) and the job to
+// finish.
+func jobLeadershipsFollowJobManager(t *T) {
+	id := t.job("j")
+	var old election.Token
+	t.setup(func() {
+		t.mustSubmit(id, gatedGraph(2, id))
+		t.waitRunning(id, 2)
+		old = t.leaderOf(election.Job(id)).Token
+	})
+	if _, err := t.env.revoke(t.ctx, election.JobManager); err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	if !t.wait(30*time.Second, func() bool {
+		info, err := t.env.etcd.Leader(t.ctx, election.Job(id))
+		return err == nil && !info.Token.IsZero() && info.Token != old
+	}) {
+		t.Fatalf("job/%s was still led under %s, or by no one, 30s after the server's jobmanager leadership was revoked; expected the server to resign the jobs' leaderships when it loses jobmanager (its session lives on) and, leading again, to recover the job under a new token", id, old)
+	}
+	t.env.open(id)
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("job ended %v; expected FINISHED", r.GetStatus())
 	}
 }

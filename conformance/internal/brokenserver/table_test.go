@@ -61,6 +61,7 @@ var breaks = map[string][]string{
 	"accept-not-offered":        {"lifecycle/invokable-not-offered-refused"},
 	"zero-means-unlimited":      {"lifecycle/restart-bound-explicit"},
 	"restarts-not-watched":      {"lifecycle/watch-reports-restarts"},
+	"keep-job-leaderships":      {"recovery/job-leaderships-follow-jobmanager"},
 }
 
 // Cases of whole families, caught through the invariants every case's

@@ -1176,6 +1176,18 @@ export const GetTaskOutputResponseSchema: GenMessage<GetTaskOutputResponse> = /*
  * leader's address when known; clients retry there. The SDK does this
  * transparently.
  *
+ * The jobs' own leaderships follow `jobmanager` (since 1.2, stated; the
+ * reference server always did so). A process MUST campaign for a job's
+ * election (`job/<job_id>`) only while it leads `jobmanager`. When it
+ * loses `jobmanager` (the grant ends, is revoked, or it resigns) it MUST
+ * stop acting for every job at once: no deployment, no answer as the
+ * job's JobMaster, no write under a job's token; and it MUST resign every
+ * `job/<job_id>` leadership it holds, even while its session lives on, so
+ * that the new `jobmanager` leader's processes win them without waiting
+ * for the session to end (the reference server resigns them within 5
+ * seconds). A job's leadership alone never makes a process act for the
+ * job while another process leads `jobmanager`.
+ *
  * A leader answers only while its leadership certainly holds: until the send
  * time of its session's last acknowledged renewal
  * (jobplane.hastore.v1.HAStoreService.KeepAlive) plus the session's TTL, less
