@@ -7,11 +7,13 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 )
 
 var lifecycleCases = []Case{
+	{Name: "lifecycle/unknown-fields-refused", Doc: "a SubmitJob carrying a field number the schema does not have, deep in the graph's config, is INVALID_ARGUMENT with a field violation naming it (job_graph.config.99), and nothing is created: no plan is put and the job is unknown", Run: unknownFieldsRefused},
 	{Name: "lifecycle/terminal-survives-restart", Requires: []string{FeatureResourceManager, featureRunnerStarts},
 		Doc: "a FINISHED, a FAILED and a CANCELED job, cleaned up, then SIGKILL and restart: each is still known with its status, an identical resubmission is created=false and runs nothing, another plan is ALREADY_EXISTS", Run: terminalSurvivesRestart},
 	{Name: "lifecycle/errors-carry-errorinfo", Doc: "every refusal a client meets (invalid graph or id, taken id, unknown job, no result yet) carries an ErrorInfo with domain jobplane, its reason and code, and BadRequest field violations where invalid", Run: errorsCarryErrorInfo},
@@ -330,5 +332,32 @@ func terminalSurvivesRestart(t *T) {
 		if evs := t.events(j.id, "put-plan"); len(evs) > 1 {
 			t.Errorf("%v after the restart; expected no new plan for a job that ended", evs[len(evs)-1])
 		}
+	}
+}
+
+// unknownFieldsRefused submits a job whose config carries field 99,
+// which JobConfig does not have: a server that decodes leniently and
+// drops it would run a job other than the one the client meant.
+func unknownFieldsRefused(t *T) {
+	id := t.job("j")
+	g := noopGraph(1)
+	g.Config = &jobplanev1.JobConfig{}
+	g.Config.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 99, protowire.VarintType), 1))
+	_, err := t.submit(id, g)
+	br, _ := errorDetail[*errdetails.BadRequest](err)
+	named := false
+	for _, v := range br.GetFieldViolations() {
+		named = named || v.GetField() == "job_graph.config.99"
+	}
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !named {
+		t.Errorf("a SubmitJob with the unknown field job_graph.config.99 answered %v (violations %v); expected INVALID_ARGUMENT with a field violation naming job_graph.config.99 (DispatcherService: unknown fields are refused)", err, br.GetFieldViolations())
+	}
+	if n := len(t.events(id, "put-plan")); n != 0 {
+		t.Errorf("%d plan puts for the refused job; expected none", n)
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
+	defer cancel()
+	if _, err := t.dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: id}); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("GetJob of the refused job answered %v; expected NOT_FOUND (JOB_NOT_FOUND): nothing is created", err)
 	}
 }

@@ -81,6 +81,24 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 			}
 			return connect.NewResponse(resp), nil
 		})
+	case "accept-unknown-fields":
+		// Decodes leniently: fields the schema does not have are
+		// dropped, and the job runs without them.
+		unary(jobplanev1connect.DispatcherServiceSubmitJobProcedure, func(ctx context.Context, req *connect.Request[jobplanev1.SubmitJobRequest]) (*connect.Response[jobplanev1.SubmitJobResponse], error) {
+			b, err := proto.Marshal(req.Msg)
+			if err != nil {
+				return nil, err
+			}
+			lenient := &jobplanev1.SubmitJobRequest{}
+			if err := (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, lenient); err != nil {
+				return nil, err
+			}
+			resp, err := d.SubmitJob(ctx, lenient)
+			if err != nil {
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
+		})
 	case "zero-means-unlimited":
 		// Contract 1.1's behaviour: a fixed or exponential delay of
 		// attempts 0 is taken as unlimited, not refused.

@@ -62,6 +62,7 @@ var breaks = map[string][]string{
 	"zero-means-unlimited":      {"lifecycle/restart-bound-explicit"},
 	"restarts-not-watched":      {"lifecycle/watch-reports-restarts"},
 	"keep-job-leaderships":      {"recovery/job-leaderships-follow-jobmanager"},
+	"accept-unknown-fields":     {"lifecycle/unknown-fields-refused"},
 }
 
 // Cases of whole families, caught through the invariants every case's
