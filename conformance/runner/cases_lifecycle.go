@@ -13,6 +13,7 @@ import (
 )
 
 var lifecycleCases = []Case{
+	{Name: "lifecycle/list-jobs-pages", Doc: "ListJobs a page of 2 at a time, with jobs submitted between pages: every job submitted before the first page is listed exactly once, newest submission first, no page over its size, and the jobs submitted meanwhile are not listed after the token's place", Run: listJobsPages},
 	{Name: "lifecycle/unknown-fields-refused", Doc: "a SubmitJob carrying a field number the schema does not have, deep in the graph's config, is INVALID_ARGUMENT with a field violation naming it (job_graph.config.99), and nothing is created: no plan is put and the job is unknown", Run: unknownFieldsRefused},
 	{Name: "lifecycle/terminal-survives-restart", Requires: []string{FeatureResourceManager, featureRunnerStarts},
 		Doc: "a FINISHED, a FAILED and a CANCELED job, cleaned up, then SIGKILL and restart: each is still known with its status, an identical resubmission is created=false and runs nothing, another plan is ALREADY_EXISTS", Run: terminalSurvivesRestart},
@@ -359,5 +360,60 @@ func unknownFieldsRefused(t *T) {
 	defer cancel()
 	if _, err := t.dispatcher().GetJob(ctx, &jobplanev1.GetJobRequest{JobId: id}); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("GetJob of the refused job answered %v; expected NOT_FOUND (JOB_NOT_FOUND): nothing is created", err)
+	}
+}
+
+// listJobsPages lists six jobs two at a time, submitting another job
+// before each page but the first: a token names a place in the list, so
+// the later jobs, newer than that place, are not listed, and no job is
+// listed twice.
+func listJobsPages(t *T) {
+	var before []string
+	for i := range 6 {
+		id := t.job(fmt.Sprintf("j%d", i))
+		t.mustSubmit(id, noopGraph(1))
+		before = append(before, id)
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, 60*time.Second)
+	defer cancel()
+	seen := map[string]int{}
+	var listed []*jobplanev1.JobSummary
+	token := ""
+	for page := 0; ; page++ {
+		if page >= 20 {
+			t.Fatalf("ListJobs gave more than 20 pages of at most 2 for %d jobs; expected the listing to end (an empty next_page_token)", len(before)+page)
+		}
+		if page > 0 {
+			t.mustSubmit(t.job(fmt.Sprintf("later%d", page)), noopGraph(1))
+		}
+		resp, err := t.dispatcher().ListJobs(ctx, &jobplanev1.ListJobsRequest{PageSize: 2, PageToken: token})
+		if err != nil {
+			t.Fatalf("ListJobs page %d: %v", page, err)
+		}
+		if n := len(resp.GetJobs()); n > 2 {
+			t.Errorf("ListJobs page %d held %d jobs; expected at most its page_size, 2", page, n)
+		}
+		for _, j := range resp.GetJobs() {
+			seen[j.GetJobId()]++
+			listed = append(listed, j)
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	for id, n := range seen {
+		if n > 1 {
+			t.Errorf("job %s listed %d times; expected a page after a token never to repeat a job listed before it", id, n)
+		}
+	}
+	for _, id := range before {
+		if seen[id] == 0 {
+			t.Errorf("job %s, submitted before the first page, was not listed; expected every known job once", id)
+		}
+	}
+	for i := 1; i < len(listed); i++ {
+		if listed[i].GetSubmitTime().AsTime().After(listed[i-1].GetSubmitTime().AsTime()) {
+			t.Errorf("job %s (submitted %v) listed after %s (submitted %v); expected newest submission first", listed[i].GetJobId(), listed[i].GetSubmitTime().AsTime(), listed[i-1].GetJobId(), listed[i-1].GetSubmitTime().AsTime())
+		}
 	}
 }

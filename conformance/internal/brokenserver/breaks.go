@@ -81,6 +81,19 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 			}
 			return connect.NewResponse(resp), nil
 		})
+	case "list-ignores-token":
+		// Every ListJobs starts over from the newest job, whatever its
+		// page token.
+		p := jobplanev1connect.DispatcherServiceListJobsProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.ListJobsRequest]) (*connect.Response[jobplanev1.ListJobsResponse], error) {
+			msg := proto.CloneOf(req.Msg)
+			msg.PageToken = ""
+			resp, err := d.ListJobs(ctx, msg)
+			if err != nil {
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
+		}))
 	case "accept-unknown-fields":
 		// Decodes leniently: fields the schema does not have are
 		// dropped, and the job runs without them.

@@ -63,6 +63,7 @@ var breaks = map[string][]string{
 	"restarts-not-watched":      {"lifecycle/watch-reports-restarts"},
 	"keep-job-leaderships":      {"recovery/job-leaderships-follow-jobmanager"},
 	"accept-unknown-fields":     {"lifecycle/unknown-fields-refused"},
+	"list-ignores-token":        {"lifecycle/list-jobs-pages"},
 }
 
 // Cases of whole families, caught through the invariants every case's
