@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -13,6 +14,8 @@ import (
 )
 
 var lifecycleCases = []Case{
+	{Name: "lifecycle/task-output", Requires: []string{FeatureResourceManager},
+		Doc: "GetTaskOutput of an ended job's subtask returns what its task logged on the runner's TaskExecutor (the built-in count's \"counting from 0 to 3\"), marked ended, with next_offset past it", Run: taskOutput},
 	{Name: "lifecycle/list-jobs-pages", Doc: "ListJobs a page of 2 at a time, with jobs submitted between pages: every job submitted before the first page is listed exactly once, newest submission first, no page over its size, and the jobs submitted meanwhile are not listed after the token's place", Run: listJobsPages},
 	{Name: "lifecycle/unknown-fields-refused", Doc: "a SubmitJob carrying a field number the schema does not have, deep in the graph's config, is INVALID_ARGUMENT with a field violation naming it (job_graph.config.99), and nothing is created: no plan is put and the job is unknown", Run: unknownFieldsRefused},
 	{Name: "lifecycle/terminal-survives-restart", Requires: []string{FeatureResourceManager, featureRunnerStarts},
@@ -415,5 +418,31 @@ func listJobsPages(t *T) {
 		if listed[i].GetSubmitTime().AsTime().After(listed[i-1].GetSubmitTime().AsTime()) {
 			t.Errorf("job %s (submitted %v) listed after %s (submitted %v); expected newest submission first", listed[i].GetJobId(), listed[i].GetSubmitTime().AsTime(), listed[i-1].GetJobId(), listed[i-1].GetSubmitTime().AsTime())
 		}
+	}
+}
+
+// taskOutput runs the built-in count, which logs "counting from 0 to 3"
+// on the runner's TaskExecutor, and reads the output through the
+// server's GetTaskOutput, which must find the TaskExecutor the attempt
+// ran on and read it there.
+func taskOutput(t *T) {
+	id := t.job("j")
+	t.mustSubmit(id, &jobplanev1.JobGraph{Name: "output", Vertices: []*jobplanev1.JobVertex{
+		{Id: "c", Invokable: "count", Parallelism: 1, Config: map[string]string{"to": "3", "every": "10ms"}},
+	}})
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("job ended %v; expected FINISHED", r.GetStatus())
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
+	defer cancel()
+	resp, err := t.dispatcher().GetTaskOutput(ctx, &jobplanev1.GetTaskOutputRequest{JobId: id, VertexId: "c", SubtaskIndex: 0})
+	if err != nil {
+		t.Fatalf("GetTaskOutput of the ended job's subtask: %v; expected its output, read on the TaskExecutor it ran on", err)
+	}
+	if !strings.Contains(string(resp.GetData()), "counting from 0 to 3") {
+		t.Errorf("GetTaskOutput returned %q; expected the task's output, with \"counting from 0 to 3\"", resp.GetData())
+	}
+	if !resp.GetEnded() || resp.GetNextOffset() < int64(len(resp.GetData())) {
+		t.Errorf("GetTaskOutput answered ended=%v next_offset=%d for %d bytes of an ended attempt; expected ended and next_offset past the data", resp.GetEnded(), resp.GetNextOffset(), len(resp.GetData()))
 	}
 }

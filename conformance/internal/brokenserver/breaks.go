@@ -81,6 +81,17 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 			}
 			return connect.NewResponse(resp), nil
 		})
+	case "no-task-output":
+		// Knows no task output: every GetTaskOutput is an attempt
+		// whose placement is no longer known.
+		p := jobplanev1connect.DispatcherServiceGetTaskOutputProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.GetTaskOutputRequest]) (*connect.Response[jobplanev1.GetTaskOutputResponse], error) {
+			e := connect.NewError(connect.CodeNotFound, errors.New("where the attempt ran is no longer known"))
+			if det, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: "EXECUTION_NOT_FOUND", Domain: "jobplane"}); derr == nil {
+				e.AddDetail(det)
+			}
+			return nil, e
+		}))
 	case "list-ignores-token":
 		// Every ListJobs starts over from the newest job, whatever its
 		// page token.

@@ -64,6 +64,7 @@ var breaks = map[string][]string{
 	"keep-job-leaderships":      {"recovery/job-leaderships-follow-jobmanager"},
 	"accept-unknown-fields":     {"lifecycle/unknown-fields-refused"},
 	"list-ignores-token":        {"lifecycle/list-jobs-pages"},
+	"no-task-output":            {"lifecycle/task-output"},
 }
 
 // Cases of whole families, caught through the invariants every case's
