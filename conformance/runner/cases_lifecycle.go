@@ -3,17 +3,23 @@ package runner
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 )
 
 var lifecycleCases = []Case{
+	{Name: "lifecycle/list-task-executors", Requires: []string{FeatureResourceManager},
+		Doc: "ListTaskExecutors lists each of the runner's TaskExecutors with its invokables (gate and counter among them) and slots, and, while a job runs on two slots, those slots as allocated to the job", Run: listTaskExecutors},
+	{Name: "lifecycle/attached-job", Requires: []string{FeatureResourceManager},
+		Doc: "a job with client_heartbeat_timeout 2s runs on while ReportClientHeartbeat comes every 300ms (each answer names a timeout), and is CANCELED within 30s once the heartbeats stop", Run: attachedJob},
 	{Name: "lifecycle/task-output", Requires: []string{FeatureResourceManager},
 		Doc: "GetTaskOutput of an ended job's subtask returns what its task logged on the runner's TaskExecutor (the built-in count's \"counting from 0 to 3\"), marked ended, with next_offset past it", Run: taskOutput},
 	{Name: "lifecycle/list-jobs-pages", Doc: "ListJobs a page of 2 at a time, with jobs submitted between pages: every job submitted before the first page is listed exactly once, newest submission first, no page over its size, and the jobs submitted meanwhile are not listed after the token's place", Run: listJobsPages},
@@ -444,5 +450,77 @@ func taskOutput(t *T) {
 	}
 	if !resp.GetEnded() || resp.GetNextOffset() < int64(len(resp.GetData())) {
 		t.Errorf("GetTaskOutput answered ended=%v next_offset=%d for %d bytes of an ended attempt; expected ended and next_offset past the data", resp.GetEnded(), resp.GetNextOffset(), len(resp.GetData()))
+	}
+}
+
+// listTaskExecutors checks the cluster view a client gets: every
+// TaskExecutor of the runner, what it offers, and whose its slots are.
+func listTaskExecutors(t *T) {
+	id := t.job("j")
+	t.mustSubmit(id, &jobplanev1.JobGraph{Name: "gated", Vertices: []*jobplanev1.JobVertex{
+		{Id: "g", Invokable: "gate", Parallelism: 2, Config: map[string]string{"gate": "never"}},
+	}})
+	t.waitRunning(id, 2)
+	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
+	defer cancel()
+	var tes []*jobplanev1.TaskExecutorInfo
+	for token := ""; ; {
+		resp, err := t.dispatcher().ListTaskExecutors(ctx, &jobplanev1.ListTaskExecutorsRequest{PageToken: token})
+		if err != nil {
+			t.Fatalf("ListTaskExecutors: %v", err)
+		}
+		tes = append(tes, resp.GetTaskExecutors()...)
+		if token = resp.GetNextPageToken(); token == "" || len(tes) > 1000 {
+			break
+		}
+	}
+	if len(tes) != len(t.env.tes) {
+		t.Errorf("ListTaskExecutors listed %d TaskExecutors; expected the runner's %d", len(tes), len(t.env.tes))
+	}
+	allocated := 0
+	for _, te := range tes {
+		if !slices.Contains(te.GetInvokables(), "gate") || !slices.Contains(te.GetInvokables(), "counter") {
+			t.Errorf("TaskExecutor %s lists invokables %v; expected gate and counter among them", te.GetTaskExecutorId(), te.GetInvokables())
+		}
+		if te.GetSlotCount() < 1 {
+			t.Errorf("TaskExecutor %s lists %d slots; expected its slots", te.GetTaskExecutorId(), te.GetSlotCount())
+		}
+		for _, s := range te.GetAllocatedSlots() {
+			if s.GetJobId() == id {
+				allocated++
+			}
+		}
+	}
+	if allocated != 2 {
+		t.Errorf("%d slots listed as allocated to the running job of two subtasks; expected 2", allocated)
+	}
+	t.cancel(id)
+}
+
+// attachedJob keeps an attached job alive with heartbeats, then stops
+// them: the server cancels the job.
+func attachedJob(t *T) {
+	id := t.job("j")
+	g := gatedGraph(1, "never")
+	g.Config = &jobplanev1.JobConfig{ClientHeartbeatTimeout: durationpb.New(2 * time.Second)}
+	t.mustSubmit(id, g)
+	t.waitRunning(id, 1)
+	ctx, cancel := context.WithTimeout(t.ctx, 60*time.Second)
+	defer cancel()
+	for range 10 { // 3s, half again the timeout
+		resp, err := t.dispatcher().ReportClientHeartbeat(ctx, &jobplanev1.ReportClientHeartbeatRequest{JobId: id})
+		if err != nil {
+			t.Fatalf("ReportClientHeartbeat: %v", err)
+		}
+		if resp.GetTimeout().AsDuration() <= 0 {
+			t.Errorf("ReportClientHeartbeat of an attached job answered timeout %v; expected the time left for the next heartbeat", resp.GetTimeout().AsDuration())
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if s := t.status(id); s != jobplanev1.JobStatus_JOB_STATUS_RUNNING {
+		t.Fatalf("the attached job was %v while its heartbeats came every 300ms; expected RUNNING", s)
+	}
+	if !t.wait(30*time.Second, func() bool { return t.status(id) == jobplanev1.JobStatus_JOB_STATUS_CANCELED }) {
+		t.Errorf("the attached job was %v 30s after its last heartbeat, with a client_heartbeat_timeout of 2s; expected CANCELED", t.status(id))
 	}
 }

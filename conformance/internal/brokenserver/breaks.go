@@ -92,6 +92,25 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 			}
 			return nil, e
 		}))
+	case "no-executors-listed":
+		// Lists no TaskExecutor.
+		p := jobplanev1connect.DispatcherServiceListTaskExecutorsProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(context.Context, *connect.Request[jobplanev1.ListTaskExecutorsRequest]) (*connect.Response[jobplanev1.ListTaskExecutorsResponse], error) {
+			return connect.NewResponse(&jobplanev1.ListTaskExecutorsResponse{}), nil
+		}))
+	case "detach-every-job":
+		// Drops client_heartbeat_timeout: every job is detached, and an
+		// attached job's client that goes away leaves it running.
+		unary(jobplanev1connect.DispatcherServiceSubmitJobProcedure, func(ctx context.Context, req *connect.Request[jobplanev1.SubmitJobRequest]) (*connect.Response[jobplanev1.SubmitJobResponse], error) {
+			if c := req.Msg.GetJobGraph().GetConfig(); c != nil {
+				c.ClientHeartbeatTimeout = nil
+			}
+			resp, err := submit(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
+		})
 	case "list-ignores-token":
 		// Every ListJobs starts over from the newest job, whatever its
 		// page token.

@@ -65,6 +65,8 @@ var breaks = map[string][]string{
 	"accept-unknown-fields":     {"lifecycle/unknown-fields-refused"},
 	"list-ignores-token":        {"lifecycle/list-jobs-pages"},
 	"no-task-output":            {"lifecycle/task-output"},
+	"no-executors-listed":       {"lifecycle/list-task-executors"},
+	"detach-every-job":          {"lifecycle/attached-job"},
 }
 
 // Cases of whole families, caught through the invariants every case's
