@@ -110,7 +110,9 @@ type Store interface {
 	// job CANCELED, so the caller records a CANCELED result instead.
 	CreateDirtyJobResult(ctx context.Context, f Fence, result *jobplanev1.JobResult) error
 	// MarkJobResultClean marks the job's result clean; a clean one stays
-	// clean. It fails with ErrResultNotFound if the job has no entry.
+	// clean. It fails with ErrResultNotFound if the job has no entry, and
+	// with ErrPlanNotDeleted, writing nothing, while the job's plan exists
+	// (checked with the write).
 	MarkJobResultClean(ctx context.Context, f Fence, jobID string) error
 	// GetJobResultEntry returns the job's result entry, or
 	// ErrResultNotFound.
@@ -120,7 +122,9 @@ type Store interface {
 	// UNSPECIFIED. A limit of 0 means all.
 	ListJobResultEntries(ctx context.Context, state hastorev1.JobResultState, after string, limit int) ([]*hastorev1.JobResultEntry, error)
 	// DeleteJobResultEntry removes a clean entry; an absent one is no
-	// error. It fails with ErrResultDirty for a dirty entry.
+	// error. It fails with ErrResultDirty for a dirty entry, and with
+	// ErrPlanNotDeleted, deleting nothing, while the job's plan exists
+	// (checked with the delete).
 	DeleteJobResultEntry(ctx context.Context, f Fence, jobID string) error
 
 	// FinishJob records a globally terminal job's result and cleans up
