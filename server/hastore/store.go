@@ -74,6 +74,13 @@ type Store interface {
 	// invalid, and the plan of a job that has a result entry with
 	// ErrResultExists.
 	PutExecutionPlan(ctx context.Context, f Fence, plan *hastorev1.ExecutionPlan) error
+	// PutExecutionPlanCreated is PutExecutionPlan, and also reports
+	// whether this call stored the plan: true exactly when it did, false
+	// when the job already had an equal plan (a repeated put). The store
+	// decides it with the write, so of any number of concurrent or
+	// repeated puts of a plan exactly one reports true. A remote store
+	// before contract 1.2 reports false.
+	PutExecutionPlanCreated(ctx context.Context, f Fence, plan *hastorev1.ExecutionPlan) (created bool, err error)
 	// GetExecutionPlan returns the job's plan, or ErrPlanNotFound.
 	GetExecutionPlan(ctx context.Context, jobID string) (*hastorev1.ExecutionPlan, error)
 	// ListExecutionPlans returns up to limit ids of jobs with a plan, in id

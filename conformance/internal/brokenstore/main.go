@@ -111,6 +111,7 @@ var breaks = map[string]string{
 	"checkpoints-outlive-plan":   "GetLatestCheckpoint answers, for a job the store has no checkpoint of, the last one the store acknowledged for it: DeleteExecutionPlan and FinishJob leave them behind",
 	"savepoints-go-with-the-job": "DeleteExecutionPlan also deletes the job's savepoints",
 	"clean-before-plan-delete":   "MarkJobResultClean and DeleteJobResultEntry refused while the job's plan exists (EXECUTION_PLAN_NOT_DELETED) answer OK",
+	"created-every-put":          "PutExecutionPlan answers created=true to every put it accepts, a repeat of the stored plan too",
 }
 
 // broken wraps the reference handler.
@@ -221,8 +222,11 @@ func (b *broken) PutExecutionPlan(ctx context.Context, req *hastorev1.PutExecuti
 	if b.mode == "replace-answers-ok" && hastorerpcReason(err) == "EXECUTION_PLAN_EXISTS" {
 		return &hastorev1.PutExecutionPlanResponse{}, nil
 	}
-	if err = b.lie(err); err == nil {
+	if err = b.lie(err); err == nil && resp == nil {
 		resp = &hastorev1.PutExecutionPlanResponse{}
+	}
+	if err == nil && b.mode == "created-every-put" {
+		resp = &hastorev1.PutExecutionPlanResponse{Created: true}
 	}
 	return resp, err
 }

@@ -417,16 +417,24 @@ func planOutcome(resp *pb.ResponseOp, plan *hastorev1.ExecutionPlan) (created []
 
 // PutExecutionPlan implements hastore.Store.
 func (s *Store) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) error {
+	_, err := s.PutExecutionPlanCreated(ctx, f, plan)
+	return err
+}
+
+// PutExecutionPlanCreated implements hastore.Store: created is whether the
+// transaction's comparison of the plan key's create revision chose the
+// branch that puts it, so two puts never both report it.
+func (s *Store) PutExecutionPlanCreated(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (created bool, err error) {
 	put, err := s.planPut(f, plan)
 	if err != nil {
-		return err
+		return false, err
 	}
 	resp, err := s.fenced(ctx, f, put)
 	if err != nil {
-		return err
+		return false, err
 	}
-	_, err = planOutcome(resp.Responses[0], plan)
-	return err
+	ran, err := planOutcome(resp.Responses[0], plan)
+	return err == nil && ran != nil, err
 }
 
 // GetExecutionPlan implements hastore.Store.

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"sync"
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
@@ -9,8 +10,49 @@ import (
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
-// The cases of the store's consistency model beyond single writes: the
-// order of a job's cleanup that the store itself keeps.
+// The cases of the store's consistency model beyond single writes: which
+// put created a plan, and the order of a job's cleanup that the store
+// itself keeps.
+
+// concurrentPuts is how many identical puts testPlanCreatedOnce makes at
+// once.
+const concurrentPuts = 8
+
+func testPlanCreatedOnce(t T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	f := campaign(t, session(t, s, hastore.SessionConfig{}), election.JobManager, "").Fence()
+	var (
+		wg      sync.WaitGroup
+		created = make([]bool, concurrentPuts)
+		errs    = make([]error, concurrentPuts)
+	)
+	for i := range concurrentPuts {
+		wg.Go(func() { created[i], errs[i] = s.PutExecutionPlanCreated(ctx, f, plan("once", "once")) })
+	}
+	wg.Wait()
+	n := 0
+	for i := range concurrentPuts {
+		if errs[i] != nil {
+			t.Errorf("concurrent PutExecutionPlanCreated #%d of the same plan: %v", i, errs[i])
+		}
+		if created[i] {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d concurrent puts of the same plan answered created=true %d times (%v); want exactly once", concurrentPuts, n, created)
+	}
+	if c, err := s.PutExecutionPlanCreated(ctx, f, plan("once", "once")); err != nil || c {
+		t.Errorf("PutExecutionPlanCreated repeated after the puts = %v, %v; want created=false", c, err)
+	}
+	if c, err := s.PutExecutionPlanCreated(ctx, f, plan("once", "another")); !errors.Is(err, hastore.ErrPlanExists) || c {
+		t.Errorf("PutExecutionPlanCreated of another plan = %v, %v; want created=false, ErrPlanExists", c, err)
+	}
+	if c, err := s.PutExecutionPlanCreated(ctx, f, plan("next", "next")); err != nil || !c {
+		t.Errorf("PutExecutionPlanCreated of a new job's plan = %v, %v; want created=true", c, err)
+	}
+}
 
 func testResultCleanAfterThePlan(t T, b *Backend) {
 	s := open(t, b)

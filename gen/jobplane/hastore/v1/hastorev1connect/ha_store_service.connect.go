@@ -200,7 +200,8 @@ type HAStoreServiceClient interface {
 	// A plan is never replaced: if the job has a plan equal to this one (see
 	// Equality above), the call succeeds and changes nothing; if it has
 	// another, it fails. A job with a result entry never runs again, so its
-	// plan is refused. Fenced by `jobmanager`. Idempotent.
+	// plan is refused. Fenced by `jobmanager`. Idempotent. The answer's
+	// `created` says whether this call stored the plan.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); ALREADY_EXISTS
 	// (EXECUTION_PLAN_EXISTS) if the job has another plan; ALREADY_EXISTS
@@ -965,7 +966,8 @@ type HAStoreServiceHandler interface {
 	// A plan is never replaced: if the job has a plan equal to this one (see
 	// Equality above), the call succeeds and changes nothing; if it has
 	// another, it fails. A job with a result entry never runs again, so its
-	// plan is refused. Fenced by `jobmanager`. Idempotent.
+	// plan is refused. Fenced by `jobmanager`. Idempotent. The answer's
+	// `created` says whether this call stored the plan.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); ALREADY_EXISTS
 	// (EXECUTION_PLAN_EXISTS) if the job has another plan; ALREADY_EXISTS
