@@ -129,6 +129,18 @@ func (s *store) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *has
 	return s.call(ctx, "put-plan", plan.GetJobId(), f.Token, func(ctx context.Context) error { return s.Store.PutExecutionPlan(ctx, f, plan) })
 }
 
+// PutExecutionPlanCreated is logged and faulted as "put-plan" too: the
+// HAStoreService handler that the server under test reaches puts every
+// plan with it.
+func (s *store) PutExecutionPlanCreated(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (created bool, err error) {
+	err = s.call(ctx, "put-plan", plan.GetJobId(), f.Token, func(ctx context.Context) error {
+		var err error
+		created, err = s.Store.PutExecutionPlanCreated(ctx, f, plan)
+		return err
+	})
+	return created, err
+}
+
 func (s *store) DeleteExecutionPlan(ctx context.Context, f hastore.Fence, jobID string) error {
 	return s.call(ctx, "delete-plan", jobID, f.Token, func(ctx context.Context) error { return s.Store.DeleteExecutionPlan(ctx, f, jobID) })
 }

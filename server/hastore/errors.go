@@ -25,6 +25,9 @@ var (
 	ErrResultNotFound = errors.New("hastore: job result entry not found")
 	// ErrResultDirty: the job's result entry is dirty and may not be deleted.
 	ErrResultDirty = errors.New("hastore: job result entry is dirty")
+	// ErrPlanNotDeleted: the job's execution plan still exists, so its
+	// result entry may not be marked clean or deleted.
+	ErrPlanNotDeleted = errors.New("hastore: the job's execution plan is not deleted")
 	// ErrInvalidArgument: the input is malformed; the error is a
 	// *ValidationError listing each offending field.
 	ErrInvalidArgument = errors.New("hastore: invalid argument")

@@ -74,6 +74,13 @@ type Store interface {
 	// invalid, and the plan of a job that has a result entry with
 	// ErrResultExists.
 	PutExecutionPlan(ctx context.Context, f Fence, plan *hastorev1.ExecutionPlan) error
+	// PutExecutionPlanCreated is PutExecutionPlan, and also reports
+	// whether this call stored the plan: true exactly when it did, false
+	// when the job already had an equal plan (a repeated put). The store
+	// decides it with the write, so of any number of concurrent or
+	// repeated puts of a plan exactly one reports true. A remote store
+	// before contract 1.2 reports false.
+	PutExecutionPlanCreated(ctx context.Context, f Fence, plan *hastorev1.ExecutionPlan) (created bool, err error)
 	// GetExecutionPlan returns the job's plan, or ErrPlanNotFound.
 	GetExecutionPlan(ctx context.Context, jobID string) (*hastorev1.ExecutionPlan, error)
 	// ListExecutionPlans returns up to limit ids of jobs with a plan, in id
@@ -110,7 +117,9 @@ type Store interface {
 	// job CANCELED, so the caller records a CANCELED result instead.
 	CreateDirtyJobResult(ctx context.Context, f Fence, result *jobplanev1.JobResult) error
 	// MarkJobResultClean marks the job's result clean; a clean one stays
-	// clean. It fails with ErrResultNotFound if the job has no entry.
+	// clean. It fails with ErrResultNotFound if the job has no entry, and
+	// with ErrPlanNotDeleted, writing nothing, while the job's plan exists
+	// (checked with the write).
 	MarkJobResultClean(ctx context.Context, f Fence, jobID string) error
 	// GetJobResultEntry returns the job's result entry, or
 	// ErrResultNotFound.
@@ -120,7 +129,9 @@ type Store interface {
 	// UNSPECIFIED. A limit of 0 means all.
 	ListJobResultEntries(ctx context.Context, state hastorev1.JobResultState, after string, limit int) ([]*hastorev1.JobResultEntry, error)
 	// DeleteJobResultEntry removes a clean entry; an absent one is no
-	// error. It fails with ErrResultDirty for a dirty entry.
+	// error. It fails with ErrResultDirty for a dirty entry, and with
+	// ErrPlanNotDeleted, deleting nothing, while the job's plan exists
+	// (checked with the delete).
 	DeleteJobResultEntry(ctx context.Context, f Fence, jobID string) error
 
 	// FinishJob records a globally terminal job's result and cleans up

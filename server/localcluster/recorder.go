@@ -113,6 +113,16 @@ func (r *StoreRecorder) PutExecutionPlan(ctx context.Context, f hastore.Fence, p
 	return r.call("put-plan", plan.GetJobId(), func() error { return r.Store.PutExecutionPlan(ctx, f, plan) })
 }
 
+// PutExecutionPlanCreated is recorded as "put-plan" too.
+func (r *StoreRecorder) PutExecutionPlanCreated(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (created bool, err error) {
+	err = r.call("put-plan", plan.GetJobId(), func() error {
+		var err error
+		created, err = r.Store.PutExecutionPlanCreated(ctx, f, plan)
+		return err
+	})
+	return created, err
+}
+
 // DeleteExecutionPlan is recorded as "delete-plan".
 func (r *StoreRecorder) DeleteExecutionPlan(ctx context.Context, f hastore.Fence, jobID string) error {
 	return r.call("delete-plan", jobID, func() error { return r.Store.DeleteExecutionPlan(ctx, f, jobID) })

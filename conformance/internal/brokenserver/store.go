@@ -71,6 +71,14 @@ func (s *store) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *has
 	return s.Store.PutExecutionPlan(ctx, f, plan)
 }
 
+// PutExecutionPlanCreated is PutExecutionPlan, broken as its mode says:
+// the proxy's HAStoreService handler, which the child reaches, puts every
+// plan with it. It reports created=false, which the child (the reference
+// server) does not read.
+func (s *store) PutExecutionPlanCreated(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (bool, error) {
+	return false, s.PutExecutionPlan(ctx, f, plan)
+}
+
 func (s *store) RequestCancel(ctx context.Context, f hastore.Fence, jobID string) error {
 	if s.mode == "cancel-not-durable" {
 		return nil // acknowledged, never recorded

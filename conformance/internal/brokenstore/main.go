@@ -110,6 +110,8 @@ var breaks = map[string]string{
 	"keep-all-checkpoints":       "AddCheckpoint keeps 100 checkpoints, whatever retain asks",
 	"checkpoints-outlive-plan":   "GetLatestCheckpoint answers, for a job the store has no checkpoint of, the last one the store acknowledged for it: DeleteExecutionPlan and FinishJob leave them behind",
 	"savepoints-go-with-the-job": "DeleteExecutionPlan also deletes the job's savepoints",
+	"clean-before-plan-delete":   "MarkJobResultClean and DeleteJobResultEntry refused while the job's plan exists (EXECUTION_PLAN_NOT_DELETED) answer OK",
+	"created-every-put":          "PutExecutionPlan answers created=true to every put it accepts, a repeat of the stored plan too",
 }
 
 // broken wraps the reference handler.
@@ -220,8 +222,11 @@ func (b *broken) PutExecutionPlan(ctx context.Context, req *hastorev1.PutExecuti
 	if b.mode == "replace-answers-ok" && hastorerpcReason(err) == "EXECUTION_PLAN_EXISTS" {
 		return &hastorev1.PutExecutionPlanResponse{}, nil
 	}
-	if err = b.lie(err); err == nil {
+	if err = b.lie(err); err == nil && resp == nil {
 		resp = &hastorev1.PutExecutionPlanResponse{}
+	}
+	if err == nil && b.mode == "created-every-put" {
+		resp = &hastorev1.PutExecutionPlanResponse{Created: true}
 	}
 	return resp, err
 }
@@ -270,6 +275,9 @@ func (b *broken) MarkJobResultClean(ctx context.Context, req *hastorev1.MarkJobR
 		return &hastorev1.MarkJobResultCleanResponse{}, nil
 	}
 	resp, err := b.HAStoreServiceHandler.MarkJobResultClean(ctx, req)
+	if b.mode == "clean-before-plan-delete" && hastorerpcReason(err) == "EXECUTION_PLAN_NOT_DELETED" {
+		err = nil
+	}
 	if err = b.lie(err); err == nil {
 		resp = &hastorev1.MarkJobResultCleanResponse{}
 	}
@@ -281,6 +289,9 @@ func (b *broken) DeleteJobResultEntry(ctx context.Context, req *hastorev1.Delete
 		return &hastorev1.DeleteJobResultEntryResponse{}, nil
 	}
 	resp, err := b.HAStoreServiceHandler.DeleteJobResultEntry(ctx, req)
+	if b.mode == "clean-before-plan-delete" && hastorerpcReason(err) == "EXECUTION_PLAN_NOT_DELETED" {
+		err = nil
+	}
 	if err = b.lie(err); err == nil {
 		resp = &hastorev1.DeleteJobResultEntryResponse{}
 	}

@@ -40,6 +40,8 @@ var mustFail = map[string][]string{
 	"keep-all-checkpoints":       {"store/checkpoint-retention"},
 	"checkpoints-outlive-plan":   {"store/checkpoints-go-with-the-job"},
 	"savepoints-go-with-the-job": {"store/savepoints", "store/checkpoints-go-with-the-job"},
+	"clean-before-plan-delete":   {"store/result-clean-after-the-plan"},
+	"created-every-put":          {"store/plan-created-once"},
 }
 
 // covered are the store cases that must fail against some broken store.
@@ -55,6 +57,7 @@ var covered = []string{
 	"store/cancel-requests", "store/watch-session-snapshot",
 	"store/checkpoint-fencing", "store/checkpoint-ids-increase", "store/checkpoint-retention",
 	"store/checkpoints-go-with-the-job", "store/savepoints", "store/checkpoint-bad-input",
+	"store/plan-created-once", "store/result-clean-after-the-plan",
 }
 
 func build(t *testing.T, dir, out, pkg string) string {

@@ -260,6 +260,12 @@ const (
 	// (every invokable the registered TaskExecutors offer), each a
 	// comma-separated list in increasing order. Since 1.2.
 	ErrorReason_ERROR_REASON_INVOKABLE_NOT_OFFERED ErrorReason = 40
+	// Code FAILED_PRECONDITION. The job's execution plan still exists, so
+	// its result entry may not be marked clean or deleted
+	// (HAStoreService.MarkJobResultClean, DeleteJobResultEntry): the
+	// cleanup deletes the plan first. Nothing was written. Metadata:
+	// `job_id`. Since 1.2.
+	ErrorReason_ERROR_REASON_EXECUTION_PLAN_NOT_DELETED ErrorReason = 41
 )
 
 // Enum value maps for ErrorReason.
@@ -306,6 +312,7 @@ var (
 		38: "ERROR_REASON_SAVEPOINT_EXISTS",
 		39: "ERROR_REASON_SAVEPOINT_FAILED",
 		40: "ERROR_REASON_INVOKABLE_NOT_OFFERED",
+		41: "ERROR_REASON_EXECUTION_PLAN_NOT_DELETED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                  0,
@@ -349,6 +356,7 @@ var (
 		"ERROR_REASON_SAVEPOINT_EXISTS":             38,
 		"ERROR_REASON_SAVEPOINT_FAILED":             39,
 		"ERROR_REASON_INVOKABLE_NOT_OFFERED":        40,
+		"ERROR_REASON_EXECUTION_PLAN_NOT_DELETED":   41,
 	}
 )
 
@@ -575,7 +583,7 @@ const file_jobplane_v1_error_proto_rawDesc = "" +
 	"\bmetadata\x18\x04 \x03(\v2$.jobplane.v1.ItemError.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xd1\v\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xfe\v\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12$\n" +
 	" ERROR_REASON_STALE_FENCING_TOKEN\x10\x01\x12\x1b\n" +
@@ -618,7 +626,8 @@ const file_jobplane_v1_error_proto_rawDesc = "" +
 	" ERROR_REASON_SAVEPOINT_NOT_FOUND\x10%\x12!\n" +
 	"\x1dERROR_REASON_SAVEPOINT_EXISTS\x10&\x12!\n" +
 	"\x1dERROR_REASON_SAVEPOINT_FAILED\x10'\x12&\n" +
-	"\"ERROR_REASON_INVOKABLE_NOT_OFFERED\x10(B\xa3\x01\n" +
+	"\"ERROR_REASON_INVOKABLE_NOT_OFFERED\x10(\x12+\n" +
+	"'ERROR_REASON_EXECUTION_PLAN_NOT_DELETED\x10)B\xa3\x01\n" +
 	"\x0fcom.jobplane.v1B\n" +
 	"ErrorProtoP\x01Z7github.com/jobplane/jobplane/gen/jobplane/v1;jobplanev1\xa2\x02\x03JXX\xaa\x02\vJobplane.V1\xca\x02\vJobplane\\V1\xe2\x02\x17Jobplane\\V1\\GPBMetadata\xea\x02\fJobplane::V1b\x06proto3"
 

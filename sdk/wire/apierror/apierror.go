@@ -73,6 +73,7 @@ var codes = map[jobplanev1.ErrorReason]connect.Code{
 	jobplanev1.ErrorReason_ERROR_REASON_SAVEPOINT_EXISTS:             connect.CodeAlreadyExists,
 	jobplanev1.ErrorReason_ERROR_REASON_SAVEPOINT_FAILED:             connect.CodeAborted,
 	jobplanev1.ErrorReason_ERROR_REASON_INVOKABLE_NOT_OFFERED:        connect.CodeFailedPrecondition,
+	jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_PLAN_NOT_DELETED:   connect.CodeFailedPrecondition,
 }
 
 // New returns the error for reason, with its code, a message for people,

@@ -55,8 +55,9 @@ var errClosed = fmt.Errorf("%w: store closed", hastore.ErrUnavailable)
 // applies the chosen branches; so each write succeeds or fails on its own
 // comparisons as if it had run alone, in some order among writes that were
 // all pending at once. Such an order exists for the store's writes: plan
-// puts (which read result keys), then result writes and confirmations,
-// then resignations and candidacies (which change the leader keys that
+// puts (which read result keys), then result writes and confirmations
+// (a result's clean mark or delete reads its plan key, and claims it, so
+// that no write of that plan shares its batch), then resignations and candidacies (which change the leader keys that
 // fences read). Two writes that put or delete the same key never
 // share a batch (etcd refuses such a transaction, and their order
 // matters): the later one waits for a later batch, and so does every

@@ -23,7 +23,12 @@ type planLeadEnv struct {
 
 func newPlanLeadEnv(t *testing.T, prefix string) (*planLeadEnv, context.Context) {
 	t.Helper()
-	e := startEmbedded(t, etcdmember.Config{})
+	return newPlanLeadEnvOn(t, startEmbedded(t, etcdmember.Config{}), prefix)
+}
+
+// newPlanLeadEnvOn is newPlanLeadEnv on the member e.
+func newPlanLeadEnvOn(t *testing.T, e *embedded, prefix string) (*planLeadEnv, context.Context) {
+	t.Helper()
 	s := e.store(t, prefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)

@@ -417,16 +417,24 @@ func planOutcome(resp *pb.ResponseOp, plan *hastorev1.ExecutionPlan) (created []
 
 // PutExecutionPlan implements hastore.Store.
 func (s *Store) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) error {
+	_, err := s.PutExecutionPlanCreated(ctx, f, plan)
+	return err
+}
+
+// PutExecutionPlanCreated implements hastore.Store: created is whether the
+// transaction's comparison of the plan key's create revision chose the
+// branch that puts it, so two puts never both report it.
+func (s *Store) PutExecutionPlanCreated(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (created bool, err error) {
 	put, err := s.planPut(f, plan)
 	if err != nil {
-		return err
+		return false, err
 	}
 	resp, err := s.fenced(ctx, f, put)
 	if err != nil {
-		return err
+		return false, err
 	}
-	_, err = planOutcome(resp.Responses[0], plan)
-	return err
+	ran, err := planOutcome(resp.Responses[0], plan)
+	return err == nil && ran != nil, err
 }
 
 // GetExecutionPlan implements hastore.Store.
@@ -651,6 +659,11 @@ func (s *Store) getResult(ctx context.Context, jobID string) (entry *hastorev1.J
 // updateResult applies change to the job's entry in a fenced
 // compare-and-swap, retrying while the entry changes underneath. change
 // returns the ops to apply, or an error to return after the fence check.
+// Ops are applied only while the job has no plan, checked in the same
+// transaction (ErrPlanNotDeleted if it has one): a result is marked clean
+// or deleted only once its plan is gone. The write claims the plan key,
+// so that it never shares a batch with a write of the plan and the two
+// apply in the order they were made.
 func (s *Store) updateResult(ctx context.Context, f hastore.Fence, jobID string, change func(*hastorev1.JobResultEntry) ([]clientv3.Op, error)) error {
 	for {
 		entry, modRev, err := s.getResult(ctx, jobID)
@@ -658,17 +671,39 @@ func (s *Store) updateResult(ctx context.Context, f hastore.Fence, jobID string,
 			return err
 		}
 		ops, outcome := change(entry)
-		conflict, err := s.fencedCAS(ctx, f, s.resultKey(jobID), modRev, ops...)
+		if len(ops) == 0 {
+			conflict, err := s.fencedCAS(ctx, f, s.resultKey(jobID), modRev)
+			if err != nil {
+				return err
+			}
+			if !conflict {
+				return outcome
+			}
+			continue
+		}
+		planKey := s.planKey(jobID)
+		resp, err := s.fencedClaiming(ctx, f, []string{planKey}, clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.resultKey(jobID)), "=", modRev)},
+			[]clientv3.Op{clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(planKey), "=", 0)},
+				ops, nil)},
+			nil))
 		if err != nil {
 			return err
 		}
-		if !conflict {
-			return outcome
+		cas := resp.Responses[0].GetResponseTxn()
+		if !cas.GetSucceeded() {
+			continue
 		}
+		if !cas.GetResponses()[0].GetResponseTxn().GetSucceeded() {
+			return hastore.ErrPlanNotDeleted
+		}
+		return outcome
 	}
 }
 
-// MarkJobResultClean implements hastore.Store.
+// MarkJobResultClean implements hastore.Store: the entry is marked clean
+// only if the job has no plan, checked in the transaction that marks it.
 func (s *Store) MarkJobResultClean(ctx context.Context, f hastore.Fence, jobID string) error {
 	if err := hastore.ValidateJobWrite(f, jobID); err != nil {
 		return err
@@ -690,7 +725,8 @@ func (s *Store) MarkJobResultClean(ctx context.Context, f hastore.Fence, jobID s
 	})
 }
 
-// DeleteJobResultEntry implements hastore.Store.
+// DeleteJobResultEntry implements hastore.Store: a clean entry is deleted
+// only if the job has no plan, checked in the transaction that deletes it.
 func (s *Store) DeleteJobResultEntry(ctx context.Context, f hastore.Fence, jobID string) error {
 	if err := hastore.ValidateJobWrite(f, jobID); err != nil {
 		return err

@@ -574,6 +574,16 @@ func (c *Client) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *ha
 	return fromConnect(err)
 }
 
+// PutExecutionPlanCreated implements hastore.Store: created is the
+// answer's; a store before contract 1.2 leaves it false.
+func (c *Client) PutExecutionPlanCreated(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (created bool, err error) {
+	resp, err := c.rpc.PutExecutionPlan(ctx, &hastorev1.PutExecutionPlanRequest{Fence: fenceToProto(f), Plan: plan})
+	if err != nil {
+		return false, fromConnect(err)
+	}
+	return resp.GetCreated(), nil
+}
+
 // GetExecutionPlan implements hastore.Store.
 func (c *Client) GetExecutionPlan(ctx context.Context, jobID string) (*hastorev1.ExecutionPlan, error) {
 	resp, err := c.rpc.GetExecutionPlan(ctx, &hastorev1.GetExecutionPlanRequest{JobId: jobID})

@@ -43,6 +43,7 @@ var domainErrors = []struct {
 	{hastore.ErrResultExists, connect.CodeAlreadyExists, jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_EXISTS},
 	{hastore.ErrResultNotFound, connect.CodeNotFound, jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_NOT_FOUND},
 	{hastore.ErrResultDirty, connect.CodeFailedPrecondition, jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_DIRTY},
+	{hastore.ErrPlanNotDeleted, connect.CodeFailedPrecondition, jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_PLAN_NOT_DELETED},
 	{hastore.ErrJobTerminal, connect.CodeFailedPrecondition, jobplanev1.ErrorReason_ERROR_REASON_JOB_TERMINAL},
 	{hastore.ErrCancelRequested, connect.CodeFailedPrecondition, jobplanev1.ErrorReason_ERROR_REASON_JOB_CANCEL_REQUESTED},
 	{hastore.ErrCheckpointIDNotIncreasing, connect.CodeFailedPrecondition, jobplanev1.ErrorReason_ERROR_REASON_CHECKPOINT_ID_NOT_INCREASING},

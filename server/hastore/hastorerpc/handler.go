@@ -468,10 +468,11 @@ func (h *Handler) ObserveLeader(ctx context.Context, req *hastorev1.ObserveLeade
 // PutExecutionPlan implements HAStoreServiceHandler.
 func (h *Handler) PutExecutionPlan(ctx context.Context, req *hastorev1.PutExecutionPlanRequest) (*hastorev1.PutExecutionPlanResponse, error) {
 	f := fenceFromProto(req.GetFence())
-	if err := h.store.PutExecutionPlan(ctx, f, req.GetPlan()); err != nil {
+	created, err := h.store.PutExecutionPlanCreated(ctx, f, req.GetPlan())
+	if err != nil {
 		return nil, h.err(err, map[string]string{"election": f.Election, "job_id": req.GetPlan().GetJobId()})
 	}
-	return &hastorev1.PutExecutionPlanResponse{}, nil
+	return &hastorev1.PutExecutionPlanResponse{Created: created}, nil
 }
 
 // GetExecutionPlan implements HAStoreServiceHandler.

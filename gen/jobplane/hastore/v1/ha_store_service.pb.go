@@ -1348,7 +1348,13 @@ func (x *PutExecutionPlanRequest) GetPlan() *ExecutionPlan {
 // PutExecutionPlanResponse is the response of
 // HAStoreService.PutExecutionPlan.
 type PutExecutionPlanResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True exactly when this call stored the plan; false when the job
+	// already had this plan (a repeat, say after a lost answer). The store
+	// MUST decide it in the same atomic step as the write, so that of any
+	// number of concurrent or repeated puts of a plan exactly one answers
+	// true. A store before 1.2 leaves it false. Since 1.2.
+	Created       bool `protobuf:"varint,1,opt,name=created,proto3" json:"created,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1381,6 +1387,13 @@ func (x *PutExecutionPlanResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use PutExecutionPlanResponse.ProtoReflect.Descriptor instead.
 func (*PutExecutionPlanResponse) Descriptor() ([]byte, []int) {
 	return file_jobplane_hastore_v1_ha_store_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PutExecutionPlanResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
 }
 
 // GetExecutionPlanRequest is the request of HAStoreService.GetExecutionPlan.
@@ -3820,8 +3833,9 @@ const file_jobplane_hastore_v1_ha_store_service_proto_rawDesc = "" +
 	"\fsubmitted_by\x18\x05 \x01(\tR\vsubmittedBy\"{\n" +
 	"\x17PutExecutionPlanRequest\x12(\n" +
 	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\x126\n" +
-	"\x04plan\x18\x02 \x01(\v2\".jobplane.hastore.v1.ExecutionPlanR\x04plan\"\x1a\n" +
-	"\x18PutExecutionPlanResponse\"0\n" +
+	"\x04plan\x18\x02 \x01(\v2\".jobplane.hastore.v1.ExecutionPlanR\x04plan\"4\n" +
+	"\x18PutExecutionPlanResponse\x12\x18\n" +
+	"\acreated\x18\x01 \x01(\bR\acreated\"0\n" +
 	"\x17GetExecutionPlanRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"}\n" +
 	"\x18GetExecutionPlanResponse\x126\n" +

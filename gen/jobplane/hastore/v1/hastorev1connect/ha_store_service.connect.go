@@ -200,7 +200,8 @@ type HAStoreServiceClient interface {
 	// A plan is never replaced: if the job has a plan equal to this one (see
 	// Equality above), the call succeeds and changes nothing; if it has
 	// another, it fails. A job with a result entry never runs again, so its
-	// plan is refused. Fenced by `jobmanager`. Idempotent.
+	// plan is refused. Fenced by `jobmanager`. Idempotent. The answer's
+	// `created` says whether this call stored the plan.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); ALREADY_EXISTS
 	// (EXECUTION_PLAN_EXISTS) if the job has another plan; ALREADY_EXISTS
@@ -267,8 +268,14 @@ type HAStoreServiceClient interface {
 	// Marking a clean entry again succeeds. Fenced by `jobmanager`.
 	// Idempotent.
 	//
+	// The store MUST refuse the call while the job's execution plan exists,
+	// checked in the same atomic step as the write: a result is clean only
+	// once its plan is deleted, so that a result whose plan remains is never
+	// deleted by retention and the job never runs again under a new leader.
+	//
 	// Errors: NOT_FOUND (JOB_RESULT_NOT_FOUND) if the job has no entry;
-	// ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
+	// FAILED_PRECONDITION (EXECUTION_PLAN_NOT_DELETED) if the job's plan
+	// exists (since 1.2); ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
 	// another election.
 	MarkJobResultClean(context.Context, *v1.MarkJobResultCleanRequest) (*v1.MarkJobResultCleanResponse, error)
 	// GetJobResultEntry returns a job's result entry. No side effects.
@@ -282,8 +289,14 @@ type HAStoreServiceClient interface {
 	// the job's id may then be used again. Deleting an absent entry succeeds.
 	// Fenced by `jobmanager`. Idempotent.
 	//
+	// The store MUST refuse to delete an entry while the job's execution
+	// plan exists, checked in the same atomic step as the delete: a result
+	// deleted while its plan remains would let the next leader recover the
+	// plan and run the job again.
+	//
 	// Errors: FAILED_PRECONDITION (JOB_RESULT_DIRTY) for a dirty entry;
-	// ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
+	// FAILED_PRECONDITION (EXECUTION_PLAN_NOT_DELETED) for a clean entry
+	// whose job's plan exists (since 1.2); ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
 	// another election.
 	DeleteJobResultEntry(context.Context, *v1.DeleteJobResultEntryRequest) (*v1.DeleteJobResultEntryResponse, error)
 	// AddTaskExecutor makes a TaskExecutor a member of the TaskExecutor
@@ -953,7 +966,8 @@ type HAStoreServiceHandler interface {
 	// A plan is never replaced: if the job has a plan equal to this one (see
 	// Equality above), the call succeeds and changes nothing; if it has
 	// another, it fails. A job with a result entry never runs again, so its
-	// plan is refused. Fenced by `jobmanager`. Idempotent.
+	// plan is refused. Fenced by `jobmanager`. Idempotent. The answer's
+	// `created` says whether this call stored the plan.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); ALREADY_EXISTS
 	// (EXECUTION_PLAN_EXISTS) if the job has another plan; ALREADY_EXISTS
@@ -1020,8 +1034,14 @@ type HAStoreServiceHandler interface {
 	// Marking a clean entry again succeeds. Fenced by `jobmanager`.
 	// Idempotent.
 	//
+	// The store MUST refuse the call while the job's execution plan exists,
+	// checked in the same atomic step as the write: a result is clean only
+	// once its plan is deleted, so that a result whose plan remains is never
+	// deleted by retention and the job never runs again under a new leader.
+	//
 	// Errors: NOT_FOUND (JOB_RESULT_NOT_FOUND) if the job has no entry;
-	// ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
+	// FAILED_PRECONDITION (EXECUTION_PLAN_NOT_DELETED) if the job's plan
+	// exists (since 1.2); ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
 	// another election.
 	MarkJobResultClean(context.Context, *v1.MarkJobResultCleanRequest) (*v1.MarkJobResultCleanResponse, error)
 	// GetJobResultEntry returns a job's result entry. No side effects.
@@ -1035,8 +1055,14 @@ type HAStoreServiceHandler interface {
 	// the job's id may then be used again. Deleting an absent entry succeeds.
 	// Fenced by `jobmanager`. Idempotent.
 	//
+	// The store MUST refuse to delete an entry while the job's execution
+	// plan exists, checked in the same atomic step as the delete: a result
+	// deleted while its plan remains would let the next leader recover the
+	// plan and run the job again.
+	//
 	// Errors: FAILED_PRECONDITION (JOB_RESULT_DIRTY) for a dirty entry;
-	// ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
+	// FAILED_PRECONDITION (EXECUTION_PLAN_NOT_DELETED) for a clean entry
+	// whose job's plan exists (since 1.2); ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
 	// another election.
 	DeleteJobResultEntry(context.Context, *v1.DeleteJobResultEntryRequest) (*v1.DeleteJobResultEntryResponse, error)
 	// AddTaskExecutor makes a TaskExecutor a member of the TaskExecutor
