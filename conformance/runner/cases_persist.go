@@ -37,7 +37,7 @@ func putBefore(op, what string, needsRM bool) Case {
 
 var persistCases = []Case{
 	putBefore("campaign", "campaign", false),
-	{Name: "persist/plan-before-address", Doc: "the plan put completes before the job's JobMaster address is published (a grant carrying it, or a confirm)", Run: func(t *T) {
+	{Name: "persist/plan-before-address", Doc: "the plan put completes before the job's JobMaster address is published (a grant carrying it, or a confirm), if the server publishes one (a job election need not)", Run: func(t *T) {
 		id := t.job("j")
 		t.mustSubmit(id, noopGraph(2))
 		published := func() []Event {
@@ -49,13 +49,16 @@ var persistCases = []Case{
 			}
 			return out
 		}
-		t.wait(30*time.Second, func() bool { return len(published()) > 0 })
+		// LeaderInfo.address may stay empty for a job's election: without
+		// a publication, the case waits for the job's result, after which
+		// nothing of the job runs.
+		t.wait(30*time.Second, func() bool { return len(published()) > 0 || len(ok(t.events(id, "create-dirty"))) > 0 })
 		puts, later := ok(t.events(id, "put-plan")), published()
 		switch {
 		case len(puts) == 0:
 			t.Errorf("no successful plan put for the job; expected one")
 		case len(later) == 0:
-			t.Errorf("the job's JobMaster address was never published (no grant with an address, no confirm); expected one")
+			// Nothing published, nothing published too early.
 		case later[0].Seq < puts[0].Seq:
 			t.Errorf("%v published the address before the plan put %v; expected the put first", later[0], puts[0])
 		}

@@ -3,15 +3,13 @@ package runner
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
@@ -115,24 +113,15 @@ func (t *T) storeDispatcher() *jobplanev1.Fence {
 	return t.storeLeader(election.JobManager, session)
 }
 
-// postJSON calls a store method with a hand-written JSON body (the Connect
-// protocol's unary JSON form) and returns the HTTP status and body.
-func (t *T) postJSON(method, body string) (int, string) {
+// postJSON calls a store method with a hand-written JSON body, in the
+// JSON form of the runner's protocol, and returns the call's error.
+func (t *T) postJSON(method, body string) error {
 	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.store.url()+"/jobplane.hastore.v1.HAStoreService/"+method, strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("%s in JSON: %v", method, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Connect-Protocol-Version", "1")
-	resp, err := t.store.http.Do(req)
-	if err != nil {
-		t.Fatalf("%s in JSON: %v; expected an answer", method, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	call := connect.NewClient[emptypb.Empty, emptypb.Empty](t.store.http, t.store.url()+"/jobplane.hastore.v1.HAStoreService/"+method,
+		append(t.store.wire.options(), connect.WithCodec(rawJSON(body)))...)
+	_, err := call.CallUnary(ctx, connect.NewRequest(&emptypb.Empty{}))
+	return err
 }
 
 // fenceJSON is f in the JSON form, its fields in reverse order.
@@ -213,8 +202,8 @@ func storePlanRepeatedInJSON(t *T) {
 	if _, err := rpc.PutExecutionPlan(ctx, &hastorev1.PutExecutionPlanRequest{Fence: fence, Plan: plan}); err != nil {
 		t.Fatalf("PutExecutionPlan: %v; expected the plan stored", err)
 	}
-	if status, body := t.postJSON("PutExecutionPlan", planJSON(fence, submit)); status != http.StatusOK {
-		t.Errorf("PutExecutionPlan of the same plan in JSON: HTTP %d %s; expected 200: the same plan, encoded otherwise, is a repetition", status, body)
+	if err := t.postJSON("PutExecutionPlan", planJSON(fence, submit)); err != nil {
+		t.Errorf("PutExecutionPlan of the same plan in JSON: %v; expected OK: the same plan, encoded otherwise, is a repetition", err)
 	}
 	other := proto.CloneOf(plan)
 	other.JobGraph.Vertices[0].Parallelism = 3
@@ -244,8 +233,8 @@ func storeResultRepeatedInJSON(t *T) {
 	body := fmt.Sprintf(`{"result": {"planDigest": "AQID", "restartCount": 2, "failure": {"taskExecutorId": "te-1", "message": "boom"},
 		"name": "wire", "endTime": %q, "status": "JOB_STATUS_FAILED", "jobId": "wire", "exceptionHistory": []}, "fence": %s}`,
 		end.UTC().Format(time.RFC3339Nano), fenceJSON(fence))
-	if status, body := t.postJSON("CreateDirtyJobResult", body); status != http.StatusOK {
-		t.Errorf("CreateDirtyJobResult of the same result in JSON: HTTP %d %s; expected 200: a repetition of the call that created it", status, body)
+	if err := t.postJSON("CreateDirtyJobResult", body); err != nil {
+		t.Errorf("CreateDirtyJobResult of the same result in JSON: %v; expected OK: a repetition of the call that created it", err)
 	}
 	other := proto.CloneOf(res)
 	other.RestartCount = 3

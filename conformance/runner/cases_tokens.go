@@ -239,10 +239,10 @@ func tokenCases() []Case {
 func fencedCallRefused(t *T, call fencedCall) {
 	id, revoked, leader := t.revokeRunning()
 	f := &fencing{id: id, current: leader.Token, revoked: revoked, te: t.env.tes[0],
-		jm: clusterv1connect.NewJobMasterServiceClient(t.env.http, leader.Address)}
+		jm: t.jobMaster(leader)}
 	if call.rm {
 		rmLeader := t.leaderOf(election.JobManager)
-		f.rm = clusterv1connect.NewResourceManagerServiceClient(t.env.http, rmLeader.Address)
+		f.rm = t.env.resourceManager(rmLeader)
 		f.rmToken = protoToken(rmLeader.Token)
 	}
 	from := t.env.log.Len()
@@ -322,7 +322,7 @@ func rmTokenCases() []Case {
 			Doc: fmt.Sprintf("a TaskExecutor's %s to the ResourceManager with forged older tokens of the same and of another session (equal or lower epoch), a newer one and malformed ones: each refused as FencingToken says, and no TaskExecutor registered", call.name),
 			Run: func(t *T) {
 				info := t.leaderOf(election.JobManager)
-				rm := clusterv1connect.NewResourceManagerServiceClient(t.env.http, info.Address)
+				rm := t.env.resourceManager(info)
 				for _, kind := range tokenKinds {
 					if kind.name == "the revoked token" {
 						continue

@@ -23,6 +23,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/sdk/election"
@@ -45,6 +46,9 @@ type envConfig struct {
 	taskExecutors, slots int
 	// token is sent with the calls to the server's public API.
 	token string
+	// wire is the protocol the runner's clients of the server speak, and
+	// whether the server serves TLS.
+	wire wire
 }
 
 // env is what a case runs against: an instrumented HA store on an
@@ -100,7 +104,7 @@ func newEnv(ctx context.Context, cfg envConfig) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{cfg: cfg, log: &Log{}, dir: dir, http: newHTTPClient(cfg.token), gates: map[string]chan struct{}{}, counters: map[string]*counterRun{},
+	e := &env{cfg: cfg, log: &Log{}, dir: dir, http: newHTTPClient(cfg.token, cfg.wire.rootCAs), gates: map[string]chan struct{}{}, counters: map[string]*counterRun{},
 		logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	octx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -139,7 +143,7 @@ func (e *env) startTaskExecutor(i int) error {
 		TaskExecutor: taskexecutor.Config{
 			ID: id, Slots: e.cfg.slots, Store: e.etcd, HTTPClient: e.http,
 			Invokables:    map[string]taskexecutor.Invokable{"gate": e.gateInvokable, "counter": e.counterInvokable},
-			ClientOptions: []connect.ClientOption{record}, Logger: e.logger,
+			ClientOptions: append(e.cfg.wire.options(), record), Logger: e.logger,
 			AttemptLog: attemptEvents{log: e.log, id: id},
 		},
 		HandlerOptions: []connect.HandlerOption{record},
@@ -401,6 +405,7 @@ func (e *env) startServer(i int) (*serverProc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the server: %w", err)
 	}
+	p.url = e.cfg.wire.scheme() + "://" + addr
 	p.log = e.log
 	e.log.Add(Event{Source: "client", Op: "start", Key: p.url})
 	e.servers = append(e.servers, p)
@@ -582,7 +587,31 @@ func (e *env) dispatcherAt(address string) jobplanev1connect.DispatcherServiceCl
 			return resp, err
 		}
 	})
-	return jobplanev1connect.NewDispatcherServiceClient(e.http, address, connect.WithInterceptors(record))
+	return jobplanev1connect.NewDispatcherServiceClient(e.http, address, append(e.cfg.wire.options(), connect.WithInterceptors(record))...)
+}
+
+// resourceManager returns a client of the ResourceManager of the
+// jobmanager election's leader info: at its cluster address, or at its
+// address when it publishes none.
+func (e *env) resourceManager(info election.Leader) clusterv1connect.ResourceManagerServiceClient {
+	return clusterv1connect.NewResourceManagerServiceClient(e.http, info.Cluster(), e.cfg.wire.options()...)
+}
+
+// jobMaster returns a client of the JobMaster that job leads: at the
+// cluster address of its job election's leader record when that record
+// has an address, else at the cluster address of the jobmanager
+// election's leader, which serves the JobMaster service too (a job
+// election need not publish an address; see LeaderInfo.address).
+func (e *env) jobMaster(ctx context.Context, job election.Leader) (clusterv1connect.JobMasterServiceClient, error) {
+	address := job.Cluster()
+	if address == "" {
+		info, err := e.leader(ctx, election.JobManager)
+		if err != nil {
+			return nil, err
+		}
+		address = info.Cluster()
+	}
+	return clusterv1connect.NewJobMasterServiceClient(e.http, address, e.cfg.wire.options()...), nil
 }
 
 // revoke ends the current leadership of an election by deleting its

@@ -70,6 +70,19 @@ type Config struct {
 	// assertion (see CaughtByAssertion); the rest are skipped. For
 	// mutation testing, where one catch is enough.
 	StopAtFirstCatch bool
+	// Protocol is the RPC protocol of every call the runner and its
+	// TaskExecutors make to the server: "connect" (the default), "grpc"
+	// or "grpcweb" (see Protocols). Run fails on any other.
+	Protocol string
+	// TLSCA, if set, is a PEM file of the authorities the server's
+	// certificate chains to: the server serves TLS (HTTP/2 by ALPN) at
+	// https://{listen}, and the runner trusts only these authorities.
+	// Empty: the server serves h2c at http://{listen}. Run fails on a
+	// file that holds no certificate.
+	TLSCA string
+
+	// wire is Protocol and TLSCA as Run checked them.
+	wire wire
 }
 
 // Cases returns every case, in order.
@@ -136,6 +149,10 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if cfg.StoreMaxPlanBytes <= 0 {
 		cfg.StoreMaxPlanBytes = hastore.DefaultMaxPlanBytes
 	}
+	var err error
+	if cfg.wire, err = newWire(cfg.Protocol, cfg.TLSCA); err != nil {
+		return Summary{}, err
+	}
 	features := map[string]bool{}
 	for k, v := range cfg.Features {
 		features[k] = v
@@ -150,8 +167,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		// The user's server uses one store for the whole run; cases run
 		// one at a time on it.
 		cfg.Parallel = 1
-		var err error
-		shared, err = newEnv(ctx, envConfig{hastoreListen: cfg.HAStoreListen, token: cfg.Token, taskExecutors: 2, slots: 4})
+		shared, err = newEnv(ctx, envConfig{hastoreListen: cfg.HAStoreListen, token: cfg.Token, wire: cfg.wire, taskExecutors: 2, slots: 4})
 		if err != nil {
 			return Summary{}, err
 		}
@@ -288,7 +304,7 @@ func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env) (f
 	e := shared
 	if e == nil {
 		var err error
-		e, err = newEnv(ctx, envConfig{serverCommand: cfg.ServerCommand, token: cfg.Token, taskExecutors: 2, slots: 4})
+		e, err = newEnv(ctx, envConfig{serverCommand: cfg.ServerCommand, token: cfg.Token, wire: cfg.wire, taskExecutors: 2, slots: 4})
 		if err != nil {
 			return []string{"environment: " + err.Error()}, ""
 		}

@@ -59,25 +59,25 @@ type storeProc struct {
 	command      string
 	vars         map[string]string // listen, data
 	maxPlanBytes int
+	wire         wire
 	http         *http.Client
 	proc         *serverProc
 }
 
 // startStore starts the store command on a free loopback port and a data
 // directory under dir, and waits until it serves.
-func startStore(ctx context.Context, command, dir string, maxPlanBytes int) (*storeProc, error) {
+func startStore(ctx context.Context, w wire, command, dir string, maxPlanBytes int) (*storeProc, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	p := new(http.Protocols)
-	p.SetUnencryptedHTTP2(true)
 	s := &storeProc{
+		wire:         w,
 		dir:          dir,
 		command:      command,
 		vars:         map[string]string{"listen": addr, "data": filepath.Join(dir, "store")},
 		maxPlanBytes: maxPlanBytes,
-		http:         &http.Client{Transport: &http.Transport{Protocols: p}},
+		http:         newHTTPClient("", w.rootCAs),
 	}
 	if err := s.start(ctx); err != nil {
 		return nil, err
@@ -85,11 +85,12 @@ func startStore(ctx context.Context, command, dir string, maxPlanBytes int) (*st
 	return s, nil
 }
 
-func (s *storeProc) url() string { return "http://" + s.vars["listen"] }
+func (s *storeProc) url() string { return s.wire.scheme() + "://" + s.vars["listen"] }
 
-// rpc returns a binary-protobuf client of the store.
+// rpc returns a binary-protobuf client of the store, speaking the
+// runner's protocol.
 func (s *storeProc) rpc(opts ...connect.ClientOption) hastorev1connect.HAStoreServiceClient {
-	return hastorev1connect.NewHAStoreServiceClient(s.http, s.url(), opts...)
+	return hastorev1connect.NewHAStoreServiceClient(s.http, s.url(), append(s.wire.options(), opts...)...)
 }
 
 // start runs the command (a new run of the same process after the
@@ -149,7 +150,7 @@ func (s *storeProc) backend(t *T) *storetest.Backend {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	return &storetest.Backend{
 		Open: func(storetest.T) hastore.Store {
-			return hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: s.http, BaseURL: s.url(), Logger: quiet})
+			return hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: s.http, BaseURL: s.url(), Options: s.wire.options(), Logger: quiet})
 		},
 		Restart: func(storetest.T) {
 			if err := s.restart(t.ctx); err != nil {
@@ -171,7 +172,7 @@ func runStoreCase(ctx context.Context, cfg Config, c Case) (failures []string, s
 		return []string{"environment: " + err.Error()}, "", ""
 	}
 	defer os.RemoveAll(dir)
-	sp, err := startStore(ctx, cfg.StoreCommand, dir, cfg.StoreMaxPlanBytes)
+	sp, err := startStore(ctx, cfg.wire, cfg.StoreCommand, dir, cfg.StoreMaxPlanBytes)
 	if err != nil {
 		return []string{"environment: " + err.Error()}, "", ""
 	}

@@ -91,6 +91,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.ReportJSON, "report-json", "", "write a JSON report to this file")
 	fs.StringVar(&cfg.ReportJUnit, "report-junit", "", "write a JUnit XML report to this file")
 	fs.BoolVar(&list, "list", false, "list the cases and what each checks, and exit")
+	fs.StringVar(&cfg.Protocol, "protocol", "connect", "the RPC protocol of every call the runner and its TaskExecutors make to the server (or, with --store-command, to the store): connect, grpc or grpcweb")
+	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "PEM file of the certificate authorities the server's (or store's) certificate chains to: it then serves TLS at https://{listen} (HTTP/2 by ALPN), and the runner trusts only these authorities")
 	fs.StringVar(&tokenFile, "token-file", "", "send the bearer token in this file (default: $JOBPLANE_TOKEN) with every call to the server's DispatcherService, for a server that authenticates its clients; its principal must be an admin of the server's policy, as cases ask about jobs that do not exist")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -122,6 +124,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if n := btoi(cfg.ServerCommand != "") + btoi(cfg.HAStoreListen != "") + btoi(cfg.StoreCommand != ""); n != 1 {
 		fmt.Fprintln(stderr, "jobplane-conformance: give one of --server-command, --hastore-listen (and start the server yourself), or --store-command (to check an HA store)")
+		return exitUsage
+	}
+	if err := runner.CheckWire(cfg.Protocol, cfg.TLSCA); err != nil {
+		fmt.Fprintf(stderr, "jobplane-conformance: --protocol, --tls-ca: %v\n", err)
 		return exitUsage
 	}
 	raw := []byte(defaultConf)

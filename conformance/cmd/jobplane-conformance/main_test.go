@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,6 +24,8 @@ func TestUsage(t *testing.T) {
 		{"--server-command", "x", "--run", "no-such-group"},
 		{"--server-command", "x", "--known-failing", "fencing/no-such-case"},
 		{"--server-command", "x", "--report-json", "/no/such/dir/report.json"},
+		{"--server-command", "x", "--protocol", "http3"},
+		{"--server-command", "x", "--tls-ca", "/no/such/ca.pem"},
 	} {
 		var out, errs bytes.Buffer
 		if code := run(args, &out, &errs); code != exitUsage {
@@ -147,5 +150,45 @@ func TestServerThatExitsIsReported(t *testing.T) {
 	if code != exitFailed || !strings.Contains(out.String(), "no server instance running; server instance 0 exited by itself (exit status 3)") ||
 		!strings.Contains(out.String(), "bind: address already in use") {
 		t.Errorf("exit %d, output:\n%s\n%s", code, out.String(), errs.String())
+	}
+}
+
+// With --tls-ca the runner talks TLS to a server that serves it (the
+// reference with --tls-cert and --tls-key, its certificate from
+// `jobplane certs`), over each protocol; without it, it cannot reach
+// that server.
+func TestOverTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the reference server")
+	}
+	dir := t.TempDir()
+	bin := buildJobplane(t)
+	for _, args := range [][]string{
+		{"certs", "ca", "--out", dir},
+		{"certs", "issue", "--ca-dir", dir, "--name", "server", "--hosts", "127.0.0.1,localhost", "--out", dir},
+	} {
+		if b, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+			t.Fatalf("jobplane %s: %v\n%s", strings.Join(args, " "), err, b)
+		}
+	}
+	ca := filepath.Join(dir, "ca.pem")
+	command := fmt.Sprintf("%s jobmanager --hastore {hastore} --listen {listen} --tls-cert %s --tls-key %s --tls-ca %s",
+		bin, filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"), ca)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"connect", []string{"--tls-ca", ca}, exitOK},
+		{"grpc", []string{"--tls-ca", ca, "--protocol", "grpc"}, exitOK},
+		{"no CA", nil, exitFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errs bytes.Buffer
+			args := append([]string{"--server-command", command, "--run", "fencing/stale-offer-refused,idempotency/retry-in-another-encoding"}, tc.args...)
+			if code := run(args, &out, &errs); code != tc.want {
+				t.Errorf("exit %d, want %d; output:\n%s\n%s", code, tc.want, out.String(), errs.String())
+			}
+		})
 	}
 }

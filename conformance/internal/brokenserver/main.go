@@ -4,6 +4,13 @@
 // jobmanager` as a child process behind two proxies: an HA-store proxy
 // between the child and the runner's store, and an API proxy in front of
 // the child's services. The --break mode says what the proxies break.
+//
+// A few modes break nothing: they give the server another shape the
+// contract allows, which the suite must pass. only-grpc and only-grpcweb
+// answer only calls of that protocol (415 to the others); cluster-apart
+// serves the cluster services (ResourceManager, JobMaster) only on a
+// listener of their own, published as the leader's cluster address;
+// job-address-unpublished publishes no address for jobs' elections.
 package main
 
 import (
@@ -68,9 +75,18 @@ func run(mode, jobplane, hastoreURL, listen, dataDir string) error {
 		return err
 	}
 	public := "http://" + publicLn.Addr().String()
+	var clusterLn net.Listener
+	if mode == "cluster-apart" {
+		if clusterLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return err
+		}
+	}
 
 	// The HA-store proxy the child uses.
 	st := newStore(hastorerpc.NewClient(hastorerpc.ClientConfig{HTTPClient: client, BaseURL: hastoreURL, Logger: log}), mode, public)
+	if clusterLn != nil {
+		st.cluster = "http://" + clusterLn.Addr().String()
+	}
 	haLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -138,7 +154,11 @@ func run(mode, jobplane, hastoreURL, listen, dataDir string) error {
 	mux.Handle("/", rp)
 	mountBreaks(mux, mode, st, jobplanev1connect.NewDispatcherServiceClient(client, childAddr),
 		clusterv1connect.NewJobMasterServiceClient(client, childAddr), clusterv1connect.NewResourceManagerServiceClient(client, childAddr))
-	srv := serveOn(publicLn, mux)
+	srv := serveOn(publicLn, shape(mode, mux))
+	if clusterLn != nil {
+		cluster := serveOn(clusterLn, mux)
+		defer cluster.Close()
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -154,4 +174,24 @@ func run(mode, jobplane, hastoreURL, listen, dataDir string) error {
 	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// shape wraps the API proxy's handler as the modes that break nothing
+// say: only-grpc and only-grpcweb refuse calls of any other protocol,
+// cluster-apart refuses the cluster services, which its cluster listener
+// serves.
+func shape(mode string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ct := r.Header.Get("Content-Type")
+		grpcWeb := strings.HasPrefix(ct, "application/grpc-web")
+		grpc := !grpcWeb && strings.HasPrefix(ct, "application/grpc")
+		switch {
+		case mode == "only-grpc" && !grpc, mode == "only-grpcweb" && !grpcWeb:
+			http.Error(w, "this server speaks "+strings.TrimPrefix(mode, "only-")+" only", http.StatusUnsupportedMediaType)
+		case mode == "cluster-apart" && strings.HasPrefix(r.URL.Path, "/jobplane.cluster.v1."):
+			http.NotFound(w, r)
+		default:
+			h.ServeHTTP(w, r)
+		}
+	})
 }

@@ -23,6 +23,9 @@ type store struct {
 	hastore.Store
 	mode   string
 	public string // the proxy's base URL
+	// cluster is the base URL of the proxy's cluster listener, in the
+	// shape cluster-apart; else empty.
+	cluster string
 
 	mu         sync.Mutex
 	dispatcher hastore.Fence             // the latest jobmanager grant
@@ -39,8 +42,31 @@ func (s *store) fence() hastore.Fence {
 	return s.dispatcher
 }
 
+// published is the address the server publishes for election: the
+// proxy's (and its cluster listener's, in the shape cluster-apart), or
+// none for a job's election in the shape job-address-unpublished.
+func (s *store) published(name string) string {
+	if s.mode == "job-address-unpublished" && strings.HasPrefix(name, "job/") {
+		return ""
+	}
+	return election.JoinAddresses(s.public, s.cluster)
+}
+
 func (s *store) ConfirmLeadership(ctx context.Context, f hastore.Fence, _ string) error {
-	return s.Store.ConfirmLeadership(ctx, f, s.public)
+	address := s.published(f.Election)
+	if address == "" {
+		// The confirmation still fails for a leadership that has ended,
+		// as ConfirmLeadership would, but publishes nothing.
+		info, err := s.Store.Leader(ctx, f.Election)
+		if err != nil {
+			return err
+		}
+		if info.Token != f.Token {
+			return hastore.ErrStaleToken
+		}
+		return nil
+	}
+	return s.Store.ConfirmLeadership(ctx, f, address)
 }
 
 // privateDigest stands for a digest an implementation computes its own
@@ -182,7 +208,7 @@ func (ss *session) PutExecutionPlanAndLead(ctx context.Context, f hastore.Fence,
 // server gets where the mode says so.
 func (ss *session) Campaign(ctx context.Context, name, _ string) (*hastore.Leadership, error) {
 	s := ss.s
-	l, err := ss.Session.Campaign(ctx, name, s.public)
+	l, err := ss.Session.Campaign(ctx, name, s.published(name))
 	if err != nil {
 		return nil, err
 	}
