@@ -161,28 +161,25 @@ soak: ## the chaos loop of real processes (200 cycles or 20 minutes, CHAOS_OUT=d
 	$(GO) test -race -count=1 -timeout 20m -run TestSteadyLeadership ./internal/failover -steady.duration=10m -v
 	$(GO) test -race -count=1 -timeout 20m -run TestSteadyLeadership ./internal/failover -steady.duration=10m -steady.task-lease=0 -v
 
-# `make conformance` runs the whole suite against the reference server
-# and store over each protocol (Connect, gRPC, gRPC-Web, on h2c) and over
-# TLS (Connect, certificates from `jobplane certs`). Measured: about 45 s
-# a server run, 5 s a store run. CONFORMANCE_PROTOCOLS narrows it.
-CONFORMANCE_PROTOCOLS ?= connect grpc grpcweb
+# CONFORMANCE_WIRE_RUN are the cases `make conformance` runs again over
+# gRPC, gRPC-Web and TLS (the whole suite runs over Connect and h2c): a
+# job through its whole life, a hand-written JSON call, the runner's own
+# calls to the JobMaster and the ResourceManager, and a failover.
+CONFORMANCE_WIRE_RUN ?= idempotency/retry-in-another-encoding,lifecycle/cancel-running,fencing/stale-offer-refused,fencing/stale-resource-manager-token-refused,fencing/tokens/resource-manager-heartbeat,recovery/standby-takes-over
 JOBMANAGER_CMD := $(CURDIR)/bin/jobplane jobmanager --hastore {hastore} --listen {listen}
-HASTORE_CMD    := $(CURDIR)/bin/jobplane hastore --log-level warn --listen {listen} --data-dir {data}
-TLS_DIR        := $(CURDIR)/bin/conformance-tls
-TLS_SERVE      := --tls-cert $(TLS_DIR)/server.pem --tls-key $(TLS_DIR)/server-key.pem --tls-ca $(TLS_DIR)/ca.pem
+TLS_DIR := $(CURDIR)/bin/conformance-tls
 
 .PHONY: conformance
-conformance: bins ## run the conformance runner against the reference server and store, over Connect, gRPC, gRPC-Web and TLS
-	@for p in $(CONFORMANCE_PROTOCOLS); do \
-		echo "conformance: server over $$p"; \
-		bin/jobplane-conformance --trace --protocol $$p --server-command '$(JOBMANAGER_CMD)' $(ARGS) || exit 1; \
-		echo "conformance: store over $$p"; \
-		bin/jobplane-conformance --trace --protocol $$p --store-command '$(HASTORE_CMD)' $(ARGS) || exit 1; \
-	done
+conformance: bins ## build the reference server and store and run the conformance runner against both (a subset again over gRPC, gRPC-Web and TLS)
+	bin/jobplane-conformance --trace --server-command '$(JOBMANAGER_CMD)' $(ARGS)
+	bin/jobplane-conformance --trace --protocol grpc --run '$(CONFORMANCE_WIRE_RUN)' --server-command '$(JOBMANAGER_CMD)' $(ARGS)
+	bin/jobplane-conformance --trace --protocol grpcweb --run '$(CONFORMANCE_WIRE_RUN)' --server-command '$(JOBMANAGER_CMD)' $(ARGS)
 	rm -rf '$(TLS_DIR)' && bin/jobplane certs ca --out '$(TLS_DIR)' >/dev/null && \
 		bin/jobplane certs issue --ca-dir '$(TLS_DIR)' --name server --hosts 127.0.0.1,localhost --out '$(TLS_DIR)' >/dev/null
-	bin/jobplane-conformance --trace --tls-ca '$(TLS_DIR)/ca.pem' --server-command '$(JOBMANAGER_CMD) $(TLS_SERVE)' $(ARGS)
-	bin/jobplane-conformance --trace --tls-ca '$(TLS_DIR)/ca.pem' --store-command '$(HASTORE_CMD) $(TLS_SERVE)' $(ARGS)
+	bin/jobplane-conformance --trace --tls-ca '$(TLS_DIR)/ca.pem' --run '$(CONFORMANCE_WIRE_RUN)' \
+		--server-command '$(JOBMANAGER_CMD) --tls-cert $(TLS_DIR)/server.pem --tls-key $(TLS_DIR)/server-key.pem --tls-ca $(TLS_DIR)/ca.pem' $(ARGS)
+	bin/jobplane-conformance --trace --store-command '$(CURDIR)/bin/jobplane hastore --log-level warn --listen {listen} --data-dir {data}' $(ARGS)
+	bin/jobplane-conformance --trace --protocol grpc --store-command '$(CURDIR)/bin/jobplane hastore --log-level warn --listen {listen} --data-dir {data}' $(ARGS)
 
 .PHONY: mutants
 mutants: ## mutation testing: plant each of the suite's mutants in the server, run the suite, update the table in conformance/README.md
