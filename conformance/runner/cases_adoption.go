@@ -75,7 +75,10 @@ func (t *T) adoptedAndFinished(id string, old election.Token, gate string) {
 // TaskExecutor for what it holds of the job: AdoptAttempts, or any call
 // that moves the TaskExecutor to the new token (which ends the old
 // token's standing there). An implementation that adopts some other way
-// still makes some call under the new token before the attempts end.
+// still makes some call under the new token before the attempts end. It
+// returns as the first such call arrives at some TaskExecutor, which may
+// not have handled it yet: a case that needs the old token refused waits
+// for the answers (adoptedAt).
 func (t *T) waitAdopted(id string, now election.Token) {
 	if !t.wait(30*time.Second, func() bool {
 		for _, e := range t.events(id, "") {
@@ -134,14 +137,26 @@ func adoptPausedLeader(t *T) {
 	}()
 	info := t.regrant(id, old.Token)
 	t.waitAdopted(id, info.Token)
-	leader.signal(syscall.SIGCONT)
-	resumed = true
-	// Where each attempt runs, as its TaskExecutor logged the start.
+	// Where each attempt runs, as its TaskExecutor logged the start. The
+	// old token is refused for an attempt only once its TaskExecutor has
+	// handled the adoption: waitAdopted returns as the first call under
+	// the new token arrives at some TaskExecutor, before it is handled,
+	// and perhaps before the new JobMaster asked the other one at all.
+	var adopted []Event
 	for _, e := range t.events(id, "attempt-start") {
-		te := t.env.taskExecutor(e.Source)
-		if te == nil {
+		if t.env.taskExecutor(e.Source) == nil {
 			continue
 		}
+		if !t.wait(30*time.Second, func() bool { return adoptedAt(t.env.log, id, e.Source, e.Attempt, info.Token) }) {
+			t.Errorf("%s did not answer AdoptAttempts under the job's new token %s listing attempt %s within 30s of the adoption's start; expected the new JobMaster to adopt every running attempt", e.Source, info.Token, e.Attempt)
+			continue
+		}
+		adopted = append(adopted, e)
+	}
+	leader.signal(syscall.SIGCONT)
+	resumed = true
+	for _, e := range adopted {
+		te := t.env.taskExecutor(e.Source)
 		a := attemptID(e.Attempt)
 		client := clusterv1connect.NewTaskExecutorServiceClient(t.env.http, te.url)
 		ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
@@ -159,6 +174,18 @@ func adoptPausedLeader(t *T) {
 		t.Errorf("job ended %v (%s); expected FINISHED", r.GetStatus(), r.GetFailure().GetMessage())
 	}
 	t.ranOnce(id, 2)
+}
+
+// adoptedAt reports whether TaskExecutor te has answered an
+// AdoptAttempts call under token now that listed the job's attempt (an
+// "Adopted" event): from then on the attempt and the job are the new
+// token's there, and the older token is refused for them. The
+// AdoptAttempts event itself proves nothing yet: it is logged as the call
+// arrives, before the TaskExecutor has handled it.
+func adoptedAt(log *Log, id, te, attempt string, now election.Token) bool {
+	return len(log.Events(func(e Event) bool {
+		return e.Op == "Adopted" && e.Key == id && e.Source == te && e.Attempt == attempt && e.Token == now
+	})) > 0
 }
 
 // finishedInTheGap kills the only instance while a job's two subtasks
