@@ -190,3 +190,50 @@ func TestAdoptedAttemptIsHeldBeforeItsLease(t *testing.T) {
 		t.Fatalf("the adopted attempt stopped as a newer JobMaster appeared: %+v", log.records(t))
 	}
 }
+
+// A state report sent to the older JobMaster, held there while a newer
+// JobMaster adopts the attempt, and then refused NOT_LEADER, does not
+// cancel the attempt: the answer comes from a JobMaster that no longer
+// has it, and the attempt's state went to the new one with the adoption.
+func TestStaleRefusalDoesNotCancelAnAdoptedAttempt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fake := &jobMaster{timeout: time.Second, offers: offerRegisters, taskLease: 30 * time.Second, holdEpoch1: make(chan struct{})}
+	fake.answering.Store(true)
+	jm, client, log := startWithJobMaster(t, fake)
+	if _, err := client.RequestSlot(ctx, &clusterv1.RequestSlotRequest{
+		ResourceManagerToken: token(1), AllocationId: "a", JobId: "j", JobMasterAddress: jm, JobMasterToken: token(1),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	deploySleep(ctx, t, client, "a", 0, durationpb.New(time.Second))
+	for fake.held.Load() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("no state report reached the older JobMaster")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A heartbeat answer vouches for the job, under its task lease.
+	for base := fake.answered.Load(); fake.answered.Load() < base+2; time.Sleep(10 * time.Millisecond) {
+		if ctx.Err() != nil {
+			t.Fatal("no heartbeat answered since the deployment")
+		}
+	}
+	newerJobMaster(ctx, t, client)
+	if resp, err := adopt(ctx, client, jm, 2); err != nil || len(resp.GetJobs()) != 1 || len(resp.GetJobs()[0].GetAttempts()) != 1 {
+		t.Fatalf("AdoptAttempts = %v, %v; want the one attempt adopted", resp, err)
+	}
+	close(fake.holdEpoch1)
+	for fake.refused.Load() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the held report was not answered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The TaskExecutor settles the answer as the call returns; a cancel
+	// would free the slot and report CANCELED under epoch 2 at once.
+	time.Sleep(500 * time.Millisecond)
+	if slotFree(ctx, t, client) || stopped(t, log) || slices.Contains(fake.reported(), "EXECUTION_STATE_CANCELED@2") {
+		t.Fatalf("the adopted attempt stopped on the older JobMaster's refusal of a report it no longer owned: reported %v, %+v", fake.reported(), log.records(t))
+	}
+}

@@ -197,6 +197,12 @@ func (te *TaskExecutor) settle(e reportEntry, errs []error, answered bool, sent 
 		var cerr *connect.Error
 		switch err := errs[i]; {
 		case err == nil:
+		case p.t.token != key.token:
+			// The attempt was adopted by a newer JobMaster while the
+			// report was with the one it was sent to: that JobMaster's
+			// answer, whatever it is, says nothing of the attempt now,
+			// whose state went to the new one with the adoption.
+			te.log.Debug("state report answered by a JobMaster that no longer has the attempt; dropped", "job", key.jobID, "attempt", p.status.GetAttempt(), "err", err)
 		case apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER),
 			errors.As(err, &cerr) && cerr.Code() != connect.CodeUnavailable && cerr.Code() != connect.CodeDeadlineExceeded:
 			te.log.Debug("state report refused; canceling the attempt", "job", key.jobID, "attempt", p.status.GetAttempt(), "err", err)

@@ -44,6 +44,10 @@ type jobMaster struct {
 	reports   []string
 	// release, if set, ends unanswered offers once closed.
 	release chan struct{}
+	// holdEpoch1, if set, holds every state report under epoch 1 until
+	// closed, then refuses it NOT_LEADER; held and refused count them.
+	holdEpoch1    chan struct{}
+	held, refused atomic.Int32
 }
 
 func (j *jobMaster) HeartbeatFromTaskExecutor(context.Context, *clusterv1.HeartbeatFromTaskExecutorRequest) (*clusterv1.HeartbeatFromTaskExecutorResponse, error) {
@@ -97,6 +101,12 @@ func (j *jobMaster) OfferSlots(ctx context.Context, req *clusterv1.OfferSlotsReq
 }
 
 func (j *jobMaster) UpdateTaskExecutionState(_ context.Context, req *clusterv1.UpdateTaskExecutionStateRequest) (*clusterv1.UpdateTaskExecutionStateResponse, error) {
+	if j.holdEpoch1 != nil && req.GetJobMasterToken().GetEpoch() == 1 {
+		j.held.Add(1)
+		<-j.holdEpoch1
+		defer j.refused.Add(1)
+		return nil, apierror.NotLeader("job/"+req.GetJobId(), "")
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.reports = append(j.reports, fmt.Sprintf("%s@%d", req.GetStatus().GetState(), req.GetJobMasterToken().GetEpoch()))
