@@ -46,6 +46,12 @@ type SessionConfig struct {
 // writes nothing. A store that cannot reach its storage fails with
 // ErrUnavailable.
 //
+// Reads are linearizable: a read reflects every write acknowledged before
+// it began, through whichever Store value of the backend it is made, and
+// one call of a listing returns one snapshot of the store (HAStoreService,
+// "Consistency"). Two messages are the same, for the writes that repeat a
+// create, when Same holds: their canonical encodings are byte-equal.
+//
 // Implementations are safe for concurrent use.
 type Store interface {
 	// OpenSession opens a session, on which campaigns run. Leaderships end
