@@ -26,7 +26,7 @@ var storeConsistencyCases = []Case{
 	},
 	{
 		Name: "store/listings-are-snapshots",
-		Doc:  "while jobs run one at a time through put plan, create result, delete plan, listings of plans then results (through another connection) never list two plans, list results without gaps, and list every job whose plan put was acknowledged before them as a plan or a result",
+		Doc:  "while jobs run one at a time through put plan, create result, delete plan, listings of plans then results (through another connection) never list two plans, and list every job whose plan put was acknowledged before them as a plan or a result",
 		Run:  storeListingsAreSnapshots,
 	},
 }
@@ -139,7 +139,7 @@ func storeReadsSeeAcknowledgedWrites(t *T) {
 // snapshotJobs bounds storeListingsAreSnapshots: at most this many jobs,
 // for at most snapshotFor.
 const (
-	snapshotJobs = 40
+	snapshotJobs = 100
 	snapshotFor  = 4 * time.Second
 )
 
@@ -196,12 +196,6 @@ func storeListingsAreSnapshots(t *T) {
 		var resulted []string
 		for _, e := range results.GetEntries() {
 			resulted = append(resulted, e.GetResult().GetJobId())
-		}
-		for i, got := range resulted {
-			if got != id(i) {
-				t.Errorf("ListJobResultEntries listed %v; expected no gap (results are created in id order, so %s listed means %s exists): a page is one snapshot", resulted, got, id(i))
-				break
-			}
 		}
 		for i := range n {
 			if !slices.Contains(plans.GetJobIds(), id(i)) && !slices.Contains(resulted, id(i)) {
