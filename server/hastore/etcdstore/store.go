@@ -617,12 +617,18 @@ func (s *Store) createResult(ctx context.Context, f hastore.Fence, result *jobpl
 	key := s.resultKey(result.GetJobId())
 	writes := append([]clientv3.Op{clientv3.OpPut(key, string(data))}, extra...)
 	guarded := hastore.CancelOverrides(result.GetStatus())
+	var claims []string
 	if guarded {
 		writes = []clientv3.Op{clientv3.OpTxn(
 			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.cancelKey(result.GetJobId())), "=", 0)},
 			writes, nil)}
+		// The result reads the cancel key, and a cancel request reads
+		// the result key: in one batch both would see the state before
+		// the other and both apply. Claiming the cancel key keeps them
+		// apart, applied in the order they were made (committer.go).
+		claims = []string{s.cancelKey(result.GetJobId())}
 	}
-	resp, err := s.fenced(ctx, f, clientv3.OpTxn(
+	resp, err := s.fencedClaiming(ctx, f, claims, clientv3.OpTxn(
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
 		writes,
 		[]clientv3.Op{clientv3.OpGet(key)}))
