@@ -67,6 +67,8 @@ var breaks = map[string][]string{
 	"no-task-output":            {"lifecycle/task-output"},
 	"no-executors-listed":       {"lifecycle/list-task-executors"},
 	"detach-every-job":          {"lifecycle/attached-job"},
+	"timings-out-of-bounds":     {"lifecycle/advertised-limits"},
+	"timings-lie":               {"lifecycle/advertised-limits"},
 }
 
 // Cases of whole families, caught through the invariants every case's
