@@ -1484,8 +1484,10 @@ export const DispatcherService: GenService<{
    * CancelJob cancels a job.
    *
    * A running job moves to CANCELLING, its tasks are canceled, and it ends
-   * CANCELED. A job still INITIALIZING is canceled before any of its tasks
-   * runs. Idempotent: cancelling a job that is CANCELLING or CANCELED
+   * CANCELED; every attempt of it MUST have stopped within the advertised
+   * ServerTimings.task_cancel after it ended (at most 10 s; the reference
+   * server: 5 s). A job still INITIALIZING is canceled before any of its
+   * tasks runs. Idempotent: cancelling a job that is CANCELLING or CANCELED
    * succeeds and changes nothing.
    *
    * Durable: before it answers, and before it does anything for the request,
