@@ -120,8 +120,8 @@ var timingBounds = []timingBound{
 	}},
 	{"task_executor_heartbeat_timeout", func(tm *jobplanev1.ServerTimings) string {
 		v, ttl := tm.GetTaskExecutorHeartbeatTimeout(), tm.GetSessionTtl().AsDuration()
-		if v == nil || v.AsDuration() <= 0 || v.AsDuration() >= ttl {
-			return fmt.Sprintf("%v; the contract requires it positive and less than session_ttl (%v)", show(v), ttl)
+		if v == nil || v.AsDuration() <= 0 || 3*v.AsDuration() >= 2*ttl {
+			return fmt.Sprintf("%v; the contract requires it positive and less than two thirds of session_ttl (%v)", show(v), ttl)
 		}
 		return ""
 	}},

@@ -57,7 +57,7 @@ func TestTimingBounds(t *testing.T) {
 		"stream_heartbeat":                func(tm *jobplanev1.ServerTimings) { tm.StreamHeartbeat = durationpb.New(500 * time.Millisecond) },
 		"watch_resume_window":             func(tm *jobplanev1.ServerTimings) { tm.WatchResumeWindow = 15 },
 		"result_retention":                func(tm *jobplanev1.ServerTimings) { tm.ResultRetention = durationpb.New(time.Minute) },
-		"task_executor_heartbeat_timeout": func(tm *jobplanev1.ServerTimings) { tm.TaskExecutorHeartbeatTimeout = durationpb.New(2 * time.Second) },
+		"task_executor_heartbeat_timeout": func(tm *jobplanev1.ServerTimings) { tm.TaskExecutorHeartbeatTimeout = durationpb.New(1400 * time.Millisecond) },
 		"task_lease":                      func(tm *jobplanev1.ServerTimings) { tm.TaskLease = durationpb.New(time.Second) },
 	} {
 		tm := proto.CloneOf(defaultTimings)

@@ -114,7 +114,7 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 			if mode == "timings-out-of-bounds" {
 				resp.Timings.WatchResumeWindow = 8
 			} else {
-				resp.Timings.SessionTtl = durationpb.New(resp.Timings.GetSessionTtl().AsDuration() - 500*time.Millisecond)
+				resp.Timings.SessionTtl = durationpb.New(resp.Timings.GetSessionTtl().AsDuration() - 100*time.Millisecond)
 			}
 			return connect.NewResponse(resp), nil
 		}))

@@ -1774,9 +1774,10 @@ type ServerTimings struct {
 	// How long a TaskExecutor may stay silent before the ResourceManager
 	// releases its slots, and a JobMaster before its TaskExecutors stop its
 	// tasks (the heartbeat timeout of the cluster protocol). MUST be positive
-	// and less than `session_ttl`, so that the tasks of a JobMaster that
-	// lost its leadership stop before a standby may take over. The reference
-	// server: its `--heartbeat-timeout`, 1.2 s by default.
+	// and less than two thirds of `session_ttl`, so that the tasks of a
+	// JobMaster that stood still stop before its session may end and a
+	// standby take over, whenever it last renewed the session. The
+	// reference server: its `--heartbeat-timeout`, 1.2 s by default.
 	TaskExecutorHeartbeatTimeout *durationpb.Duration `protobuf:"bytes,10,opt,name=task_executor_heartbeat_timeout,json=taskExecutorHeartbeatTimeout,proto3" json:"task_executor_heartbeat_timeout,omitempty"`
 	// The task lease: how long a TaskExecutor keeps a job's tasks running
 	// without hearing from any JobMaster of it, so that a new leader adopts

@@ -1032,9 +1032,10 @@ export type ServerTimings = Message<"jobplane.v1.ServerTimings"> & {
    * How long a TaskExecutor may stay silent before the ResourceManager
    * releases its slots, and a JobMaster before its TaskExecutors stop its
    * tasks (the heartbeat timeout of the cluster protocol). MUST be positive
-   * and less than `session_ttl`, so that the tasks of a JobMaster that
-   * lost its leadership stop before a standby may take over. The reference
-   * server: its `--heartbeat-timeout`, 1.2 s by default.
+   * and less than two thirds of `session_ttl`, so that the tasks of a
+   * JobMaster that stood still stop before its session may end and a
+   * standby take over, whenever it last renewed the session. The
+   * reference server: its `--heartbeat-timeout`, 1.2 s by default.
    *
    * @generated from field: google.protobuf.Duration task_executor_heartbeat_timeout = 10;
    */
