@@ -48,17 +48,19 @@ func TestTimingBounds(t *testing.T) {
 		t.Errorf("the reference defaults are out of bounds: %v", got)
 	}
 	for field, mutate := range map[string]func(tm *jobplanev1.ServerTimings){
-		"session_ttl":                     func(tm *jobplanev1.ServerTimings) { tm.SessionTtl = durationpb.New(11 * time.Second) },
-		"takeover":                        func(tm *jobplanev1.ServerTimings) { tm.Takeover = nil },
-		"job_regrant":                     func(tm *jobplanev1.ServerTimings) { tm.JobRegrant = durationpb.New(0) },
-		"revocation_notice":               func(tm *jobplanev1.ServerTimings) { tm.RevocationNotice = durationpb.New(time.Minute) },
-		"task_cancel":                     func(tm *jobplanev1.ServerTimings) { tm.TaskCancel = durationpb.New(-time.Second) },
-		"slot_yield":                      func(tm *jobplanev1.ServerTimings) { tm.SlotYield = durationpb.New(31 * time.Second) },
-		"stream_heartbeat":                func(tm *jobplanev1.ServerTimings) { tm.StreamHeartbeat = durationpb.New(500 * time.Millisecond) },
-		"watch_resume_window":             func(tm *jobplanev1.ServerTimings) { tm.WatchResumeWindow = 15 },
-		"result_retention":                func(tm *jobplanev1.ServerTimings) { tm.ResultRetention = durationpb.New(time.Minute) },
-		"task_executor_heartbeat_timeout": func(tm *jobplanev1.ServerTimings) { tm.TaskExecutorHeartbeatTimeout = durationpb.New(1400 * time.Millisecond) },
-		"task_lease":                      func(tm *jobplanev1.ServerTimings) { tm.TaskLease = durationpb.New(time.Second) },
+		"session_ttl":         func(tm *jobplanev1.ServerTimings) { tm.SessionTtl = durationpb.New(11 * time.Second) },
+		"takeover":            func(tm *jobplanev1.ServerTimings) { tm.Takeover = nil },
+		"job_regrant":         func(tm *jobplanev1.ServerTimings) { tm.JobRegrant = durationpb.New(0) },
+		"revocation_notice":   func(tm *jobplanev1.ServerTimings) { tm.RevocationNotice = durationpb.New(time.Minute) },
+		"task_cancel":         func(tm *jobplanev1.ServerTimings) { tm.TaskCancel = durationpb.New(-time.Second) },
+		"slot_yield":          func(tm *jobplanev1.ServerTimings) { tm.SlotYield = durationpb.New(31 * time.Second) },
+		"stream_heartbeat":    func(tm *jobplanev1.ServerTimings) { tm.StreamHeartbeat = durationpb.New(500 * time.Millisecond) },
+		"watch_resume_window": func(tm *jobplanev1.ServerTimings) { tm.WatchResumeWindow = 15 },
+		"result_retention":    func(tm *jobplanev1.ServerTimings) { tm.ResultRetention = durationpb.New(time.Minute) },
+		"task_executor_heartbeat_timeout": func(tm *jobplanev1.ServerTimings) {
+			tm.TaskExecutorHeartbeatTimeout = durationpb.New(1400 * time.Millisecond)
+		},
+		"task_lease": func(tm *jobplanev1.ServerTimings) { tm.TaskLease = durationpb.New(time.Second) },
 	} {
 		tm := proto.CloneOf(defaultTimings)
 		mutate(tm)
