@@ -66,26 +66,31 @@ type waits struct {
 }
 
 // deriveWaits derives the runner's waits from tm (nil: defaultTimings),
-// each multiplied by scale (at least 1).
+// each multiplied by scale (at least 1). A timing beyond the contract's
+// bound counts as the bound: lifecycle/advertised-limits fails such a
+// server, and the other cases wait no longer for it than for one that
+// conforms.
 func deriveWaits(tm *jobplanev1.ServerTimings, scale float64) waits {
 	if tm == nil {
 		tm = defaultTimings
 	}
 	scale = max(scale, 1)
-	d := func(x *durationpb.Duration) time.Duration { return x.AsDuration() }
+	// Each timing at most the bound the contract gives it.
+	d := func(x *durationpb.Duration, bound time.Duration) time.Duration { return min(max(x.AsDuration(), 0), bound) }
 	s := func(x time.Duration) time.Duration { return time.Duration(float64(x) * scale) }
-	failover := slack + 2*d(tm.GetSessionTtl()) + max(d(tm.GetTakeover())+d(tm.GetJobRegrant()), d(tm.GetTaskLease()))
+	ttl, lease := d(tm.GetSessionTtl(), 10*time.Second), d(tm.GetTaskLease(), 30*time.Second)
+	failover := slack + 2*ttl + max(d(tm.GetTakeover(), 10*time.Second)+d(tm.GetJobRegrant(), 10*time.Second), lease)
 	return waits{
 		start:          s(30 * time.Second),
 		failover:       s(failover),
-		result:         s(failover + 2*d(tm.GetSlotYield()) + 20*time.Second),
-		revoke:         s(2 * d(tm.GetRevocationNotice())),
-		cancel:         s(2 * d(tm.GetTaskCancel())),
+		result:         s(failover + 2*d(tm.GetSlotYield(), 30*time.Second) + 20*time.Second),
+		revoke:         s(2 * d(tm.GetRevocationNotice(), 10*time.Second)),
+		cancel:         s(2 * d(tm.GetTaskCancel(), 10*time.Second)),
 		pausedLeader:   s(2 * failover),
 		cancelFailover: s(3 * failover),
 		unknownOutcome: s(failover + 15*time.Second),
 		cleanup:        s(failover + 10*time.Second),
-		redeploy:       s(2*failover + 3*d(tm.GetTaskLease())),
+		redeploy:       s(2*failover + 3*lease),
 	}
 }
 

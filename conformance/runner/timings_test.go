@@ -36,6 +36,10 @@ func TestWaitsFollowTimings(t *testing.T) {
 	if got, want := deriveWaits(slow, 1).failover, w.failover+16*time.Second; got != want {
 		t.Errorf("failover with a 10s session TTL: %v, want %v", got, want)
 	}
+	slow.SessionTtl = durationpb.New(time.Hour)
+	if got, want := deriveWaits(slow, 1).failover, w.failover+16*time.Second; got != want {
+		t.Errorf("failover with a session TTL of an hour, beyond the contract's bound: %v, want %v (as for the bound)", got, want)
+	}
 	if got, want := deriveWaits(nil, 2.5).result, time.Duration(2.5*float64(w.result)); got != want {
 		t.Errorf("result wait at scale 2.5: %v, want %v", got, want)
 	}
