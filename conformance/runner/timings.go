@@ -76,7 +76,9 @@ func deriveWaits(tm *jobplanev1.ServerTimings, scale float64) waits {
 	}
 	scale = max(scale, 1)
 	// Each timing at most the bound the contract gives it.
-	d := func(x *durationpb.Duration, bound time.Duration) time.Duration { return min(max(x.AsDuration(), 0), bound) }
+	d := func(x *durationpb.Duration, bound time.Duration) time.Duration {
+		return min(max(x.AsDuration(), 0), bound)
+	}
 	s := func(x time.Duration) time.Duration { return time.Duration(float64(x) * scale) }
 	ttl, lease := d(tm.GetSessionTtl(), 10*time.Second), d(tm.GetTaskLease(), 30*time.Second)
 	failover := slack + 2*ttl + max(d(tm.GetTakeover(), 10*time.Second)+d(tm.GetJobRegrant(), 10*time.Second), lease)
