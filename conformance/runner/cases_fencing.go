@@ -25,8 +25,8 @@ func (t *T) revokeRunning() (id string, old election.Token, info election.Leader
 		// All four subtasks deployed under it, and running reported: a
 		// deployment still to come would look like the work of a call
 		// the case sends next.
-		if !t.wait(30*time.Second, func() bool { return t.inChargeUnder(id, info.Token) }) {
-			t.Fatalf("the job did not run again under the new token %s within 30s; expected the new JobMaster to redeploy it (or adopt it, see inChargeUnder)", info.Token)
+		if !t.wait(t.waits.failover, func() bool { return t.inChargeUnder(id, info.Token) }) {
+			t.Fatalf("the job did not run again under the new token %s within %v; expected the new JobMaster to redeploy it (or adopt it, see inChargeUnder)", info.Token, t.waits.failover)
 		}
 	})
 	return id, old, info
@@ -89,16 +89,16 @@ func (t *T) jobMaster(job election.Leader) clusterv1connect.JobMasterServiceClie
 // jobmanager leader's cluster address when it publishes none.
 func (t *T) regrant(id string, old election.Token) election.Leader {
 	var info election.Leader
-	if !t.wait(30*time.Second, func() bool {
+	if !t.wait(t.waits.failover, func() bool {
 		var err error
 		info, err = t.env.etcd.Leader(t.ctx, election.Job(id))
 		return err == nil && !info.Token.IsZero() && info.Token != old
 	}) {
 		switch {
 		case info.Token == old:
-			t.Fatalf("job/%s was still led under %s 30s later (leader %+v); expected that leadership ended and the job recovered under a new token", id, old, info)
+			t.Fatalf("job/%s was still led under %s %v later (leader %+v); expected that leadership ended and the job recovered under a new token", id, old, t.waits.failover, info)
 		default:
-			t.Fatalf("job/%s had no leader 30s after its leadership %s ended; expected the server to recover the job: campaign for it again and be granted a new token", id, old)
+			t.Fatalf("job/%s had no leader %v after its leadership %s ended; expected the server to recover the job: campaign for it again and be granted a new token", id, t.waits.failover, old)
 		}
 	}
 	return info
@@ -152,8 +152,8 @@ var fencingCases = []Case{
 			id, _, info := t.revokeGranted()
 			// The new JobMaster redeploys the job; whatever it deploys
 			// must carry its token.
-			if !t.wait(30*time.Second, func() bool { return t.deployedSince(id, info) }) {
-				t.Errorf("no SubmitTask for job %s within 30s of its new grant %s; expected the new JobMaster to redeploy it", id, info.Token)
+			if !t.wait(t.waits.failover, func() bool { return t.deployedSince(id, info) }) {
+				t.Errorf("no SubmitTask for job %s within %v of its new grant %s; expected the new JobMaster to redeploy it", id, t.waits.failover, info.Token)
 			}
 			t.env.open(id)
 			t.result(id)
@@ -186,7 +186,7 @@ var fencingCases = []Case{
 				t.Fatalf("revoke: %v", err)
 			}
 			if !t.reactsToRevoke(id) {
-				t.Errorf("no campaign or resignation for job/%s within 10s of its revoke; expected the server to learn of the revocation (WatchSession) and stop acting under the revoked token %s", id, old)
+				t.Errorf("no campaign or resignation for job/%s within %v of its revoke; expected the server to learn of the revocation (WatchSession) and stop acting under the revoked token %s", id, t.waits.revoke, old)
 			}
 			t.env.open(id)
 			t.result(id)
@@ -220,7 +220,7 @@ var fencingCases = []Case{
 					t.Errorf("grant %d reused token %s; expected a new one", round+1, info.Token)
 				}
 				// Wait for the new JobMaster's deployments.
-				if !t.wait(30*time.Second, func() bool {
+				if !t.wait(t.waits.failover, func() bool {
 					for _, e := range t.events(id, "SubmitTask") {
 						if e.Token == info.Token {
 							return true
@@ -228,7 +228,7 @@ var fencingCases = []Case{
 					}
 					return false
 				}) {
-					t.Fatalf("no deployment under the new token %s within 30s; expected the job to run again", info.Token)
+					t.Fatalf("no deployment under the new token %s within %v; expected the job to run again", info.Token, t.waits.failover)
 				}
 				// Counted under the new token: the attempts keep their ids
 				// across grants, and the old grant's reports of them may
@@ -236,8 +236,8 @@ var fencingCases = []Case{
 				// All four subtasks deployed under it, and running reported: a
 				// deployment still to come would look like the work of a call
 				// the case sends next.
-				if !t.wait(30*time.Second, func() bool { return t.inChargeUnder(id, info.Token) }) {
-					t.Fatalf("%d attempts reported RUNNING under the new token %s within 30s; expected 2", len(t.runningUnder(id, info.Token)), info.Token)
+				if !t.wait(t.waits.failover, func() bool { return t.inChargeUnder(id, info.Token) }) {
+					t.Fatalf("%d attempts reported RUNNING under the new token %s within %v; expected 2", len(t.runningUnder(id, info.Token)), info.Token, t.waits.failover)
 				}
 			}
 			t.env.open(id)
@@ -255,7 +255,7 @@ var fencingCases = []Case{
 			t.Fatalf("no plan put recorded; expected the refused one")
 		}
 		bad := refused[0].Token
-		ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
+		ctx, cancel := context.WithTimeout(t.ctx, t.waits.failover)
 		defer cancel()
 		for {
 			info, err := t.env.etcd.Leader(ctx, election.JobManager)
@@ -263,7 +263,7 @@ var fencingCases = []Case{
 				break
 			}
 			if ctx.Err() != nil {
-				t.Fatalf("the server did not lead again with a new token within 30s (leader %+v); expected it to step down and campaign again", info)
+				t.Fatalf("the server did not lead again with a new token within %v (leader %+v); expected it to step down and campaign again", t.waits.failover, info)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -284,10 +284,11 @@ var fencingCases = []Case{
 	}},
 }
 
-// reactsToRevoke waits up to 10s for the server to campaign again for the
-// job, or resign it, after the job's first revoke.
+// reactsToRevoke waits up to twice the revocation notice (10s for the
+// reference server) for the server to campaign again for the job, or
+// resign it, after the job's first revoke.
 func (t *T) reactsToRevoke(id string) bool {
-	return t.wait(10*time.Second, func() bool {
+	return t.wait(t.waits.revoke, func() bool {
 		for _, e := range t.events(id, "") {
 			if e.Source == "store" && (e.Op == "campaign" || e.Op == "resign") && e.Seq > t.revokeSeq(id) {
 				return true
@@ -312,7 +313,7 @@ func (t *T) revokeSeq(id string) int {
 // subtask was adopted under tk (the running sinks, and sources that
 // finished while no JobMaster listened) or deployed again (sources that
 // had finished and freed their slots, which no TaskExecutor held: after
-// the task lease, which the 30s the cases wait must cover, unless the
+// the task lease, which the failover wait covers (waits.failover), unless the
 // server knows every TaskExecutor answered).
 func (t *T) inChargeUnder(id string, tk election.Token) bool {
 	if len(t.runningUnder(id, tk)) >= 2 && t.deployedUnder(id, tk) >= 4 {

@@ -192,13 +192,13 @@ func leadershipFlapping(t *T) {
 		}
 		// The server campaigns again once it took the leadership as
 		// ended: from then on it is deposed, and knows it.
-		if !t.wait(10*time.Second, func() bool {
+		if !t.wait(t.waits.revoke, func() bool {
 			return len(t.env.log.Events(func(e Event) bool {
 				return e.Seq > from && e.Source == "store" && e.Op == "campaign" && e.Key == election.JobManager
 			})) > 0
 		}) {
 			close(hold)
-			t.Fatalf("flap %d: the server did not campaign for %s again within 10s of its leadership %s being revoked; expected it to take the leadership as ended and campaign again", i, election.JobManager, old)
+			t.Fatalf("flap %d: the server did not campaign for %s again within %v of its leadership %s being revoked; expected it to take the leadership as ended and campaign again", i, election.JobManager, t.waits.revoke, old)
 		}
 		t.deposedAnswersNotLeader(deposed, i, ids)
 		close(hold)
@@ -298,14 +298,14 @@ func killBetweenResultAndPlanDelete(t *T) {
 	if _, err := t.env.startServer(0); err != nil {
 		t.Fatalf("restart: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(t.ctx, 60*time.Second)
+	ctx, cancel := context.WithTimeout(t.ctx, t.waits.result)
 	defer cancel()
 	for _, id := range []string{a, b} {
 		after := func(op string) []Event {
 			return t.env.log.Events(func(e Event) bool { return e.Seq > killed && e.Key == id && e.Op == op && e.Applied })
 		}
-		if !t.wait(30*time.Second, func() bool { return len(after("mark-clean")) > 0 }) {
-			t.Errorf("job %s: its dirty result was not marked clean within 30s of the restart; expected the next leader to finish the cleanup the killed one began", id)
+		if !t.wait(t.waits.failover, func() bool { return len(after("mark-clean")) > 0 }) {
+			t.Errorf("job %s: its dirty result was not marked clean within %v of the restart; expected the next leader to finish the cleanup the killed one began", id, t.waits.failover)
 			continue
 		}
 		if id == a && len(after("delete-plan")) == 0 {

@@ -99,6 +99,26 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 		mux.Handle(p, connect.NewUnaryHandler(p, func(context.Context, *connect.Request[jobplanev1.ListTaskExecutorsRequest]) (*connect.Response[jobplanev1.ListTaskExecutorsResponse], error) {
 			return connect.NewResponse(&jobplanev1.ListTaskExecutorsResponse{}), nil
 		}))
+	case "timings-out-of-bounds", "timings-lie":
+		// Advertises timings the contract forbids (a resume window below
+		// its floor), or a session TTL shorter than its sessions' (in
+		// bounds, but not what it does).
+		p := jobplanev1connect.DispatcherServiceGetClusterOverviewProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.GetClusterOverviewRequest]) (*connect.Response[jobplanev1.GetClusterOverviewResponse], error) {
+			resp, err := d.GetClusterOverview(ctx, req.Msg)
+			if err != nil {
+				return nil, err
+			}
+			if resp.Timings == nil {
+				resp.Timings = &jobplanev1.ServerTimings{}
+			}
+			if mode == "timings-out-of-bounds" {
+				resp.Timings.WatchResumeWindow = 8
+			} else {
+				resp.Timings.SessionTtl = durationpb.New(resp.Timings.GetSessionTtl().AsDuration() - 100*time.Millisecond)
+			}
+			return connect.NewResponse(resp), nil
+		}))
 	case "detach-every-job":
 		// Drops client_heartbeat_timeout: every job is detached, and an
 		// attached job's client that goes away leaves it running.

@@ -255,7 +255,7 @@ func New(cfg Config) (*JobManager, error) {
 		// are, and where (GetTaskOutput).
 		TaskExecutors: taskExecutors{jm.rm}, HTTPClient: cfg.HTTPClient, ClientOptions: endpoint.ClientOptions(), OutputRetention: cfg.OutputRetention,
 		DetailsRetention: cfg.DetailsRetention, DetailsSubtasks: cfg.DetailsSubtasks,
-		Logger: cfg.Logger,
+		Timings: cfg.timings(), Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err

@@ -100,7 +100,9 @@ type JobMasterServiceClient interface {
 	// leader the TaskExecutors offer each new JobMaster the slots its job
 	// held, outside the ResourceManager's order, and jobs that each hold
 	// part of what they need would wait for one another. A JobMaster whose
-	// deployment has waited a while (the reference server: 5 s) gives its
+	// deployment has waited for the advertised
+	// jobplane.v1.ServerTimings.slot_yield (at most 30 s; the reference
+	// server: 5 s) gives its
 	// idle slots back with FreeSlots and keeps its declared requirement, so
 	// that the ResourceManager hands them out again in request order.
 	//
@@ -392,7 +394,9 @@ type JobMasterServiceHandler interface {
 	// leader the TaskExecutors offer each new JobMaster the slots its job
 	// held, outside the ResourceManager's order, and jobs that each hold
 	// part of what they need would wait for one another. A JobMaster whose
-	// deployment has waited a while (the reference server: 5 s) gives its
+	// deployment has waited for the advertised
+	// jobplane.v1.ServerTimings.slot_yield (at most 30 s; the reference
+	// server: 5 s) gives its
 	// idle slots back with FreeSlots and keeps its declared requirement, so
 	// that the ResourceManager hands them out again in request order.
 	//

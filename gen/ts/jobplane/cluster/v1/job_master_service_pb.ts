@@ -922,7 +922,9 @@ export const JobMasterService: GenService<{
    * leader the TaskExecutors offer each new JobMaster the slots its job
    * held, outside the ResourceManager's order, and jobs that each hold
    * part of what they need would wait for one another. A JobMaster whose
-   * deployment has waited a while (the reference server: 5 s) gives its
+   * deployment has waited for the advertised
+   * jobplane.v1.ServerTimings.slot_yield (at most 30 s; the reference
+   * server: 5 s) gives its
    * idle slots back with FreeSlots and keeps its declared requirement, so
    * that the ResourceManager hands them out again in request order.
    *
