@@ -72,8 +72,8 @@ var breaks = map[string][]string{
 	"cancel-after-finish-cancelling": {"races/cancel-against-finish"},
 	"deposed-serves-cache":           {"races/leadership-flapping"},
 	"dirty-taken-as-clean":           {"races/kill-between-result-and-plan-delete"},
-	"timings-out-of-bounds":     {"lifecycle/advertised-limits"},
-	"timings-lie":               {"lifecycle/advertised-limits"},
+	"timings-out-of-bounds":          {"lifecycle/advertised-limits"},
+	"timings-lie":                    {"lifecycle/advertised-limits"},
 }
 
 // Cases of whole families, caught through the invariants every case's
