@@ -51,16 +51,26 @@ func (s *store) claim(id string, t election.Token) {
 // Leader, in mode trust-job-master-token, answers for a job's election
 // the newest token a RegisterJobMaster claimed, when it is newer than the
 // grant: the child's ResourceManager then registers it, as one that takes
-// the caller's word for its grant would.
+// the caller's word for its grant would. In mode stale-token-deploys it
+// answers a job's first grant while any grant of the job leads, as the
+// leaderships that mode hands the server say: the server's
+// ResourceManager takes the JobMaster's stale token for the current one.
 func (s *store) Leader(ctx context.Context, name string) (election.Leader, error) {
 	info, err := s.Store.Leader(ctx, name)
-	if err != nil || s.mode != "trust-job-master-token" {
+	if err != nil {
 		return info, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c, ok := s.claims[name]; ok && c.Epoch > info.Token.Epoch {
-		info.Token = c
+	switch s.mode {
+	case "trust-job-master-token":
+		if c, ok := s.claims[name]; ok && c.Epoch > info.Token.Epoch {
+			info.Token = c
+		}
+	case "stale-token-deploys":
+		if first, ok := s.grants[name]; ok && !info.Token.IsZero() {
+			info.Token = first
+		}
 	}
 	return info, nil
 }
