@@ -451,7 +451,9 @@ func rmTokenCheckedFirst(t *T) {
 		current = t.registerJobMaster(rm, id, l)
 		// The first token alone is stale now.
 		_, err := rm.DeclareResourceRequirements(t.ctx, &clusterv1.DeclareResourceRequirementsRequest{JobId: id, JobMasterToken: first, ResourceManagerToken: current})
-		t.staleRefused("DeclareResourceRequirements with the first JobMaster's token", err)
+		if connect.CodeOf(err) != connect.CodeAborted || reason(err) != "STALE_FENCING_TOKEN" {
+			t.Fatalf("DeclareResourceRequirements with the current ResourceManager token and the first JobMaster's, whose successor registered, answered %v; expected ABORTED (STALE_FENCING_TOKEN)", err)
+		}
 	})
 	for _, tc := range []struct {
 		name   string
