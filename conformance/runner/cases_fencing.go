@@ -483,11 +483,17 @@ func rmTokenCheckedFirst(t *T) {
 // registration and finish the job.
 func forgedJobMasterRefused(t *T) {
 	id := t.job("j")
+	var job election.Leader
 	t.setup(func() {
 		t.mustSubmit(id, gatedGraph(2, id))
 		t.waitRunning(id, 2)
+		job = t.leaderOf(election.Job(id))
+		// All four subtasks deployed and running reported: a deployment
+		// still to come would look like the work of the forged calls.
+		if !t.wait(30*time.Second, func() bool { return t.inChargeUnder(id, job.Token) }) {
+			t.Fatalf("job %s did not run whole under its token %s within 30s", id, job.Token)
+		}
 	})
-	job := t.leaderOf(election.Job(id))
 	rm := t.env.resourceManager(t.leaderOf(election.JobManager))
 	from := t.env.log.Len()
 	for _, forged := range []*jobplanev1.FencingToken{
