@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,6 +81,13 @@ func (f fault) wait(ctx context.Context) context.Context {
 		}
 	}
 	return ctx
+}
+
+// disarm removes the faults armed for op on key that no call took yet.
+func (s *store) disarm(op, key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = slices.DeleteFunc(s.faults, func(f fault) bool { return f.op == op && f.key == key })
 }
 
 func (s *store) take(op, key string) (fault, bool) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -229,6 +230,40 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 		p := jobplanev1connect.DispatcherServiceCancelJobProcedure
 		mux.Handle(p, connect.NewUnaryHandler(p, func(context.Context, *connect.Request[jobplanev1.CancelJobRequest]) (*connect.Response[jobplanev1.CancelJobResponse], error) {
 			return connect.NewResponse(&jobplanev1.CancelJobResponse{Status: jobplanev1.JobStatus_JOB_STATUS_CANCELED}), nil
+		}))
+	case "cancel-after-finish-cancelling":
+		// Answers the cancellation of a job that has just finished
+		// CANCELLING, as a Dispatcher that answers from the status it
+		// last published, not from the store's order of the cancel
+		// request and the result; the job stays FINISHED.
+		p := jobplanev1connect.DispatcherServiceCancelJobProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.CancelJobRequest]) (*connect.Response[jobplanev1.CancelJobResponse], error) {
+			resp, err := d.CancelJob(ctx, req.Msg)
+			var cerr *connect.Error
+			if errors.As(err, &cerr) && cerr.Code() == connect.CodeFailedPrecondition {
+				return connect.NewResponse(&jobplanev1.CancelJobResponse{Status: jobplanev1.JobStatus_JOB_STATUS_CANCELLING}), nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
+		}))
+	case "deposed-serves-cache":
+		// Serves GetJob from a cache of the answers it gave while it led
+		// when it no longer leads, as a read cache in front of the
+		// Dispatcher that outlives the leadership.
+		var cache sync.Map // job id -> *jobplanev1.GetJobResponse
+		p := jobplanev1connect.DispatcherServiceGetJobProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.GetJobRequest]) (*connect.Response[jobplanev1.GetJobResponse], error) {
+			resp, err := d.GetJob(ctx, req.Msg)
+			if err == nil {
+				cache.Store(req.Msg.GetJobId(), resp)
+				return connect.NewResponse(resp), nil
+			}
+			if cached, ok := cache.Load(req.Msg.GetJobId()); ok && connect.CodeOf(err) == connect.CodeUnavailable {
+				return connect.NewResponse(cached.(*jobplanev1.GetJobResponse)), nil
+			}
+			return nil, err
 		}))
 	case "unknown-result-empty":
 		p := jobplanev1connect.DispatcherServiceGetJobResultProcedure

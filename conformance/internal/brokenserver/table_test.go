@@ -69,6 +69,11 @@ var breaks = map[string][]string{
 	"no-task-output":            {"lifecycle/task-output"},
 	"no-executors-listed":       {"lifecycle/list-task-executors"},
 	"detach-every-job":          {"lifecycle/attached-job"},
+
+	// The races (cases_races.go).
+	"cancel-after-finish-cancelling": {"races/cancel-against-finish"},
+	"deposed-serves-cache":           {"races/leadership-flapping"},
+	"dirty-taken-as-clean":           {"races/kill-between-result-and-plan-delete"},
 }
 
 // Cases of whole families, caught through the invariants every case's

@@ -161,6 +161,17 @@ type DispatcherServiceClient interface {
 	// cancellation survives a change of leader: a leader that recovers the job
 	// ends it CANCELED without deploying anything.
 	//
+	// An answer is final (since 1.2). A job whose CancelJob answered
+	// CANCELLING or CANCELED MUST end CANCELED, also when its tasks all
+	// finish, or one fails, before they are canceled: the cancel request and
+	// the job's result are ordered by the HA store
+	// (jobplane.hastore.v1.HAStoreService.RequestJobCancel), and the request
+	// came first. A job whose CancelJob answered FAILED_PRECONDITION
+	// (JOB_TERMINAL) MUST keep the status that the error's metadata names:
+	// its result came first. A CancelJob that arrives once the job's result
+	// is written MUST be answered as the result says (CANCELED, or
+	// JOB_TERMINAL), never CANCELLING.
+	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// FAILED_PRECONDITION (JOB_TERMINAL) for a job that FINISHED or FAILED;
 	// INVALID_ARGUMENT for a malformed id; UNAVAILABLE (NOT_LEADER);
@@ -642,6 +653,17 @@ type DispatcherServiceHandler interface {
 	// (jobplane.hastore.v1.HAStoreService.RequestJobCancel). An acknowledged
 	// cancellation survives a change of leader: a leader that recovers the job
 	// ends it CANCELED without deploying anything.
+	//
+	// An answer is final (since 1.2). A job whose CancelJob answered
+	// CANCELLING or CANCELED MUST end CANCELED, also when its tasks all
+	// finish, or one fails, before they are canceled: the cancel request and
+	// the job's result are ordered by the HA store
+	// (jobplane.hastore.v1.HAStoreService.RequestJobCancel), and the request
+	// came first. A job whose CancelJob answered FAILED_PRECONDITION
+	// (JOB_TERMINAL) MUST keep the status that the error's metadata names:
+	// its result came first. A CancelJob that arrives once the job's result
+	// is written MUST be answered as the result says (CANCELED, or
+	// JOB_TERMINAL), never CANCELLING.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// FAILED_PRECONDITION (JOB_TERMINAL) for a job that FINISHED or FAILED;

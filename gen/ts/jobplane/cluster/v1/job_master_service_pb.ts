@@ -946,6 +946,15 @@ export const JobMasterService: GenService<{
    * the attempt, in which case the TaskExecutor cancels it; ABORTED
    * (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
    *
+   * Answers that say nothing of the attempt now (since 1.2). A
+   * TaskExecutor MUST ignore any answer to a report sent under a token
+   * that is no longer the attempt's (a newer JobMaster adopted it while
+   * the report was on its way, AdoptAttempts): the attempt's state went to
+   * the adopter. It MUST NOT cancel an attempt that runs under a task
+   * lease because its JobMaster answered NOT_LEADER: a JobMaster deposed
+   * under a lease leaves its attempts to its successor, which adopts
+   * them; the attempt stops when the lease ends if none does.
+   *
    * @generated from rpc jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionState
    */
   updateTaskExecutionState: {
