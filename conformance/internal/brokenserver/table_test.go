@@ -49,6 +49,8 @@ var breaks = map[string][]string{
 	"bare-errors":               {"lifecycle/errors-carry-errorinfo"},
 	"watch-no-resume":           {"lifecycle/watch-resumes"},
 	"rm-ignores-receiver-token": {"fencing/stale-resource-manager-token-refused"},
+	"rm-checks-job-token-first": {"fencing/resource-manager-token-checked-first"},
+	"trust-job-master-token":    {"fencing/forged-job-master-token-refused", "fencing/tokens/register-job-master"},
 	"no-token-check":            {"fencing/tokens/*"},
 	"renew-late":                {"faults/keep-alive"},
 	"hoard-slots":               {"recovery/restart-slots-held"},

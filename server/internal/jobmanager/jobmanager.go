@@ -240,6 +240,8 @@ func New(cfg Config) (*JobManager, error) {
 	jm.rm, err = resourcemanager.New(resourcemanager.Config{
 		HTTPClient: cfg.HTTPClient, HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, Logger: cfg.Logger,
 		Members: members, TaskLease: cfg.TaskLease,
+		// A JobMaster registers only under its job's current grant.
+		Elections: cfg.Store,
 	})
 	if err != nil {
 		return nil, err
