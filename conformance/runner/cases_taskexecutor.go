@@ -213,14 +213,14 @@ func teFollowsResourceManager(t *T) {
 	})
 	cur := t.te.rm.Token()
 	var regSeq int
-	if !t.wait(30*time.Second, func() bool {
+	if !t.wait(15*time.Second, func() bool {
 		for _, e := range ok(t.te.log.Events(func(e Event) bool { return e.Op == "rm-register" && e.Token == cur })) {
 			regSeq = e.Seq
 			return true
 		}
 		return false
 	}) {
-		t.Fatalf("no RegisterTaskExecutor under the new ResourceManager token %s within 30s of the leader change (old %s); expected the TaskExecutor to follow the leader of %q in the HA store and register again", cur, old, election.JobManager)
+		t.Fatalf("no RegisterTaskExecutor under the new ResourceManager token %s within 15s of the leader change (old %s); expected the TaskExecutor to follow the leader of %q in the HA store and register again", cur, old, election.JobManager)
 	}
 	if !t.wait(10*time.Second, func() bool {
 		return len(ok(t.te.log.Events(func(e Event) bool { return e.Seq > regSeq && e.Op == "rm-heartbeat" && e.Token == cur }))) > 0
@@ -250,7 +250,7 @@ func teRunsAndReports(t *T) {
 	jm := t.teJobMaster(jobID, 1)
 	t.allocate(te, 0, "a0", jobID, jm)
 	t.allocate(te, 1, "a1", jobID, jm)
-	if !t.wait(15*time.Second, func() bool {
+	if !t.wait(10*time.Second, func() bool {
 		offered := map[string]bool{}
 		for _, e := range ok(t.te.log.Events(func(e Event) bool { return e.Op == "offer" && e.Key == jobID && e.Token == jm })) {
 			for _, a := range strings.Split(e.Detail, ",") {
@@ -259,15 +259,15 @@ func teRunsAndReports(t *T) {
 		}
 		return offered["a0"] && offered["a1"]
 	}) {
-		t.Errorf("the allocations a0 and a1 were not both offered to job %s's JobMaster under %s within 15s (offers: %v); expected OfferSlots to the job_master_address RequestSlot named", jobID, jm, t.te.log.Events(func(e Event) bool { return e.Op == "offer" }))
+		t.Errorf("the allocations a0 and a1 were not both offered to job %s's JobMaster under %s within 10s (offers: %v); expected OfferSlots to the job_master_address RequestSlot named", jobID, jm, t.te.log.Events(func(e Event) bool { return e.Op == "offer" }))
 	}
 	want := "value of " + jobID
 	value := t.deploy(te, deployment(jobID, jm, "a0", "value", invokable.Value, map[string]string{invokable.ValueKey: want}, 0))
 	msg := "failure of " + jobID
 	failing := t.deploy(te, deployment(jobID, jm, "a1", "fail", invokable.Fail, map[string]string{invokable.FailMessage: msg}, 0))
 
-	if e, found := t.waitState(jobID, value, jm, jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED, 15*time.Second); !found {
-		t.Errorf("attempt %s (%s): no FINISHED reported to its JobMaster under %s within 15s (reports: %v)", value, invokable.Value, jm, t.te.cluster.states(jobID, value))
+	if e, found := t.waitState(jobID, value, jm, jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED, 10*time.Second); !found {
+		t.Errorf("attempt %s (%s): no FINISHED reported to its JobMaster under %s within 10s (reports: %v)", value, invokable.Value, jm, t.te.cluster.states(jobID, value))
 	} else if !strings.Contains(e.Detail, fmt.Sprintf("value=%q", want)) {
 		t.Errorf("attempt %s reported %v; expected FINISHED with the value %q it returned", value, e, want)
 	}
@@ -277,8 +277,8 @@ func teRunsAndReports(t *T) {
 	if running < 0 || finished >= 0 && running > finished {
 		t.Errorf("attempt %s reported %v; expected RUNNING, then FINISHED", value, evs)
 	}
-	if e, found := t.waitState(jobID, failing, jm, jobplanev1.ExecutionState_EXECUTION_STATE_FAILED, 15*time.Second); !found {
-		t.Errorf("attempt %s (%s): no FAILED reported to its JobMaster under %s within 15s (reports: %v)", failing, invokable.Fail, jm, t.te.cluster.states(jobID, failing))
+	if e, found := t.waitState(jobID, failing, jm, jobplanev1.ExecutionState_EXECUTION_STATE_FAILED, 10*time.Second); !found {
+		t.Errorf("attempt %s (%s): no FAILED reported to its JobMaster under %s within 10s (reports: %v)", failing, invokable.Fail, jm, t.te.cluster.states(jobID, failing))
 	} else if !strings.Contains(e.Detail, msg) {
 		t.Errorf("attempt %s reported %v; expected FAILED with a failure message holding %q", failing, e, msg)
 	}
