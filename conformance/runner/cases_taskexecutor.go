@@ -32,6 +32,8 @@ func TaskExecutorCases() []Case {
 			Doc: "once a newer JobMaster token of a job is seen, SubmitTask and CancelTask under the older one are ABORTED (STALE_FENCING_TOKEN): nothing is deployed, and the newer JobMaster's attempt keeps running"},
 		{Name: "taskexecutor/cancel-and-free", Run: teCancelAndFree,
 			Doc: "CancelTask stops a running attempt, reported CANCELED to its JobMaster; FreeSlot frees its slot, which the slot report then shows free and a new allocation can take"},
+		{Name: "taskexecutor/stops-when-job-master-silent", Run: teStopsWhenJobMasterSilent,
+			Doc: "once a job's JobMaster answers nothing for its heartbeat timeout (2s here, given with the offer and the deployment), the TaskExecutor has stopped the job's attempt and freed its slot (checked 5s past the timeout)"},
 		{Name: "taskexecutor/adoption-keeps-running", Run: teAdoptionKeepsRunning,
 			Doc: "under a task lease, AdoptAttempts from a newer JobMaster lists the running attempt (RUNNING, deployed under the older token) and its allocation, and the attempt keeps running under the newer token, to which it then reports"},
 		{Name: "taskexecutor/stale-refusal-keeps-adopted", Run: teStaleRefusalKeepsAdopted,
@@ -450,5 +452,42 @@ func teStaleRefusalKeepsAdopted(t *T) {
 	t.heartbeatsAfter(refused, 3)
 	if st := t.attemptState(te, jobID, newer, attempt); st != jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING || hasState(t.te.cluster.states(jobID, attempt), jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED) {
 		t.Errorf("attempt %s is %v after the older JobMaster refused its held report NOT_LEADER (reports: %v); expected it still RUNNING: the refusal comes from a JobMaster that no longer has the attempt", attempt, st, t.te.cluster.states(jobID, attempt))
+	}
+}
+
+// silentTimeout is the JobMasters' heartbeat timeout in
+// stops-when-job-master-silent, and silentMargin how much longer the
+// TaskExecutor gets to have stopped the job's attempts.
+const (
+	silentTimeout = 2 * time.Second
+	silentMargin  = 5 * time.Second
+)
+
+func teStopsWhenJobMasterSilent(t *T) {
+	t.te.cluster.mu.Lock()
+	t.te.cluster.timeout = silentTimeout
+	t.te.cluster.mu.Unlock()
+	reg := t.registered()
+	te := t.teClient(reg)
+	jobID := t.job("j")
+	jm := t.teJobMaster(jobID, 1)
+	t.allocate(te, 0, "a", jobID, jm)
+	req := deployment(jobID, jm, "a", "gate", invokable.Gate, nil, 0)
+	req.HeartbeatTimeout = durationpb.New(silentTimeout)
+	attempt := t.deploy(te, req)
+	t.mustState(jobID, attempt, jm, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING)
+	t.te.cluster.silence()
+	silent := time.Now()
+	var slots []*clusterv1.SlotStatus
+	var st jobplanev1.ExecutionState
+	if !t.wait(silentTimeout+silentMargin, func() bool {
+		resp, err := te.Heartbeat(t.ctx, &clusterv1.TaskExecutorServiceHeartbeatRequest{
+			Sender: &clusterv1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken{ResourceManagerToken: protoToken(t.te.rm.Token())},
+		})
+		slots = resp.GetSlotReport().GetSlots()
+		st = t.attemptState(te, jobID, jm, attempt)
+		return err == nil && len(slots) > 0 && slots[0].GetAllocationId() == "" && st != jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING
+	}) {
+		t.Errorf("%.1fs after job %s's JobMaster fell silent (heartbeat timeout %v), the attempt %s is %v and slot 0 is %v; expected the attempt stopped and the slot free by the timeout (TaskExecutorService: it runs a job's attempts only while it hears from the job's JobMaster)", time.Since(silent).Seconds(), jobID, silentTimeout, attempt, st, slots[0])
 	}
 }

@@ -2,12 +2,14 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
@@ -46,6 +48,12 @@ type teCluster struct {
 	// taskLease, if positive, is granted with every registration, offer
 	// and heartbeat answer.
 	taskLease time.Duration
+	// timeout is the JobMasters' heartbeat timeout (default
+	// teHeartbeatTimeout).
+	timeout time.Duration
+	// silent: the JobMasters answer nothing (every call to them fails
+	// UNAVAILABLE, as if their process were cut off).
+	silent bool
 	// hold, if set, holds every state report under holdToken until it is
 	// closed, and then refuses it NOT_LEADER.
 	hold      chan struct{}
@@ -106,6 +114,9 @@ func (c *teCluster) checkRM(t *jobplanev1.FencingToken) error {
 
 // checkJM checks a call's JobMaster token against the job's current one.
 func (c *teCluster) checkJM(jobID string, t *jobplanev1.FencingToken) error {
+	if err := c.unanswered(); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur, ok := c.jobs[jobID]
@@ -114,6 +125,34 @@ func (c *teCluster) checkJM(jobID string, t *jobplanev1.FencingToken) error {
 		return apierror.NotLeader(election.Job(jobID), "")
 	case got != cur:
 		return apierror.StaleToken(election.Job(jobID), cur.SessionID, cur.Epoch)
+	}
+	return nil
+}
+
+// hbTimeout is the JobMasters' heartbeat timeout.
+func (c *teCluster) hbTimeout() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.timeout > 0 {
+		return c.timeout
+	}
+	return teHeartbeatTimeout
+}
+
+// silence makes the JobMasters answer nothing from now on.
+func (c *teCluster) silence() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.silent = true
+}
+
+// unanswered is the error of every call to a silent JobMaster, nil while
+// the JobMasters answer.
+func (c *teCluster) unanswered() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.silent {
+		return connect.NewError(connect.CodeUnavailable, errors.New("the runner's JobMasters are silent"))
 	}
 	return nil
 }
@@ -144,9 +183,9 @@ func (c *teCluster) RegisterTaskExecutor(_ context.Context, m *clusterv1.Resourc
 	c.mu.Unlock()
 	ev.Detail += " registration=" + r.registrationID
 	c.log.Add(ev)
-	return (&clusterv1.ResourceManagerServiceRegisterTaskExecutorResponse{
+	return &clusterv1.ResourceManagerServiceRegisterTaskExecutorResponse{
 		RegistrationId: r.registrationID, HeartbeatInterval: durationpb.New(teHeartbeatInterval), HeartbeatTimeout: durationpb.New(teHeartbeatTimeout),
-	}), nil
+	}, nil
 }
 
 func (c *teCluster) Heartbeat(_ context.Context, m *clusterv1.ResourceManagerServiceHeartbeatRequest) (*clusterv1.ResourceManagerServiceHeartbeatResponse, error) {
@@ -165,7 +204,7 @@ func (c *teCluster) Heartbeat(_ context.Context, m *clusterv1.ResourceManagerSer
 	if err != nil {
 		return nil, err
 	}
-	return (&clusterv1.ResourceManagerServiceHeartbeatResponse{SlotReportVersion: m.GetSlotReportVersion()}), nil
+	return &clusterv1.ResourceManagerServiceHeartbeatResponse{SlotReportVersion: m.GetSlotReportVersion()}, nil
 }
 
 // teJobMaster serves JobMasterService for the runner's JobMasters.
@@ -180,9 +219,9 @@ func (j teJobMaster) RegisterTaskExecutor(_ context.Context, m *clusterv1.JobMas
 	if err != nil {
 		return nil, err
 	}
-	return (&clusterv1.JobMasterServiceRegisterTaskExecutorResponse{
-		HeartbeatInterval: durationpb.New(teHeartbeatInterval), HeartbeatTimeout: durationpb.New(teHeartbeatTimeout), TaskLease: j.c.lease(),
-	}), nil
+	return &clusterv1.JobMasterServiceRegisterTaskExecutorResponse{
+		HeartbeatInterval: durationpb.New(teHeartbeatInterval), HeartbeatTimeout: durationpb.New(j.c.hbTimeout()), TaskLease: j.c.lease(),
+	}, nil
 }
 
 func (j teJobMaster) OfferSlots(_ context.Context, m *clusterv1.OfferSlotsRequest) (*clusterv1.OfferSlotsResponse, error) {
@@ -195,9 +234,9 @@ func (j teJobMaster) OfferSlots(_ context.Context, m *clusterv1.OfferSlotsReques
 	if err != nil {
 		return nil, err
 	}
-	return (&clusterv1.OfferSlotsResponse{
-		Accepted: m.GetOffers(), HeartbeatInterval: durationpb.New(teHeartbeatInterval), HeartbeatTimeout: durationpb.New(teHeartbeatTimeout), TaskLease: j.c.lease(),
-	}), nil
+	return &clusterv1.OfferSlotsResponse{
+		Accepted: m.GetOffers(), HeartbeatInterval: durationpb.New(teHeartbeatInterval), HeartbeatTimeout: durationpb.New(j.c.hbTimeout()), TaskLease: j.c.lease(),
+	}, nil
 }
 
 // report takes one job's state changes as UpdateTaskExecutionStates
@@ -235,14 +274,14 @@ func (j teJobMaster) UpdateTaskExecutionState(ctx context.Context, m *clusterv1.
 	if err := j.report(ctx, m.GetJobId(), m.GetJobMasterToken(), []*jobplanev1.TaskExecutionStatus{m.GetStatus()}, ""); err != nil {
 		return nil, err
 	}
-	return (&clusterv1.UpdateTaskExecutionStateResponse{}), nil
+	return &clusterv1.UpdateTaskExecutionStateResponse{}, nil
 }
 
 func (j teJobMaster) UpdateTaskExecutionStates(ctx context.Context, m *clusterv1.UpdateTaskExecutionStatesRequest) (*clusterv1.UpdateTaskExecutionStatesResponse, error) {
 	if err := j.report(ctx, m.GetJobId(), m.GetJobMasterToken(), m.GetStatuses(), ""); err != nil {
 		return nil, err
 	}
-	return (&clusterv1.UpdateTaskExecutionStatesResponse{}), nil
+	return &clusterv1.UpdateTaskExecutionStatesResponse{}, nil
 }
 
 func (j teJobMaster) UpdateTaskExecutionStatesOfJobs(ctx context.Context, m *clusterv1.UpdateTaskExecutionStatesOfJobsRequest) (*clusterv1.UpdateTaskExecutionStatesOfJobsResponse, error) {
@@ -253,10 +292,14 @@ func (j teJobMaster) UpdateTaskExecutionStatesOfJobs(ctx context.Context, m *clu
 		}
 		resp.Results = append(resp.Results, &clusterv1.UpdateTaskExecutionStatesResponse{})
 	}
-	return (resp), nil
+	return resp, nil
 }
 
 func (j teJobMaster) HeartbeatFromTaskExecutor(ctx context.Context, m *clusterv1.HeartbeatFromTaskExecutorRequest) (*clusterv1.HeartbeatFromTaskExecutorResponse, error) {
+	if err := j.c.unanswered(); err != nil {
+		j.c.log.Add(Event{Source: "taskexecutor", Op: "jm-heartbeat", Key: m.GetTaskExecutorId(), Err: err})
+		return nil, err
+	}
 	var jobs []string
 	for _, r := range m.GetJobs() {
 		jobs = append(jobs, fmt.Sprintf("%s@%d", r.GetJobId(), r.GetJobMasterToken().GetEpoch()))
@@ -267,7 +310,7 @@ func (j teJobMaster) HeartbeatFromTaskExecutor(ctx context.Context, m *clusterv1
 		}
 	}
 	j.c.log.Add(Event{Source: "taskexecutor", Op: "jm-heartbeat", Key: m.GetTaskExecutorId(), Detail: "jobs=" + strings.Join(jobs, ",")})
-	return (&clusterv1.HeartbeatFromTaskExecutorResponse{TaskLease: j.c.lease()}), nil
+	return &clusterv1.HeartbeatFromTaskExecutorResponse{TaskLease: j.c.lease()}, nil
 }
 
 func (j teJobMaster) Heartbeat(_ context.Context, m *clusterv1.JobMasterServiceHeartbeatRequest) (*clusterv1.JobMasterServiceHeartbeatResponse, error) {
@@ -276,12 +319,12 @@ func (j teJobMaster) Heartbeat(_ context.Context, m *clusterv1.JobMasterServiceH
 	if err != nil {
 		return nil, err
 	}
-	return (&clusterv1.JobMasterServiceHeartbeatResponse{}), nil
+	return &clusterv1.JobMasterServiceHeartbeatResponse{}, nil
 }
 
 func (j teJobMaster) DisconnectTaskExecutor(_ context.Context, m *clusterv1.DisconnectTaskExecutorRequest) (*clusterv1.DisconnectTaskExecutorResponse, error) {
 	j.c.log.Add(Event{Source: "taskexecutor", Op: "disconnect", Key: m.GetJobId(), Token: token(m.GetJobMasterToken())})
-	return (&clusterv1.DisconnectTaskExecutorResponse{}), nil
+	return &clusterv1.DisconnectTaskExecutorResponse{}, nil
 }
 
 // states returns the state changes reported for the job's attempt,

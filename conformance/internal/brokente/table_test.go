@@ -30,6 +30,7 @@ var mustFail = map[string][]string{
 	"accept-stale-jm-token":   {"taskexecutor/stale-job-master-refused"},
 	"ignore-cancel":           {"taskexecutor/cancel-and-free", "taskexecutor/stale-job-master-refused", "taskexecutor/adoption-keeps-running"},
 	"ignore-free-slot":        {"taskexecutor/cancel-and-free"},
+	"no-watchdog":             {"taskexecutor/stops-when-job-master-silent"},
 	"no-task-lease":           {"taskexecutor/adoption-keeps-running", "taskexecutor/stale-refusal-keeps-adopted"},
 	"cancel-on-refusal":       {"taskexecutor/stale-refusal-keeps-adopted"},
 }
