@@ -187,12 +187,12 @@ func teRegisters(t *T) {
 			t.Errorf("slot %d of the registration's report is %v; expected slot index %d, free", i, s, i)
 		}
 	}
-	if !t.wait(10*time.Second, func() bool {
+	if !t.wait(5*time.Second, func() bool {
 		return len(ok(t.te.log.Events(func(e Event) bool {
 			return e.Op == "rm-heartbeat" && e.Detail == "registration="+reg.registrationID && e.Token == reg.token
 		}))) >= 3
 	}) {
-		t.Errorf("fewer than 3 ResourceManagerService.Heartbeat under registration %s in 10s; expected one every %v, as RegisterTaskExecutor answered", reg.registrationID, teHeartbeatInterval)
+		t.Errorf("fewer than 3 ResourceManagerService.Heartbeat under registration %s in 5s; expected one every %v, as RegisterTaskExecutor answered", reg.registrationID, teHeartbeatInterval)
 	}
 	resp, err := t.teClient(reg).Heartbeat(t.ctx, &clusterv1.TaskExecutorServiceHeartbeatRequest{
 		Sender: &clusterv1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken{ResourceManagerToken: protoToken(reg.token)},
@@ -215,14 +215,14 @@ func teFollowsResourceManager(t *T) {
 	})
 	cur := t.te.rm.Token()
 	var regSeq int
-	if !t.wait(15*time.Second, func() bool {
+	if !t.wait(10*time.Second, func() bool {
 		for _, e := range ok(t.te.log.Events(func(e Event) bool { return e.Op == "rm-register" && e.Token == cur })) {
 			regSeq = e.Seq
 			return true
 		}
 		return false
 	}) {
-		t.Fatalf("no RegisterTaskExecutor under the new ResourceManager token %s within 15s of the leader change (old %s); expected the TaskExecutor to follow the leader of %q in the HA store and register again", cur, old, election.JobManager)
+		t.Fatalf("no RegisterTaskExecutor under the new ResourceManager token %s within 10s of the leader change (old %s); expected the TaskExecutor to follow the leader of %q in the HA store and register again", cur, old, election.JobManager)
 	}
 	if !t.wait(10*time.Second, func() bool {
 		return len(ok(t.te.log.Events(func(e Event) bool { return e.Seq > regSeq && e.Op == "rm-heartbeat" && e.Token == cur }))) > 0
@@ -252,7 +252,7 @@ func teRunsAndReports(t *T) {
 	jm := t.teJobMaster(jobID, 1)
 	t.allocate(te, 0, "a0", jobID, jm)
 	t.allocate(te, 1, "a1", jobID, jm)
-	if !t.wait(10*time.Second, func() bool {
+	if !t.wait(5*time.Second, func() bool {
 		offered := map[string]bool{}
 		for _, e := range ok(t.te.log.Events(func(e Event) bool { return e.Op == "offer" && e.Key == jobID && e.Token == jm })) {
 			for _, a := range strings.Split(e.Detail, ",") {
@@ -261,15 +261,15 @@ func teRunsAndReports(t *T) {
 		}
 		return offered["a0"] && offered["a1"]
 	}) {
-		t.Errorf("the allocations a0 and a1 were not both offered to job %s's JobMaster under %s within 10s (offers: %v); expected OfferSlots to the job_master_address RequestSlot named", jobID, jm, t.te.log.Events(func(e Event) bool { return e.Op == "offer" }))
+		t.Errorf("the allocations a0 and a1 were not both offered to job %s's JobMaster under %s within 5s (offers: %v); expected OfferSlots to the job_master_address RequestSlot named", jobID, jm, t.te.log.Events(func(e Event) bool { return e.Op == "offer" }))
 	}
 	want := "value of " + jobID
 	value := t.deploy(te, deployment(jobID, jm, "a0", "value", invokable.Value, map[string]string{invokable.ValueKey: want}, 0))
 	msg := "failure of " + jobID
 	failing := t.deploy(te, deployment(jobID, jm, "a1", "fail", invokable.Fail, map[string]string{invokable.FailMessage: msg}, 0))
 
-	if e, found := t.waitState(jobID, value, jm, jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED, 10*time.Second); !found {
-		t.Errorf("attempt %s (%s): no FINISHED reported to its JobMaster under %s within 10s (reports: %v)", value, invokable.Value, jm, t.te.cluster.states(jobID, value))
+	if e, found := t.waitState(jobID, value, jm, jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED, 5*time.Second); !found {
+		t.Errorf("attempt %s (%s): no FINISHED reported to its JobMaster under %s within 5s (reports: %v)", value, invokable.Value, jm, t.te.cluster.states(jobID, value))
 	} else if !strings.Contains(e.Detail, fmt.Sprintf("value=%q", want)) {
 		t.Errorf("attempt %s reported %v; expected FINISHED with the value %q it returned", value, e, want)
 	}
@@ -279,8 +279,8 @@ func teRunsAndReports(t *T) {
 	if running < 0 || finished >= 0 && running > finished {
 		t.Errorf("attempt %s reported %v; expected RUNNING, then FINISHED", value, evs)
 	}
-	if e, found := t.waitState(jobID, failing, jm, jobplanev1.ExecutionState_EXECUTION_STATE_FAILED, 10*time.Second); !found {
-		t.Errorf("attempt %s (%s): no FAILED reported to its JobMaster under %s within 10s (reports: %v)", failing, invokable.Fail, jm, t.te.cluster.states(jobID, failing))
+	if e, found := t.waitState(jobID, failing, jm, jobplanev1.ExecutionState_EXECUTION_STATE_FAILED, 5*time.Second); !found {
+		t.Errorf("attempt %s (%s): no FAILED reported to its JobMaster under %s within 5s (reports: %v)", failing, invokable.Fail, jm, t.te.cluster.states(jobID, failing))
 	} else if !strings.Contains(e.Detail, msg) {
 		t.Errorf("attempt %s reported %v; expected FAILED with a failure message holding %q", failing, e, msg)
 	}
@@ -333,14 +333,14 @@ func teCancelAndFree(t *T) {
 		t.Fatalf("FreeSlot under the job's JobMaster token: %v; expected it taken", err)
 	}
 	var slots []*clusterv1.SlotStatus
-	if !t.wait(10*time.Second, func() bool {
+	if !t.wait(5*time.Second, func() bool {
 		resp, err := te.Heartbeat(t.ctx, &clusterv1.TaskExecutorServiceHeartbeatRequest{
 			Sender: &clusterv1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken{ResourceManagerToken: protoToken(t.te.rm.Token())},
 		})
 		slots = resp.GetSlotReport().GetSlots()
 		return err == nil && len(slots) > 0 && slots[0].GetAllocationId() == ""
 	}) {
-		t.Errorf("the slot report still shows slot 0 as %v 10s after FreeSlot; expected it free", slots)
+		t.Errorf("the slot report still shows the slots %v 5s after FreeSlot of slot 0; expected it free", slots)
 	}
 	other := t.job("k")
 	if err := t.requestSlot(te, t.te.rm.Token(), 0, "a2", other, t.teJobMaster(other, 1)); err != nil {
@@ -367,7 +367,7 @@ func (t *T) checkAdopted(resp *clusterv1.AdoptAttemptsResponse, attempt string, 
 	i := slices.IndexFunc(got.GetAttempts(), func(h *clusterv1.HeldAttempt) bool { return attemptKey(h.GetStatus().GetAttempt()) == attempt })
 	switch {
 	case i < 0:
-		t.Errorf("AdoptAttempts listed the attempts %v; expected the running attempt %s, held under the task lease", got.GetAttempts(), attempt)
+		t.Fatalf("AdoptAttempts listed the attempts %v; expected the running attempt %s, held under the task lease", got.GetAttempts(), attempt)
 	case got.GetAttempts()[i].GetStatus().GetState() != jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING || token(got.GetAttempts()[i].GetDeployedUnder()) != older || got.GetAttempts()[i].GetAllocationId() != alloc:
 		t.Errorf("AdoptAttempts listed %v; expected attempt %s RUNNING in %s, deployed under %s", got.GetAttempts()[i], attempt, alloc, older)
 	}
