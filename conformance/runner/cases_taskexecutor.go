@@ -28,6 +28,8 @@ func TaskExecutorCases() []Case {
 			Doc: "after a new leader of `jobmanager` (new token) the TaskExecutor registers again under the new token and heartbeats there; once it has seen the new token, RequestSlot under the old one is ABORTED (STALE_FENCING_TOKEN) and allocates nothing, and a newer token it never saw is taken"},
 		{Name: "taskexecutor/runs-and-reports", Run: teRunsAndReports,
 			Doc: "RequestSlot makes the TaskExecutor offer the slot to the job's JobMaster under its token; SubmitTask runs the task, whose states go to that JobMaster in order: RUNNING then FINISHED with the task's value, or FAILED with its message"},
+		{Name: "taskexecutor/deployment-refusals", Run: teDeploymentRefusals,
+			Doc: "a repeated SubmitTask of a deployed attempt succeeds and changes nothing; SubmitTask of an invokable not registered is FAILED_PRECONDITION (UNKNOWN_INVOKABLE), into an allocation not held FAILED_PRECONDITION (SLOT_NOT_ALLOCATED); RequestSlot of a held slot under another allocation is FAILED_PRECONDITION (SLOT_OCCUPIED)"},
 		{Name: "taskexecutor/stale-job-master-refused", Run: teStaleJobMasterRefused,
 			Doc: "once a newer JobMaster token of a job is seen, SubmitTask and CancelTask under the older one are ABORTED (STALE_FENCING_TOKEN): nothing is deployed, and the newer JobMaster's attempt keeps running"},
 		{Name: "taskexecutor/cancel-and-free", Run: teCancelAndFree,
@@ -283,6 +285,37 @@ func teRunsAndReports(t *T) {
 		t.Errorf("attempt %s (%s): no FAILED reported to its JobMaster under %s within 5s (reports: %v)", failing, invokable.Fail, jm, t.te.cluster.states(jobID, failing))
 	} else if !strings.Contains(e.Detail, msg) {
 		t.Errorf("attempt %s reported %v; expected FAILED with a failure message holding %q", failing, e, msg)
+	}
+}
+
+// refusedWith checks that err is FAILED_PRECONDITION with reason want.
+func (t *T) refusedWith(call string, err error, want string) {
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition || reason(err) != want {
+		t.Errorf("%s answered %v; expected FAILED_PRECONDITION (%s)", call, codeAndReason(err), want)
+	}
+}
+
+func teDeploymentRefusals(t *T) {
+	reg := t.registered()
+	te := t.teClient(reg)
+	jobID := t.job("j")
+	jm := t.teJobMaster(jobID, 1)
+	t.allocate(te, 0, "a", jobID, jm)
+	req := deployment(jobID, jm, "a", "gate", invokable.Gate, nil, 0)
+	attempt := t.deploy(te, req)
+	if _, err := te.SubmitTask(t.ctx, req); err != nil {
+		t.Errorf("SubmitTask of attempt %s again, as after a lost answer: %v; expected it to succeed and change nothing", attempt, codeAndReason(err))
+	}
+	t.mustState(jobID, attempt, jm, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING)
+	err := t.requestSlot(te, t.te.rm.Token(), 0, "other", jobID, jm)
+	t.refusedWith("RequestSlot of slot 0, held by allocation a, under the allocation other", err, "SLOT_OCCUPIED")
+	t.allocate(te, 1, "b", jobID, jm)
+	_, err = te.SubmitTask(t.ctx, deployment(jobID, jm, "b", "unknown", "conformance.not-registered", nil, 0))
+	t.refusedWith("SubmitTask of the invokable conformance.not-registered", err, "UNKNOWN_INVOKABLE")
+	_, err = te.SubmitTask(t.ctx, deployment(jobID, jm, "not-held", "lost", invokable.Gate, nil, 0))
+	t.refusedWith("SubmitTask into the allocation not-held, which the TaskExecutor does not hold", err, "SLOT_NOT_ALLOCATED")
+	if evs := t.te.cluster.states(jobID, attempt); len(slices.DeleteFunc(slices.Clone(evs), func(e Event) bool { return e.State != jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING })) != 1 {
+		t.Errorf("attempt %s reported %v; expected RUNNING once: the repeated SubmitTask changes nothing", attempt, evs)
 	}
 }
 

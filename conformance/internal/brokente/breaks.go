@@ -24,10 +24,12 @@ var breaks = map[string]string{
 	"accept-stale-rm-token":   "takes RequestSlot under an older ResourceManager token as under the newest",
 	"refuse-newer-rm-token":   "refuses RequestSlot under a ResourceManager token newer than the one it registered under",
 	// Running and reporting.
-	"no-offer":       "answers its own OfferSlots (all accepted) without sending them",
-	"never-finished": "never reports FINISHED",
-	"no-value":       "drops the value of a FINISHED report",
-	"no-failure":     "drops the failure message of a FAILED report",
+	"no-offer":         "answers its own OfferSlots (all accepted) without sending them",
+	"never-finished":   "never reports FINISHED",
+	"no-value":         "drops the value of a FINISHED report",
+	"no-failure":       "drops the failure message of a FAILED report",
+	"swallow-refusals": "answers OK where SubmitTask or RequestSlot would be refused FAILED_PRECONDITION",
+	"repeat-refused":   "refuses a repeated SubmitTask of a deployed attempt SLOT_OCCUPIED",
 	// Fencing, cancel and free.
 	"accept-stale-jm-token": "takes SubmitTask and CancelTask under an older JobMaster token as under the job's newest",
 	"ignore-cancel":         "answers CancelTask without canceling",
@@ -53,6 +55,8 @@ type breaker struct {
 	// jobTokens those tokens.
 	jobs      map[string]uint64
 	jobTokens sync.Map
+	// deployed are the deployments served, for repeat-refused.
+	deployed sync.Map
 }
 
 // observer returns the leader observer of the mode.
@@ -180,7 +184,24 @@ func (b *breaker) serve(next connect.UnaryFunc) connect.UnaryFunc {
 				return connect.NewResponse(&clusterv1.FreeSlotsResponse{}), nil
 			}
 		}
-		return next(ctx, req)
+		if b.mode == "repeat-refused" {
+			if m, ok := msg.(*clusterv1.SubmitTaskRequest); ok {
+				key := m.GetJobId() + "/" + m.GetAllocationId() + "/" + m.GetAttempt().String()
+				if _, seen := b.deployed.LoadOrStore(key, true); seen {
+					return nil, apierror.New(jobplanev1.ErrorReason_ERROR_REASON_SLOT_OCCUPIED, "brokente: a repeat", nil)
+				}
+			}
+		}
+		resp, err := next(ctx, req)
+		if b.mode == "swallow-refusals" && connect.CodeOf(err) == connect.CodeFailedPrecondition {
+			switch msg.(type) {
+			case *clusterv1.SubmitTaskRequest:
+				return connect.NewResponse(&clusterv1.SubmitTaskResponse{}), nil
+			case *clusterv1.RequestSlotRequest:
+				return connect.NewResponse(&clusterv1.RequestSlotResponse{}), nil
+			}
+		}
+		return resp, err
 	}
 }
 

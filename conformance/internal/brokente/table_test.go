@@ -28,6 +28,8 @@ var mustFail = map[string][]string{
 	"never-finished":          {"taskexecutor/runs-and-reports"},
 	"no-value":                {"taskexecutor/runs-and-reports"},
 	"no-failure":              {"taskexecutor/runs-and-reports"},
+	"swallow-refusals":        {"taskexecutor/deployment-refusals"},
+	"repeat-refused":          {"taskexecutor/deployment-refusals"},
 	"accept-stale-jm-token":   {"taskexecutor/stale-job-master-refused"},
 	"ignore-cancel":           {"taskexecutor/stale-job-master-refused", "taskexecutor/cancel-and-free", "taskexecutor/adoption-keeps-running"},
 	"ignore-free-slot":        {"taskexecutor/cancel-and-free"},
