@@ -51,11 +51,16 @@ const teSlots = 2
 func (t *T) registered() *teRegistration {
 	var reg *teRegistration
 	t.setup(func() {
-		if !t.wait(30*time.Second, func() bool {
+		registered := func() bool {
 			reg = t.te.cluster.registration()
 			return reg != nil && reg.token == t.te.rm.Token()
-		}) {
-			t.Fatalf("the TaskExecutor did not register with the ResourceManager (leader of %q at %s, token %s) within 30s; expected it to find the leader through the HA store at {hastore} and call RegisterTaskExecutor", election.JobManager, t.te.clusterHS.URL(), t.te.rm.Token())
+		}
+		if !t.wait(30*time.Second, func() bool { return registered() || t.te.proc.exited() }) || !registered() {
+			exited := ""
+			if t.te.proc.exited() {
+				exited = fmt.Sprintf("; the TaskExecutor exited (%v), its last output:\n%s", t.te.proc.exitState(), lastLines(t.te.proc.output(), 20))
+			}
+			t.Fatalf("the TaskExecutor did not register with the ResourceManager (leader of %q at %s, token %s); expected it to find the leader through the HA store at {hastore} and call RegisterTaskExecutor within 30s%s", election.JobManager, t.te.clusterHS.URL(), t.te.rm.Token(), exited)
 		}
 		if len(reg.slots) < teSlots {
 			t.Fatalf("the TaskExecutor registered %d slots; the suite needs at least %d", len(reg.slots), teSlots)

@@ -47,7 +47,9 @@ func newTEEnv(ctx context.Context, cfg Config, index int) (_ *teEnv, err error) 
 	if err != nil {
 		return nil, err
 	}
-	e := &teEnv{log: &Log{}, dir: dir, wire: cfg.wire, http: newHTTPClient("", nil)}
+	// The runner calls the TaskExecutor at the address it registers,
+	// https:// too if it serves TLS (--tls-ca names the authorities).
+	e := &teEnv{log: &Log{}, dir: dir, wire: cfg.wire, http: newHTTPClient("", cfg.wire.rootCAs)}
 	defer func() {
 		if err != nil {
 			e.close()
