@@ -32,6 +32,8 @@ func TaskExecutorCases() []Case {
 			Doc: "a repeated SubmitTask of a deployed attempt succeeds and changes nothing; SubmitTask of an invokable not registered is FAILED_PRECONDITION (UNKNOWN_INVOKABLE), into an allocation not held FAILED_PRECONDITION (SLOT_NOT_ALLOCATED); RequestSlot of a held slot under another allocation is FAILED_PRECONDITION (SLOT_OCCUPIED)"},
 		{Name: "taskexecutor/stale-job-master-refused", Run: teStaleJobMasterRefused,
 			Doc: "once a newer JobMaster token of a job is seen, SubmitTask and CancelTask under the older one are ABORTED (STALE_FENCING_TOKEN): nothing is deployed, and the newer JobMaster's attempt keeps running"},
+		{Name: "taskexecutor/newer-job-master-takes-the-slots", Run: teNewerJobMasterTakesTheSlots,
+			Doc: "without a task lease, a newer JobMaster token of a job stops the older JobMaster's attempt, which is reported to no one after, and the job's slot is offered to the newer JobMaster, which deploys into it"},
 		{Name: "taskexecutor/cancel-and-free", Run: teCancelAndFree,
 			Doc: "CancelTask stops a running attempt, reported CANCELED to its JobMaster; FreeSlot frees its slot, which the slot report then shows free and a new allocation can take"},
 		{Name: "taskexecutor/stops-when-job-master-silent", Run: teStopsWhenJobMasterSilent,
@@ -350,6 +352,44 @@ func teStaleJobMasterRefused(t *T) {
 	}
 	if evs := t.te.cluster.states(jobID, "stale/0#0"); len(evs) > 0 {
 		t.Errorf("the refused deployment reported %v; expected nothing deployed", evs)
+	}
+}
+
+func teNewerJobMasterTakesTheSlots(t *T) {
+	reg := t.registered()
+	te := t.teClient(reg)
+	jobID := t.job("j")
+	older := t.teJobMaster(jobID, 1)
+	t.allocate(te, 0, "a", jobID, older)
+	first := t.deploy(te, deployment(jobID, older, "a", "first", invokable.Gate, nil, 0))
+	t.mustState(jobID, first, older, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING)
+	newer := t.teJobMaster(jobID, 2)
+	t.allocate(te, 1, "b", jobID, newer)
+	if !t.wait(5*time.Second, func() bool {
+		for _, e := range ok(t.te.log.Events(func(e Event) bool { return e.Op == "offer" && e.Key == jobID && e.Token == newer })) {
+			if slices.Contains(strings.Split(e.Detail, ","), "a") {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Errorf("the job's allocation a was not offered to its newer JobMaster %s within 5s (offers: %v); expected the TaskExecutor to offer it the slots its job holds (JobMasterService.OfferSlots)", newer, t.te.log.Events(func(e Event) bool { return e.Op == "offer" }))
+	}
+	// The older attempt stops: the slot takes the newer JobMaster's
+	// deployment once it did (SLOT_OCCUPIED until then).
+	req := deployment(jobID, newer, "a", "third", invokable.Gate, nil, 0)
+	var err error
+	t.wait(5*time.Second, func() bool {
+		_, err = te.SubmitTask(t.ctx, req)
+		return reason(err) != "SLOT_OCCUPIED"
+	})
+	if err != nil {
+		t.Errorf("SubmitTask into allocation a under the newer JobMaster token answered %v 5s on; expected the older JobMaster's attempt stopped and the slot taken", codeAndReason(err))
+	} else {
+		t.mustState(jobID, attemptKey(req.GetAttempt()), newer, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING)
+	}
+	if evs := t.te.cluster.states(jobID, first); len(evs) != 1 {
+		t.Errorf("the older JobMaster's attempt %s reported %v; expected RUNNING under %s alone: a newer JobMaster cancels it and it is never reported", first, evs, older)
 	}
 }
 

@@ -30,6 +30,7 @@ var breaks = map[string]string{
 	"no-failure":       "drops the failure message of a FAILED report",
 	"swallow-refusals": "answers OK where SubmitTask or RequestSlot would be refused FAILED_PRECONDITION",
 	"repeat-refused":   "refuses a repeated SubmitTask of a deployed attempt SLOT_OCCUPIED",
+	"no-reoffer":       "does not offer a job's allocations to a newer JobMaster of the job (answers such offers itself)",
 	// Fencing, cancel and free.
 	"accept-stale-jm-token": "takes SubmitTask and CancelTask under an older JobMaster token as under the job's newest",
 	"ignore-cancel":         "answers CancelTask without canceling",
@@ -55,6 +56,8 @@ type breaker struct {
 	// jobTokens those tokens.
 	jobs      map[string]uint64
 	jobTokens sync.Map
+	// offered are the allocations offered, by job, for no-reoffer.
+	offered sync.Map
 	// deployed are the deployments served, for repeat-refused.
 	deployed sync.Map
 }
@@ -227,8 +230,17 @@ func (b *breaker) send(next connect.UnaryFunc) connect.UnaryFunc {
 				return nil, connect.NewError(connect.CodeUnavailable, errors.New("brokente: no heartbeat"))
 			}
 		case *clusterv1.OfferSlotsRequest:
-			if b.mode == "no-offer" {
+			switch b.mode {
+			case "no-offer":
 				return connect.NewResponse(&clusterv1.OfferSlotsResponse{Accepted: m.GetOffers()}), nil
+			case "no-reoffer":
+				var fresh []*clusterv1.SlotOffer
+				for _, o := range m.GetOffers() {
+					if _, again := b.offered.LoadOrStore(m.GetJobId()+"/"+o.GetAllocationId(), true); !again {
+						fresh = append(fresh, o)
+					}
+				}
+				m.Offers = fresh
 			}
 		case *clusterv1.UpdateTaskExecutionStateRequest:
 			if st := b.report([]*jobplanev1.TaskExecutionStatus{m.GetStatus()}); len(st) == 0 {

@@ -30,6 +30,7 @@ var mustFail = map[string][]string{
 	"no-failure":              {"taskexecutor/runs-and-reports"},
 	"swallow-refusals":        {"taskexecutor/deployment-refusals"},
 	"repeat-refused":          {"taskexecutor/deployment-refusals"},
+	"no-reoffer":              {"taskexecutor/newer-job-master-takes-the-slots"},
 	"accept-stale-jm-token":   {"taskexecutor/stale-job-master-refused"},
 	"ignore-cancel":           {"taskexecutor/stale-job-master-refused", "taskexecutor/cancel-and-free", "taskexecutor/adoption-keeps-running"},
 	"ignore-free-slot":        {"taskexecutor/cancel-and-free"},
