@@ -27,7 +27,7 @@ func TaskExecutorCases() []Case {
 		{Name: "taskexecutor/follows-resource-manager", Run: teFollowsResourceManager,
 			Doc: "after a new leader of `jobmanager` (new token) the TaskExecutor registers again under the new token and heartbeats there; once it has seen the new token, RequestSlot under the old one is ABORTED (STALE_FENCING_TOKEN) and allocates nothing, and a newer token it never saw is taken"},
 		{Name: "taskexecutor/runs-and-reports", Run: teRunsAndReports,
-			Doc: "RequestSlot makes the TaskExecutor offer the slot to the job's JobMaster under its token; SubmitTask runs the task, whose states go to that JobMaster in order: RUNNING then FINISHED with the task's value, or FAILED with its message"},
+			Doc: "RequestSlot makes the TaskExecutor offer the slot to the job's JobMaster under its token; SubmitTask runs the task, whose states go to that JobMaster in order: RUNNING then FINISHED with the task's value (the next change sent only once the JobMaster, slow here, answered), or FAILED with its message"},
 		{Name: "taskexecutor/deployment-refusals", Run: teDeploymentRefusals,
 			Doc: "a repeated SubmitTask of a deployed attempt succeeds and changes nothing; SubmitTask of an invokable not registered is FAILED_PRECONDITION (UNKNOWN_INVOKABLE), into an allocation not held FAILED_PRECONDITION (SLOT_NOT_ALLOCATED); RequestSlot of a held slot under another allocation is FAILED_PRECONDITION (SLOT_OCCUPIED)"},
 		{Name: "taskexecutor/stale-job-master-refused", Run: teStaleJobMasterRefused,
@@ -255,6 +255,9 @@ func teFollowsResourceManager(t *T) {
 }
 
 func teRunsAndReports(t *T) {
+	t.te.cluster.mu.Lock()
+	t.te.cluster.slowRunning = 300 * time.Millisecond
+	t.te.cluster.mu.Unlock()
 	reg := t.registered()
 	te := t.teClient(reg)
 	jobID := t.job("j")

@@ -54,6 +54,10 @@ type teCluster struct {
 	// silent: the JobMasters answer nothing (every call to them fails
 	// UNAVAILABLE, as if their process were cut off).
 	silent bool
+	// slowRunning delays taking a report of RUNNING this long, as a busy
+	// JobMaster would: a TaskExecutor that sends its next report before
+	// the answer has it taken first.
+	slowRunning time.Duration
 	// hold, if set, holds every state report under holdToken until it is
 	// closed, and then refuses it NOT_LEADER.
 	hold      chan struct{}
@@ -255,6 +259,20 @@ func (j teJobMaster) report(ctx context.Context, jobID string, t *jobplanev1.Fen
 		err := apierror.NotLeader(election.Job(jobID), "")
 		j.c.log.Add(Event{Source: "taskexecutor", Op: "report-refused", Key: jobID, Token: token(t), Err: err})
 		return err
+	}
+	j.c.mu.Lock()
+	slow := j.c.slowRunning
+	j.c.mu.Unlock()
+	if slow > 0 && slices.ContainsFunc(statuses, func(st *jobplanev1.TaskExecutionStatus) bool {
+		return st.GetState() == jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING
+	}) {
+		timer := time.NewTimer(slow)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	err := j.c.checkJM(jobID, t)
 	for _, st := range statuses {
