@@ -28,6 +28,8 @@ func TaskExecutorCases() []Case {
 			Doc: "after a new leader of `jobmanager` (new token) the TaskExecutor registers again under the new token and heartbeats there; once it has seen the new token, RequestSlot under the old one is ABORTED (STALE_FENCING_TOKEN) and allocates nothing, and a newer token it never saw is taken"},
 		{Name: "taskexecutor/runs-and-reports", Run: teRunsAndReports,
 			Doc: "RequestSlot makes the TaskExecutor offer the slot to the job's JobMaster under its token; SubmitTask runs the task, whose states go to that JobMaster in order: RUNNING then FINISHED with the task's value (the next change sent only once the JobMaster, slow here, answered), or FAILED with its message"},
+		{Name: "taskexecutor/heartbeats-job-masters", Run: teHeartbeatsJobMasters,
+			Doc: "while it runs a job's attempt the TaskExecutor heartbeats the process of the job's JobMaster every heartbeat interval (HeartbeatFromTaskExecutor naming the job in its first, full heartbeat, or the per-job Heartbeat the contract keeps)"},
 		{Name: "taskexecutor/deployment-refusals", Run: teDeploymentRefusals,
 			Doc: "a repeated SubmitTask of a deployed attempt succeeds and changes nothing; SubmitTask of an invokable not registered is FAILED_PRECONDITION (UNKNOWN_INVOKABLE), into an allocation not held FAILED_PRECONDITION (SLOT_NOT_ALLOCATED); RequestSlot of a held slot under another allocation is FAILED_PRECONDITION (SLOT_OCCUPIED)"},
 		{Name: "taskexecutor/stale-job-master-refused", Run: teStaleJobMasterRefused,
@@ -295,6 +297,31 @@ func teRunsAndReports(t *T) {
 		t.Errorf("attempt %s (%s): no FAILED reported to its JobMaster under %s within 5s (reports: %v)", failing, invokable.Fail, jm, t.te.cluster.states(jobID, failing))
 	} else if !strings.Contains(e.Detail, msg) {
 		t.Errorf("attempt %s reported %v; expected FAILED with a failure message holding %q", failing, e, msg)
+	}
+}
+
+func teHeartbeatsJobMasters(t *T) {
+	reg := t.registered()
+	te := t.teClient(reg)
+	jobID := t.job("j")
+	jm := t.teJobMaster(jobID, 1)
+	t.allocate(te, 0, "a", jobID, jm)
+	attempt := t.deploy(te, deployment(jobID, jm, "a", "gate", invokable.Gate, nil, 0))
+	t.mustState(jobID, attempt, jm, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING)
+	since := t.te.log.Len()
+	heartbeats := func() []Event {
+		return ok(t.te.log.Events(func(e Event) bool {
+			return e.Seq >= since && (e.Op == "jm-heartbeat" && e.Key == reg.id || e.Op == "jm-heartbeat-plain" && e.Key == jobID && e.Token == jm)
+		}))
+	}
+	if !t.wait(5*time.Second, func() bool { return len(heartbeats()) >= 5 }) {
+		t.Errorf("%d heartbeats to job %s's JobMaster process in the 5s after its attempt ran (%v); expected one every %v, the interval its offer's answer gave", len(heartbeats()), jobID, heartbeats(), teHeartbeatInterval)
+	}
+	named := ok(t.te.log.Events(func(e Event) bool {
+		return e.Op == "jm-heartbeat" && strings.Contains(e.Detail, jobID+"@1") || e.Op == "jm-heartbeat-plain" && e.Key == jobID
+	}))
+	if len(named) == 0 {
+		t.Errorf("no heartbeat named job %s; expected the first HeartbeatFromTaskExecutor to its JobMaster's process (full) to list it, or a per-job Heartbeat", jobID)
 	}
 }
 

@@ -36,7 +36,8 @@ var breaks = map[string]string{
 	"ignore-cancel":         "answers CancelTask without canceling",
 	"ignore-free-slot":      "answers FreeSlot and FreeSlots without freeing",
 	// Liveness.
-	"no-watchdog": "takes a failed heartbeat to a JobMaster for an answer, so it never stops a silent JobMaster's attempts",
+	"no-jm-heartbeat": "never sends HeartbeatFromTaskExecutor (fails it at once)",
+	"no-watchdog":     "takes a failed heartbeat to a JobMaster for an answer, so it never stops a silent JobMaster's attempts",
 	// Adoption.
 	"no-task-lease":     "ignores task leases, so a newer JobMaster cancels the attempts",
 	"cancel-on-refusal": "cancels an attempt whose state report was refused, even by a JobMaster that no longer has it (the bug of commit dda2c02)",
@@ -253,6 +254,9 @@ func (b *breaker) send(next connect.UnaryFunc) connect.UnaryFunc {
 				e.Statuses = b.report(e.GetStatuses())
 			}
 		case *clusterv1.HeartbeatFromTaskExecutorRequest:
+			if b.mode == "no-jm-heartbeat" {
+				return nil, connect.NewError(connect.CodeUnavailable, errors.New("brokente: no heartbeat"))
+			}
 			for _, j := range m.GetJobs() {
 				j.Attempts = b.report(j.GetAttempts())
 			}

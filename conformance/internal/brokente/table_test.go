@@ -34,6 +34,7 @@ var mustFail = map[string][]string{
 	"accept-stale-jm-token":   {"taskexecutor/stale-job-master-refused"},
 	"ignore-cancel":           {"taskexecutor/stale-job-master-refused", "taskexecutor/cancel-and-free", "taskexecutor/adoption-keeps-running"},
 	"ignore-free-slot":        {"taskexecutor/cancel-and-free"},
+	"no-jm-heartbeat":         {"taskexecutor/heartbeats-job-masters"},
 	"no-watchdog":             {"taskexecutor/stops-when-job-master-silent"},
 	"no-task-lease":           {"taskexecutor/adoption-keeps-running", "taskexecutor/stale-refusal-keeps-adopted"},
 	"cancel-on-refusal":       {"taskexecutor/stale-refusal-keeps-adopted"},
