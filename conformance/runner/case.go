@@ -52,6 +52,7 @@ type T struct {
 	ctx   context.Context
 	env   *env       // the server cases' environment
 	store *storeProc // the store cases' store
+	te    *teEnv     // the TaskExecutor cases' environment
 	ids   string     // prefix of the case's job ids
 
 	mu        sync.Mutex

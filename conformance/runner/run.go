@@ -63,6 +63,11 @@ type Config struct {
 	// store process, run by /bin/sh, for each of the StoreCases, with
 	// {listen} and {data} replaced (see README.md).
 	StoreCommand string
+	// TaskExecutorCommand, instead of a server, checks a TaskExecutor: it
+	// starts one TaskExecutor process, run by /bin/sh, for each of the
+	// TaskExecutorCases, with {hastore}, {listen}, {data} and {id}
+	// replaced (see README.md), and plays the JobManager side itself.
+	TaskExecutorCommand string
 	// StoreMaxPlanBytes is the store's plan size limit. Default: 1 MiB.
 	StoreMaxPlanBytes int
 	// Token, if set, is the bearer token sent with every call to the
@@ -117,7 +122,7 @@ type Summary struct {
 // Matches reports whether pattern selects at least one case, of either
 // mode.
 func Matches(pattern string) bool {
-	for _, c := range append(Cases(), StoreCases()...) {
+	for _, c := range append(append(Cases(), StoreCases()...), TaskExecutorCases()...) {
 		if matches(c.Name, []string{pattern}) {
 			return true
 		}
@@ -166,6 +171,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	cases := Cases()
 	if cfg.StoreCommand != "" {
 		cases = StoreCases()
+	} else if cfg.TaskExecutorCommand != "" {
+		cases = TaskExecutorCases()
 	} else if cfg.ServerCommand != "" {
 		features[featureRunnerStarts] = true
 	} else {
@@ -230,9 +237,12 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			start := time.Now()
 			var msgs []string
 			var skipped, trace string
-			if cfg.StoreCommand != "" {
+			switch {
+			case cfg.StoreCommand != "":
 				msgs, skipped, trace = runStoreCase(ctx, cfg, c)
-			} else {
+			case cfg.TaskExecutorCommand != "":
+				msgs, trace = runTaskExecutorCase(ctx, cfg, c, i)
+			default:
 				msgs, trace = runCase(ctx, cfg, c, i, shared, note)
 			}
 			res.Duration = time.Since(start)
