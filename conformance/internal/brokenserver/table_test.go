@@ -46,6 +46,7 @@ var breaks = map[string][]string{
 	"private-digest":            {"persist/plan-digest-canonical"},
 	"deposed-answers":           {"recovery/paused-leader-resumes-deposed"},
 	"cancel-not-durable":        {"recovery/cancel-survives-failover"},
+	"cancel-recorded-late":      {"recovery/cancel-survives-failover"},
 	"bare-errors":               {"lifecycle/errors-carry-errorinfo"},
 	"watch-no-resume":           {"lifecycle/watch-resumes"},
 	"rm-ignores-receiver-token": {"fencing/stale-resource-manager-token-refused"},
