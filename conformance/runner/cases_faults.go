@@ -45,6 +45,9 @@ func faultCases() []Case {
 			Doc: fmt.Sprintf("%s on each read of recovery (list and get plans and results) while a restarted server recovers: no acknowledged job is lost or answered unknown, the running job is recovered, the finished one stays finished", sf.name),
 			Run: func(t *T) { recoveryReadFaults(t, sf) }})
 	}
+	out = append(out, Case{Name: "faults/random-schedule", Requires: []string{FeatureResourceManager},
+		Doc: fmt.Sprintf("%d clients submit, cancel and observe jobs (%d operations each) while every store call and stream the server makes fails, is delayed or loses its answer on a random schedule (--seed; probability %.2f, at most %d faults); then every job is driven to its end, and the history judged: porcupine's check (no acknowledged job lost, one terminal status, an acknowledged cancel ends CANCELED, one created=true), one result status per job, nothing run after the result", randomClients, randomOpsPerClient, randomP, randomBudget),
+		Run: randomSchedule})
 	out = append(out, Case{Name: "faults/keep-alive", Requires: []string{FeatureResourceManager},
 		Doc: "each fault on the session's keep-alive: the server keeps or regains its leaderships, the running job finishes, nothing runs twice at once",
 		Run: keepAliveFaults})

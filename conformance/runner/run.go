@@ -12,6 +12,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path"
 	"slices"
@@ -81,6 +82,12 @@ type Config struct {
 	// file that holds no certificate.
 	TLSCA string
 
+	// Seed seeds the random fault schedules (faults/random-schedule): the
+	// same seed faults the same store calls the same way, and draws the
+	// same client operations. 0: Run draws one. A failing case that used
+	// it names it, so that the run can be replayed with it.
+	Seed uint64
+
 	// wire is Protocol and TLSCA as Run checked them.
 	wire wire
 }
@@ -148,6 +155,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	if cfg.StoreMaxPlanBytes <= 0 {
 		cfg.StoreMaxPlanBytes = hastore.DefaultMaxPlanBytes
+	}
+	for cfg.Seed == 0 {
+		cfg.Seed = rand.Uint64()
 	}
 	var err error
 	if cfg.wire, err = newWire(cfg.Protocol, cfg.TLSCA); err != nil {
@@ -299,7 +309,7 @@ func missingFeature(c Case, features map[string]bool) string {
 // runCase runs one case in an environment of its own (or the shared
 // one) and returns its failures and, for --trace, its recorded events.
 func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env) (failures []string, trace string) {
-	ctx, cancel := context.WithTimeout(ctx, cfg.CaseTimeout)
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, seedKey{}, cfg.Seed), cfg.CaseTimeout)
 	defer cancel()
 	e := shared
 	if e == nil {
