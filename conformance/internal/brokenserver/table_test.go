@@ -75,7 +75,8 @@ var breaks = map[string][]string{
 // the recovery faults also by their own checks.
 func init() {
 	breaks["ack-before-persist"] = append(breaks["ack-before-persist"], "faults/*")
-	breaks["no-recovery"] = append(breaks["no-recovery"], "faults/recovery-reads-*")
+	breaks["no-recovery"] = append(breaks["no-recovery"], "faults/recovery-reads-*", "faults/session-calls")
+	breaks["cancel-noop"] = append(breaks["cancel-noop"], "faults/random-schedule")
 	breaks["rerun-dirty"] = append(breaks["rerun-dirty"], "lifecycle/terminal-survives-restart")
 	breaks["ack-before-persist"] = append(breaks["ack-before-persist"], "persist/unknown-outcome-runs", "persist/failed-put-unreadable")
 	breaks["no-normalization"] = append(breaks["no-normalization"], "idempotency/plan-identity")
