@@ -46,6 +46,8 @@ type trace struct {
 	// (reported-revoked, watch-snapshot), and pauses the runner's pauses
 	// and resumptions of server processes, each in order.
 	ends, reports, pauses []Event
+	// campaigns are the store's campaign events (Detail: the session).
+	campaigns []Event
 	// sessions ties peers and sessions into processes: a peer or a
 	// session (prefixed "s:") to its representative.
 	sessions map[string]string
@@ -69,6 +71,8 @@ func newTrace(all []Event, from int, ids string) *trace {
 			tr.pauses = append(tr.pauses, e)
 		case e.Op == "reported-revoked" || e.Op == "watch-snapshot":
 			tr.reports = append(tr.reports, e)
+		case e.Op == "campaign" && e.Source == "store":
+			tr.campaigns = append(tr.campaigns, e)
 		case e.Op == "session-peer":
 			tr.union(e.Peer, "s:"+e.Key)
 		}
@@ -129,7 +133,9 @@ const inflight = 3 * time.Second
 // endedFor returns, for a deployment or slot request e under token tk
 // of job id, the event from which its JobMaster knew its leadership had
 // ended, if one came more than the in-flight window before e. The
-// contract's rules (see jobplane.v1.FencingToken) give two such events:
+// holder's own campaign in the job's election, after the grant, shows
+// it knew at once (no window). The contract's rules (see
+// jobplane.v1.FencingToken) give two more such events:
 //
 //   - the store reported the end to the holder: a `revoked` event for the
 //     token on its session's WatchSession stream, or a snapshot on that
@@ -173,6 +179,15 @@ func (tr *trace) endedFor(id string, tk election.Token, e Event) (Event, bool) {
 				end, found = g, true
 				break
 			}
+		}
+	}
+	// The holder's own campaign in the job's election after the grant:
+	// it had taken the leadership for ended when it campaigned, so
+	// anything it sends under the token after that is late, with no
+	// window (as fencing/no-deploy-after-revoke checks).
+	for _, c := range tr.campaigns {
+		if c.Key == id && c.Detail == "session="+tk.SessionID && c.Seq > granted && c.Seq < e.Seq {
+			return c, true
 		}
 	}
 	if !found {
@@ -336,7 +351,7 @@ func deployUnderGrantedTokens(tr *trace) []string {
 			case e.Op == "SubmitTask" && resigned[e.Token] > 0:
 				out = append(out, fmt.Sprintf("%v after the leadership of that token was given up (#%d); expected nothing deployed under it", e, resigned[e.Token]))
 			case ended:
-				out = append(out, fmt.Sprintf("%v %.1fs after %v; expected a JobMaster to send nothing once its leadership has ended for it (a newer grant, or the store's report of its end), beyond %v in flight", e, e.Time.Sub(end.Time).Seconds(), end, inflight))
+				out = append(out, fmt.Sprintf("%v %.1fs after %v; expected nothing sent under a token once its leadership has ended for its holder: at once after the holder campaigns again for the job, and beyond %v in flight after a newer grant or the store's report of the end", e, e.Time.Sub(end.Time).Seconds(), end, inflight))
 			}
 			if e.Op == "SubmitTask" && e.Token.Epoch > latest.Epoch {
 				latest = e.Token
@@ -393,7 +408,9 @@ func acknowledgedJobsStayKnown(tr *trace) []string {
 				acked = e.Seq
 			case e.Op == "delete-result" && e.Applied:
 				forgotten = true
-			case acked >= 0 && !forgotten && e.Source == "client" && reason(e.Err) == "JOB_NOT_FOUND":
+			case acked >= 0 && e.Sent > acked && !forgotten && e.Source == "client" && reason(e.Err) == "JOB_NOT_FOUND":
+				// Sent after the acknowledgement arrived: one sent before
+				// may have been answered from the state before.
 				out = append(out, fmt.Sprintf("%v after the job was acknowledged (#%d); expected an acknowledged job known from then on, also across restarts and failovers", e, acked))
 			}
 		}

@@ -141,3 +141,23 @@ func TestStrengthenedInvariants(t *testing.T) {
 		}
 	}
 }
+
+// A deployment under a token after its holder campaigned again for the
+// job is late at once: the holder knew its leadership had ended.
+func TestDeployAfterTheHoldersCampaign(t *testing.T) {
+	a1 := election.Token{SessionID: "a", Epoch: 1}
+	for _, tc := range []struct {
+		name    string
+		session string
+		bad     bool
+	}{{"its holder campaigned", "a", true}, {"another session campaigned", "b", false}} {
+		tr := newTrace(events(
+			timed{0, Event{Source: "store", Op: "granted", Key: "j", Token: a1, Applied: true}},
+			timed{1, Event{Source: "store", Op: "campaign", Key: "j", Detail: "session=" + tc.session}},
+			timed{1.01, Event{Source: "te-0", Op: "SubmitTask", Key: "j", Token: a1, Attempt: "v/0#0"}},
+		), 0, "j")
+		if got := deployUnderGrantedTokens(tr); (len(got) > 0) != tc.bad {
+			t.Errorf("%s: %q; want a violation: %v", tc.name, strings.Join(got, "; "), tc.bad)
+		}
+	}
+}

@@ -410,7 +410,7 @@ type session struct {
 func (ss *session) Campaign(ctx context.Context, name, address string) (*hastore.Leadership, error) {
 	key := jobOf(name)
 	// The campaign as it arrives; its grant (or failure) once it returns.
-	ss.s.log.Add(Event{Source: "store", Op: "campaign", Key: key})
+	ss.s.log.Add(Event{Source: "store", Op: "campaign", Key: key, Detail: "session=" + ss.ID(), Peer: peerOf(ctx)})
 	flt, armed := ss.s.take("campaign", key)
 	if armed {
 		ctx = flt.wait(ctx)
