@@ -185,6 +185,12 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		fmt.Fprintf(cfg.Out, "HA store listening at %s; start the server pointed at it.\n", shared.storeHS.URL())
 	}
 
+	for _, c := range cases {
+		if c.Name == "faults/random-schedule" && (len(cfg.Run) == 0 || matches(c.Name, cfg.Run)) && !matches(c.Name, cfg.Skip) {
+			fmt.Fprintf(cfg.Out, "Random fault seed: %d (replay with --seed %d)\n", cfg.Seed, cfg.Seed)
+		}
+	}
+
 	results := make([]Result, len(cases))
 	sem := make(chan struct{}, cfg.Parallel)
 	var caught atomic.Bool
