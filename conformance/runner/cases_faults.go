@@ -46,7 +46,7 @@ func faultCases() []Case {
 			Run: func(t *T) { recoveryReadFaults(t, sf) }})
 	}
 	out = append(out, Case{Name: "faults/session-calls", Requires: []string{FeatureResourceManager, featureRunnerStarts},
-		Doc: "a restart with repeated faults on the store calls of sessions and leadership (OpenSession, Campaign and ConfirmLeadership of `jobmanager`, GetLeader, KeepAlive, Withdraw: failed, or applied with the answer lost, on several calls each, of those the server makes): the restarted server opens a session, leads, recovers the running job under a new token and finishes it, and runs a job submitted after",
+		Doc: "a restart with repeated faults on the store calls of sessions and leadership (OpenSession, Campaign and ConfirmLeadership of `jobmanager`, GetLeader, KeepAlive, Withdraw: failed, or applied with the answer lost, on several calls each, of those the server makes; and the running job's result read and resignation failed once): the restarted server opens a session, leads, recovers the running job under a new token and finishes it, and runs a job submitted after",
 		Run: sessionCallFaults})
 	out = append(out, Case{Name: "faults/random-schedule", Requires: []string{FeatureResourceManager},
 		Doc: fmt.Sprintf("%d clients submit, cancel and observe jobs (%d operations each) while every store call and stream the server makes fails, is delayed or loses its answer on a random schedule (--seed; probability %.2f, at most %d faults); then every job is driven to its end, and the history judged: porcupine's check (no acknowledged job lost, one terminal status, an acknowledged cancel ends CANCELED, one created=true), one result status per job, nothing run after the result", randomClients, randomOpsPerClient, randomP, randomBudget),
@@ -246,6 +246,12 @@ func sessionCallFaults(t *T) {
 		{op: "GetLeader", before: fail, every: 2, times: 3},
 		{op: "KeepAlive", after: lose, every: 3, times: 2},
 		{op: "Withdraw", before: fail, times: 2},
+		// The recovered job's first term cannot read whether the job has
+		// a result, and its resignation fails: the server must still
+		// lead the job again (a resignation left undone keeps the
+		// session's candidacy, and a new campaign of it is refused).
+		{op: "get-result", key: running, before: fail},
+		{op: "Resign", key: running, before: fail},
 	} {
 		t.env.store.arm(f)
 	}
@@ -259,7 +265,7 @@ func sessionCallFaults(t *T) {
 	after := t.job("after")
 	t.submitRetrying(after, noopGraph(1))
 	t.endsCleanly(after, jobplanev1.JobStatus_JOB_STATUS_FINISHED, what)
-	for _, m := range []string{"OpenSession", "Campaign", "ConfirmLeadership", "GetLeader", "KeepAlive", "Withdraw"} {
+	for _, m := range []string{"OpenSession", "Campaign", "ConfirmLeadership", "GetLeader", "KeepAlive", "Withdraw", "get-result", "Resign"} {
 		t.env.store.disarm(m, "")
 	}
 }
