@@ -131,6 +131,7 @@ func TestStrengthenedInvariants(t *testing.T) {
 		{"writes: a standby sends the leader's token", writesByTheLeader, []timed{peer("a", "p1"), peer("b", "p2"), grant(0, election.JobManager, a1), write("put-plan", a1, "p2")}, true},
 		{"writes: a stale write by its former holder", writesByTheLeader, []timed{peer("a", "p1"), peer("b", "p2"), grant(0, election.JobManager, a1), grant(0, election.JobManager, b2), write("request-cancel", a1, "p1")}, false},
 		{"writes: another connection of the holder", writesByTheLeader, []timed{peer("a", "p1"), peer("a", "p3"), grant(0, election.JobManager, a1), write("create-dirty", a1, "p3")}, false},
+		{"writes: a leading process's other connection and session", writesByTheLeader, []timed{peer("a", "p1"), peer("c", "p2"), grant(0, election.JobManager, a1), grant(0, "j", election.Token{SessionID: "c", Epoch: 3}), write("put-plan", a1, "p2")}, false},
 		{"writes: a peer that made no session call", writesByTheLeader, []timed{peer("a", "p1"), grant(0, election.JobManager, a1), write("put-plan", a1, "p9")}, false},
 		{"writes: a resignation sent by another process", writesByTheLeader, []timed{peer("a", "p1"), peer("b", "p2"), grant(0, "j", a1), write("resign", a1, "p2")}, true},
 	} {
