@@ -42,7 +42,7 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 			resp.Created = true
 			return connect.NewResponse(resp), nil
 		})
-	case "accept-different-plan", "persist-invalid", "accept-invalid", "standby-no-address", "deposed-answers", "standby-writes-leader-token":
+	case "accept-different-plan", "persist-invalid", "accept-invalid", "standby-no-address", "deposed-answers", "standby-copies-token":
 		unary(jobplanev1connect.DispatcherServiceSubmitJobProcedure, func(ctx context.Context, req *connect.Request[jobplanev1.SubmitJobRequest]) (*connect.Response[jobplanev1.SubmitJobResponse], error) {
 			resp, err := submit(ctx, req)
 			code := connect.CodeOf(err)
@@ -56,7 +56,7 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 				_ = st.Store.PutExecutionPlan(ctx, st.fence(), plan)
 			case mode == "accept-invalid" && code == connect.CodeInvalidArgument:
 				return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("invalid job graph"))
-			case mode == "standby-writes-leader-token" && code == connect.CodeUnavailable:
+			case mode == "standby-copies-token" && code == connect.CodeUnavailable:
 				// A standby that puts the plan itself under the leader's
 				// token, read from the store: the store's fence takes it,
 				// as it is current, but it is not this process's.
