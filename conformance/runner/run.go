@@ -54,8 +54,12 @@ type Config struct {
 	Out io.Writer
 	// ReportJSON and ReportJUnit, if set, are files to write reports to.
 	ReportJSON, ReportJUnit string
-	// CaseTimeout bounds one case. Default: 2m.
+	// CaseTimeout bounds one case. Default: 2m times TimingScale.
 	CaseTimeout time.Duration
+	// TimingScale multiplies every wait the runner derives from the
+	// server's advertised timings (see README.md, "Timings the suite takes
+	// from the server"), for slow machines. Default (and at least): 1.
+	TimingScale float64
 	// StoreCommand, instead of a server, checks an HA store: it starts one
 	// store process, run by /bin/sh, for each of the StoreCases, with
 	// {listen} and {data} replaced (see README.md).
@@ -95,7 +99,7 @@ type Config struct {
 // Cases returns every case, in order.
 func Cases() []Case {
 	var all []Case
-	for _, g := range [][]Case{idempotencyCases, persistCases, fencingCases, tokenCases(), rmTokenCases(), faultCases(), recoveryCases, adoptionCases, checkpointCases, lifecycleCases, invokableCases, restartCases} {
+	for _, g := range [][]Case{idempotencyCases, persistCases, fencingCases, tokenCases(), rmTokenCases(), faultCases(), recoveryCases, adoptionCases, checkpointCases, lifecycleCases, timingCases, invokableCases, restartCases, raceCases} {
 		all = append(all, g...)
 	}
 	return all
@@ -150,8 +154,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = 2
 	}
+	cfg.TimingScale = max(cfg.TimingScale, 1)
 	if cfg.CaseTimeout <= 0 {
-		cfg.CaseTimeout = 2 * time.Minute
+		cfg.CaseTimeout = time.Duration(float64(2*time.Minute) * cfg.TimingScale)
 	}
 	if cfg.StoreMaxPlanBytes <= 0 {
 		cfg.StoreMaxPlanBytes = hastore.DefaultMaxPlanBytes
@@ -196,6 +201,16 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	var caught atomic.Bool
 	var wg sync.WaitGroup
 	var outMu sync.Mutex
+	// note prints a line about the run once, whichever case has it first.
+	var noted sync.Map
+	note := func(line string) {
+		if _, dup := noted.LoadOrStore(line, true); dup {
+			return
+		}
+		outMu.Lock()
+		defer outMu.Unlock()
+		fmt.Fprintln(cfg.Out, line)
+	}
 	for i, c := range cases {
 		res := Result{Name: c.Name}
 		switch {
@@ -234,7 +249,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			if cfg.StoreCommand != "" {
 				msgs, skipped, trace = runStoreCase(ctx, cfg, c)
 			} else {
-				msgs, trace = runCase(ctx, cfg, c, i, shared)
+				msgs, trace = runCase(ctx, cfg, c, i, shared, note)
 			}
 			res.Duration = time.Since(start)
 			res.Outcome = "passed"
@@ -314,7 +329,9 @@ func missingFeature(c Case, features map[string]bool) string {
 
 // runCase runs one case in an environment of its own (or the shared
 // one) and returns its failures and, for --trace, its recorded events.
-func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env) (failures []string, trace string) {
+// note prints a line about the run once (what the runner took the
+// server's timings to be).
+func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env, note func(string)) (failures []string, trace string) {
 	ctx, cancel := context.WithTimeout(context.WithValue(ctx, seedKey{}, cfg.Seed), cfg.CaseTimeout)
 	defer cancel()
 	e := shared
@@ -326,14 +343,15 @@ func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env) (f
 		}
 		defer e.close()
 	}
-	t := &T{ctx: ctx, env: e, ids: fmt.Sprintf("c%02d-%s-", index, path.Base(c.Name))}
+	t := &T{ctx: ctx, env: e, ids: fmt.Sprintf("c%02d-%s-", index, path.Base(c.Name)), scale: cfg.TimingScale, note: note}
+	t.waits = deriveWaits(nil, t.scale)
 	start := e.log.Len()
 	failures, _ = t.run(cfg.CaseTimeout, func() {
 		if shared == nil {
 			t.setup(func() { t.startServers(c) })
 		} else {
 			// The user's server: give its start a while.
-			t.setup(func() { t.ready(slices.Contains(c.Requires, FeatureResourceManager), 90*time.Second) })
+			t.setup(func() { t.ready(slices.Contains(c.Requires, FeatureResourceManager), 3*t.waits.start) })
 			// Leave the shared store as found: the case's jobs end.
 			defer t.cancelSubmitted()
 		}
@@ -384,12 +402,14 @@ func (t *T) startServers(c Case) {
 			t.dispatcher() // the first leads before the others start
 		}
 	}
-	t.ready(slices.Contains(c.Requires, FeatureResourceManager), 30*time.Second)
+	t.ready(slices.Contains(c.Requires, FeatureResourceManager), t.waits.start)
 }
 
 // ready waits until the leading Dispatcher serves (a new leader may still
 // be taking up its leadership) and, if withTaskExecutors, the runner's
-// TaskExecutors registered with the ResourceManager.
+// TaskExecutors registered with the ResourceManager. Then the case's waits
+// follow the timings the server advertises (the reference server's
+// defaults when it advertises none, which the run's output says).
 func (t *T) ready(withTaskExecutors bool, d time.Duration) {
 	var (
 		last    *jobplanev1.GetClusterOverviewResponse
@@ -408,6 +428,16 @@ func (t *T) ready(withTaskExecutors bool, d time.Duration) {
 	}) {
 		t.Fatalf("within %v: GetClusterOverview of the leading Dispatcher answered %v, %v; expected it to serve, with the runner's %d TaskExecutors registered (they find the ResourceManager as the leader of %q)",
 			d, last, lastErr, len(t.env.tes), election.JobManager)
+	}
+	t.timings = last.GetTimings()
+	t.waits = deriveWaits(t.timings, t.scale)
+	if t.note == nil {
+		return
+	}
+	if t.timings == nil {
+		t.note("NOTE: the server advertises no timings (GetClusterOverview.timings, contract 1.2); the runner waits as for the reference server's defaults")
+	} else {
+		t.note(fmt.Sprintf("Timings the server advertises: %s; the runner waits up to %v for a failover, %v for a result", describe(t.timings), t.waits.failover, t.waits.result))
 	}
 }
 

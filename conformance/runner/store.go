@@ -395,6 +395,9 @@ func (s *store) ListJobResultEntries(ctx context.Context, state hastorev1.JobRes
 }
 
 func (s *store) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (hastore.Session, error) {
+	// The TTL asked for, which lifecycle/advertised-limits compares with
+	// the advertised session_ttl.
+	s.log.Add(Event{Source: "store", Op: "open-session", Detail: cfg.TTL.String()})
 	sess, err := s.Store.OpenSession(ctx, cfg)
 	if err != nil {
 		return nil, err

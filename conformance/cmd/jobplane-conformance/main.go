@@ -85,6 +85,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&skip, "skip", "skip cases matching these patterns")
 	fs.Var(&knownFail, "known-failing", "cases that must fail (patterns or @file); one that passes fails the run")
 	fs.Var(&knownFlaky, "known-flaky", "cases whose failures do not fail the run")
+	fs.Float64Var(&cfg.TimingScale, "timing-scale", 1, "multiply every wait the runner derives from the server's advertised timings (GetClusterOverview.timings), and the case timeout, by this factor (at least 1), for slow machines")
 	fs.IntVar(&cfg.Parallel, "parallel", 2, "cases run at once, each with its own store, TaskExecutors and server")
 	fs.BoolVar(&cfg.Verbose, "v", false, "print every case's outcome")
 	fs.BoolVar(&cfg.Trace, "trace", false, "print the recorded HA-store and TaskExecutor events of failing cases")

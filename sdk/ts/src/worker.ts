@@ -1179,14 +1179,20 @@ export class Worker {
     const address = task.address;
     if (!j || !sameToken(j.token, task.token) || address === "") return;
     const status = statusOf(task, timestampNow());
+    const token = task.token;
     for (let attempt = 0; attempt < 3 && !this.stopping.signal.aborted; attempt++) {
       try {
         await this.jobMaster(address).updateTaskExecutionState(
-          { jobId, jobMasterToken: task.token, taskExecutorId: this.id, status },
+          { jobId, jobMasterToken: token, taskExecutorId: this.id, status },
           { signal: AbortSignal.any([this.stopping.signal, AbortSignal.timeout(10_000)]) },
         );
         return;
       } catch (e) {
+        // A newer JobMaster adopted the attempt while the report was with
+        // the one it was sent to: that JobMaster's answer, whatever it is,
+        // says nothing of the attempt now, whose state went to the new one
+        // with the adoption. (As the Go TaskExecutor, since dda2c02.)
+        if (!sameToken(task.token, token)) return;
         const r = reasonOf(e);
         if (r === ErrorReason.EXECUTION_NOT_FOUND) {
           task.abort.abort();

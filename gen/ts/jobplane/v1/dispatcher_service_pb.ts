@@ -22,7 +22,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file jobplane/v1/dispatcher_service.proto.
  */
 export const file_jobplane_v1_dispatcher_service: GenFile = /*@__PURE__*/
-  fileDesc("CiRqb2JwbGFuZS92MS9kaXNwYXRjaGVyX3NlcnZpY2UucHJvdG8SC2pvYnBsYW5lLnYxIigKFkxpc3RDaGVja3BvaW50c1JlcXVlc3QSDgoGam9iX2lkGAEgASgJIngKF0xpc3RDaGVja3BvaW50c1Jlc3BvbnNlEjAKC2NoZWNrcG9pbnRzGAEgAygLMhsuam9icGxhbmUudjEuQ2hlY2twb2ludEluZm8SKwoFc3RhdHMYAiABKAsyHC5qb2JwbGFuZS52MS5DaGVja3BvaW50U3RhdHMiNwoXVHJpZ2dlclNhdmVwb2ludFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEgwKBHN0b3AYAiABKAgiSQoYVHJpZ2dlclNhdmVwb2ludFJlc3BvbnNlEi0KCXNhdmVwb2ludBgBIAEoCzIaLmpvYnBsYW5lLnYxLlNhdmVwb2ludEluZm8iTgoVTGlzdFNhdmVwb2ludHNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJhChZMaXN0U2F2ZXBvaW50c1Jlc3BvbnNlEi4KCnNhdmVwb2ludHMYASADKAsyGi5qb2JwbGFuZS52MS5TYXZlcG9pbnRJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIuChZEZWxldGVTYXZlcG9pbnRSZXF1ZXN0EhQKDHNhdmVwb2ludF9pZBgBIAEoCSIZChdEZWxldGVTYXZlcG9pbnRSZXNwb25zZSJMChBTdWJtaXRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIoCglqb2JfZ3JhcGgYAiABKAsyFS5qb2JwbGFuZS52MS5Kb2JHcmFwaCJcChFTdWJtaXRKb2JSZXNwb25zZRIOCgZqb2JfaWQYASABKAkSDwoHY3JlYXRlZBgCIAEoCBImCgZzdGF0dXMYAyABKA4yFi5qb2JwbGFuZS52MS5Kb2JTdGF0dXMiagoNR2V0Sm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSIgoEdmlldxgCIAEoDjIULmpvYnBsYW5lLnYxLkpvYlZpZXcSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiTwoOR2V0Sm9iUmVzcG9uc2USJAoDam9iGAEgASgLMhcuam9icGxhbmUudjEuSm9iRGV0YWlscxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiYgoPTGlzdEpvYnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEigKCHN0YXR1c2VzGAMgAygOMhYuam9icGxhbmUudjEuSm9iU3RhdHVzIlIKEExpc3RKb2JzUmVzcG9uc2USJQoEam9icxgBIAMoCzIXLmpvYnBsYW5lLnYxLkpvYlN1bW1hcnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiIKEENhbmNlbEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjsKEUNhbmNlbEpvYlJlc3BvbnNlEiYKBnN0YXR1cxgBIAEoDjIWLmpvYnBsYW5lLnYxLkpvYlN0YXR1cyIzChNHZXRKb2JSZXN1bHRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIMCgR3YWl0GAIgASgIIj4KFEdldEpvYlJlc3VsdFJlc3BvbnNlEiYKBnJlc3VsdBgBIAEoCzIWLmpvYnBsYW5lLnYxLkpvYlJlc3VsdCI3Cg9XYXRjaEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhQKDHJlc3VtZV90b2tlbhgCIAEoCSKZAQoQV2F0Y2hKb2JSZXNwb25zZRImCgNqb2IYASABKAsyFy5qb2JwbGFuZS52MS5Kb2JTdW1tYXJ5SAASKwoJaGVhcnRiZWF0GAQgASgLMhYuam9icGxhbmUudjEuSGVhcnRiZWF0SAASFAoMcmVzdW1lX3Rva2VuGAIgASgJEhEKCWNvYWxlc2NlZBgDIAEoCEIHCgVldmVudCIuChxSZXBvcnRDbGllbnRIZWFydGJlYXRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSJbCh1SZXBvcnRDbGllbnRIZWFydGJlYXRSZXNwb25zZRIqCgd0aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uSgQIARACUghkZWFkbGluZSJBChhMaXN0VGFza0V4ZWN1dG9yc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiawoZTGlzdFRhc2tFeGVjdXRvcnNSZXNwb25zZRI1Cg50YXNrX2V4ZWN1dG9ycxgBIAMoCzIdLmpvYnBsYW5lLnYxLlRhc2tFeGVjdXRvckluZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIt8BChBUYXNrRXhlY3V0b3JJbmZvEhgKEHRhc2tfZXhlY3V0b3JfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRISCgppbnZva2FibGVzGAMgAygJEhIKCnNsb3RfY291bnQYBCABKAUSFwoPZnJlZV9zbG90X2NvdW50GAUgASgFEjMKD2FsbG9jYXRlZF9zbG90cxgGIAMoCzIaLmpvYnBsYW5lLnYxLkFsbG9jYXRlZFNsb3QSKgoHc2lsZW5jZRgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIzCg1BbGxvY2F0ZWRTbG90EhIKCnNsb3RfaW5kZXgYASABKAUSDgoGam9iX2lkGAIgASgJIhsKGUdldENsdXN0ZXJPdmVydmlld1JlcXVlc3QipwIKGkdldENsdXN0ZXJPdmVydmlld1Jlc3BvbnNlEicKBmxlYWRlchgBIAEoCzIXLmpvYnBsYW5lLnYxLkxlYWRlckluZm8SGwoTdGFza19leGVjdXRvcl9jb3VudBgCIAEoBRISCgpzbG90X2NvdW50GAMgASgFEhcKD2ZyZWVfc2xvdF9jb3VudBgEIAEoBRIZChFydW5uaW5nX2pvYl9jb3VudBgFIAEoBRIaChJmaW5pc2hlZF9qb2JfY291bnQYBiABKAUSGgoSY2FuY2VsZWRfam9iX2NvdW50GAcgASgFEhgKEGZhaWxlZF9qb2JfY291bnQYCCABKAUSKQoGbGltaXRzGAkgASgLMhkuam9icGxhbmUudjEuU2VydmVyTGltaXRzItsCCgxTZXJ2ZXJMaW1pdHMSGQoRbWF4X3JlcXVlc3RfYnl0ZXMYASABKAMSGgoSbWF4X3Jlc3BvbnNlX2J5dGVzGAIgASgDEhcKD21heF9ncmFwaF9ieXRlcxgDIAEoAxIUCgxtYXhfdmVydGljZXMYBCABKAUSFAoMbWF4X3N1YnRhc2tzGAUgASgFEhoKEm1heF9saXN0X3BhZ2Vfc2l6ZRgGIAEoBRIdChVtYXhfc3VidGFza19wYWdlX3NpemUYByABKAUSHgoWbWF4X2lubGluZV9zdGF0ZV9ieXRlcxgIIAEoAxIcChRtYXhfY2hlY2twb2ludF9ieXRlcxgJIAEoAxIcChRtYXhfdGFza192YWx1ZV9ieXRlcxgKIAEoAxIeChZtYXhfcmVzdWx0X3ZhbHVlX2J5dGVzGAsgASgDEhgKEG1heF9hY2N1bXVsYXRvcnMYDCABKAUiowEKFEdldFRhc2tPdXRwdXRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIRCgl2ZXJ0ZXhfaWQYAiABKAkSFQoNc3VidGFza19pbmRleBgDIAEoBRIbCg5hdHRlbXB0X251bWJlchgEIAEoBUgAiAEBEg4KBm9mZnNldBgFIAEoAxIRCgltYXhfYnl0ZXMYBiABKAVCEQoPX2F0dGVtcHRfbnVtYmVyIrYBChVHZXRUYXNrT3V0cHV0UmVzcG9uc2USDAoEZGF0YRgBIAEoDBIOCgZvZmZzZXQYAiABKAMSEwoLbmV4dF9vZmZzZXQYAyABKAMSFQoNZHJvcHBlZF9ieXRlcxgEIAEoAxISCgplbmRfb2Zmc2V0GAUgASgDEg0KBWVuZGVkGAYgASgIEhYKDmF0dGVtcHRfbnVtYmVyGAcgASgFEhgKEHRhc2tfZXhlY3V0b3JfaWQYCCABKAkyowoKEURpc3BhdGNoZXJTZXJ2aWNlEk8KCVN1Ym1pdEpvYhIdLmpvYnBsYW5lLnYxLlN1Ym1pdEpvYlJlcXVlc3QaHi5qb2JwbGFuZS52MS5TdWJtaXRKb2JSZXNwb25zZSIDkAICEkYKBkdldEpvYhIaLmpvYnBsYW5lLnYxLkdldEpvYlJlcXVlc3QaGy5qb2JwbGFuZS52MS5HZXRKb2JSZXNwb25zZSIDkAIBEkwKCExpc3RKb2JzEhwuam9icGxhbmUudjEuTGlzdEpvYnNSZXF1ZXN0Gh0uam9icGxhbmUudjEuTGlzdEpvYnNSZXNwb25zZSIDkAIBEk8KCUNhbmNlbEpvYhIdLmpvYnBsYW5lLnYxLkNhbmNlbEpvYlJlcXVlc3QaHi5qb2JwbGFuZS52MS5DYW5jZWxKb2JSZXNwb25zZSIDkAICElgKDEdldEpvYlJlc3VsdBIgLmpvYnBsYW5lLnYxLkdldEpvYlJlc3VsdFJlcXVlc3QaIS5qb2JwbGFuZS52MS5HZXRKb2JSZXN1bHRSZXNwb25zZSIDkAIBEk4KCFdhdGNoSm9iEhwuam9icGxhbmUudjEuV2F0Y2hKb2JSZXF1ZXN0Gh0uam9icGxhbmUudjEuV2F0Y2hKb2JSZXNwb25zZSIDkAIBMAEScwoVUmVwb3J0Q2xpZW50SGVhcnRiZWF0Eikuam9icGxhbmUudjEuUmVwb3J0Q2xpZW50SGVhcnRiZWF0UmVxdWVzdBoqLmpvYnBsYW5lLnYxLlJlcG9ydENsaWVudEhlYXJ0YmVhdFJlc3BvbnNlIgOQAgISZwoRTGlzdFRhc2tFeGVjdXRvcnMSJS5qb2JwbGFuZS52MS5MaXN0VGFza0V4ZWN1dG9yc1JlcXVlc3QaJi5qb2JwbGFuZS52MS5MaXN0VGFza0V4ZWN1dG9yc1Jlc3BvbnNlIgOQAgESWwoNR2V0VGFza091dHB1dBIhLmpvYnBsYW5lLnYxLkdldFRhc2tPdXRwdXRSZXF1ZXN0GiIuam9icGxhbmUudjEuR2V0VGFza091dHB1dFJlc3BvbnNlIgOQAgESagoSR2V0Q2x1c3Rlck92ZXJ2aWV3EiYuam9icGxhbmUudjEuR2V0Q2x1c3Rlck92ZXJ2aWV3UmVxdWVzdBonLmpvYnBsYW5lLnYxLkdldENsdXN0ZXJPdmVydmlld1Jlc3BvbnNlIgOQAgESYQoPTGlzdENoZWNrcG9pbnRzEiMuam9icGxhbmUudjEuTGlzdENoZWNrcG9pbnRzUmVxdWVzdBokLmpvYnBsYW5lLnYxLkxpc3RDaGVja3BvaW50c1Jlc3BvbnNlIgOQAgESXwoQVHJpZ2dlclNhdmVwb2ludBIkLmpvYnBsYW5lLnYxLlRyaWdnZXJTYXZlcG9pbnRSZXF1ZXN0GiUuam9icGxhbmUudjEuVHJpZ2dlclNhdmVwb2ludFJlc3BvbnNlEl4KDkxpc3RTYXZlcG9pbnRzEiIuam9icGxhbmUudjEuTGlzdFNhdmVwb2ludHNSZXF1ZXN0GiMuam9icGxhbmUudjEuTGlzdFNhdmVwb2ludHNSZXNwb25zZSIDkAIBEmEKD0RlbGV0ZVNhdmVwb2ludBIjLmpvYnBsYW5lLnYxLkRlbGV0ZVNhdmVwb2ludFJlcXVlc3QaJC5qb2JwbGFuZS52MS5EZWxldGVTYXZlcG9pbnRSZXNwb25zZSIDkAICYgZwcm90bzM", [file_google_protobuf_duration, file_jobplane_v1_checkpoint, file_jobplane_v1_job, file_jobplane_v1_job_graph, file_jobplane_v1_leadership, file_jobplane_v1_stream]);
+  fileDesc("CiRqb2JwbGFuZS92MS9kaXNwYXRjaGVyX3NlcnZpY2UucHJvdG8SC2pvYnBsYW5lLnYxIigKFkxpc3RDaGVja3BvaW50c1JlcXVlc3QSDgoGam9iX2lkGAEgASgJIngKF0xpc3RDaGVja3BvaW50c1Jlc3BvbnNlEjAKC2NoZWNrcG9pbnRzGAEgAygLMhsuam9icGxhbmUudjEuQ2hlY2twb2ludEluZm8SKwoFc3RhdHMYAiABKAsyHC5qb2JwbGFuZS52MS5DaGVja3BvaW50U3RhdHMiNwoXVHJpZ2dlclNhdmVwb2ludFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEgwKBHN0b3AYAiABKAgiSQoYVHJpZ2dlclNhdmVwb2ludFJlc3BvbnNlEi0KCXNhdmVwb2ludBgBIAEoCzIaLmpvYnBsYW5lLnYxLlNhdmVwb2ludEluZm8iTgoVTGlzdFNhdmVwb2ludHNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJhChZMaXN0U2F2ZXBvaW50c1Jlc3BvbnNlEi4KCnNhdmVwb2ludHMYASADKAsyGi5qb2JwbGFuZS52MS5TYXZlcG9pbnRJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIuChZEZWxldGVTYXZlcG9pbnRSZXF1ZXN0EhQKDHNhdmVwb2ludF9pZBgBIAEoCSIZChdEZWxldGVTYXZlcG9pbnRSZXNwb25zZSJMChBTdWJtaXRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIoCglqb2JfZ3JhcGgYAiABKAsyFS5qb2JwbGFuZS52MS5Kb2JHcmFwaCJcChFTdWJtaXRKb2JSZXNwb25zZRIOCgZqb2JfaWQYASABKAkSDwoHY3JlYXRlZBgCIAEoCBImCgZzdGF0dXMYAyABKA4yFi5qb2JwbGFuZS52MS5Kb2JTdGF0dXMiagoNR2V0Sm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSIgoEdmlldxgCIAEoDjIULmpvYnBsYW5lLnYxLkpvYlZpZXcSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiTwoOR2V0Sm9iUmVzcG9uc2USJAoDam9iGAEgASgLMhcuam9icGxhbmUudjEuSm9iRGV0YWlscxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiYgoPTGlzdEpvYnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEigKCHN0YXR1c2VzGAMgAygOMhYuam9icGxhbmUudjEuSm9iU3RhdHVzIlIKEExpc3RKb2JzUmVzcG9uc2USJQoEam9icxgBIAMoCzIXLmpvYnBsYW5lLnYxLkpvYlN1bW1hcnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiIKEENhbmNlbEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjsKEUNhbmNlbEpvYlJlc3BvbnNlEiYKBnN0YXR1cxgBIAEoDjIWLmpvYnBsYW5lLnYxLkpvYlN0YXR1cyIzChNHZXRKb2JSZXN1bHRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIMCgR3YWl0GAIgASgIIj4KFEdldEpvYlJlc3VsdFJlc3BvbnNlEiYKBnJlc3VsdBgBIAEoCzIWLmpvYnBsYW5lLnYxLkpvYlJlc3VsdCI3Cg9XYXRjaEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhQKDHJlc3VtZV90b2tlbhgCIAEoCSKZAQoQV2F0Y2hKb2JSZXNwb25zZRImCgNqb2IYASABKAsyFy5qb2JwbGFuZS52MS5Kb2JTdW1tYXJ5SAASKwoJaGVhcnRiZWF0GAQgASgLMhYuam9icGxhbmUudjEuSGVhcnRiZWF0SAASFAoMcmVzdW1lX3Rva2VuGAIgASgJEhEKCWNvYWxlc2NlZBgDIAEoCEIHCgVldmVudCIuChxSZXBvcnRDbGllbnRIZWFydGJlYXRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSJbCh1SZXBvcnRDbGllbnRIZWFydGJlYXRSZXNwb25zZRIqCgd0aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uSgQIARACUghkZWFkbGluZSJBChhMaXN0VGFza0V4ZWN1dG9yc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiawoZTGlzdFRhc2tFeGVjdXRvcnNSZXNwb25zZRI1Cg50YXNrX2V4ZWN1dG9ycxgBIAMoCzIdLmpvYnBsYW5lLnYxLlRhc2tFeGVjdXRvckluZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIt8BChBUYXNrRXhlY3V0b3JJbmZvEhgKEHRhc2tfZXhlY3V0b3JfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRISCgppbnZva2FibGVzGAMgAygJEhIKCnNsb3RfY291bnQYBCABKAUSFwoPZnJlZV9zbG90X2NvdW50GAUgASgFEjMKD2FsbG9jYXRlZF9zbG90cxgGIAMoCzIaLmpvYnBsYW5lLnYxLkFsbG9jYXRlZFNsb3QSKgoHc2lsZW5jZRgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIzCg1BbGxvY2F0ZWRTbG90EhIKCnNsb3RfaW5kZXgYASABKAUSDgoGam9iX2lkGAIgASgJIhsKGUdldENsdXN0ZXJPdmVydmlld1JlcXVlc3Qi1AIKGkdldENsdXN0ZXJPdmVydmlld1Jlc3BvbnNlEicKBmxlYWRlchgBIAEoCzIXLmpvYnBsYW5lLnYxLkxlYWRlckluZm8SGwoTdGFza19leGVjdXRvcl9jb3VudBgCIAEoBRISCgpzbG90X2NvdW50GAMgASgFEhcKD2ZyZWVfc2xvdF9jb3VudBgEIAEoBRIZChFydW5uaW5nX2pvYl9jb3VudBgFIAEoBRIaChJmaW5pc2hlZF9qb2JfY291bnQYBiABKAUSGgoSY2FuY2VsZWRfam9iX2NvdW50GAcgASgFEhgKEGZhaWxlZF9qb2JfY291bnQYCCABKAUSKQoGbGltaXRzGAkgASgLMhkuam9icGxhbmUudjEuU2VydmVyTGltaXRzEisKB3RpbWluZ3MYCiABKAsyGi5qb2JwbGFuZS52MS5TZXJ2ZXJUaW1pbmdzIqsECg1TZXJ2ZXJUaW1pbmdzEi4KC3Nlc3Npb25fdHRsGAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEisKCHRha2VvdmVyGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC2pvYl9yZWdyYW50GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjQKEXJldm9jYXRpb25fbm90aWNlGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC3Rhc2tfY2FuY2VsGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi0KCnNsb3RfeWllbGQYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMwoQc3RyZWFtX2hlYXJ0YmVhdBgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIbChN3YXRjaF9yZXN1bWVfd2luZG93GAggASgFEjMKEHJlc3VsdF9yZXRlbnRpb24YCSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SQgofdGFza19leGVjdXRvcl9oZWFydGJlYXRfdGltZW91dBgKIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgp0YXNrX2xlYXNlGAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uItsCCgxTZXJ2ZXJMaW1pdHMSGQoRbWF4X3JlcXVlc3RfYnl0ZXMYASABKAMSGgoSbWF4X3Jlc3BvbnNlX2J5dGVzGAIgASgDEhcKD21heF9ncmFwaF9ieXRlcxgDIAEoAxIUCgxtYXhfdmVydGljZXMYBCABKAUSFAoMbWF4X3N1YnRhc2tzGAUgASgFEhoKEm1heF9saXN0X3BhZ2Vfc2l6ZRgGIAEoBRIdChVtYXhfc3VidGFza19wYWdlX3NpemUYByABKAUSHgoWbWF4X2lubGluZV9zdGF0ZV9ieXRlcxgIIAEoAxIcChRtYXhfY2hlY2twb2ludF9ieXRlcxgJIAEoAxIcChRtYXhfdGFza192YWx1ZV9ieXRlcxgKIAEoAxIeChZtYXhfcmVzdWx0X3ZhbHVlX2J5dGVzGAsgASgDEhgKEG1heF9hY2N1bXVsYXRvcnMYDCABKAUiowEKFEdldFRhc2tPdXRwdXRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIRCgl2ZXJ0ZXhfaWQYAiABKAkSFQoNc3VidGFza19pbmRleBgDIAEoBRIbCg5hdHRlbXB0X251bWJlchgEIAEoBUgAiAEBEg4KBm9mZnNldBgFIAEoAxIRCgltYXhfYnl0ZXMYBiABKAVCEQoPX2F0dGVtcHRfbnVtYmVyIrYBChVHZXRUYXNrT3V0cHV0UmVzcG9uc2USDAoEZGF0YRgBIAEoDBIOCgZvZmZzZXQYAiABKAMSEwoLbmV4dF9vZmZzZXQYAyABKAMSFQoNZHJvcHBlZF9ieXRlcxgEIAEoAxISCgplbmRfb2Zmc2V0GAUgASgDEg0KBWVuZGVkGAYgASgIEhYKDmF0dGVtcHRfbnVtYmVyGAcgASgFEhgKEHRhc2tfZXhlY3V0b3JfaWQYCCABKAkyowoKEURpc3BhdGNoZXJTZXJ2aWNlEk8KCVN1Ym1pdEpvYhIdLmpvYnBsYW5lLnYxLlN1Ym1pdEpvYlJlcXVlc3QaHi5qb2JwbGFuZS52MS5TdWJtaXRKb2JSZXNwb25zZSIDkAICEkYKBkdldEpvYhIaLmpvYnBsYW5lLnYxLkdldEpvYlJlcXVlc3QaGy5qb2JwbGFuZS52MS5HZXRKb2JSZXNwb25zZSIDkAIBEkwKCExpc3RKb2JzEhwuam9icGxhbmUudjEuTGlzdEpvYnNSZXF1ZXN0Gh0uam9icGxhbmUudjEuTGlzdEpvYnNSZXNwb25zZSIDkAIBEk8KCUNhbmNlbEpvYhIdLmpvYnBsYW5lLnYxLkNhbmNlbEpvYlJlcXVlc3QaHi5qb2JwbGFuZS52MS5DYW5jZWxKb2JSZXNwb25zZSIDkAICElgKDEdldEpvYlJlc3VsdBIgLmpvYnBsYW5lLnYxLkdldEpvYlJlc3VsdFJlcXVlc3QaIS5qb2JwbGFuZS52MS5HZXRKb2JSZXN1bHRSZXNwb25zZSIDkAIBEk4KCFdhdGNoSm9iEhwuam9icGxhbmUudjEuV2F0Y2hKb2JSZXF1ZXN0Gh0uam9icGxhbmUudjEuV2F0Y2hKb2JSZXNwb25zZSIDkAIBMAEScwoVUmVwb3J0Q2xpZW50SGVhcnRiZWF0Eikuam9icGxhbmUudjEuUmVwb3J0Q2xpZW50SGVhcnRiZWF0UmVxdWVzdBoqLmpvYnBsYW5lLnYxLlJlcG9ydENsaWVudEhlYXJ0YmVhdFJlc3BvbnNlIgOQAgISZwoRTGlzdFRhc2tFeGVjdXRvcnMSJS5qb2JwbGFuZS52MS5MaXN0VGFza0V4ZWN1dG9yc1JlcXVlc3QaJi5qb2JwbGFuZS52MS5MaXN0VGFza0V4ZWN1dG9yc1Jlc3BvbnNlIgOQAgESWwoNR2V0VGFza091dHB1dBIhLmpvYnBsYW5lLnYxLkdldFRhc2tPdXRwdXRSZXF1ZXN0GiIuam9icGxhbmUudjEuR2V0VGFza091dHB1dFJlc3BvbnNlIgOQAgESagoSR2V0Q2x1c3Rlck92ZXJ2aWV3EiYuam9icGxhbmUudjEuR2V0Q2x1c3Rlck92ZXJ2aWV3UmVxdWVzdBonLmpvYnBsYW5lLnYxLkdldENsdXN0ZXJPdmVydmlld1Jlc3BvbnNlIgOQAgESYQoPTGlzdENoZWNrcG9pbnRzEiMuam9icGxhbmUudjEuTGlzdENoZWNrcG9pbnRzUmVxdWVzdBokLmpvYnBsYW5lLnYxLkxpc3RDaGVja3BvaW50c1Jlc3BvbnNlIgOQAgESXwoQVHJpZ2dlclNhdmVwb2ludBIkLmpvYnBsYW5lLnYxLlRyaWdnZXJTYXZlcG9pbnRSZXF1ZXN0GiUuam9icGxhbmUudjEuVHJpZ2dlclNhdmVwb2ludFJlc3BvbnNlEl4KDkxpc3RTYXZlcG9pbnRzEiIuam9icGxhbmUudjEuTGlzdFNhdmVwb2ludHNSZXF1ZXN0GiMuam9icGxhbmUudjEuTGlzdFNhdmVwb2ludHNSZXNwb25zZSIDkAIBEmEKD0RlbGV0ZVNhdmVwb2ludBIjLmpvYnBsYW5lLnYxLkRlbGV0ZVNhdmVwb2ludFJlcXVlc3QaJC5qb2JwbGFuZS52MS5EZWxldGVTYXZlcG9pbnRSZXNwb25zZSIDkAICYgZwcm90bzM", [file_google_protobuf_duration, file_jobplane_v1_checkpoint, file_jobplane_v1_job, file_jobplane_v1_job_graph, file_jobplane_v1_leadership, file_jobplane_v1_stream]);
 
 /**
  * ListCheckpointsRequest is the request of DispatcherService.ListCheckpoints.
@@ -902,6 +902,16 @@ export type GetClusterOverviewResponse = Message<"jobplane.v1.GetClusterOverview
    * @generated from field: jobplane.v1.ServerLimits limits = 9;
    */
   limits?: ServerLimits | undefined;
+
+  /**
+   * The timings this server promises, so a client (and the conformance
+   * suite) can tell how long to wait for what. Since 1.2. A server MUST
+   * set it, and every field of it within the bounds ServerTimings states;
+   * unset means a server of an older contract, whose timings are unknown.
+   *
+   * @generated from field: jobplane.v1.ServerTimings timings = 10;
+   */
+  timings?: ServerTimings | undefined;
 };
 
 /**
@@ -910,6 +920,147 @@ export type GetClusterOverviewResponse = Message<"jobplane.v1.GetClusterOverview
  */
 export const GetClusterOverviewResponseSchema: GenMessage<GetClusterOverviewResponse> = /*@__PURE__*/
   messageDesc(file_jobplane_v1_dispatcher_service, 27);
+
+/**
+ * ServerTimings are the timings a server promises: how long its leaders
+ * keep their leadership, how soon it reacts to a change of leader, a
+ * revocation, a cancel or idle slots, and how often and for how long its
+ * streams keep what they promise. Each is this server's, from its
+ * configuration, and each MUST hold for as long as the server runs: a
+ * server that advertises a bound it does not keep breaks the contract, as
+ * one that breaks a rule does. Every field is set; each states the bound
+ * every implementation MUST meet (values outside it do not conform,
+ * whatever the server does) and what the reference server advertises by
+ * default. Since 1.2.
+ *
+ * @generated from message jobplane.v1.ServerTimings
+ */
+export type ServerTimings = Message<"jobplane.v1.ServerTimings"> & {
+  /**
+   * The TTL of the HA-store session of each process: how long after a
+   * process dies (SIGKILL) its leaderships may still hold before they end
+   * and a standby may take over. MUST be positive and at most 10 s. The
+   * reference server: its `--session-ttl`, 2 s by default.
+   *
+   * @generated from field: google.protobuf.Duration session_ttl = 1;
+   */
+  sessionTtl?: Duration | undefined;
+
+  /**
+   * How soon after the session of the `jobmanager` leader ended (expired,
+   * closed or revoked) a standby that campaigns leads `jobmanager` and its
+   * Dispatcher serves (answers GetClusterOverview as leader). MUST be
+   * positive and at most 10 s. The reference server: 5 s.
+   *
+   * @generated from field: google.protobuf.Duration takeover = 2;
+   */
+  takeover?: Duration | undefined;
+
+  /**
+   * How soon after a job's leadership (`job/<job_id>`) ended while the
+   * `jobmanager` leader lives (the holder's session ended, it resigned or
+   * the grant was revoked) a process of the `jobmanager` leader holds it
+   * again and its JobMaster acts for the job. MUST be positive and at most
+   * 10 s. The reference server: 5 s.
+   *
+   * @generated from field: google.protobuf.Duration job_regrant = 3;
+   */
+  jobRegrant?: Duration | undefined;
+
+  /**
+   * The revocation notice: how soon after its `jobmanager` leadership
+   * ended (the grant ended, was revoked or it resigned) a process stops
+   * acting for every job and resigns the job leaderships it holds (see the
+   * service's comment). MUST be positive and at most 10 s. The reference
+   * server: 5 s.
+   *
+   * @generated from field: google.protobuf.Duration revocation_notice = 4;
+   */
+  revocationNotice?: Duration | undefined;
+
+  /**
+   * How soon after a job became CANCELED every attempt of it stopped on
+   * its TaskExecutors (CancelTask sent, and answered or timed out). MUST
+   * be positive and at most 10 s. The reference server: 5 s.
+   *
+   * @generated from field: google.protobuf.Duration task_cancel = 5;
+   */
+  taskCancel?: Duration | undefined;
+
+  /**
+   * How long a JobMaster whose deployment waits for slots keeps the idle
+   * slots it holds before it gives them back with FreeSlots
+   * (jobplane.cluster.v1.JobMasterService.OfferSlots). MUST be positive
+   * and at most 30 s. The reference server: its `--slot-yield`, 5 s by
+   * default.
+   *
+   * @generated from field: google.protobuf.Duration slot_yield = 6;
+   */
+  slotYield?: Duration | undefined;
+
+  /**
+   * The heartbeat interval of WatchJob: a stream that sent nothing else
+   * for this long sends a Heartbeat. A
+   * server MUST send it no later than this after the stream's last message
+   * (the transport's delays aside). MUST be at least 1 s and at most 30 s.
+   * The reference server: 10 s.
+   *
+   * @generated from field: google.protobuf.Duration stream_heartbeat = 7;
+   */
+  streamHeartbeat?: Duration | undefined;
+
+  /**
+   * The resume window of WatchJob: how many of a job's last status changes
+   * the leader keeps resume tokens for (see WatchJob). MUST be at least
+   * 16. The reference server: 64.
+   *
+   * @generated from field: int32 watch_resume_window = 8;
+   */
+  watchResumeWindow: number;
+
+  /**
+   * How long a clean job result is kept after its job ended, before it may
+   * be deleted and its job id used again; zero keeps results for ever.
+   * MUST be zero or at least 10 minutes. The reference server: its
+   * `--result-retention`, zero by default.
+   *
+   * @generated from field: google.protobuf.Duration result_retention = 9;
+   */
+  resultRetention?: Duration | undefined;
+
+  /**
+   * How long a TaskExecutor may stay silent before the ResourceManager
+   * releases its slots, and a JobMaster before its TaskExecutors stop its
+   * tasks (the heartbeat timeout of the cluster protocol). MUST be positive
+   * and less than two thirds of `session_ttl`, so that the tasks of a
+   * JobMaster that stood still stop before its session may end and a
+   * standby take over, whenever it last renewed the session. The
+   * reference server: its `--heartbeat-timeout`, 1.2 s by default.
+   *
+   * @generated from field: google.protobuf.Duration task_executor_heartbeat_timeout = 10;
+   */
+  taskExecutorHeartbeatTimeout?: Duration | undefined;
+
+  /**
+   * The task lease: how long a TaskExecutor keeps a job's tasks running
+   * without hearing from any JobMaster of it, so that a new leader adopts
+   * them; the subtasks of a TaskExecutor that died are deployed elsewhere
+   * only after it. Zero when the server grants no leases (attempts stop
+   * with their JobMaster's leadership). MUST be zero, or at least
+   * `task_executor_heartbeat_timeout` and at most 30 s. The reference
+   * server: its `--task-lease`, 10 s by default.
+   *
+   * @generated from field: google.protobuf.Duration task_lease = 11;
+   */
+  taskLease?: Duration | undefined;
+};
+
+/**
+ * Describes the message jobplane.v1.ServerTimings.
+ * Use `create(ServerTimingsSchema)` to create a new message.
+ */
+export const ServerTimingsSchema: GenMessage<ServerTimings> = /*@__PURE__*/
+  messageDesc(file_jobplane_v1_dispatcher_service, 28);
 
 /**
  * ServerLimits are the limits a server enforces on what it is sent and
@@ -1022,7 +1173,7 @@ export type ServerLimits = Message<"jobplane.v1.ServerLimits"> & {
  * Use `create(ServerLimitsSchema)` to create a new message.
  */
 export const ServerLimitsSchema: GenMessage<ServerLimits> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 28);
+  messageDesc(file_jobplane_v1_dispatcher_service, 29);
 
 /**
  * GetTaskOutputRequest is the request of DispatcherService.GetTaskOutput.
@@ -1085,7 +1236,7 @@ export type GetTaskOutputRequest = Message<"jobplane.v1.GetTaskOutputRequest"> &
  * Use `create(GetTaskOutputRequestSchema)` to create a new message.
  */
 export const GetTaskOutputRequestSchema: GenMessage<GetTaskOutputRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 29);
+  messageDesc(file_jobplane_v1_dispatcher_service, 30);
 
 /**
  * GetTaskOutputResponse is the response of DispatcherService.GetTaskOutput.
@@ -1164,7 +1315,7 @@ export type GetTaskOutputResponse = Message<"jobplane.v1.GetTaskOutputResponse">
  * Use `create(GetTaskOutputResponseSchema)` to create a new message.
  */
 export const GetTaskOutputResponseSchema: GenMessage<GetTaskOutputResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 30);
+  messageDesc(file_jobplane_v1_dispatcher_service, 31);
 
 /**
  * DispatcherService is the public API of a jobplane cluster: clients submit,
@@ -1184,8 +1335,9 @@ export const GetTaskOutputResponseSchema: GenMessage<GetTaskOutputResponse> = /*
  * job's JobMaster, no write under a job's token; and it MUST resign every
  * `job/<job_id>` leadership it holds, even while its session lives on, so
  * that the new `jobmanager` leader's processes win them without waiting
- * for the session to end (the reference server resigns them within 5
- * seconds). A job's leadership alone never makes a process act for the
+ * for the session to end: within the advertised
+ * ServerTimings.revocation_notice (at most 10 s; the reference server: 5
+ * s). A job's leadership alone never makes a process act for the
  * job while another process leads `jobmanager`.
  *
  * A leader answers only while its leadership certainly holds: until the send
@@ -1333,8 +1485,10 @@ export const DispatcherService: GenService<{
    * CancelJob cancels a job.
    *
    * A running job moves to CANCELLING, its tasks are canceled, and it ends
-   * CANCELED. A job still INITIALIZING is canceled before any of its tasks
-   * runs. Idempotent: cancelling a job that is CANCELLING or CANCELED
+   * CANCELED; every attempt of it MUST have stopped within the advertised
+   * ServerTimings.task_cancel after it ended (at most 10 s; the reference
+   * server: 5 s). A job still INITIALIZING is canceled before any of its
+   * tasks runs. Idempotent: cancelling a job that is CANCELLING or CANCELED
    * succeeds and changes nothing.
    *
    * Durable: before it answers, and before it does anything for the request,
@@ -1342,6 +1496,17 @@ export const DispatcherService: GenService<{
    * (jobplane.hastore.v1.HAStoreService.RequestJobCancel). An acknowledged
    * cancellation survives a change of leader: a leader that recovers the job
    * ends it CANCELED without deploying anything.
+   *
+   * An answer is final (since 1.2). A job whose CancelJob answered
+   * CANCELLING or CANCELED MUST end CANCELED, also when its tasks all
+   * finish, or one fails, before they are canceled: the cancel request and
+   * the job's result are ordered by the HA store
+   * (jobplane.hastore.v1.HAStoreService.RequestJobCancel), and the request
+   * came first. A job whose CancelJob answered FAILED_PRECONDITION
+   * (JOB_TERMINAL) MUST keep the status that the error's metadata names:
+   * its result came first. A CancelJob that arrives once the job's result
+   * is written MUST be answered as the result says (CANCELED, or
+   * JOB_TERMINAL), never CANCELLING.
    *
    * Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
    * FAILED_PRECONDITION (JOB_TERMINAL) for a job that FINISHED or FAILED;
@@ -1385,14 +1550,16 @@ export const DispatcherService: GenService<{
    * Restarts that follow each other faster than the stream is read may be
    * reported by one message (its `restart_count` counts them all). The stream ends successfully
    * after a globally terminal status. A `heartbeat` is sent when nothing
-   * changed for 10 seconds. Works over HTTP/1.1. No side effects.
+   * changed for the advertised ServerTimings.stream_heartbeat (at most 30
+   * s; the reference server: 10 s). Works over HTTP/1.1. No side effects.
    *
    * Resuming. Every status message carries a `resume_token`. A client whose
    * stream broke watches again with the token of the last message it
    * received, and the stream continues right after that message: no
    * change skipped, none repeated. Tokens are kept by the leader that
-   * issued them, for a job's last 64 status changes (the reference
-   * server's bound; a job that restarts for ever has no end of them);
+   * issued them, for at least a job's last advertised
+   * ServerTimings.watch_resume_window status changes (at least 16; the
+   * reference server: 64; a job that restarts for ever has no end of them);
    * when the leader changed in between, or the token is older than that,
    * or not one the server can resume from, the stream starts with the
    * current summary and marks that message `coalesced`: changes between
