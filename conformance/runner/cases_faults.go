@@ -45,6 +45,12 @@ func faultCases() []Case {
 			Doc: fmt.Sprintf("%s on each read of recovery (list and get plans and results) while a restarted server recovers: no acknowledged job is lost or answered unknown, the running job is recovered, the finished one stays finished", sf.name),
 			Run: func(t *T) { recoveryReadFaults(t, sf) }})
 	}
+	out = append(out, Case{Name: "faults/session-calls", Requires: []string{FeatureResourceManager, featureRunnerStarts},
+		Doc: "a restart with repeated faults on the store calls of sessions and leadership (OpenSession, Campaign and ConfirmLeadership of `jobmanager`, GetLeader, KeepAlive, Withdraw: failed, or applied with the answer lost, on several calls each, of those the server makes; and the running job's result read and resignation failed once): the restarted server opens a session, leads, recovers the running job under a new token and finishes it, and runs a job submitted after",
+		Run: sessionCallFaults})
+	out = append(out, Case{Name: "faults/random-schedule", Requires: []string{FeatureResourceManager},
+		Doc: fmt.Sprintf("%d clients submit, cancel and observe jobs (%d operations each) while every store call and stream the server makes fails, is delayed or loses its answer on a random schedule (--seed; probability %.2f, at most %d faults); then every job is driven to its end, and the history judged: porcupine's check (no acknowledged job lost, one terminal status, an acknowledged cancel ends CANCELED, one created=true), one result status per job, nothing run after the result", randomClients, randomOpsPerClient, randomP, randomBudget),
+		Run: randomSchedule})
 	out = append(out, Case{Name: "faults/keep-alive", Requires: []string{FeatureResourceManager},
 		Doc: "each fault on the session's keep-alive: the server keeps or regains its leaderships, the running job finishes, nothing runs twice at once",
 		Run: keepAliveFaults})
@@ -216,4 +222,50 @@ func keepAliveFaults(t *T) {
 		t.endsCleanly(id, jobplanev1.JobStatus_JOB_STATUS_FINISHED, what)
 	}
 	t.barrier()
+}
+
+// sessionCallFaults restarts the server with faults armed, by method, on
+// the store calls of its session and its leaderships, each on several
+// calls in a row or every other call, and checks what it recovers.
+func sessionCallFaults(t *T) {
+	running := t.job("running")
+	t.setup(func() {
+		t.mustSubmit(running, gatedGraph(1, running))
+		t.waitRunning(running, 1)
+	})
+	old := t.leaderOf(election.Job(running)).Token
+	leader, _ := t.leaderProc()
+	t.killLeader(leader)
+	fail, lose := hastore.ErrUnavailable, hastore.ErrUnavailable
+	for _, f := range []fault{
+		{op: "OpenSession", before: fail, times: 2},
+		{op: "OpenSession", after: lose}, // a session left to expire
+		{op: "Campaign", key: election.JobManager, before: fail, times: 2},
+		{op: "Campaign", key: election.JobManager, after: lose},
+		{op: "ConfirmLeadership", before: fail, every: 2, times: 3},
+		{op: "GetLeader", before: fail, every: 2, times: 3},
+		{op: "KeepAlive", after: lose, every: 3, times: 2},
+		{op: "Withdraw", before: fail, times: 2},
+		// The recovered job's first term cannot read whether the job has
+		// a result, and its resignation fails: the server must still
+		// lead the job again (a resignation left undone keeps the
+		// session's candidacy, and a new campaign of it is refused).
+		{op: "get-result", key: running, before: fail},
+		{op: "Resign", key: running, before: fail},
+	} {
+		t.env.store.arm(f)
+	}
+	if _, err := t.env.startServer(0); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	what := "faults on the session and leadership calls of a restart"
+	t.regrant(running, old)
+	t.env.open(running)
+	t.endsCleanly(running, jobplanev1.JobStatus_JOB_STATUS_FINISHED, what)
+	after := t.job("after")
+	t.submitRetrying(after, noopGraph(1))
+	t.endsCleanly(after, jobplanev1.JobStatus_JOB_STATUS_FINISHED, what)
+	for _, m := range []string{"OpenSession", "Campaign", "ConfirmLeadership", "GetLeader", "KeepAlive", "Withdraw", "get-result", "Resign"} {
+		t.env.store.disarm(m, "")
+	}
 }

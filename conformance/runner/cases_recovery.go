@@ -234,8 +234,12 @@ func cancelSurvivesFailover(t *T) {
 	if st := answer.GetStatus(); st != jobplanev1.JobStatus_JOB_STATUS_CANCELLING && st != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
 		t.Fatalf("CancelJob answered %v; expected CANCELLING", st)
 	}
-	if len(ok(t.events(id, "request-cancel"))) == 0 {
-		t.Errorf("no RequestJobCancel for the job before CancelJob answered; expected the cancellation recorded in the HA store first")
+	// The answer's event is recorded once it arrived: the cancel request
+	// must have taken effect in the store before it.
+	answered := t.env.log.Events(func(e Event) bool { return e.Key == id && e.Source == "client" && e.Op == "CancelJob" && e.Err == nil })
+	recorded := firstApplied(t.events(id, "request-cancel"), "request-cancel")
+	if len(answered) == 0 || recorded < 0 || recorded > answered[0].Seq {
+		t.Errorf("RequestJobCancel of the job took effect at #%d, CancelJob answered at %v; expected the cancellation recorded in the HA store before CancelJob answers", recorded, answered)
 	}
 	t.killLeader(leader)
 	var last jobplanev1.JobStatus

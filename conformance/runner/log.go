@@ -43,6 +43,9 @@ type Event struct {
 	// then lost), or a write the runner made itself.
 	Applied bool
 	Detail  string
+	// Peer, for a call the server made to the runner's HA store, is the
+	// address the call came from (one connection of one process).
+	Peer string
 	// Sent, for a client's call to the Dispatcher, is the log's length
 	// when the call was sent: the call overlaps the events from Sent to
 	// its own, and its answer may reflect a state before any of them.
@@ -66,6 +69,9 @@ func (e Event) String() string {
 	}
 	if e.Detail != "" {
 		fmt.Fprintf(&b, " %s", e.Detail)
+	}
+	if e.Peer != "" {
+		fmt.Fprintf(&b, " from=%s", e.Peer)
 	}
 	if e.Err != nil {
 		fmt.Fprintf(&b, " err=%v", e.Err)

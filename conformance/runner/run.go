@@ -12,6 +12,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path"
 	"slices"
@@ -90,6 +91,12 @@ type Config struct {
 	// file that holds no certificate.
 	TLSCA string
 
+	// Seed seeds the random fault schedules (faults/random-schedule): the
+	// same seed faults the same store calls the same way, and draws the
+	// same client operations. 0: Run draws one. A failing case that used
+	// it names it, so that the run can be replayed with it.
+	Seed uint64
+
 	// wire is Protocol and TLSCA as Run checked them.
 	wire wire
 }
@@ -159,6 +166,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if cfg.StoreMaxPlanBytes <= 0 {
 		cfg.StoreMaxPlanBytes = hastore.DefaultMaxPlanBytes
 	}
+	for cfg.Seed == 0 {
+		cfg.Seed = rand.Uint64()
+	}
 	var err error
 	if cfg.wire, err = newWire(cfg.Protocol, cfg.TLSCA); err != nil {
 		return Summary{}, err
@@ -185,6 +195,12 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 		defer shared.close()
 		fmt.Fprintf(cfg.Out, "HA store listening at %s; start the server pointed at it.\n", shared.storeHS.URL())
+	}
+
+	for _, c := range cases {
+		if c.Name == "faults/random-schedule" && (len(cfg.Run) == 0 || matches(c.Name, cfg.Run)) && !matches(c.Name, cfg.Skip) {
+			fmt.Fprintf(cfg.Out, "Random fault seed: %d (replay with --seed %d)\n", cfg.Seed, cfg.Seed)
+		}
 	}
 
 	results := make([]Result, len(cases))
@@ -326,7 +342,7 @@ func missingFeature(c Case, features map[string]bool) string {
 // note prints a line about the run once (what the runner took the
 // server's timings to be).
 func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env, note func(string)) (failures []string, trace string) {
-	ctx, cancel := context.WithTimeout(ctx, cfg.CaseTimeout)
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, seedKey{}, cfg.Seed), cfg.CaseTimeout)
 	defer cancel()
 	e := shared
 	if e == nil {

@@ -2,6 +2,8 @@ package runner
 
 import (
 	"context"
+	"fmt"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,7 +19,14 @@ import (
 	"github.com/jobplane/jobplane/server/hastore"
 )
 
-// fault is what the instrumented store does to one upcoming call.
+// fault is what the instrumented store does to upcoming calls.
+//
+// op names the call: one of the store operations the log records
+// ("put-plan", "campaign", "keep-alive", ...; see Event.Op), applied
+// where the store records it, or an HAStoreService method's name
+// ("OpenSession", "Withdraw", "ConfirmLeadership", "Campaign",
+// "DeleteJobResultEntry", ...; any unary method), applied to the RPC as
+// it arrives, before the store sees it.
 type fault struct {
 	op, key string        // the call it applies to; key "" is any
 	before  error         // fail the call with this, changing nothing
@@ -29,6 +38,16 @@ type fault struct {
 	// call is then failed (before) or applied late.
 	giveUp bool
 	upTo   time.Duration
+	// times is how many calls it applies to: 0 is one, a negative number
+	// every one until disarmed. every > 1 applies it to every every-th
+	// matching call only (the others pass untouched).
+	times, every int
+}
+
+// armed is a fault waiting for its calls.
+type armed struct {
+	fault
+	seen, fired int // matching calls so far, and those it applied to
 }
 
 // store is the instrumented HA store: a real store (an embedded etcd
@@ -39,16 +58,30 @@ type store struct {
 	log *Log
 
 	mu      sync.Mutex
-	faults  []fault
+	faults  []*armed
 	watches map[string][]*watchConn // a session's WatchSession streams
+	sched   *schedule               // the random fault schedule, while one runs
+	peers   map[[2]string]bool      // (session, peer) pairs seen
 }
 
 // arm queues a fault for the next matching call.
 func (s *store) arm(f fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.faults = append(s.faults, f)
-	s.log.Add(Event{Source: "client", Op: "fault", Key: f.key, Detail: f.op})
+	s.faults = append(s.faults, &armed{fault: f})
+	detail := f.op
+	if f.times != 0 || f.every > 1 {
+		detail += fmt.Sprintf(" times=%d every=%d", f.times, f.every)
+	}
+	s.log.Add(Event{Source: "client", Op: "fault", Key: f.key, Detail: detail})
+}
+
+// disarm removes the faults armed for op (on key, or any key if key is
+// "") that are still waiting.
+func (s *store) disarm(op, key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = slices.DeleteFunc(s.faults, func(a *armed) bool { return a.op == op && (key == "" || a.key == key) })
 }
 
 // wait holds a call as the fault says, and returns the context to apply
@@ -83,21 +116,24 @@ func (f fault) wait(ctx context.Context) context.Context {
 	return ctx
 }
 
-// disarm removes the faults armed for op on key that no call took yet.
-func (s *store) disarm(op, key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = slices.DeleteFunc(s.faults, func(f fault) bool { return f.op == op && f.key == key })
-}
-
+// take returns the fault that applies to this call of op on key, if
+// one does, and counts the call against the faults armed for it.
 func (s *store) take(op, key string) (fault, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i, f := range s.faults {
-		if f.op == op && (f.key == "" || f.key == key) {
-			s.faults = append(s.faults[:i], s.faults[i+1:]...)
-			return f, true
+	for i, a := range s.faults {
+		if a.op != op || a.key != "" && a.key != key {
+			continue
 		}
+		a.seen++
+		if a.every > 1 && a.seen%a.every != 0 {
+			continue
+		}
+		a.fired++
+		if a.times >= 0 && a.fired >= max(a.times, 1) {
+			s.faults = append(s.faults[:i], s.faults[i+1:]...)
+		}
+		return a.fault, true
 	}
 	return fault{}, false
 }
@@ -105,7 +141,13 @@ func (s *store) take(op, key string) (fault, bool) {
 // call runs f as op on key, with its fault if one is armed, and records
 // it once it returned.
 func (s *store) call(ctx context.Context, op, key string, t election.Token, f func(context.Context) error) error {
-	flt, armed := s.take(op, key)
+	return s.record(ctx, Event{Source: "store", Op: op, Key: key, Token: t}, f)
+}
+
+// record runs f as the call ev describes, with its fault if one is
+// armed, and records ev with the call's outcome once it returned.
+func (s *store) record(ctx context.Context, ev Event, f func(context.Context) error) error {
+	flt, armed := s.take(ev.Op, ev.Key)
 	if armed {
 		ctx = flt.wait(ctx)
 	}
@@ -121,7 +163,8 @@ func (s *store) call(ctx context.Context, op, key string, t election.Token, f fu
 			err = flt.after
 		}
 	}
-	s.log.Add(Event{Source: "store", Op: op, Key: key, Token: t, Err: err, Applied: applied})
+	ev.Err, ev.Applied, ev.Peer = err, applied, peerOf(ctx)
+	s.log.Add(ev)
 	return err
 }
 
@@ -158,7 +201,9 @@ func (s *store) RequestCancel(ctx context.Context, f hastore.Fence, jobID string
 }
 
 func (s *store) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, res *jobplanev1.JobResult) error {
-	return s.call(ctx, "create-dirty", res.GetJobId(), f.Token, func(ctx context.Context) error { return s.Store.CreateDirtyJobResult(ctx, f, res) })
+	// Recorded with the result's status: a job ends with one.
+	ev := Event{Source: "store", Op: "create-dirty", Key: res.GetJobId(), Token: f.Token, Status: res.GetStatus()}
+	return s.record(ctx, ev, func(ctx context.Context) error { return s.Store.CreateDirtyJobResult(ctx, f, res) })
 }
 
 func (s *store) MarkJobResultClean(ctx context.Context, f hastore.Fence, jobID string) error {
@@ -368,7 +413,7 @@ type session struct {
 func (ss *session) Campaign(ctx context.Context, name, address string) (*hastore.Leadership, error) {
 	key := jobOf(name)
 	// The campaign as it arrives; its grant (or failure) once it returns.
-	ss.s.log.Add(Event{Source: "store", Op: "campaign", Key: key})
+	ss.s.log.Add(Event{Source: "store", Op: "campaign", Key: key, Detail: "session=" + ss.ID(), Peer: peerOf(ctx)})
 	flt, armed := ss.s.take("campaign", key)
 	if armed {
 		ctx = flt.wait(ctx)
@@ -439,13 +484,17 @@ func shortPage(msg any) {
 	}
 }
 
-// interceptor is the store's RPC-level instrumentation: it loses the
-// answer of a Campaign call that a fault armed for "campaign-answer" (key:
-// the job, or the election) matches (the candidacy is entered, and the
-// server is answered UNAVAILABLE, as if the answer were lost on the way);
-// cuts a session's WatchSession streams (cutWatches) and holds a
-// reconnecting one where a fault armed for "watch-session" (key: the
-// session) says; and answers listings a page of one at a time.
+// interceptor is the store's RPC-level instrumentation. For every call
+// it notes where the call came from (the peer, for writes-by-the-leader)
+// and which sessions were used from there; it applies a fault armed for
+// the call's method (see fault), or one the random schedule draws; it
+// loses the answer of a Campaign call that a fault armed for
+// "campaign-answer" (key: the job, or the election) matches (the
+// candidacy is entered, and the server is answered UNAVAILABLE, as if
+// the answer were lost on the way); it cuts a session's WatchSession
+// streams (cutWatches), holds a reconnecting one where a fault armed for
+// "watch-session" (key: the session) says, and records what they report;
+// and it answers listings a page of one at a time.
 type interceptor struct{ s *store }
 
 func (s *store) interceptor() connect.Interceptor { return interceptor{s} }
@@ -453,21 +502,45 @@ func (s *store) interceptor() connect.Interceptor { return interceptor{s} }
 func (i interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	s := i.s
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		m, isCampaign := req.Any().(*hastorev1.CampaignRequest)
-		if !isCampaign {
-			resp, err := next(ctx, req)
-			if err == nil {
-				shortPage(resp.Any())
-			}
-			return resp, err
+		peer := req.Peer().Addr
+		ctx = withPeer(ctx, peer)
+		if id := sessionOf(req.Any()); id != "" {
+			s.sawSession(id, peer)
 		}
-		flt, armed := s.take("campaign-answer", jobOf(m.GetElection()))
+		method, key := path.Base(req.Spec().Procedure), rpcKey(req.Any())
+		flt, armed := s.take(method, key)
+		if !armed {
+			flt, armed = s.drawFault(method, key)
+		}
+		if armed {
+			ctx = flt.wait(ctx)
+			if flt.before != nil {
+				s.log.Add(Event{Source: "store", Op: "rpc-fault", Key: key, Err: flt.before, Detail: method + " failed", Peer: peer})
+				return nil, connect.NewError(connect.CodeUnavailable, flt.before)
+			}
+		}
+		m, isCampaign := req.Any().(*hastorev1.CampaignRequest)
+		var answerLost fault
+		var lost bool
+		if isCampaign {
+			answerLost, lost = s.take("campaign-answer", jobOf(m.GetElection()))
+		}
 		resp, err := next(ctx, req)
-		if armed && err == nil {
-			s.log.Add(Event{Source: "store", Op: "campaign-answer", Key: jobOf(m.GetElection()), Err: flt.after, Applied: true})
+		switch {
+		case err != nil:
+			return resp, err
+		case lost:
+			s.log.Add(Event{Source: "store", Op: "campaign-answer", Key: jobOf(m.GetElection()), Err: answerLost.after, Applied: true})
+			return nil, connect.NewError(connect.CodeUnavailable, answerLost.after)
+		case armed && flt.after != nil:
+			s.log.Add(Event{Source: "store", Op: "rpc-fault", Key: key, Err: flt.after, Applied: true, Detail: method + " answer lost", Peer: peer})
 			return nil, connect.NewError(connect.CodeUnavailable, flt.after)
 		}
-		return resp, err
+		if open, ok := resp.Any().(*hastorev1.OpenSessionResponse); ok {
+			s.sawSession(open.GetSessionId(), peer)
+		}
+		shortPage(resp.Any())
+		return resp, nil
 	}
 }
 
@@ -477,11 +550,19 @@ func (interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect
 
 func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		peer := conn.Peer().Addr
+		ctx = withPeer(ctx, peer)
+		method := path.Base(conn.Spec().Procedure)
+		if flt, armed := i.s.drawFault(method, ""); armed && flt.before != nil {
+			// A stream refused as it starts: the client reconnects.
+			i.s.log.Add(Event{Source: "store", Op: "rpc-fault", Err: flt.before, Detail: method + " failed", Peer: peer})
+			return connect.NewError(connect.CodeUnavailable, flt.before)
+		}
 		if conn.Spec().Procedure != hastorev1connect.HAStoreServiceWatchSessionProcedure {
 			return next(ctx, conn)
 		}
 		ctx, cancel := context.WithCancel(ctx)
-		w := &watchConn{StreamingHandlerConn: conn, s: i.s, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+		w := &watchConn{StreamingHandlerConn: conn, s: i.s, ctx: ctx, cancel: cancel, done: make(chan struct{}), peer: peer}
 		defer close(w.done)
 		defer cancel()
 		return next(ctx, w)
@@ -489,13 +570,22 @@ func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) con
 }
 
 // watchConn is a WatchSession stream: once its request names the
-// session, the stream can be cut, and its start held.
+// session, the stream can be cut, and its start held. What it reports is
+// recorded: each snapshot, as "watch-snapshot" keyed by the session with
+// the leaderships it lists (election=token, in Detail), and each ended
+// leadership, as "reported-revoked" keyed by the job (or election) with
+// its token, before the message leaves.
 type watchConn struct {
 	connect.StreamingHandlerConn
 	s      *store
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{} // closed once the stream's handler returned
+	peer   string
+
+	session  string
+	snapshot []string // the leaderships the snapshot listed so far
+	snapDone bool
 }
 
 func (w *watchConn) Receive(msg any) error {
@@ -503,6 +593,8 @@ func (w *watchConn) Receive(msg any) error {
 		return err
 	}
 	id := msg.(*hastorev1.WatchSessionRequest).GetSessionId()
+	w.session = id
+	w.s.sawSession(id, w.peer)
 	w.s.log.Add(Event{Source: "store", Op: "watch-session", Key: id})
 	if flt, armed := w.s.take("watch-session", id); armed {
 		flt.wait(w.ctx)
@@ -511,6 +603,23 @@ func (w *watchConn) Receive(msg any) error {
 	w.s.watches[id] = append(w.s.watches[id], w)
 	w.s.mu.Unlock()
 	return nil
+}
+
+func (w *watchConn) Send(msg any) error {
+	if m, ok := msg.(*hastorev1.WatchSessionResponse); ok {
+		switch {
+		case m.GetGranted() != nil && !w.snapDone:
+			g := m.GetGranted()
+			w.snapshot = append(w.snapshot, g.GetElection()+"="+token(g.GetToken()).String())
+		case m.GetSnapshotEnd() != nil:
+			w.snapDone = true
+			w.s.log.Add(Event{Source: "store", Op: "watch-snapshot", Key: w.session, Detail: strings.Join(w.snapshot, " ")})
+		case m.GetRevoked() != nil:
+			r := m.GetRevoked()
+			w.s.log.Add(Event{Source: "store", Op: "reported-revoked", Key: jobOf(r.GetElection()), Token: token(r.GetToken()), Detail: "session=" + w.session})
+		}
+	}
+	return w.StreamingHandlerConn.Send(msg)
 }
 
 // cutWatches ends every WatchSession stream of the session, and waits

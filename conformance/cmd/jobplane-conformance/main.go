@@ -97,6 +97,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&list, "list", false, "list the cases and what each checks, and exit")
 	fs.StringVar(&cfg.Protocol, "protocol", "connect", "the RPC protocol of every call the runner and its TaskExecutors make to the server (or, with --store-command, to the store): connect, grpc or grpcweb")
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "PEM file of the certificate authorities the server's (or store's) certificate chains to: it then serves TLS at https://{listen} (HTTP/2 by ALPN), and the runner trusts only these authorities")
+	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed of the random fault schedules (faults/random-schedule); a failing case that used one prints it, and the same seed replays the same faults (default: one drawn for the run)")
 	fs.StringVar(&tokenFile, "token-file", "", "send the bearer token in this file (default: $JOBPLANE_TOKEN) with every call to the server's DispatcherService, for a server that authenticates its clients; its principal must be an admin of the server's policy, as cases ask about jobs that do not exist")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {

@@ -19,6 +19,7 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
 	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/server/hastore"
 )
 
 // mountBreaks mounts, in front of the proxy's pass-through, the API calls
@@ -42,7 +43,7 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 			resp.Created = true
 			return connect.NewResponse(resp), nil
 		})
-	case "accept-different-plan", "persist-invalid", "accept-invalid", "standby-no-address", "deposed-answers":
+	case "accept-different-plan", "persist-invalid", "accept-invalid", "standby-no-address", "deposed-answers", "standby-copies-token":
 		unary(jobplanev1connect.DispatcherServiceSubmitJobProcedure, func(ctx context.Context, req *connect.Request[jobplanev1.SubmitJobRequest]) (*connect.Response[jobplanev1.SubmitJobResponse], error) {
 			resp, err := submit(ctx, req)
 			code := connect.CodeOf(err)
@@ -56,6 +57,15 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 				_ = st.Store.PutExecutionPlan(ctx, st.fence(), plan)
 			case mode == "accept-invalid" && code == connect.CodeInvalidArgument:
 				return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("invalid job graph"))
+			case mode == "standby-copies-token" && code == connect.CodeUnavailable:
+				// A standby that puts the plan itself under the leader's
+				// token, read from the store: the store's fence takes it,
+				// as it is current, but it is not this process's.
+				if info, lerr := st.Store.Leader(ctx, election.JobManager); lerr == nil && !info.Token.IsZero() {
+					plan := &hastorev1.ExecutionPlan{JobId: req.Msg.GetJobId(), JobGraph: req.Msg.GetJobGraph()}
+					_ = st.Store.PutExecutionPlan(ctx, hastore.Fence{Election: election.JobManager, Token: info.Token}, plan)
+				}
+				return nil, err
 			case mode == "deposed-answers" && code == connect.CodeUnavailable:
 				// Answers as the leader it was, whoever leads now.
 				return connect.NewResponse(&jobplanev1.SubmitJobResponse{JobId: req.Msg.GetJobId(), Created: true, Status: jobplanev1.JobStatus_JOB_STATUS_INITIALIZING}), nil

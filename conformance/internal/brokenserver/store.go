@@ -145,8 +145,16 @@ func (s *store) PutExecutionPlanCreated(ctx context.Context, f hastore.Fence, pl
 }
 
 func (s *store) RequestCancel(ctx context.Context, f hastore.Fence, jobID string) error {
-	if s.mode == "cancel-not-durable" {
+	switch s.mode {
+	case "cancel-not-durable":
 		return nil // acknowledged, never recorded
+	case "cancel-recorded-late":
+		// Acknowledged first, recorded a moment after the answer left.
+		go func() {
+			time.Sleep(200 * time.Millisecond)
+			_ = s.Store.RequestCancel(context.WithoutCancel(ctx), f, jobID)
+		}()
+		return nil
 	}
 	return s.Store.RequestCancel(ctx, f, jobID)
 }

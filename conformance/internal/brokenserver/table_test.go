@@ -38,6 +38,7 @@ var breaks = map[string][]string{
 	"no-recovery":               {"recovery/standby-takes-over", "recovery/restart-recovers-job", "recovery/graceful-handoff", "recovery/session-expiry"},
 	"rerun-dirty":               {"recovery/dirty-result-cleaned-not-rerun"},
 	"standby-no-address":        {"recovery/standby-answers-not-leader"},
+	"standby-copies-token":      {"recovery/standby-answers-not-leader"},
 	"cancel-noop":               {"lifecycle/cancel-running", "lifecycle/cancel-terminal", "lifecycle/cancel-unknown", "lifecycle/cancel-before-run"},
 	"watch-never-ends":          {"lifecycle/watch-ends-at-terminal"},
 	"unknown-result-empty":      {"lifecycle/result-of-unknown-job"},
@@ -46,6 +47,7 @@ var breaks = map[string][]string{
 	"private-digest":            {"persist/plan-digest-canonical"},
 	"deposed-answers":           {"recovery/paused-leader-resumes-deposed"},
 	"cancel-not-durable":        {"recovery/cancel-survives-failover"},
+	"cancel-recorded-late":      {"recovery/cancel-survives-failover"},
 	"bare-errors":               {"lifecycle/errors-carry-errorinfo"},
 	"watch-no-resume":           {"lifecycle/watch-resumes"},
 	"rm-ignores-receiver-token": {"fencing/stale-resource-manager-token-refused"},
@@ -83,7 +85,8 @@ var breaks = map[string][]string{
 // the recovery faults also by their own checks.
 func init() {
 	breaks["ack-before-persist"] = append(breaks["ack-before-persist"], "faults/*")
-	breaks["no-recovery"] = append(breaks["no-recovery"], "faults/recovery-reads-*")
+	breaks["no-recovery"] = append(breaks["no-recovery"], "faults/recovery-reads-*", "faults/session-calls")
+	breaks["cancel-noop"] = append(breaks["cancel-noop"], "faults/random-schedule")
 	breaks["rerun-dirty"] = append(breaks["rerun-dirty"], "lifecycle/terminal-survives-restart")
 	breaks["ack-before-persist"] = append(breaks["ack-before-persist"], "persist/unknown-outcome-runs", "persist/failed-put-unreadable")
 	breaks["no-normalization"] = append(breaks["no-normalization"], "idempotency/plan-identity")

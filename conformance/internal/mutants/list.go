@@ -217,13 +217,13 @@ var mutants = []Mutant{
 		Doc:  "When RequestJobCancel fails, CancelJob cancels the job locally and answers OK instead of CANCEL_NOT_RECORDED, so an acknowledged cancellation is lost on a change of leader (CancelJob: durable before it answers; CANCEL_NOT_RECORDED means nothing was done).",
 		File: "server/internal/dispatcher/query.go",
 		Old: `	if err := d.requestCancel(ld, jobID); err != nil {
-		var terminal *hastore.JobTerminalError`,
+		if !errors.Is(err, hastore.ErrPlanNotFound)`,
 		New: `	if err := d.requestCancel(ld, jobID); err != nil {
 		if errors.Is(err, ErrCancelNotRecorded) {
 			// Best effort: the client asked for it, cancel here anyway.
 			return r.Cancel(ctx), nil
 		}
-		var terminal *hastore.JobTerminalError`,
+		if !errors.Is(err, hastore.ErrPlanNotFound)`,
 	},
 	{
 		Name: "persist/cancel-initializing-not-recorded",

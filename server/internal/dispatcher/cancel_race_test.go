@@ -110,8 +110,8 @@ func (s gatedFinisher) FinishJob(ctx context.Context, f hastore.Fence, r *jobpla
 // before the result ends the job CANCELED, and is answered without a
 // terminal status; one that comes after the result is refused
 // (TerminalError with the result's status), or repeated for a CANCELED
-// one. A FINISHED status is never seen for a job whose cancel was
-// acknowledged.
+// one, once the Dispatcher has the result (it then shows it). A FINISHED
+// status is never seen for a job whose cancel was acknowledged.
 func TestCancelAndResultOrderedByTheStore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -203,7 +203,27 @@ func TestCancelAndResultOrderedByTheStore(t *testing.T) {
 			if det, _, err := d.Details(ctx, id, false, jobmaster.Page{}); err != nil || jobstatus.IsGloballyTerminal(det.GetSummary().GetStatus()) {
 				t.Errorf("Details before the result's write answered = %v, %v; want a status that is not globally terminal", det.GetSummary().GetStatus(), err)
 			}
-			st, cerr := d.Cancel(ctx, id)
+			// A cancel that comes after the result, while the result's
+			// write is unanswered, is answered once the Dispatcher has the
+			// result too: its Details never show the job running after a
+			// terminal answer.
+			type answer struct {
+				st  jobplanev1.JobStatus
+				err error
+			}
+			answered := make(chan answer, 1)
+			go func() {
+				st, err := d.Cancel(ctx, id)
+				answered <- answer{st, err}
+			}()
+			if tc.after {
+				gs.open()
+			}
+			a := <-answered
+			st, cerr := a.st, a.err
+			if det, _, err := d.Details(ctx, id, false, jobmaster.Page{}); tc.wantCancel == 0 && (err != nil || !jobstatus.IsGloballyTerminal(det.GetSummary().GetStatus())) {
+				t.Errorf("Details after Cancel answered terminal = %v, %v; want the terminal status", det.GetSummary().GetStatus(), err)
+			}
 			var term *dispatcher.TerminalError
 			switch {
 			case tc.wantCancel == 0:

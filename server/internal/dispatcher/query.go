@@ -87,19 +87,18 @@ func (d *Dispatcher) Cancel(ctx context.Context, jobID string) (jobplanev1.JobSt
 	// The request is made durable before anything is done for it, so that
 	// a leader that recovers the job cancels it too.
 	if err := d.requestCancel(ld, jobID); err != nil {
-		var terminal *hastore.JobTerminalError
-		if errors.As(err, &terminal) && terminal.Status != jobplanev1.JobStatus_JOB_STATUS_UNSPECIFIED {
-			// The job's result came first, in the store's order: the
-			// cancel is refused, or repeated if the result is CANCELED.
-			return terminalCancel(jobID, &jobplanev1.JobResult{Status: terminal.Status})
-		}
 		if !errors.Is(err, hastore.ErrPlanNotFound) && !errors.Is(err, hastore.ErrJobTerminal) {
 			return 0, err
 		}
 		// The job ended meanwhile: its result is written with the plan's
-		// removal, and recorded here once that write answered. A plan that
-		// never was (a server that answered before persisting) gets no
-		// result: the wait is bounded.
+		// removal, and recorded here once that write answered. The answer
+		// waits for that even when the store named the result's status
+		// (its result came first, in the store's order): a result whose
+		// write's answer was lost is recorded here only once the write is
+		// retried, and until then this Dispatcher would show the job
+		// running after answering it terminal. A plan that never was (a
+		// server that answered before persisting) gets no result: the wait
+		// is bounded.
 		wait := time.NewTimer(d.cfg.PersistTimeout)
 		defer wait.Stop()
 		select {

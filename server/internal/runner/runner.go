@@ -217,8 +217,24 @@ func (r *Runner) resign(ctx context.Context, l *hastore.Leadership) {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ResignWithin)
 	defer cancel()
-	if err := l.Resign(rctx); err != nil {
+	// A resignation that failed leaves the candidacy in the store, and the
+	// next campaign of this session would fail for ever (the session
+	// already has one): it is retried until it takes, the leadership ends,
+	// or the bound passes.
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		err := l.Resign(rctx)
+		if err == nil || errors.Is(err, hastore.ErrStaleToken) || errors.Is(err, hastore.ErrSessionNotFound) {
+			return
+		}
 		r.log.Debug("resigning the job's leadership", "err", err)
+		select {
+		case <-l.Done():
+			return
+		case <-rctx.Done():
+			r.log.Warn("resigning the job's leadership failed", "err", err)
+			return
+		case <-time.After(wait):
+		}
 	}
 }
 
