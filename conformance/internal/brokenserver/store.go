@@ -105,11 +105,11 @@ func (s *store) PutExecutionPlanCreated(ctx context.Context, f hastore.Fence, pl
 	return false, s.PutExecutionPlan(ctx, f, plan)
 }
 
-func (s *store) RequestCancel(ctx context.Context, f hastore.Fence, jobID string) error {
+func (s *store) RequestCancel(ctx context.Context, f hastore.Fence, jobID string, c *jobplanev1.Cancellation) error {
 	if s.mode == "cancel-not-durable" {
 		return nil // acknowledged, never recorded
 	}
-	return s.Store.RequestCancel(ctx, f, jobID)
+	return s.Store.RequestCancel(ctx, f, jobID, c)
 }
 
 func (s *store) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, res *jobplanev1.JobResult) error {

@@ -42,6 +42,7 @@ var mustFail = map[string][]string{
 	"savepoints-go-with-the-job": {"store/savepoints", "store/checkpoints-go-with-the-job"},
 	"clean-before-plan-delete":   {"store/result-clean-after-the-plan"},
 	"created-every-put":          {"store/plan-created-once"},
+	"cancel-record-last-wins":    {"store/cancel-record-first-kept"},
 }
 
 // covered are the store cases that must fail against some broken store.
@@ -57,7 +58,7 @@ var covered = []string{
 	"store/cancel-requests", "store/watch-session-snapshot",
 	"store/checkpoint-fencing", "store/checkpoint-ids-increase", "store/checkpoint-retention",
 	"store/checkpoints-go-with-the-job", "store/savepoints", "store/checkpoint-bad-input",
-	"store/plan-created-once", "store/result-clean-after-the-plan",
+	"store/plan-created-once", "store/result-clean-after-the-plan", "store/cancel-record-first-kept",
 }
 
 func build(t *testing.T, dir, out, pkg string) string {
