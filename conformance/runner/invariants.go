@@ -6,6 +6,7 @@ import (
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/election"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 )
 
 // The invariants are promises of the contract that hold on every trace,
@@ -31,14 +32,28 @@ var invariants = []struct {
 // trace is what the invariants check: the case's events, by job, and the
 // grants of the whole log (a grant may predate the case on a shared
 // store).
+//
+// A job id may have several runs (since 1.2): once a job's result is
+// deleted (PurgeJob, a submission with JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+// retention), the id is free and a later submission starts a new run.
+// Each run is a job of its own here, keyed by its id and, from the second
+// run on, "#" and the run's number: the deletion is the old run's last
+// event, and every event after it is the new run's.
 type trace struct {
-	jobs   map[string][]Event                // the case's events by job id, in order
-	order  []string                          // job ids in order of first event
+	jobs   map[string][]Event                // the case's events by run key, in order
+	order  []string                          // run keys in order of first event
 	grants map[string]map[election.Token]int // election key -> token -> seq of its grant
+}
+
+// runJob returns the job id of a run key.
+func runJob(key string) string {
+	id, _, _ := strings.Cut(key, "#")
+	return id
 }
 
 func newTrace(all []Event, from int, ids string) *trace {
 	tr := &trace{jobs: map[string][]Event{}, grants: map[string]map[election.Token]int{}}
+	runs := map[string]int{} // job id -> its current run's number, from 1
 	for _, e := range all {
 		if e.Op == "granted" && e.Err == nil {
 			if tr.grants[e.Key] == nil {
@@ -51,10 +66,17 @@ func newTrace(all []Event, from int, ids string) *trace {
 		if e.Seq < from || !strings.HasPrefix(e.Key, ids) {
 			continue
 		}
-		if tr.jobs[e.Key] == nil {
-			tr.order = append(tr.order, e.Key)
+		key := e.Key
+		if n := runs[e.Key]; n > 1 {
+			key = fmt.Sprintf("%s#%d", e.Key, n)
 		}
-		tr.jobs[e.Key] = append(tr.jobs[e.Key], e)
+		if tr.jobs[key] == nil {
+			tr.order = append(tr.order, key)
+		}
+		tr.jobs[key] = append(tr.jobs[key], e)
+		if e.Source == "store" && e.Op == "delete-result" && e.Applied {
+			runs[e.Key] = max(runs[e.Key], 1) + 1
+		}
 	}
 	return tr
 }
@@ -153,7 +175,7 @@ func writesByTheLeader(tr *trace) []string {
 			switch {
 			case isWrite(e.Op) && !tr.granted(election.JobManager, e.Token, e.Seq):
 				out = append(out, fmt.Sprintf("%v carries no token the %s election granted; expected plans, results and cancel requests written only by the leading Dispatcher", e, election.JobManager))
-			case (e.Op == "confirm" || e.Op == "resign") && !tr.granted(id, e.Token, e.Seq):
+			case (e.Op == "confirm" || e.Op == "resign") && !tr.granted(runJob(id), e.Token, e.Seq):
 				out = append(out, fmt.Sprintf("%v carries no token granted for job/%s; expected a leadership confirmed or given up only by its holder", e, id))
 			}
 		}
@@ -174,7 +196,7 @@ func deployUnderGrantedTokens(tr *trace) []string {
 				continue
 			}
 			switch {
-			case !tr.granted(id, e.Token, e.Seq):
+			case !tr.granted(runJob(id), e.Token, e.Seq):
 				out = append(out, fmt.Sprintf("%v carries no token granted for job/%s before it; expected deployments and slot requests under the job's JobMaster token", e, id))
 			case e.Op == "SubmitTask" && e.Token.Epoch < latest.Epoch:
 				out = append(out, fmt.Sprintf("%v after a deployment under the newer token %s; expected no deployment under an older token than one already used", e, latest))
@@ -236,12 +258,20 @@ func acknowledgedJobsStayKnown(tr *trace) []string {
 				acked = e.Seq
 			case e.Op == "delete-result" && e.Applied:
 				forgotten = true
-			case acked >= 0 && !forgotten && e.Source == "client" && reason(e.Err) == "JOB_NOT_FOUND":
+			case acked >= 0 && !forgotten && e.Source == "client" && reason(e.Err) == "JOB_NOT_FOUND" && !otherRun(e.Err):
 				out = append(out, fmt.Sprintf("%v after the job was acknowledged (#%d); expected an acknowledged job known from then on, also across restarts and failovers", e, acked))
 			}
 		}
 	}
 	return out
+}
+
+// otherRun reports whether err is a JOB_NOT_FOUND that answers a request
+// naming a run other than the id's current one (its metadata names the
+// run): the job is known, as another run.
+func otherRun(err error) bool {
+	info, _ := errorDetail[*errdetails.ErrorInfo](err)
+	return info.GetMetadata()["run_id"] != ""
 }
 
 func terminalIsFinal(tr *trace) []string {

@@ -88,7 +88,7 @@ type Config struct {
 // Cases returns every case, in order.
 func Cases() []Case {
 	var all []Case
-	for _, g := range [][]Case{idempotencyCases, persistCases, fencingCases, tokenCases(), rmTokenCases(), faultCases(), recoveryCases, adoptionCases, checkpointCases, lifecycleCases, invokableCases, restartCases} {
+	for _, g := range [][]Case{idempotencyCases, persistCases, fencingCases, tokenCases(), rmTokenCases(), faultCases(), recoveryCases, adoptionCases, checkpointCases, lifecycleCases, runCases, invokableCases, restartCases} {
 		all = append(all, g...)
 	}
 	return all

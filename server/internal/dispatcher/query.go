@@ -130,6 +130,19 @@ func (d *Dispatcher) CancelRun(ctx context.Context, jobID string, req CancelRequ
 		if errors.As(err, &terminal) && terminal.Status != jobplanev1.JobStatus_JOB_STATUS_UNSPECIFIED {
 			// The job's result came first, in the store's order: the
 			// cancel is refused, or repeated if the result is CANCELED.
+			// The answer waits (bounded) until the result is recorded
+			// here too, so that no call made after it sees the job
+			// still running.
+			wait := time.NewTimer(d.cfg.PersistTimeout)
+			defer wait.Stop()
+			select {
+			case <-j.done:
+			case <-wait.C:
+			case <-ld.ctx.Done():
+				return 0, ErrNotLeading
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
 			return terminalCancel(jobID, &jobplanev1.JobResult{Status: terminal.Status})
 		}
 		if !errors.Is(err, hastore.ErrPlanNotFound) && !errors.Is(err, hastore.ErrJobTerminal) {
@@ -244,7 +257,14 @@ func (d *Dispatcher) Details(ctx context.Context, jobID, runID string, full bool
 				got.Summary.SubmitTime, got.Summary.SubmittedBy, got.Summary.RunId = timestamppb.New(j.submitTime), j.owner, j.runID
 				d.mu.Lock()
 				got.Summary.Cancellation = j.cancellation
+				ended := j.result
 				d.mu.Unlock()
+				if ended != nil {
+					// Once the result is written, its status is the job's,
+					// whatever its last JobMaster's state said (CANCELLING,
+					// say, when the job was canceled before it ran).
+					got.Summary.Status, got.Summary.StatusTime, got.Summary.EndTime = ended.GetStatus(), ended.GetEndTime(), ended.GetEndTime()
+				}
 				if jobstatus.IsGloballyTerminal(got.GetSummary().GetStatus()) {
 					// The JobMaster ended the job, but the job's status is
 					// the store's answer to its result (a cancel recorded
