@@ -5,16 +5,20 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
 	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/hastore/etcdstore"
@@ -290,5 +294,52 @@ func TestCancelRecord(t *testing.T) {
 	want("result", res.GetCancellation())
 	if res.GetRunId() != out.RunID {
 		t.Errorf("result's run id = %q; want %q", res.GetRunId(), out.RunID)
+	}
+}
+
+// CancelJob's request id, reason and run id, and the run id of the other
+// calls, are bounded: past a bound the call is INVALID_ARGUMENT with a
+// violation per field, before anything is looked up.
+func TestRunFieldBounds(t *testing.T) {
+	store := newRunHarness(t).store
+	d, err := dispatcher.New(dispatcher.Config{Store: store, Jobs: jobsOf(store, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := dispatcher.NewHandler(d)
+	ctx := context.Background()
+	long := func(n int) string { return strings.Repeat("x", n) }
+	fields := func(err error) []string {
+		var out []string
+		for _, f := range apierror.Violations(err) {
+			out = append(out, f.Path)
+		}
+		return out
+	}
+	_, err = h.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "j", RunId: long(129), RequestId: long(129), Reason: long(1025)})
+	if got, want := fields(err), []string{"run_id", "request_id", "reason"}; connect.CodeOf(err) != connect.CodeInvalidArgument || !slices.Equal(got, want) {
+		t.Errorf("CancelJob over the bounds = %v (violations %v); want INVALID_ARGUMENT naming %v", err, got, want)
+	}
+	_, err = h.CancelJob(ctx, &jobplanev1.CancelJobRequest{JobId: "j", RunId: long(128), RequestId: long(128), Reason: long(1024)})
+	if connect.CodeOf(err) == connect.CodeInvalidArgument {
+		t.Errorf("CancelJob at the bounds = %v; want it taken (NOT_LEADER here)", err)
+	}
+	for name, call := range map[string]func() error{
+		"GetJob": func() error {
+			_, err := h.GetJob(ctx, &jobplanev1.GetJobRequest{JobId: "j", RunId: long(129)})
+			return err
+		},
+		"GetJobResult": func() error {
+			_, err := h.GetJobResult(ctx, &jobplanev1.GetJobResultRequest{JobId: "j", RunId: long(129)})
+			return err
+		},
+		"PurgeJob": func() error {
+			_, err := h.PurgeJob(ctx, &jobplanev1.PurgeJobRequest{JobId: "j", RunId: long(129)})
+			return err
+		},
+	} {
+		if err := call(); !slices.Equal(fields(err), []string{"run_id"}) {
+			t.Errorf("%s with a run id over its bound = %v; want INVALID_ARGUMENT naming run_id", name, err)
+		}
 	}
 }
