@@ -18,6 +18,8 @@ var runCases = []Case{
 		Doc: "PurgeJob of a live job is FAILED_PRECONDITION (JOB_NOT_TERMINAL); of an ended, cleaned-up job it succeeds, after which GetJob and a repeated PurgeJob are NOT_FOUND (JOB_NOT_FOUND), and a resubmission of the id is created and runs again", Run: purgeJob},
 	{Name: "lifecycle/id-reuse-policy", Requires: []string{FeatureResourceManager},
 		Doc: "after a job FINISHED and was cleaned up, a resubmission without id_reuse answers its result (created=false, nothing deployed); one with JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE is created with a new run id, runs again and ends with a result of the new run", Run: idReusePolicy},
+	{Name: "lifecycle/resubmit-races-purge", Requires: []string{FeatureResourceManager},
+		Doc: "resubmissions of an ended job's plan, sent one after another while its PurgeJob is in flight: each succeeds, answering either the old run (created=false, FINISHED, its run id) or one new run (at most one created=true, all with the new run's id), and a new run ends with its own result", Run: resubmitRacesPurge},
 	{Name: "lifecycle/cancel-reason", Requires: []string{FeatureResourceManager},
 		Doc: "CancelJob with request_id r1 and a reason, then with request_id r2 and another: both succeed, and the job's summary and its CANCELED result show the first request's id, reason and time", Run: cancelReason},
 }
@@ -188,4 +190,65 @@ func cancelReason(t *T) {
 		t.Fatalf("the job ended %v; expected CANCELED", r.GetStatus())
 	}
 	check("the result", r.GetCancellation())
+}
+
+func resubmitRacesPurge(t *T) {
+	id := t.job("j")
+	first := t.mustSubmit(id, noopGraph(1))
+	t.endsCleanly(id, jobplanev1.JobStatus_JOB_STATUS_FINISHED, "the first run")
+	purged := make(chan error, 1)
+	go func() { purged <- t.purge(id, first.GetRunId()) }()
+	var answers []*jobplanev1.SubmitJobResponse
+	var purgeErr error
+	// Resubmissions while the purge is in flight, and one after its
+	// answer.
+	for inFlight := true; ; {
+		select {
+		case purgeErr = <-purged:
+			inFlight = false
+		default:
+		}
+		resp, err := t.submitWith(&jobplanev1.SubmitJobRequest{JobId: id, JobGraph: noopGraph(1)})
+		if err != nil {
+			t.Fatalf("a resubmission racing the purge answered %v; expected it answered (the old run's result, or a new run)", err)
+		}
+		answers = append(answers, resp)
+		if !inFlight {
+			break
+		}
+		if len(answers) > 200 {
+			t.Fatalf("PurgeJob did not answer while 200 resubmissions were answered")
+		}
+	}
+	if purgeErr != nil {
+		t.Fatalf("PurgeJob: %v", purgeErr)
+	}
+	created, newRun := 0, ""
+	for _, a := range answers {
+		switch {
+		case a.GetRunId() == first.GetRunId():
+			if a.GetCreated() || a.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+				t.Errorf("a resubmission answered the old run %q with created=%v %v; expected created=false FINISHED", a.GetRunId(), a.GetCreated(), a.GetStatus())
+			}
+		case newRun == "" || a.GetRunId() == newRun:
+			newRun = a.GetRunId()
+			if a.GetCreated() {
+				created++
+			}
+		default:
+			t.Errorf("resubmissions answered the new runs %q and %q; expected one new run", newRun, a.GetRunId())
+		}
+	}
+	if created > 1 {
+		t.Errorf("%d resubmissions answered created=true; expected at most one", created)
+	}
+	if newRun == "" {
+		return
+	}
+	if created != 1 {
+		t.Errorf("resubmissions answered the new run %q, none with created=true; expected the one that created it to say so", newRun)
+	}
+	if r := t.result(id); r.GetRunId() != newRun || r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("the new run ended %v with run_id %q; expected FINISHED with %q", r.GetStatus(), r.GetRunId(), newRun)
+	}
 }
