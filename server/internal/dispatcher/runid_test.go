@@ -40,6 +40,22 @@ func (s *dirtyStore) DeleteJobResultEntry(ctx context.Context, f hastore.Fence, 
 	return s.Store.DeleteJobResultEntry(ctx, f, jobID)
 }
 
+// refusingTEs is a cluster whose TaskExecutors offer no invokable while
+// refuse is set.
+type refusingTEs struct{ refuse atomic.Bool }
+
+func (*refusingTEs) ListTaskExecutors(string, int) ([]*jobplanev1.TaskExecutorInfo, bool) {
+	return nil, false
+}
+func (*refusingTEs) TaskExecutorAddress(string) (string, bool) { return "", false }
+func (*refusingTEs) SlotOverview() (int, int, int)             { return 1, 1, 1 }
+func (r *refusingTEs) NotOffered(vs []*jobplanev1.JobVertex) ([]int, []string) {
+	if !r.refuse.Load() {
+		return nil, nil
+	}
+	return []int{0}, []string{"other"}
+}
+
 // runHarness runs Dispatchers over one store, with scripted runners.
 type runHarness struct {
 	t     *testing.T
@@ -47,6 +63,7 @@ type runHarness struct {
 	store *dirtyStore
 	sess  hastore.Session
 
+	tes     refusingTEs
 	mu      sync.Mutex
 	runners map[string]*scriptedRunner // by run id
 }
@@ -72,7 +89,7 @@ func newRunHarness(t *testing.T) *runHarness {
 func (h *runHarness) term() (*dispatcher.Dispatcher, func()) {
 	t := h.t
 	d, err := dispatcher.New(dispatcher.Config{
-		Store: h.store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Store: h.store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), TaskExecutors: &h.tes,
 		Jobs: jobsOf(h.store, func(plan *hastorev1.ExecutionPlan, _ bool, _ *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 			r := &scriptedRunner{onStatus: onStatus, end: make(chan jobplanev1.JobStatus, 1)}
 			h.mu.Lock()
@@ -224,6 +241,18 @@ func TestIDReuseAllowDuplicate(t *testing.T) {
 		t.Errorf("ALLOW_DUPLICATE resubmission of a live job = %+v, %v; want its run, created=false", again, err)
 	}
 	h.end(d, "j", first.RunID, jobstatus.Failed)
+
+	// A new run that would be refused for its invokables leaves the old
+	// result in place.
+	h.tes.refuse.Store(true)
+	var notOffered *dispatcher.NotOfferedError
+	if _, err := d.SubmitReusing(ctx, "j", runGraph, true); !errors.As(err, &notOffered) {
+		t.Errorf("ALLOW_DUPLICATE submission of a job whose invokable is not offered = %v; want a *NotOfferedError", err)
+	}
+	if res, err := d.Result(ctx, "j", first.RunID, false); err != nil || res.GetStatus() != jobstatus.Failed {
+		t.Errorf("after a refused ALLOW_DUPLICATE submission, Result = %v, %v; want the old run's FAILED result kept", res, err)
+	}
+	h.tes.refuse.Store(false)
 
 	const n = 8
 	outs := make([]dispatcher.SubmitOutcome, n)

@@ -71,7 +71,8 @@ func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1
 // whose job is globally terminal removes its kept result (as Purge does)
 // and starts a new run of graph, with a new run id; while the job's
 // cleanup is not done, it is a *CleanupPendingError and nothing is done.
-// A crash after the removal and before the new plan is persisted leaves
+// A crash after the removal and before the new plan is persisted, or a
+// refusal of the new run then (a cluster limit, a failed persist), leaves
 // the id free, so that the retried submission creates the run.
 func (d *Dispatcher) SubmitReusing(ctx context.Context, jobID string, graph *jobplanev1.JobGraph, allowDuplicate bool) (SubmitOutcome, error) {
 	start := time.Now()
@@ -129,6 +130,11 @@ func (d *Dispatcher) SubmitReusing(ctx context.Context, jobID string, graph *job
 				continue
 			}
 			if allowDuplicate && j.result != nil && j.owner == owner.Name {
+				if notOffered != nil {
+					// The new run would be refused: the old result stays.
+					d.mu.Unlock()
+					return SubmitOutcome{}, notOffered
+				}
 				j.purging = make(chan struct{})
 				d.mu.Unlock()
 				if err := d.removeResult(ld, j); err != nil {

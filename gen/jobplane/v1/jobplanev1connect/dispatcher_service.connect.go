@@ -118,8 +118,11 @@ type DispatcherServiceClient interface {
 	//     not done, FAILED_PRECONDITION (JOB_RESULT_DIRTY) and nothing was
 	//     done: retry. Of concurrent such submissions exactly one sees
 	//     `created = true`; the others answer its run. A crash between the
-	//     removal and the persist of the new plan leaves the id free: the
-	//     retried submission creates the run. A submission of a job that is
+	//     removal and the persist of the new plan, or a refusal of the new
+	//     run then (a limit, a failed persist), leaves the id free: the
+	//     retried submission creates the run. A new run that would be
+	//     refused for its invokables (INVOKABLE_NOT_OFFERED) is refused
+	//     before the removal, which then does not happen. A submission of a job that is
 	//     not globally terminal is answered as under REJECT_DUPLICATE,
 	//     whatever its policy, and so is one by another principal.
 	//
@@ -680,8 +683,11 @@ type DispatcherServiceHandler interface {
 	//     not done, FAILED_PRECONDITION (JOB_RESULT_DIRTY) and nothing was
 	//     done: retry. Of concurrent such submissions exactly one sees
 	//     `created = true`; the others answer its run. A crash between the
-	//     removal and the persist of the new plan leaves the id free: the
-	//     retried submission creates the run. A submission of a job that is
+	//     removal and the persist of the new plan, or a refusal of the new
+	//     run then (a limit, a failed persist), leaves the id free: the
+	//     retried submission creates the run. A new run that would be
+	//     refused for its invokables (INVOKABLE_NOT_OFFERED) is refused
+	//     before the removal, which then does not happen. A submission of a job that is
 	//     not globally terminal is answered as under REJECT_DUPLICATE,
 	//     whatever its policy, and so is one by another principal.
 	//
