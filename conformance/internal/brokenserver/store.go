@@ -109,6 +109,9 @@ func (s *store) RequestCancel(ctx context.Context, f hastore.Fence, jobID string
 	if s.mode == "cancel-not-durable" {
 		return nil // acknowledged, never recorded
 	}
+	if s.mode == "cancel-record-not-durable" {
+		c = nil // the request is recorded, its id and reason are not
+	}
 	return s.Store.RequestCancel(ctx, f, jobID, c)
 }
 
