@@ -207,8 +207,10 @@ func WithReason(reason string) CancelOption {
 }
 
 // WithRequestID gives the cancel request an id of the caller's (at most
-// 128 bytes), recorded with it. Default: a new id, the same for every
-// retry of the call.
+// 128 bytes), recorded with it, the same for every retry of the call.
+// Default: none. (The SDK sends none of its own: a server before contract
+// 1.2 refuses a request with fields it does not know, so each of these
+// options needs a 1.2 server.)
 func WithRequestID(id string) CancelOption {
 	return func(r *jobplanev1.CancelJobRequest) { r.RequestId = id }
 }
@@ -227,7 +229,7 @@ func WithRun(runID string) CancelOption {
 // error, and changes nothing recorded; one that FINISHED or FAILED is
 // ErrJobTerminal.
 func (c *Client) Cancel(ctx context.Context, jobID string, opts ...CancelOption) (jobplanev1.JobStatus, error) {
-	req := &jobplanev1.CancelJobRequest{JobId: jobID, RequestId: NewJobID()}
+	req := &jobplanev1.CancelJobRequest{JobId: jobID}
 	for _, opt := range opts {
 		opt(req)
 	}

@@ -473,10 +473,9 @@ func cancelCommand(a *app) *cobra.Command {
 		RunE: a.clientRun(func(cmd *cobra.Command, args []string, client *sdk.Client, format string) error {
 			ctx, cancel := a.requestContext(cmd.Context())
 			defer cancel()
-			opts := []sdk.CancelOption{sdk.WithReason(reason), sdk.WithRun(runID)}
-			if requestID != "" {
-				opts = append(opts, sdk.WithRequestID(requestID))
-			}
+			// Only the flags given are sent: a server before contract 1.2
+			// refuses fields it does not know.
+			opts := []sdk.CancelOption{sdk.WithReason(reason), sdk.WithRun(runID), sdk.WithRequestID(requestID)}
 			st, err := client.Cancel(ctx, args[0], opts...)
 			if errors.Is(err, sdk.ErrJobNotFound) && runID != "" {
 				return exit(exitError, fmt.Errorf("job %s has no run %s (its current job is another run, or none); nothing was canceled", args[0], runID))
@@ -500,7 +499,7 @@ func cancelCommand(a *app) *cobra.Command {
 		}),
 	}
 	c.Flags().StringVar(&reason, "reason", "", "why the job is canceled, recorded with the request and shown in the job's status and result (at most 1,024 bytes)")
-	c.Flags().StringVar(&requestID, "request-id", "", "the cancel request's id, recorded with it; made up when empty")
+	c.Flags().StringVar(&requestID, "request-id", "", "the cancel request's id, recorded with it")
 	c.Flags().StringVar(&runID, "run", "", "cancel only this run of the job id (its run id, from 'jobplane status'); by default the current one")
 	return c
 }
