@@ -324,15 +324,31 @@ func (d *Dispatcher) expireResults(ctx context.Context, ld *leadership) {
 		if !res.GetEndTime().AsTime().Before(cutoff) {
 			continue
 		}
-		if err := d.cfg.Store.DeleteJobResultEntry(ctx, ld.l.Fence(), res.GetJobId()); err != nil {
+		// The listed result may be gone already, its id used by a newer
+		// run (PurgeJob, ALLOW_DUPLICATE): the store deletes by job id,
+		// so only the run this leader holds as the id's, not being
+		// removed otherwise, is deleted, and purging keeps the id from
+		// being reused meanwhile.
+		d.mu.Lock()
+		j := ld.jobs[res.GetJobId()]
+		if j != nil && (j.result == nil || j.runID != res.GetRunId() || j.purging != nil) {
+			d.mu.Unlock()
+			continue
+		}
+		if j != nil {
+			j.purging = make(chan struct{})
+		}
+		d.mu.Unlock()
+		var err error
+		if j != nil {
+			err = d.removeResult(ld, j)
+		} else {
+			err = d.cfg.Store.DeleteJobResultEntry(ctx, ld.l.Fence(), res.GetJobId())
+		}
+		if err != nil {
 			d.log.Warn("deleting an expired result", "job", res.GetJobId(), "err", err)
 			continue
 		}
-		d.mu.Lock()
-		if j := ld.jobs[res.GetJobId()]; j != nil && j.result != nil && j.runID == res.GetRunId() {
-			ld.forgetLocked(j)
-		}
-		d.mu.Unlock()
 		d.log.Info("deleted an expired job result", "job", res.GetJobId())
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
@@ -31,6 +32,21 @@ import (
 type dirtyStore struct {
 	hastore.Store
 	dirty atomic.Bool
+
+	mu sync.Mutex
+	// stale, if set, is listed with the clean results, as a listing made
+	// before the result's deletion would.
+	stale *hastorev1.JobResultEntry
+}
+
+func (s *dirtyStore) ListJobResultEntries(ctx context.Context, state hastorev1.JobResultState, after string, limit int) ([]*hastorev1.JobResultEntry, error) {
+	entries, err := s.Store.ListJobResultEntries(ctx, state, after, limit)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if state == hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN && s.stale != nil {
+		entries = append(entries, s.stale)
+	}
+	return entries, err
 }
 
 func (s *dirtyStore) DeleteJobResultEntry(ctx context.Context, f hastore.Fence, jobID string) error {
@@ -63,9 +79,10 @@ type runHarness struct {
 	store *dirtyStore
 	sess  hastore.Session
 
-	tes     refusingTEs
-	mu      sync.Mutex
-	runners map[string]*scriptedRunner // by run id
+	tes       refusingTEs
+	retention time.Duration
+	mu        sync.Mutex
+	runners   map[string]*scriptedRunner // by run id
 }
 
 func newRunHarness(t *testing.T) *runHarness {
@@ -89,7 +106,7 @@ func newRunHarness(t *testing.T) *runHarness {
 func (h *runHarness) term() (*dispatcher.Dispatcher, func()) {
 	t := h.t
 	d, err := dispatcher.New(dispatcher.Config{
-		Store: h.store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), TaskExecutors: &h.tes,
+		Store: h.store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), TaskExecutors: &h.tes, ResultRetention: h.retention,
 		Jobs: jobsOf(h.store, func(plan *hastorev1.ExecutionPlan, _ bool, _ *hastore.Leadership, onStatus func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 			r := &scriptedRunner{onStatus: onStatus, end: make(chan jobplanev1.JobStatus, 1)}
 			h.mu.Lock()
@@ -370,5 +387,43 @@ func TestRunFieldBounds(t *testing.T) {
 		if err := call(); !slices.Equal(fields(err), []string{"run_id"}) {
 			t.Errorf("%s with a run id over its bound = %v; want INVALID_ARGUMENT naming run_id", name, err)
 		}
+	}
+}
+
+// Retention that acts on a listing made before the id's result was
+// purged and the id ran again deletes nothing of the new run: it deletes
+// by job id, so it checks the run first.
+func TestRetentionSparesANewerRun(t *testing.T) {
+	h := newRunHarness(t)
+	h.retention = time.Hour // its own rounds come every minute: the test runs one itself
+	d, resign := h.term()
+	defer resign()
+	ctx := h.ctx
+	first, err := d.Submit(ctx, "j", runGraph)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := h.end(d, "j", first.RunID, jobstatus.Finished)
+	if err := d.Purge(ctx, "j", ""); err != nil {
+		t.Fatal(err)
+	}
+	second, err := d.Submit(ctx, "j", runGraph)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.end(d, "j", second.RunID, jobstatus.Finished)
+	// The old run's result, as listed before its purge, long expired.
+	stale := proto.CloneOf(old)
+	stale.EndTime = timestamppb.New(time.Unix(0, 0))
+	h.store.mu.Lock()
+	h.store.stale = &hastorev1.JobResultEntry{Result: stale, State: hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN}
+	h.store.mu.Unlock()
+	d.ExpireResults(ctx)
+	entry, err := h.store.GetJobResultEntry(ctx, "j")
+	if err != nil || entry.GetResult().GetRunId() != second.RunID {
+		t.Errorf("after retention acted on the old run's listing, the store's result = %v, %v; want the new run's (%s) kept", entry.GetResult(), err, second.RunID)
+	}
+	if res, err := d.Result(ctx, "j", second.RunID, false); err != nil {
+		t.Errorf("after retention acted on the old run's listing, Result of the new run = %v, %v; want it kept", res, err)
 	}
 }
