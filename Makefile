@@ -169,8 +169,18 @@ CONFORMANCE_WIRE_RUN ?= idempotency/retry-in-another-encoding,lifecycle/cancel-r
 JOBMANAGER_CMD := $(CURDIR)/bin/jobplane jobmanager --hastore {hastore} --listen {listen}
 TLS_DIR := $(CURDIR)/bin/conformance-tls
 
+# TE_CONFORMANCE_CMD and TS_WORKER_CMD start the TaskExecutors that the
+# TaskExecutor mode checks: the Go reference and the node Worker.
+TE_CONFORMANCE_CMD := $(CURDIR)/bin/jobplane taskexecutor --log-level warn --hastore {hastore} --listen {listen} --conformance-invokables
+TS_WORKER_CMD := node $(CURDIR)/sdk/ts/dist/test/conformance-worker.js --hastore {hastore} --listen {listen} --id {id}
+
+.PHONY: ts-build
+ts-build: ## install the TypeScript SDK's dependencies and compile it into sdk/ts/dist
+	npm ci --prefix sdk/ts --no-audit --no-fund --ignore-scripts
+	npm run build --prefix sdk/ts
+
 .PHONY: conformance
-conformance: bins ## build the reference server and store and run the conformance runner against both (a subset again over gRPC, gRPC-Web and TLS)
+conformance: bins ts-build ## build the reference server, store and TaskExecutors and run the conformance runner against them (a subset again over gRPC, gRPC-Web and TLS)
 	bin/jobplane-conformance --trace --server-command '$(JOBMANAGER_CMD)' $(ARGS)
 	bin/jobplane-conformance --trace --protocol grpc --run '$(CONFORMANCE_WIRE_RUN)' --server-command '$(JOBMANAGER_CMD)' $(ARGS)
 	bin/jobplane-conformance --trace --protocol grpcweb --run '$(CONFORMANCE_WIRE_RUN)' --server-command '$(JOBMANAGER_CMD)' $(ARGS)
@@ -180,6 +190,9 @@ conformance: bins ## build the reference server and store and run the conformanc
 		--server-command '$(JOBMANAGER_CMD) --tls-cert $(TLS_DIR)/server.pem --tls-key $(TLS_DIR)/server-key.pem --tls-ca $(TLS_DIR)/ca.pem' $(ARGS)
 	bin/jobplane-conformance --trace --store-command '$(CURDIR)/bin/jobplane hastore --log-level warn --listen {listen} --data-dir {data}' $(ARGS)
 	bin/jobplane-conformance --trace --protocol grpc --store-command '$(CURDIR)/bin/jobplane hastore --log-level warn --listen {listen} --data-dir {data}' $(ARGS)
+	bin/jobplane-conformance --trace --taskexecutor-command '$(TE_CONFORMANCE_CMD)' $(ARGS)
+	bin/jobplane-conformance --trace --protocol grpc --taskexecutor-command '$(TE_CONFORMANCE_CMD)' $(ARGS)
+	bin/jobplane-conformance --trace --taskexecutor-command '$(TS_WORKER_CMD)' $(ARGS)
 
 .PHONY: mutants
 mutants: ## mutation testing: plant each of the suite's mutants in the server, run the suite, update the table in conformance/README.md

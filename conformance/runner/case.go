@@ -52,6 +52,7 @@ type T struct {
 	ctx   context.Context
 	env   *env       // the server cases' environment
 	store *storeProc // the store cases' store
+	te    *teEnv     // the TaskExecutor cases' environment
 	ids   string     // prefix of the case's job ids
 
 	mu        sync.Mutex
@@ -60,6 +61,15 @@ type T struct {
 	submitted []string // job ids, to cancel after the case on a shared store
 	cleanups  []func()
 	setups    int // > 0 while a step the case needs before its checks runs
+
+	// timings are the server's advertised timings, set by ready (nil
+	// before, or when the server advertises none), and waits the waits
+	// derived from them, scaled by scale (Config.TimingScale).
+	timings *jobplanev1.ServerTimings
+	waits   waits
+	scale   float64
+	// note prints a line about the run once; nil for store cases.
+	note func(string)
 }
 
 // Failures are of three kinds. A broken promise is a plain message that
@@ -216,7 +226,7 @@ func (t *T) wait(d time.Duration, ok func() bool) bool {
 
 // dispatcher returns a client of the leading Dispatcher, or ends the case.
 func (t *T) dispatcher() jobplanev1connect.DispatcherServiceClient {
-	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.ctx, t.waits.failover)
 	defer cancel()
 	d, err := t.env.dispatcher(ctx)
 	if err != nil {
@@ -227,20 +237,20 @@ func (t *T) dispatcher() jobplanev1connect.DispatcherServiceClient {
 
 // submit submits a job (its answer is recorded as an "ack" event).
 func (t *T) submit(id string, g *jobplanev1.JobGraph) (*jobplanev1.SubmitJobResponse, error) {
-	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.ctx, t.waits.failover)
 	defer cancel()
 	return t.dispatcher().SubmitJob(ctx, &jobplanev1.SubmitJobRequest{JobId: id, JobGraph: g})
 }
 
 // mustSubmit submits a job that must be accepted. A Dispatcher that
 // answers NOT_LEADER (say, one still taking up its leadership) is asked
-// again, as a client would, for up to 30s.
+// again, as a client would, for up to a failover's wait.
 func (t *T) mustSubmit(id string, g *jobplanev1.JobGraph) *jobplanev1.SubmitJobResponse {
 	t.mu.Lock()
 	t.submitted = append(t.submitted, id)
 	t.mu.Unlock()
 	resp, err := t.submit(id, g)
-	for deadline := time.Now().Add(30 * time.Second); isNotLeader(err) && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(t.waits.failover); isNotLeader(err) && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 		resp, err = t.submit(id, g)
 	}
@@ -264,11 +274,12 @@ func (t *T) cancelSubmitted() {
 	}
 }
 
-// result waits for the job's result. A job that does not end within 60s
+// result waits for the job's result. A job that does not end within the
+// result wait (60s for the reference server's timings)
 // breaks the promise that it ends (when it does is up to the case); a
 // server that does not answer is "no answer".
 func (t *T) result(id string) *jobplanev1.JobResult {
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(t.waits.result)
 	var lastErr error
 	for time.Now().Before(deadline) && t.ctx.Err() == nil {
 		ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
@@ -285,7 +296,7 @@ func (t *T) result(id string) *jobplanev1.JobResult {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if st := t.status(id); st != jobplanev1.JobStatus_JOB_STATUS_UNSPECIFIED {
-		t.Fatalf("job %s still %v 60s on; expected it to end and its result to be served (GetJobResult answered %s)", id, st, fmt.Sprint(lastErr))
+		t.Fatalf("job %s still %v %v on; expected it to end and its result to be served (GetJobResult answered %s)", id, st, t.waits.result, fmt.Sprint(lastErr))
 	}
 	t.Fatalf("GetJobResult(%s): %v; expected the job's result", id, lastErr)
 	return nil
@@ -306,8 +317,8 @@ func (t *T) status(id string) jobplanev1.JobStatus {
 // TaskExecutors (each reported RUNNING).
 func (t *T) waitRunning(id string, n int) {
 	t.setup(func() {
-		if !t.wait(30*time.Second, func() bool { return len(t.running(id)) >= n }) {
-			t.Fatalf("job %s: %d attempts reported RUNNING within 30s; expected %d", id, len(t.running(id)), n)
+		if !t.wait(t.waits.failover, func() bool { return len(t.running(id)) >= n }) {
+			t.Fatalf("job %s: %d attempts reported RUNNING within %v; expected %d", id, len(t.running(id)), t.waits.failover, n)
 		}
 	})
 }

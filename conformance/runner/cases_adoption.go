@@ -80,7 +80,7 @@ func (t *T) adoptedAndFinished(id string, old election.Token, gate string) {
 // not have handled it yet: a case that needs the old token refused waits
 // for the answers (adoptedAt).
 func (t *T) waitAdopted(id string, now election.Token) {
-	if !t.wait(30*time.Second, func() bool {
+	if !t.wait(t.waits.failover, func() bool {
 		for _, e := range t.events(id, "") {
 			if e.Token == now && e.Source != "store" && e.Source != "client" {
 				return true
@@ -88,7 +88,7 @@ func (t *T) waitAdopted(id string, now election.Token) {
 		}
 		return false
 	}) {
-		t.Errorf("no call to a TaskExecutor under the job's new token %s within 30s of its grant; expected the new JobMaster to find the running attempts (AdoptAttempts)", now)
+		t.Errorf("no call to a TaskExecutor under the job's new token %s within %v of its grant; expected the new JobMaster to find the running attempts (AdoptAttempts)", now, t.waits.failover)
 	}
 }
 
@@ -147,8 +147,8 @@ func adoptPausedLeader(t *T) {
 		if t.env.taskExecutor(e.Source) == nil {
 			continue
 		}
-		if !t.wait(30*time.Second, func() bool { return adoptedAt(t.env.log, id, e.Source, e.Attempt, info.Token) }) {
-			t.Errorf("%s did not answer AdoptAttempts under the job's new token %s listing attempt %s within 30s of the adoption's start; expected the new JobMaster to adopt every running attempt", e.Source, info.Token, e.Attempt)
+		if !t.wait(t.waits.failover, func() bool { return adoptedAt(t.env.log, id, e.Source, e.Attempt, info.Token) }) {
+			t.Errorf("%s did not answer AdoptAttempts under the job's new token %s listing attempt %s within %v of the adoption's start; expected the new JobMaster to adopt every running attempt", e.Source, info.Token, e.Attempt, t.waits.failover)
 			continue
 		}
 		adopted = append(adopted, e)
@@ -242,8 +242,8 @@ func unreachableTaskExecutor(t *T) {
 	}
 	// The lease that keeps the cut TaskExecutor's attempts running is
 	// one granted after they started.
-	if !t.wait(30*time.Second, func() bool { return cut.leasedSince(since) }) {
-		t.Fatalf("no heartbeat of %s was answered with a task lease within 30s of its attempts' start; expected the server to grant one (HeartbeatFromTaskExecutorResponse.task_lease), as a server that adopts does", cut.id)
+	if !t.wait(t.waits.failover, func() bool { return cut.leasedSince(since) }) {
+		t.Fatalf("no heartbeat of %s was answered with a task lease within %v of its attempts' start; expected the server to grant one (HeartbeatFromTaskExecutorResponse.task_lease), as a server that adopts does", cut.id, t.waits.failover)
 	}
 	cut.cut.Store(true)
 	t.Cleanup(func() { cut.cut.Store(false) })
@@ -263,8 +263,8 @@ func unreachableTaskExecutor(t *T) {
 		}
 		return out
 	}
-	if !t.wait(90*time.Second, func() bool { return len(redeployed()) == len(cutSubtasks) }) {
-		t.Fatalf("subtasks deployed anew under the new token %s within 90s: %v; expected %d (those that ran on the unreachable %s) once its task lease ended", info.Token, redeployed(), len(cutSubtasks), cut.id)
+	if !t.wait(t.waits.redeploy, func() bool { return len(redeployed()) == len(cutSubtasks) }) {
+		t.Fatalf("subtasks deployed anew under the new token %s within %v: %v; expected %d (those that ran on the unreachable %s) once its task lease ended", info.Token, t.waits.redeploy, redeployed(), len(cutSubtasks), cut.id)
 	}
 	t.env.open(id)
 	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {

@@ -89,8 +89,8 @@ func (t *T) endsCleanly(id string, want jobplanev1.JobStatus, what string) {
 		t.Errorf("%s: job %s ended %v (%s); expected %v", what, id, r.GetStatus(), r.GetFailure().GetMessage(), want)
 		return
 	}
-	if !t.wait(40*time.Second, func() bool { return firstApplied(t.events(id, "mark-clean"), "mark-clean") >= 0 }) {
-		t.Errorf("%s: job %s's result was not marked clean within 40s of its end; expected the cleanup to finish despite the fault", what, id)
+	if !t.wait(t.waits.cleanup, func() bool { return firstApplied(t.events(id, "mark-clean"), "mark-clean") >= 0 }) {
+		t.Errorf("%s: job %s's result was not marked clean within %v of its end; expected the cleanup to finish despite the fault", what, id, t.waits.cleanup)
 	}
 }
 

@@ -39,8 +39,8 @@ var lifecycleCases = []Case{
 			if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
 				t.Errorf("job ended %v; expected CANCELED", r.GetStatus())
 			}
-			if !t.wait(10*time.Second, func() bool { return len(t.running(id)) == 0 }) {
-				t.Errorf("attempts %v still running 10s after the job ended; expected every task canceled", t.running(id))
+			if !t.wait(t.waits.cancel, func() bool { return len(t.running(id)) == 0 }) {
+				t.Errorf("attempts %v still running %v after the job ended; expected every task canceled (within twice the advertised ServerTimings.task_cancel)", t.running(id), t.waits.cancel)
 			}
 		}},
 	{Name: "lifecycle/cancel-terminal", Requires: []string{FeatureResourceManager},

@@ -198,8 +198,8 @@ func unknownOutcomeRuns(t *T) {
 	case reason(err) == "PERSIST_FAILED":
 		t.Errorf("SubmitJob whose plan the store applied answered %v; expected PERSIST_OUTCOME_UNKNOWN or success: the plan is durable", err)
 	}
-	if !t.wait(45*time.Second, func() bool { return firstApplied(t.events(id, "create-dirty"), "create-dirty") >= 0 }) {
-		t.Errorf("the job whose plan is durable did not run to its end within 45s, with no retry by the client; expected it to run once, as if acknowledged (PERSIST_OUTCOME_UNKNOWN)")
+	if !t.wait(t.waits.unknownOutcome, func() bool { return firstApplied(t.events(id, "create-dirty"), "create-dirty") >= 0 }) {
+		t.Errorf("the job whose plan is durable did not run to its end within %v, with no retry by the client; expected it to run once, as if acknowledged (PERSIST_OUTCOME_UNKNOWN)", t.waits.unknownOutcome)
 		return
 	}
 	t.deployedOnce(id, 2)

@@ -182,12 +182,12 @@ func pausedLeaderResumesDeposed(t *T) {
 	// The standby takes over once the paused leader's session has expired.
 	t.regrant(id, oldJob)
 	var info election.Leader
-	if !t.wait(60*time.Second, func() bool {
+	if !t.wait(t.waits.pausedLeader, func() bool {
 		var err error
 		info, err = t.env.etcd.Leader(t.ctx, election.JobManager)
 		return err == nil && !info.Token.IsZero() && info.Token != oldManager && info.Address != ""
 	}) {
-		t.Fatalf("no new leader of %s within 60s of pausing the old one (leader %+v); expected the standby to take over", election.JobManager, info)
+		t.Fatalf("no new leader of %s within %v of pausing the old one (leader %+v); expected the standby to take over", election.JobManager, t.waits.pausedLeader, info)
 	}
 	from := t.env.log.Len()
 	leader.signal(syscall.SIGCONT)
@@ -242,12 +242,12 @@ func cancelSurvivesFailover(t *T) {
 	}
 	t.killLeader(leader)
 	var last jobplanev1.JobStatus
-	if !t.wait(90*time.Second, func() bool {
+	if !t.wait(t.waits.cancelFailover, func() bool {
 		last = t.status(id)
 		terminal := last == jobplanev1.JobStatus_JOB_STATUS_CANCELED || last == jobplanev1.JobStatus_JOB_STATUS_FINISHED || last == jobplanev1.JobStatus_JOB_STATUS_FAILED
 		return terminal || len(t.events(id, "SubmitTask")) > 0 || len(t.events(id, "RequestSlot")) > 0
 	}) {
-		t.Fatalf("job %s still %v 90s after the leader was killed; expected the standby to end it CANCELED", id, last)
+		t.Fatalf("job %s still %v %v after the leader was killed; expected the standby to end it CANCELED", id, last, t.waits.cancelFailover)
 	}
 	for _, op := range []string{"RequestSlot", "SubmitTask"} {
 		if evs := t.events(id, op); len(evs) > 0 {
@@ -359,10 +359,10 @@ func revokeWhileWatchDown(t *T) {
 	from := t.env.log.Len()
 	t.env.store.arm(fault{op: "watch-session", key: session, hold: hold})
 	t.env.store.cutWatches(session)
-	if !t.wait(10*time.Second, func() bool {
+	if !t.wait(t.waits.revoke, func() bool {
 		return len(t.env.log.Events(func(e Event) bool { return e.Seq > from && e.Op == "watch-session" && e.Key == session })) > 0
 	}) {
-		t.Fatalf("setup: the server did not reconnect WatchSession within 10s of its stream ending; expected it to follow its session again at once")
+		t.Fatalf("setup: the server did not reconnect WatchSession within %v of its stream ending; expected it to follow its session again at once", t.waits.revoke)
 	}
 	old, err := t.env.revoke(t.ctx, election.Job(id))
 	if err != nil {
@@ -370,7 +370,7 @@ func revokeWhileWatchDown(t *T) {
 	}
 	release()
 	if !t.reactsToRevoke(id) {
-		t.Errorf("no campaign or resignation for job/%s within 10s of a WatchSession snapshot without its leadership %s; expected the server to take a leadership missing from the snapshot as ended (WatchSession)", id, old)
+		t.Errorf("no campaign or resignation for job/%s within %v of a WatchSession snapshot without its leadership %s; expected the server to take a leadership missing from the snapshot as ended (WatchSession)", id, t.waits.revoke, old)
 	}
 	t.env.open(id)
 	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
@@ -436,11 +436,11 @@ func jobLeadershipsFollowJobManager(t *T) {
 	if _, err := t.env.revoke(t.ctx, election.JobManager); err != nil {
 		t.Fatalf("revoke: %v", err)
 	}
-	if !t.wait(30*time.Second, func() bool {
+	if !t.wait(t.waits.failover, func() bool {
 		info, err := t.env.etcd.Leader(t.ctx, election.Job(id))
 		return err == nil && !info.Token.IsZero() && info.Token != old
 	}) {
-		t.Fatalf("job/%s was still led under %s, or by no one, 30s after the server's jobmanager leadership was revoked; expected the server to resign the jobs' leaderships when it loses jobmanager (its session lives on) and, leading again, to recover the job under a new token", id, old)
+		t.Fatalf("job/%s was still led under %s, or by no one, %v after the server's jobmanager leadership was revoked; expected the server to resign the jobs' leaderships when it loses jobmanager (its session lives on) and, leading again, to recover the job under a new token", id, old, t.waits.failover)
 	}
 	t.env.open(id)
 	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {

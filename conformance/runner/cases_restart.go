@@ -93,7 +93,7 @@ func watchReportsRestarts(t *T) {
 	}()
 	t.waitRunning(id, 2)
 	t.env.open(id + "-fail")
-	timeout := time.After(30 * time.Second)
+	timeout := time.After(t.waits.failover)
 	for restarted := false; !restarted; {
 		select {
 		case s, ok := <-summaries:
@@ -107,7 +107,7 @@ func watchReportsRestarts(t *T) {
 				}
 			}
 		case <-timeout:
-			t.Fatalf("no WatchJob message with restart_count 1 within 30s of a task failure that restarted part of the job; expected one (since 1.2), also while the job stays RUNNING")
+			t.Fatalf("no WatchJob message with restart_count 1 within %v of a task failure that restarted part of the job; expected one (since 1.2), also while the job stays RUNNING", t.waits.failover)
 		}
 	}
 	t.env.open(id)

@@ -55,9 +55,13 @@ var tokenKinds = []tokenKind{
 type fencedCall struct {
 	name string
 	// rm: the call goes to the ResourceManager, which knows only older
-	// job tokens as stale (a newer one is a new registration) and which
-	// is not asked to judge newer ones here.
+	// job tokens as stale; it is not asked to judge newer ones here,
+	// but by RegisterJobMaster (register).
 	rm bool
+	// register: the call is RegisterJobMaster, which takes a newer job
+	// token only if it is the current grant of the job's election: a
+	// newer one never granted is stale too.
+	register bool
 	// anyRefusal: a malformed token may be refused in any way (the call
 	// answers per job, not with an error).
 	anyRefusal bool
@@ -213,7 +217,7 @@ var fencedCalls = []fencedCall{
 			ResourceManagerToken: f.rmToken, Reason: "sent with a token not the JobMaster's"})
 		return err
 	}},
-	{name: "register-job-master", rm: true, send: func(t *T, f *fencing, tk *jobplanev1.FencingToken) error {
+	{name: "register-job-master", rm: true, register: true, send: func(t *T, f *fencing, tk *jobplanev1.FencingToken) error {
 		_, err := f.rm.RegisterJobMaster(t.ctx, &clusterv1.RegisterJobMasterRequest{JobId: f.id, JobMasterToken: tk, JobMasterAddress: "http://127.0.0.1:1"})
 		return err
 	}},
@@ -247,18 +251,23 @@ func fencedCallRefused(t *T, call fencedCall) {
 	}
 	from := t.env.log.Len()
 	for _, kind := range tokenKinds {
-		if call.rm && kind.code != connect.CodeAborted && kind.code != connect.CodeInvalidArgument {
-			continue // a newer job token is a new JobMaster's registration
+		code, why := kind.code, kind.reason
+		if call.rm && code != connect.CodeAborted && code != connect.CodeInvalidArgument {
+			if !call.register {
+				continue
+			}
+			// A newer job token is no grant of the job's election.
+			code, why = connect.CodeAborted, "STALE_FENCING_TOKEN"
 		}
 		err := call.send(t, f, kind.token(f.current, f.revoked))
-		if call.anyRefusal && kind.code == connect.CodeInvalidArgument {
+		if call.anyRefusal && code == connect.CodeInvalidArgument {
 			if err == nil {
 				t.Errorf("%s with %s was taken; expected it refused", call.name, kind.name)
 			}
 			continue
 		}
-		if connect.CodeOf(err) != kind.code || reason(err) != kind.reason {
-			t.Errorf("%s with %s answered %v; expected %v (%s)", call.name, kind.name, err, kind.code, kind.reason)
+		if connect.CodeOf(err) != code || reason(err) != why {
+			t.Errorf("%s with %s answered %v; expected %v (%s)", call.name, kind.name, err, code, why)
 		}
 	}
 	t.barrier()

@@ -25,7 +25,8 @@ type Event struct {
 	// "get-plan", "list-results", "get-result", "keep-alive", "add-member",
 	// "remove-member", "list-members", "add-checkpoint",
 	// "latest-checkpoint", "list-checkpoints", "add-savepoint",
-	// "get-savepoint", "list-savepoints", "delete-savepoint"; for
+	// "get-savepoint", "list-savepoints", "delete-savepoint",
+	// "open-session" (Detail: the TTL asked for); for
 	// TaskExecutors the RPC's name; for the client "ack" (a SubmitJob
 	// answer), the name of another Dispatcher call it made, "fault" (an
 	// injected fault), "revoke", "expire", "seed" (a write of its own), and

@@ -53,12 +53,21 @@ type Config struct {
 	Out io.Writer
 	// ReportJSON and ReportJUnit, if set, are files to write reports to.
 	ReportJSON, ReportJUnit string
-	// CaseTimeout bounds one case. Default: 2m.
+	// CaseTimeout bounds one case. Default: 2m times TimingScale.
 	CaseTimeout time.Duration
+	// TimingScale multiplies every wait the runner derives from the
+	// server's advertised timings (see README.md, "Timings the suite takes
+	// from the server"), for slow machines. Default (and at least): 1.
+	TimingScale float64
 	// StoreCommand, instead of a server, checks an HA store: it starts one
 	// store process, run by /bin/sh, for each of the StoreCases, with
 	// {listen} and {data} replaced (see README.md).
 	StoreCommand string
+	// TaskExecutorCommand, instead of a server, checks a TaskExecutor: it
+	// starts one TaskExecutor process, run by /bin/sh, for each of the
+	// TaskExecutorCases, with {hastore}, {listen}, {data} and {id}
+	// replaced (see README.md), and plays the JobManager side itself.
+	TaskExecutorCommand string
 	// StoreMaxPlanBytes is the store's plan size limit. Default: 1 MiB.
 	StoreMaxPlanBytes int
 	// Token, if set, is the bearer token sent with every call to the
@@ -88,7 +97,7 @@ type Config struct {
 // Cases returns every case, in order.
 func Cases() []Case {
 	var all []Case
-	for _, g := range [][]Case{idempotencyCases, persistCases, fencingCases, tokenCases(), rmTokenCases(), faultCases(), recoveryCases, adoptionCases, checkpointCases, lifecycleCases, runCases, invokableCases, restartCases} {
+	for _, g := range [][]Case{idempotencyCases, persistCases, fencingCases, tokenCases(), rmTokenCases(), faultCases(), recoveryCases, adoptionCases, checkpointCases, lifecycleCases, runCases, timingCases, invokableCases, restartCases, raceCases} {
 		all = append(all, g...)
 	}
 	return all
@@ -113,7 +122,7 @@ type Summary struct {
 // Matches reports whether pattern selects at least one case, of either
 // mode.
 func Matches(pattern string) bool {
-	for _, c := range append(Cases(), StoreCases()...) {
+	for _, c := range append(append(Cases(), StoreCases()...), TaskExecutorCases()...) {
 		if matches(c.Name, []string{pattern}) {
 			return true
 		}
@@ -143,8 +152,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = 2
 	}
+	cfg.TimingScale = max(cfg.TimingScale, 1)
 	if cfg.CaseTimeout <= 0 {
-		cfg.CaseTimeout = 2 * time.Minute
+		cfg.CaseTimeout = time.Duration(float64(2*time.Minute) * cfg.TimingScale)
 	}
 	if cfg.StoreMaxPlanBytes <= 0 {
 		cfg.StoreMaxPlanBytes = hastore.DefaultMaxPlanBytes
@@ -161,6 +171,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	cases := Cases()
 	if cfg.StoreCommand != "" {
 		cases = StoreCases()
+	} else if cfg.TaskExecutorCommand != "" {
+		cases = TaskExecutorCases()
 	} else if cfg.ServerCommand != "" {
 		features[featureRunnerStarts] = true
 	} else {
@@ -180,6 +192,16 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	var caught atomic.Bool
 	var wg sync.WaitGroup
 	var outMu sync.Mutex
+	// note prints a line about the run once, whichever case has it first.
+	var noted sync.Map
+	note := func(line string) {
+		if _, dup := noted.LoadOrStore(line, true); dup {
+			return
+		}
+		outMu.Lock()
+		defer outMu.Unlock()
+		fmt.Fprintln(cfg.Out, line)
+	}
 	for i, c := range cases {
 		res := Result{Name: c.Name}
 		switch {
@@ -215,10 +237,13 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			start := time.Now()
 			var msgs []string
 			var skipped, trace string
-			if cfg.StoreCommand != "" {
+			switch {
+			case cfg.StoreCommand != "":
 				msgs, skipped, trace = runStoreCase(ctx, cfg, c)
-			} else {
-				msgs, trace = runCase(ctx, cfg, c, i, shared)
+			case cfg.TaskExecutorCommand != "":
+				msgs, trace = runTaskExecutorCase(ctx, cfg, c, i)
+			default:
+				msgs, trace = runCase(ctx, cfg, c, i, shared, note)
 			}
 			res.Duration = time.Since(start)
 			res.Outcome = "passed"
@@ -298,7 +323,9 @@ func missingFeature(c Case, features map[string]bool) string {
 
 // runCase runs one case in an environment of its own (or the shared
 // one) and returns its failures and, for --trace, its recorded events.
-func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env) (failures []string, trace string) {
+// note prints a line about the run once (what the runner took the
+// server's timings to be).
+func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env, note func(string)) (failures []string, trace string) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.CaseTimeout)
 	defer cancel()
 	e := shared
@@ -310,14 +337,15 @@ func runCase(ctx context.Context, cfg Config, c Case, index int, shared *env) (f
 		}
 		defer e.close()
 	}
-	t := &T{ctx: ctx, env: e, ids: fmt.Sprintf("c%02d-%s-", index, path.Base(c.Name))}
+	t := &T{ctx: ctx, env: e, ids: fmt.Sprintf("c%02d-%s-", index, path.Base(c.Name)), scale: cfg.TimingScale, note: note}
+	t.waits = deriveWaits(nil, t.scale)
 	start := e.log.Len()
 	failures, _ = t.run(cfg.CaseTimeout, func() {
 		if shared == nil {
 			t.setup(func() { t.startServers(c) })
 		} else {
 			// The user's server: give its start a while.
-			t.setup(func() { t.ready(slices.Contains(c.Requires, FeatureResourceManager), 90*time.Second) })
+			t.setup(func() { t.ready(slices.Contains(c.Requires, FeatureResourceManager), 3*t.waits.start) })
 			// Leave the shared store as found: the case's jobs end.
 			defer t.cancelSubmitted()
 		}
@@ -368,12 +396,14 @@ func (t *T) startServers(c Case) {
 			t.dispatcher() // the first leads before the others start
 		}
 	}
-	t.ready(slices.Contains(c.Requires, FeatureResourceManager), 30*time.Second)
+	t.ready(slices.Contains(c.Requires, FeatureResourceManager), t.waits.start)
 }
 
 // ready waits until the leading Dispatcher serves (a new leader may still
 // be taking up its leadership) and, if withTaskExecutors, the runner's
-// TaskExecutors registered with the ResourceManager.
+// TaskExecutors registered with the ResourceManager. Then the case's waits
+// follow the timings the server advertises (the reference server's
+// defaults when it advertises none, which the run's output says).
 func (t *T) ready(withTaskExecutors bool, d time.Duration) {
 	var (
 		last    *jobplanev1.GetClusterOverviewResponse
@@ -392,6 +422,16 @@ func (t *T) ready(withTaskExecutors bool, d time.Duration) {
 	}) {
 		t.Fatalf("within %v: GetClusterOverview of the leading Dispatcher answered %v, %v; expected it to serve, with the runner's %d TaskExecutors registered (they find the ResourceManager as the leader of %q)",
 			d, last, lastErr, len(t.env.tes), election.JobManager)
+	}
+	t.timings = last.GetTimings()
+	t.waits = deriveWaits(t.timings, t.scale)
+	if t.note == nil {
+		return
+	}
+	if t.timings == nil {
+		t.note("NOTE: the server advertises no timings (GetClusterOverview.timings, contract 1.2); the runner waits as for the reference server's defaults")
+	} else {
+		t.note(fmt.Sprintf("Timings the server advertises: %s; the runner waits up to %v for a failover, %v for a result", describe(t.timings), t.waits.failover, t.waits.result))
 	}
 }
 

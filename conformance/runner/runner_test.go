@@ -34,7 +34,7 @@ func TestReadmeListsEveryCase(t *testing.T) {
 	}
 	readme := string(b)
 	names := map[string]bool{}
-	for _, c := range append(Cases(), StoreCases()...) {
+	for _, c := range append(append(Cases(), StoreCases()...), TaskExecutorCases()...) {
 		if names[c.Name] {
 			t.Errorf("two cases are named %s", c.Name)
 		}
@@ -51,10 +51,10 @@ func TestReadmeListsEveryCase(t *testing.T) {
 // The repository's README and docs/contract.md state how many cases the
 // suite has, as the runner counts them.
 func TestDocsStateTheCaseCounts(t *testing.T) {
-	server, store := len(Cases()), len(StoreCases())
+	server, store, te := len(Cases()), len(StoreCases()), len(TaskExecutorCases())
 	for file, want := range map[string][]string{
-		"../../README.md":        {fmt.Sprintf("%d cases against any server and %d against any HA", server, store)},
-		"../../docs/contract.md": {fmt.Sprintf("%d cases on idempotency", server), fmt.Sprintf("%d store cases", store)},
+		"../../README.md":        {fmt.Sprintf("%d cases against any server, %d against any HA store and %d against any TaskExecutor", server, store, te)},
+		"../../docs/contract.md": {fmt.Sprintf("%d cases on idempotency", server), fmt.Sprintf("%d store cases and %d TaskExecutor cases", store, te)},
 	} {
 		b, err := os.ReadFile(file)
 		if err != nil {

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,6 +81,13 @@ func (f fault) wait(ctx context.Context) context.Context {
 		}
 	}
 	return ctx
+}
+
+// disarm removes the faults armed for op on key that no call took yet.
+func (s *store) disarm(op, key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = slices.DeleteFunc(s.faults, func(f fault) bool { return f.op == op && f.key == key })
 }
 
 func (s *store) take(op, key string) (fault, bool) {
@@ -342,6 +350,9 @@ func (s *store) ListJobResultEntries(ctx context.Context, state hastorev1.JobRes
 }
 
 func (s *store) OpenSession(ctx context.Context, cfg hastore.SessionConfig) (hastore.Session, error) {
+	// The TTL asked for, which lifecycle/advertised-limits compares with
+	// the advertised session_ttl.
+	s.log.Add(Event{Source: "store", Op: "open-session", Detail: cfg.TTL.String()})
 	sess, err := s.Store.OpenSession(ctx, cfg)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -32,7 +33,7 @@ func StoreCases() []Case {
 	for _, c := range storetest.Cases() {
 		out = append(out, Case{Name: "store/" + kebab(c.Name), Doc: c.Doc, Run: func(t *T) { c.Run(t, t.store.backend(t)) }})
 	}
-	return append(out, storeWireCases...)
+	return slices.Concat(out, storeWireCases, storeConsistencyCases, storeEqualityCases)
 }
 
 // kebab turns a Go name into a case name: "NeverTwoLeaders" becomes

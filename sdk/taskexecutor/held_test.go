@@ -237,3 +237,58 @@ func TestStaleRefusalDoesNotCancelAnAdoptedAttempt(t *testing.T) {
 		t.Fatalf("the adopted attempt stopped on the older JobMaster's refusal of a report it no longer owned: reported %v, %+v", fake.reported(), log.records(t))
 	}
 }
+
+// A state report refused NOT_LEADER by the attempt's own JobMaster, no
+// newer one having appeared, does not cancel the attempt under a task
+// lease: a JobMaster deposed under a lease leaves its attempts to its
+// successor, which adopts them (as the reference server's does when its
+// leadership flaps right after a deployment). Canceling it would hand the
+// successor a CANCELED attempt, which fails the job.
+func TestDeposedRefusalUnderLeaseKeepsTheAttempt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fake := &jobMaster{timeout: time.Second, offers: offerRegisters, taskLease: 30 * time.Second, holdEpoch1: make(chan struct{})}
+	fake.answering.Store(true)
+	jm, client, log := startWithJobMaster(t, fake)
+	if _, err := client.RequestSlot(ctx, &clusterv1.RequestSlotRequest{
+		ResourceManagerToken: token(1), AllocationId: "a", JobId: "j", JobMasterAddress: jm, JobMasterToken: token(1),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	deploySleep(ctx, t, client, "a", 0, durationpb.New(time.Second))
+	for base := fake.answered.Load(); fake.answered.Load() < base+2; time.Sleep(10 * time.Millisecond) {
+		if ctx.Err() != nil {
+			t.Fatal("no heartbeat answered since the deployment")
+		}
+	}
+	for fake.held.Load() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("no state report reached the JobMaster")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(fake.holdEpoch1) // the JobMaster, deposed, refuses it NOT_LEADER
+	for fake.refused.Load() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the held report was not answered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Two heartbeat answers later the refusal has been acted on; a
+	// cancel would have stopped the attempt within the cancel grace.
+	for base := fake.answered.Load(); fake.answered.Load() < base+2; time.Sleep(10 * time.Millisecond) {
+		if ctx.Err() != nil {
+			t.Fatal("no heartbeat answered since the refusal")
+		}
+	}
+	if slotFree(ctx, t, client) || stopped(t, log) {
+		t.Fatalf("the attempt stopped on its deposed JobMaster's NOT_LEADER under a task lease: reported %v, %+v", fake.reported(), log.records(t))
+	}
+	// The successor adopts it, running.
+	newerJobMaster(ctx, t, client)
+	resp, err := adopt(ctx, client, jm, 2)
+	if err != nil || len(resp.GetJobs()) != 1 || len(resp.GetJobs()[0].GetAttempts()) != 1 ||
+		resp.GetJobs()[0].GetAttempts()[0].GetStatus().GetState() != jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING {
+		t.Fatalf("AdoptAttempts = %v, %v; want the one attempt adopted RUNNING", resp, err)
+	}
+}

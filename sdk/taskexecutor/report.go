@@ -203,6 +203,13 @@ func (te *TaskExecutor) settle(e reportEntry, errs []error, answered bool, sent 
 			// answer, whatever it is, says nothing of the attempt now,
 			// whose state went to the new one with the adoption.
 			te.log.Debug("state report answered by a JobMaster that no longer has the attempt; dropped", "job", key.jobID, "attempt", p.status.GetAttempt(), "err", err)
+		case apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER) && te.underLeaseLocked(key.jobID):
+			// A JobMaster deposed under a task lease leaves its attempts
+			// to its successor, which adopts them: the attempt runs on
+			// until then, or until the lease ends (held.go), and its
+			// state goes with the adoption or the next heartbeat.
+			te.log.Debug("state report refused by a deposed JobMaster under a task lease; the attempt is kept for adoption", "job", key.jobID, "attempt", p.status.GetAttempt(), "err", err)
+			te.unackedLocked(key.address, key.jobID, key.token, p.status)
 		case apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER),
 			errors.As(err, &cerr) && cerr.Code() != connect.CodeUnavailable && cerr.Code() != connect.CodeDeadlineExceeded:
 			te.log.Debug("state report refused; canceling the attempt", "job", key.jobID, "attempt", p.status.GetAttempt(), "err", err)
@@ -212,6 +219,14 @@ func (te *TaskExecutor) settle(e reportEntry, errs []error, answered bool, sent 
 			te.unackedLocked(key.address, key.jobID, key.token, p.status)
 		}
 	}
+}
+
+// underLeaseLocked says whether the job's attempts run under a task lease
+// (granted, or adopted under one): a newer JobMaster adopts them rather
+// than deploying them again. te.mu must be held.
+func (te *TaskExecutor) underLeaseLocked(jobID string) bool {
+	j := te.jobs[jobID]
+	return j != nil && (j.taskLease > 0 || !j.adoptedUntil.IsZero())
 }
 
 // reportTimeout bounds one report call.

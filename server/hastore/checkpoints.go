@@ -48,7 +48,7 @@ const (
 //     (ErrInvalidArgument).
 //   - Ids strictly increase per job: a checkpoint or savepoint whose id is
 //     not greater than the job's last id fails with
-//     ErrCheckpointIDNotIncreasing, unless it equals (proto.Equal) the
+//     ErrCheckpointIDNotIncreasing, unless it is the same (Same) as the
 //     stored one of the same id (a retry: success, nothing changes).
 //   - A checkpoint is added only while the job has a plan
 //     (ErrPlanNotFound) and no result entry (ErrJobTerminal, a
@@ -127,6 +127,7 @@ func ValidateCheckpointWrite(f Fence, cp *hastorev1.CompletedCheckpoint, retain,
 		v.add("checkpoint.checkpoint_id", "must be positive")
 	}
 	v.states("checkpoint.states", cp.GetStates())
+	v.canonical("checkpoint", cp.ProtoReflect())
 	if retain < 0 || retain > MaxRetainedCheckpoints {
 		v.add("retain", fmt.Sprintf("%d: want 0 to %d", retain, MaxRetainedCheckpoints))
 	}
@@ -152,6 +153,7 @@ func ValidateSavepointWrite(f Fence, sp *hastorev1.Savepoint, size, maxBytes int
 		v.add("savepoint.checkpoint_id", "must be positive")
 	}
 	v.states("savepoint.states", sp.GetStates())
+	v.canonical("savepoint", sp.ProtoReflect())
 	if size > maxBytes {
 		v.add("savepoint", fmt.Sprintf("encoded savepoint is %d bytes, over the limit of %d", size, maxBytes))
 	}

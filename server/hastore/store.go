@@ -46,6 +46,12 @@ type SessionConfig struct {
 // writes nothing. A store that cannot reach its storage fails with
 // ErrUnavailable.
 //
+// Reads are linearizable: a read reflects every write acknowledged before
+// it began, through whichever Store value of the backend it is made, and
+// one call of a listing returns one snapshot of the store (HAStoreService,
+// "Consistency"). Two messages are the same, for the writes that repeat a
+// create, when Same holds: their canonical encodings are byte-equal.
+//
 // Implementations are safe for concurrent use.
 type Store interface {
 	// OpenSession opens a session, on which campaigns run. Leaderships end
@@ -68,9 +74,9 @@ type Store interface {
 	ObserveLeader(ctx context.Context, election string, fn func(election.Leader) error) error
 
 	// PutExecutionPlan stores plan if its job has none. A plan is never
-	// replaced: if the job's stored plan equals plan (proto.Equal), the
-	// call succeeds and changes nothing; if not, it fails with
-	// ErrPlanExists. Plans larger than the store's limit are refused as
+	// replaced: if the job's stored plan is the same as plan (Same: equal
+	// canonical encodings), the call succeeds and changes nothing; if not,
+	// it fails with ErrPlanExists. Plans larger than the store's limit are refused as
 	// invalid, and the plan of a job that has a result entry with
 	// ErrResultExists.
 	PutExecutionPlan(ctx context.Context, f Fence, plan *hastorev1.ExecutionPlan) error
@@ -118,7 +124,7 @@ type Store interface {
 	Cancellation(ctx context.Context, jobID string) (*jobplanev1.Cancellation, error)
 
 	// CreateDirtyJobResult records result as dirty. If the job's entry
-	// holds an equal result (proto.Equal), dirty or clean, it succeeds and
+	// holds the same result (Same), dirty or clean, it succeeds and
 	// changes nothing; if it holds another, it fails with ErrResultExists.
 	// A FINISHED or FAILED result of a job without an entry fails with
 	// ErrCancelRequested, writing nothing, if the job's cancellation was

@@ -162,6 +162,7 @@ func ValidatePlanWrite(f Fence, plan *hastorev1.ExecutionPlan, size, maxBytes in
 	if plan.GetJobGraph() == nil {
 		v.add("plan.job_graph", "required")
 	}
+	v.canonical("plan", plan.ProtoReflect())
 	if size > maxBytes {
 		v.add("plan", fmt.Sprintf("encoded plan is %d bytes, over the limit of %d", size, maxBytes))
 	}
@@ -182,6 +183,7 @@ func ValidateResultWrite(f Fence, result *jobplanev1.JobResult) error {
 	default:
 		v.add("result.status", fmt.Sprintf("%v is not globally terminal", result.GetStatus()))
 	}
+	v.canonical("result", result.ProtoReflect())
 	return v.err()
 }
 

@@ -4,6 +4,8 @@
 //
 //	jobplane-conformance --server-command 'jobplane jobmanager --hastore {hastore} --listen {listen}'
 //	jobplane-conformance --hastore-listen 127.0.0.1:7001   # then start the server yourself
+//	jobplane-conformance --store-command 'jobplane hastore --listen {listen} --data-dir {data}'
+//	jobplane-conformance --taskexecutor-command 'jobplane taskexecutor --hastore {hastore} --listen {listen} --conformance-invokables'
 //
 // It prints one line per failure, then "Total cases: N" and, last,
 // "N passed, N failed" (", N skipped" may follow). Exit status: 0 when
@@ -79,12 +81,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.ServerCommand, "server-command", "", "start each server instance with this shell command; {hastore}, {listen}, {data} and {instance} are replaced (also set as JOBPLANE_HASTORE_URL, JOBPLANE_LISTEN, JOBPLANE_DATA_DIR, JOBPLANE_INSTANCE)")
 	fs.StringVar(&cfg.HAStoreListen, "hastore-listen", "", "without --server-command: serve the runner's HA store here, and check the server you start pointed at it")
 	fs.StringVar(&cfg.StoreCommand, "store-command", "", "check an HA store instead of a server: start a store for each store case with this shell command; {listen} and {data} are replaced (also set as JOBPLANE_LISTEN, JOBPLANE_DATA_DIR)")
+	fs.StringVar(&cfg.TaskExecutorCommand, "taskexecutor-command", "", "check a TaskExecutor instead of a server: start one for each taskexecutor case with this shell command, the runner playing the JobManager side; {hastore}, {listen}, {data} and {id} are replaced (also set as JOBPLANE_HASTORE_URL, JOBPLANE_LISTEN, JOBPLANE_DATA_DIR, JOBPLANE_ID)")
 	fs.IntVar(&cfg.StoreMaxPlanBytes, "store-max-plan-bytes", 1<<20, "with --store-command: the store's limit on an encoded execution plan")
 	fs.StringVar(&configFile, "config", "", `JSON file declaring the server's features, e.g. `+defaultConf+` (default: all of them)`)
 	fs.Var(&run, "run", "run only cases matching these patterns (comma-separated, repeatable, or @file)")
 	fs.Var(&skip, "skip", "skip cases matching these patterns")
 	fs.Var(&knownFail, "known-failing", "cases that must fail (patterns or @file); one that passes fails the run")
 	fs.Var(&knownFlaky, "known-flaky", "cases whose failures do not fail the run")
+	fs.Float64Var(&cfg.TimingScale, "timing-scale", 1, "multiply every wait the runner derives from the server's advertised timings (GetClusterOverview.timings), and the case timeout, by this factor (at least 1), for slow machines")
 	fs.IntVar(&cfg.Parallel, "parallel", 2, "cases run at once, each with its own store, TaskExecutors and server")
 	fs.BoolVar(&cfg.Verbose, "v", false, "print every case's outcome")
 	fs.BoolVar(&cfg.Trace, "trace", false, "print the recorded HA-store and TaskExecutor events of failing cases")
@@ -105,7 +109,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if list {
-		for _, c := range append(runner.Cases(), runner.StoreCases()...) {
+		for _, c := range append(append(runner.Cases(), runner.StoreCases()...), runner.TaskExecutorCases()...) {
 			fmt.Fprintf(stdout, "%s\n    %s\n", c.Name, c.Doc)
 		}
 		return exitOK
@@ -122,8 +126,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	if n := btoi(cfg.ServerCommand != "") + btoi(cfg.HAStoreListen != "") + btoi(cfg.StoreCommand != ""); n != 1 {
-		fmt.Fprintln(stderr, "jobplane-conformance: give one of --server-command, --hastore-listen (and start the server yourself), or --store-command (to check an HA store)")
+	if n := btoi(cfg.ServerCommand != "") + btoi(cfg.HAStoreListen != "") + btoi(cfg.StoreCommand != "") + btoi(cfg.TaskExecutorCommand != ""); n != 1 {
+		fmt.Fprintln(stderr, "jobplane-conformance: give one of --server-command, --hastore-listen (and start the server yourself), --store-command (to check an HA store) or --taskexecutor-command (to check a TaskExecutor)")
 		return exitUsage
 	}
 	if err := runner.CheckWire(cfg.Protocol, cfg.TLSCA); err != nil {

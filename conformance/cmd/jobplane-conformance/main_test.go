@@ -26,6 +26,7 @@ func TestUsage(t *testing.T) {
 		{"--server-command", "x", "--report-json", "/no/such/dir/report.json"},
 		{"--server-command", "x", "--protocol", "http3"},
 		{"--server-command", "x", "--tls-ca", "/no/such/ca.pem"},
+		{"--server-command", "x", "--taskexecutor-command", "y"}, // two modes
 	} {
 		var out, errs bytes.Buffer
 		if code := run(args, &out, &errs); code != exitUsage {
@@ -33,7 +34,7 @@ func TestUsage(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if code := run([]string{"--list"}, &out, &out); code != exitOK || !strings.Contains(out.String(), "fencing/stale-offer-refused") {
+	if code := run([]string{"--list"}, &out, &out); code != exitOK || !strings.Contains(out.String(), "fencing/stale-offer-refused") || !strings.Contains(out.String(), "taskexecutor/registers") {
 		t.Errorf("--list = %d, %q", code, out.String())
 	}
 }

@@ -99,6 +99,26 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 		mux.Handle(p, connect.NewUnaryHandler(p, func(context.Context, *connect.Request[jobplanev1.ListTaskExecutorsRequest]) (*connect.Response[jobplanev1.ListTaskExecutorsResponse], error) {
 			return connect.NewResponse(&jobplanev1.ListTaskExecutorsResponse{}), nil
 		}))
+	case "timings-out-of-bounds", "timings-lie":
+		// Advertises timings the contract forbids (a resume window below
+		// its floor), or a session TTL shorter than its sessions' (in
+		// bounds, but not what it does).
+		p := jobplanev1connect.DispatcherServiceGetClusterOverviewProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.GetClusterOverviewRequest]) (*connect.Response[jobplanev1.GetClusterOverviewResponse], error) {
+			resp, err := d.GetClusterOverview(ctx, req.Msg)
+			if err != nil {
+				return nil, err
+			}
+			if resp.Timings == nil {
+				resp.Timings = &jobplanev1.ServerTimings{}
+			}
+			if mode == "timings-out-of-bounds" {
+				resp.Timings.WatchResumeWindow = 8
+			} else {
+				resp.Timings.SessionTtl = durationpb.New(resp.Timings.GetSessionTtl().AsDuration() - 100*time.Millisecond)
+			}
+			return connect.NewResponse(resp), nil
+		}))
 	case "detach-every-job":
 		// Drops client_heartbeat_timeout: every job is detached, and an
 		// attached job's client that goes away leaves it running.
@@ -206,6 +226,26 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 			}
 			return connect.NewResponse(resp), nil
 		}))
+	case "rm-checks-job-token-first":
+		// Judges the JobMaster token before the ResourceManager's: a
+		// JobMaster token older than the job's current grant is refused
+		// STALE_FENCING_TOKEN whatever the ResourceManager token.
+		jobTokenFirst(mux, clusterv1connect.ResourceManagerServiceDeclareResourceRequirementsProcedure, st, rm.DeclareResourceRequirements)
+		jobTokenFirst(mux, clusterv1connect.ResourceManagerServiceDisconnectJobMasterProcedure, st, rm.DisconnectJobMaster)
+	case "trust-job-master-token":
+		// Takes the caller's word for the job's election: a
+		// RegisterJobMaster token newer than the job's grant is what the
+		// ResourceManager then reads as the grant (see store.Leader),
+		// as a ResourceManager that checks no grant registers it.
+		p := clusterv1connect.ResourceManagerServiceRegisterJobMasterProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[clusterv1.RegisterJobMasterRequest]) (*connect.Response[clusterv1.RegisterJobMasterResponse], error) {
+			st.claim(req.Msg.GetJobId(), election.Token{SessionID: req.Msg.GetJobMasterToken().GetSessionId(), Epoch: req.Msg.GetJobMasterToken().GetEpoch()})
+			resp, err := rm.RegisterJobMaster(ctx, req.Msg)
+			if err != nil {
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
+		}))
 	case "run-id-ignored":
 		// Before 1.2: a request's run_id is not looked at, so a call
 		// naming an old run acts on whichever run is current.
@@ -299,6 +339,40 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 		p := jobplanev1connect.DispatcherServiceCancelJobProcedure
 		mux.Handle(p, connect.NewUnaryHandler(p, func(context.Context, *connect.Request[jobplanev1.CancelJobRequest]) (*connect.Response[jobplanev1.CancelJobResponse], error) {
 			return connect.NewResponse(&jobplanev1.CancelJobResponse{Status: jobplanev1.JobStatus_JOB_STATUS_CANCELED}), nil
+		}))
+	case "cancel-after-finish-cancelling":
+		// Answers the cancellation of a job that has just finished
+		// CANCELLING, as a Dispatcher that answers from the status it
+		// last published, not from the store's order of the cancel
+		// request and the result; the job stays FINISHED.
+		p := jobplanev1connect.DispatcherServiceCancelJobProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.CancelJobRequest]) (*connect.Response[jobplanev1.CancelJobResponse], error) {
+			resp, err := d.CancelJob(ctx, req.Msg)
+			var cerr *connect.Error
+			if errors.As(err, &cerr) && cerr.Code() == connect.CodeFailedPrecondition {
+				return connect.NewResponse(&jobplanev1.CancelJobResponse{Status: jobplanev1.JobStatus_JOB_STATUS_CANCELLING}), nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
+		}))
+	case "deposed-serves-cache":
+		// Serves GetJob from a cache of the answers it gave while it led
+		// when it no longer leads, as a read cache in front of the
+		// Dispatcher that outlives the leadership.
+		var cache sync.Map // job id -> *jobplanev1.GetJobResponse
+		p := jobplanev1connect.DispatcherServiceGetJobProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.GetJobRequest]) (*connect.Response[jobplanev1.GetJobResponse], error) {
+			resp, err := d.GetJob(ctx, req.Msg)
+			if err == nil {
+				cache.Store(req.Msg.GetJobId(), resp)
+				return connect.NewResponse(resp), nil
+			}
+			if cached, ok := cache.Load(req.Msg.GetJobId()); ok && connect.CodeOf(err) == connect.CodeUnavailable {
+				return connect.NewResponse(cached.(*jobplanev1.GetJobResponse)), nil
+			}
+			return nil, err
 		}))
 	case "unknown-result-empty":
 		p := jobplanev1connect.DispatcherServiceGetJobResultProcedure
@@ -480,4 +554,33 @@ func mountNoTokenCheck(mux *http.ServeMux, st *store, jm clusterv1connect.JobMas
 	passCurrentToken(mux, clusterv1connect.ResourceManagerServiceRegisterJobMasterProcedure, st, rm.RegisterJobMaster)
 	passCurrentToken(mux, clusterv1connect.ResourceManagerServiceRegisterTaskExecutorProcedure, st, rm.RegisterTaskExecutor)
 	passCurrentToken(mux, clusterv1connect.ResourceManagerServiceHeartbeatProcedure, st, rm.Heartbeat)
+}
+
+// jobTokenFirst mounts procedure so that a request whose JobMaster token
+// is older than the current grant of its job's election is refused
+// ABORTED (STALE_FENCING_TOKEN) before the child sees it, whatever its
+// ResourceManager token: the two checks in the order the contract does
+// not take.
+func jobTokenFirst[Req, Resp any, PReq interface {
+	*Req
+	proto.Message
+	GetJobId() string
+	GetJobMasterToken() *jobplanev1.FencingToken
+}](mux *http.ServeMux, procedure string, st *store, call func(context.Context, PReq) (*Resp, error)) {
+	mux.Handle(procedure, connect.NewUnaryHandler(procedure, func(ctx context.Context, req *connect.Request[Req]) (*connect.Response[Resp], error) {
+		msg := PReq(req.Msg)
+		info, err := st.Store.Leader(ctx, election.Job(msg.GetJobId()))
+		if tk := msg.GetJobMasterToken(); err == nil && !info.Token.IsZero() && tk.GetEpoch() != 0 && tk.GetEpoch() < info.Token.Epoch {
+			e := connect.NewError(connect.CodeAborted, errors.New("stale fencing token for "+election.Job(msg.GetJobId())))
+			if det, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: "STALE_FENCING_TOKEN", Domain: "jobplane"}); derr == nil {
+				e.AddDetail(det)
+			}
+			return nil, e
+		}
+		resp, err := call(ctx, msg)
+		if err != nil {
+			return nil, err
+		}
+		return connect.NewResponse(resp), nil
+	}))
 }

@@ -55,6 +55,8 @@ var breaks = map[string][]string{
 	"bare-errors":                 {"lifecycle/errors-carry-errorinfo"},
 	"watch-no-resume":             {"lifecycle/watch-resumes"},
 	"rm-ignores-receiver-token":   {"fencing/stale-resource-manager-token-refused"},
+	"rm-checks-job-token-first":   {"fencing/resource-manager-token-checked-first"},
+	"trust-job-master-token":      {"fencing/forged-job-master-token-refused", "fencing/tokens/register-job-master"},
 	"no-token-check":              {"fencing/tokens/*"},
 	"renew-late":                  {"faults/keep-alive"},
 	"hoard-slots":                 {"recovery/restart-slots-held"},
@@ -73,6 +75,13 @@ var breaks = map[string][]string{
 	"no-task-output":              {"lifecycle/task-output"},
 	"no-executors-listed":         {"lifecycle/list-task-executors"},
 	"detach-every-job":            {"lifecycle/attached-job"},
+
+	// The races (cases_races.go).
+	"cancel-after-finish-cancelling": {"races/cancel-against-finish"},
+	"deposed-serves-cache":           {"races/leadership-flapping"},
+	"dirty-taken-as-clean":           {"races/kill-between-result-and-plan-delete"},
+	"timings-out-of-bounds":          {"lifecycle/advertised-limits"},
+	"timings-lie":                    {"lifecycle/advertised-limits"},
 }
 
 // Cases of whole families, caught through the invariants every case's

@@ -1,7 +1,7 @@
 // Command brokenstore is the reference HA store with one promise of the
 // contract broken, for the conformance suite's store mode: every store
 // case that checks a promise of contract 1.1, or of 1.2's checkpoints,
-// must fail against some broken store. It embeds an etcd member on --data-dir and serves
+// consistency and equality, must fail against some broken store. It embeds an etcd member on --data-dir and serves
 // HAStoreService on --listen, through a wrapper that breaks what --break
 // names.
 package main
@@ -24,6 +24,7 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/hastore/v1/hastorev1connect"
@@ -61,7 +62,7 @@ func run(mode, listen, dataDir string) error {
 		return err
 	}
 	real := hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: store, Logger: log})
-	b := &broken{HAStoreServiceHandler: real, mode: mode, campaigned: map[string]bool{}, lastCancel: map[string]*jobplanev1.Cancellation{}, latest: map[string]*hastorev1.GetLatestCheckpointResponse{}}
+	b := &broken{HAStoreServiceHandler: real, mode: mode, campaigned: map[string]bool{}, lastCancel: map[string]*jobplanev1.Cancellation{}, latest: map[string]*hastorev1.GetLatestCheckpointResponse{}, cached: map[string]cachedRead{}}
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
@@ -79,8 +80,12 @@ func run(mode, listen, dataDir string) error {
 	h2c := new(http.Protocols)
 	h2c.SetUnencryptedHTTP2(true)
 	b.inner = hastorev1connect.NewHAStoreServiceClient(&http.Client{Transport: &http.Transport{Protocols: h2c}}, "http://"+inner.Addr().String())
+	opts := []connect.HandlerOption{connect.WithInterceptors(b.encodingSensitive(), b.modelBreaks())}
+	if mode != "unknown-fields-dropped" {
+		opts = append(opts, hastorerpc.HandlerOptions()...)
+	}
 	mux := http.NewServeMux()
-	mux.Handle(hastorev1connect.NewHAStoreServiceHandler(b, connect.WithInterceptors(b.encodingSensitive())))
+	mux.Handle(hastorev1connect.NewHAStoreServiceHandler(b, opts...))
 	srv := &http.Server{Handler: mux, Protocols: p, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	<-ctx.Done()
@@ -94,7 +99,12 @@ var breaks = map[string]string{
 	"replace-answers-ok":         "PutExecutionPlan of another plan for a job with one answers OK (and keeps the first)",
 	"plan-repeat-refused":        "PutExecutionPlan of the plan a job already has is ALREADY_EXISTS: creates are not idempotent",
 	"result-repeat-refused":      "CreateDirtyJobResult of the result a job already has is ALREADY_EXISTS: creates are not idempotent",
-	"equality-by-encoding":       "a repeated create in JSON is compared by its encoding, so it is ALREADY_EXISTS",
+	"equality-by-encoding":       "a repeated create in JSON is compared by the request's bytes as sent, not by the canonical encoding, so it is ALREADY_EXISTS",
+	"equality-by-proto-equal":    "a plan or result is the same as the stored one by Go's proto.Equal (every NaN the same), not by the canonical encoding",
+	"unknown-fields-dropped":     "unknown fields are dropped (binary) or ignored (JSON) instead of refused",
+	"non-normalized-accepted":    "a Duration or Timestamp that is not normalized is normalized and stored instead of refused",
+	"stale-reads":                "reads are answered from a cache of answers up to 1s old (GetLeader's also as ObserveLeader's first answer), as a lagging replica would",
+	"listing-not-a-snapshot":     "ListExecutionPlans reads its first id, then the rest 50ms later: a page mixes two moments",
 	"delete-without-result":      "DeleteExecutionPlan of a job without a result entry answers OK",
 	"job-token-writes":           "plan and result writes fenced by a job election answer OK",
 	"campaign-repeat-refused":    "a Campaign repeated by a session with a candidacy is CANDIDACY_EXISTS",
@@ -125,6 +135,7 @@ type broken struct {
 	campaigned map[string]bool                                   // session/election
 	lastCancel map[string]*jobplanev1.Cancellation               // by job, in cancel-record-last-wins
 	latest     map[string]*hastorev1.GetLatestCheckpointResponse // by job, in checkpoints-outlive-plan
+	cached     map[string]cachedRead                             // by procedure and request, in stale-reads
 }
 
 func (b *broken) lie(err error) error {
@@ -220,6 +231,11 @@ func (b *broken) PutExecutionPlan(ctx context.Context, req *hastorev1.PutExecuti
 			return nil, exists("EXECUTION_PLAN_EXISTS")
 		}
 	}
+	if b.mode == "equality-by-proto-equal" {
+		if stored, err := b.GetExecutionPlan(ctx, &hastorev1.GetExecutionPlanRequest{JobId: req.GetPlan().GetJobId()}); err == nil && proto.Equal(stored.GetPlan(), req.GetPlan()) {
+			return &hastorev1.PutExecutionPlanResponse{}, nil
+		}
+	}
 	resp, err := b.HAStoreServiceHandler.PutExecutionPlan(ctx, req)
 	if b.mode == "replace-answers-ok" && hastorerpcReason(err) == "EXECUTION_PLAN_EXISTS" {
 		return &hastorev1.PutExecutionPlanResponse{}, nil
@@ -263,6 +279,11 @@ func (b *broken) CreateDirtyJobResult(ctx context.Context, req *hastorev1.Create
 	if b.mode == "result-repeat-refused" {
 		if _, err := b.GetJobResultEntry(ctx, &hastorev1.GetJobResultEntryRequest{JobId: req.GetResult().GetJobId()}); err == nil {
 			return nil, exists("JOB_RESULT_EXISTS")
+		}
+	}
+	if b.mode == "equality-by-proto-equal" {
+		if stored, err := b.GetJobResultEntry(ctx, &hastorev1.GetJobResultEntryRequest{JobId: req.GetResult().GetJobId()}); err == nil && proto.Equal(stored.GetEntry().GetResult(), req.GetResult()) {
+			return &hastorev1.CreateDirtyJobResultResponse{}, nil
 		}
 	}
 	resp, err := b.HAStoreServiceHandler.CreateDirtyJobResult(ctx, req)

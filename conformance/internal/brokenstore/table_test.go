@@ -18,8 +18,8 @@ import (
 )
 
 // mustFail maps each broken store to the store cases it must fail. Every
-// case that checks a promise of contract 1.1, or of 1.2's checkpoints, is
-// listed under at least one (see covered).
+// case that checks a promise of contract 1.1, or of 1.2's checkpoints,
+// consistency and equality, is listed under at least one (see covered).
 var mustFail = map[string][]string{
 	"replace-answers-ok":         {"store/execution-plans", "store/plan-repeated-in-json"},
 	"plan-repeat-refused":        {"store/execution-plans", "store/plan-repeated-in-json"},
@@ -42,6 +42,11 @@ var mustFail = map[string][]string{
 	"savepoints-go-with-the-job": {"store/savepoints", "store/checkpoints-go-with-the-job"},
 	"clean-before-plan-delete":   {"store/result-clean-after-the-plan"},
 	"created-every-put":          {"store/plan-created-once"},
+	"stale-reads":                {"store/reads-see-acknowledged-writes", "store/listings-are-snapshots"},
+	"listing-not-a-snapshot":     {"store/listings-are-snapshots"},
+	"equality-by-proto-equal":    {"store/equal-by-encoding"},
+	"unknown-fields-dropped":     {"store/unknown-fields-refused"},
+	"non-normalized-accepted":    {"store/durations-normalized"},
 	"cancel-record-last-wins":    {"store/cancel-record-first-kept"},
 }
 
@@ -58,7 +63,10 @@ var covered = []string{
 	"store/cancel-requests", "store/watch-session-snapshot",
 	"store/checkpoint-fencing", "store/checkpoint-ids-increase", "store/checkpoint-retention",
 	"store/checkpoints-go-with-the-job", "store/savepoints", "store/checkpoint-bad-input",
-	"store/plan-created-once", "store/result-clean-after-the-plan", "store/cancel-record-first-kept",
+	"store/plan-created-once", "store/result-clean-after-the-plan",
+	"store/reads-see-acknowledged-writes", "store/listings-are-snapshots",
+	"store/equal-by-encoding", "store/unknown-fields-refused", "store/durations-normalized",
+	"store/cancel-record-first-kept",
 }
 
 func build(t *testing.T, dir, out, pkg string) string {

@@ -636,16 +636,79 @@ var mutants = []Mutant{
 	},
 	{
 		Name: "fencing/rm-register-accepts-older-jobmaster",
-		Doc:  "RegisterJobMaster does not check the JobMaster's token against the newest registered for the job, so a deposed JobMaster's registration replaces the newer one and slot requests go out under its older token (RegisterJobMaster: ABORTED STALE_FENCING_TOKEN if a newer token of the job has registered).",
+		Doc:  "RegisterJobMaster checks neither the registration nor the store for a JobMaster token not newer than the registered one (only a newer one could be a new grant), so a deposed JobMaster's registration replaces the newer one and slot requests go out under its older token (RegisterJobMaster: ABORTED STALE_FENCING_TOKEN if a newer token of the job has registered).",
 		File: "server/internal/resourcemanager/handler.go",
-		Old: `	if err := rm.checkJobLocked(req.GetJobId(), token); err != nil {
+		Old: `	err := rm.checkJobLocked(req.GetJobId(), token)
+	registered := err == nil && rm.pool.jobs[req.GetJobId()] != nil && rm.pool.jobs[req.GetJobId()].token == token
+	rm.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	// A token not registered yet (the job's first, or a newer one) must
+	// be the job's current grant; the store says, once per registration.
+	// The registered token was checked when it registered.
+	if !registered {
+		if err := rm.checkGrant(ctx, req.GetJobId(), token); err != nil {
+			return nil, err
+		}
+	}
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	// A newer JobMaster may have registered while the store was read.
+	if err := rm.checkJobLocked(req.GetJobId(), token); err != nil {
 		return nil, err
 	}
 	rm.pool.registerJob(req.GetJobId(), token, req.GetJobMasterAddress())`,
-		New: `	if !rm.leadingLocked() {
-		return nil, apierror.NotLeader(election.JobManager, "")
+		New: `	var err error
+	if !rm.leadingLocked() {
+		err = apierror.NotLeader(election.JobManager, "")
 	}
+	// Only a newer token can be a new grant: the store is read for it alone.
+	registered := err == nil && rm.pool.jobs[req.GetJobId()] != nil && token.Epoch <= rm.pool.jobs[req.GetJobId()].token.Epoch
+	rm.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if !registered {
+		if err := rm.checkGrant(ctx, req.GetJobId(), token); err != nil {
+			return nil, err
+		}
+	}
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
 	rm.pool.registerJob(req.GetJobId(), token, req.GetJobMasterAddress())`,
+	},
+	{
+		Name: "fencing/rm-register-skips-grant-check",
+		Doc:  "RegisterJobMaster takes a JobMaster token newer than the registered one (or a job's first) as the caller's grant without reading the job's election, as contract 1.1 allowed, so a caller that forges a higher epoch takes the job's registration and the real JobMaster's calls are refused STALE_FENCING_TOKEN (RegisterJobMaster: only the current grant of job/<job_id> registers).",
+		File: "server/internal/resourcemanager/handler.go",
+		Old: `	if !registered {
+		if err := rm.checkGrant(ctx, req.GetJobId(), token); err != nil {
+			return nil, err
+		}
+	}`,
+		New: `	_ = registered // a newer token is a new JobMaster's registration`,
+	},
+	{
+		Name: "fencing/rm-checks-job-token-first",
+		Doc:  "DeclareResourceRequirements judges the JobMaster token before the ResourceManager's, so a declaration wrong in both is answered STALE_FENCING_TOKEN instead of NOT_REGISTERED or NOT_LEADER, and the JobMaster stops as deposed instead of registering again with the current ResourceManager (ResourceManagerService: order of the checks).",
+		File: "server/internal/resourcemanager/handler.go",
+		Old: `	token := tokenOf(req.GetJobMasterToken())
+	if err := rm.checkReceiverLocked(req.GetJobId(), tokenOf(req.GetResourceManagerToken())); err != nil {
+		return nil, err
+	}
+	if err := rm.checkJobLocked(req.GetJobId(), token); err != nil {
+		return nil, err
+	}
+	j := rm.pool.jobs[req.GetJobId()]`,
+		New: `	token := tokenOf(req.GetJobMasterToken())
+	if err := rm.checkJobLocked(req.GetJobId(), token); err != nil {
+		return nil, err
+	}
+	if err := rm.checkReceiverLocked(req.GetJobId(), tokenOf(req.GetResourceManagerToken())); err != nil {
+		return nil, err
+	}
+	j := rm.pool.jobs[req.GetJobId()]`,
 	},
 	{
 		Name: "fencing/rm-declare-ignores-rm-token",

@@ -1831,7 +1831,12 @@ type GetClusterOverviewResponse struct {
 	// The number of known FAILED jobs.
 	FailedJobCount int32 `protobuf:"varint,8,opt,name=failed_job_count,json=failedJobCount,proto3" json:"failed_job_count,omitempty"`
 	// The limits this server enforces, so a client can keep within them.
-	Limits        *ServerLimits `protobuf:"bytes,9,opt,name=limits,proto3" json:"limits,omitempty"`
+	Limits *ServerLimits `protobuf:"bytes,9,opt,name=limits,proto3" json:"limits,omitempty"`
+	// The timings this server promises, so a client (and the conformance
+	// suite) can tell how long to wait for what. Since 1.2. A server MUST
+	// set it, and every field of it within the bounds ServerTimings states;
+	// unset means a server of an older contract, whose timings are unknown.
+	Timings       *ServerTimings `protobuf:"bytes,10,opt,name=timings,proto3" json:"timings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1929,6 +1934,199 @@ func (x *GetClusterOverviewResponse) GetLimits() *ServerLimits {
 	return nil
 }
 
+func (x *GetClusterOverviewResponse) GetTimings() *ServerTimings {
+	if x != nil {
+		return x.Timings
+	}
+	return nil
+}
+
+// ServerTimings are the timings a server promises: how long its leaders
+// keep their leadership, how soon it reacts to a change of leader, a
+// revocation, a cancel or idle slots, and how often and for how long its
+// streams keep what they promise. Each is this server's, from its
+// configuration, and each MUST hold for as long as the server runs: a
+// server that advertises a bound it does not keep breaks the contract, as
+// one that breaks a rule does. Every field is set; each states the bound
+// every implementation MUST meet (values outside it do not conform,
+// whatever the server does) and what the reference server advertises by
+// default. Since 1.2.
+type ServerTimings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The TTL of the HA-store session of each process: how long after a
+	// process dies (SIGKILL) its leaderships may still hold before they end
+	// and a standby may take over. MUST be positive and at most 10 s. The
+	// reference server: its `--session-ttl`, 2 s by default.
+	SessionTtl *durationpb.Duration `protobuf:"bytes,1,opt,name=session_ttl,json=sessionTtl,proto3" json:"session_ttl,omitempty"`
+	// How soon after the session of the `jobmanager` leader ended (expired,
+	// closed or revoked) a standby that campaigns leads `jobmanager` and its
+	// Dispatcher serves (answers GetClusterOverview as leader). MUST be
+	// positive and at most 10 s. The reference server: 5 s.
+	Takeover *durationpb.Duration `protobuf:"bytes,2,opt,name=takeover,proto3" json:"takeover,omitempty"`
+	// How soon after a job's leadership (`job/<job_id>`) ended while the
+	// `jobmanager` leader lives (the holder's session ended, it resigned or
+	// the grant was revoked) a process of the `jobmanager` leader holds it
+	// again and its JobMaster acts for the job. MUST be positive and at most
+	// 10 s. The reference server: 5 s.
+	JobRegrant *durationpb.Duration `protobuf:"bytes,3,opt,name=job_regrant,json=jobRegrant,proto3" json:"job_regrant,omitempty"`
+	// The revocation notice: how soon after its `jobmanager` leadership
+	// ended (the grant ended, was revoked or it resigned) a process stops
+	// acting for every job and resigns the job leaderships it holds (see the
+	// service's comment). MUST be positive and at most 10 s. The reference
+	// server: 5 s.
+	RevocationNotice *durationpb.Duration `protobuf:"bytes,4,opt,name=revocation_notice,json=revocationNotice,proto3" json:"revocation_notice,omitempty"`
+	// How soon after a job became CANCELED every attempt of it stopped on
+	// its TaskExecutors (CancelTask sent, and answered or timed out). MUST
+	// be positive and at most 10 s. The reference server: 5 s.
+	TaskCancel *durationpb.Duration `protobuf:"bytes,5,opt,name=task_cancel,json=taskCancel,proto3" json:"task_cancel,omitempty"`
+	// How long a JobMaster whose deployment waits for slots keeps the idle
+	// slots it holds before it gives them back with FreeSlots
+	// (jobplane.cluster.v1.JobMasterService.OfferSlots). MUST be positive
+	// and at most 30 s. The reference server: its `--slot-yield`, 5 s by
+	// default.
+	SlotYield *durationpb.Duration `protobuf:"bytes,6,opt,name=slot_yield,json=slotYield,proto3" json:"slot_yield,omitempty"`
+	// The heartbeat interval of WatchJob: a stream that sent nothing else
+	// for this long sends a Heartbeat. A
+	// server MUST send it no later than this after the stream's last message
+	// (the transport's delays aside). MUST be at least 1 s and at most 30 s.
+	// The reference server: 10 s.
+	StreamHeartbeat *durationpb.Duration `protobuf:"bytes,7,opt,name=stream_heartbeat,json=streamHeartbeat,proto3" json:"stream_heartbeat,omitempty"`
+	// The resume window of WatchJob: how many of a job's last status changes
+	// the leader keeps resume tokens for (see WatchJob). MUST be at least
+	// 16. The reference server: 64.
+	WatchResumeWindow int32 `protobuf:"varint,8,opt,name=watch_resume_window,json=watchResumeWindow,proto3" json:"watch_resume_window,omitempty"`
+	// How long a clean job result is kept after its job ended, before it may
+	// be deleted and its job id used again; zero keeps results for ever.
+	// MUST be zero or at least 10 minutes. The reference server: its
+	// `--result-retention`, zero by default.
+	ResultRetention *durationpb.Duration `protobuf:"bytes,9,opt,name=result_retention,json=resultRetention,proto3" json:"result_retention,omitempty"`
+	// How long a TaskExecutor may stay silent before the ResourceManager
+	// releases its slots, and a JobMaster before its TaskExecutors stop its
+	// tasks (the heartbeat timeout of the cluster protocol). MUST be positive
+	// and less than two thirds of `session_ttl`, so that the tasks of a
+	// JobMaster that stood still stop before its session may end and a
+	// standby take over, whenever it last renewed the session. The
+	// reference server: its `--heartbeat-timeout`, 1.2 s by default.
+	TaskExecutorHeartbeatTimeout *durationpb.Duration `protobuf:"bytes,10,opt,name=task_executor_heartbeat_timeout,json=taskExecutorHeartbeatTimeout,proto3" json:"task_executor_heartbeat_timeout,omitempty"`
+	// The task lease: how long a TaskExecutor keeps a job's tasks running
+	// without hearing from any JobMaster of it, so that a new leader adopts
+	// them; the subtasks of a TaskExecutor that died are deployed elsewhere
+	// only after it. Zero when the server grants no leases (attempts stop
+	// with their JobMaster's leadership). MUST be zero, or at least
+	// `task_executor_heartbeat_timeout` and at most 30 s. The reference
+	// server: its `--task-lease`, 10 s by default.
+	TaskLease     *durationpb.Duration `protobuf:"bytes,11,opt,name=task_lease,json=taskLease,proto3" json:"task_lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServerTimings) Reset() {
+	*x = ServerTimings{}
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServerTimings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServerTimings) ProtoMessage() {}
+
+func (x *ServerTimings) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServerTimings.ProtoReflect.Descriptor instead.
+func (*ServerTimings) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ServerTimings) GetSessionTtl() *durationpb.Duration {
+	if x != nil {
+		return x.SessionTtl
+	}
+	return nil
+}
+
+func (x *ServerTimings) GetTakeover() *durationpb.Duration {
+	if x != nil {
+		return x.Takeover
+	}
+	return nil
+}
+
+func (x *ServerTimings) GetJobRegrant() *durationpb.Duration {
+	if x != nil {
+		return x.JobRegrant
+	}
+	return nil
+}
+
+func (x *ServerTimings) GetRevocationNotice() *durationpb.Duration {
+	if x != nil {
+		return x.RevocationNotice
+	}
+	return nil
+}
+
+func (x *ServerTimings) GetTaskCancel() *durationpb.Duration {
+	if x != nil {
+		return x.TaskCancel
+	}
+	return nil
+}
+
+func (x *ServerTimings) GetSlotYield() *durationpb.Duration {
+	if x != nil {
+		return x.SlotYield
+	}
+	return nil
+}
+
+func (x *ServerTimings) GetStreamHeartbeat() *durationpb.Duration {
+	if x != nil {
+		return x.StreamHeartbeat
+	}
+	return nil
+}
+
+func (x *ServerTimings) GetWatchResumeWindow() int32 {
+	if x != nil {
+		return x.WatchResumeWindow
+	}
+	return 0
+}
+
+func (x *ServerTimings) GetResultRetention() *durationpb.Duration {
+	if x != nil {
+		return x.ResultRetention
+	}
+	return nil
+}
+
+func (x *ServerTimings) GetTaskExecutorHeartbeatTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.TaskExecutorHeartbeatTimeout
+	}
+	return nil
+}
+
+func (x *ServerTimings) GetTaskLease() *durationpb.Duration {
+	if x != nil {
+		return x.TaskLease
+	}
+	return nil
+}
+
 // ServerLimits are the limits a server enforces on what it is sent and
 // answers; each is this server's, set by its configuration.
 type ServerLimits struct {
@@ -1977,7 +2175,7 @@ type ServerLimits struct {
 
 func (x *ServerLimits) Reset() {
 	*x = ServerLimits{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[30]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1989,7 +2187,7 @@ func (x *ServerLimits) String() string {
 func (*ServerLimits) ProtoMessage() {}
 
 func (x *ServerLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[30]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2002,7 +2200,7 @@ func (x *ServerLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerLimits.ProtoReflect.Descriptor instead.
 func (*ServerLimits) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{30}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ServerLimits) GetMaxRequestBytes() int64 {
@@ -2117,7 +2315,7 @@ type GetTaskOutputRequest struct {
 
 func (x *GetTaskOutputRequest) Reset() {
 	*x = GetTaskOutputRequest{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[31]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2327,7 @@ func (x *GetTaskOutputRequest) String() string {
 func (*GetTaskOutputRequest) ProtoMessage() {}
 
 func (x *GetTaskOutputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[31]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2340,7 @@ func (x *GetTaskOutputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskOutputRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskOutputRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{31}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetTaskOutputRequest) GetJobId() string {
@@ -2221,7 +2419,7 @@ type GetTaskOutputResponse struct {
 
 func (x *GetTaskOutputResponse) Reset() {
 	*x = GetTaskOutputResponse{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[32]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2233,7 +2431,7 @@ func (x *GetTaskOutputResponse) String() string {
 func (*GetTaskOutputResponse) ProtoMessage() {}
 
 func (x *GetTaskOutputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[32]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2246,7 +2444,7 @@ func (x *GetTaskOutputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskOutputResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskOutputResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{32}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetTaskOutputResponse) GetData() []byte {
@@ -2414,7 +2612,7 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\n" +
 	"slot_index\x18\x01 \x01(\x05R\tslotIndex\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\x1b\n" +
-	"\x19GetClusterOverviewRequest\"\xa9\x03\n" +
+	"\x19GetClusterOverviewRequest\"\xdf\x03\n" +
 	"\x1aGetClusterOverviewResponse\x12/\n" +
 	"\x06leader\x18\x01 \x01(\v2\x17.jobplane.v1.LeaderInfoR\x06leader\x12.\n" +
 	"\x13task_executor_count\x18\x02 \x01(\x05R\x11taskExecutorCount\x12\x1d\n" +
@@ -2425,7 +2623,27 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\x12finished_job_count\x18\x06 \x01(\x05R\x10finishedJobCount\x12,\n" +
 	"\x12canceled_job_count\x18\a \x01(\x05R\x10canceledJobCount\x12(\n" +
 	"\x10failed_job_count\x18\b \x01(\x05R\x0efailedJobCount\x121\n" +
-	"\x06limits\x18\t \x01(\v2\x19.jobplane.v1.ServerLimitsR\x06limits\"\xae\x04\n" +
+	"\x06limits\x18\t \x01(\v2\x19.jobplane.v1.ServerLimitsR\x06limits\x124\n" +
+	"\atimings\x18\n" +
+	" \x01(\v2\x1a.jobplane.v1.ServerTimingsR\atimings\"\xd4\x05\n" +
+	"\rServerTimings\x12:\n" +
+	"\vsession_ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"sessionTtl\x125\n" +
+	"\btakeover\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\btakeover\x12:\n" +
+	"\vjob_regrant\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"jobRegrant\x12F\n" +
+	"\x11revocation_notice\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x10revocationNotice\x12:\n" +
+	"\vtask_cancel\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"taskCancel\x128\n" +
+	"\n" +
+	"slot_yield\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tslotYield\x12D\n" +
+	"\x10stream_heartbeat\x18\a \x01(\v2\x19.google.protobuf.DurationR\x0fstreamHeartbeat\x12.\n" +
+	"\x13watch_resume_window\x18\b \x01(\x05R\x11watchResumeWindow\x12D\n" +
+	"\x10result_retention\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0fresultRetention\x12`\n" +
+	"\x1ftask_executor_heartbeat_timeout\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x1ctaskExecutorHeartbeatTimeout\x128\n" +
+	"\n" +
+	"task_lease\x18\v \x01(\v2\x19.google.protobuf.DurationR\ttaskLease\"\xae\x04\n" +
 	"\fServerLimits\x12*\n" +
 	"\x11max_request_bytes\x18\x01 \x01(\x03R\x0fmaxRequestBytes\x12,\n" +
 	"\x12max_response_bytes\x18\x02 \x01(\x03R\x10maxResponseBytes\x12&\n" +
@@ -2495,7 +2713,7 @@ func file_jobplane_v1_dispatcher_service_proto_rawDescGZIP() []byte {
 }
 
 var file_jobplane_v1_dispatcher_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jobplane_v1_dispatcher_service_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_jobplane_v1_dispatcher_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_jobplane_v1_dispatcher_service_proto_goTypes = []any{
 	(JobIdReusePolicy)(0),                 // 0: jobplane.v1.JobIdReusePolicy
 	(*ListCheckpointsRequest)(nil),        // 1: jobplane.v1.ListCheckpointsRequest
@@ -2528,79 +2746,91 @@ var file_jobplane_v1_dispatcher_service_proto_goTypes = []any{
 	(*AllocatedSlot)(nil),                 // 28: jobplane.v1.AllocatedSlot
 	(*GetClusterOverviewRequest)(nil),     // 29: jobplane.v1.GetClusterOverviewRequest
 	(*GetClusterOverviewResponse)(nil),    // 30: jobplane.v1.GetClusterOverviewResponse
-	(*ServerLimits)(nil),                  // 31: jobplane.v1.ServerLimits
-	(*GetTaskOutputRequest)(nil),          // 32: jobplane.v1.GetTaskOutputRequest
-	(*GetTaskOutputResponse)(nil),         // 33: jobplane.v1.GetTaskOutputResponse
-	(*CheckpointInfo)(nil),                // 34: jobplane.v1.CheckpointInfo
-	(*CheckpointStats)(nil),               // 35: jobplane.v1.CheckpointStats
-	(*SavepointInfo)(nil),                 // 36: jobplane.v1.SavepointInfo
-	(*JobGraph)(nil),                      // 37: jobplane.v1.JobGraph
-	(JobStatus)(0),                        // 38: jobplane.v1.JobStatus
-	(JobView)(0),                          // 39: jobplane.v1.JobView
-	(*JobDetails)(nil),                    // 40: jobplane.v1.JobDetails
-	(*JobSummary)(nil),                    // 41: jobplane.v1.JobSummary
-	(*JobResult)(nil),                     // 42: jobplane.v1.JobResult
-	(*Heartbeat)(nil),                     // 43: jobplane.v1.Heartbeat
-	(*durationpb.Duration)(nil),           // 44: google.protobuf.Duration
-	(*LeaderInfo)(nil),                    // 45: jobplane.v1.LeaderInfo
+	(*ServerTimings)(nil),                 // 31: jobplane.v1.ServerTimings
+	(*ServerLimits)(nil),                  // 32: jobplane.v1.ServerLimits
+	(*GetTaskOutputRequest)(nil),          // 33: jobplane.v1.GetTaskOutputRequest
+	(*GetTaskOutputResponse)(nil),         // 34: jobplane.v1.GetTaskOutputResponse
+	(*CheckpointInfo)(nil),                // 35: jobplane.v1.CheckpointInfo
+	(*CheckpointStats)(nil),               // 36: jobplane.v1.CheckpointStats
+	(*SavepointInfo)(nil),                 // 37: jobplane.v1.SavepointInfo
+	(*JobGraph)(nil),                      // 38: jobplane.v1.JobGraph
+	(JobStatus)(0),                        // 39: jobplane.v1.JobStatus
+	(JobView)(0),                          // 40: jobplane.v1.JobView
+	(*JobDetails)(nil),                    // 41: jobplane.v1.JobDetails
+	(*JobSummary)(nil),                    // 42: jobplane.v1.JobSummary
+	(*JobResult)(nil),                     // 43: jobplane.v1.JobResult
+	(*Heartbeat)(nil),                     // 44: jobplane.v1.Heartbeat
+	(*durationpb.Duration)(nil),           // 45: google.protobuf.Duration
+	(*LeaderInfo)(nil),                    // 46: jobplane.v1.LeaderInfo
 }
 var file_jobplane_v1_dispatcher_service_proto_depIdxs = []int32{
-	34, // 0: jobplane.v1.ListCheckpointsResponse.checkpoints:type_name -> jobplane.v1.CheckpointInfo
-	35, // 1: jobplane.v1.ListCheckpointsResponse.stats:type_name -> jobplane.v1.CheckpointStats
-	36, // 2: jobplane.v1.TriggerSavepointResponse.savepoint:type_name -> jobplane.v1.SavepointInfo
-	36, // 3: jobplane.v1.ListSavepointsResponse.savepoints:type_name -> jobplane.v1.SavepointInfo
-	37, // 4: jobplane.v1.SubmitJobRequest.job_graph:type_name -> jobplane.v1.JobGraph
+	35, // 0: jobplane.v1.ListCheckpointsResponse.checkpoints:type_name -> jobplane.v1.CheckpointInfo
+	36, // 1: jobplane.v1.ListCheckpointsResponse.stats:type_name -> jobplane.v1.CheckpointStats
+	37, // 2: jobplane.v1.TriggerSavepointResponse.savepoint:type_name -> jobplane.v1.SavepointInfo
+	37, // 3: jobplane.v1.ListSavepointsResponse.savepoints:type_name -> jobplane.v1.SavepointInfo
+	38, // 4: jobplane.v1.SubmitJobRequest.job_graph:type_name -> jobplane.v1.JobGraph
 	0,  // 5: jobplane.v1.SubmitJobRequest.id_reuse:type_name -> jobplane.v1.JobIdReusePolicy
-	38, // 6: jobplane.v1.SubmitJobResponse.status:type_name -> jobplane.v1.JobStatus
-	39, // 7: jobplane.v1.GetJobRequest.view:type_name -> jobplane.v1.JobView
-	40, // 8: jobplane.v1.GetJobResponse.job:type_name -> jobplane.v1.JobDetails
-	38, // 9: jobplane.v1.ListJobsRequest.statuses:type_name -> jobplane.v1.JobStatus
-	41, // 10: jobplane.v1.ListJobsResponse.jobs:type_name -> jobplane.v1.JobSummary
-	38, // 11: jobplane.v1.CancelJobResponse.status:type_name -> jobplane.v1.JobStatus
-	42, // 12: jobplane.v1.GetJobResultResponse.result:type_name -> jobplane.v1.JobResult
-	41, // 13: jobplane.v1.WatchJobResponse.job:type_name -> jobplane.v1.JobSummary
-	43, // 14: jobplane.v1.WatchJobResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
-	44, // 15: jobplane.v1.ReportClientHeartbeatResponse.timeout:type_name -> google.protobuf.Duration
+	39, // 6: jobplane.v1.SubmitJobResponse.status:type_name -> jobplane.v1.JobStatus
+	40, // 7: jobplane.v1.GetJobRequest.view:type_name -> jobplane.v1.JobView
+	41, // 8: jobplane.v1.GetJobResponse.job:type_name -> jobplane.v1.JobDetails
+	39, // 9: jobplane.v1.ListJobsRequest.statuses:type_name -> jobplane.v1.JobStatus
+	42, // 10: jobplane.v1.ListJobsResponse.jobs:type_name -> jobplane.v1.JobSummary
+	39, // 11: jobplane.v1.CancelJobResponse.status:type_name -> jobplane.v1.JobStatus
+	43, // 12: jobplane.v1.GetJobResultResponse.result:type_name -> jobplane.v1.JobResult
+	42, // 13: jobplane.v1.WatchJobResponse.job:type_name -> jobplane.v1.JobSummary
+	44, // 14: jobplane.v1.WatchJobResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
+	45, // 15: jobplane.v1.ReportClientHeartbeatResponse.timeout:type_name -> google.protobuf.Duration
 	27, // 16: jobplane.v1.ListTaskExecutorsResponse.task_executors:type_name -> jobplane.v1.TaskExecutorInfo
 	28, // 17: jobplane.v1.TaskExecutorInfo.allocated_slots:type_name -> jobplane.v1.AllocatedSlot
-	44, // 18: jobplane.v1.TaskExecutorInfo.silence:type_name -> google.protobuf.Duration
-	45, // 19: jobplane.v1.GetClusterOverviewResponse.leader:type_name -> jobplane.v1.LeaderInfo
-	31, // 20: jobplane.v1.GetClusterOverviewResponse.limits:type_name -> jobplane.v1.ServerLimits
-	9,  // 21: jobplane.v1.DispatcherService.SubmitJob:input_type -> jobplane.v1.SubmitJobRequest
-	11, // 22: jobplane.v1.DispatcherService.GetJob:input_type -> jobplane.v1.GetJobRequest
-	13, // 23: jobplane.v1.DispatcherService.ListJobs:input_type -> jobplane.v1.ListJobsRequest
-	15, // 24: jobplane.v1.DispatcherService.CancelJob:input_type -> jobplane.v1.CancelJobRequest
-	17, // 25: jobplane.v1.DispatcherService.GetJobResult:input_type -> jobplane.v1.GetJobResultRequest
-	18, // 26: jobplane.v1.DispatcherService.PurgeJob:input_type -> jobplane.v1.PurgeJobRequest
-	21, // 27: jobplane.v1.DispatcherService.WatchJob:input_type -> jobplane.v1.WatchJobRequest
-	23, // 28: jobplane.v1.DispatcherService.ReportClientHeartbeat:input_type -> jobplane.v1.ReportClientHeartbeatRequest
-	25, // 29: jobplane.v1.DispatcherService.ListTaskExecutors:input_type -> jobplane.v1.ListTaskExecutorsRequest
-	32, // 30: jobplane.v1.DispatcherService.GetTaskOutput:input_type -> jobplane.v1.GetTaskOutputRequest
-	29, // 31: jobplane.v1.DispatcherService.GetClusterOverview:input_type -> jobplane.v1.GetClusterOverviewRequest
-	1,  // 32: jobplane.v1.DispatcherService.ListCheckpoints:input_type -> jobplane.v1.ListCheckpointsRequest
-	3,  // 33: jobplane.v1.DispatcherService.TriggerSavepoint:input_type -> jobplane.v1.TriggerSavepointRequest
-	5,  // 34: jobplane.v1.DispatcherService.ListSavepoints:input_type -> jobplane.v1.ListSavepointsRequest
-	7,  // 35: jobplane.v1.DispatcherService.DeleteSavepoint:input_type -> jobplane.v1.DeleteSavepointRequest
-	10, // 36: jobplane.v1.DispatcherService.SubmitJob:output_type -> jobplane.v1.SubmitJobResponse
-	12, // 37: jobplane.v1.DispatcherService.GetJob:output_type -> jobplane.v1.GetJobResponse
-	14, // 38: jobplane.v1.DispatcherService.ListJobs:output_type -> jobplane.v1.ListJobsResponse
-	16, // 39: jobplane.v1.DispatcherService.CancelJob:output_type -> jobplane.v1.CancelJobResponse
-	20, // 40: jobplane.v1.DispatcherService.GetJobResult:output_type -> jobplane.v1.GetJobResultResponse
-	19, // 41: jobplane.v1.DispatcherService.PurgeJob:output_type -> jobplane.v1.PurgeJobResponse
-	22, // 42: jobplane.v1.DispatcherService.WatchJob:output_type -> jobplane.v1.WatchJobResponse
-	24, // 43: jobplane.v1.DispatcherService.ReportClientHeartbeat:output_type -> jobplane.v1.ReportClientHeartbeatResponse
-	26, // 44: jobplane.v1.DispatcherService.ListTaskExecutors:output_type -> jobplane.v1.ListTaskExecutorsResponse
-	33, // 45: jobplane.v1.DispatcherService.GetTaskOutput:output_type -> jobplane.v1.GetTaskOutputResponse
-	30, // 46: jobplane.v1.DispatcherService.GetClusterOverview:output_type -> jobplane.v1.GetClusterOverviewResponse
-	2,  // 47: jobplane.v1.DispatcherService.ListCheckpoints:output_type -> jobplane.v1.ListCheckpointsResponse
-	4,  // 48: jobplane.v1.DispatcherService.TriggerSavepoint:output_type -> jobplane.v1.TriggerSavepointResponse
-	6,  // 49: jobplane.v1.DispatcherService.ListSavepoints:output_type -> jobplane.v1.ListSavepointsResponse
-	8,  // 50: jobplane.v1.DispatcherService.DeleteSavepoint:output_type -> jobplane.v1.DeleteSavepointResponse
-	36, // [36:51] is the sub-list for method output_type
-	21, // [21:36] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	45, // 18: jobplane.v1.TaskExecutorInfo.silence:type_name -> google.protobuf.Duration
+	46, // 19: jobplane.v1.GetClusterOverviewResponse.leader:type_name -> jobplane.v1.LeaderInfo
+	32, // 20: jobplane.v1.GetClusterOverviewResponse.limits:type_name -> jobplane.v1.ServerLimits
+	31, // 21: jobplane.v1.GetClusterOverviewResponse.timings:type_name -> jobplane.v1.ServerTimings
+	45, // 22: jobplane.v1.ServerTimings.session_ttl:type_name -> google.protobuf.Duration
+	45, // 23: jobplane.v1.ServerTimings.takeover:type_name -> google.protobuf.Duration
+	45, // 24: jobplane.v1.ServerTimings.job_regrant:type_name -> google.protobuf.Duration
+	45, // 25: jobplane.v1.ServerTimings.revocation_notice:type_name -> google.protobuf.Duration
+	45, // 26: jobplane.v1.ServerTimings.task_cancel:type_name -> google.protobuf.Duration
+	45, // 27: jobplane.v1.ServerTimings.slot_yield:type_name -> google.protobuf.Duration
+	45, // 28: jobplane.v1.ServerTimings.stream_heartbeat:type_name -> google.protobuf.Duration
+	45, // 29: jobplane.v1.ServerTimings.result_retention:type_name -> google.protobuf.Duration
+	45, // 30: jobplane.v1.ServerTimings.task_executor_heartbeat_timeout:type_name -> google.protobuf.Duration
+	45, // 31: jobplane.v1.ServerTimings.task_lease:type_name -> google.protobuf.Duration
+	9,  // 32: jobplane.v1.DispatcherService.SubmitJob:input_type -> jobplane.v1.SubmitJobRequest
+	11, // 33: jobplane.v1.DispatcherService.GetJob:input_type -> jobplane.v1.GetJobRequest
+	13, // 34: jobplane.v1.DispatcherService.ListJobs:input_type -> jobplane.v1.ListJobsRequest
+	15, // 35: jobplane.v1.DispatcherService.CancelJob:input_type -> jobplane.v1.CancelJobRequest
+	17, // 36: jobplane.v1.DispatcherService.GetJobResult:input_type -> jobplane.v1.GetJobResultRequest
+	18, // 37: jobplane.v1.DispatcherService.PurgeJob:input_type -> jobplane.v1.PurgeJobRequest
+	21, // 38: jobplane.v1.DispatcherService.WatchJob:input_type -> jobplane.v1.WatchJobRequest
+	23, // 39: jobplane.v1.DispatcherService.ReportClientHeartbeat:input_type -> jobplane.v1.ReportClientHeartbeatRequest
+	25, // 40: jobplane.v1.DispatcherService.ListTaskExecutors:input_type -> jobplane.v1.ListTaskExecutorsRequest
+	33, // 41: jobplane.v1.DispatcherService.GetTaskOutput:input_type -> jobplane.v1.GetTaskOutputRequest
+	29, // 42: jobplane.v1.DispatcherService.GetClusterOverview:input_type -> jobplane.v1.GetClusterOverviewRequest
+	1,  // 43: jobplane.v1.DispatcherService.ListCheckpoints:input_type -> jobplane.v1.ListCheckpointsRequest
+	3,  // 44: jobplane.v1.DispatcherService.TriggerSavepoint:input_type -> jobplane.v1.TriggerSavepointRequest
+	5,  // 45: jobplane.v1.DispatcherService.ListSavepoints:input_type -> jobplane.v1.ListSavepointsRequest
+	7,  // 46: jobplane.v1.DispatcherService.DeleteSavepoint:input_type -> jobplane.v1.DeleteSavepointRequest
+	10, // 47: jobplane.v1.DispatcherService.SubmitJob:output_type -> jobplane.v1.SubmitJobResponse
+	12, // 48: jobplane.v1.DispatcherService.GetJob:output_type -> jobplane.v1.GetJobResponse
+	14, // 49: jobplane.v1.DispatcherService.ListJobs:output_type -> jobplane.v1.ListJobsResponse
+	16, // 50: jobplane.v1.DispatcherService.CancelJob:output_type -> jobplane.v1.CancelJobResponse
+	20, // 51: jobplane.v1.DispatcherService.GetJobResult:output_type -> jobplane.v1.GetJobResultResponse
+	19, // 52: jobplane.v1.DispatcherService.PurgeJob:output_type -> jobplane.v1.PurgeJobResponse
+	22, // 53: jobplane.v1.DispatcherService.WatchJob:output_type -> jobplane.v1.WatchJobResponse
+	24, // 54: jobplane.v1.DispatcherService.ReportClientHeartbeat:output_type -> jobplane.v1.ReportClientHeartbeatResponse
+	26, // 55: jobplane.v1.DispatcherService.ListTaskExecutors:output_type -> jobplane.v1.ListTaskExecutorsResponse
+	34, // 56: jobplane.v1.DispatcherService.GetTaskOutput:output_type -> jobplane.v1.GetTaskOutputResponse
+	30, // 57: jobplane.v1.DispatcherService.GetClusterOverview:output_type -> jobplane.v1.GetClusterOverviewResponse
+	2,  // 58: jobplane.v1.DispatcherService.ListCheckpoints:output_type -> jobplane.v1.ListCheckpointsResponse
+	4,  // 59: jobplane.v1.DispatcherService.TriggerSavepoint:output_type -> jobplane.v1.TriggerSavepointResponse
+	6,  // 60: jobplane.v1.DispatcherService.ListSavepoints:output_type -> jobplane.v1.ListSavepointsResponse
+	8,  // 61: jobplane.v1.DispatcherService.DeleteSavepoint:output_type -> jobplane.v1.DeleteSavepointResponse
+	47, // [47:62] is the sub-list for method output_type
+	32, // [32:47] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_dispatcher_service_proto_init() }
@@ -2617,14 +2847,14 @@ func file_jobplane_v1_dispatcher_service_proto_init() {
 		(*WatchJobResponse_Job)(nil),
 		(*WatchJobResponse_Heartbeat)(nil),
 	}
-	file_jobplane_v1_dispatcher_service_proto_msgTypes[31].OneofWrappers = []any{}
+	file_jobplane_v1_dispatcher_service_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_dispatcher_service_proto_rawDesc), len(file_jobplane_v1_dispatcher_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -266,6 +266,8 @@ interface RunningTask {
   accumulators: Map<string, bigint>;
   badName?: string;
   final: boolean;
+  /** The report of its latest state change: the next is sent once it settled, so that its JobMaster gets them in order. */
+  reporting?: Promise<void>;
 }
 
 /** statusOf is an attempt's status as every report carries it: its state, failure and, once FINISHED, its result. */
@@ -1179,14 +1181,37 @@ export class Worker {
     const address = task.address;
     if (!j || !sameToken(j.token, task.token) || address === "") return;
     const status = statusOf(task, timestampNow());
+    const token = task.token;
+    // The JobMaster takes the changes in the order they arrive: RUNNING
+    // must not overtake a FINISHED sent while it was on its way.
+    const previous = task.reporting;
+    const report = (async () => {
+      await previous;
+      await this.report(task, address, status, token);
+    })();
+    task.reporting = report;
+    await report;
+  }
+
+  /**
+   * report sends one state change of an attempt to its JobMaster under the
+   * token it was decided under, trying again a few times.
+   */
+  private async report(task: RunningTask, address: string, status: TaskExecutionStatus, token: FencingToken): Promise<void> {
+    const jobId = task.req.jobId;
     for (let attempt = 0; attempt < 3 && !this.stopping.signal.aborted; attempt++) {
       try {
         await this.jobMaster(address).updateTaskExecutionState(
-          { jobId, jobMasterToken: task.token, taskExecutorId: this.id, status },
+          { jobId, jobMasterToken: token, taskExecutorId: this.id, status },
           { signal: AbortSignal.any([this.stopping.signal, AbortSignal.timeout(10_000)]) },
         );
         return;
       } catch (e) {
+        // A newer JobMaster adopted the attempt while the report was with
+        // the one it was sent to: that JobMaster's answer, whatever it is,
+        // says nothing of the attempt now, whose state went to the new one
+        // with the adoption. (As the Go TaskExecutor, since dda2c02.)
+        if (!sameToken(task.token, token)) return;
         const r = reasonOf(e);
         if (r === ErrorReason.EXECUTION_NOT_FOUND) {
           task.abort.abort();

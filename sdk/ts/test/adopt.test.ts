@@ -29,6 +29,7 @@ import {
 import { ErrorReason } from "../gen/jobplane/v1/error_pb.js";
 import { ExecutionState } from "../gen/jobplane/v1/execution_pb.js";
 import { Worker, reasonOf, type Task } from "../src/index.js";
+import { apiError } from "../src/fence.js";
 import { waitFor } from "./cluster.js";
 
 // No ResourceManager: the test makes the ResourceManager's calls itself.
@@ -55,12 +56,17 @@ interface FakeJobMaster {
   offers: number;
   /** The state changes reported, as STATE@epoch. */
   reports: string[];
+  /** If set, every state report under epoch 1 is held until it settles, then refused EXECUTION_NOT_FOUND. */
+  holdEpoch1?: Promise<void>;
+  /** The reports held, and those refused after the hold. */
+  held: number;
+  refused: number;
   close(): Promise<void>;
 }
 
 async function startJobMaster(taskLeaseMs: number): Promise<FakeJobMaster> {
   const sessions = new Set<http2.ServerHttp2Session>();
-  const fake: FakeJobMaster = { url: "", taskLeaseMs, offerTaskLeaseMs: 0, offerDeployments: [], answering: true, answered: 0, offers: 0, reports: [], close: async () => {} };
+  const fake: FakeJobMaster = { url: "", taskLeaseMs, offerTaskLeaseMs: 0, offerDeployments: [], answering: true, answered: 0, offers: 0, reports: [], held: 0, refused: 0, close: async () => {} };
   const routes = (router: ConnectRouter) =>
     router.service(JobMasterService, {
       offerSlots: (req) => {
@@ -78,7 +84,13 @@ async function startJobMaster(taskLeaseMs: number): Promise<FakeJobMaster> {
         fake.answered++;
         return fake.taskLeaseMs > 0 ? { taskLease: durationFromMs(fake.taskLeaseMs) } : {};
       },
-      updateTaskExecutionState: (req) => {
+      updateTaskExecutionState: async (req) => {
+        if (fake.holdEpoch1 && req.jobMasterToken?.epoch === 1n) {
+          fake.held++;
+          await fake.holdEpoch1;
+          fake.refused++;
+          throw apiError(ErrorReason.EXECUTION_NOT_FOUND, "this JobMaster no longer has the attempt", { job_id: req.jobId });
+        }
         fake.reports.push(`${ExecutionState[req.status?.state ?? 0]}@${req.jobMasterToken?.epoch ?? 0n}`);
         return {};
       },
@@ -268,6 +280,37 @@ describe("adoption under a task lease with the node worker", { timeout: 120_000 
     const resp = await adopt(te, fake.url, newer, signal);
     assert.deepEqual(toJson(AdoptAttemptsResponseSchema, resp), { jobs: [{ jobId: "j" }] });
     assert.ok(!fake.reports.some((r) => r.startsWith("CANCELED")), `reports: ${fake.reports}`);
+  });
+
+  test("a report refused by the JobMaster it was sent to, after a newer one adopted the attempt, does not cancel it", { timeout: 60_000 }, async () => {
+    const signal = AbortSignal.timeout(50_000);
+    const fake = await startJobMaster(30_000);
+    let release = () => {};
+    fake.holdEpoch1 = new Promise<void>((resolve) => (release = resolve));
+    const logs: string[] = [];
+    const { te, runs } = await startWorker(fake, logs);
+    await te.requestSlot({ resourceManagerToken: rm, slotIndex: 0, allocationId: "a", jobId: "j", jobMasterAddress: fake.url, jobMasterToken: older }, { signal });
+    await waitFor("the slot's offer", () => fake.offers > 0);
+    await te.submitTask({ jobId: "j", jobMasterToken: older, allocationId: "a", attempt, invokable: "hold", heartbeatTimeout: durationFromMs(1000) }, { signal });
+    await waitFor("the attempt to run", () => runs.length === 1);
+    const task = runs[0];
+    // The RUNNING report is held by the older JobMaster while heartbeat
+    // answers grant the task lease, and a newer JobMaster adopts the attempt.
+    await waitFor("the RUNNING report held by the older JobMaster", () => fake.held > 0);
+    const base = fake.answered;
+    await waitFor("two heartbeat answers since the deployment", () => fake.answered >= base + 2);
+    await newerJobMaster(te, signal);
+    const resp = await adopt(te, fake.url, newer, signal);
+    assert.equal(resp.jobs[0]?.attempts.length, 1, "the attempt was not adopted");
+    // The older JobMaster answers the held report: it no longer has the attempt.
+    release();
+    await waitFor("the held report refused", () => fake.refused > 0);
+    // The worker settles the answer as the call returns; a cancel would
+    // abort the attempt at once. A heartbeat round later it has.
+    const after = fake.answered;
+    await waitFor("two heartbeat answers since the refusal", () => fake.answered >= after + 2);
+    assert.equal(task.signal.aborted, false, `the adopted attempt was canceled on the older JobMaster's refusal of a report it no longer owned; log: ${logs.join("\n")}`);
+    assert.equal(await slotOf(te, signal), "a");
   });
 
   test("without a task lease a newer JobMaster cancels the attempt, and AdoptAttempts lists none", { timeout: 60_000 }, async () => {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jobplane/jobplane/conformance/invokable"
+
 	"connectrpc.com/connect"
 	"github.com/oklog/run"
 
@@ -168,6 +170,9 @@ type taskExecutorFlags struct {
 	attemptLog     io.Writer // opened by openAttemptLog
 	exec           execFlags
 	output         outputFlags
+	// suite offers the conformance suite's invokables (only `jobplane
+	// taskexecutor` registers its flag).
+	suite bool
 }
 
 func (t *taskExecutorFlags) register(fs *flag.FlagSet) {
@@ -177,6 +182,15 @@ func (t *taskExecutorFlags) register(fs *flag.FlagSet) {
 	t.exec.register(fs)
 	fs.StringVar(&t.attemptLogPath, "attempt-log", "", "append a JSON line to this file whenever an execution attempt starts or stops running here")
 	t.output.register(fs)
+}
+
+// invokables are the invokables the flags add to the built-ins: the
+// conformance suite's with -conformance-invokables, else none.
+func (t *taskExecutorFlags) invokables() map[string]taskexecutor.Invokable {
+	if !t.suite {
+		return nil
+	}
+	return invokable.Suite()
 }
 
 // openAttemptLog opens the -attempt-log file, if one is named; close
@@ -329,6 +343,7 @@ func addTaskExecutor(g *group, listen listenFlags, leaders election.Observer, fl
 			Slots: flags.slots, Store: leaders, HTTPClient: listen.newClient(), ClientOptions: endpoint.ClientOptions(),
 			AllowExec: flags.allowExec, Exec: flags.exec.config(), CancelGrace: flags.cancelGrace, AttemptLog: flags.attemptLog, Logger: log,
 			OutputDir: flags.output.dir, OutputRetention: flags.output.maxAge, OutputMaxBytes: flags.output.maxBytes,
+			Invokables: flags.invokables(),
 		},
 	})
 	if err != nil {

@@ -26,6 +26,7 @@ func runTaskExecutor(args []string, _, stderr io.Writer) int {
 	listen.register(c.fs, "127.0.0.1:0")
 	debug.register(c.fs)
 	te.register(c.fs)
+	c.fs.BoolVar(&te.suite, "conformance-invokables", false, "also offer the conformance suite's invokables (conformance.gate, conformance.fail, conformance.value; see conformance/README.md), for `jobplane-conformance --taskexecutor-command`")
 	c.fs.StringVar(&servers, "hastore", "http://127.0.0.1:8080", "comma-separated base URLs of the cluster's processes that serve HAStoreService (any of its jobmanager, standalone or hastore processes): "+
 		"the TaskExecutor follows the leader through the first that answers, and moves to the next when that one's stream breaks, cannot be opened or stays silent for "+component.ObserveIdleTimeout.String())
 	log, code, ok := c.parse(args, stderr)

@@ -114,7 +114,7 @@ func (s *Store) jobWrite(ctx context.Context, f hastore.Fence, jobID string, gua
 // an id not above the last goes through the same transaction, so that a
 // stale token is refused as stale first.
 func (s *Store) AddCheckpoint(ctx context.Context, f hastore.Fence, cp *hastorev1.CompletedCheckpoint, retain int) ([]uint64, error) {
-	data, err := proto.Marshal(cp)
+	data, err := hastore.Canonical(cp)
 	if err != nil {
 		return nil, fmt.Errorf("hastore: encode checkpoint: %w", err)
 	}
@@ -160,13 +160,13 @@ func (s *Store) AddCheckpoint(ctx context.Context, f hastore.Fence, cp *hastorev
 	}
 }
 
-// sameValue reports whether kv holds a message equal (proto.Equal) to
+// sameValue reports whether kv holds the same message (hastore.Same) as
 // want, decoding it into into; false if kv is nil or does not decode.
 func sameValue(kv *mvccpb.KeyValue, want, into proto.Message) bool {
 	if kv == nil || proto.Unmarshal(kv.Value, into) != nil {
 		return false
 	}
-	return proto.Equal(into, want)
+	return hastore.Same(into, want)
 }
 
 // LatestCheckpoint implements hastore.Checkpoints: the last id and the
@@ -230,7 +230,7 @@ func (s *Store) ListCheckpoints(ctx context.Context, jobID string, after uint64,
 // AddSavepoint implements hastore.Checkpoints as AddCheckpoint does, with
 // the savepoint's key guarded too.
 func (s *Store) AddSavepoint(ctx context.Context, f hastore.Fence, sp *hastorev1.Savepoint) error {
-	data, err := proto.Marshal(sp)
+	data, err := hastore.Canonical(sp)
 	if err != nil {
 		return fmt.Errorf("hastore: encode savepoint: %w", err)
 	}

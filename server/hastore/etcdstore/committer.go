@@ -57,7 +57,9 @@ var errClosed = fmt.Errorf("%w: store closed", hastore.ErrUnavailable)
 // all pending at once. Such an order exists for the store's writes: plan
 // puts (which read result keys), then result writes and confirmations
 // (a result's clean mark or delete reads its plan key, and claims it, so
-// that no write of that plan shares its batch), then resignations and candidacies (which change the leader keys that
+// that no write of that plan shares its batch; a FINISHED or FAILED
+// result reads the job's cancel key, and claims it, so that no cancel
+// request, which reads the result key, shares its batch), then resignations and candidacies (which change the leader keys that
 // fences read). Two writes that put or delete the same key never
 // share a batch (etcd refuses such a transaction, and their order
 // matters): the later one waits for a later batch, and so does every

@@ -566,3 +566,44 @@ func TestGroupCommitBatchesCheckpointPrefixDeletes(t *testing.T) {
 		t.Errorf("LatestCheckpoint of a = %v, %v; want checkpoint 1", cp, err)
 	}
 }
+
+// A cancel request and a FINISHED (or FAILED) result of one job never
+// share a batch: each reads the key the other writes (the request is put
+// only while the job has no result, the result only while it has no
+// request), and in one transaction both would see the state before the
+// other and both apply, so the job would end FINISHED after its cancel
+// was acknowledged. Queued together, they apply in the order they were
+// made: here the request first, and the result is refused.
+func TestGroupCommitCancelRequestAndResultApart(t *testing.T) {
+	t.Parallel()
+	c := newCommitted(t, startEmbedded(t, etcdmember.Config{}), etcdstore.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := c.leader.Fence()
+	for _, id := range []string{"j", "k"} {
+		if err := c.store.PutExecutionPlan(ctx, f, testPlan(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	firstErr, errs, _ := c.lineUp(t,
+		func() error { return c.store.PutExecutionPlan(ctx, f, testPlan("other")) },
+		func() error { return c.store.RequestCancel(ctx, f, "j", nil) },
+		func() error {
+			return c.store.CreateDirtyJobResult(ctx, f, &jobplanev1.JobResult{JobId: "j", Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED})
+		},
+		func() error {
+			return c.store.FinishJob(ctx, f, &jobplanev1.JobResult{JobId: "k", Status: jobplanev1.JobStatus_JOB_STATUS_FAILED})
+		},
+		func() error { return c.store.RequestCancel(ctx, f, "k", nil) },
+	)()
+	if firstErr != nil {
+		t.Fatal(firstErr)
+	}
+	if errs[0] != nil || !errors.Is(errs[1], hastore.ErrCancelRequested) {
+		t.Errorf("RequestCancel then CreateDirtyJobResult(FINISHED) queued together: %v, %v; want the request taken and the result refused (ErrCancelRequested)", errs[0], errs[1])
+	}
+	var terminal *hastore.JobTerminalError
+	if errs[2] != nil || !errors.As(errs[3], &terminal) || terminal.Status != jobplanev1.JobStatus_JOB_STATUS_FAILED {
+		t.Errorf("FinishJob(FAILED) then RequestCancel queued together: %v, %v; want the result written and the request refused as terminal (FAILED)", errs[2], errs[3])
+	}
+}

@@ -371,7 +371,7 @@ func (s *Store) ObserveLeader(ctx context.Context, name string, fn func(election
 // plan: a job with a result never runs again, and a plan is never
 // replaced. planOutcome reads the op's response.
 func (s *Store) planPut(f hastore.Fence, plan *hastorev1.ExecutionPlan, extra ...clientv3.Op) (clientv3.Op, error) {
-	data, err := proto.Marshal(plan)
+	data, err := hastore.Canonical(plan)
 	if err != nil {
 		return clientv3.Op{}, fmt.Errorf("hastore: encode plan: %w", err)
 	}
@@ -409,7 +409,7 @@ func planOutcome(resp *pb.ResponseOp, plan *hastorev1.ExecutionPlan) (created []
 	if err := proto.Unmarshal(kvs[0].Value, stored); err != nil {
 		return nil, fmt.Errorf("hastore: decode plan of job %s: %w", plan.GetJobId(), err)
 	}
-	if !proto.Equal(stored, plan) {
+	if !hastore.Same(stored, plan) {
 		return nil, hastore.ErrPlanExists
 	}
 	return nil, nil
@@ -475,22 +475,33 @@ func (s *Store) scan(ctx context.Context, pfx, after string, keysOnly bool, fn f
 	return s.scanBatches(ctx, pfx, after, keysOnly, 500, fn)
 }
 
-// scanBatches is scan, reading batch keys at a time.
+// scanBatches is scan, reading batch keys at a time. Every batch after the
+// first reads at the first one's revision, so that one scan (one page of
+// a listing) is a snapshot of one moment, however many batches it takes:
+// the contract's listings never show a state that never existed.
 func (s *Store) scanBatches(ctx context.Context, pfx, after string, keysOnly bool, batch int64, fn func(key string, value []byte) bool) error {
 	end := clientv3.GetPrefixRangeEnd(pfx)
 	from := pfx
 	if after != "" {
 		from = pfx + after + "\x00"
 	}
+	var rev int64
 	for {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(batch)}
 		if keysOnly {
 			opts = append(opts, clientv3.WithKeysOnly())
 		}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
 		resp, err := s.client.Get(ctx, from, opts...)
 		if err != nil {
+			// A compaction past rev between two batches (compactions
+			// keep far more than a scan takes) fails the scan as
+			// unavailable: the caller retries it.
 			return unavailable(ctx, err)
 		}
+		rev = resp.Header.Revision
 		for _, kv := range resp.Kvs {
 			if !fn(strings.TrimPrefix(string(kv.Key), pfx), kv.Value) {
 				return nil
@@ -627,19 +638,25 @@ func (s *Store) createResult(ctx context.Context, f hastore.Fence, result *jobpl
 	if err := hastore.ValidateResultWrite(f, result); err != nil {
 		return err
 	}
-	data, err := proto.Marshal(&hastorev1.JobResultEntry{Result: result, State: state})
+	data, err := hastore.Canonical(&hastorev1.JobResultEntry{Result: result, State: state})
 	if err != nil {
 		return fmt.Errorf("hastore: encode result: %w", err)
 	}
 	key := s.resultKey(result.GetJobId())
 	writes := append([]clientv3.Op{clientv3.OpPut(key, string(data))}, extra...)
 	guarded := hastore.CancelOverrides(result.GetStatus())
+	var claims []string
 	if guarded {
 		writes = []clientv3.Op{clientv3.OpTxn(
 			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.cancelKey(result.GetJobId())), "=", 0)},
 			writes, nil)}
+		// The result reads the cancel key, and a cancel request reads
+		// the result key: in one batch both would see the state before
+		// the other and both apply. Claiming the cancel key keeps them
+		// apart, applied in the order they were made (committer.go).
+		claims = []string{s.cancelKey(result.GetJobId())}
 	}
-	resp, err := s.fenced(ctx, f, clientv3.OpTxn(
+	resp, err := s.fencedClaiming(ctx, f, claims, clientv3.OpTxn(
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
 		writes,
 		[]clientv3.Op{clientv3.OpGet(key)}))
@@ -661,7 +678,7 @@ func (s *Store) createResult(ctx context.Context, f hastore.Fence, result *jobpl
 	if err := proto.Unmarshal(kvs[0].Value, stored); err != nil {
 		return fmt.Errorf("hastore: decode result of job %s: %w", result.GetJobId(), err)
 	}
-	if !proto.Equal(stored.GetResult(), result) || stored.GetState() < state {
+	if !hastore.Same(stored.GetResult(), result) || stored.GetState() < state {
 		return hastore.ErrResultExists
 	}
 	return nil
@@ -745,7 +762,7 @@ func (s *Store) MarkJobResultClean(ctx context.Context, f hastore.Fence, jobID s
 		}
 		clean := proto.CloneOf(e)
 		clean.State = hastorev1.JobResultState_JOB_RESULT_STATE_CLEAN
-		data, err := proto.Marshal(clean)
+		data, err := hastore.Canonical(clean)
 		if err != nil {
 			return nil, fmt.Errorf("hastore: encode result: %w", err)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/jobplane/jobplane/sdk/election/electionrpc"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/framing"
+	"github.com/jobplane/jobplane/server/internal/unknownfield"
 )
 
 // HandlerConfig configures a Handler.
@@ -61,13 +62,23 @@ func NewHandler(cfg HandlerConfig) *Handler {
 	return &Handler{store: cfg.Store, heartbeat: cfg.Heartbeat, log: cfg.Logger, sessions: make(map[string]*serverSession)}
 }
 
-// Path returns the URL path and HTTP handler of the service.
+// Path returns the URL path and HTTP handler of the service, with opts and
+// then HandlerOptions (whose codecs replace any of the same name in opts).
 //
 // A malformed envelope (gRPC, gRPC-Web, Connect streaming) gets
 // INVALID_ARGUMENT (see package framing).
 func (h *Handler) Path(opts ...connect.HandlerOption) (string, http.Handler) {
-	path, handler := hastorev1connect.NewHAStoreServiceHandler(h, opts...)
+	path, handler := hastorev1connect.NewHAStoreServiceHandler(h, slices.Concat(opts, HandlerOptions())...)
 	return path, framing.Strict(handler)
+}
+
+// HandlerOptions are the options every HAStoreService handler needs
+// beyond its store: requests holding unknown fields, in binary or JSON, at
+// any depth, are INVALID_ARGUMENT with a violation naming each, before the
+// store sees them. The store's Equality compares canonical encodings,
+// which a message with unknown fields does not have (see HAStoreService).
+func HandlerOptions() []connect.HandlerOption {
+	return unknownfield.HandlerOptions()
 }
 
 // serverSession is a remote client's session: the store session, the

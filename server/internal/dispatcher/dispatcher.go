@@ -140,6 +140,10 @@ type Config struct {
 	// deadline, so that a submission's outcome is always known. Default:
 	// 10s.
 	PersistTimeout time.Duration
+	// Timings are the process's timings that GetClusterOverview
+	// advertises beside the Dispatcher's own. Default: zero, which a
+	// server that conforms never advertises.
+	Timings Timings
 	// ResultRetention, when positive, deletes clean job results older
 	// than it; their job ids may then be used again. Default: 0, keep
 	// results for ever.

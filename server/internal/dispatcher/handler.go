@@ -34,12 +34,14 @@ import (
 type Handler struct {
 	jobplanev1connect.UnimplementedDispatcherServiceHandler
 	d *Dispatcher
-	// Heartbeat is the idle time after which WatchJob sends a heartbeat.
+	// Heartbeat is the idle time after which WatchJob sends a heartbeat,
+	// as GetClusterOverview advertises it. Default:
+	// DefaultStreamHeartbeat.
 	Heartbeat time.Duration
 }
 
 // NewHandler returns the DispatcherService handler of d.
-func NewHandler(d *Dispatcher) *Handler { return &Handler{d: d, Heartbeat: 10 * time.Second} }
+func NewHandler(d *Dispatcher) *Handler { return &Handler{d: d, Heartbeat: DefaultStreamHeartbeat} }
 
 // Path returns the URL path and HTTP handler of the service, built with
 // opts. As the public API, it refuses requests that carry fields it does
@@ -481,6 +483,7 @@ func (h *Handler) GetClusterOverview(ctx context.Context, _ *jobplanev1.GetClust
 	if err != nil {
 		return nil, h.wire(ctx, err, "")
 	}
+	resp.Timings = h.d.timings(h.Heartbeat)
 	return resp, nil
 }
 

@@ -15,7 +15,9 @@ import (
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/wire/apierror"
+	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/localcluster"
 )
 
@@ -250,13 +252,31 @@ func TestWatchJobResumes(t *testing.T) {
 // A JobMaster's calls to the ResourceManager carry the ResourceManager's
 // token, as its registration answered it: a missing one is invalid, a
 // newer one finds a deposed receiver, any other one an earlier leadership
-// that this one's registrations are not from.
+// that this one's registrations are not from. That check comes before the
+// JobMaster token's: a call wrong in both answers for the
+// ResourceManager's token.
 func TestResourceManagerFencedBothWays(t *testing.T) {
 	c := newCluster(t, localcluster.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rm := clusterv1connect.NewResourceManagerServiceClient(c.HTTPClient(), c.URL())
-	jmToken := &jobplanev1.FencingToken{SessionId: "jm", Epoch: 1}
+	// The JobMaster registers under a grant of the job's election: the
+	// test's own, on a session of its own.
+	grant := func() *jobplanev1.FencingToken {
+		t.Helper()
+		sess, err := c.Store().OpenSession(ctx, hastore.SessionConfig{TTL: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sess.Close(context.Background()) })
+		l, err := sess.Campaign(ctx, election.Job("fenced"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Resign(context.Background()) })
+		return &jobplanev1.FencingToken{SessionId: l.Token().SessionID, Epoch: l.Token().Epoch}
+	}
+	jmToken := grant()
 	reg, err := rm.RegisterJobMaster(ctx, &clusterv1.RegisterJobMasterRequest{JobId: "fenced", JobMasterAddress: c.URL(), JobMasterToken: jmToken})
 	if err != nil {
 		t.Fatal(err)
@@ -291,8 +311,38 @@ func TestResourceManagerFencedBothWays(t *testing.T) {
 	if err := declare(current); err != nil {
 		t.Errorf("DeclareResourceRequirements with the current token: %v", err)
 	}
-	if _, err := rm.DisconnectJobMaster(ctx, &clusterv1.DisconnectJobMasterRequest{JobId: "fenced", JobMasterToken: jmToken, ResourceManagerToken: current}); err != nil {
-		t.Errorf("DisconnectJobMaster with the current token: %v", err)
+
+	// A second JobMaster of the job registers under its own grant, once
+	// the first's ended: the first one's token is stale.
+	if err := c.Store().Resign(ctx, hastore.Fence{Election: election.Job("fenced"), Token: election.Token{SessionID: jmToken.GetSessionId(), Epoch: jmToken.GetEpoch()}}); err != nil {
+		t.Fatal(err)
+	}
+	newer := grant()
+	if _, err := rm.RegisterJobMaster(ctx, &clusterv1.RegisterJobMasterRequest{JobId: "fenced", JobMasterAddress: c.URL(), JobMasterToken: newer}); err != nil {
+		t.Fatal(err)
+	}
+	if err := declare(current); connect.CodeOf(err) != connect.CodeAborted || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
+		t.Errorf("DeclareResourceRequirements with the first JobMaster's token: err = %v, want ABORTED (STALE_FENCING_TOKEN)", err)
+	}
+	for _, tc := range []struct {
+		name   string
+		token  *jobplanev1.FencingToken
+		code   connect.Code
+		reason jobplanev1.ErrorReason
+	}{
+		{"a newer ResourceManager token", &jobplanev1.FencingToken{SessionId: current.GetSessionId(), Epoch: current.GetEpoch() + 1}, connect.CodeUnavailable, jobplanev1.ErrorReason_ERROR_REASON_NOT_LEADER},
+		{"an older ResourceManager token", &jobplanev1.FencingToken{SessionId: current.GetSessionId(), Epoch: current.GetEpoch() - 1}, connect.CodeFailedPrecondition, jobplanev1.ErrorReason_ERROR_REASON_NOT_REGISTERED},
+	} {
+		if err := declare(tc.token); connect.CodeOf(err) != tc.code || !apierror.Is(err, tc.reason) {
+			t.Errorf("DeclareResourceRequirements with the stale JobMaster token and %s: err = %v, want %v (%v), the ResourceManager's token checked first", tc.name, err, tc.code, tc.reason)
+		}
+		_, err := rm.DisconnectJobMaster(ctx, &clusterv1.DisconnectJobMasterRequest{JobId: "fenced", JobMasterToken: jmToken, ResourceManagerToken: tc.token})
+		if connect.CodeOf(err) != tc.code || !apierror.Is(err, tc.reason) {
+			t.Errorf("DisconnectJobMaster with the stale JobMaster token and %s: err = %v, want %v (%v), the ResourceManager's token checked first", tc.name, err, tc.code, tc.reason)
+		}
+	}
+	if _, err := rm.DisconnectJobMaster(ctx, &clusterv1.DisconnectJobMasterRequest{JobId: "fenced", JobMasterToken: newer, ResourceManagerToken: current}); err != nil {
+		t.Errorf("DisconnectJobMaster with the current tokens: %v", err)
 	}
 }
 

@@ -240,6 +240,8 @@ func New(cfg Config) (*JobManager, error) {
 	jm.rm, err = resourcemanager.New(resourcemanager.Config{
 		HTTPClient: cfg.HTTPClient, HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, Logger: cfg.Logger,
 		Members: members, TaskLease: cfg.TaskLease,
+		// A JobMaster registers only under its job's current grant.
+		Elections: cfg.Store,
 	})
 	if err != nil {
 		return nil, err
@@ -255,7 +257,7 @@ func New(cfg Config) (*JobManager, error) {
 		// are, and where (GetTaskOutput).
 		TaskExecutors: taskExecutors{jm.rm}, HTTPClient: cfg.HTTPClient, ClientOptions: endpoint.ClientOptions(), OutputRetention: cfg.OutputRetention,
 		DetailsRetention: cfg.DetailsRetention, DetailsSubtasks: cfg.DetailsSubtasks,
-		Logger: cfg.Logger,
+		Timings: cfg.timings(), Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err

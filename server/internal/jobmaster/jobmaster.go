@@ -74,7 +74,7 @@ type Config struct {
 	// waits for more before it gives them back, and then twice as long
 	// each time it holds some again during the wait, so that jobs holding
 	// part of what each needs do not wait for one another (see
-	// yieldSlots). Default: 5s; negative: never.
+	// yieldSlots). Default: DefaultSlotYield; negative: never.
 	SlotYield time.Duration
 	// Clock, if set, replaces the real clock for restart delays and the
 	// restart strategy's failure times (tests drive restarts with it).
@@ -129,6 +129,9 @@ func logger(cfg Config) *slog.Logger {
 	}
 	return cfg.Logger.With("job", cfg.JobID, "token", cfg.Token)
 }
+
+// DefaultSlotYield is Config.SlotYield unless set.
+const DefaultSlotYield = 5 * time.Second
 
 // Result is how a JobMaster ended.
 type Result struct {
@@ -309,7 +312,7 @@ func New(cfg Config) (*JobMaster, error) {
 		cfg.SlotTimeout = 5 * time.Minute
 	}
 	if cfg.SlotYield == 0 {
-		cfg.SlotYield = 5 * time.Second
+		cfg.SlotYield = DefaultSlotYield
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = realClock{}

@@ -5,7 +5,10 @@
 // TaskExecutor without it).
 //
 // It serves only while its process leads the election "jobmanager" (see
-// Lead); its fencing token is that grant's. It keeps no durable state: a
+// Lead); its fencing token is that grant's. It registers a JobMaster
+// token it has not registered only if the store shows it as the current
+// grant of the job's election (Config.Elections): one store read per new
+// registration, none per call. It keeps no durable state: a
 // new leader relearns slots and allocations from TaskExecutor
 // registrations and slot reports, and requirements from the JobMasters.
 package resourcemanager

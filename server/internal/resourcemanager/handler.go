@@ -141,7 +141,7 @@ func (h *handler) Heartbeat(_ context.Context, req *clusterv1.ResourceManagerSer
 	}, nil
 }
 
-func (h *handler) RegisterJobMaster(_ context.Context, req *clusterv1.RegisterJobMasterRequest) (*clusterv1.RegisterJobMasterResponse, error) {
+func (h *handler) RegisterJobMaster(ctx context.Context, req *clusterv1.RegisterJobMasterRequest) (*clusterv1.RegisterJobMasterResponse, error) {
 	rm := h.rm
 	var fields []apierror.Field
 	if req.GetJobId() == "" {
@@ -156,9 +156,25 @@ func (h *handler) RegisterJobMaster(_ context.Context, req *clusterv1.RegisterJo
 	if len(fields) > 0 {
 		return nil, apierror.BadRequest(fields...)
 	}
+	token := tokenOf(req.GetJobMasterToken())
+	rm.mu.Lock()
+	err := rm.checkJobLocked(req.GetJobId(), token)
+	registered := err == nil && rm.pool.jobs[req.GetJobId()] != nil && rm.pool.jobs[req.GetJobId()].token == token
+	rm.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	// A token not registered yet (the job's first, or a newer one) must
+	// be the job's current grant; the store says, once per registration.
+	// The registered token was checked when it registered.
+	if !registered {
+		if err := rm.checkGrant(ctx, req.GetJobId(), token); err != nil {
+			return nil, err
+		}
+	}
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
-	token := tokenOf(req.GetJobMasterToken())
+	// A newer JobMaster may have registered while the store was read.
 	if err := rm.checkJobLocked(req.GetJobId(), token); err != nil {
 		return nil, err
 	}

@@ -40,7 +40,7 @@ func TestMembershipFollowsRegistrations(t *testing.T) {
 			t.Fatal(err)
 		}
 		rm, err := New(Config{HTTPClient: http.DefaultClient, HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 200 * time.Millisecond,
-			Logger: quiet, Members: store, TaskLease: lease})
+			Logger: quiet, Members: store, TaskLease: lease, Elections: store})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +132,7 @@ func TestStoreWithoutMembership(t *testing.T) {
 		t.Fatal(err)
 	}
 	rm, err := New(Config{HTTPClient: http.DefaultClient, HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 200 * time.Millisecond,
-		Logger: quiet, Members: remote, TaskLease: time.Second})
+		Logger: quiet, Members: remote, TaskLease: time.Second, Elections: remote})
 	if err != nil {
 		t.Fatal(err)
 	}

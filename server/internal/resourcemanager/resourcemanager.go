@@ -45,12 +45,19 @@ type Config struct {
 	// TaskLease is the task lease the JobMasters grant (see
 	// jobmaster.Config.TaskLease); zero if they grant none.
 	TaskLease time.Duration
+	// Elections reads the current grant of a job's election, which
+	// RegisterJobMaster checks a new JobMaster token against (see
+	// Elections). Required.
+	Elections Elections
 }
 
 // Validate reports whether the configuration can be used.
 func (c Config) Validate() error {
 	if c.HTTPClient == nil {
 		return errors.New("resourcemanager: HTTP client is required")
+	}
+	if c.Elections == nil {
+		return errors.New("resourcemanager: elections are required")
 	}
 	if c.HeartbeatInterval < 0 || c.HeartbeatTimeout < 0 {
 		return errors.New("resourcemanager: durations must not be negative")

@@ -203,14 +203,19 @@ func (r *Runner) afterTerm(ctx context.Context, l *hastore.Leadership, res jobma
 	return backoff, true
 }
 
-// resign ends a leadership that is still held, within a bound.
+// ResignWithin bounds the resignation of a job's leadership that is still
+// held once its runner stops: the revocation notice the server advertises
+// (jobplane.v1.ServerTimings.revocation_notice).
+const ResignWithin = 5 * time.Second
+
+// resign ends a leadership that is still held, within ResignWithin.
 func (r *Runner) resign(ctx context.Context, l *hastore.Leadership) {
 	select {
 	case <-l.Done():
 		return
 	default:
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ResignWithin)
 	defer cancel()
 	if err := l.Resign(rctx); err != nil {
 		r.log.Debug("resigning the job's leadership", "err", err)

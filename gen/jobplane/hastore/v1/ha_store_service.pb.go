@@ -1203,6 +1203,16 @@ func (*ObserveLeaderResponse_Heartbeat) isObserveLeaderResponse_Event() {}
 
 // ExecutionPlan is what the Dispatcher persists for an accepted job: the
 // JobGraph with parallelism overrides applied.
+//
+// The Dispatcher stores the JobGraph as submitted with the overrides
+// applied, not normalized (see jobplane.v1.JobGraph, "Plan identity"). A
+// Dispatcher that puts a plan again, as a retry after a lost or failed
+// answer, MUST put the very message it put first (the same `submit_time`
+// and `submitted_by`), so that its canonical encoding is byte-equal (see
+// HAStoreService, Equality) and the store answers it as a repeat. It MUST
+// NOT put a plan built anew for a client's resubmission of a job: it
+// recognizes a resubmission by `digest` and `submitted_by`, as stored,
+// and puts nothing. (Since 1.2.)
 type ExecutionPlan struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The job's id. Required.

@@ -186,8 +186,10 @@ type DispatcherServiceClient interface {
 	// CancelJob cancels a job.
 	//
 	// A running job moves to CANCELLING, its tasks are canceled, and it ends
-	// CANCELED. A job still INITIALIZING is canceled before any of its tasks
-	// runs. Idempotent: cancelling a job that is CANCELLING or CANCELED
+	// CANCELED; every attempt of it MUST have stopped within the advertised
+	// ServerTimings.task_cancel after it ended (at most 10 s; the reference
+	// server: 5 s). A job still INITIALIZING is canceled before any of its
+	// tasks runs. Idempotent: cancelling a job that is CANCELLING or CANCELED
 	// succeeds and changes nothing.
 	//
 	// Durable: before it answers, and before it does anything for the request,
@@ -195,6 +197,17 @@ type DispatcherServiceClient interface {
 	// (jobplane.hastore.v1.HAStoreService.RequestJobCancel). An acknowledged
 	// cancellation survives a change of leader: a leader that recovers the job
 	// ends it CANCELED without deploying anything.
+	//
+	// An answer is final (since 1.2). A job whose CancelJob answered
+	// CANCELLING or CANCELED MUST end CANCELED, also when its tasks all
+	// finish, or one fails, before they are canceled: the cancel request and
+	// the job's result are ordered by the HA store
+	// (jobplane.hastore.v1.HAStoreService.RequestJobCancel), and the request
+	// came first. A job whose CancelJob answered FAILED_PRECONDITION
+	// (JOB_TERMINAL) MUST keep the status that the error's metadata names:
+	// its result came first. A CancelJob that arrives once the job's result
+	// is written MUST be answered as the result says (CANCELED, or
+	// JOB_TERMINAL), never CANCELLING.
 	//
 	// Since 1.2 a request MAY carry a `request_id` and a `reason`, recorded
 	// with it in the HA store: the first recorded request of a run is kept
@@ -253,14 +266,16 @@ type DispatcherServiceClient interface {
 	// Restarts that follow each other faster than the stream is read may be
 	// reported by one message (its `restart_count` counts them all). The stream ends successfully
 	// after a globally terminal status. A `heartbeat` is sent when nothing
-	// changed for 10 seconds. Works over HTTP/1.1. No side effects.
+	// changed for the advertised ServerTimings.stream_heartbeat (at most 30
+	// s; the reference server: 10 s). Works over HTTP/1.1. No side effects.
 	//
 	// Resuming. Every status message carries a `resume_token`. A client whose
 	// stream broke watches again with the token of the last message it
 	// received, and the stream continues right after that message: no
 	// change skipped, none repeated. Tokens are kept by the leader that
-	// issued them, for a job's last 64 status changes (the reference
-	// server's bound; a job that restarts for ever has no end of them);
+	// issued them, for at least a job's last advertised
+	// ServerTimings.watch_resume_window status changes (at least 16; the
+	// reference server: 64; a job that restarts for ever has no end of them);
 	// when the leader changed in between, or the token is older than that,
 	// or not one the server can resume from, the stream starts with the
 	// current summary and marks that message `coalesced`: changes between
@@ -751,8 +766,10 @@ type DispatcherServiceHandler interface {
 	// CancelJob cancels a job.
 	//
 	// A running job moves to CANCELLING, its tasks are canceled, and it ends
-	// CANCELED. A job still INITIALIZING is canceled before any of its tasks
-	// runs. Idempotent: cancelling a job that is CANCELLING or CANCELED
+	// CANCELED; every attempt of it MUST have stopped within the advertised
+	// ServerTimings.task_cancel after it ended (at most 10 s; the reference
+	// server: 5 s). A job still INITIALIZING is canceled before any of its
+	// tasks runs. Idempotent: cancelling a job that is CANCELLING or CANCELED
 	// succeeds and changes nothing.
 	//
 	// Durable: before it answers, and before it does anything for the request,
@@ -760,6 +777,17 @@ type DispatcherServiceHandler interface {
 	// (jobplane.hastore.v1.HAStoreService.RequestJobCancel). An acknowledged
 	// cancellation survives a change of leader: a leader that recovers the job
 	// ends it CANCELED without deploying anything.
+	//
+	// An answer is final (since 1.2). A job whose CancelJob answered
+	// CANCELLING or CANCELED MUST end CANCELED, also when its tasks all
+	// finish, or one fails, before they are canceled: the cancel request and
+	// the job's result are ordered by the HA store
+	// (jobplane.hastore.v1.HAStoreService.RequestJobCancel), and the request
+	// came first. A job whose CancelJob answered FAILED_PRECONDITION
+	// (JOB_TERMINAL) MUST keep the status that the error's metadata names:
+	// its result came first. A CancelJob that arrives once the job's result
+	// is written MUST be answered as the result says (CANCELED, or
+	// JOB_TERMINAL), never CANCELLING.
 	//
 	// Since 1.2 a request MAY carry a `request_id` and a `reason`, recorded
 	// with it in the HA store: the first recorded request of a run is kept
@@ -818,14 +846,16 @@ type DispatcherServiceHandler interface {
 	// Restarts that follow each other faster than the stream is read may be
 	// reported by one message (its `restart_count` counts them all). The stream ends successfully
 	// after a globally terminal status. A `heartbeat` is sent when nothing
-	// changed for 10 seconds. Works over HTTP/1.1. No side effects.
+	// changed for the advertised ServerTimings.stream_heartbeat (at most 30
+	// s; the reference server: 10 s). Works over HTTP/1.1. No side effects.
 	//
 	// Resuming. Every status message carries a `resume_token`. A client whose
 	// stream broke watches again with the token of the last message it
 	// received, and the stream continues right after that message: no
 	// change skipped, none repeated. Tokens are kept by the leader that
-	// issued them, for a job's last 64 status changes (the reference
-	// server's bound; a job that restarts for ever has no end of them);
+	// issued them, for at least a job's last advertised
+	// ServerTimings.watch_resume_window status changes (at least 16; the
+	// reference server: 64; a job that restarts for ever has no end of them);
 	// when the leader changed in between, or the token is older than that,
 	// or not one the server can resume from, the stream starts with the
 	// current summary and marks that message `coalesced`: changes between

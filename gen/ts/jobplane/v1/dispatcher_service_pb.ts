@@ -22,7 +22,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file jobplane/v1/dispatcher_service.proto.
  */
 export const file_jobplane_v1_dispatcher_service: GenFile = /*@__PURE__*/
-  fileDesc("CiRqb2JwbGFuZS92MS9kaXNwYXRjaGVyX3NlcnZpY2UucHJvdG8SC2pvYnBsYW5lLnYxIigKFkxpc3RDaGVja3BvaW50c1JlcXVlc3QSDgoGam9iX2lkGAEgASgJIngKF0xpc3RDaGVja3BvaW50c1Jlc3BvbnNlEjAKC2NoZWNrcG9pbnRzGAEgAygLMhsuam9icGxhbmUudjEuQ2hlY2twb2ludEluZm8SKwoFc3RhdHMYAiABKAsyHC5qb2JwbGFuZS52MS5DaGVja3BvaW50U3RhdHMiNwoXVHJpZ2dlclNhdmVwb2ludFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEgwKBHN0b3AYAiABKAgiSQoYVHJpZ2dlclNhdmVwb2ludFJlc3BvbnNlEi0KCXNhdmVwb2ludBgBIAEoCzIaLmpvYnBsYW5lLnYxLlNhdmVwb2ludEluZm8iTgoVTGlzdFNhdmVwb2ludHNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJhChZMaXN0U2F2ZXBvaW50c1Jlc3BvbnNlEi4KCnNhdmVwb2ludHMYASADKAsyGi5qb2JwbGFuZS52MS5TYXZlcG9pbnRJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIuChZEZWxldGVTYXZlcG9pbnRSZXF1ZXN0EhQKDHNhdmVwb2ludF9pZBgBIAEoCSIZChdEZWxldGVTYXZlcG9pbnRSZXNwb25zZSJ9ChBTdWJtaXRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIoCglqb2JfZ3JhcGgYAiABKAsyFS5qb2JwbGFuZS52MS5Kb2JHcmFwaBIvCghpZF9yZXVzZRgDIAEoDjIdLmpvYnBsYW5lLnYxLkpvYklkUmV1c2VQb2xpY3kibAoRU3VibWl0Sm9iUmVzcG9uc2USDgoGam9iX2lkGAEgASgJEg8KB2NyZWF0ZWQYAiABKAgSJgoGc3RhdHVzGAMgASgOMhYuam9icGxhbmUudjEuSm9iU3RhdHVzEg4KBnJ1bl9pZBgEIAEoCSJ6Cg1HZXRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIiCgR2aWV3GAIgASgOMhQuam9icGxhbmUudjEuSm9iVmlldxIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCRIOCgZydW5faWQYBSABKAkiTwoOR2V0Sm9iUmVzcG9uc2USJAoDam9iGAEgASgLMhcuam9icGxhbmUudjEuSm9iRGV0YWlscxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiYgoPTGlzdEpvYnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEigKCHN0YXR1c2VzGAMgAygOMhYuam9icGxhbmUudjEuSm9iU3RhdHVzIlIKEExpc3RKb2JzUmVzcG9uc2USJQoEam9icxgBIAMoCzIXLmpvYnBsYW5lLnYxLkpvYlN1bW1hcnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlYKEENhbmNlbEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRISCgpyZXF1ZXN0X2lkGAMgASgJEg4KBnJlYXNvbhgEIAEoCSI7ChFDYW5jZWxKb2JSZXNwb25zZRImCgZzdGF0dXMYASABKA4yFi5qb2JwbGFuZS52MS5Kb2JTdGF0dXMiQwoTR2V0Sm9iUmVzdWx0UmVxdWVzdBIOCgZqb2JfaWQYASABKAkSDAoEd2FpdBgCIAEoCBIOCgZydW5faWQYAyABKAkiMQoPUHVyZ2VKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkiEgoQUHVyZ2VKb2JSZXNwb25zZSI+ChRHZXRKb2JSZXN1bHRSZXNwb25zZRImCgZyZXN1bHQYASABKAsyFi5qb2JwbGFuZS52MS5Kb2JSZXN1bHQiRwoPV2F0Y2hKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIUCgxyZXN1bWVfdG9rZW4YAiABKAkSDgoGcnVuX2lkGAMgASgJIpkBChBXYXRjaEpvYlJlc3BvbnNlEiYKA2pvYhgBIAEoCzIXLmpvYnBsYW5lLnYxLkpvYlN1bW1hcnlIABIrCgloZWFydGJlYXQYBCABKAsyFi5qb2JwbGFuZS52MS5IZWFydGJlYXRIABIUCgxyZXN1bWVfdG9rZW4YAiABKAkSEQoJY29hbGVzY2VkGAMgASgIQgcKBWV2ZW50Ii4KHFJlcG9ydENsaWVudEhlYXJ0YmVhdFJlcXVlc3QSDgoGam9iX2lkGAEgASgJIlsKHVJlcG9ydENsaWVudEhlYXJ0YmVhdFJlc3BvbnNlEioKB3RpbWVvdXQYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25KBAgBEAJSCGRlYWRsaW5lIkEKGExpc3RUYXNrRXhlY3V0b3JzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJrChlMaXN0VGFza0V4ZWN1dG9yc1Jlc3BvbnNlEjUKDnRhc2tfZXhlY3V0b3JzGAEgAygLMh0uam9icGxhbmUudjEuVGFza0V4ZWN1dG9ySW5mbxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki3wEKEFRhc2tFeGVjdXRvckluZm8SGAoQdGFza19leGVjdXRvcl9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEhIKCmludm9rYWJsZXMYAyADKAkSEgoKc2xvdF9jb3VudBgEIAEoBRIXCg9mcmVlX3Nsb3RfY291bnQYBSABKAUSMwoPYWxsb2NhdGVkX3Nsb3RzGAYgAygLMhouam9icGxhbmUudjEuQWxsb2NhdGVkU2xvdBIqCgdzaWxlbmNlGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjMKDUFsbG9jYXRlZFNsb3QSEgoKc2xvdF9pbmRleBgBIAEoBRIOCgZqb2JfaWQYAiABKAkiGwoZR2V0Q2x1c3Rlck92ZXJ2aWV3UmVxdWVzdCKnAgoaR2V0Q2x1c3Rlck92ZXJ2aWV3UmVzcG9uc2USJwoGbGVhZGVyGAEgASgLMhcuam9icGxhbmUudjEuTGVhZGVySW5mbxIbChN0YXNrX2V4ZWN1dG9yX2NvdW50GAIgASgFEhIKCnNsb3RfY291bnQYAyABKAUSFwoPZnJlZV9zbG90X2NvdW50GAQgASgFEhkKEXJ1bm5pbmdfam9iX2NvdW50GAUgASgFEhoKEmZpbmlzaGVkX2pvYl9jb3VudBgGIAEoBRIaChJjYW5jZWxlZF9qb2JfY291bnQYByABKAUSGAoQZmFpbGVkX2pvYl9jb3VudBgIIAEoBRIpCgZsaW1pdHMYCSABKAsyGS5qb2JwbGFuZS52MS5TZXJ2ZXJMaW1pdHMi2wIKDFNlcnZlckxpbWl0cxIZChFtYXhfcmVxdWVzdF9ieXRlcxgBIAEoAxIaChJtYXhfcmVzcG9uc2VfYnl0ZXMYAiABKAMSFwoPbWF4X2dyYXBoX2J5dGVzGAMgASgDEhQKDG1heF92ZXJ0aWNlcxgEIAEoBRIUCgxtYXhfc3VidGFza3MYBSABKAUSGgoSbWF4X2xpc3RfcGFnZV9zaXplGAYgASgFEh0KFW1heF9zdWJ0YXNrX3BhZ2Vfc2l6ZRgHIAEoBRIeChZtYXhfaW5saW5lX3N0YXRlX2J5dGVzGAggASgDEhwKFG1heF9jaGVja3BvaW50X2J5dGVzGAkgASgDEhwKFG1heF90YXNrX3ZhbHVlX2J5dGVzGAogASgDEh4KFm1heF9yZXN1bHRfdmFsdWVfYnl0ZXMYCyABKAMSGAoQbWF4X2FjY3VtdWxhdG9ycxgMIAEoBSKjAQoUR2V0VGFza091dHB1dFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhEKCXZlcnRleF9pZBgCIAEoCRIVCg1zdWJ0YXNrX2luZGV4GAMgASgFEhsKDmF0dGVtcHRfbnVtYmVyGAQgASgFSACIAQESDgoGb2Zmc2V0GAUgASgDEhEKCW1heF9ieXRlcxgGIAEoBUIRCg9fYXR0ZW1wdF9udW1iZXIitgEKFUdldFRhc2tPdXRwdXRSZXNwb25zZRIMCgRkYXRhGAEgASgMEg4KBm9mZnNldBgCIAEoAxITCgtuZXh0X29mZnNldBgDIAEoAxIVCg1kcm9wcGVkX2J5dGVzGAQgASgDEhIKCmVuZF9vZmZzZXQYBSABKAMSDQoFZW5kZWQYBiABKAgSFgoOYXR0ZW1wdF9udW1iZXIYByABKAUSGAoQdGFza19leGVjdXRvcl9pZBgIIAEoCSqKAQoQSm9iSWRSZXVzZVBvbGljeRIjCh9KT0JfSURfUkVVU0VfUE9MSUNZX1VOU1BFQ0lGSUVEEAASKAokSk9CX0lEX1JFVVNFX1BPTElDWV9SRUpFQ1RfRFVQTElDQVRFEAESJwojSk9CX0lEX1JFVVNFX1BPTElDWV9BTExPV19EVVBMSUNBVEUQAjLxCgoRRGlzcGF0Y2hlclNlcnZpY2USTwoJU3VibWl0Sm9iEh0uam9icGxhbmUudjEuU3VibWl0Sm9iUmVxdWVzdBoeLmpvYnBsYW5lLnYxLlN1Ym1pdEpvYlJlc3BvbnNlIgOQAgISRgoGR2V0Sm9iEhouam9icGxhbmUudjEuR2V0Sm9iUmVxdWVzdBobLmpvYnBsYW5lLnYxLkdldEpvYlJlc3BvbnNlIgOQAgESTAoITGlzdEpvYnMSHC5qb2JwbGFuZS52MS5MaXN0Sm9ic1JlcXVlc3QaHS5qb2JwbGFuZS52MS5MaXN0Sm9ic1Jlc3BvbnNlIgOQAgESTwoJQ2FuY2VsSm9iEh0uam9icGxhbmUudjEuQ2FuY2VsSm9iUmVxdWVzdBoeLmpvYnBsYW5lLnYxLkNhbmNlbEpvYlJlc3BvbnNlIgOQAgISWAoMR2V0Sm9iUmVzdWx0EiAuam9icGxhbmUudjEuR2V0Sm9iUmVzdWx0UmVxdWVzdBohLmpvYnBsYW5lLnYxLkdldEpvYlJlc3VsdFJlc3BvbnNlIgOQAgESTAoIUHVyZ2VKb2ISHC5qb2JwbGFuZS52MS5QdXJnZUpvYlJlcXVlc3QaHS5qb2JwbGFuZS52MS5QdXJnZUpvYlJlc3BvbnNlIgOQAgISTgoIV2F0Y2hKb2ISHC5qb2JwbGFuZS52MS5XYXRjaEpvYlJlcXVlc3QaHS5qb2JwbGFuZS52MS5XYXRjaEpvYlJlc3BvbnNlIgOQAgEwARJzChVSZXBvcnRDbGllbnRIZWFydGJlYXQSKS5qb2JwbGFuZS52MS5SZXBvcnRDbGllbnRIZWFydGJlYXRSZXF1ZXN0Giouam9icGxhbmUudjEuUmVwb3J0Q2xpZW50SGVhcnRiZWF0UmVzcG9uc2UiA5ACAhJnChFMaXN0VGFza0V4ZWN1dG9ycxIlLmpvYnBsYW5lLnYxLkxpc3RUYXNrRXhlY3V0b3JzUmVxdWVzdBomLmpvYnBsYW5lLnYxLkxpc3RUYXNrRXhlY3V0b3JzUmVzcG9uc2UiA5ACARJbCg1HZXRUYXNrT3V0cHV0EiEuam9icGxhbmUudjEuR2V0VGFza091dHB1dFJlcXVlc3QaIi5qb2JwbGFuZS52MS5HZXRUYXNrT3V0cHV0UmVzcG9uc2UiA5ACARJqChJHZXRDbHVzdGVyT3ZlcnZpZXcSJi5qb2JwbGFuZS52MS5HZXRDbHVzdGVyT3ZlcnZpZXdSZXF1ZXN0Gicuam9icGxhbmUudjEuR2V0Q2x1c3Rlck92ZXJ2aWV3UmVzcG9uc2UiA5ACARJhCg9MaXN0Q2hlY2twb2ludHMSIy5qb2JwbGFuZS52MS5MaXN0Q2hlY2twb2ludHNSZXF1ZXN0GiQuam9icGxhbmUudjEuTGlzdENoZWNrcG9pbnRzUmVzcG9uc2UiA5ACARJfChBUcmlnZ2VyU2F2ZXBvaW50EiQuam9icGxhbmUudjEuVHJpZ2dlclNhdmVwb2ludFJlcXVlc3QaJS5qb2JwbGFuZS52MS5UcmlnZ2VyU2F2ZXBvaW50UmVzcG9uc2USXgoOTGlzdFNhdmVwb2ludHMSIi5qb2JwbGFuZS52MS5MaXN0U2F2ZXBvaW50c1JlcXVlc3QaIy5qb2JwbGFuZS52MS5MaXN0U2F2ZXBvaW50c1Jlc3BvbnNlIgOQAgESYQoPRGVsZXRlU2F2ZXBvaW50EiMuam9icGxhbmUudjEuRGVsZXRlU2F2ZXBvaW50UmVxdWVzdBokLmpvYnBsYW5lLnYxLkRlbGV0ZVNhdmVwb2ludFJlc3BvbnNlIgOQAgJiBnByb3RvMw", [file_google_protobuf_duration, file_jobplane_v1_checkpoint, file_jobplane_v1_job, file_jobplane_v1_job_graph, file_jobplane_v1_leadership, file_jobplane_v1_stream]);
+  fileDesc("CiRqb2JwbGFuZS92MS9kaXNwYXRjaGVyX3NlcnZpY2UucHJvdG8SC2pvYnBsYW5lLnYxIigKFkxpc3RDaGVja3BvaW50c1JlcXVlc3QSDgoGam9iX2lkGAEgASgJIngKF0xpc3RDaGVja3BvaW50c1Jlc3BvbnNlEjAKC2NoZWNrcG9pbnRzGAEgAygLMhsuam9icGxhbmUudjEuQ2hlY2twb2ludEluZm8SKwoFc3RhdHMYAiABKAsyHC5qb2JwbGFuZS52MS5DaGVja3BvaW50U3RhdHMiNwoXVHJpZ2dlclNhdmVwb2ludFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEgwKBHN0b3AYAiABKAgiSQoYVHJpZ2dlclNhdmVwb2ludFJlc3BvbnNlEi0KCXNhdmVwb2ludBgBIAEoCzIaLmpvYnBsYW5lLnYxLlNhdmVwb2ludEluZm8iTgoVTGlzdFNhdmVwb2ludHNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJhChZMaXN0U2F2ZXBvaW50c1Jlc3BvbnNlEi4KCnNhdmVwb2ludHMYASADKAsyGi5qb2JwbGFuZS52MS5TYXZlcG9pbnRJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIuChZEZWxldGVTYXZlcG9pbnRSZXF1ZXN0EhQKDHNhdmVwb2ludF9pZBgBIAEoCSIZChdEZWxldGVTYXZlcG9pbnRSZXNwb25zZSJ9ChBTdWJtaXRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIoCglqb2JfZ3JhcGgYAiABKAsyFS5qb2JwbGFuZS52MS5Kb2JHcmFwaBIvCghpZF9yZXVzZRgDIAEoDjIdLmpvYnBsYW5lLnYxLkpvYklkUmV1c2VQb2xpY3kibAoRU3VibWl0Sm9iUmVzcG9uc2USDgoGam9iX2lkGAEgASgJEg8KB2NyZWF0ZWQYAiABKAgSJgoGc3RhdHVzGAMgASgOMhYuam9icGxhbmUudjEuSm9iU3RhdHVzEg4KBnJ1bl9pZBgEIAEoCSJ6Cg1HZXRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIiCgR2aWV3GAIgASgOMhQuam9icGxhbmUudjEuSm9iVmlldxIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCRIOCgZydW5faWQYBSABKAkiTwoOR2V0Sm9iUmVzcG9uc2USJAoDam9iGAEgASgLMhcuam9icGxhbmUudjEuSm9iRGV0YWlscxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiYgoPTGlzdEpvYnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEigKCHN0YXR1c2VzGAMgAygOMhYuam9icGxhbmUudjEuSm9iU3RhdHVzIlIKEExpc3RKb2JzUmVzcG9uc2USJQoEam9icxgBIAMoCzIXLmpvYnBsYW5lLnYxLkpvYlN1bW1hcnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlYKEENhbmNlbEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRISCgpyZXF1ZXN0X2lkGAMgASgJEg4KBnJlYXNvbhgEIAEoCSI7ChFDYW5jZWxKb2JSZXNwb25zZRImCgZzdGF0dXMYASABKA4yFi5qb2JwbGFuZS52MS5Kb2JTdGF0dXMiQwoTR2V0Sm9iUmVzdWx0UmVxdWVzdBIOCgZqb2JfaWQYASABKAkSDAoEd2FpdBgCIAEoCBIOCgZydW5faWQYAyABKAkiMQoPUHVyZ2VKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkiEgoQUHVyZ2VKb2JSZXNwb25zZSI+ChRHZXRKb2JSZXN1bHRSZXNwb25zZRImCgZyZXN1bHQYASABKAsyFi5qb2JwbGFuZS52MS5Kb2JSZXN1bHQiRwoPV2F0Y2hKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIUCgxyZXN1bWVfdG9rZW4YAiABKAkSDgoGcnVuX2lkGAMgASgJIpkBChBXYXRjaEpvYlJlc3BvbnNlEiYKA2pvYhgBIAEoCzIXLmpvYnBsYW5lLnYxLkpvYlN1bW1hcnlIABIrCgloZWFydGJlYXQYBCABKAsyFi5qb2JwbGFuZS52MS5IZWFydGJlYXRIABIUCgxyZXN1bWVfdG9rZW4YAiABKAkSEQoJY29hbGVzY2VkGAMgASgIQgcKBWV2ZW50Ii4KHFJlcG9ydENsaWVudEhlYXJ0YmVhdFJlcXVlc3QSDgoGam9iX2lkGAEgASgJIlsKHVJlcG9ydENsaWVudEhlYXJ0YmVhdFJlc3BvbnNlEioKB3RpbWVvdXQYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25KBAgBEAJSCGRlYWRsaW5lIkEKGExpc3RUYXNrRXhlY3V0b3JzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJrChlMaXN0VGFza0V4ZWN1dG9yc1Jlc3BvbnNlEjUKDnRhc2tfZXhlY3V0b3JzGAEgAygLMh0uam9icGxhbmUudjEuVGFza0V4ZWN1dG9ySW5mbxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki3wEKEFRhc2tFeGVjdXRvckluZm8SGAoQdGFza19leGVjdXRvcl9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEhIKCmludm9rYWJsZXMYAyADKAkSEgoKc2xvdF9jb3VudBgEIAEoBRIXCg9mcmVlX3Nsb3RfY291bnQYBSABKAUSMwoPYWxsb2NhdGVkX3Nsb3RzGAYgAygLMhouam9icGxhbmUudjEuQWxsb2NhdGVkU2xvdBIqCgdzaWxlbmNlGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjMKDUFsbG9jYXRlZFNsb3QSEgoKc2xvdF9pbmRleBgBIAEoBRIOCgZqb2JfaWQYAiABKAkiGwoZR2V0Q2x1c3Rlck92ZXJ2aWV3UmVxdWVzdCLUAgoaR2V0Q2x1c3Rlck92ZXJ2aWV3UmVzcG9uc2USJwoGbGVhZGVyGAEgASgLMhcuam9icGxhbmUudjEuTGVhZGVySW5mbxIbChN0YXNrX2V4ZWN1dG9yX2NvdW50GAIgASgFEhIKCnNsb3RfY291bnQYAyABKAUSFwoPZnJlZV9zbG90X2NvdW50GAQgASgFEhkKEXJ1bm5pbmdfam9iX2NvdW50GAUgASgFEhoKEmZpbmlzaGVkX2pvYl9jb3VudBgGIAEoBRIaChJjYW5jZWxlZF9qb2JfY291bnQYByABKAUSGAoQZmFpbGVkX2pvYl9jb3VudBgIIAEoBRIpCgZsaW1pdHMYCSABKAsyGS5qb2JwbGFuZS52MS5TZXJ2ZXJMaW1pdHMSKwoHdGltaW5ncxgKIAEoCzIaLmpvYnBsYW5lLnYxLlNlcnZlclRpbWluZ3MiqwQKDVNlcnZlclRpbWluZ3MSLgoLc2Vzc2lvbl90dGwYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKwoIdGFrZW92ZXIYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLgoLam9iX3JlZ3JhbnQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SNAoRcmV2b2NhdGlvbl9ub3RpY2UYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLgoLdGFza19jYW5jZWwYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLQoKc2xvdF95aWVsZBgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIzChBzdHJlYW1faGVhcnRiZWF0GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhsKE3dhdGNoX3Jlc3VtZV93aW5kb3cYCCABKAUSMwoQcmVzdWx0X3JldGVudGlvbhgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhJCCh90YXNrX2V4ZWN1dG9yX2hlYXJ0YmVhdF90aW1lb3V0GAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi0KCnRhc2tfbGVhc2UYCyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i2wIKDFNlcnZlckxpbWl0cxIZChFtYXhfcmVxdWVzdF9ieXRlcxgBIAEoAxIaChJtYXhfcmVzcG9uc2VfYnl0ZXMYAiABKAMSFwoPbWF4X2dyYXBoX2J5dGVzGAMgASgDEhQKDG1heF92ZXJ0aWNlcxgEIAEoBRIUCgxtYXhfc3VidGFza3MYBSABKAUSGgoSbWF4X2xpc3RfcGFnZV9zaXplGAYgASgFEh0KFW1heF9zdWJ0YXNrX3BhZ2Vfc2l6ZRgHIAEoBRIeChZtYXhfaW5saW5lX3N0YXRlX2J5dGVzGAggASgDEhwKFG1heF9jaGVja3BvaW50X2J5dGVzGAkgASgDEhwKFG1heF90YXNrX3ZhbHVlX2J5dGVzGAogASgDEh4KFm1heF9yZXN1bHRfdmFsdWVfYnl0ZXMYCyABKAMSGAoQbWF4X2FjY3VtdWxhdG9ycxgMIAEoBSKjAQoUR2V0VGFza091dHB1dFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhEKCXZlcnRleF9pZBgCIAEoCRIVCg1zdWJ0YXNrX2luZGV4GAMgASgFEhsKDmF0dGVtcHRfbnVtYmVyGAQgASgFSACIAQESDgoGb2Zmc2V0GAUgASgDEhEKCW1heF9ieXRlcxgGIAEoBUIRCg9fYXR0ZW1wdF9udW1iZXIitgEKFUdldFRhc2tPdXRwdXRSZXNwb25zZRIMCgRkYXRhGAEgASgMEg4KBm9mZnNldBgCIAEoAxITCgtuZXh0X29mZnNldBgDIAEoAxIVCg1kcm9wcGVkX2J5dGVzGAQgASgDEhIKCmVuZF9vZmZzZXQYBSABKAMSDQoFZW5kZWQYBiABKAgSFgoOYXR0ZW1wdF9udW1iZXIYByABKAUSGAoQdGFza19leGVjdXRvcl9pZBgIIAEoCSqKAQoQSm9iSWRSZXVzZVBvbGljeRIjCh9KT0JfSURfUkVVU0VfUE9MSUNZX1VOU1BFQ0lGSUVEEAASKAokSk9CX0lEX1JFVVNFX1BPTElDWV9SRUpFQ1RfRFVQTElDQVRFEAESJwojSk9CX0lEX1JFVVNFX1BPTElDWV9BTExPV19EVVBMSUNBVEUQAjLxCgoRRGlzcGF0Y2hlclNlcnZpY2USTwoJU3VibWl0Sm9iEh0uam9icGxhbmUudjEuU3VibWl0Sm9iUmVxdWVzdBoeLmpvYnBsYW5lLnYxLlN1Ym1pdEpvYlJlc3BvbnNlIgOQAgISRgoGR2V0Sm9iEhouam9icGxhbmUudjEuR2V0Sm9iUmVxdWVzdBobLmpvYnBsYW5lLnYxLkdldEpvYlJlc3BvbnNlIgOQAgESTAoITGlzdEpvYnMSHC5qb2JwbGFuZS52MS5MaXN0Sm9ic1JlcXVlc3QaHS5qb2JwbGFuZS52MS5MaXN0Sm9ic1Jlc3BvbnNlIgOQAgESTwoJQ2FuY2VsSm9iEh0uam9icGxhbmUudjEuQ2FuY2VsSm9iUmVxdWVzdBoeLmpvYnBsYW5lLnYxLkNhbmNlbEpvYlJlc3BvbnNlIgOQAgISWAoMR2V0Sm9iUmVzdWx0EiAuam9icGxhbmUudjEuR2V0Sm9iUmVzdWx0UmVxdWVzdBohLmpvYnBsYW5lLnYxLkdldEpvYlJlc3VsdFJlc3BvbnNlIgOQAgESTAoIUHVyZ2VKb2ISHC5qb2JwbGFuZS52MS5QdXJnZUpvYlJlcXVlc3QaHS5qb2JwbGFuZS52MS5QdXJnZUpvYlJlc3BvbnNlIgOQAgISTgoIV2F0Y2hKb2ISHC5qb2JwbGFuZS52MS5XYXRjaEpvYlJlcXVlc3QaHS5qb2JwbGFuZS52MS5XYXRjaEpvYlJlc3BvbnNlIgOQAgEwARJzChVSZXBvcnRDbGllbnRIZWFydGJlYXQSKS5qb2JwbGFuZS52MS5SZXBvcnRDbGllbnRIZWFydGJlYXRSZXF1ZXN0Giouam9icGxhbmUudjEuUmVwb3J0Q2xpZW50SGVhcnRiZWF0UmVzcG9uc2UiA5ACAhJnChFMaXN0VGFza0V4ZWN1dG9ycxIlLmpvYnBsYW5lLnYxLkxpc3RUYXNrRXhlY3V0b3JzUmVxdWVzdBomLmpvYnBsYW5lLnYxLkxpc3RUYXNrRXhlY3V0b3JzUmVzcG9uc2UiA5ACARJbCg1HZXRUYXNrT3V0cHV0EiEuam9icGxhbmUudjEuR2V0VGFza091dHB1dFJlcXVlc3QaIi5qb2JwbGFuZS52MS5HZXRUYXNrT3V0cHV0UmVzcG9uc2UiA5ACARJqChJHZXRDbHVzdGVyT3ZlcnZpZXcSJi5qb2JwbGFuZS52MS5HZXRDbHVzdGVyT3ZlcnZpZXdSZXF1ZXN0Gicuam9icGxhbmUudjEuR2V0Q2x1c3Rlck92ZXJ2aWV3UmVzcG9uc2UiA5ACARJhCg9MaXN0Q2hlY2twb2ludHMSIy5qb2JwbGFuZS52MS5MaXN0Q2hlY2twb2ludHNSZXF1ZXN0GiQuam9icGxhbmUudjEuTGlzdENoZWNrcG9pbnRzUmVzcG9uc2UiA5ACARJfChBUcmlnZ2VyU2F2ZXBvaW50EiQuam9icGxhbmUudjEuVHJpZ2dlclNhdmVwb2ludFJlcXVlc3QaJS5qb2JwbGFuZS52MS5UcmlnZ2VyU2F2ZXBvaW50UmVzcG9uc2USXgoOTGlzdFNhdmVwb2ludHMSIi5qb2JwbGFuZS52MS5MaXN0U2F2ZXBvaW50c1JlcXVlc3QaIy5qb2JwbGFuZS52MS5MaXN0U2F2ZXBvaW50c1Jlc3BvbnNlIgOQAgESYQoPRGVsZXRlU2F2ZXBvaW50EiMuam9icGxhbmUudjEuRGVsZXRlU2F2ZXBvaW50UmVxdWVzdBokLmpvYnBsYW5lLnYxLkRlbGV0ZVNhdmVwb2ludFJlc3BvbnNlIgOQAgJiBnByb3RvMw", [file_google_protobuf_duration, file_jobplane_v1_checkpoint, file_jobplane_v1_job, file_jobplane_v1_job_graph, file_jobplane_v1_leadership, file_jobplane_v1_stream]);
 
 /**
  * ListCheckpointsRequest is the request of DispatcherService.ListCheckpoints.
@@ -1012,6 +1012,16 @@ export type GetClusterOverviewResponse = Message<"jobplane.v1.GetClusterOverview
    * @generated from field: jobplane.v1.ServerLimits limits = 9;
    */
   limits?: ServerLimits | undefined;
+
+  /**
+   * The timings this server promises, so a client (and the conformance
+   * suite) can tell how long to wait for what. Since 1.2. A server MUST
+   * set it, and every field of it within the bounds ServerTimings states;
+   * unset means a server of an older contract, whose timings are unknown.
+   *
+   * @generated from field: jobplane.v1.ServerTimings timings = 10;
+   */
+  timings?: ServerTimings | undefined;
 };
 
 /**
@@ -1020,6 +1030,147 @@ export type GetClusterOverviewResponse = Message<"jobplane.v1.GetClusterOverview
  */
 export const GetClusterOverviewResponseSchema: GenMessage<GetClusterOverviewResponse> = /*@__PURE__*/
   messageDesc(file_jobplane_v1_dispatcher_service, 29);
+
+/**
+ * ServerTimings are the timings a server promises: how long its leaders
+ * keep their leadership, how soon it reacts to a change of leader, a
+ * revocation, a cancel or idle slots, and how often and for how long its
+ * streams keep what they promise. Each is this server's, from its
+ * configuration, and each MUST hold for as long as the server runs: a
+ * server that advertises a bound it does not keep breaks the contract, as
+ * one that breaks a rule does. Every field is set; each states the bound
+ * every implementation MUST meet (values outside it do not conform,
+ * whatever the server does) and what the reference server advertises by
+ * default. Since 1.2.
+ *
+ * @generated from message jobplane.v1.ServerTimings
+ */
+export type ServerTimings = Message<"jobplane.v1.ServerTimings"> & {
+  /**
+   * The TTL of the HA-store session of each process: how long after a
+   * process dies (SIGKILL) its leaderships may still hold before they end
+   * and a standby may take over. MUST be positive and at most 10 s. The
+   * reference server: its `--session-ttl`, 2 s by default.
+   *
+   * @generated from field: google.protobuf.Duration session_ttl = 1;
+   */
+  sessionTtl?: Duration | undefined;
+
+  /**
+   * How soon after the session of the `jobmanager` leader ended (expired,
+   * closed or revoked) a standby that campaigns leads `jobmanager` and its
+   * Dispatcher serves (answers GetClusterOverview as leader). MUST be
+   * positive and at most 10 s. The reference server: 5 s.
+   *
+   * @generated from field: google.protobuf.Duration takeover = 2;
+   */
+  takeover?: Duration | undefined;
+
+  /**
+   * How soon after a job's leadership (`job/<job_id>`) ended while the
+   * `jobmanager` leader lives (the holder's session ended, it resigned or
+   * the grant was revoked) a process of the `jobmanager` leader holds it
+   * again and its JobMaster acts for the job. MUST be positive and at most
+   * 10 s. The reference server: 5 s.
+   *
+   * @generated from field: google.protobuf.Duration job_regrant = 3;
+   */
+  jobRegrant?: Duration | undefined;
+
+  /**
+   * The revocation notice: how soon after its `jobmanager` leadership
+   * ended (the grant ended, was revoked or it resigned) a process stops
+   * acting for every job and resigns the job leaderships it holds (see the
+   * service's comment). MUST be positive and at most 10 s. The reference
+   * server: 5 s.
+   *
+   * @generated from field: google.protobuf.Duration revocation_notice = 4;
+   */
+  revocationNotice?: Duration | undefined;
+
+  /**
+   * How soon after a job became CANCELED every attempt of it stopped on
+   * its TaskExecutors (CancelTask sent, and answered or timed out). MUST
+   * be positive and at most 10 s. The reference server: 5 s.
+   *
+   * @generated from field: google.protobuf.Duration task_cancel = 5;
+   */
+  taskCancel?: Duration | undefined;
+
+  /**
+   * How long a JobMaster whose deployment waits for slots keeps the idle
+   * slots it holds before it gives them back with FreeSlots
+   * (jobplane.cluster.v1.JobMasterService.OfferSlots). MUST be positive
+   * and at most 30 s. The reference server: its `--slot-yield`, 5 s by
+   * default.
+   *
+   * @generated from field: google.protobuf.Duration slot_yield = 6;
+   */
+  slotYield?: Duration | undefined;
+
+  /**
+   * The heartbeat interval of WatchJob: a stream that sent nothing else
+   * for this long sends a Heartbeat. A
+   * server MUST send it no later than this after the stream's last message
+   * (the transport's delays aside). MUST be at least 1 s and at most 30 s.
+   * The reference server: 10 s.
+   *
+   * @generated from field: google.protobuf.Duration stream_heartbeat = 7;
+   */
+  streamHeartbeat?: Duration | undefined;
+
+  /**
+   * The resume window of WatchJob: how many of a job's last status changes
+   * the leader keeps resume tokens for (see WatchJob). MUST be at least
+   * 16. The reference server: 64.
+   *
+   * @generated from field: int32 watch_resume_window = 8;
+   */
+  watchResumeWindow: number;
+
+  /**
+   * How long a clean job result is kept after its job ended, before it may
+   * be deleted and its job id used again; zero keeps results for ever.
+   * MUST be zero or at least 10 minutes. The reference server: its
+   * `--result-retention`, zero by default.
+   *
+   * @generated from field: google.protobuf.Duration result_retention = 9;
+   */
+  resultRetention?: Duration | undefined;
+
+  /**
+   * How long a TaskExecutor may stay silent before the ResourceManager
+   * releases its slots, and a JobMaster before its TaskExecutors stop its
+   * tasks (the heartbeat timeout of the cluster protocol). MUST be positive
+   * and less than two thirds of `session_ttl`, so that the tasks of a
+   * JobMaster that stood still stop before its session may end and a
+   * standby take over, whenever it last renewed the session. The
+   * reference server: its `--heartbeat-timeout`, 1.2 s by default.
+   *
+   * @generated from field: google.protobuf.Duration task_executor_heartbeat_timeout = 10;
+   */
+  taskExecutorHeartbeatTimeout?: Duration | undefined;
+
+  /**
+   * The task lease: how long a TaskExecutor keeps a job's tasks running
+   * without hearing from any JobMaster of it, so that a new leader adopts
+   * them; the subtasks of a TaskExecutor that died are deployed elsewhere
+   * only after it. Zero when the server grants no leases (attempts stop
+   * with their JobMaster's leadership). MUST be zero, or at least
+   * `task_executor_heartbeat_timeout` and at most 30 s. The reference
+   * server: its `--task-lease`, 10 s by default.
+   *
+   * @generated from field: google.protobuf.Duration task_lease = 11;
+   */
+  taskLease?: Duration | undefined;
+};
+
+/**
+ * Describes the message jobplane.v1.ServerTimings.
+ * Use `create(ServerTimingsSchema)` to create a new message.
+ */
+export const ServerTimingsSchema: GenMessage<ServerTimings> = /*@__PURE__*/
+  messageDesc(file_jobplane_v1_dispatcher_service, 30);
 
 /**
  * ServerLimits are the limits a server enforces on what it is sent and
@@ -1132,7 +1283,7 @@ export type ServerLimits = Message<"jobplane.v1.ServerLimits"> & {
  * Use `create(ServerLimitsSchema)` to create a new message.
  */
 export const ServerLimitsSchema: GenMessage<ServerLimits> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 30);
+  messageDesc(file_jobplane_v1_dispatcher_service, 31);
 
 /**
  * GetTaskOutputRequest is the request of DispatcherService.GetTaskOutput.
@@ -1195,7 +1346,7 @@ export type GetTaskOutputRequest = Message<"jobplane.v1.GetTaskOutputRequest"> &
  * Use `create(GetTaskOutputRequestSchema)` to create a new message.
  */
 export const GetTaskOutputRequestSchema: GenMessage<GetTaskOutputRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 31);
+  messageDesc(file_jobplane_v1_dispatcher_service, 32);
 
 /**
  * GetTaskOutputResponse is the response of DispatcherService.GetTaskOutput.
@@ -1274,7 +1425,7 @@ export type GetTaskOutputResponse = Message<"jobplane.v1.GetTaskOutputResponse">
  * Use `create(GetTaskOutputResponseSchema)` to create a new message.
  */
 export const GetTaskOutputResponseSchema: GenMessage<GetTaskOutputResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 32);
+  messageDesc(file_jobplane_v1_dispatcher_service, 33);
 
 /**
  * JobIdReusePolicy says whether a submission may start a new run of a job
@@ -1329,8 +1480,9 @@ export const JobIdReusePolicySchema: GenEnum<JobIdReusePolicy> = /*@__PURE__*/
  * job's JobMaster, no write under a job's token; and it MUST resign every
  * `job/<job_id>` leadership it holds, even while its session lives on, so
  * that the new `jobmanager` leader's processes win them without waiting
- * for the session to end (the reference server resigns them within 5
- * seconds). A job's leadership alone never makes a process act for the
+ * for the session to end: within the advertised
+ * ServerTimings.revocation_notice (at most 10 s; the reference server: 5
+ * s). A job's leadership alone never makes a process act for the
  * job while another process leads `jobmanager`.
  *
  * A leader answers only while its leadership certainly holds: until the send
@@ -1510,8 +1662,10 @@ export const DispatcherService: GenService<{
    * CancelJob cancels a job.
    *
    * A running job moves to CANCELLING, its tasks are canceled, and it ends
-   * CANCELED. A job still INITIALIZING is canceled before any of its tasks
-   * runs. Idempotent: cancelling a job that is CANCELLING or CANCELED
+   * CANCELED; every attempt of it MUST have stopped within the advertised
+   * ServerTimings.task_cancel after it ended (at most 10 s; the reference
+   * server: 5 s). A job still INITIALIZING is canceled before any of its
+   * tasks runs. Idempotent: cancelling a job that is CANCELLING or CANCELED
    * succeeds and changes nothing.
    *
    * Durable: before it answers, and before it does anything for the request,
@@ -1519,6 +1673,17 @@ export const DispatcherService: GenService<{
    * (jobplane.hastore.v1.HAStoreService.RequestJobCancel). An acknowledged
    * cancellation survives a change of leader: a leader that recovers the job
    * ends it CANCELED without deploying anything.
+   *
+   * An answer is final (since 1.2). A job whose CancelJob answered
+   * CANCELLING or CANCELED MUST end CANCELED, also when its tasks all
+   * finish, or one fails, before they are canceled: the cancel request and
+   * the job's result are ordered by the HA store
+   * (jobplane.hastore.v1.HAStoreService.RequestJobCancel), and the request
+   * came first. A job whose CancelJob answered FAILED_PRECONDITION
+   * (JOB_TERMINAL) MUST keep the status that the error's metadata names:
+   * its result came first. A CancelJob that arrives once the job's result
+   * is written MUST be answered as the result says (CANCELED, or
+   * JOB_TERMINAL), never CANCELLING.
    *
    * Since 1.2 a request MAY carry a `request_id` and a `reason`, recorded
    * with it in the HA store: the first recorded request of a run is kept
@@ -1601,14 +1766,16 @@ export const DispatcherService: GenService<{
    * Restarts that follow each other faster than the stream is read may be
    * reported by one message (its `restart_count` counts them all). The stream ends successfully
    * after a globally terminal status. A `heartbeat` is sent when nothing
-   * changed for 10 seconds. Works over HTTP/1.1. No side effects.
+   * changed for the advertised ServerTimings.stream_heartbeat (at most 30
+   * s; the reference server: 10 s). Works over HTTP/1.1. No side effects.
    *
    * Resuming. Every status message carries a `resume_token`. A client whose
    * stream broke watches again with the token of the last message it
    * received, and the stream continues right after that message: no
    * change skipped, none repeated. Tokens are kept by the leader that
-   * issued them, for a job's last 64 status changes (the reference
-   * server's bound; a job that restarts for ever has no end of them);
+   * issued them, for at least a job's last advertised
+   * ServerTimings.watch_resume_window status changes (at least 16; the
+   * reference server: 64; a job that restarts for ever has no end of them);
    * when the leader changed in between, or the token is older than that,
    * or not one the server can resume from, the stream starts with the
    * current summary and marks that message `coalesced`: changes between

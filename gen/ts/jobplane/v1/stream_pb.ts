@@ -15,7 +15,9 @@ export const file_jobplane_v1_stream: GenFile = /*@__PURE__*/
 /**
  * Heartbeat is the event a server stream (WatchJob, ObserveLeader,
  * jobplane.hastore.v1.HAStoreService.WatchSession) sends when it has sent
- * nothing else for a while (10 seconds unless a call says otherwise), so that
+ * nothing else for a while (WatchJob: the advertised
+ * ServerTimings.stream_heartbeat, at most 30 s; the others: 10 seconds
+ * unless a call says otherwise), so that
  * idle streams survive proxies and a client can tell a quiet stream from a
  * dead one. Every stream sends it the same way: as the `heartbeat` case of
  * its event oneof, never as a message with its other fields left unset.

@@ -74,9 +74,25 @@ type ResourceManagerServiceClient interface {
 	// carry. A newer token for the same job replaces the older registration,
 	// whose slots stay allocated to the job. Idempotent.
 	//
+	// Since 1.2, the ResourceManager MUST register a token other than the
+	// job's registered one (the job's first, or a newer one) only if it is
+	// the current grant of the election `job/<job_id>` in the HA store, as
+	// HAStoreService.GetLeader would answer it at the time of the call. It
+	// reads the election when such a token arrives; it need not read it
+	// again for the registered token, nor for the job's other calls. A
+	// token that is not the current grant MUST be refused with ABORTED
+	// (STALE_FENCING_TOKEN), registering nothing: an earlier grant's, and
+	// also one newer than the current grant (an epoch never granted, or not
+	// granted yet when the store was read), whose caller does not lead the
+	// job either; the refusal names the current grant, if there is one, in
+	// StaleTokenDetails. If the store cannot be read, the call MUST fail
+	// with UNAVAILABLE (STORE_UNAVAILABLE), registering nothing; the
+	// JobMaster retries.
+	//
 	// Errors: INVALID_ARGUMENT for a missing job id, address or token;
 	// ABORTED (STALE_FENCING_TOKEN) if a newer token of the job has
-	// registered; UNAVAILABLE (NOT_LEADER).
+	// registered or the token is not the current grant of the job's
+	// election; UNAVAILABLE (STORE_UNAVAILABLE); UNAVAILABLE (NOT_LEADER).
 	RegisterJobMaster(context.Context, *v1.RegisterJobMasterRequest) (*v1.RegisterJobMasterResponse, error)
 	// DeclareResourceRequirements replaces the job's declared slot
 	// requirements. The ResourceManager requests slots from TaskExecutors
@@ -230,9 +246,25 @@ type ResourceManagerServiceHandler interface {
 	// carry. A newer token for the same job replaces the older registration,
 	// whose slots stay allocated to the job. Idempotent.
 	//
+	// Since 1.2, the ResourceManager MUST register a token other than the
+	// job's registered one (the job's first, or a newer one) only if it is
+	// the current grant of the election `job/<job_id>` in the HA store, as
+	// HAStoreService.GetLeader would answer it at the time of the call. It
+	// reads the election when such a token arrives; it need not read it
+	// again for the registered token, nor for the job's other calls. A
+	// token that is not the current grant MUST be refused with ABORTED
+	// (STALE_FENCING_TOKEN), registering nothing: an earlier grant's, and
+	// also one newer than the current grant (an epoch never granted, or not
+	// granted yet when the store was read), whose caller does not lead the
+	// job either; the refusal names the current grant, if there is one, in
+	// StaleTokenDetails. If the store cannot be read, the call MUST fail
+	// with UNAVAILABLE (STORE_UNAVAILABLE), registering nothing; the
+	// JobMaster retries.
+	//
 	// Errors: INVALID_ARGUMENT for a missing job id, address or token;
 	// ABORTED (STALE_FENCING_TOKEN) if a newer token of the job has
-	// registered; UNAVAILABLE (NOT_LEADER).
+	// registered or the token is not the current grant of the job's
+	// election; UNAVAILABLE (STORE_UNAVAILABLE); UNAVAILABLE (NOT_LEADER).
 	RegisterJobMaster(context.Context, *v1.RegisterJobMasterRequest) (*v1.RegisterJobMasterResponse, error)
 	// DeclareResourceRequirements replaces the job's declared slot
 	// requirements. The ResourceManager requests slots from TaskExecutors

@@ -922,7 +922,9 @@ export const JobMasterService: GenService<{
    * leader the TaskExecutors offer each new JobMaster the slots its job
    * held, outside the ResourceManager's order, and jobs that each hold
    * part of what they need would wait for one another. A JobMaster whose
-   * deployment has waited a while (the reference server: 5 s) gives its
+   * deployment has waited for the advertised
+   * jobplane.v1.ServerTimings.slot_yield (at most 30 s; the reference
+   * server: 5 s) gives its
    * idle slots back with FreeSlots and keeps its declared requirement, so
    * that the ResourceManager hands them out again in request order.
    *
@@ -945,6 +947,15 @@ export const JobMasterService: GenService<{
    * Errors: NOT_FOUND (EXECUTION_NOT_FOUND) if the JobMaster does not know
    * the attempt, in which case the TaskExecutor cancels it; ABORTED
    * (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
+   *
+   * Answers that say nothing of the attempt now (since 1.2). A
+   * TaskExecutor MUST ignore any answer to a report sent under a token
+   * that is no longer the attempt's (a newer JobMaster adopted it while
+   * the report was on its way, AdoptAttempts): the attempt's state went to
+   * the adopter. It MUST NOT cancel an attempt that runs under a task
+   * lease because its JobMaster answered NOT_LEADER: a JobMaster deposed
+   * under a lease leaves its attempts to its successor, which adopts
+   * them; the attempt stops when the lease ends if none does.
    *
    * @generated from rpc jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionState
    */

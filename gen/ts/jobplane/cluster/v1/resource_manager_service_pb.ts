@@ -395,7 +395,17 @@ export const DisconnectJobMasterResponseSchema: GenMessage<DisconnectJobMasterRe
  *
  * JobMasters send their own token (that of the election `job/<job_id>`);
  * the ResourceManager refuses a JobMaster token older than the newest it has
- * seen for the job with ABORTED (STALE_FENCING_TOKEN).
+ * seen for the job with ABORTED (STALE_FENCING_TOKEN). Since 1.2, it
+ * registers a JobMaster token only if it is the current grant of the job's
+ * election in the HA store (see RegisterJobMaster): a token that a caller
+ * made up cannot take a job's registration.
+ *
+ * Order of the checks (since 1.2). A call that carries both tokens
+ * (DeclareResourceRequirements, DisconnectJobMaster) MUST be judged on
+ * the ResourceManager's token first, and on the JobMaster's only if that
+ * one is the current one: a call wrong in both answers UNAVAILABLE
+ * (NOT_LEADER) or FAILED_PRECONDITION (NOT_REGISTERED) as the
+ * ResourceManager's token says, never ABORTED (STALE_FENCING_TOKEN).
  *
  * Fencing in both directions. A JobMaster's calls after RegisterJobMaster
  * also carry the ResourceManager's token that RegisterJobMaster answered
@@ -452,9 +462,25 @@ export const ResourceManagerService: GenService<{
    * carry. A newer token for the same job replaces the older registration,
    * whose slots stay allocated to the job. Idempotent.
    *
+   * Since 1.2, the ResourceManager MUST register a token other than the
+   * job's registered one (the job's first, or a newer one) only if it is
+   * the current grant of the election `job/<job_id>` in the HA store, as
+   * HAStoreService.GetLeader would answer it at the time of the call. It
+   * reads the election when such a token arrives; it need not read it
+   * again for the registered token, nor for the job's other calls. A
+   * token that is not the current grant MUST be refused with ABORTED
+   * (STALE_FENCING_TOKEN), registering nothing: an earlier grant's, and
+   * also one newer than the current grant (an epoch never granted, or not
+   * granted yet when the store was read), whose caller does not lead the
+   * job either; the refusal names the current grant, if there is one, in
+   * StaleTokenDetails. If the store cannot be read, the call MUST fail
+   * with UNAVAILABLE (STORE_UNAVAILABLE), registering nothing; the
+   * JobMaster retries.
+   *
    * Errors: INVALID_ARGUMENT for a missing job id, address or token;
    * ABORTED (STALE_FENCING_TOKEN) if a newer token of the job has
-   * registered; UNAVAILABLE (NOT_LEADER).
+   * registered or the token is not the current grant of the job's
+   * election; UNAVAILABLE (STORE_UNAVAILABLE); UNAVAILABLE (NOT_LEADER).
    *
    * @generated from rpc jobplane.cluster.v1.ResourceManagerService.RegisterJobMaster
    */

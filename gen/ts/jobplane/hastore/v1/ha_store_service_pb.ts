@@ -605,6 +605,16 @@ export const ObserveLeaderResponseSchema: GenMessage<ObserveLeaderResponse> = /*
  * ExecutionPlan is what the Dispatcher persists for an accepted job: the
  * JobGraph with parallelism overrides applied.
  *
+ * The Dispatcher stores the JobGraph as submitted with the overrides
+ * applied, not normalized (see jobplane.v1.JobGraph, "Plan identity"). A
+ * Dispatcher that puts a plan again, as a retry after a lost or failed
+ * answer, MUST put the very message it put first (the same `submit_time`
+ * and `submitted_by`), so that its canonical encoding is byte-equal (see
+ * HAStoreService, Equality) and the store answers it as a repeat. It MUST
+ * NOT put a plan built anew for a client's resubmission of a job: it
+ * recognizes a resubmission by `digest` and `submitted_by`, as stored,
+ * and puts nothing. (Since 1.2.)
+ *
  * @generated from message jobplane.hastore.v1.ExecutionPlan
  */
 export type ExecutionPlan = Message<"jobplane.hastore.v1.ExecutionPlan"> & {
@@ -2002,17 +2012,83 @@ export const JobResultStateSchema: GenEnum<JobResultState> = /*@__PURE__*/
  *   was lost returns the first call's success and changes nothing, when
  *   the repeat asks for the same thing.
  *
- * Equality. "The same plan" and "the same result" mean equal as protobuf
- * messages, however they were encoded (binary or JSON, fields and map
- * entries in any order): every field equal, repeated fields in order, map
- * fields as sets of entries, a scalar field set to its default equal to the
- * field left unset, and a message field set to an empty message different
- * from one left unset (the rules of Go's `proto.Equal`).
+ * Equality (since 1.2). "The same plan", "the same result", "the same
+ * checkpoint" and "the same savepoint" mean the same canonical encoding:
+ * two messages are the same exactly when their canonical encodings are
+ * byte-equal, however each was sent (binary or JSON, fields and map
+ * entries in any order, a default value written out or left out). The
+ * canonical encoding is the one that jobplane.v1.JobGraph defines for the
+ * plan digest ("Plan identity"), for every message: the binary encoding
+ * with fields in increasing field-number order; a field of implicit
+ * presence (a proto3 scalar, string, bytes or enum outside a oneof)
+ * written only when it differs from its default, and a field of explicit
+ * presence (a message field, a oneof member) whenever it is present, even
+ * at its default; integers and enums as varints (int32 and enums
+ * sign-extended to 64 bits); repeated numbers, bools and enums packed;
+ * other repeated fields one record per element, in order; maps one record
+ * per entry in increasing key order (strings by their UTF-8 bytes), each
+ * entry with its key (field 1) and value (field 2) both written; no
+ * unknown fields. Floating-point values are compared by their bits: a
+ * float or double is at its default only when all its bits are zero, so
+ * -0.0 is written, and is not the same as 0.0 or unset, and a NaN is the
+ * same only as a NaN of the same bits. So a message field set to an empty
+ * message is not the same as one left unset, and empty bytes or strings
+ * are the same as unset ones. (Go's deterministic marshaling produces this
+ * encoding; Go's `proto.Equal` is not this rule: it takes every NaN for
+ * the same.)
+ *
+ * Two rules give every value one encoding, and the store MUST refuse a
+ * request that breaks them, with INVALID_ARGUMENT and a field violation
+ * naming the field, writing nothing:
+ *
+ * * No unknown fields. A request to any call that carries a field this
+ *   store's schema does not have, at any depth, in binary or JSON, is
+ *   refused, as DispatcherService refuses them: the violation's path
+ *   names the field, in JSON by the key as sent (such as
+ *   `plan.jobGraph.bogus`), in binary by its number (such as
+ *   `plan.job_graph.config.99`). A store of an older schema cannot tell
+ *   whether it would keep such a field, so a cluster upgrades its store
+ *   before the servers that use it.
+ * * Normalized Durations and Timestamps. A google.protobuf.Duration whose
+ *   `nanos` is not within (-999,999,999, 999,999,999), whose `nanos` and
+ *   `seconds` are both non-zero and of opposite signs, or whose `seconds`
+ *   is beyond ±315,576,000,000; and a google.protobuf.Timestamp whose
+ *   `nanos` is not within [0, 999,999,999] or whose time is outside
+ *   0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z; anywhere in a
+ *   plan, result, checkpoint or savepoint, is refused: otherwise one
+ *   duration would have two encodings, and two retries of one write would
+ *   not be the same.
+ *
+ * Consistency (since 1.2). Every read MUST be linearizable: the answer of
+ * GetExecutionPlan, GetJobResultEntry, GetLeader, GetLatestCheckpoint,
+ * GetSavepoint and each page of a listing (ListExecutionPlans,
+ * ListJobResultEntries, ListTaskExecutors, ListCheckpoints,
+ * ListSavepoints) and the first answer of ObserveLeader are the store's
+ * state at one moment between the call's arrival and its answer, and so
+ * reflect every write acknowledged before the call was sent, whichever
+ * connection carries the call and whichever of the store's processes
+ * answers it. A store MUST NOT answer a read from
+ * a replica or cache that may lag behind an acknowledged write: a
+ * Dispatcher that takes over reads the plans and results its predecessor
+ * wrote, and a read that missed one would lose an accepted job or run a
+ * finished one again.
+ *
+ * A page of a listing is one snapshot: the state at one moment, never a
+ * mix of two that shows a state the store never held (a job whose plan is
+ * deleted and whose result is created in between listed with both, say).
+ * The pages of one listing are separate snapshots, joined by page tokens
+ * (the last id of the previous page): an entry present during the whole
+ * listing is listed exactly once, one absent during the whole listing is
+ * not listed, and one created or removed during the listing may or may
+ * not be. Listings carry no revision. A client that needs two listings to
+ * agree orders its reads by the store's own write order: the Dispatcher
+ * lists plans, then results, and finds every job in one of them, since a
+ * plan is deleted only once its result exists.
  *
  * Every call answers INVALID_ARGUMENT (reason INVALID_ARGUMENT) with
  * BadRequest field violations for malformed input (unknown election names,
- * empty ids, malformed tokens, plans over the size limit), and then writes
- * nothing. A store that cannot reach its backing storage answers
+ * empty ids, malformed tokens, plans over the size limit, unknown fields,
+ * Durations and Timestamps not normalized), and then writes nothing. A store that cannot reach its backing storage answers
  * UNAVAILABLE (STORE_UNAVAILABLE). Every error carries an ErrorInfo (see
  * ErrorReason).
  *
