@@ -22,6 +22,7 @@ const (
 	reasonJobTerminal    = jobplanev1.ErrorReason_ERROR_REASON_JOB_TERMINAL
 	reasonJobNotTerminal = jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_TERMINAL
 	reasonInvalid        = jobplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT
+	reasonResultDirty    = jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_DIRTY
 
 	reasonSavepointNotFound = jobplanev1.ErrorReason_ERROR_REASON_SAVEPOINT_NOT_FOUND
 	reasonSavepointFailed   = jobplanev1.ErrorReason_ERROR_REASON_SAVEPOINT_FAILED
@@ -38,6 +39,10 @@ var (
 	ErrJobTerminal = errors.New("job already ended")
 	// ErrJobNotTerminal: the job has no result yet (JOB_NOT_TERMINAL).
 	ErrJobNotTerminal = errors.New("job has not ended")
+	// ErrCleanupPending: the job ended but its cleanup is not done yet,
+	// so its result cannot be purged, nor its id reused, yet
+	// (JOB_RESULT_DIRTY): nothing was done; try again shortly.
+	ErrCleanupPending = errors.New("the job's cleanup is not done yet")
 	// ErrSavepointNotFound: no savepoint has the id (SAVEPOINT_NOT_FOUND),
 	// such as the one a submitted job's restore_from_savepoint names.
 	ErrSavepointNotFound = errors.New("savepoint not found")
@@ -91,6 +96,8 @@ func (e *Error) Is(target error) bool {
 		return e.Reason == reasonJobTerminal
 	case ErrJobNotTerminal:
 		return e.Reason == reasonJobNotTerminal
+	case ErrCleanupPending:
+		return e.Reason == reasonResultDirty
 	case ErrSavepointNotFound:
 		return e.Reason == reasonSavepointNotFound
 	case ErrSavepointFailed:

@@ -268,3 +268,76 @@ func ExampleClient_Result() {
 	// subtask 1 returned 3
 	// count.steps: 6
 }
+
+// Cancel a job, saying why: the first recorded request's reason is kept
+// with the job, in its summary and its result.
+func ExampleClient_Cancel() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := sdk.New([]string{serverURL})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	s, err := c.Submit(ctx, &jobplanev1.JobGraph{Name: "nap", Vertices: []*jobplanev1.JobVertex{{
+		Id: "nap", Invokable: "sleep", Parallelism: 1, Config: map[string]string{"duration": "24h"},
+	}}})
+	if err != nil {
+		panic(err)
+	}
+	// WithRun cancels only the run this Submit started, never a later
+	// run of the same id.
+	if _, err := c.Cancel(ctx, s.JobID, sdk.WithRun(s.RunID), sdk.WithReason("superseded by nightly-2")); err != nil {
+		panic(err)
+	}
+	res, err := c.Wait(ctx, s.JobID)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(res.GetStatus(), res.GetCancellation().GetReason())
+	// Output: JOB_STATUS_CANCELED superseded by nightly-2
+}
+
+// Purge an ended job's kept result, so that its id runs again, under a
+// new run id.
+func ExampleClient_Purge() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := sdk.New([]string{serverURL})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	g := &jobplanev1.JobGraph{Name: "nightly", Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}}
+	id := "nightly-" + sdk.NewJobID()[:8]
+	first, err := c.Submit(ctx, g, sdk.WithJobID(id))
+	if err != nil {
+		panic(err)
+	}
+	if _, err := c.Wait(ctx, id); err != nil {
+		panic(err)
+	}
+	again, err := c.Submit(ctx, g, sdk.WithJobID(id))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("resubmitted, created:", again.Created) // the kept result answers
+	for {
+		err := c.Purge(ctx, id, first.RunID)
+		if !errors.Is(err, sdk.ErrCleanupPending) {
+			if err != nil {
+				panic(err)
+			}
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	second, err := c.Submit(ctx, g, sdk.WithJobID(id))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("after the purge, created:", second.Created, "new run:", second.RunID != first.RunID)
+	// Output:
+	// resubmitted, created: false
+	// after the purge, created: true new run: true
+}

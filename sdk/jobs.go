@@ -40,12 +40,24 @@ func IsGloballyTerminal(s jobplanev1.JobStatus) bool {
 // A SubmitOption configures Submit.
 type SubmitOption func(*submitOptions)
 
-type submitOptions struct{ jobID string }
+type submitOptions struct {
+	jobID          string
+	allowDuplicate bool
+}
 
 // WithJobID submits the job under id (1 to 64 characters from
 // [A-Za-z0-9_-]). Submitting the same id and plan again is safe: it
 // answers the existing job. Default: a new id from NewJobID.
 func WithJobID(id string) SubmitOption { return func(o *submitOptions) { o.jobID = id } }
+
+// WithIDReuse lets the submission start a new run of a job id whose job
+// ended and whose result the cluster keeps
+// (JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE): the result is removed and the
+// job runs again, under a new run id. While the old job's cleanup is not
+// done, Submit fails with ErrCleanupPending; try again. Default: the
+// kept result answers and the job never runs again. A retried call may
+// start another run if the one it started ended meanwhile.
+func WithIDReuse() SubmitOption { return func(o *submitOptions) { o.allowDuplicate = true } }
 
 // Submitted is the answer to Submit.
 type Submitted struct {
@@ -58,6 +70,9 @@ type Submitted struct {
 	Created bool
 	// Status is the job's status when the call returned.
 	Status jobplanev1.JobStatus
+	// RunID is the id of the run the answer is about: the new one's, or
+	// the existing job's (empty from a server before contract 1.2).
+	RunID string
 }
 
 // localLimits are the limits of the checks Submit makes before sending:
@@ -102,6 +117,9 @@ func (c *Client) Submit(ctx context.Context, g *jobplanev1.JobGraph, opts ...Sub
 		return nil, err
 	}
 	req := &jobplanev1.SubmitJobRequest{JobId: o.jobID, JobGraph: g}
+	if o.allowDuplicate {
+		req.IdReuse = jobplanev1.JobIdReusePolicy_JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE
+	}
 	resp, err := call(ctx, c, true, func(ctx context.Context, d jobplanev1connect.DispatcherServiceClient) (*jobplanev1.SubmitJobResponse, error) {
 		r, err := d.SubmitJob(ctx, req)
 		if err != nil {
@@ -116,7 +134,7 @@ func (c *Client) Submit(ctx context.Context, g *jobplanev1.JobGraph, opts ...Sub
 		}
 		return nil, err
 	}
-	return &Submitted{JobID: resp.GetJobId(), Created: resp.GetCreated(), Status: resp.GetStatus()}, nil
+	return &Submitted{JobID: resp.GetJobId(), Created: resp.GetCreated(), Status: resp.GetStatus(), RunID: resp.GetRunId()}, nil
 }
 
 // waitChunk bounds one GetJobResult call of Wait; Wait calls again while
@@ -178,12 +196,43 @@ func (c *Client) Execute(ctx context.Context, g *jobplanev1.JobGraph, opts ...Su
 	return c.Wait(ctx, s.JobID)
 }
 
+// A CancelOption configures Cancel.
+type CancelOption func(*jobplanev1.CancelJobRequest)
+
+// WithReason records why the job is canceled with the cancel request (at
+// most 1,024 bytes); the job's summary and result show the first
+// recorded request's. Default: none.
+func WithReason(reason string) CancelOption {
+	return func(r *jobplanev1.CancelJobRequest) { r.Reason = reason }
+}
+
+// WithRequestID gives the cancel request an id of the caller's (at most
+// 128 bytes), recorded with it, the same for every retry of the call.
+// Default: none. (The SDK sends none of its own: a server before contract
+// 1.2 refuses a request with fields it does not know, so each of these
+// options needs a 1.2 server.)
+func WithRequestID(id string) CancelOption {
+	return func(r *jobplanev1.CancelJobRequest) { r.RequestId = id }
+}
+
+// WithRun cancels only the run runID of the job id (Submitted.RunID):
+// if the id's current job is another run, Cancel fails with
+// ErrJobNotFound and nothing is canceled. Default: whichever run is
+// current.
+func WithRun(runID string) CancelOption {
+	return func(r *jobplanev1.CancelJobRequest) { r.RunId = runID }
+}
+
 // Cancel cancels the job and returns its status then: CANCELLING, or
 // CANCELED once it has ended. The cancellation is durable once Cancel
 // returns. Canceling a job that is CANCELLING or CANCELED again is no
-// error; one that FINISHED or FAILED is ErrJobTerminal.
-func (c *Client) Cancel(ctx context.Context, jobID string) (jobplanev1.JobStatus, error) {
+// error, and changes nothing recorded; one that FINISHED or FAILED is
+// ErrJobTerminal.
+func (c *Client) Cancel(ctx context.Context, jobID string, opts ...CancelOption) (jobplanev1.JobStatus, error) {
 	req := &jobplanev1.CancelJobRequest{JobId: jobID}
+	for _, opt := range opts {
+		opt(req)
+	}
 	return call(ctx, c, true, func(ctx context.Context, d jobplanev1connect.DispatcherServiceClient) (jobplanev1.JobStatus, error) {
 		r, err := d.CancelJob(ctx, req)
 		if err != nil {
@@ -191,6 +240,22 @@ func (c *Client) Cancel(ctx context.Context, jobID string) (jobplanev1.JobStatus
 		}
 		return r.GetStatus(), nil
 	})
+}
+
+// Purge removes the kept result of a job that ended, now rather than when
+// the cluster's retention would: the job id is then unknown
+// (ErrJobNotFound) and free for a new run. With a non-empty runID, only
+// that run's (Submitted.RunID). A job that has not ended is
+// ErrJobNotTerminal; one whose cleanup is not done yet
+// ErrCleanupPending (try again); an unknown one, or another run,
+// ErrJobNotFound, also when a retry follows a purge whose answer was
+// lost.
+func (c *Client) Purge(ctx context.Context, jobID, runID string) error {
+	req := &jobplanev1.PurgeJobRequest{JobId: jobID, RunId: runID}
+	_, err := call(ctx, c, true, func(ctx context.Context, d jobplanev1connect.DispatcherServiceClient) (*jobplanev1.PurgeJobResponse, error) {
+		return d.PurgeJob(ctx, req)
+	})
+	return err
 }
 
 // A GetOption configures Get.

@@ -98,7 +98,7 @@ var recoveryCases = []Case{
 	{Name: "recovery/paused-leader-resumes-deposed", Requires: []string{FeatureResourceManager, FeatureFailover, featureRunnerStarts}, Instances: 2,
 		Doc: "SIGSTOP of the leader until the standby took over, then SIGCONT: the old leader answers NOT_LEADER at once, and deploys and writes nothing with its old tokens", Run: pausedLeaderResumesDeposed},
 	{Name: "recovery/cancel-survives-failover", Requires: []string{FeatureResourceManager, FeatureFailover, featureRunnerStarts}, Instances: 2,
-		Doc: "a job canceled while INITIALIZING, then SIGKILL of the leader: the cancel request was recorded before the answer, and the standby ends the job CANCELED without deploying anything", Run: cancelSurvivesFailover},
+		Doc: "a job canceled while INITIALIZING (with a request id and a reason), then SIGKILL of the leader: the cancel request was recorded before the answer, and the standby ends the job CANCELED without deploying anything, its result showing the request's id and reason", Run: cancelSurvivesFailover},
 	{Name: "recovery/dirty-result-cleaned-not-rerun", Requires: []string{featureRunnerStarts}, Instances: -1,
 		Doc: "a job found with a dirty result at startup is cleaned up (plan deleted, result marked clean), never run", Run: func(t *T) {
 			id := t.job("j")
@@ -230,7 +230,10 @@ func cancelSurvivesFailover(t *T) {
 	if standby == nil {
 		t.Fatalf("no standby instance running; expected 2 instances")
 	}
-	answer := t.cancel(id)
+	answer, err := t.dispatcher().CancelJob(t.ctx, &jobplanev1.CancelJobRequest{JobId: id, RequestId: "r1", Reason: "before the failover"})
+	if err != nil {
+		t.Fatalf("CancelJob(%s): %v; expected the job canceled", id, err)
+	}
 	if st := answer.GetStatus(); st != jobplanev1.JobStatus_JOB_STATUS_CANCELLING && st != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
 		t.Fatalf("CancelJob answered %v; expected CANCELLING", st)
 	}
@@ -255,8 +258,12 @@ func cancelSurvivesFailover(t *T) {
 			t.Fatalf("%v after the leader was killed; expected an acknowledged cancellation to survive it, nothing deployed", evs[0])
 		}
 	}
-	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
+	r := t.result(id)
+	if r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_CANCELED {
 		t.Errorf("job ended %v; expected CANCELED", r.GetStatus())
+	}
+	if c := r.GetCancellation(); c.GetRequestId() != "r1" || c.GetReason() != "before the failover" {
+		t.Errorf("the result's cancellation is %v; expected the request's id r1 and reason, recorded with it before the failover", c)
 	}
 }
 

@@ -35,9 +35,16 @@ var invariants = []struct {
 // trace is what the invariants check: the case's events, by job, and
 // what the whole log says about leaderships and processes (a grant may
 // predate the case on a shared store).
+//
+// A job id may have several runs (since 1.2): once a job's result is
+// deleted (PurgeJob, a submission with JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+// retention), the id is free and a later submission starts a new run.
+// Each run is a job of its own here, keyed by its id and, from the second
+// run on, "#" and the run's number: the deletion is the old run's last
+// event, and every event after it is the new run's.
 type trace struct {
-	jobs   map[string][]Event                // the case's events by job id, in order
-	order  []string                          // job ids in order of first event
+	jobs   map[string][]Event                // the case's events by run key, in order
+	order  []string                          // run keys in order of first event
 	grants map[string]map[election.Token]int // election key -> token -> seq of its grant
 	// grantList is every grant, by election key, in order.
 	grantList map[string][]Event
@@ -53,8 +60,15 @@ type trace struct {
 	sessions map[string]string
 }
 
+// runJob returns the job id of a run key.
+func runJob(key string) string {
+	id, _, _ := strings.Cut(key, "#")
+	return id
+}
+
 func newTrace(all []Event, from int, ids string) *trace {
 	tr := &trace{jobs: map[string][]Event{}, grants: map[string]map[election.Token]int{}, grantList: map[string][]Event{}, sessions: map[string]string{}}
+	runs := map[string]int{} // job id -> its current run's number, from 1
 	for _, e := range all {
 		switch {
 		case e.Op == "granted" && e.Err == nil && e.Source == "store":
@@ -79,10 +93,17 @@ func newTrace(all []Event, from int, ids string) *trace {
 		if e.Seq < from || !strings.HasPrefix(e.Key, ids) {
 			continue
 		}
-		if tr.jobs[e.Key] == nil {
-			tr.order = append(tr.order, e.Key)
+		key := e.Key
+		if n := runs[e.Key]; n > 1 {
+			key = fmt.Sprintf("%s#%d", e.Key, n)
 		}
-		tr.jobs[e.Key] = append(tr.jobs[e.Key], e)
+		if tr.jobs[key] == nil {
+			tr.order = append(tr.order, key)
+		}
+		tr.jobs[key] = append(tr.jobs[key], e)
+		if e.Source == "store" && e.Op == "delete-result" && e.Applied {
+			runs[e.Key] = max(runs[e.Key], 1) + 1
+		}
 	}
 	return tr
 }
@@ -328,7 +349,7 @@ func writesByTheLeader(tr *trace) []string {
 			switch {
 			case write && !tr.granted(election.JobManager, e.Token, e.Seq):
 				out = append(out, fmt.Sprintf("%v carries no token the %s election granted; expected plans, results and cancel requests written only by the leading Dispatcher", e, election.JobManager))
-			case lead && !tr.granted(id, e.Token, e.Seq):
+			case lead && !tr.granted(runJob(id), e.Token, e.Seq):
 				out = append(out, fmt.Sprintf("%v carries no token granted for job/%s; expected a leadership confirmed or given up only by its holder", e, id))
 			case write || lead:
 				if same, known := tr.sameProcess(e.Peer, e.Token.SessionID); known && !same && !tr.everLed(e.Peer, e.Seq) {
@@ -357,11 +378,11 @@ func deployUnderGrantedTokens(tr *trace) []string {
 				continue
 			}
 			end, ended := Event{}, false
-			if tr.granted(id, e.Token, e.Seq) {
-				end, ended = tr.endedFor(id, e.Token, e)
+			if tr.granted(runJob(id), e.Token, e.Seq) {
+				end, ended = tr.endedFor(runJob(id), e.Token, e)
 			}
 			switch {
-			case !tr.granted(id, e.Token, e.Seq):
+			case !tr.granted(runJob(id), e.Token, e.Seq):
 				out = append(out, fmt.Sprintf("%v carries no token granted for job/%s before it; expected deployments and slot requests under the job's JobMaster token", e, id))
 			case e.Op == "SubmitTask" && e.Token.Epoch < latest.Epoch:
 				out = append(out, fmt.Sprintf("%v after a deployment under the newer token %s; expected no deployment under an older token than one already used", e, latest))
@@ -425,7 +446,7 @@ func acknowledgedJobsStayKnown(tr *trace) []string {
 				acked = e.Seq
 			case e.Op == "delete-result" && e.Applied:
 				forgotten = true
-			case acked >= 0 && e.Sent > acked && !forgotten && e.Source == "client" && reason(e.Err) == "JOB_NOT_FOUND":
+			case acked >= 0 && e.Sent > acked && !forgotten && e.Source == "client" && reason(e.Err) == "JOB_NOT_FOUND" && !otherRun(e.Err):
 				// Sent after the acknowledgement arrived: one sent before
 				// may have been answered from the state before.
 				out = append(out, fmt.Sprintf("%v after the job was acknowledged (#%d); expected an acknowledged job known from then on, also across restarts and failovers", e, acked))
@@ -433,6 +454,14 @@ func acknowledgedJobsStayKnown(tr *trace) []string {
 		}
 	}
 	return out
+}
+
+// otherRun reports whether err is a JOB_NOT_FOUND that answers a request
+// naming a run other than the id's current one (its metadata names the
+// run): the job is known, as another run.
+func otherRun(err error) bool {
+	info, _ := errorDetail[*errdetails.ErrorInfo](err)
+	return info.GetMetadata()["run_id"] != ""
 }
 
 // seen is what a client's answer said of a job's status: a status

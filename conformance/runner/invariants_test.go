@@ -162,3 +162,32 @@ func TestDeployAfterTheHoldersCampaign(t *testing.T) {
 		}
 	}
 }
+
+// A deleted result ends a run of its job id: a submission after it
+// creates another run, which may run, without breaking created-once or
+// nothing-runs-after-the-result; before the deletion, both are broken.
+func TestRunsSplitAtTheResultsDeletion(t *testing.T) {
+	seq := 0
+	ev := func(source, op, detail string, applied bool) Event {
+		seq++
+		return Event{Seq: seq, Source: source, Op: op, Key: "c1-j", Detail: detail, Applied: applied}
+	}
+	run := func(deleted bool) []string {
+		seq = 0
+		events := []Event{
+			ev("client", "ack", "created=true", false),
+			ev("store", "create-dirty", "", true),
+			ev("store", "delete-result", "", deleted),
+			ev("client", "ack", "created=true", false),
+			ev("store", "campaign", "", true),
+		}
+		tr := newTrace(events, 0, "c1-")
+		return append(createdOnce(tr), nothingRunsAfterTheResult(tr)...)
+	}
+	if got := run(true); len(got) > 0 {
+		t.Errorf("a new run after the result's deletion: %q; want no violation", strings.Join(got, "; "))
+	}
+	if got := run(false); len(got) != 2 {
+		t.Errorf("a second creation without the result's deletion: %q; want created-once and nothing-runs-after-the-result broken", strings.Join(got, "; "))
+	}
+}

@@ -196,8 +196,8 @@ func (s *store) DeleteExecutionPlan(ctx context.Context, f hastore.Fence, jobID 
 	return s.call(ctx, "delete-plan", jobID, f.Token, func(ctx context.Context) error { return s.Store.DeleteExecutionPlan(ctx, f, jobID) })
 }
 
-func (s *store) RequestCancel(ctx context.Context, f hastore.Fence, jobID string) error {
-	return s.call(ctx, "request-cancel", jobID, f.Token, func(ctx context.Context) error { return s.Store.RequestCancel(ctx, f, jobID) })
+func (s *store) RequestCancel(ctx context.Context, f hastore.Fence, jobID string, c *jobplanev1.Cancellation) error {
+	return s.call(ctx, "request-cancel", jobID, f.Token, func(ctx context.Context) error { return s.Store.RequestCancel(ctx, f, jobID, c) })
 }
 
 func (s *store) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, res *jobplanev1.JobResult) error {

@@ -109,10 +109,19 @@ type Store interface {
 	// plan: both are checked with the write, so a cancel request and a job
 	// result are ordered by the store. Requesting again is no error. The
 	// record goes with the plan (DeleteExecutionPlan).
-	RequestCancel(ctx context.Context, f Fence, jobID string) error
+	//
+	// c, which may be nil, is kept with the request: the first recorded
+	// request's, which a later request never replaces (a later c is
+	// dropped). Its fields are bounded as ValidateCancellation says.
+	RequestCancel(ctx context.Context, f Fence, jobID string, c *jobplanev1.Cancellation) error
 	// CancelRequested reports whether the job's cancellation was requested
 	// and its plan is not deleted yet.
 	CancelRequested(ctx context.Context, jobID string) (bool, error)
+	// Cancellation returns the job's recorded cancel request: nil when
+	// its cancellation was not requested (or its plan is deleted), an
+	// empty Cancellation when it was requested without one, and otherwise
+	// the first request's.
+	Cancellation(ctx context.Context, jobID string) (*jobplanev1.Cancellation, error)
 
 	// CreateDirtyJobResult records result as dirty. If the job's entry
 	// holds the same result (Same), dirty or clean, it succeeds and

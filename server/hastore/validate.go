@@ -196,6 +196,40 @@ func ValidateJobWrite(f Fence, jobID string) error {
 	return v.err()
 }
 
+// MaxRunIDLength, MaxCancelRequestIDLength and MaxCancelReasonLength
+// bound a run id, and a cancel request's id and reason, in bytes.
+const (
+	MaxRunIDLength           = 128
+	MaxCancelRequestIDLength = 128
+	MaxCancelReasonLength    = 1024
+)
+
+// ValidateCancellation checks the bounds of a cancel request's record
+// (nil is valid), naming its fields under field.
+func ValidateCancellation(field string, c *jobplanev1.Cancellation) error {
+	var v validation
+	v.cancellation(field, c)
+	return v.err()
+}
+
+func (v *validation) cancellation(field string, c *jobplanev1.Cancellation) {
+	if len(c.GetRequestId()) > MaxCancelRequestIDLength {
+		v.add(field+".request_id", fmt.Sprintf("longer than %d bytes", MaxCancelRequestIDLength))
+	}
+	if len(c.GetReason()) > MaxCancelReasonLength {
+		v.add(field+".reason", fmt.Sprintf("longer than %d bytes", MaxCancelReasonLength))
+	}
+}
+
+// ValidateCancelWrite checks a RequestCancel's fence, job id and record.
+func ValidateCancelWrite(f Fence, jobID string, c *jobplanev1.Cancellation) error {
+	var v validation
+	v.dataFence("fence", f)
+	v.jobID("job_id", jobID)
+	v.cancellation("cancellation", c)
+	return v.err()
+}
+
 // ValidateList checks a listing's page arguments.
 func ValidateList(after string, limit int) error {
 	var v validation

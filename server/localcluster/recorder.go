@@ -129,8 +129,8 @@ func (r *StoreRecorder) DeleteExecutionPlan(ctx context.Context, f hastore.Fence
 }
 
 // RequestCancel is recorded as "request-cancel".
-func (r *StoreRecorder) RequestCancel(ctx context.Context, f hastore.Fence, jobID string) error {
-	return r.call("request-cancel", jobID, func() error { return r.Store.RequestCancel(ctx, f, jobID) })
+func (r *StoreRecorder) RequestCancel(ctx context.Context, f hastore.Fence, jobID string, c *jobplanev1.Cancellation) error {
+	return r.call("request-cancel", jobID, func() error { return r.Store.RequestCancel(ctx, f, jobID, c) })
 }
 
 // CreateDirtyJobResult is recorded as "create-dirty".

@@ -256,6 +256,95 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 			}
 			return connect.NewResponse(resp), nil
 		}))
+	case "run-id-ignored":
+		// Before 1.2: a request's run_id is not looked at, so a call
+		// naming an old run acts on whichever run is current.
+		p := jobplanev1connect.DispatcherServiceCancelJobProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.CancelJobRequest]) (*connect.Response[jobplanev1.CancelJobResponse], error) {
+			msg := proto.CloneOf(req.Msg)
+			msg.RunId = ""
+			resp, err := d.CancelJob(ctx, msg)
+			if err != nil {
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
+		}))
+		p = jobplanev1connect.DispatcherServiceGetJobResultProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.GetJobResultRequest]) (*connect.Response[jobplanev1.GetJobResultResponse], error) {
+			msg := proto.CloneOf(req.Msg)
+			msg.RunId = ""
+			resp, err := d.GetJobResult(ctx, msg)
+			if err != nil {
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
+		}))
+	case "purge-noop":
+		p := jobplanev1connect.DispatcherServicePurgeJobProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(context.Context, *connect.Request[jobplanev1.PurgeJobRequest]) (*connect.Response[jobplanev1.PurgeJobResponse], error) {
+			return connect.NewResponse(&jobplanev1.PurgeJobResponse{}), nil
+		}))
+	case "id-reuse-ignored":
+		// Before 1.2: every resubmission of an ended job answers its
+		// kept result.
+		unary(jobplanev1connect.DispatcherServiceSubmitJobProcedure, func(ctx context.Context, req *connect.Request[jobplanev1.SubmitJobRequest]) (*connect.Response[jobplanev1.SubmitJobResponse], error) {
+			msg := proto.CloneOf(req.Msg)
+			msg.IdReuse = jobplanev1.JobIdReusePolicy_JOB_ID_REUSE_POLICY_UNSPECIFIED
+			resp, err := d.SubmitJob(ctx, msg)
+			if err != nil {
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
+		})
+	case "submit-refused-during-purge":
+		// A submission of an id whose result is being purged is
+		// refused, from the purge's start until a while after its
+		// answer, rather than answered from the old run or as a new
+		// one.
+		var mu sync.Mutex
+		purging := map[string]time.Time{} // job id -> until when
+		busy := func(id string) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			until, ok := purging[id]
+			return ok && time.Now().Before(until)
+		}
+		p := jobplanev1connect.DispatcherServicePurgeJobProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.PurgeJobRequest]) (*connect.Response[jobplanev1.PurgeJobResponse], error) {
+			mu.Lock()
+			purging[req.Msg.GetJobId()] = time.Now().Add(time.Hour)
+			mu.Unlock()
+			resp, err := d.PurgeJob(ctx, req.Msg)
+			mu.Lock()
+			purging[req.Msg.GetJobId()] = time.Now().Add(500 * time.Millisecond)
+			mu.Unlock()
+			if err != nil {
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
+		}))
+		unary(jobplanev1connect.DispatcherServiceSubmitJobProcedure, func(ctx context.Context, req *connect.Request[jobplanev1.SubmitJobRequest]) (*connect.Response[jobplanev1.SubmitJobResponse], error) {
+			if busy(req.Msg.GetJobId()) {
+				return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("the job is being purged"))
+			}
+			resp, err := submit(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
+		})
+	case "cancel-reason-dropped":
+		// The cancel request is recorded without its id and reason.
+		p := jobplanev1connect.DispatcherServiceCancelJobProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.CancelJobRequest]) (*connect.Response[jobplanev1.CancelJobResponse], error) {
+			msg := proto.CloneOf(req.Msg)
+			msg.RequestId, msg.Reason = "", ""
+			resp, err := d.CancelJob(ctx, msg)
+			if err != nil {
+				return nil, err
+			}
+			return connect.NewResponse(resp), nil
+		}))
 	case "cancel-noop":
 		p := jobplanev1connect.DispatcherServiceCancelJobProcedure
 		mux.Handle(p, connect.NewUnaryHandler(p, func(context.Context, *connect.Request[jobplanev1.CancelJobRequest]) (*connect.Response[jobplanev1.CancelJobResponse], error) {

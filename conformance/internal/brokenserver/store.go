@@ -144,7 +144,7 @@ func (s *store) PutExecutionPlanCreated(ctx context.Context, f hastore.Fence, pl
 	return false, s.PutExecutionPlan(ctx, f, plan)
 }
 
-func (s *store) RequestCancel(ctx context.Context, f hastore.Fence, jobID string) error {
+func (s *store) RequestCancel(ctx context.Context, f hastore.Fence, jobID string, c *jobplanev1.Cancellation) error {
 	switch s.mode {
 	case "cancel-not-durable":
 		return nil // acknowledged, never recorded
@@ -152,11 +152,14 @@ func (s *store) RequestCancel(ctx context.Context, f hastore.Fence, jobID string
 		// Acknowledged first, recorded a moment after the answer left.
 		go func() {
 			time.Sleep(200 * time.Millisecond)
-			_ = s.Store.RequestCancel(context.WithoutCancel(ctx), f, jobID)
+			_ = s.Store.RequestCancel(context.WithoutCancel(ctx), f, jobID, c)
 		}()
 		return nil
 	}
-	return s.Store.RequestCancel(ctx, f, jobID)
+	if s.mode == "cancel-record-not-durable" {
+		c = nil // the request is recorded, its id and reason are not
+	}
+	return s.Store.RequestCancel(ctx, f, jobID, c)
 }
 
 func (s *store) CreateDirtyJobResult(ctx context.Context, f hastore.Fence, res *jobplanev1.JobResult) error {

@@ -62,7 +62,7 @@ func run(mode, listen, dataDir string) error {
 		return err
 	}
 	real := hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: store, Logger: log})
-	b := &broken{HAStoreServiceHandler: real, mode: mode, campaigned: map[string]bool{}, latest: map[string]*hastorev1.GetLatestCheckpointResponse{}, cached: map[string]cachedRead{}}
+	b := &broken{HAStoreServiceHandler: real, mode: mode, campaigned: map[string]bool{}, lastCancel: map[string]*jobplanev1.Cancellation{}, latest: map[string]*hastorev1.GetLatestCheckpointResponse{}, cached: map[string]cachedRead{}}
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
@@ -122,6 +122,7 @@ var breaks = map[string]string{
 	"savepoints-go-with-the-job": "DeleteExecutionPlan also deletes the job's savepoints",
 	"clean-before-plan-delete":   "MarkJobResultClean and DeleteJobResultEntry refused while the job's plan exists (EXECUTION_PLAN_NOT_DELETED) answer OK",
 	"created-every-put":          "PutExecutionPlan answers created=true to every put it accepts, a repeat of the stored plan too",
+	"cancel-record-last-wins":    "GetExecutionPlan tells the last recorded cancel request's record, not the first's: a later request replaces it",
 }
 
 // broken wraps the reference handler.
@@ -132,6 +133,7 @@ type broken struct {
 
 	mu         sync.Mutex
 	campaigned map[string]bool                                   // session/election
+	lastCancel map[string]*jobplanev1.Cancellation               // by job, in cancel-record-last-wins
 	latest     map[string]*hastorev1.GetLatestCheckpointResponse // by job, in checkpoints-outlive-plan
 	cached     map[string]cachedRead                             // by procedure and request, in stale-reads
 }
@@ -326,6 +328,23 @@ func (b *broken) RequestJobCancel(ctx context.Context, req *hastorev1.RequestJob
 	resp, err := b.HAStoreServiceHandler.RequestJobCancel(ctx, req)
 	if err = b.lie(err); err == nil {
 		resp = &hastorev1.RequestJobCancelResponse{}
+		if b.mode == "cancel-record-last-wins" && req.GetCancellation() != nil {
+			b.mu.Lock()
+			b.lastCancel[req.GetJobId()] = req.GetCancellation()
+			b.mu.Unlock()
+		}
+	}
+	return resp, err
+}
+
+func (b *broken) GetExecutionPlan(ctx context.Context, req *hastorev1.GetExecutionPlanRequest) (*hastorev1.GetExecutionPlanResponse, error) {
+	resp, err := b.HAStoreServiceHandler.GetExecutionPlan(ctx, req)
+	if err == nil && b.mode == "cancel-record-last-wins" && resp.GetCancelRequested() {
+		b.mu.Lock()
+		if last := b.lastCancel[req.GetJobId()]; last != nil {
+			resp.Cancellation = last
+		}
+		b.mu.Unlock()
 	}
 	return resp, err
 }

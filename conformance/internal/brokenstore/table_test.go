@@ -47,6 +47,7 @@ var mustFail = map[string][]string{
 	"equality-by-proto-equal":    {"store/equal-by-encoding"},
 	"unknown-fields-dropped":     {"store/unknown-fields-refused"},
 	"non-normalized-accepted":    {"store/durations-normalized"},
+	"cancel-record-last-wins":    {"store/cancel-record-first-kept"},
 }
 
 // covered are the store cases that must fail against some broken store.
@@ -65,6 +66,7 @@ var covered = []string{
 	"store/plan-created-once", "store/result-clean-after-the-plan",
 	"store/reads-see-acknowledged-writes", "store/listings-are-snapshots",
 	"store/equal-by-encoding", "store/unknown-fields-refused", "store/durations-normalized",
+	"store/cancel-record-first-kept",
 }
 
 func build(t *testing.T, dir, out, pkg string) string {

@@ -22,6 +22,60 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// JobIdReusePolicy says whether a submission may start a new run of a job
+// id whose job is globally terminal and whose result is kept. Since 1.2.
+type JobIdReusePolicy int32
+
+const (
+	// Not set; the same as JOB_ID_REUSE_POLICY_REJECT_DUPLICATE.
+	JobIdReusePolicy_JOB_ID_REUSE_POLICY_UNSPECIFIED JobIdReusePolicy = 0
+	// The kept result answers the submission; the job never runs again.
+	JobIdReusePolicy_JOB_ID_REUSE_POLICY_REJECT_DUPLICATE JobIdReusePolicy = 1
+	// The kept result is removed and the submission starts a new run.
+	JobIdReusePolicy_JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE JobIdReusePolicy = 2
+)
+
+// Enum value maps for JobIdReusePolicy.
+var (
+	JobIdReusePolicy_name = map[int32]string{
+		0: "JOB_ID_REUSE_POLICY_UNSPECIFIED",
+		1: "JOB_ID_REUSE_POLICY_REJECT_DUPLICATE",
+		2: "JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE",
+	}
+	JobIdReusePolicy_value = map[string]int32{
+		"JOB_ID_REUSE_POLICY_UNSPECIFIED":      0,
+		"JOB_ID_REUSE_POLICY_REJECT_DUPLICATE": 1,
+		"JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE":  2,
+	}
+)
+
+func (x JobIdReusePolicy) Enum() *JobIdReusePolicy {
+	p := new(JobIdReusePolicy)
+	*p = x
+	return p
+}
+
+func (x JobIdReusePolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (JobIdReusePolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_jobplane_v1_dispatcher_service_proto_enumTypes[0].Descriptor()
+}
+
+func (JobIdReusePolicy) Type() protoreflect.EnumType {
+	return &file_jobplane_v1_dispatcher_service_proto_enumTypes[0]
+}
+
+func (x JobIdReusePolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use JobIdReusePolicy.Descriptor instead.
+func (JobIdReusePolicy) EnumDescriptor() ([]byte, []int) {
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{0}
+}
+
 // ListCheckpointsRequest is the request of DispatcherService.ListCheckpoints.
 type ListCheckpointsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -440,7 +494,11 @@ type SubmitJobRequest struct {
 	// Resubmitting with the same id is how a client retries safely.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The job to run. Required.
-	JobGraph      *JobGraph `protobuf:"bytes,2,opt,name=job_graph,json=jobGraph,proto3" json:"job_graph,omitempty"`
+	JobGraph *JobGraph `protobuf:"bytes,2,opt,name=job_graph,json=jobGraph,proto3" json:"job_graph,omitempty"`
+	// What a submission of an id whose job is globally terminal does (see
+	// SubmitJob). Unset means JOB_ID_REUSE_POLICY_REJECT_DUPLICATE. Since
+	// 1.2.
+	IdReuse       JobIdReusePolicy `protobuf:"varint,3,opt,name=id_reuse,json=idReuse,proto3,enum=jobplane.v1.JobIdReusePolicy" json:"id_reuse,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -489,6 +547,13 @@ func (x *SubmitJobRequest) GetJobGraph() *JobGraph {
 	return nil
 }
 
+func (x *SubmitJobRequest) GetIdReuse() JobIdReusePolicy {
+	if x != nil {
+		return x.IdReuse
+	}
+	return JobIdReusePolicy_JOB_ID_REUSE_POLICY_UNSPECIFIED
+}
+
 // SubmitJobResponse is the response of DispatcherService.SubmitJob.
 type SubmitJobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -498,7 +563,10 @@ type SubmitJobResponse struct {
 	// with the same plan (a retry or a concurrent duplicate).
 	Created bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
 	// The job's status when the call returned: INITIALIZING for a new job.
-	Status        JobStatus `protobuf:"varint,3,opt,name=status,proto3,enum=jobplane.v1.JobStatus" json:"status,omitempty"`
+	Status JobStatus `protobuf:"varint,3,opt,name=status,proto3,enum=jobplane.v1.JobStatus" json:"status,omitempty"`
+	// The id of the run the answer is about: the new run's, or the existing
+	// job's. Since 1.2.
+	RunId         string `protobuf:"bytes,4,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -554,6 +622,13 @@ func (x *SubmitJobResponse) GetStatus() JobStatus {
 	return JobStatus_JOB_STATUS_UNSPECIFIED
 }
 
+func (x *SubmitJobResponse) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
 // GetJobRequest is the request of DispatcherService.GetJob.
 type GetJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -572,7 +647,10 @@ type GetJobRequest struct {
 	// continue from there; empty for the first page. A token names a place
 	// in the job's subtasks, not a server's state: it stays good across a
 	// change of leader.
-	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only this run of the job id (JobResult.run_id); empty for whichever
+	// is current. At most 128 bytes. Since 1.2.
+	RunId         string `protobuf:"bytes,5,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -631,6 +709,13 @@ func (x *GetJobRequest) GetPageSize() int32 {
 func (x *GetJobRequest) GetPageToken() string {
 	if x != nil {
 		return x.PageToken
+	}
+	return ""
+}
+
+func (x *GetJobRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
 	}
 	return ""
 }
@@ -821,7 +906,16 @@ func (x *ListJobsResponse) GetNextPageToken() string {
 type CancelJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The job's id. Required.
-	JobId         string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Only this run of the job id (JobResult.run_id); empty for whichever
+	// is current. At most 128 bytes. Since 1.2.
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The client's id of this request, recorded with it (see CancelJob). At
+	// most 128 bytes. Since 1.2.
+	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Why the job is canceled, recorded with the request (see CancelJob).
+	// At most 1,024 bytes. Since 1.2.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -859,6 +953,27 @@ func (*CancelJobRequest) Descriptor() ([]byte, []int) {
 func (x *CancelJobRequest) GetJobId() string {
 	if x != nil {
 		return x.JobId
+	}
+	return ""
+}
+
+func (x *CancelJobRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *CancelJobRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *CancelJobRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -916,7 +1031,10 @@ type GetJobResultRequest struct {
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// Wait until the job is globally terminal instead of failing with
 	// FAILED_PRECONDITION.
-	Wait          bool `protobuf:"varint,2,opt,name=wait,proto3" json:"wait,omitempty"`
+	Wait bool `protobuf:"varint,2,opt,name=wait,proto3" json:"wait,omitempty"`
+	// Only this run of the job id (JobResult.run_id); empty for whichever
+	// is current. At most 128 bytes. Since 1.2.
+	RunId         string `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -965,6 +1083,107 @@ func (x *GetJobResultRequest) GetWait() bool {
 	return false
 }
 
+func (x *GetJobResultRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+// PurgeJobRequest is the request of DispatcherService.PurgeJob. Since 1.2.
+type PurgeJobRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id. Required.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Only this run of the job id (JobResult.run_id); empty for whichever
+	// is current. At most 128 bytes.
+	RunId         string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeJobRequest) Reset() {
+	*x = PurgeJobRequest{}
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeJobRequest) ProtoMessage() {}
+
+func (x *PurgeJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeJobRequest.ProtoReflect.Descriptor instead.
+func (*PurgeJobRequest) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PurgeJobRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *PurgeJobRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+// PurgeJobResponse is the response of DispatcherService.PurgeJob. Since
+// 1.2.
+type PurgeJobResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeJobResponse) Reset() {
+	*x = PurgeJobResponse{}
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeJobResponse) ProtoMessage() {}
+
+func (x *PurgeJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeJobResponse.ProtoReflect.Descriptor instead.
+func (*PurgeJobResponse) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{18}
+}
+
 // GetJobResultResponse is the response of DispatcherService.GetJobResult.
 type GetJobResultResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -976,7 +1195,7 @@ type GetJobResultResponse struct {
 
 func (x *GetJobResultResponse) Reset() {
 	*x = GetJobResultResponse{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[17]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +1207,7 @@ func (x *GetJobResultResponse) String() string {
 func (*GetJobResultResponse) ProtoMessage() {}
 
 func (x *GetJobResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[17]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +1220,7 @@ func (x *GetJobResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResultResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResultResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{17}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetJobResultResponse) GetResult() *JobResult {
@@ -1018,14 +1237,17 @@ type WatchJobRequest struct {
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// The `resume_token` of the last message received, to continue right
 	// after it; empty to start with the current summary.
-	ResumeToken   string `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	ResumeToken string `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// Only this run of the job id (JobResult.run_id); empty for whichever
+	// is current. At most 128 bytes. Since 1.2.
+	RunId         string `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[18]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1259,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[18]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1272,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{18}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -1063,6 +1285,13 @@ func (x *WatchJobRequest) GetJobId() string {
 func (x *WatchJobRequest) GetResumeToken() string {
 	if x != nil {
 		return x.ResumeToken
+	}
+	return ""
+}
+
+func (x *WatchJobRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
 	}
 	return ""
 }
@@ -1090,7 +1319,7 @@ type WatchJobResponse struct {
 
 func (x *WatchJobResponse) Reset() {
 	*x = WatchJobResponse{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[19]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1331,7 @@ func (x *WatchJobResponse) String() string {
 func (*WatchJobResponse) ProtoMessage() {}
 
 func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[19]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1344,7 @@ func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{19}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WatchJobResponse) GetEvent() isWatchJobResponse_Event {
@@ -1187,7 +1416,7 @@ type ReportClientHeartbeatRequest struct {
 
 func (x *ReportClientHeartbeatRequest) Reset() {
 	*x = ReportClientHeartbeatRequest{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[20]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1428,7 @@ func (x *ReportClientHeartbeatRequest) String() string {
 func (*ReportClientHeartbeatRequest) ProtoMessage() {}
 
 func (x *ReportClientHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[20]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1441,7 @@ func (x *ReportClientHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportClientHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*ReportClientHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{20}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReportClientHeartbeatRequest) GetJobId() string {
@@ -1236,7 +1465,7 @@ type ReportClientHeartbeatResponse struct {
 
 func (x *ReportClientHeartbeatResponse) Reset() {
 	*x = ReportClientHeartbeatResponse{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[21]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1477,7 @@ func (x *ReportClientHeartbeatResponse) String() string {
 func (*ReportClientHeartbeatResponse) ProtoMessage() {}
 
 func (x *ReportClientHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[21]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1490,7 @@ func (x *ReportClientHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportClientHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*ReportClientHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{21}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReportClientHeartbeatResponse) GetTimeout() *durationpb.Duration {
@@ -1289,7 +1518,7 @@ type ListTaskExecutorsRequest struct {
 
 func (x *ListTaskExecutorsRequest) Reset() {
 	*x = ListTaskExecutorsRequest{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[22]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1530,7 @@ func (x *ListTaskExecutorsRequest) String() string {
 func (*ListTaskExecutorsRequest) ProtoMessage() {}
 
 func (x *ListTaskExecutorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[22]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1543,7 @@ func (x *ListTaskExecutorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTaskExecutorsRequest.ProtoReflect.Descriptor instead.
 func (*ListTaskExecutorsRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{22}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListTaskExecutorsRequest) GetPageSize() int32 {
@@ -1345,7 +1574,7 @@ type ListTaskExecutorsResponse struct {
 
 func (x *ListTaskExecutorsResponse) Reset() {
 	*x = ListTaskExecutorsResponse{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[23]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1586,7 @@ func (x *ListTaskExecutorsResponse) String() string {
 func (*ListTaskExecutorsResponse) ProtoMessage() {}
 
 func (x *ListTaskExecutorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[23]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1599,7 @@ func (x *ListTaskExecutorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTaskExecutorsResponse.ProtoReflect.Descriptor instead.
 func (*ListTaskExecutorsResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{23}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListTaskExecutorsResponse) GetTaskExecutors() []*TaskExecutorInfo {
@@ -1411,7 +1640,7 @@ type TaskExecutorInfo struct {
 
 func (x *TaskExecutorInfo) Reset() {
 	*x = TaskExecutorInfo{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[24]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1652,7 @@ func (x *TaskExecutorInfo) String() string {
 func (*TaskExecutorInfo) ProtoMessage() {}
 
 func (x *TaskExecutorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[24]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1665,7 @@ func (x *TaskExecutorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskExecutorInfo.ProtoReflect.Descriptor instead.
 func (*TaskExecutorInfo) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{24}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TaskExecutorInfo) GetTaskExecutorId() string {
@@ -1501,7 +1730,7 @@ type AllocatedSlot struct {
 
 func (x *AllocatedSlot) Reset() {
 	*x = AllocatedSlot{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[25]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1742,7 @@ func (x *AllocatedSlot) String() string {
 func (*AllocatedSlot) ProtoMessage() {}
 
 func (x *AllocatedSlot) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[25]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1755,7 @@ func (x *AllocatedSlot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocatedSlot.ProtoReflect.Descriptor instead.
 func (*AllocatedSlot) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{25}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AllocatedSlot) GetSlotIndex() int32 {
@@ -1553,7 +1782,7 @@ type GetClusterOverviewRequest struct {
 
 func (x *GetClusterOverviewRequest) Reset() {
 	*x = GetClusterOverviewRequest{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[26]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1794,7 @@ func (x *GetClusterOverviewRequest) String() string {
 func (*GetClusterOverviewRequest) ProtoMessage() {}
 
 func (x *GetClusterOverviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[26]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1807,7 @@ func (x *GetClusterOverviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterOverviewRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterOverviewRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{26}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{28}
 }
 
 // GetClusterOverviewResponse is the response of
@@ -1614,7 +1843,7 @@ type GetClusterOverviewResponse struct {
 
 func (x *GetClusterOverviewResponse) Reset() {
 	*x = GetClusterOverviewResponse{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[27]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1855,7 @@ func (x *GetClusterOverviewResponse) String() string {
 func (*GetClusterOverviewResponse) ProtoMessage() {}
 
 func (x *GetClusterOverviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[27]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1868,7 @@ func (x *GetClusterOverviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterOverviewResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterOverviewResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{27}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetClusterOverviewResponse) GetLeader() *LeaderInfo {
@@ -1793,7 +2022,7 @@ type ServerTimings struct {
 
 func (x *ServerTimings) Reset() {
 	*x = ServerTimings{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[28]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +2034,7 @@ func (x *ServerTimings) String() string {
 func (*ServerTimings) ProtoMessage() {}
 
 func (x *ServerTimings) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[28]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +2047,7 @@ func (x *ServerTimings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerTimings.ProtoReflect.Descriptor instead.
 func (*ServerTimings) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{28}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ServerTimings) GetSessionTtl() *durationpb.Duration {
@@ -1946,7 +2175,7 @@ type ServerLimits struct {
 
 func (x *ServerLimits) Reset() {
 	*x = ServerLimits{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[29]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1958,7 +2187,7 @@ func (x *ServerLimits) String() string {
 func (*ServerLimits) ProtoMessage() {}
 
 func (x *ServerLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[29]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1971,7 +2200,7 @@ func (x *ServerLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerLimits.ProtoReflect.Descriptor instead.
 func (*ServerLimits) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{29}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ServerLimits) GetMaxRequestBytes() int64 {
@@ -2086,7 +2315,7 @@ type GetTaskOutputRequest struct {
 
 func (x *GetTaskOutputRequest) Reset() {
 	*x = GetTaskOutputRequest{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[30]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2327,7 @@ func (x *GetTaskOutputRequest) String() string {
 func (*GetTaskOutputRequest) ProtoMessage() {}
 
 func (x *GetTaskOutputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[30]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2340,7 @@ func (x *GetTaskOutputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskOutputRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskOutputRequest) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{30}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetTaskOutputRequest) GetJobId() string {
@@ -2190,7 +2419,7 @@ type GetTaskOutputResponse struct {
 
 func (x *GetTaskOutputResponse) Reset() {
 	*x = GetTaskOutputResponse{}
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[31]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +2431,7 @@ func (x *GetTaskOutputResponse) String() string {
 func (*GetTaskOutputResponse) ProtoMessage() {}
 
 func (x *GetTaskOutputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[31]
+	mi := &file_jobplane_v1_dispatcher_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +2444,7 @@ func (x *GetTaskOutputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskOutputResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskOutputResponse) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{31}
+	return file_jobplane_v1_dispatcher_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetTaskOutputResponse) GetData() []byte {
@@ -2301,20 +2530,23 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\";\n" +
 	"\x16DeleteSavepointRequest\x12!\n" +
 	"\fsavepoint_id\x18\x01 \x01(\tR\vsavepointId\"\x19\n" +
-	"\x17DeleteSavepointResponse\"]\n" +
+	"\x17DeleteSavepointResponse\"\x97\x01\n" +
 	"\x10SubmitJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x122\n" +
-	"\tjob_graph\x18\x02 \x01(\v2\x15.jobplane.v1.JobGraphR\bjobGraph\"t\n" +
+	"\tjob_graph\x18\x02 \x01(\v2\x15.jobplane.v1.JobGraphR\bjobGraph\x128\n" +
+	"\bid_reuse\x18\x03 \x01(\x0e2\x1d.jobplane.v1.JobIdReusePolicyR\aidReuse\"\x8b\x01\n" +
 	"\x11SubmitJobResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\x12.\n" +
-	"\x06status\x18\x03 \x01(\x0e2\x16.jobplane.v1.JobStatusR\x06status\"\x8c\x01\n" +
+	"\x06status\x18\x03 \x01(\x0e2\x16.jobplane.v1.JobStatusR\x06status\x12\x15\n" +
+	"\x06run_id\x18\x04 \x01(\tR\x05runId\"\xa3\x01\n" +
 	"\rGetJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12(\n" +
 	"\x04view\x18\x02 \x01(\x0e2\x14.jobplane.v1.JobViewR\x04view\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tR\tpageToken\"c\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\x12\x15\n" +
+	"\x06run_id\x18\x05 \x01(\tR\x05runId\"c\n" +
 	"\x0eGetJobResponse\x12)\n" +
 	"\x03job\x18\x01 \x01(\v2\x17.jobplane.v1.JobDetailsR\x03job\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x81\x01\n" +
@@ -2325,19 +2557,29 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\bstatuses\x18\x03 \x03(\x0e2\x16.jobplane.v1.JobStatusR\bstatuses\"g\n" +
 	"\x10ListJobsResponse\x12+\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x17.jobplane.v1.JobSummaryR\x04jobs\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\")\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"w\n" +
 	"\x10CancelJobRequest\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"C\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"C\n" +
 	"\x11CancelJobResponse\x12.\n" +
-	"\x06status\x18\x01 \x01(\x0e2\x16.jobplane.v1.JobStatusR\x06status\"@\n" +
+	"\x06status\x18\x01 \x01(\x0e2\x16.jobplane.v1.JobStatusR\x06status\"W\n" +
 	"\x13GetJobResultRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
-	"\x04wait\x18\x02 \x01(\bR\x04wait\"F\n" +
+	"\x04wait\x18\x02 \x01(\bR\x04wait\x12\x15\n" +
+	"\x06run_id\x18\x03 \x01(\tR\x05runId\"?\n" +
+	"\x0fPurgeJobRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\"\x12\n" +
+	"\x10PurgeJobResponse\"F\n" +
 	"\x14GetJobResultResponse\x12.\n" +
-	"\x06result\x18\x01 \x01(\v2\x16.jobplane.v1.JobResultR\x06result\"K\n" +
+	"\x06result\x18\x01 \x01(\v2\x16.jobplane.v1.JobResultR\x06result\"b\n" +
 	"\x0fWatchJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12!\n" +
-	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\"\xc1\x01\n" +
+	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x12\x15\n" +
+	"\x06run_id\x18\x03 \x01(\tR\x05runId\"\xc1\x01\n" +
 	"\x10WatchJobResponse\x12+\n" +
 	"\x03job\x18\x01 \x01(\v2\x17.jobplane.v1.JobSummaryH\x00R\x03job\x126\n" +
 	"\theartbeat\x18\x04 \x01(\v2\x16.jobplane.v1.HeartbeatH\x00R\theartbeat\x12!\n" +
@@ -2434,14 +2676,19 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"end_offset\x18\x05 \x01(\x03R\tendOffset\x12\x14\n" +
 	"\x05ended\x18\x06 \x01(\bR\x05ended\x12%\n" +
 	"\x0eattempt_number\x18\a \x01(\x05R\rattemptNumber\x12(\n" +
-	"\x10task_executor_id\x18\b \x01(\tR\x0etaskExecutorId2\xa3\n" +
+	"\x10task_executor_id\x18\b \x01(\tR\x0etaskExecutorId*\x8a\x01\n" +
+	"\x10JobIdReusePolicy\x12#\n" +
+	"\x1fJOB_ID_REUSE_POLICY_UNSPECIFIED\x10\x00\x12(\n" +
+	"$JOB_ID_REUSE_POLICY_REJECT_DUPLICATE\x10\x01\x12'\n" +
+	"#JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE\x10\x022\xf1\n" +
 	"\n" +
 	"\x11DispatcherService\x12O\n" +
 	"\tSubmitJob\x12\x1d.jobplane.v1.SubmitJobRequest\x1a\x1e.jobplane.v1.SubmitJobResponse\"\x03\x90\x02\x02\x12F\n" +
 	"\x06GetJob\x12\x1a.jobplane.v1.GetJobRequest\x1a\x1b.jobplane.v1.GetJobResponse\"\x03\x90\x02\x01\x12L\n" +
 	"\bListJobs\x12\x1c.jobplane.v1.ListJobsRequest\x1a\x1d.jobplane.v1.ListJobsResponse\"\x03\x90\x02\x01\x12O\n" +
 	"\tCancelJob\x12\x1d.jobplane.v1.CancelJobRequest\x1a\x1e.jobplane.v1.CancelJobResponse\"\x03\x90\x02\x02\x12X\n" +
-	"\fGetJobResult\x12 .jobplane.v1.GetJobResultRequest\x1a!.jobplane.v1.GetJobResultResponse\"\x03\x90\x02\x01\x12N\n" +
+	"\fGetJobResult\x12 .jobplane.v1.GetJobResultRequest\x1a!.jobplane.v1.GetJobResultResponse\"\x03\x90\x02\x01\x12L\n" +
+	"\bPurgeJob\x12\x1c.jobplane.v1.PurgeJobRequest\x1a\x1d.jobplane.v1.PurgeJobResponse\"\x03\x90\x02\x02\x12N\n" +
 	"\bWatchJob\x12\x1c.jobplane.v1.WatchJobRequest\x1a\x1d.jobplane.v1.WatchJobResponse\"\x03\x90\x02\x010\x01\x12s\n" +
 	"\x15ReportClientHeartbeat\x12).jobplane.v1.ReportClientHeartbeatRequest\x1a*.jobplane.v1.ReportClientHeartbeatResponse\"\x03\x90\x02\x02\x12g\n" +
 	"\x11ListTaskExecutors\x12%.jobplane.v1.ListTaskExecutorsRequest\x1a&.jobplane.v1.ListTaskExecutorsResponse\"\x03\x90\x02\x01\x12[\n" +
@@ -2465,118 +2712,125 @@ func file_jobplane_v1_dispatcher_service_proto_rawDescGZIP() []byte {
 	return file_jobplane_v1_dispatcher_service_proto_rawDescData
 }
 
-var file_jobplane_v1_dispatcher_service_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_jobplane_v1_dispatcher_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_jobplane_v1_dispatcher_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_jobplane_v1_dispatcher_service_proto_goTypes = []any{
-	(*ListCheckpointsRequest)(nil),        // 0: jobplane.v1.ListCheckpointsRequest
-	(*ListCheckpointsResponse)(nil),       // 1: jobplane.v1.ListCheckpointsResponse
-	(*TriggerSavepointRequest)(nil),       // 2: jobplane.v1.TriggerSavepointRequest
-	(*TriggerSavepointResponse)(nil),      // 3: jobplane.v1.TriggerSavepointResponse
-	(*ListSavepointsRequest)(nil),         // 4: jobplane.v1.ListSavepointsRequest
-	(*ListSavepointsResponse)(nil),        // 5: jobplane.v1.ListSavepointsResponse
-	(*DeleteSavepointRequest)(nil),        // 6: jobplane.v1.DeleteSavepointRequest
-	(*DeleteSavepointResponse)(nil),       // 7: jobplane.v1.DeleteSavepointResponse
-	(*SubmitJobRequest)(nil),              // 8: jobplane.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),             // 9: jobplane.v1.SubmitJobResponse
-	(*GetJobRequest)(nil),                 // 10: jobplane.v1.GetJobRequest
-	(*GetJobResponse)(nil),                // 11: jobplane.v1.GetJobResponse
-	(*ListJobsRequest)(nil),               // 12: jobplane.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),              // 13: jobplane.v1.ListJobsResponse
-	(*CancelJobRequest)(nil),              // 14: jobplane.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),             // 15: jobplane.v1.CancelJobResponse
-	(*GetJobResultRequest)(nil),           // 16: jobplane.v1.GetJobResultRequest
-	(*GetJobResultResponse)(nil),          // 17: jobplane.v1.GetJobResultResponse
-	(*WatchJobRequest)(nil),               // 18: jobplane.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),              // 19: jobplane.v1.WatchJobResponse
-	(*ReportClientHeartbeatRequest)(nil),  // 20: jobplane.v1.ReportClientHeartbeatRequest
-	(*ReportClientHeartbeatResponse)(nil), // 21: jobplane.v1.ReportClientHeartbeatResponse
-	(*ListTaskExecutorsRequest)(nil),      // 22: jobplane.v1.ListTaskExecutorsRequest
-	(*ListTaskExecutorsResponse)(nil),     // 23: jobplane.v1.ListTaskExecutorsResponse
-	(*TaskExecutorInfo)(nil),              // 24: jobplane.v1.TaskExecutorInfo
-	(*AllocatedSlot)(nil),                 // 25: jobplane.v1.AllocatedSlot
-	(*GetClusterOverviewRequest)(nil),     // 26: jobplane.v1.GetClusterOverviewRequest
-	(*GetClusterOverviewResponse)(nil),    // 27: jobplane.v1.GetClusterOverviewResponse
-	(*ServerTimings)(nil),                 // 28: jobplane.v1.ServerTimings
-	(*ServerLimits)(nil),                  // 29: jobplane.v1.ServerLimits
-	(*GetTaskOutputRequest)(nil),          // 30: jobplane.v1.GetTaskOutputRequest
-	(*GetTaskOutputResponse)(nil),         // 31: jobplane.v1.GetTaskOutputResponse
-	(*CheckpointInfo)(nil),                // 32: jobplane.v1.CheckpointInfo
-	(*CheckpointStats)(nil),               // 33: jobplane.v1.CheckpointStats
-	(*SavepointInfo)(nil),                 // 34: jobplane.v1.SavepointInfo
-	(*JobGraph)(nil),                      // 35: jobplane.v1.JobGraph
-	(JobStatus)(0),                        // 36: jobplane.v1.JobStatus
-	(JobView)(0),                          // 37: jobplane.v1.JobView
-	(*JobDetails)(nil),                    // 38: jobplane.v1.JobDetails
-	(*JobSummary)(nil),                    // 39: jobplane.v1.JobSummary
-	(*JobResult)(nil),                     // 40: jobplane.v1.JobResult
-	(*Heartbeat)(nil),                     // 41: jobplane.v1.Heartbeat
-	(*durationpb.Duration)(nil),           // 42: google.protobuf.Duration
-	(*LeaderInfo)(nil),                    // 43: jobplane.v1.LeaderInfo
+	(JobIdReusePolicy)(0),                 // 0: jobplane.v1.JobIdReusePolicy
+	(*ListCheckpointsRequest)(nil),        // 1: jobplane.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),       // 2: jobplane.v1.ListCheckpointsResponse
+	(*TriggerSavepointRequest)(nil),       // 3: jobplane.v1.TriggerSavepointRequest
+	(*TriggerSavepointResponse)(nil),      // 4: jobplane.v1.TriggerSavepointResponse
+	(*ListSavepointsRequest)(nil),         // 5: jobplane.v1.ListSavepointsRequest
+	(*ListSavepointsResponse)(nil),        // 6: jobplane.v1.ListSavepointsResponse
+	(*DeleteSavepointRequest)(nil),        // 7: jobplane.v1.DeleteSavepointRequest
+	(*DeleteSavepointResponse)(nil),       // 8: jobplane.v1.DeleteSavepointResponse
+	(*SubmitJobRequest)(nil),              // 9: jobplane.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),             // 10: jobplane.v1.SubmitJobResponse
+	(*GetJobRequest)(nil),                 // 11: jobplane.v1.GetJobRequest
+	(*GetJobResponse)(nil),                // 12: jobplane.v1.GetJobResponse
+	(*ListJobsRequest)(nil),               // 13: jobplane.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),              // 14: jobplane.v1.ListJobsResponse
+	(*CancelJobRequest)(nil),              // 15: jobplane.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),             // 16: jobplane.v1.CancelJobResponse
+	(*GetJobResultRequest)(nil),           // 17: jobplane.v1.GetJobResultRequest
+	(*PurgeJobRequest)(nil),               // 18: jobplane.v1.PurgeJobRequest
+	(*PurgeJobResponse)(nil),              // 19: jobplane.v1.PurgeJobResponse
+	(*GetJobResultResponse)(nil),          // 20: jobplane.v1.GetJobResultResponse
+	(*WatchJobRequest)(nil),               // 21: jobplane.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),              // 22: jobplane.v1.WatchJobResponse
+	(*ReportClientHeartbeatRequest)(nil),  // 23: jobplane.v1.ReportClientHeartbeatRequest
+	(*ReportClientHeartbeatResponse)(nil), // 24: jobplane.v1.ReportClientHeartbeatResponse
+	(*ListTaskExecutorsRequest)(nil),      // 25: jobplane.v1.ListTaskExecutorsRequest
+	(*ListTaskExecutorsResponse)(nil),     // 26: jobplane.v1.ListTaskExecutorsResponse
+	(*TaskExecutorInfo)(nil),              // 27: jobplane.v1.TaskExecutorInfo
+	(*AllocatedSlot)(nil),                 // 28: jobplane.v1.AllocatedSlot
+	(*GetClusterOverviewRequest)(nil),     // 29: jobplane.v1.GetClusterOverviewRequest
+	(*GetClusterOverviewResponse)(nil),    // 30: jobplane.v1.GetClusterOverviewResponse
+	(*ServerTimings)(nil),                 // 31: jobplane.v1.ServerTimings
+	(*ServerLimits)(nil),                  // 32: jobplane.v1.ServerLimits
+	(*GetTaskOutputRequest)(nil),          // 33: jobplane.v1.GetTaskOutputRequest
+	(*GetTaskOutputResponse)(nil),         // 34: jobplane.v1.GetTaskOutputResponse
+	(*CheckpointInfo)(nil),                // 35: jobplane.v1.CheckpointInfo
+	(*CheckpointStats)(nil),               // 36: jobplane.v1.CheckpointStats
+	(*SavepointInfo)(nil),                 // 37: jobplane.v1.SavepointInfo
+	(*JobGraph)(nil),                      // 38: jobplane.v1.JobGraph
+	(JobStatus)(0),                        // 39: jobplane.v1.JobStatus
+	(JobView)(0),                          // 40: jobplane.v1.JobView
+	(*JobDetails)(nil),                    // 41: jobplane.v1.JobDetails
+	(*JobSummary)(nil),                    // 42: jobplane.v1.JobSummary
+	(*JobResult)(nil),                     // 43: jobplane.v1.JobResult
+	(*Heartbeat)(nil),                     // 44: jobplane.v1.Heartbeat
+	(*durationpb.Duration)(nil),           // 45: google.protobuf.Duration
+	(*LeaderInfo)(nil),                    // 46: jobplane.v1.LeaderInfo
 }
 var file_jobplane_v1_dispatcher_service_proto_depIdxs = []int32{
-	32, // 0: jobplane.v1.ListCheckpointsResponse.checkpoints:type_name -> jobplane.v1.CheckpointInfo
-	33, // 1: jobplane.v1.ListCheckpointsResponse.stats:type_name -> jobplane.v1.CheckpointStats
-	34, // 2: jobplane.v1.TriggerSavepointResponse.savepoint:type_name -> jobplane.v1.SavepointInfo
-	34, // 3: jobplane.v1.ListSavepointsResponse.savepoints:type_name -> jobplane.v1.SavepointInfo
-	35, // 4: jobplane.v1.SubmitJobRequest.job_graph:type_name -> jobplane.v1.JobGraph
-	36, // 5: jobplane.v1.SubmitJobResponse.status:type_name -> jobplane.v1.JobStatus
-	37, // 6: jobplane.v1.GetJobRequest.view:type_name -> jobplane.v1.JobView
-	38, // 7: jobplane.v1.GetJobResponse.job:type_name -> jobplane.v1.JobDetails
-	36, // 8: jobplane.v1.ListJobsRequest.statuses:type_name -> jobplane.v1.JobStatus
-	39, // 9: jobplane.v1.ListJobsResponse.jobs:type_name -> jobplane.v1.JobSummary
-	36, // 10: jobplane.v1.CancelJobResponse.status:type_name -> jobplane.v1.JobStatus
-	40, // 11: jobplane.v1.GetJobResultResponse.result:type_name -> jobplane.v1.JobResult
-	39, // 12: jobplane.v1.WatchJobResponse.job:type_name -> jobplane.v1.JobSummary
-	41, // 13: jobplane.v1.WatchJobResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
-	42, // 14: jobplane.v1.ReportClientHeartbeatResponse.timeout:type_name -> google.protobuf.Duration
-	24, // 15: jobplane.v1.ListTaskExecutorsResponse.task_executors:type_name -> jobplane.v1.TaskExecutorInfo
-	25, // 16: jobplane.v1.TaskExecutorInfo.allocated_slots:type_name -> jobplane.v1.AllocatedSlot
-	42, // 17: jobplane.v1.TaskExecutorInfo.silence:type_name -> google.protobuf.Duration
-	43, // 18: jobplane.v1.GetClusterOverviewResponse.leader:type_name -> jobplane.v1.LeaderInfo
-	29, // 19: jobplane.v1.GetClusterOverviewResponse.limits:type_name -> jobplane.v1.ServerLimits
-	28, // 20: jobplane.v1.GetClusterOverviewResponse.timings:type_name -> jobplane.v1.ServerTimings
-	42, // 21: jobplane.v1.ServerTimings.session_ttl:type_name -> google.protobuf.Duration
-	42, // 22: jobplane.v1.ServerTimings.takeover:type_name -> google.protobuf.Duration
-	42, // 23: jobplane.v1.ServerTimings.job_regrant:type_name -> google.protobuf.Duration
-	42, // 24: jobplane.v1.ServerTimings.revocation_notice:type_name -> google.protobuf.Duration
-	42, // 25: jobplane.v1.ServerTimings.task_cancel:type_name -> google.protobuf.Duration
-	42, // 26: jobplane.v1.ServerTimings.slot_yield:type_name -> google.protobuf.Duration
-	42, // 27: jobplane.v1.ServerTimings.stream_heartbeat:type_name -> google.protobuf.Duration
-	42, // 28: jobplane.v1.ServerTimings.result_retention:type_name -> google.protobuf.Duration
-	42, // 29: jobplane.v1.ServerTimings.task_executor_heartbeat_timeout:type_name -> google.protobuf.Duration
-	42, // 30: jobplane.v1.ServerTimings.task_lease:type_name -> google.protobuf.Duration
-	8,  // 31: jobplane.v1.DispatcherService.SubmitJob:input_type -> jobplane.v1.SubmitJobRequest
-	10, // 32: jobplane.v1.DispatcherService.GetJob:input_type -> jobplane.v1.GetJobRequest
-	12, // 33: jobplane.v1.DispatcherService.ListJobs:input_type -> jobplane.v1.ListJobsRequest
-	14, // 34: jobplane.v1.DispatcherService.CancelJob:input_type -> jobplane.v1.CancelJobRequest
-	16, // 35: jobplane.v1.DispatcherService.GetJobResult:input_type -> jobplane.v1.GetJobResultRequest
-	18, // 36: jobplane.v1.DispatcherService.WatchJob:input_type -> jobplane.v1.WatchJobRequest
-	20, // 37: jobplane.v1.DispatcherService.ReportClientHeartbeat:input_type -> jobplane.v1.ReportClientHeartbeatRequest
-	22, // 38: jobplane.v1.DispatcherService.ListTaskExecutors:input_type -> jobplane.v1.ListTaskExecutorsRequest
-	30, // 39: jobplane.v1.DispatcherService.GetTaskOutput:input_type -> jobplane.v1.GetTaskOutputRequest
-	26, // 40: jobplane.v1.DispatcherService.GetClusterOverview:input_type -> jobplane.v1.GetClusterOverviewRequest
-	0,  // 41: jobplane.v1.DispatcherService.ListCheckpoints:input_type -> jobplane.v1.ListCheckpointsRequest
-	2,  // 42: jobplane.v1.DispatcherService.TriggerSavepoint:input_type -> jobplane.v1.TriggerSavepointRequest
-	4,  // 43: jobplane.v1.DispatcherService.ListSavepoints:input_type -> jobplane.v1.ListSavepointsRequest
-	6,  // 44: jobplane.v1.DispatcherService.DeleteSavepoint:input_type -> jobplane.v1.DeleteSavepointRequest
-	9,  // 45: jobplane.v1.DispatcherService.SubmitJob:output_type -> jobplane.v1.SubmitJobResponse
-	11, // 46: jobplane.v1.DispatcherService.GetJob:output_type -> jobplane.v1.GetJobResponse
-	13, // 47: jobplane.v1.DispatcherService.ListJobs:output_type -> jobplane.v1.ListJobsResponse
-	15, // 48: jobplane.v1.DispatcherService.CancelJob:output_type -> jobplane.v1.CancelJobResponse
-	17, // 49: jobplane.v1.DispatcherService.GetJobResult:output_type -> jobplane.v1.GetJobResultResponse
-	19, // 50: jobplane.v1.DispatcherService.WatchJob:output_type -> jobplane.v1.WatchJobResponse
-	21, // 51: jobplane.v1.DispatcherService.ReportClientHeartbeat:output_type -> jobplane.v1.ReportClientHeartbeatResponse
-	23, // 52: jobplane.v1.DispatcherService.ListTaskExecutors:output_type -> jobplane.v1.ListTaskExecutorsResponse
-	31, // 53: jobplane.v1.DispatcherService.GetTaskOutput:output_type -> jobplane.v1.GetTaskOutputResponse
-	27, // 54: jobplane.v1.DispatcherService.GetClusterOverview:output_type -> jobplane.v1.GetClusterOverviewResponse
-	1,  // 55: jobplane.v1.DispatcherService.ListCheckpoints:output_type -> jobplane.v1.ListCheckpointsResponse
-	3,  // 56: jobplane.v1.DispatcherService.TriggerSavepoint:output_type -> jobplane.v1.TriggerSavepointResponse
-	5,  // 57: jobplane.v1.DispatcherService.ListSavepoints:output_type -> jobplane.v1.ListSavepointsResponse
-	7,  // 58: jobplane.v1.DispatcherService.DeleteSavepoint:output_type -> jobplane.v1.DeleteSavepointResponse
-	45, // [45:59] is the sub-list for method output_type
-	31, // [31:45] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	35, // 0: jobplane.v1.ListCheckpointsResponse.checkpoints:type_name -> jobplane.v1.CheckpointInfo
+	36, // 1: jobplane.v1.ListCheckpointsResponse.stats:type_name -> jobplane.v1.CheckpointStats
+	37, // 2: jobplane.v1.TriggerSavepointResponse.savepoint:type_name -> jobplane.v1.SavepointInfo
+	37, // 3: jobplane.v1.ListSavepointsResponse.savepoints:type_name -> jobplane.v1.SavepointInfo
+	38, // 4: jobplane.v1.SubmitJobRequest.job_graph:type_name -> jobplane.v1.JobGraph
+	0,  // 5: jobplane.v1.SubmitJobRequest.id_reuse:type_name -> jobplane.v1.JobIdReusePolicy
+	39, // 6: jobplane.v1.SubmitJobResponse.status:type_name -> jobplane.v1.JobStatus
+	40, // 7: jobplane.v1.GetJobRequest.view:type_name -> jobplane.v1.JobView
+	41, // 8: jobplane.v1.GetJobResponse.job:type_name -> jobplane.v1.JobDetails
+	39, // 9: jobplane.v1.ListJobsRequest.statuses:type_name -> jobplane.v1.JobStatus
+	42, // 10: jobplane.v1.ListJobsResponse.jobs:type_name -> jobplane.v1.JobSummary
+	39, // 11: jobplane.v1.CancelJobResponse.status:type_name -> jobplane.v1.JobStatus
+	43, // 12: jobplane.v1.GetJobResultResponse.result:type_name -> jobplane.v1.JobResult
+	42, // 13: jobplane.v1.WatchJobResponse.job:type_name -> jobplane.v1.JobSummary
+	44, // 14: jobplane.v1.WatchJobResponse.heartbeat:type_name -> jobplane.v1.Heartbeat
+	45, // 15: jobplane.v1.ReportClientHeartbeatResponse.timeout:type_name -> google.protobuf.Duration
+	27, // 16: jobplane.v1.ListTaskExecutorsResponse.task_executors:type_name -> jobplane.v1.TaskExecutorInfo
+	28, // 17: jobplane.v1.TaskExecutorInfo.allocated_slots:type_name -> jobplane.v1.AllocatedSlot
+	45, // 18: jobplane.v1.TaskExecutorInfo.silence:type_name -> google.protobuf.Duration
+	46, // 19: jobplane.v1.GetClusterOverviewResponse.leader:type_name -> jobplane.v1.LeaderInfo
+	32, // 20: jobplane.v1.GetClusterOverviewResponse.limits:type_name -> jobplane.v1.ServerLimits
+	31, // 21: jobplane.v1.GetClusterOverviewResponse.timings:type_name -> jobplane.v1.ServerTimings
+	45, // 22: jobplane.v1.ServerTimings.session_ttl:type_name -> google.protobuf.Duration
+	45, // 23: jobplane.v1.ServerTimings.takeover:type_name -> google.protobuf.Duration
+	45, // 24: jobplane.v1.ServerTimings.job_regrant:type_name -> google.protobuf.Duration
+	45, // 25: jobplane.v1.ServerTimings.revocation_notice:type_name -> google.protobuf.Duration
+	45, // 26: jobplane.v1.ServerTimings.task_cancel:type_name -> google.protobuf.Duration
+	45, // 27: jobplane.v1.ServerTimings.slot_yield:type_name -> google.protobuf.Duration
+	45, // 28: jobplane.v1.ServerTimings.stream_heartbeat:type_name -> google.protobuf.Duration
+	45, // 29: jobplane.v1.ServerTimings.result_retention:type_name -> google.protobuf.Duration
+	45, // 30: jobplane.v1.ServerTimings.task_executor_heartbeat_timeout:type_name -> google.protobuf.Duration
+	45, // 31: jobplane.v1.ServerTimings.task_lease:type_name -> google.protobuf.Duration
+	9,  // 32: jobplane.v1.DispatcherService.SubmitJob:input_type -> jobplane.v1.SubmitJobRequest
+	11, // 33: jobplane.v1.DispatcherService.GetJob:input_type -> jobplane.v1.GetJobRequest
+	13, // 34: jobplane.v1.DispatcherService.ListJobs:input_type -> jobplane.v1.ListJobsRequest
+	15, // 35: jobplane.v1.DispatcherService.CancelJob:input_type -> jobplane.v1.CancelJobRequest
+	17, // 36: jobplane.v1.DispatcherService.GetJobResult:input_type -> jobplane.v1.GetJobResultRequest
+	18, // 37: jobplane.v1.DispatcherService.PurgeJob:input_type -> jobplane.v1.PurgeJobRequest
+	21, // 38: jobplane.v1.DispatcherService.WatchJob:input_type -> jobplane.v1.WatchJobRequest
+	23, // 39: jobplane.v1.DispatcherService.ReportClientHeartbeat:input_type -> jobplane.v1.ReportClientHeartbeatRequest
+	25, // 40: jobplane.v1.DispatcherService.ListTaskExecutors:input_type -> jobplane.v1.ListTaskExecutorsRequest
+	33, // 41: jobplane.v1.DispatcherService.GetTaskOutput:input_type -> jobplane.v1.GetTaskOutputRequest
+	29, // 42: jobplane.v1.DispatcherService.GetClusterOverview:input_type -> jobplane.v1.GetClusterOverviewRequest
+	1,  // 43: jobplane.v1.DispatcherService.ListCheckpoints:input_type -> jobplane.v1.ListCheckpointsRequest
+	3,  // 44: jobplane.v1.DispatcherService.TriggerSavepoint:input_type -> jobplane.v1.TriggerSavepointRequest
+	5,  // 45: jobplane.v1.DispatcherService.ListSavepoints:input_type -> jobplane.v1.ListSavepointsRequest
+	7,  // 46: jobplane.v1.DispatcherService.DeleteSavepoint:input_type -> jobplane.v1.DeleteSavepointRequest
+	10, // 47: jobplane.v1.DispatcherService.SubmitJob:output_type -> jobplane.v1.SubmitJobResponse
+	12, // 48: jobplane.v1.DispatcherService.GetJob:output_type -> jobplane.v1.GetJobResponse
+	14, // 49: jobplane.v1.DispatcherService.ListJobs:output_type -> jobplane.v1.ListJobsResponse
+	16, // 50: jobplane.v1.DispatcherService.CancelJob:output_type -> jobplane.v1.CancelJobResponse
+	20, // 51: jobplane.v1.DispatcherService.GetJobResult:output_type -> jobplane.v1.GetJobResultResponse
+	19, // 52: jobplane.v1.DispatcherService.PurgeJob:output_type -> jobplane.v1.PurgeJobResponse
+	22, // 53: jobplane.v1.DispatcherService.WatchJob:output_type -> jobplane.v1.WatchJobResponse
+	24, // 54: jobplane.v1.DispatcherService.ReportClientHeartbeat:output_type -> jobplane.v1.ReportClientHeartbeatResponse
+	26, // 55: jobplane.v1.DispatcherService.ListTaskExecutors:output_type -> jobplane.v1.ListTaskExecutorsResponse
+	34, // 56: jobplane.v1.DispatcherService.GetTaskOutput:output_type -> jobplane.v1.GetTaskOutputResponse
+	30, // 57: jobplane.v1.DispatcherService.GetClusterOverview:output_type -> jobplane.v1.GetClusterOverviewResponse
+	2,  // 58: jobplane.v1.DispatcherService.ListCheckpoints:output_type -> jobplane.v1.ListCheckpointsResponse
+	4,  // 59: jobplane.v1.DispatcherService.TriggerSavepoint:output_type -> jobplane.v1.TriggerSavepointResponse
+	6,  // 60: jobplane.v1.DispatcherService.ListSavepoints:output_type -> jobplane.v1.ListSavepointsResponse
+	8,  // 61: jobplane.v1.DispatcherService.DeleteSavepoint:output_type -> jobplane.v1.DeleteSavepointResponse
+	47, // [47:62] is the sub-list for method output_type
+	32, // [32:47] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_dispatcher_service_proto_init() }
@@ -2589,23 +2843,24 @@ func file_jobplane_v1_dispatcher_service_proto_init() {
 	file_jobplane_v1_job_graph_proto_init()
 	file_jobplane_v1_leadership_proto_init()
 	file_jobplane_v1_stream_proto_init()
-	file_jobplane_v1_dispatcher_service_proto_msgTypes[19].OneofWrappers = []any{
+	file_jobplane_v1_dispatcher_service_proto_msgTypes[21].OneofWrappers = []any{
 		(*WatchJobResponse_Job)(nil),
 		(*WatchJobResponse_Heartbeat)(nil),
 	}
-	file_jobplane_v1_dispatcher_service_proto_msgTypes[30].OneofWrappers = []any{}
+	file_jobplane_v1_dispatcher_service_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_dispatcher_service_proto_rawDesc), len(file_jobplane_v1_dispatcher_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   32,
+			NumEnums:      1,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_jobplane_v1_dispatcher_service_proto_goTypes,
 		DependencyIndexes: file_jobplane_v1_dispatcher_service_proto_depIdxs,
+		EnumInfos:         file_jobplane_v1_dispatcher_service_proto_enumTypes,
 		MessageInfos:      file_jobplane_v1_dispatcher_service_proto_msgTypes,
 	}.Build()
 	File_jobplane_v1_dispatcher_service_proto = out.File

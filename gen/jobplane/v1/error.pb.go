@@ -98,7 +98,9 @@ const (
 	// another principal's: then nothing else of it is told, and
 	// `globally_terminated` is `false` whatever its state.
 	ErrorReason_ERROR_REASON_JOB_ALREADY_EXISTS ErrorReason = 3
-	// Code NOT_FOUND. No job with this id is known. Metadata: `job_id`.
+	// Code NOT_FOUND. No job with this id is known, or (since 1.2) the
+	// request named a run (`run_id`) and the id's current job is another
+	// run. Metadata: `job_id`, and `run_id` when the request named one.
 	ErrorReason_ERROR_REASON_JOB_NOT_FOUND ErrorReason = 4
 	// Code FAILED_PRECONDITION. The job has not reached a globally terminal
 	// status yet, so it has no result. Metadata: `job_id`, `status`.
@@ -125,8 +127,11 @@ const (
 	// Metadata: `job_id`.
 	ErrorReason_ERROR_REASON_JOB_RESULT_NOT_FOUND ErrorReason = 10
 	// Code FAILED_PRECONDITION. The job result entry is dirty: the job's
-	// cleanup has not finished, so the entry may not be deleted. Metadata:
-	// `job_id`.
+	// cleanup has not finished, so the entry may not be deleted. Since 1.2
+	// also from DispatcherService.PurgeJob and from SubmitJob with
+	// JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE: the job is globally terminal but
+	// its cleanup is not done yet; nothing was done, and the client retries
+	// shortly. Metadata: `job_id`.
 	ErrorReason_ERROR_REASON_JOB_RESULT_DIRTY ErrorReason = 11
 	// Code NOT_FOUND. The HA-store session is unknown or has expired; every
 	// leadership held through it has ended. The client opens a new session.

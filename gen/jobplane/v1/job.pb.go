@@ -25,7 +25,9 @@ const (
 // JobStatus is the status of a job, as in Flink.
 //
 // FINISHED, FAILED and CANCELED are globally terminal: the job has a job
-// result and its id never runs again. SUSPENDED is locally terminal: the
+// result and that run never runs again (its id runs anew only after the
+// result is removed: see DispatcherService.PurgeJob and
+// JobIdReusePolicy). SUSPENDED is locally terminal: the
 // JobMaster that ran the job stopped (for example because its process lost
 // leadership), and the job resumes under a new JobMaster elsewhere.
 type JobStatus int32
@@ -328,7 +330,14 @@ type JobSummary struct {
 	// The principal that submitted the job, as the server authenticated it
 	// (a static token's name, or a JWT's subject); empty when the server
 	// authenticates no one, or did not when the job was submitted.
-	SubmittedBy   string `protobuf:"bytes,10,opt,name=submitted_by,json=submittedBy,proto3" json:"submitted_by,omitempty"`
+	SubmittedBy string `protobuf:"bytes,10,opt,name=submitted_by,json=submittedBy,proto3" json:"submitted_by,omitempty"`
+	// The id of this run of the job id (see JobResult.run_id). Since 1.2.
+	RunId string `protobuf:"bytes,11,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The job's recorded cancel request, once CancelJob recorded one: the
+	// first one's, whatever was requested after it. Unset before, and for
+	// a job canceled otherwise (a client heartbeat that timed out, say).
+	// Since 1.2.
+	Cancellation  *Cancellation `protobuf:"bytes,12,opt,name=cancellation,proto3" json:"cancellation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -433,6 +442,87 @@ func (x *JobSummary) GetSubmittedBy() string {
 	return ""
 }
 
+func (x *JobSummary) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *JobSummary) GetCancellation() *Cancellation {
+	if x != nil {
+		return x.Cancellation
+	}
+	return nil
+}
+
+// Cancellation is a job's recorded cancel request (CancelJob): the first
+// one recorded for the run. Since 1.2.
+type Cancellation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request's id, as the client gave it (CancelJobRequest.request_id);
+	// empty when it gave none.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Why the job was canceled, as the client gave it
+	// (CancelJobRequest.reason); empty when it gave none.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// When the Dispatcher recorded the request.
+	RequestedTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=requested_time,json=requestedTime,proto3" json:"requested_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Cancellation) Reset() {
+	*x = Cancellation{}
+	mi := &file_jobplane_v1_job_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Cancellation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Cancellation) ProtoMessage() {}
+
+func (x *Cancellation) ProtoReflect() protoreflect.Message {
+	mi := &file_jobplane_v1_job_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Cancellation.ProtoReflect.Descriptor instead.
+func (*Cancellation) Descriptor() ([]byte, []int) {
+	return file_jobplane_v1_job_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Cancellation) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Cancellation) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Cancellation) GetRequestedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestedTime
+	}
+	return nil
+}
+
 // JobDetails is the full state of a job as its JobMaster sees it.
 type JobDetails struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -471,7 +561,7 @@ type JobDetails struct {
 
 func (x *JobDetails) Reset() {
 	*x = JobDetails{}
-	mi := &file_jobplane_v1_job_proto_msgTypes[3]
+	mi := &file_jobplane_v1_job_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +573,7 @@ func (x *JobDetails) String() string {
 func (*JobDetails) ProtoMessage() {}
 
 func (x *JobDetails) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_proto_msgTypes[3]
+	mi := &file_jobplane_v1_job_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +586,7 @@ func (x *JobDetails) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobDetails.ProtoReflect.Descriptor instead.
 func (*JobDetails) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_proto_rawDescGZIP(), []int{3}
+	return file_jobplane_v1_job_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *JobDetails) GetSummary() *JobSummary {
@@ -566,7 +656,7 @@ type VertexDetails struct {
 
 func (x *VertexDetails) Reset() {
 	*x = VertexDetails{}
-	mi := &file_jobplane_v1_job_proto_msgTypes[4]
+	mi := &file_jobplane_v1_job_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +668,7 @@ func (x *VertexDetails) String() string {
 func (*VertexDetails) ProtoMessage() {}
 
 func (x *VertexDetails) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_proto_msgTypes[4]
+	mi := &file_jobplane_v1_job_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +681,7 @@ func (x *VertexDetails) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VertexDetails.ProtoReflect.Descriptor instead.
 func (*VertexDetails) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_proto_rawDescGZIP(), []int{4}
+	return file_jobplane_v1_job_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *VertexDetails) GetVertexId() string {
@@ -671,7 +761,7 @@ type SubtaskDetails struct {
 
 func (x *SubtaskDetails) Reset() {
 	*x = SubtaskDetails{}
-	mi := &file_jobplane_v1_job_proto_msgTypes[5]
+	mi := &file_jobplane_v1_job_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +773,7 @@ func (x *SubtaskDetails) String() string {
 func (*SubtaskDetails) ProtoMessage() {}
 
 func (x *SubtaskDetails) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_proto_msgTypes[5]
+	mi := &file_jobplane_v1_job_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +786,7 @@ func (x *SubtaskDetails) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubtaskDetails.ProtoReflect.Descriptor instead.
 func (*SubtaskDetails) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_proto_rawDescGZIP(), []int{5}
+	return file_jobplane_v1_job_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SubtaskDetails) GetSubtaskIndex() int32 {
@@ -782,14 +872,25 @@ type JobResult struct {
 	// list is bounded so the result fits the HA store (the reference
 	// server: 256 KiB encoded): past the bound, each subtask's latest
 	// attempt only, and past that the subtasks that come first. Since 1.2.
-	Placements    []*AttemptPlacement `protobuf:"bytes,13,rep,name=placements,proto3" json:"placements,omitempty"`
+	Placements []*AttemptPlacement `protobuf:"bytes,13,rep,name=placements,proto3" json:"placements,omitempty"`
+	// The id of the run this result is of: chosen by the server when it
+	// persisted the run's plan, unique among the runs of the job id, and
+	// kept with the plan and the result, so it survives a change of leader.
+	// Two runs of one job id (the id used again after its result was
+	// purged or expired, or with JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE) have
+	// different run ids. Opaque, at most 128 bytes. Empty for a job
+	// persisted by a server before 1.2. Since 1.2.
+	RunId string `protobuf:"bytes,14,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The job's recorded cancel request (see JobSummary.cancellation), for
+	// a CANCELED job that CancelJob canceled. Since 1.2.
+	Cancellation  *Cancellation `protobuf:"bytes,15,opt,name=cancellation,proto3" json:"cancellation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobResult) Reset() {
 	*x = JobResult{}
-	mi := &file_jobplane_v1_job_proto_msgTypes[6]
+	mi := &file_jobplane_v1_job_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -801,7 +902,7 @@ func (x *JobResult) String() string {
 func (*JobResult) ProtoMessage() {}
 
 func (x *JobResult) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_proto_msgTypes[6]
+	mi := &file_jobplane_v1_job_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -814,7 +915,7 @@ func (x *JobResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResult.ProtoReflect.Descriptor instead.
 func (*JobResult) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_proto_rawDescGZIP(), []int{6}
+	return file_jobplane_v1_job_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *JobResult) GetJobId() string {
@@ -908,6 +1009,20 @@ func (x *JobResult) GetPlacements() []*AttemptPlacement {
 	return nil
 }
 
+func (x *JobResult) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *JobResult) GetCancellation() *Cancellation {
+	if x != nil {
+		return x.Cancellation
+	}
+	return nil
+}
+
 // SubtaskValue is the value one subtask returned.
 type SubtaskValue struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -921,7 +1036,7 @@ type SubtaskValue struct {
 
 func (x *SubtaskValue) Reset() {
 	*x = SubtaskValue{}
-	mi := &file_jobplane_v1_job_proto_msgTypes[7]
+	mi := &file_jobplane_v1_job_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1048,7 @@ func (x *SubtaskValue) String() string {
 func (*SubtaskValue) ProtoMessage() {}
 
 func (x *SubtaskValue) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_proto_msgTypes[7]
+	mi := &file_jobplane_v1_job_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1061,7 @@ func (x *SubtaskValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubtaskValue.ProtoReflect.Descriptor instead.
 func (*SubtaskValue) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_proto_rawDescGZIP(), []int{7}
+	return file_jobplane_v1_job_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SubtaskValue) GetAttempt() *ExecutionAttemptId {
@@ -980,7 +1095,7 @@ type AttemptPlacement struct {
 
 func (x *AttemptPlacement) Reset() {
 	*x = AttemptPlacement{}
-	mi := &file_jobplane_v1_job_proto_msgTypes[8]
+	mi := &file_jobplane_v1_job_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1107,7 @@ func (x *AttemptPlacement) String() string {
 func (*AttemptPlacement) ProtoMessage() {}
 
 func (x *AttemptPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_jobplane_v1_job_proto_msgTypes[8]
+	mi := &file_jobplane_v1_job_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1120,7 @@ func (x *AttemptPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptPlacement.ProtoReflect.Descriptor instead.
 func (*AttemptPlacement) Descriptor() ([]byte, []int) {
-	return file_jobplane_v1_job_proto_rawDescGZIP(), []int{8}
+	return file_jobplane_v1_job_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AttemptPlacement) GetAttempt() *ExecutionAttemptId {
@@ -1041,7 +1156,7 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\x10task_executor_id\x18\x04 \x01(\tR\x0etaskExecutorId\"^\n" +
 	"\x13ExecutionStateCount\x121\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1b.jobplane.v1.ExecutionStateR\x05state\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x05R\x05count\"\xd7\x03\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\"\xad\x04\n" +
 	"\n" +
 	"JobSummary\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
@@ -1057,7 +1172,14 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\rrestart_count\x18\b \x01(\x05R\frestartCount\x122\n" +
 	"\afailure\x18\t \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\x12!\n" +
 	"\fsubmitted_by\x18\n" +
-	" \x01(\tR\vsubmittedBy\"\xca\x02\n" +
+	" \x01(\tR\vsubmittedBy\x12\x15\n" +
+	"\x06run_id\x18\v \x01(\tR\x05runId\x12=\n" +
+	"\fcancellation\x18\f \x01(\v2\x19.jobplane.v1.CancellationR\fcancellation\"\x88\x01\n" +
+	"\fCancellation\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12A\n" +
+	"\x0erequested_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\rrequestedTime\"\xca\x02\n" +
 	"\n" +
 	"JobDetails\x121\n" +
 	"\asummary\x18\x01 \x01(\v2\x17.jobplane.v1.JobSummaryR\asummary\x126\n" +
@@ -1081,7 +1203,7 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\x0eattempt_number\x18\x02 \x01(\x05R\rattemptNumber\x121\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x1b.jobplane.v1.ExecutionStateR\x05state\x12(\n" +
 	"\x10task_executor_id\x18\x04 \x01(\tR\x0etaskExecutorId\x122\n" +
-	"\afailure\x18\x05 \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\xbf\x05\n" +
+	"\afailure\x18\x05 \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\x95\x06\n" +
 	"\tJobResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12.\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x16.jobplane.v1.JobStatusR\x06status\x12;\n" +
@@ -1100,7 +1222,9 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\faccumulators\x18\f \x03(\v2(.jobplane.v1.JobResult.AccumulatorsEntryR\faccumulators\x12=\n" +
 	"\n" +
 	"placements\x18\r \x03(\v2\x1d.jobplane.v1.AttemptPlacementR\n" +
-	"placements\x1a?\n" +
+	"placements\x12\x15\n" +
+	"\x06run_id\x18\x0e \x01(\tR\x05runId\x12=\n" +
+	"\fcancellation\x18\x0f \x01(\v2\x19.jobplane.v1.CancellationR\fcancellation\x1a?\n" +
 	"\x11AccumulatorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"_\n" +
@@ -1143,63 +1267,67 @@ func file_jobplane_v1_job_proto_rawDescGZIP() []byte {
 }
 
 var file_jobplane_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_jobplane_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_jobplane_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_jobplane_v1_job_proto_goTypes = []any{
 	(JobStatus)(0),                // 0: jobplane.v1.JobStatus
 	(JobView)(0),                  // 1: jobplane.v1.JobView
 	(*FailureInfo)(nil),           // 2: jobplane.v1.FailureInfo
 	(*ExecutionStateCount)(nil),   // 3: jobplane.v1.ExecutionStateCount
 	(*JobSummary)(nil),            // 4: jobplane.v1.JobSummary
-	(*JobDetails)(nil),            // 5: jobplane.v1.JobDetails
-	(*VertexDetails)(nil),         // 6: jobplane.v1.VertexDetails
-	(*SubtaskDetails)(nil),        // 7: jobplane.v1.SubtaskDetails
-	(*JobResult)(nil),             // 8: jobplane.v1.JobResult
-	(*SubtaskValue)(nil),          // 9: jobplane.v1.SubtaskValue
-	(*AttemptPlacement)(nil),      // 10: jobplane.v1.AttemptPlacement
-	nil,                           // 11: jobplane.v1.JobResult.AccumulatorsEntry
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
-	(*ExecutionAttemptId)(nil),    // 13: jobplane.v1.ExecutionAttemptId
-	(ExecutionState)(0),           // 14: jobplane.v1.ExecutionState
-	(*JobGraph)(nil),              // 15: jobplane.v1.JobGraph
-	(*CheckpointStats)(nil),       // 16: jobplane.v1.CheckpointStats
+	(*Cancellation)(nil),          // 5: jobplane.v1.Cancellation
+	(*JobDetails)(nil),            // 6: jobplane.v1.JobDetails
+	(*VertexDetails)(nil),         // 7: jobplane.v1.VertexDetails
+	(*SubtaskDetails)(nil),        // 8: jobplane.v1.SubtaskDetails
+	(*JobResult)(nil),             // 9: jobplane.v1.JobResult
+	(*SubtaskValue)(nil),          // 10: jobplane.v1.SubtaskValue
+	(*AttemptPlacement)(nil),      // 11: jobplane.v1.AttemptPlacement
+	nil,                           // 12: jobplane.v1.JobResult.AccumulatorsEntry
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*ExecutionAttemptId)(nil),    // 14: jobplane.v1.ExecutionAttemptId
+	(ExecutionState)(0),           // 15: jobplane.v1.ExecutionState
+	(*JobGraph)(nil),              // 16: jobplane.v1.JobGraph
+	(*CheckpointStats)(nil),       // 17: jobplane.v1.CheckpointStats
 }
 var file_jobplane_v1_job_proto_depIdxs = []int32{
-	12, // 0: jobplane.v1.FailureInfo.time:type_name -> google.protobuf.Timestamp
-	13, // 1: jobplane.v1.FailureInfo.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	14, // 2: jobplane.v1.ExecutionStateCount.state:type_name -> jobplane.v1.ExecutionState
+	13, // 0: jobplane.v1.FailureInfo.time:type_name -> google.protobuf.Timestamp
+	14, // 1: jobplane.v1.FailureInfo.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	15, // 2: jobplane.v1.ExecutionStateCount.state:type_name -> jobplane.v1.ExecutionState
 	0,  // 3: jobplane.v1.JobSummary.status:type_name -> jobplane.v1.JobStatus
-	12, // 4: jobplane.v1.JobSummary.submit_time:type_name -> google.protobuf.Timestamp
-	12, // 5: jobplane.v1.JobSummary.status_time:type_name -> google.protobuf.Timestamp
-	12, // 6: jobplane.v1.JobSummary.end_time:type_name -> google.protobuf.Timestamp
+	13, // 4: jobplane.v1.JobSummary.submit_time:type_name -> google.protobuf.Timestamp
+	13, // 5: jobplane.v1.JobSummary.status_time:type_name -> google.protobuf.Timestamp
+	13, // 6: jobplane.v1.JobSummary.end_time:type_name -> google.protobuf.Timestamp
 	3,  // 7: jobplane.v1.JobSummary.task_counts:type_name -> jobplane.v1.ExecutionStateCount
 	2,  // 8: jobplane.v1.JobSummary.failure:type_name -> jobplane.v1.FailureInfo
-	4,  // 9: jobplane.v1.JobDetails.summary:type_name -> jobplane.v1.JobSummary
-	6,  // 10: jobplane.v1.JobDetails.vertices:type_name -> jobplane.v1.VertexDetails
-	2,  // 11: jobplane.v1.JobDetails.exception_history:type_name -> jobplane.v1.FailureInfo
-	15, // 12: jobplane.v1.JobDetails.job_graph:type_name -> jobplane.v1.JobGraph
-	16, // 13: jobplane.v1.JobDetails.checkpoints:type_name -> jobplane.v1.CheckpointStats
-	3,  // 14: jobplane.v1.VertexDetails.task_counts:type_name -> jobplane.v1.ExecutionStateCount
-	7,  // 15: jobplane.v1.VertexDetails.subtasks:type_name -> jobplane.v1.SubtaskDetails
-	14, // 16: jobplane.v1.VertexDetails.state:type_name -> jobplane.v1.ExecutionState
-	12, // 17: jobplane.v1.VertexDetails.start_time:type_name -> google.protobuf.Timestamp
-	12, // 18: jobplane.v1.VertexDetails.end_time:type_name -> google.protobuf.Timestamp
-	14, // 19: jobplane.v1.SubtaskDetails.state:type_name -> jobplane.v1.ExecutionState
-	2,  // 20: jobplane.v1.SubtaskDetails.failure:type_name -> jobplane.v1.FailureInfo
-	0,  // 21: jobplane.v1.JobResult.status:type_name -> jobplane.v1.JobStatus
-	12, // 22: jobplane.v1.JobResult.submit_time:type_name -> google.protobuf.Timestamp
-	12, // 23: jobplane.v1.JobResult.end_time:type_name -> google.protobuf.Timestamp
-	2,  // 24: jobplane.v1.JobResult.failure:type_name -> jobplane.v1.FailureInfo
-	2,  // 25: jobplane.v1.JobResult.exception_history:type_name -> jobplane.v1.FailureInfo
-	9,  // 26: jobplane.v1.JobResult.values:type_name -> jobplane.v1.SubtaskValue
-	11, // 27: jobplane.v1.JobResult.accumulators:type_name -> jobplane.v1.JobResult.AccumulatorsEntry
-	10, // 28: jobplane.v1.JobResult.placements:type_name -> jobplane.v1.AttemptPlacement
-	13, // 29: jobplane.v1.SubtaskValue.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	13, // 30: jobplane.v1.AttemptPlacement.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	5,  // 9: jobplane.v1.JobSummary.cancellation:type_name -> jobplane.v1.Cancellation
+	13, // 10: jobplane.v1.Cancellation.requested_time:type_name -> google.protobuf.Timestamp
+	4,  // 11: jobplane.v1.JobDetails.summary:type_name -> jobplane.v1.JobSummary
+	7,  // 12: jobplane.v1.JobDetails.vertices:type_name -> jobplane.v1.VertexDetails
+	2,  // 13: jobplane.v1.JobDetails.exception_history:type_name -> jobplane.v1.FailureInfo
+	16, // 14: jobplane.v1.JobDetails.job_graph:type_name -> jobplane.v1.JobGraph
+	17, // 15: jobplane.v1.JobDetails.checkpoints:type_name -> jobplane.v1.CheckpointStats
+	3,  // 16: jobplane.v1.VertexDetails.task_counts:type_name -> jobplane.v1.ExecutionStateCount
+	8,  // 17: jobplane.v1.VertexDetails.subtasks:type_name -> jobplane.v1.SubtaskDetails
+	15, // 18: jobplane.v1.VertexDetails.state:type_name -> jobplane.v1.ExecutionState
+	13, // 19: jobplane.v1.VertexDetails.start_time:type_name -> google.protobuf.Timestamp
+	13, // 20: jobplane.v1.VertexDetails.end_time:type_name -> google.protobuf.Timestamp
+	15, // 21: jobplane.v1.SubtaskDetails.state:type_name -> jobplane.v1.ExecutionState
+	2,  // 22: jobplane.v1.SubtaskDetails.failure:type_name -> jobplane.v1.FailureInfo
+	0,  // 23: jobplane.v1.JobResult.status:type_name -> jobplane.v1.JobStatus
+	13, // 24: jobplane.v1.JobResult.submit_time:type_name -> google.protobuf.Timestamp
+	13, // 25: jobplane.v1.JobResult.end_time:type_name -> google.protobuf.Timestamp
+	2,  // 26: jobplane.v1.JobResult.failure:type_name -> jobplane.v1.FailureInfo
+	2,  // 27: jobplane.v1.JobResult.exception_history:type_name -> jobplane.v1.FailureInfo
+	10, // 28: jobplane.v1.JobResult.values:type_name -> jobplane.v1.SubtaskValue
+	12, // 29: jobplane.v1.JobResult.accumulators:type_name -> jobplane.v1.JobResult.AccumulatorsEntry
+	11, // 30: jobplane.v1.JobResult.placements:type_name -> jobplane.v1.AttemptPlacement
+	5,  // 31: jobplane.v1.JobResult.cancellation:type_name -> jobplane.v1.Cancellation
+	14, // 32: jobplane.v1.SubtaskValue.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	14, // 33: jobplane.v1.AttemptPlacement.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_job_proto_init() }
@@ -1216,7 +1344,7 @@ func file_jobplane_v1_job_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobplane_v1_job_proto_rawDesc), len(file_jobplane_v1_job_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -115,7 +115,7 @@ func (j *jobManagerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&j.maxSubtasks, "max-subtasks-per-job", jobgraph.DefaultMaxSubtasks, "largest number of subtasks (the sum of a job's parallelisms) a job may have; larger jobs are refused at submission")
 	fs.DurationVar(&j.slotTimeout, "slot-timeout", 5*time.Minute, "how long a job's region may wait for the slots it needs before its deployment fails (and counts against the job's restart strategy)")
 	fs.DurationVar(&j.slotYield, "slot-yield", 5*time.Second, "how long a job's region may wait for slots while the job holds idle ones before it gives those back (and again after twice as long, and so on), so that jobs holding part of what each needs do not wait for one another (0: never)")
-	fs.DurationVar(&j.resultRetention, "result-retention", 0, "delete job results this long after their job ended (0 keeps them); while a result exists, its job id never runs again")
+	fs.DurationVar(&j.resultRetention, "result-retention", 0, "delete job results this long after their job ended (0 keeps them); while a result exists, its job id never runs again (unless a client purges it, or resubmits with id reuse allowed)")
 	j.limits.register(fs)
 }
 

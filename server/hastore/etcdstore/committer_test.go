@@ -587,14 +587,14 @@ func TestGroupCommitCancelRequestAndResultApart(t *testing.T) {
 	}
 	firstErr, errs, _ := c.lineUp(t,
 		func() error { return c.store.PutExecutionPlan(ctx, f, testPlan("other")) },
-		func() error { return c.store.RequestCancel(ctx, f, "j") },
+		func() error { return c.store.RequestCancel(ctx, f, "j", nil) },
 		func() error {
 			return c.store.CreateDirtyJobResult(ctx, f, &jobplanev1.JobResult{JobId: "j", Status: jobplanev1.JobStatus_JOB_STATUS_FINISHED})
 		},
 		func() error {
 			return c.store.FinishJob(ctx, f, &jobplanev1.JobResult{JobId: "k", Status: jobplanev1.JobStatus_JOB_STATUS_FAILED})
 		},
-		func() error { return c.store.RequestCancel(ctx, f, "k") },
+		func() error { return c.store.RequestCancel(ctx, f, "k", nil) },
 	)()
 	if firstErr != nil {
 		t.Fatal(firstErr)

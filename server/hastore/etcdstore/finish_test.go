@@ -19,7 +19,7 @@ func TestFinishJobOneWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := env.store.RequestCancel(ctx, env.f, "done"); err != nil {
+	if err := env.store.RequestCancel(ctx, env.f, "done", nil); err != nil {
 		t.Fatal(err)
 	}
 	// A job whose cancellation was requested ends CANCELED (a FINISHED

@@ -545,16 +545,25 @@ func (s *Store) planDeletes(jobID string) []clientv3.Op {
 // RequestCancel implements hastore.Store: the request is put only if the job has
 // no result and its plan exists, both checked in the transaction that
 // puts it; if it has a result, the transaction reads it instead.
-func (s *Store) RequestCancel(ctx context.Context, f hastore.Fence, jobID string) error {
-	if err := hastore.ValidateJobWrite(f, jobID); err != nil {
+//
+// The request's record is the key's value, put only if the key is absent
+// (in the same transaction), so the first request's is kept.
+func (s *Store) RequestCancel(ctx context.Context, f hastore.Fence, jobID string, c *jobplanev1.Cancellation) error {
+	if err := hastore.ValidateCancelWrite(f, jobID, c); err != nil {
 		return err
 	}
-	resultKey := s.resultKey(jobID)
+	record, err := proto.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("hastore: encode cancel request of job %s: %w", jobID, err)
+	}
+	resultKey, cancelKey := s.resultKey(jobID), s.cancelKey(jobID)
 	resp, err := s.fenced(ctx, f, clientv3.OpTxn(
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(resultKey), "=", 0)},
 		[]clientv3.Op{clientv3.OpTxn(
 			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.planKey(jobID)), ">", 0)},
-			[]clientv3.Op{clientv3.OpPut(s.cancelKey(jobID), "")}, nil)},
+			[]clientv3.Op{clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(cancelKey), "=", 0)},
+				[]clientv3.Op{clientv3.OpPut(cancelKey, string(record))}, nil)}, nil)},
 		[]clientv3.Op{clientv3.OpGet(resultKey)}))
 	if err != nil {
 		return err
@@ -593,6 +602,25 @@ func (s *Store) CancelRequested(ctx context.Context, jobID string) (bool, error)
 		return false, unavailable(ctx, err)
 	}
 	return resp.Count > 0, nil
+}
+
+// Cancellation implements hastore.Store.
+func (s *Store) Cancellation(ctx context.Context, jobID string) (*jobplanev1.Cancellation, error) {
+	if err := hastore.ValidateJobID(jobID); err != nil {
+		return nil, err
+	}
+	resp, err := s.client.Get(ctx, s.cancelKey(jobID))
+	if err != nil {
+		return nil, unavailable(ctx, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil
+	}
+	c := new(jobplanev1.Cancellation)
+	if err := proto.Unmarshal(resp.Kvs[0].Value, c); err != nil {
+		return nil, fmt.Errorf("hastore: decode cancel request of job %s: %w", jobID, err)
+	}
+	return c, nil
 }
 
 // CreateDirtyJobResult implements hastore.Store.

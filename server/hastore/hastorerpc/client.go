@@ -623,9 +623,28 @@ func (c *Client) DeleteExecutionPlan(ctx context.Context, f hastore.Fence, jobID
 }
 
 // RequestCancel implements hastore.Store.
-func (c *Client) RequestCancel(ctx context.Context, f hastore.Fence, jobID string) error {
-	_, err := c.rpc.RequestJobCancel(ctx, &hastorev1.RequestJobCancelRequest{Fence: fenceToProto(f), JobId: jobID})
+func (c *Client) RequestCancel(ctx context.Context, f hastore.Fence, jobID string, record *jobplanev1.Cancellation) error {
+	_, err := c.rpc.RequestJobCancel(ctx, &hastorev1.RequestJobCancelRequest{Fence: fenceToProto(f), JobId: jobID, Cancellation: record})
 	return fromConnect(err)
+}
+
+// Cancellation implements hastore.Store: GetExecutionPlan says it. A
+// store before 1.2 tells no record: a requested cancellation then reads
+// as an empty one.
+func (c *Client) Cancellation(ctx context.Context, jobID string) (*jobplanev1.Cancellation, error) {
+	resp, err := c.rpc.GetExecutionPlan(ctx, &hastorev1.GetExecutionPlanRequest{JobId: jobID})
+	if err = fromConnect(err); errors.Is(err, hastore.ErrPlanNotFound) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	if !resp.GetCancelRequested() {
+		return nil, nil
+	}
+	if resp.GetCancellation() == nil {
+		return &jobplanev1.Cancellation{}, nil
+	}
+	return resp.GetCancellation(), nil
 }
 
 // CancelRequested implements hastore.Store: GetExecutionPlan says it.

@@ -492,17 +492,21 @@ func (h *Handler) GetExecutionPlan(ctx context.Context, req *hastorev1.GetExecut
 	if err != nil {
 		return nil, h.err(err, map[string]string{"job_id": req.GetJobId()})
 	}
-	canceled, err := h.store.CancelRequested(ctx, req.GetJobId())
+	record, err := h.store.Cancellation(ctx, req.GetJobId())
 	if err != nil {
 		return nil, h.err(err, map[string]string{"job_id": req.GetJobId()})
 	}
-	return &hastorev1.GetExecutionPlanResponse{Plan: plan, CancelRequested: canceled}, nil
+	resp := &hastorev1.GetExecutionPlanResponse{Plan: plan, CancelRequested: record != nil}
+	if record != nil && !proto.Equal(record, &jobplanev1.Cancellation{}) {
+		resp.Cancellation = record
+	}
+	return resp, nil
 }
 
 // RequestJobCancel implements HAStoreServiceHandler.
 func (h *Handler) RequestJobCancel(ctx context.Context, req *hastorev1.RequestJobCancelRequest) (*hastorev1.RequestJobCancelResponse, error) {
 	f := fenceFromProto(req.GetFence())
-	if err := h.store.RequestCancel(ctx, f, req.GetJobId()); err != nil {
+	if err := h.store.RequestCancel(ctx, f, req.GetJobId(), req.GetCancellation()); err != nil {
 		return nil, h.err(err, map[string]string{"election": f.Election, "job_id": req.GetJobId()})
 	}
 	return &hastorev1.RequestJobCancelResponse{}, nil

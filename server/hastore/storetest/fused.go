@@ -51,7 +51,7 @@ func testFinishJob(t T, b *Backend) {
 
 	// A job, canceled, finishes: its result clean, its plan and cancel
 	// request gone; the same call again succeeds and changes nothing.
-	must(t, s.RequestCancel(ctx, f, "done"))
+	must(t, s.RequestCancel(ctx, f, "done", nil))
 	canceled := result("done", jobplanev1.JobStatus_JOB_STATUS_CANCELED)
 	must(t, s.FinishJob(ctx, f, canceled))
 	finished("done", jobplanev1.JobStatus_JOB_STATUS_CANCELED)

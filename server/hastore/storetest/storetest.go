@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -77,6 +78,7 @@ func Cases() []Case {
 		{Name: "DataSurvivesRestart", Doc: "plans and results survive a restart of the store", Run: testDataSurvivesRestart},
 		{Name: "ExecutionPlans", Doc: "plans are created once (the same plan again succeeds, another is refused), listed in order by pages, and deleted only once the job has a result", Run: testExecutionPlans},
 		{Name: "CancelRequests", Doc: "a job's cancel request is recorded only while it has a plan (and no result), again without error, and goes with the plan: a new plan under the id, once the result is gone too, has none", Run: testCancelRequests},
+		{Name: "CancelRecordFirstKept", Doc: "a cancel request's record (request id, reason, time) is kept as the first request gave it: a later request with another record succeeds and changes nothing; a request without one reads as an empty record; an oversized one is refused and writes nothing; the record goes with the plan", Run: testCancelRecordFirstKept},
 		{Name: "CancelBeforeResult", Doc: "once a job's cancellation is requested, a FINISHED or FAILED result is refused (ErrCancelRequested) and nothing is written, by CreateDirtyJobResult and by FinishJob; a CANCELED one is written", Run: testCancelBeforeResult},
 		{Name: "ResultBeforeCancel", Doc: "once a job has a result entry, its cancellation is refused (a *JobTerminalError with the result's status) and no request is recorded; the result's repetition still succeeds", Run: testResultBeforeCancel},
 		{Name: "JobResults", Doc: "results are created once (the same result again succeeds, another is refused), marked clean, listed by state, and deleted only when clean", Run: testJobResults},
@@ -439,7 +441,7 @@ func testStaleTokenRefusedForEveryWrite(t T, b *Backend) {
 	}{
 		{"PutExecutionPlan", func(f hastore.Fence) error { return s.PutExecutionPlan(ctx, f, plan("new", "x")) }},
 		{"DeleteExecutionPlan", func(f hastore.Fence) error { return s.DeleteExecutionPlan(ctx, f, "kept") }},
-		{"RequestCancel", func(f hastore.Fence) error { return s.RequestCancel(ctx, f, "kept") }},
+		{"RequestCancel", func(f hastore.Fence) error { return s.RequestCancel(ctx, f, "kept", nil) }},
 		{"CreateDirtyJobResult", func(f hastore.Fence) error {
 			return s.CreateDirtyJobResult(ctx, f, result("new", jobplanev1.JobStatus_JOB_STATUS_FINISHED))
 		}},
@@ -510,7 +512,7 @@ func testTokenOfAnotherElectionRefused(t T, b *Backend) {
 		{"PutExecutionPlan of its own job", s.PutExecutionPlan(ctx, own, plan("j", "x"))},
 		{"PutExecutionPlan of another job", s.PutExecutionPlan(ctx, own, plan("other", "x"))},
 		{"DeleteExecutionPlan", s.DeleteExecutionPlan(ctx, own, "j")},
-		{"RequestCancel", s.RequestCancel(ctx, own, "j")},
+		{"RequestCancel", s.RequestCancel(ctx, own, "j", nil)},
 		{"CreateDirtyJobResult", s.CreateDirtyJobResult(ctx, own, result("j", jobplanev1.JobStatus_JOB_STATUS_FINISHED))},
 		{"MarkJobResultClean", s.MarkJobResultClean(ctx, own, "j")},
 		{"DeleteJobResultEntry", s.DeleteJobResultEntry(ctx, own, "j")},
@@ -660,6 +662,46 @@ func testExecutionPlans(t T, b *Backend) {
 	}
 }
 
+func testCancelRecordFirstKept(t T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	f := campaign(t, session(t, s, hastore.SessionConfig{}), election.JobManager, "").Fence()
+	record := func(id string) *jobplanev1.Cancellation {
+		t.Helper()
+		c, err := s.Cancellation(ctx, id)
+		if err != nil {
+			t.Fatalf("Cancellation(%s): %v", id, err)
+		}
+		return c
+	}
+	must(t, s.PutExecutionPlan(ctx, f, plan("r", "r")))
+	must(t, s.PutExecutionPlan(ctx, f, plan("bare", "bare")))
+	if c := record("r"); c != nil {
+		t.Errorf("Cancellation before a request = %v; want nil", c)
+	}
+	tooLong := &jobplanev1.Cancellation{RequestId: strings.Repeat("x", hastore.MaxCancelRequestIDLength+1)}
+	wantErr(t, "RequestCancel with an oversized request id", s.RequestCancel(ctx, f, "r", tooLong), hastore.ErrInvalidArgument)
+	if c := record("r"); c != nil {
+		t.Errorf("Cancellation after a refused request = %v; want nil", c)
+	}
+	first := &jobplanev1.Cancellation{RequestId: "req-1", Reason: "first", RequestedTime: timestamppb.New(time.Unix(1700000000, 0))}
+	must(t, s.RequestCancel(ctx, f, "r", first))
+	must(t, s.RequestCancel(ctx, f, "r", &jobplanev1.Cancellation{RequestId: "req-2", Reason: "second"}))
+	must(t, s.RequestCancel(ctx, f, "r", nil))
+	if c := record("r"); !proto.Equal(c, first) {
+		t.Errorf("Cancellation after three requests = %v; want the first's, %v", c, first)
+	}
+	must(t, s.RequestCancel(ctx, f, "bare", nil))
+	if c := record("bare"); c == nil || !proto.Equal(c, &jobplanev1.Cancellation{}) {
+		t.Errorf("Cancellation of a request without a record = %v; want an empty one", c)
+	}
+	must(t, s.CreateDirtyJobResult(ctx, f, result("r", jobplanev1.JobStatus_JOB_STATUS_CANCELED)))
+	must(t, s.DeleteExecutionPlan(ctx, f, "r"))
+	if c := record("r"); c != nil {
+		t.Errorf("Cancellation after the plan was deleted = %v; want nil", c)
+	}
+}
+
 func testCancelRequests(t T, b *Backend) {
 	s := open(t, b)
 	ctx := ctxFor(t)
@@ -670,20 +712,20 @@ func testCancelRequests(t T, b *Backend) {
 			t.Errorf("CancelRequested(%s) = %v, %v; want %v", id, got, err, want)
 		}
 	}
-	wantErr(t, "RequestCancel of a job without a plan", s.RequestCancel(ctx, f, "c"), hastore.ErrPlanNotFound)
+	wantErr(t, "RequestCancel of a job without a plan", s.RequestCancel(ctx, f, "c", nil), hastore.ErrPlanNotFound)
 	requested("c", false)
 	must(t, s.PutExecutionPlan(ctx, f, plan("c", "c")))
 	must(t, s.PutExecutionPlan(ctx, f, plan("other", "other")))
 	requested("c", false)
-	must(t, s.RequestCancel(ctx, f, "c"))
-	must(t, s.RequestCancel(ctx, f, "c")) // idempotent
+	must(t, s.RequestCancel(ctx, f, "c", nil))
+	must(t, s.RequestCancel(ctx, f, "c", nil)) // idempotent
 	requested("c", true)
 	requested("other", false)
 	// The request goes with the plan.
 	must(t, s.CreateDirtyJobResult(ctx, f, result("c", jobplanev1.JobStatus_JOB_STATUS_CANCELED)))
 	must(t, s.DeleteExecutionPlan(ctx, f, "c"))
 	requested("c", false)
-	wantErr(t, "RequestCancel after the plan was deleted, with the result kept", s.RequestCancel(ctx, f, "c"), hastore.ErrJobTerminal)
+	wantErr(t, "RequestCancel after the plan was deleted, with the result kept", s.RequestCancel(ctx, f, "c", nil), hastore.ErrJobTerminal)
 	requested("c", false)
 	// Nothing of it is left for the id's next use, once its result is
 	// gone too.
@@ -711,7 +753,7 @@ func testCancelBeforeResult(t T, b *Backend) {
 	}
 	for _, id := range []string{"fin", "fail", "done"} {
 		must(t, s.PutExecutionPlan(ctx, f, plan(id, id)))
-		must(t, s.RequestCancel(ctx, f, id))
+		must(t, s.RequestCancel(ctx, f, id, nil))
 	}
 	wantErr(t, "CreateDirtyJobResult FINISHED after a cancel request", s.CreateDirtyJobResult(ctx, f, result("fin", jobplanev1.JobStatus_JOB_STATUS_FINISHED)), hastore.ErrCancelRequested)
 	noResult("fin")
@@ -749,7 +791,7 @@ func testResultBeforeCancel(t T, b *Backend) {
 	} {
 		must(t, s.PutExecutionPlan(ctx, f, plan(tc.id, tc.id)))
 		must(t, s.CreateDirtyJobResult(ctx, f, result(tc.id, tc.status)))
-		err := s.RequestCancel(ctx, f, tc.id)
+		err := s.RequestCancel(ctx, f, tc.id, nil)
 		var terminal *hastore.JobTerminalError
 		if !errors.As(err, &terminal) || !errors.Is(err, hastore.ErrJobTerminal) || terminal.Status != tc.status {
 			t.Errorf("RequestCancel of a job with a %v result: err = %v; want a *JobTerminalError with that status", tc.status, err)
@@ -763,12 +805,12 @@ func testResultBeforeCancel(t T, b *Backend) {
 	// result is deleted too, the plan's absence.
 	must(t, s.DeleteExecutionPlan(ctx, f, "fin"))
 	var terminal *hastore.JobTerminalError
-	if err := s.RequestCancel(ctx, f, "fin"); !errors.As(err, &terminal) || terminal.Status != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+	if err := s.RequestCancel(ctx, f, "fin", nil); !errors.As(err, &terminal) || terminal.Status != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Errorf("RequestCancel of a job whose plan is deleted: err = %v; want a *JobTerminalError with FINISHED", err)
 	}
 	must(t, s.MarkJobResultClean(ctx, f, "fin"))
 	must(t, s.DeleteJobResultEntry(ctx, f, "fin"))
-	wantErr(t, "RequestCancel of a job without plan or result", s.RequestCancel(ctx, f, "fin"), hastore.ErrPlanNotFound)
+	wantErr(t, "RequestCancel of a job without plan or result", s.RequestCancel(ctx, f, "fin", nil), hastore.ErrPlanNotFound)
 }
 
 func testJobResults(t T, b *Backend) {

@@ -158,7 +158,8 @@ func (i *Interceptor) logCall(ctx context.Context, p principal.Principal, reason
 }
 
 // changesJobs reports whether procedure changes jobs (SubmitJob,
-// CancelJob), the calls logged at info level whatever their outcome.
+// CancelJob, PurgeJob), the calls logged at info level whatever their outcome.
 func changesJobs(procedure string) bool {
-	return procedure == jobplanev1connect.DispatcherServiceSubmitJobProcedure || procedure == jobplanev1connect.DispatcherServiceCancelJobProcedure
+	return procedure == jobplanev1connect.DispatcherServiceSubmitJobProcedure || procedure == jobplanev1connect.DispatcherServiceCancelJobProcedure ||
+		procedure == jobplanev1connect.DispatcherServicePurgeJobProcedure
 }

@@ -27,7 +27,7 @@ const (
 	// ListCheckpoints of a job, ListJobs, ListSavepoints, ListTaskExecutors
 	// and GetClusterOverview.
 	ActionRead = "read"
-	// ActionCancel: CancelJob, ReportClientHeartbeat (the heartbeat keeps
+	// ActionCancel: CancelJob, PurgeJob, ReportClientHeartbeat (the heartbeat keeps
 	// an attached job alive) and TriggerSavepoint of a job, and
 	// DeleteSavepoint of a savepoint of the job.
 	ActionCancel = "cancel"
@@ -45,6 +45,7 @@ var actions = map[string]string{
 	jobplanev1connect.DispatcherServiceListTaskExecutorsProcedure:     ActionRead,
 	jobplanev1connect.DispatcherServiceGetClusterOverviewProcedure:    ActionRead,
 	jobplanev1connect.DispatcherServiceCancelJobProcedure:             ActionCancel,
+	jobplanev1connect.DispatcherServicePurgeJobProcedure:              ActionCancel,
 	jobplanev1connect.DispatcherServiceReportClientHeartbeatProcedure: ActionCancel,
 	jobplanev1connect.DispatcherServiceListCheckpointsProcedure:       ActionRead,
 	jobplanev1connect.DispatcherServiceListSavepointsProcedure:        ActionRead,

@@ -144,6 +144,12 @@ func renderJobDetails(w io.Writer, d *jobplanev1.JobDetails, now time.Time, all 
 	}
 	fmt.Fprintf(tw, "Status:\t%s\n", statusName(s.GetStatus()))
 	fmt.Fprintf(tw, "Submitted:\t%s\n", timeText(s.GetSubmitTime()))
+	if s.GetRunId() != "" {
+		fmt.Fprintf(tw, "Run:\t%s\n", s.GetRunId())
+	}
+	if c := s.GetCancellation(); c != nil {
+		fmt.Fprintf(tw, "Cancel request:\t%s\n", cancellationText(c))
+	}
 	if s.GetSubmittedBy() != "" {
 		fmt.Fprintf(tw, "Submitted by:\t%s\n", s.GetSubmittedBy())
 	}
@@ -243,6 +249,12 @@ func resultText(r *jobplanev1.JobResult) string {
 // values its subtasks returned and its accumulators, when it has any.
 func renderResult(w io.Writer, r *jobplanev1.JobResult) {
 	fmt.Fprintln(w, resultText(r))
+	if r.GetRunId() != "" {
+		fmt.Fprintf(w, "run %s\n", r.GetRunId())
+	}
+	if c := r.GetCancellation(); c != nil {
+		fmt.Fprintf(w, "cancel request: %s\n", cancellationText(c))
+	}
 	if vs := r.GetValues(); len(vs) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "Values:")
@@ -523,4 +535,23 @@ func blockStyle(n *yaml.Node) {
 	for _, c := range n.Content {
 		blockStyle(c)
 	}
+}
+
+// cancellationText describes a job's recorded cancel request: its reason,
+// id and time, as far as they are known.
+func cancellationText(c *jobplanev1.Cancellation) string {
+	var parts []string
+	if c.GetReason() != "" {
+		parts = append(parts, strconv.Quote(c.GetReason()))
+	}
+	if c.GetRequestId() != "" {
+		parts = append(parts, "id "+c.GetRequestId())
+	}
+	if c.GetRequestedTime() != nil {
+		parts = append(parts, "at "+timeText(c.GetRequestedTime()))
+	}
+	if len(parts) == 0 {
+		return "yes"
+	}
+	return strings.Join(parts, ", ")
 }

@@ -23,7 +23,7 @@ import (
 // clientCommands are the client verbs.
 func clientCommands(a *app) []*cobra.Command {
 	return []*cobra.Command{
-		submitCommand(a), listCommand(a), statusCommand(a), cancelCommand(a), waitCommand(a), resultCommand(a), logsCommand(a), clusterCommand(a),
+		submitCommand(a), listCommand(a), statusCommand(a), cancelCommand(a), purgeCommand(a), waitCommand(a), resultCommand(a), logsCommand(a), clusterCommand(a),
 		checkpointsCommand(a), savepointCommand(a), savepointsCommand(a), deleteSavepointCommand(a),
 	}
 }
@@ -126,6 +126,7 @@ func submitCommand(a *app) *cobra.Command {
 		detached    bool
 		skipCheck   bool
 		restoreFrom string
+		idReuse     string
 	)
 	c := &cobra.Command{
 		Use:   "submit FILE",
@@ -151,6 +152,14 @@ func submitCommand(a *app) *cobra.Command {
 			}
 			if id != "" && !jobgraph.ValidJobID(id) {
 				return exit(exitUsage, fmt.Errorf("--id %q: %s", id, jobgraph.JobIDRule))
+			}
+			submitOpts := []sdk.SubmitOption{}
+			switch idReuse {
+			case "", "reject-duplicate":
+			case "allow-duplicate":
+				submitOpts = append(submitOpts, sdk.WithIDReuse())
+			default:
+				return exit(exitUsage, fmt.Errorf("--id-reuse %q: want reject-duplicate or allow-duplicate", idReuse))
 			}
 			file, err := readJobFile(args[0], a.s.In)
 			if err != nil {
@@ -182,8 +191,11 @@ func submitCommand(a *app) *cobra.Command {
 			if id == "" {
 				id = sdk.NewJobID()
 			}
-			sub, err := client.Submit(ctx, file.graph, sdk.WithJobID(id))
+			sub, err := client.Submit(ctx, file.graph, append(submitOpts, sdk.WithJobID(id))...)
 			cancel()
+			if errors.Is(err, sdk.ErrCleanupPending) {
+				return exit(exitError, fmt.Errorf("job %s ended but its cleanup is not done yet, so its id cannot run again yet; nothing was submitted, try again shortly", id))
+			}
 			if errors.Is(err, sdk.ErrSavepointNotFound) {
 				return savepointNotFound(file.graph.GetConfig().GetRestoreFromSavepoint(), restoreBy)
 			}
@@ -216,6 +228,8 @@ func submitCommand(a *app) *cobra.Command {
 	c.Flags().StringVar(&restoreFrom, "restore-from", "",
 		"start the job's subtasks from their states in this savepoint (its id, from 'jobplane savepoint'); overrides the file's config.restore_from_savepoint")
 	_ = c.RegisterFlagCompletionFunc("restore-from", a.completeSavepointIDs)
+	c.Flags().StringVar(&idReuse, "id-reuse", "reject-duplicate",
+		"what a submission of an id whose job ended does: reject-duplicate answers the kept result (the job never runs again); allow-duplicate removes it and runs the job anew, under a new run id")
 	return c
 }
 
@@ -285,7 +299,7 @@ func invokablesNotOffered(e *sdk.InvokableNotOfferedError, file *jobFile) error 
 // SubmitJobResponse as JSON or YAML.
 func (a *app) printSubmitted(format string, sub *sdk.Submitted) error {
 	if format != "table" {
-		return printStructured(a.s.Out, format, &jobplanev1.SubmitJobResponse{JobId: sub.JobID, Created: sub.Created, Status: sub.Status})
+		return printStructured(a.s.Out, format, &jobplanev1.SubmitJobResponse{JobId: sub.JobID, Created: sub.Created, Status: sub.Status, RunId: sub.RunID})
 	}
 	fmt.Fprintln(a.s.Out, sub.JobID)
 	verb := "submitted"
@@ -449,15 +463,23 @@ func statusCommand(a *app) *cobra.Command {
 }
 
 func cancelCommand(a *app) *cobra.Command {
-	return &cobra.Command{
+	var reason, requestID, runID string
+	c := &cobra.Command{
 		Use:               "cancel ID",
 		ValidArgsFunction: a.completeJobIDs,
 		Short:             "cancel a job (it ends CANCELED unless it ended already)",
+		Example:           "  jobplane cancel --reason 'superseded by nightly-2' nightly-1",
 		Args:              cobra.ExactArgs(1),
 		RunE: a.clientRun(func(cmd *cobra.Command, args []string, client *sdk.Client, format string) error {
 			ctx, cancel := a.requestContext(cmd.Context())
 			defer cancel()
-			st, err := client.Cancel(ctx, args[0])
+			// Only the flags given are sent: a server before contract 1.2
+			// refuses fields it does not know.
+			opts := []sdk.CancelOption{sdk.WithReason(reason), sdk.WithRun(runID), sdk.WithRequestID(requestID)}
+			st, err := client.Cancel(ctx, args[0], opts...)
+			if errors.Is(err, sdk.ErrJobNotFound) && runID != "" {
+				return exit(exitError, fmt.Errorf("job %s has no run %s (its current job is another run, or none); nothing was canceled", args[0], runID))
+			}
 			if errors.Is(err, sdk.ErrJobTerminal) {
 				status := "FINISHED or FAILED"
 				var e *sdk.Error
@@ -476,6 +498,40 @@ func cancelCommand(a *app) *cobra.Command {
 			return nil
 		}),
 	}
+	c.Flags().StringVar(&reason, "reason", "", "why the job is canceled, recorded with the request and shown in the job's status and result (at most 1,024 bytes)")
+	c.Flags().StringVar(&requestID, "request-id", "", "the cancel request's id, recorded with it")
+	c.Flags().StringVar(&runID, "run", "", "cancel only this run of the job id (its run id, from 'jobplane status'); by default the current one")
+	return c
+}
+
+func purgeCommand(a *app) *cobra.Command {
+	var runID string
+	c := &cobra.Command{
+		Use:               "purge ID",
+		ValidArgsFunction: a.completeJobIDs,
+		Short:             "remove an ended job's kept result now, freeing its id for a new run",
+		Args:              cobra.ExactArgs(1),
+		RunE: a.clientRun(func(cmd *cobra.Command, args []string, client *sdk.Client, format string) error {
+			ctx, cancel := a.requestContext(cmd.Context())
+			defer cancel()
+			err := client.Purge(ctx, args[0], runID)
+			switch {
+			case errors.Is(err, sdk.ErrJobNotTerminal):
+				return exit(exitError, fmt.Errorf("job %s has not ended; cancel it first ('jobplane cancel %s')", args[0], args[0]))
+			case errors.Is(err, sdk.ErrCleanupPending):
+				return exit(exitError, fmt.Errorf("job %s ended but its cleanup is not done yet; nothing was purged, try again shortly", args[0]))
+			case err != nil:
+				return fail(err, nil)
+			}
+			if format != "table" {
+				return printStructured(a.s.Out, format, &jobplanev1.PurgeJobResponse{})
+			}
+			fmt.Fprintf(a.s.Out, "job %s purged: its id is free\n", args[0])
+			return nil
+		}),
+	}
+	c.Flags().StringVar(&runID, "run", "", "purge only this run of the job id (its run id); by default the current one")
+	return c
 }
 
 func clusterCommand(a *app) *cobra.Command {

@@ -338,8 +338,33 @@ func TestClientVerbs(t *testing.T) {
 		}
 		expect(t, "status", r, exitOK, []string{"Status:     RUNNING", "Subtasks:   2 running",
 			"nap     -     2            RUNNING  2 running", "nap     0        0        RUNNING  te-", "nap     1        0        RUNNING  te-"}, nil)
-		expect(t, "cancel", c.run(t, "cancel", "to-cancel"), exitOK, []string{"job to-cancel CANCEL"}, nil)
+		expect(t, "purge a running job", c.run(t, "purge", "to-cancel"), exitError, nil, []string{"job to-cancel has not ended; cancel it first"})
+		expect(t, "cancel", c.run(t, "cancel", "--reason", "superseded by nightly-2", "--request-id", "req-1", "to-cancel"), exitOK, []string{"job to-cancel CANCEL"}, nil)
+		expect(t, "cancel again", c.run(t, "cancel", "--reason", "another reason", "to-cancel"), exitOK, nil, nil)
 		expect(t, "wait", c.run(t, "wait", "to-cancel"), exitJobCanceled, []string{"job to-cancel CANCELED"}, nil)
+		expect(t, "status of the canceled job", c.run(t, "status", "to-cancel"), exitOK, []string{"Run:", `Cancel request:  "superseded by nightly-2", id req-1, at `}, nil)
+		expect(t, "result of the canceled job", c.run(t, "result", "to-cancel"), exitJobCanceled, []string{"run ", `cancel request: "superseded by nightly-2", id req-1`}, nil)
+		expect(t, "cancel another run", c.run(t, "cancel", "--run", "no-such-run", "to-cancel"), exitError, nil, []string{"job to-cancel has no run no-such-run"})
+		// The ended job's id runs again once its result is purged, or
+		// with --id-reuse allow-duplicate.
+		expect(t, "resubmit", c.run(t, "submit", "-d", "--id", "to-cancel", job), exitOK, nil, []string{"exists already with the same graph (CANCELED)"})
+		expect(t, "resubmit allowing reuse", c.run(t, "submit", "-d", "--id-reuse", "allow-duplicate", "--id", "to-cancel", job), exitOK, nil, []string{"job to-cancel submitted"})
+		expect(t, "cancel the second run", c.run(t, "cancel", "to-cancel"), exitOK, nil, nil)
+		expect(t, "wait for the second run", c.run(t, "wait", "to-cancel"), exitJobCanceled, nil, nil)
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			r = c.run(t, "purge", "to-cancel")
+			if r.code == exitOK || !strings.Contains(r.stderr, "cleanup is not done yet") || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		expect(t, "purge", r, exitOK, []string{"job to-cancel purged"}, nil)
+		expect(t, "status after purge", c.run(t, "status", "to-cancel"), exitError, nil, nil)
+		// A third run, canceled as the later subtests expect the job.
+		expect(t, "submit after purge", c.run(t, "submit", "-d", "--id", "to-cancel", job), exitOK, nil, []string{"job to-cancel submitted"})
+		expect(t, "cancel the third run", c.run(t, "cancel", "to-cancel"), exitOK, nil, nil)
+		expect(t, "wait for the third run", c.run(t, "wait", "to-cancel"), exitJobCanceled, nil, nil)
+		expect(t, "bad --id-reuse", c.run(t, "submit", "-d", "--id-reuse", "sometimes", job), exitUsage, nil, []string{"--id-reuse"})
 	})
 
 	// Without a terminal, SIGINT detaches; the job goes on.

@@ -200,7 +200,7 @@ func TestCancelAndResultOrderedByTheStore(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatal("the job's result was never written")
 			}
-			if det, _, err := d.Details(ctx, id, false, jobmaster.Page{}); err != nil || jobstatus.IsGloballyTerminal(det.GetSummary().GetStatus()) {
+			if det, _, err := d.Details(ctx, id, "", false, jobmaster.Page{}); err != nil || jobstatus.IsGloballyTerminal(det.GetSummary().GetStatus()) {
 				t.Errorf("Details before the result's write answered = %v, %v; want a status that is not globally terminal", det.GetSummary().GetStatus(), err)
 			}
 			// A cancel that comes after the result, while the result's
@@ -221,7 +221,7 @@ func TestCancelAndResultOrderedByTheStore(t *testing.T) {
 			}
 			a := <-answered
 			st, cerr := a.st, a.err
-			if det, _, err := d.Details(ctx, id, false, jobmaster.Page{}); tc.wantCancel == 0 && (err != nil || !jobstatus.IsGloballyTerminal(det.GetSummary().GetStatus())) {
+			if det, _, err := d.Details(ctx, id, "", false, jobmaster.Page{}); tc.wantCancel == 0 && (err != nil || !jobstatus.IsGloballyTerminal(det.GetSummary().GetStatus())) {
 				t.Errorf("Details after Cancel answered terminal = %v, %v; want the terminal status", det.GetSummary().GetStatus(), err)
 			}
 			var term *dispatcher.TerminalError
@@ -236,7 +236,7 @@ func TestCancelAndResultOrderedByTheStore(t *testing.T) {
 			gs.open()
 			wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
 			defer wcancel()
-			res, err := d.Result(wctx, id, true)
+			res, err := d.Result(wctx, id, "", true)
 			if err != nil || res.GetStatus() != tc.wantResult {
 				t.Errorf("Result = %v, %v; want %v", res.GetStatus(), err, tc.wantResult)
 			}

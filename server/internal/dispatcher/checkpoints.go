@@ -69,7 +69,7 @@ func (d *Dispatcher) Checkpoints(ctx context.Context, jobID string) ([]*hastorev
 	// The statistics of a running job, or of an ended one whose final
 	// details are still kept.
 	var stats *jobplanev1.CheckpointStats
-	if det, _, err := d.Details(ctx, jobID, false, jobmaster.Page{}); err == nil {
+	if det, _, err := d.Details(ctx, jobID, "", false, jobmaster.Page{}); err == nil {
 		stats = det.GetCheckpoints()
 	}
 	return cps, stats, nil

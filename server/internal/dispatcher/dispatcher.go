@@ -187,7 +187,10 @@ type leadership struct {
 
 // job is the Dispatcher's record of one job.
 type job struct {
-	id         string
+	id string
+	// runID tells this run of the id from its others (the plan's and the
+	// result's run_id).
+	runID      string
 	digest     []byte
 	name       string
 	submitTime time.Time
@@ -205,6 +208,14 @@ type job struct {
 	changed chan struct{}
 	result  *jobplanev1.JobResult // set once globally terminal
 	done    chan struct{}         // closed once the result is recorded
+	// cancellation is the run's recorded cancel request, as the store
+	// keeps it (the first one's); nil before one is recorded.
+	cancellation *jobplanev1.Cancellation
+	// purging is set, and closed once done, while the job's result is
+	// being removed from the store (PurgeJob, or a submission that
+	// reuses the id): others that would remove it or reuse the id wait
+	// for it, then look again.
+	purging chan struct{}
 	// graph is the job's plan while it runs (shared with its JobMaster),
 	// and placements where its attempts ran once it ended, for a while
 	// (output.go).
@@ -317,15 +328,31 @@ func (d *Dispatcher) expireResults(ctx context.Context, ld *leadership) {
 		if !res.GetEndTime().AsTime().Before(cutoff) {
 			continue
 		}
-		if err := d.cfg.Store.DeleteJobResultEntry(ctx, ld.l.Fence(), res.GetJobId()); err != nil {
+		// The listed result may be gone already, its id used by a newer
+		// run (PurgeJob, ALLOW_DUPLICATE): the store deletes by job id,
+		// so only the run this leader holds as the id's, not being
+		// removed otherwise, is deleted, and purging keeps the id from
+		// being reused meanwhile.
+		d.mu.Lock()
+		j := ld.jobs[res.GetJobId()]
+		if j != nil && (j.result == nil || j.runID != res.GetRunId() || j.purging != nil) {
+			d.mu.Unlock()
+			continue
+		}
+		if j != nil {
+			j.purging = make(chan struct{})
+		}
+		d.mu.Unlock()
+		var err error
+		if j != nil {
+			err = d.removeResult(ld, j)
+		} else {
+			err = d.cfg.Store.DeleteJobResultEntry(ctx, ld.l.Fence(), res.GetJobId())
+		}
+		if err != nil {
 			d.log.Warn("deleting an expired result", "job", res.GetJobId(), "err", err)
 			continue
 		}
-		d.mu.Lock()
-		if j := ld.jobs[res.GetJobId()]; j != nil && j.result != nil {
-			ld.forgetLocked(j)
-		}
-		d.mu.Unlock()
 		d.log.Info("deleted an expired job result", "job", res.GetJobId())
 	}
 }
@@ -382,7 +409,7 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 			d.cleanup(ctx, f, res.GetJobId(), nil)
 		}
 		j := &job{
-			id: res.GetJobId(), digest: res.GetPlanDigest(), name: res.GetName(),
+			id: res.GetJobId(), runID: res.GetRunId(), cancellation: res.GetCancellation(), digest: res.GetPlanDigest(), name: res.GetName(),
 			submitTime: res.GetSubmitTime().AsTime(), result: res, owner: res.GetSubmittedBy(),
 			persisting: closedChan(), changed: make(chan struct{}), done: closedChan(),
 		}
@@ -421,12 +448,13 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 		case r.err != nil:
 			return r.err
 		}
-		d.log.Info("recovering a job", "job", id, "cancel_requested", r.canceled)
+		d.log.Info("recovering a job", "job", id, "cancel_requested", r.cancellation != nil)
 		j := newJob(r.plan)
+		j.cancellation = recorded(r.cancellation)
 		d.mu.Lock()
 		ld.jobs[id] = j
 		_ = d.admitLocked(ld, j, false)
-		err = d.startLocked(ld, j, r.plan, true, r.canceled, nil)
+		err = d.startLocked(ld, j, r.plan, true, r.cancellation != nil, nil)
 		d.mu.Unlock()
 		if err != nil {
 			return err
@@ -440,11 +468,12 @@ const recoveryReads = 32
 
 // planRead is what recovery reads of one listed job.
 type planRead struct {
-	done     chan struct{} // closed once the fields below are set
-	skip     bool          // the job is known; nothing was read
-	plan     *hastorev1.ExecutionPlan
-	canceled bool
-	err      error
+	done chan struct{} // closed once the fields below are set
+	skip bool          // the job is known; nothing was read
+	plan *hastorev1.ExecutionPlan
+	// cancellation is the job's cancel request; nil if none.
+	cancellation *jobplanev1.Cancellation
+	err          error
 }
 
 // readAhead reads, recoveryReads at a time, the plan and cancel flag of
@@ -471,12 +500,21 @@ func (d *Dispatcher) readAhead(ctx context.Context, ids []string, known func(str
 			go func() {
 				defer func() { <-sem; close(r.done) }()
 				if r.plan, r.err = d.cfg.Store.GetExecutionPlan(ctx, id); r.err == nil {
-					r.canceled, r.err = d.cfg.Store.CancelRequested(ctx, id)
+					r.cancellation, r.err = d.cfg.Store.Cancellation(ctx, id)
 				}
 			}()
 		}
 	}()
 	return reads
+}
+
+// recorded returns a cancel request's record as a job shows it: nil for
+// one without any (an empty record, from a store or a request before 1.2).
+func recorded(c *jobplanev1.Cancellation) *jobplanev1.Cancellation {
+	if c == nil || proto.Equal(c, &jobplanev1.Cancellation{}) {
+		return nil
+	}
+	return c
 }
 
 func closedChan() chan struct{} {
@@ -487,7 +525,7 @@ func closedChan() chan struct{} {
 
 func newJob(plan *hastorev1.ExecutionPlan) *job {
 	j := &job{
-		id: plan.GetJobId(), digest: plan.GetDigest(), name: plan.GetJobGraph().GetName(),
+		id: plan.GetJobId(), runID: plan.GetRunId(), digest: plan.GetDigest(), name: plan.GetJobGraph().GetName(),
 		submitTime: plan.GetSubmitTime().AsTime(), owner: plan.GetSubmittedBy(), persisting: make(chan struct{}),
 		changed: make(chan struct{}), done: make(chan struct{}), graph: plan.GetJobGraph(),
 	}
@@ -496,7 +534,7 @@ func newJob(plan *hastorev1.ExecutionPlan) *job {
 	}
 	j.history = newHistory(&jobplanev1.JobSummary{
 		JobId: j.id, Name: j.name, Status: jobstatus.Initializing,
-		SubmitTime: timestamppb.New(j.submitTime), StatusTime: timestamppb.Now(), SubmittedBy: j.owner,
+		SubmitTime: timestamppb.New(j.submitTime), StatusTime: timestamppb.Now(), SubmittedBy: j.owner, RunId: j.runID,
 	})
 	return j
 }
@@ -506,6 +544,7 @@ func summaryOfResult(res *jobplanev1.JobResult) *jobplanev1.JobSummary {
 		JobId: res.GetJobId(), Name: res.GetName(), Status: res.GetStatus(),
 		SubmitTime: res.GetSubmitTime(), StatusTime: res.GetEndTime(), EndTime: res.GetEndTime(),
 		RestartCount: res.GetRestartCount(), Failure: res.GetFailure(), SubmittedBy: res.GetSubmittedBy(),
+		RunId: res.GetRunId(), Cancellation: res.GetCancellation(),
 	}
 }
 
@@ -520,7 +559,10 @@ func (ld *leadership) recordLocked(j *job, s *jobplanev1.JobSummary) {
 	if s.SubmitTime == nil {
 		s.SubmitTime = timestamppb.New(j.submitTime)
 	}
-	s.SubmittedBy = j.owner
+	s.SubmittedBy, s.RunId = j.owner, j.runID
+	if s.Cancellation == nil {
+		s.Cancellation = j.cancellation
+	}
 	if !j.history.record(s) {
 		return
 	}
@@ -623,8 +665,13 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 		JobId: j.id, Status: res.Status, SubmitTime: timestamppb.New(j.submitTime), EndTime: timestamppb.New(now),
 		Failure: res.Failure, RestartCount: int32(res.Restarts), Name: j.name, PlanDigest: j.digest,
 		ExceptionHistory: res.Exceptions, SubmittedBy: j.owner,
-		Values: res.Values, Accumulators: res.Accumulators,
+		Values: res.Values, Accumulators: res.Accumulators, RunId: j.runID,
 	}
+	d.mu.Lock()
+	if res.Status == jobstatus.Canceled {
+		result.Cancellation = j.cancellation
+	}
+	d.mu.Unlock()
 	// Where the attempts ran goes with the result, so that their output
 	// is found after a restart or a change of leader (output.go).
 	result.Placements = res.Placements.Proto()
@@ -664,6 +711,11 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 			// the cancel's answer promised. The exceptions are kept.
 			d.log.Info("the job's cancellation was requested before its result; it ends CANCELED", "job", j.id, "status", result.GetStatus())
 			result.Status, result.Failure = jobstatus.Canceled, nil
+			if result.Cancellation == nil {
+				// The request was recorded, but its CancelJob has not
+				// told this job yet: the store's record is the one.
+				result.Cancellation = d.storedCancellation(ld, j)
+			}
 			continue
 		}
 		if ld.ctx.Err() != nil || errors.Is(err, hastore.ErrStaleToken) {
@@ -692,6 +744,36 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 	telemetry.JobEnded(ld.ctx, strings.TrimPrefix(result.GetStatus().String(), "JOB_STATUS_"), result.GetEndTime().AsTime().Sub(result.GetSubmitTime().AsTime()))
 	if !cleaned {
 		d.cleanup(ld.ctx, f, j.id, pending)
+	}
+}
+
+// storedCancellation returns the job's cancel request's record as the
+// store keeps it, and keeps it in j; nil if it cannot be read or has none.
+func (d *Dispatcher) storedCancellation(ld *leadership, j *job) *jobplanev1.Cancellation {
+	ctx, cancel := context.WithTimeout(ld.ctx, d.cfg.PersistTimeout)
+	defer cancel()
+	c, err := d.cfg.Store.Cancellation(ctx, j.id)
+	if err != nil {
+		d.log.Warn("reading a job's cancel request", "job", j.id, "err", err)
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ld.cancellationLocked(j, recorded(c))
+	return j.cancellation
+}
+
+// cancellationLocked keeps c as the job's cancel request's record unless
+// it has one, and shows it in the job's summary; d.mu must be held.
+func (ld *leadership) cancellationLocked(j *job, c *jobplanev1.Cancellation) {
+	if j.cancellation != nil || c == nil {
+		return
+	}
+	j.cancellation = c
+	if j.result == nil {
+		s := proto.CloneOf(j.latest())
+		s.Cancellation = c
+		ld.recordLocked(j, s)
 	}
 }
 

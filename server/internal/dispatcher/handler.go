@@ -68,6 +68,8 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 		term  *TerminalError
 		nterm *NotTerminalError
 		nosp  *SavepointNotFoundError
+		norun *RunNotFoundError
+		dirty *CleanupPendingError
 		notof *NotOfferedError
 		cerr  *connect.Error
 	)
@@ -125,6 +127,10 @@ func (h *Handler) wire(ctx context.Context, err error, jobID string) error {
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_PERSIST_OUTCOME_UNKNOWN, "the HA store did not confirm the job's plan; retry the same submission", map[string]string{"job_id": jobID})
 	case errors.Is(err, ErrPersistFailed):
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_PERSIST_FAILED, "the job's plan could not be persisted; nothing runs, and the submission may be retried", map[string]string{"job_id": jobID})
+	case errors.As(err, &norun):
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_FOUND, "job "+jobID+" has no run "+norun.RunID+": its current job is another run", map[string]string{"job_id": jobID, "run_id": norun.RunID})
+	case errors.As(err, &dirty):
+		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_JOB_RESULT_DIRTY, err.Error(), map[string]string{"job_id": jobID})
 	case errors.Is(err, ErrJobNotFound):
 		return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_JOB_NOT_FOUND, "no job "+jobID, map[string]string{"job_id": jobID})
 	case errors.As(err, &term):
@@ -186,6 +192,41 @@ func checkJobID(id string) error {
 	return nil
 }
 
+// checkRun checks a request's job id and run id.
+func checkRun(jobID, runID string) error {
+	if err := checkJobID(jobID); err != nil {
+		return err
+	}
+	if len(runID) > hastore.MaxRunIDLength {
+		return apierror.BadRequest(apierror.Field{Path: "run_id", Description: fmt.Sprintf("longer than %d bytes", hastore.MaxRunIDLength)})
+	}
+	return nil
+}
+
+// checkCancel checks a CancelJob's fields, with a violation per bad one.
+func checkCancel(req *jobplanev1.CancelJobRequest) error {
+	var fields []apierror.Field
+	if !hastore.ValidJobID(req.GetJobId()) {
+		fields = append(fields, apierror.Field{Path: "job_id", Description: "want 1 to 64 characters from [A-Za-z0-9_-]"})
+	}
+	for _, f := range []struct {
+		path, value string
+		max         int
+	}{
+		{"run_id", req.GetRunId(), hastore.MaxRunIDLength},
+		{"request_id", req.GetRequestId(), hastore.MaxCancelRequestIDLength},
+		{"reason", req.GetReason(), hastore.MaxCancelReasonLength},
+	} {
+		if len(f.value) > f.max {
+			fields = append(fields, apierror.Field{Path: f.path, Description: fmt.Sprintf("longer than %d bytes", f.max)})
+		}
+	}
+	if len(fields) > 0 {
+		return apierror.BadRequest(fields...)
+	}
+	return nil
+}
+
 // SubmitJob implements DispatcherServiceHandler.
 func (h *Handler) SubmitJob(ctx context.Context, req *jobplanev1.SubmitJobRequest) (*jobplanev1.SubmitJobResponse, error) {
 	if err := checkJobID(req.GetJobId()); err != nil {
@@ -194,16 +235,17 @@ func (h *Handler) SubmitJob(ctx context.Context, req *jobplanev1.SubmitJobReques
 	if err := h.authorize(ctx, jobplanev1connect.DispatcherServiceSubmitJobProcedure, req.GetJobId()); err != nil {
 		return nil, err
 	}
-	out, err := h.d.Submit(ctx, req.GetJobId(), req.GetJobGraph())
+	allow := req.GetIdReuse() == jobplanev1.JobIdReusePolicy_JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE
+	out, err := h.d.SubmitReusing(ctx, req.GetJobId(), req.GetJobGraph(), allow)
 	if err != nil {
 		return nil, h.wire(ctx, err, req.GetJobId())
 	}
-	return &jobplanev1.SubmitJobResponse{JobId: req.GetJobId(), Created: out.Created, Status: out.Status}, nil
+	return &jobplanev1.SubmitJobResponse{JobId: req.GetJobId(), Created: out.Created, Status: out.Status, RunId: out.RunID}, nil
 }
 
 // GetJob implements DispatcherServiceHandler.
 func (h *Handler) GetJob(ctx context.Context, req *jobplanev1.GetJobRequest) (*jobplanev1.GetJobResponse, error) {
-	if err := checkJobID(req.GetJobId()); err != nil {
+	if err := checkRun(req.GetJobId(), req.GetRunId()); err != nil {
 		return nil, err
 	}
 	if err := h.authorize(ctx, jobplanev1connect.DispatcherServiceGetJobProcedure, req.GetJobId()); err != nil {
@@ -226,7 +268,7 @@ func (h *Handler) GetJob(ctx context.Context, req *jobplanev1.GetJobRequest) (*j
 		}
 		page.Offset = offset
 	}
-	det, next, err := h.d.Details(ctx, req.GetJobId(), full, page)
+	det, next, err := h.d.Details(ctx, req.GetJobId(), req.GetRunId(), full, page)
 	if err != nil {
 		return nil, h.wire(ctx, err, req.GetJobId())
 	}
@@ -324,13 +366,13 @@ func decodeListCursor(token string) (c Cursor, ok bool) {
 
 // CancelJob implements DispatcherServiceHandler.
 func (h *Handler) CancelJob(ctx context.Context, req *jobplanev1.CancelJobRequest) (*jobplanev1.CancelJobResponse, error) {
-	if err := checkJobID(req.GetJobId()); err != nil {
+	if err := checkCancel(req); err != nil {
 		return nil, err
 	}
 	if err := h.authorize(ctx, jobplanev1connect.DispatcherServiceCancelJobProcedure, req.GetJobId()); err != nil {
 		return nil, err
 	}
-	st, err := h.d.Cancel(ctx, req.GetJobId())
+	st, err := h.d.CancelRun(ctx, req.GetJobId(), CancelRequest{RunID: req.GetRunId(), RequestID: req.GetRequestId(), Reason: req.GetReason()})
 	if err != nil {
 		return nil, h.wire(ctx, err, req.GetJobId())
 	}
@@ -339,28 +381,42 @@ func (h *Handler) CancelJob(ctx context.Context, req *jobplanev1.CancelJobReques
 
 // GetJobResult implements DispatcherServiceHandler.
 func (h *Handler) GetJobResult(ctx context.Context, req *jobplanev1.GetJobResultRequest) (*jobplanev1.GetJobResultResponse, error) {
-	if err := checkJobID(req.GetJobId()); err != nil {
+	if err := checkRun(req.GetJobId(), req.GetRunId()); err != nil {
 		return nil, err
 	}
 	if err := h.authorize(ctx, jobplanev1connect.DispatcherServiceGetJobResultProcedure, req.GetJobId()); err != nil {
 		return nil, err
 	}
-	res, err := h.d.Result(ctx, req.GetJobId(), req.GetWait())
+	res, err := h.d.Result(ctx, req.GetJobId(), req.GetRunId(), req.GetWait())
 	if err != nil {
 		return nil, h.wire(ctx, err, req.GetJobId())
 	}
 	return &jobplanev1.GetJobResultResponse{Result: res}, nil
 }
 
+// PurgeJob implements DispatcherServiceHandler.
+func (h *Handler) PurgeJob(ctx context.Context, req *jobplanev1.PurgeJobRequest) (*jobplanev1.PurgeJobResponse, error) {
+	if err := checkRun(req.GetJobId(), req.GetRunId()); err != nil {
+		return nil, err
+	}
+	if err := h.authorize(ctx, jobplanev1connect.DispatcherServicePurgeJobProcedure, req.GetJobId()); err != nil {
+		return nil, err
+	}
+	if err := h.d.Purge(ctx, req.GetJobId(), req.GetRunId()); err != nil {
+		return nil, h.wire(ctx, err, req.GetJobId())
+	}
+	return &jobplanev1.PurgeJobResponse{}, nil
+}
+
 // WatchJob implements DispatcherServiceHandler.
 func (h *Handler) WatchJob(ctx context.Context, req *jobplanev1.WatchJobRequest, stream *connect.ServerStream[jobplanev1.WatchJobResponse]) error {
-	if err := checkJobID(req.GetJobId()); err != nil {
+	if err := checkRun(req.GetJobId(), req.GetRunId()); err != nil {
 		return err
 	}
 	if err := h.authorize(ctx, jobplanev1connect.DispatcherServiceWatchJobProcedure, req.GetJobId()); err != nil {
 		return err
 	}
-	err := h.d.Watch(ctx, req.GetJobId(), req.GetResumeToken(), h.Heartbeat, func(ev WatchEvent) error {
+	err := h.d.Watch(ctx, req.GetJobId(), req.GetRunId(), req.GetResumeToken(), h.Heartbeat, func(ev WatchEvent) error {
 		if ev.Summary == nil {
 			return stream.Send(&jobplanev1.WatchJobResponse{Event: &jobplanev1.WatchJobResponse_Heartbeat{Heartbeat: &jobplanev1.Heartbeat{}}})
 		}

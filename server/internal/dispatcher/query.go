@@ -42,6 +42,29 @@ func (e *NotTerminalError) Error() string {
 	return fmt.Sprintf("dispatcher: job %s is %v, not terminal", e.JobID, e.Status)
 }
 
+// RunNotFoundError says the job id's current job is not the run a
+// request named. errors.Is(err, ErrJobNotFound) is true for it.
+type RunNotFoundError struct {
+	JobID, RunID string
+}
+
+func (e *RunNotFoundError) Error() string {
+	return fmt.Sprintf("dispatcher: job %s has no run %s", e.JobID, e.RunID)
+}
+
+// Is makes errors.Is(err, ErrJobNotFound) true for a RunNotFoundError.
+func (e *RunNotFoundError) Is(target error) bool { return target == ErrJobNotFound }
+
+// findRun is find, and with a run id, only that run of the id: another
+// run is a *RunNotFoundError.
+func (d *Dispatcher) findRun(ctx context.Context, jobID, runID string) (*leadership, *job, error) {
+	ld, j, err := d.find(ctx, jobID)
+	if err == nil && runID != "" && j.runID != runID {
+		return nil, nil, &RunNotFoundError{JobID: jobID, RunID: runID}
+	}
+	return ld, j, err
+}
+
 func (d *Dispatcher) find(ctx context.Context, jobID string) (*leadership, *job, error) {
 	ld, err := d.current(ctx)
 	if err != nil {
@@ -72,12 +95,28 @@ func (d *Dispatcher) Owner(ctx context.Context, jobID string) (string, error) {
 	return j.owner, nil
 }
 
+// CancelRequest is what a CancelJob asks beside the job id: the run it
+// means (empty for the current one), and its id and reason, recorded with
+// the request.
+type CancelRequest struct {
+	RunID, RequestID, Reason string
+}
+
 // Cancel cancels a job and returns its status right after.
 func (d *Dispatcher) Cancel(ctx context.Context, jobID string) (jobplanev1.JobStatus, error) {
-	ld, j, err := d.find(ctx, jobID)
+	return d.CancelRun(ctx, jobID, CancelRequest{})
+}
+
+// CancelRun cancels a job, only the run req names if it names one, and
+// records req's id and reason with the request: the store keeps the first
+// request's, and the job shows it (JobSummary.cancellation,
+// JobResult.cancellation).
+func (d *Dispatcher) CancelRun(ctx context.Context, jobID string, req CancelRequest) (jobplanev1.JobStatus, error) {
+	ld, j, err := d.findRun(ctx, jobID, req.RunID)
 	if err != nil {
 		return 0, err
 	}
+	record := &jobplanev1.Cancellation{RequestId: req.RequestID, Reason: req.Reason, RequestedTime: timestamppb.Now()}
 	d.mu.Lock()
 	result, r := j.result, j.runner
 	d.mu.Unlock()
@@ -86,7 +125,7 @@ func (d *Dispatcher) Cancel(ctx context.Context, jobID string) (jobplanev1.JobSt
 	}
 	// The request is made durable before anything is done for it, so that
 	// a leader that recovers the job cancels it too.
-	if err := d.requestCancel(ld, jobID); err != nil {
+	if err := d.requestCancel(ld, jobID, record); err != nil {
 		if !errors.Is(err, hastore.ErrPlanNotFound) && !errors.Is(err, hastore.ErrJobTerminal) {
 			return 0, err
 		}
@@ -117,6 +156,18 @@ func (d *Dispatcher) Cancel(ctx context.Context, jobID string) (jobplanev1.JobSt
 			return 0, ErrNotLeading // it ended without a result here: not ours to answer
 		}
 		return terminalCancel(jobID, result)
+	}
+	d.mu.Lock()
+	first := j.cancellation == nil
+	d.mu.Unlock()
+	if first {
+		// The store keeps the first request's record, which may be
+		// another concurrent request's: the job shows the store's.
+		if d.storedCancellation(ld, j) == nil {
+			d.mu.Lock()
+			ld.cancellationLocked(j, record)
+			d.mu.Unlock()
+		}
 	}
 	st := r.Cancel(ctx)
 	if err := d.stillLeading(ld); err != nil {
@@ -153,10 +204,10 @@ var ErrCancelNotRecorded = errors.New("dispatcher: the cancel request could not 
 
 // requestCancel records the job's cancel request in the store, within the
 // persist timeout.
-func (d *Dispatcher) requestCancel(ld *leadership, jobID string) error {
+func (d *Dispatcher) requestCancel(ld *leadership, jobID string, record *jobplanev1.Cancellation) error {
 	ctx, cancel := context.WithTimeout(ld.ctx, d.cfg.PersistTimeout)
 	defer cancel()
-	err := d.cfg.Store.RequestCancel(ctx, ld.l.Fence(), jobID)
+	err := d.cfg.Store.RequestCancel(ctx, ld.l.Fence(), jobID, record)
 	switch {
 	case err == nil, errors.Is(err, hastore.ErrPlanNotFound), errors.Is(err, hastore.ErrJobTerminal):
 		return err
@@ -176,8 +227,8 @@ func (d *Dispatcher) requestCancel(ld *leadership, jobID string) error {
 // from its JobMaster; an ended job's from the final details its
 // JobMaster left, while they are kept (ended.go); otherwise only the
 // summary and the exception history are known.
-func (d *Dispatcher) Details(ctx context.Context, jobID string, full bool, page jobmaster.Page) (*jobplanev1.JobDetails, int, error) {
-	ld, j, err := d.find(ctx, jobID)
+func (d *Dispatcher) Details(ctx context.Context, jobID, runID string, full bool, page jobmaster.Page) (*jobplanev1.JobDetails, int, error) {
+	ld, j, err := d.findRun(ctx, jobID, runID)
 	if err != nil {
 		return nil, -1, err
 	}
@@ -189,7 +240,17 @@ func (d *Dispatcher) Details(ctx context.Context, jobID string, full bool, page 
 	if r != nil {
 		if jm := r.JobMaster(); jm != nil {
 			if got, n, err := jm.Details(ctx, full, page); err == nil {
-				got.Summary.SubmitTime, got.Summary.SubmittedBy = timestamppb.New(j.submitTime), j.owner
+				got.Summary.SubmitTime, got.Summary.SubmittedBy, got.Summary.RunId = timestamppb.New(j.submitTime), j.owner, j.runID
+				d.mu.Lock()
+				got.Summary.Cancellation = j.cancellation
+				ended := j.result
+				d.mu.Unlock()
+				if ended != nil {
+					// Once the result is written, its status is the job's,
+					// whatever its last JobMaster's state said (CANCELLING,
+					// say, when the job was canceled before it ran).
+					got.Summary.Status, got.Summary.StatusTime, got.Summary.EndTime = ended.GetStatus(), ended.GetEndTime(), ended.GetEndTime()
+				}
 				if jobstatus.IsGloballyTerminal(got.GetSummary().GetStatus()) {
 					// The JobMaster ended the job, but the job's status is
 					// the store's answer to its result (a cancel recorded
@@ -234,8 +295,8 @@ func (d *Dispatcher) Details(ctx context.Context, jobID string, full bool, page 
 }
 
 // Result returns a job's result; with wait, it waits for the job to end.
-func (d *Dispatcher) Result(ctx context.Context, jobID string, wait bool) (*jobplanev1.JobResult, error) {
-	ld, j, err := d.find(ctx, jobID)
+func (d *Dispatcher) Result(ctx context.Context, jobID, runID string, wait bool) (*jobplanev1.JobResult, error) {
+	ld, j, err := d.findRun(ctx, jobID, runID)
 	if err != nil {
 		return nil, err
 	}
@@ -314,8 +375,8 @@ func parseResumeToken(ld *leadership, j *job, token string) (int, bool, error) {
 // without a summary. With a resume token of this leadership, the watch
 // continues right after the message it names; with any other, it starts
 // with the current summary, marked coalesced.
-func (d *Dispatcher) Watch(ctx context.Context, jobID, resume string, heartbeat time.Duration, fn func(WatchEvent) error) error {
-	ld, j, err := d.find(ctx, jobID)
+func (d *Dispatcher) Watch(ctx context.Context, jobID, runID, resume string, heartbeat time.Duration, fn func(WatchEvent) error) error {
+	ld, j, err := d.findRun(ctx, jobID, runID)
 	if err != nil {
 		return err
 	}

@@ -2,8 +2,10 @@ package dispatcher
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -26,6 +28,9 @@ import (
 type SubmitOutcome struct {
 	Created bool
 	Status  jobplanev1.JobStatus
+	// RunID is the id of the run the outcome is about: the new run's, or
+	// the existing job's.
+	RunID string
 }
 
 // Errors of submissions, mapped to wire codes by the handler.
@@ -59,6 +64,17 @@ func (e *ExistsError) Error() string {
 // another principal is an *ExistsError with OtherOwner, whatever its plan,
 // so that no one sees or adopts another's job through a resubmission.
 func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1.JobGraph) (SubmitOutcome, error) {
+	return d.SubmitReusing(ctx, jobID, graph, false)
+}
+
+// SubmitReusing is Submit, and with allowDuplicate, a submission of an id
+// whose job is globally terminal removes its kept result (as Purge does)
+// and starts a new run of graph, with a new run id; while the job's
+// cleanup is not done, it is a *CleanupPendingError and nothing is done.
+// A crash after the removal and before the new plan is persisted, or a
+// refusal of the new run then (a cluster limit, a failed persist), leaves
+// the id free, so that the retried submission creates the run.
+func (d *Dispatcher) SubmitReusing(ctx context.Context, jobID string, graph *jobplanev1.JobGraph, allowDuplicate bool) (SubmitOutcome, error) {
 	start := time.Now()
 	_, span := jobtrace.Start(ctx, trace.SpanContext{}, "jobplane.validate", trace.WithAttributes(attribute.String("jobplane.job_id", jobID)))
 	prepared, err := jobgraph.Prepare(graph, d.cfg.ParallelismOverrides, d.cfg.Limits)
@@ -102,6 +118,30 @@ func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1
 				}
 				continue
 			}
+			if wait := j.purging; wait != nil {
+				// The job's result is being removed: the id is free once
+				// that is done, or the result stays.
+				d.mu.Unlock()
+				select {
+				case <-wait:
+				case <-ctx.Done():
+					return SubmitOutcome{}, ctx.Err()
+				}
+				continue
+			}
+			if allowDuplicate && j.result != nil && j.owner == owner.Name {
+				if notOffered != nil {
+					// The new run would be refused: the old result stays.
+					d.mu.Unlock()
+					return SubmitOutcome{}, notOffered
+				}
+				j.purging = make(chan struct{})
+				d.mu.Unlock()
+				if err := d.removeResult(ld, j); err != nil {
+					return SubmitOutcome{}, err
+				}
+				continue // the id is free: a new run, unless a concurrent submission made one first
+			}
 			defer d.mu.Unlock()
 			if j.owner != owner.Name {
 				return SubmitOutcome{}, &ExistsError{JobID: jobID, OtherOwner: true}
@@ -109,13 +149,13 @@ func (d *Dispatcher) Submit(ctx context.Context, jobID string, graph *jobplanev1
 			if string(j.digest) != string(digest) {
 				return SubmitOutcome{}, &ExistsError{JobID: jobID, GloballyTerminated: j.result != nil}
 			}
-			return SubmitOutcome{Created: false, Status: j.latest().GetStatus()}, nil
+			return SubmitOutcome{Created: false, Status: j.latest().GetStatus(), RunID: j.runID}, nil
 		}
 		if notOffered != nil {
 			d.mu.Unlock()
 			return SubmitOutcome{}, notOffered
 		}
-		plan := &hastorev1.ExecutionPlan{JobId: jobID, JobGraph: prepared, Digest: digest, SubmitTime: timestamppb.Now(), SubmittedBy: owner.Name}
+		plan := &hastorev1.ExecutionPlan{JobId: jobID, JobGraph: prepared, Digest: digest, SubmitTime: timestamppb.Now(), SubmittedBy: owner.Name, RunId: newRunID()}
 		j := newJob(plan)
 		if err := d.admitLocked(ld, j, true); err != nil {
 			d.mu.Unlock()
@@ -157,8 +197,9 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 			// An earlier attempt's plan, whose outcome was never told:
 			// the job runs from it, as a later leader would.
 			d.mu.Lock()
-			j.submitTime = stored.GetSubmitTime().AsTime()
+			j.submitTime, j.runID = stored.GetSubmitTime().AsTime(), stored.GetRunId()
 			j.history.changes[0].summary.SubmitTime = stored.GetSubmitTime()
+			j.history.changes[0].summary.RunId = stored.GetRunId()
 			d.mu.Unlock()
 			plan = stored
 		}
@@ -220,7 +261,13 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 	}
 	// Logged under the submission's span: the line carries its trace.
 	d.log.InfoContext(trace.ContextWithSpanContext(ctx, j.trace), "job submitted", "job", j.id, "name", j.name)
-	return SubmitOutcome{Created: true, Status: jobstatus.Initializing}, nil
+	return SubmitOutcome{Created: true, Status: jobstatus.Initializing, RunID: plan.GetRunId()}, nil
+}
+
+// newRunID returns a new run id: 128 random bits, so that no two runs of
+// a job id share one.
+func newRunID() string {
+	return strings.ToLower(rand.Text())
 }
 
 // ErrOutcomeUnknown: a plan put failed in a way that leaves unknown

@@ -1230,7 +1230,11 @@ type ExecutionPlan struct {
 	// authentication named it; empty when it authenticated no one. Not part
 	// of the digest: the same plan submitted by another principal is
 	// another principal's job, which the Dispatcher refuses to share.
-	SubmittedBy   string `protobuf:"bytes,5,opt,name=submitted_by,json=submittedBy,proto3" json:"submitted_by,omitempty"`
+	SubmittedBy string `protobuf:"bytes,5,opt,name=submitted_by,json=submittedBy,proto3" json:"submitted_by,omitempty"`
+	// The run's id (jobplane.v1.JobResult.run_id), chosen by the Dispatcher
+	// when it persists the plan; the job's result carries it too. Opaque to
+	// the store. Since 1.2.
+	RunId         string `protobuf:"bytes,6,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1296,6 +1300,13 @@ func (x *ExecutionPlan) GetSubmitTime() *timestamppb.Timestamp {
 func (x *ExecutionPlan) GetSubmittedBy() string {
 	if x != nil {
 		return x.SubmittedBy
+	}
+	return ""
+}
+
+func (x *ExecutionPlan) GetRunId() string {
+	if x != nil {
+		return x.RunId
 	}
 	return ""
 }
@@ -1460,8 +1471,12 @@ type GetExecutionPlanResponse struct {
 	Plan *ExecutionPlan `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
 	// Whether the job's cancellation was requested (RequestJobCancel).
 	CancelRequested bool `protobuf:"varint,2,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// With `cancel_requested`, the first recorded request's cancellation
+	// (RequestJobCancelRequest.cancellation); unset when it carried none.
+	// Since 1.2.
+	Cancellation  *v1.Cancellation `protobuf:"bytes,3,opt,name=cancellation,proto3" json:"cancellation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetExecutionPlanResponse) Reset() {
@@ -1506,6 +1521,13 @@ func (x *GetExecutionPlanResponse) GetCancelRequested() bool {
 		return x.CancelRequested
 	}
 	return false
+}
+
+func (x *GetExecutionPlanResponse) GetCancellation() *v1.Cancellation {
+	if x != nil {
+		return x.Cancellation
+	}
+	return nil
 }
 
 // ListExecutionPlansRequest is the request of
@@ -1725,7 +1747,12 @@ type RequestJobCancelRequest struct {
 	// The writer's leadership. Required.
 	Fence *v1.Fence `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
 	// The job's id. Required.
-	JobId         string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	JobId string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The request's id, reason and time, as the Dispatcher was asked
+	// (jobplane.v1.CancelJobRequest). The store MUST keep the first
+	// request's and MUST NOT replace it with a later one's: a repeat
+	// changes nothing. Optional. Since 1.2.
+	Cancellation  *v1.Cancellation `protobuf:"bytes,3,opt,name=cancellation,proto3" json:"cancellation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1772,6 +1799,13 @@ func (x *RequestJobCancelRequest) GetJobId() string {
 		return x.JobId
 	}
 	return ""
+}
+
+func (x *RequestJobCancelRequest) GetCancellation() *v1.Cancellation {
+	if x != nil {
+		return x.Cancellation
+	}
+	return nil
 }
 
 // RequestJobCancelResponse is the response of
@@ -3833,24 +3867,26 @@ const file_jobplane_hastore_v1_ha_store_service_proto_rawDesc = "" +
 	"\x15ObserveLeaderResponse\x121\n" +
 	"\x06leader\x18\x01 \x01(\v2\x17.jobplane.v1.LeaderInfoH\x00R\x06leader\x126\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x16.jobplane.v1.HeartbeatH\x00R\theartbeatB\a\n" +
-	"\x05event\"\xd2\x01\n" +
+	"\x05event\"\xe9\x01\n" +
 	"\rExecutionPlan\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x122\n" +
 	"\tjob_graph\x18\x02 \x01(\v2\x15.jobplane.v1.JobGraphR\bjobGraph\x12\x16\n" +
 	"\x06digest\x18\x03 \x01(\fR\x06digest\x12;\n" +
 	"\vsubmit_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"submitTime\x12!\n" +
-	"\fsubmitted_by\x18\x05 \x01(\tR\vsubmittedBy\"{\n" +
+	"\fsubmitted_by\x18\x05 \x01(\tR\vsubmittedBy\x12\x15\n" +
+	"\x06run_id\x18\x06 \x01(\tR\x05runId\"{\n" +
 	"\x17PutExecutionPlanRequest\x12(\n" +
 	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\x126\n" +
 	"\x04plan\x18\x02 \x01(\v2\".jobplane.hastore.v1.ExecutionPlanR\x04plan\"4\n" +
 	"\x18PutExecutionPlanResponse\x12\x18\n" +
 	"\acreated\x18\x01 \x01(\bR\acreated\"0\n" +
 	"\x17GetExecutionPlanRequest\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"}\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\xbc\x01\n" +
 	"\x18GetExecutionPlanResponse\x126\n" +
 	"\x04plan\x18\x01 \x01(\v2\".jobplane.hastore.v1.ExecutionPlanR\x04plan\x12)\n" +
-	"\x10cancel_requested\x18\x02 \x01(\bR\x0fcancelRequested\"W\n" +
+	"\x10cancel_requested\x18\x02 \x01(\bR\x0fcancelRequested\x12=\n" +
+	"\fcancellation\x18\x03 \x01(\v2\x19.jobplane.v1.CancellationR\fcancellation\"W\n" +
 	"\x19ListExecutionPlansRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
@@ -3861,10 +3897,11 @@ const file_jobplane_hastore_v1_ha_store_service_proto_rawDesc = "" +
 	"\x1aDeleteExecutionPlanRequest\x12(\n" +
 	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\x1d\n" +
-	"\x1bDeleteExecutionPlanResponse\"Z\n" +
+	"\x1bDeleteExecutionPlanResponse\"\x99\x01\n" +
 	"\x17RequestJobCancelRequest\x12(\n" +
 	"\x05fence\x18\x01 \x01(\v2\x12.jobplane.v1.FenceR\x05fence\x12\x15\n" +
-	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\x1a\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12=\n" +
+	"\fcancellation\x18\x03 \x01(\v2\x19.jobplane.v1.CancellationR\fcancellation\"\x1a\n" +
 	"\x18RequestJobCancelResponse\"{\n" +
 	"\x0eJobResultEntry\x12.\n" +
 	"\x06result\x18\x01 \x01(\v2\x16.jobplane.v1.JobResultR\x06result\x129\n" +
@@ -4100,10 +4137,11 @@ var file_jobplane_hastore_v1_ha_store_service_proto_goTypes = []any{
 	(*v1.LeaderInfo)(nil),                          // 72: jobplane.v1.LeaderInfo
 	(*v1.JobGraph)(nil),                            // 73: jobplane.v1.JobGraph
 	(*timestamppb.Timestamp)(nil),                  // 74: google.protobuf.Timestamp
-	(*v1.JobResult)(nil),                           // 75: jobplane.v1.JobResult
-	(*v1.SubtaskState)(nil),                        // 76: jobplane.v1.SubtaskState
-	(*v1.CheckpointCounts)(nil),                    // 77: jobplane.v1.CheckpointCounts
-	(*v1.FencingToken)(nil),                        // 78: jobplane.v1.FencingToken
+	(*v1.Cancellation)(nil),                        // 75: jobplane.v1.Cancellation
+	(*v1.JobResult)(nil),                           // 76: jobplane.v1.JobResult
+	(*v1.SubtaskState)(nil),                        // 77: jobplane.v1.SubtaskState
+	(*v1.CheckpointCounts)(nil),                    // 78: jobplane.v1.CheckpointCounts
+	(*v1.FencingToken)(nil),                        // 79: jobplane.v1.FencingToken
 }
 var file_jobplane_hastore_v1_ha_store_service_proto_depIdxs = []int32{
 	69, // 0: jobplane.hastore.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
@@ -4123,103 +4161,105 @@ var file_jobplane_hastore_v1_ha_store_service_proto_depIdxs = []int32{
 	71, // 14: jobplane.hastore.v1.PutExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
 	22, // 15: jobplane.hastore.v1.PutExecutionPlanRequest.plan:type_name -> jobplane.hastore.v1.ExecutionPlan
 	22, // 16: jobplane.hastore.v1.GetExecutionPlanResponse.plan:type_name -> jobplane.hastore.v1.ExecutionPlan
-	71, // 17: jobplane.hastore.v1.DeleteExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
-	71, // 18: jobplane.hastore.v1.RequestJobCancelRequest.fence:type_name -> jobplane.v1.Fence
-	75, // 19: jobplane.hastore.v1.JobResultEntry.result:type_name -> jobplane.v1.JobResult
-	1,  // 20: jobplane.hastore.v1.JobResultEntry.state:type_name -> jobplane.hastore.v1.JobResultState
-	71, // 21: jobplane.hastore.v1.CreateDirtyJobResultRequest.fence:type_name -> jobplane.v1.Fence
-	75, // 22: jobplane.hastore.v1.CreateDirtyJobResultRequest.result:type_name -> jobplane.v1.JobResult
-	71, // 23: jobplane.hastore.v1.MarkJobResultCleanRequest.fence:type_name -> jobplane.v1.Fence
-	33, // 24: jobplane.hastore.v1.GetJobResultEntryResponse.entry:type_name -> jobplane.hastore.v1.JobResultEntry
-	1,  // 25: jobplane.hastore.v1.ListJobResultEntriesRequest.state:type_name -> jobplane.hastore.v1.JobResultState
-	33, // 26: jobplane.hastore.v1.ListJobResultEntriesResponse.entries:type_name -> jobplane.hastore.v1.JobResultEntry
-	71, // 27: jobplane.hastore.v1.DeleteJobResultEntryRequest.fence:type_name -> jobplane.v1.Fence
-	71, // 28: jobplane.hastore.v1.AddTaskExecutorRequest.fence:type_name -> jobplane.v1.Fence
-	71, // 29: jobplane.hastore.v1.RemoveTaskExecutorRequest.fence:type_name -> jobplane.v1.Fence
-	74, // 30: jobplane.hastore.v1.CompletedCheckpoint.trigger_time:type_name -> google.protobuf.Timestamp
-	74, // 31: jobplane.hastore.v1.CompletedCheckpoint.ack_time:type_name -> google.protobuf.Timestamp
-	76, // 32: jobplane.hastore.v1.CompletedCheckpoint.states:type_name -> jobplane.v1.SubtaskState
-	77, // 33: jobplane.hastore.v1.CompletedCheckpoint.counts:type_name -> jobplane.v1.CheckpointCounts
-	74, // 34: jobplane.hastore.v1.Savepoint.trigger_time:type_name -> google.protobuf.Timestamp
-	74, // 35: jobplane.hastore.v1.Savepoint.ack_time:type_name -> google.protobuf.Timestamp
-	76, // 36: jobplane.hastore.v1.Savepoint.states:type_name -> jobplane.v1.SubtaskState
-	71, // 37: jobplane.hastore.v1.AddCheckpointRequest.fence:type_name -> jobplane.v1.Fence
-	50, // 38: jobplane.hastore.v1.AddCheckpointRequest.checkpoint:type_name -> jobplane.hastore.v1.CompletedCheckpoint
-	50, // 39: jobplane.hastore.v1.GetLatestCheckpointResponse.checkpoint:type_name -> jobplane.hastore.v1.CompletedCheckpoint
-	50, // 40: jobplane.hastore.v1.ListCheckpointsResponse.checkpoints:type_name -> jobplane.hastore.v1.CompletedCheckpoint
-	71, // 41: jobplane.hastore.v1.AddSavepointRequest.fence:type_name -> jobplane.v1.Fence
-	51, // 42: jobplane.hastore.v1.AddSavepointRequest.savepoint:type_name -> jobplane.hastore.v1.Savepoint
-	51, // 43: jobplane.hastore.v1.GetSavepointResponse.savepoint:type_name -> jobplane.hastore.v1.Savepoint
-	51, // 44: jobplane.hastore.v1.ListSavepointsResponse.savepoints:type_name -> jobplane.hastore.v1.Savepoint
-	71, // 45: jobplane.hastore.v1.DeleteSavepointRequest.fence:type_name -> jobplane.v1.Fence
-	78, // 46: jobplane.hastore.v1.WatchSessionResponse.LeadershipGranted.token:type_name -> jobplane.v1.FencingToken
-	78, // 47: jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked.token:type_name -> jobplane.v1.FencingToken
-	0,  // 48: jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked.reason:type_name -> jobplane.hastore.v1.RevocationReason
-	2,  // 49: jobplane.hastore.v1.HAStoreService.OpenSession:input_type -> jobplane.hastore.v1.OpenSessionRequest
-	4,  // 50: jobplane.hastore.v1.HAStoreService.KeepAlive:input_type -> jobplane.hastore.v1.KeepAliveRequest
-	6,  // 51: jobplane.hastore.v1.HAStoreService.CloseSession:input_type -> jobplane.hastore.v1.CloseSessionRequest
-	8,  // 52: jobplane.hastore.v1.HAStoreService.Campaign:input_type -> jobplane.hastore.v1.CampaignRequest
-	10, // 53: jobplane.hastore.v1.HAStoreService.Withdraw:input_type -> jobplane.hastore.v1.WithdrawRequest
-	12, // 54: jobplane.hastore.v1.HAStoreService.WatchSession:input_type -> jobplane.hastore.v1.WatchSessionRequest
-	14, // 55: jobplane.hastore.v1.HAStoreService.Resign:input_type -> jobplane.hastore.v1.ResignRequest
-	16, // 56: jobplane.hastore.v1.HAStoreService.ConfirmLeadership:input_type -> jobplane.hastore.v1.ConfirmLeadershipRequest
-	18, // 57: jobplane.hastore.v1.HAStoreService.GetLeader:input_type -> jobplane.hastore.v1.GetLeaderRequest
-	20, // 58: jobplane.hastore.v1.HAStoreService.ObserveLeader:input_type -> jobplane.hastore.v1.ObserveLeaderRequest
-	23, // 59: jobplane.hastore.v1.HAStoreService.PutExecutionPlan:input_type -> jobplane.hastore.v1.PutExecutionPlanRequest
-	25, // 60: jobplane.hastore.v1.HAStoreService.GetExecutionPlan:input_type -> jobplane.hastore.v1.GetExecutionPlanRequest
-	27, // 61: jobplane.hastore.v1.HAStoreService.ListExecutionPlans:input_type -> jobplane.hastore.v1.ListExecutionPlansRequest
-	29, // 62: jobplane.hastore.v1.HAStoreService.DeleteExecutionPlan:input_type -> jobplane.hastore.v1.DeleteExecutionPlanRequest
-	31, // 63: jobplane.hastore.v1.HAStoreService.RequestJobCancel:input_type -> jobplane.hastore.v1.RequestJobCancelRequest
-	34, // 64: jobplane.hastore.v1.HAStoreService.CreateDirtyJobResult:input_type -> jobplane.hastore.v1.CreateDirtyJobResultRequest
-	36, // 65: jobplane.hastore.v1.HAStoreService.MarkJobResultClean:input_type -> jobplane.hastore.v1.MarkJobResultCleanRequest
-	38, // 66: jobplane.hastore.v1.HAStoreService.GetJobResultEntry:input_type -> jobplane.hastore.v1.GetJobResultEntryRequest
-	40, // 67: jobplane.hastore.v1.HAStoreService.ListJobResultEntries:input_type -> jobplane.hastore.v1.ListJobResultEntriesRequest
-	42, // 68: jobplane.hastore.v1.HAStoreService.DeleteJobResultEntry:input_type -> jobplane.hastore.v1.DeleteJobResultEntryRequest
-	44, // 69: jobplane.hastore.v1.HAStoreService.AddTaskExecutor:input_type -> jobplane.hastore.v1.AddTaskExecutorRequest
-	46, // 70: jobplane.hastore.v1.HAStoreService.RemoveTaskExecutor:input_type -> jobplane.hastore.v1.RemoveTaskExecutorRequest
-	48, // 71: jobplane.hastore.v1.HAStoreService.ListTaskExecutors:input_type -> jobplane.hastore.v1.ListTaskExecutorsRequest
-	52, // 72: jobplane.hastore.v1.HAStoreService.AddCheckpoint:input_type -> jobplane.hastore.v1.AddCheckpointRequest
-	54, // 73: jobplane.hastore.v1.HAStoreService.GetLatestCheckpoint:input_type -> jobplane.hastore.v1.GetLatestCheckpointRequest
-	56, // 74: jobplane.hastore.v1.HAStoreService.ListCheckpoints:input_type -> jobplane.hastore.v1.ListCheckpointsRequest
-	58, // 75: jobplane.hastore.v1.HAStoreService.AddSavepoint:input_type -> jobplane.hastore.v1.AddSavepointRequest
-	60, // 76: jobplane.hastore.v1.HAStoreService.GetSavepoint:input_type -> jobplane.hastore.v1.GetSavepointRequest
-	62, // 77: jobplane.hastore.v1.HAStoreService.ListSavepoints:input_type -> jobplane.hastore.v1.ListSavepointsRequest
-	64, // 78: jobplane.hastore.v1.HAStoreService.DeleteSavepoint:input_type -> jobplane.hastore.v1.DeleteSavepointRequest
-	3,  // 79: jobplane.hastore.v1.HAStoreService.OpenSession:output_type -> jobplane.hastore.v1.OpenSessionResponse
-	5,  // 80: jobplane.hastore.v1.HAStoreService.KeepAlive:output_type -> jobplane.hastore.v1.KeepAliveResponse
-	7,  // 81: jobplane.hastore.v1.HAStoreService.CloseSession:output_type -> jobplane.hastore.v1.CloseSessionResponse
-	9,  // 82: jobplane.hastore.v1.HAStoreService.Campaign:output_type -> jobplane.hastore.v1.CampaignResponse
-	11, // 83: jobplane.hastore.v1.HAStoreService.Withdraw:output_type -> jobplane.hastore.v1.WithdrawResponse
-	13, // 84: jobplane.hastore.v1.HAStoreService.WatchSession:output_type -> jobplane.hastore.v1.WatchSessionResponse
-	15, // 85: jobplane.hastore.v1.HAStoreService.Resign:output_type -> jobplane.hastore.v1.ResignResponse
-	17, // 86: jobplane.hastore.v1.HAStoreService.ConfirmLeadership:output_type -> jobplane.hastore.v1.ConfirmLeadershipResponse
-	19, // 87: jobplane.hastore.v1.HAStoreService.GetLeader:output_type -> jobplane.hastore.v1.GetLeaderResponse
-	21, // 88: jobplane.hastore.v1.HAStoreService.ObserveLeader:output_type -> jobplane.hastore.v1.ObserveLeaderResponse
-	24, // 89: jobplane.hastore.v1.HAStoreService.PutExecutionPlan:output_type -> jobplane.hastore.v1.PutExecutionPlanResponse
-	26, // 90: jobplane.hastore.v1.HAStoreService.GetExecutionPlan:output_type -> jobplane.hastore.v1.GetExecutionPlanResponse
-	28, // 91: jobplane.hastore.v1.HAStoreService.ListExecutionPlans:output_type -> jobplane.hastore.v1.ListExecutionPlansResponse
-	30, // 92: jobplane.hastore.v1.HAStoreService.DeleteExecutionPlan:output_type -> jobplane.hastore.v1.DeleteExecutionPlanResponse
-	32, // 93: jobplane.hastore.v1.HAStoreService.RequestJobCancel:output_type -> jobplane.hastore.v1.RequestJobCancelResponse
-	35, // 94: jobplane.hastore.v1.HAStoreService.CreateDirtyJobResult:output_type -> jobplane.hastore.v1.CreateDirtyJobResultResponse
-	37, // 95: jobplane.hastore.v1.HAStoreService.MarkJobResultClean:output_type -> jobplane.hastore.v1.MarkJobResultCleanResponse
-	39, // 96: jobplane.hastore.v1.HAStoreService.GetJobResultEntry:output_type -> jobplane.hastore.v1.GetJobResultEntryResponse
-	41, // 97: jobplane.hastore.v1.HAStoreService.ListJobResultEntries:output_type -> jobplane.hastore.v1.ListJobResultEntriesResponse
-	43, // 98: jobplane.hastore.v1.HAStoreService.DeleteJobResultEntry:output_type -> jobplane.hastore.v1.DeleteJobResultEntryResponse
-	45, // 99: jobplane.hastore.v1.HAStoreService.AddTaskExecutor:output_type -> jobplane.hastore.v1.AddTaskExecutorResponse
-	47, // 100: jobplane.hastore.v1.HAStoreService.RemoveTaskExecutor:output_type -> jobplane.hastore.v1.RemoveTaskExecutorResponse
-	49, // 101: jobplane.hastore.v1.HAStoreService.ListTaskExecutors:output_type -> jobplane.hastore.v1.ListTaskExecutorsResponse
-	53, // 102: jobplane.hastore.v1.HAStoreService.AddCheckpoint:output_type -> jobplane.hastore.v1.AddCheckpointResponse
-	55, // 103: jobplane.hastore.v1.HAStoreService.GetLatestCheckpoint:output_type -> jobplane.hastore.v1.GetLatestCheckpointResponse
-	57, // 104: jobplane.hastore.v1.HAStoreService.ListCheckpoints:output_type -> jobplane.hastore.v1.ListCheckpointsResponse
-	59, // 105: jobplane.hastore.v1.HAStoreService.AddSavepoint:output_type -> jobplane.hastore.v1.AddSavepointResponse
-	61, // 106: jobplane.hastore.v1.HAStoreService.GetSavepoint:output_type -> jobplane.hastore.v1.GetSavepointResponse
-	63, // 107: jobplane.hastore.v1.HAStoreService.ListSavepoints:output_type -> jobplane.hastore.v1.ListSavepointsResponse
-	65, // 108: jobplane.hastore.v1.HAStoreService.DeleteSavepoint:output_type -> jobplane.hastore.v1.DeleteSavepointResponse
-	79, // [79:109] is the sub-list for method output_type
-	49, // [49:79] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	75, // 17: jobplane.hastore.v1.GetExecutionPlanResponse.cancellation:type_name -> jobplane.v1.Cancellation
+	71, // 18: jobplane.hastore.v1.DeleteExecutionPlanRequest.fence:type_name -> jobplane.v1.Fence
+	71, // 19: jobplane.hastore.v1.RequestJobCancelRequest.fence:type_name -> jobplane.v1.Fence
+	75, // 20: jobplane.hastore.v1.RequestJobCancelRequest.cancellation:type_name -> jobplane.v1.Cancellation
+	76, // 21: jobplane.hastore.v1.JobResultEntry.result:type_name -> jobplane.v1.JobResult
+	1,  // 22: jobplane.hastore.v1.JobResultEntry.state:type_name -> jobplane.hastore.v1.JobResultState
+	71, // 23: jobplane.hastore.v1.CreateDirtyJobResultRequest.fence:type_name -> jobplane.v1.Fence
+	76, // 24: jobplane.hastore.v1.CreateDirtyJobResultRequest.result:type_name -> jobplane.v1.JobResult
+	71, // 25: jobplane.hastore.v1.MarkJobResultCleanRequest.fence:type_name -> jobplane.v1.Fence
+	33, // 26: jobplane.hastore.v1.GetJobResultEntryResponse.entry:type_name -> jobplane.hastore.v1.JobResultEntry
+	1,  // 27: jobplane.hastore.v1.ListJobResultEntriesRequest.state:type_name -> jobplane.hastore.v1.JobResultState
+	33, // 28: jobplane.hastore.v1.ListJobResultEntriesResponse.entries:type_name -> jobplane.hastore.v1.JobResultEntry
+	71, // 29: jobplane.hastore.v1.DeleteJobResultEntryRequest.fence:type_name -> jobplane.v1.Fence
+	71, // 30: jobplane.hastore.v1.AddTaskExecutorRequest.fence:type_name -> jobplane.v1.Fence
+	71, // 31: jobplane.hastore.v1.RemoveTaskExecutorRequest.fence:type_name -> jobplane.v1.Fence
+	74, // 32: jobplane.hastore.v1.CompletedCheckpoint.trigger_time:type_name -> google.protobuf.Timestamp
+	74, // 33: jobplane.hastore.v1.CompletedCheckpoint.ack_time:type_name -> google.protobuf.Timestamp
+	77, // 34: jobplane.hastore.v1.CompletedCheckpoint.states:type_name -> jobplane.v1.SubtaskState
+	78, // 35: jobplane.hastore.v1.CompletedCheckpoint.counts:type_name -> jobplane.v1.CheckpointCounts
+	74, // 36: jobplane.hastore.v1.Savepoint.trigger_time:type_name -> google.protobuf.Timestamp
+	74, // 37: jobplane.hastore.v1.Savepoint.ack_time:type_name -> google.protobuf.Timestamp
+	77, // 38: jobplane.hastore.v1.Savepoint.states:type_name -> jobplane.v1.SubtaskState
+	71, // 39: jobplane.hastore.v1.AddCheckpointRequest.fence:type_name -> jobplane.v1.Fence
+	50, // 40: jobplane.hastore.v1.AddCheckpointRequest.checkpoint:type_name -> jobplane.hastore.v1.CompletedCheckpoint
+	50, // 41: jobplane.hastore.v1.GetLatestCheckpointResponse.checkpoint:type_name -> jobplane.hastore.v1.CompletedCheckpoint
+	50, // 42: jobplane.hastore.v1.ListCheckpointsResponse.checkpoints:type_name -> jobplane.hastore.v1.CompletedCheckpoint
+	71, // 43: jobplane.hastore.v1.AddSavepointRequest.fence:type_name -> jobplane.v1.Fence
+	51, // 44: jobplane.hastore.v1.AddSavepointRequest.savepoint:type_name -> jobplane.hastore.v1.Savepoint
+	51, // 45: jobplane.hastore.v1.GetSavepointResponse.savepoint:type_name -> jobplane.hastore.v1.Savepoint
+	51, // 46: jobplane.hastore.v1.ListSavepointsResponse.savepoints:type_name -> jobplane.hastore.v1.Savepoint
+	71, // 47: jobplane.hastore.v1.DeleteSavepointRequest.fence:type_name -> jobplane.v1.Fence
+	79, // 48: jobplane.hastore.v1.WatchSessionResponse.LeadershipGranted.token:type_name -> jobplane.v1.FencingToken
+	79, // 49: jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked.token:type_name -> jobplane.v1.FencingToken
+	0,  // 50: jobplane.hastore.v1.WatchSessionResponse.LeadershipRevoked.reason:type_name -> jobplane.hastore.v1.RevocationReason
+	2,  // 51: jobplane.hastore.v1.HAStoreService.OpenSession:input_type -> jobplane.hastore.v1.OpenSessionRequest
+	4,  // 52: jobplane.hastore.v1.HAStoreService.KeepAlive:input_type -> jobplane.hastore.v1.KeepAliveRequest
+	6,  // 53: jobplane.hastore.v1.HAStoreService.CloseSession:input_type -> jobplane.hastore.v1.CloseSessionRequest
+	8,  // 54: jobplane.hastore.v1.HAStoreService.Campaign:input_type -> jobplane.hastore.v1.CampaignRequest
+	10, // 55: jobplane.hastore.v1.HAStoreService.Withdraw:input_type -> jobplane.hastore.v1.WithdrawRequest
+	12, // 56: jobplane.hastore.v1.HAStoreService.WatchSession:input_type -> jobplane.hastore.v1.WatchSessionRequest
+	14, // 57: jobplane.hastore.v1.HAStoreService.Resign:input_type -> jobplane.hastore.v1.ResignRequest
+	16, // 58: jobplane.hastore.v1.HAStoreService.ConfirmLeadership:input_type -> jobplane.hastore.v1.ConfirmLeadershipRequest
+	18, // 59: jobplane.hastore.v1.HAStoreService.GetLeader:input_type -> jobplane.hastore.v1.GetLeaderRequest
+	20, // 60: jobplane.hastore.v1.HAStoreService.ObserveLeader:input_type -> jobplane.hastore.v1.ObserveLeaderRequest
+	23, // 61: jobplane.hastore.v1.HAStoreService.PutExecutionPlan:input_type -> jobplane.hastore.v1.PutExecutionPlanRequest
+	25, // 62: jobplane.hastore.v1.HAStoreService.GetExecutionPlan:input_type -> jobplane.hastore.v1.GetExecutionPlanRequest
+	27, // 63: jobplane.hastore.v1.HAStoreService.ListExecutionPlans:input_type -> jobplane.hastore.v1.ListExecutionPlansRequest
+	29, // 64: jobplane.hastore.v1.HAStoreService.DeleteExecutionPlan:input_type -> jobplane.hastore.v1.DeleteExecutionPlanRequest
+	31, // 65: jobplane.hastore.v1.HAStoreService.RequestJobCancel:input_type -> jobplane.hastore.v1.RequestJobCancelRequest
+	34, // 66: jobplane.hastore.v1.HAStoreService.CreateDirtyJobResult:input_type -> jobplane.hastore.v1.CreateDirtyJobResultRequest
+	36, // 67: jobplane.hastore.v1.HAStoreService.MarkJobResultClean:input_type -> jobplane.hastore.v1.MarkJobResultCleanRequest
+	38, // 68: jobplane.hastore.v1.HAStoreService.GetJobResultEntry:input_type -> jobplane.hastore.v1.GetJobResultEntryRequest
+	40, // 69: jobplane.hastore.v1.HAStoreService.ListJobResultEntries:input_type -> jobplane.hastore.v1.ListJobResultEntriesRequest
+	42, // 70: jobplane.hastore.v1.HAStoreService.DeleteJobResultEntry:input_type -> jobplane.hastore.v1.DeleteJobResultEntryRequest
+	44, // 71: jobplane.hastore.v1.HAStoreService.AddTaskExecutor:input_type -> jobplane.hastore.v1.AddTaskExecutorRequest
+	46, // 72: jobplane.hastore.v1.HAStoreService.RemoveTaskExecutor:input_type -> jobplane.hastore.v1.RemoveTaskExecutorRequest
+	48, // 73: jobplane.hastore.v1.HAStoreService.ListTaskExecutors:input_type -> jobplane.hastore.v1.ListTaskExecutorsRequest
+	52, // 74: jobplane.hastore.v1.HAStoreService.AddCheckpoint:input_type -> jobplane.hastore.v1.AddCheckpointRequest
+	54, // 75: jobplane.hastore.v1.HAStoreService.GetLatestCheckpoint:input_type -> jobplane.hastore.v1.GetLatestCheckpointRequest
+	56, // 76: jobplane.hastore.v1.HAStoreService.ListCheckpoints:input_type -> jobplane.hastore.v1.ListCheckpointsRequest
+	58, // 77: jobplane.hastore.v1.HAStoreService.AddSavepoint:input_type -> jobplane.hastore.v1.AddSavepointRequest
+	60, // 78: jobplane.hastore.v1.HAStoreService.GetSavepoint:input_type -> jobplane.hastore.v1.GetSavepointRequest
+	62, // 79: jobplane.hastore.v1.HAStoreService.ListSavepoints:input_type -> jobplane.hastore.v1.ListSavepointsRequest
+	64, // 80: jobplane.hastore.v1.HAStoreService.DeleteSavepoint:input_type -> jobplane.hastore.v1.DeleteSavepointRequest
+	3,  // 81: jobplane.hastore.v1.HAStoreService.OpenSession:output_type -> jobplane.hastore.v1.OpenSessionResponse
+	5,  // 82: jobplane.hastore.v1.HAStoreService.KeepAlive:output_type -> jobplane.hastore.v1.KeepAliveResponse
+	7,  // 83: jobplane.hastore.v1.HAStoreService.CloseSession:output_type -> jobplane.hastore.v1.CloseSessionResponse
+	9,  // 84: jobplane.hastore.v1.HAStoreService.Campaign:output_type -> jobplane.hastore.v1.CampaignResponse
+	11, // 85: jobplane.hastore.v1.HAStoreService.Withdraw:output_type -> jobplane.hastore.v1.WithdrawResponse
+	13, // 86: jobplane.hastore.v1.HAStoreService.WatchSession:output_type -> jobplane.hastore.v1.WatchSessionResponse
+	15, // 87: jobplane.hastore.v1.HAStoreService.Resign:output_type -> jobplane.hastore.v1.ResignResponse
+	17, // 88: jobplane.hastore.v1.HAStoreService.ConfirmLeadership:output_type -> jobplane.hastore.v1.ConfirmLeadershipResponse
+	19, // 89: jobplane.hastore.v1.HAStoreService.GetLeader:output_type -> jobplane.hastore.v1.GetLeaderResponse
+	21, // 90: jobplane.hastore.v1.HAStoreService.ObserveLeader:output_type -> jobplane.hastore.v1.ObserveLeaderResponse
+	24, // 91: jobplane.hastore.v1.HAStoreService.PutExecutionPlan:output_type -> jobplane.hastore.v1.PutExecutionPlanResponse
+	26, // 92: jobplane.hastore.v1.HAStoreService.GetExecutionPlan:output_type -> jobplane.hastore.v1.GetExecutionPlanResponse
+	28, // 93: jobplane.hastore.v1.HAStoreService.ListExecutionPlans:output_type -> jobplane.hastore.v1.ListExecutionPlansResponse
+	30, // 94: jobplane.hastore.v1.HAStoreService.DeleteExecutionPlan:output_type -> jobplane.hastore.v1.DeleteExecutionPlanResponse
+	32, // 95: jobplane.hastore.v1.HAStoreService.RequestJobCancel:output_type -> jobplane.hastore.v1.RequestJobCancelResponse
+	35, // 96: jobplane.hastore.v1.HAStoreService.CreateDirtyJobResult:output_type -> jobplane.hastore.v1.CreateDirtyJobResultResponse
+	37, // 97: jobplane.hastore.v1.HAStoreService.MarkJobResultClean:output_type -> jobplane.hastore.v1.MarkJobResultCleanResponse
+	39, // 98: jobplane.hastore.v1.HAStoreService.GetJobResultEntry:output_type -> jobplane.hastore.v1.GetJobResultEntryResponse
+	41, // 99: jobplane.hastore.v1.HAStoreService.ListJobResultEntries:output_type -> jobplane.hastore.v1.ListJobResultEntriesResponse
+	43, // 100: jobplane.hastore.v1.HAStoreService.DeleteJobResultEntry:output_type -> jobplane.hastore.v1.DeleteJobResultEntryResponse
+	45, // 101: jobplane.hastore.v1.HAStoreService.AddTaskExecutor:output_type -> jobplane.hastore.v1.AddTaskExecutorResponse
+	47, // 102: jobplane.hastore.v1.HAStoreService.RemoveTaskExecutor:output_type -> jobplane.hastore.v1.RemoveTaskExecutorResponse
+	49, // 103: jobplane.hastore.v1.HAStoreService.ListTaskExecutors:output_type -> jobplane.hastore.v1.ListTaskExecutorsResponse
+	53, // 104: jobplane.hastore.v1.HAStoreService.AddCheckpoint:output_type -> jobplane.hastore.v1.AddCheckpointResponse
+	55, // 105: jobplane.hastore.v1.HAStoreService.GetLatestCheckpoint:output_type -> jobplane.hastore.v1.GetLatestCheckpointResponse
+	57, // 106: jobplane.hastore.v1.HAStoreService.ListCheckpoints:output_type -> jobplane.hastore.v1.ListCheckpointsResponse
+	59, // 107: jobplane.hastore.v1.HAStoreService.AddSavepoint:output_type -> jobplane.hastore.v1.AddSavepointResponse
+	61, // 108: jobplane.hastore.v1.HAStoreService.GetSavepoint:output_type -> jobplane.hastore.v1.GetSavepointResponse
+	63, // 109: jobplane.hastore.v1.HAStoreService.ListSavepoints:output_type -> jobplane.hastore.v1.ListSavepointsResponse
+	65, // 110: jobplane.hastore.v1.HAStoreService.DeleteSavepoint:output_type -> jobplane.hastore.v1.DeleteSavepointResponse
+	81, // [81:111] is the sub-list for method output_type
+	51, // [51:81] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_hastore_v1_ha_store_service_proto_init() }

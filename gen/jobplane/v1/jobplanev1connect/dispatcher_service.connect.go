@@ -48,6 +48,9 @@ const (
 	// DispatcherServiceGetJobResultProcedure is the fully-qualified name of the DispatcherService's
 	// GetJobResult RPC.
 	DispatcherServiceGetJobResultProcedure = "/jobplane.v1.DispatcherService/GetJobResult"
+	// DispatcherServicePurgeJobProcedure is the fully-qualified name of the DispatcherService's
+	// PurgeJob RPC.
+	DispatcherServicePurgeJobProcedure = "/jobplane.v1.DispatcherService/PurgeJob"
 	// DispatcherServiceWatchJobProcedure is the fully-qualified name of the DispatcherService's
 	// WatchJob RPC.
 	DispatcherServiceWatchJobProcedure = "/jobplane.v1.DispatcherService/WatchJob"
@@ -98,6 +101,31 @@ type DispatcherServiceClient interface {
 	//     terminal status, `created = false`; the job never runs again;
 	//   - concurrent identical submissions: exactly one sees `created = true`.
 	//
+	// The job id's reuse (since 1.2): every run of a job id has a run id
+	// (`run_id` of the answer; see JobResult.run_id) that the server MUST
+	// choose when it persists the run's plan, unique among the runs of the
+	// id; an answer about an existing job gives that job's run id. What a
+	// submission of an id whose job is globally terminal, and whose result
+	// is kept, does is the request's `id_reuse`:
+	//
+	//   - JOB_ID_REUSE_POLICY_REJECT_DUPLICATE (the default): as above, the
+	//     kept result answers (same plan, `created = false`) and the job
+	//     never runs again;
+	//   - JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE: once the job's cleanup is done,
+	//     the server MUST remove the kept result (as PurgeJob does) and start
+	//     a new run of the submitted plan (which MAY differ from the old
+	//     one), with a new run id and `created = true`; while the cleanup is
+	//     not done, FAILED_PRECONDITION (JOB_RESULT_DIRTY) and nothing was
+	//     done: retry. Of concurrent such submissions exactly one sees
+	//     `created = true`; the others answer its run. A crash between the
+	//     removal and the persist of the new plan, or a refusal of the new
+	//     run then (a limit, a failed persist), leaves the id free: the
+	//     retried submission creates the run. A new run that would be
+	//     refused for its invokables (INVOKABLE_NOT_OFFERED) is refused
+	//     before the removal, which then does not happen. A submission of a job that is
+	//     not globally terminal is answered as under REJECT_DUPLICATE,
+	//     whatever its policy, and so is one by another principal.
+	//
 	// Errors:
 	//
 	//   - INVALID_ARGUMENT with BadRequest field violations: a malformed
@@ -122,6 +150,9 @@ type DispatcherServiceClient interface {
 	//     new job would take the cluster's live jobs or their subtasks over
 	//     the server's limit; nothing was done. A resubmission of an existing
 	//     job is never refused for these;
+	//   - FAILED_PRECONDITION, reason JOB_RESULT_DIRTY: with
+	//     JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE, the job's cleanup is not done
+	//     yet; nothing was done, retry. Since 1.2;
 	//   - FAILED_PRECONDITION, reason INVOKABLE_NOT_OFFERED: the new job names
 	//     an invokable that no registered TaskExecutor offers (see
 	//     JobVertex.invokable); nothing was done. A resubmission of an
@@ -137,6 +168,10 @@ type DispatcherServiceClient interface {
 	// for a while; they are not durable: after a change of leader, or once
 	// they expire, GetJob answers with the summary and the exception history
 	// of the job's result alone (see JobDetails.vertices).
+	//
+	// With `run_id` (since 1.2), only that run is answered: when the job
+	// id's current job is another run, NOT_FOUND (JOB_NOT_FOUND, with the
+	// metadata `run_id`).
 	//
 	// No side effects. Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// INVALID_ARGUMENT for a malformed id, a negative page size or a page
@@ -174,22 +209,53 @@ type DispatcherServiceClient interface {
 	// is written MUST be answered as the result says (CANCELED, or
 	// JOB_TERMINAL), never CANCELLING.
 	//
+	// Since 1.2 a request MAY carry a `request_id` and a `reason`, recorded
+	// with it in the HA store: the first recorded request of a run is kept
+	// and shown in the job's summary and result (JobSummary.cancellation,
+	// JobResult.cancellation), and survives a change of leader. A repeat
+	// with the same `request_id` succeeds as the first did; a request with
+	// another `request_id` (or none) while the job is CANCELLING or
+	// CANCELED succeeds and MUST NOT change what was recorded. With
+	// `run_id`, only that run is canceled: when the job id's current job is
+	// another run, NOT_FOUND (JOB_NOT_FOUND) and nothing is done, so a
+	// client never cancels a later run of the id than the one it meant.
+	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// FAILED_PRECONDITION (JOB_TERMINAL) for a job that FINISHED or FAILED;
-	// INVALID_ARGUMENT for a malformed id; UNAVAILABLE (NOT_LEADER);
+	// INVALID_ARGUMENT for a malformed id, or a `request_id`, `reason` or
+	// `run_id` over its bound; UNAVAILABLE (NOT_LEADER);
 	// UNAVAILABLE (CANCEL_NOT_RECORDED) if the request could not be
 	// recorded: nothing was done for it, and the client cancels again.
 	CancelJob(context.Context, *v1.CancelJobRequest) (*v1.CancelJobResponse, error)
 	// GetJobResult returns the result of a globally terminal job.
 	//
 	// With `wait`, the call blocks until the job is globally terminal or the
-	// call's deadline passes (DEADLINE_EXCEEDED). No side effects.
+	// call's deadline passes (DEADLINE_EXCEEDED). No side effects. With
+	// `run_id` (since 1.2), only that run's result is answered: when the job
+	// id's current job is another run, NOT_FOUND (JOB_NOT_FOUND).
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// FAILED_PRECONDITION (JOB_NOT_TERMINAL) without `wait` for a job that is
 	// not globally terminal yet; INVALID_ARGUMENT for a malformed id;
 	// UNAVAILABLE (NOT_LEADER), also when leadership is lost while waiting.
 	GetJobResult(context.Context, *v1.GetJobResultRequest) (*v1.GetJobResultResponse, error)
+	// PurgeJob removes a globally terminal job's kept result now, rather
+	// than when the server's result retention would: the server MUST
+	// remove it from the HA store (HAStoreService.DeleteJobResultEntry,
+	// fenced by the Dispatcher's leadership as every store write) before
+	// it answers. Afterwards the job id is unknown (NOT_FOUND) and free: a
+	// submission of it starts a new run, with a new run id. With `run_id`,
+	// only that run's result is removed. Since 1.2.
+	//
+	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job (a purged one
+	// included: a repeat after a lost answer gets it), or when `run_id` is
+	// set and the id's current job is another run: nothing was done;
+	// FAILED_PRECONDITION (JOB_NOT_TERMINAL) for a job that is not globally
+	// terminal; FAILED_PRECONDITION (JOB_RESULT_DIRTY) while the job's
+	// cleanup is not done: nothing was done, retry; INVALID_ARGUMENT for a
+	// malformed id; UNAVAILABLE (NOT_LEADER, STORE_UNAVAILABLE): the result
+	// may or may not be removed, retry.
+	PurgeJob(context.Context, *v1.PurgeJobRequest) (*v1.PurgeJobResponse, error)
 	// WatchJob streams a job's status changes.
 	//
 	// The first message is the job's current summary; then one message per
@@ -217,6 +283,9 @@ type DispatcherServiceClient interface {
 	// the changes it has not sent are no longer kept ends with UNAVAILABLE
 	// (STREAM_BEHIND); the client resumes. A globally terminal status is
 	// never skipped: it is always the stream's last message.
+	//
+	// With `run_id` (since 1.2), only that run is watched: when the job id's
+	// current job is another run, NOT_FOUND (JOB_NOT_FOUND).
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
 	// for a malformed id or a `resume_token` of another job; UNAVAILABLE
@@ -369,6 +438,13 @@ func NewDispatcherServiceClient(httpClient connect.HTTPClient, baseURL string, o
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		purgeJob: connect.NewClient[v1.PurgeJobRequest, v1.PurgeJobResponse](
+			httpClient,
+			baseURL+DispatcherServicePurgeJobProcedure,
+			connect.WithSchema(dispatcherServiceMethods.ByName("PurgeJob")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
 		watchJob: connect.NewClient[v1.WatchJobRequest, v1.WatchJobResponse](
 			httpClient,
 			baseURL+DispatcherServiceWatchJobProcedure,
@@ -441,6 +517,7 @@ type dispatcherServiceClient struct {
 	listJobs              *connect.Client[v1.ListJobsRequest, v1.ListJobsResponse]
 	cancelJob             *connect.Client[v1.CancelJobRequest, v1.CancelJobResponse]
 	getJobResult          *connect.Client[v1.GetJobResultRequest, v1.GetJobResultResponse]
+	purgeJob              *connect.Client[v1.PurgeJobRequest, v1.PurgeJobResponse]
 	watchJob              *connect.Client[v1.WatchJobRequest, v1.WatchJobResponse]
 	reportClientHeartbeat *connect.Client[v1.ReportClientHeartbeatRequest, v1.ReportClientHeartbeatResponse]
 	listTaskExecutors     *connect.Client[v1.ListTaskExecutorsRequest, v1.ListTaskExecutorsResponse]
@@ -491,6 +568,15 @@ func (c *dispatcherServiceClient) CancelJob(ctx context.Context, req *v1.CancelJ
 // GetJobResult calls jobplane.v1.DispatcherService.GetJobResult.
 func (c *dispatcherServiceClient) GetJobResult(ctx context.Context, req *v1.GetJobResultRequest) (*v1.GetJobResultResponse, error) {
 	response, err := c.getJobResult.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// PurgeJob calls jobplane.v1.DispatcherService.PurgeJob.
+func (c *dispatcherServiceClient) PurgeJob(ctx context.Context, req *v1.PurgeJobRequest) (*v1.PurgeJobResponse, error) {
+	response, err := c.purgeJob.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -595,6 +681,31 @@ type DispatcherServiceHandler interface {
 	//     terminal status, `created = false`; the job never runs again;
 	//   - concurrent identical submissions: exactly one sees `created = true`.
 	//
+	// The job id's reuse (since 1.2): every run of a job id has a run id
+	// (`run_id` of the answer; see JobResult.run_id) that the server MUST
+	// choose when it persists the run's plan, unique among the runs of the
+	// id; an answer about an existing job gives that job's run id. What a
+	// submission of an id whose job is globally terminal, and whose result
+	// is kept, does is the request's `id_reuse`:
+	//
+	//   - JOB_ID_REUSE_POLICY_REJECT_DUPLICATE (the default): as above, the
+	//     kept result answers (same plan, `created = false`) and the job
+	//     never runs again;
+	//   - JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE: once the job's cleanup is done,
+	//     the server MUST remove the kept result (as PurgeJob does) and start
+	//     a new run of the submitted plan (which MAY differ from the old
+	//     one), with a new run id and `created = true`; while the cleanup is
+	//     not done, FAILED_PRECONDITION (JOB_RESULT_DIRTY) and nothing was
+	//     done: retry. Of concurrent such submissions exactly one sees
+	//     `created = true`; the others answer its run. A crash between the
+	//     removal and the persist of the new plan, or a refusal of the new
+	//     run then (a limit, a failed persist), leaves the id free: the
+	//     retried submission creates the run. A new run that would be
+	//     refused for its invokables (INVOKABLE_NOT_OFFERED) is refused
+	//     before the removal, which then does not happen. A submission of a job that is
+	//     not globally terminal is answered as under REJECT_DUPLICATE,
+	//     whatever its policy, and so is one by another principal.
+	//
 	// Errors:
 	//
 	//   - INVALID_ARGUMENT with BadRequest field violations: a malformed
@@ -619,6 +730,9 @@ type DispatcherServiceHandler interface {
 	//     new job would take the cluster's live jobs or their subtasks over
 	//     the server's limit; nothing was done. A resubmission of an existing
 	//     job is never refused for these;
+	//   - FAILED_PRECONDITION, reason JOB_RESULT_DIRTY: with
+	//     JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE, the job's cleanup is not done
+	//     yet; nothing was done, retry. Since 1.2;
 	//   - FAILED_PRECONDITION, reason INVOKABLE_NOT_OFFERED: the new job names
 	//     an invokable that no registered TaskExecutor offers (see
 	//     JobVertex.invokable); nothing was done. A resubmission of an
@@ -634,6 +748,10 @@ type DispatcherServiceHandler interface {
 	// for a while; they are not durable: after a change of leader, or once
 	// they expire, GetJob answers with the summary and the exception history
 	// of the job's result alone (see JobDetails.vertices).
+	//
+	// With `run_id` (since 1.2), only that run is answered: when the job
+	// id's current job is another run, NOT_FOUND (JOB_NOT_FOUND, with the
+	// metadata `run_id`).
 	//
 	// No side effects. Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// INVALID_ARGUMENT for a malformed id, a negative page size or a page
@@ -671,22 +789,53 @@ type DispatcherServiceHandler interface {
 	// is written MUST be answered as the result says (CANCELED, or
 	// JOB_TERMINAL), never CANCELLING.
 	//
+	// Since 1.2 a request MAY carry a `request_id` and a `reason`, recorded
+	// with it in the HA store: the first recorded request of a run is kept
+	// and shown in the job's summary and result (JobSummary.cancellation,
+	// JobResult.cancellation), and survives a change of leader. A repeat
+	// with the same `request_id` succeeds as the first did; a request with
+	// another `request_id` (or none) while the job is CANCELLING or
+	// CANCELED succeeds and MUST NOT change what was recorded. With
+	// `run_id`, only that run is canceled: when the job id's current job is
+	// another run, NOT_FOUND (JOB_NOT_FOUND) and nothing is done, so a
+	// client never cancels a later run of the id than the one it meant.
+	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// FAILED_PRECONDITION (JOB_TERMINAL) for a job that FINISHED or FAILED;
-	// INVALID_ARGUMENT for a malformed id; UNAVAILABLE (NOT_LEADER);
+	// INVALID_ARGUMENT for a malformed id, or a `request_id`, `reason` or
+	// `run_id` over its bound; UNAVAILABLE (NOT_LEADER);
 	// UNAVAILABLE (CANCEL_NOT_RECORDED) if the request could not be
 	// recorded: nothing was done for it, and the client cancels again.
 	CancelJob(context.Context, *v1.CancelJobRequest) (*v1.CancelJobResponse, error)
 	// GetJobResult returns the result of a globally terminal job.
 	//
 	// With `wait`, the call blocks until the job is globally terminal or the
-	// call's deadline passes (DEADLINE_EXCEEDED). No side effects.
+	// call's deadline passes (DEADLINE_EXCEEDED). No side effects. With
+	// `run_id` (since 1.2), only that run's result is answered: when the job
+	// id's current job is another run, NOT_FOUND (JOB_NOT_FOUND).
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// FAILED_PRECONDITION (JOB_NOT_TERMINAL) without `wait` for a job that is
 	// not globally terminal yet; INVALID_ARGUMENT for a malformed id;
 	// UNAVAILABLE (NOT_LEADER), also when leadership is lost while waiting.
 	GetJobResult(context.Context, *v1.GetJobResultRequest) (*v1.GetJobResultResponse, error)
+	// PurgeJob removes a globally terminal job's kept result now, rather
+	// than when the server's result retention would: the server MUST
+	// remove it from the HA store (HAStoreService.DeleteJobResultEntry,
+	// fenced by the Dispatcher's leadership as every store write) before
+	// it answers. Afterwards the job id is unknown (NOT_FOUND) and free: a
+	// submission of it starts a new run, with a new run id. With `run_id`,
+	// only that run's result is removed. Since 1.2.
+	//
+	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job (a purged one
+	// included: a repeat after a lost answer gets it), or when `run_id` is
+	// set and the id's current job is another run: nothing was done;
+	// FAILED_PRECONDITION (JOB_NOT_TERMINAL) for a job that is not globally
+	// terminal; FAILED_PRECONDITION (JOB_RESULT_DIRTY) while the job's
+	// cleanup is not done: nothing was done, retry; INVALID_ARGUMENT for a
+	// malformed id; UNAVAILABLE (NOT_LEADER, STORE_UNAVAILABLE): the result
+	// may or may not be removed, retry.
+	PurgeJob(context.Context, *v1.PurgeJobRequest) (*v1.PurgeJobResponse, error)
 	// WatchJob streams a job's status changes.
 	//
 	// The first message is the job's current summary; then one message per
@@ -714,6 +863,9 @@ type DispatcherServiceHandler interface {
 	// the changes it has not sent are no longer kept ends with UNAVAILABLE
 	// (STREAM_BEHIND); the client resumes. A globally terminal status is
 	// never skipped: it is always the stream's last message.
+	//
+	// With `run_id` (since 1.2), only that run is watched: when the job id's
+	// current job is another run, NOT_FOUND (JOB_NOT_FOUND).
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
 	// for a malformed id or a `resume_token` of another job; UNAVAILABLE
@@ -862,6 +1014,13 @@ func NewDispatcherServiceHandler(svc DispatcherServiceHandler, opts ...connect.H
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	dispatcherServicePurgeJobHandler := connect.NewUnaryHandlerSimple(
+		DispatcherServicePurgeJobProcedure,
+		svc.PurgeJob,
+		connect.WithSchema(dispatcherServiceMethods.ByName("PurgeJob")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
 	dispatcherServiceWatchJobHandler := connect.NewServerStreamHandlerSimple(
 		DispatcherServiceWatchJobProcedure,
 		svc.WatchJob,
@@ -936,6 +1095,8 @@ func NewDispatcherServiceHandler(svc DispatcherServiceHandler, opts ...connect.H
 			dispatcherServiceCancelJobHandler.ServeHTTP(w, r)
 		case DispatcherServiceGetJobResultProcedure:
 			dispatcherServiceGetJobResultHandler.ServeHTTP(w, r)
+		case DispatcherServicePurgeJobProcedure:
+			dispatcherServicePurgeJobHandler.ServeHTTP(w, r)
 		case DispatcherServiceWatchJobProcedure:
 			dispatcherServiceWatchJobHandler.ServeHTTP(w, r)
 		case DispatcherServiceReportClientHeartbeatProcedure:
@@ -981,6 +1142,10 @@ func (UnimplementedDispatcherServiceHandler) CancelJob(context.Context, *v1.Canc
 
 func (UnimplementedDispatcherServiceHandler) GetJobResult(context.Context, *v1.GetJobResultRequest) (*v1.GetJobResultResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.DispatcherService.GetJobResult is not implemented"))
+}
+
+func (UnimplementedDispatcherServiceHandler) PurgeJob(context.Context, *v1.PurgeJobRequest) (*v1.PurgeJobResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobplane.v1.DispatcherService.PurgeJob is not implemented"))
 }
 
 func (UnimplementedDispatcherServiceHandler) WatchJob(context.Context, *v1.WatchJobRequest, *connect.ServerStream[v1.WatchJobResponse]) error {

@@ -2,8 +2,8 @@
 // @generated from file jobplane/v1/dispatcher_service.proto (package jobplane.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
 import type { CheckpointInfo, CheckpointStats, SavepointInfo } from "./checkpoint_pb.js";
@@ -22,7 +22,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file jobplane/v1/dispatcher_service.proto.
  */
 export const file_jobplane_v1_dispatcher_service: GenFile = /*@__PURE__*/
-  fileDesc("CiRqb2JwbGFuZS92MS9kaXNwYXRjaGVyX3NlcnZpY2UucHJvdG8SC2pvYnBsYW5lLnYxIigKFkxpc3RDaGVja3BvaW50c1JlcXVlc3QSDgoGam9iX2lkGAEgASgJIngKF0xpc3RDaGVja3BvaW50c1Jlc3BvbnNlEjAKC2NoZWNrcG9pbnRzGAEgAygLMhsuam9icGxhbmUudjEuQ2hlY2twb2ludEluZm8SKwoFc3RhdHMYAiABKAsyHC5qb2JwbGFuZS52MS5DaGVja3BvaW50U3RhdHMiNwoXVHJpZ2dlclNhdmVwb2ludFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEgwKBHN0b3AYAiABKAgiSQoYVHJpZ2dlclNhdmVwb2ludFJlc3BvbnNlEi0KCXNhdmVwb2ludBgBIAEoCzIaLmpvYnBsYW5lLnYxLlNhdmVwb2ludEluZm8iTgoVTGlzdFNhdmVwb2ludHNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJhChZMaXN0U2F2ZXBvaW50c1Jlc3BvbnNlEi4KCnNhdmVwb2ludHMYASADKAsyGi5qb2JwbGFuZS52MS5TYXZlcG9pbnRJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIuChZEZWxldGVTYXZlcG9pbnRSZXF1ZXN0EhQKDHNhdmVwb2ludF9pZBgBIAEoCSIZChdEZWxldGVTYXZlcG9pbnRSZXNwb25zZSJMChBTdWJtaXRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIoCglqb2JfZ3JhcGgYAiABKAsyFS5qb2JwbGFuZS52MS5Kb2JHcmFwaCJcChFTdWJtaXRKb2JSZXNwb25zZRIOCgZqb2JfaWQYASABKAkSDwoHY3JlYXRlZBgCIAEoCBImCgZzdGF0dXMYAyABKA4yFi5qb2JwbGFuZS52MS5Kb2JTdGF0dXMiagoNR2V0Sm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSIgoEdmlldxgCIAEoDjIULmpvYnBsYW5lLnYxLkpvYlZpZXcSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiTwoOR2V0Sm9iUmVzcG9uc2USJAoDam9iGAEgASgLMhcuam9icGxhbmUudjEuSm9iRGV0YWlscxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiYgoPTGlzdEpvYnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEigKCHN0YXR1c2VzGAMgAygOMhYuam9icGxhbmUudjEuSm9iU3RhdHVzIlIKEExpc3RKb2JzUmVzcG9uc2USJQoEam9icxgBIAMoCzIXLmpvYnBsYW5lLnYxLkpvYlN1bW1hcnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiIKEENhbmNlbEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjsKEUNhbmNlbEpvYlJlc3BvbnNlEiYKBnN0YXR1cxgBIAEoDjIWLmpvYnBsYW5lLnYxLkpvYlN0YXR1cyIzChNHZXRKb2JSZXN1bHRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIMCgR3YWl0GAIgASgIIj4KFEdldEpvYlJlc3VsdFJlc3BvbnNlEiYKBnJlc3VsdBgBIAEoCzIWLmpvYnBsYW5lLnYxLkpvYlJlc3VsdCI3Cg9XYXRjaEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhQKDHJlc3VtZV90b2tlbhgCIAEoCSKZAQoQV2F0Y2hKb2JSZXNwb25zZRImCgNqb2IYASABKAsyFy5qb2JwbGFuZS52MS5Kb2JTdW1tYXJ5SAASKwoJaGVhcnRiZWF0GAQgASgLMhYuam9icGxhbmUudjEuSGVhcnRiZWF0SAASFAoMcmVzdW1lX3Rva2VuGAIgASgJEhEKCWNvYWxlc2NlZBgDIAEoCEIHCgVldmVudCIuChxSZXBvcnRDbGllbnRIZWFydGJlYXRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSJbCh1SZXBvcnRDbGllbnRIZWFydGJlYXRSZXNwb25zZRIqCgd0aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uSgQIARACUghkZWFkbGluZSJBChhMaXN0VGFza0V4ZWN1dG9yc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiawoZTGlzdFRhc2tFeGVjdXRvcnNSZXNwb25zZRI1Cg50YXNrX2V4ZWN1dG9ycxgBIAMoCzIdLmpvYnBsYW5lLnYxLlRhc2tFeGVjdXRvckluZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIt8BChBUYXNrRXhlY3V0b3JJbmZvEhgKEHRhc2tfZXhlY3V0b3JfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRISCgppbnZva2FibGVzGAMgAygJEhIKCnNsb3RfY291bnQYBCABKAUSFwoPZnJlZV9zbG90X2NvdW50GAUgASgFEjMKD2FsbG9jYXRlZF9zbG90cxgGIAMoCzIaLmpvYnBsYW5lLnYxLkFsbG9jYXRlZFNsb3QSKgoHc2lsZW5jZRgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIzCg1BbGxvY2F0ZWRTbG90EhIKCnNsb3RfaW5kZXgYASABKAUSDgoGam9iX2lkGAIgASgJIhsKGUdldENsdXN0ZXJPdmVydmlld1JlcXVlc3Qi1AIKGkdldENsdXN0ZXJPdmVydmlld1Jlc3BvbnNlEicKBmxlYWRlchgBIAEoCzIXLmpvYnBsYW5lLnYxLkxlYWRlckluZm8SGwoTdGFza19leGVjdXRvcl9jb3VudBgCIAEoBRISCgpzbG90X2NvdW50GAMgASgFEhcKD2ZyZWVfc2xvdF9jb3VudBgEIAEoBRIZChFydW5uaW5nX2pvYl9jb3VudBgFIAEoBRIaChJmaW5pc2hlZF9qb2JfY291bnQYBiABKAUSGgoSY2FuY2VsZWRfam9iX2NvdW50GAcgASgFEhgKEGZhaWxlZF9qb2JfY291bnQYCCABKAUSKQoGbGltaXRzGAkgASgLMhkuam9icGxhbmUudjEuU2VydmVyTGltaXRzEisKB3RpbWluZ3MYCiABKAsyGi5qb2JwbGFuZS52MS5TZXJ2ZXJUaW1pbmdzIqsECg1TZXJ2ZXJUaW1pbmdzEi4KC3Nlc3Npb25fdHRsGAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEisKCHRha2VvdmVyGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC2pvYl9yZWdyYW50GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjQKEXJldm9jYXRpb25fbm90aWNlGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC3Rhc2tfY2FuY2VsGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi0KCnNsb3RfeWllbGQYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMwoQc3RyZWFtX2hlYXJ0YmVhdBgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIbChN3YXRjaF9yZXN1bWVfd2luZG93GAggASgFEjMKEHJlc3VsdF9yZXRlbnRpb24YCSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SQgofdGFza19leGVjdXRvcl9oZWFydGJlYXRfdGltZW91dBgKIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgp0YXNrX2xlYXNlGAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uItsCCgxTZXJ2ZXJMaW1pdHMSGQoRbWF4X3JlcXVlc3RfYnl0ZXMYASABKAMSGgoSbWF4X3Jlc3BvbnNlX2J5dGVzGAIgASgDEhcKD21heF9ncmFwaF9ieXRlcxgDIAEoAxIUCgxtYXhfdmVydGljZXMYBCABKAUSFAoMbWF4X3N1YnRhc2tzGAUgASgFEhoKEm1heF9saXN0X3BhZ2Vfc2l6ZRgGIAEoBRIdChVtYXhfc3VidGFza19wYWdlX3NpemUYByABKAUSHgoWbWF4X2lubGluZV9zdGF0ZV9ieXRlcxgIIAEoAxIcChRtYXhfY2hlY2twb2ludF9ieXRlcxgJIAEoAxIcChRtYXhfdGFza192YWx1ZV9ieXRlcxgKIAEoAxIeChZtYXhfcmVzdWx0X3ZhbHVlX2J5dGVzGAsgASgDEhgKEG1heF9hY2N1bXVsYXRvcnMYDCABKAUiowEKFEdldFRhc2tPdXRwdXRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIRCgl2ZXJ0ZXhfaWQYAiABKAkSFQoNc3VidGFza19pbmRleBgDIAEoBRIbCg5hdHRlbXB0X251bWJlchgEIAEoBUgAiAEBEg4KBm9mZnNldBgFIAEoAxIRCgltYXhfYnl0ZXMYBiABKAVCEQoPX2F0dGVtcHRfbnVtYmVyIrYBChVHZXRUYXNrT3V0cHV0UmVzcG9uc2USDAoEZGF0YRgBIAEoDBIOCgZvZmZzZXQYAiABKAMSEwoLbmV4dF9vZmZzZXQYAyABKAMSFQoNZHJvcHBlZF9ieXRlcxgEIAEoAxISCgplbmRfb2Zmc2V0GAUgASgDEg0KBWVuZGVkGAYgASgIEhYKDmF0dGVtcHRfbnVtYmVyGAcgASgFEhgKEHRhc2tfZXhlY3V0b3JfaWQYCCABKAkyowoKEURpc3BhdGNoZXJTZXJ2aWNlEk8KCVN1Ym1pdEpvYhIdLmpvYnBsYW5lLnYxLlN1Ym1pdEpvYlJlcXVlc3QaHi5qb2JwbGFuZS52MS5TdWJtaXRKb2JSZXNwb25zZSIDkAICEkYKBkdldEpvYhIaLmpvYnBsYW5lLnYxLkdldEpvYlJlcXVlc3QaGy5qb2JwbGFuZS52MS5HZXRKb2JSZXNwb25zZSIDkAIBEkwKCExpc3RKb2JzEhwuam9icGxhbmUudjEuTGlzdEpvYnNSZXF1ZXN0Gh0uam9icGxhbmUudjEuTGlzdEpvYnNSZXNwb25zZSIDkAIBEk8KCUNhbmNlbEpvYhIdLmpvYnBsYW5lLnYxLkNhbmNlbEpvYlJlcXVlc3QaHi5qb2JwbGFuZS52MS5DYW5jZWxKb2JSZXNwb25zZSIDkAICElgKDEdldEpvYlJlc3VsdBIgLmpvYnBsYW5lLnYxLkdldEpvYlJlc3VsdFJlcXVlc3QaIS5qb2JwbGFuZS52MS5HZXRKb2JSZXN1bHRSZXNwb25zZSIDkAIBEk4KCFdhdGNoSm9iEhwuam9icGxhbmUudjEuV2F0Y2hKb2JSZXF1ZXN0Gh0uam9icGxhbmUudjEuV2F0Y2hKb2JSZXNwb25zZSIDkAIBMAEScwoVUmVwb3J0Q2xpZW50SGVhcnRiZWF0Eikuam9icGxhbmUudjEuUmVwb3J0Q2xpZW50SGVhcnRiZWF0UmVxdWVzdBoqLmpvYnBsYW5lLnYxLlJlcG9ydENsaWVudEhlYXJ0YmVhdFJlc3BvbnNlIgOQAgISZwoRTGlzdFRhc2tFeGVjdXRvcnMSJS5qb2JwbGFuZS52MS5MaXN0VGFza0V4ZWN1dG9yc1JlcXVlc3QaJi5qb2JwbGFuZS52MS5MaXN0VGFza0V4ZWN1dG9yc1Jlc3BvbnNlIgOQAgESWwoNR2V0VGFza091dHB1dBIhLmpvYnBsYW5lLnYxLkdldFRhc2tPdXRwdXRSZXF1ZXN0GiIuam9icGxhbmUudjEuR2V0VGFza091dHB1dFJlc3BvbnNlIgOQAgESagoSR2V0Q2x1c3Rlck92ZXJ2aWV3EiYuam9icGxhbmUudjEuR2V0Q2x1c3Rlck92ZXJ2aWV3UmVxdWVzdBonLmpvYnBsYW5lLnYxLkdldENsdXN0ZXJPdmVydmlld1Jlc3BvbnNlIgOQAgESYQoPTGlzdENoZWNrcG9pbnRzEiMuam9icGxhbmUudjEuTGlzdENoZWNrcG9pbnRzUmVxdWVzdBokLmpvYnBsYW5lLnYxLkxpc3RDaGVja3BvaW50c1Jlc3BvbnNlIgOQAgESXwoQVHJpZ2dlclNhdmVwb2ludBIkLmpvYnBsYW5lLnYxLlRyaWdnZXJTYXZlcG9pbnRSZXF1ZXN0GiUuam9icGxhbmUudjEuVHJpZ2dlclNhdmVwb2ludFJlc3BvbnNlEl4KDkxpc3RTYXZlcG9pbnRzEiIuam9icGxhbmUudjEuTGlzdFNhdmVwb2ludHNSZXF1ZXN0GiMuam9icGxhbmUudjEuTGlzdFNhdmVwb2ludHNSZXNwb25zZSIDkAIBEmEKD0RlbGV0ZVNhdmVwb2ludBIjLmpvYnBsYW5lLnYxLkRlbGV0ZVNhdmVwb2ludFJlcXVlc3QaJC5qb2JwbGFuZS52MS5EZWxldGVTYXZlcG9pbnRSZXNwb25zZSIDkAICYgZwcm90bzM", [file_google_protobuf_duration, file_jobplane_v1_checkpoint, file_jobplane_v1_job, file_jobplane_v1_job_graph, file_jobplane_v1_leadership, file_jobplane_v1_stream]);
+  fileDesc("CiRqb2JwbGFuZS92MS9kaXNwYXRjaGVyX3NlcnZpY2UucHJvdG8SC2pvYnBsYW5lLnYxIigKFkxpc3RDaGVja3BvaW50c1JlcXVlc3QSDgoGam9iX2lkGAEgASgJIngKF0xpc3RDaGVja3BvaW50c1Jlc3BvbnNlEjAKC2NoZWNrcG9pbnRzGAEgAygLMhsuam9icGxhbmUudjEuQ2hlY2twb2ludEluZm8SKwoFc3RhdHMYAiABKAsyHC5qb2JwbGFuZS52MS5DaGVja3BvaW50U3RhdHMiNwoXVHJpZ2dlclNhdmVwb2ludFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEgwKBHN0b3AYAiABKAgiSQoYVHJpZ2dlclNhdmVwb2ludFJlc3BvbnNlEi0KCXNhdmVwb2ludBgBIAEoCzIaLmpvYnBsYW5lLnYxLlNhdmVwb2ludEluZm8iTgoVTGlzdFNhdmVwb2ludHNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJhChZMaXN0U2F2ZXBvaW50c1Jlc3BvbnNlEi4KCnNhdmVwb2ludHMYASADKAsyGi5qb2JwbGFuZS52MS5TYXZlcG9pbnRJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIuChZEZWxldGVTYXZlcG9pbnRSZXF1ZXN0EhQKDHNhdmVwb2ludF9pZBgBIAEoCSIZChdEZWxldGVTYXZlcG9pbnRSZXNwb25zZSJ9ChBTdWJtaXRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIoCglqb2JfZ3JhcGgYAiABKAsyFS5qb2JwbGFuZS52MS5Kb2JHcmFwaBIvCghpZF9yZXVzZRgDIAEoDjIdLmpvYnBsYW5lLnYxLkpvYklkUmV1c2VQb2xpY3kibAoRU3VibWl0Sm9iUmVzcG9uc2USDgoGam9iX2lkGAEgASgJEg8KB2NyZWF0ZWQYAiABKAgSJgoGc3RhdHVzGAMgASgOMhYuam9icGxhbmUudjEuSm9iU3RhdHVzEg4KBnJ1bl9pZBgEIAEoCSJ6Cg1HZXRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIiCgR2aWV3GAIgASgOMhQuam9icGxhbmUudjEuSm9iVmlldxIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCRIOCgZydW5faWQYBSABKAkiTwoOR2V0Sm9iUmVzcG9uc2USJAoDam9iGAEgASgLMhcuam9icGxhbmUudjEuSm9iRGV0YWlscxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiYgoPTGlzdEpvYnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEigKCHN0YXR1c2VzGAMgAygOMhYuam9icGxhbmUudjEuSm9iU3RhdHVzIlIKEExpc3RKb2JzUmVzcG9uc2USJQoEam9icxgBIAMoCzIXLmpvYnBsYW5lLnYxLkpvYlN1bW1hcnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlYKEENhbmNlbEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRISCgpyZXF1ZXN0X2lkGAMgASgJEg4KBnJlYXNvbhgEIAEoCSI7ChFDYW5jZWxKb2JSZXNwb25zZRImCgZzdGF0dXMYASABKA4yFi5qb2JwbGFuZS52MS5Kb2JTdGF0dXMiQwoTR2V0Sm9iUmVzdWx0UmVxdWVzdBIOCgZqb2JfaWQYASABKAkSDAoEd2FpdBgCIAEoCBIOCgZydW5faWQYAyABKAkiMQoPUHVyZ2VKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkiEgoQUHVyZ2VKb2JSZXNwb25zZSI+ChRHZXRKb2JSZXN1bHRSZXNwb25zZRImCgZyZXN1bHQYASABKAsyFi5qb2JwbGFuZS52MS5Kb2JSZXN1bHQiRwoPV2F0Y2hKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIUCgxyZXN1bWVfdG9rZW4YAiABKAkSDgoGcnVuX2lkGAMgASgJIpkBChBXYXRjaEpvYlJlc3BvbnNlEiYKA2pvYhgBIAEoCzIXLmpvYnBsYW5lLnYxLkpvYlN1bW1hcnlIABIrCgloZWFydGJlYXQYBCABKAsyFi5qb2JwbGFuZS52MS5IZWFydGJlYXRIABIUCgxyZXN1bWVfdG9rZW4YAiABKAkSEQoJY29hbGVzY2VkGAMgASgIQgcKBWV2ZW50Ii4KHFJlcG9ydENsaWVudEhlYXJ0YmVhdFJlcXVlc3QSDgoGam9iX2lkGAEgASgJIlsKHVJlcG9ydENsaWVudEhlYXJ0YmVhdFJlc3BvbnNlEioKB3RpbWVvdXQYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25KBAgBEAJSCGRlYWRsaW5lIkEKGExpc3RUYXNrRXhlY3V0b3JzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJrChlMaXN0VGFza0V4ZWN1dG9yc1Jlc3BvbnNlEjUKDnRhc2tfZXhlY3V0b3JzGAEgAygLMh0uam9icGxhbmUudjEuVGFza0V4ZWN1dG9ySW5mbxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki3wEKEFRhc2tFeGVjdXRvckluZm8SGAoQdGFza19leGVjdXRvcl9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEhIKCmludm9rYWJsZXMYAyADKAkSEgoKc2xvdF9jb3VudBgEIAEoBRIXCg9mcmVlX3Nsb3RfY291bnQYBSABKAUSMwoPYWxsb2NhdGVkX3Nsb3RzGAYgAygLMhouam9icGxhbmUudjEuQWxsb2NhdGVkU2xvdBIqCgdzaWxlbmNlGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjMKDUFsbG9jYXRlZFNsb3QSEgoKc2xvdF9pbmRleBgBIAEoBRIOCgZqb2JfaWQYAiABKAkiGwoZR2V0Q2x1c3Rlck92ZXJ2aWV3UmVxdWVzdCLUAgoaR2V0Q2x1c3Rlck92ZXJ2aWV3UmVzcG9uc2USJwoGbGVhZGVyGAEgASgLMhcuam9icGxhbmUudjEuTGVhZGVySW5mbxIbChN0YXNrX2V4ZWN1dG9yX2NvdW50GAIgASgFEhIKCnNsb3RfY291bnQYAyABKAUSFwoPZnJlZV9zbG90X2NvdW50GAQgASgFEhkKEXJ1bm5pbmdfam9iX2NvdW50GAUgASgFEhoKEmZpbmlzaGVkX2pvYl9jb3VudBgGIAEoBRIaChJjYW5jZWxlZF9qb2JfY291bnQYByABKAUSGAoQZmFpbGVkX2pvYl9jb3VudBgIIAEoBRIpCgZsaW1pdHMYCSABKAsyGS5qb2JwbGFuZS52MS5TZXJ2ZXJMaW1pdHMSKwoHdGltaW5ncxgKIAEoCzIaLmpvYnBsYW5lLnYxLlNlcnZlclRpbWluZ3MiqwQKDVNlcnZlclRpbWluZ3MSLgoLc2Vzc2lvbl90dGwYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKwoIdGFrZW92ZXIYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLgoLam9iX3JlZ3JhbnQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SNAoRcmV2b2NhdGlvbl9ub3RpY2UYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLgoLdGFza19jYW5jZWwYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLQoKc2xvdF95aWVsZBgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIzChBzdHJlYW1faGVhcnRiZWF0GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhsKE3dhdGNoX3Jlc3VtZV93aW5kb3cYCCABKAUSMwoQcmVzdWx0X3JldGVudGlvbhgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhJCCh90YXNrX2V4ZWN1dG9yX2hlYXJ0YmVhdF90aW1lb3V0GAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi0KCnRhc2tfbGVhc2UYCyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i2wIKDFNlcnZlckxpbWl0cxIZChFtYXhfcmVxdWVzdF9ieXRlcxgBIAEoAxIaChJtYXhfcmVzcG9uc2VfYnl0ZXMYAiABKAMSFwoPbWF4X2dyYXBoX2J5dGVzGAMgASgDEhQKDG1heF92ZXJ0aWNlcxgEIAEoBRIUCgxtYXhfc3VidGFza3MYBSABKAUSGgoSbWF4X2xpc3RfcGFnZV9zaXplGAYgASgFEh0KFW1heF9zdWJ0YXNrX3BhZ2Vfc2l6ZRgHIAEoBRIeChZtYXhfaW5saW5lX3N0YXRlX2J5dGVzGAggASgDEhwKFG1heF9jaGVja3BvaW50X2J5dGVzGAkgASgDEhwKFG1heF90YXNrX3ZhbHVlX2J5dGVzGAogASgDEh4KFm1heF9yZXN1bHRfdmFsdWVfYnl0ZXMYCyABKAMSGAoQbWF4X2FjY3VtdWxhdG9ycxgMIAEoBSKjAQoUR2V0VGFza091dHB1dFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhEKCXZlcnRleF9pZBgCIAEoCRIVCg1zdWJ0YXNrX2luZGV4GAMgASgFEhsKDmF0dGVtcHRfbnVtYmVyGAQgASgFSACIAQESDgoGb2Zmc2V0GAUgASgDEhEKCW1heF9ieXRlcxgGIAEoBUIRCg9fYXR0ZW1wdF9udW1iZXIitgEKFUdldFRhc2tPdXRwdXRSZXNwb25zZRIMCgRkYXRhGAEgASgMEg4KBm9mZnNldBgCIAEoAxITCgtuZXh0X29mZnNldBgDIAEoAxIVCg1kcm9wcGVkX2J5dGVzGAQgASgDEhIKCmVuZF9vZmZzZXQYBSABKAMSDQoFZW5kZWQYBiABKAgSFgoOYXR0ZW1wdF9udW1iZXIYByABKAUSGAoQdGFza19leGVjdXRvcl9pZBgIIAEoCSqKAQoQSm9iSWRSZXVzZVBvbGljeRIjCh9KT0JfSURfUkVVU0VfUE9MSUNZX1VOU1BFQ0lGSUVEEAASKAokSk9CX0lEX1JFVVNFX1BPTElDWV9SRUpFQ1RfRFVQTElDQVRFEAESJwojSk9CX0lEX1JFVVNFX1BPTElDWV9BTExPV19EVVBMSUNBVEUQAjLxCgoRRGlzcGF0Y2hlclNlcnZpY2USTwoJU3VibWl0Sm9iEh0uam9icGxhbmUudjEuU3VibWl0Sm9iUmVxdWVzdBoeLmpvYnBsYW5lLnYxLlN1Ym1pdEpvYlJlc3BvbnNlIgOQAgISRgoGR2V0Sm9iEhouam9icGxhbmUudjEuR2V0Sm9iUmVxdWVzdBobLmpvYnBsYW5lLnYxLkdldEpvYlJlc3BvbnNlIgOQAgESTAoITGlzdEpvYnMSHC5qb2JwbGFuZS52MS5MaXN0Sm9ic1JlcXVlc3QaHS5qb2JwbGFuZS52MS5MaXN0Sm9ic1Jlc3BvbnNlIgOQAgESTwoJQ2FuY2VsSm9iEh0uam9icGxhbmUudjEuQ2FuY2VsSm9iUmVxdWVzdBoeLmpvYnBsYW5lLnYxLkNhbmNlbEpvYlJlc3BvbnNlIgOQAgISWAoMR2V0Sm9iUmVzdWx0EiAuam9icGxhbmUudjEuR2V0Sm9iUmVzdWx0UmVxdWVzdBohLmpvYnBsYW5lLnYxLkdldEpvYlJlc3VsdFJlc3BvbnNlIgOQAgESTAoIUHVyZ2VKb2ISHC5qb2JwbGFuZS52MS5QdXJnZUpvYlJlcXVlc3QaHS5qb2JwbGFuZS52MS5QdXJnZUpvYlJlc3BvbnNlIgOQAgISTgoIV2F0Y2hKb2ISHC5qb2JwbGFuZS52MS5XYXRjaEpvYlJlcXVlc3QaHS5qb2JwbGFuZS52MS5XYXRjaEpvYlJlc3BvbnNlIgOQAgEwARJzChVSZXBvcnRDbGllbnRIZWFydGJlYXQSKS5qb2JwbGFuZS52MS5SZXBvcnRDbGllbnRIZWFydGJlYXRSZXF1ZXN0Giouam9icGxhbmUudjEuUmVwb3J0Q2xpZW50SGVhcnRiZWF0UmVzcG9uc2UiA5ACAhJnChFMaXN0VGFza0V4ZWN1dG9ycxIlLmpvYnBsYW5lLnYxLkxpc3RUYXNrRXhlY3V0b3JzUmVxdWVzdBomLmpvYnBsYW5lLnYxLkxpc3RUYXNrRXhlY3V0b3JzUmVzcG9uc2UiA5ACARJbCg1HZXRUYXNrT3V0cHV0EiEuam9icGxhbmUudjEuR2V0VGFza091dHB1dFJlcXVlc3QaIi5qb2JwbGFuZS52MS5HZXRUYXNrT3V0cHV0UmVzcG9uc2UiA5ACARJqChJHZXRDbHVzdGVyT3ZlcnZpZXcSJi5qb2JwbGFuZS52MS5HZXRDbHVzdGVyT3ZlcnZpZXdSZXF1ZXN0Gicuam9icGxhbmUudjEuR2V0Q2x1c3Rlck92ZXJ2aWV3UmVzcG9uc2UiA5ACARJhCg9MaXN0Q2hlY2twb2ludHMSIy5qb2JwbGFuZS52MS5MaXN0Q2hlY2twb2ludHNSZXF1ZXN0GiQuam9icGxhbmUudjEuTGlzdENoZWNrcG9pbnRzUmVzcG9uc2UiA5ACARJfChBUcmlnZ2VyU2F2ZXBvaW50EiQuam9icGxhbmUudjEuVHJpZ2dlclNhdmVwb2ludFJlcXVlc3QaJS5qb2JwbGFuZS52MS5UcmlnZ2VyU2F2ZXBvaW50UmVzcG9uc2USXgoOTGlzdFNhdmVwb2ludHMSIi5qb2JwbGFuZS52MS5MaXN0U2F2ZXBvaW50c1JlcXVlc3QaIy5qb2JwbGFuZS52MS5MaXN0U2F2ZXBvaW50c1Jlc3BvbnNlIgOQAgESYQoPRGVsZXRlU2F2ZXBvaW50EiMuam9icGxhbmUudjEuRGVsZXRlU2F2ZXBvaW50UmVxdWVzdBokLmpvYnBsYW5lLnYxLkRlbGV0ZVNhdmVwb2ludFJlc3BvbnNlIgOQAgJiBnByb3RvMw", [file_google_protobuf_duration, file_jobplane_v1_checkpoint, file_jobplane_v1_job, file_jobplane_v1_job_graph, file_jobplane_v1_leadership, file_jobplane_v1_stream]);
 
 /**
  * ListCheckpointsRequest is the request of DispatcherService.ListCheckpoints.
@@ -248,6 +248,15 @@ export type SubmitJobRequest = Message<"jobplane.v1.SubmitJobRequest"> & {
    * @generated from field: jobplane.v1.JobGraph job_graph = 2;
    */
   jobGraph?: JobGraph | undefined;
+
+  /**
+   * What a submission of an id whose job is globally terminal does (see
+   * SubmitJob). Unset means JOB_ID_REUSE_POLICY_REJECT_DUPLICATE. Since
+   * 1.2.
+   *
+   * @generated from field: jobplane.v1.JobIdReusePolicy id_reuse = 3;
+   */
+  idReuse: JobIdReusePolicy;
 };
 
 /**
@@ -284,6 +293,14 @@ export type SubmitJobResponse = Message<"jobplane.v1.SubmitJobResponse"> & {
    * @generated from field: jobplane.v1.JobStatus status = 3;
    */
   status: JobStatus;
+
+  /**
+   * The id of the run the answer is about: the new run's, or the existing
+   * job's. Since 1.2.
+   *
+   * @generated from field: string run_id = 4;
+   */
+  runId: string;
 };
 
 /**
@@ -334,6 +351,14 @@ export type GetJobRequest = Message<"jobplane.v1.GetJobRequest"> & {
    * @generated from field: string page_token = 4;
    */
   pageToken: string;
+
+  /**
+   * Only this run of the job id (JobResult.run_id); empty for whichever
+   * is current. At most 128 bytes. Since 1.2.
+   *
+   * @generated from field: string run_id = 5;
+   */
+  runId: string;
 };
 
 /**
@@ -454,6 +479,30 @@ export type CancelJobRequest = Message<"jobplane.v1.CancelJobRequest"> & {
    * @generated from field: string job_id = 1;
    */
   jobId: string;
+
+  /**
+   * Only this run of the job id (JobResult.run_id); empty for whichever
+   * is current. At most 128 bytes. Since 1.2.
+   *
+   * @generated from field: string run_id = 2;
+   */
+  runId: string;
+
+  /**
+   * The client's id of this request, recorded with it (see CancelJob). At
+   * most 128 bytes. Since 1.2.
+   *
+   * @generated from field: string request_id = 3;
+   */
+  requestId: string;
+
+  /**
+   * Why the job is canceled, recorded with the request (see CancelJob).
+   * At most 1,024 bytes. Since 1.2.
+   *
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
 };
 
 /**
@@ -504,6 +553,14 @@ export type GetJobResultRequest = Message<"jobplane.v1.GetJobResultRequest"> & {
    * @generated from field: bool wait = 2;
    */
   wait: boolean;
+
+  /**
+   * Only this run of the job id (JobResult.run_id); empty for whichever
+   * is current. At most 128 bytes. Since 1.2.
+   *
+   * @generated from field: string run_id = 3;
+   */
+  runId: string;
 };
 
 /**
@@ -512,6 +569,51 @@ export type GetJobResultRequest = Message<"jobplane.v1.GetJobResultRequest"> & {
  */
 export const GetJobResultRequestSchema: GenMessage<GetJobResultRequest> = /*@__PURE__*/
   messageDesc(file_jobplane_v1_dispatcher_service, 16);
+
+/**
+ * PurgeJobRequest is the request of DispatcherService.PurgeJob. Since 1.2.
+ *
+ * @generated from message jobplane.v1.PurgeJobRequest
+ */
+export type PurgeJobRequest = Message<"jobplane.v1.PurgeJobRequest"> & {
+  /**
+   * The job's id. Required.
+   *
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * Only this run of the job id (JobResult.run_id); empty for whichever
+   * is current. At most 128 bytes.
+   *
+   * @generated from field: string run_id = 2;
+   */
+  runId: string;
+};
+
+/**
+ * Describes the message jobplane.v1.PurgeJobRequest.
+ * Use `create(PurgeJobRequestSchema)` to create a new message.
+ */
+export const PurgeJobRequestSchema: GenMessage<PurgeJobRequest> = /*@__PURE__*/
+  messageDesc(file_jobplane_v1_dispatcher_service, 17);
+
+/**
+ * PurgeJobResponse is the response of DispatcherService.PurgeJob. Since
+ * 1.2.
+ *
+ * @generated from message jobplane.v1.PurgeJobResponse
+ */
+export type PurgeJobResponse = Message<"jobplane.v1.PurgeJobResponse"> & {
+};
+
+/**
+ * Describes the message jobplane.v1.PurgeJobResponse.
+ * Use `create(PurgeJobResponseSchema)` to create a new message.
+ */
+export const PurgeJobResponseSchema: GenMessage<PurgeJobResponse> = /*@__PURE__*/
+  messageDesc(file_jobplane_v1_dispatcher_service, 18);
 
 /**
  * GetJobResultResponse is the response of DispatcherService.GetJobResult.
@@ -532,7 +634,7 @@ export type GetJobResultResponse = Message<"jobplane.v1.GetJobResultResponse"> &
  * Use `create(GetJobResultResponseSchema)` to create a new message.
  */
 export const GetJobResultResponseSchema: GenMessage<GetJobResultResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 17);
+  messageDesc(file_jobplane_v1_dispatcher_service, 19);
 
 /**
  * WatchJobRequest is the request of DispatcherService.WatchJob.
@@ -554,6 +656,14 @@ export type WatchJobRequest = Message<"jobplane.v1.WatchJobRequest"> & {
    * @generated from field: string resume_token = 2;
    */
   resumeToken: string;
+
+  /**
+   * Only this run of the job id (JobResult.run_id); empty for whichever
+   * is current. At most 128 bytes. Since 1.2.
+   *
+   * @generated from field: string run_id = 3;
+   */
+  runId: string;
 };
 
 /**
@@ -561,7 +671,7 @@ export type WatchJobRequest = Message<"jobplane.v1.WatchJobRequest"> & {
  * Use `create(WatchJobRequestSchema)` to create a new message.
  */
 export const WatchJobRequestSchema: GenMessage<WatchJobRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 18);
+  messageDesc(file_jobplane_v1_dispatcher_service, 20);
 
 /**
  * WatchJobResponse is one message of DispatcherService.WatchJob.
@@ -615,7 +725,7 @@ export type WatchJobResponse = Message<"jobplane.v1.WatchJobResponse"> & {
  * Use `create(WatchJobResponseSchema)` to create a new message.
  */
 export const WatchJobResponseSchema: GenMessage<WatchJobResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 19);
+  messageDesc(file_jobplane_v1_dispatcher_service, 21);
 
 /**
  * ReportClientHeartbeatRequest is the request of
@@ -637,7 +747,7 @@ export type ReportClientHeartbeatRequest = Message<"jobplane.v1.ReportClientHear
  * Use `create(ReportClientHeartbeatRequestSchema)` to create a new message.
  */
 export const ReportClientHeartbeatRequestSchema: GenMessage<ReportClientHeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 20);
+  messageDesc(file_jobplane_v1_dispatcher_service, 22);
 
 /**
  * ReportClientHeartbeatResponse is the response of
@@ -661,7 +771,7 @@ export type ReportClientHeartbeatResponse = Message<"jobplane.v1.ReportClientHea
  * Use `create(ReportClientHeartbeatResponseSchema)` to create a new message.
  */
 export const ReportClientHeartbeatResponseSchema: GenMessage<ReportClientHeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 21);
+  messageDesc(file_jobplane_v1_dispatcher_service, 23);
 
 /**
  * ListTaskExecutorsRequest is the request of
@@ -694,7 +804,7 @@ export type ListTaskExecutorsRequest = Message<"jobplane.v1.ListTaskExecutorsReq
  * Use `create(ListTaskExecutorsRequestSchema)` to create a new message.
  */
 export const ListTaskExecutorsRequestSchema: GenMessage<ListTaskExecutorsRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 22);
+  messageDesc(file_jobplane_v1_dispatcher_service, 24);
 
 /**
  * ListTaskExecutorsResponse is the response of
@@ -723,7 +833,7 @@ export type ListTaskExecutorsResponse = Message<"jobplane.v1.ListTaskExecutorsRe
  * Use `create(ListTaskExecutorsResponseSchema)` to create a new message.
  */
 export const ListTaskExecutorsResponseSchema: GenMessage<ListTaskExecutorsResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 23);
+  messageDesc(file_jobplane_v1_dispatcher_service, 25);
 
 /**
  * TaskExecutorInfo is a TaskExecutor as the ResourceManager knows it.
@@ -787,7 +897,7 @@ export type TaskExecutorInfo = Message<"jobplane.v1.TaskExecutorInfo"> & {
  * Use `create(TaskExecutorInfoSchema)` to create a new message.
  */
 export const TaskExecutorInfoSchema: GenMessage<TaskExecutorInfo> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 24);
+  messageDesc(file_jobplane_v1_dispatcher_service, 26);
 
 /**
  * AllocatedSlot is a slot of a TaskExecutor allocated to a job.
@@ -815,7 +925,7 @@ export type AllocatedSlot = Message<"jobplane.v1.AllocatedSlot"> & {
  * Use `create(AllocatedSlotSchema)` to create a new message.
  */
 export const AllocatedSlotSchema: GenMessage<AllocatedSlot> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 25);
+  messageDesc(file_jobplane_v1_dispatcher_service, 27);
 
 /**
  * GetClusterOverviewRequest is the request of
@@ -831,7 +941,7 @@ export type GetClusterOverviewRequest = Message<"jobplane.v1.GetClusterOverviewR
  * Use `create(GetClusterOverviewRequestSchema)` to create a new message.
  */
 export const GetClusterOverviewRequestSchema: GenMessage<GetClusterOverviewRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 26);
+  messageDesc(file_jobplane_v1_dispatcher_service, 28);
 
 /**
  * GetClusterOverviewResponse is the response of
@@ -919,7 +1029,7 @@ export type GetClusterOverviewResponse = Message<"jobplane.v1.GetClusterOverview
  * Use `create(GetClusterOverviewResponseSchema)` to create a new message.
  */
 export const GetClusterOverviewResponseSchema: GenMessage<GetClusterOverviewResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 27);
+  messageDesc(file_jobplane_v1_dispatcher_service, 29);
 
 /**
  * ServerTimings are the timings a server promises: how long its leaders
@@ -1060,7 +1170,7 @@ export type ServerTimings = Message<"jobplane.v1.ServerTimings"> & {
  * Use `create(ServerTimingsSchema)` to create a new message.
  */
 export const ServerTimingsSchema: GenMessage<ServerTimings> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 28);
+  messageDesc(file_jobplane_v1_dispatcher_service, 30);
 
 /**
  * ServerLimits are the limits a server enforces on what it is sent and
@@ -1173,7 +1283,7 @@ export type ServerLimits = Message<"jobplane.v1.ServerLimits"> & {
  * Use `create(ServerLimitsSchema)` to create a new message.
  */
 export const ServerLimitsSchema: GenMessage<ServerLimits> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 29);
+  messageDesc(file_jobplane_v1_dispatcher_service, 31);
 
 /**
  * GetTaskOutputRequest is the request of DispatcherService.GetTaskOutput.
@@ -1236,7 +1346,7 @@ export type GetTaskOutputRequest = Message<"jobplane.v1.GetTaskOutputRequest"> &
  * Use `create(GetTaskOutputRequestSchema)` to create a new message.
  */
 export const GetTaskOutputRequestSchema: GenMessage<GetTaskOutputRequest> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 30);
+  messageDesc(file_jobplane_v1_dispatcher_service, 32);
 
 /**
  * GetTaskOutputResponse is the response of DispatcherService.GetTaskOutput.
@@ -1315,7 +1425,42 @@ export type GetTaskOutputResponse = Message<"jobplane.v1.GetTaskOutputResponse">
  * Use `create(GetTaskOutputResponseSchema)` to create a new message.
  */
 export const GetTaskOutputResponseSchema: GenMessage<GetTaskOutputResponse> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_dispatcher_service, 31);
+  messageDesc(file_jobplane_v1_dispatcher_service, 33);
+
+/**
+ * JobIdReusePolicy says whether a submission may start a new run of a job
+ * id whose job is globally terminal and whose result is kept. Since 1.2.
+ *
+ * @generated from enum jobplane.v1.JobIdReusePolicy
+ */
+export enum JobIdReusePolicy {
+  /**
+   * Not set; the same as JOB_ID_REUSE_POLICY_REJECT_DUPLICATE.
+   *
+   * @generated from enum value: JOB_ID_REUSE_POLICY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The kept result answers the submission; the job never runs again.
+   *
+   * @generated from enum value: JOB_ID_REUSE_POLICY_REJECT_DUPLICATE = 1;
+   */
+  REJECT_DUPLICATE = 1,
+
+  /**
+   * The kept result is removed and the submission starts a new run.
+   *
+   * @generated from enum value: JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE = 2;
+   */
+  ALLOW_DUPLICATE = 2,
+}
+
+/**
+ * Describes the enum jobplane.v1.JobIdReusePolicy.
+ */
+export const JobIdReusePolicySchema: GenEnum<JobIdReusePolicy> = /*@__PURE__*/
+  enumDesc(file_jobplane_v1_dispatcher_service, 0);
 
 /**
  * DispatcherService is the public API of a jobplane cluster: clients submit,
@@ -1408,6 +1553,31 @@ export const DispatcherService: GenService<{
    *   terminal status, `created = false`; the job never runs again;
    * * concurrent identical submissions: exactly one sees `created = true`.
    *
+   * The job id's reuse (since 1.2): every run of a job id has a run id
+   * (`run_id` of the answer; see JobResult.run_id) that the server MUST
+   * choose when it persists the run's plan, unique among the runs of the
+   * id; an answer about an existing job gives that job's run id. What a
+   * submission of an id whose job is globally terminal, and whose result
+   * is kept, does is the request's `id_reuse`:
+   *
+   * * JOB_ID_REUSE_POLICY_REJECT_DUPLICATE (the default): as above, the
+   *   kept result answers (same plan, `created = false`) and the job
+   *   never runs again;
+   * * JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE: once the job's cleanup is done,
+   *   the server MUST remove the kept result (as PurgeJob does) and start
+   *   a new run of the submitted plan (which MAY differ from the old
+   *   one), with a new run id and `created = true`; while the cleanup is
+   *   not done, FAILED_PRECONDITION (JOB_RESULT_DIRTY) and nothing was
+   *   done: retry. Of concurrent such submissions exactly one sees
+   *   `created = true`; the others answer its run. A crash between the
+   *   removal and the persist of the new plan, or a refusal of the new
+   *   run then (a limit, a failed persist), leaves the id free: the
+   *   retried submission creates the run. A new run that would be
+   *   refused for its invokables (INVOKABLE_NOT_OFFERED) is refused
+   *   before the removal, which then does not happen. A submission of a job that is
+   *   not globally terminal is answered as under REJECT_DUPLICATE,
+   *   whatever its policy, and so is one by another principal.
+   *
    * Errors:
    *
    * * INVALID_ARGUMENT with BadRequest field violations: a malformed
@@ -1432,6 +1602,9 @@ export const DispatcherService: GenService<{
    *   new job would take the cluster's live jobs or their subtasks over
    *   the server's limit; nothing was done. A resubmission of an existing
    *   job is never refused for these;
+   * * FAILED_PRECONDITION, reason JOB_RESULT_DIRTY: with
+   *   JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE, the job's cleanup is not done
+   *   yet; nothing was done, retry. Since 1.2;
    * * FAILED_PRECONDITION, reason INVOKABLE_NOT_OFFERED: the new job names
    *   an invokable that no registered TaskExecutor offers (see
    *   JobVertex.invokable); nothing was done. A resubmission of an
@@ -1455,6 +1628,10 @@ export const DispatcherService: GenService<{
    * for a while; they are not durable: after a change of leader, or once
    * they expire, GetJob answers with the summary and the exception history
    * of the job's result alone (see JobDetails.vertices).
+   *
+   * With `run_id` (since 1.2), only that run is answered: when the job
+   * id's current job is another run, NOT_FOUND (JOB_NOT_FOUND, with the
+   * metadata `run_id`).
    *
    * No side effects. Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
    * INVALID_ARGUMENT for a malformed id, a negative page size or a page
@@ -1508,9 +1685,21 @@ export const DispatcherService: GenService<{
    * is written MUST be answered as the result says (CANCELED, or
    * JOB_TERMINAL), never CANCELLING.
    *
+   * Since 1.2 a request MAY carry a `request_id` and a `reason`, recorded
+   * with it in the HA store: the first recorded request of a run is kept
+   * and shown in the job's summary and result (JobSummary.cancellation,
+   * JobResult.cancellation), and survives a change of leader. A repeat
+   * with the same `request_id` succeeds as the first did; a request with
+   * another `request_id` (or none) while the job is CANCELLING or
+   * CANCELED succeeds and MUST NOT change what was recorded. With
+   * `run_id`, only that run is canceled: when the job id's current job is
+   * another run, NOT_FOUND (JOB_NOT_FOUND) and nothing is done, so a
+   * client never cancels a later run of the id than the one it meant.
+   *
    * Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
    * FAILED_PRECONDITION (JOB_TERMINAL) for a job that FINISHED or FAILED;
-   * INVALID_ARGUMENT for a malformed id; UNAVAILABLE (NOT_LEADER);
+   * INVALID_ARGUMENT for a malformed id, or a `request_id`, `reason` or
+   * `run_id` over its bound; UNAVAILABLE (NOT_LEADER);
    * UNAVAILABLE (CANCEL_NOT_RECORDED) if the request could not be
    * recorded: nothing was done for it, and the client cancels again.
    *
@@ -1525,7 +1714,9 @@ export const DispatcherService: GenService<{
    * GetJobResult returns the result of a globally terminal job.
    *
    * With `wait`, the call blocks until the job is globally terminal or the
-   * call's deadline passes (DEADLINE_EXCEEDED). No side effects.
+   * call's deadline passes (DEADLINE_EXCEEDED). No side effects. With
+   * `run_id` (since 1.2), only that run's result is answered: when the job
+   * id's current job is another run, NOT_FOUND (JOB_NOT_FOUND).
    *
    * Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
    * FAILED_PRECONDITION (JOB_NOT_TERMINAL) without `wait` for a job that is
@@ -1538,6 +1729,31 @@ export const DispatcherService: GenService<{
     methodKind: "unary";
     input: typeof GetJobResultRequestSchema;
     output: typeof GetJobResultResponseSchema;
+  },
+  /**
+   * PurgeJob removes a globally terminal job's kept result now, rather
+   * than when the server's result retention would: the server MUST
+   * remove it from the HA store (HAStoreService.DeleteJobResultEntry,
+   * fenced by the Dispatcher's leadership as every store write) before
+   * it answers. Afterwards the job id is unknown (NOT_FOUND) and free: a
+   * submission of it starts a new run, with a new run id. With `run_id`,
+   * only that run's result is removed. Since 1.2.
+   *
+   * Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job (a purged one
+   * included: a repeat after a lost answer gets it), or when `run_id` is
+   * set and the id's current job is another run: nothing was done;
+   * FAILED_PRECONDITION (JOB_NOT_TERMINAL) for a job that is not globally
+   * terminal; FAILED_PRECONDITION (JOB_RESULT_DIRTY) while the job's
+   * cleanup is not done: nothing was done, retry; INVALID_ARGUMENT for a
+   * malformed id; UNAVAILABLE (NOT_LEADER, STORE_UNAVAILABLE): the result
+   * may or may not be removed, retry.
+   *
+   * @generated from rpc jobplane.v1.DispatcherService.PurgeJob
+   */
+  purgeJob: {
+    methodKind: "unary";
+    input: typeof PurgeJobRequestSchema;
+    output: typeof PurgeJobResponseSchema;
   },
   /**
    * WatchJob streams a job's status changes.
@@ -1567,6 +1783,9 @@ export const DispatcherService: GenService<{
    * the changes it has not sent are no longer kept ends with UNAVAILABLE
    * (STREAM_BEHIND); the client resumes. A globally terminal status is
    * never skipped: it is always the stream's last message.
+   *
+   * With `run_id` (since 1.2), only that run is watched: when the job id's
+   * current job is another run, NOT_FOUND (JOB_NOT_FOUND).
    *
    * Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
    * for a malformed id or a `resume_token` of another job; UNAVAILABLE

@@ -210,7 +210,9 @@ export enum ErrorReason {
   JOB_ALREADY_EXISTS = 3,
 
   /**
-   * Code NOT_FOUND. No job with this id is known. Metadata: `job_id`.
+   * Code NOT_FOUND. No job with this id is known, or (since 1.2) the
+   * request named a run (`run_id`) and the id's current job is another
+   * run. Metadata: `job_id`, and `run_id` when the request named one.
    *
    * @generated from enum value: ERROR_REASON_JOB_NOT_FOUND = 4;
    */
@@ -272,8 +274,11 @@ export enum ErrorReason {
 
   /**
    * Code FAILED_PRECONDITION. The job result entry is dirty: the job's
-   * cleanup has not finished, so the entry may not be deleted. Metadata:
-   * `job_id`.
+   * cleanup has not finished, so the entry may not be deleted. Since 1.2
+   * also from DispatcherService.PurgeJob and from SubmitJob with
+   * JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE: the job is globally terminal but
+   * its cleanup is not done yet; nothing was done, and the client retries
+   * shortly. Metadata: `job_id`.
    *
    * @generated from enum value: ERROR_REASON_JOB_RESULT_DIRTY = 11;
    */

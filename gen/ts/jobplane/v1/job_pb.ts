@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file jobplane/v1/job.proto.
  */
 export const file_jobplane_v1_job: GenFile = /*@__PURE__*/
-  fileDesc("ChVqb2JwbGFuZS92MS9qb2IucHJvdG8SC2pvYnBsYW5lLnYxIpQBCgtGYWlsdXJlSW5mbxIPCgdtZXNzYWdlGAEgASgJEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKB2F0dGVtcHQYAyABKAsyHy5qb2JwbGFuZS52MS5FeGVjdXRpb25BdHRlbXB0SWQSGAoQdGFza19leGVjdXRvcl9pZBgEIAEoCSJQChNFeGVjdXRpb25TdGF0ZUNvdW50EioKBXN0YXRlGAEgASgOMhsuam9icGxhbmUudjEuRXhlY3V0aW9uU3RhdGUSDQoFY291bnQYAiABKAUi8QIKCkpvYlN1bW1hcnkSDgoGam9iX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJgoGc3RhdHVzGAMgASgOMhYuam9icGxhbmUudjEuSm9iU3RhdHVzEi8KC3N1Ym1pdF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtzdGF0dXNfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjUKC3Rhc2tfY291bnRzGAcgAygLMiAuam9icGxhbmUudjEuRXhlY3V0aW9uU3RhdGVDb3VudBIVCg1yZXN0YXJ0X2NvdW50GAggASgFEikKB2ZhaWx1cmUYCSABKAsyGC5qb2JwbGFuZS52MS5GYWlsdXJlSW5mbxIUCgxzdWJtaXR0ZWRfYnkYCiABKAkijgIKCkpvYkRldGFpbHMSKAoHc3VtbWFyeRgBIAEoCzIXLmpvYnBsYW5lLnYxLkpvYlN1bW1hcnkSLAoIdmVydGljZXMYAiADKAsyGi5qb2JwbGFuZS52MS5WZXJ0ZXhEZXRhaWxzEjMKEWV4Y2VwdGlvbl9oaXN0b3J5GAQgAygLMhguam9icGxhbmUudjEuRmFpbHVyZUluZm8SKAoJam9iX2dyYXBoGAUgASgLMhUuam9icGxhbmUudjEuSm9iR3JhcGgSMQoLY2hlY2twb2ludHMYBiABKAsyHC5qb2JwbGFuZS52MS5DaGVja3BvaW50U3RhdHNKBAgDEARSEGpvYl9tYXN0ZXJfdG9rZW4itQIKDVZlcnRleERldGFpbHMSEQoJdmVydGV4X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLcGFyYWxsZWxpc20YAyABKAUSNQoLdGFza19jb3VudHMYBCADKAsyIC5qb2JwbGFuZS52MS5FeGVjdXRpb25TdGF0ZUNvdW50Ei0KCHN1YnRhc2tzGAUgAygLMhsuam9icGxhbmUudjEuU3VidGFza0RldGFpbHMSKgoFc3RhdGUYBiABKA4yGy5qb2JwbGFuZS52MS5FeGVjdXRpb25TdGF0ZRIuCgpzdGFydF90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAisAEKDlN1YnRhc2tEZXRhaWxzEhUKDXN1YnRhc2tfaW5kZXgYASABKAUSFgoOYXR0ZW1wdF9udW1iZXIYAiABKAUSKgoFc3RhdGUYAyABKA4yGy5qb2JwbGFuZS52MS5FeGVjdXRpb25TdGF0ZRIYChB0YXNrX2V4ZWN1dG9yX2lkGAQgASgJEikKB2ZhaWx1cmUYBSABKAsyGC5qb2JwbGFuZS52MS5GYWlsdXJlSW5mbyKlBAoJSm9iUmVzdWx0Eg4KBmpvYl9pZBgBIAEoCRImCgZzdGF0dXMYAiABKA4yFi5qb2JwbGFuZS52MS5Kb2JTdGF0dXMSLwoLc3VibWl0X3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgdmYWlsdXJlGAUgASgLMhguam9icGxhbmUudjEuRmFpbHVyZUluZm8SFQoNcmVzdGFydF9jb3VudBgGIAEoBRIMCgRuYW1lGAcgASgJEhMKC3BsYW5fZGlnZXN0GAggASgMEjMKEWV4Y2VwdGlvbl9oaXN0b3J5GAkgAygLMhguam9icGxhbmUudjEuRmFpbHVyZUluZm8SFAoMc3VibWl0dGVkX2J5GAogASgJEikKBnZhbHVlcxgLIAMoCzIZLmpvYnBsYW5lLnYxLlN1YnRhc2tWYWx1ZRI+CgxhY2N1bXVsYXRvcnMYDCADKAsyKC5qb2JwbGFuZS52MS5Kb2JSZXN1bHQuQWNjdW11bGF0b3JzRW50cnkSMQoKcGxhY2VtZW50cxgNIAMoCzIdLmpvYnBsYW5lLnYxLkF0dGVtcHRQbGFjZW1lbnQaMwoRQWNjdW11bGF0b3JzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgDOgI4ASJPCgxTdWJ0YXNrVmFsdWUSMAoHYXR0ZW1wdBgBIAEoCzIfLmpvYnBsYW5lLnYxLkV4ZWN1dGlvbkF0dGVtcHRJZBINCgV2YWx1ZRgCIAEoDCJ9ChBBdHRlbXB0UGxhY2VtZW50EjAKB2F0dGVtcHQYASABKAsyHy5qb2JwbGFuZS52MS5FeGVjdXRpb25BdHRlbXB0SWQSGAoQdGFza19leGVjdXRvcl9pZBgCIAEoCRIdChV0YXNrX2V4ZWN1dG9yX2FkZHJlc3MYAyABKAkqpQIKCUpvYlN0YXR1cxIaChZKT0JfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXSk9CX1NUQVRVU19JTklUSUFMSVpJTkcQARIWChJKT0JfU1RBVFVTX0NSRUFURUQQAhIWChJKT0JfU1RBVFVTX1JVTk5JTkcQAxIWChJKT0JfU1RBVFVTX0ZBSUxJTkcQBBIVChFKT0JfU1RBVFVTX0ZBSUxFRBAFEhkKFUpPQl9TVEFUVVNfQ0FOQ0VMTElORxAGEhcKE0pPQl9TVEFUVVNfQ0FOQ0VMRUQQBxIXChNKT0JfU1RBVFVTX0ZJTklTSEVEEAgSGQoVSk9CX1NUQVRVU19SRVNUQVJUSU5HEAkSGAoUSk9CX1NUQVRVU19TVVNQRU5ERUQQCipMCgdKb2JWaWV3EhgKFEpPQl9WSUVXX1VOU1BFQ0lGSUVEEAASFAoQSk9CX1ZJRVdfU1VNTUFSWRABEhEKDUpPQl9WSUVXX0ZVTEwQAmIGcHJvdG8z", [file_google_protobuf_timestamp, file_jobplane_v1_checkpoint, file_jobplane_v1_execution, file_jobplane_v1_job_graph]);
+  fileDesc("ChVqb2JwbGFuZS92MS9qb2IucHJvdG8SC2pvYnBsYW5lLnYxIpQBCgtGYWlsdXJlSW5mbxIPCgdtZXNzYWdlGAEgASgJEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKB2F0dGVtcHQYAyABKAsyHy5qb2JwbGFuZS52MS5FeGVjdXRpb25BdHRlbXB0SWQSGAoQdGFza19leGVjdXRvcl9pZBgEIAEoCSJQChNFeGVjdXRpb25TdGF0ZUNvdW50EioKBXN0YXRlGAEgASgOMhsuam9icGxhbmUudjEuRXhlY3V0aW9uU3RhdGUSDQoFY291bnQYAiABKAUisgMKCkpvYlN1bW1hcnkSDgoGam9iX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSJgoGc3RhdHVzGAMgASgOMhYuam9icGxhbmUudjEuSm9iU3RhdHVzEi8KC3N1Ym1pdF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtzdGF0dXNfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjUKC3Rhc2tfY291bnRzGAcgAygLMiAuam9icGxhbmUudjEuRXhlY3V0aW9uU3RhdGVDb3VudBIVCg1yZXN0YXJ0X2NvdW50GAggASgFEikKB2ZhaWx1cmUYCSABKAsyGC5qb2JwbGFuZS52MS5GYWlsdXJlSW5mbxIUCgxzdWJtaXR0ZWRfYnkYCiABKAkSDgoGcnVuX2lkGAsgASgJEi8KDGNhbmNlbGxhdGlvbhgMIAEoCzIZLmpvYnBsYW5lLnYxLkNhbmNlbGxhdGlvbiJmCgxDYW5jZWxsYXRpb24SEgoKcmVxdWVzdF9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkSMgoOcmVxdWVzdGVkX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIo4CCgpKb2JEZXRhaWxzEigKB3N1bW1hcnkYASABKAsyFy5qb2JwbGFuZS52MS5Kb2JTdW1tYXJ5EiwKCHZlcnRpY2VzGAIgAygLMhouam9icGxhbmUudjEuVmVydGV4RGV0YWlscxIzChFleGNlcHRpb25faGlzdG9yeRgEIAMoCzIYLmpvYnBsYW5lLnYxLkZhaWx1cmVJbmZvEigKCWpvYl9ncmFwaBgFIAEoCzIVLmpvYnBsYW5lLnYxLkpvYkdyYXBoEjEKC2NoZWNrcG9pbnRzGAYgASgLMhwuam9icGxhbmUudjEuQ2hlY2twb2ludFN0YXRzSgQIAxAEUhBqb2JfbWFzdGVyX3Rva2VuIrUCCg1WZXJ0ZXhEZXRhaWxzEhEKCXZlcnRleF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhMKC3BhcmFsbGVsaXNtGAMgASgFEjUKC3Rhc2tfY291bnRzGAQgAygLMiAuam9icGxhbmUudjEuRXhlY3V0aW9uU3RhdGVDb3VudBItCghzdWJ0YXNrcxgFIAMoCzIbLmpvYnBsYW5lLnYxLlN1YnRhc2tEZXRhaWxzEioKBXN0YXRlGAYgASgOMhsuam9icGxhbmUudjEuRXhlY3V0aW9uU3RhdGUSLgoKc3RhcnRfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrABCg5TdWJ0YXNrRGV0YWlscxIVCg1zdWJ0YXNrX2luZGV4GAEgASgFEhYKDmF0dGVtcHRfbnVtYmVyGAIgASgFEioKBXN0YXRlGAMgASgOMhsuam9icGxhbmUudjEuRXhlY3V0aW9uU3RhdGUSGAoQdGFza19leGVjdXRvcl9pZBgEIAEoCRIpCgdmYWlsdXJlGAUgASgLMhguam9icGxhbmUudjEuRmFpbHVyZUluZm8i5gQKCUpvYlJlc3VsdBIOCgZqb2JfaWQYASABKAkSJgoGc3RhdHVzGAIgASgOMhYuam9icGxhbmUudjEuSm9iU3RhdHVzEi8KC3N1Ym1pdF90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoHZmFpbHVyZRgFIAEoCzIYLmpvYnBsYW5lLnYxLkZhaWx1cmVJbmZvEhUKDXJlc3RhcnRfY291bnQYBiABKAUSDAoEbmFtZRgHIAEoCRITCgtwbGFuX2RpZ2VzdBgIIAEoDBIzChFleGNlcHRpb25faGlzdG9yeRgJIAMoCzIYLmpvYnBsYW5lLnYxLkZhaWx1cmVJbmZvEhQKDHN1Ym1pdHRlZF9ieRgKIAEoCRIpCgZ2YWx1ZXMYCyADKAsyGS5qb2JwbGFuZS52MS5TdWJ0YXNrVmFsdWUSPgoMYWNjdW11bGF0b3JzGAwgAygLMiguam9icGxhbmUudjEuSm9iUmVzdWx0LkFjY3VtdWxhdG9yc0VudHJ5EjEKCnBsYWNlbWVudHMYDSADKAsyHS5qb2JwbGFuZS52MS5BdHRlbXB0UGxhY2VtZW50Eg4KBnJ1bl9pZBgOIAEoCRIvCgxjYW5jZWxsYXRpb24YDyABKAsyGS5qb2JwbGFuZS52MS5DYW5jZWxsYXRpb24aMwoRQWNjdW11bGF0b3JzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgDOgI4ASJPCgxTdWJ0YXNrVmFsdWUSMAoHYXR0ZW1wdBgBIAEoCzIfLmpvYnBsYW5lLnYxLkV4ZWN1dGlvbkF0dGVtcHRJZBINCgV2YWx1ZRgCIAEoDCJ9ChBBdHRlbXB0UGxhY2VtZW50EjAKB2F0dGVtcHQYASABKAsyHy5qb2JwbGFuZS52MS5FeGVjdXRpb25BdHRlbXB0SWQSGAoQdGFza19leGVjdXRvcl9pZBgCIAEoCRIdChV0YXNrX2V4ZWN1dG9yX2FkZHJlc3MYAyABKAkqpQIKCUpvYlN0YXR1cxIaChZKT0JfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXSk9CX1NUQVRVU19JTklUSUFMSVpJTkcQARIWChJKT0JfU1RBVFVTX0NSRUFURUQQAhIWChJKT0JfU1RBVFVTX1JVTk5JTkcQAxIWChJKT0JfU1RBVFVTX0ZBSUxJTkcQBBIVChFKT0JfU1RBVFVTX0ZBSUxFRBAFEhkKFUpPQl9TVEFUVVNfQ0FOQ0VMTElORxAGEhcKE0pPQl9TVEFUVVNfQ0FOQ0VMRUQQBxIXChNKT0JfU1RBVFVTX0ZJTklTSEVEEAgSGQoVSk9CX1NUQVRVU19SRVNUQVJUSU5HEAkSGAoUSk9CX1NUQVRVU19TVVNQRU5ERUQQCipMCgdKb2JWaWV3EhgKFEpPQl9WSUVXX1VOU1BFQ0lGSUVEEAASFAoQSk9CX1ZJRVdfU1VNTUFSWRABEhEKDUpPQl9WSUVXX0ZVTEwQAmIGcHJvdG8z", [file_google_protobuf_timestamp, file_jobplane_v1_checkpoint, file_jobplane_v1_execution, file_jobplane_v1_job_graph]);
 
 /**
  * FailureInfo describes a failure: of a task, or of the job as a whole.
@@ -174,6 +174,23 @@ export type JobSummary = Message<"jobplane.v1.JobSummary"> & {
    * @generated from field: string submitted_by = 10;
    */
   submittedBy: string;
+
+  /**
+   * The id of this run of the job id (see JobResult.run_id). Since 1.2.
+   *
+   * @generated from field: string run_id = 11;
+   */
+  runId: string;
+
+  /**
+   * The job's recorded cancel request, once CancelJob recorded one: the
+   * first one's, whatever was requested after it. Unset before, and for
+   * a job canceled otherwise (a client heartbeat that timed out, say).
+   * Since 1.2.
+   *
+   * @generated from field: jobplane.v1.Cancellation cancellation = 12;
+   */
+  cancellation?: Cancellation | undefined;
 };
 
 /**
@@ -182,6 +199,44 @@ export type JobSummary = Message<"jobplane.v1.JobSummary"> & {
  */
 export const JobSummarySchema: GenMessage<JobSummary> = /*@__PURE__*/
   messageDesc(file_jobplane_v1_job, 2);
+
+/**
+ * Cancellation is a job's recorded cancel request (CancelJob): the first
+ * one recorded for the run. Since 1.2.
+ *
+ * @generated from message jobplane.v1.Cancellation
+ */
+export type Cancellation = Message<"jobplane.v1.Cancellation"> & {
+  /**
+   * The request's id, as the client gave it (CancelJobRequest.request_id);
+   * empty when it gave none.
+   *
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+
+  /**
+   * Why the job was canceled, as the client gave it
+   * (CancelJobRequest.reason); empty when it gave none.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * When the Dispatcher recorded the request.
+   *
+   * @generated from field: google.protobuf.Timestamp requested_time = 3;
+   */
+  requestedTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message jobplane.v1.Cancellation.
+ * Use `create(CancellationSchema)` to create a new message.
+ */
+export const CancellationSchema: GenMessage<Cancellation> = /*@__PURE__*/
+  messageDesc(file_jobplane_v1_job, 3);
 
 /**
  * JobDetails is the full state of a job as its JobMaster sees it.
@@ -249,7 +304,7 @@ export type JobDetails = Message<"jobplane.v1.JobDetails"> & {
  * Use `create(JobDetailsSchema)` to create a new message.
  */
 export const JobDetailsSchema: GenMessage<JobDetails> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_job, 3);
+  messageDesc(file_jobplane_v1_job, 4);
 
 /**
  * VertexDetails is the state of one vertex and its subtasks.
@@ -326,7 +381,7 @@ export type VertexDetails = Message<"jobplane.v1.VertexDetails"> & {
  * Use `create(VertexDetailsSchema)` to create a new message.
  */
 export const VertexDetailsSchema: GenMessage<VertexDetails> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_job, 4);
+  messageDesc(file_jobplane_v1_job, 5);
 
 /**
  * SubtaskDetails is the state of one subtask's current execution attempt.
@@ -377,7 +432,7 @@ export type SubtaskDetails = Message<"jobplane.v1.SubtaskDetails"> & {
  * Use `create(SubtaskDetailsSchema)` to create a new message.
  */
 export const SubtaskDetailsSchema: GenMessage<SubtaskDetails> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_job, 5);
+  messageDesc(file_jobplane_v1_job, 6);
 
 /**
  * JobResult is the outcome of a globally terminal job.
@@ -495,6 +550,27 @@ export type JobResult = Message<"jobplane.v1.JobResult"> & {
    * @generated from field: repeated jobplane.v1.AttemptPlacement placements = 13;
    */
   placements: AttemptPlacement[];
+
+  /**
+   * The id of the run this result is of: chosen by the server when it
+   * persisted the run's plan, unique among the runs of the job id, and
+   * kept with the plan and the result, so it survives a change of leader.
+   * Two runs of one job id (the id used again after its result was
+   * purged or expired, or with JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE) have
+   * different run ids. Opaque, at most 128 bytes. Empty for a job
+   * persisted by a server before 1.2. Since 1.2.
+   *
+   * @generated from field: string run_id = 14;
+   */
+  runId: string;
+
+  /**
+   * The job's recorded cancel request (see JobSummary.cancellation), for
+   * a CANCELED job that CancelJob canceled. Since 1.2.
+   *
+   * @generated from field: jobplane.v1.Cancellation cancellation = 15;
+   */
+  cancellation?: Cancellation | undefined;
 };
 
 /**
@@ -502,7 +578,7 @@ export type JobResult = Message<"jobplane.v1.JobResult"> & {
  * Use `create(JobResultSchema)` to create a new message.
  */
 export const JobResultSchema: GenMessage<JobResult> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_job, 6);
+  messageDesc(file_jobplane_v1_job, 7);
 
 /**
  * SubtaskValue is the value one subtask returned.
@@ -530,7 +606,7 @@ export type SubtaskValue = Message<"jobplane.v1.SubtaskValue"> & {
  * Use `create(SubtaskValueSchema)` to create a new message.
  */
 export const SubtaskValueSchema: GenMessage<SubtaskValue> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_job, 7);
+  messageDesc(file_jobplane_v1_job, 8);
 
 /**
  * AttemptPlacement says where one execution attempt ran.
@@ -567,13 +643,15 @@ export type AttemptPlacement = Message<"jobplane.v1.AttemptPlacement"> & {
  * Use `create(AttemptPlacementSchema)` to create a new message.
  */
 export const AttemptPlacementSchema: GenMessage<AttemptPlacement> = /*@__PURE__*/
-  messageDesc(file_jobplane_v1_job, 8);
+  messageDesc(file_jobplane_v1_job, 9);
 
 /**
  * JobStatus is the status of a job, as in Flink.
  *
  * FINISHED, FAILED and CANCELED are globally terminal: the job has a job
- * result and its id never runs again. SUSPENDED is locally terminal: the
+ * result and that run never runs again (its id runs anew only after the
+ * result is removed: see DispatcherService.PurgeJob and
+ * JobIdReusePolicy). SUSPENDED is locally terminal: the
  * JobMaster that ran the job stopped (for example because its process lost
  * leadership), and the job resumes under a new JobMaster elsewhere.
  *
