@@ -49,6 +49,26 @@ func TestDocsCLI(t *testing.T) {
 	}
 }
 
+// docs/clients.md's id reuse commands: a cancel with a reason shown in
+// the status, a purge, and a job id run twice with id reuse allowed.
+func TestDocsIDReuse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the docs' commands against a server process")
+	}
+	cluster := localcluster.NewStandalone(t, "--task-executors", "2")
+	cluster.WaitTaskExecutor(t, "sleep")
+	out := runDoc(t, docBlock(t, "clients:reuse"), cluster.URL(), jobplanePath(t))
+	wantAll(t, "clients:reuse", out,
+		"superseded by nightly-2", // status shows the cancel's reason
+		"job nightly-1 purged",
+	)
+	// The second submission runs the job again rather than answer the
+	// first run's result.
+	if n := strings.Count(out, "job daily RUNNING"); n < 2 {
+		t.Errorf("clients:reuse: daily RUNNING %d times in the output, want once for each of its two runs:\n%s", n, out)
+	}
+}
+
 // docs/clients.md's checkpoint commands: the example resumes from a
 // checkpoint after its failure, and a job stopped with a savepoint goes
 // on from it in a new job.

@@ -28,6 +28,7 @@ var docUses = map[string]struct{ test, notRun string }{
 
 	"clients:cli":          {test: "examples.TestDocsCLI"},
 	"clients:checkpoints":  {test: "examples.TestDocsCheckpoints"},
+	"clients:reuse":        {test: "examples.TestDocsIDReuse"},
 	"clients:worker":       {test: "examples.TestDocsShowExamples"},
 	"clients:localcluster": {test: "examples.TestDocsShowExamples"},
 	"clients:curl":         {test: "examples.TestDocsCurl"},

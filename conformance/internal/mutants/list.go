@@ -82,8 +82,8 @@ var mutants = []Mutant{
 		Name: "idempotency/retry-while-initializing-created-true",
 		Doc:  "A retry of a submission whose job is still INITIALIZING is answered created=true, as if it had accepted the job, although only the first call did (SubmitJobResponse.created; concurrent identical submissions: exactly one sees created=true).",
 		File: "server/internal/dispatcher/submit.go",
-		Old:  `			return SubmitOutcome{Created: false, Status: j.latest().GetStatus()}, nil`,
-		New:  `			return SubmitOutcome{Created: j.latest().GetStatus() == jobstatus.Initializing, Status: j.latest().GetStatus()}, nil`,
+		Old:  `			return SubmitOutcome{Created: false, Status: j.latest().GetStatus(), RunID: j.runID}, nil`,
+		New:  `			return SubmitOutcome{Created: j.latest().GetStatus() == jobstatus.Initializing, Status: j.latest().GetStatus(), RunID: j.runID}, nil`,
 	},
 	{
 		Name: "idempotency/terminal-resubmit-already-exists",
@@ -216,9 +216,9 @@ var mutants = []Mutant{
 		Name: "persist/cancel-unrecorded-still-cancels",
 		Doc:  "When RequestJobCancel fails, CancelJob cancels the job locally and answers OK instead of CANCEL_NOT_RECORDED, so an acknowledged cancellation is lost on a change of leader (CancelJob: durable before it answers; CANCEL_NOT_RECORDED means nothing was done).",
 		File: "server/internal/dispatcher/query.go",
-		Old: `	if err := d.requestCancel(ld, jobID); err != nil {
+		Old: `	if err := d.requestCancel(ld, jobID, record); err != nil {
 		if !errors.Is(err, hastore.ErrPlanNotFound)`,
-		New: `	if err := d.requestCancel(ld, jobID); err != nil {
+		New: `	if err := d.requestCancel(ld, jobID, record); err != nil {
 		if errors.Is(err, ErrCancelNotRecorded) {
 			// Best effort: the client asked for it, cancel here anyway.
 			return r.Cancel(ctx), nil
@@ -243,10 +243,10 @@ var mutants = []Mutant{
 		Doc:  "CancelJob starts canceling the job's tasks while it records the request, so tasks are canceled before the request is durable, also when recording then fails with CANCEL_NOT_RECORDED (CancelJob: before it does anything for the request, the Dispatcher records it).",
 		File: "server/internal/dispatcher/query.go",
 		Old: `	// a leader that recovers the job cancels it too.
-	if err := d.requestCancel(ld, jobID); err != nil {`,
+	if err := d.requestCancel(ld, jobID, record); err != nil {`,
 		New: `	// a leader that recovers the job cancels it too. Both at once.
 	go r.Cancel(context.WithoutCancel(ctx))
-	if err := d.requestCancel(ld, jobID); err != nil {`,
+	if err := d.requestCancel(ld, jobID, record); err != nil {`,
 	},
 	{
 		Name: "persist/terminal-published-before-result",
@@ -411,7 +411,7 @@ var mutants = []Mutant{
 		Name: "recovery/cancel-request-ignored",
 		Doc:  "A recovered job whose cancellation was requested is run normally instead of ended CANCELED without deploying anything (CancelJob: an acknowledged cancellation survives a change of leader; RequestJobCancel).",
 		File: "server/internal/dispatcher/dispatcher.go",
-		Old:  `		err = d.startLocked(ld, j, r.plan, true, r.canceled, nil)`,
+		Old:  `		err = d.startLocked(ld, j, r.plan, true, r.cancellation != nil, nil)`,
 		New:  `		err = d.startLocked(ld, j, r.plan, true, false, nil)`,
 	},
 	{

@@ -191,10 +191,15 @@ func submitCommand(a *app) *cobra.Command {
 			if id == "" {
 				id = sdk.NewJobID()
 			}
-			sub, err := client.Submit(ctx, file.graph, append(submitOpts, sdk.WithJobID(id))...)
+			var sub *sdk.Submitted
+			err = a.afterCleanup(ctx, id, func() error {
+				var err error
+				sub, err = client.Submit(ctx, file.graph, append(submitOpts, sdk.WithJobID(id))...)
+				return err
+			})
 			cancel()
 			if errors.Is(err, sdk.ErrCleanupPending) {
-				return exit(exitError, fmt.Errorf("job %s ended but its cleanup is not done yet, so its id cannot run again yet; nothing was submitted, try again shortly", id))
+				return exit(exitError, fmt.Errorf("job %s ended but its cleanup did not finish in time, so its id cannot run again yet; nothing was submitted, try again later", id))
 			}
 			if errors.Is(err, sdk.ErrSavepointNotFound) {
 				return savepointNotFound(file.graph.GetConfig().GetRestoreFromSavepoint(), restoreBy)
@@ -504,6 +509,29 @@ func cancelCommand(a *app) *cobra.Command {
 	return c
 }
 
+// afterCleanup calls do, and again while it fails with
+// sdk.ErrCleanupPending: an ended job's cleanup takes moments, and a purge
+// or an id reuse waits for it (saying so once) rather than make the user
+// try again. ctx bounds the wait; its error is do's last.
+func (a *app) afterCleanup(ctx context.Context, id string, do func() error) error {
+	said := false
+	for {
+		err := do()
+		if !errors.Is(err, sdk.ErrCleanupPending) {
+			return err
+		}
+		if !said {
+			fmt.Fprintf(a.s.Err, "job %s ended and its cleanup is not done yet: waiting for it\n", id)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 func purgeCommand(a *app) *cobra.Command {
 	var runID string
 	c := &cobra.Command{
@@ -514,12 +542,12 @@ func purgeCommand(a *app) *cobra.Command {
 		RunE: a.clientRun(func(cmd *cobra.Command, args []string, client *sdk.Client, format string) error {
 			ctx, cancel := a.requestContext(cmd.Context())
 			defer cancel()
-			err := client.Purge(ctx, args[0], runID)
+			err := a.afterCleanup(ctx, args[0], func() error { return client.Purge(ctx, args[0], runID) })
 			switch {
 			case errors.Is(err, sdk.ErrJobNotTerminal):
 				return exit(exitError, fmt.Errorf("job %s has not ended; cancel it first ('jobplane cancel %s')", args[0], args[0]))
 			case errors.Is(err, sdk.ErrCleanupPending):
-				return exit(exitError, fmt.Errorf("job %s ended but its cleanup is not done yet; nothing was purged, try again shortly", args[0]))
+				return exit(exitError, fmt.Errorf("job %s ended but its cleanup did not finish in time; nothing was purged, try again later", args[0]))
 			case err != nil:
 				return fail(err, nil)
 			}
