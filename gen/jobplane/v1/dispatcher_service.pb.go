@@ -1958,8 +1958,8 @@ func (x *GetClusterOverviewResponse) GetTimings() *ServerTimings {
 // hold for as long as the server runs: a server that advertises a bound it
 // does not keep breaks the contract, as one that breaks a rule does. Every
 // field MUST be set; each states the bound every implementation MUST meet
-// (values outside it do not conform, whatever the server does) and, as
-// information, what the reference server advertises by default. Since 1.2.
+// (values outside it do not conform, whatever the server does) and,
+// informative, what the reference server advertises by default. Since 1.2.
 type ServerTimings struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The TTL of the HA-store session of each process: how long after a

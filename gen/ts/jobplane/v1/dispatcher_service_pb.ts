@@ -1049,8 +1049,8 @@ export const GetClusterOverviewResponseSchema: GenMessage<GetClusterOverviewResp
  * hold for as long as the server runs: a server that advertises a bound it
  * does not keep breaks the contract, as one that breaks a rule does. Every
  * field MUST be set; each states the bound every implementation MUST meet
- * (values outside it do not conform, whatever the server does) and, as
- * information, what the reference server advertises by default. Since 1.2.
+ * (values outside it do not conform, whatever the server does) and,
+ * informative, what the reference server advertises by default. Since 1.2.
  *
  * @generated from message jobplane.v1.ServerTimings
  */
