@@ -233,22 +233,23 @@ const (
 	// Code RESOURCE_EXHAUSTED. The client submits faster than the server
 	// allows one client (a token bucket per client: a rate, and a burst
 	// above it): the submission was refused before it was looked at, and
-	// nothing was done. A `google.rpc.RetryInfo` detail comes beside the
-	// ErrorInfo: the same submission succeeds if retried after its
-	// `retry_delay` (unless other submissions of the client take the room
-	// first). A resubmission of an existing job counts as a submission.
-	// Metadata: `rate` (submissions per second, in decimal) and `burst`.
+	// nothing was done. A `google.rpc.RetryInfo` detail MUST come beside the
+	// ErrorInfo: the same submission, retried after its `retry_delay`, MUST
+	// NOT be refused for the rate again (unless other submissions of the
+	// client take the room first). A resubmission of an existing job counts
+	// as a submission. Metadata: `rate` (submissions per second, in decimal)
+	// and `burst`.
 	ErrorReason_ERROR_REASON_SUBMIT_RATE_EXCEEDED ErrorReason = 33
 	// Code RESOURCE_EXHAUSTED. The cluster already has as many live jobs
 	// (submitted and not yet globally terminal) as it allows: the new job
 	// was refused and nothing was done. It may be submitted again once jobs
-	// end. A resubmission of an existing job is answered as always.
+	// end. A resubmission of an existing job MUST be answered as always.
 	// Metadata: `job_id`, `limit`.
 	ErrorReason_ERROR_REASON_TOO_MANY_JOBS ErrorReason = 34
 	// Code RESOURCE_EXHAUSTED. The cluster's live jobs already have so many
 	// subtasks in all that the new job's would go over the cluster's limit:
 	// the new job was refused and nothing was done. It may be submitted again
-	// once jobs end. A resubmission of an existing job is answered as
+	// once jobs end. A resubmission of an existing job MUST be answered as
 	// always. Metadata: `job_id`, `limit`, `job_subtasks` (the new job's),
 	// `live_subtasks` (the live jobs').
 	ErrorReason_ERROR_REASON_TOO_MANY_SUBTASKS ErrorReason = 35

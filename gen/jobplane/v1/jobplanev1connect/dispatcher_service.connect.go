@@ -170,8 +170,8 @@ type DispatcherServiceClient interface {
 	//     JobVertex.invokable); nothing was done. A resubmission of an existing
 	//     job MUST NOT be refused for this. Since 1.2.
 	SubmitJob(context.Context, *v1.SubmitJobRequest) (*v1.SubmitJobResponse, error)
-	// GetJob returns a job's current details. Jobs are known while they run
-	// and, after they end, for as long as their job result is kept. The
+	// GetJob returns a job's current details. A job MUST be known while it
+	// runs and, after it ends, for as long as its job result is kept. The
 	// JOB_VIEW_FULL view lists subtasks a page at a time (see
 	// GetJobRequest.page_size).
 	//
@@ -753,8 +753,8 @@ type DispatcherServiceHandler interface {
 	//     JobVertex.invokable); nothing was done. A resubmission of an existing
 	//     job MUST NOT be refused for this. Since 1.2.
 	SubmitJob(context.Context, *v1.SubmitJobRequest) (*v1.SubmitJobResponse, error)
-	// GetJob returns a job's current details. Jobs are known while they run
-	// and, after they end, for as long as their job result is kept. The
+	// GetJob returns a job's current details. A job MUST be known while it
+	// runs and, after it ends, for as long as its job result is kept. The
 	// JOB_VIEW_FULL view lists subtasks a page at a time (see
 	// GetJobRequest.page_size).
 	//

@@ -1637,8 +1637,8 @@ export const DispatcherService: GenService<{
     output: typeof SubmitJobResponseSchema;
   },
   /**
-   * GetJob returns a job's current details. Jobs are known while they run
-   * and, after they end, for as long as their job result is kept. The
+   * GetJob returns a job's current details. A job MUST be known while it
+   * runs and, after it ends, for as long as its job result is kept. The
    * JOB_VIEW_FULL view lists subtasks a page at a time (see
    * GetJobRequest.page_size).
    *

@@ -228,7 +228,7 @@ type TaskExecutorServiceClient interface {
 	// its output was forgotten).
 	GetTaskOutput(context.Context, *v1.GetTaskOutputRequest) (*v1.GetTaskOutputResponse, error)
 	// TriggerCheckpoint asks the named attempts of a job for their state under
-	// one checkpoint id, and answers once each has given it or declined (the
+	// one checkpoint id, and MUST answer once each has given it or declined (the
 	// call's deadline bounds the wait: the JobMaster sets it from the
 	// checkpoint's timeout). Each attempt's task MUST be asked once per id; a
 	// repeat of the call MUST answer what the first got. A task that keeps no
@@ -598,7 +598,7 @@ type TaskExecutorServiceHandler interface {
 	// its output was forgotten).
 	GetTaskOutput(context.Context, *v1.GetTaskOutputRequest) (*v1.GetTaskOutputResponse, error)
 	// TriggerCheckpoint asks the named attempts of a job for their state under
-	// one checkpoint id, and answers once each has given it or declined (the
+	// one checkpoint id, and MUST answer once each has given it or declined (the
 	// call's deadline bounds the wait: the JobMaster sets it from the
 	// checkpoint's timeout). Each attempt's task MUST be asked once per id; a
 	// repeat of the call MUST answer what the first got. A task that keeps no

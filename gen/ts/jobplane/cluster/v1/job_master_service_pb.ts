@@ -252,8 +252,8 @@ export type OfferSlotsResponse = Message<"jobplane.cluster.v1.OfferSlotsResponse
 
   /**
    * Attempts to deploy into accepted slots of this offer, as
-   * SubmitTasksRequest.tasks under the offer's job and token; only if
-   * the request set `deployments_in_answer`, and then always with
+   * SubmitTasksRequest.tasks under the offer's job and token; MUST be set
+   * only if the request set `deployments_in_answer`, and then always with
    * heartbeat_timeout. The TaskExecutor reports nothing back for them
    * beyond their states: one it refuses reaches the JobMaster again with
    * SubmitTasks, whose answer says why.
