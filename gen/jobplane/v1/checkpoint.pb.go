@@ -4,6 +4,16 @@
 // 	protoc        (unknown)
 // source: jobplane/v1/checkpoint.proto
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 package jobplanev1
 
 import (
@@ -25,32 +35,33 @@ const (
 
 // CheckpointConfig turns on a job's periodic checkpoints (since 1.2).
 //
-// A checkpoint asks every RUNNING subtask of the job for its state; once
-// each has answered, the JobMaster stores the states as one completed
-// checkpoint (HAStoreService.AddCheckpoint), and only once that write is
-// durable does the checkpoint count as completed. Whenever a subtask is
+// A checkpoint asks every RUNNING subtask of the job for its state; once each
+// has answered, the JobMaster MUST store the states as one completed
+// checkpoint (HAStoreService.AddCheckpoint), and the checkpoint MUST NOT
+// count as completed before that write is durable. Whenever a subtask is
 // deployed again (a restart, a subtask that could not be adopted by a new
-// leader), it gets its own state from the job's latest completed
-// checkpoint. One checkpoint is in flight at a time.
+// leader), it MUST get its own state from the job's latest completed
+// checkpoint. A JobMaster MUST NOT have more than one checkpoint of a job in
+// flight at a time.
 type CheckpointConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The time from one checkpoint's trigger to the next. Unset or zero
 	// turns checkpoints off (the default); otherwise at least 10ms.
 	Interval *durationpb.Duration `protobuf:"bytes,1,opt,name=interval,proto3" json:"interval,omitempty"`
-	// How long a checkpoint may take, from its trigger to its store write;
-	// a checkpoint not completed by then is discarded and counted as failed.
+	// How long a checkpoint may take, from its trigger to its store write; a
+	// checkpoint not completed by then MUST be discarded and counted as failed.
 	// Unset or zero means 10 minutes.
 	Timeout *durationpb.Duration `protobuf:"bytes,2,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// The least time from the end of one checkpoint (completed or failed) to
 	// the trigger of the next. Unset or zero means none.
 	MinPause *durationpb.Duration `protobuf:"bytes,3,opt,name=min_pause,json=minPause,proto3" json:"min_pause,omitempty"`
-	// How many completed checkpoints the store keeps for the job, newest
-	// first; an older one is removed (subsumed) in the same store write that
-	// adds a newer one. Zero means 1. At most 100.
+	// How many completed checkpoints the store keeps for the job, newest first;
+	// an older one MUST be removed (subsumed) in the same store write that adds
+	// a newer one. Zero means 1. At most 100.
 	Retained int32 `protobuf:"varint,4,opt,name=retained,proto3" json:"retained,omitempty"`
-	// How many checkpoints in a row may fail (time out or be declined)
-	// before the job's running subtasks are failed, which restarts them as
-	// the job's restart strategy says (from the latest completed
+	// How many checkpoints in a row may fail (time out or be declined) before
+	// the JobMaster MUST fail the job's running subtasks, which restarts them
+	// as the job's restart strategy says (from the latest completed
 	// checkpoint). Unset tolerates any number; 0 tolerates none.
 	TolerableFailures *int32 `protobuf:"varint,5,opt,name=tolerable_failures,json=tolerableFailures,proto3,oneof" json:"tolerable_failures,omitempty"`
 	unknownFields     protoimpl.UnknownFields
@@ -124,8 +135,8 @@ func (x *CheckpointConfig) GetTolerableFailures() int32 {
 
 // SubtaskState is one subtask's part of a checkpoint or savepoint: the bytes
 // its task gave when asked for its state, or a pointer to state the task
-// wrote elsewhere (a file or object URL, which jobplane keeps and hands
-// back but never reads).
+// wrote elsewhere (a file or object URL, which jobplane MUST keep and hand
+// back, and never reads).
 type SubtaskState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The vertex's id.

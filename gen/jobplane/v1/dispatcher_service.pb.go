@@ -4,6 +4,16 @@
 // 	protoc        (unknown)
 // source: jobplane/v1/dispatcher_service.proto
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 package jobplanev1
 
 import (
@@ -636,16 +646,16 @@ type GetJobRequest struct {
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// How much to return. Unset means JOB_VIEW_SUMMARY.
 	View JobView `protobuf:"varint,2,opt,name=view,proto3,enum=jobplane.v1.JobView" json:"view,omitempty"`
-	// With JOB_VIEW_FULL, the largest number of subtasks to list; the
-	// server may list fewer. Zero means 1,000; larger than
-	// ServerLimits.max_subtask_page_size (10,000 in the reference server)
-	// means that. Subtasks are listed in vertex order, then by subtask
-	// index; a page lists each vertex that has subtasks in it (with its
+	// With JOB_VIEW_FULL, the largest number of subtasks to list; the server
+	// MAY list fewer. Zero means 1,000; larger than
+	// ServerLimits.max_subtask_page_size (informative: 10,000 in the reference
+	// server) means that. Subtasks MUST be listed in vertex order, then by
+	// subtask index; a page lists each vertex that has subtasks in it (with its
 	// counts) and only those subtasks. Ignored by other views.
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The `next_page_token` of a previous call for the same job and view, to
-	// continue from there; empty for the first page. A token names a place
-	// in the job's subtasks, not a server's state: it stays good across a
+	// continue from there; empty for the first page. A token names a place in
+	// the job's subtasks, not a server's state: it MUST stay good across a
 	// change of leader.
 	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only this run of the job id (JobResult.run_id); empty for whichever
@@ -779,15 +789,15 @@ func (x *GetJobResponse) GetNextPageToken() string {
 // ListJobsRequest is the request of DispatcherService.ListJobs.
 type ListJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The largest number of jobs to return; the server may return fewer.
-	// Zero means 100; larger than ServerLimits.max_list_page_size (1,000 in
-	// the reference server) means that.
+	// The largest number of jobs to return; the server MAY return fewer. Zero
+	// means 100; larger than ServerLimits.max_list_page_size (informative:
+	// 1,000 in the reference server) means that.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The `next_page_token` of a previous call with the same filter, to
-	// continue from there; empty for the first page. A token names a place
-	// in the list (a submission time and a job id), not a server's state: it
-	// stays good across a change of leader and while jobs come and go, and
-	// a page after it never repeats a job listed before it. A token with
+	// continue from there; empty for the first page. A token names a place in
+	// the list (a submission time and a job id), not a server's state: it MUST
+	// stay good across a change of leader and while jobs come and go, and a
+	// page after it MUST NOT repeat a job listed before it. A token with
 	// another filter lists from its place with the new filter.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only jobs whose status is one of these; empty means all.
@@ -1504,13 +1514,13 @@ func (x *ReportClientHeartbeatResponse) GetTimeout() *durationpb.Duration {
 // DispatcherService.ListTaskExecutors.
 type ListTaskExecutorsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The largest number of TaskExecutors to return; the server may return
-	// fewer. Zero means 100; larger than ServerLimits.max_list_page_size
-	// means that.
+	// The largest number of TaskExecutors to return; the server MAY return
+	// fewer. Zero means 100; larger than ServerLimits.max_list_page_size means
+	// that.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// The `next_page_token` of a previous call, to continue from there;
-	// empty for the first page. A token names a place in the list (a
-	// TaskExecutor id): it stays good across a change of leader.
+	// The `next_page_token` of a previous call, to continue from there; empty
+	// for the first page. A token names a place in the list (a TaskExecutor
+	// id): it MUST stay good across a change of leader.
 	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1941,80 +1951,82 @@ func (x *GetClusterOverviewResponse) GetTimings() *ServerTimings {
 	return nil
 }
 
-// ServerTimings are the timings a server promises: how long its leaders
-// keep their leadership, how soon it reacts to a change of leader, a
-// revocation, a cancel or idle slots, and how often and for how long its
-// streams keep what they promise. Each is this server's, from its
-// configuration, and each MUST hold for as long as the server runs: a
-// server that advertises a bound it does not keep breaks the contract, as
-// one that breaks a rule does. Every field is set; each states the bound
-// every implementation MUST meet (values outside it do not conform,
-// whatever the server does) and what the reference server advertises by
-// default. Since 1.2.
+// ServerTimings are the timings a server promises: how long its leaders keep
+// their leadership, how soon it reacts to a change of leader, a revocation, a
+// cancel or idle slots, and how often and for how long its streams keep what
+// they promise. Each is this server's, from its configuration, and each MUST
+// hold for as long as the server runs: a server that advertises a bound it
+// does not keep breaks the contract, as one that breaks a rule does. Every
+// field MUST be set; each states the bound every implementation MUST meet
+// (values outside it do not conform, whatever the server does) and,
+// informative, what the reference server advertises by default. Since 1.2.
 type ServerTimings struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The TTL of the HA-store session of each process: how long after a
 	// process dies (SIGKILL) its leaderships may still hold before they end
-	// and a standby may take over. MUST be positive and at most 10 s. The
-	// reference server: its `--session-ttl`, 2 s by default.
+	// and a standby may take over. MUST be positive and at most 10 s.
+	// Informative: the reference server advertises its `--session-ttl`, 2 s by
+	// default.
 	SessionTtl *durationpb.Duration `protobuf:"bytes,1,opt,name=session_ttl,json=sessionTtl,proto3" json:"session_ttl,omitempty"`
 	// How soon after the session of the `jobmanager` leader ended (expired,
 	// closed or revoked) a standby that campaigns leads `jobmanager` and its
 	// Dispatcher serves (answers GetClusterOverview as leader). MUST be
-	// positive and at most 10 s. The reference server: 5 s.
+	// positive and at most 10 s. Informative: the reference server advertises 5
+	// s.
 	Takeover *durationpb.Duration `protobuf:"bytes,2,opt,name=takeover,proto3" json:"takeover,omitempty"`
 	// How soon after a job's leadership (`job/<job_id>`) ended while the
 	// `jobmanager` leader lives (the holder's session ended, it resigned or
 	// the grant was revoked) a process of the `jobmanager` leader holds it
-	// again and its JobMaster acts for the job. MUST be positive and at most
-	// 10 s. The reference server: 5 s.
+	// again and its JobMaster acts for the job. MUST be positive and at most 10
+	// s. Informative: the reference server advertises 5 s.
 	JobRegrant *durationpb.Duration `protobuf:"bytes,3,opt,name=job_regrant,json=jobRegrant,proto3" json:"job_regrant,omitempty"`
 	// The revocation notice: how soon after its `jobmanager` leadership
 	// ended (the grant ended, was revoked or it resigned) a process stops
 	// acting for every job and resigns the job leaderships it holds (see the
-	// service's comment). MUST be positive and at most 10 s. The reference
-	// server: 5 s.
+	// service's comment). MUST be positive and at most 10 s. Informative: the
+	// reference server advertises 5 s.
 	RevocationNotice *durationpb.Duration `protobuf:"bytes,4,opt,name=revocation_notice,json=revocationNotice,proto3" json:"revocation_notice,omitempty"`
 	// How soon after a job became CANCELED every attempt of it stopped on
-	// its TaskExecutors (CancelTask sent, and answered or timed out). MUST
-	// be positive and at most 10 s. The reference server: 5 s.
+	// its TaskExecutors (CancelTask sent, and answered or timed out). MUST be
+	// positive and at most 10 s. Informative: the reference server advertises 5
+	// s.
 	TaskCancel *durationpb.Duration `protobuf:"bytes,5,opt,name=task_cancel,json=taskCancel,proto3" json:"task_cancel,omitempty"`
 	// How long a JobMaster whose deployment waits for slots keeps the idle
 	// slots it holds before it gives them back with FreeSlots
-	// (jobplane.cluster.v1.JobMasterService.OfferSlots). MUST be positive
-	// and at most 30 s. The reference server: its `--slot-yield`, 5 s by
-	// default.
+	// (jobplane.cluster.v1.JobMasterService.OfferSlots). MUST be positive and
+	// at most 30 s. Informative: the reference server advertises its
+	// `--slot-yield`, 5 s by default.
 	SlotYield *durationpb.Duration `protobuf:"bytes,6,opt,name=slot_yield,json=slotYield,proto3" json:"slot_yield,omitempty"`
 	// The heartbeat interval of WatchJob: a stream that sent nothing else
 	// for this long sends a Heartbeat. A
 	// server MUST send it no later than this after the stream's last message
 	// (the transport's delays aside). MUST be at least 1 s and at most 30 s.
-	// The reference server: 10 s.
+	// Informative: the reference server advertises 10 s.
 	StreamHeartbeat *durationpb.Duration `protobuf:"bytes,7,opt,name=stream_heartbeat,json=streamHeartbeat,proto3" json:"stream_heartbeat,omitempty"`
 	// The resume window of WatchJob: how many of a job's last status changes
-	// the leader keeps resume tokens for (see WatchJob). MUST be at least
-	// 16. The reference server: 64.
+	// the leader keeps resume tokens for (see WatchJob). MUST be at least 16.
+	// Informative: the reference server advertises 64.
 	WatchResumeWindow int32 `protobuf:"varint,8,opt,name=watch_resume_window,json=watchResumeWindow,proto3" json:"watch_resume_window,omitempty"`
 	// How long a clean job result is kept after its job ended, before it may
 	// be deleted and its job id used again; zero keeps results for ever.
-	// MUST be zero or at least 10 minutes. The reference server: its
-	// `--result-retention`, zero by default.
+	// MUST be zero or at least 10 minutes. Informative: the reference server
+	// advertises its `--result-retention`, zero by default.
 	ResultRetention *durationpb.Duration `protobuf:"bytes,9,opt,name=result_retention,json=resultRetention,proto3" json:"result_retention,omitempty"`
 	// How long a TaskExecutor may stay silent before the ResourceManager
 	// releases its slots, and a JobMaster before its TaskExecutors stop its
 	// tasks (the heartbeat timeout of the cluster protocol). MUST be positive
 	// and less than two thirds of `session_ttl`, so that the tasks of a
 	// JobMaster that stood still stop before its session may end and a
-	// standby take over, whenever it last renewed the session. The
-	// reference server: its `--heartbeat-timeout`, 1.2 s by default.
+	// standby take over, whenever it last renewed the session. Informative: the
+	// reference server advertises its `--heartbeat-timeout`, 1.2 s by default.
 	TaskExecutorHeartbeatTimeout *durationpb.Duration `protobuf:"bytes,10,opt,name=task_executor_heartbeat_timeout,json=taskExecutorHeartbeatTimeout,proto3" json:"task_executor_heartbeat_timeout,omitempty"`
 	// The task lease: how long a TaskExecutor keeps a job's tasks running
 	// without hearing from any JobMaster of it, so that a new leader adopts
 	// them; the subtasks of a TaskExecutor that died are deployed elsewhere
 	// only after it. Zero when the server grants no leases (attempts stop
 	// with their JobMaster's leadership). MUST be zero, or at least
-	// `task_executor_heartbeat_timeout` and at most 30 s. The reference
-	// server: its `--task-lease`, 10 s by default.
+	// `task_executor_heartbeat_timeout` and at most 30 s. Informative: the
+	// reference server advertises its `--task-lease`, 10 s by default.
 	TaskLease     *durationpb.Duration `protobuf:"bytes,11,opt,name=task_lease,json=taskLease,proto3" json:"task_lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2131,13 +2143,13 @@ func (x *ServerTimings) GetTaskLease() *durationpb.Duration {
 // answers; each is this server's, set by its configuration.
 type ServerLimits struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The largest request body it reads; a larger one is RESOURCE_EXHAUSTED
-	// (REQUEST_TOO_LARGE).
+	// The largest request body it reads; a larger one MUST be refused with
+	// RESOURCE_EXHAUSTED (REQUEST_TOO_LARGE).
 	MaxRequestBytes int64 `protobuf:"varint,1,opt,name=max_request_bytes,json=maxRequestBytes,proto3" json:"max_request_bytes,omitempty"`
 	// The largest answer it sends; what could grow past it is paged.
 	MaxResponseBytes int64 `protobuf:"varint,2,opt,name=max_response_bytes,json=maxResponseBytes,proto3" json:"max_response_bytes,omitempty"`
-	// The largest encoded JobGraph accepted (it must fit the HA store's plan
-	// limit); a larger one is INVALID_ARGUMENT.
+	// The largest encoded JobGraph accepted (it MUST fit the HA store's plan
+	// limit); a larger one MUST be refused with INVALID_ARGUMENT.
 	MaxGraphBytes int64 `protobuf:"varint,3,opt,name=max_graph_bytes,json=maxGraphBytes,proto3" json:"max_graph_bytes,omitempty"`
 	// The most vertices a JobGraph may have.
 	MaxVertices int32 `protobuf:"varint,4,opt,name=max_vertices,json=maxVertices,proto3" json:"max_vertices,omitempty"`
@@ -2148,26 +2160,27 @@ type ServerLimits struct {
 	// The largest `page_size` GetJob honours for the subtasks of its full
 	// view.
 	MaxSubtaskPageSize int32 `protobuf:"varint,7,opt,name=max_subtask_page_size,json=maxSubtaskPageSize,proto3" json:"max_subtask_page_size,omitempty"`
-	// The largest state a subtask may give inline in a checkpoint or
-	// savepoint (SubtaskState.inline); a larger one declines the checkpoint,
-	// and the task gives a pointer to state it wrote elsewhere instead. 0
-	// when the server keeps no checkpoints. Since 1.2.
+	// The largest state a subtask may give inline in a checkpoint or savepoint
+	// (SubtaskState.inline); a larger one declines the checkpoint, and the task
+	// SHOULD give a pointer to state it wrote elsewhere instead. 0 when the
+	// server keeps no checkpoints. Since 1.2.
 	MaxInlineStateBytes int64 `protobuf:"varint,8,opt,name=max_inline_state_bytes,json=maxInlineStateBytes,proto3" json:"max_inline_state_bytes,omitempty"`
 	// The largest encoded checkpoint or savepoint, all its subtasks' states
-	// together; it must fit the HA store's limit (1 MiB by default). A
-	// larger one fails. 0 when the server keeps no checkpoints. Since 1.2.
+	// together; it MUST fit the HA store's limit (informative: the reference
+	// store's is 1 MiB by default). A larger one MUST fail. 0 when the server
+	// keeps no checkpoints. Since 1.2.
 	MaxCheckpointBytes int64 `protobuf:"varint,9,opt,name=max_checkpoint_bytes,json=maxCheckpointBytes,proto3" json:"max_checkpoint_bytes,omitempty"`
-	// The largest value one task may return (TaskExecutionStatus.value); a
-	// task that returns a larger one FAILS. Since 1.2.
+	// The largest value one task may return (TaskExecutionStatus.value); a task
+	// that returns a larger one MUST end FAILED. Since 1.2.
 	MaxTaskValueBytes int64 `protobuf:"varint,10,opt,name=max_task_value_bytes,json=maxTaskValueBytes,proto3" json:"max_task_value_bytes,omitempty"`
-	// The largest sum of the values of one job's subtasks kept in its
-	// result (JobResult.values), each counted as its encoded SubtaskValue
-	// (the attempt id included, so that many small values count as what
-	// they take in the store); a job whose values go over it FAILS. It
-	// must fit the HA store's limit, with the rest of the result. Since 1.2.
+	// The largest sum of the values of one job's subtasks kept in its result
+	// (JobResult.values), each counted as its encoded SubtaskValue (the attempt
+	// id included, so that many small values count as what they take in the
+	// store); a job whose values go over it MUST end FAILED. It MUST fit the HA
+	// store's limit, with the rest of the result. Since 1.2.
 	MaxResultValueBytes int64 `protobuf:"varint,11,opt,name=max_result_value_bytes,json=maxResultValueBytes,proto3" json:"max_result_value_bytes,omitempty"`
-	// The most accumulator names one job may use (JobResult.accumulators);
-	// a job whose tasks use more FAILS. Since 1.2.
+	// The most accumulator names one job may use (JobResult.accumulators); a
+	// job whose tasks use more MUST end FAILED. Since 1.2.
 	MaxAccumulators int32 `protobuf:"varint,12,opt,name=max_accumulators,json=maxAccumulators,proto3" json:"max_accumulators,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
@@ -2304,10 +2317,10 @@ type GetTaskOutputRequest struct {
 	// follow. Bytes before it that are no longer kept are skipped (see
 	// `dropped_bytes`); an offset past the end of the output (one from a
 	// run of the attempt on another TaskExecutor, say) reads from the first
-	// byte kept. Must not be negative.
+	// byte kept. MUST NOT be negative.
 	Offset int64 `protobuf:"varint,5,opt,name=offset,proto3" json:"offset,omitempty"`
-	// The most bytes to return; the server may return fewer. Zero means
-	// 64 KiB; more than 1 MiB means 1 MiB. Must not be negative.
+	// The most bytes to return; the server MAY return fewer. Zero means 64 KiB;
+	// more than 1 MiB means 1 MiB. MUST NOT be negative.
 	MaxBytes      int32 `protobuf:"varint,6,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -4,6 +4,16 @@
 // 	protoc        (unknown)
 // source: jobplane/v1/error.proto
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 package jobplanev1
 
 import (
@@ -26,44 +36,47 @@ const (
 //
 // Conventions that hold for every service of this package (AIP-193):
 //
-//   - Every error a jobplane server's handler answers carries exactly one
-//     ErrorInfo whose `domain` is `jobplane` (it does not change with the
-//     API version) and whose `reason` is the value's name without the
-//     `ERROR_REASON_` prefix, e.g. `STALE_FENCING_TOKEN`. Clients switch on
-//     the reason, never on the message.
-//   - A request the server cannot decode is INVALID_ARGUMENT with a
-//     BadRequest whose one violation has an empty `field` (the body as a
-//     whole), and a body over the server's limit, however it is sent
-//     (chunked, or compressed and inflating past it), is
-//     RESOURCE_EXHAUSTED (REQUEST_TOO_LARGE): both carry their ErrorInfo
-//     (since 1.2; the framework's own answers to them had none).
-//   - An error without such an ErrorInfo did not come from a jobplane
-//     handler: a proxy, the transport, or the RPC framework answered it. If
-//     the framework refused the request before a handler ran (an unknown
-//     method, say), nothing was done; otherwise (a connection lost, a
-//     proxy's timeout) the outcome is unknown, and only calls that are
-//     idempotent, as SubmitJob and CancelJob are, may be retried blindly.
+//   - Every error a jobplane server's handler answers MUST carry exactly one
+//     ErrorInfo whose `domain` is `jobplane` (it does not change with the API
+//     version) and whose `reason` is the value's name without the
+//     `ERROR_REASON_` prefix, e.g. `STALE_FENCING_TOKEN`. Clients SHOULD switch
+//     on the reason, and MUST NOT switch on the message.
+//   - A request the server cannot decode MUST be answered INVALID_ARGUMENT with
+//     a BadRequest whose one violation has an empty `field` (the body as a
+//     whole), and a body over the server's limit, however it is sent (chunked,
+//     or compressed and inflating past it), MUST be answered RESOURCE_EXHAUSTED
+//     (REQUEST_TOO_LARGE): both MUST carry their ErrorInfo (since 1.2; the
+//     framework's own answers to them had none).
+//   - An error without such an ErrorInfo did not come from a jobplane handler:
+//     a proxy, the transport, or the RPC framework answered it. If the
+//     framework refused the request before a handler ran (an unknown method,
+//     say), nothing was done; otherwise (a connection lost, a proxy's timeout)
+//     the outcome is unknown, and a client MAY retry blindly only calls that
+//     are idempotent, as SubmitJob and CancelJob are.
 //   - The gRPC / Connect status code that accompanies each reason is given
-//     below; a reason never appears with another code.
-//   - `ErrorInfo.metadata` carries the keys listed for each reason, in
-//     snake_case; a key whose value is unknown is omitted. Values are
-//     strings: ids as sent, epochs and counts in decimal, booleans `true` or
-//     `false`, statuses and states by their enum value's full name (e.g.
+//     below; a reason MUST NOT appear with another code.
+//   - `ErrorInfo.metadata` MUST carry the keys listed for each reason, in
+//     snake_case; a key whose value is unknown is omitted. Values are strings:
+//     ids as sent, epochs and counts in decimal, booleans `true` or `false`,
+//     statuses and states by their enum value's full name (e.g.
 //     `JOB_STATUS_FINISHED`), addresses as base URLs.
-//   - Where a client needs data to act, a typed detail comes beside the
+//   - Where a client needs data to act, a typed detail MUST come beside the
 //     ErrorInfo: NotLeaderDetails with NOT_LEADER, StaleTokenDetails with
 //     STALE_FENCING_TOKEN, and `google.rpc.BadRequest` with INVALID_ARGUMENT.
 //   - Fencing tokens of one election are compared by epoch. A receiver that
-//     gets a token older than the current one it knows answers ABORTED with
+//     gets a token older than the current one it knows MUST answer ABORTED with
 //     STALE_FENCING_TOKEN. A leader that gets a token newer than its own
-//     leadership's answers UNAVAILABLE with NOT_LEADER; it steps down only
-//     as FencingToken's rules say, never on the strength of that token
-//     alone. A receiver that only tracks the leader (a TaskExecutor) adopts
-//     a newer token as the current one.
-//   - Invalid input is answered with INVALID_ARGUMENT, reason
+//     leadership's MUST answer UNAVAILABLE with NOT_LEADER; it steps down only
+//     as FencingToken's rules say, and MUST NOT step down on the strength of
+//     that token alone. A receiver that only tracks the leader (a TaskExecutor)
+//     MUST adopt a newer token as the current one.
+//   - Invalid input MUST be answered with INVALID_ARGUMENT, reason
 //     INVALID_ARGUMENT, and a `google.rpc.BadRequest` detail with one field
 //     violation per offending field (the field path in proto names, e.g.
 //     `job_graph.vertices[2].id`).
+//   - Where a reason below says that the receiver did nothing (nothing was
+//     done, written or stored), a receiver that answers it MUST have done
+//     nothing for the call.
 //
 // NOT_LEADER is UNAVAILABLE, not FAILED_PRECONDITION as etcd's and
 // Temporal's equivalents are, on purpose: the call is right, only the
@@ -75,14 +88,14 @@ const (
 type ErrorReason int32
 
 const (
-	// Never sent.
+	// MUST NOT be sent.
 	ErrorReason_ERROR_REASON_UNSPECIFIED ErrorReason = 0
 	// Code ABORTED. The call carried a fencing token that is not the current
 	// grant of its election: the caller's leadership has ended or was never
-	// held. The receiver did nothing. The caller must not retry with the same
-	// token; it stops acting as leader. Metadata: `election`, and
-	// `current_session_id` and `current_epoch` when the receiver knows a
-	// newer grant.
+	// held. The receiver did nothing. The caller MUST NOT retry with the same
+	// token; it MUST stop acting as leader. Metadata: `election`, and
+	// `current_session_id` and `current_epoch` when the receiver knows a newer
+	// grant.
 	ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN ErrorReason = 1
 	// Code UNAVAILABLE. The receiving process does not lead the election that
 	// owns the request (for example a standby Dispatcher, or a process that
@@ -127,10 +140,10 @@ const (
 	// Metadata: `job_id`.
 	ErrorReason_ERROR_REASON_JOB_RESULT_NOT_FOUND ErrorReason = 10
 	// Code FAILED_PRECONDITION. The job result entry is dirty: the job's
-	// cleanup has not finished, so the entry may not be deleted. Since 1.2
+	// cleanup has not finished, so the entry MUST NOT be deleted. Since 1.2
 	// also from DispatcherService.PurgeJob and from SubmitJob with
-	// JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE: the job is globally terminal but
-	// its cleanup is not done yet; nothing was done, and the client retries
+	// JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE: the job is globally terminal but its
+	// cleanup is not done yet; nothing was done, and the client SHOULD retry
 	// shortly. Metadata: `job_id`.
 	ErrorReason_ERROR_REASON_JOB_RESULT_DIRTY ErrorReason = 11
 	// Code NOT_FOUND. The HA-store session is unknown or has expired; every
@@ -153,7 +166,7 @@ const (
 	// under the task's invokable name. Metadata: `invokable`.
 	ErrorReason_ERROR_REASON_UNKNOWN_INVOKABLE ErrorReason = 16
 	// Code NOT_FOUND. The JobMaster knows no execution attempt with this id
-	// (for example one from before a restart); the TaskExecutor cancels it.
+	// (for example one from before a restart); the TaskExecutor MUST cancel it.
 	// From GetTaskOutput (DispatcherService, TaskExecutorService): the
 	// attempt was not deployed, where it ran is no longer known, or its
 	// output is no longer kept. Metadata: `job_id`, `vertex_id`,
@@ -165,7 +178,7 @@ const (
 	// `election`.
 	ErrorReason_ERROR_REASON_CANDIDACY_EXISTS ErrorReason = 18
 	// Code ALREADY_EXISTS. The HA store already holds another execution plan
-	// for the job; a plan is never replaced. Metadata: `job_id`.
+	// for the job; a plan MUST NOT be replaced. Metadata: `job_id`.
 	ErrorReason_ERROR_REASON_EXECUTION_PLAN_EXISTS ErrorReason = 19
 	// Code UNAVAILABLE. The HA store did not confirm whether the job's plan
 	// was persisted (SubmitJob): the job may or may not exist. Retry the same
@@ -205,9 +218,9 @@ const (
 	// not answer; nothing was done. Retry. Metadata: `task_executor_id`.
 	ErrorReason_ERROR_REASON_TASK_EXECUTOR_UNREACHABLE ErrorReason = 30
 	// Code FAILED_PRECONDITION. The job's cancellation was requested
-	// (HAStoreService.RequestJobCancel), so it may not end FINISHED or
-	// FAILED (HAStoreService.CreateDirtyJobResult): nothing was written; the
-	// job ends CANCELED. Metadata: `job_id`.
+	// (HAStoreService.RequestJobCancel), so it MUST NOT end FINISHED or FAILED
+	// (HAStoreService.CreateDirtyJobResult): nothing was written; the job MUST
+	// end CANCELED. Metadata: `job_id`.
 	ErrorReason_ERROR_REASON_JOB_CANCEL_REQUESTED ErrorReason = 31
 	// Code RESOURCE_EXHAUSTED. The client already has as many streams open
 	// on the public API (WatchJob and the other server streams of
@@ -220,22 +233,23 @@ const (
 	// Code RESOURCE_EXHAUSTED. The client submits faster than the server
 	// allows one client (a token bucket per client: a rate, and a burst
 	// above it): the submission was refused before it was looked at, and
-	// nothing was done. A `google.rpc.RetryInfo` detail comes beside the
-	// ErrorInfo: the same submission succeeds if retried after its
-	// `retry_delay` (unless other submissions of the client take the room
-	// first). A resubmission of an existing job counts as a submission.
-	// Metadata: `rate` (submissions per second, in decimal) and `burst`.
+	// nothing was done. A `google.rpc.RetryInfo` detail MUST come beside the
+	// ErrorInfo: the same submission, retried after its `retry_delay`, MUST
+	// NOT be refused for the rate again (unless other submissions of the
+	// client take the room first). A resubmission of an existing job counts
+	// as a submission. Metadata: `rate` (submissions per second, in decimal)
+	// and `burst`.
 	ErrorReason_ERROR_REASON_SUBMIT_RATE_EXCEEDED ErrorReason = 33
 	// Code RESOURCE_EXHAUSTED. The cluster already has as many live jobs
 	// (submitted and not yet globally terminal) as it allows: the new job
 	// was refused and nothing was done. It may be submitted again once jobs
-	// end. A resubmission of an existing job is answered as always.
+	// end. A resubmission of an existing job MUST be answered as always.
 	// Metadata: `job_id`, `limit`.
 	ErrorReason_ERROR_REASON_TOO_MANY_JOBS ErrorReason = 34
 	// Code RESOURCE_EXHAUSTED. The cluster's live jobs already have so many
 	// subtasks in all that the new job's would go over the cluster's limit:
 	// the new job was refused and nothing was done. It may be submitted again
-	// once jobs end. A resubmission of an existing job is answered as
+	// once jobs end. A resubmission of an existing job MUST be answered as
 	// always. Metadata: `job_id`, `limit`, `job_subtasks` (the new job's),
 	// `live_subtasks` (the live jobs').
 	ErrorReason_ERROR_REASON_TOO_MANY_SUBTASKS ErrorReason = 35
@@ -265,11 +279,11 @@ const (
 	// (every invokable the registered TaskExecutors offer), each a
 	// comma-separated list in increasing order. Since 1.2.
 	ErrorReason_ERROR_REASON_INVOKABLE_NOT_OFFERED ErrorReason = 40
-	// Code FAILED_PRECONDITION. The job's execution plan still exists, so
-	// its result entry may not be marked clean or deleted
-	// (HAStoreService.MarkJobResultClean, DeleteJobResultEntry): the
-	// cleanup deletes the plan first. Nothing was written. Metadata:
-	// `job_id`. Since 1.2.
+	// Code FAILED_PRECONDITION. The job's execution plan still exists, so its
+	// result entry MUST NOT be marked clean or deleted
+	// (HAStoreService.MarkJobResultClean, DeleteJobResultEntry): the cleanup
+	// deletes the plan first. Nothing was written. Metadata: `job_id`. Since
+	// 1.2.
 	ErrorReason_ERROR_REASON_EXECUTION_PLAN_NOT_DELETED ErrorReason = 41
 )
 
@@ -496,8 +510,8 @@ func (x *StaleTokenDetails) GetCurrent() *FencingToken {
 
 // ItemError is why a batch call refused one of its items: the answer the call
 // for that one item would have given. A batch call (such as
-// jobplane.cluster.v1.TaskExecutorService.SubmitTasks) lists only the items
-// it refused; every other item took effect.
+// jobplane.cluster.v1.TaskExecutorService.SubmitTasks) MUST list only the
+// items it refused; every other item MUST have taken effect.
 type ItemError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The item's position in the request's list, from 0.

@@ -4,6 +4,16 @@
 // 	protoc        (unknown)
 // source: jobplane/v1/execution.proto
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 package jobplanev1
 
 import (
@@ -27,7 +37,7 @@ const (
 type ExecutionState int32
 
 const (
-	// Never sent.
+	// MUST NOT be sent.
 	ExecutionState_EXECUTION_STATE_UNSPECIFIED ExecutionState = 0
 	// The attempt exists and waits to be scheduled.
 	ExecutionState_EXECUTION_STATE_CREATED ExecutionState = 1
@@ -105,7 +115,7 @@ func (ExecutionState) EnumDescriptor() ([]byte, []int) {
 }
 
 // ExecutionAttemptId identifies one execution attempt of one subtask of a
-// job. Within one JobMaster it is unique; calls about attempts also carry
+// job. Within one JobMaster it MUST be unique; calls about attempts also carry
 // the JobMaster's fencing token, which tells attempts of different
 // JobMasters apart.
 type ExecutionAttemptId struct {

@@ -4,6 +4,16 @@
 // 	protoc        (unknown)
 // source: jobplane/v1/job.proto
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 package jobplanev1
 
 import (
@@ -25,15 +35,15 @@ const (
 // JobStatus is the status of a job, as in Flink.
 //
 // FINISHED, FAILED and CANCELED are globally terminal: the job has a job
-// result and that run never runs again (its id runs anew only after the
-// result is removed: see DispatcherService.PurgeJob and
-// JobIdReusePolicy). SUSPENDED is locally terminal: the
-// JobMaster that ran the job stopped (for example because its process lost
-// leadership), and the job resumes under a new JobMaster elsewhere.
+// result and that run MUST NOT run again (its id runs anew only after the
+// result is removed: see DispatcherService.PurgeJob and JobIdReusePolicy).
+// SUSPENDED is locally terminal: the JobMaster that ran the job stopped (for
+// example because its process lost leadership), and the job resumes under a
+// new JobMaster elsewhere.
 type JobStatus int32
 
 const (
-	// Never sent.
+	// MUST NOT be sent.
 	JobStatus_JOB_STATUS_UNSPECIFIED JobStatus = 0
 	// Accepted and persisted; the JobMaster is being created.
 	JobStatus_JOB_STATUS_INITIALIZING JobStatus = 1
@@ -528,16 +538,16 @@ type JobDetails struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The summary: id, name, status, times, counts and latest failure.
 	Summary *JobSummary `protobuf:"bytes,1,opt,name=summary,proto3" json:"summary,omitempty"`
-	// One entry per vertex, in JobGraph order; with JOB_VIEW_FULL, the
-	// vertices that have subtasks in the page. Once the job is globally
-	// terminal, the vertices and subtasks in their final states, as its last
-	// JobMaster left them, for as long as the leading Dispatcher keeps them:
-	// in memory only, for a while after the job ended under it and within a
-	// bound on the subtasks of all ended jobs (10 minutes and 1,000,000
-	// subtasks by default in the reference server). Empty while the job is
-	// INITIALIZING, and for a job known only by its job result: one that
-	// ended before the current leader took over, or whose final details
-	// are no longer kept.
+	// One entry per vertex, in JobGraph order; with JOB_VIEW_FULL, the vertices
+	// that have subtasks in the page. Once the job is globally terminal, the
+	// vertices and subtasks in their final states, as its last JobMaster left
+	// them, for as long as the leading Dispatcher keeps them: in memory only,
+	// for a while after the job ended under it and within a bound on the
+	// subtasks of all ended jobs (informative: the reference server keeps them
+	// 10 minutes and at most 1,000,000 subtasks by default). Empty while the
+	// job is INITIALIZING, and for a job known only by its job result: one that
+	// ended before the current leader took over, or whose final details are no
+	// longer kept.
 	Vertices []*VertexDetails `protobuf:"bytes,2,rep,name=vertices,proto3" json:"vertices,omitempty"`
 	// The failures that restarted or failed the job under its current (or,
 	// once it ended, its last) JobMaster, most recent first; at most the 16
@@ -865,21 +875,21 @@ type JobResult struct {
 	// the accumulator's total in each subtask's FINISHED attempt (one
 	// attempt per subtask, so restarts never count twice). Since 1.2.
 	Accumulators map[string]int64 `protobuf:"bytes,12,rep,name=accumulators,proto3" json:"accumulators,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	// Where the attempts ran, so their output can be read after the job
-	// ended (DispatcherService.GetTaskOutput), also after a restart or a
-	// change of leader: per subtask its most recent attempts, at most 8, in
-	// JobGraph vertex order, then subtask index, then attempt number. The
-	// list is bounded so the result fits the HA store (the reference
-	// server: 256 KiB encoded): past the bound, each subtask's latest
+	// Where the attempts ran, so their output can be read after the job ended
+	// (DispatcherService.GetTaskOutput), also after a restart or a change of
+	// leader: per subtask its most recent attempts, at most 8, in JobGraph
+	// vertex order, then subtask index, then attempt number. The list MUST be
+	// bounded so the result fits the HA store (informative: the reference
+	// server's bound is 256 KiB encoded): past the bound, each subtask's latest
 	// attempt only, and past that the subtasks that come first. Since 1.2.
 	Placements []*AttemptPlacement `protobuf:"bytes,13,rep,name=placements,proto3" json:"placements,omitempty"`
-	// The id of the run this result is of: chosen by the server when it
-	// persisted the run's plan, unique among the runs of the job id, and
-	// kept with the plan and the result, so it survives a change of leader.
-	// Two runs of one job id (the id used again after its result was
-	// purged or expired, or with JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE) have
-	// different run ids. Opaque, at most 128 bytes. Empty for a job
-	// persisted by a server before 1.2. Since 1.2.
+	// The id of the run this result is of: the server MUST choose it when it
+	// persists the run's plan, unique among the runs of the job id, and MUST
+	// keep it with the plan and the result, so it survives a change of leader.
+	// Two runs of one job id (the id used again after its result was purged or
+	// expired, or with JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE) MUST have different
+	// run ids. Opaque, at most 128 bytes. Empty for a job persisted by a server
+	// before 1.2. Since 1.2.
 	RunId string `protobuf:"bytes,14,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// The job's recorded cancel request (see JobSummary.cancellation), for
 	// a CANCELED job that CancelJob canceled. Since 1.2.
@@ -1085,9 +1095,9 @@ type AttemptPlacement struct {
 	Attempt *ExecutionAttemptId `protobuf:"bytes,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// The TaskExecutor it was deployed to.
 	TaskExecutorId string `protobuf:"bytes,2,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
-	// That TaskExecutor's address when the attempt was deployed there (its
-	// base URL on the cluster protocol); a Dispatcher prefers the address
-	// the TaskExecutor registered with since, when it knows one.
+	// That TaskExecutor's address when the attempt was deployed there (its base
+	// URL on the cluster protocol); a Dispatcher SHOULD prefer the address the
+	// TaskExecutor registered with since, when it knows one.
 	TaskExecutorAddress string `protobuf:"bytes,3,opt,name=task_executor_address,json=taskExecutorAddress,proto3" json:"task_executor_address,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache

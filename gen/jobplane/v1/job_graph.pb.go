@@ -4,6 +4,16 @@
 // 	protoc        (unknown)
 // source: jobplane/v1/job_graph.proto
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 package jobplanev1
 
 import (
@@ -27,7 +37,7 @@ const (
 type DistributionPattern int32
 
 const (
-	// Not set; rejected as INVALID_ARGUMENT.
+	// Not set; MUST be rejected as INVALID_ARGUMENT.
 	DistributionPattern_DISTRIBUTION_PATTERN_UNSPECIFIED DistributionPattern = 0
 	// Each source subtask connects to one or a few target subtasks: equal
 	// parallelisms connect one-to-one; unequal ones connect contiguous ranges,
@@ -82,7 +92,7 @@ func (DistributionPattern) EnumDescriptor() ([]byte, []int) {
 type ResultPartitionType int32
 
 const (
-	// Not set; rejected as INVALID_ARGUMENT.
+	// Not set; MUST be rejected as INVALID_ARGUMENT.
 	ResultPartitionType_RESULT_PARTITION_TYPE_UNSPECIFIED ResultPartitionType = 0
 	// Consumed while it is produced: source and target run at the same time
 	// and are scheduled and restarted together (one pipelined region).
@@ -192,18 +202,20 @@ func (SchedulingMode) EnumDescriptor() ([]byte, []int) {
 // each run as `parallelism` parallel subtasks, joined by edges that say how
 // the subtasks exchange data, plus the job's configuration.
 //
-// The Dispatcher validates a JobGraph before anything is written; every
-// violation is reported as INVALID_ARGUMENT with a `google.rpc.BadRequest`
-// field violation:
+// The Dispatcher MUST validate a JobGraph before anything is written, and
+// MUST report every violation as INVALID_ARGUMENT with a
+// `google.rpc.BadRequest` field violation:
 //
-//   - at least one vertex; at most 10,000 vertices and 1,000,000 subtasks in
-//     all (server limits, configurable);
+//   - at least one vertex; at most ServerLimits.max_vertices vertices and
+//     ServerLimits.max_subtasks subtasks in all (server limits, configurable;
+//     informative: the reference server's defaults are 10,000 and 100,000);
 //   - vertex ids unique and well formed;
 //   - every edge joins two distinct, known vertices, and the edges form no
 //     cycle;
 //   - every vertex names an invokable, and 1 <= parallelism <=
 //     max_parallelism after overrides are applied;
-//   - the encoded graph fits the HA store's plan limit (1 MiB by default);
+//   - the encoded graph fits the HA store's plan limit (informative: 1 MiB by
+//     default in the reference store);
 //   - `config.checkpoints`: valid, non-negative durations, an `interval` of
 //     at least 10ms when set, `retained` from 0 to 100, and
 //     `tolerable_failures` not negative;
@@ -236,17 +248,17 @@ func (SchedulingMode) EnumDescriptor() ([]byte, []int) {
 //
 // The plan digest, which the HA store keeps with the plan and the result
 // (jobplane.hastore.v1.ExecutionPlan.digest, JobResult.plan_digest), is the
-// SHA-256 of the canonical encoding of the normalized JobGraph, so every
-// implementation computes the same one. The canonical encoding is the
-// protobuf binary encoding with every choice the format leaves open made one
-// way: fields in increasing field-number order, each written only if set (a
-// scalar or enum other than its default, a message that is present, a list or
-// map with an element); varints for integers and enums (int32 and enums
-// sign-extended to 64 bits); repeated numbers, bools and enums packed; other
-// repeated fields one record per element, in order; maps one record per entry
-// in increasing key order (strings by their UTF-8 bytes), each entry with its
-// key (field 1) and value (field 2) both written; no unknown fields. For
-// example, the graph
+// SHA-256 of the canonical encoding of the normalized JobGraph; every
+// implementation MUST compute it so, and so computes the same one. The
+// canonical encoding is the protobuf binary encoding with every choice the
+// format leaves open made one way: fields in increasing field-number order,
+// each written only if set (a scalar or enum other than its default, a
+// message that is present, a list or map with an element); varints for
+// integers and enums (int32 and enums sign-extended to 64 bits); repeated
+// numbers, bools and enums packed; other repeated fields one record per
+// element, in order; maps one record per entry in increasing key order
+// (strings by their UTF-8 bytes), each entry with its key (field 1) and value
+// (field 2) both written; no unknown fields. For example, the graph
 //
 //	{"name": "example",
 //	 "vertices": [
@@ -349,24 +361,24 @@ type JobVertex struct {
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// The name under which TaskExecutors register the code that runs each
 	// subtask, e.g. `noop`, `sleep`, or a function registered through the SDK's
-	// TaskExecutor runtime. Required. The job's subtasks go to slots of
-	// TaskExecutors that offer all of its invokables, and wait for such
+	// TaskExecutor runtime. Required. The job's subtasks MUST go to slots of
+	// TaskExecutors that offer all of its invokables, and MUST wait for such
 	// slots while some registered TaskExecutor offers them all.
 	//
-	// Since 1.2 the submission checks invokables where it can: a new job
-	// naming an invokable that no registered TaskExecutor offers, while at
-	// least one is registered, is refused with FAILED_PRECONDITION
-	// (INVOKABLE_NOT_OFFERED), which names the invokables that are offered.
-	// A job submitted while no TaskExecutor is registered (a cluster that is
-	// starting) is accepted and waits for slots; if the TaskExecutors that
-	// join then do not offer its invokables, its subtasks are deployed to
+	// Since 1.2 the submission checks invokables where it can: a new job naming
+	// an invokable that no registered TaskExecutor offers, while at least one
+	// is registered, MUST be refused with FAILED_PRECONDITION
+	// (INVOKABLE_NOT_OFFERED), which names the invokables that are offered. A
+	// job submitted while no TaskExecutor is registered (a cluster that is
+	// starting) MUST be accepted and wait for slots; if the TaskExecutors that
+	// join then do not offer its invokables, its subtasks MUST be deployed to
 	// any slot and fail there (UNKNOWN_INVOKABLE), and the restart strategy
-	// decides what follows, so a misspelt invokable fails the job rather
-	// than hanging it. A TaskExecutor offers `exec` only when it runs it.
+	// decides what follows, so a misspelt invokable fails the job rather than
+	// hanging it. A TaskExecutor MUST offer `exec` only when it runs it.
 	Invokable string `protobuf:"bytes,3,opt,name=invokable,proto3" json:"invokable,omitempty"`
 	// Configuration handed to every subtask of the vertex, verbatim.
 	Config map[string]string `protobuf:"bytes,4,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// The number of parallel subtasks. Must be at least 1 and at most
+	// The number of parallel subtasks. MUST be at least 1 and at most
 	// `max_parallelism`, after parallelism overrides are applied.
 	Parallelism int32 `protobuf:"varint,5,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
 	// The upper bound for `parallelism`, also under overrides. Zero means the
@@ -452,11 +464,11 @@ func (x *JobVertex) GetMaxParallelism() int32 {
 // those of another (the target, consuming it).
 type JobEdge struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The id of the producing vertex. Required; must name a vertex of the
+	// The id of the producing vertex. Required; MUST name a vertex of the
 	// graph.
 	SourceVertexId string `protobuf:"bytes,1,opt,name=source_vertex_id,json=sourceVertexId,proto3" json:"source_vertex_id,omitempty"`
-	// The id of the consuming vertex. Required; must name a vertex of the
-	// graph other than the source.
+	// The id of the consuming vertex. Required; MUST name a vertex of the graph
+	// other than the source.
 	TargetVertexId string `protobuf:"bytes,2,opt,name=target_vertex_id,json=targetVertexId,proto3" json:"target_vertex_id,omitempty"`
 	// How source subtasks connect to target subtasks. Required.
 	Distribution DistributionPattern `protobuf:"varint,3,opt,name=distribution,proto3,enum=jobplane.v1.DistributionPattern" json:"distribution,omitempty"`
@@ -530,24 +542,25 @@ type JobConfig struct {
 	// What the JobMaster does when a task fails. Unset means no restart: the
 	// first task failure fails the job.
 	RestartStrategy *RestartStrategy `protobuf:"bytes,1,opt,name=restart_strategy,json=restartStrategy,proto3" json:"restart_strategy,omitempty"`
-	// Parallelism per vertex id, applied before the plan is persisted. The
-	// cluster's own overrides apply first, then these (the job wins). Ids that
-	// name no vertex are ignored. Each value must be at least 1.
+	// Parallelism per vertex id, which the Dispatcher MUST apply before it
+	// persists the plan. The cluster's own overrides apply first, then these
+	// (the job wins). Ids that name no vertex MUST be ignored. Each value MUST
+	// be at least 1.
 	ParallelismOverrides map[string]int32 `protobuf:"bytes,2,rep,name=parallelism_overrides,json=parallelismOverrides,proto3" json:"parallelism_overrides,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// Makes the job "attached": if the Dispatcher receives no
-	// ReportClientHeartbeat for the job within this duration, it cancels the
-	// job. Unset or zero means detached (no heartbeats expected).
+	// ReportClientHeartbeat for the job within this duration, it MUST cancel
+	// the job. Unset or zero means detached (no heartbeats expected).
 	ClientHeartbeatTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=client_heartbeat_timeout,json=clientHeartbeatTimeout,proto3" json:"client_heartbeat_timeout,omitempty"`
 	// How the JobMaster deploys tasks. Unset means pipelined regions.
 	SchedulingMode SchedulingMode `protobuf:"varint,4,opt,name=scheduling_mode,json=schedulingMode,proto3,enum=jobplane.v1.SchedulingMode" json:"scheduling_mode,omitempty"`
 	// Periodic checkpoints. Unset means none. Since 1.2.
 	Checkpoints *CheckpointConfig `protobuf:"bytes,5,opt,name=checkpoints,proto3" json:"checkpoints,omitempty"`
-	// A savepoint (its id) the job's subtasks start from on its first run:
-	// each subtask gets its own state in it (by vertex id and subtask
-	// index; states that match no subtask are ignored). The savepoint must
-	// exist when the job is submitted (else NOT_FOUND, SAVEPOINT_NOT_FOUND);
-	// if it is deleted before the job first runs, the job fails. Part of the
-	// plan. Since 1.2.
+	// A savepoint (its id) the job's subtasks start from on its first run: each
+	// subtask MUST get its own state in it (by vertex id and subtask index;
+	// states that match no subtask are ignored). The savepoint MUST exist when
+	// the job is submitted (else NOT_FOUND, SAVEPOINT_NOT_FOUND); if it is
+	// deleted before the job first runs, the job MUST fail. Part of the plan.
+	// Since 1.2.
 	RestoreFromSavepoint string `protobuf:"bytes,6,opt,name=restore_from_savepoint,json=restoreFromSavepoint,proto3" json:"restore_from_savepoint,omitempty"`
 	unknownFields        protoimpl.UnknownFields
 	sizeCache            protoimpl.SizeCache
@@ -788,15 +801,16 @@ func (*RestartStrategy_NoRestart) Descriptor() ([]byte, []int) {
 // Restart up to `attempts` times, waiting `delay` before each restart.
 type RestartStrategy_FixedDelay struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The number of restarts allowed: at least 1, unless `unlimited` is
-	// set. Since 1.2 zero is refused (INVALID_ARGUMENT naming this field)
+	// The number of restarts allowed: at least 1, unless `unlimited` is set.
+	// Since 1.2 zero MUST be refused (INVALID_ARGUMENT naming this field)
 	// rather than meaning unlimited, as it did in 1.1: a client of 1.1 that
 	// sent 0 for "unlimited" is told so and sets `unlimited`; a plan stored
-	// under 1.1 with 0 keeps its meaning (unlimited) when it is recovered.
+	// under 1.1 with 0 MUST keep its meaning (unlimited) when it is
+	// recovered.
 	Attempts int32 `protobuf:"varint,1,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	// The wait before each restart; unset or zero restarts at once.
 	Delay *durationpb.Duration `protobuf:"bytes,2,opt,name=delay,proto3" json:"delay,omitempty"`
-	// Restart without a bound; `attempts` must then be 0. Since 1.2.
+	// Restart without a bound; `attempts` MUST then be 0. Since 1.2.
 	Unlimited     bool `protobuf:"varint,3,opt,name=unlimited,proto3" json:"unlimited,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -858,11 +872,11 @@ func (x *RestartStrategy_FixedDelay) GetUnlimited() bool {
 // `reset_after` without failure.
 type RestartStrategy_ExponentialDelay struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The delay before the first restart; must be positive.
+	// The delay before the first restart; MUST be positive.
 	InitialDelay *durationpb.Duration `protobuf:"bytes,1,opt,name=initial_delay,json=initialDelay,proto3" json:"initial_delay,omitempty"`
-	// The largest delay; must be at least `initial_delay`.
+	// The largest delay; MUST be at least `initial_delay`.
 	MaxDelay *durationpb.Duration `protobuf:"bytes,2,opt,name=max_delay,json=maxDelay,proto3" json:"max_delay,omitempty"`
-	// The factor applied to the delay after each failure; must be at least
+	// The factor applied to the delay after each failure; MUST be at least
 	// 1. Zero means 2.
 	Multiplier float64 `protobuf:"fixed64,3,opt,name=multiplier,proto3" json:"multiplier,omitempty"`
 	// A run this long without failure resets the delay to
@@ -870,11 +884,11 @@ type RestartStrategy_ExponentialDelay struct {
 	ResetAfter *durationpb.Duration `protobuf:"bytes,4,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
 	// Randomizes each delay by up to this fraction of it, in [0, 1].
 	Jitter float64 `protobuf:"fixed64,5,opt,name=jitter,proto3" json:"jitter,omitempty"`
-	// The number of restarts allowed: at least 1, unless `unlimited` is
-	// set. Since 1.2 zero is refused, as for FixedDelay.attempts (a plan
-	// stored under 1.1 with 0 keeps its meaning, unlimited).
+	// The number of restarts allowed: at least 1, unless `unlimited` is set.
+	// Since 1.2 zero MUST be refused, as for FixedDelay.attempts (a plan
+	// stored under 1.1 with 0 MUST keep its meaning, unlimited).
 	Attempts int32 `protobuf:"varint,6,opt,name=attempts,proto3" json:"attempts,omitempty"`
-	// Restart without a bound; `attempts` must then be 0. Since 1.2.
+	// Restart without a bound; `attempts` MUST then be 0. Since 1.2.
 	Unlimited     bool `protobuf:"varint,7,opt,name=unlimited,proto3" json:"unlimited,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -963,9 +977,9 @@ func (x *RestartStrategy_ExponentialDelay) GetUnlimited() bool {
 // within the last `interval`, in which case the job fails.
 type RestartStrategy_FailureRate struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The failures tolerated within one interval; must be at least 1.
+	// The failures tolerated within one interval; MUST be at least 1.
 	MaxFailures int32 `protobuf:"varint,1,opt,name=max_failures,json=maxFailures,proto3" json:"max_failures,omitempty"`
-	// The sliding window over which failures are counted; must be positive.
+	// The sliding window over which failures are counted; MUST be positive.
 	Interval *durationpb.Duration `protobuf:"bytes,2,opt,name=interval,proto3" json:"interval,omitempty"`
 	// The wait before each restart; unset or zero restarts at once.
 	Delay         *durationpb.Duration `protobuf:"bytes,3,opt,name=delay,proto3" json:"delay,omitempty"`

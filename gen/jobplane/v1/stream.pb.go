@@ -4,6 +4,16 @@
 // 	protoc        (unknown)
 // source: jobplane/v1/stream.proto
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 package jobplanev1
 
 import (
@@ -22,13 +32,13 @@ const (
 )
 
 // Heartbeat is the event a server stream (WatchJob, ObserveLeader,
-// jobplane.hastore.v1.HAStoreService.WatchSession) sends when it has sent
+// jobplane.hastore.v1.HAStoreService.WatchSession) MUST send when it has sent
 // nothing else for a while (WatchJob: the advertised
-// ServerTimings.stream_heartbeat, at most 30 s; the others: 10 seconds
-// unless a call says otherwise), so that
-// idle streams survive proxies and a client can tell a quiet stream from a
-// dead one. Every stream sends it the same way: as the `heartbeat` case of
-// its event oneof, never as a message with its other fields left unset.
+// ServerTimings.stream_heartbeat, at most 30 s; the others: 10 seconds unless
+// a call says otherwise), so that idle streams survive proxies and a client
+// can tell a quiet stream from a dead one. Every stream MUST send it the same
+// way: as the `heartbeat` case of its event oneof, never as a message with
+// its other fields left unset.
 type Heartbeat struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields

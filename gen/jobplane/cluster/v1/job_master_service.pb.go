@@ -4,6 +4,16 @@
 // 	protoc        (unknown)
 // source: jobplane/cluster/v1/job_master_service.proto
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 package clusterv1
 
 import (
@@ -28,7 +38,7 @@ const (
 type TaskExecutorJobAction int32
 
 const (
-	// Never sent.
+	// MUST NOT be sent.
 	TaskExecutorJobAction_TASK_EXECUTOR_JOB_ACTION_UNSPECIFIED TaskExecutorJobAction = 0
 	// No JobMaster of the job runs here under the token followed (the job
 	// ended, or this process no longer leads it): the job is not heard here.
@@ -163,17 +173,17 @@ func (x *JobMasterServiceRegisterTaskExecutorRequest) GetAddress() string {
 // JobMasterService.RegisterTaskExecutor.
 type JobMasterServiceRegisterTaskExecutorResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// How often the TaskExecutor should send Heartbeat.
+	// How often the TaskExecutor SHOULD send Heartbeat.
 	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,1,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
-	// After how long without a heartbeat the TaskExecutor counts as lost;
-	// a TaskExecutor that has not heard from the JobMaster for this long has
-	// stopped the job's attempts and freed its slots.
+	// After how long without a heartbeat the TaskExecutor counts as lost; a
+	// TaskExecutor that has not heard from the JobMaster for this long MUST
+	// have stopped the job's attempts and freed its slots.
 	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,2,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
 	// The JobMaster's task lease, if it grants one (see
-	// HeartbeatFromTaskExecutorResponse.task_lease): from the start, the
-	// job's attempts here run under it rather than under the heartbeat
-	// timeout, counted from the same instant. Set only while the
-	// JobMaster's leadership holds.
+	// HeartbeatFromTaskExecutorResponse.task_lease): from the start, the job's
+	// attempts here run under it rather than under the heartbeat timeout,
+	// counted from the same instant. MUST be set only while the JobMaster's
+	// leadership holds.
 	TaskLease     *durationpb.Duration `protobuf:"bytes,3,opt,name=task_lease,json=taskLease,proto3" json:"task_lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -311,7 +321,7 @@ type OfferSlotsRequest struct {
 	// RegisterTaskExecutor with this id and address would.
 	Address string `protobuf:"bytes,5,opt,name=address,proto3" json:"address,omitempty"`
 	// Whether the TaskExecutor takes deployments in the answer
-	// (OfferSlotsResponse.deployments). A JobMaster sends none to a
+	// (OfferSlotsResponse.deployments). A JobMaster MUST NOT send any to a
 	// TaskExecutor that leaves it unset.
 	DeploymentsInAnswer bool `protobuf:"varint,6,opt,name=deployments_in_answer,json=deploymentsInAnswer,proto3" json:"deployments_in_answer,omitempty"`
 	unknownFields       protoimpl.UnknownFields
@@ -393,31 +403,31 @@ func (x *OfferSlotsRequest) GetDeploymentsInAnswer() bool {
 // OfferSlotsResponse is the response of JobMasterService.OfferSlots.
 type OfferSlotsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The offers the JobMaster accepted; the TaskExecutor frees the others.
+	// The offers the JobMaster accepted; the TaskExecutor MUST free the others.
 	Accepted []*SlotOffer `protobuf:"bytes,1,rep,name=accepted,proto3" json:"accepted,omitempty"`
-	// As in RegisterTaskExecutor's answer. Set, with heartbeat_timeout,
+	// As in RegisterTaskExecutor's answer. MUST be set, with heartbeat_timeout,
 	// whenever the TaskExecutor is registered once the call is taken.
 	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,2,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
-	// As in RegisterTaskExecutor's answer; positive whenever the
-	// TaskExecutor is registered once the call is taken. An answer without
-	// it comes from a JobMaster that did not take the registration (one
-	// that predates `address`): the TaskExecutor calls RegisterTaskExecutor
-	// and offers again. The JobMaster may deploy to the accepted slots
-	// before this answer arrives; its deployments carry the timeout too
+	// As in RegisterTaskExecutor's answer; MUST be positive whenever the
+	// TaskExecutor is registered once the call is taken. An answer without it
+	// comes from a JobMaster that did not take the registration (one that
+	// predates `address`): the TaskExecutor MUST call RegisterTaskExecutor and
+	// offer again. The JobMaster MAY deploy to the accepted slots before this
+	// answer arrives; its deployments MUST carry the timeout too
 	// (TaskExecutorService.SubmitTasks).
 	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
 	// Attempts to deploy into accepted slots of this offer, as
-	// SubmitTasksRequest.tasks under the offer's job and token; only if
-	// the request set `deployments_in_answer`, and then always with
+	// SubmitTasksRequest.tasks under the offer's job and token; MUST be set
+	// only if the request set `deployments_in_answer`, and then always with
 	// heartbeat_timeout. The TaskExecutor reports nothing back for them
 	// beyond their states: one it refuses reaches the JobMaster again with
 	// SubmitTasks, whose answer says why.
 	Deployments []*TaskDeployment `protobuf:"bytes,4,rep,name=deployments,proto3" json:"deployments,omitempty"`
 	// The JobMaster's task lease, if it grants one (see
-	// HeartbeatFromTaskExecutorResponse.task_lease): from the start, the
-	// job's attempts here run under it rather than under the heartbeat
-	// timeout, counted from the same instant. Set only while the
-	// JobMaster's leadership holds.
+	// HeartbeatFromTaskExecutorResponse.task_lease): from the start, the job's
+	// attempts here run under it rather than under the heartbeat timeout,
+	// counted from the same instant. MUST be set only while the JobMaster's
+	// leadership holds.
 	TaskLease     *durationpb.Duration `protobuf:"bytes,5,opt,name=task_lease,json=taskLease,proto3" json:"task_lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -954,9 +964,9 @@ func (*JobMasterServiceHeartbeatResponse) Descriptor() ([]byte, []int) {
 // HeartbeatFromTaskExecutorRequest is the request of
 // JobMasterService.HeartbeatFromTaskExecutor.
 //
-// The process keeps, per TaskExecutor, the jobs the TaskExecutor follows
+// The process MUST keep, per TaskExecutor, the jobs the TaskExecutor follows
 // here. A full heartbeat (the first to this process, and after the answer
-// asked for one) lists them all; the others list only jobs the
+// asked for one) MUST list them all; the others list only jobs the
 // TaskExecutor started or stopped following since the last answered
 // heartbeat, and jobs with something to report.
 type HeartbeatFromTaskExecutorRequest struct {
@@ -1135,33 +1145,33 @@ func (x *TaskExecutorJobReport) GetAllocationIds() []string {
 // JobMasterService.HeartbeatFromTaskExecutor.
 type HeartbeatFromTaskExecutorResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The process keeps nothing for the TaskExecutor (it never heard from
-	// it, or forgot it): the next heartbeat must be full. The jobs of this
+	// The process keeps nothing for the TaskExecutor (it never heard from it,
+	// or forgot it): the next heartbeat MUST be full. The jobs of this
 	// heartbeat count as heard only if `jobs` does not name them.
 	FullRequested bool `protobuf:"varint,1,opt,name=full_requested,json=fullRequested,proto3" json:"full_requested,omitempty"`
 	// The jobs that need the TaskExecutor's attention; every other job it
 	// follows here is heard.
 	Jobs []*TaskExecutorJobAnswer `protobuf:"bytes,2,rep,name=jobs,proto3" json:"jobs,omitempty"`
-	// How long from when the heartbeat was sent the JobMasters here
-	// certainly lead (their leadership's lease, see DispatcherService): the
-	// TaskExecutor stops the jobs' attempts by then unless a later
-	// heartbeat extends it. Unset: no bound beyond the heartbeat timeout.
+	// How long from when the heartbeat was sent the JobMasters here certainly
+	// lead (their leadership's lease, see DispatcherService): the TaskExecutor
+	// MUST stop the jobs' attempts by then unless a later heartbeat extends it.
+	// Unset: no bound beyond the heartbeat timeout.
 	LeaseRemaining *durationpb.Duration `protobuf:"bytes,3,opt,name=lease_remaining,json=leaseRemaining,proto3" json:"lease_remaining,omitempty"`
 	// A task lease: how long, from when the heartbeat was sent, the
-	// TaskExecutor may keep the attempts of the jobs this answer counts as
+	// TaskExecutor MAY keep the attempts of the jobs this answer counts as
 	// heard running without hearing from any JobMaster of theirs. Set by a
 	// server whose JobMasters adopt attempts (TaskExecutorService.
-	// AdoptAttempts), and only while its leadership holds when it answers.
-	// For those jobs the TaskExecutor then bounds the attempts by this lease
-	// alone (neither the heartbeat timeout nor lease_remaining applies), and
-	// a newer JobMaster of a job no longer cancels them: they keep running,
-	// held for it to adopt, until this lease ends. The server, in return,
-	// deploys a subtask anew after a change of leader only if an answer
-	// listed it ended, or once the longest task lease the previous leader
-	// could have granted has ended (a TaskExecutor it cannot reach may still
-	// run it until then). Unset: no task lease; the job's next answer
-	// without one ends it. A newer JobMaster of the job ends it too, until
-	// an answer of its own grants one.
+	// AdoptAttempts), and MUST be set only while its leadership holds when it
+	// answers. For those jobs the TaskExecutor then MUST bound the attempts by
+	// this lease alone (neither the heartbeat timeout nor lease_remaining
+	// applies), and MUST NOT cancel them for a newer JobMaster of a job: they
+	// keep running, held for it to adopt, until this lease ends. The server, in
+	// return, MUST deploy a subtask anew after a change of leader only if an
+	// answer listed it ended, or once the longest task lease the previous
+	// leader could have granted has ended (a TaskExecutor it cannot reach may
+	// still run it until then). Unset: no task lease; the job's next answer
+	// without one ends it. A newer JobMaster of the job ends it too, until an
+	// answer of its own grants one.
 	TaskLease     *durationpb.Duration `protobuf:"bytes,4,opt,name=task_lease,json=taskLease,proto3" json:"task_lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

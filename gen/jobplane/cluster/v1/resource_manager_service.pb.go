@@ -4,6 +4,16 @@
 // 	protoc        (unknown)
 // source: jobplane/cluster/v1/resource_manager_service.proto
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 package clusterv1
 
 import (
@@ -113,9 +123,9 @@ type ResourceManagerServiceRegisterTaskExecutorResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Identifies this registration; sent with every heartbeat.
 	RegistrationId string `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
-	// How often the TaskExecutor should send Heartbeat.
+	// How often the TaskExecutor SHOULD send Heartbeat.
 	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,2,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
-	// After how long without a heartbeat the registration is removed.
+	// After how long without a heartbeat the registration MUST be removed.
 	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
@@ -186,9 +196,9 @@ type ResourceManagerServiceHeartbeatRequest struct {
 	// the version the ResourceManager acknowledged last (see
 	// `slot_report_version`).
 	SlotReport *SlotReport `protobuf:"bytes,4,opt,name=slot_report,json=slotReport,proto3" json:"slot_report,omitempty"`
-	// The version of the TaskExecutor's slot report, which it increases
-	// whenever a slot changes. Zero: versions are not used, and
-	// `slot_report` is always set.
+	// The version of the TaskExecutor's slot report, which it MUST increase
+	// whenever a slot changes. Zero: versions are not used, and `slot_report`
+	// MUST always be set.
 	SlotReportVersion uint64 `protobuf:"varint,5,opt,name=slot_report_version,json=slotReportVersion,proto3" json:"slot_report_version,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
@@ -264,14 +274,14 @@ func (x *ResourceManagerServiceHeartbeatRequest) GetSlotReportVersion() uint64 {
 type ResourceManagerServiceHeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The version of the slot report the ResourceManager holds for the
-	// TaskExecutor. When it differs from the TaskExecutor's current one,
-	// the next heartbeat carries the report.
+	// TaskExecutor. When it differs from the TaskExecutor's current one, the
+	// next heartbeat MUST carry the report.
 	SlotReportVersion uint64 `protobuf:"varint,1,opt,name=slot_report_version,json=slotReportVersion,proto3" json:"slot_report_version,omitempty"`
 	// The JobMasters of jobs that hold slots on the TaskExecutor, as they
-	// changed since the previous answer (all of them in the first answer
-	// after a registration), election `job/<job_id>`: the TaskExecutor
-	// follows a newer one as after a call carrying its token, and offers it
-	// the job's slots.
+	// changed since the previous answer (all of them in the first answer after
+	// a registration), election `job/<job_id>`: the TaskExecutor MUST follow a
+	// newer one as after a call carrying its token, and offer it the job's
+	// slots.
 	JobMasters    []*v1.LeaderInfo `protobuf:"bytes,2,rep,name=job_masters,json=jobMasters,proto3" json:"job_masters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -558,8 +568,8 @@ type DisconnectJobMasterRequest struct {
 	// Why the JobMaster disconnects, for logs.
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Allocations of the job that the JobMaster freed (TaskExecutorService
-	// .FreeSlot succeeded) before disconnecting. Allocations not held for
-	// the job are ignored.
+	// .FreeSlot succeeded) before disconnecting. Allocations not held for the
+	// job MUST be ignored.
 	FreedAllocationIds []string `protobuf:"bytes,4,rep,name=freed_allocation_ids,json=freedAllocationIds,proto3" json:"freed_allocation_ids,omitempty"`
 	// The ResourceManager's token, as RegisterJobMaster answered it.
 	// Required.

@@ -4,6 +4,16 @@
 // 	protoc        (unknown)
 // source: jobplane/cluster/v1/slot.proto
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 package clusterv1
 
 import (
@@ -78,7 +88,7 @@ func (x *ResourceProfile) GetMemoryBytes() int64 {
 	return 0
 }
 
-// SlotStatus is the state of one slot of a TaskExecutor. A slot runs at
+// SlotStatus is the state of one slot of a TaskExecutor. A slot MUST run at
 // most one execution attempt at a time.
 type SlotStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -201,17 +211,16 @@ func (x *SlotReport) GetSlots() []*SlotStatus {
 // ResourceRequirement declares how many slots of a profile a job needs.
 type ResourceRequirement struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The profile each slot must satisfy.
+	// The profile each slot MUST satisfy.
 	Profile *ResourceProfile `protobuf:"bytes,1,opt,name=profile,proto3" json:"profile,omitempty"`
 	// How many such slots the job needs in all (not in addition).
 	Slots int32 `protobuf:"varint,2,opt,name=slots,proto3" json:"slots,omitempty"`
 	// The invokables the job runs. While some registered TaskExecutor offers
-	// every one of them, only slots of such TaskExecutors satisfy the
-	// requirement, and the job waits for them. While none does, any slot
-	// satisfies it: the job is not kept waiting for a TaskExecutor that may
-	// never come, and its subtasks fail where they are deployed
-	// (UNKNOWN_INVOKABLE), as JobVertex.invokable says. Empty means any
-	// slot.
+	// every one of them, only slots of such TaskExecutors MUST satisfy the
+	// requirement, and the job waits for them. While none does, any slot MUST
+	// satisfy it: the job is not kept waiting for a TaskExecutor that may never
+	// come, and its subtasks fail where they are deployed (UNKNOWN_INVOKABLE),
+	// as JobVertex.invokable says. Empty means any slot.
 	Invokables    []string `protobuf:"bytes,3,rep,name=invokables,proto3" json:"invokables,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -4,6 +4,16 @@
 // 	protoc        (unknown)
 // source: jobplane/cluster/v1/task_executor_service.proto
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 package clusterv1
 
 import (
@@ -161,9 +171,9 @@ type CheckpointAck struct {
 	// Its state, when it acknowledged; `vertex_id` and `subtask_index` are
 	// the attempt's. Unset state means it had none to keep.
 	State *v1.SubtaskState `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
-	// Why it declined (it is not running here, it failed to give its
-	// state, its state is over the inline limit); empty when it
-	// acknowledged. A declined checkpoint is discarded.
+	// Why it declined (it is not running here, it failed to give its state, its
+	// state is over the inline limit); empty when it acknowledged. A declined
+	// checkpoint MUST be discarded.
 	Declined      string `protobuf:"bytes,3,opt,name=declined,proto3" json:"declined,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -227,8 +237,8 @@ type RequestSlotRequest struct {
 	ResourceManagerToken *v1.FencingToken `protobuf:"bytes,1,opt,name=resource_manager_token,json=resourceManagerToken,proto3" json:"resource_manager_token,omitempty"`
 	// The slot to allocate, by index. Required to be in range.
 	SlotIndex int32 `protobuf:"varint,2,opt,name=slot_index,json=slotIndex,proto3" json:"slot_index,omitempty"`
-	// Identifies the allocation; chosen by the ResourceManager, unique in the
-	// cluster. Required.
+	// Identifies the allocation; chosen by the ResourceManager, MUST be unique
+	// in the cluster. Required.
 	AllocationId string `protobuf:"bytes,3,opt,name=allocation_id,json=allocationId,proto3" json:"allocation_id,omitempty"`
 	// The job the slot is allocated to. Required.
 	JobId string `protobuf:"bytes,4,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -238,7 +248,7 @@ type RequestSlotRequest struct {
 	// The profile the job asked for.
 	Profile *ResourceProfile `protobuf:"bytes,6,opt,name=profile,proto3" json:"profile,omitempty"`
 	// The JobMaster's token, as the ResourceManager received it with
-	// RegisterJobMaster; the TaskExecutor offers the slot under it.
+	// RegisterJobMaster; the TaskExecutor MUST offer the slot under it.
 	// Required.
 	JobMasterToken *v1.FencingToken `protobuf:"bytes,7,opt,name=job_master_token,json=jobMasterToken,proto3" json:"job_master_token,omitempty"`
 	unknownFields  protoimpl.UnknownFields
@@ -598,25 +608,24 @@ type SubmitTaskRequest struct {
 	// The vertex's parallelism, so a subtask knows its share of the work.
 	NumberOfSubtasks int32 `protobuf:"varint,8,opt,name=number_of_subtasks,json=numberOfSubtasks,proto3" json:"number_of_subtasks,omitempty"`
 	// The deploying JobMaster's heartbeat timeout, as its answers to
-	// RegisterTaskExecutor and OfferSlots give it. JobMasters set it: a
-	// deployment can arrive before the answer to the OfferSlots that
-	// registered the TaskExecutor. A TaskExecutor that does not know this
-	// JobMaster's (this token's) timeout yet takes it from here (replacing
-	// one an older JobMaster of the job gave), and counts
-	// the first deadline from when it sent its first offer to this
-	// JobMaster since it last knew no timeout (the JobMaster heard it no
-	// earlier), not from the deployment's arrival: if that deadline has
-	// passed, it stops the job's attempts and frees its slots before taking
-	// the deployment, which then finds no slot (SLOT_NOT_ALLOCATED). With
-	// no timeout known and none here, the deployment is refused
-	// (FAILED_PRECONDITION, NOT_REGISTERED): nothing could stop its
-	// attempt should the JobMaster fall silent.
+	// RegisterTaskExecutor and OfferSlots give it. JobMasters MUST set it: a
+	// deployment can arrive before the answer to the OfferSlots that registered
+	// the TaskExecutor. A TaskExecutor that does not know this JobMaster's
+	// (this token's) timeout yet MUST take it from here (replacing one an older
+	// JobMaster of the job gave), and MUST count the first deadline from when
+	// it sent its first offer to this JobMaster since it last knew no timeout
+	// (the JobMaster heard it no earlier), not from the deployment's arrival:
+	// if that deadline has passed, it MUST stop the job's attempts and free its
+	// slots before taking the deployment, which then finds no slot
+	// (SLOT_NOT_ALLOCATED). With no timeout known and none here, the deployment
+	// MUST be refused (FAILED_PRECONDITION, NOT_REGISTERED): nothing could stop
+	// its attempt should the JobMaster fall silent.
 	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,9,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
 	// The JobMaster's task lease, if it grants one (see
-	// HeartbeatFromTaskExecutorResponse.task_lease): from the start, the
-	// job's attempts here run under it rather than under the heartbeat
-	// timeout, counted from the same instant. Set only while the
-	// JobMaster's leadership holds.
+	// HeartbeatFromTaskExecutorResponse.task_lease): from the start, the job's
+	// attempts here run under it rather than under the heartbeat timeout,
+	// counted from the same instant. MUST be set only while the JobMaster's
+	// leadership holds.
 	TaskLease *durationpb.Duration `protobuf:"bytes,10,opt,name=task_lease,json=taskLease,proto3" json:"task_lease,omitempty"`
 	// The subtask's state from the job's latest completed checkpoint (or
 	// the savepoint the job was submitted to restore from), which the task
@@ -1506,10 +1515,10 @@ type GetTaskOutputRequest struct {
 	// The offset of the first byte wanted, counting every byte the attempt
 	// wrote; 0 for the start. Bytes before it that are no longer kept are
 	// skipped (see GetTaskOutputResponse.offset); an offset past the end of
-	// the output reads from the first byte kept. Must not be negative.
+	// the output reads from the first byte kept. MUST NOT be negative.
 	Offset int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
-	// The most bytes to return; the TaskExecutor may return fewer. Zero
-	// means 64 KiB; more than 1 MiB means 1 MiB. Must not be negative.
+	// The most bytes to return; the TaskExecutor MAY return fewer. Zero means
+	// 64 KiB; more than 1 MiB means 1 MiB. MUST NOT be negative.
 	MaxBytes      int32 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

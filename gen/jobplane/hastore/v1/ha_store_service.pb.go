@@ -4,6 +4,16 @@
 // 	protoc        (unknown)
 // source: jobplane/hastore/v1/ha_store_service.proto
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 package hastorev1
 
 import (
@@ -89,7 +99,7 @@ const (
 	// Not set. As a filter: both states.
 	JobResultState_JOB_RESULT_STATE_UNSPECIFIED JobResultState = 0
 	// The job is globally terminal and its cleanup has not finished; a new
-	// leader finishes it (cleanup only, never a re-run).
+	// leader MUST finish it (cleanup only, never a re-run).
 	JobResultState_JOB_RESULT_STATE_DIRTY JobResultState = 1
 	// The job's cleanup finished.
 	JobResultState_JOB_RESULT_STATE_CLEAN JobResultState = 2
@@ -139,8 +149,7 @@ func (JobResultState) EnumDescriptor() ([]byte, []int) {
 // OpenSessionRequest is the request of HAStoreService.OpenSession.
 type OpenSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The session's time to live without KeepAlive. Required; must be
-	// positive.
+	// The session's time to live without KeepAlive. Required; MUST be positive.
 	Ttl           *durationpb.Duration `protobuf:"bytes,1,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1204,15 +1213,15 @@ func (*ObserveLeaderResponse_Heartbeat) isObserveLeaderResponse_Event() {}
 // ExecutionPlan is what the Dispatcher persists for an accepted job: the
 // JobGraph with parallelism overrides applied.
 //
-// The Dispatcher stores the JobGraph as submitted with the overrides
+// The Dispatcher MUST store the JobGraph as submitted with the overrides
 // applied, not normalized (see jobplane.v1.JobGraph, "Plan identity"). A
 // Dispatcher that puts a plan again, as a retry after a lost or failed
-// answer, MUST put the very message it put first (the same `submit_time`
-// and `submitted_by`), so that its canonical encoding is byte-equal (see
-// HAStoreService, Equality) and the store answers it as a repeat. It MUST
-// NOT put a plan built anew for a client's resubmission of a job: it
-// recognizes a resubmission by `digest` and `submitted_by`, as stored,
-// and puts nothing. (Since 1.2.)
+// answer, MUST put the very message it put first (the same `submit_time` and
+// `submitted_by`), so that its canonical encoding is byte-equal (see
+// HAStoreService, Equality) and the store answers it as a repeat. It MUST NOT
+// put a plan built anew for a client's resubmission of a job: it recognizes a
+// resubmission by `digest` and `submitted_by`, as stored, and puts nothing.
+// (Since 1.2.)
 type ExecutionPlan struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The job's id. Required.
@@ -1231,9 +1240,9 @@ type ExecutionPlan struct {
 	// of the digest: the same plan submitted by another principal is
 	// another principal's job, which the Dispatcher refuses to share.
 	SubmittedBy string `protobuf:"bytes,5,opt,name=submitted_by,json=submittedBy,proto3" json:"submitted_by,omitempty"`
-	// The run's id (jobplane.v1.JobResult.run_id), chosen by the Dispatcher
-	// when it persists the plan; the job's result carries it too. Opaque to
-	// the store. Since 1.2.
+	// The run's id (jobplane.v1.JobResult.run_id), which the Dispatcher MUST
+	// choose when it persists the plan; the job's result MUST carry it too.
+	// Opaque to the store. Since 1.2.
 	RunId         string `protobuf:"bytes,6,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1538,7 +1547,7 @@ type ListExecutionPlansRequest struct {
 	// 1,000.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The `next_page_token` of the previous call; empty for the first page.
-	// A token is the last job id of the previous page: it stays good across
+	// A token is the last job id of the previous page: it MUST stay good across
 	// restarts of the store and while plans come and go.
 	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1596,8 +1605,8 @@ type ListExecutionPlansResponse struct {
 	// The ids of jobs with a stored plan, in order.
 	JobIds []string `protobuf:"bytes,1,rep,name=job_ids,json=jobIds,proto3" json:"job_ids,omitempty"`
 	// Passed as `page_token` to get the next page; empty on the last page.
-	// A page may hold fewer ids than asked for and still not be the last:
-	// only an empty token ends the listing.
+	// A page MAY hold fewer ids than asked for and still not be the last: only
+	// an empty token ends the listing.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2191,8 +2200,8 @@ type ListJobResultEntriesRequest struct {
 	// means 1,000.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The `next_page_token` of the previous call with the same filter; empty
-	// for the first page. A token is the last job id of the previous page:
-	// it stays good across restarts of the store and while entries come and
+	// for the first page. A token is the last job id of the previous page: it
+	// MUST stay good across restarts of the store and while entries come and
 	// go.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only entries in this state; unset means both.
@@ -2259,8 +2268,8 @@ type ListJobResultEntriesResponse struct {
 	// The entries, in job id order.
 	Entries []*JobResultEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
 	// Passed as `page_token` to get the next page; empty on the last page.
-	// A page may hold fewer entries than asked for and still not be the
-	// last: only an empty token ends the listing.
+	// A page MAY hold fewer entries than asked for and still not be the last:
+	// only an empty token ends the listing.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2656,8 +2665,8 @@ type ListTaskExecutorsResponse struct {
 	// The members' ids, in order.
 	TaskExecutorIds []string `protobuf:"bytes,1,rep,name=task_executor_ids,json=taskExecutorIds,proto3" json:"task_executor_ids,omitempty"`
 	// Passed as `page_token` to get the next page; empty on the last page.
-	// A page may hold fewer ids than asked for and still not be the last:
-	// only an empty token ends the listing.
+	// A page MAY hold fewer ids than asked for and still not be the last: only
+	// an empty token ends the listing.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2813,8 +2822,8 @@ func (x *CompletedCheckpoint) GetRestoredFrom() string {
 	return ""
 }
 
-// Savepoint is a checkpoint a user asked for: it belongs to the user, is
-// never subsumed, and outlives its job.
+// Savepoint is a checkpoint a user asked for: it belongs to the user, MUST
+// NOT be subsumed, and outlives its job.
 type Savepoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The savepoint's id, 1 to 128 bytes. Required.
@@ -3500,7 +3509,7 @@ type ListSavepointsResponse struct {
 	// The savepoints, in savepoint id order.
 	Savepoints []*Savepoint `protobuf:"bytes,1,rep,name=savepoints,proto3" json:"savepoints,omitempty"`
 	// Passed as `page_token` to get the next page; empty on the last page.
-	// A page may hold fewer savepoints than asked for and still not be the
+	// A page MAY hold fewer savepoints than asked for and still not be the
 	// last: only an empty token ends the listing.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields

@@ -2,6 +2,16 @@
 //
 // Source: jobplane/v1/dispatcher_service.proto
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 package jobplanev1connect
 
 import (
@@ -84,22 +94,24 @@ const (
 type DispatcherServiceClient interface {
 	// SubmitJob accepts a job for execution.
 	//
-	// The Dispatcher validates the JobGraph, applies parallelism overrides,
-	// and persists the resulting execution plan to the HA store before
-	// anything else happens for the job: no per-job election, JobMaster, slot
-	// request or task, and no response, precedes the persist. Only after the
-	// persist succeeded does the job start and the call return.
+	// The Dispatcher MUST validate the JobGraph, apply parallelism overrides,
+	// and persist the resulting execution plan to the HA store before anything
+	// else happens for the job: it MUST NOT campaign for the job's election,
+	// start its JobMaster, request a slot, deploy a task or answer before the
+	// persist succeeded. Only after the persist succeeded MAY the job start and
+	// the call return.
 	//
-	// Idempotent, keyed by `job_id`:
+	// Idempotent, keyed by `job_id`; the server MUST answer:
 	//
 	//   - a new id: persisted, started, `created = true`;
-	//   - the same id with the same plan (see JobGraph: the graph as
-	//     submitted, before overrides, normalized), job not globally
-	//     terminal: OK with the existing job, `created = false`; nothing is
-	//     persisted or started again;
+	//   - the same id with the same plan (see JobGraph: the graph as submitted,
+	//     before overrides, normalized), job not globally terminal: OK with the
+	//     existing job, `created = false`; nothing MUST be persisted or started
+	//     again;
 	//   - the same id with the same plan, job globally terminal: OK with its
-	//     terminal status, `created = false`; the job never runs again;
-	//   - concurrent identical submissions: exactly one sees `created = true`.
+	//     terminal status, `created = false`; the job MUST NOT run again;
+	//   - concurrent identical submissions: exactly one MUST see `created =
+	//     true`.
 	//
 	// The job id's reuse (since 1.2): every run of a job id has a run id
 	// (`run_id` of the answer; see JobResult.run_id) that the server MUST
@@ -108,23 +120,23 @@ type DispatcherServiceClient interface {
 	// submission of an id whose job is globally terminal, and whose result
 	// is kept, does is the request's `id_reuse`:
 	//
-	//   - JOB_ID_REUSE_POLICY_REJECT_DUPLICATE (the default): as above, the
-	//     kept result answers (same plan, `created = false`) and the job
-	//     never runs again;
+	//   - JOB_ID_REUSE_POLICY_REJECT_DUPLICATE (the default): as above, the kept
+	//     result answers (same plan, `created = false`) and the job MUST NOT run
+	//     again;
 	//   - JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE: once the job's cleanup is done,
-	//     the server MUST remove the kept result (as PurgeJob does) and start
-	//     a new run of the submitted plan (which MAY differ from the old
-	//     one), with a new run id and `created = true`; while the cleanup is
-	//     not done, FAILED_PRECONDITION (JOB_RESULT_DIRTY) and nothing was
-	//     done: retry. Of concurrent such submissions exactly one sees
-	//     `created = true`; the others answer its run. A crash between the
-	//     removal and the persist of the new plan, or a refusal of the new
-	//     run then (a limit, a failed persist), leaves the id free: the
-	//     retried submission creates the run. A new run that would be
-	//     refused for its invokables (INVOKABLE_NOT_OFFERED) is refused
-	//     before the removal, which then does not happen. A submission of a job that is
-	//     not globally terminal is answered as under REJECT_DUPLICATE,
-	//     whatever its policy, and so is one by another principal.
+	//     the server MUST remove the kept result (as PurgeJob does) and start a
+	//     new run of the submitted plan (which MAY differ from the old one), with
+	//     a new run id and `created = true`; while the cleanup is not done, it
+	//     MUST answer FAILED_PRECONDITION (JOB_RESULT_DIRTY) and do nothing:
+	//     retry. Of concurrent such submissions exactly one MUST see `created =
+	//     true`; the others MUST answer its run. A crash between the removal and
+	//     the persist of the new plan, or a refusal of the new run then (a limit,
+	//     a failed persist), leaves the id free: the retried submission creates
+	//     the run. A new run that would be refused for its invokables
+	//     (INVOKABLE_NOT_OFFERED) MUST be refused before the removal, which then
+	//     does not happen. A submission of a job that is not globally terminal
+	//     MUST be answered as under REJECT_DUPLICATE, whatever its policy, and so
+	//     MUST one by another principal.
 	//
 	// Errors:
 	//
@@ -136,40 +148,40 @@ type DispatcherServiceClient interface {
 	//     far as the store shows; the same submission may be retried (see
 	//     ErrorReason for a write the store applies late);
 	//   - UNAVAILABLE, reason PERSIST_OUTCOME_UNKNOWN: the HA store could not
-	//     confirm whether the plan is persisted; retry the same submission,
-	//     which is safe. If the plan was persisted, the job runs (once),
-	//     whether or not the client retries, and the retry answers it,
-	//     possibly with `created = false`;
+	//     confirm whether the plan is persisted; retry the same submission, which
+	//     is safe. If the plan was persisted, the job MUST run (once), whether or
+	//     not the client retries, and the retry MUST answer it, possibly with
+	//     `created = false`;
 	//   - UNAVAILABLE, reason NOT_LEADER: this Dispatcher does not lead, or
 	//     lost leadership during the call (its write was refused as stale);
 	//     retry at the leader, where the same `job_id` is safe;
 	//   - RESOURCE_EXHAUSTED, reason SUBMIT_RATE_EXCEEDED: the client submits
 	//     too fast; retry the same submission after the RetryInfo detail's
 	//     delay. Resubmissions count;
-	//   - RESOURCE_EXHAUSTED, reason TOO_MANY_JOBS or TOO_MANY_SUBTASKS: the
-	//     new job would take the cluster's live jobs or their subtasks over
-	//     the server's limit; nothing was done. A resubmission of an existing
-	//     job is never refused for these;
+	//   - RESOURCE_EXHAUSTED, reason TOO_MANY_JOBS or TOO_MANY_SUBTASKS: the new
+	//     job would take the cluster's live jobs or their subtasks over the
+	//     server's limit; nothing was done. A resubmission of an existing job
+	//     MUST NOT be refused for these;
 	//   - FAILED_PRECONDITION, reason JOB_RESULT_DIRTY: with
 	//     JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE, the job's cleanup is not done
 	//     yet; nothing was done, retry. Since 1.2;
-	//   - FAILED_PRECONDITION, reason INVOKABLE_NOT_OFFERED: the new job names
-	//     an invokable that no registered TaskExecutor offers (see
-	//     JobVertex.invokable); nothing was done. A resubmission of an
-	//     existing job is never refused for this. Since 1.2.
+	//   - FAILED_PRECONDITION, reason INVOKABLE_NOT_OFFERED: the new job names an
+	//     invokable that no registered TaskExecutor offers (see
+	//     JobVertex.invokable); nothing was done. A resubmission of an existing
+	//     job MUST NOT be refused for this. Since 1.2.
 	SubmitJob(context.Context, *v1.SubmitJobRequest) (*v1.SubmitJobResponse, error)
-	// GetJob returns a job's current details. Jobs are known while they run
-	// and, after they end, for as long as their job result is kept. The
+	// GetJob returns a job's current details. A job MUST be known while it
+	// runs and, after it ends, for as long as its job result is kept. The
 	// JOB_VIEW_FULL view lists subtasks a page at a time (see
 	// GetJobRequest.page_size).
 	//
-	// After a job ended, the leading Dispatcher it ended under serves its
-	// final details (vertices, subtasks and plan, paged as a running job's)
-	// for a while; they are not durable: after a change of leader, or once
-	// they expire, GetJob answers with the summary and the exception history
-	// of the job's result alone (see JobDetails.vertices).
+	// After a job ended, the leading Dispatcher it ended under SHOULD serve its
+	// final details (vertices, subtasks and plan, paged as a running job's) for
+	// a while; they are not durable: after a change of leader, or once they
+	// expire, GetJob MUST answer with the summary and the exception history of
+	// the job's result alone (see JobDetails.vertices).
 	//
-	// With `run_id` (since 1.2), only that run is answered: when the job
+	// With `run_id` (since 1.2), only that run MUST be answered: when the job
 	// id's current job is another run, NOT_FOUND (JOB_NOT_FOUND, with the
 	// metadata `run_id`).
 	//
@@ -185,18 +197,18 @@ type DispatcherServiceClient interface {
 	ListJobs(context.Context, *v1.ListJobsRequest) (*v1.ListJobsResponse, error)
 	// CancelJob cancels a job.
 	//
-	// A running job moves to CANCELLING, its tasks are canceled, and it ends
+	// A running job MUST move to CANCELLING, have its tasks canceled, and end
 	// CANCELED; every attempt of it MUST have stopped within the advertised
-	// ServerTimings.task_cancel after it ended (at most 10 s; the reference
-	// server: 5 s). A job still INITIALIZING is canceled before any of its
-	// tasks runs. Idempotent: cancelling a job that is CANCELLING or CANCELED
-	// succeeds and changes nothing.
+	// ServerTimings.task_cancel after it ended (at most 10 s; informative: the
+	// reference server's is 5 s). A job still INITIALIZING MUST be canceled
+	// before any of its tasks runs. Idempotent: cancelling a job that is
+	// CANCELLING or CANCELED MUST succeed and change nothing.
 	//
 	// Durable: before it answers, and before it does anything for the request,
-	// the Dispatcher records it in the HA store
+	// the Dispatcher MUST record it in the HA store
 	// (jobplane.hastore.v1.HAStoreService.RequestJobCancel). An acknowledged
 	// cancellation survives a change of leader: a leader that recovers the job
-	// ends it CANCELED without deploying anything.
+	// MUST end it CANCELED without deploying anything.
 	//
 	// An answer is final (since 1.2). A job whose CancelJob answered
 	// CANCELLING or CANCELED MUST end CANCELED, also when its tasks all
@@ -212,27 +224,27 @@ type DispatcherServiceClient interface {
 	// Since 1.2 a request MAY carry a `request_id` and a `reason`, recorded
 	// with it in the HA store: the first recorded request of a run is kept
 	// and shown in the job's summary and result (JobSummary.cancellation,
-	// JobResult.cancellation), and survives a change of leader. A repeat
-	// with the same `request_id` succeeds as the first did; a request with
-	// another `request_id` (or none) while the job is CANCELLING or
-	// CANCELED succeeds and MUST NOT change what was recorded. With
-	// `run_id`, only that run is canceled: when the job id's current job is
-	// another run, NOT_FOUND (JOB_NOT_FOUND) and nothing is done, so a
+	// JobResult.cancellation), and survives a change of leader. A repeat with
+	// the same `request_id` MUST succeed as the first did; a request with
+	// another `request_id` (or none) while the job is CANCELLING or CANCELED
+	// MUST succeed and MUST NOT change what was recorded. With `run_id`, only
+	// that run MUST be canceled: when the job id's current job is another run,
+	// the server MUST answer NOT_FOUND (JOB_NOT_FOUND) and do nothing, so a
 	// client never cancels a later run of the id than the one it meant.
 	//
-	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
-	// FAILED_PRECONDITION (JOB_TERMINAL) for a job that FINISHED or FAILED;
-	// INVALID_ARGUMENT for a malformed id, or a `request_id`, `reason` or
-	// `run_id` over its bound; UNAVAILABLE (NOT_LEADER);
-	// UNAVAILABLE (CANCEL_NOT_RECORDED) if the request could not be
-	// recorded: nothing was done for it, and the client cancels again.
+	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; FAILED_PRECONDITION
+	// (JOB_TERMINAL) for a job that FINISHED or FAILED; INVALID_ARGUMENT for a
+	// malformed id, or a `request_id`, `reason` or `run_id` over its bound;
+	// UNAVAILABLE (NOT_LEADER); UNAVAILABLE (CANCEL_NOT_RECORDED) if the
+	// request could not be recorded: the server MUST NOT have done anything for
+	// it, and the client SHOULD cancel again.
 	CancelJob(context.Context, *v1.CancelJobRequest) (*v1.CancelJobResponse, error)
 	// GetJobResult returns the result of a globally terminal job.
 	//
-	// With `wait`, the call blocks until the job is globally terminal or the
-	// call's deadline passes (DEADLINE_EXCEEDED). No side effects. With
-	// `run_id` (since 1.2), only that run's result is answered: when the job
-	// id's current job is another run, NOT_FOUND (JOB_NOT_FOUND).
+	// With `wait`, the call MUST block until the job is globally terminal or
+	// the call's deadline passes (DEADLINE_EXCEEDED). No side effects. With
+	// `run_id` (since 1.2), only that run's result MUST be answered: when the
+	// job id's current job is another run, NOT_FOUND (JOB_NOT_FOUND).
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// FAILED_PRECONDITION (JOB_NOT_TERMINAL) without `wait` for a job that is
@@ -243,9 +255,9 @@ type DispatcherServiceClient interface {
 	// than when the server's result retention would: the server MUST
 	// remove it from the HA store (HAStoreService.DeleteJobResultEntry,
 	// fenced by the Dispatcher's leadership as every store write) before
-	// it answers. Afterwards the job id is unknown (NOT_FOUND) and free: a
-	// submission of it starts a new run, with a new run id. With `run_id`,
-	// only that run's result is removed. Since 1.2.
+	// it answers. Afterwards the job id MUST be unknown (NOT_FOUND) and free: a
+	// submission of it MUST start a new run, with a new run id. With `run_id`,
+	// only that run's result MUST be removed. Since 1.2.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job (a purged one
 	// included: a repeat after a lost answer gets it), or when `run_id` is
@@ -258,34 +270,35 @@ type DispatcherServiceClient interface {
 	PurgeJob(context.Context, *v1.PurgeJobRequest) (*v1.PurgeJobResponse, error)
 	// WatchJob streams a job's status changes.
 	//
-	// The first message is the job's current summary; then one message per
+	// The first message MUST be the job's current summary; then one message per
 	// status change, in order, none skipped. Since 1.2 a restart is a change
-	// too: a message is sent whenever the summary's `restart_count` grows
+	// too: a message MUST be sent whenever the summary's `restart_count` grows
 	// (with the failure that caused it in `failure`), also while the job's
 	// status stays RUNNING, so a watcher sees a job that keeps failing.
-	// Restarts that follow each other faster than the stream is read may be
-	// reported by one message (its `restart_count` counts them all). The stream ends successfully
-	// after a globally terminal status. A `heartbeat` is sent when nothing
-	// changed for the advertised ServerTimings.stream_heartbeat (at most 30
-	// s; the reference server: 10 s). Works over HTTP/1.1. No side effects.
+	// Restarts that follow each other faster than the stream is read MAY be
+	// reported by one message (its `restart_count` counts them all). The stream
+	// MUST end successfully after a globally terminal status. A `heartbeat`
+	// MUST be sent when nothing changed for the advertised
+	// ServerTimings.stream_heartbeat (at most 30 s; informative: the reference
+	// server's is 10 s). Works over HTTP/1.1. No side effects.
 	//
-	// Resuming. Every status message carries a `resume_token`. A client whose
-	// stream broke watches again with the token of the last message it
-	// received, and the stream continues right after that message: no
-	// change skipped, none repeated. Tokens are kept by the leader that
-	// issued them, for at least a job's last advertised
-	// ServerTimings.watch_resume_window status changes (at least 16; the
-	// reference server: 64; a job that restarts for ever has no end of them);
-	// when the leader changed in between, or the token is older than that,
-	// or not one the server can resume from, the stream starts with the
-	// current summary and marks that message `coalesced`: changes between
-	// the token and it may have been skipped. A stream read so slowly that
-	// the changes it has not sent are no longer kept ends with UNAVAILABLE
-	// (STREAM_BEHIND); the client resumes. A globally terminal status is
-	// never skipped: it is always the stream's last message.
+	// Resuming. Every status message MUST carry a `resume_token`. A client
+	// whose stream broke watches again with the token of the last message it
+	// received, and the stream MUST continue right after that message: no
+	// change skipped, none repeated. The leader that issued tokens MUST keep
+	// them for at least a job's last advertised
+	// ServerTimings.watch_resume_window status changes (at least 16;
+	// informative: the reference server's is 64; a job that restarts for ever
+	// has no end of them); when the leader changed in between, or the token is
+	// older than that, or not one the server can resume from, the stream MUST
+	// start with the current summary and mark that message `coalesced`: changes
+	// between the token and it may have been skipped. A stream read so slowly
+	// that the changes it has not sent are no longer kept MUST end with
+	// UNAVAILABLE (STREAM_BEHIND); the client resumes. A globally terminal
+	// status MUST NOT be skipped: it MUST be the stream's last message.
 	//
-	// With `run_id` (since 1.2), only that run is watched: when the job id's
-	// current job is another run, NOT_FOUND (JOB_NOT_FOUND).
+	// With `run_id` (since 1.2), only that run MUST be watched: when the job
+	// id's current job is another run, NOT_FOUND (JOB_NOT_FOUND).
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
 	// for a malformed id or a `resume_token` of another job; UNAVAILABLE
@@ -295,10 +308,10 @@ type DispatcherServiceClient interface {
 	// holds as many streams open as the server allows one client: the
 	// stream did not start.
 	WatchJob(context.Context, *v1.WatchJobRequest) (*connect.ServerStreamForClient[v1.WatchJobResponse], error)
-	// ReportClientHeartbeat tells the Dispatcher that the client of an
-	// attached job is alive. A job whose JobConfig sets a
-	// `client_heartbeat_timeout` is canceled when no heartbeat arrives for
-	// that long; for a detached job the call has no effect. Idempotent.
+	// ReportClientHeartbeat tells the Dispatcher that the client of an attached
+	// job is alive. A job whose JobConfig sets a `client_heartbeat_timeout`
+	// MUST be canceled when no heartbeat arrives for that long; for a detached
+	// job the call MUST have no effect. Idempotent.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
 	// for a malformed id; UNAVAILABLE (NOT_LEADER).
@@ -318,24 +331,24 @@ type DispatcherServiceClient interface {
 	// to and reads the output there
 	// (jobplane.cluster.v1.TaskExecutorService.GetTaskOutput).
 	//
-	// What is kept is bounded: a TaskExecutor keeps the tail of each
-	// attempt's output (the reference server: the last 64 KiB; older bytes
-	// are dropped, and `dropped_bytes` says how many a read skipped), and
-	// keeps it after the attempt ended for a bounded time and size (the
-	// reference server: on its disk, 24 hours and 256 MiB by default, see
-	// its `--output-dir` flags; in memory, 10 minutes and 512 attempts,
-	// when it has no output directory). Since 1.2 where the most recent
-	// attempts of an ended job ran is kept with its job result (see
+	// What is kept is bounded: a TaskExecutor MAY keep only the tail of each
+	// attempt's output (informative: the reference server keeps the last 64
+	// KiB), older bytes being dropped (`dropped_bytes` says how many a read
+	// skipped), and keep it after the attempt ended for a bounded time and size
+	// (informative: the reference server keeps it on its disk, 24 hours and 256
+	// MiB by default, see its `--output-dir` flags; in memory, 10 minutes and
+	// 512 attempts, when it has no output directory). Since 1.2 where the most
+	// recent attempts of an ended job ran MUST be kept with its job result (see
 	// JobResult.placements), so their output is found after a restart or a
 	// change of leader for as long as their TaskExecutor keeps it.
 	//
-	// Following: offsets count every byte the attempt wrote, dropped ones
-	// included. A client follows the output by calling again with the
-	// answer's `next_offset` until `ended` is set; output does not wake a
-	// waiting call, so a follower polls at a pace of its choosing. A
-	// subtask that restarts gets a new attempt: a client that follows the
-	// latest attempt sees `attempt_number` change, and reads the new one
-	// from offset 0. No side effects.
+	// Following: offsets MUST count every byte the attempt wrote, dropped ones
+	// included. A client follows the output by calling again with the answer's
+	// `next_offset` until `ended` is set; output does not wake a waiting call,
+	// so a follower polls at a pace of its choosing. A subtask that restarts
+	// gets a new attempt: a client that follows the latest attempt sees
+	// `attempt_number` change, and reads the new one from offset 0. No side
+	// effects.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// INVALID_ARGUMENT for a malformed job id, a missing or unknown vertex
@@ -362,14 +375,14 @@ type DispatcherServiceClient interface {
 	// server's HA store keeps no checkpoints.
 	ListCheckpoints(context.Context, *v1.ListCheckpointsRequest) (*v1.ListCheckpointsResponse, error)
 	// TriggerSavepoint takes a savepoint of a running job: every running
-	// subtask gives its state, as for a checkpoint, and the states are
-	// stored as a savepoint that belongs to the user: never subsumed, kept
-	// after the job ends, until DeleteSavepoint. It answers once the
-	// savepoint is durable. With `stop`, the job is then canceled (it ends
-	// CANCELED), and a job submitted with `restore_from_savepoint` naming
-	// the savepoint goes on from it. Not idempotent: a retry takes another
-	// savepoint (or, with `stop`, finds the job CANCELLING: FAILED_PRECONDITION).
-	// Since 1.2.
+	// subtask gives its state, as for a checkpoint, and the states are stored
+	// as a savepoint that belongs to the user: it MUST NOT be subsumed and MUST
+	// be kept after the job ends, until DeleteSavepoint. The call MUST answer
+	// only once the savepoint is durable. With `stop`, the job MUST then be
+	// canceled (it ends CANCELED), and a job submitted with
+	// `restore_from_savepoint` naming the savepoint goes on from it. Not
+	// idempotent: a retry takes another savepoint (or, with `stop`, finds the
+	// job CANCELLING: FAILED_PRECONDITION). Since 1.2.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND); FAILED_PRECONDITION (JOB_TERMINAL)
 	// for a job that is ending or ended; ABORTED (SAVEPOINT_FAILED) if the
@@ -384,8 +397,8 @@ type DispatcherServiceClient interface {
 	// Errors: INVALID_ARGUMENT for a negative page size; UNAVAILABLE
 	// (NOT_LEADER); UNIMPLEMENTED as for TriggerSavepoint.
 	ListSavepoints(context.Context, *v1.ListSavepointsRequest) (*v1.ListSavepointsResponse, error)
-	// DeleteSavepoint deletes a savepoint; deleting an absent one succeeds.
-	// Jobs that restored from it keep running. Idempotent. Since 1.2.
+	// DeleteSavepoint deletes a savepoint; deleting an absent one MUST succeed.
+	// Jobs that restored from it MUST keep running. Idempotent. Since 1.2.
 	//
 	// Errors: INVALID_ARGUMENT for an empty id; UNAVAILABLE (NOT_LEADER);
 	// UNIMPLEMENTED as for TriggerSavepoint.
@@ -664,22 +677,24 @@ func (c *dispatcherServiceClient) DeleteSavepoint(ctx context.Context, req *v1.D
 type DispatcherServiceHandler interface {
 	// SubmitJob accepts a job for execution.
 	//
-	// The Dispatcher validates the JobGraph, applies parallelism overrides,
-	// and persists the resulting execution plan to the HA store before
-	// anything else happens for the job: no per-job election, JobMaster, slot
-	// request or task, and no response, precedes the persist. Only after the
-	// persist succeeded does the job start and the call return.
+	// The Dispatcher MUST validate the JobGraph, apply parallelism overrides,
+	// and persist the resulting execution plan to the HA store before anything
+	// else happens for the job: it MUST NOT campaign for the job's election,
+	// start its JobMaster, request a slot, deploy a task or answer before the
+	// persist succeeded. Only after the persist succeeded MAY the job start and
+	// the call return.
 	//
-	// Idempotent, keyed by `job_id`:
+	// Idempotent, keyed by `job_id`; the server MUST answer:
 	//
 	//   - a new id: persisted, started, `created = true`;
-	//   - the same id with the same plan (see JobGraph: the graph as
-	//     submitted, before overrides, normalized), job not globally
-	//     terminal: OK with the existing job, `created = false`; nothing is
-	//     persisted or started again;
+	//   - the same id with the same plan (see JobGraph: the graph as submitted,
+	//     before overrides, normalized), job not globally terminal: OK with the
+	//     existing job, `created = false`; nothing MUST be persisted or started
+	//     again;
 	//   - the same id with the same plan, job globally terminal: OK with its
-	//     terminal status, `created = false`; the job never runs again;
-	//   - concurrent identical submissions: exactly one sees `created = true`.
+	//     terminal status, `created = false`; the job MUST NOT run again;
+	//   - concurrent identical submissions: exactly one MUST see `created =
+	//     true`.
 	//
 	// The job id's reuse (since 1.2): every run of a job id has a run id
 	// (`run_id` of the answer; see JobResult.run_id) that the server MUST
@@ -688,23 +703,23 @@ type DispatcherServiceHandler interface {
 	// submission of an id whose job is globally terminal, and whose result
 	// is kept, does is the request's `id_reuse`:
 	//
-	//   - JOB_ID_REUSE_POLICY_REJECT_DUPLICATE (the default): as above, the
-	//     kept result answers (same plan, `created = false`) and the job
-	//     never runs again;
+	//   - JOB_ID_REUSE_POLICY_REJECT_DUPLICATE (the default): as above, the kept
+	//     result answers (same plan, `created = false`) and the job MUST NOT run
+	//     again;
 	//   - JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE: once the job's cleanup is done,
-	//     the server MUST remove the kept result (as PurgeJob does) and start
-	//     a new run of the submitted plan (which MAY differ from the old
-	//     one), with a new run id and `created = true`; while the cleanup is
-	//     not done, FAILED_PRECONDITION (JOB_RESULT_DIRTY) and nothing was
-	//     done: retry. Of concurrent such submissions exactly one sees
-	//     `created = true`; the others answer its run. A crash between the
-	//     removal and the persist of the new plan, or a refusal of the new
-	//     run then (a limit, a failed persist), leaves the id free: the
-	//     retried submission creates the run. A new run that would be
-	//     refused for its invokables (INVOKABLE_NOT_OFFERED) is refused
-	//     before the removal, which then does not happen. A submission of a job that is
-	//     not globally terminal is answered as under REJECT_DUPLICATE,
-	//     whatever its policy, and so is one by another principal.
+	//     the server MUST remove the kept result (as PurgeJob does) and start a
+	//     new run of the submitted plan (which MAY differ from the old one), with
+	//     a new run id and `created = true`; while the cleanup is not done, it
+	//     MUST answer FAILED_PRECONDITION (JOB_RESULT_DIRTY) and do nothing:
+	//     retry. Of concurrent such submissions exactly one MUST see `created =
+	//     true`; the others MUST answer its run. A crash between the removal and
+	//     the persist of the new plan, or a refusal of the new run then (a limit,
+	//     a failed persist), leaves the id free: the retried submission creates
+	//     the run. A new run that would be refused for its invokables
+	//     (INVOKABLE_NOT_OFFERED) MUST be refused before the removal, which then
+	//     does not happen. A submission of a job that is not globally terminal
+	//     MUST be answered as under REJECT_DUPLICATE, whatever its policy, and so
+	//     MUST one by another principal.
 	//
 	// Errors:
 	//
@@ -716,40 +731,40 @@ type DispatcherServiceHandler interface {
 	//     far as the store shows; the same submission may be retried (see
 	//     ErrorReason for a write the store applies late);
 	//   - UNAVAILABLE, reason PERSIST_OUTCOME_UNKNOWN: the HA store could not
-	//     confirm whether the plan is persisted; retry the same submission,
-	//     which is safe. If the plan was persisted, the job runs (once),
-	//     whether or not the client retries, and the retry answers it,
-	//     possibly with `created = false`;
+	//     confirm whether the plan is persisted; retry the same submission, which
+	//     is safe. If the plan was persisted, the job MUST run (once), whether or
+	//     not the client retries, and the retry MUST answer it, possibly with
+	//     `created = false`;
 	//   - UNAVAILABLE, reason NOT_LEADER: this Dispatcher does not lead, or
 	//     lost leadership during the call (its write was refused as stale);
 	//     retry at the leader, where the same `job_id` is safe;
 	//   - RESOURCE_EXHAUSTED, reason SUBMIT_RATE_EXCEEDED: the client submits
 	//     too fast; retry the same submission after the RetryInfo detail's
 	//     delay. Resubmissions count;
-	//   - RESOURCE_EXHAUSTED, reason TOO_MANY_JOBS or TOO_MANY_SUBTASKS: the
-	//     new job would take the cluster's live jobs or their subtasks over
-	//     the server's limit; nothing was done. A resubmission of an existing
-	//     job is never refused for these;
+	//   - RESOURCE_EXHAUSTED, reason TOO_MANY_JOBS or TOO_MANY_SUBTASKS: the new
+	//     job would take the cluster's live jobs or their subtasks over the
+	//     server's limit; nothing was done. A resubmission of an existing job
+	//     MUST NOT be refused for these;
 	//   - FAILED_PRECONDITION, reason JOB_RESULT_DIRTY: with
 	//     JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE, the job's cleanup is not done
 	//     yet; nothing was done, retry. Since 1.2;
-	//   - FAILED_PRECONDITION, reason INVOKABLE_NOT_OFFERED: the new job names
-	//     an invokable that no registered TaskExecutor offers (see
-	//     JobVertex.invokable); nothing was done. A resubmission of an
-	//     existing job is never refused for this. Since 1.2.
+	//   - FAILED_PRECONDITION, reason INVOKABLE_NOT_OFFERED: the new job names an
+	//     invokable that no registered TaskExecutor offers (see
+	//     JobVertex.invokable); nothing was done. A resubmission of an existing
+	//     job MUST NOT be refused for this. Since 1.2.
 	SubmitJob(context.Context, *v1.SubmitJobRequest) (*v1.SubmitJobResponse, error)
-	// GetJob returns a job's current details. Jobs are known while they run
-	// and, after they end, for as long as their job result is kept. The
+	// GetJob returns a job's current details. A job MUST be known while it
+	// runs and, after it ends, for as long as its job result is kept. The
 	// JOB_VIEW_FULL view lists subtasks a page at a time (see
 	// GetJobRequest.page_size).
 	//
-	// After a job ended, the leading Dispatcher it ended under serves its
-	// final details (vertices, subtasks and plan, paged as a running job's)
-	// for a while; they are not durable: after a change of leader, or once
-	// they expire, GetJob answers with the summary and the exception history
-	// of the job's result alone (see JobDetails.vertices).
+	// After a job ended, the leading Dispatcher it ended under SHOULD serve its
+	// final details (vertices, subtasks and plan, paged as a running job's) for
+	// a while; they are not durable: after a change of leader, or once they
+	// expire, GetJob MUST answer with the summary and the exception history of
+	// the job's result alone (see JobDetails.vertices).
 	//
-	// With `run_id` (since 1.2), only that run is answered: when the job
+	// With `run_id` (since 1.2), only that run MUST be answered: when the job
 	// id's current job is another run, NOT_FOUND (JOB_NOT_FOUND, with the
 	// metadata `run_id`).
 	//
@@ -765,18 +780,18 @@ type DispatcherServiceHandler interface {
 	ListJobs(context.Context, *v1.ListJobsRequest) (*v1.ListJobsResponse, error)
 	// CancelJob cancels a job.
 	//
-	// A running job moves to CANCELLING, its tasks are canceled, and it ends
+	// A running job MUST move to CANCELLING, have its tasks canceled, and end
 	// CANCELED; every attempt of it MUST have stopped within the advertised
-	// ServerTimings.task_cancel after it ended (at most 10 s; the reference
-	// server: 5 s). A job still INITIALIZING is canceled before any of its
-	// tasks runs. Idempotent: cancelling a job that is CANCELLING or CANCELED
-	// succeeds and changes nothing.
+	// ServerTimings.task_cancel after it ended (at most 10 s; informative: the
+	// reference server's is 5 s). A job still INITIALIZING MUST be canceled
+	// before any of its tasks runs. Idempotent: cancelling a job that is
+	// CANCELLING or CANCELED MUST succeed and change nothing.
 	//
 	// Durable: before it answers, and before it does anything for the request,
-	// the Dispatcher records it in the HA store
+	// the Dispatcher MUST record it in the HA store
 	// (jobplane.hastore.v1.HAStoreService.RequestJobCancel). An acknowledged
 	// cancellation survives a change of leader: a leader that recovers the job
-	// ends it CANCELED without deploying anything.
+	// MUST end it CANCELED without deploying anything.
 	//
 	// An answer is final (since 1.2). A job whose CancelJob answered
 	// CANCELLING or CANCELED MUST end CANCELED, also when its tasks all
@@ -792,27 +807,27 @@ type DispatcherServiceHandler interface {
 	// Since 1.2 a request MAY carry a `request_id` and a `reason`, recorded
 	// with it in the HA store: the first recorded request of a run is kept
 	// and shown in the job's summary and result (JobSummary.cancellation,
-	// JobResult.cancellation), and survives a change of leader. A repeat
-	// with the same `request_id` succeeds as the first did; a request with
-	// another `request_id` (or none) while the job is CANCELLING or
-	// CANCELED succeeds and MUST NOT change what was recorded. With
-	// `run_id`, only that run is canceled: when the job id's current job is
-	// another run, NOT_FOUND (JOB_NOT_FOUND) and nothing is done, so a
+	// JobResult.cancellation), and survives a change of leader. A repeat with
+	// the same `request_id` MUST succeed as the first did; a request with
+	// another `request_id` (or none) while the job is CANCELLING or CANCELED
+	// MUST succeed and MUST NOT change what was recorded. With `run_id`, only
+	// that run MUST be canceled: when the job id's current job is another run,
+	// the server MUST answer NOT_FOUND (JOB_NOT_FOUND) and do nothing, so a
 	// client never cancels a later run of the id than the one it meant.
 	//
-	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
-	// FAILED_PRECONDITION (JOB_TERMINAL) for a job that FINISHED or FAILED;
-	// INVALID_ARGUMENT for a malformed id, or a `request_id`, `reason` or
-	// `run_id` over its bound; UNAVAILABLE (NOT_LEADER);
-	// UNAVAILABLE (CANCEL_NOT_RECORDED) if the request could not be
-	// recorded: nothing was done for it, and the client cancels again.
+	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; FAILED_PRECONDITION
+	// (JOB_TERMINAL) for a job that FINISHED or FAILED; INVALID_ARGUMENT for a
+	// malformed id, or a `request_id`, `reason` or `run_id` over its bound;
+	// UNAVAILABLE (NOT_LEADER); UNAVAILABLE (CANCEL_NOT_RECORDED) if the
+	// request could not be recorded: the server MUST NOT have done anything for
+	// it, and the client SHOULD cancel again.
 	CancelJob(context.Context, *v1.CancelJobRequest) (*v1.CancelJobResponse, error)
 	// GetJobResult returns the result of a globally terminal job.
 	//
-	// With `wait`, the call blocks until the job is globally terminal or the
-	// call's deadline passes (DEADLINE_EXCEEDED). No side effects. With
-	// `run_id` (since 1.2), only that run's result is answered: when the job
-	// id's current job is another run, NOT_FOUND (JOB_NOT_FOUND).
+	// With `wait`, the call MUST block until the job is globally terminal or
+	// the call's deadline passes (DEADLINE_EXCEEDED). No side effects. With
+	// `run_id` (since 1.2), only that run's result MUST be answered: when the
+	// job id's current job is another run, NOT_FOUND (JOB_NOT_FOUND).
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// FAILED_PRECONDITION (JOB_NOT_TERMINAL) without `wait` for a job that is
@@ -823,9 +838,9 @@ type DispatcherServiceHandler interface {
 	// than when the server's result retention would: the server MUST
 	// remove it from the HA store (HAStoreService.DeleteJobResultEntry,
 	// fenced by the Dispatcher's leadership as every store write) before
-	// it answers. Afterwards the job id is unknown (NOT_FOUND) and free: a
-	// submission of it starts a new run, with a new run id. With `run_id`,
-	// only that run's result is removed. Since 1.2.
+	// it answers. Afterwards the job id MUST be unknown (NOT_FOUND) and free: a
+	// submission of it MUST start a new run, with a new run id. With `run_id`,
+	// only that run's result MUST be removed. Since 1.2.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job (a purged one
 	// included: a repeat after a lost answer gets it), or when `run_id` is
@@ -838,34 +853,35 @@ type DispatcherServiceHandler interface {
 	PurgeJob(context.Context, *v1.PurgeJobRequest) (*v1.PurgeJobResponse, error)
 	// WatchJob streams a job's status changes.
 	//
-	// The first message is the job's current summary; then one message per
+	// The first message MUST be the job's current summary; then one message per
 	// status change, in order, none skipped. Since 1.2 a restart is a change
-	// too: a message is sent whenever the summary's `restart_count` grows
+	// too: a message MUST be sent whenever the summary's `restart_count` grows
 	// (with the failure that caused it in `failure`), also while the job's
 	// status stays RUNNING, so a watcher sees a job that keeps failing.
-	// Restarts that follow each other faster than the stream is read may be
-	// reported by one message (its `restart_count` counts them all). The stream ends successfully
-	// after a globally terminal status. A `heartbeat` is sent when nothing
-	// changed for the advertised ServerTimings.stream_heartbeat (at most 30
-	// s; the reference server: 10 s). Works over HTTP/1.1. No side effects.
+	// Restarts that follow each other faster than the stream is read MAY be
+	// reported by one message (its `restart_count` counts them all). The stream
+	// MUST end successfully after a globally terminal status. A `heartbeat`
+	// MUST be sent when nothing changed for the advertised
+	// ServerTimings.stream_heartbeat (at most 30 s; informative: the reference
+	// server's is 10 s). Works over HTTP/1.1. No side effects.
 	//
-	// Resuming. Every status message carries a `resume_token`. A client whose
-	// stream broke watches again with the token of the last message it
-	// received, and the stream continues right after that message: no
-	// change skipped, none repeated. Tokens are kept by the leader that
-	// issued them, for at least a job's last advertised
-	// ServerTimings.watch_resume_window status changes (at least 16; the
-	// reference server: 64; a job that restarts for ever has no end of them);
-	// when the leader changed in between, or the token is older than that,
-	// or not one the server can resume from, the stream starts with the
-	// current summary and marks that message `coalesced`: changes between
-	// the token and it may have been skipped. A stream read so slowly that
-	// the changes it has not sent are no longer kept ends with UNAVAILABLE
-	// (STREAM_BEHIND); the client resumes. A globally terminal status is
-	// never skipped: it is always the stream's last message.
+	// Resuming. Every status message MUST carry a `resume_token`. A client
+	// whose stream broke watches again with the token of the last message it
+	// received, and the stream MUST continue right after that message: no
+	// change skipped, none repeated. The leader that issued tokens MUST keep
+	// them for at least a job's last advertised
+	// ServerTimings.watch_resume_window status changes (at least 16;
+	// informative: the reference server's is 64; a job that restarts for ever
+	// has no end of them); when the leader changed in between, or the token is
+	// older than that, or not one the server can resume from, the stream MUST
+	// start with the current summary and mark that message `coalesced`: changes
+	// between the token and it may have been skipped. A stream read so slowly
+	// that the changes it has not sent are no longer kept MUST end with
+	// UNAVAILABLE (STREAM_BEHIND); the client resumes. A globally terminal
+	// status MUST NOT be skipped: it MUST be the stream's last message.
 	//
-	// With `run_id` (since 1.2), only that run is watched: when the job id's
-	// current job is another run, NOT_FOUND (JOB_NOT_FOUND).
+	// With `run_id` (since 1.2), only that run MUST be watched: when the job
+	// id's current job is another run, NOT_FOUND (JOB_NOT_FOUND).
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
 	// for a malformed id or a `resume_token` of another job; UNAVAILABLE
@@ -875,10 +891,10 @@ type DispatcherServiceHandler interface {
 	// holds as many streams open as the server allows one client: the
 	// stream did not start.
 	WatchJob(context.Context, *v1.WatchJobRequest, *connect.ServerStream[v1.WatchJobResponse]) error
-	// ReportClientHeartbeat tells the Dispatcher that the client of an
-	// attached job is alive. A job whose JobConfig sets a
-	// `client_heartbeat_timeout` is canceled when no heartbeat arrives for
-	// that long; for a detached job the call has no effect. Idempotent.
+	// ReportClientHeartbeat tells the Dispatcher that the client of an attached
+	// job is alive. A job whose JobConfig sets a `client_heartbeat_timeout`
+	// MUST be canceled when no heartbeat arrives for that long; for a detached
+	// job the call MUST have no effect. Idempotent.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
 	// for a malformed id; UNAVAILABLE (NOT_LEADER).
@@ -898,24 +914,24 @@ type DispatcherServiceHandler interface {
 	// to and reads the output there
 	// (jobplane.cluster.v1.TaskExecutorService.GetTaskOutput).
 	//
-	// What is kept is bounded: a TaskExecutor keeps the tail of each
-	// attempt's output (the reference server: the last 64 KiB; older bytes
-	// are dropped, and `dropped_bytes` says how many a read skipped), and
-	// keeps it after the attempt ended for a bounded time and size (the
-	// reference server: on its disk, 24 hours and 256 MiB by default, see
-	// its `--output-dir` flags; in memory, 10 minutes and 512 attempts,
-	// when it has no output directory). Since 1.2 where the most recent
-	// attempts of an ended job ran is kept with its job result (see
+	// What is kept is bounded: a TaskExecutor MAY keep only the tail of each
+	// attempt's output (informative: the reference server keeps the last 64
+	// KiB), older bytes being dropped (`dropped_bytes` says how many a read
+	// skipped), and keep it after the attempt ended for a bounded time and size
+	// (informative: the reference server keeps it on its disk, 24 hours and 256
+	// MiB by default, see its `--output-dir` flags; in memory, 10 minutes and
+	// 512 attempts, when it has no output directory). Since 1.2 where the most
+	// recent attempts of an ended job ran MUST be kept with its job result (see
 	// JobResult.placements), so their output is found after a restart or a
 	// change of leader for as long as their TaskExecutor keeps it.
 	//
-	// Following: offsets count every byte the attempt wrote, dropped ones
-	// included. A client follows the output by calling again with the
-	// answer's `next_offset` until `ended` is set; output does not wake a
-	// waiting call, so a follower polls at a pace of its choosing. A
-	// subtask that restarts gets a new attempt: a client that follows the
-	// latest attempt sees `attempt_number` change, and reads the new one
-	// from offset 0. No side effects.
+	// Following: offsets MUST count every byte the attempt wrote, dropped ones
+	// included. A client follows the output by calling again with the answer's
+	// `next_offset` until `ended` is set; output does not wake a waiting call,
+	// so a follower polls at a pace of its choosing. A subtask that restarts
+	// gets a new attempt: a client that follows the latest attempt sees
+	// `attempt_number` change, and reads the new one from offset 0. No side
+	// effects.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
 	// INVALID_ARGUMENT for a malformed job id, a missing or unknown vertex
@@ -942,14 +958,14 @@ type DispatcherServiceHandler interface {
 	// server's HA store keeps no checkpoints.
 	ListCheckpoints(context.Context, *v1.ListCheckpointsRequest) (*v1.ListCheckpointsResponse, error)
 	// TriggerSavepoint takes a savepoint of a running job: every running
-	// subtask gives its state, as for a checkpoint, and the states are
-	// stored as a savepoint that belongs to the user: never subsumed, kept
-	// after the job ends, until DeleteSavepoint. It answers once the
-	// savepoint is durable. With `stop`, the job is then canceled (it ends
-	// CANCELED), and a job submitted with `restore_from_savepoint` naming
-	// the savepoint goes on from it. Not idempotent: a retry takes another
-	// savepoint (or, with `stop`, finds the job CANCELLING: FAILED_PRECONDITION).
-	// Since 1.2.
+	// subtask gives its state, as for a checkpoint, and the states are stored
+	// as a savepoint that belongs to the user: it MUST NOT be subsumed and MUST
+	// be kept after the job ends, until DeleteSavepoint. The call MUST answer
+	// only once the savepoint is durable. With `stop`, the job MUST then be
+	// canceled (it ends CANCELED), and a job submitted with
+	// `restore_from_savepoint` naming the savepoint goes on from it. Not
+	// idempotent: a retry takes another savepoint (or, with `stop`, finds the
+	// job CANCELLING: FAILED_PRECONDITION). Since 1.2.
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND); FAILED_PRECONDITION (JOB_TERMINAL)
 	// for a job that is ending or ended; ABORTED (SAVEPOINT_FAILED) if the
@@ -964,8 +980,8 @@ type DispatcherServiceHandler interface {
 	// Errors: INVALID_ARGUMENT for a negative page size; UNAVAILABLE
 	// (NOT_LEADER); UNIMPLEMENTED as for TriggerSavepoint.
 	ListSavepoints(context.Context, *v1.ListSavepointsRequest) (*v1.ListSavepointsResponse, error)
-	// DeleteSavepoint deletes a savepoint; deleting an absent one succeeds.
-	// Jobs that restored from it keep running. Idempotent. Since 1.2.
+	// DeleteSavepoint deletes a savepoint; deleting an absent one MUST succeed.
+	// Jobs that restored from it MUST keep running. Idempotent. Since 1.2.
 	//
 	// Errors: INVALID_ARGUMENT for an empty id; UNAVAILABLE (NOT_LEADER);
 	// UNIMPLEMENTED as for TriggerSavepoint.

@@ -2,6 +2,16 @@
 // @generated from file jobplane/v1/checkpoint.proto (package jobplane.v1, syntax proto3)
 /* eslint-disable */
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
@@ -17,13 +27,14 @@ export const file_jobplane_v1_checkpoint: GenFile = /*@__PURE__*/
 /**
  * CheckpointConfig turns on a job's periodic checkpoints (since 1.2).
  *
- * A checkpoint asks every RUNNING subtask of the job for its state; once
- * each has answered, the JobMaster stores the states as one completed
- * checkpoint (HAStoreService.AddCheckpoint), and only once that write is
- * durable does the checkpoint count as completed. Whenever a subtask is
+ * A checkpoint asks every RUNNING subtask of the job for its state; once each
+ * has answered, the JobMaster MUST store the states as one completed
+ * checkpoint (HAStoreService.AddCheckpoint), and the checkpoint MUST NOT
+ * count as completed before that write is durable. Whenever a subtask is
  * deployed again (a restart, a subtask that could not be adopted by a new
- * leader), it gets its own state from the job's latest completed
- * checkpoint. One checkpoint is in flight at a time.
+ * leader), it MUST get its own state from the job's latest completed
+ * checkpoint. A JobMaster MUST NOT have more than one checkpoint of a job in
+ * flight at a time.
  *
  * @generated from message jobplane.v1.CheckpointConfig
  */
@@ -37,8 +48,8 @@ export type CheckpointConfig = Message<"jobplane.v1.CheckpointConfig"> & {
   interval?: Duration | undefined;
 
   /**
-   * How long a checkpoint may take, from its trigger to its store write;
-   * a checkpoint not completed by then is discarded and counted as failed.
+   * How long a checkpoint may take, from its trigger to its store write; a
+   * checkpoint not completed by then MUST be discarded and counted as failed.
    * Unset or zero means 10 minutes.
    *
    * @generated from field: google.protobuf.Duration timeout = 2;
@@ -54,18 +65,18 @@ export type CheckpointConfig = Message<"jobplane.v1.CheckpointConfig"> & {
   minPause?: Duration | undefined;
 
   /**
-   * How many completed checkpoints the store keeps for the job, newest
-   * first; an older one is removed (subsumed) in the same store write that
-   * adds a newer one. Zero means 1. At most 100.
+   * How many completed checkpoints the store keeps for the job, newest first;
+   * an older one MUST be removed (subsumed) in the same store write that adds
+   * a newer one. Zero means 1. At most 100.
    *
    * @generated from field: int32 retained = 4;
    */
   retained: number;
 
   /**
-   * How many checkpoints in a row may fail (time out or be declined)
-   * before the job's running subtasks are failed, which restarts them as
-   * the job's restart strategy says (from the latest completed
+   * How many checkpoints in a row may fail (time out or be declined) before
+   * the JobMaster MUST fail the job's running subtasks, which restarts them
+   * as the job's restart strategy says (from the latest completed
    * checkpoint). Unset tolerates any number; 0 tolerates none.
    *
    * @generated from field: optional int32 tolerable_failures = 5;
@@ -83,8 +94,8 @@ export const CheckpointConfigSchema: GenMessage<CheckpointConfig> = /*@__PURE__*
 /**
  * SubtaskState is one subtask's part of a checkpoint or savepoint: the bytes
  * its task gave when asked for its state, or a pointer to state the task
- * wrote elsewhere (a file or object URL, which jobplane keeps and hands
- * back but never reads).
+ * wrote elsewhere (a file or object URL, which jobplane MUST keep and hand
+ * back, and never reads).
  *
  * @generated from message jobplane.v1.SubtaskState
  */

@@ -2,6 +2,16 @@
 // @generated from file jobplane/v1/dispatcher_service.proto (package jobplane.v1, syntax proto3)
 /* eslint-disable */
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration } from "@bufbuild/protobuf/wkt";
@@ -331,11 +341,11 @@ export type GetJobRequest = Message<"jobplane.v1.GetJobRequest"> & {
   view: JobView;
 
   /**
-   * With JOB_VIEW_FULL, the largest number of subtasks to list; the
-   * server may list fewer. Zero means 1,000; larger than
-   * ServerLimits.max_subtask_page_size (10,000 in the reference server)
-   * means that. Subtasks are listed in vertex order, then by subtask
-   * index; a page lists each vertex that has subtasks in it (with its
+   * With JOB_VIEW_FULL, the largest number of subtasks to list; the server
+   * MAY list fewer. Zero means 1,000; larger than
+   * ServerLimits.max_subtask_page_size (informative: 10,000 in the reference
+   * server) means that. Subtasks MUST be listed in vertex order, then by
+   * subtask index; a page lists each vertex that has subtasks in it (with its
    * counts) and only those subtasks. Ignored by other views.
    *
    * @generated from field: int32 page_size = 3;
@@ -344,8 +354,8 @@ export type GetJobRequest = Message<"jobplane.v1.GetJobRequest"> & {
 
   /**
    * The `next_page_token` of a previous call for the same job and view, to
-   * continue from there; empty for the first page. A token names a place
-   * in the job's subtasks, not a server's state: it stays good across a
+   * continue from there; empty for the first page. A token names a place in
+   * the job's subtasks, not a server's state: it MUST stay good across a
    * change of leader.
    *
    * @generated from field: string page_token = 4;
@@ -404,9 +414,9 @@ export const GetJobResponseSchema: GenMessage<GetJobResponse> = /*@__PURE__*/
  */
 export type ListJobsRequest = Message<"jobplane.v1.ListJobsRequest"> & {
   /**
-   * The largest number of jobs to return; the server may return fewer.
-   * Zero means 100; larger than ServerLimits.max_list_page_size (1,000 in
-   * the reference server) means that.
+   * The largest number of jobs to return; the server MAY return fewer. Zero
+   * means 100; larger than ServerLimits.max_list_page_size (informative:
+   * 1,000 in the reference server) means that.
    *
    * @generated from field: int32 page_size = 1;
    */
@@ -414,10 +424,10 @@ export type ListJobsRequest = Message<"jobplane.v1.ListJobsRequest"> & {
 
   /**
    * The `next_page_token` of a previous call with the same filter, to
-   * continue from there; empty for the first page. A token names a place
-   * in the list (a submission time and a job id), not a server's state: it
-   * stays good across a change of leader and while jobs come and go, and
-   * a page after it never repeats a job listed before it. A token with
+   * continue from there; empty for the first page. A token names a place in
+   * the list (a submission time and a job id), not a server's state: it MUST
+   * stay good across a change of leader and while jobs come and go, and a
+   * page after it MUST NOT repeat a job listed before it. A token with
    * another filter lists from its place with the new filter.
    *
    * @generated from field: string page_token = 2;
@@ -781,18 +791,18 @@ export const ReportClientHeartbeatResponseSchema: GenMessage<ReportClientHeartbe
  */
 export type ListTaskExecutorsRequest = Message<"jobplane.v1.ListTaskExecutorsRequest"> & {
   /**
-   * The largest number of TaskExecutors to return; the server may return
-   * fewer. Zero means 100; larger than ServerLimits.max_list_page_size
-   * means that.
+   * The largest number of TaskExecutors to return; the server MAY return
+   * fewer. Zero means 100; larger than ServerLimits.max_list_page_size means
+   * that.
    *
    * @generated from field: int32 page_size = 1;
    */
   pageSize: number;
 
   /**
-   * The `next_page_token` of a previous call, to continue from there;
-   * empty for the first page. A token names a place in the list (a
-   * TaskExecutor id): it stays good across a change of leader.
+   * The `next_page_token` of a previous call, to continue from there; empty
+   * for the first page. A token names a place in the list (a TaskExecutor
+   * id): it MUST stay good across a change of leader.
    *
    * @generated from field: string page_token = 2;
    */
@@ -1032,16 +1042,15 @@ export const GetClusterOverviewResponseSchema: GenMessage<GetClusterOverviewResp
   messageDesc(file_jobplane_v1_dispatcher_service, 29);
 
 /**
- * ServerTimings are the timings a server promises: how long its leaders
- * keep their leadership, how soon it reacts to a change of leader, a
- * revocation, a cancel or idle slots, and how often and for how long its
- * streams keep what they promise. Each is this server's, from its
- * configuration, and each MUST hold for as long as the server runs: a
- * server that advertises a bound it does not keep breaks the contract, as
- * one that breaks a rule does. Every field is set; each states the bound
- * every implementation MUST meet (values outside it do not conform,
- * whatever the server does) and what the reference server advertises by
- * default. Since 1.2.
+ * ServerTimings are the timings a server promises: how long its leaders keep
+ * their leadership, how soon it reacts to a change of leader, a revocation, a
+ * cancel or idle slots, and how often and for how long its streams keep what
+ * they promise. Each is this server's, from its configuration, and each MUST
+ * hold for as long as the server runs: a server that advertises a bound it
+ * does not keep breaks the contract, as one that breaks a rule does. Every
+ * field MUST be set; each states the bound every implementation MUST meet
+ * (values outside it do not conform, whatever the server does) and,
+ * informative, what the reference server advertises by default. Since 1.2.
  *
  * @generated from message jobplane.v1.ServerTimings
  */
@@ -1049,8 +1058,9 @@ export type ServerTimings = Message<"jobplane.v1.ServerTimings"> & {
   /**
    * The TTL of the HA-store session of each process: how long after a
    * process dies (SIGKILL) its leaderships may still hold before they end
-   * and a standby may take over. MUST be positive and at most 10 s. The
-   * reference server: its `--session-ttl`, 2 s by default.
+   * and a standby may take over. MUST be positive and at most 10 s.
+   * Informative: the reference server advertises its `--session-ttl`, 2 s by
+   * default.
    *
    * @generated from field: google.protobuf.Duration session_ttl = 1;
    */
@@ -1060,7 +1070,8 @@ export type ServerTimings = Message<"jobplane.v1.ServerTimings"> & {
    * How soon after the session of the `jobmanager` leader ended (expired,
    * closed or revoked) a standby that campaigns leads `jobmanager` and its
    * Dispatcher serves (answers GetClusterOverview as leader). MUST be
-   * positive and at most 10 s. The reference server: 5 s.
+   * positive and at most 10 s. Informative: the reference server advertises 5
+   * s.
    *
    * @generated from field: google.protobuf.Duration takeover = 2;
    */
@@ -1070,8 +1081,8 @@ export type ServerTimings = Message<"jobplane.v1.ServerTimings"> & {
    * How soon after a job's leadership (`job/<job_id>`) ended while the
    * `jobmanager` leader lives (the holder's session ended, it resigned or
    * the grant was revoked) a process of the `jobmanager` leader holds it
-   * again and its JobMaster acts for the job. MUST be positive and at most
-   * 10 s. The reference server: 5 s.
+   * again and its JobMaster acts for the job. MUST be positive and at most 10
+   * s. Informative: the reference server advertises 5 s.
    *
    * @generated from field: google.protobuf.Duration job_regrant = 3;
    */
@@ -1081,8 +1092,8 @@ export type ServerTimings = Message<"jobplane.v1.ServerTimings"> & {
    * The revocation notice: how soon after its `jobmanager` leadership
    * ended (the grant ended, was revoked or it resigned) a process stops
    * acting for every job and resigns the job leaderships it holds (see the
-   * service's comment). MUST be positive and at most 10 s. The reference
-   * server: 5 s.
+   * service's comment). MUST be positive and at most 10 s. Informative: the
+   * reference server advertises 5 s.
    *
    * @generated from field: google.protobuf.Duration revocation_notice = 4;
    */
@@ -1090,8 +1101,9 @@ export type ServerTimings = Message<"jobplane.v1.ServerTimings"> & {
 
   /**
    * How soon after a job became CANCELED every attempt of it stopped on
-   * its TaskExecutors (CancelTask sent, and answered or timed out). MUST
-   * be positive and at most 10 s. The reference server: 5 s.
+   * its TaskExecutors (CancelTask sent, and answered or timed out). MUST be
+   * positive and at most 10 s. Informative: the reference server advertises 5
+   * s.
    *
    * @generated from field: google.protobuf.Duration task_cancel = 5;
    */
@@ -1100,9 +1112,9 @@ export type ServerTimings = Message<"jobplane.v1.ServerTimings"> & {
   /**
    * How long a JobMaster whose deployment waits for slots keeps the idle
    * slots it holds before it gives them back with FreeSlots
-   * (jobplane.cluster.v1.JobMasterService.OfferSlots). MUST be positive
-   * and at most 30 s. The reference server: its `--slot-yield`, 5 s by
-   * default.
+   * (jobplane.cluster.v1.JobMasterService.OfferSlots). MUST be positive and
+   * at most 30 s. Informative: the reference server advertises its
+   * `--slot-yield`, 5 s by default.
    *
    * @generated from field: google.protobuf.Duration slot_yield = 6;
    */
@@ -1113,7 +1125,7 @@ export type ServerTimings = Message<"jobplane.v1.ServerTimings"> & {
    * for this long sends a Heartbeat. A
    * server MUST send it no later than this after the stream's last message
    * (the transport's delays aside). MUST be at least 1 s and at most 30 s.
-   * The reference server: 10 s.
+   * Informative: the reference server advertises 10 s.
    *
    * @generated from field: google.protobuf.Duration stream_heartbeat = 7;
    */
@@ -1121,8 +1133,8 @@ export type ServerTimings = Message<"jobplane.v1.ServerTimings"> & {
 
   /**
    * The resume window of WatchJob: how many of a job's last status changes
-   * the leader keeps resume tokens for (see WatchJob). MUST be at least
-   * 16. The reference server: 64.
+   * the leader keeps resume tokens for (see WatchJob). MUST be at least 16.
+   * Informative: the reference server advertises 64.
    *
    * @generated from field: int32 watch_resume_window = 8;
    */
@@ -1131,8 +1143,8 @@ export type ServerTimings = Message<"jobplane.v1.ServerTimings"> & {
   /**
    * How long a clean job result is kept after its job ended, before it may
    * be deleted and its job id used again; zero keeps results for ever.
-   * MUST be zero or at least 10 minutes. The reference server: its
-   * `--result-retention`, zero by default.
+   * MUST be zero or at least 10 minutes. Informative: the reference server
+   * advertises its `--result-retention`, zero by default.
    *
    * @generated from field: google.protobuf.Duration result_retention = 9;
    */
@@ -1144,8 +1156,8 @@ export type ServerTimings = Message<"jobplane.v1.ServerTimings"> & {
    * tasks (the heartbeat timeout of the cluster protocol). MUST be positive
    * and less than two thirds of `session_ttl`, so that the tasks of a
    * JobMaster that stood still stop before its session may end and a
-   * standby take over, whenever it last renewed the session. The
-   * reference server: its `--heartbeat-timeout`, 1.2 s by default.
+   * standby take over, whenever it last renewed the session. Informative: the
+   * reference server advertises its `--heartbeat-timeout`, 1.2 s by default.
    *
    * @generated from field: google.protobuf.Duration task_executor_heartbeat_timeout = 10;
    */
@@ -1157,8 +1169,8 @@ export type ServerTimings = Message<"jobplane.v1.ServerTimings"> & {
    * them; the subtasks of a TaskExecutor that died are deployed elsewhere
    * only after it. Zero when the server grants no leases (attempts stop
    * with their JobMaster's leadership). MUST be zero, or at least
-   * `task_executor_heartbeat_timeout` and at most 30 s. The reference
-   * server: its `--task-lease`, 10 s by default.
+   * `task_executor_heartbeat_timeout` and at most 30 s. Informative: the
+   * reference server advertises its `--task-lease`, 10 s by default.
    *
    * @generated from field: google.protobuf.Duration task_lease = 11;
    */
@@ -1180,8 +1192,8 @@ export const ServerTimingsSchema: GenMessage<ServerTimings> = /*@__PURE__*/
  */
 export type ServerLimits = Message<"jobplane.v1.ServerLimits"> & {
   /**
-   * The largest request body it reads; a larger one is RESOURCE_EXHAUSTED
-   * (REQUEST_TOO_LARGE).
+   * The largest request body it reads; a larger one MUST be refused with
+   * RESOURCE_EXHAUSTED (REQUEST_TOO_LARGE).
    *
    * @generated from field: int64 max_request_bytes = 1;
    */
@@ -1195,8 +1207,8 @@ export type ServerLimits = Message<"jobplane.v1.ServerLimits"> & {
   maxResponseBytes: bigint;
 
   /**
-   * The largest encoded JobGraph accepted (it must fit the HA store's plan
-   * limit); a larger one is INVALID_ARGUMENT.
+   * The largest encoded JobGraph accepted (it MUST fit the HA store's plan
+   * limit); a larger one MUST be refused with INVALID_ARGUMENT.
    *
    * @generated from field: int64 max_graph_bytes = 3;
    */
@@ -1232,10 +1244,10 @@ export type ServerLimits = Message<"jobplane.v1.ServerLimits"> & {
   maxSubtaskPageSize: number;
 
   /**
-   * The largest state a subtask may give inline in a checkpoint or
-   * savepoint (SubtaskState.inline); a larger one declines the checkpoint,
-   * and the task gives a pointer to state it wrote elsewhere instead. 0
-   * when the server keeps no checkpoints. Since 1.2.
+   * The largest state a subtask may give inline in a checkpoint or savepoint
+   * (SubtaskState.inline); a larger one declines the checkpoint, and the task
+   * SHOULD give a pointer to state it wrote elsewhere instead. 0 when the
+   * server keeps no checkpoints. Since 1.2.
    *
    * @generated from field: int64 max_inline_state_bytes = 8;
    */
@@ -1243,35 +1255,36 @@ export type ServerLimits = Message<"jobplane.v1.ServerLimits"> & {
 
   /**
    * The largest encoded checkpoint or savepoint, all its subtasks' states
-   * together; it must fit the HA store's limit (1 MiB by default). A
-   * larger one fails. 0 when the server keeps no checkpoints. Since 1.2.
+   * together; it MUST fit the HA store's limit (informative: the reference
+   * store's is 1 MiB by default). A larger one MUST fail. 0 when the server
+   * keeps no checkpoints. Since 1.2.
    *
    * @generated from field: int64 max_checkpoint_bytes = 9;
    */
   maxCheckpointBytes: bigint;
 
   /**
-   * The largest value one task may return (TaskExecutionStatus.value); a
-   * task that returns a larger one FAILS. Since 1.2.
+   * The largest value one task may return (TaskExecutionStatus.value); a task
+   * that returns a larger one MUST end FAILED. Since 1.2.
    *
    * @generated from field: int64 max_task_value_bytes = 10;
    */
   maxTaskValueBytes: bigint;
 
   /**
-   * The largest sum of the values of one job's subtasks kept in its
-   * result (JobResult.values), each counted as its encoded SubtaskValue
-   * (the attempt id included, so that many small values count as what
-   * they take in the store); a job whose values go over it FAILS. It
-   * must fit the HA store's limit, with the rest of the result. Since 1.2.
+   * The largest sum of the values of one job's subtasks kept in its result
+   * (JobResult.values), each counted as its encoded SubtaskValue (the attempt
+   * id included, so that many small values count as what they take in the
+   * store); a job whose values go over it MUST end FAILED. It MUST fit the HA
+   * store's limit, with the rest of the result. Since 1.2.
    *
    * @generated from field: int64 max_result_value_bytes = 11;
    */
   maxResultValueBytes: bigint;
 
   /**
-   * The most accumulator names one job may use (JobResult.accumulators);
-   * a job whose tasks use more FAILS. Since 1.2.
+   * The most accumulator names one job may use (JobResult.accumulators); a
+   * job whose tasks use more MUST end FAILED. Since 1.2.
    *
    * @generated from field: int32 max_accumulators = 12;
    */
@@ -1326,15 +1339,15 @@ export type GetTaskOutputRequest = Message<"jobplane.v1.GetTaskOutputRequest"> &
    * follow. Bytes before it that are no longer kept are skipped (see
    * `dropped_bytes`); an offset past the end of the output (one from a
    * run of the attempt on another TaskExecutor, say) reads from the first
-   * byte kept. Must not be negative.
+   * byte kept. MUST NOT be negative.
    *
    * @generated from field: int64 offset = 5;
    */
   offset: bigint;
 
   /**
-   * The most bytes to return; the server may return fewer. Zero means
-   * 64 KiB; more than 1 MiB means 1 MiB. Must not be negative.
+   * The most bytes to return; the server MAY return fewer. Zero means 64 KiB;
+   * more than 1 MiB means 1 MiB. MUST NOT be negative.
    *
    * @generated from field: int32 max_bytes = 6;
    */
@@ -1466,69 +1479,73 @@ export const JobIdReusePolicySchema: GenEnum<JobIdReusePolicy> = /*@__PURE__*/
  * DispatcherService is the public API of a jobplane cluster: clients submit,
  * observe and cancel jobs here.
  *
- * Only the Dispatcher of the process that leads the election `jobmanager`
- * serves these calls. Every other Dispatcher answers every call with
+ * Only the Dispatcher of the process that leads the election `jobmanager` MAY
+ * serve these calls. Every other Dispatcher MUST answer every call with
  * UNAVAILABLE and an ErrorInfo of reason NOT_LEADER whose metadata gives the
- * leader's address when known; clients retry there. The SDK does this
+ * leader's address when known; a client SHOULD retry there. The SDK does this
  * transparently.
  *
- * The jobs' own leaderships follow `jobmanager` (since 1.2, stated; the
- * reference server always did so). A process MUST campaign for a job's
- * election (`job/<job_id>`) only while it leads `jobmanager`. When it
- * loses `jobmanager` (the grant ends, is revoked, or it resigns) it MUST
- * stop acting for every job at once: no deployment, no answer as the
+ * The jobs' own leaderships follow `jobmanager` (since 1.2, stated;
+ * informative: the reference server always did so). A process MUST campaign
+ * for a job's election (`job/<job_id>`) only while it leads `jobmanager`.
+ * When it loses `jobmanager` (the grant ends, is revoked, or it resigns) it
+ * MUST stop acting for every job at once: no deployment, no answer as the
  * job's JobMaster, no write under a job's token; and it MUST resign every
  * `job/<job_id>` leadership it holds, even while its session lives on, so
- * that the new `jobmanager` leader's processes win them without waiting
- * for the session to end: within the advertised
- * ServerTimings.revocation_notice (at most 10 s; the reference server: 5
- * s). A job's leadership alone never makes a process act for the
- * job while another process leads `jobmanager`.
+ * that the new `jobmanager` leader's processes win them without waiting for
+ * the session to end: within the advertised ServerTimings.revocation_notice
+ * (at most 10 s; informative: the reference server's is 5 s). A process MUST
+ * NOT act for a job on the strength of the job's leadership alone while
+ * another process leads `jobmanager`.
  *
- * A leader answers only while its leadership certainly holds: until the send
- * time of its session's last acknowledged renewal
+ * A leader MUST answer only while its leadership certainly holds: until the
+ * send time of its session's last acknowledged renewal
  * (jobplane.hastore.v1.HAStoreService.KeepAlive) plus the session's TTL, less
- * a margin for clock drift (a tenth of the TTL in the reference server). It
- * checks this as it answers, on its monotonic clock: a request that waited
- * while the process stood still (paused, starved) past that instant gets
- * NOT_LEADER, although no other process may have noticed yet, and so does a
- * call that was cut off because the leadership ended while it ran (a
- * SubmitJob whose persist was interrupted, say). A paused leader never
- * answers as leader for a time in which another process may have led.
+ * a margin for clock drift (informative: the reference server's margin is a
+ * tenth of the TTL). It MUST check this as it answers, on its monotonic
+ * clock: a request that waited while the process stood still (paused,
+ * starved) past that instant MUST get NOT_LEADER, although no other process
+ * may have noticed yet, and so MUST a call that was cut off because the
+ * leadership ended while it ran (a SubmitJob whose persist was interrupted,
+ * say). A paused leader MUST NOT answer as leader for a time in which another
+ * process may have led.
  *
- * Unknown fields are refused. A request to any of these calls that carries
- * a field this server's schema does not have, at any depth, in binary or
- * JSON, is INVALID_ARGUMENT with one BadRequest field violation per such
- * field, and nothing happens: no job is created, changed or watched. The
- * violation's path names the field: in JSON by the key as sent, such as
- * `job_graph.config.restartStrateg`; in binary by its number, such as
+ * Unknown fields are refused. A request to any of these calls that carries a
+ * field this server's schema does not have, at any depth, in binary or JSON,
+ * MUST be answered INVALID_ARGUMENT with one BadRequest field violation per
+ * such field, and MUST have no effect: no job is created, changed or watched.
+ * The violation's path MUST name the field: in JSON by the key as sent, such
+ * as `job_graph.config.restartStrateg`; in binary by its number, such as
  * `job_graph.config.99`. A JSON enum value given by a name the schema does
- * not have is refused the same way; numeric enum values are kept as sent,
- * as binary keeps them, and not refused here. So a misspelt field never
- * silently means "unset", and a client built from a newer schema must
- * leave unset the fields an older server does not know. The internal
- * services accept unknown fields, so that processes of different versions
- * can work together during a rolling upgrade.
+ * not have MUST be refused the same way; numeric enum values MUST be kept as
+ * sent, as binary keeps them, and are not refused here. So a misspelt field
+ * never silently means "unset", and a client built from a newer schema MUST
+ * leave unset the fields an older server does not know. The internal services
+ * MUST accept unknown fields, so that processes of different versions can
+ * work together during a rolling upgrade.
  *
- * A job exists for these calls once its plan is durable. Until the persist
- * of SubmitJob has succeeded, GetJob, GetJobResult, WatchJob and CancelJob
+ * A job exists for these calls once its plan is durable. Until the persist of
+ * SubmitJob has succeeded, GetJob, GetJobResult, WatchJob and CancelJob MUST
  * answer NOT_FOUND (JOB_NOT_FOUND) for its id, and ListJobs and
- * GetClusterOverview do not count it, even while a SubmitJob for it is
- * in flight; a submission whose persist fails leaves no trace in them.
+ * GetClusterOverview MUST NOT count it, even while a SubmitJob for it is in
+ * flight; a submission whose persist fails MUST leave no trace in them.
  *
- * Servers bound the size of a request (the reference server: 4 MiB by
- * default); a larger one is RESOURCE_EXHAUSTED, refused without being
- * read in full. They bound their answers too (16 MiB by default): what
+ * A server MUST bound the size of a request (informative: the reference
+ * server's bound is 4 MiB by default) and MUST refuse a larger one with
+ * RESOURCE_EXHAUSTED without reading it in full. It MUST bound its answers
+ * too (informative: the reference server's bound is 16 MiB by default): what
  * grows with the cluster is paged (ListJobs, the subtasks of GetJob's full
- * view), and a job may have at most a bounded number of subtasks (100,000
- * by default; a larger JobGraph is INVALID_ARGUMENT).
+ * view), and a job MUST have at most a bounded number of subtasks
+ * (informative: the reference server's bound is 100,000 by default): a
+ * larger JobGraph MUST be refused with INVALID_ARGUMENT.
  *
- * Servers may bound what one client holds and does (the reference server
- * does, see its README's "Limits"): the streams it holds open (reason
- * TOO_MANY_STREAMS), the rate of its submissions (SUBMIT_RATE_EXCEEDED,
- * with a `google.rpc.RetryInfo` detail saying when to retry), and the live
- * jobs and subtasks of the whole cluster (TOO_MANY_JOBS,
- * TOO_MANY_SUBTASKS); each is RESOURCE_EXHAUSTED, and nothing was done.
+ * A server MAY bound what one client holds and does (informative: the
+ * reference server does, see its README's "Limits"): the streams it holds
+ * open (reason TOO_MANY_STREAMS), the rate of its submissions
+ * (SUBMIT_RATE_EXCEEDED, with a `google.rpc.RetryInfo` detail saying when to
+ * retry), and the live jobs and subtasks of the whole cluster (TOO_MANY_JOBS,
+ * TOO_MANY_SUBTASKS); each refusal MUST be RESOURCE_EXHAUSTED and MUST do
+ * nothing.
  *
  * @generated from service jobplane.v1.DispatcherService
  */
@@ -1536,22 +1553,24 @@ export const DispatcherService: GenService<{
   /**
    * SubmitJob accepts a job for execution.
    *
-   * The Dispatcher validates the JobGraph, applies parallelism overrides,
-   * and persists the resulting execution plan to the HA store before
-   * anything else happens for the job: no per-job election, JobMaster, slot
-   * request or task, and no response, precedes the persist. Only after the
-   * persist succeeded does the job start and the call return.
+   * The Dispatcher MUST validate the JobGraph, apply parallelism overrides,
+   * and persist the resulting execution plan to the HA store before anything
+   * else happens for the job: it MUST NOT campaign for the job's election,
+   * start its JobMaster, request a slot, deploy a task or answer before the
+   * persist succeeded. Only after the persist succeeded MAY the job start and
+   * the call return.
    *
-   * Idempotent, keyed by `job_id`:
+   * Idempotent, keyed by `job_id`; the server MUST answer:
    *
    * * a new id: persisted, started, `created = true`;
-   * * the same id with the same plan (see JobGraph: the graph as
-   *   submitted, before overrides, normalized), job not globally
-   *   terminal: OK with the existing job, `created = false`; nothing is
-   *   persisted or started again;
+   * * the same id with the same plan (see JobGraph: the graph as submitted,
+   *   before overrides, normalized), job not globally terminal: OK with the
+   *   existing job, `created = false`; nothing MUST be persisted or started
+   *   again;
    * * the same id with the same plan, job globally terminal: OK with its
-   *   terminal status, `created = false`; the job never runs again;
-   * * concurrent identical submissions: exactly one sees `created = true`.
+   *   terminal status, `created = false`; the job MUST NOT run again;
+   * * concurrent identical submissions: exactly one MUST see `created =
+   *   true`.
    *
    * The job id's reuse (since 1.2): every run of a job id has a run id
    * (`run_id` of the answer; see JobResult.run_id) that the server MUST
@@ -1560,23 +1579,23 @@ export const DispatcherService: GenService<{
    * submission of an id whose job is globally terminal, and whose result
    * is kept, does is the request's `id_reuse`:
    *
-   * * JOB_ID_REUSE_POLICY_REJECT_DUPLICATE (the default): as above, the
-   *   kept result answers (same plan, `created = false`) and the job
-   *   never runs again;
+   * * JOB_ID_REUSE_POLICY_REJECT_DUPLICATE (the default): as above, the kept
+   *   result answers (same plan, `created = false`) and the job MUST NOT run
+   *   again;
    * * JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE: once the job's cleanup is done,
-   *   the server MUST remove the kept result (as PurgeJob does) and start
-   *   a new run of the submitted plan (which MAY differ from the old
-   *   one), with a new run id and `created = true`; while the cleanup is
-   *   not done, FAILED_PRECONDITION (JOB_RESULT_DIRTY) and nothing was
-   *   done: retry. Of concurrent such submissions exactly one sees
-   *   `created = true`; the others answer its run. A crash between the
-   *   removal and the persist of the new plan, or a refusal of the new
-   *   run then (a limit, a failed persist), leaves the id free: the
-   *   retried submission creates the run. A new run that would be
-   *   refused for its invokables (INVOKABLE_NOT_OFFERED) is refused
-   *   before the removal, which then does not happen. A submission of a job that is
-   *   not globally terminal is answered as under REJECT_DUPLICATE,
-   *   whatever its policy, and so is one by another principal.
+   *   the server MUST remove the kept result (as PurgeJob does) and start a
+   *   new run of the submitted plan (which MAY differ from the old one), with
+   *   a new run id and `created = true`; while the cleanup is not done, it
+   *   MUST answer FAILED_PRECONDITION (JOB_RESULT_DIRTY) and do nothing:
+   *   retry. Of concurrent such submissions exactly one MUST see `created =
+   *   true`; the others MUST answer its run. A crash between the removal and
+   *   the persist of the new plan, or a refusal of the new run then (a limit,
+   *   a failed persist), leaves the id free: the retried submission creates
+   *   the run. A new run that would be refused for its invokables
+   *   (INVOKABLE_NOT_OFFERED) MUST be refused before the removal, which then
+   *   does not happen. A submission of a job that is not globally terminal
+   *   MUST be answered as under REJECT_DUPLICATE, whatever its policy, and so
+   *   MUST one by another principal.
    *
    * Errors:
    *
@@ -1588,27 +1607,27 @@ export const DispatcherService: GenService<{
    *   far as the store shows; the same submission may be retried (see
    *   ErrorReason for a write the store applies late);
    * * UNAVAILABLE, reason PERSIST_OUTCOME_UNKNOWN: the HA store could not
-   *   confirm whether the plan is persisted; retry the same submission,
-   *   which is safe. If the plan was persisted, the job runs (once),
-   *   whether or not the client retries, and the retry answers it,
-   *   possibly with `created = false`;
+   *   confirm whether the plan is persisted; retry the same submission, which
+   *   is safe. If the plan was persisted, the job MUST run (once), whether or
+   *   not the client retries, and the retry MUST answer it, possibly with
+   *   `created = false`;
    * * UNAVAILABLE, reason NOT_LEADER: this Dispatcher does not lead, or
    *   lost leadership during the call (its write was refused as stale);
    *   retry at the leader, where the same `job_id` is safe;
    * * RESOURCE_EXHAUSTED, reason SUBMIT_RATE_EXCEEDED: the client submits
    *   too fast; retry the same submission after the RetryInfo detail's
    *   delay. Resubmissions count;
-   * * RESOURCE_EXHAUSTED, reason TOO_MANY_JOBS or TOO_MANY_SUBTASKS: the
-   *   new job would take the cluster's live jobs or their subtasks over
-   *   the server's limit; nothing was done. A resubmission of an existing
-   *   job is never refused for these;
+   * * RESOURCE_EXHAUSTED, reason TOO_MANY_JOBS or TOO_MANY_SUBTASKS: the new
+   *   job would take the cluster's live jobs or their subtasks over the
+   *   server's limit; nothing was done. A resubmission of an existing job
+   *   MUST NOT be refused for these;
    * * FAILED_PRECONDITION, reason JOB_RESULT_DIRTY: with
    *   JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE, the job's cleanup is not done
    *   yet; nothing was done, retry. Since 1.2;
-   * * FAILED_PRECONDITION, reason INVOKABLE_NOT_OFFERED: the new job names
-   *   an invokable that no registered TaskExecutor offers (see
-   *   JobVertex.invokable); nothing was done. A resubmission of an
-   *   existing job is never refused for this. Since 1.2.
+   * * FAILED_PRECONDITION, reason INVOKABLE_NOT_OFFERED: the new job names an
+   *   invokable that no registered TaskExecutor offers (see
+   *   JobVertex.invokable); nothing was done. A resubmission of an existing
+   *   job MUST NOT be refused for this. Since 1.2.
    *
    * @generated from rpc jobplane.v1.DispatcherService.SubmitJob
    */
@@ -1618,18 +1637,18 @@ export const DispatcherService: GenService<{
     output: typeof SubmitJobResponseSchema;
   },
   /**
-   * GetJob returns a job's current details. Jobs are known while they run
-   * and, after they end, for as long as their job result is kept. The
+   * GetJob returns a job's current details. A job MUST be known while it
+   * runs and, after it ends, for as long as its job result is kept. The
    * JOB_VIEW_FULL view lists subtasks a page at a time (see
    * GetJobRequest.page_size).
    *
-   * After a job ended, the leading Dispatcher it ended under serves its
-   * final details (vertices, subtasks and plan, paged as a running job's)
-   * for a while; they are not durable: after a change of leader, or once
-   * they expire, GetJob answers with the summary and the exception history
-   * of the job's result alone (see JobDetails.vertices).
+   * After a job ended, the leading Dispatcher it ended under SHOULD serve its
+   * final details (vertices, subtasks and plan, paged as a running job's) for
+   * a while; they are not durable: after a change of leader, or once they
+   * expire, GetJob MUST answer with the summary and the exception history of
+   * the job's result alone (see JobDetails.vertices).
    *
-   * With `run_id` (since 1.2), only that run is answered: when the job
+   * With `run_id` (since 1.2), only that run MUST be answered: when the job
    * id's current job is another run, NOT_FOUND (JOB_NOT_FOUND, with the
    * metadata `run_id`).
    *
@@ -1661,18 +1680,18 @@ export const DispatcherService: GenService<{
   /**
    * CancelJob cancels a job.
    *
-   * A running job moves to CANCELLING, its tasks are canceled, and it ends
+   * A running job MUST move to CANCELLING, have its tasks canceled, and end
    * CANCELED; every attempt of it MUST have stopped within the advertised
-   * ServerTimings.task_cancel after it ended (at most 10 s; the reference
-   * server: 5 s). A job still INITIALIZING is canceled before any of its
-   * tasks runs. Idempotent: cancelling a job that is CANCELLING or CANCELED
-   * succeeds and changes nothing.
+   * ServerTimings.task_cancel after it ended (at most 10 s; informative: the
+   * reference server's is 5 s). A job still INITIALIZING MUST be canceled
+   * before any of its tasks runs. Idempotent: cancelling a job that is
+   * CANCELLING or CANCELED MUST succeed and change nothing.
    *
    * Durable: before it answers, and before it does anything for the request,
-   * the Dispatcher records it in the HA store
+   * the Dispatcher MUST record it in the HA store
    * (jobplane.hastore.v1.HAStoreService.RequestJobCancel). An acknowledged
    * cancellation survives a change of leader: a leader that recovers the job
-   * ends it CANCELED without deploying anything.
+   * MUST end it CANCELED without deploying anything.
    *
    * An answer is final (since 1.2). A job whose CancelJob answered
    * CANCELLING or CANCELED MUST end CANCELED, also when its tasks all
@@ -1688,20 +1707,20 @@ export const DispatcherService: GenService<{
    * Since 1.2 a request MAY carry a `request_id` and a `reason`, recorded
    * with it in the HA store: the first recorded request of a run is kept
    * and shown in the job's summary and result (JobSummary.cancellation,
-   * JobResult.cancellation), and survives a change of leader. A repeat
-   * with the same `request_id` succeeds as the first did; a request with
-   * another `request_id` (or none) while the job is CANCELLING or
-   * CANCELED succeeds and MUST NOT change what was recorded. With
-   * `run_id`, only that run is canceled: when the job id's current job is
-   * another run, NOT_FOUND (JOB_NOT_FOUND) and nothing is done, so a
+   * JobResult.cancellation), and survives a change of leader. A repeat with
+   * the same `request_id` MUST succeed as the first did; a request with
+   * another `request_id` (or none) while the job is CANCELLING or CANCELED
+   * MUST succeed and MUST NOT change what was recorded. With `run_id`, only
+   * that run MUST be canceled: when the job id's current job is another run,
+   * the server MUST answer NOT_FOUND (JOB_NOT_FOUND) and do nothing, so a
    * client never cancels a later run of the id than the one it meant.
    *
-   * Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
-   * FAILED_PRECONDITION (JOB_TERMINAL) for a job that FINISHED or FAILED;
-   * INVALID_ARGUMENT for a malformed id, or a `request_id`, `reason` or
-   * `run_id` over its bound; UNAVAILABLE (NOT_LEADER);
-   * UNAVAILABLE (CANCEL_NOT_RECORDED) if the request could not be
-   * recorded: nothing was done for it, and the client cancels again.
+   * Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; FAILED_PRECONDITION
+   * (JOB_TERMINAL) for a job that FINISHED or FAILED; INVALID_ARGUMENT for a
+   * malformed id, or a `request_id`, `reason` or `run_id` over its bound;
+   * UNAVAILABLE (NOT_LEADER); UNAVAILABLE (CANCEL_NOT_RECORDED) if the
+   * request could not be recorded: the server MUST NOT have done anything for
+   * it, and the client SHOULD cancel again.
    *
    * @generated from rpc jobplane.v1.DispatcherService.CancelJob
    */
@@ -1713,10 +1732,10 @@ export const DispatcherService: GenService<{
   /**
    * GetJobResult returns the result of a globally terminal job.
    *
-   * With `wait`, the call blocks until the job is globally terminal or the
-   * call's deadline passes (DEADLINE_EXCEEDED). No side effects. With
-   * `run_id` (since 1.2), only that run's result is answered: when the job
-   * id's current job is another run, NOT_FOUND (JOB_NOT_FOUND).
+   * With `wait`, the call MUST block until the job is globally terminal or
+   * the call's deadline passes (DEADLINE_EXCEEDED). No side effects. With
+   * `run_id` (since 1.2), only that run's result MUST be answered: when the
+   * job id's current job is another run, NOT_FOUND (JOB_NOT_FOUND).
    *
    * Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
    * FAILED_PRECONDITION (JOB_NOT_TERMINAL) without `wait` for a job that is
@@ -1735,9 +1754,9 @@ export const DispatcherService: GenService<{
    * than when the server's result retention would: the server MUST
    * remove it from the HA store (HAStoreService.DeleteJobResultEntry,
    * fenced by the Dispatcher's leadership as every store write) before
-   * it answers. Afterwards the job id is unknown (NOT_FOUND) and free: a
-   * submission of it starts a new run, with a new run id. With `run_id`,
-   * only that run's result is removed. Since 1.2.
+   * it answers. Afterwards the job id MUST be unknown (NOT_FOUND) and free: a
+   * submission of it MUST start a new run, with a new run id. With `run_id`,
+   * only that run's result MUST be removed. Since 1.2.
    *
    * Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job (a purged one
    * included: a repeat after a lost answer gets it), or when `run_id` is
@@ -1758,34 +1777,35 @@ export const DispatcherService: GenService<{
   /**
    * WatchJob streams a job's status changes.
    *
-   * The first message is the job's current summary; then one message per
+   * The first message MUST be the job's current summary; then one message per
    * status change, in order, none skipped. Since 1.2 a restart is a change
-   * too: a message is sent whenever the summary's `restart_count` grows
+   * too: a message MUST be sent whenever the summary's `restart_count` grows
    * (with the failure that caused it in `failure`), also while the job's
    * status stays RUNNING, so a watcher sees a job that keeps failing.
-   * Restarts that follow each other faster than the stream is read may be
-   * reported by one message (its `restart_count` counts them all). The stream ends successfully
-   * after a globally terminal status. A `heartbeat` is sent when nothing
-   * changed for the advertised ServerTimings.stream_heartbeat (at most 30
-   * s; the reference server: 10 s). Works over HTTP/1.1. No side effects.
+   * Restarts that follow each other faster than the stream is read MAY be
+   * reported by one message (its `restart_count` counts them all). The stream
+   * MUST end successfully after a globally terminal status. A `heartbeat`
+   * MUST be sent when nothing changed for the advertised
+   * ServerTimings.stream_heartbeat (at most 30 s; informative: the reference
+   * server's is 10 s). Works over HTTP/1.1. No side effects.
    *
-   * Resuming. Every status message carries a `resume_token`. A client whose
-   * stream broke watches again with the token of the last message it
-   * received, and the stream continues right after that message: no
-   * change skipped, none repeated. Tokens are kept by the leader that
-   * issued them, for at least a job's last advertised
-   * ServerTimings.watch_resume_window status changes (at least 16; the
-   * reference server: 64; a job that restarts for ever has no end of them);
-   * when the leader changed in between, or the token is older than that,
-   * or not one the server can resume from, the stream starts with the
-   * current summary and marks that message `coalesced`: changes between
-   * the token and it may have been skipped. A stream read so slowly that
-   * the changes it has not sent are no longer kept ends with UNAVAILABLE
-   * (STREAM_BEHIND); the client resumes. A globally terminal status is
-   * never skipped: it is always the stream's last message.
+   * Resuming. Every status message MUST carry a `resume_token`. A client
+   * whose stream broke watches again with the token of the last message it
+   * received, and the stream MUST continue right after that message: no
+   * change skipped, none repeated. The leader that issued tokens MUST keep
+   * them for at least a job's last advertised
+   * ServerTimings.watch_resume_window status changes (at least 16;
+   * informative: the reference server's is 64; a job that restarts for ever
+   * has no end of them); when the leader changed in between, or the token is
+   * older than that, or not one the server can resume from, the stream MUST
+   * start with the current summary and mark that message `coalesced`: changes
+   * between the token and it may have been skipped. A stream read so slowly
+   * that the changes it has not sent are no longer kept MUST end with
+   * UNAVAILABLE (STREAM_BEHIND); the client resumes. A globally terminal
+   * status MUST NOT be skipped: it MUST be the stream's last message.
    *
-   * With `run_id` (since 1.2), only that run is watched: when the job id's
-   * current job is another run, NOT_FOUND (JOB_NOT_FOUND).
+   * With `run_id` (since 1.2), only that run MUST be watched: when the job
+   * id's current job is another run, NOT_FOUND (JOB_NOT_FOUND).
    *
    * Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
    * for a malformed id or a `resume_token` of another job; UNAVAILABLE
@@ -1803,10 +1823,10 @@ export const DispatcherService: GenService<{
     output: typeof WatchJobResponseSchema;
   },
   /**
-   * ReportClientHeartbeat tells the Dispatcher that the client of an
-   * attached job is alive. A job whose JobConfig sets a
-   * `client_heartbeat_timeout` is canceled when no heartbeat arrives for
-   * that long; for a detached job the call has no effect. Idempotent.
+   * ReportClientHeartbeat tells the Dispatcher that the client of an attached
+   * job is alive. A job whose JobConfig sets a `client_heartbeat_timeout`
+   * MUST be canceled when no heartbeat arrives for that long; for a detached
+   * job the call MUST have no effect. Idempotent.
    *
    * Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
    * for a malformed id; UNAVAILABLE (NOT_LEADER).
@@ -1842,24 +1862,24 @@ export const DispatcherService: GenService<{
    * to and reads the output there
    * (jobplane.cluster.v1.TaskExecutorService.GetTaskOutput).
    *
-   * What is kept is bounded: a TaskExecutor keeps the tail of each
-   * attempt's output (the reference server: the last 64 KiB; older bytes
-   * are dropped, and `dropped_bytes` says how many a read skipped), and
-   * keeps it after the attempt ended for a bounded time and size (the
-   * reference server: on its disk, 24 hours and 256 MiB by default, see
-   * its `--output-dir` flags; in memory, 10 minutes and 512 attempts,
-   * when it has no output directory). Since 1.2 where the most recent
-   * attempts of an ended job ran is kept with its job result (see
+   * What is kept is bounded: a TaskExecutor MAY keep only the tail of each
+   * attempt's output (informative: the reference server keeps the last 64
+   * KiB), older bytes being dropped (`dropped_bytes` says how many a read
+   * skipped), and keep it after the attempt ended for a bounded time and size
+   * (informative: the reference server keeps it on its disk, 24 hours and 256
+   * MiB by default, see its `--output-dir` flags; in memory, 10 minutes and
+   * 512 attempts, when it has no output directory). Since 1.2 where the most
+   * recent attempts of an ended job ran MUST be kept with its job result (see
    * JobResult.placements), so their output is found after a restart or a
    * change of leader for as long as their TaskExecutor keeps it.
    *
-   * Following: offsets count every byte the attempt wrote, dropped ones
-   * included. A client follows the output by calling again with the
-   * answer's `next_offset` until `ended` is set; output does not wake a
-   * waiting call, so a follower polls at a pace of its choosing. A
-   * subtask that restarts gets a new attempt: a client that follows the
-   * latest attempt sees `attempt_number` change, and reads the new one
-   * from offset 0. No side effects.
+   * Following: offsets MUST count every byte the attempt wrote, dropped ones
+   * included. A client follows the output by calling again with the answer's
+   * `next_offset` until `ended` is set; output does not wake a waiting call,
+   * so a follower polls at a pace of its choosing. A subtask that restarts
+   * gets a new attempt: a client that follows the latest attempt sees
+   * `attempt_number` change, and reads the new one from offset 0. No side
+   * effects.
    *
    * Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job;
    * INVALID_ARGUMENT for a malformed job id, a missing or unknown vertex
@@ -1910,14 +1930,14 @@ export const DispatcherService: GenService<{
   },
   /**
    * TriggerSavepoint takes a savepoint of a running job: every running
-   * subtask gives its state, as for a checkpoint, and the states are
-   * stored as a savepoint that belongs to the user: never subsumed, kept
-   * after the job ends, until DeleteSavepoint. It answers once the
-   * savepoint is durable. With `stop`, the job is then canceled (it ends
-   * CANCELED), and a job submitted with `restore_from_savepoint` naming
-   * the savepoint goes on from it. Not idempotent: a retry takes another
-   * savepoint (or, with `stop`, finds the job CANCELLING: FAILED_PRECONDITION).
-   * Since 1.2.
+   * subtask gives its state, as for a checkpoint, and the states are stored
+   * as a savepoint that belongs to the user: it MUST NOT be subsumed and MUST
+   * be kept after the job ends, until DeleteSavepoint. The call MUST answer
+   * only once the savepoint is durable. With `stop`, the job MUST then be
+   * canceled (it ends CANCELED), and a job submitted with
+   * `restore_from_savepoint` naming the savepoint goes on from it. Not
+   * idempotent: a retry takes another savepoint (or, with `stop`, finds the
+   * job CANCELLING: FAILED_PRECONDITION). Since 1.2.
    *
    * Errors: NOT_FOUND (JOB_NOT_FOUND); FAILED_PRECONDITION (JOB_TERMINAL)
    * for a job that is ending or ended; ABORTED (SAVEPOINT_FAILED) if the
@@ -1948,8 +1968,8 @@ export const DispatcherService: GenService<{
     output: typeof ListSavepointsResponseSchema;
   },
   /**
-   * DeleteSavepoint deletes a savepoint; deleting an absent one succeeds.
-   * Jobs that restored from it keep running. Idempotent. Since 1.2.
+   * DeleteSavepoint deletes a savepoint; deleting an absent one MUST succeed.
+   * Jobs that restored from it MUST keep running. Idempotent. Since 1.2.
    *
    * Errors: INVALID_ARGUMENT for an empty id; UNAVAILABLE (NOT_LEADER);
    * UNIMPLEMENTED as for TriggerSavepoint.

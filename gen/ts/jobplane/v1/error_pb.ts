@@ -2,6 +2,16 @@
 // @generated from file jobplane/v1/error.proto (package jobplane.v1, syntax proto3)
 /* eslint-disable */
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { FencingToken, LeaderInfo } from "./leadership_pb.js";
@@ -67,8 +77,8 @@ export const StaleTokenDetailsSchema: GenMessage<StaleTokenDetails> = /*@__PURE_
 /**
  * ItemError is why a batch call refused one of its items: the answer the call
  * for that one item would have given. A batch call (such as
- * jobplane.cluster.v1.TaskExecutorService.SubmitTasks) lists only the items
- * it refused; every other item took effect.
+ * jobplane.cluster.v1.TaskExecutorService.SubmitTasks) MUST list only the
+ * items it refused; every other item MUST have taken effect.
  *
  * @generated from message jobplane.v1.ItemError
  */
@@ -116,44 +126,47 @@ export const ItemErrorSchema: GenMessage<ItemError> = /*@__PURE__*/
  *
  * Conventions that hold for every service of this package (AIP-193):
  *
- * * Every error a jobplane server's handler answers carries exactly one
- *   ErrorInfo whose `domain` is `jobplane` (it does not change with the
- *   API version) and whose `reason` is the value's name without the
- *   `ERROR_REASON_` prefix, e.g. `STALE_FENCING_TOKEN`. Clients switch on
- *   the reason, never on the message.
- * * A request the server cannot decode is INVALID_ARGUMENT with a
- *   BadRequest whose one violation has an empty `field` (the body as a
- *   whole), and a body over the server's limit, however it is sent
- *   (chunked, or compressed and inflating past it), is
- *   RESOURCE_EXHAUSTED (REQUEST_TOO_LARGE): both carry their ErrorInfo
- *   (since 1.2; the framework's own answers to them had none).
- * * An error without such an ErrorInfo did not come from a jobplane
- *   handler: a proxy, the transport, or the RPC framework answered it. If
- *   the framework refused the request before a handler ran (an unknown
- *   method, say), nothing was done; otherwise (a connection lost, a
- *   proxy's timeout) the outcome is unknown, and only calls that are
- *   idempotent, as SubmitJob and CancelJob are, may be retried blindly.
+ * * Every error a jobplane server's handler answers MUST carry exactly one
+ *   ErrorInfo whose `domain` is `jobplane` (it does not change with the API
+ *   version) and whose `reason` is the value's name without the
+ *   `ERROR_REASON_` prefix, e.g. `STALE_FENCING_TOKEN`. Clients SHOULD switch
+ *   on the reason, and MUST NOT switch on the message.
+ * * A request the server cannot decode MUST be answered INVALID_ARGUMENT with
+ *   a BadRequest whose one violation has an empty `field` (the body as a
+ *   whole), and a body over the server's limit, however it is sent (chunked,
+ *   or compressed and inflating past it), MUST be answered RESOURCE_EXHAUSTED
+ *   (REQUEST_TOO_LARGE): both MUST carry their ErrorInfo (since 1.2; the
+ *   framework's own answers to them had none).
+ * * An error without such an ErrorInfo did not come from a jobplane handler:
+ *   a proxy, the transport, or the RPC framework answered it. If the
+ *   framework refused the request before a handler ran (an unknown method,
+ *   say), nothing was done; otherwise (a connection lost, a proxy's timeout)
+ *   the outcome is unknown, and a client MAY retry blindly only calls that
+ *   are idempotent, as SubmitJob and CancelJob are.
  * * The gRPC / Connect status code that accompanies each reason is given
- *   below; a reason never appears with another code.
- * * `ErrorInfo.metadata` carries the keys listed for each reason, in
- *   snake_case; a key whose value is unknown is omitted. Values are
- *   strings: ids as sent, epochs and counts in decimal, booleans `true` or
- *   `false`, statuses and states by their enum value's full name (e.g.
+ *   below; a reason MUST NOT appear with another code.
+ * * `ErrorInfo.metadata` MUST carry the keys listed for each reason, in
+ *   snake_case; a key whose value is unknown is omitted. Values are strings:
+ *   ids as sent, epochs and counts in decimal, booleans `true` or `false`,
+ *   statuses and states by their enum value's full name (e.g.
  *   `JOB_STATUS_FINISHED`), addresses as base URLs.
- * * Where a client needs data to act, a typed detail comes beside the
+ * * Where a client needs data to act, a typed detail MUST come beside the
  *   ErrorInfo: NotLeaderDetails with NOT_LEADER, StaleTokenDetails with
  *   STALE_FENCING_TOKEN, and `google.rpc.BadRequest` with INVALID_ARGUMENT.
  * * Fencing tokens of one election are compared by epoch. A receiver that
- *   gets a token older than the current one it knows answers ABORTED with
+ *   gets a token older than the current one it knows MUST answer ABORTED with
  *   STALE_FENCING_TOKEN. A leader that gets a token newer than its own
- *   leadership's answers UNAVAILABLE with NOT_LEADER; it steps down only
- *   as FencingToken's rules say, never on the strength of that token
- *   alone. A receiver that only tracks the leader (a TaskExecutor) adopts
- *   a newer token as the current one.
- * * Invalid input is answered with INVALID_ARGUMENT, reason
+ *   leadership's MUST answer UNAVAILABLE with NOT_LEADER; it steps down only
+ *   as FencingToken's rules say, and MUST NOT step down on the strength of
+ *   that token alone. A receiver that only tracks the leader (a TaskExecutor)
+ *   MUST adopt a newer token as the current one.
+ * * Invalid input MUST be answered with INVALID_ARGUMENT, reason
  *   INVALID_ARGUMENT, and a `google.rpc.BadRequest` detail with one field
  *   violation per offending field (the field path in proto names, e.g.
  *   `job_graph.vertices[2].id`).
+ * * Where a reason below says that the receiver did nothing (nothing was
+ *   done, written or stored), a receiver that answers it MUST have done
+ *   nothing for the call.
  *
  * NOT_LEADER is UNAVAILABLE, not FAILED_PRECONDITION as etcd's and
  * Temporal's equivalents are, on purpose: the call is right, only the
@@ -167,7 +180,7 @@ export const ItemErrorSchema: GenMessage<ItemError> = /*@__PURE__*/
  */
 export enum ErrorReason {
   /**
-   * Never sent.
+   * MUST NOT be sent.
    *
    * @generated from enum value: ERROR_REASON_UNSPECIFIED = 0;
    */
@@ -176,10 +189,10 @@ export enum ErrorReason {
   /**
    * Code ABORTED. The call carried a fencing token that is not the current
    * grant of its election: the caller's leadership has ended or was never
-   * held. The receiver did nothing. The caller must not retry with the same
-   * token; it stops acting as leader. Metadata: `election`, and
-   * `current_session_id` and `current_epoch` when the receiver knows a
-   * newer grant.
+   * held. The receiver did nothing. The caller MUST NOT retry with the same
+   * token; it MUST stop acting as leader. Metadata: `election`, and
+   * `current_session_id` and `current_epoch` when the receiver knows a newer
+   * grant.
    *
    * @generated from enum value: ERROR_REASON_STALE_FENCING_TOKEN = 1;
    */
@@ -274,10 +287,10 @@ export enum ErrorReason {
 
   /**
    * Code FAILED_PRECONDITION. The job result entry is dirty: the job's
-   * cleanup has not finished, so the entry may not be deleted. Since 1.2
+   * cleanup has not finished, so the entry MUST NOT be deleted. Since 1.2
    * also from DispatcherService.PurgeJob and from SubmitJob with
-   * JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE: the job is globally terminal but
-   * its cleanup is not done yet; nothing was done, and the client retries
+   * JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE: the job is globally terminal but its
+   * cleanup is not done yet; nothing was done, and the client SHOULD retry
    * shortly. Metadata: `job_id`.
    *
    * @generated from enum value: ERROR_REASON_JOB_RESULT_DIRTY = 11;
@@ -330,7 +343,7 @@ export enum ErrorReason {
 
   /**
    * Code NOT_FOUND. The JobMaster knows no execution attempt with this id
-   * (for example one from before a restart); the TaskExecutor cancels it.
+   * (for example one from before a restart); the TaskExecutor MUST cancel it.
    * From GetTaskOutput (DispatcherService, TaskExecutorService): the
    * attempt was not deployed, where it ran is no longer known, or its
    * output is no longer kept. Metadata: `job_id`, `vertex_id`,
@@ -352,7 +365,7 @@ export enum ErrorReason {
 
   /**
    * Code ALREADY_EXISTS. The HA store already holds another execution plan
-   * for the job; a plan is never replaced. Metadata: `job_id`.
+   * for the job; a plan MUST NOT be replaced. Metadata: `job_id`.
    *
    * @generated from enum value: ERROR_REASON_EXECUTION_PLAN_EXISTS = 19;
    */
@@ -452,9 +465,9 @@ export enum ErrorReason {
 
   /**
    * Code FAILED_PRECONDITION. The job's cancellation was requested
-   * (HAStoreService.RequestJobCancel), so it may not end FINISHED or
-   * FAILED (HAStoreService.CreateDirtyJobResult): nothing was written; the
-   * job ends CANCELED. Metadata: `job_id`.
+   * (HAStoreService.RequestJobCancel), so it MUST NOT end FINISHED or FAILED
+   * (HAStoreService.CreateDirtyJobResult): nothing was written; the job MUST
+   * end CANCELED. Metadata: `job_id`.
    *
    * @generated from enum value: ERROR_REASON_JOB_CANCEL_REQUESTED = 31;
    */
@@ -477,11 +490,12 @@ export enum ErrorReason {
    * Code RESOURCE_EXHAUSTED. The client submits faster than the server
    * allows one client (a token bucket per client: a rate, and a burst
    * above it): the submission was refused before it was looked at, and
-   * nothing was done. A `google.rpc.RetryInfo` detail comes beside the
-   * ErrorInfo: the same submission succeeds if retried after its
-   * `retry_delay` (unless other submissions of the client take the room
-   * first). A resubmission of an existing job counts as a submission.
-   * Metadata: `rate` (submissions per second, in decimal) and `burst`.
+   * nothing was done. A `google.rpc.RetryInfo` detail MUST come beside the
+   * ErrorInfo: the same submission, retried after its `retry_delay`, MUST
+   * NOT be refused for the rate again (unless other submissions of the
+   * client take the room first). A resubmission of an existing job counts
+   * as a submission. Metadata: `rate` (submissions per second, in decimal)
+   * and `burst`.
    *
    * @generated from enum value: ERROR_REASON_SUBMIT_RATE_EXCEEDED = 33;
    */
@@ -491,7 +505,7 @@ export enum ErrorReason {
    * Code RESOURCE_EXHAUSTED. The cluster already has as many live jobs
    * (submitted and not yet globally terminal) as it allows: the new job
    * was refused and nothing was done. It may be submitted again once jobs
-   * end. A resubmission of an existing job is answered as always.
+   * end. A resubmission of an existing job MUST be answered as always.
    * Metadata: `job_id`, `limit`.
    *
    * @generated from enum value: ERROR_REASON_TOO_MANY_JOBS = 34;
@@ -502,7 +516,7 @@ export enum ErrorReason {
    * Code RESOURCE_EXHAUSTED. The cluster's live jobs already have so many
    * subtasks in all that the new job's would go over the cluster's limit:
    * the new job was refused and nothing was done. It may be submitted again
-   * once jobs end. A resubmission of an existing job is answered as
+   * once jobs end. A resubmission of an existing job MUST be answered as
    * always. Metadata: `job_id`, `limit`, `job_subtasks` (the new job's),
    * `live_subtasks` (the live jobs').
    *
@@ -562,11 +576,11 @@ export enum ErrorReason {
   INVOKABLE_NOT_OFFERED = 40,
 
   /**
-   * Code FAILED_PRECONDITION. The job's execution plan still exists, so
-   * its result entry may not be marked clean or deleted
-   * (HAStoreService.MarkJobResultClean, DeleteJobResultEntry): the
-   * cleanup deletes the plan first. Nothing was written. Metadata:
-   * `job_id`. Since 1.2.
+   * Code FAILED_PRECONDITION. The job's execution plan still exists, so its
+   * result entry MUST NOT be marked clean or deleted
+   * (HAStoreService.MarkJobResultClean, DeleteJobResultEntry): the cleanup
+   * deletes the plan first. Nothing was written. Metadata: `job_id`. Since
+   * 1.2.
    *
    * @generated from enum value: ERROR_REASON_EXECUTION_PLAN_NOT_DELETED = 41;
    */

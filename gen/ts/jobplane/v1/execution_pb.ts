@@ -2,6 +2,16 @@
 // @generated from file jobplane/v1/execution.proto (package jobplane.v1, syntax proto3)
 /* eslint-disable */
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
@@ -16,7 +26,7 @@ export const file_jobplane_v1_execution: GenFile = /*@__PURE__*/
 
 /**
  * ExecutionAttemptId identifies one execution attempt of one subtask of a
- * job. Within one JobMaster it is unique; calls about attempts also carry
+ * job. Within one JobMaster it MUST be unique; calls about attempts also carry
  * the JobMaster's fencing token, which tells attempts of different
  * JobMasters apart.
  *
@@ -120,7 +130,7 @@ export const TaskExecutionStatusSchema: GenMessage<TaskExecutionStatus> = /*@__P
  */
 export enum ExecutionState {
   /**
-   * Never sent.
+   * MUST NOT be sent.
    *
    * @generated from enum value: EXECUTION_STATE_UNSPECIFIED = 0;
    */

@@ -2,6 +2,16 @@
 // @generated from file jobplane/v1/job_graph.proto (package jobplane.v1, syntax proto3)
 /* eslint-disable */
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration } from "@bufbuild/protobuf/wkt";
@@ -21,18 +31,20 @@ export const file_jobplane_v1_job_graph: GenFile = /*@__PURE__*/
  * each run as `parallelism` parallel subtasks, joined by edges that say how
  * the subtasks exchange data, plus the job's configuration.
  *
- * The Dispatcher validates a JobGraph before anything is written; every
- * violation is reported as INVALID_ARGUMENT with a `google.rpc.BadRequest`
- * field violation:
+ * The Dispatcher MUST validate a JobGraph before anything is written, and
+ * MUST report every violation as INVALID_ARGUMENT with a
+ * `google.rpc.BadRequest` field violation:
  *
- * * at least one vertex; at most 10,000 vertices and 1,000,000 subtasks in
- *   all (server limits, configurable);
+ * * at least one vertex; at most ServerLimits.max_vertices vertices and
+ *   ServerLimits.max_subtasks subtasks in all (server limits, configurable;
+ *   informative: the reference server's defaults are 10,000 and 100,000);
  * * vertex ids unique and well formed;
  * * every edge joins two distinct, known vertices, and the edges form no
  *   cycle;
  * * every vertex names an invokable, and 1 <= parallelism <=
  *   max_parallelism after overrides are applied;
- * * the encoded graph fits the HA store's plan limit (1 MiB by default);
+ * * the encoded graph fits the HA store's plan limit (informative: 1 MiB by
+ *   default in the reference store);
  * * `config.checkpoints`: valid, non-negative durations, an `interval` of
  *   at least 10ms when set, `retained` from 0 to 100, and
  *   `tolerable_failures` not negative;
@@ -65,17 +77,17 @@ export const file_jobplane_v1_job_graph: GenFile = /*@__PURE__*/
  *
  * The plan digest, which the HA store keeps with the plan and the result
  * (jobplane.hastore.v1.ExecutionPlan.digest, JobResult.plan_digest), is the
- * SHA-256 of the canonical encoding of the normalized JobGraph, so every
- * implementation computes the same one. The canonical encoding is the
- * protobuf binary encoding with every choice the format leaves open made one
- * way: fields in increasing field-number order, each written only if set (a
- * scalar or enum other than its default, a message that is present, a list or
- * map with an element); varints for integers and enums (int32 and enums
- * sign-extended to 64 bits); repeated numbers, bools and enums packed; other
- * repeated fields one record per element, in order; maps one record per entry
- * in increasing key order (strings by their UTF-8 bytes), each entry with its
- * key (field 1) and value (field 2) both written; no unknown fields. For
- * example, the graph
+ * SHA-256 of the canonical encoding of the normalized JobGraph; every
+ * implementation MUST compute it so, and so computes the same one. The
+ * canonical encoding is the protobuf binary encoding with every choice the
+ * format leaves open made one way: fields in increasing field-number order,
+ * each written only if set (a scalar or enum other than its default, a
+ * message that is present, a list or map with an element); varints for
+ * integers and enums (int32 and enums sign-extended to 64 bits); repeated
+ * numbers, bools and enums packed; other repeated fields one record per
+ * element, in order; maps one record per entry in increasing key order
+ * (strings by their UTF-8 bytes), each entry with its key (field 1) and value
+ * (field 2) both written; no unknown fields. For example, the graph
  *
  *     {"name": "example",
  *      "vertices": [
@@ -160,20 +172,20 @@ export type JobVertex = Message<"jobplane.v1.JobVertex"> & {
   /**
    * The name under which TaskExecutors register the code that runs each
    * subtask, e.g. `noop`, `sleep`, or a function registered through the SDK's
-   * TaskExecutor runtime. Required. The job's subtasks go to slots of
-   * TaskExecutors that offer all of its invokables, and wait for such
+   * TaskExecutor runtime. Required. The job's subtasks MUST go to slots of
+   * TaskExecutors that offer all of its invokables, and MUST wait for such
    * slots while some registered TaskExecutor offers them all.
    *
-   * Since 1.2 the submission checks invokables where it can: a new job
-   * naming an invokable that no registered TaskExecutor offers, while at
-   * least one is registered, is refused with FAILED_PRECONDITION
-   * (INVOKABLE_NOT_OFFERED), which names the invokables that are offered.
-   * A job submitted while no TaskExecutor is registered (a cluster that is
-   * starting) is accepted and waits for slots; if the TaskExecutors that
-   * join then do not offer its invokables, its subtasks are deployed to
+   * Since 1.2 the submission checks invokables where it can: a new job naming
+   * an invokable that no registered TaskExecutor offers, while at least one
+   * is registered, MUST be refused with FAILED_PRECONDITION
+   * (INVOKABLE_NOT_OFFERED), which names the invokables that are offered. A
+   * job submitted while no TaskExecutor is registered (a cluster that is
+   * starting) MUST be accepted and wait for slots; if the TaskExecutors that
+   * join then do not offer its invokables, its subtasks MUST be deployed to
    * any slot and fail there (UNKNOWN_INVOKABLE), and the restart strategy
-   * decides what follows, so a misspelt invokable fails the job rather
-   * than hanging it. A TaskExecutor offers `exec` only when it runs it.
+   * decides what follows, so a misspelt invokable fails the job rather than
+   * hanging it. A TaskExecutor MUST offer `exec` only when it runs it.
    *
    * @generated from field: string invokable = 3;
    */
@@ -187,7 +199,7 @@ export type JobVertex = Message<"jobplane.v1.JobVertex"> & {
   config: { [key: string]: string };
 
   /**
-   * The number of parallel subtasks. Must be at least 1 and at most
+   * The number of parallel subtasks. MUST be at least 1 and at most
    * `max_parallelism`, after parallelism overrides are applied.
    *
    * @generated from field: int32 parallelism = 5;
@@ -218,7 +230,7 @@ export const JobVertexSchema: GenMessage<JobVertex> = /*@__PURE__*/
  */
 export type JobEdge = Message<"jobplane.v1.JobEdge"> & {
   /**
-   * The id of the producing vertex. Required; must name a vertex of the
+   * The id of the producing vertex. Required; MUST name a vertex of the
    * graph.
    *
    * @generated from field: string source_vertex_id = 1;
@@ -226,8 +238,8 @@ export type JobEdge = Message<"jobplane.v1.JobEdge"> & {
   sourceVertexId: string;
 
   /**
-   * The id of the consuming vertex. Required; must name a vertex of the
-   * graph other than the source.
+   * The id of the consuming vertex. Required; MUST name a vertex of the graph
+   * other than the source.
    *
    * @generated from field: string target_vertex_id = 2;
    */
@@ -270,9 +282,10 @@ export type JobConfig = Message<"jobplane.v1.JobConfig"> & {
   restartStrategy?: RestartStrategy | undefined;
 
   /**
-   * Parallelism per vertex id, applied before the plan is persisted. The
-   * cluster's own overrides apply first, then these (the job wins). Ids that
-   * name no vertex are ignored. Each value must be at least 1.
+   * Parallelism per vertex id, which the Dispatcher MUST apply before it
+   * persists the plan. The cluster's own overrides apply first, then these
+   * (the job wins). Ids that name no vertex MUST be ignored. Each value MUST
+   * be at least 1.
    *
    * @generated from field: map<string, int32> parallelism_overrides = 2;
    */
@@ -280,8 +293,8 @@ export type JobConfig = Message<"jobplane.v1.JobConfig"> & {
 
   /**
    * Makes the job "attached": if the Dispatcher receives no
-   * ReportClientHeartbeat for the job within this duration, it cancels the
-   * job. Unset or zero means detached (no heartbeats expected).
+   * ReportClientHeartbeat for the job within this duration, it MUST cancel
+   * the job. Unset or zero means detached (no heartbeats expected).
    *
    * @generated from field: google.protobuf.Duration client_heartbeat_timeout = 3;
    */
@@ -302,12 +315,12 @@ export type JobConfig = Message<"jobplane.v1.JobConfig"> & {
   checkpoints?: CheckpointConfig | undefined;
 
   /**
-   * A savepoint (its id) the job's subtasks start from on its first run:
-   * each subtask gets its own state in it (by vertex id and subtask
-   * index; states that match no subtask are ignored). The savepoint must
-   * exist when the job is submitted (else NOT_FOUND, SAVEPOINT_NOT_FOUND);
-   * if it is deleted before the job first runs, the job fails. Part of the
-   * plan. Since 1.2.
+   * A savepoint (its id) the job's subtasks start from on its first run: each
+   * subtask MUST get its own state in it (by vertex id and subtask index;
+   * states that match no subtask are ignored). The savepoint MUST exist when
+   * the job is submitted (else NOT_FOUND, SAVEPOINT_NOT_FOUND); if it is
+   * deleted before the job first runs, the job MUST fail. Part of the plan.
+   * Since 1.2.
    *
    * @generated from field: string restore_from_savepoint = 6;
    */
@@ -398,11 +411,12 @@ export const RestartStrategy_NoRestartSchema: GenMessage<RestartStrategy_NoResta
  */
 export type RestartStrategy_FixedDelay = Message<"jobplane.v1.RestartStrategy.FixedDelay"> & {
   /**
-   * The number of restarts allowed: at least 1, unless `unlimited` is
-   * set. Since 1.2 zero is refused (INVALID_ARGUMENT naming this field)
+   * The number of restarts allowed: at least 1, unless `unlimited` is set.
+   * Since 1.2 zero MUST be refused (INVALID_ARGUMENT naming this field)
    * rather than meaning unlimited, as it did in 1.1: a client of 1.1 that
    * sent 0 for "unlimited" is told so and sets `unlimited`; a plan stored
-   * under 1.1 with 0 keeps its meaning (unlimited) when it is recovered.
+   * under 1.1 with 0 MUST keep its meaning (unlimited) when it is
+   * recovered.
    *
    * @generated from field: int32 attempts = 1;
    */
@@ -416,7 +430,7 @@ export type RestartStrategy_FixedDelay = Message<"jobplane.v1.RestartStrategy.Fi
   delay?: Duration | undefined;
 
   /**
-   * Restart without a bound; `attempts` must then be 0. Since 1.2.
+   * Restart without a bound; `attempts` MUST then be 0. Since 1.2.
    *
    * @generated from field: bool unlimited = 3;
    */
@@ -439,21 +453,21 @@ export const RestartStrategy_FixedDelaySchema: GenMessage<RestartStrategy_FixedD
  */
 export type RestartStrategy_ExponentialDelay = Message<"jobplane.v1.RestartStrategy.ExponentialDelay"> & {
   /**
-   * The delay before the first restart; must be positive.
+   * The delay before the first restart; MUST be positive.
    *
    * @generated from field: google.protobuf.Duration initial_delay = 1;
    */
   initialDelay?: Duration | undefined;
 
   /**
-   * The largest delay; must be at least `initial_delay`.
+   * The largest delay; MUST be at least `initial_delay`.
    *
    * @generated from field: google.protobuf.Duration max_delay = 2;
    */
   maxDelay?: Duration | undefined;
 
   /**
-   * The factor applied to the delay after each failure; must be at least
+   * The factor applied to the delay after each failure; MUST be at least
    * 1. Zero means 2.
    *
    * @generated from field: double multiplier = 3;
@@ -476,16 +490,16 @@ export type RestartStrategy_ExponentialDelay = Message<"jobplane.v1.RestartStrat
   jitter: number;
 
   /**
-   * The number of restarts allowed: at least 1, unless `unlimited` is
-   * set. Since 1.2 zero is refused, as for FixedDelay.attempts (a plan
-   * stored under 1.1 with 0 keeps its meaning, unlimited).
+   * The number of restarts allowed: at least 1, unless `unlimited` is set.
+   * Since 1.2 zero MUST be refused, as for FixedDelay.attempts (a plan
+   * stored under 1.1 with 0 MUST keep its meaning, unlimited).
    *
    * @generated from field: int32 attempts = 6;
    */
   attempts: number;
 
   /**
-   * Restart without a bound; `attempts` must then be 0. Since 1.2.
+   * Restart without a bound; `attempts` MUST then be 0. Since 1.2.
    *
    * @generated from field: bool unlimited = 7;
    */
@@ -507,14 +521,14 @@ export const RestartStrategy_ExponentialDelaySchema: GenMessage<RestartStrategy_
  */
 export type RestartStrategy_FailureRate = Message<"jobplane.v1.RestartStrategy.FailureRate"> & {
   /**
-   * The failures tolerated within one interval; must be at least 1.
+   * The failures tolerated within one interval; MUST be at least 1.
    *
    * @generated from field: int32 max_failures = 1;
    */
   maxFailures: number;
 
   /**
-   * The sliding window over which failures are counted; must be positive.
+   * The sliding window over which failures are counted; MUST be positive.
    *
    * @generated from field: google.protobuf.Duration interval = 2;
    */
@@ -543,7 +557,7 @@ export const RestartStrategy_FailureRateSchema: GenMessage<RestartStrategy_Failu
  */
 export enum DistributionPattern {
   /**
-   * Not set; rejected as INVALID_ARGUMENT.
+   * Not set; MUST be rejected as INVALID_ARGUMENT.
    *
    * @generated from enum value: DISTRIBUTION_PATTERN_UNSPECIFIED = 0;
    */
@@ -579,7 +593,7 @@ export const DistributionPatternSchema: GenEnum<DistributionPattern> = /*@__PURE
  */
 export enum ResultPartitionType {
   /**
-   * Not set; rejected as INVALID_ARGUMENT.
+   * Not set; MUST be rejected as INVALID_ARGUMENT.
    *
    * @generated from enum value: RESULT_PARTITION_TYPE_UNSPECIFIED = 0;
    */

@@ -2,6 +2,16 @@
 // @generated from file jobplane/v1/job.proto (package jobplane.v1, syntax proto3)
 /* eslint-disable */
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
@@ -252,16 +262,16 @@ export type JobDetails = Message<"jobplane.v1.JobDetails"> & {
   summary?: JobSummary | undefined;
 
   /**
-   * One entry per vertex, in JobGraph order; with JOB_VIEW_FULL, the
-   * vertices that have subtasks in the page. Once the job is globally
-   * terminal, the vertices and subtasks in their final states, as its last
-   * JobMaster left them, for as long as the leading Dispatcher keeps them:
-   * in memory only, for a while after the job ended under it and within a
-   * bound on the subtasks of all ended jobs (10 minutes and 1,000,000
-   * subtasks by default in the reference server). Empty while the job is
-   * INITIALIZING, and for a job known only by its job result: one that
-   * ended before the current leader took over, or whose final details
-   * are no longer kept.
+   * One entry per vertex, in JobGraph order; with JOB_VIEW_FULL, the vertices
+   * that have subtasks in the page. Once the job is globally terminal, the
+   * vertices and subtasks in their final states, as its last JobMaster left
+   * them, for as long as the leading Dispatcher keeps them: in memory only,
+   * for a while after the job ended under it and within a bound on the
+   * subtasks of all ended jobs (informative: the reference server keeps them
+   * 10 minutes and at most 1,000,000 subtasks by default). Empty while the
+   * job is INITIALIZING, and for a job known only by its job result: one that
+   * ended before the current leader took over, or whose final details are no
+   * longer kept.
    *
    * @generated from field: repeated jobplane.v1.VertexDetails vertices = 2;
    */
@@ -539,12 +549,12 @@ export type JobResult = Message<"jobplane.v1.JobResult"> & {
   accumulators: { [key: string]: bigint };
 
   /**
-   * Where the attempts ran, so their output can be read after the job
-   * ended (DispatcherService.GetTaskOutput), also after a restart or a
-   * change of leader: per subtask its most recent attempts, at most 8, in
-   * JobGraph vertex order, then subtask index, then attempt number. The
-   * list is bounded so the result fits the HA store (the reference
-   * server: 256 KiB encoded): past the bound, each subtask's latest
+   * Where the attempts ran, so their output can be read after the job ended
+   * (DispatcherService.GetTaskOutput), also after a restart or a change of
+   * leader: per subtask its most recent attempts, at most 8, in JobGraph
+   * vertex order, then subtask index, then attempt number. The list MUST be
+   * bounded so the result fits the HA store (informative: the reference
+   * server's bound is 256 KiB encoded): past the bound, each subtask's latest
    * attempt only, and past that the subtasks that come first. Since 1.2.
    *
    * @generated from field: repeated jobplane.v1.AttemptPlacement placements = 13;
@@ -552,13 +562,13 @@ export type JobResult = Message<"jobplane.v1.JobResult"> & {
   placements: AttemptPlacement[];
 
   /**
-   * The id of the run this result is of: chosen by the server when it
-   * persisted the run's plan, unique among the runs of the job id, and
-   * kept with the plan and the result, so it survives a change of leader.
-   * Two runs of one job id (the id used again after its result was
-   * purged or expired, or with JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE) have
-   * different run ids. Opaque, at most 128 bytes. Empty for a job
-   * persisted by a server before 1.2. Since 1.2.
+   * The id of the run this result is of: the server MUST choose it when it
+   * persists the run's plan, unique among the runs of the job id, and MUST
+   * keep it with the plan and the result, so it survives a change of leader.
+   * Two runs of one job id (the id used again after its result was purged or
+   * expired, or with JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE) MUST have different
+   * run ids. Opaque, at most 128 bytes. Empty for a job persisted by a server
+   * before 1.2. Since 1.2.
    *
    * @generated from field: string run_id = 14;
    */
@@ -629,9 +639,9 @@ export type AttemptPlacement = Message<"jobplane.v1.AttemptPlacement"> & {
   taskExecutorId: string;
 
   /**
-   * That TaskExecutor's address when the attempt was deployed there (its
-   * base URL on the cluster protocol); a Dispatcher prefers the address
-   * the TaskExecutor registered with since, when it knows one.
+   * That TaskExecutor's address when the attempt was deployed there (its base
+   * URL on the cluster protocol); a Dispatcher SHOULD prefer the address the
+   * TaskExecutor registered with since, when it knows one.
    *
    * @generated from field: string task_executor_address = 3;
    */
@@ -649,17 +659,17 @@ export const AttemptPlacementSchema: GenMessage<AttemptPlacement> = /*@__PURE__*
  * JobStatus is the status of a job, as in Flink.
  *
  * FINISHED, FAILED and CANCELED are globally terminal: the job has a job
- * result and that run never runs again (its id runs anew only after the
- * result is removed: see DispatcherService.PurgeJob and
- * JobIdReusePolicy). SUSPENDED is locally terminal: the
- * JobMaster that ran the job stopped (for example because its process lost
- * leadership), and the job resumes under a new JobMaster elsewhere.
+ * result and that run MUST NOT run again (its id runs anew only after the
+ * result is removed: see DispatcherService.PurgeJob and JobIdReusePolicy).
+ * SUSPENDED is locally terminal: the JobMaster that ran the job stopped (for
+ * example because its process lost leadership), and the job resumes under a
+ * new JobMaster elsewhere.
  *
  * @generated from enum jobplane.v1.JobStatus
  */
 export enum JobStatus {
   /**
-   * Never sent.
+   * MUST NOT be sent.
    *
    * @generated from enum value: JOB_STATUS_UNSPECIFIED = 0;
    */

@@ -2,6 +2,16 @@
 // @generated from file jobplane/v1/leadership.proto (package jobplane.v1, syntax proto3)
 /* eslint-disable */
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
@@ -15,39 +25,39 @@ export const file_jobplane_v1_leadership: GenFile = /*@__PURE__*/
 /**
  * FencingToken identifies one leadership grant in one election.
  *
- * Every grant yields a fresh token. Every call made on behalf of a leader
- * carries the token of its grant, and the receiver compares it with the
- * election's current token: a mismatch is refused with ABORTED and an
- * ErrorInfo whose reason is STALE_FENCING_TOKEN (see ErrorReason).
+ * Every grant MUST yield a fresh token. Every call made on behalf of a leader
+ * MUST carry the token of its grant, and the receiver MUST compare it with
+ * the election's current token: a mismatch MUST be refused with ABORTED and
+ * an ErrorInfo whose reason is STALE_FENCING_TOKEN (see ErrorReason).
  *
  * Tokens of one election are ordered by `epoch`; `session_id` only
  * distinguishes holders and carries no order. A token is meaningful only
  * together with the name of its election (see Fence).
  *
- * When a leader counts as deposed. Every implementation keeps three rules,
- * which together mean that two leaders of one election never act at once,
- * even when a process stalls or the network delays its messages:
+ * When a leader counts as deposed. Every implementation MUST keep three
+ * rules, which together mean that two leaders of one election never act at
+ * once, even when a process stalls or the network delays its messages:
  *
- * 1. A leader acts only while its leadership certainly holds: from its grant
- *    until the send time of its session's last acknowledged
+ * 1. A leader MUST act only while its leadership certainly holds: from its
+ *    grant until the send time of its session's last acknowledged
  *    jobplane.hastore.v1.HAStoreService.KeepAlive plus the session's TTL,
  *    less a margin for clock drift, measured on its own monotonic clock. Past
  *    that instant its leadership has ended for it, whatever it learns later:
- *    it answers every call as NOT_LEADER, deploys nothing, writes nothing,
- *    and campaigns again for a new grant. It checks this as it acts, so a
+ *    it MUST answer every call as NOT_LEADER, deploy nothing, write nothing,
+ *    and campaign again for a new grant. It MUST check this as it acts, so a
  *    process that stood still (paused, starved) past the instant does not act
  *    on a decision taken before.
- * 2. The HA store never ends a session earlier than its TTL after it
- *    received the last KeepAlive it acknowledged (it may end it later).
- *    So the next grant of an election comes only after the former
- *    leader stopped acting by rule 1.
+ * 2. The HA store MUST NOT end a session earlier than its TTL after it
+ *    received the last KeepAlive it acknowledged (it MAY end it later). So
+ *    the next grant of an election comes only after the former leader stopped
+ *    acting by rule 1.
  * 3. A receiver that gets a call carrying a token newer than its own
- *    leadership's answers that call UNAVAILABLE (NOT_LEADER) and does nothing
- *    for it, but does not step down on the strength of that token alone: a
- *    token can be forged or come from a confused peer. It steps down when its
- *    own leadership ends (rule 1, or a revocation the store reports), or once
- *    jobplane.hastore.v1.HAStoreService.GetLeader confirms that the
- *    election's current grant is newer than its own.
+ *    leadership's MUST answer that call UNAVAILABLE (NOT_LEADER) and do
+ *    nothing for it, but MUST NOT step down on the strength of that token
+ *    alone: a token can be forged or come from a confused peer. It MUST step
+ *    down when its own leadership ends (rule 1, or a revocation the store
+ *    reports), or once jobplane.hastore.v1.HAStoreService.GetLeader confirms
+ *    that the election's current grant is newer than its own.
  *
  * @generated from message jobplane.v1.FencingToken
  */
@@ -62,10 +72,10 @@ export type FencingToken = Message<"jobplane.v1.FencingToken"> & {
   sessionId: string;
 
   /**
-   * The grant's epoch. It strictly increases with every grant of the same
+   * The grant's epoch. It MUST strictly increase with every grant of the same
    * election, also across restarts of the store; a larger epoch means a
-   * newer grant. On the etcd backend it is the create revision of the
-   * leader's key. Required: zero is malformed.
+   * newer grant. Required: zero is malformed. Informative: on the reference
+   * store's etcd backend it is the create revision of the leader's key.
    *
    * @generated from field: uint64 epoch = 2;
    */
@@ -83,10 +93,10 @@ export const FencingTokenSchema: GenMessage<FencingToken> = /*@__PURE__*/
  * Fence names the leadership on whose behalf a write is made: an election
  * and the token of a grant in it.
  *
- * A fenced write succeeds only if `token` is the election's current grant,
- * checked atomically with the write itself (in the same store transaction).
- * Otherwise it is refused with ABORTED / STALE_FENCING_TOKEN and changes
- * nothing.
+ * A fenced write MUST succeed only if `token` is the election's current
+ * grant, checked atomically with the write itself (in the same store
+ * transaction). Otherwise it MUST be refused with ABORTED /
+ * STALE_FENCING_TOKEN and change nothing.
  *
  * @generated from message jobplane.v1.Fence
  */
@@ -148,9 +158,9 @@ export type LeaderInfo = Message<"jobplane.v1.LeaderInfo"> & {
    * The base URL at which the leader serves the cluster protocol
    * (ResourceManagerService, JobMasterService, HAStoreService), when it
    * serves it on another listener than its public API: the one
-   * TaskExecutors and JobMasters call. Clients and NOT_LEADER answers use
-   * `address`. Empty: the cluster protocol is served at `address`, which
-   * readers then use for both (records of implementations that keep
+   * TaskExecutors and JobMasters call. Clients and NOT_LEADER answers MUST
+   * use `address`. Empty: the cluster protocol is served at `address`, which
+   * readers then MUST use for both (records of implementations that keep
    * one listener, and of older versions, leave it empty).
    *
    * @generated from field: string cluster_address = 4;

@@ -2,6 +2,16 @@
 // @generated from file jobplane/v1/stream.proto (package jobplane.v1, syntax proto3)
 /* eslint-disable */
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
@@ -14,13 +24,13 @@ export const file_jobplane_v1_stream: GenFile = /*@__PURE__*/
 
 /**
  * Heartbeat is the event a server stream (WatchJob, ObserveLeader,
- * jobplane.hastore.v1.HAStoreService.WatchSession) sends when it has sent
+ * jobplane.hastore.v1.HAStoreService.WatchSession) MUST send when it has sent
  * nothing else for a while (WatchJob: the advertised
- * ServerTimings.stream_heartbeat, at most 30 s; the others: 10 seconds
- * unless a call says otherwise), so that
- * idle streams survive proxies and a client can tell a quiet stream from a
- * dead one. Every stream sends it the same way: as the `heartbeat` case of
- * its event oneof, never as a message with its other fields left unset.
+ * ServerTimings.stream_heartbeat, at most 30 s; the others: 10 seconds unless
+ * a call says otherwise), so that idle streams survive proxies and a client
+ * can tell a quiet stream from a dead one. Every stream MUST send it the same
+ * way: as the `heartbeat` case of its event oneof, never as a message with
+ * its other fields left unset.
  *
  * @generated from message jobplane.v1.Heartbeat
  */

@@ -2,6 +2,16 @@
 //
 // Source: jobplane/cluster/v1/job_master_service.proto
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 package clusterv1connect
 
 import (
@@ -61,8 +71,8 @@ const (
 
 // JobMasterServiceClient is a client for the jobplane.cluster.v1.JobMasterService service.
 type JobMasterServiceClient interface {
-	// RegisterTaskExecutor connects a TaskExecutor to the JobMaster, which
-	// from then on monitors it by heartbeats. Registering again replaces the
+	// RegisterTaskExecutor connects a TaskExecutor to the JobMaster, which from
+	// then on monitors it by heartbeats. Registering again MUST replace the
 	// previous registration. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field; ABORTED
@@ -70,41 +80,40 @@ type JobMasterServiceClient interface {
 	RegisterTaskExecutor(context.Context, *v1.JobMasterServiceRegisterTaskExecutorRequest) (*v1.JobMasterServiceRegisterTaskExecutorResponse, error)
 	// OfferSlots offers slots that the ResourceManager allocated to the job.
 	// The JobMaster accepts the slots it can use and answers which; the
-	// TaskExecutor frees the rest. Offering an accepted slot again accepts it
-	// again. A TaskExecutor offers in one call the slots allocated to the
-	// JobMaster together (see TaskExecutorService.RequestSlots), and those
-	// allocated while an offer to it is on its way in the next call, not
-	// one call per slot. An offer that carries the TaskExecutor's address
-	// also registers it (or renews its registration), as
-	// RegisterTaskExecutor would: a TaskExecutor offering slots to a
-	// JobMaster makes one call, not two. A slot that the JobMaster gave up
-	// while the TaskExecutor was lost, and that the registration tells the
-	// TaskExecutor to free, is not accepted. Idempotent.
+	// TaskExecutor MUST free the rest. Offering an accepted slot again MUST
+	// accept it again. A TaskExecutor SHOULD offer in one call the slots
+	// allocated to the JobMaster together (see
+	// TaskExecutorService.RequestSlots), and those allocated while an offer to
+	// it is on its way in the next call, not one call per slot. An offer that
+	// carries the TaskExecutor's address MUST also register it (or renew its
+	// registration), as RegisterTaskExecutor would: a TaskExecutor offering
+	// slots to a JobMaster makes one call, not two. A slot that the JobMaster
+	// gave up while the TaskExecutor was lost, and that the registration tells
+	// the TaskExecutor to free, MUST NOT be accepted. Idempotent.
 	//
-	// A TaskExecutor that sets `deployments_in_answer` takes deployments in
-	// the answer: the JobMaster may answer with the attempts it deploys into
-	// the accepted slots (`deployments`), instead of sending them in a
-	// SubmitTasks call of its own, which saves a call and a trip on the way
-	// from a slot's allocation to its first task. The TaskExecutor deploys
-	// them as SubmitTasks from the same JobMaster, under the offer's token
-	// and with the answer's heartbeat timeout, would. The JobMaster cannot
-	// know whether the answer arrived: until it hears a state of such an
-	// attempt from the TaskExecutor, it counts the deployment as in flight,
-	// and after its heartbeat interval sends it again with SubmitTasks
-	// (which a TaskExecutor that runs the attempt already takes as done).
-	// Offering an accepted slot again answers again with the deployment of
-	// the attempt still in flight in it.
+	// A TaskExecutor that sets `deployments_in_answer` takes deployments in the
+	// answer: the JobMaster MAY answer with the attempts it deploys into the
+	// accepted slots (`deployments`), instead of sending them in a SubmitTasks
+	// call of its own, which saves a call and a trip on the way from a slot's
+	// allocation to its first task. The TaskExecutor MUST deploy them as
+	// SubmitTasks from the same JobMaster, under the offer's token and with the
+	// answer's heartbeat timeout, would. The JobMaster cannot know whether the
+	// answer arrived: until it hears a state of such an attempt from the
+	// TaskExecutor, it MUST count the deployment as in flight, and after its
+	// heartbeat interval send it again with SubmitTasks (which a TaskExecutor
+	// that runs the attempt already MUST take as done). Offering an accepted
+	// slot again MUST answer again with the deployment of the attempt still in
+	// flight in it.
 	//
-	// Accepted slots that wait idle for more (a region is deployed once all
-	// its slots are at hand) are not kept for ever: after a change of
-	// leader the TaskExecutors offer each new JobMaster the slots its job
-	// held, outside the ResourceManager's order, and jobs that each hold
-	// part of what they need would wait for one another. A JobMaster whose
-	// deployment has waited for the advertised
-	// jobplane.v1.ServerTimings.slot_yield (at most 30 s; the reference
-	// server: 5 s) gives its
-	// idle slots back with FreeSlots and keeps its declared requirement, so
-	// that the ResourceManager hands them out again in request order.
+	// Accepted slots that wait idle for more (a region is deployed once all its
+	// slots are at hand) are not kept for ever: after a change of leader the
+	// TaskExecutors offer each new JobMaster the slots its job held, outside
+	// the ResourceManager's order, and jobs that each hold part of what they
+	// need would wait for one another. A JobMaster whose deployment has waited
+	// for the advertised jobplane.v1.ServerTimings.slot_yield (at most 30 s;
+	// informative: the reference server's is 5 s) MUST give its idle slots back
+	// with FreeSlots and keep its declared requirement, so that the
+	// ResourceManager hands them out again in request order.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field; FAILED_PRECONDITION
 	// (NOT_REGISTERED) if the TaskExecutor did not register and the offer
@@ -112,10 +121,10 @@ type JobMasterServiceClient interface {
 	// (NOT_LEADER).
 	OfferSlots(context.Context, *v1.OfferSlotsRequest) (*v1.OfferSlotsResponse, error)
 	// UpdateTaskExecutionState reports a state change of an execution attempt.
-	// Reporting the same state again changes nothing. Idempotent.
+	// Reporting the same state again MUST change nothing. Idempotent.
 	//
 	// Errors: NOT_FOUND (EXECUTION_NOT_FOUND) if the JobMaster does not know
-	// the attempt, in which case the TaskExecutor cancels it; ABORTED
+	// the attempt, in which case the TaskExecutor MUST cancel it; ABORTED
 	// (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	//
 	// Answers that say nothing of the attempt now (since 1.2). A
@@ -128,71 +137,71 @@ type JobMasterServiceClient interface {
 	// them; the attempt stops when the lease ends if none does.
 	UpdateTaskExecutionState(context.Context, *v1.UpdateTaskExecutionStateRequest) (*v1.UpdateTaskExecutionStateResponse, error)
 	// UpdateTaskExecutionStates reports several state changes of one job's
-	// attempts on one TaskExecutor, each as UpdateTaskExecutionState would,
-	// in order, under one JobMaster token: one call for what changed
-	// meanwhile rather than one per change. A JobMaster may lack it (it
-	// answers UNIMPLEMENTED); TaskExecutors then make the one-change calls
+	// attempts on one TaskExecutor, each as UpdateTaskExecutionState would, in
+	// order, under one JobMaster token: one call for what changed meanwhile
+	// rather than one per change. A JobMaster MAY lack it (it then MUST answer
+	// UNIMPLEMENTED); TaskExecutors then MUST make the one-change calls
 	// instead. Idempotent.
 	//
-	// The attempts are the job's: the call never reaches another job's
+	// The attempts are the job's: the call MUST NOT reach another job's
 	// JobMaster, whatever the attempts are named.
 	//
-	// Errors: INVALID_ARGUMENT for a state change without its attempt,
-	// ABORTED (STALE_FENCING_TOKEN) and UNAVAILABLE (NOT_LEADER), in which
-	// case nothing is taken. Per state change
-	// (UpdateTaskExecutionStatesResponse.refused): EXECUTION_NOT_FOUND, and
-	// the TaskExecutor cancels that attempt.
+	// Errors: INVALID_ARGUMENT for a state change without its attempt, ABORTED
+	// (STALE_FENCING_TOKEN) and UNAVAILABLE (NOT_LEADER), in which case the
+	// JobMaster MUST take nothing. Per state change
+	// (UpdateTaskExecutionStatesResponse.refused): EXECUTION_NOT_FOUND, and the
+	// TaskExecutor MUST cancel that attempt.
 	UpdateTaskExecutionStates(context.Context, *v1.UpdateTaskExecutionStatesRequest) (*v1.UpdateTaskExecutionStatesResponse, error)
-	// UpdateTaskExecutionStatesOfJobs reports state changes of several
-	// jobs' attempts on one TaskExecutor to the process serving this
-	// address: each entry of `jobs` as UpdateTaskExecutionStates would take
-	// it, routed to its own job's JobMaster and fenced by its own token. A
-	// TaskExecutor reports in one call what changed meanwhile for every job
-	// whose JobMaster it reports to here, not one call per job. A process
-	// may lack it (it answers UNIMPLEMENTED); TaskExecutors then make one
+	// UpdateTaskExecutionStatesOfJobs reports state changes of several jobs'
+	// attempts on one TaskExecutor to the process serving this address: each
+	// entry of `jobs` as UpdateTaskExecutionStates would take it, routed to its
+	// own job's JobMaster and fenced by its own token. A TaskExecutor SHOULD
+	// report in one call what changed meanwhile for every job whose JobMaster
+	// it reports to here, not one call per job. A process MAY lack it (it then
+	// MUST answer UNIMPLEMENTED); TaskExecutors then MUST make one
 	// UpdateTaskExecutionStates per job. Idempotent.
 	//
-	// Each entry is taken or refused on its own, and the entries of one job
-	// in the order they come. An entry's `task_executor_id` is ignored: the
-	// request's applies to all.
+	// Each entry MUST be taken or refused on its own, and the entries of one
+	// job in the order they come. An entry's `task_executor_id` MUST be
+	// ignored: the request's applies to all.
 	//
 	// Errors: INVALID_ARGUMENT for a missing TaskExecutor id, or an entry
-	// without its job id or a state change without its attempt, in which
-	// case nothing is taken. Per entry
+	// without its job id or a state change without its attempt, in which case
+	// the process MUST take nothing. Per entry
 	// (UpdateTaskExecutionStatesOfJobsResponse.refused): the error
 	// UpdateTaskExecutionStates would have answered as a whole (ABORTED
-	// (STALE_FENCING_TOKEN), UNAVAILABLE (NOT_LEADER)), and nothing of the
-	// entry is taken; per state change
+	// (STALE_FENCING_TOKEN), UNAVAILABLE (NOT_LEADER)), and the process MUST
+	// take nothing of the entry; per state change
 	// (UpdateTaskExecutionStatesOfJobsResponse.results): EXECUTION_NOT_FOUND,
-	// and the TaskExecutor cancels that attempt.
+	// and the TaskExecutor MUST cancel that attempt.
 	UpdateTaskExecutionStatesOfJobs(context.Context, *v1.UpdateTaskExecutionStatesOfJobsRequest) (*v1.UpdateTaskExecutionStatesOfJobsResponse, error)
 	// HeartbeatFromTaskExecutor is the heartbeat between a TaskExecutor and
 	// the process serving this address, for every job whose JobMaster the
 	// TaskExecutor follows here: one call per heartbeat interval per pair of
 	// processes, whatever the number of jobs, carrying only what changed
 	// since the last heartbeat the process answered (see
-	// HeartbeatFromTaskExecutorRequest). The answer names only the jobs
-	// that need the TaskExecutor's attention; every other job it follows
-	// here counts as heard from its JobMaster, as of when the call was sent,
-	// for at most `lease_remaining` from then. Idempotent.
+	// HeartbeatFromTaskExecutorRequest). The answer MUST name only the jobs
+	// that need the TaskExecutor's attention; every other job it follows here
+	// counts as heard from its JobMaster, as of when the call was sent, for at
+	// most `lease_remaining` from then. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing id or address.
 	HeartbeatFromTaskExecutor(context.Context, *v1.HeartbeatFromTaskExecutorRequest) (*v1.HeartbeatFromTaskExecutorResponse, error)
-	// Heartbeat tells the JobMaster of one job that a registered
-	// TaskExecutor is alive, with the states of the job's attempts on it.
-	// Superseded by HeartbeatFromTaskExecutor, which serves all jobs of a
-	// pair of processes at once; kept for TaskExecutors that send it.
-	// Idempotent.
+	// Heartbeat tells the JobMaster of one job that a registered TaskExecutor
+	// is alive, with the states of the job's attempts on it. Superseded by
+	// HeartbeatFromTaskExecutor, which serves all jobs of a pair of processes
+	// at once; kept for TaskExecutors that send it, so a JobMaster MUST still
+	// serve it. Idempotent.
 	//
 	// Errors: FAILED_PRECONDITION (NOT_REGISTERED); ABORTED
 	// (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	Heartbeat(context.Context, *v1.JobMasterServiceHeartbeatRequest) (*v1.JobMasterServiceHeartbeatResponse, error)
-	// DisconnectTaskExecutor ends a TaskExecutor's registration: its slots are
-	// released and attempts on it fail, to be deployed again once they are
-	// known to have stopped (see the service). The TaskExecutor calls it when
-	// it stops; the ResourceManager calls it, with the token the JobMaster
-	// registered, when it loses the TaskExecutor. Idempotent: disconnecting
-	// an unknown TaskExecutor succeeds.
+	// DisconnectTaskExecutor ends a TaskExecutor's registration: its slots MUST
+	// be released and attempts on it fail, to be deployed again once they are
+	// known to have stopped (see the service). The TaskExecutor SHOULD call it
+	// when it stops; the ResourceManager SHOULD call it, with the token the
+	// JobMaster registered, when it loses the TaskExecutor. Idempotent:
+	// disconnecting an unknown TaskExecutor MUST succeed.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	DisconnectTaskExecutor(context.Context, *v1.DisconnectTaskExecutorRequest) (*v1.DisconnectTaskExecutorResponse, error)
@@ -355,8 +364,8 @@ func (c *jobMasterServiceClient) DisconnectTaskExecutor(ctx context.Context, req
 
 // JobMasterServiceHandler is an implementation of the jobplane.cluster.v1.JobMasterService service.
 type JobMasterServiceHandler interface {
-	// RegisterTaskExecutor connects a TaskExecutor to the JobMaster, which
-	// from then on monitors it by heartbeats. Registering again replaces the
+	// RegisterTaskExecutor connects a TaskExecutor to the JobMaster, which from
+	// then on monitors it by heartbeats. Registering again MUST replace the
 	// previous registration. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field; ABORTED
@@ -364,41 +373,40 @@ type JobMasterServiceHandler interface {
 	RegisterTaskExecutor(context.Context, *v1.JobMasterServiceRegisterTaskExecutorRequest) (*v1.JobMasterServiceRegisterTaskExecutorResponse, error)
 	// OfferSlots offers slots that the ResourceManager allocated to the job.
 	// The JobMaster accepts the slots it can use and answers which; the
-	// TaskExecutor frees the rest. Offering an accepted slot again accepts it
-	// again. A TaskExecutor offers in one call the slots allocated to the
-	// JobMaster together (see TaskExecutorService.RequestSlots), and those
-	// allocated while an offer to it is on its way in the next call, not
-	// one call per slot. An offer that carries the TaskExecutor's address
-	// also registers it (or renews its registration), as
-	// RegisterTaskExecutor would: a TaskExecutor offering slots to a
-	// JobMaster makes one call, not two. A slot that the JobMaster gave up
-	// while the TaskExecutor was lost, and that the registration tells the
-	// TaskExecutor to free, is not accepted. Idempotent.
+	// TaskExecutor MUST free the rest. Offering an accepted slot again MUST
+	// accept it again. A TaskExecutor SHOULD offer in one call the slots
+	// allocated to the JobMaster together (see
+	// TaskExecutorService.RequestSlots), and those allocated while an offer to
+	// it is on its way in the next call, not one call per slot. An offer that
+	// carries the TaskExecutor's address MUST also register it (or renew its
+	// registration), as RegisterTaskExecutor would: a TaskExecutor offering
+	// slots to a JobMaster makes one call, not two. A slot that the JobMaster
+	// gave up while the TaskExecutor was lost, and that the registration tells
+	// the TaskExecutor to free, MUST NOT be accepted. Idempotent.
 	//
-	// A TaskExecutor that sets `deployments_in_answer` takes deployments in
-	// the answer: the JobMaster may answer with the attempts it deploys into
-	// the accepted slots (`deployments`), instead of sending them in a
-	// SubmitTasks call of its own, which saves a call and a trip on the way
-	// from a slot's allocation to its first task. The TaskExecutor deploys
-	// them as SubmitTasks from the same JobMaster, under the offer's token
-	// and with the answer's heartbeat timeout, would. The JobMaster cannot
-	// know whether the answer arrived: until it hears a state of such an
-	// attempt from the TaskExecutor, it counts the deployment as in flight,
-	// and after its heartbeat interval sends it again with SubmitTasks
-	// (which a TaskExecutor that runs the attempt already takes as done).
-	// Offering an accepted slot again answers again with the deployment of
-	// the attempt still in flight in it.
+	// A TaskExecutor that sets `deployments_in_answer` takes deployments in the
+	// answer: the JobMaster MAY answer with the attempts it deploys into the
+	// accepted slots (`deployments`), instead of sending them in a SubmitTasks
+	// call of its own, which saves a call and a trip on the way from a slot's
+	// allocation to its first task. The TaskExecutor MUST deploy them as
+	// SubmitTasks from the same JobMaster, under the offer's token and with the
+	// answer's heartbeat timeout, would. The JobMaster cannot know whether the
+	// answer arrived: until it hears a state of such an attempt from the
+	// TaskExecutor, it MUST count the deployment as in flight, and after its
+	// heartbeat interval send it again with SubmitTasks (which a TaskExecutor
+	// that runs the attempt already MUST take as done). Offering an accepted
+	// slot again MUST answer again with the deployment of the attempt still in
+	// flight in it.
 	//
-	// Accepted slots that wait idle for more (a region is deployed once all
-	// its slots are at hand) are not kept for ever: after a change of
-	// leader the TaskExecutors offer each new JobMaster the slots its job
-	// held, outside the ResourceManager's order, and jobs that each hold
-	// part of what they need would wait for one another. A JobMaster whose
-	// deployment has waited for the advertised
-	// jobplane.v1.ServerTimings.slot_yield (at most 30 s; the reference
-	// server: 5 s) gives its
-	// idle slots back with FreeSlots and keeps its declared requirement, so
-	// that the ResourceManager hands them out again in request order.
+	// Accepted slots that wait idle for more (a region is deployed once all its
+	// slots are at hand) are not kept for ever: after a change of leader the
+	// TaskExecutors offer each new JobMaster the slots its job held, outside
+	// the ResourceManager's order, and jobs that each hold part of what they
+	// need would wait for one another. A JobMaster whose deployment has waited
+	// for the advertised jobplane.v1.ServerTimings.slot_yield (at most 30 s;
+	// informative: the reference server's is 5 s) MUST give its idle slots back
+	// with FreeSlots and keep its declared requirement, so that the
+	// ResourceManager hands them out again in request order.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field; FAILED_PRECONDITION
 	// (NOT_REGISTERED) if the TaskExecutor did not register and the offer
@@ -406,10 +414,10 @@ type JobMasterServiceHandler interface {
 	// (NOT_LEADER).
 	OfferSlots(context.Context, *v1.OfferSlotsRequest) (*v1.OfferSlotsResponse, error)
 	// UpdateTaskExecutionState reports a state change of an execution attempt.
-	// Reporting the same state again changes nothing. Idempotent.
+	// Reporting the same state again MUST change nothing. Idempotent.
 	//
 	// Errors: NOT_FOUND (EXECUTION_NOT_FOUND) if the JobMaster does not know
-	// the attempt, in which case the TaskExecutor cancels it; ABORTED
+	// the attempt, in which case the TaskExecutor MUST cancel it; ABORTED
 	// (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	//
 	// Answers that say nothing of the attempt now (since 1.2). A
@@ -422,71 +430,71 @@ type JobMasterServiceHandler interface {
 	// them; the attempt stops when the lease ends if none does.
 	UpdateTaskExecutionState(context.Context, *v1.UpdateTaskExecutionStateRequest) (*v1.UpdateTaskExecutionStateResponse, error)
 	// UpdateTaskExecutionStates reports several state changes of one job's
-	// attempts on one TaskExecutor, each as UpdateTaskExecutionState would,
-	// in order, under one JobMaster token: one call for what changed
-	// meanwhile rather than one per change. A JobMaster may lack it (it
-	// answers UNIMPLEMENTED); TaskExecutors then make the one-change calls
+	// attempts on one TaskExecutor, each as UpdateTaskExecutionState would, in
+	// order, under one JobMaster token: one call for what changed meanwhile
+	// rather than one per change. A JobMaster MAY lack it (it then MUST answer
+	// UNIMPLEMENTED); TaskExecutors then MUST make the one-change calls
 	// instead. Idempotent.
 	//
-	// The attempts are the job's: the call never reaches another job's
+	// The attempts are the job's: the call MUST NOT reach another job's
 	// JobMaster, whatever the attempts are named.
 	//
-	// Errors: INVALID_ARGUMENT for a state change without its attempt,
-	// ABORTED (STALE_FENCING_TOKEN) and UNAVAILABLE (NOT_LEADER), in which
-	// case nothing is taken. Per state change
-	// (UpdateTaskExecutionStatesResponse.refused): EXECUTION_NOT_FOUND, and
-	// the TaskExecutor cancels that attempt.
+	// Errors: INVALID_ARGUMENT for a state change without its attempt, ABORTED
+	// (STALE_FENCING_TOKEN) and UNAVAILABLE (NOT_LEADER), in which case the
+	// JobMaster MUST take nothing. Per state change
+	// (UpdateTaskExecutionStatesResponse.refused): EXECUTION_NOT_FOUND, and the
+	// TaskExecutor MUST cancel that attempt.
 	UpdateTaskExecutionStates(context.Context, *v1.UpdateTaskExecutionStatesRequest) (*v1.UpdateTaskExecutionStatesResponse, error)
-	// UpdateTaskExecutionStatesOfJobs reports state changes of several
-	// jobs' attempts on one TaskExecutor to the process serving this
-	// address: each entry of `jobs` as UpdateTaskExecutionStates would take
-	// it, routed to its own job's JobMaster and fenced by its own token. A
-	// TaskExecutor reports in one call what changed meanwhile for every job
-	// whose JobMaster it reports to here, not one call per job. A process
-	// may lack it (it answers UNIMPLEMENTED); TaskExecutors then make one
+	// UpdateTaskExecutionStatesOfJobs reports state changes of several jobs'
+	// attempts on one TaskExecutor to the process serving this address: each
+	// entry of `jobs` as UpdateTaskExecutionStates would take it, routed to its
+	// own job's JobMaster and fenced by its own token. A TaskExecutor SHOULD
+	// report in one call what changed meanwhile for every job whose JobMaster
+	// it reports to here, not one call per job. A process MAY lack it (it then
+	// MUST answer UNIMPLEMENTED); TaskExecutors then MUST make one
 	// UpdateTaskExecutionStates per job. Idempotent.
 	//
-	// Each entry is taken or refused on its own, and the entries of one job
-	// in the order they come. An entry's `task_executor_id` is ignored: the
-	// request's applies to all.
+	// Each entry MUST be taken or refused on its own, and the entries of one
+	// job in the order they come. An entry's `task_executor_id` MUST be
+	// ignored: the request's applies to all.
 	//
 	// Errors: INVALID_ARGUMENT for a missing TaskExecutor id, or an entry
-	// without its job id or a state change without its attempt, in which
-	// case nothing is taken. Per entry
+	// without its job id or a state change without its attempt, in which case
+	// the process MUST take nothing. Per entry
 	// (UpdateTaskExecutionStatesOfJobsResponse.refused): the error
 	// UpdateTaskExecutionStates would have answered as a whole (ABORTED
-	// (STALE_FENCING_TOKEN), UNAVAILABLE (NOT_LEADER)), and nothing of the
-	// entry is taken; per state change
+	// (STALE_FENCING_TOKEN), UNAVAILABLE (NOT_LEADER)), and the process MUST
+	// take nothing of the entry; per state change
 	// (UpdateTaskExecutionStatesOfJobsResponse.results): EXECUTION_NOT_FOUND,
-	// and the TaskExecutor cancels that attempt.
+	// and the TaskExecutor MUST cancel that attempt.
 	UpdateTaskExecutionStatesOfJobs(context.Context, *v1.UpdateTaskExecutionStatesOfJobsRequest) (*v1.UpdateTaskExecutionStatesOfJobsResponse, error)
 	// HeartbeatFromTaskExecutor is the heartbeat between a TaskExecutor and
 	// the process serving this address, for every job whose JobMaster the
 	// TaskExecutor follows here: one call per heartbeat interval per pair of
 	// processes, whatever the number of jobs, carrying only what changed
 	// since the last heartbeat the process answered (see
-	// HeartbeatFromTaskExecutorRequest). The answer names only the jobs
-	// that need the TaskExecutor's attention; every other job it follows
-	// here counts as heard from its JobMaster, as of when the call was sent,
-	// for at most `lease_remaining` from then. Idempotent.
+	// HeartbeatFromTaskExecutorRequest). The answer MUST name only the jobs
+	// that need the TaskExecutor's attention; every other job it follows here
+	// counts as heard from its JobMaster, as of when the call was sent, for at
+	// most `lease_remaining` from then. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing id or address.
 	HeartbeatFromTaskExecutor(context.Context, *v1.HeartbeatFromTaskExecutorRequest) (*v1.HeartbeatFromTaskExecutorResponse, error)
-	// Heartbeat tells the JobMaster of one job that a registered
-	// TaskExecutor is alive, with the states of the job's attempts on it.
-	// Superseded by HeartbeatFromTaskExecutor, which serves all jobs of a
-	// pair of processes at once; kept for TaskExecutors that send it.
-	// Idempotent.
+	// Heartbeat tells the JobMaster of one job that a registered TaskExecutor
+	// is alive, with the states of the job's attempts on it. Superseded by
+	// HeartbeatFromTaskExecutor, which serves all jobs of a pair of processes
+	// at once; kept for TaskExecutors that send it, so a JobMaster MUST still
+	// serve it. Idempotent.
 	//
 	// Errors: FAILED_PRECONDITION (NOT_REGISTERED); ABORTED
 	// (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	Heartbeat(context.Context, *v1.JobMasterServiceHeartbeatRequest) (*v1.JobMasterServiceHeartbeatResponse, error)
-	// DisconnectTaskExecutor ends a TaskExecutor's registration: its slots are
-	// released and attempts on it fail, to be deployed again once they are
-	// known to have stopped (see the service). The TaskExecutor calls it when
-	// it stops; the ResourceManager calls it, with the token the JobMaster
-	// registered, when it loses the TaskExecutor. Idempotent: disconnecting
-	// an unknown TaskExecutor succeeds.
+	// DisconnectTaskExecutor ends a TaskExecutor's registration: its slots MUST
+	// be released and attempts on it fail, to be deployed again once they are
+	// known to have stopped (see the service). The TaskExecutor SHOULD call it
+	// when it stops; the ResourceManager SHOULD call it, with the token the
+	// JobMaster registered, when it loses the TaskExecutor. Idempotent:
+	// disconnecting an unknown TaskExecutor MUST succeed.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
 	DisconnectTaskExecutor(context.Context, *v1.DisconnectTaskExecutorRequest) (*v1.DisconnectTaskExecutorResponse, error)

@@ -2,6 +2,16 @@
 //
 // Source: jobplane/cluster/v1/resource_manager_service.proto
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 package clusterv1connect
 
 import (
@@ -54,7 +64,7 @@ const (
 // service.
 type ResourceManagerServiceClient interface {
 	// RegisterTaskExecutor registers a TaskExecutor and its slots. A
-	// TaskExecutor that registers again under the same id replaces its
+	// TaskExecutor that registers again under the same id MUST replace its
 	// previous registration. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing id, address or token;
@@ -62,7 +72,7 @@ type ResourceManagerServiceClient interface {
 	RegisterTaskExecutor(context.Context, *v1.ResourceManagerServiceRegisterTaskExecutorRequest) (*v1.ResourceManagerServiceRegisterTaskExecutorResponse, error)
 	// Heartbeat keeps a TaskExecutor's registration alive and reports its
 	// slots. A registration that sends no heartbeat within the heartbeat
-	// timeout is removed, and the slots it held are lost for their jobs.
+	// timeout MUST be removed, and the slots it held are lost for their jobs.
 	// Idempotent.
 	//
 	// Errors: FAILED_PRECONDITION (NOT_REGISTERED): the registration is
@@ -71,23 +81,23 @@ type ResourceManagerServiceClient interface {
 	Heartbeat(context.Context, *v1.ResourceManagerServiceHeartbeatRequest) (*v1.ResourceManagerServiceHeartbeatResponse, error)
 	// RegisterJobMaster registers the JobMaster of a job under its token, and
 	// answers the ResourceManager's token, which the JobMaster's later calls
-	// carry. A newer token for the same job replaces the older registration,
-	// whose slots stay allocated to the job. Idempotent.
+	// MUST carry. A newer token for the same job MUST replace the older
+	// registration, whose slots stay allocated to the job. Idempotent.
 	//
 	// Since 1.2, the ResourceManager MUST register a token other than the
 	// job's registered one (the job's first, or a newer one) only if it is
 	// the current grant of the election `job/<job_id>` in the HA store, as
-	// HAStoreService.GetLeader would answer it at the time of the call. It
-	// reads the election when such a token arrives; it need not read it
-	// again for the registered token, nor for the job's other calls. A
+	// HAStoreService.GetLeader would answer it at the time of the call. It MUST
+	// read the election when such a token arrives; it need not read it again
+	// for the registered token, nor for the job's other calls. A
 	// token that is not the current grant MUST be refused with ABORTED
 	// (STALE_FENCING_TOKEN), registering nothing: an earlier grant's, and
 	// also one newer than the current grant (an epoch never granted, or not
 	// granted yet when the store was read), whose caller does not lead the
 	// job either; the refusal names the current grant, if there is one, in
-	// StaleTokenDetails. If the store cannot be read, the call MUST fail
-	// with UNAVAILABLE (STORE_UNAVAILABLE), registering nothing; the
-	// JobMaster retries.
+	// StaleTokenDetails. If the store cannot be read, the call MUST fail with
+	// UNAVAILABLE (STORE_UNAVAILABLE), registering nothing; the JobMaster
+	// SHOULD retry.
 	//
 	// Errors: INVALID_ARGUMENT for a missing job id, address or token;
 	// ABORTED (STALE_FENCING_TOKEN) if a newer token of the job has
@@ -95,8 +105,8 @@ type ResourceManagerServiceClient interface {
 	// election; UNAVAILABLE (STORE_UNAVAILABLE); UNAVAILABLE (NOT_LEADER).
 	RegisterJobMaster(context.Context, *v1.RegisterJobMasterRequest) (*v1.RegisterJobMasterResponse, error)
 	// DeclareResourceRequirements replaces the job's declared slot
-	// requirements. The ResourceManager requests slots from TaskExecutors
-	// until the declaration is met, and frees nothing by itself: the
+	// requirements. The ResourceManager MUST request slots from TaskExecutors
+	// until the declaration is met, and MUST NOT free anything by itself: the
 	// JobMaster frees slots it no longer needs. Idempotent.
 	//
 	// Errors: FAILED_PRECONDITION (NOT_REGISTERED) if the JobMaster is not
@@ -105,11 +115,11 @@ type ResourceManagerServiceClient interface {
 	// negative slot count or a missing token; UNAVAILABLE (NOT_LEADER).
 	DeclareResourceRequirements(context.Context, *v1.DeclareResourceRequirementsRequest) (*v1.DeclareResourceRequirementsResponse, error)
 	// DisconnectJobMaster ends a JobMaster's registration and drops its
-	// requirements; a JobMaster calls it when it stops, after freeing its
-	// slots at their TaskExecutors. The allocations it names as freed count
-	// as free at once, so a job's slots are free when its result is written;
-	// the ResourceManager learns of the others from slot reports.
-	// Idempotent: disconnecting an unknown registration succeeds.
+	// requirements; a JobMaster SHOULD call it when it stops, after freeing its
+	// slots at their TaskExecutors. The allocations it names as freed MUST
+	// count as free at once, so a job's slots are free when its result is
+	// written; the ResourceManager learns of the others from slot reports.
+	// Idempotent: disconnecting an unknown registration MUST succeed.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) if a newer token of the job has
 	// registered; FAILED_PRECONDITION (NOT_REGISTERED), nothing done, if the
@@ -226,7 +236,7 @@ func (c *resourceManagerServiceClient) DisconnectJobMaster(ctx context.Context, 
 // jobplane.cluster.v1.ResourceManagerService service.
 type ResourceManagerServiceHandler interface {
 	// RegisterTaskExecutor registers a TaskExecutor and its slots. A
-	// TaskExecutor that registers again under the same id replaces its
+	// TaskExecutor that registers again under the same id MUST replace its
 	// previous registration. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing id, address or token;
@@ -234,7 +244,7 @@ type ResourceManagerServiceHandler interface {
 	RegisterTaskExecutor(context.Context, *v1.ResourceManagerServiceRegisterTaskExecutorRequest) (*v1.ResourceManagerServiceRegisterTaskExecutorResponse, error)
 	// Heartbeat keeps a TaskExecutor's registration alive and reports its
 	// slots. A registration that sends no heartbeat within the heartbeat
-	// timeout is removed, and the slots it held are lost for their jobs.
+	// timeout MUST be removed, and the slots it held are lost for their jobs.
 	// Idempotent.
 	//
 	// Errors: FAILED_PRECONDITION (NOT_REGISTERED): the registration is
@@ -243,23 +253,23 @@ type ResourceManagerServiceHandler interface {
 	Heartbeat(context.Context, *v1.ResourceManagerServiceHeartbeatRequest) (*v1.ResourceManagerServiceHeartbeatResponse, error)
 	// RegisterJobMaster registers the JobMaster of a job under its token, and
 	// answers the ResourceManager's token, which the JobMaster's later calls
-	// carry. A newer token for the same job replaces the older registration,
-	// whose slots stay allocated to the job. Idempotent.
+	// MUST carry. A newer token for the same job MUST replace the older
+	// registration, whose slots stay allocated to the job. Idempotent.
 	//
 	// Since 1.2, the ResourceManager MUST register a token other than the
 	// job's registered one (the job's first, or a newer one) only if it is
 	// the current grant of the election `job/<job_id>` in the HA store, as
-	// HAStoreService.GetLeader would answer it at the time of the call. It
-	// reads the election when such a token arrives; it need not read it
-	// again for the registered token, nor for the job's other calls. A
+	// HAStoreService.GetLeader would answer it at the time of the call. It MUST
+	// read the election when such a token arrives; it need not read it again
+	// for the registered token, nor for the job's other calls. A
 	// token that is not the current grant MUST be refused with ABORTED
 	// (STALE_FENCING_TOKEN), registering nothing: an earlier grant's, and
 	// also one newer than the current grant (an epoch never granted, or not
 	// granted yet when the store was read), whose caller does not lead the
 	// job either; the refusal names the current grant, if there is one, in
-	// StaleTokenDetails. If the store cannot be read, the call MUST fail
-	// with UNAVAILABLE (STORE_UNAVAILABLE), registering nothing; the
-	// JobMaster retries.
+	// StaleTokenDetails. If the store cannot be read, the call MUST fail with
+	// UNAVAILABLE (STORE_UNAVAILABLE), registering nothing; the JobMaster
+	// SHOULD retry.
 	//
 	// Errors: INVALID_ARGUMENT for a missing job id, address or token;
 	// ABORTED (STALE_FENCING_TOKEN) if a newer token of the job has
@@ -267,8 +277,8 @@ type ResourceManagerServiceHandler interface {
 	// election; UNAVAILABLE (STORE_UNAVAILABLE); UNAVAILABLE (NOT_LEADER).
 	RegisterJobMaster(context.Context, *v1.RegisterJobMasterRequest) (*v1.RegisterJobMasterResponse, error)
 	// DeclareResourceRequirements replaces the job's declared slot
-	// requirements. The ResourceManager requests slots from TaskExecutors
-	// until the declaration is met, and frees nothing by itself: the
+	// requirements. The ResourceManager MUST request slots from TaskExecutors
+	// until the declaration is met, and MUST NOT free anything by itself: the
 	// JobMaster frees slots it no longer needs. Idempotent.
 	//
 	// Errors: FAILED_PRECONDITION (NOT_REGISTERED) if the JobMaster is not
@@ -277,11 +287,11 @@ type ResourceManagerServiceHandler interface {
 	// negative slot count or a missing token; UNAVAILABLE (NOT_LEADER).
 	DeclareResourceRequirements(context.Context, *v1.DeclareResourceRequirementsRequest) (*v1.DeclareResourceRequirementsResponse, error)
 	// DisconnectJobMaster ends a JobMaster's registration and drops its
-	// requirements; a JobMaster calls it when it stops, after freeing its
-	// slots at their TaskExecutors. The allocations it names as freed count
-	// as free at once, so a job's slots are free when its result is written;
-	// the ResourceManager learns of the others from slot reports.
-	// Idempotent: disconnecting an unknown registration succeeds.
+	// requirements; a JobMaster SHOULD call it when it stops, after freeing its
+	// slots at their TaskExecutors. The allocations it names as freed MUST
+	// count as free at once, so a job's slots are free when its result is
+	// written; the ResourceManager learns of the others from slot reports.
+	// Idempotent: disconnecting an unknown registration MUST succeed.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) if a newer token of the job has
 	// registered; FAILED_PRECONDITION (NOT_REGISTERED), nothing done, if the

@@ -2,6 +2,16 @@
 //
 // Source: jobplane/cluster/v1/task_executor_service.proto
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 package clusterv1connect
 
 import (
@@ -70,16 +80,15 @@ const (
 
 // TaskExecutorServiceClient is a client for the jobplane.cluster.v1.TaskExecutorService service.
 type TaskExecutorServiceClient interface {
-	// RequestSlot allocates a free slot to a job. Requesting the same slot
-	// with the same allocation id again succeeds and changes nothing.
-	// Idempotent.
+	// RequestSlot allocates a free slot to a job. Requesting the same slot with
+	// the same allocation id again MUST succeed and change nothing. Idempotent.
 	//
 	// The request names the job's JobMaster by its token. A JobMaster token
-	// older than the newest this TaskExecutor has seen for the job is
-	// refused with ABORTED (STALE_FENCING_TOKEN, election `job/<job_id>`),
-	// and nothing is allocated: the slot would be offered to a JobMaster
-	// that no longer leads. A newer one is adopted: from then on the
-	// TaskExecutor follows that JobMaster for the job.
+	// older than the newest this TaskExecutor has seen for the job MUST be
+	// refused with ABORTED (STALE_FENCING_TOKEN, election `job/<job_id>`), and
+	// nothing allocated: the slot would be offered to a JobMaster that no
+	// longer leads. A newer one MUST be adopted: from then on the TaskExecutor
+	// follows that JobMaster for the job.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field or a slot index out of
 	// range; FAILED_PRECONDITION (SLOT_OCCUPIED) if another allocation holds
@@ -88,8 +97,8 @@ type TaskExecutorServiceClient interface {
 	// older than the newest it has seen for the job.
 	RequestSlot(context.Context, *v1.RequestSlotRequest) (*v1.RequestSlotResponse, error)
 	// RequestSlots allocates several slots, each as RequestSlot would, under
-	// one ResourceManager token: the slots may be for different jobs. Each
-	// slot is allocated or refused on its own, in order, its JobMaster token
+	// one ResourceManager token: the slots may be for different jobs. Each slot
+	// MUST be allocated or refused on its own, in order, its JobMaster token
 	// checked against its own job's (a newer one becomes the job's, as with
 	// RequestSlot); the answer lists the refused ones. Idempotent.
 	//
@@ -100,9 +109,9 @@ type TaskExecutorServiceClient interface {
 	// SLOT_OCCUPIED, or STALE_FENCING_TOKEN for a JobMaster token older than
 	// the job's current one.
 	RequestSlots(context.Context, *v1.RequestSlotsRequest) (*v1.RequestSlotsResponse, error)
-	// SubmitTask deploys an execution attempt into a slot allocated to its
-	// job, and runs it. Submitting an attempt that is already deployed
-	// succeeds and changes nothing. Idempotent.
+	// SubmitTask deploys an execution attempt into a slot allocated to its job,
+	// and runs it. Submitting an attempt that is already deployed MUST succeed
+	// and change nothing. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field; ABORTED
 	// (STALE_FENCING_TOKEN) for a JobMaster token older than the job's
@@ -115,11 +124,11 @@ type TaskExecutorServiceClient interface {
 	// (see heartbeat_timeout).
 	SubmitTask(context.Context, *v1.SubmitTaskRequest) (*v1.SubmitTaskResponse, error)
 	// SubmitTasks deploys several execution attempts of one job, each as
-	// SubmitTask would, under one JobMaster token. Each attempt is deployed
-	// or refused on its own; the answer lists the refused ones. Every
-	// attempt must name an allocation held here for `job_id`: one held for
-	// another job is refused (SLOT_NOT_ALLOCATED) and that job's slot is
-	// left as it was. Idempotent.
+	// SubmitTask would, under one JobMaster token. Each attempt MUST be
+	// deployed or refused on its own; the answer lists the refused ones. Every
+	// attempt MUST name an allocation held here for `job_id`: one held for
+	// another job MUST be refused (SLOT_NOT_ALLOCATED) and that job's slot left
+	// as it was. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field in the call or in any
 	// task, and ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
@@ -128,22 +137,22 @@ type TaskExecutorServiceClient interface {
 	// UNKNOWN_INVOKABLE or NOT_REGISTERED, as for SubmitTask.
 	SubmitTasks(context.Context, *v1.SubmitTasksRequest) (*v1.SubmitTasksResponse, error)
 	// CancelTask cancels an execution attempt. Cancelling an attempt that is
-	// unknown or already terminal succeeds and changes nothing. Idempotent.
+	// unknown or already terminal MUST succeed and change nothing. Idempotent.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
 	// than the job's current one.
 	CancelTask(context.Context, *v1.CancelTaskRequest) (*v1.CancelTaskResponse, error)
 	// FreeSlot releases a slot allocated to a job; an attempt still running in
-	// it is canceled. Freeing a free or unknown allocation succeeds and
-	// changes nothing. Idempotent.
+	// it MUST be canceled. Freeing a free or unknown allocation MUST succeed
+	// and change nothing. Idempotent.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
 	// than the job's current one.
 	FreeSlot(context.Context, *v1.FreeSlotRequest) (*v1.FreeSlotResponse, error)
-	// FreeSlots releases several slots allocated to one job, each as
-	// FreeSlot would, under one JobMaster token: an attempt still running in
-	// a freed slot is canceled, and an allocation not held here for `job_id`
-	// (free, unknown, or another job's) is left alone. Idempotent.
+	// FreeSlots releases several slots allocated to one job, each as FreeSlot
+	// would, under one JobMaster token: an attempt still running in a freed
+	// slot MUST be canceled, and an allocation not held here for `job_id`
+	// (free, unknown, or another job's) MUST be left alone. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing job id or token; ABORTED
 	// (STALE_FENCING_TOKEN) for a JobMaster token older than the job's
@@ -152,49 +161,48 @@ type TaskExecutorServiceClient interface {
 	// Heartbeat asks the TaskExecutor for its state, on behalf of the
 	// ResourceManager or of a job's JobMaster (`sender`).
 	// The answer carries the slot report and, for a JobMaster, the states of
-	// that job's attempts. It is a probe for a fresh report: liveness is
+	// that job's attempts. It is a probe for a fresh report: liveness MUST be
 	// decided by the heartbeats the TaskExecutor sends
-	// (ResourceManagerService.Heartbeat, JobMasterService.Heartbeat), never
-	// by this call. Idempotent.
+	// (ResourceManagerService.Heartbeat, JobMasterService.Heartbeat), never by
+	// this call. Idempotent.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a token older than the newest
 	// this TaskExecutor has seen for the sender.
 	Heartbeat(context.Context, *v1.TaskExecutorServiceHeartbeatRequest) (*v1.TaskExecutorServiceHeartbeatResponse, error)
-	// AdoptAttempts hands the attempts this TaskExecutor holds for jobs to
-	// the JobMasters that took the jobs over, so that a change of JobMaster
-	// (a new leader after the old one died, paused or stepped down) costs
-	// the running work nothing. A JobMaster that takes a job over calls it
-	// on every TaskExecutor it can reach before it deploys anything of the
-	// job, and deploys anew only the subtasks that no answer lists.
+	// AdoptAttempts hands the attempts this TaskExecutor holds for jobs to the
+	// JobMasters that took the jobs over, so that a change of JobMaster (a new
+	// leader after the old one died, paused or stepped down) costs the running
+	// work nothing. A JobMaster that takes a job over MUST call it on every
+	// TaskExecutor it can reach before it deploys anything of the job, and MUST
+	// deploy anew only the subtasks that no answer lists.
 	//
 	// Each entry names a job, its JobMaster's token and the address of the
-	// JobMaster's process, and is taken as one JobMaster call: a token
-	// older than the newest this TaskExecutor has seen for the job is
-	// refused (the entry's ItemError, STALE_FENCING_TOKEN); an equal or
-	// newer one is followed. Then, in one step, every attempt held here for
-	// the job, under whatever older token it was deployed, moves to the
-	// entry's token: from then on a call under an older token is refused
-	// for it, its state changes are reported to this JobMaster only, and it
-	// stops by this JobMaster's deadlines (until this JobMaster's first
-	// answered heartbeat, by the deadline it had under the older one). The
-	// answer lists each such attempt with its state now, running or ended:
-	// an attempt that ended while no JobMaster took its state is listed in
-	// the answers until the JobMaster frees its slot, and nowhere else. It
-	// lists too every allocation held here for the job, which the JobMaster
-	// takes as offered (OfferSlots).
+	// JobMaster's process, and MUST be taken as one JobMaster call: a token
+	// older than the newest this TaskExecutor has seen for the job MUST be
+	// refused (the entry's ItemError, STALE_FENCING_TOKEN); an equal or newer
+	// one MUST be followed. Then, in one step, every attempt held here for the
+	// job, under whatever older token it was deployed, MUST move to the entry's
+	// token: from then on a call under an older token is refused for it, its
+	// state changes are reported to this JobMaster only, and it stops by this
+	// JobMaster's deadlines (until this JobMaster's first answered heartbeat,
+	// by the deadline it had under the older one). The answer MUST list each
+	// such attempt with its state now, running or ended: an attempt that ended
+	// while no JobMaster took its state MUST be listed in the answers until the
+	// JobMaster frees its slot, and nowhere else. It MUST list too every
+	// allocation held here for the job, which the JobMaster takes as offered
+	// (OfferSlots).
 	//
-	// Attempts are held rather than canceled when a newer JobMaster of their
-	// job appears only under a task lease
+	// Attempts MUST be held rather than canceled when a newer JobMaster of
+	// their job appears only under a task lease
 	// (JobMasterService.HeartbeatFromTaskExecutorResponse.task_lease): they
-	// keep running until the lease of the last heartbeat answered under
-	// their token ends, and are then canceled and their slots freed.
-	// Without a task lease a newer JobMaster cancels them,
-	// as the service comment says, and this call lists only what already
-	// runs under its own token. Repeating a call changes nothing more.
-	// Idempotent.
+	// keep running until the lease of the last heartbeat answered under their
+	// token ends, and MUST then be canceled and their slots freed. Without a
+	// task lease a newer JobMaster cancels them, as the service comment says,
+	// and this call lists only what already runs under its own token. Repeating
+	// a call MUST change nothing more. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for an entry without job id, token or
-	// address (the whole call is refused).
+	// address (the whole call MUST be refused).
 	AdoptAttempts(context.Context, *v1.AdoptAttemptsRequest) (*v1.AdoptAttemptsResponse, error)
 	// GetTaskOutput returns output that an execution attempt made on this
 	// TaskExecutor: what its function logged and, for the built-in exec,
@@ -202,36 +210,36 @@ type TaskExecutorServiceClient interface {
 	// Dispatcher serves it to clients (DispatcherService.GetTaskOutput).
 	//
 	// The TaskExecutor keeps the tail of each attempt's output: at most a
-	// bounded number of bytes per attempt (the reference TaskExecutor: the
-	// last 64 KiB), older bytes being dropped as newer ones come. Offsets
-	// count every byte the attempt wrote, dropped ones included, so a
-	// caller follows the output by passing back `next_offset`. An attempt
-	// deployed here again under a newer JobMaster of the job (same attempt
-	// id, after a failover) continues the same output. Once the attempt
-	// ended, its output is kept for a bounded time and among a bounded
-	// number of ended attempts (the reference TaskExecutor: 10 minutes,
-	// 512 attempts), and then forgotten; a restart of the TaskExecutor
-	// forgets it too. Not fenced: reading output changes nothing. No side
-	// effects.
+	// bounded number of bytes per attempt (informative: the reference
+	// TaskExecutor keeps the last 64 KiB), older bytes being dropped as newer
+	// ones come. Offsets MUST count every byte the attempt wrote, dropped ones
+	// included, so a caller follows the output by passing back `next_offset`.
+	// An attempt deployed here again under a newer JobMaster of the job (same
+	// attempt id, after a failover) MUST continue the same output. Once the
+	// attempt ended, its output is kept for a bounded time and among a bounded
+	// number of ended attempts (informative: the reference TaskExecutor keeps
+	// it 10 minutes, among 512 attempts), and then forgotten; a restart of the
+	// TaskExecutor forgets it too. Not fenced: reading output changes nothing.
+	// No side effects.
 	//
 	// Errors: INVALID_ARGUMENT for a missing job id or attempt, or a
 	// negative offset or size; NOT_FOUND (EXECUTION_NOT_FOUND) if this
 	// TaskExecutor keeps no output of the attempt (it never ran here, or
 	// its output was forgotten).
 	GetTaskOutput(context.Context, *v1.GetTaskOutputRequest) (*v1.GetTaskOutputResponse, error)
-	// TriggerCheckpoint asks the named attempts of a job for their state
-	// under one checkpoint id, and answers once each has given it or
-	// declined (the call's deadline bounds the wait: the JobMaster sets it
-	// from the checkpoint's timeout). Each attempt's task is asked once per
-	// id; a repeat of the call answers what the first got. A task that
-	// keeps no state acknowledges with none at once. Fenced by the
-	// JobMaster's token, as SubmitTask: the attempts must be ones that token
-	// deployed or adopted. Since 1.2.
+	// TriggerCheckpoint asks the named attempts of a job for their state under
+	// one checkpoint id, and MUST answer once each has given it or declined (the
+	// call's deadline bounds the wait: the JobMaster sets it from the
+	// checkpoint's timeout). Each attempt's task MUST be asked once per id; a
+	// repeat of the call MUST answer what the first got. A task that keeps no
+	// state acknowledges with none at once. Fenced by the JobMaster's token, as
+	// SubmitTask: the attempts MUST be ones that token deployed or adopted.
+	// Since 1.2.
 	//
-	// Errors: ABORTED (STALE_FENCING_TOKEN) if a newer JobMaster of the job
-	// is known here; INVALID_ARGUMENT for a missing job id, token or
-	// attempt, or a checkpoint id of 0. An attempt not running here is no
-	// error: its answer declines.
+	// Errors: ABORTED (STALE_FENCING_TOKEN) if a newer JobMaster of the job is
+	// known here; INVALID_ARGUMENT for a missing job id, token or attempt, or a
+	// checkpoint id of 0. An attempt not running here is no error: its answer
+	// MUST decline.
 	TriggerCheckpoint(context.Context, *v1.TriggerCheckpointRequest) (*v1.TriggerCheckpointResponse, error)
 }
 
@@ -442,16 +450,15 @@ func (c *taskExecutorServiceClient) TriggerCheckpoint(ctx context.Context, req *
 // TaskExecutorServiceHandler is an implementation of the jobplane.cluster.v1.TaskExecutorService
 // service.
 type TaskExecutorServiceHandler interface {
-	// RequestSlot allocates a free slot to a job. Requesting the same slot
-	// with the same allocation id again succeeds and changes nothing.
-	// Idempotent.
+	// RequestSlot allocates a free slot to a job. Requesting the same slot with
+	// the same allocation id again MUST succeed and change nothing. Idempotent.
 	//
 	// The request names the job's JobMaster by its token. A JobMaster token
-	// older than the newest this TaskExecutor has seen for the job is
-	// refused with ABORTED (STALE_FENCING_TOKEN, election `job/<job_id>`),
-	// and nothing is allocated: the slot would be offered to a JobMaster
-	// that no longer leads. A newer one is adopted: from then on the
-	// TaskExecutor follows that JobMaster for the job.
+	// older than the newest this TaskExecutor has seen for the job MUST be
+	// refused with ABORTED (STALE_FENCING_TOKEN, election `job/<job_id>`), and
+	// nothing allocated: the slot would be offered to a JobMaster that no
+	// longer leads. A newer one MUST be adopted: from then on the TaskExecutor
+	// follows that JobMaster for the job.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field or a slot index out of
 	// range; FAILED_PRECONDITION (SLOT_OCCUPIED) if another allocation holds
@@ -460,8 +467,8 @@ type TaskExecutorServiceHandler interface {
 	// older than the newest it has seen for the job.
 	RequestSlot(context.Context, *v1.RequestSlotRequest) (*v1.RequestSlotResponse, error)
 	// RequestSlots allocates several slots, each as RequestSlot would, under
-	// one ResourceManager token: the slots may be for different jobs. Each
-	// slot is allocated or refused on its own, in order, its JobMaster token
+	// one ResourceManager token: the slots may be for different jobs. Each slot
+	// MUST be allocated or refused on its own, in order, its JobMaster token
 	// checked against its own job's (a newer one becomes the job's, as with
 	// RequestSlot); the answer lists the refused ones. Idempotent.
 	//
@@ -472,9 +479,9 @@ type TaskExecutorServiceHandler interface {
 	// SLOT_OCCUPIED, or STALE_FENCING_TOKEN for a JobMaster token older than
 	// the job's current one.
 	RequestSlots(context.Context, *v1.RequestSlotsRequest) (*v1.RequestSlotsResponse, error)
-	// SubmitTask deploys an execution attempt into a slot allocated to its
-	// job, and runs it. Submitting an attempt that is already deployed
-	// succeeds and changes nothing. Idempotent.
+	// SubmitTask deploys an execution attempt into a slot allocated to its job,
+	// and runs it. Submitting an attempt that is already deployed MUST succeed
+	// and change nothing. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field; ABORTED
 	// (STALE_FENCING_TOKEN) for a JobMaster token older than the job's
@@ -487,11 +494,11 @@ type TaskExecutorServiceHandler interface {
 	// (see heartbeat_timeout).
 	SubmitTask(context.Context, *v1.SubmitTaskRequest) (*v1.SubmitTaskResponse, error)
 	// SubmitTasks deploys several execution attempts of one job, each as
-	// SubmitTask would, under one JobMaster token. Each attempt is deployed
-	// or refused on its own; the answer lists the refused ones. Every
-	// attempt must name an allocation held here for `job_id`: one held for
-	// another job is refused (SLOT_NOT_ALLOCATED) and that job's slot is
-	// left as it was. Idempotent.
+	// SubmitTask would, under one JobMaster token. Each attempt MUST be
+	// deployed or refused on its own; the answer lists the refused ones. Every
+	// attempt MUST name an allocation held here for `job_id`: one held for
+	// another job MUST be refused (SLOT_NOT_ALLOCATED) and that job's slot left
+	// as it was. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field in the call or in any
 	// task, and ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
@@ -500,22 +507,22 @@ type TaskExecutorServiceHandler interface {
 	// UNKNOWN_INVOKABLE or NOT_REGISTERED, as for SubmitTask.
 	SubmitTasks(context.Context, *v1.SubmitTasksRequest) (*v1.SubmitTasksResponse, error)
 	// CancelTask cancels an execution attempt. Cancelling an attempt that is
-	// unknown or already terminal succeeds and changes nothing. Idempotent.
+	// unknown or already terminal MUST succeed and change nothing. Idempotent.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
 	// than the job's current one.
 	CancelTask(context.Context, *v1.CancelTaskRequest) (*v1.CancelTaskResponse, error)
 	// FreeSlot releases a slot allocated to a job; an attempt still running in
-	// it is canceled. Freeing a free or unknown allocation succeeds and
-	// changes nothing. Idempotent.
+	// it MUST be canceled. Freeing a free or unknown allocation MUST succeed
+	// and change nothing. Idempotent.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
 	// than the job's current one.
 	FreeSlot(context.Context, *v1.FreeSlotRequest) (*v1.FreeSlotResponse, error)
-	// FreeSlots releases several slots allocated to one job, each as
-	// FreeSlot would, under one JobMaster token: an attempt still running in
-	// a freed slot is canceled, and an allocation not held here for `job_id`
-	// (free, unknown, or another job's) is left alone. Idempotent.
+	// FreeSlots releases several slots allocated to one job, each as FreeSlot
+	// would, under one JobMaster token: an attempt still running in a freed
+	// slot MUST be canceled, and an allocation not held here for `job_id`
+	// (free, unknown, or another job's) MUST be left alone. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing job id or token; ABORTED
 	// (STALE_FENCING_TOKEN) for a JobMaster token older than the job's
@@ -524,49 +531,48 @@ type TaskExecutorServiceHandler interface {
 	// Heartbeat asks the TaskExecutor for its state, on behalf of the
 	// ResourceManager or of a job's JobMaster (`sender`).
 	// The answer carries the slot report and, for a JobMaster, the states of
-	// that job's attempts. It is a probe for a fresh report: liveness is
+	// that job's attempts. It is a probe for a fresh report: liveness MUST be
 	// decided by the heartbeats the TaskExecutor sends
-	// (ResourceManagerService.Heartbeat, JobMasterService.Heartbeat), never
-	// by this call. Idempotent.
+	// (ResourceManagerService.Heartbeat, JobMasterService.Heartbeat), never by
+	// this call. Idempotent.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a token older than the newest
 	// this TaskExecutor has seen for the sender.
 	Heartbeat(context.Context, *v1.TaskExecutorServiceHeartbeatRequest) (*v1.TaskExecutorServiceHeartbeatResponse, error)
-	// AdoptAttempts hands the attempts this TaskExecutor holds for jobs to
-	// the JobMasters that took the jobs over, so that a change of JobMaster
-	// (a new leader after the old one died, paused or stepped down) costs
-	// the running work nothing. A JobMaster that takes a job over calls it
-	// on every TaskExecutor it can reach before it deploys anything of the
-	// job, and deploys anew only the subtasks that no answer lists.
+	// AdoptAttempts hands the attempts this TaskExecutor holds for jobs to the
+	// JobMasters that took the jobs over, so that a change of JobMaster (a new
+	// leader after the old one died, paused or stepped down) costs the running
+	// work nothing. A JobMaster that takes a job over MUST call it on every
+	// TaskExecutor it can reach before it deploys anything of the job, and MUST
+	// deploy anew only the subtasks that no answer lists.
 	//
 	// Each entry names a job, its JobMaster's token and the address of the
-	// JobMaster's process, and is taken as one JobMaster call: a token
-	// older than the newest this TaskExecutor has seen for the job is
-	// refused (the entry's ItemError, STALE_FENCING_TOKEN); an equal or
-	// newer one is followed. Then, in one step, every attempt held here for
-	// the job, under whatever older token it was deployed, moves to the
-	// entry's token: from then on a call under an older token is refused
-	// for it, its state changes are reported to this JobMaster only, and it
-	// stops by this JobMaster's deadlines (until this JobMaster's first
-	// answered heartbeat, by the deadline it had under the older one). The
-	// answer lists each such attempt with its state now, running or ended:
-	// an attempt that ended while no JobMaster took its state is listed in
-	// the answers until the JobMaster frees its slot, and nowhere else. It
-	// lists too every allocation held here for the job, which the JobMaster
-	// takes as offered (OfferSlots).
+	// JobMaster's process, and MUST be taken as one JobMaster call: a token
+	// older than the newest this TaskExecutor has seen for the job MUST be
+	// refused (the entry's ItemError, STALE_FENCING_TOKEN); an equal or newer
+	// one MUST be followed. Then, in one step, every attempt held here for the
+	// job, under whatever older token it was deployed, MUST move to the entry's
+	// token: from then on a call under an older token is refused for it, its
+	// state changes are reported to this JobMaster only, and it stops by this
+	// JobMaster's deadlines (until this JobMaster's first answered heartbeat,
+	// by the deadline it had under the older one). The answer MUST list each
+	// such attempt with its state now, running or ended: an attempt that ended
+	// while no JobMaster took its state MUST be listed in the answers until the
+	// JobMaster frees its slot, and nowhere else. It MUST list too every
+	// allocation held here for the job, which the JobMaster takes as offered
+	// (OfferSlots).
 	//
-	// Attempts are held rather than canceled when a newer JobMaster of their
-	// job appears only under a task lease
+	// Attempts MUST be held rather than canceled when a newer JobMaster of
+	// their job appears only under a task lease
 	// (JobMasterService.HeartbeatFromTaskExecutorResponse.task_lease): they
-	// keep running until the lease of the last heartbeat answered under
-	// their token ends, and are then canceled and their slots freed.
-	// Without a task lease a newer JobMaster cancels them,
-	// as the service comment says, and this call lists only what already
-	// runs under its own token. Repeating a call changes nothing more.
-	// Idempotent.
+	// keep running until the lease of the last heartbeat answered under their
+	// token ends, and MUST then be canceled and their slots freed. Without a
+	// task lease a newer JobMaster cancels them, as the service comment says,
+	// and this call lists only what already runs under its own token. Repeating
+	// a call MUST change nothing more. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for an entry without job id, token or
-	// address (the whole call is refused).
+	// address (the whole call MUST be refused).
 	AdoptAttempts(context.Context, *v1.AdoptAttemptsRequest) (*v1.AdoptAttemptsResponse, error)
 	// GetTaskOutput returns output that an execution attempt made on this
 	// TaskExecutor: what its function logged and, for the built-in exec,
@@ -574,36 +580,36 @@ type TaskExecutorServiceHandler interface {
 	// Dispatcher serves it to clients (DispatcherService.GetTaskOutput).
 	//
 	// The TaskExecutor keeps the tail of each attempt's output: at most a
-	// bounded number of bytes per attempt (the reference TaskExecutor: the
-	// last 64 KiB), older bytes being dropped as newer ones come. Offsets
-	// count every byte the attempt wrote, dropped ones included, so a
-	// caller follows the output by passing back `next_offset`. An attempt
-	// deployed here again under a newer JobMaster of the job (same attempt
-	// id, after a failover) continues the same output. Once the attempt
-	// ended, its output is kept for a bounded time and among a bounded
-	// number of ended attempts (the reference TaskExecutor: 10 minutes,
-	// 512 attempts), and then forgotten; a restart of the TaskExecutor
-	// forgets it too. Not fenced: reading output changes nothing. No side
-	// effects.
+	// bounded number of bytes per attempt (informative: the reference
+	// TaskExecutor keeps the last 64 KiB), older bytes being dropped as newer
+	// ones come. Offsets MUST count every byte the attempt wrote, dropped ones
+	// included, so a caller follows the output by passing back `next_offset`.
+	// An attempt deployed here again under a newer JobMaster of the job (same
+	// attempt id, after a failover) MUST continue the same output. Once the
+	// attempt ended, its output is kept for a bounded time and among a bounded
+	// number of ended attempts (informative: the reference TaskExecutor keeps
+	// it 10 minutes, among 512 attempts), and then forgotten; a restart of the
+	// TaskExecutor forgets it too. Not fenced: reading output changes nothing.
+	// No side effects.
 	//
 	// Errors: INVALID_ARGUMENT for a missing job id or attempt, or a
 	// negative offset or size; NOT_FOUND (EXECUTION_NOT_FOUND) if this
 	// TaskExecutor keeps no output of the attempt (it never ran here, or
 	// its output was forgotten).
 	GetTaskOutput(context.Context, *v1.GetTaskOutputRequest) (*v1.GetTaskOutputResponse, error)
-	// TriggerCheckpoint asks the named attempts of a job for their state
-	// under one checkpoint id, and answers once each has given it or
-	// declined (the call's deadline bounds the wait: the JobMaster sets it
-	// from the checkpoint's timeout). Each attempt's task is asked once per
-	// id; a repeat of the call answers what the first got. A task that
-	// keeps no state acknowledges with none at once. Fenced by the
-	// JobMaster's token, as SubmitTask: the attempts must be ones that token
-	// deployed or adopted. Since 1.2.
+	// TriggerCheckpoint asks the named attempts of a job for their state under
+	// one checkpoint id, and MUST answer once each has given it or declined (the
+	// call's deadline bounds the wait: the JobMaster sets it from the
+	// checkpoint's timeout). Each attempt's task MUST be asked once per id; a
+	// repeat of the call MUST answer what the first got. A task that keeps no
+	// state acknowledges with none at once. Fenced by the JobMaster's token, as
+	// SubmitTask: the attempts MUST be ones that token deployed or adopted.
+	// Since 1.2.
 	//
-	// Errors: ABORTED (STALE_FENCING_TOKEN) if a newer JobMaster of the job
-	// is known here; INVALID_ARGUMENT for a missing job id, token or
-	// attempt, or a checkpoint id of 0. An attempt not running here is no
-	// error: its answer declines.
+	// Errors: ABORTED (STALE_FENCING_TOKEN) if a newer JobMaster of the job is
+	// known here; INVALID_ARGUMENT for a missing job id, token or attempt, or a
+	// checkpoint id of 0. An attempt not running here is no error: its answer
+	// MUST decline.
 	TriggerCheckpoint(context.Context, *v1.TriggerCheckpointRequest) (*v1.TriggerCheckpointResponse, error)
 }
 

@@ -2,6 +2,16 @@
 //
 // Source: jobplane/hastore/v1/ha_store_service.proto
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 package hastorev1connect
 
 import (
@@ -124,62 +134,62 @@ const (
 
 // HAStoreServiceClient is a client for the jobplane.hastore.v1.HAStoreService service.
 type HAStoreServiceClient interface {
-	// OpenSession opens a session. The TTL is rounded up to whole seconds and
-	// raised to the store's minimum; the response gives the TTL granted. The
-	// session expires when no KeepAlive arrives within its TTL.
+	// OpenSession opens a session. The TTL MUST be rounded up to whole seconds
+	// and raised to the store's minimum; the response gives the TTL granted.
+	// The session MUST expire when no KeepAlive arrives within its TTL.
 	OpenSession(context.Context, *v1.OpenSessionRequest) (*v1.OpenSessionResponse, error)
 	// KeepAlive renews a session for another TTL. Idempotent.
 	//
-	// The store renews the session no earlier than it receives the request,
-	// and never ends it earlier than the TTL after it received the last
-	// KeepAlive it acknowledged; so a client knows its session certainly
-	// holds until the send time of its last acknowledged KeepAlive plus the
-	// TTL (less a margin for clock drift), and no longer: a leader acts only
-	// until then, and counts its session lost after it (see FencingToken:
-	// when a leader counts as deposed).
+	// The store MUST renew the session no earlier than it receives the request,
+	// and MUST NOT end it earlier than the TTL after it received the last
+	// KeepAlive it acknowledged; so a client knows its session certainly holds
+	// until the send time of its last acknowledged KeepAlive plus the TTL (less
+	// a margin for clock drift), and no longer: a leader MUST act only until
+	// then, and MUST count its session lost after it (see FencingToken: when a
+	// leader counts as deposed).
 	//
 	// Errors: NOT_FOUND (SESSION_NOT_FOUND) for an unknown or expired
 	// session, whose leaderships have all ended.
 	KeepAlive(context.Context, *v1.KeepAliveRequest) (*v1.KeepAliveResponse, error)
 	// CloseSession closes a session at once, ending its candidacies and
-	// leaderships. Closing an unknown or expired session succeeds.
+	// leaderships. Closing an unknown or expired session MUST succeed.
 	// Idempotent.
 	CloseSession(context.Context, *v1.CloseSessionRequest) (*v1.CloseSessionResponse, error)
-	// Campaign enters a candidacy of the session in an election and returns
-	// at once; the grant, when it comes, is reported on WatchSession (and is
-	// visible to GetLeader). If `address` is set it is published with the
-	// grant, as ConfirmLeadership would. A session has at most one candidacy
-	// per election. Idempotent: while the candidacy lasts (waiting or
-	// granted), the same call again (same session, election and address)
-	// succeeds and changes nothing, so a client retries a Campaign whose
-	// answer was lost; a call with another address fails with
-	// CANDIDACY_EXISTS.
+	// Campaign enters a candidacy of the session in an election and returns at
+	// once; the grant, when it comes, MUST be reported on WatchSession (and be
+	// visible to GetLeader). If `address` is set it MUST be published with the
+	// grant, as ConfirmLeadership would. A session MUST have at most one
+	// candidacy per election. Idempotent: while the candidacy lasts (waiting or
+	// granted), the same call again (same session, election and address) MUST
+	// succeed and change nothing, so a client retries a Campaign whose answer
+	// was lost; a call with another address MUST fail with CANDIDACY_EXISTS.
 	//
 	// Errors: NOT_FOUND (SESSION_NOT_FOUND); ALREADY_EXISTS
 	// (CANDIDACY_EXISTS); INVALID_ARGUMENT.
 	Campaign(context.Context, *v1.CampaignRequest) (*v1.CampaignResponse, error)
-	// Withdraw ends the session's candidacy in an election: a waiting
-	// candidacy leaves the queue, a granted one resigns. Withdrawing when
-	// there is no candidacy succeeds. Idempotent.
+	// Withdraw ends the session's candidacy in an election: a waiting candidacy
+	// leaves the queue, a granted one resigns. Withdrawing when there is no
+	// candidacy MUST succeed. Idempotent.
 	//
 	// Errors: NOT_FOUND (SESSION_NOT_FOUND); INVALID_ARGUMENT.
 	Withdraw(context.Context, *v1.WithdrawRequest) (*v1.WithdrawResponse, error)
 	// WatchSession streams the fate of the session's candidacies.
 	//
-	// On every (re)connection the stream first sends `granted` for each
+	// On every (re)connection the stream MUST first send `granted` for each
 	// leadership the session holds at that moment, then `snapshot_end`, then
 	// `granted` and `revoked` events as they happen, in order. A client that
 	// reconnects after missing events infers from the snapshot which of the
-	// leaderships it believed held have ended: those not granted in it. A `heartbeat` is sent when
-	// nothing else was for 10 seconds, so idle streams survive proxies. The
-	// stream ends with NOT_FOUND (SESSION_NOT_FOUND) once the session has
-	// ended, after the `revoked` events of its leaderships. Closing or losing
-	// the stream changes nothing in the store: a client reconnects and
-	// resynchronizes from the initial `granted` events. No side effects.
+	// leaderships it believed held have ended: those not granted in it. A
+	// `heartbeat` MUST be sent when nothing else was for 10 seconds, so idle
+	// streams survive proxies. The stream MUST end with NOT_FOUND
+	// (SESSION_NOT_FOUND) once the session has ended, after the `revoked`
+	// events of its leaderships. Closing or losing the stream MUST change
+	// nothing in the store: a client reconnects and resynchronizes from the
+	// initial `granted` events. No side effects.
 	WatchSession(context.Context, *v1.WatchSessionRequest) (*connect.ServerStreamForClient[v1.WatchSessionResponse], error)
-	// Resign ends the leadership named by a fence, whichever session holds
-	// it; the next candidacy, if any, is granted. Resigning with a token that
-	// no longer leads succeeds and changes nothing. Idempotent.
+	// Resign ends the leadership named by a fence, whichever session holds it;
+	// the next candidacy, if any, is granted. Resigning with a token that no
+	// longer leads MUST succeed and change nothing. Idempotent.
 	Resign(context.Context, *v1.ResignRequest) (*v1.ResignResponse, error)
 	// ConfirmLeadership publishes the address at which the leader serves, as
 	// seen by GetLeader and ObserveLeader. Idempotent.
@@ -189,25 +199,25 @@ type HAStoreServiceClient interface {
 	// GetLeader returns an election's current leader, if any. No side
 	// effects.
 	GetLeader(context.Context, *v1.GetLeaderRequest) (*v1.GetLeaderResponse, error)
-	// ObserveLeader streams an election's leader: first the current state,
-	// then every change (a new grant, a published address, the leader gone),
-	// in order, until the client cancels. If the store had to discard history
-	// (a compaction while the stream was behind), the changes in between are
-	// coalesced into the current state. A `heartbeat` is sent when nothing
+	// ObserveLeader streams an election's leader: first the current state, then
+	// every change (a new grant, a published address, the leader gone), in
+	// order, until the client cancels. If the store had to discard history (a
+	// compaction while the stream was behind), it MAY coalesce the changes in
+	// between into the current state. A `heartbeat` MUST be sent when nothing
 	// changed for 10 seconds. No side effects.
 	ObserveLeader(context.Context, *v1.ObserveLeaderRequest) (*connect.ServerStreamForClient[v1.ObserveLeaderResponse], error)
-	// PutExecutionPlan stores a job's execution plan, if the job has none.
-	// A plan is never replaced: if the job has a plan equal to this one (see
-	// Equality above), the call succeeds and changes nothing; if it has
-	// another, it fails. A job with a result entry never runs again, so its
-	// plan is refused. Fenced by `jobmanager`. Idempotent. The answer's
+	// PutExecutionPlan stores a job's execution plan, if the job has none. A
+	// plan MUST NOT be replaced: if the job has a plan equal to this one (see
+	// Equality above), the call MUST succeed and change nothing; if it has
+	// another, it MUST fail. A job with a result entry never runs again, so its
+	// plan MUST be refused. Fenced by `jobmanager`. Idempotent. The answer's
 	// `created` says whether this call stored the plan.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); ALREADY_EXISTS
 	// (EXECUTION_PLAN_EXISTS) if the job has another plan; ALREADY_EXISTS
-	// (JOB_RESULT_EXISTS) if the job has a result entry; INVALID_ARGUMENT,
-	// also for a fence of another election and a plan larger than the
-	// store's limit (1 MiB unless configured).
+	// (JOB_RESULT_EXISTS) if the job has a result entry; INVALID_ARGUMENT, also
+	// for a fence of another election and a plan larger than the store's limit
+	// (informative: the reference store's is 1 MiB unless configured).
 	PutExecutionPlan(context.Context, *v1.PutExecutionPlanRequest) (*v1.PutExecutionPlanResponse, error)
 	// GetExecutionPlan returns a job's execution plan. No side effects.
 	//
@@ -217,55 +227,55 @@ type HAStoreServiceClient interface {
 	// order, a page at a time. No side effects.
 	ListExecutionPlans(context.Context, *v1.ListExecutionPlansRequest) (*v1.ListExecutionPlansResponse, error)
 	// DeleteExecutionPlan removes a job's plan, and its cancel request and
-	// checkpoints (since 1.2) if any, once the job has a result entry (dirty or clean): a plan is the
-	// only record of a job that has no result, and is kept until one
-	// exists. Deleting an absent plan of a job
-	// with a result entry succeeds. Fenced by `jobmanager`. Idempotent.
+	// checkpoints (since 1.2) if any, once the job has a result entry (dirty or
+	// clean): a plan is the only record of a job that has no result, and MUST
+	// be kept until one exists. Deleting an absent plan of a job with a result
+	// entry MUST succeed. Fenced by `jobmanager`. Idempotent.
 	//
 	// Errors: NOT_FOUND (JOB_RESULT_NOT_FOUND) if the job has no result
 	// entry, whether or not it has a plan; ABORTED (STALE_FENCING_TOKEN);
 	// INVALID_ARGUMENT, also for a fence of another election.
 	DeleteExecutionPlan(context.Context, *v1.DeleteExecutionPlanRequest) (*v1.DeleteExecutionPlanResponse, error)
-	// RequestJobCancel records that a job's cancellation was requested, so
-	// that it outlives the leader that accepted it: a leader that recovers a
-	// job whose cancellation was requested ends it CANCELED without
-	// deploying anything. The Dispatcher records it before it answers
-	// CancelJob. The record lasts as long as the job's plan and goes with it
-	// (DeleteExecutionPlan). Requesting again succeeds and changes nothing.
+	// RequestJobCancel records that a job's cancellation was requested, so that
+	// it outlives the leader that accepted it: a leader that recovers a job
+	// whose cancellation was requested MUST end it CANCELED without deploying
+	// anything. The Dispatcher MUST record it before it answers CancelJob. The
+	// record lasts as long as the job's plan and goes with it
+	// (DeleteExecutionPlan). Requesting again MUST succeed and change nothing.
 	// Fenced by `jobmanager`. Idempotent.
 	//
-	// A cancel request and a job result are ordered by the store: the
-	// request is written only while the job has no result entry, and a
-	// FINISHED or FAILED result only while the job has no cancel request
+	// A cancel request and a job result are ordered by the store: the request
+	// MUST be written only while the job has no result entry, and a FINISHED or
+	// FAILED result only while the job has no cancel request
 	// (CreateDirtyJobResult), each checked in the same atomic step as its
-	// write. So a request that succeeded ends the job CANCELED, and a job
-	// whose result came first refuses the request.
+	// write. So a request that succeeded ends the job CANCELED, and a job whose
+	// result came first refuses the request.
 	//
 	// Errors: FAILED_PRECONDITION (JOB_TERMINAL) if the job has a result
 	// entry, whether or not its plan is deleted yet, with the result's
 	// status in the metadata `status` (a JobStatus name such as
-	// JOB_STATUS_FINISHED): nothing was written (the Dispatcher answers
+	// JOB_STATUS_FINISHED): nothing was written (the Dispatcher MUST answer
 	// CancelJob of a CANCELED result OK); otherwise NOT_FOUND
 	// (EXECUTION_PLAN_NOT_FOUND) if the job has no plan; both checked in the
 	// same atomic step as the write; ABORTED (STALE_FENCING_TOKEN);
 	// INVALID_ARGUMENT, also for a fence of another election.
 	RequestJobCancel(context.Context, *v1.RequestJobCancelRequest) (*v1.RequestJobCancelResponse, error)
-	// CreateDirtyJobResult records a job's result as dirty: the job is
-	// globally terminal and its cleanup has not finished. If the job's entry
-	// (dirty, or clean since) holds a result equal to this one (see Equality
-	// above), the call succeeds and changes nothing: it is a retry of the
-	// call that created it. Fenced by `jobmanager`. Idempotent.
+	// CreateDirtyJobResult records a job's result as dirty: the job is globally
+	// terminal and its cleanup has not finished. If the job's entry (dirty, or
+	// clean since) holds a result equal to this one (see Equality above), the
+	// call MUST succeed and change nothing: it is a retry of the call that
+	// created it. Fenced by `jobmanager`. Idempotent.
 	//
 	// Errors: ALREADY_EXISTS (JOB_RESULT_EXISTS) if the job's entry holds
 	// another result; FAILED_PRECONDITION (JOB_CANCEL_REQUESTED) for a
 	// FINISHED or FAILED result of a job without an entry whose cancellation
 	// was requested (RequestJobCancel), checked in the same atomic step as
-	// the write: nothing was written, and the caller records a CANCELED
-	// result instead; ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also
-	// for a fence of another election.
+	// the write: nothing was written, and the caller MUST record a CANCELED
+	// result instead; ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for
+	// a fence of another election.
 	CreateDirtyJobResult(context.Context, *v1.CreateDirtyJobResultRequest) (*v1.CreateDirtyJobResultResponse, error)
 	// MarkJobResultClean marks a job's result clean once its cleanup is done.
-	// Marking a clean entry again succeeds. Fenced by `jobmanager`.
+	// Marking a clean entry again MUST succeed. Fenced by `jobmanager`.
 	// Idempotent.
 	//
 	// The store MUST refuse the call while the job's execution plan exists,
@@ -274,9 +284,9 @@ type HAStoreServiceClient interface {
 	// deleted by retention and the job never runs again under a new leader.
 	//
 	// Errors: NOT_FOUND (JOB_RESULT_NOT_FOUND) if the job has no entry;
-	// FAILED_PRECONDITION (EXECUTION_PLAN_NOT_DELETED) if the job's plan
-	// exists (since 1.2); ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
-	// another election.
+	// FAILED_PRECONDITION (EXECUTION_PLAN_NOT_DELETED) if the job's plan exists
+	// (since 1.2); ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a
+	// fence of another election.
 	MarkJobResultClean(context.Context, *v1.MarkJobResultCleanRequest) (*v1.MarkJobResultCleanResponse, error)
 	// GetJobResultEntry returns a job's result entry. No side effects.
 	//
@@ -285,8 +295,8 @@ type HAStoreServiceClient interface {
 	// ListJobResultEntries lists job result entries, in job id order, a page
 	// at a time, optionally only dirty or only clean ones. No side effects.
 	ListJobResultEntries(context.Context, *v1.ListJobResultEntriesRequest) (*v1.ListJobResultEntriesResponse, error)
-	// DeleteJobResultEntry removes a clean job result entry, for retention;
-	// the job's id may then be used again. Deleting an absent entry succeeds.
+	// DeleteJobResultEntry removes a clean job result entry, for retention; the
+	// job's id may then be used again. Deleting an absent entry MUST succeed.
 	// Fenced by `jobmanager`. Idempotent.
 	//
 	// The store MUST refuse to delete an entry while the job's execution
@@ -295,37 +305,37 @@ type HAStoreServiceClient interface {
 	// plan and run the job again.
 	//
 	// Errors: FAILED_PRECONDITION (JOB_RESULT_DIRTY) for a dirty entry;
-	// FAILED_PRECONDITION (EXECUTION_PLAN_NOT_DELETED) for a clean entry
-	// whose job's plan exists (since 1.2); ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
-	// another election.
+	// FAILED_PRECONDITION (EXECUTION_PLAN_NOT_DELETED) for a clean entry whose
+	// job's plan exists (since 1.2); ABORTED (STALE_FENCING_TOKEN);
+	// INVALID_ARGUMENT, also for a fence of another election.
 	DeleteJobResultEntry(context.Context, *v1.DeleteJobResultEntryRequest) (*v1.DeleteJobResultEntryResponse, error)
 	// AddTaskExecutor makes a TaskExecutor a member of the TaskExecutor
-	// membership (see above); the member lasts until RemoveTaskExecutor,
-	// across restarts of the store. Adding a member again succeeds and
-	// changes nothing. Fenced by `jobmanager`. Idempotent. Since 1.2.
+	// membership (see above); the member MUST last until RemoveTaskExecutor,
+	// across restarts of the store. Adding a member again MUST succeed and
+	// change nothing. Fenced by `jobmanager`. Idempotent. Since 1.2.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT for an empty
 	// id or one longer than 128 bytes, and for a fence of another election.
 	AddTaskExecutor(context.Context, *v1.AddTaskExecutorRequest) (*v1.AddTaskExecutorResponse, error)
 	// RemoveTaskExecutor removes a member; removing one that is not a member
-	// succeeds. The ResourceManager removes a TaskExecutor only once every
-	// task lease it could hold has ended. Fenced by `jobmanager`.
+	// MUST succeed. The ResourceManager MUST remove a TaskExecutor only once
+	// every task lease it could hold has ended. Fenced by `jobmanager`.
 	// Idempotent. Since 1.2.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT as for
 	// AddTaskExecutor.
 	RemoveTaskExecutor(context.Context, *v1.RemoveTaskExecutorRequest) (*v1.RemoveTaskExecutorResponse, error)
-	// ListTaskExecutors lists the members' ids, in id order, a page at a
-	// time. It reflects every AddTaskExecutor and RemoveTaskExecutor that
+	// ListTaskExecutors lists the members' ids, in id order, a page at a time.
+	// It MUST reflect every AddTaskExecutor and RemoveTaskExecutor that
 	// succeeded before it was called. No side effects. Since 1.2.
 	ListTaskExecutors(context.Context, *v1.ListTaskExecutorsRequest) (*v1.ListTaskExecutorsResponse, error)
 	// AddCheckpoint stores a completed checkpoint of a job and, in the same
-	// atomic step, removes the job's oldest checkpoints beyond the newest
+	// atomic step, MUST remove the job's oldest checkpoints beyond the newest
 	// `retain` (the new one counts). The checkpoint counts as completed only
-	// once this call succeeded. A checkpoint equal (see Equality) to the
-	// job's stored one of the same id succeeds and changes nothing: it is a
-	// retry of the call that stored it. Fenced by `job/<job_id>` of the
-	// checkpoint's job. Idempotent. Since 1.2.
+	// once this call succeeded. A checkpoint equal (see Equality) to the job's
+	// stored one of the same id MUST succeed and change nothing: it is a retry
+	// of the call that stored it. Fenced by `job/<job_id>` of the checkpoint's
+	// job. Idempotent. Since 1.2.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); NOT_FOUND
 	// (EXECUTION_PLAN_NOT_FOUND) if the job has no plan; FAILED_PRECONDITION
@@ -333,23 +343,22 @@ type HAStoreServiceClient interface {
 	// (CHECKPOINT_ID_NOT_INCREASING) if the id is not greater than the job's
 	// `last_checkpoint_id` (and the call is no retry); all checked in the
 	// same atomic step as the write; INVALID_ARGUMENT, also for a fence of
-	// another election, a checkpoint of 0 or over the store's size limit
-	// (the plan limit, 1 MiB unless configured), and two states of one
-	// subtask.
+	// another election, a checkpoint of 0 or over the store's size limit (the
+	// plan limit; informative: the reference store's is 1 MiB unless
+	// configured), and two states of one subtask.
 	AddCheckpoint(context.Context, *v1.AddCheckpointRequest) (*v1.AddCheckpointResponse, error)
-	// GetLatestCheckpoint returns a job's completed checkpoint of the
-	// greatest id, and the greatest id its checkpoints and savepoints used.
-	// A job without checkpoints answers with neither set. No side effects.
+	// GetLatestCheckpoint returns a job's completed checkpoint of the greatest
+	// id, and the greatest id its checkpoints and savepoints used. A job
+	// without checkpoints MUST be answered with neither set. No side effects.
 	// Since 1.2.
 	GetLatestCheckpoint(context.Context, *v1.GetLatestCheckpointRequest) (*v1.GetLatestCheckpointResponse, error)
 	// ListCheckpoints lists a job's stored checkpoints, in id order, a page
 	// at a time. No side effects. Since 1.2.
 	ListCheckpoints(context.Context, *v1.ListCheckpointsRequest) (*v1.ListCheckpointsResponse, error)
-	// AddSavepoint stores a savepoint of a job. Its id counts in the job's
+	// AddSavepoint stores a savepoint of a job. Its id MUST count in the job's
 	// `last_checkpoint_id` as a checkpoint's does. A savepoint equal to the
-	// stored one of the same `savepoint_id` succeeds and changes nothing.
-	// Fenced by `job/<job_id>` of the savepoint's job. Idempotent. Since
-	// 1.2.
+	// stored one of the same `savepoint_id` MUST succeed and change nothing.
+	// Fenced by `job/<job_id>` of the savepoint's job. Idempotent. Since 1.2.
 	//
 	// Errors: ALREADY_EXISTS (SAVEPOINT_EXISTS) if another savepoint has the
 	// id; then as AddCheckpoint.
@@ -361,7 +370,7 @@ type HAStoreServiceClient interface {
 	// ListSavepoints lists savepoints, in savepoint id order, a page at a
 	// time, optionally only those of one job. No side effects. Since 1.2.
 	ListSavepoints(context.Context, *v1.ListSavepointsRequest) (*v1.ListSavepointsResponse, error)
-	// DeleteSavepoint removes a savepoint; removing an absent one succeeds.
+	// DeleteSavepoint removes a savepoint; removing an absent one MUST succeed.
 	// Fenced by `jobmanager`. Idempotent. Since 1.2.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a
@@ -890,62 +899,62 @@ func (c *hAStoreServiceClient) DeleteSavepoint(ctx context.Context, req *v1.Dele
 
 // HAStoreServiceHandler is an implementation of the jobplane.hastore.v1.HAStoreService service.
 type HAStoreServiceHandler interface {
-	// OpenSession opens a session. The TTL is rounded up to whole seconds and
-	// raised to the store's minimum; the response gives the TTL granted. The
-	// session expires when no KeepAlive arrives within its TTL.
+	// OpenSession opens a session. The TTL MUST be rounded up to whole seconds
+	// and raised to the store's minimum; the response gives the TTL granted.
+	// The session MUST expire when no KeepAlive arrives within its TTL.
 	OpenSession(context.Context, *v1.OpenSessionRequest) (*v1.OpenSessionResponse, error)
 	// KeepAlive renews a session for another TTL. Idempotent.
 	//
-	// The store renews the session no earlier than it receives the request,
-	// and never ends it earlier than the TTL after it received the last
-	// KeepAlive it acknowledged; so a client knows its session certainly
-	// holds until the send time of its last acknowledged KeepAlive plus the
-	// TTL (less a margin for clock drift), and no longer: a leader acts only
-	// until then, and counts its session lost after it (see FencingToken:
-	// when a leader counts as deposed).
+	// The store MUST renew the session no earlier than it receives the request,
+	// and MUST NOT end it earlier than the TTL after it received the last
+	// KeepAlive it acknowledged; so a client knows its session certainly holds
+	// until the send time of its last acknowledged KeepAlive plus the TTL (less
+	// a margin for clock drift), and no longer: a leader MUST act only until
+	// then, and MUST count its session lost after it (see FencingToken: when a
+	// leader counts as deposed).
 	//
 	// Errors: NOT_FOUND (SESSION_NOT_FOUND) for an unknown or expired
 	// session, whose leaderships have all ended.
 	KeepAlive(context.Context, *v1.KeepAliveRequest) (*v1.KeepAliveResponse, error)
 	// CloseSession closes a session at once, ending its candidacies and
-	// leaderships. Closing an unknown or expired session succeeds.
+	// leaderships. Closing an unknown or expired session MUST succeed.
 	// Idempotent.
 	CloseSession(context.Context, *v1.CloseSessionRequest) (*v1.CloseSessionResponse, error)
-	// Campaign enters a candidacy of the session in an election and returns
-	// at once; the grant, when it comes, is reported on WatchSession (and is
-	// visible to GetLeader). If `address` is set it is published with the
-	// grant, as ConfirmLeadership would. A session has at most one candidacy
-	// per election. Idempotent: while the candidacy lasts (waiting or
-	// granted), the same call again (same session, election and address)
-	// succeeds and changes nothing, so a client retries a Campaign whose
-	// answer was lost; a call with another address fails with
-	// CANDIDACY_EXISTS.
+	// Campaign enters a candidacy of the session in an election and returns at
+	// once; the grant, when it comes, MUST be reported on WatchSession (and be
+	// visible to GetLeader). If `address` is set it MUST be published with the
+	// grant, as ConfirmLeadership would. A session MUST have at most one
+	// candidacy per election. Idempotent: while the candidacy lasts (waiting or
+	// granted), the same call again (same session, election and address) MUST
+	// succeed and change nothing, so a client retries a Campaign whose answer
+	// was lost; a call with another address MUST fail with CANDIDACY_EXISTS.
 	//
 	// Errors: NOT_FOUND (SESSION_NOT_FOUND); ALREADY_EXISTS
 	// (CANDIDACY_EXISTS); INVALID_ARGUMENT.
 	Campaign(context.Context, *v1.CampaignRequest) (*v1.CampaignResponse, error)
-	// Withdraw ends the session's candidacy in an election: a waiting
-	// candidacy leaves the queue, a granted one resigns. Withdrawing when
-	// there is no candidacy succeeds. Idempotent.
+	// Withdraw ends the session's candidacy in an election: a waiting candidacy
+	// leaves the queue, a granted one resigns. Withdrawing when there is no
+	// candidacy MUST succeed. Idempotent.
 	//
 	// Errors: NOT_FOUND (SESSION_NOT_FOUND); INVALID_ARGUMENT.
 	Withdraw(context.Context, *v1.WithdrawRequest) (*v1.WithdrawResponse, error)
 	// WatchSession streams the fate of the session's candidacies.
 	//
-	// On every (re)connection the stream first sends `granted` for each
+	// On every (re)connection the stream MUST first send `granted` for each
 	// leadership the session holds at that moment, then `snapshot_end`, then
 	// `granted` and `revoked` events as they happen, in order. A client that
 	// reconnects after missing events infers from the snapshot which of the
-	// leaderships it believed held have ended: those not granted in it. A `heartbeat` is sent when
-	// nothing else was for 10 seconds, so idle streams survive proxies. The
-	// stream ends with NOT_FOUND (SESSION_NOT_FOUND) once the session has
-	// ended, after the `revoked` events of its leaderships. Closing or losing
-	// the stream changes nothing in the store: a client reconnects and
-	// resynchronizes from the initial `granted` events. No side effects.
+	// leaderships it believed held have ended: those not granted in it. A
+	// `heartbeat` MUST be sent when nothing else was for 10 seconds, so idle
+	// streams survive proxies. The stream MUST end with NOT_FOUND
+	// (SESSION_NOT_FOUND) once the session has ended, after the `revoked`
+	// events of its leaderships. Closing or losing the stream MUST change
+	// nothing in the store: a client reconnects and resynchronizes from the
+	// initial `granted` events. No side effects.
 	WatchSession(context.Context, *v1.WatchSessionRequest, *connect.ServerStream[v1.WatchSessionResponse]) error
-	// Resign ends the leadership named by a fence, whichever session holds
-	// it; the next candidacy, if any, is granted. Resigning with a token that
-	// no longer leads succeeds and changes nothing. Idempotent.
+	// Resign ends the leadership named by a fence, whichever session holds it;
+	// the next candidacy, if any, is granted. Resigning with a token that no
+	// longer leads MUST succeed and change nothing. Idempotent.
 	Resign(context.Context, *v1.ResignRequest) (*v1.ResignResponse, error)
 	// ConfirmLeadership publishes the address at which the leader serves, as
 	// seen by GetLeader and ObserveLeader. Idempotent.
@@ -955,25 +964,25 @@ type HAStoreServiceHandler interface {
 	// GetLeader returns an election's current leader, if any. No side
 	// effects.
 	GetLeader(context.Context, *v1.GetLeaderRequest) (*v1.GetLeaderResponse, error)
-	// ObserveLeader streams an election's leader: first the current state,
-	// then every change (a new grant, a published address, the leader gone),
-	// in order, until the client cancels. If the store had to discard history
-	// (a compaction while the stream was behind), the changes in between are
-	// coalesced into the current state. A `heartbeat` is sent when nothing
+	// ObserveLeader streams an election's leader: first the current state, then
+	// every change (a new grant, a published address, the leader gone), in
+	// order, until the client cancels. If the store had to discard history (a
+	// compaction while the stream was behind), it MAY coalesce the changes in
+	// between into the current state. A `heartbeat` MUST be sent when nothing
 	// changed for 10 seconds. No side effects.
 	ObserveLeader(context.Context, *v1.ObserveLeaderRequest, *connect.ServerStream[v1.ObserveLeaderResponse]) error
-	// PutExecutionPlan stores a job's execution plan, if the job has none.
-	// A plan is never replaced: if the job has a plan equal to this one (see
-	// Equality above), the call succeeds and changes nothing; if it has
-	// another, it fails. A job with a result entry never runs again, so its
-	// plan is refused. Fenced by `jobmanager`. Idempotent. The answer's
+	// PutExecutionPlan stores a job's execution plan, if the job has none. A
+	// plan MUST NOT be replaced: if the job has a plan equal to this one (see
+	// Equality above), the call MUST succeed and change nothing; if it has
+	// another, it MUST fail. A job with a result entry never runs again, so its
+	// plan MUST be refused. Fenced by `jobmanager`. Idempotent. The answer's
 	// `created` says whether this call stored the plan.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); ALREADY_EXISTS
 	// (EXECUTION_PLAN_EXISTS) if the job has another plan; ALREADY_EXISTS
-	// (JOB_RESULT_EXISTS) if the job has a result entry; INVALID_ARGUMENT,
-	// also for a fence of another election and a plan larger than the
-	// store's limit (1 MiB unless configured).
+	// (JOB_RESULT_EXISTS) if the job has a result entry; INVALID_ARGUMENT, also
+	// for a fence of another election and a plan larger than the store's limit
+	// (informative: the reference store's is 1 MiB unless configured).
 	PutExecutionPlan(context.Context, *v1.PutExecutionPlanRequest) (*v1.PutExecutionPlanResponse, error)
 	// GetExecutionPlan returns a job's execution plan. No side effects.
 	//
@@ -983,55 +992,55 @@ type HAStoreServiceHandler interface {
 	// order, a page at a time. No side effects.
 	ListExecutionPlans(context.Context, *v1.ListExecutionPlansRequest) (*v1.ListExecutionPlansResponse, error)
 	// DeleteExecutionPlan removes a job's plan, and its cancel request and
-	// checkpoints (since 1.2) if any, once the job has a result entry (dirty or clean): a plan is the
-	// only record of a job that has no result, and is kept until one
-	// exists. Deleting an absent plan of a job
-	// with a result entry succeeds. Fenced by `jobmanager`. Idempotent.
+	// checkpoints (since 1.2) if any, once the job has a result entry (dirty or
+	// clean): a plan is the only record of a job that has no result, and MUST
+	// be kept until one exists. Deleting an absent plan of a job with a result
+	// entry MUST succeed. Fenced by `jobmanager`. Idempotent.
 	//
 	// Errors: NOT_FOUND (JOB_RESULT_NOT_FOUND) if the job has no result
 	// entry, whether or not it has a plan; ABORTED (STALE_FENCING_TOKEN);
 	// INVALID_ARGUMENT, also for a fence of another election.
 	DeleteExecutionPlan(context.Context, *v1.DeleteExecutionPlanRequest) (*v1.DeleteExecutionPlanResponse, error)
-	// RequestJobCancel records that a job's cancellation was requested, so
-	// that it outlives the leader that accepted it: a leader that recovers a
-	// job whose cancellation was requested ends it CANCELED without
-	// deploying anything. The Dispatcher records it before it answers
-	// CancelJob. The record lasts as long as the job's plan and goes with it
-	// (DeleteExecutionPlan). Requesting again succeeds and changes nothing.
+	// RequestJobCancel records that a job's cancellation was requested, so that
+	// it outlives the leader that accepted it: a leader that recovers a job
+	// whose cancellation was requested MUST end it CANCELED without deploying
+	// anything. The Dispatcher MUST record it before it answers CancelJob. The
+	// record lasts as long as the job's plan and goes with it
+	// (DeleteExecutionPlan). Requesting again MUST succeed and change nothing.
 	// Fenced by `jobmanager`. Idempotent.
 	//
-	// A cancel request and a job result are ordered by the store: the
-	// request is written only while the job has no result entry, and a
-	// FINISHED or FAILED result only while the job has no cancel request
+	// A cancel request and a job result are ordered by the store: the request
+	// MUST be written only while the job has no result entry, and a FINISHED or
+	// FAILED result only while the job has no cancel request
 	// (CreateDirtyJobResult), each checked in the same atomic step as its
-	// write. So a request that succeeded ends the job CANCELED, and a job
-	// whose result came first refuses the request.
+	// write. So a request that succeeded ends the job CANCELED, and a job whose
+	// result came first refuses the request.
 	//
 	// Errors: FAILED_PRECONDITION (JOB_TERMINAL) if the job has a result
 	// entry, whether or not its plan is deleted yet, with the result's
 	// status in the metadata `status` (a JobStatus name such as
-	// JOB_STATUS_FINISHED): nothing was written (the Dispatcher answers
+	// JOB_STATUS_FINISHED): nothing was written (the Dispatcher MUST answer
 	// CancelJob of a CANCELED result OK); otherwise NOT_FOUND
 	// (EXECUTION_PLAN_NOT_FOUND) if the job has no plan; both checked in the
 	// same atomic step as the write; ABORTED (STALE_FENCING_TOKEN);
 	// INVALID_ARGUMENT, also for a fence of another election.
 	RequestJobCancel(context.Context, *v1.RequestJobCancelRequest) (*v1.RequestJobCancelResponse, error)
-	// CreateDirtyJobResult records a job's result as dirty: the job is
-	// globally terminal and its cleanup has not finished. If the job's entry
-	// (dirty, or clean since) holds a result equal to this one (see Equality
-	// above), the call succeeds and changes nothing: it is a retry of the
-	// call that created it. Fenced by `jobmanager`. Idempotent.
+	// CreateDirtyJobResult records a job's result as dirty: the job is globally
+	// terminal and its cleanup has not finished. If the job's entry (dirty, or
+	// clean since) holds a result equal to this one (see Equality above), the
+	// call MUST succeed and change nothing: it is a retry of the call that
+	// created it. Fenced by `jobmanager`. Idempotent.
 	//
 	// Errors: ALREADY_EXISTS (JOB_RESULT_EXISTS) if the job's entry holds
 	// another result; FAILED_PRECONDITION (JOB_CANCEL_REQUESTED) for a
 	// FINISHED or FAILED result of a job without an entry whose cancellation
 	// was requested (RequestJobCancel), checked in the same atomic step as
-	// the write: nothing was written, and the caller records a CANCELED
-	// result instead; ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also
-	// for a fence of another election.
+	// the write: nothing was written, and the caller MUST record a CANCELED
+	// result instead; ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for
+	// a fence of another election.
 	CreateDirtyJobResult(context.Context, *v1.CreateDirtyJobResultRequest) (*v1.CreateDirtyJobResultResponse, error)
 	// MarkJobResultClean marks a job's result clean once its cleanup is done.
-	// Marking a clean entry again succeeds. Fenced by `jobmanager`.
+	// Marking a clean entry again MUST succeed. Fenced by `jobmanager`.
 	// Idempotent.
 	//
 	// The store MUST refuse the call while the job's execution plan exists,
@@ -1040,9 +1049,9 @@ type HAStoreServiceHandler interface {
 	// deleted by retention and the job never runs again under a new leader.
 	//
 	// Errors: NOT_FOUND (JOB_RESULT_NOT_FOUND) if the job has no entry;
-	// FAILED_PRECONDITION (EXECUTION_PLAN_NOT_DELETED) if the job's plan
-	// exists (since 1.2); ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
-	// another election.
+	// FAILED_PRECONDITION (EXECUTION_PLAN_NOT_DELETED) if the job's plan exists
+	// (since 1.2); ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a
+	// fence of another election.
 	MarkJobResultClean(context.Context, *v1.MarkJobResultCleanRequest) (*v1.MarkJobResultCleanResponse, error)
 	// GetJobResultEntry returns a job's result entry. No side effects.
 	//
@@ -1051,8 +1060,8 @@ type HAStoreServiceHandler interface {
 	// ListJobResultEntries lists job result entries, in job id order, a page
 	// at a time, optionally only dirty or only clean ones. No side effects.
 	ListJobResultEntries(context.Context, *v1.ListJobResultEntriesRequest) (*v1.ListJobResultEntriesResponse, error)
-	// DeleteJobResultEntry removes a clean job result entry, for retention;
-	// the job's id may then be used again. Deleting an absent entry succeeds.
+	// DeleteJobResultEntry removes a clean job result entry, for retention; the
+	// job's id may then be used again. Deleting an absent entry MUST succeed.
 	// Fenced by `jobmanager`. Idempotent.
 	//
 	// The store MUST refuse to delete an entry while the job's execution
@@ -1061,37 +1070,37 @@ type HAStoreServiceHandler interface {
 	// plan and run the job again.
 	//
 	// Errors: FAILED_PRECONDITION (JOB_RESULT_DIRTY) for a dirty entry;
-	// FAILED_PRECONDITION (EXECUTION_PLAN_NOT_DELETED) for a clean entry
-	// whose job's plan exists (since 1.2); ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
-	// another election.
+	// FAILED_PRECONDITION (EXECUTION_PLAN_NOT_DELETED) for a clean entry whose
+	// job's plan exists (since 1.2); ABORTED (STALE_FENCING_TOKEN);
+	// INVALID_ARGUMENT, also for a fence of another election.
 	DeleteJobResultEntry(context.Context, *v1.DeleteJobResultEntryRequest) (*v1.DeleteJobResultEntryResponse, error)
 	// AddTaskExecutor makes a TaskExecutor a member of the TaskExecutor
-	// membership (see above); the member lasts until RemoveTaskExecutor,
-	// across restarts of the store. Adding a member again succeeds and
-	// changes nothing. Fenced by `jobmanager`. Idempotent. Since 1.2.
+	// membership (see above); the member MUST last until RemoveTaskExecutor,
+	// across restarts of the store. Adding a member again MUST succeed and
+	// change nothing. Fenced by `jobmanager`. Idempotent. Since 1.2.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT for an empty
 	// id or one longer than 128 bytes, and for a fence of another election.
 	AddTaskExecutor(context.Context, *v1.AddTaskExecutorRequest) (*v1.AddTaskExecutorResponse, error)
 	// RemoveTaskExecutor removes a member; removing one that is not a member
-	// succeeds. The ResourceManager removes a TaskExecutor only once every
-	// task lease it could hold has ended. Fenced by `jobmanager`.
+	// MUST succeed. The ResourceManager MUST remove a TaskExecutor only once
+	// every task lease it could hold has ended. Fenced by `jobmanager`.
 	// Idempotent. Since 1.2.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT as for
 	// AddTaskExecutor.
 	RemoveTaskExecutor(context.Context, *v1.RemoveTaskExecutorRequest) (*v1.RemoveTaskExecutorResponse, error)
-	// ListTaskExecutors lists the members' ids, in id order, a page at a
-	// time. It reflects every AddTaskExecutor and RemoveTaskExecutor that
+	// ListTaskExecutors lists the members' ids, in id order, a page at a time.
+	// It MUST reflect every AddTaskExecutor and RemoveTaskExecutor that
 	// succeeded before it was called. No side effects. Since 1.2.
 	ListTaskExecutors(context.Context, *v1.ListTaskExecutorsRequest) (*v1.ListTaskExecutorsResponse, error)
 	// AddCheckpoint stores a completed checkpoint of a job and, in the same
-	// atomic step, removes the job's oldest checkpoints beyond the newest
+	// atomic step, MUST remove the job's oldest checkpoints beyond the newest
 	// `retain` (the new one counts). The checkpoint counts as completed only
-	// once this call succeeded. A checkpoint equal (see Equality) to the
-	// job's stored one of the same id succeeds and changes nothing: it is a
-	// retry of the call that stored it. Fenced by `job/<job_id>` of the
-	// checkpoint's job. Idempotent. Since 1.2.
+	// once this call succeeded. A checkpoint equal (see Equality) to the job's
+	// stored one of the same id MUST succeed and change nothing: it is a retry
+	// of the call that stored it. Fenced by `job/<job_id>` of the checkpoint's
+	// job. Idempotent. Since 1.2.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); NOT_FOUND
 	// (EXECUTION_PLAN_NOT_FOUND) if the job has no plan; FAILED_PRECONDITION
@@ -1099,23 +1108,22 @@ type HAStoreServiceHandler interface {
 	// (CHECKPOINT_ID_NOT_INCREASING) if the id is not greater than the job's
 	// `last_checkpoint_id` (and the call is no retry); all checked in the
 	// same atomic step as the write; INVALID_ARGUMENT, also for a fence of
-	// another election, a checkpoint of 0 or over the store's size limit
-	// (the plan limit, 1 MiB unless configured), and two states of one
-	// subtask.
+	// another election, a checkpoint of 0 or over the store's size limit (the
+	// plan limit; informative: the reference store's is 1 MiB unless
+	// configured), and two states of one subtask.
 	AddCheckpoint(context.Context, *v1.AddCheckpointRequest) (*v1.AddCheckpointResponse, error)
-	// GetLatestCheckpoint returns a job's completed checkpoint of the
-	// greatest id, and the greatest id its checkpoints and savepoints used.
-	// A job without checkpoints answers with neither set. No side effects.
+	// GetLatestCheckpoint returns a job's completed checkpoint of the greatest
+	// id, and the greatest id its checkpoints and savepoints used. A job
+	// without checkpoints MUST be answered with neither set. No side effects.
 	// Since 1.2.
 	GetLatestCheckpoint(context.Context, *v1.GetLatestCheckpointRequest) (*v1.GetLatestCheckpointResponse, error)
 	// ListCheckpoints lists a job's stored checkpoints, in id order, a page
 	// at a time. No side effects. Since 1.2.
 	ListCheckpoints(context.Context, *v1.ListCheckpointsRequest) (*v1.ListCheckpointsResponse, error)
-	// AddSavepoint stores a savepoint of a job. Its id counts in the job's
+	// AddSavepoint stores a savepoint of a job. Its id MUST count in the job's
 	// `last_checkpoint_id` as a checkpoint's does. A savepoint equal to the
-	// stored one of the same `savepoint_id` succeeds and changes nothing.
-	// Fenced by `job/<job_id>` of the savepoint's job. Idempotent. Since
-	// 1.2.
+	// stored one of the same `savepoint_id` MUST succeed and change nothing.
+	// Fenced by `job/<job_id>` of the savepoint's job. Idempotent. Since 1.2.
 	//
 	// Errors: ALREADY_EXISTS (SAVEPOINT_EXISTS) if another savepoint has the
 	// id; then as AddCheckpoint.
@@ -1127,7 +1135,7 @@ type HAStoreServiceHandler interface {
 	// ListSavepoints lists savepoints, in savepoint id order, a page at a
 	// time, optionally only those of one job. No side effects. Since 1.2.
 	ListSavepoints(context.Context, *v1.ListSavepointsRequest) (*v1.ListSavepointsResponse, error)
-	// DeleteSavepoint removes a savepoint; removing an absent one succeeds.
+	// DeleteSavepoint removes a savepoint; removing an absent one MUST succeed.
 	// Fenced by `jobmanager`. Idempotent. Since 1.2.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a

@@ -2,6 +2,16 @@
 // @generated from file jobplane/cluster/v1/job_master_service.proto (package jobplane.cluster.v1, syntax proto3)
 /* eslint-disable */
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration } from "@bufbuild/protobuf/wkt";
@@ -76,16 +86,16 @@ export const JobMasterServiceRegisterTaskExecutorRequestSchema: GenMessage<JobMa
  */
 export type JobMasterServiceRegisterTaskExecutorResponse = Message<"jobplane.cluster.v1.JobMasterServiceRegisterTaskExecutorResponse"> & {
   /**
-   * How often the TaskExecutor should send Heartbeat.
+   * How often the TaskExecutor SHOULD send Heartbeat.
    *
    * @generated from field: google.protobuf.Duration heartbeat_interval = 1;
    */
   heartbeatInterval?: Duration | undefined;
 
   /**
-   * After how long without a heartbeat the TaskExecutor counts as lost;
-   * a TaskExecutor that has not heard from the JobMaster for this long has
-   * stopped the job's attempts and freed its slots.
+   * After how long without a heartbeat the TaskExecutor counts as lost; a
+   * TaskExecutor that has not heard from the JobMaster for this long MUST
+   * have stopped the job's attempts and freed its slots.
    *
    * @generated from field: google.protobuf.Duration heartbeat_timeout = 2;
    */
@@ -93,10 +103,10 @@ export type JobMasterServiceRegisterTaskExecutorResponse = Message<"jobplane.clu
 
   /**
    * The JobMaster's task lease, if it grants one (see
-   * HeartbeatFromTaskExecutorResponse.task_lease): from the start, the
-   * job's attempts here run under it rather than under the heartbeat
-   * timeout, counted from the same instant. Set only while the
-   * JobMaster's leadership holds.
+   * HeartbeatFromTaskExecutorResponse.task_lease): from the start, the job's
+   * attempts here run under it rather than under the heartbeat timeout,
+   * counted from the same instant. MUST be set only while the JobMaster's
+   * leadership holds.
    *
    * @generated from field: google.protobuf.Duration task_lease = 3;
    */
@@ -191,7 +201,7 @@ export type OfferSlotsRequest = Message<"jobplane.cluster.v1.OfferSlotsRequest">
 
   /**
    * Whether the TaskExecutor takes deployments in the answer
-   * (OfferSlotsResponse.deployments). A JobMaster sends none to a
+   * (OfferSlotsResponse.deployments). A JobMaster MUST NOT send any to a
    * TaskExecutor that leaves it unset.
    *
    * @generated from field: bool deployments_in_answer = 6;
@@ -213,14 +223,14 @@ export const OfferSlotsRequestSchema: GenMessage<OfferSlotsRequest> = /*@__PURE_
  */
 export type OfferSlotsResponse = Message<"jobplane.cluster.v1.OfferSlotsResponse"> & {
   /**
-   * The offers the JobMaster accepted; the TaskExecutor frees the others.
+   * The offers the JobMaster accepted; the TaskExecutor MUST free the others.
    *
    * @generated from field: repeated jobplane.cluster.v1.SlotOffer accepted = 1;
    */
   accepted: SlotOffer[];
 
   /**
-   * As in RegisterTaskExecutor's answer. Set, with heartbeat_timeout,
+   * As in RegisterTaskExecutor's answer. MUST be set, with heartbeat_timeout,
    * whenever the TaskExecutor is registered once the call is taken.
    *
    * @generated from field: google.protobuf.Duration heartbeat_interval = 2;
@@ -228,12 +238,12 @@ export type OfferSlotsResponse = Message<"jobplane.cluster.v1.OfferSlotsResponse
   heartbeatInterval?: Duration | undefined;
 
   /**
-   * As in RegisterTaskExecutor's answer; positive whenever the
-   * TaskExecutor is registered once the call is taken. An answer without
-   * it comes from a JobMaster that did not take the registration (one
-   * that predates `address`): the TaskExecutor calls RegisterTaskExecutor
-   * and offers again. The JobMaster may deploy to the accepted slots
-   * before this answer arrives; its deployments carry the timeout too
+   * As in RegisterTaskExecutor's answer; MUST be positive whenever the
+   * TaskExecutor is registered once the call is taken. An answer without it
+   * comes from a JobMaster that did not take the registration (one that
+   * predates `address`): the TaskExecutor MUST call RegisterTaskExecutor and
+   * offer again. The JobMaster MAY deploy to the accepted slots before this
+   * answer arrives; its deployments MUST carry the timeout too
    * (TaskExecutorService.SubmitTasks).
    *
    * @generated from field: google.protobuf.Duration heartbeat_timeout = 3;
@@ -242,8 +252,8 @@ export type OfferSlotsResponse = Message<"jobplane.cluster.v1.OfferSlotsResponse
 
   /**
    * Attempts to deploy into accepted slots of this offer, as
-   * SubmitTasksRequest.tasks under the offer's job and token; only if
-   * the request set `deployments_in_answer`, and then always with
+   * SubmitTasksRequest.tasks under the offer's job and token; MUST be set
+   * only if the request set `deployments_in_answer`, and then always with
    * heartbeat_timeout. The TaskExecutor reports nothing back for them
    * beyond their states: one it refuses reaches the JobMaster again with
    * SubmitTasks, whose answer says why.
@@ -254,10 +264,10 @@ export type OfferSlotsResponse = Message<"jobplane.cluster.v1.OfferSlotsResponse
 
   /**
    * The JobMaster's task lease, if it grants one (see
-   * HeartbeatFromTaskExecutorResponse.task_lease): from the start, the
-   * job's attempts here run under it rather than under the heartbeat
-   * timeout, counted from the same instant. Set only while the
-   * JobMaster's leadership holds.
+   * HeartbeatFromTaskExecutorResponse.task_lease): from the start, the job's
+   * attempts here run under it rather than under the heartbeat timeout,
+   * counted from the same instant. MUST be set only while the JobMaster's
+   * leadership holds.
    *
    * @generated from field: google.protobuf.Duration task_lease = 5;
    */
@@ -522,9 +532,9 @@ export const JobMasterServiceHeartbeatResponseSchema: GenMessage<JobMasterServic
  * HeartbeatFromTaskExecutorRequest is the request of
  * JobMasterService.HeartbeatFromTaskExecutor.
  *
- * The process keeps, per TaskExecutor, the jobs the TaskExecutor follows
+ * The process MUST keep, per TaskExecutor, the jobs the TaskExecutor follows
  * here. A full heartbeat (the first to this process, and after the answer
- * asked for one) lists them all; the others list only jobs the
+ * asked for one) MUST list them all; the others list only jobs the
  * TaskExecutor started or stopped following since the last answered
  * heartbeat, and jobs with something to report.
  *
@@ -640,8 +650,8 @@ export const TaskExecutorJobReportSchema: GenMessage<TaskExecutorJobReport> = /*
  */
 export type HeartbeatFromTaskExecutorResponse = Message<"jobplane.cluster.v1.HeartbeatFromTaskExecutorResponse"> & {
   /**
-   * The process keeps nothing for the TaskExecutor (it never heard from
-   * it, or forgot it): the next heartbeat must be full. The jobs of this
+   * The process keeps nothing for the TaskExecutor (it never heard from it,
+   * or forgot it): the next heartbeat MUST be full. The jobs of this
    * heartbeat count as heard only if `jobs` does not name them.
    *
    * @generated from field: bool full_requested = 1;
@@ -657,10 +667,10 @@ export type HeartbeatFromTaskExecutorResponse = Message<"jobplane.cluster.v1.Hea
   jobs: TaskExecutorJobAnswer[];
 
   /**
-   * How long from when the heartbeat was sent the JobMasters here
-   * certainly lead (their leadership's lease, see DispatcherService): the
-   * TaskExecutor stops the jobs' attempts by then unless a later
-   * heartbeat extends it. Unset: no bound beyond the heartbeat timeout.
+   * How long from when the heartbeat was sent the JobMasters here certainly
+   * lead (their leadership's lease, see DispatcherService): the TaskExecutor
+   * MUST stop the jobs' attempts by then unless a later heartbeat extends it.
+   * Unset: no bound beyond the heartbeat timeout.
    *
    * @generated from field: google.protobuf.Duration lease_remaining = 3;
    */
@@ -668,20 +678,20 @@ export type HeartbeatFromTaskExecutorResponse = Message<"jobplane.cluster.v1.Hea
 
   /**
    * A task lease: how long, from when the heartbeat was sent, the
-   * TaskExecutor may keep the attempts of the jobs this answer counts as
+   * TaskExecutor MAY keep the attempts of the jobs this answer counts as
    * heard running without hearing from any JobMaster of theirs. Set by a
    * server whose JobMasters adopt attempts (TaskExecutorService.
-   * AdoptAttempts), and only while its leadership holds when it answers.
-   * For those jobs the TaskExecutor then bounds the attempts by this lease
-   * alone (neither the heartbeat timeout nor lease_remaining applies), and
-   * a newer JobMaster of a job no longer cancels them: they keep running,
-   * held for it to adopt, until this lease ends. The server, in return,
-   * deploys a subtask anew after a change of leader only if an answer
-   * listed it ended, or once the longest task lease the previous leader
-   * could have granted has ended (a TaskExecutor it cannot reach may still
-   * run it until then). Unset: no task lease; the job's next answer
-   * without one ends it. A newer JobMaster of the job ends it too, until
-   * an answer of its own grants one.
+   * AdoptAttempts), and MUST be set only while its leadership holds when it
+   * answers. For those jobs the TaskExecutor then MUST bound the attempts by
+   * this lease alone (neither the heartbeat timeout nor lease_remaining
+   * applies), and MUST NOT cancel them for a newer JobMaster of a job: they
+   * keep running, held for it to adopt, until this lease ends. The server, in
+   * return, MUST deploy a subtask anew after a change of leader only if an
+   * answer listed it ended, or once the longest task lease the previous
+   * leader could have granted has ended (a TaskExecutor it cannot reach may
+   * still run it until then). Unset: no task lease; the job's next answer
+   * without one ends it. A newer JobMaster of the job ends it too, until an
+   * answer of its own grants one.
    *
    * @generated from field: google.protobuf.Duration task_lease = 4;
    */
@@ -798,7 +808,7 @@ export const DisconnectTaskExecutorResponseSchema: GenMessage<DisconnectTaskExec
  */
 export enum TaskExecutorJobAction {
   /**
-   * Never sent.
+   * MUST NOT be sent.
    *
    * @generated from enum value: TASK_EXECUTOR_JOB_ACTION_UNSPECIFIED = 0;
    */
@@ -842,41 +852,41 @@ export const TaskExecutorJobActionSchema: GenEnum<TaskExecutorJobAction> = /*@__
  * One process serves the JobMasters of many jobs at one address; every
  * request names its job. Every call is fenced by the job's token: the token
  * of the current grant in the election `job/<job_id>`, which a TaskExecutor
- * learns from RequestSlot (or the HA store). A JobMaster refuses a request
- * with an older token with ABORTED (STALE_FENCING_TOKEN). A request with a
- * newer token, and any request to a process that runs no JobMaster for the
- * job, is answered UNAVAILABLE (NOT_LEADER) with the job's leader address
- * when known; the newer token alone does not depose the JobMaster (see
- * FencingToken for when it counts as deposed). A JobMaster whose
- * leadership no longer certainly holds answers NOT_LEADER to every call,
- * and deploys nothing.
+ * learns from RequestSlot (or the HA store). A JobMaster MUST refuse a
+ * request with an older token with ABORTED (STALE_FENCING_TOKEN). A request
+ * with a newer token, and any request to a process that runs no JobMaster for
+ * the job, MUST be answered UNAVAILABLE (NOT_LEADER) with the job's leader
+ * address when known; the newer token alone MUST NOT depose the JobMaster
+ * (see FencingToken for when it counts as deposed). A JobMaster whose
+ * leadership no longer certainly holds MUST answer NOT_LEADER to every call,
+ * and MUST NOT deploy anything.
  *
  * Liveness is one heartbeat per pair of processes, not per job: once per
- * heartbeat interval a TaskExecutor calls HeartbeatFromTaskExecutor on
+ * heartbeat interval a TaskExecutor SHOULD call HeartbeatFromTaskExecutor on
  * each address whose JobMasters it follows, for all their jobs at once,
- * carrying only what changed. The process counts a TaskExecutor it has not
- * heard from for the heartbeat timeout as lost, for every job there. It
- * judges silence on its monotonic clock, and not the time it could not
- * hear at all itself (a pause of its process): after a stall, every
- * TaskExecutor gets a full timeout again. A TaskExecutor, in turn, stops
+ * carrying only what changed. The process MUST count a TaskExecutor it has
+ * not heard from for the heartbeat timeout as lost, for every job there. It
+ * MUST judge silence on its monotonic clock, and MUST NOT count the time it
+ * could not hear at all itself (a pause of its process): after a stall, every
+ * TaskExecutor gets a full timeout again. A TaskExecutor, in turn, MUST stop
  * the attempts of a job whose JobMaster it has not heard from for that
  * timeout, or past the JobMaster's lease (see TaskExecutorService).
  *
- * No subtask runs twice at once. An attempt the JobMaster stops counting
- * as running on a TaskExecutor without that TaskExecutor's word that it
- * stopped (a lost TaskExecutor, a deployment or cancellation whose outcome
- * is unknown) is deployed again only once it is known to have stopped:
- * the TaskExecutor reports it terminal, or leaves it out of a complete
- * report the JobMaster asked for (REPORT), or the heartbeat timeout has
- * passed since the TaskExecutor was last heard. A lost TaskExecutor that comes back is told to cancel those
- * attempts and free the job's slots it still holds.
+ * No subtask runs twice at once. An attempt the JobMaster stops counting as
+ * running on a TaskExecutor without that TaskExecutor's word that it stopped
+ * (a lost TaskExecutor, a deployment or cancellation whose outcome is
+ * unknown) MUST be deployed again only once it is known to have stopped: the
+ * TaskExecutor reports it terminal, or leaves it out of a complete report the
+ * JobMaster asked for (REPORT), or the heartbeat timeout has passed since the
+ * TaskExecutor was last heard. A lost TaskExecutor that comes back MUST be
+ * told to cancel those attempts and free the job's slots it still holds.
  *
  * @generated from service jobplane.cluster.v1.JobMasterService
  */
 export const JobMasterService: GenService<{
   /**
-   * RegisterTaskExecutor connects a TaskExecutor to the JobMaster, which
-   * from then on monitors it by heartbeats. Registering again replaces the
+   * RegisterTaskExecutor connects a TaskExecutor to the JobMaster, which from
+   * then on monitors it by heartbeats. Registering again MUST replace the
    * previous registration. Idempotent.
    *
    * Errors: INVALID_ARGUMENT for a missing field; ABORTED
@@ -892,41 +902,40 @@ export const JobMasterService: GenService<{
   /**
    * OfferSlots offers slots that the ResourceManager allocated to the job.
    * The JobMaster accepts the slots it can use and answers which; the
-   * TaskExecutor frees the rest. Offering an accepted slot again accepts it
-   * again. A TaskExecutor offers in one call the slots allocated to the
-   * JobMaster together (see TaskExecutorService.RequestSlots), and those
-   * allocated while an offer to it is on its way in the next call, not
-   * one call per slot. An offer that carries the TaskExecutor's address
-   * also registers it (or renews its registration), as
-   * RegisterTaskExecutor would: a TaskExecutor offering slots to a
-   * JobMaster makes one call, not two. A slot that the JobMaster gave up
-   * while the TaskExecutor was lost, and that the registration tells the
-   * TaskExecutor to free, is not accepted. Idempotent.
+   * TaskExecutor MUST free the rest. Offering an accepted slot again MUST
+   * accept it again. A TaskExecutor SHOULD offer in one call the slots
+   * allocated to the JobMaster together (see
+   * TaskExecutorService.RequestSlots), and those allocated while an offer to
+   * it is on its way in the next call, not one call per slot. An offer that
+   * carries the TaskExecutor's address MUST also register it (or renew its
+   * registration), as RegisterTaskExecutor would: a TaskExecutor offering
+   * slots to a JobMaster makes one call, not two. A slot that the JobMaster
+   * gave up while the TaskExecutor was lost, and that the registration tells
+   * the TaskExecutor to free, MUST NOT be accepted. Idempotent.
    *
-   * A TaskExecutor that sets `deployments_in_answer` takes deployments in
-   * the answer: the JobMaster may answer with the attempts it deploys into
-   * the accepted slots (`deployments`), instead of sending them in a
-   * SubmitTasks call of its own, which saves a call and a trip on the way
-   * from a slot's allocation to its first task. The TaskExecutor deploys
-   * them as SubmitTasks from the same JobMaster, under the offer's token
-   * and with the answer's heartbeat timeout, would. The JobMaster cannot
-   * know whether the answer arrived: until it hears a state of such an
-   * attempt from the TaskExecutor, it counts the deployment as in flight,
-   * and after its heartbeat interval sends it again with SubmitTasks
-   * (which a TaskExecutor that runs the attempt already takes as done).
-   * Offering an accepted slot again answers again with the deployment of
-   * the attempt still in flight in it.
+   * A TaskExecutor that sets `deployments_in_answer` takes deployments in the
+   * answer: the JobMaster MAY answer with the attempts it deploys into the
+   * accepted slots (`deployments`), instead of sending them in a SubmitTasks
+   * call of its own, which saves a call and a trip on the way from a slot's
+   * allocation to its first task. The TaskExecutor MUST deploy them as
+   * SubmitTasks from the same JobMaster, under the offer's token and with the
+   * answer's heartbeat timeout, would. The JobMaster cannot know whether the
+   * answer arrived: until it hears a state of such an attempt from the
+   * TaskExecutor, it MUST count the deployment as in flight, and after its
+   * heartbeat interval send it again with SubmitTasks (which a TaskExecutor
+   * that runs the attempt already MUST take as done). Offering an accepted
+   * slot again MUST answer again with the deployment of the attempt still in
+   * flight in it.
    *
-   * Accepted slots that wait idle for more (a region is deployed once all
-   * its slots are at hand) are not kept for ever: after a change of
-   * leader the TaskExecutors offer each new JobMaster the slots its job
-   * held, outside the ResourceManager's order, and jobs that each hold
-   * part of what they need would wait for one another. A JobMaster whose
-   * deployment has waited for the advertised
-   * jobplane.v1.ServerTimings.slot_yield (at most 30 s; the reference
-   * server: 5 s) gives its
-   * idle slots back with FreeSlots and keeps its declared requirement, so
-   * that the ResourceManager hands them out again in request order.
+   * Accepted slots that wait idle for more (a region is deployed once all its
+   * slots are at hand) are not kept for ever: after a change of leader the
+   * TaskExecutors offer each new JobMaster the slots its job held, outside
+   * the ResourceManager's order, and jobs that each hold part of what they
+   * need would wait for one another. A JobMaster whose deployment has waited
+   * for the advertised jobplane.v1.ServerTimings.slot_yield (at most 30 s;
+   * informative: the reference server's is 5 s) MUST give its idle slots back
+   * with FreeSlots and keep its declared requirement, so that the
+   * ResourceManager hands them out again in request order.
    *
    * Errors: INVALID_ARGUMENT for a missing field; FAILED_PRECONDITION
    * (NOT_REGISTERED) if the TaskExecutor did not register and the offer
@@ -942,10 +951,10 @@ export const JobMasterService: GenService<{
   },
   /**
    * UpdateTaskExecutionState reports a state change of an execution attempt.
-   * Reporting the same state again changes nothing. Idempotent.
+   * Reporting the same state again MUST change nothing. Idempotent.
    *
    * Errors: NOT_FOUND (EXECUTION_NOT_FOUND) if the JobMaster does not know
-   * the attempt, in which case the TaskExecutor cancels it; ABORTED
+   * the attempt, in which case the TaskExecutor MUST cancel it; ABORTED
    * (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
    *
    * Answers that say nothing of the attempt now (since 1.2). A
@@ -966,20 +975,20 @@ export const JobMasterService: GenService<{
   },
   /**
    * UpdateTaskExecutionStates reports several state changes of one job's
-   * attempts on one TaskExecutor, each as UpdateTaskExecutionState would,
-   * in order, under one JobMaster token: one call for what changed
-   * meanwhile rather than one per change. A JobMaster may lack it (it
-   * answers UNIMPLEMENTED); TaskExecutors then make the one-change calls
+   * attempts on one TaskExecutor, each as UpdateTaskExecutionState would, in
+   * order, under one JobMaster token: one call for what changed meanwhile
+   * rather than one per change. A JobMaster MAY lack it (it then MUST answer
+   * UNIMPLEMENTED); TaskExecutors then MUST make the one-change calls
    * instead. Idempotent.
    *
-   * The attempts are the job's: the call never reaches another job's
+   * The attempts are the job's: the call MUST NOT reach another job's
    * JobMaster, whatever the attempts are named.
    *
-   * Errors: INVALID_ARGUMENT for a state change without its attempt,
-   * ABORTED (STALE_FENCING_TOKEN) and UNAVAILABLE (NOT_LEADER), in which
-   * case nothing is taken. Per state change
-   * (UpdateTaskExecutionStatesResponse.refused): EXECUTION_NOT_FOUND, and
-   * the TaskExecutor cancels that attempt.
+   * Errors: INVALID_ARGUMENT for a state change without its attempt, ABORTED
+   * (STALE_FENCING_TOKEN) and UNAVAILABLE (NOT_LEADER), in which case the
+   * JobMaster MUST take nothing. Per state change
+   * (UpdateTaskExecutionStatesResponse.refused): EXECUTION_NOT_FOUND, and the
+   * TaskExecutor MUST cancel that attempt.
    *
    * @generated from rpc jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStates
    */
@@ -989,28 +998,28 @@ export const JobMasterService: GenService<{
     output: typeof UpdateTaskExecutionStatesResponseSchema;
   },
   /**
-   * UpdateTaskExecutionStatesOfJobs reports state changes of several
-   * jobs' attempts on one TaskExecutor to the process serving this
-   * address: each entry of `jobs` as UpdateTaskExecutionStates would take
-   * it, routed to its own job's JobMaster and fenced by its own token. A
-   * TaskExecutor reports in one call what changed meanwhile for every job
-   * whose JobMaster it reports to here, not one call per job. A process
-   * may lack it (it answers UNIMPLEMENTED); TaskExecutors then make one
+   * UpdateTaskExecutionStatesOfJobs reports state changes of several jobs'
+   * attempts on one TaskExecutor to the process serving this address: each
+   * entry of `jobs` as UpdateTaskExecutionStates would take it, routed to its
+   * own job's JobMaster and fenced by its own token. A TaskExecutor SHOULD
+   * report in one call what changed meanwhile for every job whose JobMaster
+   * it reports to here, not one call per job. A process MAY lack it (it then
+   * MUST answer UNIMPLEMENTED); TaskExecutors then MUST make one
    * UpdateTaskExecutionStates per job. Idempotent.
    *
-   * Each entry is taken or refused on its own, and the entries of one job
-   * in the order they come. An entry's `task_executor_id` is ignored: the
-   * request's applies to all.
+   * Each entry MUST be taken or refused on its own, and the entries of one
+   * job in the order they come. An entry's `task_executor_id` MUST be
+   * ignored: the request's applies to all.
    *
    * Errors: INVALID_ARGUMENT for a missing TaskExecutor id, or an entry
-   * without its job id or a state change without its attempt, in which
-   * case nothing is taken. Per entry
+   * without its job id or a state change without its attempt, in which case
+   * the process MUST take nothing. Per entry
    * (UpdateTaskExecutionStatesOfJobsResponse.refused): the error
    * UpdateTaskExecutionStates would have answered as a whole (ABORTED
-   * (STALE_FENCING_TOKEN), UNAVAILABLE (NOT_LEADER)), and nothing of the
-   * entry is taken; per state change
+   * (STALE_FENCING_TOKEN), UNAVAILABLE (NOT_LEADER)), and the process MUST
+   * take nothing of the entry; per state change
    * (UpdateTaskExecutionStatesOfJobsResponse.results): EXECUTION_NOT_FOUND,
-   * and the TaskExecutor cancels that attempt.
+   * and the TaskExecutor MUST cancel that attempt.
    *
    * @generated from rpc jobplane.cluster.v1.JobMasterService.UpdateTaskExecutionStatesOfJobs
    */
@@ -1025,10 +1034,10 @@ export const JobMasterService: GenService<{
    * TaskExecutor follows here: one call per heartbeat interval per pair of
    * processes, whatever the number of jobs, carrying only what changed
    * since the last heartbeat the process answered (see
-   * HeartbeatFromTaskExecutorRequest). The answer names only the jobs
-   * that need the TaskExecutor's attention; every other job it follows
-   * here counts as heard from its JobMaster, as of when the call was sent,
-   * for at most `lease_remaining` from then. Idempotent.
+   * HeartbeatFromTaskExecutorRequest). The answer MUST name only the jobs
+   * that need the TaskExecutor's attention; every other job it follows here
+   * counts as heard from its JobMaster, as of when the call was sent, for at
+   * most `lease_remaining` from then. Idempotent.
    *
    * Errors: INVALID_ARGUMENT for a missing id or address.
    *
@@ -1040,11 +1049,11 @@ export const JobMasterService: GenService<{
     output: typeof HeartbeatFromTaskExecutorResponseSchema;
   },
   /**
-   * Heartbeat tells the JobMaster of one job that a registered
-   * TaskExecutor is alive, with the states of the job's attempts on it.
-   * Superseded by HeartbeatFromTaskExecutor, which serves all jobs of a
-   * pair of processes at once; kept for TaskExecutors that send it.
-   * Idempotent.
+   * Heartbeat tells the JobMaster of one job that a registered TaskExecutor
+   * is alive, with the states of the job's attempts on it. Superseded by
+   * HeartbeatFromTaskExecutor, which serves all jobs of a pair of processes
+   * at once; kept for TaskExecutors that send it, so a JobMaster MUST still
+   * serve it. Idempotent.
    *
    * Errors: FAILED_PRECONDITION (NOT_REGISTERED); ABORTED
    * (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
@@ -1057,12 +1066,12 @@ export const JobMasterService: GenService<{
     output: typeof JobMasterServiceHeartbeatResponseSchema;
   },
   /**
-   * DisconnectTaskExecutor ends a TaskExecutor's registration: its slots are
-   * released and attempts on it fail, to be deployed again once they are
-   * known to have stopped (see the service). The TaskExecutor calls it when
-   * it stops; the ResourceManager calls it, with the token the JobMaster
-   * registered, when it loses the TaskExecutor. Idempotent: disconnecting
-   * an unknown TaskExecutor succeeds.
+   * DisconnectTaskExecutor ends a TaskExecutor's registration: its slots MUST
+   * be released and attempts on it fail, to be deployed again once they are
+   * known to have stopped (see the service). The TaskExecutor SHOULD call it
+   * when it stops; the ResourceManager SHOULD call it, with the token the
+   * JobMaster registered, when it loses the TaskExecutor. Idempotent:
+   * disconnecting an unknown TaskExecutor MUST succeed.
    *
    * Errors: ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
    *

@@ -2,6 +2,16 @@
 // @generated from file jobplane/cluster/v1/resource_manager_service.proto (package jobplane.cluster.v1, syntax proto3)
 /* eslint-disable */
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration } from "@bufbuild/protobuf/wkt";
@@ -84,14 +94,14 @@ export type ResourceManagerServiceRegisterTaskExecutorResponse = Message<"jobpla
   registrationId: string;
 
   /**
-   * How often the TaskExecutor should send Heartbeat.
+   * How often the TaskExecutor SHOULD send Heartbeat.
    *
    * @generated from field: google.protobuf.Duration heartbeat_interval = 2;
    */
   heartbeatInterval?: Duration | undefined;
 
   /**
-   * After how long without a heartbeat the registration is removed.
+   * After how long without a heartbeat the registration MUST be removed.
    *
    * @generated from field: google.protobuf.Duration heartbeat_timeout = 3;
    */
@@ -143,9 +153,9 @@ export type ResourceManagerServiceHeartbeatRequest = Message<"jobplane.cluster.v
   slotReport?: SlotReport | undefined;
 
   /**
-   * The version of the TaskExecutor's slot report, which it increases
-   * whenever a slot changes. Zero: versions are not used, and
-   * `slot_report` is always set.
+   * The version of the TaskExecutor's slot report, which it MUST increase
+   * whenever a slot changes. Zero: versions are not used, and `slot_report`
+   * MUST always be set.
    *
    * @generated from field: uint64 slot_report_version = 5;
    */
@@ -168,8 +178,8 @@ export const ResourceManagerServiceHeartbeatRequestSchema: GenMessage<ResourceMa
 export type ResourceManagerServiceHeartbeatResponse = Message<"jobplane.cluster.v1.ResourceManagerServiceHeartbeatResponse"> & {
   /**
    * The version of the slot report the ResourceManager holds for the
-   * TaskExecutor. When it differs from the TaskExecutor's current one,
-   * the next heartbeat carries the report.
+   * TaskExecutor. When it differs from the TaskExecutor's current one, the
+   * next heartbeat MUST carry the report.
    *
    * @generated from field: uint64 slot_report_version = 1;
    */
@@ -177,10 +187,10 @@ export type ResourceManagerServiceHeartbeatResponse = Message<"jobplane.cluster.
 
   /**
    * The JobMasters of jobs that hold slots on the TaskExecutor, as they
-   * changed since the previous answer (all of them in the first answer
-   * after a registration), election `job/<job_id>`: the TaskExecutor
-   * follows a newer one as after a call carrying its token, and offers it
-   * the job's slots.
+   * changed since the previous answer (all of them in the first answer after
+   * a registration), election `job/<job_id>`: the TaskExecutor MUST follow a
+   * newer one as after a call carrying its token, and offer it the job's
+   * slots.
    *
    * @generated from field: repeated jobplane.v1.LeaderInfo job_masters = 2;
    */
@@ -343,8 +353,8 @@ export type DisconnectJobMasterRequest = Message<"jobplane.cluster.v1.Disconnect
 
   /**
    * Allocations of the job that the JobMaster freed (TaskExecutorService
-   * .FreeSlot succeeded) before disconnecting. Allocations not held for
-   * the job are ignored.
+   * .FreeSlot succeeded) before disconnecting. Allocations not held for the
+   * job MUST be ignored.
    *
    * @generated from field: repeated string freed_allocation_ids = 4;
    */
@@ -386,37 +396,37 @@ export const DisconnectJobMasterResponseSchema: GenMessage<DisconnectJobMasterRe
  * ResourceManagerService keeps the cluster's TaskExecutors and their slots,
  * and hands slots to JobMasters by the requirements they declare.
  *
- * The ResourceManager runs in the process that leads the election
- * `jobmanager`, and its fencing token is that election's. TaskExecutors
- * find it through the HA store (HAStoreService.GetLeader or ObserveLeader
- * on `jobmanager`) and send its token with every call; a call with another
- * token is refused with ABORTED (STALE_FENCING_TOKEN), and a process that
- * does not lead answers UNAVAILABLE (NOT_LEADER).
+ * The ResourceManager MUST run in the process that leads the election
+ * `jobmanager`, and its fencing token is that election's. TaskExecutors find
+ * it through the HA store (HAStoreService.GetLeader or ObserveLeader on
+ * `jobmanager`) and MUST send its token with every call; a call with another
+ * token MUST be refused with ABORTED (STALE_FENCING_TOKEN), and a process
+ * that does not lead MUST answer UNAVAILABLE (NOT_LEADER).
  *
- * JobMasters send their own token (that of the election `job/<job_id>`);
- * the ResourceManager refuses a JobMaster token older than the newest it has
- * seen for the job with ABORTED (STALE_FENCING_TOKEN). Since 1.2, it
- * registers a JobMaster token only if it is the current grant of the job's
+ * JobMasters send their own token (that of the election `job/<job_id>`); the
+ * ResourceManager MUST refuse a JobMaster token older than the newest it has
+ * seen for the job with ABORTED (STALE_FENCING_TOKEN). Since 1.2, it MUST
+ * register a JobMaster token only if it is the current grant of the job's
  * election in the HA store (see RegisterJobMaster): a token that a caller
  * made up cannot take a job's registration.
  *
  * Order of the checks (since 1.2). A call that carries both tokens
  * (DeclareResourceRequirements, DisconnectJobMaster) MUST be judged on
  * the ResourceManager's token first, and on the JobMaster's only if that
- * one is the current one: a call wrong in both answers UNAVAILABLE
+ * one is the current one: a call wrong in both MUST be answered UNAVAILABLE
  * (NOT_LEADER) or FAILED_PRECONDITION (NOT_REGISTERED) as the
  * ResourceManager's token says, never ABORTED (STALE_FENCING_TOKEN).
  *
  * Fencing in both directions. A JobMaster's calls after RegisterJobMaster
- * also carry the ResourceManager's token that RegisterJobMaster answered
+ * MUST also carry the ResourceManager's token that RegisterJobMaster answered
  * with, so that a ResourceManager acts only on what was said to its own
- * leadership: a call with a token newer than the receiver's is answered
+ * leadership: a call with a token newer than the receiver's MUST be answered
  * UNAVAILABLE (NOT_LEADER), the receiver having been deposed (see
- * FencingToken); a call with any other token than the receiver's current
- * one was meant for an earlier leadership, whose registrations this one
- * does not have: FAILED_PRECONDITION (NOT_REGISTERED), nothing done, and
- * the JobMaster registers again. RegisterJobMaster itself is the handshake
- * that tells the JobMaster the current token.
+ * FencingToken); a call with any other token than the receiver's current one
+ * was meant for an earlier leadership, whose registrations this one does not
+ * have: it MUST be answered FAILED_PRECONDITION (NOT_REGISTERED), with
+ * nothing done, and the JobMaster registers again. RegisterJobMaster itself
+ * is the handshake that tells the JobMaster the current token.
  *
  * To allocate a slot, the ResourceManager calls TaskExecutorService
  * .RequestSlot; the TaskExecutor then offers the slot to the JobMaster.
@@ -426,7 +436,7 @@ export const DisconnectJobMasterResponseSchema: GenMessage<DisconnectJobMasterRe
 export const ResourceManagerService: GenService<{
   /**
    * RegisterTaskExecutor registers a TaskExecutor and its slots. A
-   * TaskExecutor that registers again under the same id replaces its
+   * TaskExecutor that registers again under the same id MUST replace its
    * previous registration. Idempotent.
    *
    * Errors: INVALID_ARGUMENT for a missing id, address or token;
@@ -442,7 +452,7 @@ export const ResourceManagerService: GenService<{
   /**
    * Heartbeat keeps a TaskExecutor's registration alive and reports its
    * slots. A registration that sends no heartbeat within the heartbeat
-   * timeout is removed, and the slots it held are lost for their jobs.
+   * timeout MUST be removed, and the slots it held are lost for their jobs.
    * Idempotent.
    *
    * Errors: FAILED_PRECONDITION (NOT_REGISTERED): the registration is
@@ -459,23 +469,23 @@ export const ResourceManagerService: GenService<{
   /**
    * RegisterJobMaster registers the JobMaster of a job under its token, and
    * answers the ResourceManager's token, which the JobMaster's later calls
-   * carry. A newer token for the same job replaces the older registration,
-   * whose slots stay allocated to the job. Idempotent.
+   * MUST carry. A newer token for the same job MUST replace the older
+   * registration, whose slots stay allocated to the job. Idempotent.
    *
    * Since 1.2, the ResourceManager MUST register a token other than the
    * job's registered one (the job's first, or a newer one) only if it is
    * the current grant of the election `job/<job_id>` in the HA store, as
-   * HAStoreService.GetLeader would answer it at the time of the call. It
-   * reads the election when such a token arrives; it need not read it
-   * again for the registered token, nor for the job's other calls. A
+   * HAStoreService.GetLeader would answer it at the time of the call. It MUST
+   * read the election when such a token arrives; it need not read it again
+   * for the registered token, nor for the job's other calls. A
    * token that is not the current grant MUST be refused with ABORTED
    * (STALE_FENCING_TOKEN), registering nothing: an earlier grant's, and
    * also one newer than the current grant (an epoch never granted, or not
    * granted yet when the store was read), whose caller does not lead the
    * job either; the refusal names the current grant, if there is one, in
-   * StaleTokenDetails. If the store cannot be read, the call MUST fail
-   * with UNAVAILABLE (STORE_UNAVAILABLE), registering nothing; the
-   * JobMaster retries.
+   * StaleTokenDetails. If the store cannot be read, the call MUST fail with
+   * UNAVAILABLE (STORE_UNAVAILABLE), registering nothing; the JobMaster
+   * SHOULD retry.
    *
    * Errors: INVALID_ARGUMENT for a missing job id, address or token;
    * ABORTED (STALE_FENCING_TOKEN) if a newer token of the job has
@@ -491,8 +501,8 @@ export const ResourceManagerService: GenService<{
   },
   /**
    * DeclareResourceRequirements replaces the job's declared slot
-   * requirements. The ResourceManager requests slots from TaskExecutors
-   * until the declaration is met, and frees nothing by itself: the
+   * requirements. The ResourceManager MUST request slots from TaskExecutors
+   * until the declaration is met, and MUST NOT free anything by itself: the
    * JobMaster frees slots it no longer needs. Idempotent.
    *
    * Errors: FAILED_PRECONDITION (NOT_REGISTERED) if the JobMaster is not
@@ -509,11 +519,11 @@ export const ResourceManagerService: GenService<{
   },
   /**
    * DisconnectJobMaster ends a JobMaster's registration and drops its
-   * requirements; a JobMaster calls it when it stops, after freeing its
-   * slots at their TaskExecutors. The allocations it names as freed count
-   * as free at once, so a job's slots are free when its result is written;
-   * the ResourceManager learns of the others from slot reports.
-   * Idempotent: disconnecting an unknown registration succeeds.
+   * requirements; a JobMaster SHOULD call it when it stops, after freeing its
+   * slots at their TaskExecutors. The allocations it names as freed MUST
+   * count as free at once, so a job's slots are free when its result is
+   * written; the ResourceManager learns of the others from slot reports.
+   * Idempotent: disconnecting an unknown registration MUST succeed.
    *
    * Errors: ABORTED (STALE_FENCING_TOKEN) if a newer token of the job has
    * registered; FAILED_PRECONDITION (NOT_REGISTERED), nothing done, if the

@@ -2,6 +2,16 @@
 // @generated from file jobplane/cluster/v1/slot.proto (package jobplane.cluster.v1, syntax proto3)
 /* eslint-disable */
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
@@ -43,7 +53,7 @@ export const ResourceProfileSchema: GenMessage<ResourceProfile> = /*@__PURE__*/
   messageDesc(file_jobplane_cluster_v1_slot, 0);
 
 /**
- * SlotStatus is the state of one slot of a TaskExecutor. A slot runs at
+ * SlotStatus is the state of one slot of a TaskExecutor. A slot MUST run at
  * most one execution attempt at a time.
  *
  * @generated from message jobplane.cluster.v1.SlotStatus
@@ -113,7 +123,7 @@ export const SlotReportSchema: GenMessage<SlotReport> = /*@__PURE__*/
  */
 export type ResourceRequirement = Message<"jobplane.cluster.v1.ResourceRequirement"> & {
   /**
-   * The profile each slot must satisfy.
+   * The profile each slot MUST satisfy.
    *
    * @generated from field: jobplane.cluster.v1.ResourceProfile profile = 1;
    */
@@ -128,12 +138,11 @@ export type ResourceRequirement = Message<"jobplane.cluster.v1.ResourceRequireme
 
   /**
    * The invokables the job runs. While some registered TaskExecutor offers
-   * every one of them, only slots of such TaskExecutors satisfy the
-   * requirement, and the job waits for them. While none does, any slot
-   * satisfies it: the job is not kept waiting for a TaskExecutor that may
-   * never come, and its subtasks fail where they are deployed
-   * (UNKNOWN_INVOKABLE), as JobVertex.invokable says. Empty means any
-   * slot.
+   * every one of them, only slots of such TaskExecutors MUST satisfy the
+   * requirement, and the job waits for them. While none does, any slot MUST
+   * satisfy it: the job is not kept waiting for a TaskExecutor that may never
+   * come, and its subtasks fail where they are deployed (UNKNOWN_INVOKABLE),
+   * as JobVertex.invokable says. Empty means any slot.
    *
    * @generated from field: repeated string invokables = 3;
    */

@@ -2,6 +2,16 @@
 // @generated from file jobplane/cluster/v1/task_executor_service.proto (package jobplane.cluster.v1, syntax proto3)
 /* eslint-disable */
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration } from "@bufbuild/protobuf/wkt";
@@ -118,9 +128,9 @@ export type CheckpointAck = Message<"jobplane.cluster.v1.CheckpointAck"> & {
   state?: SubtaskState | undefined;
 
   /**
-   * Why it declined (it is not running here, it failed to give its
-   * state, its state is over the inline limit); empty when it
-   * acknowledged. A declined checkpoint is discarded.
+   * Why it declined (it is not running here, it failed to give its state, its
+   * state is over the inline limit); empty when it acknowledged. A declined
+   * checkpoint MUST be discarded.
    *
    * @generated from field: string declined = 3;
    */
@@ -155,8 +165,8 @@ export type RequestSlotRequest = Message<"jobplane.cluster.v1.RequestSlotRequest
   slotIndex: number;
 
   /**
-   * Identifies the allocation; chosen by the ResourceManager, unique in the
-   * cluster. Required.
+   * Identifies the allocation; chosen by the ResourceManager, MUST be unique
+   * in the cluster. Required.
    *
    * @generated from field: string allocation_id = 3;
    */
@@ -186,7 +196,7 @@ export type RequestSlotRequest = Message<"jobplane.cluster.v1.RequestSlotRequest
 
   /**
    * The JobMaster's token, as the ResourceManager received it with
-   * RegisterJobMaster; the TaskExecutor offers the slot under it.
+   * RegisterJobMaster; the TaskExecutor MUST offer the slot under it.
    * Required.
    *
    * @generated from field: jobplane.v1.FencingToken job_master_token = 7;
@@ -405,19 +415,18 @@ export type SubmitTaskRequest = Message<"jobplane.cluster.v1.SubmitTaskRequest">
 
   /**
    * The deploying JobMaster's heartbeat timeout, as its answers to
-   * RegisterTaskExecutor and OfferSlots give it. JobMasters set it: a
-   * deployment can arrive before the answer to the OfferSlots that
-   * registered the TaskExecutor. A TaskExecutor that does not know this
-   * JobMaster's (this token's) timeout yet takes it from here (replacing
-   * one an older JobMaster of the job gave), and counts
-   * the first deadline from when it sent its first offer to this
-   * JobMaster since it last knew no timeout (the JobMaster heard it no
-   * earlier), not from the deployment's arrival: if that deadline has
-   * passed, it stops the job's attempts and frees its slots before taking
-   * the deployment, which then finds no slot (SLOT_NOT_ALLOCATED). With
-   * no timeout known and none here, the deployment is refused
-   * (FAILED_PRECONDITION, NOT_REGISTERED): nothing could stop its
-   * attempt should the JobMaster fall silent.
+   * RegisterTaskExecutor and OfferSlots give it. JobMasters MUST set it: a
+   * deployment can arrive before the answer to the OfferSlots that registered
+   * the TaskExecutor. A TaskExecutor that does not know this JobMaster's
+   * (this token's) timeout yet MUST take it from here (replacing one an older
+   * JobMaster of the job gave), and MUST count the first deadline from when
+   * it sent its first offer to this JobMaster since it last knew no timeout
+   * (the JobMaster heard it no earlier), not from the deployment's arrival:
+   * if that deadline has passed, it MUST stop the job's attempts and free its
+   * slots before taking the deployment, which then finds no slot
+   * (SLOT_NOT_ALLOCATED). With no timeout known and none here, the deployment
+   * MUST be refused (FAILED_PRECONDITION, NOT_REGISTERED): nothing could stop
+   * its attempt should the JobMaster fall silent.
    *
    * @generated from field: google.protobuf.Duration heartbeat_timeout = 9;
    */
@@ -425,10 +434,10 @@ export type SubmitTaskRequest = Message<"jobplane.cluster.v1.SubmitTaskRequest">
 
   /**
    * The JobMaster's task lease, if it grants one (see
-   * HeartbeatFromTaskExecutorResponse.task_lease): from the start, the
-   * job's attempts here run under it rather than under the heartbeat
-   * timeout, counted from the same instant. Set only while the
-   * JobMaster's leadership holds.
+   * HeartbeatFromTaskExecutorResponse.task_lease): from the start, the job's
+   * attempts here run under it rather than under the heartbeat timeout,
+   * counted from the same instant. MUST be set only while the JobMaster's
+   * leadership holds.
    *
    * @generated from field: google.protobuf.Duration task_lease = 10;
    */
@@ -907,15 +916,15 @@ export type GetTaskOutputRequest = Message<"jobplane.cluster.v1.GetTaskOutputReq
    * The offset of the first byte wanted, counting every byte the attempt
    * wrote; 0 for the start. Bytes before it that are no longer kept are
    * skipped (see GetTaskOutputResponse.offset); an offset past the end of
-   * the output reads from the first byte kept. Must not be negative.
+   * the output reads from the first byte kept. MUST NOT be negative.
    *
    * @generated from field: int64 offset = 3;
    */
   offset: bigint;
 
   /**
-   * The most bytes to return; the TaskExecutor may return fewer. Zero
-   * means 64 KiB; more than 1 MiB means 1 MiB. Must not be negative.
+   * The most bytes to return; the TaskExecutor MAY return fewer. Zero means
+   * 64 KiB; more than 1 MiB means 1 MiB. MUST NOT be negative.
    *
    * @generated from field: int32 max_bytes = 4;
    */
@@ -1147,73 +1156,73 @@ export const HeldAttemptSchema: GenMessage<HeldAttempt> = /*@__PURE__*/
  * job's JobMaster, which deploys attempts with SubmitTask, fenced by the
  * JobMaster's token.
  *
- * The TaskExecutor keeps the newest ResourceManager token and, per job, the
- * newest JobMaster token it has seen (by epoch; see ErrorReason). A call
- * with an older token is refused with ABORTED (STALE_FENCING_TOKEN). A call
- * with a newer token makes it the current one: the TaskExecutor cancels the
- * attempts deployed under the older JobMaster token, never reports them,
- * and talks to the new JobMaster only. An attempt is identified by its
- * ExecutionAttemptId together with the token it was deployed under.
+ * The TaskExecutor MUST keep the newest ResourceManager token and, per job,
+ * the newest JobMaster token it has seen (by epoch; see ErrorReason). A call
+ * with an older token MUST be refused with ABORTED (STALE_FENCING_TOKEN). A
+ * call with a newer token makes it the current one: the TaskExecutor MUST
+ * cancel the attempts deployed under the older JobMaster token, MUST NOT
+ * report them, and MUST talk to the new JobMaster only. An attempt is
+ * identified by its ExecutionAttemptId together with the token it was
+ * deployed under.
  *
- * A slot runs at most one execution attempt at a time.
+ * A slot MUST run at most one execution attempt at a time.
  *
  * RequestSlots, SubmitTasks and FreeSlots do for many slots or attempts in
  * one call what RequestSlot, SubmitTask and FreeSlot do for one, so that a
  * caller makes one call per TaskExecutor rather than one per slot. A
- * TaskExecutor may lack them (it answers UNIMPLEMENTED); callers then make
- * the one-item calls instead. The flow of a job then costs a few calls per
- * TaskExecutor, whatever its number of slots there: the ResourceManager
- * sends the slots it allocated on a TaskExecutor in one RequestSlots; the
- * TaskExecutor offers a JobMaster its slots in one OfferSlots, which
- * registers it with the JobMaster too (slots allocated while an offer to
- * that JobMaster is on its way go together in the next one); the
- * JobMaster deploys the attempts it places there in the offer's answer
- * (JobMasterService.OfferSlots, deployments_in_answer), or else in one
+ * TaskExecutor MAY lack them (it then MUST answer UNIMPLEMENTED); callers
+ * then MUST make the one-item calls instead. The flow of a job then costs a
+ * few calls per TaskExecutor, whatever its number of slots there: the
+ * ResourceManager sends the slots it allocated on a TaskExecutor in one
+ * RequestSlots; the TaskExecutor offers a JobMaster its slots in one
+ * OfferSlots, which registers it with the JobMaster too (slots allocated
+ * while an offer to that JobMaster is on its way go together in the next
+ * one); the JobMaster deploys the attempts it places there in the offer's
+ * answer (JobMasterService.OfferSlots, deployments_in_answer), or else in one
  * SubmitTasks; their state changes go back, in order, in
- * JobMasterService.UpdateTaskExecutionStatesOfJobs, one call for every
- * job reported to that JobMaster process meanwhile; and FreeSlots gives
- * the slots back.
+ * JobMasterService.UpdateTaskExecutionStatesOfJobs, one call for every job
+ * reported to that JobMaster process meanwhile; and FreeSlots gives the slots
+ * back.
  *
- * Fencing holds item by item. The items of a batch call are taken in
+ * Fencing holds item by item. The items of a batch call MUST be taken in
  * order, each as its one-item call would be. Each slot of RequestSlots
- * carries its own job's JobMaster token and is checked against that job's
- * current one: a stale one refuses that slot alone. SubmitTasks and
- * FreeSlots carry one job's JobMaster token, which is checked once for the
- * call and acts on that job only: an allocation held here for another job
- * is refused (SubmitTasks) or left alone (FreeSlots).
+ * carries its own job's JobMaster token and MUST be checked against that
+ * job's current one: a stale one refuses that slot alone. SubmitTasks and
+ * FreeSlots carry one job's JobMaster token, which MUST be checked once for
+ * the call and act on that job only: an allocation held here for another job
+ * MUST be refused (SubmitTasks) or left alone (FreeSlots).
  *
- * A TaskExecutor runs a job's attempts only while it hears from the job's
- * JobMaster: an answer to a call to it (counted from when the call was
- * sent), notably the per-pair heartbeat
+ * A TaskExecutor MUST run a job's attempts only while it hears from the job's
+ * JobMaster: an answer to a call to it (counted from when the call was sent),
+ * notably the per-pair heartbeat
  * (JobMasterService.HeartbeatFromTaskExecutor). A call from the JobMaster
- * does not count: the JobMaster counts only the calls it gets from the
- * TaskExecutor, so a TaskExecutor whose calls no longer get through must
- * stop by the deadline they set, whatever it still receives (a call that
- * arrives past the deadline is taken only after the attempts stopped).
- * Once it has not heard from it for the JobMaster's heartbeat timeout
- * (given when the TaskExecutor registered with it, by RegisterTaskExecutor
- * or OfferSlots, and with every deployment; until a newer JobMaster of the
- * job names its own, the older one's bounds the slots the job holds), or
- * past the lease the last heartbeat answer granted, the job's attempts
- * have stopped (they are canceled a cancel grace earlier) and its slots
- * are free: the JobMaster may then deploy them elsewhere. Silence that
- * outlasted the deadline while the TaskExecutor itself stood still counts
- * too; the attempts stop before any later message is taken.
+ * MUST NOT count: the JobMaster counts only the calls it gets from the
+ * TaskExecutor, so a TaskExecutor whose calls no longer get through MUST stop
+ * by the deadline they set, whatever it still receives (a call that arrives
+ * past the deadline MUST be taken only after the attempts stopped). Once it
+ * has not heard from it for the JobMaster's heartbeat timeout (given when the
+ * TaskExecutor registered with it, by RegisterTaskExecutor or OfferSlots, and
+ * with every deployment; until a newer JobMaster of the job names its own,
+ * the older one's bounds the slots the job holds), or past the lease the last
+ * heartbeat answer granted, the job's attempts MUST have stopped (they are
+ * canceled a cancel grace earlier) and its slots MUST be free: the JobMaster
+ * MAY then deploy them elsewhere. Silence that outlasted the deadline while
+ * the TaskExecutor itself stood still counts too; the attempts MUST stop
+ * before any later message is taken.
  *
  * @generated from service jobplane.cluster.v1.TaskExecutorService
  */
 export const TaskExecutorService: GenService<{
   /**
-   * RequestSlot allocates a free slot to a job. Requesting the same slot
-   * with the same allocation id again succeeds and changes nothing.
-   * Idempotent.
+   * RequestSlot allocates a free slot to a job. Requesting the same slot with
+   * the same allocation id again MUST succeed and change nothing. Idempotent.
    *
    * The request names the job's JobMaster by its token. A JobMaster token
-   * older than the newest this TaskExecutor has seen for the job is
-   * refused with ABORTED (STALE_FENCING_TOKEN, election `job/<job_id>`),
-   * and nothing is allocated: the slot would be offered to a JobMaster
-   * that no longer leads. A newer one is adopted: from then on the
-   * TaskExecutor follows that JobMaster for the job.
+   * older than the newest this TaskExecutor has seen for the job MUST be
+   * refused with ABORTED (STALE_FENCING_TOKEN, election `job/<job_id>`), and
+   * nothing allocated: the slot would be offered to a JobMaster that no
+   * longer leads. A newer one MUST be adopted: from then on the TaskExecutor
+   * follows that JobMaster for the job.
    *
    * Errors: INVALID_ARGUMENT for a missing field or a slot index out of
    * range; FAILED_PRECONDITION (SLOT_OCCUPIED) if another allocation holds
@@ -1230,8 +1239,8 @@ export const TaskExecutorService: GenService<{
   },
   /**
    * RequestSlots allocates several slots, each as RequestSlot would, under
-   * one ResourceManager token: the slots may be for different jobs. Each
-   * slot is allocated or refused on its own, in order, its JobMaster token
+   * one ResourceManager token: the slots may be for different jobs. Each slot
+   * MUST be allocated or refused on its own, in order, its JobMaster token
    * checked against its own job's (a newer one becomes the job's, as with
    * RequestSlot); the answer lists the refused ones. Idempotent.
    *
@@ -1250,9 +1259,9 @@ export const TaskExecutorService: GenService<{
     output: typeof RequestSlotsResponseSchema;
   },
   /**
-   * SubmitTask deploys an execution attempt into a slot allocated to its
-   * job, and runs it. Submitting an attempt that is already deployed
-   * succeeds and changes nothing. Idempotent.
+   * SubmitTask deploys an execution attempt into a slot allocated to its job,
+   * and runs it. Submitting an attempt that is already deployed MUST succeed
+   * and change nothing. Idempotent.
    *
    * Errors: INVALID_ARGUMENT for a missing field; ABORTED
    * (STALE_FENCING_TOKEN) for a JobMaster token older than the job's
@@ -1273,11 +1282,11 @@ export const TaskExecutorService: GenService<{
   },
   /**
    * SubmitTasks deploys several execution attempts of one job, each as
-   * SubmitTask would, under one JobMaster token. Each attempt is deployed
-   * or refused on its own; the answer lists the refused ones. Every
-   * attempt must name an allocation held here for `job_id`: one held for
-   * another job is refused (SLOT_NOT_ALLOCATED) and that job's slot is
-   * left as it was. Idempotent.
+   * SubmitTask would, under one JobMaster token. Each attempt MUST be
+   * deployed or refused on its own; the answer lists the refused ones. Every
+   * attempt MUST name an allocation held here for `job_id`: one held for
+   * another job MUST be refused (SLOT_NOT_ALLOCATED) and that job's slot left
+   * as it was. Idempotent.
    *
    * Errors: INVALID_ARGUMENT for a missing field in the call or in any
    * task, and ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
@@ -1294,7 +1303,7 @@ export const TaskExecutorService: GenService<{
   },
   /**
    * CancelTask cancels an execution attempt. Cancelling an attempt that is
-   * unknown or already terminal succeeds and changes nothing. Idempotent.
+   * unknown or already terminal MUST succeed and change nothing. Idempotent.
    *
    * Errors: ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
    * than the job's current one.
@@ -1308,8 +1317,8 @@ export const TaskExecutorService: GenService<{
   },
   /**
    * FreeSlot releases a slot allocated to a job; an attempt still running in
-   * it is canceled. Freeing a free or unknown allocation succeeds and
-   * changes nothing. Idempotent.
+   * it MUST be canceled. Freeing a free or unknown allocation MUST succeed
+   * and change nothing. Idempotent.
    *
    * Errors: ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
    * than the job's current one.
@@ -1322,10 +1331,10 @@ export const TaskExecutorService: GenService<{
     output: typeof FreeSlotResponseSchema;
   },
   /**
-   * FreeSlots releases several slots allocated to one job, each as
-   * FreeSlot would, under one JobMaster token: an attempt still running in
-   * a freed slot is canceled, and an allocation not held here for `job_id`
-   * (free, unknown, or another job's) is left alone. Idempotent.
+   * FreeSlots releases several slots allocated to one job, each as FreeSlot
+   * would, under one JobMaster token: an attempt still running in a freed
+   * slot MUST be canceled, and an allocation not held here for `job_id`
+   * (free, unknown, or another job's) MUST be left alone. Idempotent.
    *
    * Errors: INVALID_ARGUMENT for a missing job id or token; ABORTED
    * (STALE_FENCING_TOKEN) for a JobMaster token older than the job's
@@ -1342,10 +1351,10 @@ export const TaskExecutorService: GenService<{
    * Heartbeat asks the TaskExecutor for its state, on behalf of the
    * ResourceManager or of a job's JobMaster (`sender`).
    * The answer carries the slot report and, for a JobMaster, the states of
-   * that job's attempts. It is a probe for a fresh report: liveness is
+   * that job's attempts. It is a probe for a fresh report: liveness MUST be
    * decided by the heartbeats the TaskExecutor sends
-   * (ResourceManagerService.Heartbeat, JobMasterService.Heartbeat), never
-   * by this call. Idempotent.
+   * (ResourceManagerService.Heartbeat, JobMasterService.Heartbeat), never by
+   * this call. Idempotent.
    *
    * Errors: ABORTED (STALE_FENCING_TOKEN) for a token older than the newest
    * this TaskExecutor has seen for the sender.
@@ -1358,41 +1367,40 @@ export const TaskExecutorService: GenService<{
     output: typeof TaskExecutorServiceHeartbeatResponseSchema;
   },
   /**
-   * AdoptAttempts hands the attempts this TaskExecutor holds for jobs to
-   * the JobMasters that took the jobs over, so that a change of JobMaster
-   * (a new leader after the old one died, paused or stepped down) costs
-   * the running work nothing. A JobMaster that takes a job over calls it
-   * on every TaskExecutor it can reach before it deploys anything of the
-   * job, and deploys anew only the subtasks that no answer lists.
+   * AdoptAttempts hands the attempts this TaskExecutor holds for jobs to the
+   * JobMasters that took the jobs over, so that a change of JobMaster (a new
+   * leader after the old one died, paused or stepped down) costs the running
+   * work nothing. A JobMaster that takes a job over MUST call it on every
+   * TaskExecutor it can reach before it deploys anything of the job, and MUST
+   * deploy anew only the subtasks that no answer lists.
    *
    * Each entry names a job, its JobMaster's token and the address of the
-   * JobMaster's process, and is taken as one JobMaster call: a token
-   * older than the newest this TaskExecutor has seen for the job is
-   * refused (the entry's ItemError, STALE_FENCING_TOKEN); an equal or
-   * newer one is followed. Then, in one step, every attempt held here for
-   * the job, under whatever older token it was deployed, moves to the
-   * entry's token: from then on a call under an older token is refused
-   * for it, its state changes are reported to this JobMaster only, and it
-   * stops by this JobMaster's deadlines (until this JobMaster's first
-   * answered heartbeat, by the deadline it had under the older one). The
-   * answer lists each such attempt with its state now, running or ended:
-   * an attempt that ended while no JobMaster took its state is listed in
-   * the answers until the JobMaster frees its slot, and nowhere else. It
-   * lists too every allocation held here for the job, which the JobMaster
-   * takes as offered (OfferSlots).
+   * JobMaster's process, and MUST be taken as one JobMaster call: a token
+   * older than the newest this TaskExecutor has seen for the job MUST be
+   * refused (the entry's ItemError, STALE_FENCING_TOKEN); an equal or newer
+   * one MUST be followed. Then, in one step, every attempt held here for the
+   * job, under whatever older token it was deployed, MUST move to the entry's
+   * token: from then on a call under an older token is refused for it, its
+   * state changes are reported to this JobMaster only, and it stops by this
+   * JobMaster's deadlines (until this JobMaster's first answered heartbeat,
+   * by the deadline it had under the older one). The answer MUST list each
+   * such attempt with its state now, running or ended: an attempt that ended
+   * while no JobMaster took its state MUST be listed in the answers until the
+   * JobMaster frees its slot, and nowhere else. It MUST list too every
+   * allocation held here for the job, which the JobMaster takes as offered
+   * (OfferSlots).
    *
-   * Attempts are held rather than canceled when a newer JobMaster of their
-   * job appears only under a task lease
+   * Attempts MUST be held rather than canceled when a newer JobMaster of
+   * their job appears only under a task lease
    * (JobMasterService.HeartbeatFromTaskExecutorResponse.task_lease): they
-   * keep running until the lease of the last heartbeat answered under
-   * their token ends, and are then canceled and their slots freed.
-   * Without a task lease a newer JobMaster cancels them,
-   * as the service comment says, and this call lists only what already
-   * runs under its own token. Repeating a call changes nothing more.
-   * Idempotent.
+   * keep running until the lease of the last heartbeat answered under their
+   * token ends, and MUST then be canceled and their slots freed. Without a
+   * task lease a newer JobMaster cancels them, as the service comment says,
+   * and this call lists only what already runs under its own token. Repeating
+   * a call MUST change nothing more. Idempotent.
    *
    * Errors: INVALID_ARGUMENT for an entry without job id, token or
-   * address (the whole call is refused).
+   * address (the whole call MUST be refused).
    *
    * @generated from rpc jobplane.cluster.v1.TaskExecutorService.AdoptAttempts
    */
@@ -1408,17 +1416,17 @@ export const TaskExecutorService: GenService<{
    * Dispatcher serves it to clients (DispatcherService.GetTaskOutput).
    *
    * The TaskExecutor keeps the tail of each attempt's output: at most a
-   * bounded number of bytes per attempt (the reference TaskExecutor: the
-   * last 64 KiB), older bytes being dropped as newer ones come. Offsets
-   * count every byte the attempt wrote, dropped ones included, so a
-   * caller follows the output by passing back `next_offset`. An attempt
-   * deployed here again under a newer JobMaster of the job (same attempt
-   * id, after a failover) continues the same output. Once the attempt
-   * ended, its output is kept for a bounded time and among a bounded
-   * number of ended attempts (the reference TaskExecutor: 10 minutes,
-   * 512 attempts), and then forgotten; a restart of the TaskExecutor
-   * forgets it too. Not fenced: reading output changes nothing. No side
-   * effects.
+   * bounded number of bytes per attempt (informative: the reference
+   * TaskExecutor keeps the last 64 KiB), older bytes being dropped as newer
+   * ones come. Offsets MUST count every byte the attempt wrote, dropped ones
+   * included, so a caller follows the output by passing back `next_offset`.
+   * An attempt deployed here again under a newer JobMaster of the job (same
+   * attempt id, after a failover) MUST continue the same output. Once the
+   * attempt ended, its output is kept for a bounded time and among a bounded
+   * number of ended attempts (informative: the reference TaskExecutor keeps
+   * it 10 minutes, among 512 attempts), and then forgotten; a restart of the
+   * TaskExecutor forgets it too. Not fenced: reading output changes nothing.
+   * No side effects.
    *
    * Errors: INVALID_ARGUMENT for a missing job id or attempt, or a
    * negative offset or size; NOT_FOUND (EXECUTION_NOT_FOUND) if this
@@ -1433,19 +1441,19 @@ export const TaskExecutorService: GenService<{
     output: typeof GetTaskOutputResponseSchema;
   },
   /**
-   * TriggerCheckpoint asks the named attempts of a job for their state
-   * under one checkpoint id, and answers once each has given it or
-   * declined (the call's deadline bounds the wait: the JobMaster sets it
-   * from the checkpoint's timeout). Each attempt's task is asked once per
-   * id; a repeat of the call answers what the first got. A task that
-   * keeps no state acknowledges with none at once. Fenced by the
-   * JobMaster's token, as SubmitTask: the attempts must be ones that token
-   * deployed or adopted. Since 1.2.
+   * TriggerCheckpoint asks the named attempts of a job for their state under
+   * one checkpoint id, and MUST answer once each has given it or declined (the
+   * call's deadline bounds the wait: the JobMaster sets it from the
+   * checkpoint's timeout). Each attempt's task MUST be asked once per id; a
+   * repeat of the call MUST answer what the first got. A task that keeps no
+   * state acknowledges with none at once. Fenced by the JobMaster's token, as
+   * SubmitTask: the attempts MUST be ones that token deployed or adopted.
+   * Since 1.2.
    *
-   * Errors: ABORTED (STALE_FENCING_TOKEN) if a newer JobMaster of the job
-   * is known here; INVALID_ARGUMENT for a missing job id, token or
-   * attempt, or a checkpoint id of 0. An attempt not running here is no
-   * error: its answer declines.
+   * Errors: ABORTED (STALE_FENCING_TOKEN) if a newer JobMaster of the job is
+   * known here; INVALID_ARGUMENT for a missing job id, token or attempt, or a
+   * checkpoint id of 0. An attempt not running here is no error: its answer
+   * MUST decline.
    *
    * @generated from rpc jobplane.cluster.v1.TaskExecutorService.TriggerCheckpoint
    */

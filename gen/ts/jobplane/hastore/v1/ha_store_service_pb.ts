@@ -2,6 +2,16 @@
 // @generated from file jobplane/hastore/v1/ha_store_service.proto (package jobplane.hastore.v1, syntax proto3)
 /* eslint-disable */
 
+// The key words "MUST", "MUST NOT", "SHOULD", "SHOULD NOT" and "MAY" in this
+// contract are to be interpreted as described in RFC 2119 (BCP 14) when, and
+// only when, they appear in all capitals.
+//
+// Text marked "informative" (such as "informative: the reference server's is
+// 5 s") describes the reference implementation and states no requirement. A
+// field marked "Required" MUST be set by its sender. The errors that a call's
+// comment lists are the answers an implementation MUST give for the
+// conditions they name.
+
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
@@ -31,8 +41,7 @@ export const file_jobplane_hastore_v1_ha_store_service: GenFile = /*@__PURE__*/
  */
 export type OpenSessionRequest = Message<"jobplane.hastore.v1.OpenSessionRequest"> & {
   /**
-   * The session's time to live without KeepAlive. Required; must be
-   * positive.
+   * The session's time to live without KeepAlive. Required; MUST be positive.
    *
    * @generated from field: google.protobuf.Duration ttl = 1;
    */
@@ -605,15 +614,15 @@ export const ObserveLeaderResponseSchema: GenMessage<ObserveLeaderResponse> = /*
  * ExecutionPlan is what the Dispatcher persists for an accepted job: the
  * JobGraph with parallelism overrides applied.
  *
- * The Dispatcher stores the JobGraph as submitted with the overrides
+ * The Dispatcher MUST store the JobGraph as submitted with the overrides
  * applied, not normalized (see jobplane.v1.JobGraph, "Plan identity"). A
  * Dispatcher that puts a plan again, as a retry after a lost or failed
- * answer, MUST put the very message it put first (the same `submit_time`
- * and `submitted_by`), so that its canonical encoding is byte-equal (see
- * HAStoreService, Equality) and the store answers it as a repeat. It MUST
- * NOT put a plan built anew for a client's resubmission of a job: it
- * recognizes a resubmission by `digest` and `submitted_by`, as stored,
- * and puts nothing. (Since 1.2.)
+ * answer, MUST put the very message it put first (the same `submit_time` and
+ * `submitted_by`), so that its canonical encoding is byte-equal (see
+ * HAStoreService, Equality) and the store answers it as a repeat. It MUST NOT
+ * put a plan built anew for a client's resubmission of a job: it recognizes a
+ * resubmission by `digest` and `submitted_by`, as stored, and puts nothing.
+ * (Since 1.2.)
  *
  * @generated from message jobplane.hastore.v1.ExecutionPlan
  */
@@ -660,9 +669,9 @@ export type ExecutionPlan = Message<"jobplane.hastore.v1.ExecutionPlan"> & {
   submittedBy: string;
 
   /**
-   * The run's id (jobplane.v1.JobResult.run_id), chosen by the Dispatcher
-   * when it persists the plan; the job's result carries it too. Opaque to
-   * the store. Since 1.2.
+   * The run's id (jobplane.v1.JobResult.run_id), which the Dispatcher MUST
+   * choose when it persists the plan; the job's result MUST carry it too.
+   * Opaque to the store. Since 1.2.
    *
    * @generated from field: string run_id = 6;
    */
@@ -806,7 +815,7 @@ export type ListExecutionPlansRequest = Message<"jobplane.hastore.v1.ListExecuti
 
   /**
    * The `next_page_token` of the previous call; empty for the first page.
-   * A token is the last job id of the previous page: it stays good across
+   * A token is the last job id of the previous page: it MUST stay good across
    * restarts of the store and while plans come and go.
    *
    * @generated from field: string page_token = 2;
@@ -837,8 +846,8 @@ export type ListExecutionPlansResponse = Message<"jobplane.hastore.v1.ListExecut
 
   /**
    * Passed as `page_token` to get the next page; empty on the last page.
-   * A page may hold fewer ids than asked for and still not be the last:
-   * only an empty token ends the listing.
+   * A page MAY hold fewer ids than asked for and still not be the last: only
+   * an empty token ends the listing.
    *
    * @generated from field: string next_page_token = 2;
    */
@@ -1130,8 +1139,8 @@ export type ListJobResultEntriesRequest = Message<"jobplane.hastore.v1.ListJobRe
 
   /**
    * The `next_page_token` of the previous call with the same filter; empty
-   * for the first page. A token is the last job id of the previous page:
-   * it stays good across restarts of the store and while entries come and
+   * for the first page. A token is the last job id of the previous page: it
+   * MUST stay good across restarts of the store and while entries come and
    * go.
    *
    * @generated from field: string page_token = 2;
@@ -1169,8 +1178,8 @@ export type ListJobResultEntriesResponse = Message<"jobplane.hastore.v1.ListJobR
 
   /**
    * Passed as `page_token` to get the next page; empty on the last page.
-   * A page may hold fewer entries than asked for and still not be the
-   * last: only an empty token ends the listing.
+   * A page MAY hold fewer entries than asked for and still not be the last:
+   * only an empty token ends the listing.
    *
    * @generated from field: string next_page_token = 2;
    */
@@ -1365,8 +1374,8 @@ export type ListTaskExecutorsResponse = Message<"jobplane.hastore.v1.ListTaskExe
 
   /**
    * Passed as `page_token` to get the next page; empty on the last page.
-   * A page may hold fewer ids than asked for and still not be the last:
-   * only an empty token ends the listing.
+   * A page MAY hold fewer ids than asked for and still not be the last: only
+   * an empty token ends the listing.
    *
    * @generated from field: string next_page_token = 2;
    */
@@ -1450,8 +1459,8 @@ export const CompletedCheckpointSchema: GenMessage<CompletedCheckpoint> = /*@__P
   messageDesc(file_jobplane_hastore_v1_ha_store_service, 48);
 
 /**
- * Savepoint is a checkpoint a user asked for: it belongs to the user, is
- * never subsumed, and outlives its job.
+ * Savepoint is a checkpoint a user asked for: it belongs to the user, MUST
+ * NOT be subsumed, and outlives its job.
  *
  * @generated from message jobplane.hastore.v1.Savepoint
  */
@@ -1820,7 +1829,7 @@ export type ListSavepointsResponse = Message<"jobplane.hastore.v1.ListSavepoints
 
   /**
    * Passed as `page_token` to get the next page; empty on the last page.
-   * A page may hold fewer savepoints than asked for and still not be the
+   * A page MAY hold fewer savepoints than asked for and still not be the
    * last: only an empty token ends the listing.
    *
    * @generated from field: string next_page_token = 2;
@@ -1936,7 +1945,7 @@ export enum JobResultState {
 
   /**
    * The job is globally terminal and its cleanup has not finished; a new
-   * leader finishes it (cleanup only, never a re-run).
+   * leader MUST finish it (cleanup only, never a re-run).
    *
    * @generated from enum value: JOB_RESULT_STATE_DIRTY = 1;
    */
@@ -1958,59 +1967,60 @@ export const JobResultStateSchema: GenEnum<JobResultState> = /*@__PURE__*/
 
 /**
  * HAStoreService is the high-availability store over the network: leader
- * election with fencing tokens, and the durable state a cluster must not
- * lose (execution plans and job results). It lets a server in another
+ * election with fencing tokens, and the durable state a cluster cannot do
+ * without (execution plans and job results). It lets a server in another
  * process or language use a jobplane HA store, and lets the conformance
  * runner observe and steer a server under test.
  *
  * Sessions. A client opens a session with a TTL and keeps it alive with
- * KeepAlive. Its candidacies and leaderships belong to the session, not to
- * any connection: they survive broken streams and reconnects, and end when
+ * KeepAlive. Its candidacies and leaderships MUST belong to the session, not
+ * to any connection: they survive broken streams and reconnects, and end when
  * the session expires or is closed. One session serves any number of
- * elections, and WatchSession reports grants and revocations for all of
- * them on one stream.
+ * elections, and WatchSession reports grants and revocations for all of them
+ * on one stream.
  *
- * Elections. The store accepts the election names `jobmanager` (the
+ * Elections. The store MUST accept the election names `jobmanager` (the
  * Dispatcher and ResourceManager of a cluster) and `job/<job_id>` (the
- * JobMaster of one job; `job_id` as in SubmitJobRequest). Any other name is
- * INVALID_ARGUMENT. Each grant yields a FencingToken whose epoch strictly
- * increases within the election, also across restarts of the store.
+ * JobMaster of one job; `job_id` as in SubmitJobRequest). Any other name MUST
+ * be refused with INVALID_ARGUMENT. Each grant yields a FencingToken whose
+ * epoch MUST strictly increase within the election, also across restarts of
+ * the store.
  *
- * Fenced writes. Every write takes a Fence: the writer's election and
- * token. The store performs the write only if the token is the election's
- * current grant, checked atomically with the write; otherwise it answers
- * ABORTED (STALE_FENCING_TOKEN) and changes nothing. The fence is checked
- * before the write's own preconditions (below): a write with a stale token
- * is STALE_FENCING_TOKEN whatever else it would have met.
+ * Fenced writes. Every write takes a Fence: the writer's election and token.
+ * The store MUST perform the write only if the token is the election's
+ * current grant, checked atomically with the write; otherwise it MUST answer
+ * ABORTED (STALE_FENCING_TOKEN) and change nothing. The fence MUST be checked
+ * before the write's own preconditions (below): a write with a stale token is
+ * STALE_FENCING_TOKEN whatever else it would have met.
  *
- * Which token covers which keys. A token covers only what its election
- * owns, and the store checks the fence's election against the keys a write
+ * Which token covers which keys. A token covers only what its election owns,
+ * and the store MUST check the fence's election against the keys a write
  * touches before anything else:
  *
- * * `jobmanager`: every job's execution plan, cancel request and job
- *   result entry (PutExecutionPlan, DeleteExecutionPlan, RequestJobCancel,
+ * * `jobmanager`: every job's execution plan, cancel request and job result
+ *   entry (PutExecutionPlan, DeleteExecutionPlan, RequestJobCancel,
  *   CreateDirtyJobResult, MarkJobResultClean, DeleteJobResultEntry), the
  *   TaskExecutor membership (AddTaskExecutor, RemoveTaskExecutor), and its
  *   own leader entry.
- * * `job/<job_id>`: only its own leader entry (ConfirmLeadership, Resign).
- *   A JobMaster writes no plan and no result, not even its own job's.
+ * * `job/<job_id>`: only its own leader entry (ConfirmLeadership, Resign). A
+ *   JobMaster writes no plan and no result, not even its own job's.
  *
- * A plan or result write fenced by any election other than `jobmanager` is
- * INVALID_ARGUMENT with a field violation on `fence.election`, and writes
- * nothing, whether or not its token leads.
+ * A plan or result write fenced by any election other than `jobmanager` MUST
+ * be refused with INVALID_ARGUMENT with a field violation on
+ * `fence.election`, and MUST write nothing, whether or not its token leads.
  *
- * Preconditions. The store itself keeps the order the Dispatcher promises,
- * so that a careless server cannot break it: each check below is made in
- * the same atomic step as the write it guards.
+ * Preconditions. The store itself MUST keep the order the Dispatcher
+ * promises, so that a careless server cannot break it: each check below MUST
+ * be made in the same atomic step as the write it guards.
  *
- * * A plan is created once: PutExecutionPlan never replaces a different
- *   plan, and a job with a result entry gets no plan.
- * * A plan is removed only after its job's result entry exists, so a job
+ * * A plan is created once: PutExecutionPlan MUST NOT replace a different
+ *   plan, and a job with a result entry MUST NOT get a plan.
+ * * A plan MUST be removed only after its job's result entry exists, so a job
  *   is never without both.
  * * Creates are idempotent in the sense of AIP-155: repeating a
- *   PutExecutionPlan, CreateDirtyJobResult or Campaign whose first answer
- *   was lost returns the first call's success and changes nothing, when
- *   the repeat asks for the same thing.
+ *   PutExecutionPlan, CreateDirtyJobResult or Campaign whose first answer was
+ *   lost MUST return the first call's success and change nothing, when the
+ *   repeat asks for the same thing.
  *
  * Equality (since 1.2). "The same plan", "the same result", "the same
  * checkpoint" and "the same savepoint" mean the same canonical encoding:
@@ -2042,22 +2052,20 @@ export const JobResultStateSchema: GenEnum<JobResultState> = /*@__PURE__*/
  * naming the field, writing nothing:
  *
  * * No unknown fields. A request to any call that carries a field this
- *   store's schema does not have, at any depth, in binary or JSON, is
- *   refused, as DispatcherService refuses them: the violation's path
- *   names the field, in JSON by the key as sent (such as
- *   `plan.jobGraph.bogus`), in binary by its number (such as
- *   `plan.job_graph.config.99`). A store of an older schema cannot tell
- *   whether it would keep such a field, so a cluster upgrades its store
- *   before the servers that use it.
+ *   store's schema does not have, at any depth, in binary or JSON, MUST be
+ *   refused, as DispatcherService refuses them: the violation's path names
+ *   the field, in JSON by the key as sent (such as `plan.jobGraph.bogus`), in
+ *   binary by its number (such as `plan.job_graph.config.99`). A store of an
+ *   older schema cannot tell whether it would keep such a field, so a cluster
+ *   SHOULD upgrade its store before the servers that use it.
  * * Normalized Durations and Timestamps. A google.protobuf.Duration whose
  *   `nanos` is not within (-999,999,999, 999,999,999), whose `nanos` and
- *   `seconds` are both non-zero and of opposite signs, or whose `seconds`
- *   is beyond ±315,576,000,000; and a google.protobuf.Timestamp whose
- *   `nanos` is not within [0, 999,999,999] or whose time is outside
- *   0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z; anywhere in a
- *   plan, result, checkpoint or savepoint, is refused: otherwise one
- *   duration would have two encodings, and two retries of one write would
- *   not be the same.
+ *   `seconds` are both non-zero and of opposite signs, or whose `seconds` is
+ *   beyond ±315,576,000,000; and a google.protobuf.Timestamp whose `nanos` is
+ *   not within [0, 999,999,999] or whose time is outside 0001-01-01T00:00:00Z
+ *   to 9999-12-31T23:59:59.999999999Z; anywhere in a plan, result, checkpoint
+ *   or savepoint, MUST be refused: otherwise one duration would have two
+ *   encodings, and two retries of one write would not be the same.
  *
  * Consistency (since 1.2). Every read MUST be linearizable: the answer of
  * GetExecutionPlan, GetJobResultEntry, GetLeader, GetLatestCheckpoint,
@@ -2073,34 +2081,34 @@ export const JobResultStateSchema: GenEnum<JobResultState> = /*@__PURE__*/
  * wrote, and a read that missed one would lose an accepted job or run a
  * finished one again.
  *
- * A page of a listing is one snapshot: the state at one moment, never a
+ * A page of a listing MUST be one snapshot: the state at one moment, never a
  * mix of two that shows a state the store never held (a job whose plan is
- * deleted and whose result is created in between listed with both, say).
- * The pages of one listing are separate snapshots, joined by page tokens
- * (the last id of the previous page): an entry present during the whole
- * listing is listed exactly once, one absent during the whole listing is
- * not listed, and one created or removed during the listing may or may
- * not be. Listings carry no revision. A client that needs two listings to
- * agree orders its reads by the store's own write order: the Dispatcher
- * lists plans, then results, and finds every job in one of them, since a
- * plan is deleted only once its result exists.
+ * deleted and whose result is created in between listed with both, say). The
+ * pages of one listing are separate snapshots, joined by page tokens (the
+ * last id of the previous page): an entry present during the whole listing
+ * MUST be listed exactly once, one absent during the whole listing MUST NOT
+ * be listed, and one created or removed during the listing MAY be listed.
+ * Listings carry no revision. A client that needs two listings to agree
+ * orders its reads by the store's own write order: the Dispatcher lists
+ * plans, then results, and finds every job in one of them, since a plan is
+ * deleted only once its result exists.
  *
- * Every call answers INVALID_ARGUMENT (reason INVALID_ARGUMENT) with
+ * Every call MUST answer INVALID_ARGUMENT (reason INVALID_ARGUMENT) with
  * BadRequest field violations for malformed input (unknown election names,
  * empty ids, malformed tokens, plans over the size limit, unknown fields,
- * Durations and Timestamps not normalized), and then writes nothing. A store that cannot reach its backing storage answers
- * UNAVAILABLE (STORE_UNAVAILABLE). Every error carries an ErrorInfo (see
- * ErrorReason).
+ * Durations and Timestamps not normalized), and then write nothing. A store
+ * that cannot reach its backing storage MUST answer UNAVAILABLE
+ * (STORE_UNAVAILABLE). Every error MUST carry an ErrorInfo (see ErrorReason).
  *
  * The TaskExecutor membership (since 1.2) is the set of TaskExecutors that
- * may hold an attempt of some job. The ResourceManager records a
- * TaskExecutor before it answers its registration, and removes it only
- * once every task lease it was granted has certainly ended; a JobMaster
- * that takes a job over asks every member what it holds of the job
- * (cluster TaskExecutorService.AdoptAttempts) and may deploy at once what
- * none holds, instead of waiting out the task lease. A store without these
- * calls (UNIMPLEMENTED) leaves the server to wait out the lease for every
- * subtask not found.
+ * may hold an attempt of some job. The ResourceManager MUST record a
+ * TaskExecutor before it answers its registration, and MUST remove it only
+ * once every task lease it was granted has certainly ended; a JobMaster that
+ * takes a job over asks every member what it holds of the job (cluster
+ * TaskExecutorService.AdoptAttempts) and MAY deploy at once what none holds,
+ * instead of waiting out the task lease. A store without these calls
+ * (UNIMPLEMENTED) leaves the server to wait out the lease for every subtask
+ * not found.
  *
  * Checkpoints and savepoints (since 1.2) are the store's
  * CompletedCheckpointStore and CheckpointIDCounter, kept beside plans and
@@ -2109,28 +2117,28 @@ export const JobResultStateSchema: GenEnum<JobResultState> = /*@__PURE__*/
  * * `job/<job_id>` covers the checkpoints and savepoints of job `job_id`
  *   (AddCheckpoint, AddSavepoint), and no other job's: a checkpoint or
  *   savepoint whose `job_id` is not the fence's job, or one fenced by
- *   `jobmanager`, is INVALID_ARGUMENT with a field violation on
- *   `fence.election`, and writes nothing.
+ *   `jobmanager`, MUST be refused with INVALID_ARGUMENT with a field
+ *   violation on `fence.election`, and MUST write nothing.
  * * `jobmanager` deletes savepoints (DeleteSavepoint), which belong to the
  *   user.
  *
- * Their ordering rules, each checked in the same atomic step as the write
- * it guards:
+ * Their ordering rules, each of which MUST be checked in the same atomic step
+ * as the write it guards:
  *
- * * Ids strictly increase per job, across leaders and restarts of the
- *   store: the store keeps the largest id the job's checkpoints and
- *   savepoints ever used (its `last_checkpoint_id`, which outlives
- *   subsumed checkpoints), and stores a checkpoint or savepoint only with
- *   a greater id. A new leader reads it (GetLatestCheckpoint) and goes on
- *   above it.
- * * A checkpoint is added only while the job has a plan and no result
+ * * Ids MUST strictly increase per job, across leaders and restarts of the
+ *   store: the store MUST keep the largest id the job's checkpoints and
+ *   savepoints ever used (its `last_checkpoint_id`, which outlives subsumed
+ *   checkpoints), and MUST store a checkpoint or savepoint only with a
+ *   greater id. A new leader reads it (GetLatestCheckpoint) and goes on above
+ *   it.
+ * * A checkpoint MUST be added only while the job has a plan and no result
  *   entry, so none is left behind once the job is cleaned up.
- * * A subsumed checkpoint is removed only in the same write that adds a
+ * * A subsumed checkpoint MUST be removed only in the same write that adds a
  *   newer one, so the job always has its latest durable checkpoint.
- * * A job's checkpoints, and its `last_checkpoint_id`, are removed with its
- *   plan (DeleteExecutionPlan), which needs a result entry: never while
+ * * A job's checkpoints, and its `last_checkpoint_id`, MUST be removed with
+ *   its plan (DeleteExecutionPlan), which needs a result entry: never while
  *   the job may still run.
- * * Savepoints outlive their job: only DeleteSavepoint removes them.
+ * * Savepoints outlive their job: only DeleteSavepoint MAY remove them.
  *
  * A store without these calls (UNIMPLEMENTED, a store of 1.1) leaves the
  * server to run jobs without checkpoints.
@@ -2139,9 +2147,9 @@ export const JobResultStateSchema: GenEnum<JobResultState> = /*@__PURE__*/
  */
 export const HAStoreService: GenService<{
   /**
-   * OpenSession opens a session. The TTL is rounded up to whole seconds and
-   * raised to the store's minimum; the response gives the TTL granted. The
-   * session expires when no KeepAlive arrives within its TTL.
+   * OpenSession opens a session. The TTL MUST be rounded up to whole seconds
+   * and raised to the store's minimum; the response gives the TTL granted.
+   * The session MUST expire when no KeepAlive arrives within its TTL.
    *
    * @generated from rpc jobplane.hastore.v1.HAStoreService.OpenSession
    */
@@ -2153,13 +2161,13 @@ export const HAStoreService: GenService<{
   /**
    * KeepAlive renews a session for another TTL. Idempotent.
    *
-   * The store renews the session no earlier than it receives the request,
-   * and never ends it earlier than the TTL after it received the last
-   * KeepAlive it acknowledged; so a client knows its session certainly
-   * holds until the send time of its last acknowledged KeepAlive plus the
-   * TTL (less a margin for clock drift), and no longer: a leader acts only
-   * until then, and counts its session lost after it (see FencingToken:
-   * when a leader counts as deposed).
+   * The store MUST renew the session no earlier than it receives the request,
+   * and MUST NOT end it earlier than the TTL after it received the last
+   * KeepAlive it acknowledged; so a client knows its session certainly holds
+   * until the send time of its last acknowledged KeepAlive plus the TTL (less
+   * a margin for clock drift), and no longer: a leader MUST act only until
+   * then, and MUST count its session lost after it (see FencingToken: when a
+   * leader counts as deposed).
    *
    * Errors: NOT_FOUND (SESSION_NOT_FOUND) for an unknown or expired
    * session, whose leaderships have all ended.
@@ -2173,7 +2181,7 @@ export const HAStoreService: GenService<{
   },
   /**
    * CloseSession closes a session at once, ending its candidacies and
-   * leaderships. Closing an unknown or expired session succeeds.
+   * leaderships. Closing an unknown or expired session MUST succeed.
    * Idempotent.
    *
    * @generated from rpc jobplane.hastore.v1.HAStoreService.CloseSession
@@ -2184,15 +2192,14 @@ export const HAStoreService: GenService<{
     output: typeof CloseSessionResponseSchema;
   },
   /**
-   * Campaign enters a candidacy of the session in an election and returns
-   * at once; the grant, when it comes, is reported on WatchSession (and is
-   * visible to GetLeader). If `address` is set it is published with the
-   * grant, as ConfirmLeadership would. A session has at most one candidacy
-   * per election. Idempotent: while the candidacy lasts (waiting or
-   * granted), the same call again (same session, election and address)
-   * succeeds and changes nothing, so a client retries a Campaign whose
-   * answer was lost; a call with another address fails with
-   * CANDIDACY_EXISTS.
+   * Campaign enters a candidacy of the session in an election and returns at
+   * once; the grant, when it comes, MUST be reported on WatchSession (and be
+   * visible to GetLeader). If `address` is set it MUST be published with the
+   * grant, as ConfirmLeadership would. A session MUST have at most one
+   * candidacy per election. Idempotent: while the candidacy lasts (waiting or
+   * granted), the same call again (same session, election and address) MUST
+   * succeed and change nothing, so a client retries a Campaign whose answer
+   * was lost; a call with another address MUST fail with CANDIDACY_EXISTS.
    *
    * Errors: NOT_FOUND (SESSION_NOT_FOUND); ALREADY_EXISTS
    * (CANDIDACY_EXISTS); INVALID_ARGUMENT.
@@ -2205,9 +2212,9 @@ export const HAStoreService: GenService<{
     output: typeof CampaignResponseSchema;
   },
   /**
-   * Withdraw ends the session's candidacy in an election: a waiting
-   * candidacy leaves the queue, a granted one resigns. Withdrawing when
-   * there is no candidacy succeeds. Idempotent.
+   * Withdraw ends the session's candidacy in an election: a waiting candidacy
+   * leaves the queue, a granted one resigns. Withdrawing when there is no
+   * candidacy MUST succeed. Idempotent.
    *
    * Errors: NOT_FOUND (SESSION_NOT_FOUND); INVALID_ARGUMENT.
    *
@@ -2221,16 +2228,17 @@ export const HAStoreService: GenService<{
   /**
    * WatchSession streams the fate of the session's candidacies.
    *
-   * On every (re)connection the stream first sends `granted` for each
+   * On every (re)connection the stream MUST first send `granted` for each
    * leadership the session holds at that moment, then `snapshot_end`, then
    * `granted` and `revoked` events as they happen, in order. A client that
    * reconnects after missing events infers from the snapshot which of the
-   * leaderships it believed held have ended: those not granted in it. A `heartbeat` is sent when
-   * nothing else was for 10 seconds, so idle streams survive proxies. The
-   * stream ends with NOT_FOUND (SESSION_NOT_FOUND) once the session has
-   * ended, after the `revoked` events of its leaderships. Closing or losing
-   * the stream changes nothing in the store: a client reconnects and
-   * resynchronizes from the initial `granted` events. No side effects.
+   * leaderships it believed held have ended: those not granted in it. A
+   * `heartbeat` MUST be sent when nothing else was for 10 seconds, so idle
+   * streams survive proxies. The stream MUST end with NOT_FOUND
+   * (SESSION_NOT_FOUND) once the session has ended, after the `revoked`
+   * events of its leaderships. Closing or losing the stream MUST change
+   * nothing in the store: a client reconnects and resynchronizes from the
+   * initial `granted` events. No side effects.
    *
    * @generated from rpc jobplane.hastore.v1.HAStoreService.WatchSession
    */
@@ -2240,9 +2248,9 @@ export const HAStoreService: GenService<{
     output: typeof WatchSessionResponseSchema;
   },
   /**
-   * Resign ends the leadership named by a fence, whichever session holds
-   * it; the next candidacy, if any, is granted. Resigning with a token that
-   * no longer leads succeeds and changes nothing. Idempotent.
+   * Resign ends the leadership named by a fence, whichever session holds it;
+   * the next candidacy, if any, is granted. Resigning with a token that no
+   * longer leads MUST succeed and change nothing. Idempotent.
    *
    * @generated from rpc jobplane.hastore.v1.HAStoreService.Resign
    */
@@ -2276,11 +2284,11 @@ export const HAStoreService: GenService<{
     output: typeof GetLeaderResponseSchema;
   },
   /**
-   * ObserveLeader streams an election's leader: first the current state,
-   * then every change (a new grant, a published address, the leader gone),
-   * in order, until the client cancels. If the store had to discard history
-   * (a compaction while the stream was behind), the changes in between are
-   * coalesced into the current state. A `heartbeat` is sent when nothing
+   * ObserveLeader streams an election's leader: first the current state, then
+   * every change (a new grant, a published address, the leader gone), in
+   * order, until the client cancels. If the store had to discard history (a
+   * compaction while the stream was behind), it MAY coalesce the changes in
+   * between into the current state. A `heartbeat` MUST be sent when nothing
    * changed for 10 seconds. No side effects.
    *
    * @generated from rpc jobplane.hastore.v1.HAStoreService.ObserveLeader
@@ -2291,18 +2299,18 @@ export const HAStoreService: GenService<{
     output: typeof ObserveLeaderResponseSchema;
   },
   /**
-   * PutExecutionPlan stores a job's execution plan, if the job has none.
-   * A plan is never replaced: if the job has a plan equal to this one (see
-   * Equality above), the call succeeds and changes nothing; if it has
-   * another, it fails. A job with a result entry never runs again, so its
-   * plan is refused. Fenced by `jobmanager`. Idempotent. The answer's
+   * PutExecutionPlan stores a job's execution plan, if the job has none. A
+   * plan MUST NOT be replaced: if the job has a plan equal to this one (see
+   * Equality above), the call MUST succeed and change nothing; if it has
+   * another, it MUST fail. A job with a result entry never runs again, so its
+   * plan MUST be refused. Fenced by `jobmanager`. Idempotent. The answer's
    * `created` says whether this call stored the plan.
    *
    * Errors: ABORTED (STALE_FENCING_TOKEN); ALREADY_EXISTS
    * (EXECUTION_PLAN_EXISTS) if the job has another plan; ALREADY_EXISTS
-   * (JOB_RESULT_EXISTS) if the job has a result entry; INVALID_ARGUMENT,
-   * also for a fence of another election and a plan larger than the
-   * store's limit (1 MiB unless configured).
+   * (JOB_RESULT_EXISTS) if the job has a result entry; INVALID_ARGUMENT, also
+   * for a fence of another election and a plan larger than the store's limit
+   * (informative: the reference store's is 1 MiB unless configured).
    *
    * @generated from rpc jobplane.hastore.v1.HAStoreService.PutExecutionPlan
    */
@@ -2336,10 +2344,10 @@ export const HAStoreService: GenService<{
   },
   /**
    * DeleteExecutionPlan removes a job's plan, and its cancel request and
-   * checkpoints (since 1.2) if any, once the job has a result entry (dirty or clean): a plan is the
-   * only record of a job that has no result, and is kept until one
-   * exists. Deleting an absent plan of a job
-   * with a result entry succeeds. Fenced by `jobmanager`. Idempotent.
+   * checkpoints (since 1.2) if any, once the job has a result entry (dirty or
+   * clean): a plan is the only record of a job that has no result, and MUST
+   * be kept until one exists. Deleting an absent plan of a job with a result
+   * entry MUST succeed. Fenced by `jobmanager`. Idempotent.
    *
    * Errors: NOT_FOUND (JOB_RESULT_NOT_FOUND) if the job has no result
    * entry, whether or not it has a plan; ABORTED (STALE_FENCING_TOKEN);
@@ -2353,25 +2361,25 @@ export const HAStoreService: GenService<{
     output: typeof DeleteExecutionPlanResponseSchema;
   },
   /**
-   * RequestJobCancel records that a job's cancellation was requested, so
-   * that it outlives the leader that accepted it: a leader that recovers a
-   * job whose cancellation was requested ends it CANCELED without
-   * deploying anything. The Dispatcher records it before it answers
-   * CancelJob. The record lasts as long as the job's plan and goes with it
-   * (DeleteExecutionPlan). Requesting again succeeds and changes nothing.
+   * RequestJobCancel records that a job's cancellation was requested, so that
+   * it outlives the leader that accepted it: a leader that recovers a job
+   * whose cancellation was requested MUST end it CANCELED without deploying
+   * anything. The Dispatcher MUST record it before it answers CancelJob. The
+   * record lasts as long as the job's plan and goes with it
+   * (DeleteExecutionPlan). Requesting again MUST succeed and change nothing.
    * Fenced by `jobmanager`. Idempotent.
    *
-   * A cancel request and a job result are ordered by the store: the
-   * request is written only while the job has no result entry, and a
-   * FINISHED or FAILED result only while the job has no cancel request
+   * A cancel request and a job result are ordered by the store: the request
+   * MUST be written only while the job has no result entry, and a FINISHED or
+   * FAILED result only while the job has no cancel request
    * (CreateDirtyJobResult), each checked in the same atomic step as its
-   * write. So a request that succeeded ends the job CANCELED, and a job
-   * whose result came first refuses the request.
+   * write. So a request that succeeded ends the job CANCELED, and a job whose
+   * result came first refuses the request.
    *
    * Errors: FAILED_PRECONDITION (JOB_TERMINAL) if the job has a result
    * entry, whether or not its plan is deleted yet, with the result's
    * status in the metadata `status` (a JobStatus name such as
-   * JOB_STATUS_FINISHED): nothing was written (the Dispatcher answers
+   * JOB_STATUS_FINISHED): nothing was written (the Dispatcher MUST answer
    * CancelJob of a CANCELED result OK); otherwise NOT_FOUND
    * (EXECUTION_PLAN_NOT_FOUND) if the job has no plan; both checked in the
    * same atomic step as the write; ABORTED (STALE_FENCING_TOKEN);
@@ -2385,19 +2393,19 @@ export const HAStoreService: GenService<{
     output: typeof RequestJobCancelResponseSchema;
   },
   /**
-   * CreateDirtyJobResult records a job's result as dirty: the job is
-   * globally terminal and its cleanup has not finished. If the job's entry
-   * (dirty, or clean since) holds a result equal to this one (see Equality
-   * above), the call succeeds and changes nothing: it is a retry of the
-   * call that created it. Fenced by `jobmanager`. Idempotent.
+   * CreateDirtyJobResult records a job's result as dirty: the job is globally
+   * terminal and its cleanup has not finished. If the job's entry (dirty, or
+   * clean since) holds a result equal to this one (see Equality above), the
+   * call MUST succeed and change nothing: it is a retry of the call that
+   * created it. Fenced by `jobmanager`. Idempotent.
    *
    * Errors: ALREADY_EXISTS (JOB_RESULT_EXISTS) if the job's entry holds
    * another result; FAILED_PRECONDITION (JOB_CANCEL_REQUESTED) for a
    * FINISHED or FAILED result of a job without an entry whose cancellation
    * was requested (RequestJobCancel), checked in the same atomic step as
-   * the write: nothing was written, and the caller records a CANCELED
-   * result instead; ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also
-   * for a fence of another election.
+   * the write: nothing was written, and the caller MUST record a CANCELED
+   * result instead; ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for
+   * a fence of another election.
    *
    * @generated from rpc jobplane.hastore.v1.HAStoreService.CreateDirtyJobResult
    */
@@ -2408,7 +2416,7 @@ export const HAStoreService: GenService<{
   },
   /**
    * MarkJobResultClean marks a job's result clean once its cleanup is done.
-   * Marking a clean entry again succeeds. Fenced by `jobmanager`.
+   * Marking a clean entry again MUST succeed. Fenced by `jobmanager`.
    * Idempotent.
    *
    * The store MUST refuse the call while the job's execution plan exists,
@@ -2417,9 +2425,9 @@ export const HAStoreService: GenService<{
    * deleted by retention and the job never runs again under a new leader.
    *
    * Errors: NOT_FOUND (JOB_RESULT_NOT_FOUND) if the job has no entry;
-   * FAILED_PRECONDITION (EXECUTION_PLAN_NOT_DELETED) if the job's plan
-   * exists (since 1.2); ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
-   * another election.
+   * FAILED_PRECONDITION (EXECUTION_PLAN_NOT_DELETED) if the job's plan exists
+   * (since 1.2); ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a
+   * fence of another election.
    *
    * @generated from rpc jobplane.hastore.v1.HAStoreService.MarkJobResultClean
    */
@@ -2452,8 +2460,8 @@ export const HAStoreService: GenService<{
     output: typeof ListJobResultEntriesResponseSchema;
   },
   /**
-   * DeleteJobResultEntry removes a clean job result entry, for retention;
-   * the job's id may then be used again. Deleting an absent entry succeeds.
+   * DeleteJobResultEntry removes a clean job result entry, for retention; the
+   * job's id may then be used again. Deleting an absent entry MUST succeed.
    * Fenced by `jobmanager`. Idempotent.
    *
    * The store MUST refuse to delete an entry while the job's execution
@@ -2462,9 +2470,9 @@ export const HAStoreService: GenService<{
    * plan and run the job again.
    *
    * Errors: FAILED_PRECONDITION (JOB_RESULT_DIRTY) for a dirty entry;
-   * FAILED_PRECONDITION (EXECUTION_PLAN_NOT_DELETED) for a clean entry
-   * whose job's plan exists (since 1.2); ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a fence of
-   * another election.
+   * FAILED_PRECONDITION (EXECUTION_PLAN_NOT_DELETED) for a clean entry whose
+   * job's plan exists (since 1.2); ABORTED (STALE_FENCING_TOKEN);
+   * INVALID_ARGUMENT, also for a fence of another election.
    *
    * @generated from rpc jobplane.hastore.v1.HAStoreService.DeleteJobResultEntry
    */
@@ -2475,9 +2483,9 @@ export const HAStoreService: GenService<{
   },
   /**
    * AddTaskExecutor makes a TaskExecutor a member of the TaskExecutor
-   * membership (see above); the member lasts until RemoveTaskExecutor,
-   * across restarts of the store. Adding a member again succeeds and
-   * changes nothing. Fenced by `jobmanager`. Idempotent. Since 1.2.
+   * membership (see above); the member MUST last until RemoveTaskExecutor,
+   * across restarts of the store. Adding a member again MUST succeed and
+   * change nothing. Fenced by `jobmanager`. Idempotent. Since 1.2.
    *
    * Errors: ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT for an empty
    * id or one longer than 128 bytes, and for a fence of another election.
@@ -2491,8 +2499,8 @@ export const HAStoreService: GenService<{
   },
   /**
    * RemoveTaskExecutor removes a member; removing one that is not a member
-   * succeeds. The ResourceManager removes a TaskExecutor only once every
-   * task lease it could hold has ended. Fenced by `jobmanager`.
+   * MUST succeed. The ResourceManager MUST remove a TaskExecutor only once
+   * every task lease it could hold has ended. Fenced by `jobmanager`.
    * Idempotent. Since 1.2.
    *
    * Errors: ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT as for
@@ -2506,8 +2514,8 @@ export const HAStoreService: GenService<{
     output: typeof RemoveTaskExecutorResponseSchema;
   },
   /**
-   * ListTaskExecutors lists the members' ids, in id order, a page at a
-   * time. It reflects every AddTaskExecutor and RemoveTaskExecutor that
+   * ListTaskExecutors lists the members' ids, in id order, a page at a time.
+   * It MUST reflect every AddTaskExecutor and RemoveTaskExecutor that
    * succeeded before it was called. No side effects. Since 1.2.
    *
    * @generated from rpc jobplane.hastore.v1.HAStoreService.ListTaskExecutors
@@ -2519,12 +2527,12 @@ export const HAStoreService: GenService<{
   },
   /**
    * AddCheckpoint stores a completed checkpoint of a job and, in the same
-   * atomic step, removes the job's oldest checkpoints beyond the newest
+   * atomic step, MUST remove the job's oldest checkpoints beyond the newest
    * `retain` (the new one counts). The checkpoint counts as completed only
-   * once this call succeeded. A checkpoint equal (see Equality) to the
-   * job's stored one of the same id succeeds and changes nothing: it is a
-   * retry of the call that stored it. Fenced by `job/<job_id>` of the
-   * checkpoint's job. Idempotent. Since 1.2.
+   * once this call succeeded. A checkpoint equal (see Equality) to the job's
+   * stored one of the same id MUST succeed and change nothing: it is a retry
+   * of the call that stored it. Fenced by `job/<job_id>` of the checkpoint's
+   * job. Idempotent. Since 1.2.
    *
    * Errors: ABORTED (STALE_FENCING_TOKEN); NOT_FOUND
    * (EXECUTION_PLAN_NOT_FOUND) if the job has no plan; FAILED_PRECONDITION
@@ -2532,9 +2540,9 @@ export const HAStoreService: GenService<{
    * (CHECKPOINT_ID_NOT_INCREASING) if the id is not greater than the job's
    * `last_checkpoint_id` (and the call is no retry); all checked in the
    * same atomic step as the write; INVALID_ARGUMENT, also for a fence of
-   * another election, a checkpoint of 0 or over the store's size limit
-   * (the plan limit, 1 MiB unless configured), and two states of one
-   * subtask.
+   * another election, a checkpoint of 0 or over the store's size limit (the
+   * plan limit; informative: the reference store's is 1 MiB unless
+   * configured), and two states of one subtask.
    *
    * @generated from rpc jobplane.hastore.v1.HAStoreService.AddCheckpoint
    */
@@ -2544,9 +2552,9 @@ export const HAStoreService: GenService<{
     output: typeof AddCheckpointResponseSchema;
   },
   /**
-   * GetLatestCheckpoint returns a job's completed checkpoint of the
-   * greatest id, and the greatest id its checkpoints and savepoints used.
-   * A job without checkpoints answers with neither set. No side effects.
+   * GetLatestCheckpoint returns a job's completed checkpoint of the greatest
+   * id, and the greatest id its checkpoints and savepoints used. A job
+   * without checkpoints MUST be answered with neither set. No side effects.
    * Since 1.2.
    *
    * @generated from rpc jobplane.hastore.v1.HAStoreService.GetLatestCheckpoint
@@ -2568,11 +2576,10 @@ export const HAStoreService: GenService<{
     output: typeof ListCheckpointsResponseSchema;
   },
   /**
-   * AddSavepoint stores a savepoint of a job. Its id counts in the job's
+   * AddSavepoint stores a savepoint of a job. Its id MUST count in the job's
    * `last_checkpoint_id` as a checkpoint's does. A savepoint equal to the
-   * stored one of the same `savepoint_id` succeeds and changes nothing.
-   * Fenced by `job/<job_id>` of the savepoint's job. Idempotent. Since
-   * 1.2.
+   * stored one of the same `savepoint_id` MUST succeed and change nothing.
+   * Fenced by `job/<job_id>` of the savepoint's job. Idempotent. Since 1.2.
    *
    * Errors: ALREADY_EXISTS (SAVEPOINT_EXISTS) if another savepoint has the
    * id; then as AddCheckpoint.
@@ -2608,7 +2615,7 @@ export const HAStoreService: GenService<{
     output: typeof ListSavepointsResponseSchema;
   },
   /**
-   * DeleteSavepoint removes a savepoint; removing an absent one succeeds.
+   * DeleteSavepoint removes a savepoint; removing an absent one MUST succeed.
    * Fenced by `jobmanager`. Idempotent. Since 1.2.
    *
    * Errors: ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT, also for a
