@@ -36,8 +36,11 @@ var surfaceCases = []Case{
 		Doc: "a JOB_VIEW_FULL page token issued by the leader, SIGKILLed, is good at the standby that takes over: its page continues where the token left off",
 		Run: fullViewTokenSurvivesFailover},
 	{Name: "lifecycle/eager-deploys-at-once", Requires: []string{FeatureResourceManager},
-		Doc: "with SCHEDULING_MODE_EAGER, the consumer of a blocking edge is deployed (SubmitTask on a runner's TaskExecutor) while its producer still runs, where pipelined regions would wait for the producer to finish; the job then FINISHES",
+		Doc: "with SCHEDULING_MODE_EAGER, the consumer of a blocking edge is deployed (SubmitTask on a runner's TaskExecutor) while its producer still runs, where pipelined regions would wait for the producer to finish; the job then ends FINISHED",
 		Run: eagerDeploysAtOnce},
+	{Name: "lifecycle/watch-resume-window", Requires: []string{FeatureResourceManager},
+		Doc: "a WatchJob resumed with a token that more status changes than the advertised ServerTimings.watch_resume_window followed (a job that fails and restarts without end) skips nothing silently: its first message is the current summary marked coalesced, or else exactly the change that followed the token",
+		Run: watchResumeWindow},
 }
 
 // track notes a job the case submitted without mustSubmit, to cancel
@@ -361,5 +364,66 @@ func eagerDeploysAtOnce(t *T) {
 	t.env.open(id)
 	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Errorf("the EAGER job ended %v; expected FINISHED", r.GetStatus())
+	}
+}
+
+// watchResumeWindow runs a job that fails and restarts without end,
+// watches it until more changes than the resume window came after the
+// first message, and resumes from that first message's token.
+func watchResumeWindow(t *T) {
+	window := int(defaultTimings.GetWatchResumeWindow())
+	if t.timings != nil {
+		window = int(t.timings.GetWatchResumeWindow())
+	}
+	if window > 1000 {
+		t.Skip(fmt.Sprintf("the advertised watch_resume_window, %d, is more changes than the case makes in its time", window))
+	}
+	id := t.job("j")
+	t.mustSubmit(id, &jobplanev1.JobGraph{Name: "crash-loop",
+		Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "fail", Parallelism: 1, Config: map[string]string{"message": "crash loop"}}},
+		Config: &jobplanev1.JobConfig{RestartStrategy: &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{
+			FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{Unlimited: true}}}}})
+	defer t.cancel(id)
+	ctx, cancel := context.WithTimeout(t.ctx, t.waits.failover)
+	defer cancel()
+	var seen []*jobplanev1.WatchJobResponse
+	t.setup(func() {
+		stream, err := t.dispatcher().WatchJob(ctx, &jobplanev1.WatchJobRequest{JobId: id})
+		if err != nil {
+			t.Fatalf("WatchJob(%s): %v", id, err)
+		}
+		defer stream.Close()
+		for len(seen) < window+3 && stream.Receive() {
+			if stream.Msg().GetJob() != nil {
+				seen = append(seen, stream.Msg())
+			}
+		}
+		if len(seen) < window+3 {
+			t.Fatalf("WatchJob of a job that restarts without end sent %d status messages within %v (%v); expected more than the resume window, %d", len(seen), t.waits.failover, stream.Err(), window)
+		}
+	})
+	old, next, last := seen[0], seen[1].GetJob(), seen[len(seen)-1].GetJob()
+	stream, err := t.dispatcher().WatchJob(ctx, &jobplanev1.WatchJobRequest{JobId: id, ResumeToken: old.GetResumeToken()})
+	if err != nil {
+		t.Fatalf("WatchJob resumed with a token %d changes old: %v; expected the stream", len(seen)-1, err)
+	}
+	defer stream.Close()
+	var first *jobplanev1.WatchJobResponse
+	for first == nil && stream.Receive() {
+		if stream.Msg().GetJob() != nil {
+			first = stream.Msg()
+		}
+	}
+	got := first.GetJob()
+	switch {
+	case first == nil:
+		t.Errorf("WatchJob resumed with a token %d changes old ended without a status (%v); expected the current summary, marked coalesced", len(seen)-1, stream.Err())
+	case first.GetCoalesced():
+		if got.GetRestartCount() < last.GetRestartCount() {
+			t.Errorf("WatchJob resumed with an old token starts with a coalesced summary of restart_count %d; expected the current summary, at least the %d already watched", got.GetRestartCount(), last.GetRestartCount())
+		}
+	case got.GetStatus() != next.GetStatus() || got.GetRestartCount() != next.GetRestartCount():
+		t.Errorf("WatchJob resumed with a token that %d changes followed, more than the resume window of %d, starts with %v (restart_count %d), not marked coalesced; the change right after the token was %v (restart_count %d): changes were skipped silently (WatchJob: a token older than the window starts over with the current summary, marked coalesced)",
+			len(seen)-1, window, got.GetStatus(), got.GetRestartCount(), next.GetStatus(), next.GetRestartCount())
 	}
 }

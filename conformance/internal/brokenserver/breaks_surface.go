@@ -23,7 +23,7 @@ const childMaxRequestBytes = 4 << 20
 // surfaceBreaks are the modes mountSurfaceBreaks breaks: the advertised
 // limits, GetJob's full view and its page tokens, and EAGER scheduling.
 var surfaceBreaks = []string{"limits-not-enforced", "request-too-large-bare", "graph-limit-unnamed", "list-page-size-refused",
-	"full-view-unpaged", "page-token-any-job", "page-token-per-leader", "eager-ignored"}
+	"full-view-unpaged", "page-token-any-job", "page-token-per-leader", "eager-ignored", "watch-coalesced-unmarked"}
 
 // mountSurfaceBreaks mounts the Dispatcher calls that a surface mode
 // breaks.
@@ -146,6 +146,25 @@ func mountSurfaceBreaks(mux *http.ServeMux, mode string, d jobplanev1connect.Dis
 			}
 			return resp, err
 		})
+	case "watch-coalesced-unmarked":
+		// Resumes a watch from a token it no longer keeps with the
+		// current summary, without saying that changes were skipped.
+		p := jobplanev1connect.DispatcherServiceWatchJobProcedure
+		mux.Handle(p, connect.NewServerStreamHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.WatchJobRequest], out *connect.ServerStream[jobplanev1.WatchJobResponse]) error {
+			in, err := d.WatchJob(ctx, req.Msg)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			for in.Receive() {
+				msg := in.Msg()
+				msg.Coalesced = false
+				if err := out.Send(msg); err != nil {
+					return err
+				}
+			}
+			return in.Err()
+		}))
 	case "eager-ignored":
 		// Schedules every job by pipelined regions, EAGER ones too.
 		submit(func(ctx context.Context, req *jobplanev1.SubmitJobRequest) (*jobplanev1.SubmitJobResponse, error) {
