@@ -133,11 +133,11 @@ func graphLimits(t *T) {
 	if n := l.GetMaxGraphBytes(); n > 0 && n+4096 < l.GetMaxRequestBytes() {
 		g := noopGraph(1)
 		g.Vertices[0].Config = map[string]string{"bulk": ""}
-		for pad := int(n) - 200; ; pad++ {
-			g.Vertices[0].Config["bulk"] = strings.Repeat("x", max(pad, 0))
-			if int64(proto.Size(g)) > n {
-				break
-			}
+		// Grow the padding by what is missing until the graph is over
+		// the limit, by a few bytes: the lengths' varints grow with it.
+		for pad := 0; int64(proto.Size(g)) <= n; {
+			pad += int(n) + 1 - proto.Size(g)
+			g.Vertices[0].Config["bulk"] = strings.Repeat("x", pad)
 		}
 		tries = append(tries, over{fmt.Sprintf("max_graph_bytes (%d)", n), "job_graph", g})
 	} else {
