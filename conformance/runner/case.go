@@ -66,8 +66,11 @@ type T struct {
 	// before, or when the server advertises none), and waits the waits
 	// derived from them, scaled by scale (Config.TimingScale).
 	timings *jobplanev1.ServerTimings
-	waits   waits
-	scale   float64
+	// limits are the server's advertised limits, set by ready (nil
+	// before, or when the server advertises none).
+	limits *jobplanev1.ServerLimits
+	waits  waits
+	scale  float64
 	// note prints a line about the run once; nil for store cases.
 	note func(string)
 }

@@ -104,7 +104,7 @@ type Config struct {
 // Cases returns every case, in order.
 func Cases() []Case {
 	var all []Case
-	for _, g := range [][]Case{idempotencyCases, persistCases, fencingCases, tokenCases(), rmTokenCases(), faultCases(), recoveryCases, adoptionCases, checkpointCases, lifecycleCases, runCases, timingCases, invokableCases, restartCases, raceCases} {
+	for _, g := range [][]Case{idempotencyCases, persistCases, fencingCases, tokenCases(), rmTokenCases(), faultCases(), recoveryCases, adoptionCases, checkpointCases, lifecycleCases, surfaceCases, runCases, timingCases, invokableCases, restartCases, raceCases} {
 		all = append(all, g...)
 	}
 	return all
@@ -440,6 +440,7 @@ func (t *T) ready(withTaskExecutors bool, d time.Duration) {
 			d, last, lastErr, len(t.env.tes), election.JobManager)
 	}
 	t.timings = last.GetTimings()
+	t.limits = last.GetLimits()
 	t.waits = deriveWaits(t.timings, t.scale)
 	if t.note == nil {
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,6 +31,10 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 	}
 	submit := func(ctx context.Context, req *connect.Request[jobplanev1.SubmitJobRequest]) (*jobplanev1.SubmitJobResponse, error) {
 		return d.SubmitJob(ctx, req.Msg)
+	}
+	if slices.Contains(surfaceBreaks, mode) {
+		mountSurfaceBreaks(mux, mode, d)
+		return
 	}
 	switch mode {
 	case "no-token-check":

@@ -84,6 +84,17 @@ var breaks = map[string][]string{
 	"dirty-taken-as-clean":           {"races/kill-between-result-and-plan-delete"},
 	"timings-out-of-bounds":          {"lifecycle/advertised-limits"},
 	"timings-lie":                    {"lifecycle/advertised-limits"},
+
+	// The public surface (cases_surface.go).
+	"limits-not-enforced":      {"lifecycle/request-too-large", "lifecycle/graph-limits", "lifecycle/list-page-size-lowered"},
+	"request-too-large-bare":   {"lifecycle/request-too-large"},
+	"graph-limit-unnamed":      {"lifecycle/graph-limits"},
+	"list-page-size-refused":   {"lifecycle/list-page-size-lowered"},
+	"full-view-unpaged":        {"lifecycle/full-view-pages"},
+	"page-token-any-job":       {"lifecycle/full-view-pages"},
+	"page-token-per-leader":    {"recovery/full-view-token-survives-failover"},
+	"eager-ignored":            {"lifecycle/eager-deploys-at-once"},
+	"watch-coalesced-unmarked": {"lifecycle/watch-resume-window"},
 }
 
 // Cases of whole families, caught through the invariants every case's
