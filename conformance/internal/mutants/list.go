@@ -905,7 +905,8 @@ var mutants = []Mutant{
 		Doc:  "The store's PutExecutionPlan answers created=true whenever the put succeeds, a repetition of the stored plan included, so a retried submission's put looks like the one that created the job and two puts of one plan both report it (PutExecutionPlanResponse.created: true only for the call that stored the plan).",
 		File: "server/hastore/etcdstore/store.go",
 		Old:  `	return err == nil && ran != nil, err`,
-		New:  `	return err == nil, err // the plan is stored, as asked`,
+		New: `	_ = ran
+	return err == nil, err // the plan is stored, as asked`,
 	},
 	{
 		Name: "recovery/store-list-batches-at-latest",
