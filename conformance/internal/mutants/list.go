@@ -1019,11 +1019,11 @@ var mutants = []Mutant{
 		}`,
 	},
 	{
-		Name: "recovery/timings-before-defaults",
-		Doc:  "GetClusterOverview advertises the timings as the flags gave them, before their defaults are applied, so a server run without them advertises a zero session TTL, heartbeat timeout and slot yield (ServerTimings: the timings the server keeps, from its configuration).",
+		Name: "recovery/timings-heartbeat-interval-advertised",
+		Doc:  "GetClusterOverview advertises the TaskExecutors' heartbeat interval as task_executor_heartbeat_timeout (the two flags read alike), so a client or runner that waits the advertised timeout for a silent TaskExecutor to be declared lost waits too little (ServerTimings.task_executor_heartbeat_timeout: the timeout the server applies, from its configuration).",
 		File: "server/internal/jobmanager/timings.go",
-		Old:  `	c = c.withDefaults()`,
-		New:  `	// The timings as configured.`,
+		Old:  `		HeartbeatTimeout: c.HeartbeatTimeout, TaskLease: c.TaskLease,`,
+		New:  `		HeartbeatTimeout: c.HeartbeatInterval, TaskLease: c.TaskLease,`,
 	},
 	{
 		Name: "recovery/resign-not-retried",
