@@ -7,6 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
 )
 
 // runCases check run ids, the id reuse policy, PurgeJob and the record of
@@ -15,7 +16,7 @@ var runCases = []Case{
 	{Name: "lifecycle/run-ids", Requires: []string{FeatureResourceManager},
 		Doc: "two runs of one job id (the first FINISHED and purged) have different non-empty run ids, each in its SubmitJob answer and result; a resubmission answers the run's id; GetJobResult and CancelJob naming the old run are NOT_FOUND (JOB_NOT_FOUND) and the new run is not canceled", Run: runIDs},
 	{Name: "lifecycle/purge", Requires: []string{FeatureResourceManager},
-		Doc: "PurgeJob of a live job is FAILED_PRECONDITION (JOB_NOT_TERMINAL); of an ended, cleaned-up job it succeeds, after which GetJob and a repeated PurgeJob are NOT_FOUND (JOB_NOT_FOUND), and a resubmission of the id is created and runs again", Run: purgeJob},
+		Doc: "PurgeJob of a live job is FAILED_PRECONDITION (JOB_NOT_TERMINAL); of an ended, cleaned-up job it succeeds, after which GetJob and a repeated PurgeJob are NOT_FOUND (JOB_NOT_FOUND), and a resubmission of the id is created and runs again; of an ended job whose cleanup is pending (its plan delete failing) it is FAILED_PRECONDITION (JOB_RESULT_DIRTY) and the job stays known, until the cleanup is done", Run: purgeJob},
 	{Name: "lifecycle/id-reuse-policy", Requires: []string{FeatureResourceManager},
 		Doc: "after a job FINISHED and was cleaned up, a resubmission without id_reuse answers its result (created=false, nothing deployed); one with JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE is created with a new run id, runs again and ends with a result of the new run", Run: idReusePolicy},
 	{Name: "lifecycle/resubmit-races-purge", Requires: []string{FeatureResourceManager},
@@ -120,6 +121,27 @@ func purgeJob(t *T) {
 	t.endsCleanly(id, jobplanev1.JobStatus_JOB_STATUS_FINISHED, "the second run")
 	if n := len(t.events(id, "SubmitTask")); n <= deployed {
 		t.Errorf("the resubmission after PurgeJob deployed nothing; expected the job to run again")
+	}
+
+	// A job whose cleanup is pending (its plan delete fails): PurgeJob is
+	// refused and changes nothing; once the cleanup is done it purges.
+	pending := t.job("pending")
+	t.env.store.arm(fault{op: "delete-plan", key: pending, times: -1, before: hastore.ErrUnavailable})
+	t.mustSubmit(pending, noopGraph(1))
+	if r := t.result(pending); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Fatalf("job %s ended %v; expected FINISHED", pending, r.GetStatus())
+	}
+	_, err = t.dispatcher().PurgeJob(t.ctx, &jobplanev1.PurgeJobRequest{JobId: pending})
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition || reason(err) != "JOB_RESULT_DIRTY" {
+		t.Errorf("PurgeJob of a job whose plan is not deleted yet answered %v; expected FAILED_PRECONDITION (JOB_RESULT_DIRTY)", err)
+	}
+	if st := t.status(pending); st != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
+		t.Errorf("GetJob after the refused PurgeJob shows %v; expected the job still known, FINISHED (a refused purge changes nothing)", st)
+	}
+	t.env.store.disarm("delete-plan", pending)
+	t.endsCleanly(pending, jobplanev1.JobStatus_JOB_STATUS_FINISHED, "the job whose cleanup was pending")
+	if err := t.purge(pending, ""); err != nil {
+		t.Errorf("PurgeJob once the cleanup was done: %v; expected it purged", err)
 	}
 }
 

@@ -123,6 +123,7 @@ var breaks = map[string]string{
 	"clean-before-plan-delete":   "MarkJobResultClean and DeleteJobResultEntry refused while the job's plan exists (EXECUTION_PLAN_NOT_DELETED) answer OK",
 	"created-every-put":          "PutExecutionPlan answers created=true to every put it accepts, a repeat of the stored plan too",
 	"cancel-record-last-wins":    "GetExecutionPlan tells the last recorded cancel request's record, not the first's: a later request replaces it",
+	"cancel-beside-result":       "RequestJobCancel of a job with a FINISHED or FAILED result answers OK, as if a cancel and a result sent at once had both applied",
 }
 
 // broken wraps the reference handler.
@@ -326,6 +327,9 @@ func (b *broken) RequestJobCancel(ctx context.Context, req *hastorev1.RequestJob
 		return &hastorev1.RequestJobCancelResponse{}, nil
 	}
 	resp, err := b.HAStoreServiceHandler.RequestJobCancel(ctx, req)
+	if b.mode == "cancel-beside-result" && hastorerpcReason(err) == "JOB_TERMINAL" {
+		err = nil
+	}
 	if err = b.lie(err); err == nil {
 		resp = &hastorev1.RequestJobCancelResponse{}
 		if b.mode == "cancel-record-last-wins" && req.GetCancellation() != nil {

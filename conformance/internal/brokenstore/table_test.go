@@ -48,6 +48,7 @@ var mustFail = map[string][]string{
 	"unknown-fields-dropped":     {"store/unknown-fields-refused"},
 	"non-normalized-accepted":    {"store/durations-normalized"},
 	"cancel-record-last-wins":    {"store/cancel-record-first-kept"},
+	"cancel-beside-result":       {"store/cancel-races-result", "store/result-before-cancel"},
 }
 
 // covered are the store cases that must fail against some broken store.
@@ -66,7 +67,7 @@ var covered = []string{
 	"store/plan-created-once", "store/result-clean-after-the-plan",
 	"store/reads-see-acknowledged-writes", "store/listings-are-snapshots",
 	"store/equal-by-encoding", "store/unknown-fields-refused", "store/durations-normalized",
-	"store/cancel-record-first-kept",
+	"store/cancel-record-first-kept", "store/cancel-races-result",
 }
 
 func build(t *testing.T, dir, out, pkg string) string {

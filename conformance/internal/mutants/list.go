@@ -862,4 +862,191 @@ var mutants = []Mutant{
 		New: `			if false {
 				jm.checkpointFailed(p, fmt.Sprintf("storing checkpoint %d failed: %v", p.id, err))`,
 	},
+
+	// ---------------------------------------------------------------
+	// Promises of contract 1.2 (added 2026-12-03, written without
+	// looking at the cases that check them)
+	// ---------------------------------------------------------------
+	{
+		Name: "idempotency/store-same-by-proto-equal",
+		Doc:  "The store compares a repeated plan or result with the stored one field by field (Go's proto.Equal, as contract 1.1 said), not by canonical encoding, so a result holding -0.0 repeats one holding 0.0 and a NaN value never repeats itself (HAStoreService Equality: canonical encodings byte-equal, floats by their bits).",
+		File: "server/hastore/canonical.go",
+		Old: `	ea, err := Canonical(a)
+	if err != nil {
+		return false
+	}
+	eb, err := Canonical(b)
+	return err == nil && bytes.Equal(ea, eb)`,
+		New: `	// Field by field: two messages with equal fields are the same.
+	_ = bytes.Equal
+	return proto.Equal(a, b)`,
+	},
+	{
+		Name: "idempotency/store-keeps-unknown-fields",
+		Doc:  "The store's handler decodes requests keeping unknown fields, as proto3 decoders do, and leaves their refusal to the plan's and result's own checks, so a request carrying a field of a newer schema outside a plan or result (a cancel request's record, a fence) is taken instead of refused INVALID_ARGUMENT (HAStoreService: requests holding unknown fields, at any depth, are refused).",
+		File: "server/hastore/hastorerpc/handler.go",
+		Old: `	return unknownfield.HandlerOptions()
+}`,
+		New: `	// Unknown fields are kept, as proto3 keeps them; the plan's and the
+	// result's own checks refuse those that would be stored.
+	return unknownfield.HandlerOptions()[:0]
+}`,
+	},
+	{
+		Name: "idempotency/store-duration-signs-unchecked",
+		Doc:  "The store checks a Duration only for nanos within ±1e9, not that seconds and nanos have one sign, so 1s-500ms and 0s+500ms (one duration, two encodings) are both stored and a repeated plan written the other way is refused EXECUTION_PLAN_EXISTS (HAStoreService: non-normalized Durations and Timestamps are INVALID_ARGUMENT).",
+		File: "server/hastore/canonical.go",
+		Old:  `		if err := m.Interface().(*durationpb.Duration).CheckValid(); err != nil {`,
+		New: `		if d := m.Interface().(*durationpb.Duration); d.GetNanos() <= -1e9 || d.GetNanos() >= 1e9 {
+			err := fmt.Errorf("nanos %d out of range", d.GetNanos())`,
+	},
+	{
+		Name: "idempotency/store-repeat-put-created",
+		Doc:  "The store's PutExecutionPlan answers created=true whenever the put succeeds, a repetition of the stored plan included, so a retried submission's put looks like the one that created the job and two puts of one plan both report it (PutExecutionPlanResponse.created: true only for the call that stored the plan).",
+		File: "server/hastore/etcdstore/store.go",
+		Old:  `	return err == nil && ran != nil, err`,
+		New: `	_ = ran
+	return err == nil, err // the plan is stored, as asked`,
+	},
+	{
+		Name: "recovery/store-list-batches-at-latest",
+		Doc:  "The store reads each batch of a long listing at the latest revision instead of the first batch's, so a page read while jobs are written and removed mixes two moments and can show a state that never existed (ListExecutionPlans, ListJobResultEntries: a page is one snapshot).",
+		File: "server/hastore/etcdstore/store.go",
+		Old: `		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}`,
+		New: `		_ = rev // each batch goes on from the key after the last one read`,
+	},
+	{
+		Name: "persist/store-cancel-record-replaced",
+		Doc:  "The store's RequestJobCancel puts the request's record whether or not the job has one, so a second cancellation replaces the first one's request id and reason (RequestJobCancel: the first request's record is kept; a later request changes nothing).",
+		File: "server/hastore/etcdstore/store.go",
+		Old: `			[]clientv3.Op{clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(cancelKey), "=", 0)},
+				[]clientv3.Op{clientv3.OpPut(cancelKey, string(record))}, nil)}, nil)},`,
+		New: `			[]clientv3.Op{clientv3.OpPut(cancelKey, string(record))}, nil)},`,
+	},
+	{
+		Name: "persist/store-result-no-cancel-claim",
+		Doc:  "The group committer batches a FINISHED or FAILED result with a concurrent cancel request of the same job (the result does not claim the cancel key), so each transaction's comparison sees the state before the other and both apply: an acknowledged cancellation with a FINISHED result (CreateDirtyJobResult: a FINISHED or FAILED result is refused CANCEL_REQUESTED once a cancel is recorded; never both).",
+		File: "server/hastore/etcdstore/store.go",
+		Old:  `		claims = []string{s.cancelKey(result.GetJobId())}`,
+		New:  `		// (each write's comparison keeps them apart)`,
+	},
+	{
+		Name: "cleanup/store-clean-with-plan",
+		Doc:  "The store's MarkJobResultClean and DeleteJobResultEntry check only the entry's state, as contract 1.1 did, not that the job's plan is gone, so a wrong retention or purge removes a result whose plan exists and the next leader runs the job again (MarkJobResultClean, DeleteJobResultEntry: FAILED_PRECONDITION PLAN_NOT_DELETED while the plan exists).",
+		File: "server/hastore/etcdstore/store.go",
+		Old: `			[]clientv3.Op{clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(planKey), "=", 0)},
+				ops, nil)},`,
+		New: `			[]clientv3.Op{clientv3.OpTxn(nil, ops, nil)},`,
+	},
+	{
+		Name: "idempotency/run-id-from-digest",
+		Doc:  "A run id is derived from the plan's digest (so that a retry, or another leader, names the same run), so a new run of the id with the same plan gets the old run's id and run_id cannot tell the two apart (SubmitJobResponse.run_id: every new run gets a new id, never one of an earlier run of the id).",
+		File: "server/internal/dispatcher/submit.go",
+		Old:  `SubmittedBy: owner.Name, RunId: newRunID()}`,
+		New:  `SubmittedBy: owner.Name, RunId: fmt.Sprintf("%x", digest[:16])}`,
+	},
+	{
+		Name: "idempotency/result-ignores-run-id",
+		Doc:  "GetJobResult does not check the run_id it is given (the result carries its run_id, so the client can tell), so asking for an earlier run's result answers the current run's instead of NOT_FOUND (run_id: a call naming another run than the id's current one is JOB_NOT_FOUND).",
+		File: "server/internal/dispatcher/query.go",
+		Old: `func (d *Dispatcher) Result(ctx context.Context, jobID, runID string, wait bool) (*jobplanev1.JobResult, error) {
+	ld, j, err := d.findRun(ctx, jobID, runID)`,
+		New: `func (d *Dispatcher) Result(ctx context.Context, jobID, runID string, wait bool) (*jobplanev1.JobResult, error) {
+	ld, j, err := d.find(ctx, jobID) // the result names its run
+	_ = runID`,
+	},
+	{
+		Name: "cleanup/purge-forgets-refused",
+		Doc:  "PurgeJob forgets the job here whatever the store answered, so a purge refused while the job's cleanup is pending (dirty result, plan not deleted) leaves the result in the store while GetJob answers NOT_FOUND and the id looks free (PurgeJob: FAILED_PRECONDITION CLEANUP_PENDING changes nothing).",
+		File: "server/internal/dispatcher/purge.go",
+		Old: `	if err == nil {
+		ld.forgetLocked(j)
+	}
+	close(j.purging)`,
+		New: `	ld.forgetLocked(j) // the id is being freed
+	close(j.purging)`,
+	},
+	{
+		Name: "idempotency/allow-duplicate-same-plan-repeats",
+		Doc:  "ID_REUSE_POLICY_ALLOW_DUPLICATE starts a new run only for a different plan; the same plan of a terminal job is taken as a retry and answered created=false with the old run (IdReusePolicy ALLOW_DUPLICATE: a submission naming a globally terminal job's id removes its result and starts a new run).",
+		File: "server/internal/dispatcher/submit.go",
+		Old:  `			if allowDuplicate && j.result != nil && j.owner == owner.Name {`,
+		New:  `			if allowDuplicate && j.result != nil && j.owner == owner.Name && string(j.digest) != string(digest) {`,
+	},
+	{
+		Name: "persist/cancel-record-not-in-result",
+		Doc:  "A CANCELED job's JobResult carries no cancellation record: the request id and reason are shown in JobSummary while the job runs, and lost once it ends (JobResult.cancellation: the recorded request's id, reason and time).",
+		File: "server/internal/dispatcher/dispatcher.go",
+		Old: `		result.Cancellation = j.cancellation
+	}
+	d.mu.Unlock()`,
+		New: `		_ = j.cancellation // shown in the job's summary
+	}
+	d.mu.Unlock()`,
+	},
+	{
+		Name: "cleanup/retention-ignores-run",
+		Doc:  "Retention deletes an expired result by job id without checking that it is still the id's current run, so a listing made before a purge and a reuse of the id deletes the newer run's result (result retention: only the run that expired is removed).",
+		File: "server/internal/dispatcher/dispatcher.go",
+		Old:  `		if j != nil && (j.result == nil || j.runID != res.GetRunId() || j.purging != nil) {`,
+		New:  `		if j != nil && (j.result == nil || j.purging != nil) {`,
+	},
+	{
+		Name: "persist/cancel-answers-jobmaster-status",
+		Doc:  "CancelJob answers the status the JobMaster reached, so a job that reached FINISHED just before the cancel is answered FINISHED, although the recorded cancel makes the store refuse that result and the job ends CANCELED (CancelJob: the answer is final; CANCELLING ends CANCELED).",
+		File: "server/internal/dispatcher/query.go",
+		Old: `		st = jobplanev1.JobStatus_JOB_STATUS_CANCELLING
+		if result != nil {`,
+		New: `		if result != nil {`,
+	},
+	{
+		Name: "persist/cancel-job-terminal-from-store",
+		Doc:  "A CancelJob whose cancel request the store refuses because the job has a result answers JOB_TERMINAL with the store's status at once, before this Dispatcher has the result, so GetJob and GetJobResult may still show the job running after it was answered terminal (CancelJob: JOB_TERMINAL only once the job's status is terminal here).",
+		File: "server/internal/dispatcher/query.go",
+		Old: `		if !errors.Is(err, hastore.ErrPlanNotFound) && !errors.Is(err, hastore.ErrJobTerminal) {
+			return 0, err
+		}`,
+		New: `		if !errors.Is(err, hastore.ErrPlanNotFound) && !errors.Is(err, hastore.ErrJobTerminal) {
+			return 0, err
+		}
+		if te := (*hastore.JobTerminalError)(nil); errors.As(err, &te) && te.Status != 0 {
+			// The store named the result's status: that is the answer.
+			return terminalCancel(jobID, &jobplanev1.JobResult{Status: te.Status})
+		}`,
+	},
+	{
+		Name: "recovery/timings-heartbeat-interval-advertised",
+		Doc:  "GetClusterOverview advertises the TaskExecutors' heartbeat interval as task_executor_heartbeat_timeout (the two flags read alike), so a client or runner that waits the advertised timeout for a silent TaskExecutor to be declared lost waits too little (ServerTimings.task_executor_heartbeat_timeout: the timeout the server applies, from its configuration).",
+		File: "server/internal/jobmanager/timings.go",
+		Old:  `		HeartbeatTimeout: c.HeartbeatTimeout, TaskLease: c.TaskLease,`,
+		New:  `		HeartbeatTimeout: c.HeartbeatInterval, TaskLease: c.TaskLease,`,
+	},
+	{
+		Name: "recovery/resign-not-retried",
+		Doc:  "A job leadership's resignation that fails (a store error) is logged and left to the session's end, so the candidacy stays in the store and every later campaign of the job by this session fails: the job is never led again while the process lives (Resign; a job's leadership given back once its runner stops).",
+		File: "server/internal/runner/runner.go",
+		Old: `		if err == nil || errors.Is(err, hastore.ErrStaleToken) || errors.Is(err, hastore.ErrSessionNotFound) {
+			return
+		}`,
+		New: `		if err != nil {
+			r.log.Warn("resigning the job's leadership failed; the session's end releases it", "err", err)
+		}
+		return`,
+	},
+	{
+		Name: "recovery/called-off-runner-keeps-leadership",
+		Doc:  "A runner called off because its process lost jobmanager (the session kept) does not resign the job's leadership and leaves it to lapse with the session, so the new jobmanager leader cannot lead the job while the old process lives (what a process does with its job/<id> leaderships when it loses jobmanager: it resigns them).",
+		File: "server/internal/runner/runner.go",
+		Old: `	// held, so the next campaign (here or in another process) can win.
+	r.resign(ctx, l)`,
+		New: `	// held, so the next campaign (here or in another process) can win;
+	// a runner called off leaves it to its session's end.
+	if ctx.Err() == nil {
+		r.resign(ctx, l)
+	}`,
+	},
 }

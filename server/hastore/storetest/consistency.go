@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
@@ -81,5 +82,75 @@ func testResultCleanAfterThePlan(t T, b *Backend) {
 	must(t, s.DeleteJobResultEntry(ctx, f, "j"))
 	if _, err := s.GetJobResultEntry(ctx, "j"); !errors.Is(err, hastore.ErrResultNotFound) {
 		t.Errorf("GetJobResultEntry after the delete: %v; want ErrResultNotFound", err)
+	}
+}
+
+// cancelRaceJobs is how many jobs testCancelRacesResult cancels and
+// finishes at once, in each of cancelRaceRounds rounds.
+const (
+	cancelRaceJobs   = 16
+	cancelRaceRounds = 3
+)
+
+// testCancelRacesResult sends, for each of many jobs at once, a cancel
+// request and a FINISHED or FAILED result at the same instant: whatever
+// order the store applies them in, exactly one is taken. A store that
+// applies writes in batches must keep the two apart, or each sees the
+// state before the other and both apply: a cancellation acknowledged to a
+// client beside a result it overrides.
+func testCancelRacesResult(t T, b *Backend) {
+	s := open(t, b)
+	ctx := ctxFor(t)
+	f := campaign(t, session(t, s, hastore.SessionConfig{}), election.JobManager, "").Fence()
+	for round := range cancelRaceRounds {
+		id := func(i int) string { return fmt.Sprintf("race-%d-%02d", round, i) }
+		for i := range cancelRaceJobs {
+			must(t, s.PutExecutionPlan(ctx, f, plan(id(i), id(i))))
+		}
+		var (
+			wg                  sync.WaitGroup
+			start               = make(chan struct{})
+			cancelErrs, resErrs = make([]error, cancelRaceJobs), make([]error, cancelRaceJobs)
+			statuses            = make([]jobplanev1.JobStatus, cancelRaceJobs)
+		)
+		for i := range cancelRaceJobs {
+			statuses[i] = jobplanev1.JobStatus_JOB_STATUS_FINISHED
+			if i%2 == 1 {
+				statuses[i] = jobplanev1.JobStatus_JOB_STATUS_FAILED
+			}
+			wg.Go(func() {
+				<-start
+				cancelErrs[i] = s.RequestCancel(ctx, f, id(i), &jobplanev1.Cancellation{RequestId: "race", Reason: "racing the result"})
+			})
+			wg.Go(func() {
+				<-start
+				resErrs[i] = s.CreateDirtyJobResult(ctx, f, result(id(i), statuses[i]))
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i := range cancelRaceJobs {
+			cancelErr, resErr := cancelErrs[i], resErrs[i]
+			var terminal *hastore.JobTerminalError
+			switch {
+			case cancelErr == nil && resErr == nil:
+				t.Errorf("job %s: RequestCancel and CreateDirtyJobResult(%v) sent at once both succeeded; want exactly one taken (a %v result is refused once a cancel is recorded, a cancel refused once the job has a result)", id(i), statuses[i], statuses[i])
+			case cancelErr == nil && !errors.Is(resErr, hastore.ErrCancelRequested):
+				t.Errorf("job %s: the cancel request was taken and CreateDirtyJobResult(%v) answered %v; want ErrCancelRequested", id(i), statuses[i], resErr)
+			case resErr == nil && (!errors.As(cancelErr, &terminal) || terminal.Status != statuses[i]):
+				t.Errorf("job %s: the %v result was taken and RequestCancel answered %v; want a *JobTerminalError with %v", id(i), statuses[i], cancelErr, statuses[i])
+			case cancelErr != nil && resErr != nil:
+				t.Errorf("job %s: RequestCancel = %v and CreateDirtyJobResult(%v) = %v; want exactly one taken", id(i), cancelErr, statuses[i], resErr)
+			}
+			// What the store holds agrees with the answers.
+			requested, err := s.CancelRequested(ctx, id(i))
+			if err != nil {
+				t.Fatalf("CancelRequested(%s): %v", id(i), err)
+			}
+			_, getErr := s.GetJobResultEntry(ctx, id(i))
+			if requested && getErr == nil {
+				t.Errorf("job %s holds both a cancel request and a %v result after the race; want one of them", id(i), statuses[i])
+			}
+		}
 	}
 }
