@@ -41,6 +41,9 @@ var surfaceCases = []Case{
 	{Name: "lifecycle/watch-resume-window", Requires: []string{FeatureResourceManager},
 		Doc: "a WatchJob resumed with a token that more status changes than the advertised ServerTimings.watch_resume_window followed (a job that fails and restarts without end) skips nothing silently: its first message is the current summary marked coalesced, or else exactly the change that followed the token",
 		Run: watchResumeWindow},
+	{Name: "lifecycle/slow-watch-behind", Requires: []string{FeatureResourceManager},
+		Doc: "a WatchJob left unread (a 1 KiB HTTP/2 stream window) while its job restarts far more often than the advertised ServerTimings.watch_resume_window either ends with UNAVAILABLE (STREAM_BEHIND), after which its last token resumes the watch, or sends on in order (restarts may come coalesced); it never ends successfully while the job runs, nor with another error",
+		Run: slowWatchBehind},
 }
 
 // track notes a job the case submitted without mustSubmit, to cancel
@@ -371,18 +374,9 @@ func eagerDeploysAtOnce(t *T) {
 // watches it until more changes than the resume window came after the
 // first message, and resumes from that first message's token.
 func watchResumeWindow(t *T) {
-	window := int(defaultTimings.GetWatchResumeWindow())
-	if t.timings != nil {
-		window = int(t.timings.GetWatchResumeWindow())
-	}
-	if window > 1000 {
-		t.Skip(fmt.Sprintf("the advertised watch_resume_window, %d, is more changes than the case makes in its time", window))
-	}
+	window := t.watchResumeWindow()
 	id := t.job("j")
-	t.mustSubmit(id, &jobplanev1.JobGraph{Name: "crash-loop",
-		Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "fail", Parallelism: 1, Config: map[string]string{"message": "crash loop"}}},
-		Config: &jobplanev1.JobConfig{RestartStrategy: &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_FixedDelay_{
-			FixedDelay: &jobplanev1.RestartStrategy_FixedDelay{Unlimited: true}}}}})
+	t.mustSubmit(id, crashLoopGraph())
 	defer t.cancel(id)
 	ctx, cancel := context.WithTimeout(t.ctx, t.waits.failover)
 	defer cancel()
@@ -426,4 +420,106 @@ func watchResumeWindow(t *T) {
 		t.Errorf("WatchJob resumed with a token that %d changes followed, more than the resume window of %d, starts with %v (restart_count %d), not marked coalesced; the change right after the token was %v (restart_count %d): changes were skipped silently (WatchJob: a token older than the window starts over with the current summary, marked coalesced)",
 			len(seen)-1, window, got.GetStatus(), got.GetRestartCount(), next.GetStatus(), next.GetRestartCount())
 	}
+}
+
+// watchResumeWindow returns the advertised ServerTimings.watch_resume_window
+// (the reference's default for a 1.1 server), or skips a case that needs
+// more changes than that.
+func (t *T) watchResumeWindow() int {
+	window := int(defaultTimings.GetWatchResumeWindow())
+	if t.timings != nil {
+		window = int(t.timings.GetWatchResumeWindow())
+	}
+	if window > 1000 {
+		t.Skip(fmt.Sprintf("the advertised watch_resume_window, %d, is more changes than the case makes in its time", window))
+	}
+	return window
+}
+
+// crashLoopGraph is a job whose one task fails at once and restarts
+// without end.
+func crashLoopGraph() *jobplanev1.JobGraph {
+	return withRestart(&jobplanev1.JobGraph{Name: "crash-loop",
+		Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "fail", Parallelism: 1, Config: map[string]string{"message": "crash loop"}}}},
+		fixedDelay(&jobplanev1.RestartStrategy_FixedDelay{Unlimited: true}))
+}
+
+// slowWatchBehind watches a crash-looping job through a client that
+// leaves the stream unread: its HTTP/2 window (1 KiB) fills after a few
+// messages, and the server's sends block. Once the job restarted four
+// resume windows and 200 more times (more than any transport buffer of
+// such messages holds), the case reads on until the stream ends or its
+// messages reach that restart count.
+func slowWatchBehind(t *T) {
+	window := t.watchResumeWindow()
+	id := t.job("j")
+	t.mustSubmit(id, crashLoopGraph())
+	defer t.cancel(id)
+	ctx, cancel := context.WithTimeout(t.ctx, 2*t.waits.failover)
+	defer cancel()
+	slow, err := t.env.slowDispatcher(ctx)
+	if err != nil {
+		t.Fatalf("server: %v", err)
+	}
+	stream, err := slow.WatchJob(ctx, &jobplanev1.WatchJobRequest{JobId: id})
+	if err != nil {
+		t.Fatalf("WatchJob(%s): %v", id, err)
+	}
+	defer stream.Close()
+	if !stream.Receive() || stream.Msg().GetJob() == nil {
+		t.Fatalf("WatchJob(%s) sent no summary first (%v); expected the job's current summary", id, stream.Err())
+	}
+	last := stream.Msg()
+	target := last.GetJob().GetRestartCount() + int32(4*window+200)
+	restarts := func() int32 {
+		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+		defer rcancel()
+		resp, err := t.dispatcher().GetJob(rctx, &jobplanev1.GetJobRequest{JobId: id})
+		if err != nil {
+			return -1
+		}
+		return resp.GetJob().GetSummary().GetRestartCount()
+	}
+	if !t.wait(t.waits.failover, func() bool { return restarts() >= target }) {
+		t.Fatalf("the crash-looping job restarted %d times within %v; the case needs %d (four resume windows of %d and 200) while its watch is unread", restarts(), t.waits.failover, target, window)
+	}
+	for stream.Receive() {
+		msg := stream.Msg()
+		s, prev := msg.GetJob(), last.GetJob()
+		switch {
+		case s == nil:
+			continue // a heartbeat
+		case s.GetRestartCount() < prev.GetRestartCount():
+			t.Fatalf("WatchJob, read slowly, sent restart_count %d after %d; expected the changes in order", s.GetRestartCount(), prev.GetRestartCount())
+		case s.GetRestartCount() == prev.GetRestartCount() && s.GetStatus() == prev.GetStatus():
+			t.Fatalf("WatchJob, read slowly, sent %v (restart_count %d) twice; expected every change once", s.GetStatus(), s.GetRestartCount())
+		}
+		last = msg
+		if s.GetRestartCount() >= target {
+			t.noteOnce("lifecycle/slow-watch-behind: the server did not fall behind the unread watch (it sent every change, or coalesced restarts)")
+			return
+		}
+	}
+	err = stream.Err()
+	if err == nil {
+		t.Fatalf("WatchJob, read slowly, ended successfully while its job ran (last message %v, restart_count %d); expected UNAVAILABLE (STREAM_BEHIND) when the changes it had not sent were no longer kept: a stream ends successfully only after a globally terminal status",
+			last.GetJob().GetStatus(), last.GetJob().GetRestartCount())
+	}
+	if connect.CodeOf(err) != connect.CodeUnavailable || reason(err) != "STREAM_BEHIND" {
+		t.Fatalf("WatchJob, read slowly, ended with %v (reason %q); expected UNAVAILABLE with the reason STREAM_BEHIND", err, reason(err))
+	}
+	resumed, err := t.dispatcher().WatchJob(ctx, &jobplanev1.WatchJobRequest{JobId: id, ResumeToken: last.GetResumeToken()})
+	if err != nil {
+		t.Fatalf("WatchJob resumed after STREAM_BEHIND: %v", err)
+	}
+	defer resumed.Close()
+	for resumed.Receive() {
+		if s := resumed.Msg().GetJob(); s != nil {
+			if s.GetRestartCount() < last.GetJob().GetRestartCount() {
+				t.Errorf("WatchJob resumed after STREAM_BEHIND with the last message's token starts at restart_count %d; expected the change after that message's %d, or the current summary", s.GetRestartCount(), last.GetJob().GetRestartCount())
+			}
+			return
+		}
+	}
+	t.Errorf("WatchJob resumed after STREAM_BEHIND with the last message's token sent no status (%v); expected the change after that message, or the current summary marked coalesced", resumed.Err())
 }

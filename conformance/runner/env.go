@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -588,6 +589,27 @@ func (e *env) dispatcherAt(address string) jobplanev1connect.DispatcherServiceCl
 		}
 	})
 	return jobplanev1connect.NewDispatcherServiceClient(e.http, address, append(e.cfg.wire.options(), connect.WithInterceptors(record))...)
+}
+
+// slowDispatcher returns a client of the leading Dispatcher, unrecorded,
+// whose HTTP/2 streams have a receive window of 1 KiB: a stream it leaves
+// unread holds the server's sends after a few messages. Calls go over
+// HTTP/2 (h2c, or TLS by ALPN), the transport of the runner's other clients.
+func (e *env) slowDispatcher(ctx context.Context) (jobplanev1connect.DispatcherServiceClient, error) {
+	info, err := e.leader(ctx, election.JobManager)
+	if err != nil {
+		return nil, err
+	}
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	p.SetHTTP2(true)
+	var rt http.RoundTripper = &http.Transport{Protocols: p, ForceAttemptHTTP2: true,
+		TLSClientConfig: &tls.Config{RootCAs: e.cfg.wire.rootCAs, MinVersion: tls.VersionTLS12},
+		HTTP2:           &http.HTTP2Config{MaxReceiveBufferPerStream: 1 << 10}}
+	if e.cfg.token != "" {
+		rt = bearer{base: rt, token: e.cfg.token}
+	}
+	return jobplanev1connect.NewDispatcherServiceClient(&http.Client{Transport: rt}, info.Address, e.cfg.wire.options()...), nil
 }
 
 // resourceManager returns a client of the ResourceManager of the

@@ -25,7 +25,7 @@ import (
 
 // mountBreaks mounts, in front of the proxy's pass-through, the API calls
 // that mode breaks.
-func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect.DispatcherServiceClient, jm clusterv1connect.JobMasterServiceClient, rm clusterv1connect.ResourceManagerServiceClient) {
+func mountBreaks(mux *http.ServeMux, mode, childAddr string, st *store, d jobplanev1connect.DispatcherServiceClient, jm clusterv1connect.JobMasterServiceClient, rm clusterv1connect.ResourceManagerServiceClient) {
 	unary := func(procedure string, f func(context.Context, *connect.Request[jobplanev1.SubmitJobRequest]) (*connect.Response[jobplanev1.SubmitJobResponse], error)) {
 		mux.Handle(procedure, connect.NewUnaryHandler(procedure, f))
 	}
@@ -33,7 +33,7 @@ func mountBreaks(mux *http.ServeMux, mode string, st *store, d jobplanev1connect
 		return d.SubmitJob(ctx, req.Msg)
 	}
 	if slices.Contains(surfaceBreaks, mode) {
-		mountSurfaceBreaks(mux, mode, d)
+		mountSurfaceBreaks(mux, mode, childAddr, d)
 		return
 	}
 	switch mode {

@@ -23,11 +23,12 @@ const childMaxRequestBytes = 4 << 20
 // surfaceBreaks are the modes mountSurfaceBreaks breaks: the advertised
 // limits, GetJob's full view and its page tokens, and EAGER scheduling.
 var surfaceBreaks = []string{"limits-not-enforced", "request-too-large-bare", "graph-limit-unnamed", "list-page-size-refused",
-	"full-view-unpaged", "page-token-any-job", "page-token-per-leader", "eager-ignored", "watch-coalesced-unmarked"}
+	"full-view-unpaged", "page-token-any-job", "page-token-per-leader", "eager-ignored", "watch-coalesced-unmarked",
+	"watch-behind-ends-ok"}
 
 // mountSurfaceBreaks mounts the Dispatcher calls that a surface mode
-// breaks.
-func mountSurfaceBreaks(mux *http.ServeMux, mode string, d jobplanev1connect.DispatcherServiceClient) {
+// breaks; childAddr is the child's URL.
+func mountSurfaceBreaks(mux *http.ServeMux, mode, childAddr string, d jobplanev1connect.DispatcherServiceClient) {
 	submit := func(f func(context.Context, *jobplanev1.SubmitJobRequest) (*jobplanev1.SubmitJobResponse, error), opts ...connect.HandlerOption) {
 		p := jobplanev1connect.DispatcherServiceSubmitJobProcedure
 		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.SubmitJobRequest]) (*connect.Response[jobplanev1.SubmitJobResponse], error) {
@@ -161,6 +162,38 @@ func mountSurfaceBreaks(mux *http.ServeMux, mode string, d jobplanev1connect.Dis
 				msg.Coalesced = false
 				if err := out.Send(msg); err != nil {
 					return err
+				}
+			}
+			return in.Err()
+		}))
+	case "watch-behind-ends-ok":
+		// Ends a watch that fell behind successfully, as if the job had
+		// ended, instead of with STREAM_BEHIND. The child is watched
+		// through a 1 KiB stream window, so that it falls behind as soon
+		// as this proxy's client does.
+		p := new(http.Protocols)
+		p.SetUnencryptedHTTP2(true)
+		slow := jobplanev1connect.NewDispatcherServiceClient(&http.Client{Transport: &http.Transport{Protocols: p,
+			HTTP2: &http.HTTP2Config{MaxReceiveBufferPerStream: 1 << 10}}}, childAddr)
+		proc := jobplanev1connect.DispatcherServiceWatchJobProcedure
+		mux.Handle(proc, connect.NewServerStreamHandler(proc, func(ctx context.Context, req *connect.Request[jobplanev1.WatchJobRequest], out *connect.ServerStream[jobplanev1.WatchJobResponse]) error {
+			in, err := slow.WatchJob(ctx, req.Msg)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			for in.Receive() {
+				if err := out.Send(in.Msg()); err != nil {
+					return err
+				}
+			}
+			var ce *connect.Error
+			if errors.As(in.Err(), &ce) {
+				for _, d := range ce.Details() {
+					v, _ := d.Value()
+					if info, ok := v.(*errdetails.ErrorInfo); ok && info.GetReason() == "STREAM_BEHIND" {
+						return nil
+					}
 				}
 			}
 			return in.Err()

@@ -152,7 +152,7 @@ func run(mode, jobplane, hastoreURL, listen, dataDir string) error {
 	rp.FlushInterval = -1
 	mux := http.NewServeMux()
 	mux.Handle("/", rp)
-	mountBreaks(mux, mode, st, jobplanev1connect.NewDispatcherServiceClient(client, childAddr),
+	mountBreaks(mux, mode, childAddr, st, jobplanev1connect.NewDispatcherServiceClient(client, childAddr),
 		clusterv1connect.NewJobMasterServiceClient(client, childAddr), clusterv1connect.NewResourceManagerServiceClient(client, childAddr))
 	srv := serveOn(publicLn, shape(mode, mux))
 	if clusterLn != nil {

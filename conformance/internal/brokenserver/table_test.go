@@ -95,6 +95,7 @@ var breaks = map[string][]string{
 	"page-token-per-leader":    {"recovery/full-view-token-survives-failover"},
 	"eager-ignored":            {"lifecycle/eager-deploys-at-once"},
 	"watch-coalesced-unmarked": {"lifecycle/watch-resume-window"},
+	"watch-behind-ends-ok":     {"lifecycle/slow-watch-behind"},
 }
 
 // Cases of whole families, caught through the invariants every case's

@@ -1049,4 +1049,16 @@ var mutants = []Mutant{
 		r.resign(ctx, l)
 	}`,
 	},
+	// ---------------------------------------------------------------
+	// lifecycle
+	// ---------------------------------------------------------------
+	{
+		Name: "lifecycle/watch-behind-ends-quietly",
+		Doc:  "A watch that fell so far behind that the changes it missed are no longer kept ends successfully instead of with UNAVAILABLE (STREAM_BEHIND), so its client takes the job for ended while it runs, and never resumes (WatchJob: a stream read too slowly MUST end with STREAM_BEHIND; it ends successfully only after a globally terminal status).",
+		File: "server/internal/dispatcher/query.go",
+		Old: `			d.mu.Unlock()
+			return ErrStreamBehind`,
+		New: `			d.mu.Unlock()
+			return nil // what it missed is gone: the watch is over`,
+	},
 }

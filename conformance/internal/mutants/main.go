@@ -116,7 +116,7 @@ func mainErr(run, readme string, checkOnly bool, parallel int, verbose bool) err
 // validate checks the list itself: unique names of a known family, each
 // Old found exactly once in its file.
 func validate(ms []Mutant) error {
-	families := []string{"idempotency", "persist", "fencing", "cleanup", "recovery", "adoption", "checkpoints"}
+	families := []string{"idempotency", "persist", "fencing", "cleanup", "recovery", "adoption", "checkpoints", "lifecycle"}
 	seen := map[string]bool{}
 	for _, m := range ms {
 		family, _, ok := strings.Cut(m.Name, "/")

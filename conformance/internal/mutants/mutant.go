@@ -4,7 +4,8 @@ package main
 // implementer of the contract in another language might write it.
 type Mutant struct {
 	// Name is family/short-name; the family is one of idempotency,
-	// persist, fencing, cleanup, recovery, adoption, checkpoints.
+	// persist, fencing, cleanup, recovery, adoption, checkpoints,
+	// lifecycle.
 	Name string
 	// Doc says what the bug is and which promise of the contract it
 	// breaks.
