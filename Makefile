@@ -194,6 +194,15 @@ conformance: bins ts-build ## build the reference server, store and TaskExecutor
 	bin/jobplane-conformance --trace --protocol grpc --taskexecutor-command '$(TE_CONFORMANCE_CMD)' $(ARGS)
 	bin/jobplane-conformance --trace --taskexecutor-command '$(TS_WORKER_CMD)' $(ARGS)
 
+.PHONY: conformance-wire
+conformance-wire: bins ## the whole conformance suite against the reference server again over gRPC, gRPC-Web and TLS (make conformance runs a subset of it)
+	bin/jobplane-conformance --trace --protocol grpc --server-command '$(JOBMANAGER_CMD)' $(ARGS)
+	bin/jobplane-conformance --trace --protocol grpcweb --server-command '$(JOBMANAGER_CMD)' $(ARGS)
+	rm -rf '$(TLS_DIR)' && bin/jobplane certs ca --out '$(TLS_DIR)' >/dev/null && \
+		bin/jobplane certs issue --ca-dir '$(TLS_DIR)' --name server --hosts 127.0.0.1,localhost --out '$(TLS_DIR)' >/dev/null
+	bin/jobplane-conformance --trace --tls-ca '$(TLS_DIR)/ca.pem' \
+		--server-command '$(JOBMANAGER_CMD) --tls-cert $(TLS_DIR)/server.pem --tls-key $(TLS_DIR)/server-key.pem --tls-ca $(TLS_DIR)/ca.pem' $(ARGS)
+
 .PHONY: mutants
 mutants: ## mutation testing: plant each of the suite's mutants in the server, run the suite, update the table in conformance/README.md
 	$(GO) run ./conformance/internal/mutants -readme conformance/README.md $(ARGS)

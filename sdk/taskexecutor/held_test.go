@@ -3,6 +3,7 @@ package taskexecutor_test
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,15 @@ import (
 func heldSetup(ctx context.Context, t *testing.T, taskLease time.Duration) (jm string, client clusterv1connect.TaskExecutorServiceClient, log *syncBuffer, fake *jobMaster) {
 	t.Helper()
 	fake = &jobMaster{timeout: time.Second, offers: offerRegisters, taskLease: taskLease}
+	jm, client, log = deployTo(ctx, t, fake)
+	return jm, client, log, fake
+}
+
+// deployTo starts a TaskExecutor with fake as job "j"'s JobMaster (token
+// 1), runs an hour-long attempt there, and waits until a heartbeat
+// answer vouched for the job.
+func deployTo(ctx context.Context, t *testing.T, fake *jobMaster) (jm string, client clusterv1connect.TaskExecutorServiceClient, log *syncBuffer) {
+	t.Helper()
 	fake.answering.Store(true)
 	jm, client, log = startWithJobMaster(t, fake)
 	if _, err := client.RequestSlot(ctx, &clusterv1.RequestSlotRequest{
@@ -28,12 +38,31 @@ func heldSetup(ctx context.Context, t *testing.T, taskLease time.Duration) (jm s
 		t.Fatal(err)
 	}
 	deploySleep(ctx, t, client, "a", 0, durationpb.New(time.Second))
+	twoHeartbeats(ctx, t, fake, "since the deployment")
+	return jm, client, log
+}
+
+// twoHeartbeats waits until fake answered two more heartbeats: whatever
+// the TaskExecutor did before the first was settled before the second
+// was sent.
+func twoHeartbeats(ctx context.Context, t *testing.T, fake *jobMaster, since string) {
+	t.Helper()
 	for base := fake.answered.Load(); fake.answered.Load() < base+2; time.Sleep(10 * time.Millisecond) {
 		if ctx.Err() != nil {
-			t.Fatal("no heartbeat answered since the deployment")
+			t.Fatal("no heartbeat answered " + since)
 		}
 	}
-	return jm, client, log, fake
+}
+
+// atLeastOne waits until n is positive.
+func atLeastOne(ctx context.Context, t *testing.T, n *atomic.Int32, what string) {
+	t.Helper()
+	for n.Load() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal(what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // newerJobMaster makes token 2 the job's by a fenced call of its own.
@@ -192,47 +221,24 @@ func TestAdoptedAttemptIsHeldBeforeItsLease(t *testing.T) {
 }
 
 // A state report sent to the older JobMaster, held there while a newer
-// JobMaster adopts the attempt, and then refused NOT_LEADER, does not
+// JobMaster adopts the attempt, and then refused STALE_FENCING_TOKEN, does not
 // cancel the attempt: the answer comes from a JobMaster that no longer
 // has it, and the attempt's state went to the new one with the adoption.
 func TestStaleRefusalDoesNotCancelAnAdoptedAttempt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	fake := &jobMaster{timeout: time.Second, offers: offerRegisters, taskLease: 30 * time.Second, holdEpoch1: make(chan struct{})}
-	fake.answering.Store(true)
-	jm, client, log := startWithJobMaster(t, fake)
-	if _, err := client.RequestSlot(ctx, &clusterv1.RequestSlotRequest{
-		ResourceManagerToken: token(1), AllocationId: "a", JobId: "j", JobMasterAddress: jm, JobMasterToken: token(1),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	deploySleep(ctx, t, client, "a", 0, durationpb.New(time.Second))
-	for fake.held.Load() == 0 {
-		if ctx.Err() != nil {
-			t.Fatal("no state report reached the older JobMaster")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	// A heartbeat answer vouches for the job, under its task lease.
-	for base := fake.answered.Load(); fake.answered.Load() < base+2; time.Sleep(10 * time.Millisecond) {
-		if ctx.Err() != nil {
-			t.Fatal("no heartbeat answered since the deployment")
-		}
-	}
+	fake := &jobMaster{timeout: time.Second, offers: offerRegisters, taskLease: 30 * time.Second, holdEpoch1: make(chan struct{}), refuseStale: true}
+	jm, client, log := deployTo(ctx, t, fake)
+	atLeastOne(ctx, t, &fake.held, "no state report reached the older JobMaster")
 	newerJobMaster(ctx, t, client)
 	if resp, err := adopt(ctx, client, jm, 2); err != nil || len(resp.GetJobs()) != 1 || len(resp.GetJobs()[0].GetAttempts()) != 1 {
 		t.Fatalf("AdoptAttempts = %v, %v; want the one attempt adopted", resp, err)
 	}
 	close(fake.holdEpoch1)
-	for fake.refused.Load() == 0 {
-		if ctx.Err() != nil {
-			t.Fatal("the held report was not answered")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	// The TaskExecutor settles the answer as the call returns; a cancel
-	// would free the slot and report CANCELED under epoch 2 at once.
-	time.Sleep(500 * time.Millisecond)
+	atLeastOne(ctx, t, &fake.refused, "the held report was not answered")
+	// Two heartbeat answers later the refusal has been acted on; a cancel
+	// would have freed the slot and reported CANCELED under epoch 2.
+	twoHeartbeats(ctx, t, fake, "since the refusal")
 	if slotFree(ctx, t, client) || stopped(t, log) || slices.Contains(fake.reported(), "EXECUTION_STATE_CANCELED@2") {
 		t.Fatalf("the adopted attempt stopped on the older JobMaster's refusal of a report it no longer owned: reported %v, %+v", fake.reported(), log.records(t))
 	}
@@ -248,39 +254,13 @@ func TestDeposedRefusalUnderLeaseKeepsTheAttempt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	fake := &jobMaster{timeout: time.Second, offers: offerRegisters, taskLease: 30 * time.Second, holdEpoch1: make(chan struct{})}
-	fake.answering.Store(true)
-	jm, client, log := startWithJobMaster(t, fake)
-	if _, err := client.RequestSlot(ctx, &clusterv1.RequestSlotRequest{
-		ResourceManagerToken: token(1), AllocationId: "a", JobId: "j", JobMasterAddress: jm, JobMasterToken: token(1),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	deploySleep(ctx, t, client, "a", 0, durationpb.New(time.Second))
-	for base := fake.answered.Load(); fake.answered.Load() < base+2; time.Sleep(10 * time.Millisecond) {
-		if ctx.Err() != nil {
-			t.Fatal("no heartbeat answered since the deployment")
-		}
-	}
-	for fake.held.Load() == 0 {
-		if ctx.Err() != nil {
-			t.Fatal("no state report reached the JobMaster")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	jm, client, log := deployTo(ctx, t, fake)
+	atLeastOne(ctx, t, &fake.held, "no state report reached the JobMaster")
 	close(fake.holdEpoch1) // the JobMaster, deposed, refuses it NOT_LEADER
-	for fake.refused.Load() == 0 {
-		if ctx.Err() != nil {
-			t.Fatal("the held report was not answered")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	atLeastOne(ctx, t, &fake.refused, "the held report was not answered")
 	// Two heartbeat answers later the refusal has been acted on; a
 	// cancel would have stopped the attempt within the cancel grace.
-	for base := fake.answered.Load(); fake.answered.Load() < base+2; time.Sleep(10 * time.Millisecond) {
-		if ctx.Err() != nil {
-			t.Fatal("no heartbeat answered since the refusal")
-		}
-	}
+	twoHeartbeats(ctx, t, fake, "since the refusal")
 	if slotFree(ctx, t, client) || stopped(t, log) {
 		t.Fatalf("the attempt stopped on its deposed JobMaster's NOT_LEADER under a task lease: reported %v, %+v", fake.reported(), log.records(t))
 	}

@@ -45,8 +45,10 @@ type jobMaster struct {
 	// release, if set, ends unanswered offers once closed.
 	release chan struct{}
 	// holdEpoch1, if set, holds every state report under epoch 1 until
-	// closed, then refuses it NOT_LEADER; held and refused count them.
+	// closed, then refuses it NOT_LEADER (STALE_FENCING_TOKEN with
+	// refuseStale); held and refused count them.
 	holdEpoch1    chan struct{}
+	refuseStale   bool
 	held, refused atomic.Int32
 }
 
@@ -105,6 +107,9 @@ func (j *jobMaster) UpdateTaskExecutionState(_ context.Context, req *clusterv1.U
 		j.held.Add(1)
 		<-j.holdEpoch1
 		defer j.refused.Add(1)
+		if j.refuseStale {
+			return nil, apierror.StaleToken("job/"+req.GetJobId(), "s", 2)
+		}
 		return nil, apierror.NotLeader("job/"+req.GetJobId(), "")
 	}
 	j.mu.Lock()
