@@ -20,6 +20,7 @@ var defaultTimings = &jobplanev1.ServerTimings{
 	RevocationNotice: durationpb.New(5 * time.Second), TaskCancel: durationpb.New(5 * time.Second), SlotYield: durationpb.New(5 * time.Second),
 	StreamHeartbeat: durationpb.New(10 * time.Second), WatchResumeWindow: 64, ResultRetention: durationpb.New(0),
 	TaskExecutorHeartbeatTimeout: durationpb.New(1200 * time.Millisecond), TaskLease: durationpb.New(10 * time.Second),
+	PlanRecheck: durationpb.New(20 * time.Second),
 }
 
 // slack is what every wait for the server adds to what the server
@@ -90,7 +91,7 @@ func deriveWaits(tm *jobplanev1.ServerTimings, scale float64) waits {
 		cancel:         s(2 * d(tm.GetTaskCancel(), 10*time.Second)),
 		pausedLeader:   s(2 * failover),
 		cancelFailover: s(3 * failover),
-		unknownOutcome: s(failover + 15*time.Second),
+		unknownOutcome: s(failover + d(tm.GetPlanRecheck(), time.Minute)),
 		cleanup:        s(failover + 10*time.Second),
 		redeploy:       s(2*failover + 3*lease),
 	}
@@ -139,6 +140,7 @@ var timingBounds = []timingBound{
 		}
 		return ""
 	}},
+	{"plan_recheck", within(func(tm *jobplanev1.ServerTimings) *durationpb.Duration { return tm.GetPlanRecheck() }, 1, time.Minute)},
 }
 
 // within checks that a duration field is set, at least lo and at most hi.

@@ -64,7 +64,8 @@ func TestTimingBounds(t *testing.T) {
 		"task_executor_heartbeat_timeout": func(tm *jobplanev1.ServerTimings) {
 			tm.TaskExecutorHeartbeatTimeout = durationpb.New(1400 * time.Millisecond)
 		},
-		"task_lease": func(tm *jobplanev1.ServerTimings) { tm.TaskLease = durationpb.New(time.Second) },
+		"task_lease":   func(tm *jobplanev1.ServerTimings) { tm.TaskLease = durationpb.New(time.Second) },
+		"plan_recheck": func(tm *jobplanev1.ServerTimings) { tm.PlanRecheck = durationpb.New(61 * time.Second) },
 	} {
 		tm := proto.CloneOf(defaultTimings)
 		mutate(tm)

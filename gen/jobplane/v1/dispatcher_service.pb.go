@@ -651,7 +651,8 @@ type GetJobRequest struct {
 	// ServerLimits.max_subtask_page_size (informative: 10,000 in the reference
 	// server) means that. Subtasks MUST be listed in vertex order, then by
 	// subtask index; a page lists each vertex that has subtasks in it (with its
-	// counts) and only those subtasks. Ignored by other views.
+	// counts, which MUST be the whole vertex's, not the page's) and only those
+	// subtasks. Ignored by other views.
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The `next_page_token` of a previous call for the same job and view, to
 	// continue from there; empty for the first page. A token names a place in
@@ -2027,7 +2028,16 @@ type ServerTimings struct {
 	// with their JobMaster's leadership). MUST be zero, or at least
 	// `task_executor_heartbeat_timeout` and at most 30 s. Informative: the
 	// reference server advertises its `--task-lease`, 10 s by default.
-	TaskLease     *durationpb.Duration `protobuf:"bytes,11,opt,name=task_lease,json=taskLease,proto3" json:"task_lease,omitempty"`
+	TaskLease *durationpb.Duration `protobuf:"bytes,11,opt,name=task_lease,json=taskLease,proto3" json:"task_lease,omitempty"`
+	// The plan recheck (since 1.2): how long after answering a SubmitJob
+	// PERSIST_FAILED or PERSIST_OUTCOME_UNKNOWN the Dispatcher keeps reading
+	// the HA store for the job's plan, which a write the store applied late
+	// (its answer lost) leaves there. A plan of that submission that the
+	// store shows within it MUST run once, as if acknowledged, with no retry
+	// by the client; one that appears later MAY wait for the next leader, which
+	// recovers it. MUST be positive and at most 60 s. Informative: the
+	// reference server advertises twice its persist timeout, 20 s.
+	PlanRecheck   *durationpb.Duration `protobuf:"bytes,12,opt,name=plan_recheck,json=planRecheck,proto3" json:"plan_recheck,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2139,6 +2149,13 @@ func (x *ServerTimings) GetTaskLease() *durationpb.Duration {
 	return nil
 }
 
+func (x *ServerTimings) GetPlanRecheck() *durationpb.Duration {
+	if x != nil {
+		return x.PlanRecheck
+	}
+	return nil
+}
+
 // ServerLimits are the limits a server enforces on what it is sent and
 // answers; each is this server's, set by its configuration.
 type ServerLimits struct {
@@ -2149,11 +2166,15 @@ type ServerLimits struct {
 	// The largest answer it sends; what could grow past it is paged.
 	MaxResponseBytes int64 `protobuf:"varint,2,opt,name=max_response_bytes,json=maxResponseBytes,proto3" json:"max_response_bytes,omitempty"`
 	// The largest encoded JobGraph accepted (it MUST fit the HA store's plan
-	// limit); a larger one MUST be refused with INVALID_ARGUMENT.
+	// limit); a larger one MUST be refused with INVALID_ARGUMENT, with a field
+	// violation for `job_graph`.
 	MaxGraphBytes int64 `protobuf:"varint,3,opt,name=max_graph_bytes,json=maxGraphBytes,proto3" json:"max_graph_bytes,omitempty"`
-	// The most vertices a JobGraph may have.
+	// The most vertices a JobGraph may have; one with more MUST be refused
+	// with INVALID_ARGUMENT, with a field violation for `job_graph.vertices`.
 	MaxVertices int32 `protobuf:"varint,4,opt,name=max_vertices,json=maxVertices,proto3" json:"max_vertices,omitempty"`
-	// The most subtasks a JobGraph may have, over all its vertices.
+	// The most subtasks a JobGraph may have, over all its vertices (the sum
+	// of their parallelisms, overrides applied); one with more MUST be refused
+	// with INVALID_ARGUMENT, with a field violation for `job_graph.vertices`.
 	MaxSubtasks int32 `protobuf:"varint,5,opt,name=max_subtasks,json=maxSubtasks,proto3" json:"max_subtasks,omitempty"`
 	// The largest `page_size` ListJobs honours (a larger one is lowered).
 	MaxListPageSize int32 `protobuf:"varint,6,opt,name=max_list_page_size,json=maxListPageSize,proto3" json:"max_list_page_size,omitempty"`
@@ -2638,7 +2659,7 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\x10failed_job_count\x18\b \x01(\x05R\x0efailedJobCount\x121\n" +
 	"\x06limits\x18\t \x01(\v2\x19.jobplane.v1.ServerLimitsR\x06limits\x124\n" +
 	"\atimings\x18\n" +
-	" \x01(\v2\x1a.jobplane.v1.ServerTimingsR\atimings\"\xd4\x05\n" +
+	" \x01(\v2\x1a.jobplane.v1.ServerTimingsR\atimings\"\x92\x06\n" +
 	"\rServerTimings\x12:\n" +
 	"\vsession_ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"sessionTtl\x125\n" +
@@ -2656,7 +2677,8 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\x1ftask_executor_heartbeat_timeout\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x1ctaskExecutorHeartbeatTimeout\x128\n" +
 	"\n" +
-	"task_lease\x18\v \x01(\v2\x19.google.protobuf.DurationR\ttaskLease\"\xae\x04\n" +
+	"task_lease\x18\v \x01(\v2\x19.google.protobuf.DurationR\ttaskLease\x12<\n" +
+	"\fplan_recheck\x18\f \x01(\v2\x19.google.protobuf.DurationR\vplanRecheck\"\xae\x04\n" +
 	"\fServerLimits\x12*\n" +
 	"\x11max_request_bytes\x18\x01 \x01(\x03R\x0fmaxRequestBytes\x12,\n" +
 	"\x12max_response_bytes\x18\x02 \x01(\x03R\x10maxResponseBytes\x12&\n" +
@@ -2809,41 +2831,42 @@ var file_jobplane_v1_dispatcher_service_proto_depIdxs = []int32{
 	45, // 29: jobplane.v1.ServerTimings.result_retention:type_name -> google.protobuf.Duration
 	45, // 30: jobplane.v1.ServerTimings.task_executor_heartbeat_timeout:type_name -> google.protobuf.Duration
 	45, // 31: jobplane.v1.ServerTimings.task_lease:type_name -> google.protobuf.Duration
-	9,  // 32: jobplane.v1.DispatcherService.SubmitJob:input_type -> jobplane.v1.SubmitJobRequest
-	11, // 33: jobplane.v1.DispatcherService.GetJob:input_type -> jobplane.v1.GetJobRequest
-	13, // 34: jobplane.v1.DispatcherService.ListJobs:input_type -> jobplane.v1.ListJobsRequest
-	15, // 35: jobplane.v1.DispatcherService.CancelJob:input_type -> jobplane.v1.CancelJobRequest
-	17, // 36: jobplane.v1.DispatcherService.GetJobResult:input_type -> jobplane.v1.GetJobResultRequest
-	18, // 37: jobplane.v1.DispatcherService.PurgeJob:input_type -> jobplane.v1.PurgeJobRequest
-	21, // 38: jobplane.v1.DispatcherService.WatchJob:input_type -> jobplane.v1.WatchJobRequest
-	23, // 39: jobplane.v1.DispatcherService.ReportClientHeartbeat:input_type -> jobplane.v1.ReportClientHeartbeatRequest
-	25, // 40: jobplane.v1.DispatcherService.ListTaskExecutors:input_type -> jobplane.v1.ListTaskExecutorsRequest
-	33, // 41: jobplane.v1.DispatcherService.GetTaskOutput:input_type -> jobplane.v1.GetTaskOutputRequest
-	29, // 42: jobplane.v1.DispatcherService.GetClusterOverview:input_type -> jobplane.v1.GetClusterOverviewRequest
-	1,  // 43: jobplane.v1.DispatcherService.ListCheckpoints:input_type -> jobplane.v1.ListCheckpointsRequest
-	3,  // 44: jobplane.v1.DispatcherService.TriggerSavepoint:input_type -> jobplane.v1.TriggerSavepointRequest
-	5,  // 45: jobplane.v1.DispatcherService.ListSavepoints:input_type -> jobplane.v1.ListSavepointsRequest
-	7,  // 46: jobplane.v1.DispatcherService.DeleteSavepoint:input_type -> jobplane.v1.DeleteSavepointRequest
-	10, // 47: jobplane.v1.DispatcherService.SubmitJob:output_type -> jobplane.v1.SubmitJobResponse
-	12, // 48: jobplane.v1.DispatcherService.GetJob:output_type -> jobplane.v1.GetJobResponse
-	14, // 49: jobplane.v1.DispatcherService.ListJobs:output_type -> jobplane.v1.ListJobsResponse
-	16, // 50: jobplane.v1.DispatcherService.CancelJob:output_type -> jobplane.v1.CancelJobResponse
-	20, // 51: jobplane.v1.DispatcherService.GetJobResult:output_type -> jobplane.v1.GetJobResultResponse
-	19, // 52: jobplane.v1.DispatcherService.PurgeJob:output_type -> jobplane.v1.PurgeJobResponse
-	22, // 53: jobplane.v1.DispatcherService.WatchJob:output_type -> jobplane.v1.WatchJobResponse
-	24, // 54: jobplane.v1.DispatcherService.ReportClientHeartbeat:output_type -> jobplane.v1.ReportClientHeartbeatResponse
-	26, // 55: jobplane.v1.DispatcherService.ListTaskExecutors:output_type -> jobplane.v1.ListTaskExecutorsResponse
-	34, // 56: jobplane.v1.DispatcherService.GetTaskOutput:output_type -> jobplane.v1.GetTaskOutputResponse
-	30, // 57: jobplane.v1.DispatcherService.GetClusterOverview:output_type -> jobplane.v1.GetClusterOverviewResponse
-	2,  // 58: jobplane.v1.DispatcherService.ListCheckpoints:output_type -> jobplane.v1.ListCheckpointsResponse
-	4,  // 59: jobplane.v1.DispatcherService.TriggerSavepoint:output_type -> jobplane.v1.TriggerSavepointResponse
-	6,  // 60: jobplane.v1.DispatcherService.ListSavepoints:output_type -> jobplane.v1.ListSavepointsResponse
-	8,  // 61: jobplane.v1.DispatcherService.DeleteSavepoint:output_type -> jobplane.v1.DeleteSavepointResponse
-	47, // [47:62] is the sub-list for method output_type
-	32, // [32:47] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	45, // 32: jobplane.v1.ServerTimings.plan_recheck:type_name -> google.protobuf.Duration
+	9,  // 33: jobplane.v1.DispatcherService.SubmitJob:input_type -> jobplane.v1.SubmitJobRequest
+	11, // 34: jobplane.v1.DispatcherService.GetJob:input_type -> jobplane.v1.GetJobRequest
+	13, // 35: jobplane.v1.DispatcherService.ListJobs:input_type -> jobplane.v1.ListJobsRequest
+	15, // 36: jobplane.v1.DispatcherService.CancelJob:input_type -> jobplane.v1.CancelJobRequest
+	17, // 37: jobplane.v1.DispatcherService.GetJobResult:input_type -> jobplane.v1.GetJobResultRequest
+	18, // 38: jobplane.v1.DispatcherService.PurgeJob:input_type -> jobplane.v1.PurgeJobRequest
+	21, // 39: jobplane.v1.DispatcherService.WatchJob:input_type -> jobplane.v1.WatchJobRequest
+	23, // 40: jobplane.v1.DispatcherService.ReportClientHeartbeat:input_type -> jobplane.v1.ReportClientHeartbeatRequest
+	25, // 41: jobplane.v1.DispatcherService.ListTaskExecutors:input_type -> jobplane.v1.ListTaskExecutorsRequest
+	33, // 42: jobplane.v1.DispatcherService.GetTaskOutput:input_type -> jobplane.v1.GetTaskOutputRequest
+	29, // 43: jobplane.v1.DispatcherService.GetClusterOverview:input_type -> jobplane.v1.GetClusterOverviewRequest
+	1,  // 44: jobplane.v1.DispatcherService.ListCheckpoints:input_type -> jobplane.v1.ListCheckpointsRequest
+	3,  // 45: jobplane.v1.DispatcherService.TriggerSavepoint:input_type -> jobplane.v1.TriggerSavepointRequest
+	5,  // 46: jobplane.v1.DispatcherService.ListSavepoints:input_type -> jobplane.v1.ListSavepointsRequest
+	7,  // 47: jobplane.v1.DispatcherService.DeleteSavepoint:input_type -> jobplane.v1.DeleteSavepointRequest
+	10, // 48: jobplane.v1.DispatcherService.SubmitJob:output_type -> jobplane.v1.SubmitJobResponse
+	12, // 49: jobplane.v1.DispatcherService.GetJob:output_type -> jobplane.v1.GetJobResponse
+	14, // 50: jobplane.v1.DispatcherService.ListJobs:output_type -> jobplane.v1.ListJobsResponse
+	16, // 51: jobplane.v1.DispatcherService.CancelJob:output_type -> jobplane.v1.CancelJobResponse
+	20, // 52: jobplane.v1.DispatcherService.GetJobResult:output_type -> jobplane.v1.GetJobResultResponse
+	19, // 53: jobplane.v1.DispatcherService.PurgeJob:output_type -> jobplane.v1.PurgeJobResponse
+	22, // 54: jobplane.v1.DispatcherService.WatchJob:output_type -> jobplane.v1.WatchJobResponse
+	24, // 55: jobplane.v1.DispatcherService.ReportClientHeartbeat:output_type -> jobplane.v1.ReportClientHeartbeatResponse
+	26, // 56: jobplane.v1.DispatcherService.ListTaskExecutors:output_type -> jobplane.v1.ListTaskExecutorsResponse
+	34, // 57: jobplane.v1.DispatcherService.GetTaskOutput:output_type -> jobplane.v1.GetTaskOutputResponse
+	30, // 58: jobplane.v1.DispatcherService.GetClusterOverview:output_type -> jobplane.v1.GetClusterOverviewResponse
+	2,  // 59: jobplane.v1.DispatcherService.ListCheckpoints:output_type -> jobplane.v1.ListCheckpointsResponse
+	4,  // 60: jobplane.v1.DispatcherService.TriggerSavepoint:output_type -> jobplane.v1.TriggerSavepointResponse
+	6,  // 61: jobplane.v1.DispatcherService.ListSavepoints:output_type -> jobplane.v1.ListSavepointsResponse
+	8,  // 62: jobplane.v1.DispatcherService.DeleteSavepoint:output_type -> jobplane.v1.DeleteSavepointResponse
+	48, // [48:63] is the sub-list for method output_type
+	33, // [33:48] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_dispatcher_service_proto_init() }

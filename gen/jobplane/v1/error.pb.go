@@ -127,8 +127,9 @@ const (
 	// store: after the write failed, the store showed no plan for the job.
 	// The same submission may be retried. Nothing runs, unless the store
 	// still applies the write it was sent (one whose answer was lost in a
-	// timeout), in which case the job runs once, as if submitted; a retry of
-	// the same submission tells which. Metadata: `job_id`.
+	// timeout), in which case the job runs once, as if submitted (within
+	// ServerTimings.plan_recheck); a retry of the same submission tells which.
+	// Metadata: `job_id`.
 	ErrorReason_ERROR_REASON_PERSIST_FAILED ErrorReason = 7
 	// Code NOT_FOUND. The HA store holds no execution plan for the job.
 	// Metadata: `job_id`.
@@ -181,8 +182,9 @@ const (
 	// for the job; a plan MUST NOT be replaced. Metadata: `job_id`.
 	ErrorReason_ERROR_REASON_EXECUTION_PLAN_EXISTS ErrorReason = 19
 	// Code UNAVAILABLE. The HA store did not confirm whether the job's plan
-	// was persisted (SubmitJob): the job may or may not exist. Retry the same
-	// submission, which is safe. Metadata: `job_id`.
+	// was persisted (SubmitJob): the job may or may not exist; if it does, it
+	// runs once, with or without a retry (within ServerTimings.plan_recheck).
+	// Retry the same submission, which is safe. Metadata: `job_id`.
 	ErrorReason_ERROR_REASON_PERSIST_OUTCOME_UNKNOWN ErrorReason = 20
 	// Code UNAVAILABLE. The cancellation could not be recorded in the HA
 	// store (CancelJob): nothing was done for it. Cancel again. Metadata:

@@ -153,7 +153,9 @@ const (
 	// once slots for all of it are available; a region that consumes a
 	// blocking edge starts when all its producers have FINISHED.
 	SchedulingMode_SCHEDULING_MODE_PIPELINED_REGION SchedulingMode = 1
-	// Every subtask is deployed at once, whatever the edges.
+	// Every subtask is deployed at once, whatever the edges: the JobMaster
+	// MUST deploy each subtask as soon as it holds a slot for it, without
+	// waiting for any other subtask's state.
 	SchedulingMode_SCHEDULING_MODE_EAGER SchedulingMode = 2
 )
 

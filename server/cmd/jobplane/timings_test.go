@@ -27,18 +27,18 @@ func TestAdvertisedTimingsFollowFlags(t *testing.T) {
 		{"defaults", nil, &jobplanev1.ServerTimings{
 			SessionTtl: d(2 * time.Second), Takeover: d(5 * time.Second), JobRegrant: d(5 * time.Second), RevocationNotice: d(5 * time.Second),
 			TaskCancel: d(5 * time.Second), SlotYield: d(5 * time.Second), StreamHeartbeat: d(10 * time.Second), WatchResumeWindow: 64,
-			ResultRetention: d(0), TaskExecutorHeartbeatTimeout: d(1200 * time.Millisecond), TaskLease: d(10 * time.Second),
+			ResultRetention: d(0), TaskExecutorHeartbeatTimeout: d(1200 * time.Millisecond), TaskLease: d(10 * time.Second), PlanRecheck: d(20 * time.Second),
 		}},
 		{"changed", []string{"--session-ttl", "3s", "--heartbeat-timeout", "1900ms", "--task-lease", "7s", "--slot-yield", "2s", "--result-retention", "1h"},
 			&jobplanev1.ServerTimings{
 				SessionTtl: d(3 * time.Second), Takeover: d(5 * time.Second), JobRegrant: d(5 * time.Second), RevocationNotice: d(5 * time.Second),
 				TaskCancel: d(5 * time.Second), SlotYield: d(2 * time.Second), StreamHeartbeat: d(10 * time.Second), WatchResumeWindow: 64,
-				ResultRetention: d(time.Hour), TaskExecutorHeartbeatTimeout: d(1900 * time.Millisecond), TaskLease: d(7 * time.Second),
+				ResultRetention: d(time.Hour), TaskExecutorHeartbeatTimeout: d(1900 * time.Millisecond), TaskLease: d(7 * time.Second), PlanRecheck: d(20 * time.Second),
 			}},
 		{"no task lease, no slot yield", []string{"--task-lease", "0", "--slot-yield", "0"}, &jobplanev1.ServerTimings{
 			SessionTtl: d(2 * time.Second), Takeover: d(5 * time.Second), JobRegrant: d(5 * time.Second), RevocationNotice: d(5 * time.Second),
 			TaskCancel: d(5 * time.Second), SlotYield: d(0), StreamHeartbeat: d(10 * time.Second), WatchResumeWindow: 64,
-			ResultRetention: d(0), TaskExecutorHeartbeatTimeout: d(1200 * time.Millisecond), TaskLease: d(0),
+			ResultRetention: d(0), TaskExecutorHeartbeatTimeout: d(1200 * time.Millisecond), TaskLease: d(0), PlanRecheck: d(20 * time.Second),
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

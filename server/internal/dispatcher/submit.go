@@ -264,6 +264,17 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 	return SubmitOutcome{Created: true, Status: jobstatus.Initializing, RunID: plan.GetRunId()}, nil
 }
 
+// maxPlanRecheck is the contract's bound on ServerTimings.plan_recheck.
+const maxPlanRecheck = 60 * time.Second
+
+// planRecheck is how long settleLater keeps looking for the plan of a
+// failed put (ServerTimings.plan_recheck): a write still in the store's
+// pipeline lands within the store's own request timeout of being sent,
+// which twice the persist timeout covers, within the contract's bound.
+func (d *Dispatcher) planRecheck() time.Duration {
+	return min(2*d.cfg.PersistTimeout, maxPlanRecheck)
+}
+
 // newRunID returns a new run id: 128 random bits, so that no two runs of
 // a job id share one.
 func newRunID() string {
@@ -282,9 +293,7 @@ var ErrOutcomeUnknown = errors.New("dispatcher: the outcome of persisting the pl
 // absent past the time a late write could land, or the job was submitted
 // again meanwhile.
 func (d *Dispatcher) settleLater(ld *leadership, plan *hastorev1.ExecutionPlan) {
-	// A write still in the store's pipeline lands within the store's own
-	// request timeout of being sent; twice the persist timeout covers it.
-	until := time.Now().Add(2 * d.cfg.PersistTimeout)
+	until := time.Now().Add(d.planRecheck())
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
 		select {
 		case <-ld.ctx.Done():

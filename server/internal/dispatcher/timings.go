@@ -28,8 +28,8 @@ type Timings struct {
 }
 
 // timings are the timings GetClusterOverview advertises: the configured
-// ones, WatchJob's heartbeat, the changes a job keeps for resuming and the
-// result retention.
+// ones, WatchJob's heartbeat, the changes a job keeps for resuming, the
+// result retention and the plan recheck.
 func (d *Dispatcher) timings(heartbeat time.Duration) *jobplanev1.ServerTimings {
 	t := d.cfg.Timings
 	return &jobplanev1.ServerTimings{
@@ -38,5 +38,6 @@ func (d *Dispatcher) timings(heartbeat time.Duration) *jobplanev1.ServerTimings 
 		SlotYield: durationpb.New(max(t.SlotYield, 0)), StreamHeartbeat: durationpb.New(heartbeat),
 		WatchResumeWindow: maxHistory, ResultRetention: durationpb.New(max(d.cfg.ResultRetention, 0)),
 		TaskExecutorHeartbeatTimeout: durationpb.New(t.HeartbeatTimeout), TaskLease: durationpb.New(max(t.TaskLease, 0)),
+		PlanRecheck: durationpb.New(d.planRecheck()),
 	}
 }

@@ -254,8 +254,9 @@ export enum ErrorReason {
    * store: after the write failed, the store showed no plan for the job.
    * The same submission may be retried. Nothing runs, unless the store
    * still applies the write it was sent (one whose answer was lost in a
-   * timeout), in which case the job runs once, as if submitted; a retry of
-   * the same submission tells which. Metadata: `job_id`.
+   * timeout), in which case the job runs once, as if submitted (within
+   * ServerTimings.plan_recheck); a retry of the same submission tells which.
+   * Metadata: `job_id`.
    *
    * @generated from enum value: ERROR_REASON_PERSIST_FAILED = 7;
    */
@@ -373,8 +374,9 @@ export enum ErrorReason {
 
   /**
    * Code UNAVAILABLE. The HA store did not confirm whether the job's plan
-   * was persisted (SubmitJob): the job may or may not exist. Retry the same
-   * submission, which is safe. Metadata: `job_id`.
+   * was persisted (SubmitJob): the job may or may not exist; if it does, it
+   * runs once, with or without a retry (within ServerTimings.plan_recheck).
+   * Retry the same submission, which is safe. Metadata: `job_id`.
    *
    * @generated from enum value: ERROR_REASON_PERSIST_OUTCOME_UNKNOWN = 20;
    */

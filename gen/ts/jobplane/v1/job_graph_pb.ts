@@ -645,7 +645,9 @@ export enum SchedulingMode {
   PIPELINED_REGION = 1,
 
   /**
-   * Every subtask is deployed at once, whatever the edges.
+   * Every subtask is deployed at once, whatever the edges: the JobMaster
+   * MUST deploy each subtask as soon as it holds a slot for it, without
+   * waiting for any other subtask's state.
    *
    * @generated from enum value: SCHEDULING_MODE_EAGER = 2;
    */

@@ -41,8 +41,10 @@ export const file_jobplane_v1_leadership: GenFile = /*@__PURE__*/
  * 1. A leader MUST act only while its leadership certainly holds: from its
  *    grant until the send time of its session's last acknowledged
  *    jobplane.hastore.v1.HAStoreService.KeepAlive plus the session's TTL,
- *    less a margin for clock drift, measured on its own monotonic clock. Past
- *    that instant its leadership has ended for it, whatever it learns later:
+ *    less a margin for clock drift, measured on its own monotonic clock (the
+ *    margin MUST cover how much slower that clock may run than the store's
+ *    over one TTL, and SHOULD be at least a tenth of the TTL). Past that
+ *    instant its leadership has ended for it, whatever it learns later:
  *    it MUST answer every call as NOT_LEADER, deploy nothing, write nothing,
  *    and campaign again for a new grant. It MUST check this as it acts, so a
  *    process that stood still (paused, starved) past the instant does not act
