@@ -137,6 +137,8 @@ var persistCases = []Case{
 		Doc: "a CancelJob whose request the store refused is UNAVAILABLE (CANCEL_NOT_RECORDED) and does nothing: the tasks run on; canceling again cancels", Run: cancelNotRecorded},
 	{Name: "persist/unknown-outcome-runs", Requires: []string{FeatureResourceManager},
 		Doc: "a plan put applied with its answer lost and the read-back failing: the answer is no PERSIST_FAILED, and the durable plan runs once with no retry by the client", Run: unknownOutcomeRuns},
+	{Name: "persist/late-plan-runs", Requires: []string{FeatureResourceManager},
+		Doc: "a plan put answered UNAVAILABLE that the store applies only later (half the advertised ServerTimings.plan_recheck, at most 5 s, after the answer), when the server's read-back showed no plan: the job runs once, with no retry by the client", Run: latePlanRuns},
 	{Name: "persist/failed-put-unreadable", Doc: "a plan put that failed, with its read-back failing too: SubmitJob is an error and nothing runs", Run: failedPutUnreadable},
 	{Name: "persist/plan-digest-canonical", Requires: []string{FeatureResourceManager},
 		Doc: "the stored plan and result carry the plan digest the contract defines (SHA-256 of the normalized graph's canonical encoding), as any implementation computes it", Run: planDigestCanonical},
@@ -200,6 +202,25 @@ func unknownOutcomeRuns(t *T) {
 	}
 	if !t.wait(t.waits.unknownOutcome, func() bool { return firstApplied(t.events(id, "create-dirty"), "create-dirty") >= 0 }) {
 		t.Errorf("the job whose plan is durable did not run to its end within %v, with no retry by the client; expected it to run once, as if acknowledged (PERSIST_OUTCOME_UNKNOWN)", t.waits.unknownOutcome)
+		return
+	}
+	t.deployedOnce(id, 2)
+}
+
+// latePlanRuns fails the job's plan put at once and applies it later:
+// the Dispatcher, which answered the submission with an error, must find
+// the plan within its advertised plan_recheck and run the job.
+func latePlanRuns(t *T) {
+	recheck := defaultTimings.GetPlanRecheck().AsDuration()
+	if t.timings != nil && t.timings.GetPlanRecheck().AsDuration() > 0 {
+		recheck = t.timings.GetPlanRecheck().AsDuration()
+	}
+	late := min(recheck/2, 5*time.Second)
+	id := t.job("j")
+	t.env.store.arm(fault{op: "put-plan", key: id, before: hastore.ErrUnavailable, late: late})
+	_, _ = t.submit(id, noopGraph(2)) // an error, unless the server put the plan again itself
+	if !t.wait(t.waits.unknownOutcome, func() bool { return firstApplied(t.events(id, "create-dirty"), "create-dirty") >= 0 }) {
+		t.Errorf("the job whose plan put failed, and which the store applied %v later, did not run to its end within %v, with no retry by the client; expected it to run once: a plan that appears within ServerTimings.plan_recheck (%v) runs (PERSIST_FAILED)", late, t.waits.unknownOutcome, recheck)
 		return
 	}
 	t.deployedOnce(id, 2)

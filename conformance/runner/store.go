@@ -38,6 +38,10 @@ type fault struct {
 	// call is then failed (before) or applied late.
 	giveUp bool
 	upTo   time.Duration
+	// late answers the call with before at once, and applies it this
+	// long later: a write the store applied after its caller was told
+	// that it failed.
+	late time.Duration
 	// times is how many calls it applies to: 0 is one, a negative number
 	// every one until disarmed. every > 1 applies it to every every-th
 	// matching call only (the others pass untouched).
@@ -154,6 +158,15 @@ func (s *store) record(ctx context.Context, ev Event, f func(context.Context) er
 	var err error
 	applied := false
 	switch {
+	case armed && flt.late > 0:
+		err = flt.before
+		lctx := context.WithoutCancel(ctx)
+		time.AfterFunc(flt.late, func() {
+			late := ev
+			late.Err = f(lctx)
+			late.Applied, late.Detail = late.Err == nil, "applied late"
+			s.log.Add(late)
+		})
 	case armed && flt.before != nil:
 		err = flt.before
 	default:

@@ -33,10 +33,13 @@ type store struct {
 	// claims are, by job election, the newest JobMaster token a
 	// RegisterJobMaster carried (trust-job-master-token).
 	claims map[string]election.Token
+	// failedPuts are the jobs whose plan put failed (late-plan-ignored).
+	failedPuts map[string]bool
 }
 
 func newStore(inner hastore.Store, mode, public string) *store {
-	return &store{Store: inner, mode: mode, public: public, grants: map[string]election.Token{}, claims: map[string]election.Token{}}
+	return &store{Store: inner, mode: mode, public: public, grants: map[string]election.Token{}, claims: map[string]election.Token{},
+		failedPuts: map[string]bool{}}
 }
 
 // claim records that a RegisterJobMaster for job id carried token t.
@@ -133,7 +136,26 @@ func (s *store) PutExecutionPlan(ctx context.Context, f hastore.Fence, plan *has
 		}
 		return err
 	}
-	return s.Store.PutExecutionPlan(ctx, f, plan)
+	err := s.Store.PutExecutionPlan(ctx, f, plan)
+	if err != nil && s.mode == "late-plan-ignored" {
+		s.mu.Lock()
+		s.failedPuts[plan.GetJobId()] = true
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// GetExecutionPlan, in late-plan-ignored, shows no plan of a job whose
+// plan put failed: the server reads back what it was told, and looks no
+// further for a plan the store applied later.
+func (s *store) GetExecutionPlan(ctx context.Context, jobID string) (*hastorev1.ExecutionPlan, error) {
+	s.mu.Lock()
+	failed := s.failedPuts[jobID]
+	s.mu.Unlock()
+	if failed {
+		return nil, hastore.ErrPlanNotFound
+	}
+	return s.Store.GetExecutionPlan(ctx, jobID)
 }
 
 // PutExecutionPlanCreated is PutExecutionPlan, broken as its mode says:

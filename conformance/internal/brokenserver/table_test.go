@@ -48,6 +48,7 @@ var breaks = map[string][]string{
 	"deposed-answers":             {"recovery/paused-leader-resumes-deposed"},
 	"cancel-not-durable":          {"recovery/cancel-survives-failover"},
 	"cancel-recorded-late":        {"recovery/cancel-survives-failover"},
+	"late-plan-ignored":           {"persist/late-plan-runs"},
 	"bare-errors":                 {"lifecycle/errors-carry-errorinfo"},
 	"watch-no-resume":             {"lifecycle/watch-resumes"},
 	"rm-ignores-receiver-token":   {"fencing/stale-resource-manager-token-refused"},

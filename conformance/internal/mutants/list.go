@@ -1049,6 +1049,13 @@ var mutants = []Mutant{
 		r.resign(ctx, l)
 	}`,
 	},
+	{
+		Name: "persist/plan-recheck-shorter-than-advertised",
+		Doc:  "After a failed plan put the Dispatcher looks for a late-applied plan for a quarter of its persist timeout (2.5 s) while it advertises twice that timeout, so a plan the store applies 5 s after the answer waits for the next leader instead of running (ServerTimings.plan_recheck: a plan that appears within it runs once, with no retry by the client).",
+		File: "server/internal/dispatcher/submit.go",
+		Old:  `	until := time.Now().Add(d.planRecheck())`,
+		New:  `	until := time.Now().Add(d.cfg.PersistTimeout / 4) // a write lands at once or not at all`,
+	},
 	// ---------------------------------------------------------------
 	// lifecycle
 	// ---------------------------------------------------------------
