@@ -77,10 +77,17 @@ func (f *rmFence) notifyLocked() {
 // observation is not running. A refusal changes nothing.
 func (f *rmFence) check(ctx context.Context, t election.Token) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if t == f.newest {
+	if t == f.newest { // the steady state: as cheap as a lock
+		f.mu.Unlock()
 		return nil
 	}
+	defer f.mu.Unlock()
+	return f.checkNewerLocked(ctx, t)
+}
+
+// checkNewerLocked is check for a token other than the newest; f.mu must
+// be held, and is held again when it returns.
+func (f *rmFence) checkNewerLocked(ctx context.Context, t election.Token) error {
 	var deadline <-chan time.Time
 	for {
 		switch {
