@@ -552,11 +552,11 @@ export class Worker {
     return c;
   }
 
-  private sleep(msec: number): Promise<void> {
+  /** sleep waits msec, or until signal (default: the worker's stop) aborts. */
+  private sleep(msec: number, signal: AbortSignal = this.stopping.signal): Promise<void> {
     return new Promise((resolve) => {
-      if (this.stopping.signal.aborted) return resolve();
+      if (signal.aborted) return resolve();
       const t = setTimeout(done, msec);
-      const signal = this.stopping.signal;
       function done() {
         clearTimeout(t);
         signal.removeEventListener("abort", done);
@@ -640,12 +640,14 @@ export class Worker {
           const j = this.jobs.get(jobId);
           if (!j || epochOf(j.token) < epochOf(info.token) || j.address === "") this.adopt(jobId, info.token!, info.address);
         }
-        await this.sleep(intervalMs);
+        // Ends with the session: the observation of the next leader
+        // waits for this loop to end.
+        await this.sleep(intervalMs, signal);
       } catch (e) {
         if (signal.aborted) return;
         if (reasonOf(e) === ErrorReason.NOT_REGISTERED) registrationId = "";
         this.log(`ResourceManager call failed: ${String(e)}`);
-        await this.sleep(this.opts.retryIntervalMs);
+        await this.sleep(this.opts.retryIntervalMs, signal);
       }
     }
   }
