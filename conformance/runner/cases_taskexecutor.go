@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -25,7 +26,9 @@ func TaskExecutorCases() []Case {
 		{Name: "taskexecutor/registers", Run: teRegisters,
 			Doc: "the TaskExecutor finds the ResourceManager's leader through the HA store, registers with its token, its address, a slot report of free slots and the suite's invokables, and heartbeats under that registration; its address serves TaskExecutorService"},
 		{Name: "taskexecutor/follows-resource-manager", Run: teFollowsResourceManager,
-			Doc: "after a new leader of `jobmanager` (new token) the TaskExecutor registers again under the new token and heartbeats there; once it has seen the new token, RequestSlot under the old one is ABORTED (STALE_FENCING_TOKEN) and allocates nothing, and a newer token it never saw is taken"},
+			Doc: "after a new leader of `jobmanager` (new token) the TaskExecutor registers again under the new token and heartbeats there; RequestSlot under the old one is then ABORTED (STALE_FENCING_TOKEN) and allocates nothing, before any call under the new token too (the grant it observed counts as seen, since 1.2); and a yet newer grant is taken by RequestSlot before the TaskExecutor could register under it"},
+		{Name: "taskexecutor/forged-resource-manager-token-refused", Run: teForgedResourceManagerTokenRefused,
+			Doc: "since 1.2: RequestSlot under a ResourceManager token newer than the grant of `jobmanager` in the HA store (an epoch never granted) is ABORTED (STALE_FENCING_TOKEN), answered within 10s and naming the current grant in StaleTokenDetails, and changes nothing: the real ResourceManager's RequestSlot is allocated afterwards"},
 		{Name: "taskexecutor/runs-and-reports", Run: teRunsAndReports,
 			Doc: "RequestSlot makes the TaskExecutor offer the slot to the job's JobMaster under its token; SubmitTask runs the task, whose states go to that JobMaster in order: RUNNING then FINISHED with the task's value (the next change sent only once the JobMaster, slow here, answered), or FAILED with its message"},
 		{Name: "taskexecutor/heartbeats-job-masters", Run: teHeartbeatsJobMasters,
@@ -243,16 +246,77 @@ func teFollowsResourceManager(t *T) {
 	te := t.teClient(reg)
 	jobID := t.job("j")
 	jm := t.teJobMaster(jobID, 1)
+	// It registered under the new token, so it observed that grant: the
+	// old token is stale before any call under the new one.
+	if err := t.requestSlot(te, old, 1, "stale-observed", jobID, jm); !isStale(err) {
+		t.Errorf("RequestSlot under the old ResourceManager token %s, after the TaskExecutor registered under the newer %s but before any call under it, answered %v; expected ABORTED (STALE_FENCING_TOKEN): the grant it observes counts as seen (TaskExecutorService, since 1.2)", old, cur, codeAndReason(err))
+	}
 	t.allocate(te, 0, "a", jobID, jm)
 	if err := t.requestSlot(te, old, 1, "stale", jobID, jm); !isStale(err) {
 		t.Errorf("RequestSlot under the old ResourceManager token %s, after a call under the newer %s, answered %v; expected ABORTED (STALE_FENCING_TOKEN)", old, cur, codeAndReason(err))
 	}
 	if err := t.requestSlot(te, cur, 1, "b", jobID, jm); err != nil {
-		t.Errorf("RequestSlot of slot 1 under the current token, after a refused one under the old token, answered %v; expected it allocated (the refused call allocates nothing)", codeAndReason(err))
+		t.Errorf("RequestSlot of slot 1 under the current token, after refused ones under the old token, answered %v; expected it allocated (the refused calls allocate nothing)", codeAndReason(err))
 	}
-	newer := election.Token{SessionID: "conformance-newer", Epoch: cur.Epoch + 1000}
+	// A yet newer grant, which the TaskExecutor cannot register under (the
+	// runner's ResourceManager refuses registrations for now): a
+	// ResourceManager may call before the TaskExecutor registered there,
+	// and a granted token is taken, however the TaskExecutor learns it.
+	t.te.cluster.holdRegistrations(true)
+	t.setup(func() {
+		if err := t.te.lead(t.ctx); err != nil {
+			t.Fatalf("a new leadership of %s: %v", election.JobManager, err)
+		}
+	})
+	newer := t.te.rm.Token()
 	if err := t.requestSlot(te, newer, 0, "a", jobID, jm); err != nil {
-		t.Errorf("a repeated RequestSlot under a newer ResourceManager token %s the TaskExecutor never saw answered %v; expected it taken: a newer token becomes the current one (TaskExecutorService)", newer, codeAndReason(err))
+		t.Errorf("a repeated RequestSlot under the newer grant %s of %s, which the TaskExecutor has not registered under, answered %v; expected it taken: a newer token the HA store grants becomes the current one (TaskExecutorService)", newer, election.JobManager, codeAndReason(err))
+	}
+	t.te.cluster.holdRegistrations(false)
+}
+
+// teGrantWaitBound bounds how long the runner lets a TaskExecutor take to
+// refuse a ResourceManager token that the HA store never granted: the
+// contract lets it wait a few seconds for its observation of the store to
+// show the grant (the reference TaskExecutors wait 2s); 10s leaves a slow
+// machine room.
+const teGrantWaitBound = 10 * time.Second
+
+func teForgedResourceManagerTokenRefused(t *T) {
+	reg := t.registered()
+	cur := reg.token
+	te := t.teClient(reg)
+	jobID := t.job("j")
+	jm := t.teJobMaster(jobID, 1)
+	t.allocate(te, 0, "a", jobID, jm)
+	forged := election.Token{SessionID: "conformance-forged", Epoch: cur.Epoch + 1000}
+	t.te.log.Add(Event{Source: "runner", Op: "forge", Key: election.JobManager, Token: forged})
+	began := time.Now()
+	var err error
+	func() {
+		ctx, cancel := context.WithTimeout(t.ctx, teGrantWaitBound+5*time.Second)
+		defer cancel()
+		_, err = te.RequestSlot(ctx, &clusterv1.RequestSlotRequest{
+			ResourceManagerToken: protoToken(forged), SlotIndex: 1, AllocationId: "forged", JobId: jobID,
+			JobMasterAddress: t.te.clusterHS.URL(), JobMasterToken: protoToken(jm),
+		})
+	}()
+	took := time.Since(began)
+	switch {
+	case err == nil:
+		t.Errorf("RequestSlot under the forged ResourceManager token %s (the grant of %s is %s; epoch %d was never granted) was taken; expected ABORTED (STALE_FENCING_TOKEN): a newer token becomes the current one only if the HA store shows it as the current grant (TaskExecutorService, since 1.2), else any caller locks the ResourceManager out", forged, election.JobManager, cur, forged.Epoch)
+	case !isStale(err):
+		t.Errorf("RequestSlot under the forged ResourceManager token %s answered %v; expected ABORTED (STALE_FENCING_TOKEN)", forged, codeAndReason(err))
+	default:
+		if d, found := errorDetail[*jobplanev1.StaleTokenDetails](err); !found || d.GetElection() != election.JobManager || token(d.GetCurrent()) != cur {
+			t.Errorf("the refusal of the forged token names %v in StaleTokenDetails; expected election %q and the current grant %s", d, election.JobManager, cur)
+		}
+	}
+	if took > teGrantWaitBound {
+		t.Errorf("RequestSlot under the forged ResourceManager token was answered after %v; expected within %v (a TaskExecutor may wait a few seconds for its observation of the store)", took.Round(time.Millisecond), teGrantWaitBound)
+	}
+	if err := t.requestSlot(te, cur, 1, "b", jobID, jm); err != nil {
+		t.Errorf("RequestSlot of slot 1 under the real ResourceManager's token %s, after the forged call, answered %v; expected it allocated: a refused token changes nothing", cur, codeAndReason(err))
 	}
 }
 

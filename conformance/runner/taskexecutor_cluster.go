@@ -62,6 +62,9 @@ type teCluster struct {
 	// closed, and then refuses it NOT_LEADER.
 	hold      chan struct{}
 	holdToken election.Token
+	// noRegistrations: RegisterTaskExecutor answers UNAVAILABLE, as a
+	// ResourceManager that is not ready yet would.
+	noRegistrations bool
 }
 
 // teRegistration is a TaskExecutor's registration with the runner's
@@ -89,6 +92,14 @@ func (c *teCluster) setJobMaster(jobID string, t election.Token) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.jobs[jobID] = t
+}
+
+// holdRegistrations makes RegisterTaskExecutor answer UNAVAILABLE (on),
+// or take registrations again (off).
+func (c *teCluster) holdRegistrations(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.noRegistrations = on
 }
 
 // registration returns the TaskExecutor's latest registration, if any.
@@ -172,6 +183,11 @@ func (c *teCluster) lease() *durationpb.Duration {
 
 func (c *teCluster) RegisterTaskExecutor(_ context.Context, m *clusterv1.ResourceManagerServiceRegisterTaskExecutorRequest) (*clusterv1.ResourceManagerServiceRegisterTaskExecutorResponse, error) {
 	err := c.checkRM(m.GetResourceManagerToken())
+	c.mu.Lock()
+	if err == nil && c.noRegistrations {
+		err = connect.NewError(connect.CodeUnavailable, errors.New("the runner's ResourceManager takes no registrations for now"))
+	}
+	c.mu.Unlock()
 	ev := Event{Source: "taskexecutor", Op: "rm-register", Key: m.GetTaskExecutorId(), Token: token(m.GetResourceManagerToken()), Err: err,
 		Detail: fmt.Sprintf("address=%s slots=%d invokables=%s", m.GetAddress(), len(m.GetSlotReport().GetSlots()), strings.Join(m.GetInvokables(), ","))}
 	if err != nil {

@@ -121,7 +121,8 @@ func serveJobMaster(t *testing.T, jm clusterv1connect.JobMasterServiceHandler) s
 }
 
 // startRunning serves and runs a TaskExecutor with n slots and the given
-// invokables; Run finds no ResourceManager, which these tests do without.
+// invokables; Run observes the ResourceManager of token(1) but finds no
+// address to register at, which these tests do without.
 func startRunning(t *testing.T, n int, invokables map[string]taskexecutor.Invokable) clusterv1connect.TaskExecutorServiceClient {
 	t.Helper()
 	return serveTaskExecutor(t, taskexecutor.Config{Slots: n, Invokables: invokables, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -141,10 +142,14 @@ func serveTaskExecutor(t *testing.T, cfg taskexecutor.Config) clusterv1connect.T
 }
 
 // serveUnstarted serves a TaskExecutor of cfg as serveTaskExecutor does,
-// without running it.
+// without running it. Unless cfg names a store, its store grants
+// `jobmanager` to token(1), the ResourceManager token of the tests.
 func serveUnstarted(t *testing.T, cfg taskexecutor.Config) (*taskexecutor.TaskExecutor, clusterv1connect.TaskExecutorServiceClient) {
 	t.Helper()
-	cfg.Address, cfg.Store, cfg.HTTPClient = "http://127.0.0.1:1", taskexecutor.NoLeader{}, transport.NewClient(nil)
+	if cfg.Store == nil {
+		cfg.Store = taskexecutor.NewLeaders(grant(1))
+	}
+	cfg.Address, cfg.HTTPClient = "http://127.0.0.1:1", transport.NewClient(nil)
 	te, err := taskexecutor.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +190,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestRequestSlotsOffersTogether(t *testing.T) {
 	jm := &recordingJobMaster{batch: true}
 	url := serveJobMaster(t, jm)
-	te := startRunning(t, 9, nil)
+	leaders := taskexecutor.NewLeaders(grant(1))
+	te := serveTaskExecutor(t, taskexecutor.Config{Slots: 9, Store: leaders, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx := context.Background()
 	if _, err := te.RequestSlot(ctx, &clusterv1.RequestSlotRequest{
 		ResourceManagerToken: token(1), SlotIndex: 7, AllocationId: "other", JobId: "other", JobMasterAddress: url, JobMasterToken: token(1),
@@ -232,7 +238,9 @@ func TestRequestSlotsOffersTogether(t *testing.T) {
 			t.Errorf("%s: %v, want code %v", tc.name, err, tc.code)
 		}
 	}
-	// A newer ResourceManager was seen: the older token is refused whole.
+	// A newer ResourceManager was granted and seen: the older token is
+	// refused whole.
+	leaders.Grant(grant(2))
 	if _, err := te.RequestSlots(ctx, &clusterv1.RequestSlotsRequest{ResourceManagerToken: token(2)}); err != nil {
 		t.Fatal(err)
 	}

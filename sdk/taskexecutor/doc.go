@@ -12,7 +12,11 @@
 // It enforces the contract's fencing on its side: a call with a
 // ResourceManager or JobMaster token older than the newest it has seen is
 // refused, and once a job's JobMaster token changes, the attempts deployed
-// under the older one are canceled and never reported.
+// under the older one are canceled and never reported. The
+// ResourceManager's token it observes in the HA store counts as seen, and
+// a newer one is taken only once the store shows it as the grant of
+// `jobmanager` (waiting for the observation at most grantWait, 2s): a
+// caller cannot make up a newer token and lock the ResourceManager out.
 //
 // # Task output
 //

@@ -47,7 +47,7 @@ func (te *TaskExecutor) slotFields(prefix string, r *clusterv1.SlotRequest) []ap
 	return fs
 }
 
-func (h *handler) RequestSlot(_ context.Context, req *clusterv1.RequestSlotRequest) (*clusterv1.RequestSlotResponse, error) {
+func (h *handler) RequestSlot(ctx context.Context, req *clusterv1.RequestSlotRequest) (*clusterv1.RequestSlotResponse, error) {
 	te := h.te
 	r := &clusterv1.SlotRequest{
 		SlotIndex: req.GetSlotIndex(), AllocationId: req.GetAllocationId(), JobId: req.GetJobId(),
@@ -60,8 +60,8 @@ func (h *handler) RequestSlot(_ context.Context, req *clusterv1.RequestSlotReque
 	if len(fields) > 0 {
 		return nil, apierror.BadRequest(fields...)
 	}
-	if newest, ok := te.rmToken.check(tokenOf(req.GetResourceManagerToken())); !ok {
-		return nil, apierror.StaleToken(election.JobManager, newest.SessionID, newest.Epoch)
+	if err := te.rm.check(ctx, tokenOf(req.GetResourceManagerToken())); err != nil {
+		return nil, err
 	}
 	te.mu.Lock()
 	defer te.mu.Unlock()
@@ -71,7 +71,7 @@ func (h *handler) RequestSlot(_ context.Context, req *clusterv1.RequestSlotReque
 	return &clusterv1.RequestSlotResponse{SlotReportVersion: te.slotVersion}, nil
 }
 
-func (h *handler) RequestSlots(_ context.Context, req *clusterv1.RequestSlotsRequest) (*clusterv1.RequestSlotsResponse, error) {
+func (h *handler) RequestSlots(ctx context.Context, req *clusterv1.RequestSlotsRequest) (*clusterv1.RequestSlotsResponse, error) {
 	te := h.te
 	var fields []apierror.Field
 	if req.GetResourceManagerToken().GetEpoch() == 0 {
@@ -83,8 +83,8 @@ func (h *handler) RequestSlots(_ context.Context, req *clusterv1.RequestSlotsReq
 	if len(fields) > 0 {
 		return nil, apierror.BadRequest(fields...)
 	}
-	if newest, ok := te.rmToken.check(tokenOf(req.GetResourceManagerToken())); !ok {
-		return nil, apierror.StaleToken(election.JobManager, newest.SessionID, newest.Epoch)
+	if err := te.rm.check(ctx, tokenOf(req.GetResourceManagerToken())); err != nil {
+		return nil, err
 	}
 	resp := &clusterv1.RequestSlotsResponse{}
 	te.mu.Lock()
@@ -335,15 +335,15 @@ func (te *TaskExecutor) freeLocked(jobID, allocationID string) {
 	}
 }
 
-func (h *handler) Heartbeat(_ context.Context, req *clusterv1.TaskExecutorServiceHeartbeatRequest) (*clusterv1.TaskExecutorServiceHeartbeatResponse, error) {
+func (h *handler) Heartbeat(ctx context.Context, req *clusterv1.TaskExecutorServiceHeartbeatRequest) (*clusterv1.TaskExecutorServiceHeartbeatResponse, error) {
 	te := h.te
 	var jobID string
 	var token election.Token
 	switch s := req.GetSender().(type) {
 	case *clusterv1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken:
 		token = tokenOf(s.ResourceManagerToken)
-		if newest, ok := te.rmToken.check(token); !ok {
-			return nil, apierror.StaleToken(election.JobManager, newest.SessionID, newest.Epoch)
+		if err := te.rm.check(ctx, token); err != nil {
+			return nil, err
 		}
 	case *clusterv1.TaskExecutorServiceHeartbeatRequest_JobMaster:
 		jobID, token = s.JobMaster.GetJobId(), tokenOf(s.JobMaster.GetToken())

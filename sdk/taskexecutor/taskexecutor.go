@@ -151,7 +151,7 @@ type TaskExecutor struct {
 	execRoot   string // the default root of exec's directories, if used
 	log        *slog.Logger
 	invokables map[string]Invokable
-	rmToken    tokenTracker
+	rm         rmFence // the ResourceManager's token
 	attempts   *attemptLog
 	outputs    *outputs
 
@@ -341,24 +341,6 @@ func (te *TaskExecutor) ID() string { return te.cfg.ID }
 // Handler returns the URL path and HTTP handler of TaskExecutorService.
 func (te *TaskExecutor) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
 	return clusterv1connect.NewTaskExecutorServiceHandler(&handler{te: te}, opts...)
-}
-
-// tokenTracker keeps the newest token seen for one sender.
-type tokenTracker struct {
-	mu    sync.Mutex
-	token election.Token
-}
-
-// check admits t unless it is older than the newest seen; a newer token
-// becomes the newest. It returns the newest token after the check.
-func (tt *tokenTracker) check(t election.Token) (newest election.Token, ok bool) {
-	tt.mu.Lock()
-	defer tt.mu.Unlock()
-	if t.Epoch < tt.token.Epoch {
-		return tt.token, false
-	}
-	tt.token = t
-	return t, true
 }
 
 func tokenOf(t *jobplanev1.FencingToken) election.Token {
@@ -627,6 +609,9 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 		for {
 			began := time.Now()
 			err := te.cfg.Store.ObserveLeader(ctx, election.JobManager, func(info election.Leader) error {
+				// Seen before it is followed: a call under an older
+				// ResourceManager token is refused from now on.
+				te.rm.observe(info)
 				select {
 				case <-leaders: // keep only the newest
 				default:
@@ -637,6 +622,7 @@ func (te *TaskExecutor) Run(ctx context.Context) error {
 				callMu.Unlock()
 				return nil
 			})
+			te.rm.lost()
 			if ctx.Err() != nil {
 				observed <- err
 				return

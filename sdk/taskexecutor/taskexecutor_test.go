@@ -2,6 +2,8 @@ package taskexecutor_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -9,6 +11,8 @@ import (
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/taskexecutor"
 	"github.com/jobplane/jobplane/sdk/wire/apierror"
 )
 
@@ -16,9 +20,14 @@ func token(epoch uint64) *jobplanev1.FencingToken {
 	return &jobplanev1.FencingToken{SessionId: "s", Epoch: epoch}
 }
 
+// grant is token(epoch) as a grant of the store.
+func grant(epoch uint64) election.Token {
+	return election.Token{SessionID: "s", Epoch: epoch}
+}
+
 func TestFencing(t *testing.T) {
 	// Run, so that the attempts left running are canceled at the end.
-	te := startRunning(t, 2, nil)
+	te := serveTaskExecutor(t, taskexecutor.Config{Slots: 2, Store: taskexecutor.NewLeaders(grant(5)), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx := context.Background()
 	request := func(rm, jm uint64, slot int32, alloc string) error {
 		_, err := te.RequestSlot(ctx, &clusterv1.RequestSlotRequest{

@@ -23,6 +23,9 @@ var breaks = map[string]string{
 	"ignore-rm-leader-change": "follows only the first leader of jobmanager it observes",
 	"accept-stale-rm-token":   "takes RequestSlot under an older ResourceManager token as under the newest",
 	"refuse-newer-rm-token":   "refuses RequestSlot under a ResourceManager token newer than the one it registered under",
+	"stale-rm-until-called":   "takes RequestSlot under a ResourceManager token older than the grant it observed (and registered under) until a call under that grant came, as before contract 1.2",
+	// The hole before contract 1.2.
+	"trust-newer-resource-manager-token": "takes any ResourceManager token newer than the grant it registered under as the current one, granted or not: a forged epoch then locks the real ResourceManager out",
 	// Running and reporting.
 	"no-offer":         "answers its own OfferSlots (all accepted) without sending them",
 	"never-finished":   "never reports FINISHED",
@@ -51,8 +54,10 @@ type breaker struct {
 
 	mu sync.Mutex
 	// rmNewest is the newest ResourceManager token in a call served;
-	// rmRegistered the one of the last RegisterTaskExecutor sent.
-	rmNewest, rmRegistered *jobplanev1.FencingToken
+	// rmRegistered the one of the last RegisterTaskExecutor taken;
+	// rmTrusted the newest taken without a grant
+	// (trust-newer-resource-manager-token).
+	rmNewest, rmRegistered, rmTrusted *jobplanev1.FencingToken
 	// jobs are the newest JobMaster epochs in calls served, and
 	// jobTokens those tokens.
 	jobs      map[string]uint64
@@ -155,6 +160,17 @@ func (b *breaker) serve(next connect.UnaryFunc) connect.UnaryFunc {
 				if registered != nil && rm.GetEpoch() > registered.GetEpoch() {
 					return nil, apierror.StaleToken(election.JobManager, registered.GetSessionId(), registered.GetEpoch())
 				}
+			case "stale-rm-until-called":
+				// No call under a newer token came yet: send it on under
+				// the grant, which the TaskExecutor takes, as one that
+				// ignores the grant it observed would take the old token.
+				if registered != nil && rm.GetEpoch() < registered.GetEpoch() && rm.GetEpoch() == newest.GetEpoch() {
+					setRMToken(msg, registered)
+				}
+			case "trust-newer-resource-manager-token":
+				if err := b.trust(msg, rm, registered); err != nil {
+					return nil, err
+				}
 			}
 		}
 		switch m := msg.(type) {
@@ -209,6 +225,27 @@ func (b *breaker) serve(next connect.UnaryFunc) connect.UnaryFunc {
 	}
 }
 
+// trust makes the TaskExecutor take rm, if newer than the grant it
+// registered under, as the current token (sending the call on under that
+// grant, which it takes), and refuse every older token from then on, the
+// real ResourceManager's too.
+func (b *breaker) trust(msg any, rm, registered *jobplanev1.FencingToken) error {
+	b.mu.Lock()
+	if registered != nil && rm.GetEpoch() > registered.GetEpoch() && rm.GetEpoch() > b.rmTrusted.GetEpoch() {
+		b.rmTrusted = rm
+	}
+	trusted := b.rmTrusted
+	b.mu.Unlock()
+	switch {
+	case trusted == nil:
+	case rm.GetEpoch() < trusted.GetEpoch():
+		return apierror.StaleToken(election.JobManager, trusted.GetSessionId(), trusted.GetEpoch())
+	case registered != nil && rm.GetEpoch() > registered.GetEpoch():
+		setRMToken(msg, registered)
+	}
+	return nil
+}
+
 func setRMToken(msg any, t *jobplanev1.FencingToken) {
 	switch m := msg.(type) {
 	case *clusterv1.RequestSlotRequest:
@@ -222,10 +259,6 @@ func setRMToken(msg any, t *jobplanev1.FencingToken) {
 func (b *breaker) send(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		switch m := req.Any().(type) {
-		case *clusterv1.ResourceManagerServiceRegisterTaskExecutorRequest:
-			b.mu.Lock()
-			b.rmRegistered = m.GetResourceManagerToken()
-			b.mu.Unlock()
 		case *clusterv1.ResourceManagerServiceHeartbeatRequest:
 			if b.mode == "no-rm-heartbeat" {
 				return nil, connect.NewError(connect.CodeUnavailable, errors.New("brokente: no heartbeat"))
@@ -262,6 +295,14 @@ func (b *breaker) send(next connect.UnaryFunc) connect.UnaryFunc {
 			}
 		}
 		resp, err := next(ctx, req)
+		if m, ok := req.Any().(*clusterv1.ResourceManagerServiceRegisterTaskExecutorRequest); ok && err == nil {
+			// Registered only once the ResourceManager took it: a
+			// TaskExecutor may observe a grant it cannot register under
+			// yet.
+			b.mu.Lock()
+			b.rmRegistered = m.GetResourceManagerToken()
+			b.mu.Unlock()
+		}
 		if _, hb := req.Any().(*clusterv1.HeartbeatFromTaskExecutorRequest); hb && err != nil && b.mode == "no-watchdog" {
 			return connect.NewResponse(&clusterv1.HeartbeatFromTaskExecutorResponse{}), nil
 		}

@@ -19,6 +19,7 @@ const codes: Partial<Record<ErrorReason, Code>> = {
   [ErrorReason.NOT_REGISTERED]: Code.FailedPrecondition,
   [ErrorReason.EXECUTION_NOT_FOUND]: Code.NotFound,
   [ErrorReason.UNIMPLEMENTED]: Code.Unimplemented,
+  [ErrorReason.STORE_UNAVAILABLE]: Code.Unavailable,
 };
 
 /** apiError returns the error for reason with its code, a message and ErrorInfo metadata. */

@@ -234,6 +234,17 @@ export interface WorkerOptions {
 type OutputOption = "outputBytes" | "outputRetentionMs" | "outputAttempts" | "outputDir" | "outputMaxBytes";
 
 const JOBMANAGER = "jobmanager";
+
+/**
+ * How long a call under a ResourceManager token newer than the newest seen
+ * waits for the HA store to show that token as the grant of "jobmanager",
+ * as the reference TaskExecutor does (its grantWait): a ResourceManager
+ * calls only once the worker registered there, which follows the
+ * worker's observation of its grant, so the wait is only for a watch that
+ * lags the grant. It stays well below the ResourceManager's 10 s call
+ * timeout, and bounds how long a forged token holds its call.
+ */
+const grantWaitMs = 2_000;
 const jobElection = (jobId: string) => "job/" + jobId;
 
 interface RunningTask {
@@ -412,7 +423,14 @@ export class Worker {
   private readonly offers = new Map<string, OfferQueue>();
   private readonly jmClients = new Map<string, ConnectClient<typeof JobMasterService>>();
   private readonly sessions: Http2SessionManager[] = [];
+  /** The newest ResourceManager token seen: observed as the grant of "jobmanager", or taken in a call once the grant showed it. */
   private rmToken: FencingToken | undefined;
+  /** The grant of "jobmanager" last observed (undefined: no leader, or none observed yet). */
+  private rmGrant: FencingToken | undefined;
+  /** Whether the observation of "jobmanager" runs and has answered since it (re)started. */
+  private rmWatching = false;
+  /** The calls waiting for the observation to change (see checkResourceManager). */
+  private readonly rmWaiters = new Set<() => void>();
   private server: http2.Http2Server | undefined;
   private readonly h2sessions = new Set<http2.ServerHttp2Session>();
   private addr = "";
@@ -534,11 +552,11 @@ export class Worker {
     return c;
   }
 
-  private sleep(msec: number): Promise<void> {
+  /** sleep waits msec, or until signal (default: the worker's stop) aborts. */
+  private sleep(msec: number, signal: AbortSignal = this.stopping.signal): Promise<void> {
     return new Promise((resolve) => {
-      if (this.stopping.signal.aborted) return resolve();
+      if (signal.aborted) return resolve();
       const t = setTimeout(done, msec);
-      const signal = this.stopping.signal;
       function done() {
         clearTimeout(t);
         signal.removeEventListener("abort", done);
@@ -564,6 +582,9 @@ export class Worker {
         for await (const ev of stores[i].observeLeader({ election: JOBMANAGER }, { signal })) {
           if (ev.event.case !== "leader") continue;
           const info = ev.event.value;
+          // Seen before it is followed: a call under an older
+          // ResourceManager token is refused from now on.
+          this.observeGrant(info.token);
           if (info.address === leader.address && sameToken(info.token, leader.token)) continue;
           leader = { address: info.address, token: info.token };
           session?.abort();
@@ -577,6 +598,7 @@ export class Worker {
         if (!this.stopping.signal.aborted) this.log(`observing the leader at ${this.opts.hastore[i]} failed: ${String(e)}`);
       } finally {
         observing.abort();
+        this.grantLost();
       }
       i = (i + 1) % stores.length;
       await this.sleep(this.opts.retryIntervalMs);
@@ -618,12 +640,14 @@ export class Worker {
           const j = this.jobs.get(jobId);
           if (!j || epochOf(j.token) < epochOf(info.token) || j.address === "") this.adopt(jobId, info.token!, info.address);
         }
-        await this.sleep(intervalMs);
+        // Ends with the session: the observation of the next leader
+        // waits for this loop to end.
+        await this.sleep(intervalMs, signal);
       } catch (e) {
         if (signal.aborted) return;
         if (reasonOf(e) === ErrorReason.NOT_REGISTERED) registrationId = "";
         this.log(`ResourceManager call failed: ${String(e)}`);
-        await this.sleep(this.opts.retryIntervalMs);
+        await this.sleep(this.opts.retryIntervalMs, signal);
       }
     }
   }
@@ -783,10 +807,80 @@ export class Worker {
     this.admit(jobId);
   }
 
-  /** checkResourceManager admits a ResourceManager token unless older than the newest seen. */
-  private checkResourceManager(t: FencingToken | undefined): void {
-    if (epochOf(t) < epochOf(this.rmToken)) throw staleToken(JOBMANAGER, this.rmToken);
-    this.rmToken = t;
+  /** observeGrant records the grant of "jobmanager" the store shows; it counts as seen. */
+  private observeGrant(t: FencingToken | undefined): void {
+    this.rmGrant = epochOf(t) === 0n ? undefined : t;
+    this.rmWatching = true;
+    if (epochOf(t) > epochOf(this.rmToken)) this.rmToken = t;
+    this.grantChanged();
+  }
+
+  /** grantLost records that the observation failed: a newer token cannot be checked until it answers again. */
+  private grantLost(): void {
+    this.rmWatching = false;
+    this.grantChanged();
+  }
+
+  private grantChanged(): void {
+    for (const wake of this.rmWaiters) wake();
+    this.rmWaiters.clear();
+  }
+
+  /**
+   * checkResourceManager admits a call under the ResourceManager token t.
+   * The newest token seen passes at once (no promise: the steady state
+   * costs what it did); an older one, or another of the same epoch (never
+   * granted), throws STALE_FENCING_TOKEN. A newer one becomes the newest
+   * only if it is the grant the store shows: the returned promise waits
+   * for the observation up to grantWaitMs, then rejects with
+   * STALE_FENCING_TOKEN naming the grant, or STORE_UNAVAILABLE if the
+   * observation is not running. A refusal changes nothing.
+   */
+  private checkResourceManager(t: FencingToken | undefined, signal?: AbortSignal): Promise<void> | undefined {
+    if (this.admitResourceManager(t)) return undefined;
+    return this.awaitGrant(t, signal);
+  }
+
+  /** admitResourceManager is checkResourceManager's verdict now: true admits, false waits for the grant; a refusal throws. */
+  private admitResourceManager(t: FencingToken | undefined): boolean {
+    if (sameToken(t, this.rmToken)) return true;
+    if (epochOf(t) <= epochOf(this.rmToken)) throw this.staleResourceManager();
+    if (sameToken(t, this.rmGrant)) {
+      this.rmToken = t;
+      return true;
+    }
+    return false;
+  }
+
+  private async awaitGrant(t: FencingToken | undefined, signal?: AbortSignal): Promise<void> {
+    const deadline = Date.now() + grantWaitMs;
+    for (let left = grantWaitMs; left > 0; left = deadline - Date.now()) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          signal?.removeEventListener("abort", done);
+          this.rmWaiters.delete(done);
+          resolve();
+        };
+        const timer = setTimeout(done, left);
+        signal?.addEventListener("abort", done, { once: true });
+        this.rmWaiters.add(done);
+      });
+      if (signal?.aborted) throw new ConnectError("the call ended while it waited for the ResourceManager's grant", Code.Canceled);
+      if (this.admitResourceManager(t)) return;
+    }
+    if (!this.rmWatching) {
+      throw apiError(ErrorReason.STORE_UNAVAILABLE, "the HA store could not be observed to check the ResourceManager's token; nothing was done, retry", {
+        election: JOBMANAGER,
+      });
+    }
+    throw this.staleResourceManager();
+  }
+
+  /** staleResourceManager refuses a token that is not the current one, naming the grant the store shows, else the newest seen. */
+  private staleResourceManager(): ConnectError {
+    const current = this.rmGrant !== undefined && epochOf(this.rmGrant) >= epochOf(this.rmToken) ? this.rmGrant : this.rmToken;
+    return staleToken(JOBMANAGER, current);
   }
 
   /** grace is how long before a deadline of length d the attempts are canceled: the cancel grace, at most a third of d. */
@@ -1332,22 +1426,24 @@ export class Worker {
 
   private routes(router: ConnectRouter): void {
     router.service(TaskExecutorService, {
-      requestSlot: (req) => {
+      requestSlot: async (req, ctx) => {
         this.log(`RequestSlot: job ${req.jobId}, allocation ${req.allocationId}`);
         const fields = this.slotFields("", req);
         if (epochOf(req.resourceManagerToken) === 0n) fields.unshift({ path: "resource_manager_token", description: "required" });
         if (fields.length > 0) throw badRequest(fields);
-        this.checkResourceManager(req.resourceManagerToken);
+        const wait = this.checkResourceManager(req.resourceManagerToken, ctx.signal);
+        if (wait) await wait;
         this.allocate(req);
         return {};
       },
-      requestSlots: (req) => {
+      requestSlots: async (req, ctx) => {
         this.log(`RequestSlots: ${req.slots.length} slots`);
         const fields: Field[] = [];
         if (epochOf(req.resourceManagerToken) === 0n) fields.push({ path: "resource_manager_token", description: "required" });
         req.slots.forEach((r, i) => fields.push(...this.slotFields(`slots[${i}].`, r)));
         if (fields.length > 0) throw badRequest(fields);
-        this.checkResourceManager(req.resourceManagerToken);
+        const wait = this.checkResourceManager(req.resourceManagerToken, ctx.signal);
+        if (wait) await wait;
         const refused: ItemError[] = [];
         req.slots.forEach((r, i) => {
           try {
@@ -1400,13 +1496,15 @@ export class Worker {
         for (const s of this.slots) if (ids.has(s.allocationId) && s.jobId === req.jobId) this.release(s, "");
         return {};
       },
-      heartbeat: (req) => {
+      heartbeat: async (req, ctx) => {
         let jobId = "";
         let token: FencingToken | undefined;
         switch (req.sender.case) {
-          case "resourceManagerToken":
-            this.checkResourceManager(req.sender.value);
+          case "resourceManagerToken": {
+            const wait = this.checkResourceManager(req.sender.value, ctx.signal);
+            if (wait) await wait;
             break;
+          }
           case "jobMaster":
             jobId = req.sender.value.jobId;
             token = req.sender.value.token;

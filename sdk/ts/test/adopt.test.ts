@@ -31,6 +31,7 @@ import { ExecutionState } from "../gen/jobplane/v1/execution_pb.js";
 import { Worker, reasonOf, type Task } from "../src/index.js";
 import { apiError } from "../src/fence.js";
 import { waitFor } from "./cluster.js";
+import { startLeaders } from "./leaders.js";
 
 // No ResourceManager: the test makes the ResourceManager's calls itself.
 const nowhere = "http://127.0.0.1:1";
@@ -129,7 +130,9 @@ const cleanups: (() => Promise<void>)[] = [];
  * its attempt is canceled, and a client of it; both end with the test.
  */
 async function startWorker(fake: FakeJobMaster, logs?: string[]): Promise<{ worker: Worker; te: TE; runs: Task[] }> {
-  const worker = new Worker({ hastore: nowhere, slots: 2, cancelGraceMs: 1000, ...(logs ? { log: (l: string) => logs.push(l) } : {}) });
+  // The store grants "jobmanager" to the test's ResourceManager token.
+  const leaders = await startLeaders(rm);
+  const worker = new Worker({ hastore: leaders.url, slots: 2, cancelGraceMs: 1000, ...(logs ? { log: (l: string) => logs.push(l) } : {}) });
   const runs: Task[] = [];
   worker.register("hold", async (task) => {
     runs.push(task);
@@ -142,6 +145,7 @@ async function startWorker(fake: FakeJobMaster, logs?: string[]): Promise<{ work
     sm.abort();
     await worker.stop();
     await fake.close();
+    await leaders.close();
   });
   return { worker, te, runs };
 }

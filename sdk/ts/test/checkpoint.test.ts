@@ -21,8 +21,8 @@ import {
 } from "../gen/jobplane/cluster/v1/task_executor_service_pb.js";
 import { Client, ErrorReason, JobStatus, Worker, reasonOf, type State, type Task } from "../src/index.js";
 import { startJobManager, waitFor, type JobManager } from "./cluster.js";
+import { startLeaders, type Leaders } from "./leaders.js";
 
-const nowhere = "http://127.0.0.1:1";
 const rm = { sessionId: "rm", epoch: 1n };
 const jmToken = { sessionId: "jm-2", epoch: 2n };
 const olderToken = { sessionId: "jm-1", epoch: 1n };
@@ -62,6 +62,7 @@ async function startJobMaster(deployments: Map<string, ReturnType<typeof create<
 
 describe("TriggerCheckpoint on the node Worker", { timeout: 120_000 }, () => {
   let fake: Awaited<ReturnType<typeof startJobMaster>>;
+  let leaders: Leaders;
   let worker: Worker;
   let sm: Http2SessionManager;
   let te: ConnectClient<typeof TaskExecutorService>;
@@ -86,7 +87,8 @@ describe("TriggerCheckpoint on the node Worker", { timeout: 120_000 }, () => {
         ],
       ]),
     );
-    worker = new Worker({ hastore: nowhere, slots: 4 });
+    leaders = await startLeaders(rm); // grants "jobmanager" to the test's ResourceManager token
+    worker = new Worker({ hastore: leaders.url, slots: 4 });
     worker.register("stateful", async (task) => {
       tasks.set(task.vertexId, task);
       task.onCheckpoint((id) => {
@@ -111,6 +113,7 @@ describe("TriggerCheckpoint on the node Worker", { timeout: 120_000 }, () => {
     sm?.abort();
     await worker?.stop();
     await fake?.close();
+    await leaders?.close();
   });
 
   test("state once per id, restored state, declines and fencing", { timeout: 60_000 }, async () => {

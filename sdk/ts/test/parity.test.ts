@@ -19,10 +19,15 @@ import { StaleTokenDetailsSchema } from "../gen/jobplane/v1/error_pb.js";
 import { ExecutionAttemptIdSchema } from "../gen/jobplane/v1/execution_pb.js";
 import { Worker } from "../src/index.js";
 import { startTaskExecutor, type JobManager } from "./cluster.js";
+import { startLeaders, type Leaders } from "./leaders.js";
 
-// Nothing listens there: neither TaskExecutor finds a leader or reaches
-// the JobMaster, so the only calls they take are the test's.
+// Nothing listens there: neither TaskExecutor reaches the JobMaster, and
+// the leader of "jobmanager" that both observe in the test's store
+// (leaders.ts) publishes no address, so the only calls they take are the
+// test's.
 const nowhere = "http://127.0.0.1:1";
+// The ResourceManager's token, the grant of "jobmanager" in that store.
+const rm = { sessionId: "rm-session", epoch: 50n };
 
 type TE = ConnectClient<typeof TaskExecutorService>;
 
@@ -64,13 +69,15 @@ async function answer(call: () => Promise<unknown>): Promise<Answer> {
 
 describe("fencing answers of the node Worker and the reference TaskExecutor", { timeout: 120_000 }, () => {
   let goTE: JobManager;
+  let leaders: Leaders;
   let worker: Worker;
   const sessions: Http2SessionManager[] = [];
   const clients: Record<string, TE> = {};
 
   before(async () => {
-    goTE = await startTaskExecutor(nowhere);
-    worker = new Worker({ hastore: nowhere, slots: 4 });
+    leaders = await startLeaders(rm);
+    goTE = await startTaskExecutor(leaders.url);
+    worker = new Worker({ hastore: leaders.url, slots: 4 });
     worker.register("greet", () => {});
     await worker.start();
     for (const [name, url] of [["go", goTE.url], ["node", worker.address]] as const) {
@@ -84,11 +91,11 @@ describe("fencing answers of the node Worker and the reference TaskExecutor", { 
     for (const s of sessions) s.abort();
     await worker?.stop();
     await goTE?.stop();
+    await leaders?.close();
   });
 
   test("same code, reason, metadata and details for each call", { timeout: 60_000 }, async () => {
     const jobId = "parity-job";
-    const rm = { sessionId: "rm-session", epoch: 50n };
     const jm = { sessionId: "jm-session", epoch: 100n };
     const older = { sessionId: "jm-old", epoch: 99n };
     const newer = { sessionId: "jm-new", epoch: 101n };
@@ -111,6 +118,13 @@ describe("fencing answers of the node Worker and the reference TaskExecutor", { 
       [
         "RequestSlot under an older ResourceManager token",
         (te) => te.requestSlot({ resourceManagerToken: { sessionId: "rm-old", epoch: 49n }, slotIndex: 1, allocationId: "alloc-1", jobId, jobMasterAddress: nowhere, jobMasterToken: jm }, { signal }),
+        { code: Code.Aborted, reason: "jobplane/STALE_FENCING_TOKEN", stale: { election: "jobmanager", epoch: "50", sessionId: "rm-session" } },
+      ],
+      [
+        // An epoch the store never granted (since 1.2): refused after the
+        // wait for the grant (2 s), naming the grant.
+        "RequestSlot under a forged newer ResourceManager token",
+        (te) => te.requestSlot({ resourceManagerToken: { sessionId: "rm-forged", epoch: 1000n }, slotIndex: 1, allocationId: "alloc-1", jobId, jobMasterAddress: nowhere, jobMasterToken: jm }, { signal }),
         { code: Code.Aborted, reason: "jobplane/STALE_FENCING_TOKEN", stale: { election: "jobmanager", epoch: "50", sessionId: "rm-session" } },
       ],
       [

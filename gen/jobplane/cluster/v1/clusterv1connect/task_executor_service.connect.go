@@ -93,8 +93,11 @@ type TaskExecutorServiceClient interface {
 	// Errors: INVALID_ARGUMENT for a missing field or a slot index out of
 	// range; FAILED_PRECONDITION (SLOT_OCCUPIED) if another allocation holds
 	// the slot; ABORTED (STALE_FENCING_TOKEN) for a ResourceManager token
-	// older than the newest this TaskExecutor has seen, or a JobMaster token
-	// older than the newest it has seen for the job.
+	// older than the newest this TaskExecutor has seen or (since 1.2) newer
+	// but not the current grant of `jobmanager`, or a JobMaster token older
+	// than the newest it has seen for the job; UNAVAILABLE
+	// (STORE_UNAVAILABLE) if a newer ResourceManager token cannot be checked
+	// (since 1.2).
 	RequestSlot(context.Context, *v1.RequestSlotRequest) (*v1.RequestSlotResponse, error)
 	// RequestSlots allocates several slots, each as RequestSlot would, under
 	// one ResourceManager token: the slots may be for different jobs. Each slot
@@ -103,9 +106,11 @@ type TaskExecutorServiceClient interface {
 	// RequestSlot); the answer lists the refused ones. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field or a slot index out of
-	// range in any slot, and ABORTED (STALE_FENCING_TOKEN) for a
+	// range in any slot, ABORTED (STALE_FENCING_TOKEN) for a
 	// ResourceManager token older than the newest this TaskExecutor has
-	// seen: nothing is allocated. Per slot (RequestSlotsResponse.refused):
+	// seen or (since 1.2) newer but not the current grant, and UNAVAILABLE
+	// (STORE_UNAVAILABLE) if a newer one cannot be checked (since 1.2):
+	// nothing is allocated. Per slot (RequestSlotsResponse.refused):
 	// SLOT_OCCUPIED, or STALE_FENCING_TOKEN for a JobMaster token older than
 	// the job's current one.
 	RequestSlots(context.Context, *v1.RequestSlotsRequest) (*v1.RequestSlotsResponse, error)
@@ -167,7 +172,10 @@ type TaskExecutorServiceClient interface {
 	// this call. Idempotent.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a token older than the newest
-	// this TaskExecutor has seen for the sender.
+	// this TaskExecutor has seen for the sender, or (since 1.2) a
+	// ResourceManager token newer but not the current grant; UNAVAILABLE
+	// (STORE_UNAVAILABLE) if a newer ResourceManager token cannot be checked
+	// (since 1.2).
 	Heartbeat(context.Context, *v1.TaskExecutorServiceHeartbeatRequest) (*v1.TaskExecutorServiceHeartbeatResponse, error)
 	// AdoptAttempts hands the attempts this TaskExecutor holds for jobs to the
 	// JobMasters that took the jobs over, so that a change of JobMaster (a new
@@ -463,8 +471,11 @@ type TaskExecutorServiceHandler interface {
 	// Errors: INVALID_ARGUMENT for a missing field or a slot index out of
 	// range; FAILED_PRECONDITION (SLOT_OCCUPIED) if another allocation holds
 	// the slot; ABORTED (STALE_FENCING_TOKEN) for a ResourceManager token
-	// older than the newest this TaskExecutor has seen, or a JobMaster token
-	// older than the newest it has seen for the job.
+	// older than the newest this TaskExecutor has seen or (since 1.2) newer
+	// but not the current grant of `jobmanager`, or a JobMaster token older
+	// than the newest it has seen for the job; UNAVAILABLE
+	// (STORE_UNAVAILABLE) if a newer ResourceManager token cannot be checked
+	// (since 1.2).
 	RequestSlot(context.Context, *v1.RequestSlotRequest) (*v1.RequestSlotResponse, error)
 	// RequestSlots allocates several slots, each as RequestSlot would, under
 	// one ResourceManager token: the slots may be for different jobs. Each slot
@@ -473,9 +484,11 @@ type TaskExecutorServiceHandler interface {
 	// RequestSlot); the answer lists the refused ones. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field or a slot index out of
-	// range in any slot, and ABORTED (STALE_FENCING_TOKEN) for a
+	// range in any slot, ABORTED (STALE_FENCING_TOKEN) for a
 	// ResourceManager token older than the newest this TaskExecutor has
-	// seen: nothing is allocated. Per slot (RequestSlotsResponse.refused):
+	// seen or (since 1.2) newer but not the current grant, and UNAVAILABLE
+	// (STORE_UNAVAILABLE) if a newer one cannot be checked (since 1.2):
+	// nothing is allocated. Per slot (RequestSlotsResponse.refused):
 	// SLOT_OCCUPIED, or STALE_FENCING_TOKEN for a JobMaster token older than
 	// the job's current one.
 	RequestSlots(context.Context, *v1.RequestSlotsRequest) (*v1.RequestSlotsResponse, error)
@@ -537,7 +550,10 @@ type TaskExecutorServiceHandler interface {
 	// this call. Idempotent.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a token older than the newest
-	// this TaskExecutor has seen for the sender.
+	// this TaskExecutor has seen for the sender, or (since 1.2) a
+	// ResourceManager token newer but not the current grant; UNAVAILABLE
+	// (STORE_UNAVAILABLE) if a newer ResourceManager token cannot be checked
+	// (since 1.2).
 	Heartbeat(context.Context, *v1.TaskExecutorServiceHeartbeatRequest) (*v1.TaskExecutorServiceHeartbeatResponse, error)
 	// AdoptAttempts hands the attempts this TaskExecutor holds for jobs to the
 	// JobMasters that took the jobs over, so that a change of JobMaster (a new

@@ -1165,6 +1165,21 @@ export const HeldAttemptSchema: GenMessage<HeldAttempt> = /*@__PURE__*/
  * identified by its ExecutionAttemptId together with the token it was
  * deployed under.
  *
+ * Since 1.2, a newer ResourceManager token MUST become the current one only
+ * if the HA store shows it as the current grant of the election
+ * `jobmanager`, as the TaskExecutor observes it (ObserveLeader) or reads it
+ * (GetLeader). The grant can reach the ResourceManager before the
+ * TaskExecutor's observation, so the TaskExecutor MAY wait a few seconds for
+ * it (informative: the reference TaskExecutor waits at most 2 s). A newer
+ * token that is not the current grant (never granted, or no longer the
+ * grant) MUST be refused with ABORTED (STALE_FENCING_TOKEN), naming the
+ * current grant in StaleTokenDetails if it is known, and MUST NOT change
+ * anything: a caller cannot make up a token that locks the ResourceManager
+ * out. If the store can be neither observed nor read, the call MUST fail
+ * with UNAVAILABLE (STORE_UNAVAILABLE), with nothing done. The grant of
+ * `jobmanager` that the TaskExecutor observes counts as seen: once it has
+ * observed one, a call under an older token MUST be refused.
+ *
  * A slot MUST run at most one execution attempt at a time.
  *
  * RequestSlots, SubmitTasks and FreeSlots do for many slots or attempts in
@@ -1227,8 +1242,11 @@ export const TaskExecutorService: GenService<{
    * Errors: INVALID_ARGUMENT for a missing field or a slot index out of
    * range; FAILED_PRECONDITION (SLOT_OCCUPIED) if another allocation holds
    * the slot; ABORTED (STALE_FENCING_TOKEN) for a ResourceManager token
-   * older than the newest this TaskExecutor has seen, or a JobMaster token
-   * older than the newest it has seen for the job.
+   * older than the newest this TaskExecutor has seen or (since 1.2) newer
+   * but not the current grant of `jobmanager`, or a JobMaster token older
+   * than the newest it has seen for the job; UNAVAILABLE
+   * (STORE_UNAVAILABLE) if a newer ResourceManager token cannot be checked
+   * (since 1.2).
    *
    * @generated from rpc jobplane.cluster.v1.TaskExecutorService.RequestSlot
    */
@@ -1245,9 +1263,11 @@ export const TaskExecutorService: GenService<{
    * RequestSlot); the answer lists the refused ones. Idempotent.
    *
    * Errors: INVALID_ARGUMENT for a missing field or a slot index out of
-   * range in any slot, and ABORTED (STALE_FENCING_TOKEN) for a
+   * range in any slot, ABORTED (STALE_FENCING_TOKEN) for a
    * ResourceManager token older than the newest this TaskExecutor has
-   * seen: nothing is allocated. Per slot (RequestSlotsResponse.refused):
+   * seen or (since 1.2) newer but not the current grant, and UNAVAILABLE
+   * (STORE_UNAVAILABLE) if a newer one cannot be checked (since 1.2):
+   * nothing is allocated. Per slot (RequestSlotsResponse.refused):
    * SLOT_OCCUPIED, or STALE_FENCING_TOKEN for a JobMaster token older than
    * the job's current one.
    *
@@ -1357,7 +1377,10 @@ export const TaskExecutorService: GenService<{
    * this call. Idempotent.
    *
    * Errors: ABORTED (STALE_FENCING_TOKEN) for a token older than the newest
-   * this TaskExecutor has seen for the sender.
+   * this TaskExecutor has seen for the sender, or (since 1.2) a
+   * ResourceManager token newer but not the current grant; UNAVAILABLE
+   * (STORE_UNAVAILABLE) if a newer ResourceManager token cannot be checked
+   * (since 1.2).
    *
    * @generated from rpc jobplane.cluster.v1.TaskExecutorService.Heartbeat
    */

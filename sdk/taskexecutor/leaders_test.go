@@ -1,0 +1,90 @@
+package taskexecutor
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/jobplane/jobplane/sdk/election"
+)
+
+// leaders is an in-memory HA store as a TaskExecutor sees it: the
+// `jobmanager` election, whose grants a test makes. Its leaders publish
+// no address, so a TaskExecutor on it observes them and registers
+// nowhere. The SDK module links no store backend (sdk/deps_test.go), so
+// this stands in for the etcd store that the conformance suite and the
+// server's tests run the TaskExecutor on.
+type leaders struct {
+	mu      sync.Mutex
+	current election.Token
+	broken  bool
+	// changed is closed, and replaced, at every grant or break.
+	changed chan struct{}
+}
+
+// newLeaders returns a store whose `jobmanager` is granted to first, or
+// has no leader if first is zero.
+func newLeaders(first election.Token) *leaders {
+	return &leaders{current: first, changed: make(chan struct{})}
+}
+
+// Grant makes t the grant of `jobmanager`, as a Campaign that won would.
+func (l *leaders) Grant(t election.Token) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.current = t
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// Break fails every observation, running or new, until Heal, as a store
+// without a quorum fails its watches.
+func (l *leaders) Break() { l.setBroken(true) }
+
+// Heal ends Break.
+func (l *leaders) Heal() { l.setBroken(false) }
+
+func (l *leaders) setBroken(b bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.broken = b
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+var errBroken = errors.New("leaders: the store cannot be observed")
+
+// ObserveLeader implements election.Observer for `jobmanager`.
+func (l *leaders) ObserveLeader(ctx context.Context, name string, fn func(election.Leader) error) error {
+	if name != election.JobManager {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	var last election.Token
+	first := true
+	for {
+		l.mu.Lock()
+		current, broken, changed := l.current, l.broken, l.changed
+		l.mu.Unlock()
+		if broken {
+			return errBroken
+		}
+		if first || current != last {
+			if err := fn(election.Leader{Election: name, Token: current}); err != nil {
+				return err
+			}
+			first, last = false, current
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// Leaders is leaders for the package's external tests.
+type Leaders = leaders
+
+// NewLeaders is newLeaders for the package's external tests.
+var NewLeaders = newLeaders
