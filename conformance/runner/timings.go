@@ -64,6 +64,8 @@ type waits struct {
 	// redeploy: the subtasks of an unreachable TaskExecutor deployed
 	// elsewhere, after the task lease.
 	redeploy time.Duration
+	// slotYield: a waiting job's idle slots given back.
+	slotYield time.Duration
 }
 
 // deriveWaits derives the runner's waits from tm (nil: defaultTimings),
@@ -94,6 +96,7 @@ func deriveWaits(tm *jobplanev1.ServerTimings, scale float64) waits {
 		unknownOutcome: s(failover + d(tm.GetPlanRecheck(), time.Minute)),
 		cleanup:        s(failover + 10*time.Second),
 		redeploy:       s(2*failover + 3*lease),
+		slotYield:      s(slack + d(tm.GetSlotYield(), 30*time.Second)),
 	}
 }
 

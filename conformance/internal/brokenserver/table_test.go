@@ -56,7 +56,7 @@ var breaks = map[string][]string{
 	"trust-job-master-token":      {"fencing/forged-job-master-token-refused", "fencing/tokens/register-job-master"},
 	"no-token-check":              {"fencing/tokens/*"},
 	"renew-late":                  {"faults/keep-alive"},
-	"hoard-slots":                 {"recovery/restart-slots-held"},
+	"hoard-slots":                 {"recovery/restart-slots-held", "lifecycle/idle-slots-given-back"},
 	"no-adoption":                 {"adoption/*"},
 	"lease-outlives-wait":         {"adoption/unreachable-task-executor"},
 	"ack-checkpoint-early":        {"checkpoint/completed-when-durable"},
