@@ -404,52 +404,29 @@ func mountBreaks(mux *http.ServeMux, mode, childAddr string, st *store, d jobpla
 	case "restarts-not-watched":
 		// Contract 1.1's behaviour: WatchJob reports status changes
 		// only, not the restarts of a job that stays RUNNING.
-		p := jobplanev1connect.DispatcherServiceWatchJobProcedure
-		mux.Handle(p, connect.NewServerStreamHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.WatchJobRequest], out *connect.ServerStream[jobplanev1.WatchJobResponse]) error {
-			in, err := d.WatchJob(ctx, req.Msg)
-			if err != nil {
-				return err
-			}
-			defer in.Close()
+		mountWatch(mux, d, watchProxy{pass: func() func(*jobplanev1.WatchJobResponse) bool {
 			last := jobplanev1.JobStatus_JOB_STATUS_UNSPECIFIED
-			for in.Receive() {
-				if job := in.Msg().GetJob(); job != nil {
-					if job.GetStatus() == last {
-						continue
-					}
-					last = job.GetStatus()
+			return func(msg *jobplanev1.WatchJobResponse) bool {
+				job := msg.GetJob()
+				if job == nil {
+					return true
 				}
-				if err := out.Send(in.Msg()); err != nil {
-					return err
-				}
+				changed := job.GetStatus() != last
+				last = job.GetStatus()
+				return changed
 			}
-			return in.Err()
-		}))
-	case "watch-never-ends", "watch-no-resume":
-		p := jobplanev1connect.DispatcherServiceWatchJobProcedure
-		mux.Handle(p, connect.NewServerStreamHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.WatchJobRequest], out *connect.ServerStream[jobplanev1.WatchJobResponse]) error {
-			msg := req.Msg
-			if mode == "watch-no-resume" {
-				// Every watch starts over with the current status, as
-				// if the resume token were not there, and says nothing.
-				msg = &jobplanev1.WatchJobRequest{JobId: req.Msg.GetJobId()}
-			}
-			in, err := d.WatchJob(ctx, msg)
-			if err != nil {
-				return err
-			}
-			defer in.Close()
-			for in.Receive() {
-				if err := out.Send(in.Msg()); err != nil {
-					return err
-				}
-			}
-			if mode == "watch-no-resume" {
-				return in.Err()
-			}
+		}})
+	case "watch-never-ends":
+		mountWatch(mux, d, watchProxy{end: func(ctx context.Context, _ error) error {
 			<-ctx.Done() // the stream never ends by itself
 			return ctx.Err()
-		}))
+		}})
+	case "watch-no-resume":
+		// Every watch starts over with the current status, as if the
+		// resume token were not there, and says nothing.
+		mountWatch(mux, d, watchProxy{request: func(req *jobplanev1.WatchJobRequest) *jobplanev1.WatchJobRequest {
+			return &jobplanev1.WatchJobRequest{JobId: req.GetJobId()}
+		}})
 	case "lease-outlives-wait":
 		// The TaskExecutors are granted a task lease far longer than the
 		// child waits (its own) before it deploys anew what no
@@ -597,5 +574,47 @@ func jobTokenFirst[Req, Resp any, PReq interface {
 			return nil, err
 		}
 		return connect.NewResponse(resp), nil
+	}))
+}
+
+// watchProxy says how mountWatch's WatchJob differs from the child's:
+// request rewrites the request, pass returns, per stream, which of the
+// child's messages go on (nil: all), and end turns the child's stream
+// error (nil when it ended successfully) into the proxy's (nil: as is).
+type watchProxy struct {
+	request func(*jobplanev1.WatchJobRequest) *jobplanev1.WatchJobRequest
+	pass    func() func(*jobplanev1.WatchJobResponse) bool
+	end     func(ctx context.Context, err error) error
+}
+
+// mountWatch mounts WatchJob as a proxy of d's, broken as w says.
+func mountWatch(mux *http.ServeMux, d jobplanev1connect.DispatcherServiceClient, w watchProxy) {
+	p := jobplanev1connect.DispatcherServiceWatchJobProcedure
+	mux.Handle(p, connect.NewServerStreamHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.WatchJobRequest], out *connect.ServerStream[jobplanev1.WatchJobResponse]) error {
+		msg := req.Msg
+		if w.request != nil {
+			msg = w.request(msg)
+		}
+		in, err := d.WatchJob(ctx, msg)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		pass := func(*jobplanev1.WatchJobResponse) bool { return true }
+		if w.pass != nil {
+			pass = w.pass()
+		}
+		for in.Receive() {
+			if !pass(in.Msg()) {
+				continue
+			}
+			if err := out.Send(in.Msg()); err != nil {
+				return err
+			}
+		}
+		if w.end != nil {
+			return w.end(ctx, in.Err())
+		}
+		return in.Err()
 	}))
 }

@@ -150,22 +150,12 @@ func mountSurfaceBreaks(mux *http.ServeMux, mode, childAddr string, d jobplanev1
 	case "watch-coalesced-unmarked":
 		// Resumes a watch from a token it no longer keeps with the
 		// current summary, without saying that changes were skipped.
-		p := jobplanev1connect.DispatcherServiceWatchJobProcedure
-		mux.Handle(p, connect.NewServerStreamHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.WatchJobRequest], out *connect.ServerStream[jobplanev1.WatchJobResponse]) error {
-			in, err := d.WatchJob(ctx, req.Msg)
-			if err != nil {
-				return err
-			}
-			defer in.Close()
-			for in.Receive() {
-				msg := in.Msg()
+		mountWatch(mux, d, watchProxy{pass: func() func(*jobplanev1.WatchJobResponse) bool {
+			return func(msg *jobplanev1.WatchJobResponse) bool {
 				msg.Coalesced = false
-				if err := out.Send(msg); err != nil {
-					return err
-				}
+				return true
 			}
-			return in.Err()
-		}))
+		}})
 	case "watch-behind-ends-ok":
 		// Ends a watch that fell behind successfully, as if the job had
 		// ended, instead of with STREAM_BEHIND. The child is watched
@@ -175,29 +165,12 @@ func mountSurfaceBreaks(mux *http.ServeMux, mode, childAddr string, d jobplanev1
 		p.SetUnencryptedHTTP2(true)
 		slow := jobplanev1connect.NewDispatcherServiceClient(&http.Client{Transport: &http.Transport{Protocols: p,
 			HTTP2: &http.HTTP2Config{MaxReceiveBufferPerStream: 1 << 10}}}, childAddr)
-		proc := jobplanev1connect.DispatcherServiceWatchJobProcedure
-		mux.Handle(proc, connect.NewServerStreamHandler(proc, func(ctx context.Context, req *connect.Request[jobplanev1.WatchJobRequest], out *connect.ServerStream[jobplanev1.WatchJobResponse]) error {
-			in, err := slow.WatchJob(ctx, req.Msg)
-			if err != nil {
-				return err
+		mountWatch(mux, slow, watchProxy{end: func(_ context.Context, err error) error {
+			if info, _ := errorInfo(err); info.GetReason() == "STREAM_BEHIND" {
+				return nil
 			}
-			defer in.Close()
-			for in.Receive() {
-				if err := out.Send(in.Msg()); err != nil {
-					return err
-				}
-			}
-			var ce *connect.Error
-			if errors.As(in.Err(), &ce) {
-				for _, d := range ce.Details() {
-					v, _ := d.Value()
-					if info, ok := v.(*errdetails.ErrorInfo); ok && info.GetReason() == "STREAM_BEHIND" {
-						return nil
-					}
-				}
-			}
-			return in.Err()
-		}))
+			return err
+		}})
 	case "eager-ignored":
 		// Schedules every job by pipelined regions, EAGER ones too.
 		submit(func(ctx context.Context, req *jobplanev1.SubmitJobRequest) (*jobplanev1.SubmitJobResponse, error) {
@@ -207,4 +180,20 @@ func mountSurfaceBreaks(mux *http.ServeMux, mode, childAddr string, d jobplanev1
 			return d.SubmitJob(ctx, req)
 		})
 	}
+}
+
+// errorInfo returns the ErrorInfo detail err carries, if any.
+func errorInfo(err error) (*errdetails.ErrorInfo, bool) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return nil, false
+	}
+	for _, d := range ce.Details() {
+		if v, _ := d.Value(); v != nil {
+			if info, ok := v.(*errdetails.ErrorInfo); ok {
+				return info, true
+			}
+		}
+	}
+	return nil, false
 }
