@@ -37,6 +37,8 @@ func TaskExecutorCases() []Case {
 			Doc: "a repeated SubmitTask of a deployed attempt succeeds and changes nothing; SubmitTask of an invokable not registered is FAILED_PRECONDITION (UNKNOWN_INVOKABLE), into an allocation not held FAILED_PRECONDITION (SLOT_NOT_ALLOCATED); RequestSlot of a held slot under another allocation is FAILED_PRECONDITION (SLOT_OCCUPIED)"},
 		{Name: "taskexecutor/stale-job-master-refused", Run: teStaleJobMasterRefused,
 			Doc: "once a newer JobMaster token of a job is seen, SubmitTask and CancelTask under the older one are ABORTED (STALE_FENCING_TOKEN): nothing is deployed, and the newer JobMaster's attempt keeps running"},
+		{Name: "taskexecutor/forged-job-master-token-refused", Run: teForgedJobMasterTokenRefused,
+			Doc: "since 1.2: CancelTask of a running attempt, and AdoptAttempts of its job, under JobMaster tokens newer than the grant of `job/<job_id>` in the HA store (epochs never granted, one in the real JobMaster's own session) are ABORTED (STALE_FENCING_TOKEN, for AdoptAttempts the job's entry refused), answered within 10s and naming the job's grant, and change nothing: the attempt keeps running and is not reported CANCELED, and the real JobMaster's next call is served"},
 		{Name: "taskexecutor/newer-job-master-takes-the-slots", Run: teNewerJobMasterTakesTheSlots,
 			Doc: "without a task lease, a newer JobMaster token of a job stops the older JobMaster's attempt, which is reported to no one after, and the job's slot is offered to the newer JobMaster, which deploys into it"},
 		{Name: "taskexecutor/cancel-and-free", Run: teCancelAndFree,
@@ -81,10 +83,19 @@ func (t *T) teClient(reg *teRegistration) clusterv1connect.TaskExecutorServiceCl
 	return t.te.taskExecutor(reg.address)
 }
 
-// jobMaster starts a JobMaster of the runner's for a job under epoch and
-// returns its token.
-func (t *T) teJobMaster(jobID string, epoch uint64) election.Token {
-	tk := teToken(jobID, epoch)
+// teJobMaster starts a JobMaster of the runner's for a job, its nth
+// (n counts them in the case; a later one's token is newer), and returns
+// its token: the grant of the job's election that the runner takes in the
+// HA store, since a TaskExecutor takes a JobMaster token on the
+// JobMaster's own calls only once the store shows it (since 1.2).
+func (t *T) teJobMaster(jobID string, n uint64) election.Token {
+	var tk election.Token
+	t.setup(func() {
+		var err error
+		if tk, err = t.te.leadJob(t.ctx, jobID); err != nil {
+			t.Fatalf("JobMaster %d of job %s: %v", n, jobID, err)
+		}
+	})
 	t.te.cluster.setJobMaster(jobID, tk)
 	return tk
 }
@@ -382,7 +393,7 @@ func teHeartbeatsJobMasters(t *T) {
 		t.Errorf("%d heartbeats to job %s's JobMaster process in the 5s after its attempt ran (%v); expected one every %v, the interval its offer's answer gave", len(heartbeats()), jobID, heartbeats(), teHeartbeatInterval)
 	}
 	named := ok(t.te.log.Events(func(e Event) bool {
-		return e.Op == "jm-heartbeat" && strings.Contains(e.Detail, jobID+"@1") || e.Op == "jm-heartbeat-plain" && e.Key == jobID
+		return e.Op == "jm-heartbeat" && strings.Contains(e.Detail, fmt.Sprintf("%s@%d", jobID, jm.Epoch)) || e.Op == "jm-heartbeat-plain" && e.Key == jobID
 	}))
 	if len(named) == 0 {
 		t.Errorf("no heartbeat named job %s; expected the first HeartbeatFromTaskExecutor to its JobMaster's process (full) to list it, or a per-job Heartbeat", jobID)
@@ -446,6 +457,66 @@ func teStaleJobMasterRefused(t *T) {
 	}
 	if evs := t.te.cluster.states(jobID, "stale/0#0"); len(evs) > 0 {
 		t.Errorf("the refused deployment reported %v; expected nothing deployed", evs)
+	}
+}
+
+func teForgedJobMasterTokenRefused(t *T) {
+	reg := t.registered()
+	te := t.teClient(reg)
+	jobID := t.job("j")
+	jm := t.teJobMaster(jobID, 1)
+	t.allocate(te, 0, "a", jobID, jm)
+	attempt := t.deploy(te, deployment(jobID, jm, "a", "gate", invokable.Gate, nil, 0))
+	t.mustState(jobID, attempt, jm, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING)
+	// The real JobMaster's session: a session id is public (GetLeader,
+	// StaleTokenDetails), so it proves nothing.
+	forged := election.Token{SessionID: jm.SessionID, Epoch: jm.Epoch + 1000}
+	other := election.Token{SessionID: "conformance-forged", Epoch: jm.Epoch + 2000}
+	t.te.log.Add(Event{Source: "runner", Op: "forge", Key: election.Job(jobID), Token: forged})
+	ctx, cancel := context.WithTimeout(t.ctx, teGrantWaitBound+5*time.Second)
+	defer cancel()
+	began := time.Now()
+	_, err := te.CancelTask(ctx, &clusterv1.CancelTaskRequest{JobId: jobID, JobMasterToken: protoToken(forged), Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "gate"}})
+	took := time.Since(began)
+	t.checkForgedRefused("CancelTask", forged, jobID, jm, err, took)
+	began = time.Now()
+	resp, err := te.AdoptAttempts(ctx, &clusterv1.AdoptAttemptsRequest{Jobs: []*clusterv1.JobAdoption{{JobId: jobID, JobMasterToken: protoToken(other), JobMasterAddress: t.te.clusterHS.URL()}}})
+	took = time.Since(began)
+	switch {
+	case err != nil:
+		t.Errorf("AdoptAttempts of job %s under the forged JobMaster token %s answered %v; expected its entry refused STALE_FENCING_TOKEN in the answer", jobID, other, codeAndReason(err))
+	case len(resp.GetRefused()) != 1 || resp.GetRefused()[0].GetReason() != jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN:
+		t.Errorf("AdoptAttempts of job %s under the forged JobMaster token %s (the job's grant is %s; epoch %d was never granted) answered %v; expected its entry refused STALE_FENCING_TOKEN: a newer JobMaster token on a JobMaster's own call becomes the job's only if the HA store shows it as the job's grant (TaskExecutorService, since 1.2)", jobID, other, jm, other.Epoch, resp)
+	default:
+		if md := resp.GetRefused()[0].GetMetadata(); md["current_epoch"] != fmt.Sprint(jm.Epoch) || md["current_session_id"] != jm.SessionID {
+			t.Errorf("the refusal of AdoptAttempts under the forged token names %v; expected the job's grant %s", md, jm)
+		}
+	}
+	if took > teGrantWaitBound {
+		t.Errorf("AdoptAttempts under the forged JobMaster token was answered after %v; expected within %v", took.Round(time.Millisecond), teGrantWaitBound)
+	}
+	t.heartbeatsAfter(t.te.log.Len(), 2)
+	if st := t.attemptState(te, jobID, jm, attempt); st != jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING || hasState(t.te.cluster.states(jobID, attempt), jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED) {
+		t.Errorf("attempt %s is %v after calls under forged JobMaster tokens (reports: %v); expected it still RUNNING under the real JobMaster %s, and its next call served: a refused token changes nothing", attempt, st, t.te.cluster.states(jobID, attempt), jm)
+	}
+}
+
+// checkForgedRefused checks the answer to a JobMaster call under a forged
+// token: ABORTED (STALE_FENCING_TOKEN) naming the job's grant jm, within
+// teGrantWaitBound.
+func (t *T) checkForgedRefused(call string, forged election.Token, jobID string, jm election.Token, err error, took time.Duration) {
+	switch {
+	case err == nil:
+		t.Errorf("%s under the forged JobMaster token %s (the grant of %s is %s; epoch %d was never granted) was taken; expected ABORTED (STALE_FENCING_TOKEN): a newer JobMaster token on a JobMaster's own call becomes the job's only if the HA store shows it as the job's grant (TaskExecutorService, since 1.2), else any caller cancels the job's attempts and locks its JobMaster out", call, forged, election.Job(jobID), jm, forged.Epoch)
+	case !isStale(err):
+		t.Errorf("%s under the forged JobMaster token %s answered %v; expected ABORTED (STALE_FENCING_TOKEN)", call, forged, codeAndReason(err))
+	default:
+		if d, found := errorDetail[*jobplanev1.StaleTokenDetails](err); !found || d.GetElection() != election.Job(jobID) || token(d.GetCurrent()) != jm {
+			t.Errorf("the refusal of %s under the forged token names %v in StaleTokenDetails; expected election %q and the job's grant %s", call, d, election.Job(jobID), jm)
+		}
+	}
+	if took > teGrantWaitBound {
+		t.Errorf("%s under the forged JobMaster token was answered after %v; expected within %v", call, took.Round(time.Millisecond), teGrantWaitBound)
 	}
 }
 
@@ -581,7 +652,8 @@ func teAdoptionKeepsRunning(t *T) {
 }
 
 func teStaleRefusalKeepsAdopted(t *T) {
-	older := teToken(t.job("j"), 1)
+	jobID := t.job("j")
+	older := t.teJobMaster(jobID, 1)
 	hold := make(chan struct{})
 	t.te.cluster.mu.Lock()
 	t.te.cluster.taskLease = adoptionLease
@@ -595,8 +667,6 @@ func teStaleRefusalKeepsAdopted(t *T) {
 	})
 	reg := t.registered()
 	te := t.teClient(reg)
-	jobID := t.job("j")
-	t.teJobMaster(jobID, 1)
 	t.allocate(te, 0, "a", jobID, older)
 	attempt := t.deploy(te, deployment(jobID, older, "a", "gate", invokable.Gate, nil, adoptionLease))
 	t.setup(func() {

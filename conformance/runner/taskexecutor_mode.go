@@ -38,6 +38,13 @@ type teEnv struct {
 	// time; rm is the current one.
 	session hastore.Session
 	rm      *hastore.Leadership
+	// jobs are the runner's leaderships of the jobs' elections
+	// (`job/<job_id>`), the current one per job, each in a session of its
+	// own (jobSessions): a TaskExecutor takes a JobMaster token on a
+	// JobMaster's own call only once the store shows it as the job's grant
+	// (since 1.2).
+	jobs        map[string]*hastore.Leadership
+	jobSessions []hastore.Session
 }
 
 // newTEEnv starts the store and the JobManager side, takes the
@@ -116,6 +123,33 @@ func (e *teEnv) lead(ctx context.Context) error {
 	return nil
 }
 
+// leadJob takes a new leadership of the job's election, publishing the
+// JobManager side's address, after resigning the current one: the job's
+// JobMaster token changes, as after a failover, and the store shows the
+// new one as the job's grant.
+func (e *teEnv) leadJob(ctx context.Context, jobID string) (election.Token, error) {
+	if l := e.jobs[jobID]; l != nil {
+		if err := l.Resign(ctx); err != nil {
+			return election.Token{}, fmt.Errorf("resign %s: %w", election.Job(jobID), err)
+		}
+	}
+	s, err := e.etcd.OpenSession(ctx, hastore.SessionConfig{TTL: 30 * time.Second})
+	if err != nil {
+		return election.Token{}, fmt.Errorf("open a session: %w", err)
+	}
+	e.jobSessions = append(e.jobSessions, s)
+	l, err := s.Campaign(ctx, election.Job(jobID), e.clusterHS.URL())
+	if err != nil {
+		return election.Token{}, fmt.Errorf("campaign for %s: %w", election.Job(jobID), err)
+	}
+	if e.jobs == nil {
+		e.jobs = make(map[string]*hastore.Leadership)
+	}
+	e.jobs[jobID] = l
+	e.log.Add(Event{Source: "runner", Op: "lead", Key: election.Job(jobID), Token: l.Token()})
+	return l.Token(), nil
+}
+
 // taskExecutor returns a client of the TaskExecutor at address.
 func (e *teEnv) taskExecutor(address string) clusterv1connect.TaskExecutorServiceClient {
 	return clusterv1connect.NewTaskExecutorServiceClient(e.http, address, e.wire.options()...)
@@ -128,6 +162,11 @@ func (e *teEnv) close() {
 	if e.session != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = e.session.Close(ctx)
+		cancel()
+	}
+	for _, s := range e.jobSessions {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.Close(ctx)
 		cancel()
 	}
 	if e.clusterHS != nil {
@@ -167,11 +206,4 @@ func runTaskExecutorCase(ctx context.Context, cfg Config, c Case, index int) (fa
 		trace = b.String()
 	}
 	return failures, trace
-}
-
-// teToken returns a JobMaster token of the runner's for a job: the
-// runner's JobMasters are its own, not the store's, as a TaskExecutor
-// learns their tokens from the calls that carry them.
-func teToken(jobID string, epoch uint64) election.Token {
-	return election.Token{SessionID: "jm-" + jobID, Epoch: epoch}
 }

@@ -143,11 +143,16 @@ func serveTaskExecutor(t *testing.T, cfg taskexecutor.Config) clusterv1connect.T
 
 // serveUnstarted serves a TaskExecutor of cfg as serveTaskExecutor does,
 // without running it. Unless cfg names a store, its store grants
-// `jobmanager` to token(1), the ResourceManager token of the tests.
+// `jobmanager` to token(1), the ResourceManager token of the tests, and
+// job "j" to token(2), the newer JobMaster that the held tests bring in
+// by a call of its own (newerJobMaster); the job's token(1) comes with
+// RequestSlot, which is taken as it comes.
 func serveUnstarted(t *testing.T, cfg taskexecutor.Config) (*taskexecutor.TaskExecutor, clusterv1connect.TaskExecutorServiceClient) {
 	t.Helper()
 	if cfg.Store == nil {
-		cfg.Store = taskexecutor.NewLeaders(grant(1))
+		leaders := taskexecutor.NewLeaders(grant(1))
+		leaders.GrantJob("j", grant(2))
+		cfg.Store = leaders
 	}
 	cfg.Address, cfg.HTTPClient = "http://127.0.0.1:1", transport.NewClient(nil)
 	te, err := taskexecutor.New(cfg)

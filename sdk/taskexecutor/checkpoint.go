@@ -128,6 +128,10 @@ func (h *handler) TriggerCheckpoint(ctx context.Context, req *clusterv1.TriggerC
 	token := tokenOf(req.GetJobMasterToken())
 	snaps := make([]*snapshot, len(req.GetAttempts()))
 	te.mu.Lock()
+	if err := te.checkJobLocked(ctx, req.GetJobId(), token); err != nil {
+		te.mu.Unlock()
+		return nil, err
+	}
 	if err := te.followLocked(req.GetJobId(), token); err != nil {
 		te.mu.Unlock()
 		return nil, err

@@ -168,6 +168,9 @@ func (h *handler) SubmitTask(ctx context.Context, req *clusterv1.SubmitTaskReque
 	token := tokenOf(req.GetJobMasterToken())
 	te.mu.Lock()
 	defer te.mu.Unlock()
+	if err := te.checkJobLocked(ctx, req.GetJobId(), token); err != nil {
+		return nil, err
+	}
 	if err := te.followDeploymentLocked(req.GetJobId(), token, req.GetHeartbeatTimeout().AsDuration(), req.GetTaskLease().AsDuration()); err != nil {
 		return nil, err
 	}
@@ -190,6 +193,9 @@ func (h *handler) SubmitTasks(ctx context.Context, req *clusterv1.SubmitTasksReq
 	resp := &clusterv1.SubmitTasksResponse{}
 	te.mu.Lock()
 	defer te.mu.Unlock()
+	if err := te.checkJobLocked(ctx, req.GetJobId(), token); err != nil {
+		return nil, err
+	}
 	if err := te.followDeploymentLocked(req.GetJobId(), token, req.GetHeartbeatTimeout().AsDuration(), req.GetTaskLease().AsDuration()); err != nil {
 		return nil, err
 	}
@@ -283,10 +289,13 @@ func (te *TaskExecutor) deployLocked(traced context.Context, req *clusterv1.Subm
 	return nil
 }
 
-func (h *handler) CancelTask(_ context.Context, req *clusterv1.CancelTaskRequest) (*clusterv1.CancelTaskResponse, error) {
+func (h *handler) CancelTask(ctx context.Context, req *clusterv1.CancelTaskRequest) (*clusterv1.CancelTaskResponse, error) {
 	te := h.te
 	te.mu.Lock()
 	defer te.mu.Unlock()
+	if err := te.checkJobLocked(ctx, req.GetJobId(), tokenOf(req.GetJobMasterToken())); err != nil {
+		return nil, err
+	}
 	if err := te.followLocked(req.GetJobId(), tokenOf(req.GetJobMasterToken())); err != nil {
 		return nil, err
 	}
@@ -298,10 +307,13 @@ func (h *handler) CancelTask(_ context.Context, req *clusterv1.CancelTaskRequest
 	return &clusterv1.CancelTaskResponse{}, nil
 }
 
-func (h *handler) FreeSlot(_ context.Context, req *clusterv1.FreeSlotRequest) (*clusterv1.FreeSlotResponse, error) {
+func (h *handler) FreeSlot(ctx context.Context, req *clusterv1.FreeSlotRequest) (*clusterv1.FreeSlotResponse, error) {
 	te := h.te
 	te.mu.Lock()
 	defer te.mu.Unlock()
+	if err := te.checkJobLocked(ctx, req.GetJobId(), tokenOf(req.GetJobMasterToken())); err != nil {
+		return nil, err
+	}
 	if err := te.followLocked(req.GetJobId(), tokenOf(req.GetJobMasterToken())); err != nil {
 		return nil, err
 	}
@@ -309,13 +321,16 @@ func (h *handler) FreeSlot(_ context.Context, req *clusterv1.FreeSlotRequest) (*
 	return &clusterv1.FreeSlotResponse{}, nil
 }
 
-func (h *handler) FreeSlots(_ context.Context, req *clusterv1.FreeSlotsRequest) (*clusterv1.FreeSlotsResponse, error) {
+func (h *handler) FreeSlots(ctx context.Context, req *clusterv1.FreeSlotsRequest) (*clusterv1.FreeSlotsResponse, error) {
 	te := h.te
 	if fields := jobFields(req.GetJobId(), req.GetJobMasterToken()); len(fields) > 0 {
 		return nil, apierror.BadRequest(fields...)
 	}
 	te.mu.Lock()
 	defer te.mu.Unlock()
+	if err := te.checkJobLocked(ctx, req.GetJobId(), tokenOf(req.GetJobMasterToken())); err != nil {
+		return nil, err
+	}
 	if err := te.followLocked(req.GetJobId(), tokenOf(req.GetJobMasterToken())); err != nil {
 		return nil, err
 	}
@@ -356,6 +371,9 @@ func (h *handler) Heartbeat(ctx context.Context, req *clusterv1.TaskExecutorServ
 	te.mu.Lock()
 	defer te.mu.Unlock()
 	if jobID != "" {
+		if err := te.checkJobLocked(ctx, jobID, token); err != nil {
+			return nil, err
+		}
 		current, ok := te.adoptLocked(jobID, token, "")
 		if !ok {
 			return nil, staleJob(jobID, current)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/wire/apierror"
 )
@@ -91,7 +92,7 @@ func (te *TaskExecutor) expireHeldLocked(now time.Time) (next time.Time) {
 }
 
 // AdoptAttempts implements TaskExecutorService.AdoptAttempts.
-func (h *handler) AdoptAttempts(_ context.Context, req *clusterv1.AdoptAttemptsRequest) (*clusterv1.AdoptAttemptsResponse, error) {
+func (h *handler) AdoptAttempts(ctx context.Context, req *clusterv1.AdoptAttemptsRequest) (*clusterv1.AdoptAttemptsResponse, error) {
 	te := h.te
 	var bad []apierror.Field
 	for i, e := range req.GetJobs() {
@@ -109,8 +110,18 @@ func (h *handler) AdoptAttempts(_ context.Context, req *clusterv1.AdoptAttemptsR
 	if len(bad) > 0 {
 		return nil, apierror.BadRequest(bad...)
 	}
+	tokens := make([]jobToken, len(req.GetJobs()))
+	for i, e := range req.GetJobs() {
+		tokens[i] = jobToken{e.GetJobId(), tokenOf(e.GetJobMasterToken())}
+	}
 	te.mu.Lock()
 	defer te.mu.Unlock()
+	checked := te.checkJobsLocked(ctx, tokens)
+	for _, err := range checked {
+		if err != nil && !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
+			return nil, err // the store could not be read: nothing was taken, the JobMaster retries
+		}
+	}
 	// A held attempt past its deadline stops before anything is taken.
 	te.expireHeldLocked(time.Now())
 	resp := &clusterv1.AdoptAttemptsResponse{}
@@ -118,6 +129,10 @@ func (h *handler) AdoptAttempts(_ context.Context, req *clusterv1.AdoptAttemptsR
 		out := &clusterv1.AdoptedJob{JobId: e.GetJobId()}
 		resp.Jobs = append(resp.Jobs, out)
 		token := tokenOf(e.GetJobMasterToken())
+		if checked[i] != nil {
+			resp.Refused = append(resp.Refused, apierror.Item(i, checked[i]))
+			continue
+		}
 		if current, ok := te.adoptLocked(e.GetJobId(), token, e.GetJobMasterAddress()); !ok {
 			resp.Refused = append(resp.Refused, apierror.Item(i, staleJob(e.GetJobId(), current)))
 			continue

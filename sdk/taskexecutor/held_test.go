@@ -12,6 +12,7 @@ import (
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/taskexecutor"
 	"github.com/jobplane/jobplane/sdk/wire/apierror"
 )
 
@@ -204,13 +205,17 @@ func stopped(t *testing.T, log *syncBuffer) bool {
 func TestAdoptedAttemptIsHeldBeforeItsLease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	jm, client, log, _ := heldSetup(ctx, t, 30*time.Second)
+	leaders := taskexecutor.NewLeaders(grant(1))
+	leaders.GrantJob("j", grant(2))
+	fake := &jobMaster{timeout: time.Second, offers: offerRegisters, taskLease: 30 * time.Second, store: leaders}
+	jm, client, log := deployTo(ctx, t, fake)
 	newerJobMaster(ctx, t, client)
 	// Adopted by a JobMaster that never answers a heartbeat.
 	const silent = "http://127.0.0.1:1"
 	if resp, err := adopt(ctx, client, silent, 2); err != nil || len(resp.GetJobs()[0].GetAttempts()) != 1 {
 		t.Fatalf("AdoptAttempts under epoch 2 = %v, %v; want the attempt", resp, err)
 	}
+	leaders.GrantJob("j", grant(3))
 	resp, err := adopt(ctx, client, jm, 3)
 	if err != nil || len(resp.GetRefused()) > 0 || len(resp.GetJobs()[0].GetAttempts()) != 1 {
 		t.Fatalf("AdoptAttempts under epoch 3 = %v, %v; want the attempt adopted again", resp, err)

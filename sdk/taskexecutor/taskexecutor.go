@@ -41,7 +41,9 @@ type Config struct {
 	// Store is where the ResourceManager's leadership is found: the
 	// cluster's HA store (any hastore.Store), or electionrpc.Observer
 	// following it over HAStoreService, which links no store backend.
-	// Only its ObserveLeader is called, for election.JobManager. Required.
+	// Only its ObserveLeader is called: for election.JobManager, and for
+	// a job's election to check a JobMaster token that a JobMaster's own
+	// call brings (its first answer only). Required.
 	Store election.Observer
 	// HTTPClient carries calls to the ResourceManager and JobMasters.
 	// Required.

@@ -27,7 +27,9 @@ func grant(epoch uint64) election.Token {
 
 func TestFencing(t *testing.T) {
 	// Run, so that the attempts left running are canceled at the end.
-	te := serveTaskExecutor(t, taskexecutor.Config{Slots: 2, Store: taskexecutor.NewLeaders(grant(5)), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	leaders := taskexecutor.NewLeaders(grant(5))
+	leaders.GrantJob("j", grant(11)) // the newer JobMaster below
+	te := serveTaskExecutor(t, taskexecutor.Config{Slots: 2, Store: leaders, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx := context.Background()
 	request := func(rm, jm uint64, slot int32, alloc string) error {
 		_, err := te.RequestSlot(ctx, &clusterv1.RequestSlotRequest{

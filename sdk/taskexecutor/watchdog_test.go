@@ -32,6 +32,9 @@ type jobMaster struct {
 	clusterv1connect.UnimplementedJobMasterServiceHandler
 	timeout time.Duration
 	offers  offerAnswer
+	// store, if set, is the TaskExecutor's HA store (startWithJobMaster);
+	// else the harness's (serveUnstarted).
+	store *taskexecutor.Leaders
 	// answering says whether the TaskExecutor's heartbeats get through.
 	answering atomic.Bool
 	// lease, if set, is the lease each heartbeat answer grants.
@@ -260,7 +263,11 @@ func startWithJobMaster(t *testing.T, fake *jobMaster) (string, clusterv1connect
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	log := &syncBuffer{}
-	client := serveTaskExecutor(t, taskexecutor.Config{Slots: 1, CancelGrace: 100 * time.Millisecond, AttemptLog: log, Logger: logger})
+	cfg := taskexecutor.Config{Slots: 1, CancelGrace: 100 * time.Millisecond, AttemptLog: log, Logger: logger}
+	if fake.store != nil {
+		cfg.Store = fake.store
+	}
+	client := serveTaskExecutor(t, cfg)
 	return jm, client, log
 }
 

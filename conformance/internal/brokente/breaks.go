@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -26,6 +27,7 @@ var breaks = map[string]string{
 	"stale-rm-until-called":   "takes RequestSlot under a ResourceManager token older than the grant it observed (and registered under) until a call under that grant came, as before contract 1.2",
 	// The hole before contract 1.2.
 	"trust-newer-resource-manager-token": "takes any ResourceManager token newer than the grant it registered under as the current one, granted or not: a forged epoch then locks the real ResourceManager out",
+	"trust-newer-job-master-token":       "takes any JobMaster token newer than the job's current one on a JobMaster's own call (CancelTask, FreeSlot(s), Heartbeat, AdoptAttempts) as the job's current one, granted or not: a forged epoch then locks the job's real JobMaster out",
 	// Running and reporting.
 	"no-offer":         "answers its own OfferSlots (all accepted) without sending them",
 	"never-finished":   "never reports FINISHED",
@@ -62,6 +64,10 @@ type breaker struct {
 	// jobTokens those tokens.
 	jobs      map[string]uint64
 	jobTokens sync.Map
+	// jmTrusted are, by job, the newest JobMaster tokens that the
+	// TaskExecutor refused as not the job's grant and the break took
+	// (trust-newer-job-master-token).
+	jmTrusted map[string]*jobplanev1.FencingToken
 	// offered are the allocations offered, by job, for no-reoffer.
 	offered sync.Map
 	// deployed are the deployments served, for repeat-refused.
@@ -212,6 +218,9 @@ func (b *breaker) serve(next connect.UnaryFunc) connect.UnaryFunc {
 				}
 			}
 		}
+		if b.mode == "trust-newer-job-master-token" {
+			return b.trustJobMaster(ctx, next, req)
+		}
 		resp, err := next(ctx, req)
 		if b.mode == "swallow-refusals" && connect.CodeOf(err) == connect.CodeFailedPrecondition {
 			switch msg.(type) {
@@ -244,6 +253,103 @@ func (b *breaker) trust(msg any, rm, registered *jobplanev1.FencingToken) error 
 		setRMToken(msg, registered)
 	}
 	return nil
+}
+
+// jobMasterSender returns the job and token of a JobMaster's own call
+// that trust-newer-job-master-token breaks, and the answer that takes it.
+func jobMasterSender(msg any) (jobID string, t *jobplanev1.FencingToken, taken connect.AnyResponse) {
+	switch m := msg.(type) {
+	case *clusterv1.CancelTaskRequest:
+		return m.GetJobId(), m.GetJobMasterToken(), connect.NewResponse(&clusterv1.CancelTaskResponse{})
+	case *clusterv1.FreeSlotRequest:
+		return m.GetJobId(), m.GetJobMasterToken(), connect.NewResponse(&clusterv1.FreeSlotResponse{})
+	case *clusterv1.FreeSlotsRequest:
+		return m.GetJobId(), m.GetJobMasterToken(), connect.NewResponse(&clusterv1.FreeSlotsResponse{})
+	case *clusterv1.TaskExecutorServiceHeartbeatRequest:
+		if jm := m.GetJobMaster(); jm != nil {
+			return jm.GetJobId(), jm.GetToken(), connect.NewResponse(&clusterv1.TaskExecutorServiceHeartbeatResponse{})
+		}
+	}
+	return "", nil, nil
+}
+
+// trustJobMaster serves a call as a TaskExecutor that takes any newer
+// JobMaster token would: a JobMaster's own call that the TaskExecutor
+// refuses STALE_FENCING_TOKEN under a token newer than the one the break
+// took for the job is answered as taken (an AdoptAttempts entry so refused
+// is dropped from the refusals), and from then on every call for the job
+// under an older token, the real JobMaster's too, is refused naming it.
+func (b *breaker) trustJobMaster(ctx context.Context, next connect.UnaryFunc, req connect.AnyRequest) (connect.AnyResponse, error) {
+	msg := req.Any()
+	trusted := func(jobID string) *jobplanev1.FencingToken {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.jmTrusted[jobID]
+	}
+	take := func(jobID string, t *jobplanev1.FencingToken) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.jmTrusted == nil {
+			b.jmTrusted = make(map[string]*jobplanev1.FencingToken)
+		}
+		if t.GetEpoch() > b.jmTrusted[jobID].GetEpoch() {
+			b.jmTrusted[jobID] = t
+		}
+	}
+	stale := func(jobID string, t *jobplanev1.FencingToken) error {
+		if tr := trusted(jobID); tr != nil && t.GetEpoch() < tr.GetEpoch() {
+			return apierror.StaleToken(election.Job(jobID), tr.GetSessionId(), tr.GetEpoch())
+		}
+		return nil
+	}
+	if m, ok := msg.(*clusterv1.AdoptAttemptsRequest); ok {
+		for _, j := range m.GetJobs() {
+			if err := stale(j.GetJobId(), j.GetJobMasterToken()); err != nil {
+				return nil, err
+			}
+		}
+		resp, err := next(ctx, req)
+		if err != nil {
+			return resp, err
+		}
+		out, _ := resp.Any().(*clusterv1.AdoptAttemptsResponse)
+		kept := out.GetRefused()[:0]
+		for _, r := range out.GetRefused() {
+			if r.GetReason() == jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN && int(r.GetIndex()) < len(m.GetJobs()) {
+				if j := m.GetJobs()[r.GetIndex()]; newerThan(j.GetJobMasterToken(), r.GetMetadata()["current_epoch"]) {
+					take(j.GetJobId(), j.GetJobMasterToken())
+					continue
+				}
+			}
+			kept = append(kept, r)
+		}
+		out.Refused = kept
+		return resp, nil
+	}
+	jobID, t, taken := jobMasterSender(msg)
+	if jobID == "" {
+		if jc, ok := msg.(jobCall); ok {
+			if err := stale(jc.GetJobId(), jc.GetJobMasterToken()); err != nil {
+				return nil, err
+			}
+		}
+		return next(ctx, req)
+	}
+	if err := stale(jobID, t); err != nil {
+		return nil, err
+	}
+	resp, err := next(ctx, req)
+	if reason, md, _ := apierror.Info(err); reason == jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN && newerThan(t, md["current_epoch"]) {
+		take(jobID, t)
+		return taken, nil
+	}
+	return resp, err
+}
+
+// newerThan reports whether t's epoch is past the decimal epoch.
+func newerThan(t *jobplanev1.FencingToken, epoch string) bool {
+	e, _ := strconv.ParseUint(epoch, 10, 64)
+	return t.GetEpoch() > e
 }
 
 func setRMToken(msg any, t *jobplanev1.FencingToken) {

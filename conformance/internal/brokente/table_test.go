@@ -41,6 +41,7 @@ var mustFail = map[string][]string{
 	// Since contract 1.2.
 	"stale-rm-until-called":              {"taskexecutor/follows-resource-manager"},
 	"trust-newer-resource-manager-token": {"taskexecutor/forged-resource-manager-token-refused"},
+	"trust-newer-job-master-token":       {"taskexecutor/forged-job-master-token-refused"},
 }
 
 // TestEveryTaskExecutorCaseCatchesABrokenTaskExecutor runs the

@@ -431,6 +431,8 @@ export class Worker {
   private rmWatching = false;
   /** The calls waiting for the observation to change (see checkResourceManager). */
   private readonly rmWaiters = new Set<() => void>();
+  /** The HA store's clients that check JobMaster tokens (checkJobMaster), made at the first check. */
+  private storeClients: ConnectClient<typeof HAStoreService>[] | undefined;
   private server: http2.Http2Server | undefined;
   private readonly h2sessions = new Set<http2.ServerHttp2Session>();
   private addr = "";
@@ -875,6 +877,49 @@ export class Worker {
       });
     }
     throw this.staleResourceManager();
+  }
+
+  /**
+   * checkJobMaster admits a call from a JobMaster of jobId under token t,
+   * before the call changes anything. The job's current token, or an older
+   * one (which adopt refuses), passes at once (no promise: the steady state
+   * costs what it did); another token of the current epoch was never
+   * granted, and throws STALE_FENCING_TOKEN. A newer token, or the job's
+   * first here, passes only if the HA store shows it as the grant of
+   * "job/<job_id>": the returned promise reads it (GetLeader, linearizable
+   * since contract 1.2) within grantWaitMs, and rejects with
+   * STALE_FENCING_TOKEN naming the grant, or STORE_UNAVAILABLE if no store
+   * answered. The token's session proves nothing: that of the grant of
+   * "jobmanager" is public. A refusal changes nothing.
+   */
+  private checkJobMaster(jobId: string, t: FencingToken | undefined, signal?: AbortSignal): Promise<void> | undefined {
+    const current = this.jobs.get(jobId)?.token;
+    if (sameToken(t, current) || epochOf(t) < epochOf(current)) return undefined;
+    if (epochOf(t) === epochOf(current)) throw staleToken(jobElection(jobId), current);
+    return this.readJobGrant(jobId, t, signal);
+  }
+
+  /** readJobGrant resolves if the HA store shows t as the grant of the job's election (see checkJobMaster). */
+  private async readJobGrant(jobId: string, t: FencingToken | undefined, signal?: AbortSignal): Promise<void> {
+    const election = jobElection(jobId);
+    const call = AbortSignal.any([AbortSignal.timeout(grantWaitMs), ...(signal ? [signal] : [])]);
+    this.storeClients ??= this.opts.hastore.map((url) => createClient(HAStoreService, this.transport(url)));
+    let grant: FencingToken | undefined;
+    let answered = false;
+    for (const store of this.storeClients) {
+      try {
+        grant = (await store.getLeader({ election }, { signal: call })).leader?.token;
+        answered = true;
+        break;
+      } catch (e) {
+        this.log(`reading the grant of ${election} failed: ${String(e)}`);
+        if (call.aborted) break;
+      }
+    }
+    if (answered && sameToken(grant, t)) return;
+    if (answered) throw staleToken(election, grant);
+    if (signal?.aborted) throw new ConnectError("the call ended while it read the JobMaster's grant", Code.Canceled);
+    throw apiError(ErrorReason.STORE_UNAVAILABLE, "the HA store could not be read to check the JobMaster's token; nothing was done, retry", { election });
   }
 
   /** staleResourceManager refuses a token that is not the current one, naming the grant the store shows, else the newest seen. */
@@ -1454,17 +1499,21 @@ export class Worker {
         });
         return { refused };
       },
-      submitTask: (req) => {
+      submitTask: async (req, ctx) => {
         const fields = [...Worker.jobFields(req.jobId, req.jobMasterToken), ...Worker.taskFields("", req.allocationId, req.attempt, req.invokable)];
         if (fields.length > 0) throw badRequest(fields);
+        const check = this.checkJobMaster(req.jobId, req.jobMasterToken, ctx.signal);
+        if (check) await check;
         this.followDeployment(req.jobId, req.jobMasterToken, req.heartbeatTimeout, req.taskLease);
         this.deploy(req);
         return {};
       },
-      submitTasks: (req) => {
+      submitTasks: async (req, ctx) => {
         const fields = Worker.jobFields(req.jobId, req.jobMasterToken);
         req.tasks.forEach((d, i) => fields.push(...Worker.taskFields(`tasks[${i}].`, d.allocationId, d.attempt, d.invokable)));
         if (fields.length > 0) throw badRequest(fields);
+        const check = this.checkJobMaster(req.jobId, req.jobMasterToken, ctx.signal);
+        if (check) await check;
         this.followDeployment(req.jobId, req.jobMasterToken, req.heartbeatTimeout, req.taskLease);
         const refused: ItemError[] = [];
         req.tasks.forEach((d, i) => {
@@ -1476,21 +1525,27 @@ export class Worker {
         });
         return { refused };
       },
-      cancelTask: (req) => {
+      cancelTask: async (req, ctx) => {
+        const check = this.checkJobMaster(req.jobId, req.jobMasterToken, ctx.signal);
+        if (check) await check;
         this.follow(req.jobId, req.jobMasterToken);
         for (const s of this.slots) {
           if (s.jobId === req.jobId && s.task && sameAttempt(s.task.req.attempt, req.attempt)) s.task.abort.abort();
         }
         return {};
       },
-      freeSlot: (req) => {
+      freeSlot: async (req, ctx) => {
+        const check = this.checkJobMaster(req.jobId, req.jobMasterToken, ctx.signal);
+        if (check) await check;
         this.follow(req.jobId, req.jobMasterToken);
         for (const s of this.slots) if (s.allocationId === req.allocationId && s.jobId === req.jobId) this.release(s, "");
         return {};
       },
-      freeSlots: (req) => {
+      freeSlots: async (req, ctx) => {
         const fields = Worker.jobFields(req.jobId, req.jobMasterToken);
         if (fields.length > 0) throw badRequest(fields);
+        const check = this.checkJobMaster(req.jobId, req.jobMasterToken, ctx.signal);
+        if (check) await check;
         this.follow(req.jobId, req.jobMasterToken);
         const ids = new Set(req.allocationIds);
         for (const s of this.slots) if (ids.has(s.allocationId) && s.jobId === req.jobId) this.release(s, "");
@@ -1509,6 +1564,10 @@ export class Worker {
             jobId = req.sender.value.jobId;
             token = req.sender.value.token;
             if (jobId === "") throw badRequest([{ path: "job_master.job_id", description: "required" }]);
+            {
+              const check = this.checkJobMaster(jobId, token, ctx.signal);
+              if (check) await check;
+            }
             this.follow(jobId, token);
             break;
           default:
@@ -1525,7 +1584,7 @@ export class Worker {
         }
         return { taskExecutorId: this.id, slotReport: this.slotReport(), tasks };
       },
-      adoptAttempts: (req) => {
+      adoptAttempts: async (req, ctx) => {
         const fields: Field[] = [];
         req.jobs.forEach((e, i) => {
           for (const f of Worker.jobFields(e.jobId, e.jobMasterToken)) fields.push({ path: `jobs[${i}].${f.path}`, description: f.description });
@@ -1534,6 +1593,21 @@ export class Worker {
         if (req.jobs.length === 0) fields.push({ path: "jobs", description: "required" });
         if (fields.length > 0) throw badRequest(fields);
         this.log(`AdoptAttempts: ${req.jobs.length} jobs`);
+        // The jobs' new tokens are read in parallel; a store that could
+        // not be read refuses the whole call, before anything is taken.
+        const checked = await Promise.all(
+          req.jobs.map(async (e) => {
+            try {
+              await this.checkJobMaster(e.jobId, e.jobMasterToken, ctx.signal);
+              return undefined;
+            } catch (err) {
+              return err;
+            }
+          }),
+        );
+        for (const err of checked) {
+          if (err !== undefined && ConnectError.from(err).code !== Code.Aborted) throw err;
+        }
         // A held attempt past its deadline stops before anything is taken.
         this.scheduleHeld();
         const jobs: AdoptedJob[] = [];
@@ -1542,6 +1616,10 @@ export class Worker {
           const out = create(AdoptedJobSchema, { jobId: e.jobId });
           jobs.push(out);
           const token = e.jobMasterToken!;
+          if (checked[i] !== undefined) {
+            refused.push(itemError(i, checked[i]));
+            return;
+          }
           if (!this.adopt(e.jobId, token, e.jobMasterAddress)) {
             refused.push(itemError(i, staleToken(jobElection(e.jobId), this.jobs.get(e.jobId)?.token)));
             return;
@@ -1597,6 +1675,8 @@ export class Worker {
     if (req.attempts.length === 0) fields.push({ path: "attempts", description: "required" });
     req.attempts.forEach((a, i) => a.vertexId === "" && fields.push({ path: `attempts[${i}].vertex_id`, description: "required" }));
     if (fields.length > 0) throw badRequest(fields);
+    const check = this.checkJobMaster(req.jobId, req.jobMasterToken, ctx.signal);
+    if (check) await check;
     this.follow(req.jobId, req.jobMasterToken);
     const acks = req.attempts.map((a) => {
       const t = this.slots.find((s) => s.jobId === req.jobId && s.task && sameAttempt(s.task.req.attempt, a))?.task;

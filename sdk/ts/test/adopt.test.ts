@@ -31,7 +31,7 @@ import { ExecutionState } from "../gen/jobplane/v1/execution_pb.js";
 import { Worker, reasonOf, type Task } from "../src/index.js";
 import { apiError } from "../src/fence.js";
 import { waitFor } from "./cluster.js";
-import { startLeaders } from "./leaders.js";
+import { startLeaders, type Leaders } from "./leaders.js";
 
 // No ResourceManager: the test makes the ResourceManager's calls itself.
 const nowhere = "http://127.0.0.1:1";
@@ -121,6 +121,8 @@ interface Setup {
   runs: Task[];
   /** The worker's log lines. */
   logs: string[];
+  /** The worker's HA store. */
+  leaders: Leaders;
 }
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -129,9 +131,12 @@ const cleanups: (() => Promise<void>)[] = [];
  * startWorker starts a Worker of two slots whose function "hold" runs until
  * its attempt is canceled, and a client of it; both end with the test.
  */
-async function startWorker(fake: FakeJobMaster, logs?: string[]): Promise<{ worker: Worker; te: TE; runs: Task[] }> {
-  // The store grants "jobmanager" to the test's ResourceManager token.
+async function startWorker(fake: FakeJobMaster, logs?: string[]): Promise<{ worker: Worker; te: TE; runs: Task[]; leaders: Leaders }> {
+  // The store grants "jobmanager" to the test's ResourceManager token, and
+  // job "j" to the newer JobMaster, which comes in by a call of its own
+  // (newerJobMaster); the older one comes with RequestSlot.
   const leaders = await startLeaders(rm);
+  leaders.grantJob("j", newer);
   const worker = new Worker({ hastore: leaders.url, slots: 2, cancelGraceMs: 1000, ...(logs ? { log: (l: string) => logs.push(l) } : {}) });
   const runs: Task[] = [];
   worker.register("hold", async (task) => {
@@ -147,7 +152,7 @@ async function startWorker(fake: FakeJobMaster, logs?: string[]): Promise<{ work
     await fake.close();
     await leaders.close();
   });
-  return { worker, te, runs };
+  return { worker, te, runs, leaders };
 }
 
 /**
@@ -158,14 +163,14 @@ async function startWorker(fake: FakeJobMaster, logs?: string[]): Promise<{ work
 async function setup(taskLeaseMs: number, signal: AbortSignal): Promise<Setup> {
   const fake = await startJobMaster(taskLeaseMs);
   const logs: string[] = [];
-  const { worker, te, runs } = await startWorker(fake, logs);
+  const { worker, te, runs, leaders } = await startWorker(fake, logs);
   await te.requestSlot({ resourceManagerToken: rm, slotIndex: 0, allocationId: "a", jobId: "j", jobMasterAddress: fake.url, jobMasterToken: older }, { signal });
   await waitFor("the slot's offer", () => fake.offers > 0);
   await te.submitTask({ jobId: "j", jobMasterToken: older, allocationId: "a", attempt, invokable: "hold", heartbeatTimeout: durationFromMs(1000) }, { signal });
   await waitFor("the attempt to run", () => runs.length === 1);
   const base = fake.answered;
   await waitFor("two heartbeat answers since the deployment", () => fake.answered >= base + 2);
-  return { fake, worker, te, runs, logs };
+  return { fake, worker, te, runs, logs, leaders };
 }
 
 /** newerJobMaster makes token 2 the job's by a fenced call of its own. */
@@ -248,7 +253,7 @@ describe("adoption under a task lease with the node worker", { timeout: 120_000 
 
   test("an adopted attempt is held for a yet newer JobMaster before its adopter granted a lease", { timeout: 60_000 }, async () => {
     const signal = AbortSignal.timeout(50_000);
-    const { fake, te, runs } = await setup(30_000, signal);
+    const { fake, te, runs, leaders } = await setup(30_000, signal);
     const task = runs[0];
     await newerJobMaster(te, signal);
     // Adopted under epoch 2 by a JobMaster that never answers a heartbeat,
@@ -258,6 +263,7 @@ describe("adoption under a task lease with the node worker", { timeout: 120_000 
     assert.equal(first.jobs[0]?.attempts.length, 1);
     // A yet newer JobMaster adopts it again: held, not canceled.
     const newest = { sessionId: "jm-3", epoch: 3n };
+    leaders.grantJob("j", newest);
     const again = await adopt(te, fake.url, newest, signal);
     assert.deepEqual(again.refused, []);
     assert.equal(again.jobs[0]?.attempts.length, 1, "the attempt adopted under epoch 2 was not held for epoch 3");

@@ -88,6 +88,9 @@ describe("TriggerCheckpoint on the node Worker", { timeout: 120_000 }, () => {
       ]),
     );
     leaders = await startLeaders(rm); // grants "jobmanager" to the test's ResourceManager token
+    // The newer JobMaster below comes in by a trigger of its own: the
+    // store shows it as the job's grant.
+    leaders.grantJob(jobId, { sessionId: "jm-3", epoch: 3n });
     worker = new Worker({ hastore: leaders.url, slots: 4 });
     worker.register("stateful", async (task) => {
       tasks.set(task.vertexId, task);

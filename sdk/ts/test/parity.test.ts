@@ -107,6 +107,13 @@ describe("fencing answers of the node Worker and the reference TaskExecutor", { 
       new Compared(toJson(AdoptAttemptsResponseSchema, await te.adoptAttempts({ jobs }, { signal })));
     const adoptJob = "parity-adopt";
     const adoptToken = { sessionId: "jm-adopt", epoch: 7n };
+    // The store shows the JobMasters that the cases bring in by calls of
+    // their own (since 1.2 a TaskExecutor takes such a token only as the
+    // job's grant); token 100 comes with RequestSlot.
+    leaders.grantJob(jobId, newer);
+    leaders.grantJob("parity-unknown", { sessionId: "jm-u", epoch: 3n });
+    leaders.grantJob("parity-unknown-2", { sessionId: "jm-u2", epoch: 1n });
+    leaders.grantJob(adoptJob, { sessionId: "jm-adopt-2", epoch: 8n });
     // Each case, in order, against each TaskExecutor; the first makes the
     // job's JobMaster token 100 (and the ResourceManager's 50) current.
     const cases: [string, (te: TE) => Promise<unknown>, Partial<Answer>][] = [
@@ -159,6 +166,13 @@ describe("fencing answers of the node Worker and the reference TaskExecutor", { 
         "SubmitTask without a token",
         (te) => te.submitTask({ jobId, allocationId: "alloc-0", attempt, invokable: "greet" }, { signal }),
         { code: Code.InvalidArgument, reason: "jobplane/INVALID_ARGUMENT", violations: ["job_master_token"] },
+      ],
+      [
+        // An epoch the store never granted (since 1.2): refused at once,
+        // naming the job's grant; nothing changes.
+        "CancelTask under a forged newer JobMaster token",
+        (te) => te.cancelTask({ jobId, jobMasterToken: { sessionId: "jm-forged", epoch: 1000n }, attempt }, { signal }),
+        { code: Code.Aborted, reason: "jobplane/STALE_FENCING_TOKEN", stale: { election: "job/" + jobId, epoch: "101", sessionId: "jm-new" } },
       ],
       ["CancelTask under a newer token: adopted", (te) => te.cancelTask({ jobId, jobMasterToken: newer, attempt }, { signal }), { code: "ok" }],
       [

@@ -160,8 +160,9 @@ export const ItemErrorSchema: GenMessage<ItemError> = /*@__PURE__*/
  *   as FencingToken's rules say, and MUST NOT step down on the strength of
  *   that token alone. A receiver that only tracks the leader (a TaskExecutor)
  *   MUST adopt a newer token as the current one; since 1.2, a newer
- *   ResourceManager token only once the HA store shows it as the current
- *   grant (see jobplane.cluster.v1.TaskExecutorService).
+ *   ResourceManager token, or a JobMaster token that came in a JobMaster's
+ *   own call, only once the HA store shows it as the current grant (see
+ *   jobplane.cluster.v1.TaskExecutorService).
  * * Invalid input MUST be answered with INVALID_ARGUMENT, reason
  *   INVALID_ARGUMENT, and a `google.rpc.BadRequest` detail with one field
  *   violation per offending field (the field path in proto names, e.g.

@@ -120,7 +120,9 @@ type TaskExecutorServiceClient interface {
 	//
 	// Errors: INVALID_ARGUMENT for a missing field; ABORTED
 	// (STALE_FENCING_TOKEN) for a JobMaster token older than the job's
-	// current one; FAILED_PRECONDITION (SLOT_NOT_ALLOCATED) if the allocation
+	// current one or (since 1.2) another one that the HA store does not show
+	// as the job's grant; UNAVAILABLE (STORE_UNAVAILABLE) if such a token
+	// cannot be checked (since 1.2); FAILED_PRECONDITION (SLOT_NOT_ALLOCATED) if the allocation
 	// is not held for the job here; FAILED_PRECONDITION (SLOT_OCCUPIED) if
 	// another attempt still runs in the slot; FAILED_PRECONDITION
 	// (UNKNOWN_INVOKABLE) if no invokable of that name is registered, which
@@ -136,8 +138,10 @@ type TaskExecutorServiceClient interface {
 	// as it was. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field in the call or in any
-	// task, and ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
-	// than the job's current one: nothing is deployed. Per task
+	// task, ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older than
+	// the job's current one or (since 1.2) another one that the HA store does
+	// not show as the job's grant, and UNAVAILABLE (STORE_UNAVAILABLE) if such
+	// a token cannot be checked (since 1.2): nothing is deployed. Per task
 	// (SubmitTasksResponse.refused): SLOT_NOT_ALLOCATED, SLOT_OCCUPIED,
 	// UNKNOWN_INVOKABLE or NOT_REGISTERED, as for SubmitTask.
 	SubmitTasks(context.Context, *v1.SubmitTasksRequest) (*v1.SubmitTasksResponse, error)
@@ -145,14 +149,18 @@ type TaskExecutorServiceClient interface {
 	// unknown or already terminal MUST succeed and change nothing. Idempotent.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
-	// than the job's current one.
+	// than the job's current one or (since 1.2) another one that the HA store
+	// does not show as the job's grant; UNAVAILABLE (STORE_UNAVAILABLE) if
+	// such a token cannot be checked (since 1.2). Nothing is canceled then.
 	CancelTask(context.Context, *v1.CancelTaskRequest) (*v1.CancelTaskResponse, error)
 	// FreeSlot releases a slot allocated to a job; an attempt still running in
 	// it MUST be canceled. Freeing a free or unknown allocation MUST succeed
 	// and change nothing. Idempotent.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
-	// than the job's current one.
+	// than the job's current one or (since 1.2) another one that the HA store
+	// does not show as the job's grant; UNAVAILABLE (STORE_UNAVAILABLE) if
+	// such a token cannot be checked (since 1.2). Nothing is freed then.
 	FreeSlot(context.Context, *v1.FreeSlotRequest) (*v1.FreeSlotResponse, error)
 	// FreeSlots releases several slots allocated to one job, each as FreeSlot
 	// would, under one JobMaster token: an attempt still running in a freed
@@ -161,7 +169,9 @@ type TaskExecutorServiceClient interface {
 	//
 	// Errors: INVALID_ARGUMENT for a missing job id or token; ABORTED
 	// (STALE_FENCING_TOKEN) for a JobMaster token older than the job's
-	// current one, in which case nothing is freed.
+	// current one or (since 1.2) another one that the HA store does not show
+	// as the job's grant; UNAVAILABLE (STORE_UNAVAILABLE) if such a token
+	// cannot be checked (since 1.2). Nothing is freed then.
 	FreeSlots(context.Context, *v1.FreeSlotsRequest) (*v1.FreeSlotsResponse, error)
 	// Heartbeat asks the TaskExecutor for its state, on behalf of the
 	// ResourceManager or of a job's JobMaster (`sender`).
@@ -173,8 +183,10 @@ type TaskExecutorServiceClient interface {
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a token older than the newest
 	// this TaskExecutor has seen for the sender, or (since 1.2) a
-	// ResourceManager token newer but not the current grant; UNAVAILABLE
-	// (STORE_UNAVAILABLE) if a newer ResourceManager token cannot be checked
+	// ResourceManager token newer but not the current grant of `jobmanager`,
+	// or a JobMaster token other than the job's current one that the HA store
+	// does not show as the job's grant; UNAVAILABLE (STORE_UNAVAILABLE) if a
+	// newer ResourceManager token or such a JobMaster token cannot be checked
 	// (since 1.2).
 	Heartbeat(context.Context, *v1.TaskExecutorServiceHeartbeatRequest) (*v1.TaskExecutorServiceHeartbeatResponse, error)
 	// AdoptAttempts hands the attempts this TaskExecutor holds for jobs to the
@@ -187,8 +199,10 @@ type TaskExecutorServiceClient interface {
 	// Each entry names a job, its JobMaster's token and the address of the
 	// JobMaster's process, and MUST be taken as one JobMaster call: a token
 	// older than the newest this TaskExecutor has seen for the job MUST be
-	// refused (the entry's ItemError, STALE_FENCING_TOKEN); an equal or newer
-	// one MUST be followed. Then, in one step, every attempt held here for the
+	// refused (the entry's ItemError, STALE_FENCING_TOKEN); so MUST (since
+	// 1.2) a token other than the job's current one that the HA store does not
+	// show as the job's grant (see the service comment), with nothing done for
+	// the job; an equal one, or a newer one the store shows, MUST be followed. Then, in one step, every attempt held here for the
 	// job, under whatever older token it was deployed, MUST move to the entry's
 	// token: from then on a call under an older token is refused for it, its
 	// state changes are reported to this JobMaster only, and it stops by this
@@ -210,7 +224,9 @@ type TaskExecutorServiceClient interface {
 	// a call MUST change nothing more. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for an entry without job id, token or
-	// address (the whole call MUST be refused).
+	// address (the whole call MUST be refused); UNAVAILABLE
+	// (STORE_UNAVAILABLE) if the HA store cannot be read to check an entry's
+	// token (since 1.2; the whole call MUST be refused, with nothing done).
 	AdoptAttempts(context.Context, *v1.AdoptAttemptsRequest) (*v1.AdoptAttemptsResponse, error)
 	// GetTaskOutput returns output that an execution attempt made on this
 	// TaskExecutor: what its function logged and, for the built-in exec,
@@ -245,7 +261,9 @@ type TaskExecutorServiceClient interface {
 	// Since 1.2.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) if a newer JobMaster of the job is
-	// known here; INVALID_ARGUMENT for a missing job id, token or attempt, or a
+	// known here, or (since 1.2) if the token is another that the HA store
+	// does not show as the job's grant; UNAVAILABLE (STORE_UNAVAILABLE) if
+	// such a token cannot be checked (since 1.2); INVALID_ARGUMENT for a missing job id, token or attempt, or a
 	// checkpoint id of 0. An attempt not running here is no error: its answer
 	// MUST decline.
 	TriggerCheckpoint(context.Context, *v1.TriggerCheckpointRequest) (*v1.TriggerCheckpointResponse, error)
@@ -498,7 +516,9 @@ type TaskExecutorServiceHandler interface {
 	//
 	// Errors: INVALID_ARGUMENT for a missing field; ABORTED
 	// (STALE_FENCING_TOKEN) for a JobMaster token older than the job's
-	// current one; FAILED_PRECONDITION (SLOT_NOT_ALLOCATED) if the allocation
+	// current one or (since 1.2) another one that the HA store does not show
+	// as the job's grant; UNAVAILABLE (STORE_UNAVAILABLE) if such a token
+	// cannot be checked (since 1.2); FAILED_PRECONDITION (SLOT_NOT_ALLOCATED) if the allocation
 	// is not held for the job here; FAILED_PRECONDITION (SLOT_OCCUPIED) if
 	// another attempt still runs in the slot; FAILED_PRECONDITION
 	// (UNKNOWN_INVOKABLE) if no invokable of that name is registered, which
@@ -514,8 +534,10 @@ type TaskExecutorServiceHandler interface {
 	// as it was. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing field in the call or in any
-	// task, and ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
-	// than the job's current one: nothing is deployed. Per task
+	// task, ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older than
+	// the job's current one or (since 1.2) another one that the HA store does
+	// not show as the job's grant, and UNAVAILABLE (STORE_UNAVAILABLE) if such
+	// a token cannot be checked (since 1.2): nothing is deployed. Per task
 	// (SubmitTasksResponse.refused): SLOT_NOT_ALLOCATED, SLOT_OCCUPIED,
 	// UNKNOWN_INVOKABLE or NOT_REGISTERED, as for SubmitTask.
 	SubmitTasks(context.Context, *v1.SubmitTasksRequest) (*v1.SubmitTasksResponse, error)
@@ -523,14 +545,18 @@ type TaskExecutorServiceHandler interface {
 	// unknown or already terminal MUST succeed and change nothing. Idempotent.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
-	// than the job's current one.
+	// than the job's current one or (since 1.2) another one that the HA store
+	// does not show as the job's grant; UNAVAILABLE (STORE_UNAVAILABLE) if
+	// such a token cannot be checked (since 1.2). Nothing is canceled then.
 	CancelTask(context.Context, *v1.CancelTaskRequest) (*v1.CancelTaskResponse, error)
 	// FreeSlot releases a slot allocated to a job; an attempt still running in
 	// it MUST be canceled. Freeing a free or unknown allocation MUST succeed
 	// and change nothing. Idempotent.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
-	// than the job's current one.
+	// than the job's current one or (since 1.2) another one that the HA store
+	// does not show as the job's grant; UNAVAILABLE (STORE_UNAVAILABLE) if
+	// such a token cannot be checked (since 1.2). Nothing is freed then.
 	FreeSlot(context.Context, *v1.FreeSlotRequest) (*v1.FreeSlotResponse, error)
 	// FreeSlots releases several slots allocated to one job, each as FreeSlot
 	// would, under one JobMaster token: an attempt still running in a freed
@@ -539,7 +565,9 @@ type TaskExecutorServiceHandler interface {
 	//
 	// Errors: INVALID_ARGUMENT for a missing job id or token; ABORTED
 	// (STALE_FENCING_TOKEN) for a JobMaster token older than the job's
-	// current one, in which case nothing is freed.
+	// current one or (since 1.2) another one that the HA store does not show
+	// as the job's grant; UNAVAILABLE (STORE_UNAVAILABLE) if such a token
+	// cannot be checked (since 1.2). Nothing is freed then.
 	FreeSlots(context.Context, *v1.FreeSlotsRequest) (*v1.FreeSlotsResponse, error)
 	// Heartbeat asks the TaskExecutor for its state, on behalf of the
 	// ResourceManager or of a job's JobMaster (`sender`).
@@ -551,8 +579,10 @@ type TaskExecutorServiceHandler interface {
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) for a token older than the newest
 	// this TaskExecutor has seen for the sender, or (since 1.2) a
-	// ResourceManager token newer but not the current grant; UNAVAILABLE
-	// (STORE_UNAVAILABLE) if a newer ResourceManager token cannot be checked
+	// ResourceManager token newer but not the current grant of `jobmanager`,
+	// or a JobMaster token other than the job's current one that the HA store
+	// does not show as the job's grant; UNAVAILABLE (STORE_UNAVAILABLE) if a
+	// newer ResourceManager token or such a JobMaster token cannot be checked
 	// (since 1.2).
 	Heartbeat(context.Context, *v1.TaskExecutorServiceHeartbeatRequest) (*v1.TaskExecutorServiceHeartbeatResponse, error)
 	// AdoptAttempts hands the attempts this TaskExecutor holds for jobs to the
@@ -565,8 +595,10 @@ type TaskExecutorServiceHandler interface {
 	// Each entry names a job, its JobMaster's token and the address of the
 	// JobMaster's process, and MUST be taken as one JobMaster call: a token
 	// older than the newest this TaskExecutor has seen for the job MUST be
-	// refused (the entry's ItemError, STALE_FENCING_TOKEN); an equal or newer
-	// one MUST be followed. Then, in one step, every attempt held here for the
+	// refused (the entry's ItemError, STALE_FENCING_TOKEN); so MUST (since
+	// 1.2) a token other than the job's current one that the HA store does not
+	// show as the job's grant (see the service comment), with nothing done for
+	// the job; an equal one, or a newer one the store shows, MUST be followed. Then, in one step, every attempt held here for the
 	// job, under whatever older token it was deployed, MUST move to the entry's
 	// token: from then on a call under an older token is refused for it, its
 	// state changes are reported to this JobMaster only, and it stops by this
@@ -588,7 +620,9 @@ type TaskExecutorServiceHandler interface {
 	// a call MUST change nothing more. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for an entry without job id, token or
-	// address (the whole call MUST be refused).
+	// address (the whole call MUST be refused); UNAVAILABLE
+	// (STORE_UNAVAILABLE) if the HA store cannot be read to check an entry's
+	// token (since 1.2; the whole call MUST be refused, with nothing done).
 	AdoptAttempts(context.Context, *v1.AdoptAttemptsRequest) (*v1.AdoptAttemptsResponse, error)
 	// GetTaskOutput returns output that an execution attempt made on this
 	// TaskExecutor: what its function logged and, for the built-in exec,
@@ -623,7 +657,9 @@ type TaskExecutorServiceHandler interface {
 	// Since 1.2.
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) if a newer JobMaster of the job is
-	// known here; INVALID_ARGUMENT for a missing job id, token or attempt, or a
+	// known here, or (since 1.2) if the token is another that the HA store
+	// does not show as the job's grant; UNAVAILABLE (STORE_UNAVAILABLE) if
+	// such a token cannot be checked (since 1.2); INVALID_ARGUMENT for a missing job id, token or attempt, or a
 	// checkpoint id of 0. An attempt not running here is no error: its answer
 	// MUST decline.
 	TriggerCheckpoint(context.Context, *v1.TriggerCheckpointRequest) (*v1.TriggerCheckpointResponse, error)

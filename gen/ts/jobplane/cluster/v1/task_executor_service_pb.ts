@@ -1180,6 +1180,34 @@ export const HeldAttemptSchema: GenMessage<HeldAttempt> = /*@__PURE__*/
  * `jobmanager` that the TaskExecutor observes counts as seen: once it has
  * observed one, a call under an older token MUST be refused.
  *
+ * Since 1.2, a JobMaster token for a job other than the job's current one
+ * here (a newer one, or the first this TaskExecutor sees for the job) MUST
+ * become the job's current token only if (a) it came in RequestSlot or
+ * RequestSlots under the current ResourceManager token (the ResourceManager
+ * registers a JobMaster's token only once the HA store shows it as the job's
+ * grant: ResourceManagerService.RegisterJobMaster), or (b) the HA store shows
+ * it as the current grant of the election `job/<job_id>`, as the
+ * TaskExecutor reads it (GetLeader, or the first answer of ObserveLeader,
+ * both linearizable) when the call comes. This holds for every call from a
+ * JobMaster that carries its token (SubmitTask, SubmitTasks, CancelTask,
+ * FreeSlot, FreeSlots, Heartbeat from a `job_master`, AdoptAttempts,
+ * TriggerCheckpoint). The token's session proves nothing: the session of
+ * the `jobmanager` grant, whose process leads the jobs (see
+ * jobplane.v1.DispatcherService), is public, so a token in it with an epoch
+ * never granted MUST NOT pass without the read. A JobMaster calls only once
+ * it won the grant, so the read shows it; the TaskExecutor MAY wait a few
+ * seconds for the store's answer (informative: the reference TaskExecutor
+ * waits at most 2 s, and reads in parallel the jobs of one AdoptAttempts).
+ * A token that is not the current grant (never granted, no longer the grant,
+ * or another session's token of the job's current epoch) MUST be refused
+ * with ABORTED (STALE_FENCING_TOKEN), naming the grant the store showed in
+ * StaleTokenDetails if it is known, and MUST NOT change anything: no attempt
+ * is canceled or held for adoption, and the job's real JobMaster keeps being
+ * served, so that a caller cannot make up a token that stops a job's work
+ * and locks its JobMaster out. If the store cannot be read, the call MUST
+ * fail with UNAVAILABLE (STORE_UNAVAILABLE), with nothing done. A call under
+ * the job's current token needs no read.
+ *
  * A slot MUST run at most one execution attempt at a time.
  *
  * RequestSlots, SubmitTasks and FreeSlots do for many slots or attempts in
@@ -1285,7 +1313,9 @@ export const TaskExecutorService: GenService<{
    *
    * Errors: INVALID_ARGUMENT for a missing field; ABORTED
    * (STALE_FENCING_TOKEN) for a JobMaster token older than the job's
-   * current one; FAILED_PRECONDITION (SLOT_NOT_ALLOCATED) if the allocation
+   * current one or (since 1.2) another one that the HA store does not show
+   * as the job's grant; UNAVAILABLE (STORE_UNAVAILABLE) if such a token
+   * cannot be checked (since 1.2); FAILED_PRECONDITION (SLOT_NOT_ALLOCATED) if the allocation
    * is not held for the job here; FAILED_PRECONDITION (SLOT_OCCUPIED) if
    * another attempt still runs in the slot; FAILED_PRECONDITION
    * (UNKNOWN_INVOKABLE) if no invokable of that name is registered, which
@@ -1309,8 +1339,10 @@ export const TaskExecutorService: GenService<{
    * as it was. Idempotent.
    *
    * Errors: INVALID_ARGUMENT for a missing field in the call or in any
-   * task, and ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
-   * than the job's current one: nothing is deployed. Per task
+   * task, ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older than
+   * the job's current one or (since 1.2) another one that the HA store does
+   * not show as the job's grant, and UNAVAILABLE (STORE_UNAVAILABLE) if such
+   * a token cannot be checked (since 1.2): nothing is deployed. Per task
    * (SubmitTasksResponse.refused): SLOT_NOT_ALLOCATED, SLOT_OCCUPIED,
    * UNKNOWN_INVOKABLE or NOT_REGISTERED, as for SubmitTask.
    *
@@ -1326,7 +1358,9 @@ export const TaskExecutorService: GenService<{
    * unknown or already terminal MUST succeed and change nothing. Idempotent.
    *
    * Errors: ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
-   * than the job's current one.
+   * than the job's current one or (since 1.2) another one that the HA store
+   * does not show as the job's grant; UNAVAILABLE (STORE_UNAVAILABLE) if
+   * such a token cannot be checked (since 1.2). Nothing is canceled then.
    *
    * @generated from rpc jobplane.cluster.v1.TaskExecutorService.CancelTask
    */
@@ -1341,7 +1375,9 @@ export const TaskExecutorService: GenService<{
    * and change nothing. Idempotent.
    *
    * Errors: ABORTED (STALE_FENCING_TOKEN) for a JobMaster token older
-   * than the job's current one.
+   * than the job's current one or (since 1.2) another one that the HA store
+   * does not show as the job's grant; UNAVAILABLE (STORE_UNAVAILABLE) if
+   * such a token cannot be checked (since 1.2). Nothing is freed then.
    *
    * @generated from rpc jobplane.cluster.v1.TaskExecutorService.FreeSlot
    */
@@ -1358,7 +1394,9 @@ export const TaskExecutorService: GenService<{
    *
    * Errors: INVALID_ARGUMENT for a missing job id or token; ABORTED
    * (STALE_FENCING_TOKEN) for a JobMaster token older than the job's
-   * current one, in which case nothing is freed.
+   * current one or (since 1.2) another one that the HA store does not show
+   * as the job's grant; UNAVAILABLE (STORE_UNAVAILABLE) if such a token
+   * cannot be checked (since 1.2). Nothing is freed then.
    *
    * @generated from rpc jobplane.cluster.v1.TaskExecutorService.FreeSlots
    */
@@ -1378,8 +1416,10 @@ export const TaskExecutorService: GenService<{
    *
    * Errors: ABORTED (STALE_FENCING_TOKEN) for a token older than the newest
    * this TaskExecutor has seen for the sender, or (since 1.2) a
-   * ResourceManager token newer but not the current grant; UNAVAILABLE
-   * (STORE_UNAVAILABLE) if a newer ResourceManager token cannot be checked
+   * ResourceManager token newer but not the current grant of `jobmanager`,
+   * or a JobMaster token other than the job's current one that the HA store
+   * does not show as the job's grant; UNAVAILABLE (STORE_UNAVAILABLE) if a
+   * newer ResourceManager token or such a JobMaster token cannot be checked
    * (since 1.2).
    *
    * @generated from rpc jobplane.cluster.v1.TaskExecutorService.Heartbeat
@@ -1400,8 +1440,10 @@ export const TaskExecutorService: GenService<{
    * Each entry names a job, its JobMaster's token and the address of the
    * JobMaster's process, and MUST be taken as one JobMaster call: a token
    * older than the newest this TaskExecutor has seen for the job MUST be
-   * refused (the entry's ItemError, STALE_FENCING_TOKEN); an equal or newer
-   * one MUST be followed. Then, in one step, every attempt held here for the
+   * refused (the entry's ItemError, STALE_FENCING_TOKEN); so MUST (since
+   * 1.2) a token other than the job's current one that the HA store does not
+   * show as the job's grant (see the service comment), with nothing done for
+   * the job; an equal one, or a newer one the store shows, MUST be followed. Then, in one step, every attempt held here for the
    * job, under whatever older token it was deployed, MUST move to the entry's
    * token: from then on a call under an older token is refused for it, its
    * state changes are reported to this JobMaster only, and it stops by this
@@ -1423,7 +1465,9 @@ export const TaskExecutorService: GenService<{
    * a call MUST change nothing more. Idempotent.
    *
    * Errors: INVALID_ARGUMENT for an entry without job id, token or
-   * address (the whole call MUST be refused).
+   * address (the whole call MUST be refused); UNAVAILABLE
+   * (STORE_UNAVAILABLE) if the HA store cannot be read to check an entry's
+   * token (since 1.2; the whole call MUST be refused, with nothing done).
    *
    * @generated from rpc jobplane.cluster.v1.TaskExecutorService.AdoptAttempts
    */
@@ -1474,7 +1518,9 @@ export const TaskExecutorService: GenService<{
    * Since 1.2.
    *
    * Errors: ABORTED (STALE_FENCING_TOKEN) if a newer JobMaster of the job is
-   * known here; INVALID_ARGUMENT for a missing job id, token or attempt, or a
+   * known here, or (since 1.2) if the token is another that the HA store
+   * does not show as the job's grant; UNAVAILABLE (STORE_UNAVAILABLE) if
+   * such a token cannot be checked (since 1.2); INVALID_ARGUMENT for a missing job id, token or attempt, or a
    * checkpoint id of 0. An attempt not running here is no error: its answer
    * MUST decline.
    *

@@ -1,0 +1,126 @@
+package taskexecutor
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
+)
+
+// A JobMaster token reaches the TaskExecutor in two ways. RequestSlot(s)
+// carries it under the ResourceManager's token, which rmFence admitted
+// only as the grant of `jobmanager`, and the ResourceManager registers a
+// JobMaster's token only once the HA store shows it as the job's grant:
+// such a token is taken as it comes. A JobMaster's own calls (SubmitTask,
+// CancelTask, FreeSlot, AdoptAttempts, TriggerCheckpoint, Heartbeat) carry
+// it unchecked by anyone: a token there that is not the job's current one
+// here is taken only once the store shows it as the grant of
+// `job/<job_id>` (checkJobLocked), so that a caller cannot make up a newer
+// token that cancels the job's attempts and locks its JobMaster out.
+//
+// The token's session alone proves nothing: the session of the current
+// grant of `jobmanager` is public (GetLeader, ObserveLeader, and every
+// StaleTokenDetails naming it), so a caller can forge a token in it with any
+// epoch. The store is read for every new token.
+
+// errFirstAnswer ends an observation after its first answer.
+var errFirstAnswer = errors.New("taskexecutor: first answer taken")
+
+// checkJobLocked admits a call from a JobMaster of jobID under token t,
+// before the call changes anything. The job's current token, or an older
+// one (which adoptLocked refuses), passes at once. Another token of the
+// current epoch was never granted: it is refused STALE_FENCING_TOKEN. A
+// newer token, or the first this TaskExecutor sees for the job, passes
+// only if the HA store shows it as the current grant of `job/<job_id>`
+// (readJobGrant); it is refused STALE_FENCING_TOKEN naming the grant
+// otherwise, and STORE_UNAVAILABLE if the store did not answer. te.mu must
+// be held; it is released while the store is read, and held again when
+// checkJobLocked returns.
+func (te *TaskExecutor) checkJobLocked(ctx context.Context, jobID string, t election.Token) error {
+	var current election.Token
+	if j := te.jobs[jobID]; j != nil {
+		current = j.token
+	}
+	switch {
+	case t == current || t.Epoch < current.Epoch: // the steady state, or refused by adoptLocked
+		return nil
+	case t.Epoch == current.Epoch:
+		return staleJob(jobID, current)
+	}
+	te.mu.Unlock()
+	defer te.mu.Lock()
+	return te.readJobGrant(ctx, jobID, t)
+}
+
+// readJobGrant reads the current grant of `job/<jobID>` (the first answer
+// of ObserveLeader, which is linearizable since contract 1.2), waiting at
+// most grantWait for it, and answers nil if it is t. te.mu must not be
+// held.
+func (te *TaskExecutor) readJobGrant(ctx context.Context, jobID string, t election.Token) error {
+	rctx, cancel := context.WithTimeout(ctx, grantWait)
+	defer cancel()
+	var grant election.Token
+	answered := false
+	err := te.cfg.Store.ObserveLeader(rctx, election.Job(jobID), func(l election.Leader) error {
+		grant, answered = l.Token, true
+		return errFirstAnswer
+	})
+	switch {
+	case answered && grant == t:
+		return nil
+	case answered:
+		return staleJob(jobID, grant)
+	case ctx.Err() != nil:
+		return apierror.Complete(ctx.Err())
+	}
+	te.log.Debug("reading a job's grant failed", "job", jobID, "err", err)
+	return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_STORE_UNAVAILABLE,
+		"the HA store could not be read to check the JobMaster's token; nothing was done, retry",
+		map[string]string{"election": election.Job(jobID)})
+}
+
+// jobToken is a job's JobMaster token in a call for many jobs.
+type jobToken struct {
+	jobID string
+	token election.Token
+}
+
+// checkJobsLocked is checkJobLocked for many jobs at once, reading the
+// store for all those that need it in parallel; it answers one error (or
+// nil) per job. te.mu must be held; it is released while the store is
+// read.
+func (te *TaskExecutor) checkJobsLocked(ctx context.Context, jobs []jobToken) []error {
+	errs := make([]error, len(jobs))
+	var read []int
+	for i, e := range jobs {
+		var current election.Token
+		if j := te.jobs[e.jobID]; j != nil {
+			current = j.token
+		}
+		switch {
+		case e.token == current || e.token.Epoch < current.Epoch:
+		case e.token.Epoch == current.Epoch:
+			errs[i] = staleJob(e.jobID, current)
+		default:
+			read = append(read, i)
+		}
+	}
+	if len(read) == 0 {
+		return errs
+	}
+	te.mu.Unlock()
+	defer te.mu.Lock()
+	var wg sync.WaitGroup
+	for _, i := range read {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = te.readJobGrant(ctx, jobs[i].jobID, jobs[i].token)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
