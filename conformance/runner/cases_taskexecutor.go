@@ -132,6 +132,20 @@ func deployment(jobID string, jm election.Token, alloc string, vertex, inv strin
 	return req
 }
 
+// runningGate registers the TaskExecutor, allocates its slot 0 to a job
+// of the case under the job's first JobMaster grant, and runs a gate
+// there as vertex (with the task lease lease): the TaskExecutor's client,
+// the job, its JobMaster's token and the attempt, reported RUNNING.
+func (t *T) runningGate(vertex string, lease time.Duration) (clusterv1connect.TaskExecutorServiceClient, string, election.Token, string) {
+	te := t.teClient(t.registered())
+	jobID := t.job("j")
+	jm := t.teJobMaster(jobID, 1)
+	t.allocate(te, 0, "a", jobID, jm)
+	attempt := t.deploy(te, deployment(jobID, jm, "a", vertex, invokable.Gate, nil, lease))
+	t.mustState(jobID, attempt, jm, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING)
+	return te, jobID, jm, attempt
+}
+
 // deploy submits a task that must be taken.
 func (t *T) deploy(te clusterv1connect.TaskExecutorServiceClient, req *clusterv1.SubmitTaskRequest) string {
 	if _, err := te.SubmitTask(t.ctx, req); err != nil {
@@ -432,14 +446,7 @@ func teDeploymentRefusals(t *T) {
 }
 
 func teStaleJobMasterRefused(t *T) {
-	reg := t.registered()
-	te := t.teClient(reg)
-	jobID := t.job("j")
-	older := t.teJobMaster(jobID, 1)
-	t.allocate(te, 0, "a", jobID, older)
-	first := t.deploy(te, deployment(jobID, older, "a", "first", invokable.Gate, nil, 0))
-	t.mustState(jobID, first, older, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING)
-
+	te, jobID, older, _ := t.runningGate("first", 0)
 	newer := t.teJobMaster(jobID, 2)
 	t.allocate(te, 1, "b", jobID, newer)
 	if _, err := te.SubmitTask(t.ctx, deployment(jobID, older, "b", "stale", invokable.Gate, nil, 0)); !isStale(err) {
@@ -461,13 +468,7 @@ func teStaleJobMasterRefused(t *T) {
 }
 
 func teForgedJobMasterTokenRefused(t *T) {
-	reg := t.registered()
-	te := t.teClient(reg)
-	jobID := t.job("j")
-	jm := t.teJobMaster(jobID, 1)
-	t.allocate(te, 0, "a", jobID, jm)
-	attempt := t.deploy(te, deployment(jobID, jm, "a", "gate", invokable.Gate, nil, 0))
-	t.mustState(jobID, attempt, jm, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING)
+	te, jobID, jm, attempt := t.runningGate("gate", 0)
 	// The real JobMaster's session: a session id is public (GetLeader,
 	// StaleTokenDetails), so it proves nothing.
 	forged := election.Token{SessionID: jm.SessionID, Epoch: jm.Epoch + 1000}
@@ -521,13 +522,7 @@ func (t *T) checkForgedRefused(call string, forged election.Token, jobID string,
 }
 
 func teNewerJobMasterTakesTheSlots(t *T) {
-	reg := t.registered()
-	te := t.teClient(reg)
-	jobID := t.job("j")
-	older := t.teJobMaster(jobID, 1)
-	t.allocate(te, 0, "a", jobID, older)
-	first := t.deploy(te, deployment(jobID, older, "a", "first", invokable.Gate, nil, 0))
-	t.mustState(jobID, first, older, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING)
+	te, jobID, older, first := t.runningGate("first", 0)
 	newer := t.teJobMaster(jobID, 2)
 	t.allocate(te, 1, "b", jobID, newer)
 	if !t.wait(5*time.Second, func() bool {
@@ -559,13 +554,7 @@ func teNewerJobMasterTakesTheSlots(t *T) {
 }
 
 func teCancelAndFree(t *T) {
-	reg := t.registered()
-	te := t.teClient(reg)
-	jobID := t.job("j")
-	jm := t.teJobMaster(jobID, 1)
-	t.allocate(te, 0, "a", jobID, jm)
-	attempt := t.deploy(te, deployment(jobID, jm, "a", "gate", invokable.Gate, nil, 0))
-	t.mustState(jobID, attempt, jm, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING)
+	te, jobID, jm, attempt := t.runningGate("gate", 0)
 	if _, err := te.CancelTask(t.ctx, &clusterv1.CancelTaskRequest{JobId: jobID, JobMasterToken: protoToken(jm), Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "gate"}}); err != nil {
 		t.Fatalf("CancelTask under the job's JobMaster token: %v; expected it taken", err)
 	}
@@ -623,13 +612,7 @@ func teAdoptionKeepsRunning(t *T) {
 	t.te.cluster.mu.Lock()
 	t.te.cluster.taskLease = adoptionLease
 	t.te.cluster.mu.Unlock()
-	reg := t.registered()
-	te := t.teClient(reg)
-	jobID := t.job("j")
-	older := t.teJobMaster(jobID, 1)
-	t.allocate(te, 0, "a", jobID, older)
-	attempt := t.deploy(te, deployment(jobID, older, "a", "gate", invokable.Gate, nil, adoptionLease))
-	t.mustState(jobID, attempt, older, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING)
+	te, jobID, older, attempt := t.runningGate("gate", adoptionLease)
 	t.heartbeatsAfter(t.te.log.Len(), 2)
 
 	newer := t.teJobMaster(jobID, 2)

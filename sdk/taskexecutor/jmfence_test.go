@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"testing"
 	"time"
 
@@ -88,20 +87,6 @@ func refusalOf(ctx context.Context, client clusterv1connect.TaskExecutorServiceC
 	return 0, 0, nil
 }
 
-// staleJobNaming checks that err is ABORTED (STALE_FENCING_TOKEN) naming
-// the grant want of `job/j` as the current token.
-func staleJobNaming(t *testing.T, call string, err error, want election.Token) {
-	t.Helper()
-	reason, md, _ := apierror.Info(err)
-	if connect.CodeOf(err) != connect.CodeAborted || reason != jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN {
-		t.Errorf("%s: %v, want ABORTED (STALE_FENCING_TOKEN)", call, err)
-		return
-	}
-	if md["election"] != election.Job("j") || md["current_session_id"] != want.SessionID || md["current_epoch"] != strconv.FormatUint(want.Epoch, 10) {
-		t.Errorf("%s: refusal names %v, want the grant %v of job/j", call, md, want)
-	}
-}
-
 // servedUnder checks that the JobMaster of tok is served, and sees the
 // job's attempt still running under token 1.
 func servedUnder(ctx context.Context, t *testing.T, client clusterv1connect.TaskExecutorServiceClient, tok *jobplanev1.FencingToken) {
@@ -144,7 +129,7 @@ func TestForgedJobMasterTokenRefused(t *testing.T) {
 				}
 				continue
 			}
-			staleJobNaming(t, name+" under "+what, call(), grant(1))
+			staleIn(t, name+" under "+what, call(), election.Job("j"), grant(1))
 		}
 	}
 	if stopped(t, log) {
@@ -200,7 +185,7 @@ func TestNewerGrantedJobMasterTokenTaken(t *testing.T) {
 	}
 	_, err := client.Heartbeat(ctx, &clusterv1.TaskExecutorServiceHeartbeatRequest{Sender: &clusterv1.TaskExecutorServiceHeartbeatRequest_JobMaster{
 		JobMaster: &clusterv1.TaskExecutorServiceHeartbeatRequest_JobMasterSender{JobId: "j", Token: token(1)}}})
-	staleJobNaming(t, "Heartbeat from the older JobMaster", err, grant(2))
+	staleIn(t, "Heartbeat from the older JobMaster", err, election.Job("j"), grant(2))
 }
 
 // BenchmarkAdoptAttempts measures AdoptAttempts of 100 jobs: under their

@@ -51,13 +51,20 @@ func probeUnder(ctx context.Context, te clusterv1connect.TaskExecutorServiceClie
 // grant want of `jobmanager` as the current token.
 func staleNaming(t *testing.T, call string, err error, want election.Token) {
 	t.Helper()
+	staleIn(t, call, err, election.JobManager, want)
+}
+
+// staleIn checks that err is ABORTED (STALE_FENCING_TOKEN) naming the
+// grant want of the election name as the current token.
+func staleIn(t *testing.T, call string, err error, name string, want election.Token) {
+	t.Helper()
 	reason, md, _ := apierror.Info(err)
 	if connect.CodeOf(err) != connect.CodeAborted || reason != jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN {
 		t.Errorf("%s: %v, want ABORTED (STALE_FENCING_TOKEN)", call, err)
 		return
 	}
-	if md["election"] != election.JobManager || md["current_session_id"] != want.SessionID || md["current_epoch"] != strconv.FormatUint(want.Epoch, 10) {
-		t.Errorf("%s: refusal names %v, want the current grant %v of %s", call, md, want, election.JobManager)
+	if md["election"] != name || md["current_session_id"] != want.SessionID || md["current_epoch"] != strconv.FormatUint(want.Epoch, 10) {
+		t.Errorf("%s: refusal names %v, want the current grant %v of %s", call, md, want, name)
 	}
 }
 
@@ -158,17 +165,10 @@ func TestObservedResourceManagerTokenCountsAsSeen(t *testing.T) {
 	leaders.Grant(grant(2))
 	// The probe changes nothing; it is refused once the new leader is
 	// observed, whenever that is.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitFor(t, "the deposed ResourceManager's Heartbeat refused STALE_FENCING_TOKEN after a new grant, none under it", func() bool {
 		_, err := probeUnder(ctx, te, token(1))
-		if apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Heartbeat of the deposed ResourceManager 10s after a new grant, none under it: %v, want STALE_FENCING_TOKEN", err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN)
+	})
 	staleNaming(t, "RequestSlot of the deposed ResourceManager", requestSlotUnder(ctx, te, token(1), 1, "stale"), grant(2))
 	report, err := probeUnder(ctx, te, token(2))
 	if err != nil {
