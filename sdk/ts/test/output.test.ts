@@ -270,11 +270,21 @@ describe("task output of the node Worker, read through the Dispatcher", { timeou
     let jobId: string;
     try {
       const signal = AbortSignal.timeout(60_000);
-      // Only the Go TaskExecutor offers "count".
-      ({ jobId } = await client.submit(
-        { name: "go-output", vertices: [{ id: "c", name: "c", invokable: "count", parallelism: 1, config: { to: "3", every: "1ms" } }], config: noRestart },
-        { signal },
-      ));
+      // Only the Go TaskExecutor offers "count": until it has registered
+      // (its address file comes first), the submission is refused
+      // INVOKABLE_NOT_OFFERED, which asks to submit again.
+      for (;;) {
+        try {
+          ({ jobId } = await client.submit(
+            { name: "go-output", vertices: [{ id: "c", name: "c", invokable: "count", parallelism: 1, config: { to: "3", every: "1ms" } }], config: noRestart },
+            { signal },
+          ));
+          break;
+        } catch (e) {
+          if (reasonOf(e) !== ErrorReason.INVOKABLE_NOT_OFFERED || signal.aborted) throw e;
+          await new Promise((res) => setTimeout(res, 50));
+        }
+      }
       const result = await client.wait(jobId, { signal });
       assert.equal(result.status, JobStatus.FINISHED, `${JobStatus[result.status]}: ${result.failure?.message ?? ""}`);
     } finally {

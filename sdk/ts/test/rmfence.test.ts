@@ -90,7 +90,11 @@ describe("the ResourceManager's token on the node Worker", { timeout: 60_000 }, 
     }
     console.log(`# the forged calls were refused within ${Date.now() - began} ms`);
     await requestSlot(te, rm1, 1, "real-after", signal);
-    assert.deepEqual(await slots(te, rm1, signal), ["real", "real-after", ""], "only the real ResourceManager's allocations");
+    // Slot 0's allocation may have lapsed meanwhile (its JobMaster is
+    // nowhere): what matters is that no forged call allocated anything.
+    const held = await slots(te, rm1, signal);
+    assert.equal(held[1], "real-after", `slots ${JSON.stringify(held)}`);
+    assert.deepEqual(held.filter((a) => a.startsWith("forged")), [], `slots ${JSON.stringify(held)}: only the real ResourceManager's allocations`);
   });
 
   test("a newer token granted while its call waits is taken", { timeout: 30_000 }, async () => {
