@@ -25,6 +25,7 @@ type Leadership struct {
 	cancel     context.CancelCauseFunc
 	once       sync.Once
 	validUntil func() time.Time
+	onEnd      func()
 }
 
 // NewLeadership returns the leadership of a grant, for Store
@@ -34,8 +35,18 @@ type Leadership struct {
 // holding session certainly holds (Session.ValidUntil); nil means for as
 // long as the context lives.
 func NewLeadership(parent context.Context, f Fence, store Store, validUntil func() time.Time) (l *Leadership, end func(cause error)) {
+	return NewLeadershipFunc(parent, f, store, validUntil, nil)
+}
+
+// NewLeadershipFunc is NewLeadership with onEnd, which runs once, right
+// after the leadership's context is done, on the goroutine that ended it:
+// end's caller, or one of its own when parent ended. A store that keeps
+// a record of each leadership drops it there, with no goroutine or
+// context of its own watching every leadership (a process leads every
+// job it runs).
+func NewLeadershipFunc(parent context.Context, f Fence, store Store, validUntil func() time.Time, onEnd func()) (l *Leadership, end func(cause error)) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
-	l = &Leadership{fence: f, store: store, ctx: ctx, cancel: cancel, validUntil: validUntil}
+	l = &Leadership{fence: f, store: store, ctx: ctx, cancel: cancel, validUntil: validUntil, onEnd: onEnd}
 	stop := context.AfterFunc(parent, func() {
 		cause := context.Cause(parent)
 		if cause == context.Canceled || cause == context.DeadlineExceeded || cause == nil {
@@ -46,7 +57,14 @@ func NewLeadership(parent context.Context, f Fence, store Store, validUntil func
 	return l, func(cause error) { stop(); l.end(cause) }
 }
 
-func (l *Leadership) end(cause error) { l.once.Do(func() { l.cancel(cause) }) }
+func (l *Leadership) end(cause error) {
+	l.once.Do(func() {
+		l.cancel(cause)
+		if l.onEnd != nil {
+			l.onEnd()
+		}
+	})
+}
 
 // Election returns the election's name.
 func (l *Leadership) Election() string { return l.fence.Election }

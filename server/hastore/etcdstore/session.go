@@ -305,23 +305,24 @@ func (s *etcdSession) campaign(ctx context.Context, election, address string, re
 func (s *etcdSession) lead(name string, rev int64, reg *keyReg, release func()) *hastore.Leadership {
 	store := s.store
 	f := hastore.Fence{Election: name, Token: election.Token{SessionID: s.ID(), Epoch: uint64(rev)}}
-	l, end := hastore.NewLeadership(s.ctx, f, store, s.ValidUntil)
-	var cleanup sync.Once
-	ll := &localLeader{}
-	// Ending the leadership also frees the session's candidacy at once, so
-	// that a resigned leader may campaign again right away.
-	ll.end = func(cause error) {
-		end(cause)
-		cleanup.Do(func() {
-			store.gone.unregister(reg)
-			store.mu.Lock()
-			delete(store.leaders, f)
-			store.mu.Unlock()
-			release()
-		})
-	}
+	// However the leadership ends (its session ends, Resign, or its key
+	// is deleted), ending it also frees the session's candidacy at once,
+	// so that a resigned leader may campaign again right away.
+	l, end := hastore.NewLeadershipFunc(s.ctx, f, store, s.ValidUntil, func() {
+		store.gone.unregister(reg)
+		store.mu.Lock()
+		delete(store.leaders, f)
+		store.mu.Unlock()
+		release()
+	})
+	ll := &localLeader{end: end}
 	store.mu.Lock()
-	store.leaders[f] = ll
+	// A leadership that ended already (its session ended meanwhile) was
+	// cleaned up before it could be listed; one that ends from now on
+	// finds it listed.
+	if l.Context().Err() == nil {
+		store.leaders[f] = ll
+	}
 	store.mu.Unlock()
 	if f.Election == election.JobManager {
 		select {
@@ -329,9 +330,6 @@ func (s *etcdSession) lead(name string, rev int64, reg *keyReg, release func()) 
 		default:
 		}
 	}
-	// The leadership ends with its session, on Resign, or once its key is
-	// deleted; whichever comes first cleans up.
-	context.AfterFunc(l.Context(), func() { ll.end(hastore.ErrSessionEnded) })
 	store.gone.arm(reg, rev, func() {
 		if l.Context().Err() != nil {
 			return

@@ -411,7 +411,7 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 		j := &job{
 			id: res.GetJobId(), runID: res.GetRunId(), cancellation: res.GetCancellation(), digest: res.GetPlanDigest(), name: res.GetName(),
 			submitTime: res.GetSubmitTime().AsTime(), result: res, owner: res.GetSubmittedBy(),
-			persisting: closedChan(), changed: make(chan struct{}), done: closedChan(),
+			persisting: persisted, changed: make(chan struct{}), done: closedChan(),
 		}
 		j.history = newHistory(summaryOfResult(res))
 		d.mu.Lock()
@@ -517,6 +517,10 @@ func recorded(c *jobplanev1.Cancellation) *jobplanev1.Cancellation {
 	return c
 }
 
+// persisted is the persisting channel of every job whose plan is
+// persisted: closed.
+var persisted = closedChan()
+
 func closedChan() chan struct{} {
 	c := make(chan struct{})
 	close(c)
@@ -605,6 +609,7 @@ func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *hastorev1.Executi
 	}
 	j.runner = r
 	close(j.persisting)
+	j.persisting = persisted // the closed channel is dropped: every job would keep one
 	ld.index.add(j)
 	if j.heartbeatTimeout > 0 {
 		j.heartbeat = time.AfterFunc(j.heartbeatTimeout, func() {

@@ -42,7 +42,7 @@ func (jm *JobMaster) beginAdoption() {
 	}
 	jm.adopting.Store(true)
 	wait := jm.cfg.TaskLease + jm.stopMargin()
-	jm.log.Info("looking for the previous JobMaster's attempts to adopt", "lease", jm.cfg.TaskLease)
+	jm.logger().Info("looking for the previous JobMaster's attempts to adopt", "lease", jm.cfg.TaskLease)
 	jm.cfg.Router.adoptionBegan(jm)
 	jm.cfg.Router.after(wait, func() {
 		jm.post(func() { jm.endAdoption("the task lease has passed") })
@@ -59,7 +59,7 @@ func (jm *JobMaster) endAdoption(why string) {
 	jm.cfg.Router.adoptionEnded(jm)
 	found := jm.graph.Subtasks() - int(jm.orphanedOn(adoptingKey))
 	jm.resolveOn(adoptingKey, time.Now())
-	jm.log.Info("adoption over; deploying what no TaskExecutor holds", "why", why, "adopted_or_ended", found, "subtasks", jm.graph.Subtasks())
+	jm.logger().Info("adoption over; deploying what no TaskExecutor holds", "why", why, "adopted_or_ended", found, "subtasks", jm.graph.Subtasks())
 	jm.progress()
 }
 
@@ -123,12 +123,12 @@ func (jm *JobMaster) claimAdoption(id string) *clusterv1.JobAdoption {
 func (jm *JobMaster) adoptAnswer(id, address string, held *clusterv1.AdoptedJob, refused *jobplanev1.ItemError, err error) {
 	switch {
 	case err != nil:
-		jm.log.Warn("AdoptAttempts failed; asking again at its next heartbeat", "task_executor", id, "err", err)
+		jm.logger().Warn("AdoptAttempts failed; asking again at its next heartbeat", "task_executor", id, "err", err)
 		jm.adoptMu.Lock()
 		delete(jm.adoptAsked, id)
 		jm.adoptMu.Unlock()
 	case refused != nil:
-		jm.log.Warn("AdoptAttempts refused", "task_executor", id, "refused", refused)
+		jm.logger().Warn("AdoptAttempts refused", "task_executor", id, "refused", refused)
 	default:
 		jm.adoptAnswered[id] = true
 		jm.adopted(id, address, held)
@@ -148,7 +148,7 @@ func (jm *JobMaster) adopted(id, address string, held *clusterv1.AdoptedJob) {
 	jm.registerExecutor(id, address)
 	for _, aid := range held.GetAllocationIds() {
 		if jm.slots[aid] == nil {
-			jm.slots[aid] = &slotRef{allocationID: aid, executor: id, index: -1, ev: -1}
+			setKey(&jm.slots, aid, &slotRef{allocationID: aid, executor: id, index: -1, ev: -1})
 		}
 	}
 	for _, h := range held.GetAttempts() {
@@ -162,7 +162,7 @@ func (jm *JobMaster) adopted(id, address string, held *clusterv1.AdoptedJob) {
 			// older JobMaster's stopped before the next deployed); keep
 			// the first, and leave this one to the TaskExecutor's
 			// deadline.
-			jm.log.Warn("AdoptAttempts listed an attempt that cannot be adopted", "task_executor", id, "attempt", st.GetAttempt())
+			jm.logger().Warn("AdoptAttempts listed an attempt that cannot be adopted", "task_executor", id, "attempt", st.GetAttempt())
 			continue
 		}
 		jm.resolve(key)
@@ -174,6 +174,6 @@ func (jm *JobMaster) adopted(id, address string, held *clusterv1.AdoptedJob) {
 			_ = jm.apply(id, st) // it ended while no JobMaster listened: as if reported now
 		}
 	}
-	jm.log.Info("adopted attempts", "task_executor", id, "attempts", len(held.GetAttempts()), "slots", len(held.GetAllocationIds()))
+	jm.logger().Info("adopted attempts", "task_executor", id, "attempts", len(held.GetAttempts()), "slots", len(held.GetAllocationIds()))
 	jm.progress()
 }

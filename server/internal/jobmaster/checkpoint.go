@@ -107,25 +107,38 @@ func (jm *JobMaster) initCheckpoints() {
 	restore := jm.cfg.Graph.GetConfig().GetRestoreFromSavepoint()
 	if jm.cfg.Checkpoints == nil {
 		if cp.GetInterval().AsDuration() > 0 || restore != "" {
-			jm.log.Warn("the HA store keeps no checkpoints; the job runs without them")
+			jm.logger().Warn("the HA store keeps no checkpoints; the job runs without them")
 		}
 		return
 	}
-	c := &coordinator{cfg: cp, store: jm.cfg.Checkpoints, counts: &jobplanev1.CheckpointCounts{}, stopTimer: func() bool { return false }}
-	c.timeout = cp.GetTimeout().AsDuration()
-	if c.timeout <= 0 {
-		c.timeout = DefaultCheckpointTimeout
+	// A job without periodic checkpoints that restores from no savepoint
+	// gets its coordinator with its first savepoint: until then it has
+	// nothing to coordinate, and a waiting job is kept small.
+	if cp.GetInterval().AsDuration() <= 0 && restore == "" {
+		return
 	}
-	c.retain = max(int(cp.GetRetained()), 1)
-	jm.ckpt = c
+	c := jm.newCoordinator()
 	// A job without periodic checkpoints never has any to read; its
 	// savepoints are not restored from but by a job that names them.
 	if jm.cfg.Adopt && c.enabled() || restore != "" {
 		c.loading = true
 		jm.loadCheckpoint(jm.cfg.Adopt)
 	}
-	c.lastTrigger = time.Now()
 	jm.scheduleCheckpoint()
+}
+
+// newCoordinator sets up the job's checkpoint coordinator from its config.
+func (jm *JobMaster) newCoordinator() *coordinator {
+	cp := jm.cfg.Graph.GetConfig().GetCheckpoints()
+	c := &coordinator{cfg: cp, store: jm.cfg.Checkpoints, counts: &jobplanev1.CheckpointCounts{}, stopTimer: func() bool { return false }}
+	c.timeout = cp.GetTimeout().AsDuration()
+	if c.timeout <= 0 {
+		c.timeout = DefaultCheckpointTimeout
+	}
+	c.retain = max(int(cp.GetRetained()), 1)
+	c.lastTrigger = time.Now()
+	jm.ckpt = c
+	return c
 }
 
 // loadCheckpoint reads the job's latest checkpoint (with latest: a
@@ -155,14 +168,14 @@ func (jm *JobMaster) loadCheckpoint(latest bool) {
 			}
 			if err != nil {
 				if errors.Is(err, hastore.ErrCheckpointsUnsupported) {
-					jm.log.Warn("the HA store keeps no checkpoints; the job runs without them")
+					jm.logger().Warn("the HA store keeps no checkpoints; the job runs without them")
 					c.stopTimer()
-					jm.ckpt = nil
+					jm.ckpt, jm.noCheckpoints = nil, true
 					jm.progress()
 					return
 				}
 				c.loadTry = min(max(2*c.loadTry, 50*time.Millisecond), 5*time.Second)
-				jm.log.Warn("reading the job's latest checkpoint failed; retrying", "err", err, "backoff", c.loadTry)
+				jm.logger().Warn("reading the job's latest checkpoint failed; retrying", "err", err, "backoff", c.loadTry)
 				jm.cfg.Router.after(c.loadTry, func() { jm.post(func() { jm.loadCheckpoint(latest) }) })
 				return
 			}
@@ -175,10 +188,10 @@ func (jm *JobMaster) loadCheckpoint(latest bool) {
 				if cp.GetCounts() != nil && c.counts.GetTriggered() == 0 {
 					c.counts = proto.CloneOf(cp.GetCounts()) // a new JobMaster counts on
 				}
-				jm.log.Info("restoring from checkpoint", "checkpoint", cp.GetCheckpointId(), "states", len(cp.GetStates()))
+				jm.logger().Info("restoring from checkpoint", "checkpoint", cp.GetCheckpointId(), "states", len(cp.GetStates()))
 			} else if sp != nil {
 				jm.takeStates(sp.GetStates(), sp.GetSavepointId())
-				jm.log.Info("restoring from savepoint", "savepoint", sp.GetSavepointId(), "states", len(sp.GetStates()))
+				jm.logger().Info("restoring from savepoint", "savepoint", sp.GetSavepointId(), "states", len(sp.GetStates()))
 			}
 			jm.progress()
 		})
@@ -301,7 +314,7 @@ func (jm *JobMaster) triggerCheckpoint() {
 		// costs nothing).
 		c.idle = true
 	default:
-		jm.log.Debug("no checkpoint", "cause", why)
+		jm.logger().Debug("no checkpoint", "cause", why)
 		jm.scheduleCheckpoint()
 	}
 }
@@ -348,6 +361,9 @@ func (jm *JobMaster) savepointFailed(why string) error {
 
 func (jm *JobMaster) requestSavepoint(req *savepointRequest) {
 	c := jm.ckpt
+	if c == nil && jm.cfg.Checkpoints != nil && !jm.noCheckpoints {
+		c = jm.newCoordinator()
+	}
 	switch {
 	case c == nil:
 		req.end(nil, connect.NewError(connect.CodeUnimplemented, errors.New("the server's HA store keeps no checkpoints, so no savepoints")))
@@ -530,13 +546,13 @@ func (jm *JobMaster) storeCheckpoint(p *pendingCheckpoint) {
 			c.pending = nil
 			telemetry.CheckpointEnded(context.Background(), save != nil, true, time.Since(p.trigger), time.Since(now))
 			if save != nil {
-				jm.log.Info("savepoint completed", "savepoint", save.GetSavepointId(), "states", len(states), "took", time.Since(p.trigger))
+				jm.logger().Info("savepoint completed", "savepoint", save.GetSavepointId(), "states", len(states), "took", time.Since(p.trigger))
 				p.savepoint.end(save, nil)
 			} else {
 				c.failures = 0
 				c.counts.Completed++
 				jm.takeCheckpoint(cp)
-				jm.log.Debug("checkpoint completed", "checkpoint", p.id, "states", len(states), "bytes", proto.Size(cp), "took", time.Since(p.trigger))
+				jm.logger().Debug("checkpoint completed", "checkpoint", p.id, "states", len(states), "bytes", proto.Size(cp), "took", time.Since(p.trigger))
 			}
 			jm.checkpointEnded()
 		})
@@ -570,14 +586,14 @@ func (jm *JobMaster) checkpointFailed(p *pendingCheckpoint, why string) {
 	c.pending = nil
 	telemetry.CheckpointEnded(context.Background(), p.savepoint != nil, false, 0, 0)
 	if p.savepoint != nil {
-		jm.log.Info("savepoint failed", "checkpoint", p.id, "cause", why)
+		jm.logger().Info("savepoint failed", "checkpoint", p.id, "cause", why)
 		p.savepoint.end(nil, jm.savepointFailed(why))
 		jm.checkpointEnded()
 		return
 	}
 	c.counts.Failed++
 	c.failures++
-	jm.log.Info("checkpoint failed", "checkpoint", p.id, "cause", why, "in_a_row", c.failures)
+	jm.logger().Info("checkpoint failed", "checkpoint", p.id, "cause", why, "in_a_row", c.failures)
 	jm.checkpointEnded()
 	if tol := c.cfg.TolerableFailures; tol != nil && c.failures > int(*tol) && jm.status == jobstatus.Running {
 		c.failures = 0
@@ -620,7 +636,7 @@ func (jm *JobMaster) stopCheckpoints() {
 
 // failJob fails the job without a restart.
 func (jm *JobMaster) failJob(msg string) {
-	jm.log.Info("job failed", "cause", msg)
+	jm.logger().Info("job failed", "cause", msg)
 	jm.restartOrFail(&jobplanev1.FailureInfo{Message: msg, Time: timestamppb.Now()}, nil, false)
 }
 
@@ -628,7 +644,7 @@ func (jm *JobMaster) failJob(msg string) {
 // region: every region restarts, or the job fails, as the restart
 // strategy says.
 func (jm *JobMaster) jobFailed(msg string) {
-	jm.log.Info("job failed", "cause", msg)
+	jm.logger().Info("job failed", "cause", msg)
 	all := make([]int, jm.graph.Regions())
 	for r := range all {
 		all[r] = r

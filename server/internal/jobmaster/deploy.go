@@ -357,7 +357,7 @@ func (jm *JobMaster) abandon(s *slotRef, attempt *jobplanev1.ExecutionAttemptId)
 	if e == nil {
 		return
 	}
-	jm.dropped[s.allocationID] = s.executor
+	setKey(&jm.dropped, s.allocationID, s.executor)
 	var cancels []*jobplanev1.ExecutionAttemptId
 	if attempt != nil {
 		cancels = append(cancels, attempt)

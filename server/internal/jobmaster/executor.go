@@ -65,12 +65,12 @@ func (jm *JobMaster) registerExecutor(id, address string) (freeing []string) {
 	e := jm.executors[id]
 	if e == nil || e.address != address {
 		e = &executorRef{id: id, address: address}
-		jm.executors[id] = e
+		setKey(&jm.executors, id, e)
 	}
 	e.client = client
 	if g := jm.gone[id]; g != nil {
 		delete(jm.gone, id)
-		jm.log.Info("a lost TaskExecutor is back; canceling what it may still run for the job", "task_executor", id,
+		jm.logger().Info("a lost TaskExecutor is back; canceling what it may still run for the job", "task_executor", id,
 			"attempts", len(g.cancels), "slots", len(g.frees))
 		jm.cleanUp(e, g.cancels, g.frees)
 		return g.frees
@@ -119,7 +119,7 @@ func (jm *JobMaster) askReport(executor string) {
 	if _, outstanding := jm.asked[executor]; outstanding {
 		return
 	}
-	jm.asked[executor] = time.Now()
+	setKey(&jm.asked, executor, time.Now())
 	jm.cfg.Router.requestReport(executor, jm.cfg.JobID)
 }
 
@@ -129,7 +129,7 @@ func (jm *JobMaster) orphan(ev int32, attempt int, executor string) {
 	if _, ok := jm.orphans[key]; ok || executor == "" {
 		return
 	}
-	jm.orphans[key] = time.Now()
+	setKey(&jm.orphans, key, time.Now())
 	jm.orphaned[ev]++
 	jm.askReport(executor)
 }
@@ -291,7 +291,7 @@ func (jm *JobMaster) lostExecutor(id, reason string) {
 		}
 	}
 	if len(g.cancels) > 0 || len(g.frees) > 0 {
-		jm.gone[id] = g
+		setKey(&jm.gone, id, g)
 	}
 	// Every orphan on it, also of earlier unclear deployments, has stopped
 	// once the timeout passed since it was last heard. Liveness is on the

@@ -35,7 +35,7 @@ func (jm *JobMaster) attemptFailed(ev int32, msg, executor string) {
 		return
 	}
 	a := info.GetAttempt()
-	jm.log.Info("task failed", "vertex", a.GetVertexId(), "subtask", a.GetSubtaskIndex(), "attempt", a.GetAttemptNumber(), "cause", msg)
+	jm.logger().Info("task failed", "vertex", a.GetVertexId(), "subtask", a.GetSubtaskIndex(), "attempt", a.GetAttemptNumber(), "cause", msg)
 	jm.restartOrFail(info, jm.graph.RestartSet(ev), true)
 }
 
@@ -100,7 +100,7 @@ func (jm *JobMaster) failover(set []int, delay time.Duration) {
 	if len(f.regions) == jm.graph.Regions() {
 		jm.setStatus(jobstatus.Restarting)
 	}
-	jm.log.Info("restarting regions", "regions", len(f.regions), "delay", delay)
+	jm.logger().Info("restarting regions", "regions", len(f.regions), "delay", delay)
 	f.stop = func() bool { return false }
 	if delay <= 0 {
 		f.due = true
@@ -220,7 +220,7 @@ func (jm *JobMaster) cancelAttempt(ev int32) {
 			case <-time.After(time.Duration(try+1) * 200 * time.Millisecond):
 			}
 		}
-		jm.log.Warn("canceling an attempt failed; counting it as canceled once it is known to have stopped", "attempt", req.GetAttempt(), "err", err)
+		jm.logger().Warn("canceling an attempt failed; counting it as canceled once it is known to have stopped", "attempt", req.GetAttempt(), "err", err)
 		jm.post(func() {
 			if jm.graph.Attempt(ev) == attempt && !jobstatus.IsExecTerminal(jm.graph.State(ev)) {
 				jm.orphan(ev, attempt, executor)

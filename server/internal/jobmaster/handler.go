@@ -78,10 +78,10 @@ func (r *Router) OfferSlots(ctx context.Context, req *clusterv1.OfferSlotsReques
 				// no longer show the slot, and when the job ends, the
 				// JobMaster frees it too, so the ResourceManager counts
 				// it free once the job's result is written.
-				jm.dropped[o.GetAllocationId()] = req.GetTaskExecutorId()
+				setKey(&jm.dropped, o.GetAllocationId(), req.GetTaskExecutorId())
 				continue
 			}
-			jm.slots[o.GetAllocationId()] = &slotRef{allocationID: o.GetAllocationId(), executor: req.GetTaskExecutorId(), index: int(o.GetSlotIndex()), ev: -1}
+			setKey(&jm.slots, o.GetAllocationId(), &slotRef{allocationID: o.GetAllocationId(), executor: req.GetTaskExecutorId(), index: int(o.GetSlotIndex()), ev: -1})
 			resp.Accepted = append(resp.Accepted, o)
 		}
 		if !req.GetDeploymentsInAnswer() || len(resp.Accepted) == 0 || !jm.valid() {

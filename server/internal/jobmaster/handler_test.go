@@ -25,7 +25,7 @@ func TestOfferFromALostTaskExecutorSkipsSlotsBeingFreed(t *testing.T) {
 	token := election.Token{SessionID: "s", Epoch: 1}
 	jm := startRouted(t, r, "j", token)
 	ctx := context.Background()
-	if err := jm.do(ctx, func() { jm.gone["te-1"] = &gone{frees: []string{"given-up"}} }); err != nil {
+	if err := jm.do(ctx, func() { setKey(&jm.gone, "te-1", &gone{frees: []string{"given-up"}}) }); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := r.OfferSlots(ctx, &clusterv1.OfferSlotsRequest{

@@ -122,8 +122,11 @@ type Config struct {
 }
 
 // logger is the JobMaster's logger: its lines name the job, the token
-// (session@epoch) and, if the job's submission was traced, the trace.
-func logger(cfg Config) *slog.Logger {
+// (session@epoch) and, if the job's submission was traced, the trace. It
+// is made for each line rather than kept: lines are few, and a logger
+// kept per job costs every waiting job a few hundred bytes.
+func (jm *JobMaster) logger() *slog.Logger {
+	cfg := &jm.cfg
 	if cfg.Trace.IsValid() {
 		return cfg.Logger.With("job", cfg.JobID, "token", cfg.Token, "trace_id", cfg.Trace.TraceID().String())
 	}
@@ -182,7 +185,6 @@ func (realClock) AfterFunc(d time.Duration, f func()) func() bool { return time.
 // it, and route its job's JobMasterService calls to Handle.
 type JobMaster struct {
 	cfg   Config
-	log   *slog.Logger
 	clock Clock
 	// The JobMaster's events (calls, reports, deadlines) wait in queue
 	// and are handled one at a time, in order, by whichever goroutine
@@ -260,8 +262,11 @@ type JobMaster struct {
 	adoptAnswered map[string]bool
 	adoptMu       sync.Mutex
 	adoptAsked    map[string]bool // guarded by adoptMu
-	// ckpt is the checkpoint coordinator; nil when the job keeps none.
-	ckpt *coordinator
+	// ckpt is the checkpoint coordinator; nil when the job keeps none, or
+	// has no periodic checkpoints and has not yet asked for a savepoint.
+	// noCheckpoints: the store turned out to keep none.
+	ckpt          *coordinator
+	noCheckpoints bool
 	// results are the totals of the task results kept (result.go).
 	results results
 }
@@ -330,7 +335,6 @@ func New(cfg Config) (*JobMaster, error) {
 		rpcCtx:     rpcCtx,
 		stopRPCs:   stopRPCs,
 		cfg:        cfg,
-		log:        logger(cfg),
 		clock:      cfg.Clock,
 		done:       make(chan struct{}),
 		status:     jobplanev1.JobStatus_JOB_STATUS_CREATED,
@@ -345,13 +349,7 @@ func New(cfg Config) (*JobMaster, error) {
 		since:      make([]time.Time, graph.Regions()),
 		yieldDelay: cfg.SlotYield,
 		restarting: make([]*failover, graph.Regions()),
-		slots:      make(map[string]*slotRef),
-		executors:  make(map[string]*executorRef),
-		orphans:    make(map[orphanKey]time.Time),
-		asked:      make(map[string]time.Time),
 		orphaned:   make([]int32, graph.Subtasks()),
-		gone:       make(map[string]*gone),
-		dropped:    make(map[string]string),
 		declared:   -1,
 	}
 	jm.statusTime = time.Now()
@@ -359,6 +357,16 @@ func New(cfg Config) (*JobMaster, error) {
 		jm.vertexByID[v.GetId()] = i
 	}
 	return jm, nil
+}
+
+// setKey sets m[k] to v, making the map first if it is nil: a JobMaster's
+// maps are made on their first entry, since most jobs wait, and a waiting
+// job keeps none of them.
+func setKey[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = make(map[K]V)
+	}
+	(*m)[k] = v
 }
 
 // Token returns the JobMaster's fencing token.
@@ -518,7 +526,7 @@ func (jm *JobMaster) drain() {
 				// The lease may have expired while this process stood
 				// still: stop as if the leadership had ended (it ends
 				// shortly).
-				jm.log.Warn("leadership no longer certain; suspending")
+				jm.logger().Warn("leadership no longer certain; suspending")
 			}
 			jm.stopRPCs()
 			jm.rpcs.Wait()
@@ -581,7 +589,7 @@ func (jm *JobMaster) declare() {
 		}
 		span.End()
 		if err != nil && ctx.Err() == nil {
-			jm.log.Debug("declaring to the ResourceManager failed; will retry", "err", err, "backoff", jm.declareBackoff)
+			jm.logger().Debug("declaring to the ResourceManager failed; will retry", "err", err, "backoff", jm.declareBackoff)
 		}
 		jm.post(func() {
 			jm.declaring = false
@@ -662,10 +670,10 @@ func (jm *JobMaster) connectResourceManager(ctx context.Context, register bool, 
 func (jm *JobMaster) setStatus(to jobplanev1.JobStatus) {
 	next, err := jobstatus.Move(jm.status, to)
 	if err != nil {
-		jm.log.Error("refusing an illegal status change", "err", err)
+		jm.logger().Error("refusing an illegal status change", "err", err)
 		return
 	}
-	jm.log.Info("job status", "from", jm.status, "to", next)
+	jm.logger().Info("job status", "from", jm.status, "to", next)
 	jm.status, jm.statusTime = next, time.Now()
 	if jm.cfg.OnStatus != nil {
 		jm.cfg.OnStatus(jm.summaryLocked())

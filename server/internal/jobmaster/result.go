@@ -130,7 +130,7 @@ func (jm *JobMaster) finished(ev int32, st *jobplanev1.TaskExecutionStatus, exec
 	if why == "" || jm.status != jobstatus.Running && jm.status != jobstatus.Restarting {
 		return // within bounds, or the job ends anyway (without this value)
 	}
-	jm.log.Info("the job's results are over their bounds; failing the job", "cause", why)
+	jm.logger().Info("the job's results are over their bounds; failing the job", "cause", why)
 	info := &jobplanev1.FailureInfo{Message: why, Time: timestamppb.Now(), Attempt: jm.attemptID(ev), TaskExecutorId: executor}
 	jm.restartOrFail(info, nil, false)
 }

@@ -17,12 +17,12 @@ import (
 func (jm *JobMaster) suspend() {
 	jm.stopFailovers()
 	if jm.cfg.TaskLease > 0 {
-		jm.log.Info("suspending; the running attempts are left for the next JobMaster to adopt", "live", jm.live)
+		jm.logger().Info("suspending; the running attempts are left for the next JobMaster to adopt", "live", jm.live)
 		jm.release(context.Background(), true)
 		jm.suspended()
 		return
 	}
-	jm.log.Info("suspending")
+	jm.logger().Info("suspending")
 	// Cancel every attempt at once, under one deadline.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	var wg sync.WaitGroup
@@ -139,7 +139,7 @@ func (jm *JobMaster) yieldSlots() {
 		return // nothing held, or no region waits for slots
 	}
 	jm.yieldDelay = min(2*jm.yieldDelay, jm.cfg.SlotTimeout)
-	jm.log.Info("giving back idle slots while waiting for more", "region_subtasks", short, "idle_slots", len(idle))
+	jm.logger().Info("giving back idle slots while waiting for more", "region_subtasks", short, "idle_slots", len(idle))
 	jm.giveBack(idle, "given back while the job waits for more")
 }
 
@@ -153,7 +153,7 @@ func (jm *JobMaster) giveBack(idle []*slotRef, reason string) {
 		if jm.executors[s.executor] == nil {
 			continue
 		}
-		jm.dropped[s.allocationID] = s.executor // freed again while the TaskExecutor still shows it
+		setKey(&jm.dropped, s.allocationID, s.executor) // freed again while the TaskExecutor still shows it
 		if byExecutor[s.executor] == nil {
 			order = append(order, s.executor)
 		}
@@ -168,7 +168,7 @@ func (jm *JobMaster) giveBack(idle []*slotRef, reason string) {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
 			if freed := client.freeSlots(ctx, jm.cfg.JobID, token, aids, reason); len(freed) < len(aids) {
-				jm.log.Debug("freeing idle slots", "task_executor", id, "slots", len(aids), "freed", len(freed))
+				jm.logger().Debug("freeing idle slots", "task_executor", id, "slots", len(aids), "freed", len(freed))
 			}
 		})
 	}

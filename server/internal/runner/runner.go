@@ -65,7 +65,6 @@ var ErrJobMasterInit = errors.New("runner: JobMaster initialization failed")
 // Runner runs one job across leadership changes.
 type Runner struct {
 	cfg Config
-	log *slog.Logger
 
 	mu        sync.Mutex
 	current   *jobmaster.JobMaster
@@ -80,8 +79,13 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Runner{cfg: cfg, log: cfg.Logger.With("job", cfg.JobID)}, nil
+	return &Runner{cfg: cfg}, nil
 }
+
+// logger is the runner's logger, whose lines name the job. It is made for
+// each line rather than kept: lines are few, and a logger kept per job
+// costs every waiting job a few hundred bytes.
+func (r *Runner) logger() *slog.Logger { return r.cfg.Logger.With("job", r.cfg.JobID) }
 
 // Cancel cancels the job: its current JobMaster cancels its tasks, and a
 // job without a JobMaster yet is canceled before any task runs. It returns
@@ -148,7 +152,7 @@ func (r *Runner) loop(ctx context.Context, granted *hastore.Leadership, backoff 
 			done(jobmaster.Result{Status: jobstatus.Suspended}, fmt.Errorf("runner: %w", err))
 			return
 		case err != nil:
-			r.log.Warn("campaign failed; retrying", "err", err)
+			r.logger().Warn("campaign failed; retrying", "err", err)
 			select {
 			case <-ctx.Done():
 			case <-time.After(backoff):
@@ -191,7 +195,7 @@ func (r *Runner) afterTerm(ctx context.Context, l *hastore.Leadership, res jobma
 		done(jobmaster.Result{Status: jobstatus.Suspended}, nil)
 		return 0, false
 	case lost:
-		r.log.Info("job leadership lost; campaigning again", "token", l.Token())
+		r.logger().Info("job leadership lost; campaigning again", "token", l.Token())
 		return 50 * time.Millisecond, true
 	}
 	// The term ended on an error of ours: pause before the next one.
@@ -226,12 +230,12 @@ func (r *Runner) resign(ctx context.Context, l *hastore.Leadership) {
 		if err == nil || errors.Is(err, hastore.ErrStaleToken) || errors.Is(err, hastore.ErrSessionNotFound) {
 			return
 		}
-		r.log.Debug("resigning the job's leadership", "err", err)
+		r.logger().Debug("resigning the job's leadership", "err", err)
 		select {
 		case <-l.Done():
 			return
 		case <-rctx.Done():
-			r.log.Warn("resigning the job's leadership failed", "err", err)
+			r.logger().Warn("resigning the job's leadership failed", "err", err)
 			return
 		case <-time.After(wait):
 		}
@@ -263,7 +267,7 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, en
 			endTerm(jobmaster.Result{Status: res.GetStatus(), Failure: res.GetFailure(), Restarts: int(res.GetRestartCount()), Exceptions: res.GetExceptionHistory()}, true, nil)
 			return
 		case !errors.Is(err, hastore.ErrResultNotFound):
-			r.log.Warn("reading the job's result failed", "err", err)
+			r.logger().Warn("reading the job's result failed", "err", err)
 			endTerm(jobmaster.Result{}, false, nil)
 			return
 		}
@@ -283,7 +287,7 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, en
 	jm, err := r.cfg.NewJobMaster(cctx, l)
 	span.End()
 	if err != nil {
-		r.log.ErrorContext(cctx, "creating the JobMaster failed", "token", l.Token(), "err", err)
+		r.logger().ErrorContext(cctx, "creating the JobMaster failed", "token", l.Token(), "err", err)
 		failure := &jobplanev1.FailureInfo{Message: "JobMaster initialization failed: " + err.Error(), Time: timestamppb.Now()}
 		endTerm(jobmaster.Result{Status: jobstatus.Failed, Failure: failure, Exceptions: []*jobplanev1.FailureInfo{failure}}, true, err)
 		return
