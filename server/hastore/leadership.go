@@ -95,6 +95,22 @@ func (l *Leadership) Valid() bool {
 	return l.validUntil == nil || time.Now().Before(l.validUntil())
 }
 
+type leadershipKey struct{}
+
+// WithLeadership returns ctx carrying l, for a call to a component of the
+// same process: the callee may take l as the proof that the caller holds
+// l's grant (LeadershipFrom), which no request from the network can carry.
+func WithLeadership(ctx context.Context, l *Leadership) context.Context {
+	return context.WithValue(ctx, leadershipKey{}, l)
+}
+
+// LeadershipFrom returns the leadership a call of this process carries
+// (WithLeadership), or nil.
+func LeadershipFrom(ctx context.Context) *Leadership {
+	l, _ := ctx.Value(leadershipKey{}).(*Leadership)
+	return l
+}
+
 // Confirm publishes address as the leader's. It fails with ErrStaleToken
 // if the leadership has ended.
 func (l *Leadership) Confirm(ctx context.Context, address string) error {

@@ -393,7 +393,7 @@ func (j jobs) NewRunner(plan *hastorev1.ExecutionPlan, recovered bool, granted *
 		NewJobMaster: func(ctx context.Context, l *hastore.Leadership) (*jobmaster.JobMaster, error) {
 			checkpoints, _ := jm.cfg.Store.(hastore.Checkpoints)
 			return jobmaster.New(jobmaster.Config{
-				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: l.Token(), Valid: l.Valid, Address: jm.clusterAddress(), Router: jm.router,
+				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: l.Token(), Valid: l.Valid, Leadership: l, Address: jm.clusterAddress(), Router: jm.router,
 				ResourceManager: jm.rmClient, SubmitTime: plan.GetSubmitTime().AsTime(),
 				HeartbeatInterval: jm.cfg.HeartbeatInterval, HeartbeatTimeout: jm.cfg.HeartbeatTimeout,
 				TaskLease: jm.cfg.TaskLease, Adopt: adopt(),

@@ -85,6 +85,10 @@ type Config struct {
 	// answers NOT_LEADER, deploys nothing, and stops as if its
 	// leadership had ended.
 	Valid func() bool
+	// Leadership, if set, is the grant the JobMaster leads under, shown
+	// to a ResourceManager of the same process when it registers
+	// (hastore.WithLeadership), which then reads no store to check it.
+	Leadership *hastore.Leadership
 	// OnStatus, if set, is called from the goroutine handling the
 	// JobMaster's events with the job's summary after every status
 	// change, and after every restart that leaves the status as it was
@@ -652,6 +656,9 @@ func (jm *JobMaster) connectResourceManager(ctx context.Context, register bool, 
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if register {
+		if jm.cfg.Leadership != nil {
+			rctx = hastore.WithLeadership(rctx, jm.cfg.Leadership)
+		}
 		resp, err := jm.cfg.ResourceManager.RegisterJobMaster(rctx, &clusterv1.RegisterJobMasterRequest{
 			JobId: jm.cfg.JobID, JobMasterAddress: jm.cfg.Address, JobMasterToken: token,
 		})

@@ -7,6 +7,7 @@ import (
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/wire/apierror"
+	"github.com/jobplane/jobplane/server/hastore"
 )
 
 // Elections reads elections' current grants: the HA store
@@ -23,8 +24,19 @@ type Elections interface {
 // token that is not the grant is stale, whether an earlier grant's or one
 // never granted (a forged epoch above the current grant's): its holder
 // does not lead the job. A store that cannot be read admits nothing.
+//
+// A JobMaster of this process shows its leadership instead
+// (hastore.WithLeadership): a leadership of this token that is still
+// valid (its session certainly holds at the store) is the grant, as the
+// store would say, with no read. Its key can have been deleted only by
+// something other than a campaign (a resignation ends the leadership
+// first), and then the leadership ends as soon as the store's watch shows
+// it; the JobMaster acts on the same belief for everything else it does.
 func (rm *ResourceManager) checkGrant(ctx context.Context, jobID string, t election.Token) error {
 	name := election.Job(jobID)
+	if l := hastore.LeadershipFrom(ctx); l != nil && l.Fence() == (hastore.Fence{Election: name, Token: t}) && l.Valid() {
+		return nil
+	}
 	info, err := rm.cfg.Elections.Leader(ctx, name)
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -48,14 +48,10 @@ func (c *countedElections) setDown(down bool) {
 	c.down = down
 }
 
-// RegisterJobMaster takes a JobMaster token it has not registered only if
-// it is the current grant of the job's election, read from the store once
-// per such registration: an earlier grant and a forged newer epoch are
-// stale, and an unreadable store registers nothing. The registered token
-// registers again without a read, and calls under it read nothing.
-func TestRegisterJobMasterChecksTheGrant(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+// leadingRM starts a ResourceManager leading on a store of its own, whose
+// elections it reads through the counter returned; l is its leadership.
+func leadingRM(ctx context.Context, t *testing.T) (hastore.Store, *countedElections, *ResourceManager, *hastore.Leadership) {
+	t.Helper()
 	store, quiet := openStore(ctx, t)
 	elections := &countedElections{Elections: store}
 	sess, err := store.OpenSession(ctx, hastore.SessionConfig{TTL: 10 * time.Second})
@@ -75,6 +71,68 @@ func TestRegisterJobMasterChecksTheGrant(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = rm.Lead(lctx, l) }()
 	t.Cleanup(func() { stop(); <-done })
+	return store, elections, rm, l
+}
+
+// A JobMaster of the same process that shows its leadership
+// (hastore.WithLeadership) registers with no store read, even with the
+// store down. A leadership of another token, or one that has ended, proves
+// nothing: the store is read, as for a call from the network.
+func TestRegisterJobMasterTakesALocalLeadership(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	store, elections, rm, _ := leadingRM(ctx, t)
+	h := rm.Local()
+	sess, err := store.OpenSession(ctx, hastore.SessionConfig{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sess.Close(context.Background()) })
+	register := func(jobID string, shown *hastore.Leadership, tk election.Token) error {
+		_, err := h.RegisterJobMaster(hastore.WithLeadership(ctx, shown), &clusterv1.RegisterJobMasterRequest{JobId: jobID, JobMasterAddress: "http://127.0.0.1:1", JobMasterToken: protoToken(tk)})
+		return err
+	}
+	unavailable := func(what string, err error) {
+		t.Helper()
+		if connect.CodeOf(err) != connect.CodeUnavailable || !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STORE_UNAVAILABLE) {
+			t.Errorf("registering %s with the store down: %v; want UNAVAILABLE (STORE_UNAVAILABLE): the store must be read", what, err)
+		}
+	}
+	a, err := sess.Campaign(ctx, election.Job("a"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sess.Campaign(ctx, election.Job("b"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	elections.setDown(true)
+	if err := register("a", a, a.Token()); err != nil {
+		t.Errorf("registering under the leadership shown: %v; want it registered with no read", err)
+	}
+	if n := elections.count(); n != 0 {
+		t.Errorf("%d store reads to register under the leadership shown; want none", n)
+	}
+	unavailable("job b under job a's leadership", register("b", a, b.Token()))
+	if err := b.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	unavailable("under a leadership that has ended", register("b", b, b.Token()))
+	elections.setDown(false)
+	if err := register("b", b, b.Token()); connect.CodeOf(err) != connect.CodeAborted {
+		t.Errorf("registering under a leadership that has ended: %v; want ABORTED (the store shows no grant)", err)
+	}
+}
+
+// RegisterJobMaster takes a JobMaster token it has not registered only if
+// it is the current grant of the job's election, read from the store once
+// per such registration: an earlier grant and a forged newer epoch are
+// stale, and an unreadable store registers nothing. The registered token
+// registers again without a read, and calls under it read nothing.
+func TestRegisterJobMasterChecksTheGrant(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	store, elections, rm, l := leadingRM(ctx, t)
 	h := rm.Local()
 
 	// grant campaigns in the job's election on a session of its own,
