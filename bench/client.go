@@ -162,3 +162,47 @@ func SubmitLoad(ctx context.Context, c jobplanev1connect.DispatcherServiceClient
 	out.Acks = len(out.AckOffsets)
 	return out
 }
+
+// SubmitCount submits the one-task jobs prefix-from … prefix-(to-1) of
+// graph from clients goroutines, each sending its next submission as soon
+// as the last was answered, and returns when every one was answered or
+// ctx is done. Load.Duration is the time it took; Latencies and
+// AckOffsets are left empty.
+func SubmitCount(ctx context.Context, c jobplanev1connect.DispatcherServiceClient, clients, from, to int, prefix string, graph *jobplanev1.JobGraph) Load {
+	var (
+		mu   sync.Mutex
+		out  Load
+		next = from
+		wg   sync.WaitGroup
+	)
+	start := time.Now()
+	for range clients {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= to {
+					return
+				}
+				cctx, cancel := context.WithTimeout(ctx, callTimeout)
+				_, err := c.SubmitJob(cctx, &jobplanev1.SubmitJobRequest{JobId: fmt.Sprintf("%s-%07d", prefix, i), JobGraph: graph})
+				cancel()
+				mu.Lock()
+				if err == nil {
+					out.Acks++
+				} else {
+					out.Errors++
+					if out.FirstErr == nil {
+						out.FirstErr = err
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	out.Duration = time.Since(start)
+	return out
+}

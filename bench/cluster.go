@@ -139,7 +139,14 @@ func (c *cluster) result(ctx context.Context, id string, timeout time.Duration) 
 // returns the cores used in the last interval, for a note when the
 // JobManager never quieted.
 func (c *cluster) settle(ctx context.Context, bound time.Duration) float64 {
-	m, err := NewCPUMeter(c.jm.PID())
+	return settleProcess(ctx, c.jm.PID(), bound)
+}
+
+// settleProcess waits until process pid is quiet (under a tenth of a
+// core over 250ms), at most bound, and returns the cores it used in the
+// last interval.
+func settleProcess(ctx context.Context, pid int, bound time.Duration) float64 {
+	m, err := NewCPUMeter(pid)
 	if err != nil {
 		return 0
 	}

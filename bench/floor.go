@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -20,6 +21,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
 	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/v1/jobplanev1connect"
@@ -32,12 +35,19 @@ import (
 // The floor is the least a durable submission can cost on this machine:
 // one Connect round trip to a server whose SubmitJob handler makes one
 // fenced etcd transaction of the job's plan, on an embedded member of its
-// own, and nothing else. It runs as a process of its own (the bench
-// binary re-executed with the argument "floor"), so that its CPU is not
-// the bench's, and is driven over its stdin and stdout:
+// own, and nothing else (the one-write floor). Told "lifecycle", it
+// becomes the lifecycle floor instead (lifecycle.go): each job it
+// acknowledges is also deployed to a stand-in TaskExecutor, whose report
+// it ends with the finish write. It runs as a process of its own (the
+// bench binary re-executed with the argument "floor"), so that its CPU is
+// not the bench's, and is driven over its stdin and stdout:
 //
 //	floor → "ready <url>"                    once serving
 //	"raw <seconds> <writers>" → one JSON RawResult line
+//	"lifecycle <te-url>" → one JSON LifecycleStats line; from then on
+//	                         SubmitJob deploys to the TaskExecutor at te-url
+//	"drain <seconds>" → one JSON LifecycleStats line, once no job is
+//	                         pending or after the seconds
 //	end of stdin, or "quit"                  it stops and removes its data
 
 // floorSessionTTL is the TTL of the floor's session, as the JobManager's
@@ -49,10 +59,14 @@ const floorSessionTTL = 10 * time.Second
 // one), its digest (SHA-256 of the deterministic encoding) and the submit
 // time. It checks only that the graph has a vertex; the Dispatcher's
 // validation and idempotency are left out, on purpose.
+//
+// In the lifecycle mode (life set) it hands every job whose plan it wrote
+// to the lifecycle after answering.
 type floorHandler struct {
 	jobplanev1connect.UnimplementedDispatcherServiceHandler
 	store *etcdstore.Store
 	fence hastore.Fence
+	life  atomic.Pointer[lifecycle]
 }
 
 func (h *floorHandler) SubmitJob(ctx context.Context, req *jobplanev1.SubmitJobRequest) (*jobplanev1.SubmitJobResponse, error) {
@@ -63,7 +77,25 @@ func (h *floorHandler) SubmitJob(ctx context.Context, req *jobplanev1.SubmitJobR
 	if err := h.store.PutExecutionPlan(ctx, h.fence, plan); err != nil {
 		return nil, connect.NewError(connect.CodeUnavailable, err)
 	}
+	if l := h.life.Load(); l != nil {
+		l.start(plan)
+	}
 	return &jobplanev1.SubmitJobResponse{JobId: req.GetJobId(), Created: true, Status: jobplanev1.JobStatus_JOB_STATUS_INITIALIZING}, nil
+}
+
+// floorJobMaster serves JobMasterService in the floor: the lifecycle's
+// while its mode is on, and otherwise no job.
+type floorJobMaster struct {
+	clusterv1connect.UnimplementedJobMasterServiceHandler
+	h *floorHandler
+}
+
+func (m *floorJobMaster) UpdateTaskExecutionState(ctx context.Context, req *clusterv1.UpdateTaskExecutionStateRequest) (*clusterv1.UpdateTaskExecutionStateResponse, error) {
+	l := m.h.life.Load()
+	if l == nil {
+		return nil, connect.NewError(connect.CodeNotFound, errors.New("no such attempt"))
+	}
+	return l.UpdateTaskExecutionState(ctx, req)
 }
 
 // floorPlan builds the execution plan of a submission as the Dispatcher
@@ -115,11 +147,22 @@ func RunFloor(ctx context.Context, in io.Reader, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv.Handle(jobplanev1connect.NewDispatcherServiceHandler(&floorHandler{store: store, fence: l.Fence()}, connect.WithCompressMinBytes(compressMinBytes)))
+	h := &floorHandler{store: store, fence: l.Fence()}
+	srv.Handle(jobplanev1connect.NewDispatcherServiceHandler(h, connect.WithCompressMinBytes(compressMinBytes)))
+	// The JobMaster of the lifecycle mode, mounted from the start: until
+	// the mode is on, it knows no job.
+	jm := &floorJobMaster{h: h}
+	srv.Handle(clusterv1connect.NewJobMasterServiceHandler(jm, connect.WithCompressMinBytes(compressMinBytes)))
 	sctx, stop := context.WithCancel(ctx)
 	served := make(chan error, 1)
 	go func() { served <- srv.Run(sctx) }()
-	defer func() { stop(); <-served }()
+	defer func() {
+		stop()
+		<-served
+		if life := h.life.Load(); life != nil {
+			life.wait()
+		}
+	}()
 
 	fmt.Fprintf(out, "ready %s\n", srv.URL())
 	lines := make(chan string)
@@ -146,11 +189,28 @@ func RunFloor(ctx context.Context, in io.Reader, out io.Writer) error {
 		}
 		var secs float64
 		var writers int
+		var teURL string
 		switch {
 		case line == "quit":
 			return nil
 		case fmtSscan(line, "raw %g %d", &secs, &writers):
 			res := rawPuts(ctx, store, time.Duration(secs*float64(time.Second)), writers, graph)
+			b, _ := json.Marshal(res)
+			fmt.Fprintf(out, "%s\n", b)
+		case fmtSscan(line, "lifecycle %s", &teURL):
+			var res LifecycleStats
+			if !h.life.CompareAndSwap(nil, newLifecycle(sctx, store, l.Fence(), teURL)) {
+				res.Error = "the lifecycle mode is on already"
+			}
+			b, _ := json.Marshal(res)
+			fmt.Fprintf(out, "%s\n", b)
+		case fmtSscan(line, "drain %g", &secs):
+			var res LifecycleStats
+			if life := h.life.Load(); life != nil {
+				res = life.drain(ctx, time.Duration(secs*float64(time.Second)))
+			} else {
+				res.Error = "the lifecycle mode is off"
+			}
 			b, _ := json.Marshal(res)
 			fmt.Fprintf(out, "%s\n", b)
 		default:
@@ -308,6 +368,40 @@ func (f *Floor) RawPuts(ctx context.Context, d time.Duration, writers int) (RawR
 	}
 	if res.Error != "" {
 		return res, errors.New("floor raw puts: " + res.Error)
+	}
+	return res, nil
+}
+
+// Lifecycle makes the floor the lifecycle floor: from now on, each job
+// it acknowledges is deployed to the TaskExecutor at teURL (a
+// StandInTaskExecutor reporting to f.URL) and ended by its report.
+func (f *Floor) Lifecycle(ctx context.Context, teURL string) error {
+	_, err := f.lifecycleCommand(ctx, fmt.Sprintf("lifecycle %s", teURL), 0)
+	return err
+}
+
+// Drain waits until the lifecycle floor has no job pending (each
+// acknowledged job's finish write acknowledged, or its lifecycle failed),
+// at most timeout, and returns its counts; with a timeout of 0 it only
+// reads them.
+func (f *Floor) Drain(ctx context.Context, timeout time.Duration) (LifecycleStats, error) {
+	return f.lifecycleCommand(ctx, fmt.Sprintf("drain %g", timeout.Seconds()), timeout)
+}
+
+func (f *Floor) lifecycleCommand(ctx context.Context, cmd string, wait time.Duration) (LifecycleStats, error) {
+	if _, err := fmt.Fprintln(f.in, cmd); err != nil {
+		return LifecycleStats{}, err
+	}
+	line, err := f.readLine(ctx, wait+5*time.Second)
+	if err != nil {
+		return LifecycleStats{}, err
+	}
+	var res LifecycleStats
+	if err := json.Unmarshal([]byte(line), &res); err != nil {
+		return LifecycleStats{}, fmt.Errorf("floor answered %q: %w", line, err)
+	}
+	if res.Error != "" {
+		return res, errors.New("floor " + cmd + ": " + res.Error)
 	}
 	return res, nil
 }

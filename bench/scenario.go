@@ -86,6 +86,7 @@ var scenarios = []scenario{
 	{"4", "2 x 1000 all-to-all pipelined job", 3 * time.Minute, 30 * time.Second, runBigJob},
 	{"5", "10,000 running one-task jobs, then 10,000 waiting", 8 * time.Minute, 45 * time.Second, runScale},
 	{"6", "scheduler and HA-store Go benchmarks", 10 * time.Second, 10 * time.Second, runGoBench},
+	{"10", "heap per waiting job", 8 * time.Minute, 45 * time.Second, runWaitingHeap},
 }
 
 // Report is the outcome of a bench run.

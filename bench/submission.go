@@ -23,21 +23,36 @@ const (
 	targetP99  = "≤ 3× floor"
 )
 
-// clusterShape is the TaskExecutors of a submission cluster.
+// clusterShape is the TaskExecutors of a submission cluster, and the
+// floor it is compared with.
 type clusterShape struct {
 	name             string
 	taskExecutors    int
 	slotsPerExecutor int
+	// lifecycleFloor compares the cluster with the lifecycle floor
+	// (every job runs to its end) rather than the one-write floor
+	// (admission).
+	lifecycleFloor bool
 }
 
 var (
 	// freeSlots has slots for every noop job that can be in flight at
 	// once at the rates this machine reaches (checked: the row notes the
-	// fewest slots seen free).
-	freeSlots = clusterShape{"free slots", 4, 500}
-	// defaultCluster is the standalone default: jobs pile up waiting.
-	defaultCluster = clusterShape{"default cluster", 2, 4}
+	// fewest slots seen free), so every job runs to its end: compared
+	// with the lifecycle floor (issue 33, target 1).
+	freeSlots = clusterShape{"free slots", 4, 500, true}
+	// defaultCluster is the standalone default: jobs pile up waiting, and
+	// the row measures admission, beside the one-write floor.
+	defaultCluster = clusterShape{"default cluster", 2, 4, false}
 )
+
+// floorName names a shape's floor in its row.
+func (s clusterShape) floorName() string {
+	if s.lifecycleFloor {
+		return "lifecycle floor"
+	}
+	return "one-write floor"
+}
 
 // runSubmission measures row 1: SubmitJob throughput and latency of 64
 // clients over h2c and HTTP/1.1, on a cluster with free slots and on the
@@ -74,13 +89,30 @@ func runSubmission(ctx context.Context, e *env) (Outcome, error) {
 
 // submissionCase runs one protocol on one cluster shape: runs of d each,
 // the floor first in every round, and one run of raw puts on the floor.
+//
+// Both sides are measured by their SubmitJob answers (acks/s, p50, p99),
+// also beside the lifecycle floor: the JobManager answers once the plan
+// is written and runs the job afterwards, and so does the lifecycle
+// floor. What either side left unfinished at a run's end goes in the
+// note.
 func submissionCase(ctx context.Context, e *env, id string, p Protocol, shape clusterShape, d time.Duration) ([]Row, RawResult, error) {
-	e.progress("%s: %s, %s (%d x %d slots)", id, p, shape.name, shape.taskExecutors, shape.slotsPerExecutor)
+	e.progress("%s: %s, %s (%d x %d slots), beside the %s", id, p, shape.name, shape.taskExecutors, shape.slotsPerExecutor, shape.floorName())
 	c, err := startCluster(ctx, e, shape.taskExecutors, shape.slotsPerExecutor, true)
 	if err != nil {
 		return nil, RawResult{}, err
 	}
 	defer c.stop()
+	var standIn *StandInTaskExecutor
+	if shape.lifecycleFloor {
+		if standIn, err = StartStandInTaskExecutor(c.floor.URL); err != nil {
+			return nil, RawResult{}, err
+		}
+		// Stopped before the floor (deferred after c.stop).
+		defer standIn.Stop()
+		if err := c.floor.Lifecycle(ctx, standIn.URL); err != nil {
+			return nil, RawResult{}, err
+		}
+	}
 	sys := NewDispatcher(c.jm.URL, p)
 	floor := NewDispatcher(c.floor.URL, p)
 	graph := OneTaskGraph("noop")
@@ -93,10 +125,21 @@ func submissionCase(ctx context.Context, e *env, id string, p Protocol, shape cl
 	var sysRuns, floorRuns []Load
 	var sysCost, floorCost []cpuPerAck
 	minFree := c.slots
-	var busy []float64 // cores the JobManager still used when a floor run began
+	var busy []float64               // cores the JobManager still used when a floor run began
+	var undrained []int              // jobs the lifecycle floor still had pending when a run began
+	var sysLeft, floorLeft []float64 // jobs unfinished at a run's end
 	for run := range e.runs() {
 		if cores := c.settle(ctx, settleBound); cores >= 0.1 {
 			busy = append(busy, cores)
+		}
+		if standIn != nil {
+			st, err := c.floor.Drain(ctx, settleBound)
+			if err != nil {
+				return nil, RawResult{}, err
+			}
+			if !st.Drained {
+				undrained = append(undrained, st.Pending)
+			}
 		}
 		var f Load
 		floorCPU, err := measureCPU(c.floor.cmd.Process.Pid, func() {
@@ -108,6 +151,13 @@ func submissionCase(ctx context.Context, e *env, id string, p Protocol, shape cl
 		if err := usable(f); err != nil {
 			return nil, RawResult{}, fmt.Errorf("floor: %w", err)
 		}
+		if standIn != nil {
+			st, err := c.floor.Drain(ctx, 0)
+			if err != nil {
+				return nil, RawResult{}, err
+			}
+			floorLeft = append(floorLeft, float64(st.Pending))
+		}
 		var s Load
 		stopWatch := watchFreeSlots(ctx, c, &minFree)
 		sysCPU, err := measureCPU(c.jm.PID(), func() {
@@ -117,6 +167,11 @@ func submissionCase(ctx context.Context, e *env, id string, p Protocol, shape cl
 		if err != nil {
 			return nil, RawResult{}, err
 		}
+		if standIn != nil {
+			if ov, err := c.overview(ctx); err == nil {
+				sysLeft = append(sysLeft, float64(ov.GetRunningJobCount()))
+			}
+		}
 		if err := usable(s); err != nil {
 			return nil, RawResult{}, fmt.Errorf("jobmanager: %w (log: %s)", err, c.jm.LogTail(5))
 		}
@@ -124,13 +179,22 @@ func submissionCase(ctx context.Context, e *env, id string, p Protocol, shape cl
 		floorCost, sysCost = append(floorCost, floorCPU.perAck(f.Acks)), append(sysCost, sysCPU.perAck(s.Acks))
 	}
 	c.settle(ctx, settleBound)
+	var life LifecycleStats
+	if standIn != nil {
+		if life, err = c.floor.Drain(ctx, settleBound); err != nil {
+			return nil, RawResult{}, err
+		}
+	}
 	raw, err := c.floor.RawPuts(ctx, d, submitClients)
 	if err != nil {
 		return nil, RawResult{}, err
 	}
-	name := fmt.Sprintf("submit, %s, %s (%dx%d)", p, shape.name, shape.taskExecutors, shape.slotsPerExecutor)
+	name := fmt.Sprintf("submit, %s, %s (%dx%d), beside the %s", p, shape.name, shape.taskExecutors, shape.slotsPerExecutor, shape.floorName())
 	note := fmt.Sprintf("fewest free slots %d of %d", minFree, c.slots)
-	note += "; " + costNote(sysCost, floorCost)
+	if standIn != nil {
+		note += "; " + lifecycleNote(sysLeft, floorLeft, undrained, settleBound, life, standIn)
+	}
+	note += "; " + costNote(sysCost, floorCost, standIn != nil)
 	if len(busy) > 0 {
 		note += fmt.Sprintf("; the JobManager still used %.2f cores %v after a run, beside the floor", Median(busy), settleBound)
 	}
@@ -352,10 +416,40 @@ func (u cpuUse) perAck(acks int) cpuPerAck {
 	return cpuPerAck{us(u.server), us(u.bench)}
 }
 
+// lifecycleNote says how 1a compares with the lifecycle floor beyond the
+// figures: both are measured by SubmitJob answers, and a job is done on
+// either side once its finish write is acknowledged; the jobs either
+// side left unfinished at a run's end (medians), any floor run that
+// began before the last one's jobs were done, and any job whose
+// lifecycle in the floor failed.
+func lifecycleNote(sysLeft, floorLeft []float64, undrained []int, bound time.Duration, life LifecycleStats, standIn *StandInTaskExecutor) string {
+	note := fmt.Sprintf("jobs acknowledged but not finished at a run's end: JobManager %s, floor %s", medianOrDash(sysLeft), medianOrDash(floorLeft))
+	if len(undrained) > 0 {
+		note += fmt.Sprintf("; %d floor run(s) began with jobs of the last still pending after %v (%v)", len(undrained), bound, undrained)
+	}
+	if life.Failed > 0 {
+		note += fmt.Sprintf("; %d floor jobs failed (%s)", life.Failed, life.FirstFailure)
+	}
+	if n := standIn.Failed.Load(); n > 0 {
+		note += fmt.Sprintf("; %d stand-in reports failed (%s)", n, standIn.FirstErr())
+	}
+	return note
+}
+
+// medianOrDash formats the median of xs, or "—" for none.
+func medianOrDash(xs []float64) string {
+	if len(xs) == 0 {
+		return "—"
+	}
+	return FormatNumber(Median(xs))
+}
+
 // costNote states the CPU time per acknowledgement on both sides (medians
 // over the runs): what each ack costs the machine, whose cores the
-// server, its TaskExecutors and the clients share.
-func costNote(sys, floor []cpuPerAck) string {
+// server, its TaskExecutors and the clients share. With the lifecycle
+// floor, the stand-in TaskExecutor's CPU is on the floor's bench side, as
+// the real TaskExecutors' is on the JobManager's.
+func costNote(sys, floor []cpuPerAck, standIn bool) string {
 	med := func(cs []cpuPerAck) (server, bench float64) {
 		var ss, bs []float64
 		for _, c := range cs {
@@ -365,5 +459,9 @@ func costNote(sys, floor []cpuPerAck) string {
 	}
 	js, jb := med(sys)
 	fs, fb := med(floor)
-	return fmt.Sprintf("CPU per ack: JobManager %.0f µs + bench %.0f µs (clients, TaskExecutors); floor %.0f µs + bench %.0f µs (clients)", js, jb, fs, fb)
+	floorBench := "clients"
+	if standIn {
+		floorBench = "clients, stand-in TaskExecutor"
+	}
+	return fmt.Sprintf("CPU per ack: JobManager %.0f µs + bench %.0f µs (clients, TaskExecutors); floor %.0f µs + bench %.0f µs (%s)", js, jb, fs, fb, floorBench)
 }
