@@ -202,12 +202,15 @@ type job struct {
 	// same job wait for it.
 	persisting chan struct{}
 	runner     JobRunner
-	// history holds the job's recent changes (history.go); changed is
-	// closed and replaced at each change, to wake watchers.
+	// history holds the job's recent changes (history.go); changed, if a
+	// watcher made it (changedLocked), is closed at the next change, to
+	// wake watchers. A job nobody watches keeps no channel.
 	history history
 	changed chan struct{}
 	result  *jobplanev1.JobResult // set once globally terminal
-	done    chan struct{}         // closed once the result is recorded
+	// done, if a waiter made it (doneLocked), is closed once the result
+	// is recorded.
+	done chan struct{}
 	// cancellation is the run's recorded cancel request, as the store
 	// keeps it (the first one's); nil before one is recorded.
 	cancellation *jobplanev1.Cancellation
@@ -411,7 +414,7 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 		j := &job{
 			id: res.GetJobId(), runID: res.GetRunId(), cancellation: res.GetCancellation(), digest: res.GetPlanDigest(), name: res.GetName(),
 			submitTime: res.GetSubmitTime().AsTime(), result: res, owner: res.GetSubmittedBy(),
-			persisting: persisted, changed: make(chan struct{}), done: closedChan(),
+			persisting: persisted,
 		}
 		j.history = newHistory(summaryOfResult(res))
 		d.mu.Lock()
@@ -518,7 +521,7 @@ func recorded(c *jobplanev1.Cancellation) *jobplanev1.Cancellation {
 }
 
 // persisted is the persisting channel of every job whose plan is
-// persisted: closed.
+// persisted, and the done channel of every job with a result: closed.
 var persisted = closedChan()
 
 func closedChan() chan struct{} {
@@ -531,7 +534,7 @@ func newJob(plan *hastorev1.ExecutionPlan) *job {
 	j := &job{
 		id: plan.GetJobId(), runID: plan.GetRunId(), digest: plan.GetDigest(), name: plan.GetJobGraph().GetName(),
 		submitTime: plan.GetSubmitTime().AsTime(), owner: plan.GetSubmittedBy(), persisting: make(chan struct{}),
-		changed: make(chan struct{}), done: make(chan struct{}), graph: plan.GetJobGraph(),
+		graph: plan.GetJobGraph(),
 	}
 	if timeout := plan.GetJobGraph().GetConfig().GetClientHeartbeatTimeout().AsDuration(); timeout > 0 {
 		j.heartbeatTimeout = timeout
@@ -571,8 +574,31 @@ func (ld *leadership) recordLocked(j *job, s *jobplanev1.JobSummary) {
 		return
 	}
 	ld.index.setStatus(j, s.GetStatus())
-	close(j.changed)
-	j.changed = make(chan struct{})
+	if j.changed != nil {
+		close(j.changed)
+		j.changed = nil
+	}
+}
+
+// changedLocked returns a channel closed at the job's next recorded
+// change; d.mu must be held.
+func (j *job) changedLocked() <-chan struct{} {
+	if j.changed == nil {
+		j.changed = make(chan struct{})
+	}
+	return j.changed
+}
+
+// doneLocked returns a channel closed once the job's result is recorded
+// (closed already if it is); d.mu must be held.
+func (j *job) doneLocked() <-chan struct{} {
+	if j.result != nil {
+		return persisted
+	}
+	if j.done == nil {
+		j.done = make(chan struct{})
+	}
+	return j.done
 }
 
 // forgetLocked removes j from the leadership's jobs and index; d.mu must
@@ -743,7 +769,9 @@ func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 	j.result = result
 	ld.releaseLocked(j)
 	ld.recordLocked(j, summaryOfResult(result))
-	close(j.done)
+	if j.done != nil {
+		close(j.done)
+	}
 	d.mu.Unlock()
 	d.log.Info("job terminated", "job", j.id, "status", result.GetStatus())
 	telemetry.JobEnded(ld.ctx, strings.TrimPrefix(result.GetStatus().String(), "JOB_STATUS_"), result.GetEndTime().AsTime().Sub(result.GetSubmitTime().AsTime()))

@@ -37,7 +37,7 @@ func newTestLeadership(tb testing.TB) (*Dispatcher, *leadership) {
 
 // newTestJob returns a job as submitted or recovered, not yet accepted.
 func newTestJob(id string, submit time.Time, status jobplanev1.JobStatus) *job {
-	j := &job{id: id, submitTime: submit, persisting: make(chan struct{}), changed: make(chan struct{}), done: make(chan struct{})}
+	j := &job{id: id, submitTime: submit, persisting: make(chan struct{})}
 	j.history = newHistory(&jobplanev1.JobSummary{JobId: id, Status: status})
 	return j
 }

@@ -140,8 +140,11 @@ func (d *Dispatcher) CancelRun(ctx context.Context, jobID string, req CancelRequ
 		// is bounded.
 		wait := time.NewTimer(d.cfg.PersistTimeout)
 		defer wait.Stop()
+		d.mu.Lock()
+		done := j.doneLocked()
+		d.mu.Unlock()
 		select {
-		case <-j.done:
+		case <-done:
 		case <-wait.C:
 			return 0, fmt.Errorf("%w: the job's plan is gone and its result not recorded yet", ErrCancelNotRecorded)
 		case <-ld.ctx.Done():
@@ -301,8 +304,11 @@ func (d *Dispatcher) Result(ctx context.Context, jobID, runID string, wait bool)
 		return nil, err
 	}
 	if wait {
+		d.mu.Lock()
+		done := j.doneLocked()
+		d.mu.Unlock()
 		select {
-		case <-j.done:
+		case <-done:
 		case <-ld.ctx.Done():
 			return nil, ErrNotLeading
 		case <-ctx.Done():
@@ -449,7 +455,7 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID, runID, resume string, hea
 		}
 		pending = d.eventsLocked(ld, j, next)
 		next = j.history.end()
-		changed := j.changed
+		changed := j.changedLocked()
 		d.mu.Unlock()
 		if len(pending) > 0 {
 			continue
