@@ -110,13 +110,38 @@ func (h *handler) AdoptAttempts(ctx context.Context, req *clusterv1.AdoptAttempt
 	if len(bad) > 0 {
 		return nil, apierror.BadRequest(bad...)
 	}
-	tokens := make([]jobToken, len(req.GetJobs()))
-	for i, e := range req.GetJobs() {
-		tokens[i] = jobToken{e.GetJobId(), tokenOf(e.GetJobMasterToken())}
-	}
 	te.mu.Lock()
 	defer te.mu.Unlock()
-	checked := te.checkJobsLocked(ctx, tokens)
+	// An entry for a job that holds nothing here has nothing to hand
+	// over: it is answered empty at once, its token neither read from the
+	// store nor taken (the contract's MAY). A JobMaster that took over
+	// many jobs asks every TaskExecutor about each of them, and most hold
+	// nothing on most TaskExecutors: a store read each would flood the
+	// store just as the new leader recovers. An older token than the
+	// job's current one is still refused, as it needs no read.
+	holding := make(map[string]bool)
+	for _, s := range te.slots {
+		if s.jobID != "" && !s.freeing {
+			holding[s.jobID] = true
+		}
+	}
+	tokens := make([]jobToken, 0, len(req.GetJobs()))
+	empty := make([]bool, len(req.GetJobs()))
+	for i, e := range req.GetJobs() {
+		t := tokenOf(e.GetJobMasterToken())
+		if !holding[e.GetJobId()] && !te.olderLocked(e.GetJobId(), t) {
+			empty[i] = true
+			continue
+		}
+		tokens = append(tokens, jobToken{e.GetJobId(), t})
+	}
+	checks := te.checkJobsLocked(ctx, tokens)
+	checked := make([]error, len(req.GetJobs()))
+	for i, k := 0, 0; i < len(checked); i++ {
+		if !empty[i] {
+			checked[i], k = checks[k], k+1
+		}
+	}
 	for _, err := range checked {
 		if err != nil && !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_STALE_FENCING_TOKEN) {
 			return nil, err // the store could not be read: nothing was taken, the JobMaster retries
@@ -129,6 +154,9 @@ func (h *handler) AdoptAttempts(ctx context.Context, req *clusterv1.AdoptAttempt
 		out := &clusterv1.AdoptedJob{JobId: e.GetJobId()}
 		resp.Jobs = append(resp.Jobs, out)
 		token := tokenOf(e.GetJobMasterToken())
+		if empty[i] {
+			continue
+		}
 		if checked[i] != nil {
 			resp.Refused = append(resp.Refused, apierror.Item(i, checked[i]))
 			continue

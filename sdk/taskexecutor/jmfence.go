@@ -82,6 +82,13 @@ func (te *TaskExecutor) readJobGrant(ctx context.Context, jobID string, t electi
 		map[string]string{"election": election.Job(jobID)})
 }
 
+// olderLocked reports whether t is older than the job's current token
+// here, which its calls are refused for with no read; te.mu must be held.
+func (te *TaskExecutor) olderLocked(jobID string, t election.Token) bool {
+	j := te.jobs[jobID]
+	return j != nil && t.Epoch < j.token.Epoch
+}
+
 // jobToken is a job's JobMaster token in a call for many jobs.
 type jobToken struct {
 	jobID string
@@ -114,13 +121,21 @@ func (te *TaskExecutor) checkJobsLocked(ctx context.Context, jobs []jobToken) []
 	te.mu.Unlock()
 	defer te.mu.Lock()
 	var wg sync.WaitGroup
+	sem := make(chan struct{}, grantReads)
 	for _, i := range read {
 		wg.Add(1)
+		sem <- struct{}{}
 		go func() {
-			defer wg.Done()
+			defer func() { <-sem; wg.Done() }()
 			errs[i] = te.readJobGrant(ctx, jobs[i].jobID, jobs[i].token)
 		}()
 	}
 	wg.Wait()
 	return errs
 }
+
+// grantReads bounds the store reads of one call for many jobs in flight
+// at once: a new leader's AdoptAttempts names every job it took over that
+// runs here, and thousands of reads at once would queue at the store
+// behind the leader's own recovery.
+const grantReads = 32

@@ -188,10 +188,47 @@ func TestNewerGrantedJobMasterTokenTaken(t *testing.T) {
 	staleIn(t, "Heartbeat from the older JobMaster", err, election.Job("j"), grant(2))
 }
 
-// BenchmarkAdoptAttempts measures AdoptAttempts of 100 jobs: under their
-// current tokens (no store read), and under newer tokens that the store
-// shows as their grants (one read per job, in parallel; here an
-// in-memory store, so the figure is the TaskExecutor's own cost).
+// AdoptAttempts of a job that holds nothing here is answered empty with
+// no store read, even with the store down and under a token never
+// granted, and takes nothing: the job's real JobMaster, whose token is
+// older than the forged one, is not refused for it afterwards. A job
+// that holds something here is still checked in the same call.
+func TestAdoptAttemptsOfAJobHeldNowhereReadsNothing(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	leaders, client, _ := jmFenced(ctx, t)
+	adopt := func(jobs ...*clusterv1.JobAdoption) (*clusterv1.AdoptAttemptsResponse, error) {
+		return client.AdoptAttempts(ctx, &clusterv1.AdoptAttemptsRequest{Jobs: jobs})
+	}
+	entry := func(job string, tok *jobplanev1.FencingToken) *clusterv1.JobAdoption {
+		return &clusterv1.JobAdoption{JobId: job, JobMasterToken: tok, JobMasterAddress: "http://127.0.0.1:1"}
+	}
+	reads := leaders.JobReads()
+	leaders.Break()
+	resp, err := adopt(entry("k", token(1000)))
+	if err != nil || len(resp.GetRefused()) > 0 || len(resp.GetJobs()) != 1 || resp.GetJobs()[0].GetJobId() != "k" ||
+		len(resp.GetJobs()[0].GetAttempts()) > 0 || len(resp.GetJobs()[0].GetAllocationIds()) > 0 {
+		t.Fatalf("AdoptAttempts of a job held nowhere, store down: %v, %v; want job k answered empty", resp, err)
+	}
+	if got := leaders.JobReads(); got != reads {
+		t.Errorf("AdoptAttempts of a job held nowhere read the store %d times, want none", got-reads)
+	}
+	if _, err := adopt(entry("k", token(1000)), entry("j", token(2))); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Errorf("AdoptAttempts naming a held job under a newer token, store down: %v; want UNAVAILABLE (the held job needs a read)", err)
+	}
+	leaders.Heal()
+	leaders.GrantJob("k", grant(2))
+	if resp, err := adopt(entry("k", token(2))); err != nil || len(resp.GetRefused()) > 0 {
+		t.Errorf("AdoptAttempts of job k under its granted token after a forged newer one: %v, %v; want it answered (the forged token was not taken)", resp.GetRefused(), err)
+	}
+}
+
+// BenchmarkAdoptAttempts measures AdoptAttempts of 100 jobs that hold
+// nothing here: under their current tokens, and under newer tokens that
+// the store shows as their grants. Neither reads the store (a job held
+// nowhere is answered empty at once), so the figure is the TaskExecutor's
+// own cost of answering a leader that took over many jobs.
 func BenchmarkAdoptAttempts(b *testing.B) {
 	const jobs = 100
 	leaders := taskexecutor.NewLeaders(grant(1))

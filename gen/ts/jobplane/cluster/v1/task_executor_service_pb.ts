@@ -1197,7 +1197,7 @@ export const HeldAttemptSchema: GenMessage<HeldAttempt> = /*@__PURE__*/
  * never granted MUST NOT pass without the read. A JobMaster calls only once
  * it won the grant, so the read shows it; the TaskExecutor MAY wait a few
  * seconds for the store's answer (informative: the reference TaskExecutor
- * waits at most 2 s, and reads in parallel the jobs of one AdoptAttempts).
+ * waits at most 2 s, and reads the jobs of one AdoptAttempts 32 at a time).
  * A token that is not the current grant (never granted, no longer the grant,
  * or another session's token of the job's current epoch) MUST be refused
  * with ABORTED (STALE_FENCING_TOKEN), naming the grant the store showed in
@@ -1443,10 +1443,17 @@ export const TaskExecutorService: GenService<{
    * refused (the entry's ItemError, STALE_FENCING_TOKEN); so MUST (since
    * 1.2) a token other than the job's current one that the HA store does not
    * show as the job's grant (see the service comment), with nothing done for
-   * the job; an equal one, or a newer one the store shows, MUST be followed. Then, in one step, every attempt held here for the
-   * job, under whatever older token it was deployed, MUST move to the entry's
-   * token: from then on a call under an older token is refused for it, its
-   * state changes are reported to this JobMaster only, and it stops by this
+   * the job; an equal one, or a newer one the store shows, MUST be followed.
+   * An entry for a job that holds nothing here (no allocation, no attempt)
+   * MAY instead be answered with an empty AdoptedJob, the store not read
+   * and the token not taken, unless the token is older than the job's
+   * current one here: there is nothing to hand over, and a leader that took
+   * over many jobs names each of them to every TaskExecutor, so that a read
+   * for each would flood the store as the new leader recovers. Then, in one
+   * step, every attempt held here for the job, under whatever older token it
+   * was deployed, MUST move to the entry's token: from then on a call under
+   * an older token is refused for it, its state changes are reported to this
+   * JobMaster only, and it stops by this
    * JobMaster's deadlines (until this JobMaster's first answered heartbeat,
    * by the deadline it had under the older one). The answer MUST list each
    * such attempt with its state now, running or ended: an attempt that ended
