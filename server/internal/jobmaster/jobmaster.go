@@ -250,13 +250,17 @@ type JobMaster struct {
 	rmToken        atomic.Pointer[jobplanev1.FencingToken] // the ResourceManager's, as its registration answered
 	retryDeclare   func() bool                             // stops a pending retry; nil if none
 	declareBackoff time.Duration
-	// rpcCtx bounds the JobMaster's own calls; it ends when the JobMaster
-	// stops (or Start's context ends), and rpcs tracks those calls so none
-	// outlives it. It is made by New: other goroutines read it before
-	// Start.
-	rpcCtx   context.Context
-	stopRPCs context.CancelFunc
-	rpcs     sync.WaitGroup
+	// rpcCtx bounds the JobMaster's own calls (goRPC): it is made by the
+	// first of them, and dropped once none is in flight (inFlight), so
+	// that a waiting job keeps none; calls are cut off when the JobMaster
+	// stops (or Start's context ends), cutOff from then on. rpcs tracks
+	// the calls so none outlives the JobMaster. rpcCtx, cancelRPCs and
+	// inFlight are guarded by mu.
+	rpcCtx     context.Context
+	cancelRPCs context.CancelFunc
+	inFlight   int
+	cutOff     atomic.Bool
+	rpcs       sync.WaitGroup
 	// adopting is set while the JobMaster still looks for its
 	// predecessor's attempts (read by the Router); adoptAsked are the
 	// TaskExecutors asked meanwhile.
@@ -331,13 +335,7 @@ func New(cfg Config) (*JobMaster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobmaster: %w", err)
 	}
-	rpcCtx, stopRPCs := context.WithCancel(context.Background())
-	if cfg.Trace.IsValid() {
-		rpcCtx = trace.ContextWithSpanContext(rpcCtx, cfg.Trace)
-	}
 	jm := &JobMaster{
-		rpcCtx:     rpcCtx,
-		stopRPCs:   stopRPCs,
 		cfg:        cfg,
 		clock:      cfg.Clock,
 		done:       make(chan struct{}),
@@ -418,7 +416,7 @@ func (jm *JobMaster) begin(f func()) (wait func(ctx context.Context) error) {
 // is queued is bounded by what is in flight for the job (its calls,
 // reports and deadlines).
 func (jm *JobMaster) post(f func()) {
-	if jm.rpcCtx.Err() != nil {
+	if jm.cutOff.Load() {
 		return
 	}
 	jm.push(f)
@@ -617,13 +615,52 @@ func (jm *JobMaster) declare() {
 }
 
 // goRPC runs a call on its own goroutine under the JobMaster's RPC
-// context, which is cut off and waited for when the JobMaster stops.
+// context, which is cut off and waited for when the JobMaster stops. f
+// must not use ctx once it returns.
 func (jm *JobMaster) goRPC(f func(ctx context.Context)) {
+	jm.mu.Lock()
+	if jm.rpcCtx == nil {
+		ctx := context.Background()
+		if jm.cfg.Trace.IsValid() {
+			ctx = trace.ContextWithSpanContext(ctx, jm.cfg.Trace)
+		}
+		jm.rpcCtx, jm.cancelRPCs = context.WithCancel(ctx)
+		if jm.cutOff.Load() {
+			jm.cancelRPCs()
+		}
+	}
+	ctx := jm.rpcCtx
+	jm.inFlight++
+	jm.mu.Unlock()
 	jm.rpcs.Add(1)
 	go func() {
 		defer jm.rpcs.Done()
-		f(jm.rpcCtx)
+		defer jm.rpcDone()
+		f(ctx)
 	}()
+}
+
+// rpcDone counts a call of goRPC's as ended; the RPC context is dropped
+// with the last call in flight (the calls' WithTimeout children leave a
+// context they derived from with a children map and a done channel, kept
+// for as long as it is).
+func (jm *JobMaster) rpcDone() {
+	jm.mu.Lock()
+	if jm.inFlight--; jm.inFlight == 0 {
+		jm.cancelRPCs()
+		jm.rpcCtx, jm.cancelRPCs = nil, nil
+	}
+	jm.mu.Unlock()
+}
+
+// stopRPCs cuts off the calls in flight and those made from now on.
+func (jm *JobMaster) stopRPCs() {
+	jm.mu.Lock()
+	jm.cutOff.Store(true)
+	if jm.cancelRPCs != nil {
+		jm.cancelRPCs()
+	}
+	jm.mu.Unlock()
 }
 
 // neededLocked is the number of slots the job can use now (a slot runs
