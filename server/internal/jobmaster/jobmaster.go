@@ -205,6 +205,8 @@ type JobMaster struct {
 	runCtx   context.Context
 	onExit   func(Result)
 	stopWake func() bool // stops the wake-up at the end of runCtx
+	// halted is set by Stop: the JobMaster stops as at the end of runCtx.
+	halted atomic.Bool
 
 	// Owned by the draining goroutine.
 	status     jobplanev1.JobStatus
@@ -472,15 +474,15 @@ func (jm *JobMaster) Details(ctx context.Context, full bool, page Page) (*jobpla
 }
 
 // Start runs the job until it is globally terminal, passing its result to
-// onExit, or until ctx ends (the leadership is lost), passing SUSPENDED
-// after canceling its attempts and freeing its slots. It returns once the
-// JobMaster has nothing left to do for now; onExit is called on the
-// goroutine that ends the JobMaster, which may be the caller's, before
-// Start returns. Between events no goroutine is kept: the first steps and
-// the events queued meanwhile are handled on the caller's goroutine, and
-// an event (a call, a report, a deadline, the end of ctx) queued while
-// none is handling them starts a goroutine, which handles every event
-// queued while it runs and returns once the queue is empty.
+// onExit, or until ctx ends (the leadership is lost) or Stop is called,
+// passing SUSPENDED after canceling its attempts and freeing its slots. It
+// returns once the JobMaster has nothing left to do for now; onExit is
+// called on the goroutine that ends the JobMaster, which may be the
+// caller's, before Start returns. Between events no goroutine is kept: the
+// first steps and the events queued meanwhile are handled on the caller's
+// goroutine, and an event (a call, a report, a deadline, the end of ctx)
+// queued while none is handling them starts a goroutine, which handles
+// every event queued while it runs and returns once the queue is empty.
 func (jm *JobMaster) Start(ctx context.Context, onExit func(Result)) {
 	jm.mu.Lock()
 	jm.runCtx, jm.onExit, jm.draining = ctx, onExit, true
@@ -488,10 +490,7 @@ func (jm *JobMaster) Start(ctx context.Context, onExit func(Result)) {
 	// Calls still in flight when the JobMaster stops are cut off and
 	// waited for (finish), so that no late declaration or deployment acts
 	// for it. The end of ctx wakes it.
-	jm.stopWake = context.AfterFunc(ctx, func() {
-		jm.stopRPCs()
-		jm.push(func() {})
-	})
+	jm.stopWake = context.AfterFunc(ctx, jm.wake)
 	jm.setStatus(jobstatus.Running)
 	jm.initCheckpoints()
 	if jm.cfg.Adopt && jm.cfg.TaskLease > 0 {
@@ -501,6 +500,29 @@ func (jm *JobMaster) Start(ctx context.Context, onExit func(Result)) {
 	jm.declare()
 	jm.drain()
 }
+
+// Stop stops the JobMaster as the end of Start's context does: its calls
+// in flight are cut off, and it suspends the job (SUSPENDED). It may be
+// called from any goroutine, at any time, more than once. A runner that
+// stops its JobMaster when its own context ends calls it there (through
+// context.AfterFunc) rather than deriving the JobMaster's context from
+// both: a context that ends with either costs every waiting job a few
+// hundred bytes.
+func (jm *JobMaster) Stop() {
+	jm.halted.Store(true)
+	jm.wake()
+}
+
+// wake cuts off the calls in flight of a JobMaster that is to stop, and
+// wakes it to stop.
+func (jm *JobMaster) wake() {
+	jm.stopRPCs()
+	jm.push(func() {})
+}
+
+// ending reports whether the JobMaster is to stop: Start's context ended,
+// or Stop was called.
+func (jm *JobMaster) ending() bool { return jm.halted.Load() || jm.runCtx.Err() != nil }
 
 // drain handles queued events until none is left, or the JobMaster stops.
 // Nothing here wakes on its own: every event is a call, a report, or a
@@ -523,8 +545,8 @@ func (jm *JobMaster) drain() {
 			jm.finish(res)
 			return
 		}
-		if !jm.valid() || ctx.Err() != nil {
-			if ctx.Err() == nil {
+		if ending := jm.ending(); ending || !jm.valid() {
+			if !ending {
 				// The lease may have expired while this process stood
 				// still: stop as if the leadership had ended (it ends
 				// shortly).
@@ -547,7 +569,7 @@ func (jm *JobMaster) drain() {
 		jm.queue[0] = nil
 		jm.queue = jm.queue[1:]
 		jm.mu.Unlock()
-		if ctx.Err() != nil || !jm.valid() {
+		if jm.ending() || !jm.valid() {
 			continue // the leadership ended: act no more
 		}
 		f()
