@@ -579,7 +579,7 @@ func (jm *JobMaster) checkpointFailed(p *pendingCheckpoint, why string) {
 	if c == nil || c.pending != p {
 		return
 	}
-	if p.storing && jm.rpcCtx.Err() != nil {
+	if p.storing && jm.cutOff.Load() {
 		return // the leadership ended with the write in flight; its outcome is unknown
 	}
 	p.stop()

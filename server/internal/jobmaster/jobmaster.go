@@ -205,6 +205,8 @@ type JobMaster struct {
 	runCtx   context.Context
 	onExit   func(Result)
 	stopWake func() bool // stops the wake-up at the end of runCtx
+	// halted is set by Stop: the JobMaster stops as at the end of runCtx.
+	halted atomic.Bool
 
 	// Owned by the draining goroutine.
 	status     jobplanev1.JobStatus
@@ -250,13 +252,17 @@ type JobMaster struct {
 	rmToken        atomic.Pointer[jobplanev1.FencingToken] // the ResourceManager's, as its registration answered
 	retryDeclare   func() bool                             // stops a pending retry; nil if none
 	declareBackoff time.Duration
-	// rpcCtx bounds the JobMaster's own calls; it ends when the JobMaster
-	// stops (or Start's context ends), and rpcs tracks those calls so none
-	// outlives it. It is made by New: other goroutines read it before
-	// Start.
-	rpcCtx   context.Context
-	stopRPCs context.CancelFunc
-	rpcs     sync.WaitGroup
+	// rpcCtx bounds the JobMaster's own calls (goRPC): it is made by the
+	// first of them, and dropped once none is in flight (inFlight), so
+	// that a waiting job keeps none; calls are cut off when the JobMaster
+	// stops (or Start's context ends), cutOff from then on. rpcs tracks
+	// the calls so none outlives the JobMaster. rpcCtx, cancelRPCs and
+	// inFlight are guarded by mu.
+	rpcCtx     context.Context
+	cancelRPCs context.CancelFunc
+	inFlight   int
+	cutOff     atomic.Bool
+	rpcs       sync.WaitGroup
 	// adopting is set while the JobMaster still looks for its
 	// predecessor's attempts (read by the Router); adoptAsked are the
 	// TaskExecutors asked meanwhile.
@@ -331,13 +337,7 @@ func New(cfg Config) (*JobMaster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobmaster: %w", err)
 	}
-	rpcCtx, stopRPCs := context.WithCancel(context.Background())
-	if cfg.Trace.IsValid() {
-		rpcCtx = trace.ContextWithSpanContext(rpcCtx, cfg.Trace)
-	}
 	jm := &JobMaster{
-		rpcCtx:     rpcCtx,
-		stopRPCs:   stopRPCs,
 		cfg:        cfg,
 		clock:      cfg.Clock,
 		done:       make(chan struct{}),
@@ -418,7 +418,7 @@ func (jm *JobMaster) begin(f func()) (wait func(ctx context.Context) error) {
 // is queued is bounded by what is in flight for the job (its calls,
 // reports and deadlines).
 func (jm *JobMaster) post(f func()) {
-	if jm.rpcCtx.Err() != nil {
+	if jm.cutOff.Load() {
 		return
 	}
 	jm.push(f)
@@ -474,15 +474,15 @@ func (jm *JobMaster) Details(ctx context.Context, full bool, page Page) (*jobpla
 }
 
 // Start runs the job until it is globally terminal, passing its result to
-// onExit, or until ctx ends (the leadership is lost), passing SUSPENDED
-// after canceling its attempts and freeing its slots. It returns once the
-// JobMaster has nothing left to do for now; onExit is called on the
-// goroutine that ends the JobMaster, which may be the caller's, before
-// Start returns. Between events no goroutine is kept: the first steps and
-// the events queued meanwhile are handled on the caller's goroutine, and
-// an event (a call, a report, a deadline, the end of ctx) queued while
-// none is handling them starts a goroutine, which handles every event
-// queued while it runs and returns once the queue is empty.
+// onExit, or until ctx ends (the leadership is lost) or Stop is called,
+// passing SUSPENDED after canceling its attempts and freeing its slots. It
+// returns once the JobMaster has nothing left to do for now; onExit is
+// called on the goroutine that ends the JobMaster, which may be the
+// caller's, before Start returns. Between events no goroutine is kept: the
+// first steps and the events queued meanwhile are handled on the caller's
+// goroutine, and an event (a call, a report, a deadline, the end of ctx)
+// queued while none is handling them starts a goroutine, which handles
+// every event queued while it runs and returns once the queue is empty.
 func (jm *JobMaster) Start(ctx context.Context, onExit func(Result)) {
 	jm.mu.Lock()
 	jm.runCtx, jm.onExit, jm.draining = ctx, onExit, true
@@ -490,10 +490,7 @@ func (jm *JobMaster) Start(ctx context.Context, onExit func(Result)) {
 	// Calls still in flight when the JobMaster stops are cut off and
 	// waited for (finish), so that no late declaration or deployment acts
 	// for it. The end of ctx wakes it.
-	jm.stopWake = context.AfterFunc(ctx, func() {
-		jm.stopRPCs()
-		jm.push(func() {})
-	})
+	jm.stopWake = context.AfterFunc(ctx, jm.wake)
 	jm.setStatus(jobstatus.Running)
 	jm.initCheckpoints()
 	if jm.cfg.Adopt && jm.cfg.TaskLease > 0 {
@@ -503,6 +500,29 @@ func (jm *JobMaster) Start(ctx context.Context, onExit func(Result)) {
 	jm.declare()
 	jm.drain()
 }
+
+// Stop stops the JobMaster as the end of Start's context does: its calls
+// in flight are cut off, and it suspends the job (SUSPENDED). It may be
+// called from any goroutine, at any time, more than once. A runner that
+// stops its JobMaster when its own context ends calls it there (through
+// context.AfterFunc) rather than deriving the JobMaster's context from
+// both: a context that ends with either costs every waiting job a few
+// hundred bytes.
+func (jm *JobMaster) Stop() {
+	jm.halted.Store(true)
+	jm.wake()
+}
+
+// wake cuts off the calls in flight of a JobMaster that is to stop, and
+// wakes it to stop.
+func (jm *JobMaster) wake() {
+	jm.stopRPCs()
+	jm.push(func() {})
+}
+
+// ending reports whether the JobMaster is to stop: Start's context ended,
+// or Stop was called.
+func (jm *JobMaster) ending() bool { return jm.halted.Load() || jm.runCtx.Err() != nil }
 
 // drain handles queued events until none is left, or the JobMaster stops.
 // Nothing here wakes on its own: every event is a call, a report, or a
@@ -525,8 +545,8 @@ func (jm *JobMaster) drain() {
 			jm.finish(res)
 			return
 		}
-		if !jm.valid() || ctx.Err() != nil {
-			if ctx.Err() == nil {
+		if ending := jm.ending(); ending || !jm.valid() {
+			if !ending {
 				// The lease may have expired while this process stood
 				// still: stop as if the leadership had ended (it ends
 				// shortly).
@@ -549,7 +569,7 @@ func (jm *JobMaster) drain() {
 		jm.queue[0] = nil
 		jm.queue = jm.queue[1:]
 		jm.mu.Unlock()
-		if ctx.Err() != nil || !jm.valid() {
+		if jm.ending() || !jm.valid() {
 			continue // the leadership ended: act no more
 		}
 		f()
@@ -617,13 +637,52 @@ func (jm *JobMaster) declare() {
 }
 
 // goRPC runs a call on its own goroutine under the JobMaster's RPC
-// context, which is cut off and waited for when the JobMaster stops.
+// context, which is cut off and waited for when the JobMaster stops. f
+// must not use ctx once it returns.
 func (jm *JobMaster) goRPC(f func(ctx context.Context)) {
+	jm.mu.Lock()
+	if jm.rpcCtx == nil {
+		ctx := context.Background()
+		if jm.cfg.Trace.IsValid() {
+			ctx = trace.ContextWithSpanContext(ctx, jm.cfg.Trace)
+		}
+		jm.rpcCtx, jm.cancelRPCs = context.WithCancel(ctx)
+		if jm.cutOff.Load() {
+			jm.cancelRPCs()
+		}
+	}
+	ctx := jm.rpcCtx
+	jm.inFlight++
+	jm.mu.Unlock()
 	jm.rpcs.Add(1)
 	go func() {
 		defer jm.rpcs.Done()
-		f(jm.rpcCtx)
+		defer jm.rpcDone()
+		f(ctx)
 	}()
+}
+
+// rpcDone counts a call of goRPC's as ended; the RPC context is dropped
+// with the last call in flight (the calls' WithTimeout children leave a
+// context they derived from with a children map and a done channel, kept
+// for as long as it is).
+func (jm *JobMaster) rpcDone() {
+	jm.mu.Lock()
+	if jm.inFlight--; jm.inFlight == 0 {
+		jm.cancelRPCs()
+		jm.rpcCtx, jm.cancelRPCs = nil, nil
+	}
+	jm.mu.Unlock()
+}
+
+// stopRPCs cuts off the calls in flight and those made from now on.
+func (jm *JobMaster) stopRPCs() {
+	jm.mu.Lock()
+	jm.cutOff.Store(true)
+	if jm.cancelRPCs != nil {
+		jm.cancelRPCs()
+	}
+	jm.mu.Unlock()
 }
 
 // neededLocked is the number of slots the job can use now (a slot runs

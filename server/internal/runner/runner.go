@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
@@ -248,27 +249,25 @@ func (r *Runner) resign(ctx context.Context, l *hastore.Leadership) {
 // no result. end is called on lead's goroutine if no JobMaster runs the
 // term, and otherwise on the goroutine that stops the JobMaster (which may
 // be lead's, before lead returns).
+//
+// The term's work ends when either the leadership or ctx ends. No context
+// that ends with either is kept for the term: the JobMaster runs under the
+// leadership's context, and ctx's end stops it (JobMaster.Stop), which
+// saves every waiting job a context with its children map and done
+// channel (issue 33).
 func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, end func(res jobmaster.Result, finished bool, initErr error)) {
-	lctx, stop := context.WithCancel(l.Context())
-	stopOnEnd := context.AfterFunc(ctx, stop)
-	endTerm := func(res jobmaster.Result, finished bool, initErr error) {
-		stopOnEnd()
-		stop()
-		end(res, finished, initErr)
-	}
-
 	// A job that already has a result never runs again. A fresh grant
 	// needs no look: the write that granted it found none.
 	if !fresh {
-		entry, err := r.cfg.Store.GetJobResultEntry(lctx, r.cfg.JobID)
+		entry, err := r.readResult(ctx, l)
 		switch {
 		case err == nil:
 			res := entry.GetResult()
-			endTerm(jobmaster.Result{Status: res.GetStatus(), Failure: res.GetFailure(), Restarts: int(res.GetRestartCount()), Exceptions: res.GetExceptionHistory()}, true, nil)
+			end(jobmaster.Result{Status: res.GetStatus(), Failure: res.GetFailure(), Restarts: int(res.GetRestartCount()), Exceptions: res.GetExceptionHistory()}, true, nil)
 			return
 		case !errors.Is(err, hastore.ErrResultNotFound):
 			r.logger().Warn("reading the job's result failed", "err", err)
-			endTerm(jobmaster.Result{}, false, nil)
+			end(jobmaster.Result{}, false, nil)
 			return
 		}
 	}
@@ -276,39 +275,53 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, en
 	canceled := r.canceling
 	r.mu.Unlock()
 	if canceled {
-		endTerm(jobmaster.Result{Status: jobstatus.Canceled}, true, nil)
+		end(jobmaster.Result{Status: jobstatus.Canceled}, true, nil)
 		return
 	}
 
 	// The submission's trace, if Start's context carries one, goes on in
 	// the JobMaster.
-	cctx, span := jobtrace.Start(context.WithoutCancel(lctx), trace.SpanContextFromContext(ctx), "jobplane.jobmaster.create",
+	cctx, span := jobtrace.Start(context.WithoutCancel(l.Context()), trace.SpanContextFromContext(ctx), "jobplane.jobmaster.create",
 		trace.WithAttributes(attribute.String("jobplane.job_id", r.cfg.JobID), attribute.Int64("jobplane.token_epoch", int64(l.Token().Epoch))))
 	jm, err := r.cfg.NewJobMaster(cctx, l)
 	span.End()
 	if err != nil {
 		r.logger().ErrorContext(cctx, "creating the JobMaster failed", "token", l.Token(), "err", err)
 		failure := &jobplanev1.FailureInfo{Message: "JobMaster initialization failed: " + err.Error(), Time: timestamppb.Now()}
-		endTerm(jobmaster.Result{Status: jobstatus.Failed, Failure: failure, Exceptions: []*jobplanev1.FailureInfo{failure}}, true, err)
+		end(jobmaster.Result{Status: jobstatus.Failed, Failure: failure, Exceptions: []*jobplanev1.FailureInfo{failure}}, true, err)
 		return
 	}
 	r.cfg.Router.Add(r.cfg.JobID, jm)
 	r.mu.Lock()
 	r.current = jm
 	if r.canceling {
-		go jm.Cancel(lctx)
+		go jm.Cancel(l.Context())
 	}
 	r.mu.Unlock()
+	// The end of ctx stops the JobMaster as the leadership's end does.
+	// It is arranged before Start, which may end the term before it
+	// returns.
+	stopOnEnd := context.AfterFunc(ctx, jm.Stop)
 	// The JobMaster runs on this goroutine until it has nothing to do,
 	// and later on goroutines of its own only while it has: a job costs
 	// no goroutine while it waits.
-	jm.Start(lctx, func(res jobmaster.Result) {
+	jm.Start(l.Context(), func(res jobmaster.Result) {
+		stopOnEnd()
 		r.cfg.Router.Remove(r.cfg.JobID, jm)
 		r.mu.Lock()
 		r.current = nil
 		r.mu.Unlock()
 		// An outcome reached after the leadership ended is not this
 		// JobMaster's to report.
-		endTerm(res, res.Status != jobstatus.Suspended && l.Context().Err() == nil && l.Valid(), nil)
+		end(res, res.Status != jobstatus.Suspended && l.Context().Err() == nil && l.Valid(), nil)
 	})
+}
+
+// readResult reads the job's result entry; the read is cut off when the
+// leadership or ctx ends.
+func (r *Runner) readResult(ctx context.Context, l *hastore.Leadership) (*hastorev1.JobResultEntry, error) {
+	rctx, cancel := context.WithCancel(l.Context())
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	return r.cfg.Store.GetJobResultEntry(rctx, r.cfg.JobID)
 }

@@ -1,0 +1,113 @@
+package runner_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
+	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
+	"github.com/jobplane/jobplane/server/internal/jobmaster"
+	"github.com/jobplane/jobplane/server/internal/runner"
+)
+
+// blockingRM is a ResourceManager whose RegisterJobMaster reports its
+// start on started and returns only once its call is cut off, closing
+// cutOff.
+type blockingRM struct {
+	clusterv1connect.ResourceManagerServiceClient // other calls panic
+	started, cutOff                               chan struct{}
+}
+
+func (rm *blockingRM) RegisterJobMaster(ctx context.Context, _ *clusterv1.RegisterJobMasterRequest) (*clusterv1.RegisterJobMasterResponse, error) {
+	rm.started <- struct{}{}
+	<-ctx.Done()
+	close(rm.cutOff)
+	return nil, ctx.Err()
+}
+
+func (rm *blockingRM) DisconnectJobMaster(context.Context, *clusterv1.DisconnectJobMasterRequest) (*clusterv1.DisconnectJobMasterResponse, error) {
+	return &clusterv1.DisconnectJobMasterResponse{}, nil
+}
+
+// The end of Start's context (the Dispatcher's leadership) stops the
+// job's JobMaster while the job's own leadership holds: the JobMaster
+// suspends, its call in flight cut off at once (not at the call's own
+// deadline of 10s), and the runner passes SUSPENDED and gives the job's
+// leadership back.
+func TestRunnerContextEndStopsJobMaster(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	bg, cancelBg := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancelBg()
+	store, err := etcdstore.Open(bg, etcdstore.OpenConfig{DataDir: t.TempDir(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	sess, err := store.OpenSession(bg, hastore.SessionConfig{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sess.Close(context.Background()) })
+
+	rm := &blockingRM{started: make(chan struct{}, 1), cutOff: make(chan struct{})}
+	router := jobmaster.NewRouter(jobmaster.RouterConfig{})
+	var lead *hastore.Leadership
+	r, err := runner.New(runner.Config{
+		JobID: "j", Session: sess, Store: store, Address: "http://127.0.0.1:1", Router: router, Logger: log,
+		NewJobMaster: func(_ context.Context, l *hastore.Leadership) (*jobmaster.JobMaster, error) {
+			lead = l
+			return jobmaster.New(jobmaster.Config{
+				JobID: "j", Token: l.Token(), Valid: l.Valid, Address: "http://127.0.0.1:1", Router: router, ResourceManager: rm, Logger: log,
+				Graph: &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}},
+			})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	type outcome struct {
+		res jobmaster.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	r.Start(ctx, func(res jobmaster.Result, err error) { done <- outcome{res, err} })
+	select {
+	case <-rm.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no JobMaster registered with the ResourceManager within 30s")
+	}
+
+	cancel()
+	select {
+	case o := <-done:
+		if o.res.Status != jobstatus.Suspended || o.err != nil {
+			t.Errorf("the runner passed %v, %v; want SUSPENDED, no error", o.res.Status, o.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the runner did not end within 5s of its context's end")
+	}
+	select {
+	case <-rm.cutOff:
+	default:
+		t.Error("the JobMaster ended with its call in flight not cut off")
+	}
+	if jm := r.JobMaster(); jm != nil {
+		t.Error("the runner still has a JobMaster")
+	}
+	if err := lead.Context().Err(); err == nil {
+		t.Error("the job's leadership was not given back")
+	}
+	if info, err := store.Leader(bg, election.Job("j")); err != nil || !info.Token.IsZero() {
+		t.Errorf("the job's leader after the runner ended = %+v, %v; want none", info, err)
+	}
+}
