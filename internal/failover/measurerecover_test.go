@@ -1,12 +1,15 @@
 package failover
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,7 +23,7 @@ import (
 )
 
 // BenchmarkRecoveryAtScale measures a takeover at scale (issue 33, target
-// 6), for `make bench` (row 10): a leader with $RECOVER_RUNNING one-task
+// 6), for `make bench` (row 11): a leader with $RECOVER_RUNNING one-task
 // jobs running (default 10,000, on 10 TaskExecutors with just enough
 // slots) and $RECOVER_WAITING more waiting for slots (default 100,000) is
 // SIGKILLed, and the standby takes the jobs over. From the SIGKILL it
@@ -50,7 +53,11 @@ import (
 // the SIGKILL leaves alone. With $RECOVER_PPROF set to a directory, the
 // jobmanagers serve their profiler, and a CPU profile of the new leader
 // over $RECOVER_PPROF_SECONDS from the SIGKILL (default 20) and a heap
-// profile once every task is adopted are written there.
+// profile once every task is adopted are written there, with the new
+// leader's log and what the store and the new leader counted over the
+// takeover. $RECOVER_JM_ARGS adds flags to the jobmanagers', for
+// experiments (such as --task-lease 0 or --session-ttl 10s); `make bench`
+// sets none.
 //
 // Each benchmark iteration runs the floor and the takeover at scale; run
 // it with -benchtime=1x.
@@ -127,7 +134,7 @@ type recovery struct {
 	// just before the SIGKILL; in bytes.
 	rss, peak, oldRSS float64
 	restarted         int // attempts of the running jobs started after they first ran
-	failed            int // jobs FAILED at the new leader at the end
+	failed            int // jobs FAILED at the new leader at the end; -1 if it did not answer
 	notAdopted        int // running jobs whose task the new leader did not adopt
 	// cores says, per kind of process, the cores it used from the SIGKILL
 	// until every task was adopted (or the wait ended).
@@ -142,6 +149,8 @@ type coreMeters struct {
 	meters [][]*bench.CPUMeter
 }
 
+// newCoreMeters starts measuring the cluster's processes, with leader as
+// the jobmanager.
 func newCoreMeters(c *localcluster.ProcessCluster, leader *localcluster.JobManagerProcess) (*coreMeters, error) {
 	m := &coreMeters{}
 	add := func(kind string, ps ...*localcluster.Process) error {
@@ -188,13 +197,150 @@ func (m *coreMeters) read() string {
 	return strings.Join(out, ", ")
 }
 
+// takeover is what the new leader's log and the first acknowledged
+// SubmitJob say of a takeover.
+type takeover struct {
+	granted time.Time // the new leader's first "leadership granted"
+	adopted time.Time // the last adoption of a running job's task
+	// pending are the running jobs whose task was not adopted yet.
+	pending map[string]bool
+	// ended counts the adoptions that ended by deploying what no
+	// TaskExecutor held, by why they ended.
+	ended  map[string]int
+	answer submitFirst // the first SubmitJob's, once acked
+	acked  bool
+}
+
+// follow reads the new leader's log as it grows, every 50 ms, until every
+// pending job's task is adopted, or nothing more was adopted for 20 s
+// after the first SubmitJob was answered (on acked), or bound ends (the
+// task lease has long passed by then).
+func (t *takeover) follow(bound context.Context, tail *logTail, acked <-chan submitFirst) error {
+	progress := time.Now()
+	for len(t.pending) > 0 && bound.Err() == nil {
+		if !t.acked {
+			select {
+			case t.answer = <-acked:
+				t.acked = true
+			default:
+			}
+		}
+		if t.acked && time.Since(progress) > 20*time.Second && time.Since(t.answer.at) > 20*time.Second {
+			return nil
+		}
+		lines, err := tail.lines()
+		if err != nil {
+			return err
+		}
+		for _, line := range lines {
+			at, msg, attrs, ok := parseLogLine(line)
+			switch {
+			case !ok:
+			case msg == "leadership granted" && t.granted.IsZero():
+				t.granted = at
+			case msg == "adopted attempts" && t.pending[attrs["job"]] && attrs["attempts"] != "0":
+				delete(t.pending, attrs["job"])
+				t.adopted, progress = at, time.Now()
+			case msg == "adoption over; deploying what no TaskExecutor holds":
+				if t.ended == nil {
+					t.ended = map[string]int{}
+				}
+				t.ended[attrs["why"]]++
+			}
+		}
+		if len(t.pending) > 0 {
+			_ = sleep(bound, 50*time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// takeoverBound bounds the wait for a takeover's first acknowledgement
+// and adoptions.
+const takeoverBound = 5 * time.Minute
+
+// storeLoad is what the store and the processes that use it counted
+// over a takeover: the largest deltas of the counters of the etcd
+// members, the TaskExecutors' HA-store process and the new leader.
+type storeLoad struct {
+	// summary says, once read, what the etcd members did: their range
+	// and txn requests and WAL fsyncs.
+	summary string
+
+	hc     *http.Client
+	urls   []string // each process's /metrics base URL
+	names  []string
+	before []metrics
+}
+
+// newStoreLoad scrapes the counters of the etcd members, the
+// TaskExecutors' HA-store process and leader, to read after a takeover.
+func newStoreLoad(ctx context.Context, c *localcluster.ProcessCluster, leader *localcluster.JobManagerProcess) (*storeLoad, error) {
+	l := &storeLoad{hc: &http.Client{Timeout: 10 * time.Second}}
+	for _, m := range c.Etcd() {
+		l.urls, l.names = append(l.urls, m.ClientURL()), append(l.names, m.Name)
+	}
+	l.urls, l.names = append(l.urls, c.HAStore().URL(), leader.URL()), append(l.names, c.HAStore().Name, leader.Name)
+	for _, u := range l.urls {
+		m, err := scrapeMetrics(ctx, l.hc, u)
+		if err != nil {
+			return nil, err
+		}
+		l.before = append(l.before, m)
+	}
+	return l, nil
+}
+
+// read returns, per process, its 12 largest counter deltas (series
+// ending in _total or _count) since newStoreLoad, and the mean WAL fsync
+// of the etcd members.
+func (l *storeLoad) read(ctx context.Context) []string {
+	defer l.hc.CloseIdleConnections()
+	var out []string
+	for i, u := range l.urls {
+		after, err := scrapeMetrics(ctx, l.hc, u)
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: %v", l.names[i], err))
+			continue
+		}
+		type delta struct {
+			series string
+			d      float64
+		}
+		var ds []delta
+		for s, v := range after {
+			name, _, _ := strings.Cut(s, "{")
+			if d := v - l.before[i][s]; d > 0 && (strings.HasSuffix(name, "_total") || strings.HasSuffix(name, "_count")) && !strings.HasPrefix(name, "go_") && !strings.HasPrefix(name, "process_") {
+				ds = append(ds, delta{s, d})
+			}
+		}
+		slices.SortFunc(ds, func(a, b delta) int { return cmp.Compare(b.d, a.d) })
+		var parts []string
+		for _, d := range ds[:min(12, len(ds))] {
+			parts = append(parts, fmt.Sprintf("%s +%.0f", d.series, d.d))
+		}
+		line := fmt.Sprintf("%s over the takeover: %s", l.names[i], strings.Join(parts, "; "))
+		if h := after.histogram("etcd_disk_wal_fsync_duration_seconds").since(l.before[i].histogram("etcd_disk_wal_fsync_duration_seconds")); h.count > 0 {
+			fsyncs := fmt.Sprintf("WAL fsyncs %.0f, mean %.2f ms", h.count, 1000*h.sum/h.count)
+			line += "; " + fsyncs
+			requests := func(typ string) float64 {
+				s := series("etcd_server_request_duration_seconds_count", "success", "true", "type", typ)
+				return after[s] - l.before[i][s]
+			}
+			l.summary = fmt.Sprintf("%s: %.0f ranges, %.0f txns, %s", l.names[i], requests("Range"), requests("Txn"), fsyncs)
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
 // measureRecovery starts two jobmanagers on one etcd member and tes
 // TaskExecutors with just enough slots for running one-task jobs, runs
 // those jobs, submits waiting more that wait for slots, SIGKILLs the
 // leader and measures the standby's takeover.
 func measureRecovery(ctx context.Context, b *testing.B, running, waiting, tes int, prof recoverProfile) (recovery, error) {
 	var r recovery
-	args := []string{"--submit-rate", "0"}
+	args := append([]string{"--submit-rate", "0"}, strings.Fields(os.Getenv("RECOVER_JM_ARGS"))...)
 	if prof.dir != "" {
 		args = append(args, "--debug-listen", "127.0.0.1:0")
 	}
@@ -280,69 +426,38 @@ func measureRecovery(ctx context.Context, b *testing.B, running, waiting, tes in
 	if err != nil {
 		return r, err
 	}
+	load, err := newStoreLoad(ctx, c, standby)
+	if err != nil {
+		return r, err
+	}
 	r.killed = time.Now()
 	if err := l.Signal(syscall.SIGKILL); err != nil {
 		return r, err
 	}
-	acked := make(chan submitFirst, 1)
-	go func() { acked <- submitUntilAck(ctx, standby, "recover-fresh") }()
-
-	// The new leader's log says when it was granted the leadership and
-	// when each task was adopted; it is read as it grows, every 50 ms,
-	// until every task is adopted, or nothing more was adopted for 20 s
-	// after the first acknowledgement, or 5 minutes passed: the task
-	// lease has long passed by then.
-	pending := map[string]bool{}
-	for _, iv := range ran {
-		pending[iv.JobID] = true
-	}
-	bound, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	// The takeover gets takeoverBound: what has not happened by then is
+	// reported as not happened.
+	bound, cancel := context.WithTimeout(ctx, takeoverBound)
 	defer cancel()
-	var (
-		lease    map[string]int
-		answer   submitFirst
-		ackDone  bool
-		progress = time.Now()
-	)
-	for len(pending) > 0 && bound.Err() == nil {
-		if !ackDone {
-			select {
-			case answer = <-acked:
-				ackDone = true
-			default:
-			}
-		}
-		if ackDone && time.Since(progress) > 20*time.Second && time.Since(answer.at) > 20*time.Second {
-			break
-		}
-		lines, err := tail.lines()
-		if err != nil {
-			return r, err
-		}
-		for _, line := range lines {
-			at, msg, attrs, ok := parseLogLine(line)
-			switch {
-			case !ok:
-			case msg == "leadership granted" && r.granted.IsZero():
-				r.granted = at
-			case msg == "adopted attempts" && pending[attrs["job"]] && attrs["attempts"] != "0":
-				delete(pending, attrs["job"])
-				r.adopted, progress = at, time.Now()
-			case msg == "adoption over; deploying what no TaskExecutor holds":
-				if lease == nil {
-					lease = map[string]int{}
-				}
-				lease[attrs["why"]]++
-			}
-		}
-		if len(pending) > 0 {
-			_ = sleep(bound, 50*time.Millisecond)
-		}
+	acked := make(chan submitFirst, 1)
+	go func() { acked <- submitUntilAck(bound, standby, "recover-fresh") }()
+
+	tk := &takeover{pending: map[string]bool{}}
+	for _, iv := range ran {
+		tk.pending[iv.JobID] = true
 	}
+	if err := tk.follow(bound, tail, acked); err != nil {
+		return r, err
+	}
+	r.granted, r.adopted = tk.granted, tk.adopted
 	r.cores = meters.read()
-	if len(pending) > 0 {
+	loaded := load.read(ctx)
+	if prof.dir != "" {
+		// The benchmark's log keeps only its first lines: these go apart.
+		_ = os.WriteFile(filepath.Join(prof.dir, fmt.Sprintf("recover-%d-load.txt", total)), []byte(strings.Join(loaded, "\n")+"\n"), 0o644)
+	}
+	if len(tk.pending) > 0 {
 		r.adopted = time.Now()
-		b.Logf("%d of %d running jobs not adopted %v after the SIGKILL", len(pending), len(ran), r.adopted.Sub(r.killed).Round(time.Millisecond))
+		b.Logf("%d of %d running jobs not adopted %v after the SIGKILL", len(tk.pending), len(ran), r.adopted.Sub(r.killed).Round(time.Millisecond))
 	}
 	if rss, err = bench.RSSBytes(standby.PID()); err != nil {
 		return r, err
@@ -355,25 +470,21 @@ func measureRecovery(ctx context.Context, b *testing.B, running, waiting, tes in
 			}
 		}
 	}
-	if prof.dir != "" {
-		// The new leader's log, to read where the time went.
-		if data, err := os.ReadFile(standby.LogPath()); err == nil {
-			_ = os.WriteFile(filepath.Join(prof.dir, fmt.Sprintf("recover-%d-leader.log", total)), data, 0o644)
-		}
+	if !tk.acked {
+		tk.answer = <-acked
 	}
-	if !ackDone {
-		answer = <-acked
-	}
-	if answer.err != nil {
-		return r, fmt.Errorf("no SubmitJob acknowledged after the SIGKILL: %w", answer.err)
-	}
+	answer := tk.answer
 	r.ack = answer.at
+	if answer.err != nil {
+		r.ack = r.killed.Add(takeoverBound)
+		b.Logf("no SubmitJob acknowledged within %v of the SIGKILL (counted as %v): %v", takeoverBound, takeoverBound, answer.err)
+	}
 	if r.granted.IsZero() {
 		return r, errors.New("the new leader logged no grant")
 	}
-	b.Logf("%d running + %d waiting jobs: SIGKILL → grant %v → first ack %v (%d refusals as a standby until %v, %d calls timed out) → every task adopted %v; adoption ended by: %v; cores from the SIGKILL until then: %s",
+	b.Logf("%d running + %d waiting jobs: SIGKILL → grant %v → first ack %v (%d refusals as a standby until %v, %d calls timed out) → every task adopted %v; adoption ended by: %v; cores from the SIGKILL until then: %s; %s",
 		len(ran), len(waitIDs), r.granted.Sub(r.killed).Round(time.Millisecond), r.ack.Sub(r.killed).Round(time.Millisecond),
-		answer.notLeader, answer.lastNotLeader.Sub(r.killed).Round(time.Millisecond), answer.timeouts, r.adopted.Sub(r.killed).Round(time.Millisecond), lease, r.cores)
+		answer.notLeader, answer.lastNotLeader.Sub(r.killed).Round(time.Millisecond), answer.timeouts, r.adopted.Sub(r.killed).Round(time.Millisecond), tk.ended, r.cores, load.summary)
 
 	// The checks, after the measurement: no task started again, none ran
 	// twice at once, every running job RUNNING at the new leader, none
@@ -408,19 +519,54 @@ func measureRecovery(ctx context.Context, b *testing.B, running, waiting, tes in
 	if others > 0 {
 		b.Logf("%d attempts of jobs that were not running started after the running jobs had", others)
 	}
-	r.notAdopted = len(pending)
-	if notRunning := runningAt(ctx, standby, ranIDs); notRunning > r.notAdopted {
-		r.notAdopted = notRunning
+	r.notAdopted = len(tk.pending)
+	r.failed = -1 // unknown, unless the new leader answers
+	if answer.err == nil {
+		if notRunning := runningAt(ctx, standby, ranIDs); notRunning > r.notAdopted {
+			r.notAdopted = notRunning
+		}
+		if ov, err := overview(ctx, standby); err == nil {
+			r.failed = int(ov.GetFailedJobCount())
+		} else {
+			b.Logf("the new leader's overview: %v", err)
+		}
 	}
-	ov, err := overview(ctx, standby)
-	if err != nil {
-		return r, err
-	}
-	r.failed = int(ov.GetFailedJobCount())
 	if peak, err := peakRSS(standby.PID()); err == nil {
 		r.peak = float64(peak)
 	}
+	if prof.dir != "" {
+		// The new leader's log (its first 512 MiB), to read where the
+		// time went.
+		if err := copyHead(standby.LogPath(), filepath.Join(prof.dir, fmt.Sprintf("recover-%d-leader.log", total)), 512<<20); err != nil {
+			b.Logf("copying the new leader's log: %v", err)
+		}
+		// The store's side: the etcd member's warnings (slow applies,
+		// slow fsyncs) and the TaskExecutors' HA-store process.
+		for _, p := range append([]*localcluster.Process{c.HAStore()}, c.Etcd()[0].Process) {
+			if err := copyHead(p.LogPath(), filepath.Join(prof.dir, fmt.Sprintf("recover-%d-%s.log", total, p.Name)), 64<<20); err != nil {
+				b.Logf("copying the log of %s: %v", p.Name, err)
+			}
+		}
+	}
 	return r, nil
+}
+
+// copyHead copies the first n bytes of file from into file to.
+func copyHead(from, to string, n int64) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	if _, err := io.CopyN(out, in, n); err != nil && !errors.Is(err, io.EOF) {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // waitStarted waits until the TaskExecutors' attempt logs show one
@@ -513,8 +659,11 @@ func submitUntilAck(ctx context.Context, jm *localcluster.JobManagerProcess, id 
 }
 
 // runningAt asks jm, 8 calls at a time, for each job and returns how many
-// are not RUNNING with every subtask RUNNING.
+// are not RUNNING with every subtask RUNNING (or not answered within two
+// minutes in all).
 func runningAt(ctx context.Context, jm *localcluster.JobManagerProcess, ids []string) int {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
 	var (
 		mu  sync.Mutex
 		not int
