@@ -221,6 +221,8 @@ bench: bins ## benchmarks: print the table and rewrite BENCHMARKS.md (BENCH_QUIC
 	ADOPT_JOBS=$(if $(BENCH_QUICK),50,1000) ADOPT_CYCLES=$(if $(BENCH_QUICK),1,5) $(GO) test -run '^$$' -bench BenchmarkAdoption -benchtime=1x -count=1 -timeout 60m ./internal/failover | tee -a bin/gobench.txt
 	@# Checkpoints (row 9): 9a one job of 100 subtasks checkpointing every second over CHECKPOINT_WINDOW, 9b CHECKPOINT_JOBS one-subtask jobs every 10 s over CHECKPOINT_JOBS_WINDOW (each beside the same jobs without checkpoints), 9c CHECKPOINT_KILLS SIGKILLs of a checkpointing job's TaskExecutor.
 	CHECKPOINT_WINDOW=$(if $(BENCH_QUICK),5s,60s) CHECKPOINT_JOBS=$(if $(BENCH_QUICK),50,1000) CHECKPOINT_JOBS_WINDOW=$(if $(BENCH_QUICK),15s,60s) CHECKPOINT_KILLS=$(if $(BENCH_QUICK),2,20) $(GO) test -run '^$$' -bench BenchmarkCheckpoints -benchtime=1x -count=1 -timeout 60m ./internal/failover | tee -a bin/gobench.txt
+	@# Recovery at scale (row 11): a SIGKILL of the leader with RECOVER_WAITING jobs waiting for slots and RECOVER_RUNNING running, taken over by the standby; beside it the same with one running job.
+	RECOVER_WAITING=$(if $(BENCH_QUICK),2000,100000) RECOVER_RUNNING=$(if $(BENCH_QUICK),200,10000) $(GO) test -run '^$$' -bench BenchmarkRecoveryAtScale -benchtime=1x -count=1 -timeout 60m ./internal/failover | tee -a bin/gobench.txt
 	bin/jobplane-bench -jobplane bin/jobplane -gobench bin/gobench.txt $(if $(BENCH_QUICK),-quick,-out BENCHMARKS.md) $(ARGS)
 
 .PHONY: bench-quick

@@ -77,6 +77,52 @@ BenchmarkAdoption-2   	       1	      3770 adopt-kill-p50-ms	      4290 adopt-ki
 	}
 }
 
+func TestRecoveryRows(t *testing.T) {
+	t.Parallel()
+	const out = `pkg: github.com/jobplane/jobplane/internal/failover
+BenchmarkRecoveryAtScale-2   	       1	         0 recover-failed	         0 recover-floor-failed	        22.51 recover-floor-grant-ack-ms	       146.0 recover-floor-grant-adopted-ms	      1991 recover-floor-kill-ack-ms	      2114 recover-floor-kill-adopted-ms	      1968 recover-floor-kill-grant-ms	         0 recover-floor-not-adopted	        44.15 recover-floor-old-rss-mib	        45.07 recover-floor-peak-rss-mib	         0 recover-floor-restarts	        45.06 recover-floor-rss-mib	        96.11 recover-grant-ack-ms	       899.0 recover-grant-adopted-ms	      2499 recover-kill-ack-ms	      3302 recover-kill-adopted-ms	      2403 recover-kill-grant-ms	         3 recover-not-adopted	        50.02 recover-old-rss-mib	        60.89 recover-peak-rss-mib	         0 recover-restarts	        54.49 recover-rss-mib	        20.00 recover-running	       200.0 recover-waiting
+`
+	bs, err := ParseGoBench(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := goBenchRows(bs)
+	if len(rows) != len(recoveryTargets) {
+		t.Fatalf("got %d rows, want one per recovery target (%d): %+v", len(rows), len(recoveryTargets), rows)
+	}
+	got := map[string]Row{}
+	for i, r := range rows {
+		if r.ID != "11" || !strings.Contains(r.Scenario, "200 jobs waiting + 20 running") {
+			t.Errorf("row %+v: want row 11 of 200 waiting and 20 running jobs", r)
+		}
+		if want := strings.TrimPrefix(recoveryTargets[i].unit, "recover-"); r.Measure != want {
+			t.Errorf("row %d measures %q, want %q (the order of recoveryTargets)", i, r.Measure, want)
+		}
+		got[r.Measure] = r
+	}
+	for _, tc := range []struct {
+		measure       string
+		value, floor  float64
+		target, there string
+	}{
+		{"grant-ack-ms", 96.11, 22.51, "≤ 2000", "SubmitJob"},
+		{"grant-adopted-ms", 899, 146, "≤ 5000", ""},
+		{"kill-ack-ms", 2499, 1991, "", ""},
+		{"rss-mib", 54.49, 45.06, "", "peak (VmHWM) 60.9 MiB"},
+		{"restarts", 0, 0, "0", "attempt logs"},
+		{"not-adopted", 3, 0, "0", ""},
+		{"failed", 0, 0, "0", "FAILED"},
+	} {
+		r := got[tc.measure]
+		if r.Value.Median != tc.value || r.Floor.Median != tc.floor || r.Target != tc.target || !strings.Contains(r.Note, tc.there) {
+			t.Errorf("row %s = %+v; want %v beside the floor %v, target %q, a note with %q", tc.measure, r, tc.value, tc.floor, tc.target, tc.there)
+		}
+	}
+	if r := got["restarts"]; r.Floor.N != 0 {
+		t.Errorf("restarts row = %+v, want no floor", r)
+	}
+}
+
 func TestCheckpointRows(t *testing.T) {
 	t.Parallel()
 	const out = `pkg: github.com/jobplane/jobplane/internal/failover
