@@ -439,30 +439,7 @@ func debugAddr(log string) (string, error) {
 // path.
 func fetchProfile(ctx context.Context, addr string, d time.Duration, path string) error {
 	secs := max(1, int(d.Round(time.Second)/time.Second))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs), nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("profile: %s", resp.Status)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	out, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := out.ReadFrom(resp.Body); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return fetchDebug(ctx, addr, fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), path)
 }
 
 // killRuns is what measureCheckpointKills measured, one entry per run.
