@@ -48,6 +48,12 @@ type Config struct {
 	// rather than just submitted. If its JobMaster cannot be created, a
 	// submitted job fails, while a recovered one is left to the next
 	// leader: Start passes ErrJobMasterInit, and the Dispatcher steps down.
+	//
+	// A recovered job had no result when the Dispatcher listed the results
+	// after its grant, and none can be written since but by that
+	// Dispatcher (results are fenced by its token): the runner's first
+	// term looks for none, which saves a store read per job when a new
+	// leader takes over many. Later terms look.
 	Recovered bool
 	// Granted, if set, is the job's leadership, granted by the write that
 	// persisted its plan (hastore.Session's PutExecutionPlanAndLead): the
@@ -70,6 +76,9 @@ type Runner struct {
 	mu        sync.Mutex
 	current   *jobmaster.JobMaster
 	canceling bool
+	// looked is set once a term looked for the job's result, or needed
+	// not (Config.Recovered's first term); guarded by mu.
+	looked bool
 }
 
 // New returns a Runner for cfg.
@@ -257,8 +266,13 @@ func (r *Runner) resign(ctx context.Context, l *hastore.Leadership) {
 // channel (issue 33).
 func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, end func(res jobmaster.Result, finished bool, initErr error)) {
 	// A job that already has a result never runs again. A fresh grant
-	// needs no look: the write that granted it found none.
-	if !fresh {
+	// needs no look: the write that granted it found none; nor does a
+	// recovered job's first term (Config.Recovered).
+	r.mu.Lock()
+	known := fresh || r.cfg.Recovered && !r.looked
+	r.looked = true
+	r.mu.Unlock()
+	if !known {
 		entry, err := r.readResult(ctx, l)
 		switch {
 		case err == nil:

@@ -2,13 +2,16 @@ package runner_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	clusterv1 "github.com/jobplane/jobplane/gen/jobplane/cluster/v1"
 	"github.com/jobplane/jobplane/gen/jobplane/cluster/v1/clusterv1connect"
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
@@ -109,5 +112,102 @@ func TestRunnerContextEndStopsJobMaster(t *testing.T) {
 	}
 	if info, err := store.Leader(bg, election.Job("j")); err != nil || !info.Token.IsZero() {
 		t.Errorf("the job's leader after the runner ended = %+v, %v; want none", info, err)
+	}
+}
+
+// waitingRM is a ResourceManager whose RegisterJobMaster reports its
+// start on started and returns once its call is cut off.
+type waitingRM struct {
+	clusterv1connect.ResourceManagerServiceClient // other calls panic
+	started                                       chan struct{}
+}
+
+func (rm *waitingRM) RegisterJobMaster(ctx context.Context, _ *clusterv1.RegisterJobMasterRequest) (*clusterv1.RegisterJobMasterResponse, error) {
+	rm.started <- struct{}{}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (rm *waitingRM) DisconnectJobMaster(context.Context, *clusterv1.DisconnectJobMasterRequest) (*clusterv1.DisconnectJobMasterResponse, error) {
+	return &clusterv1.DisconnectJobMasterResponse{}, nil
+}
+
+// resultReads counts the store's GetJobResultEntry calls.
+type resultReads struct {
+	hastore.Store
+	n atomic.Int32
+}
+
+func (s *resultReads) GetJobResultEntry(ctx context.Context, jobID string) (*hastorev1.JobResultEntry, error) {
+	s.n.Add(1)
+	return s.Store.GetJobResultEntry(ctx, jobID)
+}
+
+// A recovered job's first term looks for no result (the Dispatcher
+// listed the results after its grant), while a submitted job that
+// campaigns looks once; the recovered job's next term, after its
+// leadership was lost, looks again.
+func TestRecoveredFirstTermReadsNoResult(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	bg, cancelBg := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancelBg()
+	store, err := etcdstore.Open(bg, etcdstore.OpenConfig{DataDir: t.TempDir(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	sess, err := store.OpenSession(bg, hastore.SessionConfig{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sess.Close(context.Background()) })
+	for _, recovered := range []bool{true, false} {
+		id := fmt.Sprint("recovered-", recovered)
+		counted := &resultReads{Store: store}
+		rm := &waitingRM{started: make(chan struct{}, 2)}
+		router := jobmaster.NewRouter(jobmaster.RouterConfig{})
+		leads := make(chan *hastore.Leadership, 2)
+		r, err := runner.New(runner.Config{
+			JobID: id, Session: sess, Store: counted, Address: "http://127.0.0.1:1", Router: router, Logger: log, Recovered: recovered,
+			NewJobMaster: func(_ context.Context, l *hastore.Leadership) (*jobmaster.JobMaster, error) {
+				leads <- l
+				return jobmaster.New(jobmaster.Config{
+					JobID: id, Token: l.Token(), Valid: l.Valid, Address: "http://127.0.0.1:1", Router: router, ResourceManager: rm, Logger: log,
+					Graph: &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}},
+				})
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(bg)
+		r.Start(ctx, func(jobmaster.Result, error) {})
+		term := func(what string) *hastore.Leadership {
+			t.Helper()
+			select {
+			case <-rm.started:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%s: no JobMaster registered within 30s", what)
+			}
+			return <-leads
+		}
+		first := term("first term")
+		want := int32(1)
+		if recovered {
+			want = 0
+		}
+		if n := counted.n.Load(); n != want {
+			t.Errorf("recovered=%v: the first term read the result %d times, want %d", recovered, n, want)
+		}
+		if recovered {
+			if err := first.Resign(bg); err != nil {
+				t.Fatal(err)
+			}
+			term("second term")
+			if n := counted.n.Load(); n != 1 {
+				t.Errorf("the recovered job's second term read the result %d times in all, want 1", n)
+			}
+		}
+		cancel()
 	}
 }
