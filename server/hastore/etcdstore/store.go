@@ -469,6 +469,62 @@ func (s *Store) ListExecutionPlans(ctx context.Context, after string, limit int)
 	return ids, err
 }
 
+// planBatch is the plans one read of ScanExecutionPlans returns: most are
+// a few hundred bytes, and even 64 at the graph limit (about 1 MiB each)
+// make a response etcd's client takes.
+const planBatch = 64
+
+var _ hastore.PlanScanner = (*Store)(nil)
+
+// ScanExecutionPlans implements hastore.PlanScanner: the page's plans in
+// batches of one revision, then the cancel requests between its first and
+// last job in one range read at that revision.
+func (s *Store) ScanExecutionPlans(ctx context.Context, after string, limit int) ([]hastore.StoredPlan, error) {
+	if err := hastore.ValidateList(after, limit); err != nil {
+		return nil, err
+	}
+	var (
+		out    []hastore.StoredPlan
+		decode error
+	)
+	rev, err := s.scanAt(ctx, s.planPrefix(), after, false, planBatch, func(key string, value []byte) bool {
+		plan := new(hastorev1.ExecutionPlan)
+		if decode = proto.Unmarshal(value, plan); decode != nil {
+			decode = fmt.Errorf("hastore: decode plan of job %s: %w", key, decode)
+			return false
+		}
+		out = append(out, hastore.StoredPlan{Plan: plan})
+		return limit == 0 || len(out) < limit
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case decode != nil:
+		return nil, decode
+	case len(out) == 0:
+		return nil, nil
+	}
+	first, last := out[0].Plan.GetJobId(), out[len(out)-1].Plan.GetJobId()
+	resp, err := s.client.Get(ctx, s.cancelKey(first), clientv3.WithRange(s.cancelKey(last)+"\x00"), clientv3.WithRev(rev))
+	if err != nil {
+		return nil, unavailable(ctx, err)
+	}
+	cancels := make(map[string]*jobplanev1.Cancellation, len(resp.Kvs))
+	pfx := s.cancelKey("")
+	for _, kv := range resp.Kvs {
+		c := new(jobplanev1.Cancellation)
+		id := strings.TrimPrefix(string(kv.Key), pfx)
+		if err := proto.Unmarshal(kv.Value, c); err != nil {
+			return nil, fmt.Errorf("hastore: decode cancel request of job %s: %w", id, err)
+		}
+		cancels[id] = c
+	}
+	for i := range out {
+		out[i].Cancellation = cancels[out[i].Plan.GetJobId()]
+	}
+	return out, nil
+}
+
 // scan calls fn with each key (stripped of pfx) and value under pfx after
 // the key `after`, in key order, until fn returns false.
 func (s *Store) scan(ctx context.Context, pfx, after string, keysOnly bool, fn func(key string, value []byte) bool) error {
@@ -480,6 +536,12 @@ func (s *Store) scan(ctx context.Context, pfx, after string, keysOnly bool, fn f
 // a listing) is a snapshot of one moment, however many batches it takes:
 // the contract's listings never show a state that never existed.
 func (s *Store) scanBatches(ctx context.Context, pfx, after string, keysOnly bool, batch int64, fn func(key string, value []byte) bool) error {
+	_, err := s.scanAt(ctx, pfx, after, keysOnly, batch, fn)
+	return err
+}
+
+// scanAt is scanBatches, returning the revision the scan read at.
+func (s *Store) scanAt(ctx context.Context, pfx, after string, keysOnly bool, batch int64, fn func(key string, value []byte) bool) (int64, error) {
 	end := clientv3.GetPrefixRangeEnd(pfx)
 	from := pfx
 	if after != "" {
@@ -499,16 +561,16 @@ func (s *Store) scanBatches(ctx context.Context, pfx, after string, keysOnly boo
 			// A compaction past rev between two batches (compactions
 			// keep far more than a scan takes) fails the scan as
 			// unavailable: the caller retries it.
-			return unavailable(ctx, err)
+			return 0, unavailable(ctx, err)
 		}
 		rev = resp.Header.Revision
 		for _, kv := range resp.Kvs {
 			if !fn(strings.TrimPrefix(string(kv.Key), pfx), kv.Value) {
-				return nil
+				return rev, nil
 			}
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
-			return nil
+			return rev, nil
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}

@@ -422,6 +422,9 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 		ld.index.add(j)
 		d.mu.Unlock()
 	}
+	if scanner, ok := d.cfg.Store.(hastore.PlanScanner); ok {
+		return d.recoverScanned(ctx, ld, scanner)
+	}
 	ids, err := d.cfg.Store.ListExecutionPlans(ctx, "", 0)
 	if err != nil {
 		return err
@@ -438,8 +441,7 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 		_, known := ld.jobs[id]
 		return known // it has a result: never run again
 	})
-	for i, id := range ids {
-		r := reads[i]
+	for _, r := range reads {
 		select {
 		case <-r.done:
 		case <-ctx.Done():
@@ -451,19 +453,54 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 		case r.err != nil:
 			return r.err
 		}
-		d.log.Info("recovering a job", "job", id, "cancel_requested", r.cancellation != nil)
-		j := newJob(r.plan)
-		j.cancellation = recorded(r.cancellation)
-		d.mu.Lock()
-		ld.jobs[id] = j
-		_ = d.admitLocked(ld, j, false)
-		err = d.startLocked(ld, j, r.plan, true, r.cancellation != nil, nil)
-		d.mu.Unlock()
-		if err != nil {
+		if err := d.recoverJob(ld, r.plan, r.cancellation); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// recoverScanned is recover's start of every persisted plan without a
+// result, for a store that reads plans a page at a time.
+func (d *Dispatcher) recoverScanned(ctx context.Context, ld *leadership, scanner hastore.PlanScanner) error {
+	for after := ""; ; {
+		page, err := scanner.ScanExecutionPlans(ctx, after, recoveryPage)
+		if err != nil {
+			return err
+		}
+		for _, p := range page {
+			d.mu.Lock()
+			_, known := ld.jobs[p.Plan.GetJobId()]
+			d.mu.Unlock()
+			if known {
+				continue // it has a result: never run again
+			}
+			if err := d.recoverJob(ld, p.Plan, p.Cancellation); err != nil {
+				return err
+			}
+		}
+		if len(page) < recoveryPage {
+			return nil
+		}
+		after = page[len(page)-1].Plan.GetJobId()
+	}
+}
+
+// recoveryPage is the plans a recovery reads at once from a store that
+// reads them a page at a time.
+const recoveryPage = 1000
+
+// recoverJob starts the runner of a recovered job from its plan and its
+// cancel request (nil if none).
+func (d *Dispatcher) recoverJob(ld *leadership, plan *hastorev1.ExecutionPlan, cancellation *jobplanev1.Cancellation) error {
+	d.log.Info("recovering a job", "job", plan.GetJobId(), "cancel_requested", cancellation != nil)
+	j := newJob(plan)
+	j.cancellation = recorded(cancellation)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ld.jobs[j.id] = j
+	_ = d.admitLocked(ld, j, false)
+	return d.startLocked(ld, j, plan, true, cancellation != nil, nil)
 }
 
 // recoveryReads bounds the store reads of a recovery in flight at once.

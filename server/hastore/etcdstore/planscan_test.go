@@ -1,0 +1,67 @@
+package etcdstore_test
+
+import (
+	"fmt"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+)
+
+// ScanExecutionPlans reads the plans a page at a time in job id order,
+// each with its cancel request (those of other jobs, before, inside and
+// after the page, go to their own jobs only), as GetExecutionPlan and
+// Cancellation read them one job at a time.
+func TestScanExecutionPlans(t *testing.T) {
+	t.Parallel()
+	env, ctx := newPlanLeadEnv(t, "/scan/")
+	var ids []string
+	for i := range 150 { // more than a read's batch of plans
+		id := fmt.Sprintf("job-%03d", i)
+		ids = append(ids, id)
+		if err := env.store.PutExecutionPlan(ctx, env.f, testPlan(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	canceled := map[string]bool{"job-000": true, "job-069": true, "job-070": true, "job-149": true}
+	for id := range canceled {
+		if err := env.store.RequestCancel(ctx, env.f, id, &jobplanev1.Cancellation{RequestId: "r-" + id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for after := ""; ; {
+		page, err := env.store.ScanExecutionPlans(ctx, after, 70)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) > 70 {
+			t.Fatalf("a page of %d plans, over its limit of 70", len(page))
+		}
+		for _, p := range page {
+			id := p.Plan.GetJobId()
+			got = append(got, id)
+			want, err := env.store.GetExecutionPlan(ctx, id)
+			if err != nil || !proto.Equal(want, p.Plan) {
+				t.Errorf("plan of %s: %v; want it as GetExecutionPlan reads it (%v)", id, p.Plan, err)
+			}
+			switch c := p.Cancellation; {
+			case canceled[id] && c.GetRequestId() != "r-"+id:
+				t.Errorf("cancel request of %s = %v; want its own, r-%s", id, c, id)
+			case !canceled[id] && c != nil:
+				t.Errorf("cancel request of %s = %v; want none", id, c)
+			}
+		}
+		if len(page) < 70 {
+			break
+		}
+		after = page[len(page)-1].Plan.GetJobId()
+	}
+	if fmt.Sprint(got) != fmt.Sprint(ids) {
+		t.Errorf("scanned %v; want every plan once, in id order: %v", got, ids)
+	}
+	if all, err := env.store.ScanExecutionPlans(ctx, "", 0); err != nil || len(all) != len(ids) {
+		t.Errorf("a scan without a limit: %d plans, %v; want %d", len(all), err, len(ids))
+	}
+}
