@@ -463,23 +463,29 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 // recoverScanned is recover's start of every persisted plan without a
 // result, for a store that reads plans a page at a time.
 func (d *Dispatcher) recoverScanned(ctx context.Context, ld *leadership, scanner hastore.PlanScanner) error {
+	start, recovered := time.Now(), 0
 	for after := ""; ; {
 		page, err := scanner.ScanExecutionPlans(ctx, after, recoveryPage)
 		if err != nil {
 			return err
 		}
+		// A page's jobs start under one hold of the lock: the runners
+		// started so far contend for it, and taking it once per job, the
+		// recovery would wait behind all of them each time.
+		d.mu.Lock()
 		for _, p := range page {
-			d.mu.Lock()
-			_, known := ld.jobs[p.Plan.GetJobId()]
-			d.mu.Unlock()
-			if known {
+			if _, known := ld.jobs[p.Plan.GetJobId()]; known {
 				continue // it has a result: never run again
 			}
-			if err := d.recoverJob(ld, p.Plan, p.Cancellation); err != nil {
+			if err := d.recoverJobLocked(ld, p.Plan, p.Cancellation); err != nil {
+				d.mu.Unlock()
 				return err
 			}
 		}
+		d.mu.Unlock()
+		recovered += len(page)
 		if len(page) < recoveryPage {
+			d.log.Info("recovered the jobs", "plans", recovered, "took", time.Since(start).Round(time.Millisecond))
 			return nil
 		}
 		after = page[len(page)-1].Plan.GetJobId()
@@ -493,11 +499,16 @@ const recoveryPage = 1000
 // recoverJob starts the runner of a recovered job from its plan and its
 // cancel request (nil if none).
 func (d *Dispatcher) recoverJob(ld *leadership, plan *hastorev1.ExecutionPlan, cancellation *jobplanev1.Cancellation) error {
-	d.log.Info("recovering a job", "job", plan.GetJobId(), "cancel_requested", cancellation != nil)
-	j := newJob(plan)
-	j.cancellation = recorded(cancellation)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.recoverJobLocked(ld, plan, cancellation)
+}
+
+// recoverJobLocked is recoverJob with d.mu held.
+func (d *Dispatcher) recoverJobLocked(ld *leadership, plan *hastorev1.ExecutionPlan, cancellation *jobplanev1.Cancellation) error {
+	d.log.Debug("recovering a job", "job", plan.GetJobId(), "cancel_requested", cancellation != nil)
+	j := newJob(plan)
+	j.cancellation = recorded(cancellation)
 	ld.jobs[j.id] = j
 	_ = d.admitLocked(ld, j, false)
 	return d.startLocked(ld, j, plan, true, cancellation != nil, nil)
