@@ -11,13 +11,15 @@ import (
 
 // A listing that takes several etcd reads is still one snapshot: plans
 // put and deleted between two of its reads do not show, so it never lists
-// a state that never existed (here: a, b and c, when the store held a and
-// c, then c, then b and c).
+// a state that never existed (here: a, b, c, d and e, when the store held
+// a, c and e, then c and e, then b, c, d and e). Its third read too reads
+// the first one's revision (an etcd response names the store's current
+// revision, not the one read).
 func TestListingIsOneSnapshot(t *testing.T) {
 	t.Parallel()
 	e := startEmbedded(t, etcdmember.Config{})
 	env, ctx := newPlanLeadEnvOn(t, e, "/snap/")
-	for _, id := range []string{"a", "c"} {
+	for _, id := range []string{"a", "c", "e"} {
 		if err := env.store.PutExecutionPlan(ctx, env.f, testPlan(id)); err != nil {
 			t.Fatal(err)
 		}
@@ -33,11 +35,13 @@ func TestListingIsOneSnapshot(t *testing.T) {
 		if err := env.store.DeleteExecutionPlan(ctx, env.f, "a"); err != nil {
 			t.Fatal(err)
 		}
-		if err := env.store.PutExecutionPlan(ctx, env.f, testPlan("b")); err != nil {
-			t.Fatal(err)
+		for _, id := range []string{"b", "d"} {
+			if err := env.store.PutExecutionPlan(ctx, env.f, testPlan(id)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
-	if err != nil || fmt.Sprint(ids) != "[a c]" {
-		t.Errorf("listing while a was replaced by b = %v, %v; want [a c], the state when the listing began (the store never held a, b and c at once)", ids, err)
+	if err != nil || fmt.Sprint(ids) != "[a c e]" {
+		t.Errorf("listing while a was replaced by b and d = %v, %v; want [a c e], the state when the listing began (the store never held a and d at once)", ids, err)
 	}
 }

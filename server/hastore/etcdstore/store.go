@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
@@ -540,6 +541,15 @@ func (s *Store) scanBatches(ctx context.Context, pfx, after string, keysOnly boo
 	return err
 }
 
+// serializableAfterFirst is the option of a scan's batch after its first
+// (rev set): a serializable read.
+func serializableAfterFirst(rev int64) []clientv3.OpOption {
+	if rev == 0 {
+		return nil
+	}
+	return []clientv3.OpOption{clientv3.WithSerializable()}
+}
+
 // scanAt is scanBatches, returning the revision the scan read at.
 func (s *Store) scanAt(ctx context.Context, pfx, after string, keysOnly bool, batch int64, fn func(key string, value []byte) bool) (int64, error) {
 	end := clientv3.GetPrefixRangeEnd(pfx)
@@ -554,16 +564,30 @@ func (s *Store) scanAt(ctx context.Context, pfx, after string, keysOnly bool, ba
 			opts = append(opts, clientv3.WithKeysOnly())
 		}
 		if rev != 0 {
+			// Every batch after the first reads the first one's revision,
+			// which that (linearizable) read made sure of: a serializable
+			// read of it is the same snapshot, and needs no round of the
+			// cluster, which a member busy with writes makes slow. A
+			// member that has not applied the revision yet says so, and
+			// the batch is read linearizably.
 			opts = append(opts, clientv3.WithRev(rev))
 		}
-		resp, err := s.client.Get(ctx, from, opts...)
+		resp, err := s.client.Get(ctx, from, append(opts, serializableAfterFirst(rev)...)...)
+		if rev != 0 && errors.Is(err, rpctypes.ErrFutureRev) {
+			resp, err = s.client.Get(ctx, from, opts...)
+		}
 		if err != nil {
 			// A compaction past rev between two batches (compactions
 			// keep far more than a scan takes) fails the scan as
 			// unavailable: the caller retries it.
 			return 0, unavailable(ctx, err)
 		}
-		rev = resp.Header.Revision
+		// The first batch's revision is the scan's. (A response's
+		// revision is the store's as it answered, not the one read: later
+		// batches must not take it.)
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
 		for _, kv := range resp.Kvs {
 			if !fn(strings.TrimPrefix(string(kv.Key), pfx), kv.Value) {
 				return rev, nil
