@@ -1593,10 +1593,24 @@ export class Worker {
         if (req.jobs.length === 0) fields.push({ path: "jobs", description: "required" });
         if (fields.length > 0) throw badRequest(fields);
         this.log(`AdoptAttempts: ${req.jobs.length} jobs`);
-        // The jobs' new tokens are read in parallel; a store that could
-        // not be read refuses the whole call, before anything is taken.
+        // An entry for a job that holds nothing here has nothing to hand
+        // over: it is answered empty at once, its token neither read from
+        // the store nor taken (the contract's MAY). A leader that took over
+        // many jobs names each to every TaskExecutor, and a read for each
+        // would flood the store. An older token than the job's current one
+        // is still refused, as it needs no read.
+        const holding = new Set<string>();
+        for (const s of this.slots) if (s.jobId !== "" && !s.freeing) holding.add(s.jobId);
+        const empty = req.jobs.map((e) => {
+          const current = this.jobs.get(e.jobId)?.token;
+          return !holding.has(e.jobId) && !(current !== undefined && e.jobMasterToken!.epoch < current.epoch);
+        });
+        // The other jobs' new tokens are read in parallel; a store that
+        // could not be read refuses the whole call, before anything is
+        // taken.
         const checked = await Promise.all(
-          req.jobs.map(async (e) => {
+          req.jobs.map(async (e, i) => {
+            if (empty[i]) return undefined;
             try {
               await this.checkJobMaster(e.jobId, e.jobMasterToken, ctx.signal);
               return undefined;
@@ -1616,6 +1630,7 @@ export class Worker {
           const out = create(AdoptedJobSchema, { jobId: e.jobId });
           jobs.push(out);
           const token = e.jobMasterToken!;
+          if (empty[i]) return;
           if (checked[i] !== undefined) {
             refused.push(itemError(i, checked[i]));
             return;

@@ -154,4 +154,29 @@ describe("the JobMaster's token on the node Worker", { timeout: 60_000 }, () => 
     assert.equal(stopped(), false, "an unchecked token stopped the job's attempt");
     assert.ok(await running(te, jm1, signal), "the real JobMaster is served after");
   });
+
+  test("AdoptAttempts of a job held nowhere is answered empty with no read, and takes nothing", { timeout: 30_000 }, async () => {
+    const signal = AbortSignal.timeout(20_000);
+    const { leaders, te } = await start(signal);
+    const entry = (jobId: string, tok: Token) => ({ jobId, jobMasterToken: tok, jobMasterAddress: nowhere });
+    const reads = leaders.jobReads();
+    leaders.fail();
+    const r = await te.adoptAttempts({ jobs: [entry("k", { sessionId: "forger", epoch: 1000n })] }, { signal });
+    assert.deepEqual(
+      r.jobs.map((j) => [j.jobId, j.attempts.length, j.allocationIds.length]),
+      [["k", 0, 0]],
+      "job k, held nowhere, answered empty with the store down",
+    );
+    assert.equal(r.refused.length, 0);
+    assert.equal(leaders.jobReads(), reads, "AdoptAttempts of a job held nowhere read the store");
+    assert.deepEqual(
+      await refusal(() => te.adoptAttempts({ jobs: [entry("k", { sessionId: "forger", epoch: 1000n }), entry("j", jm2)] }, { signal })),
+      { code: Code.Unavailable, reason: "STORE_UNAVAILABLE" },
+      "a call naming a held job under a newer token still needs the store",
+    );
+    leaders.heal();
+    leaders.grantJob("k", jm2);
+    const after = await te.adoptAttempts({ jobs: [entry("k", jm2)] }, { signal });
+    assert.equal(after.refused.length, 0, "job k under its granted token after a forged newer one: the forged token was not taken");
+  });
 });
