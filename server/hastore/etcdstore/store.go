@@ -470,10 +470,11 @@ func (s *Store) ListExecutionPlans(ctx context.Context, after string, limit int)
 	return ids, err
 }
 
-// planBatch is the plans one read of ScanExecutionPlans returns: most are
-// a few hundred bytes, and even 64 at the graph limit (about 1 MiB each)
-// make a response etcd's client takes.
-const planBatch = 64
+// planBatch is the plans the first read of ScanExecutionPlans returns,
+// and planBatchMax the most a later one does: most plans are a few hundred
+// bytes, and even 64 at the graph limit (about 1 MiB each) make a response
+// etcd's client takes; batches grow while they stay small (scanAt).
+const planBatch, planBatchMax = 64, 1024
 
 var _ hastore.PlanScanner = (*Store)(nil)
 
@@ -488,7 +489,7 @@ func (s *Store) ScanExecutionPlans(ctx context.Context, after string, limit int)
 		out    []hastore.StoredPlan
 		decode error
 	)
-	rev, err := s.scanAt(ctx, s.planPrefix(), after, false, planBatch, func(key string, value []byte) bool {
+	rev, err := s.scanAt(ctx, s.planPrefix(), after, false, planBatch, planBatchMax, func(key string, value []byte) bool {
 		plan := new(hastorev1.ExecutionPlan)
 		if decode = proto.Unmarshal(value, plan); decode != nil {
 			decode = fmt.Errorf("hastore: decode plan of job %s: %w", key, decode)
@@ -537,7 +538,7 @@ func (s *Store) scan(ctx context.Context, pfx, after string, keysOnly bool, fn f
 // a listing) is a snapshot of one moment, however many batches it takes:
 // the contract's listings never show a state that never existed.
 func (s *Store) scanBatches(ctx context.Context, pfx, after string, keysOnly bool, batch int64, fn func(key string, value []byte) bool) error {
-	_, err := s.scanAt(ctx, pfx, after, keysOnly, batch, fn)
+	_, err := s.scanAt(ctx, pfx, after, keysOnly, batch, batch, fn)
 	return err
 }
 
@@ -550,8 +551,12 @@ func serializableAfterFirst(rev int64) []clientv3.OpOption {
 	return []clientv3.OpOption{clientv3.WithSerializable()}
 }
 
-// scanAt is scanBatches, returning the revision the scan read at.
-func (s *Store) scanAt(ctx context.Context, pfx, after string, keysOnly bool, batch int64, fn func(key string, value []byte) bool) (int64, error) {
+// scanAt is scanBatches, returning the revision the scan read at. A batch
+// whose values came to under growBytes is followed by one twice as large,
+// up to maxBatch: a store busy with writes answers each read slowly,
+// whatever its size, so that small values are best read many at a time,
+// while large ones must not make one response huge.
+func (s *Store) scanAt(ctx context.Context, pfx, after string, keysOnly bool, batch, maxBatch int64, fn func(key string, value []byte) bool) (int64, error) {
 	end := clientv3.GetPrefixRangeEnd(pfx)
 	from := pfx
 	if after != "" {
@@ -597,8 +602,19 @@ func (s *Store) scanAt(ctx context.Context, pfx, after string, keysOnly bool, ba
 			return rev, nil
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		size := 0
+		for _, kv := range resp.Kvs {
+			size += len(kv.Value)
+		}
+		if size < growBytes {
+			batch = min(2*batch, maxBatch)
+		}
 	}
 }
+
+// growBytes is the size of a scan's batch under which the next batch
+// doubles (scanAt).
+const growBytes = 4 << 20
 
 // DeleteExecutionPlan implements hastore.Store: the plan goes only if the job has
 // a result entry, checked in the transaction that deletes it.

@@ -493,8 +493,9 @@ func (d *Dispatcher) recoverScanned(ctx context.Context, ld *leadership, scanner
 }
 
 // recoveryPage is the plans a recovery reads at once from a store that
-// reads them a page at a time.
-const recoveryPage = 1000
+// reads them a page at a time: a store busy with the recovered jobs'
+// campaigns answers each read slowly, so that reads are few and large.
+const recoveryPage = 10000
 
 // recoverJob starts the runner of a recovered job from its plan and its
 // cancel request (nil if none).
