@@ -411,8 +411,8 @@ var mutants = []Mutant{
 		Name: "recovery/cancel-request-ignored",
 		Doc:  "A recovered job whose cancellation was requested is run normally instead of ended CANCELED without deploying anything (CancelJob: an acknowledged cancellation survives a change of leader; RequestJobCancel).",
 		File: "server/internal/dispatcher/dispatcher.go",
-		Old:  `		err = d.startLocked(ld, j, r.plan, true, r.cancellation != nil, nil)`,
-		New:  `		err = d.startLocked(ld, j, r.plan, true, false, nil)`,
+		Old:  `	return d.startLocked(ld, j, plan, true, cancellation != nil, nil)`,
+		New:  `	return d.startLocked(ld, j, plan, true, false, nil)`,
 	},
 	{
 		Name: "recovery/unreadable-plan-skipped",
@@ -912,10 +912,8 @@ var mutants = []Mutant{
 		Name: "recovery/store-list-batches-at-latest",
 		Doc:  "The store reads each batch of a long listing at the latest revision instead of the first batch's, so a page read while jobs are written and removed mixes two moments and can show a state that never existed (ListExecutionPlans, ListJobResultEntries: a page is one snapshot).",
 		File: "server/hastore/etcdstore/store.go",
-		Old: `		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}`,
-		New: `		_ = rev // each batch goes on from the key after the last one read`,
+		Old:  `			opts = append(opts, clientv3.WithRev(rev))`,
+		New:  `			_ = rev // each batch goes on from the key after the last one read`,
 	},
 	{
 		Name: "persist/store-cancel-record-replaced",
