@@ -40,6 +40,23 @@ func (rm *blockingRM) DisconnectJobMaster(context.Context, *clusterv1.Disconnect
 	return &clusterv1.DisconnectJobMasterResponse{}, nil
 }
 
+// openStore opens an embedded etcd store and a session on it, both closed
+// when the test ends.
+func openStore(ctx context.Context, t *testing.T, log *slog.Logger) (*etcdstore.Store, hastore.Session) {
+	t.Helper()
+	store, err := etcdstore.Open(ctx, etcdstore.OpenConfig{DataDir: t.TempDir(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	sess, err := store.OpenSession(ctx, hastore.SessionConfig{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sess.Close(context.Background()) })
+	return store, sess
+}
+
 // The end of Start's context (the Dispatcher's leadership) stops the
 // job's JobMaster while the job's own leadership holds: the JobMaster
 // suspends, its call in flight cut off at once (not at the call's own
@@ -49,16 +66,7 @@ func TestRunnerContextEndStopsJobMaster(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	bg, cancelBg := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancelBg()
-	store, err := etcdstore.Open(bg, etcdstore.OpenConfig{DataDir: t.TempDir(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	sess, err := store.OpenSession(bg, hastore.SessionConfig{TTL: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sess.Close(context.Background()) })
+	store, sess := openStore(bg, t, log)
 
 	rm := &blockingRM{started: make(chan struct{}, 1), cutOff: make(chan struct{})}
 	router := jobmaster.NewRouter(jobmaster.RouterConfig{})
@@ -151,16 +159,7 @@ func TestRecoveredFirstTermReadsNoResult(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	bg, cancelBg := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancelBg()
-	store, err := etcdstore.Open(bg, etcdstore.OpenConfig{DataDir: t.TempDir(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	sess, err := store.OpenSession(bg, hastore.SessionConfig{TTL: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sess.Close(context.Background()) })
+	store, sess := openStore(bg, t, log)
 	for _, recovered := range []bool{true, false} {
 		id := fmt.Sprint("recovered-", recovered)
 		counted := &resultReads{Store: store}
