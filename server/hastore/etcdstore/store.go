@@ -542,15 +542,6 @@ func (s *Store) scanBatches(ctx context.Context, pfx, after string, keysOnly boo
 	return err
 }
 
-// serializableAfterFirst is the option of a scan's batch after its first
-// (rev set): a serializable read.
-func serializableAfterFirst(rev int64) []clientv3.OpOption {
-	if rev == 0 {
-		return nil
-	}
-	return []clientv3.OpOption{clientv3.WithSerializable()}
-}
-
 // scanAt is scanBatches, returning the revision the scan read at. A batch
 // whose values came to under growBytes is followed by one twice as large,
 // up to maxBatch: a store busy with writes answers each read slowly,
@@ -577,7 +568,11 @@ func (s *Store) scanAt(ctx context.Context, pfx, after string, keysOnly bool, ba
 			// the batch is read linearizably.
 			opts = append(opts, clientv3.WithRev(rev))
 		}
-		resp, err := s.client.Get(ctx, from, append(opts, serializableAfterFirst(rev)...)...)
+		read := opts
+		if rev != 0 {
+			read = append(opts[:len(opts):len(opts)], clientv3.WithSerializable())
+		}
+		resp, err := s.client.Get(ctx, from, read...)
 		if rev != 0 && errors.Is(err, rpctypes.ErrFutureRev) {
 			resp, err = s.client.Get(ctx, from, opts...)
 		}
