@@ -164,11 +164,10 @@ func (c *committer) do(ctx context.Context, op clientv3.Op, claims ...string) (*
 	select {
 	case <-w.done:
 	case <-ctx.Done():
-		c.mu.Lock()
-		if !w.sent {
-			c.remove(w)
-		}
-		c.mu.Unlock()
+		// A write not sent yet stays in the queue until a batch's scan
+		// reaches it and drops it (next): taking it out here would cost a
+		// search of the queue, which holds every recovered job's campaign
+		// after a takeover.
 		// An answer that came with the cancellation still counts.
 		select {
 		case <-w.done:
@@ -184,16 +183,6 @@ func (c *committer) do(ctx context.Context, op clientv3.Op, claims ...string) (*
 		return nil, nil, ctx.Err()
 	}
 	return nil, nil, w.err
-}
-
-// remove takes w out of the queue; c.mu is held.
-func (c *committer) remove(w *write) {
-	for i, q := range c.queue {
-		if q == w {
-			c.queue = append(c.queue[:i], c.queue[i+1:]...)
-			return
-		}
-	}
 }
 
 // close fails the writes still queued, ends the transaction in flight (its
@@ -226,6 +215,13 @@ func (c *committer) run() {
 // next takes the next batch out of the queue: in arrival order, every
 // write that fits the limits, and claims no key that an earlier write of
 // the batch, or an earlier write left waiting, claims. c.mu is held.
+//
+// Its cost is the batch's, not the queue's: the scan stops once no write
+// can fit any more, or after scanLimit writes were looked at, and the
+// writes it passed over stay at the head of the queue, in order. A queue
+// can hold every recovered job's campaign at once (110,000 after a
+// takeover at scale), and a scan of all of them per batch made the
+// committer's goroutine the store's bottleneck (issue 33).
 func (c *committer) next() []*write {
 	if c.closed {
 		for _, w := range c.queue {
@@ -237,14 +233,21 @@ func (c *committer) next() []*write {
 	}
 	var (
 		batch       []*write
-		rest        []*write
 		claimed     = make(map[string]bool)
 		size, depth int
+		kept        int // writes passed over, moved to c.queue[:kept]
+		scanned     int // writes of the queue looked at
+		looked      int // of those, writes whose caller still waits
 	)
 	for _, w := range c.queue {
-		if w.ctx.Err() != nil {
-			continue // its caller gave up and returns on its own
+		if len(batch) > 0 && (batch[0].alone || looked >= c.scanLimit() || len(batch)+1+depth > c.maxOps) {
+			break // nothing more fits, or the scan has gone far enough
 		}
+		scanned++
+		if w.ctx.Err() != nil {
+			continue // its caller gave up and returns on its own: dropped
+		}
+		looked++
 		fits := len(batch) == 0 ||
 			!w.alone && !batch[0].alone &&
 				size+w.size <= c.maxBytes &&
@@ -258,7 +261,8 @@ func (c *committer) next() []*write {
 			claimed[k] = true
 		}
 		if !fits {
-			rest = append(rest, w)
+			c.queue[kept] = w
+			kept++
 			continue
 		}
 		w.sent = true
@@ -266,9 +270,21 @@ func (c *committer) next() []*write {
 		size += w.size
 		depth = max(depth, w.depth)
 	}
-	c.queue = rest
+	// The writes passed over go back just before the part not scanned.
+	head := scanned - kept
+	copy(c.queue[head:scanned], c.queue[:kept])
+	clear(c.queue[:head])
+	c.queue = c.queue[head:]
+	if len(c.queue) == 0 {
+		c.queue = nil
+	}
 	return batch
 }
+
+// scanLimit is how many waiting writes one batch's scan looks at, at
+// most: twice what a batch can hold, which leaves room for writes that
+// must wait behind others to the same keys.
+func (c *committer) scanLimit() int { return 2 * c.maxOps }
 
 // send commits batch and hands each write its answer.
 func (c *committer) send(batch []*write) {

@@ -3,11 +3,18 @@ package etcdstore
 import "context"
 
 // QueuedWrites reports how many writes wait in s's committer, not yet
-// sent, so that tests can line writes up behind one in flight.
+// sent and not given up by their callers, so that tests can line writes
+// up behind one in flight.
 func QueuedWrites(s *Store) int {
 	s.commit.mu.Lock()
 	defer s.commit.mu.Unlock()
-	return len(s.commit.queue)
+	n := 0
+	for _, w := range s.commit.queue {
+		if w.ctx.Err() == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // ListPlansInBatches lists the ids of s's plans as ListExecutionPlans
