@@ -376,7 +376,10 @@ var mutants = []Mutant{
 		Name: "recovery/serves-before-recovery",
 		Doc:  "A new leader's Dispatcher serves calls before recovery finished, so meanwhile recovered jobs are NOT_FOUND and a resubmission of one starts a second runner beside the recovered one (on gaining leadership a Dispatcher first finishes cleanups, then recovers every persisted plan).",
 		File: "server/internal/dispatcher/dispatcher.go",
-		Old: `	if err := d.recover(ctx, ld); err != nil {
+		Old: `	starts, err := d.recover(ctx, ld)
+	if err != nil {
+		endTerm()
+		launch(nil, starts, nil) // each suspends at once: the term is over
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -384,7 +387,10 @@ var mutants = []Mutant{
 	}
 	close(ld.ready)`,
 		New: `	close(ld.ready)
-	if err := d.recover(ctx, ld); err != nil {
+	starts, err := d.recover(ctx, ld)
+	if err != nil {
+		endTerm()
+		launch(nil, starts, nil) // each suspends at once: the term is over
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -411,8 +417,8 @@ var mutants = []Mutant{
 		Name: "recovery/cancel-request-ignored",
 		Doc:  "A recovered job whose cancellation was requested is run normally instead of ended CANCELED without deploying anything (CancelJob: an acknowledged cancellation survives a change of leader; RequestJobCancel).",
 		File: "server/internal/dispatcher/dispatcher.go",
-		Old:  `	return d.startLocked(ld, j, plan, true, cancellation != nil, nil)`,
-		New:  `	return d.startLocked(ld, j, plan, true, false, nil)`,
+		Old:  `	start, err := d.prepareLocked(ld, j, plan, true, cancellation != nil, nil)`,
+		New:  `	start, err := d.prepareLocked(ld, j, plan, true, false, nil)`,
 	},
 	{
 		Name: "recovery/unreadable-plan-skipped",

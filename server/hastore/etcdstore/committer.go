@@ -97,10 +97,16 @@ type committer struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	queue   []*write // waiting, in arrival order
-	running bool     // a goroutine is sending batches, one at a time
-	closed  bool
+	mu    sync.Mutex
+	queue []*write // waiting, in arrival order
+	// deferred are the waiting deferrable writes (hastore.Deferrable),
+	// in arrival order: a batch takes them only once it looked at every
+	// write of queue. deferredKeys counts their keys, so that a write
+	// that shares one waits among them, behind it.
+	deferred     []*write
+	deferredKeys map[string]int
+	running      bool // a goroutine is sending batches, one at a time
+	closed       bool
 }
 
 // write is one store write waiting in, or sent by, the committer.
@@ -153,7 +159,7 @@ func (c *committer) do(ctx context.Context, op clientv3.Op, claims ...string) (*
 		c.mu.Unlock()
 		return nil, nil, errClosed
 	}
-	c.queue = append(c.queue, w)
+	c.enqueueLocked(w, hastore.IsDeferrable(ctx))
 	if !c.running {
 		c.running = true
 		c.wg.Add(1)
@@ -212,73 +218,127 @@ func (c *committer) run() {
 	}
 }
 
-// next takes the next batch out of the queue: in arrival order, every
+// next takes the next batch out of the queues: in arrival order, every
 // write that fits the limits, and claims no key that an earlier write of
-// the batch, or an earlier write left waiting, claims. c.mu is held.
+// the batch, or an earlier write left waiting, claims; the deferred writes
+// only after every other waiting write was looked at. c.mu is held.
 //
 // Its cost is the batch's, not the queue's: the scan stops once no write
-// can fit any more, or after scanLimit writes were looked at, and the
-// writes it passed over stay at the head of the queue, in order. A queue
-// can hold every recovered job's campaign at once (110,000 after a
-// takeover at scale), and a scan of all of them per batch made the
-// committer's goroutine the store's bottleneck (issue 33).
+// can fit any more, or after scanLimit writes of a queue were looked at,
+// and the writes it passed over stay at the head of their queue, in
+// order. A queue can hold every recovered job's campaign at once (110,000
+// after a takeover at scale), and a scan of all of them per batch made
+// the committer's goroutine the store's bottleneck (issue 33).
 func (c *committer) next() []*write {
 	if c.closed {
-		for _, w := range c.queue {
+		for _, w := range append(c.queue, c.deferred...) {
 			w.err = errClosed
 			close(w.done)
 		}
-		c.queue = nil
+		c.queue, c.deferred, c.deferredKeys = nil, nil, nil
 		return nil
 	}
+	b := &batchScan{claimed: make(map[string]bool), maxOps: c.maxOps, maxBytes: c.maxBytes, limit: c.scanLimit()}
+	var whole bool
+	c.queue, whole = b.scan(c.queue, nil)
+	if whole {
+		// Every other write was looked at: no deferred write can overtake
+		// one that shares its keys.
+		c.deferred, _ = b.scan(c.deferred, func(w *write) {
+			for _, k := range w.keys {
+				if c.deferredKeys[k]--; c.deferredKeys[k] <= 0 {
+					delete(c.deferredKeys, k)
+				}
+			}
+		})
+	}
+	return b.batch
+}
+
+// enqueueLocked queues w, with the deferred writes if deferred or if it
+// shares a key with one of them; c.mu is held.
+func (c *committer) enqueueLocked(w *write, deferred bool) {
+	for _, k := range w.keys {
+		deferred = deferred || c.deferredKeys[k] > 0
+	}
+	if !deferred {
+		c.queue = append(c.queue, w)
+		return
+	}
+	if c.deferredKeys == nil {
+		c.deferredKeys = make(map[string]int)
+	}
+	for _, k := range w.keys {
+		c.deferredKeys[k]++
+	}
+	c.deferred = append(c.deferred, w)
+}
+
+// batchScan builds one batch from the heads of the committer's queues.
+type batchScan struct {
+	batch            []*write
+	claimed          map[string]bool // keys of the writes looked at
+	size, depth      int
+	maxOps, maxBytes int
+	limit            int // waiting writes looked at per queue, at most
+}
+
+// scan adds to the batch what fits of q's head, and returns q without
+// the writes taken or given up (left is called with each), and whether
+// the scan looked at all of q.
+func (b *batchScan) scan(q []*write, left func(*write)) (rest []*write, whole bool) {
 	var (
-		batch       []*write
-		claimed     = make(map[string]bool)
-		size, depth int
-		kept        int // writes passed over, moved to c.queue[:kept]
-		scanned     int // writes of the queue looked at
-		looked      int // of those, writes whose caller still waits
+		kept    int // writes passed over, moved to q[:kept]
+		scanned int // writes of q looked at
+		looked  int // of those, writes whose caller still waits
 	)
-	for _, w := range c.queue {
-		if len(batch) > 0 && (batch[0].alone || looked >= c.scanLimit() || len(batch)+1+depth > c.maxOps) {
+	for _, w := range q {
+		if n := len(b.batch); n > 0 && (b.batch[0].alone || looked >= b.limit || n+1+b.depth > b.maxOps) {
 			break // nothing more fits, or the scan has gone far enough
 		}
 		scanned++
 		if w.ctx.Err() != nil {
-			continue // its caller gave up and returns on its own: dropped
+			// Its caller gave up and returns on its own: dropped.
+			if left != nil {
+				left(w)
+			}
+			continue
 		}
 		looked++
-		fits := len(batch) == 0 ||
-			!w.alone && !batch[0].alone &&
-				size+w.size <= c.maxBytes &&
-				len(batch)+1+max(depth, w.depth) <= c.maxOps
+		fits := len(b.batch) == 0 ||
+			!w.alone && !b.batch[0].alone &&
+				b.size+w.size <= b.maxBytes &&
+				len(b.batch)+1+max(b.depth, w.depth) <= b.maxOps
 		for _, k := range w.keys {
-			fits = fits && !claimed[k]
+			fits = fits && !b.claimed[k]
 		}
 		// A waiting write's keys stay claimed, so that no later write to
 		// them overtakes it.
 		for _, k := range w.keys {
-			claimed[k] = true
+			b.claimed[k] = true
 		}
 		if !fits {
-			c.queue[kept] = w
+			q[kept] = w
 			kept++
 			continue
 		}
 		w.sent = true
-		batch = append(batch, w)
-		size += w.size
-		depth = max(depth, w.depth)
+		if left != nil {
+			left(w)
+		}
+		b.batch = append(b.batch, w)
+		b.size += w.size
+		b.depth = max(b.depth, w.depth)
 	}
 	// The writes passed over go back just before the part not scanned.
+	whole = scanned == len(q)
 	head := scanned - kept
-	copy(c.queue[head:scanned], c.queue[:kept])
-	clear(c.queue[:head])
-	c.queue = c.queue[head:]
-	if len(c.queue) == 0 {
-		c.queue = nil
+	copy(q[head:scanned], q[:kept])
+	clear(q[:head])
+	if q = q[head:]; len(q) == 0 {
+		q = nil
 	}
-	return batch
+	return q, whole
 }
 
 // scanLimit is how many waiting writes one batch's scan looks at, at

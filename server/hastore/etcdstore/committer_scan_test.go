@@ -74,3 +74,43 @@ func TestNextStopsAtAFullBatch(t *testing.T) {
 		t.Fatalf("queue after a full batch: %d writes, want the last 4 in order", len(c.queue))
 	}
 }
+
+// Deferrable writes (hastore.Deferrable) go after the others queued, even
+// those queued after them; a write that shares a key with a deferred one
+// waits behind it, deferred too, and a deferred write given up is
+// forgotten with its keys.
+func TestDeferredWritesGoLast(t *testing.T) {
+	c := &committer{maxOps: 3, maxBytes: 1 << 20}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gone, giveUp := context.WithCancel(context.Background())
+	name := make(map[*write]string)
+	add := func(ctx context.Context, label string, deferred bool, keys ...string) {
+		w := &write{ctx: ctx, keys: keys, size: 1, done: make(chan struct{})}
+		name[w] = label
+		c.enqueueLocked(w, deferred)
+	}
+	live := context.Background()
+	add(live, "campaign-1", true, "e1")
+	add(gone, "campaign-2", true, "e2")
+	add(live, "campaign-3", true, "e3")
+	add(live, "submission", false, "p")
+	add(live, "resign-1", false, "e1") // behind campaign-1, whose key it shares
+	add(live, "checkpoint", false, "c")
+	giveUp()
+	var batches [][]string
+	for len(c.queue)+len(c.deferred) > 0 {
+		var got []string
+		for _, w := range c.next() {
+			got = append(got, name[w])
+		}
+		batches = append(batches, got)
+	}
+	want := [][]string{{"submission", "checkpoint", "campaign-1"}, {"campaign-3", "resign-1"}}
+	if !slices.EqualFunc(batches, want, slices.Equal) {
+		t.Errorf("batches = %v, want %v", batches, want)
+	}
+	if len(c.deferredKeys) != 0 {
+		t.Errorf("deferred keys left = %v, want none", c.deferredKeys)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
 	"time"
@@ -112,40 +113,88 @@ func (s *etcdSession) ended() bool { return s.ctx.Err() != nil }
 // (which its TaskExecutors use as a deadline for its tasks) well ahead of
 // now on a loaded machine, where a renewal may take hundreds of
 // milliseconds; they cost one small etcd call each.
+//
+// A renewal is waited for until the session would lapse, not just until
+// the next one is due: an answer is as good late as early (the validity
+// counts from its send time), and on a machine whose cores a takeover of
+// 100,000 jobs keeps busy, renewals took longer than the interval, each
+// was given up, and the session lapsed with etcd renewing the lease all
+// along (issue 33). The next renewal still leaves on time, beside the one
+// in flight (renewalsInFlight at most), so that one lost request, or a
+// member that stopped answering, costs no more than before.
 func (s *etcdSession) renew() {
 	interval := max(s.ttl/6, 10*time.Millisecond)
 	retry := max(interval/10, 10*time.Millisecond)
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
+	type renewal struct {
+		sent time.Time
+		ttl  time.Duration
+		err  error
+	}
+	answers := make(chan renewal, renewalsInFlight)
+	inFlight := 0
+	failing := false // the last renewal failed
 	for {
 		select {
 		case <-s.ctx.Done():
-			return
+			return // the renewals in flight end with s.ctx
 		case <-s.store.client.Ctx().Done():
 			// The client closed with the store: the lease expires by its TTL.
 			s.end(hastore.ErrSessionEnded)
 			return
+		case a := <-answers:
+			inFlight--
+			switch {
+			case a.err == nil:
+				s.validity.Renewed(a.sent, a.ttl)
+				failing = false
+			case errors.Is(a.err, rpctypes.ErrLeaseNotFound):
+				s.end(hastore.ErrSessionEnded)
+				return
+			case s.ctx.Err() == nil:
+				// The first failure of a run says why; the retries that
+				// follow it, every tenth of the interval, do not.
+				level := slog.LevelDebug
+				if !failing {
+					level = slog.LevelWarn
+				}
+				s.store.log.Log(context.Background(), level, "session renewal failed; retrying", "session", s.ID(), "took", time.Since(a.sent).Round(time.Millisecond),
+					"valid_for", time.Until(s.validity.Until()).Round(time.Millisecond), "err", a.err)
+				failing = true
+				timer.Reset(retry)
+			}
+			continue
 		case <-timer.C:
 		}
-		sent := time.Now()
-		ctx, cancel := context.WithTimeout(s.ctx, interval)
-		resp, err := s.store.client.KeepAliveOnce(ctx, s.lease)
-		cancel()
-		switch {
-		case err == nil:
-			s.validity.Renewed(sent, time.Duration(resp.TTL)*time.Second)
-			timer.Reset(interval)
-		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			s.end(hastore.ErrSessionEnded)
-			return
-		default:
-			if s.ctx.Err() == nil {
-				s.store.log.Debug("session renewal failed; retrying", "session", s.ID(), "err", err)
-			}
+		if inFlight == renewalsInFlight {
 			timer.Reset(retry)
+			continue
+		}
+		inFlight++
+		sent := time.Now()
+		wait := max(time.Until(s.validity.Until()), interval)
+		go func() {
+			ctx, cancel := context.WithTimeout(s.ctx, wait)
+			defer cancel()
+			resp, err := s.store.client.KeepAliveOnce(ctx, s.lease)
+			a := renewal{sent: sent, err: err}
+			if err == nil {
+				a.ttl = time.Duration(resp.TTL) * time.Second
+			}
+			answers <- a
+		}()
+		if failing {
+			timer.Reset(retry)
+		} else {
+			timer.Reset(interval)
 		}
 	}
 }
+
+// renewalsInFlight bounds the renewals of a session sent and not yet
+// answered.
+const renewalsInFlight = 3
 
 // lapsed ends the session once its lease may have expired: no renewal was
 // acknowledged in time. It revokes the lease, best effort, so that a

@@ -76,6 +76,10 @@ type TaskExecutors interface {
 	// SlotOverview counts the TaskExecutors and their slots, for
 	// GetClusterOverview.
 	SlotOverview() (taskExecutors, slotsTotal, slotsAvailable int)
+	// JobsHoldingSlots returns the ids of the jobs that hold slots on
+	// the registered TaskExecutors, by their slot reports: a new leader
+	// starts their runners first.
+	JobsHoldingSlots() []string
 	// NotOffered returns the indexes of the vertices whose invokable no
 	// registered TaskExecutor offers, in increasing order, with every
 	// invokable the registered TaskExecutors offer, sorted; both nil when
@@ -295,13 +299,21 @@ func (d *Dispatcher) Lead(ctx context.Context, l *hastore.Leadership) error {
 		ld.wg.Wait()
 		d.log.Info("no longer leading", "token", l.Token())
 	}()
-	if err := d.recover(ctx, ld); err != nil {
+	starts, err := d.recover(ctx, ld)
+	if err != nil {
+		endTerm()
+		launch(nil, starts, nil) // each suspends at once: the term is over
 		if ctx.Err() != nil {
 			return nil
 		}
 		return fmt.Errorf("dispatcher: recovery: %w", err)
 	}
 	close(ld.ready)
+	if n := len(starts.order); n > 0 {
+		start := time.Now()
+		held := launch(ld.ctx, starts, d.cfg.TaskExecutors)
+		d.log.Info("started the recovered jobs", "jobs", n, "holding_slots_first", held, "took", time.Since(start).Round(time.Millisecond))
+	}
 	if d.cfg.ResultRetention <= 0 {
 		<-ctx.Done()
 		return nil
@@ -397,13 +409,18 @@ func (d *Dispatcher) stillLeading(ld *leadership) error {
 	return nil
 }
 
-// recover finishes the cleanup of every dirty result, then starts a runner
-// for every persisted plan without a result.
-func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
+// recover finishes the cleanup of every dirty result, then records every
+// persisted plan without a result as a job, and returns what starts their
+// runners, in id order (see launch). The runners start only once the
+// jobs are all known, so that the leader answers for every job (and
+// takes submissions) without waiting for a hundred thousand runners to
+// start; each of starts must be called, even after an error.
+func (d *Dispatcher) recover(ctx context.Context, ld *leadership) (*recoveredStarts, error) {
 	f := ld.l.Fence()
+	starts := &recoveredStarts{fns: make(map[string]func())}
 	entries, err := d.cfg.Store.ListJobResultEntries(ctx, hastorev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED, "", 0)
 	if err != nil {
-		return err
+		return starts, err
 	}
 	for _, e := range entries {
 		res := e.GetResult()
@@ -423,16 +440,16 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 		d.mu.Unlock()
 	}
 	if scanner, ok := d.cfg.Store.(hastore.PlanScanner); ok {
-		return d.recoverScanned(ctx, ld, scanner)
+		return starts, d.recoverScanned(ctx, ld, scanner, starts)
 	}
 	ids, err := d.cfg.Store.ListExecutionPlans(ctx, "", 0)
 	if err != nil {
-		return err
+		return starts, err
 	}
 	// Each job's plan and cancel flag are read ahead, recoveryReads at a
-	// time, and the jobs start in the listed order as their reads come
-	// in: with thousands of jobs, one read after another would keep the
-	// last job waiting for seconds.
+	// time, and the jobs are recorded in the listed order as their reads
+	// come in: with thousands of jobs, one read after another would keep
+	// the last job waiting for seconds.
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	reads := d.readAhead(rctx, ids, func(id string) bool {
@@ -445,39 +462,40 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) error {
 		select {
 		case <-r.done:
 		case <-ctx.Done():
-			return ctx.Err()
+			return starts, ctx.Err()
 		}
 		switch {
 		case r.skip || errors.Is(r.err, hastore.ErrPlanNotFound):
 			continue
 		case r.err != nil:
-			return r.err
+			return starts, r.err
 		}
-		if err := d.recoverJob(ld, r.plan, r.cancellation); err != nil {
-			return err
+		d.mu.Lock()
+		err := d.recoverJobLocked(ld, r.plan, r.cancellation, starts)
+		d.mu.Unlock()
+		if err != nil {
+			return starts, err
 		}
 	}
-	return nil
+	return starts, nil
 }
 
-// recoverScanned is recover's start of every persisted plan without a
+// recoverScanned is recover's record of every persisted plan without a
 // result, for a store that reads plans a page at a time.
-func (d *Dispatcher) recoverScanned(ctx context.Context, ld *leadership, scanner hastore.PlanScanner) error {
+func (d *Dispatcher) recoverScanned(ctx context.Context, ld *leadership, scanner hastore.PlanScanner, starts *recoveredStarts) error {
 	start, recovered := time.Now(), 0
 	for after := ""; ; {
 		page, err := scanner.ScanExecutionPlans(ctx, after, recoveryPage)
 		if err != nil {
 			return err
 		}
-		// A page's jobs start under one hold of the lock: the runners
-		// started so far contend for it, and taking it once per job, the
-		// recovery would wait behind all of them each time.
+		// A page's jobs are recorded under one hold of the lock.
 		d.mu.Lock()
 		for _, p := range page {
 			if _, known := ld.jobs[p.Plan.GetJobId()]; known {
 				continue // it has a result: never run again
 			}
-			if err := d.recoverJobLocked(ld, p.Plan, p.Cancellation); err != nil {
+			if err := d.recoverJobLocked(ld, p.Plan, p.Cancellation, starts); err != nil {
 				d.mu.Unlock()
 				return err
 			}
@@ -497,22 +515,79 @@ func (d *Dispatcher) recoverScanned(ctx context.Context, ld *leadership, scanner
 // campaigns answers each read slowly, so that reads are few and large.
 const recoveryPage = 10000
 
-// recoverJob starts the runner of a recovered job from its plan and its
-// cancel request (nil if none).
-func (d *Dispatcher) recoverJob(ld *leadership, plan *hastorev1.ExecutionPlan, cancellation *jobplanev1.Cancellation) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.recoverJobLocked(ld, plan, cancellation)
-}
-
-// recoverJobLocked is recoverJob with d.mu held.
-func (d *Dispatcher) recoverJobLocked(ld *leadership, plan *hastorev1.ExecutionPlan, cancellation *jobplanev1.Cancellation) error {
+// recoverJobLocked records a recovered job from its plan and its cancel
+// request (nil if none), and adds what starts its runner to starts; d.mu
+// must be held.
+func (d *Dispatcher) recoverJobLocked(ld *leadership, plan *hastorev1.ExecutionPlan, cancellation *jobplanev1.Cancellation, starts *recoveredStarts) error {
 	d.log.Debug("recovering a job", "job", plan.GetJobId(), "cancel_requested", cancellation != nil)
 	j := newJob(plan)
 	j.cancellation = recorded(cancellation)
 	ld.jobs[j.id] = j
 	_ = d.admitLocked(ld, j, false)
-	return d.startLocked(ld, j, plan, true, cancellation != nil, nil)
+	start, err := d.prepareLocked(ld, j, plan, true, cancellation != nil, nil)
+	if err != nil {
+		return err
+	}
+	starts.add(j.id, start)
+	return nil
+}
+
+// recoveredStarts are the runner starts of the recovered jobs, by job id,
+// and the ids in the order they were recovered.
+type recoveredStarts struct {
+	fns   map[string]func()
+	order []string
+}
+
+func (s *recoveredStarts) add(id string, start func()) {
+	s.fns[id] = start
+	s.order = append(s.order, id)
+}
+
+// launchChunk is how many recovered runners launch starts between two
+// looks at the jobs that hold slots.
+const launchChunk = 1000
+
+// launch calls every start of starts: first those of the jobs that hold
+// slots on a registered TaskExecutor, whose tasks may be running and wait
+// for a JobMaster to adopt them within their task lease, then the others,
+// in order. The jobs holding slots are asked of tes again every
+// launchChunk starts, so that the jobs of a TaskExecutor that registers
+// meanwhile go next. With ctx ended (or nil), the runners start only to
+// suspend at once.
+//
+// It returns how many started as holding slots.
+func launch(ctx context.Context, starts *recoveredStarts, tes TaskExecutors) (held int) {
+	if starts == nil {
+		return 0
+	}
+	n := 0
+	run := func(id string) {
+		if start, ok := starts.fns[id]; ok {
+			delete(starts.fns, id)
+			start()
+			n++
+		}
+	}
+	holding := func() {
+		if tes == nil || ctx == nil || ctx.Err() != nil {
+			return
+		}
+		before := n
+		for _, id := range tes.JobsHoldingSlots() {
+			run(id)
+		}
+		held += n - before
+	}
+	holding()
+	for next, i := n+launchChunk, 0; i < len(starts.order); i++ {
+		if n >= next {
+			holding()
+			next = n + launchChunk
+		}
+		run(starts.order[i])
+	}
+	return held
 }
 
 // recoveryReads bounds the store reads of a recovery in flight at once.
@@ -664,8 +739,23 @@ func (ld *leadership) forgetLocked(j *job) {
 // startLocked starts the job's runner under the leadership, canceled
 // from the start if its cancellation was requested; d.mu must be held.
 func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *hastorev1.ExecutionPlan, recovered, canceled bool, granted *hastore.Leadership) error {
+	start, err := d.prepareLocked(ld, j, plan, recovered, canceled, granted)
+	if err != nil {
+		return err
+	}
+	start()
+	return nil
+}
+
+// prepareLocked makes the job's runner and records the job as started,
+// canceled from the start if its cancellation was requested, and returns
+// what runs the runner; d.mu must be held. Until that is called, the job
+// is known and answered for as a job whose runner has no JobMaster yet.
+// start must be called, once, before Lead returns: ld.wg counts the
+// runner from now on.
+func (d *Dispatcher) prepareLocked(ld *leadership, j *job, plan *hastorev1.ExecutionPlan, recovered, canceled bool, granted *hastore.Leadership) (start func(), err error) {
 	if d.lead != ld || ld.ctx.Err() != nil {
-		return ErrNotLeading
+		return nil, ErrNotLeading
 	}
 	r, err := d.cfg.Jobs.NewRunner(plan, recovered, granted, func(s *jobplanev1.JobSummary) {
 		// A globally terminal status is published by finish, once the
@@ -680,7 +770,7 @@ func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *hastorev1.Executi
 		}
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	j.runner = r
 	close(j.persisting)
@@ -699,41 +789,44 @@ func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *hastorev1.Executi
 		s.Status, s.StatusTime = jobstatus.Cancelling, timestamppb.Now()
 		ld.recordLocked(j, s)
 	}
-	ld.wg.Add(1)
 	rctx := ld.ctx
 	if j.trace.IsValid() {
 		rctx = trace.ContextWithSpanContext(rctx, j.trace)
 	}
-	r.Start(rctx, func(res jobmaster.Result, err error) {
-		defer ld.wg.Done()
-		if errors.Is(err, runner.ErrJobMasterInit) {
-			// As Flink does: a job that cannot be recovered here is left
-			// to another leader.
-			d.log.Error("a recovered job's JobMaster cannot be created; stepping down", "job", j.id, "err", err)
-			d.stepDown(ld)
-		} else if err != nil {
-			d.log.Warn("runner stopped", "job", j.id, "err", err)
-		}
-		if j.heartbeat != nil {
-			j.heartbeat.Stop()
-		}
-		if jobstatus.IsGloballyTerminal(res.Status) {
-			d.mu.Lock()
-			d.keepPlacementsLocked(ld, j, res.Placements)
-			d.keepDetailsLocked(ld, j, res.Final)
-			d.mu.Unlock()
-		}
-		if !jobstatus.IsGloballyTerminal(res.Status) {
-			d.mu.Lock()
-			s := proto.CloneOf(j.latest())
-			s.Status, s.StatusTime = jobstatus.Suspended, timestamppb.Now()
-			ld.recordLocked(j, s)
-			d.mu.Unlock()
-			return
-		}
-		d.finish(ld, j, res)
-	})
-	return nil
+	ld.wg.Add(1)
+	return func() { r.Start(rctx, func(res jobmaster.Result, err error) { d.runnerDone(ld, j, res, err) }) }, nil
+}
+
+// runnerDone takes the end of a job's runner: its result, or its
+// suspension when the leadership ended.
+func (d *Dispatcher) runnerDone(ld *leadership, j *job, res jobmaster.Result, err error) {
+	defer ld.wg.Done()
+	if errors.Is(err, runner.ErrJobMasterInit) {
+		// As Flink does: a job that cannot be recovered here is left
+		// to another leader.
+		d.log.Error("a recovered job's JobMaster cannot be created; stepping down", "job", j.id, "err", err)
+		d.stepDown(ld)
+	} else if err != nil {
+		d.log.Warn("runner stopped", "job", j.id, "err", err)
+	}
+	if j.heartbeat != nil {
+		j.heartbeat.Stop()
+	}
+	if jobstatus.IsGloballyTerminal(res.Status) {
+		d.mu.Lock()
+		d.keepPlacementsLocked(ld, j, res.Placements)
+		d.keepDetailsLocked(ld, j, res.Final)
+		d.mu.Unlock()
+	}
+	if !jobstatus.IsGloballyTerminal(res.Status) {
+		d.mu.Lock()
+		s := proto.CloneOf(j.latest())
+		s.Status, s.StatusTime = jobstatus.Suspended, timestamppb.Now()
+		ld.recordLocked(j, s)
+		d.mu.Unlock()
+		return
+	}
+	d.finish(ld, j, res)
 }
 
 // finish records a globally terminal job: its dirty result (fenced; if

@@ -65,6 +65,7 @@ func (*refusingTEs) ListTaskExecutors(string, int) ([]*jobplanev1.TaskExecutorIn
 }
 func (*refusingTEs) TaskExecutorAddress(string) (string, bool) { return "", false }
 func (*refusingTEs) SlotOverview() (int, int, int)             { return 1, 1, 1 }
+func (*refusingTEs) JobsHoldingSlots() []string                { return nil }
 func (r *refusingTEs) NotOffered(vs []*jobplanev1.JobVertex) ([]int, []string) {
 	if !r.refuse.Load() {
 		return nil, nil

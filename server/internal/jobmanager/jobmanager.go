@@ -534,6 +534,10 @@ func (t taskExecutors) SlotOverview() (taskExecutors, slotsTotal, slotsAvailable
 	return o.TaskExecutors, o.SlotsTotal, o.SlotsAvailable
 }
 
+// JobsHoldingSlots lists the jobs holding slots on the registered
+// TaskExecutors.
+func (t taskExecutors) JobsHoldingSlots() []string { return t.rm.JobsHoldingSlots() }
+
 // NotOffered checks a job's invokables against the registered
 // TaskExecutors (see ResourceManager.NotOffered).
 func (t taskExecutors) NotOffered(vertices []*jobplanev1.JobVertex) (missing []int, offered []string) {

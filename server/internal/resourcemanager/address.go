@@ -15,3 +15,19 @@ func (rm *ResourceManager) TaskExecutorAddress(id string) (string, bool) {
 	}
 	return e.address, true
 }
+
+// JobsHoldingSlots returns the ids of the jobs that hold slots on the
+// registered TaskExecutors (by their slot reports and this leadership's
+// allocations), in no order; none while not leading.
+func (rm *ResourceManager) JobsHoldingSlots() []string {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	if rm.pool == nil {
+		return nil
+	}
+	ids := make([]string, 0, len(rm.pool.byJob))
+	for id := range rm.pool.byJob {
+		ids = append(ids, id)
+	}
+	return ids
+}

@@ -148,8 +148,10 @@ func (r *Runner) loop(ctx context.Context, granted *hastore.Leadership, backoff 
 			// The candidacy carries the address at once: the JobMaster is
 			// reachable there as soon as it leads (calls that come before
 			// it exists are answered as by a non-leader), and no second
-			// write publishes it.
-			l, err = r.cfg.Session.Campaign(ctx, election, r.cfg.Address)
+			// write publishes it. Campaigns come by the thousand when a
+			// leader takes over; they are deferrable, so that submissions
+			// and the running jobs' writes go before them.
+			l, err = r.cfg.Session.Campaign(hastore.Deferrable(ctx), election, r.cfg.Address)
 		}
 		switch {
 		case ctx.Err() != nil:
