@@ -48,7 +48,7 @@ func (r *startedRunner) JobMaster() *jobmaster.JobMaster             { return ni
 // it answers for a job whose runner has not started. It then starts first
 // the runners of the jobs that hold slots on the TaskExecutors (their
 // tasks may be running, waiting to be adopted), and the others in id
-// order after them.
+// order once each of those reported its JobMaster's status.
 func TestRecoveryStartsTheJobsHoldingSlotsFirst(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -75,10 +75,26 @@ func TestRecoveryStartsTheJobsHoldingSlotsFirst(t *testing.T) {
 	}
 
 	var (
-		mu      sync.Mutex
-		order   []string
-		release = make(chan struct{})
+		mu       sync.Mutex
+		order    []string
+		release  = make(chan struct{})
+		onStatus = map[string]func(*jobplanev1.JobSummary){}
 	)
+	startedIDs := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(order)
+	}
+	await := func(what string, cond func([]string) bool) {
+		t.Helper()
+		for !cond(startedIDs()) {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s: runners started: %v", what, startedIDs())
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
 	started := func(id string) {
 		mu.Lock()
 		order = append(order, id)
@@ -90,7 +106,10 @@ func TestRecoveryStartsTheJobsHoldingSlotsFirst(t *testing.T) {
 	}
 	d, err := dispatcher.New(dispatcher.Config{
 		Store: store, Logger: quiet, TaskExecutors: &holdingTEs{holding: []string{"d", "gone", "b"}},
-		Jobs: jobsOf(store, func(plan *hastorev1.ExecutionPlan, _ bool, _ *hastore.Leadership, _ func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+		Jobs: jobsOf(store, func(plan *hastorev1.ExecutionPlan, _ bool, _ *hastore.Leadership, report func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+			mu.Lock()
+			onStatus[plan.GetJobId()] = report
+			mu.Unlock()
 			return &startedRunner{id: plan.GetJobId(), started: started}, nil
 		}),
 	})
@@ -118,29 +137,24 @@ func TestRecoveryStartsTheJobsHoldingSlotsFirst(t *testing.T) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	mu.Lock()
-	startedBefore := slices.Clone(order)
-	mu.Unlock()
+	startedBefore := startedIDs()
 	close(release)
 	if slices.Contains(startedBefore, "e") {
 		t.Errorf("runners started before the release: %v; want e not among them", startedBefore)
 	}
 
-	for {
-		mu.Lock()
-		n := len(order)
-		mu.Unlock()
-		if n == 5 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("runners started: %v; want all five", order)
-		case <-time.After(5 * time.Millisecond):
-		}
+	// b and d start, and the others wait until both report a status.
+	await("b and d", func(ids []string) bool { return slices.Contains(ids, "b") && slices.Contains(ids, "d") })
+	if ids := startedIDs(); len(ids) != 2 {
+		t.Errorf("runners started before b's and d's JobMasters reported: %v; want only b and d", ids)
 	}
 	mu.Lock()
-	defer mu.Unlock()
+	reportB, reportD := onStatus["b"], onStatus["d"]
+	mu.Unlock()
+	reportB(&jobplanev1.JobSummary{JobId: "b", Status: jobstatus.Running})
+	reportD(&jobplanev1.JobSummary{JobId: "d", Status: jobstatus.Running})
+	await("all five", func(ids []string) bool { return len(ids) == 5 })
+	order = startedIDs()
 	if first := slices.Sorted(slices.Values(order[:2])); !slices.Equal(first, []string{"b", "d"}) || !slices.Equal(order[2:], []string{"a", "c", "e"}) {
 		t.Errorf("runners started in the order %v; want b and d (holding slots) first, then a, c, e", order)
 	}
