@@ -3,8 +3,6 @@ package dispatcher_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +13,6 @@ import (
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
 	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/internal/dispatcher"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
 )
@@ -115,17 +112,7 @@ func (s gatedFinisher) FinishJob(ctx context.Context, f hastore.Fence, r *jobpla
 func TestCancelAndResultOrderedByTheStore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	etcd, err := etcdstore.Open(ctx, etcdstore.OpenConfig{DataDir: t.TempDir(), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
-	sess, err := etcd.OpenSession(ctx, hastore.SessionConfig{TTL: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close(context.Background())
+	etcd, sess := openStore(ctx, t)
 	graph := &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}}
 
 	for _, tc := range []struct {
@@ -152,7 +139,7 @@ func TestCancelAndResultOrderedByTheStore(t *testing.T) {
 			}
 			r := &endingRunner{end: make(chan jobplanev1.JobStatus, 1)}
 			d, err := dispatcher.New(dispatcher.Config{
-				Store: store, Logger: quiet,
+				Store: store, Logger: quietLogger(),
 				Jobs: jobsOf(store, func(*hastorev1.ExecutionPlan, bool, *hastore.Leadership, func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 					return r, nil
 				}),

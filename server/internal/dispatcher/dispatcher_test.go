@@ -47,19 +47,9 @@ func (r *stuckRunner) JobMaster() *jobmaster.JobMaster             { return nil 
 func TestRecoveryFailureStepsDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := etcdstore.Open(ctx, etcdstore.OpenConfig{DataDir: t.TempDir(), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	sess, err := store.OpenSession(ctx, hastore.SessionConfig{TTL: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close(context.Background())
+	store, sess := openStore(ctx, t)
 	d, err := dispatcher.New(dispatcher.Config{
-		Store: store, Logger: quiet,
+		Store: store, Logger: quietLogger(),
 		Jobs: jobsOf(store, func(_ *hastorev1.ExecutionPlan, recovered bool, _ *hastore.Leadership, _ func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 			return &stuckRunner{recovered: recovered}, nil
 		}),

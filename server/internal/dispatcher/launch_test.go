@@ -3,8 +3,6 @@ package dispatcher_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -15,7 +13,6 @@ import (
 	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
 	"github.com/jobplane/jobplane/server/hastore"
-	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 	"github.com/jobplane/jobplane/server/internal/dispatcher"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
 )
@@ -52,17 +49,7 @@ func (r *startedRunner) JobMaster() *jobmaster.JobMaster             { return ni
 func TestRecoveryStartsTheJobsHoldingSlotsFirst(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := etcdstore.Open(ctx, etcdstore.OpenConfig{DataDir: t.TempDir(), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	sess, err := store.OpenSession(ctx, hastore.SessionConfig{TTL: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close(context.Background())
+	store, sess := openStore(ctx, t)
 	l, err := sess.Campaign(ctx, election.JobManager, "")
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +92,7 @@ func TestRecoveryStartsTheJobsHoldingSlotsFirst(t *testing.T) {
 		}
 	}
 	d, err := dispatcher.New(dispatcher.Config{
-		Store: store, Logger: quiet, TaskExecutors: &holdingTEs{holding: []string{"d", "gone", "b"}},
+		Store: store, Logger: quietLogger(), TaskExecutors: &holdingTEs{holding: []string{"d", "gone", "b"}},
 		Jobs: jobsOf(store, func(plan *hastorev1.ExecutionPlan, _ bool, _ *hastore.Leadership, report func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
 			mu.Lock()
 			onStatus[plan.GetJobId()] = report
