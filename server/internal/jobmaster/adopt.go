@@ -119,8 +119,9 @@ func (jm *JobMaster) claimAdoption(id string) *clusterv1.JobAdoption {
 
 // adoptAnswer takes TaskExecutor id's answer to the job's entry of an
 // AdoptAttempts call: what it holds of the job, its refusal, or the
-// call's error (asked again at its next heartbeat).
-func (jm *JobMaster) adoptAnswer(id, address string, held *clusterv1.AdoptedJob, refused *jobplanev1.ItemError, err error) {
+// call's error (asked again at its next heartbeat). members is the
+// TaskExecutor membership read with the answer (nil if unknown).
+func (jm *JobMaster) adoptAnswer(id, address string, held *clusterv1.AdoptedJob, refused *jobplanev1.ItemError, err error, members map[string]string) {
 	switch {
 	case err != nil:
 		jm.logger().Warn("AdoptAttempts failed; asking again at its next heartbeat", "task_executor", id, "err", err)
@@ -132,7 +133,7 @@ func (jm *JobMaster) adoptAnswer(id, address string, held *clusterv1.AdoptedJob,
 	default:
 		jm.adoptAnswered[id] = true
 		jm.adopted(id, address, held)
-		if members, ok := jm.cfg.Router.members(); ok {
+		if members != nil {
 			jm.adoptionAnswered(members)
 		}
 	}

@@ -466,12 +466,16 @@ func (r *Router) adopt(id, address string, adopters []*JobMaster) {
 			for _, e := range resp.GetRefused() {
 				refused[e.GetIndex()] = e
 			}
+			// The membership is read once for the whole answer, as the
+			// sweep does: a copy per job cost a new leader 6% of its CPU
+			// while it took 110,000 jobs over (issue 33).
+			members, _ := r.members()
 			for i, jm := range batch {
 				var held *clusterv1.AdoptedJob
 				if err == nil {
 					held = resp.GetJobs()[i]
 				}
-				jm.post(func() { jm.adoptAnswer(id, address, held, refused[int32(i)], err) })
+				jm.post(func() { jm.adoptAnswer(id, address, held, refused[int32(i)], err, members) })
 			}
 		})
 	}
