@@ -597,11 +597,16 @@ func (d *Dispatcher) launch(ld *leadership, starts *recoveredStarts) (held int) 
 		}
 		return ok
 	}
+	reported := -1 // jobs the first look found holding slots, recovered or not
 	holding := func() (ids []string) {
 		if ld == nil || d.cfg.TaskExecutors == nil || ld.ctx.Err() != nil {
 			return nil
 		}
-		for _, id := range d.cfg.TaskExecutors.JobsHoldingSlots() {
+		all := d.cfg.TaskExecutors.JobsHoldingSlots()
+		if reported < 0 {
+			reported = len(all)
+		}
+		for _, id := range all {
 			if _, ok := starts.fns[id]; ok {
 				ids = append(ids, id)
 			}
@@ -630,6 +635,9 @@ func (d *Dispatcher) launch(ld *leadership, starts *recoveredStarts) (held int) 
 		d.mu.Lock()
 		ld.awaiting = nil
 		d.mu.Unlock()
+	}
+	if ld != nil {
+		d.log.Info("starting the recovered jobs", "jobs", len(starts.order), "holding_slots", held, "reported_holding", reported)
 	}
 	for next, i := n+launchChunk, 0; i < len(starts.order); i++ {
 		if n >= next {
