@@ -379,7 +379,7 @@ var mutants = []Mutant{
 		Old: `	starts, err := d.recover(ctx, ld)
 	if err != nil {
 		endTerm()
-		launch(nil, starts, nil) // each suspends at once: the term is over
+		d.launch(nil, starts) // each suspends at once: the term is over
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -390,7 +390,7 @@ var mutants = []Mutant{
 	starts, err := d.recover(ctx, ld)
 	if err != nil {
 		endTerm()
-		launch(nil, starts, nil) // each suspends at once: the term is over
+		d.launch(nil, starts) // each suspends at once: the term is over
 		if ctx.Err() != nil {
 			return nil
 		}
