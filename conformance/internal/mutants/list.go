@@ -378,9 +378,10 @@ var mutants = []Mutant{
 		File: "server/internal/dispatcher/dispatcher.go",
 		Old: `	starts, err := d.recover(ctx, ld)
 	if err != nil {
+		over := ctx.Err() != nil // the term ended; the recovery did not fail
 		endTerm()
 		d.launch(nil, starts) // each suspends at once: the term is over
-		if ctx.Err() != nil {
+		if over {
 			return nil
 		}
 		return fmt.Errorf("dispatcher: recovery: %w", err)
@@ -389,9 +390,10 @@ var mutants = []Mutant{
 		New: `	close(ld.ready)
 	starts, err := d.recover(ctx, ld)
 	if err != nil {
+		over := ctx.Err() != nil // the term ended; the recovery did not fail
 		endTerm()
 		d.launch(nil, starts) // each suspends at once: the term is over
-		if ctx.Err() != nil {
+		if over {
 			return nil
 		}
 		return fmt.Errorf("dispatcher: recovery: %w", err)

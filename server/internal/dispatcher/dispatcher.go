@@ -319,9 +319,10 @@ func (d *Dispatcher) Lead(ctx context.Context, l *hastore.Leadership) error {
 	}()
 	starts, err := d.recover(ctx, ld)
 	if err != nil {
+		over := ctx.Err() != nil // the term ended; the recovery did not fail
 		endTerm()
 		d.launch(nil, starts) // each suspends at once: the term is over
-		if ctx.Err() != nil {
+		if over {
 			return nil
 		}
 		return fmt.Errorf("dispatcher: recovery: %w", err)

@@ -146,3 +146,36 @@ func TestRecoveryTakesCancelRequests(t *testing.T) {
 		})
 	}
 }
+
+// failingResults is a store whose result listing fails.
+type failingResults struct{ hastore.Store }
+
+func (failingResults) ListJobResultEntries(context.Context, hastorev1.JobResultState, string, int) ([]*hastorev1.JobResultEntry, error) {
+	return nil, hastore.ErrUnavailable
+}
+
+// A recovery whose store reads fail ends the term with an error (the
+// jobmanager steps down and campaigns again), not as if the term had
+// ended on its own: a leader that stays granted without recovering
+// answers nothing but NOT_LEADER.
+func TestRecoveryReadFailureEndsTheTermWithAnError(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	store, sess := openStore(ctx, t)
+	l, err := sess.Campaign(ctx, election.JobManager, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := dispatcher.New(dispatcher.Config{
+		Store: failingResults{store}, Logger: quietLogger(),
+		Jobs: jobsOf(store, func(*hastorev1.ExecutionPlan, bool, *hastore.Leadership, func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+			return &countedRunner{}, nil
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Lead(l.Context(), l); !errors.Is(err, hastore.ErrUnavailable) {
+		t.Errorf("Lead with the result listing failing = %v, want an error wrapping hastore.ErrUnavailable", err)
+	}
+}
