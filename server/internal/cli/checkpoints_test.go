@@ -162,8 +162,15 @@ func TestClientCheckpoints(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	expect(t, "checkpoints", c.run(t, "checkpoints", "counter"), exitOK,
-		[]string{"Job:        counter", "Completed:  ", "Latest:     ", "ID  TRIGGERED  ", "DURATION  SIZE  SUBTASK STATES", " B   2\n"}, nil)
+	r = c.run(t, "checkpoints", "counter")
+	expect(t, "checkpoints", r, exitOK, []string{"ID  TRIGGERED  ", "DURATION  SIZE  SUBTASK STATES", " B   2\n"}, nil)
+	// The labels are aligned to the longest shown: "In progress:" shows
+	// only while a checkpoint is in flight.
+	for _, line := range []string{`(?m)^Job: +counter$`, `(?m)^Completed: +[0-9]+$`, `(?m)^Latest: +[0-9]+ `} {
+		if !regexp.MustCompile(line).MatchString(r.stdout) {
+			t.Errorf("checkpoints: stdout lacks a line matching %s:\n%s", line, r.stdout)
+		}
+	}
 	expect(t, "status", c.run(t, "status", "counter"), exitOK, []string{"Checkpoints:  ", " completed, 0 failed", "; latest "}, nil)
 
 	spID := regexp.MustCompile(`^sp-counter-[0-9]+\n$`)
