@@ -42,7 +42,7 @@ func faultCases() []Case {
 			continue // a read that lands, its answer lost, is a read that failed
 		}
 		out = append(out, Case{Name: "faults/recovery-reads-" + sf.name, Requires: []string{FeatureResourceManager, featureRunnerStarts},
-			Doc: fmt.Sprintf("%s on each read of recovery (list and get plans and results) while a restarted server recovers: no acknowledged job is lost or answered unknown, the running job is recovered, the finished one stays finished", sf.name),
+			Doc: fmt.Sprintf("%s on each read of recovery (list and get plans and results) while a restarted server recovers: the running job is never JOB_NOT_FOUND meanwhile, no acknowledged job is lost or answered unknown, the running job is recovered, the finished one stays finished", sf.name),
 			Run: func(t *T) { recoveryReadFaults(t, sf) }})
 	}
 	out = append(out, Case{Name: "faults/session-calls", Requires: []string{FeatureResourceManager, featureRunnerStarts},
@@ -86,6 +86,27 @@ func (t *T) cancelRetrying(id string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("CancelJob(%s) with retries: %v; expected it taken once the fault passed", id, err)
+}
+
+// neverNotFound asks GetJob of a persisted job, as a client with retries
+// would, until the server answers for it: every refusal is asked again,
+// except JOB_NOT_FOUND, which is an error.
+func (t *T) neverNotFound(id, what string) {
+	var err error
+	for range 500 {
+		if _, err = t.dispatcher().GetJob(t.ctx, &jobplanev1.GetJobRequest{JobId: id}); err == nil {
+			return
+		}
+		if notFound(err) {
+			t.Errorf("%s: GetJob(%s) = %v; expected the persisted job, once the server answers for it (a recovering server waits, or refuses as not the leader)", what, id, err)
+			return
+		}
+		if timedOut(err) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // soon: a server may read the plans in a few hundred ms
+	}
+	t.Fatalf("%s: GetJob(%s) with retries: %v; expected the job once the fault passed", what, id, err)
 }
 
 // endsCleanly waits for the job's result, checks its status, and waits
@@ -163,9 +184,10 @@ func jobCallFaults(t *T, op string) {
 // finished, and the fault armed on each read of recovery, and checks what
 // it recovers.
 func recoveryReadFaults(t *T, sf storeFault) {
-	running, finished := t.job("running"), t.job("finished")
+	running, finished, other := t.job("running"), t.job("finished"), t.job("other")
 	t.setup(func() {
 		t.mustSubmit(running, gatedGraph(1, running))
+		t.mustSubmit(other, gatedGraph(1, other))
 		t.mustSubmit(finished, noopGraph(1))
 		t.endsCleanly(finished, jobplanev1.JobStatus_JOB_STATUS_FINISHED, "before the restart")
 		t.waitRunning(running, 1)
@@ -182,14 +204,26 @@ func recoveryReadFaults(t *T, sf storeFault) {
 		t.Fatalf("restart: %v", err)
 	}
 	what := sf.name + " on the reads of recovery"
+	// Asked while the restarted server recovers, beside the submissions
+	// below (a server may take them before it has read every plan): a
+	// persisted job is never NOT_FOUND; a server answers for it once it
+	// has read it.
+	asked := make(chan struct{})
+	go func() {
+		defer close(asked)
+		t.neverNotFound(other, what)
+	}()
 	// Asked while the restarted server recovers: never unknown, never
 	// created anew, never another status (the invariants check the
 	// answers).
 	t.submitRetrying(finished, noopGraph(1))
 	t.submitRetrying(running, gatedGraph(1, running))
+	<-asked
 	t.regrant(running, old)
 	t.env.open(running)
 	t.endsCleanly(running, jobplanev1.JobStatus_JOB_STATUS_FINISHED, what)
+	t.env.open(other)
+	t.endsCleanly(other, jobplanev1.JobStatus_JOB_STATUS_FINISHED, what)
 	if n := len(t.events(finished, "SubmitTask")); n != 1 {
 		t.Errorf("%s: the finished job was deployed %d times; expected once, before the restart", what, n)
 	}

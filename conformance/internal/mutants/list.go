@@ -377,6 +377,9 @@ var mutants = []Mutant{
 		Doc:  "A new leader's Dispatcher serves calls before recovery finished, so meanwhile recovered jobs are NOT_FOUND and a resubmission of one starts a second runner beside the recovered one (on gaining leadership a Dispatcher first finishes cleanups, then recovers every persisted plan).",
 		File: "server/internal/dispatcher/dispatcher.go",
 		Old: `	starts, err := d.recover(ctx, ld)
+	d.mu.Lock()
+	ld.recovering = nil // starts is whole: no submission adds to it now
+	d.mu.Unlock()
 	if err != nil {
 		over := ctx.Err() != nil // the term ended; the recovery did not fail
 		endTerm()
@@ -389,6 +392,9 @@ var mutants = []Mutant{
 	close(ld.ready)`,
 		New: `	close(ld.ready)
 	starts, err := d.recover(ctx, ld)
+	d.mu.Lock()
+	ld.recovering = nil // starts is whole: no submission adds to it now
+	d.mu.Unlock()
 	if err != nil {
 		over := ctx.Err() != nil // the term ended; the recovery did not fail
 		endTerm()
@@ -398,6 +404,13 @@ var mutants = []Mutant{
 		}
 		return fmt.Errorf("dispatcher: recovery: %w", err)
 	}`,
+	},
+	{
+		Name: "recovery/submission-during-recovery-not-looked-up",
+		Doc:  "A new leader takes a submission while it still reads the plans without looking the id up in the store, so a resubmission of a persisted job recovery has not reached yet is created again (created=true, a second run) instead of answered as the job it is.",
+		File: "server/internal/dispatcher/submit.go",
+		Old:  "		if ld.recovering != nil && !absent {",
+		New:  "		if false && ld.recovering != nil && !absent {",
 	},
 	{
 		Name: "recovery/clean-results-forgotten",

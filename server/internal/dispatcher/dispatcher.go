@@ -170,7 +170,14 @@ type leadership struct {
 	l     *hastore.Leadership
 	ctx   context.Context
 	ready chan struct{} // closed once recovery finished
-	jobs  map[string]*job
+	// accepting is closed once the results are recorded, before the
+	// plans are: submissions are taken from then on (Submit), each id
+	// not yet recorded looked up in the store while recovering is set.
+	accepting chan struct{}
+	// recovering holds the recovered jobs' starts while recovery reads
+	// the plans; nil before and after. d.mu guards it.
+	recovering *recoveredStarts
+	jobs       map[string]*job
 	// index holds the accepted jobs of jobs, ordered and counted by
 	// status for GetClusterOverview and ListJobs.
 	index *jobIndex
@@ -304,7 +311,7 @@ func (d *Dispatcher) Lead(ctx context.Context, l *hastore.Leadership) error {
 	// runners stop before Lead returns.
 	ctx, endTerm := context.WithCancel(ctx)
 	defer endTerm()
-	ld := &leadership{l: l, ctx: ctx, ready: make(chan struct{}), jobs: make(map[string]*job), index: newJobIndex()}
+	ld := &leadership{l: l, ctx: ctx, ready: make(chan struct{}), accepting: make(chan struct{}), jobs: make(map[string]*job), index: newJobIndex()}
 	d.mu.Lock()
 	d.lead = ld
 	d.mu.Unlock()
@@ -318,6 +325,9 @@ func (d *Dispatcher) Lead(ctx context.Context, l *hastore.Leadership) error {
 		d.log.Info("no longer leading", "token", l.Token())
 	}()
 	starts, err := d.recover(ctx, ld)
+	d.mu.Lock()
+	ld.recovering = nil // starts is whole: no submission adds to it now
+	d.mu.Unlock()
 	if err != nil {
 		over := ctx.Err() != nil // the term ended; the recovery did not fail
 		endTerm()
@@ -395,6 +405,12 @@ func (d *Dispatcher) expireResults(ctx context.Context, ld *leadership) {
 // it; ErrNotLeading if there is none, or if it no longer certainly holds
 // (see hastore.Leadership.Valid).
 func (d *Dispatcher) current(ctx context.Context) (*leadership, error) {
+	return d.currentOnce(ctx, func(ld *leadership) chan struct{} { return ld.ready })
+}
+
+// currentOnce is current, waiting for the channel of the leadership that
+// stage returns rather than for its recovery.
+func (d *Dispatcher) currentOnce(ctx context.Context, stage func(*leadership) chan struct{}) (*leadership, error) {
 	d.mu.Lock()
 	ld := d.lead
 	d.mu.Unlock()
@@ -402,7 +418,7 @@ func (d *Dispatcher) current(ctx context.Context) (*leadership, error) {
 		return nil, ErrNotLeading
 	}
 	select {
-	case <-ld.ready:
+	case <-stage(ld):
 	case <-ld.ctx.Done():
 		return nil, ErrNotLeading
 	case <-ctx.Done():
@@ -458,6 +474,12 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) (*recoveredSta
 		ld.index.add(j)
 		d.mu.Unlock()
 	}
+	// Every id that has a result is known: submissions are taken from
+	// here on, an id not recorded yet looked up in the store (lookUp).
+	d.mu.Lock()
+	ld.recovering = starts
+	d.mu.Unlock()
+	close(ld.accepting)
 	if scanner, ok := d.cfg.Store.(hastore.PlanScanner); ok {
 		return starts, d.recoverScanned(ctx, ld, scanner, starts)
 	}
@@ -490,6 +512,10 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) (*recoveredSta
 			return starts, r.err
 		}
 		d.mu.Lock()
+		if _, known := ld.jobs[r.plan.GetJobId()]; known {
+			d.mu.Unlock()
+			continue // a submission looked it up meanwhile (lookUp)
+		}
 		err := d.recoverJobLocked(ld, r.plan, r.cancellation, starts)
 		d.mu.Unlock()
 		if err != nil {
@@ -512,7 +538,7 @@ func (d *Dispatcher) recoverScanned(ctx context.Context, ld *leadership, scanner
 		d.mu.Lock()
 		for _, p := range page {
 			if _, known := ld.jobs[p.Plan.GetJobId()]; known {
-				continue // it has a result: never run again
+				continue // it has a result (never run again), or a submission looked it up (lookUp)
 			}
 			if err := d.recoverJobLocked(ld, p.Plan, p.Cancellation, starts); err != nil {
 				d.mu.Unlock()

@@ -93,8 +93,9 @@ func (d *Dispatcher) SubmitReusing(ctx context.Context, jobID string, graph *job
 	// own), and told only if the job turns out to be new: a resubmission
 	// is answered as always.
 	notOffered := d.checkInvokables(jobID, graph)
+	absent := false // the store was read while recovering, and had no plan for the id
 	for {
-		ld, err := d.current(ctx)
+		ld, err := d.accepting(ctx)
 		if err != nil {
 			return SubmitOutcome{}, err
 		}
@@ -151,6 +152,26 @@ func (d *Dispatcher) SubmitReusing(ctx context.Context, jobID string, graph *job
 			}
 			return SubmitOutcome{Created: false, Status: j.latest().GetStatus(), RunID: j.runID}, nil
 		}
+		if ld.recovering != nil && !absent {
+			// The id may be a persisted job that recovery has not read
+			// yet: read it, and answer for it if it is one.
+			d.mu.Unlock()
+			if absent, err = d.lookUp(ctx, ld, jobID); err != nil {
+				if ctx.Err() != nil {
+					return SubmitOutcome{}, ctx.Err()
+				}
+				// The store could not tell: look again once recovery has
+				// read every plan (or failed, ending the term).
+				d.log.Debug("looking up a submitted job during recovery", "job", jobID, "err", err)
+				select {
+				case <-ld.ready:
+				case <-ld.ctx.Done():
+				case <-ctx.Done():
+					return SubmitOutcome{}, ctx.Err()
+				}
+			}
+			continue
+		}
 		if notOffered != nil {
 			d.mu.Unlock()
 			return SubmitOutcome{}, notOffered
@@ -172,6 +193,50 @@ func (d *Dispatcher) SubmitReusing(ctx context.Context, jobID string, graph *job
 		}
 		return out, err
 	}
+}
+
+// accepting returns the leadership once it takes submissions: once its
+// recovery has recorded every result, so that each id's job is known or
+// can be looked up in the store (lookUp). With a cluster limit, once its
+// recovery is done: the limit counts every recovered job.
+func (d *Dispatcher) accepting(ctx context.Context) (*leadership, error) {
+	if d.cfg.MaxJobs > 0 || d.cfg.MaxClusterSubtasks > 0 {
+		return d.current(ctx)
+	}
+	return d.currentOnce(ctx, func(ld *leadership) chan struct{} { return ld.accepting })
+}
+
+// lookUp reads the plan and cancel request of job id while recovery is
+// reading the plans, and records the job as recovered if it has a plan,
+// so that a submission of a persisted job is answered as one (never
+// created again) before recovery reaches it; absent says the store has
+// no plan for id. A submission creates the job only then: no other
+// process writes plans under this leadership.
+func (d *Dispatcher) lookUp(ctx context.Context, ld *leadership, id string) (absent bool, err error) {
+	plan, err := d.cfg.Store.GetExecutionPlan(ctx, id)
+	switch {
+	case errors.Is(err, hastore.ErrPlanNotFound):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	c, err := d.cfg.Store.Cancellation(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if ld.recovering == nil || ld.jobs[id] != nil {
+		return false, nil // recorded meanwhile, or recovery read every plan (and so this one)
+	}
+	if err := d.recoverJobLocked(ld, plan, c, ld.recovering); err != nil {
+		if j := ld.jobs[id]; j != nil {
+			ld.forgetLocked(j)
+			close(j.persisting)
+		}
+		return false, err
+	}
+	return false, nil
 }
 
 // persistAndStart persists the plan and only then starts the job. A failed
