@@ -534,7 +534,10 @@ func (d *Dispatcher) recoverScanned(ctx context.Context, ld *leadership, scanner
 		if err != nil {
 			return err
 		}
-		// A page's jobs are recorded under one hold of the lock.
+		// A page's jobs are recorded under one hold of the lock; those
+		// holding slots start at once (awaitLocked), their tasks waiting
+		// to be adopted within the task lease.
+		holding := d.jobsHoldingSlots(ld)
 		d.mu.Lock()
 		for _, p := range page {
 			if _, known := ld.jobs[p.Plan.GetJobId()]; known {
@@ -545,7 +548,11 @@ func (d *Dispatcher) recoverScanned(ctx context.Context, ld *leadership, scanner
 				return err
 			}
 		}
+		early := ld.awaitLocked(starts, holding)
 		d.mu.Unlock()
+		for _, start := range early {
+			start()
+		}
 		recovered += len(page)
 		if len(page) < recoveryPage {
 			d.log.Info("recovered the jobs", "plans", recovered, "took", time.Since(start).Round(time.Millisecond))
@@ -558,7 +565,7 @@ func (d *Dispatcher) recoverScanned(ctx context.Context, ld *leadership, scanner
 // recoveryPage is the plans a recovery reads at once from a store that
 // reads them a page at a time: a store busy with the recovered jobs'
 // campaigns answers each read slowly, so that reads are few and large.
-const recoveryPage = 10000
+var recoveryPage = 10000
 
 // recoverJobLocked records a recovered job from its plan and its cancel
 // request (nil if none), and adds what starts its runner to starts; d.mu
@@ -582,6 +589,39 @@ func (d *Dispatcher) recoverJobLocked(ld *leadership, plan *hastorev1.ExecutionP
 type recoveredStarts struct {
 	fns   map[string]func()
 	order []string
+	// awaited counts the starts awaitLocked took out.
+	awaited int
+}
+
+// jobsHoldingSlots returns the jobs that hold slots on a registered
+// TaskExecutor; none once the term is over, or without TaskExecutors.
+func (d *Dispatcher) jobsHoldingSlots(ld *leadership) []string {
+	if ld == nil || d.cfg.TaskExecutors == nil || ld.ctx.Err() != nil {
+		return nil
+	}
+	return d.cfg.TaskExecutors.JobsHoldingSlots()
+}
+
+// awaitLocked takes out of starts the starts of the jobs of ids it holds,
+// for the caller to call once d.mu is released, and notes each job as
+// awaited: launch waits for it to report before it starts the jobs that
+// hold no slots. d.mu must be held.
+func (ld *leadership) awaitLocked(starts *recoveredStarts, ids []string) []func() {
+	var fns []func()
+	for _, id := range ids {
+		start, ok := starts.fns[id]
+		if !ok {
+			continue
+		}
+		delete(starts.fns, id)
+		if ld.awaiting == nil {
+			ld.awaiting, ld.settled = map[string]bool{}, make(chan struct{})
+		}
+		ld.awaiting[id] = true
+		fns = append(fns, start)
+	}
+	starts.awaited += len(fns)
+	return fns
 }
 
 func (s *recoveredStarts) add(id string, start func()) {
@@ -626,10 +666,7 @@ func (d *Dispatcher) launch(ld *leadership, starts *recoveredStarts) (held int) 
 	}
 	reported := -1 // jobs the first look found holding slots, recovered or not
 	holding := func() (ids []string) {
-		if ld == nil || d.cfg.TaskExecutors == nil || ld.ctx.Err() != nil {
-			return nil
-		}
-		all := d.cfg.TaskExecutors.JobsHoldingSlots()
+		all := d.jobsHoldingSlots(ld)
 		if reported < 0 {
 			reported = len(all)
 		}
@@ -640,18 +677,20 @@ func (d *Dispatcher) launch(ld *leadership, starts *recoveredStarts) (held int) 
 		}
 		return ids
 	}
-	if first := holding(); len(first) > 0 {
-		settled := make(chan struct{})
+	var settled chan struct{}
+	if ld != nil {
+		first := holding()
 		d.mu.Lock()
-		ld.awaiting, ld.settled = make(map[string]bool, len(first)), settled
-		for _, id := range first {
-			ld.awaiting[id] = true
-		}
+		fns := ld.awaitLocked(starts, first)
+		settled = ld.settled // nil if no job was awaited, here or while recovering
 		d.mu.Unlock()
-		for _, id := range first {
-			run(id)
+		for _, start := range fns {
+			start()
+			n++
 		}
-		held += len(first)
+		held = starts.awaited
+	}
+	if settled != nil {
 		timer := time.NewTimer(launchHold)
 		select {
 		case <-settled:

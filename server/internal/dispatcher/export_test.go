@@ -1,6 +1,9 @@
 package dispatcher
 
-import "context"
+import (
+	"context"
+	"testing"
+)
 
 // ExpireResults runs one round of the result retention now, as the
 // leadership's ticker would.
@@ -11,4 +14,12 @@ func (d *Dispatcher) ExpireResults(ctx context.Context) {
 	if ld != nil {
 		d.expireResults(ctx, ld)
 	}
+}
+
+// SetRecoveryPage makes recoveries read n plans at a time from a store
+// that reads them a page at a time, until t ends.
+func SetRecoveryPage(t testing.TB, n int) {
+	old := recoveryPage
+	recoveryPage = n
+	t.Cleanup(func() { recoveryPage = old })
 }
