@@ -2,6 +2,7 @@ package endpoint_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -101,6 +102,18 @@ func TestOversizedRequestIsRefusedUnread(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			_, err := hc.Check(ctx, huge)
+			for try := 1; try < 3 && strings.Contains(tc.name, "http1.1") && cutOff(err); try++ {
+				// Over HTTP/1.1, Go's client transport closes the
+				// connection when its write of the body fails, and with it
+				// the answer it is reading: once the server, having
+				// answered, resets the connection (500 ms after its FIN),
+				// a client slower than that loses the answer. A loaded
+				// machine makes it so now and then; the answer itself is
+				// checked on the next try.
+				t.Logf("try %d: the client lost the answer with its connection: %.200v", try, err)
+				read.Store(0)
+				_, err = hc.Check(ctx, huge)
+			}
 			if !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE) {
 				t.Errorf("oversized Check: %.200v, want RESOURCE_EXHAUSTED with reason REQUEST_TOO_LARGE", err)
 			}
@@ -114,6 +127,14 @@ func TestOversizedRequestIsRefusedUnread(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cutOff tells whether err is the client's connection closed under the
+// answer, rather than an answer.
+func cutOff(err error) bool {
+	msg := fmt.Sprint(err)
+	return err != nil && !apierror.Is(err, jobplanev1.ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE) &&
+		(strings.Contains(msg, "use of closed network connection") || strings.Contains(msg, "connection reset by peer") || strings.Contains(msg, "broken pipe"))
 }
 
 // A compressed request that is small on the wire but inflates past the
