@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -118,10 +119,13 @@ func TestForgedResourceManagerTokenRefused(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Heartbeat under the granted token after the forged ones: %v", err)
 	}
-	want := []string{"real", "real-after", ""}
+	// Slot 0 may be free again: its allocation is offered to a JobMaster
+	// address nobody serves, and freed once the offer's tries run out
+	// (about as long as the forged epoch's refusals take).
+	want := [][]string{{"real", ""}, {"real-after"}, {""}}
 	for i, s := range report.GetSlots() {
-		if s.GetAllocationId() != want[i] {
-			t.Errorf("slot %d holds %q, want %q: a refused call allocates nothing", i, s.GetAllocationId(), want[i])
+		if !slices.Contains(want[i], s.GetAllocationId()) {
+			t.Errorf("slot %d holds %q, want one of %q: a refused call allocates nothing", i, s.GetAllocationId(), want[i])
 		}
 	}
 }
