@@ -405,12 +405,12 @@ func (d *Dispatcher) expireResults(ctx context.Context, ld *leadership) {
 // it; ErrNotLeading if there is none, or if it no longer certainly holds
 // (see hastore.Leadership.Valid).
 func (d *Dispatcher) current(ctx context.Context) (*leadership, error) {
-	return d.currentOnce(ctx, func(ld *leadership) chan struct{} { return ld.ready })
+	return d.currentAfter(ctx, func(ld *leadership) chan struct{} { return ld.ready })
 }
 
-// currentOnce is current, waiting for the channel of the leadership that
+// currentAfter is current, waiting for the channel of the leadership that
 // stage returns rather than for its recovery.
-func (d *Dispatcher) currentOnce(ctx context.Context, stage func(*leadership) chan struct{}) (*leadership, error) {
+func (d *Dispatcher) currentAfter(ctx context.Context, stage func(*leadership) chan struct{}) (*leadership, error) {
 	d.mu.Lock()
 	ld := d.lead
 	d.mu.Unlock()

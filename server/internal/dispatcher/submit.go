@@ -203,7 +203,7 @@ func (d *Dispatcher) accepting(ctx context.Context) (*leadership, error) {
 	if d.cfg.MaxJobs > 0 || d.cfg.MaxClusterSubtasks > 0 {
 		return d.current(ctx)
 	}
-	return d.currentOnce(ctx, func(ld *leadership) chan struct{} { return ld.accepting })
+	return d.currentAfter(ctx, func(ld *leadership) chan struct{} { return ld.accepting })
 }
 
 // lookUp reads the plan and cancel request of job id while recovery is
