@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -177,6 +178,11 @@ func waitingRun(ctx context.Context, e *env, n int) (waiting, error) {
 	if w.full, w.fullRSS, err = read(); err != nil {
 		return w, err
 	}
+	if dir := os.Getenv("BENCH_HEAP_PROFILE"); dir != "" {
+		if err := saveHeapProfile(ctx, debug, "http://"+addr+"/debug/pprof/heap?gc=1", dir); err != nil {
+			return w, err
+		}
+	}
 	cctx, ccancel := context.WithTimeout(ctx, callTimeout)
 	defer ccancel()
 	ov, err := d.GetClusterOverview(cctx, &jobplanev1.GetClusterOverviewRequest{})
@@ -259,4 +265,34 @@ func ParseMemStats(profile string) (MemStats, error) {
 		*f.dst = x
 	}
 	return ms, nil
+}
+
+// saveHeapProfile writes the heap profile at url into dir, for
+// `go tool pprof`: $BENCH_HEAP_PROFILE names dir, and row 10 saves one
+// profile per run with every job waiting.
+func saveHeapProfile(ctx context.Context, c *http.Client, url, dir string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("heap profile: %s", resp.Status)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "heap-*.pb.gz")
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	return f.Close()
 }

@@ -146,7 +146,7 @@ func (c Config) jobManager(st hastore.Store, client *http.Client) jobmanager.Con
 		SessionTTL: c.SessionTTL, HeartbeatInterval: c.HeartbeatInterval, HeartbeatTimeout: c.HeartbeatTimeout,
 		SlotTimeout: c.SlotTimeout, SlotYield: c.SlotYield, ResultRetention: c.ResultRetention,
 		OutputRetention: c.OutputRetention, DetailsRetention: c.DetailsRetention, DetailsSubtasks: c.DetailsSubtasks,
-		MaxJobs: c.MaxJobs, MaxClusterSubtasks: c.MaxClusterSubtasks, DispatcherOptions: c.DispatcherOptions,
+		MaxJobs: c.MaxJobs, MaxClusterSubtasks: c.MaxClusterSubtasks, AdmissionWindow: c.AdmissionWindow, DispatcherOptions: c.DispatcherOptions,
 		Clock: c.Clock, Logger: c.Logger,
 	}
 }

@@ -94,6 +94,10 @@ type Config struct {
 	// their subtasks in all; a new job over either is refused with
 	// RESOURCE_EXHAUSTED. Zero: no limit (the default).
 	MaxJobs, MaxClusterSubtasks int
+	// AdmissionWindow bounds the jobs launched at once that wait for
+	// their first slots; see dispatcher.Config. Zero: the default
+	// (dispatcher.DefaultAdmissionWindow); negative: no window.
+	AdmissionWindow int
 	// DispatcherOptions are added to every JobManager's public API
 	// handler (DispatcherService), in order: authentication and
 	// authorization, then per-client limits. Default: none.

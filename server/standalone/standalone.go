@@ -121,6 +121,10 @@ type Config struct {
 	// either is refused with RESOURCE_EXHAUSTED (TOO_MANY_JOBS,
 	// TOO_MANY_SUBTASKS). Zero: no limit (the default).
 	MaxJobs, MaxClusterSubtasks int
+	// AdmissionWindow bounds the jobs launched at once that wait for
+	// their first slots; see dispatcher.Config. Zero: the default
+	// (dispatcher.DefaultAdmissionWindow); negative: no window.
+	AdmissionWindow int
 	// DispatcherOptions are added to the public API's handler
 	// (DispatcherService), in order: authentication and authorization,
 	// then per-client limits. Default: none.
@@ -248,7 +252,7 @@ func (c Config) jobManager(st hastore.Store, client *http.Client) jobmanager.Con
 		SessionTTL: c.SessionTTL, HeartbeatInterval: c.HeartbeatInterval, HeartbeatTimeout: c.HeartbeatTimeout, TaskLease: c.TaskLease,
 		ResultRetention: c.ResultRetention, SlotTimeout: c.SlotTimeout, SlotYield: c.SlotYield, Logger: c.Logger,
 		Limits:  jobgraph.Limits{MaxSubtasks: c.MaxSubtasks},
-		MaxJobs: c.MaxJobs, MaxClusterSubtasks: c.MaxClusterSubtasks, DispatcherOptions: c.DispatcherOptions,
+		MaxJobs: c.MaxJobs, MaxClusterSubtasks: c.MaxClusterSubtasks, AdmissionWindow: c.AdmissionWindow, DispatcherOptions: c.DispatcherOptions,
 	}
 }
 

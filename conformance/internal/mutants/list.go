@@ -198,8 +198,8 @@ var mutants = []Mutant{
 		Name: "persist/timed-out-put-taken-as-success",
 		Doc:  "A plan put that ends in DEADLINE_EXCEEDED is taken as applied, so the job starts and the client gets created=true although the store never confirmed the plan (SubmitJob: persist before run; PERSIST_OUTCOME_UNKNOWN when the store cannot confirm).",
 		File: "server/internal/dispatcher/submit.go",
-		Old:  `	granted, err := d.cfg.Jobs.PersistPlan(ctx, f, plan)`,
-		New: `	granted, err := d.cfg.Jobs.PersistPlan(ctx, f, plan)
+		Old:  `	granted, err := d.cfg.Jobs.PersistPlan(ctx, f, plan, ld.gate.Free())`,
+		New: `	granted, err := d.cfg.Jobs.PersistPlan(ctx, f, plan, ld.gate.Free())
 	if errors.Is(err, context.DeadlineExceeded) {
 		// The store had the write; only its answer was late.
 		err = nil

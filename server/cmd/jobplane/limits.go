@@ -7,6 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/jobplane/jobplane/server/internal/clientlimit"
+	jobdispatcher "github.com/jobplane/jobplane/server/internal/dispatcher"
 )
 
 // limitFlags bound what clients of the public API may hold and do, per
@@ -17,6 +18,7 @@ type limitFlags struct {
 	submitBurst        int
 	maxJobs            int
 	maxClusterSubtasks int
+	admissionWindow    int
 	options            []connect.HandlerOption // built by validate
 }
 
@@ -29,6 +31,8 @@ func (l *limitFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&l.submitBurst, "submit-burst", clientlimit.DefaultSubmitBurst, "job submissions one client may make at once, above -submit-rate")
 	fs.IntVar(&l.maxJobs, "max-jobs", 0, "live jobs (submitted and not yet ended) the cluster may have; a new job over it gets RESOURCE_EXHAUSTED (TOO_MANY_JOBS); 0: no limit")
 	fs.IntVar(&l.maxClusterSubtasks, "max-cluster-subtasks", 0, "subtasks the cluster's live jobs may have in all; a new job that would go over it gets RESOURCE_EXHAUSTED (TOO_MANY_SUBTASKS); 0: no limit")
+	fs.IntVar(&l.admissionWindow, "admission-window", jobdispatcher.DefaultAdmissionWindow,
+		"jobs launched at once that wait for their first slots (each with its leadership and JobMaster); later jobs wait, in order and at a few bytes each, until one of those deploys or ends; 0: no window")
 }
 
 // validate checks the flags and builds the public API's handler options
@@ -45,6 +49,8 @@ func (l *limitFlags) validate() error {
 		return errors.New("-max-jobs must not be negative")
 	case l.maxClusterSubtasks < 0:
 		return errors.New("-max-cluster-subtasks must not be negative")
+	case l.admissionWindow < 0:
+		return errors.New("-admission-window must not be negative")
 	}
 	lim, err := clientlimit.New(clientlimit.Config{MaxStreams: l.maxStreams, SubmitRate: l.submitRate, SubmitBurst: l.submitBurst})
 	if err != nil {
@@ -52,4 +58,13 @@ func (l *limitFlags) validate() error {
 	}
 	l.options = []connect.HandlerOption{connect.WithInterceptors(lim)}
 	return nil
+}
+
+// window is the admission window as the server's configuration takes it:
+// zero is the default there, and no window is negative.
+func (l *limitFlags) window() int {
+	if l.admissionWindow == 0 {
+		return -1
+	}
+	return l.admissionWindow
 }

@@ -16,14 +16,14 @@ func TestLimitFlags(t *testing.T) {
 		if code := jobplaneMain([]string{sub, "-h"}, &stdout, &stderr); code != exitOK {
 			t.Fatalf("%s -h: exit code %d", sub, code)
 		}
-		for _, flag := range []string{"-max-streams-per-client", "-submit-rate", "-submit-burst", "-max-jobs", "-max-cluster-subtasks", "-max-subtasks-per-job", "-max-request-bytes"} {
+		for _, flag := range []string{"-max-streams-per-client", "-submit-rate", "-submit-burst", "-max-jobs", "-max-cluster-subtasks", "-admission-window", "-max-subtasks-per-job", "-max-request-bytes"} {
 			if !strings.Contains(stderr.String(), flag) {
 				t.Errorf("%s -h lacks %s", sub, flag)
 			}
 		}
 	}
 	for _, bad := range [][]string{
-		{"--max-streams-per-client", "-1"}, {"--submit-rate", "-1"}, {"--submit-burst", "0"}, {"--max-jobs", "-1"}, {"--max-cluster-subtasks", "-1"},
+		{"--max-streams-per-client", "-1"}, {"--submit-rate", "-1"}, {"--submit-burst", "0"}, {"--max-jobs", "-1"}, {"--max-cluster-subtasks", "-1"}, {"--admission-window", "-1"},
 	} {
 		var stdout, stderr bytes.Buffer
 		args := append([]string{"standalone", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir()}, bad...)

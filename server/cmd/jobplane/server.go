@@ -322,7 +322,7 @@ func addJobManager(g *group, ep *endpoint.Endpoint, st hastore.Store, client *ht
 		SessionTTL: flags.sessionTTL, HeartbeatInterval: flags.heartbeatInterval, HeartbeatTimeout: flags.heartbeatTimeout, TaskLease: flags.lease(),
 		ResultRetention: flags.resultRetention, SlotTimeout: flags.slotTimeout, SlotYield: flags.slotYieldConfig(), Logger: log,
 		Limits:  jobgraph.Limits{MaxSubtasks: flags.maxSubtasks},
-		MaxJobs: flags.limits.maxJobs, MaxClusterSubtasks: flags.limits.maxClusterSubtasks, DispatcherOptions: append(flags.dispatcherOptions, flags.limits.options...),
+		MaxJobs: flags.limits.maxJobs, MaxClusterSubtasks: flags.limits.maxClusterSubtasks, AdmissionWindow: flags.limits.window(), DispatcherOptions: append(flags.dispatcherOptions, flags.limits.options...),
 	})
 	if err != nil {
 		return err

@@ -72,7 +72,7 @@ func runStandalone(args []string, _, stderr io.Writer) int {
 		Store:      storeCfg,
 		SessionTTL: jm.sessionTTL, HeartbeatInterval: jm.heartbeatInterval, HeartbeatTimeout: jm.heartbeatTimeout, TaskLease: jm.lease(),
 		MaxSubtasks: jm.maxSubtasks, ResultRetention: jm.resultRetention, SlotTimeout: jm.slotTimeout, SlotYield: jm.slotYieldConfig(),
-		MaxJobs: jm.limits.maxJobs, MaxClusterSubtasks: jm.limits.maxClusterSubtasks, DispatcherOptions: append(auth.options, jm.limits.options...),
+		MaxJobs: jm.limits.maxJobs, MaxClusterSubtasks: jm.limits.maxClusterSubtasks, AdmissionWindow: jm.limits.window(), DispatcherOptions: append(auth.options, jm.limits.options...),
 		TaskExecutors: count, Slots: te.slots, AllowExec: te.allowExec, Exec: te.exec.config(), CancelGrace: te.cancelGrace, AttemptLog: te.attemptLog,
 		OutputDir: te.output.dir, OutputMaxAge: te.output.maxAge, OutputMaxBytes: te.output.maxBytes,
 		Logger: log, Metrics: tel.MetricsHandler(),

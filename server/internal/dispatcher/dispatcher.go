@@ -50,12 +50,12 @@ var _ JobRunner = (*runner.Runner)(nil)
 // JobManager implements it, under its HA-store session.
 type Jobs interface {
 	// PersistPlan persists a submitted job's plan, as
-	// Store.PutExecutionPlan does and failing as it fails, and may enter
-	// the job's election in the same write
+	// Store.PutExecutionPlan does and failing as it fails, and, if lead
+	// is set, may enter the job's election in the same write
 	// (Session.PutExecutionPlanAndLead): granted is then the job's
 	// leadership, which its runner takes as its first grant; nil, the
 	// runner campaigns.
-	PersistPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (granted *hastore.Leadership, err error)
+	PersistPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan, lead bool) (granted *hastore.Leadership, err error)
 	// NewRunner creates the runner of a job, submitted (with the
 	// leadership PersistPlan granted, if any) or recovered; onStatus
 	// receives the job's status changes. A recovered job's runner returns
@@ -103,6 +103,15 @@ type Config struct {
 	// resubmission of an existing job is answered as always. Recovered
 	// jobs count, even over the limits. Zero: no limit (the default).
 	MaxJobs, MaxClusterSubtasks int
+	// AdmissionWindow bounds the jobs launched at once that wait for
+	// their first slots: each has its runner, its leadership and its
+	// JobMaster. A job submitted or recovered past it waits for a seat in
+	// the order it came, costing only its record (runner.Gate); it is
+	// launched once a launched job first deploys or ends, and at once if
+	// it is canceled. Jobs that hold slots when a leader takes over are
+	// launched past it. Default: DefaultAdmissionWindow; negative: no
+	// window.
+	AdmissionWindow int
 	// MaxRequestBytes and MaxResponseBytes are the limits of the endpoint
 	// that serves the Dispatcher, reported by GetClusterOverview; zero when
 	// unknown.
@@ -182,6 +191,8 @@ type leadership struct {
 	// status for GetClusterOverview and ListJobs.
 	index *jobIndex
 	wg    sync.WaitGroup // runners that have not called back
+	// gate is the term's admission window (Config.AdmissionWindow).
+	gate *runner.Gate
 	// placed lists the ended jobs whose placements are kept, oldest
 	// first, and placedSubtasks counts their subtasks (output.go).
 	placed         []endedPlacements
@@ -299,8 +310,17 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.AdmissionWindow == 0 {
+		cfg.AdmissionWindow = DefaultAdmissionWindow
+	}
 	return &Dispatcher{cfg: cfg, log: cfg.Logger.With("component", "dispatcher")}, nil
 }
+
+// DefaultAdmissionWindow is the default of Config.AdmissionWindow: enough
+// launched jobs to take the slots a cluster frees while the next ones
+// launch (a campaign and a JobMaster each), few enough that a pile of
+// waiting jobs costs little.
+const DefaultAdmissionWindow = 1024
 
 // Lead serves as the Dispatcher under l until ctx ends (normally l's
 // context): it finishes dirty cleanups, recovers persisted jobs, and then
@@ -311,13 +331,15 @@ func (d *Dispatcher) Lead(ctx context.Context, l *hastore.Leadership) error {
 	// runners stop before Lead returns.
 	ctx, endTerm := context.WithCancel(ctx)
 	defer endTerm()
-	ld := &leadership{l: l, ctx: ctx, ready: make(chan struct{}), accepting: make(chan struct{}), jobs: make(map[string]*job), index: newJobIndex()}
+	ld := &leadership{l: l, ctx: ctx, ready: make(chan struct{}), accepting: make(chan struct{}), jobs: make(map[string]*job), index: newJobIndex(),
+		gate: runner.NewGate(max(d.cfg.AdmissionWindow, 0))}
 	d.mu.Lock()
 	d.lead = ld
 	d.mu.Unlock()
 	d.log.Info("leading", "token", l.Token())
 	defer func() {
 		endTerm()
+		ld.gate.Close() // the jobs waiting for a seat suspend
 		d.mu.Lock()
 		d.lead = nil
 		d.mu.Unlock()
@@ -452,7 +474,7 @@ func (d *Dispatcher) stillLeading(ld *leadership) error {
 // start; each of starts must be called, even after an error.
 func (d *Dispatcher) recover(ctx context.Context, ld *leadership) (*recoveredStarts, error) {
 	f := ld.l.Fence()
-	starts := &recoveredStarts{fns: make(map[string]func())}
+	starts := &recoveredStarts{fns: make(map[string]startFunc)}
 	entries, err := d.cfg.Store.ListJobResultEntries(ctx, hastorev1.JobResultState_JOB_RESULT_STATE_UNSPECIFIED, "", 0)
 	if err != nil {
 		return starts, err
@@ -587,10 +609,35 @@ func (d *Dispatcher) recoverJobLocked(ld *leadership, plan *hastorev1.ExecutionP
 // recoveredStarts are the runner starts of the recovered jobs, by job id,
 // and the ids in the order they were recovered.
 type recoveredStarts struct {
-	fns   map[string]func()
+	fns   map[string]startFunc
 	order []string
 	// awaited counts the starts awaitLocked took out.
 	awaited int
+}
+
+// Hurry launches at once the jobs of ids that wait for a seat in the
+// admission window: a TaskExecutor showed slots of theirs, where tasks
+// may run and wait for a JobMaster to adopt them (a leader's first
+// heartbeats with a TaskExecutor that registered late). Jobs not known,
+// or launched, are left as they are; a job whose runner has not started
+// yet is launched first by the recovery (launch asks for the jobs
+// holding slots).
+func (d *Dispatcher) Hurry(ids []string) {
+	var hurry []interface{ Hurry() }
+	d.mu.Lock()
+	if ld := d.lead; ld != nil {
+		for _, id := range ids {
+			if j := ld.jobs[id]; j != nil {
+				if h, ok := j.runner.(interface{ Hurry() }); ok {
+					hurry = append(hurry, h)
+				}
+			}
+		}
+	}
+	d.mu.Unlock()
+	for _, h := range hurry {
+		h.Hurry()
+	}
 }
 
 // jobsHoldingSlots returns the jobs that hold slots on a registered
@@ -618,13 +665,13 @@ func (ld *leadership) awaitLocked(starts *recoveredStarts, ids []string) []func(
 			ld.awaiting, ld.settled = map[string]bool{}, make(chan struct{})
 		}
 		ld.awaiting[id] = true
-		fns = append(fns, start)
+		fns = append(fns, func() { start(false) })
 	}
 	starts.awaited += len(fns)
 	return fns
 }
 
-func (s *recoveredStarts) add(id string, start func()) {
+func (s *recoveredStarts) add(id string, start startFunc) {
 	s.fns[id] = start
 	s.order = append(s.order, id)
 }
@@ -655,11 +702,13 @@ func (d *Dispatcher) launch(ld *leadership, starts *recoveredStarts) (held int) 
 		return 0
 	}
 	n := 0
-	run := func(id string) bool {
+	// The jobs holding slots launch at once; the others through the
+	// term's admission window.
+	run := func(id string, gated bool) bool {
 		start, ok := starts.fns[id]
 		if ok {
 			delete(starts.fns, id)
-			start()
+			start(gated)
 			n++
 		}
 		return ok
@@ -708,12 +757,12 @@ func (d *Dispatcher) launch(ld *leadership, starts *recoveredStarts) (held int) 
 	for next, i := n+launchChunk, 0; i < len(starts.order); i++ {
 		if n >= next {
 			for _, id := range holding() {
-				run(id)
+				run(id, false)
 				held++
 			}
 			next = n + launchChunk
 		}
-		run(starts.order[i])
+		run(starts.order[i], true)
 	}
 	return held
 }
@@ -871,8 +920,18 @@ func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *hastorev1.Executi
 	if err != nil {
 		return err
 	}
-	start()
+	start(true)
 	return nil
+}
+
+// startFunc starts a prepared job's runner: through the term's admission
+// window (gated), or at once.
+type startFunc func(gated bool)
+
+// admitter is a JobRunner that can wait in an admission window
+// (runner.Runner); others start at once.
+type admitter interface {
+	Admit(ctx context.Context, g *runner.Gate, now bool, done func(jobmaster.Result, error))
 }
 
 // prepareLocked makes the job's runner and records the job as started,
@@ -881,7 +940,7 @@ func (d *Dispatcher) startLocked(ld *leadership, j *job, plan *hastorev1.Executi
 // is known and answered for as a job whose runner has no JobMaster yet.
 // start must be called, once, before Lead returns: ld.wg counts the
 // runner from now on.
-func (d *Dispatcher) prepareLocked(ld *leadership, j *job, plan *hastorev1.ExecutionPlan, recovered, canceled bool, granted *hastore.Leadership) (start func(), err error) {
+func (d *Dispatcher) prepareLocked(ld *leadership, j *job, plan *hastorev1.ExecutionPlan, recovered, canceled bool, granted *hastore.Leadership) (start startFunc, err error) {
 	if d.lead != ld || ld.ctx.Err() != nil {
 		return nil, ErrNotLeading
 	}
@@ -923,7 +982,16 @@ func (d *Dispatcher) prepareLocked(ld *leadership, j *job, plan *hastorev1.Execu
 		rctx = trace.ContextWithSpanContext(rctx, j.trace)
 	}
 	ld.wg.Add(1)
-	return func() { r.Start(rctx, func(res jobmaster.Result, err error) { d.runnerDone(ld, j, res, err) }) }, nil
+	return func(gated bool) {
+		done := func(res jobmaster.Result, err error) { d.runnerDone(ld, j, res, err) }
+		// A job granted its leadership with its plan's write launches at
+		// once, on a seat past the window if need be.
+		if a, ok := r.(admitter); ok && gated {
+			a.Admit(rctx, ld.gate, granted != nil, done)
+			return
+		}
+		r.Start(rctx, done)
+	}, nil
 }
 
 // runnerDone takes the end of a job's runner: its result, or its

@@ -273,7 +273,7 @@ func jobsOf(store hastore.Store, newRunner func(*hastorev1.ExecutionPlan, bool, 
 	return testJobs{store: store, newRunner: newRunner}
 }
 
-func (j testJobs) PersistPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (*hastore.Leadership, error) {
+func (j testJobs) PersistPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan, _ bool) (*hastore.Leadership, error) {
 	return nil, j.store.PutExecutionPlan(ctx, f, plan)
 }
 

@@ -248,7 +248,9 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 	defer cancel()
 	f := ld.l.Fence()
 	ctx, span := jobtrace.Start(ctx, j.trace, "jobplane.persist", trace.WithAttributes(attribute.String("jobplane.job_id", j.id)))
-	granted, err := d.cfg.Jobs.PersistPlan(ctx, f, plan)
+	// The job's leadership comes with the write only if the job may
+	// launch at once; past the admission window it waits without one.
+	granted, err := d.cfg.Jobs.PersistPlan(ctx, f, plan, ld.gate.Free())
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 	}

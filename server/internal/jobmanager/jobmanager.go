@@ -75,6 +75,10 @@ type Config struct {
 	// their subtasks in all; see dispatcher.Config. Zero: no limit (the
 	// default).
 	MaxJobs, MaxClusterSubtasks int
+	// AdmissionWindow bounds the jobs launched at once that wait for
+	// their first slots; see dispatcher.Config. Zero: the default
+	// (dispatcher.DefaultAdmissionWindow); negative: no window.
+	AdmissionWindow int
 	// DispatcherOptions are added to the DispatcherService's handler (the
 	// public API) after the endpoint's own: authentication, authorization
 	// and per-client limits. Default: none.
@@ -242,6 +246,10 @@ func New(cfg Config) (*JobManager, error) {
 		Members: members, TaskLease: cfg.TaskLease,
 		// A JobMaster registers only under its job's current grant.
 		Elections: cfg.Store,
+		// Jobs holding slots on a TaskExecutor launch at once: tasks of
+		// theirs may wait for their adoption (the Dispatcher is made
+		// below, before any TaskExecutor can register).
+		OnHeld: func(ids []string) { jm.dispatcher.Hurry(ids) },
 	})
 	if err != nil {
 		return nil, err
@@ -250,7 +258,7 @@ func New(cfg Config) (*JobManager, error) {
 	jm.rmClient = jm.rm.Local()
 	jm.dispatcher, err = dispatcher.New(dispatcher.Config{
 		Store: cfg.Store, Jobs: jobs{jm}, Limits: cfg.Limits, ParallelismOverrides: cfg.ParallelismOverrides,
-		MaxJobs: cfg.MaxJobs, MaxClusterSubtasks: cfg.MaxClusterSubtasks,
+		MaxJobs: cfg.MaxJobs, MaxClusterSubtasks: cfg.MaxClusterSubtasks, AdmissionWindow: cfg.AdmissionWindow,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxResponseBytes: cfg.MaxResponseBytes,
 		ResultRetention: cfg.ResultRetention, Address: cfg.Address,
 		// The ResourceManager's registry says which TaskExecutors there
@@ -349,11 +357,11 @@ type jobs struct{ jm *JobManager }
 
 var _ dispatcher.Jobs = jobs{}
 
-// PersistPlan persists a submitted job's plan and, where the session's
-// store can, enters the job's election in the same write.
-func (j jobs) PersistPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan) (*hastore.Leadership, error) {
+// PersistPlan persists a submitted job's plan and, if lead is set and
+// the session's store can, enters the job's election in the same write.
+func (j jobs) PersistPlan(ctx context.Context, f hastore.Fence, plan *hastorev1.ExecutionPlan, lead bool) (*hastore.Leadership, error) {
 	jm := j.jm
-	if sess := jm.currentSession(); sess != nil {
+	if sess := jm.currentSession(); sess != nil && lead {
 		return sess.PutExecutionPlanAndLead(ctx, f, plan, jm.clusterAddress())
 	}
 	return nil, jm.cfg.Store.PutExecutionPlan(ctx, f, plan)

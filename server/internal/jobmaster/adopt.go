@@ -176,5 +176,6 @@ func (jm *JobMaster) adopted(id, address string, held *clusterv1.AdoptedJob) {
 		}
 	}
 	jm.logger().Info("adopted attempts", "task_executor", id, "attempts", len(held.GetAttempts()), "slots", len(held.GetAllocationIds()))
+	jm.holdsSlots()
 	jm.progress()
 }

@@ -85,6 +85,7 @@ func (jm *JobMaster) deploy() {
 	jm.ready = kept
 	if len(deployed) > 0 {
 		jm.yieldDelay = jm.cfg.SlotYield
+		jm.holdsSlots()
 	}
 	if len(kept) > 0 && len(free) > 0 {
 		jm.armYield() // idle slots, and a region that waits for more

@@ -279,6 +279,12 @@ type JobMaster struct {
 	noCheckpoints bool
 	// results are the totals of the task results kept (result.go).
 	results results
+	// firstDeploy, if set, runs once, when the JobMaster first deploys
+	// an attempt (OnFirstDeploy).
+	firstDeploy func()
+	// waitingSince, until the first deployment, is when the job started
+	// waiting for slots before the JobMaster existed (WaitingSince).
+	waitingSince time.Time
 }
 
 // task is the runtime of an execution vertex's current attempt; the
@@ -372,6 +378,28 @@ func setKey[K comparable, V any](m *map[K]V, k K, v V) {
 	}
 	(*m)[k] = v
 }
+
+// OnFirstDeploy sets f to run once, on the JobMaster's goroutine, when it
+// first deploys or adopts an attempt: its job has slots from then on. It
+// must be called before Start.
+func (jm *JobMaster) OnFirstDeploy(f func()) { jm.firstDeploy = f }
+
+// holdsSlots notes that the job deployed or adopted attempts: its wait
+// for slots is over, and the first-deployment hook runs.
+func (jm *JobMaster) holdsSlots() {
+	jm.waitingSince = time.Time{}
+	if f := jm.firstDeploy; f != nil {
+		jm.firstDeploy = nil
+		f()
+	}
+}
+
+// WaitingSince says that the job has waited for slots since t, before
+// this JobMaster existed (in its Dispatcher's admission window): until
+// its first deployment, a region's wait for slots counts from t, so that
+// the slot timeout bounds the job's whole wait. It must be called before
+// Start.
+func (jm *JobMaster) WaitingSince(t time.Time) { jm.waitingSince = t }
 
 // Token returns the JobMaster's fencing token.
 func (jm *JobMaster) Token() election.Token { return jm.cfg.Token }
@@ -761,8 +789,11 @@ func (jm *JobMaster) enqueue(regions ...int) {
 // timeout on the process's deadline timer.
 func (jm *JobMaster) waitForSlots(r int) {
 	since := time.Now()
+	if !jm.waitingSince.IsZero() {
+		since = jm.waitingSince
+	}
 	jm.since[r] = since
-	jm.cfg.Router.after(jm.cfg.SlotTimeout, func() {
+	jm.cfg.Router.after(max(jm.cfg.SlotTimeout-time.Since(since), 0), func() {
 		jm.post(func() { jm.slotTimedOut(r, since) })
 	})
 }

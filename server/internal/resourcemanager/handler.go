@@ -94,6 +94,8 @@ func (h *handler) RegisterTaskExecutor(ctx context.Context, req *clusterv1.Resou
 	if err := rm.record(ctx, token, req.GetTaskExecutorId()); err != nil {
 		return nil, err
 	}
+	var learnt []string
+	defer func() { rm.held(learnt) }() // once unlocked
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	if err := rm.checkLocked(token); err != nil {
@@ -107,7 +109,7 @@ func (h *handler) RegisterTaskExecutor(ctx context.Context, req *clusterv1.Resou
 	}
 	// Registering again starts over: what it holds now is in the report.
 	rm.pool.addExecutor(e)
-	rm.pool.applyReport(e, req.GetSlotReport(), 0, time.Now(), rm.grace())
+	learnt = rm.pool.applyReport(e, req.GetSlotReport(), 0, time.Now(), rm.grace())
 	rm.poke()
 	rm.log.Info("TaskExecutor registered", "task_executor", e.id, "address", e.address, "slots", e.slots)
 	return &clusterv1.ResourceManagerServiceRegisterTaskExecutorResponse{
@@ -119,6 +121,8 @@ func (h *handler) RegisterTaskExecutor(ctx context.Context, req *clusterv1.Resou
 
 func (h *handler) Heartbeat(_ context.Context, req *clusterv1.ResourceManagerServiceHeartbeatRequest) (*clusterv1.ResourceManagerServiceHeartbeatResponse, error) {
 	rm := h.rm
+	var learnt []string
+	defer func() { rm.held(learnt) }() // once unlocked
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	if err := rm.checkLocked(tokenOf(req.GetResourceManagerToken())); err != nil {
@@ -132,7 +136,7 @@ func (h *handler) Heartbeat(_ context.Context, req *clusterv1.ResourceManagerSer
 	e.heard = rm.judge.Heard(time.Now())
 	// The report comes only when it changed (or always, without versions).
 	if req.GetSlotReport() != nil {
-		rm.pool.applyReport(e, req.GetSlotReport(), req.GetSlotReportVersion(), time.Now(), rm.grace())
+		learnt = rm.pool.applyReport(e, req.GetSlotReport(), req.GetSlotReportVersion(), time.Now(), rm.grace())
 		e.reportVersion = req.GetSlotReportVersion()
 		rm.poke()
 	}
@@ -235,4 +239,12 @@ func (h *handler) DisconnectJobMaster(_ context.Context, req *clusterv1.Disconne
 		}
 	}
 	return &clusterv1.DisconnectJobMasterResponse{}, nil
+}
+
+// held passes the jobs of allocations learnt from a report to
+// Config.OnHeld; rm.mu must not be held.
+func (rm *ResourceManager) held(jobIDs []string) {
+	if len(jobIDs) > 0 && rm.cfg.OnHeld != nil {
+		rm.cfg.OnHeld(jobIDs)
+	}
 }

@@ -296,7 +296,9 @@ func offersAll(have, need []string) bool {
 // released, unless the report may predate the allocation. A versioned
 // report predates an allocation whose RequestSlot answered a later
 // version; an unversioned one, one requested less than grace ago.
-func (p *pool) applyReport(e *executor, report *clusterv1.SlotReport, version uint64, now time.Time, grace time.Duration) {
+//
+// It returns the jobs of the allocations it learnt from the report.
+func (p *pool) applyReport(e *executor, report *clusterv1.SlotReport, version uint64, now time.Time, grace time.Duration) (learnt []string) {
 	if n := len(report.GetSlots()); n != e.slots {
 		p.setSlots(e, n)
 	}
@@ -312,6 +314,7 @@ func (p *pool) applyReport(e *executor, report *clusterv1.SlotReport, version ui
 			a.requestedAt = time.Time{}
 		case aid != "":
 			p.addAllocation(&allocation{id: aid, executor: e.id, slot: idx, jobID: s.GetJobId()})
+			learnt = append(learnt, s.GetJobId())
 		case a == nil:
 		case a.requestedAt.IsZero(),
 			version != 0 && a.version != 0 && version >= a.version,
@@ -324,6 +327,7 @@ func (p *pool) applyReport(e *executor, report *clusterv1.SlotReport, version ui
 			delete(p.freed, aid)
 		}
 	}
+	return learnt
 }
 
 // allocated records that a TaskExecutor took an allocation, in its slot

@@ -49,6 +49,12 @@ type Config struct {
 	// RegisterJobMaster checks a new JobMaster token against (see
 	// Elections). Required.
 	Elections Elections
+	// OnHeld, if set, is called, outside the ResourceManager's lock, with
+	// the jobs of allocations a TaskExecutor's registration or slot report
+	// showed that the ResourceManager did not know of: after a change of
+	// leader, tasks of theirs may run and wait for a JobMaster to adopt
+	// them, and the Dispatcher launches them at once.
+	OnHeld func(jobIDs []string)
 }
 
 // Validate reports whether the configuration can be used.

@@ -79,6 +79,15 @@ type Runner struct {
 	// looked is set once a term looked for the job's result, or needed
 	// not (Config.Recovered's first term); guarded by mu.
 	looked bool
+	// seat is the gate whose seat the runner holds, until its job first
+	// deploys or its first term ends; entry is its place in the gate's
+	// queue while it waits for one (Admit). Both guarded by mu.
+	seat  *Gate
+	entry *gateEntry
+	// queued is when the runner started waiting for a seat; its first
+	// JobMaster's wait for slots counts from then (WaitingSince).
+	// Guarded by mu.
+	queued time.Time
 }
 
 // New returns a Runner for cfg.
@@ -105,6 +114,9 @@ func (r *Runner) Cancel(ctx context.Context) jobplanev1.JobStatus {
 	r.canceling = true
 	jm := r.current
 	r.mu.Unlock()
+	// A job waiting in the gate goes at once: its runner ends it
+	// CANCELED before any JobMaster runs.
+	r.Hurry()
 	if jm == nil {
 		return jobstatus.Cancelling
 	}
@@ -129,6 +141,110 @@ func (r *Runner) JobMaster() *jobmaster.JobMaster {
 // it: the JobMaster's end continues the runner (see JobMaster.Start).
 func (r *Runner) Start(ctx context.Context, done func(jobmaster.Result, error)) {
 	go r.loop(ctx, r.cfg.Granted, 50*time.Millisecond, done)
+}
+
+// Admit starts the runner as Start does, through gate g: at once if now
+// is set (on a seat past the window if need be), or once a seat frees.
+// Until then
+// the runner waits with no goroutine, no campaign and no JobMaster; a
+// canceled job goes at once; and if the gate closes first (its term
+// ended), done gets SUSPENDED. The seat is given back once the job first
+// deploys, or the runner's first term ends. With g nil, Admit is Start.
+func (r *Runner) Admit(ctx context.Context, g *Gate, now bool, done func(jobmaster.Result, error)) {
+	if g == nil {
+		r.Start(ctx, done)
+		return
+	}
+	// One record while the job waits: no closure of its own.
+	e := &gateEntry{gate: g, r: r, ctx: ctx, done: done}
+	r.mu.Lock()
+	switch {
+	case r.canceling:
+		// It ends at once, CANCELED: no seat.
+		r.mu.Unlock()
+		e.launch()
+		return
+	case now:
+		g.force()
+		r.seat = g
+		r.mu.Unlock()
+		e.launch()
+		return
+	}
+	queued, closed := g.wait(e)
+	switch {
+	case closed:
+		r.mu.Unlock()
+		go e.drop()
+		return
+	case !queued:
+		r.seat = g
+		r.mu.Unlock()
+		e.launch()
+		return
+	}
+	r.entry, r.queued = e, time.Now()
+	r.mu.Unlock()
+}
+
+// gateEntry is a runner waiting in a gate (Runner.Admit).
+type gateEntry struct {
+	gate *Gate
+	r    *Runner
+	ctx  context.Context
+	done func(jobmaster.Result, error)
+	gone bool // taken out of the queue, or dropped; guarded by gate.mu
+}
+
+// admit seats the runner and launches it.
+func (e *gateEntry) admit() {
+	e.r.mu.Lock()
+	e.r.entry, e.r.seat = nil, e.gate
+	e.r.mu.Unlock()
+	e.launch()
+}
+
+// launch starts the runner's first term; its seat is given back when the
+// runner ends, if no earlier.
+func (e *gateEntry) launch() {
+	go e.r.loop(e.ctx, e.r.cfg.Granted, 50*time.Millisecond, func(res jobmaster.Result, err error) {
+		e.r.releaseSeat()
+		e.done(res, err)
+	})
+}
+
+// drop ends the runner without a seat: its gate closed.
+func (e *gateEntry) drop() {
+	e.r.mu.Lock()
+	e.r.entry = nil
+	e.r.mu.Unlock()
+	e.done(jobmaster.Result{Status: jobstatus.Suspended}, nil)
+}
+
+// Hurry launches the runner at once if it waits in a gate (Admit), past
+// the window and without a seat: its job is canceled, or holds slots on
+// a TaskExecutor, whose tasks may run and wait to be adopted.
+func (r *Runner) Hurry() {
+	r.mu.Lock()
+	e := r.entry
+	if e == nil || !e.gate.hurry(e) {
+		r.mu.Unlock()
+		return
+	}
+	r.entry, r.queued = nil, time.Time{}
+	r.mu.Unlock()
+	e.launch()
+}
+
+// releaseSeat gives back the runner's seat in its gate, if it holds one.
+func (r *Runner) releaseSeat() {
+	r.mu.Lock()
+	g := r.seat
+	r.seat = nil
+	r.mu.Unlock()
+	if g != nil {
+		g.release()
+	}
 }
 
 // loop campaigns until it is granted the job's leadership, and leads that
@@ -173,6 +289,7 @@ func (r *Runner) loop(ctx context.Context, granted *hastore.Leadership, backoff 
 			continue
 		}
 		r.lead(ctx, l, fresh, func(res jobmaster.Result, finished bool, initErr error) {
+			r.releaseSeat()
 			// The term ended: the runner goes on from here. The next term
 			// starts on a goroutine of its own, since this one may be the
 			// one that called lead, so that terms never nest.
@@ -310,6 +427,13 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, en
 	r.cfg.Router.Add(r.cfg.JobID, jm)
 	r.mu.Lock()
 	r.current = jm
+	if r.seat != nil {
+		jm.OnFirstDeploy(r.releaseSeat)
+	}
+	if !r.queued.IsZero() {
+		jm.WaitingSince(r.queued)
+		r.queued = time.Time{}
+	}
 	if r.canceling {
 		go jm.Cancel(l.Context())
 	}
