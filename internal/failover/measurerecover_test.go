@@ -597,7 +597,8 @@ func waitStarted(ctx context.Context, c *localcluster.ProcessCluster, ids []stri
 }
 
 // waitQueued waits, for at most a minute, until the leader counts n jobs
-// waiting for slots (jobplane_jobs_waiting): a steady leader.
+// waiting for slots or for a seat in its admission window
+// (jobplane_jobs_waiting and jobplane_jobs_queued): a steady leader.
 func waitQueued(ctx context.Context, jm *localcluster.JobManagerProcess, n int) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -608,8 +609,9 @@ func waitQueued(ctx context.Context, jm *localcluster.JobManagerProcess, n int) 
 		if err != nil {
 			return err
 		}
-		if got := m.get("jobplane_jobs_waiting"); int(got) < n {
-			return fmt.Errorf("%v jobs waiting for slots, want %d", got, n)
+		// Past the admission window, jobs wait for a seat.
+		if got := m.get("jobplane_jobs_waiting") + m.get("jobplane_jobs_queued"); int(got) < n {
+			return fmt.Errorf("%v jobs waiting for slots or a seat, want %d", got, n)
 		}
 		return nil
 	})

@@ -117,6 +117,7 @@ func TestStandaloneServesMetricsAfterJobsRan(t *testing.T) {
 		{`jobplane_jobs{status="FAILED"}`, 1, 1},
 		{`jobplane_jobs{status="RUNNING"}`, 0, 0},
 		{"jobplane_jobs_waiting", 0, 0},
+		{"jobplane_jobs_queued", 0, 0},
 		{`jobplane_job_duration_seconds_count{status="FINISHED"}`, 1, 1},
 		// Once, unless a loaded machine cost the process its lease.
 		{`jobplane_leader_changes_total{change="gained"}`, 1, 3},

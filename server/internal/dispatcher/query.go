@@ -630,3 +630,15 @@ func (d *Dispatcher) TaskExecutors(ctx context.Context, after string, n int) ([]
 	}
 	return tes, next, nil
 }
+
+// Queued counts the jobs waiting for a seat in the admission window; 0
+// while not leading.
+func (d *Dispatcher) Queued() int {
+	d.mu.Lock()
+	ld := d.lead
+	d.mu.Unlock()
+	if ld == nil {
+		return 0
+	}
+	return ld.gate.Waiting()
+}

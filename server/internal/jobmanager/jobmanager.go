@@ -431,7 +431,7 @@ func (jm *JobManager) Run(ctx context.Context) error {
 			per[id] = [2]int{s.Total, s.Total - s.Used}
 		}
 		return telemetry.Cluster{TaskExecutors: o.TaskExecutors, Slots: o.SlotsTotal, FreeSlots: o.SlotsAvailable,
-			Jobs: jm.dispatcher.JobCounts(), JobsWaiting: o.JobsWaiting, ExecutorSlots: per}
+			Jobs: jm.dispatcher.JobCounts(), JobsWaiting: o.JobsWaiting, JobsQueued: jm.dispatcher.Queued(), ExecutorSlots: per}
 	})()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {

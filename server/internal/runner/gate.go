@@ -21,17 +21,21 @@ type Gate struct {
 	// order (a canceled job goes at once) are left in place, marked. A
 	// runner waits only while every seat is taken (release admits as
 	// long as one is free), so a free seat means nobody waits for it.
-	queue  []*gateEntry
-	head   int
-	closed bool
+	queue   []*gateEntry
+	head    int
+	waiting int // entries of queue[head:] not gone
+	closed  bool
 }
 
 // NewGate returns a gate of window seats; window <= 0 seats everyone.
 func NewGate(window int) *Gate { return &Gate{window: window} }
 
 // Free reports whether a seat is free now: a job submitted then may
-// launch at once (Runner.Admit with now set).
+// launch at once (Runner.Admit with now set). A nil gate seats everyone.
 func (g *Gate) Free() bool {
+	if g == nil {
+		return true
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return !g.closed && (g.window <= 0 || g.seated < g.window)
@@ -39,15 +43,12 @@ func (g *Gate) Free() bool {
 
 // Waiting counts the runners waiting for a seat.
 func (g *Gate) Waiting() int {
+	if g == nil {
+		return 0
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	n := 0
-	for _, e := range g.queue[g.head:] {
-		if !e.gone {
-			n++
-		}
-	}
-	return n
+	return g.waiting
 }
 
 // wait queues e for a seat; it returns false, with nothing queued, if a
@@ -64,6 +65,7 @@ func (g *Gate) wait(e *gateEntry) (queued, closed bool) {
 		return false, false
 	}
 	g.queue = append(g.queue, e)
+	g.waiting++
 	return true, false
 }
 
@@ -83,6 +85,7 @@ func (g *Gate) hurry(e *gateEntry) bool {
 		return false
 	}
 	e.gone = true
+	g.waiting--
 	return true
 }
 
@@ -100,6 +103,7 @@ func (g *Gate) release() {
 			continue
 		}
 		e.gone = true
+		g.waiting--
 		g.seated++
 		admit = append(admit, e)
 	}
@@ -120,6 +124,9 @@ func (g *Gate) release() {
 // without a seat (each calls its done with SUSPENDED), on a goroutine of
 // the gate's, and no runner waits from now on.
 func (g *Gate) Close() {
+	if g == nil {
+		return
+	}
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -133,7 +140,7 @@ func (g *Gate) Close() {
 			drop = append(drop, e)
 		}
 	}
-	g.queue, g.head = nil, 0
+	g.queue, g.head, g.waiting = nil, 0, 0
 	g.mu.Unlock()
 	if len(drop) > 0 {
 		go func() {

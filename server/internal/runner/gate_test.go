@@ -83,6 +83,9 @@ func TestGateAdmitsInOrder(t *testing.T) {
 	if got := next("a's seat freed"); got != "b" {
 		t.Fatalf("JobMaster of %s once a's seat was free, want b", got)
 	}
+	if n := gate.Waiting(); n != 0 {
+		t.Fatalf("%d runners wait once b was admitted, want none", n)
+	}
 
 	// b holds the seat: d waits, and the gate's close ends it.
 	admit("d")

@@ -48,7 +48,7 @@ var current atomic.Pointer[instruments]
 func install(mp metric.MeterProvider) error {
 	m := mp.Meter(meterName)
 	in := &instruments{provider: mp}
-	var errs [17]error
+	var errs [18]error
 	in.submitted, errs[0] = m.Int64Counter("jobplane.jobs.submitted",
 		metric.WithDescription("Jobs accepted as created by SubmitJob (repeated submissions of a job not counted)."))
 	in.ended, errs[1] = m.Int64Counter("jobplane.jobs.ended",
@@ -87,6 +87,9 @@ func install(mp metric.MeterProvider) error {
 	waiting, err := m.Int64ObservableGauge("jobplane.jobs.waiting",
 		metric.WithDescription("Jobs that declared more slots than they hold, queued for slots at this process's ResourceManager while it leads."))
 	errs[15] = err
+	queued, err := m.Int64ObservableGauge("jobplane.jobs.queued",
+		metric.WithDescription("Jobs waiting for a seat in the admission window of the leading Dispatcher of this process: not launched yet, holding no leadership."))
+	errs[17] = err
 	perExecutor, err := m.Int64ObservableGauge("jobplane.taskexecutor.slots",
 		metric.WithDescription("Each registered TaskExecutor's slots, by TaskExecutor id and state (total, free), at this process's ResourceManager while it leads."))
 	errs[16] = err
@@ -109,6 +112,7 @@ func install(mp metric.MeterProvider) error {
 			c.Slots += got.Slots
 			c.FreeSlots += got.FreeSlots
 			c.JobsWaiting += got.JobsWaiting
+			c.JobsQueued += got.JobsQueued
 			for id, n := range got.ExecutorSlots {
 				if c.ExecutorSlots == nil {
 					c.ExecutorSlots = map[string][2]int{}
@@ -131,13 +135,14 @@ func install(mp metric.MeterProvider) error {
 			}
 		}
 		o.ObserveInt64(waiting, int64(c.JobsWaiting))
+		o.ObserveInt64(queued, int64(c.JobsQueued))
 		for id, n := range c.ExecutorSlots {
 			te := attribute.String("task_executor", id)
 			o.ObserveInt64(perExecutor, int64(n[0]), metric.WithAttributes(te, attribute.String("state", "total")))
 			o.ObserveInt64(perExecutor, int64(n[1]), metric.WithAttributes(te, attribute.String("state", "free")))
 		}
 		return nil
-	}, executors, slots, jobs, waiting, perExecutor)
+	}, executors, slots, jobs, waiting, queued, perExecutor)
 	if err != nil {
 		return fmt.Errorf("telemetry: instruments: %w", err)
 	}
@@ -281,6 +286,9 @@ type Cluster struct {
 	// JobsWaiting counts the jobs waiting for slots at the leading
 	// ResourceManager.
 	JobsWaiting int
+	// JobsQueued counts the jobs waiting for a seat in the leading
+	// Dispatcher's admission window.
+	JobsQueued int
 	// ExecutorSlots are each registered TaskExecutor's slots, total and
 	// free, by id.
 	ExecutorSlots map[string][2]int

@@ -52,7 +52,7 @@ func TestMetricsServedInPrometheusNames(t *testing.T) {
 	telemetry.JobRestarted(ctx)
 	telemetry.StoreWrite(ctx, time.Millisecond)
 	stop := telemetry.ObserveCluster(func() telemetry.Cluster {
-		return telemetry.Cluster{TaskExecutors: 2, Slots: 8, FreeSlots: 5, Jobs: map[jobplanev1.JobStatus]int{jobplanev1.JobStatus_JOB_STATUS_RUNNING: 7}, JobsWaiting: 3,
+		return telemetry.Cluster{TaskExecutors: 2, Slots: 8, FreeSlots: 5, Jobs: map[jobplanev1.JobStatus]int{jobplanev1.JobStatus_JOB_STATUS_RUNNING: 7}, JobsWaiting: 3, JobsQueued: 4,
 			ExecutorSlots: map[string][2]int{"te-a": {4, 1}}}
 	})
 	defer stop()
@@ -72,6 +72,7 @@ func TestMetricsServedInPrometheusNames(t *testing.T) {
 		`jobplane_slots{state="free"} 5`,
 		`jobplane_jobs{status="RUNNING"} 7`,
 		"jobplane_jobs_waiting 3",
+		"jobplane_jobs_queued 4",
 		`jobplane_taskexecutor_slots{state="free",task_executor="te-a"} 1`,
 		`jobplane_taskexecutor_slots{state="total",task_executor="te-a"} 4`,
 		`jobplane_jobs{status="FAILED"} 0`,
