@@ -20,13 +20,7 @@ import (
 // would hang otherwise).
 func TestJobsPastTheAdmissionWindowWaitWithoutALeadership(t *testing.T) {
 	started := make(chan string, 8)
-	c := start(t, localcluster.Config{TaskExecutors: 1, Slots: 1, AdmissionWindow: 2, Functions: map[string]worker.Func{
-		"block": func(ctx context.Context, task worker.Task) error {
-			started <- task.JobID
-			<-ctx.Done()
-			return ctx.Err()
-		},
-	}})
+	c := startBlocking(t, localcluster.Config{AdmissionWindow: 2}, started)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	d := c.Dispatcher()
@@ -132,13 +126,7 @@ func TestJobsPastTheAdmissionWindowWaitWithoutALeadership(t *testing.T) {
 func TestSlotTimeoutCountsTheWaitForASeat(t *testing.T) {
 	const timeout = 3 * time.Second
 	started := make(chan string, 4)
-	c := start(t, localcluster.Config{TaskExecutors: 1, Slots: 1, AdmissionWindow: 1, SlotTimeout: timeout, Functions: map[string]worker.Func{
-		"block": func(ctx context.Context, task worker.Task) error {
-			started <- task.JobID
-			<-ctx.Done()
-			return ctx.Err()
-		},
-	}})
+	c := startBlocking(t, localcluster.Config{AdmissionWindow: 1, SlotTimeout: timeout}, started)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	d := c.Dispatcher()
@@ -171,4 +159,20 @@ func TestSlotTimeoutCountsTheWaitForASeat(t *testing.T) {
 	if gap := resC.GetEndTime().AsTime().Sub(resB.GetEndTime().AsTime()); gap > timeout/2 {
 		t.Errorf("c failed %v after b; want at once (its wait for a seat counts against its slot timeout of %v)", gap, timeout)
 	}
+}
+
+// startBlocking starts a cluster of cfg with one TaskExecutor of one slot,
+// whose invokable "block" sends its job's id on started once it runs, and
+// runs until canceled.
+func startBlocking(t *testing.T, cfg localcluster.Config, started chan<- string) *localcluster.Cluster {
+	t.Helper()
+	cfg.TaskExecutors, cfg.Slots = 1, 1
+	cfg.Functions = map[string]worker.Func{
+		"block": func(ctx context.Context, task worker.Task) error {
+			started <- task.JobID
+			<-ctx.Done()
+			return ctx.Err()
+		},
+	}
+	return start(t, cfg)
 }

@@ -45,7 +45,10 @@ type JobStatus int32
 const (
 	// MUST NOT be sent.
 	JobStatus_JOB_STATUS_UNSPECIFIED JobStatus = 0
-	// Accepted and persisted; the JobMaster is being created.
+	// Accepted and persisted; the JobMaster is being created, or the job
+	// waits for the server to create it (informative: the reference server
+	// launches at most `--admission-window` jobs waiting for their first
+	// slots at a time, and the others wait in order, INITIALIZING).
 	JobStatus_JOB_STATUS_INITIALIZING JobStatus = 1
 	// The JobMaster exists and has not started scheduling yet.
 	JobStatus_JOB_STATUS_CREATED JobStatus = 2

@@ -676,7 +676,10 @@ export enum JobStatus {
   UNSPECIFIED = 0,
 
   /**
-   * Accepted and persisted; the JobMaster is being created.
+   * Accepted and persisted; the JobMaster is being created, or the job
+   * waits for the server to create it (informative: the reference server
+   * launches at most `--admission-window` jobs waiting for their first
+   * slots at a time, and the others wait in order, INITIALIZING).
    *
    * @generated from enum value: JOB_STATUS_INITIALIZING = 1;
    */
