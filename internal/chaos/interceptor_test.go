@@ -56,18 +56,28 @@ func TestInterceptorRecordsARealCluster(t *testing.T) {
 	if _, err := client.Submit(ctx, sleepJob("other", "20ms"), sdk.WithJobID("short1")); err == nil {
 		t.Fatal("submitting another plan under short1 succeeded")
 	}
-	// A long job, canceled once it runs.
+	// A long job, canceled once its two subtasks run (the job is RUNNING
+	// from its JobMaster's start, before they are deployed; canceled then,
+	// they would never run).
 	_, err = client.Submit(ctx, sleepJob("long", "1h"), sdk.WithJobID("long"))
 	must("submit long", err)
+	running := func(s *jobplanev1.JobSummary) int32 {
+		for _, c := range s.GetTaskCounts() {
+			if c.GetState() == jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING {
+				return c.GetCount()
+			}
+		}
+		return 0
+	}
 	for {
-		d, err := client.Get(ctx, "long", sdk.WithSummaryView())
+		d, err := client.Get(ctx, "long")
 		must("get long", err)
-		if d.GetSummary().GetStatus() == jobplanev1.JobStatus_JOB_STATUS_RUNNING {
+		if d.GetSummary().GetStatus() == jobplanev1.JobStatus_JOB_STATUS_RUNNING && running(d.GetSummary()) == 2 {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatal("long never RUNNING")
+			t.Fatal("long's subtasks never RUNNING")
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
