@@ -38,8 +38,11 @@ func (g *Gate) Free() bool {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return !g.closed && (g.window <= 0 || g.seated < g.window)
+	return !g.closed && g.roomLocked()
 }
+
+// roomLocked reports whether a seat is free; g.mu must be held.
+func (g *Gate) roomLocked() bool { return g.window <= 0 || g.seated < g.window }
 
 // Waiting counts the runners waiting for a seat.
 func (g *Gate) Waiting() int {
@@ -60,7 +63,7 @@ func (g *Gate) wait(e *gateEntry) (queued, closed bool) {
 	switch {
 	case g.closed:
 		return false, true
-	case g.window <= 0 || g.seated < g.window:
+	case g.roomLocked():
 		g.seated++
 		return false, false
 	}
@@ -95,7 +98,7 @@ func (g *Gate) release() {
 	g.mu.Lock()
 	g.seated--
 	var admit []*gateEntry
-	for !g.closed && (g.window <= 0 || g.seated < g.window) && g.head < len(g.queue) {
+	for !g.closed && g.roomLocked() && g.head < len(g.queue) {
 		e := g.queue[g.head]
 		g.queue[g.head] = nil
 		g.head++

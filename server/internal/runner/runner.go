@@ -145,11 +145,11 @@ func (r *Runner) Start(ctx context.Context, done func(jobmaster.Result, error)) 
 
 // Admit starts the runner as Start does, through gate g: at once if now
 // is set (on a seat past the window if need be), or once a seat frees.
-// Until then
-// the runner waits with no goroutine, no campaign and no JobMaster; a
-// canceled job goes at once; and if the gate closes first (its term
-// ended), done gets SUSPENDED. The seat is given back once the job first
-// deploys, or the runner's first term ends. With g nil, Admit is Start.
+// Until then the runner waits with no goroutine, no campaign and no
+// JobMaster; a canceled job goes at once; and if the gate closes first
+// (its term ended), done gets SUSPENDED. The seat is given back once the
+// job first deploys, or the runner's first term ends. With g nil, Admit
+// is Start.
 func (r *Runner) Admit(ctx context.Context, g *Gate, now bool, done func(jobmaster.Result, error)) {
 	if g == nil {
 		r.Start(ctx, done)
@@ -166,25 +166,22 @@ func (r *Runner) Admit(ctx context.Context, g *Gate, now bool, done func(jobmast
 		return
 	case now:
 		g.force()
-		r.seat = g
-		r.mu.Unlock()
-		e.launch()
-		return
+	default:
+		queued, closed := g.wait(e)
+		if closed {
+			r.mu.Unlock()
+			go e.drop()
+			return
+		}
+		if queued {
+			r.entry, r.queued = e, time.Now()
+			r.mu.Unlock()
+			return
+		}
 	}
-	queued, closed := g.wait(e)
-	switch {
-	case closed:
-		r.mu.Unlock()
-		go e.drop()
-		return
-	case !queued:
-		r.seat = g
-		r.mu.Unlock()
-		e.launch()
-		return
-	}
-	r.entry, r.queued = e, time.Now()
+	r.seat = g
 	r.mu.Unlock()
+	e.launch()
 }
 
 // gateEntry is a runner waiting in a gate (Runner.Admit).
