@@ -45,7 +45,7 @@ const (
 // waiting.
 func runWaitingHeap(ctx context.Context, e *env) (Outcome, error) {
 	n := pick(e, 100_000, 2_000)
-	var heap, inuse, objects, rssPer, rss []float64
+	var heap, inuse, objects, rssPer, rss, goal, kept []float64
 	var notes []string
 	for run := range e.runs() {
 		e.progress("10: run %d of %d, %d jobs", run+1, e.runs(), n)
@@ -59,6 +59,8 @@ func runWaitingHeap(ctx context.Context, e *env) (Outcome, error) {
 		objects = append(objects, per(w.idle.HeapObjects, w.full.HeapObjects))
 		rssPer = append(rssPer, per(uint64(w.idleRSS), uint64(w.fullRSS))/1024)
 		rss = append(rss, float64(w.fullRSS)/(1<<20))
+		goal = append(goal, float64(w.full.NextGC)/(1<<20))
+		kept = append(kept, float64(w.full.HeapInuse+w.full.HeapIdle-w.full.HeapReleased)/(1<<20))
 		// The second half alone: whether the cost per job stays as the
 		// first half's, or fixed costs weigh in the figure.
 		second := (float64(w.full.HeapAlloc) - float64(w.half.HeapAlloc)) / float64(n-n/2) / 1024
@@ -82,6 +84,8 @@ func runWaitingHeap(ctx context.Context, e *env) (Outcome, error) {
 		{ID: "10", Scenario: name, Measure: "heap objects per waiting job", Value: SpreadOf(objects)},
 		{ID: "10", Scenario: name, Measure: "RSS KiB per waiting job", Value: SpreadOf(rssPer), Note: "(VmRSS with N waiting − VmRSS idle) / N"},
 		{ID: "10", Scenario: name, Measure: "JM RSS MiB, all waiting", Value: SpreadOf(rss), Target: targetWaitingRSS, Note: strings.Join(notes, "; ")},
+		{ID: "10", Scenario: name, Measure: "heap goal MiB (NextGC), all waiting", Value: SpreadOf(goal), Note: "after the forced GC: twice the live heap at GOGC=100; the runtime keeps about 10% over the goal before it returns pages to the OS"},
+		{ID: "10", Scenario: name, Measure: "heap kept from the OS MiB, all waiting", Value: SpreadOf(kept), Note: "HeapInuse + HeapIdle − HeapReleased: the heap's share of the RSS"},
 	}}, nil
 }
 
@@ -182,6 +186,9 @@ func waitingRun(ctx context.Context, e *env, n int) (waiting, error) {
 		if err := saveHeapProfile(ctx, debug, "http://"+addr+"/debug/pprof/heap?gc=1", dir); err != nil {
 			return w, err
 		}
+		if err := saveProcMaps(jm.PID(), dir); err != nil {
+			return w, err
+		}
 	}
 	cctx, ccancel := context.WithTimeout(ctx, callTimeout)
 	defer ccancel()
@@ -207,9 +214,12 @@ func freeLoopbackAddr() (string, error) {
 // MemStats are the runtime.MemStats figures row 10 reads, in bytes or
 // objects.
 type MemStats struct {
-	HeapAlloc   uint64
-	HeapInuse   uint64
-	HeapObjects uint64
+	HeapAlloc    uint64
+	HeapInuse    uint64
+	HeapObjects  uint64
+	HeapIdle     uint64
+	HeapReleased uint64
+	NextGC       uint64
 }
 
 // fetchMemStats gets the heap profile at url (debug=1 text) and parses
@@ -257,7 +267,7 @@ func ParseMemStats(profile string) (MemStats, error) {
 	for _, f := range []struct {
 		name string
 		dst  *uint64
-	}{{"HeapAlloc", &ms.HeapAlloc}, {"HeapInuse", &ms.HeapInuse}, {"HeapObjects", &ms.HeapObjects}} {
+	}{{"HeapAlloc", &ms.HeapAlloc}, {"HeapInuse", &ms.HeapInuse}, {"HeapObjects", &ms.HeapObjects}, {"HeapIdle", &ms.HeapIdle}, {"HeapReleased", &ms.HeapReleased}, {"NextGC", &ms.NextGC}} {
 		x, ok := values[f.name]
 		if !ok {
 			return MemStats{}, fmt.Errorf("heap profile: runtime.MemStats without %s", f.name)
@@ -295,4 +305,27 @@ func saveHeapProfile(ctx context.Context, c *http.Client, url, dir string) error
 		return fmt.Errorf("heap profile: %w", err)
 	}
 	return f.Close()
+}
+
+// saveProcMaps copies the process's /proc status and smaps into dir,
+// beside its heap profile: which mappings hold the RSS that is not heap.
+func saveProcMaps(pid int, dir string) error {
+	for _, name := range []string{"status", "smaps"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
+		if err != nil {
+			return err
+		}
+		f, err := os.CreateTemp(dir, name+"-*.txt")
+		if err != nil {
+			return err
+		}
+		_, err = f.Write(b)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -225,3 +225,60 @@ func combine(rates []storetest.Rate) storetest.Rate {
 	out.PerSecond = float64(len(rates)) / inv
 	return out
 }
+
+// benchStorePlans is the number of plans BenchmarkCampaigns writes
+// before it campaigns: -store-plans, none unless set (row 11 of make
+// bench holds 110,000).
+var benchStorePlans = 0
+
+func init() {
+	flag.IntVar(&benchStorePlans, "store-plans", benchStorePlans, "plans written before BenchmarkCampaigns campaigns")
+}
+
+// campaignCallers is how many campaigns BenchmarkCampaigns has in flight:
+// a taking-over JobManager starts every job that holds slots at once.
+const campaignCallers = 1024
+
+// BenchmarkCampaigns measures the least a takeover's adoption costs the
+// store: one new session campaigning in b.N jobs' elections, none held,
+// campaignCallers at a time, after -store-plans plans were written. An op
+// is one job's grant.
+func BenchmarkCampaigns(b *testing.B) {
+	ctx := context.Background()
+	store := openBenchStore(b)
+	sess, err := store.OpenSession(ctx, hastore.SessionConfig{TTL: 30 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sess.Close(ctx)
+	dispatcher, err := sess.Campaign(ctx, election.JobManager, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if benchStorePlans > 0 {
+		plans := benchPlans(benchStorePlans)
+		if _, err := storetest.Measure(len(plans), benchWriters, func(i int) error {
+			return store.PutExecutionPlan(ctx, dispatcher.Fence(), plans[i])
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	txns := countTxns(store.Client())
+	before, _ := txns.snapshot()
+
+	b.ResetTimer()
+	grants, err := storetest.Measure(b.N, min(campaignCallers, b.N), func(i int) error {
+		_, err := sess.Campaign(ctx, election.Job(fmt.Sprintf("c%d", i)), "127.0.0.1:1")
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	after, _ := txns.snapshot()
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(grants.PerSecond, "grants/s")
+	b.ReportMetric(10_000/grants.PerSecond, "s/10k-grants")
+	b.ReportMetric(float64(grants.P99.Microseconds())/1000, "grant-p99-ms")
+	b.ReportMetric(float64(len(after)-len(before))/float64(b.N), "txns/grant")
+}
