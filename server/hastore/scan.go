@@ -28,3 +28,15 @@ type StoredPlan struct {
 	// Cancellation is the job's cancel request; nil if none.
 	Cancellation *jobplanev1.Cancellation
 }
+
+// PlanReader is implemented by a Store that reads the plans of several
+// named jobs at once: a new Dispatcher leader reads the plans of the jobs
+// holding slots on the TaskExecutors before its scan comes to them, so
+// that their tasks are adopted within their task lease however many jobs
+// wait.
+type PlanReader interface {
+	// ReadExecutionPlans returns the plans of the jobs of ids that have
+	// one, each with its cancel request (nil if none), in no particular
+	// order; a job without a plan is left out.
+	ReadExecutionPlans(ctx context.Context, ids []string) ([]StoredPlan, error)
+}

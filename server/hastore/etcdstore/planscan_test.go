@@ -65,3 +65,57 @@ func TestScanExecutionPlans(t *testing.T) {
 		t.Errorf("a scan without a limit: %d plans, %v; want %d", len(all), err, len(ids))
 	}
 }
+
+// ReadExecutionPlans reads the plans of the jobs it is given, across
+// several transactions, each with its own cancel request, and leaves out
+// the jobs without a plan; an invalid id fails the call.
+func TestReadExecutionPlans(t *testing.T) {
+	t.Parallel()
+	env, ctx := newPlanLeadEnv(t, "/read/")
+	var ids []string
+	for i := range 150 { // more than one transaction's jobs
+		id := fmt.Sprintf("job-%03d", i)
+		if i%3 != 0 { // every third job has no plan
+			if err := env.store.PutExecutionPlan(ctx, env.f, testPlan(id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ids = append(ids, id)
+	}
+	canceled := map[string]bool{"job-001": true, "job-064": true, "job-065": true, "job-149": true}
+	for id := range canceled {
+		if err := env.store.RequestCancel(ctx, env.f, id, &jobplanev1.Cancellation{RequestId: "r-" + id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read, err := env.store.ReadExecutionPlans(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, p := range read {
+		id := p.Plan.GetJobId()
+		got[id] = true
+		want, err := env.store.GetExecutionPlan(ctx, id)
+		if err != nil || !proto.Equal(want, p.Plan) {
+			t.Errorf("plan of %s: %v; want it as GetExecutionPlan reads it (%v)", id, p.Plan, err)
+		}
+		switch c := p.Cancellation; {
+		case canceled[id] && c.GetRequestId() != "r-"+id:
+			t.Errorf("cancel request of %s = %v; want its own, r-%s", id, c, id)
+		case !canceled[id] && c != nil:
+			t.Errorf("cancel request of %s = %v; want none", id, c)
+		}
+	}
+	for i, id := range ids {
+		if got[id] != (i%3 != 0) {
+			t.Errorf("job %s read: %v; want %v (only the jobs with a plan)", id, got[id], i%3 != 0)
+		}
+	}
+	if len(read) != 100 {
+		t.Errorf("read %d plans; want 100, each once", len(read))
+	}
+	if _, err := env.store.ReadExecutionPlans(ctx, []string{"job-001", ""}); err == nil {
+		t.Error("an empty job id was read; want an error")
+	}
+}

@@ -1,6 +1,7 @@
 package etcdstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -523,6 +524,86 @@ func (s *Store) ScanExecutionPlans(ctx context.Context, after string, limit int)
 	}
 	for i := range out {
 		out[i].Cancellation = cancels[out[i].Plan.GetJobId()]
+	}
+	return out, nil
+}
+
+var _ hastore.PlanReader = (*Store)(nil)
+
+// Bounds of ReadExecutionPlans: the jobs read by one transaction (two
+// gets each, within the member's max-txn-ops), and the transactions in
+// flight at once.
+const (
+	planReadJobs      = DefaultMaxTxnOps / 2
+	planReadsInFlight = 8
+)
+
+// ReadExecutionPlans implements hastore.PlanReader: one read-only
+// transaction per planReadJobs jobs (its plan and its cancel request),
+// planReadsInFlight at a time.
+func (s *Store) ReadExecutionPlans(ctx context.Context, ids []string) ([]hastore.StoredPlan, error) {
+	for _, id := range ids {
+		if err := hastore.ValidateJobID(id); err != nil {
+			return nil, err
+		}
+	}
+	var (
+		mu    sync.Mutex
+		out   []hastore.StoredPlan
+		first error
+		wg    sync.WaitGroup
+		sem   = make(chan struct{}, planReadsInFlight)
+	)
+	for lo := 0; lo < len(ids); lo += planReadJobs {
+		chunk := ids[lo:min(lo+planReadJobs, len(ids))]
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			got, err := s.readPlans(ctx, chunk)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				first = cmp.Or(first, err)
+				return
+			}
+			out = append(out, got...)
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return nil, first
+	}
+	return out, nil
+}
+
+// readPlans reads the plans and cancel requests of ids in one read-only
+// transaction.
+func (s *Store) readPlans(ctx context.Context, ids []string) ([]hastore.StoredPlan, error) {
+	ops := make([]clientv3.Op, 0, 2*len(ids))
+	for _, id := range ids {
+		ops = append(ops, clientv3.OpGet(s.planKey(id)), clientv3.OpGet(s.cancelKey(id)))
+	}
+	resp, err := s.client.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, unavailable(ctx, err)
+	}
+	var out []hastore.StoredPlan
+	for i, id := range ids {
+		plans, cancels := resp.Responses[2*i].GetResponseRange(), resp.Responses[2*i+1].GetResponseRange()
+		if len(plans.GetKvs()) == 0 {
+			continue
+		}
+		sp := hastore.StoredPlan{Plan: new(hastorev1.ExecutionPlan)}
+		if err := proto.Unmarshal(plans.GetKvs()[0].Value, sp.Plan); err != nil {
+			return nil, fmt.Errorf("hastore: decode plan of job %s: %w", id, err)
+		}
+		if kvs := cancels.GetKvs(); len(kvs) > 0 {
+			sp.Cancellation = new(jobplanev1.Cancellation)
+			if err := proto.Unmarshal(kvs[0].Value, sp.Cancellation); err != nil {
+				return nil, fmt.Errorf("hastore: decode cancel request of job %s: %w", id, err)
+			}
+		}
+		out = append(out, sp)
 	}
 	return out, nil
 }

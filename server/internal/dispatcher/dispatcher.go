@@ -186,7 +186,12 @@ type leadership struct {
 	// recovering holds the recovered jobs' starts while recovery reads
 	// the plans; nil before and after. d.mu guards it.
 	recovering *recoveredStarts
-	jobs       map[string]*job
+	// held, while a scan recovers the jobs from a store that also reads
+	// plans by id (hastore.PlanReader), takes the ids of jobs holding
+	// slots that Hurry did not find, for readHolders; nil otherwise. d.mu
+	// guards it.
+	held chan []string
+	jobs map[string]*job
 	// index holds the accepted jobs of jobs, ordered and counted by
 	// status for GetClusterOverview and ListJobs.
 	index *jobIndex
@@ -551,6 +556,26 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) (*recoveredSta
 // result, for a store that reads plans a page at a time.
 func (d *Dispatcher) recoverScanned(ctx context.Context, ld *leadership, scanner hastore.PlanScanner, starts *recoveredStarts) error {
 	start, recovered := time.Now(), 0
+	// The jobs holding slots are read ahead of the scan where the store
+	// can: their tasks are adopted within their task lease only if their
+	// JobMasters start in time, and a scan of a hundred thousand plans
+	// takes longer.
+	if reader, ok := d.cfg.Store.(hastore.PlanReader); ok && d.cfg.TaskExecutors != nil {
+		held := make(chan []string, heldBacklog)
+		rctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		d.mu.Lock()
+		ld.held = held
+		d.mu.Unlock()
+		wg.Go(func() { d.readHolders(rctx, ld, reader, starts, held) })
+		defer func() {
+			d.mu.Lock()
+			ld.held = nil
+			d.mu.Unlock()
+			stop()
+			wg.Wait()
+		}()
+	}
 	for after := ""; ; {
 		page, err := scanner.ScanExecutionPlans(ctx, after, recoveryPage)
 		if err != nil {
@@ -582,6 +607,77 @@ func (d *Dispatcher) recoverScanned(ctx context.Context, ld *leadership, scanner
 		}
 		after = page[len(page)-1].Plan.GetJobId()
 	}
+}
+
+// heldBacklog bounds the lists of held jobs waiting for readHolders:
+// one comes with each TaskExecutor's registration, and a list dropped
+// only leaves its jobs to the scan.
+const heldBacklog = 64
+
+// readHolders records and starts, ahead of the scan, the jobs that hold
+// slots on a registered TaskExecutor: those the ResourceManager knows
+// now, then those of each list on held, until ctx ends. It reads their
+// plans by id, many at once. A job the scan (or a submission) recorded
+// first is left to it; a read that fails leaves its jobs to the scan.
+func (d *Dispatcher) readHolders(ctx context.Context, ld *leadership, reader hastore.PlanReader, starts *recoveredStarts, held <-chan []string) {
+	ids := d.jobsHoldingSlots(ld)
+	for {
+		if err := d.recoverHolders(ctx, ld, reader, starts, ids); err != nil {
+			if ctx.Err() == nil {
+				d.log.Warn("reading the plans of the jobs holding slots failed; the scan will come to them", "jobs", len(ids), "err", err)
+			}
+		}
+		select {
+		case ids = <-held:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// recoverHolders reads the plans of the jobs of ids not recorded yet,
+// records them, and starts their runners at once, each awaited as the
+// scan's holders are (awaitLocked).
+func (d *Dispatcher) recoverHolders(ctx context.Context, ld *leadership, reader hastore.PlanReader, starts *recoveredStarts, ids []string) error {
+	unknown := func() []string {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		var out []string
+		for _, id := range ids {
+			if _, known := ld.jobs[id]; !known {
+				out = append(out, id)
+			}
+		}
+		return out
+	}()
+	if len(unknown) == 0 {
+		return nil
+	}
+	plans, err := reader.ReadExecutionPlans(ctx, unknown)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	var recorded []string
+	for _, p := range plans {
+		id := p.Plan.GetJobId()
+		if _, known := ld.jobs[id]; known {
+			continue
+		}
+		if err = d.recoverJobLocked(ld, p.Plan, p.Cancellation, starts); err != nil {
+			break
+		}
+		recorded = append(recorded, id)
+	}
+	early := ld.awaitLocked(starts, recorded)
+	d.mu.Unlock()
+	for _, start := range early {
+		start()
+	}
+	if len(recorded) > 0 {
+		d.log.Info("started the jobs holding slots ahead of the scan", "jobs", len(recorded))
+	}
+	return err
 }
 
 // recoveryPage is the plans a recovery reads at once from a store that
@@ -618,19 +714,30 @@ type recoveredStarts struct {
 // Hurry launches at once the jobs of ids that wait for a seat in the
 // admission window: a TaskExecutor showed slots of theirs, where tasks
 // may run and wait for a JobMaster to adopt them (a leader's first
-// heartbeats with a TaskExecutor that registered late). Jobs not known,
-// or launched, are left as they are; a job whose runner has not started
-// yet is launched first by the recovery (launch asks for the jobs
-// holding slots).
+// heartbeats with a TaskExecutor that registered late). Jobs launched
+// are left as they are; a job whose runner has not started yet is
+// launched first by the recovery (launch asks for the jobs holding
+// slots), and one not recorded yet, while a scan recovers the jobs, has
+// its plan read ahead of the scan (readHolders).
 func (d *Dispatcher) Hurry(ids []string) {
 	var hurry []interface{ Hurry() }
 	d.mu.Lock()
 	if ld := d.lead; ld != nil {
+		var unknown []string
 		for _, id := range ids {
-			if j := ld.jobs[id]; j != nil {
-				if h, ok := j.runner.(interface{ Hurry() }); ok {
-					hurry = append(hurry, h)
-				}
+			j := ld.jobs[id]
+			if j == nil {
+				unknown = append(unknown, id)
+				continue
+			}
+			if h, ok := j.runner.(interface{ Hurry() }); ok {
+				hurry = append(hurry, h)
+			}
+		}
+		if len(unknown) > 0 && ld.held != nil {
+			select {
+			case ld.held <- unknown: // recovery reads their plans ahead of its scan
+			default: // the scan comes to them
 			}
 		}
 	}

@@ -149,11 +149,13 @@ func TestRecoveryStartsTheJobsHoldingSlotsFirst(t *testing.T) {
 	}
 }
 
-// heldPages is the etcd store, its plan scan's page after the job
-// after held until release closes; arrived is closed when that page is
-// asked for.
+// heldPages is the etcd store as a hastore.PlanScanner that reads no
+// plans by id (no hastore.PlanReader), its plan scan's page after the
+// job after held until release closes; arrived is closed when that page
+// is asked for.
 type heldPages struct {
-	*etcdstore.Store
+	hastore.Store
+	etcd             *etcdstore.Store
 	after            string
 	arrived, release chan struct{}
 }
@@ -167,7 +169,34 @@ func (s heldPages) ScanExecutionPlans(ctx context.Context, after string, limit i
 			return nil, ctx.Err()
 		}
 	}
-	return s.Store.ScanExecutionPlans(ctx, after, limit)
+	return s.etcd.ScanExecutionPlans(ctx, after, limit)
+}
+
+// heldReader is heldPages that also reads plans by id, as the etcd store
+// does (hastore.PlanReader).
+type heldReader struct{ heldPages }
+
+func (s heldReader) ReadExecutionPlans(ctx context.Context, ids []string) ([]hastore.StoredPlan, error) {
+	return s.etcd.ReadExecutionPlans(ctx, ids)
+}
+
+// changingTEs are TaskExecutors whose jobs holding slots change.
+type changingTEs struct {
+	refusingTEs
+	mu      sync.Mutex
+	holding []string
+}
+
+func (c *changingTEs) JobsHoldingSlots() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.holding)
+}
+
+func (c *changingTEs) hold(ids ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holding = append(c.holding, ids...)
 }
 
 // A recovery that reads the plans a page at a time starts the jobs that
@@ -190,7 +219,7 @@ func TestRecoveryStartsTheJobsHoldingSlotsAsTheirPageIsRead(t *testing.T) {
 		}
 	}
 	dispatcher.SetRecoveryPage(t, 2) // pages a b, c d, e f
-	store := heldPages{Store: etcd, after: "b", arrived: make(chan struct{}), release: make(chan struct{})}
+	store := heldPages{Store: etcd, etcd: etcd, after: "b", arrived: make(chan struct{}), release: make(chan struct{})}
 	var (
 		mu    sync.Mutex
 		order []string
@@ -247,4 +276,94 @@ func TestRecoveryStartsTheJobsHoldingSlotsAsTheirPageIsRead(t *testing.T) {
 	if ids := startedIDs(); !slices.Equal(ids[:2], []string{"b", "e"}) || !slices.Equal(ids[2:], []string{"a", "c", "d", "f"}) {
 		t.Errorf("runners started in the order %v; want b and e (holding slots, as their pages are read), then a, c, d, f", ids)
 	}
+}
+
+// A recovery from a store that also reads plans by id starts the jobs
+// holding slots before its scan comes to them: those the TaskExecutors
+// showed before it began, and those of a TaskExecutor that registers
+// while it runs (Hurry), while the scan's first page is held. The jobs
+// holding no slots start once those reported.
+func TestRecoveryStartsTheJobsHoldingSlotsAheadOfTheScan(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	etcd, sess := openStore(ctx, t)
+	l, err := sess.Campaign(ctx, election.JobManager, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	graph := &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}}
+	for _, id := range []string{"a", "b", "c", "d", "e", "f"} {
+		if err := etcd.PutExecutionPlan(ctx, l.Fence(), &hastorev1.ExecutionPlan{JobId: id, JobGraph: graph}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dispatcher.SetRecoveryPage(t, 2) // pages a b, c d, e f
+	store := heldReader{heldPages{Store: etcd, etcd: etcd, after: "", arrived: make(chan struct{}), release: make(chan struct{})}}
+	tes := &changingTEs{holding: []string{"e", "b"}}
+	var (
+		mu    sync.Mutex
+		order []string
+	)
+	startedIDs := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(order)
+	}
+	d, err := dispatcher.New(dispatcher.Config{
+		Store: store, Logger: quietLogger(), TaskExecutors: tes,
+		Jobs: jobsOf(etcd, func(plan *hastorev1.ExecutionPlan, _ bool, _ *hastore.Leadership, report func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+			id := plan.GetJobId()
+			return &startedRunner{id: id, started: func(string) {
+				mu.Lock()
+				order = append(order, id)
+				mu.Unlock()
+				report(&jobplanev1.JobSummary{JobId: id, Status: jobstatus.Running})
+			}}, nil
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, stop := context.WithCancel(l.Context())
+	done := make(chan error, 1)
+	go func() { done <- d.Lead(lctx, l) }()
+	defer func() { stop(); <-done }()
+	waitStarted := func(n int, what string) []string {
+		t.Helper()
+		for wait := time.Now().Add(20 * time.Second); len(startedIDs()) < n; {
+			if time.Now().After(wait) {
+				t.Fatalf("%s: the runners started are %v", what, startedIDs())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return startedIDs()
+	}
+
+	select {
+	case <-store.arrived:
+	case <-ctx.Done():
+		t.Fatal("the recovery did not ask for the first page")
+	}
+	// The first page is held: b and e start all the same.
+	if ids := waitStarted(2, "while the first page is held"); !sameSet(ids, []string{"b", "e"}) {
+		t.Errorf("while the first page of plans is held, the runners started are %v; want b's and e's", ids)
+	}
+	// A TaskExecutor that registers now shows d's slots.
+	tes.hold("d")
+	d.Hurry([]string{"d"})
+	if ids := waitStarted(3, "after d's TaskExecutor registered"); ids[2] != "d" {
+		t.Errorf("after d's TaskExecutor registered, the runners started are %v; want d's third", ids)
+	}
+	close(store.release)
+	if ids := waitStarted(6, "after the scan"); !slices.Equal(ids[3:], []string{"a", "c", "f"}) {
+		t.Errorf("runners started in the order %v; want b, e and d (holding slots, ahead of the scan), then a, c, f", ids)
+	}
+}
+
+// sameSet reports whether a and b hold the same strings, in any order.
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }
