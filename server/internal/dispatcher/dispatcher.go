@@ -576,7 +576,11 @@ func (d *Dispatcher) recoverScanned(ctx context.Context, ld *leadership, scanner
 			wg.Wait()
 		}()
 	}
+	yield := launchHold
 	for after := ""; ; {
+		if err := d.yieldToHolders(ctx, ld, &yield); err != nil {
+			return err
+		}
 		page, err := scanner.ScanExecutionPlans(ctx, after, recoveryPage)
 		if err != nil {
 			return err
@@ -609,6 +613,33 @@ func (d *Dispatcher) recoverScanned(ctx context.Context, ld *leadership, scanner
 	}
 }
 
+// yieldToHolders waits, before the scan reads its next page, until the
+// recovered jobs holding slots whose runners started have reported
+// (settleLocked), within what is left of budget: on a small machine the
+// scan's work would slow their campaigns, and their tasks wait to be
+// adopted within the task lease, while the jobs still to be read only
+// wait for slots.
+func (d *Dispatcher) yieldToHolders(ctx context.Context, ld *leadership, budget *time.Duration) error {
+	d.mu.Lock()
+	awaiting, settled := len(ld.awaiting) > 0, ld.settled
+	d.mu.Unlock()
+	if !awaiting || *budget <= 0 {
+		return nil
+	}
+	start := time.Now()
+	timer := time.NewTimer(*budget)
+	defer timer.Stop()
+	defer func() { *budget -= time.Since(start) }()
+	select {
+	case <-settled:
+	case <-timer.C:
+	case <-ld.ctx.Done():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
 // heldBacklog bounds the lists of held jobs waiting for readHolders:
 // one comes with each TaskExecutor's registration, and a list dropped
 // only leaves its jobs to the scan.
@@ -631,6 +662,16 @@ func (d *Dispatcher) readHolders(ctx context.Context, ld *leadership, reader has
 		case ids = <-held:
 		case <-ctx.Done():
 			return
+		}
+		// The lists that came meanwhile (TaskExecutors register at
+		// about the same time) go in the same read.
+		for more := true; more; {
+			select {
+			case next := <-held:
+				ids = append(ids, next...)
+			default:
+				more = false
+			}
 		}
 	}
 }

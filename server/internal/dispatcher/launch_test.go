@@ -367,3 +367,104 @@ func sameSet(a, b []string) bool {
 	slices.Sort(b)
 	return slices.Equal(a, b)
 }
+
+// pageLog is heldReader that also notes, in a shared log, each page its
+// scan is asked for ("scan after <id>").
+type pageLog struct {
+	heldReader
+	note func(string)
+}
+
+func (s pageLog) ScanExecutionPlans(ctx context.Context, after string, limit int) ([]hastore.StoredPlan, error) {
+	s.note("scan after " + after)
+	return s.heldReader.ScanExecutionPlans(ctx, after, limit)
+}
+
+// While the jobs holding slots that recovery started ahead of its scan
+// have not reported their JobMasters, the scan reads no further page:
+// on a small machine its work would slow their campaigns, and their
+// tasks must be adopted within the task lease.
+func TestRecoveryScanWaitsForTheJobsHoldingSlots(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	etcd, sess := openStore(ctx, t)
+	l, err := sess.Campaign(ctx, election.JobManager, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	graph := &jobplanev1.JobGraph{Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}}
+	for _, id := range []string{"a", "b", "c", "d", "e", "f"} {
+		if err := etcd.PutExecutionPlan(ctx, l.Fence(), &hastorev1.ExecutionPlan{JobId: id, JobGraph: graph}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dispatcher.SetRecoveryPage(t, 2) // pages a b, c d, e f
+	var (
+		mu      sync.Mutex
+		log     []string
+		started = make(chan string, 6)
+		reports = map[string]func(*jobplanev1.JobSummary){}
+	)
+	note := func(s string) {
+		mu.Lock()
+		log = append(log, s)
+		mu.Unlock()
+	}
+	store := pageLog{heldReader{heldPages{Store: etcd, etcd: etcd, after: "", arrived: make(chan struct{}), release: make(chan struct{})}}, note}
+	d, err := dispatcher.New(dispatcher.Config{
+		Store: store, Logger: quietLogger(), TaskExecutors: &changingTEs{holding: []string{"e", "b"}},
+		Jobs: jobsOf(etcd, func(plan *hastorev1.ExecutionPlan, _ bool, _ *hastore.Leadership, report func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+			id := plan.GetJobId()
+			return &startedRunner{id: id, started: func(string) {
+				mu.Lock()
+				reports[id] = report
+				mu.Unlock()
+				started <- id
+			}}, nil
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, stop := context.WithCancel(l.Context())
+	done := make(chan error, 1)
+	go func() { done <- d.Lead(lctx, l) }()
+	defer func() { stop(); <-done }()
+	next := func() string {
+		t.Helper()
+		select {
+		case id := <-started:
+			return id
+		case <-ctx.Done():
+			t.Fatal("a runner did not start")
+			return ""
+		}
+	}
+
+	// b and e start ahead of the held first page, and do not report.
+	if got := []string{next(), next()}; !sameSet(got, []string{"b", "e"}) {
+		t.Fatalf("runners started ahead of the scan: %v; want b's and e's", got)
+	}
+	close(store.release)
+	// The first page comes; a while later, b and e report, and only then
+	// may the scan ask for the second page.
+	select {
+	case <-time.After(200 * time.Millisecond):
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	log = append(log, "reported")
+	for _, id := range []string{"b", "e"} {
+		reports[id](&jobplanev1.JobSummary{JobId: id, Status: jobstatus.Running})
+	}
+	mu.Unlock()
+	for range 4 { // a, c, d, f
+		next()
+	}
+	mu.Lock()
+	got := slices.Clone(log)
+	mu.Unlock()
+	if want := []string{"scan after ", "reported", "scan after b", "scan after d", "scan after f"}; !slices.Equal(got, want) {
+		t.Errorf("the scan's pages and the holders' reports came in the order %q; want %q", got, want)
+	}
+}
