@@ -1,12 +1,15 @@
 package etcdstore_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/server/hastore"
+	"github.com/jobplane/jobplane/server/hastore/etcdstore"
 )
 
 // ScanExecutionPlans reads the plans a page at a time in job id order,
@@ -40,18 +43,8 @@ func TestScanExecutionPlans(t *testing.T) {
 			t.Fatalf("a page of %d plans, over its limit of 70", len(page))
 		}
 		for _, p := range page {
-			id := p.Plan.GetJobId()
-			got = append(got, id)
-			want, err := env.store.GetExecutionPlan(ctx, id)
-			if err != nil || !proto.Equal(want, p.Plan) {
-				t.Errorf("plan of %s: %v; want it as GetExecutionPlan reads it (%v)", id, p.Plan, err)
-			}
-			switch c := p.Cancellation; {
-			case canceled[id] && c.GetRequestId() != "r-"+id:
-				t.Errorf("cancel request of %s = %v; want its own, r-%s", id, c, id)
-			case !canceled[id] && c != nil:
-				t.Errorf("cancel request of %s = %v; want none", id, c)
-			}
+			got = append(got, p.Plan.GetJobId())
+			checkStoredPlan(ctx, t, env.store, p, canceled)
 		}
 		if len(page) < 70 {
 			break
@@ -94,18 +87,8 @@ func TestReadExecutionPlans(t *testing.T) {
 	}
 	got := map[string]bool{}
 	for _, p := range read {
-		id := p.Plan.GetJobId()
-		got[id] = true
-		want, err := env.store.GetExecutionPlan(ctx, id)
-		if err != nil || !proto.Equal(want, p.Plan) {
-			t.Errorf("plan of %s: %v; want it as GetExecutionPlan reads it (%v)", id, p.Plan, err)
-		}
-		switch c := p.Cancellation; {
-		case canceled[id] && c.GetRequestId() != "r-"+id:
-			t.Errorf("cancel request of %s = %v; want its own, r-%s", id, c, id)
-		case !canceled[id] && c != nil:
-			t.Errorf("cancel request of %s = %v; want none", id, c)
-		}
+		got[p.Plan.GetJobId()] = true
+		checkStoredPlan(ctx, t, env.store, p, canceled)
 	}
 	for i, id := range ids {
 		if got[id] != (i%3 != 0) {
@@ -117,5 +100,23 @@ func TestReadExecutionPlans(t *testing.T) {
 	}
 	if _, err := env.store.ReadExecutionPlans(ctx, []string{"job-001", ""}); err == nil {
 		t.Error("an empty job id was read; want an error")
+	}
+}
+
+// checkStoredPlan checks a plan read with its cancel request against the
+// plan GetExecutionPlan reads, and the request against the jobs canceled
+// (each with the request "r-<job id>").
+func checkStoredPlan(ctx context.Context, t *testing.T, store *etcdstore.Store, p hastore.StoredPlan, canceled map[string]bool) {
+	t.Helper()
+	id := p.Plan.GetJobId()
+	want, err := store.GetExecutionPlan(ctx, id)
+	if err != nil || !proto.Equal(want, p.Plan) {
+		t.Errorf("plan of %s: %v; want it as GetExecutionPlan reads it (%v)", id, p.Plan, err)
+	}
+	switch c := p.Cancellation; {
+	case canceled[id] && c.GetRequestId() != "r-"+id:
+		t.Errorf("cancel request of %s = %v; want its own, r-%s", id, c, id)
+	case !canceled[id] && c != nil:
+		t.Errorf("cancel request of %s = %v; want none", id, c)
 	}
 }
