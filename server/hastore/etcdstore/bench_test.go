@@ -48,14 +48,7 @@ func BenchmarkPlanPut(b *testing.B) {
 	store := openBenchStore(b)
 	raw := store.Client()
 	txns := countTxns(raw)
-	sess, err := store.OpenSession(ctx, hastore.SessionConfig{TTL: 30 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	l, err := sess.Campaign(ctx, election.JobManager, "")
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, l := benchGrant(ctx, b, store)
 	data, _ := proto.Marshal(storetest.BenchPlan("j"))
 	plans := benchPlans(b.N)
 
@@ -115,14 +108,7 @@ func BenchmarkJobWrites(b *testing.B) {
 	ctx := context.Background()
 	store := openBenchStore(b)
 	txns := countTxns(store.Client())
-	sess, err := store.OpenSession(ctx, hastore.SessionConfig{TTL: 30 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	l, err := sess.Campaign(ctx, election.JobManager, "")
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, l := benchGrant(ctx, b, store)
 	f := l.Fence()
 	plans := benchPlans(b.N)
 	before, _ := txns.snapshot()
@@ -152,15 +138,7 @@ func BenchmarkJobLife(b *testing.B) {
 	ctx := context.Background()
 	store := openBenchStore(b)
 	txns := countTxns(store.Client())
-	sess, err := store.OpenSession(ctx, hastore.SessionConfig{TTL: 30 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sess.Close(ctx)
-	dispatcher, err := sess.Campaign(ctx, election.JobManager, "")
-	if err != nil {
-		b.Fatal(err)
-	}
+	sess, dispatcher := benchGrant(ctx, b, store)
 	plans := benchPlans(b.N)
 	before, _ := txns.snapshot()
 
@@ -246,15 +224,7 @@ const campaignCallers = 1024
 func BenchmarkCampaigns(b *testing.B) {
 	ctx := context.Background()
 	store := openBenchStore(b)
-	sess, err := store.OpenSession(ctx, hastore.SessionConfig{TTL: 30 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sess.Close(ctx)
-	dispatcher, err := sess.Campaign(ctx, election.JobManager, "")
-	if err != nil {
-		b.Fatal(err)
-	}
+	sess, dispatcher := benchGrant(ctx, b, store)
 	if benchStorePlans > 0 {
 		plans := benchPlans(benchStorePlans)
 		if _, err := storetest.Measure(len(plans), benchWriters, func(i int) error {
@@ -281,4 +251,20 @@ func BenchmarkCampaigns(b *testing.B) {
 	b.ReportMetric(10_000/grants.PerSecond, "s/10k-grants")
 	b.ReportMetric(float64(grants.P99.Microseconds())/1000, "grant-p99-ms")
 	b.ReportMetric(float64(len(after)-len(before))/float64(b.N), "txns/grant")
+}
+
+// benchGrant opens a session on store, closed with b, and returns it
+// with its grant of the election jobmanager.
+func benchGrant(ctx context.Context, b *testing.B, store *etcdstore.Store) (hastore.Session, *hastore.Leadership) {
+	b.Helper()
+	sess, err := store.OpenSession(ctx, hastore.SessionConfig{TTL: 30 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sess.Close(context.Background()) })
+	l, err := sess.Campaign(ctx, election.JobManager, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return sess, l
 }
