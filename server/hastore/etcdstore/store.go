@@ -407,9 +407,9 @@ func planOutcome(resp *pb.ResponseOp, plan *hastorev1.ExecutionPlan) (created []
 	if len(kvs) == 0 {
 		return nil, hastore.ErrPlanExists // removed in the same transaction; cannot be told apart
 	}
-	stored := new(hastorev1.ExecutionPlan)
-	if err := proto.Unmarshal(kvs[0].Value, stored); err != nil {
-		return nil, fmt.Errorf("hastore: decode plan of job %s: %w", plan.GetJobId(), err)
+	stored, err := decodePlan(plan.GetJobId(), kvs[0].Value)
+	if err != nil {
+		return nil, err
 	}
 	if !hastore.Same(stored, plan) {
 		return nil, hastore.ErrPlanExists
@@ -451,11 +451,7 @@ func (s *Store) GetExecutionPlan(ctx context.Context, jobID string) (*hastorev1.
 	if len(resp.Kvs) == 0 {
 		return nil, hastore.ErrPlanNotFound
 	}
-	plan := new(hastorev1.ExecutionPlan)
-	if err := proto.Unmarshal(resp.Kvs[0].Value, plan); err != nil {
-		return nil, fmt.Errorf("hastore: decode plan of job %s: %w", jobID, err)
-	}
-	return plan, nil
+	return decodePlan(jobID, resp.Kvs[0].Value)
 }
 
 // ListExecutionPlans implements hastore.Store.
@@ -491,9 +487,9 @@ func (s *Store) ScanExecutionPlans(ctx context.Context, after string, limit int)
 		decode error
 	)
 	rev, err := s.scanAt(ctx, s.planPrefix(), after, false, planBatch, planBatchMax, func(key string, value []byte) bool {
-		plan := new(hastorev1.ExecutionPlan)
-		if decode = proto.Unmarshal(value, plan); decode != nil {
-			decode = fmt.Errorf("hastore: decode plan of job %s: %w", key, decode)
+		plan, err := decodePlan(key, value)
+		if err != nil {
+			decode = err
 			return false
 		}
 		out = append(out, hastore.StoredPlan{Plan: plan})
@@ -515,10 +511,10 @@ func (s *Store) ScanExecutionPlans(ctx context.Context, after string, limit int)
 	cancels := make(map[string]*jobplanev1.Cancellation, len(resp.Kvs))
 	pfx := s.cancelKey("")
 	for _, kv := range resp.Kvs {
-		c := new(jobplanev1.Cancellation)
 		id := strings.TrimPrefix(string(kv.Key), pfx)
-		if err := proto.Unmarshal(kv.Value, c); err != nil {
-			return nil, fmt.Errorf("hastore: decode cancel request of job %s: %w", id, err)
+		c, err := decodeCancellation(id, kv.Value)
+		if err != nil {
+			return nil, err
 		}
 		cancels[id] = c
 	}
@@ -593,14 +589,13 @@ func (s *Store) readPlans(ctx context.Context, ids []string) ([]hastore.StoredPl
 		if len(plans.GetKvs()) == 0 {
 			continue
 		}
-		sp := hastore.StoredPlan{Plan: new(hastorev1.ExecutionPlan)}
-		if err := proto.Unmarshal(plans.GetKvs()[0].Value, sp.Plan); err != nil {
-			return nil, fmt.Errorf("hastore: decode plan of job %s: %w", id, err)
+		var sp hastore.StoredPlan
+		if sp.Plan, err = decodePlan(id, plans.GetKvs()[0].Value); err != nil {
+			return nil, err
 		}
 		if kvs := cancels.GetKvs(); len(kvs) > 0 {
-			sp.Cancellation = new(jobplanev1.Cancellation)
-			if err := proto.Unmarshal(kvs[0].Value, sp.Cancellation); err != nil {
-				return nil, fmt.Errorf("hastore: decode cancel request of job %s: %w", id, err)
+			if sp.Cancellation, err = decodeCancellation(id, kvs[0].Value); err != nil {
+				return nil, err
 			}
 		}
 		out = append(out, sp)
@@ -794,8 +789,22 @@ func (s *Store) Cancellation(ctx context.Context, jobID string) (*jobplanev1.Can
 	if len(resp.Kvs) == 0 {
 		return nil, nil
 	}
+	return decodeCancellation(jobID, resp.Kvs[0].Value)
+}
+
+// decodePlan decodes the stored plan of job jobID.
+func decodePlan(jobID string, value []byte) (*hastorev1.ExecutionPlan, error) {
+	plan := new(hastorev1.ExecutionPlan)
+	if err := proto.Unmarshal(value, plan); err != nil {
+		return nil, fmt.Errorf("hastore: decode plan of job %s: %w", jobID, err)
+	}
+	return plan, nil
+}
+
+// decodeCancellation decodes the stored cancel request of job jobID.
+func decodeCancellation(jobID string, value []byte) (*jobplanev1.Cancellation, error) {
 	c := new(jobplanev1.Cancellation)
-	if err := proto.Unmarshal(resp.Kvs[0].Value, c); err != nil {
+	if err := proto.Unmarshal(value, c); err != nil {
 		return nil, fmt.Errorf("hastore: decode cancel request of job %s: %w", jobID, err)
 	}
 	return c, nil

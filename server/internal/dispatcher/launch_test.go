@@ -209,27 +209,9 @@ func TestRecoveryStartsTheJobsHoldingSlotsAsTheirPageIsRead(t *testing.T) {
 	defer cancel()
 	etcd, l := sixPlans(ctx, t)
 	store := heldPages{Store: etcd, etcd: etcd, after: "b", arrived: make(chan struct{}), release: make(chan struct{})}
-	var (
-		mu    sync.Mutex
-		order []string
-	)
-	startedIDs := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(order)
-	}
+	jobs, startedIDs := reportingRunners(etcd)
 	d, err := dispatcher.New(dispatcher.Config{
-		Store: store, Logger: quietLogger(), TaskExecutors: &holdingTEs{holding: []string{"e", "b"}},
-		Jobs: jobsOf(etcd, func(plan *hastorev1.ExecutionPlan, _ bool, _ *hastore.Leadership, report func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
-			id := plan.GetJobId()
-			return &startedRunner{id: id, started: func(string) {
-				mu.Lock()
-				order = append(order, id)
-				mu.Unlock()
-				// Its JobMaster reports at once.
-				report(&jobplanev1.JobSummary{JobId: id, Status: jobstatus.Running})
-			}}, nil
-		}),
+		Store: store, Logger: quietLogger(), TaskExecutors: &holdingTEs{holding: []string{"e", "b"}}, Jobs: jobs,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -275,27 +257,8 @@ func TestRecoveryStartsTheJobsHoldingSlotsAheadOfTheScan(t *testing.T) {
 	etcd, l := sixPlans(ctx, t)
 	store := heldReader{heldPages{Store: etcd, etcd: etcd, after: "", arrived: make(chan struct{}), release: make(chan struct{})}}
 	tes := &changingTEs{holding: []string{"e", "b"}}
-	var (
-		mu    sync.Mutex
-		order []string
-	)
-	startedIDs := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(order)
-	}
-	d, err := dispatcher.New(dispatcher.Config{
-		Store: store, Logger: quietLogger(), TaskExecutors: tes,
-		Jobs: jobsOf(etcd, func(plan *hastorev1.ExecutionPlan, _ bool, _ *hastore.Leadership, report func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
-			id := plan.GetJobId()
-			return &startedRunner{id: id, started: func(string) {
-				mu.Lock()
-				order = append(order, id)
-				mu.Unlock()
-				report(&jobplanev1.JobSummary{JobId: id, Status: jobstatus.Running})
-			}}, nil
-		}),
-	})
+	jobs, startedIDs := reportingRunners(etcd)
+	d, err := dispatcher.New(dispatcher.Config{Store: store, Logger: quietLogger(), TaskExecutors: tes, Jobs: jobs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,4 +418,27 @@ func leadUntilEnd(t *testing.T, d *dispatcher.Dispatcher, l *hastore.Leadership)
 	done := make(chan error, 1)
 	go func() { done <- d.Lead(lctx, l) }()
 	t.Cleanup(func() { stop(); <-done })
+}
+
+// reportingRunners makes runners whose JobMasters report RUNNING as soon
+// as they start, and returns what lists the jobs started so far, in order.
+func reportingRunners(store hastore.Store) (testJobs, func() []string) {
+	var (
+		mu    sync.Mutex
+		order []string
+	)
+	jobs := jobsOf(store, func(plan *hastorev1.ExecutionPlan, _ bool, _ *hastore.Leadership, report func(*jobplanev1.JobSummary)) (dispatcher.JobRunner, error) {
+		id := plan.GetJobId()
+		return &startedRunner{id: id, started: func(string) {
+			mu.Lock()
+			order = append(order, id)
+			mu.Unlock()
+			report(&jobplanev1.JobSummary{JobId: id, Status: jobstatus.Running})
+		}}, nil
+	})
+	return jobs, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(order)
+	}
 }
