@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/election"
+	"github.com/jobplane/jobplane/sdk/wire/apierror"
 	"github.com/jobplane/jobplane/sdk/worker"
 	"github.com/jobplane/jobplane/server/localcluster"
 )
@@ -17,7 +19,9 @@ import (
 // at once; and the oldest waiting job launches as soon as a launched one
 // first deploys, while the jobs launched before it still wait for slots.
 // Closing the cluster with jobs waiting ends them all (the test's cleanup
-// would hang otherwise).
+// would hang otherwise). A job waiting for a seat keeps no plan: its
+// output is asked of the store's (a wrong vertex or subtask is still
+// told), and it runs on the plan read back once it launches.
 func TestJobsPastTheAdmissionWindowWaitWithoutALeadership(t *testing.T) {
 	started := make(chan string, 8)
 	c := startBlocking(t, localcluster.Config{AdmissionWindow: 2}, started)
@@ -88,6 +92,24 @@ func TestJobsPastTheAdmissionWindowWaitWithoutALeadership(t *testing.T) {
 	if st := status("b"); st != jobplanev1.JobStatus_JOB_STATUS_RUNNING {
 		t.Errorf("job b in the window is %v; want RUNNING (waiting for slots)", st)
 	}
+	for _, tc := range []struct {
+		name   string
+		req    *jobplanev1.GetTaskOutputRequest
+		code   connect.Code
+		reason jobplanev1.ErrorReason
+	}{
+		{"its vertex", &jobplanev1.GetTaskOutputRequest{JobId: "d", VertexId: "v"},
+			connect.CodeNotFound, jobplanev1.ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND},
+		{"an unknown vertex", &jobplanev1.GetTaskOutputRequest{JobId: "d", VertexId: "nope"},
+			connect.CodeInvalidArgument, jobplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT},
+		{"a subtask out of range", &jobplanev1.GetTaskOutputRequest{JobId: "d", VertexId: "v", SubtaskIndex: 1},
+			connect.CodeInvalidArgument, jobplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT},
+	} {
+		_, err := d.GetTaskOutput(ctx, tc.req)
+		if connect.CodeOf(err) != tc.code || !apierror.Is(err, tc.reason) {
+			t.Errorf("output of %s of d, waiting for a seat: %v, want %v %v", tc.name, err, tc.code, tc.reason)
+		}
+	}
 
 	// A job waiting for a seat ends CANCELED when canceled, without
 	// waiting for one.
@@ -109,6 +131,7 @@ func TestJobsPastTheAdmissionWindowWaitWithoutALeadership(t *testing.T) {
 	}
 	waitStarted("b")
 	eventually("d leads once b deployed", func() bool { return !leader("d").IsZero() })
+	eventually("d's JobMaster runs it, on its plan read back", func() bool { return status("d") == jobplanev1.JobStatus_JOB_STATUS_RUNNING })
 	if st := status("c"); st != jobplanev1.JobStatus_JOB_STATUS_RUNNING {
 		t.Errorf("c is %v; want RUNNING (still waiting for slots)", st)
 	}

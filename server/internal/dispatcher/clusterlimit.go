@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"fmt"
 
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/jobgraph"
 )
 
@@ -37,10 +38,10 @@ func (e *LimitError) Error() string {
 	return fmt.Sprintf("dispatcher: the live jobs are at the cluster's limit of %d; job %s was refused", e.Limit, e.JobID)
 }
 
-// admitLocked counts j as live, unless a limit refuses it (check) with a
-// *LimitError; d.mu must be held.
-func (d *Dispatcher) admitLocked(ld *leadership, j *job, check bool) error {
-	n := jobgraph.Subtasks(j.graph)
+// admitLocked counts j, whose graph is graph, as live, unless a limit
+// refuses it (check) with a *LimitError; d.mu must be held.
+func (d *Dispatcher) admitLocked(ld *leadership, j *job, graph *jobplanev1.JobGraph, check bool) error {
+	n := jobgraph.Subtasks(graph)
 	if check {
 		if max := d.cfg.MaxJobs; max > 0 && ld.liveJobs >= max {
 			return &LimitError{JobID: j.id, Limit: max, JobSubtasks: n, LiveSubtasks: ld.liveSubtasks}

@@ -264,10 +264,10 @@ type job struct {
 	// reuses the id): others that would remove it or reuse the id wait
 	// for it, then look again.
 	purging chan struct{}
-	// graph is the job's plan while it runs (shared with its JobMaster),
-	// and placements where its attempts ran once it ended, for a while
-	// (output.go).
-	graph      *jobplanev1.JobGraph
+	// placements is where the job's attempts ran once it ended, for a
+	// while (output.go). Its plan is not kept: its runner and JobMaster
+	// have it, and a job waiting for a seat keeps none (runner.Config's
+	// Plan).
 	placements *jobmaster.Placements
 	// final is the job's details as its JobMaster left them when it
 	// ended, for a while (ended.go).
@@ -734,7 +734,7 @@ func (d *Dispatcher) recoverJobLocked(ld *leadership, plan *hastorev1.ExecutionP
 	j := newJob(plan)
 	j.cancellation = recorded(cancellation)
 	ld.jobs[j.id] = j
-	_ = d.admitLocked(ld, j, false)
+	_ = d.admitLocked(ld, j, plan.GetJobGraph(), false)
 	start, err := d.prepareLocked(ld, j, plan, true, cancellation != nil, nil)
 	if err != nil {
 		return err
@@ -983,7 +983,6 @@ func newJob(plan *hastorev1.ExecutionPlan) *job {
 	j := &job{
 		id: plan.GetJobId(), runID: plan.GetRunId(), digest: plan.GetDigest(), name: plan.GetJobGraph().GetName(),
 		submitTime: plan.GetSubmitTime().AsTime(), owner: plan.GetSubmittedBy(), persisting: make(chan struct{}),
-		graph: plan.GetJobGraph(),
 	}
 	if timeout := plan.GetJobGraph().GetConfig().GetClientHeartbeatTimeout().AsDuration(); timeout > 0 {
 		j.heartbeatTimeout = timeout

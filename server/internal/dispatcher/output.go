@@ -91,7 +91,6 @@ type endedPlacements struct {
 // keepPlacementsLocked keeps where an ended job's attempts ran, for the
 // output retention; d.mu must be held.
 func (d *Dispatcher) keepPlacementsLocked(ld *leadership, j *job, p *jobmaster.Placements) {
-	j.graph = nil // the placements know the vertices from now on
 	if p == nil {
 		return
 	}
@@ -124,15 +123,16 @@ func (d *Dispatcher) expirePlacementsLocked(ld *leadership) {
 func (d *Dispatcher) locate(ctx context.Context, ld *leadership, j *job, q OutputQuery) (jobmaster.Placement, error) {
 	d.mu.Lock()
 	d.expirePlacementsLocked(ld)
-	placements, graph, r, result := j.placements, j.graph, j.runner, j.result
+	placements, r, result, runID := j.placements, j.runner, j.result, j.runID
 	d.mu.Unlock()
 	if placements != nil {
 		return placements.Find(q.VertexID, q.SubtaskIndex, q.Attempt)
 	}
-	if result != nil && graph == nil {
+	if result != nil {
 		// Ended before this leader took over, or long enough ago that
-		// the graph is forgotten: where its attempts ran is kept with its
-		// result, which knows no graph to check the vertex against.
+		// its placements are forgotten: where its attempts ran is kept
+		// with its result, which knows no graph to check the vertex
+		// against.
 		return jobmaster.PlacementsOf(result.GetPlacements()).Find(q.VertexID, q.SubtaskIndex, q.Attempt)
 	}
 	if r != nil {
@@ -145,12 +145,16 @@ func (d *Dispatcher) locate(ctx context.Context, ld *leadership, j *job, q Outpu
 			// The JobMaster stopped meanwhile: as without one.
 		}
 	}
-	// No JobMaster runs the job (not yet, or between two), or the job
-	// ended before this leader took over: nothing is deployed that is
-	// known here. The graph, while kept, still tells a wrong vertex.
-	if graph != nil {
+	// No JobMaster runs the job (not yet, or between two): nothing is
+	// deployed that is known here. Its plan, read from the store (a job
+	// waiting for slots keeps none), still tells a wrong vertex.
+	plan, err := d.cfg.Store.GetExecutionPlan(ctx, q.JobID)
+	if err != nil && ctx.Err() != nil {
+		return jobmaster.Placement{}, ctx.Err()
+	}
+	if err == nil && plan.GetRunId() == runID {
 		found := false
-		for _, v := range graph.GetVertices() {
+		for _, v := range plan.GetJobGraph().GetVertices() {
 			if v.GetId() != q.VertexID {
 				continue
 			}

@@ -178,7 +178,7 @@ func (d *Dispatcher) SubmitReusing(ctx context.Context, jobID string, graph *job
 		}
 		plan := &hastorev1.ExecutionPlan{JobId: jobID, JobGraph: prepared, Digest: digest, SubmitTime: timestamppb.Now(), SubmittedBy: owner.Name, RunId: newRunID()}
 		j := newJob(plan)
-		if err := d.admitLocked(ld, j, true); err != nil {
+		if err := d.admitLocked(ld, j, prepared, true); err != nil {
 			d.mu.Unlock()
 			return SubmitOutcome{}, err
 		}
@@ -386,7 +386,7 @@ func (d *Dispatcher) settleLater(ld *leadership, plan *hastorev1.ExecutionPlan) 
 		d.log.Info("a plan whose put had an unknown outcome is stored; running the job", "job", plan.GetJobId())
 		j := newJob(stored)
 		ld.jobs[j.id] = j
-		_ = d.admitLocked(ld, j, false)
+		_ = d.admitLocked(ld, j, stored.GetJobGraph(), false)
 		if err := d.startLocked(ld, j, stored, true, false, nil); err != nil {
 			ld.forgetLocked(j)
 		}

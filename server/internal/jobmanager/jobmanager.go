@@ -396,9 +396,11 @@ func (j jobs) NewRunner(plan *hastorev1.ExecutionPlan, recovered bool, granted *
 		return recovered || !first || term == nil || !term.Valid()
 	}
 	return runner.New(runner.Config{
-		JobID: plan.GetJobId(), Session: jm.currentSession(), Store: jm.cfg.Store, Address: jm.clusterAddress(), Router: jm.router, Logger: jm.log,
+		JobID: plan.GetJobId(), Plan: plan, Session: jm.currentSession(), Store: jm.cfg.Store, Address: jm.clusterAddress(), Router: jm.router, Logger: jm.log,
 		Recovered: recovered, Granted: granted,
-		NewJobMaster: func(ctx context.Context, l *hastore.Leadership) (*jobmaster.JobMaster, error) {
+		// The plan comes from the runner, which lets it go while the job
+		// waits for a seat: this closure must not keep it.
+		NewJobMaster: func(ctx context.Context, l *hastore.Leadership, plan *hastorev1.ExecutionPlan) (*jobmaster.JobMaster, error) {
 			checkpoints, _ := jm.cfg.Store.(hastore.Checkpoints)
 			return jobmaster.New(jobmaster.Config{
 				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: l.Token(), Valid: l.Valid, Leadership: l, Address: jm.clusterAddress(), Router: jm.router,

@@ -5,10 +5,16 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
 	"testing"
 	"time"
+	"weak"
 
+	"google.golang.org/protobuf/proto"
+
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
+	"github.com/jobplane/jobplane/sdk/election"
 	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
 	"github.com/jobplane/jobplane/server/hastore"
 	"github.com/jobplane/jobplane/server/internal/jobmaster"
@@ -18,13 +24,16 @@ import (
 // A gate of one seat: the first runner launches, the next wait in order;
 // a hurried runner launches at once, past them and without a seat; the
 // seat goes to the oldest waiting runner once the first one's term ends;
-// and closing the gate ends a runner still waiting, SUSPENDED.
+// and closing the gate ends a runner still waiting, SUSPENDED. A runner
+// that waited lets its plan go while it waits, and its JobMaster gets the
+// plan read back from the store.
 func TestGateAdmitsInOrder(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	store, sess := openStore(ctx, t, log)
 	router := jobmaster.NewRouter(jobmaster.RouterConfig{})
+	plans := storePlans(ctx, t, store, sess, "a", "b", "c", "d")
 
 	created := make(chan string, 8) // JobMasters asked for, by job
 	// proceed lets a job's JobMaster creation fail, and its term end.
@@ -32,10 +41,16 @@ func TestGateAdmitsInOrder(t *testing.T) {
 	ended := map[string]chan jobplanev1.JobStatus{} // each runner's end
 	gate := runner.NewGate(1)
 	runners := map[string]*runner.Runner{}
+	kept := map[string]weak.Pointer[hastorev1.ExecutionPlan]{}
 	for _, id := range []string{"a", "b", "c", "d"} {
+		plan := proto.CloneOf(plans[id])
+		kept[id] = weak.Make(plan)
 		r, err := runner.New(runner.Config{
-			JobID: id, Session: sess, Store: store, Address: "http://127.0.0.1:1", Router: router, Logger: log,
-			NewJobMaster: func(context.Context, *hastore.Leadership) (*jobmaster.JobMaster, error) {
+			JobID: id, Plan: plan, Session: sess, Store: store, Address: "http://127.0.0.1:1", Router: router, Logger: log,
+			NewJobMaster: func(_ context.Context, _ *hastore.Leadership, plan *hastorev1.ExecutionPlan) (*jobmaster.JobMaster, error) {
+				if !proto.Equal(plan, plans[id]) {
+					t.Errorf("the JobMaster of %s got the plan %v, want %v", id, plan, plans[id])
+				}
 				created <- id
 				if p := proceed[id]; p != nil {
 					<-p
@@ -71,6 +86,10 @@ func TestGateAdmitsInOrder(t *testing.T) {
 	admit("c")
 	if n := gate.Waiting(); n != 2 {
 		t.Fatalf("%d runners wait, want b and c", n)
+	}
+	runtime.GC()
+	if kept["b"].Value() != nil {
+		t.Error("b's plan is still reachable while b waits for a seat")
 	}
 	runners["c"].Hurry()
 	if got := next("c hurried"); got != "c" {
@@ -109,4 +128,26 @@ func TestGateAdmitsInOrder(t *testing.T) {
 		t.Errorf("a JobMaster of %s was asked for after the gate closed", id)
 	default:
 	}
+}
+
+// storePlans writes a plan for each of ids, each of a run of its own,
+// under a grant of the jobmanager leadership on sess, and returns them.
+func storePlans(ctx context.Context, t *testing.T, store hastore.Store, sess hastore.Session, ids ...string) map[string]*hastorev1.ExecutionPlan {
+	t.Helper()
+	l, err := sess.Campaign(ctx, election.JobManager, "http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans := map[string]*hastorev1.ExecutionPlan{}
+	for _, id := range ids {
+		plan := &hastorev1.ExecutionPlan{
+			JobId: id, RunId: "run-of-" + id,
+			JobGraph: &jobplanev1.JobGraph{Name: id, Vertices: []*jobplanev1.JobVertex{{Id: "v", Invokable: "noop", Parallelism: 1}}},
+		}
+		if err := store.PutExecutionPlan(ctx, l.Fence(), plan); err != nil {
+			t.Fatal(err)
+		}
+		plans[id] = plan
+	}
+	return plans
 }

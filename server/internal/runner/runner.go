@@ -37,10 +37,15 @@ type Config struct {
 	Store hastore.Store
 	// Address is the base URL the JobMaster publishes. Required.
 	Address string
-	// NewJobMaster creates the JobMaster of one grant. Its ctx carries
-	// the span of the JobMaster's creation, whose trace is the job's
-	// submission's when Start's context carried one. Required.
-	NewJobMaster func(ctx context.Context, l *hastore.Leadership) (*jobmaster.JobMaster, error)
+	// Plan is the job's execution plan (its job_id is JobID's), passed to
+	// NewJobMaster. A runner that waits for a seat in a gate (Admit) lets
+	// it go, and reads it back from Store when it launches: a job waiting
+	// for slots keeps no graph (issue 33). Required.
+	Plan *hastorev1.ExecutionPlan
+	// NewJobMaster creates the JobMaster of one grant, for the job's plan.
+	// Its ctx carries the span of the JobMaster's creation, whose trace is
+	// the job's submission's when Start's context carried one. Required.
+	NewJobMaster func(ctx context.Context, l *hastore.Leadership, plan *hastorev1.ExecutionPlan) (*jobmaster.JobMaster, error)
 	// Router routes JobMasterService calls to the current JobMaster.
 	// Required.
 	Router *jobmaster.Router
@@ -88,6 +93,11 @@ type Runner struct {
 	// JobMaster's wait for slots counts from then (WaitingSince).
 	// Guarded by mu.
 	queued time.Time
+	// plan is Config.Plan, nil once let go while the runner waited in a
+	// gate, and again once read back. Guarded by mu.
+	plan *hastorev1.ExecutionPlan
+	// runID is the plan's run_id: a plan read back must be of this run.
+	runID string
 }
 
 // New returns a Runner for cfg.
@@ -95,10 +105,15 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.JobID == "" || cfg.Session == nil || cfg.Store == nil || cfg.Address == "" || cfg.NewJobMaster == nil || cfg.Router == nil {
 		return nil, errors.New("runner: job id, session, store, address, JobMaster factory and router are required")
 	}
+	if cfg.Plan.GetJobId() != cfg.JobID {
+		return nil, fmt.Errorf("runner: the plan is of job %q, not %q", cfg.Plan.GetJobId(), cfg.JobID)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Runner{cfg: cfg}, nil
+	r := &Runner{cfg: cfg, plan: cfg.Plan, runID: cfg.Plan.GetRunId()}
+	r.cfg.Plan = nil // r.plan holds it while it is kept
+	return r, nil
 }
 
 // logger is the runner's logger, whose lines name the job. It is made for
@@ -174,7 +189,8 @@ func (r *Runner) Admit(ctx context.Context, g *Gate, now bool, done func(jobmast
 			return
 		}
 		if queued {
-			r.entry, r.queued = e, time.Now()
+			// Read back at launch (lead): a waiting job keeps no graph.
+			r.entry, r.queued, r.plan = e, time.Now(), nil
 			r.mu.Unlock()
 			return
 		}
@@ -402,18 +418,38 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, en
 		}
 	}
 	r.mu.Lock()
-	canceled := r.canceling
+	canceled, plan := r.canceling, r.plan
 	r.mu.Unlock()
 	if canceled {
 		end(jobmaster.Result{Status: jobstatus.Canceled}, true, nil)
 		return
+	}
+	if plan == nil {
+		var err error
+		plan, err = r.readPlan(ctx, l)
+		switch {
+		case errors.Is(err, errOtherRun) || errors.Is(err, hastore.ErrPlanNotFound):
+			// The store no longer has this run's plan, which only a leader
+			// of the job removes, after its result: as a JobMaster that
+			// cannot be created.
+			failure := &jobplanev1.FailureInfo{Message: "JobMaster initialization failed: " + err.Error(), Time: timestamppb.Now()}
+			end(jobmaster.Result{Status: jobstatus.Failed, Failure: failure, Exceptions: []*jobplanev1.FailureInfo{failure}}, true, err)
+			return
+		case err != nil:
+			r.logger().Warn("reading the job's plan back failed", "err", err)
+			end(jobmaster.Result{}, false, nil)
+			return
+		}
+		r.mu.Lock()
+		r.plan = plan
+		r.mu.Unlock()
 	}
 
 	// The submission's trace, if Start's context carries one, goes on in
 	// the JobMaster.
 	cctx, span := jobtrace.Start(context.WithoutCancel(l.Context()), trace.SpanContextFromContext(ctx), "jobplane.jobmaster.create",
 		trace.WithAttributes(attribute.String("jobplane.job_id", r.cfg.JobID), attribute.Int64("jobplane.token_epoch", int64(l.Token().Epoch))))
-	jm, err := r.cfg.NewJobMaster(cctx, l)
+	jm, err := r.cfg.NewJobMaster(cctx, l, plan)
 	span.End()
 	if err != nil {
 		r.logger().ErrorContext(cctx, "creating the JobMaster failed", "token", l.Token(), "err", err)
@@ -452,6 +488,22 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, en
 		// JobMaster's to report.
 		end(res, res.Status != jobstatus.Suspended && l.Context().Err() == nil && l.Valid(), nil)
 	})
+}
+
+// errOtherRun reports a plan read back that is of another run of the job.
+var errOtherRun = errors.New("runner: the stored plan is of another run of the job")
+
+// readPlan reads the job's plan back from the store (Config.Plan); the
+// read is cut off when the leadership or ctx ends.
+func (r *Runner) readPlan(ctx context.Context, l *hastore.Leadership) (*hastorev1.ExecutionPlan, error) {
+	rctx, cancel := context.WithCancel(l.Context())
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	plan, err := r.cfg.Store.GetExecutionPlan(rctx, r.cfg.JobID)
+	if err == nil && plan.GetRunId() != r.runID {
+		return nil, fmt.Errorf("%w: run %q, not %q", errOtherRun, plan.GetRunId(), r.runID)
+	}
+	return plan, err
 }
 
 // readResult reads the job's result entry; the read is cut off when the

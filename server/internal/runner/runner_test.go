@@ -72,8 +72,8 @@ func TestRunnerContextEndStopsJobMaster(t *testing.T) {
 	router := jobmaster.NewRouter(jobmaster.RouterConfig{})
 	var lead *hastore.Leadership
 	r, err := runner.New(runner.Config{
-		JobID: "j", Session: sess, Store: store, Address: "http://127.0.0.1:1", Router: router, Logger: log,
-		NewJobMaster: func(_ context.Context, l *hastore.Leadership) (*jobmaster.JobMaster, error) {
+		JobID: "j", Plan: &hastorev1.ExecutionPlan{JobId: "j"}, Session: sess, Store: store, Address: "http://127.0.0.1:1", Router: router, Logger: log,
+		NewJobMaster: func(_ context.Context, l *hastore.Leadership, _ *hastorev1.ExecutionPlan) (*jobmaster.JobMaster, error) {
 			lead = l
 			return jobmaster.New(jobmaster.Config{
 				JobID: "j", Token: l.Token(), Valid: l.Valid, Address: "http://127.0.0.1:1", Router: router, ResourceManager: rm, Logger: log,
@@ -167,8 +167,8 @@ func TestRecoveredFirstTermReadsNoResult(t *testing.T) {
 		router := jobmaster.NewRouter(jobmaster.RouterConfig{})
 		leads := make(chan *hastore.Leadership, 2)
 		r, err := runner.New(runner.Config{
-			JobID: id, Session: sess, Store: counted, Address: "http://127.0.0.1:1", Router: router, Logger: log, Recovered: recovered,
-			NewJobMaster: func(_ context.Context, l *hastore.Leadership) (*jobmaster.JobMaster, error) {
+			JobID: id, Plan: &hastorev1.ExecutionPlan{JobId: id}, Session: sess, Store: counted, Address: "http://127.0.0.1:1", Router: router, Logger: log, Recovered: recovered,
+			NewJobMaster: func(_ context.Context, l *hastore.Leadership, _ *hastorev1.ExecutionPlan) (*jobmaster.JobMaster, error) {
 				leads <- l
 				return jobmaster.New(jobmaster.Config{
 					JobID: id, Token: l.Token(), Valid: l.Valid, Address: "http://127.0.0.1:1", Router: router, ResourceManager: rm, Logger: log,
