@@ -40,6 +40,16 @@ type JobManager struct {
 // fails if the process exits or says nothing within 30s; the process is
 // then stopped and its directory removed.
 func StartJobManager(ctx context.Context, bin string, logLevel string, extra ...string) (*JobManager, error) {
+	return StartJobManagerEnv(ctx, bin, logLevel, nil, extra...)
+}
+
+// StartJobManagerEnv is StartJobManager with env added to the bench's
+// environment for the process (such as GOMEMLIMIT=240MiB).
+func StartJobManagerEnv(ctx context.Context, bin string, logLevel string, env []string, extra ...string) (*JobManager, error) {
+	var environ []string
+	if len(env) > 0 {
+		environ = append(os.Environ(), env...)
+	}
 	dir, err := os.MkdirTemp("", "jobplane-bench-jm-*")
 	if err != nil {
 		return nil, err
@@ -48,7 +58,7 @@ func StartJobManager(ctx context.Context, bin string, logLevel string, extra ...
 	defer cancel()
 	// The process dies with the bench, whatever kills the bench.
 	p, err := localcluster.StartServer(ctx, localcluster.ServerCommand{
-		Name: "jobmanager", Dir: dir, Program: bin, Verb: "jobmanager",
+		Name: "jobmanager", Dir: dir, Program: bin, Verb: "jobmanager", Env: environ,
 		Args: append([]string{
 			"--data-dir", filepath.Join(dir, "data"),
 			"--log-level", logLevel,

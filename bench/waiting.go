@@ -33,6 +33,14 @@ const (
 	targetWaitingRSS = "≤ 300 MiB at 100,000 jobs"
 )
 
+// waitingMemoryLimit is the Go runtime's soft memory limit (GOMEMLIMIT)
+// of row 10's second pass: at the default GOGC=100 the heap grows to
+// twice the live heap before a collection, and the limit makes the
+// collector run before that, at some CPU. 240 MiB leaves room under the
+// target for what the RSS holds beside the Go runtime's memory (the
+// embedded member's mapped database file).
+const waitingMemoryLimit = "240MiB"
+
 // runWaitingHeap measures row 10 (issue 33, target 4): what a waiting job
 // costs the JobManager's memory. Each run starts a JobManager with its
 // profiler on (--debug-listen) and no TaskExecutor, so that every job
@@ -42,14 +50,17 @@ const (
 // GC (/debug/pprof/heap?gc=1&debug=1), and its RSS. Per waiting job: the
 // live heap (HeapAlloc with N waiting less HeapAlloc idle, over N),
 // HeapInuse, heap objects and RSS, the same way; and the RSS with all N
-// waiting.
+// waiting. A second pass does the same with the JobManager's memory
+// limit set (GOMEMLIMIT, waitingMemoryLimit), for its RSS and how long
+// the submissions took.
 func runWaitingHeap(ctx context.Context, e *env) (Outcome, error) {
 	n := pick(e, 100_000, 2_000)
 	var heap, inuse, objects, rssPer, rss, goal, kept []float64
 	var notes []string
+	var took time.Duration
 	for run := range e.runs() {
 		e.progress("10: run %d of %d, %d jobs", run+1, e.runs(), n)
-		w, err := waitingRun(ctx, e, n)
+		w, err := waitingRun(ctx, e, n, nil)
 		if err != nil {
 			return Outcome{}, err
 		}
@@ -76,8 +87,25 @@ func runWaitingHeap(ctx context.Context, e *env) (Outcome, error) {
 			note += fmt.Sprintf(", the JobManager still used %.2f cores %v after the submissions", w.busy, waitingSettleBound)
 		}
 		notes = append(notes, note)
+		took += w.load.Duration
+	}
+	var limited []float64
+	var limitedNotes []string
+	var limitedTook time.Duration
+	for run := range e.runs() {
+		e.progress("10: run %d of %d with GOMEMLIMIT=%s, %d jobs", run+1, e.runs(), waitingMemoryLimit, n)
+		w, err := waitingRun(ctx, e, n, []string{"GOMEMLIMIT=" + waitingMemoryLimit})
+		if err != nil {
+			return Outcome{}, err
+		}
+		limited = append(limited, float64(w.fullRSS)/(1<<20))
+		limitedTook += w.load.Duration
+		limitedNotes = append(limitedNotes, fmt.Sprintf("run %d: %d acknowledged in %v, live heap %.2f KiB/job, peak RSS %.0f MiB",
+			run+1, w.load.Acks, w.load.Duration.Round(time.Second), (float64(w.full.HeapAlloc)-float64(w.idle.HeapAlloc))/float64(n)/1024, float64(w.peakRSS)/(1<<20)))
 	}
 	name := fmt.Sprintf("%d one-task jobs waiting (no TaskExecutor), 64 h2c clients", n)
+	limitedNote := fmt.Sprintf("the JobManager run with GOMEMLIMIT=%s; its submissions took %.2f× as long as without it; ", waitingMemoryLimit, limitedTook.Seconds()/took.Seconds()) +
+		strings.Join(limitedNotes, "; ")
 	return Outcome{Rows: []Row{
 		{ID: "10", Scenario: name, Measure: "live heap KiB per waiting job", Value: SpreadOf(heap), Target: targetHeapPerJob, Note: "after a forced GC: (HeapAlloc with N waiting − HeapAlloc idle) / N"},
 		{ID: "10", Scenario: name, Measure: "HeapInuse KiB per waiting job", Value: SpreadOf(inuse)},
@@ -86,6 +114,7 @@ func runWaitingHeap(ctx context.Context, e *env) (Outcome, error) {
 		{ID: "10", Scenario: name, Measure: "JM RSS MiB, all waiting", Value: SpreadOf(rss), Target: targetWaitingRSS, Note: strings.Join(notes, "; ")},
 		{ID: "10", Scenario: name, Measure: "heap goal MiB (NextGC), all waiting", Value: SpreadOf(goal), Note: "after the forced GC: twice the live heap at GOGC=100; the runtime keeps about 10% over the goal before it returns pages to the OS"},
 		{ID: "10", Scenario: name, Measure: "heap kept from the OS MiB, all waiting", Value: SpreadOf(kept), Note: "HeapInuse + HeapIdle − HeapReleased: the heap's share of the RSS"},
+		{ID: "10", Scenario: name, Measure: "JM RSS MiB, all waiting, GOMEMLIMIT=" + waitingMemoryLimit, Value: SpreadOf(limited), Target: targetWaitingRSS, Note: limitedNote},
 	}}, nil
 }
 
@@ -100,10 +129,10 @@ type waiting struct {
 	stopped          bool // by the RSS guard
 }
 
-// waitingRun starts a JobManager with its profiler on and no
-// TaskExecutor, reads its heap idle, submits n jobs in two halves, reading
-// its heap after each, and stops it.
-func waitingRun(ctx context.Context, e *env, n int) (waiting, error) {
+// waitingRun starts a JobManager with its profiler on, env added to its
+// environment, and no TaskExecutor, reads its heap idle, submits n jobs in
+// two halves, reading its heap after each, and stops it.
+func waitingRun(ctx context.Context, e *env, n int, env []string) (waiting, error) {
 	var w waiting
 	addr, err := freeLoopbackAddr()
 	if err != nil {
@@ -111,7 +140,7 @@ func waitingRun(ctx context.Context, e *env, n int) (waiting, error) {
 	}
 	// The bench's --debug-listen comes last, so that it wins over one in
 	// -jm-arg.
-	jm, err := StartJobManager(ctx, e.JobPlane, e.LogLevel, append(slices.Clone(e.JobManagerArgs), "--debug-listen", addr)...)
+	jm, err := StartJobManagerEnv(ctx, e.JobPlane, e.LogLevel, env, append(slices.Clone(e.JobManagerArgs), "--debug-listen", addr)...)
 	if err != nil {
 		return w, err
 	}

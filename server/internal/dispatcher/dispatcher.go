@@ -235,10 +235,13 @@ type job struct {
 	id string
 	// runID tells this run of the id from its others (the plan's and the
 	// result's run_id).
-	runID      string
-	digest     []byte
-	name       string
-	submitTime time.Time
+	runID  string
+	digest []byte
+	name   string
+	// submitNanos is the job's submission time (submitted), and
+	// statusNanos when its first summary's status began, in Unix
+	// nanoseconds.
+	submitNanos, statusNanos int64
 	// owner is the principal that submitted the job (empty when
 	// authentication was off): only it may submit the job's id again.
 	owner string
@@ -247,7 +250,10 @@ type job struct {
 	// same job wait for it.
 	persisting chan struct{}
 	runner     JobRunner
-	// history holds the job's recent changes (history.go); changed, if a
+	// history holds the job's recent changes (history.go), none while a
+	// job made by newJob has not changed: its first summary is built when
+	// asked for (hist), so that a waiting job keeps no summary (issue 33).
+	// changed, if a
 	// watcher made it (changedLocked), is closed at the next change, to
 	// wake watchers. A job nobody watches keeps no channel.
 	history history
@@ -276,17 +282,28 @@ type job struct {
 	heartbeatTimeout time.Duration
 	heartbeat        *time.Timer
 	// trace is the span context of the job's submission, if it was
-	// submitted to this leader: its runner's spans are its children.
-	trace trace.SpanContext
+	// submitted to this leader with a valid one (span): its runner's
+	// spans are its children. A pointer, nil without one: a job submitted
+	// untraced does not carry a SpanContext's 64 bytes (issue 33).
+	trace *trace.SpanContext
 
 	// indexed and indexedStatus belong to the leadership's jobIndex: whether
 	// the job is in it, and under which status.
-	indexed       bool
-	indexedStatus jobplanev1.JobStatus
+	indexed bool
 	// live says that the job counts against the cluster limits, with
 	// subtasks subtasks (clusterlimit.go).
-	live     bool
-	subtasks int
+	live          bool
+	indexedStatus jobplanev1.JobStatus
+	subtasks      int
+}
+
+// span returns the span context of the job's submission (job.trace), or
+// the invalid one.
+func (j *job) span() trace.SpanContext {
+	if j.trace == nil {
+		return trace.SpanContext{}
+	}
+	return *j.trace
 }
 
 // ErrNotLeading is returned while the Dispatcher does not lead.
@@ -492,7 +509,7 @@ func (d *Dispatcher) recover(ctx context.Context, ld *leadership) (*recoveredSta
 		}
 		j := &job{
 			id: res.GetJobId(), runID: res.GetRunId(), cancellation: res.GetCancellation(), digest: res.GetPlanDigest(), name: res.GetName(),
-			submitTime: res.GetSubmitTime().AsTime(), result: res, owner: res.GetSubmittedBy(),
+			submitNanos: res.GetSubmitTime().AsTime().UnixNano(), result: res, owner: res.GetSubmittedBy(),
 			persisting: persisted,
 		}
 		j.history = newHistory(summaryOfResult(res))
@@ -982,16 +999,30 @@ func closedChan() chan struct{} {
 func newJob(plan *hastorev1.ExecutionPlan) *job {
 	j := &job{
 		id: plan.GetJobId(), runID: plan.GetRunId(), digest: plan.GetDigest(), name: plan.GetJobGraph().GetName(),
-		submitTime: plan.GetSubmitTime().AsTime(), owner: plan.GetSubmittedBy(), persisting: make(chan struct{}),
+		submitNanos: plan.GetSubmitTime().AsTime().UnixNano(), statusNanos: time.Now().UnixNano(), owner: plan.GetSubmittedBy(),
+		persisting: make(chan struct{}),
 	}
 	if timeout := plan.GetJobGraph().GetConfig().GetClientHeartbeatTimeout().AsDuration(); timeout > 0 {
 		j.heartbeatTimeout = timeout
 	}
-	j.history = newHistory(&jobplanev1.JobSummary{
-		JobId: j.id, Name: j.name, Status: jobstatus.Initializing,
-		SubmitTime: timestamppb.New(j.submitTime), StatusTime: timestamppb.Now(), SubmittedBy: j.owner, RunId: j.runID,
-	})
 	return j
+}
+
+// submitted returns the job's submission time.
+func (j *job) submitted() time.Time { return time.Unix(0, j.submitNanos).UTC() }
+
+// hist returns the job's history: j.history, or, while a job made by
+// newJob has not changed, one that holds its first summary, built now;
+// d.mu must be held.
+func (j *job) hist() *history {
+	if j.history.changes != nil {
+		return &j.history
+	}
+	h := newHistory(&jobplanev1.JobSummary{
+		JobId: j.id, Name: j.name, Status: jobstatus.Initializing,
+		SubmitTime: timestamppb.New(j.submitted()), StatusTime: timestamppb.New(time.Unix(0, j.statusNanos)), SubmittedBy: j.owner, RunId: j.runID,
+	})
+	return &h
 }
 
 func summaryOfResult(res *jobplanev1.JobResult) *jobplanev1.JobSummary {
@@ -1004,7 +1035,7 @@ func summaryOfResult(res *jobplanev1.JobResult) *jobplanev1.JobSummary {
 }
 
 // latest returns the job's current summary; d.mu must be held.
-func (j *job) latest() *jobplanev1.JobSummary { return j.history.latest() }
+func (j *job) latest() *jobplanev1.JobSummary { return j.hist().latest() }
 
 // recordLocked records the job's summary s, after a status change or a
 // restart, moves j in the index and wakes watchers; d.mu must be held. A
@@ -1012,12 +1043,13 @@ func (j *job) latest() *jobplanev1.JobSummary { return j.history.latest() }
 // only refreshes the current one.
 func (ld *leadership) recordLocked(j *job, s *jobplanev1.JobSummary) {
 	if s.SubmitTime == nil {
-		s.SubmitTime = timestamppb.New(j.submitTime)
+		s.SubmitTime = timestamppb.New(j.submitted())
 	}
 	s.SubmittedBy, s.RunId = j.owner, j.runID
 	if s.Cancellation == nil {
 		s.Cancellation = j.cancellation
 	}
+	j.history = *j.hist()
 	if !j.history.record(s) {
 		return
 	}
@@ -1125,8 +1157,8 @@ func (d *Dispatcher) prepareLocked(ld *leadership, j *job, plan *hastorev1.Execu
 		ld.recordLocked(j, s)
 	}
 	rctx := ld.ctx
-	if j.trace.IsValid() {
-		rctx = trace.ContextWithSpanContext(rctx, j.trace)
+	if sc := j.span(); sc.IsValid() {
+		rctx = trace.ContextWithSpanContext(rctx, sc)
 	}
 	ld.wg.Add(1)
 	return func(gated bool) {
@@ -1182,7 +1214,7 @@ func (d *Dispatcher) runnerDone(ld *leadership, j *job, res jobmaster.Result, er
 func (d *Dispatcher) finish(ld *leadership, j *job, res jobmaster.Result) {
 	now := time.Now()
 	result := &jobplanev1.JobResult{
-		JobId: j.id, Status: res.Status, SubmitTime: timestamppb.New(j.submitTime), EndTime: timestamppb.New(now),
+		JobId: j.id, Status: res.Status, SubmitTime: timestamppb.New(j.submitted()), EndTime: timestamppb.New(now),
 		Failure: res.Failure, RestartCount: int32(res.Restarts), Name: j.name, PlanDigest: j.digest,
 		ExceptionHistory: res.Exceptions, SubmittedBy: j.owner,
 		Values: res.Values, Accumulators: res.Accumulators, RunId: j.runID,

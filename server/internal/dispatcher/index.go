@@ -62,7 +62,7 @@ func newJobIndex() *jobIndex {
 }
 
 func entryOf(j *job) indexEntry {
-	return indexEntry{submitNanos: j.submitTime.UnixNano(), id: j.id, job: j}
+	return indexEntry{submitNanos: j.submitNanos, id: j.id, job: j}
 }
 
 // add indexes j under its current status; a job already indexed is left

@@ -37,7 +37,7 @@ func newTestLeadership(tb testing.TB) (*Dispatcher, *leadership) {
 
 // newTestJob returns a job as submitted or recovered, not yet accepted.
 func newTestJob(id string, submit time.Time, status jobplanev1.JobStatus) *job {
-	j := &job{id: id, submitTime: submit, persisting: make(chan struct{})}
+	j := &job{id: id, submitNanos: submit.UnixNano(), persisting: make(chan struct{})}
 	j.history = newHistory(&jobplanev1.JobSummary{JobId: id, Status: status})
 	return j
 }
@@ -72,7 +72,7 @@ func bruteList(model map[string]*modelJob, statuses []jobplanev1.JobStatus) []st
 		}
 	}
 	slices.SortFunc(js, func(a, b *job) int {
-		if c := b.submitTime.Compare(a.submitTime); c != 0 {
+		if c := b.submitted().Compare(a.submitted()); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.id, b.id)
@@ -97,7 +97,7 @@ func pageAll(ix *jobIndex, rng *rand.Rand, statuses []jobplanev1.JobStatus) []st
 			return ids
 		}
 		last := jobs[len(jobs)-1]
-		after = &Cursor{SubmitTime: last.submitTime, JobID: last.id}
+		after = &Cursor{SubmitTime: last.submitted(), JobID: last.id}
 	}
 }
 
@@ -237,7 +237,7 @@ func BenchmarkQueries(b *testing.B) {
 		// A page in the middle of the list, as a client paging through it
 		// asks for.
 		mid := ld.jobs[fmt.Sprintf("job-%07d", n/2)]
-		token := encodeListCursor(Cursor{SubmitTime: mid.submitTime, JobID: mid.id})
+		token := encodeListCursor(Cursor{SubmitTime: mid.submitted(), JobID: mid.id})
 		b.Run(fmt.Sprintf("ListJobs/page=100/middle/n=%d", n), func(b *testing.B) {
 			for b.Loop() {
 				if _, err := h.ListJobs(ctx, &jobplanev1.ListJobsRequest{PageSize: 100, PageToken: token}); err != nil {

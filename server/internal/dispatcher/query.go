@@ -243,7 +243,7 @@ func (d *Dispatcher) Details(ctx context.Context, jobID, runID string, full bool
 	if r != nil {
 		if jm := r.JobMaster(); jm != nil {
 			if got, n, err := jm.Details(ctx, full, page); err == nil {
-				got.Summary.SubmitTime, got.Summary.SubmittedBy, got.Summary.RunId = timestamppb.New(j.submitTime), j.owner, j.runID
+				got.Summary.SubmitTime, got.Summary.SubmittedBy, got.Summary.RunId = timestamppb.New(j.submitted()), j.owner, j.runID
 				d.mu.Lock()
 				got.Summary.Cancellation = j.cancellation
 				ended := j.result
@@ -394,15 +394,15 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID, runID, resume string, hea
 		next    int
 		r       = j.runner
 	)
-	if from, kept := j.history.at(at); exact && kept {
+	if from, kept := j.hist().at(at); exact && kept {
 		// Continue after the message the token names.
 		last = from
 		pending = d.eventsLocked(ld, j, at+1)
 	} else {
 		exact = false
-		pending = []WatchEvent{{Summary: j.latest(), ResumeToken: resumeToken(ld, j, j.history.end()-1), Coalesced: resume != ""}}
+		pending = []WatchEvent{{Summary: j.latest(), ResumeToken: resumeToken(ld, j, j.hist().end()-1), Coalesced: resume != ""}}
 	}
-	next = j.history.end()
+	next = j.hist().end()
 	d.mu.Unlock()
 	if err != nil {
 		return err
@@ -420,10 +420,10 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID, runID, resume string, hea
 			// A globally terminal status is shown only once its result is
 			// durable, as recorded by finish.
 			if s, err := jm.Summary(ctx); err == nil && !jobstatus.IsGloballyTerminal(s.GetStatus()) {
-				s.SubmitTime = timestamppb.New(j.submitTime)
+				s.SubmitTime = timestamppb.New(j.submitted())
 				d.mu.Lock()
 				if l := j.latest(); l.GetStatus() == s.GetStatus() && l.GetRestartCount() == s.GetRestartCount() {
-					next = j.history.end()
+					next = j.hist().end()
 					pending[0].Summary, pending[0].ResumeToken = s, resumeToken(ld, j, next-1)
 				}
 				d.mu.Unlock()
@@ -447,14 +447,14 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID, runID, resume string, hea
 			}
 		}
 		d.mu.Lock()
-		if next < j.history.first() {
+		if next < j.hist().first() {
 			// The job changed faster than this stream was read: what it
 			// missed is gone. The client resumes, and starts over.
 			d.mu.Unlock()
 			return ErrStreamBehind
 		}
 		pending = d.eventsLocked(ld, j, next)
-		next = j.history.end()
+		next = j.hist().end()
 		changed := j.changedLocked()
 		d.mu.Unlock()
 		if len(pending) > 0 {
@@ -481,7 +481,7 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID, runID, resume string, hea
 // each with the token that resumes after it; d.mu must be held.
 func (d *Dispatcher) eventsLocked(ld *leadership, j *job, i int) []WatchEvent {
 	var out []WatchEvent
-	for _, c := range j.history.since(i) {
+	for _, c := range j.hist().since(i) {
 		out = append(out, WatchEvent{Summary: c.summary, ResumeToken: resumeToken(ld, j, c.seq)})
 	}
 	return out
@@ -529,7 +529,7 @@ func (d *Dispatcher) List(ctx context.Context, statuses []jobplanev1.JobStatus, 
 	var next *Cursor
 	if more && len(jobs) > 0 {
 		last := jobs[len(jobs)-1]
-		next = &Cursor{SubmitTime: last.submitTime, JobID: last.id}
+		next = &Cursor{SubmitTime: last.submitted(), JobID: last.id}
 	}
 	if d.lead != ld || !ld.l.Valid() {
 		return nil, nil, ErrNotLeading

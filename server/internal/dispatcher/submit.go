@@ -184,7 +184,9 @@ func (d *Dispatcher) SubmitReusing(ctx context.Context, jobID string, graph *job
 		}
 		// The job's later spans (its runner's, its JobMasters') are the
 		// submission's children.
-		j.trace = trace.SpanContextFromContext(ctx)
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			j.trace = &sc
+		}
 		ld.jobs[jobID] = j
 		d.mu.Unlock()
 		out, err := d.persistAndStart(ld, j, plan)
@@ -247,7 +249,7 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 	ctx, cancel := context.WithTimeout(ld.ctx, d.cfg.PersistTimeout)
 	defer cancel()
 	f := ld.l.Fence()
-	ctx, span := jobtrace.Start(ctx, j.trace, "jobplane.persist", trace.WithAttributes(attribute.String("jobplane.job_id", j.id)))
+	ctx, span := jobtrace.Start(ctx, j.span(), "jobplane.persist", trace.WithAttributes(attribute.String("jobplane.job_id", j.id)))
 	// The job's leadership comes with the write only if the job may
 	// launch at once; past the admission window it waits without one.
 	granted, err := d.cfg.Jobs.PersistPlan(ctx, f, plan, ld.gate.Free())
@@ -264,9 +266,11 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 			// An earlier attempt's plan, whose outcome was never told:
 			// the job runs from it, as a later leader would.
 			d.mu.Lock()
-			j.submitTime, j.runID = stored.GetSubmitTime().AsTime(), stored.GetRunId()
-			j.history.changes[0].summary.SubmitTime = stored.GetSubmitTime()
-			j.history.changes[0].summary.RunId = stored.GetRunId()
+			j.submitNanos, j.runID = stored.GetSubmitTime().AsTime().UnixNano(), stored.GetRunId()
+			if j.history.changes != nil {
+				j.history.changes[0].summary.SubmitTime = stored.GetSubmitTime()
+				j.history.changes[0].summary.RunId = stored.GetRunId()
+			}
 			d.mu.Unlock()
 			plan = stored
 		}
@@ -303,7 +307,7 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 		go d.settleLater(ld, plan)
 		return SubmitOutcome{}, fmt.Errorf("%w: %v", ErrPersistFailed, err)
 	}
-	_, span = jobtrace.Start(ld.ctx, j.trace, "jobplane.runner.start", trace.WithAttributes(attribute.String("jobplane.job_id", j.id)))
+	_, span = jobtrace.Start(ld.ctx, j.span(), "jobplane.runner.start", trace.WithAttributes(attribute.String("jobplane.job_id", j.id)))
 	d.mu.Lock()
 	err = d.startLocked(ld, j, plan, false, false, granted)
 	span.End()
@@ -327,7 +331,7 @@ func (d *Dispatcher) persistAndStart(ld *leadership, j *job, plan *hastorev1.Exe
 		return SubmitOutcome{}, err
 	}
 	// Logged under the submission's span: the line carries its trace.
-	d.log.InfoContext(trace.ContextWithSpanContext(ctx, j.trace), "job submitted", "job", j.id, "name", j.name)
+	d.log.InfoContext(trace.ContextWithSpanContext(ctx, j.span()), "job submitted", "job", j.id, "name", j.name)
 	return SubmitOutcome{Created: true, Status: jobstatus.Initializing, RunID: plan.GetRunId()}, nil
 }
 
