@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	hastorev1 "github.com/jobplane/jobplane/gen/jobplane/hastore/v1"
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/sdk/wire/jobstatus"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 func summary(status jobplanev1.JobStatus, restarts int32) *jobplanev1.JobSummary {
@@ -86,5 +90,45 @@ func TestHistoryCrashLoop(t *testing.T) {
 	}
 	if len(h.changes) != maxHistory {
 		t.Errorf("after %d status changes: %d kept, want %d", 2*maxHistory, len(h.changes), maxHistory)
+	}
+}
+
+// A job made from its plan keeps no summary until it changes: its first
+// one, INITIALIZING, is built when asked for, the same each time, and
+// becomes change 0 of its history at its first change, so that a watch
+// resumed after it goes on.
+func TestFirstSummaryBuiltWhenAskedFor(t *testing.T) {
+	t.Parallel()
+	_, ld := newTestLeadership(t)
+	submitted := time.Date(2026, 12, 4, 10, 0, 0, 123, time.UTC)
+	before := time.Now()
+	j := newJob(&hastorev1.ExecutionPlan{
+		JobId: "j", RunId: "r1", SubmittedBy: "alice", SubmitTime: timestamppb.New(submitted),
+		JobGraph: &jobplanev1.JobGraph{Name: "named"},
+	})
+	if j.history.changes != nil {
+		t.Fatalf("a new job keeps its history %s; want none until it changes", describe(j.history.changes))
+	}
+	first := j.latest()
+	want := &jobplanev1.JobSummary{JobId: "j", Name: "named", Status: jobstatus.Initializing, SubmitTime: timestamppb.New(submitted),
+		StatusTime: first.GetStatusTime(), SubmittedBy: "alice", RunId: "r1"}
+	if !proto.Equal(first, want) {
+		t.Errorf("first summary %v, want %v", first, want)
+	}
+	if st := first.GetStatusTime().AsTime(); st.Before(before) || st.After(time.Now()) {
+		t.Errorf("first summary's status time %v, want the job's creation (after %v)", st, before)
+	}
+	if again := j.latest(); !proto.Equal(again, first) {
+		t.Errorf("first summary asked for again: %v, want %v", again, first)
+	}
+	if got := j.hist().end(); got != 1 {
+		t.Errorf("end of an unchanged job's history %d, want 1", got)
+	}
+	ld.recordLocked(j, &jobplanev1.JobSummary{JobId: "j", Status: jobstatus.Running})
+	if got := describe(j.history.changes); got != "[0:INITIALIZING/0 1:RUNNING/0]" {
+		t.Fatalf("history after the first change %s, want INITIALIZING then RUNNING", got)
+	}
+	if at0, ok := j.hist().at(0); !ok || !proto.Equal(at0, first) {
+		t.Errorf("change 0 after the first change: %v, %v; want the first summary %v", at0, ok, first)
 	}
 }
