@@ -1,7 +1,11 @@
 package bench
 
 import (
+	"bufio"
+	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -84,4 +88,49 @@ func (m *CPUMeter) Cores() (float64, error) {
 	cores := (cpu - m.cpu).Seconds() / now.Sub(m.start).Seconds()
 	m.cpu, m.start = cpu, now
 	return cores, nil
+}
+
+// gcCPUMetric is the JobManager's metric of the CPU time its garbage
+// collector used, as the Go runtime estimates it.
+const gcCPUMetric = "go_cpu_classes_gc_total_cpu_seconds_total"
+
+// GCCPUTime reads the GC CPU time (gcCPUMetric) from the /metrics of the
+// server at base.
+func GCCPUTime(ctx context.Context, base string) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	return parseGCCPU(resp.Body)
+}
+
+// parseGCCPU finds gcCPUMetric in a Prometheus text exposition.
+func parseGCCPU(r io.Reader) (time.Duration, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		v, ok := strings.CutPrefix(sc.Text(), gcCPUMetric+" ")
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", gcCPUMetric, err)
+		}
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("no %s in /metrics", gcCPUMetric)
 }

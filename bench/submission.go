@@ -300,6 +300,8 @@ func runPileUp(ctx context.Context, e *env) (Outcome, error) {
 	total, window := pick(e, 60*time.Second, 6*time.Second), pick(e, 5*time.Second, 2*time.Second)
 	var (
 		first, last, ratios []float64
+		gcShares            []float64
+		gcNotes             []string
 		notes               []string
 		txt                 strings.Builder
 	)
@@ -315,6 +317,8 @@ func runPileUp(ctx context.Context, e *env) (Outcome, error) {
 		}
 		ratio := SpreadOf(ws).Min / SpreadOf(ws).Max
 		first, last, ratios = append(first, ws[0]), append(last, ws[len(ws)-1]), append(ratios, ratio)
+		gcShares = append(gcShares, 100*p.gcShare)
+		gcNotes = append(gcNotes, fmt.Sprintf("run %d: JobManager at %.2f cores", run+1, p.cpu))
 		fmt.Fprintf(&txt, "Run %d:\n", run+1)
 		for i, w := range ws {
 			fmt.Fprintf(&txt, "%3.0f–%3.0f s  %6.0f acks/s\n", (time.Duration(i) * window).Seconds(), (time.Duration(i+1) * window).Seconds(), w)
@@ -339,6 +343,8 @@ func runPileUp(ctx context.Context, e *env) (Outcome, error) {
 			{ID: "2", Scenario: name, Measure: "acks/s, first window", Value: SpreadOf(first)},
 			{ID: "2", Scenario: name, Measure: "acks/s, last window", Value: SpreadOf(last), Note: strings.Join(notes, "; ")},
 			{ID: "2", Scenario: name, Measure: "slowest/fastest window", Value: SpreadOf(ratios), Target: "≥ 0.8", Note: "per run: the slowest window's acks/s over the fastest's"},
+			{ID: "2", Scenario: name, Measure: "GC % of the JobManager's CPU", Value: SpreadOf(gcShares), Target: "≤ 10%",
+				Note: "go_cpu_classes_gc_total_cpu_seconds_total (the runtime's estimate) over the process's CPU time, over the run; " + strings.Join(gcNotes, ", ")},
 		},
 		Details: []Detail{{Title: "Row 2: acks/s per window while jobs pile up", Text: strings.TrimSuffix(txt.String(), "\n")}},
 	}, nil
@@ -351,6 +357,9 @@ type pileUp struct {
 	peakRSS int64
 	stopped bool   // by the RSS guard
 	lost    string // the leadership note
+	// gcShare is the share of the JobManager's CPU over the run that went
+	// to its garbage collector, and cpu that CPU in cores.
+	gcShare, cpu float64
 }
 
 // pileUpRun submits for total on a fresh default cluster, watching the
@@ -381,7 +390,14 @@ func pileUpRun(ctx context.Context, e *env, total time.Duration) (pileUp, error)
 			}
 		}
 	})
+	gc0, err1 := GCCPUTime(ctx, c.jm.URL)
+	cpu0, err2 := CPUTime(c.jm.PID())
 	l := SubmitLoad(lctx, NewDispatcher(c.jm.URL, H2C), submitClients, total, "pile", OneTaskGraph("noop"))
+	gc1, err3 := GCCPUTime(ctx, c.jm.URL)
+	cpu1, err4 := CPUTime(c.jm.PID())
+	if err := errors.Join(err1, err2, err3, err4); err != nil && ctx.Err() == nil {
+		return pileUp{}, fmt.Errorf("measuring the JobManager's GC CPU: %w", err)
+	}
 	stopped := lctx.Err() != nil && ctx.Err() == nil
 	cancel()
 	guard.Wait()
@@ -391,7 +407,14 @@ func pileUpRun(ctx context.Context, e *env, total time.Duration) (pileUp, error)
 	if err := usable(l); err != nil {
 		return pileUp{}, err
 	}
-	return pileUp{load: l, slots: c.slots, peakRSS: peakRSS, stopped: stopped, lost: c.leadershipNote(ctx)}, nil
+	p := pileUp{load: l, slots: c.slots, peakRSS: peakRSS, stopped: stopped, lost: c.leadershipNote(ctx)}
+	if cpu1 > cpu0 {
+		p.gcShare = (gc1 - gc0).Seconds() / (cpu1 - cpu0).Seconds()
+	}
+	if l.Duration > 0 {
+		p.cpu = (cpu1 - cpu0).Seconds() / l.Duration.Seconds()
+	}
+	return p, nil
 }
 
 // cpuUse is the CPU time two processes used over a run: the server

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -80,7 +81,11 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Beside the default Go metrics, the runtime's estimate of the CPU
+	// its garbage collector used (go_cpu_classes_gc_*_cpu_seconds_total):
+	// over process_cpu_seconds_total, the share of the process's CPU that
+	// went to the GC.
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(gcCPU)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	prom, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
@@ -192,3 +197,8 @@ func newMetricExporter(ctx context.Context, proto string) (sdkmetric.Exporter, e
 	}
 	return exp, nil
 }
+
+// gcCPU selects the runtime/metrics of the GC's CPU time
+// (/cpu/classes/gc/...: mark assists, dedicated, idle, pauses and their
+// total).
+var gcCPU = collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/gc/`)}

@@ -79,6 +79,7 @@ func TestMetricsServedInPrometheusNames(t *testing.T) {
 		`jobplane_job_duration_seconds_bucket{status="FINISHED",le="5"} 1`,
 		`jobplane_job_duration_seconds_bucket{status="FINISHED",le="1"} 0`,
 		"go_goroutines ",
+		"go_cpu_classes_gc_total_cpu_seconds_total ",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("/metrics lacks %q; got:\n%s", want, got)
