@@ -1037,6 +1037,15 @@ func summaryOfResult(res *jobplanev1.JobResult) *jobplanev1.JobSummary {
 // latest returns the job's current summary; d.mu must be held.
 func (j *job) latest() *jobplanev1.JobSummary { return j.hist().latest() }
 
+// status returns the job's current status, building no summary; d.mu must
+// be held.
+func (j *job) status() jobplanev1.JobStatus {
+	if j.history.changes == nil {
+		return jobstatus.Initializing
+	}
+	return j.history.latest().GetStatus()
+}
+
 // recordLocked records the job's summary s, after a status change or a
 // restart, moves j in the index and wakes watchers; d.mu must be held. A
 // summary that neither changes the status nor grows the restart count

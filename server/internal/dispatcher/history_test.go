@@ -121,6 +121,9 @@ func TestFirstSummaryBuiltWhenAskedFor(t *testing.T) {
 	if again := j.latest(); !proto.Equal(again, first) {
 		t.Errorf("first summary asked for again: %v, want %v", again, first)
 	}
+	if st := j.status(); st != jobstatus.Initializing {
+		t.Errorf("status of a new job %v, want INITIALIZING", st)
+	}
 	if got := j.hist().end(); got != 1 {
 		t.Errorf("end of an unchanged job's history %d, want 1", got)
 	}

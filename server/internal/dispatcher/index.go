@@ -71,7 +71,7 @@ func (ix *jobIndex) add(j *job) {
 	if j.indexed {
 		return
 	}
-	j.indexed, j.indexedStatus = true, j.latest().GetStatus()
+	j.indexed, j.indexedStatus = true, j.status()
 	e := entryOf(j)
 	ix.all.ReplaceOrInsert(e)
 	ix.status(j.indexedStatus).ReplaceOrInsert(e)

@@ -43,7 +43,7 @@ func (d *Dispatcher) Purge(ctx context.Context, jobID, runID string) error {
 			continue
 		}
 		if j.result == nil {
-			st := j.latest().GetStatus()
+			st := j.status()
 			d.mu.Unlock()
 			return &NotTerminalError{JobID: jobID, Status: st}
 		}

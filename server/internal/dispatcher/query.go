@@ -321,7 +321,7 @@ func (d *Dispatcher) Result(ctx context.Context, jobID, runID string, wait bool)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if j.result == nil {
-		return nil, &NotTerminalError{JobID: jobID, Status: j.latest().GetStatus()}
+		return nil, &NotTerminalError{JobID: jobID, Status: j.status()}
 	}
 	return j.result, nil
 }

@@ -150,7 +150,7 @@ func (d *Dispatcher) SubmitReusing(ctx context.Context, jobID string, graph *job
 			if string(j.digest) != string(digest) {
 				return SubmitOutcome{}, &ExistsError{JobID: jobID, GloballyTerminated: j.result != nil}
 			}
-			return SubmitOutcome{Created: false, Status: j.latest().GetStatus(), RunID: j.runID}, nil
+			return SubmitOutcome{Created: false, Status: j.status(), RunID: j.runID}, nil
 		}
 		if ld.recovering != nil && !absent {
 			// The id may be a persisted job that recovery has not read

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 	"weak"
@@ -150,4 +151,56 @@ func storePlans(ctx context.Context, t *testing.T, store hastore.Store, sess has
 		plans[id] = plan
 	}
 	return plans
+}
+
+// A runner that waited reads its plan back, and fails its job, creating no
+// JobMaster, if the store holds a plan of another run of the job: it
+// never runs a graph it was not given.
+func TestGateReadBackOfAnotherRunFails(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	store, sess := openStore(ctx, t, log)
+	router := jobmaster.NewRouter(jobmaster.RouterConfig{})
+	plans := storePlans(ctx, t, store, sess, "a", "x")
+	created := make(chan string, 2)
+	release := make(chan struct{})
+	defer close(release)
+	newRunner := func(plan *hastorev1.ExecutionPlan) *runner.Runner {
+		r, err := runner.New(runner.Config{
+			JobID: plan.GetJobId(), Plan: plan, Session: sess, Store: store, Address: "http://127.0.0.1:1", Router: router, Logger: log,
+			NewJobMaster: func(_ context.Context, _ *hastore.Leadership, plan *hastorev1.ExecutionPlan) (*jobmaster.JobMaster, error) {
+				created <- plan.GetJobId()
+				<-release
+				return nil, errors.New("no JobMaster in this test")
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	gate := runner.NewGate(1)
+	a := newRunner(plans["a"])
+	a.Admit(ctx, gate, false, func(jobmaster.Result, error) {})
+	if got := <-created; got != "a" {
+		t.Fatalf("JobMaster of %s, want a", got)
+	}
+	// x's runner was given a plan of a run the store does not hold.
+	stale := proto.CloneOf(plans["x"])
+	stale.RunId = "an-earlier-run"
+	x := newRunner(stale)
+	ended := make(chan jobmaster.Result, 1)
+	x.Admit(ctx, gate, false, func(res jobmaster.Result, _ error) { ended <- res })
+	x.Hurry()
+	select {
+	case res := <-ended:
+		if res.Status != jobstatus.Failed || !strings.Contains(res.Failure.GetMessage(), "another run") {
+			t.Errorf("x ended %v (%v), want FAILED for a plan of another run", res.Status, res.Failure.GetMessage())
+		}
+	case id := <-created:
+		t.Fatalf("a JobMaster of %s was created from the plan of another run", id)
+	case <-ctx.Done():
+		t.Fatal("x did not end")
+	}
 }
