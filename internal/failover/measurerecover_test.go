@@ -522,8 +522,12 @@ func measureRecovery(ctx context.Context, b *testing.B, running, waiting, tes in
 	r.notAdopted = len(tk.pending)
 	r.failed = -1 // unknown, unless the new leader answers
 	if answer.err == nil {
-		if notRunning := runningAt(ctx, standby, ranIDs); notRunning > r.notAdopted {
+		notRunning, seen := runningAt(ctx, standby, ranIDs)
+		if notRunning > r.notAdopted {
 			r.notAdopted = notRunning
+		}
+		if notRunning > 0 {
+			b.Logf("%d running jobs not RUNNING with every subtask running at the new leader, such as: %s", notRunning, strings.Join(seen, "; "))
 		}
 		if ov, err := overview(ctx, standby); err == nil {
 			r.failed = int(ov.GetFailedJobCount())
@@ -662,15 +666,14 @@ func submitUntilAck(ctx context.Context, jm *localcluster.JobManagerProcess, id 
 
 // runningAt asks jm, 8 calls at a time, for each job and returns how many
 // are not RUNNING with every subtask RUNNING (or not answered within two
-// minutes in all).
-func runningAt(ctx context.Context, jm *localcluster.JobManagerProcess, ids []string) int {
+// minutes in all), and how the first few of those were.
+func runningAt(ctx context.Context, jm *localcluster.JobManagerProcess, ids []string) (not int, seen []string) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	var (
-		mu  sync.Mutex
-		not int
-		wg  sync.WaitGroup
-		ch  = make(chan string)
+		mu sync.Mutex
+		wg sync.WaitGroup
+		ch = make(chan string)
 	)
 	for range 8 {
 		wg.Go(func() {
@@ -679,6 +682,9 @@ func runningAt(ctx context.Context, jm *localcluster.JobManagerProcess, ids []st
 				if err != nil || status != jobplanev1.JobStatus_JOB_STATUS_RUNNING || run < total {
 					mu.Lock()
 					not++
+					if len(seen) < 5 {
+						seen = append(seen, fmt.Sprintf("%s %v %d/%d running, err %v", id, status, run, total, err))
+					}
 					mu.Unlock()
 				}
 			}
@@ -689,7 +695,7 @@ func runningAt(ctx context.Context, jm *localcluster.JobManagerProcess, ids []st
 	}
 	close(ch)
 	wg.Wait()
-	return not
+	return not, seen
 }
 
 // overview asks jm for the cluster overview.
