@@ -82,8 +82,8 @@ var mutants = []Mutant{
 		Name: "idempotency/retry-while-initializing-created-true",
 		Doc:  "A retry of a submission whose job is still INITIALIZING is answered created=true, as if it had accepted the job, although only the first call did (SubmitJobResponse.created; concurrent identical submissions: exactly one sees created=true).",
 		File: "server/internal/dispatcher/submit.go",
-		Old:  `			return SubmitOutcome{Created: false, Status: j.latest().GetStatus(), RunID: j.runID}, nil`,
-		New:  `			return SubmitOutcome{Created: j.latest().GetStatus() == jobstatus.Initializing, Status: j.latest().GetStatus(), RunID: j.runID}, nil`,
+		Old:  `			return SubmitOutcome{Created: false, Status: j.status(), RunID: j.runID}, nil`,
+		New:  `			return SubmitOutcome{Created: j.status() == jobstatus.Initializing, Status: j.status(), RunID: j.runID}, nil`,
 	},
 	{
 		Name: "idempotency/terminal-resubmit-already-exists",
