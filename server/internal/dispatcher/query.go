@@ -394,15 +394,16 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID, runID, resume string, hea
 		next    int
 		r       = j.runner
 	)
-	if from, kept := j.hist().at(at); exact && kept {
+	h := j.hist() // built once: a job that has not changed keeps none
+	if from, kept := h.at(at); exact && kept {
 		// Continue after the message the token names.
 		last = from
 		pending = d.eventsLocked(ld, j, at+1)
 	} else {
 		exact = false
-		pending = []WatchEvent{{Summary: j.latest(), ResumeToken: resumeToken(ld, j, j.hist().end()-1), Coalesced: resume != ""}}
+		pending = []WatchEvent{{Summary: h.latest(), ResumeToken: resumeToken(ld, j, h.end()-1), Coalesced: resume != ""}}
 	}
-	next = j.hist().end()
+	next = h.end()
 	d.mu.Unlock()
 	if err != nil {
 		return err
@@ -422,8 +423,8 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID, runID, resume string, hea
 			if s, err := jm.Summary(ctx); err == nil && !jobstatus.IsGloballyTerminal(s.GetStatus()) {
 				s.SubmitTime = timestamppb.New(j.submitted())
 				d.mu.Lock()
-				if l := j.latest(); l.GetStatus() == s.GetStatus() && l.GetRestartCount() == s.GetRestartCount() {
-					next = j.hist().end()
+				if h := j.hist(); h.latest().GetStatus() == s.GetStatus() && h.latest().GetRestartCount() == s.GetRestartCount() {
+					next = h.end()
 					pending[0].Summary, pending[0].ResumeToken = s, resumeToken(ld, j, next-1)
 				}
 				d.mu.Unlock()
@@ -447,14 +448,15 @@ func (d *Dispatcher) Watch(ctx context.Context, jobID, runID, resume string, hea
 			}
 		}
 		d.mu.Lock()
-		if next < j.hist().first() {
+		h := j.hist()
+		if next < h.first() {
 			// The job changed faster than this stream was read: what it
 			// missed is gone. The client resumes, and starts over.
 			d.mu.Unlock()
 			return ErrStreamBehind
 		}
 		pending = d.eventsLocked(ld, j, next)
-		next = j.hist().end()
+		next = h.end()
 		changed := j.changedLocked()
 		d.mu.Unlock()
 		if len(pending) > 0 {

@@ -40,7 +40,8 @@ type Config struct {
 	// Plan is the job's execution plan (its job_id is JobID's), passed to
 	// NewJobMaster. A runner that waits for a seat in a gate (Admit) lets
 	// it go, and reads it back from Store when it launches: a job waiting
-	// for slots keeps no graph (issue 33). Required.
+	// for slots keeps no graph (issue 33). Required. A Runner's copy is
+	// guarded by its mu: nil while let go.
 	Plan *hastorev1.ExecutionPlan
 	// NewJobMaster creates the JobMaster of one grant, for the job's plan.
 	// Its ctx carries the span of the JobMaster's creation, whose trace is
@@ -93,9 +94,6 @@ type Runner struct {
 	// JobMaster's wait for slots counts from then (WaitingSince).
 	// Guarded by mu.
 	queued time.Time
-	// plan is Config.Plan, nil once let go while the runner waited in a
-	// gate, and again once read back. Guarded by mu.
-	plan *hastorev1.ExecutionPlan
 	// runID is the plan's run_id: a plan read back must be of this run.
 	runID string
 }
@@ -111,9 +109,7 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	r := &Runner{cfg: cfg, plan: cfg.Plan, runID: cfg.Plan.GetRunId()}
-	r.cfg.Plan = nil // r.plan holds it while it is kept
-	return r, nil
+	return &Runner{cfg: cfg, runID: cfg.Plan.GetRunId()}, nil
 }
 
 // logger is the runner's logger, whose lines name the job. It is made for
@@ -190,7 +186,7 @@ func (r *Runner) Admit(ctx context.Context, g *Gate, now bool, done func(jobmast
 		}
 		if queued {
 			// Read back at launch (lead): a waiting job keeps no graph.
-			r.entry, r.queued, r.plan = e, time.Now(), nil
+			r.entry, r.queued, r.cfg.Plan = e, time.Now(), nil
 			r.mu.Unlock()
 			return
 		}
@@ -418,7 +414,7 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, en
 		}
 	}
 	r.mu.Lock()
-	canceled, plan := r.canceling, r.plan
+	canceled, plan := r.canceling, r.cfg.Plan
 	r.mu.Unlock()
 	if canceled {
 		end(jobmaster.Result{Status: jobstatus.Canceled}, true, nil)
@@ -441,7 +437,7 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, en
 			return
 		}
 		r.mu.Lock()
-		r.plan = plan
+		r.cfg.Plan = plan
 		r.mu.Unlock()
 	}
 
