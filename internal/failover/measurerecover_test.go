@@ -55,9 +55,10 @@ import (
 // over $RECOVER_PPROF_SECONDS from the SIGKILL (default 20) and a heap
 // profile once every task is adopted are written there, with the new
 // leader's log and what the store and the new leader counted over the
-// takeover. $RECOVER_JM_ARGS adds flags to the jobmanagers', for
-// experiments (such as --task-lease 0 or --session-ttl 10s); `make bench`
-// sets none.
+// takeover. $RECOVER_JM_ARGS adds flags to the jobmanagers', and
+// $RECOVER_TE_ARGS to the TaskExecutors', for experiments (such as
+// --task-lease 0, --session-ttl 10s, or --debug-listen 127.0.0.1:0 for
+// the TaskExecutors); `make bench` sets none.
 //
 // Each benchmark iteration runs the floor and the takeover at scale; run
 // it with -benchtime=1x.
@@ -322,6 +323,9 @@ func (l *storeLoad) read(ctx context.Context) []string {
 		line := fmt.Sprintf("%s over the takeover: %s", l.names[i], strings.Join(parts, "; "))
 		if h := after.histogram("etcd_disk_wal_fsync_duration_seconds").since(l.before[i].histogram("etcd_disk_wal_fsync_duration_seconds")); h.count > 0 {
 			fsyncs := fmt.Sprintf("WAL fsyncs %.0f, mean %.2f ms", h.count, 1000*h.sum/h.count)
+			if c := after.histogram("etcd_disk_backend_commit_duration_seconds").since(l.before[i].histogram("etcd_disk_backend_commit_duration_seconds")); c.count > 0 {
+				fsyncs += fmt.Sprintf("; backend commits %.0f, mean %.2f ms", c.count, 1000*c.sum/c.count)
+			}
 			line += "; " + fsyncs
 			requests := func(typ string) float64 {
 				s := series("etcd_server_request_duration_seconds_count", "success", "true", "type", typ)
@@ -346,6 +350,7 @@ func measureRecovery(ctx context.Context, b *testing.B, running, waiting, tes in
 	}
 	c, err := localcluster.StartProcessCluster(ctx, localcluster.ProcessClusterConfig{
 		EtcdMembers: 1, JobManagers: 2, TaskExecutors: tes, Slots: (running + tes - 1) / tes, JobManagerArgs: args,
+		TaskExecutorArgs: strings.Fields(os.Getenv("RECOVER_TE_ARGS")),
 	})
 	if err != nil {
 		return r, err

@@ -88,3 +88,14 @@ type Observer interface {
 	// fails at once for an election name the store does not accept.
 	ObserveLeader(ctx context.Context, election string, fn func(Leader) error) error
 }
+
+// Reader reads an election's current leader once: the store's state at
+// one moment between the call and its answer (HAStoreService.GetLeader,
+// linearizable since contract 1.2). Every hastore.Store is one; so is
+// electionrpc.Observer. It costs the store one read, where the first
+// answer of ObserveLeader costs a read and a watch opened and closed.
+type Reader interface {
+	// Leader returns the election's leader; its Token is zero when there
+	// is none. It fails for an election name the store does not accept.
+	Leader(ctx context.Context, election string) (Leader, error)
+}

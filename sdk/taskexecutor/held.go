@@ -119,9 +119,15 @@ func (h *handler) AdoptAttempts(ctx context.Context, req *clusterv1.AdoptAttempt
 	// nothing on most TaskExecutors: a store read each would flood the
 	// store just as the new leader recovers. An older token than the
 	// job's current one is still refused, as it needs no read.
-	holding := make(map[string]bool)
+	// Only the jobs the call names are looked up among the slots: a
+	// TaskExecutor of a thousand slots asked about 256 jobs at a time
+	// would otherwise build a map of every job it holds for each call.
+	holding := make(map[string]bool, len(req.GetJobs()))
+	for _, e := range req.GetJobs() {
+		holding[e.GetJobId()] = false
+	}
 	for _, s := range te.slots {
-		if s.jobID != "" && !s.freeing {
+		if _, named := holding[s.jobID]; named && !s.freeing {
 			holding[s.jobID] = true
 		}
 	}

@@ -55,19 +55,14 @@ func (te *TaskExecutor) checkJobLocked(ctx context.Context, jobID string, t elec
 	return te.readJobGrant(ctx, jobID, t)
 }
 
-// readJobGrant reads the current grant of `job/<jobID>` (the first answer
-// of ObserveLeader, which is linearizable since contract 1.2), waiting at
+// readJobGrant reads the current grant of `job/<jobID>` (jobGrant: a
+// linearizable read since contract 1.2), waiting at
 // most grantWait for it, and answers nil if it is t. te.mu must not be
 // held.
 func (te *TaskExecutor) readJobGrant(ctx context.Context, jobID string, t election.Token) error {
 	rctx, cancel := context.WithTimeout(ctx, grantWait)
 	defer cancel()
-	var grant election.Token
-	answered := false
-	err := te.cfg.Store.ObserveLeader(rctx, election.Job(jobID), func(l election.Leader) error {
-		grant, answered = l.Token, true
-		return errFirstAnswer
-	})
+	grant, answered, err := te.jobGrant(rctx, jobID)
 	switch {
 	case answered && grant == t:
 		return nil
@@ -80,6 +75,23 @@ func (te *TaskExecutor) readJobGrant(ctx context.Context, jobID string, t electi
 	return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_STORE_UNAVAILABLE,
 		"the HA store could not be read to check the JobMaster's token; nothing was done, retry",
 		map[string]string{"election": election.Job(jobID)})
+}
+
+// jobGrant reads the current grant of `job/<jobID>`: with one read where
+// the store is an election.Reader (a new leader's AdoptAttempts has its
+// tokens read by the thousand, and a watch opened and closed for each
+// would double what the store spends on them), else with the first
+// answer of ObserveLeader. answered tells whether the store answered.
+func (te *TaskExecutor) jobGrant(ctx context.Context, jobID string) (grant election.Token, answered bool, err error) {
+	if r, ok := te.cfg.Store.(election.Reader); ok {
+		l, err := r.Leader(ctx, election.Job(jobID))
+		return l.Token, err == nil, err
+	}
+	err = te.cfg.Store.ObserveLeader(ctx, election.Job(jobID), func(l election.Leader) error {
+		grant, answered = l.Token, true
+		return errFirstAnswer
+	})
+	return grant, answered, err
 }
 
 // olderLocked reports whether t is older than the job's current token

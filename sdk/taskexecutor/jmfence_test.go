@@ -188,6 +188,36 @@ func TestNewerGrantedJobMasterTokenTaken(t *testing.T) {
 	staleIn(t, "Heartbeat from the older JobMaster", err, election.Job("j"), grant(2))
 }
 
+// On a store that reads an election once (election.Reader, as every HA
+// store is), a newer token is checked with one such read and no
+// observation: AdoptAttempts under the newer grant is taken (the job's
+// slot handed over), and a token
+// newer still that the store does not show is refused naming the grant.
+func TestJobMasterTokenReadOnce(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	leaders := taskexecutor.NewLeaders(grant(1))
+	leaders.GrantJob("j", grant(1))
+	_, client, _ := deployTo(ctx, t, &jobMaster{timeout: time.Second, offers: offerRegisters, store: leaders, readOnce: true})
+	observed, once := leaders.JobReads(), leaders.OnceReads()
+	leaders.GrantJob("j", grant(2))
+	resp, err := client.AdoptAttempts(ctx, &clusterv1.AdoptAttemptsRequest{Jobs: []*clusterv1.JobAdoption{
+		{JobId: "j", JobMasterToken: token(2), JobMasterAddress: "http://127.0.0.1:1"}}})
+	if err != nil || len(resp.GetRefused()) > 0 || len(resp.GetJobs()) != 1 || len(resp.GetJobs()[0].GetAllocationIds()) != 1 {
+		t.Fatalf("AdoptAttempts under the newer grant = %v, %v; want the job's slot handed over", resp, err)
+	}
+	if _, _, md := refusalOf(ctx, client, token(3)); md["election"] != election.Job("j") {
+		t.Errorf("AdoptAttempts under a token the store does not show: refusal metadata %v, want the job's election", md)
+	}
+	if got := leaders.JobReads() - observed; got != 0 {
+		t.Errorf("the checks opened %d observations of the job's election, want none", got)
+	}
+	if got := leaders.OnceReads() - once; got != 2 {
+		t.Errorf("the checks read the job's election %d times, want 2 (one per new token)", got)
+	}
+}
+
 // AdoptAttempts of a job that holds nothing here is answered empty with
 // no store read, even with the store down and under a token never
 // granted, and takes nothing: the job's real JobMaster, whose token is

@@ -22,8 +22,9 @@ type leaders struct {
 	// jobs are the grants of the jobs' elections, by election name.
 	jobs   map[string]election.Token
 	broken bool
-	// reads counts the observations of jobs' elections opened.
-	reads int
+	// reads counts the observations of jobs' elections opened, and
+	// once the reads of one answer (Reading).
+	reads, once int
 	// changed is closed, and replaced, at every grant or break.
 	changed chan struct{}
 }
@@ -114,6 +115,35 @@ func (l *leaders) ObserveLeader(ctx context.Context, name string, fn func(electi
 		case <-changed:
 		}
 	}
+}
+
+// Reading returns the store as one that also reads an election once
+// (election.Reader), as every HA store does.
+func (l *leaders) Reading() election.Observer { return readingLeaders{l} }
+
+// OnceReads returns how many elections were read once (Reading).
+func (l *leaders) OnceReads() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.once
+}
+
+// readingLeaders is leaders with election.Reader.
+type readingLeaders struct{ *leaders }
+
+// Leader implements election.Reader.
+func (r readingLeaders) Leader(ctx context.Context, name string) (election.Leader, error) {
+	l := r.leaders
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.once++
+	if l.broken {
+		return election.Leader{}, errBroken
+	}
+	if name == election.JobManager {
+		return election.Leader{Election: name, Token: l.current}, nil
+	}
+	return election.Leader{Election: name, Token: l.jobs[name]}, nil
 }
 
 // Leaders is leaders for the package's external tests.

@@ -41,9 +41,10 @@ type Config struct {
 	// Store is where the ResourceManager's leadership is found: the
 	// cluster's HA store (any hastore.Store), or electionrpc.Observer
 	// following it over HAStoreService, which links no store backend.
-	// Only its ObserveLeader is called: for election.JobManager, and for
-	// a job's election to check a JobMaster token that a JobMaster's own
-	// call brings (its first answer only). Required.
+	// Its ObserveLeader follows election.JobManager; a job's election is
+	// read to check a JobMaster token that a JobMaster's own call brings:
+	// with Leader where Store is also an election.Reader (both are), with
+	// the first answer of ObserveLeader otherwise. Required.
 	Store election.Observer
 	// HTTPClient carries calls to the ResourceManager and JobMasters.
 	// Required.

@@ -35,6 +35,8 @@ type jobMaster struct {
 	// store, if set, is the TaskExecutor's HA store (startWithJobMaster);
 	// else the harness's (serveUnstarted).
 	store *taskexecutor.Leaders
+	// readOnce gives the TaskExecutor store as an election.Reader too.
+	readOnce bool
 	// answering says whether the TaskExecutor's heartbeats get through.
 	answering atomic.Bool
 	// lease, if set, is the lease each heartbeat answer grants.
@@ -266,6 +268,9 @@ func startWithJobMaster(t *testing.T, fake *jobMaster) (string, clusterv1connect
 	cfg := taskexecutor.Config{Slots: 1, CancelGrace: 100 * time.Millisecond, AttemptLog: log, Logger: logger}
 	if fake.store != nil {
 		cfg.Store = fake.store
+		if fake.readOnce {
+			cfg.Store = fake.store.Reading()
+		}
 	}
 	client := serveTaskExecutor(t, cfg)
 	return jm, client, log

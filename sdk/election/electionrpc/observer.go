@@ -67,7 +67,10 @@ type Observer struct {
 	log     *slog.Logger
 }
 
-var _ election.Observer = (*Observer)(nil)
+var (
+	_ election.Observer = (*Observer)(nil)
+	_ election.Reader   = (*Observer)(nil)
+)
 
 // NewObserver returns an Observer that calls the HAStoreService at
 // cfg.BaseURL and cfg.BaseURLs. It fails if the HTTP client is missing,
@@ -176,6 +179,27 @@ func (o *Observer) ObserveLeader(ctx context.Context, name string, fn func(elect
 			pause = min(2*pause, maxRetry)
 		}
 	}
+}
+
+// Leader implements election.Reader: one GetLeader call, to the first
+// server that answers, each tried once in order. It fails at once,
+// without trying the next, if a server refuses the election name
+// (INVALID_ARGUMENT), and with the last server's error if none answers.
+func (o *Observer) Leader(ctx context.Context, name string) (election.Leader, error) {
+	var err error
+	for _, srv := range o.servers {
+		var resp *hastorev1.GetLeaderResponse
+		resp, err = srv.rpc.GetLeader(ctx, &hastorev1.GetLeaderRequest{Election: name})
+		switch {
+		case err == nil:
+			return leaderFromProto(resp.GetLeader()), nil
+		case ctx.Err() != nil:
+			return election.Leader{}, ctx.Err()
+		case connect.CodeOf(err) == connect.CodeInvalidArgument:
+			return election.Leader{}, fmt.Errorf("electionrpc: leader of %q: %w", name, err)
+		}
+	}
+	return election.Leader{}, fmt.Errorf("electionrpc: leader of %q: %w", name, err)
 }
 
 // fnError carries the error of ObserveLeader's fn out of observe.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,5 +141,57 @@ func TestObserverGivesUpASilentServer(t *testing.T) {
 	leaders := observe(t, o, election.JobManager)
 	if got := next(t, leaders); got.Token != x.Token() {
 		t.Fatalf("report = %+v, want leader %v", got, x.Token())
+	}
+}
+
+// Leader reads the election once (GetLeader, no stream), from the first
+// server that answers: a dead first server is passed over, the reads
+// follow a new grant, and an invalid election name fails at once,
+// without asking the next server.
+func TestObserverLeaderReadsOnce(t *testing.T) {
+	svc := startService(t)
+	path, h := hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: svc.store, Logger: quiet()}).Path()
+	type counts struct{ streams, reads atomic.Int32 }
+	counting := func(c *counts) string {
+		mux := http.NewServeMux()
+		mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case hastorev1connect.HAStoreServiceObserveLeaderProcedure:
+				c.streams.Add(1)
+			case hastorev1connect.HAStoreServiceGetLeaderProcedure:
+				c.reads.Add(1)
+			}
+			h.ServeHTTP(w, r)
+		}))
+		return serveHTTP(t, mux)
+	}
+	var live, spare counts
+	o := newObserverConfig(t, electionrpc.Config{BaseURL: deadURL(t), BaseURLs: []string{counting(&live), counting(&spare)}}, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	got, err := o.Leader(ctx, election.JobManager)
+	if err != nil || !got.Token.IsZero() {
+		t.Fatalf("Leader before a grant = %+v, %v; want no leader", got, err)
+	}
+	x := campaign(t, svc.store, "http://x")
+	if got, err = o.Leader(ctx, election.JobManager); err != nil || got.Token != x.Token() || got.Address != "http://x" {
+		t.Fatalf("Leader = %+v, %v; want %v at http://x", got, err, x.Token())
+	}
+	if err := x.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	y := campaign(t, svc.store, "http://y")
+	if got, err = o.Leader(ctx, election.JobManager); err != nil || got.Token != y.Token() {
+		t.Fatalf("Leader after a new grant = %+v, %v; want %v", got, err, y.Token())
+	}
+	if _, err := o.Leader(ctx, "no such election"); err == nil || connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("Leader(invalid) = %v, want INVALID_ARGUMENT", err)
+	}
+	if n, m := live.reads.Load(), live.streams.Load()+spare.streams.Load(); n != 4 || m != 0 {
+		t.Errorf("%d GetLeader calls on the first live server and %d ObserveLeader streams, want 4 and 0", n, m)
+	}
+	if n := spare.reads.Load(); n != 0 {
+		t.Errorf("%d GetLeader calls on the next server, want 0 (the first answered, or refused the name)", n)
 	}
 }

@@ -23,3 +23,11 @@ func SetRecoveryPage(t testing.TB, n int) {
 	recoveryPage = n
 	t.Cleanup(func() { recoveryPage = old })
 }
+
+// SetHolderChunk makes recoveries read the plans of the jobs holding
+// slots n at a time, until t ends.
+func SetHolderChunk(t testing.TB, n int) {
+	old := holderChunk
+	holderChunk = n
+	t.Cleanup(func() { holderChunk = old })
+}

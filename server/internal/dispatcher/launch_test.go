@@ -295,6 +295,73 @@ func TestRecoveryStartsTheJobsHoldingSlotsAheadOfTheScan(t *testing.T) {
 	}
 }
 
+// chunkReader is heldReader whose read by id of the plans of the jobs
+// holding slots is held, while the read names job hold, until release
+// closes; reading is closed when that read is asked for.
+type chunkReader struct {
+	heldReader
+	hold             string
+	reading, release chan struct{}
+}
+
+func (s chunkReader) ReadExecutionPlans(ctx context.Context, ids []string) ([]hastore.StoredPlan, error) {
+	if slices.Contains(ids, s.hold) {
+		close(s.reading)
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return s.heldReader.ReadExecutionPlans(ctx, ids)
+}
+
+// The plans of the jobs holding slots are read a chunk at a time, and
+// each chunk's runners start as soon as it is read: while the read of
+// the chunk holding e is held, b's runner (the first chunk) has started.
+func TestRecoveryStartsTheHoldersOfEachChunkAsItIsRead(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dispatcher.SetHolderChunk(t, 1)
+	etcd, l := sixPlans(ctx, t)
+	store := chunkReader{
+		heldReader: heldReader{heldPages{Store: etcd, etcd: etcd, after: "", arrived: make(chan struct{}), release: make(chan struct{})}},
+		hold:       "e", reading: make(chan struct{}), release: make(chan struct{}),
+	}
+	jobs, startedIDs := reportingRunners(etcd)
+	d, err := dispatcher.New(dispatcher.Config{Store: store, Logger: quietLogger(), TaskExecutors: &holdingTEs{holding: []string{"b", "e"}}, Jobs: jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leadUntilEnd(t, d, l)
+	select {
+	case <-store.reading:
+	case <-ctx.Done():
+		t.Fatal("the recovery did not read e's plan")
+	}
+	for wait := time.Now().Add(20 * time.Second); !slices.Contains(startedIDs(), "b"); {
+		if time.Now().After(wait) {
+			t.Fatalf("while the read of e's plan is held, the runners started are %v; want b's (its chunk was read)", startedIDs())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if ids := startedIDs(); !slices.Equal(ids, []string{"b"}) {
+		t.Errorf("while the read of e's plan and the scan are held, the runners started are %v; want only b's", ids)
+	}
+	close(store.release)
+	close(store.heldPages.release)
+	for len(startedIDs()) < 6 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("runners started: %v; want all six", startedIDs())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if ids := startedIDs(); !slices.Equal(ids[:2], []string{"b", "e"}) {
+		t.Errorf("runners started in the order %v; want b, then e (holding slots, chunk by chunk), then the others", ids)
+	}
+}
+
 // sameSet reports whether a and b hold the same strings, in any order.
 func sameSet(a, b []string) bool {
 	a, b = slices.Clone(a), slices.Clone(b)
