@@ -2,6 +2,7 @@ package hastorerpc_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -195,3 +196,40 @@ func TestObserverLeaderReadsOnce(t *testing.T) {
 		t.Errorf("%d GetLeader calls on the next server, want 0 (the first answered, or refused the name)", n)
 	}
 }
+
+// BenchmarkObserverGrantRead reads a job election's grant over
+// HAStoreService, as a TaskExecutor checks a JobMaster token: with one
+// GetLeader call (Leader), and with the first answer of an ObserveLeader
+// stream, 32 at a time as a TaskExecutor's AdoptAttempts reads them.
+func BenchmarkObserverGrantRead(b *testing.B) {
+	svc := startService(b)
+	x := campaign(b, svc.store, "http://x")
+	o := newObserver(b, "http://"+svc.addr, true)
+	name := x.Election()
+	for _, mode := range []string{"GetLeader", "ObserveLeader"} {
+		b.Run(mode, func(b *testing.B) {
+			b.SetParallelism(16) // 32 goroutines on 2 cores
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				for pb.Next() {
+					var got election.Leader
+					var err error
+					if mode == "GetLeader" {
+						got, err = o.Leader(ctx, name)
+					} else {
+						err = o.ObserveLeader(ctx, name, func(l election.Leader) error { got = l; return errStop })
+						if errors.Is(err, errStop) {
+							err = nil
+						}
+					}
+					if err != nil || got.Token != x.Token() {
+						b.Errorf("grant = %v, %v; want %v", got.Token, err, x.Token())
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+var errStop = errors.New("first answer taken")

@@ -29,7 +29,7 @@ type service struct {
 	done  chan struct{}
 }
 
-func startService(t *testing.T) *service {
+func startService(t testing.TB) *service {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -43,7 +43,7 @@ func startService(t *testing.T) *service {
 
 // serveStore serves store as HAStoreService on a loopback port of its own
 // until the test ends (before the store closes).
-func serveStore(t *testing.T, store *etcdstore.Store) *service {
+func serveStore(t testing.TB, store *etcdstore.Store) *service {
 	t.Helper()
 	s := &service{store: store, addr: "127.0.0.1:0"}
 	t.Cleanup(s.stop)
@@ -51,7 +51,7 @@ func serveStore(t *testing.T, store *etcdstore.Store) *service {
 	return s
 }
 
-func (s *service) start(t *testing.T) {
+func (s *service) start(t testing.TB) {
 	t.Helper()
 	var (
 		ln  net.Listener
@@ -90,14 +90,14 @@ func (s *service) stop() {
 	s.http = nil
 }
 
-func newObserver(t *testing.T, baseURL string, h2c bool) *electionrpc.Observer {
+func newObserver(t testing.TB, baseURL string, h2c bool) *electionrpc.Observer {
 	t.Helper()
 	return newObserverConfig(t, electionrpc.Config{BaseURL: baseURL}, h2c)
 }
 
 // newObserverConfig returns an Observer of cfg, over a client of its own
 // (h2c or HTTP/1.1) whose idle connections close when the test ends.
-func newObserverConfig(t *testing.T, cfg electionrpc.Config, h2c bool) *electionrpc.Observer {
+func newObserverConfig(t testing.TB, cfg electionrpc.Config, h2c bool) *electionrpc.Observer {
 	t.Helper()
 	tr := &http.Transport{}
 	if h2c {
@@ -148,7 +148,7 @@ func next(t *testing.T, leaders <-chan election.Leader) election.Leader {
 	}
 }
 
-func campaign(t *testing.T, store hastore.Store, address string) *hastore.Leadership {
+func campaign(t testing.TB, store hastore.Store, address string) *hastore.Leadership {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
