@@ -20,8 +20,9 @@
 // A JobMaster token is taken as it comes in RequestSlot(s) under the
 // current ResourceManager token; on a JobMaster's own call, a token other
 // than the job's current one is taken only once the store shows it as the
-// grant of `job/<job_id>` (one read, the first answer of ObserveLeader,
-// within grantWait; the jobs of one AdoptAttempts are read in parallel), so
+// grant of `job/<job_id>` (one read within grantWait: Leader where the
+// store is an election.Reader, the first answer of ObserveLeader
+// otherwise; the jobs of one AdoptAttempts are read in parallel), so
 // a caller cannot make up a newer token that cancels a job's attempts and
 // locks its JobMaster out. A call under the job's current token reads
 // nothing.

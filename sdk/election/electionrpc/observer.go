@@ -181,25 +181,37 @@ func (o *Observer) ObserveLeader(ctx context.Context, name string, fn func(elect
 	}
 }
 
-// Leader implements election.Reader: one GetLeader call, to the first
-// server that answers, each tried once in order. It fails at once,
+// Leader implements election.Reader: one GetLeader call answered, by
+// the first server that answers, the servers tried in order as
+// ObserveLeader tries them (after a round where every one failed, a
+// pause from 50ms doubling to 1s) until ctx ends. It fails at once,
 // without trying the next, if a server refuses the election name
-// (INVALID_ARGUMENT), and with the last server's error if none answers.
+// (INVALID_ARGUMENT); once ctx ends, with the last server's error.
 func (o *Observer) Leader(ctx context.Context, name string) (election.Leader, error) {
-	var err error
-	for _, srv := range o.servers {
-		var resp *hastorev1.GetLeaderResponse
-		resp, err = srv.rpc.GetLeader(ctx, &hastorev1.GetLeaderRequest{Election: name})
-		switch {
-		case err == nil:
-			return leaderFromProto(resp.GetLeader()), nil
-		case ctx.Err() != nil:
-			return election.Leader{}, ctx.Err()
-		case connect.CodeOf(err) == connect.CodeInvalidArgument:
+	pause := minRetry
+	for {
+		var err error
+		for _, srv := range o.servers {
+			var resp *hastorev1.GetLeaderResponse
+			resp, err = srv.rpc.GetLeader(ctx, &hastorev1.GetLeaderRequest{Election: name})
+			switch {
+			case err == nil:
+				return leaderFromProto(resp.GetLeader()), nil
+			case ctx.Err() != nil:
+				return election.Leader{}, fmt.Errorf("electionrpc: leader of %q: %w", name, err)
+			case connect.CodeOf(err) == connect.CodeInvalidArgument:
+				return election.Leader{}, fmt.Errorf("electionrpc: leader of %q: %w", name, err)
+			}
+		}
+		timer := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
 			return election.Leader{}, fmt.Errorf("electionrpc: leader of %q: %w", name, err)
+		case <-timer.C:
+			pause = min(2*pause, maxRetry)
 		}
 	}
-	return election.Leader{}, fmt.Errorf("electionrpc: leader of %q: %w", name, err)
 }
 
 // fnError carries the error of ObserveLeader's fn out of observe.

@@ -233,3 +233,40 @@ func BenchmarkObserverGrantRead(b *testing.B) {
 }
 
 var errStop = errors.New("first answer taken")
+
+// Leader tries again, after a pause, when every server failed: a server
+// that answers UNAVAILABLE twice (a store without a quorum for a moment)
+// answers the third time.
+func TestObserverLeaderRetriesUntilAnswered(t *testing.T) {
+	svc := startService(t)
+	x := campaign(t, svc.store, "http://x")
+	path, h := hastorerpc.NewHandler(hastorerpc.HandlerConfig{Store: svc.store, Logger: quiet()}).Path()
+	var reads atomic.Int32
+	mux := http.NewServeMux()
+	mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == hastorev1connect.HAStoreServiceGetLeaderProcedure && reads.Add(1) <= 2 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"code":"unavailable","message":"no quorum"}`))
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	o := newObserverConfig(t, electionrpc.Config{BaseURL: serveHTTP(t, mux)}, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got, err := o.Leader(ctx, election.JobManager)
+	if err != nil || got.Token != x.Token() {
+		t.Fatalf("Leader = %+v, %v; want %v after two refusals", got, err, x.Token())
+	}
+	if n := reads.Load(); n != 3 {
+		t.Errorf("%d GetLeader calls, want 3", n)
+	}
+	// With no server answering, it gives up when its context ends.
+	short, stop := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer stop()
+	dead := newObserverConfig(t, electionrpc.Config{BaseURL: deadURL(t)}, false)
+	if _, err := dead.Leader(short, election.JobManager); err == nil || short.Err() == nil {
+		t.Fatalf("Leader with no server = %v (ctx %v); want an error once the context ended", err, short.Err())
+	}
+}
