@@ -1,7 +1,9 @@
 // Package electionrpc follows an election's leader over HAStoreService:
 // Observer implements election.Observer with the service's ObserveLeader
 // stream, served by any of a cluster's processes (Config.BaseURLs), and
-// moves to the next when one breaks, cannot be reached or stays silent.
+// moves to the next when one breaks, cannot be reached or stays silent;
+// it implements election.Reader too, with one GetLeader call, for a
+// single read such as a TaskExecutor's check of a JobMaster token.
 // Handler serves ObserveLeader from any election.Observer, so a process
 // whose store lives in another process can still be asked for the leader;
 // StreamLeader is its stream loop, which hastorerpc's handler shares.
