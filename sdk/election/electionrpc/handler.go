@@ -35,10 +35,10 @@ type HandlerConfig struct {
 }
 
 // Handler serves the leader-following part of HAStoreService
-// (ObserveLeader) from an election.Observer, so that a process whose HA
-// store lives in another process (a jobmanager on a hastore process) can
-// still be asked for the leader, as any process of the cluster can. Every
-// other RPC of the service answers UNIMPLEMENTED.
+// (ObserveLeader, GetLeader) from an election.Observer, so that a process
+// whose HA store lives in another process (a jobmanager on a hastore
+// process) can still be asked for the leader, as any process of the
+// cluster can. Every other RPC of the service answers UNIMPLEMENTED.
 type Handler struct {
 	hastorev1connect.UnimplementedHAStoreServiceHandler
 
@@ -80,6 +80,38 @@ func (h *Handler) Path(opts ...connect.HandlerOption) (string, http.Handler) {
 func (h *Handler) ObserveLeader(ctx context.Context, req *hastorev1.ObserveLeaderRequest, stream *connect.ServerStream[hastorev1.ObserveLeaderResponse]) error {
 	return StreamLeader(ctx, h.observer, req.GetElection(), h.heartbeat, stream, h.toConnect)
 }
+
+// GetLeader implements HAStoreServiceHandler: one read of the observer
+// where it is an election.Reader (an Observer and every store are), the
+// first answer of its ObserveLeader otherwise; its errors are answered as
+// ObserveLeader's are.
+func (h *Handler) GetLeader(ctx context.Context, req *hastorev1.GetLeaderRequest) (*hastorev1.GetLeaderResponse, error) {
+	l, err := readLeader(ctx, h.observer, req.GetElection())
+	if err != nil {
+		return nil, h.toConnect(err)
+	}
+	return &hastorev1.GetLeaderResponse{Leader: leaderToProto(l)}, nil
+}
+
+// readLeader reads the election's leader once from o: with Leader where
+// o is an election.Reader, else with the first answer of ObserveLeader.
+func readLeader(ctx context.Context, o election.Observer, name string) (election.Leader, error) {
+	if r, ok := o.(election.Reader); ok {
+		return r.Leader(ctx, name)
+	}
+	var first election.Leader
+	err := o.ObserveLeader(ctx, name, func(l election.Leader) error {
+		first = l
+		return errFirst
+	})
+	if errors.Is(err, errFirst) {
+		return first, nil
+	}
+	return election.Leader{}, err
+}
+
+// errFirst ends an observation after its first answer.
+var errFirst = errors.New("electionrpc: first answer taken")
 
 // StreamLeader serves one HAStoreService ObserveLeader stream from
 // observer: it sends the election's leader and every change the observer

@@ -184,8 +184,10 @@ func (o *Observer) ObserveLeader(ctx context.Context, name string, fn func(elect
 // Leader implements election.Reader: one GetLeader call answered, by
 // the first server that answers, the servers tried in order as
 // ObserveLeader tries them (after a round where every one failed, a
-// pause from 50ms doubling to 1s) until ctx ends. It fails at once,
-// without trying the next, if a server refuses the election name
+// pause from 50ms doubling to 1s) until ctx ends. A server that does not
+// serve GetLeader (UNIMPLEMENTED: a relay of an older release) is read
+// with the first answer of an ObserveLeader stream instead. It fails at
+// once, without trying the next, if a server refuses the election name
 // (INVALID_ARGUMENT); once ctx ends, with the last server's error.
 func (o *Observer) Leader(ctx context.Context, name string) (election.Leader, error) {
 	pause := minRetry
@@ -194,6 +196,19 @@ func (o *Observer) Leader(ctx context.Context, name string) (election.Leader, er
 		for _, srv := range o.servers {
 			var resp *hastorev1.GetLeaderResponse
 			resp, err = srv.rpc.GetLeader(ctx, &hastorev1.GetLeaderRequest{Election: name})
+			if connect.CodeOf(err) == connect.CodeUnimplemented {
+				var first election.Leader
+				_, err = o.observe(ctx, srv, name, func(l election.Leader) error {
+					first = l
+					return errFirst
+				})
+				if errors.As(err, new(fnError)) {
+					return first, nil
+				}
+				if err == nil {
+					err = errors.New("stream ended")
+				}
+			}
 			switch {
 			case err == nil:
 				return leaderFromProto(resp.GetLeader()), nil

@@ -185,3 +185,52 @@ func TestHandlerEndsTheObservationWithTheClient(t *testing.T) {
 		t.Fatal("the observation did not end within 20s of the client going away")
 	}
 }
+
+// A relay answers GetLeader as the store does (its TaskExecutors check
+// JobMaster tokens with it), and passes on the refusal of an election
+// name.
+func TestRelayReadsTheLeaderOnce(t *testing.T) {
+	svc := startService(t)
+	relay := startRelay(t, "http://"+svc.addr, 0)
+	x := campaign(t, svc.store, "http://x")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rpc := hastorev1connect.NewHAStoreServiceClient(http.DefaultClient, relay)
+	resp, err := rpc.GetLeader(ctx, &hastorev1.GetLeaderRequest{Election: election.JobManager})
+	if err != nil || resp.GetLeader().GetToken().GetEpoch() != x.Token().Epoch || resp.GetLeader().GetAddress() != "http://x" {
+		t.Fatalf("GetLeader through a relay = %v, %v; want %v at http://x", resp, err, x.Token())
+	}
+	if _, err := rpc.GetLeader(ctx, &hastorev1.GetLeaderRequest{Election: "no such election"}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("GetLeader(invalid) through a relay = %v, want INVALID_ARGUMENT", err)
+	}
+}
+
+// observeOnly serves ObserveLeader alone, as a relay of an older release
+// did: GetLeader answers UNIMPLEMENTED.
+type observeOnly struct {
+	hastorev1connect.UnimplementedHAStoreServiceHandler
+	relay *electionrpc.Handler
+}
+
+func (o observeOnly) ObserveLeader(ctx context.Context, req *hastorev1.ObserveLeaderRequest, stream *connect.ServerStream[hastorev1.ObserveLeaderResponse]) error {
+	return o.relay.ObserveLeader(ctx, req, stream)
+}
+
+// An Observer reads the leader from a server that does not serve
+// GetLeader with the first answer of ObserveLeader.
+func TestObserverLeaderFromAServerWithoutGetLeader(t *testing.T) {
+	svc := startService(t)
+	x := campaign(t, svc.store, "http://x")
+	h, err := electionrpc.NewHandler(electionrpc.HandlerConfig{Observer: newObserver(t, "http://"+svc.addr, true), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(hastorev1connect.NewHAStoreServiceHandler(observeOnly{relay: h}))
+	o := newObserver(t, serveHTTP(t, mux), false)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if got, err := o.Leader(ctx, election.JobManager); err != nil || got.Token != x.Token() {
+		t.Fatalf("Leader from a server without GetLeader = %+v, %v; want %v", got, err, x.Token())
+	}
+}
