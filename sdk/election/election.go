@@ -2,6 +2,7 @@ package election
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -99,3 +100,23 @@ type Reader interface {
 	// is none. It fails for an election name the store does not accept.
 	Leader(ctx context.Context, election string) (Leader, error)
 }
+
+// ReadLeader reads the election's leader once from o: with Leader where
+// o is a Reader, else with the first answer of its ObserveLeader.
+func ReadLeader(ctx context.Context, o Observer, election string) (Leader, error) {
+	if r, ok := o.(Reader); ok {
+		return r.Leader(ctx, election)
+	}
+	var first Leader
+	err := o.ObserveLeader(ctx, election, func(l Leader) error {
+		first = l
+		return errFirstAnswer
+	})
+	if errors.Is(err, errFirstAnswer) {
+		return first, nil
+	}
+	return Leader{}, err
+}
+
+// errFirstAnswer ends an observation after its first answer.
+var errFirstAnswer = errors.New("election: first answer taken")

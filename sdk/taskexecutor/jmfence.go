@@ -2,7 +2,6 @@ package taskexecutor
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
@@ -25,9 +24,6 @@ import (
 // grant of `jobmanager` is public (GetLeader, ObserveLeader, and every
 // StaleTokenDetails naming it), so a caller can forge a token in it with any
 // epoch. The store is read for every new token.
-
-// errFirstAnswer ends an observation after its first answer.
-var errFirstAnswer = errors.New("taskexecutor: first answer taken")
 
 // checkJobLocked admits a call from a JobMaster of jobID under token t,
 // before the call changes anything. The job's current token, or an older
@@ -55,19 +51,23 @@ func (te *TaskExecutor) checkJobLocked(ctx context.Context, jobID string, t elec
 	return te.readJobGrant(ctx, jobID, t)
 }
 
-// readJobGrant reads the current grant of `job/<jobID>` (jobGrant: a
-// linearizable read since contract 1.2), waiting at
+// readJobGrant reads the current grant of `job/<jobID>` (a linearizable
+// read since contract 1.2), waiting at
 // most grantWait for it, and answers nil if it is t. te.mu must not be
 // held.
 func (te *TaskExecutor) readJobGrant(ctx context.Context, jobID string, t election.Token) error {
 	rctx, cancel := context.WithTimeout(ctx, grantWait)
 	defer cancel()
-	grant, answered, err := te.jobGrant(rctx, jobID)
+	// One read where the store is an election.Reader (a new leader's
+	// AdoptAttempts has tokens read by the thousand, and a watch opened
+	// and closed for each would cost the store a third more), else the
+	// first answer of ObserveLeader.
+	l, err := election.ReadLeader(rctx, te.cfg.Store, election.Job(jobID))
 	switch {
-	case answered && grant == t:
+	case err == nil && l.Token == t:
 		return nil
-	case answered:
-		return staleJob(jobID, grant)
+	case err == nil:
+		return staleJob(jobID, l.Token)
 	case ctx.Err() != nil:
 		return apierror.Complete(ctx.Err())
 	}
@@ -75,23 +75,6 @@ func (te *TaskExecutor) readJobGrant(ctx context.Context, jobID string, t electi
 	return apierror.New(jobplanev1.ErrorReason_ERROR_REASON_STORE_UNAVAILABLE,
 		"the HA store could not be read to check the JobMaster's token; nothing was done, retry",
 		map[string]string{"election": election.Job(jobID)})
-}
-
-// jobGrant reads the current grant of `job/<jobID>`: with one read where
-// the store is an election.Reader (a new leader's AdoptAttempts has its
-// tokens read by the thousand, and a watch opened and closed for each
-// would double what the store spends on them), else with the first
-// answer of ObserveLeader. answered tells whether the store answered.
-func (te *TaskExecutor) jobGrant(ctx context.Context, jobID string) (grant election.Token, answered bool, err error) {
-	if r, ok := te.cfg.Store.(election.Reader); ok {
-		l, err := r.Leader(ctx, election.Job(jobID))
-		return l.Token, err == nil, err
-	}
-	err = te.cfg.Store.ObserveLeader(ctx, election.Job(jobID), func(l election.Leader) error {
-		grant, answered = l.Token, true
-		return errFirstAnswer
-	})
-	return grant, answered, err
 }
 
 // olderLocked reports whether t is older than the job's current token

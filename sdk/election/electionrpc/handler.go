@@ -86,32 +86,12 @@ func (h *Handler) ObserveLeader(ctx context.Context, req *hastorev1.ObserveLeade
 // first answer of its ObserveLeader otherwise; its errors are answered as
 // ObserveLeader's are.
 func (h *Handler) GetLeader(ctx context.Context, req *hastorev1.GetLeaderRequest) (*hastorev1.GetLeaderResponse, error) {
-	l, err := readLeader(ctx, h.observer, req.GetElection())
+	l, err := election.ReadLeader(ctx, h.observer, req.GetElection())
 	if err != nil {
 		return nil, h.toConnect(err)
 	}
 	return &hastorev1.GetLeaderResponse{Leader: leaderToProto(l)}, nil
 }
-
-// readLeader reads the election's leader once from o: with Leader where
-// o is an election.Reader, else with the first answer of ObserveLeader.
-func readLeader(ctx context.Context, o election.Observer, name string) (election.Leader, error) {
-	if r, ok := o.(election.Reader); ok {
-		return r.Leader(ctx, name)
-	}
-	var first election.Leader
-	err := o.ObserveLeader(ctx, name, func(l election.Leader) error {
-		first = l
-		return errFirst
-	})
-	if errors.Is(err, errFirst) {
-		return first, nil
-	}
-	return election.Leader{}, err
-}
-
-// errFirst ends an observation after its first answer.
-var errFirst = errors.New("electionrpc: first answer taken")
 
 // StreamLeader serves one HAStoreService ObserveLeader stream from
 // observer: it sends the election's leader and every change the observer

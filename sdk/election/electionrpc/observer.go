@@ -200,7 +200,7 @@ func (o *Observer) Leader(ctx context.Context, name string) (election.Leader, er
 				var first election.Leader
 				_, err = o.observe(ctx, srv, name, func(l election.Leader) error {
 					first = l
-					return errFirst
+					return errFirstAnswer
 				})
 				if errors.As(err, new(fnError)) {
 					return first, nil
@@ -228,6 +228,10 @@ func (o *Observer) Leader(ctx context.Context, name string) (election.Leader, er
 		}
 	}
 }
+
+// errFirstAnswer ends a stream after its first answer (Leader, from a
+// server without GetLeader).
+var errFirstAnswer = errors.New("electionrpc: first answer taken")
 
 // fnError carries the error of ObserveLeader's fn out of observe.
 type fnError struct{ err error }
