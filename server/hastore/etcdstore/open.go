@@ -132,13 +132,23 @@ func Open(ctx context.Context, cfg OpenConfig) (*Store, error) {
 	// and with them the "require leader" check that ends the watches of a
 	// member cut off from its cluster: a clustered member gets a gRPC
 	// client of its own listener.
+	//
+	// Watches never use the in-process client: its watch stream to the
+	// server is a pair of Go channels with no flow control, which a storm
+	// of watch cancellations (observations ended together) deadlocks for
+	// good, silencing every watch of the process (etcd-io/etcd#18879,
+	// #20716; TestWatchCancellationStormLeavesWatchesWorking). They go
+	// over gRPC on the member's own listener, as a clustered member's do.
 	var (
-		client *clientv3.Client
-		err    error
+		client, watches *clientv3.Client
+		err             error
 	)
 	switch {
 	case member != nil && !member.Clustered():
-		client = member.LocalClient()
+		if watches, err = member.NewClient(); err == nil {
+			client = member.LocalClient()
+			client.Watcher = watches.Watcher
+		}
 	case member != nil:
 		client, err = member.NewClient()
 	default:
@@ -162,6 +172,9 @@ func Open(ctx context.Context, cfg OpenConfig) (*Store, error) {
 	})
 	if err != nil {
 		client.Close()
+		if watches != nil {
+			watches.Close()
+		}
 		if member != nil {
 			member.Close()
 		}
@@ -172,6 +185,9 @@ func Open(ctx context.Context, cfg OpenConfig) (*Store, error) {
 		// answers the cancellation of its own context.
 		if err := client.Close(); member == nil || !errors.Is(err, context.Canceled) {
 			return err
+		}
+		if watches != nil {
+			return watches.Close()
 		}
 		return nil
 	})
