@@ -29,14 +29,14 @@ RUN_FLAGS ?= --allow-exec
 # make run says what it does while it builds: the first build on a fresh
 # machine compiles every dependency (minutes), and go build -v names each
 # package as it compiles it (a warm build names none).
-run: ## run the standalone server on 127.0.0.1:8080, exec allowed (extra flags: ARGS='...'; RUN_FLAGS= without exec)
+run: ui ## run the standalone server on 127.0.0.1:8080, exec allowed, its dashboard at http://127.0.0.1:8080/ui/ (extra flags: ARGS='...'; RUN_FLAGS= without exec)
 	@echo "make run: building bin/jobplane; the first build compiles every dependency and takes a few minutes, naming each package it compiles"
 	$(GO) build -v -o bin/jobplane ./server/cmd/jobplane
 	@echo "make run: starting jobplane standalone (Ctrl-C stops it)"
 	exec bin/jobplane standalone $(RUN_FLAGS) $(ARGS)
 
 .PHONY: build
-build: ## build the jobplane binary into bin/
+build: ui ## build the jobplane binary (with the dashboard) into bin/
 	$(GO) build -o bin/jobplane ./server/cmd/jobplane
 
 .PHONY: generate
@@ -98,6 +98,7 @@ TEST_BINS := JOBPLANE_BIN='$(CURDIR)/bin/jobplane' JOBPLANE_RACE_BIN='$(CURDIR)/
 .PHONY: bins tools
 bins:
 ifndef BUILT
+	$(MAKE) ui
 	$(GO) build -o bin/ ./server/cmd/jobplane ./conformance/cmd/jobplane-conformance ./bench/cmd/jobplane-bench
 endif
 
@@ -113,9 +114,9 @@ ifndef BUILT
 endif
 
 .PHONY: test
-test: ## everything CI runs: lint, generated-code check, go test -race (smoke versions of the long process tests), a short fuzz pass, the TypeScript tests, conformance, a quick bench
+test: ## everything CI runs: lint, generated-code check, go test -race (smoke versions of the long process tests), a short fuzz pass, the TypeScript tests, the dashboard's browser tests, conformance, a quick bench
 	$(MAKE) test-bins
-	$(MAKE) BUILT=1 lint check-generated test-go fuzz-smoke test-ts conformance bench-quick
+	$(MAKE) BUILT=1 lint check-generated test-go fuzz-smoke test-ts test-ui conformance bench-quick
 
 .PHONY: test-go
 test-go: test-bins ## go test -race of the three modules, with the smoke versions of the long process tests
@@ -149,6 +150,36 @@ fuzz: ## fuzz every target for FUZZTIME each (default 60s); a failing input is w
 .PHONY: fuzz-smoke
 fuzz-smoke: ## a short fuzz pass over every target (FUZZ_SMOKE_TIME each), part of make test
 	$(MAKE) fuzz FUZZTIME=$(FUZZ_SMOKE_TIME)
+
+# UI_ASSETS are the dashboard's built files, which the jobplane binary
+# embeds (server/internal/webui); `make ui` builds them from ui/ with its
+# own packages, installed from its lock file.
+UI_ASSETS := server/internal/webui/assets/index.html
+.PHONY: ui ui-deps
+ui: $(UI_ASSETS) ## build the dashboard (ui/) into server/internal/webui/assets, embedded by the next build of bin/jobplane
+ui-deps: ui/node_modules/.package-lock.json
+ui/node_modules/.package-lock.json: ui/package-lock.json
+	npm ci --prefix ui --no-audit --no-fund --ignore-scripts
+$(UI_ASSETS): ui/node_modules/.package-lock.json ui/index.html ui/tsconfig.json ui/scripts/build.mjs $(shell find ui/src gen/ts -type f 2>/dev/null)
+	npm run build --prefix ui --silent
+
+# chromium is Debian's package, which the dashboard's browser tests drive
+# (playwright-core, no browser download); installed when missing.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+.PHONY: chromium
+chromium:
+	@command -v chromium >/dev/null || { echo "make chromium: installing Debian's chromium"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		$(SUDO) apt-get install -y -q chromium || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; }; }
+
+.PHONY: test-ui
+test-ui: bins chromium ## the dashboard in a real browser (headless chromium) against a real standalone
+	cd ui && JOBPLANE_BIN='$(CURDIR)/bin/jobplane' node --test --test-concurrency=1 test/*.test.mjs
+
+.PHONY: ui-screenshots
+ui-screenshots: bins chromium ## the browser tests, saving a screenshot of each page into docs/screenshots
+	mkdir -p docs/screenshots
+	cd ui && UI_SCREENSHOTS='$(CURDIR)/docs/screenshots' JOBPLANE_BIN='$(CURDIR)/bin/jobplane' node --test --test-concurrency=1 test/*.test.mjs
 
 .PHONY: test-ts
 test-ts: bins ## the TypeScript SDK's tests (sdk/ts, node's test runner) against a real jobmanager built into bin/

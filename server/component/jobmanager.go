@@ -3,12 +3,14 @@ package component
 import (
 	"github.com/jobplane/jobplane/server/internal/endpoint"
 	"github.com/jobplane/jobplane/server/internal/jobmanager"
+	"github.com/jobplane/jobplane/server/internal/webui"
 )
 
 // NewJobManager builds a JobManager of cfg that serves on ep, and mounts
 // its services there: its address and cluster address are ep's, and so
 // are the request and response limits that GetClusterOverview reports,
-// whatever cfg holds. Run it with its Run, beside ep's.
+// whatever cfg holds. The dashboard is served beside them, under
+// /ui/. Run it with its Run, beside ep's.
 func NewJobManager(ep *endpoint.Endpoint, cfg jobmanager.Config) (*jobmanager.JobManager, error) {
 	cfg.Address, cfg.ClusterAddress = ep.URL(), ep.ClusterURL()
 	cfg.MaxRequestBytes, cfg.MaxResponseBytes = ep.MaxRequestBytes(), ep.MaxResponseBytes()
@@ -17,5 +19,8 @@ func NewJobManager(ep *endpoint.Endpoint, cfg jobmanager.Config) (*jobmanager.Jo
 		return nil, err
 	}
 	jm.Mount(ep)
+	// The dashboard, beside the public API it calls (GET / leads to it).
+	ep.Handle("GET "+webui.Path, webui.Handler())
+	ep.Handle("GET /{$}", webui.Redirect())
 	return jm, nil
 }

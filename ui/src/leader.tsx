@@ -1,0 +1,82 @@
+// Who leads: the dashboard asks the server that served it for the cluster's
+// overview every few seconds. A leader answers; a standby answers
+// NOT_LEADER with the leader's address, which the banner shows.
+
+import { useCallback, useEffect, useState } from "preact/hooks";
+import type { GetClusterOverviewResponse } from "../gen/jobplane/v1/dispatcher_service_pb.js";
+import { dispatcher, message, needsToken, notLeader } from "./api.js";
+
+/** How often the leader is asked again. */
+const everyMs = 2000;
+
+export interface Leader {
+  /** The overview from the last answer; undefined before one came. */
+  overview?: GetClusterOverviewResponse;
+  /** Set when the server that served the page is a standby: the leader's address ("" if it does not know). */
+  standbyOf?: string;
+  /** Where the data comes from: the page's own server. */
+  dataUrl: string;
+  /** The last call's error, if it failed. */
+  error?: unknown;
+  /** Set when the leader changed while the page was open: the previous leader's address. */
+  changedFrom?: string;
+  /** Asks again at once. */
+  refresh: () => void;
+}
+
+export function useLeader(): Leader {
+  const [state, setState] = useState<Omit<Leader, "refresh" | "dataUrl">>({});
+  const [tick, setTick] = useState(0);
+  const refresh = useCallback(() => setTick((n) => n + 1), []);
+  useEffect(() => {
+    const ctl = new AbortController();
+    dispatcher()
+      .getClusterOverview({}, { signal: ctl.signal, timeoutMs: 5000 })
+      .then(
+        (overview) =>
+          setState((prev) => {
+            const before = prev.overview?.leader?.address;
+            const now = overview.leader?.address;
+            const changedFrom = before !== undefined && now !== before ? before : prev.changedFrom;
+            return { overview, changedFrom };
+          }),
+        (error) => {
+          if (ctl.signal.aborted) return;
+          const standbyOf = notLeader(error);
+          setState((prev) => ({ ...prev, error: standbyOf === undefined ? error : undefined, standbyOf }));
+        },
+      );
+    const t = setTimeout(refresh, everyMs);
+    return () => {
+      ctl.abort();
+      clearTimeout(t);
+    };
+  }, [tick]);
+  return { ...state, dataUrl: location.origin, refresh };
+}
+
+export function LeaderBanner({ leader }: { leader: Leader }) {
+  if (leader.standbyOf !== undefined) {
+    return (
+      <p class="banner standby" role="status">
+        This JobManager is a standby.{" "}
+        {leader.standbyOf !== "" ? (
+          <>The leader is <a href={leader.standbyOf + "/ui/"}>{leader.standbyOf}</a>.</>
+        ) : (
+          "It does not know the leader yet."
+        )}
+      </p>
+    );
+  }
+  if (leader.error !== undefined && !needsToken(leader.error)) {
+    return <p class="banner error" role="alert">The cluster does not answer: {message(leader.error)}</p>;
+  }
+  if (leader.changedFrom !== undefined) {
+    return (
+      <p class="banner changed" role="status">
+        The leader changed: it was {leader.changedFrom}, it is now {leader.overview?.leader?.address}.
+      </p>
+    );
+  }
+  return null;
+}
