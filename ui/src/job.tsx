@@ -5,6 +5,7 @@ import { useEffect, useState } from "preact/hooks";
 import { JobView, type JobDetails, type JobSummary } from "../gen/jobplane/v1/job_pb.js";
 import { type Dispatcher, duration, message, stateName, terminal, time } from "./api.js";
 import { StatusBadge } from "./jobs.js";
+import { type Subtask, TaskOutput } from "./output.js";
 
 /**
  * useJob follows job id: GetJob (full view) at first and again after each
@@ -55,6 +56,7 @@ function useJob(client: Dispatcher, id: string): { job?: JobDetails; summary?: J
 export function JobPage({ client, id }: { client: Dispatcher; id: string }) {
   const { job, summary, error } = useJob(client, id);
   const [cancelError, setCancelError] = useState<unknown>();
+  const [output, setOutput] = useState<Subtask>();
   const cancel = async () => {
     if (!confirm(`Cancel job ${id}?`)) return;
     try {
@@ -99,18 +101,28 @@ export function JobPage({ client, id }: { client: Dispatcher; id: string }) {
           </table>
           <h2>Subtasks</h2>
           <table aria-label="Subtasks">
-            <thead><tr><th>Vertex</th><th>Subtask</th><th>Attempt</th><th>State</th><th>TaskExecutor</th><th>Failure</th></tr></thead>
+            <thead><tr><th>Vertex</th><th>Subtask</th><th>Attempt</th><th>State</th><th>TaskExecutor</th><th>Failure</th><th>Output</th></tr></thead>
             <tbody>
               {job.vertices.flatMap((v) =>
                 v.subtasks.map((s) => (
                   <tr key={`${v.vertexId}/${s.subtaskIndex}`}>
                     <td>{v.name}</td><td>{s.subtaskIndex}</td><td>{s.attemptNumber}</td><td>{stateName(s.state)}</td>
                     <td class="mono">{s.taskExecutorId || "—"}</td><td>{s.failure?.message ?? ""}</td>
+                    <td>
+                      <button
+                        class="link"
+                        aria-label={`Output of ${v.name} #${s.subtaskIndex}`}
+                        onClick={() => setOutput({ vertexId: v.vertexId, vertexName: v.name, index: s.subtaskIndex })}
+                      >
+                        Show
+                      </button>
+                    </td>
                   </tr>
                 )),
               )}
             </tbody>
           </table>
+          {output !== undefined && <TaskOutput client={client} jobId={id} subtask={output} />}
           <h2>Exceptions</h2>
           {job.exceptionHistory.length === 0 ? (
             <p>None.</p>

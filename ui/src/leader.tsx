@@ -4,7 +4,7 @@
 
 import { useCallback, useEffect, useState } from "preact/hooks";
 import type { GetClusterOverviewResponse } from "../gen/jobplane/v1/dispatcher_service_pb.js";
-import { dispatcher, message, needsToken, notLeader } from "./api.js";
+import { dispatcher, message, needsToken, notLeader, token } from "./api.js";
 
 /** How often the leader is asked again. */
 const everyMs = 2000;
@@ -18,6 +18,8 @@ export interface Leader {
   dataUrl: string;
   /** The last call's error, if it failed. */
   error?: unknown;
+  /** The bearer token that call carried ("" for none). */
+  errorToken?: string;
   /** Set when the leader changed while the page was open: the previous leader's address. */
   changedFrom?: string;
   /** Asks again at once. */
@@ -30,6 +32,7 @@ export function useLeader(): Leader {
   const refresh = useCallback(() => setTick((n) => n + 1), []);
   useEffect(() => {
     const ctl = new AbortController();
+    const sent = token();
     dispatcher()
       .getClusterOverview({}, { signal: ctl.signal, timeoutMs: 5000 })
       .then(
@@ -43,7 +46,7 @@ export function useLeader(): Leader {
         (error) => {
           if (ctl.signal.aborted) return;
           const standbyOf = notLeader(error);
-          setState((prev) => ({ ...prev, error: standbyOf === undefined ? error : undefined, standbyOf }));
+          setState((prev) => ({ ...prev, error: standbyOf === undefined ? error : undefined, errorToken: sent, standbyOf }));
         },
       );
     const t = setTimeout(refresh, everyMs);

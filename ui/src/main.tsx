@@ -32,7 +32,7 @@ function useRoute(): Route {
 }
 
 /** TokenForm asks for the bearer token once; it is kept for the browser session. */
-function TokenForm({ onDone }: { onDone: () => void }) {
+function TokenForm({ refused, onDone }: { refused: boolean; onDone: () => void }) {
   const [value, setValue] = useState("");
   return (
     <form
@@ -44,6 +44,7 @@ function TokenForm({ onDone }: { onDone: () => void }) {
       }}
     >
       <h2>This cluster asks who you are</h2>
+      {refused && <p class="error" role="alert">The cluster refused the token given.</p>}
       <label>
         Bearer token
         <input type="password" autocomplete="off" value={value} onInput={(e) => setValue(e.currentTarget.value)} autofocus />
@@ -65,7 +66,10 @@ function App() {
   if (needsToken(leader.error)) {
     return (
       <main>
-        <TokenForm onDone={() => { setTokenChanged((n) => n + 1); leader.refresh(); }} />
+        <TokenForm
+          refused={leader.errorToken !== "" && leader.errorToken === token()}
+          onDone={() => { setTokenChanged((n) => n + 1); leader.refresh(); }}
+        />
       </main>
     );
   }

@@ -90,3 +90,24 @@ test("a failed job shows its exception", async () => {
   await screenshot(page, "job-failed");
   await page.close();
 });
+
+test("a subtask's output is shown and followed as it grows, to its end", async () => {
+  const release = join(server.dir, "release-ui-output");
+  const id = await submit(server.url, "ui-output", "exec", {
+    argv: JSON.stringify(["sh", "-c", `echo 'first line'; until [ -e '${release}' ]; do sleep 0.05; done; echo 'last line'`]),
+  });
+  const { page, errors } = await open(`/ui/#/jobs/${id}`);
+  await page.getByTestId("job-status").filter({ hasText: "RUNNING" }).waitFor();
+  await page.getByRole("button", { name: "Output of exec #0" }).click();
+  const output = page.getByTestId("task-output");
+  await output.filter({ hasText: "first line" }).waitFor();
+  assert.doesNotMatch(await output.textContent(), /last line/);
+  await page.getByRole("heading", { name: /following/ }).waitFor();
+  writeFileSync(release, "");
+  await output.filter({ hasText: "last line" }).waitFor();
+  await page.getByRole("heading", { name: /ended/ }).waitFor();
+  assert.equal(await output.textContent(), "first line\nlast line\n");
+  assert.deepEqual(errors, []);
+  await screenshot(page, "job-output");
+  await page.close();
+});
