@@ -4,6 +4,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { JobView, type JobDetails, type JobSummary } from "../gen/jobplane/v1/job_pb.js";
 import { type Dispatcher, duration, message, stateName, terminal, time } from "./api.js";
+import { Dataflow } from "./graph.js";
 import { StatusBadge } from "./jobs.js";
 import { type Subtask, TaskOutput } from "./output.js";
 
@@ -87,6 +88,12 @@ export function JobPage({ client, id }: { client: Dispatcher; id: string }) {
       )}
       {job !== undefined && (
         <>
+          {job.jobGraph !== undefined && (
+            <>
+              <h2>Dataflow</h2>
+              <Dataflow graph={job.jobGraph} vertices={job.vertices} />
+            </>
+          )}
           <h2>Vertices</h2>
           <table aria-label="Vertices">
             <thead><tr><th>Vertex</th><th>Name</th><th>Parallelism</th><th>State</th><th>Started</th><th>Ended</th></tr></thead>

@@ -38,7 +38,9 @@ export function useLeader(): Leader {
       .then(
         (overview) =>
           setState((prev) => {
-            const before = prev.overview?.leader?.address;
+            // A change seen: another leader than the last one answered,
+            // or this process, a standby until now, leads.
+            const before = prev.overview?.leader?.address ?? prev.standbyOf;
             const now = overview.leader?.address;
             const changedFrom = before !== undefined && now !== before ? before : prev.changedFrom;
             return { overview, changedFrom };

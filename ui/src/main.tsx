@@ -9,15 +9,17 @@ import { ClusterPage } from "./cluster.js";
 import { JobPage } from "./job.js";
 import { JobsPage } from "./jobs.js";
 import { LeaderBanner, useLeader } from "./leader.js";
+import { SubmitPage } from "./submit.js";
 import "./style.css";
 
 /** A route: the page the fragment names. */
-type Route = { page: "cluster" } | { page: "jobs" } | { page: "job"; id: string };
+type Route = { page: "cluster" } | { page: "jobs" } | { page: "job"; id: string } | { page: "submit" };
 
 function parse(hash: string): Route {
   const parts = hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   if (parts[0] === "jobs" && parts[1]) return { page: "job", id: parts[1] };
   if (parts[0] === "jobs") return { page: "jobs" };
+  if (parts[0] === "submit") return { page: "submit" };
   return { page: "cluster" };
 }
 
@@ -83,6 +85,7 @@ function App() {
         <nav aria-label="Pages">
           {nav("#/cluster", "Cluster", route.page === "cluster")}
           {nav("#/jobs", "Jobs", route.page === "jobs" || route.page === "job")}
+          {nav("#/submit", "Submit", route.page === "submit")}
         </nav>
         {token() !== "" && (
           <button class="link" onClick={() => { setToken(""); location.reload(); }}>Forget token</button>
@@ -93,6 +96,7 @@ function App() {
         {route.page === "cluster" && <ClusterPage client={client} overview={leader.overview} />}
         {route.page === "jobs" && <JobsPage client={client} />}
         {route.page === "job" && <JobPage client={client} id={route.id} />}
+        {route.page === "submit" && <SubmitPage client={client} />}
       </main>
     </>
   );

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { launch, screenshot, startStandalone, submit, waitFor } from "./harness.mjs";
+import { call, launch, screenshot, startStandalone, submit, waitFor } from "./harness.mjs";
 
 let server, browser;
 
@@ -109,5 +109,87 @@ test("a subtask's output is shown and followed as it grows, to its end", async (
   assert.equal(await output.textContent(), "first line\nlast line\n");
   assert.deepEqual(errors, []);
   await screenshot(page, "job-output");
+  await page.close();
+});
+
+test("a job's dataflow is drawn: each vertex with its state and parallelism, each edge with its distribution, blocking ones dashed", async () => {
+  const id = "ui-dataflow";
+  const noop = (vid, name, parallelism) => ({ id: vid, name, invokable: "noop", parallelism });
+  await call(server.url, "SubmitJob", {
+    jobId: id,
+    jobGraph: {
+      name: "three stages",
+      vertices: [noop("read", "read input", 2), noop("map", "map", 2), noop("write", "write output", 1)],
+      edges: [
+        { sourceVertexId: "read", targetVertexId: "map", distribution: "DISTRIBUTION_PATTERN_POINTWISE", resultType: "RESULT_PARTITION_TYPE_PIPELINED" },
+        { sourceVertexId: "map", targetVertexId: "write", distribution: "DISTRIBUTION_PATTERN_ALL_TO_ALL", resultType: "RESULT_PARTITION_TYPE_BLOCKING" },
+      ],
+    },
+  });
+  const { page, errors } = await open(`/ui/#/jobs/${id}`);
+  await page.getByTestId("job-status").filter({ hasText: "FINISHED" }).waitFor();
+  const svg = page.getByRole("img", { name: "Dataflow of 3 vertices and 2 edges" });
+  await svg.waitFor();
+  const vertex = (v) => svg.locator(`g[data-vertex="${v}"]`);
+  await vertex("write").filter({ hasText: "FINISHED" }).waitFor();
+  assert.match(await vertex("read").textContent(), /read input.*FINISHED · ×2.*2 finished/);
+  assert.match(await vertex("write").textContent(), /write output.*FINISHED · ×1.*1 finished/);
+  const edge = (from, to) => svg.locator(`g[data-edge="${from}->${to}"]`);
+  assert.equal(await edge("read", "map").getAttribute("class"), "edge pipelined");
+  assert.match(await edge("read", "map").textContent(), /pointwise/);
+  assert.equal(await edge("map", "write").getAttribute("class"), "edge blocking");
+  assert.match(await edge("map", "write").textContent(), /all-to-all/);
+  // Laid out left to right, in the order of the dataflow.
+  const x = async (v) => (await vertex(v).boundingBox()).x;
+  assert.ok((await x("read")) < (await x("map")) && (await x("map")) < (await x("write")), "the vertices are laid out in the dataflow's order");
+  assert.deepEqual(errors, []);
+  await screenshot(page, "job-dataflow");
+  await page.close();
+});
+
+test("a job submitted from the editor runs; one the cluster refuses shows each refused field at its line", async () => {
+  const { page, errors } = await open("/ui/#/submit");
+  const editor = page.getByLabel("Job graph (JSON)");
+  const submitButton = page.getByRole("button", { name: "Submit", exact: true });
+
+  await editor.fill("{ not json");
+  await submitButton.click();
+  await page.getByRole("alert").filter({ hasText: "not JSON" }).waitFor();
+
+  const refused = [
+    "{",
+    '  "name": "refused",',
+    '  "vertices": [',
+    '    { "id": "a", "invokable": "noop", "parallelism": 1 },',
+    '    { "id": "b",',
+    '      "invokable": "no-such-invokable", "parallelism": 1 }',
+    "  ]",
+    "}",
+  ].join("\n");
+  await editor.fill(refused);
+  await submitButton.click();
+  const item = page.getByRole("list", { name: "Refused fields" }).getByRole("listitem").filter({ hasText: "job_graph.vertices[1].invokable" });
+  await item.waitFor();
+  await screenshot(page, "submit-refused");
+  const line = item.getByRole("button");
+  assert.equal(await line.textContent(), "line 6");
+  await line.click();
+  const selected = await editor.evaluate((t) => t.value.slice(t.selectionStart, t.selectionEnd));
+  assert.equal(selected, '"invokable": "no-such-invokable"');
+
+  // INVALID_ARGUMENT too: a duplicate vertex id, at the second vertex.
+  await editor.fill(refused.replace('"id": "b"', '"id": "a"'));
+  await submitButton.click();
+  const duplicate = page.getByRole("list", { name: "Refused fields" }).getByRole("listitem").filter({ hasText: "job_graph.vertices[1].id" });
+  await duplicate.waitFor();
+  await duplicate.getByRole("button", { name: "line 5" }).click();
+  assert.equal(await editor.evaluate((t) => t.value.slice(t.selectionStart, t.selectionEnd)), '"id": "a"');
+
+  await page.getByLabel(/Job id/).fill("ui-submitted");
+  await editor.fill(JSON.stringify({ name: "from the editor", vertices: [{ id: "v", invokable: "noop", parallelism: 1 }] }));
+  await submitButton.click();
+  await page.waitForURL(/#\/jobs\/ui-submitted$/);
+  await page.getByTestId("job-status").filter({ hasText: "FINISHED" }).waitFor();
+  assert.deepEqual(errors, []);
   await page.close();
 });

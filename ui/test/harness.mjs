@@ -38,14 +38,32 @@ export async function waitFor(what, cond, timeoutMs = 30_000) {
  * startStandalone starts `jobplane standalone` with extra flags on its own
  * embedded member in a new directory, and waits for its address.
  */
-export async function startStandalone(extra = []) {
+export function startStandalone(extra = []) {
+  return startJobplane((dir) => ["standalone", "--data-dir", join(dir, "data"), "--log-level", "warn", ...extra]);
+}
+
+/** startStore starts an HA store process (`jobplane hastore`) on its own embedded member. */
+export function startStore() {
+  return startJobplane((dir) => ["hastore", "--data-dir", join(dir, "data"), "--log-level", "warn"]);
+}
+
+/** startJobManager starts a jobmanager on the store at hastore, with no TaskExecutor. */
+export function startJobManager(hastore) {
+  return startJobplane(() => ["jobmanager", "--hastore", hastore, "--log-level", "warn"]);
+}
+
+/**
+ * startJobplane starts `jobplane ARGS --listen 127.0.0.1:0
+ * --listen-addr-file F` in a new directory, and waits for its address.
+ */
+async function startJobplane(args) {
   const bin = process.env.JOBPLANE_BIN || join(repoRoot, "bin", "jobplane");
   if (!existsSync(bin)) throw new Error(`no ${bin}: make bins builds it`);
   const dir = mkdtempSync(join(tmpdir(), "jobplane-ui-"));
   const addrFile = join(dir, "addr");
   const logFile = join(dir, "log");
   const fd = openSync(logFile, "w");
-  const proc = spawn(bin, ["standalone", "--data-dir", join(dir, "data"), "--log-level", "warn", "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile, ...extra], { stdio: ["ignore", fd, fd] });
+  const proc = spawn(bin, [...args(dir), "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile], { stdio: ["ignore", fd, fd] });
   closeSync(fd);
   const exited = new Promise((r) => proc.once("exit", r));
   const log = () => (existsSync(logFile) ? readFileSync(logFile, "utf8") : "");
@@ -60,8 +78,15 @@ export async function startStandalone(extra = []) {
     url,
     dir,
     log,
+    /** kill ends the process with SIGKILL, as a crash, and waits for it. */
+    async kill() {
+      if (proc.exitCode === null && proc.signalCode === null) {
+        proc.kill("SIGKILL");
+        await exited;
+      }
+    },
     async stop() {
-      if (proc.exitCode === null) {
+      if (proc.exitCode === null && proc.signalCode === null) {
         proc.kill("SIGTERM");
         const t = setTimeout(() => proc.kill("SIGKILL"), 5000);
         await exited;

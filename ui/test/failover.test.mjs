@@ -1,0 +1,43 @@
+// The dashboard across a change of leader: two jobmanagers on one HA
+// store process.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { launch, screenshot, startJobManager, startStore, waitFor } from "./harness.mjs";
+
+let store, first, second, browser;
+
+before(async () => {
+  store = await startStore();
+  first = await startJobManager(store.url);
+  browser = await launch();
+});
+
+after(async () => {
+  await browser?.close();
+  for (const p of [second, first, store]) await p?.stop();
+});
+
+test("a standby's page names the leader, and says so when it takes over", async () => {
+  // The first leads before the second starts.
+  await waitFor("the first jobmanager to lead", async () => {
+    const r = await fetch(`${first.url}/jobplane.v1.DispatcherService/GetClusterOverview`, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+    return r.ok;
+  });
+  second = await startJobManager(store.url);
+  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  await page.goto(second.url + "/");
+  const banner = page.getByRole("status");
+  await banner.filter({ hasText: "This JobManager is a standby" }).waitFor();
+  assert.equal(await banner.getByRole("link").getAttribute("href"), first.url + "/ui/", "the banner links to the leader's dashboard");
+  assert.equal(await page.getByTestId("leader").count(), 0, "a standby shows no cluster data of its own");
+  await screenshot(page, "standby");
+
+  await first.kill();
+  // No reload: the page finds that its own server leads now.
+  await page.getByTestId("leader").filter({ hasText: second.url }).waitFor({ timeout: 30_000 });
+  await banner.filter({ hasText: `The leader changed: it was ${first.url}, it is now ${second.url}` }).waitFor();
+  assert.deepEqual(errors, []);
+  await page.close();
+});
