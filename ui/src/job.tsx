@@ -4,6 +4,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { JobView, type JobDetails, type JobSummary } from "../gen/jobplane/v1/job_pb.js";
 import { type Dispatcher, duration, message, stateName, terminal, time } from "./api.js";
+import { Checkpoints } from "./checkpoints.js";
 import { Dataflow } from "./graph.js";
 import { StatusBadge } from "./jobs.js";
 import { type Subtask, TaskOutput } from "./output.js";
@@ -130,6 +131,9 @@ export function JobPage({ client, id }: { client: Dispatcher; id: string }) {
             </tbody>
           </table>
           {output !== undefined && <TaskOutput client={client} jobId={id} subtask={output} />}
+          {(job.checkpoints !== undefined || job.jobGraph?.config?.checkpoints !== undefined) && (
+            <Checkpoints client={client} jobId={id} stats={job.checkpoints} running={summary !== undefined && !terminal(summary.status)} />
+          )}
           <h2>Exceptions</h2>
           {job.exceptionHistory.length === 0 ? (
             <p>None.</p>

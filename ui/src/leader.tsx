@@ -22,6 +22,8 @@ export interface Leader {
   errorToken?: string;
   /** Set when the leader changed while the page was open: the previous leader's address. */
   changedFrom?: string;
+  /** The last leader known: the one that answered, or the one a standby named. */
+  known?: string;
   /** Asks again at once. */
   refresh: () => void;
 }
@@ -38,17 +40,23 @@ export function useLeader(): Leader {
       .then(
         (overview) =>
           setState((prev) => {
-            // A change seen: another leader than the last one answered,
-            // or this process, a standby until now, leads.
-            const before = prev.overview?.leader?.address ?? prev.standbyOf;
-            const now = overview.leader?.address;
-            const changedFrom = before !== undefined && now !== before ? before : prev.changedFrom;
-            return { overview, changedFrom };
+            // A change seen: another leader answers than the last one
+            // known (from an answer, or named by a standby), whatever
+            // failed in between.
+            const now = overview.leader?.address ?? "";
+            const changedFrom = prev.known !== undefined && now !== prev.known ? prev.known : prev.changedFrom;
+            return { overview, changedFrom, known: now };
           }),
         (error) => {
           if (ctl.signal.aborted) return;
           const standbyOf = notLeader(error);
-          setState((prev) => ({ ...prev, error: standbyOf === undefined ? error : undefined, errorToken: sent, standbyOf }));
+          setState((prev) => ({
+            ...prev,
+            error: standbyOf === undefined ? error : undefined,
+            errorToken: sent,
+            standbyOf,
+            known: standbyOf ? standbyOf : prev.known,
+          }));
         },
       );
     const t = setTimeout(refresh, everyMs);

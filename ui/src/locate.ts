@@ -1,6 +1,9 @@
-// Where a field of a JSON text is: the server names the fields it refuses
-// by their proto paths (`job_graph.vertices[0].invokable`), and the
-// editor shows each refusal at its place in the text.
+// Where a field of the editor's text is: the server names the fields it
+// refuses by their proto paths (`job_graph.vertices[0].invokable`), and
+// the editor shows each refusal at its place in the text, JSON or YAML
+// alike (JSON is YAML), from the positions the yaml parser keeps.
+
+import { isMap, isPair, isScalar, isSeq, type Document, type Node } from "yaml";
 
 /** A span of the text: [start, end) offsets. */
 export type Span = [number, number];
@@ -8,73 +11,36 @@ export type Span = [number, number];
 const snake = (k: string) => k.replace(/[A-Z]/g, (c) => "_" + c.toLowerCase());
 
 /**
- * locate returns the span of every member and element of the JSON text,
- * by its path under prefix: `prefix.key` (keys in snake_case, as proto
- * paths name them; also `prefix["key"]`, as map entries are named) and
- * `prefix[i]`. A member's span runs from its key to the end of its value.
- * A text that is not JSON gives what was found before the error.
+ * locate returns the span of every member and element of doc, by its path
+ * under prefix: `prefix.key` (keys in snake_case, as proto paths name
+ * them; also `prefix["key"]`, as map entries are named) and `prefix[i]`.
+ * A member's span runs from its key to the end of its value.
  */
-export function locate(text: string, prefix: string): Map<string, Span> {
+export function locate(doc: Document, prefix: string): Map<string, Span> {
   const spans = new Map<string, Span>();
-  let i = 0;
-  const ws = () => {
-    while (i < text.length && /\s/.test(text[i]!)) i++;
-  };
-  const str = (): string => {
-    const start = i;
-    i++; // the opening quote
-    while (i < text.length && text[i] !== '"') i += text[i] === "\\" ? 2 : 1;
-    i++;
-    try {
-      return JSON.parse(text.slice(start, i)) as string;
-    } catch {
-      return "";
+  const walk = (node: unknown, path: string): void => {
+    if (isMap(node)) {
+      for (const item of node.items) {
+        if (!isPair(item) || !isScalar(item.key)) continue;
+        const key = String(item.key.value);
+        const start = item.key.range?.[0];
+        const end = (item.value as Node | null)?.range?.[1] ?? item.key.range?.[1];
+        for (const p of [`${path}.${snake(key)}`, `${path}[${JSON.stringify(key)}]`]) {
+          if (start !== undefined && end !== undefined && !spans.has(p)) spans.set(p, [start, end]);
+        }
+        walk(item.value, `${path}.${snake(key)}`);
+      }
+    } else if (isSeq(node)) {
+      node.items.forEach((item, i) => {
+        const r = (item as Node | null)?.range;
+        if (r) spans.set(`${path}[${i}]`, [r[0], r[1]]);
+        walk(item, `${path}[${i}]`);
+      });
     }
   };
-  const value = (path: string): void => {
-    ws();
-    const c = text[i];
-    if (c === "{") {
-      i++;
-      for (;;) {
-        ws();
-        if (text[i] !== '"') break;
-        const keyStart = i;
-        const key = str();
-        ws();
-        if (text[i] !== ":") return;
-        i++;
-        const paths = [`${path}.${snake(key)}`, `${path}[${JSON.stringify(key)}]`];
-        value(paths[0]!);
-        for (const p of paths) if (!spans.has(p)) spans.set(p, [keyStart, i]);
-        ws();
-        if (text[i] !== ",") break;
-        i++;
-      }
-      ws();
-      if (text[i] === "}") i++;
-    } else if (c === "[") {
-      i++;
-      for (let n = 0; ; n++) {
-        ws();
-        if (text[i] === "]") break;
-        const start = i;
-        value(`${path}[${n}]`);
-        spans.set(`${path}[${n}]`, [start, i]);
-        ws();
-        if (text[i] !== ",") break;
-        i++;
-      }
-      ws();
-      if (text[i] === "]") i++;
-    } else if (c === '"') {
-      str();
-    } else {
-      while (i < text.length && /[^\s,\]}]/.test(text[i]!)) i++;
-    }
-  };
-  value(prefix);
-  spans.set(prefix, [0, text.length]);
+  walk(doc.contents, prefix);
+  const r = (doc.contents as Node | null)?.range;
+  if (r) spans.set(prefix, [r[0], r[1]]);
   return spans;
 }
 

@@ -1,5 +1,5 @@
-// Submitting a job: its JobGraph in the protobuf JSON form, edited as
-// text. The server's refusal is shown, and the fields it names (a
+// Submitting a job: its JobGraph in the protobuf JSON form, or the same
+// in YAML (the form of the CLI's job files), edited as text. The server's refusal is shown, and the fields it names (a
 // google.rpc.BadRequest) are listed each at its line; a click selects the
 // field in the text.
 
@@ -9,6 +9,7 @@ import { useRef, useState } from "preact/hooks";
 import { BadRequestSchema } from "../gen/google/rpc/error_details_pb.js";
 import { JobGraphSchema } from "../gen/jobplane/v1/job_graph_pb.js";
 import { type Dispatcher, message } from "./api.js";
+import { parseDocument } from "yaml";
 import { lineOf, locate, spanOf } from "./locate.js";
 
 const example = `{
@@ -55,13 +56,14 @@ export function SubmitPage({ client }: { client: Dispatcher }) {
     e.preventDefault();
     setProblems([]);
     setError(undefined);
-    let json: JsonValue;
-    try {
-      json = JSON.parse(text) as JsonValue;
-    } catch (err) {
-      setError(`The text is not JSON: ${(err as Error).message}`);
+    // JSON is YAML: one parser for both, which keeps where each field is.
+    const doc = parseDocument(text, { prettyErrors: false });
+    if (doc.errors.length > 0) {
+      const e = doc.errors[0]!;
+      setError(`The text is neither JSON nor YAML: line ${lineOf(text, e.pos[0])}: ${e.message}`);
       return;
     }
+    const json = doc.toJS() as JsonValue;
     let graph;
     try {
       graph = fromJson(JobGraphSchema, json);
@@ -80,7 +82,7 @@ export function SubmitPage({ client }: { client: Dispatcher }) {
       const violations = err instanceof ConnectError ? err.findDetails(BadRequestSchema).flatMap((b) => b.fieldViolations) : [];
       setError(message(err));
       if (violations.length === 0) return;
-      const spans = locate(text, "job_graph");
+      const spans = locate(doc, "job_graph");
       setProblems(
         violations.map((v) => {
           const span = spanOf(spans, v.field);
@@ -100,7 +102,7 @@ export function SubmitPage({ client }: { client: Dispatcher }) {
           Job id <span class="hint">(optional: one is made up)</span>
           <input value={jobId} onInput={(e) => setJobId(e.currentTarget.value)} pattern="[A-Za-z0-9_-]{1,64}" />
         </label>
-        <label for="graph">Job graph (JSON)</label>
+        <label for="graph">Job graph (JSON or YAML)</label>
         <textarea
           id="graph"
           ref={editor}

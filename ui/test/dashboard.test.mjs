@@ -149,12 +149,12 @@ test("a job's dataflow is drawn: each vertex with its state and parallelism, eac
 
 test("a job submitted from the editor runs; one the cluster refuses shows each refused field at its line", async () => {
   const { page, errors } = await open("/ui/#/submit");
-  const editor = page.getByLabel("Job graph (JSON)");
+  const editor = page.getByLabel("Job graph (JSON or YAML)");
   const submitButton = page.getByRole("button", { name: "Submit", exact: true });
 
   await editor.fill("{ not json");
   await submitButton.click();
-  await page.getByRole("alert").filter({ hasText: "not JSON" }).waitFor();
+  await page.getByRole("alert").filter({ hasText: "neither JSON nor YAML: line 1" }).waitFor();
 
   const refused = [
     "{",
@@ -185,11 +185,63 @@ test("a job submitted from the editor runs; one the cluster refuses shows each r
   await duplicate.getByRole("button", { name: "line 5" }).click();
   assert.equal(await editor.evaluate((t) => t.value.slice(t.selectionStart, t.selectionEnd)), '"id": "a"');
 
+  // YAML, the form of the CLI's job files, alike.
+  await editor.fill(["name: refused", "vertices:", "  - id: a", "    invokable: noop", "    parallelism: 1", "  - id: b", "    parallelism: 1", "    invokable: not-offered", ""].join("\n"));
+  await submitButton.click();
+  const yamlItem = page.getByRole("list", { name: "Refused fields" }).getByRole("listitem").filter({ hasText: "job_graph.vertices[1].invokable" });
+  await yamlItem.getByRole("button", { name: "line 8" }).click();
+  assert.equal(await editor.evaluate((t) => t.value.slice(t.selectionStart, t.selectionEnd)), "invokable: not-offered");
+
   await page.getByLabel(/Job id/).fill("ui-submitted");
   await editor.fill(JSON.stringify({ name: "from the editor", vertices: [{ id: "v", invokable: "noop", parallelism: 1 }] }));
   await submitButton.click();
   await page.waitForURL(/#\/jobs\/ui-submitted$/);
   await page.getByTestId("job-status").filter({ hasText: "FINISHED" }).waitFor();
   assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test("a checkpointing job's checkpoints are listed; a savepoint is taken, and the job stopped with another, each after a confirmation", async () => {
+  const id = "ui-checkpoints";
+  await call(server.url, "SubmitJob", {
+    jobId: id,
+    jobGraph: {
+      name: "counter",
+      vertices: [{ id: "count", name: "count", invokable: "count", parallelism: 1, config: { to: "1000000", every: "10ms" } }],
+      config: { checkpoints: { interval: "0.2s" } },
+    },
+  });
+  const { page, errors } = await open(`/ui/#/jobs/${id}`);
+  await page.getByTestId("job-status").filter({ hasText: "RUNNING" }).waitFor();
+  // Completed checkpoints appear, read again as they come.
+  await page.getByRole("table", { name: "Kept checkpoints" }).waitFor();
+  await waitFor("two completed checkpoints", async () => {
+    const m = /completed(\d+)/.exec((await page.getByTestId("checkpoint-counts").textContent()) ?? "");
+    return m !== null && Number(m[1]) >= 2;
+  });
+
+  const savepoints = page.getByRole("table", { name: "Savepoints" }).locator("tbody tr");
+  let triggers = 0;
+  page.on("request", (r) => r.url().endsWith("/TriggerSavepoint") && triggers++);
+  // Dismissed first: no call.
+  page.once("dialog", (d) => d.dismiss());
+  await page.getByRole("button", { name: "Take savepoint" }).click();
+  const asked = [];
+  page.on("dialog", (d) => {
+    asked.push(d.message());
+    d.accept();
+  });
+  await page.getByRole("button", { name: "Take savepoint" }).click();
+  await page.getByRole("status").filter({ hasText: /Savepoint .* taken/ }).waitFor();
+  await waitFor("the savepoint listed", async () => (await savepoints.count()) === 1);
+  assert.match(await page.getByTestId("job-status").textContent(), /RUNNING/, "a savepoint alone leaves the job running");
+
+  await page.getByRole("button", { name: "Stop with savepoint" }).click();
+  await page.getByTestId("job-status").filter({ hasText: "CANCELED" }).waitFor();
+  await waitFor("both savepoints listed", async () => (await savepoints.count()) === 2);
+  assert.deepEqual(asked, [`Take a savepoint of job ${id}?`, `Stop job ${id} with a savepoint?`]);
+  assert.equal(triggers, 2, "TriggerSavepoint calls: the dismissed confirmation must make none");
+  assert.deepEqual(errors, []);
+  await screenshot(page, "job-checkpoints");
   await page.close();
 });

@@ -35,9 +35,15 @@ test("a standby's page names the leader, and says so when it takes over", async 
   await screenshot(page, "standby");
 
   await first.kill();
-  // No reload: the page finds that its own server leads now.
-  await page.getByTestId("leader").filter({ hasText: second.url }).waitFor({ timeout: 30_000 });
-  await banner.filter({ hasText: `The leader changed: it was ${first.url}, it is now ${second.url}` }).waitFor();
+  try {
+    // No reload: the page finds that its own server leads now.
+    await page.getByTestId("leader").filter({ hasText: second.url }).waitFor({ timeout: 30_000 });
+    await banner.filter({ hasText: `The leader changed: it was ${first.url}, it is now ${second.url}` }).waitFor();
+  } catch (e) {
+    // What the page showed, and what the jobmanager said, to tell why.
+    const shown = await page.locator("body").innerText();
+    throw new Error(`${e.message}\n--- the page:\n${shown}\n--- the second jobmanager's log:\n${second.log()}`);
+  }
   assert.deepEqual(errors, []);
   await page.close();
 });
