@@ -37,7 +37,7 @@ export function Checkpoints({ client, jobId, stats, running }: { client: Dispatc
       ]);
       return { checkpoints: cps.checkpoints, stats: cps.stats, savepoints: sps.savepoints };
     },
-    running ? 2000 : 3_600_000,
+    running ? 2000 : undefined, // an ended job's are read once
     [client, jobId, running, tick],
   );
   const s = list.value?.stats ?? stats;

@@ -7,10 +7,11 @@ export interface Read<T> {
 }
 
 /**
- * usePoll calls read now and again everyMs after each answer, until the
- * component goes or deps change; a call in flight is aborted then.
+ * usePoll calls read now and, unless everyMs is undefined, again everyMs
+ * after each answer, until the component goes or deps change; a call in
+ * flight is aborted then.
  */
-export function usePoll<T>(read: (signal: AbortSignal) => Promise<T>, everyMs: number, deps: unknown[]): Read<T> {
+export function usePoll<T>(read: (signal: AbortSignal) => Promise<T>, everyMs: number | undefined, deps: unknown[]): Read<T> {
   const [state, setState] = useState<Read<T>>({});
   useEffect(() => {
     const ctl = new AbortController();
@@ -20,7 +21,7 @@ export function usePoll<T>(read: (signal: AbortSignal) => Promise<T>, everyMs: n
         (value) => !ctl.signal.aborted && setState({ value }),
         (error) => !ctl.signal.aborted && setState((prev) => ({ ...prev, error })),
       ).finally(() => {
-        if (!ctl.signal.aborted) timer = setTimeout(once, everyMs);
+        if (!ctl.signal.aborted && everyMs !== undefined) timer = setTimeout(once, everyMs);
       });
     };
     once();
