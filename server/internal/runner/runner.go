@@ -138,7 +138,9 @@ func (r *Runner) Cancel(ctx context.Context) jobplanev1.JobStatus {
 	return st
 }
 
-// JobMaster returns the current JobMaster, or nil.
+// JobMaster returns the current JobMaster, or nil. A JobMaster that
+// stopped stays current until the runner's done (or the next term) has
+// taken its end.
 func (r *Runner) JobMaster() *jobmaster.JobMaster {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -477,12 +479,19 @@ func (r *Runner) lead(ctx context.Context, l *hastore.Leadership, fresh bool, en
 	jm.Start(l.Context(), func(res jobmaster.Result) {
 		stopOnEnd()
 		r.cfg.Router.Remove(r.cfg.JobID, jm)
-		r.mu.Lock()
-		r.current = nil
-		r.mu.Unlock()
 		// An outcome reached after the leadership ended is not this
 		// JobMaster's to report.
 		end(res, res.Status != jobstatus.Suspended && l.Context().Err() == nil && l.Valid(), nil)
+		// The stopped JobMaster stays the runner's until its end is
+		// taken (the Dispatcher keeps the job's placements then): it
+		// still tells where the job's attempts ran, and a reader of the
+		// output between the two finds them (JobMaster.Locate). The
+		// next term may have a JobMaster already.
+		r.mu.Lock()
+		if r.current == jm {
+			r.current = nil
+		}
+		r.mu.Unlock()
 	})
 }
 

@@ -91,7 +91,14 @@ func TestRunnerContextEndStopsJobMaster(t *testing.T) {
 		err error
 	}
 	done := make(chan outcome, 1)
-	r.Start(ctx, func(res jobmaster.Result, err error) { done <- outcome{res, err} })
+	// When done is called, the stopped JobMaster is still the runner's:
+	// a reader of the job's output finds where its attempts ran until
+	// the Dispatcher has kept them.
+	heldAtDone := make(chan bool, 1)
+	r.Start(ctx, func(res jobmaster.Result, err error) {
+		heldAtDone <- r.JobMaster() != nil
+		done <- outcome{res, err}
+	})
 	select {
 	case <-rm.started:
 	case <-time.After(30 * time.Second):
@@ -112,8 +119,15 @@ func TestRunnerContextEndStopsJobMaster(t *testing.T) {
 	default:
 		t.Error("the JobMaster ended with its call in flight not cut off")
 	}
-	if jm := r.JobMaster(); jm != nil {
-		t.Error("the runner still has a JobMaster")
+	if !<-heldAtDone {
+		t.Error("the runner dropped its stopped JobMaster before done took its end")
+	}
+	// Once done returned, the runner lets the JobMaster go.
+	for deadline := time.Now().Add(5 * time.Second); r.JobMaster() != nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Error("the runner still has a JobMaster 5s after its end")
+			break
+		}
 	}
 	if err := lead.Context().Err(); err == nil {
 		t.Error("the job's leadership was not given back")
