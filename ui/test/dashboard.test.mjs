@@ -86,7 +86,9 @@ test("a failed job shows its exception", async () => {
   const id = await submit(server.url, "ui-fails", "fail", { message: "the input was bad" });
   const { page } = await open(`/ui/#/jobs/${id}`);
   await page.getByTestId("job-status").filter({ hasText: "FAILED" }).waitFor();
-  await page.getByRole("list", { name: "Exceptions" }).filter({ hasText: "the input was bad" }).waitFor();
+  const exceptions = page.getByRole("list", { name: "Exceptions" });
+  await exceptions.filter({ hasText: "the input was bad" }).waitFor();
+  assert.match(await exceptions.textContent(), /vertex v, subtask 0, attempt 0/, "the exception names its attempt");
   await screenshot(page, "job-failed");
   await page.close();
 });
@@ -244,4 +246,59 @@ test("a checkpointing job's checkpoints are listed; a savepoint is taken, and th
   assert.deepEqual(errors, []);
   await screenshot(page, "job-checkpoints");
   await page.close();
+});
+
+test("an ended job's values and accumulators", async () => {
+  const id = "ui-result";
+  await call(server.url, "SubmitJob", {
+    jobId: id,
+    jobGraph: { name: "counting", vertices: [{ id: "count", invokable: "count", parallelism: 2, config: { to: "5", every: "1ms" } }] },
+  });
+  const { page, errors } = await open(`/ui/#/jobs/${id}`);
+  await page.getByTestId("job-status").filter({ hasText: "FINISHED" }).waitFor();
+  const values = page.getByRole("table", { name: "Values" });
+  await values.waitFor();
+  const rows = await values.locator("tbody tr").allTextContents();
+  assert.deepEqual(rows, ["count005", "count105"], "each subtask's value, in subtask order");
+  const accumulators = await page.getByRole("table", { name: "Accumulators" }).locator("tbody tr").allTextContents();
+  assert.deepEqual(accumulators, ["count.steps10"], "the steps of both subtasks, summed");
+  assert.deepEqual(errors, []);
+  await screenshot(page, "job-result");
+  await page.close();
+});
+
+test("a job's subtasks are listed a page at a time", async () => {
+  const id = "ui-pages";
+  // More subtasks than the cluster has slots: most wait, all are listed.
+  await call(server.url, "SubmitJob", {
+    jobId: id,
+    jobGraph: {
+      name: "wide",
+      vertices: [
+        { id: "a", invokable: "sleep", parallelism: 30, config: { duration: "10m" } },
+        { id: "b", invokable: "sleep", parallelism: 120, config: { duration: "10m" } },
+      ],
+    },
+  });
+  try {
+    const { page, errors } = await open(`/ui/#/jobs/${id}`);
+    const range = page.getByTestId("subtask-range");
+    const rows = page.getByRole("table", { name: "Subtasks" }).locator("tbody tr");
+    await range.filter({ hasText: "Subtasks 1–100 of 150" }).waitFor();
+    assert.equal(await rows.count(), 100);
+    assert.equal(await page.getByRole("button", { name: "Previous subtasks" }).isDisabled(), true);
+    await page.getByRole("button", { name: "Next subtasks" }).click();
+    await range.filter({ hasText: "Subtasks 101–150 of 150" }).waitFor();
+    assert.equal(await rows.count(), 50);
+    // The page after the first vertex's 30 and the second's first 70 (a vertex without a name shows its id).
+    assert.match(await rows.first().textContent(), /^b70/);
+    assert.equal(await page.getByRole("button", { name: "Next subtasks" }).isDisabled(), true);
+    await page.getByRole("button", { name: "Previous subtasks" }).click();
+    await range.filter({ hasText: "Subtasks 1–100 of 150" }).waitFor();
+    assert.match(await rows.first().textContent(), /^a0/);
+    assert.deepEqual(errors, []);
+    await page.close();
+  } finally {
+    await call(server.url, "CancelJob", { jobId: id });
+  }
 });
