@@ -244,7 +244,7 @@ BENCH_QUICK ?=
 BENCH_PKGS  := ./server/internal/scheduler ./server/hastore/... ./server/localcluster
 
 .PHONY: bench
-bench: bins ## benchmarks: print the table and rewrite BENCHMARKS.md (BENCH_QUICK=1: brief smoke run, no rewrite)
+bench: bins chromium ## benchmarks: print the table and rewrite BENCHMARKS.md (BENCH_QUICK=1: brief smoke run, no rewrite)
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m $(if $(BENCH_QUICK),-count=1 -benchtime=1x,-count=3) $(BENCH_PKGS) | tee bin/gobench.txt
 	@# Failover (row 7): one run per store of FAILOVER_CYCLES cycles, each a few seconds of real processes.
 	FAILOVER_CYCLES=$(if $(BENCH_QUICK),2,20) $(GO) test -run '^$$' -bench BenchmarkFailover -benchtime=1x -count=1 -timeout 60m ./internal/failover | tee -a bin/gobench.txt
@@ -254,6 +254,8 @@ bench: bins ## benchmarks: print the table and rewrite BENCHMARKS.md (BENCH_QUIC
 	CHECKPOINT_WINDOW=$(if $(BENCH_QUICK),5s,60s) CHECKPOINT_JOBS=$(if $(BENCH_QUICK),50,1000) CHECKPOINT_JOBS_WINDOW=$(if $(BENCH_QUICK),15s,60s) CHECKPOINT_KILLS=$(if $(BENCH_QUICK),2,20) $(GO) test -run '^$$' -bench BenchmarkCheckpoints -benchtime=1x -count=1 -timeout 60m ./internal/failover | tee -a bin/gobench.txt
 	@# Recovery at scale (row 11): a SIGKILL of the leader with RECOVER_WAITING jobs waiting for slots and RECOVER_RUNNING running, taken over by the standby; beside it the same with one running job.
 	RECOVER_WAITING=$(if $(BENCH_QUICK),2000,100000) RECOVER_RUNNING=$(if $(BENCH_QUICK),200,10000) $(GO) test -run '^$$' -bench BenchmarkRecoveryAtScale -benchtime=1x -count=1 -timeout 60m ./internal/failover | tee -a bin/gobench.txt
+	@# The dashboard (row 12): its first page drawn in chromium with DASHBOARD_JOBS jobs in the cluster, beside the floor.
+	cd ui && JOBPLANE_BIN=$(CURDIR)/bin/jobplane DASHBOARD_JOBS=$(if $(BENCH_QUICK),500,10000) DASHBOARD_RUNS=$(if $(BENCH_QUICK),1,5) node bench/firstpage.mjs | tee -a ../bin/gobench.txt
 	bin/jobplane-bench -jobplane bin/jobplane -gobench bin/gobench.txt $(if $(BENCH_QUICK),-quick,-out BENCHMARKS.md) $(ARGS)
 
 .PHONY: bench-quick

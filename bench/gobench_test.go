@@ -172,3 +172,29 @@ BenchmarkCheckpoints/taskexecutor-kill-2         	       1	         2.000 ckpt-k
 		t.Errorf("9a cores note = %q; want the cost with − without", r.Note)
 	}
 }
+
+func TestDashboardRows(t *testing.T) {
+	t.Parallel()
+	const out = `BenchmarkDashboardFirstPage 1 436.4 ui-jobs-ms 380.9 ui-cluster-ms 93.7 ui-floor-ms 10000 ui-jobs
+BenchmarkDashboardFirstPage 1 405.6 ui-jobs-ms 330.2 ui-cluster-ms 87.5 ui-floor-ms 10000 ui-jobs
+BenchmarkDashboardFirstPage 1 441.6 ui-jobs-ms 363.9 ui-cluster-ms 85.5 ui-floor-ms 10000 ui-jobs
+`
+	bs, err := ParseGoBench(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := goBenchRows(bs)
+	if len(rows) != 2 {
+		t.Fatalf("got %d rows, want the jobs and the cluster page: %+v", len(rows), rows)
+	}
+	for i, want := range []struct {
+		measure      string
+		value, floor float64
+	}{{"jobs page ms", 436.4, 87.5}, {"cluster page ms", 363.9, 87.5}} {
+		r := rows[i]
+		if r.ID != "12" || !strings.Contains(r.Scenario, "10000 jobs") || r.Measure != want.measure ||
+			r.Value.Median != want.value || r.Floor.Median != want.floor || r.Value.N != 3 || r.Target != "≤ 1000" {
+			t.Errorf("row %d = %+v; want row 12 of 10000 jobs, %s median %v beside the floor %v over 3 runs, target ≤ 1000", i, r, want.measure, want.value, want.floor)
+		}
+	}
+}
