@@ -520,6 +520,10 @@ func TestStandbyTakesOver(t *testing.T) {
 	if ov, err := jms[1].Dispatcher().GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{}); err == nil {
 		t.Fatalf("the standby answered as the leader: %v", ov)
 	}
+	// The leader counts the standby (the store, etcd, lists the campaigns).
+	if ov, err := jms[0].Dispatcher().GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{}); err != nil || ov.StandbyCount == nil || ov.GetStandbyCount() != 1 {
+		t.Fatalf("the leader's overview: %v, %v; want 1 standby", ov, err)
+	}
 	if err := jms[0].Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -528,8 +532,8 @@ func TestStandbyTakesOver(t *testing.T) {
 		t.Errorf("status %v, want FINISHED", res.GetStatus())
 	}
 	ov, err := jms[1].Dispatcher().GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
-	if err != nil || ov.GetLeader().GetAddress() != jms[1].URL() {
-		t.Errorf("overview of the standby: %v, %v; want it leading", ov, err)
+	if err != nil || ov.GetLeader().GetAddress() != jms[1].URL() || ov.StandbyCount == nil || ov.GetStandbyCount() != 0 {
+		t.Errorf("overview of the standby: %v, %v; want it leading, with no standby", ov, err)
 	}
 }
 

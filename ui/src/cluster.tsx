@@ -35,6 +35,11 @@ export function ClusterPage({ client, overview }: { client: Dispatcher; overview
             <h2>Leader</h2>
             <p data-testid="leader">{o.leader?.address || "—"}</p>
             <p class="hint">epoch {String(o.leader?.token?.epoch ?? "—")}</p>
+            <p class="hint" data-testid="standbys">
+              {o.standbyCount === undefined
+                ? "standbys: not known (its HA store lists no candidates)"
+                : `${o.standbyCount} ${o.standbyCount === 1 ? "standby" : "standbys"}`}
+            </p>
           </div>
           <div class="card">
             <h2>TaskExecutors</h2>

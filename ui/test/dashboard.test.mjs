@@ -29,6 +29,7 @@ test("the root leads to the dashboard, whose cluster page names the leader and i
   const { page, errors } = await open("/");
   assert.equal(new URL(page.url()).pathname, "/ui/");
   await page.getByTestId("leader").filter({ hasText: server.url }).waitFor();
+  assert.equal(await page.getByTestId("standbys").textContent(), "0 standbys", "a standalone has no standby, and knows it");
   await waitFor("a TaskExecutor on the cluster page", async () => Number(await page.getByTestId("te-count").textContent()) >= 1);
   const rows = page.getByRole("table").first().locator("tbody tr");
   assert.match(await rows.first().textContent(), /noop/, "the TaskExecutor's row lists its invokables");

@@ -35,6 +35,8 @@ test("a standby's page names the leader, shows the leader's data, and says so wh
   assert.equal(await banner.getByRole("link").getAttribute("href"), first.url + "/ui/", "the banner links to the leader's dashboard");
   // The leader's data, read through the standby (its own origin).
   await page.getByTestId("leader").filter({ hasText: first.url }).waitFor();
+  // Jobmanagers on a remote HA store (HAStoreService) cannot count their standbys.
+  assert.match(await page.getByTestId("standbys").textContent(), /not known/);
   await screenshot(page, "standby");
   await page.getByRole("link", { name: "Jobs", exact: true }).click();
   await page.getByRole("link", { name: id, exact: true }).waitFor();

@@ -1847,7 +1847,14 @@ type GetClusterOverviewResponse struct {
 	// suite) can tell how long to wait for what. Since 1.2. A server MUST
 	// set it, and every field of it within the bounds ServerTimings states;
 	// unset means a server of an older contract, whose timings are unknown.
-	Timings       *ServerTimings `protobuf:"bytes,10,opt,name=timings,proto3" json:"timings,omitempty"`
+	Timings *ServerTimings `protobuf:"bytes,10,opt,name=timings,proto3" json:"timings,omitempty"`
+	// The number of standbys: the other processes that campaign in the
+	// election `jobmanager` now, ready to take over. Unset when the server
+	// cannot tell (informative: a reference jobmanager whose HA store is a
+	// remote HAStoreService, which lists no candidates); zero when it knows
+	// of none. Informative, for dashboards and operators: a server MAY leave
+	// it unset. Since 1.2.
+	StandbyCount  *int32 `protobuf:"varint,11,opt,name=standby_count,json=standbyCount,proto3,oneof" json:"standby_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1950,6 +1957,13 @@ func (x *GetClusterOverviewResponse) GetTimings() *ServerTimings {
 		return x.Timings
 	}
 	return nil
+}
+
+func (x *GetClusterOverviewResponse) GetStandbyCount() int32 {
+	if x != nil && x.StandbyCount != nil {
+		return *x.StandbyCount
+	}
+	return 0
 }
 
 // ServerTimings are the timings a server promises: how long its leaders keep
@@ -2646,7 +2660,7 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\n" +
 	"slot_index\x18\x01 \x01(\x05R\tslotIndex\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\x1b\n" +
-	"\x19GetClusterOverviewRequest\"\xdf\x03\n" +
+	"\x19GetClusterOverviewRequest\"\x9b\x04\n" +
 	"\x1aGetClusterOverviewResponse\x12/\n" +
 	"\x06leader\x18\x01 \x01(\v2\x17.jobplane.v1.LeaderInfoR\x06leader\x12.\n" +
 	"\x13task_executor_count\x18\x02 \x01(\x05R\x11taskExecutorCount\x12\x1d\n" +
@@ -2659,7 +2673,9 @@ const file_jobplane_v1_dispatcher_service_proto_rawDesc = "" +
 	"\x10failed_job_count\x18\b \x01(\x05R\x0efailedJobCount\x121\n" +
 	"\x06limits\x18\t \x01(\v2\x19.jobplane.v1.ServerLimitsR\x06limits\x124\n" +
 	"\atimings\x18\n" +
-	" \x01(\v2\x1a.jobplane.v1.ServerTimingsR\atimings\"\x92\x06\n" +
+	" \x01(\v2\x1a.jobplane.v1.ServerTimingsR\atimings\x12(\n" +
+	"\rstandby_count\x18\v \x01(\x05H\x00R\fstandbyCount\x88\x01\x01B\x10\n" +
+	"\x0e_standby_count\"\x92\x06\n" +
 	"\rServerTimings\x12:\n" +
 	"\vsession_ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"sessionTtl\x125\n" +
@@ -2883,6 +2899,7 @@ func file_jobplane_v1_dispatcher_service_proto_init() {
 		(*WatchJobResponse_Job)(nil),
 		(*WatchJobResponse_Heartbeat)(nil),
 	}
+	file_jobplane_v1_dispatcher_service_proto_msgTypes[29].OneofWrappers = []any{}
 	file_jobplane_v1_dispatcher_service_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

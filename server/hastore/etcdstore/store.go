@@ -287,6 +287,20 @@ func (s *Store) Leader(ctx context.Context, name string) (election.Leader, error
 	return info, nil
 }
 
+// Candidates implements hastore.CandidateCounter: every campaign of the
+// election holds one key under its prefix, bound to its session's lease,
+// until it resigns or its session ends.
+func (s *Store) Candidates(ctx context.Context, name string) (int, error) {
+	if err := hastore.ValidateElection(name); err != nil {
+		return 0, err
+	}
+	resp, err := s.client.Get(ctx, s.electionPrefix(name)+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, unavailable(ctx, err)
+	}
+	return int(resp.Count), nil
+}
+
 func (s *Store) sessionOfKey(election, key string) string {
 	return strings.TrimPrefix(key, s.electionPrefix(election)+"/")
 }

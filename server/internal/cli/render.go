@@ -301,6 +301,9 @@ func renderCluster(w io.Writer, o *jobplanev1.GetClusterOverviewResponse, tes []
 		addr += fmt.Sprintf(" (epoch %d)", t.GetEpoch())
 	}
 	fmt.Fprintf(tw, "Leader:\t%s\n", addr)
+	if o.StandbyCount != nil {
+		fmt.Fprintf(tw, "Standbys:\t%d\n", o.GetStandbyCount())
+	}
 	fmt.Fprintf(tw, "TaskExecutors:\t%d\n", o.GetTaskExecutorCount())
 	fmt.Fprintf(tw, "Slots:\t%d free of %d\n", o.GetFreeSlotCount(), o.GetSlotCount())
 	fmt.Fprintf(tw, "Jobs:\t%d running, %d finished, %d canceled, %d failed\n",

@@ -129,7 +129,7 @@ func TestRenderJobDetailsWithoutVertices(t *testing.T) {
 func TestRenderCluster(t *testing.T) {
 	o := &jobplanev1.GetClusterOverviewResponse{
 		Leader:            &jobplanev1.LeaderInfo{Election: "jobmanager", Address: "http://127.0.0.1:8080", Token: &jobplanev1.FencingToken{SessionId: "s", Epoch: 7}},
-		TaskExecutorCount: 1, SlotCount: 4, FreeSlotCount: 3, RunningJobCount: 1, FinishedJobCount: 2,
+		TaskExecutorCount: 1, SlotCount: 4, FreeSlotCount: 3, RunningJobCount: 1, FinishedJobCount: 2, StandbyCount: proto.Int32(1),
 	}
 	tes := []*jobplanev1.TaskExecutorInfo{{TaskExecutorId: "te-1", Address: "http://127.0.0.1:9000", SlotCount: 4, FreeSlotCount: 3,
 		Invokables: []string{"noop", "sleep"}, Silence: durationpb.New(150 * time.Millisecond)}}
@@ -137,6 +137,7 @@ func TestRenderCluster(t *testing.T) {
 	renderCluster(&b, o, tes)
 	want := "" +
 		"Leader:         http://127.0.0.1:8080 (epoch 7)\n" +
+		"Standbys:       1\n" +
 		"TaskExecutors:  1\n" +
 		"Slots:          3 free of 4\n" +
 		"Jobs:           1 running, 2 finished, 0 canceled, 0 failed\n" +

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
@@ -547,6 +548,13 @@ func (d *Dispatcher) Overview(ctx context.Context) (*jobplanev1.GetClusterOvervi
 		return nil, err
 	}
 	resp := &jobplanev1.GetClusterOverviewResponse{}
+	if cc, ok := d.cfg.Store.(hastore.CandidateCounter); ok {
+		// The other campaigns of the election are the standbys; a store
+		// that does not answer leaves their number unknown.
+		if n, err := cc.Candidates(ctx, election.JobManager); err == nil {
+			resp.StandbyCount = proto.Int32(int32(max(n-1, 0)))
+		}
+	}
 	if d.cfg.TaskExecutors != nil {
 		te, total, free := d.cfg.TaskExecutors.SlotOverview()
 		resp.TaskExecutorCount, resp.SlotCount, resp.FreeSlotCount = int32(te), int32(total), int32(free)
