@@ -242,12 +242,13 @@ export function JobPage({ client, id }: { client: Dispatcher; id: string }) {
             </nav>
           )}
           <table aria-label="Subtasks">
-            <thead><tr><th>Vertex</th><th>Subtask</th><th>Attempt</th><th>State</th><th>TaskExecutor</th><th>Failure</th><th>Output</th></tr></thead>
+            <thead><tr><th>Vertex</th><th>Subtask</th><th>Attempt</th><th>State</th><th>Since</th><th>TaskExecutor</th><th>Failure</th><th>Output</th></tr></thead>
             <tbody>
               {(page?.vertices ?? []).flatMap((v) =>
                 v.subtasks.map((s) => (
                   <tr key={`${v.vertexId}/${s.subtaskIndex}`}>
                     <td>{v.name || v.vertexId}</td><td>{s.subtaskIndex}</td><td>{s.attemptNumber}</td><td>{stateName(s.state)}</td>
+                    <td>{time(s.stateTime)}</td>
                     <td class="mono">{s.taskExecutorId || "—"}</td><td>{s.failure?.message ?? ""}</td>
                     <td>
                       <button

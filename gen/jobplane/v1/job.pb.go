@@ -767,7 +767,12 @@ type SubtaskDetails struct {
 	// deployment.
 	TaskExecutorId string `protobuf:"bytes,4,opt,name=task_executor_id,json=taskExecutorId,proto3" json:"task_executor_id,omitempty"`
 	// The attempt's failure, when it FAILED.
-	Failure       *FailureInfo `protobuf:"bytes,5,opt,name=failure,proto3" json:"failure,omitempty"`
+	Failure *FailureInfo `protobuf:"bytes,5,opt,name=failure,proto3" json:"failure,omitempty"`
+	// When the current attempt entered its state, as its JobMaster learnt
+	// it (the state's report, or the JobMaster's own move of it); unset
+	// while it is in the state it was created in. An attempt adopted from an
+	// earlier JobMaster has the time of its adoption. Since 1.2.
+	StateTime     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=state_time,json=stateTime,proto3" json:"state_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -833,6 +838,13 @@ func (x *SubtaskDetails) GetTaskExecutorId() string {
 func (x *SubtaskDetails) GetFailure() *FailureInfo {
 	if x != nil {
 		return x.Failure
+	}
+	return nil
+}
+
+func (x *SubtaskDetails) GetStateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StateTime
 	}
 	return nil
 }
@@ -1210,13 +1222,15 @@ const file_jobplane_v1_job_proto_rawDesc = "" +
 	"\x05state\x18\x06 \x01(\x0e2\x1b.jobplane.v1.ExecutionStateR\x05state\x129\n" +
 	"\n" +
 	"start_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
-	"\bend_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xed\x01\n" +
+	"\bend_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xa8\x02\n" +
 	"\x0eSubtaskDetails\x12#\n" +
 	"\rsubtask_index\x18\x01 \x01(\x05R\fsubtaskIndex\x12%\n" +
 	"\x0eattempt_number\x18\x02 \x01(\x05R\rattemptNumber\x121\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x1b.jobplane.v1.ExecutionStateR\x05state\x12(\n" +
 	"\x10task_executor_id\x18\x04 \x01(\tR\x0etaskExecutorId\x122\n" +
-	"\afailure\x18\x05 \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\"\x95\x06\n" +
+	"\afailure\x18\x05 \x01(\v2\x18.jobplane.v1.FailureInfoR\afailure\x129\n" +
+	"\n" +
+	"state_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstateTime\"\x95\x06\n" +
 	"\tJobResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12.\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x16.jobplane.v1.JobStatusR\x06status\x12;\n" +
@@ -1325,22 +1339,23 @@ var file_jobplane_v1_job_proto_depIdxs = []int32{
 	13, // 20: jobplane.v1.VertexDetails.end_time:type_name -> google.protobuf.Timestamp
 	15, // 21: jobplane.v1.SubtaskDetails.state:type_name -> jobplane.v1.ExecutionState
 	2,  // 22: jobplane.v1.SubtaskDetails.failure:type_name -> jobplane.v1.FailureInfo
-	0,  // 23: jobplane.v1.JobResult.status:type_name -> jobplane.v1.JobStatus
-	13, // 24: jobplane.v1.JobResult.submit_time:type_name -> google.protobuf.Timestamp
-	13, // 25: jobplane.v1.JobResult.end_time:type_name -> google.protobuf.Timestamp
-	2,  // 26: jobplane.v1.JobResult.failure:type_name -> jobplane.v1.FailureInfo
-	2,  // 27: jobplane.v1.JobResult.exception_history:type_name -> jobplane.v1.FailureInfo
-	10, // 28: jobplane.v1.JobResult.values:type_name -> jobplane.v1.SubtaskValue
-	12, // 29: jobplane.v1.JobResult.accumulators:type_name -> jobplane.v1.JobResult.AccumulatorsEntry
-	11, // 30: jobplane.v1.JobResult.placements:type_name -> jobplane.v1.AttemptPlacement
-	5,  // 31: jobplane.v1.JobResult.cancellation:type_name -> jobplane.v1.Cancellation
-	14, // 32: jobplane.v1.SubtaskValue.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	14, // 33: jobplane.v1.AttemptPlacement.attempt:type_name -> jobplane.v1.ExecutionAttemptId
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	13, // 23: jobplane.v1.SubtaskDetails.state_time:type_name -> google.protobuf.Timestamp
+	0,  // 24: jobplane.v1.JobResult.status:type_name -> jobplane.v1.JobStatus
+	13, // 25: jobplane.v1.JobResult.submit_time:type_name -> google.protobuf.Timestamp
+	13, // 26: jobplane.v1.JobResult.end_time:type_name -> google.protobuf.Timestamp
+	2,  // 27: jobplane.v1.JobResult.failure:type_name -> jobplane.v1.FailureInfo
+	2,  // 28: jobplane.v1.JobResult.exception_history:type_name -> jobplane.v1.FailureInfo
+	10, // 29: jobplane.v1.JobResult.values:type_name -> jobplane.v1.SubtaskValue
+	12, // 30: jobplane.v1.JobResult.accumulators:type_name -> jobplane.v1.JobResult.AccumulatorsEntry
+	11, // 31: jobplane.v1.JobResult.placements:type_name -> jobplane.v1.AttemptPlacement
+	5,  // 32: jobplane.v1.JobResult.cancellation:type_name -> jobplane.v1.Cancellation
+	14, // 33: jobplane.v1.SubtaskValue.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	14, // 34: jobplane.v1.AttemptPlacement.attempt:type_name -> jobplane.v1.ExecutionAttemptId
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_jobplane_v1_job_proto_init() }

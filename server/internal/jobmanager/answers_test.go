@@ -200,3 +200,33 @@ func TestJobDetailsShowVerticesAndPlan(t *testing.T) {
 		t.Errorf("summary view = %v, %v; want vertex states and no plan", summary.GetJob(), err)
 	}
 }
+
+// A subtask's details say since when its attempt is in its state: unset
+// before it first moved, and once RUNNING, the time the JobMaster learnt
+// it, between the submission and the read.
+func TestSubtaskStateTime(t *testing.T) {
+	c := newCluster(t, localcluster.Config{Slots: 2})
+	before := time.Now()
+	submit(t, c, "timed", &jobplanev1.JobGraph{Name: "timed", Vertices: []*jobplanev1.JobVertex{
+		{Id: "nap", Invokable: "sleep", Parallelism: 2, Config: map[string]string{"duration": "1h"}},
+	}})
+	waitJob(t, c, "timed", func(d *jobplanev1.JobDetails) bool {
+		return countsText(d.GetSummary().GetTaskCounts()) == "RUNNING=2"
+	})
+	after := time.Now()
+	resp := getJob(t, c, "timed", jobplanev1.JobView_JOB_VIEW_FULL)
+	n := 0
+	for _, v := range resp.GetJob().GetVertices() {
+		for _, st := range v.GetSubtasks() {
+			n++
+			at := st.GetStateTime()
+			if st.GetState() != jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING || at == nil ||
+				at.AsTime().Before(before) || at.AsTime().After(after) {
+				t.Errorf("subtask %d = %v; want RUNNING since a time between %v and %v", st.GetSubtaskIndex(), st, before, after)
+			}
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d subtasks listed, want 2", n)
+	}
+}

@@ -151,6 +151,7 @@ func TestEndedJobKeepsItsDetailsFailed(t *testing.T) {
 		}},
 		Config: &jobplanev1.JobConfig{RestartStrategy: &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_None{None: &jobplanev1.RestartStrategy_NoRestart{}}}},
 	}
+	before := time.Now()
 	submit(t, c, "failed", g)
 	r := result(t, c, "failed")
 	if r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FAILED {
@@ -162,6 +163,10 @@ func TestEndedJobKeepsItsDetailsFailed(t *testing.T) {
 	}
 	for _, s := range subtasks {
 		st := s.st
+		// An ended job's subtasks keep since when they are in their end state.
+		if at := st.GetStateTime(); at == nil || at.AsTime().Before(before) || at.AsTime().After(r.GetEndTime().AsTime()) {
+			t.Errorf("%s/%d state time %v; want one between the submission and the job's end %v", s.vertex, st.GetSubtaskIndex(), at, r.GetEndTime().AsTime())
+		}
 		switch key := fmt.Sprintf("%s/%d", s.vertex, st.GetSubtaskIndex()); key {
 		case "bad/0":
 			if st.GetState() != jobplanev1.ExecutionState_EXECUTION_STATE_FAILED || !strings.Contains(st.GetFailure().GetMessage(), "broken on purpose") ||

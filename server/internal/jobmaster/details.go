@@ -113,13 +113,18 @@ type subtaskState struct {
 	state    jobplanev1.ExecutionState
 	executor string
 	failure  *jobplanev1.FailureInfo
+	since    time.Time // when the attempt entered state; zero if never moved
 }
 
 // details returns the state as subtask index i's SubtaskDetails.
 func (s subtaskState) details(i int) *jobplanev1.SubtaskDetails {
-	return &jobplanev1.SubtaskDetails{
+	d := &jobplanev1.SubtaskDetails{
 		SubtaskIndex: int32(i), AttemptNumber: s.attempt, State: s.state, TaskExecutorId: s.executor, Failure: s.failure,
 	}
+	if !s.since.IsZero() {
+		d.StateTime = timestamppb.New(s.since)
+	}
+	return d
 }
 
 // subtaskLocked returns the state of execution vertex ev's current
@@ -127,7 +132,7 @@ func (s subtaskState) details(i int) *jobplanev1.SubtaskDetails {
 // ended (its slot given back), the one it was deployed to.
 func (jm *JobMaster) subtaskLocked(ev int32) subtaskState {
 	t := &jm.tasks[ev]
-	s := subtaskState{attempt: int32(jm.graph.Attempt(ev)), state: jm.graph.State(ev), executor: t.slot.executorID(), failure: t.failure}
+	s := subtaskState{attempt: int32(jm.graph.Attempt(ev)), state: jm.graph.State(ev), executor: t.slot.executorID(), failure: t.failure, since: t.since}
 	if p := jm.placed[ev]; s.executor == "" && p.TaskExecutorID != "" && p.Attempt == int(s.attempt) {
 		s.executor = p.TaskExecutorID
 	}
