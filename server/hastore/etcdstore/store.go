@@ -289,12 +289,14 @@ func (s *Store) Leader(ctx context.Context, name string) (election.Leader, error
 
 // Candidates implements hastore.CandidateCounter: every campaign of the
 // election holds one key under its prefix, bound to its session's lease,
-// until it resigns or its session ends.
+// until it resigns or its session ends. The count is the member's own
+// (a serializable read): it needs no quorum, so it answers at once
+// whatever the cluster's state, and may lag the cluster by a moment.
 func (s *Store) Candidates(ctx context.Context, name string) (int, error) {
 	if err := hastore.ValidateElection(name); err != nil {
 		return 0, err
 	}
-	resp, err := s.client.Get(ctx, s.electionPrefix(name)+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := s.client.Get(ctx, s.electionPrefix(name)+"/", clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable())
 	if err != nil {
 		return 0, unavailable(ctx, err)
 	}

@@ -540,6 +540,9 @@ func (d *Dispatcher) List(ctx context.Context, statuses []jobplanev1.JobStatus, 
 	return out, next, nil
 }
 
+// candidatesTimeout bounds the count of the standbys in an overview.
+const candidatesTimeout = 200 * time.Millisecond
+
 // Overview counts jobs by status, from the counters the index maintains,
 // and reports the leader's TaskExecutors and slots.
 func (d *Dispatcher) Overview(ctx context.Context) (*jobplanev1.GetClusterOverviewResponse, error) {
@@ -550,8 +553,13 @@ func (d *Dispatcher) Overview(ctx context.Context) (*jobplanev1.GetClusterOvervi
 	resp := &jobplanev1.GetClusterOverviewResponse{}
 	if cc, ok := d.cfg.Store.(hastore.CandidateCounter); ok {
 		// The other campaigns of the election are the standbys; a store
-		// that does not answer leaves their number unknown.
-		if n, err := cc.Candidates(ctx, election.JobManager); err == nil {
+		// that does not answer at once leaves their number unknown (the
+		// overview is what clients and health checks ask first: it never
+		// waits on the store).
+		cctx, cancel := context.WithTimeout(ctx, candidatesTimeout)
+		n, err := cc.Candidates(cctx, election.JobManager)
+		cancel()
+		if err == nil {
 			resp.StandbyCount = proto.Int32(int32(max(n-1, 0)))
 		}
 	}
