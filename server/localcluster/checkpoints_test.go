@@ -90,7 +90,9 @@ func TestCheckpointHistorySurvivesALeaderChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(sps.GetSavepoints(), func(s *jobplanev1.SavepointInfo) bool { return s.GetSavepointId() == sp.GetSavepoint().GetSavepointId() }) {
+	if !slices.ContainsFunc(sps.GetSavepoints(), func(s *jobplanev1.SavepointInfo) bool {
+		return s.GetSavepointId() == sp.GetSavepoint().GetSavepointId()
+	}) {
 		t.Errorf("savepoint %s, taken under the old leader, is not listed by the new one: %v", sp.GetSavepoint().GetSavepointId(), sps)
 	}
 }
