@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
 	"github.com/jobplane/jobplane/server/localcluster"
 )
 
@@ -23,12 +24,23 @@ func TestDocsMetricsScrape(t *testing.T) {
 	script := docBlock(t, "ops:metrics")
 	cluster := localcluster.NewStandalone(t, "--task-executors", "2", "--slots", "2")
 	cluster.WaitTaskExecutor(t, "noop")
+	// Both TaskExecutors registered, not only the first: the scrape counts them.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		ov, err := cluster.Dispatcher().GetClusterOverview(ctx, &jobplanev1.GetClusterOverviewRequest{})
+		if err == nil && ov.GetTaskExecutorCount() == 2 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("two TaskExecutors not registered within a minute: %v, %v", ov, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	cluster.Submit(t, "scraped", "noop", 1, nil)
 	if r := cluster.Result(t, "scraped"); !strings.HasSuffix(r.GetStatus().String(), "FINISHED") {
 		t.Fatalf("job ended %v", r.GetStatus())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
 	cmd.Env = append(os.Environ(), "JOBPLANE_SERVER="+cluster.URL())
 	out, err := cmd.CombinedOutput()
