@@ -1,0 +1,935 @@
+// DispatcherService (dispatcher_service.proto), first milestone: the calls
+// the conformance runner makes before and at the start of every case.
+//
+// Everything the Dispatcher knows lives in the HA store; this process keeps
+// a copy in memory (`State`), rebuilt from the store on every grant of
+// `jobmanager` and dropped the moment the grant ends. No JobMaster or
+// ResourceManager yet: an accepted job stays INITIALIZING until it is
+// canceled.
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { clone, create, toBinary, type DescMessage, type Message, type MessageInitShape } from "@bufbuild/protobuf";
+import { durationFromMs, timestampNow, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { randomUUID } from "node:crypto";
+import {
+  DispatcherService,
+  GetClusterOverviewResponseSchema,
+  JobIdReusePolicy,
+  type CancelJobRequest,
+  type GetJobRequest,
+  type GetJobResultRequest,
+  type SubmitJobRequest,
+  CancelJobRequestSchema,
+  GetJobRequestSchema,
+  GetJobResultRequestSchema,
+  SubmitJobRequestSchema,
+  ListJobsRequestSchema,
+  type ListJobsRequest,
+  WatchJobRequestSchema,
+  WatchJobResponseSchema,
+  type WatchJobRequest,
+} from "./gen/jobplane/v1/dispatcher_service_pb.js";
+import {
+  CancellationSchema,
+  JobDetailsSchema,
+  JobResultSchema,
+  JobStatus,
+  JobStatusSchema,
+  JobSummarySchema,
+  type Cancellation,
+  type JobResult,
+  type JobSummary,
+} from "./gen/jobplane/v1/job_pb.js";
+import { JobGraphSchema, type JobGraph } from "./gen/jobplane/v1/job_graph_pb.js";
+import {
+  ExecutionPlanSchema,
+  JobResultState,
+  type ExecutionPlan,
+} from "./gen/jobplane/hastore/v1/ha_store_service_pb.js";
+import type { Fence } from "./gen/jobplane/v1/leadership_pb.js";
+import { bytesEqual, planDigest } from "./canonical.js";
+import {
+  invalidArgument,
+  isOurs,
+  jobNotFound,
+  jpError,
+  notLeader,
+  reasonOf,
+  unimplemented,
+  type Violation,
+} from "./errors.js";
+import { ELECTION, type HAClient, type Leadership } from "./leadership.js";
+import {
+  LIMITS,
+  effectiveParallelism,
+  graphViolations,
+  jobIdViolation,
+  maxBytesViolation,
+  unknownFieldViolations,
+} from "./validate.js";
+
+/** How long one plan put may take before its outcome counts as unknown. */
+const PUT_TIMEOUT_MS = 10_000;
+/** ServerTimings.plan_recheck: twice the put timeout. */
+const PLAN_RECHECK_MS = 2 * PUT_TIMEOUT_MS;
+/** Deadline of other store calls. */
+const STORE_TIMEOUT_MS = 3_000;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const TERMINAL = new Set([JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED]);
+
+function statusName(s: JobStatus): string {
+  return JobStatusSchema.values.find((v) => v.number === s)?.name ?? String(s);
+}
+
+function statusByName(name: string): JobStatus | undefined {
+  return JobStatusSchema.values.find((v) => v.name === name)?.number as JobStatus | undefined;
+}
+
+/** A job as this leader knows it: from its plan, and its result once written. */
+interface Job {
+  jobId: string;
+  runId: string;
+  name: string;
+  digest: Uint8Array;
+  submittedBy: string;
+  submitTime: Timestamp | undefined;
+  /** The plan, while it is in the store (unset for jobs known by their result alone). */
+  plan: ExecutionPlan | undefined;
+  status: JobStatus;
+  statusTime: Timestamp;
+  cancelRequested: boolean;
+  cancellation: Cancellation | undefined;
+  /** Set once the result is durable (CreateDirtyJobResult succeeded, or read from the store). */
+  result: JobResult | undefined;
+  /** Whether some SubmitJob answer of this leader said `created = true` for this run. */
+  answeredCreated: boolean;
+  /** Woken when the job's status changes or the leadership ends. */
+  waiters: Set<() => void>;
+  /** Status changes under this leader, numbered from 1: the last WATCH_WINDOW are kept for WatchJob's resume tokens. */
+  changes: { seq: number; summary: JobSummary }[];
+  seq: number;
+}
+
+/** ServerTimings.watch_resume_window. */
+const WATCH_WINDOW = 64;
+/** ServerTimings.stream_heartbeat. */
+const STREAM_HEARTBEAT_MS = 10_000;
+
+/** What one grant of `jobmanager` knows; replaced on every grant. */
+class State {
+  readonly jobs = new Map<string, Job>();
+  /** Plans whose put failed, kept so that a retry puts the very same message. */
+  readonly pendingPlans = new Map<string, ExecutionPlan>();
+  private readonly locks = new Map<string, Promise<unknown>>();
+  active = true;
+
+  constructor(readonly fence: Fence) {}
+
+  /** Runs `fn` after every earlier call for the same job id (one submission or cancel at a time). */
+  withLock<T>(jobId: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.locks.get(jobId) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const tail = next.catch(() => undefined);
+    this.locks.set(jobId, tail);
+    void tail.then(() => {
+      if (this.locks.get(jobId) === tail) this.locks.delete(jobId);
+    });
+    return next;
+  }
+}
+
+function wake(job: Job): void {
+  for (const w of [...job.waiters]) w();
+}
+
+function setStatus(job: Job, s: JobStatus): void {
+  if (job.status === s) return;
+  job.status = s;
+  job.statusTime = timestampNow();
+  record(job);
+  wake(job);
+}
+
+/** Records the job's current summary as a status change, for WatchJob. */
+function record(job: Job): void {
+  job.seq++;
+  job.changes.push({ seq: job.seq, summary: summaryOf(job) });
+  if (job.changes.length > WATCH_WINDOW) job.changes.shift();
+}
+
+interface ResumeToken {
+  j: string; // job id
+  r: string; // run id
+  e: string; // the leader's epoch: tokens of another leader start over
+  s: number; // the change's number
+}
+
+function encodeResume(t: ResumeToken): string {
+  return Buffer.from(JSON.stringify(t), "utf8").toString("base64url");
+}
+
+function decodeResume(s: string): ResumeToken | undefined {
+  try {
+    const t = JSON.parse(Buffer.from(s, "base64url").toString("utf8")) as ResumeToken;
+    if (typeof t.j !== "string" || typeof t.r !== "string" || typeof t.e !== "string" || typeof t.s !== "number") return undefined;
+    return t;
+  } catch {
+    return undefined;
+  }
+}
+
+function jobFromPlan(plan: ExecutionPlan): Job {
+  return {
+    jobId: plan.jobId,
+    runId: plan.runId,
+    name: plan.jobGraph?.name ?? "",
+    digest: plan.digest,
+    submittedBy: plan.submittedBy,
+    submitTime: plan.submitTime,
+    plan,
+    status: JobStatus.INITIALIZING,
+    statusTime: plan.submitTime ?? timestampNow(),
+    cancelRequested: false,
+    cancellation: undefined,
+    result: undefined,
+    answeredCreated: false,
+    waiters: new Set(),
+    changes: [],
+    seq: 0,
+  };
+}
+
+function jobFromResult(r: JobResult): Job {
+  return {
+    jobId: r.jobId,
+    runId: r.runId,
+    name: r.name,
+    digest: r.planDigest,
+    submittedBy: r.submittedBy,
+    submitTime: r.submitTime,
+    plan: undefined,
+    status: r.status,
+    statusTime: r.endTime ?? timestampNow(),
+    cancelRequested: r.status === JobStatus.CANCELED,
+    cancellation: r.cancellation,
+    result: r,
+    answeredCreated: false,
+    waiters: new Set(),
+    changes: [],
+    seq: 0,
+  };
+}
+
+function summaryOf(job: Job): JobSummary {
+  return create(JobSummarySchema, {
+    jobId: job.jobId,
+    name: job.name,
+    status: job.status,
+    submitTime: job.submitTime,
+    statusTime: job.statusTime,
+    endTime: job.result?.endTime,
+    restartCount: job.result?.restartCount ?? 0,
+    failure: job.status === JobStatus.FAILED ? job.result?.failure : undefined,
+    submittedBy: job.submittedBy,
+    runId: job.runId,
+    cancellation: job.cancellation,
+  });
+}
+
+/** The plan's graph: as submitted, with the parallelism overrides applied (not normalized). */
+function withOverrides(graph: JobGraph): JobGraph {
+  const g = clone(JobGraphSchema, graph);
+  const par = effectiveParallelism(graph);
+  g.vertices.forEach((v, i) => (v.parallelism = par[i]!));
+  return g;
+}
+
+export class Dispatcher {
+  private state: State | undefined;
+
+  constructor(
+    private readonly store: HAClient,
+    private readonly leadership: () => Leadership,
+    private readonly log: (msg: string) => void,
+  ) {}
+
+  // ---- leadership ---------------------------------------------------------
+
+  /** Recovery on a grant of `jobmanager` (conformance README, "Recovery"). */
+  async recover(fence: Fence): Promise<void> {
+    const st = new State(fence);
+    const toClean: string[] = [];
+    // 1. Every result entry, every page; dirty ones get their cleanup finished.
+    let page = "";
+    do {
+      const r = await this.store.listJobResultEntries({ pageToken: page }, { timeoutMs: STORE_TIMEOUT_MS });
+      for (const e of r.entries) {
+        if (!e.result) continue;
+        st.jobs.set(e.result.jobId, jobFromResult(e.result));
+        if (e.state === JobResultState.DIRTY) toClean.push(e.result.jobId);
+      }
+      page = r.nextPageToken;
+    } while (page);
+    for (const id of toClean) await this.cleanup(st, id);
+    // 2. Every plan, every page; a plan we cannot read is retried (by
+    // failing the whole recovery, which the caller retries), never skipped.
+    const ids: string[] = [];
+    page = "";
+    do {
+      const r = await this.store.listExecutionPlans({ pageToken: page }, { timeoutMs: STORE_TIMEOUT_MS });
+      ids.push(...r.jobIds);
+      page = r.nextPageToken;
+    } while (page);
+    const toCancel: Job[] = [];
+    for (const id of ids) {
+      if (st.jobs.has(id)) continue; // it has a result: never run again
+      let r;
+      try {
+        r = await this.store.getExecutionPlan({ jobId: id }, { timeoutMs: STORE_TIMEOUT_MS });
+      } catch (e) {
+        if (reasonOf(e).reason === "EXECUTION_PLAN_NOT_FOUND") continue; // deleted since the listing
+        throw e;
+      }
+      if (!r.plan) continue;
+      const job = jobFromPlan(r.plan);
+      if (r.cancelRequested) {
+        job.cancelRequested = true;
+        job.cancellation = r.cancellation;
+        job.status = JobStatus.CANCELLING;
+        toCancel.push(job);
+      }
+      st.jobs.set(id, job);
+    }
+    if (this.state) this.state.active = false;
+    this.state = st;
+    this.log(`recovered ${st.jobs.size} jobs (${toCancel.length} to cancel, ${toClean.length} cleaned up)`);
+    // A recovered job whose cancel was requested ends CANCELED, deploying nothing.
+    for (const job of toCancel) void this.finishJob(st, job, JobStatus.CANCELED);
+    for (const job of st.jobs.values()) {
+      if (!job.result && !job.cancelRequested) void this.leadership().campaignJob(job.jobId);
+    }
+  }
+
+  /**
+   * A grant of `job/<id>` (README "Each grant of job/<id>"): check for a
+   * result first (a job with one never runs again), then publish the
+   * address. No JobMaster runs the job yet in this milestone.
+   */
+  jobGranted(jobId: string, fence: Fence): void {
+    const st = this.state;
+    const job = st?.jobs.get(jobId);
+    if (!st || !job || job.result || job.cancelRequested) {
+      void this.leadership().withdrawJob(jobId);
+      return;
+    }
+    void (async () => {
+      try {
+        await this.store.getJobResultEntry({ jobId }, { timeoutMs: STORE_TIMEOUT_MS });
+        // A result exists: the job never runs again.
+        void this.leadership().withdrawJob(jobId);
+        return;
+      } catch (e) {
+        if (reasonOf(e).reason !== "JOB_RESULT_NOT_FOUND") {
+          this.log(`job/${jobId} granted, but its result could not be read: ${String(e)}; giving it back`);
+          void this.leadership().withdrawJob(jobId).then(() => this.leadership().campaignJob(jobId));
+          return;
+        }
+      }
+      if (!st.active || job.result) return;
+      try {
+        await this.store.confirmLeadership({ fence, address: this.leadership().address }, { timeoutMs: STORE_TIMEOUT_MS });
+      } catch (e) {
+        this.log(`ConfirmLeadership job/${jobId} failed: ${String(e)}`);
+      }
+    })();
+  }
+
+  /** The grant ended: forget everything at once, and wake every waiter. */
+  lost(): void {
+    const st = this.state;
+    this.state = undefined;
+    if (!st) return;
+    st.active = false;
+    for (const job of st.jobs.values()) wake(job);
+  }
+
+  /** The current state if this process leads now; NOT_LEADER otherwise. */
+  private async leaderState(): Promise<State> {
+    const st = this.state;
+    if (st && st.active && this.leadership().isLeader()) return st;
+    throw notLeader(await this.leadership().knownLeader());
+  }
+
+  /** NOT_LEADER when this process does not lead now; for checks made before a handler runs. */
+  async notLeaderError(): Promise<ConnectError | undefined> {
+    try {
+      await this.leaderState();
+      return undefined;
+    } catch (e) {
+      return e as ConnectError;
+    }
+  }
+
+  /** Checked again just before answering: a call that outlived the leadership answers NOT_LEADER. */
+  private async stillLeader(st: State): Promise<void> {
+    if (st.active && this.state === st && this.leadership().isLeader()) return;
+    throw notLeader(await this.leadership().knownLeader());
+  }
+
+  /** A fenced write was refused as stale: step down, answer NOT_LEADER. */
+  private async stale(st: State): Promise<never> {
+    const t = st.fence.token;
+    if (t) this.leadership().staleWrite(t);
+    throw notLeader(await this.leadership().knownLeader());
+  }
+
+  // ---- end of a job ---------------------------------------------------------
+
+  /**
+   * Writes the job's result, then cleans up (README "End of a job"): the
+   * result (retried as the very same message), the plan's deletion, the
+   * result marked clean.
+   */
+  private async finishJob(st: State, job: Job, status: JobStatus): Promise<void> {
+    const build = (s: JobStatus) =>
+      create(JobResultSchema, {
+        jobId: job.jobId,
+        status: s,
+        submitTime: job.submitTime,
+        endTime: timestampNow(),
+        name: job.name,
+        planDigest: job.digest,
+        submittedBy: job.submittedBy,
+        runId: job.runId,
+        cancellation: s === JobStatus.CANCELED ? job.cancellation : undefined,
+      });
+    let result = build(status);
+    while (st.active) {
+      try {
+        await this.store.createDirtyJobResult({ fence: st.fence, result }, { timeoutMs: STORE_TIMEOUT_MS });
+        break;
+      } catch (e) {
+        const { reason } = reasonOf(e);
+        if (reason === "STALE_FENCING_TOKEN") {
+          await this.stale(st).catch(() => undefined);
+          return;
+        }
+        if (reason === "JOB_CANCEL_REQUESTED") {
+          result = build(JobStatus.CANCELED);
+          continue;
+        }
+        if (reason === "JOB_RESULT_EXISTS") {
+          // Another result is there (one of ours whose answer was lost was the
+          // same message and would have succeeded): it is the job's.
+          try {
+            const r = await this.store.getJobResultEntry({ jobId: job.jobId }, { timeoutMs: STORE_TIMEOUT_MS });
+            if (r.entry?.result) {
+              result = r.entry.result;
+              break;
+            }
+          } catch {
+            /* retried below */
+          }
+        }
+        this.log(`CreateDirtyJobResult(${job.jobId}) failed: ${String(e)}; retrying`);
+        await sleep(300);
+      }
+    }
+    if (!st.active) return;
+    job.result = result;
+    job.cancellation = result.cancellation ?? job.cancellation;
+    job.plan = undefined;
+    setStatus(job, result.status);
+    try {
+      await this.cleanup(st, job.jobId);
+    } finally {
+      // After the result write nothing campaigns for the job.
+      await this.leadership().withdrawJob(job.jobId);
+    }
+  }
+
+  /** Deletes the plan, then marks the result clean; retried until done or the grant ends. */
+  private async cleanup(st: State, jobId: string): Promise<void> {
+    for (const step of ["delete-plan", "mark-clean"] as const) {
+      for (;;) {
+        if (!st.active) throw new Error("leadership ended during cleanup");
+        try {
+          if (step === "delete-plan") {
+            await this.store.deleteExecutionPlan({ fence: st.fence, jobId }, { timeoutMs: STORE_TIMEOUT_MS });
+          } else {
+            await this.store.markJobResultClean({ fence: st.fence, jobId }, { timeoutMs: STORE_TIMEOUT_MS });
+          }
+          break;
+        } catch (e) {
+          if (reasonOf(e).reason === "STALE_FENCING_TOKEN") {
+            const t = st.fence.token;
+            if (t) this.leadership().staleWrite(t);
+            throw e;
+          }
+          this.log(`${step}(${jobId}) failed: ${String(e)}; retrying`);
+          await sleep(300);
+        }
+      }
+    }
+  }
+
+  // ---- handlers -------------------------------------------------------------
+
+  /** Refuses unknown fields, with one violation each (DispatcherService comment). */
+  private refuseUnknown(desc: DescMessage, req: Message, more: (Violation | undefined)[] = []): void {
+    const v = [...unknownFieldViolations(desc, req), ...more.filter((x): x is Violation => x !== undefined)];
+    if (v.length > 0) throw invalidArgument(v);
+  }
+
+  private lookup(st: State, jobId: string, runId: string): Job {
+    const job = st.jobs.get(jobId);
+    if (!job) throw jobNotFound(jobId, runId);
+    if (runId && job.runId !== runId) throw jobNotFound(jobId, runId);
+    return job;
+  }
+
+  async submitJob(req: SubmitJobRequest): Promise<{ jobId: string; created: boolean; status: JobStatus; runId: string }> {
+    const st = await this.leaderState();
+    const graph = req.jobGraph;
+    const size = graph ? toBinary(JobGraphSchema, graph).length : 0;
+    this.refuseUnknown(SubmitJobRequestSchema, req, [jobIdViolation(req.jobId), ...graphViolations(graph, size)]);
+    const digest = planDigest(graph!);
+    const jobId = req.jobId;
+
+    const answer = await st.withLock(jobId, async () => {
+      const existing = st.jobs.get(jobId);
+      if (existing) return this.answerExisting(existing, digest, req.idReuse);
+      // A retry of a submission whose put failed puts the very same plan.
+      let plan = st.pendingPlans.get(jobId);
+      if (!plan || !bytesEqual(plan.digest, digest)) {
+        plan = create(ExecutionPlanSchema, {
+          jobId,
+          jobGraph: withOverrides(graph!),
+          digest,
+          submitTime: timestampNow(),
+          submittedBy: "",
+          runId: randomUUID(),
+        });
+      }
+      try {
+        await this.store.putExecutionPlan({ fence: st.fence, plan }, { timeoutMs: PUT_TIMEOUT_MS });
+      } catch (e) {
+        const { reason } = reasonOf(e);
+        if (reason === "STALE_FENCING_TOKEN") return this.stale(st);
+        if (reason === "JOB_RESULT_EXISTS") {
+          const r = await this.store.getJobResultEntry({ jobId }, { timeoutMs: STORE_TIMEOUT_MS });
+          if (!r.entry?.result) throw jpError(Code.Unavailable, "STORE_UNAVAILABLE", "job result vanished");
+          const job = jobFromResult(r.entry.result);
+          st.jobs.set(jobId, job);
+          return this.answerExisting(job, digest, req.idReuse);
+        }
+        // Read the plan back: did the put take effect, or is another plan there?
+        let stored: ExecutionPlan | undefined;
+        try {
+          stored = (await this.store.getExecutionPlan({ jobId }, { timeoutMs: STORE_TIMEOUT_MS })).plan;
+        } catch (e2) {
+          if (reasonOf(e2).reason === "EXECUTION_PLAN_NOT_FOUND") {
+            st.pendingPlans.set(jobId, plan);
+            this.recheck(st, plan);
+            throw jpError(Code.Unavailable, "PERSIST_FAILED", `the plan was not persisted: ${String(e)}`, { job_id: jobId });
+          }
+          st.pendingPlans.set(jobId, plan);
+          this.recheck(st, plan);
+          throw jpError(Code.Unavailable, "PERSIST_OUTCOME_UNKNOWN", `could not tell whether the plan was persisted: ${String(e)}`, { job_id: jobId });
+        }
+        if (!stored) throw jpError(Code.Unavailable, "PERSIST_OUTCOME_UNKNOWN", "empty plan read back", { job_id: jobId });
+        if (stored.runId !== plan.runId) {
+          // Not ours (a late put of an earlier attempt, say): it is the job.
+          const job = jobFromPlan(stored);
+          st.jobs.set(jobId, job);
+          st.pendingPlans.delete(jobId);
+          void this.leadership().campaignJob(jobId);
+          return this.answerExisting(job, digest, req.idReuse, true);
+        }
+        // Ours: the put took effect although its answer failed.
+      }
+      st.pendingPlans.delete(jobId);
+      const job = jobFromPlan(plan);
+      job.answeredCreated = true;
+      st.jobs.set(jobId, job);
+      // Only now, with the plan durable, the job's election.
+      void this.leadership().campaignJob(jobId);
+      return { jobId, created: true, status: job.status, runId: job.runId };
+    });
+    await this.stillLeader(st);
+    return answer;
+  }
+
+  /** The answer to a submission of an id this leader knows (SubmitJob's idempotency rules). */
+  private answerExisting(job: Job, digest: Uint8Array, reuse: JobIdReusePolicy, mayCreate = false) {
+    if (!bytesEqual(job.digest, digest)) {
+      throw jpError(Code.AlreadyExists, "JOB_ALREADY_EXISTS", `job ${job.jobId} exists with another plan`, {
+        job_id: job.jobId,
+        globally_terminated: String(job.result !== undefined),
+      });
+    }
+    if (job.result && reuse === JobIdReusePolicy.ALLOW_DUPLICATE) {
+      throw unimplemented("JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE");
+    }
+    // A plan that landed late, which no answer called created yet, is this
+    // submission's creation.
+    const created = mayCreate && !job.answeredCreated && !job.result;
+    if (created) job.answeredCreated = true;
+    return { jobId: job.jobId, created, status: job.status, runId: job.runId };
+  }
+
+  /**
+   * After a failed or unknown put: keep reading the store for the plan for
+   * plan_recheck; a plan that shows up is the job's, and runs once.
+   */
+  private recheck(st: State, plan: ExecutionPlan): void {
+    const until = Date.now() + PLAN_RECHECK_MS;
+    void (async () => {
+      while (st.active && Date.now() < until) {
+        await sleep(1000);
+        if (!st.active || st.jobs.has(plan.jobId)) return;
+        try {
+          const r = await this.store.getExecutionPlan({ jobId: plan.jobId }, { timeoutMs: STORE_TIMEOUT_MS });
+          if (!r.plan) continue;
+          await st.withLock(plan.jobId, async () => {
+            if (!st.active || st.jobs.has(plan.jobId)) return;
+            st.jobs.set(plan.jobId, jobFromPlan(r.plan!));
+            st.pendingPlans.delete(plan.jobId);
+            void this.leadership().campaignJob(plan.jobId);
+            this.log(`plan of ${plan.jobId} found after a failed put: the job is accepted`);
+          });
+          return;
+        } catch {
+          /* not there (yet), or unreadable: look again */
+        }
+      }
+    })();
+  }
+
+  async getJob(req: GetJobRequest) {
+    const st = await this.leaderState();
+    const v: (Violation | undefined)[] = [
+      jobIdViolation(req.jobId),
+      maxBytesViolation(req.runId, 128, "run_id"),
+    ];
+    if (req.pageSize < 0) v.push({ field: "page_size", description: "must not be negative" });
+    // This server issues no page tokens yet (no subtasks before a JobMaster runs).
+    if (req.pageToken !== "") v.push({ field: "page_token", description: "not a page token this server issued" });
+    this.refuseUnknown(GetJobRequestSchema, req, v);
+    const job = this.lookup(st, req.jobId, req.runId);
+    const details = create(JobDetailsSchema, {
+      summary: summaryOf(job),
+      exceptionHistory: job.result?.exceptionHistory ?? [],
+    });
+    await this.stillLeader(st);
+    return { job: details, nextPageToken: "" };
+  }
+
+  async cancelJob(req: CancelJobRequest) {
+    const st = await this.leaderState();
+    this.refuseUnknown(CancelJobRequestSchema, req, [
+      jobIdViolation(req.jobId),
+      maxBytesViolation(req.runId, 128, "run_id"),
+      maxBytesViolation(req.requestId, 128, "request_id"),
+      maxBytesViolation(req.reason, 1024, "reason"),
+    ]);
+    const answer = await st.withLock(req.jobId, async () => {
+      const job = this.lookup(st, req.jobId, req.runId);
+      if (job.result) return this.cancelAnswerFromResult(job.result);
+      if (job.status === JobStatus.CANCELLING || job.status === JobStatus.CANCELED) return { status: job.status };
+      const cancellation = create(CancellationSchema, {
+        requestId: req.requestId,
+        reason: req.reason,
+        requestedTime: timestampNow(),
+      });
+      try {
+        // Recorded before anything is done for the request.
+        await this.store.requestJobCancel({ fence: st.fence, jobId: job.jobId, cancellation }, { timeoutMs: STORE_TIMEOUT_MS });
+      } catch (e) {
+        const { reason, metadata } = reasonOf(e);
+        if (reason === "STALE_FENCING_TOKEN") return this.stale(st);
+        if (reason === "JOB_TERMINAL") {
+          // The result came first: answer as it says.
+          const s = statusByName(metadata["status"] ?? "");
+          if (s === JobStatus.CANCELED) return { status: JobStatus.CANCELED };
+          throw jpError(Code.FailedPrecondition, "JOB_TERMINAL", `job ${job.jobId} is already terminal`, {
+            job_id: job.jobId,
+            ...(metadata["status"] ? { status: metadata["status"] } : {}),
+          });
+        }
+        throw jpError(Code.Unavailable, "CANCEL_NOT_RECORDED", `the cancellation could not be recorded: ${String(e)}`, {
+          job_id: job.jobId,
+        });
+      }
+      job.cancelRequested = true;
+      job.cancellation ??= cancellation;
+      setStatus(job, JobStatus.CANCELLING);
+      // Nothing runs yet (no JobMaster in this milestone): end it at once.
+      void this.finishJob(st, job, JobStatus.CANCELED);
+      return { status: JobStatus.CANCELLING };
+    });
+    await this.stillLeader(st);
+    return answer;
+  }
+
+  private cancelAnswerFromResult(r: JobResult) {
+    if (r.status === JobStatus.CANCELED) return { status: JobStatus.CANCELED };
+    throw jpError(Code.FailedPrecondition, "JOB_TERMINAL", `job ${r.jobId} is already ${statusName(r.status)}`, {
+      job_id: r.jobId,
+      status: statusName(r.status),
+    });
+  }
+
+  async getJobResult(req: GetJobResultRequest, ctx: HandlerContext) {
+    const st = await this.leaderState();
+    this.refuseUnknown(GetJobResultRequestSchema, req, [
+      jobIdViolation(req.jobId),
+      maxBytesViolation(req.runId, 128, "run_id"),
+    ]);
+    const job = this.lookup(st, req.jobId, req.runId);
+    if (!job.result && !req.wait) {
+      throw jpError(Code.FailedPrecondition, "JOB_NOT_TERMINAL", `job ${job.jobId} is not globally terminal`, {
+        job_id: job.jobId,
+        status: statusName(job.status),
+      });
+    }
+    while (!job.result) {
+      await new Promise<void>((resolve, reject) => {
+        const done = () => {
+          job.waiters.delete(done);
+          ctx.signal.removeEventListener("abort", onAbort);
+          resolve();
+        };
+        const onAbort = () => {
+          job.waiters.delete(done);
+          const deadline = ctx.timeoutMs() !== undefined && ctx.timeoutMs()! <= 0;
+          reject(
+            deadline
+              ? jpError(Code.DeadlineExceeded, "CALL_DEADLINE_EXCEEDED", "the job did not end before the call's deadline", { job_id: job.jobId })
+              : jpError(Code.Canceled, "CALL_CANCELED", "the call was canceled", { job_id: job.jobId }),
+          );
+        };
+        if (ctx.signal.aborted) return onAbort();
+        job.waiters.add(done);
+        ctx.signal.addEventListener("abort", onAbort, { once: true });
+      });
+      await this.stillLeader(st); // also when the leadership ended while waiting
+    }
+    await this.stillLeader(st);
+    return { result: job.result };
+  }
+
+  /**
+   * WatchJob: the current summary, then each status change, ending after a
+   * globally terminal one; a heartbeat after STREAM_HEARTBEAT_MS of silence;
+   * NOT_LEADER once the leadership ends.
+   */
+  async *watchJob(req: WatchJobRequest, ctx: HandlerContext): AsyncGenerator<MessageInitShape<typeof WatchJobResponseSchema>> {
+    let st: State;
+    let job: Job;
+    let next: number; // the number of the next change to send
+    let coalesced = false;
+    try {
+      st = await this.leaderState();
+      const v: (Violation | undefined)[] = [jobIdViolation(req.jobId), maxBytesViolation(req.runId, 128, "run_id")];
+      const tok = req.resumeToken ? decodeResume(req.resumeToken) : undefined;
+      if (req.resumeToken && (!tok || tok.j !== req.jobId)) {
+        v.push({ field: "resume_token", description: "not a resume token of this job" });
+      }
+      this.refuseUnknown(WatchJobRequestSchema, req, v);
+      job = this.lookup(st, req.jobId, req.runId);
+      const epoch = String(st.fence.token?.epoch ?? 0n);
+      const oldest = job.changes[0]?.seq ?? job.seq + 1;
+      if (tok && tok.r === job.runId && tok.e === epoch && tok.s + 1 >= oldest && tok.s <= job.seq) {
+        next = tok.s + 1; // exactly after the token's message
+      } else {
+        coalesced = tok !== undefined;
+        next = -1; // start with the current summary
+      }
+    } catch (e) {
+      throw asHandlerError(e, "WatchJob", this.log);
+    }
+    const epoch = String(st.fence.token?.epoch ?? 0n);
+    const token = (seq: number) => encodeResume({ j: job.jobId, r: job.runId, e: epoch, s: seq });
+    if (next === -1) {
+      await this.stillLeader(st).catch((e) => { throw asHandlerError(e, "WatchJob", this.log); });
+      yield { event: { case: "job", value: summaryOf(job) }, resumeToken: token(job.seq), coalesced };
+      if (TERMINAL.has(job.status) && job.result) return;
+      next = job.seq + 1;
+    }
+    for (;;) {
+      // Resumed after the terminal message: nothing follows it.
+      if (job.result && next > job.seq) return;
+      const pending = job.changes.filter((c) => c.seq >= next);
+      if (pending.length > 0 && pending[0]!.seq !== next) {
+        throw jpError(Code.Unavailable, "STREAM_BEHIND", "the stream fell behind the job's changes; resume", { job_id: job.jobId });
+      }
+      for (const c of pending) {
+        await this.stillLeader(st).catch((e) => { throw asHandlerError(e, "WatchJob", this.log); });
+        yield { event: { case: "job", value: c.summary }, resumeToken: token(c.seq) };
+        next = c.seq + 1;
+        if (TERMINAL.has(c.summary.status)) return;
+      }
+      const woke = await new Promise<"change" | "idle">((resolve, reject) => {
+        const done = () => finish("change");
+        const timer = setTimeout(() => finish("idle"), STREAM_HEARTBEAT_MS);
+        const onAbort = () => {
+          reject(jpError(Code.Canceled, "CALL_CANCELED", "the stream was canceled"));
+          finish("change"); // cleanup only: the promise is already rejected
+        };
+        function finish(why: "change" | "idle") {
+          clearTimeout(timer);
+          job.waiters.delete(done);
+          ctx.signal.removeEventListener("abort", onAbort);
+          resolve(why);
+        }
+        job.waiters.add(done);
+        ctx.signal.addEventListener("abort", onAbort, { once: true });
+      });
+      await this.stillLeader(st).catch((e) => { throw asHandlerError(e, "WatchJob", this.log); });
+      if (woke === "idle") yield { event: { case: "heartbeat", value: {} } };
+    }
+  }
+
+  async listJobs(req: ListJobsRequest) {
+    const st = await this.leaderState();
+    const v: Violation[] = [];
+    if (req.pageSize < 0) v.push({ field: "page_size", description: "must not be negative" });
+    let after: { t: bigint; id: string } | undefined;
+    if (req.pageToken) {
+      after = decodeListToken(req.pageToken);
+      if (!after) v.push({ field: "page_token", description: "not a page token this server issued" });
+    }
+    this.refuseUnknown(ListJobsRequestSchema, req, v);
+    const size = Math.min(req.pageSize === 0 ? 100 : req.pageSize, LIMITS.maxListPageSize);
+    const key = (j: Job) => ({ t: tsNanos(j.submitTime), id: j.jobId });
+    // Newest submission first; ties by job id, so a token names one place.
+    const before = (a: { t: bigint; id: string }, b: { t: bigint; id: string }) =>
+      a.t !== b.t ? a.t > b.t : a.id < b.id;
+    const all = [...st.jobs.values()]
+      .filter((j) => req.statuses.length === 0 || req.statuses.includes(j.status))
+      .filter((j) => !after || before(after, key(j)))
+      .sort((a, b) => (before(key(a), key(b)) ? -1 : 1));
+    const page = all.slice(0, size);
+    const last = page[page.length - 1];
+    const nextPageToken = all.length > size && last ? encodeListToken(key(last)) : "";
+    await this.stillLeader(st);
+    return { jobs: page.map(summaryOf), nextPageToken };
+  }
+
+  async getClusterOverview() {
+    const st = await this.leaderState();
+    let running = 0, finished = 0, canceled = 0, failed = 0;
+    for (const j of st.jobs.values()) {
+      if (!j.result) running++;
+      else if (j.status === JobStatus.FINISHED) finished++;
+      else if (j.status === JobStatus.CANCELED) canceled++;
+      else if (j.status === JobStatus.FAILED) failed++;
+    }
+    const ttl = this.leadership().sessionTtlMs;
+    const res = create(GetClusterOverviewResponseSchema, {
+      leader: { election: ELECTION, address: this.leadership().address, token: st.fence.token },
+      taskExecutorCount: 0,
+      slotCount: 0,
+      freeSlotCount: 0,
+      runningJobCount: running,
+      finishedJobCount: finished,
+      canceledJobCount: canceled,
+      failedJobCount: failed,
+      limits: {
+        maxRequestBytes: BigInt(LIMITS.maxRequestBytes),
+        maxResponseBytes: BigInt(LIMITS.maxResponseBytes),
+        maxGraphBytes: BigInt(LIMITS.maxGraphBytes),
+        maxVertices: LIMITS.maxVertices,
+        maxSubtasks: LIMITS.maxSubtasks,
+        maxListPageSize: LIMITS.maxListPageSize,
+        maxSubtaskPageSize: LIMITS.maxSubtaskPageSize,
+        // No checkpoints, task values or accumulators yet (see QUESTIONS.md).
+        maxInlineStateBytes: 0n,
+        maxCheckpointBytes: 0n,
+        maxTaskValueBytes: 0n,
+        maxResultValueBytes: 0n,
+        maxAccumulators: 0,
+      },
+      timings: {
+        sessionTtl: durationFromMs(ttl),
+        takeover: durationFromMs(5000),
+        jobRegrant: durationFromMs(5000),
+        revocationNotice: durationFromMs(5000),
+        taskCancel: durationFromMs(5000),
+        slotYield: durationFromMs(5000),
+        streamHeartbeat: durationFromMs(10_000),
+        watchResumeWindow: 64,
+        resultRetention: durationFromMs(0),
+        // Below two thirds of the session TTL, as ServerTimings requires.
+        taskExecutorHeartbeatTimeout: durationFromMs(Math.floor((ttl * 3) / 5)),
+        taskLease: durationFromMs(0),
+        planRecheck: durationFromMs(PLAN_RECHECK_MS),
+      },
+      // This server does not list the other candidates: unset (see the field's comment).
+    });
+    await this.stillLeader(st);
+    return res;
+  }
+
+  /** The service as connect-node serves it; every method answers (UNIMPLEMENTED with an ErrorInfo where not built yet). */
+  service(): ServiceImpl<typeof DispatcherService> {
+    const guard = <A extends unknown[], R>(name: string, fn: (...a: A) => Promise<R>) =>
+      async (...a: A): Promise<R> => {
+        try {
+          return await fn(...a);
+        } catch (e) {
+          throw asHandlerError(e, name, this.log);
+        }
+      };
+    const notYet = (name: string) => guard(name, async () => {
+      await this.leaderState();
+      throw unimplemented(name);
+    });
+    return {
+      submitJob: guard("SubmitJob", (r: SubmitJobRequest) => this.submitJob(r)),
+      getJob: guard("GetJob", (r: GetJobRequest) => this.getJob(r)),
+      listJobs: guard("ListJobs", (r: ListJobsRequest) => this.listJobs(r)),
+      cancelJob: guard("CancelJob", (r: CancelJobRequest) => this.cancelJob(r)),
+      getJobResult: guard("GetJobResult", (r: GetJobResultRequest, ctx: HandlerContext) => this.getJobResult(r, ctx)),
+      getClusterOverview: guard("GetClusterOverview", () => this.getClusterOverview()),
+      purgeJob: notYet("PurgeJob"),
+      // eslint-disable-next-line require-yield
+      watchJob: (r: WatchJobRequest, ctx: HandlerContext) => this.watchJob(r, ctx),
+      reportClientHeartbeat: notYet("ReportClientHeartbeat"),
+      listTaskExecutors: notYet("ListTaskExecutors"),
+      getTaskOutput: notYet("GetTaskOutput"),
+      listCheckpoints: notYet("ListCheckpoints"),
+      triggerSavepoint: notYet("TriggerSavepoint"),
+      listSavepoints: notYet("ListSavepoints"),
+      deleteSavepoint: notYet("DeleteSavepoint"),
+    };
+  }
+}
+
+/** Any error leaving a handler carries our ErrorInfo; a bug becomes INTERNAL. */
+function asHandlerError(e: unknown, name: string, log: (m: string) => void): ConnectError {
+  if (isOurs(e)) return e;
+  if (e instanceof ConnectError) {
+    // A store call's error that escaped a handler: the store could not be
+    // used; what it did is unknown, as for a lost answer.
+    log(`${name}: HA store error: ${e.message}`);
+    return jpError(Code.Unavailable, "STORE_UNAVAILABLE", `HA store: ${e.message}`);
+  }
+  log(`${name}: internal error: ${String(e)}`);
+  return jpError(Code.Internal, "INTERNAL", `${name} failed: ${e instanceof Error ? e.message : String(e)}`);
+}
+
+function tsNanos(t: Timestamp | undefined): bigint {
+  return t ? t.seconds * 1_000_000_000n + BigInt(t.nanos) : 0n;
+}
+
+function encodeListToken(k: { t: bigint; id: string }): string {
+  return Buffer.from(`${k.t}/${k.id}`, "utf8").toString("base64url");
+}
+
+function decodeListToken(s: string): { t: bigint; id: string } | undefined {
+  const m = /^(\d+)\/([A-Za-z0-9_-]{1,64})$/.exec(Buffer.from(s, "base64url").toString("utf8"));
+  return m ? { t: BigInt(m[1]!), id: m[2]! } : undefined;
+}

@@ -1,0 +1,353 @@
+// The process's HA-store session and its leadership of `jobmanager`
+// (ha_store_service.proto: sessions, elections; leadership.proto:
+// FencingToken and "When a leader counts as deposed").
+//
+// One session at a time: opened, renewed with KeepAlive, its grants followed
+// on one WatchSession stream. The process campaigns in `jobmanager` without
+// an address, runs the Dispatcher's recovery when granted, and only then
+// publishes its address with ConfirmLeadership, so that whoever finds the
+// address finds a Dispatcher ready to answer.
+import { Code, createClient, type Client } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { create } from "@bufbuild/protobuf";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
+import { performance } from "node:perf_hooks";
+import { HAStoreService } from "./gen/jobplane/hastore/v1/ha_store_service_pb.js";
+import { FenceSchema, type Fence, type FencingToken, type LeaderInfo } from "./gen/jobplane/v1/leadership_pb.js";
+import { reasonOf } from "./errors.js";
+
+export const ELECTION = "jobmanager";
+
+export type HAClient = Client<typeof HAStoreService>;
+
+export function storeClient(baseUrl: string): HAClient {
+  // The runner's store serves Connect over h2c and HTTP/1.1; h2c lets the
+  // WatchSession stream and the unary calls share one connection.
+  return createClient(HAStoreService, createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: true }));
+}
+
+/** What the Dispatcher does when this process gains or loses `jobmanager`. */
+export interface LeaderCallbacks {
+  /** Recover under the new grant; resolves when the Dispatcher may serve. */
+  recover(fence: Fence): Promise<void>;
+  /** The leadership ended: stop acting at once. */
+  lost(): void;
+  /** This session was granted a job's election `job/<jobId>`. */
+  jobGranted(jobId: string, fence: Fence): void;
+}
+
+const JOB_PREFIX = "job/";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Session {
+  id: string;
+  ttlMs: number;
+  ended: boolean;
+  abort: AbortController;
+}
+
+export class Leadership {
+  /** The TTL asked for; the store may raise it (see `sessionTtlMs`). */
+  readonly requestedTtlMs = 2000;
+  private session: Session | undefined;
+  private token: FencingToken | undefined;
+  private ready = false;
+  /** Monotonic send time of the last acknowledged KeepAlive (or OpenSession). */
+  private lastAckSend = -Infinity;
+  /** Grants up to this epoch are over for us, whatever the store reports later. */
+  private deadEpoch = 0n;
+  private stopped = false;
+  /** The job elections this session campaigns in (waiting or granted). */
+  private readonly jobCandidacies = new Set<string>();
+  private leaderCache: { at: number; info: LeaderInfo | undefined } = { at: -Infinity, info: undefined };
+
+  constructor(
+    readonly client: HAClient,
+    readonly address: string,
+    private readonly cb: LeaderCallbacks,
+    private readonly log: (msg: string) => void,
+  ) {}
+
+  /** The TTL of the current session (the granted one), for ServerTimings. */
+  get sessionTtlMs(): number {
+    return this.session?.ttlMs ?? this.requestedTtlMs;
+  }
+
+  /** The margin for clock drift: a tenth of the TTL (FencingToken rule 1). */
+  private marginMs(): number {
+    return this.sessionTtlMs / 10;
+  }
+
+  /**
+   * Whether this process may act as leader now: granted, recovered, and
+   * within the last acknowledged KeepAlive's send time + TTL - margin, on
+   * the monotonic clock. Checked as each call answers.
+   */
+  isLeader(): boolean {
+    if (!this.token || !this.ready || !this.session || this.session.ended) return false;
+    return performance.now() < this.lastAckSend + this.sessionTtlMs - this.marginMs();
+  }
+
+  /** The leader as the store shows it, for NOT_LEADER answers (cached briefly). */
+  async knownLeader(): Promise<LeaderInfo | undefined> {
+    if (performance.now() - this.leaderCache.at < 300) return this.leaderCache.info;
+    try {
+      const r = await this.client.getLeader({ election: ELECTION }, { timeoutMs: 1000 });
+      this.leaderCache = { at: performance.now(), info: r.leader?.token ? r.leader : undefined };
+    } catch {
+      this.leaderCache = { at: performance.now(), info: undefined };
+    }
+    return this.leaderCache.info;
+  }
+
+  start(): void {
+    void this.run();
+    // Rule 1 is checked as calls answer; this timer also makes the process
+    // step down (and campaign again) once its lease certainly lapsed.
+    setInterval(() => {
+      if (this.token && performance.now() >= this.lastAckSend + this.sessionTtlMs - this.marginMs()) {
+        this.stepDown("lease lapsed");
+      }
+    }, 50).unref();
+  }
+
+  /** Graceful stop: close the session so a standby takes over at once. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    const s = this.session;
+    this.stepDown("stopping", false);
+    if (s) {
+      s.abort.abort();
+      await this.client.closeSession({ sessionId: s.id }, { timeoutMs: 1000 }).catch(() => undefined);
+    }
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopped) {
+      let s: Session;
+      const sent = performance.now();
+      try {
+        const r = await this.client.openSession(
+          { ttl: durationFromMs(this.requestedTtlMs) },
+          { timeoutMs: this.requestedTtlMs },
+        );
+        const ttlMs = r.ttl ? Number(r.ttl.seconds) * 1000 + r.ttl.nanos / 1e6 : this.requestedTtlMs;
+        s = { id: r.sessionId, ttlMs, ended: false, abort: new AbortController() };
+      } catch (e) {
+        this.log(`OpenSession failed: ${String(e)}`);
+        await sleep(300);
+        continue;
+      }
+      this.session = s;
+      this.lastAckSend = sent;
+      this.log(`session ${s.id} opened, ttl ${s.ttlMs} ms`);
+      const ended = Promise.all([this.keepAlive(s), this.watch(s)]);
+      await this.campaign(s);
+      await ended;
+      this.log(`session ${s.id} ended`);
+    }
+  }
+
+  private endSession(s: Session, why: string): void {
+    if (s.ended) return;
+    s.ended = true;
+    s.abort.abort();
+    if (this.session === s) this.stepDown(`session ended: ${why}`, false);
+  }
+
+  private async keepAlive(s: Session): Promise<void> {
+    while (!s.ended && !this.stopped) {
+      await sleep(s.ttlMs / 4);
+      if (s.ended) return;
+      const sent = performance.now();
+      try {
+        await this.client.keepAlive({ sessionId: s.id }, { timeoutMs: s.ttlMs / 2, signal: s.abort.signal });
+        if (sent > this.lastAckSend) this.lastAckSend = sent;
+      } catch (e) {
+        const { code, reason } = reasonOf(e);
+        if (code === Code.NotFound || reason === "SESSION_NOT_FOUND") {
+          this.endSession(s, "KeepAlive: SESSION_NOT_FOUND");
+          return;
+        }
+        // Transient: retry; rule 1 ends the leadership if it lasts.
+        if (performance.now() > this.lastAckSend + s.ttlMs * 2) {
+          // Past any chance the store kept the session: start over.
+          this.endSession(s, `KeepAlive failing: ${String(e)}`);
+          return;
+        }
+      }
+    }
+  }
+
+  /** Follows the session's grants; reconnects, and resynchronizes from each snapshot. */
+  private async watch(s: Session): Promise<void> {
+    while (!s.ended && !this.stopped) {
+      let inSnapshot = true;
+      let snapshotHasOurs = false;
+      try {
+        for await (const ev of this.client.watchSession({ sessionId: s.id }, { signal: s.abort.signal })) {
+          const e = ev.event;
+          if (e.case === "granted") {
+            if (e.value.election.startsWith(JOB_PREFIX) && e.value.token) {
+              this.jobGrant(s, e.value.election.slice(JOB_PREFIX.length), e.value.token);
+              continue;
+            }
+            if (e.value.election !== ELECTION || !e.value.token) continue;
+            const t = e.value.token;
+            if (inSnapshot && this.token && t.epoch === this.token.epoch) snapshotHasOurs = true;
+            this.granted(s, t);
+          } else if (e.case === "revoked") {
+            if (e.value.election !== ELECTION) continue;
+            if (this.token && e.value.token && e.value.token.epoch === this.token.epoch) {
+              this.stepDown(`revoked (${e.value.reason})`);
+            }
+          } else if (e.case === "snapshotEnd") {
+            inSnapshot = false;
+            if (this.token && !snapshotHasOurs) this.stepDown("not in the WatchSession snapshot");
+          }
+        }
+        // A server stream that ends without error: reconnect.
+      } catch (err) {
+        if (s.ended) return;
+        const { code, reason } = reasonOf(err);
+        if (code === Code.NotFound || reason === "SESSION_NOT_FOUND") {
+          this.endSession(s, "WatchSession: SESSION_NOT_FOUND");
+          return;
+        }
+        this.log(`WatchSession broke: ${String(err)}; reconnecting`);
+      }
+      await sleep(100);
+    }
+  }
+
+  private async campaign(s: Session): Promise<void> {
+    while (!s.ended && !this.stopped) {
+      try {
+        // No address yet: it is published once recovery is done.
+        await this.client.campaign({ election: ELECTION, sessionId: s.id, address: "" }, { timeoutMs: 2000, signal: s.abort.signal });
+        return;
+      } catch (e) {
+        const { code, reason } = reasonOf(e);
+        if (code === Code.NotFound || reason === "SESSION_NOT_FOUND") {
+          this.endSession(s, "Campaign: SESSION_NOT_FOUND");
+          return;
+        }
+        this.log(`Campaign failed: ${String(e)}; retrying`);
+        await sleep(200);
+      }
+    }
+  }
+
+  private granted(s: Session, t: FencingToken): void {
+    if (t.sessionId !== s.id || t.epoch <= this.deadEpoch) return;
+    if (this.token && this.token.epoch === t.epoch) return; // the grant we hold
+    if (this.token) this.stepDown("a newer grant replaced ours", false);
+    this.token = t;
+    this.ready = false;
+    this.log(`granted ${ELECTION} epoch ${t.epoch}`);
+    void this.takeOver(s, t);
+  }
+
+  /** Recovery, then publish the address; under this grant only. */
+  private async takeOver(s: Session, t: FencingToken): Promise<void> {
+    const fence = create(FenceSchema, { election: ELECTION, token: t });
+    while (this.token === t && !s.ended) {
+      try {
+        await this.cb.recover(fence);
+        if (this.token !== t) return;
+        await this.client.confirmLeadership({ fence, address: this.address }, { timeoutMs: 2000 });
+        if (this.token !== t) return;
+        this.ready = true;
+        this.log(`leading ${ELECTION} at ${this.address}`);
+        return;
+      } catch (e) {
+        const { reason } = reasonOf(e);
+        if (reason === "STALE_FENCING_TOKEN" || reason === "NOT_LEADER") {
+          this.staleWrite(t);
+          return;
+        }
+        this.log(`recovery failed: ${String(e)}; retrying`);
+        await sleep(300);
+      }
+    }
+  }
+
+  /**
+   * Campaigns in `job/<jobId>`, only while leading `jobmanager` (the jobs'
+   * leaderships follow it: DispatcherService's comment). No address: it is
+   * published on the grant (ConfirmLeadership), after the result check.
+   */
+  async campaignJob(jobId: string): Promise<void> {
+    const s = this.session;
+    const t = this.token;
+    if (!s || !t) return;
+    this.jobCandidacies.add(jobId);
+    for (let i = 0; i < 10 && this.token === t && !s.ended && this.jobCandidacies.has(jobId); i++) {
+      try {
+        await this.client.campaign({ election: JOB_PREFIX + jobId, sessionId: s.id, address: "" }, { timeoutMs: 2000, signal: s.abort.signal });
+        return;
+      } catch (e) {
+        this.log(`Campaign job/${jobId} failed: ${String(e)}; retrying`);
+        await sleep(200);
+      }
+    }
+  }
+
+  /** Ends this session's candidacy (waiting or granted) in `job/<jobId>`. */
+  async withdrawJob(jobId: string): Promise<void> {
+    this.jobCandidacies.delete(jobId);
+    const s = this.session;
+    if (!s || s.ended) return;
+    for (let i = 0; i < 5; i++) {
+      try {
+        await this.client.withdraw({ election: JOB_PREFIX + jobId, sessionId: s.id }, { timeoutMs: 2000 });
+        return;
+      } catch (e) {
+        if (reasonOf(e).reason === "SESSION_NOT_FOUND") return;
+        await sleep(200);
+      }
+    }
+  }
+
+  private jobGrant(s: Session, jobId: string, t: FencingToken): void {
+    if (t.sessionId !== s.id) return;
+    if (!this.token || !this.jobCandidacies.has(jobId)) {
+      // Not leading `jobmanager` (or no longer wanting the job): give it back.
+      void this.withdrawJob(jobId);
+      return;
+    }
+    this.cb.jobGranted(jobId, create(FenceSchema, { election: JOB_PREFIX + jobId, token: t }));
+  }
+
+  /** A fenced write was refused as stale: the grant is over (FencingToken rule 3). */
+  staleWrite(t: FencingToken): void {
+    if (this.token && this.token.epoch === t.epoch) this.stepDown("a write was refused as stale");
+  }
+
+  /**
+   * Ends our leadership for this process at once, and, unless the session is
+   * gone, resigns the grant (harmless if it already ended) and campaigns
+   * again for a new one: an ended grant is never used again.
+   */
+  stepDown(why: string, recampaign = true): void {
+    const t = this.token;
+    if (!t) return;
+    this.token = undefined;
+    this.ready = false;
+    if (t.epoch > this.deadEpoch) this.deadEpoch = t.epoch;
+    this.log(`stepping down from ${ELECTION} epoch ${t.epoch}: ${why}`);
+    this.cb.lost();
+    // The jobs' leaderships follow `jobmanager`: resign them all at once,
+    // even while the session lives on.
+    for (const jobId of [...this.jobCandidacies]) void this.withdrawJob(jobId);
+    const s = this.session;
+    if (!recampaign || !s || s.ended || this.stopped) return;
+    void (async () => {
+      await this.client
+        .resign({ fence: { election: ELECTION, token: t } }, { timeoutMs: 2000, signal: s.abort.signal })
+        .catch(() => undefined);
+      await this.campaign(s);
+    })();
+  }
+}

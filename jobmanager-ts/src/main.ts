@@ -1,0 +1,174 @@
+// jobmanager-ts: a JobManager process of jobplane, written from the contract.
+//
+//   node dist/main.js --listen 127.0.0.1:PORT --hastore http://127.0.0.1:STOREPORT [--listen-addr-file F]
+//
+// One listener serves Connect, gRPC and gRPC-Web, over HTTP/2 without TLS
+// (h2c, prior knowledge: what the conformance runner speaks) and over
+// HTTP/1.1: the first bytes of each connection say which.
+import http from "node:http";
+import http2 from "node:http2";
+import net from "node:net";
+import { writeFileSync } from "node:fs";
+import { Code, ConnectError, createConnectRouter } from "@connectrpc/connect";
+import {
+  compressionBrotli,
+  compressionGzip,
+  universalRequestFromNodeRequest,
+  universalResponseToNodeResponse,
+} from "@connectrpc/connect-node";
+import type { JsonValue } from "@bufbuild/protobuf";
+import { invalidArgument } from "./errors.js";
+import { unknownJsonViolations } from "./jsonunknown.js";
+import { DispatcherService } from "./gen/jobplane/v1/dispatcher_service_pb.js";
+import { Dispatcher } from "./dispatcher.js";
+import { Leadership, storeClient } from "./leadership.js";
+import { LIMITS } from "./validate.js";
+import { answerError, refuseTooLarge, tooLarge } from "./toolarge.js";
+
+function usage(msg?: string): never {
+  if (msg) console.error(msg);
+  console.error("usage: main.js --listen HOST:PORT --hastore URL [--listen-addr-file FILE]");
+  process.exit(2);
+}
+
+function parseArgs(argv: string[]): { listen: string; hastore: string; addrFile?: string } {
+  const out: Record<string, string> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const m = /^--?([a-z-]+)(?:=(.*))?$/.exec(a);
+    if (!m) usage(`unexpected argument ${a}`);
+    const val = m[2] ?? argv[++i];
+    if (val === undefined) usage(`${a} needs a value`);
+    out[m[1]!] = val;
+  }
+  if (!out["listen"] || !out["hastore"]) usage();
+  return { listen: out["listen"], hastore: out["hastore"], addrFile: out["listen-addr-file"] };
+}
+
+const log = (msg: string) => console.error(`${new Date().toISOString()} jobmanager-ts: ${msg}`);
+
+// The HTTP/2 connection preface a client with prior knowledge sends first.
+const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const [host, portStr] = splitHostPort(args.listen);
+
+  const store = storeClient(args.hastore);
+  // The two refer to each other: the Dispatcher serves under the
+  // Leadership's grant; the Leadership runs the Dispatcher's recovery.
+  let leadership: Leadership | undefined;
+  const dispatcher = new Dispatcher(store, () => leadership!, log);
+
+  // connect-node's connectNodeAdapter, spelled out so that a Connect unary
+  // JSON body can be checked for unknown fields first (src/jsonunknown.ts)
+  // and handed to the framework already parsed.
+  const router = createConnectRouter({
+    readMaxBytes: LIMITS.maxRequestBytes,
+    writeMaxBytes: LIMITS.maxResponseBytes,
+    acceptCompression: [compressionGzip, compressionBrotli],
+  });
+  router.service(DispatcherService, dispatcher.service());
+  const paths = new Map(router.handlers.map((h) => [h.requestPath, h]));
+  const handler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => {
+    void serve(req, res).catch((e) => log(`request failed: ${String(e)}`));
+  };
+  const serve = async (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => {
+    const uHandler = paths.get(req.url?.split("?", 2)[0] ?? "");
+    if (!uHandler) {
+      (res as http.ServerResponse).writeHead(404);
+      res.end();
+      return;
+    }
+    if (refuseTooLarge(req, res, LIMITS.maxRequestBytes)) return;
+    let parsed: JsonValue | undefined;
+    const ct = String(req.headers["content-type"] ?? "");
+    const plainBody = !req.headers["content-encoding"] || req.headers["content-encoding"] === "identity";
+    if (req.method === "POST" && /^application\/json(;|$)/.test(ct) && plainBody && uHandler.method.methodKind === "unary") {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      for await (const c of req as AsyncIterable<Buffer>) {
+        size += c.length;
+        if (size > LIMITS.maxRequestBytes) {
+          answerError(req, res, tooLarge(LIMITS.maxRequestBytes, `request is over the limit of ${LIMITS.maxRequestBytes} bytes`));
+          return;
+        }
+        chunks.push(c);
+      }
+      try {
+        parsed = JSON.parse(Buffer.concat(chunks).toString("utf8")) as JsonValue;
+      } catch (e) {
+        answerError(req, res, invalidArgument([{ field: "", description: `cannot decode the body: ${String(e)}` }]));
+        return;
+      }
+      // NOT_LEADER comes first, as in the handlers (QUESTIONS.md 18).
+      const nl = await dispatcher.notLeaderError();
+      if (nl) {
+        answerError(req, res, nl);
+        return;
+      }
+      const v = unknownJsonViolations(uHandler.method.input, parsed);
+      if (v.length > 0) {
+        answerError(req, res, invalidArgument(v));
+        return;
+      }
+    }
+    const uReq = universalRequestFromNodeRequest(req, res as http.ServerResponse, parsed, undefined);
+    try {
+      await universalResponseToNodeResponse(await uHandler(uReq), res);
+    } catch (reason) {
+      if (ConnectError.from(reason).code !== Code.Aborted) log(`rpc ${uHandler.method.name} failed: ${String(reason)}`);
+    }
+  };
+  const h2 = http2.createServer({}, handler);
+  const h1 = http.createServer(handler);
+  // Route each connection by its first bytes: the HTTP/2 preface, or HTTP/1.1.
+  const server = net.createServer((sock) => {
+    sock.once("readable", () => {
+      const head: Buffer | null = sock.read(Math.min(H2_PREFACE.length, sock.readableLength)) ?? sock.read();
+      if (!head) return sock.destroy();
+      sock.unshift(head);
+      const isH2 = head.equals(H2_PREFACE.subarray(0, head.length));
+      (isH2 ? h2 : h1).emit("connection", sock);
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(Number(portStr), host, resolve);
+  });
+  const addr = server.address() as net.AddressInfo;
+  const hostPort = `${addr.address.includes(":") ? `[${addr.address}]` : addr.address}:${addr.port}`;
+  const baseUrl = `http://${hostPort}`;
+  if (args.addrFile) writeFileSync(args.addrFile, hostPort + "\n");
+  log(`serving at ${baseUrl}, HA store ${args.hastore}`);
+
+  leadership = new Leadership(store, baseUrl, {
+    recover: (fence) => dispatcher.recover(fence),
+    lost: () => dispatcher.lost(),
+    jobGranted: (jobId, fence) => dispatcher.jobGranted(jobId, fence),
+  }, log);
+  leadership.start();
+
+  let stopping = false;
+  const stop = async (sig: string) => {
+    if (stopping) return;
+    stopping = true;
+    log(`${sig}: stopping`);
+    server.close();
+    await leadership!.stop();
+    process.exit(0);
+  };
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+  process.on("SIGINT", () => void stop("SIGINT"));
+}
+
+function splitHostPort(s: string): [string, string] {
+  const m = /^\[?([^\]]*?)\]?:(\d+)$/.exec(s);
+  if (!m) usage(`--listen must be HOST:PORT, not ${s}`);
+  return [m[1]!, m[2]!];
+}
+
+main().catch((e) => {
+  log(`fatal: ${e instanceof Error ? e.stack : String(e)}`);
+  process.exit(1);
+});
