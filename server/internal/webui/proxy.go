@@ -2,7 +2,6 @@ package webui
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httputil"
@@ -52,7 +51,7 @@ func LeaderProxy(leader func(context.Context) (string, error), client connect.HT
 		Transport:     roundTripper{client},
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			unavailable(w, "the leader did not answer: "+err.Error())
+			unavailable(w, r, "the leader did not answer: "+err.Error())
 		},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -67,15 +66,15 @@ func LeaderProxy(leader func(context.Context) (string, error), client connect.HT
 		cancel()
 		switch {
 		case err != nil:
-			unavailable(w, "the leader cannot be read: "+err.Error())
+			unavailable(w, r, "the leader cannot be read: "+err.Error())
 			return
 		case addr == "":
-			unavailable(w, "no leader is known; retry")
+			unavailable(w, r, "no leader is known; retry")
 			return
 		}
 		target, err := url.Parse(addr)
 		if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
-			unavailable(w, "the leader's address "+addr+" is not a URL")
+			unavailable(w, r, "the leader's address "+addr+" is not a URL")
 			return
 		}
 		rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, target)))
@@ -87,18 +86,13 @@ func LeaderProxy(leader func(context.Context) (string, error), client connect.HT
 // authorities, and HTTP/2 in the clear where it speaks it).
 type roundTripper struct{ c connect.HTTPClient }
 
-func (t roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
-	if t.c == nil {
-		return nil, errors.New("no HTTP client")
-	}
-	return t.c.Do(r)
-}
+func (t roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return t.c.Do(r) }
 
-// unavailable answers a Connect error with code unavailable, which a
-// Connect client of any protocol reads from the HTTP status (503) alone,
-// and a unary one from the body too.
-func unavailable(w http.ResponseWriter, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusServiceUnavailable)
-	_ = json.NewEncoder(w).Encode(map[string]string{"code": connect.CodeUnavailable.String(), "message": msg})
+// errorWriter writes an error in the protocol of the call it answers.
+var errorWriter = connect.NewErrorWriter()
+
+// unavailable answers r with a Connect error of code unavailable, in
+// r's protocol (a unary Connect call's is HTTP 503 and a JSON body).
+func unavailable(w http.ResponseWriter, r *http.Request, msg string) {
+	_ = errorWriter.Write(w, r, connect.NewError(connect.CodeUnavailable, errors.New(msg)))
 }
