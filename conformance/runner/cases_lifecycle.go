@@ -2,6 +2,8 @@ package runner
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	jobplanev1 "github.com/jobplane/jobplane/gen/jobplane/v1"
@@ -17,12 +20,12 @@ import (
 
 var lifecycleCases = []Case{
 	{Name: "lifecycle/list-task-executors", Requires: []string{FeatureResourceManager},
-		Doc: "ListTaskExecutors lists each of the runner's TaskExecutors with its invokables (gate and counter among them) and slots, and, while a job runs on two slots, those slots as allocated to the job", Run: listTaskExecutors},
+		Doc: "ListTaskExecutors lists each of the runner's TaskExecutors with its invokables (gate and counter among them) and slots, and, while a job runs on two slots, those slots as allocated to the job; with two or more, a page of one ends with the token the contract gives (base64url of the first one's id)", Run: listTaskExecutors},
 	{Name: "lifecycle/attached-job", Requires: []string{FeatureResourceManager},
 		Doc: "a job with client_heartbeat_timeout 2s runs on while ReportClientHeartbeat comes every 300ms (each answer names a timeout), and is CANCELED within 30s once the heartbeats stop", Run: attachedJob},
 	{Name: "lifecycle/task-output", Requires: []string{FeatureResourceManager},
 		Doc: "GetTaskOutput of an ended job's subtask returns what its task logged on the runner's TaskExecutor (the built-in count's \"counting from 0 to 3\"), marked ended, with next_offset past it", Run: taskOutput},
-	{Name: "lifecycle/list-jobs-pages", Doc: "ListJobs a page of 2 at a time, with jobs submitted between pages: every job submitted before the first page is listed exactly once, newest submission first, no page over its size, and the jobs submitted meanwhile are not listed after the token's place", Run: listJobsPages},
+	{Name: "lifecycle/list-jobs-pages", Doc: "ListJobs a page of 2 at a time, with jobs submitted between pages: every job submitted before the first page is listed exactly once, newest submission first, no page over its size, and the jobs submitted meanwhile are not listed after the token's place; each page token is the contract's (base64url of 0x01, the page's last submit time in Unix nanoseconds, its job id)", Run: listJobsPages},
 	{Name: "lifecycle/unknown-fields-refused", Doc: "a SubmitJob carrying a field number the schema does not have, deep in the graph's config, is INVALID_ARGUMENT with a field violation naming it (job_graph.config.99), and nothing is created: no plan is put and the job is unknown", Run: unknownFieldsRefused},
 	{Name: "lifecycle/terminal-survives-restart", Requires: []string{FeatureResourceManager, featureRunnerStarts},
 		Doc: "a FINISHED, a FAILED and a CANCELED job, cleaned up, then SIGKILL and restart: each is still known with its status, an identical resubmission is created=false and runs nothing, another plan is ALREADY_EXISTS", Run: terminalSurvivesRestart},
@@ -123,28 +126,46 @@ var lifecycleCases = []Case{
 			t.Errorf("GetJobResult answered %v; expected NOT_FOUND (JOB_NOT_FOUND)", err)
 		}
 	}},
-	{Name: "lifecycle/bad-graphs", Doc: "invalid JobGraphs are INVALID_ARGUMENT with a BadRequest field violation each", Run: func(t *T) {
-		cycle := gatedGraph(1, "x")
-		cycle.Edges = append(cycle.Edges, &jobplanev1.JobEdge{SourceVertexId: "sink", TargetVertexId: "src",
-			Distribution: jobplanev1.DistributionPattern_DISTRIBUTION_PATTERN_POINTWISE, ResultType: jobplanev1.ResultPartitionType_RESULT_PARTITION_TYPE_PIPELINED})
-		unknown := gatedGraph(1, "x")
-		unknown.Edges[0].TargetVertexId = "nowhere"
-		zero := noopGraph(1)
-		zero.Vertices[0].Parallelism = 0
-		for name, g := range map[string]*jobplanev1.JobGraph{
-			"no vertices": {Name: "empty"}, "a cycle": cycle, "an edge to an unknown vertex": unknown, "parallelism 0": zero,
-		} {
-			_, err := t.submit(t.job("bad"), g)
-			if connect.CodeOf(err) != connect.CodeInvalidArgument || !hasFieldViolation(err) {
-				t.Errorf("a graph with %s answered %v; expected INVALID_ARGUMENT with a field violation", name, err)
-			}
-		}
-	}},
+	{Name: "lifecycle/bad-graphs", Doc: "invalid JobGraphs are INVALID_ARGUMENT with one BadRequest field violation each, at the path JobGraph gives: job_graph.vertices for none, job_graph.edges for a cycle, job_graph.edges[0].target_vertex_id for an unknown vertex, job_graph.vertices[0].parallelism for 0, job_graph.vertices[1].id for a duplicate id, job_graph.config.parallelism_overrides[\"v\"] (the key quoted) for an override of 0", Run: badGraphs},
 }
 
-func hasFieldViolation(err error) bool {
-	br, _ := errorDetail[*errdetails.BadRequest](err)
-	return len(br.GetFieldViolations()) > 0
+// badGraphs submits graphs with one fault each and checks the one field
+// violation's path: a client points at the field by it, so its form is
+// the contract's, map keys quoted.
+func badGraphs(t *T) {
+	cycle := gatedGraph(1, "x")
+	cycle.Edges = append(cycle.Edges, &jobplanev1.JobEdge{SourceVertexId: "sink", TargetVertexId: "src",
+		Distribution: jobplanev1.DistributionPattern_DISTRIBUTION_PATTERN_POINTWISE, ResultType: jobplanev1.ResultPartitionType_RESULT_PARTITION_TYPE_PIPELINED})
+	unknown := gatedGraph(1, "x")
+	unknown.Edges[0].TargetVertexId = "nowhere"
+	zero := noopGraph(1)
+	zero.Vertices[0].Parallelism = 0
+	duplicate := noopGraph(1)
+	duplicate.Vertices = append(duplicate.Vertices, proto.CloneOf(duplicate.Vertices[0]))
+	override := noopGraph(1)
+	override.Config = &jobplanev1.JobConfig{ParallelismOverrides: map[string]int32{"v": 0}}
+	for _, c := range []struct {
+		fault string
+		g     *jobplanev1.JobGraph
+		path  string
+	}{
+		{"no vertices", &jobplanev1.JobGraph{Name: "empty"}, "job_graph.vertices"},
+		{"a cycle", cycle, "job_graph.edges"},
+		{"an edge to an unknown vertex", unknown, "job_graph.edges[0].target_vertex_id"},
+		{"parallelism 0", zero, "job_graph.vertices[0].parallelism"},
+		{"a duplicate vertex id", duplicate, "job_graph.vertices[1].id"},
+		{"an override of 0", override, `job_graph.config.parallelism_overrides["v"]`},
+	} {
+		_, err := t.submit(t.job("bad"), c.g)
+		br, _ := errorDetail[*errdetails.BadRequest](err)
+		var paths []string
+		for _, v := range br.GetFieldViolations() {
+			paths = append(paths, v.GetField())
+		}
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || !slices.Equal(paths, []string{c.path}) {
+			t.Errorf("a graph with %s answered %v with field violations at %q; expected INVALID_ARGUMENT with one violation at %q", c.fault, connect.CodeOf(err), paths, c.path)
+		}
+	}
 }
 
 // errorsCarryErrorInfo provokes the refusals a client meets most and
@@ -409,6 +430,11 @@ func listJobsPages(t *T) {
 		if token = resp.GetNextPageToken(); token == "" {
 			break
 		}
+		if jobs := resp.GetJobs(); len(jobs) > 0 {
+			if want := listJobsToken(jobs[len(jobs)-1]); token != want {
+				t.Errorf("ListJobs page %d's next_page_token is %q; expected %q, the form every implementation writes (DispatcherService, page tokens), so that it stays good at a leader of another implementation", page, token, want)
+			}
+		}
 	}
 	for id, n := range seen {
 		if n > 1 {
@@ -425,6 +451,13 @@ func listJobsPages(t *T) {
 			t.Errorf("job %s (submitted %v) listed after %s (submitted %v); expected newest submission first", listed[i].GetJobId(), listed[i].GetSubmitTime().AsTime(), listed[i-1].GetJobId(), listed[i-1].GetSubmitTime().AsTime())
 		}
 	}
+}
+
+// listJobsToken is the ListJobs page token the contract gives for the
+// place after job j.
+func listJobsToken(j *jobplanev1.JobSummary) string {
+	raw := binary.BigEndian.AppendUint64([]byte{1}, uint64(j.GetSubmitTime().AsTime().UnixNano()))
+	return base64.RawURLEncoding.EncodeToString(append(raw, j.GetJobId()...))
 }
 
 // taskOutput runs the built-in count, which logs "counting from 0 to 3"
@@ -476,6 +509,13 @@ func listTaskExecutors(t *T) {
 	}
 	if len(tes) != len(t.env.tes) {
 		t.Errorf("ListTaskExecutors listed %d TaskExecutors; expected the runner's %d", len(tes), len(t.env.tes))
+	}
+	if len(tes) > 1 {
+		resp, err := t.dispatcher().ListTaskExecutors(ctx, &jobplanev1.ListTaskExecutorsRequest{PageSize: 1})
+		want := base64.RawURLEncoding.EncodeToString([]byte(tes[0].GetTaskExecutorId()))
+		if err != nil || resp.GetNextPageToken() != want {
+			t.Errorf("ListTaskExecutors(page_size 1) answered next_page_token %q (%v); expected %q, the first TaskExecutor's id in the form every implementation writes (DispatcherService, page tokens)", resp.GetNextPageToken(), err, want)
+		}
 	}
 	allocated := 0
 	for _, te := range tes {

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"slices"
 	"strconv"
@@ -30,7 +31,7 @@ var surfaceCases = []Case{
 		Doc: "ListJobs with a page_size over the advertised ServerLimits.max_list_page_size is not refused but lowered: the page holds at most max_list_page_size jobs, and the case's jobs among them",
 		Run: listPageSizeLowered},
 	{Name: "lifecycle/full-view-pages", Requires: []string{FeatureResourceManager},
-		Doc: "GetJob with JOB_VIEW_FULL and page_size 2, for a running job of two vertices (3 and 2 subtasks): every subtask listed once, in vertex then index order, no page over its size, each page's vertices only those with subtasks in it and each with its parallelism and task counts that add up to it, the plan on the first page only, an empty next_page_token on the last; a page token of another job, or not issued at all, is INVALID_ARGUMENT",
+		Doc: "GetJob with JOB_VIEW_FULL and page_size 2, for a running job of two vertices (3 and 2 subtasks): every subtask listed once, in vertex then index order, no page over its size, each page's vertices only those with subtasks in it and each with its parallelism and task counts that add up to it, the plan on the first page only, an empty next_page_token on the last; the first page's token is the contract's (base64url of \"<job_id>/2\"), and one made so by hand for place 4 lists b/1 alone, for place 5 nothing; a page token of another job, or not issued at all, is INVALID_ARGUMENT",
 		Run: fullViewPages},
 	{Name: "recovery/full-view-token-survives-failover", Requires: []string{FeatureResourceManager, FeatureFailover, featureRunnerStarts}, Instances: 2,
 		Doc: "a JOB_VIEW_FULL page token issued by the leader, SIGKILLed, is good at the standby that takes over: its page continues where the token left off",
@@ -300,6 +301,18 @@ func fullViewPages(t *T) {
 	if first == "" {
 		t.Fatalf("the first full-view page of 2 of %d subtasks had no next_page_token", len(fullViewOrder))
 	}
+	if want := subtaskPageToken(id, 2); first != want {
+		t.Errorf("the first full-view page's next_page_token is %q; expected %q, the form every implementation writes (DispatcherService, page tokens), so that it stays good at a leader of another implementation", first, want)
+	}
+	for _, place := range []struct {
+		n    int
+		want []string
+	}{{4, fullViewOrder[4:]}, {5, nil}} {
+		subtasks, _, err := t.fullPage(id, 2, subtaskPageToken(id, place.n), false)
+		if err != nil || !slices.Equal(subtasks, place.want) {
+			t.Errorf("GetJob(JOB_VIEW_FULL) with a page token made by hand for place %d (%v) listed %v; expected %v", place.n, err, subtasks, place.want)
+		}
+	}
 
 	// A token names a place in this job's subtasks only.
 	other := t.job("other")
@@ -313,6 +326,12 @@ func fullViewPages(t *T) {
 			t.Errorf("GetJob(%s, JOB_VIEW_FULL) with a page token %s answered %v; expected INVALID_ARGUMENT (a page token this server did not issue for the job)", other, tok.what, err)
 		}
 	}
+}
+
+// subtaskPageToken is the GetJob page token the contract gives for the
+// job's n-th subtask.
+func subtaskPageToken(id string, n int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(id + "/" + strconv.Itoa(n)))
 }
 
 // fullViewTokenSurvivesFailover takes the first page of a running job's

@@ -24,7 +24,7 @@ const childMaxRequestBytes = 4 << 20
 // limits, GetJob's full view and its page tokens, and EAGER scheduling.
 var surfaceBreaks = []string{"limits-not-enforced", "request-too-large-bare", "graph-limit-unnamed", "list-page-size-refused",
 	"full-view-unpaged", "page-token-any-job", "page-token-per-leader", "eager-ignored", "watch-coalesced-unmarked",
-	"watch-behind-ends-ok"}
+	"watch-behind-ends-ok", "page-tokens-private", "graph-paths-unquoted"}
 
 // mountSurfaceBreaks mounts the Dispatcher calls that a surface mode
 // breaks; childAddr is the child's URL.
@@ -78,22 +78,79 @@ func mountSurfaceBreaks(mux *http.ServeMux, mode, childAddr string, d jobplanev1
 			if err == nil || !errors.As(err, &cerr) || !strings.Contains(cerr.Message(), "over the limit") {
 				return resp, err
 			}
-			out := connect.NewError(cerr.Code(), errors.New(cerr.Message()))
-			for _, det := range cerr.Details() {
-				v, verr := det.Value()
-				if br, ok := v.(*errdetails.BadRequest); ok && verr == nil {
-					for _, fv := range br.GetFieldViolations() {
-						fv.Field = ""
-					}
-					if nd, nerr := connect.NewErrorDetail(br); nerr == nil {
-						out.AddDetail(nd)
-					}
-					continue
-				}
-				out.AddDetail(det)
-			}
-			return nil, out
+			return nil, rewritePaths(cerr, func(string) string { return "" })
 		})
+	case "graph-paths-unquoted":
+		// Names a map entry by its bare key, parallelism_overrides[v]
+		// for parallelism_overrides["v"].
+		submit(func(ctx context.Context, req *jobplanev1.SubmitJobRequest) (*jobplanev1.SubmitJobResponse, error) {
+			resp, err := d.SubmitJob(ctx, req)
+			var cerr *connect.Error
+			if err == nil || !errors.As(err, &cerr) {
+				return resp, err
+			}
+			return nil, rewritePaths(cerr, strings.NewReplacer(`["`, "[", `"]`, "]").Replace)
+		})
+	case "page-tokens-private":
+		// Writes page tokens of its own form (the reference's, behind a
+		// prefix): good at any process of this implementation, at a
+		// leader of another one not.
+		const prefix = "v2~"
+		unwrap := func(tok string) (string, error) {
+			if tok == "" {
+				return "", nil
+			}
+			if t, ok := strings.CutPrefix(tok, prefix); ok {
+				return t, nil
+			}
+			return "", connect.NewError(connect.CodeInvalidArgument, errors.New("page_token: not issued by this server"))
+		}
+		wrap := func(tok string) string {
+			if tok == "" {
+				return ""
+			}
+			return prefix + tok
+		}
+		getJob(func(ctx context.Context, req *jobplanev1.GetJobRequest) (*jobplanev1.GetJobResponse, error) {
+			msg := proto.CloneOf(req)
+			var err error
+			if msg.PageToken, err = unwrap(msg.PageToken); err != nil {
+				return nil, err
+			}
+			resp, err := d.GetJob(ctx, msg)
+			if err == nil {
+				resp.NextPageToken = wrap(resp.NextPageToken)
+			}
+			return resp, err
+		})
+		lj := jobplanev1connect.DispatcherServiceListJobsProcedure
+		mux.Handle(lj, connect.NewUnaryHandler(lj, func(ctx context.Context, req *connect.Request[jobplanev1.ListJobsRequest]) (*connect.Response[jobplanev1.ListJobsResponse], error) {
+			msg := proto.CloneOf(req.Msg)
+			var err error
+			if msg.PageToken, err = unwrap(msg.PageToken); err != nil {
+				return nil, err
+			}
+			resp, err := d.ListJobs(ctx, msg)
+			if err != nil {
+				return nil, err
+			}
+			resp.NextPageToken = wrap(resp.NextPageToken)
+			return connect.NewResponse(resp), nil
+		}))
+		lt := jobplanev1connect.DispatcherServiceListTaskExecutorsProcedure
+		mux.Handle(lt, connect.NewUnaryHandler(lt, func(ctx context.Context, req *connect.Request[jobplanev1.ListTaskExecutorsRequest]) (*connect.Response[jobplanev1.ListTaskExecutorsResponse], error) {
+			msg := proto.CloneOf(req.Msg)
+			var err error
+			if msg.PageToken, err = unwrap(msg.PageToken); err != nil {
+				return nil, err
+			}
+			resp, err := d.ListTaskExecutors(ctx, msg)
+			if err != nil {
+				return nil, err
+			}
+			resp.NextPageToken = wrap(resp.NextPageToken)
+			return connect.NewResponse(resp), nil
+		}))
 	case "list-page-size-refused":
 		// Refuses a ListJobs page size over its limit instead of
 		// lowering it.
@@ -180,6 +237,26 @@ func mountSurfaceBreaks(mux *http.ServeMux, mode, childAddr string, d jobplanev1
 			return d.SubmitJob(ctx, req)
 		})
 	}
+}
+
+// rewritePaths returns cerr with the path of each field violation of its
+// BadRequest rewritten by f.
+func rewritePaths(cerr *connect.Error, f func(string) string) error {
+	out := connect.NewError(cerr.Code(), errors.New(cerr.Message()))
+	for _, det := range cerr.Details() {
+		v, verr := det.Value()
+		if br, ok := v.(*errdetails.BadRequest); ok && verr == nil {
+			for _, fv := range br.GetFieldViolations() {
+				fv.Field = f(fv.Field)
+			}
+			if nd, nerr := connect.NewErrorDetail(br); nerr == nil {
+				out.AddDetail(nd)
+			}
+			continue
+		}
+		out.AddDetail(det)
+	}
+	return out
 }
 
 // errorInfo returns the ErrorInfo detail err carries, if any.

@@ -657,7 +657,7 @@ type GetJobRequest struct {
 	// The `next_page_token` of a previous call for the same job and view, to
 	// continue from there; empty for the first page. A token names a place in
 	// the job's subtasks, not a server's state: it MUST stay good across a
-	// change of leader.
+	// change of leader (see the service's page tokens for its form).
 	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only this run of the job id (JobResult.run_id); empty for whichever
 	// is current. At most 128 bytes. Since 1.2.
@@ -796,7 +796,8 @@ type ListJobsRequest struct {
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The `next_page_token` of a previous call with the same filter, to
 	// continue from there; empty for the first page. A token names a place in
-	// the list (a submission time and a job id), not a server's state: it MUST
+	// the list (a submission time and a job id, in the form the service's
+	// page tokens give), not a server's state: it MUST
 	// stay good across a change of leader and while jobs come and go, and a
 	// page after it MUST NOT repeat a job listed before it. A token with
 	// another filter lists from its place with the new filter.
@@ -1521,7 +1522,8 @@ type ListTaskExecutorsRequest struct {
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The `next_page_token` of a previous call, to continue from there; empty
 	// for the first page. A token names a place in the list (a TaskExecutor
-	// id): it MUST stay good across a change of leader.
+	// id, in the form the service's page tokens give): it MUST stay good
+	// across a change of leader.
 	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1972,14 +1974,19 @@ func (x *GetClusterOverviewResponse) GetStandbyCount() int32 {
 // they promise. Each is this server's, from its configuration, and each MUST
 // hold for as long as the server runs: a server that advertises a bound it
 // does not keep breaks the contract, as one that breaks a rule does. Every
-// field MUST be set; each states the bound every implementation MUST meet
-// (values outside it do not conform, whatever the server does) and,
-// informative, what the reference server advertises by default. Since 1.2.
+// field MUST be set, also by a server that lacks what a timing is about (a
+// Dispatcher without JobMasters sets `job_regrant` all the same, within its
+// bound); each states the bound every implementation MUST meet (values
+// outside it do not conform, whatever the server does) and, informative,
+// what the reference server advertises by default. Since 1.2.
 type ServerTimings struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The TTL of the HA-store session of each process: how long after a
 	// process dies (SIGKILL) its leaderships may still hold before they end
-	// and a standby may take over. MUST be positive and at most 10 s.
+	// and a standby may take over. MUST be positive and at most 10 s. It is
+	// the TTL the store granted (OpenSessionResponse), which MAY exceed the
+	// one asked for; a server whose store grants more than 10 s cannot keep
+	// this bound and MUST NOT serve (it SHOULD refuse to start, saying why).
 	// Informative: the reference server advertises its `--session-ttl`, 2 s by
 	// default.
 	SessionTtl *durationpb.Duration `protobuf:"bytes,1,opt,name=session_ttl,json=sessionTtl,proto3" json:"session_ttl,omitempty"`
@@ -2030,7 +2037,9 @@ type ServerTimings struct {
 	// How long a TaskExecutor may stay silent before the ResourceManager
 	// releases its slots, and a JobMaster before its TaskExecutors stop its
 	// tasks (the heartbeat timeout of the cluster protocol). MUST be positive
-	// and less than two thirds of `session_ttl`, so that the tasks of a
+	// and less than two thirds of `session_ttl` (a store grants at least the
+	// TTL asked for, so two thirds of the asked one is a bound whatever it
+	// grants), so that the tasks of a
 	// JobMaster that stood still stop before its session may end and a
 	// standby take over, whenever it last renewed the session. Informative: the
 	// reference server advertises its `--heartbeat-timeout`, 1.2 s by default.
@@ -2181,7 +2190,12 @@ type ServerLimits struct {
 	MaxResponseBytes int64 `protobuf:"varint,2,opt,name=max_response_bytes,json=maxResponseBytes,proto3" json:"max_response_bytes,omitempty"`
 	// The largest encoded JobGraph accepted (it MUST fit the HA store's plan
 	// limit); a larger one MUST be refused with INVALID_ARGUMENT, with a field
-	// violation for `job_graph`.
+	// violation for `job_graph`. The plan adds the job id, run id, digest,
+	// submit time and principal to the graph: a server MUST leave room for
+	// them, and one that cannot learn the store's limit (HAStoreService does
+	// not give it) SHOULD assume 1 MiB, the reference store's default, and
+	// advertise at most 1 MiB less 4 KiB, 1,044,480 (informative: the
+	// reference server's default).
 	MaxGraphBytes int64 `protobuf:"varint,3,opt,name=max_graph_bytes,json=maxGraphBytes,proto3" json:"max_graph_bytes,omitempty"`
 	// The most vertices a JobGraph may have; one with more MUST be refused
 	// with INVALID_ARGUMENT, with a field violation for `job_graph.vertices`.
@@ -2206,7 +2220,9 @@ type ServerLimits struct {
 	// keeps no checkpoints. Since 1.2.
 	MaxCheckpointBytes int64 `protobuf:"varint,9,opt,name=max_checkpoint_bytes,json=maxCheckpointBytes,proto3" json:"max_checkpoint_bytes,omitempty"`
 	// The largest value one task may return (TaskExecutionStatus.value); a task
-	// that returns a larger one MUST end FAILED. Since 1.2.
+	// that returns a larger one MUST end FAILED. Since 1.2. This and the next
+	// two MUST be positive on a server that runs tasks, and are 0 on one that
+	// runs none (a Dispatcher without a ResourceManager).
 	MaxTaskValueBytes int64 `protobuf:"varint,10,opt,name=max_task_value_bytes,json=maxTaskValueBytes,proto3" json:"max_task_value_bytes,omitempty"`
 	// The largest sum of the values of one job's subtasks kept in its result
 	// (JobResult.values), each counted as its encoded SubtaskValue (the attempt

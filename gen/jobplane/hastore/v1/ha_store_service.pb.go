@@ -1214,7 +1214,10 @@ func (*ObserveLeaderResponse_Heartbeat) isObserveLeaderResponse_Event() {}
 // JobGraph with parallelism overrides applied.
 //
 // The Dispatcher MUST store the JobGraph as submitted with the overrides
-// applied, not normalized (see jobplane.v1.JobGraph, "Plan identity"). A
+// applied, not normalized (see jobplane.v1.JobGraph, "Plan identity"):
+// each vertex's `parallelism` is the one the overrides give it (the
+// cluster's, then the job's), and everything else is as submitted,
+// `config.parallelism_overrides` included (since 1.2, stated). A
 // Dispatcher that puts a plan again, as a retry after a lost or failed
 // answer, MUST put the very message it put first (the same `submit_time` and
 // `submitted_by`), so that its canonical encoding is byte-equal (see

@@ -301,7 +301,8 @@ type DispatcherServiceClient interface {
 	// id's current job is another run, NOT_FOUND (JOB_NOT_FOUND).
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
-	// for a malformed id or a `resume_token` of another job; UNAVAILABLE
+	// for a malformed id or a `resume_token` the server can tell is another
+	// job's; UNAVAILABLE
 	// (NOT_LEADER), also when this Dispatcher loses leadership during the
 	// stream: the client watches again at the new leader, with its last
 	// resume token; RESOURCE_EXHAUSTED (TOO_MANY_STREAMS) when the client
@@ -884,7 +885,8 @@ type DispatcherServiceHandler interface {
 	// id's current job is another run, NOT_FOUND (JOB_NOT_FOUND).
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
-	// for a malformed id or a `resume_token` of another job; UNAVAILABLE
+	// for a malformed id or a `resume_token` the server can tell is another
+	// job's; UNAVAILABLE
 	// (NOT_LEADER), also when this Dispatcher loses leadership during the
 	// stream: the client watches again at the new leader, with its last
 	// resume token; RESOURCE_EXHAUSTED (TOO_MANY_STREAMS) when the client

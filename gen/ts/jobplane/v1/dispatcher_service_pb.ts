@@ -357,7 +357,7 @@ export type GetJobRequest = Message<"jobplane.v1.GetJobRequest"> & {
    * The `next_page_token` of a previous call for the same job and view, to
    * continue from there; empty for the first page. A token names a place in
    * the job's subtasks, not a server's state: it MUST stay good across a
-   * change of leader.
+   * change of leader (see the service's page tokens for its form).
    *
    * @generated from field: string page_token = 4;
    */
@@ -426,7 +426,8 @@ export type ListJobsRequest = Message<"jobplane.v1.ListJobsRequest"> & {
   /**
    * The `next_page_token` of a previous call with the same filter, to
    * continue from there; empty for the first page. A token names a place in
-   * the list (a submission time and a job id), not a server's state: it MUST
+   * the list (a submission time and a job id, in the form the service's
+   * page tokens give), not a server's state: it MUST
    * stay good across a change of leader and while jobs come and go, and a
    * page after it MUST NOT repeat a job listed before it. A token with
    * another filter lists from its place with the new filter.
@@ -803,7 +804,8 @@ export type ListTaskExecutorsRequest = Message<"jobplane.v1.ListTaskExecutorsReq
   /**
    * The `next_page_token` of a previous call, to continue from there; empty
    * for the first page. A token names a place in the list (a TaskExecutor
-   * id): it MUST stay good across a change of leader.
+   * id, in the form the service's page tokens give): it MUST stay good
+   * across a change of leader.
    *
    * @generated from field: string page_token = 2;
    */
@@ -1061,9 +1063,11 @@ export const GetClusterOverviewResponseSchema: GenMessage<GetClusterOverviewResp
  * they promise. Each is this server's, from its configuration, and each MUST
  * hold for as long as the server runs: a server that advertises a bound it
  * does not keep breaks the contract, as one that breaks a rule does. Every
- * field MUST be set; each states the bound every implementation MUST meet
- * (values outside it do not conform, whatever the server does) and,
- * informative, what the reference server advertises by default. Since 1.2.
+ * field MUST be set, also by a server that lacks what a timing is about (a
+ * Dispatcher without JobMasters sets `job_regrant` all the same, within its
+ * bound); each states the bound every implementation MUST meet (values
+ * outside it do not conform, whatever the server does) and, informative,
+ * what the reference server advertises by default. Since 1.2.
  *
  * @generated from message jobplane.v1.ServerTimings
  */
@@ -1071,7 +1075,10 @@ export type ServerTimings = Message<"jobplane.v1.ServerTimings"> & {
   /**
    * The TTL of the HA-store session of each process: how long after a
    * process dies (SIGKILL) its leaderships may still hold before they end
-   * and a standby may take over. MUST be positive and at most 10 s.
+   * and a standby may take over. MUST be positive and at most 10 s. It is
+   * the TTL the store granted (OpenSessionResponse), which MAY exceed the
+   * one asked for; a server whose store grants more than 10 s cannot keep
+   * this bound and MUST NOT serve (it SHOULD refuse to start, saying why).
    * Informative: the reference server advertises its `--session-ttl`, 2 s by
    * default.
    *
@@ -1167,7 +1174,9 @@ export type ServerTimings = Message<"jobplane.v1.ServerTimings"> & {
    * How long a TaskExecutor may stay silent before the ResourceManager
    * releases its slots, and a JobMaster before its TaskExecutors stop its
    * tasks (the heartbeat timeout of the cluster protocol). MUST be positive
-   * and less than two thirds of `session_ttl`, so that the tasks of a
+   * and less than two thirds of `session_ttl` (a store grants at least the
+   * TTL asked for, so two thirds of the asked one is a bound whatever it
+   * grants), so that the tasks of a
    * JobMaster that stood still stop before its session may end and a
    * standby take over, whenever it last renewed the session. Informative: the
    * reference server advertises its `--heartbeat-timeout`, 1.2 s by default.
@@ -1236,7 +1245,12 @@ export type ServerLimits = Message<"jobplane.v1.ServerLimits"> & {
   /**
    * The largest encoded JobGraph accepted (it MUST fit the HA store's plan
    * limit); a larger one MUST be refused with INVALID_ARGUMENT, with a field
-   * violation for `job_graph`.
+   * violation for `job_graph`. The plan adds the job id, run id, digest,
+   * submit time and principal to the graph: a server MUST leave room for
+   * them, and one that cannot learn the store's limit (HAStoreService does
+   * not give it) SHOULD assume 1 MiB, the reference store's default, and
+   * advertise at most 1 MiB less 4 KiB, 1,044,480 (informative: the
+   * reference server's default).
    *
    * @generated from field: int64 max_graph_bytes = 3;
    */
@@ -1296,7 +1310,9 @@ export type ServerLimits = Message<"jobplane.v1.ServerLimits"> & {
 
   /**
    * The largest value one task may return (TaskExecutionStatus.value); a task
-   * that returns a larger one MUST end FAILED. Since 1.2.
+   * that returns a larger one MUST end FAILED. Since 1.2. This and the next
+   * two MUST be positive on a server that runs tasks, and are 0 on one that
+   * runs none (a Dispatcher without a ResourceManager).
    *
    * @generated from field: int64 max_task_value_bytes = 10;
    */
@@ -1578,6 +1594,41 @@ export const JobIdReusePolicySchema: GenEnum<JobIdReusePolicy> = /*@__PURE__*/
  * TOO_MANY_SUBTASKS); each refusal MUST be RESOURCE_EXHAUSTED and MUST do
  * nothing.
  *
+ * Page tokens are written alike by every implementation (since 1.2), so that
+ * a client's token stays good when the leader changes to a process of
+ * another implementation (during a move from one to another, say). Each
+ * names a place, not a server's state, and is base64url without padding
+ * (RFC 4648 section 5) of:
+ *
+ * * ListJobs: the byte 0x01, then the submit time (JobSummary.submit_time)
+ *   of the page's last job in Unix nanoseconds as 8 bytes big-endian, then
+ *   its job id;
+ * * GetJob's subtasks: `<job_id>/<n>`, with n in decimal: the page's next
+ *   subtask, counting the job's subtasks from 0 in the order GetJob lists
+ *   them; a place past the last subtask lists none;
+ * * ListTaskExecutors: the id of the page's last TaskExecutor.
+ *
+ * ListSavepoints' token is the id of the page's last savepoint as it is. A
+ * token that does not decode as its call's, or names another job, MUST be
+ * refused with INVALID_ARGUMENT (a field violation for `page_token`); one
+ * that decodes MUST be honoured from its place, whoever issued it. WatchJob's
+ * resume tokens stay opaque: a leader that cannot resume from one starts
+ * over, as WatchJob says.
+ *
+ * A process that leads `jobmanager` but has not read the jobs of the store
+ * yet (the results, then the plans) MAY answer NOT_LEADER until it has, with
+ * or without its own address: the advertised ServerTimings.takeover counts
+ * until it serves. It MAY give its address when it campaigns, or only once
+ * it serves (HAStoreService.ConfirmLeadership); a client sent to it retries
+ * after a pause (informative: the reference server campaigns with its
+ * address and serves while it reads, looking up in the store the jobs it
+ * has not read yet).
+ *
+ * Where a request to a Dispatcher that does not lead also carries unknown
+ * fields, it MAY answer NOT_LEADER or INVALID_ARGUMENT: a client follows
+ * the leader, which answers INVALID_ARGUMENT if its schema lacks them too
+ * (informative: the reference server checks the fields first).
+ *
  * @generated from service jobplane.v1.DispatcherService
  */
 export const DispatcherService: GenService<{
@@ -1839,7 +1890,8 @@ export const DispatcherService: GenService<{
    * id's current job is another run, NOT_FOUND (JOB_NOT_FOUND).
    *
    * Errors: NOT_FOUND (JOB_NOT_FOUND) for an unknown job; INVALID_ARGUMENT
-   * for a malformed id or a `resume_token` of another job; UNAVAILABLE
+   * for a malformed id or a `resume_token` the server can tell is another
+   * job's; UNAVAILABLE
    * (NOT_LEADER), also when this Dispatcher loses leadership during the
    * stream: the client watches again at the new leader, with its last
    * resume token; RESOURCE_EXHAUSTED (TOO_MANY_STREAMS) when the client

@@ -142,7 +142,11 @@ export const ItemErrorSchema: GenMessage<ItemError> = /*@__PURE__*/
  *   framework refused the request before a handler ran (an unknown method,
  *   say), nothing was done; otherwise (a connection lost, a proxy's timeout)
  *   the outcome is unknown, and a client MAY retry blindly only calls that
- *   are idempotent, as SubmitJob and CancelJob are.
+ *   are idempotent, as SubmitJob and CancelJob are. So DEADLINE_EXCEEDED and
+ *   CANCELED at the call's own deadline or cancellation MAY come without an
+ *   ErrorInfo: the RPC framework often answers them itself, racing the
+ *   handler, and a handler that sees them first SHOULD answer
+ *   CALL_DEADLINE_EXCEEDED or CALL_CANCELED.
  * * The gRPC / Connect status code that accompanies each reason is given
  *   below; a reason MUST NOT appear with another code.
  * * `ErrorInfo.metadata` MUST carry the keys listed for each reason, in
@@ -166,7 +170,12 @@ export const ItemErrorSchema: GenMessage<ItemError> = /*@__PURE__*/
  * * Invalid input MUST be answered with INVALID_ARGUMENT, reason
  *   INVALID_ARGUMENT, and a `google.rpc.BadRequest` detail with one field
  *   violation per offending field (the field path in proto names, e.g.
- *   `job_graph.vertices[2].id`).
+ *   `job_graph.vertices[2].id`). A path joins field names with `.`, gives a
+ *   list element as `[i]` (i from 0) and a map entry as `["key"]`, the key
+ *   written as a JSON string, quotes included (since 1.2, stated; e.g.
+ *   `job_graph.config.parallelism_overrides["a"]`); a fault of no single
+ *   element names the field that holds them all (`job_graph.edges` for a
+ *   cycle). JobGraph lists the path of each of its rules.
  * * Where a reason below says that the receiver did nothing (nothing was
  *   done, written or stored), a receiver that answers it MUST have done
  *   nothing for the call.

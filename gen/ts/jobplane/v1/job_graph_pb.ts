@@ -33,18 +33,29 @@ export const file_jobplane_v1_job_graph: GenFile = /*@__PURE__*/
  *
  * The Dispatcher MUST validate a JobGraph before anything is written, and
  * MUST report every violation as INVALID_ARGUMENT with a
- * `google.rpc.BadRequest` field violation:
+ * `google.rpc.BadRequest` field violation, whose path (see ErrorReason) is
+ * the one given here (since 1.2, stated), `i` standing for the index of the
+ * vertex or edge at fault:
  *
  * * at least one vertex; at most ServerLimits.max_vertices vertices and
  *   ServerLimits.max_subtasks subtasks in all (server limits, configurable;
- *   informative: the reference server's defaults are 10,000 and 100,000);
- * * vertex ids unique and well formed;
- * * every edge joins two distinct, known vertices, and the edges form no
- *   cycle;
- * * every vertex names an invokable, and 1 <= parallelism <=
- *   max_parallelism after overrides are applied;
- * * the encoded graph fits the HA store's plan limit (informative: 1 MiB by
- *   default in the reference store);
+ *   informative: the reference server's defaults are 10,000 and 100,000;
+ *   the subtasks counted are the parallelisms within bounds, overrides
+ *   applied): `job_graph.vertices`;
+ * * vertex ids unique and well formed (1 to 128 characters from
+ *   `[A-Za-z0-9._-]`): `job_graph.vertices[i].id`, a duplicate at its
+ *   second and later places;
+ * * every edge joins two distinct, known vertices:
+ *   `job_graph.edges[i].source_vertex_id` or `.target_vertex_id` for an
+ *   unknown vertex, `job_graph.edges[i]` for a vertex joined to itself; and
+ *   the edges form no cycle: one violation, `job_graph.edges`;
+ * * every vertex names an invokable (`job_graph.vertices[i].invokable`),
+ *   and 1 <= parallelism <= max_parallelism after overrides are applied
+ *   (`job_graph.vertices[i].parallelism`); an override below 1, whether or
+ *   not it names a vertex, is its own violation,
+ *   `job_graph.config.parallelism_overrides["<id>"]`, and the vertex's
+ *   parallelism before it counts instead;
+ * * the encoded graph fits ServerLimits.max_graph_bytes: `job_graph`;
  * * `config.checkpoints`: valid, non-negative durations, an `interval` of
  *   at least 10ms when set, `retained` from 0 to 100, and
  *   `tolerable_failures` not negative;

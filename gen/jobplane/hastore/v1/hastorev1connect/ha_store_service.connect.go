@@ -241,7 +241,10 @@ type HAStoreServiceClient interface {
 	// whose cancellation was requested MUST end it CANCELED without deploying
 	// anything. The Dispatcher MUST record it before it answers CancelJob. The
 	// record lasts as long as the job's plan and goes with it
-	// (DeleteExecutionPlan). Requesting again MUST succeed and change nothing.
+	// (DeleteExecutionPlan). Requesting again MUST succeed and change nothing:
+	// the first request's cancellation is kept, which a Dispatcher whose
+	// answer to the first was lost reads back with GetExecutionPlan to show it
+	// (jobplane.v1.JobSummary.cancellation).
 	// Fenced by `jobmanager`. Idempotent.
 	//
 	// A cancel request and a job result are ordered by the store: the request
@@ -1006,7 +1009,10 @@ type HAStoreServiceHandler interface {
 	// whose cancellation was requested MUST end it CANCELED without deploying
 	// anything. The Dispatcher MUST record it before it answers CancelJob. The
 	// record lasts as long as the job's plan and goes with it
-	// (DeleteExecutionPlan). Requesting again MUST succeed and change nothing.
+	// (DeleteExecutionPlan). Requesting again MUST succeed and change nothing:
+	// the first request's cancellation is kept, which a Dispatcher whose
+	// answer to the first was lost reads back with GetExecutionPlan to show it
+	// (jobplane.v1.JobSummary.cancellation).
 	// Fenced by `jobmanager`. Idempotent.
 	//
 	// A cancel request and a job result are ordered by the store: the request

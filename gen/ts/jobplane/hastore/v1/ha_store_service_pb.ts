@@ -615,7 +615,10 @@ export const ObserveLeaderResponseSchema: GenMessage<ObserveLeaderResponse> = /*
  * JobGraph with parallelism overrides applied.
  *
  * The Dispatcher MUST store the JobGraph as submitted with the overrides
- * applied, not normalized (see jobplane.v1.JobGraph, "Plan identity"). A
+ * applied, not normalized (see jobplane.v1.JobGraph, "Plan identity"):
+ * each vertex's `parallelism` is the one the overrides give it (the
+ * cluster's, then the job's), and everything else is as submitted,
+ * `config.parallelism_overrides` included (since 1.2, stated). A
  * Dispatcher that puts a plan again, as a retry after a lost or failed
  * answer, MUST put the very message it put first (the same `submit_time` and
  * `submitted_by`), so that its canonical encoding is byte-equal (see
@@ -2366,7 +2369,10 @@ export const HAStoreService: GenService<{
    * whose cancellation was requested MUST end it CANCELED without deploying
    * anything. The Dispatcher MUST record it before it answers CancelJob. The
    * record lasts as long as the job's plan and goes with it
-   * (DeleteExecutionPlan). Requesting again MUST succeed and change nothing.
+   * (DeleteExecutionPlan). Requesting again MUST succeed and change nothing:
+   * the first request's cancellation is kept, which a Dispatcher whose
+   * answer to the first was lost reads back with GetExecutionPlan to show it
+   * (jobplane.v1.JobSummary.cancellation).
    * Fenced by `jobmanager`. Idempotent.
    *
    * A cancel request and a job result are ordered by the store: the request
