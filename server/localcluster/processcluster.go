@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,6 +65,14 @@ type ProcessClusterConfig struct {
 	// then ignored; EtcdClient reaches the embedded members. Killing a
 	// jobmanager kills its member. Default: an etcd cluster.
 	EmbeddedPeers bool
+	// JobManagerCommands runs, as jobmanager i, the command given for i
+	// instead of `jobplane jobmanager`: a server of another
+	// implementation of the contract (the TypeScript one, say: "node",
+	// "jobmanager-ts/dist/main.js"). It is given --listen,
+	// --listen-addr-file and --hastore (the words after the first go
+	// before them), and none of JobManagerArgs; it reaches the store
+	// over HAStoreService, so EmbeddedStore must be set. Default: none.
+	JobManagerCommands map[int][]string
 }
 
 func (c ProcessClusterConfig) withDefaults() ProcessClusterConfig {
@@ -438,8 +447,16 @@ func (c *ProcessCluster) startJobManager(ctx context.Context, jobplane string, i
 	case member != nil:
 		store = member
 	}
-	args := append(append(store, "--data-dir", "data"), c.cfg.JobManagerArgs...)
-	p, err := c.server(ctx, jobplane, fmt.Sprintf("jobmanager-%d", i), "jobmanager", args, func(ctx context.Context, p *Process) error {
+	name := fmt.Sprintf("jobmanager-%d", i)
+	cmd := ServerCommand{Name: name, Dir: filepath.Join(c.dir, name), Program: jobplane, Verb: "jobmanager",
+		Args: append(append(store, "--data-dir", "data"), c.cfg.JobManagerArgs...)}
+	if other, ok := c.cfg.JobManagerCommands[i]; ok {
+		if !c.cfg.EmbeddedStore || len(other) < 2 {
+			return nil, fmt.Errorf("JobManagerCommands[%d] = %q: want a program and its first argument, with EmbeddedStore", i, other)
+		}
+		cmd.Program, cmd.Verb, cmd.Args = other[0], other[1], append(slices.Clone(other[2:]), store...)
+	}
+	cmd.Ready = func(ctx context.Context, p *Process) error {
 		if jm.dispatcher == nil {
 			jm.Process = p
 			jm.dispatcher = jobplanev1connect.NewDispatcherServiceClient(c.hc, p.URL())
@@ -448,7 +465,8 @@ func (c *ProcessCluster) startJobManager(ctx context.Context, jobplane string, i
 			_, _, err := jm.Probe(ctx)
 			return err
 		})
-	})
+	}
+	p, err := StartServer(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}

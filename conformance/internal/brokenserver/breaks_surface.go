@@ -111,46 +111,13 @@ func mountSurfaceBreaks(mux *http.ServeMux, mode, childAddr string, d jobplanev1
 			}
 			return prefix + tok
 		}
-		getJob(func(ctx context.Context, req *jobplanev1.GetJobRequest) (*jobplanev1.GetJobResponse, error) {
-			msg := proto.CloneOf(req)
-			var err error
-			if msg.PageToken, err = unwrap(msg.PageToken); err != nil {
-				return nil, err
-			}
-			resp, err := d.GetJob(ctx, msg)
-			if err == nil {
-				resp.NextPageToken = wrap(resp.NextPageToken)
-			}
-			return resp, err
-		})
-		lj := jobplanev1connect.DispatcherServiceListJobsProcedure
-		mux.Handle(lj, connect.NewUnaryHandler(lj, func(ctx context.Context, req *connect.Request[jobplanev1.ListJobsRequest]) (*connect.Response[jobplanev1.ListJobsResponse], error) {
-			msg := proto.CloneOf(req.Msg)
-			var err error
-			if msg.PageToken, err = unwrap(msg.PageToken); err != nil {
-				return nil, err
-			}
-			resp, err := d.ListJobs(ctx, msg)
-			if err != nil {
-				return nil, err
-			}
-			resp.NextPageToken = wrap(resp.NextPageToken)
-			return connect.NewResponse(resp), nil
-		}))
-		lt := jobplanev1connect.DispatcherServiceListTaskExecutorsProcedure
-		mux.Handle(lt, connect.NewUnaryHandler(lt, func(ctx context.Context, req *connect.Request[jobplanev1.ListTaskExecutorsRequest]) (*connect.Response[jobplanev1.ListTaskExecutorsResponse], error) {
-			msg := proto.CloneOf(req.Msg)
-			var err error
-			if msg.PageToken, err = unwrap(msg.PageToken); err != nil {
-				return nil, err
-			}
-			resp, err := d.ListTaskExecutors(ctx, msg)
-			if err != nil {
-				return nil, err
-			}
-			resp.NextPageToken = wrap(resp.NextPageToken)
-			return connect.NewResponse(resp), nil
-		}))
+		mountPaged(mux, jobplanev1connect.DispatcherServiceGetJobProcedure, d.GetJob, unwrap, wrap,
+			func(m *jobplanev1.GetJobRequest) *string { return &m.PageToken }, func(m *jobplanev1.GetJobResponse) *string { return &m.NextPageToken })
+		mountPaged(mux, jobplanev1connect.DispatcherServiceListJobsProcedure, d.ListJobs, unwrap, wrap,
+			func(m *jobplanev1.ListJobsRequest) *string { return &m.PageToken }, func(m *jobplanev1.ListJobsResponse) *string { return &m.NextPageToken })
+		mountPaged(mux, jobplanev1connect.DispatcherServiceListTaskExecutorsProcedure, d.ListTaskExecutors, unwrap, wrap,
+			func(m *jobplanev1.ListTaskExecutorsRequest) *string { return &m.PageToken },
+			func(m *jobplanev1.ListTaskExecutorsResponse) *string { return &m.NextPageToken })
 	case "list-page-size-refused":
 		// Refuses a ListJobs page size over its limit instead of
 		// lowering it.
@@ -237,6 +204,26 @@ func mountSurfaceBreaks(mux *http.ServeMux, mode, childAddr string, d jobplanev1
 			return d.SubmitJob(ctx, req)
 		})
 	}
+}
+
+// mountPaged mounts a paged call that passes each request on by call with
+// its page token (the field token points at) unwrapped, and the answer's
+// next token (next) wrapped.
+func mountPaged[Req, Resp any](mux *http.ServeMux, procedure string, call func(context.Context, *Req) (*Resp, error),
+	unwrap func(string) (string, error), wrap func(string) string, token func(*Req) *string, next func(*Resp) *string) {
+	mux.Handle(procedure, connect.NewUnaryHandler(procedure, func(ctx context.Context, req *connect.Request[Req]) (*connect.Response[Resp], error) {
+		tok, err := unwrap(*token(req.Msg))
+		if err != nil {
+			return nil, err
+		}
+		*token(req.Msg) = tok
+		resp, err := call(ctx, req.Msg)
+		if err != nil {
+			return nil, err
+		}
+		*next(resp) = wrap(*next(resp))
+		return connect.NewResponse(resp), nil
+	}))
 }
 
 // rewritePaths returns cerr with the path of each field violation of its

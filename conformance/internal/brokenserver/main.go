@@ -11,6 +11,11 @@
 // serves the cluster services (ResourceManager, JobMaster) only on a
 // listener of their own, published as the leader's cluster address;
 // job-address-unpublished publishes no address for jobs' elections.
+//
+// With --child, the child is another implementation's server instead (the
+// TypeScript JobManager, say), given only --hastore, --listen and
+// --listen-addr-file: the proxies break its promises as they break the
+// reference's.
 package main
 
 import (
@@ -27,6 +32,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -38,15 +44,16 @@ import (
 
 func main() {
 	var (
-		mode, jobplane, hastoreURL, listen, dataDir string
+		mode, jobplane, childCmd, hastoreURL, listen, dataDir string
 	)
 	flag.StringVar(&mode, "break", "", "the promise to break")
 	flag.StringVar(&jobplane, "jobplane", "jobplane", "the reference server's binary")
+	flag.StringVar(&childCmd, "child", "", "a command (words split on spaces) run as the child instead of the reference server; it is given --hastore, --listen and --listen-addr-file")
 	flag.StringVar(&hastoreURL, "hastore", "", "the runner's HA store")
 	flag.StringVar(&listen, "listen", "127.0.0.1:0", "the address to serve on")
 	flag.StringVar(&dataDir, "data", os.TempDir(), "a directory for the child's files")
 	flag.Parse()
-	if err := run(mode, jobplane, hastoreURL, listen, dataDir); err != nil {
+	if err := run(mode, jobplane, strings.Fields(childCmd), hastoreURL, listen, dataDir); err != nil {
 		fmt.Fprintln(os.Stderr, "brokenserver:", err)
 		os.Exit(1)
 	}
@@ -67,7 +74,7 @@ func serveOn(ln net.Listener, h http.Handler) *http.Server {
 	return srv
 }
 
-func run(mode, jobplane, hastoreURL, listen, dataDir string) error {
+func run(mode, jobplane string, childCmd []string, hastoreURL, listen, dataDir string) error {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	client := h2cClient()
 	publicLn, err := net.Listen("tcp", listen)
@@ -125,6 +132,10 @@ func run(mode, jobplane, hastoreURL, listen, dataDir string) error {
 		args = append(args, "--slot-yield", "0", "--session-ttl", "16s", "--heartbeat-timeout", "10s")
 	}
 	child := exec.Command(jobplane, args...)
+	if len(childCmd) > 0 {
+		child = exec.Command(childCmd[0], append(slices.Clone(childCmd[1:]), "--hastore", "http://"+haLn.Addr().String(),
+			"--listen", "127.0.0.1:0", "--listen-addr-file", addrFile)...)
+	}
 	child.Stdout, child.Stderr = os.Stderr, os.Stderr
 	if err := child.Start(); err != nil {
 		return err
