@@ -1,15 +1,15 @@
-// DispatcherService (dispatcher_service.proto), first milestone: the calls
-// the conformance runner makes before and at the start of every case.
+// DispatcherService (dispatcher_service.proto).
 //
 // Everything the Dispatcher knows lives in the HA store; this process keeps
 // a copy in memory (`State`), rebuilt from the store on every grant of
-// `jobmanager` and dropped the moment the grant ends. No JobMaster or
-// ResourceManager yet: an accepted job stays INITIALIZING until it is
-// canceled.
+// `jobmanager` and dropped the moment the grant ends. Each job runs under a
+// JobMaster (src/jobmaster.ts) created on each grant of `job/<id>`; the
+// Dispatcher writes the result when the JobMaster reports the job's end.
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { clone, create, toBinary, type DescMessage, type Message, type MessageInitShape } from "@bufbuild/protobuf";
 import { durationFromMs, timestampNow, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { randomUUID } from "node:crypto";
+import { performance } from "node:perf_hooks";
 import {
   DispatcherService,
   GetClusterOverviewResponseSchema,
@@ -25,6 +25,20 @@ import {
   ListJobsRequestSchema,
   type ListJobsRequest,
   WatchJobRequestSchema,
+  PurgeJobRequestSchema,
+  type PurgeJobRequest,
+  ReportClientHeartbeatRequestSchema,
+  type ReportClientHeartbeatRequest,
+  ListTaskExecutorsRequestSchema,
+  TriggerSavepointRequestSchema,
+  type TriggerSavepointRequest,
+  ListSavepointsRequestSchema,
+  type ListSavepointsRequest,
+  DeleteSavepointRequestSchema,
+  type DeleteSavepointRequest,
+  GetTaskOutputRequestSchema,
+  type GetTaskOutputRequest,
+  type ListTaskExecutorsRequest,
   WatchJobResponseSchema,
   type WatchJobRequest,
 } from "./gen/jobplane/v1/dispatcher_service_pb.js";
@@ -35,6 +49,8 @@ import {
   JobStatus,
   JobStatusSchema,
   JobSummarySchema,
+  JobView,
+  VertexDetailsSchema,
   type Cancellation,
   type JobResult,
   type JobSummary,
@@ -45,8 +61,16 @@ import {
   JobResultState,
   type ExecutionPlan,
 } from "./gen/jobplane/hastore/v1/ha_store_service_pb.js";
-import type { Fence } from "./gen/jobplane/v1/leadership_pb.js";
+import type { Fence, FencingToken } from "./gen/jobplane/v1/leadership_pb.js";
+import type { FailureInfo } from "./gen/jobplane/v1/job_pb.js";
+import { JobMaster, type Placement, type Subtask } from "./jobmaster.js";
+import { ExecutionState } from "./gen/jobplane/v1/execution_pb.js";
+import { teClient, TE_CALL_MS } from "./teclient.js";
+import type { JobMasters } from "./jobmasters.js";
+import { heartbeatIntervalMs, heartbeatTimeoutMs, type ResourceManager } from "./resourcemanager.js";
+import { sameToken } from "./fencing.js";
 import { bytesEqual, planDigest } from "./canonical.js";
+import { BadRequestSchema } from "./gen/google/rpc/error_details_pb.js";
 import {
   invalidArgument,
   isOurs,
@@ -109,10 +133,29 @@ interface Job {
   /** Status changes under this leader, numbered from 1: the last WATCH_WINDOW are kept for WatchJob's resume tokens. */
   changes: { seq: number; summary: JobSummary }[];
   seq: number;
+  /** The JobMaster running the job under this process's current grant of `job/<id>`. */
+  master: JobMaster | undefined;
+  restartCount: number;
+  /** The failure of the latest restart (or of the end, once FAILED). */
+  failure: FailureInfo | undefined;
+  /** Set once the job's end is being written: nothing runs it any more. */
+  finishing: boolean;
+  /** The result's cleanup is done (plan deleted, result marked clean). */
+  clean: boolean;
+  /** An attached job's client heartbeat deadline (monotonic ms), if it has one. */
+  clientDeadline: number | undefined;
+  /** Accepted by this grant and never run yet: its first JobMaster has nothing to adopt. */
+  fresh: boolean;
 }
 
 /** ServerTimings.watch_resume_window. */
 const WATCH_WINDOW = 64;
+/** ServerLimits.max_inline_state_bytes (QUESTIONS.md 24). */
+const MAX_INLINE_STATE_BYTES = 64 * 1024;
+/** ServerTimings.task_lease: how long TaskExecutors keep attempts running for a new JobMaster to adopt. */
+export const TASK_LEASE_MS = 3000;
+/** ServerTimings.slot_yield. */
+const SLOT_YIELD_MS = 5000;
 /** ServerTimings.stream_heartbeat. */
 const STREAM_HEARTBEAT_MS = 10_000;
 
@@ -197,6 +240,13 @@ function jobFromPlan(plan: ExecutionPlan): Job {
     waiters: new Set(),
     changes: [],
     seq: 0,
+    master: undefined,
+    restartCount: 0,
+    failure: undefined,
+    finishing: false,
+    clean: false,
+    clientDeadline: undefined,
+    fresh: false,
   };
 }
 
@@ -218,6 +268,13 @@ function jobFromResult(r: JobResult): Job {
     waiters: new Set(),
     changes: [],
     seq: 0,
+    master: undefined,
+    restartCount: 0,
+    failure: undefined,
+    finishing: false,
+    clean: false,
+    clientDeadline: undefined,
+    fresh: false,
   };
 }
 
@@ -229,8 +286,9 @@ function summaryOf(job: Job): JobSummary {
     submitTime: job.submitTime,
     statusTime: job.statusTime,
     endTime: job.result?.endTime,
-    restartCount: job.result?.restartCount ?? 0,
-    failure: job.status === JobStatus.FAILED ? job.result?.failure : undefined,
+    restartCount: job.result?.restartCount ?? job.restartCount,
+    failure: job.result ? (job.status === JobStatus.FAILED ? job.result.failure : undefined) : job.failure,
+    taskCounts: job.master?.taskCounts() ?? [],
     submittedBy: job.submittedBy,
     runId: job.runId,
     cancellation: job.cancellation,
@@ -251,8 +309,12 @@ export class Dispatcher {
   constructor(
     private readonly store: HAClient,
     private readonly leadership: () => Leadership,
+    private readonly rm: ResourceManager,
+    private readonly masters: JobMasters,
     private readonly log: (msg: string) => void,
-  ) {}
+  ) {
+    setInterval(() => this.checkClients(), 200).unref();
+  }
 
   // ---- leadership ---------------------------------------------------------
 
@@ -266,12 +328,17 @@ export class Dispatcher {
       const r = await this.store.listJobResultEntries({ pageToken: page }, { timeoutMs: STORE_TIMEOUT_MS });
       for (const e of r.entries) {
         if (!e.result) continue;
-        st.jobs.set(e.result.jobId, jobFromResult(e.result));
+        const job = jobFromResult(e.result);
+        job.clean = e.state !== JobResultState.DIRTY;
+        st.jobs.set(e.result.jobId, job);
         if (e.state === JobResultState.DIRTY) toClean.push(e.result.jobId);
       }
       page = r.nextPageToken;
     } while (page);
-    for (const id of toClean) await this.cleanup(st, id);
+    for (const id of toClean) {
+      await this.cleanup(st, id);
+      st.jobs.get(id)!.clean = true;
+    }
     // 2. Every plan, every page; a plan we cannot read is retried (by
     // failing the whole recovery, which the caller retries), never skipped.
     const ids: string[] = [];
@@ -299,10 +366,12 @@ export class Dispatcher {
         job.status = JobStatus.CANCELLING;
         toCancel.push(job);
       }
+      this.attach(job);
       st.jobs.set(id, job);
     }
     if (this.state) this.state.active = false;
     this.state = st;
+    if (fence.token) this.rm.lead(fence.token);
     this.log(`recovered ${st.jobs.size} jobs (${toCancel.length} to cancel, ${toClean.length} cleaned up)`);
     // A recovered job whose cancel was requested ends CANCELED, deploying nothing.
     for (const job of toCancel) void this.finishJob(st, job, JobStatus.CANCELED);
@@ -314,12 +383,17 @@ export class Dispatcher {
   /**
    * A grant of `job/<id>` (README "Each grant of job/<id>"): check for a
    * result first (a job with one never runs again), then publish the
-   * address. No JobMaster runs the job yet in this milestone.
+   * address, then run the job's JobMaster under this grant's token.
    */
   jobGranted(jobId: string, fence: Fence): void {
     const st = this.state;
     const job = st?.jobs.get(jobId);
-    if (!st || !job || job.result || job.cancelRequested) {
+    if (st && job && job.cancelRequested && !job.result && !job.finishing) {
+      // Canceled while no JobMaster of ours ran it: it ends CANCELED, deploying nothing.
+      void this.finishJob(st, job, JobStatus.CANCELED);
+      return;
+    }
+    if (!st || !job || job.result || job.cancelRequested || job.finishing || !job.plan) {
       void this.leadership().withdrawJob(jobId);
       return;
     }
@@ -332,7 +406,10 @@ export class Dispatcher {
       } catch (e) {
         if (reasonOf(e).reason !== "JOB_RESULT_NOT_FOUND") {
           this.log(`job/${jobId} granted, but its result could not be read: ${String(e)}; giving it back`);
-          void this.leadership().withdrawJob(jobId).then(() => this.leadership().campaignJob(jobId));
+          void this.leadership().withdrawJob(jobId).then(() => {
+            // Unless the job ended meanwhile: nothing campaigns after its result.
+            if (st.active && !job.finishing && !job.result) void this.leadership().campaignJob(jobId);
+          });
           return;
         }
       }
@@ -341,17 +418,71 @@ export class Dispatcher {
         await this.store.confirmLeadership({ fence, address: this.leadership().address }, { timeoutMs: STORE_TIMEOUT_MS });
       } catch (e) {
         this.log(`ConfirmLeadership job/${jobId} failed: ${String(e)}`);
+        if (reasonOf(e).reason === "STALE_FENCING_TOKEN") return; // the grant is over already
       }
+      if (!st.active || job.result || job.finishing || job.cancelRequested || !job.plan) return;
+      this.startMaster(st, job, fence.token!);
     })();
+  }
+
+  private startMaster(st: State, job: Job, token: FencingToken): void {
+    job.master?.stop("a newer grant of the job");
+    const jm: JobMaster = new JobMaster(job.plan!, token, {
+      address: this.leadership().address,
+      rm: this.rm,
+      heartbeatTimeoutMs: () => heartbeatTimeoutMs(this.leadership().sessionTtlMs),
+      heartbeatIntervalMs: () => heartbeatIntervalMs(this.leadership().sessionTtlMs),
+      slotYieldMs: SLOT_YIELD_MS,
+      store: this.store,
+      taskLeaseMs: TASK_LEASE_MS,
+      learnTe: (id, address) => this.masters.learn(id, address),
+      leading: () => st.active && this.state === st && this.leadership().isLeader(),
+      teAddress: (id) => this.masters.teAddress(id),
+      log: this.log,
+    }, {
+      status: (s) => {
+        if (job.master === jm && !job.finishing && !job.cancelRequested) setStatus(job, s);
+      },
+      restarted: (failure) => {
+        if (job.master !== jm || job.finishing) return;
+        job.restartCount++;
+        job.failure = failure;
+        record(job);
+        wake(job);
+      },
+      ended: (status, failure, history, placements) => {
+        if (job.master !== jm) return;
+        void this.finishJob(st, job, status, failure, history, placements);
+      },
+    }, !job.fresh);
+    job.fresh = false;
+    job.master = jm;
+    this.masters.add(jm);
+    void jm.start();
+  }
+
+  /** This process's grant of `job/<id>` ended: its JobMaster stops at once. */
+  jobLost(jobId: string, token: FencingToken): void {
+    const job = this.state?.jobs.get(jobId);
+    const jm = job?.master;
+    if (!job || !jm || !sameToken(jm.token, token)) return;
+    jm.stop("the job's leadership ended");
+    this.masters.remove(jm);
+    job.master = undefined;
   }
 
   /** The grant ended: forget everything at once, and wake every waiter. */
   lost(): void {
     const st = this.state;
     this.state = undefined;
+    this.rm.lost();
+    this.masters.stopAll("the process no longer leads");
     if (!st) return;
     st.active = false;
-    for (const job of st.jobs.values()) wake(job);
+    for (const job of st.jobs.values()) {
+      job.master = undefined;
+      wake(job);
+    }
   }
 
   /** The current state if this process leads now; NOT_LEADER otherwise. */
@@ -391,7 +522,19 @@ export class Dispatcher {
    * result (retried as the very same message), the plan's deletion, the
    * result marked clean.
    */
-  private async finishJob(st: State, job: Job, status: JobStatus): Promise<void> {
+  private async finishJob(
+    st: State,
+    job: Job,
+    status: JobStatus,
+    failure?: FailureInfo,
+    history: FailureInfo[] = [],
+    placements: Placement[] = [],
+  ): Promise<void> {
+    if (job.finishing) return;
+    job.finishing = true;
+    this.leadership().retireJob(job.jobId);
+    await this.leadership().campaignSettled(job.jobId);
+    job.master?.stop("the job ended");
     const build = (s: JobStatus) =>
       create(JobResultSchema, {
         jobId: job.jobId,
@@ -403,6 +546,15 @@ export class Dispatcher {
         submittedBy: job.submittedBy,
         runId: job.runId,
         cancellation: s === JobStatus.CANCELED ? job.cancellation : undefined,
+        failure: s === JobStatus.FAILED ? failure : undefined,
+        restartCount: job.restartCount,
+        // Most recent first, at most 16 (JobDetails.exception_history).
+        exceptionHistory: [...history].reverse().slice(0, 16),
+        placements: placements.map((p) => ({
+          attempt: { vertexId: p.vertexId, subtaskIndex: p.subtaskIndex, attemptNumber: p.attemptNumber },
+          taskExecutorId: p.taskExecutorId,
+          taskExecutorAddress: p.taskExecutorAddress,
+        })),
       });
     let result = build(status);
     while (st.active) {
@@ -443,6 +595,7 @@ export class Dispatcher {
     setStatus(job, result.status);
     try {
       await this.cleanup(st, job.jobId);
+      job.clean = true;
     } finally {
       // After the result write nothing campaigns for the job.
       await this.leadership().withdrawJob(job.jobId);
@@ -499,7 +652,14 @@ export class Dispatcher {
 
     const answer = await st.withLock(jobId, async () => {
       const existing = st.jobs.get(jobId);
-      if (existing) return this.answerExisting(existing, digest, req.idReuse);
+      if (existing?.result && req.idReuse === JobIdReusePolicy.ALLOW_DUPLICATE) {
+        // The kept result is removed, and the submission starts a new run.
+        await this.removeResult(st, existing);
+      } else if (existing) {
+        return this.answerExisting(existing, digest);
+      }
+      this.checkInvokables(graph!);
+      await this.checkSavepoint(graph!);
       // A retry of a submission whose put failed puts the very same plan.
       let plan = st.pendingPlans.get(jobId);
       if (!plan || !bytesEqual(plan.digest, digest)) {
@@ -522,7 +682,7 @@ export class Dispatcher {
           if (!r.entry?.result) throw jpError(Code.Unavailable, "STORE_UNAVAILABLE", "job result vanished");
           const job = jobFromResult(r.entry.result);
           st.jobs.set(jobId, job);
-          return this.answerExisting(job, digest, req.idReuse);
+          return this.answerExisting(job, digest);
         }
         // Read the plan back: did the put take effect, or is another plan there?
         let stored: ExecutionPlan | undefined;
@@ -545,13 +705,15 @@ export class Dispatcher {
           st.jobs.set(jobId, job);
           st.pendingPlans.delete(jobId);
           void this.leadership().campaignJob(jobId);
-          return this.answerExisting(job, digest, req.idReuse, true);
+          return this.answerExisting(job, digest, true);
         }
         // Ours: the put took effect although its answer failed.
       }
       st.pendingPlans.delete(jobId);
       const job = jobFromPlan(plan);
       job.answeredCreated = true;
+      job.fresh = true;
+      this.attach(job);
       st.jobs.set(jobId, job);
       // Only now, with the plan durable, the job's election.
       void this.leadership().campaignJob(jobId);
@@ -561,16 +723,51 @@ export class Dispatcher {
     return answer;
   }
 
+  /** JobConfig.restore_from_savepoint MUST name a savepoint that exists when the job is submitted. */
+  private async checkSavepoint(graph: JobGraph): Promise<void> {
+    const id = graph.config?.restoreFromSavepoint;
+    if (!id) return;
+    try {
+      await this.store.getSavepoint({ savepointId: id }, { timeoutMs: STORE_TIMEOUT_MS });
+    } catch (e) {
+      if (reasonOf(e).reason === "SAVEPOINT_NOT_FOUND") {
+        throw jpError(Code.NotFound, "SAVEPOINT_NOT_FOUND", `savepoint ${id} not found`, { savepoint_id: id });
+      }
+      throw e;
+    }
+  }
+
+  /**
+   * A new job naming an invokable no registered TaskExecutor offers is
+   * refused (JobVertex.invokable), while at least one is registered.
+   */
+  private checkInvokables(graph: JobGraph): void {
+    const offered = this.rm.offeredInvokables();
+    if (this.rm.overview().taskExecutors === 0) return;
+    const missing = new Set<string>();
+    const violations: Violation[] = [];
+    graph.vertices.forEach((vx, i) => {
+      if (offered.has(vx.invokable)) return;
+      missing.add(vx.invokable);
+      violations.push({ field: `job_graph.vertices[${i}].invokable`, description: `no registered TaskExecutor offers ${vx.invokable}` });
+    });
+    if (violations.length === 0) return;
+    throw jpError(
+      Code.FailedPrecondition,
+      "INVOKABLE_NOT_OFFERED",
+      `no registered TaskExecutor offers ${[...missing].sort().join(", ")}`,
+      { invokables: [...missing].sort().join(","), offered: [...offered].sort().join(",") },
+      [{ desc: BadRequestSchema, value: { fieldViolations: violations } }],
+    );
+  }
+
   /** The answer to a submission of an id this leader knows (SubmitJob's idempotency rules). */
-  private answerExisting(job: Job, digest: Uint8Array, reuse: JobIdReusePolicy, mayCreate = false) {
+  private answerExisting(job: Job, digest: Uint8Array, mayCreate = false) {
     if (!bytesEqual(job.digest, digest)) {
       throw jpError(Code.AlreadyExists, "JOB_ALREADY_EXISTS", `job ${job.jobId} exists with another plan`, {
         job_id: job.jobId,
         globally_terminated: String(job.result !== undefined),
       });
-    }
-    if (job.result && reuse === JobIdReusePolicy.ALLOW_DUPLICATE) {
-      throw unimplemented("JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE");
     }
     // A plan that landed late, which no answer called created yet, is this
     // submission's creation.
@@ -614,16 +811,42 @@ export class Dispatcher {
       maxBytesViolation(req.runId, 128, "run_id"),
     ];
     if (req.pageSize < 0) v.push({ field: "page_size", description: "must not be negative" });
-    // This server issues no page tokens yet (no subtasks before a JobMaster runs).
-    if (req.pageToken !== "") v.push({ field: "page_token", description: "not a page token this server issued" });
+    const full = req.view === JobView.FULL;
+    // A page token names a place in the job's subtasks (job, position): it
+    // holds across a change of leader, and across implementations.
+    let from = 0;
+    if (full && req.pageToken !== "") {
+      const t = decodeSubtaskToken(req.pageToken);
+      if (!t || t.jobId !== req.jobId) {
+        v.push({ field: "page_token", description: "not a page token this server issued for the job" });
+      } else {
+        from = t.pos;
+      }
+    }
     this.refuseUnknown(GetJobRequestSchema, req, v);
     const job = this.lookup(st, req.jobId, req.runId);
+    const jm = job.master;
     const details = create(JobDetailsSchema, {
       summary: summaryOf(job),
-      exceptionHistory: job.result?.exceptionHistory ?? [],
+      exceptionHistory: job.result?.exceptionHistory ?? [...(jm?.history ?? [])].reverse().slice(0, 16),
     });
+    let nextPageToken = "";
+    if (jm) {
+      // Reported completed only once the store write succeeded (src/checkpoints.ts).
+      details.checkpoints = jm.checkpoints.stats();
+      if (!full) {
+        details.vertices = jm.graph.vertices.map((vx) => vertexDetails(jm, vx.id, []));
+      } else {
+        const size = Math.min(req.pageSize === 0 ? 1000 : req.pageSize, LIMITS.maxSubtaskPageSize);
+        const page = jm.subtasks.slice(from, from + size);
+        const ids = [...new Set(page.map((s) => s.vertex.id))];
+        details.vertices = ids.map((id) => vertexDetails(jm, id, page.filter((s) => s.vertex.id === id)));
+        if (from === 0) details.jobGraph = jm.graph;
+        if (from + size < jm.subtasks.length) nextPageToken = encodeSubtaskToken({ jobId: job.jobId, pos: from + size });
+      }
+    }
     await this.stillLeader(st);
-    return { job: details, nextPageToken: "" };
+    return { job: details, nextPageToken };
   }
 
   async cancelJob(req: CancelJobRequest) {
@@ -665,8 +888,10 @@ export class Dispatcher {
       job.cancelRequested = true;
       job.cancellation ??= cancellation;
       setStatus(job, JobStatus.CANCELLING);
-      // Nothing runs yet (no JobMaster in this milestone): end it at once.
-      void this.finishJob(st, job, JobStatus.CANCELED);
+      // Its JobMaster cancels the attempts and then ends it; a job that no
+      // JobMaster runs here yet ends at once, deploying nothing.
+      if (job.master && !job.master.stopped) job.master.cancel();
+      else void this.finishJob(st, job, JobStatus.CANCELED);
       return { status: JobStatus.CANCELLING };
     });
     await this.stillLeader(st);
@@ -818,6 +1043,232 @@ export class Dispatcher {
     return { jobs: page.map(summaryOf), nextPageToken };
   }
 
+  /**
+   * Removes a clean result from the store (DeleteJobResultEntry, fenced)
+   * and forgets the job: its id is free. JOB_RESULT_DIRTY while the cleanup
+   * is not done.
+   */
+  private async removeResult(st: State, job: Job): Promise<void> {
+    if (!job.clean) {
+      throw jpError(Code.FailedPrecondition, "JOB_RESULT_DIRTY", `the cleanup of job ${job.jobId} is not done yet; retry`, { job_id: job.jobId });
+    }
+    try {
+      await this.store.deleteJobResultEntry({ fence: st.fence, jobId: job.jobId }, { timeoutMs: STORE_TIMEOUT_MS });
+    } catch (e) {
+      const { reason } = reasonOf(e);
+      if (reason === "STALE_FENCING_TOKEN") return this.stale(st);
+      if (reason === "JOB_RESULT_DIRTY" || reason === "EXECUTION_PLAN_NOT_DELETED") {
+        throw jpError(Code.FailedPrecondition, "JOB_RESULT_DIRTY", `the cleanup of job ${job.jobId} is not done yet; retry`, { job_id: job.jobId });
+      }
+      throw jpError(Code.Unavailable, "STORE_UNAVAILABLE", `the result could not be removed: ${String(e)}`, { job_id: job.jobId });
+    }
+    if (st.jobs.get(job.jobId) === job) st.jobs.delete(job.jobId);
+  }
+
+  async purgeJob(req: PurgeJobRequest) {
+    const st = await this.leaderState();
+    this.refuseUnknown(PurgeJobRequestSchema, req, [jobIdViolation(req.jobId), maxBytesViolation(req.runId, 128, "run_id")]);
+    await st.withLock(req.jobId, async () => {
+      const job = this.lookup(st, req.jobId, req.runId);
+      if (!job.result) {
+        throw jpError(Code.FailedPrecondition, "JOB_NOT_TERMINAL", `job ${job.jobId} is not globally terminal`, {
+          job_id: job.jobId,
+          status: statusName(job.status),
+        });
+      }
+      await this.removeResult(st, job);
+    });
+    await this.stillLeader(st);
+    return {};
+  }
+
+  /** Starts an attached job's client heartbeat deadline (JobConfig.client_heartbeat_timeout). */
+  private attach(job: Job): void {
+    const t = clientTimeoutMs(job);
+    job.clientDeadline = t > 0 ? performance.now() + t : undefined;
+  }
+
+  async reportClientHeartbeat(req: ReportClientHeartbeatRequest) {
+    const st = await this.leaderState();
+    this.refuseUnknown(ReportClientHeartbeatRequestSchema, req, [jobIdViolation(req.jobId)]);
+    const job = this.lookup(st, req.jobId, "");
+    const t = clientTimeoutMs(job);
+    await this.stillLeader(st);
+    if (t <= 0 || job.result || job.cancelRequested) return {};
+    job.clientDeadline = performance.now() + t;
+    return { timeout: durationFromMs(t) };
+  }
+
+  /** Cancels attached jobs whose client stopped heartbeating (ReportClientHeartbeat). */
+  private checkClients(): void {
+    const st = this.state;
+    if (!st || !st.active || !this.leadership().isLeader()) return;
+    const now = performance.now();
+    for (const job of st.jobs.values()) {
+      if (job.clientDeadline === undefined || job.result || job.cancelRequested || now < job.clientDeadline) continue;
+      job.clientDeadline = undefined;
+      this.log(`job ${job.jobId}: no client heartbeat in time; canceling`);
+      void this.cancelJob(create(CancelJobRequestSchema, { jobId: job.jobId, reason: "the client stopped heartbeating" })).catch((e) => {
+        this.log(`canceling ${job.jobId} for its client: ${String(e)}`);
+        job.clientDeadline = performance.now() + 1000; // try again
+      });
+    }
+  }
+
+  /** GetTaskOutput: read at the TaskExecutor where the attempt ran, found by the job's placements. */
+  async getTaskOutput(req: GetTaskOutputRequest) {
+    const st = await this.leaderState();
+    const v: (Violation | undefined)[] = [jobIdViolation(req.jobId)];
+    if (req.offset < 0n) v.push({ field: "offset", description: "must not be negative" });
+    if (req.maxBytes < 0) v.push({ field: "max_bytes", description: "must not be negative" });
+    if (req.attemptNumber !== undefined && req.attemptNumber < 0) v.push({ field: "attempt_number", description: "must not be negative" });
+    if (!req.vertexId) v.push({ field: "vertex_id", description: "required" });
+    this.refuseUnknown(GetTaskOutputRequestSchema, req, v);
+    const job = this.lookup(st, req.jobId, "");
+    const graph = job.plan?.jobGraph;
+    const placements: Placement[] = job.master
+      ? job.master.placements()
+      : (job.result?.placements ?? []).map((p) => ({
+          vertexId: p.attempt?.vertexId ?? "",
+          subtaskIndex: p.attempt?.subtaskIndex ?? 0,
+          attemptNumber: p.attempt?.attemptNumber ?? 0,
+          taskExecutorId: p.taskExecutorId,
+          taskExecutorAddress: p.taskExecutorAddress,
+        }));
+    if (graph) {
+      const vertex = graph.vertices.find((x) => x.id === req.vertexId);
+      if (!vertex) throw invalidArgument([{ field: "vertex_id", description: `the job has no vertex ${req.vertexId}` }]);
+      if (req.subtaskIndex < 0 || req.subtaskIndex >= Math.max(1, vertex.parallelism)) {
+        throw invalidArgument([{ field: "subtask_index", description: `out of the vertex's range 0..${vertex.parallelism - 1}` }]);
+      }
+    }
+    const mine = placements.filter((p) => p.vertexId === req.vertexId && p.subtaskIndex === req.subtaskIndex);
+    const p = req.attemptNumber === undefined ? mine[mine.length - 1] : mine.find((x) => x.attemptNumber === req.attemptNumber);
+    const notFound = () =>
+      jpError(Code.NotFound, "EXECUTION_NOT_FOUND", `no output of ${req.vertexId}[${req.subtaskIndex}] is known`, { job_id: req.jobId });
+    if (!p) throw notFound();
+    let r;
+    try {
+      r = await teClient(p.taskExecutorAddress).getTaskOutput(
+        {
+          jobId: req.jobId,
+          attempt: { vertexId: p.vertexId, subtaskIndex: p.subtaskIndex, attemptNumber: p.attemptNumber },
+          offset: req.offset,
+          maxBytes: req.maxBytes,
+        },
+        { timeoutMs: TE_CALL_MS },
+      );
+    } catch (e) {
+      if (reasonOf(e).reason === "EXECUTION_NOT_FOUND") throw notFound();
+      throw jpError(Code.Unavailable, "TASK_EXECUTOR_UNREACHABLE", `TaskExecutor ${p.taskExecutorId} did not answer: ${String(e)}`, {
+        task_executor_id: p.taskExecutorId,
+      });
+    }
+    await this.stillLeader(st);
+    return {
+      data: r.data,
+      offset: r.offset,
+      nextOffset: r.nextOffset,
+      droppedBytes: r.offset > req.offset ? r.offset - req.offset : 0n,
+      endOffset: r.endOffset,
+      ended: r.ended,
+      attemptNumber: p.attemptNumber,
+      taskExecutorId: p.taskExecutorId,
+    };
+  }
+
+  /** TriggerSavepoint: answered once the savepoint is durable; with `stop`, the job is then canceled. */
+  async triggerSavepoint(req: TriggerSavepointRequest) {
+    const st = await this.leaderState();
+    this.refuseUnknown(TriggerSavepointRequestSchema, req, [jobIdViolation(req.jobId)]);
+    const job = this.lookup(st, req.jobId, "");
+    const terminal = () =>
+      jpError(Code.FailedPrecondition, "JOB_TERMINAL", `job ${job.jobId} is ending or ended`, { job_id: job.jobId, status: statusName(job.status) });
+    if (job.result || job.finishing || job.cancelRequested) throw terminal();
+    const jm = job.master;
+    if (!jm || jm.stopped) {
+      throw jpError(Code.Aborted, "SAVEPOINT_FAILED", `job ${job.jobId} has no running JobMaster here yet; retry`, { job_id: job.jobId });
+    }
+    let sp;
+    try {
+      sp = await jm.checkpoints.savepoint();
+    } catch (e) {
+      throw jpError(Code.Aborted, "SAVEPOINT_FAILED", e instanceof Error ? e.message : String(e), { job_id: job.jobId });
+    }
+    if (req.stop) {
+      await this.cancelJob(create(CancelJobRequestSchema, { jobId: job.jobId, reason: `stopped with savepoint ${sp.savepointId}` }));
+    }
+    await this.stillLeader(st);
+    return { savepoint: { savepointId: sp.savepointId, jobId: job.jobId, checkpoint: sp.info } };
+  }
+
+  async listSavepoints(req: ListSavepointsRequest) {
+    const st = await this.leaderState();
+    const v: Violation[] = [];
+    if (req.pageSize < 0) v.push({ field: "page_size", description: "must not be negative" });
+    this.refuseUnknown(ListSavepointsRequestSchema, req, v);
+    const r = await this.store.listSavepoints({ jobId: req.jobId, pageSize: req.pageSize, pageToken: req.pageToken }, { timeoutMs: STORE_TIMEOUT_MS });
+    await this.stillLeader(st);
+    return {
+      savepoints: r.savepoints.map((sp) => ({
+        savepointId: sp.savepointId,
+        jobId: sp.jobId,
+        checkpoint: {
+          checkpointId: sp.checkpointId,
+          triggerTime: sp.triggerTime,
+          ackTime: sp.ackTime,
+          stateBytes: sp.states.reduce((n, x) => n + (x.state.case === "inline" ? BigInt(x.state.value.length) : 0n), 0n),
+          subtaskStates: sp.states.filter((x) => x.state.case !== undefined).length,
+        },
+      })),
+      nextPageToken: r.nextPageToken,
+    };
+  }
+
+  async deleteSavepoint(req: DeleteSavepointRequest) {
+    const st = await this.leaderState();
+    const v: Violation[] = [];
+    if (!req.savepointId) v.push({ field: "savepoint_id", description: "required" });
+    this.refuseUnknown(DeleteSavepointRequestSchema, req, v);
+    try {
+      await this.store.deleteSavepoint({ fence: st.fence, savepointId: req.savepointId }, { timeoutMs: STORE_TIMEOUT_MS });
+    } catch (e) {
+      if (reasonOf(e).reason === "STALE_FENCING_TOKEN") return this.stale(st);
+      throw e;
+    }
+    await this.stillLeader(st);
+    return {};
+  }
+
+  async listTaskExecutors(req: ListTaskExecutorsRequest) {
+    const st = await this.leaderState();
+    const v: Violation[] = [];
+    if (req.pageSize < 0) v.push({ field: "page_size", description: "must not be negative" });
+    let after: string | undefined;
+    if (req.pageToken) {
+      after = decodeTeToken(req.pageToken);
+      if (after === undefined) v.push({ field: "page_token", description: "not a ListTaskExecutors page token" });
+    }
+    this.refuseUnknown(ListTaskExecutorsRequestSchema, req, v);
+    const size = Math.min(req.pageSize === 0 ? 100 : req.pageSize, LIMITS.maxListPageSize);
+    const all = this.rm.taskExecutors().filter((te) => after === undefined || te.id > after);
+    const page = all.slice(0, size);
+    const last = page[page.length - 1];
+    await this.stillLeader(st);
+    return {
+      taskExecutors: page.map((te) => ({
+        taskExecutorId: te.id,
+        address: te.address,
+        invokables: te.invokables,
+        slotCount: te.slots.length,
+        freeSlotCount: te.slots.filter((s) => !s.jobId).length,
+        allocatedSlots: te.slots.filter((s) => s.jobId).map((s) => ({ slotIndex: s.index, jobId: s.jobId })),
+        silence: durationFromMs(Math.max(0, Math.round(te.silenceMs))),
+      })),
+      nextPageToken: all.length > size && last ? encodeTeToken(last.id) : "",
+    };
+  }
+
   async getClusterOverview() {
     const st = await this.leaderState();
     let running = 0, finished = 0, canceled = 0, failed = 0;
@@ -828,11 +1279,12 @@ export class Dispatcher {
       else if (j.status === JobStatus.FAILED) failed++;
     }
     const ttl = this.leadership().sessionTtlMs;
+    const cluster = this.rm.overview();
     const res = create(GetClusterOverviewResponseSchema, {
       leader: { election: ELECTION, address: this.leadership().address, token: st.fence.token },
-      taskExecutorCount: 0,
-      slotCount: 0,
-      freeSlotCount: 0,
+      taskExecutorCount: cluster.taskExecutors,
+      slotCount: cluster.slots,
+      freeSlotCount: cluster.free,
       runningJobCount: running,
       finishedJobCount: finished,
       canceledJobCount: canceled,
@@ -845,9 +1297,9 @@ export class Dispatcher {
         maxSubtasks: LIMITS.maxSubtasks,
         maxListPageSize: LIMITS.maxListPageSize,
         maxSubtaskPageSize: LIMITS.maxSubtaskPageSize,
-        // No checkpoints, task values or accumulators yet (see QUESTIONS.md).
-        maxInlineStateBytes: 0n,
-        maxCheckpointBytes: 0n,
+        // No task values or accumulators are kept (see QUESTIONS.md).
+        maxInlineStateBytes: BigInt(MAX_INLINE_STATE_BYTES),
+        maxCheckpointBytes: BigInt(LIMITS.maxGraphBytes),
         maxTaskValueBytes: 0n,
         maxResultValueBytes: 0n,
         maxAccumulators: 0,
@@ -858,13 +1310,13 @@ export class Dispatcher {
         jobRegrant: durationFromMs(5000),
         revocationNotice: durationFromMs(5000),
         taskCancel: durationFromMs(5000),
-        slotYield: durationFromMs(5000),
+        slotYield: durationFromMs(SLOT_YIELD_MS),
         streamHeartbeat: durationFromMs(10_000),
         watchResumeWindow: 64,
         resultRetention: durationFromMs(0),
         // Below two thirds of the session TTL, as ServerTimings requires.
-        taskExecutorHeartbeatTimeout: durationFromMs(Math.floor((ttl * 3) / 5)),
-        taskLease: durationFromMs(0),
+        taskExecutorHeartbeatTimeout: durationFromMs(heartbeatTimeoutMs(ttl)),
+        taskLease: durationFromMs(TASK_LEASE_MS),
         planRecheck: durationFromMs(PLAN_RECHECK_MS),
       },
       // This server does not list the other candidates: unset (see the field's comment).
@@ -873,16 +1325,19 @@ export class Dispatcher {
     return res;
   }
 
+  /** Wraps a handler so that every error leaving it carries our ErrorInfo. */
+  readonly guard = <A extends unknown[], R>(name: string, fn: (...a: A) => Promise<R>) =>
+    async (...a: A): Promise<R> => {
+      try {
+        return await fn(...a);
+      } catch (e) {
+        throw asHandlerError(e, name, this.log);
+      }
+    };
+
   /** The service as connect-node serves it; every method answers (UNIMPLEMENTED with an ErrorInfo where not built yet). */
   service(): ServiceImpl<typeof DispatcherService> {
-    const guard = <A extends unknown[], R>(name: string, fn: (...a: A) => Promise<R>) =>
-      async (...a: A): Promise<R> => {
-        try {
-          return await fn(...a);
-        } catch (e) {
-          throw asHandlerError(e, name, this.log);
-        }
-      };
+    const guard = this.guard;
     const notYet = (name: string) => guard(name, async () => {
       await this.leaderState();
       throw unimplemented(name);
@@ -894,16 +1349,16 @@ export class Dispatcher {
       cancelJob: guard("CancelJob", (r: CancelJobRequest) => this.cancelJob(r)),
       getJobResult: guard("GetJobResult", (r: GetJobResultRequest, ctx: HandlerContext) => this.getJobResult(r, ctx)),
       getClusterOverview: guard("GetClusterOverview", () => this.getClusterOverview()),
-      purgeJob: notYet("PurgeJob"),
+      purgeJob: guard("PurgeJob", (r: PurgeJobRequest) => this.purgeJob(r)),
       // eslint-disable-next-line require-yield
       watchJob: (r: WatchJobRequest, ctx: HandlerContext) => this.watchJob(r, ctx),
-      reportClientHeartbeat: notYet("ReportClientHeartbeat"),
-      listTaskExecutors: notYet("ListTaskExecutors"),
-      getTaskOutput: notYet("GetTaskOutput"),
+      reportClientHeartbeat: guard("ReportClientHeartbeat", (r: ReportClientHeartbeatRequest) => this.reportClientHeartbeat(r)),
+      listTaskExecutors: guard("ListTaskExecutors", (r: ListTaskExecutorsRequest) => this.listTaskExecutors(r)),
+      getTaskOutput: guard("GetTaskOutput", (r: GetTaskOutputRequest) => this.getTaskOutput(r)),
       listCheckpoints: notYet("ListCheckpoints"),
-      triggerSavepoint: notYet("TriggerSavepoint"),
-      listSavepoints: notYet("ListSavepoints"),
-      deleteSavepoint: notYet("DeleteSavepoint"),
+      triggerSavepoint: guard("TriggerSavepoint", (r: TriggerSavepointRequest) => this.triggerSavepoint(r)),
+      listSavepoints: guard("ListSavepoints", (r: ListSavepointsRequest) => this.listSavepoints(r)),
+      deleteSavepoint: guard("DeleteSavepoint", (r: DeleteSavepointRequest) => this.deleteSavepoint(r)),
     };
   }
 }
@@ -921,15 +1376,87 @@ function asHandlerError(e: unknown, name: string, log: (m: string) => void): Con
   return jpError(Code.Internal, "INTERNAL", `${name} failed: ${e instanceof Error ? e.message : String(e)}`);
 }
 
+/** A vertex's details from its JobMaster: the whole vertex's counts, and the page's subtasks. */
+function vertexDetails(jm: JobMaster, vertexId: string, page: Subtask[]) {
+  const all = jm.subtasks.filter((s) => s.vertex.id === vertexId);
+  const vx = all[0]!.vertex;
+  return create(VertexDetailsSchema, {
+    vertexId,
+    name: vx.name || vx.id,
+    parallelism: all.length,
+    taskCounts: jm.taskCounts(all),
+    state: vertexState(all.map((s) => s.state)),
+    subtasks: page.map((s) => ({
+      subtaskIndex: s.index,
+      attemptNumber: s.attempt,
+      state: s.state,
+      taskExecutorId: s.teId,
+      failure: s.failure,
+      stateTime: s.stateTime,
+    })),
+  });
+}
+
+/** VertexDetails.state: the common state, else the first of these some subtask is in, else CREATED. */
+function vertexState(states: ExecutionState[]): ExecutionState {
+  if (states.every((x) => x === states[0])) return states[0] ?? ExecutionState.CREATED;
+  for (const x of [ExecutionState.FAILED, ExecutionState.CANCELING, ExecutionState.CANCELED, ExecutionState.RUNNING, ExecutionState.INITIALIZING, ExecutionState.DEPLOYING, ExecutionState.SCHEDULED]) {
+    if (states.includes(x)) return x;
+  }
+  return ExecutionState.CREATED;
+}
+
+/** GetJob's subtasks: `<job_id>/<n>`, n the page's next subtask in listing order. */
+function encodeSubtaskToken(t: { jobId: string; pos: number }): string {
+  return Buffer.from(`${t.jobId}/${t.pos}`, "utf8").toString("base64url");
+}
+
+function decodeSubtaskToken(s: string): { jobId: string; pos: number } | undefined {
+  const b = fromToken(s);
+  const m = b && /^([A-Za-z0-9_-]{1,64})\/(\d{1,9})$/.exec(b.toString("utf8"));
+  return m ? { jobId: m[1]!, pos: Number(m[2]) } : undefined;
+}
+
+function clientTimeoutMs(job: Job): number {
+  const d = job.plan?.jobGraph?.config?.clientHeartbeatTimeout;
+  return d ? Number(d.seconds) * 1000 + d.nanos / 1e6 : 0;
+}
+
 function tsNanos(t: Timestamp | undefined): bigint {
   return t ? t.seconds * 1_000_000_000n + BigInt(t.nanos) : 0n;
 }
 
+// Page tokens in the form every implementation writes (DispatcherService,
+// "Page tokens"): base64url without padding.
+
+/** The bytes of a base64url token without padding, or undefined if it is not one. */
+function fromToken(s: string): Buffer | undefined {
+  if (!/^[A-Za-z0-9_-]*$/.test(s)) return undefined;
+  const b = Buffer.from(s, "base64url");
+  return b.toString("base64url") === s ? b : undefined;
+}
+
+/** ListJobs: 0x01, the submit time in Unix nanoseconds (8 bytes big-endian), the job id. */
 function encodeListToken(k: { t: bigint; id: string }): string {
-  return Buffer.from(`${k.t}/${k.id}`, "utf8").toString("base64url");
+  const b = Buffer.alloc(9);
+  b[0] = 0x01;
+  b.writeBigUInt64BE(BigInt.asUintN(64, k.t), 1);
+  return Buffer.concat([b, Buffer.from(k.id, "utf8")]).toString("base64url");
 }
 
 function decodeListToken(s: string): { t: bigint; id: string } | undefined {
-  const m = /^(\d+)\/([A-Za-z0-9_-]{1,64})$/.exec(Buffer.from(s, "base64url").toString("utf8"));
-  return m ? { t: BigInt(m[1]!), id: m[2]! } : undefined;
+  const b = fromToken(s);
+  if (!b || b.length < 10 || b[0] !== 0x01) return undefined;
+  const id = b.subarray(9).toString("utf8");
+  return /^[A-Za-z0-9_-]{1,64}$/.test(id) ? { t: BigInt.asIntN(64, b.readBigUInt64BE(1)), id } : undefined;
+}
+
+/** ListTaskExecutors: the id of the page's last TaskExecutor. */
+function encodeTeToken(id: string): string {
+  return Buffer.from(id, "utf8").toString("base64url");
+}
+
+function decodeTeToken(s: string): string | undefined {
+  const b = fromToken(s);
+  return b && b.length > 0 ? b.toString("utf8") : undefined;
 }

@@ -34,6 +34,8 @@ export interface LeaderCallbacks {
   lost(): void;
   /** This session was granted a job's election `job/<jobId>`. */
   jobGranted(jobId: string, fence: Fence): void;
+  /** A grant of `job/<jobId>` ended (revoked, or missing from a snapshot). */
+  jobLost(jobId: string, token: FencingToken): void;
 }
 
 const JOB_PREFIX = "job/";
@@ -61,6 +63,10 @@ export class Leadership {
   /** The job elections this session campaigns in (waiting or granted). */
   private readonly jobCandidacies = new Set<string>();
   private leaderCache: { at: number; info: LeaderInfo | undefined } = { at: -Infinity, info: undefined };
+  /** The job campaigns in progress (their Campaign calls may be on their way). */
+  private readonly campaigning = new Map<string, Promise<void>>();
+  /** The job grants this session holds, as WatchSession reported them. */
+  private readonly jobGrants = new Map<string, FencingToken>();
 
   constructor(
     readonly client: HAClient,
@@ -87,6 +93,12 @@ export class Leadership {
   isLeader(): boolean {
     if (!this.token || !this.ready || !this.session || this.session.ended) return false;
     return performance.now() < this.lastAckSend + this.sessionTtlMs - this.marginMs();
+  }
+
+  /** How long this leadership certainly holds from now (0 when it does not). */
+  leaseRemainingMs(): number {
+    if (!this.isLeader()) return 0;
+    return this.lastAckSend + this.sessionTtlMs - this.marginMs() - performance.now();
   }
 
   /** The leader as the store shows it, for NOT_LEADER answers (cached briefly). */
@@ -185,12 +197,15 @@ export class Leadership {
     while (!s.ended && !this.stopped) {
       let inSnapshot = true;
       let snapshotHasOurs = false;
+      const snapshotJobs = new Set<string>();
       try {
         for await (const ev of this.client.watchSession({ sessionId: s.id }, { signal: s.abort.signal })) {
           const e = ev.event;
           if (e.case === "granted") {
             if (e.value.election.startsWith(JOB_PREFIX) && e.value.token) {
-              this.jobGrant(s, e.value.election.slice(JOB_PREFIX.length), e.value.token);
+              const jobId = e.value.election.slice(JOB_PREFIX.length);
+              if (inSnapshot) snapshotJobs.add(jobId);
+              this.jobGrant(s, jobId, e.value.token);
               continue;
             }
             if (e.value.election !== ELECTION || !e.value.token) continue;
@@ -198,6 +213,10 @@ export class Leadership {
             if (inSnapshot && this.token && t.epoch === this.token.epoch) snapshotHasOurs = true;
             this.granted(s, t);
           } else if (e.case === "revoked") {
+            if (e.value.election.startsWith(JOB_PREFIX)) {
+              this.jobRevoked(e.value.election.slice(JOB_PREFIX.length), e.value.token);
+              continue;
+            }
             if (e.value.election !== ELECTION) continue;
             if (this.token && e.value.token && e.value.token.epoch === this.token.epoch) {
               this.stepDown(`revoked (${e.value.reason})`);
@@ -205,6 +224,7 @@ export class Leadership {
           } else if (e.case === "snapshotEnd") {
             inSnapshot = false;
             if (this.token && !snapshotHasOurs) this.stepDown("not in the WatchSession snapshot");
+            for (const [jobId, t] of [...this.jobGrants]) if (!snapshotJobs.has(jobId)) this.jobRevoked(jobId, t);
           }
         }
         // A server stream that ends without error: reconnect.
@@ -279,6 +299,24 @@ export class Leadership {
    * published on the grant (ConfirmLeadership), after the result check.
    */
   async campaignJob(jobId: string): Promise<void> {
+    const p = this.campaignJobOnce(jobId);
+    this.campaigning.set(jobId, p);
+    try {
+      await p;
+    } finally {
+      if (this.campaigning.get(jobId) === p) this.campaigning.delete(jobId);
+    }
+  }
+
+  /**
+   * Resolves once no Campaign call of the job is on its way: a job's result
+   * is written only after, so that no campaign lands after the result.
+   */
+  async campaignSettled(jobId: string): Promise<void> {
+    await this.campaigning.get(jobId)?.catch(() => undefined);
+  }
+
+  private async campaignJobOnce(jobId: string): Promise<void> {
     const s = this.session;
     const t = this.token;
     if (!s || !t) return;
@@ -294,9 +332,18 @@ export class Leadership {
     }
   }
 
+  /**
+   * The job's result is being written: from now on nothing campaigns for it
+   * (no retry, no campaign after a revocation); withdrawJob follows.
+   */
+  retireJob(jobId: string): void {
+    this.jobCandidacies.delete(jobId);
+  }
+
   /** Ends this session's candidacy (waiting or granted) in `job/<jobId>`. */
   async withdrawJob(jobId: string): Promise<void> {
     this.jobCandidacies.delete(jobId);
+    this.jobGrants.delete(jobId);
     const s = this.session;
     if (!s || s.ended) return;
     for (let i = 0; i < 5; i++) {
@@ -310,8 +357,25 @@ export class Leadership {
     }
   }
 
+  /**
+   * A job's grant ended for us: its JobMaster stops at once, and, while the
+   * job still wants leading, the session campaigns again for a new grant.
+   */
+  private jobRevoked(jobId: string, t: FencingToken | undefined): void {
+    const held = this.jobGrants.get(jobId);
+    if (!held || (t && t.epoch !== held.epoch)) return;
+    this.jobGrants.delete(jobId);
+    this.log(`job/${jobId} epoch ${held.epoch} ended`);
+    this.cb.jobLost(jobId, held);
+    if (this.token && this.jobCandidacies.has(jobId)) void this.campaignJob(jobId);
+  }
+
   private jobGrant(s: Session, jobId: string, t: FencingToken): void {
     if (t.sessionId !== s.id) return;
+    const held = this.jobGrants.get(jobId);
+    if (held && held.epoch === t.epoch) return; // the grant we hold, again in a snapshot
+    if (held) this.cb.jobLost(jobId, held);
+    this.jobGrants.set(jobId, t);
     if (!this.token || !this.jobCandidacies.has(jobId)) {
       // Not leading `jobmanager` (or no longer wanting the job): give it back.
       void this.withdrawJob(jobId);
@@ -337,6 +401,7 @@ export class Leadership {
     this.ready = false;
     if (t.epoch > this.deadEpoch) this.deadEpoch = t.epoch;
     this.log(`stepping down from ${ELECTION} epoch ${t.epoch}: ${why}`);
+    this.jobGrants.clear();
     this.cb.lost();
     // The jobs' leaderships follow `jobmanager`: resign them all at once,
     // even while the session lives on.

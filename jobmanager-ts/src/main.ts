@@ -4,7 +4,9 @@
 //
 // One listener serves Connect, gRPC and gRPC-Web, over HTTP/2 without TLS
 // (h2c, prior knowledge: what the conformance runner speaks) and over
-// HTTP/1.1: the first bytes of each connection say which.
+// HTTP/1.1: the first bytes of each connection say which. It serves the
+// public DispatcherService and the cluster protocol (ResourceManagerService,
+// JobMasterService) of the same process.
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
@@ -20,7 +22,11 @@ import type { JsonValue } from "@bufbuild/protobuf";
 import { invalidArgument } from "./errors.js";
 import { unknownJsonViolations } from "./jsonunknown.js";
 import { DispatcherService } from "./gen/jobplane/v1/dispatcher_service_pb.js";
-import { Dispatcher } from "./dispatcher.js";
+import { Dispatcher, TASK_LEASE_MS } from "./dispatcher.js";
+import { JobMasterService } from "./gen/jobplane/cluster/v1/job_master_service_pb.js";
+import { ResourceManagerService } from "./gen/jobplane/cluster/v1/resource_manager_service_pb.js";
+import { JobMasters } from "./jobmasters.js";
+import { heartbeatIntervalMs, heartbeatTimeoutMs, ResourceManager } from "./resourcemanager.js";
 import { Leadership, storeClient } from "./leadership.js";
 import { LIMITS } from "./validate.js";
 import { answerError, refuseTooLarge, tooLarge } from "./toolarge.js";
@@ -58,7 +64,14 @@ async function main(): Promise<void> {
   // The two refer to each other: the Dispatcher serves under the
   // Leadership's grant; the Leadership runs the Dispatcher's recovery.
   let leadership: Leadership | undefined;
-  const dispatcher = new Dispatcher(store, () => leadership!, log);
+  const rm = new ResourceManager(store, () => leadership!, log);
+  const masters = new JobMasters(
+    () => heartbeatTimeoutMs(leadership!.sessionTtlMs),
+    () => heartbeatIntervalMs(leadership!.sessionTtlMs),
+    () => leadership!.leaseRemainingMs(),
+    () => (leadership!.isLeader() ? TASK_LEASE_MS : 0),
+  );
+  const dispatcher = new Dispatcher(store, () => leadership!, rm, masters, log);
 
   // connect-node's connectNodeAdapter, spelled out so that a Connect unary
   // JSON body can be checked for unknown fields first (src/jsonunknown.ts)
@@ -69,6 +82,9 @@ async function main(): Promise<void> {
     acceptCompression: [compressionGzip, compressionBrotli],
   });
   router.service(DispatcherService, dispatcher.service());
+  // The cluster protocol on the same listener (LeaderInfo.cluster_address left empty).
+  router.service(ResourceManagerService, rm.service(dispatcher.guard));
+  router.service(JobMasterService, masters.service(dispatcher.guard));
   const paths = new Map(router.handlers.map((h) => [h.requestPath, h]));
   const handler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => {
     void serve(req, res).catch((e) => log(`request failed: ${String(e)}`));
@@ -84,7 +100,8 @@ async function main(): Promise<void> {
     let parsed: JsonValue | undefined;
     const ct = String(req.headers["content-type"] ?? "");
     const plainBody = !req.headers["content-encoding"] || req.headers["content-encoding"] === "identity";
-    if (req.method === "POST" && /^application\/json(;|$)/.test(ct) && plainBody && uHandler.method.methodKind === "unary") {
+    const isDispatcher = uHandler.service.typeName === DispatcherService.typeName;
+    if (isDispatcher && req.method === "POST" && /^application\/json(;|$)/.test(ct) && plainBody && uHandler.method.methodKind === "unary") {
       const chunks: Buffer[] = [];
       let size = 0;
       for await (const c of req as AsyncIterable<Buffer>) {
@@ -146,6 +163,7 @@ async function main(): Promise<void> {
     recover: (fence) => dispatcher.recover(fence),
     lost: () => dispatcher.lost(),
     jobGranted: (jobId, fence) => dispatcher.jobGranted(jobId, fence),
+    jobLost: (jobId, token) => dispatcher.jobLost(jobId, token),
   }, log);
   leadership.start();
 
