@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -259,5 +260,94 @@ func TestEveryCaseCatchesABrokenServer(t *testing.T) {
 		} else {
 			t.Logf("%-45s fails against %s", c.Name, strings.Join(failedBy[c.Name], ", "))
 		}
+	}
+}
+
+// tsOnly are the breaks that do not apply to the TypeScript JobManager as
+// it is: each sets flags of the reference server's (a task lease, a slot
+// yield) or breaks by starting it without a task lease.
+var tsOnly = []string{"lease-outlives-wait", "hoard-slots", "no-adoption"}
+
+// tsSmoke are the breaks the smoke version runs against the TypeScript
+// JobManager: one of each family (persist, idempotency, fencing both
+// ways, recovery, cancel, watch, the surface).
+var tsSmoke = []string{"ack-before-persist", "runs-twice", "ignore-stale-tokens", "no-token-check", "no-recovery",
+	"cancel-noop", "watch-no-resume", "page-tokens-private", "graph-paths-unquoted"}
+
+// The breaks, applied to the TypeScript JobManager (jobmanager-ts, written
+// from the contract alone) behind the same proxies, are caught by the
+// same cases as for the reference: the cases catch a broken promise, not a
+// broken reference. The smoke version runs a break of each family, one
+// case each; JOBPLANE_TEST_LONG=1 every break that applies, every case.
+func TestBreaksCatchTheTypeScriptJobManager(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs servers for every break")
+	}
+	main, err := filepath.Abs(filepath.Join("..", "..", "..", "jobmanager-ts", "dist", "main.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(main); err != nil {
+		t.Fatalf("the TypeScript JobManager is not built (make jobmanager-ts): %v", err)
+	}
+	jobplane, err := localcluster.JobplaneBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := build(t, t.TempDir(), "brokenserver", "github.com/jobplane/jobplane/conformance/internal/brokenserver")
+	names := tsSmoke
+	if localcluster.Long() {
+		names = nil
+		for name := range breaks {
+			if !slices.Contains(tsOnly, name) {
+				names = append(names, name)
+			}
+		}
+		sort.Strings(names)
+	}
+	run := func(mode string, cases []string) (runner.Summary, string) {
+		t.Helper()
+		var out bytes.Buffer
+		sum, err := runner.Run(context.Background(), runner.Config{
+			ServerCommand: fmt.Sprintf("%s --break '%s' --child 'node %s' --jobplane %s --hastore {hastore} --listen {listen} --data {data}", broken, mode, main, jobplane),
+			Features:      map[string]bool{runner.FeatureResourceManager: true, runner.FeatureFailover: true, runner.FeatureAdoption: true, runner.FeatureCheckpoints: true, runner.FeatureInvokableCheck: true},
+			Run:           cases, Parallel: 1, Out: &out,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum, out.String()
+	}
+	caseOf := map[string][]string{}
+	var all []string
+	for _, name := range names {
+		cases := expand(breaks[name])
+		if len(cases) == 0 {
+			t.Fatalf("no case for the break %s", name)
+		}
+		if !localcluster.Long() {
+			cases = cases[:1]
+		}
+		caseOf[name] = cases
+		for _, c := range cases {
+			if !slices.Contains(all, c) {
+				all = append(all, c)
+			}
+		}
+	}
+	// A case that fails against the TypeScript JobManager as it is would
+	// "catch" every break: each must pass behind the proxies first.
+	if sum, out := run("", all); sum.Passed != len(all) {
+		t.Fatalf("against the TypeScript JobManager behind the proxies, nothing broken: %d of %d cases passed; want all\n%s", sum.Passed, len(all), out)
+	}
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			sum, out := run(name, caseOf[name])
+			for _, r := range sum.Results {
+				if slices.Contains(caseOf[name], r.Name) && (r.Outcome != "failed" || !runner.CaughtByAssertion(r)) {
+					t.Errorf("%s %s against the TypeScript JobManager with %q broken; it must fail there by its own checks\n%s", r.Name, r.Outcome, name, out)
+				}
+			}
+		})
 	}
 }

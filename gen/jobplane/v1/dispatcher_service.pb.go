@@ -2210,7 +2210,10 @@ type ServerLimits struct {
 	// view.
 	MaxSubtaskPageSize int32 `protobuf:"varint,7,opt,name=max_subtask_page_size,json=maxSubtaskPageSize,proto3" json:"max_subtask_page_size,omitempty"`
 	// The largest state a subtask may give inline in a checkpoint or savepoint
-	// (SubtaskState.inline); a larger one declines the checkpoint, and the task
+	// (SubtaskState.inline); a larger one fails the checkpoint, which the
+	// JobMaster MUST discard when an acknowledgement carries one (a
+	// TaskExecutor, which is not told the limit, may decline earlier by a
+	// limit of its own; since 1.2, stated), and the task
 	// SHOULD give a pointer to state it wrote elsewhere instead. 0 when the
 	// server keeps no checkpoints. Since 1.2.
 	MaxInlineStateBytes int64 `protobuf:"varint,8,opt,name=max_inline_state_bytes,json=maxInlineStateBytes,proto3" json:"max_inline_state_bytes,omitempty"`

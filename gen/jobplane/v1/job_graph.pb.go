@@ -653,7 +653,12 @@ func (x *JobConfig) GetRestoreFromSavepoint() string {
 
 // RestartStrategy decides whether and when failed tasks are restarted.
 // Which tasks restart is the scheduler's choice (the failed region and the
-// regions downstream of it); the strategy only counts and delays.
+// regions downstream of it); the strategy only counts and delays. A task
+// failure is an attempt that ended FAILED, or CANCELED without its JobMaster
+// having asked (its TaskExecutor stopped it: the TaskExecutor shut down, or
+// stopped hearing from the JobMaster): such an attempt is lost as a failed
+// one is, counted by the strategy and kept in the exception history (since
+// 1.2, stated).
 type RestartStrategy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The strategy. Unset is the same as `none`.

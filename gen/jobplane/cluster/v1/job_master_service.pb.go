@@ -1155,6 +1155,9 @@ type HeartbeatFromTaskExecutorResponse struct {
 	// How long from when the heartbeat was sent the JobMasters here certainly
 	// lead (their leadership's lease, see DispatcherService): the TaskExecutor
 	// MUST stop the jobs' attempts by then unless a later heartbeat extends it.
+	// The server cannot know when the heartbeat was sent: the time its
+	// leadership certainly holds from its answer on is a safe value (the
+	// TaskExecutor, counting it from its send, stops earlier than it must).
 	// Unset: no bound beyond the heartbeat timeout.
 	LeaseRemaining *durationpb.Duration `protobuf:"bytes,3,opt,name=lease_remaining,json=leaseRemaining,proto3" json:"lease_remaining,omitempty"`
 	// A task lease: how long, from when the heartbeat was sent, the

@@ -387,7 +387,9 @@ type DispatcherServiceClient interface {
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND); FAILED_PRECONDITION (JOB_TERMINAL)
 	// for a job that is ending or ended; ABORTED (SAVEPOINT_FAILED) if the
-	// savepoint could not be taken (the job runs on); INVALID_ARGUMENT for a
+	// savepoint could not be taken (the job runs on), also while no JobMaster
+	// runs the job (it initializes, or its leadership changes hands): retry;
+	// INVALID_ARGUMENT for a
 	// malformed id; UNAVAILABLE (NOT_LEADER); UNIMPLEMENTED if the server's
 	// HA store keeps no checkpoints.
 	TriggerSavepoint(context.Context, *v1.TriggerSavepointRequest) (*v1.TriggerSavepointResponse, error)
@@ -971,7 +973,9 @@ type DispatcherServiceHandler interface {
 	//
 	// Errors: NOT_FOUND (JOB_NOT_FOUND); FAILED_PRECONDITION (JOB_TERMINAL)
 	// for a job that is ending or ended; ABORTED (SAVEPOINT_FAILED) if the
-	// savepoint could not be taken (the job runs on); INVALID_ARGUMENT for a
+	// savepoint could not be taken (the job runs on), also while no JobMaster
+	// runs the job (it initializes, or its leadership changes hands): retry;
+	// INVALID_ARGUMENT for a
 	// malformed id; UNAVAILABLE (NOT_LEADER); UNIMPLEMENTED if the server's
 	// HA store keeps no checkpoints.
 	TriggerSavepoint(context.Context, *v1.TriggerSavepointRequest) (*v1.TriggerSavepointResponse, error)

@@ -1290,7 +1290,10 @@ export type ServerLimits = Message<"jobplane.v1.ServerLimits"> & {
 
   /**
    * The largest state a subtask may give inline in a checkpoint or savepoint
-   * (SubtaskState.inline); a larger one declines the checkpoint, and the task
+   * (SubtaskState.inline); a larger one fails the checkpoint, which the
+   * JobMaster MUST discard when an acknowledgement carries one (a
+   * TaskExecutor, which is not told the limit, may decline earlier by a
+   * limit of its own; since 1.2, stated), and the task
    * SHOULD give a pointer to state it wrote elsewhere instead. 0 when the
    * server keeps no checkpoints. Since 1.2.
    *
@@ -2024,7 +2027,9 @@ export const DispatcherService: GenService<{
    *
    * Errors: NOT_FOUND (JOB_NOT_FOUND); FAILED_PRECONDITION (JOB_TERMINAL)
    * for a job that is ending or ended; ABORTED (SAVEPOINT_FAILED) if the
-   * savepoint could not be taken (the job runs on); INVALID_ARGUMENT for a
+   * savepoint could not be taken (the job runs on), also while no JobMaster
+   * runs the job (it initializes, or its leadership changes hands): retry;
+   * INVALID_ARGUMENT for a
    * malformed id; UNAVAILABLE (NOT_LEADER); UNIMPLEMENTED if the server's
    * HA store keeps no checkpoints.
    *

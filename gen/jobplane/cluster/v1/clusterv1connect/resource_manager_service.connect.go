@@ -110,8 +110,10 @@ type ResourceManagerServiceClient interface {
 	// JobMaster frees slots it no longer needs. Idempotent.
 	//
 	// Errors: FAILED_PRECONDITION (NOT_REGISTERED) if the JobMaster is not
-	// registered, or the call carries another ResourceManager token than the
-	// current one; ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT for a
+	// registered (a JobMaster token newer than the job's registered one
+	// included: it registers first; since 1.2, stated), or the call carries
+	// another ResourceManager token than the current one; ABORTED
+	// (STALE_FENCING_TOKEN) for an older one; INVALID_ARGUMENT for a
 	// negative slot count or a missing token; UNAVAILABLE (NOT_LEADER).
 	DeclareResourceRequirements(context.Context, *v1.DeclareResourceRequirementsRequest) (*v1.DeclareResourceRequirementsResponse, error)
 	// DisconnectJobMaster ends a JobMaster's registration and drops its
@@ -119,7 +121,9 @@ type ResourceManagerServiceClient interface {
 	// slots at their TaskExecutors. The allocations it names as freed MUST
 	// count as free at once, so a job's slots are free when its result is
 	// written; the ResourceManager learns of the others from slot reports.
-	// Idempotent: disconnecting an unknown registration MUST succeed.
+	// Idempotent: disconnecting an unknown registration MUST succeed, and so
+	// MUST a JobMaster token newer than the job's registered one (it names
+	// no registration), with nothing done (since 1.2, stated).
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) if a newer token of the job has
 	// registered; FAILED_PRECONDITION (NOT_REGISTERED), nothing done, if the
@@ -282,8 +286,10 @@ type ResourceManagerServiceHandler interface {
 	// JobMaster frees slots it no longer needs. Idempotent.
 	//
 	// Errors: FAILED_PRECONDITION (NOT_REGISTERED) if the JobMaster is not
-	// registered, or the call carries another ResourceManager token than the
-	// current one; ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT for a
+	// registered (a JobMaster token newer than the job's registered one
+	// included: it registers first; since 1.2, stated), or the call carries
+	// another ResourceManager token than the current one; ABORTED
+	// (STALE_FENCING_TOKEN) for an older one; INVALID_ARGUMENT for a
 	// negative slot count or a missing token; UNAVAILABLE (NOT_LEADER).
 	DeclareResourceRequirements(context.Context, *v1.DeclareResourceRequirementsRequest) (*v1.DeclareResourceRequirementsResponse, error)
 	// DisconnectJobMaster ends a JobMaster's registration and drops its
@@ -291,7 +297,9 @@ type ResourceManagerServiceHandler interface {
 	// slots at their TaskExecutors. The allocations it names as freed MUST
 	// count as free at once, so a job's slots are free when its result is
 	// written; the ResourceManager learns of the others from slot reports.
-	// Idempotent: disconnecting an unknown registration MUST succeed.
+	// Idempotent: disconnecting an unknown registration MUST succeed, and so
+	// MUST a JobMaster token newer than the job's registered one (it names
+	// no registration), with nothing done (since 1.2, stated).
 	//
 	// Errors: ABORTED (STALE_FENCING_TOKEN) if a newer token of the job has
 	// registered; FAILED_PRECONDITION (NOT_REGISTERED), nothing done, if the

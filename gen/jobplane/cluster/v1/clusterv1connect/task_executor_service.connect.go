@@ -194,7 +194,11 @@ type TaskExecutorServiceClient interface {
 	// leader after the old one died, paused or stepped down) costs the running
 	// work nothing. A JobMaster that takes a job over MUST call it on every
 	// TaskExecutor it can reach before it deploys anything of the job, and MUST
-	// deploy anew only the subtasks that no answer lists.
+	// deploy anew only the subtasks that no answer lists. Every JobMaster of a
+	// job takes it over but the first one of a job that the current
+	// `jobmanager` leader's Dispatcher accepted itself (SubmitJob answered
+	// `created`): a recovered job's, and any later grant's of `job/<job_id>`,
+	// in the same process or not (since 1.2, stated).
 	//
 	// Each entry names a job, its JobMaster's token and the address of the
 	// JobMaster's process, and MUST be taken as one JobMaster call: a token
@@ -597,7 +601,11 @@ type TaskExecutorServiceHandler interface {
 	// leader after the old one died, paused or stepped down) costs the running
 	// work nothing. A JobMaster that takes a job over MUST call it on every
 	// TaskExecutor it can reach before it deploys anything of the job, and MUST
-	// deploy anew only the subtasks that no answer lists.
+	// deploy anew only the subtasks that no answer lists. Every JobMaster of a
+	// job takes it over but the first one of a job that the current
+	// `jobmanager` leader's Dispatcher accepted itself (SubmitJob answered
+	// `created`): a recovered job's, and any later grant's of `job/<job_id>`,
+	// in the same process or not (since 1.2, stated).
 	//
 	// Each entry names a job, its JobMaster's token and the address of the
 	// JobMaster's process, and MUST be taken as one JobMaster call: a token

@@ -670,6 +670,9 @@ export type HeartbeatFromTaskExecutorResponse = Message<"jobplane.cluster.v1.Hea
    * How long from when the heartbeat was sent the JobMasters here certainly
    * lead (their leadership's lease, see DispatcherService): the TaskExecutor
    * MUST stop the jobs' attempts by then unless a later heartbeat extends it.
+   * The server cannot know when the heartbeat was sent: the time its
+   * leadership certainly holds from its answer on is a safe value (the
+   * TaskExecutor, counting it from its send, stops earlier than it must).
    * Unset: no bound beyond the heartbeat timeout.
    *
    * @generated from field: google.protobuf.Duration lease_remaining = 3;

@@ -506,8 +506,10 @@ export const ResourceManagerService: GenService<{
    * JobMaster frees slots it no longer needs. Idempotent.
    *
    * Errors: FAILED_PRECONDITION (NOT_REGISTERED) if the JobMaster is not
-   * registered, or the call carries another ResourceManager token than the
-   * current one; ABORTED (STALE_FENCING_TOKEN); INVALID_ARGUMENT for a
+   * registered (a JobMaster token newer than the job's registered one
+   * included: it registers first; since 1.2, stated), or the call carries
+   * another ResourceManager token than the current one; ABORTED
+   * (STALE_FENCING_TOKEN) for an older one; INVALID_ARGUMENT for a
    * negative slot count or a missing token; UNAVAILABLE (NOT_LEADER).
    *
    * @generated from rpc jobplane.cluster.v1.ResourceManagerService.DeclareResourceRequirements
@@ -523,7 +525,9 @@ export const ResourceManagerService: GenService<{
    * slots at their TaskExecutors. The allocations it names as freed MUST
    * count as free at once, so a job's slots are free when its result is
    * written; the ResourceManager learns of the others from slot reports.
-   * Idempotent: disconnecting an unknown registration MUST succeed.
+   * Idempotent: disconnecting an unknown registration MUST succeed, and so
+   * MUST a JobMaster token newer than the job's registered one (it names
+   * no registration), with nothing done (since 1.2, stated).
    *
    * Errors: ABORTED (STALE_FENCING_TOKEN) if a newer token of the job has
    * registered; FAILED_PRECONDITION (NOT_REGISTERED), nothing done, if the
