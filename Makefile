@@ -108,9 +108,20 @@ ifndef BUILT
 endif
 
 .PHONY: test-bins
-test-bins: bins tools
+test-bins: bins tools jobmanager-ts
 ifndef BUILT
 	$(GO) build -race -o bin/jobplane-race ./server/cmd/jobplane
+endif
+
+# jobmanager-ts/ is the TypeScript JobManager, a second implementation of
+# the contract written from it alone: `make conformance` runs the whole
+# suite against it, and the Go tests run it in a mixed cluster and behind
+# the broken-server proxies.
+.PHONY: jobmanager-ts
+jobmanager-ts: ## build the TypeScript JobManager (jobmanager-ts/, written from the contract alone) into jobmanager-ts/dist
+ifndef BUILT
+	npm ci --prefix jobmanager-ts --no-audit --no-fund --ignore-scripts
+	npm run build --prefix jobmanager-ts
 endif
 
 .PHONY: test
@@ -205,6 +216,10 @@ TLS_DIR := $(CURDIR)/bin/conformance-tls
 # TaskExecutor mode checks: the Go reference and the node Worker.
 TE_CONFORMANCE_CMD := $(CURDIR)/bin/jobplane taskexecutor --log-level warn --hastore {hastore} --listen {listen} --conformance-invokables
 TS_WORKER_CMD := node $(CURDIR)/sdk/ts/dist/test/conformance-worker.js --hastore {hastore} --listen {listen} --id {id}
+# TS_JOBMANAGER_CMD starts the TypeScript JobManager, with the features
+# it declares in TS_JOBMANAGER_CONFIG.
+TS_JOBMANAGER_CMD := node $(CURDIR)/jobmanager-ts/dist/main.js --hastore {hastore} --listen {listen}
+TS_JOBMANAGER_CONFIG := $(CURDIR)/jobmanager-ts/conformance-features.json
 
 .PHONY: ts-build
 ts-build: ## install the TypeScript SDK's dependencies and compile it into sdk/ts/dist
@@ -212,7 +227,7 @@ ts-build: ## install the TypeScript SDK's dependencies and compile it into sdk/t
 	npm run build --prefix sdk/ts
 
 .PHONY: conformance
-conformance: bins ts-build ## build the reference server, store and TaskExecutors and run the conformance runner against them (a subset again over gRPC, gRPC-Web and TLS)
+conformance: bins ts-build jobmanager-ts ## build the reference server, store and TaskExecutors and run the conformance runner against them (a subset again over gRPC, gRPC-Web and TLS), and the whole suite against the TypeScript JobManager in every protocol
 	bin/jobplane-conformance --trace --server-command '$(JOBMANAGER_CMD)' $(ARGS)
 	bin/jobplane-conformance --trace --protocol grpc --run '$(CONFORMANCE_WIRE_RUN)' --server-command '$(JOBMANAGER_CMD)' $(ARGS)
 	bin/jobplane-conformance --trace --protocol grpcweb --run '$(CONFORMANCE_WIRE_RUN)' --server-command '$(JOBMANAGER_CMD)' $(ARGS)
@@ -225,6 +240,9 @@ conformance: bins ts-build ## build the reference server, store and TaskExecutor
 	bin/jobplane-conformance --trace --taskexecutor-command '$(TE_CONFORMANCE_CMD)' $(ARGS)
 	bin/jobplane-conformance --trace --protocol grpc --taskexecutor-command '$(TE_CONFORMANCE_CMD)' $(ARGS)
 	bin/jobplane-conformance --trace --taskexecutor-command '$(TS_WORKER_CMD)' $(ARGS)
+	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --server-command '$(TS_JOBMANAGER_CMD)' $(ARGS)
+	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --protocol grpc --server-command '$(TS_JOBMANAGER_CMD)' $(ARGS)
+	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --protocol grpcweb --server-command '$(TS_JOBMANAGER_CMD)' $(ARGS)
 
 .PHONY: conformance-wire
 conformance-wire: bins ## the whole conformance suite against the reference server again over gRPC, gRPC-Web and TLS (make conformance runs a subset of it)
