@@ -227,7 +227,7 @@ ts-build: ## install the TypeScript SDK's dependencies and compile it into sdk/t
 	npm run build --prefix sdk/ts
 
 .PHONY: conformance
-conformance: bins ts-build jobmanager-ts ## build the reference server, store and TaskExecutors and run the conformance runner against them (a subset again over gRPC, gRPC-Web and TLS), and the whole suite against the TypeScript JobManager in every protocol
+conformance: bins ts-build jobmanager-ts ## build the reference server, store and TaskExecutors and run the conformance runner against them (a subset again over gRPC, gRPC-Web and TLS), and the whole suite against the TypeScript JobManager in every protocol (Connect, gRPC, gRPC-Web, TLS)
 	bin/jobplane-conformance --trace --server-command '$(JOBMANAGER_CMD)' $(ARGS)
 	bin/jobplane-conformance --trace --protocol grpc --run '$(CONFORMANCE_WIRE_RUN)' --server-command '$(JOBMANAGER_CMD)' $(ARGS)
 	bin/jobplane-conformance --trace --protocol grpcweb --run '$(CONFORMANCE_WIRE_RUN)' --server-command '$(JOBMANAGER_CMD)' $(ARGS)
@@ -243,6 +243,8 @@ conformance: bins ts-build jobmanager-ts ## build the reference server, store an
 	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --server-command '$(TS_JOBMANAGER_CMD)' $(ARGS)
 	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --protocol grpc --server-command '$(TS_JOBMANAGER_CMD)' $(ARGS)
 	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --protocol grpcweb --server-command '$(TS_JOBMANAGER_CMD)' $(ARGS)
+	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --tls-ca '$(TLS_DIR)/ca.pem' \
+		--server-command '$(TS_JOBMANAGER_CMD) --tls-cert $(TLS_DIR)/server.pem --tls-key $(TLS_DIR)/server-key.pem --tls-ca $(TLS_DIR)/ca.pem' $(ARGS)
 
 .PHONY: conformance-wire
 conformance-wire: bins ## the whole conformance suite against the reference server again over gRPC, gRPC-Web and TLS (make conformance runs a subset of it)

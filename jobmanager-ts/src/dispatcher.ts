@@ -34,6 +34,8 @@ import {
   type TriggerSavepointRequest,
   ListSavepointsRequestSchema,
   type ListSavepointsRequest,
+  ListCheckpointsRequestSchema,
+  type ListCheckpointsRequest,
   DeleteSavepointRequestSchema,
   type DeleteSavepointRequest,
   GetTaskOutputRequestSchema,
@@ -63,7 +65,8 @@ import {
 } from "./gen/jobplane/hastore/v1/ha_store_service_pb.js";
 import type { Fence, FencingToken } from "./gen/jobplane/v1/leadership_pb.js";
 import type { FailureInfo } from "./gen/jobplane/v1/job_pb.js";
-import { JobMaster, type Placement, type Subtask } from "./jobmaster.js";
+import { SETTINGS } from "./settings.js";
+import { JobMaster, VALUE_LIMITS, type JobOutputs, type Placement, type Subtask } from "./jobmaster.js";
 import { ExecutionState } from "./gen/jobplane/v1/execution_pb.js";
 import { teClient, TE_CALL_MS } from "./teclient.js";
 import type { JobMasters } from "./jobmasters.js";
@@ -124,6 +127,8 @@ interface Job {
   statusTime: Timestamp;
   cancelRequested: boolean;
   cancellation: Cancellation | undefined;
+  /** A RequestJobCancel of this job failed without a known outcome. */
+  cancelOutcomeUnknown?: boolean;
   /** Set once the result is durable (CreateDirtyJobResult succeeded, or read from the store). */
   result: JobResult | undefined;
   /** Whether some SubmitJob answer of this leader said `created = true` for this run. */
@@ -152,8 +157,6 @@ interface Job {
 const WATCH_WINDOW = 64;
 /** ServerLimits.max_inline_state_bytes (QUESTIONS.md 24). */
 const MAX_INLINE_STATE_BYTES = 64 * 1024;
-/** ServerTimings.task_lease: how long TaskExecutors keep attempts running for a new JobMaster to adopt. */
-export const TASK_LEASE_MS = 3000;
 /** ServerTimings.slot_yield. */
 const SLOT_YIELD_MS = 5000;
 /** ServerTimings.stream_heartbeat. */
@@ -369,6 +372,10 @@ export class Dispatcher {
       this.attach(job);
       st.jobs.set(id, job);
     }
+    // A recovery of a grant that has ended since (a newer one is being
+    // recovered, or none holds) installs nothing: a late one must not
+    // replace the state of the current grant.
+    if (!this.leadership().holds(fence.token)) return;
     if (this.state) this.state.active = false;
     this.state = st;
     if (fence.token) this.rm.lead(fence.token);
@@ -434,7 +441,7 @@ export class Dispatcher {
       heartbeatIntervalMs: () => heartbeatIntervalMs(this.leadership().sessionTtlMs),
       slotYieldMs: SLOT_YIELD_MS,
       store: this.store,
-      taskLeaseMs: TASK_LEASE_MS,
+      taskLeaseMs: SETTINGS.taskLeaseMs,
       learnTe: (id, address) => this.masters.learn(id, address),
       leading: () => st.active && this.state === st && this.leadership().isLeader(),
       teAddress: (id) => this.masters.teAddress(id),
@@ -450,9 +457,9 @@ export class Dispatcher {
         record(job);
         wake(job);
       },
-      ended: (status, failure, history, placements) => {
+      ended: (status, failure, history, placements, outputs) => {
         if (job.master !== jm) return;
-        void this.finishJob(st, job, status, failure, history, placements);
+        void this.finishJob(st, job, status, failure, history, placements, outputs);
       },
     }, !job.fresh);
     job.fresh = false;
@@ -529,6 +536,7 @@ export class Dispatcher {
     failure?: FailureInfo,
     history: FailureInfo[] = [],
     placements: Placement[] = [],
+    outputs?: JobOutputs,
   ): Promise<void> {
     if (job.finishing) return;
     job.finishing = true;
@@ -550,6 +558,8 @@ export class Dispatcher {
         restartCount: job.restartCount,
         // Most recent first, at most 16 (JobDetails.exception_history).
         exceptionHistory: [...history].reverse().slice(0, 16),
+        values: outputs?.values ?? [],
+        accumulators: outputs?.accumulators ?? {},
         placements: placements.map((p) => ({
           attempt: { vertexId: p.vertexId, subtaskIndex: p.subtaskIndex, attemptNumber: p.attemptNumber },
           taskExecutorId: p.taskExecutorId,
@@ -881,9 +891,22 @@ export class Dispatcher {
             ...(metadata["status"] ? { status: metadata["status"] } : {}),
           });
         }
+        // The store may have kept it all the same (a lost answer): a later
+        // request reads the kept one back.
+        job.cancelOutcomeUnknown = true;
         throw jpError(Code.Unavailable, "CANCEL_NOT_RECORDED", `the cancellation could not be recorded: ${String(e)}`, {
           job_id: job.jobId,
         });
+      }
+      if (job.cancelOutcomeUnknown && !job.cancellation) {
+        // The first request's cancellation is the one kept (RequestJobCancel):
+        // read it back, so that JobSummary.cancellation shows it.
+        try {
+          const r = await this.store.getExecutionPlan({ jobId: job.jobId }, { timeoutMs: STORE_TIMEOUT_MS });
+          if (r.cancellation) job.cancellation = r.cancellation;
+        } catch {
+          // Ours, then; a new leader reads the kept one on recovery.
+        }
       }
       job.cancelRequested = true;
       job.cancellation ??= cancellation;
@@ -1202,6 +1225,33 @@ export class Dispatcher {
     return { savepoint: { savepointId: sp.savepointId, jobId: job.jobId, checkpoint: sp.info } };
   }
 
+  /** ListCheckpoints: the completed checkpoints the store keeps for a job that has a plan, in id order. */
+  async listCheckpoints(req: ListCheckpointsRequest) {
+    const st = await this.leaderState();
+    this.refuseUnknown(ListCheckpointsRequestSchema, req, [jobIdViolation(req.jobId)]);
+    const job = this.lookup(st, req.jobId, "");
+    const checkpoints: { checkpointId: bigint; triggerTime?: Timestamp; ackTime?: Timestamp; stateBytes: bigint; subtaskStates: number }[] = [];
+    if (!job.result) {
+      // A job with a result has no checkpoints left in the store (they go with its plan).
+      let pageToken = "";
+      do {
+        const r = await this.store.listCheckpoints({ jobId: job.jobId, pageSize: 100, pageToken }, { timeoutMs: STORE_TIMEOUT_MS });
+        for (const c of r.checkpoints) {
+          checkpoints.push({
+            checkpointId: c.checkpointId,
+            triggerTime: c.triggerTime,
+            ackTime: c.ackTime,
+            stateBytes: c.states.reduce((n, x) => n + (x.state.case === "inline" ? BigInt(x.state.value.length) : 0n), 0n),
+            subtaskStates: c.states.filter((x) => x.state.case !== undefined).length,
+          });
+        }
+        pageToken = r.nextPageToken;
+      } while (pageToken !== "");
+    }
+    await this.stillLeader(st);
+    return { checkpoints, stats: job.master?.checkpoints.stats() };
+  }
+
   async listSavepoints(req: ListSavepointsRequest) {
     const st = await this.leaderState();
     const v: Violation[] = [];
@@ -1297,12 +1347,12 @@ export class Dispatcher {
         maxSubtasks: LIMITS.maxSubtasks,
         maxListPageSize: LIMITS.maxListPageSize,
         maxSubtaskPageSize: LIMITS.maxSubtaskPageSize,
-        // No task values or accumulators are kept (see QUESTIONS.md).
+        // Task values and accumulators are kept under these (QUESTIONS.md 32).
         maxInlineStateBytes: BigInt(MAX_INLINE_STATE_BYTES),
         maxCheckpointBytes: BigInt(LIMITS.maxGraphBytes),
-        maxTaskValueBytes: 0n,
-        maxResultValueBytes: 0n,
-        maxAccumulators: 0,
+        maxTaskValueBytes: BigInt(VALUE_LIMITS.maxTaskValueBytes),
+        maxResultValueBytes: BigInt(VALUE_LIMITS.maxResultValueBytes),
+        maxAccumulators: VALUE_LIMITS.maxAccumulators,
       },
       timings: {
         sessionTtl: durationFromMs(ttl),
@@ -1316,7 +1366,7 @@ export class Dispatcher {
         resultRetention: durationFromMs(0),
         // Below two thirds of the session TTL, as ServerTimings requires.
         taskExecutorHeartbeatTimeout: durationFromMs(heartbeatTimeoutMs(ttl)),
-        taskLease: durationFromMs(TASK_LEASE_MS),
+        taskLease: durationFromMs(SETTINGS.taskLeaseMs),
         planRecheck: durationFromMs(PLAN_RECHECK_MS),
       },
       // This server does not list the other candidates: unset (see the field's comment).
@@ -1355,7 +1405,7 @@ export class Dispatcher {
       reportClientHeartbeat: guard("ReportClientHeartbeat", (r: ReportClientHeartbeatRequest) => this.reportClientHeartbeat(r)),
       listTaskExecutors: guard("ListTaskExecutors", (r: ListTaskExecutorsRequest) => this.listTaskExecutors(r)),
       getTaskOutput: guard("GetTaskOutput", (r: GetTaskOutputRequest) => this.getTaskOutput(r)),
-      listCheckpoints: notYet("ListCheckpoints"),
+      listCheckpoints: guard("ListCheckpoints", (r: ListCheckpointsRequest) => this.listCheckpoints(r)),
       triggerSavepoint: guard("TriggerSavepoint", (r: TriggerSavepointRequest) => this.triggerSavepoint(r)),
       listSavepoints: guard("ListSavepoints", (r: ListSavepointsRequest) => this.listSavepoints(r)),
       deleteSavepoint: guard("DeleteSavepoint", (r: DeleteSavepointRequest) => this.deleteSavepoint(r)),

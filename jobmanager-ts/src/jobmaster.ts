@@ -12,7 +12,8 @@ import { performance } from "node:perf_hooks";
 import type { ExecutionPlan } from "./gen/jobplane/hastore/v1/ha_store_service_pb.js";
 import type { SlotOffer } from "./gen/jobplane/cluster/v1/job_master_service_pb.js";
 import { ExecutionState, type ExecutionAttemptId, type TaskExecutionStatus } from "./gen/jobplane/v1/execution_pb.js";
-import { FailureInfoSchema, JobStatus, type ExecutionStateCount, type FailureInfo } from "./gen/jobplane/v1/job_pb.js";
+import { FailureInfoSchema, JobStatus, SubtaskValueSchema, type ExecutionStateCount, type FailureInfo, type SubtaskValue } from "./gen/jobplane/v1/job_pb.js";
+import { toBinary } from "@bufbuild/protobuf";
 import { ResultPartitionType, SchedulingMode, type JobGraph, type JobVertex, type RestartStrategy } from "./gen/jobplane/v1/job_graph_pb.js";
 import type { FencingToken } from "./gen/jobplane/v1/leadership_pb.js";
 import { reasonOf } from "./errors.js";
@@ -52,6 +53,21 @@ export interface Subtask {
   failure: FailureInfo | undefined;
   /** The latest attempts deployed, oldest first. */
   placements: Placement[];
+  /** What its FINISHED attempt returned (TaskExecutionStatus.value and accumulators). */
+  finished?: { attempt: number; value: Uint8Array; accumulators: Record<string, bigint> };
+}
+
+/** ServerLimits.max_task_value_bytes, max_result_value_bytes, max_accumulators. */
+export const VALUE_LIMITS = {
+  maxTaskValueBytes: 64 * 1024,
+  maxResultValueBytes: 256 * 1024,
+  maxAccumulators: 256,
+};
+
+/** What a job's FINISHED attempts returned, for its result (JobResult.values, accumulators). */
+export interface JobOutputs {
+  values: SubtaskValue[];
+  accumulators: Record<string, bigint>;
 }
 
 interface HeldSlot {
@@ -66,7 +82,7 @@ export interface JobHooks {
   status(s: JobStatus): void;
   restarted(failure: FailureInfo): void;
   /** The job ended; the Dispatcher writes its result. */
-  ended(status: JobStatus, failure: FailureInfo | undefined, history: FailureInfo[], placements: Placement[]): void;
+  ended(status: JobStatus, failure: FailureInfo | undefined, history: FailureInfo[], placements: Placement[], outputs?: JobOutputs): void;
 }
 
 /** The process's side the JobMasters share: the TaskExecutors they heard from, the timings, the leadership's lease. */
@@ -297,6 +313,7 @@ export class JobMaster {
       st.attempt = a.attemptNumber;
       st.teId = teId;
       st.allocationId = h.allocationId;
+      if (state === ExecutionState.FINISHED) this.keepOutputs(st, h.status);
       this.setState(st, state);
       if (!st.placements.some((p) => p.attemptNumber === st.attempt)) {
         st.placements.push({ vertexId: st.vertex.id, subtaskIndex: st.index, attemptNumber: st.attempt, taskExecutorId: teId, taskExecutorAddress: address });
@@ -532,10 +549,26 @@ export class JobMaster {
   update(teId: string, st: Subtask, status: TaskExecutionStatus): void {
     if (TERMINAL_EXEC.has(st.state) || st.state === status.state) return; // final, or the same again
     switch (status.state) {
-      case ExecutionState.FINISHED:
+      case ExecutionState.FINISHED: {
+        // A value over ServerLimits.max_task_value_bytes ends the task FAILED.
+        if (status.value.length > VALUE_LIMITS.maxTaskValueBytes) {
+          this.failed(st, teId, `the task returned a value of ${status.value.length} bytes, over the limit of ${VALUE_LIMITS.maxTaskValueBytes}`);
+          return;
+        }
+        this.keepOutputs(st, status);
         this.setState(st, ExecutionState.FINISHED);
+        const over = this.outputsOverLimit();
+        if (over) {
+          const failure = create(FailureInfoSchema, { message: over, time: timestampNow() });
+          this.history.push(failure);
+          this.lastFailure = failure;
+          this.log(`failing: ${over}`);
+          void this.finish(JobStatus.FAILED, failure);
+          return;
+        }
         this.progress();
         return;
+      }
       case ExecutionState.FAILED:
         this.failed(st, teId, status.failureMessage || "the task failed");
         return;
@@ -553,6 +586,42 @@ export class JobMaster {
       default:
         this.setState(st, status.state);
     }
+  }
+
+  private keepOutputs(st: Subtask, status: TaskExecutionStatus): void {
+    st.finished = { attempt: st.attempt, value: status.value, accumulators: { ...status.accumulators } };
+  }
+
+  /** What the FINISHED attempts returned, in vertex order, then subtask index. */
+  outputs(): JobOutputs {
+    const values: SubtaskValue[] = [];
+    const accumulators: Record<string, bigint> = {};
+    for (const st of this.subtasks) {
+      const f = st.finished;
+      if (st.state !== ExecutionState.FINISHED || !f || f.attempt !== st.attempt) continue;
+      if (f.value.length > 0) {
+        values.push(create(SubtaskValueSchema, {
+          attempt: { vertexId: st.vertex.id, subtaskIndex: st.index, attemptNumber: f.attempt },
+          value: f.value,
+        }));
+      }
+      for (const [k, v] of Object.entries(f.accumulators)) accumulators[k] = (accumulators[k] ?? 0n) + v;
+    }
+    return { values, accumulators };
+  }
+
+  /** Why the job's values or accumulators go over ServerLimits, if they do. */
+  private outputsOverLimit(): string | undefined {
+    const { values, accumulators } = this.outputs();
+    const bytes = values.reduce((a, v) => a + toBinary(SubtaskValueSchema, v).length, 0);
+    if (bytes > VALUE_LIMITS.maxResultValueBytes) {
+      return `the job's values take ${bytes} bytes, over the limit of ${VALUE_LIMITS.maxResultValueBytes}`;
+    }
+    const names = Object.keys(accumulators).length;
+    if (names > VALUE_LIMITS.maxAccumulators) {
+      return `the job uses ${names} accumulators, over the limit of ${VALUE_LIMITS.maxAccumulators}`;
+    }
+    return undefined;
   }
 
   /** A TaskExecutor this job uses is lost (silent past the heartbeat timeout, or disconnected): its attempts stopped. */
@@ -740,7 +809,7 @@ export class JobMaster {
       this.log(`DisconnectJobMaster: ${String(e)}`);
     }
     if (!this.env.leading()) return;
-    this.hooks.ended(status, failure ?? this.lastFailure, this.history, this.placements());
+    this.hooks.ended(status, failure ?? this.lastFailure, this.history, this.placements(), this.outputs());
   }
 
   private async freeSlots(): Promise<string[]> {

@@ -15,6 +15,12 @@ import { performance } from "node:perf_hooks";
 import { HAStoreService } from "./gen/jobplane/hastore/v1/ha_store_service_pb.js";
 import { FenceSchema, type Fence, type FencingToken, type LeaderInfo } from "./gen/jobplane/v1/leadership_pb.js";
 import { reasonOf } from "./errors.js";
+import { transportOptions } from "./settings.js";
+
+/** The session TTL this process asks the store for. */
+export const ASKED_TTL_MS = 2000;
+/** The most a granted session TTL may be (ServerTimings.session_ttl). */
+const MAX_SESSION_TTL_MS = 10_000;
 
 export const ELECTION = "jobmanager";
 
@@ -23,7 +29,7 @@ export type HAClient = Client<typeof HAStoreService>;
 export function storeClient(baseUrl: string): HAClient {
   // The runner's store serves Connect over h2c and HTTP/1.1; h2c lets the
   // WatchSession stream and the unary calls share one connection.
-  return createClient(HAStoreService, createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: true }));
+  return createClient(HAStoreService, createConnectTransport(transportOptions(baseUrl)));
 }
 
 /** What the Dispatcher does when this process gains or loses `jobmanager`. */
@@ -51,7 +57,7 @@ interface Session {
 
 export class Leadership {
   /** The TTL asked for; the store may raise it (see `sessionTtlMs`). */
-  readonly requestedTtlMs = 2000;
+  readonly requestedTtlMs = ASKED_TTL_MS;
   private session: Session | undefined;
   private token: FencingToken | undefined;
   private ready = false;
@@ -74,6 +80,12 @@ export class Leadership {
     private readonly cb: LeaderCallbacks,
     private readonly log: (msg: string) => void,
   ) {}
+
+  /** Whether `t` is this process's current grant of `jobmanager`. */
+  holds(t: FencingToken | undefined): boolean {
+    const c = this.token;
+    return !!c && !!t && c.epoch === t.epoch && c.sessionId === t.sessionId;
+  }
 
   /** The TTL of the current session (the granted one), for ServerTimings. */
   get sessionTtlMs(): number {
@@ -150,6 +162,13 @@ export class Leadership {
         this.log(`OpenSession failed: ${String(e)}`);
         await sleep(300);
         continue;
+      }
+      if (s.ttlMs > MAX_SESSION_TTL_MS) {
+        // ServerTimings.session_ttl: a server whose store grants more than
+        // 10 s cannot keep the bound and MUST NOT serve.
+        this.log(`refusing to serve: the HA store granted a session TTL of ${s.ttlMs} ms, over the ${MAX_SESSION_TTL_MS} ms ServerTimings.session_ttl allows`);
+        await this.client.closeSession({ sessionId: s.id }, { timeoutMs: 1000 }).catch(() => undefined);
+        process.exit(2);
       }
       this.session = s;
       this.lastAckSend = sent;

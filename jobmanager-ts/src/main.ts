@@ -1,16 +1,18 @@
 // jobmanager-ts: a JobManager process of jobplane, written from the contract.
 //
 //   node dist/main.js --listen 127.0.0.1:PORT --hastore http://127.0.0.1:STOREPORT [--listen-addr-file F]
+//     [--task-lease DURATION] [--tls-cert F --tls-key F] [--tls-ca F]
 //
 // One listener serves Connect, gRPC and gRPC-Web, over HTTP/2 without TLS
 // (h2c, prior knowledge: what the conformance runner speaks) and over
-// HTTP/1.1: the first bytes of each connection say which. It serves the
+// HTTP/1.1: the first bytes of each connection say which. With --tls-cert
+// and --tls-key it serves TLS instead, HTTP/2 or HTTP/1.1 by ALPN. It serves the
 // public DispatcherService and the cluster protocol (ResourceManagerService,
 // JobMasterService) of the same process.
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { Code, ConnectError, createConnectRouter } from "@connectrpc/connect";
 import {
   compressionBrotli,
@@ -22,22 +24,38 @@ import type { JsonValue } from "@bufbuild/protobuf";
 import { invalidArgument } from "./errors.js";
 import { unknownJsonViolations } from "./jsonunknown.js";
 import { DispatcherService } from "./gen/jobplane/v1/dispatcher_service_pb.js";
-import { Dispatcher, TASK_LEASE_MS } from "./dispatcher.js";
+import { Dispatcher } from "./dispatcher.js";
+import { parseDurationMs, SETTINGS } from "./settings.js";
 import { JobMasterService } from "./gen/jobplane/cluster/v1/job_master_service_pb.js";
 import { ResourceManagerService } from "./gen/jobplane/cluster/v1/resource_manager_service_pb.js";
 import { JobMasters } from "./jobmasters.js";
 import { heartbeatIntervalMs, heartbeatTimeoutMs, ResourceManager } from "./resourcemanager.js";
-import { Leadership, storeClient } from "./leadership.js";
+import { ASKED_TTL_MS, Leadership, storeClient } from "./leadership.js";
 import { LIMITS } from "./validate.js";
 import { answerError, refuseTooLarge, tooLarge } from "./toolarge.js";
 
 function usage(msg?: string): never {
   if (msg) console.error(msg);
-  console.error("usage: main.js --listen HOST:PORT --hastore URL [--listen-addr-file FILE]");
+  console.error(
+    "usage: main.js --listen HOST:PORT --hastore URL [--listen-addr-file FILE] [--task-lease DURATION]\n" +
+      "               [--tls-cert FILE --tls-key FILE] [--tls-ca FILE]",
+  );
   process.exit(2);
 }
 
-function parseArgs(argv: string[]): { listen: string; hastore: string; addrFile?: string } {
+interface Args {
+  listen: string;
+  hastore: string;
+  addrFile?: string;
+  taskLease?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  tlsCa?: string;
+}
+
+const FLAGS = new Set(["listen", "hastore", "listen-addr-file", "task-lease", "tls-cert", "tls-key", "tls-ca"]);
+
+function parseArgs(argv: string[]): Args {
   const out: Record<string, string> = {};
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -45,10 +63,27 @@ function parseArgs(argv: string[]): { listen: string; hastore: string; addrFile?
     if (!m) usage(`unexpected argument ${a}`);
     const val = m[2] ?? argv[++i];
     if (val === undefined) usage(`${a} needs a value`);
+    if (!FLAGS.has(m[1]!)) usage(`unknown flag ${a}`);
     out[m[1]!] = val;
   }
   if (!out["listen"] || !out["hastore"]) usage();
-  return { listen: out["listen"], hastore: out["hastore"], addrFile: out["listen-addr-file"] };
+  if (!out["tls-cert"] !== !out["tls-key"]) usage("--tls-cert and --tls-key go together");
+  return {
+    listen: out["listen"], hastore: out["hastore"], addrFile: out["listen-addr-file"], taskLease: out["task-lease"],
+    tlsCert: out["tls-cert"], tlsKey: out["tls-key"], tlsCa: out["tls-ca"],
+  };
+}
+
+/** --task-lease: 0, or from the heartbeat timeout to 30 s (ServerTimings.task_lease). */
+function taskLeaseMs(s: string | undefined): number {
+  if (s === undefined) return SETTINGS.taskLeaseMs;
+  const ms = parseDurationMs(s);
+  if (ms === undefined) usage(`--task-lease: not a duration: ${s} (e.g. 10s, 1500ms, 0)`);
+  const min = heartbeatTimeoutMs(ASKED_TTL_MS);
+  if (ms !== 0 && (ms < min || ms > 30_000)) {
+    usage(`--task-lease must be 0 (no leases), or from the heartbeat timeout (${min} ms) to 30s, not ${s}`);
+  }
+  return ms;
 }
 
 const log = (msg: string) => console.error(`${new Date().toISOString()} jobmanager-ts: ${msg}`);
@@ -59,6 +94,9 @@ const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   const [host, portStr] = splitHostPort(args.listen);
+  SETTINGS.taskLeaseMs = taskLeaseMs(args.taskLease);
+  if (args.tlsCa) SETTINGS.tlsCa = readFileSync(args.tlsCa);
+  const tls = args.tlsCert && args.tlsKey ? { cert: readFileSync(args.tlsCert), key: readFileSync(args.tlsKey) } : undefined;
 
   const store = storeClient(args.hastore);
   // The two refer to each other: the Dispatcher serves under the
@@ -69,7 +107,7 @@ async function main(): Promise<void> {
     () => heartbeatTimeoutMs(leadership!.sessionTtlMs),
     () => heartbeatIntervalMs(leadership!.sessionTtlMs),
     () => leadership!.leaseRemainingMs(),
-    () => (leadership!.isLeader() ? TASK_LEASE_MS : 0),
+    () => (leadership!.isLeader() ? SETTINGS.taskLeaseMs : 0),
   );
   const dispatcher = new Dispatcher(store, () => leadership!, rm, masters, log);
 
@@ -137,10 +175,15 @@ async function main(): Promise<void> {
       if (ConnectError.from(reason).code !== Code.Aborted) log(`rpc ${uHandler.method.name} failed: ${String(reason)}`);
     }
   };
+  let server: net.Server;
+  if (tls) {
+    // TLS: HTTP/2 or HTTP/1.1, as ALPN chooses.
+    server = http2.createSecureServer({ ...tls, allowHTTP1: true, ALPNProtocols: ["h2", "http/1.1"] }, handler);
+  } else {
   const h2 = http2.createServer({}, handler);
   const h1 = http.createServer(handler);
   // Route each connection by its first bytes: the HTTP/2 preface, or HTTP/1.1.
-  const server = net.createServer((sock) => {
+  server = net.createServer((sock) => {
     sock.once("readable", () => {
       const head: Buffer | null = sock.read(Math.min(H2_PREFACE.length, sock.readableLength)) ?? sock.read();
       if (!head) return sock.destroy();
@@ -149,15 +192,16 @@ async function main(): Promise<void> {
       (isH2 ? h2 : h1).emit("connection", sock);
     });
   });
+  }
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(Number(portStr), host, resolve);
   });
   const addr = server.address() as net.AddressInfo;
   const hostPort = `${addr.address.includes(":") ? `[${addr.address}]` : addr.address}:${addr.port}`;
-  const baseUrl = `http://${hostPort}`;
+  const baseUrl = `${tls ? "https" : "http"}://${hostPort}`;
   if (args.addrFile) writeFileSync(args.addrFile, hostPort + "\n");
-  log(`serving at ${baseUrl}, HA store ${args.hastore}`);
+  log(`serving at ${baseUrl}, HA store ${args.hastore}, task lease ${SETTINGS.taskLeaseMs} ms`);
 
   leadership = new Leadership(store, baseUrl, {
     recover: (fence) => dispatcher.recover(fence),

@@ -18,12 +18,17 @@ import type { ResourceProfile, SlotReport } from "./gen/jobplane/cluster/v1/slot
 import { LeaderInfoSchema, type FencingToken, type LeaderInfo } from "./gen/jobplane/v1/leadership_pb.js";
 import { invalidArgument, jpError, notLeader, reasonOf } from "./errors.js";
 import { judge, malformedError, notLeaderOf, notRegistered, sameToken, staleError } from "./fencing.js";
-import { ELECTION, type HAClient, type Leadership } from "./leadership.js";
+import { ASKED_TTL_MS, ELECTION, type HAClient, type Leadership } from "./leadership.js";
 import { teClient, TE_CALL_MS } from "./teclient.js";
 
-/** The heartbeat timeout of the cluster protocol (ServerTimings.task_executor_heartbeat_timeout). */
+/**
+ * The heartbeat timeout of the cluster protocol
+ * (ServerTimings.task_executor_heartbeat_timeout): three fifths of the TTL
+ * asked for, which every grant is at least, so that it stays under two
+ * thirds of the granted TTL whatever the store grants.
+ */
 export function heartbeatTimeoutMs(ttlMs: number): number {
-  return Math.floor((ttlMs * 3) / 5);
+  return Math.floor((Math.min(ttlMs, ASKED_TTL_MS) * 3) / 5);
 }
 /** How often TaskExecutors heartbeat: a quarter of the timeout. */
 export function heartbeatIntervalMs(ttlMs: number): number {

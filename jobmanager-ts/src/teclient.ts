@@ -4,6 +4,7 @@
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { TaskExecutorService } from "./gen/jobplane/cluster/v1/task_executor_service_pb.js";
+import { transportOptions } from "./settings.js";
 
 export type TEClient = Client<typeof TaskExecutorService>;
 
@@ -12,7 +13,7 @@ const clients = new Map<string, TEClient>();
 export function teClient(address: string): TEClient {
   let c = clients.get(address);
   if (!c) {
-    c = createClient(TaskExecutorService, createConnectTransport({ baseUrl: address, httpVersion: "2", useBinaryFormat: true }));
+    c = createClient(TaskExecutorService, createConnectTransport(transportOptions(address)));
     clients.set(address, c);
   }
   return c;

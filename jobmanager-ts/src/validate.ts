@@ -56,7 +56,7 @@ export function unknownFieldViolations(desc: DescMessage, msg: Message, prefix =
       (v as Message[]).forEach((item, i) => out.push(...unknownFieldViolations(f.message, item, `${at(f.name)}[${i}]`)));
     } else if (f.fieldKind === "map" && f.mapKind === "message") {
       for (const [k, item] of Object.entries(v as Record<string, Message>)) {
-        out.push(...unknownFieldViolations(f.message, item, `${at(f.name)}[${k}]`));
+        out.push(...unknownFieldViolations(f.message, item, `${at(f.name)}[${JSON.stringify(k)}]`));
       }
     }
   }
@@ -119,8 +119,13 @@ export function graphViolations(graph: JobGraph | undefined, encodedSize: number
   if (vs.length > LIMITS.maxVertices) {
     out.push({ field: "job_graph.vertices", description: `at most ${LIMITS.maxVertices} vertices` });
   }
-  const par = effectiveParallelism(graph);
-  const total = par.reduce((a, p) => a + Math.max(p, 0), 0);
+  // An override below 1 is its own violation; the vertex's own parallelism
+  // counts instead (job_graph.proto, since 1.2).
+  const ovs = graph.config?.parallelismOverrides ?? {};
+  const par = vs.map((v) => (Object.hasOwn(ovs, v.id) && ovs[v.id]! >= 1 ? ovs[v.id]! : v.parallelism));
+  const maxOf = (i: number) => (vs[i]!.maxParallelism > 0 ? vs[i]!.maxParallelism : LIMITS.defaultMaxParallelism);
+  // The subtasks counted are the parallelisms within bounds.
+  const total = par.reduce((a, p, i) => a + (p >= 1 && p <= maxOf(i) ? p : 0), 0);
   if (total > LIMITS.maxSubtasks) {
     out.push({ field: "job_graph.vertices", description: `at most ${LIMITS.maxSubtasks} subtasks in all` });
   }
@@ -150,7 +155,7 @@ export function graphViolations(graph: JobGraph | undefined, encodedSize: number
     let ok = true;
     if (!ids.has(e.sourceVertexId)) { out.push({ field: `${p}.source_vertex_id`, description: "names no vertex" }); ok = false; }
     if (!ids.has(e.targetVertexId)) { out.push({ field: `${p}.target_vertex_id`, description: "names no vertex" }); ok = false; }
-    else if (e.targetVertexId === e.sourceVertexId) { out.push({ field: `${p}.target_vertex_id`, description: "must differ from the source" }); ok = false; }
+    else if (ok && e.targetVertexId === e.sourceVertexId) { out.push({ field: p, description: "joins a vertex to itself" }); ok = false; }
     if (e.distribution === DistributionPattern.UNSPECIFIED) out.push({ field: `${p}.distribution`, description: "required" });
     if (e.resultType === ResultPartitionType.UNSPECIFIED) out.push({ field: `${p}.result_type`, description: "required" });
     if (ok) {
@@ -165,7 +170,7 @@ export function graphViolations(graph: JobGraph | undefined, encodedSize: number
   if (c) {
     const cp = "job_graph.config";
     for (const [k, val] of Object.entries(c.parallelismOverrides)) {
-      if (val < 1) out.push({ field: `${cp}.parallelism_overrides[${k}]`, description: "must be at least 1" });
+      if (val < 1) out.push({ field: `${cp}.parallelism_overrides[${JSON.stringify(k)}]`, description: "must be at least 1" });
     }
     checkDuration(c.clientHeartbeatTimeout, `${cp}.client_heartbeat_timeout`, out);
     const rs = c.restartStrategy?.strategy;
