@@ -33,6 +33,10 @@ var checkpointCases = []Case{
 		Doc: "SIGKILL of the leader of a checkpointing job: the new JobMaster completes checkpoints with ids above the old one's (none refused as not increasing), and a subtask restarted then starts from the latest durable checkpoint", Run: idsIncreaseAcrossFailover},
 	{Name: "checkpoint/savepoint-survives-job-and-failover", Requires: append([]string{FeatureFailover}, checkpointRequires...), Instances: 2,
 		Doc: "TriggerSavepoint with stop: the savepoint is durable in the store with the subtask's state before the answer, the job ends CANCELED, the savepoint is listed after the leader is SIGKILLed, a job submitted to restore from it starts from its state, and DeleteSavepoint removes it", Run: savepointSurvives},
+	{Name: "checkpoint/savepoint-names-the-run", Requires: checkpointRequires, Instances: 1,
+		Doc: "a savepoint with stop of a job, then one of a second run of the job id (JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE), which counts checkpoint ids from 1 again: the second gets another id, no AddSavepoint is refused SAVEPOINT_EXISTS, and the store keeps both", Run: savepointNamesTheRun},
+	{Name: "checkpoint/inline-state-limit", Requires: checkpointRequires, Instances: 1,
+		Doc: "a subtask whose state is one byte over the advertised ServerLimits.max_inline_state_bytes: none of its checkpoints is stored or reported completed, and a savepoint of it is ABORTED (SAVEPOINT_FAILED) with none stored; one whose state is exactly the limit is checkpointed", Run: inlineStateLimit},
 }
 
 // counterGraph is one vertex "v" of n "counter" subtasks that run until
@@ -270,23 +274,31 @@ func errorsOf(evs []Event) []string {
 	return out
 }
 
-func savepointSurvives(t *T) {
-	id := t.job("j")
-	t.mustSubmit(id, counterGraph(id, 1, 0))
-	t.waitRunning(id, 1)
+// savepoint takes a savepoint of the job (with stop, if stop), asking
+// again while the answer is SAVEPOINT_FAILED or NOT_LEADER (the job's
+// JobMaster may not run yet), for up to 30s.
+func (t *T) savepoint(id string, stop bool) *jobplanev1.SavepointInfo {
 	var sp *jobplanev1.SavepointInfo
 	if !t.wait(30*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
 		defer cancel()
-		resp, err := t.dispatcher().TriggerSavepoint(ctx, &jobplanev1.TriggerSavepointRequest{JobId: id, Stop: true})
+		resp, err := t.dispatcher().TriggerSavepoint(ctx, &jobplanev1.TriggerSavepointRequest{JobId: id, Stop: stop})
 		if err != nil && reason(err) != "SAVEPOINT_FAILED" && !isNotLeader(err) {
-			t.Fatalf("TriggerSavepoint(%s, stop): %v; expected a savepoint of the running job", id, err)
+			t.Fatalf("TriggerSavepoint(%s, stop %v): %v; expected a savepoint of the running job", id, stop, err)
 		}
 		sp = resp.GetSavepoint()
 		return err == nil
 	}) {
-		t.Fatalf("TriggerSavepoint(%s, stop) did not succeed within 30s of the job running", id)
+		t.Fatalf("TriggerSavepoint(%s, stop %v) did not succeed within 30s of the job running", id, stop)
 	}
+	return sp
+}
+
+func savepointSurvives(t *T) {
+	id := t.job("j")
+	t.mustSubmit(id, counterGraph(id, 1, 0))
+	t.waitRunning(id, 1)
+	sp := t.savepoint(id, true)
 	stored, err := t.env.etcd.GetSavepoint(t.ctx, sp.GetSavepointId())
 	if err != nil {
 		t.Fatalf("the store has no savepoint %q after TriggerSavepoint answered it (%v); expected it durable before the answer", sp.GetSavepointId(), err)
@@ -334,4 +346,88 @@ func savepointSurvives(t *T) {
 	if _, err := t.env.etcd.GetSavepoint(t.ctx, sp.GetSavepointId()); !errors.Is(err, hastore.ErrSavepointNotFound) {
 		t.Errorf("the store still has savepoint %s after DeleteSavepoint (%v); expected it removed", sp.GetSavepointId(), err)
 	}
+}
+
+// savepointNamesTheRun takes a savepoint of each of two runs of one job
+// id. Without checkpoints, each run's first savepoint is its checkpoint 1
+// (the store forgets the job's last_checkpoint_id with the first run's
+// plan): an id made of the job and checkpoint ids alone is the same for
+// both, and the store refuses the second.
+func savepointNamesTheRun(t *T) {
+	id := t.job("j")
+	g := counterGraph(id, 1, 0)
+	first := t.mustSubmit(id, g)
+	t.waitRunning(id, 1)
+	sp1 := t.savepoint(id, true)
+	t.endsCleanly(id, jobplanev1.JobStatus_JOB_STATUS_CANCELED, "the first run, stopped by its savepoint")
+	second := t.submitDuplicate(id, g)
+	if second.GetRunId() == first.GetRunId() {
+		t.Fatalf("the ALLOW_DUPLICATE submission answered run_id %q, the first run's; expected a new run", second.GetRunId())
+	}
+	sp2 := t.savepoint(id, true)
+	t.endsCleanly(id, jobplanev1.JobStatus_JOB_STATUS_CANCELED, "the second run, stopped by its savepoint")
+	for _, e := range t.env.log.Events(func(e Event) bool { return e.Op == "add-savepoint" }) {
+		if errors.Is(e.Err, hastore.ErrSavepointExists) {
+			t.Errorf("AddSavepoint(%s) was refused SAVEPOINT_EXISTS (%v); expected each savepoint of each run to have an id new to the store (a new run counts checkpoint ids from 1 again: the id must name the run)", e.Key, e.Err)
+		}
+	}
+	if sp1.GetSavepointId() == sp2.GetSavepointId() {
+		t.Errorf("both runs' savepoints are %s; expected another id for the second run's", sp1.GetSavepointId())
+	}
+	for _, sp := range []*jobplanev1.SavepointInfo{sp1, sp2} {
+		if stored, err := t.env.etcd.GetSavepoint(t.ctx, sp.GetSavepointId()); err != nil || stored.GetJobId() != id {
+			t.Errorf("the store has %v (%v) for savepoint %s; expected a savepoint of job %s (savepoints outlive their run)", stored, err, sp.GetSavepointId(), id)
+		}
+	}
+}
+
+// inlineStateLimit checkpoints two jobs whose subtask gives a state of
+// exactly the advertised inline limit, and one byte over it.
+func inlineStateLimit(t *T) {
+	limits := t.advertisedLimits()
+	limit := limits.GetMaxInlineStateBytes()
+	if limit <= 0 || limit > 8<<20 {
+		t.Fatalf("ServerLimits.max_inline_state_bytes is %d; expected a positive limit (at most 8 MiB) from a server that keeps checkpoints", limit)
+	}
+	over, at := t.job("over"), t.job("at")
+	gOver := counterGraph(over, 1, 50*time.Millisecond)
+	gOver.Vertices[0].Config["pad"] = strconv.FormatInt(limit+1, 10)
+	t.mustSubmit(over, gOver)
+	t.waitRunning(over, 1)
+	if !t.wait(30*time.Second, func() bool { return len(ok(t.events(over, "TriggerCheckpoint"))) >= 3 }) {
+		t.Fatalf("job %s: %d checkpoints asked of its running subtask within 30s (TriggerCheckpoint); expected one every 50ms (a failed checkpoint fails nothing more: tolerable_failures is unset)", over, len(ok(t.events(over, "TriggerCheckpoint"))))
+	}
+	for range 2 {
+		ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
+		resp, err := t.dispatcher().TriggerSavepoint(ctx, &jobplanev1.TriggerSavepointRequest{JobId: over})
+		cancel()
+		if err == nil || reason(err) != "SAVEPOINT_FAILED" {
+			t.Errorf("TriggerSavepoint(%s) of a subtask whose state is %d bytes answered %v, %v; expected ABORTED (SAVEPOINT_FAILED): the state is over the limit of %d", over, limit+1, resp.GetSavepoint(), err, limit)
+		}
+	}
+	if cps := t.durable(over); len(cps) > 0 {
+		t.Errorf("the store holds checkpoints %v of job %s, whose subtask gave %d bytes of state; expected none: the advertised max_inline_state_bytes is %d, and the JobMaster must discard a checkpoint over it", ids(cps), over, limit+1, limit)
+	}
+	if st := t.checkpointStats(over); st.GetLatest() != nil {
+		t.Errorf("GetJob reports checkpoint %d of job %s completed; expected none over the inline limit", st.GetLatest().GetCheckpointId(), over)
+	}
+	if sps, err := t.env.etcd.ListSavepoints(t.ctx, over, "", 0); err != nil || len(sps) > 0 {
+		t.Errorf("the store holds %d savepoints of job %s (%v); expected none over the inline limit", len(sps), over, err)
+	}
+	if limit+4096 <= limits.GetMaxCheckpointBytes() {
+		gAt := counterGraph(at, 1, 50*time.Millisecond)
+		gAt.Vertices[0].Config["pad"] = strconv.FormatInt(limit, 10)
+		t.mustSubmit(at, gAt)
+		t.waitRunning(at, 1)
+		cps := t.waitDurable(at, 1)
+		for _, st := range cps[0].GetStates() {
+			if n := len(st.GetInline()); n != int(limit) {
+				t.Errorf("checkpoint %d of job %s holds %d bytes for %s/%d; expected the subtask's %d", cps[0].GetCheckpointId(), at, n, st.GetVertexId(), st.GetSubtaskIndex(), limit)
+			}
+		}
+		t.env.open(at)
+		t.endsCleanly(at, jobplanev1.JobStatus_JOB_STATUS_FINISHED, "the job at the limit")
+	}
+	t.env.open(over)
+	t.endsCleanly(over, jobplanev1.JobStatus_JOB_STATUS_FINISHED, "the job over the limit")
 }

@@ -19,6 +19,8 @@ var restartCases = []Case{
 		Doc: "a fixed or exponential delay with attempts 0 (unlimited before 1.2) is INVALID_ARGUMENT naming its attempts field, one with attempts and unlimited names unlimited, and unlimited alone runs", Run: restartBoundExplicit},
 	{Name: "lifecycle/watch-reports-restarts", Requires: []string{FeatureResourceManager},
 		Doc: "WatchJob sends a message when a task failure restarts part of a job (its restart_count grown, with the failure), although the job stays RUNNING", Run: watchReportsRestarts},
+	{Name: "lifecycle/unasked-cancel-is-a-failure", Requires: []string{FeatureResourceManager},
+		Doc: "an attempt its TaskExecutor reports CANCELED although its JobMaster never asked (the runner's TaskExecutor reports the attempt's failure so) is a task failure: under NoRestart the job ends FAILED, with the failure, and the subtask is not deployed again", Run: unaskedCancelIsAFailure},
 }
 
 // withRestart returns g with the restart strategy rs.
@@ -113,5 +115,34 @@ func watchReportsRestarts(t *T) {
 	t.env.open(id)
 	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED || r.GetRestartCount() != 1 {
 		t.Errorf("job ended %v after %d restarts; expected FINISHED after 1", r.GetStatus(), r.GetRestartCount())
+	}
+}
+
+func unaskedCancelIsAFailure(t *T) {
+	id := t.job("j")
+	t.env.reportFailuresAsCanceled(id)
+	g := counterGraph(id, 1, 0)
+	g.Config.RestartStrategy = &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_None{None: &jobplanev1.RestartStrategy_NoRestart{}}}
+	t.mustSubmit(id, g)
+	t.waitRunning(id, 1)
+	t.env.open(id + "-fail")
+	// A server that does not count the CANCELED attempt deploys it
+	// again, and the new attempt (its fail gate open when it starts)
+	// runs on: stop waiting at its deployment, or at the job's end.
+	if !t.wait(t.waits.result, func() bool {
+		switch t.status(id) {
+		case jobplanev1.JobStatus_JOB_STATUS_FAILED, jobplanev1.JobStatus_JOB_STATUS_FINISHED, jobplanev1.JobStatus_JOB_STATUS_CANCELED:
+			return true
+		}
+		return len(t.events(id, "SubmitTask")) > 1
+	}) {
+		t.Fatalf("job %s is %v %v after its only attempt was reported CANCELED unasked; expected it FAILED (a task failure under NoRestart)", id, t.status(id), t.waits.result)
+	}
+	if n := len(t.events(id, "SubmitTask")); n > 1 {
+		t.Fatalf("job %s: its subtask was deployed %d times; expected once: an attempt CANCELED without its JobMaster asking is a task failure, and NoRestart restarts nothing", id, n)
+	}
+	r := t.result(id)
+	if r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FAILED || r.GetFailure() == nil {
+		t.Errorf("job %s ended %v with failure %v; expected FAILED with the attempt's failure", id, r.GetStatus(), r.GetFailure())
 	}
 }

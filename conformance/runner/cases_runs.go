@@ -159,19 +159,7 @@ func idReusePolicy(t *T) {
 	if n := len(t.events(id, "SubmitTask")); n != deployed {
 		t.Errorf("a resubmission without id_reuse deployed %d tasks; expected none", n-deployed)
 	}
-	var second *jobplanev1.SubmitJobResponse
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		resp, err := t.submitWith(&jobplanev1.SubmitJobRequest{JobId: id, JobGraph: noopGraph(1), IdReuse: jobplanev1.JobIdReusePolicy_JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE})
-		if reason(err) == "JOB_RESULT_DIRTY" && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		if err != nil {
-			t.Fatalf("the ALLOW_DUPLICATE submission: %v; expected a new run", err)
-		}
-		second = resp
-		break
-	}
+	second := t.submitDuplicate(id, noopGraph(1))
 	if !second.GetCreated() || second.GetRunId() == "" || second.GetRunId() == first.GetRunId() {
 		t.Fatalf("the ALLOW_DUPLICATE submission answered created=%v run_id %q; expected created=true with a new run id (the first's: %q)", second.GetCreated(), second.GetRunId(), first.GetRunId())
 	}
@@ -272,5 +260,22 @@ func resubmitRacesPurge(t *T) {
 	}
 	if r := t.result(id); r.GetRunId() != newRun || r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FINISHED {
 		t.Errorf("the new run ended %v with run_id %q; expected FINISHED with %q", r.GetStatus(), r.GetRunId(), newRun)
+	}
+}
+
+// submitDuplicate submits g as a new run of the job id, with
+// JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE, asking again for up to 20s while
+// the last run's result is not yet clean (JOB_RESULT_DIRTY).
+func (t *T) submitDuplicate(id string, g *jobplanev1.JobGraph) *jobplanev1.SubmitJobResponse {
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		resp, err := t.submitWith(&jobplanev1.SubmitJobRequest{JobId: id, JobGraph: g, IdReuse: jobplanev1.JobIdReusePolicy_JOB_ID_REUSE_POLICY_ALLOW_DUPLICATE})
+		if reason(err) == "JOB_RESULT_DIRTY" && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("the ALLOW_DUPLICATE submission of %s: %v; expected a new run", id, err)
+		}
+		return resp
 	}
 }

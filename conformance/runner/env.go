@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -76,6 +77,9 @@ type env struct {
 	gates   map[string]chan struct{}
 	// counters are the runs of "counter" tasks, by job and attempt key.
 	counters map[string]*counterRun
+	// canceledUnasked are the jobs whose attempts' failures the runner's
+	// TaskExecutors report as CANCELED (see reportFailuresAsCanceled).
+	canceledUnasked map[string]bool
 }
 
 type taskExec struct {
@@ -105,7 +109,7 @@ func newEnv(ctx context.Context, cfg envConfig) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{cfg: cfg, log: &Log{}, dir: dir, http: newHTTPClient(cfg.token, cfg.wire.rootCAs), gates: map[string]chan struct{}{}, counters: map[string]*counterRun{},
+	e := &env{cfg: cfg, log: &Log{}, dir: dir, http: newHTTPClient(cfg.token, cfg.wire.rootCAs), gates: map[string]chan struct{}{}, counters: map[string]*counterRun{}, canceledUnasked: map[string]bool{},
 		logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	octx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -233,7 +237,7 @@ func (e *env) counterInvokable(ctx context.Context, t taskexecutor.Task) error {
 			e.mu.Lock()
 			run.given[id] = v
 			e.mu.Unlock()
-			return taskexecutor.State{Data: strconv.AppendInt(nil, v, 10)}, nil
+			return taskexecutor.State{Data: padCount(v, t.Config["pad"])}, nil
 		})
 	}
 	tick := time.NewTicker(2 * time.Millisecond)
@@ -250,6 +254,17 @@ func (e *env) counterInvokable(ctx context.Context, t taskexecutor.Task) error {
 			n.Add(1)
 		}
 	}
+}
+
+// padCount is the decimal count, led by zeros to pad bytes if the
+// config's "pad" asks for more than its digits.
+func padCount(v int64, pad string) []byte {
+	b := strconv.AppendInt(nil, v, 10)
+	n, _ := strconv.Atoi(pad)
+	if n <= len(b) {
+		return b
+	}
+	return append(bytes.Repeat([]byte{'0'}, n-len(b)), b...)
 }
 
 func counterKey(job, vertex string, subtask, attempt int) string {
@@ -285,6 +300,7 @@ func (e *env) taskInterceptor(tx *taskExec) connect.UnaryInterceptorFunc {
 			if tx.cut.Load() {
 				return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("the runner cut TaskExecutor %s off the network", id))
 			}
+			e.cancelUnasked(req.Any())
 			sent := time.Now()
 			ev := Event{Source: id}
 			switch m := req.Any().(type) {
@@ -359,6 +375,44 @@ func (e *env) taskInterceptor(tx *taskExec) connect.UnaryInterceptorFunc {
 				}
 			}
 			return resp, err
+		}
+	}
+}
+
+// reportFailuresAsCanceled makes the runner's TaskExecutors report every
+// failed attempt of the job as CANCELED: to its JobMaster, an attempt its
+// TaskExecutor stopped without being asked (as one that shuts down, or
+// stops hearing from the JobMaster, does).
+func (e *env) reportFailuresAsCanceled(job string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.canceledUnasked[job] = true
+}
+
+// cancelUnasked rewrites, in a TaskExecutor's state report, the FAILED
+// attempts of the jobs of reportFailuresAsCanceled as CANCELED.
+func (e *env) cancelUnasked(msg any) {
+	var reports []*clusterv1.UpdateTaskExecutionStatesRequest
+	switch m := msg.(type) {
+	case *clusterv1.UpdateTaskExecutionStateRequest:
+		reports = append(reports, &clusterv1.UpdateTaskExecutionStatesRequest{JobId: m.GetJobId(), Statuses: []*jobplanev1.TaskExecutionStatus{m.GetStatus()}})
+	case *clusterv1.UpdateTaskExecutionStatesRequest:
+		reports = append(reports, m)
+	case *clusterv1.UpdateTaskExecutionStatesOfJobsRequest:
+		reports = m.GetJobs()
+	default:
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, r := range reports {
+		if !e.canceledUnasked[r.GetJobId()] {
+			continue
+		}
+		for _, st := range r.GetStatuses() {
+			if st.GetState() == jobplanev1.ExecutionState_EXECUTION_STATE_FAILED {
+				st.State = jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED
+			}
 		}
 	}
 }

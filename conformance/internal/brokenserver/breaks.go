@@ -134,6 +134,33 @@ func mountBreaks(mux *http.ServeMux, mode, childAddr string, st *store, d jobpla
 			}
 			return connect.NewResponse(resp), nil
 		}))
+	case "inline-limit-unenforced":
+		// Advertises half the inline state limit it enforces: a state
+		// over the advertised limit is checkpointed all the same.
+		p := jobplanev1connect.DispatcherServiceGetClusterOverviewProcedure
+		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.GetClusterOverviewRequest]) (*connect.Response[jobplanev1.GetClusterOverviewResponse], error) {
+			resp, err := d.GetClusterOverview(ctx, req.Msg)
+			if err != nil {
+				return nil, err
+			}
+			if l := resp.GetLimits(); l != nil {
+				l.MaxInlineStateBytes /= 2
+			}
+			return connect.NewResponse(resp), nil
+		}))
+	case "unasked-cancel-forgiven":
+		// Takes an attempt its TaskExecutor canceled unasked as one that
+		// finished: no task failure, nothing restarted.
+		passStates(mux, clusterv1connect.JobMasterServiceUpdateTaskExecutionStateProcedure, jm.UpdateTaskExecutionState,
+			func(m *clusterv1.UpdateTaskExecutionStateRequest) { forgiveCancel(m.GetStatus()) })
+		passStates(mux, clusterv1connect.JobMasterServiceUpdateTaskExecutionStatesProcedure, jm.UpdateTaskExecutionStates,
+			func(m *clusterv1.UpdateTaskExecutionStatesRequest) { forgiveCancel(m.GetStatuses()...) })
+		passStates(mux, clusterv1connect.JobMasterServiceUpdateTaskExecutionStatesOfJobsProcedure, jm.UpdateTaskExecutionStatesOfJobs,
+			func(m *clusterv1.UpdateTaskExecutionStatesOfJobsRequest) {
+				for _, j := range m.GetJobs() {
+					forgiveCancel(j.GetStatuses()...)
+				}
+			})
 	case "detach-every-job":
 		// Drops client_heartbeat_timeout: every job is detached, and an
 		// attached job's client that goes away leaves it running.
@@ -457,6 +484,28 @@ func mountBreaks(mux *http.ServeMux, mode, childAddr string, st *store, d jobpla
 			}
 			return connect.NewResponse(resp), nil
 		}))
+	}
+}
+
+// passStates mounts procedure so that each request is rewritten by
+// rewrite before the child's call.
+func passStates[Req, Resp any](mux *http.ServeMux, procedure string, call func(context.Context, *Req) (*Resp, error), rewrite func(*Req)) {
+	mux.Handle(procedure, connect.NewUnaryHandler(procedure, func(ctx context.Context, req *connect.Request[Req]) (*connect.Response[Resp], error) {
+		rewrite(req.Msg)
+		resp, err := call(ctx, req.Msg)
+		if err != nil {
+			return nil, err
+		}
+		return connect.NewResponse(resp), nil
+	}))
+}
+
+// forgiveCancel reports every CANCELED attempt among sts as FINISHED.
+func forgiveCancel(sts ...*jobplanev1.TaskExecutionStatus) {
+	for _, st := range sts {
+		if st.GetState() == jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED {
+			st.State = jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED
+		}
 	}
 }
 

@@ -122,6 +122,11 @@ func run(mode, jobplane string, childCmd []string, hastoreURL, listen, dataDir s
 		// which grants them a longer one.
 		args = append(args, "--task-lease", "3s", "--advertise", public)
 	}
+	if mode == "unasked-cancel-forgiven" {
+		// The TaskExecutors report to its JobMasters through the API
+		// proxy, which rewrites their reports.
+		args = append(args, "--advertise", public)
+	}
 	if mode == "hoard-slots" {
 		// Jobs keep the idle slots they hold while they wait for more.
 		// The case catches that only if the TaskExecutors still hold

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -359,8 +360,14 @@ func (s *store) ListCheckpoints(ctx context.Context, jobID string, after uint64,
 }
 
 func (s *store) AddSavepoint(ctx context.Context, f hastore.Fence, sp *hastorev1.Savepoint) error {
-	if s.mode == "savepoint-not-durable" {
+	switch s.mode {
+	case "savepoint-not-durable":
 		return nil // acknowledged, never stored
+	case "savepoint-id-per-job":
+		// Names the savepoint by its job and checkpoint ids alone, the
+		// same for a later run of the job id.
+		sp = proto.CloneOf(sp)
+		sp.SavepointId = fmt.Sprintf("sp-%s-%d", sp.GetJobId(), sp.GetCheckpointId())
 	}
 	return s.checkpoints().AddSavepoint(ctx, f, sp)
 }

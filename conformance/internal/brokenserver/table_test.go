@@ -100,6 +100,9 @@ var breaks = map[string][]string{
 	"watch-behind-ends-ok":     {"lifecycle/slow-watch-behind"},
 	"page-tokens-private":      {"lifecycle/list-jobs-pages", "lifecycle/full-view-pages", "lifecycle/list-task-executors"},
 	"graph-paths-unquoted":     {"lifecycle/bad-graphs"},
+	"savepoint-id-per-job":     {"checkpoint/savepoint-names-the-run"},
+	"inline-limit-unenforced":  {"checkpoint/inline-state-limit"},
+	"unasked-cancel-forgiven":  {"lifecycle/unasked-cancel-is-a-failure"},
 }
 
 // Cases of whole families, caught through the invariants every case's
@@ -265,8 +268,9 @@ func TestEveryCaseCatchesABrokenServer(t *testing.T) {
 
 // tsOnly are the breaks that do not apply to the TypeScript JobManager as
 // it is: each sets flags of the reference server's (a task lease, a slot
-// yield) or breaks by starting it without a task lease.
-var tsOnly = []string{"lease-outlives-wait", "hoard-slots", "no-adoption"}
+// yield, the address it advertises) or breaks by starting it without a
+// task lease.
+var tsOnly = []string{"lease-outlives-wait", "hoard-slots", "no-adoption", "unasked-cancel-forgiven"}
 
 // tsSmoke are the breaks the smoke version runs against the TypeScript
 // JobManager: one of each family (persist, idempotency, fencing both

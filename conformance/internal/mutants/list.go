@@ -1087,4 +1087,25 @@ var mutants = []Mutant{
 		New: `			d.mu.Unlock()
 			return nil // what it missed is gone: the watch is over`,
 	},
+	{
+		Name: "checkpoints/savepoint-id-per-job",
+		Doc:  "A savepoint is named by its job id and checkpoint id alone, so a later run of the job id, which counts checkpoint ids from 1 again, names its savepoint as an earlier run's kept one, and the store refuses it (TriggerSavepoint: a savepoint's id must be new to the store, and so name the run).",
+		File: "server/internal/jobmaster/checkpoint.go",
+		Old:  `	return fmt.Sprintf("sp-%s-%x-%d", jobID, sum[:8], checkpoint)`,
+		New:  `	return fmt.Sprintf("sp-%s-%d", jobID, checkpoint+0*uint64(sum[0]))`,
+	},
+	{
+		Name: "checkpoints/inline-limit-doubled",
+		Doc:  "The JobMaster takes a subtask's inline state up to twice ServerLimits.max_inline_state_bytes, so a checkpoint over the advertised limit is stored (the JobMaster MUST discard a checkpoint whose acknowledgement carries a larger state).",
+		File: "server/internal/jobmaster/checkpoint.go",
+		Old:  `		if n := len(st.GetInline()); n > limit {`,
+		New:  `		if n := len(st.GetInline()); n > 2*limit {`,
+	},
+	{
+		Name: "lifecycle/unasked-cancel-not-a-failure",
+		Doc:  "An attempt its TaskExecutor reports CANCELED without the JobMaster having asked is taken as any other state change, not as a task failure, so the job waits on a subtask that no longer runs (RestartStrategy: an attempt CANCELED unasked is a task failure, counted by the strategy).",
+		File: "server/internal/jobmaster/jobmaster.go",
+		Old:  `	case to == jobstatus.ExecCanceled && from != jobstatus.ExecCanceling && !t.cancelOn && !t.canceled:`,
+		New:  `	case false && to == jobstatus.ExecCanceled && from != jobstatus.ExecCanceling && !t.cancelOn && !t.canceled:`,
+	},
 }

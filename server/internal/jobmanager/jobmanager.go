@@ -404,7 +404,7 @@ func (j jobs) NewRunner(plan *hastorev1.ExecutionPlan, recovered bool, granted *
 			checkpoints, _ := jm.cfg.Store.(hastore.Checkpoints)
 			return jobmaster.New(jobmaster.Config{
 				JobID: plan.GetJobId(), Graph: plan.GetJobGraph(), Token: l.Token(), Valid: l.Valid, Leadership: l, Address: jm.clusterAddress(), Router: jm.router,
-				ResourceManager: jm.rmClient, SubmitTime: plan.GetSubmitTime().AsTime(),
+				ResourceManager: jm.rmClient, SubmitTime: plan.GetSubmitTime().AsTime(), RunID: plan.GetRunId(),
 				HeartbeatInterval: jm.cfg.HeartbeatInterval, HeartbeatTimeout: jm.cfg.HeartbeatTimeout,
 				TaskLease: jm.cfg.TaskLease, Adopt: adopt(),
 				SlotTimeout: jm.cfg.SlotTimeout, SlotYield: jm.cfg.SlotYield, Clock: jm.cfg.Clock, OnStatus: onStatus, Logger: jm.log,

@@ -2,6 +2,7 @@ package jobmaster
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strconv"
@@ -496,7 +497,7 @@ func (jm *JobMaster) storeCheckpoint(p *pendingCheckpoint) {
 	)
 	if p.savepoint != nil {
 		save = &hastorev1.Savepoint{
-			SavepointId: fmt.Sprintf("sp-%s-%d", jm.cfg.JobID, p.id), JobId: jm.cfg.JobID, CheckpointId: p.id,
+			SavepointId: savepointID(jm.cfg.JobID, jm.cfg.RunID, p.id), JobId: jm.cfg.JobID, CheckpointId: p.id,
 			TriggerTime: timestamppb.New(p.trigger), AckTime: timestamppb.New(now), States: states,
 		}
 		msg = save
@@ -664,4 +665,14 @@ func (jm *JobMaster) maxInlineState() int {
 		return jm.cfg.MaxInlineStateBytes
 	}
 	return DefaultMaxInlineStateBytes
+}
+
+// savepointID names a savepoint of a run of a job: the job id, the first
+// 16 hex digits of the SHA-256 of the run id, and the checkpoint id; at
+// most 105 bytes for a job id of 64. The run is in the name because
+// savepoints outlive their run, and a later run of the job id counts
+// checkpoint ids from 1 again (DispatcherService.TriggerSavepoint).
+func savepointID(jobID, runID string, checkpoint uint64) string {
+	sum := sha256.Sum256([]byte(runID))
+	return fmt.Sprintf("sp-%s-%x-%d", jobID, sum[:8], checkpoint)
 }

@@ -41,6 +41,10 @@ type Config struct {
 	ResourceManager clusterv1connect.ResourceManagerServiceClient
 	// SubmitTime is when the job was accepted.
 	SubmitTime time.Time
+	// RunID is the id of the run the JobMaster runs (the plan's run_id):
+	// savepoint ids name it, as savepoints outlive the run and a later
+	// run of the job id counts checkpoint ids from 1 again.
+	RunID string
 	// Router is the process's Router, which serves the job's calls and
 	// the TaskExecutors' heartbeats, and keeps the job's deadlines.
 	// Required.

@@ -2025,6 +2025,16 @@ export const DispatcherService: GenService<{
    * idempotent: a retry takes another savepoint (or, with `stop`, finds the
    * job CANCELLING: FAILED_PRECONDITION). Since 1.2.
    *
+   * The savepoint's id is the server's choice (at most 128 bytes), and MUST
+   * be new to the store: savepoints outlive their job, and a new run of the
+   * same job id (see run_id) counts its checkpoint ids from 1 again (the
+   * store forgets `last_checkpoint_id` with the plan), so an id made of the
+   * job id and the checkpoint id alone would name an earlier run's kept
+   * savepoint, and the store would refuse it (SAVEPOINT_EXISTS). The id
+   * MUST therefore name the run too (informative: the reference server's is
+   * `sp-<job_id>-<the first 16 hex digits of the SHA-256 of the
+   * run_id>-<checkpoint id>`, at most 105 bytes).
+   *
    * Errors: NOT_FOUND (JOB_NOT_FOUND); FAILED_PRECONDITION (JOB_TERMINAL)
    * for a job that is ending or ended; ABORTED (SAVEPOINT_FAILED) if the
    * savepoint could not be taken (the job runs on), also while no JobMaster
