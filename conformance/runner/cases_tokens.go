@@ -55,9 +55,15 @@ var tokenKinds = []tokenKind{
 type fencedCall struct {
 	name string
 	// rm: the call goes to the ResourceManager, which knows only older
-	// job tokens as stale; it is not asked to judge newer ones here,
-	// but by RegisterJobMaster (register).
+	// job tokens as stale; a newer one is judged by RegisterJobMaster
+	// (register), and answered newerCode and newerReason by the other
+	// calls (code 0: taken, with nothing done).
 	rm bool
+	// newerCode and newerReason: the answer of an rm call but
+	// RegisterJobMaster to a job token newer than the registered one
+	// (since 1.2, stated).
+	newerCode   connect.Code
+	newerReason string
 	// register: the call is RegisterJobMaster, which takes a newer job
 	// token only if it is the current grant of the job's election: a
 	// newer one never granted is stale too.
@@ -207,7 +213,7 @@ var fencedCalls = []fencedCall{
 			Reason: "sent with a token not the JobMaster's"})
 		return err
 	}},
-	{name: "declare-resource-requirements", rm: true, send: func(t *T, f *fencing, tk *jobplanev1.FencingToken) error {
+	{name: "declare-resource-requirements", rm: true, newerCode: connect.CodeFailedPrecondition, newerReason: "NOT_REGISTERED", send: func(t *T, f *fencing, tk *jobplanev1.FencingToken) error {
 		_, err := f.rm.DeclareResourceRequirements(t.ctx, &clusterv1.DeclareResourceRequirementsRequest{JobId: f.id, JobMasterToken: tk,
 			ResourceManagerToken: f.rmToken, Requirements: []*clusterv1.ResourceRequirement{{Slots: 6}}})
 		return err
@@ -253,13 +259,20 @@ func fencedCallRefused(t *T, call fencedCall) {
 	for _, kind := range tokenKinds {
 		code, why := kind.code, kind.reason
 		if call.rm && code != connect.CodeAborted && code != connect.CodeInvalidArgument {
-			if !call.register {
-				continue
-			}
-			// A newer job token is no grant of the job's election.
+			// A newer job token is no grant of the job's election
+			// (RegisterJobMaster); it names no registration (the others).
 			code, why = connect.CodeAborted, "STALE_FENCING_TOKEN"
+			if !call.register {
+				code, why = call.newerCode, call.newerReason
+			}
 		}
 		err := call.send(t, f, kind.token(f.current, f.revoked))
+		if code == 0 {
+			if err != nil {
+				t.Errorf("%s with %s answered %v; expected it taken with nothing done (a newer job token names no registration)", call.name, kind.name, err)
+			}
+			continue
+		}
 		if call.anyRefusal && code == connect.CodeInvalidArgument {
 			if err == nil {
 				t.Errorf("%s with %s was taken; expected it refused", call.name, kind.name)
