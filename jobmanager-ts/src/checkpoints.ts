@@ -8,7 +8,8 @@
 // latest checkpoint and numbers its own above the job's last id; subtasks
 // (re)deployed start from the latest completed checkpoint, or, on the job's
 // first run, from the savepoint it names.
-import { create } from "@bufbuild/protobuf";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { createHash } from "node:crypto";
 import { timestampNow, type Duration, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { performance } from "node:perf_hooks";
 import { CompletedCheckpointSchema, SavepointSchema, type CompletedCheckpoint } from "./gen/jobplane/hastore/v1/ha_store_service_pb.js";
@@ -36,6 +37,12 @@ function ms(d: Duration | undefined): number {
 /** What the Checkpointer needs of its JobMaster. */
 export interface CheckpointHost {
   jobId: string;
+  /** The run's id (ExecutionPlan.run_id), named by savepoint ids. */
+  runId: string;
+  /** The largest encoded checkpoint or savepoint (ServerLimits.max_checkpoint_bytes). */
+  maxCheckpointBytes: number;
+  /** tolerable_failures was passed: fail the running subtasks (restarted by the restart strategy). */
+  failRunning(message: string): void;
   fence: Fence;
   store: HAClient;
   /** Whether the JobMaster may act (leads, not ended). */
@@ -46,6 +53,30 @@ export interface CheckpointHost {
 }
 
 export class SavepointFailed extends Error {}
+
+/** ServerLimits.max_inline_state_bytes: a larger inline state in an acknowledgement fails the checkpoint (QUESTIONS.md 24). */
+export const MAX_INLINE_STATE_BYTES = 64 * 1024;
+
+/**
+ * A savepoint's id (TriggerSavepoint): it names the run, since a new run of
+ * the job id counts checkpoint ids from 1 again. `sp-<job_id>-<the first 16
+ * hex digits of the SHA-256 of the run_id>-<checkpoint id>`: at most 105
+ * bytes for a job id of 64 (QUESTIONS.md 25).
+ */
+export function savepointId(jobId: string, runId: string, checkpointId: bigint): string {
+  const run = createHash("sha256").update(runId, "utf8").digest("hex").slice(0, 16);
+  return `sp-${jobId}-${run}-${checkpointId}`;
+}
+
+/** Why a checkpoint's collection failed: `declined` and `timeout` count against tolerable_failures; `store` does not. */
+export class CheckpointFailed extends Error {
+  constructor(
+    message: string,
+    readonly kind: "declined" | "timeout" | "store",
+  ) {
+    super(message);
+  }
+}
 
 function stateBytes(states: SubtaskState[]): bigint {
   let n = 0n;
@@ -71,6 +102,8 @@ export class Checkpointer {
   private restoredFrom = "";
   private counts = create(CheckpointCountsSchema, {});
   private inProgress = 0n;
+  /** Checkpoints failed in a row (timed out or declined), for tolerable_failures. */
+  private failuresInARow = 0;
   /** One trigger at a time (periodic checkpoints and savepoints share the ids). */
   private busy: Promise<unknown> = Promise.resolve();
 
@@ -144,14 +177,20 @@ export class Checkpointer {
     return next;
   }
 
-  /** Asks every running attempt for its state under `id`; undefined when some declined or did not answer. */
-  private async collect(id: bigint, savepoint: boolean, timeoutMs: number): Promise<SubtaskState[] | undefined> {
+  /**
+   * Asks every running attempt for its state under `id`; throws
+   * CheckpointFailed when some declined, did not answer, or acknowledged
+   * with an inline state over ServerLimits.max_inline_state_bytes (the
+   * checkpoint is then discarded: nothing of it is stored).
+   */
+  private async collect(id: bigint, savepoint: boolean, timeoutMs: number): Promise<SubtaskState[]> {
     const running = this.host.runningAttempts();
-    if (!running || running.length === 0) return undefined;
+    if (!running || running.length === 0) throw new CheckpointFailed(`checkpoint ${id}: no running subtasks to ask`, "store");
     const byTe = new Map<string, ExecutionAttemptId[]>();
     for (const r of running) byTe.set(r.address, [...(byTe.get(r.address) ?? []), r.attempt]);
     const states: SubtaskState[] = [];
-    let ok = true;
+    let failure: CheckpointFailed | undefined;
+    const deadline = performance.now() + timeoutMs;
     await Promise.all(
       [...byTe].map(async ([address, attempts]) => {
         try {
@@ -160,16 +199,26 @@ export class Checkpointer {
             { timeoutMs },
           );
           for (const a of r.acks) {
-            if (a.declined) ok = false;
-            else if (a.state) states.push(a.state);
+            const who = a.attempt ? `${a.attempt.vertexId}[${a.attempt.subtaskIndex}]` : "a subtask";
+            if (a.declined) {
+              failure ??= new CheckpointFailed(`checkpoint ${id}: ${who} declined`, "declined");
+            } else if (a.state?.state.case === "inline" && a.state.state.value.length > MAX_INLINE_STATE_BYTES) {
+              failure ??= new CheckpointFailed(
+                `checkpoint ${id}: ${who} gave ${a.state.state.value.length} bytes of inline state, over the limit of ${MAX_INLINE_STATE_BYTES}`,
+                "declined",
+              );
+            } else if (a.state) {
+              states.push(a.state);
+            }
           }
         } catch (e) {
           this.host.log(`TriggerCheckpoint ${id} at ${address}: ${String(e)}`);
-          ok = false;
+          failure ??= new CheckpointFailed(`checkpoint ${id}: ${address} did not answer: ${String(e)}`, performance.now() >= deadline - 50 ? "timeout" : "declined");
         }
       }),
     );
-    return ok ? states : undefined;
+    if (failure) throw failure;
+    return states;
   }
 
   private timeoutMs(): number {
@@ -184,7 +233,6 @@ export class Checkpointer {
     this.counts = create(CheckpointCountsSchema, { ...this.counts, triggered: this.counts.triggered + 1n });
     try {
       const states = await this.collect(id, false, this.timeoutMs());
-      if (!states) throw new Error(`checkpoint ${id} declined or not answered`);
       const counts = create(CheckpointCountsSchema, { ...this.counts, completed: this.counts.completed + 1n });
       const cp = create(CompletedCheckpointSchema, {
         jobId: this.host.jobId,
@@ -195,19 +243,47 @@ export class Checkpointer {
         counts,
         restoredFrom: this.restoredFrom,
       });
+      this.checkSize(id, toBinary(CompletedCheckpointSchema, cp).length);
       if (!this.host.active()) return;
       // Completed only once durable: a failed write discards it.
-      await this.host.store.addCheckpoint({ fence: this.host.fence, checkpoint: cp, retain: this.config?.retained ?? 0 }, { timeoutMs: this.timeoutMs() });
+      try {
+        await this.host.store.addCheckpoint({ fence: this.host.fence, checkpoint: cp, retain: this.config?.retained ?? 0 }, { timeoutMs: this.timeoutMs() });
+      } catch (e) {
+        if (reasonOf(e).reason === "CHECKPOINT_ID_NOT_INCREASING") await this.resync();
+        throw new CheckpointFailed(`checkpoint ${id} was not stored: ${String(e)}`, "store");
+      }
       this.latest = cp;
       this.counts = counts;
+      this.failuresInARow = 0;
     } catch (e) {
       this.counts = create(CheckpointCountsSchema, { ...this.counts, failed: this.counts.failed + 1n });
-      const { reason } = reasonOf(e);
-      if (reason === "CHECKPOINT_ID_NOT_INCREASING") await this.resync();
+      if (e instanceof CheckpointFailed && e.kind !== "store") this.tolerate(e.message);
       throw e;
     } finally {
       if (this.inProgress === id) this.inProgress = 0n;
     }
+  }
+
+  /** ServerLimits.max_checkpoint_bytes: a larger checkpoint or savepoint fails. */
+  private checkSize(id: bigint, bytes: number): void {
+    if (bytes > this.host.maxCheckpointBytes) {
+      throw new CheckpointFailed(`checkpoint ${id} takes ${bytes} bytes encoded, over the limit of ${this.host.maxCheckpointBytes}`, "store");
+    }
+  }
+
+  /**
+   * CheckpointConfig.tolerable_failures: checkpoints that timed out or were
+   * declined, in a row; past the tolerated number the running subtasks are
+   * failed (the restart strategy restarts them from the latest checkpoint).
+   * Unset tolerates any number.
+   */
+  private tolerate(message: string): void {
+    this.failuresInARow++;
+    const tolerable = this.config?.tolerableFailures;
+    if (tolerable === undefined || this.failuresInARow <= tolerable) return;
+    const n = this.failuresInARow;
+    this.failuresInARow = 0;
+    this.host.failRunning(`${n} checkpoints in a row failed, over tolerable_failures ${tolerable}; the last: ${message}`);
   }
 
   /** After an id was refused: take the store's last id. */
@@ -226,17 +302,26 @@ export class Checkpointer {
       if (!this.host.active()) throw new SavepointFailed("the job's JobMaster does not run here");
       const id = ++this.lastId;
       const trigger = timestampNow();
-      const states = await this.collect(id, true, this.timeoutMs());
-      if (!states) throw new SavepointFailed(`savepoint ${id}: some subtask declined or did not answer`);
-      const savepointId = `sp-${this.host.jobId}-${id}`;
-      const sp = create(SavepointSchema, { savepointId, jobId: this.host.jobId, checkpointId: id, triggerTime: trigger, ackTime: timestampNow(), states });
+      let states: SubtaskState[];
+      try {
+        states = await this.collect(id, true, this.timeoutMs());
+      } catch (e) {
+        throw new SavepointFailed(`savepoint ${id}: ${e instanceof Error ? e.message : String(e)}`);
+      }
+      const spId = savepointId(this.host.jobId, this.host.runId, id);
+      const sp = create(SavepointSchema, { savepointId: spId, jobId: this.host.jobId, checkpointId: id, triggerTime: trigger, ackTime: timestampNow(), states });
+      try {
+        this.checkSize(id, toBinary(SavepointSchema, sp).length);
+      } catch (e) {
+        throw new SavepointFailed(`savepoint ${id}: ${e instanceof Error ? e.message : String(e)}`);
+      }
       try {
         await this.host.store.addSavepoint({ fence: this.host.fence, savepoint: sp }, { timeoutMs: this.timeoutMs() });
       } catch (e) {
         if (reasonOf(e).reason === "CHECKPOINT_ID_NOT_INCREASING") await this.resync();
         throw new SavepointFailed(`savepoint ${id} was not stored: ${String(e)}`);
       }
-      return { savepointId, info: info(id, sp.triggerTime, sp.ackTime, states) };
+      return { savepointId: spId, info: info(id, sp.triggerTime, sp.ackTime, states) };
     });
   }
 }

@@ -67,6 +67,7 @@ import type { Fence, FencingToken } from "./gen/jobplane/v1/leadership_pb.js";
 import type { FailureInfo } from "./gen/jobplane/v1/job_pb.js";
 import { SETTINGS } from "./settings.js";
 import { JobMaster, VALUE_LIMITS, type JobOutputs, type Placement, type Subtask } from "./jobmaster.js";
+import { MAX_INLINE_STATE_BYTES } from "./checkpoints.js";
 import { ExecutionState } from "./gen/jobplane/v1/execution_pb.js";
 import { teClient, TE_CALL_MS } from "./teclient.js";
 import type { JobMasters } from "./jobmasters.js";
@@ -76,13 +77,15 @@ import { bytesEqual, planDigest } from "./canonical.js";
 import { BadRequestSchema } from "./gen/google/rpc/error_details_pb.js";
 import {
   invalidArgument,
-  isOurs,
   jobNotFound,
   jpError,
   notLeader,
   reasonOf,
-  unimplemented,
   type Violation,
+  asHandlerError,
+  guardAll,
+  makeGuard,
+  type Guard,
 } from "./errors.js";
 import { ELECTION, type HAClient, type Leadership } from "./leadership.js";
 import {
@@ -151,26 +154,49 @@ interface Job {
   clientDeadline: number | undefined;
   /** Accepted by this grant and never run yet: its first JobMaster has nothing to adopt. */
   fresh: boolean;
+  /** Once it ended under this grant: its last JobMaster, kept for GetJob's final details until `until` (monotonic). */
+  final?: { master: JobMaster; until: number };
 }
 
 /** ServerTimings.watch_resume_window. */
 const WATCH_WINDOW = 64;
-/** ServerLimits.max_inline_state_bytes (QUESTIONS.md 24). */
-const MAX_INLINE_STATE_BYTES = 64 * 1024;
 /** ServerTimings.slot_yield. */
 const SLOT_YIELD_MS = 5000;
 /** ServerTimings.stream_heartbeat. */
 const STREAM_HEARTBEAT_MS = 10_000;
 
+/** How long, and within how many subtasks over all ended jobs, an ended job's final details are kept (JobDetails.vertices). */
+const FINAL_DETAILS_MS = 10 * 60_000;
+const FINAL_DETAILS_MAX_SUBTASKS = 1_000_000;
+
 /** What one grant of `jobmanager` knows; replaced on every grant. */
 class State {
   readonly jobs = new Map<string, Job>();
+  /** Ended jobs whose final details are kept, oldest first. */
+  private readonly finals: Job[] = [];
+  private finalSubtasks = 0;
   /** Plans whose put failed, kept so that a retry puts the very same message. */
   readonly pendingPlans = new Map<string, ExecutionPlan>();
   private readonly locks = new Map<string, Promise<unknown>>();
   active = true;
 
   constructor(readonly fence: Fence) {}
+
+  /** Keeps an ended job's last JobMaster for GetJob, in memory, within the time and subtask bounds. */
+  keepFinal(job: Job, master: JobMaster): void {
+    const now = performance.now();
+    job.final = { master, until: now + FINAL_DETAILS_MS };
+    this.finals.push(job);
+    this.finalSubtasks += master.subtasks.length;
+    while (this.finals.length > 0) {
+      const oldest = this.finals[0]!;
+      const f = oldest.final;
+      if (f && f.until > now && this.finalSubtasks <= FINAL_DETAILS_MAX_SUBTASKS) break;
+      this.finals.shift();
+      this.finalSubtasks -= f?.master.subtasks.length ?? 0;
+      if (f) oldest.final = undefined;
+    }
+  }
 
   /** Runs `fn` after every earlier call for the same job id (one submission or cancel at a time). */
   withLock<T>(jobId: string, fn: () => Promise<T>): Promise<T> {
@@ -183,6 +209,14 @@ class State {
     });
     return next;
   }
+}
+
+/** The JobMaster whose state GetJob shows: the running one, or an ended job's last one while its final details are kept. */
+function shownMaster(job: Job): JobMaster | undefined {
+  if (job.master && !job.result) return job.master;
+  const f = job.final;
+  if (f && f.until > performance.now()) return f.master;
+  return job.result ? undefined : job.master;
 }
 
 function wake(job: Job): void {
@@ -225,6 +259,24 @@ function decodeResume(s: string): ResumeToken | undefined {
   }
 }
 
+
+/** What this grant knows of a job beyond its plan or result, as it starts: nothing yet. */
+function newJobState() {
+  return {
+    answeredCreated: false,
+    waiters: new Set(),
+    changes: [],
+    seq: 0,
+    master: undefined,
+    restartCount: 0,
+    failure: undefined,
+    finishing: false,
+    clean: false,
+    clientDeadline: undefined,
+    fresh: false,
+  } satisfies Partial<Job>;
+}
+
 function jobFromPlan(plan: ExecutionPlan): Job {
   return {
     jobId: plan.jobId,
@@ -239,17 +291,7 @@ function jobFromPlan(plan: ExecutionPlan): Job {
     cancelRequested: false,
     cancellation: undefined,
     result: undefined,
-    answeredCreated: false,
-    waiters: new Set(),
-    changes: [],
-    seq: 0,
-    master: undefined,
-    restartCount: 0,
-    failure: undefined,
-    finishing: false,
-    clean: false,
-    clientDeadline: undefined,
-    fresh: false,
+    ...newJobState(),
   };
 }
 
@@ -267,17 +309,7 @@ function jobFromResult(r: JobResult): Job {
     cancelRequested: r.status === JobStatus.CANCELED,
     cancellation: r.cancellation,
     result: r,
-    answeredCreated: false,
-    waiters: new Set(),
-    changes: [],
-    seq: 0,
-    master: undefined,
-    restartCount: 0,
-    failure: undefined,
-    finishing: false,
-    clean: false,
-    clientDeadline: undefined,
-    fresh: false,
+    ...newJobState(),
   };
 }
 
@@ -291,7 +323,7 @@ function summaryOf(job: Job): JobSummary {
     endTime: job.result?.endTime,
     restartCount: job.result?.restartCount ?? job.restartCount,
     failure: job.result ? (job.status === JobStatus.FAILED ? job.result.failure : undefined) : job.failure,
-    taskCounts: job.master?.taskCounts() ?? [],
+    taskCounts: shownMaster(job)?.taskCounts() ?? [],
     submittedBy: job.submittedBy,
     runId: job.runId,
     cancellation: job.cancellation,
@@ -443,6 +475,7 @@ export class Dispatcher {
       store: this.store,
       taskLeaseMs: SETTINGS.taskLeaseMs,
       learnTe: (id, address) => this.masters.learn(id, address),
+      leaseGranted: (id) => this.masters.leaseGranted(id),
       leading: () => st.active && this.state === st && this.leadership().isLeader(),
       teAddress: (id) => this.masters.teAddress(id),
       log: this.log,
@@ -599,6 +632,8 @@ export class Dispatcher {
       }
     }
     if (!st.active) return;
+    // Its final details, as its last JobMaster left them (JobDetails.vertices).
+    if (job.master) st.keepFinal(job, job.master);
     job.result = result;
     job.cancellation = result.cancellation ?? job.cancellation;
     job.plan = undefined;
@@ -835,7 +870,7 @@ export class Dispatcher {
     }
     this.refuseUnknown(GetJobRequestSchema, req, v);
     const job = this.lookup(st, req.jobId, req.runId);
-    const jm = job.master;
+    const jm = shownMaster(job);
     const details = create(JobDetailsSchema, {
       summary: summaryOf(job),
       exceptionHistory: job.result?.exceptionHistory ?? [...(jm?.history ?? [])].reverse().slice(0, 16),
@@ -1376,55 +1411,33 @@ export class Dispatcher {
   }
 
   /** Wraps a handler so that every error leaving it carries our ErrorInfo. */
-  readonly guard = <A extends unknown[], R>(name: string, fn: (...a: A) => Promise<R>) =>
-    async (...a: A): Promise<R> => {
-      try {
-        return await fn(...a);
-      } catch (e) {
-        throw asHandlerError(e, name, this.log);
-      }
-    };
+  readonly guard: Guard = makeGuard((m) => this.log(m));
 
   /** The service as connect-node serves it; every method answers (UNIMPLEMENTED with an ErrorInfo where not built yet). */
   service(): ServiceImpl<typeof DispatcherService> {
-    const guard = this.guard;
-    const notYet = (name: string) => guard(name, async () => {
-      await this.leaderState();
-      throw unimplemented(name);
-    });
     return {
-      submitJob: guard("SubmitJob", (r: SubmitJobRequest) => this.submitJob(r)),
-      getJob: guard("GetJob", (r: GetJobRequest) => this.getJob(r)),
-      listJobs: guard("ListJobs", (r: ListJobsRequest) => this.listJobs(r)),
-      cancelJob: guard("CancelJob", (r: CancelJobRequest) => this.cancelJob(r)),
-      getJobResult: guard("GetJobResult", (r: GetJobResultRequest, ctx: HandlerContext) => this.getJobResult(r, ctx)),
-      getClusterOverview: guard("GetClusterOverview", () => this.getClusterOverview()),
-      purgeJob: guard("PurgeJob", (r: PurgeJobRequest) => this.purgeJob(r)),
+      ...guardAll(this.guard, "", {
+        submitJob: (r: SubmitJobRequest) => this.submitJob(r),
+        getJob: (r: GetJobRequest) => this.getJob(r),
+        listJobs: (r: ListJobsRequest) => this.listJobs(r),
+        cancelJob: (r: CancelJobRequest) => this.cancelJob(r),
+        getJobResult: (r: GetJobResultRequest, ctx: HandlerContext) => this.getJobResult(r, ctx),
+        getClusterOverview: () => this.getClusterOverview(),
+        purgeJob: (r: PurgeJobRequest) => this.purgeJob(r),
+        reportClientHeartbeat: (r: ReportClientHeartbeatRequest) => this.reportClientHeartbeat(r),
+        listTaskExecutors: (r: ListTaskExecutorsRequest) => this.listTaskExecutors(r),
+        getTaskOutput: (r: GetTaskOutputRequest) => this.getTaskOutput(r),
+        listCheckpoints: (r: ListCheckpointsRequest) => this.listCheckpoints(r),
+        triggerSavepoint: (r: TriggerSavepointRequest) => this.triggerSavepoint(r),
+        listSavepoints: (r: ListSavepointsRequest) => this.listSavepoints(r),
+        deleteSavepoint: (r: DeleteSavepointRequest) => this.deleteSavepoint(r),
+      }),
       // eslint-disable-next-line require-yield
       watchJob: (r: WatchJobRequest, ctx: HandlerContext) => this.watchJob(r, ctx),
-      reportClientHeartbeat: guard("ReportClientHeartbeat", (r: ReportClientHeartbeatRequest) => this.reportClientHeartbeat(r)),
-      listTaskExecutors: guard("ListTaskExecutors", (r: ListTaskExecutorsRequest) => this.listTaskExecutors(r)),
-      getTaskOutput: guard("GetTaskOutput", (r: GetTaskOutputRequest) => this.getTaskOutput(r)),
-      listCheckpoints: guard("ListCheckpoints", (r: ListCheckpointsRequest) => this.listCheckpoints(r)),
-      triggerSavepoint: guard("TriggerSavepoint", (r: TriggerSavepointRequest) => this.triggerSavepoint(r)),
-      listSavepoints: guard("ListSavepoints", (r: ListSavepointsRequest) => this.listSavepoints(r)),
-      deleteSavepoint: guard("DeleteSavepoint", (r: DeleteSavepointRequest) => this.deleteSavepoint(r)),
     };
   }
 }
 
-/** Any error leaving a handler carries our ErrorInfo; a bug becomes INTERNAL. */
-function asHandlerError(e: unknown, name: string, log: (m: string) => void): ConnectError {
-  if (isOurs(e)) return e;
-  if (e instanceof ConnectError) {
-    // A store call's error that escaped a handler: the store could not be
-    // used; what it did is unknown, as for a lost answer.
-    log(`${name}: HA store error: ${e.message}`);
-    return jpError(Code.Unavailable, "STORE_UNAVAILABLE", `HA store: ${e.message}`);
-  }
-  log(`${name}: internal error: ${String(e)}`);
-  return jpError(Code.Internal, "INTERNAL", `${name} failed: ${e instanceof Error ? e.message : String(e)}`);
-}
 
 /** A vertex's details from its JobMaster: the whole vertex's counts, and the page's subtasks. */
 function vertexDetails(jm: JobMaster, vertexId: string, page: Subtask[]) {

@@ -87,3 +87,42 @@ export function reasonOf(err: unknown): { code: Code; reason: string; metadata: 
   const info = ce.findDetails(ErrorInfoSchema)[0];
   return { code: ce.code, reason: info?.reason ?? "", metadata: info?.metadata ?? {} };
 }
+
+/** Any error leaving a handler carries our ErrorInfo; a bug becomes INTERNAL. */
+export function asHandlerError(e: unknown, name: string, log: (m: string) => void): ConnectError {
+  if (isOurs(e)) return e;
+  if (e instanceof ConnectError) {
+    // A store call's error that escaped a handler: the store could not be
+    // used; what it did is unknown, as for a lost answer.
+    log(`${name}: HA store error: ${e.message}`);
+    return jpError(Code.Unavailable, "STORE_UNAVAILABLE", `HA store: ${e.message}`);
+  }
+  log(`${name}: internal error: ${String(e)}`);
+  return jpError(Code.Internal, "INTERNAL", `${name} failed: ${e instanceof Error ? e.message : String(e)}`);
+}
+
+/** Wraps a handler so that whatever it throws leaves as asHandlerError makes it. */
+export type Guard = <A extends unknown[], R>(name: string, fn: (...a: A) => Promise<R>) => (...a: A) => Promise<R>;
+
+export function makeGuard(log: (m: string) => void): Guard {
+  return <A extends unknown[], R>(name: string, fn: (...a: A) => Promise<R>) =>
+    async (...a: A): Promise<R> => {
+      try {
+        return await fn(...a);
+      } catch (e) {
+        throw asHandlerError(e, name, log);
+      }
+    };
+}
+
+/**
+ * A service's unary methods, each guarded under its name: `prefix` and the
+ * method's name with its first letter capitalized (`RM.` + `heartbeat` is
+ * `RM.Heartbeat`), as the logs name them.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export function guardAll<T extends Record<string, (...a: any[]) => Promise<unknown>>>(guard: Guard, prefix: string, methods: T): T {
+  const out: Record<string, unknown> = {};
+  for (const [k, fn] of Object.entries(methods)) out[k] = guard(prefix + k[0]!.toUpperCase() + k.slice(1), fn);
+  return out as T;
+}

@@ -20,6 +20,7 @@ import { reasonOf } from "./errors.js";
 import type { ResourceManager } from "./resourcemanager.js";
 import type { HAClient } from "./leadership.js";
 import { Checkpointer } from "./checkpoints.js";
+import { LIMITS } from "./validate.js";
 import { teClient, TE_CALL_MS } from "./teclient.js";
 
 export const TERMINAL_EXEC = new Set([ExecutionState.FINISHED, ExecutionState.CANCELED, ExecutionState.FAILED]);
@@ -96,6 +97,8 @@ export interface JobMasterEnv {
   store: HAClient;
   /** The task lease this process grants (ServerTimings.task_lease); 0 for none. */
   taskLeaseMs: number;
+  /** A task lease was granted to the TaskExecutor now (SubmitTask's), for the membership's removals. */
+  leaseGranted(teId: string): void;
   /** A TaskExecutor's address learnt from the ResourceManager, for calls and heartbeat monitoring. */
   learnTe(teId: string, address: string): void;
   /** Whether this process's leadership certainly holds now (FencingToken rule 1). */
@@ -149,6 +152,9 @@ export class JobMaster {
     this.checkpoints = new Checkpointer(
       {
         jobId: this.jobId,
+        runId: plan.runId,
+        maxCheckpointBytes: LIMITS.maxGraphBytes,
+        failRunning: (m) => this.failRunning(m),
         fence: { $typeName: "jobplane.v1.Fence", election: `job/${this.jobId}`, token },
         store: env.store,
         active: () => this.active() && !this.ending && !this.canceling,
@@ -270,7 +276,13 @@ export class JobMaster {
     void this.checkpoints.run();
   }
 
-  /** Calls AdoptAttempts on every registered TaskExecutor, each once, until the predecessor's leases ended. */
+  /**
+   * Calls AdoptAttempts on every registered TaskExecutor, each once, until
+   * the predecessor's leases ended, or until every member of the
+   * TaskExecutor membership answered (HAStoreService "TaskExecutor
+   * membership"): no other TaskExecutor can hold an attempt of the job, so
+   * what none listed is deployed at once.
+   */
   private async adoptLoop(): Promise<void> {
     const asked = new Set<string>();
     while (this.active() && performance.now() < this.deployAfter) {
@@ -289,7 +301,14 @@ export class JobMaster {
           this.log(`AdoptAttempts at ${te.id}: ${String(e)}`);
         }
       }
-      await sleep(200);
+      const members = this.env.rm.members();
+      if (members && this.active() && [...members].every((id) => asked.has(id))) {
+        this.log(`every member of the TaskExecutor membership (${members.size}) answered AdoptAttempts: deploying what none holds`);
+        this.deployAfter = 0;
+        this.schedule();
+        return;
+      }
+      await sleep(100);
     }
   }
 
@@ -300,13 +319,25 @@ export class JobMaster {
     for (const id of allocationIds) {
       if (!this.slots.has(id)) this.slots.set(id, { allocationId: id, teId, slotIndex: -1, subtask: undefined });
     }
+    const failedHeld: { st: Subtask; message: string }[] = [];
     for (const h of attempts) {
       const a = h.status?.attempt;
       const st = a && this.subtasks.find((s) => s.vertex.id === a.vertexId && s.index === a.subtaskIndex);
       if (!st || !h.status || (st.state !== ExecutionState.CREATED && st.attempt >= a.attemptNumber)) continue;
       const state = h.status.state;
+      if (state === ExecutionState.FAILED && st.state === ExecutionState.CREATED) {
+        // Ended FAILED while no JobMaster took its state: a task failure
+        // (RestartStrategy), counted once the adoption is taken (QUESTIONS 38).
+        st.attempt = a.attemptNumber;
+        st.teId = teId;
+        st.allocationId = h.allocationId;
+        failedHeld.push({ st, message: h.status.failureMessage || "the task failed" });
+        continue;
+      }
       if (state === ExecutionState.FAILED || state === ExecutionState.CANCELED) {
-        // Ended without its state taken: it is deployed again, as a new attempt.
+        // Ended without its state taken: it is deployed again, as a new
+        // attempt. A CANCELED one may have been asked for by the
+        // predecessor: not counted (QUESTIONS 38).
         st.attempt = Math.max(st.attempt, a.attemptNumber + 1);
         continue;
       }
@@ -322,6 +353,9 @@ export class JobMaster {
       if (slot) slot.subtask = st;
     }
     this.log(`adopted from ${teId}: ${attempts.length} attempts, ${allocationIds.length} allocations`);
+    for (const f of failedHeld) {
+      if (f.st.state === ExecutionState.CREATED) this.failed(f.st, teId, f.message);
+    }
     this.progress();
   }
 
@@ -480,6 +514,10 @@ export class JobMaster {
       if (st.placements.length > PLACEMENTS_PER_SUBTASK) st.placements.shift();
     }
     const restore = this.checkpoints.restoreFor(st.vertex.id, st.index);
+    // The lease SubmitTask grants counts from its arrival: noted when answered (or failed).
+    const noteLease = () => {
+      if (this.env.taskLeaseMs > 0) this.env.leaseGranted(slot.teId);
+    };
     try {
       await teClient(address).submitTask(
         {
@@ -498,7 +536,9 @@ export class JobMaster {
         },
         { timeoutMs: TE_CALL_MS },
       );
+      noteLease();
     } catch (e) {
+      noteLease();
       if (st.attempt !== attempt || st.state !== ExecutionState.DEPLOYING) return;
       const { reason } = reasonOf(e);
       this.log(`SubmitTask ${st.vertex.id}[${st.index}]#${attempt} on ${slot.teId}: ${reason || String(e)}`);
@@ -577,10 +617,10 @@ export class JobMaster {
           this.setState(st, ExecutionState.CANCELED);
           this.progress();
         } else {
-          // Not asked for: the TaskExecutor stopped it (it stopped hearing
-          // from us in time, say). No fault of the task: the strategy does
-          // not count it.
-          this.failed(st, teId, "the attempt was canceled on its TaskExecutor", false);
+          // Not asked for: the TaskExecutor stopped it (it shut down, or
+          // stopped hearing from us). A task failure (RestartStrategy):
+          // counted by the strategy and kept in the exception history.
+          this.failed(st, teId, "the attempt was canceled by its TaskExecutor without its JobMaster asking", ExecutionState.CANCELED);
         }
         return;
       default:
@@ -645,9 +685,13 @@ export class JobMaster {
 
   // ---- failures and restarts -----------------------------------------------------
 
-  /** An attempt failed; `counted` false for a loss the task did not cause, which restarts regardless of the strategy. */
-  private failed(st: Subtask, teId: string, message: string, counted = true): void {
-    this.setState(st, ExecutionState.FAILED);
+  /**
+   * A task failure (RestartStrategy): an attempt that ended FAILED, or
+   * CANCELED without this JobMaster asking (`ended` then CANCELED, the state
+   * its TaskExecutor reported). Counted by the strategy, kept in the history.
+   */
+  private failed(st: Subtask, teId: string, message: string, ended: ExecutionState = ExecutionState.FAILED): void {
+    this.setState(st, ended);
     const failure = create(FailureInfoSchema, {
       message,
       time: timestampNow(),
@@ -657,17 +701,37 @@ export class JobMaster {
     st.failure = failure;
     if (this.canceling || this.ending) return this.progress();
     if (this.restarting.has(st.region)) return this.progress();
+    this.restartRegions(new Set([st.region]), failure);
+  }
+
+  /**
+   * CheckpointConfig.tolerable_failures was passed: the running subtasks
+   * fail, as one task failure counted by the restart strategy; their
+   * regions restart from the latest completed checkpoint.
+   */
+  private failRunning(message: string): void {
+    if (!this.active() || this.canceling || this.ending) return;
+    const regions = new Set(
+      this.subtasks.filter((s) => s.state === ExecutionState.RUNNING && !this.restarting.has(s.region)).map((s) => s.region),
+    );
+    if (regions.size === 0) return;
+    this.restartRegions(regions, create(FailureInfoSchema, { message, time: timestampNow() }));
+  }
+
+  /** One task failure: kept in the history, counted by the strategy, which restarts `failed` (and what they feed) or fails the job. */
+  private restartRegions(failed: Set<number>, failure: FailureInfo): void {
+    const message = failure.message;
     this.history.push(failure);
     this.lastFailure = failure;
-    const delay = counted ? this.restartDelay() : 0;
+    const delay = this.restartDelay();
     if (delay === undefined) {
       this.log(`failing: ${message}`);
       void this.finish(JobStatus.FAILED, failure);
       return;
     }
     this.restarts++;
-    // The failed region and every region downstream of it restart.
-    const set = new Set([st.region]);
+    // The failed regions and every region downstream of them restart.
+    const set = new Set(failed);
     for (let grew = true; grew; ) {
       grew = false;
       this.regions.forEach((reg, r) => {

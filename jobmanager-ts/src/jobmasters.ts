@@ -23,7 +23,7 @@ import {
 import { ItemErrorSchema, type ItemError } from "./gen/jobplane/v1/error_pb.js";
 import type { TaskExecutionStatus } from "./gen/jobplane/v1/execution_pb.js";
 import type { FencingToken } from "./gen/jobplane/v1/leadership_pb.js";
-import { invalidArgument, jpError, reasonOf, type Violation } from "./errors.js";
+import { guardAll, invalidArgument, jpError, reasonOf, type Guard, type Violation } from "./errors.js";
 import { judge, notLeaderOf, notRegistered, reasonEnum, requireCurrent } from "./fencing.js";
 import type { JobMaster } from "./jobmaster.js";
 
@@ -35,6 +35,8 @@ export class JobMasters {
   /** When each TaskExecutor was last heard (any call from it), monotonic. */
   private readonly lastHeard = new Map<string, number>();
   private readonly addresses = new Map<string, string>();
+  /** When a task lease was last granted to each TaskExecutor (monotonic), for the membership's removals. */
+  private readonly leases = new Map<string, number>();
   private lastTick = performance.now();
 
   constructor(
@@ -63,6 +65,16 @@ export class JobMasters {
 
   get(jobId: string): JobMaster | undefined {
     return this.masters.get(jobId);
+  }
+
+  /** A task lease was granted to the TaskExecutor now (a heartbeat answer, a registration, a deployment). */
+  leaseGranted(teId: string): void {
+    if (this.taskLeaseMs() > 0) this.leases.set(teId, performance.now());
+  }
+
+  /** When a task lease was last granted to the TaskExecutor, if one was. */
+  leaseGrantedAt(teId: string): number | undefined {
+    return this.leases.get(teId);
   }
 
   teAddress(teId: string): string | undefined {
@@ -116,8 +128,9 @@ export class JobMasters {
     if (v.length > 0) throw invalidArgument(v);
   }
 
-  private timeouts() {
+  private timeouts(teId: string) {
     const lease = this.taskLeaseMs();
+    this.leaseGranted(teId);
     return {
       heartbeatInterval: durationFromMs(this.intervalMs()),
       heartbeatTimeout: durationFromMs(this.timeoutMs()),
@@ -130,7 +143,7 @@ export class JobMasters {
     const jm = this.master(req.jobId, req.jobMasterToken);
     this.heard(req.taskExecutorId, req.address);
     jm.registered.add(req.taskExecutorId);
-    return this.timeouts();
+    return this.timeouts(req.taskExecutorId);
   }
 
   async offerSlots(req: OfferSlotsRequest) {
@@ -141,7 +154,7 @@ export class JobMasters {
     }
     this.heard(req.taskExecutorId, req.address || undefined);
     const accepted = jm.offer(req.taskExecutorId, req.offers);
-    return { accepted, ...this.timeouts() };
+    return { accepted, ...this.timeouts(req.taskExecutorId) };
   }
 
   /** One state change, as UpdateTaskExecutionState takes it; EXECUTION_NOT_FOUND for an attempt the JobMaster does not know. */
@@ -254,6 +267,7 @@ export class JobMasters {
     }
     const lease = this.leaseRemainingMs();
     const taskLease = this.taskLeaseMs();
+    this.leaseGranted(req.taskExecutorId);
     return {
       fullRequested: !known && !req.full,
       jobs,
@@ -269,18 +283,19 @@ export class JobMasters {
     return {};
   }
 
-  service(guard: <A extends unknown[], R>(name: string, fn: (...a: A) => Promise<R>) => (...a: A) => Promise<R>): ServiceImpl<typeof JobMasterService> {
-    return {
-      registerTaskExecutor: guard("JM.RegisterTaskExecutor", (r: JobMasterServiceRegisterTaskExecutorRequest) => this.registerTaskExecutor(r)),
-      offerSlots: guard("JM.OfferSlots", (r: OfferSlotsRequest) => this.offerSlots(r)),
-      updateTaskExecutionState: guard("JM.UpdateTaskExecutionState", (r: UpdateTaskExecutionStateRequest) => this.updateTaskExecutionState(r)),
-      updateTaskExecutionStates: guard("JM.UpdateTaskExecutionStates", (r: UpdateTaskExecutionStatesRequest) => this.updateTaskExecutionStates(r)),
-      updateTaskExecutionStatesOfJobs: guard("JM.UpdateTaskExecutionStatesOfJobs", (r: UpdateTaskExecutionStatesOfJobsRequest) => this.updateTaskExecutionStatesOfJobs(r)),
-      heartbeatFromTaskExecutor: guard("JM.HeartbeatFromTaskExecutor", (r: HeartbeatFromTaskExecutorRequest) => this.heartbeatFromTaskExecutor(r)),
-      heartbeat: guard("JM.Heartbeat", (r: JobMasterServiceHeartbeatRequest) => this.heartbeat(r)),
-      disconnectTaskExecutor: guard("JM.DisconnectTaskExecutor", (r: DisconnectTaskExecutorRequest) => this.disconnectTaskExecutor(r)),
-    };
+  service(guard: Guard): ServiceImpl<typeof JobMasterService> {
+    return guardAll(guard, "JM.", {
+      registerTaskExecutor: (r: JobMasterServiceRegisterTaskExecutorRequest) => this.registerTaskExecutor(r),
+      offerSlots: (r: OfferSlotsRequest) => this.offerSlots(r),
+      updateTaskExecutionState: (r: UpdateTaskExecutionStateRequest) => this.updateTaskExecutionState(r),
+      updateTaskExecutionStates: (r: UpdateTaskExecutionStatesRequest) => this.updateTaskExecutionStates(r),
+      updateTaskExecutionStatesOfJobs: (r: UpdateTaskExecutionStatesOfJobsRequest) => this.updateTaskExecutionStatesOfJobs(r),
+      heartbeatFromTaskExecutor: (r: HeartbeatFromTaskExecutorRequest) => this.heartbeatFromTaskExecutor(r),
+      heartbeat: (r: JobMasterServiceHeartbeatRequest) => this.heartbeat(r),
+      disconnectTaskExecutor: (r: DisconnectTaskExecutorRequest) => this.disconnectTaskExecutor(r),
+    });
   }
+
 }
 
 /** The ItemError a one-item call's error becomes in a batch answer. */

@@ -20,9 +20,6 @@ import {
   universalRequestFromNodeRequest,
   universalResponseToNodeResponse,
 } from "@connectrpc/connect-node";
-import type { JsonValue } from "@bufbuild/protobuf";
-import { invalidArgument } from "./errors.js";
-import { unknownJsonViolations } from "./jsonunknown.js";
 import { DispatcherService } from "./gen/jobplane/v1/dispatcher_service_pb.js";
 import { Dispatcher } from "./dispatcher.js";
 import { parseDurationMs, SETTINGS } from "./settings.js";
@@ -32,7 +29,8 @@ import { JobMasters } from "./jobmasters.js";
 import { heartbeatIntervalMs, heartbeatTimeoutMs, ResourceManager } from "./resourcemanager.js";
 import { ASKED_TTL_MS, Leadership, storeClient } from "./leadership.js";
 import { LIMITS } from "./validate.js";
-import { answerError, refuseTooLarge, tooLarge } from "./toolarge.js";
+import { refuseTooLarge } from "./toolarge.js";
+import { precheck } from "./prebody.js";
 
 function usage(msg?: string): never {
   if (msg) console.error(msg);
@@ -102,13 +100,15 @@ async function main(): Promise<void> {
   // The two refer to each other: the Dispatcher serves under the
   // Leadership's grant; the Leadership runs the Dispatcher's recovery.
   let leadership: Leadership | undefined;
-  const rm = new ResourceManager(store, () => leadership!, log);
+  let mastersRef: JobMasters | undefined;
+  const rm = new ResourceManager(store, () => leadership!, log, SETTINGS.taskLeaseMs, (id) => mastersRef?.leaseGrantedAt(id));
   const masters = new JobMasters(
     () => heartbeatTimeoutMs(leadership!.sessionTtlMs),
     () => heartbeatIntervalMs(leadership!.sessionTtlMs),
     () => leadership!.leaseRemainingMs(),
     () => (leadership!.isLeader() ? SETTINGS.taskLeaseMs : 0),
   );
+  mastersRef = masters;
   const dispatcher = new Dispatcher(store, () => leadership!, rm, masters, log);
 
   // connect-node's connectNodeAdapter, spelled out so that a Connect unary
@@ -135,40 +135,22 @@ async function main(): Promise<void> {
       return;
     }
     if (refuseTooLarge(req, res, LIMITS.maxRequestBytes)) return;
-    let parsed: JsonValue | undefined;
-    const ct = String(req.headers["content-type"] ?? "");
-    const plainBody = !req.headers["content-encoding"] || req.headers["content-encoding"] === "identity";
-    const isDispatcher = uHandler.service.typeName === DispatcherService.typeName;
-    if (isDispatcher && req.method === "POST" && /^application\/json(;|$)/.test(ct) && plainBody && uHandler.method.methodKind === "unary") {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      for await (const c of req as AsyncIterable<Buffer>) {
-        size += c.length;
-        if (size > LIMITS.maxRequestBytes) {
-          answerError(req, res, tooLarge(LIMITS.maxRequestBytes, `request is over the limit of ${LIMITS.maxRequestBytes} bytes`));
-          return;
-        }
-        chunks.push(c);
-      }
-      try {
-        parsed = JSON.parse(Buffer.concat(chunks).toString("utf8")) as JsonValue;
-      } catch (e) {
-        answerError(req, res, invalidArgument([{ field: "", description: `cannot decode the body: ${String(e)}` }]));
-        return;
-      }
-      // NOT_LEADER comes first, as in the handlers (QUESTIONS.md 18).
-      const nl = await dispatcher.notLeaderError();
-      if (nl) {
-        answerError(req, res, nl);
-        return;
-      }
-      const v = unknownJsonViolations(uHandler.method.input, parsed);
-      if (v.length > 0) {
-        answerError(req, res, invalidArgument(v));
-        return;
-      }
+    // The body read, bounded, unframed, decompressed and decoded here first,
+    // so that every refusal carries the contract's ErrorInfo (src/prebody.ts).
+    const pre = await precheck(req, res, {
+      input: uHandler.method.input,
+      limit: LIMITS.maxRequestBytes,
+      dispatcher: uHandler.service.typeName === DispatcherService.typeName,
+      notLeader: () => dispatcher.notLeaderError(),
+    });
+    if (pre.answered) return;
+    const uReq = universalRequestFromNodeRequest(req, res as http.ServerResponse, pre.parsedJson, undefined);
+    if (pre.bytes) {
+      const bytes = pre.bytes;
+      uReq.body = (async function* () {
+        yield bytes;
+      })();
     }
-    const uReq = universalRequestFromNodeRequest(req, res as http.ServerResponse, parsed, undefined);
     try {
       await universalResponseToNodeResponse(await uHandler(uReq), res);
     } catch (reason) {

@@ -16,7 +16,7 @@ import { performance } from "node:perf_hooks";
 import { ResourceManagerService, DeclareResourceRequirementsRequestSchema, DisconnectJobMasterRequestSchema, RegisterJobMasterRequestSchema, type DeclareResourceRequirementsRequest, type DisconnectJobMasterRequest, type RegisterJobMasterRequest, type ResourceManagerServiceHeartbeatRequest, type ResourceManagerServiceRegisterTaskExecutorRequest } from "./gen/jobplane/cluster/v1/resource_manager_service_pb.js";
 import type { ResourceProfile, SlotReport } from "./gen/jobplane/cluster/v1/slot_pb.js";
 import { LeaderInfoSchema, type FencingToken, type LeaderInfo } from "./gen/jobplane/v1/leadership_pb.js";
-import { invalidArgument, jpError, notLeader, reasonOf } from "./errors.js";
+import { guardAll, invalidArgument, jpError, notLeader, reasonOf, type Guard } from "./errors.js";
 import { judge, malformedError, notLeaderOf, notRegistered, sameToken, staleError } from "./fencing.js";
 import { ASKED_TTL_MS, ELECTION, type HAClient, type Leadership } from "./leadership.js";
 import { teClient, TE_CALL_MS } from "./teclient.js";
@@ -67,6 +67,22 @@ interface JobRegistration {
   order: number;
 }
 
+/**
+ * The TaskExecutor membership as this ResourceManager's grant knows it
+ * (HAStoreService "TaskExecutor membership"): read from the store as the
+ * grant begins, then kept by its own AddTaskExecutor and RemoveTaskExecutor.
+ */
+interface Membership {
+  /** The members; undefined until the store was read (or for good, when the store keeps no membership). */
+  ids: Set<string> | undefined;
+  /** Members not registered here, since when (monotonic): removed once every lease they could hold has ended. */
+  gone: Map<string, number>;
+  /** The store answered a membership call UNIMPLEMENTED: no membership for this grant. */
+  unsupported: boolean;
+  /** When this grant began (monotonic): a predecessor's leases ended by then plus the task lease. */
+  since: number;
+}
+
 /** A pending RequestSlot counts until a report at least as new as its answer shows otherwise (or, unversioned, 2 s). */
 const UNVERSIONED_GRACE_MS = 2000;
 
@@ -80,21 +96,30 @@ export class ResourceManager {
   private order = 0;
   private reconciling = false;
   private again = false;
+  private membership: Membership = { ids: undefined, gone: new Map(), unsupported: true, since: 0 };
+  /** A removal in flight per member. */
+  private removing = new Set<string>();
 
   constructor(
     private readonly store: HAClient,
     private readonly leadership: () => Leadership,
     private readonly log: (msg: string) => void,
+    /** The task lease this process grants (ServerTimings.task_lease); 0 for none. */
+    private readonly taskLeaseMs: number,
+    /** When this process's JobMasters last granted a TaskExecutor a task lease (monotonic), if they did. */
+    private readonly leaseGrantedAt: (teId: string) => number | undefined,
   ) {
     setInterval(() => this.tick(), 100).unref();
   }
 
-  /** A new grant of `jobmanager`: everything starts empty. */
+  /** A new grant of `jobmanager`: everything starts empty; the membership is read from the store. */
   lead(token: FencingToken): void {
     this.token = token;
     this.tes.clear();
     this.jobs.clear();
     this.newestJobToken.clear();
+    this.membership = { ids: undefined, gone: new Map(), unsupported: false, since: performance.now() };
+    void this.readMembership(token, this.membership);
   }
 
   lost(): void {
@@ -102,6 +127,117 @@ export class ResourceManager {
     this.tes.clear();
     this.jobs.clear();
     this.newestJobToken.clear();
+    this.membership = { ids: undefined, gone: new Map(), unsupported: true, since: 0 };
+  }
+
+  // ---- the TaskExecutor membership --------------------------------------------
+
+  /** Reads every member (ListTaskExecutors), retried until it succeeds, the store proves to keep none, or the grant ends. */
+  private async readMembership(token: FencingToken, m: Membership): Promise<void> {
+    while (this.token === token && this.membership === m) {
+      try {
+        const ids = new Set<string>();
+        let pageToken = "";
+        do {
+          const r = await this.store.listTaskExecutors({ pageToken }, { timeoutMs: 3000 });
+          for (const id of r.taskExecutorIds) ids.add(id);
+          pageToken = r.nextPageToken;
+        } while (pageToken);
+        if (this.token !== token || this.membership !== m) return;
+        // Added here while the read was on its way: members too.
+        for (const id of m.gone.keys()) ids.add(id);
+        for (const id of this.tes.keys()) ids.add(id);
+        for (const id of ids) if (!this.tes.has(id) && !m.gone.has(id)) m.gone.set(id, m.since);
+        m.ids = ids;
+        this.log(`TaskExecutor membership: ${ids.size} members`);
+        return;
+      } catch (e) {
+        if (reasonOf(e).code === Code.Unimplemented) {
+          m.unsupported = true;
+          this.log("the HA store keeps no TaskExecutor membership: takeovers wait out the task lease");
+          return;
+        }
+        this.log(`ListTaskExecutors: ${String(e)}`);
+        await new Promise((r) => setTimeout(r, 300));
+      }
+    }
+  }
+
+  /**
+   * The members, for a JobMaster that takes a job over: undefined while
+   * unknown (not read yet, or the store keeps none), when it must wait out
+   * the task lease.
+   */
+  members(): Set<string> | undefined {
+    return this.leading() && !this.membership.unsupported ? this.membership.ids : undefined;
+  }
+
+  /** Records a TaskExecutor as a member before its registration is answered (AddTaskExecutor, fenced by our grant). */
+  private async addMember(cur: FencingToken, teId: string): Promise<void> {
+    const m = this.membership;
+    m.gone.delete(teId);
+    if (m.ids?.has(teId) && !this.removing.has(teId)) return; // a member already
+    if (m.unsupported || this.removing.has(teId)) {
+      // A removal in flight: the add below must land after it.
+      while (this.removing.has(teId)) await new Promise((r) => setTimeout(r, 20));
+      if (m.unsupported) return;
+    }
+    try {
+      await this.store.addTaskExecutor({ fence: { election: ELECTION, token: cur }, taskExecutorId: teId }, { timeoutMs: 3000 });
+    } catch (e) {
+      const { code, reason } = reasonOf(e);
+      if (code === Code.Unimplemented) {
+        m.unsupported = true;
+        this.log("the HA store keeps no TaskExecutor membership: takeovers wait out the task lease");
+        return;
+      }
+      if (reason === "STALE_FENCING_TOKEN") {
+        this.leadership().staleWrite(cur);
+        throw await this.notLeaderError();
+      }
+      throw jpError(Code.Unavailable, "STORE_UNAVAILABLE", `the TaskExecutor could not be recorded in the HA store: ${String(e)}`, {
+        task_executor_id: teId,
+      });
+    }
+    m.ids?.add(teId);
+  }
+
+  /**
+   * Removes members gone (not registered here) once every task lease they
+   * could hold has ended: the predecessor's (by this grant's start plus the
+   * lease) and our JobMasters' (by their last grant plus the lease), with a
+   * heartbeat interval to spare.
+   */
+  private removeGone(cur: FencingToken, now: number): void {
+    const m = this.membership;
+    if (m.unsupported || m.ids === undefined) return;
+    const lease = Math.max(this.taskLeaseMs, heartbeatTimeoutMs(this.ttl)) + heartbeatIntervalMs(this.ttl);
+    for (const [id, since] of m.gone) {
+      if (this.tes.has(id)) {
+        m.gone.delete(id);
+        continue;
+      }
+      const last = Math.max(since, m.since, this.leaseGrantedAt(id) ?? 0);
+      if (now < last + lease || this.removing.has(id)) continue;
+      this.removing.add(id);
+      void this.store
+        .removeTaskExecutor({ fence: { election: ELECTION, token: cur }, taskExecutorId: id }, { timeoutMs: 3000 })
+        .then(
+          () => {
+            if (this.membership !== m || this.tes.has(id)) return;
+            m.gone.delete(id);
+            m.ids?.delete(id);
+            this.log(`TaskExecutor ${id} removed from the membership`);
+          },
+          (e) => {
+            const { code, reason } = reasonOf(e);
+            if (code === Code.Unimplemented) m.unsupported = true;
+            else if (reason === "STALE_FENCING_TOKEN") this.leadership().staleWrite(cur);
+            else this.log(`RemoveTaskExecutor ${id}: ${String(e)}`);
+          },
+        )
+        .finally(() => this.removing.delete(id));
+    }
   }
 
   private leading(): FencingToken | undefined {
@@ -116,8 +252,13 @@ export class ResourceManager {
     return this.leadership().sessionTtlMs;
   }
 
-  /** Judges a ResourceManager token a TaskExecutor sent (service comment: STALE for another, NOT_LEADER when newer). */
-  private async checkTeToken(t: FencingToken | undefined): Promise<void> {
+  /**
+   * Judges a ResourceManager token a caller sent: ours passes, a malformed
+   * one is INVALID_ARGUMENT, a newer one NOT_LEADER, and another (older)
+   * one gets `stale`: STALE_FENCING_TOKEN for a TaskExecutor (service
+   * comment), NOT_REGISTERED for a JobMaster ("Fencing in both directions").
+   */
+  private async checkRmToken(t: FencingToken | undefined, stale: (cur: FencingToken) => Error): Promise<void> {
     const cur = this.leading();
     if (!cur) throw await this.notLeaderError();
     switch (judge(t, cur)) {
@@ -126,30 +267,24 @@ export class ResourceManager {
       case "malformed":
         throw malformedError("resource_manager_token");
       case "stale":
-        throw staleError(ELECTION, cur);
+        throw stale(cur);
       case "newer":
         throw await this.notLeaderError();
     }
   }
 
+  /** A TaskExecutor's ResourceManager token: another one is STALE_FENCING_TOKEN. */
+  private checkTeToken(t: FencingToken | undefined): Promise<void> {
+    return this.checkRmToken(t, (cur) => staleError(ELECTION, cur));
+  }
+
   /**
-   * Judges the ResourceManager token a JobMaster's call carries ("Fencing in
-   * both directions"): another one than ours is NOT_REGISTERED, a newer one
-   * NOT_LEADER. Checked before the JobMaster's token ("Order of the checks").
+   * The ResourceManager token a JobMaster's call carries: another one than
+   * ours is NOT_REGISTERED. Checked before the JobMaster's token ("Order of
+   * the checks").
    */
-  private async checkJmCallRmToken(t: FencingToken | undefined): Promise<void> {
-    const cur = this.leading();
-    if (!cur) throw await this.notLeaderError();
-    switch (judge(t, cur)) {
-      case "current":
-        return;
-      case "malformed":
-        throw malformedError("resource_manager_token");
-      case "stale":
-        throw notRegistered("the call carries another ResourceManager token than the current one: register again");
-      case "newer":
-        throw await this.notLeaderError();
-    }
+  private checkJmCallRmToken(t: FencingToken | undefined): Promise<void> {
+    return this.checkRmToken(t, () => notRegistered("the call carries another ResourceManager token than the current one: register again"));
   }
 
   // ---- TaskExecutors ------------------------------------------------------
@@ -160,6 +295,9 @@ export class ResourceManager {
     if (!req.address) v.push({ field: "address", description: "required" });
     if (!req.resourceManagerToken) v.push({ field: "resource_manager_token", description: "required" });
     if (v.length > 0) throw invalidArgument(v);
+    await this.checkTeToken(req.resourceManagerToken);
+    // A member before it is answered, so before anything is deployed there.
+    await this.addMember(this.token!, req.taskExecutorId);
     await this.checkTeToken(req.resourceManagerToken);
     const te: RegisteredTE = {
       id: req.taskExecutorId,
@@ -375,9 +513,12 @@ export class ResourceManager {
       // (see Leadership) ends the grant anyway.
       if (now - te.lastHeard > timeout) {
         this.tes.delete(te.id);
+        this.membership.gone.set(te.id, te.lastHeard);
         this.log(`TaskExecutor ${te.id} lost: no heartbeat for ${Math.round(now - te.lastHeard)} ms`);
       }
     }
+    const cur = this.leading();
+    if (cur) this.removeGone(cur, now);
     this.kick();
   }
 
@@ -471,13 +612,14 @@ export class ResourceManager {
     return new Set([...this.tes.values()].flatMap((te) => te.invokables));
   }
 
-  service(guard: <A extends unknown[], R>(name: string, fn: (...a: A) => Promise<R>) => (...a: A) => Promise<R>): ServiceImpl<typeof ResourceManagerService> {
-    return {
-      registerTaskExecutor: guard("RM.RegisterTaskExecutor", (r: ResourceManagerServiceRegisterTaskExecutorRequest) => this.registerTaskExecutor(r)),
-      heartbeat: guard("RM.Heartbeat", (r: ResourceManagerServiceHeartbeatRequest) => this.heartbeat(r)),
-      registerJobMaster: guard("RM.RegisterJobMaster", (r: RegisterJobMasterRequest) => this.registerJobMaster(r)),
-      declareResourceRequirements: guard("RM.DeclareResourceRequirements", (r: DeclareResourceRequirementsRequest) => this.declareResourceRequirements(r)),
-      disconnectJobMaster: guard("RM.DisconnectJobMaster", (r: DisconnectJobMasterRequest) => this.disconnectJobMaster(r)),
-    };
+  service(guard: Guard): ServiceImpl<typeof ResourceManagerService> {
+    return guardAll(guard, "RM.", {
+      registerTaskExecutor: (r: ResourceManagerServiceRegisterTaskExecutorRequest) => this.registerTaskExecutor(r),
+      heartbeat: (r: ResourceManagerServiceHeartbeatRequest) => this.heartbeat(r),
+      registerJobMaster: (r: RegisterJobMasterRequest) => this.registerJobMaster(r),
+      declareResourceRequirements: (r: DeclareResourceRequirementsRequest) => this.declareResourceRequirements(r),
+      disconnectJobMaster: (r: DisconnectJobMasterRequest) => this.disconnectJobMaster(r),
+    });
   }
+
 }

@@ -8,7 +8,7 @@ import type http from "node:http";
 import type http2 from "node:http2";
 import { constants as http2constants } from "node:http2";
 import { Code, type ConnectError } from "@connectrpc/connect";
-import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { codeToHttpStatus, endStreamFlag, endStreamToJson, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { jpError } from "./errors.js";
 
@@ -38,8 +38,17 @@ export function answerError(req: Req, res: Res, err: ConnectError): void {
     h.forEach((v, k) => (out[k] = v));
     r.writeHead(200, out);
     r.end();
+  } else if (ct.startsWith("application/connect+")) {
+    // Connect streaming: HTTP 200 and the error in the end-stream message.
+    const end = Buffer.from(JSON.stringify(endStreamToJson(new Headers(), err, {})));
+    const frame = Buffer.alloc(5 + end.length);
+    frame[0] = endStreamFlag;
+    frame.writeUInt32BE(end.length, 1);
+    end.copy(frame, 5);
+    r.writeHead(200, { "content-type": ct.startsWith("application/connect+json") ? "application/connect+json" : "application/connect+proto" });
+    r.end(frame);
   } else {
-    // Connect (unary; a streaming request gets the same JSON error body).
+    // Connect unary.
     r.writeHead(codeToHttpStatus(err.code), { "content-type": "application/json" });
     r.end(Buffer.from(errorToJsonBytes(err, {})));
   }
