@@ -230,7 +230,7 @@ ts-build: ## install the TypeScript SDK's dependencies and compile it into sdk/t
 	npm run build --prefix sdk/ts
 
 .PHONY: conformance
-conformance: bins ts-build jobmanager-ts ## build the reference server, store and TaskExecutors and run the conformance runner against them (a subset again over gRPC, gRPC-Web and TLS), and against the TypeScript JobManager (the whole suite over Connect and TLS, the subset over gRPC and gRPC-Web)
+conformance: bins ts-build jobmanager-ts ## build the reference server, store and TaskExecutors and run the conformance runner against them (a subset again over gRPC, gRPC-Web and TLS), and against the TypeScript JobManager (the whole suite over Connect, TLS, gRPC and gRPC-Web)
 	bin/jobplane-conformance --trace --server-command '$(JOBMANAGER_CMD)' $(ARGS)
 	bin/jobplane-conformance --trace --protocol grpc --run '$(CONFORMANCE_WIRE_RUN)' --server-command '$(JOBMANAGER_CMD)' $(ARGS)
 	bin/jobplane-conformance --trace --protocol grpcweb --run '$(CONFORMANCE_WIRE_RUN)' --server-command '$(JOBMANAGER_CMD)' $(ARGS)
@@ -246,19 +246,17 @@ conformance: bins ts-build jobmanager-ts ## build the reference server, store an
 	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --server-command '$(TS_JOBMANAGER_CMD)' $(ARGS)
 	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --tls-ca '$(TLS_DIR)/ca.pem' \
 		--server-command '$(TS_JOBMANAGER_CMD) --tls-cert $(TLS_DIR)/server.pem --tls-key $(TLS_DIR)/server-key.pem --tls-ca $(TLS_DIR)/ca.pem' $(ARGS)
-	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --protocol grpc --run '$(CONFORMANCE_WIRE_RUN)' --server-command '$(TS_JOBMANAGER_CMD)' $(ARGS)
-	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --protocol grpcweb --run '$(CONFORMANCE_WIRE_RUN)' --server-command '$(TS_JOBMANAGER_CMD)' $(ARGS)
+	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --protocol grpc --server-command '$(TS_JOBMANAGER_CMD)' $(ARGS)
+	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --protocol grpcweb --server-command '$(TS_JOBMANAGER_CMD)' $(ARGS)
 
 .PHONY: conformance-wire
-conformance-wire: bins jobmanager-ts ## the whole conformance suite against the reference server again over gRPC, gRPC-Web and TLS, and against the TypeScript JobManager over gRPC and gRPC-Web (make conformance runs a subset of them)
+conformance-wire: bins ## the whole conformance suite against the reference server again over gRPC, gRPC-Web and TLS (make conformance runs a subset of them)
 	bin/jobplane-conformance --trace --protocol grpc --server-command '$(JOBMANAGER_CMD)' $(ARGS)
 	bin/jobplane-conformance --trace --protocol grpcweb --server-command '$(JOBMANAGER_CMD)' $(ARGS)
 	rm -rf '$(TLS_DIR)' && bin/jobplane certs ca --out '$(TLS_DIR)' >/dev/null && \
 		bin/jobplane certs issue --ca-dir '$(TLS_DIR)' --name server --hosts 127.0.0.1,localhost --out '$(TLS_DIR)' >/dev/null
 	bin/jobplane-conformance --trace --tls-ca '$(TLS_DIR)/ca.pem' \
 		--server-command '$(JOBMANAGER_CMD) --tls-cert $(TLS_DIR)/server.pem --tls-key $(TLS_DIR)/server-key.pem --tls-ca $(TLS_DIR)/ca.pem' $(ARGS)
-	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --protocol grpc --server-command '$(TS_JOBMANAGER_CMD)' $(ARGS)
-	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --protocol grpcweb --server-command '$(TS_JOBMANAGER_CMD)' $(ARGS)
 
 .PHONY: mutants
 mutants: ## mutation testing: plant each of the suite's mutants in the server, run the suite, update the table in conformance/README.md

@@ -274,9 +274,9 @@ var tsOnly = []string{"lease-outlives-wait", "hoard-slots", "no-adoption", "unas
 
 // tsSmoke are the breaks the smoke version runs against the TypeScript
 // JobManager: one of each family (persist, idempotency, fencing both
-// ways, recovery, cancel, watch, the surface).
+// ways, recovery, cancel, watch, the surface, checkpoints).
 var tsSmoke = []string{"ack-before-persist", "runs-twice", "ignore-stale-tokens", "no-token-check", "no-recovery",
-	"cancel-noop", "watch-no-resume", "page-tokens-private", "graph-paths-unquoted"}
+	"cancel-noop", "watch-no-resume", "page-tokens-private", "graph-paths-unquoted", "savepoint-id-per-job", "inline-limit-unenforced"}
 
 // The breaks, applied to the TypeScript JobManager (jobmanager-ts, written
 // from the contract alone) behind the same proxies, are caught by the
