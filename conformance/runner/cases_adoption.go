@@ -37,6 +37,8 @@ var adoptionCases = []Case{
 		Doc: "SIGSTOP of the leader past its session's TTL while a job's two subtasks run, then SIGCONT: the standby adopts both attempts, the old leader's token is refused for them at their TaskExecutors, they keep running, and the job finishes with one start per subtask", Run: adoptPausedLeader},
 	{Name: "adoption/finished-in-the-gap", Requires: adoptionRequires, Instances: 1,
 		Doc: "SIGKILL of the only instance while a job's two subtasks run; one finishes before the restarted instance leads: it counts as finished (never deployed again), the other is adopted, and the job finishes", Run: finishedInTheGap},
+	{Name: "adoption/canceled-in-the-gap", Requires: adoptionRequires, Instances: 1,
+		Doc: "SIGKILL of the only instance while a job's one subtask runs under NoRestart; it ends before the restarted instance leads, and the runner's TaskExecutor lists it to AdoptAttempts as CANCELED: the new JobMaster, which cannot tell whether its predecessor asked, takes it as a task failure, and the job ends FAILED without deploying it again", Run: canceledInTheGap},
 	{Name: "adoption/unreachable-task-executor", Requires: adoptionRequires, Instances: 2,
 		Doc: "SIGKILL of the leader while a job's two subtasks run and one of their TaskExecutors is cut off the network: the subtasks it runs are deployed anew only after it stopped them at the end of its task lease (never two attempts at once), those elsewhere are adopted, and the job finishes", Run: unreachableTaskExecutor},
 }
@@ -214,6 +216,50 @@ func finishedInTheGap(t *T) {
 		t.Fatalf("restart: %v", err)
 	}
 	t.adoptedAndFinished(id, old.Token, second)
+}
+
+// canceledInTheGap is finishedInTheGap for an attempt that fails while no
+// JobMaster listens, listed by its TaskExecutor as CANCELED (see
+// reportFailuresAsCanceled).
+func canceledInTheGap(t *T) {
+	id := t.job("j")
+	t.env.reportFailuresAsCanceled(id)
+	g := counterGraph(id, 1, 0)
+	g.Config.RestartStrategy = &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_None{None: &jobplanev1.RestartStrategy_NoRestart{}}}
+	t.mustSubmit(id, g)
+	t.waitRunning(id, 1)
+	old := t.leaderOf(election.Job(id))
+	leader, _ := t.leaderProc()
+	t.killLeader(leader)
+	t.env.open(id + "-fail")
+	t.setup(func() {
+		if !t.wait(30*time.Second, func() bool { return len(t.events(id, "attempt-stop")) > 0 }) {
+			t.Fatalf("the subtask did not stop within 30s of its fail gate opening")
+		}
+	})
+	deployed := len(t.events(id, "SubmitTask"))
+	if _, err := t.env.startServer(0); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	info := t.regrant(id, old.Token)
+	t.waitAdopted(id, info.Token)
+	// A JobMaster that does not count the attempt deploys it again, and
+	// the new attempt (its fail gate open when it starts) runs on.
+	if !t.wait(t.waits.result, func() bool {
+		switch t.status(id) {
+		case jobplanev1.JobStatus_JOB_STATUS_FAILED, jobplanev1.JobStatus_JOB_STATUS_FINISHED, jobplanev1.JobStatus_JOB_STATUS_CANCELED:
+			return true
+		}
+		return len(t.events(id, "SubmitTask")) > deployed
+	}) {
+		t.Fatalf("job %s is %v %v after the restarted instance led it; expected it FAILED: its only attempt, listed CANCELED by AdoptAttempts, is a task failure under NoRestart", id, t.status(id), t.waits.result)
+	}
+	if n := len(t.events(id, "SubmitTask")); n > deployed {
+		t.Fatalf("job %s: its subtask was deployed again after the restart (%d deployments in all); expected none: an attempt AdoptAttempts lists as CANCELED is a task failure, and NoRestart restarts nothing", id, n)
+	}
+	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FAILED {
+		t.Errorf("job %s ended %v (%s); expected FAILED", id, r.GetStatus(), r.GetFailure().GetMessage())
+	}
 }
 
 // unreachableTaskExecutor cuts one TaskExecutor of a running job off the

@@ -348,6 +348,7 @@ func (e *env) taskInterceptor(tx *taskExec) connect.UnaryInterceptorFunc {
 			resp, err := next(ctx, req)
 			// What an AdoptAttempts answer lists becomes the caller's.
 			if adopt, ok := req.Any().(*clusterv1.AdoptAttemptsRequest); ok && err == nil {
+				e.cancelUnasked(resp.Any())
 				for i, j := range resp.Any().(*clusterv1.AdoptAttemptsResponse).GetJobs() {
 					if i >= len(adopt.GetJobs()) {
 						break
@@ -389,8 +390,9 @@ func (e *env) reportFailuresAsCanceled(job string) {
 	e.canceledUnasked[job] = true
 }
 
-// cancelUnasked rewrites, in a TaskExecutor's state report, the FAILED
-// attempts of the jobs of reportFailuresAsCanceled as CANCELED.
+// cancelUnasked rewrites, in a TaskExecutor's state report or its
+// answer to AdoptAttempts, the FAILED attempts of the jobs of
+// reportFailuresAsCanceled as CANCELED.
 func (e *env) cancelUnasked(msg any) {
 	var reports []*clusterv1.UpdateTaskExecutionStatesRequest
 	switch m := msg.(type) {
@@ -400,6 +402,14 @@ func (e *env) cancelUnasked(msg any) {
 		reports = append(reports, m)
 	case *clusterv1.UpdateTaskExecutionStatesOfJobsRequest:
 		reports = m.GetJobs()
+	case *clusterv1.AdoptAttemptsResponse:
+		for _, j := range m.GetJobs() {
+			var sts []*jobplanev1.TaskExecutionStatus
+			for _, h := range j.GetAttempts() {
+				sts = append(sts, h.GetStatus())
+			}
+			reports = append(reports, &clusterv1.UpdateTaskExecutionStatesRequest{JobId: j.GetJobId(), Statuses: sts})
+		}
 	default:
 		return
 	}

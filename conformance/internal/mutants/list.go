@@ -1108,4 +1108,11 @@ var mutants = []Mutant{
 		Old:  `	case to == jobstatus.ExecCanceled && from != jobstatus.ExecCanceling && !t.cancelOn && !t.canceled:`,
 		New:  `	case false && to == jobstatus.ExecCanceled && from != jobstatus.ExecCanceling && !t.cancelOn && !t.canceled:`,
 	},
+	{
+		Name: "adoption/held-cancel-taken-as-asked",
+		Doc:  "An attempt AdoptAttempts lists as CANCELED is taken as one the JobMaster asked to stop, not as a task failure, so under NoRestart a subtask its TaskExecutor stopped on its own in the gap is neither counted nor failed (AdoptAttempts: an attempt listed as ended is taken as reported now, unasked: FAILED and CANCELED alike are task failures).",
+		File: "server/internal/jobmaster/adopt.go",
+		Old:  `			_ = jm.apply(id, st) // it ended while no JobMaster listened: as if reported now`,
+		New:  `			jm.tasks[ev].cancelOn = st.GetState() == jobstatus.ExecCanceled; _ = jm.apply(id, st)`,
+	},
 }

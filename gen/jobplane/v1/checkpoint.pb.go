@@ -63,6 +63,15 @@ type CheckpointConfig struct {
 	// the JobMaster MUST fail the job's running subtasks, which restarts them
 	// as the job's restart strategy says (from the latest completed
 	// checkpoint). Unset tolerates any number; 0 tolerates none.
+	//
+	// A checkpoint a subtask declined, one a TaskExecutor did not answer in
+	// time, and one with a state over ServerLimits.max_inline_state_bytes
+	// MUST count; one whose store write failed, or over max_checkpoint_bytes,
+	// MAY (informative: the reference server counts every failed
+	// checkpoint). Savepoints do not count: their caller is told. A completed
+	// checkpoint starts the count again. Past the tolerated number the
+	// running subtasks fail as one task failure, counted once by the restart
+	// strategy (since 1.2, stated).
 	TolerableFailures *int32 `protobuf:"varint,5,opt,name=tolerable_failures,json=tolerableFailures,proto3,oneof" json:"tolerable_failures,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache

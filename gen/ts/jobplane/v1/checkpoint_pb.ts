@@ -79,6 +79,15 @@ export type CheckpointConfig = Message<"jobplane.v1.CheckpointConfig"> & {
    * as the job's restart strategy says (from the latest completed
    * checkpoint). Unset tolerates any number; 0 tolerates none.
    *
+   * A checkpoint a subtask declined, one a TaskExecutor did not answer in
+   * time, and one with a state over ServerLimits.max_inline_state_bytes
+   * MUST count; one whose store write failed, or over max_checkpoint_bytes,
+   * MAY (informative: the reference server counts every failed
+   * checkpoint). Savepoints do not count: their caller is told. A completed
+   * checkpoint starts the count again. Past the tolerated number the
+   * running subtasks fail as one task failure, counted once by the restart
+   * strategy (since 1.2, stated).
+   *
    * @generated from field: optional int32 tolerable_failures = 5;
    */
   tolerableFailures?: number | undefined;

@@ -68,7 +68,10 @@ type ResourceManagerServiceClient interface {
 	// previous registration. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing id, address or token;
-	// ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
+	// ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER); UNAVAILABLE
+	// (STORE_UNAVAILABLE, or without an ErrorInfo) if the TaskExecutor could
+	// not be recorded in the HA store's membership (HAStoreService
+	// .AddTaskExecutor), with nothing registered: retry (since 1.2, stated).
 	RegisterTaskExecutor(context.Context, *v1.ResourceManagerServiceRegisterTaskExecutorRequest) (*v1.ResourceManagerServiceRegisterTaskExecutorResponse, error)
 	// Heartbeat keeps a TaskExecutor's registration alive and reports its
 	// slots. A registration that sends no heartbeat within the heartbeat
@@ -244,7 +247,10 @@ type ResourceManagerServiceHandler interface {
 	// previous registration. Idempotent.
 	//
 	// Errors: INVALID_ARGUMENT for a missing id, address or token;
-	// ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
+	// ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER); UNAVAILABLE
+	// (STORE_UNAVAILABLE, or without an ErrorInfo) if the TaskExecutor could
+	// not be recorded in the HA store's membership (HAStoreService
+	// .AddTaskExecutor), with nothing registered: retry (since 1.2, stated).
 	RegisterTaskExecutor(context.Context, *v1.ResourceManagerServiceRegisterTaskExecutorRequest) (*v1.ResourceManagerServiceRegisterTaskExecutorResponse, error)
 	// Heartbeat keeps a TaskExecutor's registration alive and reports its
 	// slots. A registration that sends no heartbeat within the heartbeat

@@ -223,7 +223,10 @@ type TaskExecutorServiceClient interface {
 	// while no JobMaster took its state MUST be listed in the answers until the
 	// JobMaster frees its slot, and nowhere else. It MUST list too every
 	// allocation held here for the job, which the JobMaster takes as offered
-	// (OfferSlots).
+	// (OfferSlots). The JobMaster MUST take an attempt listed as ended as if
+	// its state were reported to it now, by an attempt it did not ask to
+	// stop: FAILED and CANCELED alike are task failures (RestartStrategy),
+	// for it cannot tell whether its predecessor asked (since 1.2, stated).
 	//
 	// Attempts MUST be held rather than canceled when a newer JobMaster of
 	// their job appears only under a task lease
@@ -630,7 +633,10 @@ type TaskExecutorServiceHandler interface {
 	// while no JobMaster took its state MUST be listed in the answers until the
 	// JobMaster frees its slot, and nowhere else. It MUST list too every
 	// allocation held here for the job, which the JobMaster takes as offered
-	// (OfferSlots).
+	// (OfferSlots). The JobMaster MUST take an attempt listed as ended as if
+	// its state were reported to it now, by an attempt it did not ask to
+	// stop: FAILED and CANCELED alike are task failures (RestartStrategy),
+	// for it cannot tell whether its predecessor asked (since 1.2, stated).
 	//
 	// Attempts MUST be held rather than canceled when a newer JobMaster of
 	// their job appears only under a task lease

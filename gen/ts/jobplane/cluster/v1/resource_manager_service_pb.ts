@@ -440,7 +440,10 @@ export const ResourceManagerService: GenService<{
    * previous registration. Idempotent.
    *
    * Errors: INVALID_ARGUMENT for a missing id, address or token;
-   * ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER).
+   * ABORTED (STALE_FENCING_TOKEN); UNAVAILABLE (NOT_LEADER); UNAVAILABLE
+   * (STORE_UNAVAILABLE, or without an ErrorInfo) if the TaskExecutor could
+   * not be recorded in the HA store's membership (HAStoreService
+   * .AddTaskExecutor), with nothing registered: retry (since 1.2, stated).
    *
    * @generated from rpc jobplane.cluster.v1.ResourceManagerService.RegisterTaskExecutor
    */
