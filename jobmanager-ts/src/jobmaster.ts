@@ -119,6 +119,8 @@ export class JobMaster {
   private readonly slots = new Map<string, HeldSlot>();
   /** Nothing new is deployed before this (monotonic): the predecessor's task leases must have ended. */
   private deployAfter = 0;
+  /** Without a task lease, after a takeover: the TaskExecutors asked AdoptAttempts (answered or unreachable). */
+  private adoptAsked: Set<string> | undefined;
   private rmToken: FencingToken | undefined;
   stopped = false;
   private ending = false;
@@ -271,6 +273,17 @@ export class JobMaster {
       this.deployAfter = performance.now() + this.env.taskLeaseMs + 500;
       void this.adoptLoop();
       setTimeout(() => this.schedule(), this.env.taskLeaseMs + 600).unref();
+    } else if (this.takeover) {
+      // No task lease: a predecessor's attempts are canceled by the
+      // TaskExecutors once this JobMaster appears, and AdoptAttempts lists
+      // only what runs under this token and the allocations held for the
+      // job; it is still called on every TaskExecutor this JobMaster can
+      // reach before anything is deployed (AdoptAttempts: "MUST call it on
+      // every TaskExecutor it can reach before it deploys anything"), and on
+      // any that appears later before a slot of it is used (QUESTIONS 42).
+      this.adoptAsked = new Set();
+      this.deployAfter = Number.POSITIVE_INFINITY;
+      void this.adoptWithoutLease();
     }
     this.schedule();
     void this.checkpoints.run();
@@ -307,6 +320,59 @@ export class JobMaster {
         this.deployAfter = 0;
         this.schedule();
         return;
+      }
+      await sleep(100);
+    }
+  }
+
+  /**
+   * AdoptAttempts without a task lease: a first round on every registered
+   * TaskExecutor at once (an unreachable one counts as asked once its call
+   * failed), then deployment; then each TaskExecutor that registers or
+   * offers a slot later, before its slots are used.
+   */
+  private async adoptWithoutLease(): Promise<void> {
+    const asked = this.adoptAsked!;
+    const ask = async (id: string, address: string): Promise<void> => {
+      try {
+        const r = await teClient(address).adoptAttempts(
+          { jobs: [{ jobId: this.jobId, jobMasterToken: this.token, jobMasterAddress: this.env.address }] },
+          { timeoutMs: TE_CALL_MS },
+        );
+        if (r.refused.length > 0 || !this.active()) return;
+        const job = r.jobs.find((j) => j.jobId === this.jobId);
+        if (job) this.adopted(id, address, job.allocationIds, job.attempts);
+      } catch (e) {
+        this.log(`AdoptAttempts at ${id}: ${String(e)}`);
+      } finally {
+        asked.add(id);
+      }
+    };
+    const pending = new Set<string>();
+    let first = true;
+    while (this.active() && !this.ending) {
+      const targets = new Map<string, string>();
+      for (const te of this.env.rm.taskExecutors()) targets.set(te.id, te.address);
+      for (const sl of this.slots.values()) {
+        const a = this.env.teAddress(sl.teId);
+        if (a && !targets.has(sl.teId)) targets.set(sl.teId, a);
+      }
+      const round: Promise<void>[] = [];
+      for (const [id, address] of targets) {
+        if (asked.has(id) || pending.has(id)) continue;
+        pending.add(id);
+        round.push(ask(id, address).finally(() => {
+          pending.delete(id);
+          this.schedule();
+        }));
+      }
+      if (first) {
+        await Promise.all(round);
+        first = false;
+        if (!this.active()) return;
+        this.log(`AdoptAttempts asked of ${asked.size} TaskExecutor(s) (no task lease): deploying`);
+        this.deployAfter = 0;
+        this.schedule();
       }
       await sleep(100);
     }
@@ -431,7 +497,9 @@ export class JobMaster {
     }
     if (performance.now() < this.deployAfter) return;
     // Deploy every ready region whose pending subtasks all fit in idle slots.
-    const idle = [...this.slots.values()].filter((s) => !s.subtask || TERMINAL_EXEC.has(s.subtask.state));
+    // Without a task lease, a TaskExecutor not yet asked AdoptAttempts is not deployed to.
+    const asked = this.adoptAsked;
+    const idle = [...this.slots.values()].filter((s) => (!s.subtask || TERMINAL_EXEC.has(s.subtask.state)) && (!asked || asked.has(s.teId)));
     const deployments: Promise<void>[] = [];
     this.regions.forEach((reg, r) => {
       if (!this.regionReady(r)) return;

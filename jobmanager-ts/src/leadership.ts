@@ -187,27 +187,42 @@ export class Leadership {
     if (this.session === s) this.stepDown(`session ended: ${why}`, false);
   }
 
+  /**
+   * Sends a KeepAlive every TTL/4 without waiting for the previous one's
+   * answer (each bounded by TTL/2, at most two in flight): one held by the
+   * store or the network delays no renewal, so the leadership's lease (and
+   * the `lease_remaining` TaskExecutors stop their attempts by, without a
+   * task lease) does not lapse for one slow call.
+   */
   private async keepAlive(s: Session): Promise<void> {
-    while (!s.ended && !this.stopped) {
-      await sleep(s.ttlMs / 4);
-      if (s.ended) return;
+    let inFlight = 0;
+    const one = async (): Promise<void> => {
       const sent = performance.now();
+      inFlight++;
       try {
         await this.client.keepAlive({ sessionId: s.id }, { timeoutMs: s.ttlMs / 2, signal: s.abort.signal });
         if (sent > this.lastAckSend) this.lastAckSend = sent;
       } catch (e) {
+        if (s.ended) return;
         const { code, reason } = reasonOf(e);
         if (code === Code.NotFound || reason === "SESSION_NOT_FOUND") {
           this.endSession(s, "KeepAlive: SESSION_NOT_FOUND");
           return;
         }
-        // Transient: retry; rule 1 ends the leadership if it lasts.
+        // Transient: the next one retries; rule 1 ends the leadership if it lasts.
         if (performance.now() > this.lastAckSend + s.ttlMs * 2) {
           // Past any chance the store kept the session: start over.
           this.endSession(s, `KeepAlive failing: ${String(e)}`);
-          return;
         }
+      } finally {
+        inFlight--;
       }
+    };
+    while (!s.ended && !this.stopped) {
+      await sleep(s.ttlMs / 4);
+      if (s.ended || this.stopped) return;
+      if (inFlight >= 2) continue;
+      void one();
     }
   }
 

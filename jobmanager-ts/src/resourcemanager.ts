@@ -17,7 +17,7 @@ import { ResourceManagerService, DeclareResourceRequirementsRequestSchema, Disco
 import type { ResourceProfile, SlotReport } from "./gen/jobplane/cluster/v1/slot_pb.js";
 import { LeaderInfoSchema, type FencingToken, type LeaderInfo } from "./gen/jobplane/v1/leadership_pb.js";
 import { guardAll, invalidArgument, jpError, notLeader, reasonOf, type Guard } from "./errors.js";
-import { judge, malformedError, notLeaderOf, notRegistered, sameToken, staleError } from "./fencing.js";
+import { judge, malformedError, notRegistered, sameToken, staleError } from "./fencing.js";
 import { ASKED_TTL_MS, ELECTION, type HAClient, type Leadership } from "./leadership.js";
 import { teClient, TE_CALL_MS } from "./teclient.js";
 
@@ -431,7 +431,12 @@ export class ResourceManager {
       case "stale":
         throw staleError(election, reg.token);
       case "newer":
-        throw notLeaderOf(election, reg.address, reg.token);
+        // A token newer than the registered one names no registration
+        // (contract 1.2, stated): DeclareResourceRequirements answers
+        // NOT_REGISTERED (register first), DisconnectJobMaster succeeds
+        // with nothing done. Nothing is read from the store for it.
+        if (mayBeUnknown) return undefined;
+        throw notRegistered(`JobMaster token epoch ${t!.epoch} of ${jobId} is newer than the registered one (epoch ${reg.token.epoch}): register first`, { job_id: jobId });
       default:
         throw malformedError("job_master_token");
     }
