@@ -385,25 +385,29 @@ export class JobMaster {
     for (const id of allocationIds) {
       if (!this.slots.has(id)) this.slots.set(id, { allocationId: id, teId, slotIndex: -1, subtask: undefined });
     }
-    const failedHeld: { st: Subtask; message: string }[] = [];
+    const failedHeld: { st: Subtask; message: string; ended: ExecutionState }[] = [];
     for (const h of attempts) {
       const a = h.status?.attempt;
       const st = a && this.subtasks.find((s) => s.vertex.id === a.vertexId && s.index === a.subtaskIndex);
       if (!st || !h.status || (st.state !== ExecutionState.CREATED && st.attempt >= a.attemptNumber)) continue;
       const state = h.status.state;
-      if (state === ExecutionState.FAILED && st.state === ExecutionState.CREATED) {
-        // Ended FAILED while no JobMaster took its state: a task failure
-        // (RestartStrategy), counted once the adoption is taken (QUESTIONS 38).
+      if ((state === ExecutionState.FAILED || state === ExecutionState.CANCELED) && st.state === ExecutionState.CREATED) {
+        // Ended while no JobMaster took its state: taken as if reported now
+        // by an attempt this JobMaster did not ask to stop, so FAILED and
+        // CANCELED alike are task failures (RestartStrategy), counted once
+        // the adoption is taken (AdoptAttempts, since 1.2; QUESTIONS 38).
         st.attempt = a.attemptNumber;
         st.teId = teId;
         st.allocationId = h.allocationId;
-        failedHeld.push({ st, message: h.status.failureMessage || "the task failed" });
+        const message = state === ExecutionState.FAILED
+          ? h.status.failureMessage || "the task failed"
+          : h.status.failureMessage || "the attempt was canceled while no JobMaster took its state (listed as ended by AdoptAttempts)";
+        failedHeld.push({ st, message, ended: state });
         continue;
       }
       if (state === ExecutionState.FAILED || state === ExecutionState.CANCELED) {
-        // Ended without its state taken: it is deployed again, as a new
-        // attempt. A CANCELED one may have been asked for by the
-        // predecessor: not counted (QUESTIONS 38).
+        // The subtask is already covered by an attempt taken in this
+        // adoption: this ended one is not run again; new attempts number past it.
         st.attempt = Math.max(st.attempt, a.attemptNumber + 1);
         continue;
       }
@@ -420,7 +424,7 @@ export class JobMaster {
     }
     this.log(`adopted from ${teId}: ${attempts.length} attempts, ${allocationIds.length} allocations`);
     for (const f of failedHeld) {
-      if (f.st.state === ExecutionState.CREATED) this.failed(f.st, teId, f.message);
+      if (f.st.state === ExecutionState.CREATED) this.failed(f.st, teId, f.message, f.ended);
     }
     this.progress();
   }
