@@ -223,11 +223,7 @@ func finishedInTheGap(t *T) {
 // reportFailuresAsCanceled).
 func canceledInTheGap(t *T) {
 	id := t.job("j")
-	t.env.reportFailuresAsCanceled(id)
-	g := counterGraph(id, 1, 0)
-	g.Config.RestartStrategy = &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_None{None: &jobplanev1.RestartStrategy_NoRestart{}}}
-	t.mustSubmit(id, g)
-	t.waitRunning(id, 1)
+	t.runCanceledUnasked(id)
 	old := t.leaderOf(election.Job(id))
 	leader, _ := t.leaderProc()
 	t.killLeader(leader)
@@ -243,23 +239,7 @@ func canceledInTheGap(t *T) {
 	}
 	info := t.regrant(id, old.Token)
 	t.waitAdopted(id, info.Token)
-	// A JobMaster that does not count the attempt deploys it again, and
-	// the new attempt (its fail gate open when it starts) runs on.
-	if !t.wait(t.waits.result, func() bool {
-		switch t.status(id) {
-		case jobplanev1.JobStatus_JOB_STATUS_FAILED, jobplanev1.JobStatus_JOB_STATUS_FINISHED, jobplanev1.JobStatus_JOB_STATUS_CANCELED:
-			return true
-		}
-		return len(t.events(id, "SubmitTask")) > deployed
-	}) {
-		t.Fatalf("job %s is %v %v after the restarted instance led it; expected it FAILED: its only attempt, listed CANCELED by AdoptAttempts, is a task failure under NoRestart", id, t.status(id), t.waits.result)
-	}
-	if n := len(t.events(id, "SubmitTask")); n > deployed {
-		t.Fatalf("job %s: its subtask was deployed again after the restart (%d deployments in all); expected none: an attempt AdoptAttempts lists as CANCELED is a task failure, and NoRestart restarts nothing", id, n)
-	}
-	if r := t.result(id); r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FAILED {
-		t.Errorf("job %s ended %v (%s); expected FAILED", id, r.GetStatus(), r.GetFailure().GetMessage())
-	}
+	t.failedNotRedeployed(id, deployed, "the restarted instance led it", "an attempt AdoptAttempts lists as CANCELED")
 }
 
 // unreachableTaskExecutor cuts one TaskExecutor of a running job off the

@@ -120,26 +120,40 @@ func watchReportsRestarts(t *T) {
 
 func unaskedCancelIsAFailure(t *T) {
 	id := t.job("j")
+	t.runCanceledUnasked(id)
+	t.env.open(id + "-fail")
+	t.failedNotRedeployed(id, 1, "its only attempt was reported CANCELED unasked", "an attempt CANCELED without its JobMaster asking")
+}
+
+// runCanceledUnasked submits a job of one "counter" subtask under
+// NoRestart, whose failure (its gate id+"-fail") the runner's
+// TaskExecutors report as CANCELED, and waits for it to run.
+func (t *T) runCanceledUnasked(id string) {
 	t.env.reportFailuresAsCanceled(id)
 	g := counterGraph(id, 1, 0)
 	g.Config.RestartStrategy = &jobplanev1.RestartStrategy{Strategy: &jobplanev1.RestartStrategy_None{None: &jobplanev1.RestartStrategy_NoRestart{}}}
 	t.mustSubmit(id, g)
 	t.waitRunning(id, 1)
-	t.env.open(id + "-fail")
-	// A server that does not count the CANCELED attempt deploys it
-	// again, and the new attempt (its fail gate open when it starts)
-	// runs on: stop waiting at its deployment, or at the job's end.
+}
+
+// failedNotRedeployed checks that the job of runCanceledUnasked, its
+// attempt canceled unasked (after), ends FAILED with the failure, its
+// subtask deployed no more than the deployed times: the attempt (what)
+// is a task failure under NoRestart. A server that does not count it
+// deploys it again, and the new attempt (its fail gate open when it
+// starts) runs on: the wait stops at that deployment, or the job's end.
+func (t *T) failedNotRedeployed(id string, deployed int, after, what string) {
 	if !t.wait(t.waits.result, func() bool {
 		switch t.status(id) {
 		case jobplanev1.JobStatus_JOB_STATUS_FAILED, jobplanev1.JobStatus_JOB_STATUS_FINISHED, jobplanev1.JobStatus_JOB_STATUS_CANCELED:
 			return true
 		}
-		return len(t.events(id, "SubmitTask")) > 1
+		return len(t.events(id, "SubmitTask")) > deployed
 	}) {
-		t.Fatalf("job %s is %v %v after its only attempt was reported CANCELED unasked; expected it FAILED (a task failure under NoRestart)", id, t.status(id), t.waits.result)
+		t.Fatalf("job %s is %v %v after %s; expected it FAILED (a task failure under NoRestart)", id, t.status(id), t.waits.result, after)
 	}
-	if n := len(t.events(id, "SubmitTask")); n > 1 {
-		t.Fatalf("job %s: its subtask was deployed %d times; expected once: an attempt CANCELED without its JobMaster asking is a task failure, and NoRestart restarts nothing", id, n)
+	if n := len(t.events(id, "SubmitTask")); n > deployed {
+		t.Fatalf("job %s: its subtask was deployed %d times, %d of them after %s; expected none after: %s is a task failure, and NoRestart restarts nothing", id, n, n-deployed, after, what)
 	}
 	r := t.result(id)
 	if r.GetStatus() != jobplanev1.JobStatus_JOB_STATUS_FAILED || r.GetFailure() == nil {
