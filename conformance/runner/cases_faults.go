@@ -58,10 +58,12 @@ func faultCases() []Case {
 }
 
 // submitRetrying submits as a client with retries would: an error is
-// asked again, the same plan under the same id, up to 20 times.
+// asked again, the same plan under the same id, for up to the failover
+// wait (a leader that has not read the store's jobs yet MAY answer
+// NOT_LEADER, and its recovery's reads may be what the fault holds).
 func (t *T) submitRetrying(id string, g *jobplanev1.JobGraph) {
 	var err error
-	for range 20 {
+	for deadline := time.Now().Add(t.waits.failover); time.Now().Before(deadline); {
 		if _, err = t.submit(id, g); err == nil {
 			return
 		}
@@ -73,10 +75,11 @@ func (t *T) submitRetrying(id string, g *jobplanev1.JobGraph) {
 	t.Fatalf("SubmitJob(%s) with retries: %v; expected it accepted once the fault passed", id, err)
 }
 
-// cancelRetrying cancels as a client with retries would.
+// cancelRetrying cancels as a client with retries would, for up to the
+// failover wait.
 func (t *T) cancelRetrying(id string) {
 	var err error
-	for range 20 {
+	for deadline := time.Now().Add(t.waits.failover); time.Now().Before(deadline); {
 		if _, err = t.dispatcher().CancelJob(t.ctx, &jobplanev1.CancelJobRequest{JobId: id}); err == nil {
 			return
 		}
