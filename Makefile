@@ -194,7 +194,7 @@ ui-screenshots: bins chromium ## the browser tests, saving a screenshot of each 
 	cd ui && UI_SCREENSHOTS='$(CURDIR)/docs/screenshots' JOBPLANE_BIN='$(CURDIR)/bin/jobplane' node --test --test-concurrency=1 test/*.test.mjs
 
 .PHONY: test-ts
-test-ts: bins ## the TypeScript SDK's tests (sdk/ts, node's test runner) against a real jobmanager built into bin/
+test-ts: bins jobmanager-ts ## the TypeScript SDK's tests (sdk/ts, node's test runner) against a real jobmanager built into bin/ (and the TypeScript JobManager of jobmanager-ts/ with the node Worker)
 	npm ci --prefix sdk/ts --no-audit --no-fund --ignore-scripts
 	JOBPLANE_BIN='$(CURDIR)/bin/jobplane' npm test --prefix sdk/ts
 

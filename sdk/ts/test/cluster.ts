@@ -68,13 +68,33 @@ export function startTaskExecutor(hastore: string, extra: string[] = []): Promis
   return startJobplane(() => ["taskexecutor", "--hastore", hastore, "--log-level", "error", ...extra]);
 }
 
+/** The TypeScript JobManager's entry point (jobmanager-ts/, built by `make jobmanager-ts`). */
+export const tsJobManagerMain = join(repoRoot, "jobmanager-ts", "dist", "main.js");
+
+/**
+ * startTypeScriptJobManager starts the TypeScript JobManager (a second
+ * implementation of the JobManager, written from the contract alone) on
+ * the HA store at hastore, with extra flags, and waits for its address.
+ */
+export function startTypeScriptJobManager(hastore: string, extra: string[] = []): Promise<JobManager> {
+  if (!existsSync(tsJobManagerMain)) {
+    return Promise.reject(new Error(`${tsJobManagerMain} is not built: run make jobmanager-ts`));
+  }
+  return startProcess(process.execPath, () => [tsJobManagerMain, "--hastore", hastore, ...extra]);
+}
+
 /** startJobplane starts `jobplane ARGS --listen 127.0.0.1:0 --listen-addr-file F` in a new directory and waits for its address. */
-async function startJobplane(args: (dir: string) => string[]): Promise<JobManager> {
+function startJobplane(args: (dir: string) => string[]): Promise<JobManager> {
+  return startProcess(jobplaneBinary(), args);
+}
+
+/** startProcess starts `COMMAND ARGS --listen 127.0.0.1:0 --listen-addr-file F` in a new directory and waits for its address. */
+async function startProcess(command: string, args: (dir: string) => string[]): Promise<JobManager> {
   const dir = mkdtempSync(join(tmpdir(), "jobplane-ts-"));
   const addrFile = join(dir, "addr");
   const logFile = join(dir, "log");
   const logFd = openSync(logFile, "w");
-  const proc = spawn(jobplaneBinary(), [...args(dir), "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile], {
+  const proc = spawn(command, [...args(dir), "--listen", "127.0.0.1:0", "--listen-addr-file", addrFile], {
     stdio: ["ignore", logFd, logFd],
   });
   closeSync(logFd);
@@ -101,7 +121,7 @@ async function startJobplane(args: (dir: string) => string[]): Promise<JobManage
   };
   try {
     await waitFor("the process's address", () => {
-      if (exited) throw new Error(`jobplane ${args(dir)[0]} exited:\n` + log());
+      if (exited) throw new Error(`${command} ${args(dir)[0]} exited:\n` + log());
       return existsSync(addrFile) && readFileSync(addrFile, "utf8").trim() !== "";
     });
   } catch (e) {
@@ -112,5 +132,6 @@ async function startJobplane(args: (dir: string) => string[]): Promise<JobManage
     if (!exited) proc.kill("SIGKILL");
     await exit;
   };
-  return { url: "http://" + readFileSync(addrFile, "utf8").trim(), proc, log, stop, kill };
+  const addr = readFileSync(addrFile, "utf8").trim();
+  return { url: addr.includes("://") ? addr : "http://" + addr, proc, log, stop, kill };
 }
