@@ -269,6 +269,14 @@ type HAStoreServiceClient interface {
 	// call MUST succeed and change nothing: it is a retry of the call that
 	// created it. Fenced by `jobmanager`. Idempotent.
 	//
+	// Nothing of a job may run after its result (no campaign, no
+	// deployment): before it records a result, the server MUST end every
+	// candidacy of its own in `job/<job_id>` that is not granted (Withdraw,
+	// answered), for a store keeps campaigning for a candidacy that stands,
+	// riding out its own outages, and could grant it after the result. A
+	// Campaign answered is a candidacy that stands, whatever the server did
+	// with the answer (since 1.2, stated).
+	//
 	// Errors: ALREADY_EXISTS (JOB_RESULT_EXISTS) if the job's entry holds
 	// another result; FAILED_PRECONDITION (JOB_CANCEL_REQUESTED) for a
 	// FINISHED or FAILED result of a job without an entry whose cancellation
@@ -1036,6 +1044,14 @@ type HAStoreServiceHandler interface {
 	// clean since) holds a result equal to this one (see Equality above), the
 	// call MUST succeed and change nothing: it is a retry of the call that
 	// created it. Fenced by `jobmanager`. Idempotent.
+	//
+	// Nothing of a job may run after its result (no campaign, no
+	// deployment): before it records a result, the server MUST end every
+	// candidacy of its own in `job/<job_id>` that is not granted (Withdraw,
+	// answered), for a store keeps campaigning for a candidacy that stands,
+	// riding out its own outages, and could grant it after the result. A
+	// Campaign answered is a candidacy that stands, whatever the server did
+	// with the answer (since 1.2, stated).
 	//
 	// Errors: ALREADY_EXISTS (JOB_RESULT_EXISTS) if the job's entry holds
 	// another result; FAILED_PRECONDITION (JOB_CANCEL_REQUESTED) for a
