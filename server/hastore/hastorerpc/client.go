@@ -403,12 +403,24 @@ func (s *clientSession) Campaign(ctx context.Context, name, address string) (*ha
 	}
 
 	withdraw := func() {
-		// Best effort: if the server kept the candidacy anyway, its grant
-		// finds no local candidacy and is handed back (see granted).
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if _, err := s.c.rpc.Withdraw(wctx, &hastorev1.WithdrawRequest{Election: name, SessionId: s.id}); err != nil && s.ctx.Err() == nil {
-			s.c.log.Warn("withdrawing a candidacy", "election", name, "err", err)
+		// Until answered, or the session is over: a candidacy that stands
+		// is one the store may grant later, after the job's result (see
+		// HAStoreService.CreateDirtyJobResult), and the caller, told the
+		// campaign failed, writes the result next. A grant that comes
+		// meanwhile finds no local candidacy and is handed back (see
+		// granted).
+		for backoff := 50 * time.Millisecond; s.ctx.Err() == nil; backoff = min(2*backoff, time.Second) {
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			_, err := s.c.rpc.Withdraw(wctx, &hastorev1.WithdrawRequest{Election: name, SessionId: s.id})
+			cancel()
+			if err == nil || errors.Is(fromConnect(err), hastore.ErrSessionNotFound) {
+				return
+			}
+			s.c.log.Warn("withdrawing a candidacy; retrying", "election", name, "err", err)
+			select {
+			case <-s.ctx.Done():
+			case <-time.After(backoff):
+			}
 		}
 	}
 	// giveUp ends the candidacy this side gives up on: a grant it already
