@@ -575,6 +575,11 @@ export class Dispatcher {
     job.finishing = true;
     this.leadership().retireJob(job.jobId);
     await this.leadership().campaignSettled(job.jobId);
+    // Nothing of a job runs after its result: a candidacy of ours in
+    // `job/<id>` that is not granted ends first (Withdraw answered), for the
+    // store could otherwise grant it after the result
+    // (CreateDirtyJobResult; QUESTIONS.md 44).
+    await this.leadership().endCandidacy(job.jobId);
     job.master?.stop("the job ended");
     const build = (s: JobStatus) =>
       create(JobResultSchema, {

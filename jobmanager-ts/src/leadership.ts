@@ -53,6 +53,12 @@ interface Session {
   ttlMs: number;
   ended: boolean;
   abort: AbortController;
+  /**
+   * The job elections this session sent a Campaign in and has not withdrawn
+   * from since (Withdraw answered): each may hold a candidacy that stands,
+   * answered or not (a Campaign whose answer was lost may have landed).
+   */
+  campaigned: Set<string>;
 }
 
 export class Leadership {
@@ -157,7 +163,7 @@ export class Leadership {
           { timeoutMs: this.requestedTtlMs },
         );
         const ttlMs = r.ttl ? Number(r.ttl.seconds) * 1000 + r.ttl.nanos / 1e6 : this.requestedTtlMs;
-        s = { id: r.sessionId, ttlMs, ended: false, abort: new AbortController() };
+        s = { id: r.sessionId, ttlMs, ended: false, abort: new AbortController(), campaigned: new Set() };
       } catch (e) {
         this.log(`OpenSession failed: ${String(e)}`);
         await sleep(300);
@@ -357,6 +363,7 @@ export class Leadership {
     this.jobCandidacies.add(jobId);
     for (let i = 0; i < 10 && this.token === t && !s.ended && this.jobCandidacies.has(jobId); i++) {
       try {
+        s.campaigned.add(jobId);
         await this.client.campaign({ election: JOB_PREFIX + jobId, sessionId: s.id, address: "" }, { timeoutMs: 2000, signal: s.abort.signal });
         return;
       } catch (e) {
@@ -368,10 +375,43 @@ export class Leadership {
 
   /**
    * The job's result is being written: from now on nothing campaigns for it
-   * (no retry, no campaign after a revocation); withdrawJob follows.
+   * (no retry, no campaign after a revocation); endCandidacy then ends a
+   * candidacy that is not granted before the result, withdrawJob a granted
+   * one after it.
    */
   retireJob(jobId: string): void {
     this.jobCandidacies.delete(jobId);
+  }
+
+  /**
+   * Before a job's result is written (CreateDirtyJobResult: "the server MUST
+   * end every candidacy of its own in `job/<job_id>` that is not granted
+   * (Withdraw, answered)"): withdraws this session's candidacy in
+   * `job/<jobId>` unless WatchSession reported it granted, retrying until a
+   * Withdraw is answered. Resolves at once when this session sent no
+   * Campaign there (or withdrew since), and when the session ended: nothing
+   * of an ended session stands. Call after retireJob and campaignSettled,
+   * so that no Campaign of ours follows the Withdraw.
+   */
+  async endCandidacy(jobId: string): Promise<void> {
+    for (;;) {
+      const s = this.session;
+      if (!s || s.ended || this.stopped || !s.campaigned.has(jobId)) return;
+      // A granted candidacy keeps its JobMaster's grant until the result;
+      // withdrawJob resigns it after.
+      if (this.jobGrants.has(jobId)) return;
+      try {
+        await this.client.withdraw({ election: JOB_PREFIX + jobId, sessionId: s.id }, { timeoutMs: 2000, signal: s.abort.signal });
+        s.campaigned.delete(jobId);
+        return;
+      } catch (e) {
+        if (s.ended) return;
+        const { code, reason } = reasonOf(e);
+        if (code === Code.NotFound || reason === "SESSION_NOT_FOUND") return;
+        this.log(`Withdraw job/${jobId} before its result failed: ${String(e)}; retrying`);
+        await sleep(200);
+      }
+    }
   }
 
   /** Ends this session's candidacy (waiting or granted) in `job/<jobId>`. */
@@ -383,6 +423,8 @@ export class Leadership {
     for (let i = 0; i < 5; i++) {
       try {
         await this.client.withdraw({ election: JOB_PREFIX + jobId, sessionId: s.id }, { timeoutMs: 2000 });
+        // Unless a Campaign of the job was sent since (it may stand again).
+        if (!this.jobCandidacies.has(jobId)) s.campaigned.delete(jobId);
         return;
       } catch (e) {
         if (reasonOf(e).reason === "SESSION_NOT_FOUND") return;

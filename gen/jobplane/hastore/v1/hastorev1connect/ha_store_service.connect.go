@@ -275,7 +275,8 @@ type HAStoreServiceClient interface {
 	// answered), for a store keeps campaigning for a candidacy that stands,
 	// riding out its own outages, and could grant it after the result. A
 	// Campaign answered is a candidacy that stands, whatever the server did
-	// with the answer (since 1.2, stated).
+	// with the answer, and so may be one sent whose answer was lost (since
+	// 1.2, stated).
 	//
 	// Errors: ALREADY_EXISTS (JOB_RESULT_EXISTS) if the job's entry holds
 	// another result; FAILED_PRECONDITION (JOB_CANCEL_REQUESTED) for a
@@ -1051,7 +1052,8 @@ type HAStoreServiceHandler interface {
 	// answered), for a store keeps campaigning for a candidacy that stands,
 	// riding out its own outages, and could grant it after the result. A
 	// Campaign answered is a candidacy that stands, whatever the server did
-	// with the answer (since 1.2, stated).
+	// with the answer, and so may be one sent whose answer was lost (since
+	// 1.2, stated).
 	//
 	// Errors: ALREADY_EXISTS (JOB_RESULT_EXISTS) if the job's entry holds
 	// another result; FAILED_PRECONDITION (JOB_CANCEL_REQUESTED) for a
