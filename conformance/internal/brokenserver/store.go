@@ -319,6 +319,12 @@ func (ss *session) Campaign(ctx context.Context, name, _ string) (*hastore.Leade
 		// The server never learns that the leadership ended.
 		deaf, _ := hastore.NewLeadership(context.WithoutCancel(ctx), l.Fence(), s, ss.Session.ValidUntil)
 		return deaf, nil
+	case s.mode == "keep-job-leaderships":
+		// Resigned through this store (see Resign), also when a server
+		// ends the grant by withdrawing its candidacy (HAStoreService
+		// .Withdraw), as the TypeScript JobManager does.
+		kept, _ := hastore.NewLeadership(l.Context(), l.Fence(), s, ss.Session.ValidUntil)
+		return kept, nil
 	}
 	return l, nil
 }
