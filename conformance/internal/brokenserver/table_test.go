@@ -313,7 +313,10 @@ func TestBreaksCatchTheTypeScriptJobManager(t *testing.T) {
 		t.Helper()
 		var out bytes.Buffer
 		sum, err := runner.Run(context.Background(), runner.Config{
-			ServerCommand: fmt.Sprintf("%s --break '%s' --child 'node %s' --jobplane %s --hastore {hastore} --listen {listen} --data {data}", broken, mode, main, jobplane),
+			// Without a task lease, as the breaks run the reference (see
+			// brokenserver's run): a lease would hide a break whose
+			// tasks a new JobMaster then adopts (renew-late).
+			ServerCommand: fmt.Sprintf("%s --break '%s' --child 'node %s --task-lease 0' --jobplane %s --hastore {hastore} --listen {listen} --data {data}", broken, mode, main, jobplane),
 			Features:      map[string]bool{runner.FeatureResourceManager: true, runner.FeatureFailover: true, runner.FeatureAdoption: true, runner.FeatureCheckpoints: true, runner.FeatureInvokableCheck: true},
 			Run:           cases, Parallel: 1, Out: &out,
 		})
