@@ -173,7 +173,7 @@ func TestClientCheckpoints(t *testing.T) {
 	}
 	expect(t, "status", c.run(t, "status", "counter"), exitOK, []string{"Checkpoints:  ", " completed, 0 failed", "; latest "}, nil)
 
-	spID := regexp.MustCompile(`^sp-counter-[0-9]+\n$`)
+	spID := regexp.MustCompile(`^sp-counter-[0-9a-f]{16}-[0-9]+\n$`) // sp-<job>-<run digest>-<checkpoint>
 	r = c.run(t, "savepoint", "counter")
 	expect(t, "savepoint", r, exitOK, nil, []string{"of job counter is durable", "job counter runs on"})
 	if !spID.MatchString(r.stdout) {
