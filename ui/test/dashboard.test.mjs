@@ -55,7 +55,9 @@ test("a job's page follows it live to FINISHED, from the jobs list", async () =>
   writeFileSync(release, "");
   // No reload: the watch brings the end.
   await status.filter({ hasText: "FINISHED" }).waitFor();
+  // The subtasks are read apart from the watch: they follow, without a reload.
   const subtasks = page.getByRole("table", { name: "Subtasks" });
+  await subtasks.filter({ hasText: /FINISHED\d{4}-\d\d-\d\d \d\d:\d\d:\d\d/ }).waitFor();
   assert.match(await subtasks.textContent(), /FINISHED\d{4}-\d\d-\d\d \d\d:\d\d:\d\d/, "the subtask FINISHED, since a time");
   assert.deepEqual(errors, []);
   await screenshot(page, "job");
