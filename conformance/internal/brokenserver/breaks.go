@@ -114,10 +114,12 @@ func mountBreaks(mux *http.ServeMux, mode, childAddr string, st *store, d jobpla
 		mux.Handle(p, connect.NewUnaryHandler(p, func(context.Context, *connect.Request[jobplanev1.ListTaskExecutorsRequest]) (*connect.Response[jobplanev1.ListTaskExecutorsResponse], error) {
 			return connect.NewResponse(&jobplanev1.ListTaskExecutorsResponse{}), nil
 		}))
-	case "timings-out-of-bounds", "timings-lie":
+	case "timings-out-of-bounds", "timings-lie", "inline-limit-unenforced":
 		// Advertises timings the contract forbids (a resume window below
 		// its floor), or a session TTL shorter than its sessions' (in
-		// bounds, but not what it does).
+		// bounds, but not what it does), or half the inline state limit
+		// it enforces (a state over the advertised limit is checkpointed
+		// all the same).
 		p := jobplanev1connect.DispatcherServiceGetClusterOverviewProcedure
 		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.GetClusterOverviewRequest]) (*connect.Response[jobplanev1.GetClusterOverviewResponse], error) {
 			resp, err := d.GetClusterOverview(ctx, req.Msg)
@@ -127,24 +129,15 @@ func mountBreaks(mux *http.ServeMux, mode, childAddr string, st *store, d jobpla
 			if resp.Timings == nil {
 				resp.Timings = &jobplanev1.ServerTimings{}
 			}
-			if mode == "timings-out-of-bounds" {
+			switch mode {
+			case "timings-out-of-bounds":
 				resp.Timings.WatchResumeWindow = 8
-			} else {
+			case "timings-lie":
 				resp.Timings.SessionTtl = durationpb.New(resp.Timings.GetSessionTtl().AsDuration() - 100*time.Millisecond)
-			}
-			return connect.NewResponse(resp), nil
-		}))
-	case "inline-limit-unenforced":
-		// Advertises half the inline state limit it enforces: a state
-		// over the advertised limit is checkpointed all the same.
-		p := jobplanev1connect.DispatcherServiceGetClusterOverviewProcedure
-		mux.Handle(p, connect.NewUnaryHandler(p, func(ctx context.Context, req *connect.Request[jobplanev1.GetClusterOverviewRequest]) (*connect.Response[jobplanev1.GetClusterOverviewResponse], error) {
-			resp, err := d.GetClusterOverview(ctx, req.Msg)
-			if err != nil {
-				return nil, err
-			}
-			if l := resp.GetLimits(); l != nil {
-				l.MaxInlineStateBytes /= 2
+			case "inline-limit-unenforced":
+				if l := resp.GetLimits(); l != nil {
+					l.MaxInlineStateBytes /= 2
+				}
 			}
 			return connect.NewResponse(resp), nil
 		}))
