@@ -30,11 +30,16 @@ var storeFaults = []storeFault{
 // its own, the reads of recovery under each fault in a restart, and the
 // session's keep-alive. The invariants must hold on the trace, and every
 // job must end as it would have without the fault, and be cleaned up.
+// faultDocExtra says what a job-call fault case checks beyond the rest.
+var faultDocExtra = map[string]string{
+	"create-dirty": "; statuses are asked while the result is written, and a cancel once it landed: answered JOB_TERMINAL, after which no answer shows the job running",
+}
+
 func faultCases() []Case {
 	var out []Case
 	for _, op := range []string{"put-plan", "campaign", "request-cancel", "create-dirty", "delete-plan", "mark-clean", "resign"} {
 		out = append(out, Case{Name: "faults/" + op, Requires: []string{FeatureResourceManager},
-			Doc: fmt.Sprintf("each fault (fail, delay, lose the answer, hold until the server gives up and then land or fail) on a job's %s: the job ends as it would have, once, and is cleaned up", op),
+			Doc: fmt.Sprintf("each fault (fail, delay, lose the answer, hold until the server gives up and then land or fail) on a job's %s: the job ends as it would have, once, and is cleaned up%s", op, faultDocExtra[op]),
 			Run: func(t *T) { jobCallFaults(t, op) }})
 	}
 	for _, sf := range storeFaults {
@@ -162,7 +167,12 @@ func jobCallFaults(t *T, op string) {
 			t.submitRetrying(id, blockingGraph(2))
 			if op == "create-dirty" {
 				// Asked while the result is being written: the
-				// invariants judge every status answered.
+				// invariants judge every status answered. Once the
+				// write landed, a cancel too: the store refuses it,
+				// the result came first, and it must be answered
+				// JOB_TERMINAL (FINISHED), so no later status may show
+				// the job running (terminal-is-final), also while the
+				// server, its answer lost or held, writes again.
 				done := make(chan struct{})
 				defer close(done)
 				go func() {
@@ -171,6 +181,9 @@ func jobCallFaults(t *T, op string) {
 						case <-done:
 							return
 						case <-time.After(50 * time.Millisecond):
+							if firstApplied(t.events(id, "create-dirty"), "create-dirty") >= 0 {
+								_, _ = t.dispatcher().CancelJob(t.ctx, &jobplanev1.CancelJobRequest{JobId: id})
+							}
 							t.status(id)
 						}
 					}
