@@ -112,10 +112,6 @@ function statusName(s: JobStatus): string {
   return JobStatusSchema.values.find((v) => v.number === s)?.name ?? String(s);
 }
 
-function statusByName(name: string): JobStatus | undefined {
-  return JobStatusSchema.values.find((v) => v.name === name)?.number as JobStatus | undefined;
-}
-
 /** A job as this leader knows it: from its plan, and its result once written. */
 interface Job {
   jobId: string;
@@ -438,8 +434,9 @@ export class Dispatcher {
     }
     void (async () => {
       try {
-        await this.store.getJobResultEntry({ jobId }, { timeoutMs: STORE_TIMEOUT_MS });
-        // A result exists: the job never runs again.
+        const r = await this.store.getJobResultEntry({ jobId }, { timeoutMs: STORE_TIMEOUT_MS });
+        // A result exists: the job never runs again, and is shown as it says.
+        if (r.entry?.result) this.takeResult(st, job, r.entry.result);
         void this.leadership().withdrawJob(jobId);
         return;
       } catch (e) {
@@ -637,18 +634,33 @@ export class Dispatcher {
       }
     }
     if (!st.active) return;
-    // Its final details, as its last JobMaster left them (JobDetails.vertices).
-    if (job.master) st.keepFinal(job, job.master);
-    job.result = result;
-    job.cancellation = result.cancellation ?? job.cancellation;
-    job.plan = undefined;
-    setStatus(job, result.status);
+    this.takeResult(st, job, result);
     try {
       await this.cleanup(st, job.jobId);
       job.clean = true;
     } finally {
       // After the result write nothing campaigns for the job.
       await this.leadership().withdrawJob(job.jobId);
+    }
+  }
+
+  /**
+   * Takes a result that is durable in the store into the job's state, once:
+   * from then on every answer shows the job as the result says
+   * (`terminal-is-final`). A job not ending here yet stops at once and gets
+   * its end done by finishJob (whose write finds this result, then cleans up).
+   */
+  private takeResult(st: State, job: Job, result: JobResult): void {
+    if (job.result || !st.active) return;
+    // Its final details, as its last JobMaster left them (JobDetails.vertices).
+    if (job.master) st.keepFinal(job, job.master);
+    job.result = result;
+    job.cancellation = result.cancellation ?? job.cancellation;
+    job.plan = undefined;
+    setStatus(job, result.status);
+    if (!job.finishing) {
+      job.master?.stop("the job has a result");
+      void this.finishJob(st, job, result.status);
     }
   }
 
@@ -920,16 +932,27 @@ export class Dispatcher {
         // Recorded before anything is done for the request.
         await this.store.requestJobCancel({ fence: st.fence, jobId: job.jobId, cancellation }, { timeoutMs: STORE_TIMEOUT_MS });
       } catch (e) {
-        const { reason, metadata } = reasonOf(e);
+        const { reason } = reasonOf(e);
         if (reason === "STALE_FENCING_TOKEN") return this.stale(st);
         if (reason === "JOB_TERMINAL") {
-          // The result came first: answer as it says.
-          const s = statusByName(metadata["status"] ?? "");
-          if (s === JobStatus.CANCELED) return { status: JobStatus.CANCELED };
-          throw jpError(Code.FailedPrecondition, "JOB_TERMINAL", `job ${job.jobId} is already terminal`, {
-            job_id: job.jobId,
-            ...(metadata["status"] ? { status: metadata["status"] } : {}),
-          });
+          // The result came first (one of ours whose answer was lost, say):
+          // read it into the job's state before answering as it says, so
+          // that no later answer shows the job otherwise. Unread, nothing
+          // was recorded nor told: the client cancels again.
+          let result: JobResult | undefined;
+          try {
+            result = (await this.store.getJobResultEntry({ jobId: job.jobId }, { timeoutMs: STORE_TIMEOUT_MS })).entry?.result;
+          } catch (e2) {
+            this.log(`CancelJob(${job.jobId}): the result the store holds could not be read: ${String(e2)}`);
+          }
+          if (!result) {
+            throw jpError(Code.Unavailable, "CANCEL_NOT_RECORDED", `job ${job.jobId} has a result that could not be read yet; retry`, {
+              job_id: job.jobId,
+            });
+          }
+          this.takeResult(st, job, result);
+          await this.stillLeader(st);
+          return this.cancelAnswerFromResult(job.result ?? result);
         }
         // The store may have kept it all the same (a lost answer): a later
         // request reads the kept one back.
