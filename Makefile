@@ -223,11 +223,6 @@ TS_WORKER_CMD := node $(CURDIR)/sdk/ts/dist/test/conformance-worker.js --hastore
 # adoption/paused-leader missed once on a loaded machine.
 TS_JOBMANAGER_CMD := node $(CURDIR)/jobmanager-ts/dist/main.js --hastore {hastore} --listen {listen} --task-lease 10s
 TS_JOBMANAGER_CONFIG := $(CURDIR)/jobmanager-ts/conformance-features.json
-# TS_KNOWN_FLAKY: cases the TypeScript JobManager fails now and then, whose
-# failures are printed but do not fail the run, until it is fixed:
-# faults/random-schedule once broke terminal-is-final (a GetJob showed
-# RUNNING after CancelJob answered JOB_TERMINAL; seed 8859896172059172662).
-TS_KNOWN_FLAKY := faults/random-schedule
 
 .PHONY: ts-build
 ts-build: ## install the TypeScript SDK's dependencies and compile it into sdk/ts/dist
@@ -248,11 +243,11 @@ conformance: bins ts-build jobmanager-ts ## build the reference server, store an
 	bin/jobplane-conformance --trace --taskexecutor-command '$(TE_CONFORMANCE_CMD)' $(ARGS)
 	bin/jobplane-conformance --trace --protocol grpc --taskexecutor-command '$(TE_CONFORMANCE_CMD)' $(ARGS)
 	bin/jobplane-conformance --trace --taskexecutor-command '$(TS_WORKER_CMD)' $(ARGS)
-	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --known-flaky '$(TS_KNOWN_FLAKY)' --server-command '$(TS_JOBMANAGER_CMD)' $(ARGS)
-	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --known-flaky '$(TS_KNOWN_FLAKY)' --tls-ca '$(TLS_DIR)/ca.pem' \
+	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --server-command '$(TS_JOBMANAGER_CMD)' $(ARGS)
+	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --tls-ca '$(TLS_DIR)/ca.pem' \
 		--server-command '$(TS_JOBMANAGER_CMD) --tls-cert $(TLS_DIR)/server.pem --tls-key $(TLS_DIR)/server-key.pem --tls-ca $(TLS_DIR)/ca.pem' $(ARGS)
-	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --known-flaky '$(TS_KNOWN_FLAKY)' --protocol grpc --server-command '$(TS_JOBMANAGER_CMD)' $(ARGS)
-	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --known-flaky '$(TS_KNOWN_FLAKY)' --protocol grpcweb --server-command '$(TS_JOBMANAGER_CMD)' $(ARGS)
+	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --protocol grpc --server-command '$(TS_JOBMANAGER_CMD)' $(ARGS)
+	bin/jobplane-conformance --trace --config '$(TS_JOBMANAGER_CONFIG)' --protocol grpcweb --server-command '$(TS_JOBMANAGER_CMD)' $(ARGS)
 
 .PHONY: conformance-wire
 conformance-wire: bins ## the whole conformance suite against the reference server again over gRPC, gRPC-Web and TLS (make conformance runs a subset of them)
