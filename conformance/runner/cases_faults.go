@@ -30,16 +30,15 @@ var storeFaults = []storeFault{
 // its own, the reads of recovery under each fault in a restart, and the
 // session's keep-alive. The invariants must hold on the trace, and every
 // job must end as it would have without the fault, and be cleaned up.
-// faultDocExtra says what a job-call fault case checks beyond the rest.
-var faultDocExtra = map[string]string{
-	"create-dirty": "; statuses are asked while the result is written, and a cancel once it landed: answered JOB_TERMINAL, after which no answer shows the job running",
-}
-
 func faultCases() []Case {
 	var out []Case
 	for _, op := range []string{"put-plan", "campaign", "request-cancel", "create-dirty", "delete-plan", "mark-clean", "resign"} {
+		doc := fmt.Sprintf("each fault (fail, delay, lose the answer, hold until the server gives up and then land or fail) on a job's %s: the job ends as it would have, once, and is cleaned up", op)
+		if op == "create-dirty" {
+			doc += "; statuses are asked while the result is written, and a cancel once it landed: answered JOB_TERMINAL, after which no answer shows the job running"
+		}
 		out = append(out, Case{Name: "faults/" + op, Requires: []string{FeatureResourceManager},
-			Doc: fmt.Sprintf("each fault (fail, delay, lose the answer, hold until the server gives up and then land or fail) on a job's %s: the job ends as it would have, once, and is cleaned up%s", op, faultDocExtra[op]),
+			Doc: doc,
 			Run: func(t *T) { jobCallFaults(t, op) }})
 	}
 	for _, sf := range storeFaults {
