@@ -78,6 +78,32 @@ func (t *T) registered() *teRegistration {
 	return reg
 }
 
+// rmCalls sums up the TaskExecutor's calls to the ResourceManager so
+// far, in the order they first came: each kind (registration or
+// heartbeat, its registration, its outcome) with how often it came.
+func (t *T) rmCalls() string {
+	var kinds []string
+	count := map[string]int{}
+	for _, e := range t.te.log.Events(func(e Event) bool { return e.Op == "rm-register" || e.Op == "rm-heartbeat" }) {
+		k := fmt.Sprintf("%s %s under %s", e.Op, e.Detail, e.Token)
+		if e.Err != nil {
+			k += fmt.Sprintf(" refused (%v)", e.Err)
+		}
+		if count[k] == 0 {
+			kinds = append(kinds, k)
+		}
+		count[k]++
+	}
+	if len(kinds) == 0 {
+		return "nothing"
+	}
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
+		out[i] = fmt.Sprintf("%s ×%d", k, count[k])
+	}
+	return strings.Join(out, "; ")
+}
+
 // teClient returns a client of the registered TaskExecutor.
 func (t *T) teClient(reg *teRegistration) clusterv1connect.TaskExecutorServiceClient {
 	return t.te.taskExecutor(reg.address)
@@ -173,7 +199,7 @@ func (t *T) waitState(jobID, attempt string, jm election.Token, st jobplanev1.Ex
 // mustState is waitState for a state the case needs before its checks.
 func (t *T) mustState(jobID, attempt string, jm election.Token, st jobplanev1.ExecutionState) {
 	t.setup(func() {
-		if _, found := t.waitState(jobID, attempt, jm, st, 15*time.Second); !found {
+		if _, found := t.waitState(jobID, attempt, jm, st, teActs); !found {
 			t.Fatalf("attempt %s of job %s: no %v reported to its JobMaster under %s within 15s (reports: %v)", attempt, jobID, st, jm, t.te.cluster.states(jobID, attempt))
 		}
 	})
@@ -184,7 +210,7 @@ func (t *T) mustState(jobID, attempt string, jm election.Token, st jobplanev1.Ex
 // whatever it had been told before.
 func (t *T) heartbeatsAfter(seq, n int) {
 	t.setup(func() {
-		if !t.wait(15*time.Second, func() bool {
+		if !t.wait(teActs, func() bool {
 			return len(t.te.log.Events(func(e Event) bool { return e.Seq > seq && e.Op == "jm-heartbeat" })) >= n
 		}) {
 			t.Fatalf("the TaskExecutor sent fewer than %d HeartbeatFromTaskExecutor in 15s; expected one every %v", n, teHeartbeatInterval)
@@ -226,12 +252,14 @@ func teRegisters(t *T) {
 			t.Errorf("slot %d of the registration's report is %v; expected slot index %d, free", i, s, i)
 		}
 	}
-	if !t.wait(5*time.Second, func() bool {
+	// 3 heartbeats take 0.3s; a loaded machine may hold the TaskExecutor.
+	if !t.wait(teActs, func() bool {
 		return len(ok(t.te.log.Events(func(e Event) bool {
 			return e.Op == "rm-heartbeat" && e.Detail == "registration="+reg.registrationID && e.Token == reg.token
 		}))) >= 3
 	}) {
-		t.Errorf("fewer than 3 ResourceManagerService.Heartbeat under registration %s in 5s; expected one every %v, as RegisterTaskExecutor answered", reg.registrationID, teHeartbeatInterval)
+		t.Errorf("fewer than 3 ResourceManagerService.Heartbeat under registration %s in 15s; expected one every %v, as RegisterTaskExecutor answered; the TaskExecutor sent: %s",
+			reg.registrationID, teHeartbeatInterval, t.rmCalls())
 	}
 	resp, err := t.teClient(reg).Heartbeat(t.ctx, &clusterv1.TaskExecutorServiceHeartbeatRequest{
 		Sender: &clusterv1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken{ResourceManagerToken: protoToken(reg.token)},
@@ -355,7 +383,7 @@ func teRunsAndReports(t *T) {
 	jm := t.teJobMaster(jobID, 1)
 	t.allocate(te, 0, "a0", jobID, jm)
 	t.allocate(te, 1, "a1", jobID, jm)
-	if !t.wait(5*time.Second, func() bool {
+	if !t.wait(teActs, func() bool {
 		offered := map[string]bool{}
 		for _, e := range ok(t.te.log.Events(func(e Event) bool { return e.Op == "offer" && e.Key == jobID && e.Token == jm })) {
 			for _, a := range strings.Split(e.Detail, ",") {
@@ -364,15 +392,15 @@ func teRunsAndReports(t *T) {
 		}
 		return offered["a0"] && offered["a1"]
 	}) {
-		t.Errorf("the allocations a0 and a1 were not both offered to job %s's JobMaster under %s within 5s (offers: %v); expected OfferSlots to the job_master_address RequestSlot named", jobID, jm, t.te.log.Events(func(e Event) bool { return e.Op == "offer" }))
+		t.Errorf("the allocations a0 and a1 were not both offered to job %s's JobMaster under %s within 15s (offers: %v); expected OfferSlots to the job_master_address RequestSlot named", jobID, jm, t.te.log.Events(func(e Event) bool { return e.Op == "offer" }))
 	}
 	want := "value of " + jobID
 	value := t.deploy(te, deployment(jobID, jm, "a0", "value", invokable.Value, map[string]string{invokable.ValueKey: want}, 0))
 	msg := "failure of " + jobID
 	failing := t.deploy(te, deployment(jobID, jm, "a1", "fail", invokable.Fail, map[string]string{invokable.FailMessage: msg}, 0))
 
-	if e, found := t.waitState(jobID, value, jm, jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED, 5*time.Second); !found {
-		t.Errorf("attempt %s (%s): no FINISHED reported to its JobMaster under %s within 5s (reports: %v)", value, invokable.Value, jm, t.te.cluster.states(jobID, value))
+	if e, found := t.waitState(jobID, value, jm, jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED, teActs); !found {
+		t.Errorf("attempt %s (%s): no FINISHED reported to its JobMaster under %s within 15s (reports: %v)", value, invokable.Value, jm, t.te.cluster.states(jobID, value))
 	} else if !strings.Contains(e.Detail, fmt.Sprintf("value=%q", want)) {
 		t.Errorf("attempt %s reported %v; expected FINISHED with the value %q it returned", value, e, want)
 	}
@@ -382,8 +410,8 @@ func teRunsAndReports(t *T) {
 	if running < 0 || finished >= 0 && running > finished {
 		t.Errorf("attempt %s reported %v; expected RUNNING, then FINISHED", value, evs)
 	}
-	if e, found := t.waitState(jobID, failing, jm, jobplanev1.ExecutionState_EXECUTION_STATE_FAILED, 5*time.Second); !found {
-		t.Errorf("attempt %s (%s): no FAILED reported to its JobMaster under %s within 5s (reports: %v)", failing, invokable.Fail, jm, t.te.cluster.states(jobID, failing))
+	if e, found := t.waitState(jobID, failing, jm, jobplanev1.ExecutionState_EXECUTION_STATE_FAILED, teActs); !found {
+		t.Errorf("attempt %s (%s): no FAILED reported to its JobMaster under %s within 15s (reports: %v)", failing, invokable.Fail, jm, t.te.cluster.states(jobID, failing))
 	} else if !strings.Contains(e.Detail, msg) {
 		t.Errorf("attempt %s reported %v; expected FAILED with a failure message holding %q", failing, e, msg)
 	}
@@ -403,8 +431,8 @@ func teHeartbeatsJobMasters(t *T) {
 			return e.Seq >= since && (e.Op == "jm-heartbeat" && e.Key == reg.id || e.Op == "jm-heartbeat-plain" && e.Key == jobID && e.Token == jm)
 		}))
 	}
-	if !t.wait(5*time.Second, func() bool { return len(heartbeats()) >= 5 }) {
-		t.Errorf("%d heartbeats to job %s's JobMaster process in the 5s after its attempt ran (%v); expected one every %v, the interval its offer's answer gave", len(heartbeats()), jobID, heartbeats(), teHeartbeatInterval)
+	if !t.wait(teActs, func() bool { return len(heartbeats()) >= 5 }) {
+		t.Errorf("%d heartbeats to job %s's JobMaster process in the 15s after its attempt ran (%v); expected one every %v, the interval its offer's answer gave", len(heartbeats()), jobID, heartbeats(), teHeartbeatInterval)
 	}
 	named := ok(t.te.log.Events(func(e Event) bool {
 		return e.Op == "jm-heartbeat" && strings.Contains(e.Detail, fmt.Sprintf("%s@%d", jobID, jm.Epoch)) || e.Op == "jm-heartbeat-plain" && e.Key == jobID
@@ -525,7 +553,7 @@ func teNewerJobMasterTakesTheSlots(t *T) {
 	te, jobID, older, first := t.runningGate("first", 0)
 	newer := t.teJobMaster(jobID, 2)
 	t.allocate(te, 1, "b", jobID, newer)
-	if !t.wait(5*time.Second, func() bool {
+	if !t.wait(teActs, func() bool {
 		for _, e := range ok(t.te.log.Events(func(e Event) bool { return e.Op == "offer" && e.Key == jobID && e.Token == newer })) {
 			if slices.Contains(strings.Split(e.Detail, ","), "a") {
 				return true
@@ -533,18 +561,18 @@ func teNewerJobMasterTakesTheSlots(t *T) {
 		}
 		return false
 	}) {
-		t.Errorf("the job's allocation a was not offered to its newer JobMaster %s within 5s (offers: %v); expected the TaskExecutor to offer it the slots its job holds (JobMasterService.OfferSlots)", newer, t.te.log.Events(func(e Event) bool { return e.Op == "offer" }))
+		t.Errorf("the job's allocation a was not offered to its newer JobMaster %s within 15s (offers: %v); expected the TaskExecutor to offer it the slots its job holds (JobMasterService.OfferSlots)", newer, t.te.log.Events(func(e Event) bool { return e.Op == "offer" }))
 	}
 	// The older attempt stops: the slot takes the newer JobMaster's
 	// deployment once it did (SLOT_OCCUPIED until then).
 	req := deployment(jobID, newer, "a", "third", invokable.Gate, nil, 0)
 	var err error
-	t.wait(5*time.Second, func() bool {
+	t.wait(teActs, func() bool {
 		_, err = te.SubmitTask(t.ctx, req)
 		return reason(err) != "SLOT_OCCUPIED"
 	})
 	if err != nil {
-		t.Errorf("SubmitTask into allocation a under the newer JobMaster token answered %v 5s on; expected the older JobMaster's attempt stopped and the slot taken", codeAndReason(err))
+		t.Errorf("SubmitTask into allocation a under the newer JobMaster token answered %v 15s on; expected the older JobMaster's attempt stopped and the slot taken", codeAndReason(err))
 	} else {
 		t.mustState(jobID, attemptKey(req.GetAttempt()), newer, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING)
 	}
@@ -558,21 +586,21 @@ func teCancelAndFree(t *T) {
 	if _, err := te.CancelTask(t.ctx, &clusterv1.CancelTaskRequest{JobId: jobID, JobMasterToken: protoToken(jm), Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "gate"}}); err != nil {
 		t.Fatalf("CancelTask under the job's JobMaster token: %v; expected it taken", err)
 	}
-	if _, found := t.waitState(jobID, attempt, jm, jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED, 10*time.Second); !found {
-		t.Errorf("attempt %s: no CANCELED reported within 10s of CancelTask (reports: %v); expected it stopped and reported", attempt, t.te.cluster.states(jobID, attempt))
+	if _, found := t.waitState(jobID, attempt, jm, jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED, teActs); !found {
+		t.Errorf("attempt %s: no CANCELED reported within 15s of CancelTask (reports: %v); expected it stopped and reported", attempt, t.te.cluster.states(jobID, attempt))
 	}
 	if _, err := te.FreeSlot(t.ctx, &clusterv1.FreeSlotRequest{JobId: jobID, JobMasterToken: protoToken(jm), AllocationId: "a"}); err != nil {
 		t.Fatalf("FreeSlot under the job's JobMaster token: %v; expected it taken", err)
 	}
 	var slots []*clusterv1.SlotStatus
-	if !t.wait(5*time.Second, func() bool {
+	if !t.wait(teActs, func() bool {
 		resp, err := te.Heartbeat(t.ctx, &clusterv1.TaskExecutorServiceHeartbeatRequest{
 			Sender: &clusterv1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken{ResourceManagerToken: protoToken(t.te.rm.Token())},
 		})
 		slots = resp.GetSlotReport().GetSlots()
 		return err == nil && len(slots) > 0 && slots[0].GetAllocationId() == ""
 	}) {
-		t.Errorf("the slot report still shows the slots %v 5s after FreeSlot of slot 0; expected it free", slots)
+		t.Errorf("the slot report still shows the slots %v 15s after FreeSlot of slot 0; expected it free", slots)
 	}
 	other := t.job("k")
 	if err := t.requestSlot(te, t.te.rm.Token(), 0, "a2", other, t.teJobMaster(other, 1)); err != nil {
@@ -624,8 +652,8 @@ func teAdoptionKeepsRunning(t *T) {
 	if _, err := te.CancelTask(t.ctx, &clusterv1.CancelTaskRequest{JobId: jobID, JobMasterToken: protoToken(newer), Attempt: &jobplanev1.ExecutionAttemptId{VertexId: "gate"}}); err != nil {
 		t.Fatalf("CancelTask under the adopting JobMaster's token: %v; expected it taken", err)
 	}
-	if _, found := t.waitState(jobID, attempt, newer, jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED, 10*time.Second); !found {
-		t.Errorf("attempt %s: no CANCELED reported to the adopting JobMaster (%s) within 10s of its CancelTask (reports: %v)", attempt, newer, t.te.cluster.states(jobID, attempt))
+	if _, found := t.waitState(jobID, attempt, newer, jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED, teActs); !found {
+		t.Errorf("attempt %s: no CANCELED reported to the adopting JobMaster (%s) within 15s of its CancelTask (reports: %v)", attempt, newer, t.te.cluster.states(jobID, attempt))
 	}
 	for _, e := range t.te.cluster.states(jobID, attempt) {
 		if e.Seq > adopted && e.Token != newer {
@@ -653,7 +681,7 @@ func teStaleRefusalKeepsAdopted(t *T) {
 	t.allocate(te, 0, "a", jobID, older)
 	attempt := t.deploy(te, deployment(jobID, older, "a", "gate", invokable.Gate, nil, adoptionLease))
 	t.setup(func() {
-		if !t.wait(15*time.Second, func() bool { return len(t.te.log.Events(func(e Event) bool { return e.Op == "report-held" })) > 0 }) {
+		if !t.wait(teActs, func() bool { return len(t.te.log.Events(func(e Event) bool { return e.Op == "report-held" })) > 0 }) {
 			t.Fatalf("no state report of attempt %s reached its JobMaster within 15s", attempt)
 		}
 	})
@@ -664,7 +692,7 @@ func teStaleRefusalKeepsAdopted(t *T) {
 	released = true
 	var refused int
 	t.setup(func() {
-		if !t.wait(15*time.Second, func() bool {
+		if !t.wait(teActs, func() bool {
 			evs := t.te.log.Events(func(e Event) bool { return e.Op == "report-refused" })
 			if len(evs) > 0 {
 				refused = evs[0].Seq

@@ -25,6 +25,12 @@ import (
 const (
 	teHeartbeatInterval = 100 * time.Millisecond
 	teHeartbeatTimeout  = 10 * time.Second
+	// teActs is how long a case waits for the TaskExecutor to do what it
+	// does on its own once told (heartbeat, offer, report, cancel a task,
+	// free a slot): far above what it takes, so that a loaded machine does
+	// not fail a case; a promise with a bound of its own is checked at
+	// that bound.
+	teActs = 15 * time.Second
 )
 
 // teCluster is the JobManager side the runner plays in the TaskExecutor
