@@ -200,7 +200,7 @@ func (t *T) waitState(jobID, attempt string, jm election.Token, st jobplanev1.Ex
 func (t *T) mustState(jobID, attempt string, jm election.Token, st jobplanev1.ExecutionState) {
 	t.setup(func() {
 		if _, found := t.waitState(jobID, attempt, jm, st, teActs); !found {
-			t.Fatalf("attempt %s of job %s: no %v reported to its JobMaster under %s within 15s (reports: %v)", attempt, jobID, st, jm, t.te.cluster.states(jobID, attempt))
+			t.Fatalf("attempt %s of job %s: no %v reported to its JobMaster under %s within %v (reports: %v)", attempt, jobID, st, jm, teActs, t.te.cluster.states(jobID, attempt))
 		}
 	})
 }
@@ -213,7 +213,7 @@ func (t *T) heartbeatsAfter(seq, n int) {
 		if !t.wait(teActs, func() bool {
 			return len(t.te.log.Events(func(e Event) bool { return e.Seq > seq && e.Op == "jm-heartbeat" })) >= n
 		}) {
-			t.Fatalf("the TaskExecutor sent fewer than %d HeartbeatFromTaskExecutor in 15s; expected one every %v", n, teHeartbeatInterval)
+			t.Fatalf("the TaskExecutor sent fewer than %d HeartbeatFromTaskExecutor in %v; expected one every %v", n, teActs, teHeartbeatInterval)
 		}
 	})
 }
@@ -258,8 +258,8 @@ func teRegisters(t *T) {
 			return e.Op == "rm-heartbeat" && e.Detail == "registration="+reg.registrationID && e.Token == reg.token
 		}))) >= 3
 	}) {
-		t.Errorf("fewer than 3 ResourceManagerService.Heartbeat under registration %s in 15s; expected one every %v, as RegisterTaskExecutor answered; the TaskExecutor sent: %s",
-			reg.registrationID, teHeartbeatInterval, t.rmCalls())
+		t.Errorf("fewer than 3 ResourceManagerService.Heartbeat under registration %s in %v; expected one every %v, as RegisterTaskExecutor answered; the TaskExecutor sent: %s",
+			reg.registrationID, teActs, teHeartbeatInterval, t.rmCalls())
 	}
 	resp, err := t.teClient(reg).Heartbeat(t.ctx, &clusterv1.TaskExecutorServiceHeartbeatRequest{
 		Sender: &clusterv1.TaskExecutorServiceHeartbeatRequest_ResourceManagerToken{ResourceManagerToken: protoToken(reg.token)},
@@ -392,7 +392,7 @@ func teRunsAndReports(t *T) {
 		}
 		return offered["a0"] && offered["a1"]
 	}) {
-		t.Errorf("the allocations a0 and a1 were not both offered to job %s's JobMaster under %s within 15s (offers: %v); expected OfferSlots to the job_master_address RequestSlot named", jobID, jm, t.te.log.Events(func(e Event) bool { return e.Op == "offer" }))
+		t.Errorf("the allocations a0 and a1 were not both offered to job %s's JobMaster under %s within %v (offers: %v); expected OfferSlots to the job_master_address RequestSlot named", jobID, jm, teActs, t.te.log.Events(func(e Event) bool { return e.Op == "offer" }))
 	}
 	want := "value of " + jobID
 	value := t.deploy(te, deployment(jobID, jm, "a0", "value", invokable.Value, map[string]string{invokable.ValueKey: want}, 0))
@@ -400,7 +400,7 @@ func teRunsAndReports(t *T) {
 	failing := t.deploy(te, deployment(jobID, jm, "a1", "fail", invokable.Fail, map[string]string{invokable.FailMessage: msg}, 0))
 
 	if e, found := t.waitState(jobID, value, jm, jobplanev1.ExecutionState_EXECUTION_STATE_FINISHED, teActs); !found {
-		t.Errorf("attempt %s (%s): no FINISHED reported to its JobMaster under %s within 15s (reports: %v)", value, invokable.Value, jm, t.te.cluster.states(jobID, value))
+		t.Errorf("attempt %s (%s): no FINISHED reported to its JobMaster under %s within %v (reports: %v)", value, invokable.Value, jm, teActs, t.te.cluster.states(jobID, value))
 	} else if !strings.Contains(e.Detail, fmt.Sprintf("value=%q", want)) {
 		t.Errorf("attempt %s reported %v; expected FINISHED with the value %q it returned", value, e, want)
 	}
@@ -411,7 +411,7 @@ func teRunsAndReports(t *T) {
 		t.Errorf("attempt %s reported %v; expected RUNNING, then FINISHED", value, evs)
 	}
 	if e, found := t.waitState(jobID, failing, jm, jobplanev1.ExecutionState_EXECUTION_STATE_FAILED, teActs); !found {
-		t.Errorf("attempt %s (%s): no FAILED reported to its JobMaster under %s within 15s (reports: %v)", failing, invokable.Fail, jm, t.te.cluster.states(jobID, failing))
+		t.Errorf("attempt %s (%s): no FAILED reported to its JobMaster under %s within %v (reports: %v)", failing, invokable.Fail, jm, teActs, t.te.cluster.states(jobID, failing))
 	} else if !strings.Contains(e.Detail, msg) {
 		t.Errorf("attempt %s reported %v; expected FAILED with a failure message holding %q", failing, e, msg)
 	}
@@ -432,7 +432,7 @@ func teHeartbeatsJobMasters(t *T) {
 		}))
 	}
 	if !t.wait(teActs, func() bool { return len(heartbeats()) >= 5 }) {
-		t.Errorf("%d heartbeats to job %s's JobMaster process in the 15s after its attempt ran (%v); expected one every %v, the interval its offer's answer gave", len(heartbeats()), jobID, heartbeats(), teHeartbeatInterval)
+		t.Errorf("%d heartbeats to job %s's JobMaster process in the %v after its attempt ran (%v); expected one every %v, the interval its offer's answer gave", len(heartbeats()), jobID, teActs, heartbeats(), teHeartbeatInterval)
 	}
 	named := ok(t.te.log.Events(func(e Event) bool {
 		return e.Op == "jm-heartbeat" && strings.Contains(e.Detail, fmt.Sprintf("%s@%d", jobID, jm.Epoch)) || e.Op == "jm-heartbeat-plain" && e.Key == jobID
@@ -561,7 +561,7 @@ func teNewerJobMasterTakesTheSlots(t *T) {
 		}
 		return false
 	}) {
-		t.Errorf("the job's allocation a was not offered to its newer JobMaster %s within 15s (offers: %v); expected the TaskExecutor to offer it the slots its job holds (JobMasterService.OfferSlots)", newer, t.te.log.Events(func(e Event) bool { return e.Op == "offer" }))
+		t.Errorf("the job's allocation a was not offered to its newer JobMaster %s within %v (offers: %v); expected the TaskExecutor to offer it the slots its job holds (JobMasterService.OfferSlots)", newer, teActs, t.te.log.Events(func(e Event) bool { return e.Op == "offer" }))
 	}
 	// The older attempt stops: the slot takes the newer JobMaster's
 	// deployment once it did (SLOT_OCCUPIED until then).
@@ -572,7 +572,7 @@ func teNewerJobMasterTakesTheSlots(t *T) {
 		return reason(err) != "SLOT_OCCUPIED"
 	})
 	if err != nil {
-		t.Errorf("SubmitTask into allocation a under the newer JobMaster token answered %v 15s on; expected the older JobMaster's attempt stopped and the slot taken", codeAndReason(err))
+		t.Errorf("SubmitTask into allocation a under the newer JobMaster token answered %v %v on; expected the older JobMaster's attempt stopped and the slot taken", codeAndReason(err), teActs)
 	} else {
 		t.mustState(jobID, attemptKey(req.GetAttempt()), newer, jobplanev1.ExecutionState_EXECUTION_STATE_RUNNING)
 	}
@@ -587,7 +587,7 @@ func teCancelAndFree(t *T) {
 		t.Fatalf("CancelTask under the job's JobMaster token: %v; expected it taken", err)
 	}
 	if _, found := t.waitState(jobID, attempt, jm, jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED, teActs); !found {
-		t.Errorf("attempt %s: no CANCELED reported within 15s of CancelTask (reports: %v); expected it stopped and reported", attempt, t.te.cluster.states(jobID, attempt))
+		t.Errorf("attempt %s: no CANCELED reported within %v of CancelTask (reports: %v); expected it stopped and reported", attempt, teActs, t.te.cluster.states(jobID, attempt))
 	}
 	if _, err := te.FreeSlot(t.ctx, &clusterv1.FreeSlotRequest{JobId: jobID, JobMasterToken: protoToken(jm), AllocationId: "a"}); err != nil {
 		t.Fatalf("FreeSlot under the job's JobMaster token: %v; expected it taken", err)
@@ -600,7 +600,7 @@ func teCancelAndFree(t *T) {
 		slots = resp.GetSlotReport().GetSlots()
 		return err == nil && len(slots) > 0 && slots[0].GetAllocationId() == ""
 	}) {
-		t.Errorf("the slot report still shows the slots %v 15s after FreeSlot of slot 0; expected it free", slots)
+		t.Errorf("the slot report still shows the slots %v %v after FreeSlot of slot 0; expected it free", slots, teActs)
 	}
 	other := t.job("k")
 	if err := t.requestSlot(te, t.te.rm.Token(), 0, "a2", other, t.teJobMaster(other, 1)); err != nil {
@@ -653,7 +653,7 @@ func teAdoptionKeepsRunning(t *T) {
 		t.Fatalf("CancelTask under the adopting JobMaster's token: %v; expected it taken", err)
 	}
 	if _, found := t.waitState(jobID, attempt, newer, jobplanev1.ExecutionState_EXECUTION_STATE_CANCELED, teActs); !found {
-		t.Errorf("attempt %s: no CANCELED reported to the adopting JobMaster (%s) within 15s of its CancelTask (reports: %v)", attempt, newer, t.te.cluster.states(jobID, attempt))
+		t.Errorf("attempt %s: no CANCELED reported to the adopting JobMaster (%s) within %v of its CancelTask (reports: %v)", attempt, newer, teActs, t.te.cluster.states(jobID, attempt))
 	}
 	for _, e := range t.te.cluster.states(jobID, attempt) {
 		if e.Seq > adopted && e.Token != newer {
@@ -682,7 +682,7 @@ func teStaleRefusalKeepsAdopted(t *T) {
 	attempt := t.deploy(te, deployment(jobID, older, "a", "gate", invokable.Gate, nil, adoptionLease))
 	t.setup(func() {
 		if !t.wait(teActs, func() bool { return len(t.te.log.Events(func(e Event) bool { return e.Op == "report-held" })) > 0 }) {
-			t.Fatalf("no state report of attempt %s reached its JobMaster within 15s", attempt)
+			t.Fatalf("no state report of attempt %s reached its JobMaster within %v", attempt, teActs)
 		}
 	})
 	t.heartbeatsAfter(t.te.log.Len(), 2)
@@ -699,7 +699,7 @@ func teStaleRefusalKeepsAdopted(t *T) {
 			}
 			return len(evs) > 0
 		}) {
-			t.Fatalf("the held state report was not answered within 15s")
+			t.Fatalf("the held state report was not answered within %v", teActs)
 		}
 	})
 	t.heartbeatsAfter(refused, 3)
