@@ -3,6 +3,7 @@ package etcdstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -162,34 +163,67 @@ func memberNames(t *testing.T, c *clientv3.Client) []string {
 	return names
 }
 
+// untilAvailable calls try until it returns anything but
+// hastore.ErrUnavailable (a proposal or read not done in etcd's request
+// timeout, as on a loaded machine), 100ms apart, as a jobmanager would try
+// again, and returns what it returned last, or its last error once ctx
+// ends.
+func untilAvailable(t *testing.T, ctx context.Context, try func() error) error {
+	t.Helper()
+	for {
+		err := try()
+		if !errors.Is(err, hastore.ErrUnavailable) {
+			return err
+		}
+		t.Logf("%v; trying again", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // leadAndPut leads the election "jobmanager" through s, puts the plan of
-// job id fenced by the grant, and ends its session.
+// job id fenced by the grant, and ends its session; each try in a
+// session of its own, until the store is available (30s at most).
 func leadAndPut(t *testing.T, s hastore.Store, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sess, err := s.OpenSession(ctx, hastore.SessionConfig{TTL: 10 * time.Second})
+	err := untilAvailable(t, ctx, func() error {
+		sess, err := s.OpenSession(ctx, hastore.SessionConfig{TTL: 10 * time.Second})
+		if err != nil {
+			return fmt.Errorf("OpenSession: %w", err)
+		}
+		defer sess.Close(ctx)
+		l, err := sess.Campaign(ctx, election.JobManager, "http://"+id)
+		if err != nil {
+			return fmt.Errorf("Campaign: %w", err)
+		}
+		plan := &hastorev1.ExecutionPlan{JobId: id, JobGraph: &jobplanev1.JobGraph{Name: id}}
+		if err := s.PutExecutionPlan(ctx, l.Fence(), plan); err != nil {
+			return fmt.Errorf("PutExecutionPlan %s: %w", id, err)
+		}
+		return nil
+	})
 	if err != nil {
-		t.Fatalf("OpenSession: %v", err)
-	}
-	defer sess.Close(ctx)
-	l, err := sess.Campaign(ctx, election.JobManager, "http://"+id)
-	if err != nil {
-		t.Fatalf("Campaign: %v", err)
-	}
-	plan := &hastorev1.ExecutionPlan{JobId: id, JobGraph: &jobplanev1.JobGraph{Name: id}}
-	if err := s.PutExecutionPlan(ctx, l.Fence(), plan); err != nil {
-		t.Fatalf("PutExecutionPlan %s: %v", id, err)
+		t.Fatal(err)
 	}
 }
 
-// hasPlans checks that s reads the plans of every job in ids.
+// hasPlans checks that s reads the plans of every job in ids, until the
+// store is available (30s at most).
 func hasPlans(t *testing.T, s hastore.Store, via string, ids ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, id := range ids {
-		got, err := s.GetExecutionPlan(ctx, id)
+		var got *hastorev1.ExecutionPlan
+		err := untilAvailable(t, ctx, func() (err error) {
+			got, err = s.GetExecutionPlan(ctx, id)
+			return err
+		})
 		if err != nil || got.GetJobGraph().GetName() != id {
 			t.Errorf("plan %s through %s = %v, %v; want it", id, via, got, err)
 		}
