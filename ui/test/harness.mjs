@@ -19,9 +19,22 @@ export function chromiumPath() {
   return p;
 }
 
-/** launch starts a headless chromium. */
-export function launch() {
-  return chromium.launch({ executablePath: chromiumPath(), headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
+/**
+ * launch starts a headless chromium. A browser that dies as it starts
+ * (chromium has exited with SIGSEGV before its first page, now and then)
+ * is started again, three tries in all: the browser is the tests' tool,
+ * not what they check.
+ */
+export async function launch() {
+  const executablePath = chromiumPath();
+  for (let tries = 1; ; tries++) {
+    try {
+      return await chromium.launch({ executablePath, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
+    } catch (err) {
+      if (tries === 3) throw err;
+      console.error(`chromium did not start (try ${tries} of 3): ${String(err).split("\n")[0]}; starting it again`);
+    }
+  }
 }
 
 /** waitFor polls cond every 20 ms until it holds, failing after timeoutMs with what. */
